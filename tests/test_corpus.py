@@ -1,0 +1,181 @@
+"""Reading corpora: the input policy of xmine.corpus, on small files written here."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+
+import numpy as np
+import pytest
+
+from xmine.corpus import (
+    count_lines,
+    dedup,
+    iter_corpus,
+    read_corpus,
+    read_parallel,
+    truncate_for_encoding,
+)
+from xmine.errors import InputError
+
+
+def write(tmp_path, name, data: bytes):
+    p = tmp_path / name
+    p.write_bytes(data)
+    return p
+
+
+def test_empty_lines_keep_line_numbers_and_are_counted(tmp_path, caplog):
+    p = write(tmp_path, "a.txt", b"eins\n\n   \nzwei\n\t\ndrei")
+    with caplog.at_level(logging.WARNING, logger="xmine.corpus"):
+        c = read_corpus(p)
+    assert c.sentences == ["eins", "zwei", "drei"]
+    assert c.line_numbers.tolist() == [1, 4, 6]
+    assert c.line_numbers.dtype == np.int64
+    assert c.stats.empty_lines == 3 and c.stats.lines == 6 and c.stats.sentences == 3
+    assert any("3 empty line(s)" in r.getMessage() and str(p) in r.getMessage() for r in caplog.records)
+
+
+def test_crlf_bom_and_inner_tabs(tmp_path):
+    p = write(tmp_path, "win.txt", "\ufeffErste Zeile\r\nzweite\tmit Tab\r\nend\rx\r\n".encode("utf-8"))
+    c = read_corpus(p)
+    # BOM gone, \r\n gone, tab and stray \r turned into spaces (they would break TSV / line files)
+    assert c.sentences == ["Erste Zeile", "zweite mit Tab", "end x"]
+    assert c.stats.replaced_count == 2
+
+
+def test_text_is_otherwise_unchanged(tmp_path):
+    s = "  Größe: 5 € — naïve 東京  "
+    c = read_corpus(write(tmp_path, "u.txt", (s + "\n").encode()))
+    assert c.sentences == [s]
+
+
+@pytest.mark.parametrize("name", ["plain.txt.gz", "no_suffix_but_gzip"])
+def test_gzip_detected_by_magic_bytes(tmp_path, name):
+    p = tmp_path / name
+    with gzip.open(p, "wb") as f:
+        f.write("a\n\nb\nc\n".encode())
+    c = read_corpus(p)
+    assert c.sentences == ["a", "b", "c"]
+    assert c.line_numbers.tolist() == [1, 3, 4]
+    assert c.stats.gzip
+    assert count_lines(p) == 4
+
+
+def test_plain_file_named_gz_is_read_as_text(tmp_path):
+    c = read_corpus(write(tmp_path, "fake.gz", b"not gzip\n"))
+    assert c.sentences == ["not gzip"] and not c.stats.gzip
+
+
+def test_invalid_utf8_names_file_line_and_byte(tmp_path):
+    p = write(tmp_path, "latin1.txt", "gut\nauch gut\nfalsch: Gr\xf6\xdfe\n".encode("latin-1"))
+    with pytest.raises(InputError) as e:
+        read_corpus(p)
+    assert e.value.line == 3 and e.value.path == p
+    msg = str(e.value)
+    assert f"{p}:3" in msg and "invalid UTF-8" in msg and "byte 10" in msg and "xf6" in msg
+
+
+def test_invalid_utf8_in_gzip_names_line(tmp_path):
+    p = tmp_path / "bad.gz"
+    with gzip.open(p, "wb") as f:
+        f.write(b"ok\n\xff\xfe\n")
+    with pytest.raises(InputError) as e:
+        read_corpus(p)
+    assert e.value.line == 2
+
+
+def test_nul_byte_names_line(tmp_path):
+    p = write(tmp_path, "nul.txt", b"a\nb\nc\x00d\n")
+    with pytest.raises(InputError, match="NUL byte") as e:
+        read_corpus(p)
+    assert e.value.line == 3 and str(p) in str(e.value)
+
+
+def test_utf16_file_is_refused(tmp_path):
+    p = write(tmp_path, "u16.txt", "hallo\nwelt\n".encode("utf-16"))
+    with pytest.raises(InputError) as e:
+        read_corpus(p)
+    assert e.value.line == 1
+
+
+def test_streaming_yields_good_lines_before_a_later_error(tmp_path):
+    p = write(tmp_path, "late.txt", b"one\ntwo\n\xff\n")
+    it = iter_corpus(p)
+    assert next(it) == (1, "one")
+    assert next(it) == (2, "two")
+    with pytest.raises(InputError) as e:
+        next(it)
+    assert e.value.line == 3
+
+
+def test_missing_directory_empty_and_blank_files(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        read_corpus(tmp_path / "nope.txt")
+    with pytest.raises(InputError, match="is a directory"):
+        read_corpus(tmp_path)
+    with pytest.raises(InputError, match="file is empty"):
+        read_corpus(write(tmp_path, "empty.txt", b""))
+    with pytest.raises(InputError, match="no sentence") as e:
+        read_corpus(write(tmp_path, "blank.txt", b"\n  \n\t\n"))
+    assert e.value.path.name == "blank.txt"
+
+
+def test_corrupt_gzip_is_an_input_error(tmp_path):
+    good = gzip.compress(("x\n" * 10000).encode())
+    p = write(tmp_path, "trunc.gz", good[: len(good) // 2])
+    with pytest.raises(InputError, match="gzip"):
+        read_corpus(p)
+
+
+def test_long_lines_warned_kept_whole_and_cut_for_encoding(tmp_path, caplog):
+    long = "x" * 50
+    p = write(tmp_path, "long.txt", f"short\n{long}\nok\n{long}y\n".encode())
+    with caplog.at_level(logging.WARNING, logger="xmine.corpus"):
+        c = read_corpus(p, max_chars=20)
+    assert c.sentences[1] == long  # the text is kept whole for output
+    assert c.stats.long_count == 2 and c.stats.long_lines == [2, 4]
+    assert any("lines 2, 4" in r.getMessage() for r in caplog.records)
+    cut = truncate_for_encoding(c.sentences, 20)
+    assert cut == ["short", "x" * 20, "ok", "x" * 20]
+
+
+def test_count_lines_with_and_without_final_newline(tmp_path):
+    assert count_lines(write(tmp_path, "a", b"a\nb\n")) == 2
+    assert count_lines(write(tmp_path, "b", b"a\nb")) == 2
+    assert count_lines(write(tmp_path, "c", b"\n")) == 1
+
+
+def test_parallel_files_of_different_length(tmp_path):
+    src = write(tmp_path, "x.de", b"a\nb\nc\n")
+    tgt = write(tmp_path, "x.en", b"A\nB\n")
+    with pytest.raises(InputError) as e:
+        read_parallel(src, tgt)
+    msg = str(e.value)
+    assert str(src) in msg and str(tgt) in msg and "3 line(s)" in msg and "has 2" in msg
+
+
+def test_parallel_drops_pairs_empty_on_either_side(tmp_path):
+    src = write(tmp_path, "x.de", b"a\n\nc\nd\n")
+    tgt = write(tmp_path, "x.en", b"A\nB\n\nD")
+    assert read_parallel(src, tgt) == (["a", "d"], ["A", "D"])
+
+
+def test_parallel_bad_utf8_names_the_right_file(tmp_path):
+    src = write(tmp_path, "x.de", b"a\nb\n")
+    tgt = write(tmp_path, "x.en", b"A\n\xc3\n")
+    with pytest.raises(InputError) as e:
+        read_parallel(src, tgt)
+    assert e.value.path == tgt and e.value.line == 2
+
+
+def test_dedup_maps_back_to_first_occurrence():
+    sents = ["Hallo Welt", "Guten Tag", " Hallo   Welt ", "hallo welt", "Guten Tag", "Hallo\u00a0Welt"]
+    unique, inverse, first = dedup(sents, return_first=True)
+    # white space is normalised (incl. no-break space), case is not
+    assert unique == ["Hallo Welt", "Guten Tag", "hallo welt"]
+    assert inverse.tolist() == [0, 1, 0, 2, 1, 0]
+    assert first.tolist() == [0, 1, 3]
+    assert [unique[j] for j in inverse][3] == "hallo welt"
+    u2, inv2 = dedup([])
+    assert u2 == [] and inv2.shape == (0,)

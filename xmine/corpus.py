@@ -1,0 +1,336 @@
+"""Reading sentence corpora: one sentence per line, plain text or gzip, validated, streamed.
+
+Input policy (what every xmine command does with a text file):
+
+- Compression: gzip is detected by its magic bytes (1f 8b), whatever the file is called.
+- Encoding: UTF-8. A leading byte-order mark is stripped. Invalid UTF-8 raises `InputError`
+  naming the file, the line, the byte offset within that line and a snippet of the bytes.
+- NUL bytes raise `InputError` with the line (they mean a binary or UTF-16 file).
+- Line ends: `\\n` separates lines; a `\\r` before it (Windows `\\r\\n`) is removed.
+- Tabs and stray line-break characters inside a line (`\\r`, `\\v`, `\\f`, U+0085, U+2028,
+  U+2029, ...) are replaced by one space each: they would break the one-sentence-per-line and
+  TSV files xmine writes. Counted and reported as a warning. Nothing else in a line is changed.
+- Empty or whitespace-only lines keep their line number (so output refers to the user's lines)
+  but are not sentences: they are skipped and their count is reported as a warning.
+- Lines longer than `max_chars` characters (default `DEFAULT_MAX_CHARS`) are kept whole in the
+  text, but `truncate_for_encoding` cuts them for the encoder, which would truncate them at its
+  token limit anyway (and a megabyte-long "line" would only cost tokeniser time). A warning names
+  the first such lines.
+- A missing path, a directory, an empty file, or a file without a single non-empty line raises
+  `InputError`. Parallel files whose line counts differ raise `InputError` naming both files and
+  both counts.
+
+Warnings go through the `logging` logger "xmine.corpus" (level WARNING), once per file at the end
+of the read, and are also counted in `CorpusStats` so code can act on them. The CLI prints
+WARNING records to stderr (Python's last-resort handler does so even when nothing configured
+logging).
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO, Iterator, Sequence
+
+import numpy as np
+
+from xmine.errors import InputError
+
+log = logging.getLogger("xmine.corpus")
+
+#: Characters per line beyond which the text is cut for encoding. multilingual-e5 sees at most 512
+#: tokens, roughly 2,000 characters of European text; longer lines are rarely sentences anyway.
+DEFAULT_MAX_CHARS = 2000
+
+#: How many offending line numbers a warning lists before saying "and N more".
+_WARN_LIST = 5
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_BOM = "\ufeff"
+# Characters that split lines for str.splitlines() or columns in TSV; \n is the separator itself.
+_BREAKERS = re.compile("[\t\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+@dataclass(kw_only=True)
+class CorpusStats:
+    """What reading a file found; filled in while `iter_corpus` runs, complete when it ends."""
+
+    #: the file read
+    path: Path
+    #: lines in the file (including empty ones)
+    lines: int = 0
+    #: non-empty lines, i.e. sentences yielded
+    sentences: int = 0
+    #: empty or whitespace-only lines (skipped)
+    empty_lines: int = 0
+    #: line numbers longer than max_chars (the first few; `long_count` has the total)
+    long_lines: list[int] = field(default_factory=list)
+    #: how many lines are longer than max_chars
+    long_count: int = 0
+    #: how many lines had tabs or stray line breaks replaced by spaces
+    replaced_count: int = 0
+    #: whether the file was gzip-compressed
+    gzip: bool = False
+
+    def warnings(self, max_chars: int) -> list[str]:
+        """The warnings this read deserves, as human-readable sentences."""
+        out = []
+        if self.empty_lines:
+            out.append(f"{self.path}: {self.empty_lines} empty line(s) skipped (line numbers are kept)")
+        if self.long_count:
+            more = f" and {self.long_count - len(self.long_lines)} more" if self.long_count > len(self.long_lines) else ""
+            out.append(
+                f"{self.path}: {self.long_count} line(s) longer than {max_chars} characters are cut "
+                f"to that length for encoding (lines {', '.join(map(str, self.long_lines))}{more})"
+            )
+        if self.replaced_count:
+            out.append(
+                f"{self.path}: tabs or line-break characters inside {self.replaced_count} line(s) "
+                "replaced by spaces"
+            )
+        return out
+
+
+@dataclass(kw_only=True)
+class Corpus:
+    """A corpus read into memory: the sentences and the 1-based file line of each."""
+
+    path: Path
+    sentences: list[str]
+    #: int64, line_numbers[i] is the file line of sentences[i]
+    line_numbers: np.ndarray
+    stats: CorpusStats
+
+    def __len__(self) -> int:
+        return len(self.sentences)
+
+
+def _check_path(path: Path) -> None:
+    if not path.exists():
+        raise InputError(path, "no such file")
+    if path.is_dir():
+        raise InputError(path, "is a directory, expected a text file with one sentence per line")
+    if path.stat().st_size == 0:
+        raise InputError(path, "file is empty")
+
+
+def is_gzip(path: str | Path) -> bool:
+    """True when the file starts with the gzip magic bytes."""
+    with open(path, "rb") as f:
+        return f.read(2) == _GZIP_MAGIC
+
+
+def open_binary(path: str | Path) -> BinaryIO:
+    """Open `path` for reading bytes, decompressing gzip transparently (detected by content)."""
+    path = Path(path)
+    _check_path(path)
+    if is_gzip(path):
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    return open(path, "rb")
+
+
+def _decode(raw: bytes, path: Path, line_no: int) -> str:
+    if b"\x00" in raw:
+        col = raw.index(b"\x00")
+        raise InputError(
+            path,
+            f"NUL byte at byte {col} of the line: binary data or a UTF-16 file, expected UTF-8 text",
+            line=line_no,
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        snippet = raw[max(0, e.start - 10): e.end + 10]
+        raise InputError(
+            path,
+            f"invalid UTF-8 at byte {e.start} of the line ({e.reason}; bytes near it: {snippet!r}); "
+            "convert the file to UTF-8, e.g. with iconv",
+            line=line_no,
+        ) from None
+
+
+def iter_lines(path: str | Path, *, stats: CorpusStats | None = None) -> Iterator[tuple[int, str]]:
+    """Yield (line_number, text) for EVERY line of the file, empty ones included, validated.
+
+    Line numbers are 1-based. Text has its newline (and a `\\r` before it) removed, the BOM of
+    the first line stripped, and tabs/stray line breaks replaced by spaces (see the module doc).
+    """
+    path = Path(path)
+    st = stats if stats is not None else CorpusStats(path=path)
+    with open_binary(path) as f:
+        st.gzip = isinstance(f, gzip.GzipFile)
+        try:
+            for line_no, raw in enumerate(f, start=1):
+                if raw.endswith(b"\n"):
+                    raw = raw[:-1]
+                if raw.endswith(b"\r"):
+                    raw = raw[:-1]
+                text = _decode(raw, path, line_no)
+                if line_no == 1 and text.startswith(_BOM):
+                    text = text[1:]
+                if _BREAKERS.search(text):
+                    text = _BREAKERS.sub(" ", text)
+                    st.replaced_count += 1
+                st.lines = line_no
+                yield line_no, text
+        except (gzip.BadGzipFile, EOFError, OSError) as e:
+            if isinstance(e, FileNotFoundError):
+                raise
+            raise InputError(path, f"cannot read (corrupt or truncated gzip?): {e}", line=st.lines + 1) from None
+
+
+def iter_corpus(
+    path: str | Path,
+    *,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    stats: CorpusStats | None = None,
+    warn: bool = True,
+) -> Iterator[tuple[int, str]]:
+    """Stream the sentences of a corpus: yield (line_number, sentence) for each non-empty line.
+
+    Memory stays bounded whatever the file size. Pass a `CorpusStats` to see what was skipped;
+    it is complete once the iterator is exhausted. Raises `InputError` on bad input (see the
+    module doc), including, at the end, when the file holds no sentence at all. `warn=False`
+    keeps the warnings out of the log (they are still counted in `stats`).
+    """
+    path = Path(path)
+    st = stats if stats is not None else CorpusStats(path=path)
+    for line_no, text in iter_lines(path, stats=st):
+        if not text.strip():
+            st.empty_lines += 1
+            continue
+        if len(text) > max_chars:
+            st.long_count += 1
+            if len(st.long_lines) < _WARN_LIST:
+                st.long_lines.append(line_no)
+        st.sentences += 1
+        yield line_no, text
+    if st.sentences == 0:
+        raise InputError(path, f"no sentence in the file ({st.lines} line(s), all empty or whitespace)")
+    if warn:
+        for message in st.warnings(max_chars):
+            log.warning(message)
+
+
+def read_corpus(path: str | Path, *, max_chars: int = DEFAULT_MAX_CHARS) -> Corpus:
+    """Read a whole corpus into memory (see `iter_corpus` for the policy and errors)."""
+    path = Path(path)
+    stats = CorpusStats(path=path)
+    sentences: list[str] = []
+    numbers: list[int] = []
+    for line_no, text in iter_corpus(path, max_chars=max_chars, stats=stats):
+        numbers.append(line_no)
+        sentences.append(text)
+    return Corpus(path=path, sentences=sentences, line_numbers=np.asarray(numbers, dtype=np.int64), stats=stats)
+
+
+def truncate_for_encoding(sentences: Sequence[str], max_chars: int = DEFAULT_MAX_CHARS) -> list[str]:
+    """The sentences cut to `max_chars` characters each (the text to give the encoder)."""
+    return [s if len(s) <= max_chars else s[:max_chars] for s in sentences]
+
+
+def count_lines(path: str | Path) -> int:
+    """Lines in a (possibly gzip) file, counted fast without decoding (a last line without a
+    newline counts)."""
+    n = 0
+    last = b"\n"
+    with open_binary(path) as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            n += block.count(b"\n")
+            last = block[-1:]
+    return n + (last != b"\n")
+
+
+def iter_parallel(
+    src_path: str | Path, tgt_path: str | Path, *, max_chars: int = DEFAULT_MAX_CHARS
+) -> Iterator[tuple[int, str, str]]:
+    """Stream line-aligned parallel files: yield (line_number, src, tgt) for the lines where both
+    sides are non-empty. Lines empty on either side are skipped on both (counted in a warning).
+
+    Raises `InputError` naming both files and both line counts when their lengths differ
+    (checked before anything is yielded, so a caller never sees half an answer).
+    """
+    src_path, tgt_path = Path(src_path), Path(tgt_path)
+    n_src, n_tgt = count_lines(src_path), count_lines(tgt_path)
+    if n_src != n_tgt:
+        raise InputError(
+            src_path,
+            f"parallel files differ in length: {src_path} has {n_src} line(s), {tgt_path} has {n_tgt}",
+        )
+    s_stats, t_stats = CorpusStats(path=src_path), CorpusStats(path=tgt_path)
+    skipped = 0
+    pairs = 0
+    for (line_no, s), (_, t) in zip(iter_lines(src_path, stats=s_stats), iter_lines(tgt_path, stats=t_stats)):
+        if not s.strip() or not t.strip():
+            skipped += 1
+            continue
+        for st, text in ((s_stats, s), (t_stats, t)):
+            if len(text) > max_chars:
+                st.long_count += 1
+                if len(st.long_lines) < _WARN_LIST:
+                    st.long_lines.append(line_no)
+        pairs += 1
+        yield line_no, s, t
+    if pairs == 0:
+        raise InputError(src_path, f"no sentence pair with both sides non-empty in {src_path} and {tgt_path}")
+    if skipped:
+        log.warning(f"{src_path} / {tgt_path}: {skipped} line(s) empty on one or both sides skipped")
+    for st in (s_stats, t_stats):
+        for message in st.warnings(max_chars):
+            if "empty line" not in message:
+                log.warning(message)
+
+
+def read_parallel(
+    src_path: str | Path, tgt_path: str | Path, *, max_chars: int = DEFAULT_MAX_CHARS
+) -> tuple[list[str], list[str]]:
+    """Read line-aligned parallel files into two equally long lists (see `iter_parallel`)."""
+    src: list[str] = []
+    tgt: list[str] = []
+    for _, s, t in iter_parallel(src_path, tgt_path, max_chars=max_chars):
+        src.append(s)
+        tgt.append(t)
+    return src, tgt
+
+
+def normalise_whitespace(sentence: str) -> str:
+    """The sentence with surrounding white space removed and inner runs collapsed to one space."""
+    return " ".join(sentence.split())
+
+
+def dedup(
+    sentences: Sequence[str], *, return_first: bool = False
+) -> tuple[list[str], np.ndarray] | tuple[list[str], np.ndarray, np.ndarray]:
+    """Exact deduplication after white-space normalisation, keeping first occurrences.
+
+    Returns `(unique, inverse)`: `unique` holds the original text of each sentence's first
+    occurrence, in order of first occurrence; `inverse[i]` (int64) is the index in `unique` of
+    `sentences[i]`, so `unique[inverse[i]]` equals `sentences[i]` up to white space. With
+    `return_first=True` also `first[j]`, the index in `sentences` of `unique[j]` (to map back to
+    line numbers).
+    """
+    index: dict[str, int] = {}
+    unique: list[str] = []
+    first: list[int] = []
+    inverse = np.empty(len(sentences), dtype=np.int64)
+    for i, s in enumerate(sentences):
+        key = normalise_whitespace(s)
+        j = index.get(key)
+        if j is None:
+            j = index[key] = len(unique)
+            unique.append(s)
+            first.append(i)
+        inverse[i] = j
+    if return_first:
+        return unique, inverse, np.asarray(first, dtype=np.int64)
+    return unique, inverse
+
+
+__all__ = [
+    "DEFAULT_MAX_CHARS", "Corpus", "CorpusStats", "count_lines", "dedup", "is_gzip",
+    "iter_corpus", "iter_lines", "iter_parallel", "normalise_whitespace", "open_binary",
+    "read_corpus", "read_parallel", "truncate_for_encoding",
+]

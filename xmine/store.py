@@ -1,0 +1,626 @@
+"""The embedding store: a corpus's embeddings on disk, in `.npy` shards, with its text.
+
+Layout of a finished store directory:
+
+    manifest.json       kind "embedding-store": encoder and projection fingerprints, part, count,
+                        dim, dtype, lang, input file (size, sha256, lines), shards (file, rows,
+                        bytes, sha256), reading stats, provenance
+    emb-00000.npy ...   (rows, dim) float16 (default) or float32, rows in corpus order
+    line_numbers.npy    int64, the 1-based input line of every row
+    sentences.txt       UTF-8, the text of every row, one per line (see xmine.corpus for how
+                        tabs and stray line breaks were replaced)
+
+How `embed_corpus` builds it: the corpus is streamed and encoded shard by shard (`shard_rows`
+sentences), so memory stays bounded whatever the corpus size. Each finished shard (embeddings,
+line numbers and text) is written atomically and then recorded in `progress.json`; a run killed or
+interrupted midway is resumed by running it again: shards already recorded are checked (size,
+sha256) and kept, the input is streamed past them, and only the rest is encoded. A run is only
+resumed if the input file (size + sha256), the encoder, the projection, the part, the dtype, the
+language and `max_chars` are the same; otherwise it is refused unless `overwrite=True`. A
+finished store is not rebuilt: `embed_corpus` checks the same things and returns it. At the end
+the per-shard line numbers and texts are joined into `line_numbers.npy` and `sentences.txt`, the
+manifest is written, and `progress.json` is removed.
+
+Without a projection the raw encoder embeddings are stored and the manifest's part is "raw"; with
+one, `projection.transform(raw, part)` ("meaning" or "language") is stored.
+
+Reading: `EmbeddingStore.open(dir)` validates the manifest and every file (existence, size,
+array shape and dtype; `verify()` also checks sha256). `iter_blocks` and `to_array` read the
+shards memory-mapped and convert to float32 block by block.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from xmine.artefacts import (
+    MANIFEST,
+    atomic_path,
+    atomic_write_json,
+    atomic_write_text,
+    provenance,
+    read_manifest,
+    sha256_file,
+    write_manifest,
+)
+from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats, count_lines, iter_corpus, truncate_for_encoding
+from xmine.errors import ArtefactError, ConfigError, EncoderMismatchError
+
+log = logging.getLogger("xmine.store")
+
+STORE_KIND = "embedding-store"
+FORMAT_VERSION = 1
+PROGRESS = "progress.json"
+SENTENCES = "sentences.txt"
+LINE_NUMBERS = "line_numbers.npy"
+_LOCK = ".lock"
+DTYPES = ("float16", "float32")
+PARTS = ("meaning", "language")
+# Sentences handed to the encoder at once inside a shard: enough for its length-sorted batching,
+# few enough that the progress bar moves every few seconds.
+_ENCODE_CHUNK = 2048
+
+
+def _emb_name(i: int) -> str:
+    return f"emb-{i:05d}.npy"
+
+
+def _lines_name(i: int) -> str:
+    return f"lines-{i:05d}.npy"
+
+
+def _text_name(i: int) -> str:
+    return f"text-{i:05d}.txt"
+
+
+@dataclass(kw_only=True)
+class BuildInfo:
+    """What one `embed_corpus` call did (for the CLI's summary line and for tests)."""
+
+    #: the store was already finished; nothing was encoded
+    already_done: bool = False
+    #: sentences found in finished shards of an earlier, interrupted run
+    resumed_rows: int = 0
+    #: sentences encoded by this call
+    encoded: int = 0
+    #: wall-clock seconds of this call
+    seconds: float = 0.0
+
+
+# --------------------------------------------------------------------------------------- reading
+
+
+class EmbeddingStore:
+    """A finished embedding store directory, opened read-only (use `EmbeddingStore.open`)."""
+
+    def __init__(self, directory: Path, manifest: dict[str, Any]):
+        self.directory = directory
+        self.manifest = manifest
+        self.build_info: BuildInfo | None = None  # set by embed_corpus
+        self._line_numbers: np.ndarray | None = None
+        starts = np.cumsum([0] + [s["rows"] for s in manifest["shards"]])
+        self._shard_starts = starts
+
+    @classmethod
+    def open(cls, directory: str | Path) -> "EmbeddingStore":
+        """Open and validate a store; `ArtefactError` says what is missing or inconsistent."""
+        directory = Path(directory)
+        if not (directory / MANIFEST).is_file() and (directory / PROGRESS).is_file():
+            raise ArtefactError(
+                f"{directory}: unfinished embedding store (an interrupted `xmine embed`); "
+                "run the same command again to resume it"
+            )
+        manifest = read_manifest(directory, STORE_KIND)
+        if manifest.get("format_version") != FORMAT_VERSION:
+            raise ArtefactError(
+                f"{directory}: embedding store format {manifest.get('format_version')}, "
+                f"this xmine reads format {FORMAT_VERSION}"
+            )
+        missing = [k for k in ("encoder", "count", "dim", "dtype", "shards", "part", "lang") if k not in manifest]
+        if missing:
+            raise ArtefactError(f"{directory / MANIFEST}: missing field(s) {', '.join(missing)}")
+        store = cls(directory, manifest)
+        store._validate()
+        return store
+
+    def _validate(self) -> None:
+        d, m = self.directory, self.manifest
+        total = 0
+        for shard in m["shards"]:
+            path = d / shard["file"]
+            if not path.is_file():
+                raise ArtefactError(f"{path}: shard missing from the embedding store")
+            if path.stat().st_size != shard["bytes"]:
+                raise ArtefactError(
+                    f"{path}: {path.stat().st_size} bytes, the manifest says {shard['bytes']} (damaged?)"
+                )
+            arr = np.load(path, mmap_mode="r")
+            if arr.shape != (shard["rows"], m["dim"]) or arr.dtype != np.dtype(m["dtype"]):
+                raise ArtefactError(
+                    f"{path}: array {arr.shape} {arr.dtype}, expected ({shard['rows']}, {m['dim']}) {m['dtype']}"
+                )
+            total += shard["rows"]
+        if total != m["count"]:
+            raise ArtefactError(f"{d}: shards hold {total} rows, the manifest says {m['count']}")
+        lines = d / LINE_NUMBERS
+        if not lines.is_file() or np.load(lines, mmap_mode="r").shape != (m["count"],):
+            raise ArtefactError(f"{lines}: missing or not {m['count']} line numbers")
+        if not (d / SENTENCES).is_file():
+            raise ArtefactError(f"{d / SENTENCES}: missing")
+
+    def verify(self) -> None:
+        """Check every shard and the text against the sha256 sums in the manifest (reads all)."""
+        for shard in self.manifest["shards"]:
+            if sha256_file(self.directory / shard["file"]) != shard["sha256"]:
+                raise ArtefactError(f"{self.directory / shard['file']}: sha256 differs from the manifest")
+        files = self.manifest.get("files", {})
+        for name in (SENTENCES, LINE_NUMBERS):
+            want = files.get(name, {}).get("sha256")
+            if want and sha256_file(self.directory / name) != want:
+                raise ArtefactError(f"{self.directory / name}: sha256 differs from the manifest")
+
+    # --- what it is
+    def __len__(self) -> int:
+        return int(self.manifest["count"])
+
+    @property
+    def dim(self) -> int:
+        return int(self.manifest["dim"])
+
+    @property
+    def encoder_fingerprint(self) -> dict[str, Any]:
+        return self.manifest["encoder"]
+
+    @property
+    def projection_fingerprint(self) -> dict[str, Any] | None:
+        return self.manifest.get("projection")
+
+    @property
+    def part(self) -> str:
+        """"raw" (no projection), "meaning" or "language"."""
+        return self.manifest["part"]
+
+    @property
+    def lang(self) -> str:
+        return self.manifest["lang"]
+
+    # --- the text
+    @property
+    def line_numbers(self) -> np.ndarray:
+        """int64 (count,): the 1-based input line of every row."""
+        if self._line_numbers is None:
+            self._line_numbers = np.load(self.directory / LINE_NUMBERS)
+        return self._line_numbers
+
+    def iter_sentences(self) -> Iterator[str]:
+        """The text of every row, in order, streamed."""
+        with open(self.directory / SENTENCES, encoding="utf-8", newline="\n") as f:
+            for line in f:
+                yield line[:-1] if line.endswith("\n") else line
+
+    def sentences(self) -> list[str]:
+        """The text of every row, in order."""
+        out = list(self.iter_sentences())
+        if len(out) != len(self):
+            raise ArtefactError(f"{self.directory / SENTENCES}: {len(out)} lines, expected {len(self)}")
+        return out
+
+    # --- the embeddings
+    def shard_arrays(self) -> list[np.ndarray]:
+        """The shards, memory-mapped read-only, in their stored dtype."""
+        return [np.load(self.directory / s["file"], mmap_mode="r") for s in self.manifest["shards"]]
+
+    def iter_blocks(self, block_rows: int = 65536) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield (start_row, float32 array of up to `block_rows` rows) over the whole store.
+
+        Blocks have exactly `block_rows` rows (except the last) whatever the shard boundaries;
+        only one block is in memory at a time.
+        """
+        if block_rows < 1:
+            raise ConfigError(f"block_rows must be >= 1, got {block_rows}")
+        shards = self.shard_arrays()
+        starts = self._shard_starts
+        n = len(self)
+        for start in range(0, n, block_rows):
+            end = min(start + block_rows, n)
+            block = np.empty((end - start, self.dim), dtype=np.float32)
+            first = int(np.searchsorted(starts, start, side="right") - 1)
+            pos = start
+            i = first
+            while pos < end:
+                lo = pos - starts[i]
+                hi = min(end, starts[i + 1]) - starts[i]
+                block[pos - start: pos - start + (hi - lo)] = shards[i][lo:hi]
+                pos += hi - lo
+                i += 1
+            yield start, block
+
+    def to_array(self, dtype: Any = np.float32) -> np.ndarray:
+        """All embeddings in one (count, dim) array of `dtype` (float32 by default)."""
+        out = np.empty((len(self), self.dim), dtype=dtype)
+        for start, arr in zip(self._shard_starts, self.shard_arrays()):
+            out[start: start + len(arr)] = arr
+        return out
+
+    def check_encoder(self, encoder_fingerprint: dict[str, Any], *, what: str = "query encoder") -> None:
+        """Raise `EncoderMismatchError` unless `encoder_fingerprint` is the store's encoder."""
+        _check_same_encoder(self.encoder_fingerprint, encoder_fingerprint, what=f"{what} vs store {self.directory}")
+
+    def __repr__(self) -> str:
+        m = self.manifest
+        return (
+            f"EmbeddingStore({str(self.directory)!r}, count={m['count']}, dim={m['dim']}, "
+            f"dtype={m['dtype']}, lang={m['lang']!r}, encoder={m['encoder'].get('name')!r}, part={m['part']!r})"
+        )
+
+
+def _check_same_encoder(expected: dict, actual: dict, *, what: str) -> None:
+    try:
+        from xmine.encoders import check_same_encoder
+    except ImportError:  # the encoders module predates check_same_encoder
+        check_same_encoder = None
+    if check_same_encoder is not None:
+        check_same_encoder(expected, actual, what=what)
+    elif expected.get("id") != actual.get("id"):
+        raise EncoderMismatchError(
+            f"{what}: made with encoder {expected.get('name')!r} ({expected.get('id')}), "
+            f"given {actual.get('name')!r} ({actual.get('id')})"
+        )
+
+
+# --------------------------------------------------------------------------------------- writing
+
+
+@contextlib.contextmanager
+def _locked(out_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the store directory, so two runs cannot write it at once."""
+    with open(out_dir / _LOCK, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ArtefactError(f"{out_dir}: another xmine process is writing this embedding store") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _identity_mismatch(old: dict[str, Any], new: dict[str, Any]) -> str | None:
+    """Why a store (or interrupted run) with identity `old` cannot serve request `new`, or None."""
+    if (old["input"]["size"], old["input"]["sha256"]) != (new["input"]["size"], new["input"]["sha256"]):
+        return (
+            f"it was made from another input file ({old['input']['path']}, {old['input']['size']} bytes, "
+            f"sha256 {old['input']['sha256'][:12]}...) than {new['input']['path']} "
+            f"({new['input']['size']} bytes, sha256 {new['input']['sha256'][:12]}...)"
+        )
+    if old["encoder"].get("id") != new["encoder"].get("id"):
+        return f"it was made with encoder {old['encoder'].get('name')!r}, not {new['encoder'].get('name')!r}"
+    old_p = (old.get("projection") or {}).get("id")
+    new_p = (new.get("projection") or {}).get("id")
+    if old_p != new_p:
+        return f"it was made with projection {old.get('projection')}, not {new.get('projection')}"
+    for key in ("part", "dtype", "lang", "max_chars"):
+        if old.get(key) != new.get(key):
+            return f"it was made with {key}={old.get(key)!r}, not {new.get(key)!r}"
+    return None
+
+
+def _clear_dir(out_dir: Path) -> None:
+    for entry in out_dir.iterdir():
+        if entry.name == _LOCK:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def _load_projection(projection: Any) -> Any:
+    if projection is None or hasattr(projection, "transform"):
+        return projection
+    from xmine.disentangle import load_projection
+
+    return load_projection(projection)
+
+
+def _finished_shards(out_dir: Path, progress: dict[str, Any]) -> list[dict[str, Any]]:
+    """The shards of an interrupted run that are intact on disk (a prefix of the recorded ones)."""
+    kept = []
+    for shard in progress.get("shards", []):
+        ok = all((out_dir / shard[k]).is_file() for k in ("file", "lines_file", "text_file"))
+        ok = ok and (out_dir / shard["file"]).stat().st_size == shard["bytes"]
+        ok = ok and sha256_file(out_dir / shard["file"]) == shard["sha256"]
+        if not ok:
+            log.warning(f"{out_dir / shard['file']}: damaged or missing; re-encoding from there")
+            break
+        kept.append(shard)
+    return kept
+
+
+def embed_corpus(
+    input_path: str | Path,
+    out_dir: str | Path,
+    *,
+    encoder: Any,
+    lang: str,
+    projection: Any = None,
+    part: str = "meaning",
+    dtype: str = "float16",
+    shard_rows: int = 50_000,
+    batch_size: int = 64,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    overwrite: bool = False,
+    show_progress: bool = True,
+    on_shard_done: Callable[[int, int], None] | None = None,
+) -> EmbeddingStore:
+    """Embed a corpus file (one sentence per line) into an embedding store at `out_dir`.
+
+    - `encoder`: an `xmine.encoders.Encoder`.
+    - `lang`: the corpus language code, recorded for downstream steps.
+    - `projection`: None (store raw embeddings), a Projection, or a projection directory.
+    - `part`: which part of the projection to store, "meaning" or "language".
+    - `dtype`: "float16" (half the disk, ~1e-3 error on unit vectors) or "float32".
+    - `shard_rows`: sentences per shard, which is also the unit of resuming.
+    - `batch_size`: the encoder's batch size.
+    - `max_chars`: sentences are cut to this many characters for encoding (text kept whole).
+    - `overwrite`: rebuild an existing store (or discard an interrupted run) instead of refusing
+      when it was made from other inputs or settings.
+    - `on_shard_done(shard_index, rows_done)`: called after each shard is safely on disk.
+
+    Returns the opened store; its `build_info` says what this call did. See the module doc for
+    the resume rules.
+    """
+    input_path, out_dir = Path(input_path), Path(out_dir)
+    t0 = time.perf_counter()
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if part not in PARTS:
+        raise ConfigError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
+    if shard_rows < 1 or batch_size < 1 or max_chars < 1:
+        raise ConfigError("shard_rows, batch_size and max_chars must be >= 1")
+    projection = _load_projection(projection)
+    enc_fp = encoder.fingerprint()
+    if projection is not None:
+        projection.check_encoder(enc_fp)
+        stored_part = part
+    elif part == "language":
+        raise ConfigError("part 'language' needs a projection (raw embeddings have no language part)")
+    else:
+        stored_part = "raw"
+
+    # Validates the input (missing, directory, empty) before anything is created on disk.
+    n_lines = count_lines(input_path)
+    identity = {
+        "input": {
+            "path": str(input_path.resolve()),
+            "size": input_path.stat().st_size,
+            "sha256": sha256_file(input_path),
+            "lines": n_lines,
+        },
+        "encoder": enc_fp,
+        "projection": projection.fingerprint() if projection is not None else None,
+        "part": stored_part,
+        "dtype": dtype,
+        "lang": lang,
+        "max_chars": max_chars,
+    }
+
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"{out_dir}: exists and is not a directory")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with _locked(out_dir):
+        info = BuildInfo()
+        has_manifest = (out_dir / MANIFEST).is_file()
+        has_progress = (out_dir / PROGRESS).is_file()
+        others = [e for e in out_dir.iterdir() if e.name != _LOCK]
+        if others and not has_manifest and not has_progress:
+            raise ConfigError(
+                f"{out_dir}: exists and is not an xmine embedding store; refusing to write into it "
+                "(choose a new or empty directory)"
+            )
+        if has_manifest:
+            manifest = read_manifest(out_dir, STORE_KIND)  # refuses a directory of another kind
+            why = _identity_mismatch(manifest, identity)
+            if why is None:
+                _remove_leftovers(out_dir, manifest)
+                try:
+                    store = EmbeddingStore.open(out_dir)
+                except ArtefactError as e:
+                    if not overwrite:
+                        raise ArtefactError(f"{e}; pass --overwrite to rebuild the store") from None
+                    why = str(e)
+                else:
+                    info.already_done = True
+                    info.seconds = time.perf_counter() - t0
+                    store.build_info = info
+                    return store
+            if not overwrite:
+                raise ArtefactError(f"{out_dir}: an embedding store already, but {why}; "
+                                    "pass --overwrite to rebuild it or choose another output directory")
+            _clear_dir(out_dir)
+            has_progress = False
+        shards: list[dict[str, Any]] = []
+        if has_progress:
+            progress = json.loads((out_dir / PROGRESS).read_text(encoding="utf-8"))
+            why = _identity_mismatch(progress["identity"], identity)
+            if why is not None and not progress.get("shards"):
+                why = None  # nothing finished yet (e.g. the input had a bad line): start afresh
+                progress["shards"] = []
+            if why is not None and not overwrite:
+                raise ArtefactError(f"{out_dir}: holds an interrupted run, but {why}; "
+                                    "pass --overwrite to discard it or choose another output directory")
+            if why is not None:
+                _clear_dir(out_dir)
+            else:
+                shards = _finished_shards(out_dir, progress)
+        _remove_temporaries(out_dir)
+        info.resumed_rows = sum(s["rows"] for s in shards)
+        if info.resumed_rows:
+            log.info(f"{out_dir}: resuming after {len(shards)} finished shard(s), {info.resumed_rows} sentences")
+
+        def save_progress() -> None:
+            atomic_write_json(out_dir / PROGRESS, {"identity": identity, "shards": shards})
+
+        save_progress()
+        stats = CorpusStats(path=input_path)
+        pbar = None
+        if show_progress:
+            from tqdm import tqdm
+
+            pbar = tqdm(total=n_lines, unit=" lines", desc=f"embed {input_path.name}", dynamic_ncols=True)
+        try:
+            buf_text: list[str] = []
+            buf_lines: list[int] = []
+            skip = info.resumed_rows
+            last_line = 0
+
+            def flush() -> None:
+                nonlocal last_line
+                idx = len(shards)
+                emb = _encode_shard(
+                    buf_text, encoder=encoder, projection=projection, part=part,
+                    batch_size=batch_size, max_chars=max_chars, pbar=pbar, lines=buf_lines,
+                    last_line=last_line,
+                )
+                last_line = buf_lines[-1]
+                emb = emb.astype(dtype, copy=False)
+                with atomic_path(out_dir / _emb_name(idx)) as tmp:
+                    np.save(tmp, emb)
+                with atomic_path(out_dir / _lines_name(idx)) as tmp:
+                    np.save(tmp, np.asarray(buf_lines, dtype=np.int64))
+                atomic_write_text(out_dir / _text_name(idx), "".join(s + "\n" for s in buf_text))
+                emb_path = out_dir / _emb_name(idx)
+                shards.append({
+                    "file": _emb_name(idx), "rows": len(buf_text), "bytes": emb_path.stat().st_size,
+                    "sha256": sha256_file(emb_path), "lines_file": _lines_name(idx),
+                    "text_file": _text_name(idx), "dim": int(emb.shape[1]),
+                })
+                save_progress()
+                info.encoded += len(buf_text)
+                buf_text.clear()
+                buf_lines.clear()
+                if on_shard_done is not None:
+                    on_shard_done(idx, sum(s["rows"] for s in shards))
+
+            for line_no, sentence in iter_corpus(input_path, max_chars=max_chars, stats=stats, warn=False):
+                if skip:
+                    skip -= 1
+                    last_line = line_no
+                    if pbar is not None and skip == 0:
+                        pbar.update(line_no)
+                    continue
+                buf_text.append(sentence)
+                buf_lines.append(line_no)
+                if len(buf_text) >= shard_rows:
+                    flush()
+            if skip:
+                raise ArtefactError(
+                    f"{out_dir}: the interrupted run recorded more sentences than {input_path} holds"
+                )
+            if buf_text:
+                flush()
+            if pbar is not None:
+                pbar.update(n_lines - pbar.n)
+        finally:
+            if pbar is not None:
+                pbar.close()
+        for message in stats.warnings(max_chars):  # after the bar, so the lines do not mix
+            log.warning(message)
+        input_stats = {
+            "lines": stats.lines, "sentences": stats.sentences, "empty_lines": stats.empty_lines,
+            "long_lines": stats.long_count, "replaced": stats.replaced_count, "gzip": stats.gzip,
+        }
+        _finalise(out_dir, identity, shards, input_stats, params={
+            "input": str(input_path), "lang": lang, "part": stored_part, "dtype": dtype,
+            "shard_rows": shard_rows, "batch_size": batch_size, "max_chars": max_chars,
+        })
+        store = EmbeddingStore.open(out_dir)
+        info.seconds = time.perf_counter() - t0
+        store.build_info = info
+        return store
+
+
+def _encode_shard(
+    sentences: list[str], *, encoder: Any, projection: Any, part: str, batch_size: int,
+    max_chars: int, pbar: Any, lines: list[int], last_line: int,
+) -> np.ndarray:
+    """Encode one shard in chunks (so the progress bar moves), then apply the projection."""
+    texts = truncate_for_encoding(sentences, max_chars)
+    pieces = []
+    for lo in range(0, len(texts), _ENCODE_CHUNK):
+        chunk = texts[lo: lo + _ENCODE_CHUNK]
+        raw = np.asarray(encoder.encode(chunk, batch_size=batch_size), dtype=np.float32)
+        if raw.ndim != 2 or raw.shape[0] != len(chunk):
+            raise ArtefactError(f"encoder returned shape {raw.shape} for {len(chunk)} sentences")
+        pieces.append(projection.transform(raw, part) if projection is not None else raw)
+        if pbar is not None:
+            line_now = lines[min(lo + _ENCODE_CHUNK, len(lines)) - 1]
+            prev = lines[lo - 1] if lo else last_line
+            pbar.update(line_now - prev)
+    return np.concatenate(pieces, axis=0).astype(np.float32, copy=False)
+
+
+def _finalise(out_dir: Path, identity: dict, shards: list[dict], stats: dict, *, params: dict) -> None:
+    """Join per-shard line numbers and texts, write the manifest, drop the progress file."""
+    count = sum(s["rows"] for s in shards)
+    with atomic_path(out_dir / LINE_NUMBERS) as tmp:
+        numbers = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.int64, shape=(count,))
+        pos = 0
+        for s in shards:
+            part = np.load(out_dir / s["lines_file"])
+            numbers[pos: pos + len(part)] = part
+            pos += len(part)
+        numbers.flush()
+        del numbers
+    with atomic_path(out_dir / SENTENCES) as tmp:
+        with open(tmp, "wb") as out:
+            for s in shards:
+                with open(out_dir / s["text_file"], "rb") as f:
+                    shutil.copyfileobj(f, out)
+    body = {
+        **{k: identity[k] for k in ("encoder", "projection", "part", "dtype", "lang", "max_chars")},
+        "count": count,
+        "dim": shards[0]["dim"],
+        "input": identity["input"],
+        "input_stats": stats,
+        "shards": [{k: s[k] for k in ("file", "rows", "bytes", "sha256")} for s in shards],
+        "files": {
+            SENTENCES: {"bytes": (out_dir / SENTENCES).stat().st_size, "sha256": sha256_file(out_dir / SENTENCES)},
+            LINE_NUMBERS: {"bytes": (out_dir / LINE_NUMBERS).stat().st_size,
+                           "sha256": sha256_file(out_dir / LINE_NUMBERS)},
+        },
+        "provenance": provenance(**params),
+    }
+    write_manifest(out_dir, STORE_KIND, body, format_version=FORMAT_VERSION)
+    _remove_leftovers(out_dir, body)
+
+
+def _remove_leftovers(out_dir: Path, manifest: dict) -> None:
+    """Remove the build's scaffolding (progress file, per-shard text and line numbers)."""
+    keep = {MANIFEST, SENTENCES, LINE_NUMBERS, _LOCK} | {s["file"] for s in manifest["shards"]}
+    for entry in out_dir.iterdir():
+        if entry.name not in keep and (
+            entry.name == PROGRESS or entry.name.startswith(("text-", "lines-", "emb-", "."))
+        ):
+            if entry.is_file():
+                entry.unlink()
+
+
+def _remove_temporaries(out_dir: Path) -> None:
+    """Remove half-written files a killed run left (atomic writes use hidden temporaries)."""
+    for entry in out_dir.iterdir():
+        if entry.name.startswith(".") and ".tmp" in entry.name and entry.is_file():
+            entry.unlink()
+
+
+__all__ = ["BuildInfo", "EmbeddingStore", "embed_corpus", "STORE_KIND"]

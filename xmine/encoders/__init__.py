@@ -66,6 +66,11 @@ _BUILTIN = {
 }
 
 
+# Loaded encoders of this process, by (name, device, prefix): a model is read from disk once,
+# however many commands, benchmarks or tests ask for it.
+_LOADED: dict[tuple, Encoder] = {}
+
+
 def load_encoder(
     name: str = DEFAULT_ENCODER,
     *,
@@ -84,7 +89,20 @@ def load_encoder(
       default (the physical cores) / all cores.
 
     Raises EncoderError when the name is unknown or the model cannot be built or loaded.
+    An encoder already loaded in this process with the same name, device and prefix is reused.
     """
+    # use-m3 fixes its BLAS threads when built; torch's threads are a process-wide setting.
+    key = (name, device, prefix, threads if name == "use-m3" else None)
+    if key not in _LOADED:
+        _LOADED[key] = _load_encoder(name, device=device, prefix=prefix, threads=threads)
+    elif threads and name != "use-m3":
+        import torch
+
+        torch.set_num_threads(int(threads))
+    return _LOADED[key]
+
+
+def _load_encoder(name: str, *, device: str | None, prefix: str | None, threads: int | None) -> Encoder:
     from xmine.errors import EncoderError
 
     if not isinstance(name, str) or not name.strip():

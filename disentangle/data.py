@@ -1,0 +1,212 @@
+"""Training pairs: find line-aligned parallel files, sample them, embed them (cached).
+
+Pair discovery (`discover_pairs`), for each `--pairs` argument:
+
+- `A:B` (two files): the languages are the files' last suffixes (`x.de:x.en` -> de, en), or
+  given explicitly as `deu=A:eng=B`.
+- a directory: searched recursively (sorted, hidden entries skipped). In each folder, files
+  are grouped by name: `STEM.LANG` (Tatoeba challenge `deu-eng.deu`, WMT `newstest2019.de`,
+  FLORES v1 `wikipedia.dev.ne-en.ne`) groups by STEM; `LANG.SPLIT` (FLORES-200
+  `deu_Latn.devtest`) groups by SPLIT. LANG is a language code: 2-3 lower-case letters with an
+  optional `_Script` (`deu`, `de`, `cmn_Hans`); `md`, `txt`, `tsv`, `json` ... are never codes.
+  A group of two or more languages is one multi-way aligned set: with an English member, every
+  other language is paired with English; without, every two languages are paired.
+- languages are normalised with `xmine.langs.normalize_lang` (de, deu, deu_Latn -> deu), and a
+  pair is kept when both of its languages are in `--langs` (when given). The pair's sides are
+  ordered with English second (else alphabetically), so `en-de` and `de-en` files merge.
+
+Sampling: all sentence pairs of one language pair (over all its files) are pooled, exact
+duplicates dropped, then at most `max_pairs_per_lang` are drawn with a seeded generator.
+10% (`valid_fraction`) of each language pair is held out for validation, also seeded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from xmine.errors import ConfigError, InputError
+from xmine.langs import normalize_lang
+
+_LANG_CODE = re.compile(r"^[a-z]{2,3}(_[A-Z][a-z]{3})?$")
+_NOT_LANG = {"md", "txt", "tsv", "csv", "json", "gz", "zip", "xml", "sgm", "py", "sh", "yml", "yaml",
+             "bz2", "xz", "tar", "pdf", "doc", "log", "cfg", "ini", "id", "ids", "src", "ref", "hyp", "out"}
+_PIVOT = "eng"
+
+
+def _is_lang(code: str) -> bool:
+    return bool(_LANG_CODE.match(code)) and code not in _NOT_LANG
+
+
+@dataclass(frozen=True, kw_only=True)
+class PairFiles:
+    """Two line-aligned files and their (normalised) languages; src_lang != tgt_lang."""
+
+    src: Path
+    tgt: Path
+    src_lang: str
+    tgt_lang: str
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.src_lang, self.tgt_lang)
+
+
+def _ordered(a: tuple[str, Path], b: tuple[str, Path]) -> tuple[tuple[str, Path], tuple[str, Path]]:
+    """English second, else alphabetical by language."""
+    if a[0] == _PIVOT or (b[0] != _PIVOT and a[0] > b[0]):
+        return b, a
+    return a, b
+
+
+def _pairs_of_group(members: dict[str, Path]) -> list[PairFiles]:
+    langs = sorted(members)
+    if _PIVOT in members:
+        combos = [(l, _PIVOT) for l in langs if l != _PIVOT]
+    else:
+        combos = [(a, b) for i, a in enumerate(langs) for b in langs[i + 1:]]
+    out = []
+    for a, b in combos:
+        (sl, sp), (tl, tp) = _ordered((a, members[a]), (b, members[b]))
+        out.append(PairFiles(src=sp, tgt=tp, src_lang=sl, tgt_lang=tl))
+    return out
+
+
+def _scan_directory(root: Path) -> list[PairFiles]:
+    groups: dict[tuple[Path, str, str], dict[str, Path]] = defaultdict(dict)
+    for path in sorted(root.rglob("*")):
+        if not path.is_file() or any(p.startswith(".") for p in path.relative_to(root).parts):
+            continue
+        stem, dot, last = path.name.rpartition(".")
+        if not dot or not stem:
+            continue
+        if _is_lang(last):
+            groups[(path.parent, "stem", stem)][normalize_lang(last)] = path
+        elif _is_lang(stem):
+            groups[(path.parent, "split", last)][normalize_lang(stem)] = path
+    pairs: list[PairFiles] = []
+    for members in groups.values():
+        if len(members) >= 2:
+            pairs += _pairs_of_group(members)
+    return pairs
+
+
+def _parse_explicit(spec: str) -> PairFiles:
+    parts = spec.split(":")
+    if len(parts) != 2:
+        raise ConfigError(f"--pairs {spec!r}: expected a directory, SRC:TGT files or LANG=SRC:LANG=TGT")
+    sides = []
+    for part in parts:
+        lang, eq, file = part.partition("=")
+        if not eq:
+            file, lang = part, Path(part).name.rpartition(".")[2]
+        path = Path(file).expanduser()
+        if not path.is_file():
+            raise InputError(path, "parallel file not found")
+        if not lang or not re.match(r"^[A-Za-z_-]+$", lang):
+            raise ConfigError(f"--pairs {spec!r}: cannot tell the language of {file}; write LANG={file}")
+        sides.append((normalize_lang(lang), path))
+    if sides[0][0] == sides[1][0]:
+        raise ConfigError(f"--pairs {spec!r}: both sides are language {sides[0][0]!r}")
+    (sl, sp), (tl, tp) = _ordered(sides[0], sides[1])
+    return PairFiles(src=sp, tgt=tp, src_lang=sl, tgt_lang=tl)
+
+
+def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) -> list[PairFiles]:
+    """Every parallel file pair named by `specs` (directories or SRC:TGT), filtered by `langs`."""
+    wanted = {normalize_lang(l) for l in langs} if langs else None
+    found: list[PairFiles] = []
+    for spec in specs:
+        p = Path(spec).expanduser()
+        if p.is_dir():
+            found += _scan_directory(p)
+        elif ":" in spec:
+            found.append(_parse_explicit(spec))
+        else:
+            raise InputError(p, "not a directory and not SRC:TGT parallel files")
+    if wanted is not None:
+        found = [f for f in found if f.src_lang in wanted and f.tgt_lang in wanted]
+    seen, unique = set(), []
+    for f in found:
+        ident = (f.src.resolve(), f.tgt.resolve())
+        if ident not in seen:
+            seen.add(ident)
+            unique.append(f)
+    if not unique:
+        what = f" with both languages in --langs {','.join(sorted(wanted))}" if wanted else ""
+        raise ConfigError(f"no parallel files found in {', '.join(specs)}{what} (see `xmine train --help` for the rule)")
+    return unique
+
+
+@dataclass(kw_only=True)
+class PairSample:
+    """Sampled sentence pairs of all language pairs, split into training and validation."""
+
+    src: list[str]
+    tgt: list[str]
+    #: language-class id of each side (index into `languages`)
+    src_lang: np.ndarray
+    tgt_lang: np.ndarray
+    #: id of each pair's language pair (index into `lang_pairs`)
+    group: np.ndarray
+    #: True for held-out (validation) pairs
+    valid: np.ndarray
+    languages: list[str]
+    lang_pairs: list[tuple[str, str]]
+    #: what was read: files with sizes and hashes, counts per language pair
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def sample_pairs(
+    files: Sequence[PairFiles], *, max_pairs_per_lang: int | None, valid_fraction: float, seed: int,
+    fingerprint_files: bool = True,
+) -> PairSample:
+    """Read, pool per language pair, deduplicate, sample and split (see the module doc)."""
+    from xmine.artefacts import file_fingerprint
+    from xmine.corpus import read_parallel
+
+    if not 0.0 < valid_fraction < 1.0:
+        raise ConfigError(f"valid fraction must be in (0, 1), got {valid_fraction}")
+    by_pair: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+    file_info = []
+    for f in files:
+        s, t = read_parallel(f.src, f.tgt)
+        by_pair[f.key] += list(zip(s, t))
+        info = {"src": str(f.src), "tgt": str(f.tgt), "src_lang": f.src_lang, "tgt_lang": f.tgt_lang, "pairs": len(s)}
+        if fingerprint_files:
+            info["src_sha256"] = file_fingerprint(f.src)["sha256"]
+            info["tgt_sha256"] = file_fingerprint(f.tgt)["sha256"]
+        file_info.append(info)
+    lang_pairs = sorted(by_pair)
+    languages = sorted({l for p in lang_pairs for l in p})
+    lang_index = {l: i for i, l in enumerate(languages)}
+    rng = np.random.default_rng(seed)
+    src, tgt, s_lang, t_lang, group, valid = [], [], [], [], [], []
+    counts = {}
+    for g, key in enumerate(lang_pairs):
+        pool = list(dict.fromkeys(by_pair[key]))  # exact duplicates out, first-seen order kept
+        order = rng.permutation(len(pool))
+        if max_pairs_per_lang is not None:
+            order = order[:max_pairs_per_lang]
+        n = len(order)
+        n_valid = max(1, int(round(n * valid_fraction))) if n >= 4 else 0
+        for rank, i in enumerate(order):
+            src.append(pool[i][0])
+            tgt.append(pool[i][1])
+            s_lang.append(lang_index[key[0]])
+            t_lang.append(lang_index[key[1]])
+            group.append(g)
+            valid.append(rank < n_valid)
+        counts[f"{key[0]}-{key[1]}"] = {"available": len(pool), "train": n - n_valid, "valid": n_valid}
+    return PairSample(
+        src=src, tgt=tgt, src_lang=np.asarray(s_lang, dtype=np.int64), tgt_lang=np.asarray(t_lang, dtype=np.int64),
+        group=np.asarray(group, dtype=np.int64), valid=np.asarray(valid, dtype=bool),
+        languages=languages, lang_pairs=lang_pairs,
+        summary={"files": file_info, "counts": counts, "max_pairs_per_lang": max_pairs_per_lang,
+                 "valid_fraction": valid_fraction, "seed": seed},
+    )

@@ -1,0 +1,162 @@
+"""The loss terms of the disentanglers, one function per term, named as the papers name them.
+
+Notation (shared by DREAM, MEAT, ORACLE, SEED and the intra/inter paper): a batch holds B
+parallel pairs (s_i, t_i); `e_s`, `e_t` are the frozen encoder's embeddings (B, d); `m_*` are
+meaning embeddings and `l_*` language embeddings; a `_neg` suffix marks the embedding of s'_i
+(t'_i), a random other sentence of the same language drawn inside the batch. Every function
+returns the term averaged over the batch (a scalar tensor).
+
+Papers (plain text in ../shared/papers):
+- DREAM: Tiyajamorn et al. 2021, Eqs. 1-11.
+- MEAT: Kuroda et al. 2022, as summarised by ORACLE Sec. 3.2 (Eq. 4): L_R + L_CR + L_L + L_A.
+- ORACLE: Ki et al. 2024, Eqs. 5-7 (L_IC, L_IS).
+- SEED: Fukushima et al. 2025, Eqs. 3-6 (L_M, L_L, L_C).
+- intra/inter: Nonomura et al., Eqs. 2-7 (L_intra = L_mean + L_lang, L_inter = L_cross + L_sep).
+
+Choices (where a paper leaves room):
+- A term written for one sentence pair is averaged over the batch; a term written for "e"
+  (DREAM's L_R, L_L^i) is applied to both sides and the two summed, as the paper's other
+  terms (L_M^m, L_L^m) sum their s- and t-parts.
+- MEAT's cross-reconstruction L_CR is not printed in any paper available here; ORACLE describes it
+  as "reconstructing the original source embedding using semantic from the target and language
+  embedding from the source, and vice versa". We use DREAM's reconstruction form (Eq. 2) for it:
+  (1/d)||e_s - (m_t + l_s)||^2 + (1/d)||e_t - (m_s + l_t)||^2.
+- MEAT's adversarial loss L_A: a language discriminator D reads the meaning embedding and is
+  trained with cross-entropy to name its language (`discriminator_loss`); the extractor is
+  trained to make D maximally uncertain: L_A = cross-entropy of D's prediction against the
+  uniform distribution over languages (`adversarial_loss`). Bounded below (by log K), unlike the
+  negated cross-entropy, so it cannot run away. The two are optimised in alternation.
+- ORACLE's L_IC (Eq. 5) uses "pairwise cosine similarity" with j != i: we average the similarity
+  of i to every other same-language sentence j of the batch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def _cos(a: Tensor, b: Tensor) -> Tensor:
+    """Row-wise cosine similarity phi(a_i, b_i), shape (B,)."""
+    return F.cosine_similarity(a, b, dim=-1, eps=1e-8)
+
+
+# --- DREAM (Tiyajamorn et al. 2021) -------------------------------------------------------------
+
+def reconstruction_loss(e: Tensor, m: Tensor, l: Tensor) -> Tensor:
+    """L_R = (1/d) ||e - (m + l)||_2^2 (DREAM Eq. 2), batch mean."""
+    return ((e - (m + l)) ** 2).mean(dim=-1).mean()
+
+
+def meaning_parallel_loss(m_s: Tensor, m_t: Tensor) -> Tensor:
+    """L_M^x = 1 - phi(s_M, t_M) (DREAM Eq. 6): meaning of a parallel pair alike."""
+    return (1.0 - _cos(m_s, m_t)).mean()
+
+
+def meaning_random_loss(m_s: Tensor, m_s_neg: Tensor, m_t: Tensor, m_t_neg: Tensor) -> Tensor:
+    """L_M^m = max(0, phi(s_M, s'_M)) + max(0, phi(t_M, t'_M)) (DREAM Eq. 7)."""
+    return (_cos(m_s, m_s_neg).clamp(min=0) + _cos(m_t, m_t_neg).clamp(min=0)).mean()
+
+
+def language_embedding_loss(l_s: Tensor, l_s_neg: Tensor, l_t: Tensor, l_t_neg: Tensor) -> Tensor:
+    """L_L^m = 2 - phi(s_L, s'_L) - phi(t_L, t'_L) (DREAM Eq. 9).
+
+    The same formula is SEED's L_L (Eq. 5) and the intra/inter paper's L_lang (Eq. 4).
+    """
+    return (2.0 - _cos(l_s, l_s_neg) - _cos(l_t, l_t_neg)).mean()
+
+
+def language_identification_loss(logits: Tensor, labels: Tensor) -> Tensor:
+    """L_L^i = -sum_j y_j log softmax(MLP_I(e_L))_j (DREAM Eqs. 10-11), batch mean."""
+    return F.cross_entropy(logits, labels)
+
+
+# --- MEAT (Kuroda et al. 2022, via ORACLE Sec. 3.2) ---------------------------------------------
+
+def cross_reconstruction_loss(e_s: Tensor, e_t: Tensor, m_s: Tensor, m_t: Tensor, l_s: Tensor, l_t: Tensor) -> Tensor:
+    """L_CR = (1/d)||e_s - (t_M + s_L)||^2 + (1/d)||e_t - (s_M + t_L)||^2 (ORACLE Eq. 4; form: see Choices)."""
+    return reconstruction_loss(e_s, m_t, l_s) + reconstruction_loss(e_t, m_s, l_t)
+
+
+def discriminator_loss(logits: Tensor, labels: Tensor) -> Tensor:
+    """The discriminator's own objective: cross-entropy naming the language of a meaning embedding."""
+    return F.cross_entropy(logits, labels)
+
+
+def adversarial_loss(logits: Tensor) -> Tensor:
+    """L_A (ORACLE Eq. 4): cross-entropy of the discriminator's output against uniform (see Choices).
+
+    = -(1/K) sum_k log softmax(logits)_k; minimal (log K) when D cannot tell the languages apart.
+    """
+    return (-F.log_softmax(logits, dim=-1).mean(dim=-1)).mean()
+
+
+# --- ORACLE (Ki et al. 2024) --------------------------------------------------------------------
+
+def _mean_similarity_to_others(x: Tensor) -> Tensor:
+    """For each row i: mean over j != i of phi(x_i, x_j), shape (B,). Needs B >= 2."""
+    xn = F.normalize(x, dim=-1, eps=1e-8)
+    sims = xn @ xn.T
+    b = x.shape[0]
+    return (sims.sum(dim=1) - sims.diagonal()) / (b - 1)
+
+
+def intra_class_clustering_loss(l_s: Tensor, l_t: Tensor) -> Tensor:
+    """L_IC = (1/N) sum_i (2 - phi(s_L^i, s_L^j) - phi(t_L^i, t_L^j)), j != i (ORACLE Eq. 5).
+
+    Each side of the batch is one language (see trainer), so all j != i are same-language.
+    """
+    return (2.0 - _mean_similarity_to_others(l_s) - _mean_similarity_to_others(l_t)).mean()
+
+
+def inter_class_separation_loss(m_s: Tensor, l_s: Tensor, m_t: Tensor, l_t: Tensor) -> Tensor:
+    """L_IS = (1/N) sum_i max(0, phi(s_M^i, s_L^i)) + max(0, phi(t_M^i, t_L^i)) (ORACLE Eq. 6).
+
+    The same formula is the first line of SEED's L_C (Eq. 6) and the intra/inter paper's L_sep (Eq. 7).
+    """
+    return (_cos(m_s, l_s).clamp(min=0) + _cos(m_t, l_t).clamp(min=0)).mean()
+
+
+# --- SEED (Fukushima et al. 2025) and its intra/inter split (Nonomura et al.) -------------------
+
+def seed_meaning_loss(m_s: Tensor, m_t: Tensor, m_s_neg: Tensor, m_t_neg: Tensor) -> Tensor:
+    """L_M = 2(1 - cos(s_M, t_M)) + max(0, cos(s_M, s'_M)) + max(0, cos(t_M, t'_M)) (SEED Eq. 4).
+
+    Identical to L_mean of the intra/inter paper (Eq. 3).
+    """
+    return (
+        2.0 * (1.0 - _cos(m_s, m_t)) + _cos(m_s, m_s_neg).clamp(min=0) + _cos(m_t, m_t_neg).clamp(min=0)
+    ).mean()
+
+
+def seed_cross_loss(
+    e_s: Tensor, e_t: Tensor, m_s: Tensor, m_t: Tensor, l_s: Tensor, l_t: Tensor, l_s_neg: Tensor, l_t_neg: Tensor
+) -> Tensor:
+    """Lines 2-3 of SEED's L_C (Eq. 6), = L_cross of the intra/inter paper (Eq. 6):
+
+    2 - cos(s, s_M + s'_L) - cos(t, t_M + t'_L) + 2 - cos(s, t_M + s_L) - cos(t, s_M + t_L).
+    """
+    return (
+        4.0
+        - _cos(e_s, m_s + l_s_neg)
+        - _cos(e_t, m_t + l_t_neg)
+        - _cos(e_s, m_t + l_s)
+        - _cos(e_t, m_s + l_t)
+    ).mean()
+
+
+def seed_combined_loss(
+    e_s: Tensor, e_t: Tensor, m_s: Tensor, m_t: Tensor, l_s: Tensor, l_t: Tensor, l_s_neg: Tensor, l_t_neg: Tensor
+) -> Tensor:
+    """L_C (SEED Eq. 6) = separation (line 1) + cross-reconstruction by cosine (lines 2-3)."""
+    return inter_class_separation_loss(m_s, l_s, m_t, l_t) + seed_cross_loss(
+        e_s, e_t, m_s, m_t, l_s, l_t, l_s_neg, l_t_neg
+    )
+
+
+def uniform_cross_entropy_floor(num_classes: int) -> float:
+    """The minimum of `adversarial_loss` for K classes: log K (for reports and tests)."""
+    return math.log(num_classes)

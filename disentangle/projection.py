@@ -1,0 +1,155 @@
+"""A trained disentangler on disk, and its numpy face for every xmine command (`--projection`).
+
+Directory layout:
+- `config.json`: method (and `base`), model `spec` (dim, architecture, layers, languages, heads),
+  the encoder fingerprint, hyper-parameters, training-data summary (files, hashes, counts), loss
+  history, held-out language-identification accuracy, provenance.
+- `model.safetensors`: every weight and buffer of `model.Disentangler` (incl. langid centroids).
+- `manifest.json`: kind `projection` (xmine.artefacts), written last.
+- `.work/`: the trainer's checkpoint (resumable training); not needed to use the projection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from xmine.artefacts import atomic_path, atomic_write_json, read_manifest, write_manifest
+from xmine.errors import ArtefactError
+
+KIND = "projection"
+CONFIG = "config.json"
+WEIGHTS = "model.safetensors"
+PARTS = ("meaning", "language")
+
+
+def save_projection(directory: str | Path, model, config: dict[str, Any]) -> None:
+    """Write weights, config and (last) the manifest of a projection into `directory`."""
+    from safetensors.torch import save_file
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    with atomic_path(directory / WEIGHTS) as tmp:
+        save_file(state, str(tmp))
+    config = dict(config, spec=model.spec, weights_sha256=_sha256(directory / WEIGHTS))
+    atomic_write_json(directory / CONFIG, config)
+    write_manifest(directory, KIND, {"method": config["method"], "encoder": config["encoder"],
+                                     "dim": model.dim, "languages": model.spec.get("languages", []),
+                                     "provenance": config.get("provenance")})
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def build_model(spec: dict[str, Any]):
+    from xmine.disentangle.model import Disentangler
+
+    return Disentangler(spec)
+
+
+class Projection:
+    """A loaded projection: `transform(emb, part)` -> float32 L2-normalised parts."""
+
+    def __init__(self, path: Path, config: dict[str, Any], model):
+        self.path = path
+        self.config = config
+        self.model = model.eval()
+        self.method: str = config["method"]
+        self.languages: list[str] = list(config["spec"].get("languages", []))
+        self.dim: int = int(config["spec"]["dim"])
+
+    def fingerprint(self) -> dict[str, Any]:
+        """{"path", "method", "id"}: id = hash of the weights (equal ids = same projection)."""
+        return {"path": str(self.path), "method": self.method, "id": self.config["weights_sha256"][:16]}
+
+    def check_encoder(self, encoder_fingerprint: dict[str, Any]) -> None:
+        """Raise EncoderMismatchError unless `encoder_fingerprint` is the encoder this was trained on."""
+        check_encoder(self.config["encoder"], encoder_fingerprint, what=f"projection {self.path}")
+
+    def _lang_ids(self, lang: str | Sequence[str] | None, n: int):
+        import torch
+
+        if lang is None:
+            return None
+        from xmine.langs import normalize_lang
+
+        codes = [lang] * n if isinstance(lang, str) else list(lang)
+        index = {l: i for i, l in enumerate(self.languages)}
+        try:
+            return torch.as_tensor([index[normalize_lang(c)] for c in codes], dtype=torch.long)
+        except KeyError as e:
+            raise ArtefactError(f"projection {self.path} was not trained on language {e.args[0]!r} "
+                                f"(it knows {', '.join(self.languages)})") from None
+
+    def transform(self, emb: np.ndarray, part: str = "meaning", *, lang: str | Sequence[str] | None = None,
+                  block_rows: int = 65536) -> np.ndarray:
+        """The `part` ("meaning" or "language") of embeddings `emb` (n, dim), float32, rows L2-normalised.
+
+        `lang` (one code or one per row) matters for `center` only: which language mean to
+        subtract; by default the nearest mean (the language the embedding looks like).
+        """
+        import torch
+        import torch.nn.functional as F
+
+        if part not in PARTS:
+            raise ValueError(f"part must be one of {PARTS}, not {part!r}")
+        emb = np.asarray(emb, dtype=np.float32)
+        if emb.ndim != 2 or emb.shape[1] != self.dim:
+            raise ArtefactError(f"projection {self.path} expects (n, {self.dim}) embeddings, got {emb.shape}")
+        out = np.empty_like(emb)
+        lang_ids = self._lang_ids(lang, len(emb))
+        with torch.no_grad():
+            for start in range(0, len(emb), block_rows):
+                e = torch.from_numpy(emb[start:start + block_rows])
+                ids = None if lang_ids is None else lang_ids[start:start + block_rows]
+                m, l = self.model(e, ids)
+                x = m if part == "meaning" else l
+                out[start:start + len(e)] = F.normalize(x, dim=-1, eps=1e-12).numpy()
+        return out
+
+    def langid(self, emb: np.ndarray) -> tuple[list[str], np.ndarray]:
+        """Language of each embedding: nearest training centroid of the language part.
+
+        Returns (codes, cosine to the chosen centroid).
+        """
+        lang_part = self.transform(emb, "language")
+        cent = self.model.langid_centroids.detach().numpy()
+        sims = lang_part @ cent.T
+        best = sims.argmax(axis=1)
+        return [self.languages[i] for i in best], sims[np.arange(len(best)), best]
+
+
+def check_encoder(expected: dict[str, Any], actual: dict[str, Any], *, what: str) -> None:
+    """Raise EncoderMismatchError when two encoder fingerprints differ (xmine.encoders' rule)."""
+    from xmine.encoders import check_same_encoder
+
+    check_same_encoder(expected, actual, what=what)
+
+
+def load_projection(path: str | Path) -> Projection:
+    """Load a projection directory written by `xmine train` (refuses other artefacts)."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    read_manifest(path, KIND)
+    try:
+        config = json.loads((path / CONFIG).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ArtefactError(f"{path / CONFIG}: unreadable projection config ({e})") from e
+    weights = path / WEIGHTS
+    if not weights.is_file():
+        raise ArtefactError(f"{path}: projection has no {WEIGHTS}")
+    if _sha256(weights) != config.get("weights_sha256"):
+        raise ArtefactError(f"{weights}: weights do not match config.json (corrupt or replaced)")
+    model = build_model(config["spec"])
+    try:
+        model.load_state_dict(load_file(str(weights)), strict=True)
+    except RuntimeError as e:
+        raise ArtefactError(f"{weights}: weights do not fit the model in config.json: {e}") from e
+    return Projection(path, config, model)

@@ -1,0 +1,134 @@
+"""The projection as a sentence-transformers module, so any tool can use meaning embeddings.
+
+`MeaningProjection` (a `sentence_transformers` Module, i.e. a torch.nn.Module with `save(path)`
+and the classmethod `load(path, ...)`) reads `features["sentence_embedding"]`, L2-normalises it
+(as xmine's encoders do), replaces it by the chosen part (meaning or language) and normalises
+again. Put it last: `SentenceTransformer(modules=[*encoder_modules, MeaningProjection(...)])`.
+Saved models list it in modules.json by its class path
+`xmine.disentangle.st_module.MeaningProjection`, so loading needs xmine installed, nothing else.
+sentence-transformers >= 6 imports a module class from outside its own package only when asked:
+load with `SentenceTransformer(path, trust_remote_code=True)` (the code comes from the installed
+xmine package, not from the model folder).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from sentence_transformers.base.modules.module import Module
+
+from xmine.disentangle.model import Disentangler
+from xmine.errors import EncoderError
+
+
+class MeaningProjection(Module):
+    """A disentangler inside a SentenceTransformer: sentence_embedding -> its meaning (or language) part."""
+
+    config_keys = ["part", "spec", "method", "projection_id", "encoder"]
+
+    def __init__(self, spec: dict[str, Any], *, part: str = "meaning", method: str = "", projection_id: str = "",
+                 encoder: dict[str, Any] | None = None):
+        super().__init__()
+        if part not in ("meaning", "language"):
+            raise ValueError(f"part must be meaning or language, not {part!r}")
+        self.part = part
+        self.spec = spec
+        self.method = method
+        self.projection_id = projection_id
+        self.encoder = encoder or {}
+        self.disentangler = Disentangler(spec)
+
+    @classmethod
+    def from_projection(cls, projection, *, part: str = "meaning") -> "MeaningProjection":
+        """Wrap a loaded `Projection` (xmine.disentangle.load_projection)."""
+        module = cls(projection.config["spec"], part=part, method=projection.method,
+                     projection_id=projection.fingerprint()["id"], encoder=projection.config["encoder"])
+        module.disentangler.load_state_dict(projection.model.state_dict())
+        return module.eval()
+
+    def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
+        e = F.normalize(features["sentence_embedding"], dim=-1, eps=1e-12)
+        m, l = self.disentangler(e.to(torch.float32))
+        features["sentence_embedding"] = F.normalize(m if self.part == "meaning" else l, dim=-1, eps=1e-12)
+        return features
+
+    def get_embedding_dimension(self) -> int:
+        return int(self.spec["dim"])
+
+    get_sentence_embedding_dimension = get_embedding_dimension
+
+    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
+        os.makedirs(output_path, exist_ok=True)
+        self.save_config(output_path)
+        state = {k: v.detach().contiguous().clone() for k, v in self.disentangler.state_dict().items()}
+        save_file(state, os.path.join(output_path, "model.safetensors"))
+
+    @classmethod
+    def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None, revision=None,
+             local_files_only: bool = False, **kwargs) -> "MeaningProjection":
+        hub = dict(subfolder=subfolder, token=token, cache_folder=cache_folder, revision=revision,
+                   local_files_only=local_files_only)
+        config = cls.load_config(model_name_or_path, **hub)
+        module = cls(config["spec"], part=config.get("part", "meaning"), method=config.get("method", ""),
+                     projection_id=config.get("projection_id", ""), encoder=config.get("encoder"))
+        weights = cls.load_file_path(model_name_or_path, filename="model.safetensors", **hub)
+        if weights is None:
+            raise EncoderError(f"{model_name_or_path}/{subfolder}: MeaningProjection has no model.safetensors")
+        module.disentangler.load_state_dict(load_file(weights), strict=True)
+        return module.eval()
+
+
+def _sentence_transformer_for(encoder_name: str, encoder):
+    """The encoder as a SentenceTransformer, with the encoder's text prefix as its default prompt."""
+    from sentence_transformers import SentenceTransformer
+
+    if encoder_name == "use-m3":
+        raise EncoderError("use-m3 is not a sentence-transformers model; only those can be exported with a projection")
+    if encoder_name == "me5-small":
+        from xmine.encoders.e5_q4 import ensure_me5_model
+
+        path, _ = ensure_me5_model()  # the rebuilt sentence-transformers folder the encoder itself loads
+        st = SentenceTransformer(str(path), device="cpu")
+    else:
+        st = SentenceTransformer(encoder_name, device="cpu")
+    prompts = dict(st.prompts or {})
+    default = None
+    prefix = getattr(encoder, "prefix", "") or ""
+    if prefix:  # e.g. multilingual-e5's "query: ": make it the default so encode() matches xmine's
+        default = next((k for k, v in prompts.items() if v == prefix), "xmine_prefix")
+        prompts[default] = prefix
+    return st, prompts, default
+
+
+def export_sentence_transformer(projection_dir: str | Path, encoder_name: str, out_dir: str | Path, *,
+                                part: str = "meaning"):
+    """Save `encoder_name` + the projection as one SentenceTransformer model in `out_dir`; return it.
+
+    The encoder must be the one the projection was trained on (EncoderMismatchError otherwise).
+    The encoder's text prefix (me5-small: "query: ") becomes the model's default prompt, so
+    `SentenceTransformer(out_dir).encode(sentences)` gives what xmine's encoder + projection give.
+    """
+    from sentence_transformers import SentenceTransformer
+
+    from xmine.artefacts import atomic_dir
+    from xmine.disentangle.projection import load_projection
+    from xmine.encoders import load_encoder
+
+    projection = load_projection(projection_dir)
+    encoder = load_encoder(encoder_name, device="cpu")
+    projection.check_encoder(encoder.fingerprint())
+    st, prompts, default = _sentence_transformer_for(encoder_name, encoder)
+    model = SentenceTransformer(modules=[*st, MeaningProjection.from_projection(projection, part=part)], device="cpu",
+                                prompts=prompts, default_prompt_name=default)
+    with atomic_dir(out_dir) as tmp:
+        model.save(str(tmp))
+        (Path(tmp) / "xmine_projection.json").write_text(
+            json.dumps({"projection": projection.fingerprint(), "encoder": projection.config["encoder"], "part": part},
+                       indent=2) + "\n", encoding="utf-8")
+    return model

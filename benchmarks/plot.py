@@ -1,0 +1,81 @@
+"""A picture of disentanglement: 2-D PCA of raw, meaning and language embeddings of one pair.
+
+One panel per variant (raw, then meaning and language of a projection), each with its own PCA
+fitted on both languages together, points coloured by language, thin grey lines joining a few
+translation pairs. What to expect (the papers' first figures): raw embeddings form one cluster
+per language; meaning embeddings of the two languages overlap; language embeddings separate
+the languages again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from xmine.benchmarks.common import Variant
+
+LANG_COLOURS = ("#1f77b4", "#d62728")
+LINKED_PAIRS = 12
+
+
+def pca_2d(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Project rows of x on their first two principal components; also the explained variance ratio."""
+    x = np.asarray(x, dtype=np.float64)
+    centred = x - x.mean(0)
+    _, s, vt = np.linalg.svd(centred, full_matrices=False)
+    var = s**2 / max((s**2).sum(), 1e-12)
+    return centred @ vt[:2].T, var[:2]
+
+
+def language_separation(points: np.ndarray, n_first: int) -> float:
+    """Distance between the two languages' centroids over the mean spread (how far apart they sit)."""
+    a, b = points[:n_first], points[n_first:]
+    spread = (np.linalg.norm(a - a.mean(0), axis=1).mean() + np.linalg.norm(b - b.mean(0), axis=1).mean()) / 2
+    return float(np.linalg.norm(a.mean(0) - b.mean(0)) / max(spread, 1e-12))
+
+
+def plot_pca(
+    variants: Sequence[Variant],
+    src_sentences: Sequence[str],
+    tgt_sentences: Sequence[str],
+    out: str | Path,
+    *,
+    src_label: str,
+    tgt_label: str,
+    title: str,
+) -> dict[str, float]:
+    """Write the PNG to `out` (atomically); returns each panel's language separation."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from xmine.artefacts import atomic_path
+
+    n = len(src_sentences)
+    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 5.0), squeeze=False)
+    separation = {}
+    for ax, v in zip(axes[0], variants):
+        emb = np.concatenate([v.embed(list(src_sentences)), v.embed(list(tgt_sentences))])
+        pts, var = pca_2d(emb)
+        for i in range(min(LINKED_PAIRS, n)):
+            ax.plot([pts[i, 0], pts[n + i, 0]], [pts[i, 1], pts[n + i, 1]], color="0.7", lw=0.6, zorder=1)
+        ax.scatter(pts[:n, 0], pts[:n, 1], s=12, alpha=0.75, c=LANG_COLOURS[0], label=src_label, zorder=2)
+        ax.scatter(pts[n:, 0], pts[n:, 1], s=12, alpha=0.75, c=LANG_COLOURS[1], label=tgt_label, marker="^", zorder=2)
+        sep = language_separation(pts, n)
+        separation[v.name] = sep
+        part = {"raw": "raw encoder output", "meaning": "meaning part", "language": "language part"}[v.part]
+        ax.set_title(f"{v.name}\n({part}; language separation {sep:.2f})", fontsize=10)
+        ax.set_xlabel(f"PC1 ({100 * var[0]:.1f}% of variance)")
+        ax.set_ylabel(f"PC2 ({100 * var[1]:.1f}% of variance)")
+        ax.grid(alpha=0.25)
+        ax.legend(loc="best", fontsize=9, title="language", title_fontsize=9)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    out = Path(out)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
+    return separation

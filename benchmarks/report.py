@@ -1,0 +1,164 @@
+"""Generate benchmarks/RESULTS.md from the result JSONs in benchmarks/results/.
+
+`python -m xmine.benchmarks.report [--results DIR] [--out FILE]` (or `xmine bench report`). One
+section per task, one table per result file (its printed table), with the encoder, projections,
+parameters, data, commit, date and run time; the machine (CPU, cores, RAM) heads the file.
+Results of other benchmarks (BUCC, speed) are included too: as their own table when their JSON
+carries a `table` ({"columns", "rows"}) like ours, else as a key/value table of their numbers.
+Unreadable JSON files are listed by name only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+from pathlib import Path
+from typing import Any
+
+from xmine.artefacts import atomic_write_text
+from xmine.benchmarks.common import machine, results_dir
+
+TASK_TITLES = {
+    "quality": "Disentangler quality: methods x tasks",
+    "tatoeba": "Tatoeba retrieval accuracy@1 (%)",
+    "massive": "MASSIVE cross-lingual retrieval accuracy@1 (%)",
+    "qe": "WMT20 QE: Pearson r / Spearman rho (x100) of cosine vs z_mean",
+    "sts": "SemEval-2017 STS: correlation (x100) of cosine vs gold",
+    "geometry": "Alignment and uniformity (lower is better for both)",
+    "bucc": "BUCC 2018 bitext mining",
+    "embed_speed": "Encoding speed",
+    "mining_speed": "Mining speed",
+}
+PAPER_TASKS = ("quality", "tatoeba", "massive", "qe", "sts", "geometry", "bucc")
+TASK_ORDER = ("quality", "tatoeba", "massive", "qe", "sts", "geometry", "bucc", "embed_speed", "mining_speed")
+
+
+def _cell(v: Any, decimals: int) -> str:
+    if isinstance(v, float):
+        return "n/a" if v != v else f"{v:.{decimals}f}"
+    return str(v).replace("|", "\\|")
+
+
+def markdown_table(columns: list[str], rows: list[list[Any]], *, per_cell: bool = False) -> str:
+    """A Markdown table. Numbers get 1 decimal, or 3 when the whole table's numbers are below 10
+    in size (alignment/uniformity); with `per_cell` (key/value tables) each number decides alone."""
+    nums = [abs(v) for r in rows for v in r if isinstance(v, float) and v == v]
+    table_decimals = 3 if nums and max(nums) < 10 else 1
+
+    def decimals(v: Any) -> int:
+        if per_cell:
+            return 3 if isinstance(v, float) and abs(v) < 10 else 1
+        return table_decimals
+
+    lines = ["| " + " | ".join(_cell(c, 1) for c in columns) + " |",
+             "|" + "|".join("---" if i == 0 else "---:" for i in range(len(columns))) + "|"]
+    lines += ["| " + " | ".join(_cell(v, decimals(v)) for v in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _describe(res: dict[str, Any], name: str) -> list[str]:
+    """Two lines saying what made a result: encoder, projections, data, commit, date, parameters."""
+    prov = res.get("provenance", {})
+    enc = res.get("encoder", {})
+    projs = res.get("projections") or {}
+    head = f"*{name}*" + (f": encoder `{enc.get('name', '?')}` (dim {enc.get('dim', '?')})" if enc else "")
+    if projs:
+        head += "; projections: " + ", ".join(f"`{k}` ({(v or {}).get('method', '?')})" for k, v in projs.items())
+    if res.get("data"):
+        head += f"; {len(res['data'])} data files"
+    head += f"; commit `{prov.get('git_commit')}`; {prov.get('date', '?')}"
+    if isinstance(res.get("seconds"), (int, float)):
+        head += f"; {res['seconds']:.0f} s"
+    params = []
+    for k, v in prov.get("parameters", {}).items():
+        if k == "task":
+            continue
+        if isinstance(v, list) and len(v) > 12:
+            params.append(f"{k}=[{len(v)} items]")
+        else:
+            text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+            params.append(f"{k}={text if len(text) <= 100 else text[:97] + '...'}")
+    return [head, "", "Parameters: " + ", ".join(params)]
+
+
+def scalar_rows(obj: dict[str, Any], prefix: str = "", depth: int = 0) -> list[list[Any]]:
+    """[key, value] rows of a result without a table: its scalars, nested dicts flattened once."""
+    rows: list[list[Any]] = []
+    for k, v in obj.items():
+        if k in ("provenance", "machine", "data"):
+            continue
+        if isinstance(v, (int, float, str, bool)) or v is None:
+            rows.append([prefix + k, v])
+        elif isinstance(v, dict) and depth < 2:
+            rows += scalar_rows(v, f"{prefix}{k}.", depth + 1)
+    return rows
+
+
+def build_report(results: Path | None = None) -> str:
+    """The Markdown text of RESULTS.md."""
+    folder = Path(results) if results else results_dir()
+    by_task: dict[str, list[tuple[str, dict]]] = {}
+    other: list[str] = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            res = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            other.append(path.name)
+            continue
+        if not isinstance(res, dict):
+            other.append(path.name)
+            continue
+        table = res.get("table")
+        if not (isinstance(table, dict) and "columns" in table and "rows" in table):
+            # speed benchmarks and the like: show their numbers as a key/value table
+            res = dict(res, table={"columns": ["measure", "value"], "rows": scalar_rows(res)},
+                       task=res.get("task", path.stem.replace("-quick", "")))
+        by_task.setdefault(str(res.get("task", path.stem.split("-")[0])), []).append((path.name, res))
+    m = machine()
+    lines = [
+        "# xmine benchmark results",
+        "",
+        f"Generated {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} by "
+        "`python -m xmine.benchmarks.report` from the JSON files in `benchmarks/results/` "
+        "(each one written by `xmine bench <task>` with full provenance).",
+        "",
+        f"Machine: {m['cpu']}, {m['cores']} logical cores, {m['ram_gb']} GB RAM, {m['os']}.",
+        "",
+        "Every row is a variant of the embeddings: `raw` is the encoder output; `<projection>:meaning` "
+        "and `<projection>:language` are a projection's two parts. `-quick` files are smoke runs "
+        "on a small fixed subset, not comparable with papers.",
+        "",
+    ]
+    for task in [t for t in TASK_ORDER if t in by_task] + sorted(t for t in by_task if t not in TASK_ORDER):
+        lines += [f"## {TASK_TITLES.get(task, task)}", ""]
+        for name, res in sorted(by_task[task], key=lambda nr: ("-quick" in nr[0], nr[0])):
+            table = res["table"]
+            per_cell = table["columns"] == ["measure", "value"]
+            lines += _describe(res, name) + ["", markdown_table(table["columns"], table["rows"], per_cell=per_cell), ""]
+        if task in PAPER_TASKS:
+            lines += ["Comparison with the papers: (to be filled in).", ""]
+    if other:
+        lines += ["## Other result files", ""] + [f"- `{n}`" for n in other] + [""]
+    if not by_task:
+        lines += ["No results yet: run `xmine bench <task>` first.", ""]
+    return "\n".join(lines)
+
+
+def write_report(results: str | Path | None = None, out: str | Path | None = None) -> Path:
+    """Write RESULTS.md atomically (default benchmarks/RESULTS.md) and return its path."""
+    out_path = Path(out) if out else results_dir().parent / "RESULTS.md"
+    atomic_write_text(out_path, build_report(Path(results) if results else None))
+    return out_path
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m xmine.benchmarks.report", description=__doc__.splitlines()[0])
+    parser.add_argument("--results", default=None, help="folder of result JSONs (default benchmarks/results)")
+    parser.add_argument("--out", default=None, help="Markdown file to write (default benchmarks/RESULTS.md)")
+    args = parser.parse_args(argv)
+    print(f"wrote {write_report(args.results, args.out)}")
+
+
+if __name__ == "__main__":
+    main()

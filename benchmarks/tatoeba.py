@@ -1,0 +1,141 @@
+"""Tatoeba cross-lingual retrieval (LASER / XTREME test set, 112 languages).
+
+For each language xx, `tatoeba.<xx>-eng.<xx>` and `tatoeba.<xx>-eng.eng` are line-aligned. The
+metric is accuracy@1 of nearest-neighbour retrieval (%), xx->eng (each xx sentence must find its
+own English line among all English lines of that language) and eng->xx, averaged over all
+languages and over XTREME's 36-language subset. As in LASER and XTREME, a hit means the exact
+line index (duplicate sentences on the target side are not counted as hits). Optionally the same
+with xSIM-style ratio-margin scores (k=4) in place of cosine, which discounts "hub" candidates.
+
+For a projection the meaning part is measured, and the language part too: high accuracy from
+the language part means meaning leaked into it ("semantic leakage", ORACLE, Ki et al. 2024).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from xmine.benchmarks.common import EmbedFn, cosine_matrix, margin_matrix, mean_of, retrieval_accuracy
+from xmine.errors import ConfigError, InputError
+from xmine.paths import resolve_data_dir
+
+NEEDS = "tatoeba/v1"
+HOW_TO_GET = (
+    "Get the Tatoeba test set from https://github.com/facebookresearch/LASER (data/tatoeba/v1: "
+    "files tatoeba.<lang>-eng.<lang> and tatoeba.<lang>-eng.eng)."
+)
+
+#: XTREME's 36-language Tatoeba subset (Hu et al. 2020)
+XTREME36 = (
+    "afr ara ben bul cmn deu ell est eus fin fra heb hin hun ind ita jav jpn kat kaz kor mal mar "
+    "nld pes por rus spa swh tam tel tgl tha tur urd vie"
+).split()
+
+#: --quick: six languages of different scripts and resources, first QUICK_PAIRS pairs each
+QUICK_LANGS = ("deu", "fra", "rus", "cmn", "ara", "swh")
+QUICK_PAIRS = 200
+
+
+def locate(data_dir: str | Path | None) -> Path:
+    """The folder holding the Tatoeba files (DataNotFoundError saying how to get them)."""
+    return resolve_data_dir(data_dir, needs=NEEDS, how_to_get=HOW_TO_GET)
+
+
+def available_languages(folder: Path) -> list[str]:
+    """Languages with both files present, sorted."""
+    langs = []
+    for p in sorted(folder.glob("tatoeba.*-eng.eng")):
+        lang = p.name[len("tatoeba.") : -len("-eng.eng")]
+        if (folder / f"tatoeba.{lang}-eng.{lang}").is_file():
+            langs.append(lang)
+    return langs
+
+
+def pair_files(folder: Path, lang: str) -> tuple[Path, Path]:
+    return folder / f"tatoeba.{lang}-eng.{lang}", folder / f"tatoeba.{lang}-eng.eng"
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(path, f"not UTF-8 ({e})") from e
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]
+
+
+def load_pairs(folder: Path, lang: str, *, max_pairs: int | None = None) -> tuple[list[str], list[str]]:
+    """The line-aligned (xx, eng) sentences of one language (first `max_pairs` if given)."""
+    src_path, eng_path = pair_files(folder, lang)
+    for p in (src_path, eng_path):
+        if not p.is_file():
+            raise InputError(p, f"missing Tatoeba file for language {lang!r}")
+    src, eng = _read_lines(src_path), _read_lines(eng_path)
+    if len(src) != len(eng):
+        raise InputError(src_path, f"has {len(src)} lines but {eng_path.name} has {len(eng)}; they must be line-aligned")
+    for i, (a, b) in enumerate(zip(src, eng), start=1):
+        if not a.strip() or not b.strip():
+            raise InputError(src_path if not a.strip() else eng_path, "empty line in a line-aligned test set", line=i)
+    if max_pairs is not None:
+        src, eng = src[:max_pairs], eng[:max_pairs]
+    return src, eng
+
+
+def retrieval_scores(x: np.ndarray, y: np.ndarray, *, margin: bool) -> dict[str, float]:
+    """Accuracy@1 (%) x->y ("fwd") and y->x ("bwd") for line-aligned embeddings."""
+    sims = cosine_matrix(x, y)
+    out = {"fwd": retrieval_accuracy(sims), "bwd": retrieval_accuracy(sims.T)}
+    if margin:
+        m = margin_matrix(sims)
+        out["fwd_margin"] = retrieval_accuracy(m)
+        out["bwd_margin"] = retrieval_accuracy(m.T)
+    return out
+
+
+def evaluate_tatoeba(
+    embed_fn: EmbedFn,
+    data_dir: str | Path | None = None,
+    langs: Sequence[str] | None = None,
+    *,
+    max_pairs: int | None = None,
+    margin: bool = False,
+) -> dict[str, Any]:
+    """Tatoeba accuracy@1 for `embed_fn`.
+
+    Returns {"per_lang": {lang: {"xx2eng", "eng2xx", "avg", ["xx2eng_margin", ...], "pairs"}},
+    "average": {...}, "xtreme36": {...} (over the XTREME-36 languages evaluated), "langs", "files"}.
+    """
+    folder = locate(data_dir)
+    have = available_languages(folder)
+    langs = list(langs) if langs else have
+    unknown = [lang for lang in langs if lang not in have]
+    if unknown:
+        raise ConfigError(f"unknown Tatoeba language(s) {', '.join(unknown)}; {folder} has: {' '.join(have)}")
+    per_lang: dict[str, dict[str, float]] = {}
+    files: list[Path] = []
+    for lang in langs:
+        src, eng = load_pairs(folder, lang, max_pairs=max_pairs)
+        files += list(pair_files(folder, lang))
+        s = retrieval_scores(embed_fn(src), embed_fn(eng), margin=margin)
+        row = {"xx2eng": s["fwd"], "eng2xx": s["bwd"], "avg": (s["fwd"] + s["bwd"]) / 2, "pairs": len(src)}
+        if margin:
+            row.update(xx2eng_margin=s["fwd_margin"], eng2xx_margin=s["bwd_margin"],
+                       avg_margin=(s["fwd_margin"] + s["bwd_margin"]) / 2)
+        per_lang[lang] = row
+    metrics = [k for k in next(iter(per_lang.values())) if k != "pairs"]
+
+    def average(subset: list[str]) -> dict[str, float]:
+        return {m: mean_of(per_lang[lang][m] for lang in subset) for m in metrics} | {"languages": len(subset)}
+
+    return {
+        "per_lang": per_lang,
+        "average": average(langs),
+        "xtreme36": average([lang for lang in langs if lang in XTREME36]),
+        "langs": langs,
+        "files": [str(f) for f in files],
+    }

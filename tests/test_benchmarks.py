@@ -1,0 +1,286 @@
+"""Benchmarks: metrics on hand-checked cases, loaders on the real files, CLI end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from scipy.stats import pearsonr, spearmanr
+
+from xmine.benchmarks import common, geometry, massive, qe, sts, tatoeba
+from xmine.errors import ConfigError, DataNotFoundError, InputError
+
+# ------------------------------------------------------------------------------------ metrics
+
+
+def test_retrieval_accuracy_perfect_shifted_reversed():
+    n = 5
+    assert common.retrieval_accuracy(np.eye(n)) == 100.0
+    assert common.retrieval_accuracy(np.roll(np.eye(n), 1, axis=1)) == 0.0
+    # reversed order: only the middle row of an odd n maps to itself
+    assert common.retrieval_accuracy(np.fliplr(np.eye(n))) == pytest.approx(20.0)
+
+
+def test_tatoeba_scores_on_unit_vectors_both_directions():
+    x = np.eye(4, dtype=np.float32)
+    s = tatoeba.retrieval_scores(x, x, margin=True)
+    assert s == {"fwd": 100.0, "bwd": 100.0, "fwd_margin": 100.0, "bwd_margin": 100.0}
+    shifted = tatoeba.retrieval_scores(x, np.roll(x, 1, axis=0), margin=False)
+    assert shifted == {"fwd": 0.0, "bwd": 0.0}
+
+
+def test_margin_beats_cosine_on_a_hub():
+    # y3 is a hub: cosine 0.8 to every query; the true pairs are the diagonal (0.75, and 0.9 for x3).
+    sims = np.full((4, 4), 0.1, dtype=np.float32)
+    np.fill_diagonal(sims, 0.75)
+    sims[:, 3] = 0.8
+    sims[3, 3] = 0.9
+    assert common.retrieval_accuracy(sims) == 25.0  # cosine: x0..x2 all pick the hub
+    m = common.margin_matrix(sims, k=4)
+    # hand-computed: x0 -> y0: 0.75 / ((0.4375 + 0.2625) / 2) ; x0 -> y3: 0.8 / ((0.4375 + 0.825) / 2)
+    assert m[0, 0] == pytest.approx(0.75 / 0.35, rel=1e-5)
+    assert m[0, 3] == pytest.approx(0.8 / 0.63125, rel=1e-5)
+    assert common.retrieval_accuracy(m) == 100.0
+
+
+def test_correlations_against_hand_values_and_scipy():
+    assert common.correlations([1, 2, 3, 4], [2, 4, 6, 8]) == pytest.approx({"pearson": 100.0, "spearman": 100.0})
+    assert common.correlations([1, 2, 3, 4], [8, 6, 4, 2]) == pytest.approx({"pearson": -100.0, "spearman": -100.0})
+    # pred (1,2,3) vs gold (1,3,2): r = 0.5 by hand, rho = 0.5
+    assert common.correlations([1, 2, 3], [1, 3, 2]) == pytest.approx({"pearson": 50.0, "spearman": 50.0})
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=50), rng.normal(size=50)
+    c = common.correlations(a, b)
+    assert c["pearson"] == pytest.approx(100 * pearsonr(a, b)[0])
+    assert c["spearman"] == pytest.approx(100 * spearmanr(a, b)[0])
+
+
+def test_alignment_and_uniformity_on_hand_vectors():
+    e = np.eye(3)
+    assert geometry.alignment(e, e) == pytest.approx(0.0)
+    assert geometry.alignment(e, -e) == pytest.approx(4.0)  # antipodal: ||x - (-x)||^2 = 4
+    assert geometry.alignment(e, np.roll(e, 1, axis=0)) == pytest.approx(2.0)  # orthogonal
+    assert geometry.uniformity(e) == pytest.approx(-4.0)  # every pair at squared distance 2
+    assert geometry.uniformity(np.array([[1.0, 0.0], [-1.0, 0.0]])) == pytest.approx(-8.0)
+    # not normalised on input: scaled rows give the same values
+    assert geometry.uniformity(5 * e) == pytest.approx(-4.0)
+    # one identical pair (d=0) and two at d^2=2: log((1 + 2 e^-4) / 3)
+    z = np.array([[1.0, 0, 0], [1.0, 0, 0], [0, 1.0, 0]])
+    assert geometry.uniformity(z) == pytest.approx(math.log((1 + 2 * math.exp(-4)) / 3))
+
+
+def test_format_table_and_result_names():
+    text = common.format_table(["variant", "acc"], [["raw", 91.234], ["p:meaning", float("nan")]])
+    assert "91.2" in text and "n/a" in text and text.splitlines()[0].startswith("variant")
+    assert common.safe_name("/models/my-labse/") == "my-labse"
+    assert common.default_out("tatoeba", "me5-small", quick=True).name == "tatoeba-me5-small-quick.json"
+
+
+# ------------------------------------------------------------------------------------ loaders
+
+
+def test_sts_loader_on_real_files_column_order_and_track6(data_dir):
+    folder = sts.locate(data_dir)
+    arabic = lambda s: any("\u0600" <= ch <= "\u06ff" for ch in s)  # noqa: E731
+    for name in sts.TRACKS:
+        s = sts.load_track(folder, name)
+        assert len(s.sent1) == len(s.sent2) == len(s.gold) == 250, name
+        assert all(0.0 <= g <= 5.0 for g in s.gold)
+    t2 = sts.load_track(folder, "track2")
+    assert t2.track.columns == ("en", "ar")
+    assert not any(arabic(x) for x in t2.sent1) and all(arabic(x) for x in t2.sent2)
+    t6 = sts.load_track(folder, "track6")  # input has 500 lines; the gold scores the first 250
+    assert t6.sent1[0] == "A silhouette of two dogs running by a lake." and t6.gold[0] == pytest.approx(1.4)
+    assert t6.track.columns == ("en", "tr")
+    assert sts.TRACKS["track4a"].columns == ("es", "en") and sts.TRACKS["track4b"].columns == ("en", "es")
+
+
+def test_sts_loader_errors_name_file_and_line(tmp_path):
+    (tmp_path / "STS2017.eval.v1.1").mkdir()
+    (tmp_path / "STS2017.gs").mkdir()
+    (tmp_path / "STS2017.eval.v1.1" / "STS.input.track5.en-en.txt").write_text("a\tb\nonly one field\n")
+    (tmp_path / "STS2017.gs" / "STS.gs.track5.en-en.txt").write_text("1.0\n2.0\n")
+    with pytest.raises(InputError) as e:
+        sts.load_track(tmp_path, "track5")
+    assert e.value.line == 2 and "STS.input.track5.en-en.txt" in str(e.value)
+    with pytest.raises(ConfigError):
+        sts.load_track(tmp_path, "track9")
+
+
+def test_qe_loader_on_real_files(data_dir):
+    folder = qe.locate(data_dir)
+    for pair in qe.PAIRS:
+        s = qe.load_qe(qe.qe_file(folder, pair), pair)
+        assert len(s.sources) == len(s.translations) == len(s.z_mean) == 1000, pair
+    ende = qe.load_qe(qe.qe_file(folder, "en-de"), "en-de")
+    assert ende.sources[0].startswith("The Sultan appoints judges")
+    assert ende.z_mean[0] == pytest.approx(0.34937092778329654)
+    # QUOTE_NONE: quotes inside a sentence are kept as they are (row index 19)
+    assert ende.sources[19] == 'On Day 35, HouseGuests competed in the "A Lotta Pinata" Power of Veto competition.'
+
+
+def test_qe_loader_rejects_bad_rows(tmp_path):
+    p = tmp_path / "test20.ende.df.short.tsv"
+    p.write_text("index\toriginal\ttranslation\tz_mean\n0\ta\tb\t0.5\n1\ta\tb\tnot-a-number\n")
+    with pytest.raises(InputError) as e:
+        qe.load_qe(p, "en-de")
+    assert e.value.line == 3 and "z_mean" in str(e.value)
+
+
+def _write_massive(tmp_path, data_dir, n=60):
+    """MASSIVE-1.1-format files (data/<locale>.jsonl) from real FLORES sentences; de-DE shuffled."""
+    flores = geometry.locate(data_dir)
+    en = geometry.load_flores(flores, "eng_Latn", rows=n)
+    de = geometry.load_flores(flores, "deu_Latn", rows=n)
+    folder = tmp_path / "massive" / "1.1" / "data"
+    folder.mkdir(parents=True)
+    ids = [str(1000 + i) for i in range(n)]
+    en_recs = [(i, "test", s) for i, s in zip(ids, en)] + [("9", "train", "Wake me up at nine.")]
+    de_recs = [(i, "test", s) for i, s in zip(ids, de)] + [("9", "train", "Weck mich um neun.")]
+    random.Random(0).shuffle(de_recs)  # order differs: the loader must align by id
+    massive.write_massive_jsonl(folder / "en-US.jsonl", "en-US", en_recs)
+    massive.write_massive_jsonl(folder / "de-DE.jsonl", "de-DE", de_recs)
+    return tmp_path / "massive", ids, en, de
+
+
+def test_massive_loader_and_metric_on_format_exact_files(tmp_path, data_dir, usem3):
+    root, ids, en, de = _write_massive(tmp_path, data_dir)
+    folder = massive.locate(root)
+    assert folder.name == "data"
+    loaded = massive.load_locale(folder, "de-DE")
+    assert len(loaded) == len(ids) and "9" not in loaded  # train partition left out
+    assert loaded[ids[3]] == de[3]
+    rec = json.loads((folder / "en-US.jsonl").read_text().splitlines()[0])
+    assert {"id", "locale", "partition", "utt", "annot_utt", "intent", "scenario"} <= set(rec)
+
+    def embed(sentences):
+        return usem3.encode(list(sentences))
+
+    r = massive.evaluate_massive(embed, root, "en-US:de-DE,de-DE:en-US")
+    assert set(r["per_pair"]) == {"en-US:de-DE", "de-DE:en-US"}
+    assert r["per_pair"]["en-US:de-DE"]["rows"] == len(ids)
+    assert r["per_pair"]["en-US:de-DE"]["acc"] >= 90.0  # real encoder, real translations
+    # the same sentences with ids scrambled in one locale: retrieval must now fail almost always
+    scrambled = tmp_path / "scrambled" / "data"
+    scrambled.mkdir(parents=True)
+    massive.write_massive_jsonl(scrambled / "en-US.jsonl", "en-US", [(i, "test", s) for i, s in zip(ids, en)])
+    massive.write_massive_jsonl(scrambled / "de-DE.jsonl", "de-DE",
+                                [(i, "test", s) for i, s in zip(ids, de[1:] + de[:1])])
+    bad = massive.evaluate_massive(embed, scrambled.parent, [("en-US", "de-DE")])
+    assert bad["per_pair"]["en-US:de-DE"]["acc"] <= 10.0
+
+
+def test_massive_errors(tmp_path):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "en-US.jsonl").write_text('{"id": "1", "locale": "en-US", "partition": "test", "utt": "hi"}\n{oops\n')
+    with pytest.raises(InputError) as e:
+        massive.load_locale(folder, "en-US")
+    assert e.value.line == 2
+    with pytest.raises(ConfigError):
+        massive.parse_pairs("en-US-de-DE", ["en-US", "de-DE"])
+    with pytest.raises(DataNotFoundError):
+        massive.locate(tmp_path / "nothing-here")
+
+
+def test_tatoeba_loader_real_files(data_dir):
+    folder = tatoeba.locate(data_dir)
+    langs = tatoeba.available_languages(folder)
+    assert len(langs) == 112 and set(tatoeba.XTREME36) <= set(langs)
+    src, eng = tatoeba.load_pairs(folder, "deu")
+    assert len(src) == len(eng) == 1000
+    with pytest.raises(ConfigError):
+        tatoeba.evaluate_tatoeba(lambda s: None, data_dir, ["xxx"])
+
+
+# ------------------------------------------------------------------------------------ end to end
+
+
+def _cli():
+    from xmine.cli import main
+
+    return main
+
+
+def test_cli_bench_tatoeba_quick_with_default_encoder_and_report(tmp_path, data_dir):
+    out = tmp_path / "tatoeba.json"
+    res = CliRunner().invoke(
+        _cli(),
+        ["bench", "tatoeba", "--quick", "--langs", "deu,fra", "--max-pairs", "40", "--margin",
+         "--data-dir", str(data_dir), "--out", str(out)],
+    )
+    assert res.exit_code == 0, res.output
+    assert "raw" in res.output and "avg XTREME (2)" in res.output
+    r = json.loads(out.read_text())
+    assert r["task"] == "tatoeba" and r["encoder"]["name"] == "me5-small"
+    assert r["provenance"]["parameters"]["langs"] == ["deu", "fra"] and "git_commit" in r["provenance"]
+    assert len(r["data"]) == 4 and all(len(f["sha256"]) == 64 for f in r["data"])
+    raw = r["details"]["raw"]
+    assert raw["per_lang"]["deu"]["pairs"] == 40
+    assert raw["average"]["avg"] >= 85.0 and raw["average"]["avg_margin"] >= 85.0  # me5-small: ~95+
+    # the report renders it
+    from xmine.benchmarks import report
+
+    md = report.write_report(tmp_path, tmp_path / "RESULTS.md").read_text()
+    assert "## Tatoeba retrieval accuracy@1 (%)" in md and "| raw |" in md and "logical cores" in md
+
+
+def test_cli_bench_sts_with_use_m3(tmp_path, data_dir):
+    out = tmp_path / "sts.json"
+    res = CliRunner().invoke(_cli(), ["bench", "sts", "--encoder", "use-m3", "--tracks", "track5,track6",
+                                      "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    r = json.loads(out.read_text())["details"]["raw"]
+    assert set(r["per_track"]) == {"track5", "track6"}
+    # use-m3 measured here: track5 en-en r = 84.8, track6 tr-en r = 73.1 (first 250 input lines)
+    assert r["per_track"]["track5"]["pearson"] > 75 and r["per_track"]["track6"]["pearson"] > 60
+    assert r["crosslingual"]["tracks"] == 1 and r["monolingual"]["tracks"] == 1
+
+
+def test_cli_missing_data_is_a_clear_error(tmp_path):
+    res = CliRunner().invoke(_cli(), ["bench", "qe", "--data-dir", str(tmp_path / "none"), "--quick"])
+    assert res.exit_code == 2
+    assert "data not found" in res.output and "mlqe" in res.output
+
+
+@pytest.fixture(scope="module")
+def center_projection(tmp_path_factory, data_dir):
+    """A real projection (method `center`: per-language means, no gradient training) on use-m3."""
+    out = tmp_path_factory.mktemp("proj") / "center-usem3"
+    res = CliRunner().invoke(_cli(), [
+        "train", "--method", "center", "--encoder", "use-m3", "--pairs", str(data_dir / "parallel" / "tatoeba-challenge"),
+        "--langs", "deu,fra,eng", "--max-pairs-per-lang", "200", "-o", str(out), "-q"])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def test_cli_bench_with_projection_meaning_and_language_rows(tmp_path, data_dir, center_projection):
+    out = tmp_path / "tat.json"
+    res = CliRunner().invoke(_cli(), [
+        "bench", "tatoeba", "--encoder", "use-m3", "--projection", str(center_projection),
+        "--langs", "deu,fra", "--max-pairs", "100", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    r = json.loads(out.read_text())
+    assert [row[0] for row in r["table"]["rows"]] == ["raw", "center-usem3:meaning", "center-usem3:language"]
+    assert r["projections"]["center-usem3"]["method"] == "center"
+    acc = {row[0]: row[3] for row in r["table"]["rows"]}
+    assert acc["raw"] >= 85 and acc["center-usem3:meaning"] >= 85
+    # the language part of `center` is the language mean: it carries no meaning, retrieval fails
+    assert acc["center-usem3:language"] <= 5
+
+
+def test_cli_plot_and_encoder_mismatch(tmp_path, data_dir, center_projection):
+    png = tmp_path / "pca.png"
+    res = CliRunner().invoke(_cli(), ["plot", "--encoder", "use-m3", "--projection", str(center_projection),
+                                      "--rows", "40", "--out", str(png)])
+    assert res.exit_code == 0, res.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+    assert res.output.count("language separation") == 3
+    # a use-m3 projection refuses another encoder, with a one-line error
+    res = CliRunner().invoke(_cli(), ["bench", "sts", "--encoder", "me5-small", "--tracks", "track5",
+                                      "--projection", str(center_projection), "--out", str(tmp_path / "x.json")])
+    assert res.exit_code == 2 and "encoder" in res.output and not (tmp_path / "x.json").exists()

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from xmine.artefacts import atomic_write_json, file_fingerprint, provenance
-from xmine.errors import ConfigError
+from xmine.errors import ConfigError, InputError
 from xmine.paths import REPO_ROOT
 
 #: an embedding function: sentences -> (n, dim) float32, rows L2-normalised, input order
@@ -271,6 +271,20 @@ def write_result(
     }
     atomic_write_json(out, result)
     return result
+
+
+def read_lines(path: Path, *, what: str = "data") -> list[str]:
+    """Every line of a UTF-8 file, keeping empty ones (line i of one file = line i of another)."""
+    if not path.is_file():
+        raise InputError(path, f"missing {what} file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(path, f"not UTF-8 ({e})") from e
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]
 
 
 def parse_list(value: str | None) -> list[str] | None:

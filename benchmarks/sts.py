@@ -21,7 +21,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Sequence
 
-from xmine.benchmarks.common import EmbedFn, correlations, mean_of, paired_cosine
+from xmine.benchmarks.common import EmbedFn, correlations, mean_of, paired_cosine, read_lines
 from xmine.errors import ConfigError, InputError
 from xmine.paths import resolve_data_dir
 
@@ -84,19 +84,6 @@ def locate(data_dir: str | Path | None) -> Path:
     return resolve_data_dir(data_dir, needs=NEEDS, how_to_get=HOW_TO_GET)
 
 
-def _lines(path: Path) -> list[str]:
-    if not path.is_file():
-        raise InputError(path, "missing STS 2017 file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise InputError(path, f"not UTF-8 ({e})") from e
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.rstrip("\r") for line in lines]
-
-
 def load_track(folder: str | Path, track: str) -> STSSet:
     """Read one track's input and gold, aligned as documented in the module docstring."""
     if track not in TRACKS:
@@ -105,8 +92,8 @@ def load_track(folder: str | Path, track: str) -> STSSet:
     folder = Path(folder)
     input_path = folder / "STS2017.eval.v1.1" / f"STS.input.{t.name}.{t.label}.txt"
     gold_path = folder / "STS2017.gs" / f"STS.gs.{t.name}.{t.label}.txt"
-    rows = _lines(input_path)
-    gold_lines = _lines(gold_path)
+    rows = read_lines(input_path, what="STS 2017")
+    gold_lines = read_lines(gold_path, what="STS 2017")
     expected = t.gold_rows if t.gold_rows is not None else len(rows)
     if len(gold_lines) != expected or len(rows) < expected:
         raise InputError(

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.benchmarks.common import EmbedFn, cosine_matrix, margin_matrix, mean_of, retrieval_accuracy
+from xmine.benchmarks.common import EmbedFn, cosine_matrix, margin_matrix, mean_of, read_lines, retrieval_accuracy
 from xmine.errors import ConfigError, InputError
 from xmine.paths import resolve_data_dir
 
@@ -58,24 +58,13 @@ def pair_files(folder: Path, lang: str) -> tuple[Path, Path]:
     return folder / f"tatoeba.{lang}-eng.{lang}", folder / f"tatoeba.{lang}-eng.eng"
 
 
-def _read_lines(path: Path) -> list[str]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise InputError(path, f"not UTF-8 ({e})") from e
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.rstrip("\r") for line in lines]
-
-
 def load_pairs(folder: Path, lang: str, *, max_pairs: int | None = None) -> tuple[list[str], list[str]]:
     """The line-aligned (xx, eng) sentences of one language (first `max_pairs` if given)."""
     src_path, eng_path = pair_files(folder, lang)
     for p in (src_path, eng_path):
         if not p.is_file():
             raise InputError(p, f"missing Tatoeba file for language {lang!r}")
-    src, eng = _read_lines(src_path), _read_lines(eng_path)
+    src, eng = read_lines(src_path, what="Tatoeba"), read_lines(eng_path, what="Tatoeba")
     if len(src) != len(eng):
         raise InputError(src_path, f"has {len(src)} lines but {eng_path.name} has {len(eng)}; they must be line-aligned")
     for i, (a, b) in enumerate(zip(src, eng), start=1):

@@ -1,0 +1,199 @@
+"""BUCC 2018 shared task (parallel sentence spotting in comparable corpora).
+
+Format (as distributed and as LASER's tasks/bucc scripts read it): for pair `{src}-en` and split
+`sample` | `training` | `test`, files `{src}-en.{split}.{src}` and `{src}-en.{split}.en` hold
+`id<TAB>sentence` per line (ids like `de-000000001`, `en-000000001`), and `{src}-en.{split}.gold`
+holds `src-id<TAB>en-id` per gold pair (the test gold was not released with the data; when absent
+only the training/sample split is reported). Files may sit in the data dir or in a `{src}-en/`
+sub-folder.
+
+Protocol (LASER): mine each split (k=4, ratio margin, max retrieval, unique sentences); on the
+training split (or `sample` when there is no `training`) choose the threshold maximising F1
+against its gold, then apply that threshold to the test split.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+from xmine.errors import DataNotFoundError, InputError
+
+HOW_TO_GET = ("Download the BUCC 2018 data (https://comparable.limsi.fr/bucc2018/bucc2018-task.html): "
+              "files like de-en.training.de, de-en.training.en, de-en.training.gold.")
+
+
+def read_bucc_file(path: Path) -> tuple[list[str], list[str]]:
+    """(ids, sentences) of an `id<TAB>sentence` file; InputError names the bad line."""
+    ids, sents = [], []
+    with open(path, encoding="utf-8") as f:
+        for no, line in enumerate(f, 1):
+            line = line.rstrip("\n").rstrip("\r")
+            if not line:
+                continue
+            parts = line.split("\t", 1)
+            if len(parts) != 2 or not parts[0]:
+                raise InputError(path, "expected `id<TAB>sentence`", line=no)
+            ids.append(parts[0])
+            sents.append(parts[1])
+    return ids, sents
+
+
+def read_gold(path: Path) -> set[tuple[str, str]]:
+    gold = set()
+    with open(path, encoding="utf-8") as f:
+        for no, line in enumerate(f, 1):
+            parts = line.rstrip("\n").split("\t")
+            if line.strip() and len(parts) != 2:
+                raise InputError(path, "expected `src-id<TAB>en-id`", line=no)
+            if line.strip():
+                gold.add((parts[0], parts[1]))
+    return gold
+
+
+def _split_files(root: Path, pair: str, split: str) -> dict[str, Path] | None:
+    src = pair.split("-")[0]
+    for base in (root, root / pair):
+        files = {"src": base / f"{pair}.{split}.{src}", "en": base / f"{pair}.{split}.en",
+                 "gold": base / f"{pair}.{split}.gold"}
+        if files["src"].is_file() and files["en"].is_file():
+            return files
+    return None
+
+
+def best_threshold(scores: np.ndarray, correct: np.ndarray, n_gold: int) -> tuple[float, dict]:
+    """Threshold maximising F1 when keeping candidates with score >= threshold (LASER's sweep)."""
+    order = np.argsort(-scores, kind="stable")
+    s, c = scores[order], correct[order].astype(np.int64)
+    tp = np.cumsum(c)
+    kept = np.arange(1, len(s) + 1)
+    prec, rec = tp / kept, tp / max(n_gold, 1)
+    f1 = np.where(prec + rec > 0, 2 * prec * rec / np.maximum(prec + rec, 1e-12), 0)
+    # Only cut between different scores (a threshold keeps all of a tie).
+    last_of_tie = np.append(s[1:] != s[:-1], True)
+    f1 = np.where(last_of_tie, f1, -1)
+    i = int(np.argmax(f1)) if len(f1) else 0
+    if not len(f1):
+        return float("inf"), {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+    return float(s[i]), {"precision": float(prec[i]), "recall": float(rec[i]), "f1": float(f1[i])}
+
+
+def evaluate(pairs: set[tuple[str, str]], gold: set[tuple[str, str]]) -> dict:
+    tp = len(pairs & gold)
+    p = tp / len(pairs) if pairs else 0.0
+    r = tp / len(gold) if gold else 0.0
+    return {"precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0, "pairs": len(pairs),
+            "gold": len(gold)}
+
+
+def _mine_split(files, *, encoder, projection, k, margin, retrieval):
+    from xmine.corpus import dedup
+    from xmine.embed_cache import cached_encode
+    from xmine.mining import MiningConfig, mine_embeddings
+
+    src_ids, src_sents = read_bucc_file(files["src"])
+    en_ids, en_sents = read_bucc_file(files["en"])
+    # Mine on unique sentences; a mined sentence stands for every id carrying it (as LASER does).
+    us, inv_s = dedup(src_sents)
+    ue, inv_e = dedup(en_sents)
+    x = cached_encode(encoder, us, show_progress=True, desc=f"encoding {files['src'].name}")
+    y = cached_encode(encoder, ue, show_progress=True, desc=f"encoding {files['en'].name}")
+    if projection is not None:
+        x, y = projection.transform(x, "meaning"), projection.transform(y, "meaning")
+    mined = mine_embeddings(x, y, config=MiningConfig(k=k, margin=margin, retrieval=retrieval))
+    ids_of_s = [[] for _ in us]
+    for i, u in enumerate(inv_s):
+        ids_of_s[u].append(src_ids[i])
+    ids_of_e = [[] for _ in ue]
+    for i, u in enumerate(inv_e):
+        ids_of_e[u].append(en_ids[i])
+    cands, scores = [], []
+    for a, b, sc in zip(mined.src_idx.tolist(), mined.tgt_idx.tolist(), mined.score.tolist()):
+        for sid in ids_of_s[a]:
+            for eid in ids_of_e[b]:
+                cands.append((sid, eid))
+                scores.append(sc)
+    return cands, np.asarray(scores, dtype=np.float64)
+
+
+def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=None, k: int = 4,
+             margin: str = "ratio", retrieval: str = "max") -> dict[str, Any]:
+    """Mine BUCC's splits, tune the threshold on the training (or sample) gold, score the test split.
+
+    `encoder`: an Encoder or a name; `projection`: a Projection, a directory, or None (raw).
+    Returns {"pair", "threshold", "train": {split, precision, recall, f1, ...}, "test": {...} | None}.
+    """
+    from xmine.paths import resolve_data_dir
+
+    root = resolve_data_dir(data_dir, needs="bucc2018", how_to_get=HOW_TO_GET)
+    if isinstance(encoder, str):
+        from xmine.encoders import load_encoder
+
+        encoder = load_encoder(encoder)
+    if projection is not None and not hasattr(projection, "transform"):
+        from xmine.disentangle import load_projection
+
+        projection = load_projection(projection)
+    if projection is not None:
+        projection.check_encoder(encoder.fingerprint())
+    train_split = next((s for s in ("training", "sample") if _split_files(root, pair, s)), None)
+    if train_split is None:
+        raise DataNotFoundError(f"BUCC {pair}: no training or sample split in {root}. {HOW_TO_GET}")
+    tf = _split_files(root, pair, train_split)
+    if not tf["gold"].is_file():
+        raise DataNotFoundError(f"BUCC {pair}: {tf['gold']} missing (needed to tune the threshold)")
+    gold = read_gold(tf["gold"])
+    cands, scores = _mine_split(tf, encoder=encoder, projection=projection, k=k, margin=margin, retrieval=retrieval)
+    correct = np.array([c in gold for c in cands], dtype=bool)
+    threshold, _ = best_threshold(scores, correct, len(gold))
+    kept = {c for c, s in zip(cands, scores) if s >= threshold}
+    result: dict[str, Any] = {
+        "pair": pair, "k": k, "margin": margin, "retrieval": retrieval, "threshold": threshold,
+        "encoder": encoder.fingerprint(), "projection": projection.fingerprint() if projection is not None else None,
+        "train": {"split": train_split, **evaluate(kept, gold)}, "test": None,
+    }
+    test = _split_files(root, pair, "test")
+    if test is not None and test["gold"].is_file():
+        cands, scores = _mine_split(test, encoder=encoder, projection=projection, k=k, margin=margin,
+                                    retrieval=retrieval)
+        result["test"] = {"split": "test", **evaluate({c for c, s in zip(cands, scores) if s >= threshold},
+                                                       read_gold(test["gold"]))}
+    return result
+
+
+@click.command("bucc")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder with the BUCC 2018 files (or a data root holding bucc2018/); default: "
+                   "$XMINE_DATA/bucc2018.")
+@click.option("--pair", default="de-en", show_default=True, help="Language pair: de-en, fr-en, ru-en or zh-en.")
+@click.option("--encoder", default="me5-small", show_default=True, help="Encoder name or sentence-transformers path.")
+@click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Projection directory: mine on its meaning part (default: raw embeddings).")
+@click.option("-k", "--k", "k", type=int, default=4, show_default=True, help="Margin neighbourhood size.")
+@click.option("--margin", type=click.Choice(["ratio", "distance", "absolute"]), default="ratio", show_default=True,
+              help="Score (see `xmine mine --help`).")
+@click.option("--retrieval", type=click.Choice(["max", "fwd", "bwd", "intersect"]), default="max",
+              show_default=True, help="Retrieval mode (see `xmine mine --help`).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the result JSON (with provenance) here.")
+def command(data_dir, pair, encoder, projection, k, margin, retrieval, out):
+    """BUCC 2018: mine, tune the threshold for F1 on the training gold, report precision/recall/F1."""
+    from xmine.artefacts import atomic_write_json, provenance
+
+    result = run_bucc(data_dir, pair=pair, encoder=encoder, projection=projection, k=k, margin=margin,
+                      retrieval=retrieval)
+    for split in ("train", "test"):
+        r = result[split]
+        if r is not None:
+            click.echo(f"{pair} {r['split']}: P {r['precision']:.4f}  R {r['recall']:.4f}  F1 {r['f1']:.4f} "
+                       f"(threshold {result['threshold']:.4f})")
+    if result["test"] is None:
+        click.echo("(no test gold: training split only)")
+    if out is not None:
+        result["provenance"] = provenance(data_dir=str(data_dir) if data_dir else None, pair=pair, encoder=encoder,
+                                          projection=str(projection) if projection else None, k=k, margin=margin,
+                                          retrieval=retrieval)
+        atomic_write_json(out, result)

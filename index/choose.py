@@ -1,0 +1,140 @@
+"""Which FAISS index to build, and why, following FAISS's guidelines and stopes' choices.
+
+- up to 10,000 vectors: exact `Flat` (inner product) - exhaustive search is cheap there (stopes);
+- beyond, with no GPU and the raw vectors plus the HNSW graph within the memory budget and at most
+  `HNSW_MAX` vectors: `HNSW32` (FAISS: "if memory is not a concern, HNSW is the best option";
+  it has no GPU implementation);
+- otherwise `OPQ{m},IVF{n},PQ{m}` (stopes' choice; FAISS: PQ when memory is tight), with m = 64
+  sub-quantisers (or the largest divisor of dim below it) and n lists by corpus size as stopes
+  does (1024; 4096 past 250k; 32768 past 4M; 65536 past 10M; 262144 past 500M), kept within
+  FAISS's 4*sqrt(N)..16*sqrt(N) and so that every list gets >= 39 training vectors.
+IVF indexes train on 30..256 vectors a list (a seeded sample) and search `nprobe` lists.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass
+
+from xmine.errors import ConfigError
+
+INDEX_TYPES = ("auto", "flat", "ivf", "hnsw", "ivfpq", "opq")
+FLAT_MAX = 10_000
+HNSW_MAX = 2_000_000
+HNSW_M = 32
+# Bytes per HNSW graph link (int32) on level 0, where each vector has 2*M links.
+_HNSW_LINK_BYTES = 4
+MIN_TRAIN_PER_LIST = 39  # FAISS warns below this many training points per centroid
+TRAIN_PER_LIST = 64
+STOPES_NLIST = ((500_000_000, 262_144), (10_000_000, 65_536), (4_000_000, 32_768), (250_000, 4_096), (0, 1_024))
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexChoice:
+    """A resolved index: the FAISS factory string and its parameters."""
+
+    #: requested type ("auto" resolved to one of the others)
+    kind: str
+    #: FAISS index_factory string (metric: inner product)
+    factory: str
+    #: IVF lists (0 when not IVF)
+    nlist: int = 0
+    #: IVF lists visited per query (0 when not IVF)
+    nprobe: int = 0
+    #: HNSW search breadth (0 when not HNSW)
+    ef_search: int = 0
+    #: vectors sampled to train (0: no training needed)
+    train_size: int = 0
+    #: human-readable reason for the choice
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def total_memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 8 << 30
+
+
+def ivf_lists(n: int) -> int:
+    """Number of IVF lists for n vectors (stopes' table, bounded by FAISS's guidance)."""
+    nlist = next(v for floor, v in STOPES_NLIST if n > floor)
+    lo, hi = 4 * math.sqrt(n), 16 * math.sqrt(n)
+    nlist = int(min(max(nlist, lo), hi))
+    nlist = min(nlist, max(1, n // MIN_TRAIN_PER_LIST))
+    return max(1, nlist)
+
+
+def pq_subquantisers(dim: int, preferred: int = 64) -> int:
+    """The largest m <= preferred dividing dim (PQ needs dim % m == 0)."""
+    for m in range(min(preferred, dim), 0, -1):
+        if dim % m == 0:
+            return m
+    return 1
+
+
+def _nprobe(nlist: int) -> int:
+    # stopes searches 128 lists; never more than a quarter of them on small indexes.
+    return max(1, min(128, nlist // 4))
+
+
+def choose_index(
+    n: int,
+    dim: int,
+    *,
+    kind: str = "auto",
+    gpu: bool = False,
+    memory_budget: int | None = None,
+    nlist: int | None = None,
+    pq_m: int = 64,
+    pq_bits: int = 8,
+) -> IndexChoice:
+    """Resolve `kind` ("auto", "flat", "ivf", "hnsw", "ivfpq", "opq") for n vectors of size dim.
+
+    memory_budget: bytes the index may use (default: a quarter of physical memory); only "auto"
+    looks at it. nlist overrides the number of IVF lists; pq_m is the preferred number of PQ
+    sub-quantisers (bytes per vector) for "ivfpq"/"opq"; pq_bits the bits of each code (8: 256
+    centroids per sub-quantiser; 4 trains far faster on small corpora).
+    """
+    if kind not in INDEX_TYPES:
+        raise ConfigError(f"unknown index type {kind!r}; choose one of {', '.join(INDEX_TYPES)}")
+    if n < 1 or dim < 1:
+        raise ConfigError(f"cannot index {n} vectors of dimension {dim}")
+    budget = memory_budget if memory_budget is not None else total_memory_bytes() // 4
+    reason = ""
+    if kind == "auto":
+        hnsw_bytes = n * (4 * dim + 2 * HNSW_M * _HNSW_LINK_BYTES)
+        if n <= FLAT_MAX:
+            kind, reason = "flat", f"{n:,} vectors <= {FLAT_MAX:,}: exact search is cheap"
+        elif not gpu and n <= HNSW_MAX and hnsw_bytes <= budget:
+            kind = "hnsw"
+            reason = (f"{n:,} vectors > {FLAT_MAX:,}, no GPU, HNSW needs ~{hnsw_bytes / 2**30:.2f} GiB "
+                      f"<= budget {budget / 2**30:.2f} GiB: HNSW is the most accurate fast index")
+        else:
+            kind = "opq"
+            why = "GPU present" if gpu else (f"> {HNSW_MAX:,} vectors" if n > HNSW_MAX else
+                                              f"HNSW would need {hnsw_bytes / 2**30:.2f} GiB > budget")
+            reason = f"{n:,} vectors, {why}: compressed OPQ+IVF+PQ index (stopes' choice)"
+    if kind == "flat":
+        return IndexChoice(kind="flat", factory="Flat", reason=reason or "exact inner product")
+    if kind == "hnsw":
+        return IndexChoice(kind="hnsw", factory=f"HNSW{HNSW_M},Flat", ef_search=128,
+                           reason=reason or f"graph index, M={HNSW_M}")
+    nl = int(nlist) if nlist else ivf_lists(n)
+    if nl > n:
+        raise ConfigError(f"nlist={nl} is more than the {n} vectors to index")
+    # 64 vectors a list: inside FAISS's 30..256 range, and training cost stays moderate.
+    train = int(min(n, TRAIN_PER_LIST * nl))
+    m = pq_subquantisers(dim, pq_m)
+    if kind in ("ivfpq", "opq"):
+        # PQ codebooks have 256 entries per sub-quantiser: train on at least ~40 points each.
+        train = int(min(n, max(train, 2**pq_bits * MIN_TRAIN_PER_LIST)))
+    pq = f"PQ{m}" if pq_bits == 8 else f"PQ{m}x{pq_bits}"
+    factory = {"ivf": f"IVF{nl},Flat", "ivfpq": f"IVF{nl},{pq}", "opq": f"OPQ{m},IVF{nl},{pq}"}[kind]
+    lists_note = f"{nl} lists (4*sqrt(N)={4 * math.sqrt(n):.0f}..16*sqrt(N)={16 * math.sqrt(n):.0f})"
+    return IndexChoice(kind=kind, factory=factory, nlist=nl, nprobe=_nprobe(nl), train_size=train,
+                       reason=(reason + "; " if reason else "") + lists_note + f", trained on {train:,} vectors")

@@ -1,0 +1,128 @@
+"""`xmine build-index` and `xmine search`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from xmine.index.choose import INDEX_TYPES
+
+_INPUT_HELP = "a text file (one sentence a line), an embedding store directory (xmine embed) or"
+
+
+@click.command("build-index")
+@click.argument("source", type=click.Path(exists=True, path_type=Path))
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(path_type=Path),
+              help="Index directory to write (replaced atomically when it exists).")
+@click.option("--lang", default=None, help="Language code of the corpus (recorded; checked against a store's).")
+@click.option("--type", "kind", type=click.Choice(INDEX_TYPES), default="auto", show_default=True,
+              help="flat: exact inner product; ivf: IVF lists with exact vectors; hnsw: graph index "
+                   "(fast, memory-hungry, CPU only); ivfpq: IVF with product-quantised vectors; opq: "
+                   "OPQ rotation + IVF + PQ (stopes' choice for big corpora); auto: Flat up to 10k "
+                   "vectors, HNSW while it fits the memory budget (no GPU), else OPQ/IVF/PQ with lists "
+                   "by corpus size. The chosen index and the reason are printed.")
+@click.option("--shard-rows", type=int, default=None,
+              help="Split the index into shards of this many rows (each its own .faiss file), for "
+                   "corpora whose index does not fit in memory at once; searches merge the shards' top-k.")
+@click.option("--nlist", type=int, default=None, help="IVF lists (default: by corpus size, 4-16 x sqrt(N)).")
+@click.option("--nprobe", type=int, default=None,
+              help="IVF lists searched per query, recorded as the index default (default: min(128, nlist/4)).")
+@click.option("--pq-m", type=int, default=64, show_default=True,
+              help="PQ sub-quantisers = bytes per stored vector (ivfpq/opq); must divide the dimension "
+                   "(the largest divisor below it is used).")
+@click.option("--memory-budget-gb", type=float, default=None,
+              help="Memory the index may take, for --type auto (default: a quarter of RAM).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the training sample.")
+@click.option("--encoder", default=None,
+              help="Encoder for a text SOURCE (default me5-small); for a store, must match the store's.")
+@click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Projection directory (xmine train): index its meaning part instead of raw embeddings.")
+@click.option("--cpu", is_flag=True, help="Do not use GPUs even if FAISS reports some.")
+def build_index(source, out_dir, lang, kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
+                encoder, projection, cpu):
+    """Build a FAISS index over SOURCE's embeddings.
+
+    SOURCE is a text file (one sentence a line; encoded with --encoder, cached) or an embedding
+    store directory written by `xmine embed` (its stored vectors are used). The index directory
+    records the encoder and projection fingerprints and the sentences with their line numbers, so
+    `xmine search` returns text and refuses queries from another encoder/projection.
+    """
+    import logging
+
+    from xmine.index.faiss_index import IndexConfig, build_index as _build
+    from xmine.index.sources import Encoders, artefact_encoder_name, load_side
+
+    logging.basicConfig(level=logging.WARNING)
+    encoders = Encoders(encoder, projection)
+    side = load_side(source, lang=lang, encoders=encoders)
+    config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
+                         gpu=not cpu,
+                         memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
+    ix = _build(side.embeddings, out_dir, sentences=side.sentences, line_numbers=side.line_numbers,
+                encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
+                source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
+                                               {"path": str(Path(source).resolve()), **side.fingerprint})},
+                config=config, show_progress=True)
+    c = ix.manifest["choice"]
+    click.echo(f"indexed {len(ix):,} sentences ({ix.dim}-d, {side.part}) into {out_dir}: {c['factory']} "
+               f"in {len(ix.manifest['shards'])} shard(s)" + (" on GPU" if ix.manifest["built_on_gpu"] else ""),
+               err=True)
+    click.echo(f"  why: {c['reason']}", err=True)
+
+
+@click.command("search")
+@click.argument("index_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("queries", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-k", type=int, default=10, show_default=True, help="Neighbours returned per query.")
+@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl"]), default="tsv", show_default=True,
+              help="tsv: one hit a line: query_line, rank, score, hit_line, hit_sentence. "
+                   "jsonl: one object per query with its hits.")
+@click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the results here (atomically) instead of standard output.")
+@click.option("--nprobe", type=int, default=None, help="IVF lists to visit (default: the index's own).")
+@click.option("--encoder", default=None,
+              help="Encoder for the queries (default: the index's); another encoder is refused.")
+@click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Projection directory; required (and must match) when the index holds a meaning part.")
+def search(index_dir, queries, k, fmt, out, nprobe, encoder, projection):
+    """Return the K nearest indexed sentences of every line of QUERIES, with cosine scores.
+
+    Scores are inner products of L2-normalised embeddings (cosine, -1..1; for exact indexes) or
+    FAISS's estimate of it (PQ indexes).
+    """
+    from xmine.artefacts import atomic_write_text
+    from xmine.encoders import check_same_encoder
+    from xmine.index.faiss_index import IndexDir
+    from xmine.index.sources import Encoders, check_same_projection, load_side
+
+    ix = IndexDir.open(index_dir)
+    if k < 1:
+        raise click.BadParameter("k must be >= 1", param_hint="-k")
+    m = ix.manifest
+    encoders = Encoders(encoder or m["encoder"]["name"], projection)
+    check_same_encoder(m["encoder"], encoders.encoder.fingerprint(), what=f"index {index_dir}")
+    check_same_projection(m.get("projection"), encoders.projection_fp(), what=f"index {index_dir}")
+    q = load_side(queries, lang=None, encoders=encoders)
+    sims, rows = ix.search(q.embeddings, k, nprobe=nprobe)
+    texts, lines = ix.sentences(), ix.line_numbers
+    out_lines = []
+    for qi in range(len(q.sentences)):
+        hits = [(r + 1, float(s), int(lines[j]), texts[j]) for r, (s, j) in enumerate(zip(sims[qi], rows[qi])) if j >= 0]
+        ql = int(q.line_numbers[qi])
+        if fmt == "tsv":
+            out_lines += [f"{ql}\t{rank}\t{s:.6f}\t{line}\t{t}" for rank, s, line, t in hits]
+        else:
+            out_lines.append(json.dumps({"query_line": ql, "query": q.sentences[qi], "hits": [
+                {"rank": rank, "score": round(s, 6), "line": line, "sentence": t} for rank, s, line, t in hits]},
+                ensure_ascii=False))
+    text = "".join(line + "\n" for line in out_lines)
+    if out is not None:
+        atomic_write_text(out, text)
+    else:
+        sys.stdout.write(text)
+
+
+COMMANDS = [build_index, search]

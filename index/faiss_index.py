@@ -1,0 +1,272 @@
+"""Build, write, open and search FAISS index directories (optionally sharded, GPU if present).
+
+An index directory holds:
+- `manifest.json` (kind "index"): encoder and projection fingerprints, part, lang, count, dim, the
+  index choice (factory, nlist, nprobe, reason), the shards (file, first row, rows), the source and
+  provenance;
+- `shard_00000.faiss`, ...: one FAISS index per `shard_rows` rows (all shards share one trained
+  quantiser), searched one after another with their top-k merged;
+- `sentences.txt` (one sentence a line) and `line_numbers.npy` (1-based input lines), so searches
+  return text.
+The directory is written atomically (built beside the target, then renamed).
+
+GPU: when FAISS reports GPUs (`faiss.get_num_gpus() > 0`, the `gpu` extra installs faiss-gpu),
+training, adding and searching run there; indexes are moved back with `index_gpu_to_cpu` before
+`write_index`. GPU symbols are looked up at run time only, so faiss-cpu works unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from xmine.artefacts import atomic_dir, provenance, read_manifest, write_manifest
+from xmine.errors import ArtefactError, ConfigError
+from xmine.index.choose import IndexChoice, choose_index
+
+log = logging.getLogger(__name__)
+KIND = "index"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexConfig:
+    """How to build an index."""
+
+    #: "auto" (choose by size, see xmine.index.choose), "flat", "ivf", "hnsw", "ivfpq" or "opq"
+    kind: str = "auto"
+    #: rows per shard (each shard its own .faiss file); None = one shard
+    shard_rows: int | None = None
+    #: IVF lists (None: by corpus size)
+    nlist: int | None = None
+    #: IVF lists searched per query (None: the choice's default)
+    nprobe: int | None = None
+    #: PQ sub-quantisers (bytes per vector) for "ivfpq"/"opq"; the largest divisor of dim <= this
+    pq_m: int = 64
+    #: bits per PQ code (8 = 256 centroids per sub-quantiser)
+    pq_bits: int = 8
+    #: seed of the training sample
+    seed: int = 0
+    #: use GPUs when FAISS reports some (False forces CPU)
+    gpu: bool = True
+    #: memory the index may take, bytes (None: a quarter of physical memory); used by "auto"
+    memory_budget: int | None = None
+    #: rows added per call (bounds the float32 copy of float16/memory-mapped embeddings)
+    add_batch: int = 65_536
+
+
+def gpu_count() -> int:
+    import faiss
+
+    get = getattr(faiss, "get_num_gpus", None)
+    try:
+        return int(get()) if get is not None else 0
+    except Exception:  # noqa: BLE001 - a broken CUDA setup must not break CPU use
+        return 0
+
+
+def _to_gpu(index):
+    """(gpu_index, resources) or (index, None) when this index type has no GPU version."""
+    import faiss
+
+    try:
+        res = faiss.StandardGpuResources()
+        return faiss.index_cpu_to_gpu(res, 0, index), res
+    except Exception as e:  # noqa: BLE001 - e.g. HNSW has no GPU implementation
+        log.warning("index stays on CPU (%s)", e)
+        return index, None
+
+
+def _to_cpu(index, res):
+    import faiss
+
+    return faiss.index_gpu_to_cpu(index) if res is not None else index
+
+
+def _f32(a) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(a, dtype=np.float32))
+
+
+def set_search_params(index, choice: dict, nprobe: int | None = None) -> None:
+    import faiss
+
+    ps = faiss.ParameterSpace()
+    if choice.get("nlist"):
+        ps.set_index_parameter(index, "nprobe", int(nprobe or choice["nprobe"]))
+    if choice.get("ef_search"):
+        ps.set_index_parameter(index, "efSearch", int(choice["ef_search"]))
+
+
+def build_index(
+    embeddings: np.ndarray,
+    out_dir: str | Path,
+    *,
+    sentences: Sequence[str],
+    line_numbers: np.ndarray,
+    encoder: dict,
+    projection: dict | None = None,
+    part: str | None = None,
+    lang: str | None = None,
+    source: dict | None = None,
+    config: IndexConfig = IndexConfig(),
+    show_progress: bool = False,
+) -> "IndexDir":
+    """Index `embeddings` (n, dim; float32/float16, may be memory-mapped) into `out_dir`."""
+    import faiss
+    from tqdm.auto import tqdm
+
+    n, dim = embeddings.shape
+    if len(sentences) != n or len(line_numbers) != n:
+        raise ConfigError(f"{n} embeddings but {len(sentences)} sentences / {len(line_numbers)} line numbers")
+    use_gpu = config.gpu and gpu_count() > 0
+    choice = choose_index(n, dim, kind=config.kind, gpu=use_gpu, memory_budget=config.memory_budget,
+                          nlist=config.nlist, pq_m=config.pq_m, pq_bits=config.pq_bits)
+    if config.nprobe:
+        choice = IndexChoice(**{**choice.to_dict(), "nprobe": int(config.nprobe)})
+    shard_rows = int(config.shard_rows or n)
+    if shard_rows < 1:
+        raise ConfigError(f"shard_rows must be >= 1 (got {config.shard_rows})")
+    if choice.nlist and shard_rows < choice.nlist:
+        raise ConfigError(f"shards of {shard_rows} rows cannot fill {choice.nlist} IVF lists; "
+                          "use larger shards or --nlist")
+
+    template = faiss.index_factory(dim, choice.factory, faiss.METRIC_INNER_PRODUCT)
+    if not template.is_trained:
+        rng = np.random.default_rng(config.seed)
+        sample = np.sort(rng.choice(n, size=choice.train_size, replace=False))
+        train = _f32(embeddings[sample])
+        idx, res = _to_gpu(template) if use_gpu else (template, None)
+        log.info("training %s on %d vectors", choice.factory, len(train))
+        idx.train(train)
+        template = _to_cpu(idx, res)
+    trained = faiss.serialize_index(template)
+
+    shards = []
+    with atomic_dir(out_dir) as tmp:
+        bar = tqdm(total=n, desc=f"indexing ({choice.factory})", unit="vec", disable=not show_progress)
+        for s, start in enumerate(range(0, n, shard_rows)):
+            stop = min(start + shard_rows, n)
+            index = faiss.deserialize_index(trained)
+            idx, res = _to_gpu(index) if use_gpu else (index, None)
+            for b in range(start, stop, config.add_batch):
+                idx.add(_f32(embeddings[b : min(b + config.add_batch, stop)]))
+                bar.update(min(b + config.add_batch, stop) - b)
+            index = _to_cpu(idx, res)  # a GPU index must be on CPU before write_index
+            name = f"shard_{s:05d}.faiss"
+            faiss.write_index(index, str(tmp / name))
+            shards.append({"file": name, "start": start, "rows": stop - start})
+            del index, idx
+        bar.close()
+        (tmp / "sentences.txt").write_text("".join(f"{t}\n" for t in sentences), encoding="utf-8")
+        np.save(tmp / "line_numbers.npy", np.asarray(line_numbers, dtype=np.int64))
+        write_manifest(tmp, KIND, {
+            "encoder": encoder, "projection": projection, "part": part, "lang": lang,
+            "count": n, "dim": dim, "choice": choice.to_dict(), "built_on_gpu": use_gpu,
+            "shards": shards, "source": source,
+            "provenance": provenance(kind=config.kind, shard_rows=config.shard_rows, nlist=config.nlist,
+                                     nprobe=config.nprobe, pq_m=config.pq_m, seed=config.seed),
+        }, format_version=FORMAT_VERSION)
+    log.info("index: %s (%s)", choice.factory, choice.reason)
+    return IndexDir.open(out_dir)
+
+
+class IndexDir:
+    """An index directory on disk (see module doc)."""
+
+    def __init__(self, path: Path, manifest: dict):
+        self.path = path
+        self.manifest = manifest
+        self._loaded: dict[str, object] = {}
+        self._sentences: list[str] | None = None
+
+    @classmethod
+    def open(cls, path: str | Path) -> "IndexDir":
+        path = Path(path)
+        manifest = read_manifest(path, KIND)
+        if manifest.get("format_version") != FORMAT_VERSION:
+            raise ArtefactError(f"{path}: index format {manifest.get('format_version')} not supported")
+        for shard in manifest["shards"]:
+            if not (path / shard["file"]).is_file():
+                raise ArtefactError(f"{path}: shard {shard['file']} is missing")
+        return cls(path, manifest)
+
+    def __len__(self) -> int:
+        return int(self.manifest["count"])
+
+    @property
+    def dim(self) -> int:
+        return int(self.manifest["dim"])
+
+    @property
+    def line_numbers(self) -> np.ndarray:
+        return np.load(self.path / "line_numbers.npy")
+
+    def sentences(self) -> list[str]:
+        if self._sentences is None:
+            text = (self.path / "sentences.txt").read_text(encoding="utf-8")
+            self._sentences = text.split("\n")[:-1]
+            if len(self._sentences) != len(self):
+                raise ArtefactError(f"{self.path}/sentences.txt: {len(self._sentences)} lines, expected {len(self)}")
+        return self._sentences
+
+    def _shard(self, shard: dict, *, keep: bool):
+        import faiss
+
+        index = self._loaded.get(shard["file"])
+        if index is None:
+            index = faiss.read_index(str(self.path / shard["file"]))
+            if keep:
+                self._loaded[shard["file"]] = index
+        return index
+
+    def search(self, queries: np.ndarray, k: int, *, nprobe: int | None = None,
+               gpu: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k (sims, rows) of each query over all shards, highest first; rows -1 when fewer hits."""
+        queries = _f32(queries)
+        if queries.ndim != 2 or queries.shape[1] != self.dim:
+            raise ConfigError(f"queries have shape {queries.shape}, index dimension is {self.dim}")
+        shards = self.manifest["shards"]
+        keep = len(shards) == 1  # several shards exist because they do not fit in memory together
+        use_gpu = gpu and gpu_count() > 0
+        all_s, all_i = [], []
+        for shard in shards:
+            index = self._shard(shard, keep=keep)
+            set_search_params(index, self.manifest["choice"], nprobe)
+            idx, res = _to_gpu(index) if use_gpu else (index, None)
+            kk = min(k, shard["rows"])
+            s, i = idx.search(queries, kk)
+            all_s.append(s)
+            all_i.append(np.where(i >= 0, i + shard["start"], -1))
+        return merge_topk(all_s, all_i, k)
+
+    def reconstruct(self) -> np.ndarray:
+        """The stored vectors (exact for Flat/HNSW/IVF-Flat, approximate for PQ), float32 (n, dim)."""
+        import faiss
+
+        out = np.empty((len(self), self.dim), dtype=np.float32)
+        for shard in self.manifest["shards"]:
+            index = self._shard(shard, keep=False)
+            try:
+                faiss.extract_index_ivf(index).make_direct_map()
+            except RuntimeError:
+                pass  # not an IVF index
+            out[shard["start"] : shard["start"] + shard["rows"]] = index.reconstruct_n(0, shard["rows"])
+        return out
+
+
+def merge_topk(sims: list[np.ndarray], idx: list[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Merge per-shard top-k lists into one top-k per query (missing entries: sim -inf, row -1)."""
+    s = np.concatenate(sims, axis=1)
+    i = np.concatenate(idx, axis=1)
+    s = np.where(i >= 0, s, -np.inf).astype(np.float32)
+    order = np.argsort(-s, axis=1, kind="stable")[:, :k]
+    s, i = np.take_along_axis(s, order, 1), np.take_along_axis(i, order, 1)
+    if s.shape[1] < k:  # fewer vectors than k in the whole index
+        pad = k - s.shape[1]
+        s = np.pad(s, ((0, 0), (0, pad)), constant_values=-np.inf)
+        i = np.pad(i, ((0, 0), (0, pad)), constant_values=-1)
+    return s, i

@@ -1,0 +1,82 @@
+"""`xmine mine`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from xmine.mining.margin import MARGINS
+from xmine.mining.select import RETRIEVALS
+
+_SIDE = ("a text file (one sentence a line), an embedding store directory (xmine embed) or an index "
+         "directory (xmine build-index)")
+
+
+@click.command("mine")
+@click.argument("src", type=click.Path(exists=True, path_type=Path))
+@click.argument("tgt", type=click.Path(exists=True, path_type=Path))
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Output TSV: score<TAB>src<TAB>tgt, highest score first (written atomically). "
+                   "A summary with provenance goes to OUT.json.")
+@click.option("--src-lang", default=None, help="Language code of SRC (recorded; checked against artefacts).")
+@click.option("--tgt-lang", default=None, help="Language code of TGT.")
+@click.option("-k", "--k", "k", type=int, default=4, show_default=True,
+              help="Neighbours per sentence: the candidates considered and the neighbourhood whose mean "
+                   "cosine forms the margin.")
+@click.option("--margin", type=click.Choice(MARGINS), default="ratio", show_default=True,
+              help="ratio = cos / m (about 1.0 for an ordinary pair; translations usually 1.05-1.3); "
+                   "distance = cos - m (about 0; translations ~0.05-0.2); absolute = plain cosine "
+                   "(-1..1; no hubness correction). m = mean of the k nearest cosines of both sentences.")
+@click.option("--retrieval", type=click.Choice(RETRIEVALS), default="max", show_default=True,
+              help="max: union of every source's and every target's best candidate, sorted by score, "
+                   "then greedy one-to-one; fwd: each source's best target; bwd: each target's best "
+                   "source; intersect: pairs that are each other's best in both directions.")
+@click.option("--threshold", type=float, default=None,
+              help="Keep pairs scoring at least this, in every retrieval mode. Typical for ratio: "
+                   "1.04 (WikiMatrix) to 1.06 (stopes); distance ~0.02-0.05; absolute ~0.7-0.8 "
+                   "(encoder dependent). Default: keep all pairs.")
+@click.option("--min-length", type=int, default=0, show_default=True,
+              help="Sentences shorter than this many characters are not mined.")
+@click.option("--max-length", type=int, default=None, help="Sentences longer than this many characters are not mined.")
+@click.option("--max-length-ratio", type=float, default=None,
+              help="Drop candidate pairs whose character lengths differ by more than this factor "
+                   "(e.g. 2.0), before one-to-one matching.")
+@click.option("--encoder", default=None,
+              help="Encoder for text inputs (default: the artefacts' encoder, else me5-small).")
+@click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Projection directory (xmine train): mine on its meaning part. Without it, mines "
+                   "on the raw encoder embeddings.")
+@click.option("--approximate", is_flag=True,
+              help="Search neighbours with FAISS indexes (built automatically in OUT.work/, or a side's "
+                   "own index directory) instead of the exact blocked product. Implied when a side is an index.")
+@click.option("--line-numbers", is_flag=True, help="Add src and tgt line numbers as columns 4 and 5.")
+@click.option("--meta", is_flag=True,
+              help="Also write OUT.meta (stopes style): score, src file:line, tgt file:line, direction.")
+@click.option("--block-rows", type=int, default=4096, show_default=True,
+              help="Source rows per block of the exact product (memory ~ block-rows x block-cols x 4 bytes).")
+@click.option("--block-cols", type=int, default=16384, show_default=True, help="Target rows per block.")
+@click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
+def mine(src, tgt, out, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
+         max_length_ratio, encoder, projection, approximate, line_numbers, meta, block_rows, block_cols, keep_work):
+    """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
+
+    SRC and TGT are each a text file (one sentence a line), an embedding store directory (xmine
+    embed) or an index directory (xmine build-index). Repeated sentences are mined once. The exact
+    search never holds the full similarity matrix (blocked, memory bounded) and checkpoints to
+    OUT.work/: an interrupted run started again with the same command resumes.
+    """
+    from xmine.mining.pipeline import mine as _mine
+    from xmine.mining.select import MiningConfig
+
+    config = MiningConfig(k=k, margin=margin, retrieval=retrieval, threshold=threshold,
+                          max_length_ratio=max_length_ratio, min_length=min_length, max_length=max_length,
+                          block_rows=block_rows, block_cols=block_cols)
+    summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
+                    projection=projection, approximate=approximate, line_numbers=line_numbers, meta=meta,
+                    keep_work=keep_work)
+    click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "
+               f"unique sentences ({summary['search']}) -> {out}", err=True)
+
+
+COMMANDS = [mine]

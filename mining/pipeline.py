@@ -1,0 +1,164 @@
+"""File-level mining: `mine(src, tgt, out=...)` behind `xmine mine`.
+
+Each side is a text file, an embedding store or an index directory (xmine.index.sources). Both
+sides are deduplicated (mining runs on unique sentences; a pair is output once, with the first
+line of each sentence), mined exactly with the blocked kNN (checkpointed in `<out>.work/`, so an
+interrupted run resumes) or, with `approximate` or when a side is an index, through FAISS indexes,
+and written atomically as `score<TAB>src<TAB>tgt`, highest score first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from xmine.artefacts import atomic_write_json, atomic_write_text, provenance
+from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
+
+log = logging.getLogger(__name__)
+
+
+def _dedup(side) -> tuple[list[str], np.ndarray, np.ndarray]:
+    from xmine.corpus import dedup
+
+    unique, inverse, first = dedup(side.sentences, return_first=True)
+    return unique, inverse, first
+
+
+def _unique_hits(sims: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Drop repeated ids in each row (keep the first = best), then keep k columns (-1 pads)."""
+    ids = ids.copy()
+    for c in range(1, ids.shape[1]):
+        dup = (ids[:, :c] == ids[:, c : c + 1]).any(axis=1)
+        ids[dup, c] = -1
+    sims = np.where(ids >= 0, sims, -np.inf)
+    order = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(sims, order, 1).astype(np.float32), np.take_along_axis(ids, order, 1)
+
+
+def _approximate_knn(sx, sy, ux, uy, inv_x, inv_y, k: int, work: Path, show_progress: bool):
+    """kNN both ways through FAISS indexes: a side's own index dir, else one built in `work`."""
+    from xmine.index.faiss_index import IndexConfig, build_index
+
+    def index_of(side, unique_emb, tag):
+        if side.index is not None:
+            return side.index, True
+        d = work / f"index-{tag}-{side.fingerprint_key()[:16]}"
+        from xmine.index.faiss_index import IndexDir
+
+        try:
+            return IndexDir.open(d), False
+        except Exception:  # noqa: BLE001 - absent or half-written: build it (atomically)
+            n = len(unique_emb)
+            return build_index(unique_emb, d, sentences=[""] * n, line_numbers=np.arange(1, n + 1),
+                               encoder=side.encoder, projection=side.projection, part=side.part,
+                               config=IndexConfig(), show_progress=show_progress), False
+
+    ix_y, y_orig = index_of(sy, uy, "tgt")
+    ix_x, x_orig = index_of(sx, ux, "src")
+    extra = 2 * k  # room for duplicates of an index over non-deduplicated rows
+    fs, fi = ix_y.search(ux, k + (extra if y_orig else 0))
+    if y_orig:
+        fi = np.where(fi >= 0, inv_y[np.maximum(fi, 0)], -1)
+    fs, fi = _unique_hits(fs, fi, min(k, len(uy)))
+    bs, bi = ix_x.search(uy, k + (extra if x_orig else 0))
+    if x_orig:
+        bi = np.where(bi >= 0, inv_x[np.maximum(bi, 0)], -1)
+    bs, bi = _unique_hits(bs, bi, min(k, len(ux)))
+    return fs, fi, bs, bi
+
+
+def mine(
+    src: str | Path,
+    tgt: str | Path,
+    *,
+    out: str | Path,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
+    config: MiningConfig = MiningConfig(),
+    encoder: str | None = None,
+    projection: str | Path | None = None,
+    approximate: bool = False,
+    line_numbers: bool = False,
+    meta: bool = False,
+    keep_work: bool = False,
+    show_progress: bool = True,
+) -> dict:
+    """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`)."""
+    from xmine.index.sources import Encoders, artefact_encoder_name, check_compatible, load_side
+
+    out = Path(out)
+    encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection)
+    sx = load_side(src, lang=src_lang, encoders=encoders, need_vectors=True, show_progress=show_progress)
+    sy = load_side(tgt, lang=tgt_lang, encoders=encoders, need_vectors=True, show_progress=show_progress)
+    check_compatible(sx, sy)
+    ux_text, inv_x, first_x = _dedup(sx)
+    uy_text, inv_y, first_y = _dedup(sy)
+    ux = np.asarray(sx.embeddings[first_x], dtype=np.float32)
+    uy = np.asarray(sy.embeddings[first_y], dtype=np.float32)
+    lx = np.fromiter((len(s) for s in ux_text), dtype=np.int64, count=len(ux_text))
+    ly = np.fromiter((len(s) for s in uy_text), dtype=np.int64, count=len(uy_text))
+    use_index = approximate or sx.index is not None or sy.index is not None
+
+    key = hashlib.sha256(json.dumps(
+        [sx.fingerprint_key(), sy.fingerprint_key(), config.k, config.block_rows, config.block_cols,
+         config.min_length, config.max_length], default=str).encode()).hexdigest()
+    work = Path(str(out) + ".work")
+    if use_index:
+        fs, fi, bs, bi = _approximate_knn(sx, sy, ux, uy, inv_x, inv_y, config.k, work, show_progress)
+        # Length bounds: sentences outside them neither query nor are found.
+        for mask, rows_idx, hits_idx in ((length_mask(lx, config), fi, bi), (length_mask(ly, config), bi, fi)):
+            if mask is not None:
+                rows_idx[~mask] = -1
+                hits_idx[(hits_idx >= 0) & ~mask[np.maximum(hits_idx, 0)]] = -1
+        mined = select_pairs(fs, fi, bs, bi, config=config, src_lengths=lx, tgt_lengths=ly)
+    else:
+        mined = mine_embeddings(ux, uy, config=config, src_lengths=lx, tgt_lengths=ly,
+                                checkpoint_dir=work / "knn", checkpoint_key=key, show_progress=show_progress)
+    lines_x, lines_y = sx.line_numbers[first_x], sy.line_numbers[first_y]
+    _write_pairs(out, mined, ux_text, uy_text, lines_x, lines_y, line_numbers=line_numbers)
+    if meta:
+        _write_meta(Path(str(out) + ".meta"), mined, sx.path, sy.path, lines_x, lines_y)
+    summary = {
+        "output": str(out), "pairs": len(mined),
+        "src": {"path": str(sx.path), "kind": sx.kind, "sentences": len(sx.sentences), "unique": len(ux_text)},
+        "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy.sentences), "unique": len(uy_text)},
+        "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
+        "search": "faiss-index" if use_index else "exact",
+        "score_quantiles": ({q: float(np.quantile(mined.score, q)) for q in (0.1, 0.5, 0.9)} if len(mined) else {}),
+        "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang, approximate=use_index,
+                                 inputs=[sx.fingerprint, sy.fingerprint]),
+    }
+    atomic_write_json(Path(str(out) + ".json"), summary)
+    if not keep_work:
+        shutil.rmtree(work, ignore_errors=True)
+    return summary
+
+
+def _clean(text: str) -> str:
+    # A tab or newline inside a sentence would break the TSV; corpora read by xmine have none.
+    return text.replace("\t", " ").replace("\n", " ")
+
+
+def _write_pairs(out: Path, mined: MinedPairs, src_text, tgt_text, lines_x, lines_y, *, line_numbers: bool) -> None:
+    rows = []
+    for s, t, sc in zip(mined.src_idx.tolist(), mined.tgt_idx.tolist(), mined.score.tolist()):
+        row = f"{sc:.6f}\t{_clean(src_text[s])}\t{_clean(tgt_text[t])}"
+        if line_numbers:
+            row += f"\t{lines_x[s]}\t{lines_y[t]}"
+        rows.append(row + "\n")
+    atomic_write_text(out, "".join(rows))
+
+
+def _write_meta(path: Path, mined: MinedPairs, src_path, tgt_path, lines_x, lines_y) -> None:
+    """stopes-style meta: score, src file:line, tgt file:line, direction that found the pair."""
+    rows = [f"{sc:.6f}\t{src_path}:{lines_x[s]}\t{tgt_path}:{lines_y[t]}\t{DIRECTION_NAMES[int(d)]}\n"
+            for s, t, sc, d in zip(mined.src_idx.tolist(), mined.tgt_idx.tolist(), mined.score.tolist(),
+                                   mined.direction.tolist())]
+    atomic_write_text(path, "".join(rows))

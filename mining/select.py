@@ -1,0 +1,259 @@
+"""From kNN lists to mined pairs: margin scores, retrieval modes, one-to-one, threshold, filters.
+
+Everything here is vectorised over candidates (no Python loop per pair), except the tail of the
+greedy one-to-one matching, which is inherently sequential and only runs on what the vectorised
+rounds leave (see `greedy_one_to_one`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from xmine.errors import ConfigError
+from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS, exact_knn_both
+from xmine.mining.margin import MARGINS, margin_score
+
+RETRIEVALS = ("max", "fwd", "bwd", "intersect")
+# Direction codes in MinedPairs.direction (what found a pair).
+FWD, BWD, BOTH = 0, 1, 2
+DIRECTION_NAMES = {FWD: "fwd", BWD: "bwd", BOTH: "both"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class MiningConfig:
+    """How to mine pairs from two sets of embeddings."""
+
+    #: neighbours per sentence: both the candidates considered and the size of the neighbourhood
+    #: whose mean cosine forms the margin (Artetxe & Schwenk 2019 use 4).
+    k: int = 4
+    #: score: "ratio" (c/m, ~1 for an unremarkable pair), "distance" (c-m, ~0), "absolute" (c).
+    margin: str = "ratio"
+    #: "max": union of each source's and each target's best candidate, sorted by score, then greedy
+    #: one-to-one; "fwd": each source's best target; "bwd": each target's best source;
+    #: "intersect": pairs that are each other's best in both directions.
+    retrieval: str = "max"
+    #: keep pairs whose score is >= threshold, in every retrieval mode (None keeps every pair).
+    threshold: float | None = None
+    #: drop candidates whose character lengths differ more than this factor (longer/shorter);
+    #: None disables. Needs sentence lengths (mine_embeddings' src_lengths/tgt_lengths).
+    max_length_ratio: float | None = None
+    #: sentences shorter than this many characters are not mined (0 disables).
+    min_length: int = 0
+    #: sentences longer than this many characters are not mined (None disables).
+    max_length: int | None = None
+    #: rows of X per block of the exact product (memory: block_rows * block_cols * 4 bytes).
+    block_rows: int = DEFAULT_BLOCK_ROWS
+    #: rows of Y per block of the exact product.
+    block_cols: int = DEFAULT_BLOCK_COLS
+
+    def __post_init__(self):
+        if self.k < 1:
+            raise ConfigError(f"k must be >= 1 (got {self.k})")
+        if self.margin not in MARGINS:
+            raise ConfigError(f"margin must be one of {', '.join(MARGINS)} (got {self.margin!r})")
+        if self.retrieval not in RETRIEVALS:
+            raise ConfigError(f"retrieval must be one of {', '.join(RETRIEVALS)} (got {self.retrieval!r})")
+        if self.max_length_ratio is not None and self.max_length_ratio < 1:
+            raise ConfigError(f"max_length_ratio must be >= 1 (got {self.max_length_ratio})")
+        if self.min_length < 0 or (self.max_length is not None and self.max_length < max(1, self.min_length)):
+            raise ConfigError(f"bad length bounds: min_length={self.min_length}, max_length={self.max_length}")
+        if self.block_rows < 1 or self.block_cols < 1:
+            raise ConfigError("block_rows and block_cols must be >= 1")
+
+    def replace(self, **changes) -> "MiningConfig":
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MinedPairs:
+    """Mined pairs, sorted by score (highest first)."""
+
+    #: row of each pair in the source embeddings
+    src_idx: np.ndarray
+    #: row of each pair in the target embeddings
+    tgt_idx: np.ndarray
+    #: the pair's score (margin or cosine, see MiningConfig.margin)
+    score: np.ndarray
+    #: what found it: 0 fwd (source's best), 1 bwd (target's best), 2 both
+    direction: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.score)
+
+    def pairs(self) -> set[tuple[int, int]]:
+        return set(zip(self.src_idx.tolist(), self.tgt_idx.tolist()))
+
+
+def _sorted_pairs(src, tgt, score, direction) -> MinedPairs:
+    # Sort by score descending; ties broken by (src, tgt) so the output is reproducible.
+    order = np.lexsort((tgt, src, -score.astype(np.float64)))
+    return MinedPairs(src_idx=src[order].astype(np.int64), tgt_idx=tgt[order].astype(np.int64),
+                      score=score[order].astype(np.float32), direction=direction[order].astype(np.int8))
+
+
+def greedy_one_to_one(src: np.ndarray, tgt: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Positions of the candidates kept by greedy one-to-one matching, in the greedy order.
+
+    Greedy: visit candidates by score (highest first, ties by position) and keep one unless its
+    source or target was already kept. Vectorised in rounds: a candidate that comes first among the
+    remaining candidates of both its source and its target is kept by the greedy walk (nothing before
+    it can block it); every remaining candidate sharing a source or target with a kept one is then
+    dropped. When rounds stop paying off the short remainder is walked in Python.
+    """
+    order = np.argsort(-score.astype(np.float64), kind="stable")
+    s, t = src[order], tgt[order]
+    alive = np.arange(len(order))
+    kept: list[np.ndarray] = []
+    while len(alive) > 2000:
+        as_, at = s[alive], t[alive]
+        first_s = np.zeros(len(alive), bool)
+        first_s[np.unique(as_, return_index=True)[1]] = True
+        first_t = np.zeros(len(alive), bool)
+        first_t[np.unique(at, return_index=True)[1]] = True
+        win = first_s & first_t
+        kept.append(alive[win])
+        gone = np.isin(as_, as_[win]) | np.isin(at, at[win])
+        before = len(alive)
+        alive = alive[~gone]
+        if before - len(alive) < 0.02 * before:  # long chains: the plain walk is cheaper now
+            break
+    done = np.concatenate(kept) if kept else np.zeros(0, np.int64)
+    used_s, used_t = set(s[done].tolist()), set(t[done].tolist())
+    tail: list[int] = []
+    for p in alive.tolist():
+        a, b = int(s[p]), int(t[p])
+        if a not in used_s and b not in used_t:
+            used_s.add(a)
+            used_t.add(b)
+            tail.append(p)
+    chosen = np.sort(np.concatenate((done, np.asarray(tail, dtype=np.int64))))
+    return order[chosen]
+
+
+def select_pairs(
+    fwd_sims: np.ndarray,
+    fwd_idx: np.ndarray,
+    bwd_sims: np.ndarray,
+    bwd_idx: np.ndarray,
+    *,
+    config: MiningConfig,
+    src_lengths: np.ndarray | None = None,
+    tgt_lengths: np.ndarray | None = None,
+) -> MinedPairs:
+    """Score the kNN candidates with the margin and pick pairs as `config.retrieval` says.
+
+    fwd_*: (n, kx) each source's nearest targets (sims, target rows); bwd_*: (m, ky) each target's
+    nearest sources. Index -1 marks a missing neighbour (ignored). The margin's neighbourhood means
+    are the means of these k similarities (k = their width).
+    """
+    n, m = len(fwd_sims), len(bwd_sims)
+    fwd_valid, bwd_valid = fwd_idx >= 0, bwd_idx >= 0
+    mean_x = _masked_mean(fwd_sims, fwd_valid)  # x's k nearest target cosines
+    mean_y = _masked_mean(bwd_sims, bwd_valid)  # y's k nearest source cosines
+    fi, bi = np.where(fwd_valid, fwd_idx, 0), np.where(bwd_valid, bwd_idx, 0)
+    fwd_scores = margin_score(fwd_sims, mean_x[:, None], mean_y[fi], config.margin)
+    bwd_scores = margin_score(bwd_sims, mean_y[:, None], mean_x[bi], config.margin)
+    fwd_scores[~fwd_valid] = -np.inf
+    bwd_scores[~bwd_valid] = -np.inf
+    if config.max_length_ratio is not None:
+        if src_lengths is None or tgt_lengths is None:
+            raise ConfigError("max_length_ratio needs the sentence lengths of both sides")
+        sl, tl = np.maximum(src_lengths, 1).astype(np.float64), np.maximum(tgt_lengths, 1).astype(np.float64)
+        fr = np.maximum(sl[:, None], tl[fi]) / np.minimum(sl[:, None], tl[fi])
+        br = np.maximum(tl[:, None], sl[bi]) / np.minimum(tl[:, None], sl[bi])
+        fwd_scores[fr > config.max_length_ratio] = -np.inf
+        bwd_scores[br > config.max_length_ratio] = -np.inf
+
+    rows_x, rows_y = np.arange(n), np.arange(m)
+    best_f = fwd_scores.argmax(axis=1)
+    fwd_best, fwd_best_score = fi[rows_x, best_f], fwd_scores[rows_x, best_f]
+    best_b = bwd_scores.argmax(axis=1)
+    bwd_best, bwd_best_score = bi[rows_y, best_b], bwd_scores[rows_y, best_b]
+
+    r = config.retrieval
+    if r == "fwd":
+        src, tgt, sc, d = rows_x, fwd_best, fwd_best_score, np.full(n, FWD)
+    elif r == "bwd":
+        src, tgt, sc, d = bwd_best, rows_y, bwd_best_score, np.full(m, BWD)
+    elif r == "intersect":
+        mutual = fwd_best[bwd_best] == rows_y
+        mutual &= np.isfinite(bwd_best_score)
+        src, tgt, sc = bwd_best[mutual], rows_y[mutual], bwd_best_score[mutual]
+        d = np.full(len(sc), BOTH)
+    else:  # max: union of both directions' best candidates, then greedy one-to-one
+        src = np.concatenate((rows_x, bwd_best))
+        tgt = np.concatenate((fwd_best, rows_y))
+        sc = np.concatenate((fwd_best_score, bwd_best_score))
+        d = np.concatenate((np.full(n, FWD), np.full(m, BWD)))
+        ok = np.isfinite(sc)
+        if config.threshold is not None:  # pairs below it can never be output: drop before matching
+            ok &= sc >= config.threshold
+        src, tgt, sc, d = src[ok], tgt[ok], sc[ok], d[ok]
+        # A pair found in both directions is one candidate, marked "both".
+        key = src.astype(np.int64) * max(m, 1) + tgt
+        uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
+        d = d[first]
+        d[counts > 1] = BOTH
+        src, tgt, sc = src[first], tgt[first], sc[first]
+        keep = greedy_one_to_one(src, tgt, sc)
+        src, tgt, sc, d = src[keep], tgt[keep], sc[keep], d[keep]
+    ok = np.isfinite(sc)
+    if config.threshold is not None:
+        ok &= sc >= config.threshold
+    return _sorted_pairs(np.asarray(src)[ok], np.asarray(tgt)[ok], np.asarray(sc)[ok], np.asarray(d)[ok])
+
+
+def _masked_mean(sims: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    counts = np.maximum(valid.sum(axis=1), 1)
+    return (np.where(valid, sims, 0).sum(axis=1) / counts).astype(np.float32)
+
+
+def length_mask(lengths: np.ndarray | None, config: MiningConfig) -> np.ndarray | None:
+    """Rows allowed by min_length/max_length (None when no bound is set)."""
+    if lengths is None or (config.min_length <= 0 and config.max_length is None):
+        return None
+    ok = lengths >= config.min_length
+    if config.max_length is not None:
+        ok &= lengths <= config.max_length
+    return ok
+
+
+def mine_embeddings(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    config: MiningConfig = MiningConfig(),
+    src_lengths: np.ndarray | None = None,
+    tgt_lengths: np.ndarray | None = None,
+    checkpoint_dir=None,
+    checkpoint_key: str = "",
+    show_progress: bool = False,
+) -> MinedPairs:
+    """Mine pairs between source embeddings x (n, d) and target embeddings y (m, d), exactly.
+
+    Rows should be L2-normalised. Returned indices refer to rows of x and y. Sentences outside the
+    length bounds (needs src_lengths/tgt_lengths, in characters) are left out before mining.
+    """
+    sx = length_mask(src_lengths, config)
+    sy = length_mask(tgt_lengths, config)
+    xr = np.flatnonzero(sx) if sx is not None else None
+    yr = np.flatnonzero(sy) if sy is not None else None
+    xs = x[xr] if xr is not None else x
+    ys = y[yr] if yr is not None else y
+    if len(xs) == 0 or len(ys) == 0:
+        e = np.zeros(0, np.int64)
+        return MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
+    knn = exact_knn_both(xs, ys, config.k, block_rows=config.block_rows, block_cols=config.block_cols,
+                         checkpoint_dir=checkpoint_dir, checkpoint_key=checkpoint_key,
+                         show_progress=show_progress)
+    sl = src_lengths[xr] if (src_lengths is not None and xr is not None) else src_lengths
+    tl = tgt_lengths[yr] if (tgt_lengths is not None and yr is not None) else tgt_lengths
+    mined = select_pairs(*knn, config=config, src_lengths=sl, tgt_lengths=tl)
+    if xr is None and yr is None:
+        return mined
+    return MinedPairs(src_idx=xr[mined.src_idx] if xr is not None else mined.src_idx,
+                      tgt_idx=yr[mined.tgt_idx] if yr is not None else mined.tgt_idx,
+                      score=mined.score, direction=mined.direction)

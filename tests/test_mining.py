@@ -1,0 +1,263 @@
+"""Mining: hand-checked margins and retrieval modes, blocked kNN vs brute force, real-data accuracy."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from xmine.errors import ConfigError
+from xmine.mining import MiningConfig, mine_embeddings, select_pairs
+from xmine.mining.knn import exact_knn_both
+from xmine.mining.margin import margin_score
+from xmine.mining.select import BOTH, greedy_one_to_one
+
+
+# ---------------------------------------------------------------- margin formulas (hand-checked)
+def test_margin_formulas_by_hand():
+    # cos 0.8, x's neighbourhood mean 0.5, y's 0.3 -> m = 0.4
+    assert margin_score(0.8, 0.5, 0.3, "ratio") == pytest.approx(2.0)
+    assert margin_score(0.8, 0.5, 0.3, "distance") == pytest.approx(0.4)
+    assert margin_score(0.8, 0.5, 0.3, "absolute") == pytest.approx(0.8)
+    with pytest.raises(ValueError):
+        margin_score(0.8, 0.5, 0.3, "cosine")
+
+
+def _knn_lists(S: np.ndarray, k: int):
+    fi = np.argsort(-S, axis=1, kind="stable")[:, :k]
+    bi = np.argsort(-S.T, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(S, fi, 1), fi, np.take_along_axis(S.T, bi, 1), bi
+
+
+# Similarities of 3 sources x 3 targets, chosen so every mode gives a different answer.
+S3 = np.array([
+    [0.90, 0.80, 0.10],
+    [0.85, 0.20, 0.10],
+    [0.10, 0.15, 0.30],
+], dtype=np.float32)
+
+
+def test_select_pairs_each_mode_by_hand():
+    k = 2
+    knn = _knn_lists(S3, k)
+    # neighbourhood means: x0 (0.9+0.8)/2=.85, x1 (.85+.2)/2=.525, x2 (.3+.15)/2=.225
+    #                      y0 (.9+.85)/2=.875, y1 (.8+.2)/2=.5, y2 (.3+.1)/2=.2
+    cfg = MiningConfig(k=k, margin="ratio")
+    r = lambda c, mx, my: c / ((mx + my) / 2)  # noqa: E731
+    s00, s01 = r(.90, .85, .875), r(.80, .85, .5)      # 1.0435, 1.1852 -> x0's best is y1
+    s10 = r(.85, .525, .875)                            # 1.2143 -> x1's best is y0
+    s22, s21 = r(.30, .225, .2), r(.15, .225, .5)       # 1.4118 -> x2's best is y2
+    fwd = select_pairs(*knn, config=cfg.replace(retrieval="fwd"))
+    assert dict(zip(fwd.src_idx.tolist(), fwd.tgt_idx.tolist())) == {0: 1, 1: 0, 2: 2}
+    assert sorted(fwd.score.tolist(), reverse=True) == pytest.approx([s22, s10, s01], rel=1e-5)
+    bwd = select_pairs(*knn, config=cfg.replace(retrieval="bwd"))
+    # y0: candidates x0 (s00) and x1 (s10) -> x1; y1: x0 (s01) vs x1 (.2/(.525+.5)*2) -> x0; y2: x2
+    assert dict(zip(bwd.tgt_idx.tolist(), bwd.src_idx.tolist())) == {0: 1, 1: 0, 2: 2}
+    inter = select_pairs(*knn, config=cfg.replace(retrieval="intersect"))
+    assert inter.pairs() == {(0, 1), (1, 0), (2, 2)}
+    assert set(inter.direction.tolist()) == {BOTH}
+    mx = select_pairs(*knn, config=cfg.replace(retrieval="max"))
+    assert mx.pairs() == {(0, 1), (1, 0), (2, 2)}
+    assert list(mx.score) == sorted(mx.score, reverse=True)
+    # absolute cosine picks x0-y0 first (0.90), which blocks x1's only good target.
+    ab = select_pairs(*knn, config=cfg.replace(margin="absolute", retrieval="max"))
+    assert (0, 0) in ab.pairs() and (1, 0) not in ab.pairs()
+    assert s21 < s22
+
+
+def test_greedy_one_to_one_matches_the_plain_walk():
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        n = 6000
+        src, tgt = rng.integers(0, 1500, n), rng.integers(0, 1500, n)
+        score = rng.random(n).astype(np.float32).round(3)  # many ties
+        keep = greedy_one_to_one(src, tgt, score)
+        order = np.argsort(-score.astype(np.float64), kind="stable")
+        us, ut, ref = set(), set(), []
+        for p in order:
+            if src[p] not in us and tgt[p] not in ut:
+                us.add(src[p]), ut.add(tgt[p]), ref.append(p)
+        assert keep.tolist() == ref
+
+
+def test_greedy_small_hand_case():
+    # (0,0) .9 wins; (0,1) .8 blocked by src 0; (1,0) .7 blocked by tgt 0; (1,1) .6 kept.
+    keep = greedy_one_to_one(np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]), np.array([.9, .8, .7, .6]))
+    assert keep.tolist() == [0, 3]
+
+
+@pytest.mark.parametrize("retrieval", ["max", "fwd", "bwd", "intersect"])
+def test_threshold_is_honoured_in_every_mode(retrieval):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((80, 16)).astype(np.float32)
+    y = np.concatenate([x[:40] + 0.3 * rng.standard_normal((40, 16)), rng.standard_normal((50, 16))]).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    cfg = MiningConfig(retrieval=retrieval)
+    everything = mine_embeddings(x, y, config=cfg)
+    thr = float(np.median(everything.score))
+    kept = mine_embeddings(x, y, config=cfg.replace(threshold=thr))
+    assert len(kept) > 0 and (kept.score >= thr).all()
+    assert len(kept) == int((everything.score >= thr).sum())  # the same pairs, cut at thr
+    assert kept.pairs() == {p for p, s in zip(zip(everything.src_idx.tolist(), everything.tgt_idx.tolist()),
+                                              everything.score) if s >= thr}
+
+
+def test_max_mode_is_one_to_one_and_finds_planted_pairs():
+    rng = np.random.default_rng(1)
+    n = 300
+    x = rng.standard_normal((n, 32)).astype(np.float32)
+    perm = rng.permutation(n)
+    y = x[perm] + 0.4 * rng.standard_normal((n, 32)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    mined = mine_embeddings(x, y, config=MiningConfig(block_rows=37, block_cols=53))
+    assert len(set(mined.src_idx.tolist())) == len(mined) == len(set(mined.tgt_idx.tolist()))
+    gold = {(int(perm[j]), j) for j in range(n)}
+    assert len(mined.pairs() & gold) >= 0.97 * n
+
+
+@pytest.mark.parametrize("shape,blocks,k", [
+    ((61, 47), (1, 1), 3), ((61, 47), (7, 13), 4), ((61, 47), (5, 3), 50), ((61, 47), (61, 47), 1),
+    ((2500, 2200), (512, 1000), 4), ((2500, 2200), (999, 333), 10), ((1300, 1700), (4096, 16384), 4),
+])
+def test_blocked_knn_equals_brute_force(shape, blocks, k):
+    rng = np.random.default_rng(sum(shape) + k)
+    x = rng.standard_normal((shape[0], 24)).astype(np.float32)
+    y = rng.standard_normal((shape[1], 24)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    fs, fi, bs, bi = exact_knn_both(x, y, k, block_rows=blocks[0], block_cols=blocks[1])
+    S = x.astype(np.float64) @ y.T.astype(np.float64)
+    kx, ky = min(k, shape[1]), min(k, shape[0])
+    ri, ci = np.argsort(-S, axis=1)[:, :kx], np.argsort(-S.T, axis=1)[:, :ky]
+    assert fi.shape == (shape[0], kx) and bi.shape == (shape[1], ky)
+    np.testing.assert_allclose(fs, np.take_along_axis(S, ri, 1), atol=1e-5)
+    np.testing.assert_allclose(bs, np.take_along_axis(S.T, ci, 1), atol=1e-5)
+    assert (fi == ri).mean() > 0.999 and (bi == ci).mean() > 0.999  # float32 near-ties may swap
+    assert (np.diff(fs, axis=1) <= 0).all()
+
+
+def test_float16_input_gives_same_neighbours():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((300, 32)).astype(np.float16)
+    y = rng.standard_normal((250, 32)).astype(np.float16)
+    a = exact_knn_both(x, y, 4, block_rows=64, block_cols=100)
+    b = exact_knn_both(x.astype(np.float32), y.astype(np.float32), 4)
+    assert (a[1] == b[1]).all() and (a[3] == b[3]).all()
+
+
+def test_checkpoint_resume_gives_identical_results(tmp_path):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((500, 16)).astype(np.float32)
+    y = rng.standard_normal((400, 16)).astype(np.float32)
+    ref = exact_knn_both(x, y, 4, block_rows=100)
+    ck = tmp_path / "ck"
+    exact_knn_both(x[:300], y, 4, block_rows=100, checkpoint_dir=ck, checkpoint_key="a", checkpoint_seconds=0)
+    # Same key, full x: resumes after the 300 rows already done (as after a crash at row 300).
+    got = exact_knn_both(x, y, 4, block_rows=100, checkpoint_dir=ck, checkpoint_key="a", checkpoint_seconds=0)
+    for r, g in zip(ref, got):
+        np.testing.assert_array_equal(r, g)
+    # Another key: the old state is discarded, results still right.
+    got = exact_knn_both(x, y, 4, block_rows=100, checkpoint_dir=ck, checkpoint_key="b", checkpoint_seconds=0)
+    np.testing.assert_array_equal(ref[1], got[1])
+
+
+def test_filters_length_ratio_and_bounds():
+    x = np.eye(4, dtype=np.float32)
+    y = np.eye(4, dtype=np.float32)
+    src_len, tgt_len = np.array([10, 10, 3, 50]), np.array([11, 40, 3, 50])
+    mined = mine_embeddings(x, y, config=MiningConfig(k=2, max_length_ratio=2.0), src_lengths=src_len,
+                            tgt_lengths=tgt_len)
+    assert (1, 1) not in mined.pairs()  # 40/10 = 4 > 2
+    assert {(0, 0), (2, 2), (3, 3)} <= mined.pairs()
+    mined = mine_embeddings(x, y, config=MiningConfig(k=2, min_length=5, max_length=45), src_lengths=src_len,
+                            tgt_lengths=tgt_len)
+    assert mined.pairs() == {(0, 0), (1, 1)}  # rows 2 (too short) and 3 (too long) are not mined
+
+
+def test_config_is_validated():
+    with pytest.raises(ConfigError):
+        MiningConfig(margin="cos")
+    with pytest.raises(ConfigError):
+        MiningConfig(retrieval="both")
+    with pytest.raises(ConfigError):
+        MiningConfig(k=0)
+
+
+def test_dedup_mapping_used_by_mining(tmp_path):
+    from xmine.corpus import dedup
+
+    unique, inverse, first = dedup(["a  b", "c", "a b", "c", "d"], return_first=True)
+    assert unique == ["a  b", "c", "d"] and inverse.tolist() == [0, 1, 0, 1, 2] and first.tolist() == [0, 1, 4]
+
+
+# ---------------------------------------------------------------- real data, real encoder
+def _flores(data_dir: Path, lang: str) -> list[str]:
+    return (data_dir / "parallel/flores200/devtest" / f"{lang}.devtest").read_text(encoding="utf-8").splitlines()
+
+
+@pytest.fixture(scope="module")
+def flores_setup(data_dir, me5):
+    """300 German sentences; English: their 300 translations shuffled + 200 unrelated sentences."""
+    from xmine.embed_cache import cached_encode
+
+    de, en = _flores(data_dir, "deu_Latn"), _flores(data_dir, "eng_Latn")
+    src = de[:300]
+    tgt = en[:300] + en[600:800]
+    order = list(range(len(tgt)))
+    random.Random(0).shuffle(order)
+    tgt = [tgt[i] for i in order]
+    gold = {i: order.index(i) for i in range(300)}  # src row i -> its translation's row in tgt
+    x = cached_encode(me5, src, show_progress=False)
+    y = cached_encode(me5, tgt, show_progress=False)
+    return x, y, gold, src, tgt
+
+
+def _pr(mined, gold):
+    found = mined.pairs()
+    tp = len(found & set(gold.items()))
+    return tp / max(len(found), 1), tp / len(gold)
+
+
+def test_accuracy_on_flores_with_me5(flores_setup):
+    x, y, gold, _, _ = flores_setup
+    mined = mine_embeddings(x, y, config=MiningConfig(threshold=1.04))
+    p, r = _pr(mined, gold)
+    assert p >= 0.97 and r >= 0.95, (p, r)  # measured 1.0, 0.987
+    # Swapping the sides' roles in the gold (a wrong direction) matches nothing.
+    assert _pr(mined, {v: k for k, v in gold.items()})[0] < 0.05
+    # bwd gives each of the 500 targets its best source, 200 of them unrelated: the ratio margin at
+    # 1.04 removes those; plain cosine at a typical cosine threshold (0.8) keeps most of them.
+    p_bwd, r_bwd = _pr(mine_embeddings(x, y, config=MiningConfig(threshold=1.04, retrieval="bwd")), gold)
+    assert p_bwd >= 0.97 and r_bwd >= 0.95, (p_bwd, r_bwd)  # measured 1.0, 0.987
+    p_cos, _ = _pr(mine_embeddings(x, y, config=MiningConfig(margin="absolute", threshold=0.8, retrieval="bwd")), gold)
+    assert p_cos < 0.8, p_cos  # measured 0.649
+    # A ratio threshold means nothing on the cosine scale: nothing reaches 1.04.
+    assert len(mine_embeddings(x, y, config=MiningConfig(margin="absolute", threshold=1.04))) == 0
+    # The stricter stopes threshold trades recall for nothing here (precision already 1).
+    assert _pr(mine_embeddings(x, y, config=MiningConfig(threshold=1.06)), gold)[1] <= r
+
+
+def test_mine_command_end_to_end(tmp_path, data_dir, flores_setup):
+    """`xmine mine` on text files (me5 embeddings come from the cache), with dedup and resume dir."""
+    _, _, gold, src, tgt = flores_setup
+    (tmp_path / "de.txt").write_text("\n".join(src + src[:20]) + "\n", encoding="utf-8")  # 20 repeats
+    (tmp_path / "en.txt").write_text("\n".join(tgt) + "\n", encoding="utf-8")
+    out = tmp_path / "mined.tsv"
+    cmd = [sys.executable, "-m", "xmine.cli", "mine", str(tmp_path / "de.txt"), str(tmp_path / "en.txt"),
+           "--src-lang", "de", "--tgt-lang", "en", "-o", str(out), "--threshold", "1.04", "--line-numbers", "--meta"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split("\t") for line in out.read_text(encoding="utf-8").splitlines()]
+    scores = [float(r[0]) for r in rows]
+    assert scores == sorted(scores, reverse=True) and min(scores) >= 1.04
+    good = sum(1 for r in rows if int(r[4]) - 1 == gold.get(int(r[3]) - 1))
+    assert good >= 0.95 * 300 and len(rows) <= 310  # the repeated 20 lines are mined once
+    assert len({r[1] for r in rows}) == len(rows)
+    assert (tmp_path / "mined.tsv.meta").read_text().count("\n") == len(rows)
+    assert not (tmp_path / "mined.tsv.work").exists()

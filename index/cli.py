@@ -50,12 +50,9 @@ def build_index(source, out_dir, lang, kind, shard_rows, nlist, nprobe, pq_m, me
     records the encoder and projection fingerprints and the sentences with their line numbers, so
     `xmine search` returns text and refuses queries from another encoder/projection.
     """
-    import logging
-
     from xmine.index.faiss_index import IndexConfig, build_index as _build
     from xmine.index.sources import Encoders, artefact_encoder_name, load_side
 
-    logging.basicConfig(level=logging.WARNING)
     encoders = Encoders(encoder, projection)
     side = load_side(source, lang=lang, encoders=encoders)
     config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,

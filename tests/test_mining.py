@@ -261,3 +261,32 @@ def test_mine_command_end_to_end(tmp_path, data_dir, flores_setup):
     assert len({r[1] for r in rows}) == len(rows)
     assert (tmp_path / "mined.tsv.meta").read_text().count("\n") == len(rows)
     assert not (tmp_path / "mined.tsv.work").exists()
+
+
+def test_mine_through_indexes_matches_exact(tmp_path, flores_setup):
+    """--approximate and an index directory as the target side go through FAISS; with exact
+    (Flat) and near-exact (HNSW) indexes on 500 sentences they must mine what the exact path mines."""
+    _, _, gold, src, tgt = flores_setup
+    de, en = tmp_path / "de.txt", tmp_path / "en.txt"
+    de.write_text("\n".join(src) + "\n", encoding="utf-8")
+    en.write_text("\n".join(tgt) + "\n", encoding="utf-8")
+
+    from click.testing import CliRunner
+
+    from xmine.cli import main
+
+    def run(*args) -> set[tuple[str, str]]:
+        # In-process, so the encoder is loaded once (load_encoder reuses it).
+        result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        out = Path(args[args.index("-o") + 1])
+        return {tuple(r.split("\t")[3:5]) for r in out.read_text(encoding="utf-8").splitlines()} if out.suffix == ".tsv" else set()
+
+    common = ["--src-lang", "de", "--tgt-lang", "en", "--threshold", "1.04", "--line-numbers"]
+    exact = run("mine", de, en, "-o", tmp_path / "exact.tsv", *common)
+    approx = run("mine", de, en, "-o", tmp_path / "approx.tsv", "--approximate", *common)
+    run("build-index", en, "--lang", "en", "--type", "hnsw", "-o", tmp_path / "idx")
+    via_index = run("mine", de, tmp_path / "idx", "-o", tmp_path / "via-index.tsv", *common)
+    assert len(exact) >= 0.95 * 300
+    assert approx == exact
+    assert len(via_index & exact) >= 0.98 * len(exact)

@@ -6,6 +6,10 @@ parameters, data, commit, date and run time; the machine (CPU, cores, RAM) heads
 Results of other benchmarks (BUCC, speed) are included too: as their own table when their JSON
 carries a `table` ({"columns", "rows"}) like ours, else as a key/value table of their numbers.
 Unreadable JSON files are listed by name only.
+
+Hand-written analysis (how the numbers compare with the papers, why they differ) lives beside
+the JSONs as `results/notes/<task>.md` and is placed under that task's section;
+`results/notes/summary.md`, if present, follows the header.
 """
 
 from __future__ import annotations
@@ -95,6 +99,11 @@ def scalar_rows(obj: dict[str, Any], prefix: str = "", depth: int = 0) -> list[l
     return rows
 
 
+def _note(folder: Path, name: str) -> str | None:
+    path = folder / "notes" / f"{name}.md"
+    return path.read_text(encoding="utf-8").strip() if path.is_file() else None
+
+
 def build_report(results: Path | None = None) -> str:
     """The Markdown text of RESULTS.md."""
     folder = Path(results) if results else results_dir()
@@ -130,14 +139,21 @@ def build_report(results: Path | None = None) -> str:
         "on a small fixed subset, not comparable with papers.",
         "",
     ]
+    summary = _note(folder, "summary")
+    if summary:
+        lines += [summary, ""]
     for task in [t for t in TASK_ORDER if t in by_task] + sorted(t for t in by_task if t not in TASK_ORDER):
         lines += [f"## {TASK_TITLES.get(task, task)}", ""]
         for name, res in sorted(by_task[task], key=lambda nr: ("-quick" in nr[0], nr[0])):
             table = res["table"]
             per_cell = table["columns"] == ["measure", "value"]
             lines += _describe(res, name) + ["", markdown_table(table["columns"], table["rows"], per_cell=per_cell), ""]
-        if task in PAPER_TASKS:
-            lines += ["Comparison with the papers: (to be filled in).", ""]
+        note = _note(folder, task)
+        if note:
+            lines += [note, ""]
+        elif task in PAPER_TASKS:
+            lines += ["Comparison with the papers: not written yet "
+                      f"(`benchmarks/results/notes/{task}.md`).", ""]
     if other:
         lines += ["## Other result files", ""] + [f"- `{n}`" for n in other] + [""]
     if not by_task:

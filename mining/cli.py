@@ -57,9 +57,13 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
 @click.option("--block-rows", type=int, default=DEFAULT_BLOCK_ROWS, show_default=True,
               help="Source rows per block of the exact product (memory ~ block-rows x block-cols x 4 bytes).")
 @click.option("--block-cols", type=int, default=DEFAULT_BLOCK_COLS, show_default=True, help="Target rows per block.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Threads sharing the exact product, one BLAS thread each (default: as many as BLAS "
+                   "uses, normally one per core).")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
 def mine(src, tgt, out, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
-         max_length_ratio, encoder, projection, approximate, line_numbers, meta, block_rows, block_cols, keep_work):
+         max_length_ratio, encoder, projection, approximate, line_numbers, meta, block_rows, block_cols, workers,
+         keep_work):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
     SRC and TGT are each a text file (one sentence a line), an embedding store directory (xmine
@@ -72,7 +76,7 @@ def mine(src, tgt, out, src_lang, tgt_lang, k, margin, retrieval, threshold, min
 
     config = MiningConfig(k=k, margin=margin, retrieval=retrieval, threshold=threshold,
                           max_length_ratio=max_length_ratio, min_length=min_length, max_length=max_length,
-                          block_rows=block_rows, block_cols=block_cols)
+                          block_rows=block_rows, block_cols=block_cols, workers=workers)
     summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                     projection=projection, approximate=approximate, line_numbers=line_numbers, meta=meta,
                     keep_work=keep_work)

@@ -48,6 +48,9 @@ class MiningConfig:
     block_rows: int = DEFAULT_BLOCK_ROWS
     #: rows of Y per block of the exact product.
     block_cols: int = DEFAULT_BLOCK_COLS
+    #: threads sharing the exact product's row blocks, each with one BLAS thread (None: as many
+    #: as BLAS would use, see `knn.default_workers`). Does not change the mined pairs.
+    workers: int | None = None
 
     def __post_init__(self):
         if self.k < 1:
@@ -62,6 +65,8 @@ class MiningConfig:
             raise ConfigError(f"bad length bounds: min_length={self.min_length}, max_length={self.max_length}")
         if self.block_rows < 1 or self.block_cols < 1:
             raise ConfigError("block_rows and block_cols must be >= 1")
+        if self.workers is not None and self.workers < 1:
+            raise ConfigError(f"workers must be >= 1 (got {self.workers})")
 
     def replace(self, **changes) -> "MiningConfig":
         return dataclasses.replace(self, **changes)
@@ -247,7 +252,7 @@ def mine_embeddings(
         e = np.zeros(0, np.int64)
         return MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
     knn = exact_knn_both(xs, ys, config.k, block_rows=config.block_rows, block_cols=config.block_cols,
-                         checkpoint_dir=checkpoint_dir, checkpoint_key=checkpoint_key,
+                         workers=config.workers, checkpoint_dir=checkpoint_dir, checkpoint_key=checkpoint_key,
                          show_progress=show_progress)
     sl = src_lengths[xr] if (src_lengths is not None and xr is not None) else src_lengths
     tl = tgt_lengths[yr] if (tgt_lengths is not None and yr is not None) else tgt_lengths

@@ -83,6 +83,13 @@ def test_format_table_and_result_names():
 # ------------------------------------------------------------------------------------ loaders
 
 
+def test_projection_labels_add_parent_folders_only_where_names_collide(tmp_path):
+    labels = common.projection_labels(
+        [tmp_path / "mixed/seed", tmp_path / "qe6/seed", tmp_path / "qe6/oracle", tmp_path / "mixed/seed", tmp_path / "raw"]
+    )
+    assert labels == ["mixed/seed", "qe6/seed", "oracle", "mixed/seed#2", "raw#2"]
+
+
 def test_sts_loader_on_real_files_column_order_and_track6(data_dir):
     folder = sts.locate(data_dir)
     arabic = lambda s: any("\u0600" <= ch <= "\u06ff" for ch in s)  # noqa: E731

@@ -167,6 +167,38 @@ def test_checkpoint_resume_gives_identical_results(tmp_path):
     np.testing.assert_array_equal(ref[1], got[1])
 
 
+def test_workers_share_row_blocks_without_changing_neighbours(tmp_path):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((700, 16)).astype(np.float32)
+    y = rng.standard_normal((650, 16)).astype(np.float32)
+    one = exact_knn_both(x, y, 4, block_rows=64, block_cols=100, workers=1)
+    three = exact_knn_both(x, y, 4, block_rows=64, block_cols=100, workers=3)
+    for a, b in zip(one, three):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)  # indices exactly; sims up to BLAS rounding
+    # A run checkpointed with 3 workers resumes with 1 (the saved y->x state is the merged one).
+    ck = tmp_path / "ck"
+    exact_knn_both(x[:320], y, 4, block_rows=64, block_cols=100, workers=3, checkpoint_dir=ck,
+                   checkpoint_key="a", checkpoint_seconds=0)
+    got = exact_knn_both(x, y, 4, block_rows=64, block_cols=100, workers=1, checkpoint_dir=ck,
+                         checkpoint_key="a", checkpoint_seconds=0)
+    np.testing.assert_array_equal(one[1], got[1])
+    np.testing.assert_array_equal(one[3], got[3])
+    with pytest.raises(ValueError, match="workers"):
+        exact_knn_both(x, y, 4, workers=0)
+
+
+def test_merge_states_keeps_best_then_lowest_index():
+    from xmine.mining.knn import _merge_states
+
+    a = (np.array([[0.9, 0.5, -np.inf]], np.float32), np.array([[7, 3, -1]]))
+    b = (np.array([[0.9, 0.8, 0.5]], np.float32), np.array([[2, 9, 1]]))
+    sims, idx = _merge_states([a, b])
+    np.testing.assert_array_equal(sims, np.array([[0.9, 0.9, 0.8]], np.float32))
+    np.testing.assert_array_equal(idx, [[2, 7, 9]])
+    sims, idx = _merge_states([(a[0][:, :2], a[1][:, :2]), (np.full((1, 2), -np.inf, np.float32), np.full((1, 2), -1))])
+    np.testing.assert_array_equal(idx, [[7, 3]])
+
+
 def test_filters_length_ratio_and_bounds():
     x = np.eye(4, dtype=np.float32)
     y = np.eye(4, dtype=np.float32)

@@ -4,7 +4,7 @@
 |----------|---------------|-------------------------------------------------------------------------|
 | center   | centering     | none: per-language means of the training data (the papers' baseline)   |
 | dream    | two_networks  | L_R + L_M^x + L_M^m + L_L^m + L_L^i                       (DREAM Eq. 1) |
-| meat     | two_networks  | L_R + L_CR + L_L^m + L_L^i + L_A, discriminator in alternation (ORACLE Eq. 4) |
+| meat     | two_networks  | L_R + L_CR + L_L + L_A, discriminator in alternation (ORACLE Eq. 4)     |
 | oracle   | two_networks  | (dream or meat, `base`) + L_IC + L_IS                  (ORACLE Eq. 7)  |
 | seed     | residual      | L_M + L_L + L_C                                            (SEED Eq. 3) |
 | intra    | residual      | L_mean + L_lang                              (intra/inter paper Eq. 2) |
@@ -13,7 +13,7 @@
 `seed` = `intra` + `inter` term for term: L_M = L_mean, L_L = L_lang, L_C = L_sep + L_cross.
 
 Choices:
-- MEAT's L_L is DREAM's L_L = L_L^m + L_L^i (Eq. 8); ORACLE's summary names L_L without saying more.
+- MEAT's L_R, L_CR and L_L follow the ORACLE authors' code (cosine forms; see losses.py Choices).
 - Validation loss (early stopping) is the training loss without the adversarial term L_A, which
   depends on a discriminator that moves every step and so is not comparable across epochs.
 - New methods (e.g. FMDA, a separate later piece of work) plug in with `register_method`:
@@ -98,13 +98,11 @@ def dream_terms(b: Batch) -> dict[str, Tensor]:
 
 
 def meat_terms(b: Batch) -> dict[str, Tensor]:
-    clf, disc = b.model.language_classifier, b.model.discriminator
+    disc = b.model.discriminator
     return {
-        "L_R": L.reconstruction_loss(b.e_s, b.m_s, b.l_s) + L.reconstruction_loss(b.e_t, b.m_t, b.l_t),
+        "L_R": L.meat_reconstruction_loss(b.e_s, b.e_t, b.m_s, b.m_t, b.l_s, b.l_t),
         "L_CR": L.cross_reconstruction_loss(b.e_s, b.e_t, b.m_s, b.m_t, b.l_s, b.l_t),
-        "L_L^m": L.language_embedding_loss(b.l_s, b.n(b.l_s), b.l_t, b.n(b.l_t)),
-        "L_L^i": L.language_identification_loss(clf(b.l_s), b.lang_s)
-        + L.language_identification_loss(clf(b.l_t), b.lang_t),
+        "L_L": L.meat_language_loss(b.l_s, b.l_t),
         "L_A": L.adversarial_loss(disc(b.m_s)) + L.adversarial_loss(disc(b.m_t)),
     }
 
@@ -156,7 +154,7 @@ register_method(Method(name="center", architecture="centering", terms=None,
                        summary="subtract the per-language mean (no training beyond the means)"))
 register_method(Method(name="dream", architecture="two_networks", terms=dream_terms, language_classifier=True,
                        summary="DREAM (Tiyajamorn+ 2021): two MLPs, L_R + L_M + L_L"))
-register_method(Method(name="meat", architecture="two_networks", terms=meat_terms, language_classifier=True,
+register_method(Method(name="meat", architecture="two_networks", terms=meat_terms, language_classifier=False,
                        adversarial=True,
                        summary="MEAT (Kuroda+ 2022): L_R + L_CR + L_L + adversarial L_A"))
 register_method(Method(name="seed", architecture="residual", terms=seed_terms,

@@ -53,9 +53,20 @@ def test_language_identification_loss_dream_eq11():
     close(L.language_identification_loss(t([0, math.log(3)]), torch.tensor([1])), -math.log(0.75))
 
 
-def test_cross_reconstruction_loss_meat():
-    # e_s - (m_t + l_s) = [1,0] - [0.5,0.5] -> 0.5/2 = 0.25; e_t - (m_s + l_t) = [0,1] - [0.5,0.5] -> 0.25
-    close(L.cross_reconstruction_loss(t([1, 0]), t([0, 1]), t([0.5, 0]), t([0, 0.5]), t([0.5, 0]), t([0, 0.5])), 0.5)
+def test_meat_reconstruction_and_cross_reconstruction_cosine_forms():
+    e_s, e_t = t([1, 0]), t([0, 1])
+    m_s, m_t, l_s, l_t = t([0.5, 0]), t([0, 0.5]), t([0.5, 0]), t([0, 0.5])
+    # L_R: s_M + s_L = [1,0] = e_s, t_M + t_L = [0,1] = e_t -> (1 - 1) + (1 - 1) = 0
+    close(L.meat_reconstruction_loss(e_s, e_t, m_s, m_t, l_s, l_t), 0.0)
+    # L_CR: s_M + t_L = [.5,.5] vs e_t=[0,1]: 1 - 1/sqrt2; t_M + s_L = [.5,.5] vs e_s: same -> 2 - sqrt2
+    close(L.cross_reconstruction_loss(e_s, e_t, m_s, m_t, l_s, l_t), 2 - 2 * R2)
+    # scale-free: doubling every part changes nothing
+    close(L.cross_reconstruction_loss(e_s, e_t, 2 * m_s, 2 * m_t, 2 * l_s, 2 * l_t), 2 - 2 * R2)
+
+
+def test_meat_language_loss_pushes_the_two_languages_apart():
+    # max(0, cos([1,0],[1,1])) = 0.70711; max(0, cos([1,0],[-1,0]) = -1) = 0 -> batch mean 0.35355
+    close(L.meat_language_loss(t([1, 0], [1, 0]), t([1, 1], [-1, 0])), R2 / 2)
 
 
 def test_adversarial_loss_uniform_target():
@@ -124,9 +135,9 @@ def test_seed_is_intra_plus_inter():
 
 def test_method_term_names():
     assert set(get_method("dream").terms(_random_batch("dream")[1])) == {"L_R", "L_M^x", "L_M^m", "L_L^m", "L_L^i"}
-    assert set(get_method("meat").terms(_random_batch("meat")[1])) == {"L_R", "L_CR", "L_L^m", "L_L^i", "L_A"}
+    assert set(get_method("meat").terms(_random_batch("meat")[1])) == {"L_R", "L_CR", "L_L", "L_A"}
     m, b = _random_batch("oracle", base="meat")
-    assert set(m.terms(b)) == {"L_R", "L_CR", "L_L^m", "L_L^i", "L_A", "L_IC", "L_IS"}
+    assert set(m.terms(b)) == {"L_R", "L_CR", "L_L", "L_A", "L_IC", "L_IS"}
     m, b = _random_batch("oracle")
     assert m.base == "dream" and {"L_IC", "L_IS", "L_M^x"} <= set(m.terms(b))
 

@@ -89,20 +89,21 @@ def evaluate(pairs: set[tuple[str, str]], gold: set[tuple[str, str]]) -> dict:
             "gold": len(gold)}
 
 
-def _mine_split(files, *, encoder, projection, k, margin, retrieval):
+def mine_candidates(src: tuple[list[str], list[str]], en: tuple[list[str], list[str]], embed_fn, *, k: int = 4,
+                    margin: str = "ratio", retrieval: str = "max") -> tuple[list[tuple[str, str]], np.ndarray]:
+    """Mine one split given as (ids, sentences) per side; every candidate (src-id, en-id) with its score.
+
+    `embed_fn(sentences) -> (n, dim)` L2-normalised embeddings (raw or a projection's meaning part).
+    Shared by `bench bucc` and `bench mining`, so their numbers come from the same code.
+    """
     from xmine.corpus import dedup
-    from xmine.embed_cache import cached_encode
     from xmine.mining import MiningConfig, mine_embeddings
 
-    src_ids, src_sents = read_bucc_file(files["src"])
-    en_ids, en_sents = read_bucc_file(files["en"])
+    (src_ids, src_sents), (en_ids, en_sents) = src, en
     # Mine on unique sentences; a mined sentence stands for every id carrying it (as LASER does).
     us, inv_s = dedup(src_sents)
     ue, inv_e = dedup(en_sents)
-    x = cached_encode(encoder, us, show_progress=True, desc=f"encoding {files['src'].name}")
-    y = cached_encode(encoder, ue, show_progress=True, desc=f"encoding {files['en'].name}")
-    if projection is not None:
-        x, y = projection.transform(x, "meaning"), projection.transform(y, "meaning")
+    x, y = embed_fn(us), embed_fn(ue)
     mined = mine_embeddings(x, y, config=MiningConfig(k=k, margin=margin, retrieval=retrieval))
     ids_of_s = [[] for _ in us]
     for i, u in enumerate(inv_s):
@@ -117,6 +118,17 @@ def _mine_split(files, *, encoder, projection, k, margin, retrieval):
                 cands.append((sid, eid))
                 scores.append(sc)
     return cands, np.asarray(scores, dtype=np.float64)
+
+
+def _mine_split(files, *, encoder, projection, k, margin, retrieval):
+    from xmine.embed_cache import cached_encode
+
+    def embed(sentences):
+        e = cached_encode(encoder, sentences, show_progress=True, desc="encoding")
+        return projection.transform(e, "meaning") if projection is not None else e
+
+    return mine_candidates(read_bucc_file(files["src"]), read_bucc_file(files["en"]), embed, k=k, margin=margin,
+                           retrieval=retrieval)
 
 
 def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=None, k: int = 4,

@@ -38,8 +38,11 @@ _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the training sample.")
 @click.option("--encoder", default=None,
               help="Encoder for a text SOURCE (default me5-small); for a store, must match the store's.")
-@click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="Projection directory (xmine train): index its meaning part instead of raw embeddings.")
+@click.option("--projection", default=None, metavar="default|none|DIR",
+              help="Projection to index in: 'default' (the default: the projection shipped for me5-small; "
+                   "other encoders get raw embeddings, said in a log line), 'none' (raw embeddings), or a "
+                   "projection directory (xmine train). A store SOURCE keeps the projection it was made with "
+                   "unless one is given.")
 @click.option("--cpu", is_flag=True, help="Do not use GPUs even if FAISS reports some.")
 def build_index(source, out_dir, lang, kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
                 encoder, projection, cpu):
@@ -53,7 +56,7 @@ def build_index(source, out_dir, lang, kind, shard_rows, nlist, nprobe, pq_m, me
     from xmine.index.faiss_index import IndexConfig, build_index as _build
     from xmine.index.sources import Encoders, artefact_encoder_name, load_side
 
-    encoders = Encoders(encoder, projection)
+    encoders = Encoders(encoder, projection, inputs=[source])
     side = load_side(source, lang=lang, encoders=encoders)
     config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
                          gpu=not cpu,
@@ -82,8 +85,9 @@ def build_index(source, out_dir, lang, kind, shard_rows, nlist, nprobe, pq_m, me
 @click.option("--nprobe", type=int, default=None, help="IVF lists to visit (default: the index's own).")
 @click.option("--encoder", default=None,
               help="Encoder for the queries (default: the index's); another encoder is refused.")
-@click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="Projection directory; required (and must match) when the index holds a meaning part.")
+@click.option("--projection", default=None, metavar="default|none|DIR",
+              help="Projection of the queries. Default: the one the index was made with (the shipped "
+                   "default projection, raw, or else it must be given); another one is refused.")
 def search(index_dir, queries, k, fmt, out, nprobe, encoder, projection):
     """Return the K nearest indexed sentences of every line of QUERIES, with cosine scores.
 
@@ -99,7 +103,7 @@ def search(index_dir, queries, k, fmt, out, nprobe, encoder, projection):
     if k < 1:
         raise click.BadParameter("k must be >= 1", param_hint="-k")
     m = ix.manifest
-    encoders = Encoders(encoder or m["encoder"]["name"], projection)
+    encoders = Encoders(encoder or m["encoder"]["name"], projection, inputs=[index_dir])
     check_same_encoder(m["encoder"], encoders.encoder.fingerprint(), what=f"index {index_dir}")
     check_same_projection(m.get("projection"), encoders.projection_fp(), what=f"index {index_dir}")
     q = load_side(queries, lang=None, encoders=encoders)

@@ -122,14 +122,44 @@ def artefact_encoder_name(paths) -> str | None:
     return None
 
 
-class Encoders:
-    """Loads the encoder and projection once, only if a side needs them."""
+def artefact_projection(paths) -> tuple[bool, dict | None]:
+    """(whether one of `paths` is a store/index, the projection fingerprint the first one records)."""
+    for p in paths:
+        if Path(p).is_dir() and (Path(p) / MANIFEST).is_file():
+            try:
+                return True, json.loads((Path(p) / MANIFEST).read_text(encoding="utf-8")).get("projection")
+            except (ValueError, AttributeError):
+                continue
+    return False, None
 
-    def __init__(self, encoder_name: str | None, projection_path: str | Path | None):
+
+class Encoders:
+    """Loads the encoder and projection once, only if a side needs them.
+
+    `projection`: the `--projection` value (None/"default", "none" or a directory), resolved by
+    `xmine.default_projection.resolve_projection`; `inputs`: the paths named, so an implicit
+    default follows a store's or index's own projection.
+    """
+
+    def __init__(self, encoder_name: str | None, projection: str | Path | None, *, inputs=()):
         self.encoder_name = encoder_name
-        self.projection_path = projection_path
+        self.projection_spec = projection
+        self._artefact = artefact_projection(inputs)
+        self._choice = None
         self._encoder = None
         self._projection = None
+
+    @property
+    def choice(self):
+        """The resolved `ProjectionChoice` (path or raw, and why)."""
+        if self._choice is None:
+            from xmine.default_projection import resolve_projection
+            from xmine.encoders import DEFAULT_ENCODER
+
+            self._choice = resolve_projection(
+                self.projection_spec, encoder_name=self.encoder_name or DEFAULT_ENCODER,
+                encoder_fp=lambda: self.encoder.fingerprint(), artefact_projection=self._artefact)
+        return self._choice
 
     @property
     def encoder(self):
@@ -143,10 +173,10 @@ class Encoders:
 
     @property
     def projection(self):
-        if self._projection is None and self.projection_path is not None:
+        if self._projection is None and self.choice.path is not None:
             from xmine.disentangle import load_projection
 
-            self._projection = load_projection(self.projection_path)
+            self._projection = load_projection(self.choice.path)
         return self._projection
 
     def projection_fp(self) -> dict | None:

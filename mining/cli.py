@@ -45,9 +45,11 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
                    "(e.g. 2.0), before one-to-one matching.")
 @click.option("--encoder", default=None,
               help="Encoder for text inputs (default: the artefacts' encoder, else me5-small).")
-@click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="Projection directory (xmine train): mine on its meaning part. Without it, mines "
-                   "on the raw encoder embeddings.")
+@click.option("--projection", default=None, metavar="default|none|DIR",
+              help="Projection to mine in: 'default' (the default: the projection shipped with xmine for "
+                   "the default encoder me5-small; any other encoder gets raw embeddings, said in a log line), "
+                   "'none' (raw encoder embeddings), or a projection directory (xmine train). With a store or "
+                   "index input, the default follows the projection that input was made with.")
 @click.option("--approximate", is_flag=True,
               help="Search neighbours with FAISS indexes (built automatically in OUT.work/, or a side's "
                    "own index directory) instead of the exact blocked product. Implied when a side is an index.")

@@ -94,7 +94,7 @@ def mine(
     from xmine.index.sources import Encoders, artefact_encoder_name, check_compatible, load_side
 
     out = Path(out)
-    encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection)
+    encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection, inputs=[src, tgt])
     sx = load_side(src, lang=src_lang, encoders=encoders, need_vectors=True, show_progress=show_progress)
     sy = load_side(tgt, lang=tgt_lang, encoders=encoders, need_vectors=True, show_progress=show_progress)
     check_compatible(sx, sy)
@@ -130,6 +130,7 @@ def mine(
         "src": {"path": str(sx.path), "kind": sx.kind, "sentences": len(sx.sentences), "unique": len(ux_text)},
         "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy.sentences), "unique": len(uy_text)},
         "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
+        "projection_choice": encoders.choice.record(),
         "search": "faiss-index" if use_index else "exact",
         "score_quantiles": ({q: float(np.quantile(mined.score, q)) for q in (0.1, 0.5, 0.9)} if len(mined) else {}),
         "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang, approximate=use_index,

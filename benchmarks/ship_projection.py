@@ -1,0 +1,145 @@
+"""Rebuild the default projection shipped inside xmine, with one seeded command.
+
+    python -m xmine.benchmarks.ship_projection [--data-dir DIR] [--work-dir out/ship] [--install]
+        [--results benchmarks/results/mining-me5-small.json ...]
+
+1. Trains the recipe below (`benchmarks/quality.py`'s `mixed` recipe, method `inter`) from
+   `parallel/` of the data folder with the embedded default encoder at its default settings,
+   seeded: the same data and settings give the same weights (training runs on one thread).
+2. With `--install`, copies the projection (config.json, model.safetensors, manifest.json) into
+   `xmine/projections/<encoder>/` and writes `SHIPPED.json` beside it: this command, the recipe's
+   settings, the sha256 of every training file, the encoder fingerprint, the git commit, and the
+   benchmark numbers of the result JSONs named with `--results` (raw and default rows).
+
+The recipe (why each choice: benchmarks/results/notes/quality.md): the union of `qe6` (de, zh, et,
+ro with English from WMT newstest 2008-2018, FLORES v1 ne/si Wikipedia, Tatoeba-challenge; QE test
+sentences removed; at most 1,500 pairs per language) and `xtreme36` (Tatoeba-challenge, at most
+400 pairs per XTREME-36 language), ~20.7k pairs in 40 languages. `inter` (the intra/inter-
+constraints paper's inter-component terms on a SEED-style residual) was the one method above raw
+on every task and never below raw on unseen languages. Newstest 2019-2021 and FLORES-200 stay
+unseen: `xmine bench mining` and the transfer task measure on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from xmine.paths import REPO_ROOT, default_data_dir
+
+ENCODER = "me5-small"
+#: the recipe: quality.py options (everything else is quality.py's default, incl. seed 0)
+RECIPE = ["--recipes", "mixed", "--mixed-methods", "inter", "--qe6-pairs", "1500", "--xtreme36-pairs", "400",
+          "--lr", "1e-3", "--max-epochs", "80", "--seed", "0"]
+COMMAND = "python -m xmine.benchmarks.ship_projection --install"
+
+
+def trained_dir(work: Path) -> Path:
+    """Where quality.py puts the recipe's projection (its folder naming)."""
+    return work / "q1500-x400-lr0.001-max_epochs80" / "mixed" / "inter"
+
+
+def train(data: Path, work: Path) -> Path:
+    from xmine.benchmarks import quality
+
+    quality.main(RECIPE + ["--encoder", ENCODER, "--data-dir", str(data), "--out-dir", str(work), "--train-only"])
+    return trained_dir(work)
+
+
+def _numbers(paths: Sequence[Path]) -> dict[str, Any]:
+    """The raw and default rows of benchmark result JSONs (table columns and per-language details)."""
+    out = {}
+    for p in paths:
+        res = json.loads(Path(p).read_text(encoding="utf-8"))
+        cols = res["table"]["columns"]
+        rows = {r[0]: dict(zip(cols[1:], r[1:])) for r in res["table"]["rows"]
+                if r[0] == "raw" or str(r[0]).startswith("default")}
+        out[res["task"]] = {"file": Path(p).name, "rows": rows,
+                            "commit": res.get("provenance", {}).get("git_commit")}
+    return out
+
+
+def source_files(data: Path) -> list[dict[str, Any]]:
+    """sha256 of every data-folder file the recipe draws from (relative paths)."""
+    from xmine.artefacts import sha256_file
+    from xmine.benchmarks.quality import QE6_SOURCES, _heldout
+    from xmine.benchmarks.tatoeba import XTREME36
+    from xmine.langs import normalize_lang
+
+    parallel = data / "parallel"
+    found: set[Path] = set()
+    for patterns in QE6_SOURCES.values():
+        for pat in patterns:
+            for p in parallel.glob(pat):
+                if not _heldout(p.relative_to(parallel)):
+                    found.update(f for f in ([p] if p.is_file() else p.iterdir()) if f.is_file())
+    xtreme = {normalize_lang(l) for l in XTREME36}
+    for d in (parallel / "tatoeba-challenge").iterdir():
+        langs = {normalize_lang(c.split("_")[0]) for c in d.name.split("-")}
+        if d.is_dir() and langs - {"eng"} and langs - {"eng"} <= xtreme:
+            found.update(f for f in d.iterdir() if f.is_file())
+    return [{"path": str(f.relative_to(data)), "sha256": sha256_file(f)} for f in sorted(found)]
+
+
+def install(trained: Path, *, data: Path, results: Sequence[Path] = ()) -> Path:
+    """Copy `trained` into the package and write SHIPPED.json; returns the installed folder."""
+    from xmine.artefacts import atomic_write_json, git_commit, sha256_file
+    from xmine.default_projection import SHIPPED_INFO, SHIPPED_ROOT
+    from xmine.disentangle import load_projection
+
+    proj = load_projection(trained)  # verifies the weights against config.json
+    dest = SHIPPED_ROOT / ENCODER
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("model.safetensors", "config.json", "manifest.json"):
+        shutil.copyfile(trained / name, dest / f".{name}.tmp")
+    for name in ("model.safetensors", "config.json", "manifest.json"):  # the manifest last
+        (dest / f".{name}.tmp").replace(dest / name)
+    td = proj.config.get("training_data") or {}
+    info = {
+        "name": f"xmine default projection for {ENCODER}",
+        "command": COMMAND,
+        "recipe": ["python -m xmine.benchmarks.quality"] + RECIPE + ["--train-only"],
+        "method": proj.method,
+        "encoder": proj.config["encoder"],
+        "weights_sha256": proj.config["weights_sha256"],
+        "best_epoch": proj.config.get("best_epoch"),
+        # the files the trainer read (the recipe's seeded sample, written under --work-dir) ...
+        "training_files": [{"path": str(Path(f[side]).relative_to(trained.parents[3])), "sha256": f.get(f"{side}_sha256")}
+                           for f in td.get("files", []) for side in ("src", "tgt")],
+        "training_counts": td.get("counts"),
+        # ... and the data-folder files they were drawn from
+        "source_files": source_files(data),
+        "commit": git_commit(),
+        "benchmarks": _numbers(results),
+    }
+    atomic_write_json(dest / SHIPPED_INFO, info)
+    print(f"installed {trained} -> {dest} (weights {sha256_file(dest / 'model.safetensors')[:16]})")
+    return dest
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m xmine.benchmarks.ship_projection", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data-dir", default=None, help="data folder (default: $XMINE_DATA or ../shared/data)")
+    ap.add_argument("--work-dir", default=str(REPO_ROOT / "out" / "ship"),
+                    help="where training files and the trained projection are kept (default: out/ship)")
+    ap.add_argument("--install", action="store_true",
+                    help="copy the trained projection into xmine/projections/ with SHIPPED.json")
+    ap.add_argument("--results", nargs="*", default=[],
+                    help="benchmark result JSONs whose raw and default rows go into SHIPPED.json")
+    args = ap.parse_args(argv)
+    data = Path(args.data_dir) if args.data_dir else default_data_dir()
+    if data is None:
+        sys.exit("no data folder: pass --data-dir or set XMINE_DATA")
+    trained = train(data, Path(args.work_dir))
+    if args.install:
+        install(trained, data=data, results=[Path(r) for r in args.results])
+    else:
+        print(f"trained: {trained} (add --install to ship it)")
+
+
+if __name__ == "__main__":
+    main()

@@ -62,6 +62,11 @@ _PNG_KEY = "xmine-kind"
 _LEGACY_MD = {"benchmark-report": "# xmine benchmark results"}
 
 
+def _label(kind: str) -> str:
+    """How a kind reads in a message: "embedding-store" -> "embedding store"."""
+    return str(kind).replace("-", " ")
+
+
 def png_metadata(kind: str) -> dict[str, str]:
     """Metadata for matplotlib's `savefig(metadata=...)` that marks a PNG as xmine's `kind`."""
     return {_PNG_KEY: kind}
@@ -134,7 +139,7 @@ def dir_kind(path: Path) -> tuple[str | None, bool]:
 def _changed_files(side: dict, base: Path) -> list[str]:
     """Files a finished sidecar records whose size or sha256 no longer match."""
     bad = []
-    for name, rec in (side.get("files") or {}).items():
+    for name, rec in (side.get("output_files") or {}).items():
         p = base.parent / name
         if not p.is_file() or p.stat().st_size != rec.get("bytes") or sha256_of(p) != rec.get("sha256"):
             bad.append(name)
@@ -201,15 +206,17 @@ class Claim:
         return d
 
     def finish(self, summary: dict[str, Any] | None = None) -> dict[str, Any]:
-        """For "tsv": write the sidecar `OUT.json` last: kind, summary, size and sha256 of the file
-        and of every companion file written. Returns what was written."""
+        """For "tsv": write the sidecar `OUT.json` last: the summary, with `kind`, `state` and
+        `output_files` (size and sha256 of the file and of every companion file written).
+        Returns what was written."""
         if self.form != "tsv":
             raise ValueError("finish() writes the sidecar of a 'tsv' output")
         files = {}
         for p in [self.path] + [Path(str(self.path) + s) for s in self.companions]:
             if p.is_file():
                 files[p.name] = {"bytes": p.stat().st_size, "sha256": sha256_of(p)}
-        body = {"kind": self.kind, "format_version": 1, "state": "finished", "files": files, **(summary or {})}
+        body = {**(summary or {}), "kind": self.kind, "format_version": 1, "state": "finished",
+                "output_files": files}
         _atomic_json(self.sidecar, body)
         self._marked = True
         return body
@@ -260,10 +267,10 @@ def _state_of(path: Path, kind: str, form: str, companions: tuple[str, ...],
         if found is None and legacy is not None and legacy(path):
             found, finished = kind, False
         if found is None:
-            raise OutputError(f"{path}: exists and is not an xmine {kind}; refusing to write into it "
+            raise OutputError(f"{path}: exists and is not an xmine {_label(kind)}; refusing to write into it "
                               "(choose a new or empty directory)")
         if found != kind:
-            raise OutputError(f"{path}: is an xmine {found}, not a {kind}; refusing to replace it "
+            raise OutputError(f"{path}: is an xmine {_label(found)}, not a {_label(kind)}; refusing to replace it "
                               "(choose another output)")
         return "finished" if finished else "unfinished"
 
@@ -276,16 +283,16 @@ def _state_of(path: Path, kind: str, form: str, companions: tuple[str, ...],
         extra = [Path(str(path) + s) for s in companions if os.path.lexists(str(path) + s)]
         if side is None or side.get("kind") != kind:
             if os.path.lexists(side_path):
-                what = f"an xmine {side['kind']}" if side and side.get("kind") else "not an xmine summary"
+                what = f"an xmine {_label(side['kind'])}" if side and side.get("kind") else "not an xmine summary"
                 raise OutputError(f"{side_path}: exists and is {what}; refusing to replace it "
                                   "(choose another output)")
             if exists:
-                raise OutputError(f"{path}: exists and is not an xmine {kind} (no {side_path.name} beside it); "
+                raise OutputError(f"{path}: exists and is not an xmine {_label(kind)} (no {side_path.name} beside it); "
                                   "refusing to replace it (choose another output)")
             for e in extra:
                 if e.is_dir() and (_read_json(e / MARKER) or {}).get("kind") == f"{kind}-work":
                     continue
-                raise OutputError(f"{e}: exists and is not part of an xmine {kind}; refusing to replace it "
+                raise OutputError(f"{e}: exists and is not part of an xmine {_label(kind)}; refusing to replace it "
                                   "(choose another output)")
             return "unfinished" if extra else "new"
         if side.get("state") != "finished":
@@ -310,8 +317,10 @@ def _state_of(path: Path, kind: str, form: str, companions: tuple[str, ...],
         found = kind if first in (md_header(kind), _LEGACY_MD.get(kind)) else None
     else:
         raise ValueError(f"form must be one of {FORMS}, not {form!r}")
+    if found is None and legacy is not None and legacy(path):
+        found = kind
     if found != kind:
-        what = f"an xmine {found}" if found else f"not an xmine {kind}"
+        what = f"an xmine {_label(found)}" if found else f"not an xmine {_label(kind)}"
         raise OutputError(f"{path}: exists and is {what}; refusing to replace it (choose another output)")
     return "finished"
 
@@ -377,7 +386,8 @@ def claim_output(
     - `in_place`: "dir" built in place (not via `atomic_dir`): the claim creates the directory
       and its marker; the claim's caller writes inside it.
     - `companions`: suffixes of further files/directories written beside a "tsv" output.
-    - `legacy(path)`: True for an unfinished artefact of `kind` from before the marker existed.
+    - `legacy(path)`: True for an artefact of `kind` written before its marker existed (a
+      "dir" counts as unfinished; a file as finished).
 
     Raises OutputError (nothing touched) when the claim is refused.
     """
@@ -407,7 +417,7 @@ def claim_output(
                     d.rmdir()
             raise
         if state == "finished" and not (overwrite or reopen):
-            raise OutputError(f"{path}: already exists (an xmine {kind}); pass --overwrite to replace it "
+            raise OutputError(f"{path}: already exists (an xmine {_label(kind)}); pass --overwrite to replace it "
                               "or choose another output")
         claim = Claim(path=path, kind=kind, form=form, state=state, overwrite=overwrite, companions=companions)
         if form == "dir" and in_place:

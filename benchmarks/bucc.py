@@ -146,9 +146,12 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
 
         encoder = load_encoder(encoder)
     if projection is not None and not hasattr(projection, "transform"):
+        from xmine.default_projection import resolve_projection
         from xmine.disentangle import load_projection
 
-        projection = load_projection(projection)
+        # 'default' / 'none' / a directory, as everywhere (here raw unless a projection is named)
+        path = resolve_projection(str(projection), encoder_name=encoder.name, encoder_fp=encoder.fingerprint).path
+        projection = load_projection(path) if path is not None else None
     if projection is not None:
         projection.check_encoder(encoder.fingerprint())
     train_split = next((s for s in ("training", "sample") if _split_files(root, pair, s)), None)
@@ -185,8 +188,9 @@ BUCC_KIND = "bucc-result"
                    "$XMINE_DATA/bucc2018.")
 @click.option("--pair", default="de-en", show_default=True, help="Language pair: de-en, fr-en, ru-en or zh-en.")
 @click.option("--encoder", default="me5-small", show_default=True, help="Encoder name or sentence-transformers path.")
-@click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="Projection directory: mine on its meaning part (default: raw embeddings).")
+@click.option("--projection", default=None, metavar="DIR|default|none",
+              help="Mine on a projection's meaning part: a projection directory, or 'default' (the one shipped "
+                   "for the encoder). Default: raw embeddings, as BUCC results are usually reported.")
 @click.option("-k", "--k", "k", type=click.IntRange(min=1), default=4, show_default=True, help="Margin neighbourhood size.")
 @click.option("--margin", type=click.Choice(["ratio", "distance", "absolute"]), default="ratio", show_default=True,
               help="Score (see `xmine mine --help`).")

@@ -73,6 +73,7 @@ QUICK_FLORES_ROWS, QUICK_MAX_NEWS = 250, 250
 #: The ratio-margin threshold `xmine mine` users are pointed to (WikiMatrix; the README's demo).
 DEFAULT_THRESHOLD = 1.04
 SPLIT = "sample"
+SETS_KIND = "mining-sets"
 
 HOW_TO_GET = ("`bench mining` needs parallel/flores200/devtest and parallel/wmt-newstest of the xmine data "
               "folder (see ../shared/data/README.md).")
@@ -248,13 +249,31 @@ def build_sets(data: Path, langs: Sequence[str], *, sets_dir: Path | None = None
     if sets_dir is None:
         key = json.dumps([settings, [(f["sha256"]) for f in fps]], sort_keys=True)
         sets_dir = xmine_home() / "bench-mining" / hashlib.sha256(key.encode()).hexdigest()[:16]
-    manifest = {"kind": "xmine-mining-sets", "settings": settings, "sources": fps, "languages": {}}
-    for lang, ms in built.items():
-        files = write_set(ms, sets_dir)
-        manifest["languages"][lang] = {"counts": ms.counts,
-                                       "files": {k: file_fingerprint(p) for k, p in files.items()}}
-    atomic_write_json(sets_dir / "manifest.json", manifest)
+    manifest = {"kind": SETS_KIND, "settings": settings, "languages": {}, "sources": fps}
+    from xmine.errors import OutputError
+    from xmine.outputs import claim_output
+
+    # Its own artefact only: a foreign or other-kind directory is refused; an earlier set folder is
+    # rewritten only when it was built from the same data and settings (then the bytes are equal).
+    with claim_output(sets_dir, kind=SETS_KIND, form="dir", in_place=True, reopen=True, inputs=sources):
+        old = _read_manifest(sets_dir)
+        if old is not None and (old.get("settings") != settings or old.get("sources") != fps):
+            raise OutputError(f"{sets_dir}: holds mining sets of other settings or data; choose another --sets-dir")
+        for lang, ms in built.items():
+            files = write_set(ms, sets_dir)
+            manifest["languages"][lang] = {"counts": ms.counts,
+                                           "files": {k: file_fingerprint(p) for k, p in files.items()}}
+        if old is not None:  # languages built earlier into the same folder stay listed
+            manifest["languages"] = old.get("languages", {}) | manifest["languages"]
+        atomic_write_json(sets_dir / "manifest.json", manifest)
     return sets_dir, manifest
+
+
+def _read_manifest(folder: Path) -> dict | None:
+    try:
+        return json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def evaluate_set(embed_fn, files: dict[str, Path], *, threshold: float = DEFAULT_THRESHOLD, k: int = 4,

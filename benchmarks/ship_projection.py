@@ -121,6 +121,82 @@ def install(trained: Path, *, data: Path, results: Sequence[Path] = ()) -> Path:
     return dest
 
 
+#: Tatoeba languages that no recipe trains on (the issue: "a language it has never seen is measured too")
+UNSEEN_TATOEBA = ("ces", "pol", "lit", "ukr", "swe", "dan", "slk", "hrv", "ast", "kab", "oci", "cym")
+COLUMNS = ["variant", "QE r x100", "Tatoeba-36 cos", "Tatoeba-36 margin", "Tatoeba unseen-12 cos",
+           "Tatoeba unseen-12 margin", "FLORES unseen cos", "FLORES unseen margin"]
+
+
+def evaluate(projection_dir: Path | None, data: Path, *, out: Path, tatoeba_pairs: int | None = 300) -> dict[str, Any]:
+    """Raw against the projection's meaning part on every task, per language; lists where it is worse.
+
+    Tasks: WMT20 QE test20 (six pairs), Tatoeba XTREME-36 and 12 languages no recipe saw
+    (`tatoeba_pairs` first pairs each, cosine and margin), FLORES-200 devtest retrieval in six
+    unseen languages (quality.TRANSFER_LANGS). Without a projection, only raw (fills the cache).
+    Writes a benchmark result JSON (task "default_projection") to `out`.
+    """
+    import time
+
+    import numpy as np
+
+    from xmine.benchmarks.common import RawEmbedder, Variant, format_table, projected, write_result
+    from xmine.benchmarks.qe import evaluate_qe
+    from xmine.benchmarks.quality import TRANSFER_LANGS, evaluate_transfer
+    from xmine.benchmarks.tatoeba import XTREME36, evaluate_tatoeba
+    from xmine.encoders import load_encoder
+
+    started = time.time()
+    encoder = load_encoder(ENCODER)
+    raw = RawEmbedder(encoder)
+    variants = [Variant("raw", "raw", raw)]
+    if projection_dir is not None:
+        from xmine.disentangle import load_projection
+
+        proj = load_projection(projection_dir)
+        proj.check_encoder(encoder.fingerprint())
+        variants.append(Variant("default", "meaning", projected(raw, proj, "meaning"), proj.fingerprint()))
+    langs = list(XTREME36) + list(UNSEEN_TATOEBA)
+    results, rows, files = {}, [], set()
+    for v in variants:
+        tat = evaluate_tatoeba(v.embed, data / "tatoeba" / "v1", langs, max_pairs=tatoeba_pairs, margin=True)
+        qe = evaluate_qe(v.embed, data / "mlqe")
+        tr = evaluate_transfer(v.embed, data, TRANSFER_LANGS)
+        files.update(map(str, tat["files"]))
+        files.update(map(str, qe.get("files", [])))
+        unseen = [tat["per_lang"][lg] for lg in UNSEEN_TATOEBA]
+        results[v.name] = {"tatoeba": tat, "qe": qe, "transfer": tr}
+        rows.append([v.name, qe["average"]["pearson"], tat["xtreme36"]["avg"], tat["xtreme36"]["avg_margin"],
+                     float(np.mean([r["avg"] for r in unseen])), float(np.mean([r["avg_margin"] for r in unseen])),
+                     tr["average"]["cos"], tr["average"]["margin"]])
+    worse = []
+    if len(variants) == 2:
+        r, d = results["raw"], results["default"]
+        for lg in langs:
+            for m in ("avg", "avg_margin"):
+                a, b = r["tatoeba"]["per_lang"][lg][m], d["tatoeba"]["per_lang"][lg][m]
+                if b < a:
+                    worse.append({"task": "tatoeba", "lang": lg, "metric": m, "raw": a, "default": b})
+        for pair, a in r["qe"]["per_pair"].items():
+            if d["qe"]["per_pair"][pair]["pearson"] < a["pearson"]:
+                worse.append({"task": "qe", "lang": pair, "metric": "pearson", "raw": a["pearson"],
+                              "default": d["qe"]["per_pair"][pair]["pearson"]})
+        for lg in TRANSFER_LANGS:
+            for m in ("cos", "margin"):
+                a, b = r["transfer"]["per_lang"][lg][m], d["transfer"]["per_lang"][lg][m]
+                if b < a:
+                    worse.append({"task": "flores", "lang": lg, "metric": m, "raw": a, "default": b})
+    print(format_table(COLUMNS, rows))
+    for w in worse:
+        print(f"default below raw: {w['task']} {w['lang']} {w['metric']}: {w['default']:.2f} < {w['raw']:.2f}")
+    write_result(out, task="default_projection", encoder=encoder, variants=variants, data_files=sorted(files),
+                 parameters={"tatoeba_pairs": tatoeba_pairs, "tatoeba_langs": langs,
+                             "transfer_langs": list(TRANSFER_LANGS), "projection": str(projection_dir)},
+                 columns=COLUMNS, rows=rows, details={"results": results, "worse_than_raw": worse},
+                 seconds=time.time() - started)
+    print(f"wrote {out}")
+    return {"rows": rows, "worse": worse}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m xmine.benchmarks.ship_projection", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data-dir", default=None, help="data folder (default: $XMINE_DATA or ../shared/data)")
@@ -130,11 +206,21 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="copy the trained projection into xmine/projections/ with SHIPPED.json")
     ap.add_argument("--results", nargs="*", default=[],
                     help="benchmark result JSONs whose raw and default rows go into SHIPPED.json")
+    ap.add_argument("--evaluate", metavar="JSON", default=None,
+                    help="also compare raw with the trained projection on QE, Tatoeba (XTREME-36 and 12 unseen "
+                         "languages) and FLORES unseen languages, per language, into this result JSON")
+    ap.add_argument("--tatoeba-pairs", type=int, default=300, help="first N Tatoeba pairs per language (--evaluate)")
+    ap.add_argument("--raw-only", action="store_true", help="with --evaluate: only raw (fills the cache), no training")
     args = ap.parse_args(argv)
     data = Path(args.data_dir) if args.data_dir else default_data_dir()
     if data is None:
         sys.exit("no data folder: pass --data-dir or set XMINE_DATA")
+    if args.raw_only:
+        evaluate(None, data, out=Path(args.evaluate or "out/raw-check.json"), tatoeba_pairs=args.tatoeba_pairs)
+        return
     trained = train(data, Path(args.work_dir))
+    if args.evaluate:
+        evaluate(trained, data, out=Path(args.evaluate), tatoeba_pairs=args.tatoeba_pairs)
     if args.install:
         install(trained, data=data, results=[Path(r) for r in args.results])
     else:

@@ -51,7 +51,7 @@ def build_index(source, out_dir, lang, kind, shard_rows, nlist, nprobe, pq_m, me
     `xmine search` returns text and refuses queries from another encoder/projection.
     """
     from xmine.index.faiss_index import IndexConfig, build_index as _build
-    from xmine.index.sources import Encoders, artefact_encoder_name, load_side
+    from xmine.inputs import Encoders, load_side
 
     encoders = Encoders(encoder, projection)
     side = load_side(source, lang=lang, encoders=encoders)
@@ -93,7 +93,7 @@ def search(index_dir, queries, k, fmt, out, nprobe, encoder, projection):
     from xmine.artefacts import atomic_write_text
     from xmine.encoders import check_same_encoder
     from xmine.index.faiss_index import IndexDir
-    from xmine.index.sources import Encoders, check_same_projection, load_side
+    from xmine.inputs import Encoders, check_same_projection, load_side
 
     ix = IndexDir.open(index_dir)
     if k < 1:

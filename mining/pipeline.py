@@ -1,6 +1,6 @@
 """File-level mining: `mine(src, tgt, out=...)` behind `xmine mine`.
 
-Each side is a text file, an embedding store or an index directory (xmine.index.sources). Both
+Each side is a text file, an embedding store or an index directory (xmine.inputs). Both
 sides are deduplicated (mining runs on unique sentences; a pair is output once, with the first
 line of each sentence), mined exactly with the blocked kNN (checkpointed in `<out>.work/`, so an
 interrupted run resumes) or, with `approximate` or when a side is an index, through FAISS indexes,
@@ -91,7 +91,7 @@ def mine(
     show_progress: bool = True,
 ) -> dict:
     """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`)."""
-    from xmine.index.sources import Encoders, artefact_encoder_name, check_compatible, load_side
+    from xmine.inputs import Encoders, artefact_encoder_name, check_compatible, load_side
 
     out = Path(out)
     encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection)

@@ -114,10 +114,10 @@ def make_variants(
     variants = [Variant("raw", "raw", raw)]
     paths = list(projection_paths)
     if paths:
-        from xmine.disentangle import load_projection
+        from xmine.projection import resolve_projection
 
         for path, label in zip(paths, projection_labels(paths)):
-            proj = load_projection(path)
+            proj = resolve_projection(path)
             proj.check_encoder(encoder.fingerprint())
             for part in parts:
                 variants.append(Variant(f"{label}:{part}", part, projected(raw, proj, part), proj.fingerprint()))

@@ -30,7 +30,9 @@ def _split_langs(value: str | None) -> list[str] | None:
               help="Parallel data; repeat for more. A directory is searched recursively: files STEM.LANG "
                    "sharing a STEM (deu-eng.deu + deu-eng.eng, newstest2019.de + .en) or LANG.SPLIT sharing "
                    "a SPLIT (FLORES-200 deu_Latn.devtest) are line-aligned; with English in a group every "
-                   "other language is paired with English, else every two languages. Or two files "
+                   "other language is paired with English, else every two languages. A MASSIVE folder "
+                   "(<locale>.jsonl files) gives every locale x en-US from the train split only (never a "
+                   "dev or test row). Or two files "
                    "SRC:TGT (languages from their last suffix: a.de:a.en) or LANG=SRC:LANG=TGT.")
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Projection directory to write (config.json, model.safetensors, manifest.json). Its "

@@ -77,6 +77,7 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
     Example:
       xmine train --method seed --pairs ../shared/data/parallel/tatoeba-challenge \\
           --langs deu,fra,rus,cmn,eng --max-pairs-per-lang 2000 -o proj-seed/
+      xmine train --method dream --pairs ../shared/data/massive --langs deu,eng -o proj-massive-de/
     """
     from xmine.disentangle.trainer import TrainConfig, train
     from xmine.encoders import load_encoder

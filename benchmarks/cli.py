@@ -214,7 +214,8 @@ def massive_cmd(encoder_name, projections, data_dir, out, quick, device, locales
               help="Locales with an annotated test split (annot_utt): en-US, de-DE, sw-KE in the shared copy.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the slot-value draws.")
 @click.option("--write-pairs", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Also write the generated pairs as DIR/massive-templates-<locale>-seed<N>.jsonl.")
+              help="Also write the generated pairs as DIR/massive-templates-<locale>-seed<N>.jsonl (each with a "
+                   "sidecar .jsonl.json saying how it was made; replaced only with --overwrite).")
 def massive_templates_cmd(encoder_name, projections, data_dir, out, quick, device, locales, seed, write_pairs):
     """MASSIVE monolingual template retrieval accuracy@1 (%) (FMDA section 4.3.2, Table 3).
 
@@ -235,7 +236,8 @@ def massive_templates_cmd(encoder_name, projections, data_dir, out, quick, devic
     if write_pairs is not None:
         for loc, s in sets.items():
             path = write_pairs / f"massive-templates-{loc}-seed{seed}{'-quick' if quick else ''}.jsonl"
-            mt.write_pairs(path, s)
+            # the command's --overwrite (taken by _claimed_out for the result JSON) covers these too
+            mt.write_pairs(path, s, overwrite=click.get_current_context().params.get("overwrite", False))
             click.echo(f"wrote {path} ({len(s.pairs)} pairs)", err=True)
     encoder, variants = _setup(encoder_name, projections, device)
     details, rows = {}, []

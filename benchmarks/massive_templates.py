@@ -152,9 +152,17 @@ def evaluate_template_retrieval(embed_fn: EmbedFn, pairs: TemplatePairSet) -> di
     return {"acc": acc, "pairs": n, "locale": pairs.locale, "seed": pairs.seed}
 
 
-def write_pairs(path: str | Path, pairs: TemplatePairSet) -> None:
-    """The set as JSON lines (id, source, target, template, replacements), written atomically."""
-    from xmine.artefacts import atomic_write_text
+PAIRS_KIND = "massive-template-pairs"
+
+
+def write_pairs(path: str | Path, pairs: TemplatePairSet, *, overwrite: bool = False) -> None:
+    """The set as JSON lines (id, source, target, template, replacements), with the sidecar
+    `PATH.json` (kind, generator summary, hash) that `xmine.outputs` uses to recognise it: an
+    earlier pair file is replaced only with `overwrite`, any other file never."""
+    from xmine.outputs import claim_output
 
     lines = [json.dumps(dataclasses.asdict(p), ensure_ascii=False) for p in pairs.pairs]
-    atomic_write_text(path, "".join(line + "\n" for line in lines))
+    with claim_output(path, kind=PAIRS_KIND, form="tsv", inputs=[pairs.summary.get("file")],
+                      overwrite=overwrite) as claim:
+        claim.write_text("".join(line + "\n" for line in lines))
+        claim.finish(pairs.summary)

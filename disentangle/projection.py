@@ -67,7 +67,7 @@ class Projection:
     def fingerprint(self) -> dict[str, Any]:
         """{"path", "method", "id"[, "shipped"]}: id = hash of the weights (equal ids = same projection);
         "shipped" names the encoder whose default projection, shipped inside xmine, this is."""
-        from xmine.default_projection import SHIPPED_ROOT
+        from xmine.projection import SHIPPED_ROOT
 
         fp = {"path": str(self.path), "method": self.method, "id": self.config["weights_sha256"][:16]}
         if Path(self.path).resolve().parent == SHIPPED_ROOT:

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from xmine.cli import main
-from xmine.default_projection import SHIPPED_INFO, SHIPPED_ROOT, resolve_projection, shipped_dir
+from xmine.projection import SHIPPED_INFO, SHIPPED_ROOT, choose_projection, shipped_dir
 from xmine.errors import ConfigError, InputError
 from xmine.paths import REPO_ROOT
 
@@ -42,33 +42,33 @@ def test_shipped_projection_is_complete_small_and_packaged():
 
 
 def test_default_applies_to_me5_small_only(me5, caplog):
-    choice = resolve_projection(None, encoder_name="me5-small", encoder_fp=me5.fingerprint())
+    choice = choose_projection(None, encoder_name="me5-small", encoder_fp=me5.fingerprint())
     assert choice.path == shipped_dir("me5-small") and choice.how == "default"
-    assert resolve_projection("default", encoder_name="me5-small", encoder_fp=me5.fingerprint()).path == choice.path
+    assert choose_projection("default", encoder_name="me5-small", encoder_fp=me5.fingerprint()).path == choice.path
     with caplog.at_level(logging.INFO, logger="xmine"):
-        other = resolve_projection(None, encoder_name="use-m3", encoder_fp=lambda: pytest.fail("loaded the encoder"))
+        other = choose_projection(None, encoder_name="use-m3", encoder_fp=lambda: pytest.fail("loaded the encoder"))
     assert other.path is None and other.how == "default-unavailable"
     assert "use-m3" in caplog.text and "raw" in caplog.text
     with pytest.raises(ConfigError):
-        resolve_projection("default", encoder_name="use-m3")
+        choose_projection("default", encoder_name="use-m3")
 
 
 def test_another_me5_variant_falls_back_to_raw(me5, caplog):
     # the same name, other weights/prefix/precision (another fingerprint id): raw, said in a log line
     fp = dict(me5.fingerprint(), id="me5-small-q4:something-else")
     with caplog.at_level(logging.INFO, logger="xmine"):
-        choice = resolve_projection(None, encoder_name="me5-small", encoder_fp=fp)
+        choice = choose_projection(None, encoder_name="me5-small", encoder_fp=fp)
     assert choice.path is None and "raw" in caplog.text
     with pytest.raises(ConfigError):
-        resolve_projection("default", encoder_name="me5-small", encoder_fp=fp)
+        choose_projection("default", encoder_name="me5-small", encoder_fp=fp)
 
 
 def test_none_and_paths(tmp_path):
-    assert resolve_projection("none", encoder_name="me5-small").path is None
-    assert resolve_projection("NONE", encoder_name="use-m3").how == "none"
-    assert resolve_projection(str(tmp_path), encoder_name="me5-small").path == tmp_path
+    assert choose_projection("none", encoder_name="me5-small").path is None
+    assert choose_projection("NONE", encoder_name="use-m3").how == "none"
+    assert choose_projection(str(tmp_path), encoder_name="me5-small").path == tmp_path
     with pytest.raises(InputError):
-        resolve_projection(str(tmp_path / "missing"), encoder_name="me5-small")
+        choose_projection(str(tmp_path / "missing"), encoder_name="me5-small")
 
 
 def _mine(tmp_path, name, *extra):

@@ -70,12 +70,12 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     Example:
       xmine embed news.de.txt.gz --lang de -o stores/news.de
     """
-    from xmine.default_projection import resolve_projection
+    from xmine.projection import choose_projection
     from xmine.encoders import load_encoder
     from xmine.store import embed_corpus
 
     encoder = load_encoder(encoder_name, device=device)
-    choice = resolve_projection(projection, encoder_name=encoder_name, encoder_fp=encoder.fingerprint)
+    choice = choose_projection(projection, encoder_name=encoder_name, encoder_fp=encoder.fingerprint)
     store = embed_corpus(
         corpus, out_dir, encoder=encoder, lang=lang, projection=choice.path, part=part, dtype=dtype,
         shard_rows=shard_rows, batch_size=batch_size, max_chars=max_chars, overwrite=overwrite,

@@ -1,20 +1,27 @@
-"""Which projection a command uses: the one place where `--projection` is resolved.
+"""What the core needs of a projection, and where a `--projection` option is resolved.
 
-xmine ships a small trained projection for its default encoder inside the package
-(`xmine/projections/<encoder>/`: a normal projection directory, plus `SHIPPED.json` with the
-command that rebuilds it, its data hashes, the commit and its benchmark numbers). Commands that
-embed text (`embed`, `build-index`, `search`, `mine`) then work in its meaning space by default:
+A projection maps encoder embeddings to a part of them ("meaning" or "language"); the trained
+disentanglers of `xmine.disentangle` are one implementation. The core (store writer, input
+layer) only calls the three methods of `ProjectionLike`, so it never imports the feature
+package: a projection DIRECTORY is opened through the artefact reader registered for the
+kind "projection" (see `xmine.plugins`).
+
+Which projection (`choose_projection`): xmine ships a small trained projection for its default
+encoder inside the package (`xmine/projections/<encoder>/`: a normal projection directory, plus
+`SHIPPED.json` with the command that rebuilds it, its data hashes, the commit and its benchmark
+numbers). Commands that embed text (`embed`, `build-index`, `search`, `mine`) then work in its
+meaning space by default:
 
 - not given (`None`) or `default`: the shipped projection of the encoder in use, when there is one
   and the encoder is exactly the one it was trained on (same weights, prefix and precision: the
   encoder fingerprint). Any other encoder gets raw embeddings, said in a log line. When an input is
   already an embedding store or an index, an implicit default follows what that artefact was made
-  with, so old raw artefacts keep working.
+  with, so earlier raw artefacts keep working.
 - `none`: raw encoder embeddings.
 - a directory: that projection (`xmine train`).
 
-Every artefact records the projection's fingerprint (`Projection.fingerprint()`, which names a
-shipped projection as such), and the mining summary also records how it was chosen.
+Every artefact records the projection's fingerprint (a shipped one carries "shipped": encoder
+name), and the mining summary also records how it was chosen (`ProjectionChoice.record`).
 """
 
 from __future__ import annotations
@@ -23,11 +30,38 @@ import dataclasses
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
 
 from xmine.errors import ConfigError, InputError
+from xmine.plugins import open_artefact
 
 log = logging.getLogger("xmine")
+
+PROJECTION_KIND = "projection"
+
+
+@runtime_checkable
+class ProjectionLike(Protocol):
+    """A map from encoder embeddings to one of their parts."""
+
+    def transform(self, emb: np.ndarray, part: str = "meaning") -> np.ndarray:
+        """(n, dim) embeddings -> (n, d') float32 rows of `part`, L2-normalised."""
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What identifies it: {"path", "method", "id"}; equal ids mean the same projection."""
+
+    def check_encoder(self, encoder_fingerprint: dict[str, Any]) -> None:
+        """Raise `EncoderMismatchError` unless it applies to that encoder's embeddings."""
+
+
+def resolve_projection(projection: "ProjectionLike | str | Path | None") -> ProjectionLike | None:
+    """None, a loaded projection, or a projection directory (opened and validated) -> the projection."""
+    if projection is None or isinstance(projection, ProjectionLike):
+        return projection  # type: ignore[return-value]
+    return open_artefact(projection, PROJECTION_KIND)
+
 
 DEFAULT = "default"
 NONE = "none"
@@ -77,9 +111,9 @@ def is_shipped(projection_fp: dict | None) -> bool:
     return bool(projection_fp) and bool(projection_fp.get("shipped"))
 
 
-def resolve_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp=None,
+def choose_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp=None,
                        artefact_projection: tuple[bool, dict | None] = (False, None)) -> ProjectionChoice:
-    """Resolve a `--projection` value (see the module doc).
+    """What a `--projection` value means here (see the module doc); loads nothing.
 
     `encoder_fp`: the encoder's fingerprint, or a callable returning it (called only when the
     shipped projection's encoder name matches, so naming another encoder loads nothing).
@@ -122,3 +156,7 @@ def resolve_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp
         log.info(msg)
         return ProjectionChoice(None, "default-unavailable", msg)
     return ProjectionChoice(d, "default", f"the shipped default projection for {encoder_name} ({d})")
+
+
+__all__ = ["DEFAULT", "NONE", "PROJECTION_KIND", "ProjectionChoice", "ProjectionLike", "SHIPPED_ROOT", "choose_projection",
+           "resolve_projection", "shipped_dir", "shipped_info"]

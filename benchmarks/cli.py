@@ -360,13 +360,15 @@ def geometry_cmd(encoder_name, projections, data_dir, out, quick, device, langs,
               help="Share of each side's sentences that have a translation (default 0.05; BUCC's is 0.02-0.03).")
 @click.option("--max-news", type=click.IntRange(min=0), default=None,
               help="At most this many WMT newstest pairs per language (default 1500; --quick: 250).")
+@click.option("--flores-rows", type=click.IntRange(min=10), default=None,
+              help="Draw only N of the 1,012 FLORES-200 devtest lines per language (seeded; --quick: 250).")
 @click.option("--threshold", type=float, default=None,
               help="The fixed ratio-margin threshold reported beside the best one (default 1.04, WikiMatrix's).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the set construction.")
 @click.option("--sets-dir", type=click.Path(file_okay=False), default=None,
               help="Write the sets (BUCC format) here. Default: $XMINE_HOME/bench-mining/<hash of data and settings>.")
-def mining_cmd(encoder_name, projections, data_dir, out, quick, device, langs, gold_fraction, max_news, threshold,
-               seed, sets_dir):
+def mining_cmd(encoder_name, projections, data_dir, out, quick, device, langs, gold_fraction, max_news, flores_rows,
+               threshold, seed, sets_dir):
     """BUCC-style mining F1 on sets built from FLORES-200 and WMT newstest (see benchmarks/mining.py).
 
     Per language, FLORES-200 devtest and held-out newstest pairs (2019-2021) are hidden among
@@ -384,7 +386,7 @@ def mining_cmd(encoder_name, projections, data_dir, out, quick, device, langs, g
                                  param_hint="--langs")
     settings = {"seed": seed, "gold_fraction": gold_fraction or mining.DEFAULT_GOLD_FRACTION,
                 "max_news": max_news if max_news is not None else (mining.QUICK_MAX_NEWS if quick else mining.DEFAULT_MAX_NEWS),
-                "flores_rows": mining.QUICK_FLORES_ROWS if quick else None}
+                "flores_rows": flores_rows or (mining.QUICK_FLORES_ROWS if quick else None)}
     threshold = mining.DEFAULT_THRESHOLD if threshold is None else threshold
     data = mining.locate(data_dir)
     folder, manifest = mining.build_sets(data, lang_list, sets_dir=Path(sets_dir) if sets_dir else None, **settings)

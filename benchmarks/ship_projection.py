@@ -13,10 +13,11 @@
 
 The recipe (why each choice: benchmarks/results/notes/quality.md): the union of `qe6` (de, zh, et,
 ro with English from WMT newstest 2008-2018, FLORES v1 ne/si Wikipedia, Tatoeba-challenge; QE test
-sentences removed; at most 400 pairs per language) and `xtreme36` (Tatoeba-challenge, at most
-100 pairs per XTREME-36 language), 5,615 pairs in 40 languages. That is a twelfth of the quality
-table's 4,700 / 1,000: the day it was trained, the shared 2-core machine encoded 4-15 sentences a
-second (a load of 20 from other jobs); with the cache filled, more data is one option away. `inter` (the intra/inter-
+sentences removed; at most 150 pairs per language) and `xtreme36` (Tatoeba-challenge, at most
+40 pairs per XTREME-36 language), 2,234 pairs in 40 languages. That is a thirtieth of the quality
+table's 4,700 / 1,000: the day it was trained, the shared 2-core machine encoded 1-15 sentences a
+second per process (a load of 20-26 from six jobs at once). Retrain with more data (the
+`--qe6-pairs` / `--xtreme36-pairs` of RECIPE) when the machine is free. `inter` (the intra/inter-
 constraints paper's inter-component terms on a SEED-style residual) was the one method above raw
 on every task and never below raw on unseen languages. Newstest 2019-2021 and FLORES-200 stay
 unseen: `xmine bench mining` and the transfer task measure on them.
@@ -35,14 +36,14 @@ from xmine.paths import REPO_ROOT, default_data_dir
 
 ENCODER = "me5-small"
 #: the recipe: quality.py options (everything else is quality.py's default, incl. seed 0)
-RECIPE = ["--recipes", "mixed", "--mixed-methods", "inter", "--qe6-pairs", "400", "--xtreme36-pairs", "100",
+RECIPE = ["--recipes", "mixed", "--mixed-methods", "inter", "--qe6-pairs", "150", "--xtreme36-pairs", "40",
           "--lr", "1e-3", "--max-epochs", "80", "--seed", "0"]
 COMMAND = "python -m xmine.benchmarks.ship_projection --install"
 
 
 def trained_dir(work: Path) -> Path:
     """Where quality.py puts the recipe's projection (its folder naming)."""
-    return work / "q400-x100-lr0.001-max_epochs80" / "mixed" / "inter"
+    return work / "q150-x40-lr0.001-max_epochs80" / "mixed" / "inter"
 
 
 def train(data: Path, work: Path) -> Path:

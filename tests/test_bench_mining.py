@@ -71,9 +71,12 @@ def test_quick_run_matches_bench_bucc(data_dir, tmp_path):
     out = tmp_path / "mining.json"
     sets = tmp_path / "sets"
     r = CliRunner().invoke(main, ["bench", "mining", "--quick", "--data-dir", str(data_dir), "--out", str(out),
-                                  "--sets-dir", str(sets), "--projection", "none"], catch_exceptions=False)
+                                  "--sets-dir", str(sets)], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     res = json.loads(out.read_text())
+    # raw, then the shipped default projection (added by itself for me5-small)
+    assert [row[0] for row in res["table"]["rows"]] == ["raw", "default:meaning"]
+    assert res["projections"]["default"]["shipped"] == "me5-small"
     raw = res["details"]["raw"]
     assert set(raw["per_lang"]) == set(mining.QUICK_LANGS)
     for lang, v in raw["per_lang"].items():
@@ -88,3 +91,16 @@ def test_quick_run_matches_bench_bucc(data_dir, tmp_path):
     assert r.exit_code == 0, r.output
     bucc = json.loads(bucc_out.read_text())
     assert bucc["train"]["f1"] == pytest.approx(raw["per_lang"]["de"]["best"]["f1"])
+    r = CliRunner().invoke(main, ["bench", "bucc", "--data-dir", str(sets), "--pair", "de-en", "--out", str(bucc_out),
+                                  "--overwrite", "--projection", "default"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    bucc = json.loads(bucc_out.read_text())
+    assert bucc["projection"]["shipped"] == "me5-small"
+    assert bucc["train"]["f1"] == pytest.approx(res["details"]["default:meaning"]["per_lang"]["de"]["best"]["f1"])
+
+    # --projection none: raw only
+    out2 = tmp_path / "raw-only.json"
+    r = CliRunner().invoke(main, ["bench", "mining", "--quick", "--data-dir", str(data_dir), "--out", str(out2),
+                                  "--sets-dir", str(sets), "--projection", "none"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert [row[0] for row in json.loads(out2.read_text())["table"]["rows"]] == ["raw"]

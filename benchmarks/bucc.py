@@ -20,6 +20,7 @@ from typing import Any
 import click
 import numpy as np
 
+from xmine.encoders.options import precision_option
 from xmine.errors import DataNotFoundError, InputError
 
 HOW_TO_GET = ("Download the BUCC 2018 data (https://comparable.limsi.fr/bucc2018/bucc2018-task.html): "
@@ -120,10 +121,11 @@ def _mine_split(files, *, encoder, projection, k, margin, retrieval):
 
 
 def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=None, k: int = 4,
-             margin: str = "ratio", retrieval: str = "max") -> dict[str, Any]:
+             margin: str = "ratio", retrieval: str = "max", precision: str = "auto") -> dict[str, Any]:
     """Mine BUCC's splits, tune the threshold on the training (or sample) gold, score the test split.
 
-    `encoder`: an Encoder or a name; `projection`: a Projection, a directory, or None (raw).
+    `encoder`: an Encoder or a name (loaded at `precision`); `projection`: a Projection, a directory,
+    or None (raw).
     Returns {"pair", "threshold", "train": {split, precision, recall, f1, ...}, "test": {...} | None}.
     """
     from xmine.paths import resolve_data_dir
@@ -132,7 +134,7 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
     if isinstance(encoder, str):
         from xmine.encoders import load_encoder
 
-        encoder = load_encoder(encoder)
+        encoder = load_encoder(encoder, precision=precision)
     if projection is not None and not hasattr(projection, "transform"):
         from xmine.disentangle import load_projection
 
@@ -179,12 +181,13 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
               show_default=True, help="Retrieval mode (see `xmine mine --help`).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the result JSON (with provenance) here.")
-def command(data_dir, pair, encoder, projection, k, margin, retrieval, out):
+@precision_option()
+def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, precision):
     """BUCC 2018: mine, tune the threshold for F1 on the training gold, report precision/recall/F1."""
     from xmine.artefacts import atomic_write_json, provenance
 
     result = run_bucc(data_dir, pair=pair, encoder=encoder, projection=projection, k=k, margin=margin,
-                      retrieval=retrieval)
+                      retrieval=retrieval, precision=precision)
     for split in ("train", "test"):
         r = result[split]
         if r is not None:
@@ -195,5 +198,5 @@ def command(data_dir, pair, encoder, projection, k, margin, retrieval, out):
     if out is not None:
         result["provenance"] = provenance(data_dir=str(data_dir) if data_dir else None, pair=pair, encoder=encoder,
                                           projection=str(projection) if projection else None, k=k, margin=margin,
-                                          retrieval=retrieval)
+                                          retrieval=retrieval, encoder_precision=result["encoder"].get("precision"))
         atomic_write_json(out, result)

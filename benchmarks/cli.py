@@ -17,6 +17,7 @@ from typing import Any, Callable
 import click
 
 from xmine.benchmarks import common
+from xmine.encoders.options import precision_option
 
 ENCODER_HELP = "Encoder: me5-small (default), use-m3, or any sentence-transformers name/path."
 PROJECTION_HELP = (
@@ -39,23 +40,25 @@ def _common_options(fn: Callable) -> Callable:
                      help="Result JSON. Default: benchmarks/results/<task>-<encoder>[-quick].json."),
         click.option("--quick", is_flag=True, help="A small fixed subset, for smoke runs (seconds, not minutes)."),
         click.option("--device", default=None, help="Torch device for the encoder (cpu, cuda, ...). Default: auto."),
+        precision_option(),
     ]
     for opt in reversed(options):
         fn = opt(fn)
     return fn
 
 
-def _setup(encoder_name: str, projections: tuple[str, ...], device: str | None, parts=("meaning", "language")):
+def _setup(encoder_name: str, projections: tuple[str, ...], device: str | None, precision: str,
+           parts=("meaning", "language")):
     from xmine.encoders import load_encoder
 
-    encoder = load_encoder(encoder_name, device=device)
+    encoder = load_encoder(encoder_name, device=device, precision=precision)
     return encoder, common.make_variants(encoder, projections, parts=parts)
 
 
 def _finish(task, *, encoder, variants, out, quick, parameters, columns, rows, details, files, started,
             digits: int = 1) -> None:
     click.echo(common.format_table(columns, rows, digits=digits))
-    out_path = Path(out) if out else common.default_out(task, encoder.name, quick=quick)
+    out_path = Path(out) if out else common.default_out(task, encoder.name, quick=quick, precision=encoder.precision)
     common.write_result(
         out_path, task=task, encoder=encoder, variants=variants, data_files=files,
         parameters=parameters | {"quick": quick}, columns=columns, rows=rows, details=details,
@@ -83,7 +86,7 @@ def bench() -> None:
 @click.option("--margin", is_flag=True,
               help="Also score with the xSIM-style ratio margin (k=4) beside plain cosine.")
 @click.option("--per-lang", is_flag=True, help="Also print per-language average accuracy.")
-def tatoeba_cmd(encoder_name, projections, data_dir, out, quick, device, langs, max_pairs, margin, per_lang):
+def tatoeba_cmd(encoder_name, projections, data_dir, out, quick, device, precision, langs, max_pairs, margin, per_lang):
     """Tatoeba accuracy@1 (%) of nearest-neighbour retrieval, xx->eng and eng->xx.
 
     Averaged over the chosen languages and over XTREME's 36. For a projection, the language part
@@ -99,7 +102,7 @@ def tatoeba_cmd(encoder_name, projections, data_dir, out, quick, device, langs, 
         lang_list = lang_list or list(tatoeba.QUICK_LANGS)
         max_pairs = max_pairs or tatoeba.QUICK_PAIRS
     tatoeba.locate(data_dir)  # fail on missing data before loading the encoder
-    encoder, variants = _setup(encoder_name, projections, device)
+    encoder, variants = _setup(encoder_name, projections, device, precision)
     details, rows = {}, []
     for v in variants:
         r = tatoeba.evaluate_tatoeba(v.embed, data_dir, lang_list, max_pairs=max_pairs, margin=margin)
@@ -133,7 +136,7 @@ def tatoeba_cmd(encoder_name, projections, data_dir, out, quick, device, langs, 
               help="MASSIVE partition to retrieve in (FMDA: test, 2,974 utterances).")
 @click.option("--max-rows", type=click.IntRange(min=2), default=None,
               help="Use only the first N shared ids (--quick: 300).")
-def massive_cmd(encoder_name, projections, data_dir, out, quick, device, pairs, partition, max_rows):
+def massive_cmd(encoder_name, projections, data_dir, out, quick, device, precision, pairs, partition, max_rows):
     """MASSIVE cross-lingual retrieval accuracy@1 (%) per locale pair (FMDA Table 2)."""
     from xmine.benchmarks import massive
 
@@ -142,7 +145,7 @@ def massive_cmd(encoder_name, projections, data_dir, out, quick, device, pairs, 
         max_rows = max_rows or massive.QUICK_ROWS
     folder = massive.locate(data_dir)
     pair_list = massive.parse_pairs(pairs, massive.available_locales(folder))
-    encoder, variants = _setup(encoder_name, projections, device)
+    encoder, variants = _setup(encoder_name, projections, device, precision)
     details, rows = {}, []
     for v in variants:
         r = massive.evaluate_massive(v.embed, folder, pair_list, partition=partition, max_rows=max_rows)
@@ -160,7 +163,7 @@ def massive_cmd(encoder_name, projections, data_dir, out, quick, device, pairs, 
 @click.option("--pairs", default=None, help="Comma-separated WMT20 pairs. Default: en-de,en-zh,et-en,ne-en,ro-en,si-en.")
 @click.option("--max-rows", type=click.IntRange(min=3), default=None, help="Use only the first N rows of each pair (--quick: 200).")
 @click.option("--spearman", is_flag=True, help="Print Spearman per pair too (always in the JSON).")
-def qe_cmd(encoder_name, projections, data_dir, out, quick, device, pairs, max_rows, spearman):
+def qe_cmd(encoder_name, projections, data_dir, out, quick, device, precision, pairs, max_rows, spearman):
     """WMT20 QE: Pearson r (x100) of cos(source, translation) with human z_mean on test20.
 
     Unsupervised, as DREAM / MEAT / SEED report it; for a projection its meaning part is scored.
@@ -172,7 +175,7 @@ def qe_cmd(encoder_name, projections, data_dir, out, quick, device, pairs, max_r
     if quick:
         max_rows = max_rows or qe.QUICK_ROWS
     qe.locate(data_dir)
-    encoder, variants = _setup(encoder_name, projections, device, parts=("meaning",))
+    encoder, variants = _setup(encoder_name, projections, device, precision, parts=("meaning",))
     details, rows = {}, []
     for v in variants:
         r = qe.evaluate_qe(v.embed, data_dir, pair_list, max_rows=max_rows)
@@ -196,7 +199,7 @@ def qe_cmd(encoder_name, projections, data_dir, out, quick, device, pairs, max_r
 @click.option("--tracks", default=None, help="Comma-separated tracks (track1 ... track6, track4a, track4b). Default: all.")
 @click.option("--metric", type=click.Choice(["pearson", "spearman"]), default="pearson", show_default=True,
               help="Which correlation the per-track columns show (both are in the JSON).")
-def sts_cmd(encoder_name, projections, data_dir, out, quick, device, tracks, metric):
+def sts_cmd(encoder_name, projections, data_dir, out, quick, device, precision, tracks, metric):
     """SemEval-2017 STS: Pearson / Spearman (x100) of cosine vs gold, per track and averaged.
 
     --quick runs the two smallest-cost tracks (track5 en-en, track4a es-en).
@@ -206,7 +209,7 @@ def sts_cmd(encoder_name, projections, data_dir, out, quick, device, tracks, met
     started = time.time()
     track_list = common.parse_list(tracks) or (["track5", "track4a"] if quick else list(sts.TRACKS))
     sts.locate(data_dir)
-    encoder, variants = _setup(encoder_name, projections, device, parts=("meaning", "language"))
+    encoder, variants = _setup(encoder_name, projections, device, precision, parts=("meaning", "language"))
     details, rows = {}, []
     for v in variants:
         r = sts.evaluate_sts(v.embed, data_dir, track_list)
@@ -228,7 +231,7 @@ def sts_cmd(encoder_name, projections, data_dir, out, quick, device, tracks, met
 @click.option("--pivot", default="eng_Latn", show_default=True, help="The language every --langs entry is paired with.")
 @click.option("--rows", type=click.IntRange(min=2), default=None,
               help="First N FLORES-200 devtest lines per language (default all 1012; --quick: 200).")
-def geometry_cmd(encoder_name, projections, data_dir, out, quick, device, langs, pivot, rows):
+def geometry_cmd(encoder_name, projections, data_dir, out, quick, device, precision, langs, pivot, rows):
     """Alignment and uniformity (Wang & Isola 2020) of raw / meaning / language embeddings.
 
     Alignment: mean squared distance of translation pairs (lower = closer). Uniformity: log mean
@@ -240,7 +243,7 @@ def geometry_cmd(encoder_name, projections, data_dir, out, quick, device, langs,
     lang_list = common.parse_list(langs) or (list(geometry.DEFAULT_LANGS[:3]) if quick else list(geometry.DEFAULT_LANGS))
     rows = rows or (geometry.QUICK_ROWS if quick else geometry.DEFAULT_ROWS)
     geometry.locate(data_dir)
-    encoder, variants = _setup(encoder_name, projections, device)
+    encoder, variants = _setup(encoder_name, projections, device, precision)
     details, table = {}, []
     for v in variants:
         r = geometry.evaluate_geometry(v.embed, data_dir, lang_list, rows=rows, pivot=pivot)
@@ -277,7 +280,8 @@ def report_cmd(results_dir, out):
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="PNG file. Default: benchmarks/results/pca-<encoder>-<src>-<tgt>.png.")
 @click.option("--device", default=None, help="Torch device for the encoder. Default: auto.")
-def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out, device):
+@precision_option()
+def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out, device, precision):
     """PNG of a 2-D PCA of raw, meaning and language embeddings of one language pair.
 
     Raw embeddings cluster by language; a good meaning part overlaps across languages; the
@@ -286,7 +290,7 @@ def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out,
     from xmine.benchmarks import geometry, plot
 
     src, tgt, _ = geometry.flores_pairs(data_dir, src_lang, rows=rows, pivot=tgt_lang)
-    encoder, variants = _setup(encoder_name, projections, device)
+    encoder, variants = _setup(encoder_name, projections, device, precision)
     out_path = Path(out) if out else (
         common.results_dir() / f"pca-{common.safe_name(encoder_name)}-{src_lang}-{tgt_lang}.png")
     sep = plot.plot_pca(

@@ -121,7 +121,9 @@ def export_sentence_transformer(projection_dir: str | Path, encoder_name: str, o
     from xmine.encoders import load_encoder
 
     projection = load_projection(projection_dir)
-    encoder = load_encoder(encoder_name, device="cpu")
+    # The exported pipeline runs the fp32 weights (its users pick their own dtype); a projection
+    # trained at another precision of them is accepted (xmine.encoders.check_projection_encoder).
+    encoder = load_encoder(encoder_name, device="cpu", precision="fp32")
     projection.check_encoder(encoder.fingerprint())
     st, prompts, default = _sentence_transformer_for(encoder_name, encoder)
     model = SentenceTransformer(modules=[*st, MeaningProjection.from_projection(projection, part=part)], device="cpu",

@@ -83,6 +83,7 @@ def mine(
     tgt_lang: str | None = None,
     config: MiningConfig = MiningConfig(),
     encoder: str | None = None,
+    precision: str | None = None,
     projection: str | Path | None = None,
     approximate: bool = False,
     line_numbers: bool = False,
@@ -90,11 +91,16 @@ def mine(
     keep_work: bool = False,
     show_progress: bool = True,
 ) -> dict:
-    """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`)."""
-    from xmine.index.sources import Encoders, artefact_encoder_name, check_compatible, load_side
+    """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`).
+
+    `encoder` and `precision` encode text sides; by default those of the artefact sides (stores,
+    indexes), else me5-small at "auto" precision.
+    """
+    from xmine.index.sources import Encoders, artefact_encoder_name, artefact_precision, check_compatible, load_side
 
     out = Path(out)
-    encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection)
+    encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection, precision,
+                        default_precision=artefact_precision([src, tgt]))
     sx = load_side(src, lang=src_lang, encoders=encoders, need_vectors=True, show_progress=show_progress)
     sy = load_side(tgt, lang=tgt_lang, encoders=encoders, need_vectors=True, show_progress=show_progress)
     check_compatible(sx, sy)

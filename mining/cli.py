@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from xmine.encoders.options import precision_option
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
 from xmine.mining.margin import MARGINS
 from xmine.mining.select import RETRIEVALS
@@ -63,10 +64,11 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Threads sharing the exact product, one BLAS thread each (default: as many as BLAS "
                    "uses, normally one per core).")
+@precision_option(default_from="the precision of the store or index inputs")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
 def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, line_numbers, meta, block_rows, block_cols, workers,
-         keep_work):
+         precision, keep_work):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
     SRC and TGT are each a text file (one sentence a line), an embedding store directory (xmine
@@ -81,8 +83,8 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
                           max_length_ratio=max_length_ratio, min_length=min_length, max_length=max_length,
                           block_rows=block_rows, block_cols=block_cols, workers=workers)
     summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
-                    projection=projection, approximate=approximate, line_numbers=line_numbers, meta=meta,
-                    keep_work=keep_work, overwrite=overwrite)
+                    precision=precision, projection=projection, approximate=approximate, line_numbers=line_numbers,
+                    meta=meta, keep_work=keep_work, overwrite=overwrite)
     click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "
                f"unique sentences ({summary['search']}) -> {out}", err=True)
 

@@ -69,11 +69,12 @@ def _as_f32_rows(a, rows: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(a[rows]), dtype=np.float32)
 
 
-def _merge_sparse(run_s: np.ndarray, run_i: np.ndarray, rows, vals, cols) -> None:
+def _merge_sparse(run_s: np.ndarray, run_i: np.ndarray, rows, vals, cols, *, by_index: bool = True) -> None:
     """Merge candidates (rows, vals, cols) into the sorted top-k lists run_s/run_i (r, k), in place.
 
-    Only rows with candidates are touched. Order: value descending, then index ascending (the
-    canonical order of the exact lists; -1 pads sort after every real index at -inf)."""
+    Only rows with candidates are touched. Order: value descending, then (`by_index`) index
+    ascending: the canonical order of the exact lists (-1 pads sort after every real index at
+    -inf). Lists of product values skip the index key: their ties need no order."""
     if len(rows) == 0:
         return
     k = run_s.shape[1]
@@ -82,7 +83,10 @@ def _merge_sparse(run_s: np.ndarray, run_i: np.ndarray, rows, vals, cols) -> Non
     all_r = np.concatenate((np.repeat(np.arange(len(aff)), k), local))
     all_v = np.concatenate((run_s[aff].ravel(), vals))
     all_c = np.concatenate((run_i[aff].ravel(), cols))
-    order = np.lexsort((np.where(all_c < 0, np.iinfo(np.int64).max, all_c), -all_v, all_r))
+    if by_index:
+        order = np.lexsort((np.where(all_c < 0, np.iinfo(np.int64).max, all_c), -all_v, all_r))
+    else:
+        order = np.lexsort((-all_v, all_r))
     sr = all_r[order]
     counts = np.bincount(sr, minlength=len(aff))
     starts = np.cumsum(counts) - counts
@@ -98,18 +102,18 @@ THRESHOLD_SAMPLE = 1024
 def _sample_floor(a_block: np.ndarray, a_norms: np.ndarray, b, b_norms: np.ndarray, k: int) -> np.ndarray:
     """A lower bound (float64) of each a_block row's final k-th best exact score against b.
 
-    The sample (evenly spaced rows of b) is split into k groups; each group's best lower bound
-    (float32 product minus its bound, see products.py) belongs to a distinct entry, so the
-    smallest of the k maxima is <= the k-th best score. (-inf when b is too small.)"""
+    The sample (evenly spaced rows of b) is split into k groups; each group's best belongs to a
+    distinct entry, so the smallest of the k maxima, minus the float32 product's bound (see
+    products.py), is <= the k-th best exact score. (-inf when b is too small.)"""
     m = len(b)
     group = min(THRESHOLD_SAMPLE, m) // k
     if group < 2 or group * k >= m:  # no sample smaller than b itself: no floor
         return np.full(len(a_block), -np.inf)
     take = np.linspace(0, m - 1, group * k).astype(np.int64)
-    sims = (a_block @ np.asarray(b[take], dtype=np.float32).T).astype(np.float64)
+    sims = a_block @ np.asarray(b[take], dtype=np.float32).T
+    best = sims.reshape(len(a_block), k, group).max(axis=2).min(axis=1).astype(np.float64)
     d = a_block.shape[1]
-    sims -= (gamma(d, U32) + U32) * (a_norms[:, None] * b_norms[None, take]) * (1 + 2.0**-30) + eta(d)
-    return sims.reshape(len(a_block), k, group).max(axis=2).min(axis=1)
+    return best - ((gamma(d, U32) + U32) * a_norms * b_norms[take].max() * (1 + 2.0**-30) + eta(d))
 
 
 def _screen_t(tau: np.ndarray, ebar: np.ndarray) -> np.ndarray:
@@ -127,7 +131,7 @@ def _tau(floor: np.ndarray, kth_product: np.ndarray, ebar: np.ndarray, product) 
 def candidate_width(k: int) -> int:
     """Entries kept per row while scanning: the k best product values and a margin for the
     entries within the bound of them (wider bands overflow to an exact second pass)."""
-    return k + max(4, k)
+    return 2 * k + 4
 
 
 def _finalize(prod_v, prod_i, a, a_rows, ta: RowTerms, b, tb: RowTerms, floor, ebar, k: int, product):
@@ -323,7 +327,8 @@ def exact_knn_both(
     if block_rows < 1 or block_cols < 1:
         raise ValueError("block sizes must be >= 1")
     kx, ky = min(k, m), min(k, n)
-    wx, wy = min(candidate_width(k), m), min(candidate_width(k), n)
+    # Row lists live for one row block only: twice as wide costs little and rarely overflows.
+    wx, wy = min(2 * candidate_width(k), m), min(candidate_width(k), n)
     n_blocks = -(-n // block_rows)
     prod = make_product(resolve_product(product), x.shape[1])
     if workers is None:
@@ -388,9 +393,9 @@ def exact_knn_both(
                 cp, ci = w.bwd_prod[j0:j1], w.bwd_idx[j0:j1]
                 t_rows = _screen_t(_tau(row_floor, run_p[:, kx - 1], eb_x, prod), eb_x)
                 t_cols = _screen_t(_tau(col_floor[j0:j1], cp[:, ky - 1], ebar_y[j0:j1], prod), ebar_y[j0:j1])
-                r, c, v = prod.screen(s, t_rows, t_cols)
-                _merge_sparse(run_p, run_i, r, v, c + j0)
-                _merge_sparse(cp, ci, c, v, r + i0)
+                (r, c, v), (r2, c2, v2) = prod.screen(s, t_rows, t_cols)
+                _merge_sparse(run_p, run_i, r, v, c + j0, by_index=False)
+                _merge_sparse(cp, ci, c2, v2, r2 + i0, by_index=False)
             # All of y seen: rescore what can reach each row's top-k.
             top_s, top_i, over, t = _finalize(run_p, run_i, xb, np.arange(i1 - i0), tx[i0:i1], y, ty,
                                               row_floor, eb_x, kx, prod)
@@ -408,7 +413,7 @@ def exact_knn_both(
         for j0 in range(0, nb, block):
             bb = _as_f32(b, j0, j0 + block)
             s = prod.scores(pa, prod.prepare(bb), buf)
-            r, c, _ = prod.screen(s, t, np.full(len(bb), np.inf))
+            (r, c, _), _ = prod.screen(s, t, np.full(len(bb), np.inf))
             exact = exact_dot(a_rows[r], bb[c], a_norms[r], b_norms[j0 + c])
             _merge_sparse(top_s, top_i, where[r], exact, c + j0)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from xmine.artefacts import atomic_write_json, atomic_write_text, provenance
+from xmine.mining.products import resolve_product
 from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,8 @@ def mine(
     from xmine.index.sources import Encoders, artefact_encoder_name, check_compatible, load_side
 
     out = Path(out)
+    # Fail before encoding anything when the product cannot run (e.g. cuda without a GPU).
+    product = None if approximate else resolve_product(config.product)
     encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection)
     sx = load_side(src, lang=src_lang, encoders=encoders, need_vectors=True, show_progress=show_progress)
     sy = load_side(tgt, lang=tgt_lang, encoders=encoders, need_vectors=True, show_progress=show_progress)
@@ -131,6 +134,7 @@ def mine(
         "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy.sentences), "unique": len(uy_text)},
         "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
         "search": "faiss-index" if use_index else "exact",
+        "product": None if use_index else product or resolve_product(config.product),
         "score_quantiles": ({q: float(np.quantile(mined.score, q)) for q in (0.1, 0.5, 0.9)} if len(mined) else {}),
         "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang, approximate=use_index,
                                  inputs=[sx.fingerprint, sy.fingerprint]),

@@ -134,29 +134,29 @@ def _ulp_bound(v: np.ndarray, mantissa_bits: int) -> np.ndarray:
     return np.where(np.isfinite(v), pow2 * 2.0**-mantissa_bits + _TINY32, 0.0)
 
 
-def extract(s: np.ndarray, thr_rows: np.ndarray, thr_cols: np.ndarray) -> np.ndarray:
-    """Sorted unique flat indices of entries of s with s >= thr_rows[row] or s >= thr_cols[col]."""
-    parts = []
-    for axis, thr in ((1, thr_rows), (0, thr_cols)):
-        best = s.max(axis=axis)
-        hit = np.flatnonzero(best >= thr)
-        if len(hit) == 0:
-            continue
-        w = s.shape[1]
-        if len(hit) * 8 > s.shape[1 - axis]:
-            # Many hits: one full comparison is cheaper than gathering (numpy's column gather is slow).
-            parts.append(np.flatnonzero(s >= (thr[:, None] if axis == 1 else thr[None, :])))
-        elif axis == 1:
-            sub = s[hit]
-            flat = np.flatnonzero(sub >= thr[hit, None])
-            parts.append(hit[flat // w] * w + flat % w)
-        else:
-            sub = np.take(s, hit, axis=1)
-            flat = np.flatnonzero(sub >= thr[None, hit])
-            parts.append((flat // len(hit)) * w + hit[flat % len(hit)])
-    if not parts:
+def extract(s: np.ndarray, thr: np.ndarray, axis: int) -> np.ndarray:
+    """Flat indices of the entries of s >= thr (thr per row if axis == 1, per column if axis == 0)."""
+    best = s.max(axis=axis)
+    hit = np.flatnonzero(best >= thr)
+    w = s.shape[1]
+    if len(hit) == 0:
         return np.zeros(0, np.int64)
-    return parts[0] if len(parts) == 1 else np.union1d(parts[0], parts[1])
+    if len(hit) * 8 > s.shape[1 - axis]:
+        # Many hits: one full comparison is cheaper than gathering (numpy's column gather is slow).
+        return np.flatnonzero(s >= (thr[:, None] if axis == 1 else thr[None, :]))
+    if axis == 1:
+        flat = np.flatnonzero(s[hit] >= thr[hit, None])
+        return hit[flat // w] * w + flat % w
+    flat = np.flatnonzero(np.take(s, hit, axis=1) >= thr[None, hit])
+    return (flat // len(hit)) * w + hit[flat % len(hit)]
+
+
+def _split(s: np.ndarray, flat: np.ndarray, values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    w = s.shape[1]
+    return flat // w, flat % w, values(s.reshape(-1)[flat])
+
+
+_EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))
 
 
 class RowTerms:
@@ -198,10 +198,11 @@ class Fp32Product:
         return s
 
     def screen(self, s, t_rows, t_cols):
-        """(rows, cols, values float32) of every entry whose accumulator may be >= its row's or column's t."""
-        flat = extract(s, _round_down_f32(t_rows), _round_down_f32(t_cols))
-        w = s.shape[1]
-        return flat // w, flat % w, s.reshape(-1)[flat]
+        """Two (rows, cols, values float32) triples: every entry whose accumulator may be >= its
+        row's t (first) and its column's t (second). A threshold of +inf skips that side."""
+        tr, tc = _round_down_f32(t_rows), _round_down_f32(t_cols)
+        return (_split(s, extract(s, tr, 1), np.asarray) if tr.min(initial=np.inf) < np.inf else _EMPTY,
+                _split(s, extract(s, tc, 0), np.asarray) if tc.min(initial=np.inf) < np.inf else _EMPTY)
 
     def lower(self, v):
         return np.asarray(v, dtype=np.float64)
@@ -251,16 +252,15 @@ class Bf16Product:
 
     def screen(self, s, t_rows, t_cols):
         if s.dtype == np.float32:  # small block, fp32
-            flat = extract(s, _round_down_f32(t_rows), _round_down_f32(t_cols))
-            return flat // s.shape[1], flat % s.shape[1], s.reshape(-1)[flat]
+            return Fp32Product.screen(self, s, t_rows, t_cols)
         kr, kc = _bf16_key(_bf16_bits_down(t_rows)), _bf16_key(_bf16_bits_down(t_cols))
         if kr.min(initial=1) >= 1 and kc.min(initial=1) >= 1:
             keys = s  # all thresholds > 0: the raw bit patterns order the entries that can pass
         else:
             keys = _bf16_key(s)
-        flat = extract(keys, kr, kc)
-        w = s.shape[1]
-        return flat // w, flat % w, _bits_to_f32(s.reshape(-1)[flat])
+        skip = _bf16_key(_bf16_bits_down(np.array([np.inf])))[0]
+        return tuple(_split(s, extract(keys, kt, axis), _bits_to_f32) if kt.min(initial=skip) < skip else _EMPTY
+                     for kt, axis in ((kr, 1), (kc, 0)))
 
     def lower(self, v):
         v = np.asarray(v, dtype=np.float64)
@@ -313,12 +313,12 @@ class CudaProduct:
 
     def screen(self, s, t_rows, t_cols):
         torch = self.torch
-        tr = torch.from_numpy(_round_down_f32(t_rows)).to(self.device)
-        tc = torch.from_numpy(_round_down_f32(t_cols)).to(self.device)
-        mask = (s >= tr[:, None]) | (s >= tc[None, :])
-        rows, cols = mask.nonzero(as_tuple=True)
-        vals = s[rows, cols]
-        return rows.cpu().numpy(), cols.cpu().numpy(), vals.cpu().numpy()
+        out = []
+        for t, shape in ((t_rows, (-1, 1)), (t_cols, (1, -1))):
+            t = torch.from_numpy(_round_down_f32(t)).to(self.device).view(shape)
+            rows, cols = (s >= t).nonzero(as_tuple=True)
+            out.append((rows.cpu().numpy(), cols.cpu().numpy(), s[rows, cols].cpu().numpy()))
+        return tuple(out)
 
     def lower(self, v):
         return np.asarray(v, dtype=np.float64)

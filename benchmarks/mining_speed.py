@@ -188,7 +188,7 @@ def main(argv=None) -> dict:
         print(json.dumps(worker(args.worker, args.data, args.pairs_out)))
         return {}
 
-    from xmine.artefacts import atomic_write_json, provenance
+    from xmine.artefacts import provenance
 
     with tempfile.TemporaryDirectory() as tmp:
         x, y = make_data(args.n, args.dim, seed=args.seed)
@@ -233,7 +233,9 @@ def main(argv=None) -> dict:
               "provenance": provenance(n=args.n, dim=args.dim, seed=args.seed, k=4, margin="ratio", retrieval="max",
                                        blas=blas, env=env)}
     out = args.out or RESULTS / f"mining_speed-{str(blas.get('architecture', 'unknown')).lower()}.json"
-    atomic_write_json(out, result)
+    from xmine.benchmarks.common import write_speed_result
+
+    write_speed_result(out, result, benchmark="mining_speed")
     print(f"wrote {out}")
     if not same_as_fp32:
         raise SystemExit("xmine's default product and its float32 path mined different pairs or scores")

@@ -20,6 +20,7 @@ import numpy as np
 
 from xmine.artefacts import provenance
 from xmine.errors import ArtefactError
+from xmine.mining.products import resolve_product
 from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,9 @@ def mine(
     from xmine.outputs import claim_output
 
     out = Path(out)
+    # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU).
+    if not approximate:
+        resolve_product(config.product)
     with claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection], overwrite=overwrite,
                       companions=(".meta", ".work")) as claim:
         return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
@@ -161,6 +165,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy.sentences), "unique": len(uy_text)},
         "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
         "search": "faiss-index" if use_index else "exact",
+        "product": None if use_index else resolve_product(config.product),
         "score_quantiles": ({q: float(np.quantile(mined.score, q)) for q in (0.1, 0.5, 0.9)} if len(mined) else {}),
         "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang, approximate=use_index,
                                  inputs=[sx.fingerprint, sy.fingerprint]),

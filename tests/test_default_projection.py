@@ -54,13 +54,22 @@ def test_default_applies_to_me5_small_only(me5, caplog):
 
 
 def test_another_me5_variant_falls_back_to_raw(me5, caplog):
-    # the same name, other weights/prefix/precision (another fingerprint id): raw, said in a log line
-    fp = dict(me5.fingerprint(), id="me5-small-q4:something-else")
+    # the same name, other weights or prefix (another fingerprint id): raw, said in a log line
+    fp = dict(me5.fingerprint(), id="me5-small-q4:something-else|pool=mean|max_len=512|prefix='passage: '")
     with caplog.at_level(logging.INFO, logger="xmine"):
         choice = choose_projection(None, encoder_name="me5-small", encoder_fp=fp)
     assert choice.path is None and "raw" in caplog.text
     with pytest.raises(ConfigError):
         choose_projection("default", encoder_name="me5-small", encoder_fp=fp)
+
+
+def test_default_applies_at_every_precision(me5):
+    from xmine.encoders import weights_id, with_precision
+
+    fp32 = dict(me5.fingerprint(), id=weights_id(me5.fingerprint()))
+    for precision in ("fp32", "bf16", "fp16"):
+        fp = with_precision(fp32, precision)
+        assert choose_projection(None, encoder_name="me5-small", encoder_fp=fp).how == "default", precision
 
 
 def test_none_and_paths(tmp_path):

@@ -13,8 +13,9 @@ numbers). Commands that embed text (`embed`, `build-index`, `search`, `mine`) th
 meaning space by default:
 
 - not given (`None`) or `default`: the shipped projection of the encoder in use, when there is one
-  and the encoder is exactly the one it was trained on (same weights, prefix and precision: the
-  encoder fingerprint). Any other encoder gets raw embeddings, said in a log line. When an input is
+  and the encoder is the one it was trained on (the same weights and prefix, at any precision:
+  `xmine.encoders.check_projection_encoder`). Any other encoder gets raw embeddings, said in a
+  log line. When an input is
   already an embedding store or an index, an implicit default follows what that artefact was made
   with, so earlier raw artefacts keep working.
 - `none`: raw encoder embeddings.
@@ -111,6 +112,19 @@ def is_shipped(projection_fp: dict | None) -> bool:
     return bool(projection_fp) and bool(projection_fp.get("shipped"))
 
 
+def _takes(trained: dict, actual: dict, *, what: str) -> bool:
+    """Whether a projection trained on `trained` applies to `actual`'s embeddings: the encoders'
+    one rule (`check_projection_encoder`: the same weights and prefix, at any precision)."""
+    from xmine.encoders import check_projection_encoder
+    from xmine.errors import EncoderMismatchError
+
+    try:
+        check_projection_encoder(trained, actual, what=what)
+    except EncoderMismatchError:
+        return False
+    return True
+
+
 def choose_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp=None,
                        artefact_projection: tuple[bool, dict | None] = (False, None)) -> ProjectionChoice:
     """What a `--projection` value means here (see the module doc); loads nothing.
@@ -147,9 +161,9 @@ def choose_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp=
         return ProjectionChoice(None, "default-unavailable", msg)
     trained = shipped_encoder(encoder_name)
     actual = encoder_fp() if callable(encoder_fp) else encoder_fp
-    if actual is not None and (actual.get("id") != trained.get("id") or actual.get("dim") != trained.get("dim")):
+    if actual is not None and not _takes(trained, actual, what=f"the shipped projection {d}"):
         msg = (f"the shipped projection was trained on encoder {trained.get('name')!r} id {trained.get('id')!r}, "
-               f"not {actual.get('name')!r} id {actual.get('id')!r} (another prefix, precision or weights): "
+               f"not {actual.get('name')!r} id {actual.get('id')!r} (other weights or prefix): "
                "using raw embeddings")
         if explicit:
             raise ConfigError(f"--projection default: {msg}")

@@ -72,12 +72,17 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     Example:
       xmine embed news.de.txt.gz --lang de -o stores/news.de
     """
-    from xmine.projection import choose_projection
     from xmine.encoders import load_encoder
+    from xmine.inputs import artefact_projection
+    from xmine.projection import choose_projection
     from xmine.store import embed_corpus
-    # A finished store is returned as it is, so by default it is asked for at its own precision.
-    encoder = load_encoder(encoder_name, device=device, precision=precision or _store_precision(out_dir) or "auto")
-    choice = choose_projection(projection, encoder_name=encoder_name, encoder_fp=encoder.fingerprint)
+
+    # A finished store is returned as it is, so by default it is asked for at its own precision,
+    # and with the projection it was made with.
+    finished = _store_precision(out_dir)
+    encoder = load_encoder(encoder_name, device=device, precision=precision or finished or "auto")
+    choice = choose_projection(projection, encoder_name=encoder_name, encoder_fp=encoder.fingerprint,
+                               artefact_projection=artefact_projection([out_dir]) if finished else (False, None))
     store = embed_corpus(
         corpus, out_dir, encoder=encoder, lang=lang, projection=choice.path, part=part, dtype=dtype,
         shard_rows=shard_rows, batch_size=batch_size, max_chars=max_chars, overwrite=overwrite,

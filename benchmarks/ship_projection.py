@@ -111,7 +111,8 @@ def install(trained: Path, *, data: Path, results: Sequence[Path] = ()) -> Path:
         "weights_sha256": proj.config["weights_sha256"],
         "best_epoch": proj.config.get("best_epoch"),
         # the files the trainer read (the recipe's seeded sample, written under --work-dir) ...
-        "training_files": [{"path": str(Path(f[side]).relative_to(trained.parents[3])), "sha256": f.get(f"{side}_sha256")}
+        "training_files": [{"path": str(Path(f[side]).resolve().relative_to(trained.resolve().parents[2])),
+                            "sha256": f.get(f"{side}_sha256")}
                            for f in td.get("files", []) for side in ("src", "tgt")],
         "training_counts": td.get("counts"),
         # ... and the data-folder files they were drawn from

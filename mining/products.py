@@ -227,13 +227,15 @@ class Bf16Product:
         """bf16 tensor of rows, subnormals flushed to 0 if `flush` (oneDNN treats them as 0)."""
         t = self.torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)).to(self.torch.bfloat16)
         if flush:
-            t[t.abs() < _TINY32] = 0
+            t = self.torch.where(t.abs() < _TINY32, 0, t)
         return t
 
     def terms(self, rows: np.ndarray) -> RowTerms:
         rows = np.asarray(rows, dtype=np.float32)
-        h = self._round(rows, True).float().numpy()
-        tiny = bool(((np.abs(h) < _TINY32) & (rows != 0)).any())
+        h = self._round(rows, False).float().numpy()
+        small = np.abs(h) < _TINY32
+        tiny = bool((small & (h != 0)).any())
+        h[small] = 0
         return RowTerms(norms_upper(rows), norms_upper(h), norms_upper(rows.astype(np.float64) - h), tiny)
 
     def prepare(self, rows: np.ndarray, flush: bool = True):

@@ -141,7 +141,7 @@ def extract(s: np.ndarray, thr: np.ndarray, axis: int) -> np.ndarray:
     w = s.shape[1]
     if len(hit) == 0:
         return np.zeros(0, np.int64)
-    if len(hit) * 8 > s.shape[1 - axis]:
+    if len(hit) * (2 if axis == 1 else 8) > s.shape[1 - axis]:
         # Many hits: one full comparison is cheaper than gathering (numpy's column gather is slow).
         return np.flatnonzero(s >= (thr[:, None] if axis == 1 else thr[None, :]))
     if axis == 1:

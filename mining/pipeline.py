@@ -106,10 +106,20 @@ def mine(
 
     out = Path(out)
     with claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection], overwrite=overwrite,
-                      companions=(".meta", ".work")) as claim:
+                      companions=(".meta", ".work"), legacy=_legacy_result) as claim:
         return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                      projection=projection, approximate=approximate, line_numbers=line_numbers, meta=meta,
                      keep_work=keep_work, show_progress=show_progress)
+
+
+def _legacy_result(out: Path) -> bool:
+    """A mining result written before OUT.json carried a kind: its summary names OUT as output."""
+    try:
+        side = json.loads(Path(str(out) + ".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (isinstance(side, dict) and {"output", "pairs", "search", "provenance"} <= side.keys()
+            and Path(str(side["output"])).name == out.name)
 
 
 def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, projection, approximate, line_numbers, meta,

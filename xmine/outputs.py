@@ -270,7 +270,7 @@ def _state_of(path: Path, kind: str, form: str, companions: tuple[str, ...],
             raise OutputError(f"{path}: exists and is not an xmine {_label(kind)}; refusing to write into it "
                               "(choose a new or empty directory)")
         if found != kind:
-            raise OutputError(f"{path}: is an xmine {_label(found)}, not a {_label(kind)}; refusing to replace it "
+            raise OutputError(f"{path}: is an xmine {_label(found)}, not an xmine {_label(kind)}; refusing to replace it "
                               "(choose another output)")
         return "finished" if finished else "unfinished"
 
@@ -281,6 +281,8 @@ def _state_of(path: Path, kind: str, form: str, companions: tuple[str, ...],
         side_path = sidecar_of(path)
         side = _read_json(side_path) if side_path.is_file() else None
         extra = [Path(str(path) + s) for s in companions if os.path.lexists(str(path) + s)]
+        if side is not None and "kind" not in side and legacy is not None and legacy(path):
+            return "finished"  # written before summaries carried a kind
         if side is None or side.get("kind") != kind:
             if os.path.lexists(side_path):
                 what = f"an xmine {_label(side['kind'])}" if side and side.get("kind") else "not an xmine summary"
@@ -443,6 +445,26 @@ def claim_state_is_stub(path: Path, companions: tuple[str, ...]) -> bool:
     if not side or side.get("state") != "unfinished":
         return False
     return not os.path.lexists(path) and not any(os.path.lexists(str(path) + s) for s in companions)
+
+
+def verify_output_file(path: str | Path) -> tuple[str, int, str]:
+    """Check a "tsv" output against its OUT.json summary: (kind, bytes, detail) or ArtefactError."""
+    from xmine.errors import ArtefactError
+
+    path = Path(path)
+    side = _read_json(sidecar_of(path))
+    if side is None or "kind" not in side:
+        raise ArtefactError(f"{sidecar_of(path)}: not an xmine summary (unreadable, or no kind)")
+    if side.get("state") != "finished":
+        raise ArtefactError(f"{path}: unfinished (its run was interrupted); run the same command again")
+    files = side.get("output_files") or {}
+    if path.name not in files:
+        raise ArtefactError(f"{sidecar_of(path)}: records no sha256 of {path.name} (written by an older xmine)")
+    changed = _changed_files(side, path)
+    if changed:
+        raise ArtefactError(f"{path.parent / changed[0]}: size or sha256 differs from {sidecar_of(path).name}: "
+                            "changed or damaged since xmine wrote it")
+    return side["kind"], sum(int(r["bytes"]) for r in files.values()), f"{len(files)} file(s) match their sha256"
 
 
 def is_disk_full(e: BaseException) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from xmine.corpus import DEFAULT_MAX_CHARS
+from xmine.options import LANG
 
 
 @click.command("encoders")
@@ -30,7 +31,7 @@ def encoders() -> None:
 
 @click.command("embed")
 @click.argument("corpus", type=click.Path(dir_okay=True, path_type=str))
-@click.option("--lang", required=True, help="Language code of the corpus (e.g. de), recorded in the store.")
+@click.option("--lang", type=LANG, required=True, help="Language code of the corpus (e.g. de), recorded in the store.")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=str),
               help="Store directory to create (or to resume, or to return at once if already finished).")
 @click.option("--encoder", "encoder_name", default="me5-small", show_default=True,

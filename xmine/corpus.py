@@ -76,6 +76,26 @@ class CorpusStats:
     replaced_count: int = 0
     #: whether the file was gzip-compressed
     gzip: bool = False
+    #: lines the encoder cut at its token limit (the first few; `token_cut_count` has the total)
+    token_cut_lines: list[int] = field(default_factory=list)
+    #: how many lines the encoder cut at its token limit (filled by `note_token_cuts`)
+    token_cut_count: int = 0
+    #: the encoder's token limit, when known
+    max_tokens: int | None = None
+
+    def token_cut_warning(self) -> str:
+        more = (f" and {self.token_cut_count - len(self.token_cut_lines)} more"
+                if self.token_cut_count > len(self.token_cut_lines) else "")
+        return (f"{self.path}: {self.token_cut_count} line(s) longer than the encoder's {self.max_tokens} tokens "
+                f"are cut there: their end is not encoded, so lines that differ only after it get the same "
+                f"vector (lines {', '.join(map(str, self.token_cut_lines))}{more})")
+
+    def note_token_cuts(self, line_numbers: Sequence[int], max_tokens: int | None) -> None:
+        """Record lines (by file line number) that the encoder cuts at `max_tokens` tokens."""
+        self.max_tokens = max_tokens
+        self.token_cut_count += len(line_numbers)
+        room = _WARN_LIST - len(self.token_cut_lines)
+        self.token_cut_lines.extend(int(n) for n in list(line_numbers)[:max(room, 0)])
 
     def warnings(self, max_chars: int) -> list[str]:
         """The warnings this read deserves, as human-readable sentences."""
@@ -88,6 +108,8 @@ class CorpusStats:
                 f"{self.path}: {self.long_count} line(s) longer than {max_chars} characters are cut "
                 f"to that length for encoding (lines {', '.join(map(str, self.long_lines))}{more})"
             )
+        if self.token_cut_count:
+            out.append(self.token_cut_warning())
         if self.replaced_count:
             out.append(
                 f"{self.path}: tabs or line-break characters inside {self.replaced_count} line(s) "

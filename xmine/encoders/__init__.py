@@ -46,6 +46,28 @@ class Encoder(abc.ABC):
     def fingerprint(self) -> dict[str, Any]:
         """A JSON-able identity of the weights: {"name", "dim", "id"}; equal ids = same encoder."""
 
+    #: tokens the encoder sees per sentence (longer ones are cut); None when it has no such limit
+    max_tokens: int | None = None
+
+    def truncated(self, sentences: Sequence[str]) -> np.ndarray:
+        """Indices of the sentences this encoder cuts at `max_tokens` (their end is not encoded).
+
+        Cheap: only sentences long enough to possibly exceed the limit are tokenized (a token
+        covers at least a quarter of a character in every tokenizer xmine meets).
+        """
+        tokenizer = getattr(self, "tokenizer", None)
+        limit = self.max_tokens
+        if tokenizer is None or not limit:
+            return np.zeros(0, dtype=np.int64)
+        prefix = getattr(self, "prefix", "") or ""
+        long = [i for i, s in enumerate(sentences) if len(s) + len(prefix) >= limit // 4]
+        if not long:
+            return np.zeros(0, dtype=np.int64)
+        ids = tokenizer([prefix + sentences[i] for i in long], truncation=True, max_length=limit + 1,
+                        add_special_tokens=True, return_attention_mask=False,
+                        return_token_type_ids=False)["input_ids"]
+        return np.asarray([i for i, x in zip(long, ids) if len(x) > limit], dtype=np.int64)
+
 
 #: The E5 prefix for symmetric tasks (bitext mining, STS, cross-lingual retrieval of sentences).
 ME5_DEFAULT_PREFIX = "query: "

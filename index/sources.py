@@ -28,6 +28,13 @@ def artefact_kind(path: str | Path) -> str:
     if p.is_dir():
         m = p / MANIFEST
         if not m.is_file():
+            from xmine.outputs import dir_kind
+
+            kind, _ = dir_kind(p)
+            if kind is not None or (p / "progress.json").is_file():
+                what = (kind or "embedding-store").replace("-", " ")
+                raise InputError(p, f"an unfinished {what} (its run was interrupted or failed); run the same "
+                                    "command again to finish it")
             raise InputError(p, "a directory without manifest.json: expected a text file, an embedding "
                                 "store (xmine embed) or an index (xmine build-index)")
         try:

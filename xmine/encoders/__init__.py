@@ -17,6 +17,9 @@ artefacts made with one encoder refuse another.
 from __future__ import annotations
 
 import abc
+import os
+import re
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -135,6 +138,8 @@ def _load_encoder(name: str, *, device: str | None, prefix: str | None, threads:
         from xmine.encoders.use_m3 import UseM3Encoder
 
         return UseM3Encoder(threads=threads)
+    if name != "me5-small":
+        _check_model_reachable(name)  # seconds, not minutes of retries, for a name that cannot load
     import torch
 
     if threads:
@@ -144,6 +149,47 @@ def _load_encoder(name: str, *, device: str | None, prefix: str | None, threads:
     from xmine.encoders.transformer import load_sentence_transformer
 
     return load_sentence_transformer(name, prefix=prefix or "", device=device)
+
+
+_HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+_HUB_TIMEOUT_S = 10
+
+
+def _check_model_reachable(name: str) -> None:
+    """Fail fast (EncoderError) for a model that can be neither found locally nor fetched.
+
+    A local folder must exist. A hub name must be in the Hugging Face cache, or (unless
+    HF_HUB_OFFLINE is set) answer one metadata request within 10 s; otherwise transformers would
+    retry for minutes before failing with the same answer.
+    """
+    from xmine.errors import EncoderError
+
+    known = "not a known xmine encoder (me5-small, use-m3)"
+    path = Path(name).expanduser()
+    if path.exists():
+        return
+    if name.startswith((".", "/", "~")) or not _HUB_NAME.fullmatch(name):
+        raise EncoderError(f"encoder {name!r}: {known}, and no such model folder exists")
+    try:
+        from huggingface_hub import HfApi, try_to_load_from_cache
+        from huggingface_hub.utils import RepositoryNotFoundError
+    except ImportError:  # pragma: no cover - a dependency of transformers
+        return
+    for filename in ("modules.json", "config.json"):
+        if isinstance(try_to_load_from_cache(name, filename), str):
+            return
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        raise EncoderError(f"encoder {name!r}: {known}, not in the Hugging Face cache, and HF_HUB_OFFLINE is "
+                           "set; pass a local model folder, or download the model on a connected machine first")
+    try:
+        HfApi().model_info(name, timeout=_HUB_TIMEOUT_S)
+    except RepositoryNotFoundError:
+        raise EncoderError(f"encoder {name!r}: {known}, and the Hugging Face Hub has no such model "
+                           "(or it is private); check the name") from None
+    except Exception as e:  # noqa: BLE001 - connection errors of every HTTP stack mean one thing here
+        raise EncoderError(f"encoder {name!r}: {known}, not in the Hugging Face cache, and the Hub did not "
+                           f"answer within {_HUB_TIMEOUT_S} s ({type(e).__name__}); pass a local model "
+                           "folder or check the network") from None
 
 
 def _load_me5(*, device: str | None, prefix: str) -> Encoder:

@@ -178,7 +178,8 @@ def build_index(
         try:
             idx.train(train)
         except RuntimeError as e:  # FAISS: too few training points for the centroids, etc.
-            detail = next((l.strip() for l in str(e).splitlines() if "Error" in l or "should" in l), str(e).strip())
+            detail = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+            detail = detail.rpartition("failed: ")[2] or detail  # FAISS: "Error in ... failed: <why>"
             raise ConfigError(f"cannot train {choice.factory} on {len(train):,} vectors ({detail}); "
                               "use --type flat or hnsw, a smaller --nlist / --pq-m, or a larger corpus") from None
         template = _to_cpu(idx, res)

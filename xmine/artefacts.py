@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import hashlib
 import json
 import os
@@ -71,9 +72,12 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             os.close(fd)
         os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            # Name the file the user asked for, not the hidden temporary that was being written.
+            raise OSError(e.errno, e.strerror, str(path)) from e
         raise
 
 

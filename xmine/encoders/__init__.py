@@ -116,6 +116,7 @@ def load_encoder(
     Raises EncoderError when the name is unknown or the model cannot be built or loaded.
     An encoder already loaded in this process with the same name, device and prefix is reused.
     """
+    check_device(device)
     # use-m3 fixes its BLAS threads when built; torch's threads are a process-wide setting.
     key = (name, device, prefix, threads if name == "use-m3" else None)
     if key not in _LOADED:
@@ -125,6 +126,30 @@ def load_encoder(
 
         torch.set_num_threads(int(threads))
     return _LOADED[key]
+
+
+def check_device(device: str | None) -> None:
+    """EncoderError for a --device that is not a torch device or is not present on this machine."""
+    if device is None:
+        return
+    import torch
+
+    from xmine.errors import EncoderError
+
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise EncoderError(f"--device {device!r}: not a torch device (cpu, cuda, cuda:1, mps)") from None
+    if d.type == "cuda":
+        if not torch.cuda.is_available():
+            raise EncoderError(f"--device {device}: CUDA is not available here (torch {torch.__version__} sees no "
+                               "GPU); leave --device out or use --device cpu")
+        if d.index is not None and d.index >= torch.cuda.device_count():
+            raise EncoderError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) here")
+    elif d.type == "mps" and not torch.backends.mps.is_available():
+        raise EncoderError(f"--device {device}: Apple MPS is not available here; use --device cpu")
+    elif d.type not in ("cpu", "cuda", "mps"):
+        raise EncoderError(f"--device {device}: xmine runs encoders on cpu, cuda or mps")
 
 
 def _load_encoder(name: str, *, device: str | None, prefix: str | None, threads: int | None) -> Encoder:

@@ -164,11 +164,3 @@ def load_projection(path: str | Path) -> Projection:
     except RuntimeError as e:
         raise ArtefactError(f"{weights}: weights do not fit the model in config.json: {e}") from e
     return Projection(path, config, model)
-
-
-def verify_projection(path: str | Path) -> tuple[int, str]:
-    """`xmine verify` of a projection: weights sha256 and shapes (what loading checks); (bytes, detail)."""
-    projection = load_projection(path)
-    weights = Path(path) / WEIGHTS
-    return weights.stat().st_size, (f"method {projection.method}, {len(projection.languages)} languages, "
-                                    "weights match config.json's sha256")

@@ -342,14 +342,6 @@ class IndexDir:
         return out
 
 
-def verify_index(path: str | Path) -> tuple[int, str]:
-    """`xmine verify` of an index: every sha256 (when recorded), every shard loaded; (bytes, detail)."""
-    ix = IndexDir.open(path)
-    nbytes = ix.verify()
-    sums = "every sha256 matches" if ix.manifest.get("files") else "no sha256 recorded (an older index)"
-    return nbytes, f"{len(ix):,} vectors in {len(ix.manifest['shards'])} shard(s) readable, {sums}"
-
-
 def merge_topk(sims: list[np.ndarray], idx: list[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
     """Merge per-shard top-k lists into one top-k per query (missing entries: sim -inf, row -1)."""
     s = np.concatenate(sims, axis=1)

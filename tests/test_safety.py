@@ -135,11 +135,13 @@ def _writers(w: Path) -> dict:
         "plot": (lambda o: ["plot", "--encoder", "use-m3", "--projection", w / "proj", "--out", o],
                  w / "proj" / "model.safetensors"),
         "bench report": (lambda o: ["bench", "report", "--results", w / "thesis", "--out", o], None),
+        "bench bucc": (lambda o: ["bench", "bucc", "--encoder", "use-m3", "--projection", w / "proj", "--out", o],
+                       w / "proj" / "manifest.json"),
     }
 
 
 WRITERS = ["embed", "build-index (text)", "build-index (store)", "search", "search (index)", "mine", "mine (store)",
-           "train", "train (into a store)", "langid", "bench", "plot", "bench report"]
+           "train", "train (into a store)", "langid", "bench", "plot", "bench report", "bench bucc"]
 
 
 @pytest.mark.parametrize("command", WRITERS)

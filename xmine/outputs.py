@@ -39,7 +39,6 @@ How an existing path is recognised as xmine's (`form`):
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import hashlib
 import json
@@ -411,13 +410,7 @@ def claim_output(
     ok = False
     created_dir = False
     try:
-        try:
-            state = _state_of(path, kind, form, companions, legacy)
-        except OutputError:
-            for d in reversed(made):
-                with contextlib.suppress(OSError):
-                    d.rmdir()
-            raise
+        state = _state_of(path, kind, form, companions, legacy)
         if state == "finished" and not (overwrite or reopen):
             raise OutputError(f"{path}: already exists (an xmine {_label(kind)}); pass --overwrite to replace it "
                               "or choose another output")
@@ -433,14 +426,18 @@ def claim_output(
     finally:
         if not ok and created_dir and {p.name for p in path.iterdir()} <= {MARKER, ".lock"}:
             shutil.rmtree(path, ignore_errors=True)  # nothing but our own scaffolding
-        if not ok and form == "tsv" and claim_state_is_stub(path, companions):
+        if not ok and form == "tsv" and _only_a_stub(path, companions):
             with contextlib.suppress(FileNotFoundError):
                 sidecar_of(path).unlink()
         lock.__exit__(None, None, None)
+        if not ok:  # parent directories this claim created, if nothing else came to live in them
+            for d in reversed(made):
+                with contextlib.suppress(OSError):
+                    d.rmdir()
 
 
-def claim_state_is_stub(path: Path, companions: tuple[str, ...]) -> bool:
-    """True when a "tsv" output has only the "unfinished" sidecar a failed first run wrote."""
+def _only_a_stub(path: Path, companions: tuple[str, ...]) -> bool:
+    """True when a "tsv" output has only the "unfinished" sidecar a failed run wrote (removed then)."""
     side = _read_json(sidecar_of(path)) if sidecar_of(path).is_file() else None
     if not side or side.get("state") != "unfinished":
         return False
@@ -467,9 +464,5 @@ def verify_output_file(path: str | Path) -> tuple[str, int, str]:
     return side["kind"], sum(int(r["bytes"]) for r in files.values()), f"{len(files)} file(s) match their sha256"
 
 
-def is_disk_full(e: BaseException) -> bool:
-    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
-
-
 __all__ = ["Claim", "MARKER", "check_not_input", "claim_output", "dir_kind", "md_header", "png_metadata",
-           "sidecar_of"]
+           "sidecar_of", "verify_output_file"]

@@ -251,13 +251,16 @@ def check_not_input(outputs: Iterable[Path], inputs: Iterable[str | Path | None]
 
 
 def _state_of(path: Path, kind: str, form: str, companions: tuple[str, ...],
-              legacy: Callable[[Path], bool] | None) -> str:
-    """"new", "unfinished" or "finished"; OutputError for anything xmine must not touch."""
+              legacy: Callable[[Path], bool] | None, *, in_place: bool = False) -> str:
+    """"new", "unfinished" or "finished"; OutputError for anything xmine must not touch.
+
+    A symbolic link to a directory is followed for a directory built in place (a store on a
+    bigger disk); one that would be replaced as a whole is refused."""
     exists = os.path.lexists(path)
     if form == "dir":
         if not exists:
             return "new"
-        if path.is_symlink() or not path.is_dir():
+        if (path.is_symlink() and not in_place) or not path.is_dir():
             raise OutputError(f"{path}: exists and is not a directory; refusing to replace it "
                               "(choose another output)")
         if not any(path.iterdir()):
@@ -410,7 +413,7 @@ def claim_output(
     ok = False
     created_dir = False
     try:
-        state = _state_of(path, kind, form, companions, legacy)
+        state = _state_of(path, kind, form, companions, legacy, in_place=in_place)
         if state == "finished" and not (overwrite or reopen):
             raise OutputError(f"{path}: already exists (an xmine {_label(kind)}); pass --overwrite to replace it "
                               "or choose another output")

@@ -99,8 +99,8 @@ def verify(paths) -> None:
     files with their OUT.json summary (mined pairs, search hits, langid). Exit 2 with a one-line
     error naming the first damaged file; 0 when everything matches.
 
-    Opening an artefact checks small ones completely, and large ones file by file as they are first
-    read; `verify` reads everything now (a minute for ~60 GB).
+    Opening an artefact checks small ones (up to 64 MiB) completely, and large ones file by file as
+    they are first read; `verify` reads every byte now.
     """
     import time
 

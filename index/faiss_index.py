@@ -98,8 +98,8 @@ def _to_gpu(index):
     type on the GPU (HNSW has no GPU version): never silently."""
     import faiss
 
-    res = faiss.StandardGpuResources()
     try:
+        res = faiss.StandardGpuResources()
         return faiss.index_cpu_to_gpu(res, 0, index, _gpu_options()), res
     except RuntimeError as e:
         reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__

@@ -11,7 +11,7 @@ from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
 from xmine.mining.margin import MARGINS
 from xmine.mining.products import PRODUCTS
 from xmine.mining.select import RETRIEVALS
-from xmine.options import Finite
+from xmine.options import LANG, Finite
 
 _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine embed) or an index "
          "directory (xmine build-index)")
@@ -25,8 +25,8 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
                    "A summary with provenance goes to OUT.json, which also marks OUT as xmine's. An "
                    "existing OUT is replaced only if it is an earlier mining result and --overwrite is given.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT (and OUT.json, OUT.meta) if it is an earlier xmine mining result.")
-@click.option("--src-lang", default=None, help="Language code of SRC (recorded; checked against artefacts).")
-@click.option("--tgt-lang", default=None, help="Language code of TGT.")
+@click.option("--src-lang", type=LANG, default=None, help="Language code of SRC (recorded; checked against artefacts).")
+@click.option("--tgt-lang", type=LANG, default=None, help="Language code of TGT.")
 @click.option("-k", "--k", "k", type=click.IntRange(min=1), default=4, show_default=True,
               help="Neighbours per sentence: the candidates considered and the neighbourhood whose mean "
                    "cosine forms the margin.")

@@ -117,19 +117,24 @@ def cpu_bf16_flag() -> str | None:
 
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, sep, value = line.partition(":")
-                if sep and key.strip().lower() in ("flags", "features"):
-                    flags = set(value.split())
-                    break
-            else:
-                return None
+            text = f.read()
     except OSError:
         return None
+    return bf16_flag_in_cpuinfo(text, platform.machine())
+
+
+def bf16_flag_in_cpuinfo(cpuinfo: str, machine: str) -> str | None:
+    """`cpu_bf16_flag` on the text of a /proc/cpuinfo and a `platform.machine()` value."""
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip().lower() in ("flags", "features"):
+            flags = set(value.split())
+            break
     for flag in ("amx_bf16", "avx512_bf16"):
         if flag in flags:
             return flag
-    if platform.machine().lower() in ("aarch64", "arm64") and "bf16" in flags:
+    if machine.lower() in ("aarch64", "arm64") and "bf16" in flags:
         return "bf16"
     return None
 
@@ -373,9 +378,8 @@ def check_same_encoder(expected_fp: dict[str, Any], actual_fp: dict[str, Any], *
     p_exp, p_act = fingerprint_precision(expected_fp), fingerprint_precision(actual_fp)
     if weights_id(expected_fp) == weights_id(actual_fp) and p_exp != p_act:
         raise EncoderMismatchError(
-            f"{what} was made with {expected_fp.get('name')!r} at precision {p_exp}, but the encoder given "
-            f"runs at {p_act}; embeddings of two precisions are never mixed: pass --precision {p_exp} "
-            f"(or rebuild it at {p_act})"
+            f"{what} was made with {expected_fp.get('name')!r} at precision {p_exp}, but {p_act} embeddings "
+            f"meet it here; two precisions are never mixed: use --precision {p_exp} for both (or rebuild it at {p_act})"
         )
     raise EncoderMismatchError(
         f"{what} was made with encoder {expected_fp.get('name')!r} (id {expected_fp.get('id')!r}, "

@@ -167,7 +167,8 @@ def main(per_lang, rounds, variants, batch_size, seed, data_dir, out):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
-    from xmine.artefacts import atomic_write_json, provenance
+    from xmine.artefacts import provenance
+    from xmine.benchmarks.common import write_speed_result
     from xmine.encoders import load_encoder, resolve_precision
 
     wanted = ["fp32"] + [v for v in dict.fromkeys(x.strip() for x in variants.split(",")) if v and v != "fp32"]
@@ -273,7 +274,7 @@ def main(per_lang, rounds, variants, batch_size, seed, data_dir, out):
         benchmark="embed_speed", encoder=fp32.fingerprint(), per_lang=per_lang, seed=seed, rounds=rounds,
         batch_size=batch_size, variants=list(runs), data_files=files,
     )
-    atomic_write_json(out, result)
+    write_speed_result(out, result, benchmark="embed_speed")
     width = max(len(n) for n in results)
     lines = [f"{'variant':<{width}}  sentences/s  x fp32  min cos   mean cos"]
     lines += [f"{n:<{width}}  {r['sentences_per_s']:11.1f}  {r['ratio_to_fp32']:6.2f}  {r['min_cos_to_fp32']:.5f}  "

@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from xmine.artefacts import atomic_dir, provenance, read_manifest, write_manifest
+from xmine.artefacts import VerifiedFiles, atomic_dir, provenance, read_manifest, sha256_file, write_manifest
 from xmine.errors import ArtefactError, ConfigError
 from xmine.index.choose import IndexChoice, choose_index
 
@@ -58,6 +58,17 @@ class IndexConfig:
     #: rows added per call (bounds the float32 copy of float16/memory-mapped embeddings)
     add_batch: int = 65_536
 
+    def __post_init__(self):
+        for name in ("shard_rows", "nlist", "nprobe"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ConfigError(f"{name} must be a whole number >= 1 (got {value!r})")
+        if self.pq_m < 1 or self.pq_bits < 1 or self.add_batch < 1:
+            raise ConfigError(f"pq_m, pq_bits and add_batch must be >= 1 (got {self.pq_m}, {self.pq_bits}, "
+                              f"{self.add_batch})")
+        if self.memory_budget is not None and not self.memory_budget > 0:
+            raise ConfigError(f"memory_budget must be > 0 bytes (got {self.memory_budget!r})")
+
 
 def gpu_count() -> int:
     import faiss
@@ -69,15 +80,32 @@ def gpu_count() -> int:
         return 0
 
 
+def _gpu_options():
+    """Cloner options that let every index type xmine builds move to the GPU.
+
+    IVF-PQ with many sub-quantisers (PQ64 at 384 dimensions) does not fit the GPU's shared
+    memory with float32 lookup tables; FAISS's GPU IVFPQ supports it with float16 tables.
+    """
+    import faiss
+
+    options = faiss.GpuClonerOptions()
+    options.useFloat16LookupTables = True
+    return options
+
+
 def _to_gpu(index):
-    """(gpu_index, resources) or (index, None) when this index type has no GPU version."""
+    """(gpu_index, resources), or (index, None) with a WARNING when FAISS cannot put this index
+    type on the GPU (HNSW has no GPU version): never silently."""
     import faiss
 
     try:
         res = faiss.StandardGpuResources()
-        return faiss.index_cpu_to_gpu(res, 0, index), res
-    except Exception as e:  # noqa: BLE001 - e.g. HNSW has no GPU implementation
-        log.warning("index stays on CPU (%s)", e)
+        return faiss.index_cpu_to_gpu(res, 0, index, _gpu_options()), res
+    except RuntimeError as e:
+        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        log.warning("%s stays on the CPU: FAISS cannot move it to the GPU even with float16 lookup "
+                    "tables (%s); use --type ivf/ivfpq/opq/flat for GPU search, or --cpu",
+                    type(index).__name__, reason)
         return index, None
 
 
@@ -114,8 +142,14 @@ def build_index(
     source: dict | None = None,
     config: IndexConfig = IndexConfig(),
     show_progress: bool = False,
+    overwrite: bool = False,
 ) -> "IndexDir":
-    """Index `embeddings` (n, dim; float32/float16, may be memory-mapped) into `out_dir`."""
+    """Index `embeddings` (n, dim; float32/float16, may be memory-mapped) into `out_dir`.
+
+    An existing `out_dir` is replaced only when it is an xmine index and `overwrite` is given
+    (`xmine.artefacts.atomic_dir`); callers that take user paths claim it first
+    (`xmine.outputs.claim_output`), which also refuses inputs and a second writer.
+    """
     import faiss
     from tqdm.auto import tqdm
 
@@ -141,12 +175,18 @@ def build_index(
         train = _f32(embeddings[sample])
         idx, res = _to_gpu(template) if use_gpu else (template, None)
         log.info("training %s on %d vectors", choice.factory, len(train))
-        idx.train(train)
+        try:
+            idx.train(train)
+        except RuntimeError as e:  # FAISS: too few training points for the centroids, etc.
+            detail = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+            detail = detail.rpartition("failed: ")[2] or detail  # FAISS: "Error in ... failed: <why>"
+            raise ConfigError(f"cannot train {choice.factory} on {len(train):,} vectors ({detail}); "
+                              "use --type flat or hnsw, a smaller --nlist / --pq-m, or a larger corpus") from None
         template = _to_cpu(idx, res)
     trained = faiss.serialize_index(template)
 
     shards = []
-    with atomic_dir(out_dir) as tmp:
+    with atomic_dir(out_dir, kind=KIND, overwrite=overwrite) as tmp:
         bar = tqdm(total=n, desc=f"indexing ({choice.factory})", unit="vec", disable=not show_progress)
         for s, start in enumerate(range(0, n, shard_rows)):
             stop = min(start + shard_rows, n)
@@ -163,7 +203,9 @@ def build_index(
         bar.close()
         (tmp / "sentences.txt").write_text("".join(f"{t}\n" for t in sentences), encoding="utf-8")
         np.save(tmp / "line_numbers.npy", np.asarray(line_numbers, dtype=np.int64))
+        files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(tmp.iterdir())}
         write_manifest(tmp, KIND, {
+            "files": files,
             "encoder": encoder, "projection": projection, "part": part, "lang": lang,
             "count": n, "dim": dim, "choice": choice.to_dict(), "built_on_gpu": use_gpu,
             "shards": shards, "source": source,
@@ -192,7 +234,23 @@ class IndexDir:
         for shard in manifest["shards"]:
             if not (path / shard["file"]).is_file():
                 raise ArtefactError(f"{path}: shard {shard['file']} is missing")
-        return cls(path, manifest)
+        ix = cls(path, manifest)
+        ix.content.check_if_small()
+        return ix
+
+    @property
+    def content(self) -> VerifiedFiles:
+        """sha256 of every file (indexes built before they were recorded have none to check)."""
+        return VerifiedFiles(self.path, self.manifest.get("files") or {}, what="index")
+
+    def verify(self) -> int:
+        """Check every file against the manifest's sha256 and load every shard; return bytes checked."""
+        n = self.content.check_all()
+        for shard in self.manifest["shards"]:
+            self._shard(shard, keep=False)
+        self.sentences()
+        self.line_numbers  # noqa: B018 - loads and checks it
+        return n
 
     def __len__(self) -> int:
         return int(self.manifest["count"])
@@ -203,11 +261,27 @@ class IndexDir:
 
     @property
     def line_numbers(self) -> np.ndarray:
-        return np.load(self.path / "line_numbers.npy")
+        path = self.path / "line_numbers.npy"
+        self.content.check(path.name)
+        try:
+            numbers = np.load(path)
+        except (ValueError, OSError, EOFError) as e:
+            raise ArtefactError(f"{path}: unreadable ({e}); the index is damaged, rebuild it") from None
+        if numbers.shape != (len(self),) or numbers.dtype.kind not in "iu":
+            raise ArtefactError(f"{path}: {numbers.shape} {numbers.dtype}, expected {len(self)} integer line "
+                                "numbers; the index is damaged, rebuild it")
+        return numbers
 
     def sentences(self) -> list[str]:
         if self._sentences is None:
-            text = (self.path / "sentences.txt").read_text(encoding="utf-8")
+            path = self.path / "sentences.txt"
+            self.content.check(path.name)
+            try:
+                text = path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                raise ArtefactError(f"{path}: missing; the index is damaged, rebuild it") from None
+            except UnicodeDecodeError as e:
+                raise ArtefactError(f"{path}: not UTF-8 ({e.reason}); the index is damaged, rebuild it") from None
             self._sentences = text.split("\n")[:-1]
             if len(self._sentences) != len(self):
                 raise ArtefactError(f"{self.path}/sentences.txt: {len(self._sentences)} lines, expected {len(self)}")
@@ -218,7 +292,17 @@ class IndexDir:
 
         index = self._loaded.get(shard["file"])
         if index is None:
-            index = faiss.read_index(str(self.path / shard["file"]))
+            path = self.path / shard["file"]
+            self.content.check(shard["file"])
+            try:
+                index = faiss.read_index(str(path))
+            except RuntimeError as e:
+                detail = str(e).strip().splitlines()[-1] if str(e).strip() else "FAISS could not read it"
+                raise ArtefactError(f"{path}: unreadable FAISS index ({detail}); the index is damaged, "
+                                    "rebuild it") from None
+            if index.ntotal != shard["rows"] or index.d != self.dim:
+                raise ArtefactError(f"{path}: holds {index.ntotal} vectors of dimension {index.d}, the manifest "
+                                    f"says {shard['rows']} of {self.dim}; the index is damaged, rebuild it")
             if keep:
                 self._loaded[shard["file"]] = index
         return index

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from xmine.errors import ArtefactError, ConfigError, InputError
+from xmine.errors import OutputError, ArtefactError, ConfigError, InputError
 from xmine.store import EmbeddingStore, embed_corpus
 
 TATOEBA = "tatoeba/v1/tatoeba.deu-eng.deu"
@@ -247,7 +247,7 @@ def test_refuses_foreign_directory_and_bad_options(tmp_path, tiny_file, usem3):
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("keep me")
-    with pytest.raises(ConfigError, match="not an xmine embedding store"):
+    with pytest.raises(OutputError, match="not an xmine embedding store"):
         embed_corpus(tiny_file, foreign, encoder=usem3, lang="de", overwrite=True, show_progress=False)
     assert (foreign / "notes.txt").read_text() == "keep me"
     with pytest.raises(ConfigError, match="needs a projection"):
@@ -267,11 +267,10 @@ def test_open_detects_damaged_stores(tmp_path, built, usem3):
     shard.write_bytes(data[:-100])
     with pytest.raises(ArtefactError, match="emb-00001.npy"):
         EmbeddingStore.open(copy)
-    # same size, other content: only verify() (sha256) notices
+    # same size, other content: the sha256 check on open notices (a small store is hashed whole)
     shard.write_bytes(data[:-2] + b"\x00\x01")
-    damaged = EmbeddingStore.open(copy)
-    with pytest.raises(ArtefactError, match="sha256"):
-        damaged.verify()
+    with pytest.raises(ArtefactError, match="emb-00001.npy: content differs .*sha256"):
+        EmbeddingStore.open(copy)
     shard.unlink()
     with pytest.raises(ArtefactError, match="missing"):
         EmbeddingStore.open(copy)

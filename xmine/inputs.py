@@ -1,9 +1,12 @@
-"""One side of a search or a mining run: text file, embedding store or index directory.
+"""The input layer: what the user named (text file, embedding store, index directory) -> rows.
 
-`load_side` turns what the user named into sentences, their line numbers and embeddings in the
-space to search (raw encoder output, or a projection's meaning part), checking that every
-artefact involved was made with the same encoder and projection. Text is encoded through the
-shared embedding cache (`xmine.embed_cache`), so nothing is encoded twice across runs.
+Every command and benchmark that reads a corpus side goes through here. `load_side` turns a path
+into sentences, their line numbers and embeddings in the space to search (raw encoder output, or
+a projection's meaning part), checking that every artefact involved was made with the same
+encoder and projection. Text is encoded through the shared embedding cache (`xmine.embed_cache`).
+
+Projections and indexes belong to feature packages; this module reaches them only through
+`xmine.projection.resolve_projection` and the artefact readers of `xmine.plugins`.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import numpy as np
 
 from xmine.artefacts import MANIFEST, file_fingerprint
 from xmine.errors import ArtefactError, ConfigError, EncoderMismatchError, InputError
+from xmine.plugins import open_artefact
+from xmine.projection import resolve_projection
 
 
 def artefact_kind(path: str | Path) -> str:
@@ -28,6 +33,13 @@ def artefact_kind(path: str | Path) -> str:
     if p.is_dir():
         m = p / MANIFEST
         if not m.is_file():
+            from xmine.outputs import dir_kind
+
+            kind, _ = dir_kind(p)
+            if kind is not None or (p / "progress.json").is_file():
+                what = (kind or "embedding-store").replace("-", " ")
+                raise InputError(p, f"an unfinished {what} (its run was interrupted or failed); run the same "
+                                    "command again to finish it")
             raise InputError(p, "a directory without manifest.json: expected a text file, an embedding "
                                 "store (xmine embed) or an index (xmine build-index)")
         try:
@@ -170,9 +182,7 @@ class Encoders:
     @property
     def projection(self):
         if self._projection is None and self.projection_path is not None:
-            from xmine.disentangle import load_projection
-
-            self._projection = load_projection(self.projection_path)
+            self._projection = resolve_projection(self.projection_path)
         return self._projection
 
     def projection_fp(self) -> dict | None:
@@ -207,10 +217,17 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, need_ve
 
         corpus = read_corpus(path)
         enc = encoders.encoder
-        emb = cached_encode(enc, truncate_for_encoding(corpus.sentences), show_progress=show_progress,
-                            desc=f"encoding {path.name}")
+        texts = truncate_for_encoding(corpus.sentences)
+        if hasattr(enc, "truncated"):
+            cut = enc.truncated(texts)
+            if len(cut):  # like the other input statistics: counted and reported
+                corpus.stats.note_token_cuts(corpus.line_numbers[cut], getattr(enc, "max_tokens", None))
+                import logging
+
+                logging.getLogger("xmine.corpus").warning(corpus.stats.token_cut_warning())
+        emb = cached_encode(enc, texts, show_progress=show_progress, desc=f"encoding {path.name}")
         if proj is not None:
-            emb = proj.transform(emb, "meaning")
+            emb = proj.transform(emb, "meaning", lang=lang)
         return Side(path=path, kind=kind, sentences=corpus.sentences, line_numbers=corpus.line_numbers,
                     embeddings=emb, encoder=enc.fingerprint(), projection=encoders.projection_fp(),
                     part="meaning" if proj is not None else "raw", lang=lang,
@@ -228,7 +245,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, need_ve
         proj_fp, part = store.projection_fingerprint, store.part
         if proj is not None and store.projection_fingerprint is None:
             # A raw store: apply the projection here (block by block, into float32).
-            emb = np.concatenate([proj.transform(b, "meaning") for _, b in store.iter_blocks()])
+            emb = np.concatenate([proj.transform(b, "meaning", lang=lang or store.lang) for _, b in store.iter_blocks()])
             proj_fp, part = encoders.projection_fp(), "meaning"
         elif proj is not None:
             check_same_projection(store.projection_fingerprint, encoders.projection_fp(), what=what)
@@ -237,9 +254,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, need_ve
                     embeddings=emb, encoder=store.encoder_fingerprint, projection=proj_fp, part=part,
                     lang=lang or store.lang, fingerprint={"manifest": _manifest_hash(path)})
     if kind == "index":
-        from xmine.index.faiss_index import IndexDir
-
-        ix = IndexDir.open(path)
+        ix = open_artefact(path, "index")  # xmine.index's IndexDir
         what = f"index {path}"
         encoders.check_artefact_encoder(ix.manifest["encoder"], what=what)
         if proj is not None:
@@ -253,7 +268,11 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, need_ve
 
 
 def check_lang(given: str | None, recorded: str | None, what: str) -> None:
-    if given and recorded and given != recorded:
+    """Refuse a language that differs from the artefact's; codes compare normalised (de = deu =
+    deu_Latn = de-DE, xmine.langs)."""
+    from xmine.langs import normalize_lang
+
+    if given and recorded and normalize_lang(given) != normalize_lang(recorded):
         raise ConfigError(f"{what} holds language {recorded!r}, but --lang/--*-lang says {given!r}")
 
 

@@ -1,0 +1,226 @@
+"""Reading a finished embedding store (see xmine.store for the layout).
+
+`EmbeddingStore.open(dir)` validates the manifest and every file (existence, size, array shape and
+dtype) and, for stores up to `artefacts.VERIFY_ON_OPEN_BYTES`, their sha256. In a larger store each
+file's sha256 is checked the first time it is read (`shard(i)`, `iter_blocks`, `line_numbers`,
+`iter_sentences`), once per process, so a changed or damaged file raises ArtefactError before
+anything computed from it is written; `verify()` checks everything now. `iter_blocks` and
+`to_array` read the shards memory-mapped and convert to float32 block by block.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from xmine.artefacts import MANIFEST, read_manifest
+from xmine.errors import ArtefactError, ConfigError
+from xmine.store.layout import FORMAT_VERSION, LINE_NUMBERS, PROGRESS, SENTENCES, STORE_KIND
+
+
+class EmbeddingStore:
+    """A finished embedding store directory, opened read-only (use `EmbeddingStore.open`)."""
+
+    def __init__(self, directory: Path, manifest: dict[str, Any]):
+        self.directory = directory
+        self.manifest = manifest
+        self.build_info: Any = None  # what built it, when opened by embed_corpus (writer.BuildInfo)
+        self._line_numbers: np.ndarray | None = None
+        starts = np.cumsum([0] + [s["rows"] for s in manifest["shards"]])
+        self._shard_starts = starts
+
+    @classmethod
+    def open(cls, directory: str | Path) -> "EmbeddingStore":
+        """Open and validate a store; `ArtefactError` says what is missing or inconsistent."""
+        directory = Path(directory)
+        if not (directory / MANIFEST).is_file() and (directory / PROGRESS).is_file():
+            raise ArtefactError(
+                f"{directory}: unfinished embedding store (an interrupted `xmine embed`); "
+                "run the same command again to resume it"
+            )
+        manifest = read_manifest(directory, STORE_KIND)
+        if manifest.get("format_version") != FORMAT_VERSION:
+            raise ArtefactError(
+                f"{directory}: embedding store format {manifest.get('format_version')}, "
+                f"this xmine reads format {FORMAT_VERSION}"
+            )
+        missing = [k for k in ("encoder", "count", "dim", "dtype", "shards", "part", "lang") if k not in manifest]
+        if missing:
+            raise ArtefactError(f"{directory / MANIFEST}: missing field(s) {', '.join(missing)}")
+        store = cls(directory, manifest)
+        store._validate()
+        store._content.check_if_small()
+        return store
+
+    @property
+    def _content(self):
+        """The manifest's sha256 sums; small stores are checked on open, large ones file by file
+        on first read (see xmine.artefacts.VerifiedFiles)."""
+        if getattr(self, "_content_check", None) is None:
+            from xmine.artefacts import VerifiedFiles
+
+            files = {s["file"]: {"sha256": s.get("sha256"), "bytes": s.get("bytes")} for s in self.manifest["shards"]}
+            files.update(self.manifest.get("files") or {})
+            self._content_check = VerifiedFiles(self.directory, files, what="embedding store")
+        return self._content_check
+
+    def _validate(self) -> None:
+        d, m = self.directory, self.manifest
+        total = 0
+        for shard in m["shards"]:
+            path = d / shard["file"]
+            if not path.is_file():
+                raise ArtefactError(f"{path}: shard missing from the embedding store")
+            if path.stat().st_size != shard["bytes"]:
+                raise ArtefactError(
+                    f"{path}: {path.stat().st_size} bytes, the manifest says {shard['bytes']} (damaged?)"
+                )
+            try:
+                arr = np.load(path, mmap_mode="r")
+            except (ValueError, OSError, EOFError) as e:
+                raise ArtefactError(f"{path}: unreadable shard ({e}); the store is damaged, rebuild it") from None
+            if arr.shape != (shard["rows"], m["dim"]) or arr.dtype != np.dtype(m["dtype"]):
+                raise ArtefactError(
+                    f"{path}: array {arr.shape} {arr.dtype}, expected ({shard['rows']}, {m['dim']}) {m['dtype']}"
+                )
+            total += shard["rows"]
+        if total != m["count"]:
+            raise ArtefactError(f"{d}: shards hold {total} rows, the manifest says {m['count']}")
+        lines = d / LINE_NUMBERS
+        try:
+            shape = np.load(lines, mmap_mode="r").shape if lines.is_file() else None
+        except (ValueError, OSError, EOFError) as e:
+            raise ArtefactError(f"{lines}: unreadable ({e}); the store is damaged, rebuild it") from None
+        if shape != (m["count"],):
+            raise ArtefactError(f"{lines}: missing or not {m['count']} line numbers")
+        if not (d / SENTENCES).is_file():
+            raise ArtefactError(f"{d / SENTENCES}: missing")
+
+    def verify(self) -> int:
+        """Check every shard and the text against the sha256 sums in the manifest (reads all);
+        return the bytes verified."""
+        return self._content.check_all()
+
+    # --- what it is
+    def __len__(self) -> int:
+        return int(self.manifest["count"])
+
+    @property
+    def dim(self) -> int:
+        return int(self.manifest["dim"])
+
+    @property
+    def encoder_fingerprint(self) -> dict[str, Any]:
+        return self.manifest["encoder"]
+
+    @property
+    def projection_fingerprint(self) -> dict[str, Any] | None:
+        return self.manifest.get("projection")
+
+    @property
+    def part(self) -> str:
+        """"raw" (no projection), "meaning" or "language"."""
+        return self.manifest["part"]
+
+    @property
+    def lang(self) -> str:
+        return self.manifest["lang"]
+
+    # --- the text
+    @property
+    def line_numbers(self) -> np.ndarray:
+        """int64 (count,): the 1-based input line of every row."""
+        if self._line_numbers is None:
+            self._content.check(LINE_NUMBERS)
+            self._line_numbers = np.load(self.directory / LINE_NUMBERS)
+        return self._line_numbers
+
+    def iter_sentences(self) -> Iterator[str]:
+        """The text of every row, in order, streamed."""
+        self._content.check(SENTENCES)
+        path = self.directory / SENTENCES
+        with open(path, encoding="utf-8", newline="\n") as f:
+            try:
+                for line in f:
+                    yield line[:-1] if line.endswith("\n") else line
+            except UnicodeDecodeError as e:
+                raise ArtefactError(f"{path}: not UTF-8 ({e.reason}); the store is damaged, rebuild it") from None
+
+    def sentences(self) -> list[str]:
+        """The text of every row, in order."""
+        out = list(self.iter_sentences())
+        if len(out) != len(self):
+            raise ArtefactError(f"{self.directory / SENTENCES}: {len(out)} lines, expected {len(self)}")
+        return out
+
+    # --- the embeddings
+    def shard(self, i: int) -> np.ndarray:
+        """Shard i, memory-mapped read-only, in its stored dtype; its sha256 is checked against the
+        manifest the first time (once per process), before any of it is used."""
+        name = self.manifest["shards"][i]["file"]
+        self._content.check(name)
+        return np.load(self.directory / name, mmap_mode="r")
+
+    def shard_arrays(self) -> list[np.ndarray]:
+        """All shards (see `shard`): for random access over the whole store, so all are checked."""
+        return [self.shard(i) for i in range(len(self.manifest["shards"]))]
+
+    def iter_blocks(self, block_rows: int = 65536) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield (start_row, float32 array of up to `block_rows` rows) over the whole store.
+
+        Blocks have exactly `block_rows` rows (except the last) whatever the shard boundaries;
+        only one block is in memory at a time.
+        """
+        if block_rows < 1:
+            raise ConfigError(f"block_rows must be >= 1, got {block_rows}")
+        shards: dict[int, np.ndarray] = {}  # opened (and checked) when the stream reaches them
+        starts = self._shard_starts
+        n = len(self)
+        for start in range(0, n, block_rows):
+            end = min(start + block_rows, n)
+            block = np.empty((end - start, self.dim), dtype=np.float32)
+            first = int(np.searchsorted(starts, start, side="right") - 1)
+            pos = start
+            i = first
+            while pos < end:
+                lo = pos - starts[i]
+                hi = min(end, starts[i + 1]) - starts[i]
+                if i not in shards:
+                    shards.clear()
+                    shards[i] = self.shard(i)
+                block[pos - start: pos - start + (hi - lo)] = shards[i][lo:hi]
+                pos += hi - lo
+                i += 1
+            yield start, block
+
+    def to_array(self, dtype: Any = np.float32) -> np.ndarray:
+        """All embeddings in one (count, dim) array of `dtype` (float32 by default)."""
+        out = np.empty((len(self), self.dim), dtype=dtype)
+        for start, arr in zip(self._shard_starts, self.shard_arrays()):
+            out[start: start + len(arr)] = arr
+        return out
+
+    def check_encoder(self, encoder_fingerprint: dict[str, Any], *, what: str = "query encoder") -> None:
+        """Raise `EncoderMismatchError` unless `encoder_fingerprint` is the store's encoder."""
+        from xmine.encoders import check_same_encoder
+
+        check_same_encoder(self.encoder_fingerprint, encoder_fingerprint, what=f"{what} vs store {self.directory}")
+
+    def __repr__(self) -> str:
+        m = self.manifest
+        return (
+            f"EmbeddingStore({str(self.directory)!r}, count={m['count']}, dim={m['dim']}, "
+            f"dtype={m['dtype']}, lang={m['lang']!r}, encoder={m['encoder'].get('name')!r}, part={m['part']!r})"
+        )
+
+
+__all__ = ["EmbeddingStore"]
+
+
+def verify_store(directory: str | Path) -> tuple[int, str]:
+    """`xmine verify` of a store: open (sizes, shapes) and every sha256; (bytes, detail)."""
+    store = EmbeddingStore.open(directory)
+    nbytes = store.verify()
+    return nbytes, f"{len(store):,} sentences in {len(store.manifest['shards'])} shard(s), every sha256 matches"

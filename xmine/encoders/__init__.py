@@ -163,6 +163,16 @@ def bf16_flag_in_cpuinfo(cpuinfo: str, machine: str) -> str | None:
     return None
 
 
+_NOTICED: set[tuple] = set()
+
+
+def _note_once(key: tuple, message: str, *args) -> None:
+    """Log `message` at INFO the first time `key` is seen in this process."""
+    if key not in _NOTICED:
+        _NOTICED.add(key)
+        log.info(message, *args)
+
+
 def resolve_precision(precision: str, device: str, *, encoder_name: str = "") -> str:
     """The concrete precision ("fp32", "bf16" or "fp16") that `precision` means on `device`.
 
@@ -182,7 +192,10 @@ def resolve_precision(precision: str, device: str, *, encoder_name: str = "") ->
 
         bf16_ok = torch.cuda.is_bf16_supported()
         if precision == "auto":
-            return "bf16" if bf16_ok else "fp16"
+            chosen = "bf16" if bf16_ok else "fp16"
+            _note_once(("auto-cuda", chosen), "%s runs at %s on %s (--precision auto)", encoder_name or "the encoder",
+                       chosen, device)
+            return chosen
         if precision == "bf16" and not bf16_ok:
             raise EncoderError(f"{encoder_name or 'encoder'}: precision bf16 asked for, but {device} "
                                f"({torch.cuda.get_device_name(device)}) does not support bfloat16; use fp16 or fp32")
@@ -191,7 +204,8 @@ def resolve_precision(precision: str, device: str, *, encoder_name: str = "") ->
         flag = cpu_bf16_flag()
         if precision == "auto":
             chosen = "bf16" if flag else "fp32"
-            log.debug("precision auto -> %s (%s)", chosen, f"CPU flag {flag}" if flag else "no native bf16 on this CPU")
+            _note_once(("auto", chosen), "%s runs at %s (--precision auto: %s)", encoder_name or "the encoder", chosen,
+                       f"{flag} in /proc/cpuinfo" if flag else "no native bf16 on this CPU")
             return chosen
         if precision == "bf16" and not flag:
             log.warning("precision bf16 on a CPU without native bf16 instructions (no avx512_bf16/amx_bf16 "
@@ -480,9 +494,6 @@ def check_same_encoder(expected_fp: dict[str, Any], actual_fp: dict[str, Any], *
     )
 
 
-_NOTICED: set[tuple] = set()
-
-
 def check_projection_encoder(trained_fp: dict[str, Any], actual_fp: dict[str, Any], *, what: str) -> None:
     """Raise EncoderMismatchError unless a projection trained on `trained_fp` may take `actual_fp`'s embeddings.
 
@@ -494,9 +505,7 @@ def check_projection_encoder(trained_fp: dict[str, Any], actual_fp: dict[str, An
             and trained_fp.get("id") != actual_fp.get("id") and trained_fp.get("dim") == actual_fp.get("dim")
             and weights_id(trained_fp) == weights_id(actual_fp)):
         p_tr, p_act = fingerprint_precision(trained_fp), fingerprint_precision(actual_fp)
-        if (what, p_tr, p_act) not in _NOTICED:
-            _NOTICED.add((what, p_tr, p_act))
-            log.info("%s was trained on %s embeddings of %s; applying it to %s embeddings of the same weights "
-                     "(they agree to cosine ~0.9999)", what, p_tr, trained_fp.get("name"), p_act)
+        _note_once((what, p_tr, p_act), "%s was trained on %s embeddings of %s; applying it to %s embeddings of "
+                   "the same weights (they agree to cosine ~0.9999)", what, p_tr, trained_fp.get("name"), p_act)
         return
     check_same_encoder(trained_fp, actual_fp, what=what)

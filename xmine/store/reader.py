@@ -1,8 +1,8 @@
 """Reading a finished embedding store (see xmine.store for the layout).
 
 `EmbeddingStore.open(dir)` validates the manifest and every file (existence, size, array shape and
-dtype; `verify()` also checks sha256). `iter_blocks` and `to_array` read the shards memory-mapped
-and convert to float32 block by block.
+dtype; `verify()` also checks sha256). `rows()` is a view of all rows read on demand, `iter_blocks`
+streams them as float32 blocks, `row_index()` and `text_column()` give the text by offset.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ import numpy as np
 
 from xmine.artefacts import MANIFEST, read_manifest, sha256_file
 from xmine.errors import ArtefactError, ConfigError
-from xmine.store.layout import FORMAT_VERSION, LINE_NUMBERS, PROGRESS, SENTENCES, STORE_KIND
+from xmine.store.layout import FORMAT_VERSION, HASHES, LENGTHS, LINE_NUMBERS, OFFSETS, PROGRESS, SENTENCES, STORE_KIND
+from xmine.store.rows import ShardRows
+from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
 
 
 class EmbeddingStore:
@@ -25,6 +27,7 @@ class EmbeddingStore:
         self.manifest = manifest
         self.build_info: Any = None  # what built it, when opened by embed_corpus (writer.BuildInfo)
         self._line_numbers: np.ndarray | None = None
+        self._row_index: RowIndex | None = None
         starts = np.cumsum([0] + [s["rows"] for s in manifest["shards"]])
         self._shard_starts = starts
 
@@ -74,6 +77,10 @@ class EmbeddingStore:
             raise ArtefactError(f"{lines}: missing or not {m['count']} line numbers")
         if not (d / SENTENCES).is_file():
             raise ArtefactError(f"{d / SENTENCES}: missing")
+        for name, info in m.get("files", {}).items():  # the row index and text: sizes as recorded
+            path = d / name
+            if not path.is_file() or path.stat().st_size != info.get("bytes"):
+                raise ArtefactError(f"{path}: missing or not the {info.get('bytes')} bytes the manifest records")
 
     def verify(self) -> None:
         """Check every shard and the text against the sha256 sums in the manifest (reads all)."""
@@ -81,7 +88,7 @@ class EmbeddingStore:
             if sha256_file(self.directory / shard["file"]) != shard["sha256"]:
                 raise ArtefactError(f"{self.directory / shard['file']}: sha256 differs from the manifest")
         files = self.manifest.get("files", {})
-        for name in (SENTENCES, LINE_NUMBERS):
+        for name in (SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS):
             want = files.get(name, {}).get("sha256")
             if want and sha256_file(self.directory / name) != want:
                 raise ArtefactError(f"{self.directory / name}: sha256 differs from the manifest")
@@ -114,9 +121,9 @@ class EmbeddingStore:
     # --- the text
     @property
     def line_numbers(self) -> np.ndarray:
-        """int64 (count,): the 1-based input line of every row."""
+        """int64 (count,), memory-mapped: the 1-based input line of every row."""
         if self._line_numbers is None:
-            self._line_numbers = np.load(self.directory / LINE_NUMBERS)
+            self._line_numbers = np.load(self.directory / LINE_NUMBERS, mmap_mode="r")
         return self._line_numbers
 
     def iter_sentences(self) -> Iterator[str]:
@@ -137,6 +144,10 @@ class EmbeddingStore:
         """The shards, memory-mapped read-only, in their stored dtype."""
         return [np.load(self.directory / s["file"], mmap_mode="r") for s in self.manifest["shards"]]
 
+    def rows(self) -> ShardRows:
+        """All rows as one (count, dim) view in the stored dtype, read on demand (xmine.store.rows)."""
+        return ShardRows([self.directory / s["file"] for s in self.manifest["shards"]])
+
     def iter_blocks(self, block_rows: int = 65536) -> Iterator[tuple[int, np.ndarray]]:
         """Yield (start_row, float32 array of up to `block_rows` rows) over the whole store.
 
@@ -145,22 +156,31 @@ class EmbeddingStore:
         """
         if block_rows < 1:
             raise ConfigError(f"block_rows must be >= 1, got {block_rows}")
-        shards = self.shard_arrays()
-        starts = self._shard_starts
-        n = len(self)
-        for start in range(0, n, block_rows):
-            end = min(start + block_rows, n)
-            block = np.empty((end - start, self.dim), dtype=np.float32)
-            first = int(np.searchsorted(starts, start, side="right") - 1)
-            pos = start
-            i = first
-            while pos < end:
-                lo = pos - starts[i]
-                hi = min(end, starts[i + 1]) - starts[i]
-                block[pos - start: pos - start + (hi - lo)] = shards[i][lo:hi]
-                pos += hi - lo
-                i += 1
-            yield start, block
+        rows = self.rows()
+        for start in range(0, len(self), block_rows):
+            yield start, rows[start: start + block_rows].astype(np.float32)
+        rows.close()
+
+    # --- the row index of the text (offsets, 64-bit hashes, lengths)
+    def row_index(self) -> RowIndex:
+        """offsets/hashes/lengths of the rows: the store's own files (memory-mapped), or for a
+        store written before them, computed now in one streaming pass over sentences.txt."""
+        if self._row_index is None:
+            files = [self.directory / name for name in (OFFSETS, HASHES, LENGTHS)]
+            if all(f.is_file() for f in files):
+                arrays = [np.load(f, mmap_mode="r") for f in files]
+                want = (len(self) + 1, len(self), len(self))
+                if tuple(len(a) for a in arrays) != want:
+                    raise ArtefactError(f"{self.directory}: offsets/hashes/lengths do not have {want} rows")
+                self._row_index = RowIndex(offsets=arrays[0], hashes=arrays[1], lengths=arrays[2])
+            else:
+                with open(self.directory / SENTENCES, "rb") as f:
+                    self._row_index = RowIndex.scan(iter_raw_lines(f), count=len(self))
+        return self._row_index
+
+    def text_column(self) -> TextColumn:
+        """Row i's sentence by offset, without reading the others."""
+        return TextColumn(self.directory / SENTENCES, self.row_index().offsets)
 
     def to_array(self, dtype: Any = np.float32) -> np.ndarray:
         """All embeddings in one (count, dim) array of `dtype` (float32 by default)."""

@@ -50,19 +50,26 @@ def build_index(source, out_dir, lang, kind, shard_rows, nlist, nprobe, pq_m, me
     records the encoder and projection fingerprints and the sentences with their line numbers, so
     `xmine search` returns text and refuses queries from another encoder/projection.
     """
+    import shutil
+
     from xmine.index.faiss_index import IndexConfig, build_index as _build
     from xmine.inputs import Encoders, load_side
 
     encoders = Encoders(encoder, projection)
-    side = load_side(source, lang=lang, encoders=encoders)
+    work = Path(str(out_dir) + ".work")  # a text SOURCE's store, a raw store's projected rows
+    side = load_side(source, lang=lang, encoders=encoders, work_dir=work)
     config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
                          gpu=not cpu,
                          memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
-    ix = _build(side.embeddings, out_dir, sentences=side.sentences, line_numbers=side.line_numbers,
-                encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
-                source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
-                                               {"path": str(Path(source).resolve()), **side.fingerprint})},
-                config=config, show_progress=True)
+    try:
+        ix = _build(side.rows, out_dir, sentences=side.text.path, line_numbers=side.line_numbers,
+                    encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
+                    source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
+                                                   {"path": str(Path(source).resolve()), **side.fingerprint})},
+                    config=config, show_progress=True)
+    finally:
+        side.close()
+    shutil.rmtree(work, ignore_errors=True)
     c = ix.manifest["choice"]
     click.echo(f"indexed {len(ix):,} sentences ({ix.dim}-d, {side.part}) into {out_dir}: {c['factory']} "
                f"in {len(ix.manifest['shards'])} shard(s)" + (" on GPU" if ix.manifest["built_on_gpu"] else ""),
@@ -90,10 +97,13 @@ def search(index_dir, queries, k, fmt, out, nprobe, encoder, projection):
     Scores are inner products of L2-normalised embeddings (cosine, -1..1; for exact indexes) or
     FAISS's estimate of it (PQ indexes).
     """
-    from xmine.artefacts import atomic_write_text
+    import contextlib
+
+    from xmine.artefacts import atomic_path
     from xmine.encoders import check_same_encoder
     from xmine.index.faiss_index import IndexDir
     from xmine.inputs import Encoders, check_same_projection, load_side
+    from xmine.store.text import TextColumn
 
     ix = IndexDir.open(index_dir)
     if k < 1:
@@ -102,24 +112,35 @@ def search(index_dir, queries, k, fmt, out, nprobe, encoder, projection):
     encoders = Encoders(encoder or m["encoder"]["name"], projection)
     check_same_encoder(m["encoder"], encoders.encoder.fingerprint(), what=f"index {index_dir}")
     check_same_projection(m.get("projection"), encoders.projection_fp(), what=f"index {index_dir}")
-    q = load_side(queries, lang=None, encoders=encoders)
-    sims, rows = ix.search(q.embeddings, k, nprobe=nprobe)
-    texts, lines = ix.sentences(), ix.line_numbers
-    out_lines = []
-    for qi in range(len(q.sentences)):
-        hits = [(r + 1, float(s), int(lines[j]), texts[j]) for r, (s, j) in enumerate(zip(sims[qi], rows[qi])) if j >= 0]
-        ql = int(q.line_numbers[qi])
-        if fmt == "tsv":
-            out_lines += [f"{ql}\t{rank}\t{s:.6f}\t{line}\t{t}" for rank, s, line, t in hits]
+    q = load_side(queries, lang=None, encoders=encoders)  # embedded in a temporary store
+    with open(ix.path / "sentences.txt", "rb") as f:
+        from xmine.store.text import RowIndex, iter_raw_lines
+
+        hits_text = TextColumn(ix.path / "sentences.txt", RowIndex.scan(iter_raw_lines(f), count=len(ix)).offsets)
+    lines = ix.line_numbers
+    with contextlib.ExitStack() as stack:
+        if out is not None:
+            tmp = stack.enter_context(atomic_path(out))
+            sink = stack.enter_context(open(tmp, "w", encoding="utf-8", newline="\n"))
         else:
-            out_lines.append(json.dumps({"query_line": ql, "query": q.sentences[qi], "hits": [
-                {"rank": rank, "score": round(s, 6), "line": line, "sentence": t} for rank, s, line, t in hits]},
-                ensure_ascii=False))
-    text = "".join(line + "\n" for line in out_lines)
-    if out is not None:
-        atomic_write_text(out, text)
-    else:
-        sys.stdout.write(text)
+            sink = sys.stdout
+        stack.callback(q.close)
+        for start in range(0, len(q), _QUERY_BLOCK):  # queries in blocks: memory does not grow with them
+            sims, rows = ix.search(q.rows[start: start + _QUERY_BLOCK], k, nprobe=nprobe)
+            for off in range(len(sims)):
+                qi = start + off
+                hits = [(r + 1, float(s), int(lines[j]), hits_text[j])
+                        for r, (s, j) in enumerate(zip(sims[off], rows[off])) if j >= 0]
+                ql = int(q.line_numbers[qi])
+                if fmt == "tsv":
+                    sink.write("".join(f"{ql}\t{rank}\t{s:.6f}\t{line}\t{t}\n" for rank, s, line, t in hits))
+                else:
+                    sink.write(json.dumps({"query_line": ql, "query": q.text[qi], "hits": [
+                        {"rank": rank, "score": round(s, 6), "line": line, "sentence": t}
+                        for rank, s, line, t in hits]}, ensure_ascii=False) + "\n")
+
+
+_QUERY_BLOCK = 65_536
 
 
 COMMANDS = [build_index, search]

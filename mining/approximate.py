@@ -13,6 +13,13 @@ of `query_block` rows, each shard's top-k merged into a running (rows, k) state.
 is in memory at a time. Memory: one shard (IVF-PQ fast-scan: pq_m/2 + 8 bytes a row) + both
 directions' k-state ((n + m) * k * 12 bytes) + one query block.
 
+Exact rescoring (default): the index proposes `fetch_factor * k` candidates per row by its
+approximate (PQ) similarity; their exact cosines are then computed from the rows themselves and
+the best k kept. PQ similarities of 16-32 bytes a vector err by several hundredths of a cosine,
+which moves a margin ratio by 0.1 or more (measured on the synthetic benchmark: unrelated pairs
+scored up to 1.68 against 1.27 exactly); rescored, the margin is the exact path's margin over the
+candidates found, and the same threshold means the same thing.
+
 Resuming (`work_dir`): the trained index, every built shard and the running state of each
 direction (after each shard, and every `checkpoint_seconds` inside a shard) are written
 atomically; a second call with the same inputs continues where the first stopped.
@@ -63,6 +70,12 @@ class ApproximateConfig:
     seed: int = 0
     #: seconds between checkpoints inside a shard's search
     checkpoint_seconds: float = 300.0
+    #: recompute the candidates' similarities exactly from the rows and keep the best k
+    rescore: bool = True
+    #: candidates fetched per row from the index when rescoring: fetch_factor * k
+    fetch_factor: int = 2
+    #: query rows rescored at once (memory: rescore_block * fetch_factor * k * dim * 4 bytes)
+    rescore_block: int = 8192
 
     def __post_init__(self):
         if self.index_type not in INDEX_TYPES:
@@ -71,8 +84,8 @@ class ApproximateConfig:
             v = getattr(self, name)
             if v is not None and v < 1:
                 raise ConfigError(f"{name} must be >= 1 (got {v})")
-        if self.pq_m < 1 or self.query_block < 1 or self.train_per_list < 1:
-            raise ConfigError("pq_m, query_block and train_per_list must be >= 1")
+        if min(self.pq_m, self.query_block, self.train_per_list, self.fetch_factor, self.rescore_block) < 1:
+            raise ConfigError("pq_m, query_block, train_per_list, fetch_factor and rescore_block must be >= 1")
 
     def resolved(self, n_max: int, dim: int) -> dict:
         """nlist, nprobe and the FAISS factory string for a base of up to n_max rows."""
@@ -164,14 +177,59 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
     trained_bytes = faiss.serialize_index(trained)
     del trained
 
-    fwd = _direction("fwd", queries=x, base=y, k=min(k, m), plan=plan, shard_rows=shard_rows,
+    fetch = config.fetch_factor if config.rescore else 1
+    fwd = _direction("fwd", queries=x, base=y, k=min(k, m), fetch=fetch, plan=plan, shard_rows=shard_rows,
                      trained=trained_bytes, work=work, config=config, show_progress=show_progress)
-    bwd = _direction("bwd", queries=y, base=x, k=min(k, n), plan=plan, shard_rows=shard_rows,
+    bwd = _direction("bwd", queries=y, base=x, k=min(k, n), fetch=fetch, plan=plan, shard_rows=shard_rows,
                      trained=trained_bytes, work=work, config=config, show_progress=show_progress)
     return fwd[0], fwd[1], bwd[0], bwd[1]
 
 
-def _direction(tag, *, queries, base, k, plan, shard_rows, trained, work: _Work, config, show_progress):
+def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work: _Work, config, show_progress):
+    """k neighbours of every query row in `base`: `fetch * k` candidates through the index shards,
+    then (fetch > 1) rescored exactly."""
+    final = work.path(f"{tag}-rescored.npz")
+    if final.is_file():
+        with np.load(final) as st:
+            return st["sims"], st["idx"]
+    sims, idx = _search(tag, queries=queries, base=base, k=min(len(base), fetch * k), plan=plan,
+                        shard_rows=shard_rows, trained=trained, work=work, config=config, show_progress=show_progress)
+    if fetch == 1:
+        return sims, idx
+    sims, idx = _rescore(queries, base, idx, k, block=config.rescore_block, show_progress=show_progress, tag=tag)
+    with atomic_path(final) as tmp:
+        np.savez(tmp, sims=sims, idx=idx)
+    return sims, idx
+
+
+def _rescore(queries, base, cand: np.ndarray, k: int, *, block: int, show_progress: bool, tag: str):
+    """Exact similarities of each query with its candidates (ids, -1 none); the best k, sorted."""
+    from tqdm.auto import tqdm
+
+    nq = len(queries)
+    out_s = np.full((nq, k), -np.inf, dtype=np.float32)
+    out_i = np.full((nq, k), -1, dtype=np.int64)
+    bar = tqdm(total=nq, desc=f"rescoring {tag}", unit="rows", disable=not show_progress, leave=False)
+    for q in range(0, nq, block):
+        qe = min(nq, q + block)
+        ids = cand[q:qe]
+        valid = ids >= 0
+        uniq, inv = np.unique(ids[valid], return_inverse=True)
+        vecs = _f32(base[uniq])
+        qv = _f32(queries[q:qe])
+        rows = np.nonzero(valid)[0]
+        sims = np.full(ids.shape, -np.inf, dtype=np.float32)
+        sims[valid] = np.einsum("ij,ij->i", qv[rows], vecs[inv.reshape(-1)])
+        # by exact similarity, then by row (what the exact path keeps among equal values)
+        order = np.lexsort((np.where(valid, ids, np.iinfo(np.int64).max), -sims), axis=1)[:, :k]
+        out_s[q:qe] = np.take_along_axis(sims, order, 1)
+        out_i[q:qe] = np.where(np.isfinite(out_s[q:qe]), np.take_along_axis(ids, order, 1), -1)
+        bar.update(qe - q)
+    bar.close()
+    return out_s, out_i
+
+
+def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: _Work, config, show_progress):
     import faiss
     from tqdm.auto import tqdm
 

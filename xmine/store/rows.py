@@ -7,11 +7,14 @@ Mining and indexing take any object with `shape`, `dtype`, `ndim`, `len()` and `
 file stay in the process's resident set (RSS) until the kernel needs them back, so streaming a
 7.7 GB store through a map would show (and be charged, e.g. in a container) 7.7 GB resident. A
 read copies the block into a buffer that is freed with it; the page cache keeps the file warm
-either way.
+either way. Scattered rows (a row list far apart) are gathered through a map instead, one
+syscall-free copy each, and the map's pages are then released from the resident set
+(madvise MADV_DONTNEED: they stay in the page cache, the process no longer holds them).
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 from pathlib import Path
 from typing import Sequence
@@ -48,6 +51,7 @@ class ShardRows:
         self.ndim = 2
         self._row_bytes = dim * self.dtype.itemsize
         self._fds: list[int | None] = [None] * len(self.paths)
+        self._maps: list[mmap.mmap | None] = [None] * len(self.paths)
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -93,12 +97,27 @@ class ShardRows:
         if hi - lo <= _SPAN_FACTOR * len(rows):
             out[order] = self[lo:hi][srt - lo]
         else:
-            for j, r in zip(order.tolist(), srt.tolist()):
-                s = int(np.searchsorted(self.starts, r, side="right") - 1)
-                self._read(s, r - int(self.starts[s]), r - int(self.starts[s]) + 1, out[j: j + 1])
+            shard = np.searchsorted(self.starts, srt, side="right") - 1
+            for s in np.unique(shard).tolist():
+                sel = shard == s
+                mm = self._map(s)
+                arr = np.frombuffer(mm, dtype=self.dtype, count=int(self.starts[s + 1] - self.starts[s]) * self.shape[1],
+                                    offset=self._offsets[s]).reshape(-1, self.shape[1])
+                out[order[sel]] = arr[srt[sel] - int(self.starts[s])]
+                del arr
+                mm.madvise(mmap.MADV_DONTNEED)
         return out
 
+    def _map(self, i: int) -> mmap.mmap:
+        if self._maps[i] is None:
+            self._maps[i] = mmap.mmap(self._fd(i), 0, prot=mmap.PROT_READ)
+        return self._maps[i]
+
     def close(self) -> None:
+        for i, mm in enumerate(self._maps):
+            if mm is not None:
+                mm.close()
+                self._maps[i] = None
         for i, fd in enumerate(self._fds):
             if fd is not None:
                 os.close(fd)

@@ -47,8 +47,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.benchmarks.common import RawEmbedder, format_table, projected, write_result
-from xmine.benchmarks.tatoeba import XTREME36, evaluate_tatoeba, retrieval_scores
+from xmine.benchmarks.common import RawEmbedder, format_table, projected, retrieval_scores, write_result
+from xmine.benchmarks.tatoeba import XTREME36, evaluate_tatoeba
+from xmine.encoders import PRECISIONS
 from xmine.paths import REPO_ROOT, default_data_dir
 
 METHODS = ("center", "dream", "meat", "oracle", "seed", "intra", "inter")
@@ -224,6 +225,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated methods (default: all)")
     ap.add_argument("--recipes", default="qe6,xtreme36", help="training recipes to run (qe6, xtreme36)")
     ap.add_argument("--encoder", default="me5-small")
+    ap.add_argument("--precision", default="auto", choices=PRECISIONS,
+                    help="encoder precision (default auto: bf16 on CPUs with native bf16, else fp32)")
     ap.add_argument("--data-dir", default=None, help="data folder (default: $XMINE_DATA or ../shared/data)")
     ap.add_argument("--out-dir", default=str(REPO_ROOT / "out" / "quality"),
                     help="where trained projections and derived training files are kept")
@@ -271,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if "/" not in spec:
             sys.exit(f"--paper-defaults {spec!r}: expected RECIPE/METHOD, e.g. qe6/seed")
     recipes = [r for r in args.recipes.split(",") if r]
-    encoder = load_encoder(args.encoder)
+    encoder = load_encoder(args.encoder, precision=args.precision)
     raw = RawEmbedder(encoder)
     started = time.time()
 
@@ -309,7 +312,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             config = TrainConfig(method=method, base="dream" if method == "oracle" else None,
                                  max_pairs_per_lang=per_lang, langs=langs, seed=args.seed, **settings)
             t0 = time.time()
-            train(specs, out_dir, encoder=encoder, config=config)
+            # Its own work folder: a finished projection there is resumed from its checkpoint (a
+            # no-op when complete) and saved again, as before outputs were claimed.
+            train(specs, out_dir, encoder=encoder, config=config, overwrite=True)
             proj = load_projection(out_dir)
             if args.train_only:
                 print(f"{name}: trained in {out_dir} (best epoch {proj.config.get('best_epoch')} of "
@@ -340,14 +345,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     variants = [Variant(name, "meaning", raw, info["fingerprint"]) for name, info in trained.items()]
     data_files = sorted({f for res in results.values() for f in res.get("qe", {}).get("files", [])})
-    write_result(
-        out, task="quality", encoder=encoder, variants=variants, data_files=data_files,
-        parameters={k: v for k, v in vars(args).items() if k not in ("out", "encoder")},
-        columns=COLUMNS, rows=[[None if isinstance(v, float) and np.isnan(v) else v for v in r] for r in rows],
-        details={"results": results, "projections": trained, "recipe_settings": RECIPE_SETTINGS,
-                 "recipe_notes": RECIPE_NOTES},
-        seconds=time.time() - started,
-    )
+    from xmine.benchmarks.common import RESULT_KIND
+    from xmine.outputs import claim_output
+
+    # This script regenerates its own result: an earlier one is replaced, anything else refused.
+    with claim_output(out, kind=RESULT_KIND, form="json", overwrite=True):
+        write_result(
+            out, task="quality", encoder=encoder, variants=variants, data_files=data_files,
+            parameters={k: v for k, v in vars(args).items() if k not in ("out", "encoder")},
+            columns=COLUMNS, rows=[[None if isinstance(v, float) and np.isnan(v) else v for v in r] for r in rows],
+            details={"results": results, "projections": trained, "recipe_settings": RECIPE_SETTINGS,
+                     "recipe_notes": RECIPE_NOTES},
+            seconds=time.time() - started,
+        )
     print(f"\nwrote {out}")
     return {"rows": rows, "results": results}
 

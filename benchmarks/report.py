@@ -27,6 +27,7 @@ TASK_TITLES = {
     "quality": "Disentangler quality: methods x tasks",
     "tatoeba": "Tatoeba retrieval accuracy@1 (%)",
     "massive": "MASSIVE cross-lingual retrieval accuracy@1 (%)",
+    "massive_templates": "MASSIVE monolingual template retrieval accuracy@1 (%)",
     "qe": "WMT20 QE: Pearson r / Spearman rho (x100) of cosine vs z_mean",
     "sts": "SemEval-2017 STS: correlation (x100) of cosine vs gold",
     "geometry": "Alignment and uniformity (lower is better for both)",
@@ -34,8 +35,8 @@ TASK_TITLES = {
     "embed_speed": "Encoding speed",
     "mining_speed": "Mining speed",
 }
-PAPER_TASKS = ("quality", "tatoeba", "massive", "qe", "sts", "geometry", "bucc")
-TASK_ORDER = ("quality", "tatoeba", "massive", "qe", "sts", "geometry", "bucc", "embed_speed", "mining_speed")
+PAPER_TASKS = ("quality", "tatoeba", "massive", "massive_templates", "qe", "sts", "geometry", "bucc")
+TASK_ORDER = ("quality", "tatoeba", "massive", "massive_templates", "qe", "sts", "geometry", "bucc", "embed_speed", "mining_speed")
 
 
 def _cell(v: Any, decimals: int) -> str:
@@ -148,6 +149,9 @@ def build_report(results: Path | None = None) -> str:
             table = res["table"]
             per_cell = table["columns"] == ["measure", "value"]
             lines += _describe(res, name) + ["", markdown_table(table["columns"], table["rows"], per_cell=per_cell), ""]
+            for extra in res.get("extra_tables") or ():
+                if isinstance(extra, dict) and "columns" in extra and "rows" in extra:
+                    lines += [f"{extra.get('title', '')}:", "", markdown_table(extra["columns"], extra["rows"]), ""]
         note = _note(folder, task)
         if note:
             lines += [note, ""]
@@ -161,10 +165,21 @@ def build_report(results: Path | None = None) -> str:
     return "\n".join(lines)
 
 
-def write_report(results: str | Path | None = None, out: str | Path | None = None) -> Path:
-    """Write RESULTS.md atomically (default benchmarks/RESULTS.md) and return its path."""
+#: What marks a markdown file as an xmine report (its title line; xmine.outputs, form "md").
+REPORT_KIND = "benchmark-report"
+
+
+def write_report(results: str | Path | None = None, out: str | Path | None = None, *,
+                 overwrite: bool = False) -> Path:
+    """Write RESULTS.md atomically (default benchmarks/RESULTS.md) and return its path.
+
+    An existing file is replaced only when it is an earlier report and `overwrite` is given.
+    """
+    from xmine.outputs import claim_output
+
     out_path = Path(out) if out else results_dir().parent / "RESULTS.md"
-    atomic_write_text(out_path, build_report(Path(results) if results else None))
+    with claim_output(out_path, kind=REPORT_KIND, form="md", overwrite=overwrite):
+        atomic_write_text(out_path, build_report(Path(results) if results else None))
     return out_path
 
 
@@ -172,8 +187,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m xmine.benchmarks.report", description=__doc__.splitlines()[0])
     parser.add_argument("--results", default=None, help="folder of result JSONs (default benchmarks/results)")
     parser.add_argument("--out", default=None, help="Markdown file to write (default benchmarks/RESULTS.md)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an earlier report")
     args = parser.parse_args(argv)
-    print(f"wrote {write_report(args.results, args.out)}")
+    print(f"wrote {write_report(args.results, args.out, overwrite=args.overwrite)}")
 
 
 if __name__ == "__main__":

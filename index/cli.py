@@ -8,7 +8,9 @@ from pathlib import Path
 
 import click
 
+from xmine.encoders.options import precision_option
 from xmine.index.choose import INDEX_TYPES
+from xmine.options import Finite
 
 _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (xmine embed) or"
 
@@ -16,7 +18,9 @@ _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (
 @click.command("build-index")
 @click.argument("source", type=click.Path(exists=True, path_type=Path))
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(path_type=Path),
-              help="Index directory to write (replaced atomically when it exists).")
+              help="Index directory to write. It must be new, an empty directory or (with --overwrite) an "
+                   "xmine index, which is then replaced atomically; anything else is refused.")
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it is an xmine index already.")
 @click.option("--lang", default=None, help="Language code of the corpus (recorded; checked against a store's).")
 @click.option("--type", "kind", type=click.Choice(INDEX_TYPES), default="auto", show_default=True,
               help="flat: exact inner product; ivf: IVF lists with exact vectors; hnsw: graph index "
@@ -24,25 +28,26 @@ _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (
                    "OPQ rotation + IVF + PQ (stopes' choice for big corpora); auto: Flat up to 10k "
                    "vectors, HNSW while it fits the memory budget (no GPU), else OPQ/IVF/PQ with lists "
                    "by corpus size. The chosen index and the reason are printed.")
-@click.option("--shard-rows", type=int, default=None,
+@click.option("--shard-rows", type=click.IntRange(min=1), default=None,
               help="Split the index into shards of this many rows (each its own .faiss file), for "
                    "corpora whose index does not fit in memory at once; searches merge the shards' top-k.")
-@click.option("--nlist", type=int, default=None, help="IVF lists (default: by corpus size, 4-16 x sqrt(N)).")
-@click.option("--nprobe", type=int, default=None,
+@click.option("--nlist", type=click.IntRange(min=1), default=None, help="IVF lists (default: by corpus size, 4-16 x sqrt(N)).")
+@click.option("--nprobe", type=click.IntRange(min=1), default=None,
               help="IVF lists searched per query, recorded as the index default (default: min(128, nlist/4)).")
-@click.option("--pq-m", type=int, default=64, show_default=True,
+@click.option("--pq-m", type=click.IntRange(min=1), default=64, show_default=True,
               help="PQ sub-quantisers = bytes per stored vector (ivfpq/opq); must divide the dimension "
                    "(the largest divisor below it is used).")
-@click.option("--memory-budget-gb", type=float, default=None,
+@click.option("--memory-budget-gb", type=Finite(0, min_open=True), default=None,
               help="Memory the index may take, for --type auto (default: a quarter of RAM).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the training sample.")
 @click.option("--encoder", default=None,
               help="Encoder for a text SOURCE (default me5-small); for a store, must match the store's.")
 @click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Projection directory (xmine train): index its meaning part instead of raw embeddings.")
+@precision_option(default_from="the precision of a store SOURCE")
 @click.option("--cpu", is_flag=True, help="Do not use GPUs even if FAISS reports some.")
-def build_index(source, out_dir, lang, kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
-                encoder, projection, cpu):
+def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
+                encoder, projection, precision, cpu):
     """Build a FAISS index over SOURCE's embeddings.
 
     SOURCE is a text file (one sentence a line; encoded with --encoder, cached) or an embedding
@@ -50,26 +55,29 @@ def build_index(source, out_dir, lang, kind, shard_rows, nlist, nprobe, pq_m, me
     records the encoder and projection fingerprints and the sentences with their line numbers, so
     `xmine search` returns text and refuses queries from another encoder/projection.
     """
-    import shutil
+    import tempfile
 
     from xmine.index.faiss_index import IndexConfig, build_index as _build
-    from xmine.inputs import Encoders, load_side
+    from xmine.inputs import Encoders, artefact_precision, load_side
+    from xmine.outputs import claim_output
 
-    encoders = Encoders(encoder, projection)
-    work = Path(str(out_dir) + ".work")  # a text SOURCE's store, a raw store's projected rows
-    side = load_side(source, lang=lang, encoders=encoders, work_dir=work)
-    config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
-                         gpu=not cpu,
-                         memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
-    try:
-        ix = _build(side.rows, out_dir, sentences=side.text.path, line_numbers=side.line_numbers,
-                    encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
-                    source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
-                                                   {"path": str(Path(source).resolve()), **side.fingerprint})},
-                    config=config, show_progress=True)
-    finally:
-        side.close()
-    shutil.rmtree(work, ignore_errors=True)
+    with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
+        encoders = Encoders(encoder, projection, precision, default_precision=artefact_precision([source]))
+        # A text SOURCE is embedded into a store (a raw store projected) in a hidden temporary
+        # directory beside the index, removed at the end.
+        with tempfile.TemporaryDirectory(prefix=f".{Path(out_dir).name}.work-", dir=Path(out_dir).parent) as work:
+            side = load_side(source, lang=lang, encoders=encoders, work_dir=work)
+            config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
+                                 gpu=not cpu,
+                                 memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
+            try:
+                ix = _build(side.rows, out_dir, sentences=side.text.path, line_numbers=side.line_numbers,
+                            encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
+                            source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
+                                                           {"path": str(Path(source).resolve()), **side.fingerprint})},
+                            config=config, show_progress=True, overwrite=overwrite)
+            finally:
+                side.close()
     c = ix.manifest["choice"]
     click.echo(f"indexed {len(ix):,} sentences ({ix.dim}-d, {side.part}) into {out_dir}: {c['factory']} "
                f"in {len(ix.manifest['shards'])} shard(s)" + (" on GPU" if ix.manifest["built_on_gpu"] else ""),
@@ -80,36 +88,51 @@ def build_index(source, out_dir, lang, kind, shard_rows, nlist, nprobe, pq_m, me
 @click.command("search")
 @click.argument("index_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("queries", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("-k", type=int, default=10, show_default=True, help="Neighbours returned per query.")
+@click.option("-k", type=click.IntRange(min=1), default=10, show_default=True, help="Neighbours returned per query.")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl"]), default="tsv", show_default=True,
               help="tsv: one hit a line: query_line, rank, score, hit_line, hit_sentence. "
                    "jsonl: one object per query with its hits.")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the results here (atomically) instead of standard output.")
-@click.option("--nprobe", type=int, default=None, help="IVF lists to visit (default: the index's own).")
+              help="Write the results here (atomically) instead of standard output, with a summary in "
+                   "OUT.json that marks the file as xmine's. An existing OUT is replaced only if it is an "
+                   "earlier search result and --overwrite is given.")
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it is an earlier xmine search result.")
+@click.option("--nprobe", type=click.IntRange(min=1), default=None, help="IVF lists to visit (default: the index's own).")
 @click.option("--encoder", default=None,
               help="Encoder for the queries (default: the index's); another encoder is refused.")
 @click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Projection directory; required (and must match) when the index holds a meaning part.")
-def search(index_dir, queries, k, fmt, out, nprobe, encoder, projection):
+@precision_option(default_from="the index's precision")
+def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection, precision):
     """Return the K nearest indexed sentences of every line of QUERIES, with cosine scores.
 
     Scores are inner products of L2-normalised embeddings (cosine, -1..1; for exact indexes) or
     FAISS's estimate of it (PQ indexes).
     """
+    from xmine.outputs import claim_output
+
+    if out is None:
+        _search(index_dir, queries, k, fmt, None, nprobe, encoder, projection, precision)
+        return
+    with claim_output(out, kind="search-result", form="tsv", inputs=[index_dir, queries, projection],
+                      overwrite=overwrite) as claim:
+        summary = _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision)
+        claim.finish(summary)
+
+
+def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision) -> dict:
     import contextlib
 
-    from xmine.artefacts import atomic_path
-    from xmine.encoders import check_same_encoder
+    from xmine.artefacts import provenance
+    from xmine.encoders import check_same_encoder, fingerprint_precision
     from xmine.index.faiss_index import IndexDir
     from xmine.inputs import Encoders, check_same_projection, load_side
     from xmine.store.text import TextColumn
 
     ix = IndexDir.open(index_dir)
-    if k < 1:
-        raise click.BadParameter("k must be >= 1", param_hint="-k")
     m = ix.manifest
-    encoders = Encoders(encoder or m["encoder"]["name"], projection)
+    encoders = Encoders(encoder or m["encoder"]["name"], projection, precision,
+                        default_precision=fingerprint_precision(m["encoder"]))
     check_same_encoder(m["encoder"], encoders.encoder.fingerprint(), what=f"index {index_dir}")
     check_same_projection(m.get("projection"), encoders.projection_fp(), what=f"index {index_dir}")
     q = load_side(queries, lang=None, encoders=encoders)  # embedded in a temporary store
@@ -119,12 +142,13 @@ def search(index_dir, queries, k, fmt, out, nprobe, encoder, projection):
         hits_text = TextColumn(ix.path / "sentences.txt", RowIndex.scan(iter_raw_lines(f), count=len(ix)).offsets)
     lines = ix.line_numbers
     with contextlib.ExitStack() as stack:
-        if out is not None:
-            tmp = stack.enter_context(atomic_path(out))
+        if claim is not None:
+            tmp = stack.enter_context(claim.atomic_file())
             sink = stack.enter_context(open(tmp, "w", encoding="utf-8", newline="\n"))
         else:
             sink = sys.stdout
         stack.callback(q.close)
+        written = 0
         for start in range(0, len(q), _QUERY_BLOCK):  # queries in blocks: memory does not grow with them
             sims, rows = ix.search(q.rows[start: start + _QUERY_BLOCK], k, nprobe=nprobe)
             for off in range(len(sims)):
@@ -134,10 +158,17 @@ def search(index_dir, queries, k, fmt, out, nprobe, encoder, projection):
                 ql = int(q.line_numbers[qi])
                 if fmt == "tsv":
                     sink.write("".join(f"{ql}\t{rank}\t{s:.6f}\t{line}\t{t}\n" for rank, s, line, t in hits))
+                    written += len(hits)
                 else:
                     sink.write(json.dumps({"query_line": ql, "query": q.text[qi], "hits": [
                         {"rank": rank, "score": round(s, 6), "line": line, "sentence": t}
                         for rank, s, line, t in hits]}, ensure_ascii=False) + "\n")
+                    written += 1
+    if claim is None:
+        return {}
+    return {"index": str(index_dir), "queries": str(queries), "format": fmt, "k": k,
+            "k_used": min(k, len(ix)), "lines": written,
+            "provenance": provenance(index=str(index_dir), queries=str(queries), k=k, nprobe=nprobe, format=fmt)}
 
 
 _QUERY_BLOCK = 65_536

@@ -28,11 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.artefacts import atomic_path, atomic_write_json, provenance
+from xmine.artefacts import provenance
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
 
 log = logging.getLogger(__name__)
+
+MINING_KIND = "mining-result"
 
 
 def _unique_hits(sims: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -85,6 +87,7 @@ def mine(
     tgt_lang: str | None = None,
     config: MiningConfig = MiningConfig(),
     encoder: str | None = None,
+    precision: str | None = None,
     projection=None,
     approximate: bool = False,
     approximate_config: ApproximateConfig = ApproximateConfig(),
@@ -92,13 +95,35 @@ def mine(
     meta: bool = False,
     keep_work: bool = False,
     show_progress: bool = True,
+    overwrite: bool = False,
 ) -> dict:
-    """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`)."""
-    from xmine.inputs import Encoders, artefact_encoder_name, check_compatible, load_side
+    """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`).
+
+    `out` is claimed first (`xmine.outputs.claim_output`): it must not be an input, an existing
+    `out` (with `out.json`, `out.meta`, `out.work/`) must be an earlier mining result and is
+    replaced only with `overwrite`, and a second run writing the same `out` is refused.
+    `encoder` and `precision` encode text sides; by default those of the artefact sides (stores,
+    indexes), else me5-small at "auto" precision.
+    """
+    from xmine.outputs import claim_output
 
     out = Path(out)
-    work = Path(str(out) + ".work")
-    encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection)
+    with claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection], overwrite=overwrite,
+                      companions=(".meta", ".work")) as claim:
+        return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
+                     precision=precision, projection=projection, approximate=approximate,
+                     approximate_config=approximate_config, line_numbers=line_numbers, meta=meta,
+                     keep_work=keep_work, show_progress=show_progress)
+
+
+def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate,
+          approximate_config, line_numbers, meta, keep_work, show_progress) -> dict:
+    from xmine.inputs import Encoders, artefact_encoder_name, artefact_precision, check_compatible, load_side
+
+    out = claim.path
+    work = claim.work_dir(".work")
+    encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection, precision,
+                        default_precision=artefact_precision([src, tgt]))
     sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work / "src", show_progress=show_progress)
     sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work / "tgt", show_progress=show_progress)
     try:
@@ -120,9 +145,9 @@ def mine(
         elif search == "faiss-index":
             k = config.k
             fs, fi = (_search_side_index(sy, mx.rows[:], my.position_of_row, min(k, len(my.ids)))
-                      if sy.index is not None else _index_of_rows(my.rows, mx.rows, k, work))
+                      if sy.index is not None else _index_of_rows(my.rows, mx.rows, k))
             bs, bi = (_search_side_index(sx, my.rows[:], mx.position_of_row, min(k, len(mx.ids)))
-                      if sx.index is not None else _index_of_rows(mx.rows, my.rows, k, work))
+                      if sx.index is not None else _index_of_rows(mx.rows, my.rows, k))
             mined = select_pairs(fs, fi, bs, bi, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
         elif search == "approximate":
             knn = approximate_knn_both(mx.rows, my.rows, config.k, config=approximate_config, work_dir=work / "ann",
@@ -133,11 +158,14 @@ def mine(
                                     tgt_lengths=my.lengths, checkpoint_dir=work / "knn", checkpoint_key=key,
                                     show_progress=show_progress)
         src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
-        _write_pairs(out, mined, sx, sy, src_rows, tgt_rows, line_numbers=line_numbers)
+        _write_pairs(claim, mined, sx, sy, src_rows, tgt_rows, line_numbers=line_numbers)
         if meta:
-            _write_meta(Path(str(out) + ".meta"), mined, sx, sy, src_rows, tgt_rows)
+            _write_meta(claim, mined, sx, sy, src_rows, tgt_rows)
+        elif claim.state == "finished":
+            # The replaced result's own .meta (checked against its summary by the claim) would be stale.
+            claim.companion(".meta").unlink(missing_ok=True)
         summary = {
-            "output": str(out), "pairs": len(mined),
+            "output": str(out), "pairs": len(mined), "k_used": min(config.k, len(mx.ids), len(my.ids)),
             "src": {"path": str(sx.path), "kind": sx.kind, "sentences": len(sx), "unique": mx.unique,
                     "mined_rows": len(mx.ids)},
             "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy), "unique": my.unique,
@@ -149,16 +177,15 @@ def mine(
                                      approximate=(asdict(approximate_config) if search == "approximate" else None),
                                      inputs=[sx.fingerprint, sy.fingerprint]),
         }
-        atomic_write_json(Path(str(out) + ".json"), summary)
     finally:
         sx.close()
         sy.close()
     if not keep_work:
         shutil.rmtree(work, ignore_errors=True)
-    return summary
+    return claim.finish(summary)
 
 
-def _index_of_rows(base_rows, query_rows, k: int, work: Path):
+def _index_of_rows(base_rows, query_rows, k: int):
     """Exact kNN of query_rows in base_rows through a flat FAISS index (the side facing an index dir)."""
     import faiss
 
@@ -175,9 +202,9 @@ def _clean(text: str) -> str:
     return text.replace("\t", " ").replace("\n", " ")
 
 
-def _write_pairs(out: Path, mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, line_numbers: bool) -> None:
-    """Stream the pairs to `out` (atomically), each sentence read from its side by offset."""
-    with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+def _write_pairs(claim, mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, line_numbers: bool) -> None:
+    """Stream the pairs to the claimed output (atomically), each sentence read from its side by offset."""
+    with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
         for s, t, sc in zip(src_rows.tolist(), tgt_rows.tolist(), mined.score.tolist()):
             row = f"{sc:.6f}\t{_clean(sx.text[s])}\t{_clean(sy.text[t])}"
             if line_numbers:
@@ -185,9 +212,9 @@ def _write_pairs(out: Path, mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, li
             f.write(row + "\n")
 
 
-def _write_meta(path: Path, mined: MinedPairs, sx, sy, src_rows, tgt_rows) -> None:
+def _write_meta(claim, mined: MinedPairs, sx, sy, src_rows, tgt_rows) -> None:
     """stopes-style meta: score, src file:line, tgt file:line, direction that found the pair."""
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+    with claim.atomic_file(".meta") as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
         for s, t, sc, d in zip(src_rows.tolist(), tgt_rows.tolist(), mined.score.tolist(), mined.direction.tolist()):
             f.write(f"{sc:.6f}\t{sx.path}:{sx.line_numbers[s]}\t{sy.path}:{sy.line_numbers[t]}\t"
                     f"{DIRECTION_NAMES[int(d)]}\n")

@@ -21,6 +21,7 @@ import contextlib
 import fcntl
 import json
 import logging
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from xmine.artefacts import (
 )
 from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats, count_lines, iter_corpus, truncate_for_encoding
 from xmine.errors import ArtefactError, ConfigError
+from xmine.outputs import MARKER, claim_output
 from xmine.projection import resolve_projection
 from xmine.store.layout import (
     DTYPES, FORMAT_VERSION, HASHES, LENGTHS, LINE_NUMBERS, LOCK, OFFSETS, PARTS, PROGRESS, SENTENCES, STORE_KIND,
@@ -93,6 +95,11 @@ def _identity_mismatch(old: dict[str, Any], new: dict[str, Any]) -> str | None:
             f"({new['input']['size']} bytes, sha256 {new['input']['sha256'][:12]}...)"
         )
     if old["encoder"].get("id") != new["encoder"].get("id"):
+        from xmine.encoders import fingerprint_precision, weights_id
+
+        if weights_id(old["encoder"]) == weights_id(new["encoder"]):
+            p_old, p_new = fingerprint_precision(old["encoder"]), fingerprint_precision(new["encoder"])
+            return f"it was made at encoder precision {p_old} (--precision {p_old}), not {p_new}"
         return f"it was made with encoder {old['encoder'].get('name')!r}, not {new['encoder'].get('name')!r}"
     old_p = (old.get("projection") or {}).get("id")
     new_p = (new.get("projection") or {}).get("id")
@@ -104,9 +111,22 @@ def _identity_mismatch(old: dict[str, Any], new: dict[str, Any]) -> str | None:
     return None
 
 
+_STORE_FILE = re.compile(r"^(emb-\d{5}\.npy|lines-\d{5}\.npy|text-\d{5}\.txt|"
+                         + "|".join(re.escape(n) for n in (MANIFEST, PROGRESS, SENTENCES, LINE_NUMBERS, OFFSETS, HASHES,
+                                                                LENGTHS, LOCK, MARKER))
+                         + r"|\..*\.tmp.*)$")
+
+
+def _looks_like_store(directory: Path) -> bool:
+    """An embedding store from before the output marker: only store file names, and shards."""
+    names = [e.name for e in directory.iterdir()]
+    return any(n.startswith("emb-") for n in names) and all(_STORE_FILE.match(n) for n in names)
+
+
 def _clear_dir(out_dir: Path) -> None:
+    """Empty a store directory (only called on one the claim recognised as an embedding store)."""
     for entry in out_dir.iterdir():
-        if entry.name == LOCK:
+        if entry.name in (LOCK, MARKER):
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry)
@@ -196,19 +216,20 @@ def embed_corpus(
         "max_chars": max_chars,
     }
 
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ConfigError(f"{out_dir}: exists and is not a directory")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with _locked(out_dir):
+    # Refuses an input as output, a foreign or other-kind directory, and a second writer.
+    with claim_output(out_dir, kind=STORE_KIND, form="dir", in_place=True, reopen=True, overwrite=overwrite,
+                      inputs=[input_path, getattr(projection, "path", None)], legacy=_looks_like_store), \
+            _locked(out_dir):
         info = BuildInfo()
         has_manifest = (out_dir / MANIFEST).is_file()
         has_progress = (out_dir / PROGRESS).is_file()
-        others = [e for e in out_dir.iterdir() if e.name != LOCK]
-        if others and not has_manifest and not has_progress:
-            raise ConfigError(
-                f"{out_dir}: exists and is not an xmine embedding store; refusing to write into it "
-                "(choose a new or empty directory)"
-            )
+        if not has_manifest and not has_progress and any(
+                e.name not in (LOCK, MARKER) and not e.name.startswith(".") for e in out_dir.iterdir()):
+            # Ours (marker or store file names) but neither finished nor resumable.
+            if not overwrite:
+                raise ArtefactError(f"{out_dir}: unfinished or damaged embedding store (no {MANIFEST}, no "
+                                    f"{PROGRESS}); pass --overwrite to rebuild it")
+            _clear_dir(out_dir)
         if has_manifest:
             manifest = read_manifest(out_dir, STORE_KIND)  # refuses a directory of another kind
             why = _identity_mismatch(manifest, identity)
@@ -329,9 +350,10 @@ class StoreWriter:
         store = w.store
 
     Rows are buffered to `shard_rows` and written as `embed_corpus` writes them; `close()` (the
-    end of the `with`) finalises the store. The directory must be new or empty (or an xmine store
-    with `overwrite=True`); another writer of it is refused. Not resumable: `embed_corpus` is the
-    resumable path from text. Memory: one shard.
+    end of the `with`) finalises the store. The directory is claimed like every output
+    (xmine.outputs): new or empty, an unfinished store (started again), or a finished one with
+    `overwrite=True`; a foreign directory and a second writer are refused. Not resumable:
+    `embed_corpus` is the resumable path from text. Memory: one shard.
     """
 
     def __init__(self, out_dir: str | Path, *, encoder: dict[str, Any], lang: str, dim: int,
@@ -362,18 +384,17 @@ class StoreWriter:
 
     def __enter__(self) -> "StoreWriter":
         d = self.out_dir
-        if d.exists() and not d.is_dir():
-            raise ConfigError(f"{d}: exists and is not a directory")
-        d.mkdir(parents=True, exist_ok=True)
-        self._lock.enter_context(_locked(d))
-        others = [e for e in d.iterdir() if e.name != LOCK]
-        if others:
-            is_store = (d / MANIFEST).is_file() or (d / PROGRESS).is_file()
-            if not (is_store and self.overwrite):
-                self._lock.close()
-                raise ConfigError(f"{d}: not empty; refusing to write a store into it"
-                                  + (" (pass overwrite=True to replace this store)" if is_store else ""))
-            _clear_dir(d)
+        # The same rules as every output (xmine.outputs): new, empty, an unfinished store (redone),
+        # or a finished one with overwrite; never a foreign directory; one writer.
+        claim = self._lock.enter_context(claim_output(d, kind=STORE_KIND, form="dir", in_place=True,
+                                                      overwrite=self.overwrite, legacy=_looks_like_store))
+        try:
+            self._lock.enter_context(_locked(d))
+            if claim.state != "new":
+                _clear_dir(d)
+        except BaseException:
+            self._lock.close()
+            raise
         return self
 
     def add(self, emb: np.ndarray, sentences: Sequence[str], line_numbers: Sequence[int] | None = None) -> None:
@@ -510,7 +531,7 @@ def _finalise(out_dir: Path, identity: dict, shards: list[dict], stats: dict, *,
 
 def _remove_leftovers(out_dir: Path, manifest: dict) -> None:
     """Remove the build's scaffolding (progress file, per-shard text and line numbers)."""
-    keep = {MANIFEST, SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS, LOCK} | {s["file"] for s in manifest["shards"]}
+    keep = {MANIFEST, SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS, LOCK, MARKER} | {s["file"] for s in manifest["shards"]}
     for entry in out_dir.iterdir():
         if entry.name not in keep and (
             entry.name == PROGRESS or entry.name.startswith(("text-", "lines-", "emb-", "."))

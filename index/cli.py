@@ -10,7 +10,7 @@ import click
 
 from xmine.encoders.options import precision_option
 from xmine.index.choose import INDEX_TYPES
-from xmine.options import Finite
+from xmine.options import LANG, Finite
 
 _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (xmine embed) or"
 
@@ -21,7 +21,7 @@ _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (
               help="Index directory to write. It must be new, an empty directory or (with --overwrite) an "
                    "xmine index, which is then replaced atomically; anything else is refused.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it is an xmine index already.")
-@click.option("--lang", default=None, help="Language code of the corpus (recorded; checked against a store's).")
+@click.option("--lang", type=LANG, default=None, help="Language code of the corpus (recorded; checked against a store's).")
 @click.option("--type", "kind", type=click.Choice(INDEX_TYPES), default="auto", show_default=True,
               help="flat: exact inner product; ivf: IVF lists with exact vectors; hnsw: graph index "
                    "(fast, memory-hungry, CPU only); ivfpq: IVF with product-quantised vectors; opq: "

@@ -30,6 +30,7 @@ import numpy as np
 
 from xmine.artefacts import provenance
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
+from xmine.mining.products import resolve_product
 from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
 
 log = logging.getLogger(__name__)
@@ -108,12 +109,25 @@ def mine(
     from xmine.outputs import claim_output
 
     out = Path(out)
+    # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU).
+    if not approximate:
+        resolve_product(config.product)
     with claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection], overwrite=overwrite,
-                      companions=(".meta", ".work")) as claim:
+                      companions=(".meta", ".work"), legacy=_legacy_result) as claim:
         return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                      precision=precision, projection=projection, approximate=approximate,
                      approximate_config=approximate_config, line_numbers=line_numbers, meta=meta,
                      keep_work=keep_work, show_progress=show_progress)
+
+
+def _legacy_result(out: Path) -> bool:
+    """A mining result written before OUT.json carried a kind: its summary names OUT as output."""
+    try:
+        side = json.loads(Path(str(out) + ".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (isinstance(side, dict) and {"output", "pairs", "search", "provenance"} <= side.keys()
+            and Path(str(side["output"])).name == out.name)
 
 
 def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate,
@@ -172,6 +186,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
                     "mined_rows": len(my.ids)},
             "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
             "search": search,
+            "product": resolve_product(config.product) if search == "exact" else None,
             "score_quantiles": ({q: float(np.quantile(mined.score, q)) for q in (0.1, 0.5, 0.9)} if len(mined) else {}),
             "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang,
                                      approximate=(asdict(approximate_config) if search == "approximate" else None),

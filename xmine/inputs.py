@@ -47,6 +47,13 @@ def artefact_kind(path: str | Path) -> str:
     if p.is_dir():
         m = p / MANIFEST
         if not m.is_file():
+            from xmine.outputs import dir_kind
+
+            kind, _ = dir_kind(p)
+            if kind is not None or (p / "progress.json").is_file():
+                what = (kind or "embedding-store").replace("-", " ")
+                raise InputError(p, f"an unfinished {what} (its run was interrupted or failed); run the same "
+                                    "command again to finish it")
             raise InputError(p, "a directory without manifest.json: expected a text file, an embedding "
                                 "store (xmine embed) or an index (xmine build-index)")
         try:
@@ -248,7 +255,8 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         check_lang(lang, store.lang, what)
         side = _store_side(store, path, lang, kind, fingerprint={"manifest": _manifest_hash(path)})
         if proj is not None and store.projection_fingerprint is None:
-            side.rows = project_rows(store, proj, work / "projected-rows.npy", show_progress=show_progress)
+            side.rows = project_rows(store, proj, work / "projected-rows.npy", lang=lang or store.lang,
+                                     show_progress=show_progress)
             side.projection, side.part = encoders.projection_fp(), "meaning"
         elif proj is not None:
             check_same_projection(store.projection_fingerprint, encoders.projection_fp(), what=what)
@@ -282,7 +290,8 @@ def _store_side(store, path: Path, lang: str | None, kind: str, *, fingerprint: 
 PROJECT_BLOCK = 65_536
 
 
-def project_rows(store, projection: ProjectionLike, out: Path, *, show_progress: bool = True) -> ShardRows:
+def project_rows(store, projection: ProjectionLike, out: Path, *, lang: str | None = None,
+                 show_progress: bool = True) -> ShardRows:
     """The store's rows through `projection` ("meaning"), written block by block to `out` (.npy,
     the store's dtype) once; a marker beside it records what was projected, so a later call with
     the same store and projection reuses the file."""
@@ -290,7 +299,7 @@ def project_rows(store, projection: ProjectionLike, out: Path, *, show_progress:
 
     marker = out.with_suffix(".json")
     want = {"store": _manifest_hash(store.directory), "projection": projection.fingerprint().get("id"),
-            "rows": len(store)}
+            "rows": len(store), "lang": lang}
     if marker.is_file() and out.is_file():
         try:
             if json.loads(marker.read_text(encoding="utf-8")) == want:
@@ -299,14 +308,14 @@ def project_rows(store, projection: ProjectionLike, out: Path, *, show_progress:
             pass
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = store.rows()
-    first = projection.transform(rows[0:1].astype(np.float32), "meaning")
+    first = projection.transform(rows[0:1].astype(np.float32), "meaning", lang=lang)
     with atomic_path(out) as tmp:
         dst = np.lib.format.open_memmap(tmp, mode="w+", dtype=rows.dtype, shape=(len(store), first.shape[1]))
         bar = tqdm(total=len(store), desc=f"projecting {store.directory.name}", unit="rows",
                    disable=not show_progress, leave=False)
         for start in range(0, len(store), PROJECT_BLOCK):
             block = rows[start: start + PROJECT_BLOCK].astype(np.float32)
-            dst[start: start + len(block)] = projection.transform(block, "meaning")
+            dst[start: start + len(block)] = projection.transform(block, "meaning", lang=lang)
             bar.update(len(block))
         bar.close()
         dst.flush()
@@ -317,7 +326,11 @@ def project_rows(store, projection: ProjectionLike, out: Path, *, show_progress:
 
 
 def check_lang(given: str | None, recorded: str | None, what: str) -> None:
-    if given and recorded and given != recorded:
+    """Refuse a language that differs from the artefact's; codes compare normalised (de = deu =
+    deu_Latn = de-DE, xmine.langs)."""
+    from xmine.langs import normalize_lang
+
+    if given and recorded and normalize_lang(given) != normalize_lang(recorded):
         raise ConfigError(f"{what} holds language {recorded!r}, but --lang/--*-lang says {given!r}")
 
 

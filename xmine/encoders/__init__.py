@@ -40,8 +40,10 @@ from __future__ import annotations
 
 import abc
 import logging
+import os
 import re
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -78,6 +80,28 @@ class Encoder(abc.ABC):
     def fingerprint(self) -> dict[str, Any]:
         """A JSON-able identity of the weights and precision: {"name", "dim", "id", "precision"};
         equal ids = same encoder (build it with `with_precision`)."""
+
+    #: tokens the encoder sees per sentence (longer ones are cut); None when it has no such limit
+    max_tokens: int | None = None
+
+    def truncated(self, sentences: Sequence[str]) -> np.ndarray:
+        """Indices of the sentences this encoder cuts at `max_tokens` (their end is not encoded).
+
+        Cheap: only sentences long enough to possibly exceed the limit are tokenized (a token
+        covers at least a quarter of a character in every tokenizer xmine meets).
+        """
+        tokenizer = getattr(self, "tokenizer", None)
+        limit = self.max_tokens
+        if tokenizer is None or not limit:
+            return np.zeros(0, dtype=np.int64)
+        prefix = getattr(self, "prefix", "") or ""
+        long = [i for i, s in enumerate(sentences) if len(s) + len(prefix) >= limit // 4]
+        if not long:
+            return np.zeros(0, dtype=np.int64)
+        ids = tokenizer([prefix + sentences[i] for i in long], truncation=True, max_length=limit + 1,
+                        add_special_tokens=True, return_attention_mask=False,
+                        return_token_type_ids=False)["input_ids"]
+        return np.asarray([i for i, x in zip(long, ids) if len(x) > limit], dtype=np.int64)
 
 
 #: The E5 prefix for symmetric tasks (bitext mining, STS, cross-lingual retrieval of sentences).
@@ -249,6 +273,7 @@ def load_encoder(
     Raises EncoderError when the name or precision is unknown, or the model cannot be built or loaded.
     An encoder already loaded in this process with the same name, device, prefix and precision is reused.
     """
+    check_device(device)
     from xmine.errors import EncoderError
 
     if name == "use-m3":
@@ -267,6 +292,30 @@ def load_encoder(
     return _LOADED[key]
 
 
+def check_device(device: str | None) -> None:
+    """EncoderError for a --device that is not a torch device or is not present on this machine."""
+    if device is None:
+        return
+    import torch
+
+    from xmine.errors import EncoderError
+
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise EncoderError(f"--device {device!r}: not a torch device (cpu, cuda, cuda:1, mps)") from None
+    if d.type == "cuda":
+        if not torch.cuda.is_available():
+            raise EncoderError(f"--device {device}: CUDA is not available here (torch {torch.__version__} sees no "
+                               "GPU); leave --device out or use --device cpu")
+        if d.index is not None and d.index >= torch.cuda.device_count():
+            raise EncoderError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) here")
+    elif d.type == "mps" and not torch.backends.mps.is_available():
+        raise EncoderError(f"--device {device}: Apple MPS is not available here; use --device cpu")
+    elif d.type not in ("cpu", "cuda", "mps"):
+        raise EncoderError(f"--device {device}: xmine runs encoders on cpu, cuda or mps")
+
+
 def _load_encoder(name: str, *, device: str | None, prefix: str | None, threads: int | None,
                   precision: str) -> Encoder:
     from xmine.errors import EncoderError
@@ -279,6 +328,8 @@ def _load_encoder(name: str, *, device: str | None, prefix: str | None, threads:
         from xmine.encoders.use_m3 import UseM3Encoder
 
         return UseM3Encoder(threads=threads)
+    if name != "me5-small":
+        _check_model_reachable(name)  # seconds, not minutes of retries, for a name that cannot load
     import torch
 
     if threads:
@@ -288,6 +339,47 @@ def _load_encoder(name: str, *, device: str | None, prefix: str | None, threads:
     from xmine.encoders.transformer import load_sentence_transformer
 
     return load_sentence_transformer(name, prefix=prefix or "", device=device, precision=precision)
+
+
+_HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+_HUB_TIMEOUT_S = 10
+
+
+def _check_model_reachable(name: str) -> None:
+    """Fail fast (EncoderError) for a model that can be neither found locally nor fetched.
+
+    A local folder must exist. A hub name must be in the Hugging Face cache, or (unless
+    HF_HUB_OFFLINE is set) answer one metadata request within 10 s; otherwise transformers would
+    retry for minutes before failing with the same answer.
+    """
+    from xmine.errors import EncoderError
+
+    known = "not a known xmine encoder (me5-small, use-m3)"
+    path = Path(name).expanduser()
+    if path.exists():
+        return
+    if name.startswith((".", "/", "~")) or not _HUB_NAME.fullmatch(name):
+        raise EncoderError(f"encoder {name!r}: {known}, and no such model folder exists")
+    try:
+        from huggingface_hub import HfApi, try_to_load_from_cache
+        from huggingface_hub.utils import RepositoryNotFoundError
+    except ImportError:  # pragma: no cover - a dependency of transformers
+        return
+    for filename in ("modules.json", "config.json"):
+        if isinstance(try_to_load_from_cache(name, filename), str):
+            return
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        raise EncoderError(f"encoder {name!r}: {known}, not in the Hugging Face cache, and HF_HUB_OFFLINE is "
+                           "set; pass a local model folder, or download the model on a connected machine first")
+    try:
+        HfApi().model_info(name, timeout=_HUB_TIMEOUT_S)
+    except RepositoryNotFoundError:
+        raise EncoderError(f"encoder {name!r}: {known}, and the Hugging Face Hub has no such model "
+                           "(or it is private); check the name") from None
+    except Exception as e:  # noqa: BLE001 - connection errors of every HTTP stack mean one thing here
+        raise EncoderError(f"encoder {name!r}: {known}, not in the Hugging Face cache, and the Hub did not "
+                           f"answer within {_HUB_TIMEOUT_S} s ({type(e).__name__}); pass a local model "
+                           "folder or check the network") from None
 
 
 def _load_me5(*, device: str, prefix: str, precision: str) -> Encoder:

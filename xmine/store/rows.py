@@ -17,7 +17,7 @@ from __future__ import annotations
 import mmap
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -28,10 +28,14 @@ _SPAN_FACTOR = 4
 
 
 class ShardRows:
-    """The rows of `.npy` shard files (same dim and dtype), in order, read with pread."""
+    """The rows of `.npy` shard files (same dim and dtype), in order, read with pread.
 
-    def __init__(self, paths: Sequence[str | Path]):
+    `on_first_read(i)` is called before anything is read from shard i the first time (the store
+    reader checks the shard's sha256 there)."""
+
+    def __init__(self, paths: Sequence[str | Path], *, on_first_read: Callable[[int], None] | None = None):
         self.paths = [Path(p) for p in paths]
+        self._on_first_read = on_first_read
         self._offsets, lengths, dims, dtypes = [], [], set(), set()
         for p in self.paths:
             arr = np.load(p, mmap_mode="r")  # header only; the map is dropped at once
@@ -59,6 +63,8 @@ class ShardRows:
     def _fd(self, i: int) -> int:
         fd = self._fds[i]
         if fd is None:
+            if self._on_first_read is not None:
+                self._on_first_read(i)
             fd = self._fds[i] = os.open(self.paths[i], os.O_RDONLY)
         return fd
 

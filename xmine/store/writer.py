@@ -237,6 +237,7 @@ def embed_corpus(
                 _remove_leftovers(out_dir, manifest)
                 try:
                     store = EmbeddingStore.open(out_dir)
+                    store.verify()  # "already finished" is a promise about the content too
                 except ArtefactError as e:
                     if not overwrite:
                         raise ArtefactError(f"{e}; pass --overwrite to rebuild the store") from None
@@ -292,7 +293,7 @@ def embed_corpus(
                 emb = _encode_shard(
                     buf_text, encoder=encoder, projection=projection, part=part,
                     batch_size=batch_size, max_chars=max_chars, pbar=pbar, lines=buf_lines,
-                    last_line=last_line,
+                    last_line=last_line, stats=stats, lang=lang,
                 )
                 last_line = buf_lines[-1]
                 shards.append(write_shard(out_dir, idx, emb.astype(dtype, copy=False), buf_lines, buf_text))
@@ -330,6 +331,7 @@ def embed_corpus(
         input_stats = {
             "lines": stats.lines, "sentences": stats.sentences, "empty_lines": stats.empty_lines,
             "long_lines": stats.long_count, "replaced": stats.replaced_count, "gzip": stats.gzip,
+            "token_cut_lines": stats.token_cut_count,
         }
         _finalise(out_dir, identity, shards, input_stats, params={
             "input": str(input_path), "lang": lang, "part": stored_part, "dtype": dtype,
@@ -448,17 +450,22 @@ class StoreWriter:
 
 def _encode_shard(
     sentences: list[str], *, encoder: Any, projection: Any, part: str, batch_size: int,
-    max_chars: int, pbar: Any, lines: list[int], last_line: int,
+    max_chars: int, pbar: Any, lines: list[int], last_line: int, stats: CorpusStats | None = None,
+    lang: str | None = None,
 ) -> np.ndarray:
     """Encode one shard in chunks (so the progress bar moves), then apply the projection."""
     texts = truncate_for_encoding(sentences, max_chars)
+    if stats is not None and hasattr(encoder, "truncated"):
+        cut = encoder.truncated(texts)
+        if len(cut):
+            stats.note_token_cuts([lines[i] for i in cut], getattr(encoder, "max_tokens", None))
     pieces = []
     for lo in range(0, len(texts), _ENCODE_CHUNK):
         chunk = texts[lo: lo + _ENCODE_CHUNK]
         raw = np.asarray(encoder.encode(chunk, batch_size=batch_size), dtype=np.float32)
         if raw.ndim != 2 or raw.shape[0] != len(chunk):
             raise ArtefactError(f"encoder returned shape {raw.shape} for {len(chunk)} sentences")
-        pieces.append(projection.transform(raw, part) if projection is not None else raw)
+        pieces.append(projection.transform(raw, part, lang=lang) if projection is not None else raw)
         if pbar is not None:
             line_now = lines[min(lo + _ENCODE_CHUNK, len(lines)) - 1]
             prev = lines[lo - 1] if lo else last_line

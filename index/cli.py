@@ -8,8 +8,9 @@ from pathlib import Path
 
 import click
 
+from xmine.encoders.options import precision_option
 from xmine.index.choose import INDEX_TYPES
-from xmine.options import Finite
+from xmine.options import LANG, Finite
 
 _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (xmine embed) or"
 
@@ -20,7 +21,7 @@ _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (
               help="Index directory to write. It must be new, an empty directory or (with --overwrite) an "
                    "xmine index, which is then replaced atomically; anything else is refused.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it is an xmine index already.")
-@click.option("--lang", default=None, help="Language code of the corpus (recorded; checked against a store's).")
+@click.option("--lang", type=LANG, default=None, help="Language code of the corpus (recorded; checked against a store's).")
 @click.option("--type", "kind", type=click.Choice(INDEX_TYPES), default="auto", show_default=True,
               help="flat: exact inner product; ivf: IVF lists with exact vectors; hnsw: graph index "
                    "(fast, memory-hungry, CPU only); ivfpq: IVF with product-quantised vectors; opq: "
@@ -43,9 +44,10 @@ _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (
               help="Encoder for a text SOURCE (default me5-small); for a store, must match the store's.")
 @click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Projection directory (xmine train): index its meaning part instead of raw embeddings.")
+@precision_option(default_from="the precision of a store SOURCE")
 @click.option("--cpu", is_flag=True, help="Do not use GPUs even if FAISS reports some.")
 def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
-                encoder, projection, cpu):
+                encoder, projection, precision, cpu):
     """Build a FAISS index over SOURCE's embeddings.
 
     SOURCE is a text file (one sentence a line; encoded with --encoder, cached) or an embedding
@@ -54,12 +56,11 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     `xmine search` returns text and refuses queries from another encoder/projection.
     """
     from xmine.index.faiss_index import IndexConfig, build_index as _build
-    from xmine.inputs import Encoders, load_side
-
+    from xmine.inputs import Encoders, artefact_precision, load_side
     from xmine.outputs import claim_output
 
     with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
-        encoders = Encoders(encoder, projection)
+        encoders = Encoders(encoder, projection, precision, default_precision=artefact_precision([source]))
         side = load_side(source, lang=lang, encoders=encoders)
         config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
                              gpu=not cpu,
@@ -93,7 +94,8 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
               help="Encoder for the queries (default: the index's); another encoder is refused.")
 @click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Projection directory; required (and must match) when the index holds a meaning part.")
-def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection):
+@precision_option(default_from="the index's precision")
+def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection, precision):
     """Return the K nearest indexed sentences of every line of QUERIES, with cosine scores.
 
     Scores are inner products of L2-normalised embeddings (cosine, -1..1; for exact indexes) or
@@ -102,23 +104,24 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
     from xmine.outputs import claim_output
 
     if out is None:
-        _search(index_dir, queries, k, fmt, None, nprobe, encoder, projection)
+        _search(index_dir, queries, k, fmt, None, nprobe, encoder, projection, precision)
         return
     with claim_output(out, kind="search-result", form="tsv", inputs=[index_dir, queries, projection],
                       overwrite=overwrite) as claim:
-        summary = _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection)
+        summary = _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision)
         claim.finish(summary)
 
 
-def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection) -> dict:
+def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision) -> dict:
     from xmine.artefacts import provenance
-    from xmine.encoders import check_same_encoder
+    from xmine.encoders import check_same_encoder, fingerprint_precision
     from xmine.index.faiss_index import IndexDir
     from xmine.inputs import Encoders, check_same_projection, load_side
 
     ix = IndexDir.open(index_dir)
     m = ix.manifest
-    encoders = Encoders(encoder or m["encoder"]["name"], projection)
+    encoders = Encoders(encoder or m["encoder"]["name"], projection, precision,
+                        default_precision=fingerprint_precision(m["encoder"]))
     check_same_encoder(m["encoder"], encoders.encoder.fingerprint(), what=f"index {index_dir}")
     check_same_projection(m.get("projection"), encoders.projection_fp(), what=f"index {index_dir}")
     q = load_side(queries, lang=None, encoders=encoders)

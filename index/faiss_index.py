@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from xmine.artefacts import atomic_dir, provenance, read_manifest, write_manifest
+from xmine.artefacts import VerifiedFiles, atomic_dir, provenance, read_manifest, sha256_file, write_manifest
 from xmine.errors import ArtefactError, ConfigError
 from xmine.index.choose import IndexChoice, choose_index
 
@@ -98,8 +98,8 @@ def _to_gpu(index):
     type on the GPU (HNSW has no GPU version): never silently."""
     import faiss
 
-    res = faiss.StandardGpuResources()
     try:
+        res = faiss.StandardGpuResources()
         return faiss.index_cpu_to_gpu(res, 0, index, _gpu_options()), res
     except RuntimeError as e:
         reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
@@ -178,7 +178,8 @@ def build_index(
         try:
             idx.train(train)
         except RuntimeError as e:  # FAISS: too few training points for the centroids, etc.
-            detail = next((l.strip() for l in str(e).splitlines() if "Error" in l or "should" in l), str(e).strip())
+            detail = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+            detail = detail.rpartition("failed: ")[2] or detail  # FAISS: "Error in ... failed: <why>"
             raise ConfigError(f"cannot train {choice.factory} on {len(train):,} vectors ({detail}); "
                               "use --type flat or hnsw, a smaller --nlist / --pq-m, or a larger corpus") from None
         template = _to_cpu(idx, res)
@@ -202,7 +203,9 @@ def build_index(
         bar.close()
         (tmp / "sentences.txt").write_text("".join(f"{t}\n" for t in sentences), encoding="utf-8")
         np.save(tmp / "line_numbers.npy", np.asarray(line_numbers, dtype=np.int64))
+        files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(tmp.iterdir())}
         write_manifest(tmp, KIND, {
+            "files": files,
             "encoder": encoder, "projection": projection, "part": part, "lang": lang,
             "count": n, "dim": dim, "choice": choice.to_dict(), "built_on_gpu": use_gpu,
             "shards": shards, "source": source,
@@ -231,7 +234,23 @@ class IndexDir:
         for shard in manifest["shards"]:
             if not (path / shard["file"]).is_file():
                 raise ArtefactError(f"{path}: shard {shard['file']} is missing")
-        return cls(path, manifest)
+        ix = cls(path, manifest)
+        ix.content.check_if_small()
+        return ix
+
+    @property
+    def content(self) -> VerifiedFiles:
+        """sha256 of every file (indexes built before they were recorded have none to check)."""
+        return VerifiedFiles(self.path, self.manifest.get("files") or {}, what="index")
+
+    def verify(self) -> int:
+        """Check every file against the manifest's sha256 and load every shard; return bytes checked."""
+        n = self.content.check_all()
+        for shard in self.manifest["shards"]:
+            self._shard(shard, keep=False)
+        self.sentences()
+        self.line_numbers  # noqa: B018 - loads and checks it
+        return n
 
     def __len__(self) -> int:
         return int(self.manifest["count"])
@@ -242,11 +261,27 @@ class IndexDir:
 
     @property
     def line_numbers(self) -> np.ndarray:
-        return np.load(self.path / "line_numbers.npy")
+        path = self.path / "line_numbers.npy"
+        self.content.check(path.name)
+        try:
+            numbers = np.load(path)
+        except (ValueError, OSError, EOFError) as e:
+            raise ArtefactError(f"{path}: unreadable ({e}); the index is damaged, rebuild it") from None
+        if numbers.shape != (len(self),) or numbers.dtype.kind not in "iu":
+            raise ArtefactError(f"{path}: {numbers.shape} {numbers.dtype}, expected {len(self)} integer line "
+                                "numbers; the index is damaged, rebuild it")
+        return numbers
 
     def sentences(self) -> list[str]:
         if self._sentences is None:
-            text = (self.path / "sentences.txt").read_text(encoding="utf-8")
+            path = self.path / "sentences.txt"
+            self.content.check(path.name)
+            try:
+                text = path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                raise ArtefactError(f"{path}: missing; the index is damaged, rebuild it") from None
+            except UnicodeDecodeError as e:
+                raise ArtefactError(f"{path}: not UTF-8 ({e.reason}); the index is damaged, rebuild it") from None
             self._sentences = text.split("\n")[:-1]
             if len(self._sentences) != len(self):
                 raise ArtefactError(f"{self.path}/sentences.txt: {len(self._sentences)} lines, expected {len(self)}")
@@ -257,7 +292,17 @@ class IndexDir:
 
         index = self._loaded.get(shard["file"])
         if index is None:
-            index = faiss.read_index(str(self.path / shard["file"]))
+            path = self.path / shard["file"]
+            self.content.check(shard["file"])
+            try:
+                index = faiss.read_index(str(path))
+            except RuntimeError as e:
+                detail = str(e).strip().splitlines()[-1] if str(e).strip() else "FAISS could not read it"
+                raise ArtefactError(f"{path}: unreadable FAISS index ({detail}); the index is damaged, "
+                                    "rebuild it") from None
+            if index.ntotal != shard["rows"] or index.d != self.dim:
+                raise ArtefactError(f"{path}: holds {index.ntotal} vectors of dimension {index.d}, the manifest "
+                                    f"says {shard['rows']} of {self.dim}; the index is damaged, rebuild it")
             if keep:
                 self._loaded[shard["file"]] = index
         return index

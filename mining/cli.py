@@ -6,10 +6,12 @@ from pathlib import Path
 
 import click
 
+from xmine.encoders.options import precision_option
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
 from xmine.mining.margin import MARGINS
+from xmine.mining.products import PRODUCTS
 from xmine.mining.select import RETRIEVALS
-from xmine.options import Finite
+from xmine.options import LANG, Finite
 
 _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine embed) or an index "
          "directory (xmine build-index)")
@@ -23,8 +25,8 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
                    "A summary with provenance goes to OUT.json, which also marks OUT as xmine's. An "
                    "existing OUT is replaced only if it is an earlier mining result and --overwrite is given.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT (and OUT.json, OUT.meta) if it is an earlier xmine mining result.")
-@click.option("--src-lang", default=None, help="Language code of SRC (recorded; checked against artefacts).")
-@click.option("--tgt-lang", default=None, help="Language code of TGT.")
+@click.option("--src-lang", type=LANG, default=None, help="Language code of SRC (recorded; checked against artefacts).")
+@click.option("--tgt-lang", type=LANG, default=None, help="Language code of TGT.")
 @click.option("-k", "--k", "k", type=click.IntRange(min=1), default=4, show_default=True,
               help="Neighbours per sentence: the candidates considered and the neighbourhood whose mean "
                    "cosine forms the margin.")
@@ -63,10 +65,16 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Threads sharing the exact product, one BLAS thread each (default: as many as BLAS "
                    "uses, normally one per core).")
+@click.option("--product", type=click.Choice(PRODUCTS), default="auto", show_default=True,
+              help="Block product that finds candidates for the exact search: auto = cuda if torch sees "
+                   "a GPU, else bf16 on CPUs with avx512_bf16 or AMX, else fp32. Every candidate is "
+                   "rescored exactly, with a proven bound on the product's error: the output is the "
+                   "same byte for byte whatever the product. cuda without a GPU is an error.")
+@precision_option(default_from="the precision of the store or index inputs")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
 def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, line_numbers, meta, block_rows, block_cols, workers,
-         keep_work):
+         product, precision, keep_work):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
     SRC and TGT are each a text file (one sentence a line), an embedding store directory (xmine
@@ -79,10 +87,11 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
 
     config = MiningConfig(k=k, margin=margin, retrieval=retrieval, threshold=threshold,
                           max_length_ratio=max_length_ratio, min_length=min_length, max_length=max_length,
-                          block_rows=block_rows, block_cols=block_cols, workers=workers)
+                          block_rows=block_rows, block_cols=block_cols, workers=workers,
+                          product=product)
     summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
-                    projection=projection, approximate=approximate, line_numbers=line_numbers, meta=meta,
-                    keep_work=keep_work, overwrite=overwrite)
+                    precision=precision, projection=projection, approximate=approximate, line_numbers=line_numbers,
+                    meta=meta, keep_work=keep_work, overwrite=overwrite)
     click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "
                f"unique sentences ({summary['search']}) -> {out}", err=True)
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from xmine.artefacts import provenance
 from xmine.errors import ArtefactError
+from xmine.mining.products import resolve_product
 from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
 
 log = logging.getLogger(__name__)
@@ -45,14 +46,16 @@ def _unique_hits(sims: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray,
     return np.take_along_axis(sims, order, 1).astype(np.float32), np.take_along_axis(ids, order, 1)
 
 
-def _approximate_knn(sx, sy, ux, uy, inv_x, inv_y, k: int, work: Path, show_progress: bool):
-    """kNN both ways through FAISS indexes: a side's own index dir, else one built in `work`."""
+def _approximate_knn(sx, sy, ux, uy, inv_x, inv_y, k: int, work: Path, show_progress: bool, *,
+                     own_index: bool = True, subset: str = ""):
+    """kNN both ways through FAISS indexes: a side's own index dir (when `own_index`), else one
+    built in `work` over `ux`/`uy` (`subset` names which rows they are)."""
     from xmine.index.faiss_index import IndexConfig, build_index
 
     def index_of(side, unique_emb, tag):
-        if side.index is not None:
+        if side.index is not None and own_index:
             return side.index, True
-        d = work / f"index-{tag}-{side.fingerprint_key()[:16]}"
+        d = work / f"index-{tag}-{side.fingerprint_key()[:16]}{subset}"
         from xmine.index.faiss_index import IndexDir
 
         try:
@@ -88,6 +91,7 @@ def mine(
     tgt_lang: str | None = None,
     config: MiningConfig = MiningConfig(),
     encoder: str | None = None,
+    precision: str | None = None,
     projection: str | Path | None = None,
     approximate: bool = False,
     line_numbers: bool = False,
@@ -101,23 +105,61 @@ def mine(
     `out` is claimed first (`xmine.outputs.claim_output`): it must not be an input, an existing
     `out` (with `out.json`, `out.meta`, `out.work/`) must be an earlier mining result and is
     replaced only with `overwrite`, and a second run writing the same `out` is refused.
+    `encoder` and `precision` encode text sides; by default those of the artefact sides (stores,
+    indexes), else me5-small at "auto" precision.
     """
     from xmine.outputs import claim_output
 
     out = Path(out)
+    # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU).
+    if not approximate:
+        resolve_product(config.product)
     with claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection], overwrite=overwrite,
-                      companions=(".meta", ".work")) as claim:
+                      companions=(".meta", ".work"), legacy=_legacy_result) as claim:
         return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
-                     projection=projection, approximate=approximate, line_numbers=line_numbers, meta=meta,
-                     keep_work=keep_work, show_progress=show_progress)
+                     precision=precision, projection=projection, approximate=approximate,
+                     line_numbers=line_numbers, meta=meta, keep_work=keep_work, show_progress=show_progress)
 
 
-def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, projection, approximate, line_numbers, meta,
-          keep_work, show_progress) -> dict:
-    from xmine.inputs import Encoders, artefact_encoder_name, check_compatible, load_side
+def _mine_approximate(sx, sy, ux, uy, lx, ly, inv_x, inv_y, config: MiningConfig, work: Path,
+                      show_progress: bool) -> MinedPairs:
+    """Mining through FAISS with the exact path's definition of a neighbourhood: with length
+    bounds, the k nearest among the sentences within them (a side's own index also holds the
+    others, so then an index of the allowed rows is built in `work`), never fewer."""
+    mx, my = length_mask(lx, config), length_mask(ly, config)
+    xr = np.flatnonzero(mx) if mx is not None else np.arange(len(ux))
+    yr = np.flatnonzero(my) if my is not None else np.arange(len(uy))
+    if len(xr) == 0 or len(yr) == 0:
+        e = np.zeros(0, np.int64)
+        return MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
+    filtered = mx is not None or my is not None
+    subset = f"-len{config.min_length}-{config.max_length}" if filtered else ""
+    if filtered and (sx.index is not None or sy.index is not None):
+        log.info("length bounds set: indexing the sentences within them in %s instead of using the given index", work)
+    fs, fi, bs, bi = _approximate_knn(sx, sy, ux[xr], uy[yr], inv_x, inv_y, config.k, work, show_progress,
+                                      own_index=not filtered, subset=subset)
+    mined = select_pairs(fs, fi, bs, bi, config=config, src_lengths=lx[xr], tgt_lengths=ly[yr])
+    return MinedPairs(src_idx=xr[mined.src_idx], tgt_idx=yr[mined.tgt_idx], score=mined.score,
+                      direction=mined.direction)
+
+
+def _legacy_result(out: Path) -> bool:
+    """A mining result written before OUT.json carried a kind: its summary names OUT as output."""
+    try:
+        side = json.loads(Path(str(out) + ".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (isinstance(side, dict) and {"output", "pairs", "search", "provenance"} <= side.keys()
+            and Path(str(side["output"])).name == out.name)
+
+
+def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate, line_numbers,
+          meta, keep_work, show_progress) -> dict:
+    from xmine.inputs import Encoders, artefact_encoder_name, artefact_precision, check_compatible, load_side
 
     out = claim.path
-    encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection)
+    encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection, precision,
+                        default_precision=artefact_precision([src, tgt]))
     sx = load_side(src, lang=src_lang, encoders=encoders, need_vectors=True, show_progress=show_progress)
     sy = load_side(tgt, lang=tgt_lang, encoders=encoders, need_vectors=True, show_progress=show_progress)
     check_compatible(sx, sy)
@@ -134,13 +176,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, projection, a
          config.min_length, config.max_length], default=str).encode()).hexdigest()
     work = claim.work_dir(".work")
     if use_index:
-        fs, fi, bs, bi = _approximate_knn(sx, sy, ux, uy, inv_x, inv_y, config.k, work, show_progress)
-        # Length bounds: sentences outside them neither query nor are found.
-        for mask, rows_idx, hits_idx in ((length_mask(lx, config), fi, bi), (length_mask(ly, config), bi, fi)):
-            if mask is not None:
-                rows_idx[~mask] = -1
-                hits_idx[(hits_idx >= 0) & ~mask[np.maximum(hits_idx, 0)]] = -1
-        mined = select_pairs(fs, fi, bs, bi, config=config, src_lengths=lx, tgt_lengths=ly)
+        mined = _mine_approximate(sx, sy, ux, uy, lx, ly, inv_x, inv_y, config, work, show_progress)
     else:
         mined = mine_embeddings(ux, uy, config=config, src_lengths=lx, tgt_lengths=ly,
                                 checkpoint_dir=work / "knn", checkpoint_key=key, show_progress=show_progress)
@@ -157,6 +193,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, projection, a
         "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy.sentences), "unique": len(uy_text)},
         "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
         "search": "faiss-index" if use_index else "exact",
+        "product": None if use_index else resolve_product(config.product),
         "score_quantiles": ({q: float(np.quantile(mined.score, q)) for q in (0.1, 0.5, 0.9)} if len(mined) else {}),
         "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang, approximate=use_index,
                                  inputs=[sx.fingerprint, sy.fingerprint]),

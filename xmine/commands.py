@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from xmine.corpus import DEFAULT_MAX_CHARS
+from xmine.encoders.options import precision_option
+from xmine.options import LANG
 
 
 @click.command("encoders")
@@ -30,7 +32,7 @@ def encoders() -> None:
 
 @click.command("embed")
 @click.argument("corpus", type=click.Path(dir_okay=True, path_type=str))
-@click.option("--lang", required=True, help="Language code of the corpus (e.g. de), recorded in the store.")
+@click.option("--lang", type=LANG, required=True, help="Language code of the corpus (e.g. de), recorded in the store.")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=str),
               help="Store directory to create (or to resume, or to return at once if already finished).")
 @click.option("--encoder", "encoder_name", default="me5-small", show_default=True,
@@ -51,9 +53,10 @@ def encoders() -> None:
               help="Rebuild the store (or discard an interrupted run) made from another input or settings, "
                    "instead of refusing.")
 @click.option("--device", default=None, help="Torch device for the encoder (default: cuda if present, else cpu).")
+@precision_option(default_from="the precision of the finished store OUT")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_size, shard_rows,
-          max_chars, overwrite, device, quiet) -> None:
+          max_chars, overwrite, device, precision, quiet) -> None:
     """Embed CORPUS (one sentence per line, UTF-8, plain or gzip) into an embedding store.
 
     The store (OUT) holds .npy shards, the line number and text of every sentence, and a
@@ -70,7 +73,8 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     """
     from xmine.encoders import load_encoder
     from xmine.store import embed_corpus
-    encoder = load_encoder(encoder_name, device=device)
+    # A finished store is returned as it is, so by default it is asked for at its own precision.
+    encoder = load_encoder(encoder_name, device=device, precision=precision or _store_precision(out_dir) or "auto")
     store = embed_corpus(
         corpus, out_dir, encoder=encoder, lang=lang, projection=projection, part=part, dtype=dtype,
         shard_rows=shard_rows, batch_size=batch_size, max_chars=max_chars, overwrite=overwrite,
@@ -84,9 +88,48 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     resumed = f", {info.resumed_rows} resumed from an earlier run" if info and info.resumed_rows else ""
     click.echo(
         f"embedded {len(store)} sentences ({info.encoded if info else len(store)} encoded now{resumed}), "
-        f"dim {store.dim}, {store.manifest['dtype']}, part {store.part}, in {info.seconds:.1f}s "
+        f"dim {store.dim}, {store.manifest['dtype']}, part {store.part}, encoder at {encoder.precision}, in {info.seconds:.1f}s "
         f"({rate:.1f} sentences/s) -> {out_dir}"
     )
 
 
-COMMANDS = [encoders, embed]
+@click.command("verify")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=str))
+def verify(paths) -> None:
+    """Check xmine artefacts completely: every file against the sha256 its manifest records.
+
+    PATHS may be embedding stores, indexes, projections, sentence-transformers exports, or output
+    files with their OUT.json summary (mined pairs, search hits, langid). Exit 2 with a one-line
+    error naming the first damaged file; 0 when everything matches.
+
+    Opening an artefact checks small ones (up to 64 MiB) completely, and large ones file by file as
+    they are first read; `verify` reads every byte now.
+    """
+    import time
+
+    from xmine.artefacts import verify_artefact
+
+    for path in paths:
+        t0 = time.perf_counter()
+        kind, nbytes, detail = verify_artefact(path)
+        click.echo(f"{path}: OK, an xmine {kind} ({detail}; {nbytes / 2**20:,.1f} MiB checked in "
+                   f"{time.perf_counter() - t0:.1f}s)")
+
+
+
+def _store_precision(out_dir: str) -> str | None:
+    """The encoder precision of the finished store in `out_dir` (None: no finished store there)."""
+    import json
+    from pathlib import Path
+
+    from xmine.artefacts import MANIFEST
+    from xmine.encoders import fingerprint_precision
+
+    try:
+        fp = json.loads((Path(out_dir) / MANIFEST).read_text(encoding="utf-8"))["encoder"]
+        return fingerprint_precision(fp) if isinstance(fp, dict) else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+COMMANDS = [encoders, embed, verify]

@@ -33,6 +33,13 @@ def artefact_kind(path: str | Path) -> str:
     if p.is_dir():
         m = p / MANIFEST
         if not m.is_file():
+            from xmine.outputs import dir_kind
+
+            kind, _ = dir_kind(p)
+            if kind is not None or (p / "progress.json").is_file():
+                what = (kind or "embedding-store").replace("-", " ")
+                raise InputError(p, f"an unfinished {what} (its run was interrupted or failed); run the same "
+                                    "command again to finish it")
             raise InputError(p, "a directory without manifest.json: expected a text file, an embedding "
                                 "store (xmine embed) or an index (xmine build-index)")
         try:
@@ -116,32 +123,58 @@ class Side:
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def artefact_encoder_name(paths) -> str | None:
-    """The encoder name recorded by the first artefact directory among `paths` (None: only text)."""
+def artefact_encoder(paths) -> dict | None:
+    """The encoder fingerprint recorded by the first artefact directory among `paths` (None: only text)."""
     for p in paths:
         if Path(p).is_dir() and (Path(p) / MANIFEST).is_file():
             try:
-                return json.loads((Path(p) / MANIFEST).read_text(encoding="utf-8"))["encoder"]["name"]
+                fp = json.loads((Path(p) / MANIFEST).read_text(encoding="utf-8"))["encoder"]
             except (ValueError, KeyError, TypeError):
                 continue
+            if isinstance(fp, dict) and fp.get("name"):
+                return fp
     return None
 
 
-class Encoders:
-    """Loads the encoder and projection once, only if a side needs them."""
+def artefact_encoder_name(paths) -> str | None:
+    """The encoder name recorded by the first artefact directory among `paths` (None: only text)."""
+    fp = artefact_encoder(paths)
+    return fp["name"] if fp else None
 
-    def __init__(self, encoder_name: str | None, projection_path: str | Path | None):
+
+def artefact_precision(paths) -> str | None:
+    """The encoder precision of the first artefact directory among `paths` (fp32 for artefacts
+    written before precisions existed; None: only text)."""
+    from xmine.encoders import fingerprint_precision
+
+    fp = artefact_encoder(paths)
+    return fingerprint_precision(fp) if fp else None
+
+
+class Encoders:
+    """Loads the encoder and projection once, only if a side needs them.
+
+    `precision`: what the user asked for (None: not given); `default_precision`: what to use when
+    it was not given (the input artefacts' precision, so that text encoded beside a store or an
+    index matches it), else "auto".
+    """
+
+    def __init__(self, encoder_name: str | None, projection_path: str | Path | None, precision: str | None = None,
+                 *, default_precision: str | None = None):
         self.encoder_name = encoder_name
         self.projection_path = projection_path
+        self.precision = precision
+        self.default_precision = default_precision
         self._encoder = None
         self._projection = None
 
     @property
     def encoder(self):
         if self._encoder is None:
-            from xmine.encoders import DEFAULT_ENCODER, load_encoder
+            from xmine.encoders import DEFAULT_ENCODER, DEFAULT_PRECISION, load_encoder
 
-            self._encoder = load_encoder(self.encoder_name or DEFAULT_ENCODER)
+            self._encoder = load_encoder(self.encoder_name or DEFAULT_ENCODER,
+                                         precision=self.precision or self.default_precision or DEFAULT_PRECISION)
             if self.projection is not None:
                 self.projection.check_encoder(self._encoder.fingerprint())
         return self._encoder
@@ -156,11 +189,18 @@ class Encoders:
         return self.projection.fingerprint() if self.projection is not None else None
 
     def check_artefact_encoder(self, fp: dict, *, what: str) -> None:
-        """Refuse an artefact of another encoder than the one named (or the projection's)."""
-        from xmine.encoders import check_same_encoder
+        """Refuse an artefact of another encoder than the one named (or the projection's), or of
+        another precision than the one asked for."""
+        from xmine.encoders import check_same_encoder, encoder_precision, fingerprint_precision
 
         if self.encoder_name is not None and self.encoder_name != fp.get("name"):
             check_same_encoder(fp, self.encoder.fingerprint(), what=what)
+        if self.precision is not None:
+            made, asked = fingerprint_precision(fp), encoder_precision(fp.get("name") or "", self.precision)
+            if made != asked:
+                raise EncoderMismatchError(
+                    f"{what} was made at precision {made}, but --precision {self.precision} means {asked} here; "
+                    f"embeddings of two precisions are never mixed: pass --precision {made} (or rebuild it at {asked})")
         if self.projection is not None:
             self.projection.check_encoder(fp)
 
@@ -177,10 +217,17 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, need_ve
 
         corpus = read_corpus(path)
         enc = encoders.encoder
-        emb = cached_encode(enc, truncate_for_encoding(corpus.sentences), show_progress=show_progress,
-                            desc=f"encoding {path.name}")
+        texts = truncate_for_encoding(corpus.sentences)
+        if hasattr(enc, "truncated"):
+            cut = enc.truncated(texts)
+            if len(cut):  # like the other input statistics: counted and reported
+                corpus.stats.note_token_cuts(corpus.line_numbers[cut], getattr(enc, "max_tokens", None))
+                import logging
+
+                logging.getLogger("xmine.corpus").warning(corpus.stats.token_cut_warning())
+        emb = cached_encode(enc, texts, show_progress=show_progress, desc=f"encoding {path.name}")
         if proj is not None:
-            emb = proj.transform(emb, "meaning")
+            emb = proj.transform(emb, "meaning", lang=lang)
         return Side(path=path, kind=kind, sentences=corpus.sentences, line_numbers=corpus.line_numbers,
                     embeddings=emb, encoder=enc.fingerprint(), projection=encoders.projection_fp(),
                     part="meaning" if proj is not None else "raw", lang=lang,
@@ -198,7 +245,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, need_ve
         proj_fp, part = store.projection_fingerprint, store.part
         if proj is not None and store.projection_fingerprint is None:
             # A raw store: apply the projection here (block by block, into float32).
-            emb = np.concatenate([proj.transform(b, "meaning") for _, b in store.iter_blocks()])
+            emb = np.concatenate([proj.transform(b, "meaning", lang=lang or store.lang) for _, b in store.iter_blocks()])
             proj_fp, part = encoders.projection_fp(), "meaning"
         elif proj is not None:
             check_same_projection(store.projection_fingerprint, encoders.projection_fp(), what=what)
@@ -221,7 +268,11 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, need_ve
 
 
 def check_lang(given: str | None, recorded: str | None, what: str) -> None:
-    if given and recorded and given != recorded:
+    """Refuse a language that differs from the artefact's; codes compare normalised (de = deu =
+    deu_Latn = de-DE, xmine.langs)."""
+    from xmine.langs import normalize_lang
+
+    if given and recorded and normalize_lang(given) != normalize_lang(recorded):
         raise ConfigError(f"{what} holds language {recorded!r}, but --lang/--*-lang says {given!r}")
 
 

@@ -94,6 +94,11 @@ def _identity_mismatch(old: dict[str, Any], new: dict[str, Any]) -> str | None:
             f"({new['input']['size']} bytes, sha256 {new['input']['sha256'][:12]}...)"
         )
     if old["encoder"].get("id") != new["encoder"].get("id"):
+        from xmine.encoders import fingerprint_precision, weights_id
+
+        if weights_id(old["encoder"]) == weights_id(new["encoder"]):
+            p_old, p_new = fingerprint_precision(old["encoder"]), fingerprint_precision(new["encoder"])
+            return f"it was made at encoder precision {p_old} (--precision {p_old}), not {p_new}"
         return f"it was made with encoder {old['encoder'].get('name')!r}, not {new['encoder'].get('name')!r}"
     old_p = (old.get("projection") or {}).get("id")
     new_p = (new.get("projection") or {}).get("id")
@@ -230,6 +235,7 @@ def embed_corpus(
                 _remove_leftovers(out_dir, manifest)
                 try:
                     store = EmbeddingStore.open(out_dir)
+                    store.verify()  # "already finished" is a promise about the content too
                 except ArtefactError as e:
                     if not overwrite:
                         raise ArtefactError(f"{e}; pass --overwrite to rebuild the store") from None
@@ -285,7 +291,7 @@ def embed_corpus(
                 emb = _encode_shard(
                     buf_text, encoder=encoder, projection=projection, part=part,
                     batch_size=batch_size, max_chars=max_chars, pbar=pbar, lines=buf_lines,
-                    last_line=last_line,
+                    last_line=last_line, stats=stats, lang=lang,
                 )
                 last_line = buf_lines[-1]
                 emb = emb.astype(dtype, copy=False)
@@ -334,6 +340,7 @@ def embed_corpus(
         input_stats = {
             "lines": stats.lines, "sentences": stats.sentences, "empty_lines": stats.empty_lines,
             "long_lines": stats.long_count, "replaced": stats.replaced_count, "gzip": stats.gzip,
+            "token_cut_lines": stats.token_cut_count,
         }
         _finalise(out_dir, identity, shards, input_stats, params={
             "input": str(input_path), "lang": lang, "part": stored_part, "dtype": dtype,
@@ -347,17 +354,22 @@ def embed_corpus(
 
 def _encode_shard(
     sentences: list[str], *, encoder: Any, projection: Any, part: str, batch_size: int,
-    max_chars: int, pbar: Any, lines: list[int], last_line: int,
+    max_chars: int, pbar: Any, lines: list[int], last_line: int, stats: CorpusStats | None = None,
+    lang: str | None = None,
 ) -> np.ndarray:
     """Encode one shard in chunks (so the progress bar moves), then apply the projection."""
     texts = truncate_for_encoding(sentences, max_chars)
+    if stats is not None and hasattr(encoder, "truncated"):
+        cut = encoder.truncated(texts)
+        if len(cut):
+            stats.note_token_cuts([lines[i] for i in cut], getattr(encoder, "max_tokens", None))
     pieces = []
     for lo in range(0, len(texts), _ENCODE_CHUNK):
         chunk = texts[lo: lo + _ENCODE_CHUNK]
         raw = np.asarray(encoder.encode(chunk, batch_size=batch_size), dtype=np.float32)
         if raw.ndim != 2 or raw.shape[0] != len(chunk):
             raise ArtefactError(f"encoder returned shape {raw.shape} for {len(chunk)} sentences")
-        pieces.append(projection.transform(raw, part) if projection is not None else raw)
+        pieces.append(projection.transform(raw, part, lang=lang) if projection is not None else raw)
         if pbar is not None:
             line_now = lines[min(lo + _ENCODE_CHUNK, len(lines)) - 1]
             prev = lines[lo - 1] if lo else last_line

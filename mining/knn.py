@@ -295,6 +295,11 @@ class _Checkpoint:
                     chunks.append((start, z["sims"], z["idx"]))
         return done, chunks, bwd_s, bwd_i
 
+    def clear(self) -> None:
+        """Drop the saved partial results (keeps the key): the next run starts from row 0."""
+        for f in list(self.dir.glob("fwd_*.npz")) + [self.dir / "state.npz"]:
+            f.unlink(missing_ok=True)
+
     def save(self, start: int, stop: int, fwd_s, fwd_i, bwd_s, bwd_i) -> None:
         # x->y rows first, then the state that claims them: a crash between the two only loses them.
         if stop > start:
@@ -302,6 +307,64 @@ class _Checkpoint:
                 np.savez(tmp, sims=fwd_s, idx=fwd_i)
         with atomic_path(self.dir / "state.npz") as tmp:
             np.savez(tmp, done_rows=np.int64(stop), bwd_sims=bwd_s, bwd_idx=bwd_i)
+
+
+def _load_valid_checkpoint(ckpt: "_Checkpoint", *, n: int, m: int, kx: int, ky: int):
+    """`ckpt.load()` if it is whole and fits these inputs; else None (with a warning, and the
+    checkpoint cleared), so a damaged checkpoint costs a recomputation, never a crash on every
+    rerun or a result read from uninitialised memory.
+
+    Checked: the files load; done_rows is within [0, n]; the x->y chunks cover rows [0, done_rows)
+    exactly, without gaps or overlaps, each (rows, kx); the y->x state is (m, ky); every index is
+    -1 or a valid row; similarities are finite or -inf (the value of a missing neighbour).
+    """
+    import logging
+    import zipfile
+
+    log = logging.getLogger("xmine.mining")
+    try:
+        loaded = ckpt.load()
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
+        why = f"unreadable ({type(e).__name__}: {e})"
+    else:
+        if loaded is None:
+            return None
+        why = _checkpoint_problem(loaded, n=n, m=m, kx=kx, ky=ky)
+        if why is None:
+            return loaded
+    log.warning(f"{ckpt.dir}: damaged mining checkpoint ({why}); recomputing from the start")
+    ckpt.clear()
+    return None
+
+
+def _checkpoint_problem(loaded, *, n: int, m: int, kx: int, ky: int) -> str | None:
+    done, chunks, bwd_s, bwd_i = loaded
+    if not 0 <= done <= n:
+        return f"done_rows {done} outside 0..{n}"
+    if bwd_s.shape != (m, ky) or bwd_i.shape != (m, ky):
+        return f"y->x state {bwd_s.shape}/{bwd_i.shape}, expected ({m}, {ky})"
+    if not _valid_topk(bwd_s, bwd_i, n):
+        return "y->x state holds impossible values"
+    pos = 0
+    for start, sims, idx in sorted(chunks, key=lambda c: c[0]):
+        if start != pos:
+            return f"x->y rows {pos}..{start} missing" if start > pos else f"x->y rows from {start} overlap"
+        if sims.shape != idx.shape or sims.ndim != 2 or sims.shape[1] != kx:
+            return f"x->y chunk at row {start} has shape {sims.shape}/{idx.shape}, expected (rows, {kx})"
+        if not _valid_topk(sims, idx, m):
+            return f"x->y chunk at row {start} holds impossible values"
+        pos += len(sims)
+    if pos != done:
+        return f"x->y rows {pos}..{done} missing"
+    return None
+
+
+def _valid_topk(sims: np.ndarray, idx: np.ndarray, n_other: int) -> bool:
+    if not (np.issubdtype(idx.dtype, np.integer) and np.issubdtype(sims.dtype, np.floating)):
+        return False
+    ok_idx = bool(((idx >= -1) & (idx < n_other)).all())
+    ok_sims = bool((np.isfinite(sims) | (sims == -np.inf)).all())
+    return ok_idx and ok_sims
 
 
 def exact_knn_both(
@@ -355,7 +418,7 @@ def exact_knn_both(
     ckpt = _Checkpoint(checkpoint_dir, key) if checkpoint_dir is not None else None
     done, resumed_state = 0, None
     if ckpt is not None:
-        loaded = ckpt.load()
+        loaded = _load_valid_checkpoint(ckpt, n=n, m=m, kx=kx, ky=ky)
         if loaded is not None:
             done, chunks, bwd_p, bwd_i = loaded
             resumed_state = (bwd_p, bwd_i)

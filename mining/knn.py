@@ -418,7 +418,7 @@ def exact_knn_both(
     ckpt = _Checkpoint(checkpoint_dir, key) if checkpoint_dir is not None else None
     done, resumed_state = 0, None
     if ckpt is not None:
-        loaded = _load_valid_checkpoint(ckpt, n=n, m=m, kx=kx, ky=ky)
+        loaded = _load_valid_checkpoint(ckpt, n=n, m=m, kx=kx, ky=wy)  # the y->x state is W wide
         if loaded is not None:
             done, chunks, bwd_p, bwd_i = loaded
             resumed_state = (bwd_p, bwd_i)

@@ -390,3 +390,21 @@ def test_cli_encoders_lists_the_builtin_encoders():
     assert any(line.startswith("me5-small") and "dim 384" in line and "available" in line for line in lines)
     assert any(line.startswith("use-m3") and "dim 512" in line for line in lines)
     assert any("sentence-transformers" in line for line in lines)
+
+
+def test_embedding_cache_writes_into_a_table_with_more_columns(tmp_path):
+    """The cache is shared by every xmine version on a machine: a newer one may add columns
+    (with defaults); an older writer must still store into it, naming its two columns."""
+    import sqlite3
+
+    from xmine.embed_cache import EmbeddingCache
+
+    path = tmp_path / "c.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE emb (key BLOB PRIMARY KEY, vec BLOB NOT NULL, used REAL NOT NULL DEFAULT 0)")
+    db.commit()
+    db.close()
+    cache = EmbeddingCache({"name": "x", "dim": 3}, path=path)
+    cache.store([b"k1"], np.ones((1, 3), dtype=np.float32))
+    assert np.array_equal(cache.lookup([b"k1"])[b"k1"], np.ones(3, dtype=np.float32))
+    cache.close()

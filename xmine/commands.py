@@ -28,6 +28,25 @@ def encoders() -> None:
             if r.get(key):
                 click.echo(click.wrap_text(f"{label}{r[key]}", width=100, initial_indent="    ",
                                            subsequent_indent="    "))
+    click.echo()
+    click.echo(describe_auto_precision())
+
+
+def describe_auto_precision() -> str:
+    """One line: what --precision auto means on this machine, and why."""
+    from xmine.encoders import cpu_bf16_flag
+
+    flag = cpu_bf16_flag()
+    line = ("--precision auto on this CPU: " + (f"bf16 (native bf16: {flag} in /proc/cpuinfo)" if flag else
+                                                 "fp32 (no avx512_bf16/amx_bf16 in /proc/cpuinfo)"))
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            line += "; on CUDA: " + ("bf16" if torch.cuda.is_bf16_supported() else "fp16 (no bf16 on this GPU)")
+    except ImportError:
+        pass
+    return line
 
 
 @click.command("embed")

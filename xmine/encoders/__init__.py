@@ -141,21 +141,36 @@ def cpu_bf16_flag() -> str | None:
 
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, sep, value = line.partition(":")
-                if sep and key.strip().lower() in ("flags", "features"):
-                    flags = set(value.split())
-                    break
-            else:
-                return None
+            text = f.read()
     except OSError:
         return None
+    return bf16_flag_in_cpuinfo(text, platform.machine())
+
+
+def bf16_flag_in_cpuinfo(cpuinfo: str, machine: str) -> str | None:
+    """`cpu_bf16_flag` on the text of a /proc/cpuinfo and a `platform.machine()` value."""
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip().lower() in ("flags", "features"):
+            flags = set(value.split())
+            break
     for flag in ("amx_bf16", "avx512_bf16"):
         if flag in flags:
             return flag
-    if platform.machine().lower() in ("aarch64", "arm64") and "bf16" in flags:
+    if machine.lower() in ("aarch64", "arm64") and "bf16" in flags:
         return "bf16"
     return None
+
+
+_NOTICED: set[tuple] = set()
+
+
+def _note_once(key: tuple, message: str, *args) -> None:
+    """Log `message` at INFO the first time `key` is seen in this process."""
+    if key not in _NOTICED:
+        _NOTICED.add(key)
+        log.info(message, *args)
 
 
 def resolve_precision(precision: str, device: str, *, encoder_name: str = "") -> str:
@@ -177,7 +192,10 @@ def resolve_precision(precision: str, device: str, *, encoder_name: str = "") ->
 
         bf16_ok = torch.cuda.is_bf16_supported()
         if precision == "auto":
-            return "bf16" if bf16_ok else "fp16"
+            chosen = "bf16" if bf16_ok else "fp16"
+            _note_once(("auto-cuda", chosen), "%s runs at %s on %s (--precision auto)", encoder_name or "the encoder",
+                       chosen, device)
+            return chosen
         if precision == "bf16" and not bf16_ok:
             raise EncoderError(f"{encoder_name or 'encoder'}: precision bf16 asked for, but {device} "
                                f"({torch.cuda.get_device_name(device)}) does not support bfloat16; use fp16 or fp32")
@@ -186,7 +204,8 @@ def resolve_precision(precision: str, device: str, *, encoder_name: str = "") ->
         flag = cpu_bf16_flag()
         if precision == "auto":
             chosen = "bf16" if flag else "fp32"
-            log.debug("precision auto -> %s (%s)", chosen, f"CPU flag {flag}" if flag else "no native bf16 on this CPU")
+            _note_once(("auto", chosen), "%s runs at %s (--precision auto: %s)", encoder_name or "the encoder", chosen,
+                       f"{flag} in /proc/cpuinfo" if flag else "no native bf16 on this CPU")
             return chosen
         if precision == "bf16" and not flag:
             log.warning("precision bf16 on a CPU without native bf16 instructions (no avx512_bf16/amx_bf16 "
@@ -274,8 +293,6 @@ def load_encoder(
     An encoder already loaded in this process with the same name, device, prefix and precision is reused.
     """
     check_device(device)
-    from xmine.errors import EncoderError
-
     if name == "use-m3":
         key: tuple = (name, None, prefix, threads, encoder_precision(name, precision))
     else:
@@ -465,18 +482,14 @@ def check_same_encoder(expected_fp: dict[str, Any], actual_fp: dict[str, Any], *
     p_exp, p_act = fingerprint_precision(expected_fp), fingerprint_precision(actual_fp)
     if weights_id(expected_fp) == weights_id(actual_fp) and p_exp != p_act:
         raise EncoderMismatchError(
-            f"{what} was made with {expected_fp.get('name')!r} at precision {p_exp}, but the encoder given "
-            f"runs at {p_act}; embeddings of two precisions are never mixed: pass --precision {p_exp} "
-            f"(or rebuild it at {p_act})"
+            f"{what} was made with {expected_fp.get('name')!r} at precision {p_exp}, but {p_act} embeddings "
+            f"meet it here; two precisions are never mixed: use --precision {p_exp} for both (or rebuild it at {p_act})"
         )
     raise EncoderMismatchError(
         f"{what} was made with encoder {expected_fp.get('name')!r} (id {expected_fp.get('id')!r}, "
         f"dim {expected_fp.get('dim')}), but the encoder given is {actual_fp.get('name')!r} "
         f"(id {actual_fp.get('id')!r}, dim {actual_fp.get('dim')}); use the same encoder (and prefix)"
     )
-
-
-_NOTICED: set[tuple] = set()
 
 
 def check_projection_encoder(trained_fp: dict[str, Any], actual_fp: dict[str, Any], *, what: str) -> None:
@@ -490,9 +503,7 @@ def check_projection_encoder(trained_fp: dict[str, Any], actual_fp: dict[str, An
             and trained_fp.get("id") != actual_fp.get("id") and trained_fp.get("dim") == actual_fp.get("dim")
             and weights_id(trained_fp) == weights_id(actual_fp)):
         p_tr, p_act = fingerprint_precision(trained_fp), fingerprint_precision(actual_fp)
-        if (what, p_tr, p_act) not in _NOTICED:
-            _NOTICED.add((what, p_tr, p_act))
-            log.info("%s was trained on %s embeddings of %s; applying it to %s embeddings of the same weights "
-                     "(they agree to cosine ~0.9999)", what, p_tr, trained_fp.get("name"), p_act)
+        _note_once((what, p_tr, p_act), "%s was trained on %s embeddings of %s; applying it to %s embeddings of "
+                   "the same weights (they agree to cosine ~0.9999)", what, p_tr, trained_fp.get("name"), p_act)
         return
     check_same_encoder(trained_fp, actual_fp, what=what)

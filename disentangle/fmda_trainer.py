@@ -182,8 +182,29 @@ def _signature(config: FmdaConfig, encoder_fp: dict, summary: dict) -> str:
 
 
 def train_fmda(massive_dir: str | Path, out_dir: str | Path, *, encoder, config: FmdaConfig, restart: bool = False,
-               show_progress: bool = True, threads: int | None = 1):
-    """Train FMDA on MASSIVE's `massive_dir` (<locale>.jsonl files); write `out_dir`; return it loaded."""
+               show_progress: bool = True, threads: int | None = 1, overwrite: bool = False):
+    """Train FMDA on MASSIVE's `massive_dir` (<locale>.jsonl files); write `out_dir`; return it loaded.
+
+    `out_dir` is claimed as `trainer.train` claims it (`xmine.outputs.claim_output`): new, empty,
+    an unfinished run (resumed) or, with `overwrite`, a finished projection (replaced).
+    """
+    import torch
+
+    from xmine.outputs import claim_output
+
+    config.check()
+    inputs = [Path(massive_dir) / f"{loc}.jsonl" for loc in ["en-US", *config.partners]]
+    before = torch.get_num_threads()
+    try:
+        with claim_output(out_dir, kind="projection", form="dir", in_place=True, overwrite=overwrite, inputs=inputs):
+            return _train_fmda(massive_dir, out_dir, encoder=encoder, config=config, restart=restart,
+                               show_progress=show_progress, threads=threads)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: bool, show_progress: bool,
+                threads: int | None):
     import sys
 
     import torch
@@ -195,7 +216,6 @@ def train_fmda(massive_dir: str | Path, out_dir: str | Path, *, encoder, config:
     from xmine.disentangle.methods import fmda_terms
     from xmine.disentangle.projection import load_projection, save_projection
 
-    config.check()
     out_dir = Path(out_dir)
     if threads is not None:
         torch.set_num_threads(threads)

@@ -101,7 +101,7 @@ def test_fmda_terms_leave_out_unannotated_targets():
     tp2, lang1 = b.parts_l2["template"], b.parts_l1["language"]
     rows = b.has_tgt_l1
     expect = ((tp2[rows] + lang1[rows] - b.tp_tgt_l1[rows]) ** 2).mean()
-    assert float(terms["Loss_rec^tpL2-CL"]) == pytest.approx(float(expect), rel=1e-6)
+    assert float(terms["Loss_rec^tpL2-CL"].detach()) == pytest.approx(float(expect.detach()), rel=1e-6)
 
 
 # --- annotations, masks, BLEU pools ------------------------------------------------------------------
@@ -221,14 +221,17 @@ def test_fmda_trains_from_the_cli_resumes_and_round_trips(tiny_massive, tmp_path
     assert cfg["history"][-1]["train_loss"] < cfg["history"][0]["train_loss"] or cfg["best_epoch"] >= 1
     weights = (out / "model.safetensors").read_bytes()
 
-    # same command again: resumes after epoch 2, trains nothing, same weights
+    # the same command again is refused: the folder holds a finished projection now
     res = _train_cmd(tiny_massive, out)
+    assert res.exit_code == 2 and "already exists" in res.output
+    # with --overwrite it resumes from the checkpoint after epoch 2: nothing to train, same weights
+    res = _train_cmd(tiny_massive, out, "--overwrite")
     assert res.exit_code == 0 and (out / "model.safetensors").read_bytes() == weights
     # other settings into the same folder are refused with one line, exit 2
     from xmine.cli import main
 
     res = CliRunner().invoke(main, ["train", "--method", "fmda", "--pairs", str(tiny_massive), "--langs", "de-DE",
-                                    "--batch-size", "8", "--max-epochs", "2", "-q", "-o", str(out)])
+                                    "--batch-size", "8", "--max-epochs", "2", "-q", "--overwrite", "-o", str(out)])
     assert res.exit_code == 2 and "other settings" in res.output
 
     proj = load_projection(out)

@@ -35,6 +35,7 @@ import contextlib
 import fcntl
 import json
 import logging
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ from xmine.artefacts import (
 )
 from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats, count_lines, iter_corpus, truncate_for_encoding
 from xmine.errors import ArtefactError, ConfigError, EncoderMismatchError
+from xmine.outputs import MARKER, claim_output
 
 log = logging.getLogger("xmine.store")
 
@@ -315,9 +317,21 @@ def _identity_mismatch(old: dict[str, Any], new: dict[str, Any]) -> str | None:
     return None
 
 
+_STORE_FILE = re.compile(r"^(emb-\d{5}\.npy|lines-\d{5}\.npy|text-\d{5}\.txt|"
+                         + "|".join(re.escape(n) for n in (MANIFEST, PROGRESS, SENTENCES, LINE_NUMBERS, _LOCK, MARKER))
+                         + r"|\..*\.tmp.*)$")
+
+
+def _looks_like_store(directory: Path) -> bool:
+    """An embedding store from before the output marker: only store file names, and shards."""
+    names = [e.name for e in directory.iterdir()]
+    return any(n.startswith("emb-") for n in names) and all(_STORE_FILE.match(n) for n in names)
+
+
 def _clear_dir(out_dir: Path) -> None:
+    """Empty a store directory (only called on one the claim recognised as an embedding store)."""
     for entry in out_dir.iterdir():
-        if entry.name == _LOCK:
+        if entry.name in (_LOCK, MARKER):
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry)
@@ -415,19 +429,20 @@ def embed_corpus(
         "max_chars": max_chars,
     }
 
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ConfigError(f"{out_dir}: exists and is not a directory")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with _locked(out_dir):
+    # Refuses an input as output, a foreign or other-kind directory, and a second writer.
+    with claim_output(out_dir, kind=STORE_KIND, form="dir", in_place=True, reopen=True, overwrite=overwrite,
+                      inputs=[input_path, getattr(projection, "path", None)], legacy=_looks_like_store), \
+            _locked(out_dir):
         info = BuildInfo()
         has_manifest = (out_dir / MANIFEST).is_file()
         has_progress = (out_dir / PROGRESS).is_file()
-        others = [e for e in out_dir.iterdir() if e.name != _LOCK]
-        if others and not has_manifest and not has_progress:
-            raise ConfigError(
-                f"{out_dir}: exists and is not an xmine embedding store; refusing to write into it "
-                "(choose a new or empty directory)"
-            )
+        if not has_manifest and not has_progress and any(
+                e.name not in (_LOCK, MARKER) and not e.name.startswith(".") for e in out_dir.iterdir()):
+            # Ours (marker or store file names) but neither finished nor resumable.
+            if not overwrite:
+                raise ArtefactError(f"{out_dir}: unfinished or damaged embedding store (no {MANIFEST}, no "
+                                    f"{PROGRESS}); pass --overwrite to rebuild it")
+            _clear_dir(out_dir)
         if has_manifest:
             manifest = read_manifest(out_dir, STORE_KIND)  # refuses a directory of another kind
             why = _identity_mismatch(manifest, identity)
@@ -607,7 +622,7 @@ def _finalise(out_dir: Path, identity: dict, shards: list[dict], stats: dict, *,
 
 def _remove_leftovers(out_dir: Path, manifest: dict) -> None:
     """Remove the build's scaffolding (progress file, per-shard text and line numbers)."""
-    keep = {MANIFEST, SENTENCES, LINE_NUMBERS, _LOCK} | {s["file"] for s in manifest["shards"]}
+    keep = {MANIFEST, SENTENCES, LINE_NUMBERS, _LOCK, MARKER} | {s["file"] for s in manifest["shards"]}
     for entry in out_dir.iterdir():
         if entry.name not in keep and (
             entry.name == PROGRESS or entry.name.startswith(("text-", "lines-", "emb-", "."))

@@ -53,6 +53,13 @@ def fmda_parts_from_store(projection, store, *, batch_rows: int = 256) -> dict[s
     return out
 
 
+def _template_pairs(folder: Path, locale: str, test_rows, all_rows, *, seed: int) -> list[dict[str, str]]:
+    """[{id, source, target}] of the seeded template-retrieval pairs (benchmarks.massive_templates)."""
+    from xmine.benchmarks.massive_templates import template_pairs
+
+    return template_pairs(test_rows, all_rows, seed=seed)
+
+
 def _acc(x: np.ndarray, y: np.ndarray, y_text: list[str]) -> dict[str, float]:
     best = (x @ y.T).argmax(1)
     gold = np.arange(len(x))
@@ -64,9 +71,8 @@ def _acc(x: np.ndarray, y: np.ndarray, y_text: list[str]) -> dict[str, float]:
 def evaluate(encoder, folder: str | Path, models: dict[str, dict[str, Any]], *, seed: int = 0,
              max_rows: int | None = None, show_progress: bool = True) -> dict[str, Any]:
     """Both tables. `models`: {partner locale: {"fmda": Projection, "dream": Projection}}."""
-    from xmine.benchmarks.massive_templates import template_pairs
     from xmine.disentangle.fmda_data import read_massive
-    from xmine.encoders.tokens import build_token_store
+    from xmine.encoders.tokens import build_token_store, share_sentence_vectors
 
     folder = Path(folder)
     partners = list(models)
@@ -85,45 +91,52 @@ def evaluate(encoder, folder: str | Path, models: dict[str, dict[str, Any]], *, 
             raise ConfigError(f"{folder / (loc + '.jsonl')}: test rows not aligned with {PIVOT}")
     stores = {loc: build_token_store(encoder, [r.utt for r in test[loc]], show_progress=show_progress,
                                      desc=f"test token states {loc}") for loc in locales}
+    for loc in locales:  # so `bench massive` and other pooled-vector runs reuse them
+        share_sentence_vectors(encoder, [r.utt for r in test[loc]], stores[loc])
     raw = {loc: _normalise(stores[loc].pooled) for loc in locales}
+    labels = ["raw", "DREAM meaning", "FMDA meaning", "FMDA template (TP)", "FMDA residual (RS)"]
+    test_parts: dict[tuple[str, str], dict[str, np.ndarray]] = {}
 
-    def variants(loc: str, partner: str, store, raw_vecs) -> dict[str, np.ndarray]:
+    def variants(loc: str, partner: str, store=None, raw_vecs=None) -> dict[str, np.ndarray]:
+        """Every row's embedding of the test split of `loc` (or of `store`) under `partner`'s models."""
+        if store is None:
+            if (loc, partner) not in test_parts:
+                test_parts[(loc, partner)] = variants(loc, partner, stores[loc], raw[loc])
+            return test_parts[(loc, partner)]
         f = fmda_parts_from_store(models[partner]["fmda"], store)
         return {"raw": raw_vecs, "DREAM meaning": models[partner]["dream"].transform(raw_vecs, "meaning"),
                 "FMDA meaning": f["meaning"], "FMDA template (TP)": f["template"], "FMDA residual (RS)": f["residual"]}
 
-    labels = ["raw", "DREAM meaning", "FMDA meaning", "FMDA template (TP)", "FMDA residual (RS)"]
     # Table 2
     t2_cols, t2_cells = [], {}
     for p in partners:
-        v_en = variants(PIVOT, p, stores[PIVOT], raw[PIVOT])
-        v_x = variants(p, p, stores[p], raw[p])
-        for src, tgt, vs, vt in ((PIVOT, p, v_en, v_x), (p, PIVOT, v_x, v_en)):
+        for src, tgt in ((PIVOT, p), (p, PIVOT)):
             col = f"{src.split('-')[0].upper()}-{tgt.split('-')[0].upper()}"
             t2_cols.append(col)
+            vs, vt = variants(src, p), variants(tgt, p)
             texts = [r.utt for r in test[tgt]]
             for lab in labels:
                 t2_cells[(lab, col)] = _acc(vs[lab], vt[lab], texts)
-    # Table 3
+    # Table 3: sources are test utterances (their rows of the test store); targets get a store of their own
     t3_cols, t3_cells, pair_info = [], {}, {}
     for loc in locales:
-        annotated = [r for r in test[loc] if r.annot_utt is not None]
-        if not annotated:
+        if not any(r.annot_utt is not None for r in test[loc]):
             continue
-        pairs = template_pairs(annotated, rows[loc], seed=seed)
-        pair_info[loc] = {"pairs": len(pairs), "annotated_test_rows": len(annotated), "seed": seed,
-                          "examples": pairs[:3]}
-        src_store = build_token_store(encoder, [q["source"] for q in pairs], show_progress=show_progress,
-                                      desc=f"template sources {loc}")
-        tgt_store = build_token_store(encoder, [q["target"] for q in pairs], show_progress=show_progress,
-                                      desc=f"template targets {loc}")
-        rs, rt = _normalise(src_store.pooled), _normalise(tgt_store.pooled)
+        pairs = _template_pairs(folder, loc, test[loc], rows[loc], seed=seed)
+        pair_info[loc] = {"pairs": len(pairs), "seed": seed, "examples": pairs[:3]}
+        row_of = {}
+        for i, r in enumerate(test[loc]):
+            row_of.setdefault(r.utt, i)
+        src_rows = np.asarray([row_of[q["source"]] for q in pairs])
+        tgt_texts = [q["target"] for q in pairs]
+        tgt_store = build_token_store(encoder, tgt_texts, show_progress=show_progress, desc=f"template targets {loc}")
+        rt = _normalise(tgt_store.pooled)
         for p in (partners if loc == PIVOT else [loc]):
             col = f"{loc.split('-')[0].upper()} (EN-{p.split('-')[0].upper()} models)"
             t3_cols.append(col)
-            vs, vt = variants(loc, p, src_store, rs), variants(loc, p, tgt_store, rt)
+            vs, vt = variants(loc, p), variants(loc, p, tgt_store, rt)
             for lab in labels:
-                t3_cells[(lab, col)] = _acc(vs[lab], vt[lab], [q["target"] for q in pairs])
+                t3_cells[(lab, col)] = _acc(vs[lab][src_rows], vt[lab], tgt_texts)
     table2 = {"columns": ["embedding"] + t2_cols,
               "rows": [[lab] + [t2_cells[(lab, c)]["acc"] for c in t2_cols] for lab in labels]}
     table3 = {"columns": ["embedding"] + t3_cols,

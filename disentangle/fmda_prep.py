@@ -77,6 +77,50 @@ def pool_indices(utts: Sequence[str], locale: str, *, show_progress: bool) -> tu
     return pool, stats
 
 
+def sample_positions(rows, *, max_train: int | None, max_dev: int | None, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """File positions of the seeded train and dev samples (the same for every locale: rows align)."""
+    train_pos = np.asarray([i for i, r in enumerate(rows) if r.partition == "train"])
+    dev_pos = np.asarray([i for i, r in enumerate(rows) if r.partition == "dev"])
+    rng = np.random.default_rng(seed)
+    return train_pos[rng.permutation(len(train_pos))][:max_train], dev_pos[rng.permutation(len(dev_pos))][:max_dev]
+
+
+def write_sample_pairs(folder: str | Path, partners: Sequence[str], out_dir: str | Path, *, max_train: int | None,
+                       max_dev: int | None, seed: int) -> dict[str, int]:
+    """Line-aligned text files of the rows FMDA trains on, for the baselines (`xmine train --pairs`).
+
+    `out_dir/fmda-sample.<lang>` for en-US and each partner (ISO 639-3 suffix: eng, deu, ...):
+    the same train sample then the same dev sample as `prepare`, so DREAM sees the rows FMDA sees
+    (it holds out its own validation share; pass --valid-fraction max_dev / (max_train + max_dev)).
+    No test row is written. `out_dir` is claimed like every output (new or empty).
+    """
+    from xmine.disentangle.fmda_data import read_massive
+    from xmine.langs import normalize_lang
+    from xmine.outputs import claim_output
+
+    folder = Path(folder)
+    locales = [PIVOT] + [p for p in partners if p != PIVOT]
+    rows = {loc: read_massive(folder, loc) for loc in locales}
+    train_pos, dev_pos = sample_positions(rows[PIVOT], max_train=max_train, max_dev=max_dev, seed=seed)
+    positions = np.concatenate([train_pos, dev_pos])
+    counts = {}
+    with claim_output(out_dir, kind="fmda-sample-pairs", form="dir", inputs=[folder / f"{l}.jsonl" for l in locales]):
+        from xmine.artefacts import atomic_dir, write_manifest
+
+        with atomic_dir(out_dir) as tmp:
+            for loc in locales:
+                if [r.id for r in rows[loc]] != [r.id for r in rows[PIVOT]]:
+                    raise InputError(folder / f"{loc}.jsonl", f"rows are not aligned with {PIVOT}.jsonl by id")
+                lines = [rows[loc][i].utt.replace("\n", " ") for i in positions]
+                assert all(rows[loc][i].partition != "test" for i in positions)
+                (tmp / f"fmda-sample.{normalize_lang(loc.split('-')[0])}").write_text(
+                    "".join(l + "\n" for l in lines), encoding="utf-8")
+                counts[loc] = len(lines)
+            write_manifest(tmp, "fmda-sample-pairs", {"locales": locales, "train": len(train_pos), "dev": len(dev_pos),
+                                                      "seed": seed, "folder": str(folder)})
+    return counts
+
+
 def prepare(encoder, folder: str | Path, partners: Sequence[str], *, max_train: int | None, max_dev: int | None,
             seed: int, show_progress: bool = True, log=lambda m: None) -> FmdaData:
     """Read, sample, build pools, encode (cached). `partners`: the non-English locales (de-DE ...)."""
@@ -92,11 +136,7 @@ def prepare(encoder, folder: str | Path, partners: Sequence[str], *, max_train: 
     for loc in locales[1:]:
         if [r.id for r in rows[loc]] != [r.id for r in base] or [r.partition for r in rows[loc]] != [r.partition for r in base]:
             raise InputError(folder / f"{loc}.jsonl", f"rows are not aligned with {PIVOT}.jsonl by id and partition")
-    train_pos = np.asarray([i for i, r in enumerate(base) if r.partition == "train"])
-    dev_pos = np.asarray([i for i, r in enumerate(base) if r.partition == "dev"])
-    rng = np.random.default_rng(seed)
-    train_pos = train_pos[rng.permutation(len(train_pos))][:max_train]
-    dev_pos = dev_pos[rng.permutation(len(dev_pos))][:max_dev]
+    train_pos, dev_pos = sample_positions(base, max_train=max_train, max_dev=max_dev, seed=seed)
     n_tr, n_dev = len(train_pos), len(dev_pos)
     out: dict[str, LocaleData] = {}
     summary: dict[str, Any] = {"train_rows": n_tr, "dev_rows": n_dev, "seed": seed, "locales": {}}
@@ -110,6 +150,7 @@ def prepare(encoder, folder: str | Path, partners: Sequence[str], *, max_train: 
         positions = np.concatenate([train_pos, dev_pos, pool_pos]).astype(np.int64)
         utts = [r[i].utt for i in positions]
         store = build_token_store(encoder, utts, show_progress=show_progress, desc=f"token states {loc}")
+        share_sentence_vectors(encoder, utts, store)  # the pooled baselines (DREAM) read these
         annotated = np.asarray([r[i].annot_utt is not None for i in positions])
         tp_t = rs_t = None
         if annotated.any():

@@ -9,6 +9,10 @@ Saved models list it in modules.json by its class path
 sentence-transformers >= 6 imports a module class from outside its own package only when asked:
 load with `SentenceTransformer(path, trust_remote_code=True)` (the code comes from the installed
 xmine package, not from the model folder).
+
+`FMDAProjection` is the same for an FMDA projection, which reads the Transformer module's token
+embeddings instead of the pooled vector (see its docstring); the exported model's README.md
+says so.
 """
 
 from __future__ import annotations

@@ -173,6 +173,27 @@ class TokenStore:
         return np.diff(self.offsets)
 
 
+def share_sentence_vectors(encoder, sentences: Sequence[str], store: TokenStore) -> int:
+    """Put the store's sentence vectors (pooled, L2-normalised: what `encoder.encode` returns, from
+    the same forward pass) into the per-sentence embedding cache, so methods on pooled vectors
+    (DREAM, SEED ...) trained or evaluated on the same sentences encode nothing again. Only
+    unmasked stores, and only sentences the cache would not truncate. Returns how many."""
+    from xmine.corpus import DEFAULT_MAX_CHARS
+    from xmine.embed_cache import EmbeddingCache, _key
+
+    if store.manifest.get("masked") or len(sentences) != len(store):
+        raise ValueError("share_sentence_vectors needs the unmasked store of exactly these sentences")
+    keep = [i for i, s in enumerate(sentences) if len(s) <= DEFAULT_MAX_CHARS]
+    vecs = np.asarray(store.pooled[keep], dtype=np.float32)
+    vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+    cache = EmbeddingCache(encoder.fingerprint())
+    try:
+        cache.store([_key(sentences[i]) for i in keep], vecs)
+    finally:
+        cache.close()
+    return len(keep)
+
+
 def store_root() -> Path:
     from xmine.paths import xmine_home
 

@@ -133,10 +133,9 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
         from xmine.encoders import load_encoder
 
         encoder = load_encoder(encoder)
-    if projection is not None and not hasattr(projection, "transform"):
-        from xmine.disentangle import load_projection
+    from xmine.projection import resolve_projection
 
-        projection = load_projection(projection)
+    projection = resolve_projection(projection)
     if projection is not None:
         projection.check_encoder(encoder.fingerprint())
     train_split = next((s for s in ("training", "sample") if _split_files(root, pair, s)), None)

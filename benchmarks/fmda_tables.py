@@ -53,11 +53,14 @@ def fmda_parts_from_store(projection, store, *, batch_rows: int = 256) -> dict[s
     return out
 
 
-def _template_pairs(folder: Path, locale: str, test_rows, all_rows, *, seed: int) -> list[dict[str, str]]:
-    """[{id, source, target}] of the seeded template-retrieval pairs (benchmarks.massive_templates)."""
-    from xmine.benchmarks.massive_templates import template_pairs
+def _template_pairs(folder: Path, locale: str, *, seed: int, max_rows: int | None) -> tuple[list[dict[str, str]], dict]:
+    """The seeded template-retrieval pairs of `locale` (benchmarks.massive_templates), as dicts."""
+    from xmine.benchmarks.massive_templates import build_template_pairs
 
-    return template_pairs(test_rows, all_rows, seed=seed)
+    pairs = build_template_pairs(folder, locale, seed=seed)
+    if max_rows is not None:
+        pairs = pairs.head(max_rows)
+    return [{"id": p.id, "source": p.source, "target": p.target} for p in pairs.pairs], pairs.summary
 
 
 def _acc(x: np.ndarray, y: np.ndarray, y_text: list[str]) -> dict[str, float]:
@@ -122,11 +125,12 @@ def evaluate(encoder, folder: str | Path, models: dict[str, dict[str, Any]], *, 
     for loc in locales:
         if not any(r.annot_utt is not None for r in test[loc]):
             continue
-        pairs = _template_pairs(folder, loc, test[loc], rows[loc], seed=seed)
-        pair_info[loc] = {"pairs": len(pairs), "seed": seed, "examples": pairs[:3]}
+        pairs, summary = _template_pairs(folder, loc, seed=seed, max_rows=max_rows)
+        pair_info[loc] = summary | {"examples": pairs[:3]}
         row_of = {}
         for i, r in enumerate(test[loc]):
             row_of.setdefault(r.utt, i)
+        pairs = [q for q in pairs if q["source"] in row_of]  # all of them, unless --quick cut the test rows
         src_rows = np.asarray([row_of[q["source"]] for q in pairs])
         tgt_texts = [q["target"] for q in pairs]
         tgt_store = build_token_store(encoder, tgt_texts, show_progress=show_progress, desc=f"template targets {loc}")

@@ -47,8 +47,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.benchmarks.common import RawEmbedder, format_table, projected, write_result
-from xmine.benchmarks.tatoeba import XTREME36, evaluate_tatoeba, retrieval_scores
+from xmine.benchmarks.common import RawEmbedder, format_table, projected, retrieval_scores, write_result
+from xmine.benchmarks.tatoeba import XTREME36, evaluate_tatoeba
 from xmine.paths import REPO_ROOT, default_data_dir
 
 METHODS = ("center", "dream", "meat", "oracle", "seed", "intra", "inter")

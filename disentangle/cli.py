@@ -37,7 +37,9 @@ def _split_langs(value: str | None) -> list[str] | None:
                    "<locale>.jsonl, or data/ with them). A directory is searched recursively: files STEM.LANG "
                    "sharing a STEM (deu-eng.deu + deu-eng.eng, newstest2019.de + .en) or LANG.SPLIT sharing "
                    "a SPLIT (FLORES-200 deu_Latn.devtest) are line-aligned; with English in a group every "
-                   "other language is paired with English, else every two languages. Or two files "
+                   "other language is paired with English, else every two languages. A MASSIVE folder "
+                   "(<locale>.jsonl files) gives every locale x en-US from the train split only (never a "
+                   "dev or test row). Or two files "
                    "SRC:TGT (languages from their last suffix: a.de:a.en) or LANG=SRC:LANG=TGT.")
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Projection directory to write (config.json, model.safetensors, manifest.json). Its "
@@ -88,6 +90,7 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
     Example:
       xmine train --method seed --pairs ../shared/data/parallel/tatoeba-challenge \\
           --langs deu,fra,rus,cmn,eng --max-pairs-per-lang 2000 -o proj-seed/
+      xmine train --method dream --pairs ../shared/data/massive --langs deu,eng -o proj-massive-de/
     """
     from xmine.disentangle.trainer import TrainConfig, train
     from xmine.encoders import load_encoder
@@ -115,7 +118,6 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
 
 def _train_fmda(pairs, out_dir, encoder, langs, max_train, max_dev, batch_size, lr, max_epochs, patience, seed,
                 restart, overwrite, threads, quiet):
-    from xmine.benchmarks.massive import locate
     from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
     from xmine.encoders import load_encoder
 
@@ -124,6 +126,8 @@ def _train_fmda(pairs, out_dir, encoder, langs, max_train, max_dev, batch_size, 
     partners = _split_langs(langs)
     if not partners:
         raise click.UsageError("--method fmda needs --langs: the MASSIVE locales to pair with en-US (e.g. de-DE)")
+    from xmine.massive import locate
+
     folder = locate(pairs[0])
     config = FmdaConfig(partners=partners, batch_size=batch_size, lr=lr, max_epochs=max_epochs, patience=patience,
                         max_train=max_train, max_dev=max_dev, seed=seed)

@@ -1,10 +1,9 @@
 """FMDA's data: MASSIVE rows with their slot annotation, masking spans, and BLEU negative pools.
 
-- `read_massive(folder, locale)`: every row of `<locale>.jsonl` (id, partition, utt, annot_utt
-  or None). Errors name the file and line.
-- `slot_spans(annot_utt, utt)`: the character spans of the slot values in `utt`, parsed from
-  `annot_utt` ("wake me up at [time : five am]"); the annotation with its brackets stripped must
-  give `utt` back exactly, else the row is refused.
+- `read_massive(folder, locale)`: every row of `<locale>.jsonl`, through `xmine.massive` (the
+  one reader; errors name the file and line).
+- `slot_spans(annot_utt, utt)`: the character spans of the slot values in `utt`
+  (`xmine.massive.parse_annotation`); the annotation without brackets must be `utt` exactly.
 - Reconstruction targets (FMDA Sec. 3.3, Fig. 3): the utterance re-encoded with its slot tokens
   masked is the TEMPLATE target; with its template (non-slot) tokens masked, the RESIDUAL target.
   An utterance without slots has the whole utterance as template target and an all-masked
@@ -15,66 +14,29 @@
 
 from __future__ import annotations
 
-import json
 import math
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from xmine.errors import InputError
 
-_SLOT = re.compile(r"\[([^\[\]:]+?) : ([^\[\]]*?)\]")
+def read_massive(folder: str | Path, locale: str):
+    """All rows (`xmine.massive.Record`: id, partition, utt, annot_utt, line) of one locale, in file
+    order, read and checked by the one MASSIVE reader (`xmine.massive`)."""
+    from xmine.massive import read_locale
 
-
-@dataclass(frozen=True, kw_only=True)
-class MassiveRow:
-    id: str
-    partition: str
-    utt: str
-    #: slot annotation, None where this locale/partition has none (all but en-US train here)
-    annot_utt: str | None
-    line: int
-
-
-def read_massive(folder: str | Path, locale: str) -> list[MassiveRow]:
-    """All rows of `folder/<locale>.jsonl`, in file order."""
-    path = Path(folder) / f"{locale}.jsonl"
-    if not path.is_file():
-        raise InputError(path, f"missing MASSIVE file for locale {locale!r}")
-    rows = []
-    with path.open(encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(path, f"not a JSON object ({e.msg})", line=line_no) from None
-            if not isinstance(rec, dict) or any(k not in rec for k in ("id", "partition", "utt")):
-                raise InputError(path, "record lacks id, partition or utt", line=line_no)
-            annot = rec.get("annot_utt")
-            rows.append(MassiveRow(id=str(rec["id"]), partition=str(rec["partition"]), utt=str(rec["utt"]),
-                                   annot_utt=None if annot is None else str(annot), line=line_no))
-    return rows
+    return list(read_locale(folder, locale).records)
 
 
 def slot_spans(annot_utt: str, utt: str, *, where: str = "") -> list[tuple[int, int, str]]:
     """(start, end, slot type) of each slot value inside `utt`; checks the annotation matches `utt`."""
-    spans, plain, pos = [], [], 0
-    for m in _SLOT.finditer(annot_utt):
-        plain.append(annot_utt[pos:m.start()])
-        start = sum(len(p) for p in plain)
-        value = m.group(2)
-        plain.append(value)
-        spans.append((start, start + len(value), m.group(1).strip()))
-        pos = m.end()
-    plain.append(annot_utt[pos:])
-    if "".join(plain) != utt:
+    from xmine.massive import parse_annotation
+
+    ann = parse_annotation(annot_utt)
+    if ann.utt != utt:
         raise ValueError(f"{where}annot_utt {annot_utt!r} does not strip to utt {utt!r}")
-    return spans
+    return [(s.start, s.end, s.type) for s in ann.slots]
 
 
 def template_and_residual_masks(annot_utt: str, utt: str, *, where: str = "") -> tuple[list, list]:

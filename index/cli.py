@@ -54,7 +54,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     `xmine search` returns text and refuses queries from another encoder/projection.
     """
     from xmine.index.faiss_index import IndexConfig, build_index as _build
-    from xmine.index.sources import Encoders, artefact_encoder_name, load_side
+    from xmine.inputs import Encoders, load_side
 
     from xmine.outputs import claim_output
 
@@ -114,7 +114,7 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection) -> d
     from xmine.artefacts import provenance
     from xmine.encoders import check_same_encoder
     from xmine.index.faiss_index import IndexDir
-    from xmine.index.sources import Encoders, check_same_projection, load_side
+    from xmine.inputs import Encoders, check_same_projection, load_side
 
     ix = IndexDir.open(index_dir)
     m = ix.manifest

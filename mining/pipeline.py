@@ -1,6 +1,6 @@
 """File-level mining: `mine(src, tgt, out=...)` behind `xmine mine`.
 
-Each side is a text file, an embedding store or an index directory (xmine.index.sources). Both
+Each side is a text file, an embedding store or an index directory (xmine.inputs). Both
 sides are deduplicated (mining runs on unique sentences; a pair is output once, with the first
 line of each sentence), mined exactly with the blocked kNN (checkpointed in `<out>.work/`, so an
 interrupted run resumes) or, with `approximate` or when a side is an index, through FAISS indexes,
@@ -114,7 +114,7 @@ def mine(
 
 def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, projection, approximate, line_numbers, meta,
           keep_work, show_progress) -> dict:
-    from xmine.index.sources import Encoders, artefact_encoder_name, check_compatible, load_side
+    from xmine.inputs import Encoders, artefact_encoder_name, check_compatible, load_side
 
     out = claim.path
     encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection)

@@ -1,5 +1,5 @@
 """FMDA: loss terms against hand computation, the "1 - P" attention, BLEU pools against exhaustive
-sacrebleu, slot masking on the real tokenizer, template pairs, and a real CLI training run on a
+sacrebleu, slot masking on the real tokenizer, and a real CLI training run on a
 few dozen MASSIVE rows (resume, save/load, sentence-transformers round trip).
 """
 
@@ -157,30 +157,6 @@ def test_bleu_bound_is_an_upper_bound_and_pool_is_exact(massive_dir):
         u2 = sum(min(big(h).count(b), big(r).count(b)) for b in set(big(h)))
         bound = float(_bleu_upper_bound(np.array([u1]), np.array([u2]), np.array([len(h)]), np.array([len(r)]))[0])
         assert bound + 1e-9 >= sacrebleu.sentence_bleu(utts[i], [utts[j]]).score / 100
-
-
-def test_template_pairs_are_seeded_and_keep_the_template(massive_dir):
-    from xmine.benchmarks.massive_templates import template_pairs
-
-    rows = read_massive(massive_dir, "en-US")
-    test = [r for r in rows if r.partition == "test"][:200]
-    a = template_pairs(test, rows, seed=3)
-    assert a == template_pairs(test, rows, seed=3)
-    assert a != template_pairs(test, rows, seed=4)
-    by_id = {r.id: r for r in test}
-    for p in a:
-        r = by_id[p["id"]]
-        spans = slot_spans(r.annot_utt, r.utt)
-        assert spans and p["target"] != p["source"] == r.utt
-        # the text outside the slots is unchanged, in order
-        outside = [r.utt[e:s] for (_, e, _), (s, _, _) in zip([(0, 0, "")] + spans, spans + [(len(r.utt), 0, "")])]
-        pos = 0
-        for piece in outside:
-            k = p["target"].find(piece, pos)
-            assert k >= 0
-            pos = k + len(piece)
-    # rows without slots give no pair
-    assert not any(not slot_spans(by_id[p["id"]].annot_utt, by_id[p["id"]].utt) for p in a)
 
 
 # --- a real training run from the CLI -----------------------------------------------------------------

@@ -125,7 +125,7 @@ def prepare(encoder, folder: str | Path, partners: Sequence[str], *, max_train: 
             seed: int, show_progress: bool = True, log=lambda m: None) -> FmdaData:
     """Read, sample, build pools, encode (cached). `partners`: the non-English locales (de-DE ...)."""
     from xmine.disentangle.fmda_data import read_massive, template_and_residual_masks
-    from xmine.encoders.tokens import build_token_store
+    from xmine.encoders.tokens import build_token_store, share_sentence_vectors
 
     folder = Path(folder)
     locales = [PIVOT] + [p for p in partners if p != PIVOT]

@@ -6,7 +6,6 @@ few dozen MASSIVE rows (resume, save/load, sentence-transformers round trip).
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pytest

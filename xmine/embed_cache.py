@@ -79,7 +79,7 @@ class EmbeddingCache:
     def store(self, keys: Sequence[bytes], vectors: np.ndarray) -> None:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         self._db.executemany(
-            "INSERT OR REPLACE INTO emb VALUES (?, ?)", ((k, v.tobytes()) for k, v in zip(keys, vectors))
+            "INSERT OR REPLACE INTO emb (key, vec) VALUES (?, ?)", ((k, v.tobytes()) for k, v in zip(keys, vectors))
         )
         self._db.commit()
 

@@ -18,6 +18,7 @@ from typing import Any, Callable
 import click
 
 from xmine.benchmarks import common
+from xmine.encoders.options import precision_option
 
 ENCODER_HELP = "Encoder: me5-small (default), use-m3, or any sentence-transformers name/path."
 PROJECTION_HELP = (
@@ -60,23 +61,25 @@ def _common_options(fn: Callable) -> Callable:
         click.option("--overwrite", is_flag=True, help="Replace the result JSON if it is an earlier xmine result."),
         click.option("--quick", is_flag=True, help="A small fixed subset, for smoke runs (seconds, not minutes)."),
         click.option("--device", default=None, help="Torch device for the encoder (cpu, cuda, ...). Default: auto."),
+        precision_option(),
     ]
     for opt in reversed(options):
         fn = opt(fn)
     return fn
 
 
-def _setup(encoder_name: str, projections: tuple[str, ...], device: str | None, parts=("meaning", "language")):
+def _setup(encoder_name: str, projections: tuple[str, ...], device: str | None, precision: str,
+           parts=("meaning", "language")):
     from xmine.encoders import load_encoder
 
-    encoder = load_encoder(encoder_name, device=device)
+    encoder = load_encoder(encoder_name, device=device, precision=precision)
     return encoder, common.make_variants(encoder, projections, parts=parts)
 
 
 def _finish(task, *, encoder, variants, out, quick, parameters, columns, rows, details, files, started,
             digits: int = 1, extra_tables=None) -> None:
     click.echo(common.format_table(columns, rows, digits=digits))
-    out_path = Path(out) if out else common.default_out(task, encoder.name, quick=quick)
+    out_path = Path(out) if out else common.default_out(task, encoder.name, quick=quick, precision=encoder.precision)
     common.write_result(
         out_path, task=task, encoder=encoder, variants=variants, data_files=files,
         parameters=parameters | {"quick": quick}, columns=columns, rows=rows, details=details,
@@ -104,7 +107,7 @@ def bench() -> None:
 @click.option("--margin", is_flag=True,
               help="Also score with the xSIM-style ratio margin (k=4) beside plain cosine.")
 @click.option("--per-lang", is_flag=True, help="Also print per-language average accuracy.")
-def tatoeba_cmd(encoder_name, projections, data_dir, out, quick, device, langs, max_pairs, margin, per_lang):
+def tatoeba_cmd(encoder_name, projections, data_dir, out, quick, device, precision, langs, max_pairs, margin, per_lang):
     """Tatoeba accuracy@1 (%) of nearest-neighbour retrieval, xx->eng and eng->xx.
 
     Averaged over the chosen languages and over XTREME's 36. For a projection, the language part
@@ -120,7 +123,7 @@ def tatoeba_cmd(encoder_name, projections, data_dir, out, quick, device, langs, 
         lang_list = lang_list or list(tatoeba.QUICK_LANGS)
         max_pairs = max_pairs or tatoeba.QUICK_PAIRS
     tatoeba.locate(data_dir)  # fail on missing data before loading the encoder
-    encoder, variants = _setup(encoder_name, projections, device)
+    encoder, variants = _setup(encoder_name, projections, device, precision)
     details, rows = {}, []
     for v in variants:
         r = tatoeba.evaluate_tatoeba(v.embed, data_dir, lang_list, max_pairs=max_pairs, margin=margin)
@@ -155,7 +158,8 @@ def tatoeba_cmd(encoder_name, projections, data_dir, out, quick, device, langs, 
 @click.option("--max-rows", type=click.IntRange(min=2), default=None,
               help="Use only the first N shared ids of each locale (--quick: 300).")
 @click.option("--per-locale", is_flag=True, help="Also print each locale's cosine accuracy (always in the JSON).")
-def massive_cmd(encoder_name, projections, data_dir, out, quick, device, locales, partition, max_rows, per_locale):
+def massive_cmd(encoder_name, projections, data_dir, out, quick, device, precision, locales, partition, max_rows,
+                per_locale):
     """MASSIVE cross-lingual retrieval accuracy@1 (%), en->xx and xx->en, for every locale vs en-US.
 
     Cosine and xSIM-style ratio margin (k=4); the average over the locales, and FMDA's three pairs
@@ -171,7 +175,7 @@ def massive_cmd(encoder_name, projections, data_dir, out, quick, device, locales
         max_rows = max_rows or massive.QUICK_ROWS
     folder = massive.locate(data_dir)
     locale_list = massive.parse_locales(locales, massive.available_locales(folder))
-    encoder, variants = _setup(encoder_name, projections, device)
+    encoder, variants = _setup(encoder_name, projections, device, precision)
     details, rows = {}, []
     fmda_pairs = [loc for loc in massive.FMDA_LOCALES if loc in locale_list]
     for v in variants:
@@ -216,7 +220,8 @@ def massive_cmd(encoder_name, projections, data_dir, out, quick, device, locales
 @click.option("--write-pairs", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Also write the generated pairs as DIR/massive-templates-<locale>-seed<N>.jsonl (each with a "
                    "sidecar .jsonl.json saying how it was made; replaced only with --overwrite).")
-def massive_templates_cmd(encoder_name, projections, data_dir, out, quick, device, locales, seed, write_pairs):
+def massive_templates_cmd(encoder_name, projections, data_dir, out, quick, device, precision, locales, seed,
+                          write_pairs):
     """MASSIVE monolingual template retrieval accuracy@1 (%) (FMDA section 4.3.2, Table 3).
 
     Each annotated test utterance with slots is paired with a copy whose every slot value is
@@ -239,7 +244,7 @@ def massive_templates_cmd(encoder_name, projections, data_dir, out, quick, devic
             # the command's --overwrite (taken by _claimed_out for the result JSON) covers these too
             mt.write_pairs(path, s, overwrite=click.get_current_context().params.get("overwrite", False))
             click.echo(f"wrote {path} ({len(s.pairs)} pairs)", err=True)
-    encoder, variants = _setup(encoder_name, projections, device)
+    encoder, variants = _setup(encoder_name, projections, device, precision)
     details, rows = {}, []
     for v in variants:
         r = {loc: mt.evaluate_template_retrieval(v.embed, s) for loc, s in sets.items()}
@@ -257,7 +262,7 @@ def massive_templates_cmd(encoder_name, projections, data_dir, out, quick, devic
 @click.option("--pairs", default=None, help="Comma-separated WMT20 pairs. Default: en-de,en-zh,et-en,ne-en,ro-en,si-en.")
 @click.option("--max-rows", type=click.IntRange(min=3), default=None, help="Use only the first N rows of each pair (--quick: 200).")
 @click.option("--spearman", is_flag=True, help="Print Spearman per pair too (always in the JSON).")
-def qe_cmd(encoder_name, projections, data_dir, out, quick, device, pairs, max_rows, spearman):
+def qe_cmd(encoder_name, projections, data_dir, out, quick, device, precision, pairs, max_rows, spearman):
     """WMT20 QE: Pearson r (x100) of cos(source, translation) with human z_mean on test20.
 
     Unsupervised, as DREAM / MEAT / SEED report it; for a projection its meaning part is scored.
@@ -269,7 +274,7 @@ def qe_cmd(encoder_name, projections, data_dir, out, quick, device, pairs, max_r
     if quick:
         max_rows = max_rows or qe.QUICK_ROWS
     qe.locate(data_dir)
-    encoder, variants = _setup(encoder_name, projections, device, parts=("meaning",))
+    encoder, variants = _setup(encoder_name, projections, device, precision, parts=("meaning",))
     details, rows = {}, []
     for v in variants:
         r = qe.evaluate_qe(v.embed, data_dir, pair_list, max_rows=max_rows)
@@ -293,7 +298,7 @@ def qe_cmd(encoder_name, projections, data_dir, out, quick, device, pairs, max_r
 @click.option("--tracks", default=None, help="Comma-separated tracks (track1 ... track6, track4a, track4b). Default: all.")
 @click.option("--metric", type=click.Choice(["pearson", "spearman"]), default="pearson", show_default=True,
               help="Which correlation the per-track columns show (both are in the JSON).")
-def sts_cmd(encoder_name, projections, data_dir, out, quick, device, tracks, metric):
+def sts_cmd(encoder_name, projections, data_dir, out, quick, device, precision, tracks, metric):
     """SemEval-2017 STS: Pearson / Spearman (x100) of cosine vs gold, per track and averaged.
 
     --quick runs the two smallest-cost tracks (track5 en-en, track4a es-en).
@@ -303,7 +308,7 @@ def sts_cmd(encoder_name, projections, data_dir, out, quick, device, tracks, met
     started = time.time()
     track_list = common.parse_list(tracks) or (["track5", "track4a"] if quick else list(sts.TRACKS))
     sts.locate(data_dir)
-    encoder, variants = _setup(encoder_name, projections, device, parts=("meaning", "language"))
+    encoder, variants = _setup(encoder_name, projections, device, precision, parts=("meaning", "language"))
     details, rows = {}, []
     for v in variants:
         r = sts.evaluate_sts(v.embed, data_dir, track_list)
@@ -325,7 +330,7 @@ def sts_cmd(encoder_name, projections, data_dir, out, quick, device, tracks, met
 @click.option("--pivot", default="eng_Latn", show_default=True, help="The language every --langs entry is paired with.")
 @click.option("--rows", type=click.IntRange(min=2), default=None,
               help="First N FLORES-200 devtest lines per language (default all 1012; --quick: 200).")
-def geometry_cmd(encoder_name, projections, data_dir, out, quick, device, langs, pivot, rows):
+def geometry_cmd(encoder_name, projections, data_dir, out, quick, device, precision, langs, pivot, rows):
     """Alignment and uniformity (Wang & Isola 2020) of raw / meaning / language embeddings.
 
     Alignment: mean squared distance of translation pairs (lower = closer). Uniformity: log mean
@@ -337,7 +342,7 @@ def geometry_cmd(encoder_name, projections, data_dir, out, quick, device, langs,
     lang_list = common.parse_list(langs) or (list(geometry.DEFAULT_LANGS[:3]) if quick else list(geometry.DEFAULT_LANGS))
     rows = rows or (geometry.QUICK_ROWS if quick else geometry.DEFAULT_ROWS)
     geometry.locate(data_dir)
-    encoder, variants = _setup(encoder_name, projections, device)
+    encoder, variants = _setup(encoder_name, projections, device, precision)
     details, table = {}, []
     for v in variants:
         r = geometry.evaluate_geometry(v.embed, data_dir, lang_list, rows=rows, pivot=pivot)
@@ -372,8 +377,10 @@ def _locale_dirs(values: tuple[str, ...], what: str) -> dict[str, str]:
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for fmda_table2-*.json and fmda_table3-*.json. [default: benchmarks/results]")
 @click.option("--quick", is_flag=True, help="The first 300 test rows only (smoke runs).")
+@click.option("--overwrite", is_flag=True, help="Replace the result JSONs if they are earlier xmine results.")
 @click.option("--device", default=None, help="Torch device for the encoder (cpu, cuda, ...). Default: auto.")
-def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick, device):
+@precision_option()
+def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick, overwrite, device, precision):
     """FMDA's Tables 2 and 3 on MASSIVE: cross-lingual retrieval (test split, both directions) and
     monolingual template retrieval (generated slot-replacement pairs), raw vs DREAM vs FMDA's
     meaning, template and residual parts, each pair with the models trained on it."""
@@ -384,9 +391,9 @@ def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick
     from xmine.encoders import load_encoder
 
     folder = massive.locate(data_dir)
-    encoder = load_encoder(encoder_name, device=device)
+    encoder = load_encoder(encoder_name, device=device, precision=precision)
     paths = fmda_tables.run(encoder, folder, _locale_dirs(fmda_dirs, "--fmda"), _locale_dirs(dream_dirs, "--dream"),
-                            out_dir=out_dir or common.results_dir(), seed=seed, quick=quick,
+                            out_dir=out_dir or common.results_dir(), seed=seed, quick=quick, overwrite=overwrite,
                             command="xmine " + " ".join(sys.argv[1:]))
     for p in paths:
         click.echo(f"wrote {p}", err=True)
@@ -418,7 +425,8 @@ def report_cmd(results_dir, out, overwrite):
               help="PNG file. Default: benchmarks/results/pca-<encoder>-<src>-<tgt>.png.")
 @click.option("--overwrite", is_flag=True, help="Replace the PNG if it is an earlier xmine plot.")
 @click.option("--device", default=None, help="Torch device for the encoder. Default: auto.")
-def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out, overwrite, device):
+@precision_option()
+def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out, overwrite, device, precision):
     """PNG of a 2-D PCA of raw, meaning and language embeddings of one language pair.
 
     Raw embeddings cluster by language; a good meaning part overlaps across languages; the
@@ -432,7 +440,7 @@ def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out,
     with claim_output(out_path, kind=plot.PLOT_KIND, form="png", overwrite=overwrite,
                       inputs=[data_dir, *projections]):
         src, tgt, _ = geometry.flores_pairs(data_dir, src_lang, rows=rows, pivot=tgt_lang)
-        encoder, variants = _setup(encoder_name, projections, device)
+        encoder, variants = _setup(encoder_name, projections, device, precision)
         sep = plot.plot_pca(
             variants, src, tgt, out_path, src_label=src_lang, tgt_label=tgt_lang,
             title=f"PCA of {encoder.name} embeddings: {rows} FLORES-200 devtest sentences, {src_lang} and {tgt_lang}",

@@ -269,9 +269,10 @@ def results_dir() -> Path:
     return root / "results"
 
 
-def default_out(task: str, encoder_name: str, *, quick: bool = False) -> Path:
-    """benchmarks/results/<task>-<encoder>[-quick].json."""
-    return results_dir() / f"{task}-{safe_name(encoder_name)}{'-quick' if quick else ''}.json"
+def default_out(task: str, encoder_name: str, *, quick: bool = False, precision: str = "fp32") -> Path:
+    """benchmarks/results/<task>-<encoder>[-<precision>][-quick].json; fp32 results keep the plain name."""
+    tag = "" if precision == "fp32" else f"-{precision}"
+    return results_dir() / f"{task}-{safe_name(encoder_name)}{tag}{'-quick' if quick else ''}.json"
 
 
 def data_fingerprints(paths: Iterable[str | Path]) -> list[dict[str, Any]]:

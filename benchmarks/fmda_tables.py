@@ -152,29 +152,56 @@ def evaluate(encoder, folder: str | Path, models: dict[str, dict[str, Any]], *, 
 
 
 def run(encoder, folder, fmda_dirs: dict[str, str], dream_dirs: dict[str, str], *, out_dir: Path, seed: int = 0,
-        quick: bool = False, command: str = "") -> list[Path]:
-    """Evaluate and write fmda_table2 / fmda_table3 result JSONs; returns their paths."""
+        quick: bool = False, overwrite: bool = False, command: str = "") -> list[Path]:
+    """Evaluate and write fmda_table2 / fmda_table3 result JSONs; returns their paths.
+
+    Both JSONs are claimed (`xmine.outputs.claim_output`) before any work: never an input or a
+    foreign file, an earlier result replaced only with `overwrite`.
+    """
+    import contextlib
+
     from xmine.benchmarks import common
     from xmine.disentangle import load_projection
+    from xmine.outputs import claim_output
 
     started = time.time()
     if set(fmda_dirs) != set(dream_dirs):
         raise ConfigError(f"give --fmda and --dream for the same locales (got {sorted(fmda_dirs)} and {sorted(dream_dirs)})")
-    models = {p: {"fmda": load_projection(fmda_dirs[p]), "dream": load_projection(dream_dirs[p])} for p in fmda_dirs}
-    res = evaluate(encoder, folder, models, seed=seed, max_rows=300 if quick else None)
-    variants = [common.Variant(f"{kind}-{p}", kind, None, m[kind].fingerprint() | {"path": str(m[kind].path)})
-                for p, m in models.items() for kind in ("fmda", "dream")]
-    paths = []
-    for task, table, cells in (("fmda_table2", res["table2"], res["table2_cells"]),
-                               ("fmda_table3", res["table3"], res["table3_cells"])):
-        out = out_dir / f"{task}-{common.safe_name(encoder.name)}{'-quick' if quick else ''}.json"
-        details = {"cells": cells, "test_rows": res["test_rows"], "command": command,
-                   "projections": {p: {k: str(m[k].path) for k in m} for p, m in models.items()}}
-        if task == "fmda_table3":
-            details["template_pairs"] = res["template_pairs"]
-        print(f"\n{task}\n" + common.format_table(table["columns"], table["rows"]))
-        common.write_result(out, task=task, encoder=encoder, variants=variants, data_files=res["files"],
-                            parameters={"seed": seed, "quick": quick, "command": command}, columns=table["columns"],
-                            rows=table["rows"], details=details, seconds=time.time() - started)
-        paths.append(out)
-    return paths
+    tasks = ("fmda_table2", "fmda_table3")
+    outs = {t: Path(out_dir) / common.default_out(t, encoder.name, quick=quick, precision=encoder.precision).name
+            for t in tasks}
+    inputs = [folder, *fmda_dirs.values(), *dream_dirs.values()]
+    with contextlib.ExitStack() as claims:
+        for t in tasks:
+            claims.enter_context(claim_output(outs[t], kind=common.RESULT_KIND, form="json", overwrite=overwrite,
+                                              inputs=inputs))
+        models = {p: {"fmda": load_projection(fmda_dirs[p]), "dream": load_projection(dream_dirs[p])} for p in fmda_dirs}
+        res = evaluate(encoder, folder, models, seed=seed, max_rows=300 if quick else None)
+        variants = [common.Variant(f"{kind}-{p}", kind, None, m[kind].fingerprint() | {"path": str(m[kind].path)})
+                    for p, m in models.items() for kind in ("fmda", "dream")]
+        for task in tasks:
+            table, cells = res[task.replace("fmda_", "")], res[task.replace("fmda_", "") + "_cells"]
+            details = {"cells": cells, "test_rows": res["test_rows"], "command": command,
+                       "projections": {p: {k: str(m[k].path) for k in m} for p, m in models.items()},
+                       "training": {p: {k: _training_summary(m[k]) for k in m} for p, m in models.items()}}
+            if task == "fmda_table3":
+                details["template_pairs"] = res["template_pairs"]
+            print(f"\n{task}\n" + common.format_table(table["columns"], table["rows"]))
+            common.write_result(outs[task], task=task, encoder=encoder, variants=variants, data_files=res["files"],
+                                parameters={"seed": seed, "quick": quick, "command": command},
+                                columns=table["columns"], rows=table["rows"], details=details,
+                                seconds=time.time() - started)
+    return list(outs.values())
+
+
+def _training_summary(projection) -> dict[str, Any]:
+    """What a projection was trained on and how long (for the result JSON)."""
+    cfg = projection.config
+    out = {k: cfg.get(k) for k in ("method", "best_epoch", "best_valid_loss", "hyperparameters", "language_pairs")}
+    out["epochs"] = len(cfg.get("history") or [])
+    for k in ("trained_terms", "left_out_terms", "term_rows_per_epoch"):
+        if k in cfg:
+            out[k] = cfg[k]
+    data = cfg.get("training_data") or {}
+    out["training_rows"] = {k: data.get(k) for k in ("train_rows", "dev_rows", "counts") if k in data}
+    return out

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from xmine.options import Finite
+from xmine.encoders.options import precision_option
 
 _METHODS = ("center", "dream", "meat", "oracle", "seed", "intra", "inter", "fmda")
 
@@ -16,7 +17,14 @@ _METHODS = ("center", "dream", "meat", "oracle", "seed", "intra", "inter", "fmda
 def _split_langs(value: str | None) -> list[str] | None:
     if not value:
         return None
-    return [v.strip() for v in value.split(",") if v.strip()]
+    from xmine.langs import is_known_lang
+
+    codes = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [c for c in codes if not is_known_lang(c)]
+    if unknown:
+        raise click.BadParameter(f"not known language code(s): {', '.join(unknown)} (use ISO 639-1 or 639-3, "
+                                 "optionally with script: de, deu, deu_Latn)", param_hint="--langs")
+    return codes
 
 
 @click.command("train")
@@ -77,9 +85,10 @@ def _split_langs(value: str | None) -> list[str] | None:
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="CPU threads for training the (small, d x d) networks; more rarely helps and contends "
                    "with other jobs. Embedding uses the encoder's own setting.")
+@precision_option()
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars or per-epoch lines.")
 def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_lang, max_valid_pairs, batch_size, lr,
-                  max_epochs, patience, valid_fraction, layers, seed, restart, overwrite, threads, quiet):
+                  max_epochs, patience, valid_fraction, layers, seed, restart, overwrite, threads, precision, quiet):
     """Train a meaning/language projection (disentangler) on parallel sentences.
 
     One multilingual model is trained on all language pairs found. Embeddings come from the
@@ -97,14 +106,14 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
 
     if method == "fmda":
         return _train_fmda(pairs, out_dir, encoder, langs, max_pairs_per_lang, max_valid_pairs, batch_size, lr,
-                           max_epochs, patience, seed, restart, overwrite, threads, quiet)
+                           max_epochs, patience, seed, restart, overwrite, threads, precision, quiet)
     if max_valid_pairs is not None:
         raise click.UsageError("--max-valid-pairs applies to --method fmda only (other methods hold out --valid-fraction)")
     config = TrainConfig(method=method, base=base, layers=layers, batch_size=batch_size, lr=lr,
                          max_epochs=max_epochs, patience=patience, valid_fraction=valid_fraction,
                          max_pairs_per_lang=max_pairs_per_lang, langs=_split_langs(langs), seed=seed)
     config.check()
-    enc = load_encoder(encoder)
+    enc = load_encoder(encoder, precision=precision)
     projection = train(list(pairs), out_dir, encoder=enc, config=config, restart=restart, show_progress=not quiet,
                        threads=threads, overwrite=overwrite)
     cfg = projection.config
@@ -117,7 +126,7 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
 
 
 def _train_fmda(pairs, out_dir, encoder, langs, max_train, max_dev, batch_size, lr, max_epochs, patience, seed,
-                restart, overwrite, threads, quiet):
+                restart, overwrite, threads, precision, quiet):
     from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
     from xmine.encoders import load_encoder
 
@@ -132,7 +141,7 @@ def _train_fmda(pairs, out_dir, encoder, langs, max_train, max_dev, batch_size, 
     config = FmdaConfig(partners=partners, batch_size=batch_size, lr=lr, max_epochs=max_epochs, patience=patience,
                         max_train=max_train, max_dev=max_dev, seed=seed)
     config.check()
-    enc = load_encoder(encoder)
+    enc = load_encoder(encoder, precision=precision)
     projection = train_fmda(folder, out_dir, encoder=enc, config=config, restart=restart, show_progress=not quiet,
                             threads=threads, overwrite=overwrite)
     cfg = projection.config
@@ -162,8 +171,9 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
               help="Write `file<TAB>line<TAB>lang<TAB>score` here instead of stdout (atomically, with a summary "
                    "in OUTPUT.json that marks it as xmine's).")
 @click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it is an earlier xmine langid result.")
+@precision_option()
 @click.argument("files", nargs=-1, required=True)
-def langid_command(projection_dir, encoder, evaluate, output, overwrite, files):
+def langid_command(projection_dir, encoder, evaluate, output, overwrite, precision, files):
     """Identify the language of each line of FILES (one sentence a line).
 
     The nearest language centroid of the projection's language part, among the languages it was
@@ -182,7 +192,7 @@ def langid_command(projection_dir, encoder, evaluate, output, overwrite, files):
                 if output is not None and not evaluate else contextlib.nullcontext())
     with claiming as claim:
         projection = load_projection(projection_dir)
-        enc = load_encoder(encoder or projection.config["encoder"]["name"])
+        enc = load_encoder(encoder or projection.config["encoder"]["name"], precision=precision)
         projection.check_encoder(enc.fingerprint())
         lines_out: list[str] = []
         total_ok = total_n = 0

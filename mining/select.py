@@ -8,6 +8,7 @@ rounds leave (see `greedy_one_to_one`).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ import numpy as np
 from xmine.errors import ConfigError
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS, exact_knn_both
 from xmine.mining.margin import MARGINS, margin_score
+from xmine.mining.products import PRODUCTS
 
 RETRIEVALS = ("max", "fwd", "bwd", "intersect")
 # Direction codes in MinedPairs.direction (what found a pair).
@@ -52,6 +54,11 @@ class MiningConfig:
     #: threads sharing the exact product's row blocks, each with one BLAS thread (None: as many
     #: as BLAS would use, see `knn.default_workers`). Does not change the mined pairs.
     workers: int | None = None
+    #: the block product that finds candidates for the exact search (mining/products.py): "auto"
+    #: (CUDA if torch sees a GPU, else bf16 on CPUs with avx512_bf16 or AMX, else fp32), "fp32",
+    #: "bf16" or "cuda". Candidates are rescored exactly: the mined pairs and scores are the same
+    #: byte for byte whatever the product; only the speed differs.
+    product: str = "auto"
 
     def __post_init__(self):
         if self.k < 1:
@@ -72,6 +79,8 @@ class MiningConfig:
             raise ConfigError("block_rows and block_cols must be >= 1")
         if self.workers is not None and self.workers < 1:
             raise ConfigError(f"workers must be >= 1 (got {self.workers})")
+        if self.product not in PRODUCTS:
+            raise ConfigError(f"product must be one of {', '.join(PRODUCTS)} (got {self.product!r})")
 
     def replace(self, **changes) -> "MiningConfig":
         return dataclasses.replace(self, **changes)
@@ -168,6 +177,9 @@ def select_pairs(
     bwd_scores = margin_score(bwd_sims, mean_y[:, None], mean_x[bi], config.margin)
     fwd_scores[~fwd_valid] = -np.inf
     bwd_scores[~bwd_valid] = -np.inf
+    if config.margin == "ratio":
+        _report_unscorable(((mean_x[:, None] + mean_y[fi]) <= 0) & fwd_valid,
+                           ((mean_y[:, None] + mean_x[bi]) <= 0) & bwd_valid)
     if config.max_length_ratio is not None:
         if src_lengths is None or tgt_lengths is None:
             raise ConfigError("max_length_ratio needs the sentence lengths of both sides")
@@ -216,6 +228,15 @@ def select_pairs(
     return _sorted_pairs(np.asarray(src)[ok], np.asarray(tgt)[ok], np.asarray(sc)[ok], np.asarray(d)[ok])
 
 
+def _report_unscorable(fwd_bad: np.ndarray, bwd_bad: np.ndarray) -> None:
+    """Warn about candidates whose neighbourhood mean m <= 0 (ratio margin undefined: not mined)."""
+    n_bad = int(fwd_bad.sum() + bwd_bad.sum())
+    if n_bad:
+        logging.getLogger("xmine.mining").warning(
+            f"{n_bad} candidate pair(s) have a neighbourhood mean cosine m <= 0: the ratio margin c/m is "
+            "undefined there and they are not mined (--margin distance scores them)")
+
+
 def _masked_mean(sims: np.ndarray, valid: np.ndarray) -> np.ndarray:
     counts = np.maximum(valid.sum(axis=1), 1)
     return (np.where(valid, sims, 0).sum(axis=1) / counts).astype(np.float32)
@@ -257,7 +278,7 @@ def mine_embeddings(
         e = np.zeros(0, np.int64)
         return MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
     knn = exact_knn_both(xs, ys, config.k, block_rows=config.block_rows, block_cols=config.block_cols,
-                         workers=config.workers, checkpoint_dir=checkpoint_dir, checkpoint_key=checkpoint_key,
+                         workers=config.workers, product=config.product, checkpoint_dir=checkpoint_dir, checkpoint_key=checkpoint_key,
                          show_progress=show_progress)
     sl = src_lengths[xr] if (src_lengths is not None and xr is not None) else src_lengths
     tl = tgt_lengths[yr] if (tgt_lengths is not None and yr is not None) else tgt_lengths

@@ -14,7 +14,7 @@ from xmine.errors import ConfigError
 from xmine.mining import MiningConfig, mine_embeddings, select_pairs
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.margin import margin_score
-from xmine.mining.select import BOTH, greedy_one_to_one
+from xmine.mining.select import BOTH, FWD, RETRIEVALS, greedy_one_to_one
 
 
 # ---------------------------------------------------------------- margin formulas (hand-checked)
@@ -33,7 +33,8 @@ def _knn_lists(S: np.ndarray, k: int):
     return np.take_along_axis(S, fi, 1), fi, np.take_along_axis(S.T, bi, 1), bi
 
 
-# Similarities of 3 sources x 3 targets, chosen so every mode gives a different answer.
+# Similarities of 3 sources x 3 targets: the ratio margin's scores by hand (where the modes agree;
+# test_retrieval_modes_differ_by_hand has a case where all four differ).
 S3 = np.array([
     [0.90, 0.80, 0.10],
     [0.85, 0.20, 0.10],
@@ -67,6 +68,40 @@ def test_select_pairs_each_mode_by_hand():
     ab = select_pairs(*knn, config=cfg.replace(margin="absolute", retrieval="max"))
     assert (0, 0) in ab.pairs() and (1, 0) not in ab.pairs()
     assert s21 < s22
+
+
+def test_retrieval_modes_differ_by_hand():
+    # Absolute margin (score = cosine), k = 3 = everything:
+    #        y0   y1   y2
+    #   x0  .1   .7   .9     fwd: x0->y2 .9, x1->y2 .8, x2->y1 .6
+    #   x1  .2   .5   .8     bwd: y0->x2 .4, y1->x0 .7, y2->x0 .9
+    #   x2  .4   .6   .3     intersect: only x0<->y2 is mutual
+    # max: candidates by score (0,2) .9, (1,2) .8, (0,1) .7, (2,1) .6, (2,0) .4; greedy one-to-one
+    # keeps (0,2), drops (1,2) (y2 taken) and (0,1) (x0 taken), keeps (2,1), drops (2,0) (x2 taken).
+    S = np.array([[.1, .7, .9], [.2, .5, .8], [.4, .6, .3]], dtype=np.float32)
+    knn = _knn_lists(S, 3)
+    cfg = MiningConfig(k=3, margin="absolute")
+    got = {r: select_pairs(*knn, config=cfg.replace(retrieval=r)) for r in RETRIEVALS}
+    assert got["fwd"].pairs() == {(0, 2), (1, 2), (2, 1)}
+    assert got["bwd"].pairs() == {(0, 1), (0, 2), (2, 0)}
+    assert got["intersect"].pairs() == {(0, 2)}
+    assert got["max"].pairs() == {(0, 2), (2, 1)}
+    assert got["max"].score.tolist() == pytest.approx([.9, .6])
+    assert dict(zip(got["max"].tgt_idx.tolist(), got["max"].direction.tolist())) == {2: BOTH, 1: FWD}
+
+
+def test_ratio_margin_where_the_neighbourhood_mean_is_not_positive():
+    # m = (mean_x + mean_y) / 2 <= 0: c / m would flip the sign (c=.1, m=-.05 -> -2) or explode
+    # (m -> 0+): such candidates score -inf and are never mined; m > 0 is the usual c / m.
+    scores = margin_score(np.array([.1, .1, .5, .2]), np.array([-.05, 0., .4, 1e-3]),
+                          np.array([-.05, 0., .6, -1e-3]), "ratio")
+    assert scores[0] == -np.inf and scores[1] == -np.inf and scores[3] == -np.inf
+    assert scores[2] == pytest.approx(.5 / .5)
+    # The same definition on the mining path: the anti-correlated pair is not output, the other is.
+    x = np.array([[1, 0], [-1, 0]], dtype=np.float32)
+    y = np.array([[1, 0], [0, 1]], dtype=np.float32)
+    mined = mine_embeddings(x, y, config=MiningConfig(k=2, retrieval="fwd"))
+    assert mined.pairs() == {(0, 0)}  # x1's neighbourhood mean (-1 + 0) / 2 < 0: not scorable
 
 
 def test_greedy_one_to_one_matches_the_plain_walk():
@@ -126,6 +161,10 @@ def test_max_mode_is_one_to_one_and_finds_planted_pairs():
     ((2500, 2200), (512, 1000), 4), ((2500, 2200), (999, 333), 10), ((1300, 1700), (4096, 16384), 4),
 ])
 def test_blocked_knn_equals_brute_force(shape, blocks, k):
+    """Exact means exact: every index and every score equals the brute-force top-k of the
+    canonical scores (rescore.exact_dot; ties by lower index), whatever the block shape."""
+    from xmine.mining.rescore import exact_dot
+
     rng = np.random.default_rng(sum(shape) + k)
     x = rng.standard_normal((shape[0], 24)).astype(np.float32)
     y = rng.standard_normal((shape[1], 24)).astype(np.float32)
@@ -134,11 +173,16 @@ def test_blocked_knn_equals_brute_force(shape, blocks, k):
     fs, fi, bs, bi = exact_knn_both(x, y, k, block_rows=blocks[0], block_cols=blocks[1])
     S = x.astype(np.float64) @ y.T.astype(np.float64)
     kx, ky = min(k, shape[1]), min(k, shape[0])
-    ri, ci = np.argsort(-S, axis=1)[:, :kx], np.argsort(-S.T, axis=1)[:, :ky]
     assert fi.shape == (shape[0], kx) and bi.shape == (shape[1], ky)
-    np.testing.assert_allclose(fs, np.take_along_axis(S, ri, 1), atol=1e-5)
-    np.testing.assert_allclose(bs, np.take_along_axis(S.T, ci, 1), atol=1e-5)
-    assert (fi == ri).mean() > 0.999 and (bi == ci).mean() > 0.999  # float32 near-ties may swap
+    # float64 decides the order (no float64 near-ties in random data); scores are the float32
+    # nearest the exact dot products.
+    ri, ci = np.argsort(-S, axis=1)[:, :kx], np.argsort(-S.T, axis=1)[:, :ky]
+    np.testing.assert_array_equal(fi, ri)
+    np.testing.assert_array_equal(bi, ci)
+    rows = np.repeat(np.arange(shape[0]), kx)
+    np.testing.assert_array_equal(fs.ravel(), exact_dot(x[rows], y[ri.ravel()]))
+    cols = np.repeat(np.arange(shape[1]), ky)
+    np.testing.assert_array_equal(bs.ravel(), exact_dot(x[ci.ravel()], y[cols]))
     assert (np.diff(fs, axis=1) <= 0).all()
 
 
@@ -148,7 +192,8 @@ def test_float16_input_gives_same_neighbours():
     y = rng.standard_normal((250, 32)).astype(np.float16)
     a = exact_knn_both(x, y, 4, block_rows=64, block_cols=100)
     b = exact_knn_both(x.astype(np.float32), y.astype(np.float32), 4)
-    assert (a[1] == b[1]).all() and (a[3] == b[3]).all()
+    for u, v in zip(a, b):
+        np.testing.assert_array_equal(u, v)
 
 
 def test_checkpoint_resume_gives_identical_results(tmp_path):
@@ -174,7 +219,7 @@ def test_workers_share_row_blocks_without_changing_neighbours(tmp_path):
     one = exact_knn_both(x, y, 4, block_rows=64, block_cols=100, workers=1)
     three = exact_knn_both(x, y, 4, block_rows=64, block_cols=100, workers=3)
     for a, b in zip(one, three):
-        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)  # indices exactly; sims up to BLAS rounding
+        np.testing.assert_array_equal(a, b)  # scores are canonical: no BLAS rounding to tolerate
     # A run checkpointed with 3 workers resumes with 1 (the saved y->x state is the merged one).
     ck = tmp_path / "ck"
     exact_knn_both(x[:320], y, 4, block_rows=64, block_cols=100, workers=3, checkpoint_dir=ck,
@@ -193,7 +238,7 @@ def test_merge_states_keeps_best_then_lowest_index():
     a = (np.array([[0.9, 0.5, -np.inf]], np.float32), np.array([[7, 3, -1]]))
     b = (np.array([[0.9, 0.8, 0.5]], np.float32), np.array([[2, 9, 1]]))
     sims, idx = _merge_states([a, b])
-    np.testing.assert_array_equal(sims, np.array([[0.9, 0.9, 0.8]], np.float32))
+    np.testing.assert_array_equal(sims, np.array([[0.9, 0.9, 0.8]], np.float32))  # 0.9: index 2 before 7
     np.testing.assert_array_equal(idx, [[2, 7, 9]])
     sims, idx = _merge_states([(a[0][:, :2], a[1][:, :2]), (np.full((1, 2), -np.inf, np.float32), np.full((1, 2), -1))])
     np.testing.assert_array_equal(idx, [[7, 3]])
@@ -219,6 +264,8 @@ def test_config_is_validated():
         MiningConfig(retrieval="both")
     with pytest.raises(ConfigError):
         MiningConfig(k=0)
+    with pytest.raises(ConfigError, match="product"):
+        MiningConfig(product="int8")
 
 
 def test_dedup_mapping_used_by_mining(tmp_path):
@@ -276,7 +323,7 @@ def test_accuracy_on_flores_with_me5(flores_setup):
 
 
 def test_mine_command_end_to_end(tmp_path, data_dir, flores_setup):
-    """`xmine mine` on text files (me5 embeddings come from the cache), with dedup and resume dir."""
+    """`xmine mine` on text files (embedded into stores in OUT.work/), with dedup; the work dir is removed."""
     _, _, gold, src, tgt = flores_setup
     (tmp_path / "de.txt").write_text("\n".join(src + src[:20]) + "\n", encoding="utf-8")  # 20 repeats
     (tmp_path / "en.txt").write_text("\n".join(tgt) + "\n", encoding="utf-8")
@@ -316,7 +363,9 @@ def test_mine_through_indexes_matches_exact(tmp_path, flores_setup):
 
     common = ["--src-lang", "de", "--tgt-lang", "en", "--threshold", "1.04", "--line-numbers"]
     exact = run("mine", de, en, "-o", tmp_path / "exact.tsv", *common)
-    approx = run("mine", de, en, "-o", tmp_path / "approx.tsv", "--approximate", *common)
+    # IVF with exact vectors, every list visited: approximate machinery, exact answer.
+    approx = run("mine", de, en, "-o", tmp_path / "approx.tsv", "--approximate", "--index-type", "ivf",
+                 "--nlist", "4", "--nprobe", "4", *common)
     run("build-index", en, "--lang", "en", "--type", "hnsw", "-o", tmp_path / "idx")
     via_index = run("mine", de, tmp_path / "idx", "-o", tmp_path / "via-index.tsv", *common)
     assert len(exact) >= 0.95 * 300

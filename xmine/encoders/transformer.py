@@ -101,6 +101,7 @@ class TokenBatchedEncoder(Encoder):
         self.dim = int(model.config.hidden_size)
         self._identity = identity
         self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.max_tokens = int(batching.max_length)
 
     def fingerprint(self) -> dict[str, Any]:
         ident = f"{self._identity}|pool={self.pooling}|max_len={self.batching.max_length}|prefix={self.prefix!r}"
@@ -119,6 +120,15 @@ class TokenBatchedEncoder(Encoder):
                 chunk = sentences[start : start + window]
                 out[start : start + len(chunk)] = self._encode_window(chunk, max(1, batch_size), bar)
         return out
+
+    def encode_tokens(self, sentences: Sequence[str], *, mask_spans=None, keep_tokens: bool = True,
+                      show_progress: bool = False):
+        """Token-level output: windows of per-sentence last hidden states (L x D, float16) and pooled
+        vectors (not normalised); see `xmine.encoders.tokens.encode_token_states`."""
+        from xmine.encoders.tokens import encode_token_states
+
+        return encode_token_states(self, sentences, mask_spans=mask_spans, keep_tokens=keep_tokens,
+                                   show_progress=show_progress)
 
     def _encode_window(self, sentences: list[str], max_rows: int, bar) -> np.ndarray:
         import torch
@@ -177,6 +187,8 @@ class SentenceTransformerEncoder(Encoder):
             else model.get_sentence_embedding_dimension()
         self.dim = int(dim)
         self._identity = identity
+        self.tokenizer = getattr(model, "tokenizer", None)
+        self.max_tokens = getattr(model, "max_seq_length", None)
 
     def fingerprint(self) -> dict[str, Any]:
         return with_precision({"name": self.name, "dim": self.dim, "id": f"{self._identity}|prefix={self.prefix!r}"},

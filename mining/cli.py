@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from xmine.cluster import ray_option
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
 from xmine.mining.margin import MARGINS
 from xmine.mining.select import RETRIEVALS
@@ -61,9 +62,10 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
               help="Threads sharing the exact product, one BLAS thread each (default: as many as BLAS "
                    "uses, normally one per core).")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
+@ray_option("the neighbour search (tiles of the product, or index searches, as tasks)")
 def mine(src, tgt, out, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, line_numbers, meta, block_rows, block_cols, workers,
-         keep_work):
+         keep_work, ray_address):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
     SRC and TGT are each a text file (one sentence a line), an embedding store directory (xmine
@@ -79,7 +81,7 @@ def mine(src, tgt, out, src_lang, tgt_lang, k, margin, retrieval, threshold, min
                           block_rows=block_rows, block_cols=block_cols, workers=workers)
     summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                     projection=projection, approximate=approximate, line_numbers=line_numbers, meta=meta,
-                    keep_work=keep_work)
+                    keep_work=keep_work, ray=ray_address)
     click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "
                f"unique sentences ({summary['search']}) -> {out}", err=True)
 

@@ -42,8 +42,12 @@ def _unique_hits(sims: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray,
     return np.take_along_axis(sims, order, 1).astype(np.float32), np.take_along_axis(ids, order, 1)
 
 
-def _approximate_knn(sx, sy, ux, uy, inv_x, inv_y, k: int, work: Path, show_progress: bool):
-    """kNN both ways through FAISS indexes: a side's own index dir, else one built in `work`."""
+def _approximate_knn(sx, sy, ux, uy, inv_x, inv_y, k: int, work: Path, show_progress: bool, *,
+                     on_ray: bool = False):
+    """kNN both ways through FAISS indexes: a side's own index dir, else one built in `work`.
+
+    `on_ray`: indexes are built and searched as Ray tasks (`xmine.index.ray_build`): the same
+    index and the same hits."""
     from xmine.index.faiss_index import IndexConfig, build_index
 
     def index_of(side, unique_emb, tag):
@@ -56,6 +60,12 @@ def _approximate_knn(sx, sy, ux, uy, inv_x, inv_y, k: int, work: Path, show_prog
             return IndexDir.open(d), False
         except Exception:  # noqa: BLE001 - absent or half-written: build it (atomically)
             n = len(unique_emb)
+            if on_ray:
+                from xmine.index.ray_build import build_index_ray
+
+                return build_index_ray(unique_emb, d, sentences=[""] * n, line_numbers=np.arange(1, n + 1),
+                                       encoder=side.encoder, projection=side.projection, part=side.part,
+                                       config=IndexConfig(), show_progress=show_progress), False
             return build_index(unique_emb, d, sentences=[""] * n, line_numbers=np.arange(1, n + 1),
                                encoder=side.encoder, projection=side.projection, part=side.part,
                                config=IndexConfig(), show_progress=show_progress), False
@@ -63,11 +73,16 @@ def _approximate_knn(sx, sy, ux, uy, inv_x, inv_y, k: int, work: Path, show_prog
     ix_y, y_orig = index_of(sy, uy, "tgt")
     ix_x, x_orig = index_of(sx, ux, "src")
     extra = 2 * k  # room for duplicates of an index over non-deduplicated rows
-    fs, fi = ix_y.search(ux, k + (extra if y_orig else 0))
+    if on_ray:
+        from xmine.index.ray_build import search_ray as search
+    else:
+        def search(ix, queries, kk):
+            return ix.search(queries, kk)
+    fs, fi = search(ix_y, ux, k + (extra if y_orig else 0))
     if y_orig:
         fi = np.where(fi >= 0, inv_y[np.maximum(fi, 0)], -1)
     fs, fi = _unique_hits(fs, fi, min(k, len(uy)))
-    bs, bi = ix_x.search(uy, k + (extra if x_orig else 0))
+    bs, bi = search(ix_x, uy, k + (extra if x_orig else 0))
     if x_orig:
         bi = np.where(bi >= 0, inv_x[np.maximum(bi, 0)], -1)
     bs, bi = _unique_hits(bs, bi, min(k, len(ux)))
@@ -89,8 +104,13 @@ def mine(
     meta: bool = False,
     keep_work: bool = False,
     show_progress: bool = True,
+    ray: str | None = None,
 ) -> dict:
-    """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`)."""
+    """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`).
+
+    `ray`: None runs in this process; "auto" or a cluster address runs the kNN search as Ray
+    tasks (`xmine.mining.ray_knn`, `xmine.index.ray_build`), with the same output.
+    """
     from xmine.index.sources import Encoders, artefact_encoder_name, check_compatible, load_side
 
     out = Path(out)
@@ -110,8 +130,13 @@ def mine(
         [sx.fingerprint_key(), sy.fingerprint_key(), config.k, config.block_rows, config.block_cols,
          config.min_length, config.max_length], default=str).encode()).hexdigest()
     work = Path(str(out) + ".work")
+    if ray is not None:
+        from xmine.cluster import connect
+
+        connect(ray)
     if use_index:
-        fs, fi, bs, bi = _approximate_knn(sx, sy, ux, uy, inv_x, inv_y, config.k, work, show_progress)
+        fs, fi, bs, bi = _approximate_knn(sx, sy, ux, uy, inv_x, inv_y, config.k, work, show_progress,
+                                          on_ray=ray is not None)
         # Length bounds: sentences outside them neither query nor are found.
         for mask, rows_idx, hits_idx in ((length_mask(lx, config), fi, bi), (length_mask(ly, config), bi, fi)):
             if mask is not None:
@@ -119,8 +144,13 @@ def mine(
                 hits_idx[(hits_idx >= 0) & ~mask[np.maximum(hits_idx, 0)]] = -1
         mined = select_pairs(fs, fi, bs, bi, config=config, src_lengths=lx, tgt_lengths=ly)
     else:
+        if ray is not None:
+            from xmine.mining.ray_knn import ray_knn_both as knn
+        else:
+            from xmine.mining.knn import exact_knn_both as knn
         mined = mine_embeddings(ux, uy, config=config, src_lengths=lx, tgt_lengths=ly,
-                                checkpoint_dir=work / "knn", checkpoint_key=key, show_progress=show_progress)
+                                checkpoint_dir=work / ("knn-ray" if ray is not None else "knn"),
+                                checkpoint_key=key, show_progress=show_progress, knn=knn)
     lines_x, lines_y = sx.line_numbers[first_x], sy.line_numbers[first_y]
     _write_pairs(out, mined, ux_text, uy_text, lines_x, lines_y, line_numbers=line_numbers)
     if meta:
@@ -131,6 +161,7 @@ def mine(
         "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy.sentences), "unique": len(uy_text)},
         "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
         "search": "faiss-index" if use_index else "exact",
+        "ray": ray,
         "score_quantiles": ({q: float(np.quantile(mined.score, q)) for q in (0.1, 0.5, 0.9)} if len(mined) else {}),
         "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang, approximate=use_index,
                                  inputs=[sx.fingerprint, sy.fingerprint]),

@@ -133,10 +133,9 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
         from xmine.encoders import load_encoder
 
         encoder = load_encoder(encoder)
-    if projection is not None and not hasattr(projection, "transform"):
-        from xmine.disentangle import load_projection
+    from xmine.projection import resolve_projection
 
-        projection = load_projection(projection)
+    projection = resolve_projection(projection)
     if projection is not None:
         projection.check_encoder(encoder.fingerprint())
     train_split = next((s for s in ("training", "sample") if _split_files(root, pair, s)), None)
@@ -164,6 +163,9 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
     return result
 
 
+BUCC_KIND = "bucc-result"
+
+
 @click.command("bucc")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder with the BUCC 2018 files (or a data root holding bucc2018/); default: "
@@ -172,15 +174,27 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
 @click.option("--encoder", default="me5-small", show_default=True, help="Encoder name or sentence-transformers path.")
 @click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Projection directory: mine on its meaning part (default: raw embeddings).")
-@click.option("-k", "--k", "k", type=int, default=4, show_default=True, help="Margin neighbourhood size.")
+@click.option("-k", "--k", "k", type=click.IntRange(min=1), default=4, show_default=True, help="Margin neighbourhood size.")
 @click.option("--margin", type=click.Choice(["ratio", "distance", "absolute"]), default="ratio", show_default=True,
               help="Score (see `xmine mine --help`).")
 @click.option("--retrieval", type=click.Choice(["max", "fwd", "bwd", "intersect"]), default="max",
               show_default=True, help="Retrieval mode (see `xmine mine --help`).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the result JSON (with provenance) here.")
-def command(data_dir, pair, encoder, projection, k, margin, retrieval, out):
+@click.option("--overwrite", is_flag=True, help="Replace --out if it is an earlier xmine BUCC result.")
+def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, overwrite):
     """BUCC 2018: mine, tune the threshold for F1 on the training gold, report precision/recall/F1."""
+    import contextlib
+
+    from xmine.outputs import claim_output
+
+    claiming = (claim_output(out, kind=BUCC_KIND, form="json", overwrite=overwrite, inputs=[data_dir, projection])
+                if out is not None else contextlib.nullcontext())
+    with claiming:
+        _command(data_dir, pair, encoder, projection, k, margin, retrieval, out)
+
+
+def _command(data_dir, pair, encoder, projection, k, margin, retrieval, out):
     from xmine.artefacts import atomic_write_json, provenance
 
     result = run_bucc(data_dir, pair=pair, encoder=encoder, projection=projection, k=k, margin=margin,
@@ -196,4 +210,4 @@ def command(data_dir, pair, encoder, projection, k, margin, retrieval, out):
         result["provenance"] = provenance(data_dir=str(data_dir) if data_dir else None, pair=pair, encoder=encoder,
                                           projection=str(projection) if projection else None, k=k, margin=margin,
                                           retrieval=retrieval)
-        atomic_write_json(out, result)
+        atomic_write_json(out, {"kind": BUCC_KIND, **result})

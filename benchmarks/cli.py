@@ -9,6 +9,7 @@ parses options.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import time
 from pathlib import Path
@@ -29,7 +30,26 @@ DATA_HELP = (
 )
 
 
+def _claimed_out(fn: Callable) -> Callable:
+    """Claim the result JSON (--out, or the default path) before the benchmark runs, so a refused
+    output costs nothing: never an input, never a foreign file, replaced only with --overwrite."""
+    task = fn.__name__.removesuffix("_cmd")
+
+    @functools.wraps(fn)
+    def run(*args, **kw):
+        from xmine.outputs import claim_output
+
+        out = Path(kw["out"]) if kw["out"] else common.default_out(task, kw["encoder_name"], quick=kw["quick"])
+        with claim_output(out, kind=common.RESULT_KIND, form="json", overwrite=kw.pop("overwrite"),
+                          inputs=[kw["data_dir"], *kw["projections"]]):
+            kw["out"] = str(out)
+            return fn(*args, **kw)
+
+    return run
+
+
 def _common_options(fn: Callable) -> Callable:
+    fn = _claimed_out(fn)
     options = [
         click.option("--encoder", "encoder_name", default="me5-small", show_default=True, help=ENCODER_HELP),
         click.option("--projection", "projections", multiple=True, type=click.Path(exists=True, file_okay=True),
@@ -37,6 +57,7 @@ def _common_options(fn: Callable) -> Callable:
         click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=DATA_HELP),
         click.option("--out", type=click.Path(dir_okay=False), default=None,
                      help="Result JSON. Default: benchmarks/results/<task>-<encoder>[-quick].json."),
+        click.option("--overwrite", is_flag=True, help="Replace the result JSON if it is an earlier xmine result."),
         click.option("--quick", is_flag=True, help="A small fixed subset, for smoke runs (seconds, not minutes)."),
         click.option("--device", default=None, help="Torch device for the encoder (cpu, cuda, ...). Default: auto."),
     ]
@@ -257,11 +278,12 @@ def geometry_cmd(encoder_name, projections, data_dir, out, quick, device, langs,
 @click.option("--results", "results_dir", type=click.Path(file_okay=False), default=None,
               help="Folder of result JSONs. Default: benchmarks/results in the checkout.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Markdown file. Default: benchmarks/RESULTS.md.")
-def report_cmd(results_dir, out):
+@click.option("--overwrite", is_flag=True, help="Replace the markdown file if it is an earlier xmine report.")
+def report_cmd(results_dir, out, overwrite):
     """Write benchmarks/RESULTS.md from the result JSONs (machine, date, one section per task)."""
     from xmine.benchmarks import report
 
-    path = report.write_report(results_dir, out)
+    path = report.write_report(results_dir, out, overwrite=overwrite)
     click.echo(f"wrote {path}", err=True)
 
 
@@ -276,23 +298,27 @@ def report_cmd(results_dir, out):
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=DATA_HELP)
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="PNG file. Default: benchmarks/results/pca-<encoder>-<src>-<tgt>.png.")
+@click.option("--overwrite", is_flag=True, help="Replace the PNG if it is an earlier xmine plot.")
 @click.option("--device", default=None, help="Torch device for the encoder. Default: auto.")
-def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out, device):
+def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out, overwrite, device):
     """PNG of a 2-D PCA of raw, meaning and language embeddings of one language pair.
 
     Raw embeddings cluster by language; a good meaning part overlaps across languages; the
     language part separates them again.
     """
     from xmine.benchmarks import geometry, plot
+    from xmine.outputs import claim_output
 
-    src, tgt, _ = geometry.flores_pairs(data_dir, src_lang, rows=rows, pivot=tgt_lang)
-    encoder, variants = _setup(encoder_name, projections, device)
     out_path = Path(out) if out else (
         common.results_dir() / f"pca-{common.safe_name(encoder_name)}-{src_lang}-{tgt_lang}.png")
-    sep = plot.plot_pca(
-        variants, src, tgt, out_path, src_label=src_lang, tgt_label=tgt_lang,
-        title=f"PCA of {encoder.name} embeddings: {rows} FLORES-200 devtest sentences, {src_lang} and {tgt_lang}",
-    )
+    with claim_output(out_path, kind=plot.PLOT_KIND, form="png", overwrite=overwrite,
+                      inputs=[data_dir, *projections]):
+        src, tgt, _ = geometry.flores_pairs(data_dir, src_lang, rows=rows, pivot=tgt_lang)
+        encoder, variants = _setup(encoder_name, projections, device)
+        sep = plot.plot_pca(
+            variants, src, tgt, out_path, src_label=src_lang, tgt_label=tgt_lang,
+            title=f"PCA of {encoder.name} embeddings: {rows} FLORES-200 devtest sentences, {src_lang} and {tgt_lang}",
+        )
     for name, s in sep.items():
         click.echo(f"{name}: language separation {s:.2f} (centroid distance / mean spread)")
     click.echo(f"wrote {out_path}", err=True)

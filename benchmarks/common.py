@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import platform
 import re
 from pathlib import Path
@@ -22,6 +23,9 @@ import numpy as np
 from xmine.artefacts import atomic_write_json, file_fingerprint, provenance
 from xmine.errors import ConfigError, InputError
 from xmine.paths import REPO_ROOT
+
+#: The `kind` of a benchmark result JSON (what marks it as one xmine may replace with --overwrite).
+RESULT_KIND = "xmine-benchmark-result"
 
 #: an embedding function: sentences -> (n, dim) float32, rows L2-normalised, input order
 EmbedFn = Callable[[Sequence[str]], np.ndarray]
@@ -110,10 +114,10 @@ def make_variants(
     variants = [Variant("raw", "raw", raw)]
     paths = list(projection_paths)
     if paths:
-        from xmine.disentangle import load_projection
+        from xmine.projection import resolve_projection
 
         for path, label in zip(paths, projection_labels(paths)):
-            proj = load_projection(path)
+            proj = resolve_projection(path)
             proj.check_encoder(encoder.fingerprint())
             for part in parts:
                 variants.append(Variant(f"{label}:{part}", part, projected(raw, proj, part), proj.fingerprint()))
@@ -264,7 +268,7 @@ def write_result(
 ) -> dict[str, Any]:
     """Write a benchmark result JSON atomically (with full provenance) and return it."""
     result = {
-        "kind": "xmine-benchmark-result",
+        "kind": RESULT_KIND,
         "format_version": 1,
         "task": task,
         "encoder": encoder.fingerprint(),
@@ -278,6 +282,30 @@ def write_result(
     }
     atomic_write_json(out, result)
     return result
+
+
+SPEED_KIND = "speed-benchmark-result"
+
+
+def write_speed_result(out: str | Path, result: dict[str, Any], *, benchmark: str) -> None:
+    """Write a speed benchmark's JSON (`python -m xmine.benchmarks.<benchmark>`) atomically.
+
+    These scripts exist to regenerate their own result file, so an earlier result of the same
+    kind is replaced; anything else at `out` is refused (xmine.outputs).
+    """
+    from xmine.outputs import claim_output
+
+    def legacy(path: Path) -> bool:  # written before results carried a kind
+        try:
+            old = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        params = (old.get("provenance") or {}).get("parameters") or {}
+        return isinstance(old, dict) and (params.get("benchmark") == benchmark or
+                                          (benchmark == "mining_speed" and "runs" in old and "provenance" in old))
+
+    with claim_output(out, kind=SPEED_KIND, form="json", overwrite=True, legacy=legacy):
+        atomic_write_json(out, {"kind": SPEED_KIND, "benchmark": benchmark, **result})
 
 
 def read_lines(path: Path, *, what: str = "data") -> list[str]:

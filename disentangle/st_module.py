@@ -106,17 +106,29 @@ def _sentence_transformer_for(encoder_name: str, encoder):
     return st, prompts, default
 
 
+EXPORT_KIND = "sentence-transformer-export"
+
+
 def export_sentence_transformer(projection_dir: str | Path, encoder_name: str, out_dir: str | Path, *,
-                                part: str = "meaning"):
+                                part: str = "meaning", overwrite: bool = False):
     """Save `encoder_name` + the projection as one SentenceTransformer model in `out_dir`; return it.
 
     The encoder must be the one the projection was trained on (EncoderMismatchError otherwise).
     The encoder's text prefix (me5-small: "query: ") becomes the model's default prompt, so
     `SentenceTransformer(out_dir).encode(sentences)` gives what xmine's encoder + projection give.
+    `out_dir` must be new or empty, or (with `overwrite`) an earlier export, replaced atomically;
+    its `manifest.json` marks it as one.
     """
+    from xmine.outputs import claim_output
+
+    with claim_output(out_dir, kind=EXPORT_KIND, form="dir", inputs=[projection_dir], overwrite=overwrite):
+        return _export(projection_dir, encoder_name, Path(out_dir), part=part, overwrite=overwrite)
+
+
+def _export(projection_dir, encoder_name: str, out_dir: Path, *, part: str, overwrite: bool):
     from sentence_transformers import SentenceTransformer
 
-    from xmine.artefacts import atomic_dir
+    from xmine.artefacts import atomic_dir, provenance, write_manifest
     from xmine.disentangle.projection import load_projection
     from xmine.encoders import load_encoder
 
@@ -126,9 +138,11 @@ def export_sentence_transformer(projection_dir: str | Path, encoder_name: str, o
     st, prompts, default = _sentence_transformer_for(encoder_name, encoder)
     model = SentenceTransformer(modules=[*st, MeaningProjection.from_projection(projection, part=part)], device="cpu",
                                 prompts=prompts, default_prompt_name=default)
-    with atomic_dir(out_dir) as tmp:
+    with atomic_dir(out_dir, kind=EXPORT_KIND, overwrite=overwrite) as tmp:
         model.save(str(tmp))
         (Path(tmp) / "xmine_projection.json").write_text(
             json.dumps({"projection": projection.fingerprint(), "encoder": projection.config["encoder"], "part": part},
                        indent=2) + "\n", encoding="utf-8")
+        write_manifest(tmp, EXPORT_KIND, {"projection": projection.fingerprint(), "part": part,
+                                          "provenance": provenance(encoder=encoder_name, part=part)})
     return model

@@ -192,32 +192,62 @@ def train(
     restart: bool = False,
     show_progress: bool = True,
     threads: int | None = 1,
+    overwrite: bool = False,
 ):
     """Train a projection on the parallel files `pair_specs`; write it to `out_dir`; return it loaded.
 
-    `threads`: torch CPU threads while training (None: torch's default). The networks are small
-    (d x d); one thread is nearly as fast as several and does not fight other jobs for cores.
+    `threads`: torch CPU threads while training (None: torch's default), restored afterwards. The
+    networks are small (d x d); one thread is nearly as fast as several and does not fight other
+    jobs for cores.
+
+    `out_dir` is claimed first (`xmine.outputs.claim_output`): it must be new, empty, an
+    unfinished run of `train` (resumed) or, with `overwrite`, a finished projection (replaced);
+    never an input or another artefact, and never written by two runs at once.
     """
+    import torch
+
+    from xmine.disentangle.data import discover_pairs
+    from xmine.outputs import claim_output
+
+    config.check()
+    files = discover_pairs(pair_specs, langs=config.langs)
+    inputs = [spec for spec in pair_specs if Path(spec).exists()] + [p for f in files for p in (f.src, f.tgt)]
+    before = torch.get_num_threads()
+    try:
+        with claim_output(out_dir, kind="projection", form="dir", in_place=True, overwrite=overwrite,
+                          inputs=inputs, legacy=_looks_like_training):
+            return _train(files, pair_specs, Path(out_dir), encoder=encoder, config=config, restart=restart,
+                          show_progress=show_progress, threads=threads)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _looks_like_training(directory: Path) -> bool:
+    """A projection directory from before the output marker: a checkpoint and projection files only."""
+    names = {e.name for e in directory.iterdir()}
+    return (directory / WORK / CHECKPOINT).is_file() and names <= {WORK, "config.json", "model.safetensors",
+                                                                 "manifest.json", ".lock"}
+
+
+def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, restart: bool, show_progress: bool,
+           threads: int | None):
     import torch
     from tqdm.auto import tqdm
 
     from xmine.artefacts import atomic_path, provenance
     from xmine.corpus import truncate_for_encoding
-    from xmine.disentangle.data import discover_pairs, sample_pairs
+    from xmine.disentangle.data import sample_pairs
     from xmine.disentangle.losses import discriminator_loss
     from xmine.disentangle.methods import get_method
     from xmine.disentangle.model import Disentangler
     from xmine.disentangle.projection import load_projection, save_projection
     from xmine.embed_cache import cached_encode
 
-    config.check()
     method = get_method(config.method, base=config.base)
-    out_dir = Path(out_dir)
     if threads is not None:
         torch.set_num_threads(threads)
     log = (lambda msg: tqdm.write(msg, file=__import__("sys").stderr)) if show_progress else (lambda msg: None)
 
-    files = discover_pairs(pair_specs, langs=config.langs)
     sample = sample_pairs(files, max_pairs_per_lang=config.max_pairs_per_lang,
                           valid_fraction=config.valid_fraction, seed=config.seed)
     log(f"training data: {len(files)} file pair(s), {len(sample.lang_pairs)} language pair(s), "

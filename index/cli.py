@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from xmine.index.choose import INDEX_TYPES
+from xmine.options import Finite
 
 _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (xmine embed) or"
 
@@ -16,7 +17,9 @@ _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (
 @click.command("build-index")
 @click.argument("source", type=click.Path(exists=True, path_type=Path))
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(path_type=Path),
-              help="Index directory to write (replaced atomically when it exists).")
+              help="Index directory to write. It must be new, an empty directory or (with --overwrite) an "
+                   "xmine index, which is then replaced atomically; anything else is refused.")
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it is an xmine index already.")
 @click.option("--lang", default=None, help="Language code of the corpus (recorded; checked against a store's).")
 @click.option("--type", "kind", type=click.Choice(INDEX_TYPES), default="auto", show_default=True,
               help="flat: exact inner product; ivf: IVF lists with exact vectors; hnsw: graph index "
@@ -24,16 +27,16 @@ _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (
                    "OPQ rotation + IVF + PQ (stopes' choice for big corpora); auto: Flat up to 10k "
                    "vectors, HNSW while it fits the memory budget (no GPU), else OPQ/IVF/PQ with lists "
                    "by corpus size. The chosen index and the reason are printed.")
-@click.option("--shard-rows", type=int, default=None,
+@click.option("--shard-rows", type=click.IntRange(min=1), default=None,
               help="Split the index into shards of this many rows (each its own .faiss file), for "
                    "corpora whose index does not fit in memory at once; searches merge the shards' top-k.")
-@click.option("--nlist", type=int, default=None, help="IVF lists (default: by corpus size, 4-16 x sqrt(N)).")
-@click.option("--nprobe", type=int, default=None,
+@click.option("--nlist", type=click.IntRange(min=1), default=None, help="IVF lists (default: by corpus size, 4-16 x sqrt(N)).")
+@click.option("--nprobe", type=click.IntRange(min=1), default=None,
               help="IVF lists searched per query, recorded as the index default (default: min(128, nlist/4)).")
-@click.option("--pq-m", type=int, default=64, show_default=True,
+@click.option("--pq-m", type=click.IntRange(min=1), default=64, show_default=True,
               help="PQ sub-quantisers = bytes per stored vector (ivfpq/opq); must divide the dimension "
                    "(the largest divisor below it is used).")
-@click.option("--memory-budget-gb", type=float, default=None,
+@click.option("--memory-budget-gb", type=Finite(0, min_open=True), default=None,
               help="Memory the index may take, for --type auto (default: a quarter of RAM).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the training sample.")
 @click.option("--encoder", default=None,
@@ -41,7 +44,7 @@ _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (
 @click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Projection directory (xmine train): index its meaning part instead of raw embeddings.")
 @click.option("--cpu", is_flag=True, help="Do not use GPUs even if FAISS reports some.")
-def build_index(source, out_dir, lang, kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
+def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
                 encoder, projection, cpu):
     """Build a FAISS index over SOURCE's embeddings.
 
@@ -51,18 +54,21 @@ def build_index(source, out_dir, lang, kind, shard_rows, nlist, nprobe, pq_m, me
     `xmine search` returns text and refuses queries from another encoder/projection.
     """
     from xmine.index.faiss_index import IndexConfig, build_index as _build
-    from xmine.index.sources import Encoders, artefact_encoder_name, load_side
+    from xmine.inputs import Encoders, load_side
 
-    encoders = Encoders(encoder, projection)
-    side = load_side(source, lang=lang, encoders=encoders)
-    config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
-                         gpu=not cpu,
-                         memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
-    ix = _build(side.embeddings, out_dir, sentences=side.sentences, line_numbers=side.line_numbers,
-                encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
-                source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
-                                               {"path": str(Path(source).resolve()), **side.fingerprint})},
-                config=config, show_progress=True)
+    from xmine.outputs import claim_output
+
+    with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
+        encoders = Encoders(encoder, projection)
+        side = load_side(source, lang=lang, encoders=encoders)
+        config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
+                             gpu=not cpu,
+                             memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
+        ix = _build(side.embeddings, out_dir, sentences=side.sentences, line_numbers=side.line_numbers,
+                    encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
+                    source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
+                                                   {"path": str(Path(source).resolve()), **side.fingerprint})},
+                    config=config, show_progress=True, overwrite=overwrite)
     c = ix.manifest["choice"]
     click.echo(f"indexed {len(ix):,} sentences ({ix.dim}-d, {side.part}) into {out_dir}: {c['factory']} "
                f"in {len(ix.manifest['shards'])} shard(s)" + (" on GPU" if ix.manifest["built_on_gpu"] else ""),
@@ -73,31 +79,44 @@ def build_index(source, out_dir, lang, kind, shard_rows, nlist, nprobe, pq_m, me
 @click.command("search")
 @click.argument("index_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("queries", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("-k", type=int, default=10, show_default=True, help="Neighbours returned per query.")
+@click.option("-k", type=click.IntRange(min=1), default=10, show_default=True, help="Neighbours returned per query.")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl"]), default="tsv", show_default=True,
               help="tsv: one hit a line: query_line, rank, score, hit_line, hit_sentence. "
                    "jsonl: one object per query with its hits.")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the results here (atomically) instead of standard output.")
-@click.option("--nprobe", type=int, default=None, help="IVF lists to visit (default: the index's own).")
+              help="Write the results here (atomically) instead of standard output, with a summary in "
+                   "OUT.json that marks the file as xmine's. An existing OUT is replaced only if it is an "
+                   "earlier search result and --overwrite is given.")
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it is an earlier xmine search result.")
+@click.option("--nprobe", type=click.IntRange(min=1), default=None, help="IVF lists to visit (default: the index's own).")
 @click.option("--encoder", default=None,
               help="Encoder for the queries (default: the index's); another encoder is refused.")
 @click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Projection directory; required (and must match) when the index holds a meaning part.")
-def search(index_dir, queries, k, fmt, out, nprobe, encoder, projection):
+def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection):
     """Return the K nearest indexed sentences of every line of QUERIES, with cosine scores.
 
     Scores are inner products of L2-normalised embeddings (cosine, -1..1; for exact indexes) or
     FAISS's estimate of it (PQ indexes).
     """
-    from xmine.artefacts import atomic_write_text
+    from xmine.outputs import claim_output
+
+    if out is None:
+        _search(index_dir, queries, k, fmt, None, nprobe, encoder, projection)
+        return
+    with claim_output(out, kind="search-result", form="tsv", inputs=[index_dir, queries, projection],
+                      overwrite=overwrite) as claim:
+        summary = _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection)
+        claim.finish(summary)
+
+
+def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection) -> dict:
+    from xmine.artefacts import provenance
     from xmine.encoders import check_same_encoder
     from xmine.index.faiss_index import IndexDir
-    from xmine.index.sources import Encoders, check_same_projection, load_side
+    from xmine.inputs import Encoders, check_same_projection, load_side
 
     ix = IndexDir.open(index_dir)
-    if k < 1:
-        raise click.BadParameter("k must be >= 1", param_hint="-k")
     m = ix.manifest
     encoders = Encoders(encoder or m["encoder"]["name"], projection)
     check_same_encoder(m["encoder"], encoders.encoder.fingerprint(), what=f"index {index_dir}")
@@ -116,10 +135,13 @@ def search(index_dir, queries, k, fmt, out, nprobe, encoder, projection):
                 {"rank": rank, "score": round(s, 6), "line": line, "sentence": t} for rank, s, line, t in hits]},
                 ensure_ascii=False))
     text = "".join(line + "\n" for line in out_lines)
-    if out is not None:
-        atomic_write_text(out, text)
-    else:
+    if claim is None:
         sys.stdout.write(text)
+        return {}
+    claim.write_text(text)
+    return {"index": str(index_dir), "queries": str(queries), "format": fmt, "k": k,
+            "k_used": min(k, len(ix)), "lines": len(out_lines),
+            "provenance": provenance(index=str(index_dir), queries=str(queries), k=k, nprobe=nprobe, format=fmt)}
 
 
 COMMANDS = [build_index, search]

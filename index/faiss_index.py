@@ -58,6 +58,17 @@ class IndexConfig:
     #: rows added per call (bounds the float32 copy of float16/memory-mapped embeddings)
     add_batch: int = 65_536
 
+    def __post_init__(self):
+        for name in ("shard_rows", "nlist", "nprobe"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ConfigError(f"{name} must be a whole number >= 1 (got {value!r})")
+        if self.pq_m < 1 or self.pq_bits < 1 or self.add_batch < 1:
+            raise ConfigError(f"pq_m, pq_bits and add_batch must be >= 1 (got {self.pq_m}, {self.pq_bits}, "
+                              f"{self.add_batch})")
+        if self.memory_budget is not None and not self.memory_budget > 0:
+            raise ConfigError(f"memory_budget must be > 0 bytes (got {self.memory_budget!r})")
+
 
 def gpu_count() -> int:
     import faiss
@@ -69,15 +80,32 @@ def gpu_count() -> int:
         return 0
 
 
-def _to_gpu(index):
-    """(gpu_index, resources) or (index, None) when this index type has no GPU version."""
+def _gpu_options():
+    """Cloner options that let every index type xmine builds move to the GPU.
+
+    IVF-PQ with many sub-quantisers (PQ64 at 384 dimensions) does not fit the GPU's shared
+    memory with float32 lookup tables; FAISS's GPU IVFPQ supports it with float16 tables.
+    """
     import faiss
 
+    options = faiss.GpuClonerOptions()
+    options.useFloat16LookupTables = True
+    return options
+
+
+def _to_gpu(index):
+    """(gpu_index, resources), or (index, None) with a WARNING when FAISS cannot put this index
+    type on the GPU (HNSW has no GPU version): never silently."""
+    import faiss
+
+    res = faiss.StandardGpuResources()
     try:
-        res = faiss.StandardGpuResources()
-        return faiss.index_cpu_to_gpu(res, 0, index), res
-    except Exception as e:  # noqa: BLE001 - e.g. HNSW has no GPU implementation
-        log.warning("index stays on CPU (%s)", e)
+        return faiss.index_cpu_to_gpu(res, 0, index, _gpu_options()), res
+    except RuntimeError as e:
+        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        log.warning("%s stays on the CPU: FAISS cannot move it to the GPU even with float16 lookup "
+                    "tables (%s); use --type ivf/ivfpq/opq/flat for GPU search, or --cpu",
+                    type(index).__name__, reason)
         return index, None
 
 
@@ -114,8 +142,14 @@ def build_index(
     source: dict | None = None,
     config: IndexConfig = IndexConfig(),
     show_progress: bool = False,
+    overwrite: bool = False,
 ) -> "IndexDir":
-    """Index `embeddings` (n, dim; float32/float16, may be memory-mapped) into `out_dir`."""
+    """Index `embeddings` (n, dim; float32/float16, may be memory-mapped) into `out_dir`.
+
+    An existing `out_dir` is replaced only when it is an xmine index and `overwrite` is given
+    (`xmine.artefacts.atomic_dir`); callers that take user paths claim it first
+    (`xmine.outputs.claim_output`), which also refuses inputs and a second writer.
+    """
     import faiss
     from tqdm.auto import tqdm
 
@@ -127,7 +161,7 @@ def build_index(
 
     trained = train_index(embeddings, choice, seed=config.seed, use_gpu=use_gpu)
     plan = shard_plan(n, shard_rows)
-    with atomic_dir(out_dir) as tmp:
+    with atomic_dir(out_dir, kind=KIND, overwrite=overwrite) as tmp:
         bar = tqdm(total=n, desc=f"indexing ({choice.factory})", unit="vec", disable=not show_progress)
         for s, (start, stop) in enumerate(plan):
             index = add_rows(trained, embeddings, start, stop, add_batch=config.add_batch, use_gpu=use_gpu,
@@ -181,7 +215,12 @@ def train_index(embeddings, choice: IndexChoice, *, seed: int, use_gpu: bool) ->
         train = _f32(embeddings[sample])
         idx, res = _to_gpu(template) if use_gpu else (template, None)
         log.info("training %s on %d vectors", choice.factory, len(train))
-        idx.train(train)
+        try:
+            idx.train(train)
+        except RuntimeError as e:  # FAISS: too few training points for the centroids, etc.
+            detail = next((l.strip() for l in str(e).splitlines() if "Error" in l or "should" in l), str(e).strip())
+            raise ConfigError(f"cannot train {choice.factory} on {len(train):,} vectors ({detail}); "
+                              "use --type flat or hnsw, a smaller --nlist / --pq-m, or a larger corpus") from None
         template = _to_cpu(idx, res)
     return bytes(faiss.serialize_index(template))
 

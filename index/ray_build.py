@@ -29,6 +29,7 @@ from xmine.artefacts import atomic_dir
 from xmine.cluster import ShardProgress, cluster_resources, get, remote, run_tasks
 from xmine.errors import ConfigError
 from xmine.index.faiss_index import (
+    KIND,
     IndexConfig,
     IndexDir,
     add_rows,
@@ -55,7 +56,7 @@ class StoreRows:
 
     def _rows(self):
         if not hasattr(self, "_view"):
-            from xmine.index.sources import RowView
+            from xmine.inputs import RowView
             from xmine.store import EmbeddingStore
 
             shards = EmbeddingStore.open(self.path).shard_arrays()
@@ -143,6 +144,7 @@ def build_index_ray(
     source: dict | None = None,
     config: IndexConfig = IndexConfig(),
     show_progress: bool = False,
+    overwrite: bool = False,
 ) -> IndexDir:
     """`build_index` on the connected Ray cluster: same arguments, same index directory.
 
@@ -171,7 +173,7 @@ def build_index_ray(
         plan = shard_plan(n, ADD_PIECE_ROWS)
     trained_ref = ray.put(trained)
     add = remote(_add_task, num_cpus=1, **gpus)
-    with atomic_dir(out_dir) as tmp:
+    with atomic_dir(out_dir, kind=KIND, overwrite=overwrite) as tmp:
         refs = (add.remote(trained_ref, rows, p, start, stop, config.add_batch, use_gpu,
                            str(tmp / shard_name(p)) if kept else None) for p, (start, stop) in enumerate(plan))
         pieces: dict[int, bytes] = {}

@@ -10,6 +10,7 @@ from xmine.cluster import ray_option
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
 from xmine.mining.margin import MARGINS
 from xmine.mining.select import RETRIEVALS
+from xmine.options import Finite
 
 _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine embed) or an index "
          "directory (xmine build-index)")
@@ -20,10 +21,12 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
 @click.argument("tgt", type=click.Path(exists=True, path_type=Path))
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Output TSV: score<TAB>src<TAB>tgt, highest score first (written atomically). "
-                   "A summary with provenance goes to OUT.json.")
+                   "A summary with provenance goes to OUT.json, which also marks OUT as xmine's. An "
+                   "existing OUT is replaced only if it is an earlier mining result and --overwrite is given.")
+@click.option("--overwrite", is_flag=True, help="Replace OUT (and OUT.json, OUT.meta) if it is an earlier xmine mining result.")
 @click.option("--src-lang", default=None, help="Language code of SRC (recorded; checked against artefacts).")
 @click.option("--tgt-lang", default=None, help="Language code of TGT.")
-@click.option("-k", "--k", "k", type=int, default=4, show_default=True,
+@click.option("-k", "--k", "k", type=click.IntRange(min=1), default=4, show_default=True,
               help="Neighbours per sentence: the candidates considered and the neighbourhood whose mean "
                    "cosine forms the margin.")
 @click.option("--margin", type=click.Choice(MARGINS), default="ratio", show_default=True,
@@ -34,14 +37,14 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
               help="max: union of every source's and every target's best candidate, sorted by score, "
                    "then greedy one-to-one; fwd: each source's best target; bwd: each target's best "
                    "source; intersect: pairs that are each other's best in both directions.")
-@click.option("--threshold", type=float, default=None,
+@click.option("--threshold", type=Finite(), default=None,
               help="Keep pairs scoring at least this, in every retrieval mode. Typical for ratio: "
                    "1.04 (WikiMatrix) to 1.06 (stopes); distance ~0.02-0.05; absolute ~0.7-0.8 "
                    "(encoder dependent). Default: keep all pairs.")
-@click.option("--min-length", type=int, default=0, show_default=True,
+@click.option("--min-length", type=click.IntRange(min=0), default=0, show_default=True,
               help="Sentences shorter than this many characters are not mined.")
-@click.option("--max-length", type=int, default=None, help="Sentences longer than this many characters are not mined.")
-@click.option("--max-length-ratio", type=float, default=None,
+@click.option("--max-length", type=click.IntRange(min=1), default=None, help="Sentences longer than this many characters are not mined.")
+@click.option("--max-length-ratio", type=Finite(1), default=None,
               help="Drop candidate pairs whose character lengths differ by more than this factor "
                    "(e.g. 2.0), before one-to-one matching.")
 @click.option("--encoder", default=None,
@@ -55,15 +58,15 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
 @click.option("--line-numbers", is_flag=True, help="Add src and tgt line numbers as columns 4 and 5.")
 @click.option("--meta", is_flag=True,
               help="Also write OUT.meta (stopes style): score, src file:line, tgt file:line, direction.")
-@click.option("--block-rows", type=int, default=DEFAULT_BLOCK_ROWS, show_default=True,
+@click.option("--block-rows", type=click.IntRange(min=1), default=DEFAULT_BLOCK_ROWS, show_default=True,
               help="Source rows per block of the exact product (memory ~ block-rows x block-cols x 4 bytes).")
-@click.option("--block-cols", type=int, default=DEFAULT_BLOCK_COLS, show_default=True, help="Target rows per block.")
+@click.option("--block-cols", type=click.IntRange(min=1), default=DEFAULT_BLOCK_COLS, show_default=True, help="Target rows per block.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Threads sharing the exact product, one BLAS thread each (default: as many as BLAS "
                    "uses, normally one per core).")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
 @ray_option("the neighbour search (tiles of the product, or index searches, as tasks)")
-def mine(src, tgt, out, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
+def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, line_numbers, meta, block_rows, block_cols, workers,
          keep_work, ray_address):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
@@ -81,7 +84,7 @@ def mine(src, tgt, out, src_lang, tgt_lang, k, margin, retrieval, threshold, min
                           block_rows=block_rows, block_cols=block_cols, workers=workers)
     summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                     projection=projection, approximate=approximate, line_numbers=line_numbers, meta=meta,
-                    keep_work=keep_work, ray=ray_address)
+                    keep_work=keep_work, overwrite=overwrite, ray=ray_address)
     click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "
                f"unique sentences ({summary['search']}) -> {out}", err=True)
 

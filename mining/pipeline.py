@@ -1,6 +1,6 @@
 """File-level mining: `mine(src, tgt, out=...)` behind `xmine mine`.
 
-Each side is a text file, an embedding store or an index directory (xmine.index.sources). Both
+Each side is a text file, an embedding store or an index directory (xmine.inputs). Both
 sides are deduplicated (mining runs on unique sentences; a pair is output once, with the first
 line of each sentence), mined exactly with the blocked kNN (checkpointed in `<out>.work/`, so an
 interrupted run resumes) or, with `approximate` or when a side is an index, through FAISS indexes,
@@ -18,10 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.artefacts import atomic_write_json, atomic_write_text, provenance
+from xmine.artefacts import provenance
+from xmine.errors import ArtefactError
 from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
 
 log = logging.getLogger(__name__)
+#: The kind recorded in OUT.json, which marks OUT as a mining result xmine may replace.
+MINING_KIND = "mining-result"
 
 
 def _dedup(side) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -58,17 +61,19 @@ def _approximate_knn(sx, sy, ux, uy, inv_x, inv_y, k: int, work: Path, show_prog
 
         try:
             return IndexDir.open(d), False
-        except Exception:  # noqa: BLE001 - absent or half-written: build it (atomically)
+        except ArtefactError as e:  # absent or damaged: (re)build it, atomically, inside OUT.work/
+            if d.exists():
+                log.warning(f"{d}: {e}; rebuilding it")
             n = len(unique_emb)
             if on_ray:
                 from xmine.index.ray_build import build_index_ray
 
                 return build_index_ray(unique_emb, d, sentences=[""] * n, line_numbers=np.arange(1, n + 1),
                                        encoder=side.encoder, projection=side.projection, part=side.part,
-                                       config=IndexConfig(), show_progress=show_progress), False
+                                       config=IndexConfig(), show_progress=show_progress, overwrite=True), False
             return build_index(unique_emb, d, sentences=[""] * n, line_numbers=np.arange(1, n + 1),
                                encoder=side.encoder, projection=side.projection, part=side.part,
-                               config=IndexConfig(), show_progress=show_progress), False
+                               config=IndexConfig(), show_progress=show_progress, overwrite=True), False
 
     ix_y, y_orig = index_of(sy, uy, "tgt")
     ix_x, x_orig = index_of(sx, ux, "src")
@@ -104,16 +109,33 @@ def mine(
     meta: bool = False,
     keep_work: bool = False,
     show_progress: bool = True,
+    overwrite: bool = False,
     ray: str | None = None,
 ) -> dict:
     """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`).
 
+    `out` is claimed first (`xmine.outputs.claim_output`): it must not be an input, an existing
+    `out` (with `out.json`, `out.meta`, `out.work/`) must be an earlier mining result and is
+    replaced only with `overwrite`, and a second run writing the same `out` is refused.
+
     `ray`: None runs in this process; "auto" or a cluster address runs the kNN search as Ray
     tasks (`xmine.mining.ray_knn`, `xmine.index.ray_build`), with the same output.
     """
-    from xmine.index.sources import Encoders, artefact_encoder_name, check_compatible, load_side
+    from xmine.outputs import claim_output
 
     out = Path(out)
+    with claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection], overwrite=overwrite,
+                      companions=(".meta", ".work")) as claim:
+        return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
+                     projection=projection, approximate=approximate, line_numbers=line_numbers, meta=meta,
+                     keep_work=keep_work, show_progress=show_progress, ray=ray)
+
+
+def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, projection, approximate, line_numbers, meta,
+          keep_work, show_progress, ray) -> dict:
+    from xmine.inputs import Encoders, artefact_encoder_name, check_compatible, load_side
+
+    out = claim.path
     encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection)
     sx = load_side(src, lang=src_lang, encoders=encoders, need_vectors=True, show_progress=show_progress)
     sy = load_side(tgt, lang=tgt_lang, encoders=encoders, need_vectors=True, show_progress=show_progress)
@@ -129,7 +151,7 @@ def mine(
     key = hashlib.sha256(json.dumps(
         [sx.fingerprint_key(), sy.fingerprint_key(), config.k, config.block_rows, config.block_cols,
          config.min_length, config.max_length], default=str).encode()).hexdigest()
-    work = Path(str(out) + ".work")
+    work = claim.work_dir(".work")
     if ray is not None:
         from xmine.cluster import connect
 
@@ -152,11 +174,14 @@ def mine(
                                 checkpoint_dir=work / ("knn-ray" if ray is not None else "knn"),
                                 checkpoint_key=key, show_progress=show_progress, knn=knn)
     lines_x, lines_y = sx.line_numbers[first_x], sy.line_numbers[first_y]
-    _write_pairs(out, mined, ux_text, uy_text, lines_x, lines_y, line_numbers=line_numbers)
+    _write_pairs(claim, mined, ux_text, uy_text, lines_x, lines_y, line_numbers=line_numbers)
     if meta:
-        _write_meta(Path(str(out) + ".meta"), mined, sx.path, sy.path, lines_x, lines_y)
+        _write_meta(claim, mined, sx.path, sy.path, lines_x, lines_y)
+    elif claim.state == "finished":
+        # The replaced result's own .meta (checked against its summary by the claim) would be stale.
+        claim.companion(".meta").unlink(missing_ok=True)
     summary = {
-        "output": str(out), "pairs": len(mined),
+        "output": str(out), "pairs": len(mined), "k_used": min(config.k, len(ux_text), len(uy_text)),
         "src": {"path": str(sx.path), "kind": sx.kind, "sentences": len(sx.sentences), "unique": len(ux_text)},
         "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy.sentences), "unique": len(uy_text)},
         "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
@@ -166,10 +191,9 @@ def mine(
         "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang, approximate=use_index,
                                  inputs=[sx.fingerprint, sy.fingerprint]),
     }
-    atomic_write_json(Path(str(out) + ".json"), summary)
     if not keep_work:
         shutil.rmtree(work, ignore_errors=True)
-    return summary
+    return claim.finish(summary)
 
 
 def _clean(text: str) -> str:
@@ -177,19 +201,19 @@ def _clean(text: str) -> str:
     return text.replace("\t", " ").replace("\n", " ")
 
 
-def _write_pairs(out: Path, mined: MinedPairs, src_text, tgt_text, lines_x, lines_y, *, line_numbers: bool) -> None:
+def _write_pairs(claim, mined: MinedPairs, src_text, tgt_text, lines_x, lines_y, *, line_numbers: bool) -> None:
     rows = []
     for s, t, sc in zip(mined.src_idx.tolist(), mined.tgt_idx.tolist(), mined.score.tolist()):
         row = f"{sc:.6f}\t{_clean(src_text[s])}\t{_clean(tgt_text[t])}"
         if line_numbers:
             row += f"\t{lines_x[s]}\t{lines_y[t]}"
         rows.append(row + "\n")
-    atomic_write_text(out, "".join(rows))
+    claim.write_text("".join(rows))
 
 
-def _write_meta(path: Path, mined: MinedPairs, src_path, tgt_path, lines_x, lines_y) -> None:
+def _write_meta(claim, mined: MinedPairs, src_path, tgt_path, lines_x, lines_y) -> None:
     """stopes-style meta: score, src file:line, tgt file:line, direction that found the pair."""
     rows = [f"{sc:.6f}\t{src_path}:{lines_x[s]}\t{tgt_path}:{lines_y[t]}\t{DIRECTION_NAMES[int(d)]}\n"
             for s, t, sc, d in zip(mined.src_idx.tolist(), mined.tgt_idx.tolist(), mined.score.tolist(),
                                    mined.direction.tolist())]
-    atomic_write_text(path, "".join(rows))
+    claim.write_text("".join(rows), ".meta")

@@ -8,6 +8,7 @@ rounds leave (see `greedy_one_to_one`).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,6 +60,10 @@ class MiningConfig:
             raise ConfigError(f"margin must be one of {', '.join(MARGINS)} (got {self.margin!r})")
         if self.retrieval not in RETRIEVALS:
             raise ConfigError(f"retrieval must be one of {', '.join(RETRIEVALS)} (got {self.retrieval!r})")
+        for name in ("threshold", "max_length_ratio"):
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise ConfigError(f"{name} must be a finite number (got {value})")
         if self.max_length_ratio is not None and self.max_length_ratio < 1:
             raise ConfigError(f"max_length_ratio must be >= 1 (got {self.max_length_ratio})")
         if self.min_length < 0 or (self.max_length is not None and self.max_length < max(1, self.min_length)):

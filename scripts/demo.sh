@@ -8,7 +8,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
 mkdir -p out
 .venv/bin/xmine mine demo/de.txt demo/en.txt --src-lang de --tgt-lang en \
-    --threshold 1.04 --line-numbers -o out/demo-mined.tsv "$@"
+    --threshold 1.04 --line-numbers --overwrite -o out/demo-mined.tsv "$@"
 echo
 echo "top of out/demo-mined.tsv (score, German, English, line numbers):"
 head -n 5 out/demo-mined.tsv

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from xmine.errors import ArtefactError, ConfigError, InputError
+from xmine.errors import OutputError, ArtefactError, ConfigError, InputError
 from xmine.store import EmbeddingStore, embed_corpus
 
 TATOEBA = "tatoeba/v1/tatoeba.deu-eng.deu"
@@ -247,7 +247,7 @@ def test_refuses_foreign_directory_and_bad_options(tmp_path, tiny_file, usem3):
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("keep me")
-    with pytest.raises(ConfigError, match="not an xmine embedding store"):
+    with pytest.raises(OutputError, match="not an xmine embedding store"):
         embed_corpus(tiny_file, foreign, encoder=usem3, lang="de", overwrite=True, show_progress=False)
     assert (foreign / "notes.txt").read_text() == "keep me"
     with pytest.raises(ConfigError, match="needs a projection"):

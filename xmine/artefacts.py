@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from xmine import __version__
-from xmine.errors import ArtefactError
+from xmine.errors import ArtefactError, OutputError
 
 MANIFEST = "manifest.json"
 
@@ -78,19 +78,48 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def atomic_dir(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary directory beside `path`; on success it replaces `path` as a whole."""
+def atomic_dir(path: str | Path, *, kind: str | None = None, overwrite: bool = False) -> Iterator[Path]:
+    """Yield a temporary directory beside `path`; on success it becomes `path` as a whole.
+
+    An existing `path` is replaced only when it is an empty directory, or when `overwrite` is
+    given and it is an xmine directory artefact of `kind` (its manifest says so). Anything else
+    raises OutputError before any work is done and is never touched: nothing is moved aside or
+    deleted that is not the artefact being replaced. Callers claim the output first
+    (`xmine.outputs.claim_output`), which also locks it and refuses inputs.
+    """
+    from xmine.outputs import _state_of
+
     path = Path(path)
+
+    def replaceable() -> bool:
+        if not os.path.lexists(path):
+            return False
+        state = _state_of(path, kind or "artefact", "dir", (), None) if kind else (
+            "new" if path.is_dir() and not path.is_symlink() and not any(path.iterdir()) else "foreign")
+        if state == "new":
+            return True
+        if state == "finished" and overwrite:
+            return True
+        raise OutputError(f"{path}: already exists; refusing to replace it"
+                          + (" (pass --overwrite to replace an xmine artefact of the same kind)" if kind else ""))
+
+    replaceable()  # refuse before the work, not after it
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     try:
         yield tmp
         os.chmod(tmp, _DIR_MODE)
-        if path.exists():
-            old = path.with_name(f".{path.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(path, old)
-            os.replace(tmp, path)
+        if replaceable():
+            # Move the old artefact to a fresh hidden name, put the new one in place, then delete
+            # the old one: it is ours (checked above), and a failure restores it.
+            old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
+            os.replace(path, old / "x")
+            try:
+                os.replace(tmp, path)
+            except BaseException:
+                os.replace(old / "x", path)
+                old.rmdir()
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)

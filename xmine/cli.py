@@ -7,6 +7,7 @@ faiss, transformers) are imported inside the commands, so `xmine --help` stays f
 
 from __future__ import annotations
 
+import errno
 import importlib
 import logging
 import sys
@@ -49,6 +50,29 @@ def _show_log_messages() -> None:
         logger.setLevel(logging.INFO)
 
 
+_OS_ERRORS = {
+    errno.ENOSPC: "no space left on the device; free some space and run the same command again "
+                  "(finished work is kept)",
+    errno.EDQUOT: "disk quota exceeded; free some space and run the same command again",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EROFS: "read-only file system",
+    errno.ENOTDIR: "a part of the path is not a directory",
+    errno.EISDIR: "is a directory",
+    errno.ENAMETOOLONG: "file name too long",
+    errno.EMFILE: "too many open files",
+}
+
+
+def _os_error_message(e: OSError) -> str | None:
+    """One line for an OSError the user can act on (which file, what happened), else None."""
+    what = _OS_ERRORS.get(e.errno)
+    if what is None:
+        return None
+    where = e.filename if e.filename is not None else None
+    return f"{where}: {what}" if where else what
+
+
 class _XmineGroup(click.Group):
     """Turns XmineError into a one-line message and exit status 2 instead of a traceback."""
 
@@ -58,6 +82,14 @@ class _XmineGroup(click.Group):
             return super().invoke(ctx)
         except XmineError as e:
             click.secho(f"xmine: error: {e}", fg="red", err=True)
+            sys.exit(2)
+        except OSError as e:
+            # The machine refused (disk full, no permission, read-only file system): one line
+            # naming the file. Partial outputs were written atomically, so nothing half-done is left.
+            message = _os_error_message(e)
+            if message is None:
+                raise
+            click.secho(f"xmine: error: {message}", fg="red", err=True)
             sys.exit(2)
         except KeyboardInterrupt:
             click.secho(

@@ -45,3 +45,8 @@ class ArtefactError(XmineError):
 
 class ConfigError(XmineError):
     """Options that contradict each other or are out of range."""
+
+
+class OutputError(XmineError):
+    """An output the command must not write: it is an input, it holds someone else's data, it
+    exists and --overwrite was not given, or another process is writing it (xmine.outputs)."""

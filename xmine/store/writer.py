@@ -1,14 +1,4 @@
-"""The embedding store: a corpus's embeddings on disk, in `.npy` shards, with its text.
-
-Layout of a finished store directory:
-
-    manifest.json       kind "embedding-store": encoder and projection fingerprints, part, count,
-                        dim, dtype, lang, input file (size, sha256, lines), shards (file, rows,
-                        bytes, sha256), reading stats, provenance
-    emb-00000.npy ...   (rows, dim) float16 (default) or float32, rows in corpus order
-    line_numbers.npy    int64, the 1-based input line of every row
-    sentences.txt       UTF-8, the text of every row, one per line (see xmine.corpus for how
-                        tabs and stray line breaks were replaced)
+"""Writing an embedding store (see xmine.store for the layout): `embed_corpus`.
 
 How `embed_corpus` builds it: the corpus is streamed and encoded shard by shard (`shard_rows`
 sentences), so memory stays bounded whatever the corpus size. Each finished shard (embeddings,
@@ -23,10 +13,6 @@ manifest is written, and `progress.json` is removed.
 
 Without a projection the raw encoder embeddings are stored and the manifest's part is "raw"; with
 one, `projection.transform(raw, part)` ("meaning" or "language") is stored.
-
-Reading: `EmbeddingStore.open(dir)` validates the manifest and every file (existence, size,
-array shape and dtype; `verify()` also checks sha256). `iter_blocks` and `to_array` read the
-shards memory-mapped and convert to float32 block by block.
 """
 
 from __future__ import annotations
@@ -35,6 +21,7 @@ import contextlib
 import fcntl
 import json
 import logging
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -54,33 +41,20 @@ from xmine.artefacts import (
     write_manifest,
 )
 from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats, count_lines, iter_corpus, truncate_for_encoding
-from xmine.errors import ArtefactError, ConfigError, EncoderMismatchError
+from xmine.errors import ArtefactError, ConfigError
+from xmine.outputs import MARKER, claim_output
+from xmine.projection import resolve_projection
+from xmine.store.layout import (
+    DTYPES, FORMAT_VERSION, LINE_NUMBERS, LOCK, PARTS, PROGRESS, SENTENCES, STORE_KIND, emb_name, lines_name,
+    text_name,
+)
+from xmine.store.reader import EmbeddingStore
 
 log = logging.getLogger("xmine.store")
 
-STORE_KIND = "embedding-store"
-FORMAT_VERSION = 1
-PROGRESS = "progress.json"
-SENTENCES = "sentences.txt"
-LINE_NUMBERS = "line_numbers.npy"
-_LOCK = ".lock"
-DTYPES = ("float16", "float32")
-PARTS = ("meaning", "language")
 # Sentences handed to the encoder at once inside a shard: enough for its length-sorted batching,
 # few enough that the progress bar moves every few seconds.
 _ENCODE_CHUNK = 2048
-
-
-def _emb_name(i: int) -> str:
-    return f"emb-{i:05d}.npy"
-
-
-def _lines_name(i: int) -> str:
-    return f"lines-{i:05d}.npy"
-
-
-def _text_name(i: int) -> str:
-    return f"text-{i:05d}.txt"
 
 
 @dataclass(kw_only=True)
@@ -97,194 +71,10 @@ class BuildInfo:
     seconds: float = 0.0
 
 
-# --------------------------------------------------------------------------------------- reading
-
-
-class EmbeddingStore:
-    """A finished embedding store directory, opened read-only (use `EmbeddingStore.open`)."""
-
-    def __init__(self, directory: Path, manifest: dict[str, Any]):
-        self.directory = directory
-        self.manifest = manifest
-        self.build_info: BuildInfo | None = None  # set by embed_corpus
-        self._line_numbers: np.ndarray | None = None
-        starts = np.cumsum([0] + [s["rows"] for s in manifest["shards"]])
-        self._shard_starts = starts
-
-    @classmethod
-    def open(cls, directory: str | Path) -> "EmbeddingStore":
-        """Open and validate a store; `ArtefactError` says what is missing or inconsistent."""
-        directory = Path(directory)
-        if not (directory / MANIFEST).is_file() and (directory / PROGRESS).is_file():
-            raise ArtefactError(
-                f"{directory}: unfinished embedding store (an interrupted `xmine embed`); "
-                "run the same command again to resume it"
-            )
-        manifest = read_manifest(directory, STORE_KIND)
-        if manifest.get("format_version") != FORMAT_VERSION:
-            raise ArtefactError(
-                f"{directory}: embedding store format {manifest.get('format_version')}, "
-                f"this xmine reads format {FORMAT_VERSION}"
-            )
-        missing = [k for k in ("encoder", "count", "dim", "dtype", "shards", "part", "lang") if k not in manifest]
-        if missing:
-            raise ArtefactError(f"{directory / MANIFEST}: missing field(s) {', '.join(missing)}")
-        store = cls(directory, manifest)
-        store._validate()
-        return store
-
-    def _validate(self) -> None:
-        d, m = self.directory, self.manifest
-        total = 0
-        for shard in m["shards"]:
-            path = d / shard["file"]
-            if not path.is_file():
-                raise ArtefactError(f"{path}: shard missing from the embedding store")
-            if path.stat().st_size != shard["bytes"]:
-                raise ArtefactError(
-                    f"{path}: {path.stat().st_size} bytes, the manifest says {shard['bytes']} (damaged?)"
-                )
-            arr = np.load(path, mmap_mode="r")
-            if arr.shape != (shard["rows"], m["dim"]) or arr.dtype != np.dtype(m["dtype"]):
-                raise ArtefactError(
-                    f"{path}: array {arr.shape} {arr.dtype}, expected ({shard['rows']}, {m['dim']}) {m['dtype']}"
-                )
-            total += shard["rows"]
-        if total != m["count"]:
-            raise ArtefactError(f"{d}: shards hold {total} rows, the manifest says {m['count']}")
-        lines = d / LINE_NUMBERS
-        if not lines.is_file() or np.load(lines, mmap_mode="r").shape != (m["count"],):
-            raise ArtefactError(f"{lines}: missing or not {m['count']} line numbers")
-        if not (d / SENTENCES).is_file():
-            raise ArtefactError(f"{d / SENTENCES}: missing")
-
-    def verify(self) -> None:
-        """Check every shard and the text against the sha256 sums in the manifest (reads all)."""
-        for shard in self.manifest["shards"]:
-            if sha256_file(self.directory / shard["file"]) != shard["sha256"]:
-                raise ArtefactError(f"{self.directory / shard['file']}: sha256 differs from the manifest")
-        files = self.manifest.get("files", {})
-        for name in (SENTENCES, LINE_NUMBERS):
-            want = files.get(name, {}).get("sha256")
-            if want and sha256_file(self.directory / name) != want:
-                raise ArtefactError(f"{self.directory / name}: sha256 differs from the manifest")
-
-    # --- what it is
-    def __len__(self) -> int:
-        return int(self.manifest["count"])
-
-    @property
-    def dim(self) -> int:
-        return int(self.manifest["dim"])
-
-    @property
-    def encoder_fingerprint(self) -> dict[str, Any]:
-        return self.manifest["encoder"]
-
-    @property
-    def projection_fingerprint(self) -> dict[str, Any] | None:
-        return self.manifest.get("projection")
-
-    @property
-    def part(self) -> str:
-        """"raw" (no projection), "meaning" or "language"."""
-        return self.manifest["part"]
-
-    @property
-    def lang(self) -> str:
-        return self.manifest["lang"]
-
-    # --- the text
-    @property
-    def line_numbers(self) -> np.ndarray:
-        """int64 (count,): the 1-based input line of every row."""
-        if self._line_numbers is None:
-            self._line_numbers = np.load(self.directory / LINE_NUMBERS)
-        return self._line_numbers
-
-    def iter_sentences(self) -> Iterator[str]:
-        """The text of every row, in order, streamed."""
-        with open(self.directory / SENTENCES, encoding="utf-8", newline="\n") as f:
-            for line in f:
-                yield line[:-1] if line.endswith("\n") else line
-
-    def sentences(self) -> list[str]:
-        """The text of every row, in order."""
-        out = list(self.iter_sentences())
-        if len(out) != len(self):
-            raise ArtefactError(f"{self.directory / SENTENCES}: {len(out)} lines, expected {len(self)}")
-        return out
-
-    # --- the embeddings
-    def shard_arrays(self) -> list[np.ndarray]:
-        """The shards, memory-mapped read-only, in their stored dtype."""
-        return [np.load(self.directory / s["file"], mmap_mode="r") for s in self.manifest["shards"]]
-
-    def iter_blocks(self, block_rows: int = 65536) -> Iterator[tuple[int, np.ndarray]]:
-        """Yield (start_row, float32 array of up to `block_rows` rows) over the whole store.
-
-        Blocks have exactly `block_rows` rows (except the last) whatever the shard boundaries;
-        only one block is in memory at a time.
-        """
-        if block_rows < 1:
-            raise ConfigError(f"block_rows must be >= 1, got {block_rows}")
-        shards = self.shard_arrays()
-        starts = self._shard_starts
-        n = len(self)
-        for start in range(0, n, block_rows):
-            end = min(start + block_rows, n)
-            block = np.empty((end - start, self.dim), dtype=np.float32)
-            first = int(np.searchsorted(starts, start, side="right") - 1)
-            pos = start
-            i = first
-            while pos < end:
-                lo = pos - starts[i]
-                hi = min(end, starts[i + 1]) - starts[i]
-                block[pos - start: pos - start + (hi - lo)] = shards[i][lo:hi]
-                pos += hi - lo
-                i += 1
-            yield start, block
-
-    def to_array(self, dtype: Any = np.float32) -> np.ndarray:
-        """All embeddings in one (count, dim) array of `dtype` (float32 by default)."""
-        out = np.empty((len(self), self.dim), dtype=dtype)
-        for start, arr in zip(self._shard_starts, self.shard_arrays()):
-            out[start: start + len(arr)] = arr
-        return out
-
-    def check_encoder(self, encoder_fingerprint: dict[str, Any], *, what: str = "query encoder") -> None:
-        """Raise `EncoderMismatchError` unless `encoder_fingerprint` is the store's encoder."""
-        _check_same_encoder(self.encoder_fingerprint, encoder_fingerprint, what=f"{what} vs store {self.directory}")
-
-    def __repr__(self) -> str:
-        m = self.manifest
-        return (
-            f"EmbeddingStore({str(self.directory)!r}, count={m['count']}, dim={m['dim']}, "
-            f"dtype={m['dtype']}, lang={m['lang']!r}, encoder={m['encoder'].get('name')!r}, part={m['part']!r})"
-        )
-
-
-def _check_same_encoder(expected: dict, actual: dict, *, what: str) -> None:
-    try:
-        from xmine.encoders import check_same_encoder
-    except ImportError:  # the encoders module predates check_same_encoder
-        check_same_encoder = None
-    if check_same_encoder is not None:
-        check_same_encoder(expected, actual, what=what)
-    elif expected.get("id") != actual.get("id"):
-        raise EncoderMismatchError(
-            f"{what}: made with encoder {expected.get('name')!r} ({expected.get('id')}), "
-            f"given {actual.get('name')!r} ({actual.get('id')})"
-        )
-
-
-# --------------------------------------------------------------------------------------- writing
-
-
 @contextlib.contextmanager
 def _locked(out_dir: Path) -> Iterator[None]:
     """Hold an exclusive lock on the store directory, so two runs cannot write it at once."""
-    with open(out_dir / _LOCK, "a+") as f:
+    with open(out_dir / LOCK, "a+") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -315,22 +105,26 @@ def _identity_mismatch(old: dict[str, Any], new: dict[str, Any]) -> str | None:
     return None
 
 
+_STORE_FILE = re.compile(r"^(emb-\d{5}\.npy|lines-\d{5}\.npy|text-\d{5}\.txt|"
+                         + "|".join(re.escape(n) for n in (MANIFEST, PROGRESS, SENTENCES, LINE_NUMBERS, LOCK, MARKER))
+                         + r"|\..*\.tmp.*)$")
+
+
+def _looks_like_store(directory: Path) -> bool:
+    """An embedding store from before the output marker: only store file names, and shards."""
+    names = [e.name for e in directory.iterdir()]
+    return any(n.startswith("emb-") for n in names) and all(_STORE_FILE.match(n) for n in names)
+
+
 def _clear_dir(out_dir: Path) -> None:
+    """Empty a store directory (only called on one the claim recognised as an embedding store)."""
     for entry in out_dir.iterdir():
-        if entry.name == _LOCK:
+        if entry.name in (LOCK, MARKER):
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry)
         else:
             entry.unlink()
-
-
-def _load_projection(projection: Any) -> Any:
-    if projection is None or hasattr(projection, "transform"):
-        return projection
-    from xmine.disentangle import load_projection
-
-    return load_projection(projection)
 
 
 def _finished_shards(out_dir: Path, progress: dict[str, Any]) -> list[dict[str, Any]]:
@@ -388,7 +182,7 @@ def embed_corpus(
         raise ConfigError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
     if shard_rows < 1 or batch_size < 1 or max_chars < 1:
         raise ConfigError("shard_rows, batch_size and max_chars must be >= 1")
-    projection = _load_projection(projection)
+    projection = resolve_projection(projection)
     enc_fp = encoder.fingerprint()
     if projection is not None:
         projection.check_encoder(enc_fp)
@@ -415,19 +209,20 @@ def embed_corpus(
         "max_chars": max_chars,
     }
 
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ConfigError(f"{out_dir}: exists and is not a directory")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with _locked(out_dir):
+    # Refuses an input as output, a foreign or other-kind directory, and a second writer.
+    with claim_output(out_dir, kind=STORE_KIND, form="dir", in_place=True, reopen=True, overwrite=overwrite,
+                      inputs=[input_path, getattr(projection, "path", None)], legacy=_looks_like_store), \
+            _locked(out_dir):
         info = BuildInfo()
         has_manifest = (out_dir / MANIFEST).is_file()
         has_progress = (out_dir / PROGRESS).is_file()
-        others = [e for e in out_dir.iterdir() if e.name != _LOCK]
-        if others and not has_manifest and not has_progress:
-            raise ConfigError(
-                f"{out_dir}: exists and is not an xmine embedding store; refusing to write into it "
-                "(choose a new or empty directory)"
-            )
+        if not has_manifest and not has_progress and any(
+                e.name not in (LOCK, MARKER) and not e.name.startswith(".") for e in out_dir.iterdir()):
+            # Ours (marker or store file names) but neither finished nor resumable.
+            if not overwrite:
+                raise ArtefactError(f"{out_dir}: unfinished or damaged embedding store (no {MANIFEST}, no "
+                                    f"{PROGRESS}); pass --overwrite to rebuild it")
+            _clear_dir(out_dir)
         if has_manifest:
             manifest = read_manifest(out_dir, STORE_KIND)  # refuses a directory of another kind
             why = _identity_mismatch(manifest, identity)
@@ -494,16 +289,16 @@ def embed_corpus(
                 )
                 last_line = buf_lines[-1]
                 emb = emb.astype(dtype, copy=False)
-                with atomic_path(out_dir / _emb_name(idx)) as tmp:
+                with atomic_path(out_dir / emb_name(idx)) as tmp:
                     np.save(tmp, emb)
-                with atomic_path(out_dir / _lines_name(idx)) as tmp:
+                with atomic_path(out_dir / lines_name(idx)) as tmp:
                     np.save(tmp, np.asarray(buf_lines, dtype=np.int64))
-                atomic_write_text(out_dir / _text_name(idx), "".join(s + "\n" for s in buf_text))
-                emb_path = out_dir / _emb_name(idx)
+                atomic_write_text(out_dir / text_name(idx), "".join(s + "\n" for s in buf_text))
+                emb_path = out_dir / emb_name(idx)
                 shards.append({
-                    "file": _emb_name(idx), "rows": len(buf_text), "bytes": emb_path.stat().st_size,
-                    "sha256": sha256_file(emb_path), "lines_file": _lines_name(idx),
-                    "text_file": _text_name(idx), "dim": int(emb.shape[1]),
+                    "file": emb_name(idx), "rows": len(buf_text), "bytes": emb_path.stat().st_size,
+                    "sha256": sha256_file(emb_path), "lines_file": lines_name(idx),
+                    "text_file": text_name(idx), "dim": int(emb.shape[1]),
                 })
                 save_progress()
                 info.encoded += len(buf_text)
@@ -607,7 +402,7 @@ def _finalise(out_dir: Path, identity: dict, shards: list[dict], stats: dict, *,
 
 def _remove_leftovers(out_dir: Path, manifest: dict) -> None:
     """Remove the build's scaffolding (progress file, per-shard text and line numbers)."""
-    keep = {MANIFEST, SENTENCES, LINE_NUMBERS, _LOCK} | {s["file"] for s in manifest["shards"]}
+    keep = {MANIFEST, SENTENCES, LINE_NUMBERS, LOCK, MARKER} | {s["file"] for s in manifest["shards"]}
     for entry in out_dir.iterdir():
         if entry.name not in keep and (
             entry.name == PROGRESS or entry.name.startswith(("text-", "lines-", "emb-", "."))
@@ -623,4 +418,4 @@ def _remove_temporaries(out_dir: Path) -> None:
             entry.unlink()
 
 
-__all__ = ["BuildInfo", "EmbeddingStore", "embed_corpus", "STORE_KIND"]
+__all__ = ["BuildInfo", "embed_corpus"]

@@ -1,9 +1,12 @@
-"""One side of a search or a mining run: text file, embedding store or index directory.
+"""The input layer: what the user named (text file, embedding store, index directory) -> rows.
 
-`load_side` turns what the user named into sentences, their line numbers and embeddings in the
-space to search (raw encoder output, or a projection's meaning part), checking that every
-artefact involved was made with the same encoder and projection. Text is encoded through the
-shared embedding cache (`xmine.embed_cache`), so nothing is encoded twice across runs.
+Every command and benchmark that reads a corpus side goes through here. `load_side` turns a path
+into sentences, their line numbers and embeddings in the space to search (raw encoder output, or
+a projection's meaning part), checking that every artefact involved was made with the same
+encoder and projection. Text is encoded through the shared embedding cache (`xmine.embed_cache`).
+
+Projections and indexes belong to feature packages; this module reaches them only through
+`xmine.projection.resolve_projection` and the artefact readers of `xmine.plugins`.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import numpy as np
 
 from xmine.artefacts import MANIFEST, file_fingerprint
 from xmine.errors import ArtefactError, ConfigError, EncoderMismatchError, InputError
+from xmine.plugins import open_artefact
+from xmine.projection import resolve_projection
 
 
 def artefact_kind(path: str | Path) -> str:
@@ -144,9 +149,7 @@ class Encoders:
     @property
     def projection(self):
         if self._projection is None and self.projection_path is not None:
-            from xmine.disentangle import load_projection
-
-            self._projection = load_projection(self.projection_path)
+            self._projection = resolve_projection(self.projection_path)
         return self._projection
 
     def projection_fp(self) -> dict | None:
@@ -204,9 +207,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, need_ve
                     embeddings=emb, encoder=store.encoder_fingerprint, projection=proj_fp, part=part,
                     lang=lang or store.lang, fingerprint={"manifest": _manifest_hash(path)})
     if kind == "index":
-        from xmine.index.faiss_index import IndexDir
-
-        ix = IndexDir.open(path)
+        ix = open_artefact(path, "index")  # xmine.index's IndexDir
         what = f"index {path}"
         encoders.check_artefact_encoder(ix.manifest["encoder"], what=what)
         if proj is not None:

@@ -1,0 +1,38 @@
+"""click parameter types every xmine command uses for numbers: ranges checked at the CLI boundary.
+
+`Finite(...)` is a float option that refuses NaN and infinities (click's FloatRange lets NaN
+through: every comparison with NaN is false). `Positive`/`AtLeast` spell the usual ranges, so a
+command never stores a zero list count or a negative budget and fails on it later.
+"""
+
+from __future__ import annotations
+
+import math
+
+import click
+
+
+class FiniteFloat(click.FloatRange):
+    """A finite float, optionally within [min, max] (or open bounds); NaN and +-inf are refused."""
+
+    name = "number"
+
+    def convert(self, value, param, ctx):
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return super().convert(number, param, ctx)
+
+
+def Finite(min: float | None = None, max: float | None = None, *, min_open: bool = False,
+           max_open: bool = False) -> FiniteFloat:
+    """A finite float option type with optional bounds, e.g. `Finite(0, min_open=True)` for > 0."""
+    return FiniteFloat(min=min, max=max, min_open=min_open, max_open=max_open)
+
+
+def positive_int() -> click.IntRange:
+    """An int >= 1."""
+    return click.IntRange(min=1)
+
+
+__all__ = ["Finite", "FiniteFloat", "positive_int"]

@@ -1,0 +1,453 @@
+"""Claiming an output before writing it: the one place that decides what xmine may replace.
+
+Every command that writes calls `claim_output` first, and writes only inside the claim:
+
+    with claim_output(out, kind="mining-result", form="tsv", inputs=[src, tgt],
+                      overwrite=overwrite, companions=(".meta", ".work")) as claim:
+        with claim.atomic_file() as tmp: ...          # the TSV itself
+        claim.finish({"pairs": 12})                     # OUT.json: kind, hashes, summary
+
+The rules (the brief: "never lose a user's data"):
+
+1. **An output is never an input.** Refused when the output (or one of its companions) is an
+   input, contains one, or lies inside one; compared on resolved paths and on inode identity
+   (hard links, bind mounts).
+2. **Only xmine's own artefact of the same kind is ever replaced, and only with
+   `overwrite=True`.** A foreign file or directory, an artefact of another kind, or an xmine file
+   edited since it was written is refused with `OutputError` (exit 2) and left untouched. An
+   empty directory counts as free. An *unfinished* artefact of the same kind (an interrupted
+   run's) is continued or redone without `--overwrite`: it holds nothing finished.
+3. **Atomic.** Files go through `atomic_path`, directories through `atomic_dir`; replacing an
+   artefact removes only that artefact's own files.
+4. **One writer.** An exclusive `fcntl` lock on `.NAME.lock` beside the output (removed when
+   the claim ends); a second writer of the same output fails at once.
+
+How an existing path is recognised as xmine's (`form`):
+
+- `"dir"` (store, index, projection, export): its `manifest.json` names the kind. A directory
+  being built in place (`in_place=True`) gets the marker `.xmine-output.json` the moment the
+  claim creates it, so an unfinished one is recognised too; `legacy(path)` may recognise
+  unfinished artefacts from before the marker.
+- `"tsv"` (mined pairs, search hits, langid): the sidecar `OUT.json` names the kind and records
+  the size and sha256 of the file (and of its companions). A file that no longer matches its
+  sidecar was edited by someone: it is refused.
+- `"json"` (benchmark results): the file's own top-level `kind`.
+- `"png"` (plots): a PNG text chunk `xmine-kind` (`png_metadata(kind)` gives it to matplotlib).
+- `"md"` (the benchmark report): its first line is `md_header(kind)`'s, or the legacy title.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from xmine.errors import OutputError
+
+MANIFEST = "manifest.json"
+#: Written into a directory the claim creates for in-place building (stores, projections).
+MARKER = ".xmine-output.json"
+FORMS = ("dir", "tsv", "json", "png", "md")
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_KEY = "xmine-kind"
+# Headers of markdown artefacts written before md_header existed.
+_LEGACY_MD = {"benchmark-report": "# xmine benchmark results"}
+
+
+def _label(kind: str) -> str:
+    """How a kind reads in a message: "embedding-store" -> "embedding store"."""
+    return str(kind).replace("-", " ")
+
+
+def png_metadata(kind: str) -> dict[str, str]:
+    """Metadata for matplotlib's `savefig(metadata=...)` that marks a PNG as xmine's `kind`."""
+    return {_PNG_KEY: kind}
+
+
+def md_header(kind: str) -> str:
+    """The first line of a markdown artefact of `kind` (an HTML comment, invisible when rendered)."""
+    return f"<!-- xmine-kind: {kind} -->"
+
+
+# ------------------------------------------------------------------------------ recognition
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _png_kind(path: Path) -> str | None:
+    """The `xmine-kind` text chunk of a PNG, if any (reads chunk headers, not the image)."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(8) != _PNG_SIGNATURE:
+                return None
+            while True:
+                head = f.read(8)
+                if len(head) < 8:
+                    return None
+                length, ctype = struct.unpack(">I4s", head)
+                if ctype == b"tEXt" and length < 4096:
+                    key, _, value = f.read(length).partition(b"\x00")
+                    if key.decode("latin-1") == _PNG_KEY:
+                        return value.decode("latin-1")
+                    f.seek(4, os.SEEK_CUR)
+                elif ctype == b"IEND":
+                    return None
+                else:
+                    f.seek(length + 4, os.SEEK_CUR)
+    except OSError:
+        return None
+
+
+def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(chunk), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def sidecar_of(path: str | Path) -> Path:
+    """`OUT.json`: the summary that marks a TSV output as xmine's."""
+    return Path(str(path) + ".json")
+
+
+def dir_kind(path: Path) -> tuple[str | None, bool]:
+    """(kind, finished) of an xmine directory artefact: from its manifest, else its marker."""
+    m = _read_json(path / MANIFEST)
+    if m is not None and isinstance(m.get("kind"), str):
+        return m["kind"], True
+    marker = _read_json(path / MARKER)
+    if marker is not None and isinstance(marker.get("kind"), str):
+        return marker["kind"], False
+    return None, False
+
+
+def _changed_files(side: dict, base: Path) -> list[str]:
+    """Files a finished sidecar records whose size or sha256 no longer match."""
+    bad = []
+    for name, rec in (side.get("output_files") or {}).items():
+        p = base.parent / name
+        if not p.is_file() or p.stat().st_size != rec.get("bytes") or sha256_of(p) != rec.get("sha256"):
+            bad.append(name)
+    return bad
+
+
+# ------------------------------------------------------------------------------ the claim
+
+
+@dataclass(kw_only=True)
+class Claim:
+    """What `claim_output` found and holds; the writer's handle on its output."""
+
+    #: the output path as given
+    path: Path
+    kind: str
+    form: str
+    #: "new" (nothing there, or an empty directory), "unfinished" (an interrupted run of the same
+    #: kind) or "finished" (a complete artefact of the same kind, to be reopened or replaced)
+    state: str
+    overwrite: bool
+    #: companion suffixes (".meta", ".work") written beside a "tsv" output
+    companions: tuple[str, ...] = ()
+    _marked: bool = field(default=False, repr=False)
+
+    def companion(self, suffix: str) -> Path:
+        if suffix not in self.companions:
+            raise ValueError(f"{suffix!r} was not claimed (claimed: {self.companions})")
+        return Path(str(self.path) + suffix)
+
+    @property
+    def sidecar(self) -> Path:
+        return sidecar_of(self.path)
+
+    def mark_unfinished(self) -> None:
+        """For "tsv": before the first write, the sidecar says "unfinished" (so a crash leaves a
+        recognisable artefact that the next run may redo)."""
+        if self.form != "tsv" or self._marked:
+            return
+        _atomic_json(self.sidecar, {"kind": self.kind, "state": "unfinished"})
+        self._marked = True
+
+    @contextlib.contextmanager
+    def atomic_file(self, suffix: str = "") -> Iterator[Path]:
+        """A temporary path renamed onto the output (suffix "": the main file; else a companion)."""
+        from xmine.artefacts import atomic_path
+
+        target = self.path if not suffix else self.companion(suffix)
+        self.mark_unfinished()
+        with atomic_path(target) as tmp:
+            yield tmp
+
+    def write_text(self, text: str, suffix: str = "") -> None:
+        with self.atomic_file(suffix) as tmp:
+            tmp.write_bytes(text.encode("utf-8"))
+
+    def work_dir(self, suffix: str = ".work") -> Path:
+        """The companion directory for checkpoints (created, marked as this output's)."""
+        d = self.companion(suffix)
+        self.mark_unfinished()
+        d.mkdir(parents=True, exist_ok=True)
+        if not (d / MARKER).is_file():
+            _atomic_json(d / MARKER, {"kind": f"{self.kind}-work"})
+        return d
+
+    def finish(self, summary: dict[str, Any] | None = None) -> dict[str, Any]:
+        """For "tsv": write the sidecar `OUT.json` last: the summary, with `kind`, `state` and
+        `output_files` (size and sha256 of the file and of every companion file written).
+        Returns what was written."""
+        if self.form != "tsv":
+            raise ValueError("finish() writes the sidecar of a 'tsv' output")
+        files = {}
+        for p in [self.path] + [Path(str(self.path) + s) for s in self.companions]:
+            if p.is_file():
+                files[p.name] = {"bytes": p.stat().st_size, "sha256": sha256_of(p)}
+        body = {**(summary or {}), "kind": self.kind, "format_version": 1, "state": "finished",
+                "output_files": files}
+        _atomic_json(self.sidecar, body)
+        self._marked = True
+        return body
+
+
+def _atomic_json(path: Path, obj: Any) -> None:
+    from xmine.artefacts import atomic_write_json
+
+    atomic_write_json(path, obj)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        sa, sb = a.stat(), b.stat()
+    except OSError:
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def check_not_input(outputs: Iterable[Path], inputs: Iterable[str | Path | None]) -> None:
+    """Refuse an output that is, contains or lies inside an input (OutputError)."""
+    ins = [Path(i) for i in inputs if i is not None]
+    for out in outputs:
+        o = out.resolve()
+        for given in ins:
+            i = given.resolve()
+            if o == i or _same_file(out, given):
+                raise OutputError(f"{out}: is an input of this command ({given}); choose another output")
+            if i.is_relative_to(o):
+                raise OutputError(f"{out}: contains the input {given}; choose another output")
+            if given.is_dir() and o.is_relative_to(i):
+                raise OutputError(f"{out}: lies inside the input {given}; choose another output")
+
+
+def _state_of(path: Path, kind: str, form: str, companions: tuple[str, ...],
+              legacy: Callable[[Path], bool] | None) -> str:
+    """"new", "unfinished" or "finished"; OutputError for anything xmine must not touch."""
+    exists = os.path.lexists(path)
+    if form == "dir":
+        if not exists:
+            return "new"
+        if path.is_symlink() or not path.is_dir():
+            raise OutputError(f"{path}: exists and is not a directory; refusing to replace it "
+                              "(choose another output)")
+        if not any(path.iterdir()):
+            return "new"
+        found, finished = dir_kind(path)
+        if found is None and legacy is not None and legacy(path):
+            found, finished = kind, False
+        if found is None:
+            raise OutputError(f"{path}: exists and is not an xmine {_label(kind)}; refusing to write into it "
+                              "(choose a new or empty directory)")
+        if found != kind:
+            raise OutputError(f"{path}: is an xmine {_label(found)}, not a {_label(kind)}; refusing to replace it "
+                              "(choose another output)")
+        return "finished" if finished else "unfinished"
+
+    if exists and (path.is_dir() or path.is_symlink()):
+        raise OutputError(f"{path}: exists and is a {'directory' if path.is_dir() else 'symbolic link'}; "
+                          "refusing to replace it (choose another output file)")
+    if form == "tsv":
+        side_path = sidecar_of(path)
+        side = _read_json(side_path) if side_path.is_file() else None
+        extra = [Path(str(path) + s) for s in companions if os.path.lexists(str(path) + s)]
+        if side is None or side.get("kind") != kind:
+            if os.path.lexists(side_path):
+                what = f"an xmine {_label(side['kind'])}" if side and side.get("kind") else "not an xmine summary"
+                raise OutputError(f"{side_path}: exists and is {what}; refusing to replace it "
+                                  "(choose another output)")
+            if exists:
+                raise OutputError(f"{path}: exists and is not an xmine {_label(kind)} (no {side_path.name} beside it); "
+                                  "refusing to replace it (choose another output)")
+            for e in extra:
+                if e.is_dir() and (_read_json(e / MARKER) or {}).get("kind") == f"{kind}-work":
+                    continue
+                raise OutputError(f"{e}: exists and is not part of an xmine {_label(kind)}; refusing to replace it "
+                                  "(choose another output)")
+            return "unfinished" if extra else "new"
+        if side.get("state") != "finished":
+            return "unfinished"
+        changed = _changed_files(side, path)
+        if changed:
+            raise OutputError(f"{path}: {', '.join(changed)} changed since xmine wrote it (size or sha256 "
+                              f"differs from {side_path.name}); refusing to replace it (move it away first)")
+        return "finished"
+    if not exists:
+        return "new"
+    if form == "json":
+        found = (_read_json(path) or {}).get("kind")
+    elif form == "png":
+        found = _png_kind(path)
+    elif form == "md":
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                first = f.readline().rstrip("\n")
+        except OSError:
+            first = ""
+        found = kind if first in (md_header(kind), _LEGACY_MD.get(kind)) else None
+    else:
+        raise ValueError(f"form must be one of {FORMS}, not {form!r}")
+    if found is None and legacy is not None and legacy(path):
+        found = kind
+    if found != kind:
+        what = f"an xmine {_label(found)}" if found else f"not an xmine {_label(kind)}"
+        raise OutputError(f"{path}: exists and is {what}; refusing to replace it (choose another output)")
+    return "finished"
+
+
+@contextlib.contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    """Exclusive, non-blocking lock on `.NAME.lock` beside `path`, removed on release."""
+    lock = path.parent / f".{path.name}.lock"
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise OutputError(f"{path}: another xmine process is writing this output right now "
+                              f"(lock {lock.name}); wait for it to finish or choose another output") from None
+        # The previous holder removes the lock file when done: make sure we locked the live one.
+        try:
+            st, live = os.fstat(fd), os.stat(lock)
+            if (st.st_dev, st.st_ino) == (live.st_dev, live.st_ino):
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock)
+        os.close(fd)
+
+
+def _make_parents(path: Path) -> list[Path]:
+    """Create missing parent directories; return those created (deepest last)."""
+    made = []
+    for parent in reversed(path.parents):
+        if not parent.exists():
+            made.append(parent)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return made
+
+
+@contextlib.contextmanager
+def claim_output(
+    path: str | Path,
+    *,
+    kind: str,
+    form: str,
+    inputs: Iterable[str | Path | None] = (),
+    overwrite: bool = False,
+    reopen: bool = False,
+    in_place: bool = False,
+    companions: Iterable[str] = (),
+    legacy: Callable[[Path], bool] | None = None,
+) -> Iterator[Claim]:
+    """Claim `path` for writing an artefact of `kind` (see the module doc for the rules).
+
+    - `form`: how the artefact is recognised: "dir", "tsv", "json", "png" or "md".
+    - `inputs`: every path the command reads (None entries are skipped).
+    - `overwrite`: a finished artefact of the same kind may be replaced.
+    - `reopen`: a finished artefact of the same kind is handed to the command as it is (embed
+      checks whether it is already the requested store); without it, it needs `overwrite`.
+    - `in_place`: "dir" built in place (not via `atomic_dir`): the claim creates the directory
+      and its marker; the claim's caller writes inside it.
+    - `companions`: suffixes of further files/directories written beside a "tsv" output.
+    - `legacy(path)`: True for an artefact of `kind` written before its marker existed (a
+      "dir" counts as unfinished; a file as finished).
+
+    Raises OutputError (nothing touched) when the claim is refused.
+    """
+    if form not in FORMS:
+        raise ValueError(f"form must be one of {FORMS}, not {form!r}")
+    path = Path(path)
+    companions = tuple(companions)
+    claimed = [path] + ([sidecar_of(path)] if form == "tsv" else []) + [Path(str(path) + s) for s in companions]
+    check_not_input(claimed, inputs)
+    made = _make_parents(path)
+    try:
+        lock = _lock(path)
+        lock.__enter__()
+    except BaseException:
+        for d in reversed(made):
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        raise
+    ok = False
+    created_dir = False
+    try:
+        try:
+            state = _state_of(path, kind, form, companions, legacy)
+        except OutputError:
+            for d in reversed(made):
+                with contextlib.suppress(OSError):
+                    d.rmdir()
+            raise
+        if state == "finished" and not (overwrite or reopen):
+            raise OutputError(f"{path}: already exists (an xmine {_label(kind)}); pass --overwrite to replace it "
+                              "or choose another output")
+        claim = Claim(path=path, kind=kind, form=form, state=state, overwrite=overwrite, companions=companions)
+        if form == "dir" and in_place:
+            if not path.exists():
+                path.mkdir()
+                created_dir = True
+            if state == "new" and not (path / MANIFEST).exists():
+                _atomic_json(path / MARKER, {"kind": kind})
+        yield claim
+        ok = True
+    finally:
+        if not ok and created_dir and {p.name for p in path.iterdir()} <= {MARKER, ".lock"}:
+            shutil.rmtree(path, ignore_errors=True)  # nothing but our own scaffolding
+        if not ok and form == "tsv" and claim_state_is_stub(path, companions):
+            with contextlib.suppress(FileNotFoundError):
+                sidecar_of(path).unlink()
+        lock.__exit__(None, None, None)
+
+
+def claim_state_is_stub(path: Path, companions: tuple[str, ...]) -> bool:
+    """True when a "tsv" output has only the "unfinished" sidecar a failed first run wrote."""
+    side = _read_json(sidecar_of(path)) if sidecar_of(path).is_file() else None
+    if not side or side.get("state") != "unfinished":
+        return False
+    return not os.path.lexists(path) and not any(os.path.lexists(str(path) + s) for s in companions)
+
+
+def is_disk_full(e: BaseException) -> bool:
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+__all__ = ["Claim", "MARKER", "check_not_input", "claim_output", "dir_kind", "md_header", "png_metadata",
+           "sidecar_of"]

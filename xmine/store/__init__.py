@@ -1,0 +1,21 @@
+"""The embedding store: a corpus's embeddings on disk, in `.npy` shards, with its text.
+
+Layout of a finished store directory (names in `layout.py`):
+
+    manifest.json       kind "embedding-store": encoder and projection fingerprints, part, count,
+                        dim, dtype, lang, input file (size, sha256, lines), shards (file, rows,
+                        bytes, sha256), reading stats, provenance
+    emb-00000.npy ...   (rows, dim) float16 (default) or float32, rows in corpus order
+    line_numbers.npy    int64, the 1-based input line of every row
+    sentences.txt       UTF-8, the text of every row, one per line (see xmine.corpus for how
+                        tabs and stray line breaks were replaced)
+
+- `reader.py`: `EmbeddingStore.open(dir)` validates and reads a finished store, memory-mapped.
+- `writer.py`: `embed_corpus` streams a text file through an encoder into a store, resumably.
+"""
+
+from xmine.store.layout import STORE_KIND
+from xmine.store.reader import EmbeddingStore
+from xmine.store.writer import BuildInfo, embed_corpus
+
+__all__ = ["BuildInfo", "EmbeddingStore", "embed_corpus", "STORE_KIND"]

@@ -1,0 +1,24 @@
+"""File names and format constants of an embedding store directory (shared by reader and writer)."""
+
+from __future__ import annotations
+
+STORE_KIND = "embedding-store"
+FORMAT_VERSION = 1
+PROGRESS = "progress.json"
+SENTENCES = "sentences.txt"
+LINE_NUMBERS = "line_numbers.npy"
+LOCK = ".lock"
+DTYPES = ("float16", "float32")
+PARTS = ("meaning", "language")
+
+
+def emb_name(i: int) -> str:
+    return f"emb-{i:05d}.npy"
+
+
+def lines_name(i: int) -> str:
+    return f"lines-{i:05d}.npy"
+
+
+def text_name(i: int) -> str:
+    return f"text-{i:05d}.txt"

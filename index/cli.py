@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from xmine.cluster import ray_option
 from xmine.index.choose import INDEX_TYPES
 from xmine.options import Finite
 
@@ -44,8 +45,12 @@ _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (
 @click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Projection directory (xmine train): index its meaning part instead of raw embeddings.")
 @click.option("--cpu", is_flag=True, help="Do not use GPUs even if FAISS reports some.")
+@ray_option("the build: training in one task, adding rows in parallel tasks (each shard a task with "
+            "--shard-rows, else pieces merged into one index). A store SOURCE is read by the workers from "
+            "its files; a text SOURCE is encoded here first (embed it with `xmine embed --ray` to encode "
+            "on the cluster)")
 def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
-                encoder, projection, cpu):
+                encoder, projection, cpu, ray_address):
     """Build a FAISS index over SOURCE's embeddings.
 
     SOURCE is a text file (one sentence a line; encoded with --encoder, cached) or an embedding
@@ -64,7 +69,14 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
         config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
                              gpu=not cpu,
                              memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
-        ix = _build(side.embeddings, out_dir, sentences=side.sentences, line_numbers=side.line_numbers,
+        embeddings = side.embeddings
+        if ray_address is not None:
+            from xmine.cluster import connect
+            from xmine.index.ray_build import build_index_ray as _build, rows_for_workers
+
+            connect(ray_address)
+            embeddings = rows_for_workers(side)
+        ix = _build(embeddings, out_dir, sentences=side.sentences, line_numbers=side.line_numbers,
                     encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
                     source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
                                                    {"path": str(Path(source).resolve()), **side.fingerprint})},

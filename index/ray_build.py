@@ -80,6 +80,16 @@ class StoreRows:
         object.__setattr__(self, "path", state["path"])
 
 
+def rows_for_workers(side):
+    """What the build tasks read a side's rows from: the store's own files when the side's vectors are
+    exactly a store's (memory-mapped, not projected here), else the array itself."""
+    from xmine.inputs import RowView
+
+    if side.kind == "embedding-store" and isinstance(side.embeddings, (np.memmap, RowView)):
+        return StoreRows(str(side.path))
+    return side.embeddings
+
+
 def _train_task(rows, choice, seed: int, use_gpu: bool, threads: int) -> bytes:
     # As many threads as the single-process build has on a machine of this size: OPQ's rotation
     # (an SVD) and k-means sum in an order that depends on the thread count, so equal counts give

@@ -100,6 +100,7 @@ def _quiet_ray_data() -> None:
     ctx = DataContext.get_current()
     ctx.enable_progress_bars = False
     ctx.print_on_execution_start = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
 
 
 def cluster_resources() -> dict[str, float]:

@@ -156,6 +156,7 @@ def embed_corpus(
     overwrite: bool = False,
     show_progress: bool = True,
     on_shard_done: Callable[[int, int], None] | None = None,
+    ray: str | None = None,
 ) -> EmbeddingStore:
     """Embed a corpus file (one sentence per line) into an embedding store at `out_dir`.
 
@@ -170,6 +171,8 @@ def embed_corpus(
     - `overwrite`: rebuild an existing store (or discard an interrupted run) instead of refusing
       when it was made from other inputs or settings.
     - `on_shard_done(shard_index, rows_done)`: called after each shard is safely on disk.
+    - `ray`: None encodes in this process; "auto" or a Ray cluster address encodes the shards in
+      an actor pool on that cluster (`xmine.store.ray_writer`), writing the same store.
 
     Returns the opened store; its `build_info` says what this call did. See the module doc for
     the resume rules.
@@ -245,6 +248,7 @@ def embed_corpus(
             _clear_dir(out_dir)
             has_progress = False
         shards: list[dict[str, Any]] = []
+        more: list[dict[str, Any]] = []  # finished after a gap, by a run on Ray
         if has_progress:
             progress = json.loads((out_dir / PROGRESS).read_text(encoding="utf-8"))
             why = _identity_mismatch(progress["identity"], identity)
@@ -258,77 +262,38 @@ def embed_corpus(
                 _clear_dir(out_dir)
             else:
                 shards = _finished_shards(out_dir, progress)
+                # Only a run on Ray reads these (the single-process run re-encodes after the prefix).
+                intact_prefix = len(shards) == len(progress.get("shards", []))
+                more = progress.get("more_shards", []) if ray is not None and intact_prefix else []
         _remove_temporaries(out_dir)
         info.resumed_rows = sum(s["rows"] for s in shards)
         if info.resumed_rows:
             log.info(f"{out_dir}: resuming after {len(shards)} finished shard(s), {info.resumed_rows} sentences")
 
         def save_progress() -> None:
-            atomic_write_json(out_dir / PROGRESS, {"identity": identity, "shards": shards})
+            atomic_write_json(out_dir / PROGRESS, {"identity": identity, "shards": shards, "more_shards": more})
 
         save_progress()
         stats = CorpusStats(path=input_path)
-        pbar = None
-        if show_progress:
-            from tqdm import tqdm
+        if ray is not None:
+            from xmine.cluster import connect
+            from xmine.store.ray_writer import embed_shards_on_ray
 
-            pbar = tqdm(total=n_lines, unit=" lines", desc=f"embed {input_path.name}", dynamic_ncols=True)
-        try:
-            buf_text: list[str] = []
-            buf_lines: list[int] = []
-            skip = info.resumed_rows
-            last_line = 0
-
-            def flush() -> None:
-                nonlocal last_line
-                idx = len(shards)
-                emb = _encode_shard(
-                    buf_text, encoder=encoder, projection=projection, part=part,
-                    batch_size=batch_size, max_chars=max_chars, pbar=pbar, lines=buf_lines,
-                    last_line=last_line,
-                )
-                last_line = buf_lines[-1]
-                emb = emb.astype(dtype, copy=False)
-                with atomic_path(out_dir / emb_name(idx)) as tmp:
-                    np.save(tmp, emb)
-                with atomic_path(out_dir / lines_name(idx)) as tmp:
-                    np.save(tmp, np.asarray(buf_lines, dtype=np.int64))
-                atomic_write_text(out_dir / text_name(idx), "".join(s + "\n" for s in buf_text))
-                emb_path = out_dir / emb_name(idx)
-                shards.append({
-                    "file": emb_name(idx), "rows": len(buf_text), "bytes": emb_path.stat().st_size,
-                    "sha256": sha256_file(emb_path), "lines_file": lines_name(idx),
-                    "text_file": text_name(idx), "dim": int(emb.shape[1]),
-                })
+            def save_ray_progress(prefix: list[dict], rest: list[dict]) -> None:
+                shards[:], more[:] = prefix, rest
                 save_progress()
-                info.encoded += len(buf_text)
-                buf_text.clear()
-                buf_lines.clear()
-                if on_shard_done is not None:
-                    on_shard_done(idx, sum(s["rows"] for s in shards))
 
-            for line_no, sentence in iter_corpus(input_path, max_chars=max_chars, stats=stats, warn=False):
-                if skip:
-                    skip -= 1
-                    last_line = line_no
-                    if pbar is not None and skip == 0:
-                        pbar.update(line_no)
-                    continue
-                buf_text.append(sentence)
-                buf_lines.append(line_no)
-                if len(buf_text) >= shard_rows:
-                    flush()
-            if skip:
-                raise ArtefactError(
-                    f"{out_dir}: the interrupted run recorded more sentences than {input_path} holds"
-                )
-            if buf_text:
-                flush()
-            if pbar is not None:
-                pbar.update(n_lines - pbar.n)
-        finally:
-            if pbar is not None:
-                pbar.close()
+            connect(ray)
+            shards, info.encoded = embed_shards_on_ray(
+                input_path, out_dir, encoder=encoder, projection=projection, part=part, dtype=dtype,
+                shard_rows=shard_rows, batch_size=batch_size, max_chars=max_chars, done=list(shards), more=list(more),
+                stats=stats, save_progress=save_ray_progress, show_progress=show_progress)
+            info.resumed_rows = sum(s["rows"] for s in shards) - info.encoded
+        else:
+            _embed_here(input_path, out_dir, shards, info, stats, save_progress, encoder=encoder,
+                        projection=projection, part=part, dtype=dtype, shard_rows=shard_rows, batch_size=batch_size,
+                        max_chars=max_chars, show_progress=show_progress, n_lines=n_lines,
+                        on_shard_done=on_shard_done)
         for message in stats.warnings(max_chars):  # after the bar, so the lines do not mix
             log.warning(message)
         input_stats = {
@@ -337,12 +302,91 @@ def embed_corpus(
         }
         _finalise(out_dir, identity, shards, input_stats, params={
             "input": str(input_path), "lang": lang, "part": stored_part, "dtype": dtype,
-            "shard_rows": shard_rows, "batch_size": batch_size, "max_chars": max_chars,
+            "shard_rows": shard_rows, "batch_size": batch_size, "max_chars": max_chars, "ray": ray,
         })
         store = EmbeddingStore.open(out_dir)
         info.seconds = time.perf_counter() - t0
         store.build_info = info
         return store
+
+
+def _embed_here(input_path: Path, out_dir: Path, shards: list[dict], info: BuildInfo, stats: CorpusStats,
+                save_progress: Callable[[], None], *, encoder: Any, projection: Any, part: str, dtype: str,
+                shard_rows: int, batch_size: int, max_chars: int, show_progress: bool, n_lines: int,
+                on_shard_done: Callable[[int, int], None] | None) -> None:
+    """The single-process loop: stream the corpus past the finished shards, encode the rest shard
+    by shard, appending to `shards` (and saving the progress) as each is written."""
+    pbar = None
+    if show_progress:
+        from tqdm import tqdm
+
+        pbar = tqdm(total=n_lines, unit=" lines", desc=f"embed {input_path.name}", dynamic_ncols=True)
+    try:
+        buf_text: list[str] = []
+        buf_lines: list[int] = []
+        skip = info.resumed_rows
+        last_line = 0
+
+        def flush() -> None:
+            nonlocal last_line
+            idx = len(shards)
+            shards.append(write_shard(
+                out_dir, idx, buf_text, buf_lines, encoder=encoder, projection=projection, part=part,
+                dtype=dtype, batch_size=batch_size, max_chars=max_chars, pbar=pbar, last_line=last_line,
+            ))
+            last_line = buf_lines[-1]
+            save_progress()
+            info.encoded += len(buf_text)
+            buf_text.clear()
+            buf_lines.clear()
+            if on_shard_done is not None:
+                on_shard_done(idx, sum(s["rows"] for s in shards))
+
+        for line_no, sentence in iter_corpus(input_path, max_chars=max_chars, stats=stats, warn=False):
+            if skip:
+                skip -= 1
+                last_line = line_no
+                if pbar is not None and skip == 0:
+                    pbar.update(line_no)
+                continue
+            buf_text.append(sentence)
+            buf_lines.append(line_no)
+            if len(buf_text) >= shard_rows:
+                flush()
+        if skip:
+            raise ArtefactError(
+                f"{out_dir}: the interrupted run recorded more sentences than {input_path} holds"
+            )
+        if buf_text:
+            flush()
+        if pbar is not None:
+            pbar.update(n_lines - pbar.n)
+    finally:
+        if pbar is not None:
+            pbar.close()
+
+
+def write_shard(
+    out_dir: Path, idx: int, sentences: list[str], lines: list[int], *, encoder: Any, projection: Any, part: str,
+    dtype: str, batch_size: int, max_chars: int, pbar: Any = None, last_line: int = 0,
+) -> dict[str, Any]:
+    """Encode shard `idx` (its sentences and their line numbers) and write its three files
+    atomically; return its record for `progress.json`. The same function runs in `embed_corpus`
+    and in the encoder actors of `xmine.store.ray_writer`."""
+    emb = _encode_shard(sentences, encoder=encoder, projection=projection, part=part, batch_size=batch_size,
+                        max_chars=max_chars, pbar=pbar, lines=lines, last_line=last_line)
+    emb = emb.astype(dtype, copy=False)
+    with atomic_path(out_dir / emb_name(idx)) as tmp:
+        np.save(tmp, emb)
+    with atomic_path(out_dir / lines_name(idx)) as tmp:
+        np.save(tmp, np.asarray(lines, dtype=np.int64))
+    atomic_write_text(out_dir / text_name(idx), "".join(s + "\n" for s in sentences))
+    emb_path = out_dir / emb_name(idx)
+    return {
+        "file": emb_name(idx), "rows": len(sentences), "bytes": emb_path.stat().st_size,
+        "sha256": sha256_file(emb_path), "lines_file": lines_name(idx),
+        "text_file": text_name(idx), "dim": int(emb.shape[1]),
+    }
 
 
 def _encode_shard(

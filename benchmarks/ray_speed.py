@@ -38,6 +38,7 @@ from xmine.benchmarks.common import machine, write_speed_result
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "ray_speed.json"
 XMINE = [sys.executable, "-m", "xmine.cli"]
+LOADS: list[float | None] = []  # load average at the start of each timed command
 
 
 def _env(unset_openblas: bool) -> dict[str, str]:
@@ -56,7 +57,16 @@ def blas_kernel(env: dict[str, str]) -> list[dict]:
     return json.loads(out.stdout)
 
 
+def load_average() -> float | None:
+    """The 1-minute load average (other processes on a shared machine slow both runs)."""
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _timed(cmd: list[str], env: dict[str, str]) -> float:
+    LOADS.append(load_average())
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - t0
@@ -165,6 +175,7 @@ def main(argv=None) -> dict:
             print(json.dumps(run["mine"], indent=1))
     from xmine.artefacts import provenance
 
+    run["load_average_at_starts"] = LOADS
     runs[key] = run
     result = {"machine": machine(), "runs": runs, "provenance": provenance(benchmark="ray_speed")}
     write_speed_result(args.out, result, benchmark="ray_speed")

@@ -48,7 +48,7 @@ _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (
 @ray_option("the build: training in one task, adding rows in parallel tasks (each shard a task with "
             "--shard-rows, else pieces merged into one index). A store SOURCE is read by the workers from "
             "its files; a text SOURCE is encoded here first (embed it with `xmine embed --ray` to encode "
-            "on the cluster)")
+            "on the cluster). The index is the same as without --ray")
 def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
                 encoder, projection, cpu, ray_address):
     """Build a FAISS index over SOURCE's embeddings.

@@ -65,7 +65,8 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
               help="Threads sharing the exact product, one BLAS thread each (default: as many as BLAS "
                    "uses, normally one per core).")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
-@ray_option("the neighbour search (tiles of the product, or index searches, as tasks)")
+@ray_option("the neighbour search (tiles of the product, or index searches, as tasks). The output is the "
+            "same as without --ray: byte for byte in exact mode, the same pairs with --approximate")
 def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, line_numbers, meta, block_rows, block_cols, workers,
          keep_work, ray_address):

@@ -134,6 +134,22 @@ def test_build_index_on_ray_is_the_same_index(cluster, corpora, tmp_path, monkey
     assert hits[0] == hits[1] and hits[0].count("\n") == 900
 
 
+def test_the_pool_encoder_of_train_encodes_like_the_encoder(cluster, corpora, usem3):
+    from xmine.encoders.ray_pool import MIN_SLICE, RayPoolEncoder
+
+    sentences = [s for s in (corpora / "de.txt").read_text(encoding="utf-8").splitlines() if s]
+    assert 2 * len(sentences) >= 2 * MIN_SLICE  # both actors get a slice
+    pool = RayPoolEncoder(usem3)
+    try:
+        got = pool.encode(sentences * 2)
+    finally:
+        pool.close()
+    assert pool.fingerprint() == usem3.fingerprint()
+    want = usem3.encode(sentences * 2)
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() < 1e-5  # other batches: the same vectors up to float rounding
+
+
 def _processes(title: str) -> list[int]:
     """PIDs of this machine's processes whose command line starts with `title` (Ray sets a
     worker's title to ray::<task> while it runs one)."""

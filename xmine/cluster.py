@@ -42,8 +42,7 @@ def ray_option(what: str):
         "--ray", "ray_address", is_flag=False, flag_value="auto", default=None, metavar="[auto|ADDRESS]",
         help=f"Run {what} on a Ray cluster (needs the ray extra). `--ray` or `--ray auto`: the cluster "
              "this machine belongs to (`ray start`, RAY_ADDRESS), else a local one with this machine's "
-             "CPUs; `--ray HOST:6379`: that cluster. Workers must see the same paths. The output is "
-             "the same as without --ray.")
+             "CPUs; `--ray HOST:6379`: that cluster. Workers must see the same paths.")
 
 
 def require_ray():

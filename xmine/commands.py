@@ -54,7 +54,7 @@ def encoders() -> None:
 @click.option("--device", default=None, help="Torch device for the encoder (default: cuda if present, else cpu).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @ray_option("the encoding (an actor pool of encoders, one shard per task; choose --shard-rows so that "
-            "each actor gets several shards)")
+            "each actor gets several shards). The store is the same as without --ray")
 def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_size, shard_rows,
           max_chars, overwrite, device, quiet, ray_address) -> None:
     """Embed CORPUS (one sentence per line, UTF-8, plain or gzip) into an embedding store.

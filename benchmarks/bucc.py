@@ -20,6 +20,7 @@ from typing import Any
 import click
 import numpy as np
 
+from xmine.encoders.options import precision_option
 from xmine.errors import DataNotFoundError, InputError
 
 HOW_TO_GET = ("Download the BUCC 2018 data (https://comparable.limsi.fr/bucc2018/bucc2018-task.html): "
@@ -120,10 +121,11 @@ def _mine_split(files, *, encoder, projection, k, margin, retrieval):
 
 
 def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=None, k: int = 4,
-             margin: str = "ratio", retrieval: str = "max") -> dict[str, Any]:
+             margin: str = "ratio", retrieval: str = "max", precision: str = "auto") -> dict[str, Any]:
     """Mine BUCC's splits, tune the threshold on the training (or sample) gold, score the test split.
 
-    `encoder`: an Encoder or a name; `projection`: a Projection, a directory, or None (raw).
+    `encoder`: an Encoder or a name (loaded at `precision`); `projection`: a Projection, a directory,
+    or None (raw).
     Returns {"pair", "threshold", "train": {split, precision, recall, f1, ...}, "test": {...} | None}.
     """
     from xmine.paths import resolve_data_dir
@@ -132,7 +134,7 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
     if isinstance(encoder, str):
         from xmine.encoders import load_encoder
 
-        encoder = load_encoder(encoder)
+        encoder = load_encoder(encoder, precision=precision)
     from xmine.projection import resolve_projection
 
     projection = resolve_projection(projection)
@@ -182,7 +184,8 @@ BUCC_KIND = "bucc-result"
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the result JSON (with provenance) here.")
 @click.option("--overwrite", is_flag=True, help="Replace --out if it is an earlier xmine BUCC result.")
-def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, overwrite):
+@precision_option()
+def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, overwrite, precision):
     """BUCC 2018: mine, tune the threshold for F1 on the training gold, report precision/recall/F1."""
     import contextlib
 
@@ -191,14 +194,14 @@ def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, over
     claiming = (claim_output(out, kind=BUCC_KIND, form="json", overwrite=overwrite, inputs=[data_dir, projection])
                 if out is not None else contextlib.nullcontext())
     with claiming:
-        _command(data_dir, pair, encoder, projection, k, margin, retrieval, out)
+        _command(data_dir, pair, encoder, projection, k, margin, retrieval, out, precision)
 
 
-def _command(data_dir, pair, encoder, projection, k, margin, retrieval, out):
+def _command(data_dir, pair, encoder, projection, k, margin, retrieval, out, precision):
     from xmine.artefacts import atomic_write_json, provenance
 
     result = run_bucc(data_dir, pair=pair, encoder=encoder, projection=projection, k=k, margin=margin,
-                      retrieval=retrieval)
+                      retrieval=retrieval, precision=precision)
     for split in ("train", "test"):
         r = result[split]
         if r is not None:
@@ -209,5 +212,5 @@ def _command(data_dir, pair, encoder, projection, k, margin, retrieval, out):
     if out is not None:
         result["provenance"] = provenance(data_dir=str(data_dir) if data_dir else None, pair=pair, encoder=encoder,
                                           projection=str(projection) if projection else None, k=k, margin=margin,
-                                          retrieval=retrieval)
+                                          retrieval=retrieval, encoder_precision=result["encoder"].get("precision"))
         atomic_write_json(out, {"kind": BUCC_KIND, **result})

@@ -18,6 +18,7 @@ from typing import Any, Callable
 import click
 
 from xmine.benchmarks import common
+from xmine.encoders.options import precision_option
 
 ENCODER_HELP = "Encoder: me5-small (default), use-m3, or any sentence-transformers name/path."
 PROJECTION_HELP = (
@@ -60,27 +61,29 @@ def _common_options(fn: Callable) -> Callable:
         click.option("--overwrite", is_flag=True, help="Replace the result JSON if it is an earlier xmine result."),
         click.option("--quick", is_flag=True, help="A small fixed subset, for smoke runs (seconds, not minutes)."),
         click.option("--device", default=None, help="Torch device for the encoder (cpu, cuda, ...). Default: auto."),
+        precision_option(),
     ]
     for opt in reversed(options):
         fn = opt(fn)
     return fn
 
 
-def _setup(encoder_name: str, projections: tuple[str, ...], device: str | None, parts=("meaning", "language")):
+def _setup(encoder_name: str, projections: tuple[str, ...], device: str | None, precision: str,
+           parts=("meaning", "language")):
     from xmine.encoders import load_encoder
 
-    encoder = load_encoder(encoder_name, device=device)
+    encoder = load_encoder(encoder_name, device=device, precision=precision)
     return encoder, common.make_variants(encoder, projections, parts=parts)
 
 
 def _finish(task, *, encoder, variants, out, quick, parameters, columns, rows, details, files, started,
-            digits: int = 1) -> None:
+            digits: int = 1, extra_tables=None) -> None:
     click.echo(common.format_table(columns, rows, digits=digits))
-    out_path = Path(out) if out else common.default_out(task, encoder.name, quick=quick)
+    out_path = Path(out) if out else common.default_out(task, encoder.name, quick=quick, precision=encoder.precision)
     common.write_result(
         out_path, task=task, encoder=encoder, variants=variants, data_files=files,
         parameters=parameters | {"quick": quick}, columns=columns, rows=rows, details=details,
-        seconds=time.time() - started,
+        seconds=time.time() - started, extra_tables=extra_tables,
     )
     click.echo(f"wrote {out_path}", err=True)
 
@@ -104,7 +107,7 @@ def bench() -> None:
 @click.option("--margin", is_flag=True,
               help="Also score with the xSIM-style ratio margin (k=4) beside plain cosine.")
 @click.option("--per-lang", is_flag=True, help="Also print per-language average accuracy.")
-def tatoeba_cmd(encoder_name, projections, data_dir, out, quick, device, langs, max_pairs, margin, per_lang):
+def tatoeba_cmd(encoder_name, projections, data_dir, out, quick, device, precision, langs, max_pairs, margin, per_lang):
     """Tatoeba accuracy@1 (%) of nearest-neighbour retrieval, xx->eng and eng->xx.
 
     Averaged over the chosen languages and over XTREME's 36. For a projection, the language part
@@ -120,7 +123,7 @@ def tatoeba_cmd(encoder_name, projections, data_dir, out, quick, device, langs, 
         lang_list = lang_list or list(tatoeba.QUICK_LANGS)
         max_pairs = max_pairs or tatoeba.QUICK_PAIRS
     tatoeba.locate(data_dir)  # fail on missing data before loading the encoder
-    encoder, variants = _setup(encoder_name, projections, device)
+    encoder, variants = _setup(encoder_name, projections, device, precision)
     details, rows = {}, []
     for v in variants:
         r = tatoeba.evaluate_tatoeba(v.embed, data_dir, lang_list, max_pairs=max_pairs, margin=margin)
@@ -147,33 +150,111 @@ def tatoeba_cmd(encoder_name, projections, data_dir, out, quick, device, langs, 
 
 @bench.command("massive")
 @_common_options
-@click.option("--pairs", default=None,
-              help="Locale pairs SRC:TGT, comma-separated (en-US:de-DE,de-DE:en-US), or 'all' (every "
-                   "locale vs en-US, both ways). Default: FMDA's en-US<->de-DE, es-ES, ja-JP.")
+@click.option("--locales", default=None,
+              help="Comma-separated MASSIVE locales, each paired with en-US both ways (de-DE,ja-JP), "
+                   "'fmda' (de-DE,es-ES,ja-JP) or 'all'. Default: all 49 (--quick: de-DE,es-ES,ja-JP,km-KH).")
 @click.option("--partition", default="test", show_default=True, type=click.Choice(["train", "dev", "test"]),
-              help="MASSIVE partition to retrieve in (FMDA: test, 2,974 utterances).")
+              help="MASSIVE partition to retrieve in (FMDA: test, 2,974 utterances per locale).")
 @click.option("--max-rows", type=click.IntRange(min=2), default=None,
-              help="Use only the first N shared ids (--quick: 300).")
-def massive_cmd(encoder_name, projections, data_dir, out, quick, device, pairs, partition, max_rows):
-    """MASSIVE cross-lingual retrieval accuracy@1 (%) per locale pair (FMDA Table 2)."""
+              help="Use only the first N shared ids of each locale (--quick: 300).")
+@click.option("--per-locale", is_flag=True, help="Also print each locale's cosine accuracy (always in the JSON).")
+def massive_cmd(encoder_name, projections, data_dir, out, quick, device, precision, locales, partition, max_rows,
+                per_locale):
+    """MASSIVE cross-lingual retrieval accuracy@1 (%), en->xx and xx->en, for every locale vs en-US.
+
+    Cosine and xSIM-style ratio margin (k=4); the average over the locales, and FMDA's three pairs
+    (Table 2: EN-DE, EN-ES, EN-JA). A hit is counted when the retrieved utterance's text equals the
+    gold one (test splits repeat utterances; copies are indistinguishable); "strict" counts only the
+    exact row. For a projection the language part is measured too (semantic leakage).
+    """
     from xmine.benchmarks import massive
 
     started = time.time()
     if quick:
+        locales = locales or ",".join(massive.QUICK_LOCALES)
         max_rows = max_rows or massive.QUICK_ROWS
     folder = massive.locate(data_dir)
-    pair_list = massive.parse_pairs(pairs, massive.available_locales(folder))
-    encoder, variants = _setup(encoder_name, projections, device)
+    locale_list = massive.parse_locales(locales, massive.available_locales(folder))
+    encoder, variants = _setup(encoder_name, projections, device, precision)
     details, rows = {}, []
+    fmda_pairs = [loc for loc in massive.FMDA_LOCALES if loc in locale_list]
     for v in variants:
-        r = massive.evaluate_massive(v.embed, folder, pair_list, partition=partition, max_rows=max_rows)
+        r = massive.evaluate_massive(v.embed, folder, locale_list, partition=partition, max_rows=max_rows)
         details[v.name] = r
-        rows.append([v.name] + [r["per_pair"][f"{s}:{t}"]["acc"] for s, t in pair_list] + [r["average"]["acc"]])
-    columns = ["variant"] + [f"{s}->{t}" for s, t in pair_list] + ["avg"]
+        a = r["average"]
+        row = [v.name, a["en2xx"], a["xx2en"], a["avg"], a["avg_strict"], a["en2xx_margin"], a["xx2en_margin"],
+               a["avg_margin"], a["avg_margin_strict"]]
+        for loc in fmda_pairs:
+            p = r["per_locale"][loc]
+            row += [p["en2xx"], p["xx2en"]]
+        rows.append(row)
+    n = len(locale_list)
+    columns = ["variant", f"en->xx ({n})", f"xx->en ({n})", "avg", "avg strict", "en->xx margin",
+               "xx->en margin", "avg margin", "avg margin strict"]
+    for loc in fmda_pairs:
+        code = loc.split("-")[0].upper()
+        columns += [f"EN-{code}", f"{code}-EN"]
+    locale_table = {
+        "title": "Per locale: accuracy@1 (%), cosine, mean of en->xx and xx->en (text-equal hits); "
+                 "`rep.` = repeated utterances in the locale's test rows",
+        "columns": ["locale", "rep."] + [v.name for v in variants],
+        "rows": [[loc, details[variants[0].name]["per_locale"][loc]["repeated_xx"]]
+                 + [details[v.name]["per_locale"][loc]["avg"] for v in variants] for loc in locale_list],
+    }
+    if per_locale:
+        click.echo(common.format_table(locale_table["columns"], locale_table["rows"]))
+        click.echo()
     first = next(iter(details.values()))
     _finish("massive", encoder=encoder, variants=variants, out=out, quick=quick,
-            parameters={"pairs": [f"{s}:{t}" for s, t in pair_list], "partition": partition, "max_rows": max_rows},
-            columns=columns, rows=rows, details=details, files=first["files"], started=started)
+            parameters={"locales": locale_list, "pivot": "en-US", "partition": partition, "max_rows": max_rows,
+                        "hit": "retrieved text equals gold text (strict: exact row)", "margin": "ratio, k=4"},
+            columns=columns, rows=rows, details=details, files=first["files"], started=started,
+            extra_tables=[locale_table])
+
+
+@bench.command("massive-templates")
+@_common_options
+@click.option("--locales", default=",".join(("en-US", "de-DE")), show_default=True,
+              help="Locales with an annotated test split (annot_utt): en-US, de-DE, sw-KE in the shared copy.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the slot-value draws.")
+@click.option("--write-pairs", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Also write the generated pairs as DIR/massive-templates-<locale>-seed<N>.jsonl (each with a "
+                   "sidecar .jsonl.json saying how it was made; replaced only with --overwrite).")
+def massive_templates_cmd(encoder_name, projections, data_dir, out, quick, device, precision, locales, seed,
+                          write_pairs):
+    """MASSIVE monolingual template retrieval accuracy@1 (%) (FMDA section 4.3.2, Table 3).
+
+    Each annotated test utterance with slots is paired with a copy whose every slot value is
+    replaced by another value of the same slot type seen in that locale's data (seeded; ~1.9k
+    pairs per locale). Each source must retrieve its copy among all copies, by cosine. --quick
+    keeps the first 300 pairs of each locale.
+    """
+    from xmine.benchmarks import massive_templates as mt
+
+    started = time.time()
+    folder = mt.data.locate(data_dir)
+    locale_list = common.parse_list(locales) or list(mt.DEFAULT_LOCALES)
+    sets = {}
+    for loc in locale_list:
+        s = mt.build_template_pairs(folder, loc, seed=seed)
+        sets[loc] = s.head(300) if quick else s
+    if write_pairs is not None:
+        for loc, s in sets.items():
+            path = write_pairs / f"massive-templates-{loc}-seed{seed}{'-quick' if quick else ''}.jsonl"
+            # the command's --overwrite (taken by _claimed_out for the result JSON) covers these too
+            mt.write_pairs(path, s, overwrite=click.get_current_context().params.get("overwrite", False))
+            click.echo(f"wrote {path} ({len(s.pairs)} pairs)", err=True)
+    encoder, variants = _setup(encoder_name, projections, device, precision)
+    details, rows = {}, []
+    for v in variants:
+        r = {loc: mt.evaluate_template_retrieval(v.embed, s) for loc, s in sets.items()}
+        details[v.name] = r
+        rows.append([v.name] + [r[loc]["acc"] for loc in locale_list])
+    columns = ["variant"] + [f"{loc} ({len(sets[loc].pairs)})" for loc in locale_list]
+    _finish("massive_templates", encoder=encoder, variants=variants, out=out, quick=quick,
+            parameters={"locales": locale_list, "seed": seed, "pair_sets": {k: s.summary for k, s in sets.items()}},
+            columns=columns, rows=rows, details=details,
+            files=[s.summary["file"] for s in sets.values()], started=started)
 
 
 @bench.command("qe")
@@ -181,7 +262,7 @@ def massive_cmd(encoder_name, projections, data_dir, out, quick, device, pairs, 
 @click.option("--pairs", default=None, help="Comma-separated WMT20 pairs. Default: en-de,en-zh,et-en,ne-en,ro-en,si-en.")
 @click.option("--max-rows", type=click.IntRange(min=3), default=None, help="Use only the first N rows of each pair (--quick: 200).")
 @click.option("--spearman", is_flag=True, help="Print Spearman per pair too (always in the JSON).")
-def qe_cmd(encoder_name, projections, data_dir, out, quick, device, pairs, max_rows, spearman):
+def qe_cmd(encoder_name, projections, data_dir, out, quick, device, precision, pairs, max_rows, spearman):
     """WMT20 QE: Pearson r (x100) of cos(source, translation) with human z_mean on test20.
 
     Unsupervised, as DREAM / MEAT / SEED report it; for a projection its meaning part is scored.
@@ -193,7 +274,7 @@ def qe_cmd(encoder_name, projections, data_dir, out, quick, device, pairs, max_r
     if quick:
         max_rows = max_rows or qe.QUICK_ROWS
     qe.locate(data_dir)
-    encoder, variants = _setup(encoder_name, projections, device, parts=("meaning",))
+    encoder, variants = _setup(encoder_name, projections, device, precision, parts=("meaning",))
     details, rows = {}, []
     for v in variants:
         r = qe.evaluate_qe(v.embed, data_dir, pair_list, max_rows=max_rows)
@@ -217,7 +298,7 @@ def qe_cmd(encoder_name, projections, data_dir, out, quick, device, pairs, max_r
 @click.option("--tracks", default=None, help="Comma-separated tracks (track1 ... track6, track4a, track4b). Default: all.")
 @click.option("--metric", type=click.Choice(["pearson", "spearman"]), default="pearson", show_default=True,
               help="Which correlation the per-track columns show (both are in the JSON).")
-def sts_cmd(encoder_name, projections, data_dir, out, quick, device, tracks, metric):
+def sts_cmd(encoder_name, projections, data_dir, out, quick, device, precision, tracks, metric):
     """SemEval-2017 STS: Pearson / Spearman (x100) of cosine vs gold, per track and averaged.
 
     --quick runs the two smallest-cost tracks (track5 en-en, track4a es-en).
@@ -227,7 +308,7 @@ def sts_cmd(encoder_name, projections, data_dir, out, quick, device, tracks, met
     started = time.time()
     track_list = common.parse_list(tracks) or (["track5", "track4a"] if quick else list(sts.TRACKS))
     sts.locate(data_dir)
-    encoder, variants = _setup(encoder_name, projections, device, parts=("meaning", "language"))
+    encoder, variants = _setup(encoder_name, projections, device, precision, parts=("meaning", "language"))
     details, rows = {}, []
     for v in variants:
         r = sts.evaluate_sts(v.embed, data_dir, track_list)
@@ -249,7 +330,7 @@ def sts_cmd(encoder_name, projections, data_dir, out, quick, device, tracks, met
 @click.option("--pivot", default="eng_Latn", show_default=True, help="The language every --langs entry is paired with.")
 @click.option("--rows", type=click.IntRange(min=2), default=None,
               help="First N FLORES-200 devtest lines per language (default all 1012; --quick: 200).")
-def geometry_cmd(encoder_name, projections, data_dir, out, quick, device, langs, pivot, rows):
+def geometry_cmd(encoder_name, projections, data_dir, out, quick, device, precision, langs, pivot, rows):
     """Alignment and uniformity (Wang & Isola 2020) of raw / meaning / language embeddings.
 
     Alignment: mean squared distance of translation pairs (lower = closer). Uniformity: log mean
@@ -261,7 +342,7 @@ def geometry_cmd(encoder_name, projections, data_dir, out, quick, device, langs,
     lang_list = common.parse_list(langs) or (list(geometry.DEFAULT_LANGS[:3]) if quick else list(geometry.DEFAULT_LANGS))
     rows = rows or (geometry.QUICK_ROWS if quick else geometry.DEFAULT_ROWS)
     geometry.locate(data_dir)
-    encoder, variants = _setup(encoder_name, projections, device)
+    encoder, variants = _setup(encoder_name, projections, device, precision)
     details, table = {}, []
     for v in variants:
         r = geometry.evaluate_geometry(v.embed, data_dir, lang_list, rows=rows, pivot=pivot)
@@ -300,7 +381,8 @@ def report_cmd(results_dir, out, overwrite):
               help="PNG file. Default: benchmarks/results/pca-<encoder>-<src>-<tgt>.png.")
 @click.option("--overwrite", is_flag=True, help="Replace the PNG if it is an earlier xmine plot.")
 @click.option("--device", default=None, help="Torch device for the encoder. Default: auto.")
-def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out, overwrite, device):
+@precision_option()
+def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out, overwrite, device, precision):
     """PNG of a 2-D PCA of raw, meaning and language embeddings of one language pair.
 
     Raw embeddings cluster by language; a good meaning part overlaps across languages; the
@@ -314,7 +396,7 @@ def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out,
     with claim_output(out_path, kind=plot.PLOT_KIND, form="png", overwrite=overwrite,
                       inputs=[data_dir, *projections]):
         src, tgt, _ = geometry.flores_pairs(data_dir, src_lang, rows=rows, pivot=tgt_lang)
-        encoder, variants = _setup(encoder_name, projections, device)
+        encoder, variants = _setup(encoder_name, projections, device, precision)
         sep = plot.plot_pca(
             variants, src, tgt, out_path, src_label=src_lang, tgt_label=tgt_lang,
             title=f"PCA of {encoder.name} embeddings: {rows} FLORES-200 devtest sentences, {src_lang} and {tgt_lang}",

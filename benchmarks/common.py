@@ -157,23 +157,59 @@ def margin_matrix(sims: np.ndarray, k: int = 4) -> np.ndarray:
     sims = np.asarray(sims, dtype=np.float32)
     kx = min(k, sims.shape[1])
     ky = min(k, sims.shape[0])
-    mean_x = -np.sort(-sims, axis=1)[:, :kx].mean(1)
-    mean_y = -np.sort(-sims, axis=0)[:ky, :].mean(0)
+    # the k best of each row / column (np.partition: linear time, order inside the k irrelevant)
+    mean_x = np.partition(sims, sims.shape[1] - kx, axis=1)[:, -kx:].mean(1)
+    mean_y = np.partition(sims, sims.shape[0] - ky, axis=0)[-ky:, :].mean(0)
     return np.asarray(margin_score(sims, mean_x[:, None], mean_y[None, :], kind="ratio"))
 
 
-def retrieval_accuracy(scores: np.ndarray, gold: np.ndarray | None = None) -> float:
+def retrieval_accuracy(scores: np.ndarray, gold: np.ndarray | None = None, *,
+                       texts: Sequence[str] | None = None) -> float:
     """Accuracy@1 (%) of nearest-neighbour retrieval: row i's best column must be gold[i].
 
     `gold` defaults to i (line-aligned test sets). Ties go to the lowest column index, as
-    argmax does, so a constant score matrix is only right for row 0.
+    argmax does, so a constant score matrix is only right for row 0. With `texts` (one per
+    column), a best column whose text equals the gold column's text counts as a hit too.
     """
     scores = np.asarray(scores)
     if gold is None:
         gold = np.arange(scores.shape[0])
     if scores.shape[0] == 0:
         return float("nan")
-    return float(100.0 * np.mean(scores.argmax(axis=1) == np.asarray(gold)))
+    pred = scores.argmax(axis=1)
+    gold = np.asarray(gold)
+    if texts is None:
+        return float(100.0 * np.mean(pred == gold))
+    if len(texts) != scores.shape[1]:
+        raise ValueError(f"{len(texts)} texts for {scores.shape[1]} columns")
+    index: dict[str, int] = {}
+    text_id = np.asarray([index.setdefault(t, len(index)) for t in texts])
+    return float(100.0 * np.mean(text_id[pred] == text_id[gold]))
+
+
+def retrieval_scores(
+    x: np.ndarray, y: np.ndarray, *, margin: bool, x_texts: Sequence[str] | None = None,
+    y_texts: Sequence[str] | None = None,
+) -> dict[str, float]:
+    """Accuracy@1 (%) x->y ("fwd") and y->x ("bwd") for line-aligned embeddings (row i <-> row i).
+
+    With `margin`, also with xSIM-style ratio-margin scores ("fwd_margin", "bwd_margin"). With the
+    texts of both sides, a retrieval also counts as a hit when the retrieved line's text equals the
+    gold line's text (two identical candidates cannot be told apart by any embedding), and the
+    exact-line numbers are reported beside as "*_strict".
+    """
+    sims = cosine_matrix(x, y)
+    scored = {"": sims}
+    if margin:
+        scored["_margin"] = margin_matrix(sims)
+    out: dict[str, float] = {}
+    for suffix, s in scored.items():
+        out["fwd" + suffix] = retrieval_accuracy(s, texts=y_texts)
+        out["bwd" + suffix] = retrieval_accuracy(s.T, texts=x_texts)
+        if x_texts is not None and y_texts is not None:
+            out["fwd" + suffix + "_strict"] = retrieval_accuracy(s)
+            out["bwd" + suffix + "_strict"] = retrieval_accuracy(s.T)
+    return out
 
 
 def correlations(pred: Sequence[float], gold: Sequence[float]) -> dict[str, float]:
@@ -224,9 +260,10 @@ def results_dir() -> Path:
     return root / "results"
 
 
-def default_out(task: str, encoder_name: str, *, quick: bool = False) -> Path:
-    """benchmarks/results/<task>-<encoder>[-quick].json."""
-    return results_dir() / f"{task}-{safe_name(encoder_name)}{'-quick' if quick else ''}.json"
+def default_out(task: str, encoder_name: str, *, quick: bool = False, precision: str = "fp32") -> Path:
+    """benchmarks/results/<task>-<encoder>[-<precision>][-quick].json; fp32 results keep the plain name."""
+    tag = "" if precision == "fp32" else f"-{precision}"
+    return results_dir() / f"{task}-{safe_name(encoder_name)}{tag}{'-quick' if quick else ''}.json"
 
 
 def data_fingerprints(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
@@ -265,8 +302,13 @@ def write_result(
     rows: Sequence[Sequence[Any]],
     details: dict[str, Any],
     seconds: float,
+    extra_tables: Sequence[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Write a benchmark result JSON atomically (with full provenance) and return it."""
+    """Write a benchmark result JSON atomically (with full provenance) and return it.
+
+    `extra_tables`: further tables ({"title", "columns", "rows"}) that `xmine bench report` shows
+    under the main one (e.g. MASSIVE per locale).
+    """
     result = {
         "kind": RESULT_KIND,
         "format_version": 1,
@@ -277,6 +319,7 @@ def write_result(
         "machine": machine(),
         "seconds": round(seconds, 2),
         "table": {"columns": list(columns), "rows": [list(r) for r in rows]},
+        "extra_tables": [dict(t) for t in extra_tables or ()],
         "details": details,
         "provenance": provenance(task=task, encoder=encoder.name, **parameters),
     }

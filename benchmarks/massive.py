@@ -1,149 +1,121 @@
-"""MASSIVE cross-lingual retrieval (FitzGerald et al. 2022), as in FMDA's Table 2.
+"""MASSIVE cross-lingual retrieval (FitzGerald et al. 2022), as in FMDA's Table 2 but for every locale.
 
-MASSIVE 1.1's release is a folder `data/` with one `<locale>.jsonl` per locale (en-US, de-DE,
-...); each line is a JSON object with `id`, `locale`, `partition` (train/dev/test), `utt`,
-`annot_utt`, `intent`, `scenario`, ... Utterances with the same `id` are translations of each
-other. The test split has 2,974 utterances per locale.
+Task (FMDA, section 4.3.1): each locale's test utterances are paired with en-US's by `id` (2,974
+per locale). For each source utterance (query) the benchmark finds its translation among all
+target-locale test utterances, by cosine and by xSIM-style ratio margin (k=4); the metric is
+accuracy@1 (%), en->xx and xx->en, for every locale xx against en-US, averaged over the locales
+and reported for FMDA's three pairs (EN-DE, EN-ES, EN-JA).
 
-Task (FMDA, section 4.3.1): for each source-locale test utterance (query), find its translation
-among all target-locale test utterances by cosine; the metric is accuracy@1 (%). Only ids present
-in both locales count (all of them in the real release).
+Repeated utterances: test splits repeat utterances (km-KH 188, ka-GE 94, en-US 4), and identical
+candidates get identical embeddings, so no embedding can tell which copy is the gold one. The main
+number counts a hit when the retrieved utterance's TEXT equals the gold utterance's text; the
+strict number (exact row only, as Tatoeba counts) is reported beside it.
+
+The data is read and checked by `xmine.massive` (one reader for benchmarks and training).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
 
-from xmine.benchmarks.common import EmbedFn, cosine_matrix, mean_of, retrieval_accuracy
-from xmine.errors import ConfigError, DataNotFoundError, InputError
-from xmine.paths import resolve_data_dir
+from xmine import massive as data
+from xmine.benchmarks.common import EmbedFn, mean_of, retrieval_scores
+from xmine.errors import ConfigError
 
-NEEDS = "massive"
-HOW_TO_GET = (
-    "Download MASSIVE 1.1 (https://github.com/alexa/massive: amazon-massive-dataset-1.1.tar.gz) "
-    "and unpack it so that massive/ holds data/<locale>.jsonl (or 1.1/data/<locale>.jsonl)."
-)
-#: FMDA's pairs
-DEFAULT_PAIRS = (("en-US", "de-DE"), ("de-DE", "en-US"), ("en-US", "es-ES"), ("es-ES", "en-US"),
-                 ("en-US", "ja-JP"), ("ja-JP", "en-US"))
+#: FMDA's locales (EN-DE, EN-ES, EN-JA)
+FMDA_LOCALES = ("de-DE", "es-ES", "ja-JP")
+#: --quick: FMDA's three pairs and km-KH (the most repeated utterances), first QUICK_ROWS test rows
+QUICK_LOCALES = ("de-DE", "es-ES", "ja-JP", "km-KH")
 QUICK_ROWS = 300
+#: the per-locale metrics, in table order
+METRICS = ("en2xx", "xx2en", "avg", "en2xx_strict", "xx2en_strict", "avg_strict",
+           "en2xx_margin", "xx2en_margin", "avg_margin", "en2xx_margin_strict", "xx2en_margin_strict",
+           "avg_margin_strict")
+
+locate = data.locate
+available_locales = data.available_locales
 
 
-def locate(data_dir: str | Path | None) -> Path:
-    """The folder holding `<locale>.jsonl` files: accepts the root, massive/, 1.1/ or data/."""
-    base = resolve_data_dir(data_dir, needs=NEEDS, how_to_get=HOW_TO_GET)
-    for c in (base, base / "data", base / "1.1" / "data"):
-        if any(c.glob("*.jsonl")):
-            return c
-    raise DataNotFoundError(f"{base}: no MASSIVE <locale>.jsonl files there or in data/ or 1.1/data/. {HOW_TO_GET}")
-
-
-def available_locales(folder: Path) -> list[str]:
-    return sorted(p.stem for p in folder.glob("*.jsonl"))
-
-
-def load_locale(folder: str | Path, locale: str, *, partition: str = "test") -> dict[str, str]:
-    """{id: utt} of one locale's `partition`; errors name the file, line and problem."""
-    path = Path(folder) / f"{locale}.jsonl"
-    if not path.is_file():
-        raise InputError(path, f"missing MASSIVE file for locale {locale!r}")
-    out: dict[str, str] = {}
-    with path.open(encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(path, f"not a JSON object ({e.msg})", line=line_no) from None
-            if not isinstance(rec, dict):
-                raise InputError(path, "not a JSON object", line=line_no)
-            missing = [k for k in ("id", "partition", "utt") if k not in rec]
-            if missing:
-                raise InputError(path, f"record lacks field(s) {', '.join(missing)}", line=line_no)
-            if rec.get("locale", locale) != locale:
-                raise InputError(path, f"record has locale {rec['locale']!r} in the file of {locale!r}", line=line_no)
-            if rec["partition"] != partition:
-                continue
-            key = str(rec["id"])
-            if key in out:
-                raise InputError(path, f"duplicate id {key!r} in partition {partition}", line=line_no)
-            out[key] = str(rec["utt"])
+def parse_locales(spec: str | Sequence[str] | None, available: Sequence[str]) -> list[str]:
+    """'all' / None -> every locale but en-US; 'fmda' -> de-DE,es-ES,ja-JP; else a comma list."""
+    if spec is None or spec == "all":
+        out = [loc for loc in available if loc != data.PIVOT]
+    elif spec == "fmda":
+        out = list(FMDA_LOCALES)
+    else:
+        out = [s.strip() for s in spec.split(",") if s.strip()] if isinstance(spec, str) else list(spec)
+    unknown = [loc for loc in out if loc not in available]
+    if unknown:
+        raise ConfigError(f"unknown MASSIVE locale(s) {', '.join(unknown)}; available: {' '.join(available)}")
+    if data.PIVOT in out:
+        raise ConfigError(f"{data.PIVOT} is the pivot every locale is paired with; list the other locales only")
     if not out:
-        raise InputError(path, f"no utterances in partition {partition!r}")
+        raise ConfigError("no MASSIVE locales to evaluate")
+    if data.PIVOT not in available:
+        raise ConfigError(f"the pivot locale {data.PIVOT} is missing from the MASSIVE folder")
     return out
 
 
-def parse_pairs(spec: str | None, locales: Sequence[str]) -> list[tuple[str, str]]:
-    """'en-US:de-DE,de-DE:en-US' -> pairs; 'all' -> every locale vs en-US both ways; None -> FMDA's."""
-    if not spec:
-        return [p for p in DEFAULT_PAIRS if p[0] in locales and p[1] in locales] or [
-            p for loc in locales if loc != "en-US" for p in (("en-US", loc), (loc, "en-US"))
-        ]
-    if spec == "all":
-        return [p for loc in locales if loc != "en-US" for p in (("en-US", loc), (loc, "en-US"))]
-    pairs = []
-    for item in spec.split(","):
-        parts = item.strip().split(":")
-        if len(parts) != 2 or not all(parts):
-            raise ConfigError(f"--pairs: {item!r} is not SRC:TGT (e.g. en-US:de-DE)")
-        pairs.append((parts[0], parts[1]))
-    return pairs
+def load_test_sets(folder: Path, locales: Sequence[str], *, partition: str = "test",
+                   max_rows: int | None = None) -> dict[str, tuple[list[str], list[str]]]:
+    """{locale: (en-US utterances, locale utterances)} joined by id (first `max_rows` ids)."""
+    out = {}
+    for loc in locales:
+        ids, utts = data.aligned(folder, [data.PIVOT, loc], partition)
+        n = len(ids) if max_rows is None else min(max_rows, len(ids))
+        out[loc] = (utts[data.PIVOT][:n], utts[loc][:n])
+    return out
 
 
 def evaluate_massive(
     embed_fn: EmbedFn,
     data_dir: str | Path | None = None,
-    pairs: Sequence[tuple[str, str]] | str | None = None,
+    locales: str | Sequence[str] | None = None,
     *,
     partition: str = "test",
     max_rows: int | None = None,
 ) -> dict[str, Any]:
-    """Accuracy@1 (%) of src->tgt retrieval per locale pair, and the average.
+    """Accuracy@1 (%) en->xx and xx->en per locale (cosine and margin; text-equal and strict hits).
 
-    `max_rows` keeps the first N shared ids (sorted numerically when ids are numbers).
+    Returns {"per_locale": {loc: {metric: value, "rows", "repeated_en", "repeated_xx"}},
+    "average": {metric: value, "locales": n}, "fmda": {...} (the FMDA locales evaluated),
+    "locales", "files"}. All sentences go to `embed_fn` in one call (one progress bar, and
+    an encoder sorts them by length across locales).
     """
-    folder = locate(data_dir)
-    locales = available_locales(folder)
-    if pairs is None or isinstance(pairs, str):
-        pairs = parse_pairs(pairs, locales)
-    unknown = sorted({loc for p in pairs for loc in p if loc not in locales})
-    if unknown:
-        raise ConfigError(f"unknown MASSIVE locale(s) {', '.join(unknown)}; {folder} has: {' '.join(locales)}")
-    if not pairs:
-        raise ConfigError(f"no locale pairs to evaluate in {folder}")
-    loaded: dict[str, dict[str, str]] = {}
-    per_pair: dict[str, dict[str, float]] = {}
-    for src, tgt in pairs:
-        for loc in (src, tgt):
-            if loc not in loaded:
-                loaded[loc] = load_locale(folder, loc, partition=partition)
-        ids = sorted(set(loaded[src]) & set(loaded[tgt]), key=lambda k: (not k.isdigit(), int(k) if k.isdigit() else 0, k))
-        if max_rows is not None:
-            ids = ids[:max_rows]
-        if not ids:
-            raise InputError(folder / f"{tgt}.jsonl", f"no {partition} ids shared with {src}.jsonl")
-        x = embed_fn([loaded[src][i] for i in ids])
-        y = embed_fn([loaded[tgt][i] for i in ids])
-        per_pair[f"{src}:{tgt}"] = {"acc": retrieval_accuracy(cosine_matrix(x, y)), "rows": len(ids)}
+    folder = data.locate(data_dir)
+    locs = parse_locales(locales, data.available_locales(folder))
+    sets = load_test_sets(folder, locs, partition=partition, max_rows=max_rows)
+    # FMDA's locales first: an interrupted first run leaves their sentences in the cache
+    first = [loc for loc in locs if loc in FMDA_LOCALES] + [loc for loc in locs if loc not in FMDA_LOCALES]
+    texts = list(dict.fromkeys(t for loc in first for t in sets[loc][0] + sets[loc][1]))
+    row_of = {t: i for i, t in enumerate(texts)}
+    emb = embed_fn(texts)
+
+    def vectors(utts: list[str]) -> np.ndarray:
+        return emb[[row_of[u] for u in utts]]
+
+    per_locale: dict[str, dict[str, float]] = {}
+    for loc, (en, xx) in sets.items():
+        s = retrieval_scores(vectors(en), vectors(xx), margin=True, x_texts=en, y_texts=xx)
+        row: dict[str, float] = {}
+        for kind in ("", "_margin"):
+            for strict in ("", "_strict"):
+                f, b = s["fwd" + kind + strict], s["bwd" + kind + strict]
+                row |= {f"en2xx{kind}{strict}": f, f"xx2en{kind}{strict}": b, f"avg{kind}{strict}": (f + b) / 2}
+        row |= {"rows": len(en), "repeated_en": len(en) - len(set(en)), "repeated_xx": len(xx) - len(set(xx))}
+        per_locale[loc] = row
+
+    def average(subset: list[str]) -> dict[str, float]:
+        return {m: mean_of(per_locale[loc][m] for loc in subset) for m in METRICS} | {"locales": len(subset)}
+
     return {
-        "per_pair": per_pair,
-        "average": {"acc": mean_of(r["acc"] for r in per_pair.values())},
-        "files": [str(folder / f"{loc}.jsonl") for loc in loaded],
+        "per_locale": per_locale,
+        "average": average(locs),
+        "fmda": average([loc for loc in locs if loc in FMDA_LOCALES]),
+        "locales": locs,
+        "partition": partition,
+        "files": [str(folder / f"{loc}.jsonl") for loc in [data.PIVOT, *locs]],
     }
-
-
-def write_massive_jsonl(path: str | Path, locale: str, records: Sequence[tuple[str, str, str]]) -> None:
-    """Write (id, partition, utt) records as a MASSIVE-1.1-format jsonl (for tests and samples).
-
-    Fields follow the release: id, locale, partition, scenario, intent, utt, annot_utt, worker_id.
-    """
-    with open(path, "w", encoding="utf-8") as f:
-        for rid, part, utt in records:
-            rec = {"id": rid, "locale": locale, "partition": part, "scenario": "general", "intent": "general_quirky",
-                   "utt": utt, "annot_utt": utt, "worker_id": "0"}
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-

@@ -47,8 +47,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.benchmarks.common import RawEmbedder, format_table, projected, write_result
-from xmine.benchmarks.tatoeba import XTREME36, evaluate_tatoeba, retrieval_scores
+from xmine.benchmarks.common import RawEmbedder, format_table, projected, retrieval_scores, write_result
+from xmine.benchmarks.tatoeba import XTREME36, evaluate_tatoeba
+from xmine.encoders import PRECISIONS
 from xmine.paths import REPO_ROOT, default_data_dir
 
 METHODS = ("center", "dream", "meat", "oracle", "seed", "intra", "inter")
@@ -224,6 +225,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated methods (default: all)")
     ap.add_argument("--recipes", default="qe6,xtreme36", help="training recipes to run (qe6, xtreme36)")
     ap.add_argument("--encoder", default="me5-small")
+    ap.add_argument("--precision", default="auto", choices=PRECISIONS,
+                    help="encoder precision (default auto: bf16 on CPUs with native bf16, else fp32)")
     ap.add_argument("--data-dir", default=None, help="data folder (default: $XMINE_DATA or ../shared/data)")
     ap.add_argument("--out-dir", default=str(REPO_ROOT / "out" / "quality"),
                     help="where trained projections and derived training files are kept")
@@ -271,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if "/" not in spec:
             sys.exit(f"--paper-defaults {spec!r}: expected RECIPE/METHOD, e.g. qe6/seed")
     recipes = [r for r in args.recipes.split(",") if r]
-    encoder = load_encoder(args.encoder)
+    encoder = load_encoder(args.encoder, precision=args.precision)
     raw = RawEmbedder(encoder)
     started = time.time()
 

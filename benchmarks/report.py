@@ -27,6 +27,7 @@ TASK_TITLES = {
     "quality": "Disentangler quality: methods x tasks",
     "tatoeba": "Tatoeba retrieval accuracy@1 (%)",
     "massive": "MASSIVE cross-lingual retrieval accuracy@1 (%)",
+    "massive_templates": "MASSIVE monolingual template retrieval accuracy@1 (%)",
     "qe": "WMT20 QE: Pearson r / Spearman rho (x100) of cosine vs z_mean",
     "sts": "SemEval-2017 STS: correlation (x100) of cosine vs gold",
     "geometry": "Alignment and uniformity (lower is better for both)",
@@ -34,8 +35,8 @@ TASK_TITLES = {
     "embed_speed": "Encoding speed",
     "mining_speed": "Mining speed",
 }
-PAPER_TASKS = ("quality", "tatoeba", "massive", "qe", "sts", "geometry", "bucc")
-TASK_ORDER = ("quality", "tatoeba", "massive", "qe", "sts", "geometry", "bucc", "embed_speed", "mining_speed")
+PAPER_TASKS = ("quality", "tatoeba", "massive", "massive_templates", "qe", "sts", "geometry", "bucc")
+TASK_ORDER = ("quality", "tatoeba", "massive", "massive_templates", "qe", "sts", "geometry", "bucc", "embed_speed", "mining_speed")
 
 
 def _cell(v: Any, decimals: int) -> str:
@@ -148,6 +149,9 @@ def build_report(results: Path | None = None) -> str:
             table = res["table"]
             per_cell = table["columns"] == ["measure", "value"]
             lines += _describe(res, name) + ["", markdown_table(table["columns"], table["rows"], per_cell=per_cell), ""]
+            for extra in res.get("extra_tables") or ():
+                if isinstance(extra, dict) and "columns" in extra and "rows" in extra:
+                    lines += [f"{extra.get('title', '')}:", "", markdown_table(extra["columns"], extra["rows"]), ""]
         note = _note(folder, task)
         if note:
             lines += [note, ""]

@@ -16,9 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
-
-from xmine.benchmarks.common import EmbedFn, cosine_matrix, margin_matrix, mean_of, read_lines, retrieval_accuracy
+from xmine.benchmarks.common import EmbedFn, mean_of, read_lines, retrieval_scores
 from xmine.errors import ConfigError, InputError
 from xmine.paths import resolve_data_dir
 
@@ -73,17 +71,6 @@ def load_pairs(folder: Path, lang: str, *, max_pairs: int | None = None) -> tupl
     if max_pairs is not None:
         src, eng = src[:max_pairs], eng[:max_pairs]
     return src, eng
-
-
-def retrieval_scores(x: np.ndarray, y: np.ndarray, *, margin: bool) -> dict[str, float]:
-    """Accuracy@1 (%) x->y ("fwd") and y->x ("bwd") for line-aligned embeddings."""
-    sims = cosine_matrix(x, y)
-    out = {"fwd": retrieval_accuracy(sims), "bwd": retrieval_accuracy(sims.T)}
-    if margin:
-        m = margin_matrix(sims)
-        out["fwd_margin"] = retrieval_accuracy(m)
-        out["bwd_margin"] = retrieval_accuracy(m.T)
-    return out
 
 
 def evaluate_tatoeba(

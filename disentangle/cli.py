@@ -11,6 +11,7 @@ import click
 from xmine.cluster import ray_option
 
 from xmine.options import Finite
+from xmine.encoders.options import precision_option
 
 _METHODS = ("center", "dream", "meat", "oracle", "seed", "intra", "inter")
 
@@ -35,7 +36,9 @@ def _split_langs(value: str | None) -> list[str] | None:
               help="Parallel data; repeat for more. A directory is searched recursively: files STEM.LANG "
                    "sharing a STEM (deu-eng.deu + deu-eng.eng, newstest2019.de + .en) or LANG.SPLIT sharing "
                    "a SPLIT (FLORES-200 deu_Latn.devtest) are line-aligned; with English in a group every "
-                   "other language is paired with English, else every two languages. Or two files "
+                   "other language is paired with English, else every two languages. A MASSIVE folder "
+                   "(<locale>.jsonl files) gives every locale x en-US from the train split only (never a "
+                   "dev or test row). Or two files "
                    "SRC:TGT (languages from their last suffix: a.de:a.en) or LANG=SRC:LANG=TGT.")
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Projection directory to write (config.json, model.safetensors, manifest.json). Its "
@@ -69,11 +72,16 @@ def _split_langs(value: str | None) -> list[str] | None:
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="CPU threads for training the (small, d x d) networks; more rarely helps and contends "
                    "with other jobs. Embedding uses the encoder's own setting.")
+@precision_option()
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars or per-epoch lines.")
 @ray_option("the embedding step (sentences not in the cache yet are encoded by a pool of encoder actors; "
             "training itself stays here)")
 def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_lang, batch_size, lr, max_epochs,
+<<<<<<< HEAD
                   patience, valid_fraction, layers, seed, restart, overwrite, threads, quiet, ray_address):
+=======
+                  patience, valid_fraction, layers, seed, restart, overwrite, threads, precision, quiet):
+>>>>>>> main
     """Train a meaning/language projection (disentangler) on parallel sentences.
 
     One multilingual model is trained on all language pairs found. Embeddings come from the
@@ -84,6 +92,7 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
     Example:
       xmine train --method seed --pairs ../shared/data/parallel/tatoeba-challenge \\
           --langs deu,fra,rus,cmn,eng --max-pairs-per-lang 2000 -o proj-seed/
+      xmine train --method dream --pairs ../shared/data/massive --langs deu,eng -o proj-massive-de/
     """
     from xmine.disentangle.trainer import TrainConfig, train
     from xmine.encoders import load_encoder
@@ -92,6 +101,7 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
                          max_epochs=max_epochs, patience=patience, valid_fraction=valid_fraction,
                          max_pairs_per_lang=max_pairs_per_lang, langs=_split_langs(langs), seed=seed)
     config.check()
+<<<<<<< HEAD
     enc = load_encoder(encoder)
     if ray_address is not None:
         from xmine.cluster import connect
@@ -99,6 +109,9 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
 
         connect(ray_address)
         enc = RayPoolEncoder(enc)
+=======
+    enc = load_encoder(encoder, precision=precision)
+>>>>>>> main
     projection = train(list(pairs), out_dir, encoder=enc, config=config, restart=restart, show_progress=not quiet,
                        threads=threads, overwrite=overwrite)
     cfg = projection.config
@@ -129,8 +142,9 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
               help="Write `file<TAB>line<TAB>lang<TAB>score` here instead of stdout (atomically, with a summary "
                    "in OUTPUT.json that marks it as xmine's).")
 @click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it is an earlier xmine langid result.")
+@precision_option()
 @click.argument("files", nargs=-1, required=True)
-def langid_command(projection_dir, encoder, evaluate, output, overwrite, files):
+def langid_command(projection_dir, encoder, evaluate, output, overwrite, precision, files):
     """Identify the language of each line of FILES (one sentence a line).
 
     The nearest language centroid of the projection's language part, among the languages it was
@@ -149,7 +163,7 @@ def langid_command(projection_dir, encoder, evaluate, output, overwrite, files):
                 if output is not None and not evaluate else contextlib.nullcontext())
     with claiming as claim:
         projection = load_projection(projection_dir)
-        enc = load_encoder(encoder or projection.config["encoder"]["name"])
+        enc = load_encoder(encoder or projection.config["encoder"]["name"], precision=precision)
         projection.check_encoder(enc.fingerprint())
         lines_out: list[str] = []
         total_ok = total_n = 0

@@ -4,6 +4,9 @@ Pair discovery (`discover_pairs`), for each `--pairs` argument:
 
 - `A:B` (two files): the languages are the files' last suffixes (`x.de:x.en` -> de, en), or
   given explicitly as `deu=A:eng=B`.
+- a MASSIVE folder (`<locale>.jsonl` with en-US, or a folder holding it in data/ or 1.1/data/):
+  every locale paired with en-US by `id`, from the train partition only; no dev or test row can
+  enter (checked by id and by partition, `xmine.massive.train_rows`).
 - a directory: searched recursively (sorted, hidden entries skipped). In each folder, files
   are grouped by name: `STEM.LANG` (Tatoeba challenge `deu-eng.deu`, WMT `newstest2019.de`,
   FLORES v1 `wikipedia.dev.ne-en.ne`) groups by STEM; `LANG.SPLIT` (FLORES-200
@@ -52,9 +55,24 @@ class PairFiles:
     src_lang: str
     tgt_lang: str
 
+    #: MASSIVE locales (src, tgt) when the files are MASSIVE jsonl files, joined by id, train rows only
+    massive: tuple[str, str] | None = None
+
     @property
     def key(self) -> tuple[str, str]:
         return (self.src_lang, self.tgt_lang)
+
+    def read(self) -> tuple[list[str], list[str]]:
+        """The aligned sentences. MASSIVE: only train rows, checked against dev/test by id and
+        partition (`xmine.massive.train_rows`)."""
+        if self.massive is not None:
+            from xmine.massive import train_rows
+
+            _, src, tgt = train_rows(self.src.parent, *self.massive)
+            return src, tgt
+        from xmine.corpus import read_parallel
+
+        return read_parallel(self.src, self.tgt)
 
 
 def _ordered(a: tuple[str, Path], b: tuple[str, Path]) -> tuple[tuple[str, Path], tuple[str, Path]]:
@@ -117,13 +135,30 @@ def _parse_explicit(spec: str) -> PairFiles:
     return PairFiles(src=sp, tgt=tp, src_lang=sl, tgt_lang=tl)
 
 
+def _massive_pairs(folder: Path) -> list[PairFiles]:
+    """Every MASSIVE locale with en-US: `<locale>.jsonl` joined by id, train partition only."""
+    from xmine.massive import PIVOT, available_locales
+
+    out = []
+    for loc in available_locales(folder):
+        if loc != PIVOT:
+            out.append(PairFiles(src=folder / f"{loc}.jsonl", tgt=folder / f"{PIVOT}.jsonl", src_lang=normalize_lang(loc),
+                                 tgt_lang=normalize_lang(PIVOT), massive=(loc, PIVOT)))
+    return out
+
+
 def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) -> list[PairFiles]:
     """Every parallel file pair named by `specs` (directories or SRC:TGT), filtered by `langs`."""
+    from xmine.massive import find_folder
+
     wanted = {normalize_lang(l) for l in langs} if langs else None
     found: list[PairFiles] = []
     for spec in specs:
         p = Path(spec).expanduser()
-        if p.is_dir():
+        massive = find_folder(p) if p.is_dir() else None
+        if massive is not None:
+            found += _massive_pairs(massive)
+        elif p.is_dir():
             found += _scan_directory(p)
         elif ":" in spec:
             found.append(_parse_explicit(spec))
@@ -168,16 +203,18 @@ def sample_pairs(
 ) -> PairSample:
     """Read, pool per language pair, deduplicate, sample and split (see the module doc)."""
     from xmine.artefacts import file_fingerprint
-    from xmine.corpus import read_parallel
 
     if not 0.0 < valid_fraction < 1.0:
         raise ConfigError(f"valid fraction must be in (0, 1), got {valid_fraction}")
     by_pair: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
     file_info = []
     for f in files:
-        s, t = read_parallel(f.src, f.tgt)
+        s, t = f.read()
         by_pair[f.key] += list(zip(s, t))
         info = {"src": str(f.src), "tgt": str(f.tgt), "src_lang": f.src_lang, "tgt_lang": f.tgt_lang, "pairs": len(s)}
+        if f.massive is not None:
+            info["massive"] = {"locales": list(f.massive), "partition": "train",
+                               "checked": "no dev/test row, by id and by partition"}
         if fingerprint_files:
             info["src_sha256"] = file_fingerprint(f.src)["sha256"]
             info["tgt_sha256"] = file_fingerprint(f.tgt)["sha256"]

@@ -69,7 +69,10 @@ class Projection:
         return {"path": str(self.path), "method": self.method, "id": self.config["weights_sha256"][:16]}
 
     def check_encoder(self, encoder_fingerprint: dict[str, Any]) -> None:
-        """Raise EncoderMismatchError unless `encoder_fingerprint` is the encoder this was trained on."""
+        """Raise EncoderMismatchError unless embeddings of `encoder_fingerprint` may go through this projection.
+
+        Those of the encoder it was trained on, at any precision (`xmine.encoders.check_projection_encoder`).
+        """
         check_encoder(self.config["encoder"], encoder_fingerprint, what=f"projection {self.path}")
 
     def _lang_ids(self, lang: str | Sequence[str] | None, n: int):
@@ -126,10 +129,10 @@ class Projection:
 
 
 def check_encoder(expected: dict[str, Any], actual: dict[str, Any], *, what: str) -> None:
-    """Raise EncoderMismatchError when two encoder fingerprints differ (xmine.encoders' rule)."""
-    from xmine.encoders import check_same_encoder
+    """Raise EncoderMismatchError unless a projection trained on `expected` takes `actual` (xmine.encoders' rule)."""
+    from xmine.encoders import check_projection_encoder
 
-    check_same_encoder(expected, actual, what=what)
+    check_projection_encoder(expected, actual, what=what)
 
 
 def load_projection(path: str | Path) -> Projection:

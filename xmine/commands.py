@@ -6,6 +6,7 @@ import click
 
 from xmine.cluster import ray_option
 from xmine.corpus import DEFAULT_MAX_CHARS
+from xmine.encoders.options import precision_option
 
 
 @click.command("encoders")
@@ -52,11 +53,12 @@ def encoders() -> None:
               help="Rebuild the store (or discard an interrupted run) made from another input or settings, "
                    "instead of refusing.")
 @click.option("--device", default=None, help="Torch device for the encoder (default: cuda if present, else cpu).")
+@precision_option(default_from="the precision of the finished store OUT")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @ray_option("the encoding (an actor pool of encoders, one shard per task; choose --shard-rows so that "
             "each actor gets several shards). The store is the same as without --ray")
 def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_size, shard_rows,
-          max_chars, overwrite, device, quiet, ray_address) -> None:
+          max_chars, overwrite, device, precision, quiet, ray_address) -> None:
     """Embed CORPUS (one sentence per line, UTF-8, plain or gzip) into an embedding store.
 
     The store (OUT) holds .npy shards, the line number and text of every sentence, and a
@@ -73,7 +75,8 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     """
     from xmine.encoders import load_encoder
     from xmine.store import embed_corpus
-    encoder = load_encoder(encoder_name, device=device)
+    # A finished store is returned as it is, so by default it is asked for at its own precision.
+    encoder = load_encoder(encoder_name, device=device, precision=precision or _store_precision(out_dir) or "auto")
     store = embed_corpus(
         corpus, out_dir, encoder=encoder, lang=lang, projection=projection, part=part, dtype=dtype,
         shard_rows=shard_rows, batch_size=batch_size, max_chars=max_chars, overwrite=overwrite,
@@ -87,9 +90,24 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     resumed = f", {info.resumed_rows} resumed from an earlier run" if info and info.resumed_rows else ""
     click.echo(
         f"embedded {len(store)} sentences ({info.encoded if info else len(store)} encoded now{resumed}), "
-        f"dim {store.dim}, {store.manifest['dtype']}, part {store.part}, in {info.seconds:.1f}s "
+        f"dim {store.dim}, {store.manifest['dtype']}, part {store.part}, encoder at {encoder.precision}, in {info.seconds:.1f}s "
         f"({rate:.1f} sentences/s) -> {out_dir}"
     )
+
+
+def _store_precision(out_dir: str) -> str | None:
+    """The encoder precision of the finished store in `out_dir` (None: no finished store there)."""
+    import json
+    from pathlib import Path
+
+    from xmine.artefacts import MANIFEST
+    from xmine.encoders import fingerprint_precision
+
+    try:
+        fp = json.loads((Path(out_dir) / MANIFEST).read_text(encoding="utf-8"))["encoder"]
+        return fingerprint_precision(fp) if isinstance(fp, dict) else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 COMMANDS = [encoders, embed]

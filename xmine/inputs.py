@@ -116,32 +116,58 @@ class Side:
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def artefact_encoder_name(paths) -> str | None:
-    """The encoder name recorded by the first artefact directory among `paths` (None: only text)."""
+def artefact_encoder(paths) -> dict | None:
+    """The encoder fingerprint recorded by the first artefact directory among `paths` (None: only text)."""
     for p in paths:
         if Path(p).is_dir() and (Path(p) / MANIFEST).is_file():
             try:
-                return json.loads((Path(p) / MANIFEST).read_text(encoding="utf-8"))["encoder"]["name"]
+                fp = json.loads((Path(p) / MANIFEST).read_text(encoding="utf-8"))["encoder"]
             except (ValueError, KeyError, TypeError):
                 continue
+            if isinstance(fp, dict) and fp.get("name"):
+                return fp
     return None
 
 
-class Encoders:
-    """Loads the encoder and projection once, only if a side needs them."""
+def artefact_encoder_name(paths) -> str | None:
+    """The encoder name recorded by the first artefact directory among `paths` (None: only text)."""
+    fp = artefact_encoder(paths)
+    return fp["name"] if fp else None
 
-    def __init__(self, encoder_name: str | None, projection_path: str | Path | None):
+
+def artefact_precision(paths) -> str | None:
+    """The encoder precision of the first artefact directory among `paths` (fp32 for artefacts
+    written before precisions existed; None: only text)."""
+    from xmine.encoders import fingerprint_precision
+
+    fp = artefact_encoder(paths)
+    return fingerprint_precision(fp) if fp else None
+
+
+class Encoders:
+    """Loads the encoder and projection once, only if a side needs them.
+
+    `precision`: what the user asked for (None: not given); `default_precision`: what to use when
+    it was not given (the input artefacts' precision, so that text encoded beside a store or an
+    index matches it), else "auto".
+    """
+
+    def __init__(self, encoder_name: str | None, projection_path: str | Path | None, precision: str | None = None,
+                 *, default_precision: str | None = None):
         self.encoder_name = encoder_name
         self.projection_path = projection_path
+        self.precision = precision
+        self.default_precision = default_precision
         self._encoder = None
         self._projection = None
 
     @property
     def encoder(self):
         if self._encoder is None:
-            from xmine.encoders import DEFAULT_ENCODER, load_encoder
+            from xmine.encoders import DEFAULT_ENCODER, DEFAULT_PRECISION, load_encoder
 
-            self._encoder = load_encoder(self.encoder_name or DEFAULT_ENCODER)
+            self._encoder = load_encoder(self.encoder_name or DEFAULT_ENCODER,
+                                         precision=self.precision or self.default_precision or DEFAULT_PRECISION)
             if self.projection is not None:
                 self.projection.check_encoder(self._encoder.fingerprint())
         return self._encoder
@@ -156,11 +182,18 @@ class Encoders:
         return self.projection.fingerprint() if self.projection is not None else None
 
     def check_artefact_encoder(self, fp: dict, *, what: str) -> None:
-        """Refuse an artefact of another encoder than the one named (or the projection's)."""
-        from xmine.encoders import check_same_encoder
+        """Refuse an artefact of another encoder than the one named (or the projection's), or of
+        another precision than the one asked for."""
+        from xmine.encoders import check_same_encoder, encoder_precision, fingerprint_precision
 
         if self.encoder_name is not None and self.encoder_name != fp.get("name"):
             check_same_encoder(fp, self.encoder.fingerprint(), what=what)
+        if self.precision is not None:
+            made, asked = fingerprint_precision(fp), encoder_precision(fp.get("name") or "", self.precision)
+            if made != asked:
+                raise EncoderMismatchError(
+                    f"{what} was made at precision {made}, but --precision {self.precision} means {asked} here; "
+                    f"embeddings of two precisions are never mixed: pass --precision {made} (or rebuild it at {asked})")
         if self.projection is not None:
             self.projection.check_encoder(fp)
 

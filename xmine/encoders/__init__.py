@@ -10,18 +10,48 @@ Names:
   ...), loaded unchanged.
 
 The contract every encoder keeps (`Encoder`): `encode(sentences)` returns an (n, dim) float32
-array of L2-normalised rows, in input order; `fingerprint()` identifies the weights so that
-artefacts made with one encoder refuse another.
+array of L2-normalised rows, in input order; `fingerprint()` identifies the weights and the
+precision they run at, so that artefacts made with one encoder refuse another.
+
+Precision (`load_encoder(..., precision=)`, `--precision` on every command that encodes):
+- `fp32`: the weights as trained (the only precision before precisions existed).
+- `bf16`: the transformer's weights and activations in bfloat16; pooling and L2-normalisation
+  stay in float32, and so does the output. On CPUs with native bf16 dot products (x86
+  `avx512_bf16` or `amx_bf16`, aarch64 `bf16`) much faster than fp32, at cosine >= 0.999 to the
+  fp32 embeddings (benchmarks/embed_speed.py measures both; results/embed_speed.json).
+- `fp16`: float16 weights, for GPUs without bf16; slow on most CPUs.
+- `auto` (default): bf16 on a CPU whose /proc/cpuinfo flags list native bf16 (`cpu_bf16_flag`);
+  on CUDA bf16 where the GPU supports it, else fp16; fp32 everywhere else.
+`use-m3` is numpy float32 only: `auto` means fp32 for it, and bf16/fp16 are refused.
+
+The one rule for mixing precisions lives here:
+- embedding stores, indexes, the embedding cache and the two sides of a mining run must match
+  exactly (`check_same_encoder`: weights, prefix and precision);
+- a projection trained on one precision of the SAME weights may be applied to another precision
+  of them (`check_projection_encoder`), with a one-line notice: bf16 and fp32 embeddings of one
+  model agree to cosine ~0.9999, far below what a projection resolves, and a shipped projection
+  must work on machines without bf16.
+Fingerprints written before precisions existed carry none and were made in fp32; the fp32
+fingerprint is still exactly that (no precision in its `id`), so old artefacts and caches read
+as fp32.
 """
 
 from __future__ import annotations
 
 import abc
+import logging
+import re
+from functools import lru_cache
 from typing import Any, Sequence
 
 import numpy as np
 
+log = logging.getLogger(__name__)
+
 DEFAULT_ENCODER = "me5-small"
+#: what `precision=` accepts; "auto" resolves per device (`resolve_precision`)
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+DEFAULT_PRECISION = "auto"
 
 
 class Encoder(abc.ABC):
@@ -31,6 +61,8 @@ class Encoder(abc.ABC):
     name: str
     #: embedding dimension
     dim: int
+    #: the precision the model runs at ("fp32", "bf16", "fp16"); never "auto"
+    precision: str = "fp32"
 
     @abc.abstractmethod
     def encode(
@@ -44,7 +76,8 @@ class Encoder(abc.ABC):
 
     @abc.abstractmethod
     def fingerprint(self) -> dict[str, Any]:
-        """A JSON-able identity of the weights: {"name", "dim", "id"}; equal ids = same encoder."""
+        """A JSON-able identity of the weights and precision: {"name", "dim", "id", "precision"};
+        equal ids = same encoder (build it with `with_precision`)."""
 
 
 #: The E5 prefix for symmetric tasks (bitext mining, STS, cross-lingual retrieval of sentences).
@@ -66,8 +99,130 @@ _BUILTIN = {
 }
 
 
-# Loaded encoders of this process, by (name, device, prefix): a model is read from disk once,
-# however many commands, benchmarks or tests ask for it.
+# --------------------------------------------------------------------------- precision
+
+_PRECISION_TAG = re.compile(r"\|precision=[a-z0-9]+$")
+
+
+@lru_cache(maxsize=1)
+def cpu_bf16_flag() -> str | None:
+    """The CPU feature that makes bf16 fast here, or None: "amx_bf16" or "avx512_bf16" (x86), "bf16" (aarch64).
+
+    Read from the `flags` (x86) or `Features` (aarch64) line of /proc/cpuinfo: torch reports only
+    the vector width it dispatches to (`torch.backends.cpu.get_cpu_capability()` says "AVX512" on
+    CPUs with and without bf16 instructions), and oneDNN runs bf16 even without them, emulated
+    and slower than fp32. Where /proc/cpuinfo does not exist (macOS, Windows), None.
+    """
+    import platform
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if sep and key.strip().lower() in ("flags", "features"):
+                    flags = set(value.split())
+                    break
+            else:
+                return None
+    except OSError:
+        return None
+    for flag in ("amx_bf16", "avx512_bf16"):
+        if flag in flags:
+            return flag
+    if platform.machine().lower() in ("aarch64", "arm64") and "bf16" in flags:
+        return "bf16"
+    return None
+
+
+def resolve_precision(precision: str, device: str, *, encoder_name: str = "") -> str:
+    """The concrete precision ("fp32", "bf16" or "fp16") that `precision` means on `device`.
+
+    "auto": on a CPU, bf16 when `cpu_bf16_flag()` finds native bf16 instructions, else fp32; on
+    CUDA, bf16 when the GPU supports it (`torch.cuda.is_bf16_supported()`), else fp16; on any
+    other device, fp32. An explicit precision the device cannot run (bf16 on a CUDA GPU without
+    it) is an EncoderError, never a silent change; bf16 on a CPU without native bf16 and fp16 on
+    a CPU run (emulated) with a warning, since the user asked for them.
+    """
+    from xmine.errors import EncoderError
+
+    if precision not in PRECISIONS:
+        raise EncoderError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    kind = device.split(":", 1)[0]
+    if kind == "cuda":
+        import torch
+
+        bf16_ok = torch.cuda.is_bf16_supported()
+        if precision == "auto":
+            return "bf16" if bf16_ok else "fp16"
+        if precision == "bf16" and not bf16_ok:
+            raise EncoderError(f"{encoder_name or 'encoder'}: precision bf16 asked for, but {device} "
+                               f"({torch.cuda.get_device_name(device)}) does not support bfloat16; use fp16 or fp32")
+        return precision
+    if kind == "cpu":
+        flag = cpu_bf16_flag()
+        if precision == "auto":
+            chosen = "bf16" if flag else "fp32"
+            log.debug("precision auto -> %s (%s)", chosen, f"CPU flag {flag}" if flag else "no native bf16 on this CPU")
+            return chosen
+        if precision == "bf16" and not flag:
+            log.warning("precision bf16 on a CPU without native bf16 instructions (no avx512_bf16/amx_bf16 "
+                        "in /proc/cpuinfo): it runs emulated, probably slower than fp32")
+        if precision == "fp16":
+            log.warning("precision fp16 on a CPU: most CPUs have no fast fp16 products, expect it slower than fp32")
+        return precision
+    return "fp32" if precision == "auto" else precision
+
+
+def encoder_precision(name: str, precision: str, *, device: str | None = None) -> str:
+    """The concrete precision `load_encoder(name, device=device, precision=precision)` runs at.
+
+    Decided without loading the model, so that commands can check an artefact's precision first.
+    use-m3 is numpy float32: "auto" means fp32 for it, bf16/fp16 are an EncoderError.
+    """
+    from xmine.errors import EncoderError
+
+    if precision not in PRECISIONS:
+        raise EncoderError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    if name == "use-m3":
+        if precision not in ("auto", "fp32"):
+            raise EncoderError(f"use-m3 runs in numpy float32 only; precision {precision} is not available "
+                               "for it (use --precision fp32 or auto)")
+        return "fp32"
+    from xmine.encoders.transformer import pick_device
+
+    return resolve_precision(precision, pick_device(device), encoder_name=name)
+
+
+def with_precision(fingerprint: dict[str, Any], precision: str) -> dict[str, Any]:
+    """`fingerprint` of fp32 weights, marked as run at `precision`.
+
+    fp32 adds nothing to the `id` (so fingerprints from before precisions existed still match),
+    any other precision appends `|precision=<p>`; the `precision` key says it in plain words.
+    """
+    fp = dict(fingerprint)
+    if precision != "fp32":
+        fp["id"] = f"{fp['id']}|precision={precision}"
+    fp["precision"] = precision
+    return fp
+
+
+def fingerprint_precision(fingerprint: dict[str, Any]) -> str:
+    """The precision an artefact's encoder fingerprint records; "fp32" for fingerprints without one."""
+    if fingerprint.get("precision"):
+        return str(fingerprint["precision"])
+    m = _PRECISION_TAG.search(str(fingerprint.get("id", "")))
+    return m.group(0).split("=", 1)[1] if m else "fp32"
+
+
+def weights_id(fingerprint: dict[str, Any]) -> str:
+    """The fingerprint's `id` without its precision: what identifies the weights (and prefix)."""
+    return _PRECISION_TAG.sub("", str(fingerprint.get("id", "")))
+
+
+# ----------------------------------------------------------------------------- loading
+
+# Loaded encoders of this process, by (name, device, prefix, precision): a model is read from
+# disk once, however many commands, benchmarks or tests ask for it.
 _LOADED: dict[tuple, Encoder] = {}
 
 
@@ -77,6 +232,7 @@ def load_encoder(
     device: str | None = None,
     prefix: str | None = None,
     threads: int | None = None,
+    precision: str = DEFAULT_PRECISION,
 ) -> Encoder:
     """Load an encoder by name (see the module doc).
 
@@ -87,14 +243,23 @@ def load_encoder(
       the fingerprint: embeddings made with another prefix are another encoder's.
     - `threads`: CPU threads (torch intra-op threads, or BLAS threads for use-m3); default: torch's
       default (the physical cores) / all cores.
+    - `precision`: "auto" (default), "fp32", "bf16" or "fp16" (see the module doc); part of the
+      fingerprint. The encoder's `precision` attribute says what "auto" became.
 
-    Raises EncoderError when the name is unknown or the model cannot be built or loaded.
-    An encoder already loaded in this process with the same name, device and prefix is reused.
+    Raises EncoderError when the name or precision is unknown, or the model cannot be built or loaded.
+    An encoder already loaded in this process with the same name, device, prefix and precision is reused.
     """
-    # use-m3 fixes its BLAS threads when built; torch's threads are a process-wide setting.
-    key = (name, device, prefix, threads if name == "use-m3" else None)
+    from xmine.errors import EncoderError
+
+    if name == "use-m3":
+        key: tuple = (name, None, prefix, threads, encoder_precision(name, precision))
+    else:
+        from xmine.encoders.transformer import pick_device
+
+        device = pick_device(device)
+        key = (name, device, prefix, None, encoder_precision(name, precision, device=device))
     if key not in _LOADED:
-        _LOADED[key] = _load_encoder(name, device=device, prefix=prefix, threads=threads)
+        _LOADED[key] = _load_encoder(name, device=device, prefix=prefix, threads=threads, precision=key[-1])
     elif threads and name != "use-m3":
         import torch
 
@@ -102,7 +267,8 @@ def load_encoder(
     return _LOADED[key]
 
 
-def _load_encoder(name: str, *, device: str | None, prefix: str | None, threads: int | None) -> Encoder:
+def _load_encoder(name: str, *, device: str | None, prefix: str | None, threads: int | None,
+                  precision: str) -> Encoder:
     from xmine.errors import EncoderError
 
     if not isinstance(name, str) or not name.strip():
@@ -118,22 +284,21 @@ def _load_encoder(name: str, *, device: str | None, prefix: str | None, threads:
     if threads:
         torch.set_num_threads(int(threads))
     if name == "me5-small":
-        return _load_me5(device=device, prefix=ME5_DEFAULT_PREFIX if prefix is None else prefix)
+        return _load_me5(device=device, prefix=ME5_DEFAULT_PREFIX if prefix is None else prefix, precision=precision)
     from xmine.encoders.transformer import load_sentence_transformer
 
-    return load_sentence_transformer(name, prefix=prefix or "", device=device)
+    return load_sentence_transformer(name, prefix=prefix or "", device=device, precision=precision)
 
 
-def _load_me5(*, device: str | None, prefix: str) -> Encoder:
+def _load_me5(*, device: str, prefix: str, precision: str) -> Encoder:
     import torch
     import transformers
     from transformers import AutoModel, AutoTokenizer
 
     from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model, model_identity
-    from xmine.encoders.transformer import TokenBatchedEncoder, default_batching, pick_device
+    from xmine.encoders.transformer import TokenBatchedEncoder, default_batching
 
     path, manifest = ensure_me5_model()
-    device = pick_device(device)
     bars = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar on every load
     try:
@@ -145,7 +310,7 @@ def _load_me5(*, device: str | None, prefix: str) -> Encoder:
     return TokenBatchedEncoder(
         name="me5-small", model=model, tokenizer=tokenizer, pooling="mean", prefix=prefix,
         identity=f"me5-small-q4:{model_identity(manifest)}", device=device,
-        batching=default_batching(device, MAX_SEQ_LENGTH),
+        batching=default_batching(device, MAX_SEQ_LENGTH), precision=precision,
     )
 
 
@@ -194,17 +359,48 @@ def list_encoders() -> list[dict[str, Any]]:
 
 
 def check_same_encoder(expected_fp: dict[str, Any], actual_fp: dict[str, Any], *, what: str) -> None:
-    """Raise EncoderMismatchError unless both fingerprints have the same `id`.
+    """Raise EncoderMismatchError unless both fingerprints are the same encoder at the same precision.
 
-    `what` names the artefact made with `expected_fp` (e.g. "projection proj/"), for the message.
+    The rule for embeddings that meet each other (stores, indexes, the embedding cache, the two
+    sides of a mine). `what` names the artefact made with `expected_fp` (e.g. "store emb.de/").
     """
     from xmine.errors import EncoderMismatchError
 
     if not isinstance(expected_fp, dict) or not isinstance(actual_fp, dict):
         raise EncoderMismatchError(f"{what}: no encoder fingerprint to compare ({expected_fp!r} vs {actual_fp!r})")
-    if expected_fp.get("id") != actual_fp.get("id") or expected_fp.get("dim") != actual_fp.get("dim"):
+    if expected_fp.get("id") == actual_fp.get("id") and expected_fp.get("dim") == actual_fp.get("dim"):
+        return
+    p_exp, p_act = fingerprint_precision(expected_fp), fingerprint_precision(actual_fp)
+    if weights_id(expected_fp) == weights_id(actual_fp) and p_exp != p_act:
         raise EncoderMismatchError(
-            f"{what} was made with encoder {expected_fp.get('name')!r} (id {expected_fp.get('id')!r}, "
-            f"dim {expected_fp.get('dim')}), but the encoder given is {actual_fp.get('name')!r} "
-            f"(id {actual_fp.get('id')!r}, dim {actual_fp.get('dim')}); use the same encoder (and prefix)"
+            f"{what} was made with {expected_fp.get('name')!r} at precision {p_exp}, but the encoder given "
+            f"runs at {p_act}; embeddings of two precisions are never mixed: pass --precision {p_exp} "
+            f"(or rebuild it at {p_act})"
         )
+    raise EncoderMismatchError(
+        f"{what} was made with encoder {expected_fp.get('name')!r} (id {expected_fp.get('id')!r}, "
+        f"dim {expected_fp.get('dim')}), but the encoder given is {actual_fp.get('name')!r} "
+        f"(id {actual_fp.get('id')!r}, dim {actual_fp.get('dim')}); use the same encoder (and prefix)"
+    )
+
+
+_NOTICED: set[tuple] = set()
+
+
+def check_projection_encoder(trained_fp: dict[str, Any], actual_fp: dict[str, Any], *, what: str) -> None:
+    """Raise EncoderMismatchError unless a projection trained on `trained_fp` may take `actual_fp`'s embeddings.
+
+    The same encoder at the same precision passes silently; the same weights (and prefix) at
+    another precision pass with a one-line notice (logged once per projection and precision
+    pair); anything else is refused as `check_same_encoder` refuses it.
+    """
+    if (isinstance(trained_fp, dict) and isinstance(actual_fp, dict)
+            and trained_fp.get("id") != actual_fp.get("id") and trained_fp.get("dim") == actual_fp.get("dim")
+            and weights_id(trained_fp) == weights_id(actual_fp)):
+        p_tr, p_act = fingerprint_precision(trained_fp), fingerprint_precision(actual_fp)
+        if (what, p_tr, p_act) not in _NOTICED:
+            _NOTICED.add((what, p_tr, p_act))
+            log.info("%s was trained on %s embeddings of %s; applying it to %s embeddings of the same weights "
+                     "(they agree to cosine ~0.9999)", what, p_tr, trained_fp.get("name"), p_act)
+        return
+    check_same_encoder(trained_fp, actual_fp, what=what)

@@ -22,11 +22,12 @@ MIN_SLICE = 256
 
 
 class _EncoderActor:
-    def __init__(self, name: str, use_gpu: bool, threads: int, fingerprint: dict):
+    def __init__(self, name: str, use_gpu: bool, threads: int, precision: str, fingerprint: dict):
         from xmine.encoders import load_encoder
         from xmine.errors import EncoderError
 
-        self.encoder = load_encoder(name, device="cuda" if use_gpu else "cpu", threads=None if use_gpu else threads)
+        self.encoder = load_encoder(name, device="cuda" if use_gpu else "cpu", threads=None if use_gpu else threads,
+                                    precision=precision)
         if self.encoder.fingerprint().get("id") != fingerprint.get("id"):
             raise EncoderError(f"encoder {name!r} on this Ray worker is not the driver's "
                                f"({self.encoder.fingerprint().get('id')} vs {fingerprint.get('id')})")
@@ -47,7 +48,9 @@ class RayPoolEncoder(Encoder):
         count = int(res["GPU"]) if use_gpu else max(1, int(res["CPU"]) // threads)
         actor = ray.remote(num_cpus=0 if use_gpu else threads, num_gpus=1 if use_gpu else 0,
                            max_restarts=-1, max_task_retries=-1)(_EncoderActor)
-        self._actors = [actor.remote(encoder.name, use_gpu, threads, encoder.fingerprint()) for _ in range(count)]
+        self.precision = getattr(encoder, "precision", "fp32")
+        self._actors = [actor.remote(encoder.name, use_gpu, threads, self.precision, encoder.fingerprint())
+                        for _ in range(count)]
 
     def fingerprint(self) -> dict[str, Any]:
         return self._local.fingerprint()

@@ -8,6 +8,13 @@ sentences or a few long ones, so that each pass does a similar, cache-friendly a
 runs under `torch.inference_mode`, and pools/normalises exactly as sentence-transformers' mean
 (or CLS) Pooling + Normalize do. The embeddings equal the plain pipeline's to float rounding
 (measured by `python -m xmine.benchmarks.embed_speed`).
+
+Lower precision (`precision="bf16"`/`"fp16"`): the model's weights are cast once, so every matrix
+product runs on bf16 operands (avx512_bf16 dot products on a CPU, tensor cores on a GPU) without
+converting weights on every pass as `torch.autocast` does; the last hidden state is turned back
+into float32 before pooling and L2-normalisation. embed_speed.py measures both ways side by side.
+Pipelines that are not Transformer -> Pooling (run by sentence-transformers itself) use autocast
+instead, which keeps their pooling and normalisation in float32.
 """
 
 from __future__ import annotations
@@ -18,8 +25,18 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.encoders import Encoder
+from xmine.encoders import Encoder, with_precision
 from xmine.errors import EncoderError
+
+#: torch dtype name of each lower precision
+_TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
+
+
+def torch_dtype(precision: str):
+    """The torch dtype of a concrete precision ("fp32", "bf16", "fp16")."""
+    import torch
+
+    return getattr(torch, _TORCH_DTYPES.get(precision, "float32"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,10 +82,16 @@ class TokenBatchedEncoder(Encoder):
     """A Hugging Face encoder model + tokenizer, mean or CLS pooling, L2-normalised output."""
 
     def __init__(self, *, name: str, model, tokenizer, pooling: str, prefix: str, identity: str,
-                 device: str, batching: BatchingConfig = BatchingConfig()):
+                 device: str, batching: BatchingConfig = BatchingConfig(), precision: str = "fp32"):
+        """`model` must hold float32 weights; `precision` (concrete, not "auto") casts it in place."""
         if pooling not in ("mean", "cls"):
             raise EncoderError(f"{name}: pooling {pooling!r} is not supported by the fast path")
+        if precision not in ("fp32", *_TORCH_DTYPES):
+            raise EncoderError(f"{name}: precision {precision!r} is not one the fast path runs (fp32, bf16, fp16)")
         self.name = name
+        self.precision = precision
+        if precision != "fp32":
+            model = model.to(torch_dtype(precision))
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.pooling = pooling
@@ -81,7 +104,7 @@ class TokenBatchedEncoder(Encoder):
 
     def fingerprint(self) -> dict[str, Any]:
         ident = f"{self._identity}|pool={self.pooling}|max_len={self.batching.max_length}|prefix={self.prefix!r}"
-        return {"name": self.name, "dim": self.dim, "id": ident}
+        return with_precision({"name": self.name, "dim": self.dim, "id": ident}, self.precision)
 
     def encode(self, sentences: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
         """(n, dim) float32, L2-normalised rows in input order; `batch_size` caps rows per pass."""
@@ -128,6 +151,7 @@ class TokenBatchedEncoder(Encoder):
         import torch
 
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+        # Pooling and normalisation in float32, whatever precision the model ran at.
         hidden = self.model(input_ids=input_ids, attention_mask=mask).last_hidden_state.float()
         if self.pooling == "cls":
             pooled = hidden[:, 0]
@@ -141,23 +165,36 @@ class TokenBatchedEncoder(Encoder):
 class SentenceTransformerEncoder(Encoder):
     """Any sentence-transformers pipeline, run by sentence-transformers itself (Dense layers etc.)."""
 
-    def __init__(self, *, name: str, model, prefix: str, identity: str):
+    def __init__(self, *, name: str, model, prefix: str, identity: str, precision: str = "fp32"):
+        """`precision` other than fp32 runs the pipeline under `torch.autocast` (float32 pooling)."""
+        if precision not in ("fp32", *_TORCH_DTYPES):
+            raise EncoderError(f"{name}: precision {precision!r} is not one xmine runs (fp32, bf16, fp16)")
         self.name = name
         self.model = model
         self.prefix = prefix
+        self.precision = precision
         dim = model.get_embedding_dimension() if hasattr(model, "get_embedding_dimension") \
             else model.get_sentence_embedding_dimension()
         self.dim = int(dim)
         self._identity = identity
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"name": self.name, "dim": self.dim, "id": f"{self._identity}|prefix={self.prefix!r}"}
+        return with_precision({"name": self.name, "dim": self.dim, "id": f"{self._identity}|prefix={self.prefix!r}"},
+                              self.precision)
 
     def encode(self, sentences: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
+        import contextlib
+
+        import torch
+
         if len(sentences) == 0:
             return np.empty((0, self.dim), dtype=np.float32)
-        emb = self.model.encode([self.prefix + s for s in sentences], batch_size=batch_size,
-                                show_progress_bar=show_progress, convert_to_numpy=True)
+        ctx = (contextlib.nullcontext() if self.precision == "fp32" else
+               torch.autocast(str(self.model.device.type), dtype=torch_dtype(self.precision)))
+        with ctx:
+            emb = self.model.encode([self.prefix + s for s in sentences], batch_size=batch_size,
+                                    show_progress_bar=show_progress, convert_to_tensor=True)
+        emb = emb.float().cpu().numpy()
         emb = np.asarray(emb, dtype=np.float32)
         # The pipeline may lack a Normalize module; the contract says unit rows.
         emb /= np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
@@ -186,7 +223,7 @@ def fast_path_pooling(st_model) -> str | None:
     return mode if mode in ("mean", "cls") else None
 
 
-def load_sentence_transformer(name: str, *, prefix: str, device: str | None) -> Encoder:
+def load_sentence_transformer(name: str, *, prefix: str, device: str | None, precision: str = "fp32") -> Encoder:
     """Any sentence-transformers model by hub name or local path, on the fast path when possible."""
     import os
 
@@ -207,10 +244,11 @@ def load_sentence_transformer(name: str, *, prefix: str, device: str | None) -> 
     identity = f"st:{tensor_digest(st)[:16]}"
     pooling = fast_path_pooling(st)
     if pooling is None:
-        return SentenceTransformerEncoder(name=name, model=st, prefix=prefix, identity=identity)
+        return SentenceTransformerEncoder(name=name, model=st, prefix=prefix, identity=identity, precision=precision)
     transformer = st[0]
     max_len = int(st.max_seq_length or transformer.tokenizer.model_max_length or 512)
     return TokenBatchedEncoder(
         name=name, model=transformer.auto_model, tokenizer=transformer.tokenizer, pooling=pooling,
         prefix=prefix, identity=identity, device=device, batching=default_batching(device, min(max_len, 8192)),
+        precision=precision,
     )

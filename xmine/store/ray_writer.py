@@ -56,6 +56,7 @@ class ShardEncoder:
             torch.set_num_threads(threads)
         self.encoder = load_encoder(encoder_name, device="cuda" if use_gpu else "cpu",
                                     threads=None if use_gpu else threads, **encoder_kwargs)
+        # The same weights at the same precision as the driver's, or nothing: a store is one encoder.
         if self.encoder.fingerprint().get("id") != fingerprint.get("id"):  # another build on this worker
             raise ArtefactError(f"encoder {encoder_name!r} on this Ray worker is not the driver's "
                                 f"({self.encoder.fingerprint().get('id')} vs {fingerprint.get('id')})")
@@ -132,7 +133,7 @@ def embed_shards_on_ray(
             num_cpus=0 if use_gpu else threads, num_gpus=1 if use_gpu else 0,
             fn_constructor_kwargs=dict(
                 input_path=str(input_path), out_dir=str(out_dir), encoder_name=encoder.name,
-                encoder_kwargs=getattr(encoder, "load_kwargs", {}) or {}, projection_path=projection_path,
+                encoder_kwargs={"precision": getattr(encoder, "precision", "fp32")}, projection_path=projection_path,
                 part=part, dtype=dtype, batch_size=batch_size, max_chars=max_chars, threads=threads, use_gpu=use_gpu,
                 fingerprint=encoder.fingerprint()),
         )

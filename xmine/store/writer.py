@@ -94,6 +94,11 @@ def _identity_mismatch(old: dict[str, Any], new: dict[str, Any]) -> str | None:
             f"({new['input']['size']} bytes, sha256 {new['input']['sha256'][:12]}...)"
         )
     if old["encoder"].get("id") != new["encoder"].get("id"):
+        from xmine.encoders import fingerprint_precision, weights_id
+
+        if weights_id(old["encoder"]) == weights_id(new["encoder"]):
+            p_old, p_new = fingerprint_precision(old["encoder"]), fingerprint_precision(new["encoder"])
+            return f"it was made at encoder precision {p_old} (--precision {p_old}), not {p_new}"
         return f"it was made with encoder {old['encoder'].get('name')!r}, not {new['encoder'].get('name')!r}"
     old_p = (old.get("projection") or {}).get("id")
     new_p = (new.get("projection") or {}).get("id")

@@ -77,11 +77,8 @@ def _split_langs(value: str | None) -> list[str] | None:
 @ray_option("the embedding step (sentences not in the cache yet are encoded by a pool of encoder actors; "
             "training itself stays here)")
 def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_lang, batch_size, lr, max_epochs,
-<<<<<<< HEAD
-                  patience, valid_fraction, layers, seed, restart, overwrite, threads, quiet, ray_address):
-=======
-                  patience, valid_fraction, layers, seed, restart, overwrite, threads, precision, quiet):
->>>>>>> main
+                  patience, valid_fraction, layers, seed, restart, overwrite, threads, precision, quiet,
+                  ray_address):
     """Train a meaning/language projection (disentangler) on parallel sentences.
 
     One multilingual model is trained on all language pairs found. Embeddings come from the
@@ -101,17 +98,13 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
                          max_epochs=max_epochs, patience=patience, valid_fraction=valid_fraction,
                          max_pairs_per_lang=max_pairs_per_lang, langs=_split_langs(langs), seed=seed)
     config.check()
-<<<<<<< HEAD
-    enc = load_encoder(encoder)
+    enc = load_encoder(encoder, precision=precision)
     if ray_address is not None:
         from xmine.cluster import connect
         from xmine.encoders.ray_pool import RayPoolEncoder
 
         connect(ray_address)
         enc = RayPoolEncoder(enc)
-=======
-    enc = load_encoder(encoder, precision=precision)
->>>>>>> main
     projection = train(list(pairs), out_dir, encoder=enc, config=config, restart=restart, show_progress=not quiet,
                        threads=threads, overwrite=overwrite)
     cfg = projection.config

@@ -8,11 +8,8 @@ from pathlib import Path
 
 import click
 
-<<<<<<< HEAD
 from xmine.cluster import ray_option
-=======
 from xmine.encoders.options import precision_option
->>>>>>> main
 from xmine.index.choose import INDEX_TYPES
 from xmine.options import Finite
 
@@ -55,11 +52,7 @@ _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (
             "its files; a text SOURCE is encoded here first (embed it with `xmine embed --ray` to encode "
             "on the cluster). The index is the same as without --ray")
 def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
-<<<<<<< HEAD
-                encoder, projection, cpu, ray_address):
-=======
-                encoder, projection, precision, cpu):
->>>>>>> main
+                encoder, projection, precision, cpu, ray_address):
     """Build a FAISS index over SOURCE's embeddings.
 
     SOURCE is a text file (one sentence a line; encoded with --encoder, cached) or an embedding

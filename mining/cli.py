@@ -6,11 +6,8 @@ from pathlib import Path
 
 import click
 
-<<<<<<< HEAD
 from xmine.cluster import ray_option
-=======
 from xmine.encoders.options import precision_option
->>>>>>> main
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
 from xmine.mining.margin import MARGINS
 from xmine.mining.products import PRODUCTS
@@ -80,11 +77,7 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
             "same as without --ray: byte for byte in exact mode, the same pairs with --approximate")
 def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, line_numbers, meta, block_rows, block_cols, workers,
-<<<<<<< HEAD
-         keep_work, ray_address):
-=======
-         product, precision, keep_work):
->>>>>>> main
+         product, precision, keep_work, ray_address):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
     SRC and TGT are each a text file (one sentence a line), an embedding store directory (xmine
@@ -100,13 +93,8 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
                           block_rows=block_rows, block_cols=block_cols, workers=workers,
                           product=product)
     summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
-<<<<<<< HEAD
-                    projection=projection, approximate=approximate, line_numbers=line_numbers, meta=meta,
-                    keep_work=keep_work, overwrite=overwrite, ray=ray_address)
-=======
                     precision=precision, projection=projection, approximate=approximate, line_numbers=line_numbers,
-                    meta=meta, keep_work=keep_work, overwrite=overwrite)
->>>>>>> main
+                    meta=meta, keep_work=keep_work, overwrite=overwrite, ray=ray_address)
     click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "
                f"unique sentences ({summary['search']}) -> {out}", err=True)
 

@@ -119,14 +119,11 @@ def mine(
     `out` is claimed first (`xmine.outputs.claim_output`): it must not be an input, an existing
     `out` (with `out.json`, `out.meta`, `out.work/`) must be an earlier mining result and is
     replaced only with `overwrite`, and a second run writing the same `out` is refused.
-<<<<<<< HEAD
+    `encoder` and `precision` encode text sides; by default those of the artefact sides (stores,
+    indexes), else me5-small at "auto" precision.
 
     `ray`: None runs in this process; "auto" or a cluster address runs the kNN search as Ray
     tasks (`xmine.mining.ray_knn`, `xmine.index.ray_build`), with the same output.
-=======
-    `encoder` and `precision` encode text sides; by default those of the artefact sides (stores,
-    indexes), else me5-small at "auto" precision.
->>>>>>> main
     """
     from xmine.outputs import claim_output
 
@@ -137,23 +134,13 @@ def mine(
     with claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection], overwrite=overwrite,
                       companions=(".meta", ".work")) as claim:
         return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
-<<<<<<< HEAD
-                     projection=projection, approximate=approximate, line_numbers=line_numbers, meta=meta,
-                     keep_work=keep_work, show_progress=show_progress, ray=ray)
-
-
-def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, projection, approximate, line_numbers, meta,
-          keep_work, show_progress, ray) -> dict:
-    from xmine.inputs import Encoders, artefact_encoder_name, check_compatible, load_side
-=======
                      precision=precision, projection=projection, approximate=approximate,
-                     line_numbers=line_numbers, meta=meta, keep_work=keep_work, show_progress=show_progress)
+                     line_numbers=line_numbers, meta=meta, keep_work=keep_work, show_progress=show_progress, ray=ray)
 
 
 def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate, line_numbers,
-          meta, keep_work, show_progress) -> dict:
+          meta, keep_work, show_progress, ray) -> dict:
     from xmine.inputs import Encoders, artefact_encoder_name, artefact_precision, check_compatible, load_side
->>>>>>> main
 
     out = claim.path
     encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection, precision,
@@ -207,11 +194,8 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy.sentences), "unique": len(uy_text)},
         "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
         "search": "faiss-index" if use_index else "exact",
-<<<<<<< HEAD
-        "ray": ray,
-=======
         "product": None if use_index else resolve_product(config.product),
->>>>>>> main
+        "ray": ray,
         "score_quantiles": ({q: float(np.quantile(mined.score, q)) for q in (0.1, 0.5, 0.9)} if len(mined) else {}),
         "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang, approximate=use_index,
                                  inputs=[sx.fingerprint, sy.fingerprint]),

@@ -61,6 +61,21 @@ def corpora(data_dir, tmp_path_factory):
     return d
 
 
+SHARD_ROWS = 70  # 300 sentences: 70+70+70+70+20, several shards per actor
+
+
+@pytest.fixture(scope="module")
+def local_store(corpora, tmp_path_factory):
+    """The German corpus embedded in one process: what every run on Ray must reproduce."""
+    out = tmp_path_factory.mktemp("local") / "store"
+    _run("embed", *_embed_args(corpora), "-o", out)
+    return out
+
+
+def _embed_args(corpora) -> list:
+    return [corpora / "de.txt", "--lang", "de", "--encoder", ENCODER, "--shard-rows", SHARD_ROWS, "-q"]
+
+
 def _same_store(a: Path, b: Path) -> None:
     names = sorted(p.name for p in a.iterdir() if not p.name.startswith("."))
     assert names == sorted(p.name for p in b.iterdir() if not p.name.startswith("."))
@@ -74,14 +89,12 @@ def _same_store(a: Path, b: Path) -> None:
     assert ma == mb
 
 
-def test_embed_on_ray_writes_the_same_store(cluster, corpora, tmp_path):
-    local, on_ray = tmp_path / "local", tmp_path / "ray"
-    common = [corpora / "de.txt", "--lang", "de", "--encoder", ENCODER, "--shard-rows", 70, "-q"]
-    _run("embed", *common, "-o", local)
-    out = _run("embed", *common, "-o", on_ray, "--ray", cluster).output
+def test_embed_on_ray_writes_the_same_store(cluster, corpora, local_store, tmp_path):
+    on_ray = tmp_path / "ray"
+    out = _run("embed", *_embed_args(corpora), "-o", on_ray, "--ray", cluster).output
     assert "300 encoded now" in out
-    _same_store(local, on_ray)
-    assert len(list(on_ray.glob("emb-*.npy"))) == 5  # 70+70+70+70+20: several shards per actor
+    _same_store(local_store, on_ray)
+    assert len(list(on_ray.glob("emb-*.npy"))) == 5
     assert json.loads((on_ray / "manifest.json").read_text())["provenance"]["parameters"]["ray"] == cluster
 
 
@@ -196,26 +209,23 @@ def test_a_killed_worker_task_is_retried(cluster):
         assert np.array_equal(a, b)
 
 
-def test_a_killed_encoder_actor_is_restarted(cluster, corpora, tmp_path):
+def test_a_killed_encoder_actor_is_restarted(cluster, corpora, local_store, tmp_path):
     stop, killed = threading.Event(), []
     killer = threading.Thread(target=_kill_first, args=("ray::MapWorker(MapBatches(ShardEncoder))", stop, killed))
-    local, on_ray = tmp_path / "local", tmp_path / "ray"
-    common = [corpora / "de.txt", "--lang", "de", "--encoder", ENCODER, "--shard-rows", 40, "-q"]
-    _run("embed", *common, "-o", local)
+    on_ray = tmp_path / "ray"
     killer.start()
     try:
-        _run("embed", *common, "-o", on_ray, "--ray", cluster)
+        _run("embed", *_embed_args(corpora), "-o", on_ray, "--ray", cluster)
     finally:
         stop.set()
         killer.join()
     assert killed, "no encoder actor was caught running"
-    _same_store(local, on_ray)
+    _same_store(local_store, on_ray)
 
 
-def test_a_killed_driver_resumes_from_finished_shards(cluster, corpora, tmp_path):
-    local, on_ray = tmp_path / "local", tmp_path / "ray"
-    common = [corpora / "de.txt", "--lang", "de", "--encoder", ENCODER, "--shard-rows", 30, "-q"]
-    _run("embed", *common, "-o", local)
+def test_a_killed_driver_resumes_from_finished_shards(cluster, corpora, local_store, tmp_path):
+    on_ray = tmp_path / "ray"
+    common = _embed_args(corpora)
     driver = subprocess.Popen([sys.executable, "-m", "xmine.cli", "embed", *map(str, common), "-o", str(on_ray),
                                "--ray", cluster], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -238,5 +248,5 @@ def test_a_killed_driver_resumes_from_finished_shards(cluster, corpora, tmp_path
     out = _run("embed", *common, "-o", on_ray, "--ray", cluster).output
     resumed = re.search(r"(\d+) resumed from an earlier run", out)
     done_before = int(resumed.group(1)) if resumed else 0
-    assert done_before >= 60, out  # at least the two shards seen finished were kept
-    _same_store(local, on_ray)
+    assert done_before >= 2 * SHARD_ROWS, out  # at least the two shards seen finished were kept
+    _same_store(local_store, on_ray)

@@ -64,6 +64,10 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     from xmine.inputs import Encoders, artefact_precision, load_side
     from xmine.outputs import claim_output
 
+    if ray_address is not None:  # join the cluster first: a wrong address fails before any work
+        from xmine.cluster import connect
+
+        connect(ray_address)
     with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
         encoders = Encoders(encoder, projection, precision, default_precision=artefact_precision([source]))
         side = load_side(source, lang=lang, encoders=encoders)
@@ -72,10 +76,8 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
                              memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
         embeddings = side.embeddings
         if ray_address is not None:
-            from xmine.cluster import connect
             from xmine.index.ray_build import build_index_ray as _build, rows_for_workers
 
-            connect(ray_address)
             embeddings = rows_for_workers(side)
         ix = _build(embeddings, out_dir, sentences=side.sentences, line_numbers=side.line_numbers,
                     encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,

@@ -128,9 +128,14 @@ def mine(
     from xmine.outputs import claim_output
 
     out = Path(out)
-    # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU).
+    # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU)
+    # or the Ray cluster cannot be joined.
     if not approximate:
         resolve_product(config.product)
+    if ray is not None:
+        from xmine.cluster import connect
+
+        connect(ray)
     with claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection], overwrite=overwrite,
                       companions=(".meta", ".work")) as claim:
         return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
@@ -160,10 +165,6 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         [sx.fingerprint_key(), sy.fingerprint_key(), config.k, config.block_rows, config.block_cols,
          config.min_length, config.max_length], default=str).encode()).hexdigest()
     work = claim.work_dir(".work")
-    if ray is not None:
-        from xmine.cluster import connect
-
-        connect(ray)
     if use_index:
         fs, fi, bs, bi = _approximate_knn(sx, sy, ux, uy, inv_x, inv_y, config.k, work, show_progress,
                                           on_ray=ray is not None)

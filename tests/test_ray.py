@@ -250,3 +250,14 @@ def test_a_killed_driver_resumes_from_finished_shards(cluster, corpora, local_st
     done_before = int(resumed.group(1)) if resumed else 0
     assert done_before >= 2 * SHARD_ROWS, out  # at least the two shards seen finished were kept
     _same_store(local_store, on_ray)
+
+
+def test_an_unreachable_cluster_is_a_one_line_error(corpora, tmp_path):
+    # In a fresh process: this one has joined the test cluster, which --ray ADDRESS would reuse.
+    proc = subprocess.run([sys.executable, "-m", "xmine.cli", "mine", str(corpora / "de.txt"), str(corpora / "en.txt"),
+                           "-o", str(tmp_path / "out.tsv"), "--ray", "127.0.0.1:1"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("xmine: error:")]
+    assert len(errors) == 1 and "127.0.0.1:1: no Ray cluster answers" in errors[0], proc.stderr
+    assert not (tmp_path / "out.tsv").exists()

@@ -76,12 +76,28 @@ def connect(address: str = "auto") -> dict[str, float]:
                 ray.init(**kwargs)
                 log.info("ray: started a local cluster (no running cluster found)")
         else:
+            _check_reachable(address)
             try:
                 ray.init(address=address, **kwargs)
             except (ConnectionError, ValueError, RuntimeError) as e:
                 raise ConfigError(f"--ray {address}: cannot join that Ray cluster ({e})") from None
     _quiet_ray_data()
     return cluster_resources()
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """A one-line error within seconds when nothing listens at HOST:PORT (Ray itself retries for
+    minutes before it gives up)."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if address.startswith("ray://") or not sep or not port.isdigit():
+        return  # a Ray client address or a name Ray resolves itself
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ConfigError(f"--ray {address}: no Ray cluster answers there ({e.strerror or e}); start one with "
+                          f"`ray start --head --port {port}` on {host}, or use --ray auto") from None
 
 
 def _forwarded_env() -> dict[str, str]:

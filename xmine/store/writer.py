@@ -190,6 +190,10 @@ def embed_corpus(
         raise ConfigError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
     if shard_rows < 1 or batch_size < 1 or max_chars < 1:
         raise ConfigError("shard_rows, batch_size and max_chars must be >= 1")
+    if ray is not None:  # join the cluster first: a wrong address fails before any work
+        from xmine.cluster import connect
+
+        connect(ray)
     projection = resolve_projection(projection)
     enc_fp = encoder.fingerprint()
     if projection is not None:
@@ -281,14 +285,12 @@ def embed_corpus(
         save_progress()
         stats = CorpusStats(path=input_path)
         if ray is not None:
-            from xmine.cluster import connect
             from xmine.store.ray_writer import embed_shards_on_ray
 
             def save_ray_progress(prefix: list[dict], rest: list[dict]) -> None:
                 shards[:], more[:] = prefix, rest
                 save_progress()
 
-            connect(ray)
             shards, info.encoded = embed_shards_on_ray(
                 input_path, out_dir, encoder=encoder, projection=projection, part=part, dtype=dtype,
                 shard_rows=shard_rows, batch_size=batch_size, max_chars=max_chars, done=list(shards), more=list(more),

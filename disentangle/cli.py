@@ -19,7 +19,14 @@ _METHODS = ("center", "dream", "meat", "oracle", "seed", "intra", "inter")
 def _split_langs(value: str | None) -> list[str] | None:
     if not value:
         return None
-    return [v.strip() for v in value.split(",") if v.strip()]
+    from xmine.langs import is_known_lang
+
+    codes = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [c for c in codes if not is_known_lang(c)]
+    if unknown:
+        raise click.BadParameter(f"not known language code(s): {', '.join(unknown)} (use ISO 639-1 or 639-3, "
+                                 "optionally with script: de, deu, deu_Latn)", param_hint="--langs")
+    return codes
 
 
 @click.command("train")

@@ -78,14 +78,23 @@ class Projection:
     def _lang_ids(self, lang: str | Sequence[str] | None, n: int):
         import torch
 
-        if lang is None:
+        if lang is None or self.method != "center":  # only `center` uses the language
             return None
         from xmine.langs import normalize_lang
 
-        codes = [lang] * n if isinstance(lang, str) else list(lang)
         index = {l: i for i, l in enumerate(self.languages)}
+        if isinstance(lang, str):
+            code = normalize_lang(lang)
+            if code not in index:
+                import logging
+
+                logging.getLogger("xmine.disentangle").warning(
+                    f"projection {self.path} has no mean for language {lang!r} (it knows "
+                    f"{', '.join(self.languages)}): subtracting the nearest language mean instead")
+                return None
+            return torch.full((n,), index[code], dtype=torch.long)
         try:
-            return torch.as_tensor([index[normalize_lang(c)] for c in codes], dtype=torch.long)
+            return torch.as_tensor([index[normalize_lang(c)] for c in lang], dtype=torch.long)
         except KeyError as e:
             raise ArtefactError(f"projection {self.path} was not trained on language {e.args[0]!r} "
                                 f"(it knows {', '.join(self.languages)})") from None
@@ -95,7 +104,9 @@ class Projection:
         """The `part` ("meaning" or "language") of embeddings `emb` (n, dim), float32, rows L2-normalised.
 
         `lang` (one code or one per row) matters for `center` only: which language mean to
-        subtract; by default the nearest mean (the language the embedding looks like).
+        subtract. Every command passes the language it knows (--lang, --src-lang, a store's);
+        without one, or for a language the projection has no mean of (with a warning), the
+        nearest mean (the language the embedding looks like).
         """
         import torch
         import torch.nn.functional as F

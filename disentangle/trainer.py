@@ -200,9 +200,10 @@ def train(
     networks are small (d x d); one thread is nearly as fast as several and does not fight other
     jobs for cores.
 
-    `out_dir` is claimed first (`xmine.outputs.claim_output`): it must be new, empty, an
-    unfinished run of `train` (resumed) or, with `overwrite`, a finished projection (replaced);
-    never an input or another artefact, and never written by two runs at once.
+    `out_dir` is claimed first (`xmine.outputs.claim_output`): it must be new, empty, a run of
+    `train` to resume (its checkpoint decides: other settings are refused; a run stopped by
+    max_epochs continues with a higher limit) or, with `overwrite`, a finished projection to
+    replace; never an input or another artefact, and never written by two runs at once.
     """
     import torch
 
@@ -214,8 +215,9 @@ def train(
     inputs = [spec for spec in pair_specs if Path(spec).exists()] + [p for f in files for p in (f.src, f.tgt)]
     before = torch.get_num_threads()
     try:
+        resumable = not restart and (Path(out_dir) / WORK / CHECKPOINT).is_file()
         with claim_output(out_dir, kind="projection", form="dir", in_place=True, overwrite=overwrite,
-                          inputs=inputs, legacy=_looks_like_training):
+                          reopen=resumable, inputs=inputs, legacy=_looks_like_training):
             return _train(files, pair_specs, Path(out_dir), encoder=encoder, config=config, restart=restart,
                           show_progress=show_progress, threads=threads)
     finally:

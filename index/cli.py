@@ -11,7 +11,7 @@ import click
 from xmine.cluster import ray_option
 from xmine.encoders.options import precision_option
 from xmine.index.choose import INDEX_TYPES
-from xmine.options import Finite
+from xmine.options import LANG, Finite
 
 _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (xmine embed) or"
 
@@ -22,7 +22,7 @@ _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (
               help="Index directory to write. It must be new, an empty directory or (with --overwrite) an "
                    "xmine index, which is then replaced atomically; anything else is refused.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it is an xmine index already.")
-@click.option("--lang", default=None, help="Language code of the corpus (recorded; checked against a store's).")
+@click.option("--lang", type=LANG, default=None, help="Language code of the corpus (recorded; checked against a store's).")
 @click.option("--type", "kind", type=click.Choice(INDEX_TYPES), default="auto", show_default=True,
               help="flat: exact inner product; ivf: IVF lists with exact vectors; hnsw: graph index "
                    "(fast, memory-hungry, CPU only); ivfpq: IVF with product-quantised vectors; opq: "
@@ -60,6 +60,8 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     records the encoder and projection fingerprints and the sentences with their line numbers, so
     `xmine search` returns text and refuses queries from another encoder/projection.
     """
+    import tempfile
+
     from xmine.index.faiss_index import IndexConfig, build_index as _build
     from xmine.inputs import Encoders, artefact_precision, load_side
     from xmine.outputs import claim_output
@@ -70,20 +72,26 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
         connect(ray_address)
     with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
         encoders = Encoders(encoder, projection, precision, default_precision=artefact_precision([source]))
-        side = load_side(source, lang=lang, encoders=encoders)
-        config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
-                             gpu=not cpu,
-                             memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
-        embeddings = side.embeddings
-        if ray_address is not None:
-            from xmine.index.ray_build import build_index_ray as _build, rows_for_workers
+        # A text SOURCE is embedded into a store (a raw store projected) in a hidden temporary
+        # directory beside the index, removed at the end.
+        with tempfile.TemporaryDirectory(prefix=f".{Path(out_dir).name}.work-", dir=Path(out_dir).parent) as work:
+            side = load_side(source, lang=lang, encoders=encoders, work_dir=work)
+            config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
+                                 gpu=not cpu,
+                                 memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
+            rows = side.rows
+            if ray_address is not None:
+                from xmine.index.ray_build import build_index_ray as _build, rows_for_workers
 
-            embeddings = rows_for_workers(side)
-        ix = _build(embeddings, out_dir, sentences=side.sentences, line_numbers=side.line_numbers,
-                    encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
-                    source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
-                                                   {"path": str(Path(source).resolve()), **side.fingerprint})},
-                    config=config, show_progress=True, overwrite=overwrite)
+                rows = rows_for_workers(side)
+            try:
+                ix = _build(rows, out_dir, sentences=side.text.path, line_numbers=side.line_numbers,
+                            encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
+                            source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
+                                                           {"path": str(Path(source).resolve()), **side.fingerprint})},
+                            config=config, show_progress=True, overwrite=overwrite)
+            finally:
+                side.close()
     c = ix.manifest["choice"]
     click.echo(f"indexed {len(ix):,} sentences ({ix.dim}-d, {side.part}) into {out_dir}: {c['factory']} "
                f"in {len(ix.manifest['shards'])} shard(s)" + (" on GPU" if ix.manifest["built_on_gpu"] else ""),
@@ -127,10 +135,13 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
 
 
 def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision) -> dict:
+    import contextlib
+
     from xmine.artefacts import provenance
     from xmine.encoders import check_same_encoder, fingerprint_precision
     from xmine.index.faiss_index import IndexDir
     from xmine.inputs import Encoders, check_same_projection, load_side
+    from xmine.store.text import TextColumn
 
     ix = IndexDir.open(index_dir)
     m = ix.manifest
@@ -138,27 +149,43 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
                         default_precision=fingerprint_precision(m["encoder"]))
     check_same_encoder(m["encoder"], encoders.encoder.fingerprint(), what=f"index {index_dir}")
     check_same_projection(m.get("projection"), encoders.projection_fp(), what=f"index {index_dir}")
-    q = load_side(queries, lang=None, encoders=encoders)
-    sims, rows = ix.search(q.embeddings, k, nprobe=nprobe)
-    texts, lines = ix.sentences(), ix.line_numbers
-    out_lines = []
-    for qi in range(len(q.sentences)):
-        hits = [(r + 1, float(s), int(lines[j]), texts[j]) for r, (s, j) in enumerate(zip(sims[qi], rows[qi])) if j >= 0]
-        ql = int(q.line_numbers[qi])
-        if fmt == "tsv":
-            out_lines += [f"{ql}\t{rank}\t{s:.6f}\t{line}\t{t}" for rank, s, line, t in hits]
+    q = load_side(queries, lang=None, encoders=encoders)  # embedded in a temporary store
+    with open(ix.path / "sentences.txt", "rb") as f:
+        from xmine.store.text import RowIndex, iter_raw_lines
+
+        hits_text = TextColumn(ix.path / "sentences.txt", RowIndex.scan(iter_raw_lines(f), count=len(ix)).offsets)
+    lines = ix.line_numbers
+    with contextlib.ExitStack() as stack:
+        if claim is not None:
+            tmp = stack.enter_context(claim.atomic_file())
+            sink = stack.enter_context(open(tmp, "w", encoding="utf-8", newline="\n"))
         else:
-            out_lines.append(json.dumps({"query_line": ql, "query": q.sentences[qi], "hits": [
-                {"rank": rank, "score": round(s, 6), "line": line, "sentence": t} for rank, s, line, t in hits]},
-                ensure_ascii=False))
-    text = "".join(line + "\n" for line in out_lines)
+            sink = sys.stdout
+        stack.callback(q.close)
+        written = 0
+        for start in range(0, len(q), _QUERY_BLOCK):  # queries in blocks: memory does not grow with them
+            sims, rows = ix.search(q.rows[start: start + _QUERY_BLOCK], k, nprobe=nprobe)
+            for off in range(len(sims)):
+                qi = start + off
+                hits = [(r + 1, float(s), int(lines[j]), hits_text[j])
+                        for r, (s, j) in enumerate(zip(sims[off], rows[off])) if j >= 0]
+                ql = int(q.line_numbers[qi])
+                if fmt == "tsv":
+                    sink.write("".join(f"{ql}\t{rank}\t{s:.6f}\t{line}\t{t}\n" for rank, s, line, t in hits))
+                    written += len(hits)
+                else:
+                    sink.write(json.dumps({"query_line": ql, "query": q.text[qi], "hits": [
+                        {"rank": rank, "score": round(s, 6), "line": line, "sentence": t}
+                        for rank, s, line, t in hits]}, ensure_ascii=False) + "\n")
+                    written += 1
     if claim is None:
-        sys.stdout.write(text)
         return {}
-    claim.write_text(text)
     return {"index": str(index_dir), "queries": str(queries), "format": fmt, "k": k,
-            "k_used": min(k, len(ix)), "lines": len(out_lines),
+            "k_used": min(k, len(ix)), "lines": written,
             "provenance": provenance(index=str(index_dir), queries=str(queries), k=k, nprobe=nprobe, format=fmt)}
+
+
+_QUERY_BLOCK = 65_536
 
 
 COMMANDS = [build_index, search]

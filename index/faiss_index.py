@@ -18,13 +18,14 @@ training, adding and searching run there; indexes are moved back with `index_gpu
 from __future__ import annotations
 
 import logging
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from xmine.artefacts import atomic_dir, provenance, read_manifest, write_manifest
+from xmine.artefacts import VerifiedFiles, atomic_dir, provenance, read_manifest, sha256_file, write_manifest
 from xmine.errors import ArtefactError, ConfigError
 from xmine.index.choose import IndexChoice, choose_index
 
@@ -98,8 +99,8 @@ def _to_gpu(index):
     type on the GPU (HNSW has no GPU version): never silently."""
     import faiss
 
-    res = faiss.StandardGpuResources()
     try:
+        res = faiss.StandardGpuResources()
         return faiss.index_cpu_to_gpu(res, 0, index, _gpu_options()), res
     except RuntimeError as e:
         reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
@@ -133,7 +134,7 @@ def build_index(
     embeddings: np.ndarray,
     out_dir: str | Path,
     *,
-    sentences: Sequence[str],
+    sentences: "Sequence[str] | Path",
     line_numbers: np.ndarray,
     encoder: dict,
     projection: dict | None = None,
@@ -144,7 +145,9 @@ def build_index(
     show_progress: bool = False,
     overwrite: bool = False,
 ) -> "IndexDir":
-    """Index `embeddings` (n, dim; float32/float16, may be memory-mapped) into `out_dir`.
+    """Index `embeddings` (n, dim; float32/float16, memory-mapped or a row view read on demand) into
+    `out_dir`. `sentences`: the text of every row, as a list or as a file of one sentence a line
+    (copied, e.g. a store's sentences.txt).
 
     An existing `out_dir` is replaced only when it is an xmine index and `overwrite` is given
     (`xmine.artefacts.atomic_dir`); callers that take user paths claim it first
@@ -154,8 +157,10 @@ def build_index(
     from tqdm.auto import tqdm
 
     n, dim = embeddings.shape
-    if len(sentences) != n or len(line_numbers) != n:
-        raise ConfigError(f"{n} embeddings but {len(sentences)} sentences / {len(line_numbers)} line numbers")
+    text_file = Path(sentences) if isinstance(sentences, (str, Path)) else None
+    n_text = _count_lines(text_file) if text_file is not None else len(sentences)
+    if n_text != n or len(line_numbers) != n:
+        raise ConfigError(f"{n} embeddings but {n_text} sentences / {len(line_numbers)} line numbers")
     use_gpu = config.gpu and gpu_count() > 0
     choice, shard_rows = resolve_choice(n, dim, config, use_gpu)
 
@@ -218,7 +223,8 @@ def train_index(embeddings, choice: IndexChoice, *, seed: int, use_gpu: bool) ->
         try:
             idx.train(train)
         except RuntimeError as e:  # FAISS: too few training points for the centroids, etc.
-            detail = next((l.strip() for l in str(e).splitlines() if "Error" in l or "should" in l), str(e).strip())
+            detail = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+            detail = detail.rpartition("failed: ")[2] or detail  # FAISS: "Error in ... failed: <why>"
             raise ConfigError(f"cannot train {choice.factory} on {len(train):,} vectors ({detail}); "
                               "use --type flat or hnsw, a smaller --nlist / --pq-m, or a larger corpus") from None
         template = _to_cpu(idx, res)
@@ -244,10 +250,15 @@ def write_index_files(tmp: Path, plan, *, sentences, line_numbers, encoder, proj
                       choice: IndexChoice, use_gpu: bool, source, config: IndexConfig) -> None:
     """The text, line numbers and manifest of an index directory whose shards are written."""
     n = plan[-1][1]
-    (tmp / "sentences.txt").write_text("".join(f"{t}\n" for t in sentences), encoding="utf-8")
+    if isinstance(sentences, (str, Path)):  # the text file of a store or of the input
+        shutil.copyfile(sentences, tmp / "sentences.txt")
+    else:
+        (tmp / "sentences.txt").write_text("".join(f"{t}\n" for t in sentences), encoding="utf-8")
     np.save(tmp / "line_numbers.npy", np.asarray(line_numbers, dtype=np.int64))
     shards = [{"file": shard_name(s), "start": start, "rows": stop - start} for s, (start, stop) in enumerate(plan)]
+    files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(tmp.iterdir())}
     write_manifest(tmp, KIND, {
+        "files": files,
         "encoder": encoder, "projection": projection, "part": part, "lang": lang,
         "count": n, "dim": dim, "choice": choice.to_dict(), "built_on_gpu": use_gpu,
         "shards": shards, "source": source,
@@ -274,7 +285,23 @@ class IndexDir:
         for shard in manifest["shards"]:
             if not (path / shard["file"]).is_file():
                 raise ArtefactError(f"{path}: shard {shard['file']} is missing")
-        return cls(path, manifest)
+        ix = cls(path, manifest)
+        ix.content.check_if_small()
+        return ix
+
+    @property
+    def content(self) -> VerifiedFiles:
+        """sha256 of every file (indexes built before they were recorded have none to check)."""
+        return VerifiedFiles(self.path, self.manifest.get("files") or {}, what="index")
+
+    def verify(self) -> int:
+        """Check every file against the manifest's sha256 and load every shard; return bytes checked."""
+        n = self.content.check_all()
+        for shard in self.manifest["shards"]:
+            self._shard(shard, keep=False)
+        self.sentences()
+        self.line_numbers  # noqa: B018 - loads and checks it
+        return n
 
     def __len__(self) -> int:
         return int(self.manifest["count"])
@@ -285,11 +312,27 @@ class IndexDir:
 
     @property
     def line_numbers(self) -> np.ndarray:
-        return np.load(self.path / "line_numbers.npy")
+        path = self.path / "line_numbers.npy"
+        self.content.check(path.name)
+        try:
+            numbers = np.load(path)
+        except (ValueError, OSError, EOFError) as e:
+            raise ArtefactError(f"{path}: unreadable ({e}); the index is damaged, rebuild it") from None
+        if numbers.shape != (len(self),) or numbers.dtype.kind not in "iu":
+            raise ArtefactError(f"{path}: {numbers.shape} {numbers.dtype}, expected {len(self)} integer line "
+                                "numbers; the index is damaged, rebuild it")
+        return numbers
 
     def sentences(self) -> list[str]:
         if self._sentences is None:
-            text = (self.path / "sentences.txt").read_text(encoding="utf-8")
+            path = self.path / "sentences.txt"
+            self.content.check(path.name)
+            try:
+                text = path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                raise ArtefactError(f"{path}: missing; the index is damaged, rebuild it") from None
+            except UnicodeDecodeError as e:
+                raise ArtefactError(f"{path}: not UTF-8 ({e.reason}); the index is damaged, rebuild it") from None
             self._sentences = text.split("\n")[:-1]
             if len(self._sentences) != len(self):
                 raise ArtefactError(f"{self.path}/sentences.txt: {len(self._sentences)} lines, expected {len(self)}")
@@ -300,7 +343,17 @@ class IndexDir:
 
         index = self._loaded.get(shard["file"])
         if index is None:
-            index = faiss.read_index(str(self.path / shard["file"]))
+            path = self.path / shard["file"]
+            self.content.check(shard["file"])
+            try:
+                index = faiss.read_index(str(path))
+            except RuntimeError as e:
+                detail = str(e).strip().splitlines()[-1] if str(e).strip() else "FAISS could not read it"
+                raise ArtefactError(f"{path}: unreadable FAISS index ({detail}); the index is damaged, "
+                                    "rebuild it") from None
+            if index.ntotal != shard["rows"] or index.d != self.dim:
+                raise ArtefactError(f"{path}: holds {index.ntotal} vectors of dimension {index.d}, the manifest "
+                                    f"says {shard['rows']} of {self.dim}; the index is damaged, rebuild it")
             if keep:
                 self._loaded[shard["file"]] = index
         return index
@@ -348,6 +401,14 @@ def search_shard(index, shard: dict, choice: dict, queries: np.ndarray, k: int, 
     idx, res = _to_gpu(index) if use_gpu else (index, None)
     s, i = idx.search(queries, min(k, shard["rows"]))
     return s, np.where(i >= 0, i + shard["start"], -1)
+
+
+def _count_lines(path: Path) -> int:
+    n = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            n += block.count(b"\n")
+    return n
 
 
 def merge_topk(sims: list[np.ndarray], idx: list[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:

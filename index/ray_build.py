@@ -14,12 +14,11 @@ query across the shards in shard order (`merge_topk`), so a query's k hits are i
 the whole index, exactly as `IndexDir.search` returns them.
 
 Embeddings reach the tasks either through Ray's object store (an array, put once) or, for an
-embedding store, by path (`StoreRows`): each task reads only its rows, memory-mapped.
+embedding store, by path (`RowFiles`): each task reads only its rows from the files.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -32,6 +31,7 @@ from xmine.index.faiss_index import (
     KIND,
     IndexConfig,
     IndexDir,
+    _count_lines,
     add_rows,
     merge_topk,
     resolve_choice,
@@ -48,19 +48,19 @@ ADD_PIECE_ROWS = 262_144
 QUERY_BLOCK = 16_384
 
 
-@dataclass(frozen=True)
-class StoreRows:
-    """An embedding store's rows by path: pickles as the path, opens memory-mapped where used."""
+class RowFiles:
+    """Rows of `.npy` files by path (xmine.store.rows.ShardRows): pickles as the paths, opens where
+    it is used, so a task reads only its own rows from the shared file system."""
 
-    path: str
+    def __init__(self, paths: Sequence[str]):
+        self.paths = [str(p) for p in paths]
+        self._view = None
 
     def _rows(self):
-        if not hasattr(self, "_view"):
-            from xmine.inputs import RowView
-            from xmine.store import EmbeddingStore
+        if self._view is None:
+            from xmine.store.rows import ShardRows
 
-            shards = EmbeddingStore.open(self.path).shard_arrays()
-            object.__setattr__(self, "_view", shards[0] if len(shards) == 1 else RowView(shards))
+            self._view = ShardRows(self.paths)
         return self._view
 
     @property
@@ -74,20 +74,20 @@ class StoreRows:
         return self._rows()[key]
 
     def __getstate__(self):
-        return {"path": self.path}
+        return {"paths": self.paths}
 
     def __setstate__(self, state):
-        object.__setattr__(self, "path", state["path"])
+        self.paths, self._view = state["paths"], None
 
 
 def rows_for_workers(side):
-    """What the build tasks read a side's rows from: the store's own files when the side's vectors are
-    exactly a store's (memory-mapped, not projected here), else the array itself."""
-    from xmine.inputs import RowView
+    """What the build tasks read a side's rows from: the `.npy` files behind them when they are
+    files (a store's shards, or rows projected into a work file), else the array itself."""
+    from xmine.store.rows import ShardRows
 
-    if side.kind == "embedding-store" and isinstance(side.embeddings, (np.memmap, RowView)):
-        return StoreRows(str(side.path))
-    return side.embeddings
+    if isinstance(side.rows, ShardRows):
+        return RowFiles(side.rows.paths)
+    return side.rows
 
 
 def _train_task(rows, choice, seed: int, use_gpu: bool, threads: int) -> bytes:
@@ -158,19 +158,20 @@ def build_index_ray(
 ) -> IndexDir:
     """`build_index` on the connected Ray cluster: same arguments, same index directory.
 
-    `embeddings`: an array (sent to the workers once through the object store) or `StoreRows`
-    (read by the workers from the store's files).
+    `embeddings`: an array (sent to the workers once through the object store) or `RowFiles`
+    (read by the workers from the files).
     """
     import faiss
     import ray
 
     n, dim = embeddings.shape
-    if len(sentences) != n or len(line_numbers) != n:
-        raise ConfigError(f"{n} embeddings but {len(sentences)} sentences / {len(line_numbers)} line numbers")
+    n_text = _count_lines(Path(sentences)) if isinstance(sentences, (str, Path)) else len(sentences)
+    if n_text != n or len(line_numbers) != n:
+        raise ConfigError(f"{n} embeddings but {n_text} sentences / {len(line_numbers)} line numbers")
     use_gpu = config.gpu and cluster_resources()["GPU"] > 0
     choice, shard_rows = resolve_choice(n, dim, config, use_gpu)
     gpus = {"num_gpus": 1} if use_gpu else {}
-    rows = embeddings if isinstance(embeddings, StoreRows) else ray.put(np.asarray(embeddings))
+    rows = embeddings if isinstance(embeddings, RowFiles) else ray.put(np.asarray(embeddings))
 
     threads = _largest_node_cpus()
     trained = get(remote(_train_task, num_cpus=threads, **gpus).remote(rows, choice, config.seed, use_gpu, threads))

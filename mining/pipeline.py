@@ -1,10 +1,20 @@
 """File-level mining: `mine(src, tgt, out=...)` behind `xmine mine`.
 
-Each side is a text file, an embedding store or an index directory (xmine.inputs). Both
-sides are deduplicated (mining runs on unique sentences; a pair is output once, with the first
-line of each sentence), mined exactly with the blocked kNN (checkpointed in `<out>.work/`, so an
-interrupted run resumes) or, with `approximate` or when a side is an index, through FAISS indexes,
-and written atomically as `score<TAB>src<TAB>tgt`, highest score first.
+Each side is a text file, an embedding store or an index directory, opened by the input layer
+(`xmine.inputs.load_side`): rows read block by block, text by offset. Text files are embedded
+into stores in `<out>.work/` first (the one encoding path, resumable). Both sides are
+deduplicated by 64-bit hashes of their sentences (a pair is output once, with the first line of
+each sentence; see `Side.unique_rows` for collisions) and length-filtered, so either search sees
+exactly the rows that may be mined: its k neighbours are k real candidates. Then:
+- exact (default): the blocked kNN (mining/knn.py), checkpointed in `<out>.work/knn/`;
+- approximate: IVF / IVF-PQ indexes (mining/approximate.py), checkpointed in `<out>.work/ann/`;
+- a side that is an index directory: searched through that index (over-fetching 2k to absorb
+  its duplicate and filtered rows).
+Margin scoring and selection are shared (select.select_pairs). The output is written atomically,
+`score<TAB>src<TAB>tgt`, highest score first, each sentence read from its store by offset.
+
+Memory: one block or shard, the k-state (n + m) * k * 12 bytes, and about 40 bytes a row for the
+row index, dedup and selection; never the corpus.
 """
 
 from __future__ import annotations
@@ -19,20 +29,14 @@ from pathlib import Path
 import numpy as np
 
 from xmine.artefacts import provenance
-from xmine.errors import ArtefactError
+from xmine.errors import ConfigError
+from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.products import resolve_product
 from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
 
 log = logging.getLogger(__name__)
-#: The kind recorded in OUT.json, which marks OUT as a mining result xmine may replace.
+
 MINING_KIND = "mining-result"
-
-
-def _dedup(side) -> tuple[list[str], np.ndarray, np.ndarray]:
-    from xmine.corpus import dedup
-
-    unique, inverse, first = dedup(side.sentences, return_first=True)
-    return unique, inverse, first
 
 
 def _unique_hits(sims: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -46,53 +50,34 @@ def _unique_hits(sims: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray,
     return np.take_along_axis(sims, order, 1).astype(np.float32), np.take_along_axis(ids, order, 1)
 
 
-def _approximate_knn(sx, sy, ux, uy, inv_x, inv_y, k: int, work: Path, show_progress: bool, *,
-                     on_ray: bool = False):
-    """kNN both ways through FAISS indexes: a side's own index dir, else one built in `work`.
+def _search_side_index(index_side, queries, mine_rows_of_index, k: int):
+    """k neighbours of `queries` through a side's own index, as positions among its mined rows.
 
-    `on_ray`: indexes are built and searched as Ray tasks (`xmine.index.ray_build`): the same
-    index and the same hits."""
-    from xmine.index.faiss_index import IndexConfig, build_index
+    The index holds every row (repeats, filtered ones): over-fetch, map each hit to the position
+    of its representative among the mined rows (-1 when filtered), drop repeats."""
+    extra = 2 * k
+    sims, rows = index_side.index.search(np.asarray(queries, dtype=np.float32), k + extra)
+    hit = np.where(rows >= 0, mine_rows_of_index[np.maximum(rows, 0)], -1)
+    return _unique_hits(sims, hit, k)
 
-    def index_of(side, unique_emb, tag):
-        if side.index is not None:
-            return side.index, True
-        d = work / f"index-{tag}-{side.fingerprint_key()[:16]}"
-        from xmine.index.faiss_index import IndexDir
 
-        try:
-            return IndexDir.open(d), False
-        except ArtefactError as e:  # absent or damaged: (re)build it, atomically, inside OUT.work/
-            if d.exists():
-                log.warning(f"{d}: {e}; rebuilding it")
-            n = len(unique_emb)
-            if on_ray:
-                from xmine.index.ray_build import build_index_ray
+class _Mineable:
+    """A side's rows that take part: first occurrences within the length bounds."""
 
-                return build_index_ray(unique_emb, d, sentences=[""] * n, line_numbers=np.arange(1, n + 1),
-                                       encoder=side.encoder, projection=side.projection, part=side.part,
-                                       config=IndexConfig(), show_progress=show_progress, overwrite=True), False
-            return build_index(unique_emb, d, sentences=[""] * n, line_numbers=np.arange(1, n + 1),
-                               encoder=side.encoder, projection=side.projection, part=side.part,
-                               config=IndexConfig(), show_progress=show_progress, overwrite=True), False
+    def __init__(self, side, config: MiningConfig):
+        from xmine.store.rows import RowSubset
 
-    ix_y, y_orig = index_of(sy, uy, "tgt")
-    ix_x, x_orig = index_of(sx, ux, "src")
-    extra = 2 * k  # room for duplicates of an index over non-deduplicated rows
-    if on_ray:
-        from xmine.index.ray_build import search_ray as search
-    else:
-        def search(ix, queries, kk):
-            return ix.search(queries, kk)
-    fs, fi = search(ix_y, ux, k + (extra if y_orig else 0))
-    if y_orig:
-        fi = np.where(fi >= 0, inv_y[np.maximum(fi, 0)], -1)
-    fs, fi = _unique_hits(fs, fi, min(k, len(uy)))
-    bs, bi = search(ix_x, uy, k + (extra if x_orig else 0))
-    if x_orig:
-        bi = np.where(bi >= 0, inv_x[np.maximum(bi, 0)], -1)
-    bs, bi = _unique_hits(bs, bi, min(k, len(ux)))
-    return fs, fi, bs, bi
+        first, representative = side.unique_rows()
+        self.unique = len(first)
+        lengths = np.asarray(side.row_index.lengths)
+        ok = length_mask(lengths[first], config)
+        self.ids = first[ok] if ok is not None else first
+        self.lengths = lengths[self.ids].astype(np.int64)
+        self.rows = RowSubset(side.rows, self.ids)
+        # For a side's own index: row -> position of its representative among self.ids (-1: not mined)
+        pos = np.full(len(lengths), -1, dtype=np.int64)
+        pos[self.ids] = np.arange(len(self.ids))
+        self.position_of_row = pos[representative]
 
 
 def mine(
@@ -105,8 +90,9 @@ def mine(
     config: MiningConfig = MiningConfig(),
     encoder: str | None = None,
     precision: str | None = None,
-    projection: str | Path | None = None,
+    projection=None,
     approximate: bool = False,
+    approximate_config: ApproximateConfig = ApproximateConfig(),
     line_numbers: bool = False,
     meta: bool = False,
     keep_work: bool = False,
@@ -122,8 +108,8 @@ def mine(
     `encoder` and `precision` encode text sides; by default those of the artefact sides (stores,
     indexes), else me5-small at "auto" precision.
 
-    `ray`: None runs in this process; "auto" or a cluster address runs the kNN search as Ray
-    tasks (`xmine.mining.ray_knn`, `xmine.index.ray_build`), with the same output.
+    `ray`: None runs in this process; "auto" or a cluster address runs the exact kNN search as
+    Ray tasks (`xmine.mining.ray_knn`), with byte-identical output.
     """
     from xmine.outputs import claim_output
 
@@ -133,77 +119,120 @@ def mine(
     if not approximate:
         resolve_product(config.product)
     if ray is not None:
+        if approximate:
+            raise ConfigError("--ray runs the exact search; --approximate on Ray is not built yet "
+                              "(build the indexes with `xmine build-index --ray` and mine without --ray)")
         from xmine.cluster import connect
 
         connect(ray)
     with claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection], overwrite=overwrite,
-                      companions=(".meta", ".work")) as claim:
+                      companions=(".meta", ".work"), legacy=_legacy_result) as claim:
         return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                      precision=precision, projection=projection, approximate=approximate,
-                     line_numbers=line_numbers, meta=meta, keep_work=keep_work, show_progress=show_progress, ray=ray)
+                     approximate_config=approximate_config, line_numbers=line_numbers, meta=meta,
+                     keep_work=keep_work, show_progress=show_progress, ray=ray)
 
 
-def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate, line_numbers,
-          meta, keep_work, show_progress, ray) -> dict:
+def _legacy_result(out: Path) -> bool:
+    """A mining result written before OUT.json carried a kind: its summary names OUT as output."""
+    try:
+        side = json.loads(Path(str(out) + ".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (isinstance(side, dict) and {"output", "pairs", "search", "provenance"} <= side.keys()
+            and Path(str(side["output"])).name == out.name)
+
+
+def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate,
+          approximate_config, line_numbers, meta, keep_work, show_progress, ray=None) -> dict:
     from xmine.inputs import Encoders, artefact_encoder_name, artefact_precision, check_compatible, load_side
 
     out = claim.path
+    work = claim.work_dir(".work")
     encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection, precision,
                         default_precision=artefact_precision([src, tgt]))
-    sx = load_side(src, lang=src_lang, encoders=encoders, need_vectors=True, show_progress=show_progress)
-    sy = load_side(tgt, lang=tgt_lang, encoders=encoders, need_vectors=True, show_progress=show_progress)
-    check_compatible(sx, sy)
-    ux_text, inv_x, first_x = _dedup(sx)
-    uy_text, inv_y, first_y = _dedup(sy)
-    ux = np.asarray(sx.embeddings[first_x], dtype=np.float32)
-    uy = np.asarray(sy.embeddings[first_y], dtype=np.float32)
-    lx = np.fromiter((len(s) for s in ux_text), dtype=np.int64, count=len(ux_text))
-    ly = np.fromiter((len(s) for s in uy_text), dtype=np.int64, count=len(uy_text))
-    use_index = approximate or sx.index is not None or sy.index is not None
+    sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work / "src", show_progress=show_progress)
+    sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work / "tgt", show_progress=show_progress)
+    try:
+        check_compatible(sx, sy)
+        mx, my = _Mineable(sx, config), _Mineable(sy, config)
+        search = "exact"
+        if sx.index is not None or sy.index is not None:
+            search = "faiss-index"
+        elif approximate:
+            search = "approximate"
+        # Length bounds were applied above; the selection only needs the ratio filter.
+        select_config = config.replace(min_length=0, max_length=None)
+        key = hashlib.sha256(json.dumps(
+            [sx.fingerprint_key(), sy.fingerprint_key(), config.k, config.block_rows, config.block_cols,
+             config.min_length, config.max_length], default=str).encode()).hexdigest()
+        if ray is not None and search != "exact":
+            raise ConfigError("--ray runs the exact search; an index side on Ray is not built yet "
+                              "(mine without --ray, or give embedding stores)")
+        if len(mx.ids) == 0 or len(my.ids) == 0:
+            e = np.zeros(0, np.int64)
+            mined = MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
+        elif search == "faiss-index":
+            k = config.k
+            fs, fi = (_search_side_index(sy, mx.rows[:], my.position_of_row, min(k, len(my.ids)))
+                      if sy.index is not None else _index_of_rows(my.rows, mx.rows, k))
+            bs, bi = (_search_side_index(sx, my.rows[:], mx.position_of_row, min(k, len(mx.ids)))
+                      if sx.index is not None else _index_of_rows(mx.rows, my.rows, k))
+            mined = select_pairs(fs, fi, bs, bi, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
+        elif search == "approximate":
+            knn = approximate_knn_both(mx.rows, my.rows, config.k, config=approximate_config, work_dir=work / "ann",
+                                       key=key, show_progress=show_progress)
+            mined = select_pairs(*knn, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
+        elif ray is not None:
+            from xmine.mining.ray_knn import ray_knn_both
 
-    key = hashlib.sha256(json.dumps(
-        [sx.fingerprint_key(), sy.fingerprint_key(), config.k, config.block_rows, config.block_cols,
-         config.min_length, config.max_length], default=str).encode()).hexdigest()
-    work = claim.work_dir(".work")
-    if use_index:
-        fs, fi, bs, bi = _approximate_knn(sx, sy, ux, uy, inv_x, inv_y, config.k, work, show_progress,
-                                          on_ray=ray is not None)
-        # Length bounds: sentences outside them neither query nor are found.
-        for mask, rows_idx, hits_idx in ((length_mask(lx, config), fi, bi), (length_mask(ly, config), bi, fi)):
-            if mask is not None:
-                rows_idx[~mask] = -1
-                hits_idx[(hits_idx >= 0) & ~mask[np.maximum(hits_idx, 0)]] = -1
-        mined = select_pairs(fs, fi, bs, bi, config=config, src_lengths=lx, tgt_lengths=ly)
-    else:
-        if ray is not None:
-            from xmine.mining.ray_knn import ray_knn_both as knn
+            mined = mine_embeddings(mx.rows, my.rows, config=select_config, src_lengths=mx.lengths,
+                                    tgt_lengths=my.lengths, checkpoint_dir=work / "knn-ray", checkpoint_key=key,
+                                    show_progress=show_progress, knn=ray_knn_both)
         else:
-            from xmine.mining.knn import exact_knn_both as knn
-        mined = mine_embeddings(ux, uy, config=config, src_lengths=lx, tgt_lengths=ly,
-                                checkpoint_dir=work / ("knn-ray" if ray is not None else "knn"),
-                                checkpoint_key=key, show_progress=show_progress, knn=knn)
-    lines_x, lines_y = sx.line_numbers[first_x], sy.line_numbers[first_y]
-    _write_pairs(claim, mined, ux_text, uy_text, lines_x, lines_y, line_numbers=line_numbers)
-    if meta:
-        _write_meta(claim, mined, sx.path, sy.path, lines_x, lines_y)
-    elif claim.state == "finished":
-        # The replaced result's own .meta (checked against its summary by the claim) would be stale.
-        claim.companion(".meta").unlink(missing_ok=True)
-    summary = {
-        "output": str(out), "pairs": len(mined), "k_used": min(config.k, len(ux_text), len(uy_text)),
-        "src": {"path": str(sx.path), "kind": sx.kind, "sentences": len(sx.sentences), "unique": len(ux_text)},
-        "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy.sentences), "unique": len(uy_text)},
-        "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
-        "search": "faiss-index" if use_index else "exact",
-        "product": None if use_index else resolve_product(config.product),
-        "ray": ray,
-        "score_quantiles": ({q: float(np.quantile(mined.score, q)) for q in (0.1, 0.5, 0.9)} if len(mined) else {}),
-        "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang, approximate=use_index,
-                                 inputs=[sx.fingerprint, sy.fingerprint]),
-    }
+            mined = mine_embeddings(mx.rows, my.rows, config=select_config, src_lengths=mx.lengths,
+                                    tgt_lengths=my.lengths, checkpoint_dir=work / "knn", checkpoint_key=key,
+                                    show_progress=show_progress)
+        src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
+        _write_pairs(claim, mined, sx, sy, src_rows, tgt_rows, line_numbers=line_numbers)
+        if meta:
+            _write_meta(claim, mined, sx, sy, src_rows, tgt_rows)
+        elif claim.state == "finished":
+            # The replaced result's own .meta (checked against its summary by the claim) would be stale.
+            claim.companion(".meta").unlink(missing_ok=True)
+        summary = {
+            "output": str(out), "pairs": len(mined), "k_used": min(config.k, len(mx.ids), len(my.ids)),
+            "src": {"path": str(sx.path), "kind": sx.kind, "sentences": len(sx), "unique": mx.unique,
+                    "mined_rows": len(mx.ids)},
+            "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy), "unique": my.unique,
+                    "mined_rows": len(my.ids)},
+            "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
+            "search": search,
+            "ray": ray,
+            "product": resolve_product(config.product) if search == "exact" else None,
+            "score_quantiles": ({q: float(np.quantile(mined.score, q)) for q in (0.1, 0.5, 0.9)} if len(mined) else {}),
+            "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang,
+                                     approximate=(asdict(approximate_config) if search == "approximate" else None),
+                                     inputs=[sx.fingerprint, sy.fingerprint]),
+        }
+    finally:
+        sx.close()
+        sy.close()
     if not keep_work:
         shutil.rmtree(work, ignore_errors=True)
     return claim.finish(summary)
+
+
+def _index_of_rows(base_rows, query_rows, k: int):
+    """Exact kNN of query_rows in base_rows through a flat FAISS index (the side facing an index dir)."""
+    import faiss
+
+    index = faiss.IndexFlatIP(base_rows.shape[1])
+    for b in range(0, len(base_rows), 65536):
+        index.add(np.ascontiguousarray(base_rows[b: b + 65536], dtype=np.float32))
+    kk = min(k, len(base_rows))
+    sims, ids = index.search(np.ascontiguousarray(query_rows[:], dtype=np.float32), kk)
+    return sims.astype(np.float32), ids.astype(np.int64)
 
 
 def _clean(text: str) -> str:
@@ -211,19 +240,19 @@ def _clean(text: str) -> str:
     return text.replace("\t", " ").replace("\n", " ")
 
 
-def _write_pairs(claim, mined: MinedPairs, src_text, tgt_text, lines_x, lines_y, *, line_numbers: bool) -> None:
-    rows = []
-    for s, t, sc in zip(mined.src_idx.tolist(), mined.tgt_idx.tolist(), mined.score.tolist()):
-        row = f"{sc:.6f}\t{_clean(src_text[s])}\t{_clean(tgt_text[t])}"
-        if line_numbers:
-            row += f"\t{lines_x[s]}\t{lines_y[t]}"
-        rows.append(row + "\n")
-    claim.write_text("".join(rows))
+def _write_pairs(claim, mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, line_numbers: bool) -> None:
+    """Stream the pairs to the claimed output (atomically), each sentence read from its side by offset."""
+    with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        for s, t, sc in zip(src_rows.tolist(), tgt_rows.tolist(), mined.score.tolist()):
+            row = f"{sc:.6f}\t{_clean(sx.text[s])}\t{_clean(sy.text[t])}"
+            if line_numbers:
+                row += f"\t{sx.line_numbers[s]}\t{sy.line_numbers[t]}"
+            f.write(row + "\n")
 
 
-def _write_meta(claim, mined: MinedPairs, src_path, tgt_path, lines_x, lines_y) -> None:
+def _write_meta(claim, mined: MinedPairs, sx, sy, src_rows, tgt_rows) -> None:
     """stopes-style meta: score, src file:line, tgt file:line, direction that found the pair."""
-    rows = [f"{sc:.6f}\t{src_path}:{lines_x[s]}\t{tgt_path}:{lines_y[t]}\t{DIRECTION_NAMES[int(d)]}\n"
-            for s, t, sc, d in zip(mined.src_idx.tolist(), mined.tgt_idx.tolist(), mined.score.tolist(),
-                                   mined.direction.tolist())]
-    claim.write_text("".join(rows), ".meta")
+    with claim.atomic_file(".meta") as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        for s, t, sc, d in zip(src_rows.tolist(), tgt_rows.tolist(), mined.score.tolist(), mined.direction.tolist()):
+            f.write(f"{sc:.6f}\t{sx.path}:{sx.line_numbers[s]}\t{sy.path}:{sy.line_numbers[t]}\t"
+                    f"{DIRECTION_NAMES[int(d)]}\n")

@@ -141,7 +141,7 @@ def extract(s: np.ndarray, thr: np.ndarray, axis: int) -> np.ndarray:
     w = s.shape[1]
     if len(hit) == 0:
         return np.zeros(0, np.int64)
-    if len(hit) * 8 > s.shape[1 - axis]:
+    if len(hit) * (2 if axis == 1 else 8) > s.shape[1 - axis]:
         # Many hits: one full comparison is cheaper than gathering (numpy's column gather is slow).
         return np.flatnonzero(s >= (thr[:, None] if axis == 1 else thr[None, :]))
     if axis == 1:
@@ -227,13 +227,15 @@ class Bf16Product:
         """bf16 tensor of rows, subnormals flushed to 0 if `flush` (oneDNN treats them as 0)."""
         t = self.torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)).to(self.torch.bfloat16)
         if flush:
-            t[t.abs() < _TINY32] = 0
+            t = self.torch.where(t.abs() < _TINY32, 0, t)
         return t
 
     def terms(self, rows: np.ndarray) -> RowTerms:
         rows = np.asarray(rows, dtype=np.float32)
-        h = self._round(rows, True).float().numpy()
-        tiny = bool(((np.abs(h) < _TINY32) & (rows != 0)).any())
+        h = self._round(rows, False).float().numpy()
+        small = np.abs(h) < _TINY32
+        tiny = bool((small & (h != 0)).any())
+        h[small] = 0
         return RowTerms(norms_upper(rows), norms_upper(h), norms_upper(rows.astype(np.float64) - h), tiny)
 
     def prepare(self, rows: np.ndarray, flush: bool = True):

@@ -123,7 +123,9 @@ def ray_knn_both(
     pending = set(todo)
     done_rows = sum((t[1] - t[0]) * (t[3] - t[2]) for t in tiles if t not in pending)
     if todo:
-        x_ref, y_ref = ray.put(np.ascontiguousarray(x, dtype=np.float32)), ray.put(np.ascontiguousarray(y, dtype=np.float32))
+        # The two sides go to the object store once (row views are read here, block by block).
+        x_ref = ray.put(np.ascontiguousarray(x[0:n], dtype=np.float32))
+        y_ref = ray.put(np.ascontiguousarray(y[0:m], dtype=np.float32))
         task = remote(tile_knn, num_cpus=1)
         refs = (task.remote(x_ref, y_ref, *t, k, block_rows, block_cols, product) for t in todo)
         with ShardProgress(shards=len(tiles), shards_done=len(tiles) - len(todo), rows=n * m, rows_done=done_rows,

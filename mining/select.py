@@ -8,6 +8,7 @@ rounds leave (see `greedy_one_to_one`).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from dataclasses import dataclass
 
@@ -176,6 +177,9 @@ def select_pairs(
     bwd_scores = margin_score(bwd_sims, mean_y[:, None], mean_x[bi], config.margin)
     fwd_scores[~fwd_valid] = -np.inf
     bwd_scores[~bwd_valid] = -np.inf
+    if config.margin == "ratio":
+        _report_unscorable(((mean_x[:, None] + mean_y[fi]) <= 0) & fwd_valid,
+                           ((mean_y[:, None] + mean_x[bi]) <= 0) & bwd_valid)
     if config.max_length_ratio is not None:
         if src_lengths is None or tgt_lengths is None:
             raise ConfigError("max_length_ratio needs the sentence lengths of both sides")
@@ -222,6 +226,15 @@ def select_pairs(
     if config.threshold is not None:
         ok &= sc >= config.threshold
     return _sorted_pairs(np.asarray(src)[ok], np.asarray(tgt)[ok], np.asarray(sc)[ok], np.asarray(d)[ok])
+
+
+def _report_unscorable(fwd_bad: np.ndarray, bwd_bad: np.ndarray) -> None:
+    """Warn about candidates whose neighbourhood mean m <= 0 (ratio margin undefined: not mined)."""
+    n_bad = int(fwd_bad.sum() + bwd_bad.sum())
+    if n_bad:
+        logging.getLogger("xmine.mining").warning(
+            f"{n_bad} candidate pair(s) have a neighbourhood mean cosine m <= 0: the ratio margin c/m is "
+            "undefined there and they are not mined (--margin distance scores them)")
 
 
 def _masked_mean(sims: np.ndarray, valid: np.ndarray) -> np.ndarray:

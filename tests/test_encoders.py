@@ -202,7 +202,7 @@ def test_unknown_encoder_is_an_encoder_error(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(EncoderError, match="no-such-encoder-xyz"):
         load_encoder("no-such-encoder-xyz")
-    with pytest.raises(EncoderError, match="could not be loaded"):
+    with pytest.raises(EncoderError, match="no such model folder"):
         load_encoder(str(tmp_path / "missing-model-folder"))
     with pytest.raises(EncoderError):
         load_encoder("")

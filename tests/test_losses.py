@@ -142,9 +142,14 @@ def test_method_term_names():
     assert m.base == "dream" and {"L_IC", "L_IS", "L_M^x"} <= set(m.terms(b))
 
 
-def test_seed_reconstruction_identity_is_exact():
-    # SEED Eq. 2: the language part IS e - meaning (bit for bit), so nothing is lost; adding the
-    # parts back, (e - m) + m, reproduces e up to one float32 rounding (~1e-7).
-    _, batch = _random_batch("seed", b=64, d=16)
-    assert torch.equal(batch.l_s, batch.e_s - batch.m_s)
-    assert torch.allclose(batch.m_s + batch.l_s, batch.e_s, rtol=0, atol=1e-6)
+def test_seed_parts_by_hand_eq1_eq2():
+    # SEED Eq. 1: meaning = W e + b (one linear layer); Eq. 2: language = e - meaning.
+    # W = [[2, 0], [1, 1]], b = [0, -1], e = [1, 2]: meaning = [2, 1+2-1] = [2, 2], language = [-1, 0].
+    # (A model that computed the language part any other way, e.g. with a second network, or
+    # dropped the bias, gives other numbers.)
+    model = Disentangler({"dim": 2, "architecture": "residual", "layers": 1, "languages": ["deu", "eng"]})
+    with torch.no_grad():
+        model.meaning[0].weight.copy_(t([2, 0], [1, 1]))
+        model.meaning[0].bias.copy_(torch.tensor([0.0, -1.0]))
+    m, l = model(t([1, 2]))
+    assert m.tolist() == [[2.0, 2.0]] and l.tolist() == [[-1.0, 0.0]]

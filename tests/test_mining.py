@@ -14,7 +14,7 @@ from xmine.errors import ConfigError
 from xmine.mining import MiningConfig, mine_embeddings, select_pairs
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.margin import margin_score
-from xmine.mining.select import BOTH, greedy_one_to_one
+from xmine.mining.select import BOTH, FWD, RETRIEVALS, greedy_one_to_one
 
 
 # ---------------------------------------------------------------- margin formulas (hand-checked)
@@ -33,7 +33,8 @@ def _knn_lists(S: np.ndarray, k: int):
     return np.take_along_axis(S, fi, 1), fi, np.take_along_axis(S.T, bi, 1), bi
 
 
-# Similarities of 3 sources x 3 targets, chosen so every mode gives a different answer.
+# Similarities of 3 sources x 3 targets: the ratio margin's scores by hand (where the modes agree;
+# test_retrieval_modes_differ_by_hand has a case where all four differ).
 S3 = np.array([
     [0.90, 0.80, 0.10],
     [0.85, 0.20, 0.10],
@@ -67,6 +68,40 @@ def test_select_pairs_each_mode_by_hand():
     ab = select_pairs(*knn, config=cfg.replace(margin="absolute", retrieval="max"))
     assert (0, 0) in ab.pairs() and (1, 0) not in ab.pairs()
     assert s21 < s22
+
+
+def test_retrieval_modes_differ_by_hand():
+    # Absolute margin (score = cosine), k = 3 = everything:
+    #        y0   y1   y2
+    #   x0  .1   .7   .9     fwd: x0->y2 .9, x1->y2 .8, x2->y1 .6
+    #   x1  .2   .5   .8     bwd: y0->x2 .4, y1->x0 .7, y2->x0 .9
+    #   x2  .4   .6   .3     intersect: only x0<->y2 is mutual
+    # max: candidates by score (0,2) .9, (1,2) .8, (0,1) .7, (2,1) .6, (2,0) .4; greedy one-to-one
+    # keeps (0,2), drops (1,2) (y2 taken) and (0,1) (x0 taken), keeps (2,1), drops (2,0) (x2 taken).
+    S = np.array([[.1, .7, .9], [.2, .5, .8], [.4, .6, .3]], dtype=np.float32)
+    knn = _knn_lists(S, 3)
+    cfg = MiningConfig(k=3, margin="absolute")
+    got = {r: select_pairs(*knn, config=cfg.replace(retrieval=r)) for r in RETRIEVALS}
+    assert got["fwd"].pairs() == {(0, 2), (1, 2), (2, 1)}
+    assert got["bwd"].pairs() == {(0, 1), (0, 2), (2, 0)}
+    assert got["intersect"].pairs() == {(0, 2)}
+    assert got["max"].pairs() == {(0, 2), (2, 1)}
+    assert got["max"].score.tolist() == pytest.approx([.9, .6])
+    assert dict(zip(got["max"].tgt_idx.tolist(), got["max"].direction.tolist())) == {2: BOTH, 1: FWD}
+
+
+def test_ratio_margin_where_the_neighbourhood_mean_is_not_positive():
+    # m = (mean_x + mean_y) / 2 <= 0: c / m would flip the sign (c=.1, m=-.05 -> -2) or explode
+    # (m -> 0+): such candidates score -inf and are never mined; m > 0 is the usual c / m.
+    scores = margin_score(np.array([.1, .1, .5, .2]), np.array([-.05, 0., .4, 1e-3]),
+                          np.array([-.05, 0., .6, -1e-3]), "ratio")
+    assert scores[0] == -np.inf and scores[1] == -np.inf and scores[3] == -np.inf
+    assert scores[2] == pytest.approx(.5 / .5)
+    # The same definition on the mining path: the anti-correlated pair is not output, the other is.
+    x = np.array([[1, 0], [-1, 0]], dtype=np.float32)
+    y = np.array([[1, 0], [0, 1]], dtype=np.float32)
+    mined = mine_embeddings(x, y, config=MiningConfig(k=2, retrieval="fwd"))
+    assert mined.pairs() == {(0, 0)}  # x1's neighbourhood mean (-1 + 0) / 2 < 0: not scorable
 
 
 def test_greedy_one_to_one_matches_the_plain_walk():
@@ -288,7 +323,7 @@ def test_accuracy_on_flores_with_me5(flores_setup):
 
 
 def test_mine_command_end_to_end(tmp_path, data_dir, flores_setup):
-    """`xmine mine` on text files (me5 embeddings come from the cache), with dedup and resume dir."""
+    """`xmine mine` on text files (embedded into stores in OUT.work/), with dedup; the work dir is removed."""
     _, _, gold, src, tgt = flores_setup
     (tmp_path / "de.txt").write_text("\n".join(src + src[:20]) + "\n", encoding="utf-8")  # 20 repeats
     (tmp_path / "en.txt").write_text("\n".join(tgt) + "\n", encoding="utf-8")
@@ -328,7 +363,9 @@ def test_mine_through_indexes_matches_exact(tmp_path, flores_setup):
 
     common = ["--src-lang", "de", "--tgt-lang", "en", "--threshold", "1.04", "--line-numbers"]
     exact = run("mine", de, en, "-o", tmp_path / "exact.tsv", *common)
-    approx = run("mine", de, en, "-o", tmp_path / "approx.tsv", "--approximate", *common)
+    # IVF with exact vectors, every list visited: approximate machinery, exact answer.
+    approx = run("mine", de, en, "-o", tmp_path / "approx.tsv", "--approximate", "--index-type", "ivf",
+                 "--nlist", "4", "--nprobe", "4", *common)
     run("build-index", en, "--lang", "en", "--type", "hnsw", "-o", tmp_path / "idx")
     via_index = run("mine", de, tmp_path / "idx", "-o", tmp_path / "via-index.tsv", *common)
     assert len(exact) >= 0.95 * 300

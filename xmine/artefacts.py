@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import hashlib
 import json
 import os
@@ -71,9 +72,12 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             os.close(fd)
         os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            # Name the file the user asked for, not the hidden temporary that was being written.
+            raise OSError(e.errno, e.strerror, str(path)) from e
         raise
 
 
@@ -134,6 +138,63 @@ def sha256_file(path: str | Path, *, chunk: int = 1 << 20) -> str:
         for block in iter(lambda: f.read(chunk), b""):
             h.update(block)
     return h.hexdigest()
+
+
+#: Artefacts up to this size have every file hashed when opened; larger ones have each file
+#: hashed the first time it is read (VerifiedFiles.check), before anything computed from it is
+#: written, so the hashing rides on a read that happens anyway.
+VERIFY_ON_OPEN_BYTES = 64 << 20
+
+# (path, inode, size, mtime_ns) of files whose sha256 matched in this process: checked once.
+_VERIFIED: set[tuple] = set()
+
+
+class VerifiedFiles:
+    """The sha256 sums an artefact's manifest records, checked against the files on disk.
+
+    `expected` maps file names (relative to `directory`) to {"sha256", "bytes"}. A file is hashed
+    at most once per process (while it stays the same inode, size and mtime). A mismatch raises
+    ArtefactError naming the file: it was changed or damaged after xmine wrote it.
+    """
+
+    def __init__(self, directory: str | Path, expected: dict[str, dict[str, Any]], *, what: str):
+        self.directory = Path(directory)
+        self.expected = {name: rec for name, rec in expected.items() if rec and rec.get("sha256")}
+        self.what = what
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(int(rec.get("bytes") or 0) for rec in self.expected.values())
+
+    def check(self, name: str) -> None:
+        rec = self.expected.get(name)
+        if rec is None:
+            return
+        path = self.directory / name
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise ArtefactError(f"{path}: missing from the {self.what}") from None
+        key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+        if key in _VERIFIED:
+            return
+        if rec.get("bytes") is not None and st.st_size != rec["bytes"]:
+            raise ArtefactError(f"{path}: {st.st_size} bytes, the manifest of the {self.what} says "
+                                f"{rec['bytes']} (damaged or replaced)")
+        if sha256_file(path) != rec["sha256"]:
+            raise ArtefactError(f"{path}: content differs from the manifest of the {self.what} (sha256 "
+                                "mismatch): changed or damaged since xmine wrote it; rebuild it")
+        _VERIFIED.add(key)
+
+    def check_all(self) -> int:
+        """Check every file; return the bytes verified."""
+        for name in self.expected:
+            self.check(name)
+        return self.total_bytes
+
+    def check_if_small(self) -> None:
+        if self.total_bytes <= VERIFY_ON_OPEN_BYTES:
+            self.check_all()
 
 
 def file_fingerprint(path: str | Path) -> dict[str, Any]:
@@ -202,3 +263,46 @@ def read_manifest(directory: str | Path, kind: str | tuple[str, ...]) -> dict[st
             f"{directory}: is an xmine {manifest.get('kind')!r}, expected {' or '.join(kinds)}"
         )
     return manifest
+
+
+def verify_artefact(path: str | Path) -> tuple[str, int, str]:
+    """Check an artefact completely; return (kind, bytes checked, detail) or raise ArtefactError."""
+    from xmine.outputs import MARKER, dir_kind, sidecar_of, verify_output_file
+
+    p = Path(path)
+    if p.is_dir():
+        kind, finished = dir_kind(p)
+        if kind is None:
+            raise ArtefactError(f"{p}: not an xmine artefact (no {MANIFEST})")
+        if not finished:
+            raise ArtefactError(f"{p}: an unfinished xmine {kind.replace('-', ' ')} (no {MANIFEST}); run the "
+                                "command that made it again to finish it")
+        if kind == "embedding-store":
+            from xmine.store.reader import verify_store
+
+            nbytes, detail = verify_store(p)
+            return kind, nbytes, detail
+        from xmine.errors import ConfigError
+        from xmine.plugins import open_artefact
+
+        try:
+            artefact = open_artefact(p, kind)  # the owning package's reader validates on open
+        except ConfigError:  # no reader for this kind (an export): its manifest and files
+            read_manifest(p, kind)
+            files = [e for e in p.rglob("*") if e.is_file() and e.name != MARKER]
+            return kind, sum(e.stat().st_size for e in files), f"{len(files)} files present (no sums recorded)"
+        if hasattr(artefact, "verify"):
+            return kind, int(artefact.verify()), "every recorded sha256 matches, every part loads"
+        files = [e for e in p.rglob("*") if e.is_file()]
+        return kind, sum(e.stat().st_size for e in files), "loads, and its reader's checks pass"
+    if sidecar_of(p).is_file():
+        kind, nbytes, detail = verify_output_file(p)
+        return kind, nbytes, detail
+    if p.suffix == ".json":
+        try:
+            kind = json.loads(p.read_text(encoding="utf-8")).get("kind")
+        except (OSError, ValueError, AttributeError) as e:
+            raise ArtefactError(f"{p}: not an xmine artefact (unreadable JSON: {e})") from None
+        if kind:
+            return kind, p.stat().st_size, "readable JSON (results record no sums)"
+    raise ArtefactError(f"{p}: not an xmine artefact (no {MANIFEST}, no {sidecar_of(p).name} summary)")

@@ -7,6 +7,7 @@ import click
 from xmine.cluster import ray_option
 from xmine.corpus import DEFAULT_MAX_CHARS
 from xmine.encoders.options import precision_option
+from xmine.options import LANG
 
 
 @click.command("encoders")
@@ -28,11 +29,30 @@ def encoders() -> None:
             if r.get(key):
                 click.echo(click.wrap_text(f"{label}{r[key]}", width=100, initial_indent="    ",
                                            subsequent_indent="    "))
+    click.echo()
+    click.echo(describe_auto_precision())
+
+
+def describe_auto_precision() -> str:
+    """One line: what --precision auto means on this machine, and why."""
+    from xmine.encoders import cpu_bf16_flag
+
+    flag = cpu_bf16_flag()
+    line = ("--precision auto on this CPU: " + (f"bf16 (native bf16: {flag} in /proc/cpuinfo)" if flag else
+                                                 "fp32 (no avx512_bf16/amx_bf16 in /proc/cpuinfo)"))
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            line += "; on CUDA: " + ("bf16" if torch.cuda.is_bf16_supported() else "fp16 (no bf16 on this GPU)")
+    except ImportError:
+        pass
+    return line
 
 
 @click.command("embed")
 @click.argument("corpus", type=click.Path(dir_okay=True, path_type=str))
-@click.option("--lang", required=True, help="Language code of the corpus (e.g. de), recorded in the store.")
+@click.option("--lang", type=LANG, required=True, help="Language code of the corpus (e.g. de), recorded in the store.")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=str),
               help="Store directory to create (or to resume, or to return at once if already finished).")
 @click.option("--encoder", "encoder_name", default="me5-small", show_default=True,
@@ -95,6 +115,30 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     )
 
 
+@click.command("verify")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=str))
+def verify(paths) -> None:
+    """Check xmine artefacts completely: every file against the sha256 its manifest records.
+
+    PATHS may be embedding stores, indexes, projections, sentence-transformers exports, or output
+    files with their OUT.json summary (mined pairs, search hits, langid). Exit 2 with a one-line
+    error naming the first damaged file; 0 when everything matches.
+
+    Opening an artefact checks small ones (up to 64 MiB) completely, and large ones file by file as
+    they are first read; `verify` reads every byte now.
+    """
+    import time
+
+    from xmine.artefacts import verify_artefact
+
+    for path in paths:
+        t0 = time.perf_counter()
+        kind, nbytes, detail = verify_artefact(path)
+        click.echo(f"{path}: OK, an xmine {kind} ({detail}; {nbytes / 2**20:,.1f} MiB checked in "
+                   f"{time.perf_counter() - t0:.1f}s)")
+
+
+
 def _store_precision(out_dir: str) -> str | None:
     """The encoder precision of the finished store in `out_dir` (None: no finished store there)."""
     import json
@@ -110,4 +154,50 @@ def _store_precision(out_dir: str) -> str | None:
         return None
 
 
-COMMANDS = [encoders, embed]
+
+@click.group("cache")
+def cache() -> None:
+    """The per-sentence embedding cache used by benchmarks and training ($XMINE_HOME/embeddings).
+
+    One SQLite file per encoder, bounded by XMINE_CACHE_MAX_MB megabytes of vectors each (default
+    4096); past it the least recently used sentences are evicted. Corpus-scale commands (embed,
+    mine, build-index, search) never fill it.
+    """
+
+
+@cache.command("info")
+def cache_info() -> None:
+    """List the cache files: encoder, sentences held, size on disk, and the bound."""
+    from xmine.embed_cache import cache_file_info, cache_files, max_cache_mb
+    from xmine.paths import xmine_home
+
+    files = cache_files()
+    click.echo(f"{xmine_home() / 'embeddings'}: {len(files)} cache file(s), bound {max_cache_mb():.0f} MB of "
+               "vectors each (XMINE_CACHE_MAX_MB)")
+    for f in files:
+        i = cache_file_info(f)
+        click.echo(f"  {f.name}: {i['encoder']} ({i['dim']}-d), {i['rows']:,} sentences, "
+                   f"{i['bytes'] / 2**20:,.1f} MB on disk")
+
+
+@cache.command("clear")
+@click.option("--encoder", "encoder_name", default=None, help="Only this encoder's cache (default: all).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def cache_clear(encoder_name, yes) -> None:
+    """Delete cache files (the embeddings are recomputed when next needed)."""
+    from xmine.embed_cache import cache_file_info, cache_files
+
+    files = [f for f in cache_files() if encoder_name is None or cache_file_info(f)["encoder"] == encoder_name]
+    if not files:
+        click.echo("nothing to clear")
+        return
+    total = sum(cache_file_info(f)["bytes"] for f in files)
+    if not yes:
+        click.confirm(f"delete {len(files)} cache file(s), {total / 2**20:,.1f} MB?", abort=True)
+    for f in files:
+        for part in f.parent.glob(f.name + "*"):  # the database and its -wal / -shm files
+            part.unlink(missing_ok=True)
+    click.echo(f"deleted {len(files)} cache file(s), {total / 2**20:,.1f} MB")
+
+
+COMMANDS = [encoders, embed, verify, cache]

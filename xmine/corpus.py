@@ -6,7 +6,9 @@ Input policy (what every xmine command does with a text file):
 - Encoding: UTF-8. A leading byte-order mark is stripped. Invalid UTF-8 raises `InputError`
   naming the file, the line, the byte offset within that line and a snippet of the bytes.
 - NUL bytes raise `InputError` with the line (they mean a binary or UTF-16 file).
-- Line ends: `\\n` separates lines; a `\\r` before it (Windows `\\r\\n`) is removed.
+- Line ends: `\\n` separates lines; a `\\r` before it (Windows `\\r\\n`) is removed. A file whose
+  first megabyte has carriage returns but no `\\n` uses lone `\\r` line ends (classic Mac OS):
+  there `\\r` separates lines, so its sentences are never merged into one.
 - Tabs and stray line-break characters inside a line (`\\r`, `\\v`, `\\f`, U+0085, U+2028,
   U+2029, ...) are replaced by one space each: they would break the one-sentence-per-line and
   TSV files xmine writes. Counted and reported as a warning. Nothing else in a line is changed.
@@ -74,6 +76,26 @@ class CorpusStats:
     replaced_count: int = 0
     #: whether the file was gzip-compressed
     gzip: bool = False
+    #: lines the encoder cut at its token limit (the first few; `token_cut_count` has the total)
+    token_cut_lines: list[int] = field(default_factory=list)
+    #: how many lines the encoder cut at its token limit (filled by `note_token_cuts`)
+    token_cut_count: int = 0
+    #: the encoder's token limit, when known
+    max_tokens: int | None = None
+
+    def token_cut_warning(self) -> str:
+        more = (f" and {self.token_cut_count - len(self.token_cut_lines)} more"
+                if self.token_cut_count > len(self.token_cut_lines) else "")
+        return (f"{self.path}: {self.token_cut_count} line(s) longer than the encoder's {self.max_tokens} tokens "
+                f"are cut there: their end is not encoded, so lines that differ only after it get the same "
+                f"vector (lines {', '.join(map(str, self.token_cut_lines))}{more})")
+
+    def note_token_cuts(self, line_numbers: Sequence[int], max_tokens: int | None) -> None:
+        """Record lines (by file line number) that the encoder cuts at `max_tokens` tokens."""
+        self.max_tokens = max_tokens
+        self.token_cut_count += len(line_numbers)
+        room = _WARN_LIST - len(self.token_cut_lines)
+        self.token_cut_lines.extend(int(n) for n in list(line_numbers)[:max(room, 0)])
 
     def warnings(self, max_chars: int) -> list[str]:
         """The warnings this read deserves, as human-readable sentences."""
@@ -86,6 +108,8 @@ class CorpusStats:
                 f"{self.path}: {self.long_count} line(s) longer than {max_chars} characters are cut "
                 f"to that length for encoding (lines {', '.join(map(str, self.long_lines))}{more})"
             )
+        if self.token_cut_count:
+            out.append(self.token_cut_warning())
         if self.replaced_count:
             out.append(
                 f"{self.path}: tabs or line-break characters inside {self.replaced_count} line(s) "
@@ -132,6 +156,34 @@ def open_binary(path: str | Path) -> BinaryIO:
     return open(path, "rb")
 
 
+_SNIFF_BYTES = 1 << 20
+
+
+def uses_cr_line_ends(path: str | Path) -> bool:
+    """True for a file with lone `\\r` line ends: carriage returns but no `\\n` in its first MB."""
+    with open_binary(path) as f:
+        try:
+            head = f.read(_SNIFF_BYTES)
+        except (gzip.BadGzipFile, EOFError, OSError):
+            return False  # the read proper reports it, with the line
+    return b"\r" in head and b"\n" not in head
+
+
+def _raw_lines(f: BinaryIO, cr: bool) -> Iterator[bytes]:
+    """The file's lines as bytes (with their end), split on `\\n`, or on `\\r` when `cr`."""
+    if not cr:
+        yield from f
+        return
+    rest = b""
+    for block in iter(lambda: f.read(1 << 20), b""):
+        parts = (rest + block).split(b"\r")
+        rest = parts.pop()
+        for part in parts:
+            yield part + b"\n"
+    if rest:
+        yield rest
+
+
 def _decode(raw: bytes, path: Path, line_no: int) -> str:
     if b"\x00" in raw:
         col = raw.index(b"\x00")
@@ -164,13 +216,14 @@ def iter_lines(path: str | Path, *, stats: CorpusStats | None = None, start: tup
     """
     path = Path(path)
     st = stats if stats is not None else CorpusStats(path=path)
+    cr = uses_cr_line_ends(path)
     offset, first = start
     with open_binary(path) as f:
         st.gzip = isinstance(f, gzip.GzipFile)
         try:
             if offset:
                 f.seek(offset)
-            for line_no, raw in enumerate(f, start=first):
+            for line_no, raw in enumerate(_raw_lines(f, cr), start=first):
                 line_start = offset
                 offset += len(raw)
                 if raw.endswith(b"\n"):
@@ -266,13 +319,17 @@ def truncate_for_encoding(sentences: Sequence[str], max_chars: int = DEFAULT_MAX
 def count_lines(path: str | Path) -> int:
     """Lines in a (possibly gzip) file, counted fast without decoding (a last line without a
     newline counts)."""
+    end = b"\r" if uses_cr_line_ends(path) else b"\n"
     n = 0
-    last = b"\n"
+    last = end
     with open_binary(path) as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            n += block.count(b"\n")
-            last = block[-1:]
-    return n + (last != b"\n")
+        try:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                n += block.count(end)
+                last = block[-1:]
+        except (gzip.BadGzipFile, EOFError) as e:
+            raise InputError(path, f"cannot read (corrupt or truncated gzip?): {e}", line=n + 1) from None
+    return n + (last != end)
 
 
 def iter_parallel(

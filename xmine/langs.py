@@ -9,7 +9,9 @@ language identification), so one language under two names would become two class
 Choices: Chinese (`zh`, `zho`, `cmn`, any script) -> `cmn`, as Tatoeba v1 names it; Persian
 `fa`/`fas` -> `pes`; Swahili `sw`/`swa` -> `swh`; Malay `ms`/`msa`/`zsm` -> `zsm`; Arabic `ar` ->
 `ara`; the script suffix is dropped (Serbian Cyrillic and Latin are one language).
-Unknown codes are returned lower-cased and unchanged, so any code works, it just is not merged.
+Unknown codes are returned lower-cased and unchanged by `normalize_lang`, so any code works, it
+just is not merged; `is_known_lang` says whether a code is a language at all (ISO 639-1, or ISO
+639-3 from pycountry's table), which the CLI checks for every language option.
 """
 
 from __future__ import annotations
@@ -42,3 +44,17 @@ def normalize_lang(code: str) -> str:
     c = re.split(r"[_-]", c, maxsplit=1)[0].lower()  # drop script (_Latn) or region (-DE)
     c = _ISO1_TO_3.get(c, c)
     return _MERGE.get(c, c)
+
+
+def is_known_lang(code: str) -> bool:
+    """True when `code` (any form normalize_lang accepts) names an ISO 639-1/639-3 language."""
+    c = normalize_lang(code)
+    if not re.fullmatch(r"[a-z]{2,3}", c):
+        return False
+    if c in _ISO1_TO_3.values() or c in _MERGE.values():
+        return True
+    try:
+        import pycountry
+    except ImportError:  # without the table, any well-formed code is accepted
+        return True
+    return pycountry.languages.get(alpha_3=c) is not None

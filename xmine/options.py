@@ -30,9 +30,27 @@ def Finite(min: float | None = None, max: float | None = None, *, min_open: bool
     return FiniteFloat(min=min, max=max, min_open=min_open, max_open=max_open)
 
 
+class LangCode(click.ParamType):
+    """A language code in any form xmine.langs understands (de, deu, deu_Latn, de-DE); unknown
+    codes are refused rather than silently becoming a language of their own."""
+
+    name = "lang"
+
+    def convert(self, value, param, ctx):
+        from xmine.langs import is_known_lang
+
+        if not isinstance(value, str) or not is_known_lang(value):
+            self.fail(f"{value!r} is not a known language code (ISO 639-1 such as de, ISO 639-3 such as "
+                      "deu, optionally with script or region: deu_Latn, de-DE)", param, ctx)
+        return value.strip()
+
+
+LANG = LangCode()
+
+
 def positive_int() -> click.IntRange:
     """An int >= 1."""
     return click.IntRange(min=1)
 
 
-__all__ = ["Finite", "FiniteFloat", "positive_int"]
+__all__ = ["Finite", "FiniteFloat", "LANG", "LangCode", "positive_int"]

@@ -39,7 +39,6 @@ How an existing path is recognised as xmine's (`form`):
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import hashlib
 import json
@@ -252,13 +251,16 @@ def check_not_input(outputs: Iterable[Path], inputs: Iterable[str | Path | None]
 
 
 def _state_of(path: Path, kind: str, form: str, companions: tuple[str, ...],
-              legacy: Callable[[Path], bool] | None) -> str:
-    """"new", "unfinished" or "finished"; OutputError for anything xmine must not touch."""
+              legacy: Callable[[Path], bool] | None, *, in_place: bool = False) -> str:
+    """"new", "unfinished" or "finished"; OutputError for anything xmine must not touch.
+
+    A symbolic link to a directory is followed for a directory built in place (a store on a
+    bigger disk); one that would be replaced as a whole is refused."""
     exists = os.path.lexists(path)
     if form == "dir":
         if not exists:
             return "new"
-        if path.is_symlink() or not path.is_dir():
+        if (path.is_symlink() and not in_place) or not path.is_dir():
             raise OutputError(f"{path}: exists and is not a directory; refusing to replace it "
                               "(choose another output)")
         if not any(path.iterdir()):
@@ -270,7 +272,7 @@ def _state_of(path: Path, kind: str, form: str, companions: tuple[str, ...],
             raise OutputError(f"{path}: exists and is not an xmine {_label(kind)}; refusing to write into it "
                               "(choose a new or empty directory)")
         if found != kind:
-            raise OutputError(f"{path}: is an xmine {_label(found)}, not a {_label(kind)}; refusing to replace it "
+            raise OutputError(f"{path}: is an xmine {_label(found)}, not an xmine {_label(kind)}; refusing to replace it "
                               "(choose another output)")
         return "finished" if finished else "unfinished"
 
@@ -281,6 +283,8 @@ def _state_of(path: Path, kind: str, form: str, companions: tuple[str, ...],
         side_path = sidecar_of(path)
         side = _read_json(side_path) if side_path.is_file() else None
         extra = [Path(str(path) + s) for s in companions if os.path.lexists(str(path) + s)]
+        if side is not None and "kind" not in side and legacy is not None and legacy(path):
+            return "finished"  # written before summaries carried a kind
         if side is None or side.get("kind") != kind:
             if os.path.lexists(side_path):
                 what = f"an xmine {_label(side['kind'])}" if side and side.get("kind") else "not an xmine summary"
@@ -409,13 +413,7 @@ def claim_output(
     ok = False
     created_dir = False
     try:
-        try:
-            state = _state_of(path, kind, form, companions, legacy)
-        except OutputError:
-            for d in reversed(made):
-                with contextlib.suppress(OSError):
-                    d.rmdir()
-            raise
+        state = _state_of(path, kind, form, companions, legacy, in_place=in_place)
         if state == "finished" and not (overwrite or reopen):
             raise OutputError(f"{path}: already exists (an xmine {_label(kind)}); pass --overwrite to replace it "
                               "or choose another output")
@@ -431,23 +429,43 @@ def claim_output(
     finally:
         if not ok and created_dir and {p.name for p in path.iterdir()} <= {MARKER, ".lock"}:
             shutil.rmtree(path, ignore_errors=True)  # nothing but our own scaffolding
-        if not ok and form == "tsv" and claim_state_is_stub(path, companions):
+        if not ok and form == "tsv" and _only_a_stub(path, companions):
             with contextlib.suppress(FileNotFoundError):
                 sidecar_of(path).unlink()
         lock.__exit__(None, None, None)
+        if not ok:  # parent directories this claim created, if nothing else came to live in them
+            for d in reversed(made):
+                with contextlib.suppress(OSError):
+                    d.rmdir()
 
 
-def claim_state_is_stub(path: Path, companions: tuple[str, ...]) -> bool:
-    """True when a "tsv" output has only the "unfinished" sidecar a failed first run wrote."""
+def _only_a_stub(path: Path, companions: tuple[str, ...]) -> bool:
+    """True when a "tsv" output has only the "unfinished" sidecar a failed run wrote (removed then)."""
     side = _read_json(sidecar_of(path)) if sidecar_of(path).is_file() else None
     if not side or side.get("state") != "unfinished":
         return False
     return not os.path.lexists(path) and not any(os.path.lexists(str(path) + s) for s in companions)
 
 
-def is_disk_full(e: BaseException) -> bool:
-    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+def verify_output_file(path: str | Path) -> tuple[str, int, str]:
+    """Check a "tsv" output against its OUT.json summary: (kind, bytes, detail) or ArtefactError."""
+    from xmine.errors import ArtefactError
+
+    path = Path(path)
+    side = _read_json(sidecar_of(path))
+    if side is None or "kind" not in side:
+        raise ArtefactError(f"{sidecar_of(path)}: not an xmine summary (unreadable, or no kind)")
+    if side.get("state") != "finished":
+        raise ArtefactError(f"{path}: unfinished (its run was interrupted); run the same command again")
+    files = side.get("output_files") or {}
+    if path.name not in files:
+        raise ArtefactError(f"{sidecar_of(path)}: records no sha256 of {path.name} (written by an older xmine)")
+    changed = _changed_files(side, path)
+    if changed:
+        raise ArtefactError(f"{path.parent / changed[0]}: size or sha256 differs from {sidecar_of(path).name}: "
+                            "changed or damaged since xmine wrote it")
+    return side["kind"], sum(int(r["bytes"]) for r in files.values()), f"{len(files)} file(s) match their sha256"
 
 
 __all__ = ["Claim", "MARKER", "check_not_input", "claim_output", "dir_kind", "md_header", "png_metadata",
-           "sidecar_of"]
+           "sidecar_of", "verify_output_file"]

@@ -23,8 +23,10 @@ PROJECTION_KIND = "projection"
 class ProjectionLike(Protocol):
     """A map from encoder embeddings to one of their parts."""
 
-    def transform(self, emb: np.ndarray, part: str = "meaning") -> np.ndarray:
-        """(n, dim) embeddings -> (n, d') float32 rows of `part`, L2-normalised."""
+    def transform(self, emb: np.ndarray, part: str = "meaning", *, lang: str | None = None) -> np.ndarray:
+        """(n, dim) embeddings -> (n, d') float32 rows of `part`, L2-normalised. `lang`: the
+        language of the rows when the caller knows it (a language-dependent projection such as
+        `center` uses it; others ignore it)."""
 
     def fingerprint(self) -> dict[str, Any]:
         """What identifies it: {"path", "method", "id"}; equal ids mean the same projection."""

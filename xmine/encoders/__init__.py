@@ -40,8 +40,10 @@ from __future__ import annotations
 
 import abc
 import logging
+import os
 import re
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -78,6 +80,28 @@ class Encoder(abc.ABC):
     def fingerprint(self) -> dict[str, Any]:
         """A JSON-able identity of the weights and precision: {"name", "dim", "id", "precision"};
         equal ids = same encoder (build it with `with_precision`)."""
+
+    #: tokens the encoder sees per sentence (longer ones are cut); None when it has no such limit
+    max_tokens: int | None = None
+
+    def truncated(self, sentences: Sequence[str]) -> np.ndarray:
+        """Indices of the sentences this encoder cuts at `max_tokens` (their end is not encoded).
+
+        Cheap: only sentences long enough to possibly exceed the limit are tokenized (a token
+        covers at least a quarter of a character in every tokenizer xmine meets).
+        """
+        tokenizer = getattr(self, "tokenizer", None)
+        limit = self.max_tokens
+        if tokenizer is None or not limit:
+            return np.zeros(0, dtype=np.int64)
+        prefix = getattr(self, "prefix", "") or ""
+        long = [i for i, s in enumerate(sentences) if len(s) + len(prefix) >= limit // 4]
+        if not long:
+            return np.zeros(0, dtype=np.int64)
+        ids = tokenizer([prefix + sentences[i] for i in long], truncation=True, max_length=limit + 1,
+                        add_special_tokens=True, return_attention_mask=False,
+                        return_token_type_ids=False)["input_ids"]
+        return np.asarray([i for i, x in zip(long, ids) if len(x) > limit], dtype=np.int64)
 
 
 #: The E5 prefix for symmetric tasks (bitext mining, STS, cross-lingual retrieval of sentences).
@@ -117,21 +141,36 @@ def cpu_bf16_flag() -> str | None:
 
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, sep, value = line.partition(":")
-                if sep and key.strip().lower() in ("flags", "features"):
-                    flags = set(value.split())
-                    break
-            else:
-                return None
+            text = f.read()
     except OSError:
         return None
+    return bf16_flag_in_cpuinfo(text, platform.machine())
+
+
+def bf16_flag_in_cpuinfo(cpuinfo: str, machine: str) -> str | None:
+    """`cpu_bf16_flag` on the text of a /proc/cpuinfo and a `platform.machine()` value."""
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip().lower() in ("flags", "features"):
+            flags = set(value.split())
+            break
     for flag in ("amx_bf16", "avx512_bf16"):
         if flag in flags:
             return flag
-    if platform.machine().lower() in ("aarch64", "arm64") and "bf16" in flags:
+    if machine.lower() in ("aarch64", "arm64") and "bf16" in flags:
         return "bf16"
     return None
+
+
+_NOTICED: set[tuple] = set()
+
+
+def _note_once(key: tuple, message: str, *args) -> None:
+    """Log `message` at INFO the first time `key` is seen in this process."""
+    if key not in _NOTICED:
+        _NOTICED.add(key)
+        log.info(message, *args)
 
 
 def resolve_precision(precision: str, device: str, *, encoder_name: str = "") -> str:
@@ -153,7 +192,10 @@ def resolve_precision(precision: str, device: str, *, encoder_name: str = "") ->
 
         bf16_ok = torch.cuda.is_bf16_supported()
         if precision == "auto":
-            return "bf16" if bf16_ok else "fp16"
+            chosen = "bf16" if bf16_ok else "fp16"
+            _note_once(("auto-cuda", chosen), "%s runs at %s on %s (--precision auto)", encoder_name or "the encoder",
+                       chosen, device)
+            return chosen
         if precision == "bf16" and not bf16_ok:
             raise EncoderError(f"{encoder_name or 'encoder'}: precision bf16 asked for, but {device} "
                                f"({torch.cuda.get_device_name(device)}) does not support bfloat16; use fp16 or fp32")
@@ -162,7 +204,8 @@ def resolve_precision(precision: str, device: str, *, encoder_name: str = "") ->
         flag = cpu_bf16_flag()
         if precision == "auto":
             chosen = "bf16" if flag else "fp32"
-            log.debug("precision auto -> %s (%s)", chosen, f"CPU flag {flag}" if flag else "no native bf16 on this CPU")
+            _note_once(("auto", chosen), "%s runs at %s (--precision auto: %s)", encoder_name or "the encoder", chosen,
+                       f"{flag} in /proc/cpuinfo" if flag else "no native bf16 on this CPU")
             return chosen
         if precision == "bf16" and not flag:
             log.warning("precision bf16 on a CPU without native bf16 instructions (no avx512_bf16/amx_bf16 "
@@ -249,8 +292,7 @@ def load_encoder(
     Raises EncoderError when the name or precision is unknown, or the model cannot be built or loaded.
     An encoder already loaded in this process with the same name, device, prefix and precision is reused.
     """
-    from xmine.errors import EncoderError
-
+    check_device(device)
     if name == "use-m3":
         key: tuple = (name, None, prefix, threads, encoder_precision(name, precision))
     else:
@@ -267,6 +309,30 @@ def load_encoder(
     return _LOADED[key]
 
 
+def check_device(device: str | None) -> None:
+    """EncoderError for a --device that is not a torch device or is not present on this machine."""
+    if device is None:
+        return
+    import torch
+
+    from xmine.errors import EncoderError
+
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise EncoderError(f"--device {device!r}: not a torch device (cpu, cuda, cuda:1, mps)") from None
+    if d.type == "cuda":
+        if not torch.cuda.is_available():
+            raise EncoderError(f"--device {device}: CUDA is not available here (torch {torch.__version__} sees no "
+                               "GPU); leave --device out or use --device cpu")
+        if d.index is not None and d.index >= torch.cuda.device_count():
+            raise EncoderError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) here")
+    elif d.type == "mps" and not torch.backends.mps.is_available():
+        raise EncoderError(f"--device {device}: Apple MPS is not available here; use --device cpu")
+    elif d.type not in ("cpu", "cuda", "mps"):
+        raise EncoderError(f"--device {device}: xmine runs encoders on cpu, cuda or mps")
+
+
 def _load_encoder(name: str, *, device: str | None, prefix: str | None, threads: int | None,
                   precision: str) -> Encoder:
     from xmine.errors import EncoderError
@@ -279,6 +345,8 @@ def _load_encoder(name: str, *, device: str | None, prefix: str | None, threads:
         from xmine.encoders.use_m3 import UseM3Encoder
 
         return UseM3Encoder(threads=threads)
+    if name != "me5-small":
+        _check_model_reachable(name)  # seconds, not minutes of retries, for a name that cannot load
     import torch
 
     if threads:
@@ -288,6 +356,47 @@ def _load_encoder(name: str, *, device: str | None, prefix: str | None, threads:
     from xmine.encoders.transformer import load_sentence_transformer
 
     return load_sentence_transformer(name, prefix=prefix or "", device=device, precision=precision)
+
+
+_HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+_HUB_TIMEOUT_S = 10
+
+
+def _check_model_reachable(name: str) -> None:
+    """Fail fast (EncoderError) for a model that can be neither found locally nor fetched.
+
+    A local folder must exist. A hub name must be in the Hugging Face cache, or (unless
+    HF_HUB_OFFLINE is set) answer one metadata request within 10 s; otherwise transformers would
+    retry for minutes before failing with the same answer.
+    """
+    from xmine.errors import EncoderError
+
+    known = "not a known xmine encoder (me5-small, use-m3)"
+    path = Path(name).expanduser()
+    if path.exists():
+        return
+    if name.startswith((".", "/", "~")) or not _HUB_NAME.fullmatch(name):
+        raise EncoderError(f"encoder {name!r}: {known}, and no such model folder exists")
+    try:
+        from huggingface_hub import HfApi, try_to_load_from_cache
+        from huggingface_hub.utils import RepositoryNotFoundError
+    except ImportError:  # pragma: no cover - a dependency of transformers
+        return
+    for filename in ("modules.json", "config.json"):
+        if isinstance(try_to_load_from_cache(name, filename), str):
+            return
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        raise EncoderError(f"encoder {name!r}: {known}, not in the Hugging Face cache, and HF_HUB_OFFLINE is "
+                           "set; pass a local model folder, or download the model on a connected machine first")
+    try:
+        HfApi().model_info(name, timeout=_HUB_TIMEOUT_S)
+    except RepositoryNotFoundError:
+        raise EncoderError(f"encoder {name!r}: {known}, and the Hugging Face Hub has no such model "
+                           "(or it is private); check the name") from None
+    except Exception as e:  # noqa: BLE001 - connection errors of every HTTP stack mean one thing here
+        raise EncoderError(f"encoder {name!r}: {known}, not in the Hugging Face cache, and the Hub did not "
+                           f"answer within {_HUB_TIMEOUT_S} s ({type(e).__name__}); pass a local model "
+                           "folder or check the network") from None
 
 
 def _load_me5(*, device: str, prefix: str, precision: str) -> Encoder:
@@ -373,18 +482,14 @@ def check_same_encoder(expected_fp: dict[str, Any], actual_fp: dict[str, Any], *
     p_exp, p_act = fingerprint_precision(expected_fp), fingerprint_precision(actual_fp)
     if weights_id(expected_fp) == weights_id(actual_fp) and p_exp != p_act:
         raise EncoderMismatchError(
-            f"{what} was made with {expected_fp.get('name')!r} at precision {p_exp}, but the encoder given "
-            f"runs at {p_act}; embeddings of two precisions are never mixed: pass --precision {p_exp} "
-            f"(or rebuild it at {p_act})"
+            f"{what} was made with {expected_fp.get('name')!r} at precision {p_exp}, but {p_act} embeddings "
+            f"meet it here; two precisions are never mixed: use --precision {p_exp} for both (or rebuild it at {p_act})"
         )
     raise EncoderMismatchError(
         f"{what} was made with encoder {expected_fp.get('name')!r} (id {expected_fp.get('id')!r}, "
         f"dim {expected_fp.get('dim')}), but the encoder given is {actual_fp.get('name')!r} "
         f"(id {actual_fp.get('id')!r}, dim {actual_fp.get('dim')}); use the same encoder (and prefix)"
     )
-
-
-_NOTICED: set[tuple] = set()
 
 
 def check_projection_encoder(trained_fp: dict[str, Any], actual_fp: dict[str, Any], *, what: str) -> None:
@@ -398,9 +503,7 @@ def check_projection_encoder(trained_fp: dict[str, Any], actual_fp: dict[str, An
             and trained_fp.get("id") != actual_fp.get("id") and trained_fp.get("dim") == actual_fp.get("dim")
             and weights_id(trained_fp) == weights_id(actual_fp)):
         p_tr, p_act = fingerprint_precision(trained_fp), fingerprint_precision(actual_fp)
-        if (what, p_tr, p_act) not in _NOTICED:
-            _NOTICED.add((what, p_tr, p_act))
-            log.info("%s was trained on %s embeddings of %s; applying it to %s embeddings of the same weights "
-                     "(they agree to cosine ~0.9999)", what, p_tr, trained_fp.get("name"), p_act)
+        _note_once((what, p_tr, p_act), "%s was trained on %s embeddings of %s; applying it to %s embeddings of "
+                   "the same weights (they agree to cosine ~0.9999)", what, p_tr, trained_fp.get("name"), p_act)
         return
     check_same_encoder(trained_fp, actual_fp, what=what)

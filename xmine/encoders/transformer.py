@@ -101,6 +101,7 @@ class TokenBatchedEncoder(Encoder):
         self.dim = int(model.config.hidden_size)
         self._identity = identity
         self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.max_tokens = int(batching.max_length)
 
     def fingerprint(self) -> dict[str, Any]:
         ident = f"{self._identity}|pool={self.pooling}|max_len={self.batching.max_length}|prefix={self.prefix!r}"
@@ -177,6 +178,8 @@ class SentenceTransformerEncoder(Encoder):
             else model.get_sentence_embedding_dimension()
         self.dim = int(dim)
         self._identity = identity
+        self.tokenizer = getattr(model, "tokenizer", None)
+        self.max_tokens = getattr(model, "max_seq_length", None)
 
     def fingerprint(self) -> dict[str, Any]:
         return with_precision({"name": self.name, "dim": self.dim, "id": f"{self._identity}|prefix={self.prefix!r}"},

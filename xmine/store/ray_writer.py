@@ -5,7 +5,7 @@ offset, first line and sentence count of every shard, exactly the shards the sin
 run cuts. Ray Data then hands each unfinished shard's range (a few numbers, not its text) to an
 actor pool of encoders: each actor loads the encoder once (one GPU per actor when the cluster
 has GPUs, else `threads` CPU threads), reads its range of the corpus itself and writes the
-shard's files with the same `write_shard` as the single-process path. The driver records each
+shard's files with the same `_encode_shard` and `write_shard` as the single-process path. The driver records each
 finished shard in `progress.json` as it arrives and, when all are done, `embed_corpus` joins them
 exactly as it does in one process. So the store is the same: the same shards, rows, text and
 manifest, and the same embedding bytes where the encoder computes the same numbers with
@@ -45,7 +45,7 @@ class ShardEncoder:
     """A Ray Data actor: loads the encoder (and projection) once, then encodes whole shards."""
 
     def __init__(self, *, input_path: str, out_dir: str, encoder_name: str, encoder_kwargs: dict,
-                 projection_path: str | None, part: str, dtype: str, batch_size: int, max_chars: int,
+                 projection_path: str | None, part: str, dtype: str, batch_size: int, max_chars: int, lang: str,
                  threads: int, use_gpu: bool, fingerprint: dict):
         from xmine.encoders import load_encoder
         from xmine.projection import resolve_projection
@@ -62,10 +62,10 @@ class ShardEncoder:
                                 f"({self.encoder.fingerprint().get('id')} vs {fingerprint.get('id')})")
         self.projection = resolve_projection(projection_path)
         self.input_path, self.out_dir = Path(input_path), Path(out_dir)
-        self.part, self.dtype, self.batch_size, self.max_chars = part, dtype, batch_size, max_chars
+        self.part, self.dtype, self.batch_size, self.max_chars, self.lang = part, dtype, batch_size, max_chars, lang
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from xmine.store.writer import write_shard
+        from xmine.store.writer import _encode_shard, write_shard
 
         records = []
         for idx, offset, line, rows in zip(batch["shard"], batch["offset"], batch["line"], batch["rows"]):
@@ -73,9 +73,11 @@ class ShardEncoder:
                                                     start=(int(offset), int(line))), int(rows)))
             if len(got) != rows or got[0][0] != line:
                 raise ArtefactError(f"{self.input_path}: changed while being embedded (shard {idx} at line {line})")
-            record = write_shard(self.out_dir, int(idx), [s for _, s in got], [n for n, _ in got],
-                                 encoder=self.encoder, projection=self.projection, part=self.part,
-                                 dtype=self.dtype, batch_size=self.batch_size, max_chars=self.max_chars)
+            sentences, lines = [s for _, s in got], [n for n, _ in got]
+            emb = _encode_shard(sentences, encoder=self.encoder, projection=self.projection, part=self.part,
+                                batch_size=self.batch_size, max_chars=self.max_chars, pbar=None, lines=lines,
+                                last_line=0, lang=self.lang)
+            record = write_shard(self.out_dir, int(idx), emb.astype(self.dtype, copy=False), lines, sentences)
             records.append(json.dumps({"index": int(idx), **record}))
         return {"record": np.asarray(records, dtype=object)}
 
@@ -87,7 +89,8 @@ def _intact(out_dir: Path, shard: dict) -> bool:
 
 
 def embed_shards_on_ray(
-    input_path: Path, out_dir: Path, *, encoder: Any, projection: Any, part: str, dtype: str, shard_rows: int,
+    input_path: Path, out_dir: Path, *, encoder: Any, projection: Any, part: str, dtype: str, lang: str,
+    shard_rows: int,
     batch_size: int, max_chars: int, done: list[dict], more: list[dict], stats: CorpusStats,
     save_progress: Callable[[list[dict], list[dict]], None], show_progress: bool,
     threads: int = DEFAULT_ACTOR_THREADS,
@@ -134,7 +137,8 @@ def embed_shards_on_ray(
             fn_constructor_kwargs=dict(
                 input_path=str(input_path), out_dir=str(out_dir), encoder_name=encoder.name,
                 encoder_kwargs={"precision": getattr(encoder, "precision", "fp32")}, projection_path=projection_path,
-                part=part, dtype=dtype, batch_size=batch_size, max_chars=max_chars, threads=threads, use_gpu=use_gpu,
+                part=part, dtype=dtype, batch_size=batch_size, max_chars=max_chars, lang=lang, threads=threads,
+                use_gpu=use_gpu,
                 fingerprint=encoder.fingerprint()),
         )
         rows_total = sum(r["rows"] for r in ranges)

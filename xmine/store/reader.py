@@ -1,8 +1,12 @@
 """Reading a finished embedding store (see xmine.store for the layout).
 
 `EmbeddingStore.open(dir)` validates the manifest and every file (existence, size, array shape and
-dtype; `verify()` also checks sha256). `iter_blocks` and `to_array` read the shards memory-mapped
-and convert to float32 block by block.
+dtype) and, for stores up to `artefacts.VERIFY_ON_OPEN_BYTES`, their sha256. In a larger store each
+file's sha256 is checked the first time it is read (`shard(i)`, `rows()`, `iter_blocks`,
+`line_numbers`, `row_index`, `text_column`), once per process, so a changed or damaged file raises
+ArtefactError before anything computed from it is written; `verify()` checks everything now.
+`rows()` is a view of all rows read on demand, `iter_blocks` streams them as float32 blocks,
+`row_index()` and `text_column()` give the text by offset.
 """
 
 from __future__ import annotations
@@ -12,9 +16,11 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from xmine.artefacts import MANIFEST, read_manifest, sha256_file
+from xmine.artefacts import MANIFEST, read_manifest
 from xmine.errors import ArtefactError, ConfigError
-from xmine.store.layout import FORMAT_VERSION, LINE_NUMBERS, PROGRESS, SENTENCES, STORE_KIND
+from xmine.store.layout import FORMAT_VERSION, HASHES, LENGTHS, LINE_NUMBERS, OFFSETS, PROGRESS, SENTENCES, STORE_KIND
+from xmine.store.rows import ShardRows
+from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
 
 
 class EmbeddingStore:
@@ -25,6 +31,7 @@ class EmbeddingStore:
         self.manifest = manifest
         self.build_info: Any = None  # what built it, when opened by embed_corpus (writer.BuildInfo)
         self._line_numbers: np.ndarray | None = None
+        self._row_index: RowIndex | None = None
         starts = np.cumsum([0] + [s["rows"] for s in manifest["shards"]])
         self._shard_starts = starts
 
@@ -48,7 +55,20 @@ class EmbeddingStore:
             raise ArtefactError(f"{directory / MANIFEST}: missing field(s) {', '.join(missing)}")
         store = cls(directory, manifest)
         store._validate()
+        store._content.check_if_small()
         return store
+
+    @property
+    def _content(self):
+        """The manifest's sha256 sums; small stores are checked on open, large ones file by file
+        on first read (see xmine.artefacts.VerifiedFiles)."""
+        if getattr(self, "_content_check", None) is None:
+            from xmine.artefacts import VerifiedFiles
+
+            files = {s["file"]: {"sha256": s.get("sha256"), "bytes": s.get("bytes")} for s in self.manifest["shards"]}
+            files.update(self.manifest.get("files") or {})
+            self._content_check = VerifiedFiles(self.directory, files, what="embedding store")
+        return self._content_check
 
     def _validate(self) -> None:
         d, m = self.directory, self.manifest
@@ -61,7 +81,10 @@ class EmbeddingStore:
                 raise ArtefactError(
                     f"{path}: {path.stat().st_size} bytes, the manifest says {shard['bytes']} (damaged?)"
                 )
-            arr = np.load(path, mmap_mode="r")
+            try:
+                arr = np.load(path, mmap_mode="r")
+            except (ValueError, OSError, EOFError) as e:
+                raise ArtefactError(f"{path}: unreadable shard ({e}); the store is damaged, rebuild it") from None
             if arr.shape != (shard["rows"], m["dim"]) or arr.dtype != np.dtype(m["dtype"]):
                 raise ArtefactError(
                     f"{path}: array {arr.shape} {arr.dtype}, expected ({shard['rows']}, {m['dim']}) {m['dtype']}"
@@ -70,21 +93,23 @@ class EmbeddingStore:
         if total != m["count"]:
             raise ArtefactError(f"{d}: shards hold {total} rows, the manifest says {m['count']}")
         lines = d / LINE_NUMBERS
-        if not lines.is_file() or np.load(lines, mmap_mode="r").shape != (m["count"],):
+        try:
+            shape = np.load(lines, mmap_mode="r").shape if lines.is_file() else None
+        except (ValueError, OSError, EOFError) as e:
+            raise ArtefactError(f"{lines}: unreadable ({e}); the store is damaged, rebuild it") from None
+        if shape != (m["count"],):
             raise ArtefactError(f"{lines}: missing or not {m['count']} line numbers")
         if not (d / SENTENCES).is_file():
             raise ArtefactError(f"{d / SENTENCES}: missing")
+        for name, info in m.get("files", {}).items():  # the row index and text: sizes as recorded
+            path = d / name
+            if not path.is_file() or path.stat().st_size != info.get("bytes"):
+                raise ArtefactError(f"{path}: missing or not the {info.get('bytes')} bytes the manifest records")
 
-    def verify(self) -> None:
-        """Check every shard and the text against the sha256 sums in the manifest (reads all)."""
-        for shard in self.manifest["shards"]:
-            if sha256_file(self.directory / shard["file"]) != shard["sha256"]:
-                raise ArtefactError(f"{self.directory / shard['file']}: sha256 differs from the manifest")
-        files = self.manifest.get("files", {})
-        for name in (SENTENCES, LINE_NUMBERS):
-            want = files.get(name, {}).get("sha256")
-            if want and sha256_file(self.directory / name) != want:
-                raise ArtefactError(f"{self.directory / name}: sha256 differs from the manifest")
+    def verify(self) -> int:
+        """Check every shard and the text against the sha256 sums in the manifest (reads all);
+        return the bytes verified."""
+        return self._content.check_all()
 
     # --- what it is
     def __len__(self) -> int:
@@ -114,16 +139,22 @@ class EmbeddingStore:
     # --- the text
     @property
     def line_numbers(self) -> np.ndarray:
-        """int64 (count,): the 1-based input line of every row."""
+        """int64 (count,), memory-mapped: the 1-based input line of every row."""
         if self._line_numbers is None:
-            self._line_numbers = np.load(self.directory / LINE_NUMBERS)
+            self._content.check(LINE_NUMBERS)
+            self._line_numbers = np.load(self.directory / LINE_NUMBERS, mmap_mode="r")
         return self._line_numbers
 
     def iter_sentences(self) -> Iterator[str]:
         """The text of every row, in order, streamed."""
-        with open(self.directory / SENTENCES, encoding="utf-8", newline="\n") as f:
-            for line in f:
-                yield line[:-1] if line.endswith("\n") else line
+        self._content.check(SENTENCES)
+        path = self.directory / SENTENCES
+        with open(path, encoding="utf-8", newline="\n") as f:
+            try:
+                for line in f:
+                    yield line[:-1] if line.endswith("\n") else line
+            except UnicodeDecodeError as e:
+                raise ArtefactError(f"{path}: not UTF-8 ({e.reason}); the store is damaged, rebuild it") from None
 
     def sentences(self) -> list[str]:
         """The text of every row, in order."""
@@ -133,9 +164,23 @@ class EmbeddingStore:
         return out
 
     # --- the embeddings
+    def shard(self, i: int) -> np.ndarray:
+        """Shard i, memory-mapped read-only, in its stored dtype; its sha256 is checked against the
+        manifest the first time (once per process), before any of it is used."""
+        name = self.manifest["shards"][i]["file"]
+        self._content.check(name)
+        return np.load(self.directory / name, mmap_mode="r")
+
     def shard_arrays(self) -> list[np.ndarray]:
-        """The shards, memory-mapped read-only, in their stored dtype."""
-        return [np.load(self.directory / s["file"], mmap_mode="r") for s in self.manifest["shards"]]
+        """All shards (see `shard`): for random access over the whole store, so all are checked."""
+        return [self.shard(i) for i in range(len(self.manifest["shards"]))]
+
+    def rows(self) -> ShardRows:
+        """All rows as one (count, dim) view in the stored dtype, read on demand (xmine.store.rows);
+        each shard's sha256 is checked the first time the view reads from it (see `shard`)."""
+        shards = self.manifest["shards"]
+        return ShardRows([self.directory / s["file"] for s in shards],
+                         on_first_read=lambda i: self._content.check(shards[i]["file"]))
 
     def iter_blocks(self, block_rows: int = 65536) -> Iterator[tuple[int, np.ndarray]]:
         """Yield (start_row, float32 array of up to `block_rows` rows) over the whole store.
@@ -145,22 +190,35 @@ class EmbeddingStore:
         """
         if block_rows < 1:
             raise ConfigError(f"block_rows must be >= 1, got {block_rows}")
-        shards = self.shard_arrays()
-        starts = self._shard_starts
-        n = len(self)
-        for start in range(0, n, block_rows):
-            end = min(start + block_rows, n)
-            block = np.empty((end - start, self.dim), dtype=np.float32)
-            first = int(np.searchsorted(starts, start, side="right") - 1)
-            pos = start
-            i = first
-            while pos < end:
-                lo = pos - starts[i]
-                hi = min(end, starts[i + 1]) - starts[i]
-                block[pos - start: pos - start + (hi - lo)] = shards[i][lo:hi]
-                pos += hi - lo
-                i += 1
-            yield start, block
+        rows = self.rows()
+        for start in range(0, len(self), block_rows):
+            yield start, rows[start: start + block_rows].astype(np.float32)
+        rows.close()
+
+    # --- the row index of the text (offsets, 64-bit hashes, lengths)
+    def row_index(self) -> RowIndex:
+        """offsets/hashes/lengths of the rows: the store's own files (memory-mapped), or for a
+        store written before them, computed now in one streaming pass over sentences.txt."""
+        if self._row_index is None:
+            files = [self.directory / name for name in (OFFSETS, HASHES, LENGTHS)]
+            if all(f.is_file() for f in files):
+                for name in (OFFSETS, HASHES, LENGTHS):
+                    self._content.check(name)
+                arrays = [np.load(f, mmap_mode="r") for f in files]
+                want = (len(self) + 1, len(self), len(self))
+                if tuple(len(a) for a in arrays) != want:
+                    raise ArtefactError(f"{self.directory}: offsets/hashes/lengths do not have {want} rows")
+                self._row_index = RowIndex(offsets=arrays[0], hashes=arrays[1], lengths=arrays[2])
+            else:
+                self._content.check(SENTENCES)
+                with open(self.directory / SENTENCES, "rb") as f:
+                    self._row_index = RowIndex.scan(iter_raw_lines(f), count=len(self))
+        return self._row_index
+
+    def text_column(self) -> TextColumn:
+        """Row i's sentence by offset, without reading the others."""
+        self._content.check(SENTENCES)
+        return TextColumn(self.directory / SENTENCES, self.row_index().offsets)
 
     def to_array(self, dtype: Any = np.float32) -> np.ndarray:
         """All embeddings in one (count, dim) array of `dtype` (float32 by default)."""
@@ -184,3 +242,10 @@ class EmbeddingStore:
 
 
 __all__ = ["EmbeddingStore"]
+
+
+def verify_store(directory: str | Path) -> tuple[int, str]:
+    """`xmine verify` of a store: open (sizes, shapes) and every sha256; (bytes, detail)."""
+    store = EmbeddingStore.open(directory)
+    nbytes = store.verify()
+    return nbytes, f"{len(store):,} sentences in {len(store.manifest['shards'])} shard(s), every sha256 matches"

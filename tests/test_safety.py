@@ -1,0 +1,459 @@
+"""Never lose a user's data (issue #12): every case through the CLI, as a user would run it.
+
+Each refused case asserts exit status 2, the one-line error's text, no traceback, and that every
+file that existed before is byte-identical afterwards (a sha256 of the whole workspace tree).
+Artefacts are small and made with the fast `use-m3` encoder; me5-small only where the encoder's
+tokenizer matters (truncation at 512 tokens).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from xmine.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+N = 40  # sentences per side
+
+
+# ------------------------------------------------------------------------------------- helpers
+
+
+def xm(*args, env: dict | None = None):
+    """Run `xmine ARGS` in-process (click's runner; stdout and stderr together in .output)."""
+    return CliRunner().invoke(main, [str(a) for a in args], env=env)
+
+
+def ok(res):
+    assert res.exit_code == 0, res.output
+    return res
+
+
+def refused(res, *fragments: str) -> str:
+    """Exit 2, one error line containing every fragment, no traceback."""
+    out = res.output
+    assert res.exit_code == 2, out
+    assert isinstance(res.exception, SystemExit), repr(res.exception)
+    assert "Traceback" not in out
+    errors = [l for l in out.splitlines() if l.startswith(("xmine: error:", "Error:"))]
+    assert len(errors) == 1, out
+    for f in fragments:
+        assert f in errors[0], errors[0]
+    return errors[0]
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every file (hidden ones too) under root -> sha256; every directory -> "dir"."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for d in dirnames:
+            out[os.path.relpath(os.path.join(dirpath, d), root)] = "dir"
+        for f in filenames:
+            p = os.path.join(dirpath, f)
+            out[os.path.relpath(p, root)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
+    return out
+
+
+@contextlib.contextmanager
+def untouched(root: Path):
+    """Nothing under root is created, changed or deleted inside the block."""
+    before = tree(root)
+    yield
+    assert tree(root) == before
+
+
+def _head(src: Path, dest: Path, n: int) -> Path:
+    dest.write_text("".join(src.read_text(encoding="utf-8").splitlines(keepends=True)[:n]), encoding="utf-8")
+    return dest
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """Inputs and one artefact of each kind, made once through the CLI (copied by each test)."""
+    d = tmp_path_factory.mktemp("made")
+    de, en = _head(REPO / "demo" / "de.txt", d / "de.txt", N), _head(REPO / "demo" / "en.txt", d / "en.txt", N)
+    # Line-aligned pairs for `train` from the demo's gold alignment.
+    gold = [l.split("\t") for l in (REPO / "demo" / "gold.tsv").read_text().splitlines()[1:]]
+    de_all = (REPO / "demo" / "de.txt").read_text(encoding="utf-8").splitlines()
+    en_all = (REPO / "demo" / "en.txt").read_text(encoding="utf-8").splitlines()
+    (d / "pairs.de").write_text("".join(de_all[int(a) - 1] + "\n" for a, _ in gold), encoding="utf-8")
+    (d / "pairs.en").write_text("".join(en_all[int(b) - 1] + "\n" for _, b in gold), encoding="utf-8")
+    ok(xm("embed", de, "--lang", "de", "--encoder", "use-m3", "--shard-rows", 16, "-q", "-o", d / "store"))
+    ok(xm("build-index", en, "--lang", "en", "--encoder", "use-m3", "-o", d / "index"))
+    ok(xm("train", "--method", "center", "--pairs", f"{d / 'pairs.de'}:{d / 'pairs.en'}", "--encoder", "use-m3",
+          "-q", "-o", d / "proj"))
+    return d
+
+
+@pytest.fixture
+def ws(made, tmp_path):
+    """A workspace: copies of the inputs and artefacts, a foreign directory and a foreign file."""
+    for name in ("de.txt", "en.txt", "pairs.de", "pairs.en", "store", "index", "proj"):
+        src = made / name
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, tmp_path / name)
+    thesis = tmp_path / "thesis"
+    thesis.mkdir()
+    (thesis / "chapter1.tex").write_text("\\section{Results}\nsix months of work\n")
+    (thesis / "data.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "notes.txt").write_text("my notes\n")
+    return tmp_path
+
+
+# ------------------------------------------- every writing command: foreign dir, file, own input
+
+def _writers(w: Path) -> dict:
+    """command -> (function of the output path -> argv, the command's own input as an output)."""
+    de, en = w / "de.txt", w / "en.txt"
+    return {
+        "embed": (lambda o: ["embed", de, "--lang", "de", "--encoder", "use-m3", "-q", "-o", o], de),
+        "build-index (text)": (lambda o: ["build-index", en, "--encoder", "use-m3", "-o", o], en),
+        "build-index (store)": (lambda o: ["build-index", w / "store", "-o", o], w / "store"),
+        "search": (lambda o: ["search", w / "index", de, "-o", o], de),
+        "search (index)": (lambda o: ["search", w / "index", de, "-o", o], w / "index" / "sentences.txt"),
+        "mine": (lambda o: ["mine", de, en, "--encoder", "use-m3", "-o", o], de),
+        "mine (store)": (lambda o: ["mine", w / "store", en, "-o", o], w / "store" / "manifest.json"),
+        "train": (lambda o: ["train", "--method", "center", "--pairs", f"{w / 'pairs.de'}:{w / 'pairs.en'}",
+                             "--encoder", "use-m3", "-q", "-o", o], w / "pairs.de"),
+        "train (into a store)": (lambda o: ["train", "--method", "center", "--pairs",
+                                            f"{w / 'pairs.de'}:{w / 'pairs.en'}", "--encoder", "use-m3", "-q",
+                                            "-o", o], None),
+        "langid": (lambda o: ["langid", "--projection", w / "proj", de, "-o", o], de),
+        "bench": (lambda o: ["bench", "sts", "--quick", "--encoder", "use-m3", "--projection", w / "proj",
+                             "--out", o], w / "proj" / "config.json"),
+        "plot": (lambda o: ["plot", "--encoder", "use-m3", "--projection", w / "proj", "--out", o],
+                 w / "proj" / "model.safetensors"),
+        "bench report": (lambda o: ["bench", "report", "--results", w / "thesis", "--out", o], None),
+        "bench bucc": (lambda o: ["bench", "bucc", "--encoder", "use-m3", "--projection", w / "proj", "--out", o],
+                       w / "proj" / "manifest.json"),
+    }
+
+
+WRITERS = ["embed", "build-index (text)", "build-index (store)", "search", "search (index)", "mine", "mine (store)",
+           "train", "train (into a store)", "langid", "bench", "plot", "bench report", "bench bucc"]
+
+
+@pytest.mark.parametrize("command", WRITERS)
+def test_writer_never_touches_a_foreign_directory_a_foreign_file_or_its_input(ws, command):
+    argv, own_input = _writers(ws)[command]
+    with untouched(ws):
+        # (For a file output click's own path check may answer first: "... is a directory".)
+        refused(xm(*argv(ws / "thesis")), "thesis")
+        refused(xm(*argv(ws / "notes.txt")), "notes.txt")
+        if own_input is not None:
+            refused(xm(*argv(own_input)), str(own_input))
+        if command.startswith(("build-index", "train")) and own_input != ws / "store":
+            refused(xm(*argv(ws / "store")), "store", "embedding store")  # the issue's cases
+
+
+def test_build_index_replaces_its_own_index_only_with_overwrite(ws):
+    with untouched(ws):
+        refused(xm("build-index", ws / "en.txt", "--encoder", "use-m3", "-o", ws / "index"),
+                "already exists", "--overwrite")
+    before = tree(ws)
+    ok(xm("build-index", ws / "de.txt", "--encoder", "use-m3", "--overwrite", "-o", ws / "index"))
+    after = tree(ws)
+    assert {k: v for k, v in after.items() if not k.startswith("index")} == \
+           {k: v for k, v in before.items() if not k.startswith("index")}
+    assert after["index/sentences.txt"] != before["index/sentences.txt"]
+    assert not [k for k in after if ".old" in k or ".tmp" in k]  # nothing left beside it
+
+
+def test_mine_refuses_its_own_result_without_overwrite_and_an_edited_one_always(ws):
+    out = ws / "mined.tsv"
+    ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--meta", "-o", out))
+    summary = json.loads((ws / "mined.tsv.json").read_text())
+    assert summary["kind"] == "mining-result" and set(summary["output_files"]) == {"mined.tsv", "mined.tsv.meta"}
+    with untouched(ws):
+        refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-o", out), "already exists")
+    ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--overwrite", "-o", out))
+    assert not (ws / "mined.tsv.meta").exists()  # the replaced result's own .meta went with it
+    with open(out, "a") as f:
+        f.write("my own line\n")
+    with untouched(ws):
+        refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--overwrite", "-o", out),
+                "changed since xmine wrote it")
+
+
+@pytest.mark.parametrize("sidecar", [".json", ".meta"])
+def test_mine_never_replaces_a_foreign_file_beside_its_output(ws, sidecar):
+    (ws / f"new.tsv{sidecar}").write_text("someone else's\n")
+    with untouched(ws):
+        refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--meta", "-o", ws / "new.tsv"),
+                f"new.tsv{sidecar}", "refusing")
+
+
+def test_a_second_writer_of_the_same_output_is_refused_at_once(ws):
+    from xmine.outputs import claim_output
+
+    out = ws / "mined.tsv"
+    # Another run holds the output (the lock is per open file, so this process counts as another).
+    with claim_output(out, kind="mining-result", form="tsv"):
+        with untouched(ws):
+            t0 = time.perf_counter()
+            refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-o", out),
+                    "another xmine process is writing this output")
+            assert time.perf_counter() - t0 < 5
+    ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-o", out))  # free again
+    assert not list(ws.glob(".*lock"))
+
+
+def test_search_result_is_recognised_and_replaced_only_when_asked(ws):
+    out = ws / "hits.tsv"
+    ok(xm("search", ws / "index", ws / "de.txt", "-k", 3, "-o", out))
+    assert len(out.read_text().splitlines()) == 3 * N
+    with untouched(ws):
+        refused(xm("search", ws / "index", ws / "de.txt", "-o", out), "already exists")
+    ok(xm("search", ws / "index", ws / "de.txt", "-k", 2, "--overwrite", "-o", out))
+    assert len(out.read_text().splitlines()) == 2 * N
+
+
+# ----------------------------------------------------------------------------- bad options
+
+
+BAD_OPTIONS = [
+    (["mine", "{de}", "{en}", "-o", "{o}", "--threshold", "nan"], "'nan' is not a finite number"),
+    (["mine", "{de}", "{en}", "-o", "{o}", "--threshold", "inf"], "'inf' is not a finite number"),
+    (["mine", "{de}", "{en}", "-o", "{o}", "--max-length-ratio", "nan"], "'nan' is not a finite number"),
+    (["mine", "{de}", "{en}", "-o", "{o}", "--max-length-ratio", "0.5"], "--max-length-ratio"),
+    (["mine", "{de}", "{en}", "-o", "{o}", "-k", "0"], "-k"),
+    (["mine", "{de}", "{en}", "-o", "{o}", "--src-lang", "xx"], "'xx' is not a known language code"),
+    (["build-index", "{en}", "-o", "{o}", "--memory-budget-gb", "nan"], "'nan' is not a finite number"),
+    (["build-index", "{en}", "-o", "{o}", "--memory-budget-gb", "-1"], "--memory-budget-gb"),
+    (["build-index", "{en}", "-o", "{o}", "--memory-budget-gb", "0"], "--memory-budget-gb"),
+    (["build-index", "{en}", "-o", "{o}", "--nlist", "0"], "--nlist"),
+    (["build-index", "{en}", "-o", "{o}", "--nprobe", "-1"], "--nprobe"),
+    (["build-index", "{en}", "-o", "{o}", "--pq-m", "0"], "--pq-m"),
+    (["build-index", "{en}", "-o", "{o}", "--shard-rows", "0"], "--shard-rows"),
+    (["search", "{index}", "{de}", "-k", "0"], "-k"),
+    (["train", "--pairs", "{de}:{en}", "-o", "{o}", "--lr", "nan"], "'nan' is not a finite number"),
+    (["train", "--pairs", "{de}:{en}", "-o", "{o}", "--valid-fraction", "1.5"], "--valid-fraction"),
+    (["train", "--pairs", "{de}:{en}", "-o", "{o}", "--langs", "deu,klingon"], "klingon"),
+    (["embed", "{de}", "--lang", "de", "-o", "{o}", "--device", "foo"], "not a torch device"),
+    (["embed", "{de}", "--lang", "de", "-o", "{o}", "--device", "cuda"], "CUDA is not available"),
+    (["embed", "{de}", "--lang", "zz", "-o", "{o}"], "'zz' is not a known language code"),
+]
+
+
+@pytest.mark.parametrize("argv,fragment", BAD_OPTIONS, ids=[" ".join(a[:1] + a[-2:]) for a, _ in BAD_OPTIONS])
+def test_bad_option_is_one_clear_error(ws, argv, fragment):
+    if "cuda" in argv:
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("this machine has CUDA")
+    paths = {"de": ws / "de.txt", "en": ws / "en.txt", "o": ws / "out", "index": ws / "index"}
+    with untouched(ws):
+        refused(xm(*[a.format(**paths) for a in argv]), fragment)
+
+
+def test_too_small_for_a_pq_index_is_one_clear_error(ws):
+    with untouched(ws):
+        refused(xm("build-index", ws / "en.txt", "--encoder", "use-m3", "--type", "ivfpq", "-o", ws / "pq"),
+                "cannot train", f"on {N} vectors", "should be at least as large as number of clusters (256)")
+
+
+def test_unknown_encoder_fails_fast_offline(ws):
+    t0 = time.perf_counter()
+    with untouched(ws):
+        refused(xm("embed", ws / "de.txt", "--lang", "de", "--encoder", "no-such/encoder-xyz", "-o", ws / "e",
+                   env={"HF_HUB_OFFLINE": "1"}), "no-such/encoder-xyz", "HF_HUB_OFFLINE")
+        refused(xm("embed", ws / "de.txt", "--lang", "de", "--encoder", "./no/such/folder", "-o", ws / "e"),
+                "no such model folder")
+    assert time.perf_counter() - t0 < 10  # was 26 s offline, ~2 min without a network
+
+
+# --------------------------------------------------------------------------- damaged artefacts
+
+
+def _reorder_rows(npy: Path) -> None:
+    """Rows reversed in place: the same size and shape, other content."""
+    a = np.load(npy)
+    np.save(npy, a[::-1].copy())
+
+
+def test_a_shard_changed_in_place_is_caught_before_anything_is_written(ws):
+    _reorder_rows(ws / "store" / "emb-00001.npy")
+    with untouched(ws):
+        refused(xm("mine", ws / "store", ws / "en.txt", "-o", ws / "m.tsv"), "emb-00001.npy", "sha256")
+        refused(xm("embed", ws / "de.txt", "--lang", "de", "--encoder", "use-m3", "--shard-rows", 16, "-q",
+                   "-o", ws / "store"), "emb-00001.npy", "--overwrite")
+        refused(xm("verify", ws / "store"), "emb-00001.npy")
+    ok(xm("verify", ws / "index", ws / "proj"))
+
+
+def test_a_large_store_is_checked_on_first_read(ws, monkeypatch):
+    # Above VERIFY_ON_OPEN_BYTES a store is not hashed on open but shard by shard as it is read.
+    from xmine import artefacts
+
+    monkeypatch.setattr(artefacts, "VERIFY_ON_OPEN_BYTES", 0)
+    _reorder_rows(ws / "store" / "emb-00002.npy")
+    from xmine.store import EmbeddingStore
+
+    store = EmbeddingStore.open(ws / "store")  # opens: sizes and shapes are fine
+    blocks = store.iter_blocks(block_rows=8)
+    next(blocks)  # shard 0 is intact
+    with pytest.raises(Exception, match="emb-00002.npy: content differs"):
+        list(blocks)
+    with untouched(ws):
+        refused(xm("build-index", ws / "store", "-o", ws / "ix2"), "emb-00002.npy")
+
+
+@pytest.mark.parametrize("damage", ["line_numbers truncated", "faiss shard garbled", "sentences not UTF-8",
+                                    "faiss shard garbled (older index)"])
+def test_a_damaged_index_is_one_clear_error(ws, damage):
+    ix = ws / "index"
+    if damage.startswith("line_numbers"):
+        target = ix / "line_numbers.npy"
+        target.write_bytes(target.read_bytes()[:-16])
+    elif damage.startswith("faiss"):
+        target = ix / "shard_00000.faiss"
+        data = bytearray(target.read_bytes())
+        data[:64] = b"\x00" * 64
+        target.write_bytes(bytes(data))
+        if "older" in damage:  # no sums recorded: FAISS itself must fail cleanly
+            m = json.loads((ix / "manifest.json").read_text())
+            del m["files"]
+            (ix / "manifest.json").write_text(json.dumps(m))
+    else:
+        target = ix / "sentences.txt"
+        target.write_bytes(b"\xff\xfe" + target.read_bytes())
+    with untouched(ws):
+        err = refused(xm("search", ix, ws / "de.txt", "-o", ws / "hits.tsv"), target.name)
+        assert any(w in err for w in ("damaged", "differs from the manifest", "unreadable")), err
+
+
+def test_damaged_store_files_are_one_clear_error(ws):
+    lines = ws / "store" / "line_numbers.npy"
+    lines.write_bytes(b"\x93NUMPY garbage")
+    with untouched(ws):
+        refused(xm("mine", ws / "store", ws / "en.txt", "-o", ws / "m.tsv"), "line_numbers.npy")
+
+
+@pytest.mark.parametrize("damage", ["state.npz garbled", "a fwd_*.npz missing"])
+def test_a_damaged_mining_checkpoint_is_recomputed(ws, damage, caplog):
+    args = ["mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--block-rows", 8, "--keep-work"]
+    ok(xm(*args, "-o", ws / "first.tsv"))
+    first = (ws / "first.tsv").read_bytes()
+    knn = ws / "first.tsv.work" / "knn"
+    if damage.startswith("state"):
+        (knn / "state.npz").write_bytes(b"PK\x03\x04 not a zip")
+    else:
+        sorted(knn.glob("fwd_*.npz"))[0].unlink()
+    ok(xm(*args, "--overwrite", "-o", ws / "first.tsv"))
+    # (pytest's log capture takes the warnings the CLI prints to stderr otherwise)
+    assert "damaged mining checkpoint" in caplog.text and "recomputing" in caplog.text
+    assert (ws / "first.tsv").read_bytes() == first
+
+
+def test_an_unfinished_store_says_so_and_a_store_without_manifest_is_rebuilt_with_overwrite(ws):
+    bad = ws / "bad.txt"
+    lines = (ws / "de.txt").read_bytes().splitlines(keepends=True)
+    bad.write_bytes(b"".join(lines[:30]) + b"\xff\xfe broken\n" + b"".join(lines[30:]))
+    res = xm("embed", bad, "--lang", "de", "--encoder", "use-m3", "--shard-rows", 10, "-q", "-o", ws / "half")
+    refused(res, "bad.txt:31", "invalid UTF-8")
+    with untouched(ws):
+        refused(xm("mine", ws / "half", ws / "en.txt", "-o", ws / "m.tsv"), "unfinished embedding store",
+                "run the same command again")
+    (ws / "store" / "manifest.json").unlink()
+    with untouched(ws):
+        refused(xm("embed", ws / "de.txt", "--lang", "de", "--encoder", "use-m3", "--shard-rows", 16, "-q",
+                   "-o", ws / "store"), "no manifest.json", "--overwrite")
+    ok(xm("embed", ws / "de.txt", "--lang", "de", "--encoder", "use-m3", "--shard-rows", 16, "-q", "--overwrite",
+          "-o", ws / "store"))
+    ok(xm("verify", ws / "store"))
+
+
+# ------------------------------------------------------------------------------ input handling
+
+
+def test_cr_only_line_ends_are_line_breaks(ws):
+    mac = ws / "mac.txt"
+    mac.write_bytes("\r".join(f"Satz Nummer {i} steht hier." for i in range(50)).encode() + b"\r")
+    ok(xm("embed", mac, "--lang", "de", "--encoder", "use-m3", "-q", "-o", ws / "mac"))
+    m = json.loads((ws / "mac" / "manifest.json").read_text())
+    assert m["count"] == 50 and m["input"]["lines"] == 50
+    assert (ws / "mac" / "sentences.txt").read_text().splitlines()[49] == "Satz Nummer 49 steht hier."
+
+
+def test_text_cut_at_the_encoders_token_limit_is_counted_and_reported(ws, me5, caplog):
+    # me5-small sees 512 tokens: two long Japanese lines that differ only at the end get one vector.
+    long = "東京の天気はとても良いです。" * 90  # ~640 tokens, 1,260 characters (under --max-chars)
+    f = ws / "long.txt"
+    f.write_text(f"Kurzer Satz.\n{long}A\n{long}B\n", encoding="utf-8")
+    ok(xm("embed", f, "--lang", "ja", "-q", "-o", ws / "long"))
+    assert "2 line(s) longer than the encoder's 512 tokens" in caplog.text and "lines 2, 3" in caplog.text
+    m = json.loads((ws / "long" / "manifest.json").read_text())
+    assert m["input_stats"]["token_cut_lines"] == 2
+
+
+def test_center_subtracts_the_known_languages_mean(ws):
+    from xmine.disentangle import load_projection
+    from xmine.encoders import load_encoder
+
+    for lang in ("de", "en"):
+        ok(xm("embed", ws / "de.txt", "--lang", lang, "--encoder", "use-m3", "--projection", ws / "proj",
+              "--dtype", "float32", "-q", "-o", ws / f"c-{lang}"))
+    proj = load_projection(ws / "proj")
+    raw = load_encoder("use-m3").encode((ws / "de.txt").read_text(encoding="utf-8").splitlines())
+    for lang, code in (("de", "deu"), ("en", "eng")):
+        mean = proj.model.language_means.numpy()[proj.languages.index(code)]
+        want = (raw - mean) / np.linalg.norm(raw - mean, axis=1, keepdims=True)
+        got = np.load(ws / f"c-{lang}" / "emb-00000.npy")
+        np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_language_codes_compare_normalised_and_k_is_recorded_as_used(ws):
+    out = ws / "m.tsv"
+    ok(xm("mine", ws / "store", ws / "en.txt", "--src-lang", "deu", "--tgt-lang", "eng_Latn", "-k", 100, "-o", out))
+    summary = json.loads((ws / "m.tsv.json").read_text())
+    assert summary["provenance"]["parameters"]["k"] == 100 and summary["k_used"] == N
+    with untouched(ws):
+        refused(xm("mine", ws / "store", ws / "en.txt", "--src-lang", "fr", "-o", ws / "m2.tsv"), "holds language 'de'")
+
+
+def test_train_restores_torchs_thread_count(ws):
+    import torch
+
+    torch.set_num_threads(2)
+    ok(xm("train", "--method", "center", "--pairs", f"{ws / 'pairs.de'}:{ws / 'pairs.en'}", "--encoder", "use-m3",
+          "--threads", 1, "-q", "-o", ws / "p2"))
+    assert torch.get_num_threads() == 2
+
+
+def test_a_full_disk_is_one_clear_error(ws):
+    # A real ENOSPC: a 256 KiB tmpfs in a private mount namespace, filled before mining into it.
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare(1)")
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("user namespaces are not allowed here")
+    full = ws / "full"
+    full.mkdir()
+    xmine = [sys.executable, "-m", "xmine.cli"]
+    script = (f"mount -t tmpfs -o size=256k tmpfs {full} && "
+              f"(dd if=/dev/zero of={full}/filler bs=4k 2>/dev/null; true) && "
+              f"{' '.join(xmine)} mine {ws / 'de.txt'} {ws / 'en.txt'} --encoder use-m3 -o {full}/m.tsv; "
+              f"echo rc=$?; ls -a {full}")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
+    with untouched(ws):  # the tmpfs lives in the namespace only: nothing appears here
+        res = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, env=env,
+                             timeout=120)
+    assert "rc=2" in res.stdout, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    errors = [l for l in res.stderr.splitlines() if l.startswith("xmine: error:")]
+    assert len(errors) == 1 and "no space left on the device" in errors[0], res.stderr
+    assert "m.tsv" in errors[0]
+    listing = res.stdout.split("rc=2", 1)[1].split()
+    assert sorted(listing) == [".", "..", "filler"], listing  # no partial output, no lock left

@@ -288,6 +288,61 @@ def embed_corpus(
 
         save_progress()
         stats = CorpusStats(path=input_path)
+
+        def _embed_here() -> None:
+            """The single-process loop: stream the corpus past the finished shards and encode
+            the rest shard by shard, recording each in the progress file as it is written."""
+            pbar = None
+            if show_progress:
+                from tqdm import tqdm
+
+                pbar = tqdm(total=n_lines, unit=" lines", desc=f"embed {input_path.name}", dynamic_ncols=True)
+            try:
+                buf_text: list[str] = []
+                buf_lines: list[int] = []
+                skip = info.resumed_rows
+                last_line = 0
+
+                def flush() -> None:
+                    nonlocal last_line
+                    idx = len(shards)
+                    emb = _encode_shard(
+                        buf_text, encoder=encoder, projection=projection, part=part,
+                        batch_size=batch_size, max_chars=max_chars, pbar=pbar, lines=buf_lines,
+                        last_line=last_line, stats=stats, lang=lang,
+                    )
+                    last_line = buf_lines[-1]
+                    shards.append(write_shard(out_dir, idx, emb.astype(dtype, copy=False), buf_lines, buf_text))
+                    save_progress()
+                    info.encoded += len(buf_text)
+                    buf_text.clear()
+                    buf_lines.clear()
+                    if on_shard_done is not None:
+                        on_shard_done(idx, sum(s["rows"] for s in shards))
+
+                for line_no, sentence in iter_corpus(input_path, max_chars=max_chars, stats=stats, warn=False):
+                    if skip:
+                        skip -= 1
+                        last_line = line_no
+                        if pbar is not None and skip == 0:
+                            pbar.update(line_no)
+                        continue
+                    buf_text.append(sentence)
+                    buf_lines.append(line_no)
+                    if len(buf_text) >= shard_rows:
+                        flush()
+                if skip:
+                    raise ArtefactError(
+                        f"{out_dir}: the interrupted run recorded more sentences than {input_path} holds"
+                    )
+                if buf_text:
+                    flush()
+                if pbar is not None:
+                    pbar.update(n_lines - pbar.n)
+            finally:
+                if pbar is not None:
+                    pbar.close()
+
         if ray is not None:
             from xmine.store.ray_writer import embed_shards_on_ray
 
@@ -300,57 +355,8 @@ def embed_corpus(
                 shard_rows=shard_rows, batch_size=batch_size, max_chars=max_chars, done=list(shards), more=list(more),
                 stats=stats, save_progress=save_ray_progress, show_progress=show_progress)
             info.resumed_rows = sum(s["rows"] for s in shards) - info.encoded
-        pbar = None
-        if show_progress and ray is None:
-            from tqdm import tqdm
-
-            pbar = tqdm(total=n_lines, unit=" lines", desc=f"embed {input_path.name}", dynamic_ncols=True)
-        try:
-            buf_text: list[str] = []
-            buf_lines: list[int] = []
-            skip = info.resumed_rows
-            last_line = 0
-
-            def flush() -> None:
-                nonlocal last_line
-                idx = len(shards)
-                emb = _encode_shard(
-                    buf_text, encoder=encoder, projection=projection, part=part,
-                    batch_size=batch_size, max_chars=max_chars, pbar=pbar, lines=buf_lines,
-                    last_line=last_line, stats=stats, lang=lang,
-                )
-                last_line = buf_lines[-1]
-                shards.append(write_shard(out_dir, idx, emb.astype(dtype, copy=False), buf_lines, buf_text))
-                save_progress()
-                info.encoded += len(buf_text)
-                buf_text.clear()
-                buf_lines.clear()
-                if on_shard_done is not None:
-                    on_shard_done(idx, sum(s["rows"] for s in shards))
-
-            lines_here = () if ray is not None else iter_corpus(input_path, max_chars=max_chars, stats=stats, warn=False)
-            for line_no, sentence in lines_here:
-                if skip:
-                    skip -= 1
-                    last_line = line_no
-                    if pbar is not None and skip == 0:
-                        pbar.update(line_no)
-                    continue
-                buf_text.append(sentence)
-                buf_lines.append(line_no)
-                if len(buf_text) >= shard_rows:
-                    flush()
-            if skip:
-                raise ArtefactError(
-                    f"{out_dir}: the interrupted run recorded more sentences than {input_path} holds"
-                )
-            if buf_text:
-                flush()
-            if pbar is not None:
-                pbar.update(n_lines - pbar.n)  # (on Ray the shards were written above; nothing here)
-        finally:
-            if pbar is not None:
-                pbar.close()
+        else:
+            _embed_here()
         for message in stats.warnings(max_chars):  # after the bar, so the lines do not mix
             log.warning(message)
         input_stats = {

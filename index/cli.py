@@ -43,8 +43,11 @@ _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the training sample.")
 @click.option("--encoder", default=None,
               help="Encoder for a text SOURCE (default me5-small); for a store, must match the store's.")
-@click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="Projection directory (xmine train): index its meaning part instead of raw embeddings.")
+@click.option("--projection", default=None, metavar="default|none|DIR",
+              help="Projection to index in: 'default' (the default: the projection shipped for me5-small; "
+                   "other encoders get raw embeddings, said in a log line), 'none' (raw embeddings), or a "
+                   "projection directory (xmine train). A store SOURCE keeps the projection it was made with "
+                   "unless one is given.")
 @precision_option(default_from="the precision of a store SOURCE")
 @click.option("--cpu", is_flag=True, help="Do not use GPUs even if FAISS reports some.")
 @ray_option("the build: training in one task, adding rows in parallel tasks (each shard a task with "
@@ -71,7 +74,8 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
 
         connect(ray_address)
     with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
-        encoders = Encoders(encoder, projection, precision, default_precision=artefact_precision([source]))
+        encoders = Encoders(encoder, projection, precision, default_precision=artefact_precision([source]),
+                            inputs=[source])
         # A text SOURCE is embedded into a store (a raw store projected) in a hidden temporary
         # directory beside the index, removed at the end.
         with tempfile.TemporaryDirectory(prefix=f".{Path(out_dir).name}.work-", dir=Path(out_dir).parent) as work:
@@ -114,8 +118,9 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
 @click.option("--nprobe", type=click.IntRange(min=1), default=None, help="IVF lists to visit (default: the index's own).")
 @click.option("--encoder", default=None,
               help="Encoder for the queries (default: the index's); another encoder is refused.")
-@click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="Projection directory; required (and must match) when the index holds a meaning part.")
+@click.option("--projection", default=None, metavar="default|none|DIR",
+              help="Projection of the queries. Default: the one the index was made with (the shipped "
+                   "default projection, raw, or else it must be given); another one is refused.")
 @precision_option(default_from="the index's precision")
 def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection, precision):
     """Return the K nearest indexed sentences of every line of QUERIES, with cosine scores.
@@ -146,7 +151,7 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
     ix = IndexDir.open(index_dir)
     m = ix.manifest
     encoders = Encoders(encoder or m["encoder"]["name"], projection, precision,
-                        default_precision=fingerprint_precision(m["encoder"]))
+                        default_precision=fingerprint_precision(m["encoder"]), inputs=[index_dir])
     check_same_encoder(m["encoder"], encoders.encoder.fingerprint(), what=f"index {index_dir}")
     check_same_projection(m.get("projection"), encoders.projection_fp(), what=f"index {index_dir}")
     q = load_side(queries, lang=None, encoders=encoders)  # embedded in a temporary store

@@ -52,9 +52,11 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
                    "(e.g. 2.0), before one-to-one matching.")
 @click.option("--encoder", default=None,
               help="Encoder for text inputs (default: the artefacts' encoder, else me5-small).")
-@click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="Projection directory (xmine train): mine on its meaning part. Without it, mines "
-                   "on the raw encoder embeddings.")
+@click.option("--projection", default=None, metavar="default|none|DIR",
+              help="Projection to mine in: 'default' (the default: the projection shipped with xmine for "
+                   "the default encoder me5-small; any other encoder gets raw embeddings, said in a log line), "
+                   "'none' (raw encoder embeddings), or a projection directory (xmine train). With a store or "
+                   "index input, the default follows the projection that input was made with.")
 @click.option("--approximate", is_flag=True,
               help="Search neighbours with IVF / IVF-PQ indexes built in OUT.work/ (one quantiser trained on "
                    "both sides, shards, resumable) instead of the exact blocked product; margin, one-to-one "

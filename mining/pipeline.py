@@ -150,7 +150,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
     out = claim.path
     work = claim.work_dir(".work")
     encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection, precision,
-                        default_precision=artefact_precision([src, tgt]))
+                        default_precision=artefact_precision([src, tgt]), inputs=[src, tgt])
     sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work / "src", show_progress=show_progress)
     sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work / "tgt", show_progress=show_progress)
     try:
@@ -207,6 +207,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
             "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy), "unique": my.unique,
                     "mined_rows": len(my.ids)},
             "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
+            "projection_choice": encoders.choice.record(),
             "search": search,
             "ray": ray,
             "product": resolve_product(config.product) if search == "exact" else None,

@@ -55,21 +55,29 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     records the encoder and projection fingerprints and the sentences with their line numbers, so
     `xmine search` returns text and refuses queries from another encoder/projection.
     """
+    import tempfile
+
     from xmine.index.faiss_index import IndexConfig, build_index as _build
     from xmine.inputs import Encoders, artefact_precision, load_side
     from xmine.outputs import claim_output
 
     with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
         encoders = Encoders(encoder, projection, precision, default_precision=artefact_precision([source]))
-        side = load_side(source, lang=lang, encoders=encoders)
-        config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
-                             gpu=not cpu,
-                             memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
-        ix = _build(side.embeddings, out_dir, sentences=side.sentences, line_numbers=side.line_numbers,
-                    encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
-                    source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
-                                                   {"path": str(Path(source).resolve()), **side.fingerprint})},
-                    config=config, show_progress=True, overwrite=overwrite)
+        # A text SOURCE is embedded into a store (a raw store projected) in a hidden temporary
+        # directory beside the index, removed at the end.
+        with tempfile.TemporaryDirectory(prefix=f".{Path(out_dir).name}.work-", dir=Path(out_dir).parent) as work:
+            side = load_side(source, lang=lang, encoders=encoders, work_dir=work)
+            config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
+                                 gpu=not cpu,
+                                 memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
+            try:
+                ix = _build(side.rows, out_dir, sentences=side.text.path, line_numbers=side.line_numbers,
+                            encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
+                            source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
+                                                           {"path": str(Path(source).resolve()), **side.fingerprint})},
+                            config=config, show_progress=True, overwrite=overwrite)
+            finally:
+                side.close()
     c = ix.manifest["choice"]
     click.echo(f"indexed {len(ix):,} sentences ({ix.dim}-d, {side.part}) into {out_dir}: {c['factory']} "
                f"in {len(ix.manifest['shards'])} shard(s)" + (" on GPU" if ix.manifest["built_on_gpu"] else ""),
@@ -113,10 +121,13 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
 
 
 def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision) -> dict:
+    import contextlib
+
     from xmine.artefacts import provenance
     from xmine.encoders import check_same_encoder, fingerprint_precision
     from xmine.index.faiss_index import IndexDir
     from xmine.inputs import Encoders, check_same_projection, load_side
+    from xmine.store.text import TextColumn
 
     ix = IndexDir.open(index_dir)
     m = ix.manifest
@@ -124,27 +135,43 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
                         default_precision=fingerprint_precision(m["encoder"]))
     check_same_encoder(m["encoder"], encoders.encoder.fingerprint(), what=f"index {index_dir}")
     check_same_projection(m.get("projection"), encoders.projection_fp(), what=f"index {index_dir}")
-    q = load_side(queries, lang=None, encoders=encoders)
-    sims, rows = ix.search(q.embeddings, k, nprobe=nprobe)
-    texts, lines = ix.sentences(), ix.line_numbers
-    out_lines = []
-    for qi in range(len(q.sentences)):
-        hits = [(r + 1, float(s), int(lines[j]), texts[j]) for r, (s, j) in enumerate(zip(sims[qi], rows[qi])) if j >= 0]
-        ql = int(q.line_numbers[qi])
-        if fmt == "tsv":
-            out_lines += [f"{ql}\t{rank}\t{s:.6f}\t{line}\t{t}" for rank, s, line, t in hits]
+    q = load_side(queries, lang=None, encoders=encoders)  # embedded in a temporary store
+    with open(ix.path / "sentences.txt", "rb") as f:
+        from xmine.store.text import RowIndex, iter_raw_lines
+
+        hits_text = TextColumn(ix.path / "sentences.txt", RowIndex.scan(iter_raw_lines(f), count=len(ix)).offsets)
+    lines = ix.line_numbers
+    with contextlib.ExitStack() as stack:
+        if claim is not None:
+            tmp = stack.enter_context(claim.atomic_file())
+            sink = stack.enter_context(open(tmp, "w", encoding="utf-8", newline="\n"))
         else:
-            out_lines.append(json.dumps({"query_line": ql, "query": q.sentences[qi], "hits": [
-                {"rank": rank, "score": round(s, 6), "line": line, "sentence": t} for rank, s, line, t in hits]},
-                ensure_ascii=False))
-    text = "".join(line + "\n" for line in out_lines)
+            sink = sys.stdout
+        stack.callback(q.close)
+        written = 0
+        for start in range(0, len(q), _QUERY_BLOCK):  # queries in blocks: memory does not grow with them
+            sims, rows = ix.search(q.rows[start: start + _QUERY_BLOCK], k, nprobe=nprobe)
+            for off in range(len(sims)):
+                qi = start + off
+                hits = [(r + 1, float(s), int(lines[j]), hits_text[j])
+                        for r, (s, j) in enumerate(zip(sims[off], rows[off])) if j >= 0]
+                ql = int(q.line_numbers[qi])
+                if fmt == "tsv":
+                    sink.write("".join(f"{ql}\t{rank}\t{s:.6f}\t{line}\t{t}\n" for rank, s, line, t in hits))
+                    written += len(hits)
+                else:
+                    sink.write(json.dumps({"query_line": ql, "query": q.text[qi], "hits": [
+                        {"rank": rank, "score": round(s, 6), "line": line, "sentence": t}
+                        for rank, s, line, t in hits]}, ensure_ascii=False) + "\n")
+                    written += 1
     if claim is None:
-        sys.stdout.write(text)
         return {}
-    claim.write_text(text)
     return {"index": str(index_dir), "queries": str(queries), "format": fmt, "k": k,
-            "k_used": min(k, len(ix)), "lines": len(out_lines),
+            "k_used": min(k, len(ix)), "lines": written,
             "provenance": provenance(index=str(index_dir), queries=str(queries), k=k, nprobe=nprobe, format=fmt)}
+
+
+_QUERY_BLOCK = 65_536
 
 
 COMMANDS = [build_index, search]

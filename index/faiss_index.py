@@ -18,6 +18,7 @@ training, adding and searching run there; indexes are moved back with `index_gpu
 from __future__ import annotations
 
 import logging
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -133,7 +134,7 @@ def build_index(
     embeddings: np.ndarray,
     out_dir: str | Path,
     *,
-    sentences: Sequence[str],
+    sentences: "Sequence[str] | Path",
     line_numbers: np.ndarray,
     encoder: dict,
     projection: dict | None = None,
@@ -144,7 +145,9 @@ def build_index(
     show_progress: bool = False,
     overwrite: bool = False,
 ) -> "IndexDir":
-    """Index `embeddings` (n, dim; float32/float16, may be memory-mapped) into `out_dir`.
+    """Index `embeddings` (n, dim; float32/float16, memory-mapped or a row view read on demand) into
+    `out_dir`. `sentences`: the text of every row, as a list or as a file of one sentence a line
+    (copied, e.g. a store's sentences.txt).
 
     An existing `out_dir` is replaced only when it is an xmine index and `overwrite` is given
     (`xmine.artefacts.atomic_dir`); callers that take user paths claim it first
@@ -154,8 +157,10 @@ def build_index(
     from tqdm.auto import tqdm
 
     n, dim = embeddings.shape
-    if len(sentences) != n or len(line_numbers) != n:
-        raise ConfigError(f"{n} embeddings but {len(sentences)} sentences / {len(line_numbers)} line numbers")
+    text_file = Path(sentences) if isinstance(sentences, (str, Path)) else None
+    n_text = _count_lines(text_file) if text_file is not None else len(sentences)
+    if n_text != n or len(line_numbers) != n:
+        raise ConfigError(f"{n} embeddings but {n_text} sentences / {len(line_numbers)} line numbers")
     use_gpu = config.gpu and gpu_count() > 0
     choice = choose_index(n, dim, kind=config.kind, gpu=use_gpu, memory_budget=config.memory_budget,
                           nlist=config.nlist, pq_m=config.pq_m, pq_bits=config.pq_bits)
@@ -201,7 +206,10 @@ def build_index(
             shards.append({"file": name, "start": start, "rows": stop - start})
             del index, idx
         bar.close()
-        (tmp / "sentences.txt").write_text("".join(f"{t}\n" for t in sentences), encoding="utf-8")
+        if text_file is not None:
+            shutil.copyfile(text_file, tmp / "sentences.txt")
+        else:
+            (tmp / "sentences.txt").write_text("".join(f"{t}\n" for t in sentences), encoding="utf-8")
         np.save(tmp / "line_numbers.npy", np.asarray(line_numbers, dtype=np.int64))
         files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(tmp.iterdir())}
         write_manifest(tmp, KIND, {
@@ -340,6 +348,14 @@ class IndexDir:
                 pass  # not an IVF index
             out[shard["start"] : shard["start"] + shard["rows"]] = index.reconstruct_n(0, shard["rows"])
         return out
+
+
+def _count_lines(path: Path) -> int:
+    n = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            n += block.count(b"\n")
+    return n
 
 
 def merge_topk(sims: list[np.ndarray], idx: list[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:

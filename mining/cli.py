@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from xmine.encoders.options import precision_option
+from xmine.mining.approximate import INDEX_TYPES
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
 from xmine.mining.margin import MARGINS
 from xmine.mining.products import PRODUCTS
@@ -54,8 +55,24 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
               help="Projection directory (xmine train): mine on its meaning part. Without it, mines "
                    "on the raw encoder embeddings.")
 @click.option("--approximate", is_flag=True,
-              help="Search neighbours with FAISS indexes (built automatically in OUT.work/, or a side's "
-                   "own index directory) instead of the exact blocked product. Implied when a side is an index.")
+              help="Search neighbours with IVF / IVF-PQ indexes built in OUT.work/ (one quantiser trained on "
+                   "both sides, shards, resumable) instead of the exact blocked product; margin, one-to-one "
+                   "and filters are the same. For corpora where exact search is too slow (its cost grows "
+                   "with n x m). A side that is an index directory is always searched through its index.")
+@click.option("--index-type", type=click.Choice(INDEX_TYPES), default="ivfpqfs", show_default=True,
+              help="With --approximate: ivfpqfs = IVF + 4-bit product quantisation with fast-scan kernels "
+                   "(pq-m/2 bytes a row, fastest); ivfpq = IVF + 8-bit PQ (pq-m bytes, more accurate); "
+                   "ivf = IVF with exact vectors (4 x dim bytes a row, recall limited only by nprobe).")
+@click.option("--nlist", type=click.IntRange(min=1), default=None,
+              help="With --approximate: IVF lists (default: by corpus size, 4..16 x sqrt(N), at most 4096).")
+@click.option("--nprobe", type=click.IntRange(min=1), default=None,
+              help="With --approximate: lists visited per query (default: max(8, nlist/64)). Higher: "
+                   "better recall, slower; benchmarks/RESULTS.md has recall against exact mining.")
+@click.option("--pq-m", type=click.IntRange(min=1), default=32, show_default=True,
+              help="With --approximate and a PQ index type: sub-quantisers (must divide the dimension).")
+@click.option("--index-shard-rows", type=click.IntRange(min=1), default=None,
+              help="With --approximate: rows per index shard, searched one at a time (bounds the index "
+                   "memory; default: one shard per side).")
 @click.option("--line-numbers", is_flag=True, help="Add src and tgt line numbers as columns 4 and 5.")
 @click.option("--meta", is_flag=True,
               help="Also write OUT.meta (stopes style): score, src file:line, tgt file:line, direction.")
@@ -73,15 +90,19 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
 @precision_option(default_from="the precision of the store or index inputs")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
 def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
-         max_length_ratio, encoder, projection, approximate, line_numbers, meta, block_rows, block_cols, workers,
-         product, precision, keep_work):
+         max_length_ratio, encoder, projection, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows,
+         line_numbers, meta, block_rows, block_cols, workers, product, precision, keep_work):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
     SRC and TGT are each a text file (one sentence a line), an embedding store directory (xmine
-    embed) or an index directory (xmine build-index). Repeated sentences are mined once. The exact
-    search never holds the full similarity matrix (blocked, memory bounded) and checkpoints to
-    OUT.work/: an interrupted run started again with the same command resumes.
+    embed) or an index directory (xmine build-index). Text files are embedded into stores in
+    OUT.work/ first. Stores are read block by block and sentences by offset, so memory does not
+    grow with the corpora beyond ~40 bytes a row. Repeated sentences (64-bit hashes of the
+    white-space-normalised text) are mined once. The exact search never holds the full similarity
+    matrix; both searches checkpoint to OUT.work/: an interrupted run started again with the same
+    command resumes.
     """
+    from xmine.mining.approximate import ApproximateConfig
     from xmine.mining.pipeline import mine as _mine
     from xmine.mining.select import MiningConfig
 
@@ -89,9 +110,12 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
                           max_length_ratio=max_length_ratio, min_length=min_length, max_length=max_length,
                           block_rows=block_rows, block_cols=block_cols, workers=workers,
                           product=product)
+    approx = ApproximateConfig(index_type=index_type, nlist=nlist, nprobe=nprobe, pq_m=pq_m,
+                               shard_rows=index_shard_rows)
     summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
-                    precision=precision, projection=projection, approximate=approximate, line_numbers=line_numbers,
-                    meta=meta, keep_work=keep_work, overwrite=overwrite)
+                    precision=precision, projection=projection, approximate=approximate,
+                    approximate_config=approx, line_numbers=line_numbers, meta=meta, keep_work=keep_work,
+                    overwrite=overwrite)
     click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "
                f"unique sentences ({summary['search']}) -> {out}", err=True)
 

@@ -1,10 +1,20 @@
 """File-level mining: `mine(src, tgt, out=...)` behind `xmine mine`.
 
-Each side is a text file, an embedding store or an index directory (xmine.inputs). Both
-sides are deduplicated (mining runs on unique sentences; a pair is output once, with the first
-line of each sentence), mined exactly with the blocked kNN (checkpointed in `<out>.work/`, so an
-interrupted run resumes) or, with `approximate` or when a side is an index, through FAISS indexes,
-and written atomically as `score<TAB>src<TAB>tgt`, highest score first.
+Each side is a text file, an embedding store or an index directory, opened by the input layer
+(`xmine.inputs.load_side`): rows read block by block, text by offset. Text files are embedded
+into stores in `<out>.work/` first (the one encoding path, resumable). Both sides are
+deduplicated by 64-bit hashes of their sentences (a pair is output once, with the first line of
+each sentence; see `Side.unique_rows` for collisions) and length-filtered, so either search sees
+exactly the rows that may be mined: its k neighbours are k real candidates. Then:
+- exact (default): the blocked kNN (mining/knn.py), checkpointed in `<out>.work/knn/`;
+- approximate: IVF / IVF-PQ indexes (mining/approximate.py), checkpointed in `<out>.work/ann/`;
+- a side that is an index directory: searched through that index (over-fetching 2k to absorb
+  its duplicate and filtered rows).
+Margin scoring and selection are shared (select.select_pairs). The output is written atomically,
+`score<TAB>src<TAB>tgt`, highest score first, each sentence read from its store by offset.
+
+Memory: one block or shard, the k-state (n + m) * k * 12 bytes, and about 40 bytes a row for the
+row index, dedup and selection; never the corpus.
 """
 
 from __future__ import annotations
@@ -19,20 +29,13 @@ from pathlib import Path
 import numpy as np
 
 from xmine.artefacts import provenance
-from xmine.errors import ArtefactError
+from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.products import resolve_product
 from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
 
 log = logging.getLogger(__name__)
-#: The kind recorded in OUT.json, which marks OUT as a mining result xmine may replace.
+
 MINING_KIND = "mining-result"
-
-
-def _dedup(side) -> tuple[list[str], np.ndarray, np.ndarray]:
-    from xmine.corpus import dedup
-
-    unique, inverse, first = dedup(side.sentences, return_first=True)
-    return unique, inverse, first
 
 
 def _unique_hits(sims: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -46,40 +49,34 @@ def _unique_hits(sims: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray,
     return np.take_along_axis(sims, order, 1).astype(np.float32), np.take_along_axis(ids, order, 1)
 
 
-def _approximate_knn(sx, sy, ux, uy, inv_x, inv_y, k: int, work: Path, show_progress: bool, *,
-                     own_index: bool = True, subset: str = ""):
-    """kNN both ways through FAISS indexes: a side's own index dir (when `own_index`), else one
-    built in `work` over `ux`/`uy` (`subset` names which rows they are)."""
-    from xmine.index.faiss_index import IndexConfig, build_index
+def _search_side_index(index_side, queries, mine_rows_of_index, k: int):
+    """k neighbours of `queries` through a side's own index, as positions among its mined rows.
 
-    def index_of(side, unique_emb, tag):
-        if side.index is not None and own_index:
-            return side.index, True
-        d = work / f"index-{tag}-{side.fingerprint_key()[:16]}{subset}"
-        from xmine.index.faiss_index import IndexDir
+    The index holds every row (repeats, filtered ones): over-fetch, map each hit to the position
+    of its representative among the mined rows (-1 when filtered), drop repeats."""
+    extra = 2 * k
+    sims, rows = index_side.index.search(np.asarray(queries, dtype=np.float32), k + extra)
+    hit = np.where(rows >= 0, mine_rows_of_index[np.maximum(rows, 0)], -1)
+    return _unique_hits(sims, hit, k)
 
-        try:
-            return IndexDir.open(d), False
-        except ArtefactError as e:  # absent or damaged: (re)build it, atomically, inside OUT.work/
-            if d.exists():
-                log.warning(f"{d}: {e}; rebuilding it")
-            n = len(unique_emb)
-            return build_index(unique_emb, d, sentences=[""] * n, line_numbers=np.arange(1, n + 1),
-                               encoder=side.encoder, projection=side.projection, part=side.part,
-                               config=IndexConfig(), show_progress=show_progress, overwrite=True), False
 
-    ix_y, y_orig = index_of(sy, uy, "tgt")
-    ix_x, x_orig = index_of(sx, ux, "src")
-    extra = 2 * k  # room for duplicates of an index over non-deduplicated rows
-    fs, fi = ix_y.search(ux, k + (extra if y_orig else 0))
-    if y_orig:
-        fi = np.where(fi >= 0, inv_y[np.maximum(fi, 0)], -1)
-    fs, fi = _unique_hits(fs, fi, min(k, len(uy)))
-    bs, bi = ix_x.search(uy, k + (extra if x_orig else 0))
-    if x_orig:
-        bi = np.where(bi >= 0, inv_x[np.maximum(bi, 0)], -1)
-    bs, bi = _unique_hits(bs, bi, min(k, len(ux)))
-    return fs, fi, bs, bi
+class _Mineable:
+    """A side's rows that take part: first occurrences within the length bounds."""
+
+    def __init__(self, side, config: MiningConfig):
+        from xmine.store.rows import RowSubset
+
+        first, representative = side.unique_rows()
+        self.unique = len(first)
+        lengths = np.asarray(side.row_index.lengths)
+        ok = length_mask(lengths[first], config)
+        self.ids = first[ok] if ok is not None else first
+        self.lengths = lengths[self.ids].astype(np.int64)
+        self.rows = RowSubset(side.rows, self.ids)
+        # For a side's own index: row -> position of its representative among self.ids (-1: not mined)
+        pos = np.full(len(lengths), -1, dtype=np.int64)
+        pos[self.ids] = np.arange(len(self.ids))
+        self.position_of_row = pos[representative]
 
 
 def mine(
@@ -92,8 +89,9 @@ def mine(
     config: MiningConfig = MiningConfig(),
     encoder: str | None = None,
     precision: str | None = None,
-    projection: str | Path | None = None,
+    projection=None,
     approximate: bool = False,
+    approximate_config: ApproximateConfig = ApproximateConfig(),
     line_numbers: bool = False,
     meta: bool = False,
     keep_work: bool = False,
@@ -118,29 +116,8 @@ def mine(
                       companions=(".meta", ".work"), legacy=_legacy_result) as claim:
         return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                      precision=precision, projection=projection, approximate=approximate,
-                     line_numbers=line_numbers, meta=meta, keep_work=keep_work, show_progress=show_progress)
-
-
-def _mine_approximate(sx, sy, ux, uy, lx, ly, inv_x, inv_y, config: MiningConfig, work: Path,
-                      show_progress: bool) -> MinedPairs:
-    """Mining through FAISS with the exact path's definition of a neighbourhood: with length
-    bounds, the k nearest among the sentences within them (a side's own index also holds the
-    others, so then an index of the allowed rows is built in `work`), never fewer."""
-    mx, my = length_mask(lx, config), length_mask(ly, config)
-    xr = np.flatnonzero(mx) if mx is not None else np.arange(len(ux))
-    yr = np.flatnonzero(my) if my is not None else np.arange(len(uy))
-    if len(xr) == 0 or len(yr) == 0:
-        e = np.zeros(0, np.int64)
-        return MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
-    filtered = mx is not None or my is not None
-    subset = f"-len{config.min_length}-{config.max_length}" if filtered else ""
-    if filtered and (sx.index is not None or sy.index is not None):
-        log.info("length bounds set: indexing the sentences within them in %s instead of using the given index", work)
-    fs, fi, bs, bi = _approximate_knn(sx, sy, ux[xr], uy[yr], inv_x, inv_y, config.k, work, show_progress,
-                                      own_index=not filtered, subset=subset)
-    mined = select_pairs(fs, fi, bs, bi, config=config, src_lengths=lx[xr], tgt_lengths=ly[yr])
-    return MinedPairs(src_idx=xr[mined.src_idx], tgt_idx=yr[mined.tgt_idx], score=mined.score,
-                      direction=mined.direction)
+                     approximate_config=approximate_config, line_numbers=line_numbers, meta=meta,
+                     keep_work=keep_work, show_progress=show_progress)
 
 
 def _legacy_result(out: Path) -> bool:
@@ -153,54 +130,86 @@ def _legacy_result(out: Path) -> bool:
             and Path(str(side["output"])).name == out.name)
 
 
-def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate, line_numbers,
-          meta, keep_work, show_progress) -> dict:
+def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate,
+          approximate_config, line_numbers, meta, keep_work, show_progress) -> dict:
     from xmine.inputs import Encoders, artefact_encoder_name, artefact_precision, check_compatible, load_side
 
     out = claim.path
+    work = claim.work_dir(".work")
     encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection, precision,
                         default_precision=artefact_precision([src, tgt]))
-    sx = load_side(src, lang=src_lang, encoders=encoders, need_vectors=True, show_progress=show_progress)
-    sy = load_side(tgt, lang=tgt_lang, encoders=encoders, need_vectors=True, show_progress=show_progress)
-    check_compatible(sx, sy)
-    ux_text, inv_x, first_x = _dedup(sx)
-    uy_text, inv_y, first_y = _dedup(sy)
-    ux = np.asarray(sx.embeddings[first_x], dtype=np.float32)
-    uy = np.asarray(sy.embeddings[first_y], dtype=np.float32)
-    lx = np.fromiter((len(s) for s in ux_text), dtype=np.int64, count=len(ux_text))
-    ly = np.fromiter((len(s) for s in uy_text), dtype=np.int64, count=len(uy_text))
-    use_index = approximate or sx.index is not None or sy.index is not None
-
-    key = hashlib.sha256(json.dumps(
-        [sx.fingerprint_key(), sy.fingerprint_key(), config.k, config.block_rows, config.block_cols,
-         config.min_length, config.max_length], default=str).encode()).hexdigest()
-    work = claim.work_dir(".work")
-    if use_index:
-        mined = _mine_approximate(sx, sy, ux, uy, lx, ly, inv_x, inv_y, config, work, show_progress)
-    else:
-        mined = mine_embeddings(ux, uy, config=config, src_lengths=lx, tgt_lengths=ly,
-                                checkpoint_dir=work / "knn", checkpoint_key=key, show_progress=show_progress)
-    lines_x, lines_y = sx.line_numbers[first_x], sy.line_numbers[first_y]
-    _write_pairs(claim, mined, ux_text, uy_text, lines_x, lines_y, line_numbers=line_numbers)
-    if meta:
-        _write_meta(claim, mined, sx.path, sy.path, lines_x, lines_y)
-    elif claim.state == "finished":
-        # The replaced result's own .meta (checked against its summary by the claim) would be stale.
-        claim.companion(".meta").unlink(missing_ok=True)
-    summary = {
-        "output": str(out), "pairs": len(mined), "k_used": min(config.k, len(ux_text), len(uy_text)),
-        "src": {"path": str(sx.path), "kind": sx.kind, "sentences": len(sx.sentences), "unique": len(ux_text)},
-        "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy.sentences), "unique": len(uy_text)},
-        "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
-        "search": "faiss-index" if use_index else "exact",
-        "product": None if use_index else resolve_product(config.product),
-        "score_quantiles": ({q: float(np.quantile(mined.score, q)) for q in (0.1, 0.5, 0.9)} if len(mined) else {}),
-        "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang, approximate=use_index,
-                                 inputs=[sx.fingerprint, sy.fingerprint]),
-    }
+    sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work / "src", show_progress=show_progress)
+    sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work / "tgt", show_progress=show_progress)
+    try:
+        check_compatible(sx, sy)
+        mx, my = _Mineable(sx, config), _Mineable(sy, config)
+        search = "exact"
+        if sx.index is not None or sy.index is not None:
+            search = "faiss-index"
+        elif approximate:
+            search = "approximate"
+        # Length bounds were applied above; the selection only needs the ratio filter.
+        select_config = config.replace(min_length=0, max_length=None)
+        key = hashlib.sha256(json.dumps(
+            [sx.fingerprint_key(), sy.fingerprint_key(), config.k, config.block_rows, config.block_cols,
+             config.min_length, config.max_length], default=str).encode()).hexdigest()
+        if len(mx.ids) == 0 or len(my.ids) == 0:
+            e = np.zeros(0, np.int64)
+            mined = MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
+        elif search == "faiss-index":
+            k = config.k
+            fs, fi = (_search_side_index(sy, mx.rows[:], my.position_of_row, min(k, len(my.ids)))
+                      if sy.index is not None else _index_of_rows(my.rows, mx.rows, k))
+            bs, bi = (_search_side_index(sx, my.rows[:], mx.position_of_row, min(k, len(mx.ids)))
+                      if sx.index is not None else _index_of_rows(mx.rows, my.rows, k))
+            mined = select_pairs(fs, fi, bs, bi, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
+        elif search == "approximate":
+            knn = approximate_knn_both(mx.rows, my.rows, config.k, config=approximate_config, work_dir=work / "ann",
+                                       key=key, show_progress=show_progress)
+            mined = select_pairs(*knn, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
+        else:
+            mined = mine_embeddings(mx.rows, my.rows, config=select_config, src_lengths=mx.lengths,
+                                    tgt_lengths=my.lengths, checkpoint_dir=work / "knn", checkpoint_key=key,
+                                    show_progress=show_progress)
+        src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
+        _write_pairs(claim, mined, sx, sy, src_rows, tgt_rows, line_numbers=line_numbers)
+        if meta:
+            _write_meta(claim, mined, sx, sy, src_rows, tgt_rows)
+        elif claim.state == "finished":
+            # The replaced result's own .meta (checked against its summary by the claim) would be stale.
+            claim.companion(".meta").unlink(missing_ok=True)
+        summary = {
+            "output": str(out), "pairs": len(mined), "k_used": min(config.k, len(mx.ids), len(my.ids)),
+            "src": {"path": str(sx.path), "kind": sx.kind, "sentences": len(sx), "unique": mx.unique,
+                    "mined_rows": len(mx.ids)},
+            "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy), "unique": my.unique,
+                    "mined_rows": len(my.ids)},
+            "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
+            "search": search,
+            "product": resolve_product(config.product) if search == "exact" else None,
+            "score_quantiles": ({q: float(np.quantile(mined.score, q)) for q in (0.1, 0.5, 0.9)} if len(mined) else {}),
+            "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang,
+                                     approximate=(asdict(approximate_config) if search == "approximate" else None),
+                                     inputs=[sx.fingerprint, sy.fingerprint]),
+        }
+    finally:
+        sx.close()
+        sy.close()
     if not keep_work:
         shutil.rmtree(work, ignore_errors=True)
     return claim.finish(summary)
+
+
+def _index_of_rows(base_rows, query_rows, k: int):
+    """Exact kNN of query_rows in base_rows through a flat FAISS index (the side facing an index dir)."""
+    import faiss
+
+    index = faiss.IndexFlatIP(base_rows.shape[1])
+    for b in range(0, len(base_rows), 65536):
+        index.add(np.ascontiguousarray(base_rows[b: b + 65536], dtype=np.float32))
+    kk = min(k, len(base_rows))
+    sims, ids = index.search(np.ascontiguousarray(query_rows[:], dtype=np.float32), kk)
+    return sims.astype(np.float32), ids.astype(np.int64)
 
 
 def _clean(text: str) -> str:
@@ -208,19 +217,19 @@ def _clean(text: str) -> str:
     return text.replace("\t", " ").replace("\n", " ")
 
 
-def _write_pairs(claim, mined: MinedPairs, src_text, tgt_text, lines_x, lines_y, *, line_numbers: bool) -> None:
-    rows = []
-    for s, t, sc in zip(mined.src_idx.tolist(), mined.tgt_idx.tolist(), mined.score.tolist()):
-        row = f"{sc:.6f}\t{_clean(src_text[s])}\t{_clean(tgt_text[t])}"
-        if line_numbers:
-            row += f"\t{lines_x[s]}\t{lines_y[t]}"
-        rows.append(row + "\n")
-    claim.write_text("".join(rows))
+def _write_pairs(claim, mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, line_numbers: bool) -> None:
+    """Stream the pairs to the claimed output (atomically), each sentence read from its side by offset."""
+    with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        for s, t, sc in zip(src_rows.tolist(), tgt_rows.tolist(), mined.score.tolist()):
+            row = f"{sc:.6f}\t{_clean(sx.text[s])}\t{_clean(sy.text[t])}"
+            if line_numbers:
+                row += f"\t{sx.line_numbers[s]}\t{sy.line_numbers[t]}"
+            f.write(row + "\n")
 
 
-def _write_meta(claim, mined: MinedPairs, src_path, tgt_path, lines_x, lines_y) -> None:
+def _write_meta(claim, mined: MinedPairs, sx, sy, src_rows, tgt_rows) -> None:
     """stopes-style meta: score, src file:line, tgt file:line, direction that found the pair."""
-    rows = [f"{sc:.6f}\t{src_path}:{lines_x[s]}\t{tgt_path}:{lines_y[t]}\t{DIRECTION_NAMES[int(d)]}\n"
-            for s, t, sc, d in zip(mined.src_idx.tolist(), mined.tgt_idx.tolist(), mined.score.tolist(),
-                                   mined.direction.tolist())]
-    claim.write_text("".join(rows), ".meta")
+    with claim.atomic_file(".meta") as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        for s, t, sc, d in zip(src_rows.tolist(), tgt_rows.tolist(), mined.score.tolist(), mined.direction.tolist()):
+            f.write(f"{sc:.6f}\t{sx.path}:{sx.line_numbers[s]}\t{sy.path}:{sy.line_numbers[t]}\t"
+                    f"{DIRECTION_NAMES[int(d)]}\n")

@@ -141,7 +141,7 @@ def extract(s: np.ndarray, thr: np.ndarray, axis: int) -> np.ndarray:
     w = s.shape[1]
     if len(hit) == 0:
         return np.zeros(0, np.int64)
-    if len(hit) * 8 > s.shape[1 - axis]:
+    if len(hit) * (2 if axis == 1 else 8) > s.shape[1 - axis]:
         # Many hits: one full comparison is cheaper than gathering (numpy's column gather is slow).
         return np.flatnonzero(s >= (thr[:, None] if axis == 1 else thr[None, :]))
     if axis == 1:
@@ -204,6 +204,11 @@ class Fp32Product:
         return (_split(s, extract(s, tr, 1), np.asarray) if tr.min(initial=np.inf) < np.inf else _EMPTY,
                 _split(s, extract(s, tc, 0), np.asarray) if tc.min(initial=np.inf) < np.inf else _EMPTY)
 
+    def kth_largest(self, s, k: int, axis: int) -> np.ndarray:
+        """The k-th largest product value of each row (axis=1) or column (axis=0), float32."""
+        n = s.shape[axis]
+        return np.take(np.partition(s, n - k, axis=axis), n - k, axis=axis)
+
     def lower(self, v):
         return np.asarray(v, dtype=np.float64)
 
@@ -227,13 +232,15 @@ class Bf16Product:
         """bf16 tensor of rows, subnormals flushed to 0 if `flush` (oneDNN treats them as 0)."""
         t = self.torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)).to(self.torch.bfloat16)
         if flush:
-            t[t.abs() < _TINY32] = 0
+            t = self.torch.where(t.abs() < _TINY32, 0, t)
         return t
 
     def terms(self, rows: np.ndarray) -> RowTerms:
         rows = np.asarray(rows, dtype=np.float32)
-        h = self._round(rows, True).float().numpy()
-        tiny = bool(((np.abs(h) < _TINY32) & (rows != 0)).any())
+        h = self._round(rows, False).float().numpy()
+        small = np.abs(h) < _TINY32
+        tiny = bool((small & (h != 0)).any())
+        h[small] = 0
         return RowTerms(norms_upper(rows), norms_upper(h), norms_upper(rows.astype(np.float64) - h), tiny)
 
     def prepare(self, rows: np.ndarray, flush: bool = True):
@@ -261,6 +268,13 @@ class Bf16Product:
         skip = _bf16_key(_bf16_bits_down(np.array([np.inf])))[0]
         return tuple(_split(s, extract(keys, kt, axis), _bits_to_f32) if kt.min(initial=skip) < skip else _EMPTY
                      for kt, axis in ((kr, 1), (kc, 0)))
+
+    def kth_largest(self, s, k: int, axis: int) -> np.ndarray:
+        if s.dtype == np.float32:
+            return Fp32Product.kth_largest(self, s, k, axis)
+        n = s.shape[axis]
+        kth = np.take(np.partition(_bf16_key(s), n - k, axis=axis), n - k, axis=axis)
+        return _bits_to_f32(_bf16_key(kth))  # the key map is its own inverse
 
     def lower(self, v):
         v = np.asarray(v, dtype=np.float64)
@@ -319,6 +333,9 @@ class CudaProduct:
             rows, cols = (s >= t).nonzero(as_tuple=True)
             out.append((rows.cpu().numpy(), cols.cpu().numpy(), s[rows, cols].cpu().numpy()))
         return tuple(out)
+
+    def kth_largest(self, s, k: int, axis: int) -> np.ndarray:
+        return self.torch.topk(s, k, dim=axis).values.select(axis, k - 1).cpu().numpy()
 
     def lower(self, v):
         return np.asarray(v, dtype=np.float64)

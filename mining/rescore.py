@@ -35,8 +35,8 @@ def norms_upper(a: np.ndarray) -> np.ndarray:
 
     Squares of float32 values are exact in float64; their float64 sum is within gamma_d(u64) of
     the exact sum and the square root and this product add u64 each: 1 + 4 (d + 2) u64 covers all."""
-    a64 = np.asarray(a, dtype=np.float64)
-    return np.sqrt(np.einsum("ij,ij->i", a64, a64)) * (1 + 4 * (a64.shape[1] + 2) * U64)
+    a = np.asarray(a)
+    return np.sqrt(np.einsum("ij,ij->i", a, a, dtype=np.float64)) * (1 + 4 * (a.shape[1] + 2) * U64)
 
 
 def _round_int_to_f32(num: int, exp: int) -> np.float32:
@@ -86,9 +86,8 @@ def exact_dot(x_rows: np.ndarray, y_rows: np.ndarray, nx: np.ndarray | None = No
         return out
     g = gamma(d, U64)
     for s in range(0, n, _CHUNK):
-        a = x_rows[s : s + _CHUNK].astype(np.float64)
-        b = y_rows[s : s + _CHUNK].astype(np.float64)
-        dots = np.einsum("ij,ij->i", a, b)
+        a, b = x_rows[s : s + _CHUNK], y_rows[s : s + _CHUNK]
+        dots = np.einsum("ij,ij->i", a, b, dtype=np.float64)  # products and sums in float64
         na = norms_upper(a) if nx is None else np.asarray(nx[s : s + _CHUNK], dtype=np.float64)
         nb = norms_upper(b) if ny is None else np.asarray(ny[s : s + _CHUNK], dtype=np.float64)
         # 2x the bound and an absolute 2^-1000 cover the float64 rounding of eps and d +- eps.

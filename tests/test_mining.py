@@ -104,26 +104,6 @@ def test_ratio_margin_where_the_neighbourhood_mean_is_not_positive():
     assert mined.pairs() == {(0, 0)}  # x1's neighbourhood mean (-1 + 0) / 2 < 0: not scorable
 
 
-def test_approximate_and_exact_paths_average_the_same_neighbours(tmp_path):
-    # With a length bound, both paths take each sentence's k nearest *allowed* neighbours.
-    from xmine.mining.pipeline import _mine_approximate
-    from types import SimpleNamespace
-
-    rng = np.random.default_rng(5)
-    x = rng.standard_normal((60, 16)).astype(np.float32)
-    y = (x + 0.3 * rng.standard_normal((60, 16))).astype(np.float32)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    y /= np.linalg.norm(y, axis=1, keepdims=True)
-    lx, ly = rng.integers(5, 50, 60), rng.integers(5, 50, 60)
-    cfg = MiningConfig(k=4, min_length=10, max_length=40)
-    exact = mine_embeddings(x, y, config=cfg, src_lengths=lx, tgt_lengths=ly)
-    side = lambda tag: SimpleNamespace(index=None, encoder={"name": "t", "id": tag}, projection=None,  # noqa: E731
-                                       part="raw", fingerprint_key=lambda: tag * 8)
-    approx = _mine_approximate(side("a"), side("b"), x, y, lx, ly, None, None, cfg, tmp_path, False)
-    assert approx.pairs() == exact.pairs()
-    np.testing.assert_allclose(approx.score, exact.score, rtol=1e-5)
-
-
 def test_greedy_one_to_one_matches_the_plain_walk():
     rng = np.random.default_rng(3)
     for _ in range(5):
@@ -216,15 +196,27 @@ def test_float16_input_gives_same_neighbours():
         np.testing.assert_array_equal(u, v)
 
 
-def test_checkpoint_resume_gives_identical_results(tmp_path):
+@pytest.mark.parametrize("product", ["fp32", "bf16"])
+def test_checkpoint_resume_gives_identical_results(tmp_path, product, caplog, monkeypatch):
+    import xmine.mining.knn as knn
+
     rng = np.random.default_rng(6)
     x = rng.standard_normal((500, 16)).astype(np.float32)
     y = rng.standard_normal((400, 16)).astype(np.float32)
-    ref = exact_knn_both(x, y, 4, block_rows=100)
+    ref = exact_knn_both(x, y, 4, block_rows=100, product=product)
     ck = tmp_path / "ck"
-    exact_knn_both(x[:300], y, 4, block_rows=100, checkpoint_dir=ck, checkpoint_key="a", checkpoint_seconds=0)
-    # Same key, full x: resumes after the 300 rows already done (as after a crash at row 300).
-    got = exact_knn_both(x, y, 4, block_rows=100, checkpoint_dir=ck, checkpoint_key="a", checkpoint_seconds=0)
+    exact_knn_both(x[:300], y, 4, block_rows=100, checkpoint_dir=ck, checkpoint_key="a", checkpoint_seconds=0,
+                   product=product)
+    # Same key, full x: resumes after the 300 rows already done (as after a crash at row 300),
+    # so only rows 300.. are read again.
+    read = []
+    real = knn._as_f32
+    monkeypatch.setattr(knn, "_as_f32", lambda a, i, j: (read.append((a is x, i, j)), real(a, i, j))[1])
+    got = exact_knn_both(x, y, 4, block_rows=100, checkpoint_dir=ck, checkpoint_key="a", checkpoint_seconds=0,
+                         product=product)
+    monkeypatch.undo()
+    assert "damaged" not in caplog.text
+    assert sorted(i for is_x, i, j in read if is_x and j - i <= 100) == [300, 400]  # x's row blocks read
     for r, g in zip(ref, got):
         np.testing.assert_array_equal(r, g)
     # Another key: the old state is discarded, results still right.
@@ -343,7 +335,7 @@ def test_accuracy_on_flores_with_me5(flores_setup):
 
 
 def test_mine_command_end_to_end(tmp_path, data_dir, flores_setup):
-    """`xmine mine` on text files (me5 embeddings come from the cache), with dedup and resume dir."""
+    """`xmine mine` on text files (embedded into stores in OUT.work/), with dedup; the work dir is removed."""
     _, _, gold, src, tgt = flores_setup
     (tmp_path / "de.txt").write_text("\n".join(src + src[:20]) + "\n", encoding="utf-8")  # 20 repeats
     (tmp_path / "en.txt").write_text("\n".join(tgt) + "\n", encoding="utf-8")
@@ -383,7 +375,9 @@ def test_mine_through_indexes_matches_exact(tmp_path, flores_setup):
 
     common = ["--src-lang", "de", "--tgt-lang", "en", "--threshold", "1.04", "--line-numbers"]
     exact = run("mine", de, en, "-o", tmp_path / "exact.tsv", *common)
-    approx = run("mine", de, en, "-o", tmp_path / "approx.tsv", "--approximate", *common)
+    # IVF with exact vectors, every list visited: approximate machinery, exact answer.
+    approx = run("mine", de, en, "-o", tmp_path / "approx.tsv", "--approximate", "--index-type", "ivf",
+                 "--nlist", "4", "--nprobe", "4", *common)
     run("build-index", en, "--lang", "en", "--type", "hnsw", "-o", tmp_path / "idx")
     via_index = run("mine", de, tmp_path / "idx", "-o", tmp_path / "via-index.tsv", *common)
     assert len(exact) >= 0.95 * 300

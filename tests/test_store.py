@@ -104,10 +104,46 @@ def test_round_trip_float16(built, usem3):
     assert m["provenance"]["parameters"]["shard_rows"] == 20
     # only the finished store's files remain (no progress file, no per-shard text)
     names = {p.name for p in store.directory.iterdir() if not p.name.startswith(".")}
-    assert names == {"manifest.json", "sentences.txt", "line_numbers.npy"} | {f"emb-0000{i}.npy" for i in range(4)}
+    assert names == ({"manifest.json", "sentences.txt", "line_numbers.npy", "offsets.npy", "hashes.npy", "lengths.npy"}
+                     | {f"emb-0000{i}.npy" for i in range(4)})
     store.verify()
     again = EmbeddingStore.open(store.directory)
     assert np.array_equal(again.to_array(), emb) and again.encoder_fingerprint == usem3.fingerprint()
+
+
+def test_row_index_and_text_by_offset(built, tmp_path):
+    from xmine.store.text import RowIndex, sentence_hash
+
+    _, store, _ = built
+    sents = store.sentences()
+    ix = store.row_index()
+    assert ix.hashes.tolist() == [sentence_hash(s) for s in sents]
+    assert ix.lengths.tolist() == [len(s) for s in sents]
+    raw = (store.directory / "sentences.txt").read_bytes()
+    assert ix.offsets[-1] == len(raw) and all(raw[ix.offsets[i] - 1] == 10 for i in range(1, len(sents) + 1))
+    text = store.text_column()
+    assert [text[i] for i in (69, 0, 33)] == [sents[69], sents[0], sents[33]]
+    assert sentence_hash("a  b ") == sentence_hash("a b") != sentence_hash("a c")
+    # A store written before the row index existed gets it computed from its text.
+    old = RowIndex.scan(iter(raw.splitlines(keepends=True)), count=70)
+    assert np.array_equal(old.offsets, ix.offsets) and np.array_equal(old.hashes, ix.hashes)
+    assert store.manifest["input_stats"]["unique_sentences"] == len(set(ix.hashes.tolist()))
+
+
+def test_rows_view_reads_slices_and_row_lists_across_shards(built):
+    from xmine.store.rows import RowSubset
+
+    _, store, _ = built
+    full = store.to_array(np.float16)
+    rows = store.rows()
+    assert rows.shape == (70, 512) and rows.dtype == np.float16
+    for sl in (slice(0, 70), slice(15, 45), slice(60, 100), slice(3, 3), slice(0, 70, 9)):
+        assert np.array_equal(rows[sl], full[sl])
+    picks = np.array([69, 0, 20, 19, 40, 41, 5])
+    assert np.array_equal(rows[picks], full[picks]) and np.array_equal(rows[7], full[7])
+    ids = np.array([1, 2, 3, 19, 20, 50, 69])
+    sub = RowSubset(rows, ids)
+    assert np.array_equal(sub[1:6], full[ids[1:6]]) and np.array_equal(sub[np.array([6, 0])], full[ids[[6, 0]]])
 
 
 @pytest.mark.parametrize("block_rows", [1, 7, 20, 21, 70, 1000])
@@ -354,3 +390,24 @@ def test_cli_encoders_lists_the_builtin_encoders():
     assert any(line.startswith("me5-small") and "dim 384" in line and "available" in line for line in lines)
     assert any(line.startswith("use-m3") and "dim 512" in line for line in lines)
     assert any("sentence-transformers" in line for line in lines)
+
+
+def test_embedding_cache_from_before_the_lru_column_keeps_its_rows_and_takes_new_ones(tmp_path):
+    """$XMINE_HOME is shared by every xmine version on a machine: a cache file written before the
+    LRU `used` column existed must keep its rows and take new ones."""
+    import sqlite3
+
+    from xmine.embed_cache import EmbeddingCache
+
+    path = tmp_path / "c.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE emb (key BLOB PRIMARY KEY, vec BLOB NOT NULL)")
+    db.execute("INSERT INTO emb VALUES (?, ?)", (b"old", np.full(3, 2, dtype=np.float32).tobytes()))
+    db.commit()
+    db.close()
+    cache = EmbeddingCache({"name": "x", "dim": 3}, path=path)
+    cache.store([b"new"], np.ones((1, 3), dtype=np.float32))
+    found = cache.lookup([b"old", b"new"])
+    assert np.array_equal(found[b"old"], np.full(3, 2, dtype=np.float32))
+    assert np.array_equal(found[b"new"], np.ones(3, dtype=np.float32))
+    cache.close()

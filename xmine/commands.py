@@ -151,4 +151,50 @@ def _store_precision(out_dir: str) -> str | None:
         return None
 
 
-COMMANDS = [encoders, embed, verify]
+
+@click.group("cache")
+def cache() -> None:
+    """The per-sentence embedding cache used by benchmarks and training ($XMINE_HOME/embeddings).
+
+    One SQLite file per encoder, bounded by XMINE_CACHE_MAX_MB megabytes of vectors each (default
+    4096); past it the least recently used sentences are evicted. Corpus-scale commands (embed,
+    mine, build-index, search) never fill it.
+    """
+
+
+@cache.command("info")
+def cache_info() -> None:
+    """List the cache files: encoder, sentences held, size on disk, and the bound."""
+    from xmine.embed_cache import cache_file_info, cache_files, max_cache_mb
+    from xmine.paths import xmine_home
+
+    files = cache_files()
+    click.echo(f"{xmine_home() / 'embeddings'}: {len(files)} cache file(s), bound {max_cache_mb():.0f} MB of "
+               "vectors each (XMINE_CACHE_MAX_MB)")
+    for f in files:
+        i = cache_file_info(f)
+        click.echo(f"  {f.name}: {i['encoder']} ({i['dim']}-d), {i['rows']:,} sentences, "
+                   f"{i['bytes'] / 2**20:,.1f} MB on disk")
+
+
+@cache.command("clear")
+@click.option("--encoder", "encoder_name", default=None, help="Only this encoder's cache (default: all).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def cache_clear(encoder_name, yes) -> None:
+    """Delete cache files (the embeddings are recomputed when next needed)."""
+    from xmine.embed_cache import cache_file_info, cache_files
+
+    files = [f for f in cache_files() if encoder_name is None or cache_file_info(f)["encoder"] == encoder_name]
+    if not files:
+        click.echo("nothing to clear")
+        return
+    total = sum(cache_file_info(f)["bytes"] for f in files)
+    if not yes:
+        click.confirm(f"delete {len(files)} cache file(s), {total / 2**20:,.1f} MB?", abort=True)
+    for f in files:
+        for part in f.parent.glob(f.name + "*"):  # the database and its -wal / -shm files
+            part.unlink(missing_ok=True)
+    click.echo(f"deleted {len(files)} cache file(s), {total / 2**20:,.1f} MB")
+
+
+COMMANDS = [encoders, embed, verify, cache]

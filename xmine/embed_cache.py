@@ -8,19 +8,28 @@ Projections are cheap and are applied on top, never cached.
 
 Missing sentences are encoded in chunks and committed after each chunk, so an interrupted run
 keeps what it finished. SQLite's WAL mode lets several processes share a cache.
+
+Bound: each cache file holds at most `XMINE_CACHE_MAX_MB` megabytes of vectors (default
+`DEFAULT_MAX_MB` = 4096, about 2.6 million 384-d sentences); past it the least recently used
+sentences are evicted. Corpus-scale commands (embed, mine, build-index, search) never use the
+cache: they stream through `xmine.store.embed_corpus`. `xmine cache info` and `xmine cache clear`
+show and empty it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sqlite3
+import time
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from xmine.errors import ConfigError
 from xmine.paths import xmine_home
 
 # Sentences encoded between two commits: small enough that an interruption loses little,
@@ -28,6 +37,24 @@ from xmine.paths import xmine_home
 CHUNK_SENTENCES = 2048
 # SQLite's default limit on host parameters in one statement is 999 (older builds).
 _LOOKUP_BATCH = 900
+#: default bound of one cache file, megabytes of vectors (XMINE_CACHE_MAX_MB overrides)
+DEFAULT_MAX_MB = 4096
+# Bytes a row costs beyond its vector: the 20-byte key, the timestamp, SQLite's row overhead.
+_ROW_OVERHEAD = 48
+
+
+def max_cache_mb() -> float:
+    """The bound from $XMINE_CACHE_MAX_MB (megabytes), else DEFAULT_MAX_MB."""
+    raw = os.environ.get("XMINE_CACHE_MAX_MB")
+    if raw is None or raw == "":
+        return float(DEFAULT_MAX_MB)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"XMINE_CACHE_MAX_MB={raw!r}: expected a number of megabytes") from None
+    if value <= 0:
+        raise ConfigError(f"XMINE_CACHE_MAX_MB={raw!r}: must be > 0")
+    return value
 
 
 def _key(sentence: str) -> bytes:
@@ -45,14 +72,22 @@ def cache_path(encoder_fingerprint: dict) -> Path:
 class EmbeddingCache:
     """Raw embeddings of one encoder, by sentence."""
 
-    def __init__(self, encoder_fingerprint: dict, *, path: str | Path | None = None):
+    def __init__(self, encoder_fingerprint: dict, *, path: str | Path | None = None, max_mb: float | None = None):
         self.fingerprint = encoder_fingerprint
         self.dim = int(encoder_fingerprint["dim"])
         self.path = Path(path) if path is not None else cache_path(encoder_fingerprint)
+        self.max_rows = max(1, int((max_mb if max_mb is not None else max_cache_mb()) * 2**20
+                                   // (4 * self.dim + _ROW_OVERHEAD)))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, timeout=120)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS emb (key BLOB PRIMARY KEY, vec BLOB NOT NULL)")
+        self._db.execute("CREATE TABLE IF NOT EXISTS emb (key BLOB PRIMARY KEY, vec BLOB NOT NULL, "
+                         "used REAL NOT NULL DEFAULT 0)")
+        try:  # caches written before the LRU bound have no `used` column
+            self._db.execute("ALTER TABLE emb ADD COLUMN used REAL NOT NULL DEFAULT 0")
+        except sqlite3.OperationalError:
+            pass  # already there
+        self._db.execute("CREATE INDEX IF NOT EXISTS emb_used ON emb (used)")
         self._db.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT)")
         self._db.execute(
             "INSERT OR IGNORE INTO meta VALUES ('encoder', ?)", (json.dumps(encoder_fingerprint, sort_keys=True),)
@@ -74,14 +109,49 @@ class EmbeddingCache:
             ).fetchall()
             for k, v in rows:
                 found[k] = np.frombuffer(v, dtype=np.float32)
+        if found:  # recently used: evicted last
+            now = time.time()
+            self._db.executemany("UPDATE emb SET used = ? WHERE key = ?", ((now, k) for k in found))
+            self._db.commit()
         return found
 
     def store(self, keys: Sequence[bytes], vectors: np.ndarray) -> None:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        now = time.time()
         self._db.executemany(
-            "INSERT OR REPLACE INTO emb VALUES (?, ?)", ((k, v.tobytes()) for k, v in zip(keys, vectors))
+            "INSERT OR REPLACE INTO emb (key, vec, used) VALUES (?, ?, ?)",
+            ((k, v.tobytes(), now) for k, v in zip(keys, vectors)),
         )
         self._db.commit()
+        self.evict()
+
+    def evict(self) -> int:
+        """Delete the least recently used rows beyond `max_rows`; returns how many."""
+        excess = len(self) - self.max_rows
+        if excess <= 0:
+            return 0
+        self._db.execute("DELETE FROM emb WHERE key IN (SELECT key FROM emb ORDER BY used ASC LIMIT ?)", (excess,))
+        self._db.commit()
+        return excess
+
+
+def cache_files() -> list[Path]:
+    """The cache files under $XMINE_HOME/embeddings."""
+    d = xmine_home() / "embeddings"
+    return sorted(d.glob("*.sqlite")) if d.is_dir() else []
+
+
+def cache_file_info(path: Path) -> dict:
+    """Encoder name, rows and bytes on disk of one cache file (read-only)."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=120)
+    try:
+        rows = db.execute("SELECT COUNT(*) FROM emb").fetchone()[0]
+        meta = db.execute("SELECT v FROM meta WHERE k = 'encoder'").fetchone()
+    finally:
+        db.close()
+    encoder = json.loads(meta[0]) if meta else {}
+    size = sum(p.stat().st_size for p in path.parent.glob(path.name + "*") if p.is_file())
+    return {"path": str(path), "encoder": encoder.get("name"), "dim": encoder.get("dim"), "rows": rows, "bytes": size}
 
 
 def cached_encode(

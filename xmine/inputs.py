@@ -1,9 +1,19 @@
 """The input layer: what the user named (text file, embedding store, index directory) -> rows.
 
-Every command and benchmark that reads a corpus side goes through here. `load_side` turns a path
-into sentences, their line numbers and embeddings in the space to search (raw encoder output, or
-a projection's meaning part), checking that every artefact involved was made with the same
-encoder and projection. Text is encoded through the shared embedding cache (`xmine.embed_cache`).
+Every command that reads a corpus side goes through here. `load_side` turns a path into a `Side`:
+its rows in the space to search (raw encoder output, or a projection's meaning part) as a view
+read block by block, its text by offset, its row index (offsets, 64-bit hashes, lengths) and its
+line numbers, checking that every artefact involved was made with the same encoder and projection.
+Nothing in a Side grows with the corpus beyond a few bytes a row (offsets, hashes, lengths).
+
+- A text file is embedded into a store in `work_dir` by the one encoding path, `embed_corpus`
+  (streaming, resumable, with the projection applied per chunk), never through the per-sentence
+  cache. Without a `work_dir` a temporary directory is used and removed with the Side.
+- A store is read through `EmbeddingStore.rows()`. A raw store given a projection is projected
+  block by block into `work_dir/projected-rows.npy` once (resumable by its marker), because
+  mining reads one side many times.
+- An index directory gives its stored vectors (`reconstruct`, in memory: an index is the user's
+  own, already built structure) and its text.
 
 Projections and indexes belong to feature packages; this module reaches them only through
 `xmine.projection.resolve_projection` and the artefact readers of `xmine.plugins`.
@@ -13,16 +23,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from xmine.artefacts import MANIFEST, file_fingerprint
+from xmine.artefacts import MANIFEST, atomic_path, atomic_write_json
+from xmine.corpus import normalise_whitespace
 from xmine.errors import ArtefactError, ConfigError, EncoderMismatchError, InputError
 from xmine.plugins import open_artefact
-from xmine.projection import resolve_projection
+from xmine.projection import ProjectionLike, resolve_projection
+from xmine.store.rows import ShardRows
+from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
 
 
 def artefact_kind(path: str | Path) -> str:
@@ -60,52 +74,22 @@ def check_same_projection(expected: dict | None, actual: dict | None, *, what: s
                                    "use the same --projection")
 
 
-class RowView:
-    """Rows of several memory-mapped shards seen as one (n, dim) array (slices and row lists)."""
-
-    def __init__(self, shards: list[np.ndarray]):
-        self.shards = shards
-        self.starts = np.cumsum([0] + [len(s) for s in shards])
-        self.shape = (int(self.starts[-1]), int(shards[0].shape[1]))
-        self.dtype = shards[0].dtype
-        self.ndim = 2
-
-    def __len__(self) -> int:
-        return self.shape[0]
-
-    def __getitem__(self, key) -> np.ndarray:
-        if isinstance(key, slice):
-            start, stop, step = key.indices(len(self))
-            if step != 1:
-                return self[np.arange(start, stop, step)]
-            parts = []
-            for i, s in enumerate(self.shards):
-                lo, hi = max(start, self.starts[i]), min(stop, self.starts[i + 1])
-                if lo < hi:
-                    parts.append(s[lo - self.starts[i] : hi - self.starts[i]])
-            return np.concatenate(parts) if parts else np.empty((0, self.shape[1]), self.dtype)
-        rows = np.asarray(key, dtype=np.int64)
-        which = np.searchsorted(self.starts, rows, side="right") - 1
-        out = np.empty((len(rows), self.shape[1]), self.dtype)
-        for i in np.unique(which):
-            sel = which == i
-            out[sel] = self.shards[i][rows[sel] - self.starts[i]]
-        return out
-
-
 @dataclass(kw_only=True)
 class Side:
-    """Sentences + embeddings of one side, in the space to search."""
+    """One side in the space to search: rows read on demand, text by offset, row index."""
 
     #: what the user named
     path: Path
     #: "text", "embedding-store" or "index"
     kind: str
-    sentences: list[str]
-    #: int64 1-based input line of each sentence
+    #: (n, dim) view (xmine.store.rows) or array, float16/float32, in the space to search
+    rows: Any
+    #: offsets/hashes/lengths of the rows' sentences (xmine.store.text.RowIndex)
+    row_index: RowIndex
+    #: row i's sentence, read by offset
+    text: TextColumn
+    #: int64 (n,) 1-based input line of each row (may be memory-mapped)
     line_numbers: np.ndarray
-    #: (n, dim) float32/float16 array or RowView; None for an index whose vectors were not needed
-    embeddings: Any
     #: encoder fingerprint the embeddings come from
     encoder: dict
     #: projection fingerprint (None: raw embeddings)
@@ -117,10 +101,42 @@ class Side:
     index: Any = None
     #: what identifies the inputs (for checkpoint keys)
     fingerprint: dict = field(default_factory=dict)
+    #: a temporary directory owned by this side (text embedded without a work_dir)
+    _tmp: Any = None
+
+    def __len__(self) -> int:
+        return len(self.line_numbers)
 
     def fingerprint_key(self) -> str:
         blob = json.dumps([self.fingerprint, self.encoder, self.projection, self.part], sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()
+
+    def unique_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """Deduplication by 64-bit hashes: (first, representative).
+
+        `first` (increasing int64) holds the first row of every distinct sentence (white space
+        normalised); `representative[i]` is the row that stands for row i. Rows whose hash equals
+        an earlier row's are compared by text: a collision (different sentences, same hash; about
+        n^2 / 2^65 expected, 3e-6 at 10M rows) keeps both rows, so no sentence is ever dropped by
+        one. Memory: about 24 bytes a row while it runs.
+        """
+        h = np.asarray(self.row_index.hashes)
+        n = len(h)
+        _, first_of_hash, inverse = np.unique(h, return_index=True, return_inverse=True)
+        representative = first_of_hash[inverse.reshape(-1)].astype(np.int64)
+        repeated = np.flatnonzero(representative != np.arange(n))
+        for r in repeated.tolist():
+            if normalise_whitespace(self.text[r]) != normalise_whitespace(self.text[int(representative[r])]):
+                representative[r] = r  # a hash collision: a sentence of its own
+        return np.flatnonzero(representative == np.arange(n)), representative
+
+    def close(self) -> None:
+        self.text.close()
+        if hasattr(self.rows, "close"):
+            self.rows.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
 
 
 def artefact_encoder(paths) -> dict | None:
@@ -205,33 +221,29 @@ class Encoders:
             self.projection.check_encoder(fp)
 
 
-def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, need_vectors: bool = True,
+def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_dir: str | Path | None = None,
               show_progress: bool = True) -> Side:
-    """Load `path` (text file, embedding store or index dir) as a Side in the requested space."""
+    """Open `path` (text file, embedding store or index dir) as a Side in the requested space.
+
+    `work_dir` holds what this side needs built (a text file's store, a projected copy of a raw
+    store's rows); an interrupted command resumes from it.
+    """
     path = Path(path)
     kind = artefact_kind(path)
     proj = encoders.projection
+    tmp = None
+    if work_dir is None and (kind == "text" or (kind == "embedding-store" and proj is not None)):
+        tmp = tempfile.TemporaryDirectory(prefix="xmine-side-")
+        work_dir = tmp.name
+    work = Path(work_dir) if work_dir is not None else None
     if kind == "text":
-        from xmine.corpus import read_corpus, truncate_for_encoding
-        from xmine.embed_cache import cached_encode
+        from xmine.store.writer import UNDETERMINED, embed_corpus
 
-        corpus = read_corpus(path)
-        enc = encoders.encoder
-        texts = truncate_for_encoding(corpus.sentences)
-        if hasattr(enc, "truncated"):
-            cut = enc.truncated(texts)
-            if len(cut):  # like the other input statistics: counted and reported
-                corpus.stats.note_token_cuts(corpus.line_numbers[cut], getattr(enc, "max_tokens", None))
-                import logging
-
-                logging.getLogger("xmine.corpus").warning(corpus.stats.token_cut_warning())
-        emb = cached_encode(enc, texts, show_progress=show_progress, desc=f"encoding {path.name}")
-        if proj is not None:
-            emb = proj.transform(emb, "meaning", lang=lang)
-        return Side(path=path, kind=kind, sentences=corpus.sentences, line_numbers=corpus.line_numbers,
-                    embeddings=emb, encoder=enc.fingerprint(), projection=encoders.projection_fp(),
-                    part="meaning" if proj is not None else "raw", lang=lang,
-                    fingerprint=file_fingerprint(path))
+        store = embed_corpus(path, work / "store", encoder=encoders.encoder, lang=lang or UNDETERMINED,
+                             projection=proj, part="meaning", show_progress=show_progress)
+        side = _store_side(store, path, lang, kind, fingerprint=store.manifest["input"])
+        side._tmp = tmp
+        return side
     if kind == "embedding-store":
         from xmine.store import EmbeddingStore
 
@@ -240,19 +252,16 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, need_ve
         encoders.check_artefact_encoder(store.encoder_fingerprint, what=what)
         if store.part == "language":
             raise ConfigError(f"{what} holds the language part; mining and search need raw or meaning embeddings")
-        shards = store.shard_arrays()
-        emb: Any = shards[0] if len(shards) == 1 else RowView(shards)
-        proj_fp, part = store.projection_fingerprint, store.part
+        check_lang(lang, store.lang, what)
+        side = _store_side(store, path, lang, kind, fingerprint={"manifest": _manifest_hash(path)})
         if proj is not None and store.projection_fingerprint is None:
-            # A raw store: apply the projection here (block by block, into float32).
-            emb = np.concatenate([proj.transform(b, "meaning", lang=lang or store.lang) for _, b in store.iter_blocks()])
-            proj_fp, part = encoders.projection_fp(), "meaning"
+            side.rows = project_rows(store, proj, work / "projected-rows.npy", lang=lang or store.lang,
+                                     show_progress=show_progress)
+            side.projection, side.part = encoders.projection_fp(), "meaning"
         elif proj is not None:
             check_same_projection(store.projection_fingerprint, encoders.projection_fp(), what=what)
-        check_lang(lang, store.lang, what)
-        return Side(path=path, kind=kind, sentences=store.sentences(), line_numbers=store.line_numbers,
-                    embeddings=emb, encoder=store.encoder_fingerprint, projection=proj_fp, part=part,
-                    lang=lang or store.lang, fingerprint={"manifest": _manifest_hash(path)})
+        side._tmp = tmp
+        return side
     if kind == "index":
         ix = open_artefact(path, "index")  # xmine.index's IndexDir
         what = f"index {path}"
@@ -260,11 +269,60 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, need_ve
         if proj is not None:
             check_same_projection(ix.manifest.get("projection"), encoders.projection_fp(), what=what)
         check_lang(lang, ix.manifest.get("lang"), what)
-        return Side(path=path, kind=kind, sentences=ix.sentences(), line_numbers=ix.line_numbers,
-                    embeddings=ix.reconstruct() if need_vectors else None, encoder=ix.manifest["encoder"],
-                    projection=ix.manifest.get("projection"), part=ix.manifest.get("part") or "raw",
-                    lang=lang or ix.manifest.get("lang"), index=ix, fingerprint={"manifest": _manifest_hash(path)})
+        with open(ix.path / "sentences.txt", "rb") as f:
+            row_index = RowIndex.scan(iter_raw_lines(f), count=len(ix))
+        return Side(path=path, kind=kind, rows=ix.reconstruct(), row_index=row_index,
+                    text=TextColumn(ix.path / "sentences.txt", row_index.offsets), line_numbers=ix.line_numbers,
+                    encoder=ix.manifest["encoder"], projection=ix.manifest.get("projection"),
+                    part=ix.manifest.get("part") or "raw", lang=lang or ix.manifest.get("lang"), index=ix,
+                    fingerprint={"manifest": _manifest_hash(path)})
     raise InputError(path, f"is an xmine {kind!r}; expected a text file, an embedding store or an index")
+
+
+def _store_side(store, path: Path, lang: str | None, kind: str, *, fingerprint: dict) -> Side:
+    return Side(path=path, kind=kind, rows=store.rows(), row_index=store.row_index(), text=store.text_column(),
+                line_numbers=store.line_numbers, encoder=store.encoder_fingerprint,
+                projection=store.projection_fingerprint, part=store.part, lang=lang or store.lang,
+                fingerprint=fingerprint)
+
+
+# Rows projected at once: the projection's float32 input and output (2 x 64k x dim x 4 bytes).
+PROJECT_BLOCK = 65_536
+
+
+def project_rows(store, projection: ProjectionLike, out: Path, *, lang: str | None = None,
+                 show_progress: bool = True) -> ShardRows:
+    """The store's rows through `projection` ("meaning"), written block by block to `out` (.npy,
+    the store's dtype) once; a marker beside it records what was projected, so a later call with
+    the same store and projection reuses the file."""
+    from tqdm.auto import tqdm
+
+    marker = out.with_suffix(".json")
+    want = {"store": _manifest_hash(store.directory), "projection": projection.fingerprint().get("id"),
+            "rows": len(store), "lang": lang}
+    if marker.is_file() and out.is_file():
+        try:
+            if json.loads(marker.read_text(encoding="utf-8")) == want:
+                return ShardRows([out])
+        except ValueError:
+            pass
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows = store.rows()
+    first = projection.transform(rows[0:1].astype(np.float32), "meaning", lang=lang)
+    with atomic_path(out) as tmp:
+        dst = np.lib.format.open_memmap(tmp, mode="w+", dtype=rows.dtype, shape=(len(store), first.shape[1]))
+        bar = tqdm(total=len(store), desc=f"projecting {store.directory.name}", unit="rows",
+                   disable=not show_progress, leave=False)
+        for start in range(0, len(store), PROJECT_BLOCK):
+            block = rows[start: start + PROJECT_BLOCK].astype(np.float32)
+            dst[start: start + len(block)] = projection.transform(block, "meaning", lang=lang)
+            bar.update(len(block))
+        bar.close()
+        dst.flush()
+        del dst
+    rows.close()
+    atomic_write_json(marker, want)
+    return ShardRows([out])
 
 
 def check_lang(given: str | None, recorded: str | None, what: str) -> None:

@@ -293,8 +293,6 @@ def load_encoder(
     An encoder already loaded in this process with the same name, device, prefix and precision is reused.
     """
     check_device(device)
-    from xmine.errors import EncoderError
-
     if name == "use-m3":
         key: tuple = (name, None, prefix, threads, encoder_precision(name, precision))
     else:

@@ -9,13 +9,17 @@ Layout of a finished store directory (names in `layout.py`):
     line_numbers.npy    int64, the 1-based input line of every row
     sentences.txt       UTF-8, the text of every row, one per line (see xmine.corpus for how
                         tabs and stray line breaks were replaced)
+    offsets.npy, hashes.npy, lengths.npy
+                        the row index of sentences.txt (xmine.store.text); older stores lack it
 
 - `reader.py`: `EmbeddingStore.open(dir)` validates and reads a finished store, memory-mapped.
-- `writer.py`: `embed_corpus` streams a text file through an encoder into a store, resumably.
+- `writer.py`: `embed_corpus` streams a text file through an encoder into a store, resumably;
+  `StoreWriter` writes one from embeddings computed elsewhere.
+- `text.py`: the text column read by offset, and the row index (offsets, 64-bit hashes, lengths).
 """
 
 from xmine.store.layout import STORE_KIND
 from xmine.store.reader import EmbeddingStore
-from xmine.store.writer import BuildInfo, embed_corpus
+from xmine.store.writer import BuildInfo, StoreWriter, embed_corpus
 
-__all__ = ["BuildInfo", "EmbeddingStore", "embed_corpus", "STORE_KIND"]
+__all__ = ["BuildInfo", "EmbeddingStore", "StoreWriter", "embed_corpus", "STORE_KIND"]

@@ -7,6 +7,10 @@ FORMAT_VERSION = 1
 PROGRESS = "progress.json"
 SENTENCES = "sentences.txt"
 LINE_NUMBERS = "line_numbers.npy"
+# The row index of sentences.txt (xmine.store.text): optional, stores before it lack these.
+OFFSETS = "offsets.npy"
+HASHES = "hashes.npy"
+LENGTHS = "lengths.npy"
 LOCK = ".lock"
 DTYPES = ("float16", "float32")
 PARTS = ("meaning", "language")

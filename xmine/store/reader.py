@@ -2,10 +2,11 @@
 
 `EmbeddingStore.open(dir)` validates the manifest and every file (existence, size, array shape and
 dtype) and, for stores up to `artefacts.VERIFY_ON_OPEN_BYTES`, their sha256. In a larger store each
-file's sha256 is checked the first time it is read (`shard(i)`, `iter_blocks`, `line_numbers`,
-`iter_sentences`), once per process, so a changed or damaged file raises ArtefactError before
-anything computed from it is written; `verify()` checks everything now. `iter_blocks` and
-`to_array` read the shards memory-mapped and convert to float32 block by block.
+file's sha256 is checked the first time it is read (`shard(i)`, `rows()`, `iter_blocks`,
+`line_numbers`, `row_index`, `text_column`), once per process, so a changed or damaged file raises
+ArtefactError before anything computed from it is written; `verify()` checks everything now.
+`rows()` is a view of all rows read on demand, `iter_blocks` streams them as float32 blocks,
+`row_index()` and `text_column()` give the text by offset.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import numpy as np
 
 from xmine.artefacts import MANIFEST, read_manifest
 from xmine.errors import ArtefactError, ConfigError
-from xmine.store.layout import FORMAT_VERSION, LINE_NUMBERS, PROGRESS, SENTENCES, STORE_KIND
+from xmine.store.layout import FORMAT_VERSION, HASHES, LENGTHS, LINE_NUMBERS, OFFSETS, PROGRESS, SENTENCES, STORE_KIND
+from xmine.store.rows import ShardRows
+from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
 
 
 class EmbeddingStore:
@@ -28,6 +31,7 @@ class EmbeddingStore:
         self.manifest = manifest
         self.build_info: Any = None  # what built it, when opened by embed_corpus (writer.BuildInfo)
         self._line_numbers: np.ndarray | None = None
+        self._row_index: RowIndex | None = None
         starts = np.cumsum([0] + [s["rows"] for s in manifest["shards"]])
         self._shard_starts = starts
 
@@ -97,6 +101,10 @@ class EmbeddingStore:
             raise ArtefactError(f"{lines}: missing or not {m['count']} line numbers")
         if not (d / SENTENCES).is_file():
             raise ArtefactError(f"{d / SENTENCES}: missing")
+        for name, info in m.get("files", {}).items():  # the row index and text: sizes as recorded
+            path = d / name
+            if not path.is_file() or path.stat().st_size != info.get("bytes"):
+                raise ArtefactError(f"{path}: missing or not the {info.get('bytes')} bytes the manifest records")
 
     def verify(self) -> int:
         """Check every shard and the text against the sha256 sums in the manifest (reads all);
@@ -131,10 +139,10 @@ class EmbeddingStore:
     # --- the text
     @property
     def line_numbers(self) -> np.ndarray:
-        """int64 (count,): the 1-based input line of every row."""
+        """int64 (count,), memory-mapped: the 1-based input line of every row."""
         if self._line_numbers is None:
             self._content.check(LINE_NUMBERS)
-            self._line_numbers = np.load(self.directory / LINE_NUMBERS)
+            self._line_numbers = np.load(self.directory / LINE_NUMBERS, mmap_mode="r")
         return self._line_numbers
 
     def iter_sentences(self) -> Iterator[str]:
@@ -167,6 +175,13 @@ class EmbeddingStore:
         """All shards (see `shard`): for random access over the whole store, so all are checked."""
         return [self.shard(i) for i in range(len(self.manifest["shards"]))]
 
+    def rows(self) -> ShardRows:
+        """All rows as one (count, dim) view in the stored dtype, read on demand (xmine.store.rows);
+        each shard's sha256 is checked the first time the view reads from it (see `shard`)."""
+        shards = self.manifest["shards"]
+        return ShardRows([self.directory / s["file"] for s in shards],
+                         on_first_read=lambda i: self._content.check(shards[i]["file"]))
+
     def iter_blocks(self, block_rows: int = 65536) -> Iterator[tuple[int, np.ndarray]]:
         """Yield (start_row, float32 array of up to `block_rows` rows) over the whole store.
 
@@ -175,25 +190,35 @@ class EmbeddingStore:
         """
         if block_rows < 1:
             raise ConfigError(f"block_rows must be >= 1, got {block_rows}")
-        shards: dict[int, np.ndarray] = {}  # opened (and checked) when the stream reaches them
-        starts = self._shard_starts
-        n = len(self)
-        for start in range(0, n, block_rows):
-            end = min(start + block_rows, n)
-            block = np.empty((end - start, self.dim), dtype=np.float32)
-            first = int(np.searchsorted(starts, start, side="right") - 1)
-            pos = start
-            i = first
-            while pos < end:
-                lo = pos - starts[i]
-                hi = min(end, starts[i + 1]) - starts[i]
-                if i not in shards:
-                    shards.clear()
-                    shards[i] = self.shard(i)
-                block[pos - start: pos - start + (hi - lo)] = shards[i][lo:hi]
-                pos += hi - lo
-                i += 1
-            yield start, block
+        rows = self.rows()
+        for start in range(0, len(self), block_rows):
+            yield start, rows[start: start + block_rows].astype(np.float32)
+        rows.close()
+
+    # --- the row index of the text (offsets, 64-bit hashes, lengths)
+    def row_index(self) -> RowIndex:
+        """offsets/hashes/lengths of the rows: the store's own files (memory-mapped), or for a
+        store written before them, computed now in one streaming pass over sentences.txt."""
+        if self._row_index is None:
+            files = [self.directory / name for name in (OFFSETS, HASHES, LENGTHS)]
+            if all(f.is_file() for f in files):
+                for name in (OFFSETS, HASHES, LENGTHS):
+                    self._content.check(name)
+                arrays = [np.load(f, mmap_mode="r") for f in files]
+                want = (len(self) + 1, len(self), len(self))
+                if tuple(len(a) for a in arrays) != want:
+                    raise ArtefactError(f"{self.directory}: offsets/hashes/lengths do not have {want} rows")
+                self._row_index = RowIndex(offsets=arrays[0], hashes=arrays[1], lengths=arrays[2])
+            else:
+                self._content.check(SENTENCES)
+                with open(self.directory / SENTENCES, "rb") as f:
+                    self._row_index = RowIndex.scan(iter_raw_lines(f), count=len(self))
+        return self._row_index
+
+    def text_column(self) -> TextColumn:
+        """Row i's sentence by offset, without reading the others."""
+        self._content.check(SENTENCES)
+        return TextColumn(self.directory / SENTENCES, self.row_index().offsets)
 
     def to_array(self, dtype: Any = np.float32) -> np.ndarray:
         """All embeddings in one (count, dim) array of `dtype` (float32 by default)."""

@@ -26,7 +26,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -45,13 +45,17 @@ from xmine.errors import ArtefactError, ConfigError
 from xmine.outputs import MARKER, claim_output
 from xmine.projection import resolve_projection
 from xmine.store.layout import (
-    DTYPES, FORMAT_VERSION, LINE_NUMBERS, LOCK, PARTS, PROGRESS, SENTENCES, STORE_KIND, emb_name, lines_name,
-    text_name,
+    DTYPES, FORMAT_VERSION, HASHES, LENGTHS, LINE_NUMBERS, LOCK, OFFSETS, PARTS, PROGRESS, SENTENCES, STORE_KIND,
+    emb_name, lines_name, text_name,
 )
+from xmine.store.text import RowIndex
 from xmine.store.reader import EmbeddingStore
 
 log = logging.getLogger("xmine.store")
 
+# The language code of a corpus whose language was not given (ISO 639-2 "undetermined"): recorded
+# as such, and a language-dependent projection picks each row's nearest language itself.
+UNDETERMINED = "und"
 # Sentences handed to the encoder at once inside a shard: enough for its length-sorted batching,
 # few enough that the progress bar moves every few seconds.
 _ENCODE_CHUNK = 2048
@@ -111,7 +115,8 @@ def _identity_mismatch(old: dict[str, Any], new: dict[str, Any]) -> str | None:
 
 
 _STORE_FILE = re.compile(r"^(emb-\d{5}\.npy|lines-\d{5}\.npy|text-\d{5}\.txt|"
-                         + "|".join(re.escape(n) for n in (MANIFEST, PROGRESS, SENTENCES, LINE_NUMBERS, LOCK, MARKER))
+                         + "|".join(re.escape(n) for n in (MANIFEST, PROGRESS, SENTENCES, LINE_NUMBERS, OFFSETS, HASHES,
+                                                                LENGTHS, LOCK, MARKER))
                          + r"|\..*\.tmp.*)$")
 
 
@@ -291,21 +296,10 @@ def embed_corpus(
                 emb = _encode_shard(
                     buf_text, encoder=encoder, projection=projection, part=part,
                     batch_size=batch_size, max_chars=max_chars, pbar=pbar, lines=buf_lines,
-                    last_line=last_line, stats=stats, lang=lang,
+                    last_line=last_line, stats=stats, lang=None if lang == UNDETERMINED else lang,
                 )
                 last_line = buf_lines[-1]
-                emb = emb.astype(dtype, copy=False)
-                with atomic_path(out_dir / emb_name(idx)) as tmp:
-                    np.save(tmp, emb)
-                with atomic_path(out_dir / lines_name(idx)) as tmp:
-                    np.save(tmp, np.asarray(buf_lines, dtype=np.int64))
-                atomic_write_text(out_dir / text_name(idx), "".join(s + "\n" for s in buf_text))
-                emb_path = out_dir / emb_name(idx)
-                shards.append({
-                    "file": emb_name(idx), "rows": len(buf_text), "bytes": emb_path.stat().st_size,
-                    "sha256": sha256_file(emb_path), "lines_file": lines_name(idx),
-                    "text_file": text_name(idx), "dim": int(emb.shape[1]),
-                })
+                shards.append(write_shard(out_dir, idx, emb.astype(dtype, copy=False), buf_lines, buf_text))
                 save_progress()
                 info.encoded += len(buf_text)
                 buf_text.clear()
@@ -352,6 +346,111 @@ def embed_corpus(
         return store
 
 
+class StoreWriter:
+    """Write a store from embeddings computed elsewhere (a cluster job, a synthetic benchmark).
+
+        with StoreWriter(out_dir, encoder=fp, lang="de", dim=384) as w:
+            for emb, sentences, line_numbers in blocks:
+                w.add(emb, sentences, line_numbers)
+        store = w.store
+
+    Rows are buffered to `shard_rows` and written as `embed_corpus` writes them; `close()` (the
+    end of the `with`) finalises the store. The directory is claimed like every output
+    (xmine.outputs): new or empty, an unfinished store (started again), or a finished one with
+    `overwrite=True`; a foreign directory and a second writer are refused. Not resumable:
+    `embed_corpus` is the resumable path from text. Memory: one shard.
+    """
+
+    def __init__(self, out_dir: str | Path, *, encoder: dict[str, Any], lang: str, dim: int,
+                 part: str = "raw", projection: dict[str, Any] | None = None, dtype: str = "float16",
+                 shard_rows: int = 50_000, source: dict[str, Any] | None = None,
+                 params: dict[str, Any] | None = None, overwrite: bool = False):
+        if dtype not in DTYPES:
+            raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        if part not in ("raw",) + PARTS or (part == "raw") != (projection is None):
+            raise ConfigError(f"part {part!r} with projection {projection}: raw needs no projection, "
+                              "meaning/language need one")
+        if shard_rows < 1 or dim < 1:
+            raise ConfigError("shard_rows and dim must be >= 1")
+        self.out_dir = Path(out_dir)
+        self.dim, self.dtype, self.shard_rows = dim, dtype, shard_rows
+        self.identity = {"input": source or {"path": None}, "encoder": encoder, "projection": projection,
+                         "part": part, "dtype": dtype, "lang": lang, "max_chars": None}
+        self.params = {"lang": lang, "part": part, "dtype": dtype, "shard_rows": shard_rows, **(params or {})}
+        self.overwrite = overwrite
+        self.shards: list[dict[str, Any]] = []
+        self.store: EmbeddingStore | None = None
+        self._emb: list[np.ndarray] = []
+        self._text: list[str] = []
+        self._lines: list[np.ndarray] = []
+        self._rows = 0
+        self._next_line = 1
+        self._lock = contextlib.ExitStack()
+
+    def __enter__(self) -> "StoreWriter":
+        d = self.out_dir
+        # The same rules as every output (xmine.outputs): new, empty, an unfinished store (redone),
+        # or a finished one with overwrite; never a foreign directory; one writer.
+        claim = self._lock.enter_context(claim_output(d, kind=STORE_KIND, form="dir", in_place=True,
+                                                      overwrite=self.overwrite, legacy=_looks_like_store))
+        try:
+            self._lock.enter_context(_locked(d))
+            if claim.state != "new":
+                _clear_dir(d)
+        except BaseException:
+            self._lock.close()
+            raise
+        return self
+
+    def add(self, emb: np.ndarray, sentences: Sequence[str], line_numbers: Sequence[int] | None = None) -> None:
+        """Append rows: embeddings (r, dim), their sentences, and 1-based input lines (default: running)."""
+        emb = np.asarray(emb)
+        if emb.ndim != 2 or emb.shape[1] != self.dim or len(emb) != len(sentences):
+            raise ConfigError(f"add(): embeddings {emb.shape} for {len(sentences)} sentences, dim {self.dim}")
+        bad = next((i for i, s in enumerate(sentences) if "\n" in s or "\r" in s), None)
+        if bad is not None:
+            raise ConfigError(f"add(): sentence {bad} contains a line break")
+        if line_numbers is None:
+            line_numbers = np.arange(self._next_line, self._next_line + len(sentences))
+        line_numbers = np.asarray(line_numbers, dtype=np.int64)
+        if len(line_numbers):
+            self._next_line = int(line_numbers[-1]) + 1
+        pos = 0
+        while pos < len(sentences):
+            take = min(self.shard_rows - self._rows, len(sentences) - pos)
+            self._emb.append(emb[pos: pos + take].astype(self.dtype, copy=False))
+            self._text.extend(sentences[pos: pos + take])
+            self._lines.append(line_numbers[pos: pos + take])
+            self._rows += take
+            pos += take
+            if self._rows == self.shard_rows:
+                self._flush()
+
+    def _flush(self) -> None:
+        if not self._rows:
+            return
+        self.shards.append(write_shard(self.out_dir, len(self.shards), np.concatenate(self._emb),
+                                       np.concatenate(self._lines), self._text))
+        self._emb, self._text, self._lines, self._rows = [], [], [], 0
+
+    def close(self) -> EmbeddingStore:
+        """Write the last shard and finalise; returns the opened store."""
+        self._flush()
+        if not self.shards:
+            raise ConfigError(f"{self.out_dir}: no rows were added")
+        count = sum(s["rows"] for s in self.shards)
+        _finalise(self.out_dir, self.identity, self.shards, {"sentences": count}, params=self.params)
+        self.store = EmbeddingStore.open(self.out_dir)
+        return self.store
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                self.close()
+        finally:
+            self._lock.close()
+
+
 def _encode_shard(
     sentences: list[str], *, encoder: Any, projection: Any, part: str, batch_size: int,
     max_chars: int, pbar: Any, lines: list[int], last_line: int, stats: CorpusStats | None = None,
@@ -377,23 +476,54 @@ def _encode_shard(
     return np.concatenate(pieces, axis=0).astype(np.float32, copy=False)
 
 
+def write_shard(out_dir: Path, idx: int, emb: np.ndarray, line_numbers, sentences: Sequence[str]) -> dict[str, Any]:
+    """Write shard `idx` (embeddings in their final dtype, line numbers, text) atomically; its record."""
+    if len(emb) != len(sentences) or len(line_numbers) != len(sentences):
+        raise ArtefactError(f"shard {idx}: {len(emb)} embeddings, {len(line_numbers)} line numbers, "
+                            f"{len(sentences)} sentences")
+    with atomic_path(out_dir / emb_name(idx)) as tmp:
+        np.save(tmp, emb)
+    with atomic_path(out_dir / lines_name(idx)) as tmp:
+        np.save(tmp, np.asarray(line_numbers, dtype=np.int64))
+    atomic_write_text(out_dir / text_name(idx), "".join(s + "\n" for s in sentences))
+    emb_path = out_dir / emb_name(idx)
+    return {"file": emb_name(idx), "rows": len(sentences), "bytes": emb_path.stat().st_size,
+            "sha256": sha256_file(emb_path), "lines_file": lines_name(idx), "text_file": text_name(idx),
+            "dim": int(emb.shape[1])}
+
+
 def _finalise(out_dir: Path, identity: dict, shards: list[dict], stats: dict, *, params: dict) -> None:
-    """Join per-shard line numbers and texts, write the manifest, drop the progress file."""
+    """Join per-shard line numbers and texts (with the row index: offsets, hashes, lengths), write
+    the manifest, drop the progress file. Memory: one shard's text at a time, plus 8 bytes a row
+    to count the distinct sentences at the end."""
     count = sum(s["rows"] for s in shards)
-    with atomic_path(out_dir / LINE_NUMBERS) as tmp:
-        numbers = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.int64, shape=(count,))
-        pos = 0
-        for s in shards:
-            part = np.load(out_dir / s["lines_file"])
-            numbers[pos: pos + len(part)] = part
-            pos += len(part)
-        numbers.flush()
-        del numbers
-    with atomic_path(out_dir / SENTENCES) as tmp:
-        with open(tmp, "wb") as out:
+    with contextlib.ExitStack() as stack:
+        arrays = {}
+        for name, dtype, shape in ((LINE_NUMBERS, np.int64, count), (OFFSETS, np.uint64, count + 1),
+                                   (HASHES, np.uint64, count), (LENGTHS, np.int32, count)):
+            tmp = stack.enter_context(atomic_path(out_dir / name))
+            arrays[name] = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(shape,))
+        text_tmp = stack.enter_context(atomic_path(out_dir / SENTENCES))
+        arrays[OFFSETS][0] = 0
+        pos, offset = 0, 0
+        with open(text_tmp, "wb") as out:
             for s in shards:
+                rows = s["rows"]
+                arrays[LINE_NUMBERS][pos: pos + rows] = np.load(out_dir / s["lines_file"])
                 with open(out_dir / s["text_file"], "rb") as f:
-                    shutil.copyfileobj(f, out)
+                    raw = f.read()
+                out.write(raw)
+                index = RowIndex.scan([line + b"\n" for line in raw.split(b"\n")[:-1]], count=rows)
+                arrays[OFFSETS][pos + 1: pos + rows + 1] = index.offsets[1:] + np.uint64(offset)
+                arrays[HASHES][pos: pos + rows] = index.hashes
+                arrays[LENGTHS][pos: pos + rows] = index.lengths
+                pos += rows
+                offset += len(raw)
+        for a in arrays.values():
+            a.flush()
+        unique = int(len(np.unique(np.asarray(arrays[HASHES])))) if count else 0
+        arrays.clear()
+    stats = {**stats, "unique_sentences": unique}
     body = {
         **{k: identity[k] for k in ("encoder", "projection", "part", "dtype", "lang", "max_chars")},
         "count": count,
@@ -401,11 +531,8 @@ def _finalise(out_dir: Path, identity: dict, shards: list[dict], stats: dict, *,
         "input": identity["input"],
         "input_stats": stats,
         "shards": [{k: s[k] for k in ("file", "rows", "bytes", "sha256")} for s in shards],
-        "files": {
-            SENTENCES: {"bytes": (out_dir / SENTENCES).stat().st_size, "sha256": sha256_file(out_dir / SENTENCES)},
-            LINE_NUMBERS: {"bytes": (out_dir / LINE_NUMBERS).stat().st_size,
-                           "sha256": sha256_file(out_dir / LINE_NUMBERS)},
-        },
+        "files": {name: {"bytes": (out_dir / name).stat().st_size, "sha256": sha256_file(out_dir / name)}
+                  for name in (SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS)},
         "provenance": provenance(**params),
     }
     write_manifest(out_dir, STORE_KIND, body, format_version=FORMAT_VERSION)
@@ -414,7 +541,7 @@ def _finalise(out_dir: Path, identity: dict, shards: list[dict], stats: dict, *,
 
 def _remove_leftovers(out_dir: Path, manifest: dict) -> None:
     """Remove the build's scaffolding (progress file, per-shard text and line numbers)."""
-    keep = {MANIFEST, SENTENCES, LINE_NUMBERS, LOCK, MARKER} | {s["file"] for s in manifest["shards"]}
+    keep = {MANIFEST, SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS, LOCK, MARKER} | {s["file"] for s in manifest["shards"]}
     for entry in out_dir.iterdir():
         if entry.name not in keep and (
             entry.name == PROGRESS or entry.name.startswith(("text-", "lines-", "emb-", "."))
@@ -430,4 +557,4 @@ def _remove_temporaries(out_dir: Path) -> None:
             entry.unlink()
 
 
-__all__ = ["BuildInfo", "embed_corpus"]
+__all__ = ["BuildInfo", "StoreWriter", "embed_corpus", "write_shard"]

@@ -1,0 +1,301 @@
+"""Corpora larger than memory: embed, exact and approximate mining, peak memory and recall.
+
+    python -m xmine.benchmarks.scale make-stores --n 10000000 --m 10000000 --out-dir DIR
+    python -m xmine.benchmarks.scale embed-memory [--lines 100000,1000000]
+    python -m xmine.benchmarks.scale exact-memory --n 1000000 --m 100000
+    python -m xmine.benchmarks.scale approximate --n 10000000 --m 10000000 --work DIR
+    python -m xmine.benchmarks.scale recall --n 200000 --m 200000
+
+Synthetic stores (float16, 384 dims) are written with xmine's own `StoreWriter`: clustered unit
+vectors (sentence embeddings are not uniform: 1,000 topic centres) and HIDDEN PAIRS: in every
+block of 65,536 rows a seeded tenth of the target rows are noisy copies (cosine ~0.89) of shuffled
+source rows of the same block, so the first R rows of a big pair of stores equal a small pair
+made with the same seed (the recall subset). Each measured command runs `xmine ...` in a fresh
+process; its peak RSS is read from /proc (VmHWM) by a watcher, its time by the wall clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+DIM = 384
+BLOCK = 65_536
+TOPICS = 1_000
+HIDDEN_FRACTION = 0.1
+PAIR_NOISE = 0.5  # y = x + PAIR_NOISE * g / sqrt(d): cosine ~ 1 / sqrt(1 + 0.25) = 0.89
+ENCODER = {"name": "synthetic-384", "dim": DIM, "id": "synthetic-384-clustered-v1"}
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _unit(a: np.ndarray) -> np.ndarray:
+    a /= np.linalg.norm(a, axis=1, keepdims=True)
+    return a
+
+
+def synthetic_block(b: int, rows_x: int, rows_y: int, *, seed: int = 0):
+    """Block b of both sides: (x, y, hidden) with hidden = (x_row, y_row) pairs inside the block."""
+    centres = _unit(np.random.default_rng([seed, 0]).standard_normal((TOPICS, DIM), dtype=np.float32))
+    rng = np.random.default_rng([seed, 1, b])
+
+    def side(rows):
+        topic = rng.integers(0, TOPICS, rows)
+        return _unit(0.6 * centres[topic] + rng.standard_normal((rows, DIM), dtype=np.float32) / np.sqrt(DIM))
+
+    x, y = side(rows_x), side(rows_y)
+    k = int(min(rows_x, rows_y) * HIDDEN_FRACTION)
+    xs = rng.choice(rows_x, k, replace=False)
+    ys = rng.choice(rows_y, k, replace=False)
+    y[ys] = _unit(x[xs] + PAIR_NOISE * rng.standard_normal((k, DIM), dtype=np.float32) / np.sqrt(DIM))
+    return x, y, np.stack([xs, ys], axis=1)
+
+
+def make_stores(n: int, m: int, out_dir: Path, *, seed: int = 0, shard_rows: int = 1_000_000) -> dict:
+    """Write src/ and tgt/ stores of n and m rows and hidden.npy (global (src_row, tgt_row) pairs)."""
+    from tqdm import tqdm
+
+    from xmine.store import StoreWriter
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    hidden = []
+    params = {"synthetic": True, "seed": seed, "topics": TOPICS, "hidden_fraction": HIDDEN_FRACTION}
+    with StoreWriter(out_dir / "src", encoder=ENCODER, lang="xx", dim=DIM, shard_rows=shard_rows,
+                     params=params) as wx, \
+         StoreWriter(out_dir / "tgt", encoder=ENCODER, lang="yy", dim=DIM, shard_rows=shard_rows,
+                     params=params) as wy:
+        for b in tqdm(range(-(-max(n, m) // BLOCK)), desc="synthetic stores", unit="block"):
+            lo = b * BLOCK
+            rx, ry = max(0, min(BLOCK, n - lo)), max(0, min(BLOCK, m - lo))
+            x, y, pairs = synthetic_block(b, max(rx, 1), max(ry, 1), seed=seed)
+            if rx:
+                wx.add(x[:rx], [f"src {lo + i} " for i in range(rx)])
+            if ry:
+                wy.add(y[:ry], [f"tgt {lo + i} " for i in range(ry)])
+            ok = (pairs[:, 0] < rx) & (pairs[:, 1] < ry)
+            hidden.append(pairs[ok] + lo)
+    np.save(out_dir / "hidden.npy", np.concatenate(hidden))
+    return {"n": n, "m": m, "seconds": time.perf_counter() - t0,
+            "bytes": sum(f.stat().st_size for f in out_dir.rglob("*") if f.is_file())}
+
+
+# ---------------------------------------------------------------------------------- embed memory
+
+
+class HashingEncoder:
+    """A cheap encoder for the MEMORY test of `xmine embed` only (registered nowhere else): each
+    word adds a seeded random 384-d vector chosen by its hash; rows L2-normalised. Its cost per
+    sentence is small, so the test measures the store writer's memory, not an encoder's."""
+
+    name = "hashing-384"
+    dim = DIM
+
+    def __init__(self):
+        self._table = _unit(np.random.default_rng(7).standard_normal((1 << 14, DIM), dtype=np.float32))
+
+    def encode(self, sentences, *, batch_size: int = 64, **_):
+        out = np.zeros((len(sentences), DIM), dtype=np.float32)
+        for i, s in enumerate(sentences):
+            ids = [hash(w) & ((1 << 14) - 1) for w in s.split()]  # PYTHONHASHSEED=0 in the child
+            out[i] = self._table[ids].sum(axis=0)
+        return _unit(out)
+
+    def fingerprint(self):
+        return {"name": self.name, "dim": DIM, "id": "hashing-384-v1"}
+
+
+_WORDS = ("the of and to in is was for on that with as by at from his her an were are which this "
+          "be or has had not but first one new also after their its who two they been more when "
+          "time city during year world known house under people team film river state school").split()
+
+
+def write_text_corpus(path: Path, lines: int, *, seed: int = 0) -> None:
+    """`lines` sentences of 6-20 random words, 1% of them repeated, gzip when path ends in .gz."""
+    import gzip
+
+    rng = np.random.default_rng(seed)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "wt", encoding="utf-8") as f:
+        for lo in range(0, lines, 100_000):
+            k = min(100_000, lines - lo)
+            lengths = rng.integers(6, 21, k)
+            words = rng.integers(0, len(_WORDS), int(lengths.sum()))
+            pos = 0
+            rows = []
+            for i, n in enumerate(lengths.tolist()):
+                repeat = i % 100 == 99  # 1% repeats of the line before
+                rows.append(rows[-1] if repeat else " ".join(_WORDS[w] for w in words[pos: pos + n]) + f" {lo + i}.")
+                pos += n
+            f.write("\n".join(rows) + "\n")
+
+
+def _embed_child(corpus: str, out: str) -> None:
+    from xmine.store import embed_corpus
+
+    store = embed_corpus(corpus, out, encoder=HashingEncoder(), lang="en", show_progress=False)
+    print(json.dumps({"rows": len(store), "unique": store.manifest["input_stats"]["unique_sentences"]}))
+
+
+# ---------------------------------------------------------------------------------- measuring
+
+
+def run_measured(cmd: list[str], *, env: dict | None = None) -> dict:
+    """Run `cmd`; its wall time, peak RSS (VmHWM of the process, sampled until it exits), stdout."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, text=True)
+    peak = 0
+    status = Path(f"/proc/{proc.pid}/status")
+    while proc.poll() is None:
+        try:
+            for line in status.read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]))
+        except OSError:
+            pass
+        time.sleep(0.2)
+    stdout = proc.stdout.read() if proc.stdout else ""
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)}: exit status {proc.returncode}")
+    return {"seconds": round(time.perf_counter() - t0, 1), "peak_rss_mb": round(peak / 1024, 1),
+            "command": " ".join(cmd), "stdout": stdout.strip()[-2000:]}
+
+
+def _xmine(*args) -> list[str]:
+    return [sys.executable, "-m", "xmine.cli", *map(str, args)]
+
+
+def hidden_recall(mined_tsv: Path, hidden: np.ndarray) -> dict:
+    """Pairs mined, and how many hidden pairs among them (rows from the synthetic sentences)."""
+    found = set()
+    with open(mined_tsv, encoding="utf-8") as f:
+        for line in f:
+            _, s, t = line.rstrip("\n").split("\t")[:3]
+            found.add((int(s.split()[1]), int(t.split()[1])))
+    gold = set(map(tuple, hidden.tolist()))
+    hits = len(found & gold)
+    return {"pairs": len(found), "hidden": len(gold), "hidden_found": hits, "recall": hits / max(1, len(gold)),
+            "precision": hits / max(1, len(found)), "_found": found}
+
+
+def _save(section: str, result: dict, out: Path) -> None:
+    """Merge one measurement into the results JSON (an earlier result of this benchmark is
+    extended, anything else refused: xmine.outputs), with machine and provenance."""
+    from xmine.artefacts import provenance
+    from xmine.benchmarks.common import machine, write_speed_result
+
+    data = json.loads(out.read_text()) if out.is_file() else {}
+    measurements = {**data.get("measurements", {}), section: result}
+    write_speed_result(out, {"task": "scale", "measurements": measurements, "machine": machine(),
+                             "provenance": provenance(benchmark="scale"), "table": _table(measurements)},
+                       benchmark="scale")
+
+
+def _table(ms: dict) -> dict:
+    rows = []
+    for name, r in ms.items():
+        rows.append([name, r.get("rows", ""), r.get("peak_rss_mb", float("nan")), r.get("seconds", float("nan")),
+                     r.get("note", "")])
+    return {"columns": ["measurement", "rows", "peak RSS (MB)", "seconds", "note"], "rows": rows}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=RESULTS / "scale.json", help="results JSON (merged)")
+    sub = ap.add_subparsers(dest="what", required=True)
+    mk = sub.add_parser("make-stores", help="write synthetic src/tgt stores with hidden pairs")
+    mk.add_argument("--n", type=int, required=True)
+    mk.add_argument("--m", type=int, required=True)
+    mk.add_argument("--out-dir", type=Path, required=True)
+    mk.add_argument("--seed", type=int, default=0)
+    em = sub.add_parser("embed-memory", help="peak RSS of embed on corpora of different sizes")
+    em.add_argument("--lines", default="100000,1000000")
+    em.add_argument("--work", type=Path, required=True)
+    ch = sub.add_parser("_embed-child")
+    ch.add_argument("corpus")
+    ch.add_argument("out")
+    mi = sub.add_parser("mine", help="peak RSS and time of `xmine mine` on synthetic stores (made if absent)")
+    mi.add_argument("--n", type=int, required=True)
+    mi.add_argument("--m", type=int, required=True)
+    mi.add_argument("--data", type=Path, required=True, help="where the stores are (or are made)")
+    mi.add_argument("--threshold", type=float, default=1.2)
+    mi.add_argument("--approximate", action="store_true")
+    mi.add_argument("--nlist", type=int, default=None)
+    mi.add_argument("--nprobe", type=int, default=None)
+    mi.add_argument("--label", default=None)
+    mi.add_argument("--keep-output", action="store_true")
+    co = sub.add_parser("collect", help="merge the measurements of other result files into --out")
+    co.add_argument("files", nargs="+")
+    args = ap.parse_args(argv)
+    if args.what == "make-stores":
+        print(json.dumps(make_stores(args.n, args.m, args.out_dir, seed=args.seed)))
+    elif args.what == "_embed-child":
+        _embed_child(args.corpus, args.out)
+    elif args.what == "collect":
+        for f in args.files:
+            for section, result in json.loads(Path(f).read_text())["measurements"].items():
+                _save(section, result, args.out)
+        print(f"{args.out}: {len(json.loads(args.out.read_text())['measurements'])} measurements")
+    elif args.what == "embed-memory":
+        import shutil
+
+        args.work.mkdir(parents=True, exist_ok=True)
+        res = {}
+        for n in [int(v) for v in args.lines.split(",")]:
+            corpus = args.work / f"corpus-{n}.txt.gz"
+            if not corpus.is_file():
+                write_text_corpus(corpus, n)
+            store = args.work / f"store-{n}"
+            shutil.rmtree(store, ignore_errors=True)
+            r = run_measured([sys.executable, "-m", "xmine.benchmarks.scale", "_embed-child", str(corpus), str(store)],
+                             env={"PYTHONHASHSEED": "0"})
+            r.update(json.loads(r.pop("stdout").splitlines()[-1]), note="xmine embed (streaming, gzip input), "
+                     "cheap hashing encoder, shards of 50k")
+            res[n] = r
+            _save(f"embed {n:,} lines", r, args.out)
+            shutil.rmtree(store, ignore_errors=True)
+            print(n, r, flush=True)
+        sizes = sorted(res)
+        ratio = res[sizes[-1]]["peak_rss_mb"] / res[sizes[0]]["peak_rss_mb"]
+        print(f"peak RSS {sizes[-1]:,} / {sizes[0]:,} lines: {ratio:.3f} (target < 1.10)")
+    elif args.what == "mine":
+        d = args.data
+        if not (d / "hidden.npy").is_file():
+            print(json.dumps(make_stores(args.n, args.m, d)), flush=True)
+        out = d / ("mined-approx.tsv" if args.approximate else "mined-exact.tsv")
+        cmd = _xmine("mine", d / "src", d / "tgt", "-o", out, "--threshold", args.threshold)
+        if args.approximate:
+            cmd.append("--approximate")
+            if args.nlist:
+                cmd += ["--nlist", str(args.nlist)]
+            if args.nprobe:
+                cmd += ["--nprobe", str(args.nprobe)]
+        r = run_measured(cmd)
+        rec = hidden_recall(out, np.load(d / "hidden.npy"))
+        found = rec.pop("_found")
+        r.update(rec, rows=f"{args.n:,} x {args.m:,}",
+                 note=("approximate" if args.approximate else "exact") + f", threshold {args.threshold}, "
+                      f"hidden-pair recall {rec['recall']:.4f}, precision {rec['precision']:.4f}")
+        summary = json.loads(Path(str(out) + ".json").read_text())
+        r["search"] = summary["search"]
+        r["provenance_parameters"] = summary["provenance"].get("parameters")
+        other = d / ("mined-exact.tsv" if args.approximate else "mined-approx.tsv")
+        if other.is_file():  # both runs on this data: how many of the other's pairs this one found
+            theirs = hidden_recall(other, np.load(d / "hidden.npy"))
+            r["agreement_with_" + ("exact" if args.approximate else "approximate")] = (
+                len(found & theirs["_found"]) / max(1, len(theirs["_found"])))
+            if args.approximate:
+                r["hidden_recall_vs_exact"] = rec["hidden_found"] / max(1, theirs["hidden_found"])
+        label = args.label or f"mine {'approximate' if args.approximate else 'exact'} {args.n:,} x {args.m:,}"
+        _save(label, {k: v for k, v in r.items() if k != "stdout"}, args.out)
+        print(json.dumps({k: v for k, v in r.items() if k != "stdout"}, indent=1))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

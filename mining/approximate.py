@@ -1,0 +1,291 @@
+"""Approximate k nearest neighbours in both directions through IVF / IVF-PQ indexes, resumable.
+
+The approximate twin of `knn.exact_knn_both`: the same inputs (two row views in one space, rows
+L2-normalised) and the same output (each side's k best neighbours on the other side), so margin
+scoring and one-to-one selection (`select.select_pairs`) are shared with the exact path, and so
+is the neighbourhood: both sides arrive deduplicated and length-filtered, so the k neighbours are
+k real candidates, as in the exact path.
+
+How: ONE coarse quantiser (and PQ codebook) is trained on a seeded sample of both sides (they
+live in one space), then for each direction the base side is added to copies of that trained
+index, `shard_rows` rows per shard, and the other side is searched against each shard in blocks
+of `query_block` rows, each shard's top-k merged into a running (rows, k) state. Only one shard
+is in memory at a time. Memory: one shard (IVF-PQ fast-scan: pq_m/2 + 8 bytes a row) + both
+directions' k-state ((n + m) * k * 12 bytes) + one query block.
+
+Exact rescoring (default): the index proposes `fetch_factor * k` candidates per row by its
+approximate (PQ) similarity; their exact cosines are then computed from the rows themselves and
+the best k kept. PQ similarities of 16-32 bytes a vector err by several hundredths of a cosine,
+which moves a margin ratio by 0.1 or more (measured on the synthetic benchmark: unrelated pairs
+scored up to 1.68 against 1.27 exactly); rescored, the margin is the exact path's margin over the
+candidates found, and the same threshold means the same thing.
+
+Resuming (`work_dir`): the trained index, every built shard and the running state of each
+direction (after each shard, and every `checkpoint_seconds` inside a shard) are written
+atomically; a second call with the same inputs continues where the first stopped.
+
+Index types: "ivfpqfs" (default: IVF + 4-bit product quantisation with fast-scan SIMD kernels,
+the fastest to search on CPU), "ivfpq" (8-bit PQ codes, more accurate, slower), "ivf" (IVF with
+exact vectors: recall limited only by nprobe, memory 4 * dim bytes a row).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from xmine.artefacts import atomic_path, atomic_write_json
+from xmine.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+INDEX_TYPES = ("ivfpqfs", "ivfpq", "ivf")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApproximateConfig:
+    """How approximate mining searches."""
+
+    #: "ivfpqfs" (IVF + 4-bit fast-scan PQ), "ivfpq" (IVF + 8-bit PQ) or "ivf" (IVF, exact vectors)
+    index_type: str = "ivfpqfs"
+    #: IVF lists (None: by the larger side's size, `xmine.index.choose.ivf_lists`, at most 4096)
+    nlist: int | None = None
+    #: lists visited per query (None: max(8, nlist // 64))
+    nprobe: int | None = None
+    #: PQ sub-quantisers (must divide the dimension; fast-scan needs an even number)
+    pq_m: int = 32
+    #: rows per index shard (None: one shard per side)
+    shard_rows: int | None = None
+    #: query rows searched at once
+    query_block: int = 65_536
+    #: training vectors per IVF list (from both sides together)
+    train_per_list: int = 50
+    #: seed of the training sample
+    seed: int = 0
+    #: seconds between checkpoints inside a shard's search
+    checkpoint_seconds: float = 300.0
+    #: recompute the candidates' similarities exactly from the rows and keep the best k
+    rescore: bool = True
+    #: candidates fetched per row from the index when rescoring: fetch_factor * k
+    fetch_factor: int = 2
+    #: query rows rescored at once (memory: rescore_block * fetch_factor * k * dim * 4 bytes)
+    rescore_block: int = 8192
+
+    def __post_init__(self):
+        if self.index_type not in INDEX_TYPES:
+            raise ConfigError(f"index type must be one of {', '.join(INDEX_TYPES)} (got {self.index_type!r})")
+        for name in ("nlist", "nprobe", "shard_rows"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ConfigError(f"{name} must be >= 1 (got {v})")
+        if min(self.pq_m, self.query_block, self.train_per_list, self.fetch_factor, self.rescore_block) < 1:
+            raise ConfigError("pq_m, query_block, train_per_list, fetch_factor and rescore_block must be >= 1")
+
+    def resolved(self, n_max: int, dim: int) -> dict:
+        """nlist, nprobe and the FAISS factory string for a base of up to n_max rows."""
+        from xmine.index.choose import ivf_lists, pq_subquantisers
+
+        nlist = self.nlist or min(4096, ivf_lists(n_max))
+        nlist = max(1, min(nlist, n_max))
+        nprobe = min(nlist, self.nprobe or max(8, nlist // 64))
+        m = pq_subquantisers(dim, self.pq_m)
+        if self.index_type == "ivfpqfs" and m % 2:
+            m = next(d for d in range(m, 0, -1) if dim % d == 0 and d % 2 == 0)
+        factory = {"ivfpqfs": f"IVF{nlist},PQ{m}x4fs", "ivfpq": f"IVF{nlist},PQ{m}",
+                   "ivf": f"IVF{nlist},Flat"}[self.index_type]
+        return {"nlist": nlist, "nprobe": nprobe, "factory": factory}
+
+
+def _f32(block) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(block), dtype=np.float32)
+
+
+def _merge(run_s, run_i, s, i) -> tuple[np.ndarray, np.ndarray]:
+    """Merge a shard's (sims, ids) into the running top-k (ids -1 = none)."""
+    k = run_s.shape[1]
+    sims = np.concatenate((run_s, np.where(i >= 0, s, -np.inf).astype(np.float32)), axis=1)
+    ids = np.concatenate((run_i, i), axis=1)
+    order = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(sims, order, 1), np.take_along_axis(ids, order, 1)
+
+
+class _Work:
+    """Files of one approximate run in `directory`, keyed by the inputs and settings."""
+
+    def __init__(self, directory: Path, key: str):
+        self.dir = directory
+        self.dir.mkdir(parents=True, exist_ok=True)
+        key_file = self.dir / "key.json"
+        if key_file.is_file():
+            try:
+                same = json.loads(key_file.read_text())["key"] == key
+            except (ValueError, KeyError):
+                same = False
+            if not same:  # other inputs or settings: nothing here can be reused
+                for f in self.dir.iterdir():
+                    if f.is_file():
+                        f.unlink()
+        atomic_write_json(key_file, {"key": key})
+
+    def path(self, name: str) -> Path:
+        return self.dir / name
+
+
+def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = ApproximateConfig(),
+                         work_dir: str | Path, key: str = "", show_progress: bool = False):
+    """Approximate kNN x->y and y->x: (fwd_sims (n, kx), fwd_idx, bwd_sims (m, ky), bwd_idx), sorted,
+    float32 / int64, -1 where fewer neighbours were found; kx = min(k, m), ky = min(k, n)."""
+    import faiss
+
+    n, m = len(x), len(y)
+    if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]:
+        raise ValueError(f"x {x.shape} and y {y.shape} must be 2-D with the same dimension")
+    if k < 1 or n == 0 or m == 0:
+        raise ValueError(f"need k >= 1 and non-empty inputs (k={k}, n={n}, m={m})")
+    dim = x.shape[1]
+    shard_rows = config.shard_rows or max(n, m)
+    plan = config.resolved(min(shard_rows, max(n, m)), dim)
+    if plan["nlist"] > min(n, m, shard_rows):
+        plan = ApproximateConfig(**{**asdict(config), "nlist": max(1, min(n, m, shard_rows))}).resolved(
+            min(shard_rows, max(n, m)), dim)
+    full_key = hashlib.sha256(json.dumps([key, n, m, k, asdict(config), plan], sort_keys=True).encode()).hexdigest()
+    work = _Work(Path(work_dir), full_key)
+    log.info("approximate kNN: %s, nprobe %d, shards of %d rows", plan["factory"], plan["nprobe"], shard_rows)
+
+    trained_file = work.path("trained.faiss")
+    if trained_file.is_file():
+        trained = faiss.read_index(str(trained_file))
+    else:
+        trained = faiss.index_factory(dim, plan["factory"], faiss.METRIC_INNER_PRODUCT)
+        want = min(n + m, max(plan["nlist"] * config.train_per_list, 256 * 40 if "PQ" in plan["factory"] else 0))
+        rng = np.random.default_rng(config.seed)
+        tx = np.sort(rng.choice(n, size=min(n, want * n // (n + m) + 1), replace=False))
+        ty = np.sort(rng.choice(m, size=min(m, want - len(tx)) if want > len(tx) else 0, replace=False))
+        sample = np.concatenate([_f32(x[tx]), _f32(y[ty])]) if len(ty) else _f32(x[tx])
+        t0 = time.perf_counter()
+        trained.train(sample)
+        log.info("trained %s on %d vectors in %.0f s", plan["factory"], len(sample), time.perf_counter() - t0)
+        del sample
+        with atomic_path(trained_file) as tmp:
+            faiss.write_index(trained, str(tmp))
+    trained_bytes = faiss.serialize_index(trained)
+    del trained
+
+    fetch = config.fetch_factor if config.rescore else 1
+    fwd = _direction("fwd", queries=x, base=y, k=min(k, m), fetch=fetch, plan=plan, shard_rows=shard_rows,
+                     trained=trained_bytes, work=work, config=config, show_progress=show_progress)
+    bwd = _direction("bwd", queries=y, base=x, k=min(k, n), fetch=fetch, plan=plan, shard_rows=shard_rows,
+                     trained=trained_bytes, work=work, config=config, show_progress=show_progress)
+    return fwd[0], fwd[1], bwd[0], bwd[1]
+
+
+def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work: _Work, config, show_progress):
+    """k neighbours of every query row in `base`: `fetch * k` candidates through the index shards,
+    then (fetch > 1) rescored exactly."""
+    final = work.path(f"{tag}-rescored.npz")
+    if final.is_file():
+        with np.load(final) as st:
+            return st["sims"], st["idx"]
+    sims, idx = _search(tag, queries=queries, base=base, k=min(len(base), fetch * k), plan=plan,
+                        shard_rows=shard_rows, trained=trained, work=work, config=config, show_progress=show_progress)
+    if fetch == 1:
+        return sims, idx
+    sims, idx = _rescore(queries, base, idx, k, block=config.rescore_block, show_progress=show_progress, tag=tag)
+    with atomic_path(final) as tmp:
+        np.savez(tmp, sims=sims, idx=idx)
+    return sims, idx
+
+
+def _rescore(queries, base, cand: np.ndarray, k: int, *, block: int, show_progress: bool, tag: str):
+    """Exact similarities of each query with its candidates (ids, -1 none); the best k, sorted."""
+    from tqdm.auto import tqdm
+
+    nq = len(queries)
+    out_s = np.full((nq, k), -np.inf, dtype=np.float32)
+    out_i = np.full((nq, k), -1, dtype=np.int64)
+    bar = tqdm(total=nq, desc=f"rescoring {tag}", unit="rows", disable=not show_progress, leave=False)
+    for q in range(0, nq, block):
+        qe = min(nq, q + block)
+        ids = cand[q:qe]
+        valid = ids >= 0
+        uniq, inv = np.unique(ids[valid], return_inverse=True)
+        vecs = _f32(base[uniq])
+        qv = _f32(queries[q:qe])
+        rows = np.nonzero(valid)[0]
+        sims = np.full(ids.shape, -np.inf, dtype=np.float32)
+        sims[valid] = np.einsum("ij,ij->i", qv[rows], vecs[inv.reshape(-1)])
+        # by exact similarity, then by row (what the exact path keeps among equal values)
+        order = np.lexsort((np.where(valid, ids, np.iinfo(np.int64).max), -sims), axis=1)[:, :k]
+        out_s[q:qe] = np.take_along_axis(sims, order, 1)
+        out_i[q:qe] = np.where(np.isfinite(out_s[q:qe]), np.take_along_axis(ids, order, 1), -1)
+        bar.update(qe - q)
+    bar.close()
+    return out_s, out_i
+
+
+def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: _Work, config, show_progress):
+    import faiss
+    from tqdm.auto import tqdm
+
+    nq, nb = len(queries), len(base)
+    n_shards = -(-nb // shard_rows)
+    done_file = work.path(f"{tag}-state.npz")
+    run_s = np.full((nq, k), -np.inf, dtype=np.float32)
+    run_i = np.full((nq, k), -1, dtype=np.int64)
+    shard0, q0 = 0, 0
+    if done_file.is_file():
+        with np.load(done_file) as st:
+            shard0, q0 = int(st["shard"]), int(st["query"])
+            run_s[:], run_i[:] = st["sims"], st["idx"]
+        log.info("%s: resuming at shard %d, query row %d", tag, shard0, q0)
+
+    def save(shard: int, query: int) -> None:
+        with atomic_path(done_file) as tmp:
+            np.savez(tmp, shard=np.int64(shard), query=np.int64(query), sims=run_s, idx=run_i)
+
+    for s in range(shard0, n_shards):
+        lo, hi = s * shard_rows, min(nb, (s + 1) * shard_rows)
+        index_file = work.path(f"{tag}-shard{s:05d}.faiss")
+        if index_file.is_file():
+            index = faiss.read_index(str(index_file))
+        else:
+            index = faiss.deserialize_index(trained)
+            bar = tqdm(total=hi - lo, desc=f"indexing {tag} shard {s + 1}/{n_shards}", unit="rows",
+                       disable=not show_progress, leave=False)
+            for b in range(lo, hi, config.query_block):
+                block = _f32(base[b: min(hi, b + config.query_block)])
+                index.add(block)
+                bar.update(len(block))
+            bar.close()
+            with atomic_path(index_file) as tmp:
+                faiss.write_index(index, str(tmp))
+        faiss.ParameterSpace().set_index_parameter(index, "nprobe", int(plan["nprobe"]))
+        kk = min(k, hi - lo)
+        start = q0 if s == shard0 else 0
+        bar = tqdm(total=nq, initial=start, desc=f"searching {tag} shard {s + 1}/{n_shards}", unit="rows",
+                   disable=not show_progress, leave=False)
+        last = time.monotonic()
+        for q in range(start, nq, config.query_block):
+            qe = min(nq, q + config.query_block)
+            sims, ids = index.search(_f32(queries[q:qe]), kk)
+            ids = np.where(ids >= 0, ids + lo, -1)
+            run_s[q:qe], run_i[q:qe] = _merge(run_s[q:qe], run_i[q:qe], sims, ids)
+            bar.update(qe - q)
+            if time.monotonic() - last >= config.checkpoint_seconds and qe < nq:
+                save(s, qe)
+                last = time.monotonic()
+        bar.close()
+        del index
+        save(s + 1, 0)
+        if n_shards > 1:
+            index_file.unlink()  # searched; only the state is needed to resume past it
+    return run_s, run_i
+
+
+__all__ = ["ApproximateConfig", "INDEX_TYPES", "approximate_knn_both"]

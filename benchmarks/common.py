@@ -86,6 +86,13 @@ def projected(raw: EmbedFn, projection, part: str) -> EmbedFn:
     return embed
 
 
+def _token_level(encoder, projection, part: str) -> EmbedFn:
+    def embed(sentences: Sequence[str]) -> np.ndarray:
+        return projection.embed_texts(encoder, sentences, (part,))[part]
+
+    return embed
+
+
 def projection_labels(paths: Sequence[str | Path]) -> list[str]:
     """Short unique row labels: each projection's folder name, with as many parent folders as it
     takes to tell it apart from the others ("mixed/seed", "qe6/seed", "oracle")."""
@@ -120,7 +127,9 @@ def make_variants(
             proj = resolve_projection(path)
             proj.check_encoder(encoder.fingerprint())
             for part in parts:
-                variants.append(Variant(f"{label}:{part}", part, projected(raw, proj, part), proj.fingerprint()))
+                # FMDA reads token states: its parts come from the texts, through the encoder's token path
+                embed = _token_level(encoder, proj, part) if proj.token_level else projected(raw, proj, part)
+                variants.append(Variant(f"{label}:{part}", part, embed, proj.fingerprint()))
     return variants
 
 

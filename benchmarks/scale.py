@@ -185,16 +185,16 @@ def hidden_recall(mined_tsv: Path, hidden: np.ndarray) -> dict:
 
 
 def _save(section: str, result: dict, out: Path) -> None:
-    """Merge one measurement into the results JSON (atomically), with machine and provenance."""
-    from xmine.artefacts import atomic_write_json, provenance
-    from xmine.benchmarks.common import machine
+    """Merge one measurement into the results JSON (an earlier result of this benchmark is
+    extended, anything else refused: xmine.outputs), with machine and provenance."""
+    from xmine.artefacts import provenance
+    from xmine.benchmarks.common import machine, write_speed_result
 
-    data = json.loads(out.read_text()) if out.is_file() else {"task": "scale"}
-    data.setdefault("measurements", {})[section] = result
-    data["machine"] = machine()
-    data["provenance"] = provenance(benchmark="scale")
-    data["table"] = _table(data["measurements"])
-    atomic_write_json(out, data)
+    data = json.loads(out.read_text()) if out.is_file() else {}
+    measurements = {**data.get("measurements", {}), section: result}
+    write_speed_result(out, {"task": "scale", "measurements": measurements, "machine": machine(),
+                             "provenance": provenance(benchmark="scale"), "table": _table(measurements)},
+                       benchmark="scale")
 
 
 def _table(ms: dict) -> dict:
@@ -230,11 +230,18 @@ def main(argv=None) -> None:
     mi.add_argument("--nprobe", type=int, default=None)
     mi.add_argument("--label", default=None)
     mi.add_argument("--keep-output", action="store_true")
+    co = sub.add_parser("collect", help="merge the measurements of other result files into --out")
+    co.add_argument("files", nargs="+")
     args = ap.parse_args(argv)
     if args.what == "make-stores":
         print(json.dumps(make_stores(args.n, args.m, args.out_dir, seed=args.seed)))
     elif args.what == "_embed-child":
         _embed_child(args.corpus, args.out)
+    elif args.what == "collect":
+        for f in args.files:
+            for section, result in json.loads(Path(f).read_text())["measurements"].items():
+                _save(section, result, args.out)
+        print(f"{args.out}: {len(json.loads(args.out.read_text())['measurements'])} measurements")
     elif args.what == "embed-memory":
         import shutil
 

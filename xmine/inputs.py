@@ -237,9 +237,9 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         work_dir = tmp.name
     work = Path(work_dir) if work_dir is not None else None
     if kind == "text":
-        from xmine.store import embed_corpus
+        from xmine.store.writer import UNDETERMINED, embed_corpus
 
-        store = embed_corpus(path, work / "store", encoder=encoders.encoder, lang=lang or "und",
+        store = embed_corpus(path, work / "store", encoder=encoders.encoder, lang=lang or UNDETERMINED,
                              projection=proj, part="meaning", show_progress=show_progress)
         side = _store_side(store, path, lang, kind, fingerprint=store.manifest["input"])
         side._tmp = tmp

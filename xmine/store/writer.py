@@ -53,6 +53,9 @@ from xmine.store.reader import EmbeddingStore
 
 log = logging.getLogger("xmine.store")
 
+# The language code of a corpus whose language was not given (ISO 639-2 "undetermined"): recorded
+# as such, and a language-dependent projection picks each row's nearest language itself.
+UNDETERMINED = "und"
 # Sentences handed to the encoder at once inside a shard: enough for its length-sorted batching,
 # few enough that the progress bar moves every few seconds.
 _ENCODE_CHUNK = 2048
@@ -293,7 +296,7 @@ def embed_corpus(
                 emb = _encode_shard(
                     buf_text, encoder=encoder, projection=projection, part=part,
                     batch_size=batch_size, max_chars=max_chars, pbar=pbar, lines=buf_lines,
-                    last_line=last_line, stats=stats, lang=lang,
+                    last_line=last_line, stats=stats, lang=None if lang == UNDETERMINED else lang,
                 )
                 last_line = buf_lines[-1]
                 shards.append(write_shard(out_dir, idx, emb.astype(dtype, copy=False), buf_lines, buf_text))

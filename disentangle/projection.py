@@ -73,8 +73,14 @@ class Projection:
         self.parts: tuple[str, ...] = FMDA_PARTS if self.token_level else PARTS
 
     def fingerprint(self) -> dict[str, Any]:
-        """{"path", "method", "id"}: id = hash of the weights (equal ids = same projection)."""
-        return {"path": str(self.path), "method": self.method, "id": self.config["weights_sha256"][:16]}
+        """{"path", "method", "id"[, "shipped"]}: id = hash of the weights (equal ids = same projection);
+        "shipped" names the encoder whose default projection, shipped inside xmine, this is."""
+        from xmine.projection import SHIPPED_ROOT
+
+        fp = {"path": str(self.path), "method": self.method, "id": self.config["weights_sha256"][:16]}
+        if Path(self.path).resolve().parent == SHIPPED_ROOT:
+            fp["shipped"] = Path(self.path).resolve().name
+        return fp
 
     def check_encoder(self, encoder_fingerprint: dict[str, Any]) -> None:
         """Raise EncoderMismatchError unless embeddings of `encoder_fingerprint` may go through this projection.

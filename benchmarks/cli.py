@@ -355,6 +355,48 @@ def geometry_cmd(encoder_name, projections, data_dir, out, quick, device, precis
             files=first["files"], started=started, digits=3)
 
 
+def _locale_dirs(values: tuple[str, ...], what: str) -> dict[str, str]:
+    out = {}
+    for v in values:
+        loc, eq, path = v.partition("=")
+        if not eq or not loc or not path:
+            raise click.BadParameter(f"{v!r} is not LOCALE=DIR (e.g. de-DE=proj-fmda-de)", param_hint=what)
+        out[loc] = path
+    return out
+
+
+@bench.command("fmda")
+@click.option("--fmda", "fmda_dirs", multiple=True, required=True, metavar="LOCALE=DIR",
+              help="An FMDA projection trained on en-US + LOCALE (xmine train --method fmda --langs LOCALE); repeat "
+                   "per pair (the paper: de-DE, es-ES, ja-JP).")
+@click.option("--dream", "dream_dirs", multiple=True, required=True, metavar="LOCALE=DIR",
+              help="The DREAM projection trained on the same data, per locale.")
+@click.option("--encoder", "encoder_name", default="me5-small", show_default=True, help=ENCODER_HELP)
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=DATA_HELP)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the template-pair generator.")
+@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for fmda_table2-*.json and fmda_table3-*.json. [default: benchmarks/results]")
+@click.option("--quick", is_flag=True, help="The first 300 test rows only (smoke runs).")
+@click.option("--overwrite", is_flag=True, help="Replace the result JSONs if they are earlier xmine results.")
+@click.option("--device", default=None, help="Torch device for the encoder (cpu, cuda, ...). Default: auto.")
+@precision_option()
+def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick, overwrite, device, precision):
+    """FMDA's Tables 2 and 3 on MASSIVE: cross-lingual retrieval (test split, both directions) and
+    monolingual template retrieval (generated slot-replacement pairs), raw vs DREAM vs FMDA's
+    meaning, template and residual parts, each pair with the models trained on it."""
+    import sys
+
+    from xmine import massive
+    from xmine.benchmarks import fmda_tables
+    from xmine.encoders import load_encoder
+
+    folder = massive.locate(data_dir)
+    encoder = load_encoder(encoder_name, device=device, precision=precision)
+    paths = fmda_tables.run(encoder, folder, _locale_dirs(fmda_dirs, "--fmda"), _locale_dirs(dream_dirs, "--dream"),
+                            out_dir=out_dir or common.results_dir(), seed=seed, quick=quick, overwrite=overwrite,
+                            command="xmine " + " ".join(sys.argv[1:]))
+    for p in paths:
+        click.echo(f"wrote {p}", err=True)
 @bench.command("mining")
 @_common_options
 @click.option("--langs", default=None,
@@ -410,50 +452,6 @@ def mining_cmd(encoder_name, projections, data_dir, out, quick, device, precisio
             parameters=settings | {"langs": lang_list, "threshold": threshold, "sets_dir": str(folder)},
             columns=columns, rows=rows, details=details | {"sets": manifest},
             files=[f["path"] for f in manifest["sources"]], started=started)
-
-
-def _locale_dirs(values: tuple[str, ...], what: str) -> dict[str, str]:
-    out = {}
-    for v in values:
-        loc, eq, path = v.partition("=")
-        if not eq or not loc or not path:
-            raise click.BadParameter(f"{v!r} is not LOCALE=DIR (e.g. de-DE=proj-fmda-de)", param_hint=what)
-        out[loc] = path
-    return out
-
-
-@bench.command("fmda")
-@click.option("--fmda", "fmda_dirs", multiple=True, required=True, metavar="LOCALE=DIR",
-              help="An FMDA projection trained on en-US + LOCALE (xmine train --method fmda --langs LOCALE); repeat "
-                   "per pair (the paper: de-DE, es-ES, ja-JP).")
-@click.option("--dream", "dream_dirs", multiple=True, required=True, metavar="LOCALE=DIR",
-              help="The DREAM projection trained on the same data, per locale.")
-@click.option("--encoder", "encoder_name", default="me5-small", show_default=True, help=ENCODER_HELP)
-@click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=DATA_HELP)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the template-pair generator.")
-@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Folder for fmda_table2-*.json and fmda_table3-*.json. [default: benchmarks/results]")
-@click.option("--quick", is_flag=True, help="The first 300 test rows only (smoke runs).")
-@click.option("--overwrite", is_flag=True, help="Replace the result JSONs if they are earlier xmine results.")
-@click.option("--device", default=None, help="Torch device for the encoder (cpu, cuda, ...). Default: auto.")
-@precision_option()
-def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick, overwrite, device, precision):
-    """FMDA's Tables 2 and 3 on MASSIVE: cross-lingual retrieval (test split, both directions) and
-    monolingual template retrieval (generated slot-replacement pairs), raw vs DREAM vs FMDA's
-    meaning, template and residual parts, each pair with the models trained on it."""
-    import sys
-
-    from xmine import massive
-    from xmine.benchmarks import fmda_tables
-    from xmine.encoders import load_encoder
-
-    folder = massive.locate(data_dir)
-    encoder = load_encoder(encoder_name, device=device, precision=precision)
-    paths = fmda_tables.run(encoder, folder, _locale_dirs(fmda_dirs, "--fmda"), _locale_dirs(dream_dirs, "--dream"),
-                            out_dir=out_dir or common.results_dir(), seed=seed, quick=quick, overwrite=overwrite,
-                            command="xmine " + " ".join(sys.argv[1:]))
-    for p in paths:
-        click.echo(f"wrote {p}", err=True)
 
 
 @bench.command("report")

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from xmine.cluster import ray_option
+
 from xmine.options import Finite
 from xmine.encoders.options import precision_option
 
@@ -87,8 +89,11 @@ def _split_langs(value: str | None) -> list[str] | None:
                    "with other jobs. Embedding uses the encoder's own setting.")
 @precision_option()
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars or per-epoch lines.")
+@ray_option("the embedding step (sentences not in the cache yet are encoded by a pool of encoder actors; "
+            "training itself stays here)")
 def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_lang, max_valid_pairs, batch_size, lr,
-                  max_epochs, patience, valid_fraction, layers, seed, restart, overwrite, threads, precision, quiet):
+                  max_epochs, patience, valid_fraction, layers, seed, restart, overwrite, threads, precision, quiet,
+                  ray_address):
     """Train a meaning/language projection (disentangler) on parallel sentences.
 
     One multilingual model is trained on all language pairs found. Embeddings come from the
@@ -114,6 +119,12 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
                          max_pairs_per_lang=max_pairs_per_lang, langs=_split_langs(langs), seed=seed)
     config.check()
     enc = load_encoder(encoder, precision=precision)
+    if ray_address is not None:
+        from xmine.cluster import connect
+        from xmine.encoders.ray_pool import RayPoolEncoder
+
+        connect(ray_address)
+        enc = RayPoolEncoder(enc)
     projection = train(list(pairs), out_dir, encoder=enc, config=config, restart=restart, show_progress=not quiet,
                        threads=threads, overwrite=overwrite)
     cfg = projection.config

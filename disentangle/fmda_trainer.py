@@ -177,7 +177,8 @@ def _dev_loss(stepper, data, config, trained: set[str]) -> tuple[float, dict[str
 def _signature(config: FmdaConfig, encoder_fp: dict, summary: dict) -> str:
     cfg = dataclasses.asdict(config)
     cfg.pop("max_epochs")
-    blob = json.dumps({"config": cfg, "encoder": encoder_fp, "data": summary}, sort_keys=True, default=str)
+    identity = {k: encoder_fp.get(k) for k in ("name", "dim", "id")}  # the id carries a non-fp32 precision
+    blob = json.dumps({"config": cfg, "encoder": identity, "data": summary}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from xmine.cluster import ray_option
 from xmine.encoders.options import precision_option
 from xmine.index.choose import INDEX_TYPES
 from xmine.options import LANG, Finite
@@ -49,8 +50,12 @@ _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (
                    "unless one is given.")
 @precision_option(default_from="the precision of a store SOURCE")
 @click.option("--cpu", is_flag=True, help="Do not use GPUs even if FAISS reports some.")
+@ray_option("the build: training in one task, adding rows in parallel tasks (each shard a task with "
+            "--shard-rows, else pieces merged into one index). A store SOURCE is read by the workers from "
+            "its files; a text SOURCE is encoded here first (embed it with `xmine embed --ray` to encode "
+            "on the cluster). The index is the same as without --ray")
 def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
-                encoder, projection, precision, cpu):
+                encoder, projection, precision, cpu, ray_address):
     """Build a FAISS index over SOURCE's embeddings.
 
     SOURCE is a text file (one sentence a line; encoded with --encoder, cached) or an embedding
@@ -64,6 +69,10 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     from xmine.inputs import Encoders, artefact_precision, load_side
     from xmine.outputs import claim_output
 
+    if ray_address is not None:  # join the cluster first: a wrong address fails before any work
+        from xmine.cluster import connect
+
+        connect(ray_address)
     with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
         encoders = Encoders(encoder, projection, precision, default_precision=artefact_precision([source]),
                             inputs=[source])
@@ -74,8 +83,13 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
             config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
                                  gpu=not cpu,
                                  memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
+            rows = side.rows
+            if ray_address is not None:
+                from xmine.index.ray_build import build_index_ray as _build, rows_for_workers
+
+                rows = rows_for_workers(side)
             try:
-                ix = _build(side.rows, out_dir, sentences=side.text.path, line_numbers=side.line_numbers,
+                ix = _build(rows, out_dir, sentences=side.text.path, line_numbers=side.line_numbers,
                             encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
                             source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
                                                            {"path": str(Path(source).resolve()), **side.fingerprint})},

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from xmine.cluster import ray_option
 from xmine.encoders.options import precision_option
 from xmine.mining.approximate import INDEX_TYPES
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
@@ -91,9 +92,11 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
                    "same byte for byte whatever the product. cuda without a GPU is an error.")
 @precision_option(default_from="the precision of the store or index inputs")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
+@ray_option("the exact neighbour search (tiles of the product as tasks, merged per row). The TSV is byte for "
+            "byte the one without --ray. Not yet with --approximate or an index side")
 def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows,
-         line_numbers, meta, block_rows, block_cols, workers, product, precision, keep_work):
+         line_numbers, meta, block_rows, block_cols, workers, product, precision, keep_work, ray_address):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
     SRC and TGT are each a text file (one sentence a line), an embedding store directory (xmine
@@ -117,7 +120,7 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
     summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                     precision=precision, projection=projection, approximate=approximate,
                     approximate_config=approx, line_numbers=line_numbers, meta=meta, keep_work=keep_work,
-                    overwrite=overwrite)
+                    overwrite=overwrite, ray=ray_address)
     click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "
                f"unique sentences ({summary['search']}) -> {out}", err=True)
 

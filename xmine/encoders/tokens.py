@@ -134,7 +134,9 @@ TOKENS, OFFSETS, POOLED, MANIFEST = "tokens.f16.npy", "offsets.npy", "pooled.npy
 def _content_key(encoder_fp: dict, sentences: Sequence[str], mask_spans: Sequence[Spans] | None,
                  keep_tokens: bool) -> str:
     h = hashlib.sha256()
-    h.update(json.dumps(encoder_fp, sort_keys=True).encode())
+    # The encoder's identity only (name, dim, id): the id already says the precision when it is not
+    # fp32, and other keys (added for display) must not make a store unreachable.
+    h.update(json.dumps({k: encoder_fp.get(k) for k in ("name", "dim", "id")}, sort_keys=True).encode())
     h.update(b"tokens" if keep_tokens else b"pooled")
     for i, s in enumerate(sentences):
         h.update(s.encode("utf-8") + b"\x00")

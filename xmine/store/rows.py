@@ -23,8 +23,11 @@ import numpy as np
 
 from xmine.errors import ArtefactError
 
-# Rows scattered further apart than this are read one by one rather than as one span.
+# Rows scattered further apart than this are gathered row by row rather than read as one span.
 _SPAN_FACTOR = 4
+# Scattered rows gathered between two releases of the map's pages (at most this many 4-KB pages
+# resident at once: 32 MB).
+_GATHER_ROWS = 8192
 
 
 class ShardRows:
@@ -105,13 +108,16 @@ class ShardRows:
         else:
             shard = np.searchsorted(self.starts, srt, side="right") - 1
             for s in np.unique(shard).tolist():
-                sel = shard == s
+                sel = np.flatnonzero(shard == s)
                 mm = self._map(s)
                 arr = np.frombuffer(mm, dtype=self.dtype, count=int(self.starts[s + 1] - self.starts[s]) * self.shape[1],
                                     offset=self._offsets[s]).reshape(-1, self.shape[1])
-                out[order[sel]] = arr[srt[sel] - int(self.starts[s])]
+                # In pieces: each scattered row maps a page, and the pages stay resident until released.
+                for c in range(0, len(sel), _GATHER_ROWS):
+                    part = sel[c: c + _GATHER_ROWS]
+                    out[order[part]] = arr[srt[part] - int(self.starts[s])]
+                    mm.madvise(mmap.MADV_DONTNEED)
                 del arr
-                mm.madvise(mmap.MADV_DONTNEED)
         return out
 
     def _map(self, i: int) -> mmap.mmap:

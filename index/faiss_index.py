@@ -167,13 +167,13 @@ def build_index(
     trained = train_index(embeddings, choice, seed=config.seed, use_gpu=use_gpu)
     plan = shard_plan(n, shard_rows)
     with atomic_dir(out_dir, kind=KIND, overwrite=overwrite) as tmp:
-        bar = tqdm(total=n, desc=f"indexing ({choice.factory})", unit="vec", disable=not show_progress)
-        for s, (start, stop) in enumerate(plan):
-            index = add_rows(trained, embeddings, start, stop, add_batch=config.add_batch, use_gpu=use_gpu,
-                             on_rows=bar.update)
-            faiss.write_index(index, str(tmp / shard_name(s)))
-            del index
-        bar.close()
+        # `with`: the bar ends its line before an error is printed, so the error stays one line.
+        with tqdm(total=n, desc=f"indexing ({choice.factory})", unit="vec", disable=not show_progress) as bar:
+            for s, (start, stop) in enumerate(plan):
+                index = add_rows(trained, embeddings, start, stop, add_batch=config.add_batch, use_gpu=use_gpu,
+                                 on_rows=bar.update)
+                faiss.write_index(index, str(tmp / shard_name(s)))
+                del index
         write_index_files(tmp, plan, sentences=sentences, line_numbers=line_numbers, encoder=encoder,
                           projection=projection, part=part, lang=lang, dim=dim, choice=choice, use_gpu=use_gpu,
                           source=source, config=config)

@@ -163,6 +163,8 @@ class Claim:
     #: companion suffixes (".meta", ".work") written beside a "tsv" output
     companions: tuple[str, ...] = ()
     _marked: bool = field(default=False, repr=False)
+    #: companion directories this claim created (removed again by a failed run that left nothing in them)
+    _made_dirs: list = field(default_factory=list, repr=False)
 
     def companion(self, suffix: str) -> Path:
         if suffix not in self.companions:
@@ -199,6 +201,8 @@ class Claim:
         """The companion directory for checkpoints (created, marked as this output's)."""
         d = self.companion(suffix)
         self.mark_unfinished()
+        if not d.exists():
+            self._made_dirs.append(d)
         d.mkdir(parents=True, exist_ok=True)
         if not (d / MARKER).is_file():
             _atomic_json(d / MARKER, {"kind": f"{self.kind}-work"})
@@ -412,6 +416,7 @@ def claim_output(
         raise
     ok = False
     created_dir = False
+    claim = None
     try:
         state = _state_of(path, kind, form, companions, legacy, in_place=in_place)
         if state == "finished" and not (overwrite or reopen):
@@ -429,6 +434,10 @@ def claim_output(
     finally:
         if not ok and created_dir and {p.name for p in path.iterdir()} <= {MARKER, ".lock"}:
             shutil.rmtree(path, ignore_errors=True)  # nothing but our own scaffolding
+        if not ok and claim is not None:
+            for d in claim._made_dirs:  # a run that failed before any checkpoint: nothing to resume
+                if d.is_dir() and all(p.is_dir() or p.name == MARKER for p in d.rglob("*")):
+                    shutil.rmtree(d, ignore_errors=True)
         if not ok and form == "tsv" and _only_a_stub(path, companions):
             with contextlib.suppress(FileNotFoundError):
                 sidecar_of(path).unlink()

@@ -42,9 +42,12 @@ def test_shipped_projection_is_complete_small_and_packaged():
 
 
 def test_default_applies_to_me5_small_only(me5, caplog):
-    choice = choose_projection(None, encoder_name="me5-small", encoder_fp=me5.fingerprint())
+    choice = choose_projection("default", encoder_name="me5-small", encoder_fp=me5.fingerprint())
     assert choice.path == shipped_dir("me5-small") and choice.how == "default"
-    assert choose_projection("default", encoder_name="me5-small", encoder_fp=me5.fingerprint()).path == choice.path
+    # not yet the implicit default (SHIPPED.json: is_default false until it is >= raw everywhere)
+    with caplog.at_level(logging.INFO, logger="xmine"):
+        implicit = choose_projection(None, encoder_name="me5-small", encoder_fp=me5.fingerprint())
+    assert implicit.path is None and implicit.how == "default-off" and "--projection default" in caplog.text
     with caplog.at_level(logging.INFO, logger="xmine"):
         other = choose_projection(None, encoder_name="use-m3", encoder_fp=lambda: pytest.fail("loaded the encoder"))
     assert other.path is None and other.how == "default-unavailable"
@@ -69,7 +72,7 @@ def test_default_applies_at_every_precision(me5):
     fp32 = dict(me5.fingerprint(), id=weights_id(me5.fingerprint()))
     for precision in ("fp32", "bf16", "fp16"):
         fp = with_precision(fp32, precision)
-        assert choose_projection(None, encoder_name="me5-small", encoder_fp=fp).how == "default", precision
+        assert choose_projection("default", encoder_name="me5-small", encoder_fp=fp).how == "default", precision
 
 
 def test_none_and_paths(tmp_path):
@@ -98,7 +101,7 @@ def _mine(tmp_path, name, *extra):
 
 
 def test_mine_uses_the_default_and_records_it(tmp_path, me5):
-    summary, f1, _ = _mine(tmp_path, "default")
+    summary, f1, _ = _mine(tmp_path, "default", "--projection", "default")
     assert summary["projection"]["shipped"] == "me5-small" and summary["part"] == "meaning"
     assert summary["projection_choice"]["how"] == "default"
     raw, f1_raw, _ = _mine(tmp_path, "raw", "--projection", "none")
@@ -118,7 +121,8 @@ def test_mine_with_another_encoder_is_raw(tmp_path, usem3, caplog):
 def test_embed_index_search_follow_the_default(tmp_path, me5):
     runner = CliRunner()
     store, raw_store, index = tmp_path / "store", tmp_path / "raw-store", tmp_path / "idx"
-    r = runner.invoke(main, ["embed", str(DEMO / "en.txt"), "--lang", "en", "-o", str(store), "-q"])
+    r = runner.invoke(main, ["embed", str(DEMO / "en.txt"), "--lang", "en", "-o", str(store), "-q",
+                             "--projection", "default"])
     assert r.exit_code == 0, r.output
     manifest = json.loads((store / "manifest.json").read_text())
     assert manifest["projection"]["shipped"] == "me5-small" and manifest["part"] == "meaning"
@@ -127,7 +131,8 @@ def test_embed_index_search_follow_the_default(tmp_path, me5):
     assert r.exit_code == 0, r.output
     assert json.loads((raw_store / "manifest.json").read_text())["projection"] is None
 
-    r = runner.invoke(main, ["build-index", str(DEMO / "en.txt"), "--lang", "en", "-o", str(index)])
+    r = runner.invoke(main, ["build-index", str(DEMO / "en.txt"), "--lang", "en", "-o", str(index),
+                             "--projection", "default"])
     assert r.exit_code == 0, r.output
     assert json.loads((index / "manifest.json").read_text())["projection"]["shipped"] == "me5-small"
     # the index's projection is followed without naming it; raw queries are refused

@@ -10,7 +10,10 @@ Which projection (`choose_projection`): xmine ships a small trained projection f
 encoder inside the package (`xmine/projections/<encoder>/`: a normal projection directory, plus
 `SHIPPED.json` with the command that rebuilds it, its data hashes, the commit and its benchmark
 numbers). Commands that embed text (`embed`, `build-index`, `search`, `mine`) then work in its
-meaning space by default:
+meaning space by default, once its SHIPPED.json says `"is_default": true`: a shipped projection
+becomes the default only after it is at least raw on every benchmark (until then, `why_not_default`
+says what is missing, an implicit choice gives raw embeddings with that line in the log, and
+`--projection default` opts in):
 
 - not given (`None`) or `default`: the shipped projection of the encoder in use, when there is one
   and the encoder is the one it was trained on (the same weights and prefix, at any precision:
@@ -171,6 +174,12 @@ def choose_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp=
             raise ConfigError(f"--projection default: {msg}")
         log.info(msg)
         return ProjectionChoice(None, "default-unavailable", msg)
+    info = shipped_info(encoder_name) or {}
+    if not explicit and info.get("is_default") is False:
+        # Shipped but not yet made the default: it must first be at least raw on every benchmark.
+        msg = f"the shipped projection for {encoder_name} is {info.get('why_not_default', 'not the default')}: using raw embeddings"
+        log.info(msg)
+        return ProjectionChoice(None, "default-off", msg)
     return ProjectionChoice(d, "default", f"the shipped default projection for {encoder_name} ({d})")
 
 

@@ -67,6 +67,8 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
         # directory beside the index, removed at the end.
         with tempfile.TemporaryDirectory(prefix=f".{Path(out_dir).name}.work-", dir=Path(out_dir).parent) as work:
             side = load_side(source, lang=lang, encoders=encoders, work_dir=work)
+            if hasattr(side.rows, "check_all"):
+                side.rows.check_all()  # a damaged shard is one clear error before the indexing starts
             config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
                                  gpu=not cpu,
                                  memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)

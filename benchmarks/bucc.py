@@ -90,20 +90,21 @@ def evaluate(pairs: set[tuple[str, str]], gold: set[tuple[str, str]]) -> dict:
             "gold": len(gold)}
 
 
-def _mine_split(files, *, encoder, projection, k, margin, retrieval):
+def mine_candidates(src: tuple[list[str], list[str]], en: tuple[list[str], list[str]], embed_fn, *, k: int = 4,
+                    margin: str = "ratio", retrieval: str = "max") -> tuple[list[tuple[str, str]], np.ndarray]:
+    """Mine one split given as (ids, sentences) per side; every candidate (src-id, en-id) with its score.
+
+    `embed_fn(sentences) -> (n, dim)` L2-normalised embeddings (raw or a projection's meaning part).
+    Shared by `bench bucc` and `bench mining`, so their numbers come from the same code.
+    """
     from xmine.corpus import dedup
-    from xmine.embed_cache import cached_encode
     from xmine.mining import MiningConfig, mine_embeddings
 
-    src_ids, src_sents = read_bucc_file(files["src"])
-    en_ids, en_sents = read_bucc_file(files["en"])
+    (src_ids, src_sents), (en_ids, en_sents) = src, en
     # Mine on unique sentences; a mined sentence stands for every id carrying it (as LASER does).
     us, inv_s = dedup(src_sents)
     ue, inv_e = dedup(en_sents)
-    x = cached_encode(encoder, us, show_progress=True, desc=f"encoding {files['src'].name}")
-    y = cached_encode(encoder, ue, show_progress=True, desc=f"encoding {files['en'].name}")
-    if projection is not None:
-        x, y = projection.transform(x, "meaning"), projection.transform(y, "meaning")
+    x, y = embed_fn(us), embed_fn(ue)
     mined = mine_embeddings(x, y, config=MiningConfig(k=k, margin=margin, retrieval=retrieval))
     ids_of_s = [[] for _ in us]
     for i, u in enumerate(inv_s):
@@ -118,6 +119,17 @@ def _mine_split(files, *, encoder, projection, k, margin, retrieval):
                 cands.append((sid, eid))
                 scores.append(sc)
     return cands, np.asarray(scores, dtype=np.float64)
+
+
+def _mine_split(files, *, encoder, projection, k, margin, retrieval):
+    from xmine.embed_cache import cached_encode
+
+    def embed(sentences):
+        e = cached_encode(encoder, sentences, show_progress=True, desc="encoding")
+        return projection.transform(e, "meaning") if projection is not None else e
+
+    return mine_candidates(read_bucc_file(files["src"]), read_bucc_file(files["en"]), embed, k=k, margin=margin,
+                           retrieval=retrieval)
 
 
 def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=None, k: int = 4,
@@ -135,6 +147,12 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
         from xmine.encoders import load_encoder
 
         encoder = load_encoder(encoder, precision=precision)
+    if projection is not None and not hasattr(projection, "transform"):
+        from xmine.projection import choose_projection
+
+        # 'default' / 'none' / a directory, as everywhere (here raw unless a projection is named)
+        projection = choose_projection(str(projection), encoder_name=encoder.name,
+                                       encoder_fp=encoder.fingerprint).path
     from xmine.projection import resolve_projection
 
     projection = resolve_projection(projection)
@@ -174,8 +192,9 @@ BUCC_KIND = "bucc-result"
                    "$XMINE_DATA/bucc2018.")
 @click.option("--pair", default="de-en", show_default=True, help="Language pair: de-en, fr-en, ru-en or zh-en.")
 @click.option("--encoder", default="me5-small", show_default=True, help="Encoder name or sentence-transformers path.")
-@click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="Projection directory: mine on its meaning part (default: raw embeddings).")
+@click.option("--projection", default=None, metavar="DIR|default|none",
+              help="Mine on a projection's meaning part: a projection directory, or 'default' (the one shipped "
+                   "for the encoder). Default: raw embeddings, as BUCC results are usually reported.")
 @click.option("-k", "--k", "k", type=click.IntRange(min=1), default=4, show_default=True, help="Margin neighbourhood size.")
 @click.option("--margin", type=click.Choice(["ratio", "distance", "absolute"]), default="ratio", show_default=True,
               help="Score (see `xmine mine --help`).")

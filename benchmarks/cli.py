@@ -22,8 +22,9 @@ from xmine.encoders.options import precision_option
 
 ENCODER_HELP = "Encoder: me5-small (default), use-m3, or any sentence-transformers name/path."
 PROJECTION_HELP = (
-    "A trained projection folder (xmine train). Repeat to compare several in one table; the raw "
-    "encoder output is always the first row."
+    "A trained projection folder (xmine train), or 'default' (the projection shipped with xmine for "
+    "this encoder). Repeat to compare several in one table; the raw encoder output is always the "
+    "first row. `bench mining` adds the default by itself unless a projection (or 'none') is named."
 )
 DATA_HELP = (
     "The data root (holding tatoeba/, mlqe/, sts2017/, parallel/, massive/) or the data set's own "
@@ -53,8 +54,7 @@ def _common_options(fn: Callable) -> Callable:
     fn = _claimed_out(fn)
     options = [
         click.option("--encoder", "encoder_name", default="me5-small", show_default=True, help=ENCODER_HELP),
-        click.option("--projection", "projections", multiple=True, type=click.Path(exists=True, file_okay=True),
-                     help=PROJECTION_HELP),
+        click.option("--projection", "projections", multiple=True, metavar="DIR|default|none", help=PROJECTION_HELP),
         click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=DATA_HELP),
         click.option("--out", type=click.Path(dir_okay=False), default=None,
                      help="Result JSON. Default: benchmarks/results/<task>-<encoder>[-quick].json."),
@@ -69,11 +69,11 @@ def _common_options(fn: Callable) -> Callable:
 
 
 def _setup(encoder_name: str, projections: tuple[str, ...], device: str | None, precision: str,
-           parts=("meaning", "language")):
+           parts=("meaning", "language"), add_default: bool = False):
     from xmine.encoders import load_encoder
 
     encoder = load_encoder(encoder_name, device=device, precision=precision)
-    return encoder, common.make_variants(encoder, projections, parts=parts)
+    return encoder, common.make_variants(encoder, projections, parts=parts, add_default=add_default)
 
 
 def _finish(task, *, encoder, variants, out, quick, parameters, columns, rows, details, files, started,
@@ -353,6 +353,105 @@ def geometry_cmd(encoder_name, projections, data_dir, out, quick, device, precis
             parameters={"langs": lang_list, "pivot": pivot, "rows": rows},
             columns=["variant", "alignment", "uniformity"], rows=table, details=details,
             files=first["files"], started=started, digits=3)
+
+
+def _locale_dirs(values: tuple[str, ...], what: str) -> dict[str, str]:
+    out = {}
+    for v in values:
+        loc, eq, path = v.partition("=")
+        if not eq or not loc or not path:
+            raise click.BadParameter(f"{v!r} is not LOCALE=DIR (e.g. de-DE=proj-fmda-de)", param_hint=what)
+        out[loc] = path
+    return out
+
+
+@bench.command("fmda")
+@click.option("--fmda", "fmda_dirs", multiple=True, required=True, metavar="LOCALE=DIR",
+              help="An FMDA projection trained on en-US + LOCALE (xmine train --method fmda --langs LOCALE); repeat "
+                   "per pair (the paper: de-DE, es-ES, ja-JP).")
+@click.option("--dream", "dream_dirs", multiple=True, required=True, metavar="LOCALE=DIR",
+              help="The DREAM projection trained on the same data, per locale.")
+@click.option("--encoder", "encoder_name", default="me5-small", show_default=True, help=ENCODER_HELP)
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=DATA_HELP)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the template-pair generator.")
+@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for fmda_table2-*.json and fmda_table3-*.json. [default: benchmarks/results]")
+@click.option("--quick", is_flag=True, help="The first 300 test rows only (smoke runs).")
+@click.option("--overwrite", is_flag=True, help="Replace the result JSONs if they are earlier xmine results.")
+@click.option("--device", default=None, help="Torch device for the encoder (cpu, cuda, ...). Default: auto.")
+@precision_option()
+def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick, overwrite, device, precision):
+    """FMDA's Tables 2 and 3 on MASSIVE: cross-lingual retrieval (test split, both directions) and
+    monolingual template retrieval (generated slot-replacement pairs), raw vs DREAM vs FMDA's
+    meaning, template and residual parts, each pair with the models trained on it."""
+    import sys
+
+    from xmine import massive
+    from xmine.benchmarks import fmda_tables
+    from xmine.encoders import load_encoder
+
+    folder = massive.locate(data_dir)
+    encoder = load_encoder(encoder_name, device=device, precision=precision)
+    paths = fmda_tables.run(encoder, folder, _locale_dirs(fmda_dirs, "--fmda"), _locale_dirs(dream_dirs, "--dream"),
+                            out_dir=out_dir or common.results_dir(), seed=seed, quick=quick, overwrite=overwrite,
+                            command="xmine " + " ".join(sys.argv[1:]))
+    for p in paths:
+        click.echo(f"wrote {p}", err=True)
+@bench.command("mining")
+@_common_options
+@click.option("--langs", default=None,
+              help="Comma-separated languages paired with English, from: de,cs,ru,zh,ja,fi,kk,pl,lt,km,ha,is. "
+                   "Default: de,cs,ru,zh,ja,fi,kk,pl,lt,km (--quick: de,zh,lt).")
+@click.option("--gold-fraction", type=click.FloatRange(min=0.001, max=0.5), default=None,
+              help="Share of each side's sentences that have a translation (default 0.05; BUCC's is 0.02-0.03).")
+@click.option("--max-news", type=click.IntRange(min=0), default=None,
+              help="At most this many WMT newstest pairs per language (default 1500; --quick: 250).")
+@click.option("--flores-rows", type=click.IntRange(min=10), default=None,
+              help="Draw only N of the 1,012 FLORES-200 devtest lines per language (seeded; --quick: 250).")
+@click.option("--threshold", type=float, default=None,
+              help="The fixed ratio-margin threshold reported beside the best one (default 1.04, WikiMatrix's).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the set construction.")
+@click.option("--sets-dir", type=click.Path(file_okay=False), default=None,
+              help="Write the sets (BUCC format) here. Default: $XMINE_HOME/bench-mining/<hash of data and settings>.")
+def mining_cmd(encoder_name, projections, data_dir, out, quick, device, precision, langs, gold_fraction, max_news, flores_rows,
+               threshold, seed, sets_dir):
+    """BUCC-style mining F1 on sets built from FLORES-200 and WMT newstest (see benchmarks/mining.py).
+
+    Per language, FLORES-200 devtest and held-out newstest pairs (2019-2021) are hidden among
+    distractors of the same language and domain (5% of sentences have a translation), written in
+    BUCC's format, mined (k=4, ratio margin, max retrieval) and scored with `bench bucc`'s code:
+    precision, recall and F1 at the best threshold and at the default threshold (1.04).
+    """
+    from xmine.benchmarks import mining
+
+    started = time.time()
+    lang_list = common.parse_list(langs) or list(mining.QUICK_LANGS if quick else mining.DEFAULT_LANGS)
+    unknown = [lg for lg in lang_list if lg not in mining.NEWS_SETS]
+    if unknown:
+        raise click.BadParameter(f"unknown language(s) {', '.join(unknown)}; choose from {', '.join(mining.NEWS_SETS)}",
+                                 param_hint="--langs")
+    settings = {"seed": seed, "gold_fraction": gold_fraction or mining.DEFAULT_GOLD_FRACTION,
+                "max_news": max_news if max_news is not None else (mining.QUICK_MAX_NEWS if quick else mining.DEFAULT_MAX_NEWS),
+                "flores_rows": flores_rows or (mining.QUICK_FLORES_ROWS if quick else None)}
+    threshold = mining.DEFAULT_THRESHOLD if threshold is None else threshold
+    data = mining.locate(data_dir)
+    folder, manifest = mining.build_sets(data, lang_list, sets_dir=Path(sets_dir) if sets_dir else None, **settings)
+    click.echo(f"mining sets in {folder}", err=True)
+    encoder, variants = _setup(encoder_name, projections, device, precision, parts=("meaning",), add_default=True)
+    details, rows = {}, []
+    for v in variants:
+        r = mining.evaluate_mining(v.embed, folder, lang_list, threshold=threshold)
+        details[v.name] = r
+        b, d = r["average"]["best"], r["average"]["default"]
+        rows.append([v.name] + [100 * r["per_lang"][lg]["best"]["f1"] for lg in lang_list]
+                    + [b["precision"], b["recall"], b["f1"], d["precision"], d["recall"], d["f1"]])
+    columns = (["variant"] + [f"{lg} F1" for lg in lang_list]
+               + ["avg P", "avg R", "avg F1", f"P@{threshold:g}", f"R@{threshold:g}", f"F1@{threshold:g}"])
+    click.echo("best threshold per language and variant; then averages at it and at the fixed threshold")
+    _finish("mining", encoder=encoder, variants=variants, out=out, quick=quick,
+            parameters=settings | {"langs": lang_list, "threshold": threshold, "sets_dir": str(folder)},
+            columns=columns, rows=rows, details=details | {"sets": manifest},
+            files=[f["path"] for f in manifest["sources"]], started=started)
 
 
 @bench.command("report")

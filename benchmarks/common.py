@@ -86,6 +86,13 @@ def projected(raw: EmbedFn, projection, part: str) -> EmbedFn:
     return embed
 
 
+def _token_level(encoder, projection, part: str) -> EmbedFn:
+    def embed(sentences: Sequence[str]) -> np.ndarray:
+        return projection.embed_texts(encoder, sentences, (part,))[part]
+
+    return embed
+
+
 def projection_labels(paths: Sequence[str | Path]) -> list[str]:
     """Short unique row labels: each projection's folder name, with as many parent folders as it
     takes to tell it apart from the others ("mixed/seed", "qe6/seed", "oracle")."""
@@ -107,20 +114,39 @@ def projection_labels(paths: Sequence[str | Path]) -> list[str]:
 
 def make_variants(
     encoder, projection_paths: Iterable[str | Path] = (), *, parts: Sequence[str] = ("meaning", "language"),
-    show_progress: bool = True,
+    show_progress: bool = True, add_default: bool = False,
 ) -> list[Variant]:
-    """Raw, then for each projection the requested parts; checks each projection's encoder."""
+    """Raw, then for each projection the requested parts; checks each projection's encoder.
+
+    A projection is a directory, `default` (the projection shipped for this encoder, row label
+    "default") or `none` (nothing: raw is always the first row). `add_default`: put the default
+    first when it applies to this encoder and no projection was named at all.
+    """
+    from xmine.projection import DEFAULT, NONE, choose_projection
+
     raw = RawEmbedder(encoder, show_progress=show_progress)
     variants = [Variant("raw", "raw", raw)]
-    paths = list(projection_paths)
-    if paths:
+    specs = [str(p) for p in projection_paths]
+    if add_default and not specs:
+        choice = choose_projection(None, encoder_name=encoder.name, encoder_fp=encoder.fingerprint())
+        specs = [DEFAULT] if choice.path is not None else []
+    named: list[tuple[str, Path]] = []
+    for spec in specs:
+        if spec.lower() == NONE:
+            continue
+        choice = choose_projection(spec, encoder_name=encoder.name, encoder_fp=encoder.fingerprint())
+        named.append(("default" if spec.lower() == DEFAULT else "", choice.path))
+    if named:
         from xmine.projection import resolve_projection
 
-        for path, label in zip(paths, projection_labels(paths)):
+        labels = projection_labels([p for _, p in named])
+        for (fixed, path), label in zip(named, labels):
             proj = resolve_projection(path)
             proj.check_encoder(encoder.fingerprint())
             for part in parts:
-                variants.append(Variant(f"{label}:{part}", part, projected(raw, proj, part), proj.fingerprint()))
+                # FMDA reads token states: its parts come from the texts, through the encoder's token path
+                embed = _token_level(encoder, proj, part) if proj.token_level else projected(raw, proj, part)
+                variants.append(Variant(f"{fixed or label}:{part}", part, embed, proj.fingerprint()))
     return variants
 
 

@@ -65,6 +65,10 @@ QE6_SOURCES: dict[str, list[str]] = {
     "si": ["flores-v1/flores_test_sets/wikipedia.*.si-en.*"],
 }
 
+#: WMT newstest years no recipe trains on: `xmine bench mining` hides their pairs among distractors
+#: (benchmarks/mining.py), so a projection is never measured on its own training sentences.
+HELDOUT_NEWSTEST_YEARS = ("2019", "2020", "2021")
+
 #: Training settings a recipe uses instead of the papers' defaults (TrainConfig); command-line
 #: --lr/--max-epochs/--batch-size/--patience override these too. See RECIPE_NOTES for why.
 RECIPE_SETTINGS: dict[str, dict[str, Any]] = {"qe6": {}, "xtreme36": {}, "mixed": {"lr": 1e-3}}
@@ -111,6 +115,11 @@ def _write_filtered(src: Path, tgt: Path, exclude: set[str], dest: Path) -> tupl
     return ds, dt, len(s) - len(keep)
 
 
+def _heldout(rel: Path) -> bool:
+    """True for a newstest folder of a held-out year (`wmt-newstest/2019/de-en`)."""
+    return len(rel.parts) >= 2 and rel.parts[0] == "wmt-newstest" and rel.parts[1] in HELDOUT_NEWSTEST_YEARS
+
+
 def qe6_pair_specs(data: Path, work: Path) -> tuple[list[str], dict[str, Any]]:
     """`--pairs` specs of the qe6 recipe, QE-test sentences removed; and what was removed."""
     from xmine.disentangle.data import discover_pairs
@@ -119,7 +128,8 @@ def qe6_pair_specs(data: Path, work: Path) -> tuple[list[str], dict[str, Any]]:
     parallel = data / "parallel"
     specs, removed = [], {}
     for lang, patterns in QE6_SOURCES.items():
-        dirs = sorted({p for pat in patterns for p in parallel.glob(pat)})
+        dirs = sorted({p for pat in patterns for p in parallel.glob(pat)
+                       if not _heldout(p.relative_to(parallel))})
         folders = sorted({p if p.is_dir() else p.parent for p in dirs})
         for f in discover_pairs([str(d) for d in folders], langs=[lang, "en"]):
             if not any(f.src.match(pat) or f.src.parent.match(pat) for pat in patterns):

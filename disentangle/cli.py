@@ -8,10 +8,12 @@ from pathlib import Path
 
 import click
 
+from xmine.cluster import ray_option
+
 from xmine.options import Finite
 from xmine.encoders.options import precision_option
 
-_METHODS = ("center", "dream", "meat", "oracle", "seed", "intra", "inter")
+_METHODS = ("center", "dream", "meat", "oracle", "seed", "intra", "inter", "fmda")
 
 
 def _split_langs(value: str | None) -> list[str] | None:
@@ -34,11 +36,15 @@ def _split_langs(value: str | None) -> list[str] | None:
                    "reconstruction, cross-reconstruction, language loss and an adversarial language "
                    "discriminator (Kuroda+ 2022). oracle: dream or meat plus intra-class clustering and "
                    "inter-class separation (Ki+ 2024; see --base). seed: one MLP, language = input - "
-                   "meaning, L_M + L_L + L_C (Fukushima+ 2025). intra / inter: SEED's two loss families alone.")
+                   "meaning, L_M + L_L + L_C (Fukushima+ 2025). intra / inter: SEED's two loss families alone. "
+                   "fmda: template, residual, language and meaning parts from the encoder's TOKEN states, "
+                   "reconstruction + contrastive losses; trains on MASSIVE (--pairs = the MASSIVE folder, "
+                   "--langs = locales paired with en-US, e.g. de-DE).")
 @click.option("--base", type=click.Choice(("dream", "meat")), default=None,
               help="With --method oracle: the method ORACLE's terms are added to. [default: dream]")
 @click.option("--pairs", "pairs", multiple=True, required=True, metavar="DIR|SRC:TGT",
-              help="Parallel data; repeat for more. A directory is searched recursively: files STEM.LANG "
+              help="Parallel data; repeat for more. With --method fmda: the MASSIVE folder (holding "
+                   "<locale>.jsonl, or data/ with them). A directory is searched recursively: files STEM.LANG "
                    "sharing a STEM (deu-eng.deu + deu-eng.eng, newstest2019.de + .en) or LANG.SPLIT sharing "
                    "a SPLIT (FLORES-200 deu_Latn.devtest) are line-aligned; with English in a group every "
                    "other language is paired with English, else every two languages. A MASSIVE folder "
@@ -53,10 +59,14 @@ def _split_langs(value: str | None) -> list[str] | None:
                    "name/path). The projection only accepts this encoder later.")
 @click.option("--langs", default=None, metavar="L1,L2,...",
               help="Keep only language pairs whose two languages are both listed (any code form: de, deu, "
-                   "deu_Latn; include English, e.g. deu,fra,eng). [default: all found]")
+                   "deu_Latn; include English, e.g. deu,fra,eng). [default: all found] With --method fmda: "
+                   "the MASSIVE locales to pair with en-US (de-DE; several train one model on all pairs).")
 @click.option("--max-pairs-per-lang", type=click.IntRange(min=4), default=None,
               help="At most N sentence pairs per language pair, a seeded random sample (embedding is the "
-                   "slow part: ~150 sentences/s with me5-small on a CPU). [default: all]")
+                   "slow part: ~150 sentences/s with me5-small on a CPU). [default: all] With --method fmda: "
+                   "train rows of MASSIVE (the same ids for every pair).")
+@click.option("--max-valid-pairs", type=click.IntRange(min=8), default=None,
+              help="--method fmda only: at most N rows of MASSIVE's dev split for early stopping. [default: all]")
 @click.option("--batch-size", type=click.IntRange(min=2), default=512, show_default=True,
               help="Pairs per batch; each batch holds one language pair, and the random same-language "
                    "partners (s', t') the losses need are drawn inside it.")
@@ -79,8 +89,11 @@ def _split_langs(value: str | None) -> list[str] | None:
                    "with other jobs. Embedding uses the encoder's own setting.")
 @precision_option()
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars or per-epoch lines.")
-def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_lang, batch_size, lr, max_epochs,
-                  patience, valid_fraction, layers, seed, restart, overwrite, threads, precision, quiet):
+@ray_option("the embedding step (sentences not in the cache yet are encoded by a pool of encoder actors; "
+            "training itself stays here)")
+def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_lang, max_valid_pairs, batch_size, lr,
+                  max_epochs, patience, valid_fraction, layers, seed, restart, overwrite, threads, precision, quiet,
+                  ray_address):
     """Train a meaning/language projection (disentangler) on parallel sentences.
 
     One multilingual model is trained on all language pairs found. Embeddings come from the
@@ -96,11 +109,22 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
     from xmine.disentangle.trainer import TrainConfig, train
     from xmine.encoders import load_encoder
 
+    if method == "fmda":
+        return _train_fmda(pairs, out_dir, encoder, langs, max_pairs_per_lang, max_valid_pairs, batch_size, lr,
+                           max_epochs, patience, seed, restart, overwrite, threads, precision, quiet)
+    if max_valid_pairs is not None:
+        raise click.UsageError("--max-valid-pairs applies to --method fmda only (other methods hold out --valid-fraction)")
     config = TrainConfig(method=method, base=base, layers=layers, batch_size=batch_size, lr=lr,
                          max_epochs=max_epochs, patience=patience, valid_fraction=valid_fraction,
                          max_pairs_per_lang=max_pairs_per_lang, langs=_split_langs(langs), seed=seed)
     config.check()
     enc = load_encoder(encoder, precision=precision)
+    if ray_address is not None:
+        from xmine.cluster import connect
+        from xmine.encoders.ray_pool import RayPoolEncoder
+
+        connect(ray_address)
+        enc = RayPoolEncoder(enc)
     projection = train(list(pairs), out_dir, encoder=enc, config=config, restart=restart, show_progress=not quiet,
                        threads=threads, overwrite=overwrite)
     cfg = projection.config
@@ -110,6 +134,33 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
                + (f", best valid loss {best:.4f} at epoch {cfg['best_epoch']} (untrained {cfg['initial_valid_loss']:.4f})"
                   if best is not None else "")
                + f", held-out langid accuracy {cfg['langid']['accuracy']:.4f}", err=True)
+
+
+def _train_fmda(pairs, out_dir, encoder, langs, max_train, max_dev, batch_size, lr, max_epochs, patience, seed,
+                restart, overwrite, threads, precision, quiet):
+    from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
+    from xmine.encoders import load_encoder
+
+    if len(pairs) != 1:
+        raise click.UsageError("--method fmda takes one --pairs: the MASSIVE folder")
+    partners = _split_langs(langs)
+    if not partners:
+        raise click.UsageError("--method fmda needs --langs: the MASSIVE locales to pair with en-US (e.g. de-DE)")
+    from xmine.massive import locate
+
+    folder = locate(pairs[0])
+    config = FmdaConfig(partners=partners, batch_size=batch_size, lr=lr, max_epochs=max_epochs, patience=patience,
+                        max_train=max_train, max_dev=max_dev, seed=seed)
+    config.check()
+    enc = load_encoder(encoder, precision=precision)
+    projection = train_fmda(folder, out_dir, encoder=enc, config=config, restart=restart, show_progress=not quiet,
+                            threads=threads, overwrite=overwrite)
+    cfg = projection.config
+    rows = ", ".join(f"{k} {v}" for k, v in sorted(cfg["term_rows_per_epoch"].items()))
+    click.echo(f"wrote {out_dir}: method fmda, pairs {','.join(cfg['language_pairs'])}, best dev loss "
+               f"{cfg['best_valid_loss']:.4f} at epoch {cfg['best_epoch']} (untrained {cfg['initial_valid_loss']:.4f}); "
+               f"rows per term and epoch: {rows}; left out (no annotation): {', '.join(cfg['left_out_terms']) or 'none'}",
+               err=True)
 
 
 def _labelled(spec: str) -> tuple[Path, str | None]:

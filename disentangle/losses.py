@@ -12,6 +12,11 @@ Papers (plain text in ../shared/papers):
 - ORACLE: Ki et al. 2024, Eqs. 5-7 (L_IC, L_IS).
 - SEED: Fukushima et al. 2025, Eqs. 3-6 (L_M, L_L, L_C).
 - intra/inter: Nonomura et al., Eqs. 2-7 (L_intra = L_mean + L_lang, L_inter = L_cross + L_sep).
+- FMDA: "Fine-grained Multilingual Disentangled Autoencoder" (../shared/papers/fmda-*.txt;
+  its authors are not in that text), Sec. 3.2-3.5, Eqs. 1-5. Its
+  terms read per-sentence parts (template tp, residual rs, language lang, meaning m) of the
+  token-level model in fmda.py; the names follow the paper (Loss_lang, Loss_rec^utt,
+  Loss_rec^tp, Loss_rec^rs and their -CL versions, Loss_con^tp, Loss_con^m).
 
 Choices (where a paper leaves room):
 - A term written for one sentence pair is averaged over the batch; a term written for "e"
@@ -39,6 +44,7 @@ from __future__ import annotations
 
 import math
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -174,3 +180,43 @@ def seed_combined_loss(
 def uniform_cross_entropy_floor(num_classes: int) -> float:
     """The minimum of `adversarial_loss` for K classes: log K (for reports and tests)."""
     return math.log(num_classes)
+
+
+# --- FMDA (token-level model in fmda.py) -------------------------------------------
+
+def fmda_language_loss(logits: Tensor, labels: Tensor) -> Tensor:
+    """Loss_lang = CrossEntropy(P, L) (FMDA Sec. 3.2), batch mean."""
+    return F.cross_entropy(logits, labels)
+
+
+def fmda_utterance_reconstruction_loss(reconstruction: Tensor, emb_utt: Tensor) -> Tensor:
+    """Loss_rec^utt = MSE(MLP(emb_lang + emb_tp + emb_rs), emb_utt) (FMDA Sec. 3.3).
+
+    MSE is the mean over rows and dimensions. `emb_utt` is the encoder's pooled sentence vector
+    (see fmda_trainer: the paper's [CLS] vector is XLM-R's sentence embedding).
+    """
+    return F.mse_loss(reconstruction, emb_utt)
+
+
+def fmda_part_reconstruction_loss(part: Tensor, lang: Tensor, target: Tensor, has_target: Tensor) -> tuple[Tensor, int]:
+    """MSE(emb_part + emb_lang, emb_part^Tgt) over the rows that have a target (FMDA Eqs. 1-2).
+
+    Same-language (`lang` of the same utterance): Loss_rec^tpL1 (Eq. 1), Loss_rec^rsL1; with the
+    language embedding of the parallel utterance and ITS target: the cross-lingual Loss_rec^tpL1-CL
+    (Eq. 2), Loss_rec^rsL1-CL. Rows without a target (no slot annotation) are left out; returns
+    (loss, rows used), the loss 0 without gradient when no row has a target.
+    """
+    rows = has_target.bool()
+    n = int(rows.sum())
+    if n == 0:
+        return torch.zeros((), device=part.device), 0
+    return F.mse_loss(part[rows] + lang[rows], target[rows]), n
+
+
+def fmda_contrastive_loss(x_l1: Tensor, x_l2: Tensor, x_l1_neg: Tensor, x_l2_neg: Tensor) -> Tensor:
+    """- Cos(x^L1, x^L2) + Cos(x^L1, x^L1_neg) + Cos(x^L2, x^L2_neg), batch mean.
+
+    Loss_con^tp on template embeddings (FMDA Eq. 3), Loss_con^m on meaning embeddings (Eq. 4).
+    No clamp at 0 (unlike DREAM's Eq. 7): the paper writes the plain cosines.
+    """
+    return (-_cos(x_l1, x_l2) + _cos(x_l1, x_l1_neg) + _cos(x_l2, x_l2_neg)).mean()

@@ -9,6 +9,7 @@
 | seed     | residual      | L_M + L_L + L_C                                            (SEED Eq. 3) |
 | intra    | residual      | L_mean + L_lang                              (intra/inter paper Eq. 2) |
 | inter    | residual      | L_cross + L_sep                              (intra/inter paper Eq. 5) |
+| fmda     | fmda (tokens) | Loss_lang + Loss_rec^utt,tp,rs(-CL) + Loss_con^tp + Loss_con^m (FMDA Eq. 5) |
 
 `seed` = `intra` + `inter` term for term: L_M = L_mean, L_L = L_lang, L_C = L_sep + L_cross.
 
@@ -16,8 +17,10 @@ Choices:
 - MEAT's L_R, L_CR and L_L follow the ORACLE authors' code (cosine forms; see losses.py Choices).
 - Validation loss (early stopping) is the training loss without the adversarial term L_A, which
   depends on a discriminator that moves every step and so is not comparable across epochs.
-- New methods (e.g. FMDA, a separate later piece of work) plug in with `register_method`:
-  give an architecture and a `terms` function; trainer, projection, CLI pick them up by name.
+- New methods plug in with `register_method`: give an architecture and a `terms` function;
+  trainer, projection, CLI pick them up by name. A `token_level` method (FMDA) reads the
+  encoder's token states, not pooled vectors: its terms read an `FmdaBatch` and it trains with
+  `fmda_trainer`, on MASSIVE.
 """
 
 from __future__ import annotations
@@ -81,6 +84,8 @@ class Method:
     adversarial: bool = False
     #: `oracle` only: the method it is added to
     base: str | None = None
+    #: reads token states (FMDA): its own batch (FmdaBatch) and trainer (fmda_trainer)
+    token_level: bool = False
 
 
 # --- term compositions ---------------------------------------------------------------------------
@@ -139,6 +144,65 @@ def seed_terms(b: Batch) -> dict[str, Tensor]:
     }
 
 
+@dataclass(kw_only=True)
+class FmdaBatch:
+    """One FMDA step (FMDA Sec. 3): B parallel pairs (L1 = en-US, L2) and B negatives per language.
+
+    `parts_*` are FMDA's outputs (template, residual, language, meaning), each (B, D); `utt_*` the
+    encoder's pooled vectors; `tp_tgt_*` / `rs_tgt_*` the masked re-encodings with `has_tgt_*`
+    saying which rows have them (the annotated ones).
+    """
+
+    parts_l1: dict[str, Tensor]
+    parts_l2: dict[str, Tensor]
+    parts_l1_neg: dict[str, Tensor]
+    parts_l2_neg: dict[str, Tensor]
+    utt_l1: Tensor
+    utt_l2: Tensor
+    tp_tgt_l1: Tensor
+    tp_tgt_l2: Tensor
+    rs_tgt_l1: Tensor
+    rs_tgt_l2: Tensor
+    has_tgt_l1: Tensor
+    has_tgt_l2: Tensor
+    lang_l1: Tensor
+    lang_l2: Tensor
+    model: torch.nn.Module
+
+
+def fmda_terms(b: FmdaBatch) -> tuple[dict[str, Tensor], dict[str, int]]:
+    """The terms of FMDA's Eq. 5 and the rows each saw (a term without rows is left out).
+
+    Part reconstruction needs the target of the language it reconstructs: Loss_rec^tpL1 and
+    Loss_rec^tpL2-CL (emb_tp^L2 + emb_lang^L1 -> target of L1) need L1's annotation;
+    Loss_rec^tpL2 and Loss_rec^tpL1-CL need L2's; the same for rs.
+    """
+    m = b.model
+    p1, p2, n1, n2 = b.parts_l1, b.parts_l2, b.parts_l1_neg, b.parts_l2_neg
+    rows = len(b.utt_l1)
+    terms = {
+        "Loss_lang^L1": L.fmda_language_loss(m.language_classifier(p1["language"]), b.lang_l1),  # Sec. 3.2
+        "Loss_lang^L2": L.fmda_language_loss(m.language_classifier(p2["language"]), b.lang_l2),
+        "Loss_rec^utt-L1": L.fmda_utterance_reconstruction_loss(m.reconstruct_utterance(p1), b.utt_l1),  # Sec. 3.3
+        "Loss_rec^utt-L2": L.fmda_utterance_reconstruction_loss(m.reconstruct_utterance(p2), b.utt_l2),
+        "Loss_con^tp": L.fmda_contrastive_loss(p1["template"], p2["template"], n1["template"], n2["template"]),  # Eq. 3
+        "Loss_con^m": L.fmda_contrastive_loss(p1["meaning"], p2["meaning"], n1["meaning"], n2["meaning"]),  # Eq. 4
+    }
+    counts = {k: rows for k in terms}
+    for part, tgt1, tgt2 in (("tp", b.tp_tgt_l1, b.tp_tgt_l2), ("rs", b.rs_tgt_l1, b.rs_tgt_l2)):
+        key = "template" if part == "tp" else "residual"
+        for name, x, lang, tgt, has in (
+            (f"Loss_rec^{part}L1", p1[key], p1["language"], tgt1, b.has_tgt_l1),  # Eq. 1 (rs: same process)
+            (f"Loss_rec^{part}L2", p2[key], p2["language"], tgt2, b.has_tgt_l2),
+            (f"Loss_rec^{part}L1-CL", p1[key], p2["language"], tgt2, b.has_tgt_l2),  # Eq. 2
+            (f"Loss_rec^{part}L2-CL", p2[key], p1["language"], tgt1, b.has_tgt_l1),
+        ):
+            value, n = L.fmda_part_reconstruction_loss(x, lang, tgt, has)
+            if n:
+                terms[name], counts[name] = value, n
+    return terms, counts
+
+
 # --- registry ------------------------------------------------------------------------------------
 
 METHODS: dict[str, Method] = {}
@@ -163,9 +227,12 @@ register_method(Method(name="intra", architecture="residual", terms=intra_terms,
                        summary="SEED's intra-component constraints only: L_mean + L_lang"))
 register_method(Method(name="inter", architecture="residual", terms=inter_terms,
                        summary="SEED's inter-component constraints only: L_cross + L_sep"))
+register_method(Method(name="fmda", architecture="fmda", terms=fmda_terms, token_level=True, language_classifier=True,
+                       summary="FMDA: token-level template/residual/language/meaning, reconstruction + contrastive "
+                               "losses (trains on MASSIVE)"))
 # `oracle` needs a base; `get_method("oracle", base=...)` builds it.
 ORACLE_BASES = ("dream", "meat")
-METHOD_NAMES = ("center", "dream", "meat", "oracle", "seed", "intra", "inter")
+METHOD_NAMES = ("center", "dream", "meat", "oracle", "seed", "intra", "inter", "fmda")
 
 
 def get_method(name: str, *, base: str | None = None) -> Method:

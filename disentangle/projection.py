@@ -25,6 +25,7 @@ KIND = "projection"
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 PARTS = ("meaning", "language")
+FMDA_PARTS = ("meaning", "template", "residual", "language")
 
 
 def save_projection(directory: str | Path, model, config: dict[str, Any]) -> None:
@@ -48,6 +49,10 @@ def _sha256(path: Path) -> str:
 
 
 def build_model(spec: dict[str, Any]):
+    if spec.get("architecture") == "fmda":
+        from xmine.disentangle.fmda import FMDA
+
+        return FMDA(spec)
     from xmine.disentangle.model import Disentangler
 
     return Disentangler(spec)
@@ -63,10 +68,19 @@ class Projection:
         self.method: str = config["method"]
         self.languages: list[str] = list(config["spec"].get("languages", []))
         self.dim: int = int(config["spec"]["dim"])
+        #: FMDA reads the encoder's token states: use `embed_texts`, not `transform`
+        self.token_level: bool = config["spec"].get("architecture") == "fmda"
+        self.parts: tuple[str, ...] = FMDA_PARTS if self.token_level else PARTS
 
     def fingerprint(self) -> dict[str, Any]:
-        """{"path", "method", "id"}: id = hash of the weights (equal ids = same projection)."""
-        return {"path": str(self.path), "method": self.method, "id": self.config["weights_sha256"][:16]}
+        """{"path", "method", "id"[, "shipped"]}: id = hash of the weights (equal ids = same projection);
+        "shipped" names the encoder whose default projection, shipped inside xmine, this is."""
+        from xmine.projection import SHIPPED_ROOT
+
+        fp = {"path": str(self.path), "method": self.method, "id": self.config["weights_sha256"][:16]}
+        if Path(self.path).resolve().parent == SHIPPED_ROOT:
+            fp["shipped"] = Path(self.path).resolve().name
+        return fp
 
     def check_encoder(self, encoder_fingerprint: dict[str, Any]) -> None:
         """Raise EncoderMismatchError unless embeddings of `encoder_fingerprint` may go through this projection.
@@ -111,6 +125,9 @@ class Projection:
         import torch
         import torch.nn.functional as F
 
+        if self.token_level:
+            raise ArtefactError(f"projection {self.path} ({self.method}) reads the encoder's token states, not "
+                                "sentence embeddings: it needs texts (Projection.embed_texts), not vectors")
         if part not in PARTS:
             raise ValueError(f"part must be one of {PARTS}, not {part!r}")
         emb = np.asarray(emb, dtype=np.float32)
@@ -125,6 +142,35 @@ class Projection:
                 m, l = self.model(e, ids)
                 x = m if part == "meaning" else l
                 out[start:start + len(e)] = F.normalize(x, dim=-1, eps=1e-12).numpy()
+        return out
+
+    def embed_texts(self, encoder, sentences: Sequence[str], parts: Sequence[str] = ("meaning",), *,
+                    show_progress: bool = False, batch_rows: int = 256) -> dict[str, np.ndarray]:
+        """FMDA: {part: (n, dim) float32 L2-normalised} of `sentences`, through the encoder's token path.
+
+        Memory is bounded by the encoder's sort window (token states are never all held).
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from xmine.disentangle.fmda import pad_batch
+
+        if not self.token_level:
+            raise ArtefactError(f"projection {self.path} ({self.method}) works on sentence vectors: use transform")
+        bad = [p for p in parts if p not in FMDA_PARTS]
+        if bad:
+            raise ValueError(f"parts must be among {FMDA_PARTS}, not {bad}")
+        self.check_encoder(encoder.fingerprint())
+        sentences = list(sentences)
+        out = {p: np.empty((len(sentences), self.dim), dtype=np.float32) for p in parts}
+        with torch.no_grad():
+            for w in encoder.encode_tokens(sentences, show_progress=show_progress):
+                for s in range(0, len(w.index), batch_rows):
+                    h, mask = pad_batch(w.tokens[s:s + batch_rows])
+                    res = self.model(h, mask)
+                    idx = w.index[s:s + batch_rows]
+                    for p in parts:
+                        out[p][idx] = F.normalize(res[p], dim=-1, eps=1e-12).numpy()
         return out
 
     def langid(self, emb: np.ndarray) -> tuple[list[str], np.ndarray]:

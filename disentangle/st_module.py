@@ -9,6 +9,10 @@ Saved models list it in modules.json by its class path
 sentence-transformers >= 6 imports a module class from outside its own package only when asked:
 load with `SentenceTransformer(path, trust_remote_code=True)` (the code comes from the installed
 xmine package, not from the model folder).
+
+`FMDAProjection` is the same for an FMDA projection, which reads the Transformer module's token
+embeddings instead of the pooled vector (see its docstring); the exported model's README.md
+says so.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from sentence_transformers.base.modules.module import Module
 
+from xmine.disentangle.fmda import FMDA, PARTS as FMDA_PARTS
 from xmine.disentangle.model import Disentangler
 from xmine.errors import EncoderError
 
@@ -84,6 +89,81 @@ class MeaningProjection(Module):
         return module.eval()
 
 
+class FMDAProjection(Module):
+    """FMDA inside a SentenceTransformer: token_embeddings + attention_mask -> one of its four parts.
+
+    Unlike `MeaningProjection` it reads the Transformer module's TOKEN states
+    (`features["token_embeddings"]`, the last hidden states, and `features["attention_mask"]`),
+    not the pooled sentence vector, so the pipeline must keep them: Transformer -> Pooling
+    [-> Normalize] -> FMDAProjection (sentence-transformers passes token_embeddings through).
+    """
+
+    config_keys = ["part", "spec", "method", "projection_id", "encoder"]
+
+    def __init__(self, spec: dict[str, Any], *, part: str = "meaning", method: str = "fmda", projection_id: str = "",
+                 encoder: dict[str, Any] | None = None):
+        super().__init__()
+        if part not in FMDA_PARTS:
+            raise ValueError(f"part must be one of {FMDA_PARTS}, not {part!r}")
+        self.part, self.spec, self.method = part, spec, method
+        self.projection_id, self.encoder = projection_id, encoder or {}
+        self.fmda = FMDA(spec)
+
+    @classmethod
+    def from_projection(cls, projection, *, part: str = "meaning") -> "FMDAProjection":
+        module = cls(projection.config["spec"], part=part, method=projection.method,
+                     projection_id=projection.fingerprint()["id"], encoder=projection.config["encoder"])
+        module.fmda.load_state_dict(projection.model.state_dict())
+        return module.eval()
+
+    def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
+        if "token_embeddings" not in features or "attention_mask" not in features:
+            raise EncoderError("FMDAProjection needs the Transformer module's token_embeddings and attention_mask "
+                               "(put it after Transformer and Pooling)")
+        parts = self.fmda(features["token_embeddings"].to(torch.float32), features["attention_mask"])
+        features["sentence_embedding"] = F.normalize(parts[self.part], dim=-1, eps=1e-12)
+        return features
+
+    def get_embedding_dimension(self) -> int:
+        return int(self.spec["dim"])
+
+    get_sentence_embedding_dimension = get_embedding_dimension
+
+    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
+        os.makedirs(output_path, exist_ok=True)
+        self.save_config(output_path)
+        state = {k: v.detach().contiguous().clone() for k, v in self.fmda.state_dict().items()}
+        save_file(state, os.path.join(output_path, "model.safetensors"))
+
+    @classmethod
+    def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None, revision=None,
+             local_files_only: bool = False, **kwargs) -> "FMDAProjection":
+        hub = dict(subfolder=subfolder, token=token, cache_folder=cache_folder, revision=revision,
+                   local_files_only=local_files_only)
+        config = cls.load_config(model_name_or_path, **hub)
+        module = cls(config["spec"], part=config.get("part", "meaning"), method=config.get("method", "fmda"),
+                     projection_id=config.get("projection_id", ""), encoder=config.get("encoder"))
+        weights = cls.load_file_path(model_name_or_path, filename="model.safetensors", **hub)
+        if weights is None:
+            raise EncoderError(f"{model_name_or_path}/{subfolder}: FMDAProjection has no model.safetensors")
+        module.fmda.load_state_dict(load_file(weights), strict=True)
+        return module.eval()
+
+
+FMDA_MODEL_CARD = """
+## xmine FMDA projection: needs the encoder's token states
+
+The last module of this model, `xmine.disentangle.st_module.FMDAProjection`, is an FMDA
+(Fine-grained Multilingual Disentangled Autoencoder) trained by `xmine train --method fmda`. It
+does not read the pooled sentence embedding: it reads the Transformer module's **token
+embeddings** (last hidden states, L x D) and the attention mask, and outputs the `{part}` part
+(one of meaning, template, residual, language), L2-normalised. Keep the Transformer module
+before it and do not drop `token_embeddings` from the features (sentence-transformers keeps
+them by default). Load with `SentenceTransformer(path, trust_remote_code=True)` and xmine
+installed. Projection id: `{projection_id}`; encoder: `{encoder}`.
+"""
+
+
 def _sentence_transformer_for(encoder_name: str, encoder):
     """The encoder as a SentenceTransformer, with the encoder's text prefix as its default prompt."""
     from sentence_transformers import SentenceTransformer
@@ -138,10 +218,16 @@ def _export(projection_dir, encoder_name: str, out_dir: Path, *, part: str, over
     encoder = load_encoder(encoder_name, device="cpu", precision="fp32")
     projection.check_encoder(encoder.fingerprint())
     st, prompts, default = _sentence_transformer_for(encoder_name, encoder)
-    model = SentenceTransformer(modules=[*st, MeaningProjection.from_projection(projection, part=part)], device="cpu",
-                                prompts=prompts, default_prompt_name=default)
+    head = (FMDAProjection if projection.token_level else MeaningProjection).from_projection(projection, part=part)
+    model = SentenceTransformer(modules=[*st, head], device="cpu", prompts=prompts, default_prompt_name=default)
     with atomic_dir(out_dir, kind=EXPORT_KIND, overwrite=overwrite) as tmp:
         model.save(str(tmp))
+        if projection.token_level:
+            card = Path(tmp) / "README.md"
+            text = card.read_text(encoding="utf-8") if card.is_file() else ""
+            card.write_text(text + FMDA_MODEL_CARD.format(part=part, projection_id=projection.fingerprint()["id"],
+                                                          encoder=projection.config["encoder"].get("name")),
+                            encoding="utf-8")
         (Path(tmp) / "xmine_projection.json").write_text(
             json.dumps({"projection": projection.fingerprint(), "encoder": projection.config["encoder"], "part": part},
                        indent=2) + "\n", encoding="utf-8")

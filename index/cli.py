@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from xmine.cluster import ray_option
 from xmine.encoders.options import precision_option
 from xmine.index.choose import INDEX_TYPES
 from xmine.options import LANG, Finite
@@ -42,12 +43,19 @@ _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the training sample.")
 @click.option("--encoder", default=None,
               help="Encoder for a text SOURCE (default me5-small); for a store, must match the store's.")
-@click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="Projection directory (xmine train): index its meaning part instead of raw embeddings.")
+@click.option("--projection", default=None, metavar="default|none|DIR",
+              help="Projection to index in: 'default' (the default: the projection shipped for me5-small; "
+                   "other encoders get raw embeddings, said in a log line), 'none' (raw embeddings), or a "
+                   "projection directory (xmine train). A store SOURCE keeps the projection it was made with "
+                   "unless one is given.")
 @precision_option(default_from="the precision of a store SOURCE")
 @click.option("--cpu", is_flag=True, help="Do not use GPUs even if FAISS reports some.")
+@ray_option("the build: training in one task, adding rows in parallel tasks (each shard a task with "
+            "--shard-rows, else pieces merged into one index). A store SOURCE is read by the workers from "
+            "its files; a text SOURCE is encoded here first (embed it with `xmine embed --ray` to encode "
+            "on the cluster). The index is the same as without --ray")
 def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
-                encoder, projection, precision, cpu):
+                encoder, projection, precision, cpu, ray_address):
     """Build a FAISS index over SOURCE's embeddings.
 
     SOURCE is a text file (one sentence a line; encoded with --encoder, cached) or an embedding
@@ -61,8 +69,13 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     from xmine.inputs import Encoders, artefact_precision, load_side
     from xmine.outputs import claim_output
 
+    if ray_address is not None:  # join the cluster first: a wrong address fails before any work
+        from xmine.cluster import connect
+
+        connect(ray_address)
     with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
-        encoders = Encoders(encoder, projection, precision, default_precision=artefact_precision([source]))
+        encoders = Encoders(encoder, projection, precision, default_precision=artefact_precision([source]),
+                            inputs=[source])
         # A text SOURCE is embedded into a store (a raw store projected) in a hidden temporary
         # directory beside the index, removed at the end.
         with tempfile.TemporaryDirectory(prefix=f".{Path(out_dir).name}.work-", dir=Path(out_dir).parent) as work:
@@ -72,8 +85,13 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
             config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
                                  gpu=not cpu,
                                  memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
+            rows = side.rows
+            if ray_address is not None:
+                from xmine.index.ray_build import build_index_ray as _build, rows_for_workers
+
+                rows = rows_for_workers(side)
             try:
-                ix = _build(side.rows, out_dir, sentences=side.text.path, line_numbers=side.line_numbers,
+                ix = _build(rows, out_dir, sentences=side.text.path, line_numbers=side.line_numbers,
                             encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
                             source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
                                                            {"path": str(Path(source).resolve()), **side.fingerprint})},
@@ -102,8 +120,9 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
 @click.option("--nprobe", type=click.IntRange(min=1), default=None, help="IVF lists to visit (default: the index's own).")
 @click.option("--encoder", default=None,
               help="Encoder for the queries (default: the index's); another encoder is refused.")
-@click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="Projection directory; required (and must match) when the index holds a meaning part.")
+@click.option("--projection", default=None, metavar="default|none|DIR",
+              help="Projection of the queries. Default: the one the index was made with (the shipped "
+                   "default projection, raw, or else it must be given); another one is refused.")
 @precision_option(default_from="the index's precision")
 def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection, precision):
     """Return the K nearest indexed sentences of every line of QUERIES, with cosine scores.
@@ -134,7 +153,7 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
     ix = IndexDir.open(index_dir)
     m = ix.manifest
     encoders = Encoders(encoder or m["encoder"]["name"], projection, precision,
-                        default_precision=fingerprint_precision(m["encoder"]))
+                        default_precision=fingerprint_precision(m["encoder"]), inputs=[index_dir])
     check_same_encoder(m["encoder"], encoders.encoder.fingerprint(), what=f"index {index_dir}")
     check_same_projection(m.get("projection"), encoders.projection_fp(), what=f"index {index_dir}")
     q = load_side(queries, lang=None, encoders=encoders)  # embedded in a temporary store

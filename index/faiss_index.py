@@ -162,6 +162,27 @@ def build_index(
     if n_text != n or len(line_numbers) != n:
         raise ConfigError(f"{n} embeddings but {n_text} sentences / {len(line_numbers)} line numbers")
     use_gpu = config.gpu and gpu_count() > 0
+    choice, shard_rows = resolve_choice(n, dim, config, use_gpu)
+
+    trained = train_index(embeddings, choice, seed=config.seed, use_gpu=use_gpu)
+    plan = shard_plan(n, shard_rows)
+    with atomic_dir(out_dir, kind=KIND, overwrite=overwrite) as tmp:
+        bar = tqdm(total=n, desc=f"indexing ({choice.factory})", unit="vec", disable=not show_progress)
+        for s, (start, stop) in enumerate(plan):
+            index = add_rows(trained, embeddings, start, stop, add_batch=config.add_batch, use_gpu=use_gpu,
+                             on_rows=bar.update)
+            faiss.write_index(index, str(tmp / shard_name(s)))
+            del index
+        bar.close()
+        write_index_files(tmp, plan, sentences=sentences, line_numbers=line_numbers, encoder=encoder,
+                          projection=projection, part=part, lang=lang, dim=dim, choice=choice, use_gpu=use_gpu,
+                          source=source, config=config)
+    log.info("index: %s (%s)", choice.factory, choice.reason)
+    return IndexDir.open(out_dir)
+
+
+def resolve_choice(n: int, dim: int, config: IndexConfig, use_gpu: bool) -> tuple[IndexChoice, int]:
+    """The index to build for n vectors of dim (see xmine.index.choose) and the rows per shard."""
     choice = choose_index(n, dim, kind=config.kind, gpu=use_gpu, memory_budget=config.memory_budget,
                           nlist=config.nlist, pq_m=config.pq_m, pq_bits=config.pq_bits)
     if config.nprobe:
@@ -172,10 +193,29 @@ def build_index(
     if choice.nlist and shard_rows < choice.nlist:
         raise ConfigError(f"shards of {shard_rows} rows cannot fill {choice.nlist} IVF lists; "
                           "use larger shards or --nlist")
+    return choice, shard_rows
 
+
+def shard_plan(n: int, shard_rows: int) -> list[tuple[int, int]]:
+    """(start, stop) rows of each shard."""
+    return [(start, min(start + shard_rows, n)) for start in range(0, n, shard_rows)]
+
+
+def shard_name(s: int) -> str:
+    return f"shard_{s:05d}.faiss"
+
+
+def train_index(embeddings, choice: IndexChoice, *, seed: int, use_gpu: bool) -> bytes:
+    """The empty index `choice.factory`, trained on a seeded sample of `embeddings`, serialised.
+
+    The sample depends only on (n, seed), so every run (local or on Ray) trains on the same rows.
+    """
+    import faiss
+
+    n, dim = embeddings.shape
     template = faiss.index_factory(dim, choice.factory, faiss.METRIC_INNER_PRODUCT)
     if not template.is_trained:
-        rng = np.random.default_rng(config.seed)
+        rng = np.random.default_rng(seed)
         sample = np.sort(rng.choice(n, size=choice.train_size, replace=False))
         train = _f32(embeddings[sample])
         idx, res = _to_gpu(template) if use_gpu else (template, None)
@@ -188,40 +228,43 @@ def build_index(
             raise ConfigError(f"cannot train {choice.factory} on {len(train):,} vectors ({detail}); "
                               "use --type flat or hnsw, a smaller --nlist / --pq-m, or a larger corpus") from None
         template = _to_cpu(idx, res)
-    trained = faiss.serialize_index(template)
+    return bytes(faiss.serialize_index(template))
 
-    shards = []
-    with atomic_dir(out_dir, kind=KIND, overwrite=overwrite) as tmp:
-        bar = tqdm(total=n, desc=f"indexing ({choice.factory})", unit="vec", disable=not show_progress)
-        for s, start in enumerate(range(0, n, shard_rows)):
-            stop = min(start + shard_rows, n)
-            index = faiss.deserialize_index(trained)
-            idx, res = _to_gpu(index) if use_gpu else (index, None)
-            for b in range(start, stop, config.add_batch):
-                idx.add(_f32(embeddings[b : min(b + config.add_batch, stop)]))
-                bar.update(min(b + config.add_batch, stop) - b)
-            index = _to_cpu(idx, res)  # a GPU index must be on CPU before write_index
-            name = f"shard_{s:05d}.faiss"
-            faiss.write_index(index, str(tmp / name))
-            shards.append({"file": name, "start": start, "rows": stop - start})
-            del index, idx
-        bar.close()
-        if text_file is not None:
-            shutil.copyfile(text_file, tmp / "sentences.txt")
-        else:
-            (tmp / "sentences.txt").write_text("".join(f"{t}\n" for t in sentences), encoding="utf-8")
-        np.save(tmp / "line_numbers.npy", np.asarray(line_numbers, dtype=np.int64))
-        files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(tmp.iterdir())}
-        write_manifest(tmp, KIND, {
-            "files": files,
-            "encoder": encoder, "projection": projection, "part": part, "lang": lang,
-            "count": n, "dim": dim, "choice": choice.to_dict(), "built_on_gpu": use_gpu,
-            "shards": shards, "source": source,
-            "provenance": provenance(kind=config.kind, shard_rows=config.shard_rows, nlist=config.nlist,
-                                     nprobe=config.nprobe, pq_m=config.pq_m, seed=config.seed),
-        }, format_version=FORMAT_VERSION)
-    log.info("index: %s (%s)", choice.factory, choice.reason)
-    return IndexDir.open(out_dir)
+
+def add_rows(trained: bytes, embeddings, start: int, stop: int, *, add_batch: int, use_gpu: bool,
+             on_rows=None):
+    """A copy of the trained index holding rows start:stop of `embeddings` (ids 0..stop-start-1),
+    on CPU; `on_rows(count)` after each batch added."""
+    import faiss
+
+    index = faiss.deserialize_index(np.frombuffer(trained, dtype=np.uint8))
+    idx, res = _to_gpu(index) if use_gpu else (index, None)
+    for b in range(start, stop, add_batch):
+        idx.add(_f32(embeddings[b : min(b + add_batch, stop)]))
+        if on_rows is not None:
+            on_rows(min(b + add_batch, stop) - b)
+    return _to_cpu(idx, res)  # a GPU index must be on CPU before write_index
+
+
+def write_index_files(tmp: Path, plan, *, sentences, line_numbers, encoder, projection, part, lang, dim: int,
+                      choice: IndexChoice, use_gpu: bool, source, config: IndexConfig) -> None:
+    """The text, line numbers and manifest of an index directory whose shards are written."""
+    n = plan[-1][1]
+    if isinstance(sentences, (str, Path)):  # the text file of a store or of the input
+        shutil.copyfile(sentences, tmp / "sentences.txt")
+    else:
+        (tmp / "sentences.txt").write_text("".join(f"{t}\n" for t in sentences), encoding="utf-8")
+    np.save(tmp / "line_numbers.npy", np.asarray(line_numbers, dtype=np.int64))
+    shards = [{"file": shard_name(s), "start": start, "rows": stop - start} for s, (start, stop) in enumerate(plan)]
+    files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(tmp.iterdir())}
+    write_manifest(tmp, KIND, {
+        "files": files,
+        "encoder": encoder, "projection": projection, "part": part, "lang": lang,
+        "count": n, "dim": dim, "choice": choice.to_dict(), "built_on_gpu": use_gpu,
+        "shards": shards, "source": source,
+        "provenance": provenance(kind=config.kind, shard_rows=config.shard_rows, nlist=config.nlist,
+                                 nprobe=config.nprobe, pq_m=config.pq_m, seed=config.seed),
+    }, format_version=FORMAT_VERSION)
 
 
 class IndexDir:
@@ -326,14 +369,15 @@ class IndexDir:
         use_gpu = gpu and gpu_count() > 0
         all_s, all_i = [], []
         for shard in shards:
-            index = self._shard(shard, keep=keep)
-            set_search_params(index, self.manifest["choice"], nprobe)
-            idx, res = _to_gpu(index) if use_gpu else (index, None)
-            kk = min(k, shard["rows"])
-            s, i = idx.search(queries, kk)
+            s, i = search_shard(self._shard(shard, keep=keep), shard, self.manifest["choice"], queries, k,
+                                nprobe=nprobe, use_gpu=use_gpu)
             all_s.append(s)
-            all_i.append(np.where(i >= 0, i + shard["start"], -1))
+            all_i.append(i)
         return merge_topk(all_s, all_i, k)
+
+    def load_shard(self, s: int):
+        """Shard number s as a FAISS index (read from disk; not kept)."""
+        return self._shard(self.manifest["shards"][s], keep=False)
 
     def reconstruct(self) -> np.ndarray:
         """The stored vectors (exact for Flat/HNSW/IVF-Flat, approximate for PQ), float32 (n, dim)."""
@@ -348,6 +392,15 @@ class IndexDir:
                 pass  # not an IVF index
             out[shard["start"] : shard["start"] + shard["rows"]] = index.reconstruct_n(0, shard["rows"])
         return out
+
+
+def search_shard(index, shard: dict, choice: dict, queries: np.ndarray, k: int, *, nprobe: int | None,
+                 use_gpu: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k of float32 `queries` in one shard: (sims, rows of the whole index; -1 when fewer)."""
+    set_search_params(index, choice, nprobe)
+    idx, res = _to_gpu(index) if use_gpu else (index, None)
+    s, i = idx.search(queries, min(k, shard["rows"]))
+    return s, np.where(i >= 0, i + shard["start"], -1)
 
 
 def _count_lines(path: Path) -> int:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from xmine.cluster import ray_option
 from xmine.encoders.options import precision_option
 from xmine.mining.approximate import INDEX_TYPES
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
@@ -51,9 +52,11 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
                    "(e.g. 2.0), before one-to-one matching.")
 @click.option("--encoder", default=None,
               help="Encoder for text inputs (default: the artefacts' encoder, else me5-small).")
-@click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="Projection directory (xmine train): mine on its meaning part. Without it, mines "
-                   "on the raw encoder embeddings.")
+@click.option("--projection", default=None, metavar="default|none|DIR",
+              help="Projection to mine in: 'default' (the default: the projection shipped with xmine for "
+                   "the default encoder me5-small; any other encoder gets raw embeddings, said in a log line), "
+                   "'none' (raw encoder embeddings), or a projection directory (xmine train). With a store or "
+                   "index input, the default follows the projection that input was made with.")
 @click.option("--approximate", is_flag=True,
               help="Search neighbours with IVF / IVF-PQ indexes built in OUT.work/ (one quantiser trained on "
                    "both sides, shards, resumable) instead of the exact blocked product; margin, one-to-one "
@@ -89,9 +92,11 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
                    "same byte for byte whatever the product. cuda without a GPU is an error.")
 @precision_option(default_from="the precision of the store or index inputs")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
+@ray_option("the exact neighbour search (tiles of the product as tasks, merged per row). The TSV is byte for "
+            "byte the one without --ray. Not yet with --approximate or an index side")
 def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows,
-         line_numbers, meta, block_rows, block_cols, workers, product, precision, keep_work):
+         line_numbers, meta, block_rows, block_cols, workers, product, precision, keep_work, ray_address):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
     SRC and TGT are each a text file (one sentence a line), an embedding store directory (xmine
@@ -115,7 +120,7 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
     summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                     precision=precision, projection=projection, approximate=approximate,
                     approximate_config=approx, line_numbers=line_numbers, meta=meta, keep_work=keep_work,
-                    overwrite=overwrite)
+                    overwrite=overwrite, ray=ray_address)
     click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "
                f"unique sentences ({summary['search']}) -> {out}", err=True)
 

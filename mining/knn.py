@@ -254,6 +254,9 @@ class _Worker:
             self.bwd_idx = np.full((m, w), -1, dtype=np.int64)
         else:
             self.bwd_prod, self.bwd_idx = state[0].copy(), state[1].copy()
+        # Empty column lists: the first row block sets floors from its own k-th best products.
+        self.fresh = state is None
+        self.col_floor = None
         # Reused: a fresh 16-MB array per block costs page faults every time.
         self.buf = buffer
 
@@ -415,7 +418,7 @@ def exact_knn_both(
     ckpt = _Checkpoint(checkpoint_dir, key) if checkpoint_dir is not None else None
     done, resumed_state = 0, None
     if ckpt is not None:
-        loaded = _load_valid_checkpoint(ckpt, n=n, m=m, kx=kx, ky=ky)
+        loaded = _load_valid_checkpoint(ckpt, n=n, m=m, kx=kx, ky=wy)  # the y->x state is W wide
         if loaded is not None:
             done, chunks, bwd_p, bwd_i = loaded
             resumed_state = (bwd_p, bwd_i)
@@ -457,12 +460,22 @@ def exact_knn_both(
             run_i = np.full((i1 - i0, wx), -1, dtype=np.int64)
             row_floor = _sample_floor(xb, tx.n[i0:i1], y, ty.n, kx)
             eb_x = ebar_x[i0:i1]
+            fresh, w.fresh = w.fresh, False
+            if w.col_floor is None:
+                w.col_floor = col_floor.copy()
             for j0 in range(0, m, block_cols):
                 j1 = min(j0 + block_cols, m)
                 s = prod.scores(px, prod.prepare(y_block(j0, j1), ty.tiny), w.buf)
                 cp, ci = w.bwd_prod[j0:j1], w.bwd_idx[j0:j1]
+                # A row's (column's) first block: k of its entries reach their k-th best product,
+                # a far better floor than the sample's, before anything is taken from the block.
+                if j0 == 0 and j1 - j0 >= kx:
+                    row_floor = np.maximum(row_floor, prod.lower(prod.kth_largest(s, kx, 1)) - eb_x)
+                if fresh and i1 - i0 >= ky:
+                    w.col_floor[j0:j1] = np.maximum(w.col_floor[j0:j1],
+                                                    prod.lower(prod.kth_largest(s, ky, 0)) - ebar_y[j0:j1])
                 t_rows = _screen_t(_tau(row_floor, run_p[:, kx - 1], eb_x, prod), eb_x)
-                t_cols = _screen_t(_tau(col_floor[j0:j1], cp[:, ky - 1], ebar_y[j0:j1], prod), ebar_y[j0:j1])
+                t_cols = _screen_t(_tau(w.col_floor[j0:j1], cp[:, ky - 1], ebar_y[j0:j1], prod), ebar_y[j0:j1])
                 (r, c, v), (r2, c2, v2) = prod.screen(s, t_rows, t_cols)
                 _merge_sparse(run_p, run_i, r, v, c + j0, by_index=False)
                 _merge_sparse(cp, ci, c2, v2, r2 + i0, by_index=False)
@@ -505,7 +518,8 @@ def exact_knn_both(
         bar.close()
         # All of x seen: rescore what can reach each column's top-k.
         bwd_p, bwd_i = _merge_states([(w.bwd_prod, w.bwd_idx) for w in pool])
-        bwd_sims, bwd_idx, over, t = _finalize(bwd_p, bwd_i, y, np.arange(m), ty, x, tx, col_floor, ebar_y, ky, prod)
+        floor = np.max([col_floor] + [w.col_floor for w in pool if w.col_floor is not None], axis=0)
+        bwd_sims, bwd_idx, over, t = _finalize(bwd_p, bwd_i, y, np.arange(m), ty, x, tx, floor, ebar_y, ky, prod)
         for o0 in range(0, len(over), block_rows):  # overflowed columns, block by block
             o = over[o0 : o0 + block_rows]
             _second_pass(_as_f32_rows(y, o), ty.n[o], t[o], bwd_sims, bwd_idx, o, x, tx.n, n, block_cols, pool[0].buf)

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from xmine.artefacts import provenance
+from xmine.errors import ConfigError
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.products import resolve_product
 from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
@@ -97,6 +98,7 @@ def mine(
     keep_work: bool = False,
     show_progress: bool = True,
     overwrite: bool = False,
+    ray: str | None = None,
 ) -> dict:
     """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`).
 
@@ -105,19 +107,30 @@ def mine(
     replaced only with `overwrite`, and a second run writing the same `out` is refused.
     `encoder` and `precision` encode text sides; by default those of the artefact sides (stores,
     indexes), else me5-small at "auto" precision.
+
+    `ray`: None runs in this process; "auto" or a cluster address runs the exact kNN search as
+    Ray tasks (`xmine.mining.ray_knn`), with byte-identical output.
     """
     from xmine.outputs import claim_output
 
     out = Path(out)
-    # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU).
+    # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU)
+    # or the Ray cluster cannot be joined.
     if not approximate:
         resolve_product(config.product)
+    if ray is not None:
+        if approximate:
+            raise ConfigError("--ray runs the exact search; --approximate on Ray is not built yet "
+                              "(build the indexes with `xmine build-index --ray` and mine without --ray)")
+        from xmine.cluster import connect
+
+        connect(ray)
     with claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection], overwrite=overwrite,
                       companions=(".meta", ".work"), legacy=_legacy_result) as claim:
         return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                      precision=precision, projection=projection, approximate=approximate,
                      approximate_config=approximate_config, line_numbers=line_numbers, meta=meta,
-                     keep_work=keep_work, show_progress=show_progress)
+                     keep_work=keep_work, show_progress=show_progress, ray=ray)
 
 
 def _legacy_result(out: Path) -> bool:
@@ -131,7 +144,7 @@ def _legacy_result(out: Path) -> bool:
 
 
 def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate,
-          approximate_config, line_numbers, meta, keep_work, show_progress) -> dict:
+          approximate_config, line_numbers, meta, keep_work, show_progress, ray=None) -> dict:
     from xmine.inputs import Encoders, artefact_encoder_name, artefact_precision, check_compatible, load_side
 
     out = claim.path
@@ -147,7 +160,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         return work / tag
 
     encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection, precision,
-                        default_precision=artefact_precision([src, tgt]))
+                        default_precision=artefact_precision([src, tgt]), inputs=[src, tgt])
     sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src"), show_progress=show_progress)
     sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt"), show_progress=show_progress)
     try:
@@ -166,6 +179,9 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         key = hashlib.sha256(json.dumps(
             [sx.fingerprint_key(), sy.fingerprint_key(), config.k, config.block_rows, config.block_cols,
              config.min_length, config.max_length], default=str).encode()).hexdigest()
+        if ray is not None and search != "exact":
+            raise ConfigError("--ray runs the exact search; an index side on Ray is not built yet "
+                              "(mine without --ray, or give embedding stores)")
         if search != "faiss-index":
             claim.work_dir(".work")  # checkpoints
         if len(mx.ids) == 0 or len(my.ids) == 0:
@@ -182,6 +198,12 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
             knn = approximate_knn_both(mx.rows, my.rows, config.k, config=approximate_config, work_dir=work / "ann",
                                        key=key, show_progress=show_progress)
             mined = select_pairs(*knn, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
+        elif ray is not None:
+            from xmine.mining.ray_knn import ray_knn_both
+
+            mined = mine_embeddings(mx.rows, my.rows, config=select_config, src_lengths=mx.lengths,
+                                    tgt_lengths=my.lengths, checkpoint_dir=work / "knn-ray", checkpoint_key=key,
+                                    show_progress=show_progress, knn=ray_knn_both)
         else:
             mined = mine_embeddings(mx.rows, my.rows, config=select_config, src_lengths=mx.lengths,
                                     tgt_lengths=my.lengths, checkpoint_dir=work / "knn", checkpoint_key=key,
@@ -200,7 +222,9 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
             "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy), "unique": my.unique,
                     "mined_rows": len(my.ids)},
             "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
+            "projection_choice": encoders.choice.record(),
             "search": search,
+            "ray": ray,
             "product": resolve_product(config.product) if search == "exact" else None,
             "score_quantiles": ({q: float(np.quantile(mined.score, q)) for q in (0.1, 0.5, 0.9)} if len(mined) else {}),
             "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang,

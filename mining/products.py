@@ -204,6 +204,11 @@ class Fp32Product:
         return (_split(s, extract(s, tr, 1), np.asarray) if tr.min(initial=np.inf) < np.inf else _EMPTY,
                 _split(s, extract(s, tc, 0), np.asarray) if tc.min(initial=np.inf) < np.inf else _EMPTY)
 
+    def kth_largest(self, s, k: int, axis: int) -> np.ndarray:
+        """The k-th largest product value of each row (axis=1) or column (axis=0), float32."""
+        n = s.shape[axis]
+        return np.take(np.partition(s, n - k, axis=axis), n - k, axis=axis)
+
     def lower(self, v):
         return np.asarray(v, dtype=np.float64)
 
@@ -264,6 +269,13 @@ class Bf16Product:
         return tuple(_split(s, extract(keys, kt, axis), _bits_to_f32) if kt.min(initial=skip) < skip else _EMPTY
                      for kt, axis in ((kr, 1), (kc, 0)))
 
+    def kth_largest(self, s, k: int, axis: int) -> np.ndarray:
+        if s.dtype == np.float32:
+            return Fp32Product.kth_largest(self, s, k, axis)
+        n = s.shape[axis]
+        kth = np.take(np.partition(_bf16_key(s), n - k, axis=axis), n - k, axis=axis)
+        return _bits_to_f32(_bf16_key(kth))  # the key map is its own inverse
+
     def lower(self, v):
         v = np.asarray(v, dtype=np.float64)
         return v - _ulp_bound(v, 7)
@@ -321,6 +333,9 @@ class CudaProduct:
             rows, cols = (s >= t).nonzero(as_tuple=True)
             out.append((rows.cpu().numpy(), cols.cpu().numpy(), s[rows, cols].cpu().numpy()))
         return tuple(out)
+
+    def kth_largest(self, s, k: int, axis: int) -> np.ndarray:
+        return self.torch.topk(s, k, dim=axis).values.select(axis, k - 1).cpu().numpy()
 
     def lower(self, v):
         return np.asarray(v, dtype=np.float64)

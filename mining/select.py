@@ -262,11 +262,14 @@ def mine_embeddings(
     checkpoint_dir=None,
     checkpoint_key: str = "",
     show_progress: bool = False,
+    knn=exact_knn_both,
 ) -> MinedPairs:
     """Mine pairs between source embeddings x (n, d) and target embeddings y (m, d), exactly.
 
     Rows should be L2-normalised. Returned indices refer to rows of x and y. Sentences outside the
     length bounds (needs src_lengths/tgt_lengths, in characters) are left out before mining.
+    `knn` computes both directions' neighbours: `exact_knn_both` here, or the same search
+    scheduled elsewhere with the same arguments and result (`xmine.mining.ray_knn.ray_knn_both`).
     """
     sx = length_mask(src_lengths, config)
     sy = length_mask(tgt_lengths, config)
@@ -277,12 +280,12 @@ def mine_embeddings(
     if len(xs) == 0 or len(ys) == 0:
         e = np.zeros(0, np.int64)
         return MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
-    knn = exact_knn_both(xs, ys, config.k, block_rows=config.block_rows, block_cols=config.block_cols,
-                         workers=config.workers, product=config.product, checkpoint_dir=checkpoint_dir, checkpoint_key=checkpoint_key,
-                         show_progress=show_progress)
+    neighbours = knn(xs, ys, config.k, block_rows=config.block_rows, block_cols=config.block_cols,
+                     workers=config.workers, product=config.product, checkpoint_dir=checkpoint_dir,
+                     checkpoint_key=checkpoint_key, show_progress=show_progress)
     sl = src_lengths[xr] if (src_lengths is not None and xr is not None) else src_lengths
     tl = tgt_lengths[yr] if (tgt_lengths is not None and yr is not None) else tgt_lengths
-    mined = select_pairs(*knn, config=config, src_lengths=sl, tgt_lengths=tl)
+    mined = select_pairs(*neighbours, config=config, src_lengths=sl, tgt_lengths=tl)
     if xr is None and yr is None:
         return mined
     return MinedPairs(src_idx=xr[mined.src_idx] if xr is not None else mined.src_idx,

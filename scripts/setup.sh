@@ -22,8 +22,10 @@ pip_q() { "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$@" 
 has_gpu=0
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then has_gpu=1; fi
 
-# Re-install when pyproject.toml changed since the last successful set-up.
-want="$(sha256sum pyproject.toml | cut -c1-16)-gpu$has_gpu"
+# The extras installed: dev (pytest) and ray (`--ray`; the tests run on a local Ray cluster).
+EXTRAS="dev,ray"
+# Re-install when pyproject.toml or the extras changed since the last successful set-up.
+want="$(sha256sum pyproject.toml | cut -c1-16)-$EXTRAS-gpu$has_gpu"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
     exit 0
 fi
@@ -34,8 +36,8 @@ if ! "$VENV/bin/python" -c "import torch" >/dev/null 2>&1; then
     pip_q "$spec"
 fi
 echo "[setup] installing xmine and its dependencies" >&2
-pip_q -e ".[dev]"
-"$VENV/bin/python" -c "import xmine.mining, torch, faiss, sentence_transformers" \
+pip_q -e ".[$EXTRAS]"
+"$VENV/bin/python" -c "import xmine.mining, torch, faiss, sentence_transformers, ray.data" \
     || { echo "[setup] install failed (see pip output above)" >&2; exit 1; }
 if [ "$has_gpu" = 1 ]; then
     echo "[setup] NVIDIA GPU found: replacing faiss-cpu with faiss-gpu" >&2

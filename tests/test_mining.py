@@ -196,15 +196,27 @@ def test_float16_input_gives_same_neighbours():
         np.testing.assert_array_equal(u, v)
 
 
-def test_checkpoint_resume_gives_identical_results(tmp_path):
+@pytest.mark.parametrize("product", ["fp32", "bf16"])
+def test_checkpoint_resume_gives_identical_results(tmp_path, product, caplog, monkeypatch):
+    import xmine.mining.knn as knn
+
     rng = np.random.default_rng(6)
     x = rng.standard_normal((500, 16)).astype(np.float32)
     y = rng.standard_normal((400, 16)).astype(np.float32)
-    ref = exact_knn_both(x, y, 4, block_rows=100)
+    ref = exact_knn_both(x, y, 4, block_rows=100, product=product)
     ck = tmp_path / "ck"
-    exact_knn_both(x[:300], y, 4, block_rows=100, checkpoint_dir=ck, checkpoint_key="a", checkpoint_seconds=0)
-    # Same key, full x: resumes after the 300 rows already done (as after a crash at row 300).
-    got = exact_knn_both(x, y, 4, block_rows=100, checkpoint_dir=ck, checkpoint_key="a", checkpoint_seconds=0)
+    exact_knn_both(x[:300], y, 4, block_rows=100, checkpoint_dir=ck, checkpoint_key="a", checkpoint_seconds=0,
+                   product=product)
+    # Same key, full x: resumes after the 300 rows already done (as after a crash at row 300),
+    # so only rows 300.. are read again.
+    read = []
+    real = knn._as_f32
+    monkeypatch.setattr(knn, "_as_f32", lambda a, i, j: (read.append((a is x, i, j)), real(a, i, j))[1])
+    got = exact_knn_both(x, y, 4, block_rows=100, checkpoint_dir=ck, checkpoint_key="a", checkpoint_seconds=0,
+                         product=product)
+    monkeypatch.undo()
+    assert "damaged" not in caplog.text
+    assert sorted(i for is_x, i, j in read if is_x and j - i <= 100) == [300, 400]  # x's row blocks read
     for r, g in zip(ref, got):
         np.testing.assert_array_equal(r, g)
     # Another key: the old state is discarded, results still right.

@@ -392,19 +392,22 @@ def test_cli_encoders_lists_the_builtin_encoders():
     assert any("sentence-transformers" in line for line in lines)
 
 
-def test_embedding_cache_writes_into_a_table_with_more_columns(tmp_path):
-    """The cache is shared by every xmine version on a machine: a newer one may add columns
-    (with defaults); an older writer must still store into it, naming its two columns."""
+def test_embedding_cache_from_before_the_lru_column_keeps_its_rows_and_takes_new_ones(tmp_path):
+    """$XMINE_HOME is shared by every xmine version on a machine: a cache file written before the
+    LRU `used` column existed must keep its rows and take new ones."""
     import sqlite3
 
     from xmine.embed_cache import EmbeddingCache
 
     path = tmp_path / "c.sqlite"
     db = sqlite3.connect(path)
-    db.execute("CREATE TABLE emb (key BLOB PRIMARY KEY, vec BLOB NOT NULL, used REAL NOT NULL DEFAULT 0)")
+    db.execute("CREATE TABLE emb (key BLOB PRIMARY KEY, vec BLOB NOT NULL)")
+    db.execute("INSERT INTO emb VALUES (?, ?)", (b"old", np.full(3, 2, dtype=np.float32).tobytes()))
     db.commit()
     db.close()
     cache = EmbeddingCache({"name": "x", "dim": 3}, path=path)
-    cache.store([b"k1"], np.ones((1, 3), dtype=np.float32))
-    assert np.array_equal(cache.lookup([b"k1"])[b"k1"], np.ones(3, dtype=np.float32))
+    cache.store([b"new"], np.ones((1, 3), dtype=np.float32))
+    found = cache.lookup([b"old", b"new"])
+    assert np.array_equal(found[b"old"], np.full(3, 2, dtype=np.float32))
+    assert np.array_equal(found[b"new"], np.ones(3, dtype=np.float32))
     cache.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from xmine.cluster import ray_option
 from xmine.corpus import DEFAULT_MAX_CHARS
 from xmine.encoders.options import precision_option
 from xmine.options import LANG
@@ -56,8 +57,10 @@ def describe_auto_precision() -> str:
               help="Store directory to create (or to resume, or to return at once if already finished).")
 @click.option("--encoder", "encoder_name", default="me5-small", show_default=True,
               help="Encoder name (see `xmine encoders`) or any sentence-transformers model name/path.")
-@click.option("--projection", type=click.Path(exists=True, file_okay=False, path_type=str), default=None,
-              help="A trained projection directory (`xmine train`): store its --part instead of raw embeddings.")
+@click.option("--projection", default=None, metavar="default|none|DIR",
+              help="'default' (the default: the projection shipped for me5-small; other encoders store raw "
+                   "embeddings, said in a log line), 'none' (raw encoder embeddings), or a projection directory "
+                   "(xmine train): store its --part.")
 @click.option("--part", type=click.Choice(["meaning", "language"]), default="meaning", show_default=True,
               help="Which part of the projection to store (needs --projection for 'language').")
 @click.option("--dtype", type=click.Choice(["float16", "float32"]), default="float16", show_default=True,
@@ -74,8 +77,10 @@ def describe_auto_precision() -> str:
 @click.option("--device", default=None, help="Torch device for the encoder (default: cuda if present, else cpu).")
 @precision_option(default_from="the precision of the finished store OUT")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@ray_option("the encoding (an actor pool of encoders, one shard per task; choose --shard-rows so that "
+            "each actor gets several shards). The store is the same as without --ray")
 def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_size, shard_rows,
-          max_chars, overwrite, device, precision, quiet) -> None:
+          max_chars, overwrite, device, precision, quiet, ray_address) -> None:
     """Embed CORPUS (one sentence per line, UTF-8, plain or gzip) into an embedding store.
 
     The store (OUT) holds .npy shards, the line number and text of every sentence, and a
@@ -91,13 +96,20 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
       xmine embed news.de.txt.gz --lang de -o stores/news.de
     """
     from xmine.encoders import load_encoder
+    from xmine.inputs import artefact_projection
+    from xmine.projection import choose_projection
     from xmine.store import embed_corpus
-    # A finished store is returned as it is, so by default it is asked for at its own precision.
-    encoder = load_encoder(encoder_name, device=device, precision=precision or _store_precision(out_dir) or "auto")
+
+    # A finished store is returned as it is, so by default it is asked for at its own precision,
+    # and with the projection it was made with.
+    finished = _store_precision(out_dir)
+    encoder = load_encoder(encoder_name, device=device, precision=precision or finished or "auto")
+    choice = choose_projection(projection, encoder_name=encoder_name, encoder_fp=encoder.fingerprint,
+                               artefact_projection=artefact_projection([out_dir]) if finished else (False, None))
     store = embed_corpus(
-        corpus, out_dir, encoder=encoder, lang=lang, projection=projection, part=part, dtype=dtype,
+        corpus, out_dir, encoder=encoder, lang=lang, projection=choice.path, part=part, dtype=dtype,
         shard_rows=shard_rows, batch_size=batch_size, max_chars=max_chars, overwrite=overwrite,
-        show_progress=not quiet,
+        show_progress=not quiet, ray=ray_address,
     )
     info = store.build_info
     if info is not None and info.already_done:

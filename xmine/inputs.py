@@ -34,7 +34,7 @@ from xmine.artefacts import MANIFEST, atomic_path, atomic_write_json
 from xmine.corpus import normalise_whitespace
 from xmine.errors import ArtefactError, ConfigError, EncoderMismatchError, InputError
 from xmine.plugins import open_artefact
-from xmine.projection import ProjectionLike, resolve_projection
+from xmine.projection import ProjectionLike, choose_projection, resolve_projection
 from xmine.store.rows import ShardRows
 from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
 
@@ -167,22 +167,48 @@ def artefact_precision(paths) -> str | None:
     return fingerprint_precision(fp) if fp else None
 
 
+def artefact_projection(paths) -> tuple[bool, dict | None]:
+    """(whether one of `paths` is a store/index, the projection fingerprint the first one records)."""
+    for p in paths:
+        if Path(p).is_dir() and (Path(p) / MANIFEST).is_file():
+            try:
+                return True, json.loads((Path(p) / MANIFEST).read_text(encoding="utf-8")).get("projection")
+            except (ValueError, AttributeError):
+                continue
+    return False, None
+
+
 class Encoders:
     """Loads the encoder and projection once, only if a side needs them.
 
-    `precision`: what the user asked for (None: not given); `default_precision`: what to use when
-    it was not given (the input artefacts' precision, so that text encoded beside a store or an
-    index matches it), else "auto".
+    `projection`: the `--projection` value (None/"default", "none" or a directory), resolved by
+    `xmine.projection.choose_projection`; `inputs`: the paths named, so an implicit default
+    follows a store's or index's own projection. `precision`: what the user asked for (None: not
+    given); `default_precision`: what to use when it was not given (the input artefacts'
+    precision, so that text encoded beside a store or an index matches it), else "auto".
     """
 
-    def __init__(self, encoder_name: str | None, projection_path: str | Path | None, precision: str | None = None,
-                 *, default_precision: str | None = None):
+    def __init__(self, encoder_name: str | None, projection: str | Path | None, precision: str | None = None,
+                 *, default_precision: str | None = None, inputs=()):
         self.encoder_name = encoder_name
-        self.projection_path = projection_path
+        self.projection_spec = projection
         self.precision = precision
         self.default_precision = default_precision
+        self._artefact = artefact_projection(inputs)
+        self._choice = None
         self._encoder = None
         self._projection = None
+
+    @property
+    def choice(self):
+        """The resolved `ProjectionChoice` (path or raw, and why)."""
+        if self._choice is None:
+            from xmine.encoders import DEFAULT_ENCODER
+
+            self._choice = choose_projection(
+                self.projection_spec, encoder_name=self.encoder_name or DEFAULT_ENCODER,
+                encoder_fp=lambda: self.encoder.fingerprint(), artefact_projection=self._artefact)
+        return self._choice
 
     @property
     def encoder(self):
@@ -197,8 +223,8 @@ class Encoders:
 
     @property
     def projection(self):
-        if self._projection is None and self.projection_path is not None:
-            self._projection = resolve_projection(self.projection_path)
+        if self._projection is None and self.choice.path is not None:
+            self._projection = resolve_projection(self.choice.path)
         return self._projection
 
     def projection_fp(self) -> dict | None:

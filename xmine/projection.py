@@ -5,16 +5,40 @@ disentanglers of `xmine.disentangle` are one implementation. The core (store wri
 layer) only calls the three methods of `ProjectionLike`, so it never imports the feature
 package: a projection DIRECTORY is opened through the artefact reader registered for the
 kind "projection" (see `xmine.plugins`).
+
+Which projection (`choose_projection`): xmine ships a small trained projection for its default
+encoder inside the package (`xmine/projections/<encoder>/`: a normal projection directory, plus
+`SHIPPED.json` with the command that rebuilds it, its data hashes, the commit and its benchmark
+numbers). Commands that embed text (`embed`, `build-index`, `search`, `mine`) then work in its
+meaning space by default:
+
+- not given (`None`) or `default`: the shipped projection of the encoder in use, when there is one
+  and the encoder is the one it was trained on (the same weights and prefix, at any precision:
+  `xmine.encoders.check_projection_encoder`). Any other encoder gets raw embeddings, said in a
+  log line. When an input is
+  already an embedding store or an index, an implicit default follows what that artefact was made
+  with, so earlier raw artefacts keep working.
+- `none`: raw encoder embeddings.
+- a directory: that projection (`xmine train`).
+
+Every artefact records the projection's fingerprint (a shipped one carries "shipped": encoder
+name), and the mining summary also records how it was chosen (`ProjectionChoice.record`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import logging
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from xmine.errors import ConfigError, InputError
 from xmine.plugins import open_artefact
+
+log = logging.getLogger("xmine")
 
 PROJECTION_KIND = "projection"
 
@@ -42,4 +66,113 @@ def resolve_projection(projection: "ProjectionLike | str | Path | None") -> Proj
     return open_artefact(projection, PROJECTION_KIND)
 
 
-__all__ = ["PROJECTION_KIND", "ProjectionLike", "resolve_projection"]
+DEFAULT = "default"
+NONE = "none"
+#: The folder of shipped projections (package data), one sub-folder per encoder name.
+SHIPPED_ROOT = Path(__file__).resolve().parent / "projections"
+SHIPPED_INFO = "SHIPPED.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class ProjectionChoice:
+    """What `--projection` resolved to: a projection directory (None = raw) and why."""
+
+    path: Path | None
+    #: "default", "none", "path", "default-unavailable" or "artefact"
+    how: str
+    reason: str
+
+    def record(self) -> dict[str, Any]:
+        return {"how": self.how, "reason": self.reason, "path": str(self.path) if self.path else None}
+
+
+def shipped_dir(encoder_name: str) -> Path | None:
+    """The shipped projection folder for an encoder name, if the package has one."""
+    if not encoder_name or "/" in encoder_name or "\\" in encoder_name or encoder_name.startswith("."):
+        return None  # a model path or hub name: never a shipped one
+    d = SHIPPED_ROOT / encoder_name
+    return d if (d / "manifest.json").is_file() and (d / "config.json").is_file() else None
+
+
+def shipped_encoder(encoder_name: str) -> dict[str, Any] | None:
+    """The encoder fingerprint the shipped projection of `encoder_name` was trained on."""
+    d = shipped_dir(encoder_name)
+    if d is None:
+        return None
+    return json.loads((d / "config.json").read_text(encoding="utf-8"))["encoder"]
+
+
+def shipped_info(encoder_name: str) -> dict[str, Any] | None:
+    """SHIPPED.json of the shipped projection (recipe, data hashes, commit, numbers)."""
+    d = shipped_dir(encoder_name)
+    if d is None or not (d / SHIPPED_INFO).is_file():
+        return None
+    return json.loads((d / SHIPPED_INFO).read_text(encoding="utf-8"))
+
+
+def is_shipped(projection_fp: dict | None) -> bool:
+    return bool(projection_fp) and bool(projection_fp.get("shipped"))
+
+
+def _takes(trained: dict, actual: dict, *, what: str) -> bool:
+    """Whether a projection trained on `trained` applies to `actual`'s embeddings: the encoders'
+    one rule (`check_projection_encoder`: the same weights and prefix, at any precision)."""
+    from xmine.encoders import check_projection_encoder
+    from xmine.errors import EncoderMismatchError
+
+    try:
+        check_projection_encoder(trained, actual, what=what)
+    except EncoderMismatchError:
+        return False
+    return True
+
+
+def choose_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp=None,
+                       artefact_projection: tuple[bool, dict | None] = (False, None)) -> ProjectionChoice:
+    """What a `--projection` value means here (see the module doc); loads nothing.
+
+    `encoder_fp`: the encoder's fingerprint, or a callable returning it (called only when the
+    shipped projection's encoder name matches, so naming another encoder loads nothing).
+    `artefact_projection`: (an input is a store/index, the projection fingerprint it records).
+    """
+    text = str(spec) if spec is not None else None
+    if text is not None and text.lower() == NONE:
+        return ProjectionChoice(None, "none", "--projection none: raw encoder embeddings")
+    if text is not None and text.lower() != DEFAULT:
+        path = Path(text).expanduser()
+        if not path.is_dir():
+            raise InputError(path, "--projection: no such projection directory (or use 'default' / 'none')")
+        return ProjectionChoice(path, "path", f"projection {path}")
+    explicit = text is not None
+    has_artefact, recorded = artefact_projection
+    if not explicit and has_artefact:
+        if recorded is None:
+            return ProjectionChoice(None, "artefact", "the input artefact holds raw embeddings")
+        if is_shipped(recorded):
+            d = shipped_dir(encoder_name)
+            if d is not None:
+                return ProjectionChoice(d, "artefact", "the input artefact was made with the shipped projection")
+        raise ConfigError(f"the input artefact was made with projection {recorded.get('path')} "
+                          f"(id {recorded.get('id')}); pass it with --projection")
+    d = shipped_dir(encoder_name)
+    if d is None:
+        msg = f"no shipped projection for encoder {encoder_name!r}: using raw embeddings"
+        if explicit:
+            raise ConfigError(f"--projection default: {msg.split(':')[0]}")
+        log.info(msg)
+        return ProjectionChoice(None, "default-unavailable", msg)
+    trained = shipped_encoder(encoder_name)
+    actual = encoder_fp() if callable(encoder_fp) else encoder_fp
+    if actual is not None and not _takes(trained, actual, what=f"the shipped projection {d}"):
+        msg = (f"the shipped projection was trained on encoder {trained.get('name')!r} id {trained.get('id')!r}, "
+               f"not {actual.get('name')!r} id {actual.get('id')!r} (other weights or prefix): "
+               "using raw embeddings")
+        if explicit:
+            raise ConfigError(f"--projection default: {msg}")
+        log.info(msg)
+        return ProjectionChoice(None, "default-unavailable", msg)
+    return ProjectionChoice(d, "default", f"the shipped default projection for {encoder_name} ({d})")
+
+
+__all__ = ["DEFAULT", "NONE", "PROJECTION_KIND", "ProjectionChoice", "ProjectionLike", "SHIPPED_ROOT", "choose_projection",
+           "resolve_projection", "shipped_dir", "shipped_info"]

@@ -166,6 +166,7 @@ def embed_corpus(
     overwrite: bool = False,
     show_progress: bool = True,
     on_shard_done: Callable[[int, int], None] | None = None,
+    ray: str | None = None,
 ) -> EmbeddingStore:
     """Embed a corpus file (one sentence per line) into an embedding store at `out_dir`.
 
@@ -181,6 +182,9 @@ def embed_corpus(
       when it was made from other inputs or settings.
     - `on_shard_done(shard_index, rows_done)`: called after each shard is safely on disk.
 
+    `ray`: None encodes in this process; "auto" or a Ray cluster address encodes the shards in an
+    actor pool on that cluster (`xmine.store.ray_writer`), writing the same store.
+
     Returns the opened store; its `build_info` says what this call did. See the module doc for
     the resume rules.
     """
@@ -192,6 +196,10 @@ def embed_corpus(
         raise ConfigError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
     if shard_rows < 1 or batch_size < 1 or max_chars < 1:
         raise ConfigError("shard_rows, batch_size and max_chars must be >= 1")
+    if ray is not None:  # join the cluster first: a wrong address fails before any work
+        from xmine.cluster import connect
+
+        connect(ray)
     projection = resolve_projection(projection)
     enc_fp = encoder.fingerprint()
     if projection is not None:
@@ -256,6 +264,7 @@ def embed_corpus(
             _clear_dir(out_dir)
             has_progress = False
         shards: list[dict[str, Any]] = []
+        more: list[dict[str, Any]] = []  # finished after a gap, by a run on Ray
         if has_progress:
             progress = json.loads((out_dir / PROGRESS).read_text(encoding="utf-8"))
             why = _identity_mismatch(progress["identity"], identity)
@@ -269,66 +278,89 @@ def embed_corpus(
                 _clear_dir(out_dir)
             else:
                 shards = _finished_shards(out_dir, progress)
+                # Only a run on Ray reads these (the single-process run re-encodes after the prefix).
+                intact_prefix = len(shards) == len(progress.get("shards", []))
+                more = progress.get("more_shards", []) if ray is not None and intact_prefix else []
         _remove_temporaries(out_dir)
         info.resumed_rows = sum(s["rows"] for s in shards)
         if info.resumed_rows:
             log.info(f"{out_dir}: resuming after {len(shards)} finished shard(s), {info.resumed_rows} sentences")
 
         def save_progress() -> None:
-            atomic_write_json(out_dir / PROGRESS, {"identity": identity, "shards": shards})
+            atomic_write_json(out_dir / PROGRESS, {"identity": identity, "shards": shards, "more_shards": more})
 
         save_progress()
         stats = CorpusStats(path=input_path)
-        pbar = None
-        if show_progress:
-            from tqdm import tqdm
 
-            pbar = tqdm(total=n_lines, unit=" lines", desc=f"embed {input_path.name}", dynamic_ncols=True)
-        try:
-            buf_text: list[str] = []
-            buf_lines: list[int] = []
-            skip = info.resumed_rows
-            last_line = 0
+        def _embed_here() -> None:
+            """The single-process loop: stream the corpus past the finished shards and encode
+            the rest shard by shard, recording each in the progress file as it is written."""
+            pbar = None
+            if show_progress:
+                from tqdm import tqdm
 
-            def flush() -> None:
-                nonlocal last_line
-                idx = len(shards)
-                emb = _encode_shard(
-                    buf_text, encoder=encoder, projection=projection, part=part,
-                    batch_size=batch_size, max_chars=max_chars, pbar=pbar, lines=buf_lines,
-                    last_line=last_line, stats=stats, lang=None if lang == UNDETERMINED else lang,
-                )
-                last_line = buf_lines[-1]
-                shards.append(write_shard(out_dir, idx, emb.astype(dtype, copy=False), buf_lines, buf_text))
-                save_progress()
-                info.encoded += len(buf_text)
-                buf_text.clear()
-                buf_lines.clear()
-                if on_shard_done is not None:
-                    on_shard_done(idx, sum(s["rows"] for s in shards))
+                pbar = tqdm(total=n_lines, unit=" lines", desc=f"embed {input_path.name}", dynamic_ncols=True)
+            try:
+                buf_text: list[str] = []
+                buf_lines: list[int] = []
+                skip = info.resumed_rows
+                last_line = 0
 
-            for line_no, sentence in iter_corpus(input_path, max_chars=max_chars, stats=stats, warn=False):
+                def flush() -> None:
+                    nonlocal last_line
+                    idx = len(shards)
+                    emb = _encode_shard(
+                        buf_text, encoder=encoder, projection=projection, part=part,
+                        batch_size=batch_size, max_chars=max_chars, pbar=pbar, lines=buf_lines,
+                        last_line=last_line, stats=stats, lang=None if lang == UNDETERMINED else lang,
+                    )
+                    last_line = buf_lines[-1]
+                    shards.append(write_shard(out_dir, idx, emb.astype(dtype, copy=False), buf_lines, buf_text))
+                    save_progress()
+                    info.encoded += len(buf_text)
+                    buf_text.clear()
+                    buf_lines.clear()
+                    if on_shard_done is not None:
+                        on_shard_done(idx, sum(s["rows"] for s in shards))
+
+                for line_no, sentence in iter_corpus(input_path, max_chars=max_chars, stats=stats, warn=False):
+                    if skip:
+                        skip -= 1
+                        last_line = line_no
+                        if pbar is not None and skip == 0:
+                            pbar.update(line_no)
+                        continue
+                    buf_text.append(sentence)
+                    buf_lines.append(line_no)
+                    if len(buf_text) >= shard_rows:
+                        flush()
                 if skip:
-                    skip -= 1
-                    last_line = line_no
-                    if pbar is not None and skip == 0:
-                        pbar.update(line_no)
-                    continue
-                buf_text.append(sentence)
-                buf_lines.append(line_no)
-                if len(buf_text) >= shard_rows:
+                    raise ArtefactError(
+                        f"{out_dir}: the interrupted run recorded more sentences than {input_path} holds"
+                    )
+                if buf_text:
                     flush()
-            if skip:
-                raise ArtefactError(
-                    f"{out_dir}: the interrupted run recorded more sentences than {input_path} holds"
-                )
-            if buf_text:
-                flush()
-            if pbar is not None:
-                pbar.update(n_lines - pbar.n)
-        finally:
-            if pbar is not None:
-                pbar.close()
+                if pbar is not None:
+                    pbar.update(n_lines - pbar.n)
+            finally:
+                if pbar is not None:
+                    pbar.close()
+
+        if ray is not None:
+            from xmine.store.ray_writer import embed_shards_on_ray
+
+            def save_ray_progress(prefix: list[dict], rest: list[dict]) -> None:
+                shards[:], more[:] = prefix, rest
+                save_progress()
+
+            shards, info.encoded = embed_shards_on_ray(
+                input_path, out_dir, encoder=encoder, projection=projection, part=part, dtype=dtype,
+                lang=None if lang == UNDETERMINED else lang,
+                shard_rows=shard_rows, batch_size=batch_size, max_chars=max_chars, done=list(shards), more=list(more),
+                stats=stats, save_progress=save_ray_progress, show_progress=show_progress)
+            info.resumed_rows = sum(s["rows"] for s in shards) - info.encoded
+        else:
+            _embed_here()
         for message in stats.warnings(max_chars):  # after the bar, so the lines do not mix
             log.warning(message)
         input_stats = {
@@ -338,7 +370,7 @@ def embed_corpus(
         }
         _finalise(out_dir, identity, shards, input_stats, params={
             "input": str(input_path), "lang": lang, "part": stored_part, "dtype": dtype,
-            "shard_rows": shard_rows, "batch_size": batch_size, "max_chars": max_chars,
+            "shard_rows": shard_rows, "batch_size": batch_size, "max_chars": max_chars, "ray": ray,
         })
         store = EmbeddingStore.open(out_dir)
         info.seconds = time.perf_counter() - t0

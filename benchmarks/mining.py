@@ -1,0 +1,300 @@
+"""`xmine bench mining`: BUCC-style mining sets built from the data here, and their F1.
+
+BUCC 2018 hides translations among unrelated sentences of two comparable corpora (about 2-3% of
+the sentences on each side have a translation) and scores the mined pairs against the hidden gold.
+The BUCC data cannot be obtained on these machines, so this benchmark builds sets of the same kind
+from `parallel/` of the data folder, one per language paired with English, and writes them in
+BUCC's own file format (`{xx}-en.sample.{xx}`, `{xx}-en.sample.en`: `id<TAB>sentence`;
+`{xx}-en.sample.gold`: `xx-id<TAB>en-id`), so `xmine bench bucc --data-dir <sets> --pair xx-en`
+reads them too. Mining, the threshold sweep and F1 are `bench bucc`'s own code
+(`bucc.mine_candidates`, `bucc.best_threshold`, `bucc.evaluate`): the two benchmarks' numbers are
+comparable.
+
+How a set is built (per language xx, seeded, deterministic):
+- Units: the 1,012 FLORES-200 devtest lines (xx, English: Wikinews, Wikivoyage, Wikibooks) and the
+  WMT newstest pairs of xx-en and en-xx of the held-out years 2019-2021 (`NEWS_SETS`; no training
+  recipe reads those years: `quality.HELDOUT_NEWSTEST_YEARS`), exact duplicates dropped, at most
+  `max_news` (1,500) news pairs drawn. About 1,290 sentences a side, 64 of them gold.
+- Each source (FLORES, news) is split on its own, so the gold and the distractors have the same
+  mix of domains: a fraction of its pairs becomes gold (both sides kept); of the rest, alternate
+  pairs keep only their xx side or only their English side. A distractor is then a real sentence
+  of the same language and domain whose translation was removed from the other side: the
+  Wikipedia-style FLORES sentences beside their own gold, the news sentences beside theirs.
+- The gold share is `gold_fraction` of each side (default 5%; BUCC 2018 has 2-3%): with n units and
+  g gold pairs a side holds g + (n - g) / 2 sentences, so g = f n / (2 - f).
+- A distractor whose text equals a gold sentence of its side, or whose translation's text is
+  present on the other side (the same sentence in two sets), is dropped, so no unlisted true pair
+  is left in the set. Each side is shuffled; ids are `xx-000000001`, `en-000000001` as in BUCC.
+
+The sets are written under `$XMINE_HOME/bench-mining/<hash of data and settings>/` (or
+`--sets-dir`) with a manifest of their source files' hashes; building them takes a second.
+
+Reported, per language and averaged, for raw embeddings and each projection's meaning part:
+precision, recall and F1 at the threshold that maximises F1 (the oracle threshold, as BUCC papers
+report) and at the default threshold (`DEFAULT_THRESHOLD`, the ratio margin 1.04 of WikiMatrix that
+the README's demo uses), with k = 4, ratio margin and max retrieval as `xmine mine` defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import zlib
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from xmine.errors import InputError
+
+#: xx (the BUCC-style short code used in file names) -> FLORES-200 code and newstest folders
+#: (under parallel/wmt-newstest/) holding xx-en / en-xx pairs of the held-out years.
+NEWS_SETS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "de": ("deu_Latn", ("2019/de-en", "2019/en-de", "2020/de-en", "2020/en-de")),
+    "cs": ("ces_Latn", ("2019/en-cs",)),
+    "ru": ("rus_Cyrl", ("2019/ru-en", "2019/en-ru", "2020/ru-en", "2020/en-ru")),
+    "zh": ("zho_Hans", ("2019/zh-en", "2019/en-zh", "2020/zh-en", "2020/en-zh", "2021/zh-en")),
+    "ja": ("jpn_Jpan", ("2020/ja-en", "2020/en-ja", "2021/ja-en", "2021/en-ja")),
+    "fi": ("fin_Latn", ("2019/fi-en", "2019/en-fi")),
+    "kk": ("kaz_Cyrl", ("2019/kk-en", "2019/en-kk")),
+    "pl": ("pol_Latn", ("2020/pl-en", "2020/en-pl")),
+    "lt": ("lit_Latn", ("2019/lt-en", "2019/en-lt")),
+    "km": ("khm_Khmr", ("2020/km-en", "2020/en-km")),
+    "ha": ("hau_Latn", ("2021/ha-en", "2021/en-ha")),
+    "is": ("isl_Latn", ("2021/is-en", "2021/en-is")),
+}
+#: Default languages: ten, four of which (cs, pl, lt, km) no training recipe has seen.
+DEFAULT_LANGS = ("de", "cs", "ru", "zh", "ja", "fi", "kk", "pl", "lt", "km")
+QUICK_LANGS = ("de", "zh", "lt")
+DEFAULT_GOLD_FRACTION = 0.05
+DEFAULT_MAX_NEWS = 1500
+QUICK_FLORES_ROWS, QUICK_MAX_NEWS = 250, 250
+#: The ratio-margin threshold `xmine mine` users are pointed to (WikiMatrix; the README's demo).
+DEFAULT_THRESHOLD = 1.04
+SPLIT = "sample"
+SETS_KIND = "mining-sets"
+
+HOW_TO_GET = ("`bench mining` needs parallel/flores200/devtest and parallel/wmt-newstest of the xmine data "
+              "folder (see ../shared/data/README.md).")
+
+
+def locate(data_dir: str | Path | None) -> Path:
+    """The data root holding parallel/flores200/devtest and parallel/wmt-newstest."""
+    from xmine.errors import DataNotFoundError
+    from xmine.paths import default_data_dir
+
+    root = Path(data_dir).expanduser() if data_dir else default_data_dir()
+    needs = ("parallel/flores200/devtest", "parallel/wmt-newstest")
+    if root is None or not all((root / n).is_dir() for n in needs):
+        raise DataNotFoundError(f"{root or '(no --data-dir, no $XMINE_DATA, no ../shared/data)'}: no "
+                                f"{' or '.join(needs)}. {HOW_TO_GET} Pass --data-dir DIR or set XMINE_DATA.")
+    return root
+
+
+@dataclasses.dataclass
+class MiningSet:
+    """One language's set: the two sides as (ids, sentences), the gold id pairs, and counts."""
+
+    lang: str
+    src: tuple[list[str], list[str]]
+    en: tuple[list[str], list[str]]
+    gold: list[tuple[str, str]]
+    counts: dict[str, Any]
+    files: list[Path]
+
+
+def _rng(seed: int, *keys: str) -> np.random.Generator:
+    # crc32, not hash(): Python salts str hashes per process.
+    return np.random.default_rng([seed] + [zlib.crc32(k.encode()) for k in keys])
+
+
+def _read(path: Path) -> list[str]:
+    from xmine.benchmarks.common import read_lines
+
+    return read_lines(path, what="mining-set source")
+
+
+def _news_pairs(news_root: Path, lang: str, folders: Sequence[str]) -> tuple[list[tuple[str, str]], list[Path]]:
+    """The `newstest{year}` pairs of `folders` (not the second references `newstestB{year}`), each
+    sentence once: a pair repeating either side of an earlier one is dropped (en-km and km-en of
+    2020 are the same set; one source with two references would make two golds)."""
+    pairs, files, seen_src, seen_en = [], [], set(), set()
+    for rel in folders:
+        folder = news_root / rel
+        year = rel.split("/")[0]
+        xx, en = folder / f"newstest{year}.{lang}", folder / f"newstest{year}.en"
+        if not (xx.is_file() and en.is_file()):
+            raise InputError(folder, f"expected newstest{year}.{lang} and newstest{year}.en. {HOW_TO_GET}")
+        a, b = _read(xx), _read(en)
+        if len(a) != len(b):
+            raise InputError(en, f"{len(b)} lines, but {xx.name} has {len(a)}: not line-aligned")
+        files += [xx, en]
+        for s, t in zip(a, b):
+            s, t = s.strip(), t.strip()
+            if s and t and s not in seen_src and t not in seen_en:
+                seen_src.add(s)
+                seen_en.add(t)
+                pairs.append((s, t))
+    return pairs, files
+
+
+def build_set(data: Path, lang: str, *, seed: int = 0, gold_fraction: float = DEFAULT_GOLD_FRACTION,
+              max_news: int = DEFAULT_MAX_NEWS, flores_rows: int | None = None) -> MiningSet:
+    """Build language `lang`'s mining set in memory (see the module doc)."""
+    if lang not in NEWS_SETS:
+        raise InputError(Path(lang), f"no mining set for {lang!r}; known: {', '.join(NEWS_SETS)}")
+    if not 0 < gold_fraction < 1:
+        raise ValueError(f"gold_fraction must be in (0, 1), not {gold_fraction}")
+    flores_code, news_folders = NEWS_SETS[lang]
+    flores = data / "parallel" / "flores200" / "devtest"
+    fx, fe = flores / f"{flores_code}.devtest", flores / "eng_Latn.devtest"
+    a, b = _read(fx), _read(fe)
+    if len(a) != len(b):
+        raise InputError(fx, f"{len(a)} lines, but {fe.name} has {len(b)}: not line-aligned")
+    flores_pairs = [(s.strip(), t.strip()) for s, t in zip(a, b) if s.strip() and t.strip()]
+    if flores_rows:
+        order = _rng(seed, lang, "flores-rows").permutation(len(flores_pairs))[:flores_rows]
+        flores_pairs = [flores_pairs[i] for i in sorted(order)]
+    news, news_files = _news_pairs(data / "parallel" / "wmt-newstest", lang, news_folders)
+    flores_text = {s for p in flores_pairs for s in p}
+    news = [p for p in news if p[0] not in flores_text and p[1] not in flores_text]
+    if len(news) > max_news:
+        keep = _rng(seed, lang, "news-sample").permutation(len(news))[:max_news]
+        news = [news[i] for i in sorted(keep)]
+
+    gold, src_only, en_only, counts = [], [], [], {}
+    for source, pairs in (("flores", flores_pairs), ("news", news)):
+        n = len(pairs)
+        g = int(round(gold_fraction * n / (2 - gold_fraction)))
+        order = _rng(seed, lang, source).permutation(n)
+        gold += [pairs[i] for i in order[:g]]
+        rest = order[g:]
+        src_only += [pairs[i] for i in rest[0::2]]
+        en_only += [pairs[i] for i in rest[1::2]]
+        counts[source] = {"pairs": n, "gold": g}
+
+    # No distractor may repeat a gold sentence of its side, or have its translation on the other side.
+    gold_src, gold_en = {s for s, _ in gold}, {t for _, t in gold}
+    src_only_en = {t for _, t in src_only}
+    en_only_src = {s for s, _ in en_only}
+    src_keep = [s for s, _ in src_only if s not in gold_src and s not in en_only_src]
+    en_keep = [t for _, t in en_only if t not in gold_en and t not in src_only_en]
+    src_keep, en_keep = list(dict.fromkeys(src_keep)), list(dict.fromkeys(en_keep))
+    counts["dropped_distractors"] = (len(src_only) - len(src_keep)) + (len(en_only) - len(en_keep))
+
+    def side(prefix: str, gold_texts: list[str], distractors: list[str], key: str):
+        """Ids in shuffled order: (ids, sentences) sorted by id, and the ids of the gold texts."""
+        texts = gold_texts + distractors
+        order = _rng(seed, lang, key).permutation(len(texts))
+        ids = [f"{prefix}-{pos + 1:09d}" for pos in range(len(texts))]
+        id_of = {int(i): ids[pos] for pos, i in enumerate(order)}  # text index -> its id
+        return (ids, [texts[int(i)] for i in order]), [id_of[i] for i in range(len(gold_texts))]
+
+    src_side, s_gold = side(lang, [s for s, _ in gold], src_keep, "side-src")
+    en_side, e_gold = side("en", [t for _, t in gold], en_keep, "side-en")
+    s_ids, e_ids = src_side[0], en_side[0]
+    counts.update(src_sentences=len(s_ids), en_sentences=len(e_ids), gold=len(gold),
+                  gold_share_src=len(gold) / max(len(s_ids), 1), gold_share_en=len(gold) / max(len(e_ids), 1))
+    return MiningSet(
+        lang=lang,
+        src=src_side,
+        en=en_side,
+        gold=sorted(zip(s_gold, e_gold)),
+        counts=counts,
+        files=[fx, fe] + news_files,
+    )
+
+
+def set_files(root: Path, lang: str) -> dict[str, Path]:
+    """BUCC file names of `lang`'s set under `root` (the `{pair}/` sub-folder layout)."""
+    pair = f"{lang}-en"
+    base = root / pair
+    return {"src": base / f"{pair}.{SPLIT}.{lang}", "en": base / f"{pair}.{SPLIT}.en",
+            "gold": base / f"{pair}.{SPLIT}.gold"}
+
+
+def write_set(ms: MiningSet, root: Path) -> dict[str, Path]:
+    """Write a set in BUCC's format (atomically); returns its files."""
+    from xmine.artefacts import atomic_write_text
+
+    files = set_files(root, ms.lang)
+
+    def clean(s: str) -> str:  # one sentence a line, whatever the source held
+        return " ".join(s.split())
+
+    atomic_write_text(files["src"], "".join(f"{i}\t{clean(s)}\n" for i, s in zip(*ms.src)))
+    atomic_write_text(files["en"], "".join(f"{i}\t{clean(s)}\n" for i, s in zip(*ms.en)))
+    atomic_write_text(files["gold"], "".join(f"{a}\t{b}\n" for a, b in ms.gold))
+    return files
+
+
+def build_sets(data: Path, langs: Sequence[str], *, sets_dir: Path | None = None, seed: int = 0,
+               gold_fraction: float = DEFAULT_GOLD_FRACTION, max_news: int = DEFAULT_MAX_NEWS,
+               flores_rows: int | None = None) -> tuple[Path, dict[str, Any]]:
+    """Build and write the sets of `langs`; returns (folder, manifest).
+
+    The default folder is keyed by the settings and the sizes of the source files, so a changed
+    setting never reuses another's files; files are rewritten each run (deterministically equal).
+    """
+    from xmine.artefacts import atomic_write_json, file_fingerprint
+    from xmine.paths import xmine_home
+
+    settings = {"seed": seed, "gold_fraction": gold_fraction, "max_news": max_news, "flores_rows": flores_rows,
+                "split": SPLIT}
+    built = {lang: build_set(data, lang, seed=seed, gold_fraction=gold_fraction, max_news=max_news,
+                             flores_rows=flores_rows) for lang in langs}
+    sources = sorted({p for ms in built.values() for p in ms.files})
+    fps = [file_fingerprint(p) for p in sources]
+    if sets_dir is None:
+        key = json.dumps([settings, [(f["sha256"]) for f in fps]], sort_keys=True)
+        sets_dir = xmine_home() / "bench-mining" / hashlib.sha256(key.encode()).hexdigest()[:16]
+    manifest = {"kind": SETS_KIND, "settings": settings, "languages": {}, "sources": fps}
+    from xmine.errors import OutputError
+    from xmine.outputs import claim_output
+
+    # Its own artefact only: a foreign or other-kind directory is refused; an earlier set folder is
+    # rewritten only when it was built from the same data and settings (then the bytes are equal).
+    with claim_output(sets_dir, kind=SETS_KIND, form="dir", in_place=True, reopen=True, inputs=sources):
+        old = _read_manifest(sets_dir)
+        if old is not None and (old.get("settings") != settings or old.get("sources") != fps):
+            raise OutputError(f"{sets_dir}: holds mining sets of other settings or data; choose another --sets-dir")
+        for lang, ms in built.items():
+            files = write_set(ms, sets_dir)
+            manifest["languages"][lang] = {"counts": ms.counts,
+                                           "files": {k: file_fingerprint(p) for k, p in files.items()}}
+        if old is not None:  # languages built earlier into the same folder stay listed
+            manifest["languages"] = old.get("languages", {}) | manifest["languages"]
+        atomic_write_json(sets_dir / "manifest.json", manifest)
+    return sets_dir, manifest
+
+
+def _read_manifest(folder: Path) -> dict | None:
+    try:
+        return json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def evaluate_set(embed_fn, files: dict[str, Path], *, threshold: float = DEFAULT_THRESHOLD, k: int = 4,
+                 margin: str = "ratio", retrieval: str = "max") -> dict[str, Any]:
+    """P/R/F1 at the best threshold and at `threshold` for one set, with `bench bucc`'s code."""
+    from xmine.benchmarks.bucc import best_threshold, evaluate, mine_candidates, read_bucc_file, read_gold
+
+    gold = read_gold(files["gold"])
+    cands, scores = mine_candidates(read_bucc_file(files["src"]), read_bucc_file(files["en"]), embed_fn,
+                                    k=k, margin=margin, retrieval=retrieval)
+    correct = np.array([c in gold for c in cands], dtype=bool)
+    best_t, _ = best_threshold(scores, correct, len(gold))
+    best = evaluate({c for c, s in zip(cands, scores) if s >= best_t}, gold)
+    at_default = evaluate({c for c, s in zip(cands, scores) if s >= threshold}, gold)
+    return {"best": {"threshold": best_t, **best}, "default": {"threshold": threshold, **at_default},
+            "candidates": len(cands)}
+
+
+def evaluate_mining(embed_fn, sets_dir: Path, langs: Sequence[str], **kwargs) -> dict[str, Any]:
+    """Every language's set, then the averages (x100) over languages."""
+    per_lang = {lang: evaluate_set(embed_fn, set_files(sets_dir, lang), **kwargs) for lang in langs}
+    avg = {at: {m: float(100 * np.mean([r[at][m] for r in per_lang.values()]))
+                for m in ("precision", "recall", "f1")} for at in ("best", "default")}
+    return {"per_lang": per_lang, "average": avg}

@@ -1,0 +1,186 @@
+"""`--ray` against the single process on this machine: the same commands, timed, outputs compared.
+
+    python -m xmine.benchmarks.ray_speed embed [--n 20000] [--shard-rows 1000]
+    python -m xmine.benchmarks.ray_speed mine  [--n 200000]
+    python -m xmine.benchmarks.ray_speed both
+
+- embed: `xmine embed` on n real sentences (drawn as embed_speed draws them: FLORES-200, Tatoeba
+  Challenge, WMT newstest) with the default encoder, once in one process (torch with a thread
+  per core) and once with `--ray auto` (a local cluster with this machine's CPUs: one encoder
+  actor per CPU, one thread each). Target: the Ray run takes <= 1.15x the single-process time,
+  start-up of Ray and of every actor's encoder included. The two stores are compared shard by
+  shard.
+- mine: two embedding stores of n seeded vectors each (mining_speed's data: half of one side
+  noisy copies of the other's rows), `xmine mine` exact in one process and with `--ray auto`
+  (tiles of the product as tasks). Target: the same pairs (the TSVs are compared byte for byte).
+
+Each command runs in its own subprocess, timed end to end. The result goes to
+benchmarks/results/ray_speed.json with the machine, the BLAS kernel and the environment.
+`--unset-openblas` runs the commands with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (what
+users' machines do; see the brief) and records it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from xmine.benchmarks.common import machine, write_speed_result
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "ray_speed.json"
+XMINE = [sys.executable, "-m", "xmine.cli"]
+LOADS: list[float | None] = []  # load average at the start of each timed command
+
+
+def _env(unset_openblas: bool) -> dict[str, str]:
+    env = dict(os.environ)
+    if unset_openblas:
+        env.pop("OPENBLAS_CORETYPE", None)
+        env.pop("OPENBLAS_L2_SIZE", None)
+    return env
+
+
+def blas_kernel(env: dict[str, str]) -> list[dict]:
+    code = ("import json, numpy; from threadpoolctl import threadpool_info; "
+            "print(json.dumps([{k: p.get(k) for k in ('internal_api', 'architecture', 'num_threads', 'version')} "
+            "for p in threadpool_info()]))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def load_average() -> float | None:
+    """The 1-minute load average (other processes on a shared machine slow both runs)."""
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _timed(cmd: list[str], env: dict[str, str]) -> float:
+    LOADS.append(load_average())
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
+    return seconds
+
+
+def compare_stores(a: Path, b: Path) -> dict:
+    """Same shard files? Where they differ, the largest difference of any value."""
+    from xmine.store import EmbeddingStore
+
+    sa, sb = EmbeddingStore.open(a), EmbeddingStore.open(b)
+    same_text = (a / "sentences.txt").read_bytes() == (b / "sentences.txt").read_bytes()
+    same_lines = (a / "line_numbers.npy").read_bytes() == (b / "line_numbers.npy").read_bytes()
+    files = [s["file"] for s in sa.manifest["shards"]]
+    identical = [(a / f).read_bytes() == (b / f).read_bytes() for f in files]
+    diff = max(float(np.abs(x.astype(np.float32) - y.astype(np.float32)).max())
+               for x, y in zip(sa.shard_arrays(), sb.shard_arrays()))
+    return {"sentences_equal": same_text, "line_numbers_equal": same_lines, "shards": len(files),
+            "shards_byte_identical": int(sum(identical)), "max_abs_difference": diff}
+
+
+def run_embed(n: int, shard_rows: int, env: dict[str, str], work: Path) -> dict:
+    from xmine.benchmarks.embed_speed import sample_sentences
+    from xmine.paths import default_data_dir
+
+    data = default_data_dir()
+    sentences, _ = sample_sentences(data / "parallel", n, seed=0)
+    corpus = work / "corpus.txt"
+    corpus.write_text("".join(s.replace("\t", " ") + "\n" for s in sentences), encoding="utf-8")
+    common = ["embed", str(corpus), "--lang", "mul", "--shard-rows", str(shard_rows), "-q"]
+    single = _timed(XMINE + common + ["-o", str(work / "single")], env)
+    on_ray = _timed(XMINE + common + ["-o", str(work / "ray"), "--ray", "auto"], env)
+    return {"sentences": len(sentences), "shard_rows": shard_rows, "single_process_s": round(single, 1),
+            "ray_s": round(on_ray, 1), "ratio": round(on_ray / single, 3), "target_ratio": 1.15,
+            "single_sentences_per_s": round(len(sentences) / single, 1),
+            "ray_sentences_per_s": round(len(sentences) / on_ray, 1),
+            "stores": compare_stores(work / "single", work / "ray")}
+
+
+def write_vector_store(out: Path, emb: np.ndarray, prefix: str, *, shard_rows: int = 50_000) -> None:
+    """An embedding store of given vectors (text "<prefix><row>"), in the format `xmine embed` writes,
+    with an encoder fingerprint that says what they are."""
+    from xmine.artefacts import atomic_write_text, sha256_file
+    from xmine.store.layout import emb_name, lines_name, text_name
+    from xmine.store.writer import _finalise
+
+    out.mkdir(parents=True)
+    shards = []
+    for i, start in enumerate(range(0, len(emb), shard_rows)):
+        part = emb[start:start + shard_rows].astype(np.float16)
+        np.save(out / emb_name(i), part)
+        np.save(out / lines_name(i), np.arange(start + 1, start + len(part) + 1, dtype=np.int64))
+        atomic_write_text(out / text_name(i), "".join(f"{prefix}{r}\n" for r in range(start, start + len(part))))
+        shards.append({"file": emb_name(i), "rows": len(part), "bytes": (out / emb_name(i)).stat().st_size,
+                       "sha256": sha256_file(out / emb_name(i)), "lines_file": lines_name(i),
+                       "text_file": text_name(i), "dim": emb.shape[1]})
+    fingerprint = {"name": "seeded-vectors", "id": "mining_speed.make_data-seed0", "dim": int(emb.shape[1])}
+    identity = {"encoder": fingerprint, "projection": None, "part": "raw", "dtype": "float16", "lang": prefix,
+                "max_chars": 2000, "input": {"path": "generated", "size": 0, "sha256": "", "lines": len(emb)}}
+    _finalise(out, identity, shards, {"lines": len(emb), "sentences": len(emb)},
+              params={"generated_by": "xmine.benchmarks.ray_speed", "rows": len(emb)})
+
+
+def run_mine(n: int, env: dict[str, str], work: Path) -> dict:
+    from xmine.benchmarks.mining_speed import make_data
+
+    x, y = make_data(n, 384, seed=0)
+    write_vector_store(work / "x", x, "x")
+    write_vector_store(work / "y", y, "y")
+    del x, y
+    common = ["mine", str(work / "x"), str(work / "y"), "--threshold", "1.04"]
+    single = _timed(XMINE + common + ["-o", str(work / "single.tsv")], env)
+    on_ray = _timed(XMINE + common + ["-o", str(work / "ray.tsv"), "--ray", "auto"], env)
+    a, b = (work / "single.tsv").read_bytes(), (work / "ray.tsv").read_bytes()
+    return {"rows_per_side": n, "single_process_s": round(single, 1), "ray_s": round(on_ray, 1),
+            "ratio": round(on_ray / single, 3), "pairs": a.count(b"\n"), "tsv_byte_identical": a == b,
+            "same_pairs": {tuple(r.split(b"\t")[1:3]) for r in a.splitlines()}
+            == {tuple(r.split(b"\t")[1:3]) for r in b.splitlines()}}
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("what", choices=["embed", "mine", "both"])
+    ap.add_argument("--n", type=int, default=None, help="sentences (embed: 20000) or rows per side (mine: 200000)")
+    ap.add_argument("--shard-rows", type=int, default=1000)
+    ap.add_argument("--unset-openblas", action="store_true")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = ap.parse_args(argv)
+    env = _env(args.unset_openblas)
+    previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    key = "unset_openblas" if args.unset_openblas else "machine_env"
+    runs = previous.get("runs", {})
+    run = dict(runs.get(key, {}))
+    run["env"] = {k: env.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    run["blas"] = blas_kernel(env)
+    with tempfile.TemporaryDirectory(prefix="xmine-ray-speed-") as tmp:
+        if args.what in ("embed", "both"):
+            (Path(tmp) / "embed").mkdir()
+            run["embed"] = run_embed(args.n or 20_000, args.shard_rows, env, Path(tmp) / "embed")
+            print(json.dumps(run["embed"], indent=1))
+        if args.what in ("mine", "both"):
+            (Path(tmp) / "mine").mkdir()
+            run["mine"] = run_mine(args.n or 200_000, env, Path(tmp) / "mine")
+            print(json.dumps(run["mine"], indent=1))
+    from xmine.artefacts import provenance
+
+    run["load_average_at_starts"] = LOADS
+    runs[key] = run
+    result = {"machine": machine(), "runs": runs, "provenance": provenance(benchmark="ray_speed")}
+    write_speed_result(args.out, result, benchmark="ray_speed")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""Small-scale measurements that docs/scaling.md multiplies out to 1B sentences per side.
+
+    python -m xmine.benchmarks.scaling_inputs [--n 100000] [--out FILE]
+
+On n seeded 384-d vectors (mining_speed's data), one process:
+- IVF-PQ index (`IVF{nlist},PQ64`, stopes' code size): training seconds, adding seconds per
+  million rows, bytes per vector on disk (codes + ids + lists);
+- search at nprobe = 8, 32, 128: queries per second and codes scanned per second (the
+  quantity that scales to 1B: codes scanned per query = nprobe * N / nlist);
+- the exact blocked product: pairs per second of one 1024 x 4096 block product in one thread;
+- the one-to-one step (`select_pairs`, max retrieval) on 2n candidates: seconds and peak memory
+  above the inputs (VmHWM, in a fresh subprocess).
+Writes benchmarks/results/scaling_inputs.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from xmine.benchmarks.common import machine, write_speed_result
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "scaling_inputs.json"
+
+
+def _vmhwm_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _vmrss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def one_to_one(n: int) -> dict:
+    """select_pairs (k=4, ratio, max) on n x n random kNN lists; run in a subprocess for VmHWM."""
+    from xmine.mining.select import MiningConfig, select_pairs
+
+    rng = np.random.default_rng(0)
+    k = 4
+    fs = np.sort(rng.random((n, k), dtype=np.float32), axis=1)[:, ::-1].copy()
+    bs = np.sort(rng.random((n, k), dtype=np.float32), axis=1)[:, ::-1].copy()
+    fi = rng.integers(0, n, (n, k))
+    bi = rng.integers(0, n, (n, k))
+    base = _vmrss_mb()
+    t0 = time.perf_counter()
+    mined = select_pairs(fs, fi, bs, bi, config=MiningConfig())
+    return {"n": n, "candidates": 2 * n, "seconds": round(time.perf_counter() - t0, 2), "pairs": len(mined),
+            "peak_mb_above_inputs": round(_vmhwm_mb() - base, 1)}
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--nlist", type=int, default=1024)
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--one-to-one", type=int, default=None, help=argparse.SUPPRESS)  # subprocess mode
+    args = ap.parse_args(argv)
+    if args.one_to_one:
+        print(json.dumps(one_to_one(args.one_to_one)))
+        return {}
+
+    import faiss
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from xmine.benchmarks.mining_speed import make_data
+
+    x, y = make_data(args.n, 384, seed=0)
+    result: dict = {"n": args.n, "dim": 384, "blas": [{k: p.get(k) for k in ("internal_api", "architecture")}
+                                                      for p in threadpool_info()]}
+    faiss.omp_set_num_threads(1)
+    with threadpool_limits(limits=1):
+        index = faiss.index_factory(384, f"IVF{args.nlist},PQ64", faiss.METRIC_INNER_PRODUCT)
+        train = x[np.random.default_rng(0).choice(args.n, min(args.n, max(64 * args.nlist, 256 * 39)), replace=False)]
+        t0 = time.perf_counter()
+        index.train(train)
+        t_train = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        index.add(x)
+        t_add = time.perf_counter() - t0
+        with tempfile.TemporaryDirectory() as d:
+            faiss.write_index(index, f"{d}/ix.faiss")
+            size = Path(f"{d}/ix.faiss").stat().st_size
+        result["ivfpq"] = {"factory": f"IVF{args.nlist},PQ64", "train_vectors": len(train),
+                           "train_s_one_thread": round(t_train, 1),
+                           "add_s_per_million_one_thread": round(t_add / args.n * 1e6, 1),
+                           "file_bytes_per_vector": round(size / args.n, 2)}
+        q = y[:5000]
+        search = []
+        for nprobe in (8, 32, 128):
+            index.nprobe = nprobe
+            t0 = time.perf_counter()
+            index.search(q, 4)
+            dt = time.perf_counter() - t0
+            scanned = nprobe * args.n / args.nlist
+            search.append({"nprobe": nprobe, "queries_per_s_one_thread": round(len(q) / dt, 1),
+                           "codes_scanned_per_query": round(scanned), "codes_per_s_one_thread": round(scanned * len(q) / dt)})
+        result["ivfpq_search"] = search
+        xb, yb = x[:1024].copy(), y[:4096].copy()
+        out = np.empty((1024, 4096), np.float32)
+        np.matmul(xb, yb.T, out=out)
+        t0 = time.perf_counter()
+        reps = 20
+        for _ in range(reps):
+            np.matmul(xb, yb.T, out=out)
+        dt = (time.perf_counter() - t0) / reps
+        result["exact_block"] = {"block": [1024, 4096], "pairs_per_s_one_thread": round(1024 * 4096 / dt),
+                                 "gflops_one_thread": round(2 * 1024 * 4096 * 384 / dt / 1e9, 1)}
+    runs = []
+    for n in (args.n, 4 * args.n):
+        proc = subprocess.run([sys.executable, "-m", "xmine.benchmarks.scaling_inputs", "--one-to-one", str(n)],
+                              capture_output=True, text=True, check=True)
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    result["one_to_one"] = runs
+    from xmine.artefacts import provenance
+
+    result = {"machine": machine(), **result, "provenance": provenance(benchmark="scaling_inputs", n=args.n)}
+    write_speed_result(args.out, result, benchmark="scaling_inputs")
+    print(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+"""FMDA's data: MASSIVE rows with their slot annotation, masking spans, and BLEU negative pools.
+
+- `read_massive(folder, locale)`: every row of `<locale>.jsonl`, through `xmine.massive` (the
+  one reader; errors name the file and line).
+- `slot_spans(annot_utt, utt)`: the character spans of the slot values in `utt`
+  (`xmine.massive.parse_annotation`); the annotation without brackets must be `utt` exactly.
+- Reconstruction targets (FMDA Sec. 3.3, Fig. 3): the utterance re-encoded with its slot tokens
+  masked is the TEMPLATE target; with its template (non-slot) tokens masked, the RESIDUAL target.
+  An utterance without slots has the whole utterance as template target and an all-masked
+  residual target: the construction taken literally.
+- `negative_pool(utterances, lang)`: FMDA Sec. 4.2: the utterances whose BLEU to every other
+  training utterance of the language is < 0.1 (see `negative_pool` for how that stays cheap).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+
+def read_massive(folder: str | Path, locale: str):
+    """All rows (`xmine.massive.Record`: id, partition, utt, annot_utt, line) of one locale, in file
+    order, read and checked by the one MASSIVE reader (`xmine.massive`)."""
+    from xmine.massive import read_locale
+
+    return list(read_locale(folder, locale).records)
+
+
+def slot_spans(annot_utt: str, utt: str, *, where: str = "") -> list[tuple[int, int, str]]:
+    """(start, end, slot type) of each slot value inside `utt`; checks the annotation matches `utt`."""
+    from xmine.massive import parse_annotation
+
+    ann = parse_annotation(annot_utt)
+    if ann.utt != utt:
+        raise ValueError(f"{where}annot_utt {annot_utt!r} does not strip to utt {utt!r}")
+    return [(s.start, s.end, s.type) for s in ann.slots]
+
+
+def template_and_residual_masks(annot_utt: str, utt: str, *, where: str = "") -> tuple[list, list]:
+    """(spans masked for the template target, spans masked for the residual target), FMDA Fig. 3.
+
+    Template target: the slot values masked. Residual target: every non-slot stretch masked.
+    """
+    slots = [(s, e) for s, e, _ in slot_spans(annot_utt, utt, where=where)]
+    template, prev = [], 0
+    for s, e in slots + [(len(utt), len(utt))]:
+        a, b = prev, s
+        while a < b and utt[a].isspace():  # spans hold no surrounding space: a SentencePiece token
+            a += 1                          # "▁five" starts at the space before "five"
+        while b > a and utt[b - 1].isspace():
+            b -= 1
+        if b > a:
+            template.append((a, b))
+        prev = e
+    return slots, template
+
+
+# --- BLEU negative pools (FMDA Sec. 4.2) ---------------------------------------------------------
+
+THRESHOLD = 0.1
+
+
+def bleu_tokenizer_for(lang: str) -> str:
+    """sacrebleu tokenizer per language. Choice: '13a' (sacrebleu's default) for space-separated
+    scripts; 'char' for Japanese/Chinese/Thai/Khmer/Burmese, where '13a' sees one token per
+    utterance (a ja-mecab tokenizer would need MeCab and a dictionary)."""
+    return "char" if lang.split("-")[0].lower() in {"ja", "zh", "th", "km", "my", "lo"} else "13a"
+
+
+def _ngram_matrix(token_lists: list[list[str]], n: int):
+    """(counts, binary) sparse matrices sentence x n-gram."""
+    from scipy import sparse
+
+    vocab: dict[tuple, int] = {}
+    rows, cols, vals = [], [], []
+    for i, toks in enumerate(token_lists):
+        counts: dict[int, int] = {}
+        for k in range(len(toks) - n + 1):
+            j = vocab.setdefault(tuple(toks[k:k + n]), len(vocab))
+            counts[j] = counts.get(j, 0) + 1
+        rows += [i] * len(counts)
+        cols += list(counts)
+        vals += list(counts.values())
+    shape = (len(token_lists), max(1, len(vocab)))
+    c = sparse.csr_matrix((np.asarray(vals, np.float32), (rows, cols)), shape=shape)
+    b = c.copy()
+    b.data[:] = 1.0
+    return c, b
+
+
+def _bleu_upper_bound(u1: np.ndarray, u2: np.ndarray, h: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """An upper bound of sacrebleu's sentence BLEU (exp smoothing, effective order) in [0, 1].
+
+    u1 >= matched unigrams, u2 >= matched bigrams (>= matched 3- and 4-grams: a clipped n-gram
+    match implies a clipped match of its prefix), h = hypothesis length, r = reference length
+    (arrays of one shape, integers). sacrebleu's BLEU is non-decreasing in every matched count (a
+    zero-match order's smoothed precision 1/(2^k t_n) is below any non-zero one, 1/t_n, and fewer
+    zero orders mean smaller k), so BLEU evaluated at these counts bounds it:
+
+        BP * exp((log p_1 + sum_{n=2..E} log p_n) / E),  E = min(h, 4),  t_n = h - n + 1,
+        p_1 = min(u1, h) / h,  p_n = min(u2, t_n) / t_n if u2 >= 1 else 1 / (2^(n-1) t_n)
+
+    (with u2 = 0 every order n >= 2 has no match, so the k-th zero order is n - 1), and 0 when
+    u1 = 0 (sacrebleu returns 0 when nothing matches). Logs of integers come from a table, so
+    millions of pairs cost well under a second.
+    """
+    u1, u2, h, r = (np.asarray(x, dtype=np.int64) for x in (u1, u2, h, r))
+    top = int(max(h.max(initial=1), u1.max(initial=1), u2.max(initial=1))) + 2
+    log = np.log(np.maximum(np.arange(top, dtype=np.float64), 1.0))  # log[0] unused (guarded)
+    hh = np.maximum(h, 1)
+    total = log[np.minimum(u1, hh)] - log[hh]
+    for n in (2, 3, 4):
+        t = np.maximum(h - n + 1, 1)
+        active = h - n + 1 > 0
+        matched = log[np.minimum(np.maximum(u2, 1), t)] - log[t]
+        smoothed = -(n - 1) * math.log(2.0) - log[t]
+        total = total + np.where(active, np.where(u2 >= 1, matched, smoothed), 0.0)
+    order = np.minimum(hh, 4)
+    log_bp = np.where(h < r, 1.0 - r / hh, 0.0)
+    bound = np.exp(log_bp + total / order)
+    return np.where((u1 >= 1) & (h >= 1), bound, 0.0)
+
+
+def negative_pool(utterances: Sequence[str], lang: str, *, block: int = 512, show_progress: bool = False,
+                  stats: dict | None = None) -> np.ndarray:
+    """Indices of the utterances whose BLEU to every other utterance is < 0.1 (FMDA Sec. 4.2).
+
+    Choices: BLEU is sacrebleu's `sentence_bleu` (its defaults: exp smoothing, effective order)
+    on a 0-1 scale, in both directions (each utterance as hypothesis and as reference: "dissimilar
+    from all other utterances"); tokenizer per `bleu_tokenizer_for`.
+
+    Cost: all pairs of 11.5k utterances is 66M sacrebleu calls (~30 min per language). Instead a
+    sparse n-gram index gives, for every pair at once (blocked matrix products), upper bounds of
+    the matched unigram and bigram counts, and `_bleu_upper_bound` turns them into an upper bound
+    of BLEU. Only pairs whose bound reaches 0.1 are scored by sacrebleu, most likely first, and an
+    utterance leaves the pool at its first confirmed pair. Every pair that could reach 0.1 is
+    scored, so the pool is the one exhaustive scoring would give (tests check this on a sample).
+    """
+    import sacrebleu
+    from sacrebleu.metrics import BLEU
+    from tqdm.auto import tqdm
+
+    tok_name = bleu_tokenizer_for(lang)
+    bleu = BLEU(tokenize=tok_name, effective_order=True, smooth_method="exp")
+    tokenizer = bleu.tokenizer
+    toks = [tokenizer(u.rstrip()).split() for u in utterances]
+    n = len(toks)
+    lengths = np.asarray([len(t) for t in toks], dtype=np.int64)
+    c1, b1 = _ngram_matrix(toks, 1)
+    c2, b2 = _ngram_matrix(toks, 2)
+    # The bound factorises: BP(h, r) * B(min(u1, h), min(u2, h), h) with B = the bound at r = 0 (no
+    # brevity penalty). Both factors are tables over small integers, so a block of pairs costs
+    # two gathers instead of a dozen array operations.
+    top = int(lengths.max(initial=1))
+    g1, g2, gh = np.meshgrid(np.arange(top + 1), np.arange(top + 1), np.arange(top + 1), indexing="ij")
+    b_table = _bleu_upper_bound(g1, g2, gh, np.zeros_like(gh)).astype(np.float32)
+    hh, rr = np.meshgrid(np.arange(top + 1), np.arange(top + 1), indexing="ij")
+    bp_table = np.where(hh < rr, np.exp(1.0 - rr / np.maximum(hh, 1)), 1.0).astype(np.float32)
+    del g1, g2, gh, hh, rr
+
+    def bound_of(u1, u2, h, r):
+        return b_table[np.minimum(u1, h), np.minimum(u2, h), h] * bp_table[h, r]
+
+    out = np.zeros(n, dtype=bool)  # True: has a partner with BLEU >= 0.1
+    scored = 0
+    candidates_total = 0
+    cache: dict[tuple[int, int], float] = {}
+
+    def score(i: int, j: int) -> float:
+        nonlocal scored
+        key = (i, j)
+        if key not in cache:
+            scored += 1
+            cache[key] = sacrebleu.sentence_bleu(utterances[i], [utterances[j]], tokenize=tok_name).score / 100.0
+        return cache[key]
+
+    for start in tqdm(range(0, n, block), desc=f"BLEU negative pool ({lang})", disable=not show_progress):
+        rows = slice(start, min(n, start + block))
+        # as hypothesis (row) against every reference (column), and the reverse
+        u1_h = (c1[rows] @ b1.T).toarray().astype(np.int64)
+        u2_h = (c2[rows] @ b2.T).toarray().astype(np.int64)
+        u1_r = (b1[rows] @ c1.T).toarray().astype(np.int64)
+        u2_r = (b2[rows] @ c2.T).toarray().astype(np.int64)
+        h = np.broadcast_to(lengths[rows][:, None], u1_h.shape)
+        r = np.broadcast_to(lengths[None, :], u1_h.shape)
+        bound = np.maximum(bound_of(u1_h, u2_h, h, r), bound_of(u1_r, u2_r, r, h))
+        idx = np.arange(rows.start, rows.stop)
+        bound[np.arange(len(idx)), idx] = 0.0  # not against itself
+        for a, i in enumerate(idx):
+            if out[i]:
+                continue
+            cand = np.flatnonzero(bound[a] >= THRESHOLD)
+            candidates_total += len(cand)
+            for j in cand[np.argsort(-bound[a][cand], kind="stable")]:
+                if max(score(i, j), score(j, i)) >= THRESHOLD:
+                    out[i] = out[j] = True
+                    break
+    if stats is not None:
+        stats.update(utterances=n, pool=int((~out).sum()), candidate_pairs=int(candidates_total),
+                     sacrebleu_calls=scored, all_pairs=n * (n - 1), tokenizer=tok_name,
+                     sacrebleu_version=sacrebleu.__version__)
+    return np.flatnonzero(~out)
+
+
+def bleu_exhaustive_pool(utterances: Sequence[str], lang: str) -> np.ndarray:
+    """The same pool by scoring every ordered pair with sacrebleu (for tests on small samples)."""
+    import sacrebleu
+
+    tok_name = bleu_tokenizer_for(lang)
+    n = len(utterances)
+    out = np.zeros(n, dtype=bool)
+    for i in range(n):
+        for j in range(n):
+            if i != j and sacrebleu.sentence_bleu(utterances[i], [utterances[j]], tokenize=tok_name).score / 100.0 >= THRESHOLD:
+                out[i] = out[j] = True
+    return np.flatnonzero(~out)

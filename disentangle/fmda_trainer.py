@@ -1,0 +1,360 @@
+"""Train FMDA on MASSIVE: en-US paired with each locale given, token states in, four parts out.
+
+The run: `fmda_prep.prepare` (seeded sample of the train split, the dev split for early
+stopping, BLEU negative pools, token states and masked targets, all cached) -> epochs of Adam
+-> the best (lowest dev loss) weights saved as a projection directory (projection.py), like every
+other method.
+
+A step (FMDA Sec. 3, 4.2) takes B parallel pairs of one language pair (utt in L1 = en-US and in
+L2) and, for each, a negative utterance in L1 and one in L2, drawn uniformly (seeded) from the
+negative pools of L1 and L2 (never the positive's own text). The loss is Eq. 5, the sum of the
+terms in `methods.fmda_terms`.
+
+Targets and choices:
+- emb_utt (Loss_rec^utt) and the template/residual targets are the encoder's own sentence vector
+  of the utterance / of its masked re-encoding: mean pooling for me5-small (the paper's XLM-R
+  [CLS] vector is XLM-R's sentence vector), not normalised, on the scale of the token states.
+- Missing annotation: only en-US's train rows carry annot_utt here (de-DE also its dev rows).
+  So on train rows of EN-X the terms Loss_rec^tpL2, Loss_rec^tpL1-CL, Loss_rec^rsL2 and
+  Loss_rec^rsL1-CL have no target and are left out; Loss_rec^tpL1, Loss_rec^tpL2-CL,
+  Loss_rec^rsL1 and Loss_rec^rsL2-CL run on every row. The dev loss (early stopping) sums the
+  terms training optimises, so the de-DE dev annotation does not add terms training never saw.
+  The rows each term saw per epoch are in the projection's config.json (`term_rows`).
+- Dual-lingual training, as the paper's Tables 2-3 (one model per language pair): pass one
+  locale. Several locales train one model on all their pairs (the paper's Appendix C).
+
+Checkpoint and resume as `trainer.py`: `OUT/.work/checkpoint.pt` after every epoch.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xmine.errors import ConfigError
+
+WORK = ".work"
+CHECKPOINT = "checkpoint.pt"
+
+
+@dataclass(kw_only=True)
+class FmdaConfig:
+    """How to train FMDA (the paper: "hyperparameters similar to Tiyajamorn et al. 2021")."""
+
+    #: locales paired with en-US (MASSIVE codes: de-DE, es-ES, ja-JP)
+    partners: list[str] = field(default_factory=lambda: ["de-DE"])
+    #: parallel pairs per step
+    batch_size: int = 64
+    #: Adam learning rate
+    lr: float = 1e-4
+    max_epochs: int = 50
+    #: epochs without a lower dev loss before stopping
+    patience: int = 5
+    #: at most this many train rows (a seeded sample; the same ids for every pair); None = all 11,514
+    max_train: int | None = None
+    #: at most this many dev rows for early stopping; None = all 2,033
+    max_dev: int | None = None
+    seed: int = 0
+
+    def check(self) -> None:
+        if not self.partners:
+            raise ConfigError("FMDA needs at least one locale to pair with en-US (--langs de-DE)")
+        for name in ("batch_size", "max_epochs", "patience"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.batch_size < 2:
+            raise ConfigError("batch size must be >= 2")
+        if self.lr <= 0:
+            raise ConfigError(f"learning rate must be > 0, got {self.lr}")
+        for name in ("max_train", "max_dev"):
+            v = getattr(self, name)
+            if v is not None and v < 8:
+                raise ConfigError(f"{name} must be >= 8, got {v}")
+
+
+def _states(store, rows) -> list:
+    return [store.token_states(int(r)) for r in rows]
+
+
+class _Stepper:
+    """Builds FmdaBatch objects from the prepared data (token stores, targets, pools)."""
+
+    def __init__(self, model, data, locales: list[str]):
+        self.model, self.data, self.lang_index = model, data, {l: i for i, l in enumerate(locales)}
+
+    def negatives(self, loc: str, rows: np.ndarray, gen) -> np.ndarray:
+        import torch
+
+        d = self.data.data[loc]
+        pool = d.pool_rows
+        if len(pool) < 2:
+            raise ConfigError(f"{loc}: negative pool has {len(pool)} utterance(s); too few to draw negatives")
+        pick = pool[torch.randint(0, len(pool), (len(rows),), generator=gen).numpy()]
+        for k, (r, p) in enumerate(zip(rows, pick)):  # never the positive itself
+            if d.utts[p] == d.utts[r]:
+                pick[k] = pool[(int(np.searchsorted(pool, p)) + 1) % len(pool)]
+        return pick
+
+    def parts(self, loc: str, rows: np.ndarray) -> dict:
+        from xmine.disentangle.fmda import pad_batch
+
+        h, mask = pad_batch(_states(self.data.data[loc].store, rows))
+        return self.model(h, mask)
+
+    def batch(self, partner: str, rows: np.ndarray, gen):
+        import torch
+
+        from xmine.disentangle.fmda_prep import PIVOT
+        from xmine.disentangle.methods import FmdaBatch
+
+        d1, d2 = self.data.data[PIVOT], self.data.data[partner]
+        n1, n2 = self.negatives(PIVOT, rows, gen), self.negatives(partner, rows, gen)
+
+        def targets(d):
+            if d.template_target is None:
+                z = torch.zeros(len(rows), d.store.pooled.shape[1])
+                return z, z, torch.zeros(len(rows), dtype=torch.bool)
+            return (torch.from_numpy(d.template_target[rows]), torch.from_numpy(d.residual_target[rows]),
+                    torch.from_numpy(d.annotated[rows]))
+
+        tp1, rs1, has1 = targets(d1)
+        tp2, rs2, has2 = targets(d2)
+        b = len(rows)
+        return FmdaBatch(
+            parts_l1=self.parts(PIVOT, rows), parts_l2=self.parts(partner, rows),
+            parts_l1_neg=self.parts(PIVOT, n1), parts_l2_neg=self.parts(partner, n2),
+            utt_l1=torch.from_numpy(np.asarray(d1.store.pooled[rows])),
+            utt_l2=torch.from_numpy(np.asarray(d2.store.pooled[rows])),
+            tp_tgt_l1=tp1, tp_tgt_l2=tp2, rs_tgt_l1=rs1, rs_tgt_l2=rs2, has_tgt_l1=has1, has_tgt_l2=has2,
+            lang_l1=torch.full((b,), self.lang_index[PIVOT], dtype=torch.long),
+            lang_l2=torch.full((b,), self.lang_index[partner], dtype=torch.long), model=self.model)
+
+
+def _batches(rows: np.ndarray, partners: list[str], batch_size: int, gen, *, shuffle: bool) -> list[tuple[str, np.ndarray]]:
+    import torch
+
+    out = []
+    for p in partners:
+        r = rows[torch.randperm(len(rows), generator=gen).numpy()] if shuffle else rows
+        chunks = [r[i:i + batch_size] for i in range(0, len(r), batch_size)]
+        if len(chunks) > 1 and len(chunks[-1]) < 2:
+            chunks[-2] = np.concatenate([chunks[-2], chunks.pop()])
+        out += [(p, c) for c in chunks if len(c) >= 2]
+    if shuffle:
+        out = [out[i] for i in torch.randperm(len(out), generator=gen).tolist()]
+    return out
+
+
+def _dev_loss(stepper, data, config, trained: set[str]) -> tuple[float, dict[str, float]]:
+    import torch
+
+    from xmine.disentangle.methods import fmda_terms
+
+    gen = torch.Generator().manual_seed(config.seed + 1)
+    totals: dict[str, float] = {}
+    n = 0
+    stepper.model.eval()
+    with torch.no_grad():
+        for partner, rows in _batches(data.dev_rows, config.partners, config.batch_size, gen, shuffle=False):
+            terms, _ = fmda_terms(stepper.batch(partner, rows, gen))
+            for k, v in terms.items():
+                if k in trained:
+                    totals[k] = totals.get(k, 0.0) + float(v) * len(rows)
+            n += len(rows)
+    stepper.model.train()
+    means = {k: v / max(n, 1) for k, v in totals.items()}
+    return sum(means.values()), means
+
+
+def _signature(config: FmdaConfig, encoder_fp: dict, summary: dict) -> str:
+    cfg = dataclasses.asdict(config)
+    cfg.pop("max_epochs")
+    identity = {k: encoder_fp.get(k) for k in ("name", "dim", "id")}  # the id carries a non-fp32 precision
+    blob = json.dumps({"config": cfg, "encoder": identity, "data": summary}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def train_fmda(massive_dir: str | Path, out_dir: str | Path, *, encoder, config: FmdaConfig, restart: bool = False,
+               show_progress: bool = True, threads: int | None = 1, overwrite: bool = False):
+    """Train FMDA on MASSIVE's `massive_dir` (<locale>.jsonl files); write `out_dir`; return it loaded.
+
+    `out_dir` is claimed as `trainer.train` claims it (`xmine.outputs.claim_output`): new, empty,
+    an unfinished run (resumed) or, with `overwrite`, a finished projection (replaced).
+    """
+    import torch
+
+    from xmine.outputs import claim_output
+
+    config.check()
+    inputs = [Path(massive_dir) / f"{loc}.jsonl" for loc in ["en-US", *config.partners]]
+    before = torch.get_num_threads()
+    try:
+        with claim_output(out_dir, kind="projection", form="dir", in_place=True, overwrite=overwrite, inputs=inputs):
+            return _train_fmda(massive_dir, out_dir, encoder=encoder, config=config, restart=restart,
+                               show_progress=show_progress, threads=threads)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: bool, show_progress: bool,
+                threads: int | None):
+    import sys
+
+    import torch
+    from tqdm.auto import tqdm
+
+    from xmine.artefacts import atomic_path, provenance
+    from xmine.disentangle.fmda import FMDA
+    from xmine.disentangle.fmda_prep import PIVOT, prepare
+    from xmine.disentangle.methods import fmda_terms
+    from xmine.disentangle.projection import load_projection, save_projection
+
+    out_dir = Path(out_dir)
+    if threads is not None:
+        torch.set_num_threads(threads)
+    log = (lambda msg: tqdm.write(msg, file=sys.stderr)) if show_progress else (lambda msg: None)
+    data = prepare(encoder, massive_dir, config.partners, max_train=config.max_train, max_dev=config.max_dev,
+                   seed=config.seed, show_progress=show_progress, log=log)
+    locales = data.locales
+    encoder_fp = encoder.fingerprint()
+    spec = {"dim": int(encoder.dim), "architecture": "fmda", "languages": locales}
+    torch.manual_seed(config.seed)
+    model = FMDA(spec)
+    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
+    gen = torch.Generator().manual_seed(config.seed)
+    stepper = _Stepper(model, data, locales)
+    summary = {k: v for k, v in data.summary.items()}
+    summary["ids_sha256"] = hashlib.sha256(",".join(data.ids_train + ["|"] + data.ids_dev).encode()).hexdigest()
+    signature = _signature(config, encoder_fp, summary)
+    ckpt_path = out_dir / WORK / CHECKPOINT
+    state: dict[str, Any] = {"epoch": 0, "best_loss": float("inf"), "best_epoch": 0, "best_state": None,
+                             "bad_epochs": 0, "history": []}
+    if ckpt_path.is_file() and not restart:
+        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+        if ckpt["signature"] != signature:
+            raise ConfigError(f"{ckpt_path}: holds a run with other settings or data; pass --restart to discard "
+                              "it or choose another output directory")
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["opt"])
+        gen.set_state(ckpt["gen"])
+        state = ckpt["state"]
+        log(f"resuming from {ckpt_path} after epoch {state['epoch']} (best dev loss {state['best_loss']:.4f})")
+
+    # Which terms have rows in training (they depend only on where annotation exists).
+    trained = {"Loss_lang^L1", "Loss_lang^L2", "Loss_rec^utt-L1", "Loss_rec^utt-L2", "Loss_con^tp", "Loss_con^m"}
+    ann = {loc: bool(data.data[loc].annotated[data.train_rows].any()) for loc in locales}
+    for p in config.partners:
+        for part in ("tp", "rs"):
+            if ann[PIVOT]:
+                trained |= {f"Loss_rec^{part}L1", f"Loss_rec^{part}L2-CL"}
+            if ann[p]:
+                trained |= {f"Loss_rec^{part}L2", f"Loss_rec^{part}L1-CL"}
+
+    def save_checkpoint() -> None:
+        with atomic_path(ckpt_path) as tmp:
+            torch.save({"signature": signature, "model": model.state_dict(), "opt": opt.state_dict(),
+                        "gen": gen.get_state(), "state": state}, tmp)
+
+    if state["epoch"] == 0 and not state["history"]:
+        v0, _ = _dev_loss(stepper, data, config, trained)
+        state["initial_valid_loss"] = v0
+        log(f"epoch 0: dev loss {v0:.4f} (untrained)")
+
+    def running() -> bool:
+        return state["bad_epochs"] < config.patience and state["epoch"] < config.max_epochs
+
+    bar = tqdm(total=config.max_epochs, initial=state["epoch"], desc="training fmda", unit="epoch",
+               disable=not show_progress or not running(), dynamic_ncols=True)
+    model.train()
+    with bar:
+        while running():
+            t0 = time.time()
+            total, n = 0.0, 0
+            rows_seen: dict[str, int] = {}
+            for partner, rows in _batches(data.train_rows, config.partners, config.batch_size, gen, shuffle=True):
+                terms, counts = fmda_terms(stepper.batch(partner, rows, gen))
+                loss = sum(terms.values())  # Eq. 5
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                total += loss.item() * len(rows)
+                n += len(rows)
+                for k, c in counts.items():
+                    rows_seen[k] = rows_seen.get(k, 0) + c
+            v, vterms = _dev_loss(stepper, data, config, trained)
+            state["epoch"] += 1
+            state["history"].append({"epoch": state["epoch"], "train_loss": total / max(n, 1), "valid_loss": v,
+                                     "valid_terms": vterms, "term_rows": rows_seen,
+                                     "seconds": round(time.time() - t0, 3)})
+            if v < state["best_loss"] - 1e-7:
+                state.update(best_loss=v, best_epoch=state["epoch"], bad_epochs=0,
+                             best_state=copy.deepcopy(model.state_dict()))
+            else:
+                state["bad_epochs"] += 1
+            save_checkpoint()
+            bar.update(1)
+            bar.set_postfix(dev=f"{v:.4f}", best=f"{state['best_loss']:.4f}@{state['best_epoch']}")
+            log(f"epoch {state['epoch']}: train loss {total / max(n, 1):.4f}, dev loss {v:.4f}"
+                + ("  (best)" if state["best_epoch"] == state["epoch"] else f"  ({state['bad_epochs']} without improvement)"))
+    if state["best_state"] is not None:
+        model.load_state_dict(state["best_state"])
+    langid = _fit_langid(stepper, data, locales)
+    log(f"dev language identification accuracy (language part, nearest centroid): {langid['accuracy']:.4f}")
+    hyper = dataclasses.asdict(config)
+    term_rows = state["history"][-1]["term_rows"] if state["history"] else {}
+    cfg = {
+        "method": "fmda", "base": None, "token_level": True,
+        "summary": "FMDA: template/residual/language/meaning parts from the encoder's token states",
+        "encoder": encoder_fp, "dim": spec["dim"], "languages": locales,
+        "language_pairs": [f"{PIVOT}-{p}" for p in config.partners], "hyperparameters": hyper,
+        "training_data": summary, "trained_terms": sorted(trained),
+        "left_out_terms": sorted(set(_ALL_TERMS) - trained), "term_rows_per_epoch": term_rows,
+        "history": state["history"], "initial_valid_loss": state.get("initial_valid_loss"),
+        "best_epoch": state["best_epoch"], "best_valid_loss": state["best_loss"], "langid": langid,
+        "provenance": provenance(massive=str(massive_dir), encoder=encoder_fp, **hyper),
+    }
+    save_projection(out_dir, model, cfg)
+    return load_projection(out_dir)
+
+
+_ALL_TERMS = ("Loss_lang^L1", "Loss_lang^L2", "Loss_rec^utt-L1", "Loss_rec^utt-L2",
+              "Loss_rec^tpL1", "Loss_rec^tpL2", "Loss_rec^tpL1-CL", "Loss_rec^tpL2-CL",
+              "Loss_rec^rsL1", "Loss_rec^rsL2", "Loss_rec^rsL1-CL", "Loss_rec^rsL2-CL",
+              "Loss_con^tp", "Loss_con^m")
+
+
+def _fit_langid(stepper, data, locales) -> dict[str, Any]:
+    """Language-part centroids from train rows (stored for `langid`), accuracy on dev rows."""
+    import torch
+    import torch.nn.functional as F
+
+    def lang_parts(loc, rows):
+        out = []
+        with torch.no_grad():
+            for s in range(0, len(rows), 256):
+                out.append(F.normalize(stepper.parts(loc, rows[s:s + 256])["language"], dim=-1, eps=1e-12))
+        return torch.cat(out)
+
+    model = stepper.model
+    model.eval()
+    cent = torch.zeros(len(locales), model.dim)
+    tr = data.train_rows[:2000]
+    for i, loc in enumerate(locales):
+        cent[i] = F.normalize(lang_parts(loc, tr).mean(0), dim=0, eps=1e-12)
+    model.langid_centroids.copy_(cent)
+    ok = total = 0
+    per = {}
+    for i, loc in enumerate(locales):
+        pred = (lang_parts(loc, data.dev_rows) @ cent.T).argmax(1)
+        per[loc] = float((pred == i).float().mean())
+        ok += int((pred == i).sum())
+        total += len(pred)
+    return {"accuracy": ok / max(total, 1), "per_language": per, "sentences": total}

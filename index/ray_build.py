@@ -1,0 +1,245 @@
+"""Build and search FAISS index directories on Ray, with the same result as in one process.
+
+Building (`build_index_ray`), as autofaiss and stopes do:
+1. the coarse quantiser / PQ codebooks are trained in ONE task (a GPU one when the cluster has
+   GPUs) on the same seeded sample as `build_index` draws (`train_index`);
+2. rows are added in parallel tasks (`add_rows`), each on a copy of the trained index;
+3. with `--shard-rows`, each task writes its shard file and the directory keeps the shards
+   (searched as one, like faiss's IndexShards); without, the pieces are merged in row order into
+   one index (`merge_from`, faiss's `merge_into`), which holds the same lists in the same order
+   as adding every row to one index. HNSW graphs cannot be merged: they are built in one task.
+
+Searching (`search_ray`): tasks of (query block x index shard); each task's top-k is merged per
+query across the shards in shard order (`merge_topk`), so a query's k hits are its k best over
+the whole index, exactly as `IndexDir.search` returns them.
+
+Embeddings reach the tasks either through Ray's object store (an array, put once) or, for an
+embedding store, by path (`RowFiles`): each task reads only its rows from the files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from xmine.artefacts import atomic_dir
+from xmine.cluster import ShardProgress, cluster_resources, get, remote, run_tasks
+from xmine.errors import ConfigError
+from xmine.index.faiss_index import (
+    KIND,
+    IndexConfig,
+    IndexDir,
+    _count_lines,
+    add_rows,
+    merge_topk,
+    resolve_choice,
+    search_shard,
+    shard_name,
+    shard_plan,
+    train_index,
+    write_index_files,
+)
+
+#: Rows per add task when the index is kept as one shard (pieces merged on the driver).
+ADD_PIECE_ROWS = 262_144
+#: Queries per search task.
+QUERY_BLOCK = 16_384
+
+
+class RowFiles:
+    """Rows of `.npy` files by path (xmine.store.rows.ShardRows): pickles as the paths, opens where
+    it is used, so a task reads only its own rows from the shared file system."""
+
+    def __init__(self, paths: Sequence[str]):
+        self.paths = [str(p) for p in paths]
+        self._view = None
+
+    def _rows(self):
+        if self._view is None:
+            from xmine.store.rows import ShardRows
+
+            self._view = ShardRows(self.paths)
+        return self._view
+
+    @property
+    def shape(self):
+        return self._rows().shape
+
+    def __len__(self) -> int:
+        return len(self._rows())
+
+    def __getitem__(self, key):
+        return self._rows()[key]
+
+    def __getstate__(self):
+        return {"paths": self.paths}
+
+    def __setstate__(self, state):
+        self.paths, self._view = state["paths"], None
+
+
+def rows_for_workers(side):
+    """What the build tasks read a side's rows from: the `.npy` files behind them when they are
+    files (a store's shards, or rows projected into a work file), else the array itself."""
+    from xmine.store.rows import ShardRows
+
+    if isinstance(side.rows, ShardRows):
+        return RowFiles(side.rows.paths)
+    return side.rows
+
+
+def _train_task(rows, choice, seed: int, use_gpu: bool, threads: int) -> bytes:
+    # As many threads as the single-process build has on a machine of this size: OPQ's rotation
+    # (an SVD) and k-means sum in an order that depends on the thread count, so equal counts give
+    # the same trained index.
+    import faiss
+    from threadpoolctl import threadpool_limits
+
+    faiss.omp_set_num_threads(threads)
+    with threadpool_limits(limits=threads):
+        return train_index(rows, choice, seed=seed, use_gpu=use_gpu)
+
+
+def _largest_node_cpus() -> int:
+    import ray
+
+    cpus = [int(node["Resources"].get("CPU", 0)) for node in ray.nodes() if node.get("Alive")]
+    return max([c for c in cpus if c > 0], default=1)
+
+
+def _add_task(trained: bytes, rows, piece: int, start: int, stop: int, add_batch: int, use_gpu: bool,
+              write_to: str | None):
+    """Add rows start:stop; write the shard to `write_to` (kept shards) or return it serialised."""
+    import faiss
+
+    index = add_rows(trained, rows, start, stop, add_batch=add_batch, use_gpu=use_gpu)
+    if write_to is not None:
+        faiss.write_index(index, write_to)
+        return piece, stop - start, None
+    return piece, stop - start, bytes(faiss.serialize_index(index))
+
+
+def _merge_pieces(pieces: list[bytes]):
+    """One index holding the pieces' vectors in piece order (ids shifted to follow each other)."""
+    import faiss
+
+    def load(b):
+        return faiss.deserialize_index(np.frombuffer(b, dtype=np.uint8))
+
+    dst = load(pieces[0])
+    for b in pieces[1:]:
+        src = load(b)
+        try:
+            ivf_dst, ivf_src = faiss.extract_index_ivf(dst), faiss.extract_index_ivf(src)
+        except RuntimeError:  # not IVF (Flat): plain concatenation of codes
+            dst.merge_from(src)
+            continue
+        ivf_dst.merge_from(ivf_src, ivf_dst.ntotal)
+        dst.ntotal = ivf_dst.ntotal  # an OPQ wrapper counts its own rows
+    return dst
+
+
+def build_index_ray(
+    embeddings,
+    out_dir: str | Path,
+    *,
+    sentences: Sequence[str],
+    line_numbers: np.ndarray,
+    encoder: dict,
+    projection: dict | None = None,
+    part: str | None = None,
+    lang: str | None = None,
+    source: dict | None = None,
+    config: IndexConfig = IndexConfig(),
+    show_progress: bool = False,
+    overwrite: bool = False,
+) -> IndexDir:
+    """`build_index` on the connected Ray cluster: same arguments, same index directory.
+
+    `embeddings`: an array (sent to the workers once through the object store) or `RowFiles`
+    (read by the workers from the files).
+    """
+    import faiss
+    import ray
+
+    n, dim = embeddings.shape
+    n_text = _count_lines(Path(sentences)) if isinstance(sentences, (str, Path)) else len(sentences)
+    if n_text != n or len(line_numbers) != n:
+        raise ConfigError(f"{n} embeddings but {n_text} sentences / {len(line_numbers)} line numbers")
+    use_gpu = config.gpu and cluster_resources()["GPU"] > 0
+    choice, shard_rows = resolve_choice(n, dim, config, use_gpu)
+    gpus = {"num_gpus": 1} if use_gpu else {}
+    rows = embeddings if isinstance(embeddings, RowFiles) else ray.put(np.asarray(embeddings))
+
+    threads = _largest_node_cpus()
+    trained = get(remote(_train_task, num_cpus=threads, **gpus).remote(rows, choice, config.seed, use_gpu, threads))
+    kept = config.shard_rows is not None
+    if kept:
+        plan = shard_plan(n, shard_rows)
+    elif choice.kind == "hnsw":
+        plan = [(0, n)]  # a graph is built by one writer
+    else:
+        plan = shard_plan(n, ADD_PIECE_ROWS)
+    trained_ref = ray.put(trained)
+    add = remote(_add_task, num_cpus=1, **gpus)
+    with atomic_dir(out_dir, kind=KIND, overwrite=overwrite) as tmp:
+        refs = (add.remote(trained_ref, rows, p, start, stop, config.add_batch, use_gpu,
+                           str(tmp / shard_name(p)) if kept else None) for p, (start, stop) in enumerate(plan))
+        pieces: dict[int, bytes] = {}
+        with ShardProgress(shards=len(plan), rows=n, desc=f"indexing ({choice.factory}, ray)", unit=" vec",
+                           enabled=show_progress) as bar:
+            for p, count, blob in run_tasks(refs):
+                if blob is not None:
+                    pieces[p] = blob
+                bar.done(count)
+        if not kept:
+            index = _merge_pieces([pieces[p] for p in range(len(plan))])
+            pieces.clear()
+            faiss.write_index(index, str(tmp / shard_name(0)))
+            plan = [(0, n)]
+        write_index_files(tmp, plan, sentences=sentences, line_numbers=line_numbers, encoder=encoder,
+                          projection=projection, part=part, lang=lang, dim=dim, choice=choice, use_gpu=use_gpu,
+                          source=source, config=config)
+    return IndexDir.open(out_dir)
+
+
+def _search_task(index_path: str, s: int, queries, q0: int, q1: int, k: int, nprobe, use_gpu: bool):
+    ix = IndexDir.open(index_path)
+    shard = ix.manifest["shards"][s]
+    sims, rows = search_shard(ix.load_shard(s), shard, ix.manifest["choice"],
+                              np.ascontiguousarray(queries[q0:q1], dtype=np.float32), k,
+                              nprobe=nprobe, use_gpu=use_gpu)
+    return q0, s, sims, rows
+
+
+def search_ray(ix: IndexDir, queries: np.ndarray, k: int, *, nprobe: int | None = None,
+               show_progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """`IndexDir.search` as Ray tasks of query blocks x shards: the same (sims, rows)."""
+    import ray
+
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    if queries.ndim != 2 or queries.shape[1] != ix.dim:
+        raise ConfigError(f"queries have shape {queries.shape}, index dimension is {ix.dim}")
+    nq, shards = len(queries), ix.manifest["shards"]
+    use_gpu = cluster_resources()["GPU"] > 0
+    q_ref = ray.put(queries)
+    task = remote(_search_task, num_cpus=1, **({"num_gpus": 1} if use_gpu else {}))
+    blocks = list(range(0, nq, QUERY_BLOCK))
+    refs = (task.remote(str(ix.path), s, q_ref, q0, min(q0 + QUERY_BLOCK, nq), k, nprobe, use_gpu)
+            for q0 in blocks for s in range(len(shards)))
+    out_s = np.empty((nq, k), dtype=np.float32)
+    out_i = np.empty((nq, k), dtype=np.int64)
+    waiting: dict[int, dict[int, tuple]] = {q0: {} for q0 in blocks}
+    with ShardProgress(shards=len(blocks) * len(shards), rows=nq * len(shards), desc="search (ray)",
+                       unit=" queries", enabled=show_progress) as bar:
+        for q0, s, sims, rows in run_tasks(refs):
+            waiting[q0][s] = (sims, rows)
+            bar.done(len(sims))
+            if len(waiting[q0]) == len(shards):  # every shard answered this block: merge in shard order
+                got = waiting.pop(q0)
+                parts = [got[i] for i in range(len(shards))]
+                ms, mi = merge_topk([p[0] for p in parts], [p[1] for p in parts], k)
+                out_s[q0 : q0 + len(ms)], out_i[q0 : q0 + len(mi)] = ms, mi
+    return out_s, out_i

@@ -1,0 +1,106 @@
+"""`xmine bench mining`: BUCC-style sets built from FLORES-200 and held-out WMT newstest."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from xmine.benchmarks import mining
+from xmine.benchmarks.bucc import read_bucc_file, read_gold
+
+
+def _pairs_of_source(data_dir, lang):
+    """Every (xx, en) translation pair the set may draw from, to check its gold against."""
+    code, folders = mining.NEWS_SETS[lang]
+    flores = data_dir / "parallel" / "flores200" / "devtest"
+    a = (flores / f"{code}.devtest").read_text(encoding="utf-8").splitlines()
+    b = (flores / "eng_Latn.devtest").read_text(encoding="utf-8").splitlines()
+    pairs = {(" ".join(s.split()), " ".join(t.split())) for s, t in zip(a, b)}
+    news, _ = mining._news_pairs(data_dir / "parallel" / "wmt-newstest", lang, folders)
+    return pairs | {(" ".join(s.split()), " ".join(t.split())) for s, t in news}
+
+
+@pytest.mark.parametrize("lang", ["de", "lt"])
+def test_set_is_bucc_like_and_deterministic(data_dir, tmp_path, lang):
+    folder, manifest = mining.build_sets(data_dir, [lang], sets_dir=tmp_path / "a")
+    again, _ = mining.build_sets(data_dir, [lang], sets_dir=tmp_path / "b")
+    files, files2 = mining.set_files(folder, lang), mining.set_files(again, lang)
+    for k in files:  # seeded: the same bytes twice
+        assert files[k].read_bytes() == files2[k].read_bytes()
+    other, _ = mining.build_sets(data_dir, [lang], sets_dir=tmp_path / "c", seed=1)
+    assert mining.set_files(other, lang)["gold"].read_bytes() != files["gold"].read_bytes()
+
+    s_ids, s_sents = read_bucc_file(files["src"])
+    e_ids, e_sents = read_bucc_file(files["en"])
+    gold = read_gold(files["gold"])
+    assert len(set(s_ids)) == len(s_ids) and len(set(e_ids)) == len(e_ids)
+    assert all(i.startswith(f"{lang}-") for i in s_ids) and all(i.startswith("en-") for i in e_ids)
+    # 5% of each side has its translation on the other side (BUCC: 2-3%; the issue: 2-5%)
+    for n in (len(s_ids), len(e_ids)):
+        assert 0.045 <= len(gold) / n <= 0.055
+    assert len(gold) >= 50 and len(s_ids) >= 1200
+    # every gold pair is a real translation pair of the sources; no distractor repeats a gold sentence
+    src_of, en_of = dict(zip(s_ids, s_sents)), dict(zip(e_ids, e_sents))
+    allowed = _pairs_of_source(data_dir, lang)
+    assert all((src_of[a], en_of[b]) in allowed for a, b in gold)
+    gold_src = {src_of[a] for a, _ in gold}
+    assert sum(s in gold_src for s in s_sents) == len(gold_src)
+    # no distractor has its translation on the other side (no unlisted true pair)
+    en_text = set(e_sents)
+    gold_a = {a for a, _ in gold}
+    hidden = [s for i, s in zip(s_ids, s_sents) if i not in gold_a and any((s, t) in allowed for t in en_text)]
+    assert hidden == []
+    # both domains are in the gold
+    counts = manifest["languages"][lang]["counts"]
+    assert counts["flores"]["gold"] > 0 and counts["news"]["gold"] > 0
+
+
+def test_unknown_language_is_refused(data_dir):
+    from xmine.cli import main
+
+    r = CliRunner().invoke(main, ["bench", "mining", "--langs", "de,xx", "--data-dir", str(data_dir)])
+    assert r.exit_code == 2 and "xx" in r.output
+
+
+def test_quick_run_matches_bench_bucc(data_dir, tmp_path):
+    """The quick form end to end with the real encoder; `bench bucc` on the same files agrees."""
+    from xmine.cli import main
+
+    out = tmp_path / "mining.json"
+    sets = tmp_path / "sets"
+    r = CliRunner().invoke(main, ["bench", "mining", "--quick", "--data-dir", str(data_dir), "--out", str(out),
+                                  "--sets-dir", str(sets)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    res = json.loads(out.read_text())
+    # raw, then the shipped default projection (added by itself for me5-small)
+    assert [row[0] for row in res["table"]["rows"]] == ["raw", "default:meaning"]
+    assert res["projections"]["default"]["shipped"] == "me5-small"
+    raw = res["details"]["raw"]
+    assert set(raw["per_lang"]) == set(mining.QUICK_LANGS)
+    for lang, v in raw["per_lang"].items():
+        # raw me5-small finds most hidden translations at its best threshold
+        assert v["best"]["f1"] > 0.6, (lang, v)
+        assert v["default"]["threshold"] == mining.DEFAULT_THRESHOLD
+    assert res["data"] and all(len(f["sha256"]) == 64 for f in res["data"])
+
+    bucc_out = tmp_path / "bucc.json"
+    r = CliRunner().invoke(main, ["bench", "bucc", "--data-dir", str(sets), "--pair", "de-en", "--out", str(bucc_out)],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    bucc = json.loads(bucc_out.read_text())
+    assert bucc["train"]["f1"] == pytest.approx(raw["per_lang"]["de"]["best"]["f1"])
+    r = CliRunner().invoke(main, ["bench", "bucc", "--data-dir", str(sets), "--pair", "de-en", "--out", str(bucc_out),
+                                  "--overwrite", "--projection", "default"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    bucc = json.loads(bucc_out.read_text())
+    assert bucc["projection"]["shipped"] == "me5-small"
+    assert bucc["train"]["f1"] == pytest.approx(res["details"]["default:meaning"]["per_lang"]["de"]["best"]["f1"])
+
+    # --projection none: raw only
+    out2 = tmp_path / "raw-only.json"
+    r = CliRunner().invoke(main, ["bench", "mining", "--quick", "--data-dir", str(data_dir), "--out", str(out2),
+                                  "--sets-dir", str(sets), "--projection", "none"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert [row[0] for row in json.loads(out2.read_text())["table"]["rows"]] == ["raw"]

@@ -1,0 +1,228 @@
+"""FMDA: loss terms against hand computation, the "1 - P" attention, BLEU pools against exhaustive
+sacrebleu, slot masking on the real tokenizer, and a real CLI training run on a
+few dozen MASSIVE rows (resume, save/load, sentence-transformers round trip).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from xmine.disentangle import losses as L
+from xmine.disentangle.fmda import FMDA, pad_batch
+from xmine.disentangle.fmda_data import (_bleu_upper_bound, bleu_exhaustive_pool, negative_pool, read_massive,
+                                         slot_spans, template_and_residual_masks)
+from xmine.disentangle.methods import FmdaBatch, fmda_terms
+
+
+@pytest.fixture(scope="module")
+def massive_dir(data_dir):
+    d = data_dir / "massive" / "data"
+    if not (d / "en-US.jsonl").is_file():
+        pytest.skip("MASSIVE not in the shared data")
+    return d
+
+
+# --- losses on tiny tensors --------------------------------------------------------------------------
+
+def test_contrastive_loss_by_hand():
+    x1 = torch.tensor([[1.0, 0.0]])
+    x2 = torch.tensor([[2.0, 0.0]])  # same direction: cos 1
+    n1 = torch.tensor([[0.0, 3.0]])  # orthogonal: cos 0
+    n2 = torch.tensor([[1.0, 1.0]])  # 45 degrees: cos 1/sqrt(2)
+    # -1 + 0 + 0.70711 (no clamp: the paper's plain cosines)
+    assert float(L.fmda_contrastive_loss(x1, x2, n1, n2)) == pytest.approx(-0.29289, abs=1e-5)
+    # a negative pointing away lowers the loss below -1 (DREAM would clamp it at 0)
+    assert float(L.fmda_contrastive_loss(x1, x2, -x1, -x2)) == pytest.approx(-3.0, abs=1e-6)
+
+
+def test_part_reconstruction_skips_rows_without_target():
+    part = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    lang = torch.tensor([[0.0, 0.0], [1.0, 1.0]])
+    target = torch.tensor([[1.0, 1.0], [0.0, 0.0]])
+    loss, n = L.fmda_part_reconstruction_loss(part, lang, target, torch.tensor([True, False]))
+    assert n == 1 and float(loss) == pytest.approx(0.5)  # ((1-1)^2 + (2-1)^2) / 2, row 1 ignored
+    loss, n = L.fmda_part_reconstruction_loss(part, lang, target, torch.tensor([True, True]))
+    # row 1: (3+1-0)^2 + (4+1-0)^2 = 16 + 25; mean over 4 cells = (0 + 1 + 16 + 25) / 4
+    assert n == 2 and float(loss) == pytest.approx(10.5)
+    loss, n = L.fmda_part_reconstruction_loss(part, lang, target, torch.tensor([False, False]))
+    assert n == 0 and float(loss) == 0.0
+
+
+def _identity_fmda():
+    m = FMDA({"dim": 2, "languages": ["en-US", "de-DE"]})
+    with torch.no_grad():
+        for lin in (m.query_tp, m.key_tp, m.value_tp, m.value_rs):
+            lin.weight.copy_(torch.eye(2))
+            lin.bias.zero_()
+    return m
+
+
+def test_template_attention_and_one_minus_p_by_hand():
+    m = _identity_fmda()
+    # [CLS] = (2, 0), two zero tokens, one padding token that must get no weight
+    h = torch.tensor([[[2.0, 0.0], [0.0, 0.0], [0.0, 0.0], [9.0, 9.0]]])
+    mask = torch.tensor([[True, True, True, False]])
+    p, p_rs = m.attention(h, mask)
+    # logits q.k / sqrt(2) = (2.8284, 0, 0): P = (e^2.8284, 1, 1) / (e^2.8284 + 2)
+    assert p[0].tolist() == pytest.approx([0.89431, 0.05284, 0.05284, 0.0], abs=1e-4)
+    # softmax(1 - P) over the real tokens: exp(0.10569), exp(0.94716), exp(0.94716), normalised
+    assert p_rs[0].tolist() == pytest.approx([0.17732, 0.41134, 0.41134, 0.0], abs=1e-4)
+    parts = m(h, mask)
+    # identity value maps: emb_tp = sum_j P_j h_j = 0.89431 * (2, 0); emb_rs = 0.17732 * (2, 0)
+    assert parts["template"][0].tolist() == pytest.approx([1.78862, 0.0], abs=1e-4)
+    assert parts["residual"][0].tolist() == pytest.approx([0.35464, 0.0], abs=1e-4)
+
+
+def test_fmda_terms_leave_out_unannotated_targets():
+    torch.manual_seed(0)
+    m = FMDA({"dim": 8, "languages": ["en-US", "de-DE"]})
+    h, mask = pad_batch([np.random.default_rng(i).normal(size=(5 + i, 8)).astype(np.float16) for i in range(4)])
+    parts = lambda: m(h, mask)  # noqa: E731
+    z = torch.zeros(4, 8)
+    b = FmdaBatch(parts_l1=parts(), parts_l2=parts(), parts_l1_neg=parts(), parts_l2_neg=parts(),
+                  utt_l1=torch.randn(4, 8), utt_l2=torch.randn(4, 8), tp_tgt_l1=torch.randn(4, 8), tp_tgt_l2=z,
+                  rs_tgt_l1=torch.randn(4, 8), rs_tgt_l2=z, has_tgt_l1=torch.tensor([True, True, False, True]),
+                  has_tgt_l2=torch.zeros(4, dtype=torch.bool), lang_l1=torch.zeros(4, dtype=torch.long),
+                  lang_l2=torch.ones(4, dtype=torch.long), model=m)
+    terms, counts = fmda_terms(b)
+    # L2 (de-DE train) has no annotation: its own and the L1 -> L2 cross-lingual targets are absent
+    for absent in ("Loss_rec^tpL2", "Loss_rec^tpL1-CL", "Loss_rec^rsL2", "Loss_rec^rsL1-CL"):
+        assert absent not in terms
+    for present in ("Loss_rec^tpL1", "Loss_rec^tpL2-CL", "Loss_rec^rsL1", "Loss_rec^rsL2-CL"):
+        assert counts[present] == 3
+    assert counts["Loss_con^m"] == counts["Loss_lang^L1"] == 4
+    # Eq. 2 reads L2's template with L1's language embedding: check one value by hand
+    tp2, lang1 = b.parts_l2["template"], b.parts_l1["language"]
+    rows = b.has_tgt_l1
+    expect = ((tp2[rows] + lang1[rows] - b.tp_tgt_l1[rows]) ** 2).mean()
+    assert float(terms["Loss_rec^tpL2-CL"].detach()) == pytest.approx(float(expect.detach()), rel=1e-6)
+
+
+# --- annotations, masks, BLEU pools ------------------------------------------------------------------
+
+def test_slot_spans_and_masks():
+    utt = "wake me up at five am this week"
+    annot = "wake me up at [time : five am] [date : this week]"
+    assert slot_spans(annot, utt) == [(14, 21, "time"), (22, 31, "date")]
+    slots, template = template_and_residual_masks(annot, utt)
+    assert [utt[s:e] for s, e in slots] == ["five am", "this week"]
+    assert [utt[s:e] for s, e in template] == ["wake me up at"]
+    with pytest.raises(ValueError, match="does not strip"):
+        slot_spans(annot, "wake me up at six am this week")
+
+
+def test_masking_replaces_exactly_the_slot_tokens(me5):
+    from xmine.encoders.tokens import _tokenize
+
+    utt = "wake me up at five am this week"
+    slots, template = template_and_residual_masks("wake me up at [time : five am] [date : this week]", utt)
+    plain, = _tokenize(me5, [utt], None)
+    masked_slots, masked_template = _tokenize(me5, [utt, utt], [slots, template])
+    tok = me5.tokenizer.convert_ids_to_tokens
+    mask_id = me5.tokenizer.mask_token_id
+    kept = [t for t, i in zip(tok(plain), masked_slots) if i != mask_id]
+    assert kept == ["<s>", "▁que", "ry", ":", "▁wake", "▁me", "▁up", "▁at", "</s>"]
+    kept = [t for t, i in zip(tok(plain), masked_template) if i != mask_id]
+    assert kept == ["<s>", "▁que", "ry", ":", "▁five", "▁am", "▁this", "▁week", "</s>"]
+
+
+def test_bleu_bound_is_an_upper_bound_and_pool_is_exact(massive_dir):
+    import sacrebleu
+
+    for loc in ("en-US", "ja-JP"):
+        utts = [r.utt for r in read_massive(massive_dir, loc) if r.partition == "train"]
+        rng = np.random.default_rng(1)
+        sample = [utts[i] for i in rng.choice(len(utts), 120, replace=False)]
+        # the pool from the n-gram-bounded search equals scoring all 14,280 ordered pairs
+        assert negative_pool(sample, loc).tolist() == bleu_exhaustive_pool(sample, loc).tolist()
+    # the bound against sacrebleu itself, on near and far pairs of real utterances
+    from sacrebleu.metrics import BLEU
+
+    tok = BLEU(tokenize="13a").tokenizer
+    utts = [r.utt for r in read_massive(massive_dir, "en-US")[:400]]
+    rng = np.random.default_rng(2)
+    for _ in range(300):
+        i, j = rng.integers(len(utts), size=2)
+        if i == j:
+            continue
+        h, r = tok(utts[i]).split(), tok(utts[j]).split()
+        u1 = sum(min(h.count(w), r.count(w)) for w in set(h))
+        big = lambda t: [tuple(t[k:k + 2]) for k in range(len(t) - 1)]  # noqa: E731
+        u2 = sum(min(big(h).count(b), big(r).count(b)) for b in set(big(h)))
+        bound = float(_bleu_upper_bound(np.array([u1]), np.array([u2]), np.array([len(h)]), np.array([len(r)]))[0])
+        assert bound + 1e-9 >= sacrebleu.sentence_bleu(utts[i], [utts[j]]).score / 100
+
+
+# --- a real training run from the CLI -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_massive(massive_dir, tmp_path_factory):
+    """The first 90 rows of en-US and de-DE (59 train, 12 dev, 19 test), real text and annotation."""
+    d = tmp_path_factory.mktemp("massive")
+    for loc in ("en-US", "de-DE"):
+        with open(massive_dir / f"{loc}.jsonl", encoding="utf-8") as f:
+            lines = [next(f) for _ in range(90)]
+        (d / f"{loc}.jsonl").write_text("".join(lines), encoding="utf-8")
+    return d
+
+
+def _train_cmd(massive, out, *extra):
+    from xmine.cli import main
+
+    return CliRunner().invoke(main, ["train", "--method", "fmda", "--pairs", str(massive), "--langs", "de-DE",
+                                     "--batch-size", "16", "--lr", "1e-3", "--max-epochs", "2", "-q", "-o", str(out),
+                                     *extra], catch_exceptions=False)
+
+
+def test_fmda_trains_from_the_cli_resumes_and_round_trips(tiny_massive, tmp_path, me5):
+    from sentence_transformers import SentenceTransformer
+
+    from xmine.disentangle import export_sentence_transformer, load_projection
+
+    out = tmp_path / "fmda"
+    res = _train_cmd(tiny_massive, out)
+    assert res.exit_code == 0, res.output
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["method"] == "fmda" and cfg["languages"] == ["en-US", "de-DE"] and len(cfg["history"]) == 2
+    rows = cfg["term_rows_per_epoch"]
+    # every train row is en-US-annotated; de-DE train rows are not
+    assert rows["Loss_rec^tpL1"] == rows["Loss_rec^rsL2-CL"] == rows["Loss_con^m"] == 59
+    assert set(cfg["left_out_terms"]) == {"Loss_rec^tpL2", "Loss_rec^tpL1-CL", "Loss_rec^rsL2", "Loss_rec^rsL1-CL"}
+    assert cfg["history"][-1]["train_loss"] < cfg["history"][0]["train_loss"] or cfg["best_epoch"] >= 1
+    weights = (out / "model.safetensors").read_bytes()
+
+    # the same command again is refused: the folder holds a finished projection now
+    res = _train_cmd(tiny_massive, out)
+    assert res.exit_code == 2 and "already exists" in res.output
+    # with --overwrite it resumes from the checkpoint after epoch 2: nothing to train, same weights
+    res = _train_cmd(tiny_massive, out, "--overwrite")
+    assert res.exit_code == 0 and (out / "model.safetensors").read_bytes() == weights
+    # other settings into the same folder are refused with one line, exit 2
+    from xmine.cli import main
+
+    res = CliRunner().invoke(main, ["train", "--method", "fmda", "--pairs", str(tiny_massive), "--langs", "de-DE",
+                                    "--batch-size", "8", "--max-epochs", "2", "-q", "--overwrite", "-o", str(out)])
+    assert res.exit_code == 2 and "other settings" in res.output
+
+    proj = load_projection(out)
+    assert proj.token_level
+    sents = ["wake me up at five am this week", "wecke mich um fünf uhr auf"]
+    parts = proj.embed_texts(me5, sents, ("meaning", "template", "residual", "language"))
+    for p in parts.values():
+        assert p.shape == (2, me5.dim) and np.allclose(np.linalg.norm(p, axis=1), 1, atol=1e-5)
+    assert not np.allclose(parts["template"], parts["residual"])
+    with pytest.raises(Exception, match="token states"):
+        proj.transform(me5.encode(sents), "meaning")
+
+    st_dir = tmp_path / "st"
+    export_sentence_transformer(out, "me5-small", st_dir, part="template")
+    assert "FMDA projection: needs the encoder's token states" in (st_dir / "README.md").read_text()
+    st = SentenceTransformer(str(st_dir), device="cpu", trust_remote_code=True)
+    got = st.encode(sents, convert_to_numpy=True)
+    cos = (got * parts["template"]).sum(1)
+    assert cos.min() > 0.999, cos

@@ -1,0 +1,265 @@
+"""`--ray`: the same commands on a real local Ray cluster (2 CPUs), with the same output.
+
+One Ray session is shared by every test here (starting Ray costs seconds). Real data, the real
+encoder (use-m3: pure numpy, quick to load in each actor), real FAISS; the faults are real
+(a worker process killed with SIGKILL, a driver process killed mid-run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from xmine.cli import main
+
+ray = pytest.importorskip("ray") if os.environ.get("CI", "").lower() != "true" else __import__("ray")
+
+ENCODER = "use-m3"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A local Ray cluster with 2 CPUs for this module; its address lets a subprocess join it."""
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING",
+                 runtime_env={"env_vars": {k: os.environ[k] for k in ("XMINE_HOME", "HF_HUB_OFFLINE",
+                                                                       "TRANSFORMERS_OFFLINE") if k in os.environ}})
+    yield ray.get_runtime_context().gcs_address
+    if started:
+        ray.shutdown()
+
+
+def _run(*args, ok=True):
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    if ok:
+        assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture(scope="module")
+def corpora(data_dir, tmp_path_factory):
+    """German and English Tatoeba sentences (300 each, translations of each other, English shuffled)."""
+    d = tmp_path_factory.mktemp("corpora")
+    de = (data_dir / "tatoeba/v1/tatoeba.deu-eng.deu").read_text(encoding="utf-8").splitlines()[:300]
+    en = (data_dir / "tatoeba/v1/tatoeba.deu-eng.eng").read_text(encoding="utf-8").splitlines()[:300]
+    en = [en[i] for i in np.random.default_rng(0).permutation(len(en))]
+    de.insert(17, "")  # an empty line: skipped, but line numbers keep counting
+    (d / "de.txt").write_text("\n".join(de) + "\n", encoding="utf-8")
+    (d / "en.txt").write_text("\n".join(en) + "\n", encoding="utf-8")
+    return d
+
+
+SHARD_ROWS = 70  # 300 sentences: 70+70+70+70+20, several shards per actor
+
+
+@pytest.fixture(scope="module")
+def local_store(corpora, tmp_path_factory):
+    """The German corpus embedded in one process: what every run on Ray must reproduce."""
+    out = tmp_path_factory.mktemp("local") / "store"
+    _run("embed", *_embed_args(corpora), "-o", out)
+    return out
+
+
+def _embed_args(corpora) -> list:
+    return [corpora / "de.txt", "--lang", "de", "--encoder", ENCODER, "--shard-rows", SHARD_ROWS, "-q"]
+
+
+def _same_store(a: Path, b: Path) -> None:
+    names = sorted(p.name for p in a.iterdir() if not p.name.startswith("."))
+    assert names == sorted(p.name for p in b.iterdir() if not p.name.startswith("."))
+    for name in names:
+        if name != "manifest.json":
+            assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    ma, mb = (json.loads((p / "manifest.json").read_text()) for p in (a, b))
+    for m in (ma, mb):
+        m.pop("provenance")
+        m.pop("created", None)
+    assert ma == mb
+
+
+def test_embed_on_ray_writes_the_same_store(cluster, corpora, local_store, tmp_path):
+    on_ray = tmp_path / "ray"
+    out = _run("embed", *_embed_args(corpora), "-o", on_ray, "--ray", cluster).output
+    assert "300 encoded now" in out
+    _same_store(local_store, on_ray)
+    assert len(list(on_ray.glob("emb-*.npy"))) == 5
+    assert json.loads((on_ray / "manifest.json").read_text())["provenance"]["parameters"]["ray"] == cluster
+
+
+def test_mine_on_ray_is_byte_identical(cluster, corpora, tmp_path, monkeypatch):
+    import xmine.mining.ray_knn as ray_knn
+
+    # One block per tile, so the 300 x 300 product is cut into 5 x 3 tiles merged on the driver.
+    monkeypatch.setattr(ray_knn, "TILE_BLOCKS_ROWS", 1)
+    monkeypatch.setattr(ray_knn, "TILE_BLOCKS_COLS", 1)
+    common = [corpora / "de.txt", corpora / "en.txt", "--encoder", ENCODER, "--block-rows", 64, "--block-cols", 128,
+              "--threshold", 1.0, "--line-numbers"]
+    _run("mine", *common, "-o", tmp_path / "local.tsv")
+    _run("mine", *common, "-o", tmp_path / "ray.tsv", "--ray", cluster)
+    local = (tmp_path / "local.tsv").read_bytes()
+    assert local == (tmp_path / "ray.tsv").read_bytes()
+    assert local.count(b"\n") > 200  # most of the 300 translations are mined
+    assert json.loads((tmp_path / "ray.tsv.json").read_text())["ray"] == cluster
+
+
+def test_mine_approximate_on_ray_is_refused_in_one_line(cluster, corpora, tmp_path):
+    result = _run("mine", corpora / "de.txt", corpora / "en.txt", "--encoder", ENCODER, "--approximate",
+                  "-o", tmp_path / "ray.tsv", "--ray", cluster, ok=False)
+    assert result.exit_code == 2 and "--approximate on Ray is not built yet" in result.output
+    assert not (tmp_path / "ray.tsv").exists()
+
+
+@pytest.mark.parametrize("shard_rows", [None, 130])
+def test_build_index_on_ray_is_the_same_index(cluster, corpora, tmp_path, monkeypatch, shard_rows):
+    import xmine.index.ray_build as ray_build
+
+    monkeypatch.setattr(ray_build, "ADD_PIECE_ROWS", 110)  # 3 pieces merged into one index
+    store = tmp_path / "store"
+    _run("embed", corpora / "en.txt", "--lang", "en", "--encoder", ENCODER, "-o", store, "-q")
+    common = [store, "--type", "ivf", "--nlist", 8] + (["--shard-rows", shard_rows] if shard_rows else [])
+    _run("build-index", *common, "-o", tmp_path / "local")
+    _run("build-index", *common, "-o", tmp_path / "ray", "--ray", cluster)
+    local = sorted((tmp_path / "local").glob("shard_*.faiss"))
+    assert len(local) == (3 if shard_rows else 1)
+    for f in local:
+        assert f.read_bytes() == (tmp_path / "ray" / f.name).read_bytes()
+    queries = corpora / "de.txt"
+    hits = [_run("search", tmp_path / name, queries, "-k", 3).stdout for name in ("local", "ray")]
+    assert hits[0] == hits[1] and hits[0].count("\n") == 900
+    # Searching on Ray (tasks of query blocks x shards, merged per query) finds the same rows.
+    from xmine.index.faiss_index import IndexDir
+
+    monkeypatch.setattr(ray_build, "QUERY_BLOCK", 100)
+    ix = IndexDir.open(tmp_path / "ray")
+    q = np.random.default_rng(0).standard_normal((250, ix.dim)).astype(np.float32)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    want, got = ix.search(q, 5), ray_build.search_ray(ix, q, 5)
+    assert np.array_equal(want[1], got[1]) and np.allclose(want[0], got[0], atol=1e-5)
+
+
+def test_the_pool_encoder_of_train_encodes_like_the_encoder(cluster, corpora, usem3):
+    from xmine.encoders.ray_pool import MIN_SLICE, RayPoolEncoder
+
+    sentences = [s for s in (corpora / "de.txt").read_text(encoding="utf-8").splitlines() if s]
+    assert 2 * len(sentences) >= 2 * MIN_SLICE  # both actors get a slice
+    pool = RayPoolEncoder(usem3)
+    try:
+        got = pool.encode(sentences * 2)
+    finally:
+        pool.close()
+    assert pool.fingerprint() == usem3.fingerprint()
+    want = usem3.encode(sentences * 2)
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() < 1e-5  # other batches: the same vectors up to float rounding
+
+
+def _processes(title: str) -> list[int]:
+    """PIDs of this machine's processes whose command line starts with `title` (Ray sets a
+    worker's title to ray::<task> while it runs one)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if (d / "cmdline").read_bytes().startswith(title.encode()):
+                    pids.append(int(d.name))
+            except OSError:
+                continue
+    return pids
+
+
+def _kill_first(title: str, stop: threading.Event, killed: list[int]) -> None:
+    while not stop.is_set() and not killed:
+        pids = _processes(title)
+        if pids:
+            os.kill(pids[0], signal.SIGKILL)
+            killed.append(pids[0])
+        time.sleep(0.02)
+
+
+def test_a_killed_worker_task_is_retried(cluster):
+    from xmine.mining.knn import exact_knn_both
+    from xmine.mining.ray_knn import ray_knn_both
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((6000, 384), dtype=np.float32)
+    y = rng.standard_normal((6000, 384), dtype=np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    stop, killed = threading.Event(), []
+    killer = threading.Thread(target=_kill_first, args=("ray::tile_knn", stop, killed))
+    killer.start()
+    try:
+        got = ray_knn_both(x, y, 4, tile_rows=2048, tile_cols=2048)
+    finally:
+        stop.set()
+        killer.join()
+    assert killed, "no tile task was caught running"
+    want = exact_knn_both(x, y, 4)
+    for a, b in zip(want, got):
+        assert np.array_equal(a, b)
+
+
+def test_a_killed_encoder_actor_is_restarted(cluster, corpora, local_store, tmp_path):
+    stop, killed = threading.Event(), []
+    killer = threading.Thread(target=_kill_first, args=("ray::MapWorker(MapBatches(ShardEncoder))", stop, killed))
+    on_ray = tmp_path / "ray"
+    killer.start()
+    try:
+        _run("embed", *_embed_args(corpora), "-o", on_ray, "--ray", cluster)
+    finally:
+        stop.set()
+        killer.join()
+    assert killed, "no encoder actor was caught running"
+    _same_store(local_store, on_ray)
+
+
+def test_a_killed_driver_resumes_from_finished_shards(cluster, corpora, local_store, tmp_path):
+    on_ray = tmp_path / "ray"
+    common = _embed_args(corpora)
+    driver = subprocess.Popen([sys.executable, "-m", "xmine.cli", "embed", *map(str, common), "-o", str(on_ray),
+                               "--ray", cluster], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        progress = on_ray / "progress.json"
+        while time.monotonic() < deadline and driver.poll() is None:
+            try:
+                p = json.loads(progress.read_text())
+                if len(p["shards"]) + len(p.get("more_shards", [])) >= 2:
+                    break
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.05)
+        assert driver.poll() is None, "the driver finished before it could be killed"
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    out = _run("embed", *common, "-o", on_ray, "--ray", cluster).output
+    resumed = re.search(r"(\d+) resumed from an earlier run", out)
+    done_before = int(resumed.group(1)) if resumed else 0
+    assert done_before >= 2 * SHARD_ROWS, out  # at least the two shards seen finished were kept
+    _same_store(local_store, on_ray)
+
+
+def test_an_unreachable_cluster_is_a_one_line_error(corpora, tmp_path):
+    # In a fresh process: this one has joined the test cluster, which --ray ADDRESS would reuse.
+    proc = subprocess.run([sys.executable, "-m", "xmine.cli", "mine", str(corpora / "de.txt"), str(corpora / "en.txt"),
+                           "-o", str(tmp_path / "out.tsv"), "--ray", "127.0.0.1:1"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("xmine: error:")]
+    assert len(errors) == 1 and "127.0.0.1:1: no Ray cluster answers" in errors[0], proc.stderr
+    assert not (tmp_path / "out.tsv").exists()

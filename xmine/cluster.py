@@ -1,0 +1,207 @@
+"""The Ray engine: connect to a cluster, run per-shard functions as tasks, show their progress.
+
+xmine's distributed paths (`--ray` on embed, build-index and mine) call the same per-shard
+functions as the single-process paths; this module only schedules them. It imports `ray` inside
+its functions, so the core works without the `ray` extra (`pip install 'xmine[ray]'`).
+
+- `connect(address)`: `"auto"` joins the cluster this machine belongs to (`ray start` here, or
+  `RAY_ADDRESS`) and otherwise starts a local one with this machine's CPUs; any other value is a
+  cluster address (`host:6379` or `ray://host:10001`). A process that already called
+  `ray.init` (a test session, a notebook) keeps its cluster.
+- `run_tasks`: submit remote calls, yield their results as they finish (so the driver writes a
+  checkpoint after each), with a progress bar of shards done, sentences/s and ETA. Ray re-runs a
+  task whose worker died (`max_retries`); an error raised by the task itself is not retried and
+  reaches the driver as the original exception.
+- `cluster_resources`: CPUs and GPUs the cluster offers, to size actor pools.
+
+Workers must see the same paths as the driver (a shared file system, as on a SLURM cluster or a
+single machine): tasks read their inputs and write their outputs by path, so only small
+descriptions and results travel through Ray's object store.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, Callable, Iterable, Iterator
+
+from xmine.errors import ConfigError
+
+log = logging.getLogger("xmine.cluster")
+
+#: A worker that dies (killed, out of memory, node lost) has its task re-run this many times.
+TASK_RETRIES = 3
+
+
+def ray_option(what: str):
+    """The `--ray [auto|ADDRESS]` click option; `what` says what runs on the cluster."""
+    import click
+
+    return click.option(
+        "--ray", "ray_address", is_flag=False, flag_value="auto", default=None, metavar="[auto|ADDRESS]",
+        help=f"Run {what} on a Ray cluster (needs the ray extra). `--ray` or `--ray auto`: the cluster "
+             "this machine belongs to (`ray start`, RAY_ADDRESS), else a local one with this machine's "
+             "CPUs; `--ray HOST:6379`: that cluster. Workers must see the same paths.")
+
+
+def require_ray():
+    """The `ray` module, or a one-line error saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("--ray needs Ray: pip install 'xmine[ray]' (or run scripts/setup.sh)") from None
+    return ray
+
+
+def connect(address: str = "auto") -> dict[str, float]:
+    """Join (or start) the Ray cluster named by `address`; return its resources.
+
+    "auto": the cluster of `RAY_ADDRESS` or of a `ray start` on this machine if there is one,
+    else a new local cluster with this machine's CPUs. Anything else: that cluster's address.
+    """
+    ray = require_ray()
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = dict(
+            include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True,
+            configure_logging=True,
+            # Workers inherit the driver's environment (XMINE_HOME, HF offline flags, ...).
+            runtime_env={"env_vars": _forwarded_env()},
+        )
+        if address == "auto":
+            try:
+                ray.init(address="auto", **kwargs)
+                log.info("ray: joined the running cluster")
+            except ConnectionError:
+                ray.init(**kwargs)
+                log.info("ray: started a local cluster (no running cluster found)")
+        else:
+            _check_reachable(address)
+            try:
+                ray.init(address=address, **kwargs)
+            except (ConnectionError, ValueError, RuntimeError) as e:
+                raise ConfigError(f"--ray {address}: cannot join that Ray cluster ({e})") from None
+    _quiet_ray_data()
+    return cluster_resources()
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """A one-line error within seconds when nothing listens at HOST:PORT (Ray itself retries for
+    minutes before it gives up)."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if address.startswith("ray://") or not sep or not port.isdigit():
+        return  # a Ray client address or a name Ray resolves itself
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ConfigError(f"--ray {address}: no Ray cluster answers there ({e.strerror or e}); start one with "
+                          f"`ray start --head --port {port}` on {host}, or use --ray auto") from None
+
+
+def _forwarded_env() -> dict[str, str]:
+    keep = ("XMINE_HOME", "XMINE_DATA", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM",
+            "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "HF_HOME")
+    return {k: os.environ[k] for k in keep if k in os.environ}
+
+
+def _quiet_ray_data() -> None:
+    """xmine draws its own progress (shards, sentences/s, ETA); Ray Data's bars would interleave."""
+    try:
+        from ray.data import DataContext
+    except ImportError:  # ray without the data extra: only tasks are used then
+        return
+    ctx = DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.print_on_execution_start = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
+def cluster_resources() -> dict[str, float]:
+    """{"CPU": n, "GPU": g} of the connected cluster (0 when absent)."""
+    ray = require_ray()
+    res = ray.cluster_resources()
+    return {"CPU": float(res.get("CPU", 0)), "GPU": float(res.get("GPU", 0))}
+
+
+class ShardProgress:
+    """Progress of a distributed job: shards done, sentences (or rows) per second, ETA.
+
+    A tqdm bar counting rows, with "shards d/n" beside it; `done(rows)` after each shard.
+    """
+
+    def __init__(self, *, shards: int, rows: int, desc: str, unit: str = " sentences", enabled: bool = True,
+                 shards_done: int = 0, rows_done: int = 0):
+        from tqdm.auto import tqdm
+
+        self.shards, self.shards_done = shards, shards_done
+        self.start = time.perf_counter()
+        self.bar = tqdm(total=rows, initial=rows_done, desc=desc, unit=unit, disable=not enabled,
+                        dynamic_ncols=True, smoothing=0.1)
+        self.bar.set_postfix_str(self._postfix())
+
+    def _postfix(self) -> str:
+        return f"shards {self.shards_done}/{self.shards}"
+
+    def done(self, rows: int) -> None:
+        self.shards_done += 1
+        self.bar.update(rows)
+        self.bar.set_postfix_str(self._postfix())
+
+    def close(self) -> None:
+        self.bar.close()
+
+    def __enter__(self) -> "ShardProgress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def remote(fn: Callable, **options):
+    """`fn` as a Ray remote function whose tasks are re-run when their worker dies."""
+    ray = require_ray()
+    return ray.remote(max_retries=TASK_RETRIES, **options)(fn)
+
+
+def run_tasks(refs: Iterable[Any], *, window: int | None = None) -> Iterator[Any]:
+    """Yield the results of Ray object refs as they finish (any order).
+
+    `refs` may be a lazy iterable: at most `window` (default: twice the cluster's CPUs) are in
+    flight at once, so a million-shard job does not submit a million tasks up front and the
+    driver's memory stays bounded by the window.
+    """
+    ray = require_ray()
+    if window is None:
+        window = max(2, 2 * int(cluster_resources()["CPU"] or 1))
+    it = iter(refs)
+    pending: list = []
+    exhausted = False
+    while True:
+        while not exhausted and len(pending) < window:
+            try:
+                pending.append(next(it))
+            except StopIteration:
+                exhausted = True
+        if not pending:
+            return
+        ready, pending = ray.wait(pending, num_returns=1)
+        yield get(ready[0])
+
+
+def get(ref: Any) -> Any:
+    """`ray.get`, with an xmine error raised in a task re-raised as itself (one line, exit 2)."""
+    ray = require_ray()
+    from xmine.errors import XmineError
+
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as e:
+        if isinstance(e.cause, XmineError):
+            raise e.cause from None
+        raise
+
+
+__all__ = ["ShardProgress", "TASK_RETRIES", "cluster_resources", "connect", "ray_option", "remote", "require_ray",
+           "run_tasks"]

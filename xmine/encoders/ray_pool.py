@@ -1,0 +1,72 @@
+"""An encoder whose `encode` runs in a pool of Ray actors (the embedding step of `xmine train --ray`).
+
+`RayPoolEncoder(encoder)` has the wrapped encoder's name, dimension and fingerprint; each call to
+`encode` cuts the sentences into one slice per actor and gathers the vectors in input order. The
+actors (one per GPU, else one per `threads` CPUs, `max_restarts=-1` so a killed one comes back and
+its call is retried) each load the encoder once, at the start, and keep it for every call. So
+code that takes an encoder (the embedding cache, the trainer) runs its encoding on the cluster
+unchanged. For whole corpora, `xmine embed --ray` streams shards through a Ray Data actor pool.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from xmine.cluster import cluster_resources, get, require_ray
+from xmine.encoders import Encoder
+
+#: Fewer sentences than this per actor are not worth a round trip: they go to fewer actors.
+MIN_SLICE = 256
+
+
+class _EncoderActor:
+    def __init__(self, name: str, use_gpu: bool, threads: int, precision: str, fingerprint: dict):
+        from xmine.encoders import load_encoder
+        from xmine.errors import EncoderError
+
+        self.encoder = load_encoder(name, device="cuda" if use_gpu else "cpu", threads=None if use_gpu else threads,
+                                    precision=precision)
+        if self.encoder.fingerprint().get("id") != fingerprint.get("id"):
+            raise EncoderError(f"encoder {name!r} on this Ray worker is not the driver's "
+                               f"({self.encoder.fingerprint().get('id')} vs {fingerprint.get('id')})")
+
+    def encode(self, sentences: list[str], batch_size: int) -> np.ndarray:
+        return self.encoder.encode(sentences, batch_size=batch_size)
+
+
+class RayPoolEncoder(Encoder):
+    """`encoder`'s `encode` on the connected Ray cluster (same name, dimension and fingerprint)."""
+
+    def __init__(self, encoder: Encoder, *, threads: int = 1):
+        ray = require_ray()
+        self._local = encoder
+        self.name, self.dim = encoder.name, encoder.dim
+        res = cluster_resources()
+        use_gpu = res["GPU"] >= 1
+        count = int(res["GPU"]) if use_gpu else max(1, int(res["CPU"]) // threads)
+        actor = ray.remote(num_cpus=0 if use_gpu else threads, num_gpus=1 if use_gpu else 0,
+                           max_restarts=-1, max_task_retries=-1)(_EncoderActor)
+        self.precision = getattr(encoder, "precision", "fp32")
+        self._actors = [actor.remote(encoder.name, use_gpu, threads, self.precision, encoder.fingerprint())
+                        for _ in range(count)]
+
+    def fingerprint(self) -> dict[str, Any]:
+        return self._local.fingerprint()
+
+    def encode(self, sentences: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
+        sentences = list(sentences)
+        if not sentences:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        parts = max(1, min(len(self._actors), len(sentences) // MIN_SLICE))
+        bounds = np.linspace(0, len(sentences), parts + 1).astype(int)
+        refs = [a.encode.remote(sentences[lo:hi], batch_size)
+                for a, lo, hi in zip(self._actors, bounds[:-1], bounds[1:])]
+        return np.concatenate([np.asarray(get(r), dtype=np.float32) for r in refs], axis=0)
+
+    def close(self) -> None:
+        ray = require_ray()
+        for a in self._actors:
+            ray.kill(a)
+        self._actors = []

@@ -156,7 +156,7 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
                         default_precision=fingerprint_precision(m["encoder"]), inputs=[index_dir])
     check_same_encoder(m["encoder"], encoders.encoder.fingerprint(), what=f"index {index_dir}")
     check_same_projection(m.get("projection"), encoders.projection_fp(), what=f"index {index_dir}")
-    q = load_side(queries, lang=None, encoders=encoders)  # embedded in a temporary store
+    q = load_side(queries, lang=None, encoders=encoders, show_progress=False)  # embedded in a temporary store
     with open(ix.path / "sentences.txt", "rb") as f:
         from xmine.store.text import RowIndex, iter_raw_lines
 

@@ -80,6 +80,8 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
         # directory beside the index, removed at the end.
         with tempfile.TemporaryDirectory(prefix=f".{Path(out_dir).name}.work-", dir=Path(out_dir).parent) as work:
             side = load_side(source, lang=lang, encoders=encoders, work_dir=work)
+            if hasattr(side.rows, "check_all"):
+                side.rows.check_all()  # a damaged shard is one clear error before the indexing starts
             config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
                                  gpu=not cpu,
                                  memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
@@ -154,7 +156,7 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
                         default_precision=fingerprint_precision(m["encoder"]), inputs=[index_dir])
     check_same_encoder(m["encoder"], encoders.encoder.fingerprint(), what=f"index {index_dir}")
     check_same_projection(m.get("projection"), encoders.projection_fp(), what=f"index {index_dir}")
-    q = load_side(queries, lang=None, encoders=encoders)  # embedded in a temporary store
+    q = load_side(queries, lang=None, encoders=encoders, show_progress=False)  # embedded in a temporary store
     with open(ix.path / "sentences.txt", "rb") as f:
         from xmine.store.text import RowIndex, iter_raw_lines
 

@@ -148,13 +148,26 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
     from xmine.inputs import Encoders, artefact_encoder_name, artefact_precision, check_compatible, load_side
 
     out = claim.path
-    work = claim.work_dir(".work")
+    from xmine.inputs import artefact_kind
+
+    # OUT.work/ is created (and marked as this output's) only when something is built in it, so a
+    # run refused while opening its inputs leaves nothing behind.
+    work = claim.companion(".work")
+
+    def work_for(path, tag: str) -> Path:
+        if artefact_kind(path) == "text" or (projection is not None and artefact_kind(path) == "embedding-store"):
+            claim.work_dir(".work")
+        return work / tag
+
     encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection, precision,
                         default_precision=artefact_precision([src, tgt]), inputs=[src, tgt])
-    sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work / "src", show_progress=show_progress)
-    sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work / "tgt", show_progress=show_progress)
+    sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src"), show_progress=show_progress)
+    sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt"), show_progress=show_progress)
     try:
         check_compatible(sx, sy)
+        for side in (sx, sy):  # every shard's sha256 (large stores: now, before any search starts)
+            if hasattr(side.rows, "check_all"):
+                side.rows.check_all()
         mx, my = _Mineable(sx, config), _Mineable(sy, config)
         search = "exact"
         if sx.index is not None or sy.index is not None:
@@ -169,6 +182,8 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         if ray is not None and search != "exact":
             raise ConfigError("--ray runs the exact search; an index side on Ray is not built yet "
                               "(mine without --ray, or give embedding stores)")
+        if search != "faiss-index":
+            claim.work_dir(".work")  # checkpoints
         if len(mx.ids) == 0 or len(my.ids) == 0:
             e = np.zeros(0, np.int64)
             mined = MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))

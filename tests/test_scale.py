@@ -63,7 +63,7 @@ def test_store_writer_round_trip_and_unique_rows(stores):
     assert src.manifest["dtype"] == "float16" and src.manifest["input_stats"]["unique_sentences"] == 597
     from xmine.inputs import Encoders, load_side
 
-    side = load_side(src.directory, lang=None, encoders=Encoders(None, None))
+    side = load_side(src.directory, lang=None, encoders=Encoders(None, "none"))
     first, rep = side.unique_rows()
     assert len(first) == 597 and 400 not in first and rep[400] == 10 and rep[599] == 12 and rep[5] == 5
     side.close()

@@ -63,6 +63,11 @@ class ShardRows:
     def __len__(self) -> int:
         return self.shape[0]
 
+    def check_all(self) -> None:
+        """Run `on_first_read` for every shard now (before a progress bar or any work starts)."""
+        for i in range(len(self.paths)):
+            self._fd(i)
+
     def _fd(self, i: int) -> int:
         fd = self._fds[i]
         if fd is None:

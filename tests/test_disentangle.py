@@ -215,6 +215,9 @@ def test_sentence_transformers_module_round_trip(challenge, me5, tmp_path):
     assert modules[-1]["type"] == "xmine.disentangle.st_module.MeaningProjection"
     st = SentenceTransformer(str(tmp_path / "st"), device="cpu", trust_remote_code=True)
     sentences = ["Wo ist der Bahnhof?", "Where is the station?"]
-    expected = proj.transform(me5.encode(sentences), "meaning")
+    # the export runs the fp32 model (me5 here is at the machine's auto precision, bf16 on this CPU)
+    from xmine.encoders import load_encoder
+
+    expected = proj.transform(load_encoder("me5-small", precision="fp32").encode(sentences), "meaning")
     got = st.encode(sentences, convert_to_numpy=True)
     np.testing.assert_allclose(got, expected, atol=1e-4)

@@ -126,7 +126,7 @@ def test_cli_build_search_and_encoder_mismatch(tmp_path, data_dir, usem3):
     assert sum(r[0] == r[3] for r in top1) >= 45  # query line i finds English line i
     assert all(r[4] == en[int(r[3]) - 1] for r in rows)
     res = runner.invoke(main, ["search", str(tmp_path / "idx"), str(tmp_path / "de.txt"), "--format", "jsonl"])
-    assert res.exit_code == 0 and res.output.count("\n") == 50
+    assert res.exit_code == 0 and res.stdout.count("\n") == 50  # stderr carries the progress bar
     # An index made with another encoder is refused.
     base = np.random.default_rng(0).standard_normal((20, 64)).astype(np.float32)
     _build(base, tmp_path / "toy", kind="flat")

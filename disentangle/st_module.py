@@ -32,10 +32,45 @@ from xmine.disentangle.model import Disentangler
 from xmine.errors import EncoderError
 
 
-class MeaningProjection(Module):
-    """A disentangler inside a SentenceTransformer: sentence_embedding -> its meaning (or language) part."""
+class _SavedProjectionModule(Module):
+    """What the two sentence-transformers modules share: the output dimension, and saving and
+    loading the config and the network's weights (`_network`: the attribute holding it)."""
 
     config_keys = ["part", "spec", "method", "projection_id", "encoder"]
+    _network = ""
+    _default_method = ""
+
+    def get_embedding_dimension(self) -> int:
+        return int(self.spec["dim"])
+
+    get_sentence_embedding_dimension = get_embedding_dimension
+
+    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
+        os.makedirs(output_path, exist_ok=True)
+        self.save_config(output_path)
+        network = getattr(self, self._network)
+        state = {k: v.detach().contiguous().clone() for k, v in network.state_dict().items()}
+        save_file(state, os.path.join(output_path, "model.safetensors"))
+
+    @classmethod
+    def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None, revision=None,
+             local_files_only: bool = False, **kwargs):
+        hub = dict(subfolder=subfolder, token=token, cache_folder=cache_folder, revision=revision,
+                   local_files_only=local_files_only)
+        config = cls.load_config(model_name_or_path, **hub)
+        module = cls(config["spec"], part=config.get("part", "meaning"),
+                     method=config.get("method", cls._default_method), projection_id=config.get("projection_id", ""), encoder=config.get("encoder"))
+        weights = cls.load_file_path(model_name_or_path, filename="model.safetensors", **hub)
+        if weights is None:
+            raise EncoderError(f"{model_name_or_path}/{subfolder}: {cls.__name__} has no model.safetensors")
+        getattr(module, cls._network).load_state_dict(load_file(weights), strict=True)
+        return module.eval()
+
+
+class MeaningProjection(_SavedProjectionModule):
+    """A disentangler inside a SentenceTransformer: sentence_embedding -> its meaning (or language) part."""
+
+    _network = "disentangler"
 
     def __init__(self, spec: dict[str, Any], *, part: str = "meaning", method: str = "", projection_id: str = "",
                  encoder: dict[str, Any] | None = None):
@@ -63,33 +98,8 @@ class MeaningProjection(Module):
         features["sentence_embedding"] = F.normalize(m if self.part == "meaning" else l, dim=-1, eps=1e-12)
         return features
 
-    def get_embedding_dimension(self) -> int:
-        return int(self.spec["dim"])
 
-    get_sentence_embedding_dimension = get_embedding_dimension
-
-    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
-        os.makedirs(output_path, exist_ok=True)
-        self.save_config(output_path)
-        state = {k: v.detach().contiguous().clone() for k, v in self.disentangler.state_dict().items()}
-        save_file(state, os.path.join(output_path, "model.safetensors"))
-
-    @classmethod
-    def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None, revision=None,
-             local_files_only: bool = False, **kwargs) -> "MeaningProjection":
-        hub = dict(subfolder=subfolder, token=token, cache_folder=cache_folder, revision=revision,
-                   local_files_only=local_files_only)
-        config = cls.load_config(model_name_or_path, **hub)
-        module = cls(config["spec"], part=config.get("part", "meaning"), method=config.get("method", ""),
-                     projection_id=config.get("projection_id", ""), encoder=config.get("encoder"))
-        weights = cls.load_file_path(model_name_or_path, filename="model.safetensors", **hub)
-        if weights is None:
-            raise EncoderError(f"{model_name_or_path}/{subfolder}: MeaningProjection has no model.safetensors")
-        module.disentangler.load_state_dict(load_file(weights), strict=True)
-        return module.eval()
-
-
-class FMDAProjection(Module):
+class FMDAProjection(_SavedProjectionModule):
     """FMDA inside a SentenceTransformer: token_embeddings + attention_mask -> one of its four parts.
 
     Unlike `MeaningProjection` it reads the Transformer module's TOKEN states
@@ -98,7 +108,8 @@ class FMDAProjection(Module):
     [-> Normalize] -> FMDAProjection (sentence-transformers passes token_embeddings through).
     """
 
-    config_keys = ["part", "spec", "method", "projection_id", "encoder"]
+    _network = "fmda"
+    _default_method = "fmda"
 
     def __init__(self, spec: dict[str, Any], *, part: str = "meaning", method: str = "fmda", projection_id: str = "",
                  encoder: dict[str, Any] | None = None):
@@ -123,31 +134,6 @@ class FMDAProjection(Module):
         parts = self.fmda(features["token_embeddings"].to(torch.float32), features["attention_mask"])
         features["sentence_embedding"] = F.normalize(parts[self.part], dim=-1, eps=1e-12)
         return features
-
-    def get_embedding_dimension(self) -> int:
-        return int(self.spec["dim"])
-
-    get_sentence_embedding_dimension = get_embedding_dimension
-
-    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
-        os.makedirs(output_path, exist_ok=True)
-        self.save_config(output_path)
-        state = {k: v.detach().contiguous().clone() for k, v in self.fmda.state_dict().items()}
-        save_file(state, os.path.join(output_path, "model.safetensors"))
-
-    @classmethod
-    def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None, revision=None,
-             local_files_only: bool = False, **kwargs) -> "FMDAProjection":
-        hub = dict(subfolder=subfolder, token=token, cache_folder=cache_folder, revision=revision,
-                   local_files_only=local_files_only)
-        config = cls.load_config(model_name_or_path, **hub)
-        module = cls(config["spec"], part=config.get("part", "meaning"), method=config.get("method", "fmda"),
-                     projection_id=config.get("projection_id", ""), encoder=config.get("encoder"))
-        weights = cls.load_file_path(model_name_or_path, filename="model.safetensors", **hub)
-        if weights is None:
-            raise EncoderError(f"{model_name_or_path}/{subfolder}: FMDAProjection has no model.safetensors")
-        module.fmda.load_state_dict(load_file(weights), strict=True)
-        return module.eval()
 
 
 FMDA_MODEL_CARD = """

@@ -28,7 +28,6 @@ Checkpoint and resume as `trainer.py`: `OUT/.work/checkpoint.pt` after every epo
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hashlib
 import json
@@ -39,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from xmine.disentangle.trainer import end_epoch, epoch_line
 from xmine.errors import ConfigError
 
 WORK = ".work"
@@ -290,20 +290,12 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
                 for k, c in counts.items():
                     rows_seen[k] = rows_seen.get(k, 0) + c
             v, vterms = _dev_loss(stepper, data, config, trained)
-            state["epoch"] += 1
-            state["history"].append({"epoch": state["epoch"], "train_loss": total / max(n, 1), "valid_loss": v,
-                                     "valid_terms": vterms, "term_rows": rows_seen,
-                                     "seconds": round(time.time() - t0, 3)})
-            if v < state["best_loss"] - 1e-7:
-                state.update(best_loss=v, best_epoch=state["epoch"], bad_epochs=0,
-                             best_state=copy.deepcopy(model.state_dict()))
-            else:
-                state["bad_epochs"] += 1
+            end_epoch(state, model, train_loss=total / max(n, 1), valid_loss=v, valid_terms=vterms,
+                      term_rows=rows_seen, seconds=round(time.time() - t0, 3))
             save_checkpoint()
             bar.update(1)
             bar.set_postfix(dev=f"{v:.4f}", best=f"{state['best_loss']:.4f}@{state['best_epoch']}")
-            log(f"epoch {state['epoch']}: train loss {total / max(n, 1):.4f}, dev loss {v:.4f}"
-                + ("  (best)" if state["best_epoch"] == state["epoch"] else f"  ({state['bad_epochs']} without improvement)"))
+            log(epoch_line(state, "dev"))
     if state["best_state"] is not None:
         model.load_state_dict(state["best_state"])
     langid = _fit_langid(stepper, data, locales)

@@ -183,6 +183,25 @@ def _fit_langid(model, data: _Data, n_langs: int) -> dict[str, Any]:
             "sentences": int(len(vlabels))}
 
 
+def end_epoch(state: dict, model, *, train_loss: float, valid_loss: float, **extra) -> None:
+    """Early stopping's bookkeeping after an epoch: the history entry, and the best weights kept
+    (the checkpoint keeps the last epoch; the projection gets the best). Used by every trainer."""
+    state["epoch"] += 1
+    state["history"].append({"epoch": state["epoch"], "train_loss": train_loss, "valid_loss": valid_loss, **extra})
+    if valid_loss < state["best_loss"] - 1e-7:
+        state.update(best_loss=valid_loss, best_epoch=state["epoch"], bad_epochs=0,
+                     best_state=copy.deepcopy(model.state_dict()))
+    else:
+        state["bad_epochs"] += 1
+
+
+def epoch_line(state: dict, valid_name: str) -> str:
+    """The log line of the epoch `end_epoch` just recorded."""
+    h = state["history"][-1]
+    return (f"epoch {state['epoch']}: train loss {h['train_loss']:.4f}, {valid_name} loss {h['valid_loss']:.4f}"
+            + ("  (best)" if state["best_epoch"] == state["epoch"] else f"  ({state['bad_epochs']} without improvement)"))
+
+
 def train(
     pair_specs: Sequence[str],
     out_dir: str | Path,
@@ -342,19 +361,12 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
                     total += loss.item() * len(rows)
                     n += len(rows)
                 v, terms = validation_loss(model, method, data, config)
-                state["epoch"] += 1
-                state["history"].append({"epoch": state["epoch"], "train_loss": total / max(n, 1), "valid_loss": v,
-                                         "valid_terms": terms, "seconds": round(time.time() - t0, 3)})
-                if v < state["best_loss"] - 1e-7:
-                    state.update(best_loss=v, best_epoch=state["epoch"], bad_epochs=0,
-                                 best_state=copy.deepcopy(model.state_dict()))
-                else:
-                    state["bad_epochs"] += 1
+                end_epoch(state, model, train_loss=total / max(n, 1), valid_loss=v, valid_terms=terms,
+                          seconds=round(time.time() - t0, 3))
                 save_checkpoint()
                 bar.update(1)
                 bar.set_postfix(valid=f"{v:.4f}", best=f"{state['best_loss']:.4f}@{state['best_epoch']}")
-                log(f"epoch {state['epoch']}: train loss {total / max(n, 1):.4f}, valid loss {v:.4f}"
-                    + ("  (best)" if state["best_epoch"] == state["epoch"] else f"  ({state['bad_epochs']} without improvement)"))
+                log(epoch_line(state, "valid"))
         if state["best_state"] is not None:  # the checkpoint keeps the last epoch; the projection the best
             model.load_state_dict(state["best_state"])
 

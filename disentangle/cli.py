@@ -79,6 +79,10 @@ def _split_langs(value: str | None) -> list[str] | None:
               help="Share of each language pair held out for validation (early stopping, langid accuracy).")
 @click.option("--layers", type=click.IntRange(min=1), default=1, show_default=True,
               help="Linear layers per MLP (the papers use 1; more adds ReLU between them).")
+@click.option("--fmda-contrastive", type=click.Choice(("clamped", "paper")), default="clamped", show_default=True,
+              help="--method fmda only: the form of the contrastive terms (Eqs. 3-4). clamped: negative "
+                   "cosines clamped at 0, and an in-batch negative besides the BLEU-pool one (as DREAM); "
+                   "paper: the equations as printed (unclamped, pool negatives only; measured far worse).")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of sampling, split, initialisation, batch order and negatives: same seed, same weights.")
 @click.option("--restart", is_flag=True, help="Discard a checkpoint left in OUTPUT/.work instead of resuming it.")
@@ -92,8 +96,8 @@ def _split_langs(value: str | None) -> list[str] | None:
 @ray_option("the embedding step (sentences not in the cache yet are encoded by a pool of encoder actors; "
             "training itself stays here)")
 def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_lang, max_valid_pairs, batch_size, lr,
-                  max_epochs, patience, valid_fraction, layers, seed, restart, overwrite, threads, precision, quiet,
-                  ray_address):
+                  max_epochs, patience, valid_fraction, layers, fmda_contrastive, seed, restart, overwrite, threads,
+                  precision, quiet, ray_address):
     """Train a meaning/language projection (disentangler) on parallel sentences.
 
     One multilingual model is trained on all language pairs found. Embeddings come from the
@@ -111,7 +115,10 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
 
     if method == "fmda":
         return _train_fmda(pairs, out_dir, encoder, langs, max_pairs_per_lang, max_valid_pairs, batch_size, lr,
-                           max_epochs, patience, seed, restart, overwrite, threads, precision, quiet)
+                           max_epochs, patience, layers, fmda_contrastive, seed, restart, overwrite, threads,
+                           precision, quiet)
+    if fmda_contrastive != "clamped":
+        raise click.UsageError("--fmda-contrastive applies to --method fmda only")
     if max_valid_pairs is not None:
         raise click.UsageError("--max-valid-pairs applies to --method fmda only (other methods hold out --valid-fraction)")
     config = TrainConfig(method=method, base=base, layers=layers, batch_size=batch_size, lr=lr,
@@ -136,8 +143,8 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
                + f", held-out langid accuracy {cfg['langid']['accuracy']:.4f}", err=True)
 
 
-def _train_fmda(pairs, out_dir, encoder, langs, max_train, max_dev, batch_size, lr, max_epochs, patience, seed,
-                restart, overwrite, threads, precision, quiet):
+def _train_fmda(pairs, out_dir, encoder, langs, max_train, max_dev, batch_size, lr, max_epochs, patience, layers,
+                contrastive, seed, restart, overwrite, threads, precision, quiet):
     from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
     from xmine.encoders import load_encoder
 
@@ -150,7 +157,7 @@ def _train_fmda(pairs, out_dir, encoder, langs, max_train, max_dev, batch_size, 
 
     folder = locate(pairs[0])
     config = FmdaConfig(partners=partners, batch_size=batch_size, lr=lr, max_epochs=max_epochs, patience=patience,
-                        max_train=max_train, max_dev=max_dev, seed=seed)
+                        max_train=max_train, max_dev=max_dev, layers=layers, contrastive=contrastive, seed=seed)
     config.check()
     enc = load_encoder(encoder, precision=precision)
     projection = train_fmda(folder, out_dir, encoder=enc, config=config, restart=restart, show_progress=not quiet,

@@ -14,9 +14,14 @@ prediction P, Sec. 3.2) and `utterance_decoder` (the MLP of the utterance recons
 Sec. 3.3).
 
 Choices where the paper is silent or ambiguous:
-- "FFN layer": one linear map D -> D (as attention's query/key/value projections). "MLP": two
-  linear maps with a ReLU between (D -> D -> D); the language classifier "MLP layer" is one linear
-  map D -> K languages.
+- "FFN layer": one linear map D -> D (as attention's query/key/value projections). "MLP"
+  (language, meaning, utterance decoder): `spec["layers"]` linear maps D -> D with ReLU between,
+  default 1, no activation: DREAM's MLP (Tiyajamorn et al. 2021, whose hyperparameters FMDA
+  says it reuses, Sec. 4.2), as `model.Disentangler` reads it. Measured on EN-DE (2,000 train
+  rows, me5-small; benchmarks/results/notes/fmda_table2.md): with two layers and a ReLU the
+  meaning part kept 58-66% acc@1 and fell with more epochs; with one linear layer 73-74%.
+  Projections saved before `layers` was in the spec had two layers and load as such. The
+  language classifier "MLP layer" is one linear map D -> K languages.
 - The attention logits are scaled by 1/sqrt(D), as in Vaswani et al.: the paper writes
   softmax(Q K^T) without a scale; unscaled logits of 384-dim projections saturate the softmax
   at initialisation, and the "1 - P" construction then sees only 0s and a 1.
@@ -37,16 +42,28 @@ from torch import Tensor, nn
 PARTS = ("meaning", "template", "residual", "language")
 
 
-def _mlp(dim: int) -> nn.Module:
-    return nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim))
+#: MLP depth of FMDA projections saved before the spec recorded `layers`
+LEGACY_LAYERS = 2
+
+
+def _mlp(dim: int, layers: int) -> nn.Module:
+    parts: list[nn.Module] = []
+    for i in range(layers):
+        parts.append(nn.Linear(dim, dim))
+        if i < layers - 1:
+            parts.append(nn.ReLU())
+    return nn.Sequential(*parts)
 
 
 class FMDA(nn.Module):
-    """spec keys: `dim`, `languages` (index = class id), `architecture` = "fmda"."""
+    """spec keys: `dim`, `languages` (index = class id), `layers` (per MLP), `architecture` = "fmda"."""
 
     def __init__(self, spec: dict[str, Any]):
         super().__init__()
-        self.spec = dict(spec, architecture="fmda")
+        layers = int(spec.get("layers", LEGACY_LAYERS))
+        if layers < 1:
+            raise ValueError("layers must be >= 1")
+        self.spec = dict(spec, architecture="fmda", layers=layers)
         d = int(spec["dim"])
         self.dim = d
         n_langs = max(1, len(spec.get("languages", [])))
@@ -54,9 +71,9 @@ class FMDA(nn.Module):
         self.key_tp = nn.Linear(d, d)
         self.value_tp = nn.Linear(d, d)
         self.value_rs = nn.Linear(d, d)
-        self.language_mlp = _mlp(d)
-        self.meaning_mlp = _mlp(d)
-        self.utterance_decoder = _mlp(d)
+        self.language_mlp = _mlp(d, layers)
+        self.meaning_mlp = _mlp(d, layers)
+        self.utterance_decoder = _mlp(d, layers)
         self.language_classifier = nn.Linear(d, n_langs)
         # like model.Disentangler: normalised mean language part per training language (langid)
         self.register_buffer("langid_centroids", torch.zeros(n_langs, d))

@@ -55,6 +55,11 @@ class FmdaConfig:
     batch_size: int = 64
     #: Adam learning rate
     lr: float = 1e-4
+    #: linear layers per MLP (language, meaning, utterance decoder); see fmda.py
+    layers: int = 1
+    #: Loss_con^tp / Loss_con^m (Eqs. 3-4): "clamped" (negatives clamped at 0, pool + in-batch
+    #: negatives; the default, see losses.fmda_contrastive_loss) or "paper" (the printed equations)
+    contrastive: str = "clamped"
     max_epochs: int = 50
     #: epochs without a lower dev loss before stopping
     patience: int = 5
@@ -72,6 +77,10 @@ class FmdaConfig:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.batch_size < 2:
             raise ConfigError("batch size must be >= 2")
+        if self.layers < 1:
+            raise ConfigError(f"layers must be >= 1, got {self.layers}")
+        if self.contrastive not in ("clamped", "paper"):
+            raise ConfigError(f"contrastive must be 'clamped' or 'paper', got {self.contrastive!r}")
         if self.lr <= 0:
             raise ConfigError(f"learning rate must be > 0, got {self.lr}")
         for name in ("max_train", "max_dev"):
@@ -87,8 +96,9 @@ def _states(store, rows) -> list:
 class _Stepper:
     """Builds FmdaBatch objects from the prepared data (token stores, targets, pools)."""
 
-    def __init__(self, model, data, locales: list[str]):
+    def __init__(self, model, data, locales: list[str], contrastive: str = "clamped"):
         self.model, self.data, self.lang_index = model, data, {l: i for i, l in enumerate(locales)}
+        self.contrastive = contrastive
 
     def negatives(self, loc: str, rows: np.ndarray, gen) -> np.ndarray:
         import torch
@@ -135,7 +145,8 @@ class _Stepper:
             utt_l2=torch.from_numpy(np.asarray(d2.store.pooled[rows])),
             tp_tgt_l1=tp1, tp_tgt_l2=tp2, rs_tgt_l1=rs1, rs_tgt_l2=rs2, has_tgt_l1=has1, has_tgt_l2=has2,
             lang_l1=torch.full((b,), self.lang_index[PIVOT], dtype=torch.long),
-            lang_l2=torch.full((b,), self.lang_index[partner], dtype=torch.long), model=self.model)
+            lang_l2=torch.full((b,), self.lang_index[partner], dtype=torch.long), model=self.model,
+            contrastive=self.contrastive)
 
 
 def _batches(rows: np.ndarray, partners: list[str], batch_size: int, gen, *, shuffle: bool) -> list[tuple[str, np.ndarray]]:
@@ -225,12 +236,12 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
                    seed=config.seed, show_progress=show_progress, log=log)
     locales = data.locales
     encoder_fp = encoder.fingerprint()
-    spec = {"dim": int(encoder.dim), "architecture": "fmda", "languages": locales}
+    spec = {"dim": int(encoder.dim), "architecture": "fmda", "languages": locales, "layers": config.layers}
     torch.manual_seed(config.seed)
     model = FMDA(spec)
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
     gen = torch.Generator().manual_seed(config.seed)
-    stepper = _Stepper(model, data, locales)
+    stepper = _Stepper(model, data, locales, config.contrastive)
     summary = {k: v for k, v in data.summary.items()}
     summary["ids_sha256"] = hashlib.sha256(",".join(data.ids_train + ["|"] + data.ids_dev).encode()).hexdigest()
     signature = _signature(config, encoder_fp, summary)

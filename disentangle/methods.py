@@ -168,6 +168,8 @@ class FmdaBatch:
     lang_l1: Tensor
     lang_l2: Tensor
     model: torch.nn.Module
+    #: form of the contrastive terms (losses.fmda_contrastive_loss): "clamped" (default) or "paper"
+    contrastive: str = "clamped"
 
 
 def fmda_terms(b: FmdaBatch) -> tuple[dict[str, Tensor], dict[str, int]]:
@@ -185,8 +187,10 @@ def fmda_terms(b: FmdaBatch) -> tuple[dict[str, Tensor], dict[str, int]]:
         "Loss_lang^L2": L.fmda_language_loss(m.language_classifier(p2["language"]), b.lang_l2),
         "Loss_rec^utt-L1": L.fmda_utterance_reconstruction_loss(m.reconstruct_utterance(p1), b.utt_l1),  # Sec. 3.3
         "Loss_rec^utt-L2": L.fmda_utterance_reconstruction_loss(m.reconstruct_utterance(p2), b.utt_l2),
-        "Loss_con^tp": L.fmda_contrastive_loss(p1["template"], p2["template"], n1["template"], n2["template"]),  # Eq. 3
-        "Loss_con^m": L.fmda_contrastive_loss(p1["meaning"], p2["meaning"], n1["meaning"], n2["meaning"]),  # Eq. 4
+        "Loss_con^tp": L.fmda_contrastive_loss(p1["template"], p2["template"], n1["template"], n2["template"],
+                                               form=b.contrastive),  # Eq. 3
+        "Loss_con^m": L.fmda_contrastive_loss(p1["meaning"], p2["meaning"], n1["meaning"], n2["meaning"],
+                                              form=b.contrastive),  # Eq. 4
     }
     counts = {k: rows for k in terms}
     for part, tgt1, tgt2 in (("tp", b.tp_tgt_l1, b.tp_tgt_l2), ("rs", b.rs_tgt_l1, b.rs_tgt_l2)):

@@ -34,10 +34,30 @@ def test_contrastive_loss_by_hand():
     x2 = torch.tensor([[2.0, 0.0]])  # same direction: cos 1
     n1 = torch.tensor([[0.0, 3.0]])  # orthogonal: cos 0
     n2 = torch.tensor([[1.0, 1.0]])  # 45 degrees: cos 1/sqrt(2)
-    # -1 + 0 + 0.70711 (no clamp: the paper's plain cosines)
-    assert float(L.fmda_contrastive_loss(x1, x2, n1, n2)) == pytest.approx(-0.29289, abs=1e-5)
-    # a negative pointing away lowers the loss below -1 (DREAM would clamp it at 0)
-    assert float(L.fmda_contrastive_loss(x1, x2, -x1, -x2)) == pytest.approx(-3.0, abs=1e-6)
+    # the printed Eqs. 3-4: -1 + 0 + 0.70711
+    assert float(L.fmda_contrastive_loss(x1, x2, n1, n2, form="paper")) == pytest.approx(-0.29289, abs=1e-5)
+    # printed: a negative pointing away lowers the loss below -1
+    assert float(L.fmda_contrastive_loss(x1, x2, -x1, -x2, form="paper")) == pytest.approx(-3.0, abs=1e-6)
+    # clamped (default): two rows, so each row's in-batch negative is the other row
+    a1 = torch.tensor([[1.0, 0.0], [0.0, 1.0]])  # the two L1 rows are orthogonal: in-batch cos 0
+    a2 = torch.tensor([[1.0, 1.0], [0.0, 2.0]])  # pos cos: 0.70711, 1; L2 in-batch cos 0.70711 both rows
+    m1 = torch.tensor([[-1.0, 0.0], [0.0, 5.0]])  # pool negatives: cos -1 (clamped to 0), 1
+    m2 = torch.tensor([[1.0, 0.0], [0.0, -1.0]])  # cos 0.70711, -1 (clamped to 0)
+    row0 = -0.70711 + 0.0 + 0.70711 + 0.0 + 0.70711
+    row1 = -1.0 + 1.0 + 0.0 + 0.0 + 0.70711
+    assert float(L.fmda_contrastive_loss(a1, a2, m1, m2)) == pytest.approx((row0 + row1) / 2, abs=1e-5)
+    # clamped: nothing below -1 however far the negatives point away
+    assert float(L.fmda_contrastive_loss(a1, a1, -a1, -a1)) >= -1.0 - 1e-6
+    with pytest.raises(ValueError, match="batch of >= 2"):
+        L.fmda_contrastive_loss(x1, x2, n1, n2)
+
+
+def test_mlp_depth_is_in_the_spec_and_old_specs_load_with_two_layers():
+    new = FMDA({"dim": 4, "languages": ["en-US", "de-DE"], "layers": 1})
+    assert isinstance(new.meaning_mlp[0], torch.nn.Linear) and len(new.meaning_mlp) == 1
+    assert new.spec["layers"] == 1
+    old = FMDA({"dim": 4, "languages": ["en-US", "de-DE"]})  # saved before `layers` existed
+    assert [type(x).__name__ for x in old.meaning_mlp] == ["Linear", "ReLU", "Linear"]
 
 
 def test_part_reconstruction_skips_rows_without_target():

@@ -7,8 +7,9 @@ other method.
 
 A step (FMDA Sec. 3, 4.2) takes B parallel pairs of one language pair (utt in L1 = en-US and in
 L2) and, for each, a negative utterance in L1 and one in L2, drawn uniformly (seeded) from the
-negative pools of L1 and L2 (never the positive's own text). The loss is Eq. 5, the sum of the
-terms in `methods.fmda_terms`.
+negative pools of L1 and L2 (never the positive's own text); with the default "clamped"
+contrastive form the next row of the batch is a second negative (losses.fmda_contrastive_loss).
+The loss is Eq. 5, the sum of the terms in `methods.fmda_terms`.
 
 Targets and choices:
 - emb_utt (Loss_rec^utt) and the template/residual targets are the encoder's own sentence vector

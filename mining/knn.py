@@ -78,25 +78,39 @@ def _merge_sparse(run_s: np.ndarray, run_i: np.ndarray, rows, vals, cols, *, by_
 
     Only rows with candidates are touched. Order: value descending, then (`by_index`) index
     ascending: the canonical order of the exact lists (-1 pads sort after every real index at
-    -inf). Lists of product values skip the index key: their ties need no order."""
+    -inf). Lists of product values skip the index key: their ties need no order, and a candidate
+    not above its list's last value is dropped first (it would change no value of the list)."""
     if len(rows) == 0:
         return
+    if not by_index:
+        above = vals > run_s[rows, -1]
+        if not above.all():
+            rows, vals, cols = rows[above], vals[above], cols[above]
+            if len(rows) == 0:
+                return
     k = run_s.shape[1]
-    aff = np.unique(rows)
-    local = np.searchsorted(aff, rows)
+    aff, local = np.unique(rows, return_inverse=True)
     all_r = np.concatenate((np.repeat(np.arange(len(aff)), k), local))
     all_v = np.concatenate((run_s[aff].ravel(), vals))
     all_c = np.concatenate((run_i[aff].ravel(), cols))
     if by_index:
         order = np.lexsort((np.where(all_c < 0, np.iinfo(np.int64).max, all_c), -all_v, all_r))
-    else:
-        order = np.lexsort((-all_v, all_r))
+    else:  # one int64 key (row, then value descending): numpy's vectorised sort, not a lexsort
+        order = np.argsort((all_r.astype(np.int64) << 32) | _descending_key(all_v))
     sr = all_r[order]
     counts = np.bincount(sr, minlength=len(aff))
     starts = np.cumsum(counts) - counts
     keep = order[(np.arange(len(order)) - starts[sr]) < k]
     run_s[aff] = all_v[keep].reshape(len(aff), k)
     run_i[aff] = all_c[keep].reshape(len(aff), k)
+
+
+def _descending_key(v: np.ndarray) -> np.ndarray:
+    """uint32 keys (as int64) of float32 values whose ascending order is the values' descending
+    order (-inf last; NaN never occurs: inputs are checked finite)."""
+    b = np.ascontiguousarray(v, dtype=np.float32).view(np.uint32)
+    asc = np.where(b & np.uint32(0x80000000), ~b, b | np.uint32(0x80000000))  # ascending with v
+    return (~asc).astype(np.int64)
 
 
 # Rows of the other side sampled to start the thresholds.
@@ -436,6 +450,16 @@ def exact_knn_both(
     def y_block(j0: int, j1: int) -> np.ndarray:
         return y32[j0:j1] if y32 is not None else _as_f32(y, j0, j1)
 
+    # y already in memory: its blocks are rounded for the product once, not once per row block (a
+    # bf16 copy is half of y; a store read from disk is rounded block by block, memory bounded).
+    y_prepared = {}
+    if y32 is not None and prod.name != "cuda" and n > block_rows:
+        y_prepared = {j0: prod.prepare(y_block(j0, j0 + block_cols), ty.tiny) for j0 in range(0, m, block_cols)}
+
+    def y_block_prepared(j0: int, j1: int):
+        p = y_prepared.get(j0)
+        return p if p is not None else prod.prepare(y_block(j0, j1), ty.tiny)
+
     # Column floors: each y's k-th best against a sample of x (a lower bound of its final k-th).
     col_floor = np.empty(m)
     for j0 in range(0, m, block_cols):
@@ -465,15 +489,15 @@ def exact_knn_both(
                 w.col_floor = col_floor.copy()
             for j0 in range(0, m, block_cols):
                 j1 = min(j0 + block_cols, m)
-                s = prod.scores(px, prod.prepare(y_block(j0, j1), ty.tiny), w.buf)
+                s = prod.scores(px, y_block_prepared(j0, j1), w.buf)
                 cp, ci = w.bwd_prod[j0:j1], w.bwd_idx[j0:j1]
                 # A row's (column's) first block: k of its entries reach their k-th best product,
                 # a far better floor than the sample's, before anything is taken from the block.
                 if j0 == 0 and j1 - j0 >= kx:
-                    row_floor = np.maximum(row_floor, prod.lower(prod.kth_largest(s, kx, 1)) - eb_x)
+                    row_floor = np.maximum(row_floor, prod.lower(prod.kth_floor(s, kx, 1)) - eb_x)
                 if fresh and i1 - i0 >= ky:
                     w.col_floor[j0:j1] = np.maximum(w.col_floor[j0:j1],
-                                                    prod.lower(prod.kth_largest(s, ky, 0)) - ebar_y[j0:j1])
+                                                    prod.lower(prod.kth_floor(s, ky, 0)) - ebar_y[j0:j1])
                 t_rows = _screen_t(_tau(row_floor, run_p[:, kx - 1], eb_x, prod), eb_x)
                 t_cols = _screen_t(_tau(w.col_floor[j0:j1], cp[:, ky - 1], ebar_y[j0:j1], prod), ebar_y[j0:j1])
                 (r, c, v), (r2, c2, v2) = prod.screen(s, t_rows, t_cols)

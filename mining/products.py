@@ -151,6 +151,19 @@ def extract(s: np.ndarray, thr: np.ndarray, axis: int) -> np.ndarray:
     return (flat // len(hit)) * w + hit[flat % len(hit)]
 
 
+def group_floor(s: np.ndarray, k: int, axis: int, *, reduce_groups: bool = True) -> np.ndarray:
+    """Per row (axis=1) or column (axis=0) of s, the least of the maxima of k disjoint groups of
+    its entries: k distinct entries reach it, so it bounds the k-th largest from below. Two
+    reductions instead of a partition: a third of the cost on a 1024 x 4096 block. With
+    `reduce_groups=False`, the (k, ...) group maxima themselves."""
+    g = s.shape[axis] // k
+    if axis == 1:
+        maxima = s[:, : g * k].reshape(len(s), k, g).max(axis=2).T
+    else:
+        maxima = s[: g * k].reshape(k, g, s.shape[1]).max(axis=1)
+    return maxima.min(axis=0) if reduce_groups else maxima
+
+
 def _split(s: np.ndarray, flat: np.ndarray, values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     w = s.shape[1]
     return flat // w, flat % w, values(s.reshape(-1)[flat])
@@ -204,10 +217,10 @@ class Fp32Product:
         return (_split(s, extract(s, tr, 1), np.asarray) if tr.min(initial=np.inf) < np.inf else _EMPTY,
                 _split(s, extract(s, tc, 0), np.asarray) if tc.min(initial=np.inf) < np.inf else _EMPTY)
 
-    def kth_largest(self, s, k: int, axis: int) -> np.ndarray:
-        """The k-th largest product value of each row (axis=1) or column (axis=0), float32."""
-        n = s.shape[axis]
-        return np.take(np.partition(s, n - k, axis=axis), n - k, axis=axis)
+    def kth_floor(self, s, k: int, axis: int) -> np.ndarray:
+        """A product value that at least k entries of each row (axis=1) or column (axis=0) reach,
+        float32: the least of the maxima of k disjoint groups (`group_floor`)."""
+        return group_floor(s, k, axis)
 
     def lower(self, v):
         return np.asarray(v, dtype=np.float64)
@@ -269,12 +282,12 @@ class Bf16Product:
         return tuple(_split(s, extract(keys, kt, axis), _bits_to_f32) if kt.min(initial=skip) < skip else _EMPTY
                      for kt, axis in ((kr, 1), (kc, 0)))
 
-    def kth_largest(self, s, k: int, axis: int) -> np.ndarray:
+    def kth_floor(self, s, k: int, axis: int) -> np.ndarray:
         if s.dtype == np.float32:
-            return Fp32Product.kth_largest(self, s, k, axis)
-        n = s.shape[axis]
-        kth = np.take(np.partition(_bf16_key(s), n - k, axis=axis), n - k, axis=axis)
-        return _bits_to_f32(_bf16_key(kth))  # the key map is its own inverse
+            return group_floor(s, k, axis)
+        # Group maxima of the raw bit patterns: each is the pattern of an entry of its group (for
+        # an all-negative group, not its largest one, so still a value some entry reaches).
+        return _bits_to_f32(group_floor(s, k, axis, reduce_groups=False)).min(axis=0)
 
     def lower(self, v):
         v = np.asarray(v, dtype=np.float64)
@@ -334,7 +347,7 @@ class CudaProduct:
             out.append((rows.cpu().numpy(), cols.cpu().numpy(), s[rows, cols].cpu().numpy()))
         return tuple(out)
 
-    def kth_largest(self, s, k: int, axis: int) -> np.ndarray:
+    def kth_floor(self, s, k: int, axis: int) -> np.ndarray:
         return self.torch.topk(s, k, dim=axis).values.select(axis, k - 1).cpu().numpy()
 
     def lower(self, v):

@@ -208,8 +208,7 @@ def calibrated_threshold(projection_dir: str | Path | None, margin: str) -> tupl
     t = thresholds[margin]
     if not isinstance(t, (int, float)) or isinstance(t, bool) or not np.isfinite(t):
         raise InputError(path, f"default_thresholds.{margin}: expected a finite number, not {t!r}")
-    how = (info.get("threshold_calibration") or {}).get("how", "calibrated")
-    return float(t), f"the {margin} threshold calibrated for projection {projection_dir} ({how})"
+    return float(t), f"the {margin} threshold calibrated for projection {projection_dir} (its {SHIPPED_INFO})"
 
 
 __all__ = ["DEFAULT", "NONE", "PROJECTION_KIND", "ProjectionChoice", "ProjectionLike", "SHIPPED_ROOT", "calibrated_threshold", "choose_projection",

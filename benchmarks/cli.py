@@ -397,9 +397,20 @@ def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick
                             command="xmine " + " ".join(sys.argv[1:]))
     for p in paths:
         click.echo(f"wrote {p}", err=True)
+def _mining_langs(ctx, param, value):
+    """--langs of `bench mining`, checked while parsing (before the result JSON is claimed)."""
+    from xmine.benchmarks import mining
+
+    langs = common.parse_list(value)
+    unknown = [lg for lg in langs or () if lg not in mining.NEWS_SETS]
+    if unknown:
+        raise click.BadParameter(f"unknown language(s) {', '.join(unknown)}; choose from {', '.join(mining.NEWS_SETS)}")
+    return value
+
+
 @bench.command("mining")
 @_common_options
-@click.option("--langs", default=None,
+@click.option("--langs", default=None, callback=_mining_langs,
               help="Comma-separated languages paired with English, from: de,cs,ru,zh,ja,fi,kk,pl,lt,km,ha,is. "
                    "Default: de,cs,ru,zh,ja,fi,kk,pl,lt,km (--quick: de,zh,lt).")
 @click.option("--gold-fraction", type=click.FloatRange(min=0.001, max=0.5), default=None,
@@ -429,10 +440,6 @@ def mining_cmd(encoder_name, projections, data_dir, out, quick, device, precisio
 
     started = time.time()
     lang_list = common.parse_list(langs) or list(mining.QUICK_LANGS if quick else mining.DEFAULT_LANGS)
-    unknown = [lg for lg in lang_list if lg not in mining.NEWS_SETS]
-    if unknown:
-        raise click.BadParameter(f"unknown language(s) {', '.join(unknown)}; choose from {', '.join(mining.NEWS_SETS)}",
-                                 param_hint="--langs")
     settings = {"seed": seed, "gold_fraction": gold_fraction or mining.DEFAULT_GOLD_FRACTION,
                 "max_news": max_news if max_news is not None else (mining.QUICK_MAX_NEWS if quick else mining.DEFAULT_MAX_NEWS),
                 "flores_rows": flores_rows or (mining.QUICK_FLORES_ROWS if quick else None)}

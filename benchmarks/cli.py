@@ -397,9 +397,20 @@ def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick
                             command="xmine " + " ".join(sys.argv[1:]))
     for p in paths:
         click.echo(f"wrote {p}", err=True)
+def _mining_langs(ctx, param, value):
+    """--langs of `bench mining`, checked while parsing (before the result JSON is claimed)."""
+    from xmine.benchmarks import mining
+
+    langs = common.parse_list(value)
+    unknown = [lg for lg in langs or () if lg not in mining.NEWS_SETS]
+    if unknown:
+        raise click.BadParameter(f"unknown language(s) {', '.join(unknown)}; choose from {', '.join(mining.NEWS_SETS)}")
+    return value
+
+
 @bench.command("mining")
 @_common_options
-@click.option("--langs", default=None,
+@click.option("--langs", default=None, callback=_mining_langs,
               help="Comma-separated languages paired with English, from: de,cs,ru,zh,ja,fi,kk,pl,lt,km,ha,is. "
                    "Default: de,cs,ru,zh,ja,fi,kk,pl,lt,km (--quick: de,zh,lt).")
 @click.option("--gold-fraction", type=click.FloatRange(min=0.001, max=0.5), default=None,
@@ -409,7 +420,9 @@ def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick
 @click.option("--flores-rows", type=click.IntRange(min=10), default=None,
               help="Draw only N of the 1,012 FLORES-200 devtest lines per language (seeded; --quick: 250).")
 @click.option("--threshold", type=float, default=None,
-              help="The fixed ratio-margin threshold reported beside the best one (default 1.04, WikiMatrix's).")
+              help="The fixed ratio-margin threshold reported beside the best one, for every variant. Default: "
+                   "each variant's own default, as `xmine mine` uses it: a projection's calibrated threshold "
+                   "(SHIPPED.json), else 1.04 (WikiMatrix's, for raw embeddings).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the set construction.")
 @click.option("--sets-dir", type=click.Path(file_okay=False), default=None,
               help="Write the sets (BUCC format) here. Default: $XMINE_HOME/bench-mining/<hash of data and settings>.")
@@ -420,34 +433,32 @@ def mining_cmd(encoder_name, projections, data_dir, out, quick, device, precisio
     Per language, FLORES-200 devtest and held-out newstest pairs (2019-2021) are hidden among
     distractors of the same language and domain (5% of sentences have a translation), written in
     BUCC's format, mined (k=4, ratio margin, max retrieval) and scored with `bench bucc`'s code:
-    precision, recall and F1 at the best threshold and at the default threshold (1.04).
+    precision, recall and F1 at the best threshold and at each variant's default threshold (a
+    projection's calibrated one, raw 1.04).
     """
     from xmine.benchmarks import mining
 
     started = time.time()
     lang_list = common.parse_list(langs) or list(mining.QUICK_LANGS if quick else mining.DEFAULT_LANGS)
-    unknown = [lg for lg in lang_list if lg not in mining.NEWS_SETS]
-    if unknown:
-        raise click.BadParameter(f"unknown language(s) {', '.join(unknown)}; choose from {', '.join(mining.NEWS_SETS)}",
-                                 param_hint="--langs")
     settings = {"seed": seed, "gold_fraction": gold_fraction or mining.DEFAULT_GOLD_FRACTION,
                 "max_news": max_news if max_news is not None else (mining.QUICK_MAX_NEWS if quick else mining.DEFAULT_MAX_NEWS),
                 "flores_rows": flores_rows or (mining.QUICK_FLORES_ROWS if quick else None)}
-    threshold = mining.DEFAULT_THRESHOLD if threshold is None else threshold
     data = mining.locate(data_dir)
     folder, manifest = mining.build_sets(data, lang_list, sets_dir=Path(sets_dir) if sets_dir else None, **settings)
     click.echo(f"mining sets in {folder}", err=True)
     encoder, variants = _setup(encoder_name, projections, device, precision, parts=("meaning",), add_default=True)
     details, rows = {}, []
     for v in variants:
-        r = mining.evaluate_mining(v.embed, folder, lang_list, threshold=threshold)
-        details[v.name] = r
-        b, d = r["average"]["best"], r["average"]["default"]
-        rows.append([v.name] + [100 * r["per_lang"][lg]["best"]["f1"] for lg in lang_list]
-                    + [b["precision"], b["recall"], b["f1"], d["precision"], d["recall"], d["f1"]])
-    columns = (["variant"] + [f"{lg} F1" for lg in lang_list]
-               + ["avg P", "avg R", "avg F1", f"P@{threshold:g}", f"R@{threshold:g}", f"F1@{threshold:g}"])
-    click.echo("best threshold per language and variant; then averages at it and at the fixed threshold")
+        t, source = mining.variant_threshold(v, threshold)
+        r = mining.evaluate_mining(v.embed, folder, lang_list, threshold=t)
+        details[v.name] = r | {"default_threshold": {"value": t, "source": source}}
+        for at, label in (("best", v.name), ("default", f"{v.name} @{t:g}")):
+            a = r["average"][at]
+            rows.append([label] + [100 * r["per_lang"][lg][at]["f1"] for lg in lang_list]
+                        + [a["precision"], a["recall"], a["f1"]])
+    columns = ["variant"] + [f"{lg} F1" for lg in lang_list] + ["avg P", "avg R", "avg F1"]
+    click.echo("per variant: F1 at each language's best threshold, then at the variant's default threshold "
+               "(its calibrated one, else 1.04)")
     _finish("mining", encoder=encoder, variants=variants, out=out, quick=quick,
             parameters=settings | {"langs": lang_list, "threshold": threshold, "sets_dir": str(folder)},
             columns=columns, rows=rows, details=details | {"sets": manifest},

@@ -32,7 +32,9 @@ The sets are written under `$XMINE_HOME/bench-mining/<hash of data and settings>
 Reported, per language and averaged, for raw embeddings and each projection's meaning part:
 precision, recall and F1 at the threshold that maximises F1 (the oracle threshold, as BUCC papers
 report) and at the default threshold (`DEFAULT_THRESHOLD`, the ratio margin 1.04 of WikiMatrix that
-the README's demo uses), with k = 4, ratio margin and max retrieval as `xmine mine` defaults.
+the README's demo uses for raw embeddings; a projection with a calibrated threshold,
+`benchmarks/calibrate.py`, is scored at that one), with k = 4, ratio margin and max retrieval as
+`xmine mine` defaults.
 """
 
 from __future__ import annotations
@@ -163,8 +165,15 @@ def build_set(data: Path, lang: str, *, seed: int = 0, gold_fraction: float = DE
         keep = _rng(seed, lang, "news-sample").permutation(len(news))[:max_news]
         news = [news[i] for i in sorted(keep)]
 
+    return compose_set(lang, (("flores", flores_pairs), ("news", news)), files=[fx, fe] + news_files, seed=seed,
+                       gold_fraction=gold_fraction)
+
+
+def compose_set(lang: str, sources: Sequence[tuple[str, list[tuple[str, str]]]], *, files: list[Path], seed: int = 0,
+                gold_fraction: float = DEFAULT_GOLD_FRACTION) -> MiningSet:
+    """Hide a `gold_fraction` of each source's pairs among the other pairs' single sides (module doc)."""
     gold, src_only, en_only, counts = [], [], [], {}
-    for source, pairs in (("flores", flores_pairs), ("news", news)):
+    for source, pairs in sources:
         n = len(pairs)
         g = int(round(gold_fraction * n / (2 - gold_fraction)))
         order = _rng(seed, lang, source).permutation(n)
@@ -202,7 +211,7 @@ def build_set(data: Path, lang: str, *, seed: int = 0, gold_fraction: float = DE
         en=en_side,
         gold=sorted(zip(s_gold, e_gold)),
         counts=counts,
-        files=[fx, fe] + news_files,
+        files=files,
     )
 
 
@@ -274,6 +283,20 @@ def _read_manifest(folder: Path) -> dict | None:
         return json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def variant_threshold(variant, given: float | None = None, *, margin: str = "ratio") -> tuple[float, str]:
+    """The threshold a variant is scored at besides its best: `given`, else the projection's
+    calibrated default (what `xmine mine` uses without --threshold), else `DEFAULT_THRESHOLD`."""
+    from xmine.projection import calibrated_threshold
+
+    if given is not None:
+        return given, "--threshold"
+    path = (variant.projection or {}).get("path")
+    found = calibrated_threshold(path, margin) if path else None
+    if found is not None:
+        return found
+    return DEFAULT_THRESHOLD, "WikiMatrix's ratio threshold for raw embeddings"
 
 
 def evaluate_set(embed_fn, files: dict[str, Path], *, threshold: float = DEFAULT_THRESHOLD, k: int = 4,

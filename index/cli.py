@@ -44,7 +44,7 @@ _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (
 @click.option("--encoder", default=None,
               help="Encoder for a text SOURCE (default me5-small); for a store, must match the store's.")
 @click.option("--projection", default=None, metavar="default|none|DIR",
-              help="Projection to index in: 'default' (the default: the projection shipped for me5-small; "
+              help="Projection to index in: 'default' (the projection shipped for me5-small, implicit once its SHIPPED.json says is_default; "
                    "other encoders get raw embeddings, said in a log line), 'none' (raw embeddings), or a "
                    "projection directory (xmine train). A store SOURCE keeps the projection it was made with "
                    "unless one is given.")

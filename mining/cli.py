@@ -15,6 +15,18 @@ from xmine.mining.products import PRODUCTS
 from xmine.mining.select import RETRIEVALS
 from xmine.options import LANG, Finite
 
+
+class ThresholdType(click.ParamType):
+    """A finite number, or 'none' (keep every pair, even where a projection has a calibrated default)."""
+
+    name = "threshold"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value.strip().lower() == "none":
+            return "none"
+        return Finite().convert(value, param, ctx)
+
+
 _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine embed) or an index "
          "directory (xmine build-index)")
 
@@ -40,10 +52,13 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
               help="max: union of every source's and every target's best candidate, sorted by score, "
                    "then greedy one-to-one; fwd: each source's best target; bwd: each target's best "
                    "source; intersect: pairs that are each other's best in both directions.")
-@click.option("--threshold", type=Finite(), default=None,
-              help="Keep pairs scoring at least this, in every retrieval mode. Typical for ratio: "
-                   "1.04 (WikiMatrix) to 1.06 (stopes); distance ~0.02-0.05; absolute ~0.7-0.8 "
-                   "(encoder dependent). Default: keep all pairs.")
+@click.option("--threshold", type=ThresholdType(), default=None, metavar="NUMBER|none",
+              help="Keep pairs scoring at least this, in every retrieval mode. Default: with a projection "
+                   "that has a calibrated threshold (the shipped one, --projection default: its SHIPPED.json), "
+                   "that threshold for the margin in use (recorded in OUT.json); with raw embeddings or an "
+                   "uncalibrated projection, every pair. 'none' keeps every pair. Typical for raw "
+                   "ratio: 1.04 (WikiMatrix) to 1.06 (stopes); distance ~0.02-0.05; absolute ~0.7-0.8 "
+                   "(encoder dependent).")
 @click.option("--min-length", type=click.IntRange(min=0), default=0, show_default=True,
               help="Sentences shorter than this many characters are not mined.")
 @click.option("--max-length", type=click.IntRange(min=1), default=None, help="Sentences longer than this many characters are not mined.")
@@ -53,8 +68,9 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
 @click.option("--encoder", default=None,
               help="Encoder for text inputs (default: the artefacts' encoder, else me5-small).")
 @click.option("--projection", default=None, metavar="default|none|DIR",
-              help="Projection to mine in: 'default' (the default: the projection shipped with xmine for "
-                   "the default encoder me5-small; any other encoder gets raw embeddings, said in a log line), "
+              help="Projection to mine in: 'default' (the projection shipped with xmine for "
+                   "the default encoder me5-small, the implicit default once its SHIPPED.json says is_default; any other "
+                   "encoder gets raw embeddings, said in a log line), "
                    "'none' (raw encoder embeddings), or a projection directory (xmine train). With a store or "
                    "index input, the default follows the projection that input was made with.")
 @click.option("--approximate", is_flag=True,
@@ -111,7 +127,7 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
     from xmine.mining.pipeline import mine as _mine
     from xmine.mining.select import MiningConfig
 
-    config = MiningConfig(k=k, margin=margin, retrieval=retrieval, threshold=threshold,
+    config = MiningConfig(k=k, margin=margin, retrieval=retrieval, threshold=None if threshold == "none" else threshold,
                           max_length_ratio=max_length_ratio, min_length=min_length, max_length=max_length,
                           block_rows=block_rows, block_cols=block_cols, workers=workers,
                           product=product)
@@ -120,9 +136,11 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
     summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                     precision=precision, projection=projection, approximate=approximate,
                     approximate_config=approx, line_numbers=line_numbers, meta=meta, keep_work=keep_work,
-                    overwrite=overwrite, ray=ray_address)
+                    overwrite=overwrite, ray=ray_address, default_threshold=threshold != "none")
+    t = summary["threshold"]
+    kept = f"threshold {t['value']:g} ({t['source']})" if t["value"] is not None else t["source"]
     click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "
-               f"unique sentences ({summary['search']}) -> {out}", err=True)
+               f"unique sentences ({summary['search']}; {kept}) -> {out}", err=True)
 
 
 COMMANDS = [mine]

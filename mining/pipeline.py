@@ -99,6 +99,7 @@ def mine(
     show_progress: bool = True,
     overwrite: bool = False,
     ray: str | None = None,
+    default_threshold: bool = True,
 ) -> dict:
     """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`).
 
@@ -110,6 +111,11 @@ def mine(
 
     `ray`: None runs in this process; "auto" or a cluster address runs the exact kNN search as
     Ray tasks (`xmine.mining.ray_knn`), with byte-identical output.
+
+    `default_threshold`: when `config.threshold` is None, mine with the projection's own calibrated
+    threshold for `config.margin` (`xmine.projection.calibrated_threshold`), if it has one; False
+    keeps every pair. Raw embeddings have none: every pair is kept unless a threshold is given.
+    The summary records the threshold used and where it came from.
     """
     from xmine.outputs import claim_output
 
@@ -130,7 +136,8 @@ def mine(
         return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                      precision=precision, projection=projection, approximate=approximate,
                      approximate_config=approximate_config, line_numbers=line_numbers, meta=meta,
-                     keep_work=keep_work, show_progress=show_progress, ray=ray)
+                     keep_work=keep_work, show_progress=show_progress, ray=ray,
+                     default_threshold=default_threshold)
 
 
 def _legacy_result(out: Path) -> bool:
@@ -144,7 +151,8 @@ def _legacy_result(out: Path) -> bool:
 
 
 def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate,
-          approximate_config, line_numbers, meta, keep_work, show_progress, ray=None) -> dict:
+          approximate_config, line_numbers, meta, keep_work, show_progress, ray=None,
+          default_threshold=True) -> dict:
     from xmine.inputs import Encoders, artefact_encoder_name, artefact_precision, check_compatible, load_side
 
     out = claim.path
@@ -165,6 +173,8 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
     sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt"), show_progress=show_progress)
     try:
         check_compatible(sx, sy)
+        config, threshold_record = _threshold(config, encoders.choice.path if sx.projection else None,
+                                              default_threshold=default_threshold)
         for side in (sx, sy):  # every shard's sha256 (large stores: now, before any search starts)
             if hasattr(side.rows, "check_all"):
                 side.rows.check_all()
@@ -223,6 +233,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
                     "mined_rows": len(my.ids)},
             "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
             "projection_choice": encoders.choice.record(),
+            "threshold": threshold_record,
             "search": search,
             "ray": ray,
             "product": resolve_product(config.product) if search == "exact" else None,
@@ -237,6 +248,24 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
     if not keep_work:
         shutil.rmtree(work, ignore_errors=True)
     return claim.finish(summary)
+
+
+def _threshold(config: MiningConfig, projection_dir, *, default_threshold: bool):
+    """The config to mine with (its threshold filled from the projection's calibrated default when
+    none was given) and what the summary records about it."""
+    from xmine.projection import calibrated_threshold
+
+    if config.threshold is not None:
+        return config, {"value": config.threshold, "margin": config.margin, "source": "given (--threshold)"}
+    found = calibrated_threshold(projection_dir, config.margin) if default_threshold else None
+    if found is None:
+        why = ("--threshold none" if not default_threshold else
+               "no --threshold, and " + ("raw embeddings have no calibrated threshold" if projection_dir is None
+                                         else f"the projection has no calibrated {config.margin} threshold"))
+        return config, {"value": None, "margin": config.margin, "source": f"every pair kept ({why})"}
+    value, source = found
+    log.info("threshold %s: %s", value, source)
+    return config.replace(threshold=value), {"value": value, "margin": config.margin, "source": source}
 
 
 def _index_of_rows(base_rows, query_rows, k: int):

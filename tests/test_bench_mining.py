@@ -74,9 +74,17 @@ def test_quick_run_matches_bench_bucc(data_dir, tmp_path):
                                   "--sets-dir", str(sets)], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     res = json.loads(out.read_text())
-    # raw, then the shipped default projection (added by itself for me5-small)
-    assert [row[0] for row in res["table"]["rows"]] == ["raw", "default:meaning"]
+    # raw, then the shipped default projection (added by itself for me5-small), each at its best
+    # threshold and at its default one: raw at WikiMatrix's 1.04, the projection at its calibrated one
+    from xmine.projection import calibrated_threshold, shipped_dir
+
+    calibrated, _ = calibrated_threshold(shipped_dir("me5-small"), "ratio")
+    assert [row[0] for row in res["table"]["rows"]] == ["raw", "raw @1.04", "default:meaning",
+                                                        f"default:meaning @{calibrated:g}"]
     assert res["projections"]["default"]["shipped"] == "me5-small"
+    assert res["details"]["default:meaning"]["default_threshold"]["value"] == calibrated
+    for v in res["details"]["default:meaning"]["per_lang"].values():
+        assert v["default"]["threshold"] == calibrated
     raw = res["details"]["raw"]
     assert set(raw["per_lang"]) == set(mining.QUICK_LANGS)
     for lang, v in raw["per_lang"].items():
@@ -103,4 +111,4 @@ def test_quick_run_matches_bench_bucc(data_dir, tmp_path):
     r = CliRunner().invoke(main, ["bench", "mining", "--quick", "--data-dir", str(data_dir), "--out", str(out2),
                                   "--sets-dir", str(sets), "--projection", "none"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
-    assert [row[0] for row in json.loads(out2.read_text())["table"]["rows"]] == ["raw"]
+    assert [row[0] for row in json.loads(out2.read_text())["table"]["rows"]] == ["raw", "raw @1.04"]

@@ -58,7 +58,8 @@ def describe_auto_precision() -> str:
 @click.option("--encoder", "encoder_name", default="me5-small", show_default=True,
               help="Encoder name (see `xmine encoders`) or any sentence-transformers model name/path.")
 @click.option("--projection", default=None, metavar="default|none|DIR",
-              help="'default' (the default: the projection shipped for me5-small; other encoders store raw "
+              help="'default' (the projection shipped for me5-small, the implicit default once its SHIPPED.json says "
+                   "is_default; other encoders store raw "
                    "embeddings, said in a log line), 'none' (raw encoder embeddings), or a projection directory "
                    "(xmine train): store its --part.")
 @click.option("--part", type=click.Choice(["meaning", "language"]), default="meaning", show_default=True,

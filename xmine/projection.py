@@ -10,10 +10,11 @@ Which projection (`choose_projection`): xmine ships a small trained projection f
 encoder inside the package (`xmine/projections/<encoder>/`: a normal projection directory, plus
 `SHIPPED.json` with the command that rebuilds it, its data hashes, the commit and its benchmark
 numbers). Commands that embed text (`embed`, `build-index`, `search`, `mine`) then work in its
-meaning space by default, once its SHIPPED.json says `"is_default": true`: a shipped projection
-becomes the default only after it is at least raw on every benchmark (until then, `why_not_default`
-says what is missing, an implicit choice gives raw embeddings with that line in the log, and
-`--projection default` opts in):
+meaning space by default when its SHIPPED.json says `"is_default": true` (exactly): a shipped
+projection becomes the default only after it is at least raw on every benchmark (until then,
+`why_not_default` says what is missing, an implicit choice gives raw embeddings with that line in
+the log, and `--projection default` opts in). Its SHIPPED.json also holds its own calibrated
+mining thresholds (`calibrated_threshold`), which `xmine mine` uses when no `--threshold` is given:
 
 - not given (`None`) or `default`: the shipped projection of the encoder in use, when there is one
   and the encoder is the one it was trained on (the same weights and prefix, at any precision:
@@ -175,7 +176,7 @@ def choose_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp=
         log.info(msg)
         return ProjectionChoice(None, "default-unavailable", msg)
     info = shipped_info(encoder_name) or {}
-    if not explicit and info.get("is_default") is False:
+    if not explicit and info.get("is_default") is not True:
         # Shipped but not yet made the default: it must first be at least raw on every benchmark.
         msg = f"the shipped projection for {encoder_name} is {info.get('why_not_default', 'not the default')}: using raw embeddings"
         log.info(msg)
@@ -183,5 +184,32 @@ def choose_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp=
     return ProjectionChoice(d, "default", f"the shipped default projection for {encoder_name} ({d})")
 
 
-__all__ = ["DEFAULT", "NONE", "PROJECTION_KIND", "ProjectionChoice", "ProjectionLike", "SHIPPED_ROOT", "choose_projection",
+def calibrated_threshold(projection_dir: str | Path | None, margin: str) -> tuple[float, str] | None:
+    """A projection's own default mining threshold for `margin`, and where it comes from; None if it
+    has none (raw embeddings, or a projection that was not calibrated: every pair is then kept).
+
+    Margin scores in a meaning space are distributed unlike raw ones, so the threshold for raw
+    embeddings does not carry over. A shipped projection's SHIPPED.json records thresholds
+    (`default_thresholds`, per margin) calibrated on data disjoint from every benchmark
+    (`xmine.benchmarks.calibrate`).
+    """
+    if projection_dir is None:
+        return None
+    path = Path(projection_dir) / SHIPPED_INFO
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise InputError(path, f"unreadable: {e}") from None
+    thresholds = info.get("default_thresholds") or {}
+    if margin not in thresholds:
+        return None
+    t = thresholds[margin]
+    if not isinstance(t, (int, float)) or isinstance(t, bool) or not np.isfinite(t):
+        raise InputError(path, f"default_thresholds.{margin}: expected a finite number, not {t!r}")
+    return float(t), f"the {margin} threshold calibrated for projection {projection_dir} (its {SHIPPED_INFO})"
+
+
+__all__ = ["DEFAULT", "NONE", "PROJECTION_KIND", "ProjectionChoice", "ProjectionLike", "SHIPPED_ROOT", "calibrated_threshold", "choose_projection",
            "resolve_projection", "shipped_dir", "shipped_info"]

@@ -1,0 +1,103 @@
+"""A projection's calibrated default threshold: how it is chosen, on which data, and how `mine` uses it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from xmine.benchmarks import calibrate, mining
+from xmine.benchmarks.bucc import best_threshold
+from xmine.errors import InputError
+from xmine.projection import calibrated_threshold
+
+
+def _runs(seed: int, n_sets: int = 3):
+    rng = np.random.default_rng(seed)
+    runs = []
+    for i in range(n_sets):
+        n = 300 + 50 * i
+        correct = rng.random(n) < 0.2
+        # true pairs score higher on average, with a set-dependent offset: the sets disagree
+        scores = np.round(rng.normal(1.0 + 0.01 * i, 0.03, n) + 0.06 * correct, 4)
+        runs.append((scores, correct, int(correct.sum()) + 5))  # 5 gold pairs never mined
+    return runs
+
+
+def test_one_set_agrees_with_bucc_sweep():
+    s, c, g = _runs(0, 1)[0]
+    t, f1 = calibrate.best_common_threshold([(s, c, g)])
+    bt, best = best_threshold(s, c, g)
+    assert t == bt and f1 == pytest.approx(best["f1"])
+
+
+def test_common_threshold_maximises_mean_f1_over_sets():
+    runs = _runs(1)
+    t, f1 = calibrate.best_common_threshold(runs)
+    grid = np.unique(np.concatenate([r[0] for r in runs]))
+
+    def brute(th):  # F1 of keeping scores >= th, by counting
+        out = []
+        for s, c, g in runs:
+            kept = s >= th
+            tp = int((kept & c).sum())
+            p, r = tp / max(kept.sum(), 1), tp / g
+            out.append(2 * p * r / (p + r) if p + r else 0.0)
+        return float(np.mean(out))
+
+    scores = [brute(th) for th in grid]
+    assert f1 == pytest.approx(max(scores)) and brute(t) == pytest.approx(f1)
+    # no single set's own best threshold is what the sets need together
+    assert any(best_threshold(*r)[0] != t for r in runs)
+
+
+def test_calibration_sets_are_disjoint_from_the_benchmarks(data_dir):
+    """No sentence of a calibration set is in a `bench mining` set or the FLORES-200 devtest."""
+    bench_text = set()
+    for lang in mining.DEFAULT_LANGS:
+        ms = mining.build_set(data_dir, lang)
+        bench_text.update(ms.src[1], ms.en[1])
+    flores = data_dir / "parallel" / "flores200" / "devtest"
+    bench_text.update(line.strip() for line in (flores / "eng_Latn.devtest").read_text(encoding="utf-8").splitlines())
+    for lang in calibrate.CALIBRATION_SETS:
+        ms = calibrate.build_calibration_set(data_dir, lang)
+        assert len(ms.gold) >= 50 and ms.counts["gold_share_src"] < 0.1, (lang, ms.counts)
+        assert not (set(ms.src[1]) | set(ms.en[1])) & bench_text, lang
+        assert all("2019" not in str(f) and "2020" not in str(f) and "2021" not in str(f) for f in ms.files)
+
+
+def test_calibrated_threshold_is_read_and_checked(tmp_path):
+    assert calibrated_threshold(None, "ratio") is None
+    assert calibrated_threshold(tmp_path, "ratio") is None  # no SHIPPED.json: not calibrated
+    (tmp_path / "SHIPPED.json").write_text(json.dumps({"default_thresholds": {"ratio": 1.071}}))
+    t, source = calibrated_threshold(tmp_path, "ratio")
+    assert t == 1.071 and "ratio" in source and str(tmp_path) in source
+    assert calibrated_threshold(tmp_path, "distance") is None
+    (tmp_path / "SHIPPED.json").write_text(json.dumps({"default_thresholds": {"ratio": "high"}}))
+    with pytest.raises(InputError, match="default_thresholds.ratio"):
+        calibrated_threshold(tmp_path, "ratio")
+
+
+def _mining_result(path, raw_f1, default_f1, weights_id="abc"):
+    def lang(f1, t):
+        return {"best": {"f1": f1, "threshold": t}, "default": {"f1": f1, "threshold": t}}
+
+    res = {"task": "mining", "projections": {"default": {"id": weights_id}},
+           "details": {"raw": {"per_lang": {lg: lang(f, 1.04) for lg, f in raw_f1.items()}},
+                       "default:meaning": {"per_lang": {lg: lang(f, 1.02) for lg, f in default_f1.items()}}}}
+    path.write_text(json.dumps(res))
+    return path
+
+
+def test_gate_lists_every_language_below_raw_and_refuses_other_weights(tmp_path):
+    from xmine.benchmarks.ship_projection import gate_failures
+
+    ok = _mining_result(tmp_path / "ok.json", {"de": 0.8, "ru": 0.9}, {"de": 0.8, "ru": 0.95})
+    assert gate_failures([ok], "abc") == []
+    bad = _mining_result(tmp_path / "bad.json", {"de": 0.8, "ru": 0.9}, {"de": 0.85, "ru": 0.899})
+    failures = gate_failures([bad], "abc")
+    assert len(failures) == 2 and all(f.startswith("bench mining ru F1") for f in failures)
+    with pytest.raises(SystemExit, match="not this one"):
+        gate_failures([ok], "other")

@@ -183,8 +183,9 @@ def _finalize(prod_v, prod_i, a, a_rows, ta: RowTerms, b, tb: RowTerms, floor, e
     return top_s, top_i, over, t
 
 
-def _rescore(a, a_rows, b, b_rows, na, nb, chunk: int = 1 << 16) -> np.ndarray:
-    """exact_dot of rows a[a_rows[i]] and b[b_rows[i]], gathered chunk by chunk (bounded memory)."""
+def _rescore(a, a_rows, b, b_rows, na, nb, chunk: int = 1 << 14) -> np.ndarray:
+    """exact_dot of rows a[a_rows[i]] and b[b_rows[i]], gathered chunk by chunk (bounded memory:
+    a chunk's two float32 gathers are 2 * chunk * dim * 4 bytes, 50 MB at 384 dimensions)."""
     out = np.empty(len(a_rows), dtype=np.float32)
     for s in range(0, len(a_rows), chunk):
         ar, br = a_rows[s : s + chunk], b_rows[s : s + chunk]

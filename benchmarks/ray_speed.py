@@ -4,8 +4,8 @@
     python -m xmine.benchmarks.ray_speed mine  [--n 200000]
     python -m xmine.benchmarks.ray_speed both
 
-- embed: `xmine embed` on n real sentences (drawn as embed_speed draws them: FLORES-200, Tatoeba
-  Challenge, WMT newstest) with the default encoder, once in one process (torch with a thread
+- embed: `xmine embed` on n real sentences (FLORES-200 devtest of 20 languages in 10 scripts, in
+  order: `EMBED_LANGS`) with the default encoder, once in one process (torch with a thread
   per core) and once with `--ray auto` (a local cluster with this machine's CPUs: one encoder
   actor per CPU, one thread each). Target: the Ray run takes <= 1.15x the single-process time,
   start-up of Ray and of every actor's encoder included. The two stores are compared shard by
@@ -90,18 +90,37 @@ def compare_stores(a: Path, b: Path) -> dict:
             "shards_byte_identical": int(sum(identical)), "max_abs_difference": diff}
 
 
-def run_embed(n: int, shard_rows: int, env: dict[str, str], work: Path) -> dict:
-    from xmine.benchmarks.embed_speed import sample_sentences
+#: FLORES-200 devtest languages the embed corpus is drawn from, in order (10 scripts; 1,012 lines each)
+EMBED_LANGS = ("eng_Latn", "deu_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "hin_Deva", "jpn_Jpan", "kor_Hang",
+               "fra_Latn", "spa_Latn", "ita_Latn", "por_Latn", "pol_Latn", "ces_Latn", "ukr_Cyrl", "tur_Latn",
+               "vie_Latn", "ell_Grek", "heb_Hebr", "tha_Thai")
+
+
+def embed_corpus(n: int) -> list[str]:
+    """The first n lines of EMBED_LANGS' FLORES-200 devtest files, language after language."""
     from xmine.paths import default_data_dir
 
-    data = default_data_dir()
-    sentences, _ = sample_sentences(data / "parallel", n, seed=0)
+    flores = default_data_dir() / "parallel" / "flores200" / "devtest"
+    sentences: list[str] = []
+    for code in EMBED_LANGS:
+        path = flores / f"{code}.devtest"
+        if not path.is_file():
+            raise SystemExit(f"{path}: FLORES-200 devtest file missing")
+        sentences += [s for s in path.read_text(encoding="utf-8").splitlines() if s.strip()]
+        if len(sentences) >= n:
+            return sentences[:n]
+    raise SystemExit(f"only {len(sentences)} sentences in {len(EMBED_LANGS)} FLORES-200 languages; ask for fewer")
+
+
+def run_embed(n: int, shard_rows: int, env: dict[str, str], work: Path) -> dict:
+    sentences = embed_corpus(n)
     corpus = work / "corpus.txt"
     corpus.write_text("".join(s.replace("\t", " ") + "\n" for s in sentences), encoding="utf-8")
     common = ["embed", str(corpus), "--lang", "mul", "--shard-rows", str(shard_rows), "-q"]
     single = _timed(XMINE + common + ["-o", str(work / "single")], env)
     on_ray = _timed(XMINE + common + ["-o", str(work / "ray"), "--ray", "auto"], env)
-    return {"sentences": len(sentences), "shard_rows": shard_rows, "single_process_s": round(single, 1),
+    return {"sentences": len(sentences), "languages": EMBED_LANGS[: -(-len(sentences) // 1012)],
+            "shard_rows": shard_rows, "single_process_s": round(single, 1),
             "ray_s": round(on_ray, 1), "ratio": round(on_ray / single, 3), "target_ratio": 1.15,
             "single_sentences_per_s": round(len(sentences) / single, 1),
             "ray_sentences_per_s": round(len(sentences) / on_ray, 1),
@@ -109,27 +128,16 @@ def run_embed(n: int, shard_rows: int, env: dict[str, str], work: Path) -> dict:
 
 
 def write_vector_store(out: Path, emb: np.ndarray, prefix: str, *, shard_rows: int = 50_000) -> None:
-    """An embedding store of given vectors (text "<prefix><row>"), in the format `xmine embed` writes,
-    with an encoder fingerprint that says what they are."""
-    from xmine.artefacts import atomic_write_text, sha256_file
-    from xmine.store.layout import emb_name, lines_name, text_name
-    from xmine.store.writer import _finalise
+    """An embedding store of given vectors (text "<prefix><row>") written by xmine's own writer, with
+    an encoder fingerprint that says what they are."""
+    from xmine.store import StoreWriter
 
-    out.mkdir(parents=True)
-    shards = []
-    for i, start in enumerate(range(0, len(emb), shard_rows)):
-        part = emb[start:start + shard_rows].astype(np.float16)
-        np.save(out / emb_name(i), part)
-        np.save(out / lines_name(i), np.arange(start + 1, start + len(part) + 1, dtype=np.int64))
-        atomic_write_text(out / text_name(i), "".join(f"{prefix}{r}\n" for r in range(start, start + len(part))))
-        shards.append({"file": emb_name(i), "rows": len(part), "bytes": (out / emb_name(i)).stat().st_size,
-                       "sha256": sha256_file(out / emb_name(i)), "lines_file": lines_name(i),
-                       "text_file": text_name(i), "dim": emb.shape[1]})
     fingerprint = {"name": "seeded-vectors", "id": "mining_speed.make_data-seed0", "dim": int(emb.shape[1])}
-    identity = {"encoder": fingerprint, "projection": None, "part": "raw", "dtype": "float16", "lang": prefix,
-                "max_chars": 2000, "input": {"path": "generated", "size": 0, "sha256": "", "lines": len(emb)}}
-    _finalise(out, identity, shards, {"lines": len(emb), "sentences": len(emb)},
-              params={"generated_by": "xmine.benchmarks.ray_speed", "rows": len(emb)})
+    with StoreWriter(out, encoder=fingerprint, lang="xx" if prefix == "x" else "yy", dim=emb.shape[1],
+                     shard_rows=shard_rows, params={"generated_by": "xmine.benchmarks.ray_speed"}) as w:
+        for start in range(0, len(emb), shard_rows):
+            part = emb[start:start + shard_rows]
+            w.add(part, [f"{prefix}{r}" for r in range(start, start + len(part))])
 
 
 def run_mine(n: int, env: dict[str, str], work: Path) -> dict:

@@ -1,10 +1,11 @@
 """Corpora larger than memory: embed, exact and approximate mining, peak memory and recall.
 
-    python -m xmine.benchmarks.scale make-stores --n 10000000 --m 10000000 --out-dir DIR
-    python -m xmine.benchmarks.scale embed-memory [--lines 100000,1000000]
-    python -m xmine.benchmarks.scale exact-memory --n 1000000 --m 100000
-    python -m xmine.benchmarks.scale approximate --n 10000000 --m 10000000 --work DIR
-    python -m xmine.benchmarks.scale recall --n 200000 --m 200000
+    python -m xmine.benchmarks.scale embed-memory --work DIR [--lines 100000,1000000]
+    python -m xmine.benchmarks.scale mine --n 1000000 --m 100000 --data DIR            (exact)
+    python -m xmine.benchmarks.scale mine --n 200000 --m 200000 --data DIR             (exact, then
+    python -m xmine.benchmarks.scale mine --n 200000 --m 200000 --data DIR --approximate   recall)
+    python -m xmine.benchmarks.scale mine --n 10000000 --m 10000000 --data DIR --approximate
+    python -m xmine.benchmarks.scale make-stores --n N --m M --out-dir DIR             (stores only)
 
 Synthetic stores (float16, 384 dims) are written with xmine's own `StoreWriter`: clustered unit
 vectors (sentence embeddings are not uniform: 1,000 topic centres) and HIDDEN PAIRS: in every

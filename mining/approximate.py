@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from xmine.artefacts import atomic_path, atomic_write_json
-from xmine.errors import ConfigError
+from xmine.errors import ConfigError, NonFiniteRowError
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +168,10 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
         tx = np.sort(rng.choice(n, size=min(n, want * n // (n + m) + 1), replace=False))
         ty = np.sort(rng.choice(m, size=min(m, want - len(tx)) if want > len(tx) else 0, replace=False))
         sample = np.concatenate([_f32(x[tx]), _f32(y[ty])]) if len(ty) else _f32(x[tx])
+        bad = np.flatnonzero(~np.isfinite(sample).all(axis=1))
+        if len(bad):  # FAISS's training would stop with a C++ message; the base blocks are checked below
+            b = int(bad[0])
+            raise NonFiniteRowError("src", int(tx[b])) if b < len(tx) else NonFiniteRowError("tgt", int(ty[b - len(tx)]))
         t0 = time.perf_counter()
         trained.train(sample)
         log.info("trained %s on %d vectors in %.0f s", plan["factory"], len(sample), time.perf_counter() - t0)
@@ -260,6 +264,9 @@ def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: _Work, co
                        disable=not show_progress, leave=False)
             for b in range(lo, hi, config.query_block):
                 block = _f32(base[b: min(hi, b + config.query_block)])
+                bad = np.flatnonzero(~np.isfinite(block).all(axis=1))
+                if len(bad):  # FAISS would index it silently; every base row passes here once
+                    raise NonFiniteRowError("tgt" if tag == "fwd" else "src", b + int(bad[0]))
                 index.add(block)
                 bar.update(len(block))
             bar.close()

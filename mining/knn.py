@@ -50,6 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from xmine.artefacts import atomic_path, atomic_write_json
+from xmine.errors import NonFiniteRowError
 from xmine.mining.products import RowTerms, eta, make_product, pair_bounds, resolve_product, row_bounds
 from xmine.mining.rescore import U32, exact_dot, gamma
 
@@ -182,8 +183,9 @@ def _finalize(prod_v, prod_i, a, a_rows, ta: RowTerms, b, tb: RowTerms, floor, e
     return top_s, top_i, over, t
 
 
-def _rescore(a, a_rows, b, b_rows, na, nb, chunk: int = 1 << 16) -> np.ndarray:
-    """exact_dot of rows a[a_rows[i]] and b[b_rows[i]], gathered chunk by chunk (bounded memory)."""
+def _rescore(a, a_rows, b, b_rows, na, nb, chunk: int = 1 << 14) -> np.ndarray:
+    """exact_dot of rows a[a_rows[i]] and b[b_rows[i]], gathered chunk by chunk (bounded memory:
+    a chunk's two float32 gathers are 2 * chunk * dim * 4 bytes, 50 MB at 384 dimensions)."""
     out = np.empty(len(a_rows), dtype=np.float32)
     for s in range(0, len(a_rows), chunk):
         ar, br = a_rows[s : s + chunk], b_rows[s : s + chunk]
@@ -192,14 +194,14 @@ def _rescore(a, a_rows, b, b_rows, na, nb, chunk: int = 1 << 16) -> np.ndarray:
     return out
 
 
-def _side_terms(a, product, chunk: int = 8192) -> RowTerms:
+def _side_terms(a, product, side: str, chunk: int = 8192) -> RowTerms:
     """Per-row norms of a side (one streaming pass); refuses non-finite rows."""
     parts = [product.terms(_as_f32(a, i, i + chunk)) for i in range(0, len(a), chunk)]
     terms = RowTerms(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("n", "nh", "r")),
                      tiny=any(p.tiny for p in parts))
     bad = np.flatnonzero(~np.isfinite(terms.n))
     if len(bad):
-        raise ValueError(f"embedding row {int(bad[0])} is not finite (NaN or inf)")
+        raise NonFiniteRowError(side, int(bad[0]))
     return terms
 
 
@@ -442,7 +444,7 @@ def exact_knn_both(
     unsaved_from, last_save = done, time.monotonic()
 
     # Per-row norms of both sides and each row's bound E-bar over the whole other side.
-    tx, ty = _side_terms(x, prod), _side_terms(y, prod)
+    tx, ty = _side_terms(x, prod, "src"), _side_terms(y, prod, "tgt")
     ebar_x, ebar_y = row_bounds(tx, ty.max(), prod), row_bounds(ty, tx.max(), prod)
     y_in_memory = y.dtype == np.float32 and not isinstance(y, np.memmap) and isinstance(y, np.ndarray)
     y32 = np.ascontiguousarray(y) if y_in_memory else None

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from xmine.artefacts import provenance
-from xmine.errors import ConfigError
+from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.products import resolve_product
 from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
@@ -194,30 +194,15 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
                               "(mine without --ray, or give embedding stores)")
         if search != "faiss-index":
             claim.work_dir(".work")  # checkpoints
-        if len(mx.ids) == 0 or len(my.ids) == 0:
-            e = np.zeros(0, np.int64)
-            mined = MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
-        elif search == "faiss-index":
-            k = config.k
-            fs, fi = (_search_side_index(sy, mx.rows[:], my.position_of_row, min(k, len(my.ids)))
-                      if sy.index is not None else _index_of_rows(my.rows, mx.rows, k))
-            bs, bi = (_search_side_index(sx, my.rows[:], mx.position_of_row, min(k, len(mx.ids)))
-                      if sx.index is not None else _index_of_rows(mx.rows, my.rows, k))
-            mined = select_pairs(fs, fi, bs, bi, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
-        elif search == "approximate":
-            knn = approximate_knn_both(mx.rows, my.rows, config.k, config=approximate_config, work_dir=work / "ann",
-                                       key=key, show_progress=show_progress)
-            mined = select_pairs(*knn, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
-        elif ray is not None:
-            from xmine.mining.ray_knn import ray_knn_both
-
-            mined = mine_embeddings(mx.rows, my.rows, config=select_config, src_lengths=mx.lengths,
-                                    tgt_lengths=my.lengths, checkpoint_dir=work / "knn-ray", checkpoint_key=key,
-                                    show_progress=show_progress, knn=ray_knn_both)
-        else:
-            mined = mine_embeddings(mx.rows, my.rows, config=select_config, src_lengths=mx.lengths,
-                                    tgt_lengths=my.lengths, checkpoint_dir=work / "knn", checkpoint_key=key,
-                                    show_progress=show_progress)
+        try:
+            mined = _search_pairs(search, mx, my, sx, sy, config=config, select_config=select_config,
+                                  approximate_config=approximate_config, work=work, key=key, ray=ray,
+                                  show_progress=show_progress)
+        except NonFiniteRowError as e:
+            side, mineable = (sx, mx) if e.side == "src" else (sy, my)
+            row = int(mineable.ids[e.row])
+            raise InputError(side.path, f"embedding row {row} (input line {int(side.line_numbers[row])}) is "
+                             "not finite (NaN or inf)") from None
         src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
         _write_pairs(claim, mined, sx, sy, src_rows, tgt_rows, line_numbers=line_numbers)
         if meta:
@@ -248,6 +233,36 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
     if not keep_work:
         shutil.rmtree(work, ignore_errors=True)
     return claim.finish(summary)
+
+
+def _search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_config, work, key, ray,
+                  show_progress) -> MinedPairs:
+    """Both directions' neighbours by the chosen search, then margin and one-to-one selection."""
+    if len(mx.ids) == 0 or len(my.ids) == 0:
+        e = np.zeros(0, np.int64)
+        mined = MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
+    elif search == "faiss-index":
+        k = config.k
+        fs, fi = (_search_side_index(sy, mx.rows[:], my.position_of_row, min(k, len(my.ids)))
+                  if sy.index is not None else _index_of_rows(my.rows, mx.rows, k))
+        bs, bi = (_search_side_index(sx, my.rows[:], mx.position_of_row, min(k, len(mx.ids)))
+                  if sx.index is not None else _index_of_rows(mx.rows, my.rows, k))
+        mined = select_pairs(fs, fi, bs, bi, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
+    elif search == "approximate":
+        knn = approximate_knn_both(mx.rows, my.rows, config.k, config=approximate_config, work_dir=work / "ann",
+                                   key=key, show_progress=show_progress)
+        mined = select_pairs(*knn, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
+    elif ray is not None:
+        from xmine.mining.ray_knn import ray_knn_both
+
+        mined = mine_embeddings(mx.rows, my.rows, config=select_config, src_lengths=mx.lengths,
+                                tgt_lengths=my.lengths, checkpoint_dir=work / "knn-ray", checkpoint_key=key,
+                                show_progress=show_progress, knn=ray_knn_both)
+    else:
+        mined = mine_embeddings(mx.rows, my.rows, config=select_config, src_lengths=mx.lengths,
+                                tgt_lengths=my.lengths, checkpoint_dir=work / "knn", checkpoint_key=key,
+                                show_progress=show_progress)
+    return mined
 
 
 def _threshold(config: MiningConfig, projection_dir, *, default_threshold: bool):

@@ -26,6 +26,7 @@ import numpy as np
 
 from xmine.artefacts import atomic_path, atomic_write_json
 from xmine.cluster import ShardProgress, remote, run_tasks
+from xmine.errors import NonFiniteRowError
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS, exact_knn_both
 
 #: Tile = TILE_BLOCKS_ROWS x TILE_BLOCKS_COLS blocks of the product. Large enough that a tile's
@@ -62,9 +63,12 @@ def tile_knn(x, y, i0: int, i1: int, j0: int, j1: int, k: int, block_rows: int, 
     """
     from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(limits=1, user_api="blas"):
-        fs, fi, bs, bi = exact_knn_both(x[i0:i1], y[j0:j1], k, block_rows=block_rows, block_cols=block_cols,
-                                        workers=1, product=product)
+    try:
+        with threadpool_limits(limits=1, user_api="blas"):
+            fs, fi, bs, bi = exact_knn_both(x[i0:i1], y[j0:j1], k, block_rows=block_rows, block_cols=block_cols,
+                                            workers=1, product=product)
+    except NonFiniteRowError as e:  # the tile's row -> the side's row
+        raise NonFiniteRowError(e.side, e.row + (i0 if e.side == "src" else j0)) from None
     fs, fi = _pad(fs, np.where(fi >= 0, fi + j0, -1), k)
     bs, bi = _pad(bs, np.where(bi >= 0, bi + i0, -1), k)
     return i0, i1, j0, j1, fs, fi, bs, bi

@@ -457,3 +457,48 @@ def test_a_full_disk_is_one_clear_error(ws):
     assert "m.tsv" in errors[0]
     listing = res.stdout.split("rc=2", 1)[1].split()
     assert sorted(listing) == [".", "..", "filler"], listing  # no partial output, no lock left
+
+
+def _store_with_a_nan_row(path: Path, row: int) -> Path:
+    """A store whose shard holds NaN at `row` with a consistent manifest (as another tool, or a
+    diverged projection's output, could write it; xmine's own writer refuses such rows)."""
+    from xmine.store import StoreWriter
+
+    x = np.random.default_rng(0).standard_normal((40, 8)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    with StoreWriter(path, encoder={"name": "synthetic-8", "dim": 8, "id": "syn8"}, lang="en", dim=8) as w:
+        w.add(x, [f"s{i}" for i in range(40)])
+    shard = path / "emb-00000.npy"
+    rows = np.load(shard)
+    rows[row, 3] = np.nan
+    np.save(shard, rows)
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["shards"][0].update(bytes=shard.stat().st_size, sha256=hashlib.sha256(shard.read_bytes()).hexdigest())
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    return path
+
+
+def test_the_store_writer_refuses_a_non_finite_row(tmp_path):
+    from xmine.errors import ConfigError
+    from xmine.store import StoreWriter
+
+    x = np.ones((3, 8), np.float32)
+    x[1, 0] = 1e6  # finite in float32, inf in the store's float16
+    with pytest.raises(ConfigError, match="embedding 1 of this batch is not finite"):
+        with StoreWriter(tmp_path / "s", encoder={"name": "synthetic-8", "dim": 8, "id": "syn8"}, lang="en",
+                         dim=8) as w:
+            w.add(x, ["a", "b", "c"])
+
+
+@pytest.mark.parametrize("search", [[], ["--approximate"]], ids=["exact", "approximate"])
+def test_a_non_finite_row_is_one_error_naming_store_row_and_line(tmp_path, search):
+    a = _store_with_a_nan_row(tmp_path / "a", 7)
+    b = _store_with_a_nan_row(tmp_path / "b", 0)
+    np.save(b / "emb-00000.npy", np.nan_to_num(np.load(b / "emb-00000.npy")) + np.eye(40, 8, dtype=np.float16))
+    manifest = json.loads((b / "manifest.json").read_text())
+    shard = b / "emb-00000.npy"
+    manifest["shards"][0].update(bytes=shard.stat().st_size, sha256=hashlib.sha256(shard.read_bytes()).hexdigest())
+    (b / "manifest.json").write_text(json.dumps(manifest))
+    with untouched(tmp_path):
+        refused(xm("mine", b, a, "-o", tmp_path / "m.tsv", *search), f"{a}: embedding row 7 (input line 8)",
+                "not finite")

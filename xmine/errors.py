@@ -27,6 +27,18 @@ class InputError(XmineError):
         super().__init__(f"{where}: {problem}")
 
 
+class NonFiniteRowError(XmineError):
+    """An embedding row holds NaN or infinity. `side` ("src"/"tgt") and `row` (0-based, in the rows
+    given to the search) say which; the caller that knows the file turns it into an InputError."""
+
+    def __init__(self, side: str, row: int):
+        self.side, self.row = side, row
+        super().__init__(f"{side} embedding row {row} is not finite (NaN or inf)")
+
+    def __reduce__(self):  # crosses process boundaries (Ray tasks) intact
+        return type(self), (self.side, self.row)
+
+
 class DataNotFoundError(XmineError):
     """A benchmark or training data set is not where xmine looked for it."""
 

@@ -217,14 +217,18 @@ class Encoders:
 
             self._encoder = load_encoder(self.encoder_name or DEFAULT_ENCODER,
                                          precision=self.precision or self.default_precision or DEFAULT_PRECISION)
-            if self.projection is not None:
-                self.projection.check_encoder(self._encoder.fingerprint())
+            # Not through `self.projection`: choosing it may ask for this encoder's fingerprint
+            # (and would then be chosen, and its notice logged, twice).
+            if self._projection is not None:
+                self._projection.check_encoder(self._encoder.fingerprint())
         return self._encoder
 
     @property
     def projection(self):
         if self._projection is None and self.choice.path is not None:
             self._projection = resolve_projection(self.choice.path)
+            if self._encoder is not None:
+                self._projection.check_encoder(self._encoder.fingerprint())
         return self._projection
 
     def projection_fp(self) -> dict | None:

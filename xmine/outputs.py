@@ -61,6 +61,11 @@ _PNG_KEY = "xmine-kind"
 _LEGACY_MD = {"benchmark-report": "# xmine benchmark results"}
 
 
+#: files a run writes into its work directory before any result: the marker, and the key.json that
+#: ties checkpoints to their inputs (mining/knn.py, approximate.py, ray_knn.py). A failed run that
+#: left only these has nothing to resume.
+SCAFFOLDING = frozenset({MARKER, "key.json"})
+
 def _label(kind: str) -> str:
     """How a kind reads in a message: "embedding-store" -> "embedding store"."""
     return str(kind).replace("-", " ")
@@ -436,7 +441,7 @@ def claim_output(
             shutil.rmtree(path, ignore_errors=True)  # nothing but our own scaffolding
         if not ok and claim is not None:
             for d in claim._made_dirs:  # a run that failed before any checkpoint: nothing to resume
-                if d.is_dir() and all(p.is_dir() or p.name == MARKER for p in d.rglob("*")):
+                if d.is_dir() and all(p.is_dir() or p.name in SCAFFOLDING for p in d.rglob("*")):
                     shutil.rmtree(d, ignore_errors=True)
         if not ok and form == "tsv" and _only_a_stub(path, companions):
             with contextlib.suppress(FileNotFoundError):

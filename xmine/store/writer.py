@@ -439,6 +439,10 @@ class StoreWriter:
         emb = np.asarray(emb)
         if emb.ndim != 2 or emb.shape[1] != self.dim or len(emb) != len(sentences):
             raise ConfigError(f"add(): embeddings {emb.shape} for {len(sentences)} sentences, dim {self.dim}")
+        with np.errstate(over="ignore"):  # a value beyond float16's range becomes inf, refused here
+            finite = np.isfinite(emb.astype(self.dtype, copy=False)).all(axis=1)
+        if not finite.all():
+            raise ConfigError(f"add(): embedding {int(np.argmin(finite))} of this batch is not finite (NaN or inf)")
         bad = next((i for i, s in enumerate(sentences) if "\n" in s or "\r" in s), None)
         if bad is not None:
             raise ConfigError(f"add(): sentence {bad} contains a line break")

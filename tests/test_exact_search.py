@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import xmine.mining.knn as knn_module
-from xmine.errors import ConfigError
+from xmine.errors import ConfigError, NonFiniteRowError
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.products import Bf16Product, Fp32Product, _bits_to_f32, pair_bounds, resolve_product
 from xmine.mining.rescore import exact_dot
@@ -162,7 +162,7 @@ def test_float16_memmap_inputs(tmp_path):
 def test_non_finite_rows_are_refused():
     x = np.ones((5, 8), np.float32)
     x[3, 2] = np.nan
-    with pytest.raises(ValueError, match="row 3"):
+    with pytest.raises(NonFiniteRowError, match="src embedding row 3 "):
         exact_knn_both(x, np.ones((4, 8), np.float32), 2, product="fp32")
 
 

@@ -171,7 +171,8 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
         bad = np.flatnonzero(~np.isfinite(sample).all(axis=1))
         if len(bad):  # FAISS's training would stop with a C++ message; the base blocks are checked below
             b = int(bad[0])
-            raise NonFiniteRowError("src", int(tx[b])) if b < len(tx) else NonFiniteRowError("tgt", int(ty[b - len(tx)]))
+            side, row = ("src", tx[b]) if b < len(tx) else ("tgt", ty[b - len(tx)])
+            raise NonFiniteRowError(side, int(row))
         t0 = time.perf_counter()
         trained.train(sample)
         log.info("trained %s on %d vectors in %.0f s", plan["factory"], len(sample), time.perf_counter() - t0)

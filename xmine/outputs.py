@@ -66,6 +66,7 @@ _LEGACY_MD = {"benchmark-report": "# xmine benchmark results"}
 #: left only these has nothing to resume.
 SCAFFOLDING = frozenset({MARKER, "key.json"})
 
+
 def _label(kind: str) -> str:
     """How a kind reads in a message: "embedding-store" -> "embedding store"."""
     return str(kind).replace("-", " ")

@@ -118,7 +118,7 @@ class ShardRows:
         starts_b = (firsts * self._row_bytes).tolist()
         run_shard = shard[firsts]
         offsets = (np.asarray(self._offsets)[run_shard] + (srt[firsts] - self.starts[run_shard]) * self._row_bytes)
-        fds = [self._fd(i) for i in range(len(self.paths))]
+        fds = {i: self._fd(i) for i in np.unique(run_shard).tolist()}  # only the shards read (first read checks them)
         preadv = os.preadv
         for sh, at, size, off in zip(run_shard.tolist(), starts_b, sizes, offsets.tolist()):
             if preadv(fds[sh], [view[at: at + size]], off) != size:

@@ -53,6 +53,7 @@ from xmine.artefacts import atomic_path, atomic_write_json
 from xmine.errors import NonFiniteRowError
 from xmine.mining.products import RowTerms, eta, make_product, pair_bounds, resolve_product, row_bounds
 from xmine.mining.rescore import U32, exact_dot, gamma
+from xmine.mining.screen import screen_merge
 
 # A 1024 x 4096 float32 block (16 MB) stays in the 32-MB L3 cache between the product and the
 # row/column passes that follow it; numpy runs those passes on one core, so re-reading a 268-MB
@@ -112,6 +113,20 @@ def _descending_key(v: np.ndarray) -> np.ndarray:
     b = np.ascontiguousarray(v, dtype=np.float32).view(np.uint32)
     asc = np.where(b & np.uint32(0x80000000), ~b, b | np.uint32(0x80000000))  # ascending with v
     return (~asc).astype(np.int64)
+
+
+def _screen_into(prod, s, t_rows, t_cols, run_p, run_i, j0: int, cp, ci, i0: int) -> None:
+    """Merge the entries of block s (x rows i0.., y rows j0..) that reach their row's threshold into
+    the row lists (run_p, run_i) and those reaching their column's into the column lists (cp, ci):
+    one compiled pass (`screen.screen_merge`), or numpy's passes where numba or keys are missing."""
+    keyed = prod.keyed(s, t_rows, t_cols) if screen_merge is not None else None
+    if keyed is not None:
+        block, key_rows, key_cols, shift = keyed
+        screen_merge(block, shift, key_rows, key_cols, run_p, run_i, j0, cp, ci, i0)
+        return
+    (r, c, v), (r2, c2, v2) = prod.screen(s, t_rows, t_cols)
+    _merge_sparse(run_p, run_i, r, v, c + j0, by_index=False)
+    _merge_sparse(cp, ci, c2, v2, r2 + i0, by_index=False)
 
 
 # Rows of the other side sampled to start the thresholds.
@@ -502,9 +517,7 @@ def exact_knn_both(
                                                     prod.lower(prod.kth_floor(s, ky, 0)) - ebar_y[j0:j1])
                 t_rows = _screen_t(_tau(row_floor, run_p[:, kx - 1], eb_x, prod), eb_x)
                 t_cols = _screen_t(_tau(w.col_floor[j0:j1], cp[:, ky - 1], ebar_y[j0:j1], prod), ebar_y[j0:j1])
-                (r, c, v), (r2, c2, v2) = prod.screen(s, t_rows, t_cols)
-                _merge_sparse(run_p, run_i, r, v, c + j0, by_index=False)
-                _merge_sparse(cp, ci, c2, v2, r2 + i0, by_index=False)
+                _screen_into(prod, s, t_rows, t_cols, run_p, run_i, j0, cp, ci, i0)
             # All of y seen: rescore what can reach each row's top-k.
             top_s, top_i, over, t = _finalize(run_p, run_i, xb, np.arange(i1 - i0), tx[i0:i1], y, ty,
                                               row_floor, eb_x, kx, prod)

@@ -44,6 +44,7 @@ import numpy as np
 
 from xmine.errors import ConfigError
 from xmine.mining.rescore import U32, gamma, norms_upper
+from xmine.mining.screen import keys_of
 
 PRODUCTS = ("auto", "fp32", "bf16", "cuda")
 _TINY32 = 2.0**-126  # smallest normal float32 (and bf16)
@@ -115,13 +116,6 @@ def _bf16_bits_down(t: np.ndarray) -> np.ndarray:
     neg_inexact = ((b & 0x80000000) != 0) & ((b & 0xFFFF) != 0)
     hi[neg_inexact] += 1  # truncation rounds negatives up: one more unit of magnitude
     return hi.astype(np.uint16).view(np.int16)
-
-
-def _bf16_key(bits: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """A monotone int16 key of bf16 bit patterns: float order = key order (-0 just below +0)."""
-    out = np.right_shift(bits, 15, out=out)
-    np.bitwise_and(out, 0x7FFF, out=out)
-    return np.bitwise_xor(out, bits, out=out)
 
 
 def _bits_to_f32(bits: np.ndarray) -> np.ndarray:
@@ -217,6 +211,12 @@ class Fp32Product:
         return (_split(s, extract(s, tr, 1), np.asarray) if tr.min(initial=np.inf) < np.inf else _EMPTY,
                 _split(s, extract(s, tc, 0), np.asarray) if tc.min(initial=np.inf) < np.inf else _EMPTY)
 
+    def keyed(self, s, t_rows, t_cols):
+        """The block and its thresholds for `screen.screen_merge`: (block bit patterns, row threshold
+        keys, column threshold keys, decode shift). It keeps the entries `screen` returns."""
+        return (s.view(np.int32), keys_of(_round_down_f32(t_rows).view(np.int32)),
+                keys_of(_round_down_f32(t_cols).view(np.int32)), 0)
+
     def kth_floor(self, s, k: int, axis: int) -> np.ndarray:
         """A product value that at least k entries of each row (axis=1) or column (axis=0) reach,
         float32: the least of the maxima of k disjoint groups (`group_floor`)."""
@@ -273,14 +273,19 @@ class Bf16Product:
     def screen(self, s, t_rows, t_cols):
         if s.dtype == np.float32:  # small block, fp32
             return Fp32Product.screen(self, s, t_rows, t_cols)
-        kr, kc = _bf16_key(_bf16_bits_down(t_rows)), _bf16_key(_bf16_bits_down(t_cols))
+        kr, kc = keys_of(_bf16_bits_down(t_rows)), keys_of(_bf16_bits_down(t_cols))
         if kr.min(initial=1) >= 1 and kc.min(initial=1) >= 1:
             keys = s  # all thresholds > 0: the raw bit patterns order the entries that can pass
         else:
-            keys = _bf16_key(s)
-        skip = _bf16_key(_bf16_bits_down(np.array([np.inf])))[0]
+            keys = keys_of(s)
+        skip = keys_of(_bf16_bits_down(np.array([np.inf])))[0]
         return tuple(_split(s, extract(keys, kt, axis), _bits_to_f32) if kt.min(initial=skip) < skip else _EMPTY
                      for kt, axis in ((kr, 1), (kc, 0)))
+
+    def keyed(self, s, t_rows, t_cols):
+        if s.dtype == np.float32:  # small block, fp32
+            return Fp32Product.keyed(self, s, t_rows, t_cols)
+        return s, keys_of(_bf16_bits_down(t_rows)), keys_of(_bf16_bits_down(t_cols)), 16
 
     def kth_floor(self, s, k: int, axis: int) -> np.ndarray:
         if s.dtype == np.float32:
@@ -346,6 +351,9 @@ class CudaProduct:
             rows, cols = (s >= t).nonzero(as_tuple=True)
             out.append((rows.cpu().numpy(), cols.cpu().numpy(), s[rows, cols].cpu().numpy()))
         return tuple(out)
+
+    def keyed(self, s, t_rows, t_cols):
+        return None  # screened on the GPU: only candidates cross to the host
 
     def kth_floor(self, s, k: int, axis: int) -> np.ndarray:
         return self.torch.topk(s, k, dim=axis).values.select(axis, k - 1).cpu().numpy()

@@ -227,3 +227,77 @@ def test_mine_on_stores_writes_the_same_bytes_with_either_product(tmp_path, real
     assert outs["fp32"] == outs["bf16"]
     rows = outs["bf16"][0].decode().splitlines()
     assert len(rows) >= 95  # 100 German sentences (5 repeated), 130 English: most are translations
+
+
+# ---------------------------------------------------------------- the compiled screening pass
+def _random_block(rng, product, rows, cols):
+    """A block as the product returns it, with repeated values (ties) and both signs."""
+    s = np.round(rng.standard_normal((rows, cols)) * 8) / 64  # few distinct values: many ties
+    if product.name == "fp32":
+        return np.ascontiguousarray(s, dtype=np.float32)
+    return product.torch.from_numpy(s.astype(np.float32)).to(product.torch.bfloat16).view(product.torch.int16).numpy()
+
+
+@pytest.mark.parametrize("cls", [Fp32Product, Bf16Product])
+def test_compiled_screen_merges_what_numpys_passes_merge(cls, monkeypatch):
+    """Random blocks and thresholds (negative, -inf, +inf, on tie values) into half-filled lists:
+    the kernel's lists hold the same values as numpy's, and each listed index is an entry of the
+    block with that value (which of several equal values at a list's end is kept may differ)."""
+    if knn_module.screen_merge is None:
+        pytest.skip("numba is not installed: knn.py runs numpy's passes only")
+    rng = np.random.default_rng(11)
+    product = cls(48)
+    for trial in range(40):
+        rows, cols = rng.integers(1, 90), rng.integers(1, 300)
+        s = _random_block(rng, product, rows, cols)
+        t_rows = rng.choice([-np.inf, np.inf, -0.2, 0.0, 0.125, 0.25, 0.3], rows) + (trial % 2) * 1e-9
+        t_cols = rng.choice([-np.inf, np.inf, -0.1, 0.0, 0.125, 0.2], cols)
+        lists = []
+        for fused in (True, False):
+            if not fused:
+                monkeypatch.setattr(knn_module, "screen_merge", None)
+            run_p = np.full((rows, 6), -np.inf, np.float32)
+            run_p[:, :3] = [0.5, 0.25, 0.125]
+            run_i = np.where(np.isfinite(run_p), 10**6, -1).astype(np.int64)
+            cp = np.full((cols, 5), -np.inf, np.float32)
+            ci = np.full((cols, 5), -1, np.int64)
+            knn_module._screen_into(product, s, t_rows, t_cols, run_p, run_i, 1000, cp, ci, 7)
+            lists.append((run_p, run_i, cp, ci))
+            monkeypatch.undo()
+        (fp, fi, fcp, fci), (npp, npi, ncp, nci) = lists
+        np.testing.assert_array_equal(fp, npp)
+        np.testing.assert_array_equal(fcp, ncp)
+        values = s if s.dtype == np.float32 else _bits_to_f32(s)
+        for vals, idx, offset, by_row in ((fp, fi, 1000, True), (fcp, fci, 7, False)):
+            for r, c in zip(*np.nonzero((idx >= 0) & (idx < 10**6))):
+                i, j = (r, idx[r, c] - offset) if by_row else (idx[r, c] - offset, r)
+                assert values[i, j] == vals[r, c]
+
+
+def test_numpys_passes_still_give_the_brute_force_result(monkeypatch):
+    """Where numba cannot be installed, knn.py screens with numpy: the same exact result."""
+    rng = np.random.default_rng(12)
+    x, y = _near_ties(rng, 300, 250, 48)
+    want = brute_force(x, y, 4)
+    monkeypatch.setattr(knn_module, "screen_merge", None)
+    for product in PRODUCTS:
+        _assert_same(want, exact_knn_both(x, y, 4, block_rows=64, block_cols=100, workers=2, product=product))
+
+
+def test_all_negative_scores_take_the_keyed_path(monkeypatch):
+    """Rows opposite every target: their thresholds are negative, so the compiled pass compares
+    keys (negative patterns reordered), not raw bit patterns; the result is still the brute force."""
+    if knn_module.screen_merge is None:
+        pytest.skip("numba is not installed")
+    rng = np.random.default_rng(13)
+    c = rng.standard_normal(48)
+    y = _unit(c + 0.3 * rng.standard_normal((200, 48)))
+    x = _unit(-c + 0.3 * rng.standard_normal((150, 48)))
+    keyed = []
+    real = knn_module.screen_merge
+    monkeypatch.setattr(knn_module, "screen_merge",
+                        lambda bits, sh, tr, tc, *a: keyed.append(min(tr.min(), tc.min()) < 1) or real(bits, sh, tr, tc, *a))
+    want = brute_force(x, y, 4)
+    for product in PRODUCTS:
+        _assert_same(want, exact_knn_both(x, y, 4, block_rows=32, block_cols=64, workers=1, product=product))
+    assert any(keyed), "no block had a negative threshold: the test does not reach the keyed path"

@@ -114,10 +114,24 @@ def test_mine_on_ray_is_byte_identical(cluster, corpora, tmp_path, monkeypatch):
     assert json.loads((tmp_path / "ray.tsv.json").read_text())["ray"] == cluster
 
 
-def test_mine_approximate_on_ray_is_refused_in_one_line(cluster, corpora, tmp_path):
-    result = _run("mine", corpora / "de.txt", corpora / "en.txt", "--encoder", ENCODER, "--approximate",
-                  "-o", tmp_path / "ray.tsv", "--ray", cluster, ok=False)
-    assert result.exit_code == 2 and "--approximate on Ray is not built yet" in result.output
+def test_mine_approximate_on_ray_is_byte_identical(cluster, corpora, tmp_path):
+    # Three index shards a side, every (query block x shard) search a task, merged per query.
+    common = [corpora / "de.txt", corpora / "en.txt", "--encoder", ENCODER, "--approximate", "--nlist", 8,
+              "--index-shard-rows", 100, "--threshold", 1.0, "--line-numbers"]
+    _run("mine", *common, "-o", tmp_path / "local.tsv")
+    _run("mine", *common, "-o", tmp_path / "ray.tsv", "--ray", cluster)
+    local = (tmp_path / "local.tsv").read_bytes()
+    assert local == (tmp_path / "ray.tsv").read_bytes()
+    assert local.count(b"\n") > 200
+    summary = json.loads((tmp_path / "ray.tsv.json").read_text())
+    assert summary["ray"] == cluster and summary["search"] == "approximate"
+
+
+def test_an_index_side_on_ray_is_refused_in_one_line(cluster, corpora, local_store, tmp_path):
+    _run("build-index", local_store, "--type", "flat", "-o", tmp_path / "idx")
+    result = _run("mine", tmp_path / "idx", corpora / "en.txt", "--encoder", ENCODER, "-o", tmp_path / "ray.tsv",
+                  "--ray", cluster, ok=False)
+    assert result.exit_code == 2 and "an index side on Ray is not built yet" in result.output
     assert not (tmp_path / "ray.tsv").exists()
 
 

@@ -24,6 +24,9 @@ Resuming (`work_dir`): the trained index, every built shard and the running stat
 direction (after each shard, and every `checkpoint_seconds` inside a shard) are written
 atomically; a second call with the same inputs continues where the first stopped.
 
+On Ray (`on_ray`, mining/ray_approximate.py) the same functions run as tasks: `train_quantiser`
+in one, `add_rows` per shard, `search_shard` per (query block x shard), merged by `merge_topk`.
+
 Index types: "ivfpqfs" (default: IVF + 4-bit product quantisation with fast-scan SIMD kernels,
 the fastest to search on CPU), "ivfpq" (8-bit PQ codes, more accurate, slower), "ivf" (IVF with
 exact vectors: recall limited only by nprobe, memory 4 * dim bytes a row).

@@ -239,28 +239,34 @@ def test_a_killed_encoder_actor_is_restarted(cluster, corpora, local_store, tmp_
     _same_store(local_store, on_ray)
 
 
-def test_a_killed_driver_resumes_from_finished_shards(cluster, corpora, local_store, tmp_path):
-    on_ray = tmp_path / "ray"
-    common = _embed_args(corpora)
-    driver = subprocess.Popen([sys.executable, "-m", "xmine.cli", "embed", *map(str, common), "-o", str(on_ray),
-                               "--ray", cluster], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def _kill_when(driver: subprocess.Popen, ready, *, timeout: float) -> None:
+    """SIGKILL the driver process as soon as `ready()` (polled); fail if it finished first."""
     try:
-        deadline = time.monotonic() + 240
-        progress = on_ray / "progress.json"
-        while time.monotonic() < deadline and driver.poll() is None:
-            try:
-                p = json.loads(progress.read_text())
-                if len(p["shards"]) + len(p.get("more_shards", [])) >= 2:
-                    break
-            except (OSError, ValueError, KeyError):
-                pass
-            time.sleep(0.05)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and driver.poll() is None and not ready():
+            time.sleep(0.02)
         assert driver.poll() is None, "the driver finished before it could be killed"
         driver.send_signal(signal.SIGKILL)
         driver.wait()
     finally:
         if driver.poll() is None:
             driver.kill()
+
+
+def test_a_killed_driver_resumes_from_finished_shards(cluster, corpora, local_store, tmp_path):
+    on_ray = tmp_path / "ray"
+    common = _embed_args(corpora)
+    driver = subprocess.Popen([sys.executable, "-m", "xmine.cli", "embed", *map(str, common), "-o", str(on_ray),
+                               "--ray", cluster], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def two_shards_done() -> bool:
+        try:
+            p = json.loads((on_ray / "progress.json").read_text())
+        except (OSError, ValueError):
+            return False
+        return len(p.get("shards", [])) + len(p.get("more_shards", [])) >= 2
+
+    _kill_when(driver, two_shards_done, timeout=240)
     out = _run("embed", *common, "-o", on_ray, "--ray", cluster).output
     resumed = re.search(r"(\d+) resumed from an earlier run", out)
     done_before = int(resumed.group(1)) if resumed else 0
@@ -334,16 +340,7 @@ def test_a_killed_approximate_driver_resumes_from_finished_blocks(cluster, local
     out = tmp_path / "ray.tsv"
     driver = _mine_in_small_blocks(local_store, en_store, out, cluster)
     blocks = Path(str(out) + ".work") / "ann"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and driver.poll() is None and len(list(blocks.glob("fwd-ray-block-*"))) < 3:
-            time.sleep(0.02)
-        assert driver.poll() is None, "the driver finished before it could be killed"
-        driver.send_signal(signal.SIGKILL)
-        driver.wait()
-    finally:
-        if driver.poll() is None:
-            driver.kill()
+    _kill_when(driver, lambda: len(list(blocks.glob("fwd-ray-block-*"))) >= 3, timeout=120)
     finished = {p.name: p.stat().st_mtime_ns for p in blocks.glob("*-ray-block-*.npz")}
     assert 3 <= len(finished) < 120
     for args in ((out, cluster), (tmp_path / "local.tsv", None)):  # resumed on Ray; in one process

@@ -349,3 +349,15 @@ def test_a_killed_approximate_driver_resumes_from_finished_blocks(cluster, local
     # The blocks merged before the kill were kept, not searched again.
     assert {name: (blocks / name).stat().st_mtime_ns for name in finished} == finished
     assert len(list(blocks.glob("*-ray-block-*.npz"))) == 120
+
+
+def test_a_nonfinite_row_found_in_an_approximate_task_names_its_side_and_row(cluster, tmp_path):
+    from xmine.errors import NonFiniteRowError
+    from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
+
+    x, y = _unit_rows(4, 200, 16), _unit_rows(5, 200, 16)
+    y[150, 3] = np.nan
+    config = ApproximateConfig(index_type="ivf", nlist=4, shard_rows=100, query_block=64)
+    with pytest.raises(NonFiniteRowError) as e:
+        approximate_knn_both(x, y, 3, config=config, work_dir=tmp_path, on_ray=True)
+    assert (e.value.side, e.value.row) == ("tgt", 150)

@@ -89,7 +89,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
             if ray_address is not None:
                 from xmine.index.ray_build import build_index_ray as _build, rows_for_workers
 
-                rows = rows_for_workers(side)
+                rows = rows_for_workers(side.rows)
             try:
                 ix = _build(rows, out_dir, sentences=side.text.path, line_numbers=side.line_numbers,
                             encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,

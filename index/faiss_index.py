@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from xmine.artefacts import VerifiedFiles, atomic_dir, provenance, read_manifest, sha256_file, write_manifest
-from xmine.errors import ArtefactError, ConfigError
+from xmine.errors import ArtefactError, ConfigError, NonFiniteRowError
 from xmine.index.choose import IndexChoice, choose_index
 
 log = logging.getLogger(__name__)
@@ -232,15 +232,21 @@ def train_index(embeddings, choice: IndexChoice, *, seed: int, use_gpu: bool) ->
 
 
 def add_rows(trained: bytes, embeddings, start: int, stop: int, *, add_batch: int, use_gpu: bool,
-             on_rows=None):
+             on_rows=None, side: str | None = None):
     """A copy of the trained index holding rows start:stop of `embeddings` (ids 0..stop-start-1),
-    on CPU; `on_rows(count)` after each batch added."""
+    on CPU; `on_rows(count)` after each batch added. With `side` ("src"/"tgt", mining), a row
+    holding NaN or inf raises NonFiniteRowError(side, row): FAISS would index it silently."""
     import faiss
 
     index = faiss.deserialize_index(np.frombuffer(trained, dtype=np.uint8))
     idx, res = _to_gpu(index) if use_gpu else (index, None)
     for b in range(start, stop, add_batch):
-        idx.add(_f32(embeddings[b : min(b + add_batch, stop)]))
+        block = _f32(embeddings[b : min(b + add_batch, stop)])
+        if side is not None:
+            bad = np.flatnonzero(~np.isfinite(block).all(axis=1))
+            if len(bad):
+                raise NonFiniteRowError(side, b + int(bad[0]))
+        idx.add(block)
         if on_rows is not None:
             on_rows(min(b + add_batch, stop) - b)
     return _to_cpu(idx, res)  # a GPU index must be on CPU before write_index

@@ -9,9 +9,11 @@ Building (`build_index_ray`), as autofaiss and stopes do:
    one index (`merge_from`, faiss's `merge_into`), which holds the same lists in the same order
    as adding every row to one index. HNSW graphs cannot be merged: they are built in one task.
 
-Searching (`search_ray`): tasks of (query block x index shard); each task's top-k is merged per
-query across the shards in shard order (`merge_topk`), so a query's k hits are its k best over
-the whole index, exactly as `IndexDir.search` returns them.
+Searching (`search_ray`, on `search_blocks_ray`): tasks of (query block x index shard); each
+task's top-k is merged per query across the shards in shard order (`merge_topk`), so a query's k
+hits are its k best over the whole index, exactly as `IndexDir.search` returns them. Approximate
+mining on Ray (mining/ray_approximate.py) schedules its steps with the same tasks
+(`train_task`, `add_task`, `search_blocks_ray`).
 
 Embeddings reach the tasks either through Ray's object store (an array, put once) or, for an
 embedding store, by path (`RowFiles`): each task reads only its rows from the files.
@@ -24,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from xmine.artefacts import atomic_dir
+from xmine.artefacts import atomic_dir, atomic_path
 from xmine.cluster import ShardProgress, cluster_resources, get, remote, run_tasks
 from xmine.errors import ConfigError
 from xmine.index.faiss_index import (
@@ -67,6 +69,12 @@ class RowFiles:
     def shape(self):
         return self._rows().shape
 
+    @property
+    def dtype(self):
+        return self._rows().dtype
+
+    ndim = 2
+
     def __len__(self) -> int:
         return len(self._rows())
 
@@ -80,43 +88,48 @@ class RowFiles:
         self.paths, self._view = state["paths"], None
 
 
-def rows_for_workers(side):
-    """What the build tasks read a side's rows from: the `.npy` files behind them when they are
-    files (a store's shards, or rows projected into a work file), else the array itself."""
-    from xmine.store.rows import ShardRows
+def rows_for_workers(rows):
+    """What tasks read a row view from: the `.npy` files behind it when they are files (a store's
+    shards, or rows projected into a work file; also under a `RowSubset`), else the array itself."""
+    from xmine.store.rows import RowSubset, ShardRows
 
-    if isinstance(side.rows, ShardRows):
-        return RowFiles(side.rows.paths)
-    return side.rows
+    if isinstance(rows, ShardRows):
+        return RowFiles(rows.paths)
+    if isinstance(rows, RowSubset):
+        return RowSubset(rows_for_workers(rows.base), rows.ids)
+    return rows
 
 
-def _train_task(rows, choice, seed: int, use_gpu: bool, threads: int) -> bytes:
-    # As many threads as the single-process build has on a machine of this size: OPQ's rotation
-    # (an SVD) and k-means sum in an order that depends on the thread count, so equal counts give
-    # the same trained index.
+def train_task(train, threads: int, *args, **kwargs) -> bytes:
+    """`train(*args, **kwargs)` (an index trainer returning the serialised index) with `threads`
+    threads: as many as a single-process run has on a machine of this size, because OPQ's
+    rotation (an SVD) and k-means sum in an order that depends on the thread count, so equal
+    counts give the same trained index."""
     import faiss
     from threadpoolctl import threadpool_limits
 
     faiss.omp_set_num_threads(threads)
     with threadpool_limits(limits=threads):
-        return train_index(rows, choice, seed=seed, use_gpu=use_gpu)
+        return train(*args, **kwargs)
 
 
-def _largest_node_cpus() -> int:
+def largest_node_cpus() -> int:
     import ray
 
     cpus = [int(node["Resources"].get("CPU", 0)) for node in ray.nodes() if node.get("Alive")]
     return max([c for c in cpus if c > 0], default=1)
 
 
-def _add_task(trained: bytes, rows, piece: int, start: int, stop: int, add_batch: int, use_gpu: bool,
-              write_to: str | None):
-    """Add rows start:stop; write the shard to `write_to` (kept shards) or return it serialised."""
+def add_task(trained: bytes, rows, piece: int, start: int, stop: int, add_batch: int, use_gpu: bool,
+             write_to: str | None, side: str | None = None):
+    """`add_rows` start:stop; write the shard to `write_to` (atomically, kept shards) or return it
+    serialised. `side`: check the rows are finite (mining; see `add_rows`)."""
     import faiss
 
-    index = add_rows(trained, rows, start, stop, add_batch=add_batch, use_gpu=use_gpu)
+    index = add_rows(trained, rows, start, stop, add_batch=add_batch, use_gpu=use_gpu, side=side)
     if write_to is not None:
-        faiss.write_index(index, write_to)
+        with atomic_path(write_to) as tmp:
+            faiss.write_index(index, str(tmp))
         return piece, stop - start, None
     return piece, stop - start, bytes(faiss.serialize_index(index))
 
@@ -173,8 +186,9 @@ def build_index_ray(
     gpus = {"num_gpus": 1} if use_gpu else {}
     rows = embeddings if isinstance(embeddings, RowFiles) else ray.put(np.asarray(embeddings))
 
-    threads = _largest_node_cpus()
-    trained = get(remote(_train_task, num_cpus=threads, **gpus).remote(rows, choice, config.seed, use_gpu, threads))
+    threads = largest_node_cpus()
+    trained = get(remote(train_task, num_cpus=threads, **gpus).remote(train_index, threads, rows, choice,
+                                                                     seed=config.seed, use_gpu=use_gpu))
     kept = config.shard_rows is not None
     if kept:
         plan = shard_plan(n, shard_rows)
@@ -183,7 +197,7 @@ def build_index_ray(
     else:
         plan = shard_plan(n, ADD_PIECE_ROWS)
     trained_ref = ray.put(trained)
-    add = remote(_add_task, num_cpus=1, **gpus)
+    add = remote(add_task, num_cpus=1, **gpus)
     with atomic_dir(out_dir, kind=KIND, overwrite=overwrite) as tmp:
         refs = (add.remote(trained_ref, rows, p, start, stop, config.add_batch, use_gpu,
                            str(tmp / shard_name(p)) if kept else None) for p, (start, stop) in enumerate(plan))
@@ -205,41 +219,74 @@ def build_index_ray(
     return IndexDir.open(out_dir)
 
 
-def _search_task(index_path: str, s: int, queries, q0: int, q1: int, k: int, nprobe, use_gpu: bool):
-    ix = IndexDir.open(index_path)
-    shard = ix.manifest["shards"][s]
-    sims, rows = search_shard(ix.load_shard(s), shard, ix.manifest["choice"],
-                              np.ascontiguousarray(queries[q0:q1], dtype=np.float32), k,
+class IndexDirShards:
+    """The shards of an index directory, by path (what a search task opens)."""
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+
+    def __call__(self, s: int):
+        """(index, shard, choice) of shard s, as `search_shard` takes them."""
+        ix = IndexDir.open(self.path)
+        return ix.load_shard(s), ix.manifest["shards"][s], ix.manifest["choice"]
+
+
+def _search_task(open_shard, s: int, queries, q0: int, q1: int, k: int, nprobe, use_gpu: bool):
+    index, shard, choice = open_shard(s)
+    sims, rows = search_shard(index, shard, choice, np.ascontiguousarray(queries[q0:q1], dtype=np.float32), k,
                               nprobe=nprobe, use_gpu=use_gpu)
     return q0, s, sims, rows
+
+
+def search_blocks_ray(open_shard, n_shards: int, queries, k: int, *, block: int = QUERY_BLOCK,
+                      nprobe: int | None = None, use_gpu: bool = False, done: dict | None = None,
+                      on_block=None, desc: str = "search (ray)", show_progress: bool = False):
+    """Top-k (sims, rows) of every query over `n_shards` shards, as Ray tasks of (query block x
+    shard), each running `search_shard` on `open_shard(s)` (a picklable callable returning
+    (index, shard, choice)). A block's answers are merged in shard order (`merge_topk`), which is
+    the top-k a loop over the shards keeps: each query's k best over the whole index.
+
+    `queries`: an array or a row view (`rows_for_workers`), put in the object store once.
+    `done`: {q0: (sims, rows)} of blocks finished earlier (not searched again); `on_block(q0,
+    sims, rows)` is called as each block is merged (a checkpoint)."""
+    import ray
+
+    nq = len(queries)
+    done = done or {}
+    out_s = np.empty((nq, k), dtype=np.float32)
+    out_i = np.empty((nq, k), dtype=np.int64)
+    for q0, (sims, rows) in done.items():
+        out_s[q0 : q0 + len(sims)], out_i[q0 : q0 + len(rows)] = sims, rows
+    blocks = [q0 for q0 in range(0, nq, block) if q0 not in done]
+    if not blocks:
+        return out_s, out_i
+    q_ref = ray.put(np.ascontiguousarray(queries, dtype=np.float32) if isinstance(queries, np.ndarray)
+                    else queries)
+    task = remote(_search_task, num_cpus=1, **({"num_gpus": 1} if use_gpu else {}))
+    refs = (task.remote(open_shard, s, q_ref, q0, min(q0 + block, nq), k, nprobe, use_gpu)
+            for q0 in blocks for s in range(n_shards))
+    waiting: dict[int, dict[int, tuple]] = {q0: {} for q0 in blocks}
+    n_blocks = -(-nq // block)
+    with ShardProgress(shards=n_blocks * n_shards, shards_done=(n_blocks - len(blocks)) * n_shards,
+                       rows=nq * n_shards, rows_done=(nq - sum(min(block, nq - q0) for q0 in blocks)) * n_shards,
+                       desc=desc, unit=" queries", enabled=show_progress) as bar:
+        for q0, s, sims, rows in run_tasks(refs):
+            waiting[q0][s] = (sims, rows)
+            bar.done(len(sims))
+            if len(waiting[q0]) == n_shards:  # every shard answered this block: merge in shard order
+                got = waiting.pop(q0)
+                ms, mi = merge_topk([got[i][0] for i in range(n_shards)], [got[i][1] for i in range(n_shards)], k)
+                out_s[q0 : q0 + len(ms)], out_i[q0 : q0 + len(mi)] = ms, mi
+                if on_block is not None:
+                    on_block(q0, ms, mi)
+    return out_s, out_i
 
 
 def search_ray(ix: IndexDir, queries: np.ndarray, k: int, *, nprobe: int | None = None,
                show_progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """`IndexDir.search` as Ray tasks of query blocks x shards: the same (sims, rows)."""
-    import ray
-
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     if queries.ndim != 2 or queries.shape[1] != ix.dim:
         raise ConfigError(f"queries have shape {queries.shape}, index dimension is {ix.dim}")
-    nq, shards = len(queries), ix.manifest["shards"]
-    use_gpu = cluster_resources()["GPU"] > 0
-    q_ref = ray.put(queries)
-    task = remote(_search_task, num_cpus=1, **({"num_gpus": 1} if use_gpu else {}))
-    blocks = list(range(0, nq, QUERY_BLOCK))
-    refs = (task.remote(str(ix.path), s, q_ref, q0, min(q0 + QUERY_BLOCK, nq), k, nprobe, use_gpu)
-            for q0 in blocks for s in range(len(shards)))
-    out_s = np.empty((nq, k), dtype=np.float32)
-    out_i = np.empty((nq, k), dtype=np.int64)
-    waiting: dict[int, dict[int, tuple]] = {q0: {} for q0 in blocks}
-    with ShardProgress(shards=len(blocks) * len(shards), rows=nq * len(shards), desc="search (ray)",
-                       unit=" queries", enabled=show_progress) as bar:
-        for q0, s, sims, rows in run_tasks(refs):
-            waiting[q0][s] = (sims, rows)
-            bar.done(len(sims))
-            if len(waiting[q0]) == len(shards):  # every shard answered this block: merge in shard order
-                got = waiting.pop(q0)
-                parts = [got[i] for i in range(len(shards))]
-                ms, mi = merge_topk([p[0] for p in parts], [p[1] for p in parts], k)
-                out_s[q0 : q0 + len(ms)], out_i[q0 : q0 + len(mi)] = ms, mi
-    return out_s, out_i
+    return search_blocks_ray(IndexDirShards(ix.path), len(ix.manifest["shards"]), queries, k, nprobe=nprobe,
+                             use_gpu=cluster_resources()["GPU"] > 0, show_progress=show_progress)

@@ -24,6 +24,9 @@ Resuming (`work_dir`): the trained index, every built shard and the running stat
 direction (after each shard, and every `checkpoint_seconds` inside a shard) are written
 atomically; a second call with the same inputs continues where the first stopped.
 
+On Ray (`on_ray`, mining/ray_approximate.py) the same functions run as tasks: `train_quantiser`
+in one, `add_rows` per shard, `search_shard` per (query block x shard), merged by `merge_topk`.
+
 Index types: "ivfpqfs" (default: IVF + 4-bit product quantisation with fast-scan SIMD kernels,
 the fastest to search on CPU), "ivfpq" (8-bit PQ codes, more accurate, slower), "ivf" (IVF with
 exact vectors: recall limited only by nprobe, memory 4 * dim bytes a row).
@@ -106,15 +109,6 @@ def _f32(block) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(block), dtype=np.float32)
 
 
-def _merge(run_s, run_i, s, i) -> tuple[np.ndarray, np.ndarray]:
-    """Merge a shard's (sims, ids) into the running top-k (ids -1 = none)."""
-    k = run_s.shape[1]
-    sims = np.concatenate((run_s, np.where(i >= 0, s, -np.inf).astype(np.float32)), axis=1)
-    ids = np.concatenate((run_i, i), axis=1)
-    order = np.argsort(-sims, axis=1, kind="stable")[:, :k]
-    return np.take_along_axis(sims, order, 1), np.take_along_axis(ids, order, 1)
-
-
 class _Work:
     """Files of one approximate run in `directory`, keyed by the inputs and settings."""
 
@@ -138,11 +132,11 @@ class _Work:
 
 
 def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = ApproximateConfig(),
-                         work_dir: str | Path, key: str = "", show_progress: bool = False):
+                         work_dir: str | Path, key: str = "", show_progress: bool = False, on_ray: bool = False):
     """Approximate kNN x->y and y->x: (fwd_sims (n, kx), fwd_idx, bwd_sims (m, ky), bwd_idx), sorted,
-    float32 / int64, -1 where fewer neighbours were found; kx = min(k, m), ky = min(k, n)."""
-    import faiss
+    float32 / int64, -1 where fewer neighbours were found; kx = min(k, m), ky = min(k, n).
 
+    `on_ray`: train, add and search as tasks on the connected Ray cluster; the same result."""
     n, m = len(x), len(y)
     if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]:
         raise ValueError(f"x {x.shape} and y {y.shape} must be 2-D with the same dimension")
@@ -158,46 +152,70 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
     work = _Work(Path(work_dir), full_key)
     log.info("approximate kNN: %s, nprobe %d, shards of %d rows", plan["factory"], plan["nprobe"], shard_rows)
 
-    trained_file = work.path("trained.faiss")
-    if trained_file.is_file():
-        trained = faiss.read_index(str(trained_file))
+    if on_ray:  # the same steps as Ray tasks (mining/ray_approximate.py); output identical
+        from xmine.mining.ray_approximate import search_on_ray as search, train_on_ray as train
     else:
-        trained = faiss.index_factory(dim, plan["factory"], faiss.METRIC_INNER_PRODUCT)
-        want = min(n + m, max(plan["nlist"] * config.train_per_list, 256 * 40 if "PQ" in plan["factory"] else 0))
-        rng = np.random.default_rng(config.seed)
-        tx = np.sort(rng.choice(n, size=min(n, want * n // (n + m) + 1), replace=False))
-        ty = np.sort(rng.choice(m, size=min(m, want - len(tx)) if want > len(tx) else 0, replace=False))
-        sample = np.concatenate([_f32(x[tx]), _f32(y[ty])]) if len(ty) else _f32(x[tx])
-        bad = np.flatnonzero(~np.isfinite(sample).all(axis=1))
-        if len(bad):  # FAISS's training would stop with a C++ message; the base blocks are checked below
-            b = int(bad[0])
-            side, row = ("src", tx[b]) if b < len(tx) else ("tgt", ty[b - len(tx)])
-            raise NonFiniteRowError(side, int(row))
-        t0 = time.perf_counter()
-        trained.train(sample)
-        log.info("trained %s on %d vectors in %.0f s", plan["factory"], len(sample), time.perf_counter() - t0)
-        del sample
+        train, search = train_quantiser, _search
+    trained_file = work.path("trained.faiss")  # serialised = the bytes faiss.write_index writes
+    if trained_file.is_file():
+        trained_bytes = trained_file.read_bytes()
+    else:
+        trained_bytes = train(x, y, plan, config)
         with atomic_path(trained_file) as tmp:
-            faiss.write_index(trained, str(tmp))
-    trained_bytes = faiss.serialize_index(trained)
-    del trained
+            tmp.write_bytes(trained_bytes)
 
     fetch = config.fetch_factor if config.rescore else 1
     fwd = _direction("fwd", queries=x, base=y, k=min(k, m), fetch=fetch, plan=plan, shard_rows=shard_rows,
-                     trained=trained_bytes, work=work, config=config, show_progress=show_progress)
+                     trained=trained_bytes, work=work, config=config, show_progress=show_progress, search=search)
     bwd = _direction("bwd", queries=y, base=x, k=min(k, n), fetch=fetch, plan=plan, shard_rows=shard_rows,
-                     trained=trained_bytes, work=work, config=config, show_progress=show_progress)
+                     trained=trained_bytes, work=work, config=config, show_progress=show_progress, search=search)
     return fwd[0], fwd[1], bwd[0], bwd[1]
 
 
-def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work: _Work, config, show_progress):
-    """k neighbours of every query row in `base`: `fetch * k` candidates through the index shards,
-    then (fetch > 1) rescored exactly."""
+def train_quantiser(x, y, plan: dict, config: ApproximateConfig) -> bytes:
+    """The empty index `plan["factory"]` trained on a seeded sample of both sides, serialised.
+
+    The sample depends only on (len(x), len(y), the plan, the seed), so every run trains on the
+    same rows."""
+    import faiss
+
+    n, m = len(x), len(y)
+    trained = faiss.index_factory(x.shape[1], plan["factory"], faiss.METRIC_INNER_PRODUCT)
+    want = min(n + m, max(plan["nlist"] * config.train_per_list, 256 * 40 if "PQ" in plan["factory"] else 0))
+    rng = np.random.default_rng(config.seed)
+    tx = np.sort(rng.choice(n, size=min(n, want * n // (n + m) + 1), replace=False))
+    ty = np.sort(rng.choice(m, size=min(m, want - len(tx)) if want > len(tx) else 0, replace=False))
+    sample = np.concatenate([_f32(x[tx]), _f32(y[ty])]) if len(ty) else _f32(x[tx])
+    bad = np.flatnonzero(~np.isfinite(sample).all(axis=1))
+    if len(bad):  # FAISS's training would stop with a C++ message; the base rows are checked when added
+        b = int(bad[0])
+        side, row = ("src", tx[b]) if b < len(tx) else ("tgt", ty[b - len(tx)])
+        raise NonFiniteRowError(side, int(row))
+    t0 = time.perf_counter()
+    trained.train(sample)
+    log.info("trained %s on %d vectors in %.0f s", plan["factory"], len(sample), time.perf_counter() - t0)
+    return bytes(faiss.serialize_index(trained))
+
+
+def base_side(tag: str) -> str:
+    """The side ("src"/"tgt") whose rows are the index of direction `tag` (fwd: x -> y)."""
+    return "tgt" if tag == "fwd" else "src"
+
+
+def shard_bounds(plan: dict, lo: int, hi: int) -> tuple[dict, dict]:
+    """(shard, choice) as `xmine.index.faiss_index.search_shard` takes them, for base rows lo:hi."""
+    return {"start": lo, "rows": hi - lo}, {"nlist": plan["nlist"], "nprobe": plan["nprobe"]}
+
+
+def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work: _Work, config, show_progress,
+               search):
+    """k neighbours of every query row in `base`: `fetch * k` candidates through the index shards
+    (`search`: `_search` here, or its Ray twin), then (fetch > 1) rescored exactly."""
     final = work.path(f"{tag}-rescored.npz")
     if final.is_file():
         with np.load(final) as st:
             return st["sims"], st["idx"]
-    sims, idx = _search(tag, queries=queries, base=base, k=min(len(base), fetch * k), plan=plan,
+    sims, idx = search(tag, queries=queries, base=base, k=min(len(base), fetch * k), plan=plan,
                         shard_rows=shard_rows, trained=trained, work=work, config=config, show_progress=show_progress)
     if fetch == 1:
         return sims, idx
@@ -234,12 +252,22 @@ def _rescore(queries, base, cand: np.ndarray, k: int, *, block: int, show_progre
     return out_s, out_i
 
 
+def shard_file(tag: str, s: int) -> str:
+    return f"{tag}-shard{s:05d}.faiss"
+
+
 def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: _Work, config, show_progress):
+    """`k` candidates of every query row: the base side added to the trained index shard by shard,
+    each shard searched by all queries in blocks of `config.query_block`, merged into a running
+    top-k (checkpointed). The Ray twin (`ray_approximate.search_on_ray`) calls the same functions."""
     import faiss
     from tqdm.auto import tqdm
 
+    from xmine.index.faiss_index import add_rows, merge_topk, search_shard, shard_plan
+
     nq, nb = len(queries), len(base)
-    n_shards = -(-nb // shard_rows)
+    bounds = shard_plan(nb, shard_rows)
+    n_shards = len(bounds)
     done_file = work.path(f"{tag}-state.npz")
     run_s = np.full((nq, k), -np.inf, dtype=np.float32)
     run_i = np.full((nq, k), -1, dtype=np.int64)
@@ -255,35 +283,26 @@ def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: _Work, co
             np.savez(tmp, shard=np.int64(shard), query=np.int64(query), sims=run_s, idx=run_i)
 
     for s in range(shard0, n_shards):
-        lo, hi = s * shard_rows, min(nb, (s + 1) * shard_rows)
-        index_file = work.path(f"{tag}-shard{s:05d}.faiss")
+        lo, hi = bounds[s]
+        index_file = work.path(shard_file(tag, s))
+        shard, choice = shard_bounds(plan, lo, hi)
         if index_file.is_file():
             index = faiss.read_index(str(index_file))
         else:
-            index = faiss.deserialize_index(trained)
-            bar = tqdm(total=hi - lo, desc=f"indexing {tag} shard {s + 1}/{n_shards}", unit="rows",
-                       disable=not show_progress, leave=False)
-            for b in range(lo, hi, config.query_block):
-                block = _f32(base[b: min(hi, b + config.query_block)])
-                bad = np.flatnonzero(~np.isfinite(block).all(axis=1))
-                if len(bad):  # FAISS would index it silently; every base row passes here once
-                    raise NonFiniteRowError("tgt" if tag == "fwd" else "src", b + int(bad[0]))
-                index.add(block)
-                bar.update(len(block))
-            bar.close()
+            with tqdm(total=hi - lo, desc=f"indexing {tag} shard {s + 1}/{n_shards}", unit="rows",
+                      disable=not show_progress, leave=False) as bar:
+                index = add_rows(trained, base, lo, hi, add_batch=config.query_block, use_gpu=False,
+                                 on_rows=bar.update, side=base_side(tag))
             with atomic_path(index_file) as tmp:
                 faiss.write_index(index, str(tmp))
-        faiss.ParameterSpace().set_index_parameter(index, "nprobe", int(plan["nprobe"]))
-        kk = min(k, hi - lo)
         start = q0 if s == shard0 else 0
         bar = tqdm(total=nq, initial=start, desc=f"searching {tag} shard {s + 1}/{n_shards}", unit="rows",
                    disable=not show_progress, leave=False)
         last = time.monotonic()
         for q in range(start, nq, config.query_block):
             qe = min(nq, q + config.query_block)
-            sims, ids = index.search(_f32(queries[q:qe]), kk)
-            ids = np.where(ids >= 0, ids + lo, -1)
-            run_s[q:qe], run_i[q:qe] = _merge(run_s[q:qe], run_i[q:qe], sims, ids)
+            sims, ids = search_shard(index, shard, choice, _f32(queries[q:qe]), k, nprobe=None, use_gpu=False)
+            run_s[q:qe], run_i[q:qe] = merge_topk([run_s[q:qe], sims], [run_i[q:qe], ids], k)
             bar.update(qe - q)
             if time.monotonic() - last >= config.checkpoint_seconds and qe < nq:
                 save(s, qe)
@@ -296,4 +315,4 @@ def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: _Work, co
     return run_s, run_i
 
 
-__all__ = ["ApproximateConfig", "INDEX_TYPES", "approximate_knn_both"]
+__all__ = ["ApproximateConfig", "INDEX_TYPES", "approximate_knn_both", "train_quantiser"]

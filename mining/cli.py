@@ -108,8 +108,9 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
                    "same byte for byte whatever the product. cuda without a GPU is an error.")
 @precision_option(default_from="the precision of the store or index inputs")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
-@ray_option("the exact neighbour search (tiles of the product as tasks, merged per row). The TSV is byte for "
-            "byte the one without --ray. Not yet with --approximate or an index side")
+@ray_option("the neighbour search: exact, tiles of the product as tasks; --approximate, the index shards "
+            "built and searched (query blocks x shards) as tasks; top-k merged per row either way. The TSV "
+            "is byte for byte the one without --ray. Not yet with an index side")
 def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows,
          line_numbers, meta, block_rows, block_cols, workers, product, precision, keep_work, ray_address):

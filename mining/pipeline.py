@@ -109,8 +109,9 @@ def mine(
     `encoder` and `precision` encode text sides; by default those of the artefact sides (stores,
     indexes), else me5-small at "auto" precision.
 
-    `ray`: None runs in this process; "auto" or a cluster address runs the exact kNN search as
-    Ray tasks (`xmine.mining.ray_knn`), with byte-identical output.
+    `ray`: None runs in this process; "auto" or a cluster address runs the kNN search as Ray
+    tasks (exact: `xmine.mining.ray_knn`; approximate: `xmine.mining.ray_approximate`), with
+    byte-identical output. An index-directory side does not run on Ray yet (ConfigError).
 
     `default_threshold`: when `config.threshold` is None, mine with the projection's own calibrated
     threshold for `config.margin` (`xmine.projection.calibrated_threshold`), if it has one; False
@@ -125,9 +126,6 @@ def mine(
     if not approximate:
         resolve_product(config.product)
     if ray is not None:
-        if approximate:
-            raise ConfigError("--ray runs the exact search; --approximate on Ray is not built yet "
-                              "(build the indexes with `xmine build-index --ray` and mine without --ray)")
         from xmine.cluster import connect
 
         connect(ray)
@@ -189,9 +187,9 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         key = hashlib.sha256(json.dumps(
             [sx.fingerprint_key(), sy.fingerprint_key(), config.k, config.block_rows, config.block_cols,
              config.min_length, config.max_length], default=str).encode()).hexdigest()
-        if ray is not None and search != "exact":
-            raise ConfigError("--ray runs the exact search; an index side on Ray is not built yet "
-                              "(mine without --ray, or give embedding stores)")
+        if ray is not None and search == "faiss-index":
+            raise ConfigError("--ray runs the exact and the approximate search; an index side on Ray is not "
+                              "built yet (mine without --ray, or give embedding stores)")
         if search != "faiss-index":
             claim.work_dir(".work")  # checkpoints
         try:
@@ -250,7 +248,7 @@ def _search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_
         mined = select_pairs(fs, fi, bs, bi, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
     elif search == "approximate":
         knn = approximate_knn_both(mx.rows, my.rows, config.k, config=approximate_config, work_dir=work / "ann",
-                                   key=key, show_progress=show_progress)
+                                   key=key, show_progress=show_progress, on_ray=ray is not None)
         mined = select_pairs(*knn, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
     elif ray is not None:
         from xmine.mining.ray_knn import ray_knn_both

@@ -114,10 +114,24 @@ def test_mine_on_ray_is_byte_identical(cluster, corpora, tmp_path, monkeypatch):
     assert json.loads((tmp_path / "ray.tsv.json").read_text())["ray"] == cluster
 
 
-def test_mine_approximate_on_ray_is_refused_in_one_line(cluster, corpora, tmp_path):
-    result = _run("mine", corpora / "de.txt", corpora / "en.txt", "--encoder", ENCODER, "--approximate",
-                  "-o", tmp_path / "ray.tsv", "--ray", cluster, ok=False)
-    assert result.exit_code == 2 and "--approximate on Ray is not built yet" in result.output
+def test_mine_approximate_on_ray_is_byte_identical(cluster, corpora, tmp_path):
+    # Three index shards a side, every (query block x shard) search a task, merged per query.
+    common = [corpora / "de.txt", corpora / "en.txt", "--encoder", ENCODER, "--approximate", "--nlist", 8,
+              "--index-shard-rows", 100, "--threshold", 1.0, "--line-numbers"]
+    _run("mine", *common, "-o", tmp_path / "local.tsv")
+    _run("mine", *common, "-o", tmp_path / "ray.tsv", "--ray", cluster)
+    local = (tmp_path / "local.tsv").read_bytes()
+    assert local == (tmp_path / "ray.tsv").read_bytes()
+    assert local.count(b"\n") > 200
+    summary = json.loads((tmp_path / "ray.tsv.json").read_text())
+    assert summary["ray"] == cluster and summary["search"] == "approximate"
+
+
+def test_an_index_side_on_ray_is_refused_in_one_line(cluster, corpora, local_store, tmp_path):
+    _run("build-index", local_store, "--type", "flat", "-o", tmp_path / "idx")
+    result = _run("mine", tmp_path / "idx", corpora / "en.txt", "--encoder", ENCODER, "-o", tmp_path / "ray.tsv",
+                  "--ray", cluster, ok=False)
+    assert result.exit_code == 2 and "an index side on Ray is not built yet" in result.output
     assert not (tmp_path / "ray.tsv").exists()
 
 
@@ -225,28 +239,34 @@ def test_a_killed_encoder_actor_is_restarted(cluster, corpora, local_store, tmp_
     _same_store(local_store, on_ray)
 
 
-def test_a_killed_driver_resumes_from_finished_shards(cluster, corpora, local_store, tmp_path):
-    on_ray = tmp_path / "ray"
-    common = _embed_args(corpora)
-    driver = subprocess.Popen([sys.executable, "-m", "xmine.cli", "embed", *map(str, common), "-o", str(on_ray),
-                               "--ray", cluster], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def _kill_when(driver: subprocess.Popen, ready, *, timeout: float) -> None:
+    """SIGKILL the driver process as soon as `ready()` (polled); fail if it finished first."""
     try:
-        deadline = time.monotonic() + 240
-        progress = on_ray / "progress.json"
-        while time.monotonic() < deadline and driver.poll() is None:
-            try:
-                p = json.loads(progress.read_text())
-                if len(p["shards"]) + len(p.get("more_shards", [])) >= 2:
-                    break
-            except (OSError, ValueError, KeyError):
-                pass
-            time.sleep(0.05)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and driver.poll() is None and not ready():
+            time.sleep(0.02)
         assert driver.poll() is None, "the driver finished before it could be killed"
         driver.send_signal(signal.SIGKILL)
         driver.wait()
     finally:
         if driver.poll() is None:
             driver.kill()
+
+
+def test_a_killed_driver_resumes_from_finished_shards(cluster, corpora, local_store, tmp_path):
+    on_ray = tmp_path / "ray"
+    common = _embed_args(corpora)
+    driver = subprocess.Popen([sys.executable, "-m", "xmine.cli", "embed", *map(str, common), "-o", str(on_ray),
+                               "--ray", cluster], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def two_shards_done() -> bool:
+        try:
+            p = json.loads((on_ray / "progress.json").read_text())
+        except (OSError, ValueError):
+            return False
+        return len(p.get("shards", [])) + len(p.get("more_shards", [])) >= 2
+
+    _kill_when(driver, two_shards_done, timeout=240)
     out = _run("embed", *common, "-o", on_ray, "--ray", cluster).output
     resumed = re.search(r"(\d+) resumed from an earlier run", out)
     done_before = int(resumed.group(1)) if resumed else 0
@@ -263,3 +283,81 @@ def test_an_unreachable_cluster_is_a_one_line_error(corpora, tmp_path):
     errors = [line for line in proc.stderr.splitlines() if line.startswith("xmine: error:")]
     assert len(errors) == 1 and "127.0.0.1:1: no Ray cluster answers" in errors[0], proc.stderr
     assert not (tmp_path / "out.tsv").exists()
+
+
+def _unit_rows(seed: int, n: int, dim: int) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((n, dim), dtype=np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_a_killed_approximate_search_task_is_retried(cluster, tmp_path):
+    from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
+
+    x, y = _unit_rows(2, 6000, 128), _unit_rows(3, 6000, 128)
+    # IVF with exact vectors, every list visited: each (1000 queries x 3000 rows) task takes a while.
+    config = ApproximateConfig(index_type="ivf", nlist=8, nprobe=8, shard_rows=3000, query_block=1000)
+    stop, killed = threading.Event(), []
+    killer = threading.Thread(target=_kill_first, args=("ray::_search_task", stop, killed))
+    killer.start()
+    try:
+        got = approximate_knn_both(x, y, 4, config=config, work_dir=tmp_path / "ray", on_ray=True)
+    finally:
+        stop.set()
+        killer.join()
+    assert killed, "no search task was caught running"
+    want = approximate_knn_both(x, y, 4, config=config, work_dir=tmp_path / "local")
+    for a, b in zip(want, got):
+        assert np.array_equal(a, b)
+
+
+@pytest.fixture(scope="module")
+def en_store(corpora, tmp_path_factory):
+    out = tmp_path_factory.mktemp("en") / "store"
+    _run("embed", corpora / "en.txt", "--lang", "en", "--encoder", ENCODER, "-o", out, "-q")
+    return out
+
+
+# Approximate mining in many small query blocks (60 a direction, x 3 shards): a driver killed
+# mid-search has merged some blocks and not others.
+_MINE_IN_SMALL_BLOCKS = """
+import sys
+from xmine.mining.approximate import ApproximateConfig
+from xmine.mining.pipeline import mine
+from xmine.mining.select import MiningConfig
+
+src, tgt, out, ray = sys.argv[1:5]
+mine(src, tgt, out=out, ray=None if ray == "-" else ray, approximate=True, keep_work=True, show_progress=False,
+     approximate_config=ApproximateConfig(nlist=8, shard_rows=100, query_block=5), config=MiningConfig(threshold=1.0))
+"""
+
+
+def _mine_in_small_blocks(src, tgt, out, ray: str | None, **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", _MINE_IN_SMALL_BLOCKS, str(src), str(tgt), str(out), ray or "-"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **popen)
+
+
+def test_a_killed_approximate_driver_resumes_from_finished_blocks(cluster, local_store, en_store, tmp_path):
+    out = tmp_path / "ray.tsv"
+    driver = _mine_in_small_blocks(local_store, en_store, out, cluster)
+    blocks = Path(str(out) + ".work") / "ann"
+    _kill_when(driver, lambda: len(list(blocks.glob("fwd-ray-block-*"))) >= 3, timeout=120)
+    finished = {p.name: p.stat().st_mtime_ns for p in blocks.glob("*-ray-block-*.npz")}
+    assert 3 <= len(finished) < 120
+    for args in ((out, cluster), (tmp_path / "local.tsv", None)):  # resumed on Ray; in one process
+        assert _mine_in_small_blocks(local_store, en_store, *args).wait(timeout=120) == 0
+    assert out.read_bytes() == (tmp_path / "local.tsv").read_bytes()
+    # The blocks merged before the kill were kept, not searched again.
+    assert {name: (blocks / name).stat().st_mtime_ns for name in finished} == finished
+    assert len(list(blocks.glob("*-ray-block-*.npz"))) == 120
+
+
+def test_a_nonfinite_row_found_in_an_approximate_task_names_its_side_and_row(cluster, tmp_path):
+    from xmine.errors import NonFiniteRowError
+    from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
+
+    x, y = _unit_rows(4, 200, 16), _unit_rows(5, 200, 16)
+    y[150, 3] = np.nan
+    config = ApproximateConfig(index_type="ivf", nlist=4, shard_rows=100, query_block=64)
+    with pytest.raises(NonFiniteRowError) as e:
+        approximate_knn_both(x, y, 3, config=config, work_dir=tmp_path, on_ray=True)
+    assert (e.value.side, e.value.row) == ("tgt", 150)

@@ -198,6 +198,14 @@ def _shipped_calibration(calibration: dict[str, Any], out: Path | None) -> dict[
     return {"how": CALIBRATION_HOW} | ({"result": str(out)} if out else {}) | slim
 
 
+#: how the thresholds are chosen (SHIPPED.json threshold_calibration.how)
+CALIBRATION_HOW = ("on 7 BUCC-style sets disjoint from every benchmark and the training data (WMT newstest 2017 "
+                   "cs/ru/fi/tr/lv-en, FLORES v1 dev km/ps-en): ratio, the threshold maximising the worst set's F1 "
+                   "gain over raw embeddings at 1.04 (the gate's criterion); distance and absolute, max mean F1 "
+                   "(benchmarks/calibrate.py)")
+RECALIBRATE_COMMAND = "python -m xmine.benchmarks.ship_projection --recalibrate"
+
+
 def _gate(results: Sequence[Path], weights_id: str, ratio_threshold: float, make_default: bool) -> list[str]:
     failures = gate_failures(results, weights_id, ratio_threshold)
     if make_default and (failures or not results):

@@ -82,6 +82,23 @@ def best_threshold(scores: np.ndarray, correct: np.ndarray, n_gold: int) -> tupl
     return float(s[i]), {"precision": float(prec[i]), "recall": float(rec[i]), "f1": float(f1[i])}
 
 
+def prf_curve(scores, correct, n_gold: int, thresholds) -> dict[str, np.ndarray]:
+    """Precision, recall, F1 and pair count of keeping the candidates scoring >= each threshold.
+
+    The same counts as `evaluate` on `{c for c, s in zip(cands, scores) if s >= t}` (candidates are
+    distinct pairs), for many thresholds at once.
+    """
+    s = np.sort(np.asarray(scores, np.float64), kind="stable")
+    c = np.asarray(correct, bool)[np.argsort(np.asarray(scores, np.float64), kind="stable")]
+    below = np.searchsorted(s, np.asarray(thresholds, np.float64), side="left")  # candidates dropped
+    kept = len(s) - below
+    tp = c.sum() - np.concatenate([[0], np.cumsum(c)])[below]
+    prec = np.where(kept > 0, tp / np.maximum(kept, 1), 0.0)
+    rec = tp / max(n_gold, 1)
+    f1 = np.where(prec + rec > 0, 2 * prec * rec / np.maximum(prec + rec, 1e-12), 0.0)
+    return {"precision": prec, "recall": rec, "f1": f1, "pairs": kept}
+
+
 def evaluate(pairs: set[tuple[str, str]], gold: set[tuple[str, str]]) -> dict:
     tp = len(pairs & gold)
     p = tp / len(pairs) if pairs else 0.0

@@ -34,7 +34,9 @@ precision, recall and F1 at the threshold that maximises F1 (the oracle threshol
 report) and at the default threshold (`DEFAULT_THRESHOLD`, the ratio margin 1.04 of WikiMatrix that
 the README's demo uses for raw embeddings; a projection with a calibrated threshold,
 `benchmarks/calibrate.py`, is scored at that one), with k = 4, ratio margin and max retrieval as
-`xmine mine` defaults.
+`xmine mine` defaults. Each language's result also holds its curve: precision, recall, F1 and the
+number of mined pairs at every ratio threshold of `CURVE_THRESHOLDS` (1.000-1.080, step 0.001), so
+a default threshold can be judged against the whole curve, not one point.
 """
 
 from __future__ import annotations
@@ -74,6 +76,10 @@ DEFAULT_MAX_NEWS = 1500
 QUICK_FLORES_ROWS, QUICK_MAX_NEWS = 250, 250
 #: The ratio-margin threshold `xmine mine` users are pointed to (WikiMatrix; the README's demo).
 DEFAULT_THRESHOLD = 1.04
+#: The ratio-margin thresholds at which every set's precision / recall / F1 curve is reported
+#: (details.<variant>.per_lang.<lang>.curve): 1.000 to 1.080 in steps of 0.001, the 3-decimal
+#: values a calibrated threshold is rounded to (benchmarks/calibrate.py), so each is on the curve.
+CURVE_THRESHOLDS = tuple(round(1.0 + 0.001 * i, 3) for i in range(81))
 SPLIT = "sample"
 SETS_KIND = "mining-sets"
 
@@ -299,9 +305,19 @@ def variant_threshold(variant, given: float | None = None, *, margin: str = "rat
     return DEFAULT_THRESHOLD, "WikiMatrix's ratio threshold for raw embeddings"
 
 
+def curve(scores, correct, n_gold: int, thresholds: Sequence[float] = CURVE_THRESHOLDS) -> dict[str, list]:
+    """Precision / recall / F1 / mined pairs of keeping the candidates scoring >= each threshold."""
+    from xmine.benchmarks.bucc import prf_curve
+
+    c = prf_curve(scores, correct, n_gold, thresholds)
+    return {"thresholds": [float(t) for t in thresholds]} | {
+        m: [int(x) for x in c[m]] if m == "pairs" else [float(x) for x in c[m]] for m in ("precision", "recall", "f1", "pairs")}
+
+
 def evaluate_set(embed_fn, files: dict[str, Path], *, threshold: float = DEFAULT_THRESHOLD, k: int = 4,
                  margin: str = "ratio", retrieval: str = "max") -> dict[str, Any]:
-    """P/R/F1 at the best threshold and at `threshold` for one set, with `bench bucc`'s code."""
+    """P/R/F1 at the best threshold and at `threshold` for one set, with `bench bucc`'s code, and
+    (ratio margin) the curve over `CURVE_THRESHOLDS`."""
     from xmine.benchmarks.bucc import best_threshold, evaluate, mine_candidates, read_bucc_file, read_gold
 
     gold = read_gold(files["gold"])
@@ -311,8 +327,11 @@ def evaluate_set(embed_fn, files: dict[str, Path], *, threshold: float = DEFAULT
     best_t, _ = best_threshold(scores, correct, len(gold))
     best = evaluate({c for c, s in zip(cands, scores) if s >= best_t}, gold)
     at_default = evaluate({c for c, s in zip(cands, scores) if s >= threshold}, gold)
-    return {"best": {"threshold": best_t, **best}, "default": {"threshold": threshold, **at_default},
-            "candidates": len(cands)}
+    out = {"best": {"threshold": best_t, **best}, "default": {"threshold": threshold, **at_default},
+           "candidates": len(cands)}
+    if margin == "ratio":
+        out["curve"] = curve(scores, correct, len(gold))
+    return out
 
 
 def evaluate_mining(embed_fn, sets_dir: Path, langs: Sequence[str], **kwargs) -> dict[str, Any]:

@@ -75,13 +75,15 @@ def _numbers(paths: Sequence[Path]) -> dict[str, Any]:
     return out
 
 
-def gate_failures(paths: Sequence[Path], weights_id: str) -> list[str]:
+def gate_failures(paths: Sequence[Path], weights_id: str, ratio_threshold: float | None = None) -> list[str]:
     """Where the projection is below raw in benchmark result JSONs, per language (tolerance 0).
 
     `bench mining` (task "mining"): F1 at each language's best threshold, and at each variant's
     default threshold (raw 1.04, the projection its calibrated one: what `xmine mine` users get);
     `--evaluate` (task "default_projection"): every Tatoeba / QE / FLORES language and metric.
-    A result of another projection (weights id) is refused, so old numbers never pass a new one.
+    A result of another projection (weights id) is refused, so old numbers never pass a new one;
+    with `ratio_threshold` (the projection's calibrated ratio threshold, the one it ships with), a
+    `bench mining` result that scored it at another default threshold is a failure too.
     """
     failures = []
     for p in paths:
@@ -92,6 +94,10 @@ def gate_failures(paths: Sequence[Path], weights_id: str) -> list[str]:
         if res["task"] == "mining":
             d = res["details"]
             name = next(k for k in d if k.startswith("default"))
+            measured = (d[name].get("default_threshold") or {}).get("value")
+            if ratio_threshold is not None and measured != ratio_threshold:
+                failures.append(f"bench mining ({Path(p).name}) scored the projection at {measured}, not at its "
+                                f"calibrated ratio threshold {ratio_threshold:g}: rerun it")
             for lang, r in d["raw"]["per_lang"].items():
                 for at in ("best", "default"):
                     a, b = r[at]["f1"], d[name]["per_lang"][lang][at]["f1"]
@@ -127,30 +133,94 @@ def source_files(data: Path) -> list[dict[str, Any]]:
     return [{"path": str(f.relative_to(data)), "sha256": sha256_file(f)} for f in sorted(found)]
 
 
-def calibrate_thresholds(trained: Path, data: Path) -> dict[str, Any]:
-    """The projection's default mining thresholds (benchmarks/calibrate.py), raw's beside for reference."""
+def calibrate_thresholds(trained: Path, data: Path, out: Path | None = None) -> dict[str, Any]:
+    """The projection's default mining thresholds (benchmarks/calibrate.py), raw's beside for reference.
+
+    With `out`, also writes the calibration as a result JSON (task "calibration": every rule's
+    threshold, per-set F1, and each set's precision / recall / F1 curve, with provenance)."""
+    import time
+
     from xmine.benchmarks.calibrate import calibrate
-    from xmine.benchmarks.common import RawEmbedder, projected
+    from xmine.benchmarks.common import RawEmbedder, Variant, projected, write_result
     from xmine.disentangle import load_projection
     from xmine.encoders import load_encoder
 
+    started = time.time()
     proj = load_projection(trained)
     encoder = load_encoder(ENCODER)
     proj.check_encoder(encoder.fingerprint())
     raw = RawEmbedder(encoder)
     res = calibrate({"projection": projected(raw, proj, "meaning"), "raw": raw}, data)
     for name, per_margin in res["thresholds"].items():
-        print(f"calibrated ({name}): " + ", ".join(f"{m} {v['threshold']:g} (mean F1 {100 * v['mean_f1']:.1f})"
+        print(f"calibrated ({name}): " + ", ".join(f"{m} {v['threshold']:g} by {v['rule']} (mean F1 {100 * v['mean_f1']:.1f})"
                                                    for m, v in per_margin.items()))
+    if out is not None:
+        from xmine.benchmarks.calibrate import RULES
+
+        langs = list(res["sets"])
+        ratio = {n: res["thresholds"][n]["ratio"] for n in res["thresholds"]}
+        rows = []
+        for n, r in ratio.items():
+            for rule in RULES:
+                if rule in r["rules"]:
+                    t = r["rules"][rule]
+                    f1 = [_curve_at(r["curves"][lg], t) for lg in langs]
+                    rows.append([f"{n} {rule}{' (used)' if rule == r['rule'] else ''}", t] + f1
+                                + [sum(f1) / len(f1)])
+        ref = res["reference"]["ratio_threshold"]
+        f1 = [_curve_at(ratio["raw"]["curves"][lg], ref) for lg in langs]
+        rows.append([f"raw at its default {ref:g}", ref] + f1 + [sum(f1) / len(f1)])
+        write_result(out, task="calibration", encoder=encoder,
+                     variants=[Variant("raw", "raw", raw), Variant("default", "meaning", raw, proj.fingerprint())],
+                     data_files=[f["path"] for f in res["files"]],
+                     parameters={"projection": str(trained), "k": res["k"], "retrieval": res["retrieval"],
+                                 "seed": res["seed"], "command": " ".join(["python -m xmine.benchmarks.ship_projection"]
+                                                                         + sys.argv[1:])},
+                     columns=["variant / rule (ratio margin)", "threshold"] + [f"{lg} F1" for lg in langs] + ["mean F1"],
+                     rows=rows, details=res, seconds=time.time() - started)
+        print(f"wrote {out}")
     return res
 
 
+def _curve_at(curve: dict[str, list], t: float) -> float:
+    """F1 x100 of a `mining.curve` at threshold t (one of its thresholds)."""
+    i = min(range(len(curve["thresholds"])), key=lambda j: abs(curve["thresholds"][j] - t))
+    if abs(curve["thresholds"][i] - t) > 1e-9:
+        return float("nan")
+    return 100 * curve["f1"][i]
+
+
+def _shipped_calibration(calibration: dict[str, Any], out: Path | None) -> dict[str, Any]:
+    """SHIPPED.json's threshold_calibration: how, the calibration without its curves (those are in `out`)."""
+    slim = {k: v for k, v in calibration.items() if k != "thresholds"}
+    slim["thresholds"] = {n: {m: {k: v for k, v in r.items() if k != "curves"} for m, r in pm.items()}
+                          for n, pm in calibration["thresholds"].items()}
+    return {"how": CALIBRATION_HOW} | ({"result": str(out)} if out else {}) | slim
+
+
 #: how the thresholds are chosen (SHIPPED.json threshold_calibration.how)
-CALIBRATION_HOW = ("max mean F1 over 7 BUCC-style sets disjoint from every benchmark and the training data: "
-                   "WMT newstest 2017 cs/ru/fi/tr/lv-en, FLORES v1 dev km/ps-en (benchmarks/calibrate.py)")
+CALIBRATION_HOW = ("on 7 BUCC-style sets disjoint from every benchmark and the training data (WMT newstest 2017 "
+                   "cs/ru/fi/tr/lv-en, FLORES v1 dev km/ps-en): ratio, the threshold maximising the worst set's F1 "
+                   "gain over raw embeddings at 1.04 (the gate's criterion); distance and absolute, max mean F1 "
+                   "(benchmarks/calibrate.py)")
+RECALIBRATE_COMMAND = "python -m xmine.benchmarks.ship_projection --recalibrate"
 
 
-def install(trained: Path, *, data: Path, results: Sequence[Path] = (), make_default: bool = False) -> Path:
+def _gate(results: Sequence[Path], weights_id: str, ratio_threshold: float, make_default: bool) -> list[str]:
+    failures = gate_failures(results, weights_id, ratio_threshold)
+    if make_default and (failures or not results):
+        raise SystemExit("--make-default: the gate has not passed: " + ("; ".join(failures) or "no --results given"))
+    return failures
+
+
+def _why_not_default(failures: list[str]) -> str:
+    return ("not yet the default: " + ("below raw in " + "; ".join(failures) if failures else
+                                       "the never-below-raw gate (bench mining, Tatoeba, QE, FLORES, per language) "
+                                       "has not been run on it") + "; use it with --projection default")
+
+
+def install(trained: Path, *, data: Path, results: Sequence[Path] = (), make_default: bool = False,
+            calibration_out: Path | None = None) -> Path:
     """Copy `trained` into the package and write SHIPPED.json (with its calibrated thresholds);
     returns the installed folder. `make_default`: mark it the implicit default (`is_default`), only
     once the gate (raw against it on every benchmark, per language) has passed."""
@@ -159,10 +229,10 @@ def install(trained: Path, *, data: Path, results: Sequence[Path] = (), make_def
     from xmine.disentangle import load_projection
 
     proj = load_projection(trained)  # verifies the weights against config.json
-    failures = gate_failures(results, proj.fingerprint()["id"])
-    if make_default and (failures or not results):
-        raise SystemExit("--make-default: the gate has not passed: " + ("; ".join(failures) or "no --results given"))
-    calibration = calibrate_thresholds(trained, data)
+    gate_failures(results, proj.fingerprint()["id"])  # refuses another projection's results early
+    calibration = calibrate_thresholds(trained, data, calibration_out)
+    failures = _gate(results, proj.fingerprint()["id"], calibration["thresholds"]["projection"]["ratio"]["threshold"],
+                     make_default)
     dest = SHIPPED_ROOT / ENCODER
     dest.mkdir(parents=True, exist_ok=True)
     for name in ("model.safetensors", "config.json", "manifest.json"):
@@ -189,16 +259,53 @@ def install(trained: Path, *, data: Path, results: Sequence[Path] = (), make_def
         "benchmarks": _numbers(results),
         # xmine mine's threshold in this space when none is given (per margin; raw keeps its own)
         "default_thresholds": {m: v["threshold"] for m, v in calibration["thresholds"]["projection"].items()},
-        "threshold_calibration": {"how": CALIBRATION_HOW} | calibration,
+        "threshold_calibration": _shipped_calibration(calibration, calibration_out),
         "is_default": make_default,
     }
     if not make_default:
-        info["why_not_default"] = (
-            "not yet the default: " + ("below raw in " + "; ".join(failures) if failures else
-                                       "the never-below-raw gate (bench mining, Tatoeba, QE, FLORES, per language) "
-                                       "has not been run on it") + "; use it with --projection default")
+        info["why_not_default"] = _why_not_default(failures)
     atomic_write_json(dest / SHIPPED_INFO, info)
     print(f"installed {trained} -> {dest} (weights {sha256_file(dest / 'model.safetensors')[:16]})")
+    return dest
+
+
+def recalibrate(*, data: Path, results: Sequence[Path] = (), make_default: bool = False,
+                calibration_out: Path | None = None) -> Path:
+    """Recalibrate the installed projection's thresholds and rerun the gate, its weights untouched.
+
+    Rewrites SHIPPED.json's default_thresholds, threshold_calibration (with this command and the
+    commit), benchmarks (from `results`) and is_default / why_not_default; everything else (recipe,
+    training files, weights hash) stays as `--install` wrote it. `--install` gives the same
+    thresholds, as it calibrates with the same code."""
+    from xmine.artefacts import atomic_write_json, git_commit, sha256_file
+    from xmine.disentangle import load_projection
+    from xmine.projection import SHIPPED_INFO, SHIPPED_ROOT
+
+    dest = SHIPPED_ROOT / ENCODER
+    info = json.loads((dest / SHIPPED_INFO).read_text(encoding="utf-8"))
+    proj = load_projection(dest)  # verifies the weights against config.json
+    if proj.config["weights_sha256"] != info["weights_sha256"]:
+        raise SystemExit(f"{dest}: weights {proj.config['weights_sha256'][:16]} are not SHIPPED.json's "
+                         f"{info['weights_sha256'][:16]}")
+    gate_failures(results, proj.fingerprint()["id"])
+    calibration = calibrate_thresholds(dest, data, calibration_out)
+    failures = _gate(results, proj.fingerprint()["id"], calibration["thresholds"]["projection"]["ratio"]["threshold"],
+                     make_default)
+    info.pop("why_not_default", None)
+    info.update({
+        "benchmarks": _numbers(results) if results else info.get("benchmarks", {}),
+        "default_thresholds": {m: v["threshold"] for m, v in calibration["thresholds"]["projection"].items()},
+        "threshold_calibration": _shipped_calibration(calibration, calibration_out)
+        | {"command": " ".join([RECALIBRATE_COMMAND] + [a for a in sys.argv[1:] if a != "--recalibrate"]),
+           "commit": git_commit()},
+        "is_default": make_default,
+    })
+    if not make_default:
+        info["why_not_default"] = _why_not_default(failures)
+    atomic_write_json(dest / SHIPPED_INFO, info)
+    print(f"recalibrated {dest} (weights {sha256_file(dest / 'model.safetensors')[:16]}): "
+          f"{info['default_thresholds']}; is_default {make_default}"
+          + (f"; gate failures: {'; '.join(failures)}" if failures else ""))
     return dest
 
 
@@ -294,6 +401,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--make-default", action="store_true",
                     help="with --install: mark it the implicit default (SHIPPED.json is_default), only after the "
                          "gate: at least raw on every benchmark in every language (--evaluate, bench mining)")
+    ap.add_argument("--recalibrate", action="store_true",
+                    help="do not train: recalibrate the installed projection's thresholds and rerun the gate with "
+                         "--results (SHIPPED.json rewritten; weights untouched); with --make-default, flip it")
+    ap.add_argument("--calibration-out", default=None,
+                    help="write the threshold calibration (every rule, per-set curves) as a result JSON here")
     ap.add_argument("--results", nargs="*", default=[],
                     help="benchmark result JSONs whose raw and default rows go into SHIPPED.json")
     ap.add_argument("--evaluate", metavar="JSON", default=None,
@@ -312,8 +424,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     split = lambda v: [x for x in v.split(",") if x] if v else None  # noqa: E731
     eval_args = dict(tatoeba_pairs=args.tatoeba_pairs, qe_rows=args.qe_rows, flores_rows=args.flores_rows,
                      tatoeba_langs=split(args.tatoeba_langs), transfer_langs=split(args.transfer_langs))
-    if args.make_default and not args.install:
-        sys.exit("--make-default needs --install")
+    if args.make_default and not (args.install or args.recalibrate):
+        sys.exit("--make-default needs --install or --recalibrate")
+    cal_out = Path(args.calibration_out) if args.calibration_out else None
+    if args.recalibrate:
+        recalibrate(data=data, results=[Path(r) for r in args.results], make_default=args.make_default,
+                    calibration_out=cal_out)
+        return
     if args.raw_only:
         evaluate(None, data, out=Path(args.evaluate or "out/raw-check.json"), **eval_args)
         return
@@ -321,7 +438,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.evaluate:
         evaluate(trained, data, out=Path(args.evaluate), **eval_args)
     if args.install:
-        install(trained, data=data, results=[Path(r) for r in args.results], make_default=args.make_default)
+        install(trained, data=data, results=[Path(r) for r in args.results], make_default=args.make_default,
+                calibration_out=cal_out)
     else:
         print(f"trained: {trained} (add --install to ship it)")
 

@@ -85,6 +85,10 @@ def test_quick_run_matches_bench_bucc(data_dir, tmp_path):
     assert res["details"]["default:meaning"]["default_threshold"]["value"] == calibrated
     for v in res["details"]["default:meaning"]["per_lang"].values():
         assert v["default"]["threshold"] == calibrated
+        # the curve holds the calibrated threshold (3 decimals), with the same numbers
+        i = v["curve"]["thresholds"].index(calibrated)
+        assert v["curve"]["f1"][i] == pytest.approx(v["default"]["f1"])
+        assert v["curve"]["pairs"][i] == v["default"]["pairs"]
     raw = res["details"]["raw"]
     assert set(raw["per_lang"]) == set(mining.QUICK_LANGS)
     for lang, v in raw["per_lang"].items():
@@ -112,3 +116,23 @@ def test_quick_run_matches_bench_bucc(data_dir, tmp_path):
                                   "--sets-dir", str(sets), "--projection", "none"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert [row[0] for row in json.loads(out2.read_text())["table"]["rows"]] == ["raw", "raw @1.04"]
+
+
+def test_curve_counts_like_evaluate():
+    """A curve point is `bench bucc`'s evaluate of the candidates kept at that threshold."""
+    import numpy as np
+
+    from xmine.benchmarks.bucc import evaluate
+
+    rng = np.random.default_rng(0)
+    cands = [(f"xx-{i}", f"en-{i if rng.random() < 0.6 else i + 1000}") for i in range(400)]
+    gold = {(f"xx-{i}", f"en-{i}") for i in range(300)}
+    scores = np.round(rng.normal(1.03, 0.02, len(cands)), 3)
+    correct = np.array([c in gold for c in cands])
+    c = mining.curve(scores, correct, len(gold))
+    assert c["thresholds"] == list(mining.CURVE_THRESHOLDS) and len(c["f1"]) == 81
+    for i, t in enumerate(c["thresholds"]):
+        e = evaluate({cd for cd, s in zip(cands, scores) if s >= t}, gold)
+        assert c["pairs"][i] == e["pairs"]
+        for m in ("precision", "recall", "f1"):
+            assert c[m][i] == pytest.approx(e[m]), (t, m)

@@ -101,3 +101,47 @@ def test_gate_lists_every_language_below_raw_and_refuses_other_weights(tmp_path)
     assert len(failures) == 2 and all(f.startswith("bench mining ru F1") for f in failures)
     with pytest.raises(SystemExit, match="not this one"):
         gate_failures([ok], "other")
+
+
+def test_rules_against_brute_force():
+    """Every rule's threshold, recomputed by counting on the 3-decimal grid."""
+    runs = dict(zip("abc", _runs(2)))
+    ref = dict(zip("abc", _runs(3)))
+    rules = calibrate.rule_thresholds(runs, ref, reference_threshold=1.04)
+    assert set(rules) == set(calibrate.RULES)
+    grid = np.round(np.arange(900, 1200) / 1000, 3)
+
+    def prf(run, th):
+        s, c, g = run
+        kept = s >= th
+        tp = int((kept & c).sum())
+        p, r = (tp / kept.sum() if kept.sum() else 0.0), tp / g
+        return p, (2 * p * r / (p + r) if p + r else 0.0)
+
+    f1 = np.array([[prf(runs[k], t)[1] for t in grid] for k in runs])
+    base = np.array([prf(ref[k], 1.04)[1] for k in runs])
+    gain = (f1 - base[:, None]).min(axis=0)
+    best = [t for t, g_, m in zip(grid, gain, f1.mean(axis=0)) if g_ == gain.max()]
+    top = max(f1.mean(axis=0)[list(grid).index(t)] for t in best)
+    assert rules["worst_gain_vs_raw"] == min(t for t in best if f1.mean(axis=0)[list(grid).index(t)] == top)
+    assert rules["worst_f1"] == grid[int(np.argmax(f1.min(axis=0)))]
+    ref_p = np.mean([prf(ref[k], 1.04)[0] for k in runs])
+    mean_p = np.array([np.mean([prf(runs[k], t)[0] for k in runs]) for t in grid])
+    assert rules["raw_precision"] == grid[int(np.argmax(mean_p >= ref_p))]
+    assert rules["mean_f1"] == round(calibrate.best_common_threshold(list(runs.values()))[0], 3)
+    # the rules disagree on these sets: which one is used matters
+    assert len(set(rules.values())) > 1
+    assert calibrate.rule_of("projection", "ratio", True) == "worst_gain_vs_raw"
+    assert calibrate.rule_of("raw", "ratio", True) == calibrate.rule_of("projection", "distance", True) == "mean_f1"
+
+
+def test_gate_refuses_a_mining_result_at_another_threshold(tmp_path):
+    from xmine.benchmarks.ship_projection import gate_failures
+
+    ok = _mining_result(tmp_path / "ok.json", {"de": 0.8}, {"de": 0.9})
+    res = json.loads(ok.read_text())
+    res["details"]["default:meaning"]["default_threshold"] = {"value": 1.025}
+    ok.write_text(json.dumps(res))
+    assert gate_failures([ok], "abc") == [] and gate_failures([ok], "abc", 1.025) == []
+    failures = gate_failures([ok], "abc", 1.029)
+    assert len(failures) == 1 and "1.025" in failures[0] and "1.029" in failures[0]

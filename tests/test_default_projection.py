@@ -261,3 +261,21 @@ def test_an_implicit_choice_is_made_and_told_once(tmp_path, monkeypatch, caplog)
         assert encoders.projection is None and encoders.encoder is not None
     told = [r for r in caplog.records if "using raw embeddings" in r.getMessage()]
     assert len(told) == 1, [r.getMessage() for r in told]
+
+
+def test_is_default_only_with_a_passed_gate_on_recorded_results():
+    """SHIPPED.json's is_default true must be backed by result files of these weights, measured at
+    the shipped ratio threshold, on which the gate (ship_projection.gate_failures) finds nothing;
+    false must say why."""
+    from xmine.benchmarks.ship_projection import gate_failures
+
+    info = _shipped_info()
+    if info["is_default"] is not True:
+        assert info["why_not_default"]
+        return
+    assert "why_not_default" not in info
+    files = [REPO_ROOT / "benchmarks" / "results" / b["file"] for b in info["benchmarks"].values()]
+    tasks = {json.loads(f.read_text())["task"] for f in files}
+    assert {"mining", "default_projection"} <= tasks
+    weights_id = info["weights_sha256"][:16]
+    assert gate_failures(files, weights_id, info["default_thresholds"]["ratio"]) == []

@@ -23,6 +23,10 @@ BLAS libraries and kernels, OPENBLAS_* variables, torch threads and build, CPU f
 ratio to fp32, and min / mean cosine of each variant's embeddings to fp32's. Targets (issue #11):
 the default path >= 2.5x fp32 at min cosine >= 0.999; int8 is worth keeping only if faster than
 bf16 at min cosine >= 0.995.
+
+The same run measures the ceiling (`matmul_ceiling`): torch.mm's rate at the encoder's widest
+linear shape in fp32, bf16 and int8. An encoder whose time is its matrix products gains at most
+the bf16/fp32 ratio of those rates; the JSON puts it beside the measured ratio.
 """
 
 from __future__ import annotations
@@ -48,6 +52,41 @@ LANGS = ("eng_Latn", "deu_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "hin_Deva",
 VARIANTS = ("fp32", "bf16", "bf16-autocast", "int8-torch", "ort-fp32", "int8-ort")
 #: CPU flags that matter for the precisions measured here
 CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8", "avx_vnni")
+
+
+def matmul_ceiling(model, rows: int, *, seconds: float = 1.5) -> dict[str, Any]:
+    """GFLOP/s (GOP/s for int8) of torch.mm at the encoder's widest linear shape, rows x hidden @
+    hidden x intermediate, per precision, on torch's threads: what the encoder's products can reach.
+
+    An encoder whose time is its matrix products cannot gain more from a precision than that
+    precision's product gains (`bf16_over_fp32`). `linear_flops_per_token`: 2 x the weights of its
+    Linear layers (attention's L-dependent products excluded, so achieved rates are lower bounds)."""
+    import torch
+
+    # Every token passes through each Linear of the layers; the pooler runs once per sentence.
+    shapes = [m.weight.shape for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and "pooler" not in n]
+    out_f, in_f = max(shapes, key=lambda s: s[0] * s[1])
+    rates: dict[str, float] = {}
+    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16), ("int8", torch.int8)):
+        if dtype == torch.int8:
+            if not hasattr(torch, "_int_mm"):
+                continue
+            a = torch.randint(-128, 127, (rows, in_f), dtype=torch.int8)
+            b = torch.randint(-128, 127, (in_f, out_f), dtype=torch.int8)
+            mm = torch._int_mm
+        else:
+            a, b, mm = torch.randn(rows, in_f).to(dtype), torch.randn(in_f, out_f).to(dtype), torch.mm
+        for _ in range(3):
+            mm(a, b)
+        reps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            mm(a, b)
+            reps += 1
+        rates[name] = 2 * rows * in_f * out_f * reps / (time.perf_counter() - start) / 1e9
+    return {"shape": [rows, int(in_f), int(out_f)], "gflops": rates,
+            "bf16_over_fp32": rates["bf16"] / rates["fp32"],
+            "int8_over_bf16": rates["int8"] / rates["bf16"] if "int8" in rates else None,
+            "linear_flops_per_token": 2 * sum(int(s[0] * s[1]) for s in shapes)}
 
 
 def sample_sentences(flores_dir: Path, per_lang: int, *, seed: int) -> tuple[list[str], list[str], list[str]]:
@@ -233,6 +272,7 @@ def main(per_lang, rounds, variants, batch_size, seed, data_dir, out):
             click.echo(f"round {r + 1}: {name:>14}: {len(sentences) / secs:8.1f} sentences/s", err=True)
     tmp.cleanup()
 
+    ceiling = matmul_ceiling(fp32.model, fp32.batching.token_budget)
     lang_arr = np.array(langs)
     results: dict[str, dict[str, Any]] = {}
     for name in runs:
@@ -245,6 +285,8 @@ def main(per_lang, rounds, variants, batch_size, seed, data_dir, out):
             "min_cos_by_lang": {c: float(cos[lang_arr == c].min()) for c in LANGS},
             "output_dtype": str(outputs[name].dtype),
             "max_norm_error": float(np.abs(np.linalg.norm(outputs[name], axis=1) - 1).max()),
+            # real tokens only (padding excluded): a lower bound of the rate the products ran at
+            "linear_gflops": sum(tokens) * ceiling["linear_flops_per_token"] / best[name] / 1e9,
         }
     default = results.get(default_precision, results["fp32"])
     int8_best = max((n for n in results if n.startswith("int8")), key=lambda n: results[n]["sentences_per_s"],
@@ -260,8 +302,9 @@ def main(per_lang, rounds, variants, batch_size, seed, data_dir, out):
         verdict["best_int8"] = int8_best
         verdict["int8_worth_keeping"] = bool(i8["sentences_per_s"] > results["bf16"]["sentences_per_s"]
                                              and i8["min_cos_to_fp32"] >= 0.995)
+    verdict["ceiling_bf16_over_fp32"] = ceiling["bf16_over_fp32"]
     result = {
-        "n_sentences": len(sentences), "languages": list(LANGS),
+        "n_sentences": len(sentences), "languages": list(LANGS), "matmul_ceiling": ceiling,
         "tokens_mean": float(np.mean(tokens)), "tokens_max": int(np.max(tokens)),
         "variants": results, "verdict": verdict, "notes": notes,
         "table": {"columns": ["variant", "sentences/s", "x fp32", "min cos to fp32", "mean cos to fp32"],
@@ -281,6 +324,12 @@ def main(per_lang, rounds, variants, batch_size, seed, data_dir, out):
               f"{r['mean_cos_to_fp32']:.6f}" for n, r in results.items()]
     lines.append(f"default (auto) on this CPU: {default_precision}: {verdict['default_ratio_to_fp32']:.2f}x fp32, "
                  f"min cos {verdict['default_min_cos_to_fp32']:.5f} (target >= 2.5x, >= 0.999)")
+    g = ceiling["gflops"]
+    lines.append(f"torch.mm at the encoder's widest shape {ceiling['shape']}: " + ", ".join(
+        f"{k} {v:.0f} G{'OP' if k == 'int8' else 'FLOP'}/s" for k, v in g.items())
+        + f": bf16 can gain at most {ceiling['bf16_over_fp32']:.2f}x over fp32 on this CPU; the encoder's "
+        "linear layers ran at " + ", ".join(f"{n} {r['linear_gflops']:.0f}" for n, r in results.items()
+                                            if n in ("fp32", "bf16")) + " GFLOP/s")
     if "int8_worth_keeping" in verdict:
         lines.append(f"int8 ({verdict['best_int8']}) faster than bf16 at min cos >= 0.995: {verdict['int8_worth_keeping']}")
     lines += [f"note: {k}: {v}" for k, v in notes.items()]

@@ -16,7 +16,8 @@ product (bf16 by default on CPUs with avx512_bf16/AMX, fp32 otherwise, fp16 on C
   floor from a sample of the other side and (k-th best product so far) - E-bar, E-bar being E
   maximised over the other side (per-row norms |x|, |h_x|, |x - h_x|, computed once). An entry
   can be in the final top-k only if its product >= tau - E-bar, so only those are taken, by
-  threshold: the block's row and column maxima (two cheap reductions) say where to look;
+  threshold, in one compiled pass over the block (`screen.py`: per tile of rows, the column
+  maxima say where to look);
 - when a row has seen all of y (a column, all of x), its k best products are rescored exactly;
   their k-th exact score is a tighter tau, and the rest of the list is rescored where its
   product reaches tau - E(x, y). Entries pushed out of a full list rank below its last one: if
@@ -28,7 +29,7 @@ shape, worker count or BLAS kernel: byte-identical pairs and scores. Rescoring c
 
 Parallelism: row blocks are independent, so `workers` threads each take whole row blocks, with
 BLAS and torch limited to one thread and a y->x state of their own (merged at checkpoints and at
-the end): one thread's single-threaded numpy passes overlap the other's product.
+the end): one thread's screening and rescoring overlap the other's product.
 
 Checkpointing: with `checkpoint_dir`, the finished x->y rows and the running y->x state are saved
 atomically every `checkpoint_seconds`; a later call with the same `checkpoint_key` resumes after the

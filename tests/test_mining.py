@@ -341,7 +341,8 @@ def test_mine_command_end_to_end(tmp_path, data_dir, flores_setup):
     (tmp_path / "en.txt").write_text("\n".join(tgt) + "\n", encoding="utf-8")
     out = tmp_path / "mined.tsv"
     cmd = [sys.executable, "-m", "xmine.cli", "mine", str(tmp_path / "de.txt"), str(tmp_path / "en.txt"),
-           "--src-lang", "de", "--tgt-lang", "en", "-o", str(out), "--threshold", "1.04", "--line-numbers", "--meta"]
+           "--src-lang", "de", "--tgt-lang", "en", "-o", str(out), "--threshold", "1.04", "--line-numbers", "--meta",
+           "--projection", "none"]  # raw embeddings: 1.04 is WikiMatrix's threshold for them
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     rows = [line.split("\t") for line in out.read_text(encoding="utf-8").splitlines()]
@@ -373,12 +374,13 @@ def test_mine_through_indexes_matches_exact(tmp_path, flores_setup):
         out = Path(args[args.index("-o") + 1])
         return {tuple(r.split("\t")[3:5]) for r in out.read_text(encoding="utf-8").splitlines()} if out.suffix == ".tsv" else set()
 
-    common = ["--src-lang", "de", "--tgt-lang", "en", "--threshold", "1.04", "--line-numbers"]
+    # raw embeddings, at WikiMatrix's threshold for them (the shipped projection has its own)
+    common = ["--src-lang", "de", "--tgt-lang", "en", "--threshold", "1.04", "--line-numbers", "--projection", "none"]
     exact = run("mine", de, en, "-o", tmp_path / "exact.tsv", *common)
     # IVF with exact vectors, every list visited: approximate machinery, exact answer.
     approx = run("mine", de, en, "-o", tmp_path / "approx.tsv", "--approximate", "--index-type", "ivf",
                  "--nlist", "4", "--nprobe", "4", *common)
-    run("build-index", en, "--lang", "en", "--type", "hnsw", "-o", tmp_path / "idx")
+    run("build-index", en, "--lang", "en", "--type", "hnsw", "--projection", "none", "-o", tmp_path / "idx")
     via_index = run("mine", de, tmp_path / "idx", "-o", tmp_path / "via-index.tsv", *common)
     assert len(exact) >= 0.95 * 300
     assert approx == exact

@@ -371,7 +371,13 @@ def test_cli_embed_with_default_encoder(tmp_path, tatoeba_lines, me5):
     assert "embedded 12 sentences" in result.output and "dim 384" in result.output and "sentences/s" in result.output
     store = EmbeddingStore.open(out)
     assert store.encoder_fingerprint == me5.fingerprint() and [s["rows"] for s in store.manifest["shards"]] == [5, 5, 2]
-    assert np.abs(store.to_array() - me5.encode(tatoeba_lines[:12])).max() < 2e-3
+    # by default: the meaning part of the projection shipped for me5-small, recorded as such
+    from xmine.projection import resolve_projection, shipped_dir
+
+    assert store.manifest["part"] == "meaning" and store.manifest["projection"]["shipped"] == "me5-small"
+    shipped = resolve_projection(shipped_dir("me5-small"))
+    want = shipped.transform(me5.encode(tatoeba_lines[:12]), "meaning")
+    assert np.abs(store.to_array() - want).max() < 2e-3
     again = CliRunner().invoke(main, ["embed", str(p), "--lang", "de", "-o", str(out), "-q"])
     assert again.exit_code == 0 and "already finished" in again.output
     # a user error is one line on stderr with exit status 2, no traceback

@@ -62,7 +62,9 @@ from xmine.mining.screen import screen_merge
 # 1.9x the time of one plain product with these blocks, 3.0x with 4096 x 16384. (Other shapes
 # of 2-8M entries measured within noise of this one.) With two workers, their two blocks together
 # fill that cache; smaller blocks per worker were still slower (16k x 100k, 2 workers: 13.2 s with
-# 1024 x 4096, 13.7 s with 512 x 4096, 14.4 s with 1024 x 2048).
+# 1024 x 4096, 13.7 s with 512 x 4096, 14.4 s with 1024 x 2048). These were measured when numpy
+# ran the passes after the product; the compiled screen (`screen.py`) also wants the block in
+# cache, and the sizes have not been re-tuned for it.
 DEFAULT_BLOCK_ROWS = 1024
 DEFAULT_BLOCK_COLS = 4096
 

@@ -30,8 +30,8 @@ cuBLAS with a float32 output and compute type accumulate in fp32 too. Smaller bl
 would not use oneDNN, go through the fp32 product.
 
 Why bf16 and not int8 (torch._int_mm, exact int32 sums; on this project's Zen 4 machines about
-1.9x bf16's rate at 1024 x 384 x 1536, `benchmarks/results/embed_speed.json`, matmul_ceiling): bf16 rounds each component relatively (|l_x| <= 2^-8 |x|), while int8 with one scale per
-row errs by ~max|x_i| sqrt(d/12) / 127, several times more for unit vectors and far more with
+1.9x bf16's rate at 1024 x 384 x 1536, `benchmarks/results/embed_speed.json`, matmul_ceiling):
+bf16 rounds each component relatively (|l_x| <= 2^-8 |x|), while int8 with one scale per row errs by ~max|x_i| sqrt(d/12) / 127, several times more for unit vectors and far more with
 the outlier dimensions of transformer embeddings; a wider band means more candidates to rescore.
 torch 2.13 has no bf16 x bf16 -> fp32 mm on CPU (`out_dtype` is CUDA-only; the `bf16` fpmath mode
 of fp32 matmuls did not engage on this Zen 4): the bf16 product's output is bf16, whose rounding

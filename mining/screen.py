@@ -13,9 +13,10 @@ Entries are compared as integer KEYS whose order is the values' order (`keys_of`
 patterns of bf16 (int16) or float32 (int32) values, negatives mapped to minus their magnitude.
 Thresholds are keys too, made by the product from thresholds rounded DOWN to the block's format
 (an entry is kept iff key >= threshold key, i.e. value >= the rounded threshold), so this module
-only compares integers and decodes the few entries it keeps. The result is what the numpy passes give, entry
-for entry: a value joins a list iff it is strictly above the list's last value (ties with the last
-need no order: knn.py only uses these lists to bound and find candidates, rescoring them exactly).
+only compares integers and decodes the few entries it keeps. The lists end up with the values
+numpy's passes give them: a value joins a list iff it is strictly above the list's last value.
+Which of several EQUAL values at a list's end is kept may differ; that needs no order, because
+knn.py uses these lists only to bound and find candidates, which it rescores exactly.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ except ImportError:  # pragma: no cover - exercised only where numba cannot be i
     njit = None
 
 # Rows whose column maxima are taken together: the maxima (one int16 or int32 per column) stay in
-# L1 while the tile's rows stream past; a column whose maximum reaches its threshold costs a scan
-# of this many entries.
+# L1 while the tile's rows stream past; a column whose maximum reaches a threshold costs reading
+# this many entries.
 _TILE_ROWS = 32
 
 

@@ -88,8 +88,9 @@ def prf_curve(scores, correct, n_gold: int, thresholds) -> dict[str, np.ndarray]
     The same counts as `evaluate` on `{c for c, s in zip(cands, scores) if s >= t}` (candidates are
     distinct pairs), for many thresholds at once.
     """
-    s = np.sort(np.asarray(scores, np.float64), kind="stable")
-    c = np.asarray(correct, bool)[np.argsort(np.asarray(scores, np.float64), kind="stable")]
+    scores = np.asarray(scores, np.float64)
+    order = np.argsort(scores, kind="stable")
+    s, c = scores[order], np.asarray(correct, bool)[order]
     below = np.searchsorted(s, np.asarray(thresholds, np.float64), side="left")  # candidates dropped
     kept = len(s) - below
     tp = c.sum() - np.concatenate([[0], np.cumsum(c)])[below]

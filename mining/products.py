@@ -44,7 +44,7 @@ import numpy as np
 
 from xmine.errors import ConfigError
 from xmine.mining.rescore import U32, gamma, norms_upper
-from xmine.mining.screen import keys_of
+from xmine.mining.screen import comparable_keys, keys_of
 
 PRODUCTS = ("auto", "fp32", "bf16", "cuda")
 _TINY32 = 2.0**-126  # smallest normal float32 (and bf16)
@@ -116,6 +116,11 @@ def _bf16_bits_down(t: np.ndarray) -> np.ndarray:
     neg_inexact = ((b & 0x80000000) != 0) & ((b & 0xFFFF) != 0)
     hi[neg_inexact] += 1  # truncation rounds negatives up: one more unit of magnitude
     return hi.astype(np.uint16).view(np.int16)
+
+
+def _bf16_threshold_keys(t: np.ndarray) -> np.ndarray:
+    """Keys (`screen.keys_of`) of thresholds t (float64) rounded down to bf16."""
+    return keys_of(_bf16_bits_down(t))
 
 
 def _bits_to_f32(bits: np.ndarray) -> np.ndarray:
@@ -273,19 +278,16 @@ class Bf16Product:
     def screen(self, s, t_rows, t_cols):
         if s.dtype == np.float32:  # small block, fp32
             return Fp32Product.screen(self, s, t_rows, t_cols)
-        kr, kc = keys_of(_bf16_bits_down(t_rows)), keys_of(_bf16_bits_down(t_cols))
-        if kr.min(initial=1) >= 1 and kc.min(initial=1) >= 1:
-            keys = s  # all thresholds > 0: the raw bit patterns order the entries that can pass
-        else:
-            keys = keys_of(s)
-        skip = keys_of(_bf16_bits_down(np.array([np.inf])))[0]
+        kr, kc = _bf16_threshold_keys(t_rows), _bf16_threshold_keys(t_cols)
+        keys, _ = comparable_keys(s, kr, kc)
+        skip = _bf16_threshold_keys(np.array([np.inf]))[0]
         return tuple(_split(s, extract(keys, kt, axis), _bits_to_f32) if kt.min(initial=skip) < skip else _EMPTY
                      for kt, axis in ((kr, 1), (kc, 0)))
 
     def keyed(self, s, t_rows, t_cols):
         if s.dtype == np.float32:  # small block, fp32
             return Fp32Product.keyed(self, s, t_rows, t_cols)
-        return s, keys_of(_bf16_bits_down(t_rows)), keys_of(_bf16_bits_down(t_cols)), 16
+        return s, _bf16_threshold_keys(t_rows), _bf16_threshold_keys(t_cols), 16
 
     def kth_floor(self, s, k: int, axis: int) -> np.ndarray:
         if s.dtype == np.float32:

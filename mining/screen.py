@@ -42,6 +42,17 @@ def keys_of(bits: np.ndarray) -> np.ndarray:
     return np.where(bits < 0, -(bits & magnitude), bits).astype(bits.dtype)
 
 
+def comparable_keys(bits: np.ndarray, *threshold_keys: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The block as something to compare with threshold keys, and whether it was keyed.
+
+    With every threshold key >= 1 (above +0) the raw bit patterns serve: a negative value's
+    pattern, -0 included, is a negative integer, below every such threshold. Otherwise the block
+    is keyed (`keys_of`, a copy)."""
+    if min(t.min(initial=1) for t in threshold_keys) >= 1:
+        return bits, False
+    return keys_of(bits), True
+
+
 def _insert(vals, idx, r, v, c):
     """Insert (v, c) into the descending list vals[r], idx[r] if v is above its last value."""
     w = vals.shape[1]
@@ -73,7 +84,6 @@ def _screen_merge_keys(keys, keyed, shift, row_t, col_t, row_vals, row_idx, col0
     low_bits = np.uint32(0xFFFF) if shift else np.uint32(0xFFFFFFFF)
     col_max = np.empty(cols, dtype=keys.dtype)
     hit_cols = np.empty(cols, dtype=np.int64)
-    hits = 0
     for i0 in range(0, rows, _TILE_ROWS):
         i1 = min(i0 + _TILE_ROWS, rows)
         col_max[:] = keys[i0]
@@ -100,32 +110,24 @@ def _screen_merge_keys(keys, keyed, shift, row_t, col_t, row_vals, row_idx, col0
                 key = row[j]
                 to_row, to_col = key >= t, key >= col_t[j]
                 if to_row or to_col:
-                    hits += 1
                     v = _decode(key, keyed, low_bits, shift, word, value)
                     if to_row:
                         _insert(row_vals, row_idx, i, v, col0 + j)
                     if to_col:
                         _insert(col_vals, col_idx, j, v, row0 + i)
-    return hits
 
 
-def screen_merge(bits, shift, row_t, col_t, row_vals, row_idx, col0, col_vals, col_idx, row0) -> int:
+def screen_merge(bits, shift, row_t, col_t, row_vals, row_idx, col0, col_vals, col_idx, row0) -> None:
     """Merge the entries of a block of products into running top-W lists, in one compiled pass.
 
     `bits` (R x C): the block's bit patterns, int16 (bf16, `shift` 16: a bf16 pattern is the high
     half of a float32's) or int32 (float32, `shift` 0). `row_t`, `col_t`: threshold KEYS (`keys_of`
     of the thresholds rounded down to the block's format). An entry (i, j) whose key reaches
     row_t[i] goes into row list i of (row_vals, row_idx) with index col0 + j; one reaching col_t[j]
-    into column list j of (col_vals, col_idx) with index row0 + i. Returns how many entries reached
-    a threshold.
-
-    With every threshold key >= 1 (above +0) the raw patterns are compared: a negative value's
-    pattern, -0 included, is a negative integer, below every such threshold. Otherwise the block
-    is keyed first (a copy)."""
-    if min(row_t.min(initial=1), col_t.min(initial=1)) >= 1:
-        return _screen_merge_keys(bits, False, shift, row_t, col_t, row_vals, row_idx, col0, col_vals, col_idx, row0)
-    return _screen_merge_keys(keys_of(bits), True, shift, row_t, col_t, row_vals, row_idx, col0,
-                              col_vals, col_idx, row0)
+    into column list j of (col_vals, col_idx) with index row0 + i (`comparable_keys` decides
+    whether the raw patterns can be compared)."""
+    keys, keyed = comparable_keys(bits, row_t, col_t)
+    _screen_merge_keys(keys, keyed, shift, row_t, col_t, row_vals, row_idx, col0, col_vals, col_idx, row0)
 
 
 if njit is not None:

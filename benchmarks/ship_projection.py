@@ -417,6 +417,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--tatoeba-langs", default=None, help="comma-separated Tatoeba codes (default: XTREME-36 + 12 unseen)")
     ap.add_argument("--transfer-langs", default=None, help="comma-separated FLORES-200 codes (default: quality's six)")
     ap.add_argument("--raw-only", action="store_true", help="with --evaluate: only raw (fills the cache), no training")
+    ap.add_argument("--overwrite", action="store_true",
+                    help="replace result JSONs (--evaluate, --calibration-out) written by an earlier run; "
+                         "anything else at those paths is refused")
     args = ap.parse_args(argv)
     data = Path(args.data_dir) if args.data_dir else default_data_dir()
     if data is None:
@@ -424,19 +427,49 @@ def main(argv: Sequence[str] | None = None) -> None:
     split = lambda v: [x for x in v.split(",") if x] if v else None  # noqa: E731
     eval_args = dict(tatoeba_pairs=args.tatoeba_pairs, qe_rows=args.qe_rows, flores_rows=args.flores_rows,
                      tatoeba_langs=split(args.tatoeba_langs), transfer_langs=split(args.transfer_langs))
+    from contextlib import ExitStack
+
+    from xmine.benchmarks.common import RESULT_KIND
+    from xmine.errors import XmineError
+    from xmine.outputs import claim_output
+
     if args.make_default and not (args.install or args.recalibrate):
         sys.exit("--make-default needs --install or --recalibrate")
     cal_out = Path(args.calibration_out) if args.calibration_out else None
+    writes_calibration = args.recalibrate or (args.install and not args.raw_only)
+    eval_out = Path(args.evaluate or "out/raw-check.json") if args.raw_only and not args.recalibrate else (
+        Path(args.evaluate) if args.evaluate and not args.recalibrate else None)
+    if cal_out is not None and not writes_calibration:
+        _refuse("--calibration-out needs --install or --recalibrate (the calibration is run only then)")
+    with ExitStack() as claims:
+        # Every result JSON is claimed before any work: a foreign file, an input or another
+        # writer's output is refused at once, and our own earlier result only with --overwrite.
+        try:
+            for out in (o for o in (cal_out, eval_out) if o is not None):
+                claims.enter_context(claim_output(out, kind=RESULT_KIND, form="json", overwrite=args.overwrite,
+                                                  inputs=[data, *args.results]))
+        except XmineError as e:
+            _refuse(str(e))
+        _run(args, data, cal_out, eval_out, eval_args)
+
+
+def _refuse(message: str) -> None:
+    """One line on stderr, exit status 2 (a bad option or a refused output), as the xmine CLI does."""
+    print(f"ship_projection: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def _run(args, data: Path, cal_out: Path | None, eval_out: Path | None, eval_args: dict) -> None:
     if args.recalibrate:
         recalibrate(data=data, results=[Path(r) for r in args.results], make_default=args.make_default,
                     calibration_out=cal_out)
         return
     if args.raw_only:
-        evaluate(None, data, out=Path(args.evaluate or "out/raw-check.json"), **eval_args)
+        evaluate(None, data, out=eval_out, **eval_args)
         return
     trained = train(data, Path(args.work_dir))
-    if args.evaluate:
-        evaluate(trained, data, out=Path(args.evaluate), **eval_args)
+    if eval_out is not None:
+        evaluate(trained, data, out=eval_out, **eval_args)
     if args.install:
         install(trained, data=data, results=[Path(r) for r in args.results], make_default=args.make_default,
                 calibration_out=cal_out)

@@ -502,3 +502,38 @@ def test_a_non_finite_row_is_one_error_naming_store_row_and_line(tmp_path, searc
     with untouched(tmp_path):
         refused(xm("mine", b, a, "-o", tmp_path / "m.tsv", *search), f"{a}: embedding row 7 (input line 8)",
                 "not finite")
+
+
+# ------------------------------------------------------------- ship_projection's result JSONs
+
+
+def _ship_projection(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "xmine.benchmarks.ship_projection", *map(str, args)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def _one_line_refusal(proc: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("ship_projection: error:")]
+    assert len(errors) == 1, proc.stderr
+    for f in fragments:
+        assert f in errors[0], errors[0]
+
+
+@pytest.mark.parametrize("how", [["--recalibrate", "--calibration-out"], ["--raw-only", "--evaluate"]])
+def test_ship_projection_refuses_a_foreign_result_path_before_any_work(tmp_path, data_dir, how):
+    """--calibration-out / --evaluate naming a file that is not an xmine result: refused at once,
+    the file, the workspace and the shipped projection untouched (SHIPPED.json is not rewritten)."""
+    foreign = tmp_path / "notes.json"
+    foreign.write_text('{"mine": "not xmine\'s"}\n', encoding="utf-8")
+    shipped = REPO / "xmine" / "projections" / "me5-small"
+    with untouched(tmp_path), untouched(shipped):
+        proc = _ship_projection(*how, foreign, "--data-dir", data_dir)
+    _one_line_refusal(proc, str(foreign))
+
+
+def test_ship_projection_calibration_out_needs_a_calibration(tmp_path, data_dir):
+    with untouched(tmp_path):
+        proc = _ship_projection("--calibration-out", tmp_path / "cal.json", "--data-dir", data_dir)
+    _one_line_refusal(proc, "--calibration-out needs --install or --recalibrate")

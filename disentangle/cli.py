@@ -125,7 +125,7 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
                          max_epochs=max_epochs, patience=patience, valid_fraction=valid_fraction,
                          max_pairs_per_lang=max_pairs_per_lang, langs=_split_langs(langs), seed=seed)
     config.check()
-    enc = load_encoder(encoder, precision=precision)
+    enc = load_encoder(encoder, precision=precision, lazy=ray_address is not None)  # Ray actors load it
     if ray_address is not None:
         from xmine.cluster import connect
         from xmine.encoders.ray_pool import RayPoolEncoder

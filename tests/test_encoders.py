@@ -235,3 +235,32 @@ def test_me5_on_cuda_matches_cpu(me5):  # pragma: no cover - runs where CUDA exi
     gpu = load_encoder("me5-small", device="cuda")
     s = ["Un petit test.", "A small test."]
     np.testing.assert_allclose(gpu.encode(s), me5.encode(s), atol=1e-3)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_lazy_me5_knows_its_fingerprint_without_loading(precision):
+    # What `embed --ray` hands its actors: the fingerprint from the manifest must be exactly the
+    # loaded model's, or every actor would refuse (or, worse, a store would mix encoders).
+    lazy = load_encoder("me5-small", device="cpu", precision=precision, lazy=True)
+    fp = lazy.fingerprint()
+    assert not lazy.loaded and lazy.dim == 384 and lazy.precision == precision
+    assert fp == load_encoder("me5-small", device="cpu", precision=precision).fingerprint()
+    other = load_encoder("me5-small", device="cpu", precision=precision, prefix="passage: ", lazy=True)
+    assert other.fingerprint()["id"] != fp["id"] and not other.loaded
+
+
+def test_lazy_encoder_loads_on_first_use(data_dir):
+    lazy = load_encoder("use-m3", lazy=True)
+    assert not lazy.loaded
+    assert lazy.fingerprint() == load_encoder("use-m3").fingerprint()  # no cheap form for use-m3: loads
+    assert lazy.loaded
+    lazy = load_encoder("me5-small", device="cpu", precision="bf16", lazy=True)
+    sentences = flores(data_dir, "deu_Latn", 4)
+    np.testing.assert_array_equal(lazy.encode(sentences),
+                                  load_encoder("me5-small", device="cpu", precision="bf16").encode(sentences))
+    assert lazy.loaded and lazy.tokenizer is not None  # other attributes are the model's
+
+
+def test_lazy_encoder_refuses_a_bad_precision_at_once():
+    with pytest.raises(EncoderError, match="precision"):
+        load_encoder("use-m3", precision="bf16", lazy=True)

@@ -98,6 +98,23 @@ def test_embed_on_ray_writes_the_same_store(cluster, corpora, local_store, tmp_p
     assert json.loads((on_ray / "manifest.json").read_text())["provenance"]["parameters"]["ray"] == cluster
 
 
+def test_embed_on_ray_never_loads_the_model_on_the_driver(cluster, corpora, tmp_path):
+    # me5-small: the driver needs only its fingerprint (from the manifest); the actors load the model.
+    from xmine.encoders import load_encoder
+    from xmine.store import embed_corpus
+
+    text = tmp_path / "de.txt"
+    text.write_text("".join((corpora / "de.txt").read_text(encoding="utf-8").splitlines(True)[:45]), encoding="utf-8")
+    lazy = load_encoder("me5-small", device="cpu", precision="bf16", lazy=True)
+    on_ray = embed_corpus(text, tmp_path / "ray", encoder=lazy, lang="de", projection=None, shard_rows=20,
+                          show_progress=False, ray=cluster)
+    assert not lazy.loaded
+    local = embed_corpus(text, tmp_path / "local", encoder=load_encoder("me5-small", device="cpu", precision="bf16"),
+                         lang="de", projection=None, shard_rows=20, show_progress=False)
+    assert len(on_ray) == len(local) == 44 and on_ray.manifest["encoder"] == local.manifest["encoder"]
+    _same_store(tmp_path / "local", tmp_path / "ray")
+
+
 def test_mine_on_ray_is_byte_identical(cluster, corpora, tmp_path, monkeypatch):
     import xmine.mining.ray_knn as ray_knn
 

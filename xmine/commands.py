@@ -104,7 +104,9 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     # A finished store is returned as it is, so by default it is asked for at its own precision,
     # and with the projection it was made with.
     finished = _store_precision(out_dir)
-    encoder = load_encoder(encoder_name, device=device, precision=precision or finished or "auto")
+    # With --ray the actors encode; this process needs only the fingerprint (no model load for me5-small).
+    encoder = load_encoder(encoder_name, device=device, precision=precision or finished or "auto",
+                           lazy=ray_address is not None)
     choice = choose_projection(projection, encoder_name=encoder_name, encoder_fp=encoder.fingerprint,
                                artefact_projection=artefact_projection([out_dir]) if finished else (False, None))
     store = embed_corpus(

@@ -284,18 +284,20 @@ def iter_corpus(
 def shard_ranges(path: str | Path, shard_rows: int, *, max_chars: int = DEFAULT_MAX_CHARS,
                  stats: CorpusStats | None = None, leading: Sequence[int] = ()) -> list[dict]:
     """Cut a corpus into shards of `shard_rows` sentences, the shards `iter_corpus` would give:
-    [{"offset": byte offset of the shard's first line, "line": its line number, "rows": sentences}].
+    [{"offset": byte offset of the shard's first line, "line": its line number, "rows": sentences,
+    "bytes": UTF-8 bytes of its sentences (a proxy of the shard's encoding cost)}].
 
     One validating pass over the file (bad input raises here, before any work is handed out);
     a worker then reads its shard with `iter_corpus(path, start=(offset, line))`. `leading`: the
     sizes of the first shards when they differ (shards an interrupted run finished).
     """
     ranges: list[dict] = []
-    for line_no, _, offset in iter_corpus(path, max_chars=max_chars, stats=stats, warn=False, offsets=True):
+    for line_no, text, offset in iter_corpus(path, max_chars=max_chars, stats=stats, warn=False, offsets=True):
         size = leading[len(ranges) - 1] if 0 < len(ranges) <= len(leading) else shard_rows
         if not ranges or ranges[-1]["rows"] == size:
-            ranges.append({"offset": offset, "line": line_no, "rows": 0})
+            ranges.append({"offset": offset, "line": line_no, "rows": 0, "bytes": 0})
         ranges[-1]["rows"] += 1
+        ranges[-1]["bytes"] += len(text.encode("utf-8"))
     return ranges
 
 

@@ -276,6 +276,7 @@ def load_encoder(
     prefix: str | None = None,
     threads: int | None = None,
     precision: str = DEFAULT_PRECISION,
+    lazy: bool = False,
 ) -> Encoder:
     """Load an encoder by name (see the module doc).
 
@@ -289,9 +290,16 @@ def load_encoder(
     - `precision`: "auto" (default), "fp32", "bf16" or "fp16" (see the module doc); part of the
       fingerprint. The encoder's `precision` attribute says what "auto" became.
 
+    - `lazy`: return a `LazyEncoder` (xmine.encoders.lazy), which loads the model on first use;
+      for a process that only hands the encoding to others (`--ray`) and needs the fingerprint.
+
     Raises EncoderError when the name or precision is unknown, or the model cannot be built or loaded.
     An encoder already loaded in this process with the same name, device, prefix and precision is reused.
     """
+    if lazy:
+        from xmine.encoders.lazy import LazyEncoder
+
+        return LazyEncoder(name, device=device, prefix=prefix, threads=threads, precision=precision)
     check_device(device)
     if name == "use-m3":
         key: tuple = (name, None, prefix, threads, encoder_precision(name, precision))
@@ -406,8 +414,10 @@ def _load_me5(*, device: str, prefix: str, precision: str) -> Encoder:
 
     from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model, model_identity
     from xmine.encoders.transformer import TokenBatchedEncoder, default_batching
+    from xmine.errors import EncoderError
 
     path, manifest = ensure_me5_model()
+    fp = me5_fingerprint(prefix=prefix, precision=precision, manifest=manifest)
     bars = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar on every load
     try:
@@ -416,11 +426,28 @@ def _load_me5(*, device: str, prefix: str, precision: str) -> Encoder:
     finally:
         if bars:
             transformers.utils.logging.enable_progress_bar()
-    return TokenBatchedEncoder(
+    encoder = TokenBatchedEncoder(
         name="me5-small", model=model, tokenizer=tokenizer, pooling="mean", prefix=prefix,
         identity=f"me5-small-q4:{model_identity(manifest)}", device=device,
         batching=default_batching(device, MAX_SEQ_LENGTH), precision=precision,
     )
+    if encoder.fingerprint() != fp:  # one identity, whether or not the model is loaded
+        raise EncoderError(f"{path}: the loaded model is not the one its manifest describes "
+                           f"({encoder.fingerprint()['id']} vs {fp['id']})")
+    return encoder
+
+
+def me5_fingerprint(*, prefix: str = ME5_DEFAULT_PREFIX, precision: str,
+                    manifest: dict[str, Any] | None = None) -> dict[str, Any]:
+    """me5-small's fingerprint at `precision` (concrete) from its manifest, without loading the model."""
+    from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model, model_identity
+    from xmine.encoders.transformer import token_batched_fingerprint
+
+    if manifest is None:
+        manifest = ensure_me5_model()[1]
+    return token_batched_fingerprint(name="me5-small", dim=int(manifest["dim"]),
+                                     identity=f"me5-small-q4:{model_identity(manifest)}", pooling="mean",
+                                     max_length=MAX_SEQ_LENGTH, prefix=prefix, precision=precision)
 
 
 def list_encoders() -> list[dict[str, Any]]:

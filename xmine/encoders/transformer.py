@@ -78,6 +78,13 @@ def tensor_digest(module) -> str:
     return h.hexdigest()
 
 
+def token_batched_fingerprint(*, name: str, dim: int, identity: str, pooling: str, max_length: int, prefix: str,
+                              precision: str) -> dict[str, Any]:
+    """The fingerprint of a `TokenBatchedEncoder` with these settings, known without its model."""
+    ident = f"{identity}|pool={pooling}|max_len={max_length}|prefix={prefix!r}"
+    return with_precision({"name": name, "dim": dim, "id": ident}, precision)
+
+
 class TokenBatchedEncoder(Encoder):
     """A Hugging Face encoder model + tokenizer, mean or CLS pooling, L2-normalised output."""
 
@@ -104,8 +111,9 @@ class TokenBatchedEncoder(Encoder):
         self.max_tokens = int(batching.max_length)
 
     def fingerprint(self) -> dict[str, Any]:
-        ident = f"{self._identity}|pool={self.pooling}|max_len={self.batching.max_length}|prefix={self.prefix!r}"
-        return with_precision({"name": self.name, "dim": self.dim, "id": ident}, self.precision)
+        return token_batched_fingerprint(name=self.name, dim=self.dim, identity=self._identity, pooling=self.pooling,
+                                         max_length=self.batching.max_length, prefix=self.prefix,
+                                         precision=self.precision)
 
     def encode(self, sentences: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
         """(n, dim) float32, L2-normalised rows in input order; `batch_size` caps rows per pass."""

@@ -2,10 +2,12 @@
 
 The driver makes one validating pass over the corpus (`xmine.corpus.shard_ranges`): the byte
 offset, first line and sentence count of every shard, exactly the shards the single-process
-run cuts. Ray Data then hands each unfinished shard's range (a few numbers, not its text) to an
-actor pool of encoders: each actor loads the encoder once (one GPU per actor when the cluster
-has GPUs, else `threads` CPU threads), reads its range of the corpus itself and writes the
-shard's files with the same `_encode_shard` and `write_shard` as the single-process path. The driver records each
+run cuts. Ray Data then hands each unfinished shard's range (a few numbers, not its text),
+largest first, to an actor pool of encoders: each actor loads the encoder once (one GPU per
+actor when the cluster has GPUs, else `threads` CPU threads), reads its range of the corpus
+itself and writes the shard's files with the same `_encode_shard` and `write_shard` as the
+single-process path. The driver itself needs only the encoder's fingerprint (`xmine embed
+--ray` passes a `LazyEncoder`, which for me5-small never loads the model). The driver records each
 finished shard in `progress.json` as it arrives and, when all are done, `embed_corpus` joins them
 exactly as it does in one process. So the store is the same: the same shards, rows, text and
 manifest, and the same embedding bytes where the encoder computes the same numbers with
@@ -111,7 +113,9 @@ def embed_shards_on_ray(
             finished[i] = {k: v for k, v in shard.items() if k != "index"}
         else:
             log.warning(f"{out_dir / shard['file']}: damaged, missing or of another cut; encoding it again")
-    todo = [i for i in range(len(ranges)) if i not in finished]
+    # Largest shards first (longest-processing-time order): the shards left running while other
+    # actors idle at the end are then the small ones. Shards are recorded as they finish, in any order.
+    todo = sorted((i for i in range(len(ranges)) if i not in finished), key=lambda i: (-ranges[i]["bytes"], i))
 
     def record_progress() -> None:
         prefix = list(itertools.takewhile(lambda i: i in finished, range(len(ranges))))
@@ -128,7 +132,8 @@ def embed_shards_on_ray(
             log.warning(f"{len(todo)} shard(s) to encode for {slots} encoder actor(s): the last shards run while "
                         "actors idle; a --shard-rows of a fraction of the corpus balances the work")
         projection_path = projection.fingerprint().get("path") if projection is not None else None
-        items = [{"shard": i, **ranges[i]} for i in todo]
+        items = [{"shard": i, "offset": ranges[i]["offset"], "line": ranges[i]["line"], "rows": ranges[i]["rows"]}
+                 for i in todo]
         ds = ray.data.from_items(items, override_num_blocks=len(items))
         ds = ds.map_batches(
             ShardEncoder, batch_size=1,

@@ -1,0 +1,66 @@
+"""`LazyEncoder`: an encoder whose model is loaded on first use.
+
+A process that only hands the encoding to Ray actors (`embed --ray`, `train --ray`) needs the
+encoder's name, precision, dimension and fingerprint, not its model; loading me5-small costs
+seconds of imports and weights that every actor pays again. For me5-small all four come from its
+manifest (`me5_fingerprint`), and `load_encoder` checks that the loaded model has exactly that
+fingerprint. For other encoders the dimension and fingerprint load the model. Anything else
+(`encode`, `truncated`, the tokenizer, ...) loads it too, so a LazyEncoder works wherever an
+encoder does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from xmine.encoders import ME5_DEFAULT_PREFIX, Encoder, check_device, encoder_precision, load_encoder, me5_fingerprint
+
+
+class LazyEncoder(Encoder):
+    """`load_encoder(name, ...)`, loaded when first used (see the module doc)."""
+
+    def __init__(self, name: str, *, device: str | None = None, prefix: str | None = None,
+                 threads: int | None = None, precision: str = "auto"):
+        check_device(device)
+        self.name = name
+        self.precision = encoder_precision(name, precision, device=device)  # validates it, too
+        self._load_kwargs = dict(device=device, prefix=prefix, threads=threads, precision=self.precision)
+        self._fingerprint = (me5_fingerprint(prefix=ME5_DEFAULT_PREFIX if prefix is None else prefix,
+                                             precision=self.precision) if name == "me5-small" else None)
+        self._encoder: Encoder | None = None
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model has been loaded in this process."""
+        return self._encoder is not None
+
+    def model(self) -> Encoder:
+        """The loaded encoder (loading it now if needed)."""
+        if self._encoder is None:
+            self._encoder = load_encoder(self.name, **self._load_kwargs)
+        return self._encoder
+
+    @property
+    def dim(self) -> int:  # type: ignore[override]
+        return int(self._fingerprint["dim"]) if self._fingerprint else self.model().dim
+
+    @property
+    def max_tokens(self) -> int | None:  # type: ignore[override]
+        return self.model().max_tokens
+
+    def fingerprint(self) -> dict[str, Any]:
+        return dict(self._fingerprint) if self._fingerprint else self.model().fingerprint()
+
+    def encode(self, sentences: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
+        return self.model().encode(sentences, batch_size=batch_size, show_progress=show_progress)
+
+    def truncated(self, sentences: Sequence[str]) -> np.ndarray:
+        return self.model().truncated(sentences)
+
+    def __getattr__(self, attr: str) -> Any:
+        # Only called for attributes a LazyEncoder lacks (tokenizer, device, ...): the model's.
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        return getattr(self.model(), attr)

@@ -170,20 +170,21 @@ def main(argv=None) -> dict:
     key = "unset_openblas" if args.unset_openblas else "machine_env"
     runs = previous.get("runs", {})
     run = dict(runs.get(key, {}))
-    run["env"] = {k: env.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
-    run["blas"] = blas_kernel(env)
+    # Each measurement carries the environment it ran in (one kept from an earlier run may differ).
+    measured = {"env": {k: env.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}, "blas": blas_kernel(env)}
+    jobs = {"embed": lambda d: run_embed(args.n or 20_000, args.shard_rows, env, d),
+            "mine": lambda d: run_mine(args.n or 200_000, env, d)}
     with tempfile.TemporaryDirectory(prefix="xmine-ray-speed-") as tmp:
-        if args.what in ("embed", "both"):
-            (Path(tmp) / "embed").mkdir()
-            run["embed"] = run_embed(args.n or 20_000, args.shard_rows, env, Path(tmp) / "embed")
-            print(json.dumps(run["embed"], indent=1))
-        if args.what in ("mine", "both"):
-            (Path(tmp) / "mine").mkdir()
-            run["mine"] = run_mine(args.n or 200_000, env, Path(tmp) / "mine")
-            print(json.dumps(run["mine"], indent=1))
+        for what, job in jobs.items():
+            if args.what in (what, "both"):
+                (Path(tmp) / what).mkdir()
+                first = len(LOADS)
+                run[what] = {**job(Path(tmp) / what), **measured, "load_average_at_starts": LOADS[first:]}
+                print(json.dumps(run[what], indent=1))
     from xmine.artefacts import provenance
 
-    run["load_average_at_starts"] = LOADS
+    for stale in ("env", "blas", "load_average_at_starts"):  # the layout before per-measurement environments
+        run.pop(stale, None)
     runs[key] = run
     result = {"machine": machine(), "runs": runs, "provenance": provenance(benchmark="ray_speed")}
     write_speed_result(args.out, result, benchmark="ray_speed")

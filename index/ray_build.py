@@ -29,6 +29,8 @@ import numpy as np
 from xmine.artefacts import atomic_dir, atomic_path
 from xmine.cluster import ShardProgress, cluster_resources, get, remote, run_tasks
 from xmine.errors import ConfigError
+from xmine.index import blocked_search
+from xmine.index.blocked_search import IndexDirShards
 from xmine.index.faiss_index import (
     KIND,
     IndexConfig,
@@ -46,8 +48,6 @@ from xmine.index.faiss_index import (
 
 #: Rows per add task when the index is kept as one shard (pieces merged on the driver).
 ADD_PIECE_ROWS = 262_144
-#: Queries per search task.
-QUERY_BLOCK = 16_384
 
 
 class RowFiles:
@@ -219,18 +219,6 @@ def build_index_ray(
     return IndexDir.open(out_dir)
 
 
-class IndexDirShards:
-    """The shards of an index directory, by path (what a search task opens)."""
-
-    def __init__(self, path: str | Path):
-        self.path = str(path)
-
-    def __call__(self, s: int):
-        """(index, shard, choice) of shard s, as `search_shard` takes them."""
-        ix = IndexDir.open(self.path)
-        return ix.load_shard(s), ix.manifest["shards"][s], ix.manifest["choice"]
-
-
 def _search_task(open_shard, s: int, queries, q0: int, q1: int, k: int, nprobe, use_gpu: bool):
     index, shard, choice = open_shard(s)
     sims, rows = search_shard(index, shard, choice, np.ascontiguousarray(queries[q0:q1], dtype=np.float32), k,
@@ -238,7 +226,7 @@ def _search_task(open_shard, s: int, queries, q0: int, q1: int, k: int, nprobe, 
     return q0, s, sims, rows
 
 
-def search_blocks_ray(open_shard, n_shards: int, queries, k: int, *, block: int = QUERY_BLOCK,
+def search_blocks_ray(open_shard, n_shards: int, queries, k: int, *, block: int | None = None,
                       nprobe: int | None = None, use_gpu: bool = False, done: dict | None = None,
                       on_block=None, desc: str = "search (ray)", show_progress: bool = False):
     """Top-k (sims, rows) of every query over `n_shards` shards, as Ray tasks of (query block x
@@ -251,7 +239,7 @@ def search_blocks_ray(open_shard, n_shards: int, queries, k: int, *, block: int 
     sims, rows)` is called as each block is merged (a checkpoint)."""
     import ray
 
-    nq = len(queries)
+    nq, block = len(queries), block or blocked_search.QUERY_BLOCK
     done = done or {}
     out_s = np.empty((nq, k), dtype=np.float32)
     out_i = np.empty((nq, k), dtype=np.int64)

@@ -109,8 +109,9 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
 @precision_option(default_from="the precision of the store or index inputs")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
 @ray_option("the neighbour search: exact, tiles of the product as tasks; --approximate, the index shards "
-            "built and searched (query blocks x shards) as tasks; top-k merged per row either way. The TSV "
-            "is byte for byte the one without --ray. Not yet with an index side")
+            "built and searched (query blocks x shards) as tasks; an index side, its shards searched by "
+            "query blocks as tasks; top-k merged per row in every case. The TSV is byte for byte the one "
+            "without --ray")
 def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows,
          line_numbers, meta, block_rows, block_cols, workers, product, precision, keep_work, ray_address):

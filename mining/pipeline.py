@@ -50,15 +50,40 @@ def _unique_hits(sims: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray,
     return np.take_along_axis(sims, order, 1).astype(np.float32), np.take_along_axis(ids, order, 1)
 
 
-def _search_side_index(index_side, queries, mine_rows_of_index, k: int):
-    """k neighbours of `queries` through a side's own index, as positions among its mined rows.
+def _neighbours(base_side, base: "_Mineable", queries, k: int, *, ray: bool, show_progress: bool, tag: str):
+    """k nearest mined rows of `base_side` to each query row: (sims, positions among `base.ids`).
 
-    The index holds every row (repeats, filtered ones): over-fetch, map each hit to the position
-    of its representative among the mined rows (-1 when filtered), drop repeats."""
-    extra = 2 * k
-    sims, rows = index_side.index.search(np.asarray(queries, dtype=np.float32), k + extra)
-    hit = np.where(rows >= 0, mine_rows_of_index[np.maximum(rows, 0)], -1)
-    return _unique_hits(sims, hit, k)
+    Through the side's own index when it has one: the index holds every row (repeats, filtered
+    ones), so it is asked for 2k more, each hit is mapped to its representative among the mined
+    rows (or dropped), and repeats are dropped. Else exactly, through flat indexes over the mined
+    rows in chunks. Either way the queries go in the same blocks here and on Ray (`ray=True`:
+    one task per block x shard), so both give the same bytes (xmine.index.blocked_search)."""
+    from xmine.index.blocked_search import FlatChunks, IndexDirShards, search_blocks
+    from xmine.index.faiss_index import gpu_count
+
+    kk = min(k, len(base.ids))
+    if base_side.index is not None:
+        opener, fetch = IndexDirShards(base_side.index.path), kk + 2 * k
+        n_shards = len(base_side.index.manifest["shards"])
+    else:
+        opener, fetch = FlatChunks(base.rows), kk
+        n_shards = len(opener)
+    if ray:
+        from xmine.cluster import cluster_resources
+        from xmine.index.ray_build import rows_for_workers, search_blocks_ray
+
+        if isinstance(opener, FlatChunks):
+            opener = FlatChunks(rows_for_workers(base.rows), opener.chunk)
+        sims, rows = search_blocks_ray(opener, n_shards, rows_for_workers(queries), fetch,
+                                       use_gpu=cluster_resources()["GPU"] > 0, desc=f"{tag} (ray)",
+                                       show_progress=show_progress)
+    else:
+        sims, rows = search_blocks(opener, n_shards, queries, fetch, use_gpu=gpu_count() > 0, desc=tag,
+                                   show_progress=show_progress)
+    if base_side.index is None:
+        return sims, rows
+    hit = np.where(rows >= 0, base.position_of_row[np.maximum(rows, 0)], -1)
+    return _unique_hits(sims, hit, kk)
 
 
 class _Mineable:
@@ -110,8 +135,8 @@ def mine(
     indexes), else me5-small at "auto" precision.
 
     `ray`: None runs in this process; "auto" or a cluster address runs the kNN search as Ray
-    tasks (exact: `xmine.mining.ray_knn`; approximate: `xmine.mining.ray_approximate`), with
-    byte-identical output. An index-directory side does not run on Ray yet (ConfigError).
+    tasks (exact: `xmine.mining.ray_knn`; approximate: `xmine.mining.ray_approximate`; an index
+    side: query blocks x index shards, `_neighbours`), with byte-identical output.
 
     `default_threshold`: when `config.threshold` is None, mine with the projection's own calibrated
     threshold for `config.margin` (`xmine.projection.calibrated_threshold`), if it has one; False
@@ -187,9 +212,6 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         key = hashlib.sha256(json.dumps(
             [sx.fingerprint_key(), sy.fingerprint_key(), config.k, config.block_rows, config.block_cols,
              config.min_length, config.max_length], default=str).encode()).hexdigest()
-        if ray is not None and search == "faiss-index":
-            raise ConfigError("--ray runs the exact and the approximate search; an index side on Ray is not "
-                              "built yet (mine without --ray, or give embedding stores)")
         if search != "faiss-index":
             claim.work_dir(".work")  # checkpoints
         try:
@@ -240,11 +262,11 @@ def _search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_
         e = np.zeros(0, np.int64)
         mined = MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
     elif search == "faiss-index":
-        k = config.k
-        fs, fi = (_search_side_index(sy, mx.rows[:], my.position_of_row, min(k, len(my.ids)))
-                  if sy.index is not None else _index_of_rows(my.rows, mx.rows, k))
-        bs, bi = (_search_side_index(sx, my.rows[:], mx.position_of_row, min(k, len(mx.ids)))
-                  if sx.index is not None else _index_of_rows(mx.rows, my.rows, k))
+        on_ray = ray is not None
+        fs, fi = _neighbours(sy, my, mx.rows, config.k, ray=on_ray, show_progress=show_progress,
+                             tag="searching tgt")
+        bs, bi = _neighbours(sx, mx, my.rows, config.k, ray=on_ray, show_progress=show_progress,
+                             tag="searching src")
         mined = select_pairs(fs, fi, bs, bi, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
     elif search == "approximate":
         knn = approximate_knn_both(mx.rows, my.rows, config.k, config=approximate_config, work_dir=work / "ann",
@@ -279,18 +301,6 @@ def _threshold(config: MiningConfig, projection_dir, *, default_threshold: bool)
     value, source = found
     log.info("threshold %s: %s", value, source)
     return config.replace(threshold=value), {"value": value, "margin": config.margin, "source": source}
-
-
-def _index_of_rows(base_rows, query_rows, k: int):
-    """Exact kNN of query_rows in base_rows through a flat FAISS index (the side facing an index dir)."""
-    import faiss
-
-    index = faiss.IndexFlatIP(base_rows.shape[1])
-    for b in range(0, len(base_rows), 65536):
-        index.add(np.ascontiguousarray(base_rows[b: b + 65536], dtype=np.float32))
-    kk = min(k, len(base_rows))
-    sims, ids = index.search(np.ascontiguousarray(query_rows[:], dtype=np.float32), kk)
-    return sims.astype(np.float32), ids.astype(np.int64)
 
 
 def _clean(text: str) -> str:

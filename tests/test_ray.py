@@ -144,12 +144,24 @@ def test_mine_approximate_on_ray_is_byte_identical(cluster, corpora, tmp_path):
     assert summary["ray"] == cluster and summary["search"] == "approximate"
 
 
-def test_an_index_side_on_ray_is_refused_in_one_line(cluster, corpora, local_store, tmp_path):
-    _run("build-index", local_store, "--type", "flat", "-o", tmp_path / "idx")
-    result = _run("mine", tmp_path / "idx", corpora / "en.txt", "--encoder", ENCODER, "-o", tmp_path / "ray.tsv",
-                  "--ray", cluster, ok=False)
-    assert result.exit_code == 2 and "an index side on Ray is not built yet" in result.output
-    assert not (tmp_path / "ray.tsv").exists()
+@pytest.mark.parametrize("index_args", [["--type", "flat"], ["--type", "ivf", "--nlist", 8, "--shard-rows", 100]])
+def test_mine_with_an_index_side_on_ray_is_byte_identical(cluster, corpora, local_store, tmp_path, monkeypatch,
+                                                          index_args):
+    import xmine.index.blocked_search as blocked
+
+    # Several query blocks and flat chunks, so the merge across them is exercised too.
+    monkeypatch.setattr(blocked, "QUERY_BLOCK", 64)
+    monkeypatch.setattr(blocked, "FLAT_CHUNK", 128)
+    _run("build-index", local_store, *index_args, "-o", tmp_path / "idx")
+    for src, tgt in ((tmp_path / "idx", corpora / "en.txt"), (corpora / "en.txt", tmp_path / "idx")):
+        common = [src, tgt, "--encoder", ENCODER, "--threshold", 1.0, "--line-numbers", "--overwrite"]
+        _run("mine", *common, "-o", tmp_path / "local.tsv")
+        _run("mine", *common, "-o", tmp_path / "ray.tsv", "--ray", cluster)
+        local = (tmp_path / "local.tsv").read_bytes()
+        assert local == (tmp_path / "ray.tsv").read_bytes()
+        assert local.count(b"\n") > 200
+        summary = json.loads((tmp_path / "ray.tsv.json").read_text())
+        assert summary["ray"] == cluster and summary["search"] == "faiss-index"
 
 
 @pytest.mark.parametrize("shard_rows", [None, 130])
@@ -170,9 +182,10 @@ def test_build_index_on_ray_is_the_same_index(cluster, corpora, tmp_path, monkey
     hits = [_run("search", tmp_path / name, queries, "-k", 3).stdout for name in ("local", "ray")]
     assert hits[0] == hits[1] and hits[0].count("\n") == 900
     # Searching on Ray (tasks of query blocks x shards, merged per query) finds the same rows.
+    import xmine.index.blocked_search as blocked
     from xmine.index.faiss_index import IndexDir
 
-    monkeypatch.setattr(ray_build, "QUERY_BLOCK", 100)
+    monkeypatch.setattr(blocked, "QUERY_BLOCK", 100)
     ix = IndexDir.open(tmp_path / "ray")
     q = np.random.default_rng(0).standard_normal((250, ix.dim)).astype(np.float32)
     q /= np.linalg.norm(q, axis=1, keepdims=True)

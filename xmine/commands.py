@@ -86,7 +86,8 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
 
     The store (OUT) holds .npy shards, the line number and text of every sentence, and a
     manifest recording the encoder, projection, input file hash and settings. Empty lines are
-    skipped but line numbers refer to the input file. Memory use is bounded by --shard-rows.
+    skipped but line numbers refer to the input file. A line repeated within a shard is encoded
+    once (every repeat keeps its row). Memory use is bounded by --shard-rows.
 
     Interrupted (Ctrl-C, crash)? Run the same command again: finished shards are kept and only
     the rest is encoded. A finished store is not rebuilt. If the input file or the settings

@@ -492,24 +492,34 @@ def _encode_shard(
     max_chars: int, pbar: Any, lines: list[int], last_line: int, stats: CorpusStats | None = None,
     lang: str | None = None,
 ) -> np.ndarray:
-    """Encode one shard in chunks (so the progress bar moves), then apply the projection."""
+    """Encode one shard in chunks (so the progress bar moves), then apply the projection.
+
+    Each distinct text of the shard is encoded once and its vector copied to every repeat: web
+    corpora repeat lines (boilerplate, navigation), and the encoder is where the time goes."""
     texts = truncate_for_encoding(sentences, max_chars)
     if stats is not None and hasattr(encoder, "truncated"):
         cut = encoder.truncated(texts)
         if len(cut):
             stats.note_token_cuts([lines[i] for i in cut], getattr(encoder, "max_tokens", None))
+    first: dict[str, int] = {}
+    inverse = np.fromiter((first.setdefault(t, len(first)) for t in texts), dtype=np.int64, count=len(texts))
+    unique = list(first)
+    # The progress bar counts input lines (it stands at `last_line`): after each chunk of distinct
+    # texts it moves to the last row of the prefix of rows whose texts are all encoded by then.
+    needs = np.maximum.accumulate(inverse)  # rows 0..r need the distinct texts 0..needs[r]
+    shown = last_line
     pieces = []
-    for lo in range(0, len(texts), _ENCODE_CHUNK):
-        chunk = texts[lo: lo + _ENCODE_CHUNK]
+    for lo in range(0, len(unique), _ENCODE_CHUNK):
+        chunk = unique[lo: lo + _ENCODE_CHUNK]
         raw = np.asarray(encoder.encode(chunk, batch_size=batch_size), dtype=np.float32)
         if raw.ndim != 2 or raw.shape[0] != len(chunk):
             raise ArtefactError(f"encoder returned shape {raw.shape} for {len(chunk)} sentences")
         pieces.append(projection.transform(raw, part, lang=lang) if projection is not None else raw)
         if pbar is not None:
-            line_now = lines[min(lo + _ENCODE_CHUNK, len(lines)) - 1]
-            prev = lines[lo - 1] if lo else last_line
-            pbar.update(line_now - prev)
-    return np.concatenate(pieces, axis=0).astype(np.float32, copy=False)
+            done = int(np.searchsorted(needs, lo + len(chunk)))  # rows whose texts are all encoded
+            pbar.update(lines[done - 1] - shown)
+            shown = lines[done - 1]
+    return np.concatenate(pieces, axis=0).astype(np.float32, copy=False)[inverse]
 
 
 def write_shard(out_dir: Path, idx: int, emb: np.ndarray, line_numbers, sentences: Sequence[str]) -> dict[str, Any]:

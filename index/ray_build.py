@@ -9,9 +9,10 @@ Building (`build_index_ray`), as autofaiss and stopes do:
    one index (`merge_from`, faiss's `merge_into`), which holds the same lists in the same order
    as adding every row to one index. HNSW graphs cannot be merged: they are built in one task.
 
-Searching (`search_ray`, on `search_blocks_ray`): tasks of (query block x index shard); each
-task's top-k is merged per query across the shards in shard order (`merge_topk`), so a query's k
-hits are its k best over the whole index, exactly as `IndexDir.search` returns them. Approximate
+Searching (`search_ray`, on `search_blocks_ray`): tasks of (run of query blocks x index shard),
+each opening its shard once; each block's top-k is merged per query across the shards in shard
+order (`merge_topk`), so a query's k hits are its k best over the whole index, exactly as
+`IndexDir.search` returns them. Approximate
 mining on Ray (mining/ray_approximate.py) schedules its steps with the same tasks
 (`train_task`, `add_task`, `search_blocks_ray`).
 
@@ -219,21 +220,33 @@ def build_index_ray(
     return IndexDir.open(out_dir)
 
 
-def _search_task(open_shard, s: int, queries, q0: int, q1: int, k: int, nprobe, use_gpu: bool):
+#: Queries one search task runs against its shard. A task opens (reads) its shard once, so at
+#: scale a task must cover many query blocks: with 16k-query tasks, 1B queries would read every
+#: shard 61,000 times.
+QUERIES_PER_TASK = 1 << 20
+
+
+def _search_task(open_shard, s: int, queries, starts: list[int], block: int, k: int, nprobe, use_gpu: bool):
+    """Shard s opened once, searched by the query blocks starting at `starts`: [(q0, sims, rows)]."""
     index, shard, choice = open_shard(s)
-    sims, rows = search_shard(index, shard, choice, np.ascontiguousarray(queries[q0:q1], dtype=np.float32), k,
-                              nprobe=nprobe, use_gpu=use_gpu)
-    return q0, s, sims, rows
+    found = []
+    for q0 in starts:
+        q = np.ascontiguousarray(queries[q0 : min(q0 + block, len(queries))], dtype=np.float32)
+        found.append((q0, *search_shard(index, shard, choice, q, k, nprobe=nprobe, use_gpu=use_gpu)))
+    return s, found
 
 
 def search_blocks_ray(open_shard, n_shards: int, queries, k: int, *, block: int | None = None,
                       nprobe: int | None = None, use_gpu: bool = False, done: dict | None = None,
                       on_block=None, desc: str = "search (ray)", show_progress: bool = False):
-    """Top-k (sims, rows) of every query over `n_shards` shards, as Ray tasks of (query block x
-    shard), each running `search_shard` on `open_shard(s)` (a picklable callable returning
-    (index, shard, choice)). A block's answers are merged in shard order (`merge_topk`), which is
-    the top-k a loop over the shards keeps: each query's k best over the whole index.
+    """Top-k (sims, rows) of every query over `n_shards` shards, as Ray tasks, each running
+    `search_shard` on `open_shard(s)` (a picklable callable returning (index, shard, choice)) for
+    a run of query blocks. A block's answers are merged in shard order (`merge_topk`), which is
+    the top-k a loop over the shards keeps: each query's k best over the whole index, the arrays
+    `xmine.index.blocked_search.search_blocks` computes in one process.
 
+    Each task covers up to QUERIES_PER_TASK queries of one shard, in blocks of `block`, and there
+    are at least two tasks per CPU (or GPU) of the cluster when there are blocks enough.
     `queries`: an array or a row view (`rows_for_workers`), put in the object store once.
     `done`: {q0: (sims, rows)} of blocks finished earlier (not searched again); `on_block(q0,
     sims, rows)` is called as each block is merged (a checkpoint)."""
@@ -248,25 +261,30 @@ def search_blocks_ray(open_shard, n_shards: int, queries, k: int, *, block: int 
     blocks = [q0 for q0 in range(0, nq, block) if q0 not in done]
     if not blocks:
         return out_s, out_i
+    res = cluster_resources()
+    slots = max(1, int(res["GPU"] if use_gpu else res["CPU"]))
+    runs = min(len(blocks), max(-(-len(blocks) * block // QUERIES_PER_TASK), -(-2 * slots // n_shards)))
+    groups = [list(g) for g in np.array_split(np.asarray(blocks), runs)]
     q_ref = ray.put(np.ascontiguousarray(queries, dtype=np.float32) if isinstance(queries, np.ndarray)
                     else queries)
     task = remote(_search_task, num_cpus=1, **({"num_gpus": 1} if use_gpu else {}))
-    refs = (task.remote(open_shard, s, q_ref, q0, min(q0 + block, nq), k, nprobe, use_gpu)
-            for q0 in blocks for s in range(n_shards))
+    refs = (task.remote(open_shard, s, q_ref, [int(q) for q in g], block, k, nprobe, use_gpu)
+            for g in groups for s in range(n_shards))
     waiting: dict[int, dict[int, tuple]] = {q0: {} for q0 in blocks}
     n_blocks = -(-nq // block)
     with ShardProgress(shards=n_blocks * n_shards, shards_done=(n_blocks - len(blocks)) * n_shards,
                        rows=nq * n_shards, rows_done=(nq - sum(min(block, nq - q0) for q0 in blocks)) * n_shards,
                        desc=desc, unit=" queries", enabled=show_progress) as bar:
-        for q0, s, sims, rows in run_tasks(refs):
-            waiting[q0][s] = (sims, rows)
-            bar.done(len(sims))
-            if len(waiting[q0]) == n_shards:  # every shard answered this block: merge in shard order
-                got = waiting.pop(q0)
-                ms, mi = merge_topk([got[i][0] for i in range(n_shards)], [got[i][1] for i in range(n_shards)], k)
-                out_s[q0 : q0 + len(ms)], out_i[q0 : q0 + len(mi)] = ms, mi
-                if on_block is not None:
-                    on_block(q0, ms, mi)
+        for s, found in run_tasks(refs):
+            for q0, sims, rows in found:
+                waiting[q0][s] = (sims, rows)
+                bar.done(len(sims))
+                if len(waiting[q0]) == n_shards:  # every shard answered this block: merge in shard order
+                    got = waiting.pop(q0)
+                    ms, mi = merge_topk([got[i][0] for i in range(n_shards)], [got[i][1] for i in range(n_shards)], k)
+                    out_s[q0 : q0 + len(ms)], out_i[q0 : q0 + len(mi)] = ms, mi
+                    if on_block is not None:
+                        on_block(q0, ms, mi)
     return out_s, out_i
 
 

@@ -6,8 +6,9 @@ The engine only schedules; every number comes from the functions the single-proc
 2. per direction, the base side's shards are built by `add_rows` in parallel tasks
    (`index.ray_build.add_task`), each written to `OUT.work/ann/` as the single-process path
    writes it;
-3. the queries are searched in tasks of (query block x shard) (`index.ray_build.search_blocks_ray`,
-   `search_shard`), blocks of `query_block` rows as in one process, since FAISS's kernels may
+3. the queries are searched in tasks of (run of query blocks x shard), each opening its shard
+   once (`index.ray_build.search_blocks_ray`, `search_shard`), blocks of `query_block` rows as in
+   one process, since FAISS's kernels may
    depend on how many queries a call holds. Each block's per-shard top-k is merged in shard order
    (`merge_topk`): the same top-k the single-process loop keeps, so the candidates, and after the
    exact rescoring on the driver (`approximate._rescore`, shared), the mined TSV are identical.

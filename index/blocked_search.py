@@ -3,12 +3,13 @@
 FAISS's similarities can differ in the last bits with the number of queries in one call (BLAS
 picks other kernels for other shapes). So the paths that must give the same bytes in one process
 and on Ray cut the queries the same way: blocks of `QUERY_BLOCK` rows, each searched in every
-shard by `search_shard`, merged per query in shard order by `merge_topk`. `search_blocks` does
-that here, shard by shard (each shard is opened once); `xmine.index.ray_build.search_blocks_ray`
-runs every (block x shard) search as a task and merges the same way.
+shard by `shard_searcher` (what `search_shard` runs), merged per query in shard order by
+`merge_topk`. `search_blocks` does that here, shard by shard (each shard is opened once);
+`xmine.index.ray_build.search_blocks_ray` runs runs of blocks x one shard as tasks and merges the
+same way.
 
 A "shard opener" is a picklable callable, `open_shard(s) -> (index, shard, choice)`, as
-`search_shard` takes them:
+`search_shard` and `shard_searcher` take them:
 - `IndexDirShards(path)`: the shards of an index directory;
 - `FlatChunks(rows)`: exact inner-product search over rows, as flat indexes of `FLAT_CHUNK` rows
   built when opened (memory: one chunk, not the whole side).
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.index.faiss_index import IndexDir, merge_topk, search_shard
+from xmine.index.faiss_index import IndexDir, merge_topk, shard_searcher
 
 #: Queries per search call, in one process and on Ray alike (see the module doc).
 QUERY_BLOCK = 16_384
@@ -38,7 +39,7 @@ class IndexDirShards:
         return len(IndexDir.open(self.path).manifest["shards"])
 
     def __call__(self, s: int):
-        """(index, shard, choice) of shard s, as `search_shard` takes them."""
+        """(index, shard, choice) of shard s, as `shard_searcher` takes them."""
         ix = IndexDir.open(self.path)
         return ix.load_shard(s), ix.manifest["shards"][s], ix.manifest["choice"]
 
@@ -78,12 +79,11 @@ def search_blocks(open_shard, n_shards: int, queries, k: int, *, block: int | No
     out_i = np.full((nq, k), -1, dtype=np.int64)
     with tqdm(total=nq * n_shards, desc=desc, unit=" queries", disable=not show_progress, dynamic_ncols=True) as bar:
         for s in range(n_shards):
-            index, shard, choice = open_shard(s)
+            search = shard_searcher(*open_shard(s), nprobe=nprobe, use_gpu=use_gpu)
             for q0 in range(0, nq, block):
                 q1 = min(nq, q0 + block)
-                sims, rows = search_shard(index, shard, choice, np.ascontiguousarray(queries[q0:q1], dtype=np.float32),
-                                          k, nprobe=nprobe, use_gpu=use_gpu)
+                sims, rows = search(np.ascontiguousarray(queries[q0:q1], dtype=np.float32), k)
                 out_s[q0:q1], out_i[q0:q1] = merge_topk([out_s[q0:q1], sims], [out_i[q0:q1], rows], k)
                 bar.update(q1 - q0)
-            del index
+            del search  # the shard's memory (and GPU copy) before the next one is opened
     return out_s, out_i

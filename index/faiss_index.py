@@ -403,10 +403,21 @@ class IndexDir:
 def search_shard(index, shard: dict, choice: dict, queries: np.ndarray, k: int, *, nprobe: int | None,
                  use_gpu: bool) -> tuple[np.ndarray, np.ndarray]:
     """Top-k of float32 `queries` in one shard: (sims, rows of the whole index; -1 when fewer)."""
+    return shard_searcher(index, shard, choice, nprobe=nprobe, use_gpu=use_gpu)(queries, k)
+
+
+def shard_searcher(index, shard: dict, choice: dict, *, nprobe: int | None, use_gpu: bool):
+    """`search(queries, k)` over one shard, as `search_shard`, with the search parameters set and
+    the index moved to the GPU once, for callers that search a shard block after block."""
     set_search_params(index, choice, nprobe)
     idx, res = _to_gpu(index) if use_gpu else (index, None)
-    s, i = idx.search(queries, min(k, shard["rows"]))
-    return s, np.where(i >= 0, i + shard["start"], -1)
+
+    def search(queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        _ = res  # the GPU resources live as long as the index on them
+        s, i = idx.search(queries, min(k, shard["rows"]))
+        return s, np.where(i >= 0, i + shard["start"], -1)
+
+    return search
 
 
 def _count_lines(path: Path) -> int:

@@ -40,7 +40,7 @@ from xmine.index.faiss_index import (
     add_rows,
     merge_topk,
     resolve_choice,
-    search_shard,
+    shard_searcher,
     shard_name,
     shard_plan,
     train_index,
@@ -228,11 +228,11 @@ QUERIES_PER_TASK = 1 << 20
 
 def _search_task(open_shard, s: int, queries, starts: list[int], block: int, k: int, nprobe, use_gpu: bool):
     """Shard s opened once, searched by the query blocks starting at `starts`: [(q0, sims, rows)]."""
-    index, shard, choice = open_shard(s)
+    search = shard_searcher(*open_shard(s), nprobe=nprobe, use_gpu=use_gpu)
     found = []
     for q0 in starts:
         q = np.ascontiguousarray(queries[q0 : min(q0 + block, len(queries))], dtype=np.float32)
-        found.append((q0, *search_shard(index, shard, choice, q, k, nprobe=nprobe, use_gpu=use_gpu)))
+        found.append((q0, *search(q, k)))
     return s, found
 
 
@@ -240,8 +240,8 @@ def search_blocks_ray(open_shard, n_shards: int, queries, k: int, *, block: int 
                       nprobe: int | None = None, use_gpu: bool = False, done: dict | None = None,
                       on_block=None, desc: str = "search (ray)", show_progress: bool = False):
     """Top-k (sims, rows) of every query over `n_shards` shards, as Ray tasks, each running
-    `search_shard` on `open_shard(s)` (a picklable callable returning (index, shard, choice)) for
-    a run of query blocks. A block's answers are merged in shard order (`merge_topk`), which is
+    `shard_searcher` on `open_shard(s)` (a picklable callable returning (index, shard, choice))
+    for a run of query blocks. A block's answers are merged in shard order (`merge_topk`), which is
     the top-k a loop over the shards keeps: each query's k best over the whole index, the arrays
     `xmine.index.blocked_search.search_blocks` computes in one process.
 

@@ -57,17 +57,16 @@ def _neighbours(base_side, base: "_Mineable", queries, k: int, *, ray: bool, sho
     ones), so it is asked for 2k more, each hit is mapped to its representative among the mined
     rows (or dropped), and repeats are dropped. Else exactly, through flat indexes over the mined
     rows in chunks. Either way the queries go in the same blocks here and on Ray (`ray=True`:
-    one task per block x shard), so both give the same bytes (xmine.index.blocked_search)."""
+    tasks of query blocks x one shard), so both give the same bytes (xmine.index.blocked_search)."""
     from xmine.index.blocked_search import FlatChunks, IndexDirShards, search_blocks
     from xmine.index.faiss_index import gpu_count
 
     kk = min(k, len(base.ids))
     if base_side.index is not None:
         opener, fetch = IndexDirShards(base_side.index.path), kk + 2 * k
-        n_shards = len(base_side.index.manifest["shards"])
     else:
         opener, fetch = FlatChunks(base.rows), kk
-        n_shards = len(opener)
+    n_shards = len(opener)
     if ray:
         from xmine.cluster import cluster_resources
         from xmine.index.ray_build import rows_for_workers, search_blocks_ray

@@ -74,7 +74,8 @@ def _split_langs(value: str | None) -> list[str] | None:
 @click.option("--max-epochs", type=click.IntRange(min=1), default=200, show_default=True,
               help="Upper bound on epochs; training normally ends by early stopping.")
 @click.option("--patience", type=click.IntRange(min=1), default=5, show_default=True,
-              help="Stop after this many epochs without a lower validation loss; the best epoch is kept.")
+              help="Stop after this many epochs without a lower validation loss (--method fmda: see "
+                   "--fmda-select); the best epoch is kept.")
 @click.option("--valid-fraction", type=Finite(0, 1, min_open=True, max_open=True), default=0.1, show_default=True,
               help="Share of each language pair held out for validation (early stopping, langid accuracy).")
 @click.option("--layers", type=click.IntRange(min=1), default=1, show_default=True,
@@ -83,6 +84,14 @@ def _split_langs(value: str | None) -> list[str] | None:
               help="--method fmda only: the form of the contrastive terms (Eqs. 3-4). clamped: negative "
                    "cosines clamped at 0, and an in-batch negative besides the BLEU-pool one (as DREAM); "
                    "paper: the equations as printed (unclamped, pool negatives only; measured far worse).")
+@click.option("--fmda-select", type=click.Choice(("dev-retrieval", "dev-loss")), default="dev-retrieval",
+              show_default=True,
+              help="--method fmda only: what keeps the best epoch and early-stops (with --patience). "
+                   "dev-retrieval: accuracy@1 of the meaning part retrieving translations among the dev rows "
+                   "(both directions, mean); dev-loss: the summed loss on the dev rows.")
+@click.option("--fmda-meaning-init", type=click.Choice(("default", "identity")), default="default",
+              show_default=True,
+              help="--method fmda only: initialise the meaning layer to the identity (needs --layers 1).")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of sampling, split, initialisation, batch order and negatives: same seed, same weights.")
 @click.option("--restart", is_flag=True, help="Discard a checkpoint left in OUTPUT/.work instead of resuming it.")
@@ -96,8 +105,8 @@ def _split_langs(value: str | None) -> list[str] | None:
 @ray_option("the embedding step (sentences not in the cache yet are encoded by a pool of encoder actors; "
             "training itself stays here)")
 def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_lang, max_valid_pairs, batch_size, lr,
-                  max_epochs, patience, valid_fraction, layers, fmda_contrastive, seed, restart, overwrite, threads,
-                  precision, quiet, ray_address):
+                  max_epochs, patience, valid_fraction, layers, fmda_contrastive, fmda_select, fmda_meaning_init, seed,
+                  restart, overwrite, threads, precision, quiet, ray_address):
     """Train a meaning/language projection (disentangler) on parallel sentences.
 
     One multilingual model is trained on all language pairs found. Embeddings come from the
@@ -115,10 +124,10 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
 
     if method == "fmda":
         return _train_fmda(pairs, out_dir, encoder, langs, max_pairs_per_lang, max_valid_pairs, batch_size, lr,
-                           max_epochs, patience, layers, fmda_contrastive, seed, restart, overwrite, threads,
-                           precision, quiet)
-    if fmda_contrastive != "clamped":
-        raise click.UsageError("--fmda-contrastive applies to --method fmda only")
+                           max_epochs, patience, layers, fmda_contrastive, fmda_select, fmda_meaning_init, seed,
+                           restart, overwrite, threads, precision, quiet)
+    if (fmda_contrastive, fmda_select, fmda_meaning_init) != ("clamped", "dev-retrieval", "default"):
+        raise click.UsageError("--fmda-contrastive, --fmda-select and --fmda-meaning-init apply to --method fmda only")
     if max_valid_pairs is not None:
         raise click.UsageError("--max-valid-pairs applies to --method fmda only (other methods hold out --valid-fraction)")
     config = TrainConfig(method=method, base=base, layers=layers, batch_size=batch_size, lr=lr,
@@ -144,7 +153,7 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
 
 
 def _train_fmda(pairs, out_dir, encoder, langs, max_train, max_dev, batch_size, lr, max_epochs, patience, layers,
-                contrastive, seed, restart, overwrite, threads, precision, quiet):
+                contrastive, select, meaning_init, seed, restart, overwrite, threads, precision, quiet):
     from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
     from xmine.encoders import load_encoder
 
@@ -157,15 +166,18 @@ def _train_fmda(pairs, out_dir, encoder, langs, max_train, max_dev, batch_size, 
 
     folder = locate(pairs[0])
     config = FmdaConfig(partners=partners, batch_size=batch_size, lr=lr, max_epochs=max_epochs, patience=patience,
-                        max_train=max_train, max_dev=max_dev, layers=layers, contrastive=contrastive, seed=seed)
+                        max_train=max_train, max_dev=max_dev, layers=layers, contrastive=contrastive, select=select,
+                        meaning_init=meaning_init, seed=seed)
     config.check()
     enc = load_encoder(encoder, precision=precision)
     projection = train_fmda(folder, out_dir, encoder=enc, config=config, restart=restart, show_progress=not quiet,
                             threads=threads, overwrite=overwrite)
     cfg = projection.config
     rows = ", ".join(f"{k} {v}" for k, v in sorted(cfg["term_rows_per_epoch"].items()))
-    click.echo(f"wrote {out_dir}: method fmda, pairs {','.join(cfg['language_pairs'])}, best dev loss "
-               f"{cfg['best_valid_loss']:.4f} at epoch {cfg['best_epoch']} (untrained {cfg['initial_valid_loss']:.4f}); "
+    click.echo(f"wrote {out_dir}: method fmda, pairs {','.join(cfg['language_pairs'])}, kept epoch {cfg['best_epoch']} "
+               f"(best {cfg['selected_on']}): dev loss {cfg['best_valid_loss']:.4f} (untrained "
+               f"{cfg['initial_valid_loss']:.4f}), dev retrieval {cfg['best_dev_retrieval']:.4f} (untrained "
+               f"{cfg['initial_dev_retrieval']:.4f}); "
                f"rows per term and epoch: {rows}; left out (no annotation): {', '.join(cfg['left_out_terms']) or 'none'}",
                err=True)
 

@@ -183,22 +183,26 @@ def _fit_langid(model, data: _Data, n_langs: int) -> dict[str, Any]:
             "sentences": int(len(vlabels))}
 
 
-def end_epoch(state: dict, model, *, train_loss: float, valid_loss: float, **extra) -> None:
+def end_epoch(state: dict, model, *, train_loss: float, valid_loss: float, criterion: float | None = None,
+              **extra) -> None:
     """Early stopping's bookkeeping after an epoch: the history entry, and the best weights kept
-    (the checkpoint keeps the last epoch; the projection gets the best). Used by every trainer."""
+    (the checkpoint keeps the last epoch; the projection gets the best). Used by every trainer.
+    `criterion`: what selects the epoch, lower is better (ties keep the earlier epoch); default
+    `valid_loss`. `state["best_loss"]` holds the best criterion."""
     state["epoch"] += 1
     state["history"].append({"epoch": state["epoch"], "train_loss": train_loss, "valid_loss": valid_loss, **extra})
-    if valid_loss < state["best_loss"] - 1e-7:
-        state.update(best_loss=valid_loss, best_epoch=state["epoch"], bad_epochs=0,
+    c = valid_loss if criterion is None else criterion
+    if c < state["best_loss"] - 1e-7:
+        state.update(best_loss=c, best_epoch=state["epoch"], bad_epochs=0,
                      best_state=copy.deepcopy(model.state_dict()))
     else:
         state["bad_epochs"] += 1
 
 
-def epoch_line(state: dict, valid_name: str) -> str:
-    """The log line of the epoch `end_epoch` just recorded."""
+def epoch_line(state: dict, valid_name: str, more: str = "") -> str:
+    """The log line of the epoch `end_epoch` just recorded (`more`: after the validation loss)."""
     h = state["history"][-1]
-    return (f"epoch {state['epoch']}: train loss {h['train_loss']:.4f}, {valid_name} loss {h['valid_loss']:.4f}"
+    return (f"epoch {state['epoch']}: train loss {h['train_loss']:.4f}, {valid_name} loss {h['valid_loss']:.4f}{more}"
             + ("  (best)" if state["best_epoch"] == state["epoch"] else f"  ({state['bad_epochs']} without improvement)"))
 
 

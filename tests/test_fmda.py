@@ -246,3 +246,55 @@ def test_fmda_trains_from_the_cli_resumes_and_round_trips(tiny_massive, tmp_path
     got = st.encode(sents, convert_to_numpy=True)
     cos = (got * parts["template"]).sum(1)
     assert cos.min() > 0.999, cos
+
+
+# --- checkpoint selection on dev retrieval ------------------------------------------------------------
+
+def test_dev_retrieval_by_hand():
+    from types import SimpleNamespace
+
+    from xmine.disentangle.fmda_trainer import FmdaConfig, _dev_retrieval
+
+    vecs = {"en-US": torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
+            "de-DE": torch.tensor([[1.0, 0.1], [1.0, 0.0], [0.0, 1.0]])}
+    # cosines en x de: [[.995, 1, 0], [.0995, 0, 1], [.774, .707, .707]]. en->de (rows): argmax de 1, 2, 0
+    # for gold 0, 1, 2: no hit. de->en (columns): argmax en 0, 0, 1: one hit. Mean of 0/3 and 1/3.
+    model = torch.nn.Linear(1, 1)
+    stepper = SimpleNamespace(model=model, parts=lambda loc, rows: {"meaning": vecs[loc][rows]})
+    data = SimpleNamespace(dev_rows=np.arange(3))
+    assert _dev_retrieval(stepper, data, FmdaConfig(partners=["de-DE"])) == pytest.approx(1 / 6)
+    assert model.training  # left in training mode
+    vecs["de-DE"] = vecs["en-US"] * 3  # translations identical up to scale: every row found both ways
+    assert _dev_retrieval(stepper, data, FmdaConfig(partners=["de-DE"])) == 1.0
+
+
+def test_selection_keeps_the_epoch_with_the_best_dev_retrieval(tiny_massive, tmp_path, me5, monkeypatch):
+    from xmine.disentangle import fmda_trainer as T
+    from xmine.disentangle import load_projection
+
+    # scripted dev retrieval (epoch 0 = untrained, then epochs 1-5): best at epoch 2, tied at 4 (the
+    # earlier is kept), so patience 3 stops after epoch 5; the real value is computed too
+    script = iter([0.1, 0.3, 0.6, 0.5, 0.6, 0.2, 0.9])
+    real, snapshots, real_fn = [], [], T._dev_retrieval
+
+    def scripted(stepper, data, config):
+        real.append(real_fn(stepper, data, config))
+        snapshots.append({k: v.clone() for k, v in stepper.model.state_dict().items()})
+        return next(script)
+
+    monkeypatch.setattr(T, "_dev_retrieval", scripted)
+    config = T.FmdaConfig(partners=["de-DE"], batch_size=16, lr=1e-3, max_epochs=10, patience=3)
+    proj = T.train_fmda(tiny_massive, tmp_path / "sel", encoder=me5, config=config, show_progress=False)
+    cfg = proj.config
+    hist = cfg["history"]
+    assert [h["dev_retrieval"] for h in hist] == [0.3, 0.6, 0.5, 0.6, 0.2]
+    assert cfg["best_epoch"] == 2 and cfg["selected_on"] == "dev-retrieval" and cfg["best_dev_retrieval"] == 0.6
+    assert cfg["initial_dev_retrieval"] == 0.1 and cfg["best_valid_loss"] == hist[1]["valid_loss"]
+    assert all(0.0 <= r <= 1.0 for r in real)
+    # the saved weights are epoch 2's (snapshots[0] is the untrained model), not the last epoch's
+    saved = proj.model.state_dict()
+    for k, v in snapshots[2].items():
+        if k != "langid_centroids":
+            assert torch.equal(saved[k], v), k
+    assert not torch.equal(saved["meaning_mlp.0.weight"], snapshots[5]["meaning_mlp.0.weight"])
+    assert load_projection(tmp_path / "sel").config["best_epoch"] == 2

@@ -147,8 +147,12 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
 
     from xmine.artefacts import provenance
     from xmine.encoders import check_same_encoder, fingerprint_precision
-    from xmine.index.faiss_index import IndexDir
+    import numpy as np
+
+    from xmine.index.blocked_search import IndexDirShards, search_blocks
+    from xmine.index.faiss_index import IndexDir, gpu_count
     from xmine.inputs import Encoders, check_same_projection, load_side
+    from xmine.store.rows import RowSubset
     from xmine.store.text import TextColumn
 
     ix = IndexDir.open(index_dir)
@@ -171,8 +175,13 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
             sink = sys.stdout
         stack.callback(q.close)
         written = 0
-        for start in range(0, len(q), _QUERY_BLOCK):  # queries in blocks: memory does not grow with them
-            sims, rows = ix.search(q.rows[start: start + _QUERY_BLOCK], k, nprobe=nprobe)
+        shards = IndexDirShards(ix.path)
+        # Runs of queries, each searched shard by shard (every shard read once per run), then
+        # written: memory holds one run's hits, not all of them.
+        for start in range(0, len(q), _SEARCH_RUN):
+            run = RowSubset(q.rows, np.arange(start, min(len(q), start + _SEARCH_RUN)))
+            sims, rows = search_blocks(shards, len(ix.manifest["shards"]), run, k, nprobe=nprobe,
+                                       use_gpu=gpu_count() > 0)
             for off in range(len(sims)):
                 qi = start + off
                 hits = [(r + 1, float(s), int(lines[j]), hits_text[j])
@@ -193,7 +202,8 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
             "provenance": provenance(index=str(index_dir), queries=str(queries), k=k, nprobe=nprobe, format=fmt)}
 
 
-_QUERY_BLOCK = 65_536
+#: Queries searched in every shard before their hits are written (one run's hits in memory).
+_SEARCH_RUN = 1 << 20
 
 
 COMMANDS = [build_index, search]

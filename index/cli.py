@@ -145,10 +145,10 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
 def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision) -> dict:
     import contextlib
 
-    from xmine.artefacts import provenance
-    from xmine.encoders import check_same_encoder, fingerprint_precision
     import numpy as np
 
+    from xmine.artefacts import provenance
+    from xmine.encoders import check_same_encoder, fingerprint_precision
     from xmine.index.blocked_search import IndexDirShards, search_blocks
     from xmine.index.faiss_index import IndexDir, gpu_count
     from xmine.inputs import Encoders, check_same_projection, load_side

@@ -12,9 +12,8 @@ Building (`build_index_ray`), as autofaiss and stopes do:
 Searching (`search_ray`, on `search_blocks_ray`): tasks of (run of query blocks x index shard),
 each opening its shard once; each block's top-k is merged per query across the shards in shard
 order (`merge_topk`), so a query's k hits are its k best over the whole index, exactly as
-`IndexDir.search` returns them. Approximate
-mining on Ray (mining/ray_approximate.py) schedules its steps with the same tasks
-(`train_task`, `add_task`, `search_blocks_ray`).
+`IndexDir.search` returns them. Approximate mining on Ray (mining/ray_approximate.py) schedules
+its steps with the same tasks (`train_task`, `add_task`, `search_blocks_ray`).
 
 Embeddings reach the tasks either through Ray's object store (an array, put once) or, for an
 embedding store, by path (`RowFiles`): each task reads only its rows from the files.

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from xmine.artefacts import provenance
-from xmine.errors import ConfigError, InputError, NonFiniteRowError
+from xmine.errors import InputError, NonFiniteRowError
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.products import resolve_product
 from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs

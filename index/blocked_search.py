@@ -10,7 +10,7 @@ same way.
 
 A "shard opener" is a picklable callable, `open_shard(s) -> (index, shard, choice)`, as
 `search_shard` and `shard_searcher` take them:
-- `IndexDirShards(path)`: the shards of an index directory;
+- `IndexDirShards(index_dir)`: the shards of an index directory (an open `IndexDir` or a path);
 - `FlatChunks(rows)`: exact inner-product search over rows, as flat indexes of `FLAT_CHUNK` rows
   built when opened (memory: one chunk, not the whole side).
 """
@@ -30,17 +30,32 @@ FLAT_CHUNK = 65_536
 
 
 class IndexDirShards:
-    """The shards of an index directory, by path (what a search opens, here or in a Ray task)."""
+    """The shards of an index directory (what a search opens, here or in a Ray task).
 
-    def __init__(self, path: str | Path):
-        self.path = str(path)
+    Built from an open `IndexDir`, it searches that one; pickled (to a Ray task) it travels as the
+    path, and the task opens, and so checks, the directory itself once."""
+
+    def __init__(self, index: IndexDir | str | Path):
+        self.path = str(index.path if isinstance(index, IndexDir) else index)
+        self._ix = index if isinstance(index, IndexDir) else None
+
+    def _open(self) -> IndexDir:
+        if self._ix is None:
+            self._ix = IndexDir.open(self.path)
+        return self._ix
+
+    def __getstate__(self) -> dict:
+        return {"path": self.path}
+
+    def __setstate__(self, state: dict) -> None:
+        self.path, self._ix = state["path"], None
 
     def __len__(self) -> int:
-        return len(IndexDir.open(self.path).manifest["shards"])
+        return len(self._open().manifest["shards"])
 
     def __call__(self, s: int):
         """(index, shard, choice) of shard s, as `shard_searcher` takes them."""
-        ix = IndexDir.open(self.path)
+        ix = self._open()
         return ix.load_shard(s), ix.manifest["shards"][s], ix.manifest["choice"]
 
 

@@ -175,12 +175,12 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
             sink = sys.stdout
         stack.callback(q.close)
         written = 0
-        shards = IndexDirShards(ix.path)
+        shards = IndexDirShards(ix)
         # Runs of queries, each searched shard by shard (every shard read once per run), then
         # written: memory holds one run's hits, not all of them.
         for start in range(0, len(q), _SEARCH_RUN):
             run = RowSubset(q.rows, np.arange(start, min(len(q), start + _SEARCH_RUN)))
-            sims, rows = search_blocks(shards, len(ix.manifest["shards"]), run, k, nprobe=nprobe,
+            sims, rows = search_blocks(shards, len(shards), run, k, nprobe=nprobe,
                                        use_gpu=gpu_count() > 0)
             for off in range(len(sims)):
                 qi = start + off

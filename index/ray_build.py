@@ -293,5 +293,5 @@ def search_ray(ix: IndexDir, queries: np.ndarray, k: int, *, nprobe: int | None 
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     if queries.ndim != 2 or queries.shape[1] != ix.dim:
         raise ConfigError(f"queries have shape {queries.shape}, index dimension is {ix.dim}")
-    return search_blocks_ray(IndexDirShards(ix.path), len(ix.manifest["shards"]), queries, k, nprobe=nprobe,
+    return search_blocks_ray(IndexDirShards(ix), len(ix.manifest["shards"]), queries, k, nprobe=nprobe,
                              use_gpu=cluster_resources()["GPU"] > 0, show_progress=show_progress)

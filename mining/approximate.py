@@ -25,7 +25,7 @@ direction (after each shard, and every `checkpoint_seconds` inside a shard) are 
 atomically; a second call with the same inputs continues where the first stopped.
 
 On Ray (`on_ray`, mining/ray_approximate.py) the same functions run as tasks: `train_quantiser`
-in one, `add_rows` per shard, `search_shard` per (query block x shard), merged by `merge_topk`.
+in one, `add_rows` per shard, `shard_searcher` per shard over its query blocks, merged by `merge_topk`.
 
 Index types: "ivfpqfs" (default: IVF + 4-bit product quantisation with fast-scan SIMD kernels,
 the fastest to search on CPU), "ivfpq" (8-bit PQ codes, more accurate, slower), "ivf" (IVF with
@@ -263,7 +263,7 @@ def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: _Work, co
     import faiss
     from tqdm.auto import tqdm
 
-    from xmine.index.faiss_index import add_rows, merge_topk, search_shard, shard_plan
+    from xmine.index.faiss_index import add_rows, merge_topk, shard_plan, shard_searcher
 
     nq, nb = len(queries), len(base)
     bounds = shard_plan(nb, shard_rows)
@@ -295,20 +295,21 @@ def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: _Work, co
                                  on_rows=bar.update, side=base_side(tag))
             with atomic_path(index_file) as tmp:
                 faiss.write_index(index, str(tmp))
+        search = shard_searcher(index, shard, choice, nprobe=None, use_gpu=False)
         start = q0 if s == shard0 else 0
         bar = tqdm(total=nq, initial=start, desc=f"searching {tag} shard {s + 1}/{n_shards}", unit="rows",
                    disable=not show_progress, leave=False)
         last = time.monotonic()
         for q in range(start, nq, config.query_block):
             qe = min(nq, q + config.query_block)
-            sims, ids = search_shard(index, shard, choice, _f32(queries[q:qe]), k, nprobe=None, use_gpu=False)
+            sims, ids = search(_f32(queries[q:qe]), k)
             run_s[q:qe], run_i[q:qe] = merge_topk([run_s[q:qe], sims], [run_i[q:qe], ids], k)
             bar.update(qe - q)
             if time.monotonic() - last >= config.checkpoint_seconds and qe < nq:
                 save(s, qe)
                 last = time.monotonic()
         bar.close()
-        del index
+        del index, search
         save(s + 1, 0)
         if n_shards > 1:
             index_file.unlink()  # searched; only the state is needed to resume past it

@@ -61,23 +61,20 @@ def _neighbours(base_side, base: "_Mineable", queries, k: int, *, ray: bool, sho
     from xmine.index.blocked_search import FlatChunks, IndexDirShards, search_blocks
     from xmine.index.faiss_index import gpu_count
 
-    kk = min(k, len(base.ids))
-    if base_side.index is not None:
-        opener, fetch = IndexDirShards(base_side.index.path), kk + 2 * k
-    else:
-        opener, fetch = FlatChunks(base.rows), kk
-    n_shards = len(opener)
-    if ray:
+    if ray:  # tasks read the rows by path (or from the object store), not through this process
         from xmine.cluster import cluster_resources
         from xmine.index.ray_build import rows_for_workers, search_blocks_ray
-
-        if isinstance(opener, FlatChunks):
-            opener = FlatChunks(rows_for_workers(base.rows), opener.chunk)
-        sims, rows = search_blocks_ray(opener, n_shards, rows_for_workers(queries), fetch,
+    kk = min(k, len(base.ids))
+    if base_side.index is not None:
+        opener, fetch = IndexDirShards(base_side.index), kk + 2 * k
+    else:
+        opener, fetch = FlatChunks(rows_for_workers(base.rows) if ray else base.rows), kk
+    if ray:
+        sims, rows = search_blocks_ray(opener, len(opener), rows_for_workers(queries), fetch,
                                        use_gpu=cluster_resources()["GPU"] > 0, desc=f"{tag} (ray)",
                                        show_progress=show_progress)
     else:
-        sims, rows = search_blocks(opener, n_shards, queries, fetch, use_gpu=gpu_count() > 0, desc=tag,
+        sims, rows = search_blocks(opener, len(opener), queries, fetch, use_gpu=gpu_count() > 0, desc=tag,
                                    show_progress=show_progress)
     if base_side.index is None:
         return sims, rows

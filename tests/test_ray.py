@@ -115,6 +115,17 @@ def test_embed_on_ray_never_loads_the_model_on_the_driver(cluster, corpora, tmp_
     _same_store(tmp_path / "local", tmp_path / "ray")
 
 
+def _mine_here_and_on_ray(common: list, tmp_path: Path, cluster: str, search: str) -> None:
+    """`xmine mine *common` in one process and with --ray: byte-identical TSVs, most pairs mined."""
+    _run("mine", *common, "-o", tmp_path / "local.tsv")
+    _run("mine", *common, "-o", tmp_path / "ray.tsv", "--ray", cluster)
+    local = (tmp_path / "local.tsv").read_bytes()
+    assert local == (tmp_path / "ray.tsv").read_bytes()
+    assert local.count(b"\n") > 200  # most of the 300 translations are mined
+    summary = json.loads((tmp_path / "ray.tsv.json").read_text())
+    assert summary["ray"] == cluster and summary["search"] == search
+
+
 def test_mine_on_ray_is_byte_identical(cluster, corpora, tmp_path, monkeypatch):
     import xmine.mining.ray_knn as ray_knn
 
@@ -123,25 +134,14 @@ def test_mine_on_ray_is_byte_identical(cluster, corpora, tmp_path, monkeypatch):
     monkeypatch.setattr(ray_knn, "TILE_BLOCKS_COLS", 1)
     common = [corpora / "de.txt", corpora / "en.txt", "--encoder", ENCODER, "--block-rows", 64, "--block-cols", 128,
               "--threshold", 1.0, "--line-numbers"]
-    _run("mine", *common, "-o", tmp_path / "local.tsv")
-    _run("mine", *common, "-o", tmp_path / "ray.tsv", "--ray", cluster)
-    local = (tmp_path / "local.tsv").read_bytes()
-    assert local == (tmp_path / "ray.tsv").read_bytes()
-    assert local.count(b"\n") > 200  # most of the 300 translations are mined
-    assert json.loads((tmp_path / "ray.tsv.json").read_text())["ray"] == cluster
+    _mine_here_and_on_ray(common, tmp_path, cluster, "exact")
 
 
 def test_mine_approximate_on_ray_is_byte_identical(cluster, corpora, tmp_path):
-    # Three index shards a side, every (query block x shard) search a task, merged per query.
+    # Three index shards a side, searched by tasks of query blocks x one shard, merged per query.
     common = [corpora / "de.txt", corpora / "en.txt", "--encoder", ENCODER, "--approximate", "--nlist", 8,
               "--index-shard-rows", 100, "--threshold", 1.0, "--line-numbers"]
-    _run("mine", *common, "-o", tmp_path / "local.tsv")
-    _run("mine", *common, "-o", tmp_path / "ray.tsv", "--ray", cluster)
-    local = (tmp_path / "local.tsv").read_bytes()
-    assert local == (tmp_path / "ray.tsv").read_bytes()
-    assert local.count(b"\n") > 200
-    summary = json.loads((tmp_path / "ray.tsv.json").read_text())
-    assert summary["ray"] == cluster and summary["search"] == "approximate"
+    _mine_here_and_on_ray(common, tmp_path, cluster, "approximate")
 
 
 @pytest.mark.parametrize("index_args", [["--type", "flat"], ["--type", "ivf", "--nlist", 8, "--shard-rows", 100]])
@@ -155,13 +155,7 @@ def test_mine_with_an_index_side_on_ray_is_byte_identical(cluster, corpora, loca
     _run("build-index", local_store, *index_args, "-o", tmp_path / "idx")
     for src, tgt in ((tmp_path / "idx", corpora / "en.txt"), (corpora / "en.txt", tmp_path / "idx")):
         common = [src, tgt, "--encoder", ENCODER, "--threshold", 1.0, "--line-numbers", "--overwrite"]
-        _run("mine", *common, "-o", tmp_path / "local.tsv")
-        _run("mine", *common, "-o", tmp_path / "ray.tsv", "--ray", cluster)
-        local = (tmp_path / "local.tsv").read_bytes()
-        assert local == (tmp_path / "ray.tsv").read_bytes()
-        assert local.count(b"\n") > 200
-        summary = json.loads((tmp_path / "ray.tsv.json").read_text())
-        assert summary["ray"] == cluster and summary["search"] == "faiss-index"
+        _mine_here_and_on_ray(common, tmp_path, cluster, "faiss-index")
 
 
 @pytest.mark.parametrize("shard_rows", [None, 130])

@@ -411,7 +411,7 @@ def _load_me5(*, device: str, prefix: str, precision: str) -> Encoder:
     import transformers
     from transformers import AutoModel, AutoTokenizer
 
-    from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model, model_identity
+    from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model
     from xmine.encoders.transformer import TokenBatchedEncoder, default_batching
     from xmine.errors import EncoderError
 
@@ -427,7 +427,7 @@ def _load_me5(*, device: str, prefix: str, precision: str) -> Encoder:
             transformers.utils.logging.enable_progress_bar()
     encoder = TokenBatchedEncoder(
         name="me5-small", model=model, tokenizer=tokenizer, pooling="mean", prefix=prefix,
-        identity=f"me5-small-q4:{model_identity(manifest)}", device=device,
+        identity=_me5_identity(manifest), device=device,
         batching=default_batching(device, MAX_SEQ_LENGTH), precision=precision,
     )
     if encoder.fingerprint() != fp:  # one identity, whether or not the model is loaded
@@ -439,14 +439,19 @@ def _load_me5(*, device: str, prefix: str, precision: str) -> Encoder:
 def me5_fingerprint(*, prefix: str = ME5_DEFAULT_PREFIX, precision: str,
                     manifest: dict[str, Any] | None = None) -> dict[str, Any]:
     """me5-small's fingerprint at `precision` (concrete) from its manifest, without loading the model."""
-    from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model, model_identity
+    from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model
     from xmine.encoders.transformer import token_batched_fingerprint
 
     if manifest is None:
         manifest = ensure_me5_model()[1]
-    return token_batched_fingerprint(name="me5-small", dim=int(manifest["dim"]),
-                                     identity=f"me5-small-q4:{model_identity(manifest)}", pooling="mean",
-                                     max_length=MAX_SEQ_LENGTH, prefix=prefix, precision=precision)
+    return token_batched_fingerprint(name="me5-small", dim=int(manifest["dim"]), identity=_me5_identity(manifest),
+                                     pooling="mean", max_length=MAX_SEQ_LENGTH, prefix=prefix, precision=precision)
+
+
+def _me5_identity(manifest: dict[str, Any]) -> str:
+    from xmine.encoders.e5_q4 import model_identity
+
+    return f"me5-small-q4:{model_identity(manifest)}"
 
 
 def list_encoders() -> list[dict[str, Any]]:

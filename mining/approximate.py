@@ -43,7 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.artefacts import atomic_path, atomic_write_json
+from xmine.artefacts import atomic_path
+from xmine.checkpoints import KeyedDir
 from xmine.errors import ConfigError, NonFiniteRowError
 
 log = logging.getLogger(__name__)
@@ -109,26 +110,8 @@ def _f32(block) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(block), dtype=np.float32)
 
 
-class _Work:
-    """Files of one approximate run in `directory`, keyed by the inputs and settings."""
-
-    def __init__(self, directory: Path, key: str):
-        self.dir = directory
-        self.dir.mkdir(parents=True, exist_ok=True)
-        key_file = self.dir / "key.json"
-        if key_file.is_file():
-            try:
-                same = json.loads(key_file.read_text())["key"] == key
-            except (ValueError, KeyError):
-                same = False
-            if not same:  # other inputs or settings: nothing here can be reused
-                for f in self.dir.iterdir():
-                    if f.is_file():
-                        f.unlink()
-        atomic_write_json(key_file, {"key": key})
-
-    def path(self, name: str) -> Path:
-        return self.dir / name
+#: what an approximate run writes in its work folder (mining/ray_approximate.py adds query blocks)
+WORK_FILES = ("trained.faiss", "*-shard*.faiss", "*-state.npz", "*-rescored.npz", "*-ray-block-*.npz")
 
 
 def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = ApproximateConfig(),
@@ -149,7 +132,7 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
         plan = ApproximateConfig(**{**asdict(config), "nlist": max(1, min(n, m, shard_rows))}).resolved(
             min(shard_rows, max(n, m)), dim)
     full_key = hashlib.sha256(json.dumps([key, n, m, k, asdict(config), plan], sort_keys=True).encode()).hexdigest()
-    work = _Work(Path(work_dir), full_key)
+    work = KeyedDir(work_dir, full_key, owned=WORK_FILES)
     log.info("approximate kNN: %s, nprobe %d, shards of %d rows", plan["factory"], plan["nprobe"], shard_rows)
 
     if on_ray:  # the same steps as Ray tasks (mining/ray_approximate.py); output identical
@@ -207,7 +190,7 @@ def shard_bounds(plan: dict, lo: int, hi: int) -> tuple[dict, dict]:
     return {"start": lo, "rows": hi - lo}, {"nlist": plan["nlist"], "nprobe": plan["nprobe"]}
 
 
-def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work: _Work, config, show_progress,
+def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work: KeyedDir, config, show_progress,
                search):
     """k neighbours of every query row in `base`: `fetch * k` candidates through the index shards
     (`search`: `_search` here, or its Ray twin), then (fetch > 1) rescored exactly."""
@@ -256,7 +239,7 @@ def shard_file(tag: str, s: int) -> str:
     return f"{tag}-shard{s:05d}.faiss"
 
 
-def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: _Work, config, show_progress):
+def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: KeyedDir, config, show_progress):
     """`k` candidates of every query row: the base side added to the trained index shard by shard,
     each shard searched by all queries in blocks of `config.query_block`, merged into a running
     top-k (checkpointed). The Ray twin (`ray_approximate.search_on_ray`) calls the same functions."""

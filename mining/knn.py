@@ -39,10 +39,8 @@ holds product values, so a run resumes only with the same product (the key inclu
 
 from __future__ import annotations
 
-import json
 import os
 import queue
-import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -50,7 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.artefacts import atomic_path, atomic_write_json
+from xmine.artefacts import atomic_path
+from xmine.checkpoints import KeyedDir
 from xmine.errors import NonFiniteRowError
 from xmine.mining.products import RowTerms, eta, make_product, pair_bounds, resolve_product, row_bounds
 from xmine.mining.rescore import U32, exact_dot, gamma
@@ -299,19 +298,8 @@ class _Checkpoint:
     """Finished x->y row ranges (one .npz each) + the y->x running state, keyed by the inputs."""
 
     def __init__(self, directory: str | Path, key: str):
-        self.dir = Path(directory)
-        self.key = key
-        key_file = self.dir / "key.json"
-        if self.dir.exists():
-            try:
-                same = json.loads(key_file.read_text())["key"] == key
-            except (OSError, ValueError, KeyError):
-                same = False
-            if not same:  # inputs or parameters changed: old partial results are useless
-                shutil.rmtree(self.dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        if not key_file.exists():
-            atomic_write_json(key_file, {"key": key})
+        self.work = KeyedDir(directory, key, owned=("fwd_*.npz", "state.npz"))
+        self.dir = self.work.dir
 
     def load(self):
         """(done_rows, fwd chunks [(start, sims, idx)], bwd_sims, bwd_idx) or None."""
@@ -331,8 +319,7 @@ class _Checkpoint:
 
     def clear(self) -> None:
         """Drop the saved partial results (keeps the key): the next run starts from row 0."""
-        for f in list(self.dir.glob("fwd_*.npz")) + [self.dir / "state.npz"]:
-            f.unlink(missing_ok=True)
+        self.work.clear()
 
     def save(self, start: int, stop: int, fwd_s, fwd_i, bwd_s, bwd_i) -> None:
         # x->y rows first, then the state that claims them: a crash between the two only loses them.

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.artefacts import atomic_path, atomic_write_json
+from xmine.artefacts import atomic_path
+from xmine.checkpoints import KeyedDir
 from xmine.cluster import ShardProgress, remote, run_tasks
 from xmine.errors import NonFiniteRowError
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS, exact_knn_both
@@ -150,19 +151,8 @@ class _TileCheckpoint:
     """Finished tiles, one .npz each, in a directory keyed by the inputs and the tiling."""
 
     def __init__(self, directory: str | Path, key: str, tile_rows: int, tile_cols: int, product: str):
-        self.dir = Path(directory)
         full_key = hashlib.sha256(json.dumps([key, tile_rows, tile_cols, product, "ray-tiles"]).encode()).hexdigest()
-        key_file = self.dir / "key.json"
-        try:
-            same = json.loads(key_file.read_text())["key"] == full_key
-        except (OSError, ValueError, KeyError):
-            same = False
-        if not same:  # other inputs or tiling: earlier tiles do not apply; only our own files go
-            for f in self.dir.glob("tile_*.npz") if self.dir.is_dir() else ():
-                f.unlink()
-        self.dir.mkdir(parents=True, exist_ok=True)
-        if not same:
-            atomic_write_json(key_file, {"key": full_key})
+        self.dir = KeyedDir(directory, full_key, owned=("tile_*.npz",)).dir
 
     def _path(self, t) -> Path:
         return self.dir / ("tile_" + "_".join(f"{v:012d}" for v in t) + ".npz")

@@ -28,6 +28,7 @@ import numpy as np
 from xmine.artefacts import VerifiedFiles, atomic_dir, provenance, read_manifest, sha256_file, write_manifest
 from xmine.errors import ArtefactError, ConfigError, NonFiniteRowError
 from xmine.index.choose import IndexChoice, choose_index
+from xmine.topk import merge_topk
 
 log = logging.getLogger(__name__)
 KIND = "index"
@@ -428,15 +429,3 @@ def _count_lines(path: Path) -> int:
     return n
 
 
-def merge_topk(sims: list[np.ndarray], idx: list[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Merge per-shard top-k lists into one top-k per query (missing entries: sim -inf, row -1)."""
-    s = np.concatenate(sims, axis=1)
-    i = np.concatenate(idx, axis=1)
-    s = np.where(i >= 0, s, -np.inf).astype(np.float32)
-    order = np.argsort(-s, axis=1, kind="stable")[:, :k]
-    s, i = np.take_along_axis(s, order, 1), np.take_along_axis(i, order, 1)
-    if s.shape[1] < k:  # fewer vectors than k in the whole index
-        pad = k - s.shape[1]
-        s = np.pad(s, ((0, 0), (0, pad)), constant_values=-np.inf)
-        i = np.pad(i, ((0, 0), (0, pad)), constant_values=-1)
-    return s, i

@@ -45,6 +45,7 @@ import numpy as np
 
 from xmine.artefacts import atomic_path
 from xmine.checkpoints import KeyedDir
+from xmine.topk import merge_topk
 from xmine.errors import ConfigError, NonFiniteRowError
 
 log = logging.getLogger(__name__)
@@ -226,10 +227,7 @@ def _rescore(queries, base, cand: np.ndarray, k: int, *, block: int, show_progre
         rows = np.nonzero(valid)[0]
         sims = np.full(ids.shape, -np.inf, dtype=np.float32)
         sims[valid] = np.einsum("ij,ij->i", qv[rows], vecs[inv.reshape(-1)])
-        # by exact similarity, then by row (what the exact path keeps among equal values)
-        order = np.lexsort((np.where(valid, ids, np.iinfo(np.int64).max), -sims), axis=1)[:, :k]
-        out_s[q:qe] = np.take_along_axis(sims, order, 1)
-        out_i[q:qe] = np.where(np.isfinite(out_s[q:qe]), np.take_along_axis(ids, order, 1), -1)
+        out_s[q:qe], out_i[q:qe] = merge_topk([sims], [ids], k)  # the exact path's order
         bar.update(qe - q)
     bar.close()
     return out_s, out_i
@@ -246,7 +244,7 @@ def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: KeyedDir,
     import faiss
     from tqdm.auto import tqdm
 
-    from xmine.index.faiss_index import add_rows, merge_topk, shard_plan, shard_searcher
+    from xmine.index.faiss_index import add_rows, shard_plan, shard_searcher
 
     nq, nb = len(queries), len(base)
     bounds = shard_plan(nb, shard_rows)

@@ -54,6 +54,7 @@ from xmine.errors import NonFiniteRowError
 from xmine.mining.products import RowTerms, eta, make_product, pair_bounds, resolve_product, row_bounds
 from xmine.mining.rescore import U32, exact_dot, gamma
 from xmine.mining.screen import screen_merge
+from xmine.topk import merge_topk
 
 # A 1024 x 4096 float32 block (16 MB) stays in the 32-MB L3 cache between the product and the
 # row/column passes that follow it; numpy runs those passes on one core, so re-reading a 268-MB
@@ -266,15 +267,11 @@ def _single_threaded(workers: int, product):
 
 
 def _merge_states(states: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """One y->x list from several workers' (values, idx), each (m, w) sorted: by value, highest
-    first, then by lower index (what a single worker keeps among equal values)."""
+    """One y->x list from several workers' (values, idx), each (m, w) sorted in the canonical order
+    (`xmine.topk`)."""
     if len(states) == 1:
         return states[0][0].copy(), states[0][1].copy()
-    k = states[0][0].shape[1]
-    sims = np.concatenate([s for s, _ in states], axis=1)
-    idx = np.concatenate([i for _, i in states], axis=1)
-    order = np.lexsort((np.where(idx < 0, np.iinfo(np.int64).max, idx), -sims), axis=1)[:, :k]
-    return np.take_along_axis(sims, order, 1), np.take_along_axis(idx, order, 1)
+    return merge_topk([s for s, _ in states], [i for _, i in states], states[0][0].shape[1])
 
 
 class _Worker:

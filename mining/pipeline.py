@@ -32,6 +32,7 @@ from xmine.artefacts import provenance
 from xmine.errors import InputError, NonFiniteRowError
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.products import resolve_product
+from xmine.topk import merge_topk
 from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
 
 log = logging.getLogger(__name__)
@@ -45,9 +46,7 @@ def _unique_hits(sims: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray,
     for c in range(1, ids.shape[1]):
         dup = (ids[:, :c] == ids[:, c : c + 1]).any(axis=1)
         ids[dup, c] = -1
-    sims = np.where(ids >= 0, sims, -np.inf)
-    order = np.argsort(-sims, axis=1, kind="stable")[:, :k]
-    return np.take_along_axis(sims, order, 1).astype(np.float32), np.take_along_axis(ids, order, 1)
+    return merge_topk([sims.astype(np.float32)], [ids], k)
 
 
 def _neighbours(base_side, base: "_Mineable", queries, k: int, *, ray: bool, show_progress: bool, tag: str):

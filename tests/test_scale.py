@@ -223,3 +223,30 @@ def test_interrupted_approximate_run_resumes(stores, tmp_path):
     import faiss
 
     assert faiss.extract_index_ivf(faiss.read_index(str(work / "trained.faiss"))).nlist == 4
+
+
+def test_approximate_and_exact_give_a_pair_the_same_score_bit_for_bit(tmp_path):
+    """One scorer (rescore.exact_dot) for both paths: where they find the same neighbour, the
+    similarity is the same float32, whatever the index type."""
+    from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
+    from xmine.mining.knn import exact_knn_both
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((600, 32)).astype(np.float32)
+    y = np.vstack([x[:300] + 0.3 * rng.standard_normal((300, 32)).astype(np.float32),
+                   rng.standard_normal((300, 32)).astype(np.float32)])
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    exact = exact_knn_both(x, y, 4)
+    for index_type in ("ivf", "ivfpq"):
+        config = ApproximateConfig(index_type=index_type, nlist=4, nprobe=4, pq_m=8)
+        approx = approximate_knn_both(x, y, 4, config=config, work_dir=tmp_path / index_type, show_progress=False)
+        same = 0
+        for (es, ei), (as_, ai) in ((exact[:2], approx[:2]), (exact[2:], approx[2:])):
+            for r in range(len(ei)):
+                e = dict(zip(ei[r].tolist(), es[r].tolist()))
+                for j, s in zip(ai[r].tolist(), as_[r].tolist()):
+                    if j in e:
+                        assert np.float32(s) == np.float32(e[j]), (index_type, r, j)
+                        same += 1
+        assert same > 3000  # most neighbours are found by both

@@ -5,7 +5,7 @@ encoder output, and for each projection its meaning part and its language part. 
 come from `xmine.embed_cache.cached_encode`, so text is encoded once across runs, tasks and
 projections; a projection is applied on top (cheap, never cached). The evaluation functions of
 each task take a single `embed_fn(sentences) -> (n, dim) float32 L2-normalised` so other code
-(the lead's methods x tasks table) can call them with any embedding function.
+(the methods x tasks table) can call them with any embedding function.
 """
 
 from __future__ import annotations

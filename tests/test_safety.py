@@ -453,7 +453,7 @@ def test_a_full_disk_is_one_clear_error(ws):
     assert "rc=2" in res.stdout, res.stdout + res.stderr
     assert "Traceback" not in res.stderr
     errors = [l for l in res.stderr.splitlines() if l.startswith("xmine: error:")]
-    assert len(errors) == 1 and "no space left on the device" in errors[0], res.stderr
+    assert len(errors) == 1 and "no space left on device" in errors[0], res.stderr
     assert "m.tsv" in errors[0]
     listing = res.stdout.split("rc=2", 1)[1].split()
     assert sorted(listing) == [".", "..", "filler"], listing  # no partial output, no lock left

@@ -221,11 +221,8 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
                              "not finite (NaN or inf)") from None
         src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
         _write_pairs(claim, mined, sx, sy, src_rows, tgt_rows, line_numbers=line_numbers)
-        if meta:
+        if meta:  # (without it, the replaced result's own .meta is removed by claim.finish)
             _write_meta(claim, mined, sx, sy, src_rows, tgt_rows)
-        elif claim.state == "finished":
-            # The replaced result's own .meta (checked against its summary by the claim) would be stale.
-            claim.companion(".meta").unlink(missing_ok=True)
         summary = {
             "output": str(out), "pairs": len(mined), "k_used": min(config.k, len(mx.ids), len(my.ids)),
             "src": {"path": str(sx.path), "kind": sx.kind, "sentences": len(sx), "unique": mx.unique,

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from xmine.artefacts import provenance
-from xmine.errors import InputError, NonFiniteRowError
+from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.products import resolve_product
 from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
@@ -121,6 +121,7 @@ def mine(
     overwrite: bool = False,
     ray: str | None = None,
     default_threshold: bool = True,
+    allow_same_input: bool = False,
 ) -> dict:
     """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`).
 
@@ -138,10 +139,16 @@ def mine(
     threshold for `config.margin` (`xmine.projection.calibrated_threshold`), if it has one; False
     keeps every pair. Raw embeddings have none: every pair is kept unless a threshold is given.
     The summary records the threshold used and where it came from.
+
+    `allow_same_input`: mine even when `src` and `tgt` are the same file or directory (refused
+    otherwise: every sentence would pair with itself).
     """
     from xmine.outputs import claim_output
 
     out = Path(out)
+    if not allow_same_input and _same_path(src, tgt):
+        raise ConfigError(f"{src}: given as both SRC and TGT, so every sentence would be mined with itself; "
+                          "pass --allow-same-input if that is what you want")
     # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU)
     # or the Ray cluster cannot be joined.
     if not approximate:
@@ -157,6 +164,15 @@ def mine(
                      approximate_config=approximate_config, line_numbers=line_numbers, meta=meta,
                      keep_work=keep_work, show_progress=show_progress, ray=ray,
                      default_threshold=default_threshold)
+
+
+def _same_path(a, b) -> bool:
+    a, b = Path(a), Path(b)
+    try:
+        sa, sb = a.stat(), b.stat()
+    except OSError:
+        return a.resolve() == b.resolve()
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 def _legacy_result(out: Path) -> bool:

@@ -685,3 +685,26 @@ def test_mining_a_side_against_itself_needs_allow_same_input(ws):
         refused(xm("mine", ws / "store", ws / "store/", "-o", ws / "m.tsv"), "--allow-same-input")
     ok(xm("mine", ws / "de.txt", ws / "de.txt", "--encoder", "use-m3", "--allow-same-input", "-o", ws / "m.tsv"))
     assert "--allow-same-input" in ok(xm("mine", "--help")).output
+
+
+def test_a_diverged_training_stops_with_one_line(ws):
+    res = xm("train", "--method", "seed", "--pairs", f"{ws / 'pairs.de'}:{ws / 'pairs.en'}", "--encoder", "use-m3",
+             "--lr", "1e308", "--max-epochs", 3, "-q", "-o", ws / "p-nan")
+    refused(res, "training diverged", "not finite", "lower --lr")
+    assert not (ws / "p-nan" / "manifest.json").exists()
+
+
+def test_non_finite_projection_weights_are_refused_on_load_and_verify(ws):
+    from safetensors.numpy import load_file, save_file
+
+    weights = ws / "proj" / "model.safetensors"
+    state = load_file(str(weights))
+    name = next(k for k, v in state.items() if v.dtype.kind == "f" and v.size)
+    state[name] = np.full_like(state[name], np.nan)
+    save_file(state, str(weights))
+    config = json.loads((ws / "proj" / "config.json").read_text())
+    config["weights_sha256"] = hashlib.sha256(weights.read_bytes()).hexdigest()
+    (ws / "proj" / "config.json").write_text(json.dumps(config))
+    with untouched(ws):
+        refused(xm("verify", ws / "proj"), "model.safetensors", "not finite")
+        refused(xm("langid", "--projection", ws / "proj", ws / "de.txt", "-o", ws / "l.tsv"), "not finite")

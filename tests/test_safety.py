@@ -708,3 +708,45 @@ def test_non_finite_projection_weights_are_refused_on_load_and_verify(ws):
     with untouched(ws):
         refused(xm("verify", ws / "proj"), "model.safetensors", "not finite")
         refused(xm("langid", "--projection", ws / "proj", ws / "de.txt", "-o", ws / "l.tsv"), "not finite")
+
+
+# ------------------------------------------------------------- one line instead of a traceback
+
+
+def test_a_gzip_damaged_mid_stream_is_one_line(ws):
+    import gzip
+
+    data = bytearray(gzip.compress(_numbered(REPO / "demo" / "de.txt", ws / "many.txt", 3000).read_bytes()))
+    data[len(data) // 2] ^= 0xFF
+    (ws / "bad.txt.gz").write_bytes(bytes(data))
+    with untouched(ws):
+        refused(xm("embed", ws / "bad.txt.gz", "--lang", "de", "--encoder", "use-m3", "-q", "-o", ws / "s"),
+                "bad.txt.gz", "cannot read")
+
+
+@pytest.mark.parametrize("value", ["1e308", "1e-12"])
+def test_a_memory_budget_out_of_range_names_the_option(ws, value):
+    with untouched(ws):
+        refused(xm("build-index", ws / "en.txt", "--encoder", "use-m3", "--memory-budget-gb", value, "-o", ws / "i"),
+                "--memory-budget-gb", "0.001<=x<=1000000")
+
+
+def test_search_with_a_huge_k_returns_every_row(ws):
+    ok(xm("search", ws / "index", ws / "de.txt", "-k", 100_000_000_000, "-o", ws / "hits.tsv"))
+    assert len((ws / "hits.tsv").read_text().splitlines()) == N * N
+
+
+def test_approximate_mining_too_small_for_pq_is_one_line(ws):
+    before = tree(ws)
+    refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--approximate", "--index-type",
+               "ivfpq", "-o", ws / "m.tsv"), "--approximate: cannot train", "ivfpqfs")
+    after = tree(ws)
+    assert {k: after.get(k) for k in before} == before  # (the sides embedded in m.tsv.work/ are kept)
+
+
+@pytest.mark.parametrize("where", ["notes.txt/m.tsv", "notes.txt/sub/m.tsv", ""])
+def test_an_output_that_cannot_be_a_path_is_one_line(ws, where):
+    out = str(ws / where) if where else ""
+    with untouched(ws):
+        refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-o", out),
+                "is not a directory" if where else "empty path")

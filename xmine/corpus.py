@@ -33,6 +33,7 @@ from __future__ import annotations
 import gzip
 import logging
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterator, Sequence
@@ -164,7 +165,7 @@ def uses_cr_line_ends(path: str | Path) -> bool:
     with open_binary(path) as f:
         try:
             head = f.read(_SNIFF_BYTES)
-        except (gzip.BadGzipFile, EOFError, OSError):
+        except (gzip.BadGzipFile, EOFError, OSError, zlib.error):
             return False  # the read proper reports it, with the line
     return b"\r" in head and b"\n" not in head
 
@@ -238,7 +239,7 @@ def iter_lines(path: str | Path, *, stats: CorpusStats | None = None, start: tup
                     st.replaced_count += 1
                 st.lines = line_no
                 yield (line_no, text, line_start) if offsets else (line_no, text)
-        except (gzip.BadGzipFile, EOFError, OSError) as e:
+        except (gzip.BadGzipFile, EOFError, OSError, zlib.error) as e:
             if isinstance(e, FileNotFoundError):
                 raise
             raise InputError(path, f"cannot read (corrupt or truncated gzip?): {e}", line=st.lines + 1) from None
@@ -329,7 +330,7 @@ def count_lines(path: str | Path) -> int:
             for block in iter(lambda: f.read(1 << 20), b""):
                 n += block.count(end)
                 last = block[-1:]
-        except (gzip.BadGzipFile, EOFError) as e:
+        except (gzip.BadGzipFile, EOFError, zlib.error) as e:
             raise InputError(path, f"cannot read (corrupt or truncated gzip?): {e}", line=n + 1) from None
     return n + (last != end)
 

@@ -532,6 +532,9 @@ def claim_output(
     """
     if form not in FORMS:
         raise ValueError(f"form must be one of {FORMS}, not {form!r}")
+    if str(path).strip() in ("", "."):  # (click turns an empty -o into ".")
+        raise OutputError(f"output {str(path)!r}: an empty path or the current directory is not an output; "
+                          "name a new file or directory")
     path = Path(path)
     companions = tuple(companions)
     claimed = [path] + ([sidecar_of(path)] if form == "tsv" else []) + [Path(str(path) + s) for s in companions]

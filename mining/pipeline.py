@@ -204,8 +204,11 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
 
     encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection, precision,
                         default_precision=artefact_precision([src, tgt]), inputs=[src, tgt])
-    sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src"), show_progress=show_progress)
-    sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt"), show_progress=show_progress)
+    # With --overwrite, OUT.work/ is this command's own to rebuild (a damaged work store included).
+    sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src"), show_progress=show_progress,
+                   rebuild=claim.overwrite)
+    sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt"), show_progress=show_progress,
+                   rebuild=claim.overwrite)
     try:
         check_compatible(sx, sy)
         config, threshold_record = _threshold(config, encoders.choice.path if sx.projection else None,

@@ -750,3 +750,44 @@ def test_an_output_that_cannot_be_a_path_is_one_line(ws, where):
     with untouched(ws):
         refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-o", out),
                 "is not a directory" if where else "empty path")
+
+
+# ------------------------------------------------------------------------------ clear errors
+
+
+def test_a_pipe_as_input_is_refused_clearly(ws):
+    fifo = ws / "pipe.txt"
+    os.mkfifo(fifo)
+    with untouched(ws):
+        refused(xm("embed", fifo, "--lang", "de", "--encoder", "use-m3", "-q", "-o", ws / "s"), "pipe.txt",
+                "is a pipe", "not supported")
+        refused(xm("mine", fifo, ws / "en.txt", "--encoder", "use-m3", "-q", "-o", ws / "m.tsv"), "is a pipe")
+
+
+def test_a_damaged_work_store_is_rebuilt_with_overwrite(ws):
+    args = ["mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-q", "--keep-work", "-o", ws / "m.tsv"]
+    ok(xm(*args))
+    first = (ws / "m.tsv").read_bytes()
+    (ws / "m.tsv.work" / "src" / "store" / "emb-00000.npy").write_bytes(b"garbage")
+    with untouched(ws):
+        refused(xm(*args), "already exists")
+    ok(xm(*args, "--overwrite"))
+    assert (ws / "m.tsv").read_bytes() == first
+
+
+def test_an_unknown_encoder_with_a_store_input_names_the_encoder(ws, me5):
+    ok(xm("embed", ws / "de.txt", "--lang", "de", "-q", "-o", ws / "st5"))
+    with untouched(ws):
+        refused(xm("mine", ws / "st5", ws / "en.txt", "--encoder", "no-such-encoder", "-o", ws / "m.tsv",
+                   env={"HF_HUB_OFFLINE": "1"}), "--encoder 'no-such-encoder'", "leave --encoder out")
+
+
+def test_a_failed_embed_leaves_no_stub_behind(ws):
+    bad = ws / "bad.txt"
+    bad.write_bytes(b"\xff\xfe broken\n" + (ws / "de.txt").read_bytes())
+    with untouched(ws):
+        refused(xm("embed", bad, "--lang", "de", "--encoder", "use-m3", "-q", "-o", ws / "s"), "bad.txt:1", "UTF-8")
+    # A failed rebuild of a finished store leaves the store, and nothing beside it.
+    with untouched(ws):
+        refused(xm("embed", bad, "--lang", "de", "--encoder", "use-m3", "-q", "--overwrite", "-o", ws / "store"),
+                "bad.txt:1")

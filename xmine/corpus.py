@@ -138,6 +138,9 @@ def _check_path(path: Path) -> None:
         raise InputError(path, "no such file")
     if path.is_dir():
         raise InputError(path, "is a directory, expected a text file with one sentence per line")
+    if not path.is_file():  # a pipe, process substitution or device: xmine reads an input more than once
+        raise InputError(path, "is a pipe or another non-regular file, which is not supported as input "
+                               "(it is read more than once); save it to a file first")
     if path.stat().st_size == 0:
         raise InputError(path, "file is empty")
 

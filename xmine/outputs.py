@@ -437,7 +437,12 @@ def _open_lock(lock: Path) -> tuple[int, bool]:
             except OSError:
                 raise OutputError(f"{lock}: exists and cannot be used as xmine's lock (not a plain file); "
                                   "move it away or choose another output") from None
-        os.write(fd, _LOCK_TAG)
+        try:
+            os.write(fd, _LOCK_TAG)
+        except OSError as e:  # a full disk: name the output, leave nothing behind
+            os.close(fd)
+            os.unlink(lock)
+            raise OSError(e.errno, e.strerror, str(lock)) from None
         return fd, True
 
 

@@ -178,7 +178,14 @@ def train_quantiser(x, y, plan: dict, config: ApproximateConfig) -> bytes:
         side, row = ("src", tx[b]) if b < len(tx) else ("tgt", ty[b - len(tx)])
         raise NonFiniteRowError(side, int(row))
     t0 = time.perf_counter()
-    trained.train(sample)
+    try:
+        trained.train(sample)
+    except RuntimeError as e:  # FAISS: too few training points for the centroids, etc.
+        detail = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        detail = detail.rpartition("failed: ")[2] or detail  # FAISS: "Error in ... failed: <why>"
+        raise ConfigError(f"--approximate: cannot train {plan['factory']} on {len(sample):,} vectors ({detail}); "
+                          "use --index-type ivf or ivfpqfs, a smaller --nlist / --pq-m, or exact mining "
+                          "(no --approximate) for corpora this small") from None
     log.info("trained %s on %d vectors in %.0f s", plan["factory"], len(sample), time.perf_counter() - t0)
     return bytes(faiss.serialize_index(trained))
 

@@ -92,6 +92,9 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
 @click.option("--index-shard-rows", type=click.IntRange(min=1), default=None,
               help="With --approximate: rows per index shard, searched one at a time (bounds the index "
                    "memory; default: one shard per side).")
+@click.option("--allow-same-input", is_flag=True,
+              help="Mine even when SRC and TGT are the same file or directory (every sentence then pairs "
+                   "with itself; refused without this flag, since it is usually a mistake).")
 @click.option("--line-numbers", is_flag=True, help="Add src and tgt line numbers as columns 4 and 5.")
 @click.option("--meta", is_flag=True,
               help="Also write OUT.meta (stopes style): score, src file:line, tgt file:line, direction.")
@@ -115,7 +118,7 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
             "without --ray")
 def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows,
-         line_numbers, meta, block_rows, block_cols, workers, product, precision, keep_work, quiet, ray_address):
+         allow_same_input, line_numbers, meta, block_rows, block_cols, workers, product, precision, keep_work, quiet, ray_address):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
     SRC and TGT are each a text file (one sentence a line), an embedding store directory (xmine
@@ -140,7 +143,7 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
                     precision=precision, projection=projection, approximate=approximate,
                     approximate_config=approx, line_numbers=line_numbers, meta=meta, keep_work=keep_work,
                     overwrite=overwrite, ray=ray_address, default_threshold=threshold != "none",
-                    show_progress=not quiet)
+                    show_progress=not quiet, allow_same_input=allow_same_input)
     t = summary["threshold"]
     kept = f"threshold {t['value']:g} ({t['source']})" if t["value"] is not None else t["source"]
     click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from xmine.artefacts import provenance
-from xmine.errors import InputError, NonFiniteRowError
+from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.products import resolve_product
 from xmine.topk import merge_topk
@@ -120,6 +120,7 @@ def mine(
     overwrite: bool = False,
     ray: str | None = None,
     default_threshold: bool = True,
+    allow_same_input: bool = False,
 ) -> dict:
     """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`).
 
@@ -137,10 +138,16 @@ def mine(
     threshold for `config.margin` (`xmine.projection.calibrated_threshold`), if it has one; False
     keeps every pair. Raw embeddings have none: every pair is kept unless a threshold is given.
     The summary records the threshold used and where it came from.
+
+    `allow_same_input`: mine even when `src` and `tgt` are the same file or directory (refused
+    otherwise: every sentence would pair with itself).
     """
     from xmine.outputs import claim_output
 
     out = Path(out)
+    if not allow_same_input and _same_path(src, tgt):
+        raise ConfigError(f"{src}: given as both SRC and TGT, so every sentence would be mined with itself; "
+                          "pass --allow-same-input if that is what you want")
     # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU)
     # or the Ray cluster cannot be joined.
     if not approximate:
@@ -156,6 +163,15 @@ def mine(
                      approximate_config=approximate_config, line_numbers=line_numbers, meta=meta,
                      keep_work=keep_work, show_progress=show_progress, ray=ray,
                      default_threshold=default_threshold)
+
+
+def _same_path(a, b) -> bool:
+    a, b = Path(a), Path(b)
+    try:
+        sa, sb = a.stat(), b.stat()
+    except OSError:
+        return a.resolve() == b.resolve()
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 def _legacy_result(out: Path) -> bool:
@@ -187,8 +203,11 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
 
     encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection, precision,
                         default_precision=artefact_precision([src, tgt]), inputs=[src, tgt])
-    sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src"), show_progress=show_progress)
-    sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt"), show_progress=show_progress)
+    # With --overwrite, OUT.work/ is this command's own to rebuild (a damaged work store included).
+    sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src"), show_progress=show_progress,
+                   rebuild=claim.overwrite)
+    sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt"), show_progress=show_progress,
+                   rebuild=claim.overwrite)
     try:
         check_compatible(sx, sy)
         config, threshold_record = _threshold(config, encoders.choice.path if sx.projection else None,
@@ -220,11 +239,8 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
                              "not finite (NaN or inf)") from None
         src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
         _write_pairs(claim, mined, sx, sy, src_rows, tgt_rows, line_numbers=line_numbers)
-        if meta:
+        if meta:  # (without it, the replaced result's own .meta is removed by claim.finish)
             _write_meta(claim, mined, sx, sy, src_rows, tgt_rows)
-        elif claim.state == "finished":
-            # The replaced result's own .meta (checked against its summary by the claim) would be stale.
-            claim.companion(".meta").unlink(missing_ok=True)
         summary = {
             "output": str(out), "pairs": len(mined), "k_used": min(config.k, len(mx.ids), len(my.ids)),
             "src": {"path": str(sx.path), "kind": sx.kind, "sentences": len(sx), "unique": mx.unique,

@@ -33,6 +33,7 @@ from __future__ import annotations
 import gzip
 import logging
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterator, Sequence
@@ -137,6 +138,9 @@ def _check_path(path: Path) -> None:
         raise InputError(path, "no such file")
     if path.is_dir():
         raise InputError(path, "is a directory, expected a text file with one sentence per line")
+    if not path.is_file():  # a pipe, process substitution or device: xmine reads an input more than once
+        raise InputError(path, "is a pipe or another non-regular file, which is not supported as input "
+                               "(it is read more than once); save it to a file first")
     if path.stat().st_size == 0:
         raise InputError(path, "file is empty")
 
@@ -164,7 +168,7 @@ def uses_cr_line_ends(path: str | Path) -> bool:
     with open_binary(path) as f:
         try:
             head = f.read(_SNIFF_BYTES)
-        except (gzip.BadGzipFile, EOFError, OSError):
+        except (gzip.BadGzipFile, EOFError, OSError, zlib.error):
             return False  # the read proper reports it, with the line
     return b"\r" in head and b"\n" not in head
 
@@ -238,7 +242,7 @@ def iter_lines(path: str | Path, *, stats: CorpusStats | None = None, start: tup
                     st.replaced_count += 1
                 st.lines = line_no
                 yield (line_no, text, line_start) if offsets else (line_no, text)
-        except (gzip.BadGzipFile, EOFError, OSError) as e:
+        except (gzip.BadGzipFile, EOFError, OSError, zlib.error) as e:
             if isinstance(e, FileNotFoundError):
                 raise
             raise InputError(path, f"cannot read (corrupt or truncated gzip?): {e}", line=st.lines + 1) from None
@@ -329,7 +333,7 @@ def count_lines(path: str | Path) -> int:
             for block in iter(lambda: f.read(1 << 20), b""):
                 n += block.count(end)
                 last = block[-1:]
-        except (gzip.BadGzipFile, EOFError) as e:
+        except (gzip.BadGzipFile, EOFError, zlib.error) as e:
             raise InputError(path, f"cannot read (corrupt or truncated gzip?): {e}", line=n + 1) from None
     return n + (last != end)
 

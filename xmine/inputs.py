@@ -60,6 +60,9 @@ def artefact_kind(path: str | Path) -> str:
             return json.loads(m.read_text(encoding="utf-8"))["kind"]
         except (ValueError, KeyError) as e:
             raise ArtefactError(f"{m}: unreadable manifest ({e})") from e
+    if p.exists():  # a pipe, process substitution or device: inputs are read more than once
+        raise InputError(p, "is a pipe or another non-regular file, which is not supported as input; "
+                            "save it to a file first")
     raise InputError(p, "no such file or directory")
 
 
@@ -252,11 +255,12 @@ class Encoders:
 
 
 def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_dir: str | Path | None = None,
-              show_progress: bool = True) -> Side:
+              show_progress: bool = True, rebuild: bool = False) -> Side:
     """Open `path` (text file, embedding store or index dir) as a Side in the requested space.
 
     `work_dir` holds what this side needs built (a text file's store, a projected copy of a raw
-    store's rows); an interrupted command resumes from it.
+    store's rows); an interrupted command resumes from it. `rebuild`: a damaged store found there
+    is built again (the command's --overwrite) instead of refused.
     """
     path = Path(path)
     kind = artefact_kind(path)
@@ -270,7 +274,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         from xmine.store.writer import UNDETERMINED, embed_corpus
 
         store = embed_corpus(path, work / "store", encoder=encoders.encoder, lang=lang or UNDETERMINED,
-                             projection=proj, part="meaning", show_progress=show_progress)
+                             projection=proj, part="meaning", show_progress=show_progress, overwrite=rebuild)
         side = _store_side(store, path, lang, kind, fingerprint=store.manifest["input"])
         side._tmp = tmp
         return side

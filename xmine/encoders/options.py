@@ -30,6 +30,8 @@ def _remember_runtime(ctx: click.Context, param: click.Parameter, value: str | N
     from xmine.encoders.runtime import set_requested_runtime
 
     set_requested_runtime(value)
+    # Only for this command: a process that runs several (tests, a notebook) must not carry it on.
+    ctx.call_on_close(lambda: set_requested_runtime(None))
     return value
 
 

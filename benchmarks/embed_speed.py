@@ -162,10 +162,12 @@ def load_peak_rss(precision: str, runtime: str) -> dict[str, float]:
     import subprocess
     import sys
 
-    code = ("import json, resource, time; t = time.perf_counter(); from xmine.encoders import load_encoder; "
+    # VmHWM, not getrusage's ru_maxrss: Linux keeps the latter across exec, so a child started by a
+    # big process reports its parent's peak.
+    code = ("import json, re, time; t = time.perf_counter(); from xmine.encoders import load_encoder; "
             f"e = load_encoder('me5-small', device='cpu', precision={precision!r}, runtime={runtime!r}); "
-            "e.encode(['a sentence']); print(json.dumps({'peak_rss_mib': resource.getrusage(resource.RUSAGE_SELF)"
-            ".ru_maxrss / 1024, 'seconds': time.perf_counter() - t}))")
+            "e.encode(['a sentence']); hwm = re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read()); "
+            "print(json.dumps({'peak_rss_mib': int(hwm.group(1)) / 1024, 'seconds': time.perf_counter() - t}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 

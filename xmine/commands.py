@@ -31,6 +31,20 @@ def encoders() -> None:
                                            subsequent_indent="    "))
     click.echo()
     click.echo(describe_auto_precision())
+    click.echo(describe_auto_runtime())
+
+
+def describe_auto_runtime() -> str:
+    """One line: what --runtime auto means for transformer encoders on this machine's CPU, and why."""
+    import platform
+
+    from xmine.encoders.runtime import x86_cpu, openvino_installed
+
+    if not x86_cpu():
+        return f"--runtime auto on this CPU: torch (OpenVINO is used on x86 CPUs; this is {platform.machine()})"
+    if not openvino_installed():
+        return "--runtime auto on this CPU: torch (the openvino package is not installed: pip install openvino)"
+    return "--runtime auto on this CPU: openvino at fp32/bf16/int8 (torch for fp16 and on CUDA)"
 
 
 def describe_auto_precision() -> str:

@@ -129,7 +129,8 @@ def openvino_from_torch(encoder, *, precision: str, threads: int | None, explici
                                pooling=encoder.pooling, prefix=encoder.prefix, identity=encoder._identity,
                                dim=encoder.dim, batching=encoder.batching, precision=precision, threads=threads)
 
-    assert encoder.precision == "fp32" and encoder.model.dtype == torch_dtype("fp32")
+    if encoder.precision != "fp32" or encoder.model.dtype != torch_dtype("fp32"):
+        raise EncoderError(f"{encoder.name}: OpenVINO converts the fp32 torch model, not a {encoder.precision} one")
     stem = "st-" + encoder._identity.split(":", 1)[-1]
     folder, _ = ensure_openvino_model(stem=stem, weights_id=encoder._identity, precision=precision,
                                       torch_fp32=lambda: encoder, make_encoder=make)

@@ -77,7 +77,7 @@ def require_openvino():
     return openvino
 
 
-def _x86() -> bool:
+def x86_cpu() -> bool:
     return platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
 
 
@@ -116,7 +116,7 @@ def encoder_runtime(name: str, runtime: str | None, precision: str, *, device: s
     if precision == "int8":
         require_openvino()
         return "openvino"
-    if kind != "cpu" or not _x86() or precision not in RUNTIME_PRECISIONS["openvino"]:
+    if kind != "cpu" or not x86_cpu() or precision not in RUNTIME_PRECISIONS["openvino"]:
         return "torch"
     if not openvino_installed():
         _note_once(("runtime-fallback",), "--runtime auto: the openvino package is not installed, so %s runs on "

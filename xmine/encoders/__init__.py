@@ -582,15 +582,16 @@ def check_projection_encoder(trained_fp: dict[str, Any], actual_fp: dict[str, An
     """Raise EncoderMismatchError unless a projection trained on `trained_fp` may take `actual_fp`'s embeddings.
 
     The same encoder at the same precision and runtime passes silently; the same weights (and
-    prefix) at another precision or runtime pass with a one-line notice (logged once per projection and precision
-    pair); anything else is refused as `check_same_encoder` refuses it.
+    prefix) at another precision or runtime pass with a one-line notice (logged once per projection and pair of
+    fingerprints); anything else is refused as `check_same_encoder` refuses it.
     """
     if (isinstance(trained_fp, dict) and isinstance(actual_fp, dict)
             and trained_fp.get("id") != actual_fp.get("id") and trained_fp.get("dim") == actual_fp.get("dim")
             and weights_id(trained_fp) == weights_id(actual_fp)):
         p_tr = f"{fingerprint_precision(trained_fp)}/{fingerprint_runtime(trained_fp)}"
         p_act = f"{fingerprint_precision(actual_fp)}/{fingerprint_runtime(actual_fp)}"
-        _note_once((what, p_tr, p_act), "%s was trained on %s embeddings of %s; applying it to %s embeddings of "
+        # Once per projection (its path: the last word of `what`, however a command names it) and pair.
+        _note_once((what.split()[-1], trained_fp.get("id"), actual_fp.get("id")), "%s was trained on %s embeddings of %s; applying it to %s embeddings of "
                    "the same weights (they agree to cosine >= 0.995, checked when a runtime's model is built)",
                    what, p_tr, trained_fp.get("name"), p_act)
         return

@@ -79,7 +79,8 @@ def _setup(encoder_name: str, projections: tuple[str, ...], device: str | None, 
 def _finish(task, *, encoder, variants, out, quick, parameters, columns, rows, details, files, started,
             digits: int = 1, extra_tables=None) -> None:
     click.echo(common.format_table(columns, rows, digits=digits))
-    out_path = Path(out) if out else common.default_out(task, encoder.name, quick=quick, precision=encoder.precision)
+    out_path = Path(out) if out else common.default_out(task, encoder.name, quick=quick, precision=encoder.precision,
+                                                          runtime=getattr(encoder, "runtime", "torch"))
     common.write_result(
         out_path, task=task, encoder=encoder, variants=variants, data_files=files,
         parameters=parameters | {"quick": quick}, columns=columns, rows=rows, details=details,

@@ -198,6 +198,7 @@ class Encoders:
         self.precision = precision
         self.default_precision = default_precision
         self._artefact = artefact_projection(inputs)
+        self._artefact_encoder = artefact_encoder(inputs)  # its runtime is the default one
         self._choice = None
         self._encoder = None
         self._projection = None
@@ -217,9 +218,11 @@ class Encoders:
     def encoder(self):
         if self._encoder is None:
             from xmine.encoders import DEFAULT_ENCODER, DEFAULT_PRECISION, load_encoder
+            from xmine.encoders.runtime import runtime_for_artefact
 
             self._encoder = load_encoder(self.encoder_name or DEFAULT_ENCODER,
-                                         precision=self.precision or self.default_precision or DEFAULT_PRECISION)
+                                         precision=self.precision or self.default_precision or DEFAULT_PRECISION,
+                                         runtime=runtime_for_artefact(self._artefact_encoder))
             # Not through `self.projection`: choosing it may ask for this encoder's fingerprint
             # (and would then be chosen, and its notice logged, twice).
             if self._projection is not None:

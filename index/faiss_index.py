@@ -72,6 +72,12 @@ class IndexConfig:
             raise ConfigError(f"memory_budget must be > 0 bytes (got {self.memory_budget!r})")
 
 
+def faiss_reason(e: RuntimeError) -> str:
+    """The reason in a FAISS RuntimeError ("Error in ... failed: <why>"), on one line."""
+    detail = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+    return detail.rpartition("failed: ")[2] or detail
+
+
 def gpu_count() -> int:
     import faiss
 
@@ -224,9 +230,7 @@ def train_index(embeddings, choice: IndexChoice, *, seed: int, use_gpu: bool) ->
         try:
             idx.train(train)
         except RuntimeError as e:  # FAISS: too few training points for the centroids, etc.
-            detail = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
-            detail = detail.rpartition("failed: ")[2] or detail  # FAISS: "Error in ... failed: <why>"
-            raise ConfigError(f"cannot train {choice.factory} on {len(train):,} vectors ({detail}); "
+            raise ConfigError(f"cannot train {choice.factory} on {len(train):,} vectors ({faiss_reason(e)}); "
                               "use --type flat or hnsw, a smaller --nlist / --pq-m, or a larger corpus") from None
         template = _to_cpu(idx, res)
     return bytes(faiss.serialize_index(template))

@@ -181,9 +181,10 @@ def train_quantiser(x, y, plan: dict, config: ApproximateConfig) -> bytes:
     try:
         trained.train(sample)
     except RuntimeError as e:  # FAISS: too few training points for the centroids, etc.
-        detail = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
-        detail = detail.rpartition("failed: ")[2] or detail  # FAISS: "Error in ... failed: <why>"
-        raise ConfigError(f"--approximate: cannot train {plan['factory']} on {len(sample):,} vectors ({detail}); "
+        from xmine.index.faiss_index import faiss_reason
+
+        raise ConfigError(f"--approximate: cannot train {plan['factory']} on {len(sample):,} vectors "
+                          f"({faiss_reason(e)}); "
                           "use --index-type ivf or ivfpqfs, a smaller --nlist / --pq-m, or exact mining "
                           "(no --approximate) for corpora this small") from None
     log.info("trained %s on %d vectors in %.0f s", plan["factory"], len(sample), time.perf_counter() - t0)

@@ -7,6 +7,7 @@ command never stores a zero list count or a negative budget and fails on it late
 
 from __future__ import annotations
 
+import functools
 import math
 
 import click
@@ -48,9 +49,38 @@ class LangCode(click.ParamType):
 LANG = LangCode()
 
 
+def input_format_options(f):
+    """--input-format, --text-field/--text-column, --id-field and --split, handed to the command
+    as one `input_format` (an `xmine.readers.InputFormat`)."""
+    from xmine.readers import FORMATS
+
+    @click.option("--input-format", type=click.Choice(("auto",) + FORMATS), default="auto", show_default=True,
+                  help="How to read a corpus: auto = by extension (.jsonl/.ndjson/.json: jsonl; .parquet: parquet; "
+                       "a compression suffix .gz/.xz/.zst/.bz2 is looked through) or folder (a Hugging Face "
+                       "save_to_disk folder: hf), else text (one sentence a line, plain or compressed). "
+                       "hf also reads data files (.parquet/.jsonl/.csv/.txt, or a folder of them) through "
+                       "the datasets library, streaming.")
+    @click.option("--text-field", "--text-column", "text_field", default="text", show_default=True,
+                  help="jsonl/hf: the field holding the text, dotted for nested objects (meta.text); parquet: "
+                       "the column (dotted: a field of a struct column).")
+    @click.option("--id-field", default=None,
+                  help="A field (dotted) holding each record's own id, kept with each sentence as provenance "
+                       "(mined outputs carry it). Default: records are named by their line/row number.")
+    @click.option("--split", "hf_split", default=None,
+                  help="hf: the split to read (default: the only one, else train).")
+    @functools.wraps(f)
+    def wrapper(*args, input_format, text_field, id_field, hf_split, **kwargs):
+        from xmine.readers import InputFormat
+
+        spec = InputFormat(format=input_format, text_field=text_field, id_field=id_field, split=hf_split)
+        return f(*args, input_format=spec, **kwargs)
+
+    return wrapper
+
+
 def positive_int() -> click.IntRange:
     """An int >= 1."""
     return click.IntRange(min=1)
 
 
-__all__ = ["Finite", "FiniteFloat", "LANG", "LangCode", "positive_int"]
+__all__ = ["Finite", "FiniteFloat", "LANG", "LangCode", "input_format_options", "positive_int"]

@@ -32,18 +32,20 @@ def Finite(min: float | None = None, max: float | None = None, *, min_open: bool
 
 
 class LangCode(click.ParamType):
-    """A language code in any form xmine.langs understands (de, deu, deu_Latn, de-DE); unknown
+    """A language code in any form xmine.langs understands (ISO 639-1 de, ISO 639-3 deu, NLLB/FLORES
+    deu_Latn, a locale de-DE), given to the command in one form: the canonical ISO 639-3 code of
+    `normalize_lang` (deu), so stores, indexes and outputs record one name per language. Unknown
     codes are refused rather than silently becoming a language of their own."""
 
     name = "lang"
 
     def convert(self, value, param, ctx):
-        from xmine.langs import is_known_lang
+        from xmine.langs import is_known_lang, normalize_lang
 
         if not isinstance(value, str) or not is_known_lang(value):
             self.fail(f"{value!r} is not a known language code (ISO 639-1 such as de, ISO 639-3 such as "
                       "deu, optionally with script or region: deu_Latn, de-DE)", param, ctx)
-        return value.strip()
+        return normalize_lang(value)
 
 
 LANG = LangCode()

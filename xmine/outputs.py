@@ -141,14 +141,33 @@ def dir_kind(path: Path) -> tuple[str | None, bool]:
     return None, False
 
 
+def tree_record(path: Path) -> dict:
+    """Size and sha256 of a directory output (a dataset folder): over its files' names and sha256."""
+    h, size, n = hashlib.sha256(), 0, 0
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        h.update(f"{f.relative_to(path).as_posix()}\0{sha256_of(f)}\n".encode())
+        size, n = size + f.stat().st_size, n + 1
+    return {"bytes": size, "sha256": h.hexdigest(), "tree": n}
+
+
 def _changed_files(side: dict, base: Path) -> list[str]:
-    """Files a finished sidecar records whose size or sha256 no longer match."""
+    """Files (and directory outputs) a finished sidecar records whose size or sha256 no longer match."""
     bad = []
     for name, rec in (side.get("output_files") or {}).items():
         p = base.parent / name
-        if not p.is_file() or p.stat().st_size != rec.get("bytes") or sha256_of(p) != rec.get("sha256"):
+        if rec.get("tree") is not None:
+            if not p.is_dir() or p.is_symlink() or tree_record(p) != {k: rec.get(k) for k in ("bytes", "sha256", "tree")}:
+                bad.append(name)
+        elif not p.is_file() or p.stat().st_size != rec.get("bytes") or sha256_of(p) != rec.get("sha256"):
             bad.append(name)
     return bad
+
+
+def _recorded_tree(path: Path) -> bool:
+    """True when `path` is a directory its sidecar records as this output (a dataset folder)."""
+    side = _read_json(sidecar_of(path)) if sidecar_of(path).is_file() else None
+    rec = ((side or {}).get("output_files") or {}).get(path.name) or {}
+    return path.is_dir() and not path.is_symlink() and rec.get("tree") is not None
 
 
 # ------------------------------------------------------------------------------ the claim
@@ -199,6 +218,27 @@ class Claim:
         with atomic_path(target) as tmp:
             yield tmp
 
+    @contextlib.contextmanager
+    def atomic_dir(self) -> Iterator[Path]:
+        """A temporary directory renamed onto the output (a dataset folder); a finished one the
+        claim accepted (overwrite) is replaced as a whole, and only then removed."""
+        import tempfile
+
+        self.mark_unfinished()
+        tmp = Path(tempfile.mkdtemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp"))
+        try:
+            yield tmp
+            old = None
+            if self.path.is_dir() and _recorded_tree(self.path):
+                old = Path(tempfile.mkdtemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".old.tmp"))
+                os.rename(self.path, old / "replaced")
+            os.rename(tmp, self.path)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
     def write_text(self, text: str, suffix: str = "") -> None:
         with self.atomic_file(suffix) as tmp:
             tmp.write_bytes(text.encode("utf-8"))
@@ -224,6 +264,8 @@ class Claim:
         for p in [self.path] + [Path(str(self.path) + s) for s in self.companions]:
             if p.is_file():
                 files[p.name] = {"bytes": p.stat().st_size, "sha256": sha256_of(p)}
+            elif p == self.path and p.is_dir() and not p.is_symlink():
+                files[p.name] = tree_record(p)
         body = {**(summary or {}), "kind": self.kind, "format_version": 1, "state": "finished",
                 "output_files": files}
         _atomic_json(self.sidecar, body)
@@ -286,7 +328,7 @@ def _state_of(path: Path, kind: str, form: str, companions: tuple[str, ...],
                               "(choose another output)")
         return "finished" if finished else "unfinished"
 
-    if exists and (path.is_dir() or path.is_symlink()):
+    if exists and (path.is_dir() or path.is_symlink()) and not (form == "tsv" and _recorded_tree(path)):
         raise OutputError(f"{path}: exists and is a {'directory' if path.is_dir() else 'symbolic link'}; "
                           "refusing to replace it (choose another output file)")
     if form == "tsv":
@@ -473,7 +515,7 @@ def verify_output_file(path: str | Path) -> tuple[str, int, str]:
     if side.get("state") != "finished":
         raise ArtefactError(f"{path}: unfinished (its run was interrupted); run the same command again")
     files = side.get("output_files") or {}
-    if path.name not in files:
+    if path.name not in files and not any(name.startswith(path.name + ".") for name in files):
         raise ArtefactError(f"{sidecar_of(path)}: records no sha256 of {path.name} (written by an older xmine)")
     changed = _changed_files(side, path)
     if changed:

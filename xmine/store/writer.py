@@ -111,7 +111,11 @@ def _identity_mismatch(old: dict[str, Any], new: dict[str, Any]) -> str | None:
     new_p = (new.get("projection") or {}).get("id")
     if old_p != new_p:
         return f"it was made with projection {old.get('projection')}, not {new.get('projection')}"
-    for key in ("part", "dtype", "lang", "max_chars"):
+    from xmine.langs import normalize_lang
+
+    if normalize_lang(old.get("lang") or "") != normalize_lang(new.get("lang") or ""):  # de = deu = deu_Latn
+        return f"it was made with lang={old.get('lang')!r}, not {new.get('lang')!r}"
+    for key in ("part", "dtype", "max_chars"):
         if old.get(key) != new.get(key):
             return f"it was made with {key}={old.get(key)!r}, not {new.get(key)!r}"
     return None

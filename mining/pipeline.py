@@ -191,7 +191,8 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
     work = claim.companion(".work")
 
     def work_for(path, tag: str) -> Path:
-        if artefact_kind(path) == "text" or (projection is not None and artefact_kind(path) == "embedding-store"):
+        kind = artefact_kind(path, input_format)
+        if kind == "text" or (projection is not None and kind == "embedding-store"):
             claim.work_dir(".work")
         return work / tag
 

@@ -39,13 +39,15 @@ from xmine.store.rows import ShardRows
 from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
 
 
-def artefact_kind(path: str | Path) -> str:
-    """"text" for a corpus (a file, or a Hugging Face dataset folder: `xmine.readers`), else the
-    `kind` in the directory's manifest ("embedding-store", "index")."""
+def artefact_kind(path: str | Path, input_format: Any = None) -> str:
+    """"text" for a corpus (a file, a Hugging Face dataset folder, or with `--input-format hf` a
+    folder of data files: `xmine.readers`), else the `kind` in the directory's manifest
+    ("embedding-store", "index")."""
     from xmine.readers import is_dataset_dir
 
     p = Path(path)
-    if p.is_file() or is_dataset_dir(p):
+    hf_files = getattr(input_format, "format", None) == "hf" and p.is_dir() and not (p / MANIFEST).is_file()
+    if p.is_file() or is_dataset_dir(p) or hf_files:
         return "text"
     if p.is_dir():
         m = p / MANIFEST
@@ -57,8 +59,9 @@ def artefact_kind(path: str | Path) -> str:
                 what = (kind or "embedding-store").replace("-", " ")
                 raise InputError(p, f"an unfinished {what} (its run was interrupted or failed); run the same "
                                     "command again to finish it")
-            raise InputError(p, "a directory without manifest.json: expected a text file, an embedding "
-                                "store (xmine embed) or an index (xmine build-index)")
+            raise InputError(p, "a directory without manifest.json: expected a corpus file, a Hugging Face "
+                                "save_to_disk folder, an embedding store (xmine embed) or an index (xmine "
+                                "build-index); for a folder of data files pass --input-format hf")
         try:
             return json.loads(m.read_text(encoding="utf-8"))["kind"]
         except (ValueError, KeyError) as e:
@@ -269,7 +272,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
     says how to read a corpus that is not one sentence a line.
     """
     path = Path(path)
-    kind = artefact_kind(path)
+    kind = artefact_kind(path, input_format)
     proj = encoders.projection
     tmp = None
     if work_dir is None and (kind == "text" or (kind == "embedding-store" and proj is not None)):

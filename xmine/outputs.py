@@ -229,7 +229,7 @@ class Claim:
         try:
             yield tmp
             old = None
-            if self.path.is_dir() and _recorded_tree(self.path):
+            if self.state == "finished" and self.path.is_dir() and not self.path.is_symlink():  # checked by the claim
                 old = Path(tempfile.mkdtemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".old.tmp"))
                 os.rename(self.path, old / "replaced")
             os.rename(tmp, self.path)

@@ -9,7 +9,6 @@ import bz2
 import gzip
 import json
 import lzma
-import os
 import random
 import re
 from pathlib import Path

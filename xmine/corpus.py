@@ -194,8 +194,7 @@ def open_binary(path: str | Path) -> BinaryIO:
 
 def _read_errors() -> tuple[type[BaseException], ...]:
     """What a damaged compressed stream raises while it is read (turned into InputError)."""
-    import bz2  # noqa: F401  (bz2 raises OSError)
-    import lzma
+    import lzma  # (bz2 raises OSError)
 
     errors: tuple[type[BaseException], ...] = (gzip.BadGzipFile, EOFError, OSError, lzma.LZMAError)
     try:

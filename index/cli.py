@@ -11,7 +11,7 @@ import click
 from xmine.cluster import ray_option
 from xmine.encoders.options import precision_option
 from xmine.index.choose import INDEX_TYPES
-from xmine.options import LANG, Finite
+from xmine.options import LANG, Finite, input_format_options
 
 _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (xmine embed) or"
 
@@ -52,12 +52,13 @@ _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (
 @precision_option(default_from="the precision of a store SOURCE")
 @click.option("--cpu", is_flag=True, help="Do not use GPUs even if FAISS reports some.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
+@input_format_options
 @ray_option("the build: training in one task, adding rows in parallel tasks (each shard a task with "
             "--shard-rows, else pieces merged into one index). A store SOURCE is read by the workers from "
             "its files; a text SOURCE is encoded here first (embed it with `xmine embed --ray` to encode "
             "on the cluster). The index is the same as without --ray")
 def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
-                encoder, projection, precision, cpu, quiet, ray_address):
+                encoder, projection, precision, cpu, quiet, ray_address, input_format):
     """Build a FAISS index over SOURCE's embeddings.
 
     SOURCE is a text file (one sentence a line; encoded with --encoder, cached) or an embedding
@@ -81,7 +82,8 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
         # A text SOURCE is embedded into a store (a raw store projected) in a hidden temporary
         # directory beside the index, removed at the end.
         with tempfile.TemporaryDirectory(prefix=f".{Path(out_dir).name}.work-", dir=Path(out_dir).parent) as work:
-            side = load_side(source, lang=lang, encoders=encoders, work_dir=work, show_progress=not quiet)
+            side = load_side(source, lang=lang, encoders=encoders, work_dir=work, show_progress=not quiet,
+                             input_format=input_format)
             if hasattr(side.rows, "check_all"):
                 side.rows.check_all()  # a damaged shard is one clear error before the indexing starts
             config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
@@ -109,7 +111,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
 
 @click.command("search")
 @click.argument("index_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.argument("queries", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("queries", type=click.Path(exists=True, path_type=Path))
 @click.option("-k", type=click.IntRange(min=1), default=10, show_default=True, help="Neighbours returned per query.")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl"]), default="tsv", show_default=True,
               help="tsv: one hit a line: query_line, rank, score, hit_line, hit_sentence. "
@@ -126,7 +128,8 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
               help="Projection of the queries. Default: the one the index was made with (the shipped "
                    "default projection, raw, or else it must be given); another one is refused.")
 @precision_option(default_from="the index's precision")
-def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection, precision):
+@input_format_options
+def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection, precision, input_format):
     """Return the K nearest indexed sentences of every line of QUERIES, with cosine scores.
 
     Scores are inner products of L2-normalised embeddings (cosine, -1..1; for exact indexes) or
@@ -135,15 +138,15 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
     from xmine.outputs import claim_output
 
     if out is None:
-        _search(index_dir, queries, k, fmt, None, nprobe, encoder, projection, precision)
+        _search(index_dir, queries, k, fmt, None, nprobe, encoder, projection, precision, input_format)
         return
     with claim_output(out, kind="search-result", form="tsv", inputs=[index_dir, queries, projection],
                       overwrite=overwrite) as claim:
-        summary = _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision)
+        summary = _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision, input_format)
         claim.finish(summary)
 
 
-def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision) -> dict:
+def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision, input_format=None) -> dict:
     import contextlib
 
     import numpy as np
@@ -162,7 +165,8 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
                         default_precision=fingerprint_precision(m["encoder"]), inputs=[index_dir])
     check_same_encoder(m["encoder"], encoders.encoder.fingerprint(), what=f"index {index_dir}")
     check_same_projection(m.get("projection"), encoders.projection_fp(), what=f"index {index_dir}")
-    q = load_side(queries, lang=None, encoders=encoders, show_progress=False)  # embedded in a temporary store
+    q = load_side(queries, lang=None, encoders=encoders, show_progress=False,  # embedded in a temporary store
+                  input_format=input_format)
     with open(ix.path / "sentences.txt", "rb") as f:
         from xmine.store.text import RowIndex, iter_raw_lines
 

@@ -13,7 +13,8 @@ from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
 from xmine.mining.margin import MARGINS
 from xmine.mining.products import PRODUCTS
 from xmine.mining.select import RETRIEVALS
-from xmine.options import LANG, Finite
+from xmine.mining.writers import OUTPUT_FORMATS
+from xmine.options import LANG, Finite, input_format_options
 
 
 class ThresholdType(click.ParamType):
@@ -34,10 +35,16 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
 @click.command("mine")
 @click.argument("src", type=click.Path(exists=True, path_type=Path))
 @click.argument("tgt", type=click.Path(exists=True, path_type=Path))
-@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Output TSV: score<TAB>src<TAB>tgt, highest score first (written atomically). "
-                   "A summary with provenance goes to OUT.json, which also marks OUT as xmine's. An "
-                   "existing OUT is replaced only if it is an earlier mining result and --overwrite is given.")
+@click.option("-o", "--out", required=True, type=click.Path(path_type=Path),
+              help="Output, highest score first (written atomically); TSV by default: score<TAB>src<TAB>tgt "
+                   "(gzip when OUT ends in .gz). A summary with provenance goes to OUT.json, which also marks OUT "
+                   "as xmine's. An existing OUT is replaced only if it is an earlier mining result and "
+                   "--overwrite is given.")
+@click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default=None,
+              help="tsv; moses (OUT.src and OUT.tgt, line-aligned); jsonl, parquet or hf (a Hugging Face "
+                   "save_to_disk folder OUT with a dataset card): one row a pair with a translation dict keyed by "
+                   "the language codes, the score, and where each side came from (file, line/row, record id). "
+                   "Default: by OUT's extension (.jsonl, .parquet, else tsv).")
 @click.option("--overwrite", is_flag=True, help="Replace OUT (and OUT.json, OUT.meta) if it is an earlier xmine mining result.")
 @click.option("--src-lang", type=LANG, default=None, help="Language code of SRC (recorded; checked against artefacts).")
 @click.option("--tgt-lang", type=LANG, default=None, help="Language code of TGT.")
@@ -112,17 +119,20 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
 @precision_option(default_from="the precision of the store or index inputs")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars (the one-line summary is still printed).")
+@input_format_options
 @ray_option("the neighbour search: exact, tiles of the product as tasks; --approximate, the index shards "
             "built and searched (query blocks x shards) as tasks; an index side, its shards searched by "
             "query blocks as tasks; top-k merged per row in every case. The TSV is byte for byte the one "
             "without --ray")
 def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows,
-         allow_same_input, line_numbers, meta, block_rows, block_cols, workers, product, precision, keep_work, quiet, ray_address):
+         allow_same_input, line_numbers, meta, block_rows, block_cols, workers, product, precision, keep_work, quiet,
+         ray_address, output_format, input_format):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
-    SRC and TGT are each a text file (one sentence a line), an embedding store directory (xmine
-    embed) or an index directory (xmine build-index). Text files are embedded into stores in
+    SRC and TGT are each a corpus (a text file, one sentence a line, plain or compressed; JSON
+    Lines, Parquet or a Hugging Face dataset: see --input-format), an embedding store directory
+    (xmine embed) or an index directory (xmine build-index). Text files are embedded into stores in
     OUT.work/ first. Stores are read block by block and sentences by offset, so memory does not
     grow with the corpora beyond ~40 bytes a row. Repeated sentences (64-bit hashes of the
     white-space-normalised text) are mined once. The exact search never holds the full similarity
@@ -143,7 +153,8 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
                     precision=precision, projection=projection, approximate=approximate,
                     approximate_config=approx, line_numbers=line_numbers, meta=meta, keep_work=keep_work,
                     overwrite=overwrite, ray=ray_address, default_threshold=threshold != "none",
-                    show_progress=not quiet, allow_same_input=allow_same_input)
+                    show_progress=not quiet, allow_same_input=allow_same_input, output_format=output_format,
+                    input_format=input_format)
     t = summary["threshold"]
     kept = f"threshold {t['value']:g} ({t['source']})" if t["value"] is not None else t["source"]
     click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "

@@ -11,7 +11,8 @@ exactly the rows that may be mined: its k neighbours are k real candidates. Then
 - a side that is an index directory: searched through that index (over-fetching 2k to absorb
   its duplicate and filtered rows).
 Margin scoring and selection are shared (select.select_pairs). The output is written atomically,
-`score<TAB>src<TAB>tgt`, highest score first, each sentence read from its store by offset.
+highest score first, each sentence read from its store by offset: `score<TAB>src<TAB>tgt`, or
+Moses, JSON Lines, Parquet or a Hugging Face dataset (mining/writers.py).
 
 Memory: one block or shard, the k-state (n + m) * k * 12 bytes, and about 40 bytes a row for the
 row index, dedup and selection; never the corpus.
@@ -34,6 +35,7 @@ from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.products import resolve_product
 from xmine.topk import merge_topk
 from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
+from xmine.mining.writers import MinedRows, write_mined
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +123,8 @@ def mine(
     ray: str | None = None,
     default_threshold: bool = True,
     allow_same_input: bool = False,
+    output_format: str | None = None,
+    input_format=None,
 ) -> dict:
     """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`).
 
@@ -141,13 +145,17 @@ def mine(
 
     `allow_same_input`: mine even when `src` and `tgt` are the same file or directory (refused
     otherwise: every sentence would pair with itself).
+    `output_format`: tsv, moses, jsonl, parquet or hf (`xmine.mining.writers`); None: by the
+    name of `out`. `input_format` (xmine.readers.InputFormat): how to read corpus sides.
     """
+    from xmine.mining.writers import companions, output_format as resolve_format
     from xmine.outputs import claim_output
 
     out = Path(out)
     if not allow_same_input and _same_path(src, tgt):
         raise ConfigError(f"{src}: given as both SRC and TGT, so every sentence would be mined with itself; "
                           "pass --allow-same-input if that is what you want")
+    fmt = resolve_format(out, output_format)
     # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU)
     # or the Ray cluster cannot be joined.
     if not approximate:
@@ -157,12 +165,12 @@ def mine(
 
         connect(ray)
     with claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection], overwrite=overwrite,
-                      companions=(".meta", ".work"), legacy=_legacy_result) as claim:
+                      companions=(".meta", ".work") + companions(fmt), legacy=_legacy_result) as claim:
         return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                      precision=precision, projection=projection, approximate=approximate,
                      approximate_config=approximate_config, line_numbers=line_numbers, meta=meta,
                      keep_work=keep_work, show_progress=show_progress, ray=ray,
-                     default_threshold=default_threshold)
+                     default_threshold=default_threshold, fmt=fmt, input_format=input_format)
 
 
 def _same_path(a, b) -> bool:
@@ -186,7 +194,7 @@ def _legacy_result(out: Path) -> bool:
 
 def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate,
           approximate_config, line_numbers, meta, keep_work, show_progress, ray=None,
-          default_threshold=True) -> dict:
+          default_threshold=True, fmt="tsv", input_format=None) -> dict:
     from xmine.inputs import Encoders, artefact_encoder_name, artefact_precision, check_compatible, load_side
 
     out = claim.path
@@ -197,7 +205,8 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
     work = claim.companion(".work")
 
     def work_for(path, tag: str) -> Path:
-        if artefact_kind(path) == "text" or (projection is not None and artefact_kind(path) == "embedding-store"):
+        kind = artefact_kind(path, input_format)
+        if kind == "text" or (projection is not None and kind == "embedding-store"):
             claim.work_dir(".work")
         return work / tag
 
@@ -205,9 +214,9 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
                         default_precision=artefact_precision([src, tgt]), inputs=[src, tgt])
     # With --overwrite, OUT.work/ is this command's own to rebuild (a damaged work store included).
     sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src"), show_progress=show_progress,
-                   rebuild=claim.overwrite)
+                   rebuild=claim.overwrite, input_format=input_format)
     sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt"), show_progress=show_progress,
-                   rebuild=claim.overwrite)
+                   rebuild=claim.overwrite, input_format=input_format)
     try:
         check_compatible(sx, sy)
         config, threshold_record = _threshold(config, encoders.choice.path if sx.projection else None,
@@ -238,11 +247,8 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
             raise InputError(side.path, f"embedding row {row} (input line {int(side.line_numbers[row])}) is "
                              "not finite (NaN or inf)") from None
         src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
-        _write_pairs(claim, mined, sx, sy, src_rows, tgt_rows, line_numbers=line_numbers)
-        if meta:  # (without it, the replaced result's own .meta is removed by claim.finish)
-            _write_meta(claim, mined, sx, sy, src_rows, tgt_rows)
         summary = {
-            "output": str(out), "pairs": len(mined), "k_used": min(config.k, len(mx.ids), len(my.ids)),
+            "output": str(out), "format": fmt, "pairs": len(mined), "k_used": min(config.k, len(mx.ids), len(my.ids)),
             "src": {"path": str(sx.path), "kind": sx.kind, "sentences": len(sx), "unique": mx.unique,
                     "mined_rows": len(mx.ids)},
             "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy), "unique": my.unique,
@@ -258,6 +264,10 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
                                      approximate=(asdict(approximate_config) if search == "approximate" else None),
                                      inputs=[sx.fingerprint, sy.fingerprint]),
         }
+        write_mined(claim, fmt, MinedRows(sx=sx, sy=sy, src_rows=src_rows, tgt_rows=tgt_rows, score=mined.score,
+                                          direction=mined.direction), line_numbers=line_numbers, summary=summary)
+        if meta:  # (without it, the replaced result's own .meta is removed by claim.finish)
+            _write_meta(claim, mined, sx, sy, src_rows, tgt_rows)
     finally:
         sx.close()
         sy.close()
@@ -314,24 +324,13 @@ def _threshold(config: MiningConfig, projection_dir, *, default_threshold: bool)
     return config.replace(threshold=value), {"value": value, "margin": config.margin, "source": source}
 
 
-def _clean(text: str) -> str:
-    # A tab or newline inside a sentence would break the TSV; corpora read by xmine have none.
-    return text.replace("\t", " ").replace("\n", " ")
-
-
-def _write_pairs(claim, mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, line_numbers: bool) -> None:
-    """Stream the pairs to the claimed output (atomically), each sentence read from its side by offset."""
-    with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        for s, t, sc in zip(src_rows.tolist(), tgt_rows.tolist(), mined.score.tolist()):
-            row = f"{sc:.6f}\t{_clean(sx.text[s])}\t{_clean(sy.text[t])}"
-            if line_numbers:
-                row += f"\t{sx.line_numbers[s]}\t{sy.line_numbers[t]}"
-            f.write(row + "\n")
-
-
 def _write_meta(claim, mined: MinedPairs, sx, sy, src_rows, tgt_rows) -> None:
-    """stopes-style meta: score, src file:line, tgt file:line, direction that found the pair."""
+    """stopes-style meta: score, src file:line, tgt file:line, direction that found the pair; for
+    inputs read with an id field, the two record ids after."""
     with claim.atomic_file(".meta") as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
         for s, t, sc, d in zip(src_rows.tolist(), tgt_rows.tolist(), mined.score.tolist(), mined.direction.tolist()):
-            f.write(f"{sc:.6f}\t{sx.path}:{sx.line_numbers[s]}\t{sy.path}:{sy.line_numbers[t]}\t"
-                    f"{DIRECTION_NAMES[int(d)]}\n")
+            row = (f"{sc:.6f}\t{sx.path}:{sx.line_numbers[s]}\t{sy.path}:{sy.line_numbers[t]}\t"
+                   f"{DIRECTION_NAMES[int(d)]}")
+            if sx.ids is not None or sy.ids is not None:
+                row += f"\t{sx.ids[s] if sx.ids is not None else ''}\t{sy.ids[t] if sy.ids is not None else ''}"
+            f.write(row + "\n")

@@ -421,7 +421,7 @@ def test_language_codes_compare_normalised_and_k_is_recorded_as_used(ws):
     summary = json.loads((ws / "m.tsv.json").read_text())
     assert summary["provenance"]["parameters"]["k"] == 100 and summary["k_used"] == N
     with untouched(ws):
-        refused(xm("mine", ws / "store", ws / "en.txt", "--src-lang", "fr", "-o", ws / "m2.tsv"), "holds language 'de'")
+        refused(xm("mine", ws / "store", ws / "en.txt", "--src-lang", "fr", "-o", ws / "m2.tsv"), "holds language 'deu'")
 
 
 def test_train_restores_torchs_thread_count(ws):

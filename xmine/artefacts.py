@@ -330,6 +330,8 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
     from xmine.outputs import MARKER, dir_kind, sidecar_of, verify_output_file
 
     p = Path(path)
+    if p.is_dir() and not (p / MANIFEST).is_file() and sidecar_of(p).is_file():  # a dataset folder output
+        return verify_output_file(p)
     if p.is_dir():
         kind, finished = dir_kind(p)
         if kind is None:

@@ -7,7 +7,7 @@ import click
 from xmine.cluster import ray_option
 from xmine.corpus import DEFAULT_MAX_CHARS
 from xmine.encoders.options import precision_option
-from xmine.options import LANG
+from xmine.options import LANG, input_format_options
 
 
 @click.command("encoders")
@@ -92,11 +92,13 @@ def describe_auto_precision() -> str:
 @click.option("--device", default=None, help="Torch device for the encoder (default: cuda if present, else cpu).")
 @precision_option(default_from="the precision of the finished store OUT")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@input_format_options
 @ray_option("the encoding (an actor pool of encoders, one shard per task; choose --shard-rows so that "
             "each actor gets several shards). The store is the same as without --ray")
 def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_size, shard_rows,
-          max_chars, overwrite, device, precision, quiet, ray_address) -> None:
-    """Embed CORPUS (one sentence per line, UTF-8, plain or gzip) into an embedding store.
+          max_chars, overwrite, device, precision, quiet, ray_address, input_format) -> None:
+    """Embed CORPUS into an embedding store: a text file (one sentence per line, UTF-8, plain or
+    gz/xz/zst/bz2), JSON Lines (--text-field), Parquet (--text-column) or a Hugging Face dataset.
 
     The store (OUT) holds .npy shards, the line number and text of every sentence, and a
     manifest recording the encoder, projection, input file hash and settings. Empty lines are
@@ -131,7 +133,7 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     store = embed_corpus(
         corpus, out_dir, encoder=encoder, lang=lang, projection=choice.path, part=part, dtype=dtype,
         shard_rows=shard_rows, batch_size=batch_size, max_chars=max_chars, overwrite=overwrite,
-        show_progress=not quiet, ray=ray_address,
+        show_progress=not quiet, ray=ray_address, input_format=input_format,
     )
     info = store.build_info
     if info is not None and info.already_done:

@@ -1,8 +1,10 @@
-"""Reading sentence corpora: one sentence per line, plain text or gzip, validated, streamed.
+"""Reading sentence corpora: one sentence per line, plain text or compressed, validated, streamed.
 
 Input policy (what every xmine command does with a text file):
 
-- Compression: gzip is detected by its magic bytes (1f 8b), whatever the file is called.
+- Compression: gzip, xz, bzip2 and zstd are detected by their magic bytes, whatever the file is
+  called (zstd needs the `zstandard` package). Other input formats (JSON Lines, Parquet, Hugging
+  Face datasets) are read by `xmine.readers`, which uses this module for the lines of a file.
 - Encoding: UTF-8. A leading byte-order mark is stripped. Invalid UTF-8 raises `InputError`
   naming the file, the line, the byte offset within that line and a snippet of the bytes.
 - NUL bytes raise `InputError` with the line (they mean a binary or UTF-16 file).
@@ -31,6 +33,7 @@ logging).
 from __future__ import annotations
 
 import gzip
+import io
 import logging
 import re
 import zlib
@@ -52,6 +55,11 @@ DEFAULT_MAX_CHARS = 2000
 _WARN_LIST = 5
 
 _GZIP_MAGIC = b"\x1f\x8b"
+#: magic bytes -> compression name (gzip, xz, bzip2, zstd frames)
+_MAGIC = {_GZIP_MAGIC: "gzip", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
+# bzip2: "BZh", the block size 1-9, then a block's or the stream end's magic (a text file may
+# well start with "BZh").
+_BZIP2 = re.compile(rb"BZh[1-9](\x31\x41\x59\x26\x53\x59|\x17\x72\x45\x38\x50\x90)", re.DOTALL)
 _BOM = "\ufeff"
 # Characters that split lines for str.splitlines() or columns in TSV; \n is the separator itself.
 _BREAKERS = re.compile("[\t\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
@@ -77,6 +85,8 @@ class CorpusStats:
     replaced_count: int = 0
     #: whether the file was gzip-compressed
     gzip: bool = False
+    #: the file's compression ("gzip", "xz", "bzip2", "zstd") or None
+    compression: str | None = None
     #: lines the encoder cut at its token limit (the first few; `token_cut_count` has the total)
     token_cut_lines: list[int] = field(default_factory=list)
     #: how many lines the encoder cut at its token limit (filled by `note_token_cuts`)
@@ -147,17 +157,57 @@ def _check_path(path: Path) -> None:
 
 def is_gzip(path: str | Path) -> bool:
     """True when the file starts with the gzip magic bytes."""
+    return compression_of(path) == "gzip"
+
+
+def compression_of(path: str | Path) -> str | None:
+    """"gzip", "xz", "bzip2" or "zstd" when the file starts with that format's magic bytes, else None."""
     with open(path, "rb") as f:
-        return f.read(2) == _GZIP_MAGIC
+        head = f.read(10)
+    if _BZIP2.match(head):
+        return "bzip2"
+    return next((name for magic, name in _MAGIC.items() if head.startswith(magic)), None)
 
 
 def open_binary(path: str | Path) -> BinaryIO:
-    """Open `path` for reading bytes, decompressing gzip transparently (detected by content)."""
+    """Open `path` for reading bytes, decompressing gzip, xz, bzip2 or zstd transparently
+    (detected by content)."""
     path = Path(path)
     _check_path(path)
-    if is_gzip(path):
+    kind = compression_of(path)
+    if kind == "gzip":
         return gzip.open(path, "rb")  # type: ignore[return-value]
+    if kind == "xz":
+        import lzma
+
+        return lzma.open(path, "rb")  # type: ignore[return-value]
+    if kind == "bzip2":
+        import bz2
+
+        return bz2.open(path, "rb")  # type: ignore[return-value]
+    if kind == "zstd":
+        try:
+            import zstandard
+        except ImportError:
+            raise InputError(path, "is zstd-compressed; reading it needs the zstandard package "
+                                   "(pip install zstandard)") from None
+        raw = zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True)
+        return io.BufferedReader(raw)  # type: ignore[arg-type]
     return open(path, "rb")
+
+
+def _read_errors() -> tuple[type[BaseException], ...]:
+    """What a damaged compressed stream raises while it is read (turned into InputError)."""
+    import lzma  # (bz2 raises OSError)
+
+    errors: tuple[type[BaseException], ...] = (gzip.BadGzipFile, EOFError, OSError, lzma.LZMAError, zlib.error)
+    try:
+        import zstandard
+
+        errors += (zstandard.ZstdError,)
+    except ImportError:
+        pass
+    return errors
 
 
 _SNIFF_BYTES = 1 << 20
@@ -168,7 +218,7 @@ def uses_cr_line_ends(path: str | Path) -> bool:
     with open_binary(path) as f:
         try:
             head = f.read(_SNIFF_BYTES)
-        except (gzip.BadGzipFile, EOFError, OSError, zlib.error):
+        except _read_errors():
             return False  # the read proper reports it, with the line
     return b"\r" in head and b"\n" not in head
 
@@ -215,7 +265,7 @@ def iter_lines(path: str | Path, *, stats: CorpusStats | None = None, start: tup
     Line numbers are 1-based. Text has its newline (and a `\\r` before it) removed, the BOM of
     the first line stripped, and tabs/stray line breaks replaced by spaces (see the module doc).
     `start=(byte_offset, line_number)` begins at that line (a range of the file, for a worker
-    that reads one shard; offsets count decompressed bytes of a gzip file). `offsets=True` yields
+    that reads one shard; offsets count decompressed bytes of a compressed file). `offsets=True` yields
     (line_number, text, byte_offset_of_the_line) instead.
     """
     path = Path(path)
@@ -223,10 +273,18 @@ def iter_lines(path: str | Path, *, stats: CorpusStats | None = None, start: tup
     cr = uses_cr_line_ends(path)
     offset, first = start
     with open_binary(path) as f:
-        st.gzip = isinstance(f, gzip.GzipFile)
+        st.compression = compression_of(path)
+        st.gzip = st.compression == "gzip"
         try:
-            if offset:
+            if offset and f.seekable():
                 f.seek(offset)
+            elif offset:  # a zstd stream reads forward only
+                left = offset
+                while left:
+                    got = len(f.read(min(left, 1 << 20)))
+                    if not got:
+                        raise EOFError(f"the file ends before byte {offset}")
+                    left -= got
             for line_no, raw in enumerate(_raw_lines(f, cr), start=first):
                 line_start = offset
                 offset += len(raw)
@@ -242,10 +300,11 @@ def iter_lines(path: str | Path, *, stats: CorpusStats | None = None, start: tup
                     st.replaced_count += 1
                 st.lines = line_no
                 yield (line_no, text, line_start) if offsets else (line_no, text)
-        except (gzip.BadGzipFile, EOFError, OSError, zlib.error) as e:
+        except _read_errors() as e:
             if isinstance(e, FileNotFoundError):
                 raise
-            raise InputError(path, f"cannot read (corrupt or truncated gzip?): {e}", line=st.lines + 1) from None
+            raise InputError(path, f"cannot read (corrupt or truncated {st.compression or 'file'}?): {e}",
+                             line=st.lines + 1) from None
 
 
 def iter_corpus(
@@ -323,7 +382,7 @@ def truncate_for_encoding(sentences: Sequence[str], max_chars: int = DEFAULT_MAX
 
 
 def count_lines(path: str | Path) -> int:
-    """Lines in a (possibly gzip) file, counted fast without decoding (a last line without a
+    """Lines in a (possibly compressed) file, counted fast without decoding (a last line without a
     newline counts)."""
     end = b"\r" if uses_cr_line_ends(path) else b"\n"
     n = 0
@@ -333,8 +392,9 @@ def count_lines(path: str | Path) -> int:
             for block in iter(lambda: f.read(1 << 20), b""):
                 n += block.count(end)
                 last = block[-1:]
-        except (gzip.BadGzipFile, EOFError, zlib.error) as e:
-            raise InputError(path, f"cannot read (corrupt or truncated gzip?): {e}", line=n + 1) from None
+        except _read_errors() as e:
+            raise InputError(path, f"cannot read (corrupt or truncated {compression_of(path) or 'file'}?): {e}",
+                             line=n + 1) from None
     return n + (last != end)
 
 
@@ -424,7 +484,7 @@ def dedup(
 
 
 __all__ = [
-    "DEFAULT_MAX_CHARS", "Corpus", "CorpusStats", "count_lines", "dedup", "is_gzip",
+    "DEFAULT_MAX_CHARS", "Corpus", "CorpusStats", "compression_of", "count_lines", "dedup", "is_gzip",
     "iter_corpus", "iter_lines", "iter_parallel", "normalise_whitespace", "open_binary",
     "read_corpus", "read_parallel", "truncate_for_encoding",
 ]

@@ -39,10 +39,15 @@ from xmine.store.rows import ShardRows
 from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
 
 
-def artefact_kind(path: str | Path) -> str:
-    """"text" for a file, else the `kind` in the directory's manifest ("embedding-store", "index")."""
+def artefact_kind(path: str | Path, input_format: Any = None) -> str:
+    """"text" for a corpus (a file, a Hugging Face dataset folder, or with `--input-format hf` a
+    folder of data files: `xmine.readers`), else the `kind` in the directory's manifest
+    ("embedding-store", "index")."""
+    from xmine.readers import is_dataset_dir
+
     p = Path(path)
-    if p.is_file():
+    hf_files = getattr(input_format, "format", None) == "hf" and p.is_dir() and not (p / MANIFEST).is_file()
+    if p.is_file() or is_dataset_dir(p) or hf_files:
         return "text"
     if p.is_dir():
         m = p / MANIFEST
@@ -54,8 +59,9 @@ def artefact_kind(path: str | Path) -> str:
                 what = (kind or "embedding-store").replace("-", " ")
                 raise InputError(p, f"an unfinished {what} (its run was interrupted or failed); run the same "
                                     "command again to finish it")
-            raise InputError(p, "a directory without manifest.json: expected a text file, an embedding "
-                                "store (xmine embed) or an index (xmine build-index)")
+            raise InputError(p, "a directory without manifest.json: expected a corpus file, a Hugging Face "
+                                "save_to_disk folder, an embedding store (xmine embed) or an index (xmine "
+                                "build-index); for a folder of data files pass --input-format hf")
         try:
             return json.loads(m.read_text(encoding="utf-8"))["kind"]
         except (ValueError, KeyError) as e:
@@ -104,6 +110,10 @@ class Side:
     index: Any = None
     #: what identifies the inputs (for checkpoint keys)
     fingerprint: dict = field(default_factory=dict)
+    #: row i's record id (inputs read with an id field, xmine.readers), else None
+    ids: Any = None
+    #: the corpus the rows come from (a store's or index's recorded input; else `path`)
+    source: str | None = None
     #: a temporary directory owned by this side (text embedded without a work_dir)
     _tmp: Any = None
 
@@ -135,6 +145,8 @@ class Side:
 
     def close(self) -> None:
         self.text.close()
+        if self.ids is not None:
+            self.ids.close()
         if hasattr(self.rows, "close"):
             self.rows.close()
         if self._tmp is not None:
@@ -258,15 +270,16 @@ class Encoders:
 
 
 def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_dir: str | Path | None = None,
-              show_progress: bool = True, rebuild: bool = False) -> Side:
-    """Open `path` (text file, embedding store or index dir) as a Side in the requested space.
+              show_progress: bool = True, rebuild: bool = False, input_format: Any = None) -> Side:
+    """Open `path` (a corpus, embedding store or index dir) as a Side in the requested space.
 
-    `work_dir` holds what this side needs built (a text file's store, a projected copy of a raw
+    `work_dir` holds what this side needs built (a corpus's store, a projected copy of a raw
     store's rows); an interrupted command resumes from it. `rebuild`: a damaged store found there
-    is built again (the command's --overwrite) instead of refused.
+    is built again (the command's --overwrite) instead of refused. `input_format`
+    (xmine.readers.InputFormat) says how to read a corpus that is not one sentence a line.
     """
     path = Path(path)
-    kind = artefact_kind(path)
+    kind = artefact_kind(path, input_format)
     proj = encoders.projection
     tmp = None
     if work_dir is None and (kind == "text" or (kind == "embedding-store" and proj is not None)):
@@ -277,7 +290,8 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         from xmine.store.writer import UNDETERMINED, embed_corpus
 
         store = embed_corpus(path, work / "store", encoder=encoders.encoder, lang=lang or UNDETERMINED,
-                             projection=proj, part="meaning", show_progress=show_progress, overwrite=rebuild)
+                             projection=proj, part="meaning", show_progress=show_progress, overwrite=rebuild,
+                             input_format=input_format)
         side = _store_side(store, path, lang, kind, fingerprint=store.manifest["input"])
         side._tmp = tmp
         return side
@@ -312,15 +326,17 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
                     text=TextColumn(ix.path / "sentences.txt", row_index.offsets), line_numbers=ix.line_numbers,
                     encoder=ix.manifest["encoder"], projection=ix.manifest.get("projection"),
                     part=ix.manifest.get("part") or "raw", lang=lang or ix.manifest.get("lang"), index=ix,
-                    fingerprint={"manifest": _manifest_hash(path)})
+                    fingerprint={"manifest": _manifest_hash(path)},
+                    source=(ix.manifest.get("input") or {}).get("path") or str(path))
     raise InputError(path, f"is an xmine {kind!r}; expected a text file, an embedding store or an index")
 
 
 def _store_side(store, path: Path, lang: str | None, kind: str, *, fingerprint: dict) -> Side:
+    source = str(path) if kind == "text" else (store.manifest.get("input") or {}).get("path") or str(path)
     return Side(path=path, kind=kind, rows=store.rows(), row_index=store.row_index(), text=store.text_column(),
                 line_numbers=store.line_numbers, encoder=store.encoder_fingerprint,
                 projection=store.projection_fingerprint, part=store.part, lang=lang or store.lang,
-                fingerprint=fingerprint)
+                fingerprint=fingerprint, ids=store.id_column(), source=source)
 
 
 # Rows projected at once: the projection's float32 input and output (2 x 64k x dim x 4 bytes).

@@ -7,6 +7,7 @@ command never stores a zero list count or a negative budget and fails on it late
 
 from __future__ import annotations
 
+import functools
 import math
 
 import click
@@ -31,21 +32,52 @@ def Finite(min: float | None = None, max: float | None = None, *, min_open: bool
 
 
 class LangCode(click.ParamType):
-    """A language code in any form xmine.langs understands (de, deu, deu_Latn, de-DE); unknown
+    """A language code in any form xmine.langs understands (ISO 639-1 de, ISO 639-3 deu, NLLB/FLORES
+    deu_Latn, a locale de-DE), given to the command in one form: the canonical ISO 639-3 code of
+    `normalize_lang` (deu), so stores, indexes and outputs record one name per language. Unknown
     codes are refused rather than silently becoming a language of their own."""
 
     name = "lang"
 
     def convert(self, value, param, ctx):
-        from xmine.langs import is_known_lang
+        from xmine.langs import is_known_lang, normalize_lang
 
         if not isinstance(value, str) or not is_known_lang(value):
             self.fail(f"{value!r} is not a known language code (ISO 639-1 such as de, ISO 639-3 such as "
                       "deu, optionally with script or region: deu_Latn, de-DE)", param, ctx)
-        return value.strip()
+        return normalize_lang(value)
 
 
 LANG = LangCode()
+
+
+def input_format_options(f):
+    """--input-format, --text-field/--text-column, --id-field and --split, handed to the command
+    as one `input_format` (an `xmine.readers.InputFormat`)."""
+    from xmine.readers import FORMATS
+
+    @click.option("--input-format", type=click.Choice(("auto",) + FORMATS), default="auto", show_default=True,
+                  help="How to read a corpus: auto = by extension (.jsonl/.ndjson/.json: jsonl; .parquet: parquet; "
+                       "a compression suffix .gz/.xz/.zst/.bz2 is looked through) or folder (a Hugging Face "
+                       "save_to_disk folder: hf), else text (one sentence a line, plain or compressed). "
+                       "hf also reads data files (.parquet/.jsonl/.csv/.txt, or a folder of them) through "
+                       "the datasets library, streaming.")
+    @click.option("--text-field", "--text-column", "text_field", default="text", show_default=True,
+                  help="jsonl/hf: the field holding the text, dotted for nested objects (meta.text); parquet: "
+                       "the column (dotted: a field of a struct column).")
+    @click.option("--id-field", default=None,
+                  help="A field (dotted) holding each record's own id, kept with each sentence as provenance "
+                       "(mined outputs carry it). Default: records are named by their line/row number.")
+    @click.option("--split", "hf_split", default=None,
+                  help="hf: the split to read (default: the only one, else train).")
+    @functools.wraps(f)
+    def wrapper(*args, input_format, text_field, id_field, hf_split, **kwargs):
+        from xmine.readers import InputFormat
+
+        spec = InputFormat(format=input_format, text_field=text_field, id_field=id_field, split=hf_split)
+        return f(*args, input_format=spec, **kwargs)
+
+    return wrapper
 
 
 def positive_int() -> click.IntRange:
@@ -53,4 +85,4 @@ def positive_int() -> click.IntRange:
     return click.IntRange(min=1)
 
 
-__all__ = ["Finite", "FiniteFloat", "LANG", "LangCode", "positive_int"]
+__all__ = ["Finite", "FiniteFloat", "LANG", "LangCode", "input_format_options", "positive_int"]

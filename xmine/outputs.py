@@ -141,24 +141,46 @@ def dir_kind(path: Path) -> tuple[str | None, bool]:
     return None, False
 
 
+def tree_record(path: Path) -> dict:
+    """Size and sha256 of a directory output (a dataset folder): over its files' names and sha256."""
+    h, size, n = hashlib.sha256(), 0, 0
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        h.update(f"{f.relative_to(path).as_posix()}\0{sha256_of(f)}\n".encode())
+        size, n = size + f.stat().st_size, n + 1
+    return {"bytes": size, "sha256": h.hexdigest(), "tree": n}
+
+
 def _matches(p: Path, rec: dict | None) -> bool:
-    return rec is not None and p.is_file() and p.stat().st_size == rec.get("bytes") and sha256_of(p) == rec.get("sha256")
+    if rec is None:
+        return False
+    if rec.get("tree") is not None:
+        return p.is_dir() and not p.is_symlink() and tree_record(p) == {k: rec.get(k) for k in ("bytes", "sha256", "tree")}
+    return p.is_file() and p.stat().st_size == rec.get("bytes") and sha256_of(p) == rec.get("sha256")
 
 
 def _changed_files(side: dict, base: Path) -> list[str]:
-    """Files a finished sidecar records whose size or sha256 no longer match. While a replacement
-    is being put in place (`replacing`: the new files' records), a file may match either record,
-    and one the new result does not have may be gone already."""
+    """Files (and directory outputs) a finished sidecar records whose size or sha256 no longer
+    match. While a replacement is being put in place (`replacing`: the new files' records), a file
+    may match either record, and one the new result does not have, or a folder being swapped, may
+    be gone already."""
     old, new = side.get("output_files") or {}, side.get("replacing")
     bad = []
     for name in dict.fromkeys([*old, *(new or {})]):
         p = base.parent / name
         if _matches(p, old.get(name)):
             continue
-        if new is not None and (_matches(p, new.get(name)) or (name not in new and not os.path.lexists(p))):
+        if new is not None and (_matches(p, new.get(name)) or (
+                (name not in new or new[name].get("tree") is not None) and not os.path.lexists(p))):
             continue
         bad.append(name)
     return bad
+
+
+def _recorded_tree(path: Path) -> bool:
+    """True when `path` is a directory its sidecar records as this output (a dataset folder)."""
+    side = _read_json(sidecar_of(path)) if sidecar_of(path).is_file() else None
+    rec = ((side or {}).get("output_files") or {}).get(path.name) or {}
+    return path.is_dir() and not path.is_symlink() and rec.get("tree") is not None
 
 
 # ------------------------------------------------------------------------------ the claim
@@ -247,9 +269,26 @@ class Claim:
     def discard_staged(self) -> None:
         """Remove the staged files of a replacement that did not finish (the old result stays)."""
         for tmp in self._staged.values():
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+            _remove(tmp)
         self._staged.clear()
+
+    @contextlib.contextmanager
+    def atomic_dir(self) -> Iterator[Path]:
+        """A temporary directory (a dataset folder) that `finish()` renames onto the output; a
+        finished result being replaced stays whole until then."""
+        import tempfile
+
+        self.mark_unfinished(self.path.name)
+        tmp = Path(tempfile.mkdtemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp"))
+        try:
+            yield tmp
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        old = self._staged.pop(self.path, None)
+        if old is not None:
+            _remove(old)
+        self._staged[self.path] = tmp
 
     def write_text(self, text: str, suffix: str = "") -> None:
         with self.atomic_file(suffix) as tmp:
@@ -272,29 +311,59 @@ class Claim:
         Returns what was written."""
         if self.form != "tsv":
             raise ValueError("finish() writes the sidecar of a 'tsv' output")
-        from xmine.artefacts import _FILE_MODE
+        from xmine.artefacts import _DIR_MODE, _FILE_MODE
 
         files, stale = {}, []
+        old_files = (self._old_side or {}).get("output_files") or {}
         for p in [self.path] + [Path(str(self.path) + s) for s in self.companions]:
             src = self._staged.get(p, p)
-            if p != self.path and p.name not in self._written and p.is_file():
-                stale.append(p)  # a file of the earlier result this run did not write again
+            if p.name not in self._written:
+                if p.name in old_files or (p != self.path and p.is_file()):
+                    stale.append(p)  # a file of the earlier result this run did not write again
+            elif src.is_dir() and not src.is_symlink():
+                files[p.name] = tree_record(src)
             elif src.is_file():
                 files[p.name] = {"bytes": src.stat().st_size, "sha256": sha256_of(src)}
         if self.replacing:
             # The old summary, told which files are coming, stays valid while they are moved in.
             _atomic_json(self.sidecar, {**(self._old_side or {}), "replacing": files})
-            for target, tmp in self._staged.items():
-                os.chmod(tmp, _FILE_MODE)
-                os.replace(tmp, target)
-            self._staged.clear()
+        for target, tmp in self._staged.items():  # a folder is staged even for a new output
+            os.chmod(tmp, _DIR_MODE if tmp.is_dir() else _FILE_MODE)
+            _swap_in(tmp, target)
+        self._staged.clear()
         for p in stale:
-            p.unlink(missing_ok=True)
+            if os.path.lexists(p):
+                _remove(p)
         body = {**(summary or {}), "kind": self.kind, "format_version": 1, "state": "finished",
                 "output_files": files}
         _atomic_json(self.sidecar, body)
         self._marked = True
         return body
+
+
+def _remove(path: Path) -> None:
+    """Remove one of this claim's own files or folders (a staged temporary, a replaced output)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _swap_in(tmp: Path, target: Path) -> None:
+    """Put a staged file or folder in place of `target`. A file is one atomic rename; a folder
+    (or a folder replaced by a file) is moved aside first, and removed once the new one is in."""
+    import tempfile
+
+    if not (tmp.is_dir() or (target.is_dir() and not target.is_symlink())):
+        os.replace(tmp, target)
+        return
+    aside = None
+    if os.path.lexists(target):
+        aside = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".old.tmp"))
+        os.rename(target, aside / "replaced")
+    os.rename(tmp, target)
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def _staging_path(target: Path) -> Path:
@@ -361,7 +430,7 @@ def _state_of(path: Path, kind: str, form: str, companions: tuple[str, ...],
                               "(choose another output)")
         return "finished" if finished else "unfinished"
 
-    if exists and (path.is_dir() or path.is_symlink()):
+    if exists and (path.is_dir() or path.is_symlink()) and not (form == "tsv" and _recorded_tree(path)):
         raise OutputError(f"{path}: exists and is a {'directory' if path.is_dir() else 'symbolic link'}; "
                           "refusing to replace it (choose another output file)")
     if form == "tsv":
@@ -629,7 +698,7 @@ def verify_output_file(path: str | Path) -> tuple[str, int, str]:
         raise ArtefactError(f"{path}: its replacement was interrupted while the new files were moved in; "
                             "run the same command again with --overwrite")
     files = side.get("output_files") or {}
-    if path.name not in files:
+    if path.name not in files and not any(name.startswith(path.name + ".") for name in files):
         raise ArtefactError(f"{sidecar_of(path)}: records no sha256 of {path.name} (written by an older xmine)")
     changed = _changed_files(side, path)
     if changed:

@@ -11,6 +11,9 @@ LINE_NUMBERS = "line_numbers.npy"
 OFFSETS = "offsets.npy"
 HASHES = "hashes.npy"
 LENGTHS = "lengths.npy"
+# Each row's record id, for inputs read with an id field (xmine.readers): optional.
+IDS = "ids.txt"
+ID_OFFSETS = "id_offsets.npy"
 LOCK = ".lock"
 DTYPES = ("float16", "float32")
 PARTS = ("meaning", "language")
@@ -26,3 +29,7 @@ def lines_name(i: int) -> str:
 
 def text_name(i: int) -> str:
     return f"text-{i:05d}.txt"
+
+
+def ids_name(i: int) -> str:
+    return f"ids-{i:05d}.txt"

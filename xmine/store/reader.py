@@ -18,7 +18,9 @@ import numpy as np
 
 from xmine.artefacts import MANIFEST, read_manifest
 from xmine.errors import ArtefactError, ConfigError
-from xmine.store.layout import FORMAT_VERSION, HASHES, LENGTHS, LINE_NUMBERS, OFFSETS, PROGRESS, SENTENCES, STORE_KIND
+from xmine.store.layout import (
+    FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, LENGTHS, LINE_NUMBERS, OFFSETS, PROGRESS, SENTENCES, STORE_KIND,
+)
 from xmine.store.rows import ShardRows
 from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
 
@@ -219,6 +221,17 @@ class EmbeddingStore:
         """Row i's sentence by offset, without reading the others."""
         self._content.check(SENTENCES)
         return TextColumn(self.directory / SENTENCES, self.row_index().offsets)
+
+    def id_column(self) -> TextColumn | None:
+        """Row i's record id (a store made from an input read with an id field), else None."""
+        if "files" not in self.manifest or IDS not in self.manifest["files"]:
+            return None
+        self._content.check(IDS)
+        self._content.check(ID_OFFSETS)
+        offsets = np.load(self.directory / ID_OFFSETS, mmap_mode="r")
+        if len(offsets) != len(self) + 1:
+            raise ArtefactError(f"{self.directory / ID_OFFSETS}: {len(offsets)} offsets, expected {len(self) + 1}")
+        return TextColumn(self.directory / IDS, offsets)
 
     def to_array(self, dtype: Any = np.float32) -> np.ndarray:
         """All embeddings in one (count, dim) array of `dtype` (float32 by default)."""

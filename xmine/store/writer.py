@@ -42,13 +42,13 @@ from xmine.artefacts import (
     sha256_file,
     write_manifest,
 )
-from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats, count_lines, iter_corpus, truncate_for_encoding
+from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats, truncate_for_encoding
 from xmine.errors import ArtefactError, ConfigError, OutputError
 from xmine.outputs import MARKER, claim_output, dir_kind
 from xmine.projection import resolve_projection
 from xmine.store.layout import (
-    DTYPES, FORMAT_VERSION, HASHES, LENGTHS, LINE_NUMBERS, LOCK, OFFSETS, PARTS, PROGRESS, SENTENCES, STORE_KIND,
-    emb_name, lines_name, text_name,
+    DTYPES, FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, LENGTHS, LINE_NUMBERS, LOCK, OFFSETS, PARTS, PROGRESS, SENTENCES,
+    STORE_KIND, emb_name, ids_name, lines_name, text_name,
 )
 from xmine.store.text import RowIndex
 from xmine.store.reader import EmbeddingStore
@@ -99,6 +99,9 @@ def _identity_mismatch(old: dict[str, Any], new: dict[str, Any]) -> str | None:
             f"sha256 {old['input']['sha256'][:12]}...) than {new['input']['path']} "
             f"({new['input']['size']} bytes, sha256 {new['input']['sha256'][:12]}...)"
         )
+    for key in ("format", "text_field", "id_field", "split"):  # how the input was read (xmine.readers)
+        if old["input"].get(key) != new["input"].get(key):
+            return f"its input was read with {key}={old['input'].get(key)!r}, not {new['input'].get(key)!r}"
     if old["encoder"].get("id") != new["encoder"].get("id"):
         from xmine.encoders import fingerprint_precision, weights_id
 
@@ -110,15 +113,19 @@ def _identity_mismatch(old: dict[str, Any], new: dict[str, Any]) -> str | None:
     new_p = (new.get("projection") or {}).get("id")
     if old_p != new_p:
         return f"it was made with projection {old.get('projection')}, not {new.get('projection')}"
-    for key in ("part", "dtype", "lang", "max_chars"):
+    from xmine.langs import normalize_lang
+
+    if normalize_lang(old.get("lang") or "") != normalize_lang(new.get("lang") or ""):  # de = deu = deu_Latn
+        return f"it was made with lang={old.get('lang')!r}, not {new.get('lang')!r}"
+    for key in ("part", "dtype", "max_chars"):
         if old.get(key) != new.get(key):
             return f"it was made with {key}={old.get(key)!r}, not {new.get(key)!r}"
     return None
 
 
-_STORE_FILE = re.compile(r"^(emb-\d{5}\.npy|lines-\d{5}\.npy|text-\d{5}\.txt|"
+_STORE_FILE = re.compile(r"^(emb-\d{5}\.npy|lines-\d{5}\.npy|text-\d{5}\.txt|ids-\d{5}\.txt|"
                          + "|".join(re.escape(n) for n in (MANIFEST, PROGRESS, SENTENCES, LINE_NUMBERS, OFFSETS, HASHES,
-                                                                LENGTHS, LOCK, MARKER))
+                                                                LENGTHS, IDS, ID_OFFSETS, LOCK, MARKER))
                          + r"|\..*\.tmp.*)$")
 
 
@@ -130,10 +137,11 @@ def _looks_like_store(directory: Path) -> bool:
 
 # The names the writer itself makes, exactly: per-shard files, the joined files, and the hidden
 # temporaries of its atomic writes (`atomic_path`: ".STEM.<8 random>.tmp.SUFFIX").
-_SHARD_FILE = re.compile(r"^(emb-\d{5}\.npy|lines-\d{5}\.npy|text-\d{5}\.txt)$")
-_OWN_TEMPORARY = re.compile(r"^\.(emb-\d{5}|lines-\d{5}|text-\d{5}|manifest|progress|sentences|line_numbers|offsets|"
-                            r"hashes|lengths|\.xmine-output)\.[a-z0-9_]{8}\.tmp\.(npy|txt|json)$")
-_OWN_NAMES = frozenset({MANIFEST, PROGRESS, SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS, LOCK, MARKER})
+_SHARD_FILE = re.compile(r"^(emb-\d{5}\.npy|lines-\d{5}\.npy|text-\d{5}\.txt|ids-\d{5}\.txt)$")
+_OWN_TEMPORARY = re.compile(r"^\.(emb-\d{5}|lines-\d{5}|text-\d{5}|ids-\d{5}|manifest|progress|sentences|line_numbers|"
+                            r"offsets|hashes|lengths|ids|id_offsets|\.xmine-output)\.[a-z0-9_]{8}\.tmp\.(npy|txt|json)$")
+_OWN_NAMES = frozenset({MANIFEST, PROGRESS, SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS, IDS, ID_OFFSETS, LOCK,
+                        MARKER})
 
 
 def _own_file(name: str) -> bool:
@@ -177,7 +185,7 @@ def _finished_shards(out_dir: Path, progress: dict[str, Any]) -> list[dict[str, 
     """The shards of an interrupted run that are intact on disk (a prefix of the recorded ones)."""
     kept = []
     for shard in progress.get("shards", []):
-        ok = all((out_dir / shard[k]).is_file() for k in ("file", "lines_file", "text_file"))
+        ok = all((out_dir / shard[k]).is_file() for k in ("file", "lines_file", "text_file", "ids_file") if k in shard)
         ok = ok and (out_dir / shard["file"]).stat().st_size == shard["bytes"]
         ok = ok and sha256_file(out_dir / shard["file"]) == shard["sha256"]
         if not ok:
@@ -203,8 +211,10 @@ def embed_corpus(
     show_progress: bool = True,
     on_shard_done: Callable[[int, int], None] | None = None,
     ray: str | None = None,
+    input_format: Any = None,
 ) -> EmbeddingStore:
-    """Embed a corpus file (one sentence per line) into an embedding store at `out_dir`.
+    """Embed a corpus (a text file, one sentence a line, or any format of `xmine.readers`) into an
+    embedding store at `out_dir`.
 
     - `encoder`: an `xmine.encoders.Encoder`.
     - `lang`: the corpus language code, recorded for downstream steps.
@@ -220,6 +230,10 @@ def embed_corpus(
 
     `ray`: None encodes in this process; "auto" or a Ray cluster address encodes the shards in an
     actor pool on that cluster (`xmine.store.ray_writer`), writing the same store.
+
+    `input_format`: an `xmine.readers.InputFormat` (format, text field, id field); None reads by
+    extension. Every record of a non-text input is checked before anything is written; a row's
+    record number is stored as its line number, and its id (with an id field) in `ids.txt`.
 
     Returns the opened store; its `build_info` says what this call did. See the module doc for
     the resume rules.
@@ -246,15 +260,16 @@ def embed_corpus(
     else:
         stored_part = "raw"
 
-    # Validates the input (missing, directory, empty) before anything is created on disk.
-    n_lines = count_lines(input_path)
+    # Validates the input (missing, directory, empty; every record of a structured format) before
+    # anything is created on disk.
+    from xmine.readers import open_corpus
+
+    reader = open_corpus(input_path, input_format)
+    if ray is not None and reader.format != "text":
+        raise ConfigError(f"--ray encodes text files; {input_path} is read as {reader.format}: embed it without --ray")
+    n_lines = reader.count
     identity = {
-        "input": {
-            "path": str(input_path.resolve()),
-            "size": input_path.stat().st_size,
-            "sha256": sha256_file(input_path),
-            "lines": n_lines,
-        },
+        "input": reader.identity(),
         "encoder": enc_fp,
         "projection": projection.fingerprint() if projection is not None else None,
         "part": stored_part,
@@ -343,6 +358,7 @@ def embed_corpus(
             try:
                 buf_text: list[str] = []
                 buf_lines: list[int] = []
+                buf_ids: list | None = [] if reader.has_ids else None
                 skip = info.resumed_rows
                 last_line = 0
 
@@ -355,16 +371,21 @@ def embed_corpus(
                         last_line=last_line, stats=stats, lang=None if lang == UNDETERMINED else lang,
                     )
                     last_line = buf_lines[-1]
-                    shards.append(write_shard(out_dir, idx, emb.astype(dtype, copy=False), buf_lines, buf_text))
+                    shards.append(write_shard(out_dir, idx, emb.astype(dtype, copy=False), buf_lines, buf_text,
+                                              ids=buf_ids))
                     save_progress()
                     info.encoded += len(buf_text)
                     buf_text.clear()
                     buf_lines.clear()
+                    if buf_ids is not None:
+                        buf_ids.clear()
                     if on_shard_done is not None:
                         on_shard_done(idx, sum(s["rows"] for s in shards))
 
-                for line_no, sentence in iter_corpus(input_path, max_chars=max_chars, stats=stats, warn=False):
+                for line_no, sentence in reader.sentences(max_chars=max_chars, stats=stats, ids=buf_ids):
                     if skip:
+                        if buf_ids is not None:
+                            buf_ids.clear()
                         skip -= 1
                         last_line = line_no
                         if pbar is not None and skip == 0:
@@ -414,7 +435,7 @@ def embed_corpus(
         input_stats = {
             "lines": stats.lines, "sentences": stats.sentences, "empty_lines": stats.empty_lines,
             "long_lines": stats.long_count, "replaced": stats.replaced_count, "gzip": stats.gzip,
-            "token_cut_lines": stats.token_cut_count,
+            "token_cut_lines": stats.token_cut_count, "compression": stats.compression, "format": reader.format,
         }
         _finalise(out_dir, identity, shards, input_stats, params={
             "input": str(input_path), "lang": lang, "part": stored_part, "dtype": dtype,
@@ -573,8 +594,10 @@ def _encode_shard(
     return np.concatenate(pieces, axis=0).astype(np.float32, copy=False)[inverse]
 
 
-def write_shard(out_dir: Path, idx: int, emb: np.ndarray, line_numbers, sentences: Sequence[str]) -> dict[str, Any]:
-    """Write shard `idx` (embeddings in their final dtype, line numbers, text) atomically; its record."""
+def write_shard(out_dir: Path, idx: int, emb: np.ndarray, line_numbers, sentences: Sequence[str],
+                ids: Sequence[str] | None = None) -> dict[str, Any]:
+    """Write shard `idx` (embeddings in their final dtype, line numbers, text, record ids when
+    given) atomically; its record."""
     if len(emb) != len(sentences) or len(line_numbers) != len(sentences):
         raise ArtefactError(f"shard {idx}: {len(emb)} embeddings, {len(line_numbers)} line numbers, "
                             f"{len(sentences)} sentences")
@@ -584,9 +607,15 @@ def write_shard(out_dir: Path, idx: int, emb: np.ndarray, line_numbers, sentence
         np.save(tmp, np.asarray(line_numbers, dtype=np.int64))
     atomic_write_text(out_dir / text_name(idx), "".join(s + "\n" for s in sentences))
     emb_path = out_dir / emb_name(idx)
-    return {"file": emb_name(idx), "rows": len(sentences), "bytes": emb_path.stat().st_size,
-            "sha256": sha256_file(emb_path), "lines_file": lines_name(idx), "text_file": text_name(idx),
-            "dim": int(emb.shape[1])}
+    record = {"file": emb_name(idx), "rows": len(sentences), "bytes": emb_path.stat().st_size,
+              "sha256": sha256_file(emb_path), "lines_file": lines_name(idx), "text_file": text_name(idx),
+              "dim": int(emb.shape[1])}
+    if ids is not None:
+        if len(ids) != len(sentences):
+            raise ArtefactError(f"shard {idx}: {len(ids)} record ids for {len(sentences)} sentences")
+        atomic_write_text(out_dir / ids_name(idx), "".join(f"{i}\n" for i in ids))
+        record["ids_file"] = ids_name(idx)
+    return record
 
 
 def _finalise(out_dir: Path, identity: dict, shards: list[dict], stats: dict, *, params: dict) -> None:
@@ -620,6 +649,8 @@ def _finalise(out_dir: Path, identity: dict, shards: list[dict], stats: dict, *,
             a.flush()
         unique = int(len(np.unique(np.asarray(arrays[HASHES])))) if count else 0
         arrays.clear()
+        if shards and all("ids_file" in s for s in shards):
+            _join_ids(out_dir, shards, count, stack)
     stats = {**stats, "unique_sentences": unique}
     body = {
         **{k: identity[k] for k in ("encoder", "projection", "part", "dtype", "lang", "max_chars")},
@@ -629,17 +660,38 @@ def _finalise(out_dir: Path, identity: dict, shards: list[dict], stats: dict, *,
         "input_stats": stats,
         "shards": [{k: s[k] for k in ("file", "rows", "bytes", "sha256")} for s in shards],
         "files": {name: {"bytes": (out_dir / name).stat().st_size, "sha256": sha256_file(out_dir / name)}
-                  for name in (SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS)},
+                  for name in (SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS, IDS, ID_OFFSETS)
+                  if name in (SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS) or (out_dir / name).is_file()},
         "provenance": provenance(**params),
     }
     write_manifest(out_dir, STORE_KIND, body, format_version=FORMAT_VERSION)
     _remove_leftovers(out_dir, body)
 
 
+def _join_ids(out_dir: Path, shards: list[dict], count: int, stack: contextlib.ExitStack) -> None:
+    """`ids.txt` (one record id a row) and its byte offsets `id_offsets.npy`, from the shards'."""
+    offsets_tmp = stack.enter_context(atomic_path(out_dir / ID_OFFSETS))
+    offsets = np.lib.format.open_memmap(offsets_tmp, mode="w+", dtype=np.uint64, shape=(count + 1,))
+    offsets[0] = 0
+    pos, offset = 0, 0
+    with open(stack.enter_context(atomic_path(out_dir / IDS)), "wb") as out:
+        for s in shards:
+            with open(out_dir / s["ids_file"], "rb") as f:
+                raw = f.read()
+            out.write(raw)
+            sizes = np.fromiter((len(x) + 1 for x in raw.split(b"\n")[:-1]), dtype=np.uint64, count=s["rows"])
+            offsets[pos + 1: pos + s["rows"] + 1] = offset + np.cumsum(sizes, dtype=np.uint64)
+            pos += s["rows"]
+            offset += len(raw)
+    offsets.flush()
+    del offsets
+
+
 def _remove_leftovers(out_dir: Path, manifest: dict) -> None:
     """Remove the build's scaffolding (progress file, per-shard text and line numbers, temporaries),
     each by the exact name the writer gives it: nothing else in the directory is touched."""
-    keep = {MANIFEST, SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS, LOCK, MARKER} | {s["file"] for s in manifest["shards"]}
+    keep = ({MANIFEST, SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS, IDS, ID_OFFSETS, LOCK, MARKER}
+            | {s["file"] for s in manifest["shards"]})
     for entry in out_dir.iterdir():
         if entry.name not in keep and _own_file(entry.name) and entry.is_file():
             entry.unlink()

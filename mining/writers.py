@@ -1,0 +1,261 @@
+"""Writing mined pairs: TSV (the default), Moses, JSON Lines, Parquet, a Hugging Face dataset.
+
+`write_mined` streams the pairs, best first, each sentence read from its side's store by offset,
+into the output the pipeline has claimed (`xmine.outputs.claim_output`, atomically):
+
+- `tsv`: `score<TAB>src<TAB>tgt` (with `line_numbers`, the two line numbers after), gzip when the
+  output ends in `.gz`; byte for byte what `xmine mine` always wrote.
+- `moses`: two line-aligned files `OUT.src` and `OUT.tgt`, what MT toolkits read.
+- `jsonl`, `parquet`, `hf`: one row a pair: `translation` (a dict keyed by the two language codes,
+  canonical ISO 639-3 as `xmine.langs` gives them; "src"/"tgt" when a side's language is unknown
+  or both are the same), `score`, `direction` (which search found the pair), and provenance:
+  `src_file`/`tgt_file` (the corpus), `src_record`/`tgt_record` (1-based line of a text or JSONL
+  file, row of a Parquet file or dataset) and, for inputs read with an id field,
+  `src_id`/`tgt_id`. `hf` is a `save_to_disk` folder (`datasets.load_from_disk(OUT)`) with a
+  dataset card, README.md, saying what made it.
+
+Further per-pair columns (a language-ID score per side, a probability) are `PairColumn`s handed
+to `write_mined`; they go into the jsonl, parquet and hf rows (TSV and Moses stay as they are).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from xmine.errors import ConfigError
+
+OUTPUT_FORMATS = ("tsv", "moses", "jsonl", "parquet", "hf")
+# Pairs per Parquet row group / batch: bounded memory whatever the number of pairs.
+_BATCH = 65_536
+
+
+@dataclass(kw_only=True)
+class PairColumn:
+    """A further column of the jsonl/parquet/hf outputs: one value per written pair, in output
+    order (best first); numbers or strings."""
+
+    #: the column name (must not be one of the standard columns)
+    name: str
+    #: len(values) == the number of pairs
+    values: Sequence[Any] | np.ndarray
+
+
+@dataclass(kw_only=True)
+class MinedRows:
+    """What to write: the two sides (xmine.inputs.Side) and, per pair, their rows, score and direction."""
+
+    sx: Any
+    sy: Any
+    src_rows: np.ndarray
+    tgt_rows: np.ndarray
+    score: np.ndarray
+    #: int codes of mining.select.DIRECTION_NAMES
+    direction: np.ndarray
+
+
+def output_format(out: str | Path, fmt: str | None) -> str:
+    """The format to write: the named one, else by the name of `out` (.jsonl, .parquet; an
+    existing directory: hf), else tsv (.tsv, .tsv.gz, anything else)."""
+    if fmt is not None:
+        if fmt not in OUTPUT_FORMATS:
+            raise ConfigError(f"--format must be one of {', '.join(OUTPUT_FORMATS)}, not {fmt!r}")
+        return fmt
+    name = Path(out).name.lower()
+    if name.endswith(".jsonl"):
+        return "jsonl"
+    if name.endswith((".parquet", ".pq")):
+        return "parquet"
+    if Path(out).is_dir():
+        return "hf"
+    return "tsv"
+
+
+def companions(fmt: str) -> tuple[str, ...]:
+    """Files written beside OUT instead of it (Moses: OUT.src, OUT.tgt)."""
+    return (".src", ".tgt") if fmt == "moses" else ()
+
+
+def translation_keys(src_lang: str | None, tgt_lang: str | None) -> tuple[str, str]:
+    """The keys of the `translation` dict: the canonical language codes, or src/tgt."""
+    from xmine.langs import normalize_lang
+
+    s = normalize_lang(src_lang) if src_lang and src_lang != "und" else None
+    t = normalize_lang(tgt_lang) if tgt_lang and tgt_lang != "und" else None
+    return (s, t) if s and t and s != t else ("src", "tgt")
+
+
+def _clean(text: str) -> str:
+    # A tab or newline inside a sentence would break the TSV; corpora read by xmine have none.
+    return text.replace("\t", " ").replace("\n", " ")
+
+
+def write_mined(claim, fmt: str, rows: MinedRows, *, line_numbers: bool = False,
+                extra: Sequence[PairColumn] = (), summary: dict | None = None) -> None:
+    """Write the pairs to the claimed output in `fmt` (see the module doc). `summary`: what the
+    dataset card of `hf` reports (the mining summary)."""
+    n = len(rows.score)
+    for col in extra:
+        if len(col.values) != n:
+            raise ValueError(f"column {col.name!r} has {len(col.values)} values for {n} pairs")
+    if fmt == "tsv":
+        _write_tsv(claim, rows, line_numbers=line_numbers)
+    elif fmt == "moses":
+        for suffix, side, picked in ((".src", rows.sx, rows.src_rows), (".tgt", rows.sy, rows.tgt_rows)):
+            with claim.atomic_file(suffix) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+                for r in picked.tolist():
+                    f.write(_clean(side.text[r]) + "\n")
+    elif fmt == "jsonl":
+        with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            for batch in _record_batches(rows, extra):
+                for rec in batch:
+                    rec["score"] = round(rec["score"], 6)
+                    f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    elif fmt == "parquet":
+        with claim.atomic_file() as tmp:
+            _write_parquet(tmp, rows, extra)
+    elif fmt == "hf":
+        _write_dataset(claim, rows, extra, summary or {})
+    else:
+        raise ConfigError(f"--format must be one of {', '.join(OUTPUT_FORMATS)}, not {fmt!r}")
+
+
+def _write_tsv(claim, rows: MinedRows, *, line_numbers: bool) -> None:
+    sx, sy = rows.sx, rows.sy
+    with claim.atomic_file() as tmp, contextlib.ExitStack() as stack:
+        if claim.path.name.lower().endswith(".gz"):  # mtime 0: the same pairs give the same bytes
+            raw = stack.enter_context(open(tmp, "wb"))
+            gz = stack.enter_context(gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0))
+            import io
+
+            f = stack.enter_context(io.TextIOWrapper(gz, encoding="utf-8", newline="\n"))
+        else:
+            f = stack.enter_context(open(tmp, "w", encoding="utf-8", newline="\n"))
+        for s, t, sc in zip(rows.src_rows.tolist(), rows.tgt_rows.tolist(), rows.score.tolist()):
+            row = f"{sc:.6f}\t{_clean(sx.text[s])}\t{_clean(sy.text[t])}"
+            if line_numbers:
+                row += f"\t{sx.line_numbers[s]}\t{sy.line_numbers[t]}"
+            f.write(row + "\n")
+
+
+def _record_batches(rows: MinedRows, extra: Sequence[PairColumn]) -> Iterator[list[dict]]:
+    """The rows of the structured formats, `_BATCH` pairs at a time."""
+    from xmine.mining.select import DIRECTION_NAMES
+
+    sx, sy = rows.sx, rows.sy
+    ks, kt = translation_keys(sx.lang, sy.lang)
+    src_file, tgt_file = str(sx.source or sx.path), str(sy.source or sy.path)
+    for lo in range(0, len(rows.score), _BATCH):
+        hi = min(lo + _BATCH, len(rows.score))
+        batch = []
+        for i in range(lo, hi):
+            s, t = int(rows.src_rows[i]), int(rows.tgt_rows[i])
+            rec = {"translation": {ks: sx.text[s], kt: sy.text[t]}, "score": float(rows.score[i]),
+                   "direction": DIRECTION_NAMES[int(rows.direction[i])],
+                   "src_file": src_file, "src_record": int(sx.line_numbers[s]),
+                   "tgt_file": tgt_file, "tgt_record": int(sy.line_numbers[t])}
+            if sx.ids is not None:
+                rec["src_id"] = sx.ids[s]
+            if sy.ids is not None:
+                rec["tgt_id"] = sy.ids[t]
+            for col in extra:
+                value = col.values[i]
+                rec[col.name] = value.item() if isinstance(value, np.generic) else value
+            batch.append(rec)
+        yield batch
+
+
+def _schema(rows: MinedRows, extra: Sequence[PairColumn]):
+    import pyarrow as pa
+
+    ks, kt = translation_keys(rows.sx.lang, rows.sy.lang)
+    fields = [("translation", pa.struct([(ks, pa.string()), (kt, pa.string())])), ("score", pa.float32()),
+              ("direction", pa.string()), ("src_file", pa.string()), ("src_record", pa.int64()),
+              ("tgt_file", pa.string()), ("tgt_record", pa.int64())]
+    if rows.sx.ids is not None:
+        fields.append(("src_id", pa.string()))
+    if rows.sy.ids is not None:
+        fields.append(("tgt_id", pa.string()))
+    taken = {name for name, _ in fields}
+    for col in extra:
+        if col.name in taken:
+            raise ValueError(f"extra column {col.name!r} clashes with a standard column")
+        values = np.asarray(col.values)
+        fields.append((col.name, pa.from_numpy_dtype(values.dtype) if values.dtype.kind in "biuf" else pa.string()))
+    return pa.schema(fields)
+
+
+def _write_parquet(path: Path, rows: MinedRows, extra: Sequence[PairColumn]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = _schema(rows, extra)
+    with pq.ParquetWriter(path, schema) as w:
+        wrote = False
+        for batch in _record_batches(rows, extra):
+            w.write_table(pa.Table.from_pylist(batch, schema=schema))
+            wrote = True
+        if not wrote:
+            w.write_table(schema.empty_table())
+
+
+def _write_dataset(claim, rows: MinedRows, extra: Sequence[PairColumn], summary: dict) -> None:
+    """A `save_to_disk` folder with README.md, built beside OUT and renamed onto it."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    with claim.atomic_dir() as tmp, tempfile.TemporaryDirectory(dir=claim.path.parent,
+                                                                prefix=f".{claim.path.name}.", suffix=".build") as b:
+        parquet = Path(b) / "pairs.parquet"
+        _write_parquet(parquet, rows, extra)
+        ds = datasets.Dataset.from_parquet(str(parquet), cache_dir=str(Path(b) / "cache"))
+        ds.save_to_disk(str(tmp))
+        del ds
+        ks, kt = translation_keys(rows.sx.lang, rows.sy.lang)
+        (Path(tmp) / "README.md").write_text(dataset_card(summary, keys=(ks, kt), pairs=len(rows.score),
+                                                          columns=_schema(rows, extra).names), encoding="utf-8")
+
+
+def _projection_name(proj: dict | None) -> str:
+    return "none (raw embeddings)" if not proj else f"{proj.get('path')} (id {proj.get('id')})"
+
+
+def dataset_card(summary: dict, *, keys: tuple[str, str], pairs: int, columns: Sequence[str]) -> str:
+    """README.md of a mined dataset: what made it (encoder, projection, threshold, inputs' hashes)."""
+    enc = summary.get("encoder") or {}
+    proj = summary.get("projection")
+    thr = summary.get("threshold") or {}
+    prov = summary.get("provenance") or {}
+    params = prov.get("parameters") or {}
+    langs = [k for k in keys if k not in ("src", "tgt")]
+    lines = ["---"]
+    if langs:
+        lines += ["language:"] + [f"- {k}" for k in langs]
+    lines += ["task_categories:", "- translation", "tags:", "- bitext", "- xmine", "---", "",
+              f"# Mined bitext {keys[0]}-{keys[1]}", "",
+              f"{pairs} sentence pairs mined by `xmine mine` with margin scoring, best first. Load with "
+              "`datasets.load_from_disk(PATH)`.", "", "| what | value |", "|---|---|",
+              f"| encoder | {enc.get('name')} (id {enc.get('id')}) |",
+              f"| projection | {_projection_name(proj)} |",
+              f"| space | {summary.get('part')} |",
+              f"| margin, threshold | {thr.get('margin')}, {thr.get('value')} ({thr.get('source')}) |",
+              f"| k, retrieval | {params.get('k')}, {params.get('retrieval')} |",
+              f"| search | {summary.get('search')} |"]
+    for tag, inp in zip(("source", "target"), params.get("inputs") or []):
+        ident = ", ".join(f"{k} {v}" for k, v in (inp or {}).items() if k in ("path", "format", "sha256", "manifest"))
+        lines.append(f"| {tag} input | {ident} |")
+    lines.append(f"| xmine | {prov.get('xmine_version')}, commit {prov.get('git_commit')} |")
+    lines += ["", "Columns: " + ", ".join(f"`{c}`" for c in columns) + ". `src_record`/`tgt_record` are 1-based "
+              "lines of a text or JSON Lines input, rows of a Parquet input or dataset.", ""]
+    return "\n".join(lines)
+
+
+__all__ = ["OUTPUT_FORMATS", "MinedRows", "PairColumn", "companions", "dataset_card", "output_format",
+           "translation_keys", "write_mined"]

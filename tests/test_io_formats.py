@@ -1,0 +1,280 @@
+"""Input formats (compressed text, JSON Lines, Parquet, Hugging Face datasets) and output formats
+(TSV, .tsv.gz, Moses, JSON Lines, Parquet, a Hugging Face dataset folder), through the CLI with
+real files and the real default encoder: 16 German sentences of the demo against their English
+translations in another order, so every mined pair can be checked against the gold alignment."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import lzma
+import random
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from xmine.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+N = 16
+
+
+def xm(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def ok(res):
+    assert res.exit_code == 0, res.output
+    return res
+
+
+def refused(res, *fragments: str) -> str:
+    """Exit 2, one error line holding every fragment, no traceback."""
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    errors = [line for line in res.output.splitlines() if line.startswith(("xmine: error:", "Error:"))]
+    assert len(errors) == 1, res.output
+    for f in fragments:
+        assert f in errors[0], errors[0]
+    return errors[0]
+
+
+def files_under(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """de[i] translates en[perm[i]]: the gold pairs of demo/gold.tsv, the English side shuffled."""
+    d = tmp_path_factory.mktemp("io")
+    gold = [line.split("\t") for line in (REPO / "demo" / "gold.tsv").read_text().splitlines()[1:]][:N]
+    de_all = (REPO / "demo" / "de.txt").read_text(encoding="utf-8").splitlines()
+    en_all = (REPO / "demo" / "en.txt").read_text(encoding="utf-8").splitlines()
+    de = [de_all[int(a) - 1] for a, _ in gold]
+    perm = list(range(N))
+    random.Random(0).shuffle(perm)
+    en = [""] * N
+    for i, j in enumerate(perm):
+        en[j] = en_all[int(gold[i][1]) - 1]
+    (d / "de.txt").write_text("".join(s + "\n" for s in de), encoding="utf-8")
+    (d / "en.txt").write_text("".join(s + "\n" for s in en), encoding="utf-8")
+    return {"dir": d, "de": de, "en": en, "gold": {de[i]: en[perm[i]] for i in range(N)}}
+
+
+def _jsonl(path: Path, texts: list[str], prefix: str) -> Path:
+    """Nested text and an id; a blank line after the third record (record numbers are file lines)."""
+    lines = [json.dumps({"id": f"{prefix}{i}", "meta": {"text": t, "len": len(t)}}, ensure_ascii=False)
+             for i, t in enumerate(texts)]
+    lines.insert(3, "")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _parquet(path: Path, texts: list[str]) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"sentence": texts, "n": list(range(len(texts)))})
+    pq.write_table(table, path, row_group_size=5)  # several row groups, read batch by batch
+    return path
+
+
+def _precision(pairs: list[tuple[str, str]], gold: dict[str, str]) -> float:
+    return sum(gold.get(s) == t for s, t in pairs) / max(len(pairs), 1)
+
+
+# ------------------------------------------------------------------------------------------ inputs
+
+
+def test_compressed_text_gives_the_same_store(corpus, tmp_path):
+    plain = corpus["dir"] / "de.txt"
+    raw = plain.read_bytes()
+    import zstandard
+
+    made = {"gz": gzip.compress(raw), "xz": lzma.compress(raw), "bz2": bz2.compress(raw),
+            "zst": zstandard.ZstdCompressor().compress(raw)}
+    ok(xm("embed", plain, "--lang", "de", "-q", "-o", tmp_path / "plain"))
+    want = (tmp_path / "plain" / "sentences.txt").read_bytes()
+    want_emb = np.load(tmp_path / "plain" / "emb-00000.npy")
+    for ext, data in made.items():
+        src = tmp_path / f"de.txt.{ext}"
+        src.write_bytes(data)
+        ok(xm("embed", src, "--lang", "de", "-q", "-o", tmp_path / ext))
+        assert (tmp_path / ext / "sentences.txt").read_bytes() == want, ext
+        assert np.array_equal(np.load(tmp_path / ext / "emb-00000.npy"), want_emb), ext
+        assert json.loads((tmp_path / ext / "manifest.json").read_text())["input_stats"]["compression"] == \
+            {"gz": "gzip", "xz": "xz", "bz2": "bzip2", "zst": "zstd"}[ext]
+
+
+def test_jsonl_nested_field_with_ids_into_jsonl_and_meta(corpus, tmp_path):
+    de = _jsonl(tmp_path / "de.jsonl", corpus["de"], "de-")
+    en = tmp_path / "en.jsonl.gz"  # compressed JSON Lines
+    en.write_bytes(gzip.compress(_jsonl(tmp_path / "en-plain.jsonl", corpus["en"], "en-").read_bytes()))
+    out = tmp_path / "mined.jsonl"
+    ok(xm("mine", de, en, "--src-lang", "deu_Latn", "--tgt-lang", "en", "--text-field", "meta.text",
+          "--id-field", "id", "--meta", "-q", "-o", out))
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) >= N - 2
+    assert {tuple(r["translation"]) for r in rows} == {("deu", "eng")}  # one canonical form of each code
+    assert _precision([(r["translation"]["deu"], r["translation"]["eng"]) for r in rows], corpus["gold"]) == 1.0
+    scores = [r["score"] for r in rows]
+    assert scores == sorted(scores, reverse=True)
+    for r in rows:  # provenance: the record's own id and its line in the file (a blank line after 3)
+        i = corpus["de"].index(r["translation"]["deu"])
+        assert r["src_id"] == f"de-{i}" and r["src_record"] == i + 1 + (i >= 3)
+        assert r["src_file"] == str(de) and r["tgt_file"] == str(en)
+        j = corpus["en"].index(r["translation"]["eng"])
+        assert r["tgt_id"] == f"en-{j}" and r["tgt_record"] == j + 1 + (j >= 3)
+    meta = (tmp_path / "mined.jsonl.meta").read_text(encoding="utf-8").splitlines()
+    assert len(meta) == len(rows)
+    first = meta[0].split("\t")
+    assert first[1] == f"{de}:{rows[0]['src_record']}" and first[4:] == [rows[0]["src_id"], rows[0]["tgt_id"]]
+
+
+def test_parquet_input_into_parquet_output(corpus, tmp_path):
+    import pyarrow.parquet as pq
+
+    de, en = _parquet(tmp_path / "de.parquet", corpus["de"]), _parquet(tmp_path / "en.parquet", corpus["en"])
+    out = tmp_path / "mined.parquet"
+    ok(xm("mine", de, en, "--src-lang", "de", "--tgt-lang", "eng", "--text-column", "sentence", "-q", "-o", out))
+    table = pq.read_table(out)
+    assert table.column_names[:7] == ["translation", "score", "direction", "src_file", "src_record", "tgt_file",
+                                      "tgt_record"]
+    rows = table.to_pylist()
+    assert len(rows) >= N - 2
+    assert _precision([(r["translation"]["deu"], r["translation"]["eng"]) for r in rows], corpus["gold"]) == 1.0
+    for r in rows:  # the record is the 1-based row of the table
+        assert corpus["de"][r["src_record"] - 1] == r["translation"]["deu"]
+        assert corpus["en"][r["tgt_record"] - 1] == r["translation"]["eng"]
+
+
+def test_hf_folder_into_hf_dataset_with_card(corpus, tmp_path):
+    import datasets
+
+    for lang in ("de", "en"):
+        dd = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": corpus[lang]}),
+                                   "test": datasets.Dataset.from_dict({"text": corpus[lang][:2]})})
+        dd.save_to_disk(str(tmp_path / f"{lang}_ds"))
+    out = tmp_path / "mined"
+    args = ["mine", tmp_path / "de_ds", tmp_path / "en_ds", "--src-lang", "de", "--tgt-lang", "en", "--format",
+            "hf", "-q", "-o", out]
+    ok(xm(*args))
+    ds = datasets.load_from_disk(str(out))
+    assert len(ds) >= N - 2
+    assert _precision([(r["translation"]["deu"], r["translation"]["eng"]) for r in ds], corpus["gold"]) == 1.0
+    card = (out / "README.md").read_text(encoding="utf-8")
+    summary = json.loads((tmp_path / "mined.json").read_text())
+    assert "me5-small" in card and str(summary["threshold"]["value"]) in card and "- translation" in card
+    for inp in summary["provenance"]["parameters"]["inputs"]:  # the inputs' hashes
+        assert inp["sha256"] in card and inp["format"] == "hf"
+    ok(xm("verify", out))
+    before = (out / "data-00000-of-00001.arrow").read_bytes()
+    refused(xm(*args), "already exists")
+    ok(xm(*args, "--overwrite"))
+    assert (out / "data-00000-of-00001.arrow").read_bytes() == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporaries left
+    (out / "README.md").write_text("edited", encoding="utf-8")  # someone's edit is never replaced
+    refused(xm(*args, "--overwrite"), "changed since xmine wrote it")
+
+
+def test_hf_data_files_streamed_and_index_search(corpus, tmp_path):
+    de = _jsonl(tmp_path / "de.jsonl", corpus["de"], "de-")
+    ok(xm("embed", de, "--lang", "de", "--text-field", "meta.text", "-q", "-o", tmp_path / "by-jsonl"))
+    ok(xm("embed", de, "--lang", "de", "--input-format", "hf", "--text-field", "meta.text", "-q",
+          "-o", tmp_path / "by-hf"))
+    a, b = tmp_path / "by-jsonl", tmp_path / "by-hf"
+    assert (a / "sentences.txt").read_bytes() == (b / "sentences.txt").read_bytes()
+    assert np.array_equal(np.load(a / "emb-00000.npy"), np.load(b / "emb-00000.npy"))
+    # A folder of data files (two Parquet files), streamed by datasets: the rows in file order.
+    (tmp_path / "parts").mkdir()
+    _parquet(tmp_path / "parts" / "part-0.parquet", corpus["de"][:7])
+    _parquet(tmp_path / "parts" / "part-1.parquet", corpus["de"][7:])
+    ok(xm("embed", tmp_path / "parts", "--lang", "de", "--input-format", "hf", "--text-field", "sentence", "-q",
+          "-o", tmp_path / "by-folder"))
+    assert (tmp_path / "by-folder" / "sentences.txt").read_bytes() == (a / "sentences.txt").read_bytes()
+    # Rows of the dataset (blank lines are no rows) against lines of the file.
+    assert np.load(b / "line_numbers.npy").tolist() == list(range(1, N + 1))
+    assert np.load(a / "line_numbers.npy").tolist() == [i + 1 + (i >= 3) for i in range(N)]
+    # build-index reads Parquet, search reads JSON Lines queries.
+    ok(xm("build-index", _parquet(tmp_path / "en.parquet", corpus["en"]), "--text-column", "sentence",
+          "--lang", "en", "-o", tmp_path / "idx"))
+    res = ok(xm("search", tmp_path / "idx", de, "--text-field", "meta.text", "-k", 1, "-o", tmp_path / "hits.tsv"))
+    hits = [line.split("\t") for line in (tmp_path / "hits.tsv").read_text(encoding="utf-8").splitlines()]
+    assert len(hits) == N, res.output
+    correct = 0
+    for query_line, _, _, _, hit in hits:  # query lines are file lines: a blank line after the third
+        q = int(query_line)
+        correct += corpus["gold"][corpus["de"][q - 1 - (q > 4)]] == hit
+    assert correct >= N - 1
+
+
+# ----------------------------------------------------------------------------------------- outputs
+
+
+def test_tsv_default_gz_and_moses(corpus, tmp_path):
+    d = corpus["dir"]
+    ok(xm("mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", tmp_path / "a.tsv"))
+    tsv = (tmp_path / "a.tsv").read_text(encoding="utf-8")
+    lines = tsv.splitlines()
+    assert len(lines) >= N - 2 and all(re.fullmatch(r"\d+\.\d{6}\t[^\t]+\t[^\t]+", line) for line in lines)
+    assert _precision([tuple(line.split("\t")[1:]) for line in lines], corpus["gold"]) == 1.0
+    ok(xm("mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q",
+          "-o", tmp_path / "b.tsv.gz"))
+    assert gzip.decompress((tmp_path / "b.tsv.gz").read_bytes()).decode("utf-8") == tsv
+    ok(xm("mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q", "--format", "moses",
+          "-o", tmp_path / "c"))
+    assert not (tmp_path / "c").exists()
+    assert (tmp_path / "c.src").read_text(encoding="utf-8").splitlines() == [line.split("\t")[1] for line in lines]
+    assert (tmp_path / "c.tgt").read_text(encoding="utf-8").splitlines() == [line.split("\t")[2] for line in lines]
+    summary = json.loads((tmp_path / "c.json").read_text())
+    assert summary["format"] == "moses" and {"c.src", "c.tgt"} <= set(summary["output_files"])
+    refused(xm("mine", d / "de.txt", d / "en.txt", "-q", "--format", "moses", "-o", tmp_path / "c"), "already exists")
+
+
+# -------------------------------------------------------------------------------------- bad inputs
+
+
+def _bad_parquet_null(path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": ["Ein Satz.", None, "Noch einer."]}), path)
+
+
+BAD = {
+    "missing field": ("de.jsonl", lambda p: p.write_text('{"text": "Ein Satz."}\n{"body": "Zwei."}\n'),
+                      [], ["de.jsonl:2", "no field 'text'"]),
+    "not a string": ("de.jsonl", lambda p: p.write_text('{"text": "Ein Satz."}\n{"text": ["Zwei."]}\n'),
+                     [], ["de.jsonl:2", "not a string"]),
+    "invalid json": ("de.jsonl", lambda p: p.write_text('{"text": "Ein Satz."}\n{"text": "Zwei.\n'),
+                     [], ["de.jsonl:2", "invalid JSON"]),
+    "nested field missing": ("de.jsonl", lambda p: p.write_text('{"meta": {"text": "Ein Satz."}}\n{"meta": {}}\n'),
+                             ["--text-field", "meta.text"], ["de.jsonl:2", "'meta.text'"]),
+    "id field missing": ("de.jsonl", lambda p: p.write_text('{"text": "Ein Satz.", "id": 1}\n{"text": "Zwei."}\n'),
+                         ["--id-field", "id"], ["de.jsonl:2", "id field 'id' is missing"]),
+    "broken parquet": ("de.parquet", lambda p: p.write_bytes(b"PAR1 this is not parquet PAR1"),
+                       [], ["de.parquet", "not a readable Parquet file"]),
+    "null in parquet": ("de.parquet", _bad_parquet_null, [], ["de.parquet", "row 2", "null, not a string"]),
+    "unknown column": ("de.parquet", _bad_parquet_null, ["--text-column", "body"], ["de.parquet", "no column 'body'"]),
+    "format mismatch": ("de.jsonl", lambda p: p.write_text('{"text": "Ein Satz."}\n'),
+                        ["--input-format", "parquet"], ["de.jsonl", "not a readable Parquet file"]),
+    "not a dataset folder": ("de_dir", lambda p: (p.mkdir(), (p / "x.txt").write_text("Satz.\n")),
+                             [], ["de_dir", "Hugging Face"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_one_line_exit_2_nothing_written(corpus, tmp_path, case):
+    name, make, options, fragments = BAD[case]
+    bad = tmp_path / name
+    make(bad)
+    en = tmp_path / "en.txt"
+    en.write_text((corpus["dir"] / "en.txt").read_text(encoding="utf-8"), encoding="utf-8")
+    before = files_under(tmp_path)
+    refused(xm("mine", bad, en, *options, "-q", "-o", tmp_path / "out.jsonl"), *fragments)
+    refused(xm("embed", bad, "--lang", "de", *options, "-q", "-o", tmp_path / "store"), *fragments)
+    assert files_under(tmp_path) == before

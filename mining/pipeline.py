@@ -10,7 +10,9 @@ exactly the rows that may be mined: its k neighbours are k real candidates. Then
 - approximate: IVF / IVF-PQ indexes (mining/approximate.py), checkpointed in `<out>.work/ann/`;
 - a side that is an index directory: searched through that index (over-fetching 2k to absorb
   its duplicate and filtered rows).
-Margin scoring and selection are shared (select.select_pairs). The output is written atomically,
+Margin scoring and selection are shared (select.select_pairs). The pair filters
+(mining/filters.py: identical sides, score cap, script, URLs, numbers, length ratio, language)
+then drop selected pairs that are no translations. The output is written atomically,
 `score<TAB>src<TAB>tgt`, highest score first, each sentence read from its store by offset.
 
 Memory: one block or shard, the k-state (n + m) * k * 12 bytes, and about 40 bytes a row for the
@@ -19,6 +21,7 @@ row index, dedup and selection; never the corpus.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -29,14 +32,19 @@ from pathlib import Path
 import numpy as np
 
 from xmine.artefacts import provenance
-from xmine.errors import InputError, NonFiniteRowError
+from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
+from xmine.mining.filters import RULES as FILTER_RULES
+from xmine.mining.filters import PairFilterConfig, apply_pair_filters
+from xmine.mining.filters import counts as filter_counts
 from xmine.mining.products import resolve_product
 from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
 
 log = logging.getLogger(__name__)
 
 MINING_KIND = "mining-result"
+FILTERED_KIND = "filtered-pairs"
+LANG_FILTER_CHUNK = 65536
 
 
 def _unique_hits(sims: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -85,7 +93,7 @@ def _neighbours(base_side, base: "_Mineable", queries, k: int, *, ray: bool, sho
 class _Mineable:
     """A side's rows that take part: first occurrences within the length bounds."""
 
-    def __init__(self, side, config: MiningConfig):
+    def __init__(self, side, config: MiningConfig, *, lang_filter: tuple[str, str] | None = None):
         from xmine.store.rows import RowSubset
 
         first, representative = side.unique_rows()
@@ -93,6 +101,11 @@ class _Mineable:
         lengths = np.asarray(side.row_index.lengths)
         ok = length_mask(lengths[first], config)
         self.ids = first[ok] if ok is not None else first
+        self.other_language = 0
+        if lang_filter is not None:  # (language, LID backend): keep the rows identified as the language
+            keep = _language_rows(side, self.ids, *lang_filter)
+            self.other_language = int((~keep).sum())
+            self.ids = self.ids[keep]
         self.lengths = lengths[self.ids].astype(np.int64)
         self.rows = RowSubset(side.rows, self.ids)
         # For a side's own index: row -> position of its representative among self.ids (-1: not mined)
@@ -121,6 +134,9 @@ def mine(
     overwrite: bool = False,
     ray: str | None = None,
     default_threshold: bool = True,
+    filters: PairFilterConfig = PairFilterConfig(),
+    keep_filtered: str | Path | None = None,
+    lang_filter: bool = False,
 ) -> dict:
     """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`).
 
@@ -138,6 +154,12 @@ def mine(
     threshold for `config.margin` (`xmine.projection.calibrated_threshold`), if it has one; False
     keeps every pair. Raw embeddings have none: every pair is kept unless a threshold is given.
     The summary records the threshold used and where it came from.
+
+    `filters`: the pair filters (`xmine.mining.filters`) run on the selected pairs before they are
+    written; the summary's `filters` counts what each rule removed. `keep_filtered`: also write the
+    dropped pairs there (`score<TAB>src<TAB>tgt<TAB>rule`, atomically, claimed like `out`).
+    `lang_filter`: before searching, keep only the sentences of each side that `filters.lid`
+    identifies as its language (both languages must be known; `xmine.mining.langid`).
     """
     from xmine.outputs import claim_output
 
@@ -152,11 +174,15 @@ def mine(
         connect(ray)
     with claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection], overwrite=overwrite,
                       companions=(".meta", ".work"), legacy=_legacy_result) as claim:
-        return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
-                     precision=precision, projection=projection, approximate=approximate,
-                     approximate_config=approximate_config, line_numbers=line_numbers, meta=meta,
-                     keep_work=keep_work, show_progress=show_progress, ray=ray,
-                     default_threshold=default_threshold)
+        with (claim_output(keep_filtered, kind=FILTERED_KIND, form="tsv", inputs=[src, tgt, projection, out],
+                           overwrite=overwrite) if keep_filtered is not None
+              else contextlib.nullcontext()) as dropped_claim:
+            return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
+                         precision=precision, projection=projection, approximate=approximate,
+                         approximate_config=approximate_config, line_numbers=line_numbers, meta=meta,
+                         keep_work=keep_work, show_progress=show_progress, ray=ray,
+                         default_threshold=default_threshold, filters=filters, dropped_claim=dropped_claim,
+                         lang_filter=lang_filter)
 
 
 def _legacy_result(out: Path) -> bool:
@@ -171,7 +197,7 @@ def _legacy_result(out: Path) -> bool:
 
 def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate,
           approximate_config, line_numbers, meta, keep_work, show_progress, ray=None,
-          default_threshold=True) -> dict:
+          default_threshold=True, filters=PairFilterConfig(), dropped_claim=None, lang_filter=False) -> dict:
     from xmine.inputs import Encoders, artefact_encoder_name, artefact_precision, check_compatible, load_side
 
     out = claim.path
@@ -197,7 +223,8 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         for side in (sx, sy):  # every shard's sha256 (large stores: now, before any search starts)
             if hasattr(side.rows, "check_all"):
                 side.rows.check_all()
-        mx, my = _Mineable(sx, config), _Mineable(sy, config)
+        lf = _lang_filter_langs(lang_filter, (src_lang or sx.lang, tgt_lang or sy.lang), filters.lid)
+        mx, my = _Mineable(sx, config, lang_filter=lf[0]), _Mineable(sy, config, lang_filter=lf[1])
         search = "exact"
         if sx.index is not None or sy.index is not None:
             search = "faiss-index"
@@ -207,7 +234,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         select_config = config.replace(min_length=0, max_length=None)
         key = hashlib.sha256(json.dumps(
             [sx.fingerprint_key(), sy.fingerprint_key(), config.k, config.block_rows, config.block_cols,
-             config.min_length, config.max_length], default=str).encode()).hexdigest()
+             config.min_length, config.max_length, lf], default=str).encode()).hexdigest()
         if search != "faiss-index":
             claim.work_dir(".work")  # checkpoints
         try:
@@ -220,6 +247,9 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
             raise InputError(side.path, f"embedding row {row} (input line {int(side.line_numbers[row])}) is "
                              "not finite (NaN or inf)") from None
         src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
+        mined, src_rows, tgt_rows, filter_record = _filter_pairs(
+            mined, sx, sy, src_rows, tgt_rows, langs=(src_lang or sx.lang, tgt_lang or sy.lang), config=filters,
+            margin=config.margin, dropped_claim=dropped_claim)
         _write_pairs(claim, mined, sx, sy, src_rows, tgt_rows, line_numbers=line_numbers)
         if meta:
             _write_meta(claim, mined, sx, sy, src_rows, tgt_rows)
@@ -229,12 +259,14 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         summary = {
             "output": str(out), "pairs": len(mined), "k_used": min(config.k, len(mx.ids), len(my.ids)),
             "src": {"path": str(sx.path), "kind": sx.kind, "sentences": len(sx), "unique": mx.unique,
-                    "mined_rows": len(mx.ids)},
+                    "mined_rows": len(mx.ids), "other_language": mx.other_language if lang_filter else None},
             "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy), "unique": my.unique,
-                    "mined_rows": len(my.ids)},
+                    "mined_rows": len(my.ids), "other_language": my.other_language if lang_filter else None},
+            "lang_filter": {"backend": filters.lid} if lang_filter else None,
             "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
             "projection_choice": encoders.choice.record(),
             "threshold": threshold_record,
+            "filters": filter_record,
             "search": search,
             "ray": ray,
             "product": resolve_product(config.product) if search == "exact" else None,
@@ -279,6 +311,65 @@ def _search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_
                                 tgt_lengths=my.lengths, checkpoint_dir=work / "knn", checkpoint_key=key,
                                 show_progress=show_progress)
     return mined
+
+
+def _language_rows(side, ids: np.ndarray, lang: str, backend: str) -> np.ndarray:
+    """keep[i]: row ids[i] of `side` is identified as `lang` (`--lang-filter`), chunk by chunk."""
+    from xmine.mining.langid import language_mask
+
+    keep = np.zeros(len(ids), dtype=bool)
+    for start in range(0, len(ids), LANG_FILTER_CHUNK):
+        chunk = ids[start:start + LANG_FILTER_CHUNK]
+        keep[start:start + len(chunk)], _ = language_mask([side.text[int(r)] for r in chunk], lang, backend)
+    return keep
+
+
+class _Texts:
+    """The sentences of `rows` of a side, read by offset when indexed (a lazy sequence)."""
+
+    def __init__(self, side, rows: np.ndarray):
+        self.side, self.rows = side, rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> str:
+        return self.side.text[int(self.rows[i])]
+
+
+def _lang_filter_langs(on: bool, langs, backend: str) -> list:
+    """Per side, (language, backend) for `--lang-filter`, or None when it is off."""
+    from xmine.store.writer import UNDETERMINED
+
+    if not on:
+        return [None, None]
+    missing = [side for side, lang in zip(("--src-lang", "--tgt-lang"), langs) if lang in (None, UNDETERMINED)]
+    if missing:
+        raise ConfigError(f"--lang-filter needs the language of each side: give {' and '.join(missing)}")
+    return [(lang, backend) for lang in langs]
+
+
+def _filter_pairs(mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, langs, config: PairFilterConfig, margin: str,
+                  dropped_claim=None):
+    """The pairs the pair filters keep (and their rows), and what the summary records; the dropped
+    ones go to `dropped_claim` when --keep-filtered asked for them."""
+    from xmine.store.writer import UNDETERMINED
+
+    langs = tuple(None if lang in (None, UNDETERMINED) else lang for lang in langs)
+    keep, reasons = apply_pair_filters(_Texts(sx, src_rows), _Texts(sy, tgt_rows), mined.score, langs=langs,
+                                       config=config, margin=margin)
+    record = config.record(margin) | {"languages": list(langs), "pairs_before": len(mined),
+                                      "removed": filter_counts(reasons, config, margin)}
+    if dropped_claim is not None:
+        gone = np.flatnonzero(~keep)
+        with dropped_claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            for i in gone.tolist():
+                f.write(f"{float(mined.score[i]):.6f}\t{_clean(sx.text[int(src_rows[i])])}\t"
+                        f"{_clean(sy.text[int(tgt_rows[i])])}\t{FILTER_RULES[int(reasons[i])]}\n")
+        dropped_claim.finish({"pairs": len(gone), "src": str(sx.path), "tgt": str(sy.path), "filters": record})
+    kept = MinedPairs(src_idx=mined.src_idx[keep], tgt_idx=mined.tgt_idx[keep], score=mined.score[keep],
+                      direction=mined.direction[keep])
+    return kept, src_rows[keep], tgt_rows[keep], record
 
 
 def _threshold(config: MiningConfig, projection_dir, *, default_threshold: bool):

@@ -486,23 +486,27 @@ def _mining_noisy(encoder_name, projections, device, precision, data, lang_list,
         r = mining_noisy.evaluate(v.embed, data, lang_list, threshold=t, **settings)
         details[v.name] = r | {"default_threshold": {"value": t, "source": source}}
         a = r["average"]
-        rows.append([f"{v.name} @{t:g}", a["clean"]["recall"], a["noisy"]["precision"], a["noisy"]["recall"],
-                     a["filtered"]["precision"], a["filtered"]["recall"], a["filtered"]["f1"],
-                     min(100 * x["filtered"]["precision"] for x in r["per_lang"].values())])
-    columns = ["variant @threshold", "clean R", "noisy P", "noisy R", "filtered P", "filtered R", "filtered F1",
-               "min lang P"]
+        rows.append([f"{v.name} @{t:g}", a["clean"]["precision"], a["clean"]["recall"], a["noisy"]["precision"],
+                     a["noisy"]["recall"], a["filtered"]["precision"], a["filtered"]["recall"],
+                     min(100 * x["filtered"]["precision"] for x in r["per_lang"].values()),
+                     a["lang_filtered"]["precision"], a["lang_filtered"]["recall"],
+                     min(100 * x["lang_filtered"]["precision"] for x in r["per_lang"].values())])
+    columns = ["variant @threshold", "clean P", "clean R", "noisy P", "noisy R", "filters P", "filters R",
+               "filters min P", "+lang P", "+lang R", "+lang min P"]
     extra = []
     for v in variants:
         per = details[v.name]["per_lang"]
         extra.append({"title": f"{v.name}: per language (x100), pairs each filter removed (gold among them)",
-                      "columns": ["lang", "clean R", "noisy P", "noisy R", "filtered P", "filtered R", "removed"],
-                      "rows": [[lg, 100 * x["clean"]["recall"], 100 * x["noisy"]["precision"],
-                                100 * x["noisy"]["recall"], 100 * x["filtered"]["precision"],
-                                100 * x["filtered"]["recall"],
+                      "columns": ["lang", "clean P", "clean R", "noisy P", "noisy R", "filters P", "filters R",
+                                  "+lang P", "+lang R", "removed"],
+                      "rows": [[lg, 100 * x["clean"]["precision"], 100 * x["clean"]["recall"],
+                                100 * x["noisy"]["precision"], 100 * x["noisy"]["recall"],
+                                100 * x["filtered"]["precision"], 100 * x["filtered"]["recall"],
+                                100 * x["lang_filtered"]["precision"], 100 * x["lang_filtered"]["recall"],
                                 ", ".join(f"{rule} {sum(k.values())} ({k.get('gold', 0)})"
                                           for rule, k in x["removed"].items())] for lg, x in per.items()]})
-    click.echo("averages over languages at each variant's default threshold: clean recall, then the noisy "
-               "sets without and with the pair filters")
+    click.echo("averages over languages at each variant's default threshold: the clean sets, then the noisy "
+               "sets without filters, with the pair filters, and with --lang-filter and the pair filters")
     _finish("mining_noisy", encoder=encoder, variants=variants, out=out, quick=quick,
             parameters=settings | {"langs": lang_list, "threshold": threshold, "noise": mining_noisy.NOISE,
                                    "filters": PairFilterConfig().record("ratio")},

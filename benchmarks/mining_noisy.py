@@ -15,10 +15,12 @@ same-language distractors) gets, seeded, in these proportions of its side's clea
 Every pair that is not a gold pair is wrong. Mining, the threshold and scoring are `bench mining`'s
 (`bucc.mine_candidates`, k = 4, ratio margin, max retrieval, each variant's default threshold);
 then the pair filters (`mining.filters.apply_pair_filters`, default `PairFilterConfig`) run on the
-mined pairs, as `xmine mine` runs them. Reported per language and averaged: precision, recall and F1
-of the clean set, of the noisy set without filters and with them, what each rule removed (and how
-many gold pairs among them), and the margins of gold pairs and of each kind of noise pair (to
-choose `score_max`).
+mined pairs, as `xmine mine` runs them; and once more with `--lang-filter` (sentences identified
+as another language leave each side before mining, `langid.language_mask`), then the pair filters.
+Reported per language and averaged: precision, recall and F1 of the clean set, of the noisy set
+without filters, with the pair filters, and with the language filter and the pair filters; what
+each rule removed (and how many gold pairs among them), and the margins of gold pairs and of each
+kind of noise pair (to choose `score_max`).
 """
 
 from __future__ import annotations
@@ -163,6 +165,21 @@ def evaluate_noisy(embed_fn, data: Path, ms, *, threshold: float, seed: int = 0,
     keep, reasons = apply_pair_filters([text_s[a] for (a, _), _ in at], [text_e[b] for (_, b), _ in at],
                                        [s for _, s in at], langs=(flores_code, "eng_Latn"), config=cfg)
     filtered = _prf([c for (c, _), k in zip(at, keep) if k], gold)
+    # --lang-filter first: sentences identified as another language leave each side before mining
+    from xmine.mining.langid import language_mask
+
+    lf_src = [(i, t) for i, t, k in zip(*src, language_mask(src[1], flores_code, cfg.lid,
+                                                             min_confidence=cfg.lid_min_confidence)[0]) if k]
+    lf_en = [(i, t) for i, t, k in zip(*en, language_mask(en[1], "eng", cfg.lid,
+                                                          min_confidence=cfg.lid_min_confidence)[0]) if k]
+    lf_cands, lf_scores = mine_candidates(tuple(map(list, zip(*lf_src))), tuple(map(list, zip(*lf_en))), embed_fn)
+    lf_at = [(c, s) for c, s in zip(lf_cands, lf_scores) if s >= threshold]
+    lf_keep, _ = apply_pair_filters([text_s[a] for (a, _), _ in lf_at], [text_e[b] for (_, b), _ in lf_at],
+                                    [s for _, s in lf_at], langs=(flores_code, "eng_Latn"), config=cfg)
+    lang_filtered = _prf([c for (c, _), k in zip(lf_at, lf_keep) if k], gold)
+    lang_removed = {"src": len(src[0]) - len(lf_src), "en": len(en[0]) - len(lf_en),
+                    "gold_src": sum(1 for a, _ in gold if a not in {i for i, _ in lf_src}),
+                    "gold_en": sum(1 for _, b in gold if b not in {i for i, _ in lf_en})}
     removed: dict[str, dict[str, int]] = {}
     for ((a, b), _), code in zip(at, reasons.tolist()):
         if code >= 0:
@@ -179,7 +196,8 @@ def evaluate_noisy(embed_fn, data: Path, ms, *, threshold: float, seed: int = 0,
         if k and (a, b) not in gold:
             kind = kinds.get(a) or kinds.get(b) or "distractor"
             unfiltered_kinds[kind] = unfiltered_kinds.get(kind, 0) + 1
-    return {"clean": clean, "noisy": noisy, "filtered": filtered, "removed": removed,
+    return {"clean": clean, "noisy": noisy, "filtered": filtered, "lang_filtered": lang_filtered,
+            "lang_filter_removed": lang_removed, "removed": removed,
             "wrong_after_filters": unfiltered_kinds, "scores": spreads,
             "sizes": {"src": len(src[0]), "en": len(en[0]), "noise_lines": len(kinds), "gold": len(gold)}}
 
@@ -195,5 +213,5 @@ def evaluate(embed_fn, data: Path, langs: Sequence[str], *, threshold: float, se
         per[lang] = evaluate_noisy(embed_fn, data, ms, threshold=threshold, seed=seed, filter_config=filter_config,
                                    flores_code=NEWS_SETS[lang][0])
     avg = {v: {m: float(100 * np.mean([r[v][m] for r in per.values()])) for m in ("precision", "recall", "f1")}
-           for v in ("clean", "noisy", "filtered")}
+           for v in ("clean", "noisy", "filtered", "lang_filtered")}
     return {"per_lang": per, "average": avg, "noise": NOISE}

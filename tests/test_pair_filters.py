@@ -38,6 +38,13 @@ def test_script_rule_and_detection():
     assert F.script("Дом красный.", "Красный дом.", 1.1, ("rus", "eng"), CFG)  # English side in Cyrillic
     assert not F.script("Дом красный.", "The house is red.", 1.1, ("ru", "en"), CFG)
     assert not F.script("anything", "else", 1.1, (None, "xyz"), CFG)  # unknown languages are not judged
+    # Latin-script names inside a Russian or Chinese sentence do not make it another script's
+    ru = "Ожидалось, что Tullow передаст Total и CNOOC 21% из своих 33,3% в Kingfisher Blocks."
+    assert not F.script(ru, "Tullow was expected to transfer 21 per cent.", 1.1, ("ru", "en"), CFG)
+    zh = "2015 年年末， TogiNet 创建了 AstroNet 广播作为子电台。"
+    assert not F.script(zh, "In late 2015, TogiNet established AstroNet Radio.", 1.1, ("zh", "en"), CFG)
+    assert F.script(ru, "Tullow was expected to transfer 21 per cent.", 1.1, ("ru", "en"),
+                    F.PairFilterConfig(min_script_share=0.5))
 
 
 def test_urls_rule():
@@ -49,16 +56,24 @@ def test_urls_rule():
 
 
 def test_numbers_rule():
-    assert F.numbers_of("1.000 Euro, ３,５ % und ٢٠") == {"1", "0", "3", "5", "20"}
+    assert F.numbers_of("1.000 Euro, ３,５ % und ٢٠") == {"1000", "35", "20"}
+    assert F.numbers_of("17 500 Meilen, 1000 Marken, um 23:35") == F.numbers_of("17,500 miles, 1,000 stamps, 11:35 pm")
+    assert F.numbers_of("0.25") == F.numbers_of("0,25") == {"25"}
+    assert F.numbers_of("in 2019 25 people") == {"2019", "25"}
     assert not F.numbers("Es kostet 1.000,50 Euro.", "It costs 1,000.50 euros.", 1.1, DE_EN, CFG)
     assert F.numbers("25 Menschen starben.", "24 people died.", 1.1, DE_EN, CFG)
     assert not F.numbers("Zwei Menschen starben.", "2 people died.", 1.1, DE_EN, CFG)  # one side spelled out
     assert not F.numbers("2019 ist vorbei.", "In 2019, it ended.", 1.1, DE_EN, CFG)
+    assert not F.numbers("2019年7月20日に始まった。", "It began on 20 July 2019.", 1.1, ("ja", "en"), CFG)
+    assert F.numbers("Am 3. Mai 2019.", "On 4 May 2019.", 1.1, DE_EN, CFG)
+    assert not F.numbers("4500万豪ドル", "45 million dollars", 1.1, ("ja", "en"), CFG)  # not judged
 
 
-def test_length_ratio_in_bytes():
-    zh = "我们今天去公园散步。"  # 10 characters, 30 bytes
+def test_length_ratio_across_scripts():
+    zh = "我们今天去公园散步。"  # 9 letters, weighted x3
     assert not F.length_ratio(zh, "We went for a walk in the park today.", 1.1, ("zh", "en"), CFG)
+    km = "ខ្ញុំ\u200bចូល\u200bចិត្ត\u200bអាន\u200bសៀវភៅ\u200bនៅ\u200bពេល\u200bល្ងាច។"  # zero-width spaces
+    assert not F.length_ratio(km, "I like reading books in the evening.", 1.1, ("km", "en"), CFG)
     assert F.length_ratio("Ja.", "Yes, and this is a much longer sentence than the other.", 1.1, DE_EN, CFG)
     assert not F.length_ratio("Ja.", "Yes, and this is a much longer sentence than the other.", 1.1, DE_EN,
                               F.PairFilterConfig(max_length_ratio=50))
@@ -155,3 +170,24 @@ def test_mine_filters_copies_and_boilerplate_through_the_cli(data_dir, tmp_path)
     assert sum(s == t for _, s, t in raw) >= 12
     r = CliRunner().invoke(main, args + ["-o", str(tmp_path / "x.tsv"), "--no-filter", "bogus"])
     assert r.exit_code == 2 and "bogus" in r.output
+
+
+def test_langid_command_with_a_library(data_dir, tmp_path):
+    """`xmine langid --lid fasttext`: labelled FLORES lines are identified; a language the library
+    does not know, or neither/both of --projection and --lid, is one line and exit 2."""
+    from click.testing import CliRunner
+
+    from xmine.cli import main
+
+    for code in ("deu_Latn", "rus_Cyrl", "khm_Khmr"):
+        (tmp_path / f"x.{code.split('_')[0]}").write_text("\n".join(_flores(data_dir, code, slice(0, 30))) + "\n",
+                                                          encoding="utf-8")
+    files = [str(tmp_path / f"x.{c}") for c in ("deu", "rus", "khm")]
+    r = CliRunner().invoke(main, ["langid", "--lid", "fasttext", "--eval", *files], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    overall = float(r.output.split("overall\taccuracy ")[1].split()[0])
+    assert overall >= 0.95
+    r = CliRunner().invoke(main, ["langid", "--lid", "fasttext", "--eval", f"xyz={files[0]}"])
+    assert r.exit_code == 2 and "xyz" in r.output
+    r = CliRunner().invoke(main, ["langid", files[0]])
+    assert r.exit_code == 2

@@ -32,11 +32,10 @@ from pathlib import Path
 import numpy as np
 
 from xmine.artefacts import provenance
-from xmine.errors import ConfigError, InputError, NonFiniteRowError
+from xmine.errors import InputError, NonFiniteRowError
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
-from xmine.mining.filters import RULES as FILTER_RULES
-from xmine.mining.filters import PairFilterConfig, apply_pair_filters
-from xmine.mining.filters import counts as filter_counts
+from xmine.mining.filter_step import filter_pairs, lang_filter_langs, language_rows, tsv_field
+from xmine.mining.filters import PairFilterConfig
 from xmine.mining.products import resolve_product
 from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
 
@@ -44,7 +43,6 @@ log = logging.getLogger(__name__)
 
 MINING_KIND = "mining-result"
 FILTERED_KIND = "filtered-pairs"
-LANG_FILTER_CHUNK = 65536
 
 
 def _unique_hits(sims: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -103,7 +101,7 @@ class _Mineable:
         self.ids = first[ok] if ok is not None else first
         self.other_language = 0
         if lang_filter is not None:  # (language, LID backend, min confidence): drop other languages
-            keep = _language_rows(side, self.ids, *lang_filter)
+            keep = language_rows(side, self.ids, *lang_filter)
             self.other_language = int((~keep).sum())
             self.ids = self.ids[keep]
         self.lengths = lengths[self.ids].astype(np.int64)
@@ -224,7 +222,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         for side in (sx, sy):  # every shard's sha256 (large stores: now, before any search starts)
             if hasattr(side.rows, "check_all"):
                 side.rows.check_all()
-        lf = _lang_filter_langs(lang_filter, (src_lang or sx.lang, tgt_lang or sy.lang), filters.lid,
+        lf = lang_filter_langs(lang_filter, (src_lang or sx.lang, tgt_lang or sy.lang), filters.lid,
                                 filters.lid_min_confidence)
         mx, my = _Mineable(sx, config, lang_filter=lf[0]), _Mineable(sy, config, lang_filter=lf[1])
         search = "exact"
@@ -249,7 +247,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
             raise InputError(side.path, f"embedding row {row} (input line {int(side.line_numbers[row])}) is "
                              "not finite (NaN or inf)") from None
         src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
-        mined, src_rows, tgt_rows, filter_record = _filter_pairs(
+        mined, src_rows, tgt_rows, filter_record = filter_pairs(
             mined, sx, sy, src_rows, tgt_rows, langs=(src_lang or sx.lang, tgt_lang or sy.lang), config=filters,
             margin=config.margin, dropped_claim=dropped_claim)
         _write_pairs(claim, mined, sx, sy, src_rows, tgt_rows, line_numbers=line_numbers)
@@ -315,66 +313,6 @@ def _search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_
     return mined
 
 
-def _language_rows(side, ids: np.ndarray, lang: str, backend: str, min_confidence: float) -> np.ndarray:
-    """keep[i]: row ids[i] of `side` is not identified as another language (`--lang-filter`)."""
-    from xmine.mining.langid import language_mask
-
-    keep = np.zeros(len(ids), dtype=bool)
-    for start in range(0, len(ids), LANG_FILTER_CHUNK):
-        chunk = ids[start:start + LANG_FILTER_CHUNK]
-        keep[start:start + len(chunk)], _ = language_mask([side.text[int(r)] for r in chunk], lang, backend,
-                                                          min_confidence=min_confidence)
-    return keep
-
-
-class _Texts:
-    """The sentences of `rows` of a side, read by offset when indexed (a lazy sequence)."""
-
-    def __init__(self, side, rows: np.ndarray):
-        self.side, self.rows = side, rows
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, i: int) -> str:
-        return self.side.text[int(self.rows[i])]
-
-
-def _lang_filter_langs(on: bool, langs, backend: str, min_confidence: float) -> list:
-    """Per side, (language, backend, min confidence) for `--lang-filter`, or None when it is off."""
-    from xmine.store.writer import UNDETERMINED
-
-    if not on:
-        return [None, None]
-    missing = [side for side, lang in zip(("--src-lang", "--tgt-lang"), langs) if lang in (None, UNDETERMINED)]
-    if missing:
-        raise ConfigError(f"--lang-filter needs the language of each side: give {' and '.join(missing)}")
-    return [(lang, backend, min_confidence) for lang in langs]
-
-
-def _filter_pairs(mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, langs, config: PairFilterConfig, margin: str,
-                  dropped_claim=None):
-    """The pairs the pair filters keep (and their rows), and what the summary records; the dropped
-    ones go to `dropped_claim` when --keep-filtered asked for them."""
-    from xmine.store.writer import UNDETERMINED
-
-    langs = tuple(None if lang in (None, UNDETERMINED) else lang for lang in langs)
-    keep, reasons = apply_pair_filters(_Texts(sx, src_rows), _Texts(sy, tgt_rows), mined.score, langs=langs,
-                                       config=config, margin=margin)
-    record = config.record(margin) | {"languages": list(langs), "pairs_before": len(mined),
-                                      "removed": filter_counts(reasons, config, margin)}
-    if dropped_claim is not None:
-        gone = np.flatnonzero(~keep)
-        with dropped_claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            for i in gone.tolist():
-                f.write(f"{float(mined.score[i]):.6f}\t{_clean(sx.text[int(src_rows[i])])}\t"
-                        f"{_clean(sy.text[int(tgt_rows[i])])}\t{FILTER_RULES[int(reasons[i])]}\n")
-        dropped_claim.finish({"pairs": len(gone), "src": str(sx.path), "tgt": str(sy.path), "filters": record})
-    kept = MinedPairs(src_idx=mined.src_idx[keep], tgt_idx=mined.tgt_idx[keep], score=mined.score[keep],
-                      direction=mined.direction[keep])
-    return kept, src_rows[keep], tgt_rows[keep], record
-
-
 def _threshold(config: MiningConfig, projection_dir, *, default_threshold: bool):
     """The config to mine with (its threshold filled from the projection's calibrated default when
     none was given) and what the summary records about it."""
@@ -393,16 +331,11 @@ def _threshold(config: MiningConfig, projection_dir, *, default_threshold: bool)
     return config.replace(threshold=value), {"value": value, "margin": config.margin, "source": source}
 
 
-def _clean(text: str) -> str:
-    # A tab or newline inside a sentence would break the TSV; corpora read by xmine have none.
-    return text.replace("\t", " ").replace("\n", " ")
-
-
 def _write_pairs(claim, mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, line_numbers: bool) -> None:
     """Stream the pairs to the claimed output (atomically), each sentence read from its side by offset."""
     with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
         for s, t, sc in zip(src_rows.tolist(), tgt_rows.tolist(), mined.score.tolist()):
-            row = f"{sc:.6f}\t{_clean(sx.text[s])}\t{_clean(sy.text[t])}"
+            row = f"{sc:.6f}\t{tsv_field(sx.text[s])}\t{tsv_field(sy.text[t])}"
             if line_numbers:
                 row += f"\t{sx.line_numbers[s]}\t{sy.line_numbers[t]}"
             f.write(row + "\n")

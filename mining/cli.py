@@ -165,6 +165,8 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
                           max_length_ratio=max_length_ratio, min_length=min_length, max_length=max_length,
                           block_rows=block_rows, block_cols=block_cols, workers=workers,
                           product=product)
+    if lang_filter:  # checked before anything is claimed or encoded
+        _check_lang_filter(src_lang, tgt_lang, lid)
     filter_config = PairFilterConfig(enabled=filters, disabled=frozenset(no_filter), score_max=score_max,
                                      max_length_ratio=filter_length_ratio, lid=lid)
     approx = ApproximateConfig(index_type=index_type, nlist=nlist, nprobe=nprobe, pq_m=pq_m,
@@ -183,6 +185,20 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
             removed.values()) else "; no pair filtered out"
     click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "
                f"unique sentences ({summary['search']}; {kept}) -> {out}", err=True)
+
+
+def _check_lang_filter(src_lang, tgt_lang, lid) -> None:
+    from xmine.errors import ConfigError
+    from xmine.langs import normalize_lang
+    from xmine.mining.langid import supported_languages
+
+    missing = [opt for opt, lang in (("--src-lang", src_lang), ("--tgt-lang", tgt_lang)) if not lang]
+    if missing:
+        raise click.UsageError(f"--lang-filter needs the language of each side: give {' and '.join(missing)}")
+    known = supported_languages(lid)
+    for lang in (src_lang, tgt_lang):
+        if normalize_lang(lang) not in known:
+            raise ConfigError(f"--lang-filter: language identification '{lid}' does not know language {lang!r}")
 
 
 COMMANDS = [mine]

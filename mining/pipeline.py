@@ -4,7 +4,8 @@ Each side is a text file, an embedding store or an index directory, opened by th
 (`xmine.inputs.load_side`): rows read block by block, text by offset. Text files are embedded
 into stores in `<out>.work/` first (the one encoding path, resumable). Both sides are
 deduplicated by 64-bit hashes of their sentences (a pair is output once, with the first line of
-each sentence; see `Side.unique_rows` for collisions) and length-filtered, so either search sees
+each sentence; see `Side.unique_rows` for collisions), length-filtered and, with `--lang-filter`,
+rid of the sentences identified as another language (mining/filter_step.py), so either search sees
 exactly the rows that may be mined: its k neighbours are k real candidates. Then:
 - exact (default): the blocked kNN (mining/knn.py), checkpointed in `<out>.work/knn/`;
 - approximate: IVF / IVF-PQ indexes (mining/approximate.py), checkpointed in `<out>.work/ann/`;

@@ -191,3 +191,30 @@ def test_langid_command_with_a_library(data_dir, tmp_path):
     assert r.exit_code == 2 and "xyz" in r.output
     r = CliRunner().invoke(main, ["langid", files[0]])
     assert r.exit_code == 2
+
+
+def test_lang_filter_drops_other_language_lines_before_mining(data_dir, tmp_path):
+    """--lang-filter: English lines on the German side leave it before the search (counted in
+    OUT.json), so even without pair filters no copy pair is mined; it needs both languages."""
+    import json
+
+    from click.testing import CliRunner
+
+    from xmine.cli import main
+
+    de, en = _flores(data_dir, "deu_Latn", slice(0, 30)), _flores(data_dir, "eng_Latn", slice(0, 30))
+    copies = _flores(data_dir, "eng_Latn", slice(600, 612))
+    (tmp_path / "de.txt").write_text("\n".join(de + copies) + "\n", encoding="utf-8")
+    (tmp_path / "en.txt").write_text("\n".join(en + copies) + "\n", encoding="utf-8")
+    base = ["mine", str(tmp_path / "de.txt"), str(tmp_path / "en.txt"), "-q", "--no-filters", "--lang-filter"]
+    r = CliRunner().invoke(main, base + ["--src-lang", "de", "--tgt-lang", "en", "-o", str(tmp_path / "o.tsv")],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    summary = json.loads((tmp_path / "o.tsv.json").read_text())
+    assert summary["src"]["other_language"] == len(copies) and summary["tgt"]["other_language"] == 0
+    rows = [line.split("\t") for line in (tmp_path / "o.tsv").read_text(encoding="utf-8").splitlines()]
+    assert rows and not any(s == t for _, s, t in rows)
+    r = CliRunner().invoke(main, base + ["--src-lang", "de", "-o", str(tmp_path / "p.tsv")])
+    assert r.exit_code == 2 and "--tgt-lang" in r.output and not list(tmp_path.glob("p.tsv*"))
+    r = CliRunner().invoke(main, base + ["--src-lang", "de", "--tgt-lang", "hau", "-o", str(tmp_path / "p.tsv")])
+    assert r.exit_code == 2 and "hau" in r.output and not list(tmp_path.glob("p.tsv*"))

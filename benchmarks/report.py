@@ -35,6 +35,8 @@ TASK_TITLES = {
     "fmda_table2": "FMDA Table 2: MASSIVE cross-lingual retrieval accuracy@1 (%), per-pair models",
     "fmda_table3": "FMDA Table 3: MASSIVE monolingual template retrieval accuracy@1 (%)",
     "mining": "Bitext mining, BUCC-style sets from FLORES-200 and WMT newstest: F1 (x100)",
+    "mining_noisy": "Bitext mining on noisy sets (web-like noise added), with and without the pair filters",
+    "langid": "Language identification on FLORES-200 devtest (sentence level)",
     "default_projection": "The shipped default projection against raw, per task",
     "embed_speed": "Encoding speed",
     "mining_speed": "Mining speed",
@@ -42,7 +44,7 @@ TASK_TITLES = {
 }
 PAPER_TASKS = ("quality", "tatoeba", "massive", "massive_templates", "fmda_table2", "fmda_table3", "qe", "sts",
                "geometry", "bucc", "mining", "default_projection")
-TASK_ORDER = ("mining", "default_projection", "quality", "tatoeba", "massive", "massive_templates", "fmda_table2",
+TASK_ORDER = ("mining", "mining_noisy", "langid", "default_projection", "quality", "tatoeba", "massive", "massive_templates", "fmda_table2",
               "fmda_table3", "qe", "sts", "geometry", "bucc", "embed_speed", "mining_speed", "scale")
 
 

@@ -4,15 +4,18 @@ Each side is a text file, an embedding store or an index directory, opened by th
 (`xmine.inputs.load_side`): rows read block by block, text by offset. Text files are embedded
 into stores in `<out>.work/` first (the one encoding path, resumable). Both sides are
 deduplicated by 64-bit hashes of their sentences (a pair is output once, with the first line of
-each sentence; see `Side.unique_rows` for collisions) and length-filtered, so either search sees
+each sentence; see `Side.unique_rows` for collisions), length-filtered and, with `--lang-filter`,
+rid of the sentences identified as another language (mining/filter_step.py), so either search sees
 exactly the rows that may be mined: its k neighbours are k real candidates. Then:
 - exact (default): the blocked kNN (mining/knn.py), checkpointed in `<out>.work/knn/`;
 - approximate: IVF / IVF-PQ indexes (mining/approximate.py), checkpointed in `<out>.work/ann/`;
 - a side that is an index directory: searched through that index (over-fetching 2k to absorb
   its duplicate and filtered rows).
-Margin scoring and selection are shared (select.select_pairs). The output is written atomically,
-highest score first, each sentence read from its store by offset: `score<TAB>src<TAB>tgt`, or
-Moses, JSON Lines, Parquet or a Hugging Face dataset (mining/writers.py).
+Margin scoring and selection are shared (select.select_pairs). The pair filters
+(mining/filters.py: identical sides, score cap, script, URLs, numbers, length ratio, language)
+then drop selected pairs that are no translations. The output is written atomically, highest
+score first, each sentence read from its store by offset: `score<TAB>src<TAB>tgt`, or Moses, JSON
+Lines, Parquet or a Hugging Face dataset (mining/writers.py).
 
 Memory: one block or shard, the k-state (n + m) * k * 12 bytes, and about 40 bytes a row for the
 row index, dedup and selection; never the corpus.
@@ -20,6 +23,7 @@ row index, dedup and selection; never the corpus.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -32,6 +36,8 @@ import numpy as np
 from xmine.artefacts import provenance
 from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
+from xmine.mining.filter_step import filter_pairs, lang_filter_langs, language_rows
+from xmine.mining.filters import PairFilterConfig
 from xmine.mining.products import resolve_product
 from xmine.topk import merge_topk
 from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
@@ -40,6 +46,7 @@ from xmine.mining.writers import MinedRows, write_mined
 log = logging.getLogger(__name__)
 
 MINING_KIND = "mining-result"
+FILTERED_KIND = "filtered-pairs"
 
 
 def _unique_hits(sims: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -86,7 +93,7 @@ def _neighbours(base_side, base: "_Mineable", queries, k: int, *, ray: bool, sho
 class _Mineable:
     """A side's rows that take part: first occurrences within the length bounds."""
 
-    def __init__(self, side, config: MiningConfig):
+    def __init__(self, side, config: MiningConfig, *, lang_filter: tuple[str, str, float] | None = None):
         from xmine.store.rows import RowSubset
 
         first, representative = side.unique_rows()
@@ -94,6 +101,11 @@ class _Mineable:
         lengths = np.asarray(side.row_index.lengths)
         ok = length_mask(lengths[first], config)
         self.ids = first[ok] if ok is not None else first
+        self.other_language = 0
+        if lang_filter is not None:  # (language, LID backend, min confidence): drop other languages
+            keep = language_rows(side, self.ids, *lang_filter)
+            self.other_language = int((~keep).sum())
+            self.ids = self.ids[keep]
         self.lengths = lengths[self.ids].astype(np.int64)
         self.rows = RowSubset(side.rows, self.ids)
         # For a side's own index: row -> position of its representative among self.ids (-1: not mined)
@@ -125,6 +137,9 @@ def mine(
     allow_same_input: bool = False,
     output_format: str | None = None,
     input_format=None,
+    filters: PairFilterConfig = PairFilterConfig(),
+    keep_filtered: str | Path | None = None,
+    lang_filter: bool = False,
 ) -> dict:
     """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`).
 
@@ -147,6 +162,12 @@ def mine(
     otherwise: every sentence would pair with itself).
     `output_format`: tsv, moses, jsonl, parquet or hf (`xmine.mining.writers`); None: by the
     name of `out`. `input_format` (xmine.readers.InputFormat): how to read corpus sides.
+    `filters`: the pair filters (`xmine.mining.filters`) run on the selected pairs before they are
+    written; the summary's `filters` counts what each rule removed. `keep_filtered`: also write the
+    dropped pairs there (`score<TAB>src<TAB>tgt<TAB>rule`, atomically, claimed like `out`).
+    `lang_filter`: before searching, drop the sentences of each side that `filters.lid` identifies
+    as another language with at least `filters.lid_min_confidence` (both languages must be known;
+    `xmine.mining.langid.language_mask`).
     """
     from xmine.mining.writers import companions, output_format as resolve_format
     from xmine.outputs import claim_output
@@ -166,11 +187,15 @@ def mine(
         connect(ray)
     with claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection], overwrite=overwrite,
                       companions=(".meta", ".work") + companions(fmt), legacy=_legacy_result) as claim:
-        return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
-                     precision=precision, projection=projection, approximate=approximate,
-                     approximate_config=approximate_config, line_numbers=line_numbers, meta=meta,
-                     keep_work=keep_work, show_progress=show_progress, ray=ray,
-                     default_threshold=default_threshold, fmt=fmt, input_format=input_format)
+        with (claim_output(keep_filtered, kind=FILTERED_KIND, form="tsv", inputs=[src, tgt, projection, out],
+                           overwrite=overwrite) if keep_filtered is not None
+              else contextlib.nullcontext()) as dropped_claim:
+            return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
+                         precision=precision, projection=projection, approximate=approximate,
+                         approximate_config=approximate_config, line_numbers=line_numbers, meta=meta,
+                         keep_work=keep_work, show_progress=show_progress, ray=ray,
+                         default_threshold=default_threshold, fmt=fmt, input_format=input_format, filters=filters,
+                         dropped_claim=dropped_claim, lang_filter=lang_filter)
 
 
 def _same_path(a, b) -> bool:
@@ -194,7 +219,8 @@ def _legacy_result(out: Path) -> bool:
 
 def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate,
           approximate_config, line_numbers, meta, keep_work, show_progress, ray=None,
-          default_threshold=True, fmt="tsv", input_format=None) -> dict:
+          default_threshold=True, fmt="tsv", input_format=None, filters=PairFilterConfig(), dropped_claim=None,
+          lang_filter=False) -> dict:
     from xmine.inputs import Encoders, artefact_encoder_name, artefact_precision, check_compatible, load_side
 
     out = claim.path
@@ -224,7 +250,9 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         for side in (sx, sy):  # every shard's sha256 (large stores: now, before any search starts)
             if hasattr(side.rows, "check_all"):
                 side.rows.check_all()
-        mx, my = _Mineable(sx, config), _Mineable(sy, config)
+        lf = lang_filter_langs(lang_filter, (src_lang or sx.lang, tgt_lang or sy.lang), filters.lid,
+                                filters.lid_min_confidence)
+        mx, my = _Mineable(sx, config, lang_filter=lf[0]), _Mineable(sy, config, lang_filter=lf[1])
         search = "exact"
         if sx.index is not None or sy.index is not None:
             search = "faiss-index"
@@ -234,7 +262,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         select_config = config.replace(min_length=0, max_length=None)
         key = hashlib.sha256(json.dumps(
             [sx.fingerprint_key(), sy.fingerprint_key(), config.k, config.block_rows, config.block_cols,
-             config.min_length, config.max_length], default=str).encode()).hexdigest()
+             config.min_length, config.max_length, lf], default=str).encode()).hexdigest()
         if search != "faiss-index":
             claim.work_dir(".work")  # checkpoints
         try:
@@ -247,15 +275,20 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
             raise InputError(side.path, f"embedding row {row} (input line {int(side.line_numbers[row])}) is "
                              "not finite (NaN or inf)") from None
         src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
+        mined, src_rows, tgt_rows, filter_record = filter_pairs(
+            mined, sx, sy, src_rows, tgt_rows, langs=(src_lang or sx.lang, tgt_lang or sy.lang), config=filters,
+            margin=config.margin, dropped_claim=dropped_claim)
         summary = {
             "output": str(out), "format": fmt, "pairs": len(mined), "k_used": min(config.k, len(mx.ids), len(my.ids)),
             "src": {"path": str(sx.path), "kind": sx.kind, "sentences": len(sx), "unique": mx.unique,
-                    "mined_rows": len(mx.ids)},
+                    "mined_rows": len(mx.ids), "other_language": mx.other_language if lang_filter else None},
             "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy), "unique": my.unique,
-                    "mined_rows": len(my.ids)},
+                    "mined_rows": len(my.ids), "other_language": my.other_language if lang_filter else None},
+            "lang_filter": {"backend": filters.lid} if lang_filter else None,
             "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
             "projection_choice": encoders.choice.record(),
             "threshold": threshold_record,
+            "filters": filter_record,
             "search": search,
             "ray": ray,
             "product": resolve_product(config.product) if search == "exact" else None,

@@ -92,7 +92,7 @@ def translation_keys(src_lang: str | None, tgt_lang: str | None) -> tuple[str, s
     return (s, t) if s and t and s != t else ("src", "tgt")
 
 
-def _clean(text: str) -> str:
+def tsv_field(text: str) -> str:
     # A tab or newline inside a sentence would break the TSV; corpora read by xmine have none.
     return text.replace("\t", " ").replace("\n", " ")
 
@@ -111,7 +111,7 @@ def write_mined(claim, fmt: str, rows: MinedRows, *, line_numbers: bool = False,
         for suffix, side, picked in ((".src", rows.sx, rows.src_rows), (".tgt", rows.sy, rows.tgt_rows)):
             with claim.atomic_file(suffix) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
                 for r in picked.tolist():
-                    f.write(_clean(side.text[r]) + "\n")
+                    f.write(tsv_field(side.text[r]) + "\n")
     elif fmt == "jsonl":
         with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
             for batch in _record_batches(rows, extra):
@@ -139,7 +139,7 @@ def _write_tsv(claim, rows: MinedRows, *, line_numbers: bool) -> None:
         else:
             f = stack.enter_context(open(tmp, "w", encoding="utf-8", newline="\n"))
         for s, t, sc in zip(rows.src_rows.tolist(), rows.tgt_rows.tolist(), rows.score.tolist()):
-            row = f"{sc:.6f}\t{_clean(sx.text[s])}\t{_clean(sy.text[t])}"
+            row = f"{sc:.6f}\t{tsv_field(sx.text[s])}\t{tsv_field(sy.text[t])}"
             if line_numbers:
                 row += f"\t{sx.line_numbers[s]}\t{sy.line_numbers[t]}"
             f.write(row + "\n")

@@ -136,3 +136,27 @@ def test_curve_counts_like_evaluate():
         assert c["pairs"][i] == e["pairs"]
         for m in ("precision", "recall", "f1"):
             assert c[m][i] == pytest.approx(e[m]), (t, m)
+
+
+def test_noisy_small_run_filters_copies_and_boilerplate(data_dir, tmp_path):
+    """`bench mining --noisy` at a CI size with the real encoder: the noise costs precision, the
+    pair filters take the copies, boilerplate and number/URL lines out again."""
+    from xmine.cli import main
+
+    out = tmp_path / "noisy.json"
+    r = CliRunner().invoke(main, ["bench", "mining", "--noisy", "--langs", "de,zh", "--flores-rows", "120",
+                                  "--max-news", "120", "--gold-fraction", "0.2", "--data-dir", str(data_dir),
+                                  "--out", str(out)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    res = json.loads(out.read_text())
+    assert res["task"] == "mining_noisy" and [row[0].split(" @")[0] for row in res["table"]["rows"]] == [
+        "raw", "default:meaning"]
+    for variant in ("raw", "default:meaning"):
+        for lang, v in res["details"][variant]["per_lang"].items():
+            assert v["sizes"]["noise_lines"] > 0.1 * v["sizes"]["en"]
+            removed = {kind: n for rule in v["removed"].values() for kind, n in rule.items()}
+            assert removed.get("copies", 0) > 0 and removed.get("boilerplate", 0) > 0, (variant, lang, v["removed"])
+            left = v["wrong_after_filters"]
+            assert not left.get("copies") and not left.get("boilerplate") and not left.get("numbers_urls"), left
+            assert v["filtered"]["precision"] > v["noisy"]["precision"]
+            assert v["filtered"]["recall"] >= v["noisy"]["recall"] - 0.1

@@ -17,7 +17,7 @@ from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.filters import PairFilterConfig, apply_pair_filters
 from xmine.mining.filters import counts as filter_counts
 from xmine.mining.select import MinedPairs
-from xmine.mining.writers import tsv_field
+from xmine.mining.writers import PairColumn, tsv_field
 
 LANG_FILTER_CHUNK = 65536
 
@@ -61,13 +61,16 @@ def lang_filter_langs(on: bool, langs, backend: str, min_confidence: float) -> l
 
 def filter_pairs(mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, langs, config: PairFilterConfig, margin: str,
                   dropped_claim=None):
-    """The pairs the pair filters keep (and their rows), and what the summary records; the dropped
-    ones go to `dropped_claim` when --keep-filtered asked for them."""
+    """The pairs the pair filters keep (and their rows), what the summary records, and the output
+    columns of the language identification done on the way (`src_lid`, `src_lid_score`, ...: the
+    jsonl, parquet and hf outputs carry them); the dropped ones go to `dropped_claim` when
+    --keep-filtered asked for them."""
     from xmine.store.writer import UNDETERMINED
 
     langs = tuple(None if lang in (None, UNDETERMINED) else lang for lang in langs)
+    lid: dict[str, np.ndarray] = {}
     keep, reasons = apply_pair_filters(SideTexts(sx, src_rows), SideTexts(sy, tgt_rows), mined.score, langs=langs,
-                                       config=config, margin=margin)
+                                       config=config, margin=margin, lid_out=lid)
     record = config.record(margin) | {"languages": list(langs), "pairs_before": len(mined),
                                       "removed": filter_counts(reasons, config, margin)}
     if dropped_claim is not None:
@@ -79,4 +82,5 @@ def filter_pairs(mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, langs, config
         dropped_claim.finish({"pairs": len(gone), "src": str(sx.path), "tgt": str(sy.path), "filters": record})
     kept = MinedPairs(src_idx=mined.src_idx[keep], tgt_idx=mined.tgt_idx[keep], score=mined.score[keep],
                       direction=mined.direction[keep])
-    return kept, src_rows[keep], tgt_rows[keep], record
+    columns = [PairColumn(name=name, values=values[keep]) for name, values in lid.items()]
+    return kept, src_rows[keep], tgt_rows[keep], record, columns

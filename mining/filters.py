@@ -205,11 +205,14 @@ def _lid_langs(langs, config: PairFilterConfig) -> list[bool]:
 def apply_pair_filters(src_texts: Sequence[str], tgt_texts: Sequence[str], scores: Sequence[float], *,
                        langs: tuple[str | None, str | None] = (None, None),
                        config: PairFilterConfig = PairFilterConfig(), margin: str = "ratio",
-                       ) -> tuple[np.ndarray, np.ndarray]:
+                       lid_out: dict[str, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(keep, reasons) for pairs i = (src_texts[i], tgt_texts[i]) scored scores[i].
 
     keep: bool per pair. reasons: int8 per pair, -1 where kept, else the index in `RULES` of the
-    first rule that dropped it. The texts may be lazy sequences (indexed chunk by chunk)."""
+    first rule that dropped it. The texts may be lazy sequences (indexed chunk by chunk).
+    `lid_out`: when given and the `language` rule judges a side, filled with that side's
+    `{side}_lid` (the identified language, "" where not identified) and `{side}_lid_score` (the
+    detector's confidence, NaN where not identified) per pair, side "src" or "tgt"."""
     n = len(scores)
     if len(src_texts) != n or len(tgt_texts) != n:
         raise ValueError(f"{len(src_texts)} source and {len(tgt_texts)} target texts for {n} scores")
@@ -217,6 +220,11 @@ def apply_pair_filters(src_texts: Sequence[str], tgt_texts: Sequence[str], score
     active = config.active(margin)
     text_rules = [(RULES.index(r), _TEXT_RULES[r]) for r in active if r in _TEXT_RULES]
     lid_sides = _lid_langs(langs, config) if "language" in active else [False, False]
+    if lid_out is not None:
+        for side, judged in zip(("src", "tgt"), lid_sides):
+            if judged:
+                lid_out[f"{side}_lid"] = np.full(n, "", dtype=object)
+                lid_out[f"{side}_lid_score"] = np.full(n, np.nan, dtype=np.float32)
     for start in range(0, n, CHUNK_PAIRS):
         stop = min(start + CHUNK_PAIRS, n)
         src = [src_texts[i] for i in range(start, stop)]
@@ -228,20 +236,23 @@ def apply_pair_filters(src_texts: Sequence[str], tgt_texts: Sequence[str], score
                     reasons[start + j] = code
                     break
         if any(lid_sides):
-            _language_rule(src, tgt, reasons[start:stop], langs, lid_sides, config)
+            _language_rule(src, tgt, reasons[start:stop], langs, lid_sides, config, lid_out=lid_out, offset=start)
     return reasons < 0, reasons
 
 
-def _language_rule(src, tgt, reasons, langs, lid_sides, config) -> None:
+def _language_rule(src, tgt, reasons, langs, lid_sides, config, *, lid_out=None, offset=0) -> None:
     """Identify the languages of the still-kept pairs of a chunk (batched) and mark wrong ones."""
     from xmine.mining.langid import identify
 
     todo = np.flatnonzero(reasons < 0)
     preds = []
-    for texts, judged in zip((src, tgt), lid_sides):
+    for side, texts, judged in zip(("src", "tgt"), (src, tgt), lid_sides):
         if judged and len(todo):
             codes, conf = identify([texts[i] for i in todo], config.lid)
             preds.append(list(zip(codes, conf.tolist())))
+            if lid_out is not None:
+                lid_out[f"{side}_lid"][offset + todo] = [c or "" for c in codes]
+                lid_out[f"{side}_lid_score"][offset + todo] = conf
         else:
             preds.append([None] * len(todo))
     code = RULES.index("language")

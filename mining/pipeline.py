@@ -169,7 +169,7 @@ def mine(
     as another language with at least `filters.lid_min_confidence` (both languages must be known;
     `xmine.mining.langid.language_mask`).
     """
-    from xmine.mining.writers import companions, output_format as resolve_format
+    from xmine.mining.writers import COMPANIONS, output_format as resolve_format
     from xmine.outputs import claim_output
 
     out = Path(out)
@@ -186,7 +186,7 @@ def mine(
 
         connect(ray)
     with claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection], overwrite=overwrite,
-                      companions=(".meta", ".work") + companions(fmt), legacy=_legacy_result) as claim:
+                      companions=(".meta", ".work") + COMPANIONS, legacy=_legacy_result) as claim:
         with (claim_output(keep_filtered, kind=FILTERED_KIND, form="tsv", inputs=[src, tgt, projection, out],
                            overwrite=overwrite) if keep_filtered is not None
               else contextlib.nullcontext()) as dropped_claim:
@@ -275,7 +275,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
             raise InputError(side.path, f"embedding row {row} (input line {int(side.line_numbers[row])}) is "
                              "not finite (NaN or inf)") from None
         src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
-        mined, src_rows, tgt_rows, filter_record = filter_pairs(
+        mined, src_rows, tgt_rows, filter_record, lid_columns = filter_pairs(
             mined, sx, sy, src_rows, tgt_rows, langs=(src_lang or sx.lang, tgt_lang or sy.lang), config=filters,
             margin=config.margin, dropped_claim=dropped_claim)
         summary = {
@@ -298,7 +298,8 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
                                      inputs=[sx.fingerprint, sy.fingerprint]),
         }
         write_mined(claim, fmt, MinedRows(sx=sx, sy=sy, src_rows=src_rows, tgt_rows=tgt_rows, score=mined.score,
-                                          direction=mined.direction), line_numbers=line_numbers, summary=summary)
+                                          direction=mined.direction), line_numbers=line_numbers, summary=summary,
+                    extra=lid_columns)
         if meta:  # (without it, the replaced result's own .meta is removed by claim.finish)
             _write_meta(claim, mined, sx, sy, src_rows, tgt_rows)
     finally:

@@ -14,8 +14,10 @@ into the output the pipeline has claimed (`xmine.outputs.claim_output`, atomical
   `src_id`/`tgt_id`. `hf` is a `save_to_disk` folder (`datasets.load_from_disk(OUT)`) with a
   dataset card, README.md, saying what made it.
 
-Further per-pair columns (a language-ID score per side, a probability) are `PairColumn`s handed
-to `write_mined`; they go into the jsonl, parquet and hf rows (TSV and Moses stay as they are).
+Further per-pair columns are `PairColumn`s handed to `write_mined`: the pipeline adds
+`src_lid`/`src_lid_score` and `tgt_lid`/`tgt_lid_score` (the language the pair filters'
+identification found and its confidence) when the `language` filter judged that side. They go
+into the jsonl, parquet and hf rows (TSV and Moses stay as they are).
 """
 
 from __future__ import annotations
@@ -78,9 +80,9 @@ def output_format(out: str | Path, fmt: str | None) -> str:
     return "tsv"
 
 
-def companions(fmt: str) -> tuple[str, ...]:
-    """Files written beside OUT instead of it (Moses: OUT.src, OUT.tgt)."""
-    return (".src", ".tgt") if fmt == "moses" else ()
+# Files written beside OUT instead of it (Moses: OUT.src, OUT.tgt). Every mining output claims
+# them whatever its format, so that replacing a result in another format removes the old one's.
+COMPANIONS = (".src", ".tgt")
 
 
 def translation_keys(src_lang: str | None, tgt_lang: str | None) -> tuple[str, str]:
@@ -257,5 +259,5 @@ def dataset_card(summary: dict, *, keys: tuple[str, str], pairs: int, columns: S
     return "\n".join(lines)
 
 
-__all__ = ["OUTPUT_FORMATS", "MinedRows", "PairColumn", "companions", "dataset_card", "output_format",
+__all__ = ["COMPANIONS", "OUTPUT_FORMATS", "MinedRows", "PairColumn", "dataset_card", "output_format",
            "translation_keys", "write_mined"]

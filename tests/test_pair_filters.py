@@ -93,9 +93,11 @@ def test_wrong_language_rule_with_fasttext():
          "This is a perfectly ordinary English sentence about the weather today."],
         ["This is a perfectly ordinary English sentence about the weather.",
          "Aujourd'hui, c'est une phrase française tout à fait ordinaire sur la météo."],
-        [1.1, 1.1], langs=DE_EN, config=cfg)
+        [1.1, 1.1], langs=DE_EN, config=cfg, lid_out=(lid := {}))
     assert keep.tolist() == [True, False]
     assert F.RULES[reasons[1]] == "language"
+    assert lid["src_lid"].tolist() == ["deu", "eng"] and lid["tgt_lid"].tolist() == ["eng", "fra"]
+    assert (lid["src_lid_score"] > 0.5).all() and (lid["tgt_lid_score"] <= 1).all()
 
 
 def test_apply_first_rule_wins_and_switches():
@@ -155,7 +157,7 @@ def test_mine_filters_copies_and_boilerplate_through_the_cli(data_dir, tmp_path)
     summary = json.loads((tmp_path / "out.tsv.json").read_text())
     removed = summary["filters"]["removed"]
     assert removed["identical"] >= 12  # copies of lines on the other side, and boilerplate
-    assert summary["filters"]["languages"] == ["de", "en"] and "language" in summary["filters"]["active"]
+    assert summary["filters"]["languages"] == ["deu", "eng"] and "language" in summary["filters"]["active"]
     gone = [line.split("\t") for line in dropped.read_text(encoding="utf-8").splitlines()]
     assert len(gone) == sum(removed.values()) and all(g[3] in F.RULES for g in gone)
     assert {c for c in copies} <= {g[1] for g in gone}
@@ -168,6 +170,12 @@ def test_mine_filters_copies_and_boilerplate_through_the_cli(data_dir, tmp_path)
     assert r.exit_code == 0, r.output
     raw = [line.split("\t") for line in (tmp_path / "raw.tsv").read_text(encoding="utf-8").splitlines()]
     assert sum(s == t for _, s, t in raw) >= 12
+    # the structured outputs carry each side's language identification
+    r = CliRunner().invoke(main, args + ["-o", str(tmp_path / "out.jsonl")], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    recs = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(recs) == len(rows) and all(0 < r["src_lid_score"] <= 1 and 0 < r["tgt_lid_score"] <= 1 for r in recs)
+    assert sum(r["src_lid"] == "deu" and r["tgt_lid"] == "eng" for r in recs) >= 0.9 * len(recs)
     r = CliRunner().invoke(main, args + ["-o", str(tmp_path / "x.tsv"), "--no-filter", "bogus"])
     assert r.exit_code == 2 and "bogus" in r.output
 

@@ -332,6 +332,12 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
     p = Path(path)
     if p.is_dir() and not (p / MANIFEST).is_file() and sidecar_of(p).is_file():  # a dataset folder output
         return verify_output_file(p)
+    if not os.path.lexists(p):
+        if sidecar_of(p).is_file():  # OUT of a result written beside it (Moses: OUT.src, OUT.tgt)
+            return verify_output_file(p)
+        raise ArtefactError(f"{p}: does not exist")
+    if p.suffix in (".src", ".tgt") and not sidecar_of(p).is_file() and sidecar_of(p.with_suffix("")).is_file():
+        return verify_output_file(p.with_suffix(""))  # one file of a Moses pair: the pair is checked
     if p.is_dir():
         kind, finished = dir_kind(p)
         if kind is None:

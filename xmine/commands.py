@@ -150,12 +150,13 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
 
 
 @click.command("verify")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=str))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
 def verify(paths) -> None:
     """Check xmine artefacts completely: every file against the sha256 its manifest records.
 
-    PATHS may be embedding stores, indexes, projections, sentence-transformers exports, or output
-    files with their OUT.json summary (mined pairs, search hits, langid). Exit 2 with a one-line
+    PATHS may be embedding stores, indexes, projections, sentence-transformers exports, or outputs
+    with their OUT.json summary (mined pairs in any format: OUT of a Moses pair checks OUT.src and
+    OUT.tgt; search hits, langid). Exit 2 with a one-line
     error naming the first damaged file; 0 when everything matches.
 
     Opening an artefact checks small ones (up to 64 MiB) completely, and large ones file by file as

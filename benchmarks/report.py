@@ -39,6 +39,7 @@ TASK_TITLES = {
     "embed_speed": "Encoding speed",
     "mining_speed": "Mining speed",
     "scale": "Corpora larger than memory: peak memory, time, approximate recall",
+    "langid_unknown": "Language identification: 'unknown' for unseen languages, declared-language check",
 }
 PAPER_TASKS = ("quality", "tatoeba", "massive", "massive_templates", "fmda_table2", "fmda_table3", "qe", "sts",
                "geometry", "bucc", "mining", "default_projection")

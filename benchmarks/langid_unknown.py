@@ -58,7 +58,8 @@ def _families(data: Path, languages, args) -> dict[str, dict[str, list[str]]]:
 
 
 def _measure(projection, family: dict[str, list[str]], embed, rule) -> dict:
-    from xmine.disentangle.language_trust import UNKNOWN, check_declared, identify, trust_table
+    from xmine.disentangle.language_trust import UNKNOWN, identify, trust_table
+    from xmine.mining.language_check import check_declared
     from xmine.langs import normalize_lang
 
     table = trust_table(projection.config, projection.languages, rule)
@@ -173,7 +174,8 @@ def _table(grid: dict, chosen: dict) -> dict:
 def _short(m: dict) -> dict:
     return {"in_set_accuracy": round(m["in_set"]["accuracy"], 3), "nearest": round(m["in_set"]["nearest_accuracy"], 3),
             "lost": round(m["in_set"]["lost_share"], 3), "caught": round(m["out_of_set"]["caught_share"], 3),
-            "false_warnings": m["false_warnings"], "swapped_warned": f"{m['swapped_warned']}/{m['swapped_declarations']}",
+            "false_warnings": m["false_warnings"],
+            "swapped_warned": f"{m['swapped_warned']}/{m['swapped_declarations']}",
             "trusted": len(m["trusted"])}
 
 

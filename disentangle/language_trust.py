@@ -90,36 +90,3 @@ def identify(projection, emb: np.ndarray, *, rule: TrustRule = TrustRule()
     labels = [n if table[n]["trusted"] else UNKNOWN for n in nearest]
     return labels, scores, nearest
 
-
-#: share of a sample that must look like one other (trusted) language before a declared language is doubted
-MISMATCH_SHARE = 0.5
-
-
-def check_declared(labels, declared: str, table: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Whether a sample's `labels` (from `identify`) contradict the `declared` language.
-
-    Returns {"status", "declared", "sample", ...}: "mismatch" (with "looks_like" and "share")
-    when more than MISMATCH_SHARE of the sample carries one trusted language other than the
-    declared one; "consistent" otherwise; "not-checked" (with "why") when the declared language
-    is not one of the projection's or its label is not trusted: the projection would then
-    mislabel correct text as often as not, and a false warning is worse than none.
-    """
-    from collections import Counter
-
-    from xmine.langs import normalize_lang
-
-    code = normalize_lang(declared)
-    record: dict[str, Any] = {"declared": declared, "sample": len(labels)}
-    if code not in table:
-        return {**record, "status": "not-checked", "why": f"{code!r} is not one of the projection's languages"}
-    if not table[code]["trusted"]:
-        return {**record, "status": "not-checked", "why": f"the projection does not identify {code!r} reliably "
-                                                          f"({table[code]['why']})"}
-    counts = Counter(labels)
-    record["labels"] = dict(counts.most_common(5))
-    others = [(n, lang) for lang, n in counts.items() if lang not in (code, UNKNOWN)]
-    if others and labels:
-        n, lang = max(others)
-        if n / len(labels) > MISMATCH_SHARE:
-            return {**record, "status": "mismatch", "looks_like": lang, "share": round(n / len(labels), 3)}
-    return {**record, "status": "consistent"}

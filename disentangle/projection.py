@@ -209,6 +209,20 @@ class Projection:
         return [self.languages[i] for i in best], sims[np.arange(len(best)), best]
 
 
+    def trust_table(self) -> dict[str, dict[str, Any]]:
+        """Which of its languages `identify` trusts, and why not (`language_trust.trust_table`)."""
+        from xmine.disentangle.language_trust import trust_table
+
+        return trust_table(self.config, self.languages)
+
+    def identify(self, emb: np.ndarray) -> tuple[list[str], np.ndarray, list[str]]:
+        """(labels, scores, nearest): `langid`, with "unknown" where the nearest language is not
+        a trusted label (`xmine.disentangle.language_trust.identify`)."""
+        from xmine.disentangle.language_trust import identify
+
+        return identify(self, emb)
+
+
 def check_encoder(expected: dict[str, Any], actual: dict[str, Any], *, what: str) -> None:
     """Raise EncoderMismatchError unless a projection trained on `expected` takes `actual` (xmine.encoders' rule)."""
     from xmine.encoders import check_projection_encoder

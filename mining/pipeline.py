@@ -31,6 +31,7 @@ import numpy as np
 from xmine.artefacts import provenance
 from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
+from xmine.mining.language_check import check_declared_languages
 from xmine.mining.products import resolve_product
 from xmine.topk import merge_topk
 from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
@@ -216,6 +217,9 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
             if hasattr(side.rows, "check_all"):
                 side.rows.check_all()
         mx, my = _Mineable(sx, config), _Mineable(sy, config)
+        # Before the search, so a warning about a mislabelled side comes while it can still be stopped.
+        language_check = check_declared_languages([("src", sx, mx.ids, src_lang), ("tgt", sy, my.ids, tgt_lang)],
+                                                  encoders=encoders)
         search = "exact"
         if sx.index is not None or sy.index is not None:
             search = "faiss-index"
@@ -250,6 +254,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
             "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
             "projection_choice": encoders.choice.record(),
             "threshold": threshold_record,
+            "language_check": language_check,
             "search": search,
             "ray": ray,
             "product": resolve_product(config.product) if search == "exact" else None,

@@ -66,7 +66,7 @@ def trust_table(config: dict[str, Any], languages, rule: TrustRule = TrustRule()
     heldout = heldout_lines(config)
     table = {}
     for lang in languages:
-        r, n = recall.get(lang), heldout.get(lang)
+        r, n = recall.get(normalize_lang(lang)), heldout.get(normalize_lang(lang))
         if r is None:
             why = "no held-out identification accuracy recorded"
         elif n is None:

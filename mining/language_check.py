@@ -11,7 +11,7 @@ model's guess.
 No false warnings by construction where it can be avoided: a declared language that is not one of
 the projection's, or one it does not identify reliably, is not checked (the summary says why),
 and only a trusted label can contradict it. The stored rows hold the meaning part only, so the
-sample (at most SAMPLE_ROWS rows a side, spread over the side) is encoded again: about a second a
+sample (at most SAMPLE_ROWS rows a side, spread over the side) is encoded again: under a second a
 side on a 2-core CPU, and only when a language is declared.
 """
 

@@ -42,10 +42,11 @@ TASK_TITLES = {
     "mining_speed": "Mining speed",
     "scale": "Corpora larger than memory: peak memory, time, approximate recall",
     "threshold_study": "Choosing the mining threshold without gold (a study)",
+    "langid_unknown": "Language identification: 'unknown' for unseen languages, declared-language check",
 }
 PAPER_TASKS = ("quality", "tatoeba", "massive", "massive_templates", "fmda_table2", "fmda_table3", "qe", "sts",
                "geometry", "bucc", "mining", "default_projection")
-TASK_ORDER = ("mining", "mining_noisy", "langid", "default_projection", "quality", "tatoeba", "massive", "massive_templates", "fmda_table2",
+TASK_ORDER = ("mining", "mining_noisy", "langid", "langid_unknown", "default_projection", "quality", "tatoeba", "massive", "massive_templates", "fmda_table2",
               "fmda_table3", "qe", "sts", "geometry", "bucc", "threshold_study", "embed_speed", "mining_speed", "scale")
 
 

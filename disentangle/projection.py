@@ -190,13 +190,37 @@ class Projection:
     def langid(self, emb: np.ndarray) -> tuple[list[str], np.ndarray]:
         """Language of each embedding: nearest training centroid of the language part.
 
-        Returns (codes, cosine to the chosen centroid).
+        Returns (codes, cosine to the chosen centroid). `center`'s language part is the nearest
+        language mean itself, whose cosine to its own centroid is always 1: there the cosine is
+        that of the embedding (same nearest language), so the score still says how close it is.
+        A line in a language the projection never saw still gets its nearest language here;
+        `xmine.disentangle.language_trust.identify` says "unknown" instead where that is unreliable.
         """
-        lang_part = self.transform(emb, "language")
+        if getattr(self.model, "architecture", None) == "centering":
+            emb = np.asarray(emb, dtype=np.float32)
+            if emb.ndim != 2 or emb.shape[1] != self.dim:
+                raise ArtefactError(f"projection {self.path} expects (n, {self.dim}) embeddings, got {emb.shape}")
+            lang_part = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+        else:
+            lang_part = self.transform(emb, "language")
         cent = self.model.langid_centroids.detach().numpy()
         sims = lang_part @ cent.T
         best = sims.argmax(axis=1)
         return [self.languages[i] for i in best], sims[np.arange(len(best)), best]
+
+
+    def trust_table(self) -> dict[str, dict[str, Any]]:
+        """Which of its languages `identify` trusts, and why not (`language_trust.trust_table`)."""
+        from xmine.disentangle.language_trust import trust_table
+
+        return trust_table(self.config, self.languages)
+
+    def identify(self, emb: np.ndarray) -> tuple[list[str], np.ndarray, list[str]]:
+        """(labels, scores, nearest): `langid`, with "unknown" where the nearest language is not
+        a trusted label (`xmine.disentangle.language_trust.identify`)."""
+        from xmine.disentangle.language_trust import identify
+
+        return identify(self, emb)
 
 
 def check_encoder(expected: dict[str, Any], actual: dict[str, Any], *, what: str) -> None:

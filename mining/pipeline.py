@@ -38,6 +38,7 @@ from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.filter_step import filter_pairs, lang_filter_langs, language_rows
 from xmine.mining.filters import PairFilterConfig
+from xmine.mining.language_check import check_declared_languages
 from xmine.mining.products import resolve_product
 from xmine.topk import merge_topk
 from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
@@ -253,6 +254,9 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         lf = lang_filter_langs(lang_filter, (src_lang or sx.lang, tgt_lang or sy.lang), filters.lid,
                                 filters.lid_min_confidence)
         mx, my = _Mineable(sx, config, lang_filter=lf[0]), _Mineable(sy, config, lang_filter=lf[1])
+        # Before the search, so a warning about a mislabelled side comes while it can still be stopped.
+        language_check = check_declared_languages([("src", sx, mx.ids, src_lang), ("tgt", sy, my.ids, tgt_lang)],
+                                                  encoders=encoders)
         search = "exact"
         if sx.index is not None or sy.index is not None:
             search = "faiss-index"
@@ -289,6 +293,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
             "projection_choice": encoders.choice.record(),
             "threshold": threshold_record,
             "filters": filter_record,
+            "language_check": language_check,
             "search": search,
             "ray": ray,
             "product": resolve_product(config.product) if search == "exact" else None,

@@ -791,3 +791,72 @@ def test_a_failed_embed_leaves_no_stub_behind(ws):
     with untouched(ws):
         refused(xm("embed", bad, "--lang", "de", "--encoder", "use-m3", "-q", "--overwrite", "-o", ws / "store"),
                 "bad.txt:1")
+
+
+# ------------------------------------------------ declared languages, languages a projection never saw
+
+SHIPPED = REPO / "xmine" / "projections" / "me5-small"
+
+
+def _new_files(before: dict, after: dict) -> set[str]:
+    """Paths created in between; every path that existed before must be byte-identical after."""
+    assert {p: h for p, h in after.items() if p in before} == before
+    return set(after) - set(before)
+
+
+def test_a_mislabelled_side_is_warned_about_and_recorded(ws, me5, caplog):
+    # The default (shipped) projection identifies German and English: `--src-lang en --tgt-lang de`
+    # on German/English input is mined as asked, with one warning line a side and the summary saying so.
+    before = tree(ws)
+    res = ok(xm("mine", ws / "de.txt", ws / "en.txt", "--src-lang", "en", "--tgt-lang", "de", "-q", "-o", ws / "m.tsv"))
+    assert _new_files(before, tree(ws)) == {"m.tsv", "m.tsv.json"}
+    assert "Traceback" not in res.output
+    # (the CLI prints log records to stderr as `xmine: ...`; under pytest they go to caplog)
+    warned = [r.getMessage() for r in caplog.records if "sampled lines look like" in r.getMessage()]
+    assert len(warned) == 2 and all(r.levelname == "WARNING" for r in caplog.records if "look like" in r.getMessage())
+    assert all("\n" not in w for w in warned), warned
+    assert "src" in warned[0] and "declared --src-lang 'en'" in warned[0] and "look like 'deu'" in warned[0]
+    assert "tgt" in warned[1] and "declared --tgt-lang 'de'" in warned[1] and "look like 'eng'" in warned[1]
+    check = json.loads((ws / "m.tsv.json").read_text())["language_check"]
+    assert check["src"]["status"] == check["tgt"]["status"] == "mismatch"
+    assert check["src"]["looks_like"] == "deu" and check["src"]["share"] > 0.8 and check["src"]["sample"] == N
+    assert check["tgt"]["looks_like"] == "eng" and check["tgt"]["share"] > 0.8
+    # Correct codes in any form say nothing; a language the projection does not know is not checked,
+    # never a false warning.
+    before = tree(ws)
+    caplog.clear()
+    ok(xm("mine", ws / "de.txt", ws / "en.txt", "--src-lang", "de-DE", "--tgt-lang", "pl", "-q", "-o", ws / "m2.tsv"))
+    assert _new_files(before, tree(ws)) == {"m2.tsv", "m2.tsv.json"}
+    assert "look like" not in caplog.text, caplog.text
+    check = json.loads((ws / "m2.tsv.json").read_text())["language_check"]
+    assert check["src"]["status"] == "consistent" and check["src"]["labels"].get("deu", 0) > 0.8 * N
+    assert check["tgt"] == {"declared": "pl", "sample": 0, "status": "not-checked",
+                            "why": "'pol' is not one of the projection's languages"}
+
+
+def test_langid_says_unknown_for_a_language_the_projection_never_saw(ws, me5, data_dir):
+    # Amharic is none of the shipped projection's 40 languages; its nearest centroid is a label the
+    # projection does not identify reliably, so the line is 'unknown' instead of a confident guess.
+    _head(data_dir / "parallel" / "flores200" / "devtest" / "amh_Ethi.devtest", ws / "amh.txt", N)
+    with untouched(ws):
+        res = ok(xm("langid", "--projection", SHIPPED, ws / "amh.txt", ws / "de.txt"))
+    rows = [l.split("\t") for l in res.output.splitlines() if l.startswith(str(ws))]
+    assert len(rows) == 2 * N
+    amh = [r[2] for r in rows if r[0].endswith("amh.txt")]
+    de = [r[2] for r in rows if r[0].endswith("de.txt")]
+    assert amh.count("unknown") >= 0.8 * N, amh
+    assert de.count("deu") >= 0.8 * N, de
+    notes = [l for l in res.output.splitlines() if "'unknown'" in l]
+    unknown = amh.count("unknown") + de.count("unknown")
+    assert len(notes) == 1 and notes[0].startswith(f"xmine: {unknown} of {2 * N} line(s) 'unknown'"), notes
+    with untouched(ws):
+        res = ok(xm("langid", "--projection", SHIPPED, "--guess", ws / "amh.txt"))
+    guessed = [l.split("\t")[2] for l in res.output.splitlines() if l.startswith(str(ws))]
+    assert len(guessed) == N and "unknown" not in guessed and "'unknown'" not in res.output
+    # `center`'s score is the embedding's cosine to its language, not the constant 1.0000 of its
+    # language part; a projection trained on ~100 pairs has no trusted label at all.
+    with untouched(ws):
+        res = ok(xm("langid", "--projection", ws / "proj", ws / "de.txt"))
+    scores = [float(l.split("\t")[3]) for l in res.output.splitlines() if l.startswith(str(ws))]
+    assert len(scores) == N and max(scores) < 0.9999 and len(set(scores)) > 1
+    assert f"xmine: {N} of {N} line(s) 'unknown'" in res.output

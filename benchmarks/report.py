@@ -46,8 +46,9 @@ TASK_TITLES = {
 }
 PAPER_TASKS = ("quality", "tatoeba", "massive", "massive_templates", "fmda_table2", "fmda_table3", "qe", "sts",
                "geometry", "bucc", "mining", "default_projection")
-TASK_ORDER = ("mining", "mining_noisy", "langid", "langid_unknown", "default_projection", "quality", "tatoeba", "massive", "massive_templates", "fmda_table2",
-              "fmda_table3", "qe", "sts", "geometry", "bucc", "threshold_study", "embed_speed", "mining_speed", "scale")
+TASK_ORDER = ("mining", "mining_noisy", "langid", "langid_unknown", "default_projection", "quality", "tatoeba",
+              "massive", "massive_templates", "fmda_table2", "fmda_table3", "qe", "sts", "geometry", "bucc",
+              "threshold_study", "embed_speed", "mining_speed", "scale")
 
 
 def _cell(v: Any, decimals: int) -> str:

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.artefacts import atomic_path
+from xmine.fileio import atomic_path
 from xmine.checkpoints import KeyedDir
 from xmine.mining.rescore import exact_dot
 from xmine.topk import merge_topk

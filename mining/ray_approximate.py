@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.artefacts import atomic_path
+from xmine.fileio import atomic_path
 from xmine.cluster import ShardProgress, get, remote, run_tasks
 from xmine.index.faiss_index import shard_plan
 from xmine.index.ray_build import add_task, largest_node_cpus, rows_for_workers, search_blocks_ray, train_task

@@ -35,7 +35,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from xmine.artefacts import MANIFEST, provenance, sha256_file, write_manifest
+from xmine.artefacts import provenance
+from xmine.fileio import MANIFEST, sha256_file, write_manifest
 from xmine.errors import EncoderError
 
 log = logging.getLogger(__name__)

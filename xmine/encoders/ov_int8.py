@@ -68,7 +68,7 @@ def calibration_files() -> list[Path]:
 
 def draw_calibration() -> tuple[list[str], dict[str, Any]]:
     """The seeded draw of calibration sentences and a record of it (files with sha256, count, seed)."""
-    from xmine.artefacts import sha256_file
+    from xmine.fileio import sha256_file
 
     files = calibration_files()
     lines: list[str] = []

@@ -190,7 +190,8 @@ def build_token_store(encoder, sentences: Sequence[str], *, mask_spans: Sequence
                       keep_tokens: bool = True, show_progress: bool = False, desc: str = "token states",
                       root: Path | None = None) -> TokenStore:
     """The store of `sentences` (built once, then reused: keyed by encoder, sentences and masks)."""
-    from xmine.artefacts import atomic_dir, atomic_write_json
+    from xmine.artefacts import atomic_dir
+    from xmine.fileio import atomic_write_json
 
     sentences = list(sentences)
     fp = encoder.fingerprint()

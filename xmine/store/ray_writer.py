@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from xmine.artefacts import sha256_file
+from xmine.fileio import sha256_file
 from xmine.cluster import ShardProgress, cluster_resources
 from xmine.corpus import CorpusStats, iter_corpus, shard_ranges
 from xmine.errors import ArtefactError

@@ -31,13 +31,13 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from xmine.artefacts import (
+from xmine.artefacts import provenance
+from xmine.fileio import (
     MANIFEST,
     atomic_path,
     atomic_write_json,
     atomic_write_text,
     swap_in_dir,
-    provenance,
     read_manifest,
     sha256_file,
     write_manifest,

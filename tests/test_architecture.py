@@ -155,3 +155,30 @@ def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import(tmp_path
     graph = _import_graph(modules)
     assert graph == {"xmine.a": {"xmine.b"}, "xmine.b": {"xmine.a"}, "xmine.c": {"xmine.a"}}
     assert _cycles(graph) == [["xmine.a", "xmine.b"]]
+
+
+def test_every_imported_name_exists_where_it_is_imported_from():
+    # An import inside a function runs only when that function does: a name moved to another
+    # module must be imported from its new home everywhere, including in rarely run commands.
+    import importlib
+
+    modules = _package_modules()
+    missing = []
+    for module, path in sorted(modules.items()):
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = node.module or ""
+            if node.level:
+                anchor = package
+                for _ in range(node.level - 1):
+                    anchor = anchor.rpartition(".")[0]
+                base = f"{anchor}.{base}" if base else anchor
+            if base != "xmine" and not base.startswith("xmine."):
+                continue
+            target = importlib.import_module(base)
+            for alias in node.names:
+                if not hasattr(target, alias.name) and f"{base}.{alias.name}" not in modules:
+                    missing.append(f"{module}:{node.lineno}: {base} has no {alias.name}")
+    assert not missing, "\n".join(missing)

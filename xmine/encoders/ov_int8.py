@@ -92,7 +92,7 @@ def quantize(model, reference) -> tuple[Any, dict[str, Any]]:
     torch encoder whose tokenizer, prefix and batching make the calibration passes."""
     import logging
 
-    from xmine.encoders.transformer import token_batches
+    from xmine.encoders.batching import token_batches
 
     nncf = _nncf()
     sentences, record = draw_calibration()

@@ -80,7 +80,7 @@ def encode_token_states(encoder, sentences: Sequence[str], *, mask_spans: Sequen
     (run by torch or OpenVINO: both give the last hidden states)."""
     from tqdm.auto import tqdm
 
-    from xmine.encoders.transformer import token_batches
+    from xmine.encoders.batching import token_batches
 
     if not hasattr(encoder, "tokenizer") or not hasattr(encoder, "token_states"):
         raise EncoderError(f"encoder {encoder.name!r} has no token-level output (it is not a Hugging Face "

@@ -14,8 +14,8 @@ def load_me5(*, device: str, prefix: str, precision: str) -> Encoder:
     import transformers
     from transformers import AutoModel, AutoTokenizer
 
-    from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model
     from xmine.encoders.batching import default_batching
+    from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model
     from xmine.encoders.transformer import TokenBatchedEncoder
     from xmine.errors import EncoderError
 

@@ -235,7 +235,8 @@ def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, over
 
 
 def _command(data_dir, pair, encoder, projection, k, margin, retrieval, out, precision):
-    from xmine.artefacts import atomic_write_json, provenance
+    from xmine.artefacts import provenance
+    from xmine.fileio import atomic_write_json
 
     result = run_bucc(data_dir, pair=pair, encoder=encoder, projection=projection, k=k, margin=margin,
                       retrieval=retrieval, precision=precision)

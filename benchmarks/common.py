@@ -20,7 +20,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from xmine.artefacts import atomic_write_json, file_fingerprint, provenance
+from xmine.artefacts import file_fingerprint, provenance
+from xmine.fileio import atomic_write_json
 from xmine.errors import ConfigError, InputError
 from xmine.paths import REPO_ROOT
 

@@ -124,7 +124,7 @@ def _projection(projection_dir, files, texts, truth, row_of, preds, known, proje
 
 
 def main(argv=None) -> None:
-    from xmine.artefacts import atomic_write_json
+    from xmine.fileio import atomic_write_json
     from xmine.benchmarks.common import machine, results_dir
     from xmine.benchmarks.mining import locate
     from xmine.projection import SHIPPED_ROOT

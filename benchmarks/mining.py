@@ -231,7 +231,7 @@ def set_files(root: Path, lang: str) -> dict[str, Path]:
 
 def write_set(ms: MiningSet, root: Path) -> dict[str, Path]:
     """Write a set in BUCC's format (atomically); returns its files."""
-    from xmine.artefacts import atomic_write_text
+    from xmine.fileio import atomic_write_text
 
     files = set_files(root, ms.lang)
 
@@ -252,7 +252,8 @@ def build_sets(data: Path, langs: Sequence[str], *, sets_dir: Path | None = None
     The default folder is keyed by the settings and the sizes of the source files, so a changed
     setting never reuses another's files; files are rewritten each run (deterministically equal).
     """
-    from xmine.artefacts import atomic_write_json, file_fingerprint
+    from xmine.artefacts import file_fingerprint
+    from xmine.fileio import atomic_write_json
     from xmine.paths import xmine_home
 
     settings = {"seed": seed, "gold_fraction": gold_fraction, "max_news": max_news, "flores_rows": flores_rows,

@@ -54,7 +54,7 @@ def plot_pca(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from xmine.artefacts import atomic_path
+    from xmine.fileio import atomic_path
     from xmine.outputs import png_metadata
 
     n = len(src_sentences)

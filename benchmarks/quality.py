@@ -103,7 +103,7 @@ def _qe_test_sentences(data: Path) -> set[str]:
 
 def _write_filtered(src: Path, tgt: Path, exclude: set[str], dest: Path) -> tuple[Path, Path, int]:
     """Copy a line-aligned pair without lines whose either side is in `exclude` (derived data)."""
-    from xmine.artefacts import atomic_write_text
+    from xmine.fileio import atomic_write_text
     from xmine.corpus import read_parallel
 
     s, t = read_parallel(src, tgt)
@@ -155,7 +155,7 @@ def mixed_pair_specs(data: Path, work: Path, *, qe6_pairs: int, xtreme36_pairs: 
     sentences; the other XTREME-36 languages Tatoeba). Mixed domains and lengths, and, being a
     union of the other recipes' samples, nothing to encode that they did not already encode.
     """
-    from xmine.artefacts import atomic_write_text
+    from xmine.fileio import atomic_write_text
     from xmine.disentangle.data import discover_pairs, sample_pairs
 
     qe6_specs, extra = qe6_pair_specs(data, work)

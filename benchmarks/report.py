@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from xmine.artefacts import atomic_write_text
+from xmine.fileio import atomic_write_text
 from xmine.benchmarks.common import machine, results_dir
 
 TASK_TITLES = {

@@ -113,7 +113,7 @@ def gate_failures(paths: Sequence[Path], weights_id: str, ratio_threshold: float
 
 def source_files(data: Path) -> list[dict[str, Any]]:
     """sha256 of every data-folder file the recipe draws from (relative paths)."""
-    from xmine.artefacts import sha256_file
+    from xmine.fileio import sha256_file
     from xmine.benchmarks.quality import QE6_SOURCES, _heldout
     from xmine.benchmarks.tatoeba import XTREME36
     from xmine.langs import normalize_lang
@@ -224,7 +224,8 @@ def install(trained: Path, *, data: Path, results: Sequence[Path] = (), make_def
     """Copy `trained` into the package and write SHIPPED.json (with its calibrated thresholds);
     returns the installed folder. `make_default`: mark it the implicit default (`is_default`), only
     once the gate (raw against it on every benchmark, per language) has passed."""
-    from xmine.artefacts import atomic_write_json, git_commit, sha256_file
+    from xmine.artefacts import git_commit
+    from xmine.fileio import atomic_write_json, sha256_file
     from xmine.projection import SHIPPED_INFO, SHIPPED_ROOT
     from xmine.disentangle import load_projection
 
@@ -277,7 +278,8 @@ def recalibrate(*, data: Path, results: Sequence[Path] = (), make_default: bool 
     commit), benchmarks (from `results`) and is_default / why_not_default; everything else (recipe,
     training files, weights hash) stays as `--install` wrote it. `--install` gives the same
     thresholds, as it calibrates with the same code."""
-    from xmine.artefacts import atomic_write_json, git_commit, sha256_file
+    from xmine.artefacts import git_commit
+    from xmine.fileio import atomic_write_json, sha256_file
     from xmine.disentangle import load_projection
     from xmine.projection import SHIPPED_INFO, SHIPPED_ROOT
 

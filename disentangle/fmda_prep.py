@@ -64,7 +64,7 @@ def _pool_cache(utts: Sequence[str], locale: str) -> Path:
 
 def pool_indices(utts: Sequence[str], locale: str, *, show_progress: bool) -> tuple[np.ndarray, dict]:
     """Negative pool of `utts` (indices), cached on disk."""
-    from xmine.artefacts import atomic_write_json
+    from xmine.fileio import atomic_write_json
     from xmine.disentangle.fmda_data import negative_pool
 
     path = _pool_cache(utts, locale)
@@ -105,7 +105,8 @@ def write_sample_pairs(folder: str | Path, partners: Sequence[str], out_dir: str
     positions = np.concatenate([train_pos, dev_pos])
     counts = {}
     with claim_output(out_dir, kind="fmda-sample-pairs", form="dir", inputs=[folder / f"{l}.jsonl" for l in locales]):
-        from xmine.artefacts import atomic_dir, write_manifest
+        from xmine.artefacts import atomic_dir
+        from xmine.fileio import write_manifest
 
         with atomic_dir(out_dir) as tmp:
             for loc in locales:

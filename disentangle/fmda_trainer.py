@@ -264,7 +264,8 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
     import torch
     from tqdm.auto import tqdm
 
-    from xmine.artefacts import atomic_path, provenance
+    from xmine.artefacts import provenance
+    from xmine.fileio import atomic_path
     from xmine.disentangle.fmda import FMDA
     from xmine.disentangle.fmda_prep import PIVOT, prepare
     from xmine.disentangle.methods import fmda_terms

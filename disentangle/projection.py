@@ -5,7 +5,7 @@ Directory layout:
   the encoder fingerprint, hyper-parameters, training-data summary (files, hashes, counts), loss
   history, held-out language-identification accuracy, provenance.
 - `model.safetensors`: every weight and buffer of `model.Disentangler` (incl. langid centroids).
-- `manifest.json`: kind `projection` (xmine.artefacts), written last.
+- `manifest.json`: kind `projection` (xmine.fileio), written last.
 - `.work/`: the trainer's checkpoint (resumable training); not needed to use the projection.
 """
 
@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.artefacts import atomic_path, atomic_write_json, read_manifest, write_manifest
+from xmine.fileio import atomic_path, atomic_write_json, read_manifest, write_manifest
 from xmine.errors import ArtefactError, ConfigError
 
 KIND = "projection"

@@ -194,7 +194,8 @@ def export_sentence_transformer(projection_dir: str | Path, encoder_name: str, o
 def _export(projection_dir, encoder_name: str, out_dir: Path, *, part: str, overwrite: bool):
     from sentence_transformers import SentenceTransformer
 
-    from xmine.artefacts import atomic_dir, provenance, write_manifest
+    from xmine.artefacts import atomic_dir, provenance
+    from xmine.fileio import write_manifest
     from xmine.disentangle.projection import load_projection
     from xmine.encoders import load_encoder
 

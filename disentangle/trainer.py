@@ -259,7 +259,8 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
     import torch
     from tqdm.auto import tqdm
 
-    from xmine.artefacts import atomic_path, provenance
+    from xmine.artefacts import provenance
+    from xmine.fileio import atomic_path
     from xmine.corpus import truncate_for_encoding
     from xmine.disentangle.data import sample_pairs
     from xmine.disentangle.losses import discriminator_loss

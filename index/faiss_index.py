@@ -25,7 +25,8 @@ from typing import Sequence
 
 import numpy as np
 
-from xmine.artefacts import VerifiedFiles, atomic_dir, provenance, read_manifest, sha256_file, write_manifest
+from xmine.artefacts import atomic_dir, provenance
+from xmine.fileio import VerifiedFiles, read_manifest, sha256_file, write_manifest
 from xmine.errors import ArtefactError, ConfigError, NonFiniteRowError
 from xmine.index.choose import IndexChoice, choose_index
 from xmine.topk import merge_topk

@@ -26,7 +26,8 @@ from typing import Sequence
 
 import numpy as np
 
-from xmine.artefacts import atomic_dir, atomic_path
+from xmine.artefacts import atomic_dir
+from xmine.fileio import atomic_path
 from xmine.cluster import ShardProgress, cluster_resources, get, remote, run_tasks
 from xmine.errors import ConfigError
 from xmine.index import blocked_search

@@ -25,8 +25,9 @@ Resuming (`work_dir`): the trained index, every built shard and the running stat
 direction (after each shard, and every `checkpoint_seconds` inside a shard) are written
 atomically; a second call with the same inputs continues where the first stopped.
 
-On Ray (`on_ray`, mining/ray_approximate.py) the same functions run as tasks: `train_quantiser`
-in one, `add_rows` per shard, `shard_searcher` per shard over its query blocks, merged by `merge_topk`.
+On Ray (`engine=ray_approximate.RAY_ENGINE`, mining/ray_approximate.py) the same functions run as
+tasks: `train_quantiser` in one, `add_rows` per shard, `shard_searcher` per shard over its query
+blocks, merged by `merge_topk`.
 
 Index types: "ivfpqfs" (default: IVF + 4-bit product quantisation with fast-scan SIMD kernels,
 the fastest to search on CPU), "ivfpq" (8-bit PQ codes, more accurate, slower), "ivf" (IVF with
@@ -41,10 +42,11 @@ import logging
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 import numpy as np
 
-from xmine.artefacts import atomic_path
+from xmine.fileio import atomic_path
 from xmine.checkpoints import KeyedDir
 from xmine.mining.rescore import exact_dot
 from xmine.topk import merge_topk
@@ -117,12 +119,25 @@ def _f32(block) -> np.ndarray:
 WORK_FILES = ("trained.faiss", "*-shard*.faiss", "*-state.npz", "*-rescored.npz", "*-ray-block-*.npz")
 
 
+class Engine(NamedTuple):
+    """What runs the two heavy steps of `approximate_knn_both`: this process (`LOCAL_ENGINE`), or
+    tasks on the connected Ray cluster (`mining.ray_approximate.RAY_ENGINE`); the same result."""
+
+    #: (x, y, plan, config) -> the trained empty index, serialised (`train_quantiser`)
+    train: Callable
+    #: (tag, *, queries, base, k, plan, shard_rows, trained, work, config, show_progress) -> each
+    #: query row's k candidates (sims, idx) (`_search`)
+    search: Callable
+
+
 def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = ApproximateConfig(),
-                         work_dir: str | Path, key: str = "", show_progress: bool = False, on_ray: bool = False):
+                         work_dir: str | Path, key: str = "", show_progress: bool = False,
+                         engine: Engine | None = None):
     """Approximate kNN x->y and y->x: (fwd_sims (n, kx), fwd_idx, bwd_sims (m, ky), bwd_idx), sorted,
     float32 / int64, -1 where fewer neighbours were found; kx = min(k, m), ky = min(k, n).
 
-    `on_ray`: train, add and search as tasks on the connected Ray cluster; the same result."""
+    `engine`: what trains, adds and searches (default `LOCAL_ENGINE`, this process;
+    `mining.ray_approximate.RAY_ENGINE`: tasks on the connected Ray cluster); the same result."""
     n, m = len(x), len(y)
     if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]:
         raise ValueError(f"x {x.shape} and y {y.shape} must be 2-D with the same dimension")
@@ -138,10 +153,7 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
     work = KeyedDir(work_dir, full_key, owned=WORK_FILES)
     log.info("approximate kNN: %s, nprobe %d, shards of %d rows", plan["factory"], plan["nprobe"], shard_rows)
 
-    if on_ray:  # the same steps as Ray tasks (mining/ray_approximate.py); output identical
-        from xmine.mining.ray_approximate import search_on_ray as search, train_on_ray as train
-    else:
-        train, search = train_quantiser, _search
+    train, search = engine or LOCAL_ENGINE
     trained_file = work.path("trained.faiss")  # serialised = the bytes faiss.write_index writes
     if trained_file.is_file():
         trained_bytes = trained_file.read_bytes()
@@ -307,4 +319,6 @@ def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: KeyedDir,
     return run_s, run_i
 
 
-__all__ = ["ApproximateConfig", "INDEX_TYPES", "approximate_knn_both", "train_quantiser"]
+LOCAL_ENGINE = Engine(train=train_quantiser, search=_search)
+
+__all__ = ["ApproximateConfig", "Engine", "INDEX_TYPES", "LOCAL_ENGINE", "approximate_knn_both", "train_quantiser"]

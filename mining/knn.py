@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.artefacts import atomic_path
+from xmine.fileio import atomic_path
 from xmine.checkpoints import KeyedDir
 from xmine.errors import NonFiniteRowError
 from xmine.mining.products import RowTerms, eta, make_product, pair_bounds, resolve_product, row_bounds

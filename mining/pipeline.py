@@ -329,8 +329,11 @@ def _search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_
                              tag="searching src")
         mined = select_pairs(fs, fi, bs, bi, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
     elif search == "approximate":
+        engine = None
+        if ray is not None:
+            from xmine.mining.ray_approximate import RAY_ENGINE as engine
         knn = approximate_knn_both(mx.rows, my.rows, config.k, config=approximate_config, work_dir=work / "ann",
-                                   key=key, show_progress=show_progress, on_ray=ray is not None)
+                                   key=key, show_progress=show_progress, engine=engine)
         mined = select_pairs(*knn, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
     elif ray is not None:
         from xmine.mining.ray_knn import ray_knn_both

@@ -27,11 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.artefacts import atomic_path
+from xmine.fileio import atomic_path
 from xmine.cluster import ShardProgress, get, remote, run_tasks
 from xmine.index.faiss_index import shard_plan
 from xmine.index.ray_build import add_task, largest_node_cpus, rows_for_workers, search_blocks_ray, train_task
-from xmine.mining.approximate import base_side, shard_bounds, shard_file, train_quantiser
+from xmine.mining.approximate import Engine, base_side, shard_bounds, shard_file, train_quantiser
 
 
 def train_on_ray(x, y, plan: dict, config) -> bytes:
@@ -99,4 +99,7 @@ def search_on_ray(tag, *, queries, base, k, plan, shard_rows, trained, work, con
     return sims, idx
 
 
-__all__ = ["search_on_ray", "train_on_ray"]
+#: `approximate_knn_both(..., engine=RAY_ENGINE)`: its steps as tasks on the connected Ray cluster
+RAY_ENGINE = Engine(train=train_on_ray, search=search_on_ray)
+
+__all__ = ["RAY_ENGINE", "search_on_ray", "train_on_ray"]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.artefacts import atomic_path
+from xmine.fileio import atomic_path
 from xmine.checkpoints import KeyedDir
 from xmine.cluster import ShardProgress, remote, run_tasks
 from xmine.errors import NonFiniteRowError

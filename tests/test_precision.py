@@ -52,7 +52,7 @@ def test_cpuinfo_flags_decide_native_bf16():
 
 @pytest.mark.parametrize("flag, expected", [("avx512_bf16", "bf16"), ("amx_bf16", "bf16"), (None, "fp32")])
 def test_auto_on_cpu_follows_the_bf16_flag(monkeypatch, flag, expected):
-    import xmine.encoders as enc
+    import xmine.encoders.precision as enc
 
     monkeypatch.setattr(enc, "cpu_bf16_flag", lambda: flag)
     assert resolve_precision("auto", "cpu") == expected

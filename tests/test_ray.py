@@ -318,6 +318,7 @@ def _unit_rows(seed: int, n: int, dim: int) -> np.ndarray:
 
 def test_a_killed_approximate_search_task_is_retried(cluster, tmp_path):
     from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
+    from xmine.mining.ray_approximate import RAY_ENGINE
 
     x, y = _unit_rows(2, 6000, 128), _unit_rows(3, 6000, 128)
     # IVF with exact vectors, every list visited: each (1000 queries x 3000 rows) task takes a while.
@@ -326,7 +327,7 @@ def test_a_killed_approximate_search_task_is_retried(cluster, tmp_path):
     killer = threading.Thread(target=_kill_first, args=("ray::_search_task", stop, killed))
     killer.start()
     try:
-        got = approximate_knn_both(x, y, 4, config=config, work_dir=tmp_path / "ray", on_ray=True)
+        got = approximate_knn_both(x, y, 4, config=config, work_dir=tmp_path / "ray", engine=RAY_ENGINE)
     finally:
         stop.set()
         killer.join()
@@ -381,10 +382,11 @@ def test_a_killed_approximate_driver_resumes_from_finished_blocks(cluster, local
 def test_a_nonfinite_row_found_in_an_approximate_task_names_its_side_and_row(cluster, tmp_path):
     from xmine.errors import NonFiniteRowError
     from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
+    from xmine.mining.ray_approximate import RAY_ENGINE
 
     x, y = _unit_rows(4, 200, 16), _unit_rows(5, 200, 16)
     y[150, 3] = np.nan
     config = ApproximateConfig(index_type="ivf", nlist=4, shard_rows=100, query_block=64)
     with pytest.raises(NonFiniteRowError) as e:
-        approximate_knn_both(x, y, 3, config=config, work_dir=tmp_path, on_ray=True)
+        approximate_knn_both(x, y, 3, config=config, work_dir=tmp_path, engine=RAY_ENGINE)
     assert (e.value.side, e.value.row) == ("tgt", 150)

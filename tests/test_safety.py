@@ -296,9 +296,9 @@ def test_a_shard_changed_in_place_is_caught_before_anything_is_written(ws):
 
 def test_a_large_store_is_checked_on_first_read(ws, monkeypatch):
     # Above VERIFY_ON_OPEN_BYTES a store is not hashed on open but shard by shard as it is read.
-    from xmine import artefacts
+    from xmine import fileio
 
-    monkeypatch.setattr(artefacts, "VERIFY_ON_OPEN_BYTES", 0)
+    monkeypatch.setattr(fileio, "VERIFY_ON_OPEN_BYTES", 0)
     _reorder_rows(ws / "store" / "emb-00002.npy")
     from xmine.store import EmbeddingStore
 

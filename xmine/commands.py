@@ -164,7 +164,7 @@ def verify(paths) -> None:
     """
     import time
 
-    from xmine.artefacts import verify_artefact
+    from xmine.verify import verify_artefact
 
     for path in paths:
         t0 = time.perf_counter()
@@ -179,7 +179,7 @@ def _store_precision(out_dir: str) -> str | None:
     import json
     from pathlib import Path
 
-    from xmine.artefacts import MANIFEST
+    from xmine.fileio import MANIFEST
     from xmine.encoders import fingerprint_precision
 
     try:

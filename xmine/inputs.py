@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from xmine.artefacts import MANIFEST, atomic_path, atomic_write_json
+from xmine.fileio import MANIFEST, atomic_path, atomic_write_json
 from xmine.corpus import normalise_whitespace
 from xmine.errors import ArtefactError, ConfigError, EncoderMismatchError, InputError
 from xmine.plugins import open_artefact

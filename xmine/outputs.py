@@ -50,8 +50,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from xmine.errors import OutputError
+from xmine.fileio import DIR_MODE, FILE_MODE, MANIFEST, atomic_path, atomic_write_json, sha256_file, swap_in_dir
 
-MANIFEST = "manifest.json"
 #: Written into a directory the claim creates for in-place building (stores, projections).
 MARKER = ".xmine-output.json"
 FORMS = ("dir", "tsv", "json", "png", "md")
@@ -117,14 +117,6 @@ def _png_kind(path: Path) -> str | None:
         return None
 
 
-def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(chunk), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def sidecar_of(path: str | Path) -> Path:
     """`OUT.json`: the summary that marks a TSV output as xmine's."""
     return Path(str(path) + ".json")
@@ -145,7 +137,7 @@ def tree_record(path: Path) -> dict:
     """Size and sha256 of a directory output (a dataset folder): over its files' names and sha256."""
     h, size, n = hashlib.sha256(), 0, 0
     for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        h.update(f"{f.relative_to(path).as_posix()}\0{sha256_of(f)}\n".encode())
+        h.update(f"{f.relative_to(path).as_posix()}\0{sha256_file(f)}\n".encode())
         size, n = size + f.stat().st_size, n + 1
     return {"bytes": size, "sha256": h.hexdigest(), "tree": n}
 
@@ -155,7 +147,7 @@ def _matches(p: Path, rec: dict | None) -> bool:
         return False
     if rec.get("tree") is not None:
         return p.is_dir() and not p.is_symlink() and tree_record(p) == {k: rec.get(k) for k in ("bytes", "sha256", "tree")}
-    return p.is_file() and p.stat().st_size == rec.get("bytes") and sha256_of(p) == rec.get("sha256")
+    return p.is_file() and p.stat().st_size == rec.get("bytes") and sha256_file(p) == rec.get("sha256")
 
 
 def _changed_files(side: dict, base: Path) -> list[str]:
@@ -234,15 +226,13 @@ class Claim:
             self._written.append(writing)
         if self.form != "tsv" or self.replacing or (self._marked and not new_name):
             return
-        _atomic_json(self.sidecar, {"kind": self.kind, "state": "unfinished", "writing": list(self._written)})
+        atomic_write_json(self.sidecar, {"kind": self.kind, "state": "unfinished", "writing": list(self._written)})
         self._marked = True
 
     @contextlib.contextmanager
     def atomic_file(self, suffix: str = "") -> Iterator[Path]:
         """A temporary path renamed onto the output (suffix "": the main file; else a companion).
         While a finished result is replaced, the file is staged and put in place by `finish()`."""
-        from xmine.artefacts import atomic_path
-
         target = self.path if not suffix else self.companion(suffix)
         self.mark_unfinished(target.name)
         if not self.replacing:
@@ -302,7 +292,7 @@ class Claim:
             self._made_dirs.append(d)
         d.mkdir(parents=True, exist_ok=True)
         if not (d / MARKER).is_file():
-            _atomic_json(d / MARKER, {"kind": f"{self.kind}-work"})
+            atomic_write_json(d / MARKER, {"kind": f"{self.kind}-work"})
         return d
 
     def finish(self, summary: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -311,8 +301,6 @@ class Claim:
         Returns what was written."""
         if self.form != "tsv":
             raise ValueError("finish() writes the sidecar of a 'tsv' output")
-        from xmine.artefacts import _DIR_MODE, _FILE_MODE
-
         files, stale = {}, []
         old_files = (self._old_side or {}).get("output_files") or {}
         for p in [self.path] + [Path(str(self.path) + s) for s in self.companions]:
@@ -323,12 +311,12 @@ class Claim:
             elif src.is_dir() and not src.is_symlink():
                 files[p.name] = tree_record(src)
             elif src.is_file():
-                files[p.name] = {"bytes": src.stat().st_size, "sha256": sha256_of(src)}
+                files[p.name] = {"bytes": src.stat().st_size, "sha256": sha256_file(src)}
         if self.replacing:
             # The old summary, told which files are coming, stays valid while they are moved in.
-            _atomic_json(self.sidecar, {**(self._old_side or {}), "replacing": files})
+            atomic_write_json(self.sidecar, {**(self._old_side or {}), "replacing": files})
         for target, tmp in self._staged.items():  # a folder is staged even for a new output
-            os.chmod(tmp, _DIR_MODE if tmp.is_dir() else _FILE_MODE)
+            os.chmod(tmp, DIR_MODE if tmp.is_dir() else FILE_MODE)
             _swap_in(tmp, target)
         self._staged.clear()
         for p in stale:
@@ -336,7 +324,7 @@ class Claim:
                 _remove(p)
         body = {**(summary or {}), "kind": self.kind, "format_version": 1, "state": "finished",
                 "output_files": files}
-        _atomic_json(self.sidecar, body)
+        atomic_write_json(self.sidecar, body)
         self._marked = True
         return body
 
@@ -350,12 +338,18 @@ def _remove(path: Path) -> None:
 
 
 def _swap_in(tmp: Path, target: Path) -> None:
-    """Put a staged file or folder in place of `target`. A file is one atomic rename; a folder
-    (or a folder replaced by a file) is moved aside first, and removed once the new one is in."""
+    """Put a staged file or folder in place of `target`. A file is one atomic rename, a folder
+    replacing a folder one exchange (`fileio.swap_in_dir`); a folder replacing a file or back (a
+    result written again in another format) has the old one moved aside first, and removed once
+    the new one is in."""
     import tempfile
 
-    if not (tmp.is_dir() or (target.is_dir() and not target.is_symlink())):
+    target_is_dir = target.is_dir() and not target.is_symlink()
+    if not (tmp.is_dir() or target_is_dir):
         os.replace(tmp, target)
+        return
+    if tmp.is_dir() and target_is_dir:
+        swap_in_dir(tmp, target)
         return
     aside = None
     if os.path.lexists(target):
@@ -373,12 +367,6 @@ def _staging_path(target: Path) -> Path:
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}.", suffix=f".tmp{target.suffix}")
     os.close(fd)
     return Path(tmp)
-
-
-def _atomic_json(path: Path, obj: Any) -> None:
-    from xmine.artefacts import atomic_write_json
-
-    atomic_write_json(path, obj)
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -404,7 +392,7 @@ def check_not_input(outputs: Iterable[Path], inputs: Iterable[str | Path | None]
                 raise OutputError(f"{out}: lies inside the input {given}; choose another output")
 
 
-def _state_of(path: Path, kind: str, form: str, companions: tuple[str, ...],
+def output_state(path: Path, kind: str, form: str, companions: tuple[str, ...],
               legacy: Callable[[Path], bool] | None, *, in_place: bool = False) -> str:
     """"new", "unfinished" or "finished"; OutputError for anything xmine must not touch.
 
@@ -627,7 +615,7 @@ def claim_output(
     created_dir = False
     claim = None
     try:
-        state = _state_of(path, kind, form, companions, legacy, in_place=in_place)
+        state = output_state(path, kind, form, companions, legacy, in_place=in_place)
         if state == "finished" and not (overwrite or reopen):
             raise OutputError(f"{path}: already exists (an xmine {_label(kind)}); pass --overwrite to replace it "
                               "or choose another output")
@@ -638,7 +626,7 @@ def claim_output(
                 path.mkdir()
                 created_dir = True
             if state == "new" and not (path / MANIFEST).exists():
-                _atomic_json(path / MARKER, {"kind": kind})
+                atomic_write_json(path / MARKER, {"kind": kind})
         yield claim
         ok = True
     finally:
@@ -707,5 +695,5 @@ def verify_output_file(path: str | Path) -> tuple[str, int, str]:
     return side["kind"], sum(int(r["bytes"]) for r in files.values()), f"{len(files)} file(s) match their sha256"
 
 
-__all__ = ["Claim", "MARKER", "check_not_input", "claim_output", "dir_kind", "md_header", "png_metadata",
-           "sidecar_of", "verify_output_file"]
+__all__ = ["Claim", "MARKER", "check_not_input", "claim_output", "dir_kind", "md_header", "output_state",
+           "png_metadata", "sidecar_of", "verify_output_file"]

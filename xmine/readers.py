@@ -171,7 +171,7 @@ class CorpusReader:
 
     def identity(self) -> dict[str, Any]:
         """What identifies the input (a store made from it records this; resume compares it)."""
-        from xmine.artefacts import sha256_file
+        from xmine.fileio import sha256_file
 
         if self.path.is_dir():
             h, size = hashlib.sha256(), 0
@@ -218,7 +218,7 @@ class TextReader(CorpusReader):
         self.count = count_lines(self.path)  # validates missing / empty; lines are checked as read
 
     def identity(self) -> dict[str, Any]:
-        from xmine.artefacts import sha256_file
+        from xmine.fileio import sha256_file
 
         return {"path": str(self.path.resolve()), "size": self.path.stat().st_size,
                 "sha256": sha256_file(self.path), "lines": self.count}

@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from xmine.artefacts import MANIFEST, file_fingerprint, provenance, write_manifest
+from xmine.artefacts import file_fingerprint, provenance
+from xmine.fileio import MANIFEST, write_manifest
 from xmine.encoders.q4_format import Q4File, read_q4_file
 from xmine.errors import EncoderError
 from xmine.paths import xmine_home

@@ -15,7 +15,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.encoders import ME5_DEFAULT_PREFIX, Encoder, check_device, encoder_precision, load_encoder, me5_fingerprint
+from xmine.encoders.base import ME5_DEFAULT_PREFIX, Encoder
+from xmine.encoders.loader import check_device, encoder_precision, load_encoder_now
+from xmine.encoders.me5 import me5_fingerprint
 
 
 class LazyEncoder(Encoder):
@@ -46,7 +48,7 @@ class LazyEncoder(Encoder):
     def model(self) -> Encoder:
         """The loaded encoder (loading it now if needed)."""
         if self._encoder is None:
-            self._encoder = load_encoder(self.name, **self._load_kwargs)
+            self._encoder = load_encoder_now(self.name, **self._load_kwargs)
         return self._encoder
 
     @property

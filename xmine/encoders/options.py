@@ -6,7 +6,7 @@ from typing import Callable
 
 import click
 
-from xmine.encoders import DEFAULT_PRECISION, PRECISIONS
+from xmine.encoders.base import DEFAULT_PRECISION, PRECISIONS
 from xmine.encoders.runtime import RUNTIMES
 
 PRECISION_HELP = (

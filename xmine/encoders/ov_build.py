@@ -35,7 +35,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from xmine.artefacts import MANIFEST, provenance, sha256_file, write_manifest
+from xmine.artefacts import provenance
+from xmine.fileio import MANIFEST, sha256_file, write_manifest
 from xmine.errors import EncoderError
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ def ov_config(precision: str, threads: int) -> dict[str, Any]:
     int8 runs its quantised products in int8 and the rest in bf16 where the CPU has native bf16,
     else f32.
     """
-    from xmine.encoders import cpu_bf16_flag
+    from xmine.encoders.precision import cpu_bf16_flag
 
     hint = {"fp32": "f32", "bf16": "bf16"}.get(precision, "bf16" if cpu_bf16_flag() else "f32")
     return {"INFERENCE_PRECISION_HINT": hint, "INFERENCE_NUM_THREADS": int(threads), "NUM_STREAMS": 1,

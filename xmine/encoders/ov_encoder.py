@@ -1,7 +1,7 @@
 """`OpenVINOEncoder`: a `TokenBatchedEncoder` whose forward pass is a compiled OpenVINO model.
 
 Everything but the forward pass is the torch path's: the same tokenizer, prefix, sort window,
-length-sorted passes of at most `token_budget` padded tokens (`transformer.token_batches`), and
+length-sorted passes of at most `token_budget` padded tokens (`batching.token_batches`), and
 mean/CLS pooling + L2-normalisation in float32 (numpy here). The compiled model returns the last
 hidden state, so the token-level output FMDA reads (`token_states`) comes from it too.
 
@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from xmine.encoders.transformer import BatchingConfig, TokenBatchedEncoder, default_batching
+from xmine.encoders.batching import BatchingConfig, default_batching
+from xmine.encoders.transformer import TokenBatchedEncoder
 from xmine.errors import EncoderError
 
 
@@ -78,13 +79,13 @@ def load_me5_openvino(*, prefix: str, precision: str, threads: int | None) -> Op
     """
     from transformers import AutoTokenizer
 
-    from xmine.encoders import _load_me5, _me5_identity, me5_fingerprint
+    from xmine.encoders.me5 import load_me5, me5_fingerprint, me5_identity
     from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model
     from xmine.encoders.ov_build import ensure_openvino_model
 
     path, manifest = ensure_me5_model()
     tokenizer = AutoTokenizer.from_pretrained(str(path))
-    identity = _me5_identity(manifest)
+    identity = me5_identity(manifest)
 
     def make(folder: Path) -> OpenVINOEncoder:
         return OpenVINOEncoder(name="me5-small", model_xml=folder / "model.xml", tokenizer=tokenizer, pooling="mean",
@@ -94,7 +95,7 @@ def load_me5_openvino(*, prefix: str, precision: str, threads: int | None) -> Op
     fp32 = me5_fingerprint(prefix="", precision="fp32", manifest=manifest)
     folder, _ = ensure_openvino_model(
         stem=path.name, weights_id=fp32["id"], precision=precision,
-        torch_fp32=lambda: _load_me5(device="cpu", prefix=prefix, precision="fp32"), make_encoder=make)
+        torch_fp32=lambda: load_me5(device="cpu", prefix=prefix, precision="fp32"), make_encoder=make)
     encoder = make(folder)
     want = me5_fingerprint(prefix=prefix, precision=precision, manifest=manifest, runtime="openvino")
     if encoder.fingerprint() != want:
@@ -107,7 +108,7 @@ def openvino_from_torch(encoder, *, precision: str, threads: int | None, explici
     """The OpenVINO version of a torch fp32 `TokenBatchedEncoder` (any sentence-transformers model on
     the fast path). Pipelines off the fast path stay on torch under `--runtime auto` (said once)
     and are refused under an explicit `--runtime openvino`."""
-    from xmine.encoders import _note_once
+    from xmine.encoders.base import note_once
     from xmine.encoders.ov_build import ensure_openvino_model
     from xmine.encoders.transformer import torch_dtype
 
@@ -115,7 +116,7 @@ def openvino_from_torch(encoder, *, precision: str, threads: int | None, explici
         if explicit:
             raise EncoderError(f"{encoder.name}: --runtime openvino runs Transformer -> Pooling pipelines only; "
                                "this one has other modules: use --runtime torch")
-        _note_once(("ov-pipeline", encoder.name), "%s: its pipeline is not Transformer -> Pooling, so it runs on "
+        note_once(("ov-pipeline", encoder.name), "%s: its pipeline is not Transformer -> Pooling, so it runs on "
                    "torch (--runtime auto)", encoder.name)
         if precision != "fp32":
             from xmine.encoders.transformer import SentenceTransformerEncoder

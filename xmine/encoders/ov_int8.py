@@ -68,7 +68,7 @@ def calibration_files() -> list[Path]:
 
 def draw_calibration() -> tuple[list[str], dict[str, Any]]:
     """The seeded draw of calibration sentences and a record of it (files with sha256, count, seed)."""
-    from xmine.artefacts import sha256_file
+    from xmine.fileio import sha256_file
 
     files = calibration_files()
     lines: list[str] = []
@@ -92,7 +92,7 @@ def quantize(model, reference) -> tuple[Any, dict[str, Any]]:
     torch encoder whose tokenizer, prefix and batching make the calibration passes."""
     import logging
 
-    from xmine.encoders.transformer import token_batches
+    from xmine.encoders.batching import token_batches
 
     nncf = _nncf()
     sentences, record = draw_calibration()

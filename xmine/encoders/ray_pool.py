@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from xmine.cluster import cluster_resources, get, require_ray
-from xmine.encoders import Encoder
+from xmine.encoders.base import Encoder
 
 #: Fewer sentences than this per actor are not worth a round trip: they go to fewer actors.
 MIN_SLICE = 256
@@ -24,11 +24,11 @@ MIN_SLICE = 256
 class _EncoderActor:
     def __init__(self, name: str, use_gpu: bool, threads: int, precision: str, fingerprint: dict,
                  runtime: str = "torch"):
-        from xmine.encoders import load_encoder
+        from xmine.encoders.loader import load_encoder_now
         from xmine.errors import EncoderError
 
-        self.encoder = load_encoder(name, device="cuda" if use_gpu else "cpu", threads=None if use_gpu else threads,
-                                    precision=precision, runtime=runtime)
+        self.encoder = load_encoder_now(name, device="cuda" if use_gpu else "cpu", threads=None if use_gpu else threads,
+                                        precision=precision, runtime=runtime)
         if self.encoder.fingerprint().get("id") != fingerprint.get("id"):
             raise EncoderError(f"encoder {name!r} on this Ray worker is not the driver's "
                                f"({self.encoder.fingerprint().get('id')} vs {fingerprint.get('id')})")

@@ -52,7 +52,7 @@ def runtime_for_artefact(fingerprint: dict[str, Any] | None) -> str | None:
     artefact's own (so text encoded next to a store or an index matches it), else None (auto)."""
     if _requested is not None or not isinstance(fingerprint, dict):
         return _requested
-    from xmine.encoders import fingerprint_runtime
+    from xmine.encoders.precision import fingerprint_runtime
 
     return fingerprint_runtime(fingerprint)
 
@@ -88,7 +88,7 @@ def encoder_runtime(name: str, runtime: str | None, precision: str, *, device: s
     An explicit runtime that cannot run here (openvino not installed, on a GPU, for use-m3, or
     at a precision it lacks; int8 asked of torch) is an EncoderError, never a silent change.
     """
-    from xmine.encoders import _note_once
+    from xmine.encoders.base import note_once
     from xmine.errors import EncoderError
 
     runtime = _requested if runtime is None else runtime
@@ -119,7 +119,7 @@ def encoder_runtime(name: str, runtime: str | None, precision: str, *, device: s
     if kind != "cpu" or not x86_cpu() or precision not in RUNTIME_PRECISIONS["openvino"]:
         return "torch"
     if not openvino_installed():
-        _note_once(("runtime-fallback",), "--runtime auto: the openvino package is not installed, so %s runs on "
+        note_once(("runtime-fallback",), "--runtime auto: the openvino package is not installed, so %s runs on "
                    "torch (pip install openvino for the faster CPU path)", name)
         return "torch"
     return "openvino"

@@ -80,7 +80,7 @@ def encode_token_states(encoder, sentences: Sequence[str], *, mask_spans: Sequen
     (run by torch or OpenVINO: both give the last hidden states)."""
     from tqdm.auto import tqdm
 
-    from xmine.encoders.transformer import token_batches
+    from xmine.encoders.batching import token_batches
 
     if not hasattr(encoder, "tokenizer") or not hasattr(encoder, "token_states"):
         raise EncoderError(f"encoder {encoder.name!r} has no token-level output (it is not a Hugging Face "
@@ -190,7 +190,8 @@ def build_token_store(encoder, sentences: Sequence[str], *, mask_spans: Sequence
                       keep_tokens: bool = True, show_progress: bool = False, desc: str = "token states",
                       root: Path | None = None) -> TokenStore:
     """The store of `sentences` (built once, then reused: keyed by encoder, sentences and masks)."""
-    from xmine.artefacts import atomic_dir, atomic_write_json
+    from xmine.artefacts import atomic_dir
+    from xmine.fileio import atomic_write_json
 
     sentences = list(sentences)
     fp = encoder.fingerprint()

@@ -14,7 +14,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.encoders import Encoder, with_precision
+from xmine.encoders.base import Encoder
+from xmine.encoders.precision import with_precision
 from xmine.errors import EncoderError
 
 #: ISO codes of the languages USE-multilingual-v3 was trained on

@@ -15,6 +15,8 @@ Layout of a finished store directory (names in `layout.py`):
 - `reader.py`: `EmbeddingStore.open(dir)` validates and reads a finished store, memory-mapped.
 - `writer.py`: `embed_corpus` streams a text file through an encoder into a store, resumably;
   `StoreWriter` writes one from embeddings computed elsewhere.
+- `shards.py`: one shard encoded and written, the same in one process and in a Ray actor
+  (`ray_writer.py`).
 - `text.py`: the text column read by offset, and the row index (offsets, 64-bit hashes, lengths).
 """
 

@@ -5,11 +5,11 @@ offset, first line and sentence count of every shard, exactly the shards the sin
 run cuts. Ray Data then hands each unfinished shard's range (a few numbers, not its text),
 largest first, to an actor pool of encoders: each actor loads the encoder once (one GPU per
 actor when the cluster has GPUs, else `threads` CPU threads), reads its range of the corpus
-itself and writes the shard's files with the same `_encode_shard` and `write_shard` as the
-single-process path. The driver itself needs only the encoder's fingerprint (`xmine embed
---ray` passes a `LazyEncoder`, which for me5-small never loads the model). The driver records each
-finished shard in `progress.json` as it arrives and, when all are done, `embed_corpus` joins them
-exactly as it does in one process. So the store is the same: the same shards, rows, text and
+itself and writes the shard's files with the same `encode_shard` and `write_shard`
+(`xmine.store.shards`) as the single-process path. The driver itself needs only the encoder's
+fingerprint (`xmine embed --ray` passes a `LazyEncoder`, which for me5-small never loads the
+model). The driver records each finished shard in `progress.json` as it arrives and, when all
+are done, `embed_corpus` joins them exactly as it does in one process. So the store is the same: the same shards, rows, text and
 manifest, and the same embedding bytes where the encoder computes the same numbers with
 `threads` threads as the single process does with its own (tests/test_ray.py checks this).
 
@@ -30,10 +30,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from xmine.artefacts import sha256_file
 from xmine.cluster import ShardProgress, cluster_resources
 from xmine.corpus import CorpusStats, iter_corpus, shard_ranges
 from xmine.errors import ArtefactError
+from xmine.fileio import sha256_file
+from xmine.store.shards import encode_shard, write_shard
 
 log = logging.getLogger("xmine.store")
 
@@ -67,8 +68,6 @@ class ShardEncoder:
         self.part, self.dtype, self.batch_size, self.max_chars, self.lang = part, dtype, batch_size, max_chars, lang
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from xmine.store.writer import _encode_shard, write_shard
-
         records = []
         for idx, offset, line, rows in zip(batch["shard"], batch["offset"], batch["line"], batch["rows"]):
             got = list(itertools.islice(iter_corpus(self.input_path, max_chars=self.max_chars, warn=False,
@@ -76,9 +75,9 @@ class ShardEncoder:
             if len(got) != rows or got[0][0] != line:
                 raise ArtefactError(f"{self.input_path}: changed while being embedded (shard {idx} at line {line})")
             sentences, lines = [s for _, s in got], [n for n, _ in got]
-            emb = _encode_shard(sentences, encoder=self.encoder, projection=self.projection, part=self.part,
-                                batch_size=self.batch_size, max_chars=self.max_chars, pbar=None, lines=lines,
-                                last_line=0, lang=self.lang)
+            emb = encode_shard(sentences, encoder=self.encoder, projection=self.projection, part=self.part,
+                               batch_size=self.batch_size, max_chars=self.max_chars, pbar=None, lines=lines,
+                               last_line=0, lang=self.lang)
             record = write_shard(self.out_dir, int(idx), emb.astype(self.dtype, copy=False), lines, sentences)
             records.append(json.dumps({"index": int(idx), **record}))
         return {"record": np.asarray(records, dtype=object)}

@@ -1,7 +1,7 @@
 """Reading a finished embedding store (see xmine.store for the layout).
 
 `EmbeddingStore.open(dir)` validates the manifest and every file (existence, size, array shape and
-dtype) and, for stores up to `artefacts.VERIFY_ON_OPEN_BYTES`, their sha256. In a larger store each
+dtype) and, for stores up to `fileio.VERIFY_ON_OPEN_BYTES`, their sha256. In a larger store each
 file's sha256 is checked the first time it is read (`shard(i)`, `rows()`, `iter_blocks`,
 `line_numbers`, `row_index`, `text_column`), once per process, so a changed or damaged file raises
 ArtefactError before anything computed from it is written; `verify()` checks everything now.
@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from xmine.artefacts import MANIFEST, read_manifest
+from xmine.fileio import MANIFEST, read_manifest
 from xmine.errors import ArtefactError, ConfigError
 from xmine.store.layout import (
     FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, LENGTHS, LINE_NUMBERS, OFFSETS, PROGRESS, SENTENCES, STORE_KIND,
@@ -63,9 +63,9 @@ class EmbeddingStore:
     @property
     def _content(self):
         """The manifest's sha256 sums; small stores are checked on open, large ones file by file
-        on first read (see xmine.artefacts.VerifiedFiles)."""
+        on first read (see xmine.fileio.VerifiedFiles)."""
         if getattr(self, "_content_check", None) is None:
-            from xmine.artefacts import VerifiedFiles
+            from xmine.fileio import VerifiedFiles
 
             files = {s["file"]: {"sha256": s.get("sha256"), "bytes": s.get("bytes")} for s in self.manifest["shards"]}
             files.update(self.manifest.get("files") or {})
@@ -239,12 +239,6 @@ class EmbeddingStore:
         for start, arr in zip(self._shard_starts, self.shard_arrays()):
             out[start: start + len(arr)] = arr
         return out
-
-    def check_encoder(self, encoder_fingerprint: dict[str, Any], *, what: str = "query encoder") -> None:
-        """Raise `EncoderMismatchError` unless `encoder_fingerprint` is the store's encoder."""
-        from xmine.encoders import check_same_encoder
-
-        check_same_encoder(self.encoder_fingerprint, encoder_fingerprint, what=f"{what} vs store {self.directory}")
 
     def __repr__(self) -> str:
         m = self.manifest

@@ -1,0 +1,81 @@
+"""The `Encoder` contract every sentence encoder keeps, the names and defaults shared by all of
+them, and the once-per-process notices they give (see `xmine.encoders` for the whole story)."""
+
+from __future__ import annotations
+
+import abc
+import logging
+from typing import Any, Sequence
+
+import numpy as np
+
+log = logging.getLogger("xmine.encoders")  # (the package's logger: one name for every encoder message)
+
+DEFAULT_ENCODER = "me5-small"
+#: what `precision=` accepts; "auto" resolves per device (`resolve_precision`)
+PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")
+DEFAULT_PRECISION = "auto"
+
+
+#: The E5 prefix for symmetric tasks (bitext mining, STS, cross-lingual retrieval of sentences).
+ME5_DEFAULT_PREFIX = "query: "
+
+
+class Encoder(abc.ABC):
+    """A named sentence encoder producing L2-normalised float32 embeddings."""
+
+    #: the name it was loaded by (registry name, hub name or path)
+    name: str
+    #: embedding dimension
+    dim: int
+    #: the precision the model runs at ("fp32", "bf16", "fp16", "int8"); never "auto"
+    precision: str = "fp32"
+    #: what runs the forward pass ("torch" or "openvino"); never "auto"
+    runtime: str = "torch"
+
+    @abc.abstractmethod
+    def encode(
+        self,
+        sentences: Sequence[str],
+        *,
+        batch_size: int = 64,
+        show_progress: bool = False,
+    ) -> np.ndarray:
+        """Embed `sentences`; (len(sentences), dim) float32, rows L2-normalised, input order."""
+
+    @abc.abstractmethod
+    def fingerprint(self) -> dict[str, Any]:
+        """A JSON-able identity of the weights and precision: {"name", "dim", "id", "precision"};
+        equal ids = same encoder (build it with `with_precision`)."""
+
+    #: tokens the encoder sees per sentence (longer ones are cut); None when it has no such limit
+    max_tokens: int | None = None
+
+    def truncated(self, sentences: Sequence[str]) -> np.ndarray:
+        """Indices of the sentences this encoder cuts at `max_tokens` (their end is not encoded).
+
+        Cheap: only sentences long enough to possibly exceed the limit are tokenized (a token
+        covers at least a quarter of a character in every tokenizer xmine meets).
+        """
+        tokenizer = getattr(self, "tokenizer", None)
+        limit = self.max_tokens
+        if tokenizer is None or not limit:
+            return np.zeros(0, dtype=np.int64)
+        prefix = getattr(self, "prefix", "") or ""
+        long = [i for i, s in enumerate(sentences) if len(s) + len(prefix) >= limit // 4]
+        if not long:
+            return np.zeros(0, dtype=np.int64)
+        ids = tokenizer([prefix + sentences[i] for i in long], truncation=True, max_length=limit + 1,
+                        add_special_tokens=True, return_attention_mask=False,
+                        return_token_type_ids=False)["input_ids"]
+        return np.asarray([i for i, x in zip(long, ids) if len(x) > limit], dtype=np.int64)
+
+
+_NOTICED: set[tuple] = set()
+
+
+def note_once(key: tuple, message: str, *args) -> None:
+    """Log `message` at INFO the first time `key` is seen in this process."""
+    if key not in _NOTICED:
+        _NOTICED.add(key)
+        log.info(message, *args)

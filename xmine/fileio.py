@@ -1,0 +1,210 @@
+"""Atomic writes, sha256 hashing and manifests: the files layer every artefact stands on.
+
+Every artefact directory xmine writes (embedding store, projection, index, benchmark result)
+holds a `manifest.json` with `kind` (what it is), `format_version`, and what it records of its
+files (sizes, sha256); `VerifiedFiles` checks those sums against the files on disk. This module
+imports nothing of xmine but its errors, so any module may use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+from xmine.errors import ArtefactError
+
+MANIFEST = "manifest.json"
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# mkstemp creates files 0600; artefacts are meant to be shared like any file the user writes.
+FILE_MODE = 0o666 & ~_umask()
+DIR_MODE = 0o777 & ~_umask()
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write `data` to `path` so that readers see the old file or the whole new one, never half."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on success it is renamed onto `path`.
+
+    For writers that want a file name (np.save, faiss.write_index, safetensors) rather than bytes.
+    The temporary keeps `path`'s suffix so such libraries do not append another one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        # On disk before the rename, so a crash cannot leave `path` naming an empty file.
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException as e:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            # Name the file the user asked for, not the hidden temporary that was being written.
+            raise OSError(e.errno, e.strerror, str(path)) from e
+        raise
+
+
+def _renameat2_exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(a))
+
+
+def swap_in_dir(new: Path, path: Path) -> None:
+    """Put directory `new` in place of the existing directory `path` and delete the old one.
+
+    Atomic where the system can exchange two paths in one step (Linux): a reader, or a kill at any
+    moment, finds the old directory or the new one at `path`, never neither. Elsewhere the old one
+    is moved to a hidden name first and put back if the second move fails."""
+    new, path = Path(new), Path(path)
+    if _renameat2_exchange(new, path):
+        shutil.rmtree(new, ignore_errors=True)  # (the old directory, now at the temporary's name)
+        return
+    old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
+    os.replace(path, old / "x")
+    try:
+        os.replace(new, path)
+    except BaseException:
+        os.replace(old / "x", path)
+        old.rmdir()
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def sha256_file(path: str | Path, *, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(chunk), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+#: Artefacts up to this size have every file hashed when opened; larger ones have each file
+#: hashed the first time it is read (VerifiedFiles.check), before anything computed from it is
+#: written, so the hashing rides on a read that happens anyway.
+VERIFY_ON_OPEN_BYTES = 64 << 20
+
+# (path, inode, size, mtime_ns) of files whose sha256 matched in this process: checked once.
+_VERIFIED: set[tuple] = set()
+
+
+class VerifiedFiles:
+    """The sha256 sums an artefact's manifest records, checked against the files on disk.
+
+    `expected` maps file names (relative to `directory`) to {"sha256", "bytes"}. A file is hashed
+    at most once per process (while it stays the same inode, size and mtime). A mismatch raises
+    ArtefactError naming the file: it was changed or damaged after xmine wrote it.
+    """
+
+    def __init__(self, directory: str | Path, expected: dict[str, dict[str, Any]], *, what: str):
+        self.directory = Path(directory)
+        self.expected = {name: rec for name, rec in expected.items() if rec and rec.get("sha256")}
+        self.what = what
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(int(rec.get("bytes") or 0) for rec in self.expected.values())
+
+    def check(self, name: str) -> None:
+        rec = self.expected.get(name)
+        if rec is None:
+            return
+        path = self.directory / name
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise ArtefactError(f"{path}: missing from the {self.what}") from None
+        key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+        if key in _VERIFIED:
+            return
+        if rec.get("bytes") is not None and st.st_size != rec["bytes"]:
+            raise ArtefactError(f"{path}: {st.st_size} bytes, the manifest of the {self.what} says "
+                                f"{rec['bytes']} (damaged or replaced)")
+        if sha256_file(path) != rec["sha256"]:
+            raise ArtefactError(f"{path}: content differs from the manifest of the {self.what} (sha256 "
+                                "mismatch): changed or damaged since xmine wrote it; rebuild it")
+        _VERIFIED.add(key)
+
+    def check_all(self) -> int:
+        """Check every file; return the bytes verified."""
+        for name in self.expected:
+            self.check(name)
+        return self.total_bytes
+
+    def check_if_small(self) -> None:
+        if self.total_bytes <= VERIFY_ON_OPEN_BYTES:
+            self.check_all()
+
+
+def write_manifest(directory: str | Path, kind: str, body: dict[str, Any], *, format_version: int = 1) -> dict:
+    """Write `directory/manifest.json` atomically: {kind, format_version, **body}."""
+    manifest = {"kind": kind, "format_version": format_version, **body}
+    atomic_write_json(Path(directory) / MANIFEST, manifest)
+    return manifest
+
+
+def read_manifest(directory: str | Path, kind: str | tuple[str, ...]) -> dict[str, Any]:
+    """Read and check `directory/manifest.json`; raise ArtefactError if absent or of another kind."""
+    path = Path(directory) / MANIFEST
+    kinds = (kind,) if isinstance(kind, str) else kind
+    if not path.is_file():
+        raise ArtefactError(f"{directory}: not an xmine {' or '.join(kinds)} (no {MANIFEST})")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ArtefactError(f"{path}: unreadable manifest ({e})") from e
+    if manifest.get("kind") not in kinds:
+        raise ArtefactError(
+            f"{directory}: is an xmine {manifest.get('kind')!r}, expected {' or '.join(kinds)}"
+        )
+    return manifest

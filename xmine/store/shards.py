@@ -1,0 +1,81 @@
+"""One shard of an embedding store: encoded (`encode_shard`) and written (`write_shard`).
+
+The single-process writer (`xmine.store.writer.embed_corpus`, `StoreWriter`) and the Ray actors
+(`xmine.store.ray_writer`) call the same two functions, so a shard's files are the same whoever
+made them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from xmine.corpus import CorpusStats, truncate_for_encoding
+from xmine.errors import ArtefactError
+from xmine.fileio import atomic_path, atomic_write_text, sha256_file
+from xmine.store.layout import emb_name, ids_name, lines_name, text_name
+
+# Sentences handed to the encoder at once inside a shard: enough for its length-sorted batching,
+# few enough that the progress bar moves every few seconds.
+_ENCODE_CHUNK = 2048
+
+
+def encode_shard(
+    sentences: list[str], *, encoder: Any, projection: Any, part: str, batch_size: int,
+    max_chars: int, pbar: Any, lines: list[int], last_line: int, stats: CorpusStats | None = None,
+    lang: str | None = None,
+) -> np.ndarray:
+    """Encode one shard in chunks (so the progress bar moves), then apply the projection.
+
+    Each distinct text of the shard is encoded once and its vector copied to every repeat: web
+    corpora repeat lines (boilerplate, navigation), and the encoder is where the time goes."""
+    texts = truncate_for_encoding(sentences, max_chars)
+    if stats is not None and hasattr(encoder, "truncated"):
+        cut = encoder.truncated(texts)
+        if len(cut):
+            stats.note_token_cuts([lines[i] for i in cut], getattr(encoder, "max_tokens", None))
+    first: dict[str, int] = {}
+    inverse = np.fromiter((first.setdefault(t, len(first)) for t in texts), dtype=np.int64, count=len(texts))
+    unique = list(first)
+    # The progress bar counts input lines (it stands at `last_line`): after each chunk of distinct
+    # texts it moves to the last row of the prefix of rows whose texts are all encoded by then.
+    needs = np.maximum.accumulate(inverse)  # rows 0..r need the distinct texts 0..needs[r]
+    shown = last_line
+    pieces = []
+    for lo in range(0, len(unique), _ENCODE_CHUNK):
+        chunk = unique[lo: lo + _ENCODE_CHUNK]
+        raw = np.asarray(encoder.encode(chunk, batch_size=batch_size), dtype=np.float32)
+        if raw.ndim != 2 or raw.shape[0] != len(chunk):
+            raise ArtefactError(f"encoder returned shape {raw.shape} for {len(chunk)} sentences")
+        pieces.append(projection.transform(raw, part, lang=lang) if projection is not None else raw)
+        if pbar is not None:
+            done = int(np.searchsorted(needs, lo + len(chunk)))  # rows whose texts are all encoded
+            pbar.update(lines[done - 1] - shown)
+            shown = lines[done - 1]
+    return np.concatenate(pieces, axis=0).astype(np.float32, copy=False)[inverse]
+
+
+def write_shard(out_dir: Path, idx: int, emb: np.ndarray, line_numbers, sentences: Sequence[str],
+                ids: Sequence[str] | None = None) -> dict[str, Any]:
+    """Write shard `idx` (embeddings in their final dtype, line numbers, text, record ids when
+    given) atomically; its record."""
+    if len(emb) != len(sentences) or len(line_numbers) != len(sentences):
+        raise ArtefactError(f"shard {idx}: {len(emb)} embeddings, {len(line_numbers)} line numbers, "
+                            f"{len(sentences)} sentences")
+    with atomic_path(out_dir / emb_name(idx)) as tmp:
+        np.save(tmp, emb)
+    with atomic_path(out_dir / lines_name(idx)) as tmp:
+        np.save(tmp, np.asarray(line_numbers, dtype=np.int64))
+    atomic_write_text(out_dir / text_name(idx), "".join(s + "\n" for s in sentences))
+    emb_path = out_dir / emb_name(idx)
+    record = {"file": emb_name(idx), "rows": len(sentences), "bytes": emb_path.stat().st_size,
+              "sha256": sha256_file(emb_path), "lines_file": lines_name(idx), "text_file": text_name(idx),
+              "dim": int(emb.shape[1])}
+    if ids is not None:
+        if len(ids) != len(sentences):
+            raise ArtefactError(f"shard {idx}: {len(ids)} record ids for {len(sentences)} sentences")
+        atomic_write_text(out_dir / ids_name(idx), "".join(f"{i}\n" for i in ids))
+        record["ids_file"] = ids_name(idx)
+    return record

@@ -1,0 +1,63 @@
+"""`xmine verify`: check an artefact completely, whatever its kind.
+
+An embedding store against every sha256 its manifest records (`xmine.store.reader.verify_store`);
+a directory of a feature package's kind through its registered reader (`xmine.plugins`), which
+validates on open; a TSV output against its `OUT.json` summary (`xmine.outputs.verify_output_file`);
+a result JSON by its `kind`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from xmine.errors import ArtefactError, ConfigError
+from xmine.fileio import MANIFEST, read_manifest
+from xmine.outputs import MARKER, dir_kind, sidecar_of, verify_output_file
+from xmine.plugins import open_artefact
+from xmine.store.reader import verify_store
+
+
+def verify_artefact(path: str | Path) -> tuple[str, int, str]:
+    """Check an artefact completely; return (kind, bytes checked, detail) or raise ArtefactError."""
+    p = Path(path)
+    if p.is_dir() and not (p / MANIFEST).is_file() and sidecar_of(p).is_file():  # a dataset folder output
+        return verify_output_file(p)
+    if not os.path.lexists(p):
+        if sidecar_of(p).is_file():  # OUT of a result written beside it (Moses: OUT.src, OUT.tgt)
+            return verify_output_file(p)
+        raise ArtefactError(f"{p}: does not exist")
+    if p.suffix in (".src", ".tgt") and not sidecar_of(p).is_file() and sidecar_of(p.with_suffix("")).is_file():
+        return verify_output_file(p.with_suffix(""))  # one file of a Moses pair: the pair is checked
+    if p.is_dir():
+        kind, finished = dir_kind(p)
+        if kind is None:
+            raise ArtefactError(f"{p}: not an xmine artefact (no {MANIFEST})")
+        if not finished:
+            raise ArtefactError(f"{p}: an unfinished xmine {kind.replace('-', ' ')} (no {MANIFEST}); run the "
+                                "command that made it again to finish it")
+        if kind == "embedding-store":
+            nbytes, detail = verify_store(p)
+            return kind, nbytes, detail
+        try:
+            artefact = open_artefact(p, kind)  # the owning package's reader validates on open
+        except ConfigError:  # no reader for this kind (an export): its manifest and files
+            read_manifest(p, kind)
+            files = [e for e in p.rglob("*") if e.is_file() and e.name != MARKER]
+            return kind, sum(e.stat().st_size for e in files), f"{len(files)} files present (no sums recorded)"
+        if hasattr(artefact, "verify"):
+            return kind, int(artefact.verify()), "every recorded sha256 matches, every part loads"
+        files = [e for e in p.rglob("*") if e.is_file()]
+        return kind, sum(e.stat().st_size for e in files), "loads, and its reader's checks pass"
+    if sidecar_of(p).is_file():
+        kind, nbytes, detail = verify_output_file(p)
+        return kind, nbytes, detail
+    if p.suffix == ".json":
+        try:
+            kind = json.loads(p.read_text(encoding="utf-8")).get("kind")
+        except (OSError, ValueError, AttributeError) as e:
+            raise ArtefactError(f"{p}: not an xmine artefact (unreadable JSON: {e})") from None
+        if kind:
+            return kind, p.stat().st_size, "readable JSON (results record no sums)"
+    raise ArtefactError(f"{p}: not an xmine artefact (no {MANIFEST}, no {sidecar_of(p).name} summary)")

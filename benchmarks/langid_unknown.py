@@ -105,7 +105,7 @@ def _cosine_auc(projection, family, embed) -> float:
 
 
 def main(argv=None) -> dict:
-    from xmine.artefacts import atomic_write_json, provenance
+    from xmine.fileio import atomic_write_json, provenance
     from xmine.benchmarks.common import RESULT_KIND, RawEmbedder, results_dir
     from xmine.disentangle.language_trust import TrustRule
     from xmine.disentangle.projection import load_projection

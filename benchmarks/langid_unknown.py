@@ -105,7 +105,8 @@ def _cosine_auc(projection, family, embed) -> float:
 
 
 def main(argv=None) -> dict:
-    from xmine.fileio import atomic_write_json, provenance
+    from xmine.artefacts import provenance
+    from xmine.fileio import atomic_write_json
     from xmine.benchmarks.common import RESULT_KIND, RawEmbedder, results_dir
     from xmine.disentangle.language_trust import TrustRule
     from xmine.disentangle.projection import load_projection

@@ -22,7 +22,9 @@ A record whose text is empty or white space is skipped (counted, its number kept
 breaks inside a text become spaces, as in a text file. A missing field, a value that is not a
 string, invalid JSON or an unreadable file raises `InputError` naming the file, the record and
 the problem. `id_field` keeps each record's own id (any JSON scalar, as a string) beside its
-number, as provenance.
+number, as provenance. With `split_sentences` each record is a document or paragraph:
+`split_into_sentences` yields its sentences (xmine.sentences), each with the record's number and
+id and its own 1-based index in the record.
 """
 
 from __future__ import annotations

@@ -208,7 +208,10 @@ def embed_corpus(
 
     `input_format`: an `xmine.readers.InputFormat` (format, text field, id field); None reads by
     extension. Every record of a non-text input is checked before anything is written; a row's
-    record number is stored as its line number, and its id (with an id field) in `ids.txt`.
+    record number is stored as its line number, and its id (with an id field) in `ids.txt`. With
+    `split_sentences` each record is split by `lang`'s splitter (xmine.sentences; a ConfigError
+    before anything is written when `lang` is undetermined): a row per sentence, its 1-based index
+    in the record in `sentence_index.npy`, the splitter in the input identity.
 
     Returns the opened store; its `build_info` says what this call did. See the module doc for
     the resume rules.

@@ -103,6 +103,7 @@ class SentenceSplitter:
     library: str
     #: the library's version (xmine's for "terminal"); recorded in stores made with it
     version: str
+    #: the library's call on one text
     _split: Callable[[str], Sequence[str]] = field(repr=False, compare=False)
 
     def __call__(self, text: str) -> list[str]:

@@ -174,3 +174,41 @@ def test_missing_language_one_line_exit_2_nothing_written(tmp_path):
     before = files_under(tmp_path)
     refused(xm("search", tmp_path / "idx", de, *split[:-1], "-o", tmp_path / "hits.tsv"), "de.jsonl", "--lang")
     assert files_under(tmp_path) == before
+
+
+# Scripts written without spaces or with their own full stops, Devanagari, and three others.
+FLORES_LANGS = ("zho_Hans", "jpn_Jpan", "khm_Khmr", "mya_Mymr", "amh_Ethi", "hin_Deva", "npi_Deva", "arb_Arab",
+                "eng_Latn", "deu_Latn")
+
+
+@pytest.mark.parametrize("lang", FLORES_LANGS)
+def test_chosen_splitter_recovers_flores_lines(data_dir, lang):
+    """Three consecutive FLORES-200 devtest lines (6-8) joined as the benchmark joins them come back."""
+    from xmine.benchmarks.splitters_flores import NO_SPACE_JOIN
+    from xmine.sentences import sentence_splitter
+
+    lines = (data_dir / "parallel" / "flores200" / "devtest" / f"{lang}.devtest").read_text(
+        encoding="utf-8").splitlines()[5:8]
+    joiner = "" if lang.split("_")[1] in NO_SPACE_JOIN else " "
+    assert sentence_splitter(lang.split("_")[0])(joiner.join(s.strip() for s in lines)) == [s.strip() for s in lines]
+
+
+def test_thai_is_not_split_and_says_so(data_dir, caplog):
+    from xmine.sentences import sentence_splitter
+
+    lines = (data_dir / "parallel" / "flores200" / "devtest" / "tha_Thai.devtest").read_text(
+        encoding="utf-8").splitlines()[5:8]
+    with caplog.at_level("WARNING", logger="xmine.corpus"):
+        split = sentence_splitter("th")
+    assert "no measured sentence splitter" in caplog.text
+    assert len(split(" ".join(s.strip() for s in lines))) < 3
+
+
+def test_product_choice_is_the_measured_one():
+    """xmine.sentences.OVERRIDES is what the committed FLORES-200 measurement's rule chose."""
+    from xmine.sentences import OVERRIDES
+
+    result = json.loads((Path(__file__).resolve().parent.parent / "benchmarks" / "results" /
+                         "splitters_flores.json").read_text(encoding="utf-8"))
+    assert result["details"]["rule_overrides"] == sorted(OVERRIDES)
+    assert result["details"]["product_matches_rule"] is True

@@ -35,12 +35,13 @@ DATA_HELP = (
 def _claimed_out(fn: Callable) -> Callable:
     """Claim the result JSON (--out, or the default path) before the benchmark runs, so a refused
     output costs nothing: never an input, never a foreign file, replaced only with --overwrite."""
-    task = fn.__name__.removesuffix("_cmd")
+    name = fn.__name__.removesuffix("_cmd")
 
     @functools.wraps(fn)
     def run(*args, **kw):
         from xmine.outputs import claim_output
 
+        task = name + ("_noisy" if kw.get("noisy") else "")  # `bench mining --noisy` has its own result
         out = Path(kw["out"]) if kw["out"] else common.default_out(task, kw["encoder_name"], quick=kw["quick"])
         with claim_output(out, kind=common.RESULT_KIND, form="json", overwrite=kw.pop("overwrite"),
                           inputs=[kw["data_dir"], *kw["projections"]]):
@@ -79,7 +80,8 @@ def _setup(encoder_name: str, projections: tuple[str, ...], device: str | None, 
 def _finish(task, *, encoder, variants, out, quick, parameters, columns, rows, details, files, started,
             digits: int = 1, extra_tables=None) -> None:
     click.echo(common.format_table(columns, rows, digits=digits))
-    out_path = Path(out) if out else common.default_out(task, encoder.name, quick=quick, precision=encoder.precision)
+    out_path = Path(out) if out else common.default_out(task, encoder.name, quick=quick, precision=encoder.precision,
+                                                          runtime=getattr(encoder, "runtime", "torch"))
     common.write_result(
         out_path, task=task, encoder=encoder, variants=variants, data_files=files,
         parameters=parameters | {"quick": quick}, columns=columns, rows=rows, details=details,
@@ -426,8 +428,13 @@ def _mining_langs(ctx, param, value):
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the set construction.")
 @click.option("--sets-dir", type=click.Path(file_okay=False), default=None,
               help="Write the sets (BUCC format) here. Default: $XMINE_HOME/bench-mining/<hash of data and settings>.")
+@click.option("--noisy", is_flag=True,
+              help="Add web-like noise to each set (copies of the other side, other-language lines, shared "
+                   "boilerplate, number/URL lines, near-duplicates; benchmarks/mining_noisy.py) and report "
+                   "precision/recall/F1 at the default threshold: clean, noisy, and noisy after the pair "
+                   "filters of `xmine mine`, with what each filter removed. Result: mining_noisy-<encoder>.json.")
 def mining_cmd(encoder_name, projections, data_dir, out, quick, device, precision, langs, gold_fraction, max_news, flores_rows,
-               threshold, seed, sets_dir):
+               threshold, seed, sets_dir, noisy):
     """BUCC-style mining F1 on sets built from FLORES-200 and WMT newstest (see benchmarks/mining.py).
 
     Per language, FLORES-200 devtest and held-out newstest pairs (2019-2021) are hidden among
@@ -444,6 +451,9 @@ def mining_cmd(encoder_name, projections, data_dir, out, quick, device, precisio
                 "max_news": max_news if max_news is not None else (mining.QUICK_MAX_NEWS if quick else mining.DEFAULT_MAX_NEWS),
                 "flores_rows": flores_rows or (mining.QUICK_FLORES_ROWS if quick else None)}
     data = mining.locate(data_dir)
+    if noisy:
+        return _mining_noisy(encoder_name, projections, device, precision, data, lang_list, settings, threshold,
+                             out=out, quick=quick, started=started)
     folder, manifest = mining.build_sets(data, lang_list, sets_dir=Path(sets_dir) if sets_dir else None, **settings)
     click.echo(f"mining sets in {folder}", err=True)
     encoder, variants = _setup(encoder_name, projections, device, precision, parts=("meaning",), add_default=True)
@@ -463,6 +473,52 @@ def mining_cmd(encoder_name, projections, data_dir, out, quick, device, precisio
             parameters=settings | {"langs": lang_list, "threshold": threshold, "sets_dir": str(folder)},
             columns=columns, rows=rows, details=details | {"sets": manifest},
             files=[f["path"] for f in manifest["sources"]], started=started)
+
+
+def _mining_noisy(encoder_name, projections, device, precision, data, lang_list, settings, threshold, *, out, quick,
+                  started):
+    from xmine.benchmarks import mining, mining_noisy
+    from xmine.mining.filters import PairFilterConfig
+
+    encoder, variants = _setup(encoder_name, projections, device, precision, parts=("meaning",), add_default=True)
+    details, rows = {}, []
+    for v in variants:
+        t, source = mining.variant_threshold(v, threshold)
+        r = mining_noisy.evaluate(v.embed, data, lang_list, threshold=t, **settings)
+        details[v.name] = r | {"default_threshold": {"value": t, "source": source}}
+        a = r["average"]
+        rows.append([f"{v.name} @{t:g}", a["clean"]["precision"], a["clean"]["recall"], a["noisy"]["precision"],
+                     a["noisy"]["recall"], a["filtered"]["precision"], a["filtered"]["recall"],
+                     min(100 * x["filtered"]["precision"] for x in r["per_lang"].values()),
+                     a["lang_filtered"]["precision"], a["lang_filtered"]["recall"],
+                     min(100 * x["lang_filtered"]["precision"] for x in r["per_lang"].values())])
+    columns = ["variant @threshold", "clean P", "clean R", "noisy P", "noisy R", "filters P", "filters R",
+               "filters min P", "+lang P", "+lang R", "+lang min P"]
+    extra = []
+    for v in variants:
+        per = details[v.name]["per_lang"]
+        extra.append({"title": f"{v.name}: per language (x100), pairs each filter removed (gold among them)",
+                      "columns": ["lang", "clean P", "clean R", "noisy P", "noisy R", "filters P", "filters R",
+                                  "+lang P", "+lang R", "removed"],
+                      "rows": [[lg, 100 * x["clean"]["precision"], 100 * x["clean"]["recall"],
+                                100 * x["noisy"]["precision"], 100 * x["noisy"]["recall"],
+                                100 * x["filtered"]["precision"], 100 * x["filtered"]["recall"],
+                                100 * x["lang_filtered"]["precision"], 100 * x["lang_filtered"]["recall"],
+                                ", ".join(f"{rule} {sum(k.values())} ({k.get('gold', 0)})"
+                                          for rule, k in x["removed"].items())] for lg, x in per.items()]})
+    click.echo("averages over languages at each variant's default threshold: the clean sets, then the noisy "
+               "sets without filters, with the pair filters, and with --lang-filter and the pair filters")
+    _finish("mining_noisy", encoder=encoder, variants=variants, out=out, quick=quick,
+            parameters=settings | {"langs": lang_list, "threshold": threshold, "noise": mining_noisy.NOISE,
+                                   "filters": PairFilterConfig().record("ratio")},
+            columns=columns, rows=rows, details=details, extra_tables=extra,
+            files=sorted({str(p) for lg in lang_list for p in mining.build_set(data, lg, **settings).files}
+                         | {str(data / "parallel" / "flores200" / "devtest" / f"{c}.devtest")
+                            for c in mining_noisy.OTHER_LANGS}),
+            started=started)
+    for t in extra:
+        click.echo(t["title"])
+        click.echo(common.format_table(t["columns"], t["rows"], digits=1))
 
 
 @bench.command("report")

@@ -5,7 +5,7 @@ encoder output, and for each projection its meaning part and its language part. 
 come from `xmine.embed_cache.cached_encode`, so text is encoded once across runs, tasks and
 projections; a projection is applied on top (cheap, never cached). The evaluation functions of
 each task take a single `embed_fn(sentences) -> (n, dim) float32 L2-normalised` so other code
-(the lead's methods x tasks table) can call them with any embedding function.
+(the methods x tasks table) can call them with any embedding function.
 """
 
 from __future__ import annotations
@@ -291,9 +291,11 @@ def results_dir() -> Path:
     return root / "results"
 
 
-def default_out(task: str, encoder_name: str, *, quick: bool = False, precision: str = "fp32") -> Path:
-    """benchmarks/results/<task>-<encoder>[-<precision>][-quick].json; fp32 results keep the plain name."""
-    tag = "" if precision == "fp32" else f"-{precision}"
+def default_out(task: str, encoder_name: str, *, quick: bool = False, precision: str = "fp32",
+                runtime: str = "torch") -> Path:
+    """benchmarks/results/<task>-<encoder>[-<precision>][-<runtime>][-quick].json; fp32 on torch keeps the
+    plain name."""
+    tag = ("" if precision == "fp32" else f"-{precision}") + ("" if runtime == "torch" else f"-{runtime}")
     return results_dir() / f"{task}-{safe_name(encoder_name)}{tag}{'-quick' if quick else ''}.json"
 
 

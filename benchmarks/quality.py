@@ -237,6 +237,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--encoder", default="me5-small")
     ap.add_argument("--precision", default="auto", choices=PRECISIONS,
                     help="encoder precision (default auto: bf16 on CPUs with native bf16, else fp32)")
+    ap.add_argument("--runtime", default="auto", choices=("auto", "torch", "openvino"),
+                    help="what runs the encoder (default auto: openvino on x86 CPUs when installed, else torch)")
     ap.add_argument("--data-dir", default=None, help="data folder (default: $XMINE_DATA or ../shared/data)")
     ap.add_argument("--out-dir", default=str(REPO_ROOT / "out" / "quality"),
                     help="where trained projections and derived training files are kept")
@@ -284,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if "/" not in spec:
             sys.exit(f"--paper-defaults {spec!r}: expected RECIPE/METHOD, e.g. qe6/seed")
     recipes = [r for r in args.recipes.split(",") if r]
-    encoder = load_encoder(args.encoder, precision=args.precision)
+    encoder = load_encoder(args.encoder, precision=args.precision, runtime=args.runtime)
     raw = RawEmbedder(encoder)
     started = time.time()
 

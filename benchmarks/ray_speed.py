@@ -17,7 +17,7 @@
 Each command runs in its own subprocess, timed end to end. The result goes to
 benchmarks/results/ray_speed.json with the machine, the BLAS kernel and the environment.
 `--unset-openblas` runs the commands with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (what
-users' machines do; see the brief) and records it.
+users' machines do) and records it.
 """
 
 from __future__ import annotations

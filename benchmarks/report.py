@@ -35,17 +35,22 @@ TASK_TITLES = {
     "fmda_table2": "FMDA Table 2: MASSIVE cross-lingual retrieval accuracy@1 (%), per-pair models",
     "fmda_table3": "FMDA Table 3: MASSIVE monolingual template retrieval accuracy@1 (%)",
     "mining": "Bitext mining, BUCC-style sets from FLORES-200 and WMT newstest: F1 (x100)",
+    "mining_noisy": "Bitext mining on noisy sets (web-like noise added), with and without the pair filters",
+    "langid": "Language identification on FLORES-200 devtest (sentence level)",
     "default_projection": "The shipped default projection against raw, per task",
     "embed_speed": "Encoding speed",
     "mining_speed": "Mining speed",
     "scale": "Corpora larger than memory: peak memory, time, approximate recall",
+    "threshold_study": "Choosing the mining threshold without gold (a study)",
+    "langid_unknown": "Language identification: 'unknown' for unseen languages, declared-language check",
     "splitters_flores": "Sentence splitters on paragraphs rebuilt from FLORES-200 devtest: "
                         "exact / F1 / boundary recall (%)",
 }
 PAPER_TASKS = ("quality", "tatoeba", "massive", "massive_templates", "fmda_table2", "fmda_table3", "qe", "sts",
                "geometry", "bucc", "mining", "default_projection")
-TASK_ORDER = ("mining", "default_projection", "quality", "tatoeba", "massive", "massive_templates", "fmda_table2",
-              "fmda_table3", "qe", "sts", "geometry", "bucc", "embed_speed", "mining_speed", "scale")
+TASK_ORDER = ("mining", "mining_noisy", "langid", "langid_unknown", "default_projection", "quality", "tatoeba",
+              "massive", "massive_templates", "fmda_table2", "fmda_table3", "qe", "sts", "geometry", "bucc",
+              "threshold_study", "embed_speed", "mining_speed", "scale")
 
 
 def _cell(v: Any, decimals: int) -> str:
@@ -127,6 +132,9 @@ def build_report(results: Path | None = None) -> str:
             continue
         if not isinstance(res, dict):
             other.append(path.name)
+            continue
+        if res.get("kind") == "threshold-study":  # a study: its note says what it measured
+            by_task.setdefault("threshold_study", [])
             continue
         table = res.get("table")
         if not (isinstance(table, dict) and "columns" in table and "rows" in table):

@@ -309,7 +309,7 @@ def recalibrate(*, data: Path, results: Sequence[Path] = (), make_default: bool 
     return dest
 
 
-#: Tatoeba languages that no recipe trains on (the issue: "a language it has never seen is measured too")
+#: Tatoeba languages that no recipe trains on (a language it has never seen is measured too)
 UNSEEN_TATOEBA = ("ces", "pol", "lit", "ukr", "swe", "dan", "slk", "hrv", "ast", "kab", "oci", "cym")
 COLUMNS = ["variant", "QE r x100", "Tatoeba XTREME cos", "Tatoeba XTREME margin", "Tatoeba unseen cos",
            "Tatoeba unseen margin", "FLORES unseen cos", "FLORES unseen margin"]

@@ -190,8 +190,11 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
 
 
 @click.command("langid")
-@click.option("--projection", "projection_dir", required=True, type=click.Path(exists=True, file_okay=False),
+@click.option("--projection", "projection_dir", default=None, type=click.Path(exists=True, file_okay=False),
               help="Projection directory from `xmine train`; its language part and stored centroids identify the language.")
+@click.option("--lid", default=None, type=click.Choice(("fasttext", "langid", "lingua")),
+              help="Identify with a library instead of a projection (xmine/mining/langid.py; the one "
+                   "`xmine mine --lang-filter` and the language pair filter use). Give --projection or --lid.")
 @click.option("--encoder", default=None,
               help="Encoder name; must be the projection's. [default: the one the projection was trained on]")
 @click.option("--eval", "evaluate", is_flag=True,
@@ -201,15 +204,26 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
               help="Write `file<TAB>line<TAB>lang<TAB>score` here instead of stdout (atomically, with a summary "
                    "in OUTPUT.json that marks it as xmine's).")
 @click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it is an earlier xmine langid result.")
+@click.option("--guess", is_flag=True,
+              help="With --projection: print the nearest training language for every line, even where it is "
+                   "not trusted (instead of 'unknown').")
 @precision_option()
 @click.argument("files", nargs=-1, required=True)
-def langid_command(projection_dir, encoder, evaluate, output, overwrite, precision, files):
+def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, guess, precision, files):
     """Identify the language of each line of FILES (one sentence a line).
 
-    The nearest language centroid of the projection's language part, among the languages it was
-    trained on. Its held-out accuracy at training time is in the projection's config.json.
+    With --projection: the nearest language centroid of the projection's language part, among the
+    languages it was trained on; 'unknown' where that language is not a trusted label: one whose
+    own held-out lines were identified less than 85% of the time at training time (or on fewer
+    than 50 lines), since lines of languages the projection never saw fall onto exactly those
+    labels (xmine.disentangle.language_trust). The score is the cosine to the nearest centroid; it
+    does not tell unseen languages from seen ones. With --lid: a language identification library
+    and its confidence. With --eval: the accuracy, and the share of lines called unknown.
+    benchmarks/RESULTS.md compares both on FLORES-200.
     """
     from xmine.corpus import read_corpus, truncate_for_encoding
+    from xmine.disentangle.language_trust import UNKNOWN, TrustRule
+    from xmine.disentangle.language_trust import identify as identify_by_projection
     from xmine.disentangle.projection import load_projection
     from xmine.embed_cache import cached_encode
     from xmine.encoders import load_encoder
@@ -217,38 +231,60 @@ def langid_command(projection_dir, encoder, evaluate, output, overwrite, precisi
     from xmine.langs import normalize_lang
     from xmine.outputs import claim_output
 
+    if (projection_dir is None) == (lid is None):
+        raise click.UsageError("give exactly one of --projection DIR and --lid BACKEND")
     claiming = (claim_output(output, kind="langid-result", form="tsv", overwrite=overwrite,
                              inputs=[projection_dir] + [_labelled(spec)[0] for spec in files])
                 if output is not None and not evaluate else contextlib.nullcontext())
     with claiming as claim:
-        projection = load_projection(projection_dir)
-        enc = load_encoder(encoder or projection.config["encoder"]["name"], precision=precision)
-        projection.check_encoder(enc.fingerprint())
+        if lid is not None:
+            from xmine.mining.langid import identify as identify_by_library, supported_languages
+
+            known = sorted(supported_languages(lid))
+        else:
+            projection = load_projection(projection_dir)
+            known = projection.languages
+            enc = load_encoder(encoder or projection.config["encoder"]["name"], precision=precision)
+            projection.check_encoder(enc.fingerprint())
         lines_out: list[str] = []
-        total_ok = total_n = 0
+        total_ok = total_n = unknown = 0
         for spec in files:
             path, lang = _labelled(spec)
             corpus = read_corpus(path)
-            emb = cached_encode(enc, truncate_for_encoding(corpus.sentences), show_progress=True, desc=path.name)
-            pred, score = projection.langid(emb)
+            if lid is not None:
+                pred, score = identify_by_library(corpus.sentences, lid)
+                labels = pred
+            else:
+                emb = cached_encode(enc, truncate_for_encoding(corpus.sentences), show_progress=True, desc=path.name)
+                labels, score, pred = identify_by_projection(projection, emb)
+                unknown += labels.count(UNKNOWN)
             if evaluate:
                 truth = normalize_lang(lang or path.name.rpartition(".")[2])
-                if truth not in projection.languages:
-                    raise ConfigError(f"{path}: language {truth!r} is not one the projection knows "
-                                      f"({', '.join(projection.languages)}); write LANG=FILE to label it")
+                if truth not in known:
+                    raise ConfigError(f"{path}: language {truth!r} is not one the {'library' if lid else 'projection'} "
+                                      f"knows ({', '.join(known)}); write LANG=FILE to label it")
                 ok = sum(p == truth for p in pred)
                 total_ok += ok
                 total_n += len(pred)
-                click.echo(f"{path}\t{truth}\taccuracy {ok / len(pred):.4f}\t({ok}/{len(pred)})")
+                click.echo(f"{path}\t{truth}\taccuracy {ok / len(pred):.4f}\t({ok}/{len(pred)})\t"
+                           f"unknown {list(labels).count(UNKNOWN) / len(pred):.4f}")
             else:
-                lines_out += [f"{path}\t{n}\t{p}\t{s:.4f}" for n, p, s in zip(corpus.line_numbers, pred, score)]
+                shown = pred if guess else labels
+                lines_out += [f"{path}\t{n}\t{p}\t{s:.4f}" for n, p, s in zip(corpus.line_numbers, shown, score)]
         if evaluate:
-            click.echo(f"overall\taccuracy {total_ok / max(total_n, 1):.4f}\t({total_ok}/{total_n})")
+            click.echo(f"overall\taccuracy {total_ok / max(total_n, 1):.4f}\t({total_ok}/{total_n})\t"
+                       f"unknown {unknown / max(total_n, 1):.4f}")
         elif claim is not None:
             claim.write_text("".join(l + "\n" for l in lines_out))
-            claim.finish({"projection": projection.fingerprint(), "inputs": list(files), "lines": len(lines_out)})
+            claim.finish({"projection": projection.fingerprint() if lid is None else None, "lid": lid,
+                          "inputs": list(files), "lines": len(lines_out), "unknown": 0 if guess else unknown,
+                          "unknown_rule": vars(TrustRule()) if lid is None else None})
         else:
             sys.stdout.write("".join(l + "\n" for l in lines_out))
+        if unknown and not evaluate and not guess:
+            click.echo(f"xmine: {unknown} of {len(lines_out)} line(s) 'unknown' (a language the projection was not "
+                       "trained on, or nearest to one it does not identify reliably; --guess prints the nearest)",
+                       err=True)
 
 
 COMMANDS = [train_command, langid_command]

@@ -339,6 +339,9 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
             for partner, rows in _batches(data.train_rows, config.partners, config.batch_size, gen, shuffle=True):
                 terms, counts = fmda_terms(stepper.batch(partner, rows, gen))
                 loss = sum(terms.values())  # Eq. 5
+                if not bool(torch.isfinite(loss)):
+                    raise ConfigError(f"training diverged in epoch {state['epoch'] + 1}: the loss is not finite "
+                                      f"(NaN or inf) at --lr {config.lr:g}; lower --lr")
                 opt.zero_grad()
                 loss.backward()
                 opt.step()

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from xmine.artefacts import atomic_path, atomic_write_json, read_manifest, write_manifest
-from xmine.errors import ArtefactError
+from xmine.errors import ArtefactError, ConfigError
 
 KIND = "projection"
 CONFIG = "config.json"
@@ -35,6 +35,10 @@ def save_projection(directory: str | Path, model, config: dict[str, Any]) -> Non
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    bad = non_finite_weight(state)
+    if bad is not None:  # a diverged run: such weights would label and project everything as NaN
+        raise ConfigError(f"{directory}: weight {bad!r} is not finite (NaN or inf): training diverged; "
+                          "not saved (lower --lr)")
     with atomic_path(directory / WEIGHTS) as tmp:
         save_file(state, str(tmp))
     config = dict(config, spec=model.spec, weights_sha256=_sha256(directory / WEIGHTS))
@@ -42,6 +46,16 @@ def save_projection(directory: str | Path, model, config: dict[str, Any]) -> Non
     write_manifest(directory, KIND, {"method": config["method"], "encoder": config["encoder"],
                                      "dim": model.dim, "languages": model.spec.get("languages", []),
                                      "provenance": config.get("provenance")})
+
+
+def non_finite_weight(state: dict) -> str | None:
+    """The name of the first weight or buffer holding NaN or inf, or None."""
+    import torch
+
+    for name, value in state.items():
+        if torch.is_tensor(value) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            return name
+    return None
 
 
 def _sha256(path: Path) -> str:
@@ -176,13 +190,37 @@ class Projection:
     def langid(self, emb: np.ndarray) -> tuple[list[str], np.ndarray]:
         """Language of each embedding: nearest training centroid of the language part.
 
-        Returns (codes, cosine to the chosen centroid).
+        Returns (codes, cosine to the chosen centroid). `center`'s language part is the nearest
+        language mean itself, whose cosine to its own centroid is always 1: there the cosine is
+        that of the embedding (same nearest language), so the score still says how close it is.
+        A line in a language the projection never saw still gets its nearest language here;
+        `xmine.disentangle.language_trust.identify` says "unknown" instead where that is unreliable.
         """
-        lang_part = self.transform(emb, "language")
+        if getattr(self.model, "architecture", None) == "centering":
+            emb = np.asarray(emb, dtype=np.float32)
+            if emb.ndim != 2 or emb.shape[1] != self.dim:
+                raise ArtefactError(f"projection {self.path} expects (n, {self.dim}) embeddings, got {emb.shape}")
+            lang_part = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+        else:
+            lang_part = self.transform(emb, "language")
         cent = self.model.langid_centroids.detach().numpy()
         sims = lang_part @ cent.T
         best = sims.argmax(axis=1)
         return [self.languages[i] for i in best], sims[np.arange(len(best)), best]
+
+
+    def trust_table(self) -> dict[str, dict[str, Any]]:
+        """Which of its languages `identify` trusts, and why not (`language_trust.trust_table`)."""
+        from xmine.disentangle.language_trust import trust_table
+
+        return trust_table(self.config, self.languages)
+
+    def identify(self, emb: np.ndarray) -> tuple[list[str], np.ndarray, list[str]]:
+        """(labels, scores, nearest): `langid`, with "unknown" where the nearest language is not
+        a trusted label (`xmine.disentangle.language_trust.identify`)."""
+        from xmine.disentangle.language_trust import identify
+
+        return identify(self, emb)
 
 
 def check_encoder(expected: dict[str, Any], actual: dict[str, Any], *, what: str) -> None:
@@ -208,8 +246,13 @@ def load_projection(path: str | Path) -> Projection:
     if _sha256(weights) != config.get("weights_sha256"):
         raise ArtefactError(f"{weights}: weights do not match config.json (corrupt or replaced)")
     model = build_model(config["spec"])
+    state = load_file(str(weights))
+    bad = non_finite_weight(state)
+    if bad is not None:
+        raise ArtefactError(f"{weights}: weight {bad!r} is not finite (NaN or inf): a diverged training run; "
+                            "train it again (lower --lr)")
     try:
-        model.load_state_dict(load_file(str(weights)), strict=True)
+        model.load_state_dict(state, strict=True)
     except RuntimeError as e:
         raise ArtefactError(f"{weights}: weights do not fit the model in config.json: {e}") from e
     return Projection(path, config, model)

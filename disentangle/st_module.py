@@ -199,9 +199,9 @@ def _export(projection_dir, encoder_name: str, out_dir: Path, *, part: str, over
     from xmine.encoders import load_encoder
 
     projection = load_projection(projection_dir)
-    # The exported pipeline runs the fp32 weights (its users pick their own dtype); a projection
-    # trained at another precision of them is accepted (xmine.encoders.check_projection_encoder).
-    encoder = load_encoder(encoder_name, device="cpu", precision="fp32")
+    # The exported pipeline runs the fp32 torch weights (its users pick their own dtype); a projection
+    # trained at another precision or runtime of them is accepted (xmine.encoders.check_projection_encoder).
+    encoder = load_encoder(encoder_name, device="cpu", precision="fp32", runtime="torch")
     projection.check_encoder(encoder.fingerprint())
     st, prompts, default = _sentence_transformer_for(encoder_name, encoder)
     head = (FMDAProjection if projection.token_level else MeaningProjection).from_projection(projection, part=part)

@@ -360,6 +360,9 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
                         opt_disc.step()
                     opt.zero_grad()
                     loss = sum(method.terms(batch).values())
+                    if not bool(torch.isfinite(loss)):
+                        raise ConfigError(f"training diverged in epoch {state['epoch'] + 1}: the loss is not finite "
+                                          f"(NaN or inf) at --lr {config.lr:g}; lower --lr")
                     loss.backward()
                     opt.step()
                     total += loss.item() * len(rows)

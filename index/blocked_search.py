@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.index.faiss_index import IndexDir, merge_topk, shard_searcher
+from xmine.index.faiss_index import IndexDir, shard_searcher
+from xmine.topk import merge_topk
 
 #: Queries per search call, in one process and on Ray alike (see the module doc).
 QUERY_BLOCK = 16_384

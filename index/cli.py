@@ -38,8 +38,9 @@ _INPUT_HELP = "a text file (one sentence a line), an embedding store directory (
 @click.option("--pq-m", type=click.IntRange(min=1), default=64, show_default=True,
               help="PQ sub-quantisers = bytes per stored vector (ivfpq/opq); must divide the dimension "
                    "(the largest divisor below it is used).")
-@click.option("--memory-budget-gb", type=Finite(0, min_open=True), default=None,
-              help="Memory the index may take, for --type auto (default: a quarter of RAM).")
+@click.option("--memory-budget-gb", type=Finite(0.001, 1e6), default=None,
+              help="Memory the index may take, for --type auto, in GiB from 0.001 to 1000000 (default: a "
+                   "quarter of RAM).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the training sample.")
 @click.option("--encoder", default=None,
               help="Encoder for a text SOURCE (default me5-small); for a store, must match the store's.")
@@ -198,10 +199,13 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
         written = 0
         shards = IndexDirShards(ix)
         # Runs of queries, each searched shard by shard (every shard read once per run), then
-        # written: memory holds one run's hits, not all of them.
-        for start in range(0, len(q), _SEARCH_RUN):
-            run = RowSubset(q.rows, np.arange(start, min(len(q), start + _SEARCH_RUN)))
-            sims, rows = search_blocks(shards, len(shards), run, k, nprobe=nprobe,
+        # written: memory holds one run's hits, not all of them. There are no more hits than
+        # indexed rows, and a run holds at most _SEARCH_HITS of them, whatever -k asks.
+        k_used = max(1, min(k, len(ix)))
+        run_rows = max(1, min(_SEARCH_RUN, _SEARCH_HITS // k_used))
+        for start in range(0, len(q), run_rows):
+            run = RowSubset(q.rows, np.arange(start, min(len(q), start + run_rows)))
+            sims, rows = search_blocks(shards, len(shards), run, k_used, nprobe=nprobe,
                                        use_gpu=gpu_count() > 0)
             for off in range(len(sims)):
                 qi = start + off
@@ -234,6 +238,8 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
 
 #: Queries searched in every shard before their hits are written (one run's hits in memory).
 _SEARCH_RUN = 1 << 20
+#: Hits (query x rank) held at once: 12 bytes each.
+_SEARCH_HITS = 64 << 20
 
 
 COMMANDS = [build_index, search]

@@ -30,6 +30,7 @@ from xmine.artefacts import VerifiedFiles, atomic_dir, provenance, read_manifest
 from xmine.errors import ArtefactError, ConfigError, NonFiniteRowError
 from xmine.index.choose import IndexChoice, choose_index
 from xmine.store.layout import SENTENCE_INDEX
+from xmine.topk import merge_topk
 
 log = logging.getLogger(__name__)
 KIND = "index"
@@ -71,6 +72,12 @@ class IndexConfig:
                               f"{self.add_batch})")
         if self.memory_budget is not None and not self.memory_budget > 0:
             raise ConfigError(f"memory_budget must be > 0 bytes (got {self.memory_budget!r})")
+
+
+def faiss_reason(e: RuntimeError) -> str:
+    """The reason in a FAISS RuntimeError ("Error in ... failed: <why>"), on one line."""
+    detail = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+    return detail.rpartition("failed: ")[2] or detail
 
 
 def gpu_count() -> int:
@@ -227,9 +234,7 @@ def train_index(embeddings, choice: IndexChoice, *, seed: int, use_gpu: bool) ->
         try:
             idx.train(train)
         except RuntimeError as e:  # FAISS: too few training points for the centroids, etc.
-            detail = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
-            detail = detail.rpartition("failed: ")[2] or detail  # FAISS: "Error in ... failed: <why>"
-            raise ConfigError(f"cannot train {choice.factory} on {len(train):,} vectors ({detail}); "
+            raise ConfigError(f"cannot train {choice.factory} on {len(train):,} vectors ({faiss_reason(e)}); "
                               "use --type flat or hnsw, a smaller --nlist / --pq-m, or a larger corpus") from None
         template = _to_cpu(idx, res)
     return bytes(faiss.serialize_index(template))
@@ -453,15 +458,3 @@ def _count_lines(path: Path) -> int:
     return n
 
 
-def merge_topk(sims: list[np.ndarray], idx: list[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Merge per-shard top-k lists into one top-k per query (missing entries: sim -inf, row -1)."""
-    s = np.concatenate(sims, axis=1)
-    i = np.concatenate(idx, axis=1)
-    s = np.where(i >= 0, s, -np.inf).astype(np.float32)
-    order = np.argsort(-s, axis=1, kind="stable")[:, :k]
-    s, i = np.take_along_axis(s, order, 1), np.take_along_axis(i, order, 1)
-    if s.shape[1] < k:  # fewer vectors than k in the whole index
-        pad = k - s.shape[1]
-        s = np.pad(s, ((0, 0), (0, pad)), constant_values=-np.inf)
-        i = np.pad(i, ((0, 0), (0, pad)), constant_values=-1)
-    return s, i

@@ -37,7 +37,6 @@ from xmine.index.faiss_index import (
     IndexDir,
     _count_lines,
     add_rows,
-    merge_topk,
     resolve_choice,
     shard_searcher,
     shard_name,
@@ -45,6 +44,7 @@ from xmine.index.faiss_index import (
     train_index,
     write_index_files,
 )
+from xmine.topk import merge_topk
 
 #: Rows per add task when the index is kept as one shard (pieces merged on the driver).
 ADD_PIECE_ROWS = 262_144

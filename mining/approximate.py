@@ -14,8 +14,9 @@ is in memory at a time. Memory: one shard (IVF-PQ fast-scan: pq_m/2 + 8 bytes a 
 directions' k-state ((n + m) * k * 12 bytes) + one query block.
 
 Exact rescoring (default): the index proposes `fetch_factor * k` candidates per row by its
-approximate (PQ) similarity; their exact cosines are then computed from the rows themselves and
-the best k kept. PQ similarities of 16-32 bytes a vector err by several hundredths of a cosine,
+approximate (PQ) similarity; their exact cosines are then computed from the rows themselves with
+the exact path's scorer (`rescore.exact_dot`: a pair both paths find has the same score, bit for
+bit) and the best k kept. PQ similarities of 16-32 bytes a vector err by several hundredths of a cosine,
 which moves a margin ratio by 0.1 or more (measured on the synthetic benchmark: unrelated pairs
 scored up to 1.68 against 1.27 exactly); rescored, the margin is the exact path's margin over the
 candidates found, and the same threshold means the same thing.
@@ -43,7 +44,10 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.artefacts import atomic_path, atomic_write_json
+from xmine.artefacts import atomic_path
+from xmine.checkpoints import KeyedDir
+from xmine.mining.rescore import exact_dot
+from xmine.topk import merge_topk
 from xmine.errors import ConfigError, NonFiniteRowError
 
 log = logging.getLogger(__name__)
@@ -109,26 +113,8 @@ def _f32(block) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(block), dtype=np.float32)
 
 
-class _Work:
-    """Files of one approximate run in `directory`, keyed by the inputs and settings."""
-
-    def __init__(self, directory: Path, key: str):
-        self.dir = directory
-        self.dir.mkdir(parents=True, exist_ok=True)
-        key_file = self.dir / "key.json"
-        if key_file.is_file():
-            try:
-                same = json.loads(key_file.read_text())["key"] == key
-            except (ValueError, KeyError):
-                same = False
-            if not same:  # other inputs or settings: nothing here can be reused
-                for f in self.dir.iterdir():
-                    if f.is_file():
-                        f.unlink()
-        atomic_write_json(key_file, {"key": key})
-
-    def path(self, name: str) -> Path:
-        return self.dir / name
+#: what an approximate run writes in its work folder (mining/ray_approximate.py adds query blocks)
+WORK_FILES = ("trained.faiss", "*-shard*.faiss", "*-state.npz", "*-rescored.npz", "*-ray-block-*.npz")
 
 
 def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = ApproximateConfig(),
@@ -149,7 +135,7 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
         plan = ApproximateConfig(**{**asdict(config), "nlist": max(1, min(n, m, shard_rows))}).resolved(
             min(shard_rows, max(n, m)), dim)
     full_key = hashlib.sha256(json.dumps([key, n, m, k, asdict(config), plan], sort_keys=True).encode()).hexdigest()
-    work = _Work(Path(work_dir), full_key)
+    work = KeyedDir(work_dir, full_key, owned=WORK_FILES)
     log.info("approximate kNN: %s, nprobe %d, shards of %d rows", plan["factory"], plan["nprobe"], shard_rows)
 
     if on_ray:  # the same steps as Ray tasks (mining/ray_approximate.py); output identical
@@ -192,7 +178,15 @@ def train_quantiser(x, y, plan: dict, config: ApproximateConfig) -> bytes:
         side, row = ("src", tx[b]) if b < len(tx) else ("tgt", ty[b - len(tx)])
         raise NonFiniteRowError(side, int(row))
     t0 = time.perf_counter()
-    trained.train(sample)
+    try:
+        trained.train(sample)
+    except RuntimeError as e:  # FAISS: too few training points for the centroids, etc.
+        from xmine.index.faiss_index import faiss_reason
+
+        raise ConfigError(f"--approximate: cannot train {plan['factory']} on {len(sample):,} vectors "
+                          f"({faiss_reason(e)}); "
+                          "use --index-type ivf or ivfpqfs, a smaller --nlist / --pq-m, or exact mining "
+                          "(no --approximate) for corpora this small") from None
     log.info("trained %s on %d vectors in %.0f s", plan["factory"], len(sample), time.perf_counter() - t0)
     return bytes(faiss.serialize_index(trained))
 
@@ -207,7 +201,7 @@ def shard_bounds(plan: dict, lo: int, hi: int) -> tuple[dict, dict]:
     return {"start": lo, "rows": hi - lo}, {"nlist": plan["nlist"], "nprobe": plan["nprobe"]}
 
 
-def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work: _Work, config, show_progress,
+def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work: KeyedDir, config, show_progress,
                search):
     """k neighbours of every query row in `base`: `fetch * k` candidates through the index shards
     (`search`: `_search` here, or its Ray twin), then (fetch > 1) rescored exactly."""
@@ -242,11 +236,8 @@ def _rescore(queries, base, cand: np.ndarray, k: int, *, block: int, show_progre
         qv = _f32(queries[q:qe])
         rows = np.nonzero(valid)[0]
         sims = np.full(ids.shape, -np.inf, dtype=np.float32)
-        sims[valid] = np.einsum("ij,ij->i", qv[rows], vecs[inv.reshape(-1)])
-        # by exact similarity, then by row (what the exact path keeps among equal values)
-        order = np.lexsort((np.where(valid, ids, np.iinfo(np.int64).max), -sims), axis=1)[:, :k]
-        out_s[q:qe] = np.take_along_axis(sims, order, 1)
-        out_i[q:qe] = np.where(np.isfinite(out_s[q:qe]), np.take_along_axis(ids, order, 1), -1)
+        sims[valid] = exact_dot(qv[rows], vecs[inv.reshape(-1)])  # the exact path's scorer
+        out_s[q:qe], out_i[q:qe] = merge_topk([sims], [ids], k)  # the exact path's order
         bar.update(qe - q)
     bar.close()
     return out_s, out_i
@@ -256,14 +247,14 @@ def shard_file(tag: str, s: int) -> str:
     return f"{tag}-shard{s:05d}.faiss"
 
 
-def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: _Work, config, show_progress):
+def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: KeyedDir, config, show_progress):
     """`k` candidates of every query row: the base side added to the trained index shard by shard,
     each shard searched by all queries in blocks of `config.query_block`, merged into a running
     top-k (checkpointed). The Ray twin (`ray_approximate.search_on_ray`) calls the same functions."""
     import faiss
     from tqdm.auto import tqdm
 
-    from xmine.index.faiss_index import add_rows, merge_topk, shard_plan, shard_searcher
+    from xmine.index.faiss_index import add_rows, shard_plan, shard_searcher
 
     nq, nb = len(queries), len(base)
     bounds = shard_plan(nb, shard_rows)

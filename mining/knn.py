@@ -39,10 +39,8 @@ holds product values, so a run resumes only with the same product (the key inclu
 
 from __future__ import annotations
 
-import json
 import os
 import queue
-import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -50,11 +48,13 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.artefacts import atomic_path, atomic_write_json
+from xmine.artefacts import atomic_path
+from xmine.checkpoints import KeyedDir
 from xmine.errors import NonFiniteRowError
 from xmine.mining.products import RowTerms, eta, make_product, pair_bounds, resolve_product, row_bounds
 from xmine.mining.rescore import U32, exact_dot, gamma
 from xmine.mining.screen import screen_merge
+from xmine.topk import merge_topk
 
 # A 1024 x 4096 float32 block (16 MB) stays in the 32-MB L3 cache between the product and the
 # row/column passes that follow it; numpy runs those passes on one core, so re-reading a 268-MB
@@ -267,15 +267,11 @@ def _single_threaded(workers: int, product):
 
 
 def _merge_states(states: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """One y->x list from several workers' (values, idx), each (m, w) sorted: by value, highest
-    first, then by lower index (what a single worker keeps among equal values)."""
+    """One y->x list from several workers' (values, idx), each (m, w) sorted in the canonical order
+    (`xmine.topk`)."""
     if len(states) == 1:
         return states[0][0].copy(), states[0][1].copy()
-    k = states[0][0].shape[1]
-    sims = np.concatenate([s for s, _ in states], axis=1)
-    idx = np.concatenate([i for _, i in states], axis=1)
-    order = np.lexsort((np.where(idx < 0, np.iinfo(np.int64).max, idx), -sims), axis=1)[:, :k]
-    return np.take_along_axis(sims, order, 1), np.take_along_axis(idx, order, 1)
+    return merge_topk([s for s, _ in states], [i for _, i in states], states[0][0].shape[1])
 
 
 class _Worker:
@@ -299,19 +295,8 @@ class _Checkpoint:
     """Finished x->y row ranges (one .npz each) + the y->x running state, keyed by the inputs."""
 
     def __init__(self, directory: str | Path, key: str):
-        self.dir = Path(directory)
-        self.key = key
-        key_file = self.dir / "key.json"
-        if self.dir.exists():
-            try:
-                same = json.loads(key_file.read_text())["key"] == key
-            except (OSError, ValueError, KeyError):
-                same = False
-            if not same:  # inputs or parameters changed: old partial results are useless
-                shutil.rmtree(self.dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        if not key_file.exists():
-            atomic_write_json(key_file, {"key": key})
+        self.work = KeyedDir(directory, key, owned=("fwd_*.npz", "state.npz"))
+        self.dir = self.work.dir
 
     def load(self):
         """(done_rows, fwd chunks [(start, sims, idx)], bwd_sims, bwd_idx) or None."""
@@ -331,8 +316,7 @@ class _Checkpoint:
 
     def clear(self) -> None:
         """Drop the saved partial results (keeps the key): the next run starts from row 0."""
-        for f in list(self.dir.glob("fwd_*.npz")) + [self.dir / "state.npz"]:
-            f.unlink(missing_ok=True)
+        self.work.clear()
 
     def save(self, start: int, stop: int, fwd_s, fwd_i, bwd_s, bwd_i) -> None:
         # x->y rows first, then the state that claims them: a crash between the two only loses them.

@@ -4,15 +4,18 @@ Each side is a text file, an embedding store or an index directory, opened by th
 (`xmine.inputs.load_side`): rows read block by block, text by offset. Text files are embedded
 into stores in `<out>.work/` first (the one encoding path, resumable). Both sides are
 deduplicated by 64-bit hashes of their sentences (a pair is output once, with the first line of
-each sentence; see `Side.unique_rows` for collisions) and length-filtered, so either search sees
+each sentence; see `Side.unique_rows` for collisions), length-filtered and, with `--lang-filter`,
+rid of the sentences identified as another language (mining/filter_step.py), so either search sees
 exactly the rows that may be mined: its k neighbours are k real candidates. Then:
 - exact (default): the blocked kNN (mining/knn.py), checkpointed in `<out>.work/knn/`;
 - approximate: IVF / IVF-PQ indexes (mining/approximate.py), checkpointed in `<out>.work/ann/`;
 - a side that is an index directory: searched through that index (over-fetching 2k to absorb
   its duplicate and filtered rows).
-Margin scoring and selection are shared (select.select_pairs). The output is written atomically,
-highest score first, each sentence read from its store by offset: `score<TAB>src<TAB>tgt`, or
-Moses, JSON Lines, Parquet or a Hugging Face dataset (mining/writers.py).
+Margin scoring and selection are shared (select.select_pairs). The pair filters
+(mining/filters.py: identical sides, score cap, script, URLs, numbers, length ratio, language)
+then drop selected pairs that are no translations. The output is written atomically, highest
+score first, each sentence read from its store by offset: `score<TAB>src<TAB>tgt`, or Moses, JSON
+Lines, Parquet or a Hugging Face dataset (mining/writers.py).
 
 Memory: one block or shard, the k-state (n + m) * k * 12 bytes, and about 40 bytes a row for the
 row index, dedup and selection; never the corpus.
@@ -20,6 +23,7 @@ row index, dedup and selection; never the corpus.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -30,15 +34,20 @@ from pathlib import Path
 import numpy as np
 
 from xmine.artefacts import provenance
-from xmine.errors import InputError, NonFiniteRowError
+from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
+from xmine.mining.filter_step import filter_pairs, lang_filter_langs, language_rows
+from xmine.mining.filters import PairFilterConfig
+from xmine.mining.language_check import check_declared_languages
 from xmine.mining.products import resolve_product
+from xmine.topk import merge_topk
 from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
 from xmine.mining.writers import MinedRows, write_mined
 
 log = logging.getLogger(__name__)
 
 MINING_KIND = "mining-result"
+FILTERED_KIND = "filtered-pairs"
 
 
 def _unique_hits(sims: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -47,9 +56,7 @@ def _unique_hits(sims: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray,
     for c in range(1, ids.shape[1]):
         dup = (ids[:, :c] == ids[:, c : c + 1]).any(axis=1)
         ids[dup, c] = -1
-    sims = np.where(ids >= 0, sims, -np.inf)
-    order = np.argsort(-sims, axis=1, kind="stable")[:, :k]
-    return np.take_along_axis(sims, order, 1).astype(np.float32), np.take_along_axis(ids, order, 1)
+    return merge_topk([sims.astype(np.float32)], [ids], k)
 
 
 def _neighbours(base_side, base: "_Mineable", queries, k: int, *, ray: bool, show_progress: bool, tag: str):
@@ -87,7 +94,7 @@ def _neighbours(base_side, base: "_Mineable", queries, k: int, *, ray: bool, sho
 class _Mineable:
     """A side's rows that take part: first occurrences within the length bounds."""
 
-    def __init__(self, side, config: MiningConfig):
+    def __init__(self, side, config: MiningConfig, *, lang_filter: tuple[str, str, float] | None = None):
         from xmine.store.rows import RowSubset
 
         first, representative = side.unique_rows()
@@ -95,6 +102,11 @@ class _Mineable:
         lengths = np.asarray(side.row_index.lengths)
         ok = length_mask(lengths[first], config)
         self.ids = first[ok] if ok is not None else first
+        self.other_language = 0
+        if lang_filter is not None:  # (language, LID backend, min confidence): drop other languages
+            keep = language_rows(side, self.ids, *lang_filter)
+            self.other_language = int((~keep).sum())
+            self.ids = self.ids[keep]
         self.lengths = lengths[self.ids].astype(np.int64)
         self.rows = RowSubset(side.rows, self.ids)
         # For a side's own index: row -> position of its representative among self.ids (-1: not mined)
@@ -123,8 +135,12 @@ def mine(
     overwrite: bool = False,
     ray: str | None = None,
     default_threshold: bool = True,
+    allow_same_input: bool = False,
     output_format: str | None = None,
     input_format=None,
+    filters: PairFilterConfig = PairFilterConfig(),
+    keep_filtered: str | Path | None = None,
+    lang_filter: bool = False,
 ) -> dict:
     """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`).
 
@@ -143,13 +159,24 @@ def mine(
     keeps every pair. Raw embeddings have none: every pair is kept unless a threshold is given.
     The summary records the threshold used and where it came from.
 
+    `allow_same_input`: mine even when `src` and `tgt` are the same file or directory (refused
+    otherwise: every sentence would pair with itself).
     `output_format`: tsv, moses, jsonl, parquet or hf (`xmine.mining.writers`); None: by the
     name of `out`. `input_format` (xmine.readers.InputFormat): how to read corpus sides.
+    `filters`: the pair filters (`xmine.mining.filters`) run on the selected pairs before they are
+    written; the summary's `filters` counts what each rule removed. `keep_filtered`: also write the
+    dropped pairs there (`score<TAB>src<TAB>tgt<TAB>rule`, atomically, claimed like `out`).
+    `lang_filter`: before searching, drop the sentences of each side that `filters.lid` identifies
+    as another language with at least `filters.lid_min_confidence` (both languages must be known;
+    `xmine.mining.langid.language_mask`).
     """
-    from xmine.mining.writers import companions, output_format as resolve_format
+    from xmine.mining.writers import COMPANIONS, output_format as resolve_format
     from xmine.outputs import claim_output
 
     out = Path(out)
+    if not allow_same_input and _same_path(src, tgt):
+        raise ConfigError(f"{src}: given as both SRC and TGT, so every sentence would be mined with itself; "
+                          "pass --allow-same-input if that is what you want")
     fmt = resolve_format(out, output_format)
     if input_format is not None and input_format.split_sentences:  # a missing language: before anything
         from xmine.sentences import check_split_languages
@@ -164,12 +191,25 @@ def mine(
 
         connect(ray)
     with claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection], overwrite=overwrite,
-                      companions=(".meta", ".work") + companions(fmt), legacy=_legacy_result) as claim:
-        return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
-                     precision=precision, projection=projection, approximate=approximate,
-                     approximate_config=approximate_config, line_numbers=line_numbers, meta=meta,
-                     keep_work=keep_work, show_progress=show_progress, ray=ray,
-                     default_threshold=default_threshold, fmt=fmt, input_format=input_format)
+                      companions=(".meta", ".work") + COMPANIONS, legacy=_legacy_result) as claim:
+        with (claim_output(keep_filtered, kind=FILTERED_KIND, form="tsv", inputs=[src, tgt, projection, out],
+                           overwrite=overwrite) if keep_filtered is not None
+              else contextlib.nullcontext()) as dropped_claim:
+            return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
+                         precision=precision, projection=projection, approximate=approximate,
+                         approximate_config=approximate_config, line_numbers=line_numbers, meta=meta,
+                         keep_work=keep_work, show_progress=show_progress, ray=ray,
+                         default_threshold=default_threshold, fmt=fmt, input_format=input_format, filters=filters,
+                         dropped_claim=dropped_claim, lang_filter=lang_filter)
+
+
+def _same_path(a, b) -> bool:
+    a, b = Path(a), Path(b)
+    try:
+        sa, sb = a.stat(), b.stat()
+    except OSError:
+        return a.resolve() == b.resolve()
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 def _legacy_result(out: Path) -> bool:
@@ -184,7 +224,8 @@ def _legacy_result(out: Path) -> bool:
 
 def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate,
           approximate_config, line_numbers, meta, keep_work, show_progress, ray=None,
-          default_threshold=True, fmt="tsv", input_format=None) -> dict:
+          default_threshold=True, fmt="tsv", input_format=None, filters=PairFilterConfig(), dropped_claim=None,
+          lang_filter=False) -> dict:
     from xmine.inputs import Encoders, artefact_encoder_name, artefact_precision, check_compatible, load_side
 
     out = claim.path
@@ -202,10 +243,11 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
 
     encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection, precision,
                         default_precision=artefact_precision([src, tgt]), inputs=[src, tgt])
+    # With --overwrite, OUT.work/ is this command's own to rebuild (a damaged work store included).
     sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src"), show_progress=show_progress,
-                   input_format=input_format)
+                   rebuild=claim.overwrite, input_format=input_format)
     sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt"), show_progress=show_progress,
-                   input_format=input_format)
+                   rebuild=claim.overwrite, input_format=input_format)
     try:
         check_compatible(sx, sy)
         config, threshold_record = _threshold(config, encoders.choice.path if sx.projection else None,
@@ -213,7 +255,12 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         for side in (sx, sy):  # every shard's sha256 (large stores: now, before any search starts)
             if hasattr(side.rows, "check_all"):
                 side.rows.check_all()
-        mx, my = _Mineable(sx, config), _Mineable(sy, config)
+        lf = lang_filter_langs(lang_filter, (src_lang or sx.lang, tgt_lang or sy.lang), filters.lid,
+                                filters.lid_min_confidence)
+        mx, my = _Mineable(sx, config, lang_filter=lf[0]), _Mineable(sy, config, lang_filter=lf[1])
+        # Before the search, so a warning about a mislabelled side comes while it can still be stopped.
+        language_check = check_declared_languages([("src", sx, mx.ids, src_lang), ("tgt", sy, my.ids, tgt_lang)],
+                                                  encoders=encoders)
         search = "exact"
         if sx.index is not None or sy.index is not None:
             search = "faiss-index"
@@ -223,7 +270,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         select_config = config.replace(min_length=0, max_length=None)
         key = hashlib.sha256(json.dumps(
             [sx.fingerprint_key(), sy.fingerprint_key(), config.k, config.block_rows, config.block_cols,
-             config.min_length, config.max_length], default=str).encode()).hexdigest()
+             config.min_length, config.max_length, lf], default=str).encode()).hexdigest()
         if search != "faiss-index":
             claim.work_dir(".work")  # checkpoints
         try:
@@ -236,15 +283,21 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
             raise InputError(side.path, f"embedding row {row} (input line {int(side.line_numbers[row])}) is "
                              "not finite (NaN or inf)") from None
         src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
+        mined, src_rows, tgt_rows, filter_record, lid_columns = filter_pairs(
+            mined, sx, sy, src_rows, tgt_rows, langs=(src_lang or sx.lang, tgt_lang or sy.lang), config=filters,
+            margin=config.margin, dropped_claim=dropped_claim)
         summary = {
             "output": str(out), "format": fmt, "pairs": len(mined), "k_used": min(config.k, len(mx.ids), len(my.ids)),
             "src": {"path": str(sx.path), "kind": sx.kind, "sentences": len(sx), "unique": mx.unique,
-                    "mined_rows": len(mx.ids)},
+                    "mined_rows": len(mx.ids), "other_language": mx.other_language if lang_filter else None},
             "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy), "unique": my.unique,
-                    "mined_rows": len(my.ids)},
+                    "mined_rows": len(my.ids), "other_language": my.other_language if lang_filter else None},
+            "lang_filter": {"backend": filters.lid} if lang_filter else None,
             "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
             "projection_choice": encoders.choice.record(),
             "threshold": threshold_record,
+            "filters": filter_record,
+            "language_check": language_check,
             "search": search,
             "ray": ray,
             "product": resolve_product(config.product) if search == "exact" else None,
@@ -254,12 +307,10 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
                                      inputs=[sx.fingerprint, sy.fingerprint]),
         }
         write_mined(claim, fmt, MinedRows(sx=sx, sy=sy, src_rows=src_rows, tgt_rows=tgt_rows, score=mined.score,
-                                          direction=mined.direction), line_numbers=line_numbers, summary=summary)
-        if meta:
+                                          direction=mined.direction), line_numbers=line_numbers, summary=summary,
+                    extra=lid_columns)
+        if meta:  # (without it, the replaced result's own .meta is removed by claim.finish)
             _write_meta(claim, mined, sx, sy, src_rows, tgt_rows)
-        elif claim.state == "finished":
-            # The replaced result's own .meta (checked against its summary by the claim) would be stale.
-            claim.companion(".meta").unlink(missing_ok=True)
     finally:
         sx.close()
         sy.close()

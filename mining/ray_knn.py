@@ -4,7 +4,7 @@ The single-process `exact_knn_both` takes both directions' top-k from ONE blocke
 the product is cut into tiles (X rows i0:i1 x Y rows j0:j1); each tile is one Ray task that runs
 that same `exact_knn_both` on its two slices and returns the tile's top-k both ways: each of its
 x rows' k best among the tile's y rows, and each of its y rows' k best among the tile's x rows.
-The driver merges them (`merge_topk_pairs`): a row's top-k over all tiles of its stripe is its
+The driver merges them (`xmine.topk.merge_topk`): a row's top-k over all tiles of its stripe is its
 true top-k, so every neighbourhood mean in the margin is over the true k nearest, not a
 per-tile one. Ties go to the lower index, as in the single-process search, and tiles are cut
 on the boundaries of its blocks, so each similarity comes from the same block product: the kNN
@@ -24,9 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.artefacts import atomic_path, atomic_write_json
+from xmine.artefacts import atomic_path
+from xmine.checkpoints import KeyedDir
 from xmine.cluster import ShardProgress, remote, run_tasks
 from xmine.errors import NonFiniteRowError
+from xmine.topk import merge_topk
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS, exact_knn_both
 
 #: Tile = TILE_BLOCKS_ROWS x TILE_BLOCKS_COLS blocks of the product. Large enough that a tile's
@@ -34,16 +36,6 @@ from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS, exact_knn_b
 #: several tiles per CPU at 100k rows a side (32 x 1024 by 16 x 4096 = 32,768 x 65,536 rows).
 TILE_BLOCKS_ROWS = 32
 TILE_BLOCKS_COLS = 16
-
-
-def merge_topk_pairs(sims_a, idx_a, sims_b, idx_b) -> tuple[np.ndarray, np.ndarray]:
-    """Merge two (r, k) top-k lists row by row: highest similarity first, then lower index;
-    missing entries (index -1) last."""
-    k = sims_a.shape[1]
-    sims = np.concatenate((sims_a, sims_b), axis=1)
-    idx = np.concatenate((idx_a, idx_b), axis=1)
-    order = np.lexsort((np.where(idx < 0, np.iinfo(np.int64).max, idx), -sims), axis=1)[:, :k]
-    return np.take_along_axis(sims, order, 1), np.take_along_axis(idx, order, 1)
 
 
 def _pad(sims: np.ndarray, idx: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -113,8 +105,8 @@ def ray_knn_both(
     bwd_i = np.full((m, ky), -1, dtype=np.int64)
 
     def merge(i0, i1, j0, j1, fs, fi, bs, bi):
-        fwd_s[i0:i1], fwd_i[i0:i1] = merge_topk_pairs(fwd_s[i0:i1], fwd_i[i0:i1], fs[:, :kx], fi[:, :kx])
-        bwd_s[j0:j1], bwd_i[j0:j1] = merge_topk_pairs(bwd_s[j0:j1], bwd_i[j0:j1], bs[:, :ky], bi[:, :ky])
+        fwd_s[i0:i1], fwd_i[i0:i1] = merge_topk([fwd_s[i0:i1], fs[:, :kx]], [fwd_i[i0:i1], fi[:, :kx]], kx)
+        bwd_s[j0:j1], bwd_i[j0:j1] = merge_topk([bwd_s[j0:j1], bs[:, :ky]], [bwd_i[j0:j1], bi[:, :ky]], ky)
 
     ckpt = _TileCheckpoint(checkpoint_dir, checkpoint_key, tr, tc, product) if checkpoint_dir is not None else None
     todo = []
@@ -150,19 +142,8 @@ class _TileCheckpoint:
     """Finished tiles, one .npz each, in a directory keyed by the inputs and the tiling."""
 
     def __init__(self, directory: str | Path, key: str, tile_rows: int, tile_cols: int, product: str):
-        self.dir = Path(directory)
         full_key = hashlib.sha256(json.dumps([key, tile_rows, tile_cols, product, "ray-tiles"]).encode()).hexdigest()
-        key_file = self.dir / "key.json"
-        try:
-            same = json.loads(key_file.read_text())["key"] == full_key
-        except (OSError, ValueError, KeyError):
-            same = False
-        if not same:  # other inputs or tiling: earlier tiles do not apply; only our own files go
-            for f in self.dir.glob("tile_*.npz") if self.dir.is_dir() else ():
-                f.unlink()
-        self.dir.mkdir(parents=True, exist_ok=True)
-        if not same:
-            atomic_write_json(key_file, {"key": full_key})
+        self.dir = KeyedDir(directory, full_key, owned=("tile_*.npz",)).dir
 
     def _path(self, t) -> Path:
         return self.dir / ("tile_" + "_".join(f"{v:012d}" for v in t) + ".npz")

@@ -17,8 +17,10 @@ into the output the pipeline has claimed (`xmine.outputs.claim_output`, atomical
   TSV with `line_numbers` adds the two sentence indices after the two line numbers when a side
   was split (empty for a side that was not).
 
-Further per-pair columns (a language-ID score per side, a probability) are `PairColumn`s handed
-to `write_mined`; they go into the jsonl, parquet and hf rows (TSV and Moses stay as they are).
+Further per-pair columns are `PairColumn`s handed to `write_mined`: the pipeline adds
+`src_lid`/`src_lid_score` and `tgt_lid`/`tgt_lid_score` (the language the pair filters'
+identification found and its confidence) when the `language` filter judged that side. They go
+into the jsonl, parquet and hf rows (TSV and Moses stay as they are).
 """
 
 from __future__ import annotations
@@ -81,9 +83,9 @@ def output_format(out: str | Path, fmt: str | None) -> str:
     return "tsv"
 
 
-def companions(fmt: str) -> tuple[str, ...]:
-    """Files written beside OUT instead of it (Moses: OUT.src, OUT.tgt)."""
-    return (".src", ".tgt") if fmt == "moses" else ()
+# Files written beside OUT instead of it (Moses: OUT.src, OUT.tgt). Every mining output claims
+# them whatever its format, so that replacing a result in another format removes the old one's.
+COMPANIONS = (".src", ".tgt")
 
 
 def translation_keys(src_lang: str | None, tgt_lang: str | None) -> tuple[str, str]:
@@ -95,7 +97,7 @@ def translation_keys(src_lang: str | None, tgt_lang: str | None) -> tuple[str, s
     return (s, t) if s and t and s != t else ("src", "tgt")
 
 
-def _clean(text: str) -> str:
+def tsv_field(text: str) -> str:
     # A tab or newline inside a sentence would break the TSV; corpora read by xmine have none.
     return text.replace("\t", " ").replace("\n", " ")
 
@@ -114,7 +116,7 @@ def write_mined(claim, fmt: str, rows: MinedRows, *, line_numbers: bool = False,
         for suffix, side, picked in ((".src", rows.sx, rows.src_rows), (".tgt", rows.sy, rows.tgt_rows)):
             with claim.atomic_file(suffix) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
                 for r in picked.tolist():
-                    f.write(_clean(side.text[r]) + "\n")
+                    f.write(tsv_field(side.text[r]) + "\n")
     elif fmt == "jsonl":
         with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
             for batch in _record_batches(rows, extra):
@@ -143,7 +145,7 @@ def _write_tsv(claim, rows: MinedRows, *, line_numbers: bool) -> None:
         else:
             f = stack.enter_context(open(tmp, "w", encoding="utf-8", newline="\n"))
         for s, t, sc in zip(rows.src_rows.tolist(), rows.tgt_rows.tolist(), rows.score.tolist()):
-            row = f"{sc:.6f}\t{_clean(sx.text[s])}\t{_clean(sy.text[t])}"
+            row = f"{sc:.6f}\t{tsv_field(sx.text[s])}\t{tsv_field(sy.text[t])}"
             if line_numbers:
                 row += f"\t{sx.line_numbers[s]}\t{sy.line_numbers[t]}"
                 if split:
@@ -278,5 +280,5 @@ def dataset_card(summary: dict, *, keys: tuple[str, str], pairs: int, columns: S
     return "\n".join(lines)
 
 
-__all__ = ["OUTPUT_FORMATS", "MinedRows", "PairColumn", "companions", "dataset_card", "output_format",
+__all__ = ["COMPANIONS", "OUTPUT_FORMATS", "MinedRows", "PairColumn", "dataset_card", "output_format",
            "translation_keys", "write_mined"]

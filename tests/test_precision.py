@@ -29,12 +29,12 @@ FLORES = ("eng_Latn", "deu_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "hin_Deva"
 
 @pytest.fixture(scope="module")
 def me5_fp32():
-    return load_encoder("me5-small", device="cpu", precision="fp32")
+    return load_encoder("me5-small", device="cpu", precision="fp32", runtime="torch")
 
 
 @pytest.fixture(scope="module")
 def me5_bf16():
-    return load_encoder("me5-small", device="cpu", precision="bf16")
+    return load_encoder("me5-small", device="cpu", precision="bf16", runtime="torch")
 
 
 def _flores(data_dir, code, n):

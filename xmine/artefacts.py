@@ -81,21 +81,86 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         raise
 
 
+def _renameat2_exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(a))
+
+
+def swap_in_dir(new: Path, path: Path) -> None:
+    """Put directory `new` in place of the existing directory `path` and delete the old one.
+
+    Atomic where the system can exchange two paths in one step (Linux): a reader, or a kill at any
+    moment, finds the old directory or the new one at `path`, never neither. Elsewhere the old one
+    is moved to a hidden name first and put back if the second move fails."""
+    new, path = Path(new), Path(path)
+    if _renameat2_exchange(new, path):
+        shutil.rmtree(new, ignore_errors=True)  # (the old directory, now at the temporary's name)
+        return
+    old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
+    os.replace(path, old / "x")
+    try:
+        os.replace(new, path)
+    except BaseException:
+        os.replace(old / "x", path)
+        old.rmdir()
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def foreign_entries(path: Path, own: set[str] | None = None) -> list[str]:
+    """Names in the xmine directory artefact `path` that are not its own files: not its manifest
+    or marker, not a file its manifest records, not in `own` (the names its writer makes)."""
+    from xmine.outputs import MARKER
+
+    try:
+        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = {}
+    recorded = {MANIFEST, MARKER, ".lock"} | set(own or ())
+    if own is None and not (isinstance(manifest, dict) and ("files" in manifest or "shards" in manifest)):
+        return []  # a manifest that lists no files: only the new artefact's names can tell (own)
+    if isinstance(manifest, dict):
+        for key in ("files", "shards"):
+            entries = manifest.get(key) or {}
+            names = entries if isinstance(entries, dict) else [e.get("file") for e in entries if isinstance(e, dict)]
+            recorded |= {str(n).split("/")[0] for n in names if n}
+    return sorted(e.name for e in path.iterdir() if e.name not in recorded)
+
+
 @contextlib.contextmanager
 def atomic_dir(path: str | Path, *, kind: str | None = None, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temporary directory beside `path`; on success it becomes `path` as a whole.
 
     An existing `path` is replaced only when it is an empty directory, or when `overwrite` is
-    given and it is an xmine directory artefact of `kind` (its manifest says so). Anything else
-    raises OutputError before any work is done and is never touched: nothing is moved aside or
-    deleted that is not the artefact being replaced. Callers claim the output first
-    (`xmine.outputs.claim_output`), which also locks it and refuses inputs.
+    given and it is an xmine directory artefact of `kind` (its manifest says so) that holds only
+    its own files (those its manifest records, or that the new one has too): a directory where
+    someone put other files is refused, since replacing it would delete them. Anything else
+    raises OutputError before any work is done and is never touched. The swap is atomic
+    (`swap_in_dir`). Callers claim the output first (`xmine.outputs.claim_output`), which also
+    locks it and refuses inputs.
     """
     from xmine.outputs import _state_of
 
     path = Path(path)
 
-    def replaceable() -> bool:
+    def replaceable(own: set[str] | None = None) -> bool:
         if not os.path.lexists(path):
             return False
         state = _state_of(path, kind or "artefact", "dir", (), None) if kind else (
@@ -103,6 +168,11 @@ def atomic_dir(path: str | Path, *, kind: str | None = None, overwrite: bool = F
         if state == "new":
             return True
         if state == "finished" and overwrite:
+            foreign = foreign_entries(path, own)
+            if foreign:
+                shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+                raise OutputError(f"{path}: holds files that are not part of the xmine {kind.replace('-', ' ')} "
+                                  f"({shown}); refusing to replace it (move them away first)")
             return True
         raise OutputError(f"{path}: already exists; refusing to replace it"
                           + (" (pass --overwrite to replace an xmine artefact of the same kind)" if kind else ""))
@@ -113,18 +183,8 @@ def atomic_dir(path: str | Path, *, kind: str | None = None, overwrite: bool = F
     try:
         yield tmp
         os.chmod(tmp, _DIR_MODE)
-        if replaceable():
-            # Move the old artefact to a fresh hidden name, put the new one in place, then delete
-            # the old one: it is ours (checked above), and a failure restores it.
-            old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
-            os.replace(path, old / "x")
-            try:
-                os.replace(tmp, path)
-            except BaseException:
-                os.replace(old / "x", path)
-                old.rmdir()
-                raise
-            shutil.rmtree(old, ignore_errors=True)
+        if replaceable({e.name for e in tmp.iterdir()}):
+            swap_in_dir(tmp, path)
         else:
             os.replace(tmp, path)
     except BaseException:
@@ -272,6 +332,12 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
     p = Path(path)
     if p.is_dir() and not (p / MANIFEST).is_file() and sidecar_of(p).is_file():  # a dataset folder output
         return verify_output_file(p)
+    if not os.path.lexists(p):
+        if sidecar_of(p).is_file():  # OUT of a result written beside it (Moses: OUT.src, OUT.tgt)
+            return verify_output_file(p)
+        raise ArtefactError(f"{p}: does not exist")
+    if p.suffix in (".src", ".tgt") and not sidecar_of(p).is_file() and sidecar_of(p.with_suffix("")).is_file():
+        return verify_output_file(p.with_suffix(""))  # one file of a Moses pair: the pair is checked
     if p.is_dir():
         kind, finished = dir_kind(p)
         if kind is None:

@@ -8,6 +8,7 @@ faiss, transformers) are imported inside the commands, so `xmine --help` stays f
 from __future__ import annotations
 
 import errno
+import os
 import importlib
 import logging
 import sys
@@ -50,27 +51,21 @@ def _show_log_messages() -> None:
         logger.setLevel(logging.INFO)
 
 
-_OS_ERRORS = {
-    errno.ENOSPC: "no space left on the device; free some space and run the same command again "
-                  "(finished work is kept)",
-    errno.EDQUOT: "disk quota exceeded; free some space and run the same command again",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "operation not permitted",
-    errno.EROFS: "read-only file system",
-    errno.ENOTDIR: "a part of the path is not a directory",
-    errno.EISDIR: "is a directory",
-    errno.ENAMETOOLONG: "file name too long",
-    errno.EMFILE: "too many open files",
+#: what to do about the errors a user can fix by freeing space (the rest: the system's own words)
+_OS_HINTS = {
+    errno.ENOSPC: "free some space and run the same command again (finished work is kept)",
+    errno.EDQUOT: "free some space and run the same command again",
 }
 
 
 def _os_error_message(e: OSError) -> str | None:
-    """One line for an OSError the user can act on (which file, what happened), else None."""
-    what = _OS_ERRORS.get(e.errno)
-    if what is None:
+    """One line for an OSError that carries an errno (which file, what happened), else None."""
+    if not e.errno:
         return None
-    where = e.filename if e.filename is not None else None
-    return f"{where}: {what}" if where else what
+    what = os.strerror(e.errno).lower()
+    if e.errno in _OS_HINTS:
+        what += f"; {_OS_HINTS[e.errno]}"
+    return f"{e.filename}: {what}" if e.filename is not None else what
 
 
 class _XmineGroup(click.Group):

@@ -31,6 +31,20 @@ def encoders() -> None:
                                            subsequent_indent="    "))
     click.echo()
     click.echo(describe_auto_precision())
+    click.echo(describe_auto_runtime())
+
+
+def describe_auto_runtime() -> str:
+    """One line: what --runtime auto means for transformer encoders on this machine's CPU, and why."""
+    import platform
+
+    from xmine.encoders.runtime import x86_cpu, openvino_installed
+
+    if not x86_cpu():
+        return f"--runtime auto on this CPU: torch (OpenVINO is used on x86 CPUs; this is {platform.machine()})"
+    if not openvino_installed():
+        return "--runtime auto on this CPU: torch (the openvino package is not installed: pip install openvino)"
+    return "--runtime auto on this CPU: openvino at fp32/bf16/int8 (torch for fp16 and on CUDA)"
 
 
 def describe_auto_precision() -> str:
@@ -106,9 +120,13 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
 
     # A finished store is returned as it is, so by default it is asked for at its own precision,
     # and with the projection it was made with.
+    from xmine.encoders.runtime import runtime_for_artefact
+    from xmine.inputs import artefact_encoder
+
     finished = _store_precision(out_dir)
     # With --ray the actors encode; this process needs only the fingerprint (no model load for me5-small).
     encoder = load_encoder(encoder_name, device=device, precision=precision or finished or "auto",
+                           runtime=runtime_for_artefact(artefact_encoder([out_dir]) if finished else None),
                            lazy=ray_address is not None)
     choice = choose_projection(projection, encoder_name=encoder_name, encoder_fp=encoder.fingerprint,
                                artefact_projection=artefact_projection([out_dir]) if finished else (False, None))
@@ -125,18 +143,20 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     resumed = f", {info.resumed_rows} resumed from an earlier run" if info and info.resumed_rows else ""
     click.echo(
         f"embedded {len(store)} sentences ({info.encoded if info else len(store)} encoded now{resumed}), "
-        f"dim {store.dim}, {store.manifest['dtype']}, part {store.part}, encoder at {encoder.precision}, in {info.seconds:.1f}s "
+        f"dim {store.dim}, {store.manifest['dtype']}, part {store.part}, encoder at {encoder.precision} on "
+        f"{getattr(encoder, 'runtime', 'torch')}, in {info.seconds:.1f}s "
         f"({rate:.1f} sentences/s) -> {out_dir}"
     )
 
 
 @click.command("verify")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=str))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
 def verify(paths) -> None:
     """Check xmine artefacts completely: every file against the sha256 its manifest records.
 
-    PATHS may be embedding stores, indexes, projections, sentence-transformers exports, or output
-    files with their OUT.json summary (mined pairs, search hits, langid). Exit 2 with a one-line
+    PATHS may be embedding stores, indexes, projections, sentence-transformers exports, or outputs
+    with their OUT.json summary (mined pairs in any format: OUT of a Moses pair checks OUT.src and
+    OUT.tgt; search hits, langid). Exit 2 with a one-line
     error naming the first damaged file; 0 when everything matches.
 
     Opening an artefact checks small ones (up to 64 MiB) completely, and large ones file by file as

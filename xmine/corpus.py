@@ -36,6 +36,7 @@ import gzip
 import io
 import logging
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterator, Sequence
@@ -147,6 +148,9 @@ def _check_path(path: Path) -> None:
         raise InputError(path, "no such file")
     if path.is_dir():
         raise InputError(path, "is a directory, expected a text file with one sentence per line")
+    if not path.is_file():  # a pipe, process substitution or device: xmine reads an input more than once
+        raise InputError(path, "is a pipe or another non-regular file, which is not supported as input "
+                               "(it is read more than once); save it to a file first")
     if path.stat().st_size == 0:
         raise InputError(path, "file is empty")
 
@@ -196,7 +200,7 @@ def _read_errors() -> tuple[type[BaseException], ...]:
     """What a damaged compressed stream raises while it is read (turned into InputError)."""
     import lzma  # (bz2 raises OSError)
 
-    errors: tuple[type[BaseException], ...] = (gzip.BadGzipFile, EOFError, OSError, lzma.LZMAError)
+    errors: tuple[type[BaseException], ...] = (gzip.BadGzipFile, EOFError, OSError, lzma.LZMAError, zlib.error)
     try:
         import zstandard
 

@@ -66,6 +66,9 @@ def artefact_kind(path: str | Path, input_format: Any = None) -> str:
             return json.loads(m.read_text(encoding="utf-8"))["kind"]
         except (ValueError, KeyError) as e:
             raise ArtefactError(f"{m}: unreadable manifest ({e})") from e
+    if p.exists():  # a pipe, process substitution or device: inputs are read more than once
+        raise InputError(p, "is a pipe or another non-regular file, which is not supported as input; "
+                            "save it to a file first")
     raise InputError(p, "no such file or directory")
 
 
@@ -210,6 +213,7 @@ class Encoders:
         self.precision = precision
         self.default_precision = default_precision
         self._artefact = artefact_projection(inputs)
+        self._artefact_encoder = artefact_encoder(inputs)  # its runtime is the default one
         self._choice = None
         self._encoder = None
         self._projection = None
@@ -229,9 +233,11 @@ class Encoders:
     def encoder(self):
         if self._encoder is None:
             from xmine.encoders import DEFAULT_ENCODER, DEFAULT_PRECISION, load_encoder
+            from xmine.encoders.runtime import runtime_for_artefact
 
             self._encoder = load_encoder(self.encoder_name or DEFAULT_ENCODER,
-                                         precision=self.precision or self.default_precision or DEFAULT_PRECISION)
+                                         precision=self.precision or self.default_precision or DEFAULT_PRECISION,
+                                         runtime=runtime_for_artefact(self._artefact_encoder))
             # Not through `self.projection`: choosing it may ask for this encoder's fingerprint
             # (and would then be chosen, and its notice logged, twice).
             if self._projection is not None:
@@ -267,12 +273,13 @@ class Encoders:
 
 
 def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_dir: str | Path | None = None,
-              show_progress: bool = True, input_format: Any = None) -> Side:
+              show_progress: bool = True, rebuild: bool = False, input_format: Any = None) -> Side:
     """Open `path` (a corpus, embedding store or index dir) as a Side in the requested space.
 
     `work_dir` holds what this side needs built (a corpus's store, a projected copy of a raw
-    store's rows); an interrupted command resumes from it. `input_format` (xmine.readers.InputFormat)
-    says how to read a corpus that is not one sentence a line.
+    store's rows); an interrupted command resumes from it. `rebuild`: a damaged store found there
+    is built again (the command's --overwrite) instead of refused. `input_format`
+    (xmine.readers.InputFormat) says how to read a corpus that is not one sentence a line.
     """
     path = Path(path)
     kind = artefact_kind(path, input_format)
@@ -286,7 +293,8 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         from xmine.store.writer import UNDETERMINED, embed_corpus
 
         store = embed_corpus(path, work / "store", encoder=encoders.encoder, lang=lang or UNDETERMINED,
-                             projection=proj, part="meaning", show_progress=show_progress, input_format=input_format)
+                             projection=proj, part="meaning", show_progress=show_progress, overwrite=rebuild,
+                             input_format=input_format)
         side = _store_side(store, path, lang, kind, fingerprint=store.manifest["input"])
         side._tmp = tmp
         return side

@@ -150,16 +150,29 @@ def tree_record(path: Path) -> dict:
     return {"bytes": size, "sha256": h.hexdigest(), "tree": n}
 
 
+def _matches(p: Path, rec: dict | None) -> bool:
+    if rec is None:
+        return False
+    if rec.get("tree") is not None:
+        return p.is_dir() and not p.is_symlink() and tree_record(p) == {k: rec.get(k) for k in ("bytes", "sha256", "tree")}
+    return p.is_file() and p.stat().st_size == rec.get("bytes") and sha256_of(p) == rec.get("sha256")
+
+
 def _changed_files(side: dict, base: Path) -> list[str]:
-    """Files (and directory outputs) a finished sidecar records whose size or sha256 no longer match."""
+    """Files (and directory outputs) a finished sidecar records whose size or sha256 no longer
+    match. While a replacement is being put in place (`replacing`: the new files' records), a file
+    may match either record, and one the new result does not have, or a folder being swapped, may
+    be gone already."""
+    old, new = side.get("output_files") or {}, side.get("replacing")
     bad = []
-    for name, rec in (side.get("output_files") or {}).items():
+    for name in dict.fromkeys([*old, *(new or {})]):
         p = base.parent / name
-        if rec.get("tree") is not None:
-            if not p.is_dir() or p.is_symlink() or tree_record(p) != {k: rec.get(k) for k in ("bytes", "sha256", "tree")}:
-                bad.append(name)
-        elif not p.is_file() or p.stat().st_size != rec.get("bytes") or sha256_of(p) != rec.get("sha256"):
-            bad.append(name)
+        if _matches(p, old.get(name)):
+            continue
+        if new is not None and (_matches(p, new.get(name)) or (
+                (name not in new or new[name].get("tree") is not None) and not os.path.lexists(p))):
+            continue
+        bad.append(name)
     return bad
 
 
@@ -188,6 +201,13 @@ class Claim:
     #: companion suffixes (".meta", ".work") written beside a "tsv" output
     companions: tuple[str, ...] = ()
     _marked: bool = field(default=False, repr=False)
+    #: the finished result's summary being replaced (state "finished"): it stays on disk, whole,
+    #: until `finish()` puts the new files in place
+    _old_side: dict | None = field(default=None, repr=False)
+    #: target -> temporary of each file written while replacing a finished result
+    _staged: dict = field(default_factory=dict, repr=False)
+    #: names of the files this claim wrote (or is writing)
+    _written: list = field(default_factory=list, repr=False)
     #: companion directories this claim created (removed again by a failed run that left nothing in them)
     _made_dirs: list = field(default_factory=list, repr=False)
 
@@ -200,44 +220,75 @@ class Claim:
     def sidecar(self) -> Path:
         return sidecar_of(self.path)
 
-    def mark_unfinished(self) -> None:
-        """For "tsv": before the first write, the sidecar says "unfinished" (so a crash leaves a
-        recognisable artefact that the next run may redo)."""
-        if self.form != "tsv" or self._marked:
+    @property
+    def replacing(self) -> bool:
+        """A finished "tsv" result is being replaced: new files are staged until `finish()`."""
+        return self.form == "tsv" and self.state == "finished"
+
+    def mark_unfinished(self, writing: str | None = None) -> None:
+        """For "tsv": before the first write, the sidecar says "unfinished" and names the files this
+        run writes (so a crash leaves a recognisable artefact that the next run may redo). A
+        finished result being replaced keeps its summary until `finish()`."""
+        new_name = writing is not None and writing not in self._written
+        if new_name:
+            self._written.append(writing)
+        if self.form != "tsv" or self.replacing or (self._marked and not new_name):
             return
-        _atomic_json(self.sidecar, {"kind": self.kind, "state": "unfinished"})
+        _atomic_json(self.sidecar, {"kind": self.kind, "state": "unfinished", "writing": list(self._written)})
         self._marked = True
 
     @contextlib.contextmanager
     def atomic_file(self, suffix: str = "") -> Iterator[Path]:
-        """A temporary path renamed onto the output (suffix "": the main file; else a companion)."""
+        """A temporary path renamed onto the output (suffix "": the main file; else a companion).
+        While a finished result is replaced, the file is staged and put in place by `finish()`."""
         from xmine.artefacts import atomic_path
 
         target = self.path if not suffix else self.companion(suffix)
-        self.mark_unfinished()
-        with atomic_path(target) as tmp:
+        self.mark_unfinished(target.name)
+        if not self.replacing:
+            with atomic_path(target) as tmp:
+                yield tmp
+            return
+        tmp = _staging_path(target)
+        try:
             yield tmp
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            raise
+        old = self._staged.pop(target, None)
+        if old is not None:
+            old.unlink(missing_ok=True)
+        self._staged[target] = tmp
+
+    def discard_staged(self) -> None:
+        """Remove the staged files of a replacement that did not finish (the old result stays)."""
+        for tmp in self._staged.values():
+            _remove(tmp)
+        self._staged.clear()
 
     @contextlib.contextmanager
     def atomic_dir(self) -> Iterator[Path]:
-        """A temporary directory renamed onto the output (a dataset folder); a finished one the
-        claim accepted (overwrite) is replaced as a whole, and only then removed."""
+        """A temporary directory (a dataset folder) that `finish()` renames onto the output; a
+        finished result being replaced stays whole until then."""
         import tempfile
 
-        self.mark_unfinished()
+        self.mark_unfinished(self.path.name)
         tmp = Path(tempfile.mkdtemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp"))
         try:
             yield tmp
-            old = None
-            if self.state == "finished" and self.path.is_dir() and not self.path.is_symlink():  # checked by the claim
-                old = Path(tempfile.mkdtemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".old.tmp"))
-                os.rename(self.path, old / "replaced")
-            os.rename(tmp, self.path)
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=True)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        old = self._staged.pop(self.path, None)
+        if old is not None:
+            _remove(old)
+        self._staged[self.path] = tmp
 
     def write_text(self, text: str, suffix: str = "") -> None:
         with self.atomic_file(suffix) as tmp:
@@ -260,17 +311,68 @@ class Claim:
         Returns what was written."""
         if self.form != "tsv":
             raise ValueError("finish() writes the sidecar of a 'tsv' output")
-        files = {}
+        from xmine.artefacts import _DIR_MODE, _FILE_MODE
+
+        files, stale = {}, []
+        old_files = (self._old_side or {}).get("output_files") or {}
         for p in [self.path] + [Path(str(self.path) + s) for s in self.companions]:
-            if p.is_file():
-                files[p.name] = {"bytes": p.stat().st_size, "sha256": sha256_of(p)}
-            elif p == self.path and p.is_dir() and not p.is_symlink():
-                files[p.name] = tree_record(p)
+            src = self._staged.get(p, p)
+            if p.name not in self._written:
+                if p.name in old_files or (p != self.path and p.is_file()):
+                    stale.append(p)  # a file of the earlier result this run did not write again
+            elif src.is_dir() and not src.is_symlink():
+                files[p.name] = tree_record(src)
+            elif src.is_file():
+                files[p.name] = {"bytes": src.stat().st_size, "sha256": sha256_of(src)}
+        if self.replacing:
+            # The old summary, told which files are coming, stays valid while they are moved in.
+            _atomic_json(self.sidecar, {**(self._old_side or {}), "replacing": files})
+        for target, tmp in self._staged.items():  # a folder is staged even for a new output
+            os.chmod(tmp, _DIR_MODE if tmp.is_dir() else _FILE_MODE)
+            _swap_in(tmp, target)
+        self._staged.clear()
+        for p in stale:
+            if os.path.lexists(p):
+                _remove(p)
         body = {**(summary or {}), "kind": self.kind, "format_version": 1, "state": "finished",
                 "output_files": files}
         _atomic_json(self.sidecar, body)
         self._marked = True
         return body
+
+
+def _remove(path: Path) -> None:
+    """Remove one of this claim's own files or folders (a staged temporary, a replaced output)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _swap_in(tmp: Path, target: Path) -> None:
+    """Put a staged file or folder in place of `target`. A file is one atomic rename; a folder
+    (or a folder replaced by a file) is moved aside first, and removed once the new one is in."""
+    import tempfile
+
+    if not (tmp.is_dir() or (target.is_dir() and not target.is_symlink())):
+        os.replace(tmp, target)
+        return
+    aside = None
+    if os.path.lexists(target):
+        aside = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".old.tmp"))
+        os.rename(target, aside / "replaced")
+    os.rename(tmp, target)
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def _staging_path(target: Path) -> Path:
+    """A new hidden temporary beside `target`, named as `atomic_path` names its temporaries."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}.", suffix=f".tmp{target.suffix}")
+    os.close(fd)
+    return Path(tmp)
 
 
 def _atomic_json(path: Path, obj: Any) -> None:
@@ -351,6 +453,11 @@ def _state_of(path: Path, kind: str, form: str, companions: tuple[str, ...],
                 raise OutputError(f"{e}: exists and is not part of an xmine {_label(kind)}; refusing to replace it "
                                   "(choose another output)")
             return "unfinished" if extra else "new"
+        foreign = _foreign_companion(path, kind, companions, side)
+        if foreign is not None:
+            raise OutputError(f"{foreign}: exists and is not part of the xmine {_label(kind)} {path.name} "
+                              f"(its {side_path.name} does not record it); refusing to replace it "
+                              "(move it away or choose another output)")
         if side.get("state") != "finished":
             return "unfinished"
         changed = _changed_files(side, path)
@@ -381,12 +488,48 @@ def _state_of(path: Path, kind: str, form: str, companions: tuple[str, ...],
     return "finished"
 
 
+#: The content of a lock file xmine created: only such a file is ever removed again.
+_LOCK_TAG = b"xmine output lock\n"
+
+
+def _open_lock(lock: Path) -> tuple[int, bool]:
+    """(fd, created): the lock file opened, created with xmine's tag when it did not exist. An
+    existing file of that name is only locked (read-only), never written."""
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+        except FileExistsError:
+            try:
+                return os.open(lock, os.O_RDONLY | os.O_NOFOLLOW), False
+            except FileNotFoundError:
+                continue  # removed by its holder in between: create it
+            except OSError:
+                raise OutputError(f"{lock}: exists and cannot be used as xmine's lock (not a plain file); "
+                                  "move it away or choose another output") from None
+        try:
+            os.write(fd, _LOCK_TAG)
+        except OSError as e:  # a full disk: name the output, leave nothing behind
+            os.close(fd)
+            os.unlink(lock)
+            raise OSError(e.errno, e.strerror, str(lock)) from None
+        return fd, True
+
+
+def _ours(fd: int) -> bool:
+    try:
+        return os.pread(fd, len(_LOCK_TAG) + 1, 0) == _LOCK_TAG
+    except OSError:
+        return False
+
+
 @contextlib.contextmanager
 def _lock(path: Path) -> Iterator[None]:
-    """Exclusive, non-blocking lock on `.NAME.lock` beside `path`, removed on release."""
+    """Exclusive, non-blocking lock on `.NAME.lock` beside `path`. The file is removed on release
+    only when it is xmine's (created by xmine, holding its tag): a user's file of that name is
+    locked as it is and left in place."""
     lock = path.parent / f".{path.name}.lock"
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        fd, created = _open_lock(lock)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -395,7 +538,7 @@ def _lock(path: Path) -> Iterator[None]:
                               f"(lock {lock.name}); wait for it to finish or choose another output") from None
         # The previous holder removes the lock file when done: make sure we locked the live one.
         try:
-            st, live = os.fstat(fd), os.stat(lock)
+            st, live = os.fstat(fd), os.stat(lock, follow_symlinks=False)
             if (st.st_dev, st.st_ino) == (live.st_dev, live.st_ino):
                 break
         except FileNotFoundError:
@@ -404,9 +547,23 @@ def _lock(path: Path) -> Iterator[None]:
     try:
         yield
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(lock)
+        if created or _ours(fd):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(lock)
         os.close(fd)
+
+
+def _check_not_inside_an_artefact(path: Path) -> None:
+    """Refuse an output inside an xmine directory artefact (a store, an index, a projection): its
+    own files are replaced with it by `--overwrite`, so nothing else may live there."""
+    for parent in path.absolute().parents:
+        if parent.is_dir():
+            found, _ = dir_kind(parent)
+            if found is not None and not found.endswith("-work"):  # (a run's work directory holds its stores)
+                raise OutputError(f"{path}: lies inside the xmine {_label(found)} {parent}; write outputs "
+                                  "outside artefact directories (choose another output)")
+        elif os.path.lexists(parent):
+            raise OutputError(f"{path}: cannot be created: {parent} is not a directory (choose another output)")
 
 
 def _make_parents(path: Path) -> list[Path]:
@@ -449,10 +606,14 @@ def claim_output(
     """
     if form not in FORMS:
         raise ValueError(f"form must be one of {FORMS}, not {form!r}")
+    if str(path).strip() in ("", "."):  # (click turns an empty -o into ".")
+        raise OutputError(f"output {str(path)!r}: an empty path or the current directory is not an output; "
+                          "name a new file or directory")
     path = Path(path)
     companions = tuple(companions)
     claimed = [path] + ([sidecar_of(path)] if form == "tsv" else []) + [Path(str(path) + s) for s in companions]
     check_not_input(claimed, inputs)
+    _check_not_inside_an_artefact(path)
     made = _make_parents(path)
     try:
         lock = _lock(path)
@@ -470,7 +631,8 @@ def claim_output(
         if state == "finished" and not (overwrite or reopen):
             raise OutputError(f"{path}: already exists (an xmine {_label(kind)}); pass --overwrite to replace it "
                               "or choose another output")
-        claim = Claim(path=path, kind=kind, form=form, state=state, overwrite=overwrite, companions=companions)
+        claim = Claim(path=path, kind=kind, form=form, state=state, overwrite=overwrite, companions=companions,
+                      _old_side=_read_json(sidecar_of(path)) if form == "tsv" and state == "finished" else None)
         if form == "dir" and in_place:
             if not path.exists():
                 path.mkdir()
@@ -483,6 +645,7 @@ def claim_output(
         if not ok and created_dir and {p.name for p in path.iterdir()} <= {MARKER, ".lock"}:
             shutil.rmtree(path, ignore_errors=True)  # nothing but our own scaffolding
         if not ok and claim is not None:
+            claim.discard_staged()
             for d in claim._made_dirs:  # a run that failed before any checkpoint: nothing to resume
                 if d.is_dir() and all(p.is_dir() or p.name in SCAFFOLDING for p in d.rglob("*")):
                     shutil.rmtree(d, ignore_errors=True)
@@ -494,6 +657,23 @@ def claim_output(
             for d in reversed(made):
                 with contextlib.suppress(OSError):
                     d.rmdir()
+
+
+def _foreign_companion(path: Path, kind: str, companions: tuple[str, ...], side: dict) -> Path | None:
+    """A companion beside `path` that its summary does not account for: a file that is neither a
+    recorded output file nor one an unfinished run was writing, or a directory without this
+    output's work marker."""
+    own = set(side.get("output_files") or {}) | set(side.get("replacing") or {}) | set(side.get("writing") or [])
+    for s in companions:
+        p = Path(str(path) + s)
+        if not os.path.lexists(p):
+            continue
+        if p.is_dir() and not p.is_symlink():
+            if (_read_json(p / MARKER) or {}).get("kind") != f"{kind}-work":
+                return p
+        elif p.name not in own:
+            return p
+    return None
 
 
 def _only_a_stub(path: Path, companions: tuple[str, ...]) -> bool:
@@ -514,6 +694,9 @@ def verify_output_file(path: str | Path) -> tuple[str, int, str]:
         raise ArtefactError(f"{sidecar_of(path)}: not an xmine summary (unreadable, or no kind)")
     if side.get("state") != "finished":
         raise ArtefactError(f"{path}: unfinished (its run was interrupted); run the same command again")
+    if "replacing" in side:
+        raise ArtefactError(f"{path}: its replacement was interrupted while the new files were moved in; "
+                            "run the same command again with --overwrite")
     files = side.get("output_files") or {}
     if path.name not in files and not any(name.startswith(path.name + ".") for name in files):
         raise ArtefactError(f"{sidecar_of(path)}: records no sha256 of {path.name} (written by an older xmine)")

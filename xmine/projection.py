@@ -156,6 +156,8 @@ def choose_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp=
             d = shipped_dir(encoder_name)
             if d is not None:
                 return ProjectionChoice(d, "artefact", "the input artefact was made with the shipped projection")
+            raise ConfigError(f"--encoder {encoder_name!r}: the input artefact was made with another encoder (and "
+                              "the projection shipped for it); leave --encoder out to use the artefact's own")
         raise ConfigError(f"the input artefact was made with projection {recorded.get('path')} "
                           f"(id {recorded.get('id')}); pass it with --projection")
     d = shipped_dir(encoder_name)

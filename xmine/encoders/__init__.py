@@ -34,6 +34,13 @@ The one rule for mixing precisions lives here:
 Fingerprints written before precisions existed carry none and were made in fp32; the fp32
 fingerprint is still exactly that (no precision in its `id`), so old artefacts and caches read
 as fp32.
+
+Runtime (`load_encoder(..., runtime=)`, `--runtime` beside every `--precision`): what runs the
+transformer's forward pass, `torch` or `openvino` (fused CPU kernels; `xmine.encoders.runtime`).
+`int8` is a precision of the OpenVINO runtime only. The runtime is part of the fingerprint with
+the precision's rules: torch adds nothing to the `id` (so every older artefact reads as torch),
+openvino appends `|runtime=openvino`; stores, indexes, the cache and both sides of a mine must
+match, projections accept another runtime of the same weights with a notice.
 """
 
 from __future__ import annotations
@@ -52,7 +59,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_ENCODER = "me5-small"
 #: what `precision=` accepts; "auto" resolves per device (`resolve_precision`)
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")
 DEFAULT_PRECISION = "auto"
 
 
@@ -63,8 +70,10 @@ class Encoder(abc.ABC):
     name: str
     #: embedding dimension
     dim: int
-    #: the precision the model runs at ("fp32", "bf16", "fp16"); never "auto"
+    #: the precision the model runs at ("fp32", "bf16", "fp16", "int8"); never "auto"
     precision: str = "fp32"
+    #: what runs the forward pass ("torch" or "openvino"); never "auto"
+    runtime: str = "torch"
 
     @abc.abstractmethod
     def encode(
@@ -125,7 +134,8 @@ _BUILTIN = {
 
 # --------------------------------------------------------------------------- precision
 
-_PRECISION_TAG = re.compile(r"\|precision=[a-z0-9]+$")
+_PRECISION_TAG = re.compile(r"\|precision=([a-z0-9]+)(?=(\|runtime=[a-z0-9]+)?$)")
+_RUNTIME_TAG = re.compile(r"\|runtime=([a-z0-9]+)$")
 
 
 @lru_cache(maxsize=1)
@@ -187,6 +197,8 @@ def resolve_precision(precision: str, device: str, *, encoder_name: str = "") ->
     if precision not in PRECISIONS:
         raise EncoderError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
     kind = device.split(":", 1)[0]
+    if precision == "int8" and kind != "cpu":
+        raise EncoderError(f"{encoder_name or 'encoder'}: precision int8 runs on the CPU (OpenVINO) only, not on {device}")
     if kind == "cuda":
         import torch
 
@@ -236,16 +248,21 @@ def encoder_precision(name: str, precision: str, *, device: str | None = None) -
     return resolve_precision(precision, pick_device(device), encoder_name=name)
 
 
-def with_precision(fingerprint: dict[str, Any], precision: str) -> dict[str, Any]:
-    """`fingerprint` of fp32 weights, marked as run at `precision`.
+def with_precision(fingerprint: dict[str, Any], precision: str, runtime: str = "torch") -> dict[str, Any]:
+    """`fingerprint` of fp32 weights, marked as run at `precision` by `runtime`.
 
     fp32 adds nothing to the `id` (so fingerprints from before precisions existed still match),
-    any other precision appends `|precision=<p>`; the `precision` key says it in plain words.
+    any other precision appends `|precision=<p>`; likewise torch adds nothing and another runtime
+    appends `|runtime=<r>` after it. The `precision` key (and `runtime`, when not torch) say it
+    in plain words.
     """
     fp = dict(fingerprint)
     if precision != "fp32":
         fp["id"] = f"{fp['id']}|precision={precision}"
     fp["precision"] = precision
+    if runtime != "torch":
+        fp["id"] = f"{fp['id']}|runtime={runtime}"
+        fp["runtime"] = runtime
     return fp
 
 
@@ -254,18 +271,24 @@ def fingerprint_precision(fingerprint: dict[str, Any]) -> str:
     if fingerprint.get("precision"):
         return str(fingerprint["precision"])
     m = _PRECISION_TAG.search(str(fingerprint.get("id", "")))
-    return m.group(0).split("=", 1)[1] if m else "fp32"
+    return m.group(1) if m else "fp32"
+
+
+def fingerprint_runtime(fingerprint: dict[str, Any]) -> str:
+    """The runtime an artefact's encoder fingerprint records; "torch" for fingerprints without one."""
+    m = _RUNTIME_TAG.search(str(fingerprint.get("id", "")))
+    return m.group(1) if m else "torch"
 
 
 def weights_id(fingerprint: dict[str, Any]) -> str:
-    """The fingerprint's `id` without its precision: what identifies the weights (and prefix)."""
-    return _PRECISION_TAG.sub("", str(fingerprint.get("id", "")))
+    """The fingerprint's `id` without its precision and runtime: what identifies the weights (and prefix)."""
+    return _PRECISION_TAG.sub("", _RUNTIME_TAG.sub("", str(fingerprint.get("id", ""))))
 
 
 # ----------------------------------------------------------------------------- loading
 
-# Loaded encoders of this process, by (name, device, prefix, precision): a model is read from
-# disk once, however many commands, benchmarks or tests ask for it.
+# Loaded encoders of this process, by (name, device, prefix, precision, runtime): a model is read
+# from disk once, however many commands, benchmarks or tests ask for it.
 _LOADED: dict[tuple, Encoder] = {}
 
 
@@ -276,6 +299,7 @@ def load_encoder(
     prefix: str | None = None,
     threads: int | None = None,
     precision: str = DEFAULT_PRECISION,
+    runtime: str | None = None,
     lazy: bool = False,
 ) -> Encoder:
     """Load an encoder by name (see the module doc).
@@ -289,26 +313,35 @@ def load_encoder(
       default (the physical cores) / all cores.
     - `precision`: "auto" (default), "fp32", "bf16" or "fp16" (see the module doc); part of the
       fingerprint. The encoder's `precision` attribute says what "auto" became.
+    - `runtime`: "auto", "torch" or "openvino" (`xmine.encoders.runtime`); None = what `--runtime`
+      asked for in this process, else "auto". Part of the fingerprint; the `runtime` attribute
+      says what "auto" became.
     - `lazy`: return a `LazyEncoder` (xmine.encoders.lazy), which loads the model on first use;
       for a process that only hands the encoding to others (`--ray`) and needs the fingerprint.
 
     Raises EncoderError when the name or precision is unknown, or the model cannot be built or loaded.
     An encoder already loaded in this process with the same name, device, prefix and precision is reused.
     """
+    from xmine.encoders.runtime import encoder_runtime
+
     if lazy:
         from xmine.encoders.lazy import LazyEncoder
 
-        return LazyEncoder(name, device=device, prefix=prefix, threads=threads, precision=precision)
+        return LazyEncoder(name, device=device, prefix=prefix, threads=threads, precision=precision, runtime=runtime)
     check_device(device)
     if name == "use-m3":
         key: tuple = (name, None, prefix, threads, encoder_precision(name, precision))
+        run = encoder_runtime(name, runtime, key[-1], device="cpu")
     else:
         from xmine.encoders.transformer import pick_device
 
         device = pick_device(device)
         key = (name, device, prefix, None, encoder_precision(name, precision, device=device))
+        run = encoder_runtime(name, runtime, key[-1], device=device)
+    key = (*key, run)
     if key not in _LOADED:
-        _LOADED[key] = _load_encoder(name, device=device, prefix=prefix, threads=threads, precision=key[-1])
+        _LOADED[key] = _load_encoder(name, device=device, prefix=prefix, threads=threads, precision=key[-2],
+                                     runtime=run, runtime_asked=runtime)
     elif threads and name != "use-m3":
         import torch
 
@@ -341,7 +374,7 @@ def check_device(device: str | None) -> None:
 
 
 def _load_encoder(name: str, *, device: str | None, prefix: str | None, threads: int | None,
-                  precision: str) -> Encoder:
+                  precision: str, runtime: str = "torch", runtime_asked: str | None = None) -> Encoder:
     from xmine.errors import EncoderError
 
     if not isinstance(name, str) or not name.strip():
@@ -359,10 +392,24 @@ def _load_encoder(name: str, *, device: str | None, prefix: str | None, threads:
     if threads:
         torch.set_num_threads(int(threads))
     if name == "me5-small":
-        return _load_me5(device=device, prefix=ME5_DEFAULT_PREFIX if prefix is None else prefix, precision=precision)
+        prefix = ME5_DEFAULT_PREFIX if prefix is None else prefix
+        if runtime == "openvino":
+            from xmine.encoders.ov_encoder import load_me5_openvino
+
+            return load_me5_openvino(prefix=prefix, precision=precision, threads=threads)
+        return _load_me5(device=device, prefix=prefix, precision=precision)
     from xmine.encoders.transformer import load_sentence_transformer
 
-    return load_sentence_transformer(name, prefix=prefix or "", device=device, precision=precision)
+    encoder = load_sentence_transformer(name, prefix=prefix or "", device=device,
+                                        precision="fp32" if runtime == "openvino" else precision)
+    if runtime == "openvino":
+        from xmine.encoders.ov_encoder import openvino_from_torch
+
+        from xmine.encoders.runtime import requested_runtime
+
+        explicit = (runtime_asked or requested_runtime()) == "openvino"
+        return openvino_from_torch(encoder, precision=precision, threads=threads, explicit=explicit)
+    return encoder
 
 
 _HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
@@ -407,6 +454,7 @@ def _check_model_reachable(name: str) -> None:
 
 
 def _load_me5(*, device: str, prefix: str, precision: str) -> Encoder:
+    """me5-small run by torch at `precision` (the torch half of `load_encoder`)."""
     import torch
     import transformers
     from transformers import AutoModel, AutoTokenizer
@@ -437,15 +485,16 @@ def _load_me5(*, device: str, prefix: str, precision: str) -> Encoder:
 
 
 def me5_fingerprint(*, prefix: str = ME5_DEFAULT_PREFIX, precision: str,
-                    manifest: dict[str, Any] | None = None) -> dict[str, Any]:
-    """me5-small's fingerprint at `precision` (concrete) from its manifest, without loading the model."""
+                    manifest: dict[str, Any] | None = None, runtime: str = "torch") -> dict[str, Any]:
+    """me5-small's fingerprint at `precision` and `runtime` (concrete) from its manifest, without loading the model."""
     from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model
     from xmine.encoders.transformer import token_batched_fingerprint
 
     if manifest is None:
         manifest = ensure_me5_model()[1]
     return token_batched_fingerprint(name="me5-small", dim=int(manifest["dim"]), identity=_me5_identity(manifest),
-                                     pooling="mean", max_length=MAX_SEQ_LENGTH, prefix=prefix, precision=precision)
+                                     pooling="mean", max_length=MAX_SEQ_LENGTH, prefix=prefix, precision=precision,
+                                     runtime=runtime)
 
 
 def _me5_identity(manifest: dict[str, Any]) -> str:
@@ -511,6 +560,12 @@ def check_same_encoder(expected_fp: dict[str, Any], actual_fp: dict[str, Any], *
     if expected_fp.get("id") == actual_fp.get("id") and expected_fp.get("dim") == actual_fp.get("dim"):
         return
     p_exp, p_act = fingerprint_precision(expected_fp), fingerprint_precision(actual_fp)
+    r_exp, r_act = fingerprint_runtime(expected_fp), fingerprint_runtime(actual_fp)
+    if weights_id(expected_fp) == weights_id(actual_fp) and p_exp == p_act and r_exp != r_act:
+        raise EncoderMismatchError(
+            f"{what} was made with {expected_fp.get('name')!r} run by {r_exp}, but embeddings run by {r_act} "
+            f"meet it here; two runtimes are never mixed: use --runtime {r_exp} for both (or rebuild it with {r_act})"
+        )
     if weights_id(expected_fp) == weights_id(actual_fp) and p_exp != p_act:
         raise EncoderMismatchError(
             f"{what} was made with {expected_fp.get('name')!r} at precision {p_exp}, but {p_act} embeddings "
@@ -526,15 +581,18 @@ def check_same_encoder(expected_fp: dict[str, Any], actual_fp: dict[str, Any], *
 def check_projection_encoder(trained_fp: dict[str, Any], actual_fp: dict[str, Any], *, what: str) -> None:
     """Raise EncoderMismatchError unless a projection trained on `trained_fp` may take `actual_fp`'s embeddings.
 
-    The same encoder at the same precision passes silently; the same weights (and prefix) at
-    another precision pass with a one-line notice (logged once per projection and precision
-    pair); anything else is refused as `check_same_encoder` refuses it.
+    The same encoder at the same precision and runtime passes silently; the same weights (and
+    prefix) at another precision or runtime pass with a one-line notice (logged once per projection and pair of
+    fingerprints); anything else is refused as `check_same_encoder` refuses it.
     """
     if (isinstance(trained_fp, dict) and isinstance(actual_fp, dict)
             and trained_fp.get("id") != actual_fp.get("id") and trained_fp.get("dim") == actual_fp.get("dim")
             and weights_id(trained_fp) == weights_id(actual_fp)):
-        p_tr, p_act = fingerprint_precision(trained_fp), fingerprint_precision(actual_fp)
-        _note_once((what, p_tr, p_act), "%s was trained on %s embeddings of %s; applying it to %s embeddings of "
-                   "the same weights (they agree to cosine ~0.9999)", what, p_tr, trained_fp.get("name"), p_act)
+        p_tr = f"{fingerprint_precision(trained_fp)}/{fingerprint_runtime(trained_fp)}"
+        p_act = f"{fingerprint_precision(actual_fp)}/{fingerprint_runtime(actual_fp)}"
+        # Once per projection (its path: the last word of `what`, however a command names it) and pair.
+        _note_once((what.split()[-1], trained_fp.get("id"), actual_fp.get("id")), "%s was trained on %s embeddings of %s; applying it to %s embeddings of "
+                   "the same weights (they agree to cosine >= 0.995, checked when a runtime's model is built)",
+                   what, p_tr, trained_fp.get("name"), p_act)
         return
     check_same_encoder(trained_fp, actual_fp, what=what)

@@ -1,7 +1,7 @@
 """`LazyEncoder`: an encoder whose model is loaded on first use.
 
 A process that only hands the encoding to Ray actors (`embed --ray`, `train --ray`) needs the
-encoder's name, precision, dimension and fingerprint, not its model; loading me5-small costs
+encoder's name, precision, runtime, dimension and fingerprint, not its model; loading me5-small costs
 seconds of imports and weights that every actor pays again. For me5-small all four come from its
 manifest (`me5_fingerprint`), and `load_encoder` checks that the loaded model has exactly that
 fingerprint. For other encoders the dimension and fingerprint load the model. Anything else
@@ -22,13 +22,20 @@ class LazyEncoder(Encoder):
     """`load_encoder(name, ...)`, loaded when first used (see the module doc)."""
 
     def __init__(self, name: str, *, device: str | None = None, prefix: str | None = None,
-                 threads: int | None = None, precision: str = "auto"):
+                 threads: int | None = None, precision: str = "auto", runtime: str | None = None):
+        from xmine.encoders.runtime import encoder_runtime
+        from xmine.encoders.transformer import pick_device
+
         check_device(device)
         self.name = name
         self.precision = encoder_precision(name, precision, device=device)  # validates it, too
-        self._load_kwargs = dict(device=device, prefix=prefix, threads=threads, precision=self.precision)
+        self.runtime = encoder_runtime(name, runtime, self.precision,
+                                       device="cpu" if name == "use-m3" else pick_device(device))
+        self._load_kwargs = dict(device=device, prefix=prefix, threads=threads, precision=self.precision,
+                                 runtime=self.runtime)
         self._fingerprint = (me5_fingerprint(prefix=ME5_DEFAULT_PREFIX if prefix is None else prefix,
-                                             precision=self.precision) if name == "me5-small" else None)
+                                             precision=self.precision, runtime=self.runtime)
+                             if name == "me5-small" else None)
         self._encoder: Encoder | None = None
 
     @property

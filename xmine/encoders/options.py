@@ -1,4 +1,4 @@
-"""The `--precision` option, the same on every command that encodes text."""
+"""The `--precision` and `--runtime` options, the same on every command that encodes text."""
 
 from __future__ import annotations
 
@@ -7,25 +7,61 @@ from typing import Callable
 import click
 
 from xmine.encoders import DEFAULT_PRECISION, PRECISIONS
+from xmine.encoders.runtime import RUNTIMES
 
 PRECISION_HELP = (
     "Precision of a transformer encoder: auto = bf16 on CPUs with native bf16 (avx512_bf16/amx_bf16 "
     "in /proc/cpuinfo) and on CUDA GPUs that support it (fp16 on other GPUs), else fp32; fp32 = the "
     "weights as trained; bf16 = much faster on such CPUs, cosine to fp32 >= 0.999 (benchmarks/embed_speed.py); "
-    "fp16 for GPUs. Part of the encoder's fingerprint: stores, indexes and the cache of one precision "
+    "fp16 for GPUs; int8 = OpenVINO only, NNCF-quantised, fastest, cosine to fp32 >= 0.995 (opt-in). "
+    "Part of the encoder's fingerprint: stores, indexes and the cache of one precision "
     "refuse another (projections accept both). use-m3 is fp32 only."
+)
+RUNTIME_HELP = (
+    "What runs a transformer encoder's forward pass: auto = openvino on x86 CPUs when the openvino package "
+    "is installed (fused kernels, same tokens and pooling; the model is converted once and cached under "
+    "$XMINE_HOME/models), torch on GPUs and elsewhere; torch = eager PyTorch; openvino = OpenVINO (CPU). "
+    "Part of the fingerprint like --precision: stores, indexes and the cache of one runtime refuse another "
+    "(projections accept both)."
 )
 
 
+def _remember_runtime(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    from xmine.encoders.runtime import set_requested_runtime
+
+    set_requested_runtime(value)
+    # Only for this command: a process that runs several (tests, a notebook) must not carry it on.
+    ctx.call_on_close(lambda: set_requested_runtime(None))
+    return value
+
+
+def runtime_option(*, default_from: str | None = None) -> Callable:
+    """`--runtime` as a click option; its value is recorded for `load_encoder` in this process
+    (`xmine.encoders.runtime.set_requested_runtime`), so commands need not pass it along. Not
+    given: the runtime of the artefacts the command meets, else auto."""
+    default = f"{default_from}, else auto" if default_from else "auto"
+    return click.option("--runtime", type=click.Choice(RUNTIMES), default=None, expose_value=False,
+                        callback=_remember_runtime, is_eager=True,
+                        help=f"{RUNTIME_HELP} [default: {default}]")
+
+
 def precision_option(*, default_from: str | None = None) -> Callable:
-    """`--precision` as a click option (value: "auto", "fp32", "bf16", "fp16"; bad values exit 2).
+    """`--precision` (value: "auto", "fp32", "bf16", "fp16", "int8"; bad values exit 2), with
+    `--runtime` beside it (`runtime_option`).
 
     `default_from`: for commands that meet artefacts made earlier (stores, indexes): the default
     is None, which the command turns into the precision of those artefacts, else "auto", so that
     what it encodes matches them; the text says which artefacts, for --help.
     """
     if default_from:
-        return click.option("--precision", type=click.Choice(PRECISIONS), default=None,
-                            help=f"{PRECISION_HELP} [default: {default_from}, else auto]")
-    return click.option("--precision", type=click.Choice(PRECISIONS), default=DEFAULT_PRECISION,
-                        show_default=True, help=PRECISION_HELP)
+        precision = click.option("--precision", type=click.Choice(PRECISIONS), default=None,
+                                 help=f"{PRECISION_HELP} [default: {default_from}, else auto]")
+    else:
+        precision = click.option("--precision", type=click.Choice(PRECISIONS), default=DEFAULT_PRECISION,
+                                 show_default=True, help=PRECISION_HELP)
+    runtime = runtime_option(default_from=default_from.replace("precision", "runtime") if default_from else None)
+
+    def both(f: Callable) -> Callable:
+        return precision(runtime(f))
+
+    return both

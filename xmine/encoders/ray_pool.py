@@ -22,12 +22,13 @@ MIN_SLICE = 256
 
 
 class _EncoderActor:
-    def __init__(self, name: str, use_gpu: bool, threads: int, precision: str, fingerprint: dict):
+    def __init__(self, name: str, use_gpu: bool, threads: int, precision: str, fingerprint: dict,
+                 runtime: str = "torch"):
         from xmine.encoders import load_encoder
         from xmine.errors import EncoderError
 
         self.encoder = load_encoder(name, device="cuda" if use_gpu else "cpu", threads=None if use_gpu else threads,
-                                    precision=precision)
+                                    precision=precision, runtime=runtime)
         if self.encoder.fingerprint().get("id") != fingerprint.get("id"):
             raise EncoderError(f"encoder {name!r} on this Ray worker is not the driver's "
                                f"({self.encoder.fingerprint().get('id')} vs {fingerprint.get('id')})")
@@ -49,7 +50,9 @@ class RayPoolEncoder(Encoder):
         actor = ray.remote(num_cpus=0 if use_gpu else threads, num_gpus=1 if use_gpu else 0,
                            max_restarts=-1, max_task_retries=-1)(_EncoderActor)
         self.precision = getattr(encoder, "precision", "fp32")
-        self._actors = [actor.remote(encoder.name, use_gpu, threads, self.precision, encoder.fingerprint())
+        self.runtime = getattr(encoder, "runtime", "torch")
+        self._actors = [actor.remote(encoder.name, use_gpu, threads, self.precision, encoder.fingerprint(),
+                                     self.runtime)
                         for _ in range(count)]
 
     def fingerprint(self) -> dict[str, Any]:

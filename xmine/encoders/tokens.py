@@ -76,11 +76,13 @@ def _tokenize(encoder, sentences: Sequence[str], mask_spans: Sequence[Spans] | N
 def encode_token_states(encoder, sentences: Sequence[str], *, mask_spans: Sequence[Spans] | None = None,
                         keep_tokens: bool = True, show_progress: bool = False,
                         desc: str = "token states") -> Iterator[TokenWindow]:
-    """Yield `TokenWindow`s covering `sentences` (see the module doc); needs a `TokenBatchedEncoder`."""
-    import torch
+    """Yield `TokenWindow`s covering `sentences` (see the module doc); needs a `TokenBatchedEncoder`
+    (run by torch or OpenVINO: both give the last hidden states)."""
     from tqdm.auto import tqdm
 
-    if not hasattr(encoder, "tokenizer") or not hasattr(encoder, "model"):
+    from xmine.encoders.transformer import token_batches
+
+    if not hasattr(encoder, "tokenizer") or not hasattr(encoder, "token_states"):
         raise EncoderError(f"encoder {encoder.name!r} has no token-level output (it is not a Hugging Face "
                            "transformer run by xmine's TokenBatchedEncoder)")
     sentences = list(sentences)
@@ -94,34 +96,16 @@ def encode_token_states(encoder, sentences: Sequence[str], *, mask_spans: Sequen
             spans = None if mask_spans is None else mask_spans[start:start + window]
             ids = _tokenize(encoder, chunk, spans)
             lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
-            order = np.argsort(-lengths, kind="stable")
             pooled = np.empty((len(chunk), encoder.dim), dtype=np.float32)
             tokens: list[np.ndarray | None] = [None] * len(chunk)
-            i = 0
-            with torch.inference_mode():
-                while i < len(order):
-                    longest = int(lengths[order[i]])
-                    batch = order[i:i + max(1, budget // max(longest, 1))]
-                    i += len(batch)
-                    input_ids = np.full((len(batch), longest), encoder._pad_id, dtype=np.int64)
-                    mask = np.zeros((len(batch), longest), dtype=np.int64)
+            for batch, input_ids, mask in token_batches(ids, pad_id=encoder._pad_id, token_budget=budget,
+                                                        max_rows=budget):
+                h16, pool = encoder.token_states(input_ids, mask)
+                pooled[batch] = pool
+                if keep_tokens:
                     for r, j in enumerate(batch):
-                        input_ids[r, :lengths[j]] = ids[j]
-                        mask[r, :lengths[j]] = 1
-                    m = torch.from_numpy(mask).to(encoder.device)
-                    hidden = encoder.model(input_ids=torch.from_numpy(input_ids).to(encoder.device),
-                                           attention_mask=m).last_hidden_state.float()
-                    if encoder.pooling == "cls":
-                        pool = hidden[:, 0]
-                    else:
-                        mf = m.unsqueeze(-1).to(hidden.dtype)
-                        pool = (hidden * mf).sum(1) / mf.sum(1).clamp(min=1e-9)
-                    pooled[batch] = pool.cpu().numpy()
-                    if keep_tokens:
-                        h16 = hidden.to(torch.float16).cpu().numpy()
-                        for r, j in enumerate(batch):
-                            tokens[j] = h16[r, :lengths[j]].copy()
-                    bar.update(len(batch))
+                        tokens[j] = h16[r, :lengths[j]].copy()
+                bar.update(len(batch))
             yield TokenWindow(index=np.arange(start, start + len(chunk)), tokens=tokens if keep_tokens else None,
                               pooled=pooled)
 

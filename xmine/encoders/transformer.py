@@ -79,10 +79,10 @@ def tensor_digest(module) -> str:
 
 
 def token_batched_fingerprint(*, name: str, dim: int, identity: str, pooling: str, max_length: int, prefix: str,
-                              precision: str) -> dict[str, Any]:
+                              precision: str, runtime: str = "torch") -> dict[str, Any]:
     """The fingerprint of a `TokenBatchedEncoder` with these settings, known without its model."""
     ident = f"{identity}|pool={pooling}|max_len={max_length}|prefix={prefix!r}"
-    return with_precision({"name": name, "dim": dim, "id": ident}, precision)
+    return with_precision({"name": name, "dim": dim, "id": ident}, precision, runtime)
 
 
 class TokenBatchedEncoder(Encoder):
@@ -97,6 +97,7 @@ class TokenBatchedEncoder(Encoder):
             raise EncoderError(f"{name}: precision {precision!r} is not one the fast path runs (fp32, bf16, fp16)")
         self.name = name
         self.precision = precision
+        self.runtime = "torch"
         if precision != "fp32":
             model = model.to(torch_dtype(precision))
         self.model = model.eval()
@@ -113,7 +114,7 @@ class TokenBatchedEncoder(Encoder):
     def fingerprint(self) -> dict[str, Any]:
         return token_batched_fingerprint(name=self.name, dim=self.dim, identity=self._identity, pooling=self.pooling,
                                          max_length=self.batching.max_length, prefix=self.prefix,
-                                         precision=self.precision)
+                                         precision=self.precision, runtime=self.runtime)
 
     def encode(self, sentences: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
         """(n, dim) float32, L2-normalised rows in input order; `batch_size` caps rows per pass."""
@@ -139,45 +140,70 @@ class TokenBatchedEncoder(Encoder):
                                    show_progress=show_progress)
 
     def _encode_window(self, sentences: list[str], max_rows: int, bar) -> np.ndarray:
-        import torch
-
         ids = self.tokenizer(
             [self.prefix + s for s in sentences], truncation=True, max_length=self.batching.max_length,
             add_special_tokens=True, return_attention_mask=False, return_token_type_ids=False,
         )["input_ids"]
-        lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
-        # Longest first: the biggest pass comes first, so memory peaks at once, not after an hour.
-        order = np.argsort(-lengths, kind="stable")
         out = np.empty((len(sentences), self.dim), dtype=np.float32)
-        i = 0
-        with torch.inference_mode():
-            while i < len(order):
-                longest = int(lengths[order[i]])
-                rows = max(1, min(max_rows, self.batching.token_budget // max(longest, 1)))
-                batch = order[i : i + rows]
-                i += len(batch)
-                input_ids = np.full((len(batch), longest), self._pad_id, dtype=np.int64)
-                mask = np.zeros((len(batch), longest), dtype=np.int64)
-                for r, j in enumerate(batch):
-                    input_ids[r, : lengths[j]] = ids[j]
-                    mask[r, : lengths[j]] = 1
-                out[batch] = self._forward(torch.from_numpy(input_ids), torch.from_numpy(mask))
-                bar.update(len(batch))
+        for batch, input_ids, mask in token_batches(ids, pad_id=self._pad_id, token_budget=self.batching.token_budget,
+                                                    max_rows=max_rows):
+            out[batch] = self._forward(input_ids, mask)
+            bar.update(len(batch))
         return out
 
-    def _forward(self, input_ids, mask) -> np.ndarray:
+    def _forward(self, input_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """L2-normalised pooled vectors (float32 numpy) of one padded pass."""
         import torch
 
-        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
-        # Pooling and normalisation in float32, whatever precision the model ran at.
-        hidden = self.model(input_ids=input_ids, attention_mask=mask).last_hidden_state.float()
-        if self.pooling == "cls":
-            pooled = hidden[:, 0]
-        else:
-            m = mask.unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
-        pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
-        return pooled.cpu().numpy().astype(np.float32, copy=False)
+        with torch.inference_mode():
+            input_ids, mask = torch.from_numpy(input_ids).to(self.device), torch.from_numpy(mask).to(self.device)
+            # Pooling and normalisation in float32, whatever precision the model ran at.
+            hidden = self.model(input_ids=input_ids, attention_mask=mask).last_hidden_state.float()
+            if self.pooling == "cls":
+                pooled = hidden[:, 0]
+            else:
+                m = mask.unsqueeze(-1).to(hidden.dtype)
+                pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+            pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
+            return pooled.cpu().numpy().astype(np.float32, copy=False)
+
+    def token_states(self, input_ids: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(last hidden states (n, L, D) float16, pooled vectors (n, D) float32 not normalised) of one pass."""
+        import torch
+
+        with torch.inference_mode():
+            m = torch.from_numpy(mask).to(self.device)
+            hidden = self.model(input_ids=torch.from_numpy(input_ids).to(self.device),
+                                attention_mask=m).last_hidden_state.float()
+            if self.pooling == "cls":
+                pool = hidden[:, 0]
+            else:
+                mf = m.unsqueeze(-1).to(hidden.dtype)
+                pool = (hidden * mf).sum(1) / mf.sum(1).clamp(min=1e-9)
+            return hidden.to(torch.float16).cpu().numpy(), pool.cpu().numpy()
+
+
+def token_batches(ids: Sequence[Sequence[int]], *, pad_id: int, token_budget: int, max_rows: int):
+    """Yield (rows, input_ids, attention_mask) passes over token id lists, longest first.
+
+    Rows are sorted by token length (stable) and each pass holds as many as fit `token_budget`
+    padded tokens (at most `max_rows`); arrays are int64, padded with `pad_id`. Longest first: the
+    biggest pass comes first, so memory peaks at once, not after an hour.
+    """
+    lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+    order = np.argsort(-lengths, kind="stable")
+    i = 0
+    while i < len(order):
+        longest = int(lengths[order[i]])
+        rows = max(1, min(max_rows, token_budget // max(longest, 1)))
+        batch = order[i : i + rows]
+        i += len(batch)
+        input_ids = np.full((len(batch), longest), pad_id, dtype=np.int64)
+        mask = np.zeros((len(batch), longest), dtype=np.int64)
+        for r, j in enumerate(batch):
+            input_ids[r, : lengths[j]] = ids[j]
+            mask[r, : lengths[j]] = 1
+        yield batch, input_ids, mask
 
 
 class SentenceTransformerEncoder(Encoder):

@@ -141,7 +141,8 @@ def embed_shards_on_ray(
             num_cpus=0 if use_gpu else threads, num_gpus=1 if use_gpu else 0,
             fn_constructor_kwargs=dict(
                 input_path=str(input_path), out_dir=str(out_dir), encoder_name=encoder.name,
-                encoder_kwargs={"precision": getattr(encoder, "precision", "fp32")}, projection_path=projection_path,
+                encoder_kwargs={"precision": getattr(encoder, "precision", "fp32"),
+                               "runtime": getattr(encoder, "runtime", "torch")}, projection_path=projection_path,
                 part=part, dtype=dtype, batch_size=batch_size, max_chars=max_chars, lang=lang, threads=threads,
                 use_gpu=use_gpu,
                 fingerprint=encoder.fingerprint()),

@@ -21,6 +21,7 @@ import contextlib
 import fcntl
 import json
 import logging
+import os
 import re
 import shutil
 import time
@@ -35,14 +36,15 @@ from xmine.artefacts import (
     atomic_path,
     atomic_write_json,
     atomic_write_text,
+    swap_in_dir,
     provenance,
     read_manifest,
     sha256_file,
     write_manifest,
 )
 from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats, truncate_for_encoding
-from xmine.errors import ArtefactError, ConfigError
-from xmine.outputs import MARKER, claim_output
+from xmine.errors import ArtefactError, ConfigError, OutputError
+from xmine.outputs import MARKER, claim_output, dir_kind
 from xmine.projection import resolve_projection
 from xmine.store.layout import (
     DTYPES, FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, LENGTHS, LINE_NUMBERS, LOCK, OFFSETS, PARTS, PROGRESS,
@@ -144,15 +146,51 @@ def _looks_like_store(directory: Path) -> bool:
     return any(n.startswith("emb-") for n in names) and all(_STORE_FILE.match(n) for n in names)
 
 
+# The names the writer itself makes, exactly: per-shard files, the joined files, and the hidden
+# temporaries of its atomic writes (`atomic_path`: ".STEM.<8 random>.tmp.SUFFIX").
+_SHARD_FILE = re.compile(r"^(emb-\d{5}\.npy|lines-\d{5}\.npy|text-\d{5}\.txt|ids-\d{5}\.txt|sent-\d{5}\.npy)$")
+_OWN_TEMPORARY = re.compile(r"^\.(emb-\d{5}|lines-\d{5}|text-\d{5}|ids-\d{5}|sent-\d{5}|manifest|progress|sentences|"
+                            r"line_numbers|offsets|hashes|lengths|ids|id_offsets|sentence_index|\.xmine-output)"
+                            r"\.[a-z0-9_]{8}\.tmp\.(npy|txt|json)$")
+_OWN_NAMES = frozenset({MANIFEST, PROGRESS, SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS, IDS, ID_OFFSETS,
+                        SENTENCE_INDEX, LOCK, MARKER})
+
+
+def _own_file(name: str) -> bool:
+    return name in _OWN_NAMES or bool(_SHARD_FILE.match(name) or _OWN_TEMPORARY.match(name))
+
+
+def _refuse_foreign(out_dir: Path) -> None:
+    """OutputError when the store directory holds anything the writer did not make (a user's
+    notes, an analysis folder): rebuilding it in place or replacing it would delete them."""
+    foreign = sorted(e.name for e in out_dir.iterdir() if not (_own_file(e.name) and e.is_file()))
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise OutputError(f"{out_dir}: holds files that are not part of the embedding store ({shown}); "
+                          "refusing to rebuild it (move them away first or choose another output directory)")
+
+
 def _clear_dir(out_dir: Path) -> None:
-    """Empty a store directory (only called on one the claim recognised as an embedding store)."""
+    """Remove the writer's own files from a store directory (one the claim recognised as an
+    embedding store); refused, with nothing removed, when it holds anything else."""
+    _refuse_foreign(out_dir)
     for entry in out_dir.iterdir():
-        if entry.name in (LOCK, MARKER):
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
+        if entry.name not in (LOCK, MARKER):
             entry.unlink()
+
+
+def _rebuild_dir(target: Path) -> Path:
+    """The hidden directory beside a finished store where its replacement is built (and an
+    interrupted replacement resumed): `.NAME.xmine-rebuild`, marked as an embedding store's."""
+    d = target.parent / f".{target.name}.xmine-rebuild"
+    if os.path.lexists(d):
+        if d.is_symlink() or not d.is_dir() or dir_kind(d)[0] != STORE_KIND:
+            raise OutputError(f"{d}: exists and is not xmine's (the rebuild of {target} is made there); "
+                              "move it away first")
+        return d
+    d.mkdir()
+    atomic_write_json(d / MARKER, {"kind": STORE_KIND})
+    return d
 
 
 def _finished_shards(out_dir: Path, progress: dict[str, Any]) -> list[dict[str, Any]]:
@@ -268,6 +306,7 @@ def embed_corpus(
                       inputs=[input_path, getattr(projection, "path", None)], legacy=_looks_like_store), \
             _locked(out_dir):
         info = BuildInfo()
+        target = out_dir  # where the finished store ends up; out_dir is where it is built
         has_manifest = (out_dir / MANIFEST).is_file()
         has_progress = (out_dir / PROGRESS).is_file()
         if not has_manifest and not has_progress and any(
@@ -297,8 +336,11 @@ def embed_corpus(
             if not overwrite:
                 raise ArtefactError(f"{out_dir}: an embedding store already, but {why}; "
                                     "pass --overwrite to rebuild it or choose another output directory")
-            _clear_dir(out_dir)
-            has_progress = False
+            # Built beside the finished store and swapped in at the end: until then the old store
+            # stays whole and usable, whatever interrupts the rebuild.
+            _refuse_foreign(out_dir)
+            out_dir = _rebuild_dir(target)
+            has_progress = (out_dir / PROGRESS).is_file()
         shards: list[dict[str, Any]] = []
         more: list[dict[str, Any]] = []  # finished after a gap, by a run on Ray
         if has_progress:
@@ -394,21 +436,29 @@ def embed_corpus(
                 if pbar is not None:
                     pbar.close()
 
-        if ray is not None:
-            from xmine.store.ray_writer import embed_shards_on_ray
+        def save_ray_progress(prefix: list[dict], rest: list[dict]) -> None:
+            shards[:], more[:] = prefix, rest
+            save_progress()
 
-            def save_ray_progress(prefix: list[dict], rest: list[dict]) -> None:
-                shards[:], more[:] = prefix, rest
-                save_progress()
+        try:
+            if ray is not None:
+                from xmine.store.ray_writer import embed_shards_on_ray
 
-            shards, info.encoded = embed_shards_on_ray(
-                input_path, out_dir, encoder=encoder, projection=projection, part=part, dtype=dtype,
-                lang=None if lang == UNDETERMINED else lang,
-                shard_rows=shard_rows, batch_size=batch_size, max_chars=max_chars, done=list(shards), more=list(more),
-                stats=stats, save_progress=save_ray_progress, show_progress=show_progress)
-            info.resumed_rows = sum(s["rows"] for s in shards) - info.encoded
-        else:
-            _embed_here()
+                shards, info.encoded = embed_shards_on_ray(
+                    input_path, out_dir, encoder=encoder, projection=projection, part=part, dtype=dtype,
+                    lang=None if lang == UNDETERMINED else lang, shard_rows=shard_rows, batch_size=batch_size,
+                    max_chars=max_chars, done=list(shards), more=list(more), stats=stats,
+                    save_progress=save_ray_progress, show_progress=show_progress)
+                info.resumed_rows = sum(s["rows"] for s in shards) - info.encoded
+            else:
+                _embed_here()
+        except BaseException:
+            if not shards and not more:  # nothing finished: no progress file to mistake for a store
+                with contextlib.suppress(FileNotFoundError):
+                    (out_dir / PROGRESS).unlink()
+                if out_dir != target and {e.name for e in out_dir.iterdir()} <= {MARKER, LOCK}:
+                    shutil.rmtree(out_dir, ignore_errors=True)
+            raise
         for message in stats.warnings(max_chars):  # after the bar, so the lines do not mix
             log.warning(message)
         input_stats = {
@@ -422,6 +472,9 @@ def embed_corpus(
             "input": str(input_path), "lang": lang, "part": stored_part, "dtype": dtype,
             "shard_rows": shard_rows, "batch_size": batch_size, "max_chars": max_chars, "ray": ray,
         })
+        if out_dir != target:
+            swap_in_dir(out_dir, target)
+            out_dir = target
         store = EmbeddingStore.open(out_dir)
         info.seconds = time.perf_counter() - t0
         store.build_info = info
@@ -681,21 +734,20 @@ def _join_ids(out_dir: Path, shards: list[dict], count: int, stack: contextlib.E
 
 
 def _remove_leftovers(out_dir: Path, manifest: dict) -> None:
-    """Remove the build's scaffolding (progress file, per-shard text and line numbers)."""
-    keep = ({MANIFEST, SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS, IDS, ID_OFFSETS, SENTENCE_INDEX, LOCK, MARKER}
+    """Remove the build's scaffolding (progress file, per-shard text and line numbers, temporaries),
+    each by the exact name the writer gives it: nothing else in the directory is touched."""
+    keep = ({MANIFEST, SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS, IDS, ID_OFFSETS, SENTENCE_INDEX, LOCK,
+             MARKER}
             | {s["file"] for s in manifest["shards"]})
     for entry in out_dir.iterdir():
-        if entry.name not in keep and (
-            entry.name == PROGRESS or entry.name.startswith(("text-", "lines-", "ids-", "sent-", "emb-", "."))
-        ):
-            if entry.is_file():
-                entry.unlink()
+        if entry.name not in keep and _own_file(entry.name) and entry.is_file():
+            entry.unlink()
 
 
 def _remove_temporaries(out_dir: Path) -> None:
-    """Remove half-written files a killed run left (atomic writes use hidden temporaries)."""
+    """Remove half-written files a killed run left (the writer's own hidden temporaries only)."""
     for entry in out_dir.iterdir():
-        if entry.name.startswith(".") and ".tmp" in entry.name and entry.is_file():
+        if _OWN_TEMPORARY.match(entry.name) and entry.is_file():
             entry.unlink()
 
 

@@ -1,0 +1,217 @@
+"""`xmine bench mining --noisy`: the mining sets of `bench mining` with web-like noise added.
+
+Each language's clean set (`mining.build_set`: FLORES-200 and newstest gold pairs hidden among
+same-language distractors) gets, seeded, in these proportions of its side's clean size (`NOISE`):
+- `copies`: lines of the English side copied verbatim into the xx side (untranslated pages),
+  drawn from the whole English side, gold lines included;
+- `other_language`: FLORES-200 devtest lines of a third language (`OTHER_LANGS`, never xx or
+  English) on each side;
+- `boilerplate`: site furniture (copyright lines, menus, share buttons) built from templates, the
+  same line on both sides;
+- `numbers_urls`: lines of numbers, phone numbers, URLs and e-mail addresses; half the same on
+  both sides, half with the same template and other numbers on each side;
+- `near_duplicates`: copies of a side's own lines holding a number, with that number changed (as
+  templated news pages repeat a story with another figure).
+Every pair that is not a gold pair is wrong. Mining, the threshold and scoring are `bench mining`'s
+(`bucc.mine_candidates`, k = 4, ratio margin, max retrieval, each variant's default threshold);
+then the pair filters (`mining.filters.apply_pair_filters`, default `PairFilterConfig`) run on the
+mined pairs, as `xmine mine` runs them; and once more with `--lang-filter` (sentences identified
+as another language leave each side before mining, `langid.language_mask`), then the pair filters.
+Reported per language and averaged: precision, recall and F1 of the clean set, of the noisy set
+without filters, with the pair filters, and with the language filter and the pair filters; what
+each rule removed (and how many gold pairs among them), and the margins of gold pairs and of each
+kind of noise pair (to choose `score_max`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+NOISE = {"copies": 0.08, "other_language": 0.04, "boilerplate": 0.02, "numbers_urls": 0.02, "near_duplicates": 0.02}
+OTHER_LANGS = ("fra_Latn", "spa_Latn", "ita_Latn", "nld_Latn", "tur_Latn", "ukr_Cyrl", "kor_Hang", "vie_Latn",
+               "swe_Latn", "ell_Grek")
+
+_SITES = ("example-news.com", "dailyherald.net", "stadtblatt.de", "novosti.ru", "xinwen.cn", "uutiset.fi",
+          "portal.pl", "zinios.lt", "kazinform.kz", "news.jp", "praha-dnes.cz", "phnompenhpost.com")
+_SECTIONS = ("Politics", "Sport", "Business", "Culture", "World", "Science", "Travel", "Opinion", "Weather")
+_NAMES = ("anna", "peter", "editor", "info", "redaktion", "support", "newsdesk", "webmaster")
+_BOILER = ("Copyright © {y} {site}. All rights reserved.", "Home | News | {sec} | Contact | {site}",
+           "Share on Facebook | Share on Twitter | Email this {sec} story",
+           "Click here to subscribe to the {site} newsletter.", "Terms of use | Privacy policy | Cookies | {site}",
+           "Read more {sec} news on {site}", "Follow {site} on social media for the latest {sec} updates.",
+           "Advertisement - {sec} - continue reading below", "Back to top | {sec} | Sitemap | {site}")
+_NUMBERS = ("Tel.: +{a} {b} {c}", "www.{site}/{sec_l}/{c}", "https://{site}/article?id={c}", "{name}@{site}",
+            "{a}.{b} %", "ISBN 978-{a}-{c}-{b}", "{b}.{a}.{y}", "Fax +{a} {c} {b}", "{c} | {b} | {a}")
+
+
+def _rng(seed: int, *keys: str) -> np.random.Generator:
+    from xmine.benchmarks.mining import _rng as rng
+
+    return rng(seed, "noisy", *keys)
+
+
+def _fill(template: str, rng: np.random.Generator) -> str:
+    sec = _SECTIONS[rng.integers(len(_SECTIONS))]
+    return template.format(y=int(rng.integers(2005, 2024)), site=_SITES[rng.integers(len(_SITES))], sec=sec,
+                           sec_l=sec.lower(), name=_NAMES[rng.integers(len(_NAMES))], a=int(rng.integers(10, 99)),
+                           b=int(rng.integers(100, 999)), c=int(rng.integers(10000, 999999)))
+
+
+def _change_number(text: str, rng: np.random.Generator) -> str | None:
+    import re
+
+    groups = list(re.finditer(r"\d+", text))
+    if not groups:
+        return None
+    g = groups[int(rng.integers(len(groups)))]
+    new = str(int(g.group()) + int(rng.integers(1, 10)))
+    return text[:g.start()] + new + text[g.end():]
+
+
+def add_noise(ms, data: Path, *, seed: int = 0, noise: dict[str, float] = NOISE):
+    """(src, en, kinds): the set's sides (ids, sentences) with noise lines appended, and the noise
+    kind of every added id."""
+    from xmine.benchmarks.common import read_lines
+    from xmine.benchmarks.mining import NEWS_SETS
+
+    lang = ms.lang
+    src_ids, src = list(ms.src[0]), list(ms.src[1])
+    en_ids, en = list(ms.en[0]), list(ms.en[1])
+    n_src, n_en = len(src), len(en)
+    kinds: dict[str, str] = {}
+    seen_src, seen_en = set(src), set(en)
+
+    def add(side: str, text: str, kind: str) -> None:
+        ids, texts, seen = (src_ids, src, seen_src) if side == "src" else (en_ids, en, seen_en)
+        text = " ".join(text.split())
+        if not text or text in seen:
+            return
+        seen.add(text)
+        i = f"{lang if side == 'src' else 'en'}-n{len(ids):08d}"
+        ids.append(i)
+        texts.append(text)
+        kinds[i] = kind
+
+    rng = _rng(seed, lang, "copies")
+    for j in rng.choice(n_en, size=int(noise["copies"] * n_src), replace=False):
+        add("src", en[int(j)], "copies")
+
+    flores = data / "parallel" / "flores200" / "devtest"
+    own = NEWS_SETS[lang][0]
+    others = [c for c in OTHER_LANGS if c != own]
+    for side, n in (("src", n_src), ("en", n_en)):
+        rng = _rng(seed, lang, side, "other")
+        code = others[int(rng.integers(len(others)))]
+        lines = read_lines(flores / f"{code}.devtest", what="FLORES-200 devtest")
+        for j in rng.choice(len(lines), size=int(noise["other_language"] * n), replace=False):
+            add(side, lines[int(j)], "other_language")
+
+    rng = _rng(seed, lang, "boilerplate")
+    for _ in range(int(noise["boilerplate"] * min(n_src, n_en))):
+        line = _fill(_BOILER[int(rng.integers(len(_BOILER)))], rng)
+        add("src", line, "boilerplate")
+        add("en", line, "boilerplate")
+
+    rng = _rng(seed, lang, "numbers")
+    for j in range(int(noise["numbers_urls"] * min(n_src, n_en))):
+        template = _NUMBERS[int(rng.integers(len(_NUMBERS)))]
+        state = rng.bit_generator.state
+        line = _fill(template, rng)
+        add("src", line, "numbers_urls")
+        if j % 2:  # the same template, other numbers
+            line = _fill(template, rng)
+        else:
+            rng.bit_generator.state = state
+            line = _fill(template, rng)
+        add("en", line, "numbers_urls")
+
+    for side, texts, n in (("src", src, n_src), ("en", en, n_en)):
+        rng = _rng(seed, lang, side, "near")
+        with_digits = [t for t in texts[:n] if any(ch.isdigit() for ch in t)]
+        for j in rng.choice(len(with_digits), size=min(len(with_digits), int(noise["near_duplicates"] * n)),
+                            replace=False):
+            changed = _change_number(with_digits[int(j)], rng)
+            if changed:
+                add(side, changed, "near_duplicates")
+    return (src_ids, src), (en_ids, en), kinds
+
+
+def _prf(pairs: Sequence[tuple[str, str]], gold: set) -> dict[str, float]:
+    tp = sum(p in gold for p in pairs)
+    p = tp / len(pairs) if pairs else 0.0
+    r = tp / len(gold) if gold else 0.0
+    return {"precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0, "pairs": len(pairs)}
+
+
+def evaluate_noisy(embed_fn, data: Path, ms, *, threshold: float, seed: int = 0, filter_config=None,
+                   flores_code: str | None = None) -> dict[str, Any]:
+    """One language: clean, noisy and noisy-filtered P/R/F1 at `threshold`, removals, score spreads."""
+    from xmine.benchmarks.bucc import mine_candidates
+    from xmine.mining.filters import RULES, PairFilterConfig, apply_pair_filters
+
+    cfg = filter_config or PairFilterConfig()
+    gold = set(ms.gold)
+    cands, scores = mine_candidates(ms.src, ms.en, embed_fn)
+    clean = _prf([c for c, s in zip(cands, scores) if s >= threshold], gold)
+
+    src, en, kinds = add_noise(ms, data, seed=seed)
+    text_s, text_e = dict(zip(*src)), dict(zip(*en))
+    cands, scores = mine_candidates(src, en, embed_fn)
+    at = [(c, s) for c, s in zip(cands, scores) if s >= threshold]
+    noisy = _prf([c for c, _ in at], gold)
+    keep, reasons = apply_pair_filters([text_s[a] for (a, _), _ in at], [text_e[b] for (_, b), _ in at],
+                                       [s for _, s in at], langs=(flores_code, "eng_Latn"), config=cfg)
+    filtered = _prf([c for (c, _), k in zip(at, keep) if k], gold)
+    # --lang-filter first: sentences identified as another language leave each side before mining
+    from xmine.mining.langid import language_mask
+
+    lf_src = [(i, t) for i, t, k in zip(*src, language_mask(src[1], flores_code, cfg.lid,
+                                                             min_confidence=cfg.lid_min_confidence)[0]) if k]
+    lf_en = [(i, t) for i, t, k in zip(*en, language_mask(en[1], "eng", cfg.lid,
+                                                          min_confidence=cfg.lid_min_confidence)[0]) if k]
+    lf_cands, lf_scores = mine_candidates(tuple(map(list, zip(*lf_src))), tuple(map(list, zip(*lf_en))), embed_fn)
+    lf_at = [(c, s) for c, s in zip(lf_cands, lf_scores) if s >= threshold]
+    lf_keep, _ = apply_pair_filters([text_s[a] for (a, _), _ in lf_at], [text_e[b] for (_, b), _ in lf_at],
+                                    [s for _, s in lf_at], langs=(flores_code, "eng_Latn"), config=cfg)
+    lang_filtered = _prf([c for (c, _), k in zip(lf_at, lf_keep) if k], gold)
+    lang_removed = {"src": len(src[0]) - len(lf_src), "en": len(en[0]) - len(lf_en),
+                    "gold_src": sum(1 for a, _ in gold if a not in {i for i, _ in lf_src}),
+                    "gold_en": sum(1 for _, b in gold if b not in {i for i, _ in lf_en})}
+    removed: dict[str, dict[str, int]] = {}
+    for ((a, b), _), code in zip(at, reasons.tolist()):
+        if code >= 0:
+            kind = "gold" if (a, b) in gold else kinds.get(a) or kinds.get(b) or "distractor"
+            r = removed.setdefault(RULES[code], {})
+            r[kind] = r.get(kind, 0) + 1
+    spread: dict[str, list[float]] = {}
+    for (a, b), s in zip(cands, scores.tolist()):
+        kind = "gold" if (a, b) in gold else kinds.get(a) or kinds.get(b) or "distractor"
+        spread.setdefault(kind, []).append(s)
+    spreads = {k: {"n": len(v), "min": min(v), "median": float(np.median(v)), "max": max(v)} for k, v in spread.items()}
+    unfiltered_kinds: dict[str, int] = {}
+    for ((a, b), _), k in zip(at, keep):
+        if k and (a, b) not in gold:
+            kind = kinds.get(a) or kinds.get(b) or "distractor"
+            unfiltered_kinds[kind] = unfiltered_kinds.get(kind, 0) + 1
+    return {"clean": clean, "noisy": noisy, "filtered": filtered, "lang_filtered": lang_filtered,
+            "lang_filter_removed": lang_removed, "removed": removed,
+            "wrong_after_filters": unfiltered_kinds, "scores": spreads,
+            "sizes": {"src": len(src[0]), "en": len(en[0]), "noise_lines": len(kinds), "gold": len(gold)}}
+
+
+def evaluate(embed_fn, data: Path, langs: Sequence[str], *, threshold: float, seed: int = 0,
+             gold_fraction: float, max_news: int, flores_rows: int | None, filter_config=None) -> dict[str, Any]:
+    """Every language, then averages (x100) of each P/R/F1 over languages."""
+    from xmine.benchmarks.mining import NEWS_SETS, build_set
+
+    per = {}
+    for lang in langs:
+        ms = build_set(data, lang, seed=seed, gold_fraction=gold_fraction, max_news=max_news, flores_rows=flores_rows)
+        per[lang] = evaluate_noisy(embed_fn, data, ms, threshold=threshold, seed=seed, filter_config=filter_config,
+                                   flores_code=NEWS_SETS[lang][0])
+    avg = {v: {m: float(100 * np.mean([r[v][m] for r in per.values()])) for m in ("precision", "recall", "f1")}
+           for v in ("clean", "noisy", "filtered", "lang_filtered")}
+    return {"per_lang": per, "average": avg, "noise": NOISE}

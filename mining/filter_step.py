@@ -1,0 +1,86 @@
+"""The filtering steps of `xmine mine` around the search (mining/pipeline.py calls them).
+
+- `language_rows`: `--lang-filter`, before the search: the rows of a side that the language
+  identification (`xmine.mining.langid.language_mask`) does not give to another language.
+- `filter_pairs`: after the selection: the pair filters (`xmine.mining.filters`) over the mined
+  pairs, each sentence read from its side by offset (`SideTexts`), the dropped pairs written to
+  `--keep-filtered`'s claimed file, and what the summary records.
+Both work chunk by chunk; memory is one byte a row or pair beside the chunk.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from xmine.errors import ConfigError
+from xmine.mining.filters import RULES as FILTER_RULES
+from xmine.mining.filters import PairFilterConfig, apply_pair_filters
+from xmine.mining.filters import counts as filter_counts
+from xmine.mining.select import MinedPairs
+from xmine.mining.writers import PairColumn, tsv_field
+
+LANG_FILTER_CHUNK = 65536
+
+
+def language_rows(side, ids: np.ndarray, lang: str, backend: str, min_confidence: float) -> np.ndarray:
+    """keep[i]: row ids[i] of `side` is not identified as another language (`--lang-filter`)."""
+    from xmine.mining.langid import language_mask
+
+    keep = np.zeros(len(ids), dtype=bool)
+    for start in range(0, len(ids), LANG_FILTER_CHUNK):
+        chunk = ids[start:start + LANG_FILTER_CHUNK]
+        keep[start:start + len(chunk)], _ = language_mask([side.text[int(r)] for r in chunk], lang, backend,
+                                                          min_confidence=min_confidence)
+    return keep
+
+
+class SideTexts:
+    """The sentences of `rows` of a side, read by offset when indexed (a lazy sequence)."""
+
+    def __init__(self, side, rows: np.ndarray):
+        self.side, self.rows = side, rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> str:
+        return self.side.text[int(self.rows[i])]
+
+
+def lang_filter_langs(on: bool, langs, backend: str, min_confidence: float) -> list:
+    """Per side, (language, backend, min confidence) for `--lang-filter`, or None when it is off."""
+    from xmine.store.writer import UNDETERMINED
+
+    if not on:
+        return [None, None]
+    missing = [side for side, lang in zip(("--src-lang", "--tgt-lang"), langs) if lang in (None, UNDETERMINED)]
+    if missing:
+        raise ConfigError(f"--lang-filter needs the language of each side: give {' and '.join(missing)}")
+    return [(lang, backend, min_confidence) for lang in langs]
+
+
+def filter_pairs(mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, langs, config: PairFilterConfig, margin: str,
+                  dropped_claim=None):
+    """The pairs the pair filters keep (and their rows), what the summary records, and the output
+    columns of the language identification done on the way (`src_lid`, `src_lid_score`, ...: the
+    jsonl, parquet and hf outputs carry them); the dropped ones go to `dropped_claim` when
+    --keep-filtered asked for them."""
+    from xmine.store.writer import UNDETERMINED
+
+    langs = tuple(None if lang in (None, UNDETERMINED) else lang for lang in langs)
+    lid: dict[str, np.ndarray] = {}
+    keep, reasons = apply_pair_filters(SideTexts(sx, src_rows), SideTexts(sy, tgt_rows), mined.score, langs=langs,
+                                       config=config, margin=margin, lid_out=lid)
+    record = config.record(margin) | {"languages": list(langs), "pairs_before": len(mined),
+                                      "removed": filter_counts(reasons, config, margin)}
+    if dropped_claim is not None:
+        gone = np.flatnonzero(~keep)
+        with dropped_claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            for i in gone.tolist():
+                f.write(f"{float(mined.score[i]):.6f}\t{tsv_field(sx.text[int(src_rows[i])])}\t"
+                        f"{tsv_field(sy.text[int(tgt_rows[i])])}\t{FILTER_RULES[int(reasons[i])]}\n")
+        dropped_claim.finish({"pairs": len(gone), "src": str(sx.path), "tgt": str(sy.path), "filters": record})
+    kept = MinedPairs(src_idx=mined.src_idx[keep], tgt_idx=mined.tgt_idx[keep], score=mined.score[keep],
+                      direction=mined.direction[keep])
+    columns = [PairColumn(name=name, values=values[keep]) for name, values in lid.items()]
+    return kept, src_rows[keep], tgt_rows[keep], record, columns

@@ -1,0 +1,266 @@
+"""Rules that drop mined pairs which are not translations, whatever their score.
+
+In any embedding space a sentence copied verbatim from the other side is its own best
+"translation", and boilerplate present on both sides (menus, copyright lines, numbers, URLs)
+pairs with itself; such pairs fill the top of a mined web corpus. These rules, after bicleaner's
+hard rules and stopes' score cap, drop them. Each is a small pure function
+`rule(src, tgt, score, langs, config) -> True to drop` (`langs`: the two sides' language codes,
+either may be None), on by default and switched off by name (`PairFilterConfig.disabled`):
+
+- `identical`: the two sides are equal after `normalise` (NFKC, case folding, punctuation,
+  symbols, digits and white space removed), or one side has nothing left after it;
+- `score_max`: a ratio margin above `score_max` (stopes' `score_max`): far above any translation,
+  it is a copy, a near-copy or boilerplate;
+- `script`: a side with less than `min_script_share` of its letters in a script its language is
+  written in (`scripts.expected_scripts`; a language it does not know passes);
+- `urls`: the sides' URLs and e-mail addresses differ;
+- `numbers`: both sides hold numbers and neither side's digit groups are among the other's
+  (not judged for Chinese, Japanese, Korean: `NUMBERS_SKIP`);
+- `length_ratio`: the longer side is more than `max_length_ratio` times the shorter, by
+  `scripts.text_length` (so a Chinese or Khmer sentence is comparable with its English translation);
+- `language`: either side identified (`mining.langid`, backend `lid`) as another language than
+  its own (close languages merged as `langid.accepts` says).
+
+`apply_pair_filters` runs them in that order (cheapest first; a pair is charged to the first
+rule that drops it) over pairs in chunks, so memory is bounded by the chunk. Defaults were
+chosen on `xmine bench mining --noisy` (benchmarks/RESULTS.md), on some languages and checked on
+the others.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import unicodedata
+from typing import Sequence
+
+import numpy as np
+
+from xmine.errors import ConfigError
+from xmine.langs import normalize_lang
+from xmine.mining.scripts import expected_scripts, script_share, text_length
+
+#: Rule names in the order they run; a dropped pair's reason is the first that fired.
+RULES = ("identical", "score_max", "script", "urls", "numbers", "length_ratio", "language")
+DEFAULT_SCORE_MAX = 1.25
+DEFAULT_MAX_LENGTH_RATIO = 3.0
+#: Languages the `numbers` rule does not judge: they write large numbers with 万/億/만 units and
+#: decades as "20 世纪 60 年代", so digit groups differ between correct translations.
+NUMBERS_SKIP = frozenset({"cmn", "yue", "jpn", "kor"})
+CHUNK_PAIRS = 65536
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PairFilterConfig:
+    """Which pair filters run, and their limits."""
+
+    #: False switches every rule off (the mined pairs are written as selected).
+    enabled: bool = True
+    #: Names of rules (from `RULES`) switched off.
+    disabled: frozenset[str] = frozenset()
+    #: `score_max`: drop pairs scoring above this. Stated on the scale of `score_margin`.
+    score_max: float = DEFAULT_SCORE_MAX
+    #: The margin `score_max` is stated in; mining with another margin skips the rule.
+    score_margin: str = "ratio"
+    #: `length_ratio`: the most the longer side may exceed the shorter, as a factor of
+    #: `scripts.text_length` (characters without spaces, Chinese/Japanese letters x3, Korean x2).
+    max_length_ratio: float = DEFAULT_MAX_LENGTH_RATIO
+    #: `script`: a side is dropped when less than this share of its letters is in a script of its
+    #: language (a Russian sentence quoting Latin-script names keeps a third or more).
+    min_script_share: float = 0.25
+    #: `language`: the language identification backend (`mining.langid.LID_BACKENDS`).
+    lid: str = "fasttext"
+    #: `language`: a side is rejected only when the detector gives the other language at least
+    #: this confidence (short or mixed lines get low confidence and are kept).
+    lid_min_confidence: float = 0.8
+
+    def __post_init__(self):
+        unknown = set(self.disabled) - set(RULES)
+        if unknown:
+            raise ConfigError(f"unknown pair filter(s) {', '.join(sorted(unknown))}; known: {', '.join(RULES)}")
+        if not self.max_length_ratio >= 1:
+            raise ConfigError(f"max_length_ratio must be at least 1, not {self.max_length_ratio}")
+
+    def active(self, margin: str) -> tuple[str, ...]:
+        """The rules that run when mining with `margin`."""
+        if not self.enabled:
+            return ()
+        return tuple(r for r in RULES if r not in self.disabled and not (r == "score_max" and margin != self.score_margin))
+
+    def record(self, margin: str) -> dict:
+        """What a summary records: the active rules and their values."""
+        d = dataclasses.asdict(self) | {"disabled": sorted(self.disabled)}
+        return d | {"active": list(self.active(margin))}
+
+
+_KEEP = {"L", "M"}  # letters and combining marks survive normalisation
+
+
+def normalise(text: str) -> str:
+    """The text compared by `identical`: NFKC, case-folded, only letters and marks kept."""
+    return "".join(ch for ch in unicodedata.normalize("NFKC", text).casefold()
+                   if unicodedata.category(ch)[0] in _KEEP)
+
+
+def identical(src: str, tgt: str, score: float, langs, config: PairFilterConfig) -> bool:
+    a, b = normalise(src), normalise(tgt)
+    return a == b or not a or not b
+
+
+def score_max(src: str, tgt: str, score: float, langs, config: PairFilterConfig) -> bool:
+    return score > config.score_max
+
+
+def script(src: str, tgt: str, score: float, langs, config: PairFilterConfig) -> bool:
+    for text, lang in zip((src, tgt), langs):
+        want = expected_scripts(lang) if lang else None
+        if want:
+            share = script_share(text, want)
+            if share is not None and share < config.min_script_share:
+                return True
+    return False
+
+
+_URL = re.compile(r"(?:https?://|ftp://|www\.)[^\s<>\"']+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+", re.IGNORECASE)
+
+
+def urls_of(text: str) -> set[str]:
+    """URLs and e-mail addresses of `text`, lower-cased, without trailing punctuation or slash."""
+    return {u.lower().rstrip(".,;:!?)]}»\"'/") for u in _URL.findall(text)}
+
+
+def urls(src: str, tgt: str, score: float, langs, config: PairFilterConfig) -> bool:
+    return urls_of(src) != urls_of(tgt)
+
+
+# A number: digit groups joined by a locale's separators (. , : ' narrow/no-break space), or by a
+# space before a group of exactly three digits ("17 500").
+_NUMBER = re.compile(r"\d+(?:[.,:'\u00a0\u202f]\d+|\s\d{3}(?!\d))*")
+
+
+def numbers_of(text: str) -> set[str]:
+    """Numbers of `text` as their digits only (any script's digits as ASCII, NFKC; leading zeros
+    dropped), so the separators of different locales do not matter: "1,000", "1.000", "1 000"
+    and "1000" all give "1000"; "3.5" and "3,5" give "35"; a clock time is read on a 12-hour dial
+    ("23:35" and "11:35" give "1135")."""
+    t = unicodedata.normalize("NFKC", text)
+    t = "".join(str(unicodedata.digit(ch)) if ch.isdigit() and not ch.isascii() else ch for ch in t)
+    return {_canonical(g) for g in _NUMBER.findall(t)}
+
+
+_TIME = re.compile(r"(\d{1,2}):(\d{2})")
+
+
+def _canonical(number: str) -> str:
+    # A clock time on the 12-hour dial: "23:35" and "11:35 pm" are the same time.
+    t = _TIME.fullmatch(number)
+    if t and int(t.group(1)) < 24 and int(t.group(2)) < 60:
+        return f"{int(t.group(1)) % 12}{t.group(2)}".lstrip("0") or "0"
+    return re.sub(r"\D", "", number).lstrip("0") or "0"
+
+
+def numbers(src: str, tgt: str, score: float, langs, config: PairFilterConfig) -> bool:
+    # A subset is allowed: one side may spell out what the other writes in digits ("July" / 7月).
+    if any(lang and normalize_lang(lang) in NUMBERS_SKIP for lang in langs):
+        return False
+    a, b = numbers_of(src), numbers_of(tgt)
+    return bool(a) and bool(b) and not (a <= b or b <= a)
+
+
+def length_ratio(src: str, tgt: str, score: float, langs, config: PairFilterConfig) -> bool:
+    a, b = text_length(src), text_length(tgt)
+    return max(a, b) > config.max_length_ratio * max(min(a, b), 1)
+
+
+def wrong_language(src_pred, tgt_pred, langs, config: PairFilterConfig, texts=(None, None)) -> bool:
+    """`language` on predictions ((code, confidence) of each side, None where not identified)."""
+    from xmine.mining.langid import accepts
+
+    for pred, lang, text in zip((src_pred, tgt_pred), langs, texts):
+        if pred is not None and lang and pred[0] and pred[1] >= config.lid_min_confidence and not accepts(lang, pred[0]):
+            # Chinese written mostly in kanji-like characters is often labelled Japanese; Japanese
+            # text nearly always holds kana.
+            if pred[0] == "jpn" and normalize_lang(lang) == "cmn" and text is not None and not _KANA.search(text):
+                continue
+            return True
+    return False
+
+
+_KANA = re.compile(r"[\u3040-\u30ff]")
+
+
+_TEXT_RULES = {"identical": identical, "score_max": score_max, "script": script, "urls": urls,
+               "numbers": numbers, "length_ratio": length_ratio}
+
+
+def _lid_langs(langs, config: PairFilterConfig) -> list[bool]:
+    """Per side: whether the `language` rule can judge it (a language the backend knows)."""
+    from xmine.mining.langid import supported_languages
+    from xmine.langs import normalize_lang
+
+    known = supported_languages(config.lid)
+    return [bool(lang) and normalize_lang(lang) in known for lang in langs]
+
+
+def apply_pair_filters(src_texts: Sequence[str], tgt_texts: Sequence[str], scores: Sequence[float], *,
+                       langs: tuple[str | None, str | None] = (None, None),
+                       config: PairFilterConfig = PairFilterConfig(), margin: str = "ratio",
+                       lid_out: dict[str, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(keep, reasons) for pairs i = (src_texts[i], tgt_texts[i]) scored scores[i].
+
+    keep: bool per pair. reasons: int8 per pair, -1 where kept, else the index in `RULES` of the
+    first rule that dropped it. The texts may be lazy sequences (indexed chunk by chunk).
+    `lid_out`: when given and the `language` rule judges a side, filled with that side's
+    `{side}_lid` (the identified language, "" where not identified) and `{side}_lid_score` (the
+    detector's confidence, NaN where not identified) per pair, side "src" or "tgt"."""
+    n = len(scores)
+    if len(src_texts) != n or len(tgt_texts) != n:
+        raise ValueError(f"{len(src_texts)} source and {len(tgt_texts)} target texts for {n} scores")
+    reasons = np.full(n, -1, dtype=np.int8)
+    active = config.active(margin)
+    text_rules = [(RULES.index(r), _TEXT_RULES[r]) for r in active if r in _TEXT_RULES]
+    lid_sides = _lid_langs(langs, config) if "language" in active else [False, False]
+    if lid_out is not None:
+        for side, judged in zip(("src", "tgt"), lid_sides):
+            if judged:
+                lid_out[f"{side}_lid"] = np.full(n, "", dtype=object)
+                lid_out[f"{side}_lid_score"] = np.full(n, np.nan, dtype=np.float32)
+    for start in range(0, n, CHUNK_PAIRS):
+        stop = min(start + CHUNK_PAIRS, n)
+        src = [src_texts[i] for i in range(start, stop)]
+        tgt = [tgt_texts[i] for i in range(start, stop)]
+        sc = [float(scores[i]) for i in range(start, stop)]
+        for j in range(stop - start):
+            for code, rule in text_rules:
+                if rule(src[j], tgt[j], sc[j], langs, config):
+                    reasons[start + j] = code
+                    break
+        if any(lid_sides):
+            _language_rule(src, tgt, reasons[start:stop], langs, lid_sides, config, lid_out=lid_out, offset=start)
+    return reasons < 0, reasons
+
+
+def _language_rule(src, tgt, reasons, langs, lid_sides, config, *, lid_out=None, offset=0) -> None:
+    """Identify the languages of the still-kept pairs of a chunk (batched) and mark wrong ones."""
+    from xmine.mining.langid import identify
+
+    todo = np.flatnonzero(reasons < 0)
+    preds = []
+    for side, texts, judged in zip(("src", "tgt"), (src, tgt), lid_sides):
+        if judged and len(todo):
+            codes, conf = identify([texts[i] for i in todo], config.lid)
+            preds.append(list(zip(codes, conf.tolist())))
+            if lid_out is not None:
+                lid_out[f"{side}_lid"][offset + todo] = [c or "" for c in codes]
+                lid_out[f"{side}_lid_score"][offset + todo] = conf
+        else:
+            preds.append([None] * len(todo))
+    code = RULES.index("language")
+    for j, i in enumerate(todo):
+        if wrong_language(preds[0][j], preds[1][j], langs, config, texts=(src[i], tgt[i])):
+            reasons[i] = code
+
+
+def counts(reasons: np.ndarray, config: PairFilterConfig, margin: str) -> dict[str, int]:
+    """Pairs removed by each active rule (a summary's `filters.removed`)."""
+    return {r: int((reasons == RULES.index(r)).sum()) for r in config.active(margin)}

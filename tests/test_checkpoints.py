@@ -1,0 +1,43 @@
+"""xmine.checkpoints.KeyedDir: the one keyed checkpoint folder of the resumable steps."""
+
+import json
+
+from xmine.checkpoints import KeyedDir
+
+
+def _touch(path, text="x"):
+    path.write_text(text)
+    return path
+
+
+def test_same_key_keeps_the_work_and_another_key_drops_only_the_steps_own_files(tmp_path):
+    d = tmp_path / "ckpt"
+    work = KeyedDir(d, "k1", owned=("tile_*.npz", "state.npz"))
+    tile, state = _touch(work.path("tile_000.npz")), _touch(work.path("state.npz"))
+    tmp_left = _touch(d / ".tile_001.abc123.tmp.npz")  # what a killed atomic writer leaves
+    foreign = _touch(d / "notes.txt", "mine")
+    assert json.loads((d / "key.json").read_text()) == {"key": "k1"}
+
+    KeyedDir(d, "k1", owned=("tile_*.npz", "state.npz"))
+    assert tile.exists() and state.exists() and tmp_left.exists()
+
+    KeyedDir(d, "k2", owned=("tile_*.npz", "state.npz"))
+    assert not tile.exists() and not state.exists() and not tmp_left.exists()
+    assert foreign.read_text() == "mine"
+    assert json.loads((d / "key.json").read_text()) == {"key": "k2"}
+
+
+def test_an_unreadable_key_counts_as_another_key(tmp_path):
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    (d / "key.json").write_text("{not json")
+    tile = _touch(d / "tile_1.npz")
+    work = KeyedDir(d, "k", owned=("tile_*.npz",))
+    assert not tile.exists() and work.recorded_key() == "k"
+
+
+def test_clear_keeps_the_key(tmp_path):
+    work = KeyedDir(tmp_path / "c", "k", owned=("fwd_*.npz",))
+    _touch(work.path("fwd_0_10.npz"))
+    work.clear()
+    assert work.own_files() == [] and work.recorded_key() == "k"

@@ -1,0 +1,60 @@
+"""Checkpoint folders keyed by what made them: the one way a resumable step keeps its partial work.
+
+A step that can be interrupted (a run of the exact product, a Ray tile grid, an approximate search)
+writes its finished work units as files in a folder of its own, beside a `key.json` naming the
+inputs and parameters they were computed from. Opening the folder with another key drops the
+step's own earlier files (they describe other inputs) and records the new key; opening it with the
+same key keeps them, so the step resumes. Only the files the step declares as its own (`owned`
+glob patterns, and the hidden temporaries `xmine.artefacts.atomic_path` makes for them) are ever
+removed: anything else in the folder stays.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+from xmine.artefacts import atomic_write_json
+
+KEY_FILE = "key.json"
+
+
+class KeyedDir:
+    """A checkpoint folder whose files belong to one key (see the module doc)."""
+
+    def __init__(self, directory: str | Path, key: str, *, owned: Sequence[str]):
+        self.dir = Path(directory)
+        self.key = key
+        self.owned = tuple(owned)
+        same = self.recorded_key() == key
+        if not same:  # other inputs or parameters: earlier partial results do not apply
+            self.clear()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if not same:
+            atomic_write_json(self.dir / KEY_FILE, {"key": key})
+
+    def recorded_key(self) -> str | None:
+        try:
+            return json.loads((self.dir / KEY_FILE).read_text(encoding="utf-8"))["key"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def path(self, name: str) -> Path:
+        return self.dir / name
+
+    def own_files(self) -> list[Path]:
+        """The step's files here, with the temporaries a killed writer may have left."""
+        if not self.dir.is_dir():
+            return []
+        found: dict[Path, None] = {}
+        for pattern in self.owned:
+            p = Path(pattern)
+            for glob in (pattern, f".{p.stem}.*.tmp{p.suffix}"):
+                found.update((f, None) for f in self.dir.glob(glob) if f.is_file())
+        return sorted(found)
+
+    def clear(self) -> None:
+        """Remove the step's own files (the key stays): the step starts again from nothing."""
+        for f in self.own_files():
+            f.unlink(missing_ok=True)

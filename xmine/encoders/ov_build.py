@@ -1,0 +1,213 @@
+"""Converted OpenVINO models of transformer encoders, built once and cached beside the rebuilt me5-small.
+
+`ensure_openvino_model(...)` returns the folder `$XMINE_HOME/models/<stem>-openvino-<precision>-<key>/`
+(`model.xml`, `model.bin`, `manifest.json`), building it on first use:
+
+1. the torch fp32 model (the encoder's `TokenBatchedEncoder`) is converted by
+   `openvino.convert_model(model, example_input=...)` with dynamic batch and length; its one
+   output is the last hidden state (pooling stays in numpy float32, as torch's path pools);
+2. for int8, NNCF quantises it (`xmine.encoders.ov_int8`);
+3. the model is compiled at the precision and checked against torch fp32 on the fixed probe
+   set (`xmine.encoders.probe`, real sentences in ten scripts): the minimum cosine must reach
+   `MIN_COSINE[precision]`, else an EncoderError in one line and nothing is cached;
+4. the folder is written in a temporary directory and renamed into place under a file lock (as
+   `e5_q4.ensure_me5_model` does), with a manifest holding the sha256 of both files, what the
+   model was made from (`source`) and the check's result.
+
+`<key>` hashes `source` (the weights' identity, the openvino version, the recipe, the precision
+and, for int8, nncf's version and the calibration draw). Opening a cached folder re-checks its
+manifest: a model whose files do not match their hashes (broken) or whose source differs from the
+one wanted (stale) is rebuilt, with a one-line warning.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from xmine.artefacts import MANIFEST, provenance, sha256_file, write_manifest
+from xmine.errors import EncoderError
+
+log = logging.getLogger(__name__)
+
+#: Bump when the conversion recipe changes; part of the folder's key.
+OV_RECIPE = 1
+MODEL_KIND = "openvino-model"
+FILES = ("model.xml", "model.bin")
+#: least cosine to torch fp32 on the probe set for the converted model to be used
+MIN_COSINE = {"fp32": 0.9999, "bf16": 0.999, "int8": 0.995}
+
+
+def ov_config(precision: str, threads: int) -> dict[str, Any]:
+    """Compile settings: the inference precision, one stream of `threads` threads, latency mode.
+
+    int8 runs its quantised products in int8 and the rest in bf16 where the CPU has native bf16,
+    else f32.
+    """
+    from xmine.encoders import cpu_bf16_flag
+
+    hint = {"fp32": "f32", "bf16": "bf16"}.get(precision, "bf16" if cpu_bf16_flag() else "f32")
+    return {"INFERENCE_PRECISION_HINT": hint, "INFERENCE_NUM_THREADS": int(threads), "NUM_STREAMS": 1,
+            "PERFORMANCE_HINT": "LATENCY"}
+
+
+def model_source(*, weights_id: str, precision: str) -> dict[str, Any]:
+    """What a converted model is made from; equal sources = interchangeable models."""
+    import openvino
+
+    source = {"weights_id": weights_id, "precision": precision, "openvino": openvino.__version__,
+              "recipe": OV_RECIPE}
+    if precision == "int8":
+        from xmine.encoders.ov_int8 import calibration_recipe
+
+        source["int8"] = calibration_recipe()
+    return source
+
+
+def model_folder(stem: str, source: dict[str, Any]) -> Path:
+    from xmine.encoders.e5_q4 import models_dir
+
+    key = hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()[:12]
+    return models_dir() / f"{stem}-openvino-{source['precision']}-{key}"
+
+
+def problem_with(folder: Path, source: dict[str, Any]) -> str | None:
+    """Why the cached model in `folder` cannot be used (None: it can): absent, stale or broken."""
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return "absent"
+    except (OSError, ValueError) as e:
+        return f"unreadable manifest ({e})"
+    if manifest.get("kind") != MODEL_KIND or manifest.get("source") != source:
+        return "stale: made from another source than the one wanted"
+    files = manifest.get("files") or {}
+    for name in FILES:
+        path = folder / name
+        want = files.get(name) or {}
+        if not path.is_file():
+            return f"broken: {name} is missing"
+        if path.stat().st_size != want.get("size") or sha256_file(path) != want.get("sha256"):
+            return f"broken: {name} does not match the sha256 in its manifest"
+    return None
+
+
+def _hidden_state_module(model):
+    import torch
+
+    class LastHiddenState(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask):
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    return LastHiddenState(model).eval()
+
+
+def convert(torch_encoder) -> Any:
+    """The float32 `openvino.Model` of a torch fp32 `TokenBatchedEncoder`'s transformer (dynamic shapes)."""
+    import openvino as ov
+    import torch
+
+    example = {"input_ids": torch.ones(2, 8, dtype=torch.long), "attention_mask": torch.ones(2, 8, dtype=torch.long)}
+    with warnings.catch_warnings():
+        # Tracing notes that Python booleans become constants; the ones in BERT's mask code are
+        # constant for every shape (no cache, no causal mask). The probe check below verifies it.
+        warnings.simplefilter("ignore")
+        return ov.convert_model(_hidden_state_module(torch_encoder.model), example_input=example,
+                                input=[("input_ids", [-1, -1], ov.Type.i64), ("attention_mask", [-1, -1], ov.Type.i64)])
+
+
+def probe_min_cosine(encoder, reference) -> float:
+    """Least cosine between `encoder`'s and `reference`'s embeddings of the probe sentences."""
+    from xmine.encoders.probe import PROBE_SENTENCES
+
+    a = encoder.encode(list(PROBE_SENTENCES))
+    b = reference.encode(list(PROBE_SENTENCES))
+    return float(np.min(np.sum(a * b, axis=1)))
+
+
+def ensure_openvino_model(*, stem: str, weights_id: str, precision: str, torch_fp32: Callable[[], Any],
+                          make_encoder: Callable[[Path], Any]) -> tuple[Path, dict[str, Any]]:
+    """The cached converted model's folder and manifest, built (and checked) if absent, stale or broken.
+
+    `torch_fp32()` gives the torch fp32 `TokenBatchedEncoder` of the same weights (called only to
+    build); `make_encoder(folder)` gives the OpenVINO encoder of a folder holding `model.xml`, used
+    for the probe check.
+    """
+    source = model_source(weights_id=weights_id, precision=precision)
+    target = model_folder(stem, source)
+    why = problem_with(target, source)
+    if why is None:
+        return target, json.loads((target / MANIFEST).read_text(encoding="utf-8"))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it right now
+        why = problem_with(target, source)
+        if why is None:
+            return target, json.loads((target / MANIFEST).read_text(encoding="utf-8"))
+        if why != "absent":
+            log.warning("%s: %s; rebuilding it", target, why)
+        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
+        try:
+            _build(staging / "model", source=source, precision=precision, torch_fp32=torch_fp32,
+                   make_encoder=make_encoder)
+            if target.exists():  # stale or broken: our own cache entry, replaced whole
+                os.replace(target, staging / "old")
+            os.replace(staging / "model", target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    manifest = json.loads((target / MANIFEST).read_text(encoding="utf-8"))
+    log.info("%s: OpenVINO %s model built in %.0f s (probe min cosine to torch fp32 %.5f) -> %s", manifest["name"],
+             precision, manifest["build_seconds"], manifest["check"]["min_cos_to_torch_fp32"], target)
+    return target, manifest
+
+
+def _build(folder: Path, *, source, precision, torch_fp32, make_encoder) -> None:
+    import time
+
+    import openvino as ov
+
+    start = time.perf_counter()
+    reference = torch_fp32()
+    model = convert(reference)
+    calibration = None
+    if precision == "int8":
+        from xmine.encoders.ov_int8 import quantize
+
+        model, calibration = quantize(model, reference)
+    folder.mkdir(parents=True)
+    ov.save_model(model, str(folder / "model.xml"), compress_to_fp16=False)
+    del model
+    min_cos = probe_min_cosine(make_encoder(folder), reference)
+    from xmine.encoders.probe import PROBE_SENTENCES
+
+    if not min_cos >= MIN_COSINE[precision]:
+        raise EncoderError(f"{reference.name}: the OpenVINO {precision} model agrees with torch fp32 only to cosine "
+                           f"{min_cos:.5f} on the probe sentences (needs >= {MIN_COSINE[precision]}); not using "
+                           "it: use --runtime torch")
+    for f in folder.rglob("*"):
+        f.chmod(0o644)
+    folder.chmod(0o755)
+    write_manifest(folder, MODEL_KIND, {
+        "name": reference.name,
+        "source": source,
+        "files": {n: {"size": (folder / n).stat().st_size, "sha256": sha256_file(folder / n)} for n in FILES},
+        "check": {"probe_sentences": len(PROBE_SENTENCES), "min_cos_to_torch_fp32": min_cos,
+                  "threshold": MIN_COSINE[precision]},
+        "calibration": calibration,
+        "build_seconds": round(time.perf_counter() - start, 1),
+        "provenance": provenance(recipe=OV_RECIPE, precision=precision),
+    })

@@ -1,0 +1,137 @@
+"""`OpenVINOEncoder`: a `TokenBatchedEncoder` whose forward pass is a compiled OpenVINO model.
+
+Everything but the forward pass is the torch path's: the same tokenizer, prefix, sort window,
+length-sorted passes of at most `token_budget` padded tokens (`transformer.token_batches`), and
+mean/CLS pooling + L2-normalisation in float32 (numpy here). The compiled model returns the last
+hidden state, so the token-level output FMDA reads (`token_states`) comes from it too.
+
+The model is the cached conversion of the torch fp32 weights (`xmine.encoders.ov_build`), compiled
+with `INFERENCE_PRECISION_HINT` bf16 or f32 (int8: a quantised model, bf16 elsewhere), one stream,
+and as many threads as the torch path uses (`threads`, else torch's default: the physical cores).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xmine.encoders.transformer import BatchingConfig, TokenBatchedEncoder, default_batching
+from xmine.errors import EncoderError
+
+
+class OpenVINOEncoder(TokenBatchedEncoder):
+    """A transformer encoder run by OpenVINO's CPU plugin (see the module doc)."""
+
+    def __init__(self, *, name: str, model_xml: Path, tokenizer, pooling: str, prefix: str, identity: str,
+                 dim: int, batching: BatchingConfig, precision: str, threads: int | None = None):
+        import openvino as ov
+        import torch
+
+        from xmine.encoders.ov_build import ov_config
+
+        if pooling not in ("mean", "cls"):
+            raise EncoderError(f"{name}: pooling {pooling!r} is not supported by the fast path")
+        self.name = name
+        self.precision = precision
+        self.runtime = "openvino"
+        self.tokenizer = tokenizer
+        self.pooling = pooling
+        self.prefix = prefix
+        self.device = "cpu"
+        self.batching = batching
+        self.dim = int(dim)
+        self._identity = identity
+        self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.max_tokens = int(batching.max_length)
+        self.threads = int(threads or torch.get_num_threads())
+        self.model_xml = Path(model_xml)
+        self.model = ov.Core().compile_model(str(model_xml), "CPU", ov_config(precision, self.threads))
+        self._request = self.model.create_infer_request()
+
+    def _hidden(self, input_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        self._request.infer({"input_ids": input_ids, "attention_mask": mask})
+        return self._request.get_output_tensor(0).data  # (n, L, D) float32, valid until the next pass
+
+    def _pool(self, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        if self.pooling == "cls":
+            return np.array(hidden[:, 0], dtype=np.float32)
+        m = mask.astype(np.float32)[:, :, None]
+        return (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+
+    def _forward(self, input_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        pooled = self._pool(self._hidden(input_ids, mask), mask)
+        pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        return pooled.astype(np.float32, copy=False)
+
+    def token_states(self, input_ids: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        hidden = self._hidden(input_ids, mask)
+        return hidden.astype(np.float16), self._pool(hidden, mask)
+
+
+def load_me5_openvino(*, prefix: str, precision: str, threads: int | None) -> OpenVINOEncoder:
+    """me5-small on OpenVINO at `precision`, converting (and checking) it on first use.
+
+    Once converted, the torch model is not loaded at all: the tokenizer comes from the rebuilt
+    me5-small folder and the weights from the cached OpenVINO model.
+    """
+    from transformers import AutoTokenizer
+
+    from xmine.encoders import _load_me5, _me5_identity, me5_fingerprint
+    from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model
+    from xmine.encoders.ov_build import ensure_openvino_model
+
+    path, manifest = ensure_me5_model()
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    identity = _me5_identity(manifest)
+
+    def make(folder: Path) -> OpenVINOEncoder:
+        return OpenVINOEncoder(name="me5-small", model_xml=folder / "model.xml", tokenizer=tokenizer, pooling="mean",
+                               prefix=prefix, identity=identity, dim=int(manifest["dim"]),
+                               batching=default_batching("cpu", MAX_SEQ_LENGTH), precision=precision, threads=threads)
+
+    fp32 = me5_fingerprint(prefix="", precision="fp32", manifest=manifest)
+    folder, _ = ensure_openvino_model(
+        stem=path.name, weights_id=fp32["id"], precision=precision,
+        torch_fp32=lambda: _load_me5(device="cpu", prefix=prefix, precision="fp32"), make_encoder=make)
+    encoder = make(folder)
+    want = me5_fingerprint(prefix=prefix, precision=precision, manifest=manifest, runtime="openvino")
+    if encoder.fingerprint() != want:
+        raise EncoderError(f"{folder}: the loaded model is not the one its manifest describes "
+                           f"({encoder.fingerprint()['id']} vs {want['id']})")
+    return encoder
+
+
+def openvino_from_torch(encoder, *, precision: str, threads: int | None, explicit: bool) -> Any:
+    """The OpenVINO version of a torch fp32 `TokenBatchedEncoder` (any sentence-transformers model on
+    the fast path). Pipelines off the fast path stay on torch under `--runtime auto` (said once)
+    and are refused under an explicit `--runtime openvino`."""
+    from xmine.encoders import _note_once
+    from xmine.encoders.ov_build import ensure_openvino_model
+    from xmine.encoders.transformer import torch_dtype
+
+    if not isinstance(encoder, TokenBatchedEncoder):
+        if explicit:
+            raise EncoderError(f"{encoder.name}: --runtime openvino runs Transformer -> Pooling pipelines only; "
+                               "this one has other modules: use --runtime torch")
+        _note_once(("ov-pipeline", encoder.name), "%s: its pipeline is not Transformer -> Pooling, so it runs on "
+                   "torch (--runtime auto)", encoder.name)
+        if precision != "fp32":
+            from xmine.encoders.transformer import SentenceTransformerEncoder
+
+            return SentenceTransformerEncoder(name=encoder.name, model=encoder.model, prefix=encoder.prefix,
+                                              identity=encoder._identity, precision=precision)
+        return encoder
+
+    def make(folder: Path) -> OpenVINOEncoder:
+        return OpenVINOEncoder(name=encoder.name, model_xml=folder / "model.xml", tokenizer=encoder.tokenizer,
+                               pooling=encoder.pooling, prefix=encoder.prefix, identity=encoder._identity,
+                               dim=encoder.dim, batching=encoder.batching, precision=precision, threads=threads)
+
+    if encoder.precision != "fp32" or encoder.model.dtype != torch_dtype("fp32"):
+        raise EncoderError(f"{encoder.name}: OpenVINO converts the fp32 torch model, not a {encoder.precision} one")
+    stem = "st-" + encoder._identity.split(":", 1)[-1]
+    folder, _ = ensure_openvino_model(stem=stem, weights_id=encoder._identity, precision=precision,
+                                      torch_fp32=lambda: encoder, make_encoder=make)
+    return make(folder)

@@ -815,8 +815,8 @@ def test_a_mislabelled_side_is_warned_about_and_recorded(ws, me5, caplog):
     warned = [r.getMessage() for r in caplog.records if "sampled lines look like" in r.getMessage()]
     assert len(warned) == 2 and all(r.levelname == "WARNING" for r in caplog.records if "look like" in r.getMessage())
     assert all("\n" not in w for w in warned), warned
-    assert "src" in warned[0] and "declared --src-lang 'en'" in warned[0] and "look like 'deu'" in warned[0]
-    assert "tgt" in warned[1] and "declared --tgt-lang 'de'" in warned[1] and "look like 'eng'" in warned[1]
+    assert "src" in warned[0] and "declared --src-lang 'eng'" in warned[0] and "look like 'deu'" in warned[0]
+    assert "tgt" in warned[1] and "declared --tgt-lang 'deu'" in warned[1] and "look like 'eng'" in warned[1]
     check = json.loads((ws / "m.tsv.json").read_text())["language_check"]
     assert check["src"]["status"] == check["tgt"]["status"] == "mismatch"
     assert check["src"]["looks_like"] == "deu" and check["src"]["share"] > 0.8 and check["src"]["sample"] == N
@@ -830,7 +830,7 @@ def test_a_mislabelled_side_is_warned_about_and_recorded(ws, me5, caplog):
     assert "look like" not in caplog.text, caplog.text
     check = json.loads((ws / "m2.tsv.json").read_text())["language_check"]
     assert check["src"]["status"] == "consistent" and check["src"]["labels"].get("deu", 0) > 0.8 * N
-    assert check["tgt"] == {"declared": "pl", "sample": 0, "status": "not-checked",
+    assert check["tgt"] == {"declared": "pol", "sample": 0, "status": "not-checked",
                             "why": "'pol' is not one of the projection's languages"}
 
 

@@ -139,6 +139,23 @@ def test_no_space_scripts_split(tmp_path):
         "terminal"
 
 
+def test_hf_dataset_and_gzip_text_split(tmp_path):
+    import gzip
+
+    import datasets
+
+    datasets.disable_progress_bars()
+    datasets.Dataset.from_dict({"body": [" ".join(d) for d in DE], "doc": ["a", "b", "c"]}).save_to_disk(
+        str(tmp_path / "de.hf"))
+    ok(xm("embed", tmp_path / "de.hf", "--lang", "de", "--text-field", "body", "--id-field", "doc",
+          "--split-sentences", "-q", "-o", tmp_path / "hf.store"))
+    assert _store_rows(tmp_path / "hf.store") == [(s, r + 1, "abc"[r], k + 1) for r, d in enumerate(DE)
+                                                  for k, s in enumerate(d)]
+    (tmp_path / "en.txt.gz").write_bytes(gzip.compress("".join(" ".join(d) + "\n" for d in EN).encode("utf-8")))
+    ok(xm("embed", tmp_path / "en.txt.gz", "--lang", "en", "--split-sentences", "-q", "-o", tmp_path / "gz.store"))
+    assert _store_rows(tmp_path / "gz.store") == _expected(EN, None)
+
+
 def test_index_of_split_parquet_and_split_queries(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq

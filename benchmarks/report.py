@@ -43,6 +43,8 @@ TASK_TITLES = {
     "scale": "Corpora larger than memory: peak memory, time, approximate recall",
     "threshold_study": "Choosing the mining threshold without gold (a study)",
     "langid_unknown": "Language identification: 'unknown' for unseen languages, declared-language check",
+    "splitters_flores": "Sentence splitters on paragraphs rebuilt from FLORES-200 devtest: "
+                        "exact / F1 / boundary recall (%)",
 }
 PAPER_TASKS = ("quality", "tatoeba", "massive", "massive_templates", "fmda_table2", "fmda_table3", "qe", "sts",
                "geometry", "bucc", "mining", "default_projection")

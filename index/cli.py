@@ -72,6 +72,10 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     from xmine.inputs import Encoders, artefact_precision, load_side
     from xmine.outputs import claim_output
 
+    if input_format.split_sentences:  # a missing language fails before anything is written
+        from xmine.sentences import check_split_languages
+
+        check_split_languages([(source, lang, "--lang")], input_format)
     if ray_address is not None:  # join the cluster first: a wrong address fails before any work
         from xmine.cluster import connect
 
@@ -96,6 +100,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
                 rows = rows_for_workers(side.rows)
             try:
                 ix = _build(rows, out_dir, sentences=side.text.path, line_numbers=side.line_numbers,
+                            sentence_index=side.sentence_index,
                             encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
                             source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
                                                            {"path": str(Path(source).resolve()), **side.fingerprint})},
@@ -114,8 +119,10 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
 @click.argument("queries", type=click.Path(exists=True, path_type=Path))
 @click.option("-k", type=click.IntRange(min=1), default=10, show_default=True, help="Neighbours returned per query.")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl"]), default="tsv", show_default=True,
-              help="tsv: one hit a line: query_line, rank, score, hit_line, hit_sentence. "
-                   "jsonl: one object per query with its hits.")
+              help="tsv: one hit a line: query_line, rank, score, hit_line, hit_sentence; when the queries or "
+                   "the index were split into sentences (--split-sentences), then query_sentence_index and "
+                   "hit_sentence_index (1-based in their record; empty for a side not split). "
+                   "jsonl: one object per query with its hits (and those indices).")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the results here (atomically) instead of standard output, with a summary in "
                    "OUT.json that marks the file as xmine's. An existing OUT is replaced only if it is an "
@@ -128,8 +135,10 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
               help="Projection of the queries. Default: the one the index was made with (the shipped "
                    "default projection, raw, or else it must be given); another one is refused.")
 @precision_option(default_from="the index's precision")
+@click.option("--lang", type=LANG, default=None,
+              help="Language code of QUERIES: needed to split them with --split-sentences.")
 @input_format_options
-def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection, precision, input_format):
+def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection, precision, lang, input_format):
     """Return the K nearest indexed sentences of every line of QUERIES, with cosine scores.
 
     Scores are inner products of L2-normalised embeddings (cosine, -1..1; for exact indexes) or
@@ -137,16 +146,22 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
     """
     from xmine.outputs import claim_output
 
+    if input_format.split_sentences:  # a missing language fails before anything is written
+        from xmine.sentences import check_split_languages
+
+        check_split_languages([(queries, lang, "--lang")], input_format)
     if out is None:
-        _search(index_dir, queries, k, fmt, None, nprobe, encoder, projection, precision, input_format)
+        _search(index_dir, queries, k, fmt, None, nprobe, encoder, projection, precision, input_format, lang)
         return
     with claim_output(out, kind="search-result", form="tsv", inputs=[index_dir, queries, projection],
                       overwrite=overwrite) as claim:
-        summary = _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision, input_format)
+        summary = _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision, input_format,
+                          lang)
         claim.finish(summary)
 
 
-def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision, input_format=None) -> dict:
+def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision, input_format=None,
+            lang=None) -> dict:
     import contextlib
 
     import numpy as np
@@ -165,13 +180,15 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
                         default_precision=fingerprint_precision(m["encoder"]), inputs=[index_dir])
     check_same_encoder(m["encoder"], encoders.encoder.fingerprint(), what=f"index {index_dir}")
     check_same_projection(m.get("projection"), encoders.projection_fp(), what=f"index {index_dir}")
-    q = load_side(queries, lang=None, encoders=encoders, show_progress=False,  # embedded in a temporary store
+    q = load_side(queries, lang=lang, encoders=encoders, show_progress=False,  # embedded in a temporary store
                   input_format=input_format)
     with open(ix.path / "sentences.txt", "rb") as f:
         from xmine.store.text import RowIndex, iter_raw_lines
 
         hits_text = TextColumn(ix.path / "sentences.txt", RowIndex.scan(iter_raw_lines(f), count=len(ix)).offsets)
     lines = ix.line_numbers
+    hit_sent, q_sent = ix.sentence_index, q.sentence_index
+    split = hit_sent is not None or q_sent is not None
     with contextlib.ExitStack() as stack:
         if claim is not None:
             tmp = stack.enter_context(claim.atomic_file())
@@ -192,16 +209,25 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
                                        use_gpu=gpu_count() > 0)
             for off in range(len(sims)):
                 qi = start + off
-                hits = [(r + 1, float(s), int(lines[j]), hits_text[j])
+                hits = [(r + 1, float(s), int(lines[j]), hits_text[j],
+                         int(hit_sent[j]) if hit_sent is not None else None)
                         for r, (s, j) in enumerate(zip(sims[off], rows[off])) if j >= 0]
                 ql = int(q.line_numbers[qi])
+                qs = int(q_sent[qi]) if q_sent is not None else None
                 if fmt == "tsv":
-                    sink.write("".join(f"{ql}\t{rank}\t{s:.6f}\t{line}\t{t}\n" for rank, s, line, t in hits))
+                    tail = (lambda hs: f"\t{'' if qs is None else qs}\t{'' if hs is None else hs}") if split else \
+                        (lambda hs: "")
+                    sink.write("".join(f"{ql}\t{rank}\t{s:.6f}\t{line}\t{t}{tail(hs)}\n"
+                                       for rank, s, line, t, hs in hits))
                     written += len(hits)
                 else:
-                    sink.write(json.dumps({"query_line": ql, "query": q.text[qi], "hits": [
-                        {"rank": rank, "score": round(s, 6), "line": line, "sentence": t}
-                        for rank, s, line, t in hits]}, ensure_ascii=False) + "\n")
+                    record = {"query_line": ql, "query": q.text[qi], "hits": [
+                        {"rank": rank, "score": round(s, 6), "line": line, "sentence": t,
+                         **({"sentence_index": hs} if hs is not None else {})}
+                        for rank, s, line, t, hs in hits]}
+                    if qs is not None:
+                        record = {"query_line": ql, "query_sentence_index": qs, **record}
+                    sink.write(json.dumps(record, ensure_ascii=False) + "\n")
                     written += 1
     if claim is None:
         return {}

@@ -7,7 +7,8 @@ An index directory holds:
 - `shard_00000.faiss`, ...: one FAISS index per `shard_rows` rows (all shards share one trained
   quantiser), searched one after another with their top-k merged;
 - `sentences.txt` (one sentence a line) and `line_numbers.npy` (1-based input lines), so searches
-  return text.
+  return text; for a corpus split into sentences (--split-sentences), `sentence_index.npy`
+  (each row's 1-based index in its record).
 The directory is written atomically (built beside the target, then renamed).
 
 GPU: when FAISS reports GPUs (`faiss.get_num_gpus() > 0`, the `gpu` extra installs faiss-gpu),
@@ -29,6 +30,7 @@ from xmine.artefacts import atomic_dir, provenance
 from xmine.fileio import VerifiedFiles, read_manifest, sha256_file, write_manifest
 from xmine.errors import ArtefactError, ConfigError, NonFiniteRowError
 from xmine.index.choose import IndexChoice, choose_index
+from xmine.store.layout import SENTENCE_INDEX
 from xmine.topk import merge_topk
 
 log = logging.getLogger(__name__)
@@ -145,6 +147,7 @@ def build_index(
     sentences: "Sequence[str] | Path",
     line_numbers: np.ndarray,
     encoder: dict,
+    sentence_index: np.ndarray | None = None,
     projection: dict | None = None,
     part: str | None = None,
     lang: str | None = None,
@@ -182,7 +185,8 @@ def build_index(
                                  on_rows=bar.update)
                 faiss.write_index(index, str(tmp / shard_name(s)))
                 del index
-        write_index_files(tmp, plan, sentences=sentences, line_numbers=line_numbers, encoder=encoder,
+        write_index_files(tmp, plan, sentences=sentences, line_numbers=line_numbers, sentence_index=sentence_index,
+                          encoder=encoder,
                           projection=projection, part=part, lang=lang, dim=dim, choice=choice, use_gpu=use_gpu,
                           source=source, config=config)
     log.info("index: %s (%s)", choice.factory, choice.reason)
@@ -259,14 +263,20 @@ def add_rows(trained: bytes, embeddings, start: int, stop: int, *, add_batch: in
 
 
 def write_index_files(tmp: Path, plan, *, sentences, line_numbers, encoder, projection, part, lang, dim: int,
-                      choice: IndexChoice, use_gpu: bool, source, config: IndexConfig) -> None:
-    """The text, line numbers and manifest of an index directory whose shards are written."""
+                      choice: IndexChoice, use_gpu: bool, source, config: IndexConfig,
+                      sentence_index: np.ndarray | None = None) -> None:
+    """The text, line numbers (and sentence indices of a corpus split into sentences) and manifest
+    of an index directory whose shards are written."""
     n = plan[-1][1]
     if isinstance(sentences, (str, Path)):  # the text file of a store or of the input
         shutil.copyfile(sentences, tmp / "sentences.txt")
     else:
         (tmp / "sentences.txt").write_text("".join(f"{t}\n" for t in sentences), encoding="utf-8")
     np.save(tmp / "line_numbers.npy", np.asarray(line_numbers, dtype=np.int64))
+    if sentence_index is not None:
+        if len(sentence_index) != n:
+            raise ConfigError(f"{n} rows but {len(sentence_index)} sentence indices")
+        np.save(tmp / SENTENCE_INDEX, np.asarray(sentence_index, dtype=np.int32))
     shards = [{"file": shard_name(s), "start": start, "rows": stop - start} for s, (start, stop) in enumerate(plan)]
     files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(tmp.iterdir())}
     write_manifest(tmp, KIND, {
@@ -333,6 +343,21 @@ class IndexDir:
         if numbers.shape != (len(self),) or numbers.dtype.kind not in "iu":
             raise ArtefactError(f"{path}: {numbers.shape} {numbers.dtype}, expected {len(self)} integer line "
                                 "numbers; the index is damaged, rebuild it")
+        return numbers
+
+    @property
+    def sentence_index(self) -> np.ndarray | None:
+        """Each row's 1-based index in its record (an index of a corpus split into sentences), else None."""
+        path = self.path / SENTENCE_INDEX
+        if SENTENCE_INDEX not in (self.manifest.get("files") or {}):
+            return None
+        self.content.check(path.name)
+        try:
+            numbers = np.load(path)
+        except (ValueError, OSError, EOFError) as e:
+            raise ArtefactError(f"{path}: unreadable ({e}); the index is damaged, rebuild it") from None
+        if numbers.shape != (len(self),):
+            raise ArtefactError(f"{path}: {numbers.shape}, expected {len(self)} sentence indices; rebuild the index")
         return numbers
 
     def sentences(self) -> list[str]:

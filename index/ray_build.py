@@ -162,6 +162,7 @@ def build_index_ray(
     sentences: Sequence[str],
     line_numbers: np.ndarray,
     encoder: dict,
+    sentence_index: np.ndarray | None = None,
     projection: dict | None = None,
     part: str | None = None,
     lang: str | None = None,
@@ -214,7 +215,8 @@ def build_index_ray(
             pieces.clear()
             faiss.write_index(index, str(tmp / shard_name(0)))
             plan = [(0, n)]
-        write_index_files(tmp, plan, sentences=sentences, line_numbers=line_numbers, encoder=encoder,
+        write_index_files(tmp, plan, sentences=sentences, line_numbers=line_numbers, sentence_index=sentence_index,
+                          encoder=encoder,
                           projection=projection, part=part, lang=lang, dim=dim, choice=choice, use_gpu=use_gpu,
                           source=source, config=config)
     return IndexDir.open(out_dir)

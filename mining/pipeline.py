@@ -178,6 +178,10 @@ def mine(
         raise ConfigError(f"{src}: given as both SRC and TGT, so every sentence would be mined with itself; "
                           "pass --allow-same-input if that is what you want")
     fmt = resolve_format(out, output_format)
+    if input_format is not None and input_format.split_sentences:  # a missing language: before anything
+        from xmine.sentences import check_split_languages
+
+        check_split_languages([(src, src_lang, "--src-lang"), (tgt, tgt_lang, "--tgt-lang")], input_format)
     # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU)
     # or the Ray cluster cannot be joined.
     if not approximate:
@@ -368,11 +372,16 @@ def _threshold(config: MiningConfig, projection_dir, *, default_threshold: bool)
 
 def _write_meta(claim, mined: MinedPairs, sx, sy, src_rows, tgt_rows) -> None:
     """stopes-style meta: score, src file:line, tgt file:line, direction that found the pair; for
-    inputs read with an id field, the two record ids after."""
+    inputs read with an id field, the two record ids after; for inputs split into sentences, the
+    two sentence indices after those."""
+    from xmine.mining.writers import _sentence_of
+
     with claim.atomic_file(".meta") as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
         for s, t, sc, d in zip(src_rows.tolist(), tgt_rows.tolist(), mined.score.tolist(), mined.direction.tolist()):
             row = (f"{sc:.6f}\t{sx.path}:{sx.line_numbers[s]}\t{sy.path}:{sy.line_numbers[t]}\t"
                    f"{DIRECTION_NAMES[int(d)]}")
             if sx.ids is not None or sy.ids is not None:
                 row += f"\t{sx.ids[s] if sx.ids is not None else ''}\t{sy.ids[t] if sy.ids is not None else ''}"
+            if sx.sentence_index is not None or sy.sentence_index is not None:
+                row += f"\t{_sentence_of(sx, s)}\t{_sentence_of(sy, t)}"
             f.write(row + "\n")

@@ -10,9 +10,12 @@ into the output the pipeline has claimed (`xmine.outputs.claim_output`, atomical
   canonical ISO 639-3 as `xmine.langs` gives them; "src"/"tgt" when a side's language is unknown
   or both are the same), `score`, `direction` (which search found the pair), and provenance:
   `src_file`/`tgt_file` (the corpus), `src_record`/`tgt_record` (1-based line of a text or JSONL
-  file, row of a Parquet file or dataset) and, for inputs read with an id field,
-  `src_id`/`tgt_id`. `hf` is a `save_to_disk` folder (`datasets.load_from_disk(OUT)`) with a
-  dataset card, README.md, saying what made it.
+  file, row of a Parquet file or dataset), for inputs read with an id field `src_id`/`tgt_id`,
+  and for inputs split into sentences (--split-sentences) `src_sentence_index`/
+  `tgt_sentence_index`, the sentence's 1-based index in its record. `hf` is a `save_to_disk`
+  folder (`datasets.load_from_disk(OUT)`) with a dataset card, README.md, saying what made it.
+  TSV with `line_numbers` adds the two sentence indices after the two line numbers when a side
+  was split (empty for a side that was not).
 
 Further per-pair columns are `PairColumn`s handed to `write_mined`: the pipeline adds
 `src_lid`/`src_lid_score` and `tgt_lid`/`tgt_lid_score` (the language the pair filters'
@@ -131,6 +134,7 @@ def write_mined(claim, fmt: str, rows: MinedRows, *, line_numbers: bool = False,
 
 def _write_tsv(claim, rows: MinedRows, *, line_numbers: bool) -> None:
     sx, sy = rows.sx, rows.sy
+    split = sx.sentence_index is not None or sy.sentence_index is not None
     with claim.atomic_file() as tmp, contextlib.ExitStack() as stack:
         if claim.path.name.lower().endswith(".gz"):  # mtime 0: the same pairs give the same bytes
             raw = stack.enter_context(open(tmp, "wb"))
@@ -144,7 +148,14 @@ def _write_tsv(claim, rows: MinedRows, *, line_numbers: bool) -> None:
             row = f"{sc:.6f}\t{tsv_field(sx.text[s])}\t{tsv_field(sy.text[t])}"
             if line_numbers:
                 row += f"\t{sx.line_numbers[s]}\t{sy.line_numbers[t]}"
+                if split:
+                    row += f"\t{_sentence_of(sx, s)}\t{_sentence_of(sy, t)}"
             f.write(row + "\n")
+
+
+def _sentence_of(side, row: int) -> str:
+    """Row's 1-based index in its record, or "" for a side not split into sentences."""
+    return "" if side.sentence_index is None else str(int(side.sentence_index[row]))
 
 
 def _record_batches(rows: MinedRows, extra: Sequence[PairColumn]) -> Iterator[list[dict]]:
@@ -167,6 +178,10 @@ def _record_batches(rows: MinedRows, extra: Sequence[PairColumn]) -> Iterator[li
                 rec["src_id"] = sx.ids[s]
             if sy.ids is not None:
                 rec["tgt_id"] = sy.ids[t]
+            if sx.sentence_index is not None:
+                rec["src_sentence_index"] = int(sx.sentence_index[s])
+            if sy.sentence_index is not None:
+                rec["tgt_sentence_index"] = int(sy.sentence_index[t])
             for col in extra:
                 value = col.values[i]
                 rec[col.name] = value.item() if isinstance(value, np.generic) else value
@@ -185,6 +200,10 @@ def _schema(rows: MinedRows, extra: Sequence[PairColumn]):
         fields.append(("src_id", pa.string()))
     if rows.sy.ids is not None:
         fields.append(("tgt_id", pa.string()))
+    if rows.sx.sentence_index is not None:
+        fields.append(("src_sentence_index", pa.int32()))
+    if rows.sy.sentence_index is not None:
+        fields.append(("tgt_sentence_index", pa.int32()))
     taken = {name for name, _ in fields}
     for col in extra:
         if col.name in taken:
@@ -255,7 +274,9 @@ def dataset_card(summary: dict, *, keys: tuple[str, str], pairs: int, columns: S
         lines.append(f"| {tag} input | {ident} |")
     lines.append(f"| xmine | {prov.get('xmine_version')}, commit {prov.get('git_commit')} |")
     lines += ["", "Columns: " + ", ".join(f"`{c}`" for c in columns) + ". `src_record`/`tgt_record` are 1-based "
-              "lines of a text or JSON Lines input, rows of a Parquet input or dataset.", ""]
+              "lines of a text or JSON Lines input, rows of a Parquet input or dataset; `src_sentence_index`/"
+              "`tgt_sentence_index` (inputs split into sentences) the 1-based index of the sentence in that "
+              "record.", ""]
     return "\n".join(lines)
 
 

@@ -22,8 +22,9 @@ pip_q() { "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$@" 
 has_gpu=0
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then has_gpu=1; fi
 
-# The extras installed: dev (pytest) and ray (`--ray`; the tests run on a local Ray cluster).
-EXTRAS="dev,ray"
+# The extras installed: dev (pytest), ray (`--ray`; the tests run on a local Ray cluster) and split
+# (`--split-sentences`).
+EXTRAS="dev,ray,split"
 # Re-install when pyproject.toml or the extras changed since the last successful set-up.
 want="$(sha256sum pyproject.toml | cut -c1-16)-$EXTRAS-gpu$has_gpu"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then

@@ -112,6 +112,9 @@ class Side:
     fingerprint: dict = field(default_factory=dict)
     #: row i's record id (inputs read with an id field, xmine.readers), else None
     ids: Any = None
+    #: int (n,) row i's 1-based index among its record's sentences (inputs read with
+    #: --split-sentences, xmine.sentences), else None
+    sentence_index: Any = None
     #: the corpus the rows come from (a store's or index's recorded input; else `path`)
     source: str | None = None
     #: a temporary directory owned by this side (text embedded without a work_dir)
@@ -326,7 +329,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
                     text=TextColumn(ix.path / "sentences.txt", row_index.offsets), line_numbers=ix.line_numbers,
                     encoder=ix.manifest["encoder"], projection=ix.manifest.get("projection"),
                     part=ix.manifest.get("part") or "raw", lang=lang or ix.manifest.get("lang"), index=ix,
-                    fingerprint={"manifest": _manifest_hash(path)},
+                    fingerprint={"manifest": _manifest_hash(path)}, sentence_index=ix.sentence_index,
                     source=(ix.manifest.get("input") or {}).get("path") or str(path))
     raise InputError(path, f"is an xmine {kind!r}; expected a text file, an embedding store or an index")
 
@@ -336,7 +339,7 @@ def _store_side(store, path: Path, lang: str | None, kind: str, *, fingerprint: 
     return Side(path=path, kind=kind, rows=store.rows(), row_index=store.row_index(), text=store.text_column(),
                 line_numbers=store.line_numbers, encoder=store.encoder_fingerprint,
                 projection=store.projection_fingerprint, part=store.part, lang=lang or store.lang,
-                fingerprint=fingerprint, ids=store.id_column(), source=source)
+                fingerprint=fingerprint, ids=store.id_column(), sentence_index=store.sentence_index(), source=source)
 
 
 # Rows projected at once: the projection's float32 input and output (2 x 64k x dim x 4 bytes).

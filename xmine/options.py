@@ -52,7 +52,7 @@ LANG = LangCode()
 
 
 def input_format_options(f):
-    """--input-format, --text-field/--text-column, --id-field and --split, handed to the command
+    """--input-format, --text-field/--text-column, --id-field, --split and --split-sentences, handed to the command
     as one `input_format` (an `xmine.readers.InputFormat`)."""
     from xmine.readers import FORMATS
 
@@ -70,11 +70,17 @@ def input_format_options(f):
                        "(mined outputs carry it). Default: records are named by their line/row number.")
     @click.option("--split", "hf_split", default=None,
                   help="hf: the split to read (default: the only one, else train).")
+    @click.option("--split-sentences", is_flag=True,
+                  help="Each record or line is a document or paragraph: split it into sentences with the "
+                       "splitter chosen for the corpus language (needs --lang, --src-lang/--tgt-lang). Every "
+                       "sentence is a row that keeps its record number (or --id-field id) and its 1-based "
+                       "index in the record; mined outputs carry both.")
     @functools.wraps(f)
-    def wrapper(*args, input_format, text_field, id_field, hf_split, **kwargs):
+    def wrapper(*args, input_format, text_field, id_field, hf_split, split_sentences, **kwargs):
         from xmine.readers import InputFormat
 
-        spec = InputFormat(format=input_format, text_field=text_field, id_field=id_field, split=hf_split)
+        spec = InputFormat(format=input_format, text_field=text_field, id_field=id_field, split=hf_split,
+                           split_sentences=split_sentences)
         return f(*args, input_format=spec, **kwargs)
 
     return wrapper

@@ -22,7 +22,9 @@ A record whose text is empty or white space is skipped (counted, its number kept
 breaks inside a text become spaces, as in a text file. A missing field, a value that is not a
 string, invalid JSON or an unreadable file raises `InputError` naming the file, the record and
 the problem. `id_field` keeps each record's own id (any JSON scalar, as a string) beside its
-number, as provenance.
+number, as provenance. With `split_sentences` each record is a document or paragraph:
+`split_into_sentences` yields its sentences (xmine.sentences), each with the record's number and
+id and its own 1-based index in the record.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import logging
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from xmine.corpus import _WARN_LIST, DEFAULT_MAX_CHARS, CorpusStats, count_lines, iter_corpus, iter_lines
 from xmine.errors import ConfigError, InputError
@@ -69,6 +71,9 @@ class InputFormat:
     id_field: str | None = None
     #: hf: the split of a DatasetDict or of data files (default: the only one, else "train")
     split: str | None = None
+    #: split each record (line) into sentences with the corpus language's splitter
+    #: (xmine.sentences); each sentence becomes a row that keeps its record and its index in it
+    split_sentences: bool = False
 
     def __post_init__(self) -> None:
         if self.format not in ("auto",) + FORMATS:
@@ -209,6 +214,23 @@ class CorpusReader:
             yield number, text
         if st.sentences == 0:
             raise InputError(self.path, f"no text in the {self.format} input ({st.lines} record(s), all empty)")
+
+
+    def split_into_sentences(self, split: Callable[[str], list[str]], *, max_chars: int = DEFAULT_MAX_CHARS,
+                        stats: CorpusStats | None = None, ids: list | None = None,
+                        positions: list | None = None) -> Iterator[tuple[int, str]]:
+        """`sentences()` with each record split by `split` (xmine.sentences): (record number,
+        sentence) of every sentence; with `ids`, each sentence's record id is appended to it
+        first, with `positions` its 1-based index in its record. One record in memory at a time."""
+        record_ids: list | None = [] if ids is not None else None
+        for number, text in self.sentences(max_chars=max_chars, stats=stats, ids=record_ids):
+            rid = record_ids.pop() if record_ids is not None else None
+            for i, sentence in enumerate((s for s in split(text) if s.strip()), 1):
+                if ids is not None:
+                    ids.append(rid)
+                if positions is not None:
+                    positions.append(i)
+                yield number, sentence
 
 
 class TextReader(CorpusReader):

@@ -14,6 +14,9 @@ LENGTHS = "lengths.npy"
 # Each row's record id, for inputs read with an id field (xmine.readers): optional.
 IDS = "ids.txt"
 ID_OFFSETS = "id_offsets.npy"
+# Each row's 1-based index among the sentences of its record, for inputs split into sentences
+# (--split-sentences, xmine.sentences): optional.
+SENTENCE_INDEX = "sentence_index.npy"
 LOCK = ".lock"
 DTYPES = ("float16", "float32")
 PARTS = ("meaning", "language")
@@ -33,3 +36,7 @@ def text_name(i: int) -> str:
 
 def ids_name(i: int) -> str:
     return f"ids-{i:05d}.txt"
+
+
+def sent_name(i: int) -> str:
+    return f"sent-{i:05d}.npy"

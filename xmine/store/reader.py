@@ -19,7 +19,8 @@ import numpy as np
 from xmine.fileio import MANIFEST, read_manifest
 from xmine.errors import ArtefactError, ConfigError
 from xmine.store.layout import (
-    FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, LENGTHS, LINE_NUMBERS, OFFSETS, PROGRESS, SENTENCES, STORE_KIND,
+    FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, LENGTHS, LINE_NUMBERS, OFFSETS, PROGRESS, SENTENCE_INDEX, SENTENCES,
+    STORE_KIND,
 )
 from xmine.store.rows import ShardRows
 from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
@@ -232,6 +233,20 @@ class EmbeddingStore:
         if len(offsets) != len(self) + 1:
             raise ArtefactError(f"{self.directory / ID_OFFSETS}: {len(offsets)} offsets, expected {len(self) + 1}")
         return TextColumn(self.directory / IDS, offsets)
+
+    def sentence_index(self) -> np.ndarray | None:
+        """int32 (count,), memory-mapped: row i's 1-based index among the sentences of its record,
+        for a store made with --split-sentences; else None."""
+        if SENTENCE_INDEX not in (self.manifest.get("files") or {}):
+            return None
+        self._content.check(SENTENCE_INDEX)
+        try:
+            arr = np.load(self.directory / SENTENCE_INDEX, mmap_mode="r")
+        except (ValueError, OSError, EOFError) as e:
+            raise ArtefactError(f"{self.directory / SENTENCE_INDEX}: unreadable ({e}); rebuild the store") from None
+        if arr.shape != (len(self),):
+            raise ArtefactError(f"{self.directory / SENTENCE_INDEX}: {arr.shape[0]} rows, expected {len(self)}")
+        return arr
 
     def to_array(self, dtype: Any = np.float32) -> np.ndarray:
         """All embeddings in one (count, dim) array of `dtype` (float32 by default)."""

@@ -15,7 +15,7 @@ import numpy as np
 from xmine.corpus import CorpusStats, truncate_for_encoding
 from xmine.errors import ArtefactError
 from xmine.fileio import atomic_path, atomic_write_text, sha256_file
-from xmine.store.layout import emb_name, ids_name, lines_name, text_name
+from xmine.store.layout import emb_name, ids_name, lines_name, sent_name, text_name
 
 # Sentences handed to the encoder at once inside a shard: enough for its length-sorted batching,
 # few enough that the progress bar moves every few seconds.
@@ -58,9 +58,9 @@ def encode_shard(
 
 
 def write_shard(out_dir: Path, idx: int, emb: np.ndarray, line_numbers, sentences: Sequence[str],
-                ids: Sequence[str] | None = None) -> dict[str, Any]:
-    """Write shard `idx` (embeddings in their final dtype, line numbers, text, record ids when
-    given) atomically; its record."""
+                ids: Sequence[str] | None = None, positions: Sequence[int] | None = None) -> dict[str, Any]:
+    """Write shard `idx` (embeddings in their final dtype, line numbers, text, record ids and
+    sentence indices when given) atomically; its record."""
     if len(emb) != len(sentences) or len(line_numbers) != len(sentences):
         raise ArtefactError(f"shard {idx}: {len(emb)} embeddings, {len(line_numbers)} line numbers, "
                             f"{len(sentences)} sentences")
@@ -78,4 +78,10 @@ def write_shard(out_dir: Path, idx: int, emb: np.ndarray, line_numbers, sentence
             raise ArtefactError(f"shard {idx}: {len(ids)} record ids for {len(sentences)} sentences")
         atomic_write_text(out_dir / ids_name(idx), "".join(f"{i}\n" for i in ids))
         record["ids_file"] = ids_name(idx)
+    if positions is not None:
+        if len(positions) != len(sentences):
+            raise ArtefactError(f"shard {idx}: {len(positions)} sentence indices for {len(sentences)} sentences")
+        with atomic_path(out_dir / sent_name(idx)) as tmp:
+            np.save(tmp, np.asarray(positions, dtype=np.int32))
+        record["sent_file"] = sent_name(idx)
     return record

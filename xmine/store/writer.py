@@ -46,8 +46,8 @@ from xmine.errors import ArtefactError, ConfigError, OutputError
 from xmine.outputs import MARKER, claim_output, dir_kind
 from xmine.projection import resolve_projection
 from xmine.store.layout import (
-    DTYPES, FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, LENGTHS, LINE_NUMBERS, LOCK, OFFSETS, PARTS, PROGRESS, SENTENCES,
-    STORE_KIND,
+    DTYPES, FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, LENGTHS, LINE_NUMBERS, LOCK, OFFSETS, PARTS, PROGRESS,
+    SENTENCE_INDEX, SENTENCES, STORE_KIND,
 )
 from xmine.store.text import RowIndex
 from xmine.store.reader import EmbeddingStore
@@ -96,8 +96,11 @@ def _identity_mismatch(old: dict[str, Any], new: dict[str, Any]) -> str | None:
             f"sha256 {old['input']['sha256'][:12]}...) than {new['input']['path']} "
             f"({new['input']['size']} bytes, sha256 {new['input']['sha256'][:12]}...)"
         )
-    for key in ("format", "text_field", "id_field", "split"):  # how the input was read (xmine.readers)
+    # how the input was read (xmine.readers) and split into sentences (xmine.sentences)
+    for key in ("format", "text_field", "id_field", "split", "split_sentences"):
         if old["input"].get(key) != new["input"].get(key):
+            if key == "split_sentences":
+                return f"it was made {_split_words(old['input'])}, not {_split_words(new['input'])}"
             return f"its input was read with {key}={old['input'].get(key)!r}, not {new['input'].get(key)!r}"
     if old["encoder"].get("id") != new["encoder"].get("id"):
         from xmine.encoders import fingerprint_precision, weights_id
@@ -120,9 +123,17 @@ def _identity_mismatch(old: dict[str, Any], new: dict[str, Any]) -> str | None:
     return None
 
 
-_STORE_FILE = re.compile(r"^(emb-\d{5}\.npy|lines-\d{5}\.npy|text-\d{5}\.txt|ids-\d{5}\.txt|"
+def _split_words(identity: dict[str, Any]) -> str:
+    """"with --split-sentences (sentencex 1.0.32, eng)" or "without --split-sentences"."""
+    how = identity.get("split_sentences")
+    if not how:
+        return "without --split-sentences"
+    return f"with --split-sentences ({how.get('library')} {how.get('version')}, {how.get('lang')})"
+
+
+_STORE_FILE = re.compile(r"^(emb-\d{5}\.npy|lines-\d{5}\.npy|text-\d{5}\.txt|ids-\d{5}\.txt|sent-\d{5}\.npy|"
                          + "|".join(re.escape(n) for n in (MANIFEST, PROGRESS, SENTENCES, LINE_NUMBERS, OFFSETS, HASHES,
-                                                                LENGTHS, IDS, ID_OFFSETS, LOCK, MARKER))
+                                                                LENGTHS, IDS, ID_OFFSETS, SENTENCE_INDEX, LOCK, MARKER))
                          + r"|\..*\.tmp.*)$")
 
 
@@ -134,11 +145,12 @@ def _looks_like_store(directory: Path) -> bool:
 
 # The names the writer itself makes, exactly: per-shard files, the joined files, and the hidden
 # temporaries of its atomic writes (`atomic_path`: ".STEM.<8 random>.tmp.SUFFIX").
-_SHARD_FILE = re.compile(r"^(emb-\d{5}\.npy|lines-\d{5}\.npy|text-\d{5}\.txt|ids-\d{5}\.txt)$")
-_OWN_TEMPORARY = re.compile(r"^\.(emb-\d{5}|lines-\d{5}|text-\d{5}|ids-\d{5}|manifest|progress|sentences|line_numbers|"
-                            r"offsets|hashes|lengths|ids|id_offsets|\.xmine-output)\.[a-z0-9_]{8}\.tmp\.(npy|txt|json)$")
-_OWN_NAMES = frozenset({MANIFEST, PROGRESS, SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS, IDS, ID_OFFSETS, LOCK,
-                        MARKER})
+_SHARD_FILE = re.compile(r"^(emb-\d{5}\.npy|lines-\d{5}\.npy|text-\d{5}\.txt|ids-\d{5}\.txt|sent-\d{5}\.npy)$")
+_OWN_TEMPORARY = re.compile(r"^\.(emb-\d{5}|lines-\d{5}|text-\d{5}|ids-\d{5}|sent-\d{5}|manifest|progress|sentences|"
+                            r"line_numbers|offsets|hashes|lengths|ids|id_offsets|sentence_index|\.xmine-output)"
+                            r"\.[a-z0-9_]{8}\.tmp\.(npy|txt|json)$")
+_OWN_NAMES = frozenset({MANIFEST, PROGRESS, SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS, IDS, ID_OFFSETS,
+                        SENTENCE_INDEX, LOCK, MARKER})
 
 
 def _own_file(name: str) -> bool:
@@ -182,7 +194,8 @@ def _finished_shards(out_dir: Path, progress: dict[str, Any]) -> list[dict[str, 
     """The shards of an interrupted run that are intact on disk (a prefix of the recorded ones)."""
     kept = []
     for shard in progress.get("shards", []):
-        ok = all((out_dir / shard[k]).is_file() for k in ("file", "lines_file", "text_file", "ids_file") if k in shard)
+        ok = all((out_dir / shard[k]).is_file() for k in ("file", "lines_file", "text_file", "ids_file", "sent_file")
+                 if k in shard)
         ok = ok and (out_dir / shard["file"]).stat().st_size == shard["bytes"]
         ok = ok and sha256_file(out_dir / shard["file"]) == shard["sha256"]
         if not ok:
@@ -230,7 +243,10 @@ def embed_corpus(
 
     `input_format`: an `xmine.readers.InputFormat` (format, text field, id field); None reads by
     extension. Every record of a non-text input is checked before anything is written; a row's
-    record number is stored as its line number, and its id (with an id field) in `ids.txt`.
+    record number is stored as its line number, and its id (with an id field) in `ids.txt`. With
+    `split_sentences` each record is split by `lang`'s splitter (xmine.sentences; a ConfigError
+    before anything is written when `lang` is undetermined): a row per sentence, its 1-based index
+    in the record in `sentence_index.npy`, the splitter in the input identity.
 
     Returns the opened store; its `build_info` says what this call did. See the module doc for
     the resume rules.
@@ -261,12 +277,19 @@ def embed_corpus(
     # anything is created on disk.
     from xmine.readers import open_corpus
 
+    splitter = None
+    if input_format is not None and input_format.split_sentences:
+        from xmine.sentences import sentence_splitter
+
+        # Before the input is read: a missing language or splitter library fails at once.
+        splitter = sentence_splitter(None if lang == UNDETERMINED else lang, what=str(input_path))
     reader = open_corpus(input_path, input_format)
-    if ray is not None and reader.format != "text":
-        raise ConfigError(f"--ray encodes text files; {input_path} is read as {reader.format}: embed it without --ray")
+    if ray is not None and (reader.format != "text" or splitter is not None):
+        raise ConfigError(f"--ray encodes text files one sentence a line; {input_path} is read as {reader.format}"
+                          f"{' and split into sentences' if splitter is not None else ''}: embed it without --ray")
     n_lines = reader.count
     identity = {
-        "input": reader.identity(),
+        "input": {**reader.identity(), **({"split_sentences": splitter.describe()} if splitter else {})},
         "encoder": enc_fp,
         "projection": projection.fingerprint() if projection is not None else None,
         "part": stored_part,
@@ -356,6 +379,7 @@ def embed_corpus(
                 buf_text: list[str] = []
                 buf_lines: list[int] = []
                 buf_ids: list | None = [] if reader.has_ids else None
+                buf_pos: list | None = [] if splitter is not None else None
                 skip = info.resumed_rows
                 last_line = 0
 
@@ -369,20 +393,25 @@ def embed_corpus(
                     )
                     last_line = buf_lines[-1]
                     shards.append(write_shard(out_dir, idx, emb.astype(dtype, copy=False), buf_lines, buf_text,
-                                              ids=buf_ids))
+                                              ids=buf_ids, positions=buf_pos))
                     save_progress()
                     info.encoded += len(buf_text)
-                    buf_text.clear()
-                    buf_lines.clear()
-                    if buf_ids is not None:
-                        buf_ids.clear()
+                    for buf in (buf_text, buf_lines, buf_ids, buf_pos):
+                        if buf is not None:
+                            buf.clear()
                     if on_shard_done is not None:
                         on_shard_done(idx, sum(s["rows"] for s in shards))
 
-                for line_no, sentence in reader.sentences(max_chars=max_chars, stats=stats, ids=buf_ids):
+                if splitter is None:
+                    rows = reader.sentences(max_chars=max_chars, stats=stats, ids=buf_ids)
+                else:
+                    rows = reader.split_into_sentences(splitter, max_chars=max_chars, stats=stats, ids=buf_ids,
+                                                       positions=buf_pos)
+                for line_no, sentence in rows:
                     if skip:
-                        if buf_ids is not None:
-                            buf_ids.clear()
+                        for buf in (buf_ids, buf_pos):
+                            if buf is not None:
+                                buf.clear()
                         skip -= 1
                         last_line = line_no
                         if pbar is not None and skip == 0:
@@ -434,6 +463,8 @@ def embed_corpus(
             "long_lines": stats.long_count, "replaced": stats.replaced_count, "gzip": stats.gzip,
             "token_cut_lines": stats.token_cut_count, "compression": stats.compression, "format": reader.format,
         }
+        if splitter is not None:  # the records split: `sentences` counts them, the store's count the rows
+            input_stats["split_sentences"] = splitter.describe()
         _finalise(out_dir, identity, shards, input_stats, params={
             "input": str(input_path), "lang": lang, "part": stored_part, "dtype": dtype,
             "shard_rows": shard_rows, "batch_size": batch_size, "max_chars": max_chars, "ray": ray,
@@ -589,6 +620,15 @@ def _finalise(out_dir: Path, identity: dict, shards: list[dict], stats: dict, *,
         arrays.clear()
         if shards and all("ids_file" in s for s in shards):
             _join_ids(out_dir, shards, count, stack)
+        if shards and all("sent_file" in s for s in shards):
+            tmp = stack.enter_context(atomic_path(out_dir / SENTENCE_INDEX))
+            joined = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.int32, shape=(count,))
+            pos = 0
+            for s in shards:
+                joined[pos: pos + s["rows"]] = np.load(out_dir / s["sent_file"])
+                pos += s["rows"]
+            joined.flush()
+            del joined
     stats = {**stats, "unique_sentences": unique}
     body = {
         **{k: identity[k] for k in ("encoder", "projection", "part", "dtype", "lang", "max_chars")},
@@ -598,7 +638,7 @@ def _finalise(out_dir: Path, identity: dict, shards: list[dict], stats: dict, *,
         "input_stats": stats,
         "shards": [{k: s[k] for k in ("file", "rows", "bytes", "sha256")} for s in shards],
         "files": {name: {"bytes": (out_dir / name).stat().st_size, "sha256": sha256_file(out_dir / name)}
-                  for name in (SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS, IDS, ID_OFFSETS)
+                  for name in (SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS, IDS, ID_OFFSETS, SENTENCE_INDEX)
                   if name in (SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS) or (out_dir / name).is_file()},
         "provenance": provenance(**params),
     }
@@ -628,7 +668,8 @@ def _join_ids(out_dir: Path, shards: list[dict], count: int, stack: contextlib.E
 def _remove_leftovers(out_dir: Path, manifest: dict) -> None:
     """Remove the build's scaffolding (progress file, per-shard text and line numbers, temporaries),
     each by the exact name the writer gives it: nothing else in the directory is touched."""
-    keep = ({MANIFEST, SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS, IDS, ID_OFFSETS, LOCK, MARKER}
+    keep = ({MANIFEST, SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS, IDS, ID_OFFSETS, SENTENCE_INDEX, LOCK,
+             MARKER}
             | {s["file"] for s in manifest["shards"]})
     for entry in out_dir.iterdir():
         if entry.name not in keep and _own_file(entry.name) and entry.is_file():

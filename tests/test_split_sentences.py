@@ -1,0 +1,231 @@
+"""--split-sentences through the CLI with real files, the real splitters and the real default
+encoder: documents in two languages (JSON Lines, Parquet, text) split into sentences, each row
+keeping its record, record id and sentence index in the store, the index and the mined rows; a
+script written without spaces; a missing language refused before anything is written."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from xmine.cli import main
+
+if os.environ.get("CI", "").lower() != "true":  # CI installs the `split` extra: it must not pass by skipping
+    pytest.importorskip("sentencex", reason="the `split` extra (sentencex) is not installed")
+
+# Documents whose sentences translate one another in order; "Dr." must not end a sentence.
+EN = [["Dr. Weber opened the new library on Monday.", "Hundreds of children came to see it.",
+       "Was it worth the wait?"],
+      ["The river flooded the old bridge.", "Nobody was hurt!"],
+      ["My sister bakes bread every Sunday.", "She sells it at the market.", "It is always sold out by noon."]]
+DE = [["Dr. Weber eröffnete am Montag die neue Bibliothek.", "Hunderte Kinder kamen, um sie zu sehen.",
+       "Hat sich das Warten gelohnt?"],
+      ["Der Fluss überflutete die alte Brücke.", "Niemand wurde verletzt!"],
+      ["Meine Schwester backt jeden Sonntag Brot.", "Sie verkauft es auf dem Markt.",
+       "Es ist immer bis Mittag ausverkauft."]]
+# Chinese and Japanese put no space between sentences; Khmer ends them with ។.
+ZH = [["今天的天气很好。", "我们去公园散步吧！", "你要一起来吗？"], ["这本书很有意思。", "我已经读了两遍。"]]
+KM = [["ខ្ញុំ​ទៅ​ផ្សារ​ព្រឹក​នេះ។", "ផ្សារ​មាន​មនុស្ស​ច្រើន​ណាស់។"], ["គាត់​រៀន​ភាសា​អង់គ្លេស។"]]
+
+
+def xm(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def ok(res):
+    assert res.exit_code == 0, res.output
+    return res
+
+
+def refused(res, *fragments: str) -> str:
+    """Exit 2, one error line holding every fragment, no traceback."""
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    errors = [line for line in res.output.splitlines() if line.startswith(("xmine: error:", "Error:"))]
+    assert len(errors) == 1, res.output
+    for f in fragments:
+        assert f in errors[0], errors[0]
+    return errors[0]
+
+
+def files_under(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+def _jsonl(path: Path, docs: list[list[str]], prefix: str, joiner: str = " ") -> Path:
+    path.write_text("".join(json.dumps({"doc": f"{prefix}{i}", "body": joiner.join(d)}, ensure_ascii=False) + "\n"
+                            for i, d in enumerate(docs)), encoding="utf-8")
+    return path
+
+
+def _store_rows(store: Path) -> list[tuple]:
+    """(sentence, record, record id or None, sentence index) of every row of a store."""
+    text = (store / "sentences.txt").read_text(encoding="utf-8").splitlines()
+    lines = np.load(store / "line_numbers.npy").tolist()
+    index = np.load(store / "sentence_index.npy").tolist()
+    ids = (store / "ids.txt").read_text(encoding="utf-8").splitlines() if (store / "ids.txt").is_file() else None
+    return [(t, n, ids[i] if ids else None, k) for i, (t, n, k) in enumerate(zip(text, lines, index))]
+
+
+def _expected(docs: list[list[str]], prefix: str | None) -> list[tuple]:
+    return [(s, r + 1, f"{prefix}{r}" if prefix else None, k + 1) for r, d in enumerate(docs) for k, s in enumerate(d)]
+
+
+def test_documents_split_into_stores_and_mined_rows_keep_doc_and_sentence(tmp_path):
+    en = _jsonl(tmp_path / "en.jsonl", EN, "en-")
+    de = _jsonl(tmp_path / "de.jsonl", DE, "de-")
+    common = ("--split-sentences", "--text-field", "body", "--id-field", "doc", "-q")
+    ok(xm("embed", en, "--lang", "en", *common, "-o", tmp_path / "en.store"))
+    assert _store_rows(tmp_path / "en.store") == _expected(EN, "en-")
+    # Shards of two rows: a record's sentences cross shard boundaries, the joined store is the same.
+    ok(xm("embed", de, "--lang", "de", *common, "--shard-rows", 2, "-o", tmp_path / "de.store"))
+    assert _store_rows(tmp_path / "de.store") == _expected(DE, "de-")
+    manifest = json.loads((tmp_path / "de.store" / "manifest.json").read_text())
+    assert manifest["input"]["split_sentences"]["library"] == "sentencex"
+    assert manifest["input"]["split_sentences"]["lang"] == "deu"
+    ok(xm("verify", tmp_path / "de.store"))
+
+    # mine reads the two JSON Lines files itself (text sides embedded in OUT.work).
+    ok(xm("mine", en, de, "--src-lang", "en", "--tgt-lang", "de", *common, "-o", tmp_path / "pairs.jsonl"))
+    rows = [json.loads(line) for line in (tmp_path / "pairs.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(rows) >= 6
+    for r in rows:  # every pair: the same document, the same sentence, and the text at that place
+        assert r["src_id"][3:] == r["tgt_id"][3:] and r["src_sentence_index"] == r["tgt_sentence_index"]
+        doc, k = int(r["src_id"][3:]), r["src_sentence_index"]
+        assert r["translation"] == {"eng": EN[doc][k - 1], "deu": DE[doc][k - 1]}
+        assert r["src_record"] == r["tgt_record"] == doc + 1
+
+    # The stores mined against each other: the same rows, and --line-numbers / --meta carry the indices.
+    ok(xm("mine", tmp_path / "en.store", tmp_path / "de.store", "--line-numbers", "--meta", "-q",
+          "-o", tmp_path / "pairs.tsv"))
+    tsv = (tmp_path / "pairs.tsv").read_text(encoding="utf-8").splitlines()
+    assert len(tsv) >= 6
+    for line in tsv:
+        _, src, tgt, src_line, tgt_line, src_k, tgt_k = line.split("\t")
+        assert (src, tgt) == (EN[int(src_line) - 1][int(src_k) - 1], DE[int(tgt_line) - 1][int(tgt_k) - 1])
+    meta = (tmp_path / "pairs.tsv.meta").read_text(encoding="utf-8").splitlines()
+    assert meta and all(len(m.split("\t")) == 8 for m in meta)
+
+
+def test_store_split_and_unsplit_are_not_mixed(tmp_path):
+    en = _jsonl(tmp_path / "en.jsonl", EN, "en-")
+    ok(xm("embed", en, "--lang", "en", "--text-field", "body", "--split-sentences", "-q", "-o", tmp_path / "s"))
+    before = (tmp_path / "s" / "manifest.json").read_bytes()
+    refused(xm("embed", en, "--lang", "en", "--text-field", "body", "-q", "-o", tmp_path / "s"),
+            "with --split-sentences (sentencex", "not without --split-sentences", "--overwrite")
+    assert (tmp_path / "s" / "manifest.json").read_bytes() == before
+    # Unsplit, each record is one row with no sentence index.
+    ok(xm("embed", en, "--lang", "en", "--text-field", "body", "-q", "-o", tmp_path / "s", "--overwrite"))
+    assert len((tmp_path / "s" / "sentences.txt").read_text(encoding="utf-8").splitlines()) == len(EN)
+    assert not (tmp_path / "s" / "sentence_index.npy").exists()
+
+
+def test_no_space_scripts_split(tmp_path):
+    # Chinese from JSON Lines (sentences joined without spaces), Khmer from a plain text file.
+    zh = _jsonl(tmp_path / "zh.jsonl", ZH, "zh-", joiner="")
+    ok(xm("embed", zh, "--lang", "zh", "--text-field", "body", "--split-sentences", "-q", "-o", tmp_path / "zh"))
+    assert _store_rows(tmp_path / "zh") == _expected(ZH, None)
+    km = tmp_path / "km.txt"
+    km.write_text("".join(" ".join(d) + "\n\n" for d in KM), encoding="utf-8")  # a blank line between paragraphs
+    ok(xm("embed", km, "--lang", "km", "--split-sentences", "-q", "-o", tmp_path / "km"))
+    assert [(t, n, k) for t, n, _, k in _store_rows(tmp_path / "km")] == [
+        (s, 2 * r + 1, k + 1) for r, d in enumerate(KM) for k, s in enumerate(d)]
+    assert json.loads((tmp_path / "km" / "manifest.json").read_text())["input"]["split_sentences"]["library"] == \
+        "terminal"
+
+
+def test_hf_dataset_and_gzip_text_split(tmp_path):
+    import gzip
+
+    import datasets
+
+    datasets.disable_progress_bars()
+    datasets.Dataset.from_dict({"body": [" ".join(d) for d in DE], "doc": ["a", "b", "c"]}).save_to_disk(
+        str(tmp_path / "de.hf"))
+    ok(xm("embed", tmp_path / "de.hf", "--lang", "de", "--text-field", "body", "--id-field", "doc",
+          "--split-sentences", "-q", "-o", tmp_path / "hf.store"))
+    assert _store_rows(tmp_path / "hf.store") == [(s, r + 1, "abc"[r], k + 1) for r, d in enumerate(DE)
+                                                  for k, s in enumerate(d)]
+    (tmp_path / "en.txt.gz").write_bytes(gzip.compress("".join(" ".join(d) + "\n" for d in EN).encode("utf-8")))
+    ok(xm("embed", tmp_path / "en.txt.gz", "--lang", "en", "--split-sentences", "-q", "-o", tmp_path / "gz.store"))
+    assert _store_rows(tmp_path / "gz.store") == _expected(EN, None)
+
+
+def test_index_of_split_parquet_and_split_queries(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"body": [" ".join(d) for d in EN]}), tmp_path / "en.parquet")
+    ok(xm("build-index", tmp_path / "en.parquet", "--lang", "en", "--text-column", "body", "--split-sentences",
+          "-q", "-o", tmp_path / "idx"))
+    assert np.load(tmp_path / "idx" / "sentence_index.npy").tolist() == [k + 1 for d in EN for k in range(len(d))]
+    de = _jsonl(tmp_path / "de.jsonl", DE, "de-")
+    ok(xm("search", tmp_path / "idx", de, "--lang", "de", "--text-field", "body", "--split-sentences", "-k", 1,
+          "-o", tmp_path / "hits.tsv"))
+    hits = [line.split("\t") for line in (tmp_path / "hits.tsv").read_text(encoding="utf-8").splitlines()]
+    assert len(hits) == sum(len(d) for d in DE)
+    for query_line, rank, _, hit_line, hit, query_k, hit_k in hits:
+        assert rank == "1" and hit == EN[int(hit_line) - 1][int(hit_k) - 1]
+        assert (query_line, query_k) == (hit_line, hit_k)  # each German sentence finds its English one
+    ok(xm("search", tmp_path / "idx", de, "--lang", "de", "--text-field", "body", "--split-sentences", "-k", 1,
+          "--format", "jsonl", "-o", tmp_path / "hits.jsonl"))
+    first = json.loads((tmp_path / "hits.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    assert first["query_sentence_index"] == 1 and first["hits"][0]["sentence_index"] == 1
+
+
+def test_missing_language_one_line_exit_2_nothing_written(tmp_path):
+    en = _jsonl(tmp_path / "en.jsonl", EN, "en-")
+    de = _jsonl(tmp_path / "de.jsonl", DE, "de-")
+    before = files_under(tmp_path)
+    split = ("--text-field", "body", "--split-sentences", "-q")
+    refused(xm("mine", en, de, "--src-lang", "en", *split, "-o", tmp_path / "out.jsonl"), "de.jsonl", "--tgt-lang")
+    refused(xm("mine", en, de, "--tgt-lang", "de", *split, "-o", tmp_path / "out.jsonl"), "en.jsonl", "--src-lang")
+    refused(xm("build-index", en, *split, "-o", tmp_path / "idx"), "en.jsonl", "--split-sentences", "--lang")
+    assert files_under(tmp_path) == before
+    ok(xm("build-index", en, "--lang", "en", "--text-field", "body", "-q", "-o", tmp_path / "idx"))
+    before = files_under(tmp_path)
+    refused(xm("search", tmp_path / "idx", de, *split[:-1], "-o", tmp_path / "hits.tsv"), "de.jsonl", "--lang")
+    assert files_under(tmp_path) == before
+
+
+# Scripts written without spaces or with their own full stops, Devanagari, and three others.
+FLORES_LANGS = ("zho_Hans", "jpn_Jpan", "khm_Khmr", "mya_Mymr", "amh_Ethi", "hin_Deva", "npi_Deva", "arb_Arab",
+                "eng_Latn", "deu_Latn")
+
+
+@pytest.mark.parametrize("lang", FLORES_LANGS)
+def test_chosen_splitter_recovers_flores_lines(data_dir, lang):
+    """Three consecutive FLORES-200 devtest lines (6-8) joined as the benchmark joins them come back."""
+    from xmine.benchmarks.splitters_flores import NO_SPACE_JOIN
+    from xmine.sentences import sentence_splitter
+
+    lines = (data_dir / "parallel" / "flores200" / "devtest" / f"{lang}.devtest").read_text(
+        encoding="utf-8").splitlines()[5:8]
+    joiner = "" if lang.split("_")[1] in NO_SPACE_JOIN else " "
+    assert sentence_splitter(lang.split("_")[0])(joiner.join(s.strip() for s in lines)) == [s.strip() for s in lines]
+
+
+def test_thai_is_not_split_and_says_so(data_dir, caplog):
+    from xmine.sentences import sentence_splitter
+
+    lines = (data_dir / "parallel" / "flores200" / "devtest" / "tha_Thai.devtest").read_text(
+        encoding="utf-8").splitlines()[5:8]
+    with caplog.at_level("WARNING", logger="xmine.corpus"):
+        split = sentence_splitter("th")
+    assert "no measured sentence splitter" in caplog.text
+    assert len(split(" ".join(s.strip() for s in lines))) < 3
+
+
+def test_product_choice_is_the_measured_one():
+    """xmine.sentences.OVERRIDES is what the committed FLORES-200 measurement's rule chose."""
+    from xmine.sentences import OVERRIDES
+
+    result = json.loads((Path(__file__).resolve().parent.parent / "benchmarks" / "results" /
+                         "splitters_flores.json").read_text(encoding="utf-8"))
+    assert result["details"]["rule_overrides"] == sorted(OVERRIDES)
+    assert result["details"]["product_matches_rule"] is True

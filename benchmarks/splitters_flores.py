@@ -325,7 +325,7 @@ def _text_table(result: dict) -> str:
 
 def _write(out: Path, result: dict) -> None:
     """Write the result JSON atomically; an earlier result of this benchmark is replaced."""
-    from xmine.artefacts import atomic_write_json
+    from xmine.fileio import atomic_write_json
     from xmine.benchmarks.common import RESULT_KIND
     from xmine.outputs import claim_output
 

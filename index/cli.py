@@ -73,7 +73,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     from xmine.outputs import claim_output
 
     if input_format.split_sentences:  # a missing language fails before anything is written
-        from xmine.sentences import check_split_languages
+        from xmine.inputs import check_split_languages
 
         check_split_languages([(source, lang, "--lang")], input_format)
     if ray_address is not None:  # join the cluster first: a wrong address fails before any work
@@ -147,7 +147,7 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
     from xmine.outputs import claim_output
 
     if input_format.split_sentences:  # a missing language fails before anything is written
-        from xmine.sentences import check_split_languages
+        from xmine.inputs import check_split_languages
 
         check_split_languages([(queries, lang, "--lang")], input_format)
     if out is None:

@@ -179,7 +179,7 @@ def mine(
                           "pass --allow-same-input if that is what you want")
     fmt = resolve_format(out, output_format)
     if input_format is not None and input_format.split_sentences:  # a missing language: before anything
-        from xmine.sentences import check_split_languages
+        from xmine.inputs import check_split_languages
 
         check_split_languages([(src, src_lang, "--src-lang"), (tgt, tgt_lang, "--tgt-lang")], input_format)
     # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU)

@@ -50,9 +50,15 @@ def test_readme_starts_with_the_demo_and_the_test_command():
     assert first_block and _text(README).index("```bash") < _text(README).index("\n## ")
     commands = [line.split("#")[0].strip() for line in first_block.group(1).splitlines()
                 if line.strip() and not line.lstrip().startswith("#")]
-    assert commands[:2] == ["bash scripts/demo.sh", "bash scripts/test.sh"], commands
+    assert commands == ["bash scripts/demo.sh", "bash scripts/test.sh"], commands
     assert "bash scripts/test.sh" in _text(ROOT / ".ci" / "run")  # CI runs the README's test command
-    assert any(c.startswith("xmine mine ") and "--format hf" in c for c in commands)
+
+
+def test_readme_tour_mines_documents_into_a_dataset_in_one_command():
+    commands = [line.strip() for block in re.findall(r"```bash\n(.*?)```", _text(README), flags=re.S)
+                for line in block.splitlines()]
+    assert any(c.startswith("xmine mine ") and "jsonl" in c and "--split-sentences" in c and "--format hf" in c
+               for c in commands), commands
 
 
 def test_readme_quotes_the_demo_as_it_prints():

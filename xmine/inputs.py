@@ -26,7 +26,7 @@ import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -402,3 +402,13 @@ def check_compatible(a: Side, b: Side) -> None:
 
 def _manifest_hash(path: Path) -> str:
     return hashlib.sha256((path / MANIFEST).read_bytes()).hexdigest()
+
+
+def check_split_languages(sides: Sequence[tuple[Any, str | None, str]], input_format: Any) -> None:
+    """Before a command writes anything: every corpus side (path, lang, its option) that will be
+    split has a language and the splitter can be loaded; stores and indexes are not split."""
+    from xmine.sentences import sentence_splitter
+
+    for path, lang, option in sides:
+        if artefact_kind(path, input_format) == "text":
+            sentence_splitter(lang, what=str(path), option=option)

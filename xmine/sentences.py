@@ -146,15 +146,5 @@ def sentence_splitter(lang: str | None, *, what: str = "the corpus", option: str
                             _split=lambda text: segment(key, text))
 
 
-def check_split_languages(sides: Sequence[tuple[Any, str | None, str]], input_format: Any) -> None:
-    """Before a command writes anything: every corpus side (path, lang, its option) that will be
-    split has a language and the splitter can be loaded; stores and indexes are not split."""
-    from xmine.inputs import artefact_kind
-
-    for path, lang, option in sides:
-        if artefact_kind(path, input_format) == "text":
-            sentence_splitter(lang, what=str(path), option=option)
-
-
-__all__ = ["OVERRIDES", "SentenceSplitter", "UNSPLIT", "check_split_languages", "iso1_code", "sentence_splitter",
+__all__ = ["OVERRIDES", "SentenceSplitter", "UNSPLIT", "iso1_code", "sentence_splitter",
            "split_terminal", "splitter_name"]

@@ -63,10 +63,13 @@ class ApproximateConfig:
     index_type: str = "ivfpqfs"
     #: IVF lists (None: by the larger side's size, `xmine.index.choose.ivf_lists`, at most 4096)
     nlist: int | None = None
-    #: lists visited per query (None: max(8, nlist // 64))
+    #: lists visited per query (None: max(16, nlist // 32), about 3% of the lists; fewer let
+    #: approximate mining lose more than 2% of the pairs exact mining keeps on real embeddings)
     nprobe: int | None = None
-    #: PQ sub-quantisers (must divide the dimension; fast-scan needs an even number)
-    pq_m: int = 32
+    #: PQ sub-quantisers (must divide the dimension; fast-scan needs an even number). 64 at 384
+    #: dimensions: with 32, PQ errors rank a real sentence's nearest neighbours so badly that
+    #: approximate mining lost 9% of exact mining's pairs (benchmarks/approximate_agreement.py)
+    pq_m: int = 64
     #: rows per index shard (None: one shard per side)
     shard_rows: int | None = None
     #: query rows searched at once
@@ -83,6 +86,12 @@ class ApproximateConfig:
     fetch_factor: int = 2
     #: query rows rescored at once (memory: rescore_block * fetch_factor * k * dim * 4 bytes)
     rescore_block: int = 8192
+    #: search the rows of candidate pairs at or above the threshold again (mining/refine.py), so
+    #: missed neighbours do not lift their margins (needs `rescore`)
+    refine: bool = True
+    #: ... in this many times `nprobe` IVF lists (at most all), every row there compared by its
+    #: stored vector, not its PQ code
+    refine_nprobe_factor: int = 4
 
     def __post_init__(self):
         if self.index_type not in INDEX_TYPES:
@@ -91,8 +100,10 @@ class ApproximateConfig:
             v = getattr(self, name)
             if v is not None and v < 1:
                 raise ConfigError(f"{name} must be >= 1 (got {v})")
-        if min(self.pq_m, self.query_block, self.train_per_list, self.fetch_factor, self.rescore_block) < 1:
-            raise ConfigError("pq_m, query_block, train_per_list, fetch_factor and rescore_block must be >= 1")
+        if min(self.pq_m, self.query_block, self.train_per_list, self.fetch_factor, self.rescore_block,
+               self.refine_nprobe_factor) < 1:
+            raise ConfigError("pq_m, query_block, train_per_list, fetch_factor, rescore_block and "
+                              "refine_nprobe_factor must be >= 1")
 
     def resolved(self, n_max: int, dim: int) -> dict:
         """nlist, nprobe and the FAISS factory string for a base of up to n_max rows."""
@@ -100,7 +111,7 @@ class ApproximateConfig:
 
         nlist = self.nlist or min(4096, ivf_lists(n_max))
         nlist = max(1, min(nlist, n_max))
-        nprobe = min(nlist, self.nprobe or max(8, nlist // 64))
+        nprobe = min(nlist, self.nprobe or max(16, nlist // 32))
         m = pq_subquantisers(dim, self.pq_m)
         if self.index_type == "ivfpqfs" and m % 2:
             m = next(d for d in range(m, 0, -1) if dim % d == 0 and d % 2 == 0)
@@ -114,15 +125,20 @@ def _f32(block) -> np.ndarray:
 
 
 #: what an approximate run writes in its work folder (mining/ray_approximate.py adds query blocks)
-WORK_FILES = ("trained.faiss", "*-shard*.faiss", "*-state.npz", "*-rescored.npz", "*-ray-block-*.npz")
+WORK_FILES = ("trained.faiss", "*-shard*.faiss", "*-state.npz", "*-rescored.npz", "*-ray-block-*.npz", "refined.npz")
 
 
 def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = ApproximateConfig(),
-                         work_dir: str | Path, key: str = "", show_progress: bool = False, on_ray: bool = False):
+                         work_dir: str | Path, key: str = "", show_progress: bool = False, on_ray: bool = False,
+                         passing=None, passing_key: str = ""):
     """Approximate kNN x->y and y->x: (fwd_sims (n, kx), fwd_idx, bwd_sims (m, ky), bwd_idx), sorted,
     float32 / int64, -1 where fewer neighbours were found; kx = min(k, m), ky = min(k, n).
 
-    `on_ray`: train, add and search as tasks on the connected Ray cluster; the same result."""
+    `on_ray`: train, add and search as tasks on the connected Ray cluster; the same result.
+    `passing(fwd_sims, fwd_idx, bwd_sims, bwd_idx)`: (source mask, target mask) of the rows whose
+    neighbourhood decides whether a pair passes the threshold (`select.passing_rows`), or None;
+    those rows are searched again wider (mining/refine.py; needs `rescore`). `passing_key` names
+    what `passing` depends on, for resuming."""
     n, m = len(x), len(y)
     if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]:
         raise ValueError(f"x {x.shape} and y {y.shape} must be 2-D with the same dimension")
@@ -151,11 +167,25 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
             tmp.write_bytes(trained_bytes)
 
     fetch = config.fetch_factor if config.rescore else 1
+    refine = passing is not None and config.rescore and config.refine
     fwd = _direction("fwd", queries=x, base=y, k=min(k, m), fetch=fetch, plan=plan, shard_rows=shard_rows,
                      trained=trained_bytes, work=work, config=config, show_progress=show_progress, search=search)
     bwd = _direction("bwd", queries=y, base=x, k=min(k, n), fetch=fetch, plan=plan, shard_rows=shard_rows,
                      trained=trained_bytes, work=work, config=config, show_progress=show_progress, search=search)
-    return fwd[0], fwd[1], bwd[0], bwd[1]
+    knn = (fwd[0], fwd[1], bwd[0], bwd[1])
+    if refine:
+        from xmine.mining.refine import refine_passing
+
+        knn = refine_passing(x, y, knn, passing=passing, key=passing_key, plan=plan, shard_rows=shard_rows,
+                             trained=trained_bytes, work=work, config=config, show_progress=show_progress)
+    from xmine.index.faiss_index import shard_plan
+
+    for tag, nb in (("fwd", m), ("bwd", n)):  # searched (and refined): the states resume past them
+        bounds = shard_plan(nb, shard_rows)
+        if len(bounds) > 1:
+            for s in range(len(bounds)):
+                work.path(shard_file(tag, s)).unlink(missing_ok=True)
+    return knn
 
 
 def train_quantiser(x, y, plan: dict, config: ApproximateConfig) -> bytes:
@@ -251,10 +281,9 @@ def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: KeyedDir,
     """`k` candidates of every query row: the base side added to the trained index shard by shard,
     each shard searched by all queries in blocks of `config.query_block`, merged into a running
     top-k (checkpointed). The Ray twin (`ray_approximate.search_on_ray`) calls the same functions."""
-    import faiss
     from tqdm.auto import tqdm
 
-    from xmine.index.faiss_index import add_rows, shard_plan, shard_searcher
+    from xmine.index.faiss_index import shard_plan, shard_searcher
 
     nq, nb = len(queries), len(base)
     bounds = shard_plan(nb, shard_rows)
@@ -275,17 +304,9 @@ def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: KeyedDir,
 
     for s in range(shard0, n_shards):
         lo, hi = bounds[s]
-        index_file = work.path(shard_file(tag, s))
         shard, choice = shard_bounds(plan, lo, hi)
-        if index_file.is_file():
-            index = faiss.read_index(str(index_file))
-        else:
-            with tqdm(total=hi - lo, desc=f"indexing {tag} shard {s + 1}/{n_shards}", unit="rows",
-                      disable=not show_progress, leave=False) as bar:
-                index = add_rows(trained, base, lo, hi, add_batch=config.query_block, use_gpu=False,
-                                 on_rows=bar.update, side=base_side(tag))
-            with atomic_path(index_file) as tmp:
-                faiss.write_index(index, str(tmp))
+        index = open_shard(tag, s, lo, hi, base=base, trained=trained, work=work, config=config,
+                           show_progress=show_progress, of=n_shards)
         search = shard_searcher(index, shard, choice, nprobe=None, use_gpu=False)
         start = q0 if s == shard0 else 0
         bar = tqdm(total=nq, initial=start, desc=f"searching {tag} shard {s + 1}/{n_shards}", unit="rows",
@@ -301,10 +322,28 @@ def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: KeyedDir,
                 last = time.monotonic()
         bar.close()
         del index, search
-        save(s + 1, 0)
-        if n_shards > 1:
-            index_file.unlink()  # searched; only the state is needed to resume past it
+        save(s + 1, 0)  # the shard file stays for the refinement (approximate_knn_both removes it)
     return run_s, run_i
+
+
+def open_shard(tag, s: int, lo: int, hi: int, *, base, trained: bytes, work: KeyedDir, config, show_progress,
+               of: int | None = None):
+    """Shard s (base rows lo:hi) of direction `tag`: read from the work folder, or built there."""
+    import faiss
+    from tqdm.auto import tqdm
+
+    from xmine.index.faiss_index import add_rows
+
+    index_file = work.path(shard_file(tag, s))
+    if index_file.is_file():
+        return faiss.read_index(str(index_file))
+    with tqdm(total=hi - lo, desc=f"indexing {tag} shard {s + 1}" + (f"/{of}" if of else ""), unit="rows",
+              disable=not show_progress, leave=False) as bar:
+        index = add_rows(trained, base, lo, hi, add_batch=config.query_block, use_gpu=False,
+                         on_rows=bar.update, side=base_side(tag))
+    with atomic_path(index_file) as tmp:
+        faiss.write_index(index, str(tmp))
+    return index
 
 
 __all__ = ["ApproximateConfig", "INDEX_TYPES", "approximate_knn_both", "train_quantiser"]

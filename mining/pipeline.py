@@ -33,7 +33,9 @@ from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.products import resolve_product
 from xmine.topk import merge_topk
-from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
+from xmine.mining.refine import refine_key
+from xmine.mining.select import (DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings,
+                                 passing_rows, select_pairs)
 
 log = logging.getLogger(__name__)
 
@@ -280,8 +282,13 @@ def _search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_
                              tag="searching src")
         mined = select_pairs(fs, fi, bs, bi, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
     elif search == "approximate":
+        def passing(*knn):  # rows whose neighbourhood decides a pair: searched again wider
+            return passing_rows(*knn, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
+
         knn = approximate_knn_both(mx.rows, my.rows, config.k, config=approximate_config, work_dir=work / "ann",
-                                   key=key, show_progress=show_progress, on_ray=ray is not None)
+                                   key=key, show_progress=show_progress, on_ray=ray is not None, passing=passing,
+                                   passing_key=refine_key(**{f: getattr(select_config, f) for f in (
+                                       "threshold", "margin", "retrieval", "max_length_ratio")}))
         mined = select_pairs(*knn, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
     elif ray is not None:
         from xmine.mining.ray_knn import ray_knn_both

@@ -90,13 +90,11 @@ def search_on_ray(tag, *, queries, base, k, plan, shard_rows, trained, work, con
         with atomic_path(block_file(q0)) as tmp, open(tmp, "wb") as f:
             np.savez(f, sims=sims, idx=idx)
 
-    sims, idx = search_blocks_ray(WorkShards(files, bounds, plan), len(bounds), rows_for_workers(queries), k,
-                                  block=block, done=done, on_block=save, desc=f"searching {tag} (ray)",
-                                  show_progress=show_progress)
-    if len(bounds) > 1:
-        for f in files:  # searched by every block; the blocks' files are what resumes past them
-            Path(f).unlink(missing_ok=True)
-    return sims, idx
+    # The shard files stay for the refinement, which runs in the driver (approximate_knn_both
+    # removes them after it); the blocks' files are what resumes past the search.
+    return search_blocks_ray(WorkShards(files, bounds, plan), len(bounds), rows_for_workers(queries), k,
+                             block=block, done=done, on_block=save, desc=f"searching {tag} (ray)",
+                             show_progress=show_progress)
 
 
 __all__ = ["search_on_ray", "train_on_ray"]

@@ -19,8 +19,8 @@ of a passing candidate has been refined (each round only the new rows).
 
 Cost: for the refined rows only (about twice the mined pairs, not the corpus), a product with
 the rows of the lists they visit (refine_nprobe_factor * nprobe / nlist of the other side each),
-list by list. Memory: one shard, one list's rows and one chunk of `REFINE_CHUNK` query rows with
-their candidates. Resuming: the lists after each round are written to the work folder
+list by list. Memory: one shard, one list's rows, one chunk of `REFINE_CHUNK` query rows, and the
+refined rows' candidates (fetch_factor * k a row, as the search's own). Resuming: the lists after each round are written to the work folder
 (`refined.npz`, with what they were refined for), so a resumed run does not search them again.
 """
 
@@ -36,8 +36,8 @@ from xmine.store.rows import RowSubset
 
 log = logging.getLogger(__name__)
 
-# Refined rows searched at once: their wider candidates (REFINE_CHUNK x fetch x 12 bytes) stay small.
-REFINE_CHUNK = 65_536
+# Refined rows searched at once (their float32 vectors: REFINE_CHUNK x dim x 4 bytes).
+REFINE_CHUNK = 16_384
 
 
 def refine_passing(x, y, knn, *, passing, key: str, plan: dict, shard_rows: int, trained: bytes, work,
@@ -101,34 +101,32 @@ def _refine_rows(tag, queries, base, ids: np.ndarray, current: np.ndarray, *, pl
     k = current.shape[1]
     fetch = min(len(base), max(config.fetch_factor, 1) * k)
     bounds = shard_plan(len(base), shard_rows)
-    out_s = np.empty(current.shape, np.float32)
-    out_i = np.empty(current.shape, np.int64)
+    run_s = np.full((len(ids), fetch), -np.inf, dtype=np.float32)
+    run_i = np.full((len(ids), fetch), -1, dtype=np.int64)
     bar = tqdm(total=len(ids) * len(bounds), desc=f"refining {tag}", unit="rows", disable=not show_progress,
                leave=False)
-    for c in range(0, len(ids), REFINE_CHUNK):
-        chunk = ids[c: c + REFINE_CHUNK]
-        qv = _f32(queries[chunk])
-        run_s = np.full((len(chunk), fetch), -np.inf, dtype=np.float32)
-        run_i = np.full((len(chunk), fetch), -1, dtype=np.int64)
-        for s, (lo, hi) in enumerate(bounds):
-            index = open_shard(tag, s, lo, hi, base=base, trained=trained, work=work, config=config,
-                               show_progress=show_progress)
+    for s, (lo, hi) in enumerate(bounds):  # one shard in memory, read once
+        index = open_shard(tag, s, lo, hi, base=base, trained=trained, work=work, config=config,
+                           show_progress=show_progress)
+        for c in range(0, len(ids), REFINE_CHUNK):
+            qv = _f32(queries[ids[c: c + REFINE_CHUNK]])
             for rows, members in _list_members(index, qv, plan["nprobe"]):
                 vecs = _f32(base[members + lo])
                 sims = qv[rows] @ vecs.T  # candidates only: the kept ones are re-scored exactly below
                 kk = min(fetch, len(members))
                 top = np.argpartition(-sims, kk - 1, axis=1)[:, :kk] if kk < len(members) else \
                     np.broadcast_to(np.arange(len(members)), sims.shape)
-                run_s[rows], run_i[rows] = merge_topk([run_s[rows], np.take_along_axis(sims, top, axis=1)],
-                                                      [run_i[rows], members[top] + lo], fetch)
-            del index
-            bar.update(len(chunk))
-        cand = _drop_repeats(np.concatenate([current[c: c + len(chunk)], run_i], axis=1))
-        out_s[c: c + len(chunk)], out_i[c: c + len(chunk)] = _rescore(
-            RowSubset(queries, chunk), base, cand, k, block=config.rescore_block, show_progress=False,
-            tag=f"{tag} (refined)")
+                at = rows + c
+                run_s[at], run_i[at] = merge_topk([run_s[at], np.take_along_axis(sims, top, axis=1)],
+                                                  [run_i[at], members[top] + lo], fetch)
+            bar.update(len(qv))
+        del index
     bar.close()
-    return out_s, out_i
+    cand = _drop_repeats(np.concatenate([current, run_i], axis=1))
+    del run_s, run_i
+    # Rescored in blocks as large, in bytes, as the search's own rescoring.
+    block = max(1, config.rescore_block * config.fetch_factor * k // cand.shape[1])
+    return _rescore(RowSubset(queries, ids), base, cand, k, block=block, show_progress=False, tag=f"{tag} (refined)")
 
 
 def _list_members(index, qv: np.ndarray, nprobe: int):

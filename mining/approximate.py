@@ -21,6 +21,12 @@ which moves a margin ratio by 0.1 or more (measured on the synthetic benchmark: 
 scored up to 1.68 against 1.27 exactly); rescored, the margin is the exact path's margin over the
 candidates found, and the same threshold means the same thing.
 
+Refinement (`passing`, mining/refine.py): candidates found this way are scored exactly, but
+neighbours the index missed leave a sentence's neighbourhood mean too low and its margin too
+high; so the rows of every candidate pair at or above the threshold are searched again in
+`refine_nprobe_factor * nprobe` lists by their stored vectors. The index shards stay in the work
+folder until then.
+
 Resuming (`work_dir`): the trained index, every built shard and the running state of each
 direction (after each shard, and every `checkpoint_seconds` inside a shard) are written
 atomically; a second call with the same inputs continues where the first stopped.

@@ -118,3 +118,20 @@ def test_sharded_refinement_reads_every_shard_then_removes_them(data, tmp_path):
     assert not list((tmp_path / "three").rglob("*-shard*.faiss"))
     assert len(one ^ three) <= 0.005 * len(exact)
     assert _agreement(exact, three)[1] <= 0.02
+
+
+def test_agreement_benchmark_counts_pairs_by_line_numbers(tmp_path):
+    """benchmarks/approximate_agreement.py: pairs read from `--line-numbers` outputs, the shares of
+    exact's pairs kept and added; and the families' sides written from line ranges of real files."""
+    from xmine.benchmarks import approximate_agreement as bench
+
+    exact, approx = tmp_path / "exact.tsv", tmp_path / "approx.tsv"
+    exact.write_text("1.2\ta\tb\t1\t7\n1.1\tc\td\t2\t9\n1.05\te\tf\t3\t4\n", encoding="utf-8")
+    approx.write_text("1.3\ta\tb\t1\t7\n1.1\tc\tx\t2\t8\n", encoding="utf-8")
+    got = bench.agreement(bench.mined_pairs(exact), bench.mined_pairs(approx))
+    assert got == {"pairs": 2, "both": 1, "only_exact": 2, "only_approximate": 1, "kept": 1 / 3, "added": 1 / 3}
+    (tmp_path / "a.txt").write_text("one\ntwo\nthree\n", encoding="utf-8")
+    (tmp_path / "b.txt").write_text("four\n", encoding="utf-8")
+    files = bench.write_side(tmp_path, [("a.txt", 2, None), ("b.txt", 1, 1)], tmp_path / "side.txt")
+    assert (tmp_path / "side.txt").read_text(encoding="utf-8") == "two\nthree\nfour\n"
+    assert len(files) == 2 and all(len(f["sha256"]) == 64 for f in files)

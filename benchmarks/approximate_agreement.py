@@ -30,6 +30,8 @@ TATOEBA = "parallel/tatoeba-challenge/deu-eng/deu-eng"
 #: news: German of newstest 2008-2013, English of 2011-2013 (translations of 9,006 of the German
 #: lines) and of the de-en sets 2014-2016 (translations of German lines not mined).
 #: tat: Tatoeba-Challenge deu-eng lines 1-12,000 against English lines 6,001-15,962.
+#: news-fr: French of newstest 2008-2013 against news's English side (a family's name in place of
+#: the parts: that family's store of the side is reused).
 FAMILIES = {
     "news": ("WMT newstest de-en (news, long sentences)", {
         "de": [(f"{NEWSTEST}/{y}/newstest{y}.de", 1, None) for y in range(2008, 2014)],
@@ -37,6 +39,8 @@ FAMILIES = {
         + [(f"{NEWSTEST}/{y}/de-en/newstest{y}.en", 1, None) for y in range(2014, 2017)]}),
     "tat": ("Tatoeba-Challenge deu-eng (short everyday sentences)", {
         "de": [(f"{TATOEBA}.deu", 1, 12_000)], "en": [(f"{TATOEBA}.eng", 6_001, None)]}),
+    "news-fr": ("WMT newstest fr-en (news, another language)", {
+        "fr": [(f"{NEWSTEST}/{y}/newstest{y}.fr", 1, None) for y in range(2008, 2014)], "en": "news"}),
 }
 #: the runs: exact; the approximate search as it was before the refinement, with 32 PQ
 #: sub-quantisers and 8 lists (the old defaults at these sizes, where nlist / 64 < 8); today's
@@ -78,16 +82,20 @@ def run_family(name: str, data: Path, work: Path, extra: list[str]) -> dict:
     what, sides = FAMILIES[name]
     files, stores = [], {}
     for lang, parts in sides.items():
-        text = work / f"{name}.{lang}"
+        owner = name
+        if isinstance(parts, str):  # another family's side: its text and store
+            owner, parts = parts, FAMILIES[parts][1][lang]
+        text = work / f"{owner}.{lang}"
         files += write_side(data, parts, text)
-        stores[lang] = work / f"store-{name}.{lang}"
+        stores[lang] = work / f"store-{owner}.{lang}"
         embed = run_measured(_xmine("embed", text, "--lang", lang, "-o", stores[lang], "-q"))
         print(f"{name}.{lang}: {embed['seconds']} s to embed (0 if the store was finished)", flush=True)
+    src, tgt = (stores[lang] for lang in sides)
     result = {"family": what, "data_files": files, "runs": {}}
     exact = None
     for run, flags in RUNS.items():
         out = work / f"{name}-{'-'.join(w.strip('-') for w in run.split())}.tsv"
-        cmd = _xmine("mine", stores["de"], stores["en"], "-o", out, "--line-numbers", "--overwrite", "-q",
+        cmd = _xmine("mine", src, tgt, "-o", out, "--line-numbers", "--overwrite", "-q",
                      *flags, *(extra if flags and "--nprobe" not in flags else []))
         r = run_measured(cmd)
         summary = json.loads(Path(f"{out}.json").read_text(encoding="utf-8"))

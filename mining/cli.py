@@ -85,7 +85,7 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
 @click.option("--nlist", type=click.IntRange(min=1), default=None,
               help="With --approximate: IVF lists (default: by corpus size, 4..16 x sqrt(N), at most 4096).")
 @click.option("--nprobe", type=click.IntRange(min=1), default=None,
-              help="With --approximate: lists visited per query (default: max(16, nlist/32)). Higher: "
+              help="With --approximate: lists visited per query (default: max(32, nlist/16)). Higher: "
                    "better recall, slower; benchmarks/RESULTS.md has recall against exact mining.")
 @click.option("--pq-m", type=click.IntRange(min=1), default=64, show_default=True,
               help="With --approximate and a PQ index type: sub-quantisers (must divide the dimension).")
@@ -94,7 +94,7 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
                    "memory; default: one shard per side).")
 @click.option("--refine/--no-refine", default=True, show_default=True,
               help="With --approximate and a threshold: search the sentences of every candidate pair at or "
-                   "above it again, in 4 x nprobe lists with their stored vectors, so that neighbours the "
+                   "above it again, in 2 x nprobe lists with their stored vectors, so that neighbours the "
                    "index missed do not lift margins (without it, approximate mining keeps pairs exact "
                    "mining drops; benchmarks/RESULTS.md). Costs a search of those sentences only.")
 @click.option("--allow-same-input", is_flag=True,

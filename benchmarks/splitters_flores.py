@@ -257,7 +257,7 @@ def rule_overrides(choose: dict[str, dict]) -> list[str]:
 def _folder_hash(files: list[Path]) -> str:
     import hashlib
 
-    from xmine.artefacts import sha256_file
+    from xmine.fileio import sha256_file
 
     h = hashlib.sha256()
     for f in files:

@@ -21,6 +21,12 @@ which moves a margin ratio by 0.1 or more (measured on the synthetic benchmark: 
 scored up to 1.68 against 1.27 exactly); rescored, the margin is the exact path's margin over the
 candidates found, and the same threshold means the same thing.
 
+Refinement (`passing`, mining/refine.py): candidates found this way are scored exactly, but
+neighbours the index missed leave a sentence's neighbourhood mean too low and its margin too
+high; so the rows of every candidate pair at or above the threshold are searched again in
+`refine_nprobe_factor * nprobe` lists by their stored vectors. The index shards stay in the work
+folder until then.
+
 Resuming (`work_dir`): the trained index, every built shard and the running state of each
 direction (after each shard, and every `checkpoint_seconds` inside a shard) are written
 atomically; a second call with the same inputs continues where the first stopped.
@@ -48,7 +54,7 @@ import numpy as np
 
 from xmine.fileio import atomic_path
 from xmine.checkpoints import KeyedDir
-from xmine.mining.rescore import exact_dot
+from xmine.mining.ann_shards import as_f32, open_shard, rescore_candidates, shard_bounds, shard_file
 from xmine.topk import merge_topk
 from xmine.errors import ConfigError, NonFiniteRowError
 
@@ -65,10 +71,13 @@ class ApproximateConfig:
     index_type: str = "ivfpqfs"
     #: IVF lists (None: by the larger side's size, `xmine.index.choose.ivf_lists`, at most 4096)
     nlist: int | None = None
-    #: lists visited per query (None: max(8, nlist // 64))
+    #: lists visited per query (None: max(32, nlist // 16), about 6% of the lists; with half as
+    #: many, approximate mining lost 4% of the pairs exact mining keeps on newstest fr-en)
     nprobe: int | None = None
-    #: PQ sub-quantisers (must divide the dimension; fast-scan needs an even number)
-    pq_m: int = 32
+    #: PQ sub-quantisers (must divide the dimension; fast-scan needs an even number). 64 at 384
+    #: dimensions: with 32, PQ errors rank a real sentence's nearest neighbours so badly that
+    #: approximate mining lost 9% of exact mining's pairs (benchmarks/approximate_agreement.py)
+    pq_m: int = 64
     #: rows per index shard (None: one shard per side)
     shard_rows: int | None = None
     #: query rows searched at once
@@ -85,6 +94,12 @@ class ApproximateConfig:
     fetch_factor: int = 2
     #: query rows rescored at once (memory: rescore_block * fetch_factor * k * dim * 4 bytes)
     rescore_block: int = 8192
+    #: search the rows of candidate pairs at or above the threshold again (mining/refine.py), so
+    #: missed neighbours do not lift their margins (needs `rescore`)
+    refine: bool = True
+    #: ... in this many times `nprobe` IVF lists (at most all), every row there compared by its
+    #: stored vector, not its PQ code
+    refine_nprobe_factor: int = 2
 
     def __post_init__(self):
         if self.index_type not in INDEX_TYPES:
@@ -93,8 +108,10 @@ class ApproximateConfig:
             v = getattr(self, name)
             if v is not None and v < 1:
                 raise ConfigError(f"{name} must be >= 1 (got {v})")
-        if min(self.pq_m, self.query_block, self.train_per_list, self.fetch_factor, self.rescore_block) < 1:
-            raise ConfigError("pq_m, query_block, train_per_list, fetch_factor and rescore_block must be >= 1")
+        if min(self.pq_m, self.query_block, self.train_per_list, self.fetch_factor, self.rescore_block,
+               self.refine_nprobe_factor) < 1:
+            raise ConfigError("pq_m, query_block, train_per_list, fetch_factor, rescore_block and "
+                              "refine_nprobe_factor must be >= 1")
 
     def resolved(self, n_max: int, dim: int) -> dict:
         """nlist, nprobe and the FAISS factory string for a base of up to n_max rows."""
@@ -102,7 +119,7 @@ class ApproximateConfig:
 
         nlist = self.nlist or min(4096, ivf_lists(n_max))
         nlist = max(1, min(nlist, n_max))
-        nprobe = min(nlist, self.nprobe or max(8, nlist // 64))
+        nprobe = min(nlist, self.nprobe or max(32, nlist // 16))
         m = pq_subquantisers(dim, self.pq_m)
         if self.index_type == "ivfpqfs" and m % 2:
             m = next(d for d in range(m, 0, -1) if dim % d == 0 and d % 2 == 0)
@@ -111,12 +128,8 @@ class ApproximateConfig:
         return {"nlist": nlist, "nprobe": nprobe, "factory": factory}
 
 
-def _f32(block) -> np.ndarray:
-    return np.ascontiguousarray(np.asarray(block), dtype=np.float32)
-
-
 #: what an approximate run writes in its work folder (mining/ray_approximate.py adds query blocks)
-WORK_FILES = ("trained.faiss", "*-shard*.faiss", "*-state.npz", "*-rescored.npz", "*-ray-block-*.npz")
+WORK_FILES = ("trained.faiss", "*-shard*.faiss", "*-state.npz", "*-rescored.npz", "*-ray-block-*.npz", "refined.npz")
 
 
 class Engine(NamedTuple):
@@ -132,12 +145,16 @@ class Engine(NamedTuple):
 
 def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = ApproximateConfig(),
                          work_dir: str | Path, key: str = "", show_progress: bool = False,
-                         engine: Engine | None = None):
+                         engine: Engine | None = None, passing=None, passing_key: str = ""):
     """Approximate kNN x->y and y->x: (fwd_sims (n, kx), fwd_idx, bwd_sims (m, ky), bwd_idx), sorted,
     float32 / int64, -1 where fewer neighbours were found; kx = min(k, m), ky = min(k, n).
 
     `engine`: what trains, adds and searches (default `LOCAL_ENGINE`, this process;
-    `mining.ray_approximate.RAY_ENGINE`: tasks on the connected Ray cluster); the same result."""
+    `mining.ray_approximate.RAY_ENGINE`: tasks on the connected Ray cluster); the same result.
+    `passing(fwd_sims, fwd_idx, bwd_sims, bwd_idx)`: (source mask, target mask) of the rows whose
+    neighbourhood decides whether a pair passes the threshold (`select.passing_rows`), or None;
+    those rows are searched again wider (mining/refine.py; needs `rescore`). `passing_key` names
+    what `passing` depends on, for resuming."""
     n, m = len(x), len(y)
     if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]:
         raise ValueError(f"x {x.shape} and y {y.shape} must be 2-D with the same dimension")
@@ -163,11 +180,25 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
             tmp.write_bytes(trained_bytes)
 
     fetch = config.fetch_factor if config.rescore else 1
+    refine = passing is not None and config.rescore and config.refine
     fwd = _direction("fwd", queries=x, base=y, k=min(k, m), fetch=fetch, plan=plan, shard_rows=shard_rows,
                      trained=trained_bytes, work=work, config=config, show_progress=show_progress, search=search)
     bwd = _direction("bwd", queries=y, base=x, k=min(k, n), fetch=fetch, plan=plan, shard_rows=shard_rows,
                      trained=trained_bytes, work=work, config=config, show_progress=show_progress, search=search)
-    return fwd[0], fwd[1], bwd[0], bwd[1]
+    knn = (fwd[0], fwd[1], bwd[0], bwd[1])
+    if refine:
+        from xmine.mining.refine import refine_passing
+
+        knn = refine_passing(x, y, knn, passing=passing, key=passing_key, plan=plan, shard_rows=shard_rows,
+                             trained=trained_bytes, work=work, config=config, show_progress=show_progress)
+    from xmine.index.faiss_index import shard_plan
+
+    for tag, nb in (("fwd", m), ("bwd", n)):  # searched (and refined): the states resume past them
+        bounds = shard_plan(nb, shard_rows)
+        if len(bounds) > 1:
+            for s in range(len(bounds)):
+                work.path(shard_file(tag, s)).unlink(missing_ok=True)
+    return knn
 
 
 def train_quantiser(x, y, plan: dict, config: ApproximateConfig) -> bytes:
@@ -183,7 +214,7 @@ def train_quantiser(x, y, plan: dict, config: ApproximateConfig) -> bytes:
     rng = np.random.default_rng(config.seed)
     tx = np.sort(rng.choice(n, size=min(n, want * n // (n + m) + 1), replace=False))
     ty = np.sort(rng.choice(m, size=min(m, want - len(tx)) if want > len(tx) else 0, replace=False))
-    sample = np.concatenate([_f32(x[tx]), _f32(y[ty])]) if len(ty) else _f32(x[tx])
+    sample = np.concatenate([as_f32(x[tx]), as_f32(y[ty])]) if len(ty) else as_f32(x[tx])
     bad = np.flatnonzero(~np.isfinite(sample).all(axis=1))
     if len(bad):  # FAISS's training would stop with a C++ message; the base rows are checked when added
         b = int(bad[0])
@@ -203,16 +234,6 @@ def train_quantiser(x, y, plan: dict, config: ApproximateConfig) -> bytes:
     return bytes(faiss.serialize_index(trained))
 
 
-def base_side(tag: str) -> str:
-    """The side ("src"/"tgt") whose rows are the index of direction `tag` (fwd: x -> y)."""
-    return "tgt" if tag == "fwd" else "src"
-
-
-def shard_bounds(plan: dict, lo: int, hi: int) -> tuple[dict, dict]:
-    """(shard, choice) as `xmine.index.faiss_index.search_shard` takes them, for base rows lo:hi."""
-    return {"start": lo, "rows": hi - lo}, {"nlist": plan["nlist"], "nprobe": plan["nprobe"]}
-
-
 def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work: KeyedDir, config, show_progress,
                search):
     """k neighbours of every query row in `base`: `fetch * k` candidates through the index shards
@@ -225,48 +246,19 @@ def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work:
                         shard_rows=shard_rows, trained=trained, work=work, config=config, show_progress=show_progress)
     if fetch == 1:
         return sims, idx
-    sims, idx = _rescore(queries, base, idx, k, block=config.rescore_block, show_progress=show_progress, tag=tag)
+    sims, idx = rescore_candidates(queries, base, idx, k, block=config.rescore_block, show_progress=show_progress, tag=tag)
     with atomic_path(final) as tmp:
         np.savez(tmp, sims=sims, idx=idx)
     return sims, idx
-
-
-def _rescore(queries, base, cand: np.ndarray, k: int, *, block: int, show_progress: bool, tag: str):
-    """Exact similarities of each query with its candidates (ids, -1 none); the best k, sorted."""
-    from tqdm.auto import tqdm
-
-    nq = len(queries)
-    out_s = np.full((nq, k), -np.inf, dtype=np.float32)
-    out_i = np.full((nq, k), -1, dtype=np.int64)
-    bar = tqdm(total=nq, desc=f"rescoring {tag}", unit="rows", disable=not show_progress, leave=False)
-    for q in range(0, nq, block):
-        qe = min(nq, q + block)
-        ids = cand[q:qe]
-        valid = ids >= 0
-        uniq, inv = np.unique(ids[valid], return_inverse=True)
-        vecs = _f32(base[uniq])
-        qv = _f32(queries[q:qe])
-        rows = np.nonzero(valid)[0]
-        sims = np.full(ids.shape, -np.inf, dtype=np.float32)
-        sims[valid] = exact_dot(qv[rows], vecs[inv.reshape(-1)])  # the exact path's scorer
-        out_s[q:qe], out_i[q:qe] = merge_topk([sims], [ids], k)  # the exact path's order
-        bar.update(qe - q)
-    bar.close()
-    return out_s, out_i
-
-
-def shard_file(tag: str, s: int) -> str:
-    return f"{tag}-shard{s:05d}.faiss"
 
 
 def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: KeyedDir, config, show_progress):
     """`k` candidates of every query row: the base side added to the trained index shard by shard,
     each shard searched by all queries in blocks of `config.query_block`, merged into a running
     top-k (checkpointed). The Ray twin (`ray_approximate.search_on_ray`) calls the same functions."""
-    import faiss
     from tqdm.auto import tqdm
 
-    from xmine.index.faiss_index import add_rows, shard_plan, shard_searcher
+    from xmine.index.faiss_index import shard_plan, shard_searcher
 
     nq, nb = len(queries), len(base)
     bounds = shard_plan(nb, shard_rows)
@@ -287,17 +279,9 @@ def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: KeyedDir,
 
     for s in range(shard0, n_shards):
         lo, hi = bounds[s]
-        index_file = work.path(shard_file(tag, s))
         shard, choice = shard_bounds(plan, lo, hi)
-        if index_file.is_file():
-            index = faiss.read_index(str(index_file))
-        else:
-            with tqdm(total=hi - lo, desc=f"indexing {tag} shard {s + 1}/{n_shards}", unit="rows",
-                      disable=not show_progress, leave=False) as bar:
-                index = add_rows(trained, base, lo, hi, add_batch=config.query_block, use_gpu=False,
-                                 on_rows=bar.update, side=base_side(tag))
-            with atomic_path(index_file) as tmp:
-                faiss.write_index(index, str(tmp))
+        index = open_shard(tag, s, lo, hi, base=base, trained=trained, work=work, config=config,
+                           show_progress=show_progress, of=n_shards)
         search = shard_searcher(index, shard, choice, nprobe=None, use_gpu=False)
         start = q0 if s == shard0 else 0
         bar = tqdm(total=nq, initial=start, desc=f"searching {tag} shard {s + 1}/{n_shards}", unit="rows",
@@ -305,7 +289,7 @@ def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: KeyedDir,
         last = time.monotonic()
         for q in range(start, nq, config.query_block):
             qe = min(nq, q + config.query_block)
-            sims, ids = search(_f32(queries[q:qe]), k)
+            sims, ids = search(as_f32(queries[q:qe]), k)
             run_s[q:qe], run_i[q:qe] = merge_topk([run_s[q:qe], sims], [run_i[q:qe], ids], k)
             bar.update(qe - q)
             if time.monotonic() - last >= config.checkpoint_seconds and qe < nq:
@@ -313,9 +297,7 @@ def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: KeyedDir,
                 last = time.monotonic()
         bar.close()
         del index, search
-        save(s + 1, 0)
-        if n_shards > 1:
-            index_file.unlink()  # searched; only the state is needed to resume past it
+        save(s + 1, 0)  # the shard file stays for the refinement (approximate_knn_both removes it)
     return run_s, run_i
 
 

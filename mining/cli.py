@@ -95,13 +95,18 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
 @click.option("--nlist", type=click.IntRange(min=1), default=None,
               help="With --approximate: IVF lists (default: by corpus size, 4..16 x sqrt(N), at most 4096).")
 @click.option("--nprobe", type=click.IntRange(min=1), default=None,
-              help="With --approximate: lists visited per query (default: max(8, nlist/64)). Higher: "
+              help="With --approximate: lists visited per query (default: max(32, nlist/16)). Higher: "
                    "better recall, slower; benchmarks/RESULTS.md has recall against exact mining.")
-@click.option("--pq-m", type=click.IntRange(min=1), default=32, show_default=True,
+@click.option("--pq-m", type=click.IntRange(min=1), default=64, show_default=True,
               help="With --approximate and a PQ index type: sub-quantisers (must divide the dimension).")
 @click.option("--index-shard-rows", type=click.IntRange(min=1), default=None,
               help="With --approximate: rows per index shard, searched one at a time (bounds the index "
                    "memory; default: one shard per side).")
+@click.option("--refine/--no-refine", default=True, show_default=True,
+              help="With --approximate and a threshold: search the sentences of every candidate pair at or "
+                   "above it again, in 2 x nprobe lists with their stored vectors, so that neighbours the "
+                   "index missed do not lift margins (without it, approximate mining keeps pairs exact "
+                   "mining drops; benchmarks/RESULTS.md). Costs a search of those sentences only.")
 @click.option("--allow-same-input", is_flag=True,
               help="Mine even when SRC and TGT are the same file or directory (every sentence then pairs "
                    "with itself; refused without this flag, since it is usually a mistake).")
@@ -156,9 +161,9 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
             "without --ray")
 def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows,
-         allow_same_input, line_numbers, meta, block_rows, block_cols, workers, product, filters, no_filter, score_max,
-         filter_length_ratio, lid, lang_filter, keep_filtered, precision, keep_work, quiet, ray_address, output_format,
-         input_format):
+         refine, allow_same_input, line_numbers, meta, block_rows, block_cols, workers, product, filters, no_filter,
+         score_max, filter_length_ratio, lid, lang_filter, keep_filtered, precision, keep_work, quiet, ray_address,
+         output_format, input_format):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
     SRC and TGT are each a corpus (a text file, one sentence a line, plain or compressed; JSON
@@ -183,7 +188,7 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
     filter_config = PairFilterConfig(enabled=filters, disabled=frozenset(no_filter), score_max=score_max,
                                      max_length_ratio=filter_length_ratio, lid=lid)
     approx = ApproximateConfig(index_type=index_type, nlist=nlist, nprobe=nprobe, pq_m=pq_m,
-                               shard_rows=index_shard_rows)
+                               shard_rows=index_shard_rows, refine=refine)
     summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                     precision=precision, projection=projection, approximate=approximate,
                     approximate_config=approx, line_numbers=line_numbers, meta=meta, keep_work=keep_work,

@@ -9,6 +9,7 @@ rid of the sentences identified as another language (mining/filter_step.py), so 
 exactly the rows that may be mined: its k neighbours are k real candidates. Then:
 - exact (default): the blocked kNN (mining/knn.py), checkpointed in `<out>.work/knn/`;
 - approximate: IVF / IVF-PQ indexes (mining/approximate.py), checkpointed in `<out>.work/ann/`;
+  with a threshold, the neighbourhoods that decide a pair are searched again wider (mining/refine.py);
 - a side that is an index directory: searched through that index (over-fetching 2k to absorb
   its duplicate and filtered rows).
 Margin scoring and selection are shared (select.select_pairs). The pair filters
@@ -41,7 +42,9 @@ from xmine.mining.filters import PairFilterConfig
 from xmine.mining.language_check import check_declared_languages
 from xmine.mining.products import resolve_product
 from xmine.topk import merge_topk
-from xmine.mining.select import DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings, select_pairs
+from xmine.mining.refine import refine_key
+from xmine.mining.select import (DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings,
+                                 passing_rows, select_pairs)
 from xmine.mining.writers import MinedRows, write_mined
 
 log = logging.getLogger(__name__)
@@ -336,8 +339,14 @@ def _search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_
         engine = None
         if ray is not None:
             from xmine.mining.ray_approximate import RAY_ENGINE as engine
+
+        def passing(*knn):  # rows whose neighbourhood decides a pair: searched again wider
+            return passing_rows(*knn, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
+
         knn = approximate_knn_both(mx.rows, my.rows, config.k, config=approximate_config, work_dir=work / "ann",
-                                   key=key, show_progress=show_progress, engine=engine)
+                                   key=key, show_progress=show_progress, engine=engine, passing=passing,
+                                   passing_key=refine_key(**{f: getattr(select_config, f) for f in (
+                                       "threshold", "margin", "retrieval", "max_length_ratio")}))
         mined = select_pairs(*knn, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
     elif ray is not None:
         from xmine.mining.ray_knn import ray_knn_both

@@ -31,7 +31,8 @@ from xmine.fileio import atomic_path
 from xmine.cluster import ShardProgress, get, remote, run_tasks
 from xmine.index.faiss_index import shard_plan
 from xmine.index.ray_build import add_task, largest_node_cpus, rows_for_workers, search_blocks_ray, train_task
-from xmine.mining.approximate import Engine, base_side, shard_bounds, shard_file, train_quantiser
+from xmine.mining.ann_shards import base_side, shard_bounds, shard_file
+from xmine.mining.approximate import Engine, train_quantiser
 
 
 def train_on_ray(x, y, plan: dict, config) -> bytes:
@@ -90,13 +91,11 @@ def search_on_ray(tag, *, queries, base, k, plan, shard_rows, trained, work, con
         with atomic_path(block_file(q0)) as tmp, open(tmp, "wb") as f:
             np.savez(f, sims=sims, idx=idx)
 
-    sims, idx = search_blocks_ray(WorkShards(files, bounds, plan), len(bounds), rows_for_workers(queries), k,
-                                  block=block, done=done, on_block=save, desc=f"searching {tag} (ray)",
-                                  show_progress=show_progress)
-    if len(bounds) > 1:
-        for f in files:  # searched by every block; the blocks' files are what resumes past them
-            Path(f).unlink(missing_ok=True)
-    return sims, idx
+    # The shard files stay for the refinement, which runs in the driver (approximate_knn_both
+    # removes them after it); the blocks' files are what resumes past the search.
+    return search_blocks_ray(WorkShards(files, bounds, plan), len(bounds), rows_for_workers(queries), k,
+                             block=block, done=done, on_block=save, desc=f"searching {tag} (ray)",
+                             show_progress=show_progress)
 
 
 #: `approximate_knn_both(..., engine=RAY_ENGINE)`: its steps as tasks on the connected Ray cluster

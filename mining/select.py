@@ -152,6 +152,51 @@ def greedy_one_to_one(src: np.ndarray, tgt: np.ndarray, score: np.ndarray) -> np
     return order[chosen]
 
 
+def candidate_scores(fwd_sims, fwd_idx, bwd_sims, bwd_idx, *, config: MiningConfig, src_lengths=None,
+                     tgt_lengths=None, report: bool = True):
+    """Every kNN candidate's score: (fwd_scores (n, kx), fwd targets, bwd_scores (m, ky), bwd sources),
+    -inf where a candidate is missing (-1) or filtered out; missing ids become 0 (their score is -inf).
+
+    The margin's neighbourhood means are the means of the k similarities of each row (k = their
+    width). `report`: warn about candidates whose ratio margin is undefined."""
+    fwd_valid, bwd_valid = fwd_idx >= 0, bwd_idx >= 0
+    mean_x = _masked_mean(fwd_sims, fwd_valid)  # x's k nearest target cosines
+    mean_y = _masked_mean(bwd_sims, bwd_valid)  # y's k nearest source cosines
+    fi, bi = np.where(fwd_valid, fwd_idx, 0), np.where(bwd_valid, bwd_idx, 0)
+    fwd_scores = margin_score(fwd_sims, mean_x[:, None], mean_y[fi], config.margin)
+    bwd_scores = margin_score(bwd_sims, mean_y[:, None], mean_x[bi], config.margin)
+    fwd_scores[~fwd_valid] = -np.inf
+    bwd_scores[~bwd_valid] = -np.inf
+    if config.margin == "ratio" and report:
+        _report_unscorable(((mean_x[:, None] + mean_y[fi]) <= 0) & fwd_valid,
+                           ((mean_y[:, None] + mean_x[bi]) <= 0) & bwd_valid)
+    if config.max_length_ratio is not None:
+        if src_lengths is None or tgt_lengths is None:
+            raise ConfigError("max_length_ratio needs the sentence lengths of both sides")
+        sl, tl = np.maximum(src_lengths, 1).astype(np.float64), np.maximum(tgt_lengths, 1).astype(np.float64)
+        fr = np.maximum(sl[:, None], tl[fi]) / np.minimum(sl[:, None], tl[fi])
+        br = np.maximum(tl[:, None], sl[bi]) / np.minimum(tl[:, None], sl[bi])
+        fwd_scores[fr > config.max_length_ratio] = -np.inf
+        bwd_scores[br > config.max_length_ratio] = -np.inf
+    return fwd_scores, fi, bwd_scores, bi
+
+
+def passing_rows(fwd_sims, fwd_idx, bwd_sims, bwd_idx, *, config: MiningConfig, src_lengths=None,
+                 tgt_lengths=None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(source rows, target rows) as boolean masks: the rows of every candidate that scores at
+    least the threshold, whichever direction found it; None when the threshold cannot drop a pair
+    for its neighbourhood (no threshold, or the absolute margin, which has none)."""
+    if config.threshold is None or config.margin == "absolute":
+        return None
+    fs, fi, bs, bi = candidate_scores(fwd_sims, fwd_idx, bwd_sims, bwd_idx, config=config,
+                                      src_lengths=src_lengths, tgt_lengths=tgt_lengths, report=False)
+    fp, bp = fs >= config.threshold, bs >= config.threshold
+    rows_x, rows_y = fp.any(axis=1), bp.any(axis=1)
+    rows_y[fi[fp]] = True
+    rows_x[bi[bp]] = True
+    return rows_x, rows_y
+
+
 def select_pairs(
     fwd_sims: np.ndarray,
     fwd_idx: np.ndarray,
@@ -169,26 +214,8 @@ def select_pairs(
     are the means of these k similarities (k = their width).
     """
     n, m = len(fwd_sims), len(bwd_sims)
-    fwd_valid, bwd_valid = fwd_idx >= 0, bwd_idx >= 0
-    mean_x = _masked_mean(fwd_sims, fwd_valid)  # x's k nearest target cosines
-    mean_y = _masked_mean(bwd_sims, bwd_valid)  # y's k nearest source cosines
-    fi, bi = np.where(fwd_valid, fwd_idx, 0), np.where(bwd_valid, bwd_idx, 0)
-    fwd_scores = margin_score(fwd_sims, mean_x[:, None], mean_y[fi], config.margin)
-    bwd_scores = margin_score(bwd_sims, mean_y[:, None], mean_x[bi], config.margin)
-    fwd_scores[~fwd_valid] = -np.inf
-    bwd_scores[~bwd_valid] = -np.inf
-    if config.margin == "ratio":
-        _report_unscorable(((mean_x[:, None] + mean_y[fi]) <= 0) & fwd_valid,
-                           ((mean_y[:, None] + mean_x[bi]) <= 0) & bwd_valid)
-    if config.max_length_ratio is not None:
-        if src_lengths is None or tgt_lengths is None:
-            raise ConfigError("max_length_ratio needs the sentence lengths of both sides")
-        sl, tl = np.maximum(src_lengths, 1).astype(np.float64), np.maximum(tgt_lengths, 1).astype(np.float64)
-        fr = np.maximum(sl[:, None], tl[fi]) / np.minimum(sl[:, None], tl[fi])
-        br = np.maximum(tl[:, None], sl[bi]) / np.minimum(tl[:, None], sl[bi])
-        fwd_scores[fr > config.max_length_ratio] = -np.inf
-        bwd_scores[br > config.max_length_ratio] = -np.inf
-
+    fwd_scores, fi, bwd_scores, bi = candidate_scores(fwd_sims, fwd_idx, bwd_sims, bwd_idx, config=config,
+                                                      src_lengths=src_lengths, tgt_lengths=tgt_lengths)
     rows_x, rows_y = np.arange(n), np.arange(m)
     best_f = fwd_scores.argmax(axis=1)
     fwd_best, fwd_best_score = fi[rows_x, best_f], fwd_scores[rows_x, best_f]

@@ -1,0 +1,78 @@
+"""The index shards and candidate rescoring shared by approximate mining's search
+(mining/approximate.py, its Ray engine mining/ray_approximate.py) and its refinement
+(mining/refine.py): where a direction's shards live in the work folder, how one is opened or
+built, and the exact rescoring of each query's candidates."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from xmine.checkpoints import KeyedDir
+from xmine.fileio import atomic_path
+from xmine.mining.rescore import exact_dot
+from xmine.topk import merge_topk
+
+
+def as_f32(block) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(block), dtype=np.float32)
+
+
+def base_side(tag: str) -> str:
+    """The side ("src"/"tgt") whose rows are the index of direction `tag` (fwd: x -> y)."""
+    return "tgt" if tag == "fwd" else "src"
+
+
+def shard_bounds(plan: dict, lo: int, hi: int) -> tuple[dict, dict]:
+    """(shard, choice) as `xmine.index.faiss_index.search_shard` takes them, for base rows lo:hi."""
+    return {"start": lo, "rows": hi - lo}, {"nlist": plan["nlist"], "nprobe": plan["nprobe"]}
+
+
+def rescore_candidates(queries, base, cand: np.ndarray, k: int, *, block: int, show_progress: bool, tag: str):
+    """Exact similarities of each query with its candidates (ids, -1 none); the best k, sorted."""
+    from tqdm.auto import tqdm
+
+    nq = len(queries)
+    out_s = np.full((nq, k), -np.inf, dtype=np.float32)
+    out_i = np.full((nq, k), -1, dtype=np.int64)
+    bar = tqdm(total=nq, desc=f"rescoring {tag}", unit="rows", disable=not show_progress, leave=False)
+    for q in range(0, nq, block):
+        qe = min(nq, q + block)
+        ids = cand[q:qe]
+        valid = ids >= 0
+        uniq, inv = np.unique(ids[valid], return_inverse=True)
+        vecs = as_f32(base[uniq])
+        qv = as_f32(queries[q:qe])
+        rows = np.nonzero(valid)[0]
+        sims = np.full(ids.shape, -np.inf, dtype=np.float32)
+        sims[valid] = exact_dot(qv[rows], vecs[inv.reshape(-1)])  # the exact path's scorer
+        out_s[q:qe], out_i[q:qe] = merge_topk([sims], [ids], k)  # the exact path's order
+        bar.update(qe - q)
+    bar.close()
+    return out_s, out_i
+
+
+def shard_file(tag: str, s: int) -> str:
+    return f"{tag}-shard{s:05d}.faiss"
+
+
+def open_shard(tag, s: int, lo: int, hi: int, *, base, trained: bytes, work: KeyedDir, config, show_progress,
+               of: int | None = None):
+    """Shard s (base rows lo:hi) of direction `tag`: read from the work folder, or built there."""
+    import faiss
+    from tqdm.auto import tqdm
+
+    from xmine.index.faiss_index import add_rows
+
+    index_file = work.path(shard_file(tag, s))
+    if index_file.is_file():
+        return faiss.read_index(str(index_file))
+    with tqdm(total=hi - lo, desc=f"indexing {tag} shard {s + 1}" + (f"/{of}" if of else ""), unit="rows",
+              disable=not show_progress, leave=False) as bar:
+        index = add_rows(trained, base, lo, hi, add_batch=config.query_block, use_gpu=False,
+                         on_rows=bar.update, side=base_side(tag))
+    with atomic_path(index_file) as tmp:
+        faiss.write_index(index, str(tmp))
+    return index
+
+
+__all__ = ["as_f32", "base_side", "open_shard", "rescore_candidates", "shard_bounds", "shard_file"]

@@ -1,0 +1,137 @@
+"""Approximate mining at a threshold keeps what exact mining keeps: the neighbourhoods that decide
+a pair are searched again wider (mining/refine.py), so missed neighbours do not lift margins."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
+from xmine.mining.knn import exact_knn_both
+from xmine.mining.select import MiningConfig, passing_rows, select_pairs
+
+THRESHOLD = 1.06
+
+
+def _clustered(n: int, dim: int = 32, topics: int = 40, pairs: int = 300, seed: int = 0):
+    """Two sides of unit vectors around shared topic centres (neighbours close together, as real
+    sentence embeddings are), `pairs` target rows noisy copies of source rows."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((topics, dim)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+
+    def side():
+        a = centres[rng.integers(0, topics, n)] + 0.8 * rng.standard_normal((n, dim)).astype(np.float32) / np.sqrt(dim)
+        return a / np.linalg.norm(a, axis=1, keepdims=True)
+
+    x, y = side(), side()
+    px, py = rng.choice(n, pairs, replace=False), rng.choice(n, pairs, replace=False)
+    y[py] = x[px] + 0.35 * rng.standard_normal((pairs, dim)).astype(np.float32) / np.sqrt(dim)
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    return x, y
+
+
+def _agreement(exact: set, approx: set) -> tuple[float, float]:
+    both = len(exact & approx)
+    return both / len(exact), (len(approx) - both) / len(exact)
+
+
+@pytest.fixture(scope="module")
+def data():
+    x, y = _clustered(4000)
+    config = MiningConfig(threshold=THRESHOLD)
+    exact = select_pairs(*exact_knn_both(x, y, 4), config=config).pairs()
+    assert 300 <= len(exact) < 2000  # the hidden pairs and some neighbours within topics
+    return x, y, config, exact
+
+
+def test_refined_neighbourhoods_keep_exact_pairs_and_add_few(data, tmp_path):
+    """Without the refinement, PQ-ranked candidates from 2 of 64 lists lower the neighbourhood
+    means and pairs the exact path drops pass; with it, <= 2% are added, and no pair is lost
+    (what is still missed are pairs the first search never proposed)."""
+    x, y, config, exact = data
+    approx = ApproximateConfig(index_type="ivfpqfs", nlist=64, nprobe=2, pq_m=8)
+
+    def passing(*knn):
+        return passing_rows(*knn, config=config)
+
+    plain = select_pairs(*approximate_knn_both(x, y, 4, config=approx, work_dir=tmp_path / "plain"), config=config)
+    plain_kept, added = _agreement(exact, plain.pairs())
+    assert added > 0.05, (plain_kept, added)  # the drift the refinement is for
+
+    knn = approximate_knn_both(x, y, 4, config=approx, work_dir=tmp_path / "refined", passing=passing,
+                               passing_key="t")
+    refined = select_pairs(*knn, config=config)
+    kept, added = _agreement(exact, refined.pairs())
+    assert added <= 0.02 and kept >= max(plain_kept, 0.95), (kept, added, plain_kept)
+    # Refining never raises a margin: every pair it keeps scores at most what the plain run gave it.
+    before = dict(zip(zip(plain.src_idx.tolist(), plain.tgt_idx.tolist()), plain.score.tolist()))
+    for s, t, sc in zip(refined.src_idx.tolist(), refined.tgt_idx.tolist(), refined.score.tolist()):
+        if (s, t) in before:
+            assert sc <= before[(s, t)] + 1e-6
+
+
+def test_refinement_resumes_from_its_checkpoint(data, tmp_path):
+    """A finished refinement is read back, not searched again; another threshold refines anew."""
+    x, y, config, _ = data
+    approx = ApproximateConfig(index_type="ivfpqfs", nlist=64, nprobe=2, pq_m=8)
+    calls = []
+
+    def passing(*knn):
+        calls.append(1)
+        return passing_rows(*knn, config=config)
+
+    first = approximate_knn_both(x, y, 4, config=approx, work_dir=tmp_path, passing=passing, passing_key="a")
+    rounds = len(calls)
+    assert rounds >= 2 and (tmp_path / "refined.npz").is_file()
+    calls.clear()
+    again = approximate_knn_both(x, y, 4, config=approx, work_dir=tmp_path, passing=passing, passing_key="a")
+    assert len(calls) == 1  # only the check that nothing is left to refine
+    for a, b in zip(first, again):
+        assert np.array_equal(a, b)
+    calls.clear()
+    approximate_knn_both(x, y, 4, config=approx, work_dir=tmp_path, passing=passing, passing_key="b")
+    assert len(calls) == rounds
+
+
+def test_no_threshold_refines_nothing(data):
+    x, y, _, _ = data
+    knn = exact_knn_both(x[:50], y[:50], 4)
+    assert passing_rows(*knn, config=MiningConfig(threshold=None)) is None
+    assert passing_rows(*knn, config=MiningConfig(threshold=1.0, margin="absolute")) is None
+
+
+def test_sharded_refinement_reads_every_shard_then_removes_them(data, tmp_path):
+    """With several index shards the refined rows see every shard's lists (the same pairs as one
+    shard), and the shard files, kept for the refinement, are gone afterwards."""
+    x, y, config, exact = data
+
+    def passing(*knn):
+        return passing_rows(*knn, config=config)
+
+    def mined(shard_rows, work):
+        approx = ApproximateConfig(index_type="ivfpqfs", nlist=64, nprobe=2, pq_m=8, shard_rows=shard_rows)
+        return select_pairs(*approximate_knn_both(x, y, 4, config=approx, work_dir=work, passing=passing,
+                                                  passing_key="t"), config=config).pairs()
+
+    one, three = mined(None, tmp_path / "one"), mined(1500, tmp_path / "three")
+    assert not list((tmp_path / "three").rglob("*-shard*.faiss"))
+    assert len(one ^ three) <= 0.005 * len(exact)
+    assert _agreement(exact, three)[1] <= 0.02
+
+
+def test_agreement_benchmark_counts_pairs_by_line_numbers(tmp_path):
+    """benchmarks/approximate_agreement.py: pairs read from `--line-numbers` outputs, the shares of
+    exact's pairs kept and added; and the families' sides written from line ranges of real files."""
+    from xmine.benchmarks import approximate_agreement as bench
+
+    exact, approx = tmp_path / "exact.tsv", tmp_path / "approx.tsv"
+    exact.write_text("1.2\ta\tb\t1\t7\n1.1\tc\td\t2\t9\n1.05\te\tf\t3\t4\n", encoding="utf-8")
+    approx.write_text("1.3\ta\tb\t1\t7\n1.1\tc\tx\t2\t8\n", encoding="utf-8")
+    got = bench.agreement(bench.mined_pairs(exact), bench.mined_pairs(approx))
+    assert got == {"pairs": 2, "both": 1, "only_exact": 2, "only_approximate": 1, "kept": 1 / 3, "added": 1 / 3}
+    (tmp_path / "a.txt").write_text("one\ntwo\nthree\n", encoding="utf-8")
+    (tmp_path / "b.txt").write_text("four\n", encoding="utf-8")
+    files = bench.write_side(tmp_path, [("a.txt", 2, None), ("b.txt", 1, 1)], tmp_path / "side.txt")
+    assert (tmp_path / "side.txt").read_text(encoding="utf-8") == "two\nthree\nfour\n"
+    assert len(files) == 2 and all(len(f["sha256"]) == 64 for f in files)

@@ -15,36 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from xmine.cli import main
+from clitools import files_under, ok, refused, xm
 
 REPO = Path(__file__).resolve().parent.parent
 N = 16
-
-
-def xm(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def ok(res):
-    assert res.exit_code == 0, res.output
-    return res
-
-
-def refused(res, *fragments: str) -> str:
-    """Exit 2, one error line holding every fragment, no traceback."""
-    assert res.exit_code == 2, res.output
-    assert "Traceback" not in res.output
-    errors = [line for line in res.output.splitlines() if line.startswith(("xmine: error:", "Error:"))]
-    assert len(errors) == 1, res.output
-    for f in fragments:
-        assert f in errors[0], errors[0]
-    return errors[0]
-
-
-def files_under(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from xmine.cli import main
+from clitools import files_under, ok, refused, xm
 
 if os.environ.get("CI", "").lower() != "true":  # CI installs the `split` extra: it must not pass by skipping
     pytest.importorskip("sentencex", reason="the `split` extra (sentencex) is not installed")
@@ -31,30 +30,6 @@ DE = [["Dr. Weber eröffnete am Montag die neue Bibliothek.", "Hunderte Kinder k
 # Chinese and Japanese put no space between sentences; Khmer ends them with ។.
 ZH = [["今天的天气很好。", "我们去公园散步吧！", "你要一起来吗？"], ["这本书很有意思。", "我已经读了两遍。"]]
 KM = [["ខ្ញុំ​ទៅ​ផ្សារ​ព្រឹក​នេះ។", "ផ្សារ​មាន​មនុស្ស​ច្រើន​ណាស់។"], ["គាត់​រៀន​ភាសា​អង់គ្លេស។"]]
-
-
-def xm(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def ok(res):
-    assert res.exit_code == 0, res.output
-    return res
-
-
-def refused(res, *fragments: str) -> str:
-    """Exit 2, one error line holding every fragment, no traceback."""
-    assert res.exit_code == 2, res.output
-    assert "Traceback" not in res.output
-    errors = [line for line in res.output.splitlines() if line.startswith(("xmine: error:", "Error:"))]
-    assert len(errors) == 1, res.output
-    for f in fragments:
-        assert f in errors[0], errors[0]
-    return errors[0]
-
-
-def files_under(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
 def _jsonl(path: Path, docs: list[list[str]], prefix: str, joiner: str = " ") -> Path:

@@ -1,0 +1,33 @@
+"""Running `xmine` in-process in tests: the invocation and the checks of its outcome."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from xmine.cli import main
+
+
+def xm(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def ok(res):
+    assert res.exit_code == 0, res.output
+    return res
+
+
+def refused(res, *fragments: str) -> str:
+    """Exit 2, one error line holding every fragment, no traceback."""
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    errors = [line for line in res.output.splitlines() if line.startswith(("xmine: error:", "Error:"))]
+    assert len(errors) == 1, res.output
+    for f in fragments:
+        assert f in errors[0], errors[0]
+    return errors[0]
+
+
+def files_under(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import struct
-import time
 from pathlib import Path
 
 import numpy as np
@@ -86,9 +85,8 @@ def test_rebuilt_model_is_reused_and_recorded(me5):
     path, manifest = ensure_me5_model()
     weights = path / "model.safetensors"
     before = weights.stat()
-    start = time.perf_counter()
     path2, _ = ensure_me5_model()
-    assert path2 == path and time.perf_counter() - start < 5
+    assert path2 == path
     after = weights.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # not rebuilt
     assert manifest["kind"] == "encoder-model"

@@ -201,11 +201,9 @@ def test_a_second_writer_of_the_same_output_is_refused_at_once(ws):
     out = ws / "mined.tsv"
     # Another run holds the output (the lock is per open file, so this process counts as another).
     with claim_output(out, kind="mining-result", form="tsv"):
-        with untouched(ws):
-            t0 = time.perf_counter()
+        with untouched(ws):  # (a writer that waited for the lock would never return: pytest's timeout)
             refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-o", out),
                     "another xmine process is writing this output")
-            assert time.perf_counter() - t0 < 5
     ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-o", out))  # free again
     assert not list(ws.glob(".*lock"))
 
@@ -265,14 +263,26 @@ def test_too_small_for_a_pq_index_is_one_clear_error(ws):
                 "cannot train", f"on {N} vectors", "should be at least as large as number of clusters (256)")
 
 
-def test_unknown_encoder_fails_fast_offline(ws):
-    t0 = time.perf_counter()
+def test_unknown_encoder_fails_fast_offline(ws, monkeypatch):
+    # Fast means: no network connection is even tried (a resolver or a hub client waiting on one
+    # took 26 s offline, minutes without a network).
+    import socket
+
+    tried = []
+
+    def no_network(*args, **kwargs):
+        tried.append(args)
+        raise OSError("network disabled in this test")
+
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket, "getaddrinfo", no_network)
     with untouched(ws):
         refused(xm("embed", ws / "de.txt", "--lang", "de", "--encoder", "no-such/encoder-xyz", "-o", ws / "e",
                    env={"HF_HUB_OFFLINE": "1"}), "no-such/encoder-xyz", "HF_HUB_OFFLINE")
         refused(xm("embed", ws / "de.txt", "--lang", "de", "--encoder", "./no/such/folder", "-o", ws / "e"),
                 "no such model folder")
-    assert time.perf_counter() - t0 < 10  # was 26 s offline, ~2 min without a network
+    assert not tried, tried
 
 
 # --------------------------------------------------------------------------- damaged artefacts

@@ -23,7 +23,6 @@ import json
 import os
 import re
 import sqlite3
-import time
 from pathlib import Path
 from typing import Sequence
 
@@ -110,20 +109,26 @@ class EmbeddingCache:
             for k, v in rows:
                 found[k] = np.frombuffer(v, dtype=np.float32)
         if found:  # recently used: evicted last
-            now = time.time()
+            now = self._tick()
             self._db.executemany("UPDATE emb SET used = ? WHERE key = ?", ((now, k) for k in found))
             self._db.commit()
         return found
 
     def store(self, keys: Sequence[bytes], vectors: np.ndarray) -> None:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        now = time.time()
+        now = self._tick()
         self._db.executemany(
             "INSERT OR REPLACE INTO emb (key, vec, used) VALUES (?, ?, ?)",
             ((k, v.tobytes(), now) for k, v in zip(keys, vectors)),
         )
         self._db.commit()
         self.evict()
+
+    def _tick(self) -> float:
+        """The next use stamp: one more than the newest in the cache, so the order of uses is the
+        order of calls (in any process sharing the cache) however close in time they come. (Caches
+        written with wall-clock stamps go on from their newest.)"""
+        return self._db.execute("SELECT COALESCE(MAX(used), 0) + 1 FROM emb").fetchone()[0]
 
     def evict(self) -> int:
         """Delete the least recently used rows beyond `max_rows`; returns how many."""

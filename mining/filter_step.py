@@ -2,6 +2,8 @@
 
 - `language_rows`: `--lang-filter`, before the search: the rows of a side that the language
   identification (`xmine.mining.langid.language_mask`) does not give to another language.
+- `pre_search`: before the search, after those: the cleaning of both sides
+  (`xmine.mining.presearch`), read through `SideTexts`.
 - `filter_pairs`: after the selection: the pair filters (`xmine.mining.filters`) over the mined
   pairs, each sentence read from its side by offset (`SideTexts`), the dropped pairs written to
   `--keep-filtered`'s claimed file, and what the summary records.
@@ -45,6 +47,21 @@ class SideTexts:
 
     def __getitem__(self, i: int) -> str:
         return self.side.text[int(self.rows[i])]
+
+
+def pre_search(mx, my, *, langs, config, filters: PairFilterConfig, margin: str) -> dict:
+    """Clean the rows `mx`, `my` (pipeline `_Mineable`s) would search (`presearch.clean_sides`),
+    restrict them to what it keeps; what the summary records."""
+    from xmine.mining.presearch import clean_sides
+    from xmine.store.writer import UNDETERMINED
+
+    langs = tuple(None if lang in (None, UNDETERMINED) else lang for lang in langs)
+    src, tgt, record = clean_sides(SideTexts(mx.side, mx.ids), SideTexts(my.side, my.ids), langs=langs, config=config,
+                                   identical_filter="identical" in filters.active(margin), lid=filters.lid,
+                                   min_confidence=filters.lid_min_confidence)
+    mx.restrict(src)
+    my.restrict(tgt)
+    return record
 
 
 def lang_filter_langs(on: bool, langs, backend: str, min_confidence: float) -> list:

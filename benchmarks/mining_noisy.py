@@ -15,12 +15,13 @@ same-language distractors) gets, seeded, in these proportions of its side's clea
 Every pair that is not a gold pair is wrong. Mining, the threshold and scoring are `bench mining`'s
 (`bucc.mine_candidates`, k = 4, ratio margin, max retrieval, each variant's default threshold);
 then the pair filters (`mining.filters.apply_pair_filters`, default `PairFilterConfig`) run on the
-mined pairs, as `xmine mine` runs them; and once more with `--lang-filter` (sentences identified
-as another language leave each side before mining, `langid.language_mask`), then the pair filters.
-Reported per language and averaged: precision, recall and F1 of the clean set, of the noisy set
-without filters, with the pair filters, and with the language filter and the pair filters; what
-each rule removed (and how many gold pairs among them), and the margins of gold pairs and of each
-kind of noise pair (to choose `score_max`).
+mined pairs; then as `xmine mine` runs by default: the pre-search cleaning
+(`mining.presearch.clean_sides`) before mining, then the filters; and with the language filter
+before that (sentences identified as another language leave each side, `langid.language_mask`).
+The cleaning and the language filter also run on the clean sets (without pair filters), to
+measure what they cost there. Reported per language and averaged (`VARIANTS`): precision, recall
+and F1 of each; what each rule and each step before the search removed (gold among them), and
+the margins of gold pairs and of each kind of noise pair (to choose `score_max`).
 """
 
 from __future__ import annotations

@@ -110,6 +110,7 @@ def _copies(src_texts, tgt_texts, src_keys, tgt_keys, src: SideClean, tgt: SideC
     from xmine.langs import normalize_lang
     from xmine.mining.langid import accepts, identify, supported_languages
 
+    src.removed["copies"] = tgt.removed["copies"] = 0
     sk, tk = src_keys[src.keep], tgt_keys[tgt.keep]
     shared, s_first, _ = np.intersect1d(sk, tk, assume_unique=False, return_indices=True)
     record = {"shared_texts": len(shared), "kept_on_src": 0, "kept_on_tgt": 0, "dropped_from_both": 0}

@@ -170,8 +170,8 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
 def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows,
          allow_same_input, line_numbers, meta, block_rows, block_cols, workers, product, filters, no_filter, score_max,
-         filter_length_ratio, lid, lang_filter, pre_clean, no_pre_clean_step, keep_filtered, precision, keep_work, quiet, ray_address, output_format,
-         input_format):
+         filter_length_ratio, lid, lang_filter, pre_clean, no_pre_clean_step, keep_filtered, precision, keep_work, quiet,
+         ray_address, output_format, input_format):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
     SRC and TGT are each a corpus (a text file, one sentence a line, plain or compressed; JSON

@@ -79,7 +79,8 @@ def lang_filter_langs(on: bool | None, langs, backend: str, min_confidence: floa
     if on and missing:
         raise ConfigError(f"--lang-filter needs the language of each side: give {' and '.join(missing)}")
     if on is None:
-        unknown = [] if missing else [lang for lang in langs if normalize_lang(lang) not in supported_languages(backend)]
+        known = supported_languages(backend)
+        unknown = [] if missing else [lang for lang in langs if normalize_lang(lang) not in known]
         if missing or unknown:
             why = (f"{' and '.join(missing)} not given" if missing
                    else f"{', '.join(unknown)} not known to {backend}")

@@ -15,7 +15,8 @@ so digits, punctuation and case do not count), steps in this order:
 - `copies`: a key present on both sides. Each such text is identified (`langid.identify`, the
   pair filters' `lid` backend, its top language) when both languages are given and the backend
   knows them: a text identified as one side's language stays on that side only; a text given to
-  neither side's language (a third language, boilerplate in one) or to both is dropped from both. Without both languages every shared text is dropped from both sides: it could only pair
+  neither side's language (a third language, boilerplate in one) or to both is dropped from both.
+  Without both languages every shared text is dropped from both sides: it could only pair
   with itself, a pair `identical` drops anyway.
 
 Memory: an 8-byte key per row of each side (and the dedup's 24 bytes a row while it runs); the

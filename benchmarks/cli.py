@@ -475,6 +475,23 @@ def mining_cmd(encoder_name, projections, data_dir, out, quick, device, precisio
             files=[f["path"] for f in manifest["sources"]], started=started)
 
 
+_NOISY_COLUMNS = (("clean", "precision"), ("clean", "recall"), ("clean_pre", "precision"), ("clean_pre", "recall"),
+                  ("clean_lang", "precision"), ("clean_lang", "recall"), ("noisy", "precision"), ("noisy", "recall"),
+                  ("filtered", "precision"), ("filtered", "recall"), ("pre_filtered", "precision"),
+                  ("pre_filtered", "recall"), ("lang_filtered", "precision"), ("lang_filtered", "recall"))
+_NOISY_NAMES = {"clean": "clean", "clean_pre": "clean+pre", "clean_lang": "clean+lang", "noisy": "noisy",
+                "filtered": "filters", "pre_filtered": "+pre", "lang_filtered": "+lang"}
+
+
+def _noisy_label(variant: str, metric: str) -> str:
+    return f"{_NOISY_NAMES[variant]} {metric[0].upper()}"
+
+
+def _before_search(removed: dict, step: str = "pre_search") -> str:
+    r = removed.get(step, {})
+    return f"{r.get('src', 0)}+{r.get('en', 0)} ({r.get('gold_src', 0)}+{r.get('gold_en', 0)})"
+
+
 def _mining_noisy(encoder_name, projections, device, precision, data, lang_list, settings, threshold, *, out, quick,
                   started):
     from xmine.benchmarks import mining, mining_noisy
@@ -487,27 +504,27 @@ def _mining_noisy(encoder_name, projections, device, precision, data, lang_list,
         r = mining_noisy.evaluate(v.embed, data, lang_list, threshold=t, **settings)
         details[v.name] = r | {"default_threshold": {"value": t, "source": source}}
         a = r["average"]
-        rows.append([f"{v.name} @{t:g}", a["clean"]["precision"], a["clean"]["recall"], a["noisy"]["precision"],
-                     a["noisy"]["recall"], a["filtered"]["precision"], a["filtered"]["recall"],
-                     min(100 * x["filtered"]["precision"] for x in r["per_lang"].values()),
-                     a["lang_filtered"]["precision"], a["lang_filtered"]["recall"],
-                     min(100 * x["lang_filtered"]["precision"] for x in r["per_lang"].values())])
-    columns = ["variant @threshold", "clean P", "clean R", "noisy P", "noisy R", "filters P", "filters R",
-               "filters min P", "+lang P", "+lang R", "+lang min P"]
+        rows.append([f"{v.name} @{t:g}"] + [a[var][m] for var, m in _NOISY_COLUMNS]
+                    + [min(100 * x[var]["precision"] for x in r["per_lang"].values())
+                       for var in ("pre_filtered", "lang_filtered")])
+    columns = ["variant @threshold"] + [_noisy_label(var, m) for var, m in _NOISY_COLUMNS] + ["+pre min P",
+                                                                                              "+lang min P"]
     extra = []
     for v in variants:
         per = details[v.name]["per_lang"]
-        extra.append({"title": f"{v.name}: per language (x100), pairs each filter removed (gold among them)",
-                      "columns": ["lang", "clean P", "clean R", "noisy P", "noisy R", "filters P", "filters R",
-                                  "+lang P", "+lang R", "removed"],
-                      "rows": [[lg, 100 * x["clean"]["precision"], 100 * x["clean"]["recall"],
-                                100 * x["noisy"]["precision"], 100 * x["noisy"]["recall"],
-                                100 * x["filtered"]["precision"], 100 * x["filtered"]["recall"],
-                                100 * x["lang_filtered"]["precision"], 100 * x["lang_filtered"]["recall"],
-                                ", ".join(f"{rule} {sum(k.values())} ({k.get('gold', 0)})"
-                                          for rule, k in x["removed"].items())] for lg, x in per.items()]})
-    click.echo("averages over languages at each variant's default threshold: the clean sets, then the noisy "
-               "sets without filters, with the pair filters, and with --lang-filter and the pair filters")
+        extra.append({"title": f"{v.name}: per language (x100); rows removed before the search (gold among them) "
+                               "on the noisy set by the cleaning, and on the clean set by the cleaning / --lang-filter",
+                      "columns": ["lang"] + [_noisy_label(var, m) for var, m in _NOISY_COLUMNS]
+                                 + ["removed before search (noisy)", "clean: cleaning / lang-filter"],
+                      "rows": [[lg] + [100 * x[var][m] for var, m in _NOISY_COLUMNS]
+                               + [_before_search(x["removed_before_search"]["pre"]),
+                                  _before_search(x["removed_before_search"]["clean_pre"]) + " / "
+                                  + _before_search(x["removed_before_search"]["clean_lang"], "language")]
+                               for lg, x in per.items()]})
+    click.echo("averages over languages at each variant's default threshold: the clean sets (as is, after the "
+               "pre-search cleaning, after --lang-filter and the cleaning), then the noisy sets without filters, "
+               "with the pair filters only, with the cleaning and the filters (xmine mine's default), and with "
+               "--lang-filter too")
     _finish("mining_noisy", encoder=encoder, variants=variants, out=out, quick=quick,
             parameters=settings | {"langs": lang_list, "threshold": threshold, "noise": mining_noisy.NOISE,
                                    "filters": PairFilterConfig().record("ratio")},

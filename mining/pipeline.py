@@ -5,7 +5,10 @@ Each side is a text file, an embedding store or an index directory, opened by th
 into stores in `<out>.work/` first (the one encoding path, resumable). Both sides are
 deduplicated by 64-bit hashes of their sentences (a pair is output once, with the first line of
 each sentence; see `Side.unique_rows` for collisions), length-filtered and, with `--lang-filter`,
-rid of the sentences identified as another language (mining/filter_step.py), so either search sees
+rid of the sentences identified as another language (mining/filter_step.py; by default when both
+languages are known), cleaned of rows
+without letters, near-duplicates and texts present on both sides (mining/presearch.py, default on),
+so either search sees
 exactly the rows that may be mined: its k neighbours are k real candidates. Then:
 - exact (default): the blocked kNN (mining/knn.py), checkpointed in `<out>.work/knn/`;
 - approximate: IVF / IVF-PQ indexes (mining/approximate.py), checkpointed in `<out>.work/ann/`;
@@ -37,9 +40,10 @@ import numpy as np
 from xmine.artefacts import provenance
 from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
-from xmine.mining.filter_step import filter_pairs, lang_filter_langs, language_rows
+from xmine.mining.filter_step import filter_pairs, lang_filter_langs, language_rows, pre_search
 from xmine.mining.filters import PairFilterConfig
 from xmine.mining.language_check import check_declared_languages
+from xmine.mining.presearch import PreSearchConfig
 from xmine.mining.products import resolve_product
 from xmine.topk import merge_topk
 from xmine.mining.refine import refine_key
@@ -95,12 +99,11 @@ def _neighbours(base_side, base: "_Mineable", queries, k: int, *, ray: bool, sho
 
 
 class _Mineable:
-    """A side's rows that take part: first occurrences within the length bounds."""
+    """A side's rows that take part: first occurrences within the length bounds (then `restrict`)."""
 
     def __init__(self, side, config: MiningConfig, *, lang_filter: tuple[str, str, float] | None = None):
-        from xmine.store.rows import RowSubset
-
-        first, representative = side.unique_rows()
+        first, self.representative = side.unique_rows()
+        self.side = side
         self.unique = len(first)
         lengths = np.asarray(side.row_index.lengths)
         ok = length_mask(lengths[first], config)
@@ -110,12 +113,27 @@ class _Mineable:
             keep = language_rows(side, self.ids, *lang_filter)
             self.other_language = int((~keep).sum())
             self.ids = self.ids[keep]
+        self._index()
+
+    def restrict(self, clean) -> None:
+        """Search only the rows the pre-search cleaning keeps (`presearch.SideClean` over `ids`);
+        a near-duplicate's rows stand for its representative, as an exact repeat's do."""
+        to = np.arange(len(self.representative), dtype=np.int64)
+        to[self.ids] = self.ids[clean.representative]
+        self.representative = to[self.representative]
+        self.ids = self.ids[clean.keep]
+        self._index()
+
+    def _index(self) -> None:
+        from xmine.store.rows import RowSubset
+
+        lengths = np.asarray(self.side.row_index.lengths)
         self.lengths = lengths[self.ids].astype(np.int64)
-        self.rows = RowSubset(side.rows, self.ids)
+        self.rows = RowSubset(self.side.rows, self.ids)
         # For a side's own index: row -> position of its representative among self.ids (-1: not mined)
         pos = np.full(len(lengths), -1, dtype=np.int64)
         pos[self.ids] = np.arange(len(self.ids))
-        self.position_of_row = pos[representative]
+        self.position_of_row = pos[self.representative]
 
 
 def mine(
@@ -143,7 +161,8 @@ def mine(
     input_format=None,
     filters: PairFilterConfig = PairFilterConfig(),
     keep_filtered: str | Path | None = None,
-    lang_filter: bool = False,
+    lang_filter: bool | None = None,
+    pre_clean: PreSearchConfig = PreSearchConfig(),
 ) -> dict:
     """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`).
 
@@ -170,8 +189,13 @@ def mine(
     written; the summary's `filters` counts what each rule removed. `keep_filtered`: also write the
     dropped pairs there (`score<TAB>src<TAB>tgt<TAB>rule`, atomically, claimed like `out`).
     `lang_filter`: before searching, drop the sentences of each side that `filters.lid` identifies
-    as another language with at least `filters.lid_min_confidence` (both languages must be known;
-    `xmine.mining.langid.language_mask`).
+    as another language with at least `filters.lid_min_confidence`
+    (`xmine.mining.langid.language_mask`). None (default): when both languages are given and the
+    backend knows them; True: both must be (else a ConfigError); False: never. The summary's
+    `lang_filter` says whether it ran and why.
+    `pre_clean`: the cleaning of both sides before the search (`xmine.mining.presearch`: rows
+    without letters, near-duplicates, texts on both sides); the summary's `pre_search` counts
+    what each step removed per side.
     """
     from xmine.mining.writers import COMPANIONS, output_format as resolve_format
     from xmine.outputs import claim_output
@@ -203,7 +227,7 @@ def mine(
                          approximate_config=approximate_config, line_numbers=line_numbers, meta=meta,
                          keep_work=keep_work, show_progress=show_progress, ray=ray,
                          default_threshold=default_threshold, fmt=fmt, input_format=input_format, filters=filters,
-                         dropped_claim=dropped_claim, lang_filter=lang_filter)
+                         dropped_claim=dropped_claim, lang_filter=lang_filter, pre_clean=pre_clean)
 
 
 def _same_path(a, b) -> bool:
@@ -228,7 +252,7 @@ def _legacy_result(out: Path) -> bool:
 def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate,
           approximate_config, line_numbers, meta, keep_work, show_progress, ray=None,
           default_threshold=True, fmt="tsv", input_format=None, filters=PairFilterConfig(), dropped_claim=None,
-          lang_filter=False) -> dict:
+          lang_filter=None, pre_clean=PreSearchConfig()) -> dict:
     from xmine.inputs import Encoders, artefact_encoder_name, artefact_precision, check_compatible, load_side
 
     out = claim.path
@@ -258,12 +282,14 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         for side in (sx, sy):  # every shard's sha256 (large stores: now, before any search starts)
             if hasattr(side.rows, "check_all"):
                 side.rows.check_all()
-        lf = lang_filter_langs(lang_filter, (src_lang or sx.lang, tgt_lang or sy.lang), filters.lid,
-                                filters.lid_min_confidence)
+        lf, lf_record = lang_filter_langs(lang_filter, (src_lang or sx.lang, tgt_lang or sy.lang), filters.lid,
+                                          filters.lid_min_confidence)
         mx, my = _Mineable(sx, config, lang_filter=lf[0]), _Mineable(sy, config, lang_filter=lf[1])
         # Before the search, so a warning about a mislabelled side comes while it can still be stopped.
         language_check = check_declared_languages([("src", sx, mx.ids, src_lang), ("tgt", sy, my.ids, tgt_lang)],
                                                   encoders=encoders)
+        pre_record = pre_search(mx, my, langs=(src_lang or sx.lang, tgt_lang or sy.lang), config=pre_clean,
+                                filters=filters, margin=config.margin)
         search = "exact"
         if sx.index is not None or sy.index is not None:
             search = "faiss-index"
@@ -273,7 +299,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         select_config = config.replace(min_length=0, max_length=None)
         key = hashlib.sha256(json.dumps(
             [sx.fingerprint_key(), sy.fingerprint_key(), config.k, config.block_rows, config.block_cols,
-             config.min_length, config.max_length, lf], default=str).encode()).hexdigest()
+             config.min_length, config.max_length, lf, pre_record], default=str).encode()).hexdigest()
         if search != "faiss-index":
             claim.work_dir(".work")  # checkpoints
         try:
@@ -292,10 +318,11 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         summary = {
             "output": str(out), "format": fmt, "pairs": len(mined), "k_used": min(config.k, len(mx.ids), len(my.ids)),
             "src": {"path": str(sx.path), "kind": sx.kind, "sentences": len(sx), "unique": mx.unique,
-                    "mined_rows": len(mx.ids), "other_language": mx.other_language if lang_filter else None},
+                    "mined_rows": len(mx.ids), "other_language": mx.other_language if lf_record["on"] else None},
             "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy), "unique": my.unique,
-                    "mined_rows": len(my.ids), "other_language": my.other_language if lang_filter else None},
-            "lang_filter": {"backend": filters.lid} if lang_filter else None,
+                    "mined_rows": len(my.ids), "other_language": my.other_language if lf_record["on"] else None},
+            "lang_filter": lf_record,
+            "pre_search": pre_record,
             "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
             "projection_choice": encoders.choice.record(),
             "threshold": threshold_record,

@@ -160,3 +160,8 @@ def test_noisy_small_run_filters_copies_and_boilerplate(data_dir, tmp_path):
             assert not left.get("copies") and not left.get("boilerplate") and not left.get("numbers_urls"), left
             assert v["filtered"]["precision"] > v["noisy"]["precision"]
             assert v["filtered"]["recall"] >= v["noisy"]["recall"] - 0.1
+            # the cleaning before the search: copies and boilerplate leave the xx side, no gold line
+            # leaves a clean set, and the recall the copies took comes back
+            before = v["removed_before_search"]
+            assert before["pre"]["pre_search"]["src"] > 0 and before["clean_pre"]["pre_search"]["gold_src"] == 0
+            assert v["pre_filtered"]["recall"] >= v["filtered"]["recall"]

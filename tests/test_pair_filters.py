@@ -148,7 +148,7 @@ def test_mine_filters_copies_and_boilerplate_through_the_cli(data_dir, tmp_path)
     (tmp_path / "en.txt").write_text("\n".join(en[:30] + extra_en + boiler) + "\n", encoding="utf-8")
     out, dropped = tmp_path / "out.tsv", tmp_path / "dropped.tsv"
     args = ["mine", str(tmp_path / "de.txt"), str(tmp_path / "en.txt"), "--src-lang", "de", "--tgt-lang", "en",
-            "-q", "--projection", "default"]
+            "-q", "--projection", "default", "--no-pre-clean", "--no-lang-filter"]  # the filters alone
     r = CliRunner().invoke(main, args + ["-o", str(out), "--keep-filtered", str(dropped)], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     rows = [line.split("\t") for line in out.read_text(encoding="utf-8").splitlines()]

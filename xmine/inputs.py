@@ -83,6 +83,22 @@ def check_same_projection(expected: dict | None, actual: dict | None, *, what: s
                                    "use the same --projection")
 
 
+def first_occurrences(keys: np.ndarray, same) -> np.ndarray:
+    """representative[i]: the first position whose 64-bit key equals keys[i] (i itself when first).
+
+    `same(i, j)` is asked only for the positions that repeat an earlier key, and says whether the
+    two really are the same (a hash collision keeps position i as its own representative, so no
+    item is ever dropped by one). The dedup of `Side.unique_rows` and of the pre-search
+    near-duplicates (mining/presearch.py). Memory: about 24 bytes a key while it runs."""
+    n = len(keys)
+    _, first_of_key, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    representative = first_of_key[inverse.reshape(-1)].astype(np.int64)
+    for r in np.flatnonzero(representative != np.arange(n)).tolist():
+        if not same(r, int(representative[r])):
+            representative[r] = r  # a hash collision: an item of its own
+    return representative
+
+
 @dataclass(kw_only=True)
 class Side:
     """One side in the space to search: rows read on demand, text by offset, row index."""
@@ -136,15 +152,10 @@ class Side:
         n^2 / 2^65 expected, 3e-6 at 10M rows) keeps both rows, so no sentence is ever dropped by
         one. Memory: about 24 bytes a row while it runs.
         """
-        h = np.asarray(self.row_index.hashes)
-        n = len(h)
-        _, first_of_hash, inverse = np.unique(h, return_index=True, return_inverse=True)
-        representative = first_of_hash[inverse.reshape(-1)].astype(np.int64)
-        repeated = np.flatnonzero(representative != np.arange(n))
-        for r in repeated.tolist():
-            if normalise_whitespace(self.text[r]) != normalise_whitespace(self.text[int(representative[r])]):
-                representative[r] = r  # a hash collision: a sentence of its own
-        return np.flatnonzero(representative == np.arange(n)), representative
+        representative = first_occurrences(
+            np.asarray(self.row_index.hashes),
+            lambda r, rep: normalise_whitespace(self.text[r]) == normalise_whitespace(self.text[rep]))
+        return np.flatnonzero(representative == np.arange(len(representative))), representative
 
     def close(self) -> None:
         self.text.close()

@@ -1,0 +1,164 @@
+"""Cleaning both sides of `xmine mine` before the search (on by default; `PreSearchConfig`).
+
+Some web text defeats the margin search in a way the pair filters (mining/filters.py), which run
+after it, cannot repair: a sentence present on both sides pairs with itself at cosine 1, so it
+takes its own line on the other side in the one-to-one selection (that line's translation is
+lost) and raises the neighbourhood means of the lines near it. So, on the rows that would be
+mined, keyed by `filters.normalise` (what the `identical` filter compares: letters and marks only,
+so digits, punctuation and case do not count), steps in this order:
+
+- `no_letters`: rows with nothing left after `normalise` (number, date, phone lines). Any pair
+  with one is dropped by `identical`, so they are removed only while that filter is active.
+- `near_duplicates`: a row whose key equals an earlier row's of its side (a templated line with
+  another number, a line differing in punctuation or case) is mined through that first row, as
+  exact repeats already are (`xmine.inputs.first_occurrences`, the same dedup).
+- `copies`: a key present on both sides. Each such text is identified (`langid.identify`, the
+  pair filters' `lid` backend, its top language) when both languages are given and the backend
+  knows them: a text identified as one side's language stays on that side only; a text given to
+  neither side's language (a third language, boilerplate in one) or to both is dropped from both.
+  Without both languages every shared text is dropped from both sides: it could only pair
+  with itself, a pair `identical` drops anyway.
+
+Memory: an 8-byte key per row of each side (and the dedup's 24 bytes a row while it runs); the
+texts are read by offset, never held; language identification reads only the shared texts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Sequence
+
+import numpy as np
+
+from xmine.errors import ConfigError
+from xmine.mining.filters import normalise
+
+#: Step names in the order they run.
+STEPS = ("no_letters", "near_duplicates", "copies")
+_EMPTY = int.from_bytes(hashlib.blake2b(b"", digest_size=8).digest(), "little")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PreSearchConfig:
+    """Which pre-search steps run."""
+
+    #: False switches every step off (both sides are searched as read).
+    enabled: bool = True
+    #: Names of steps (from `STEPS`) switched off.
+    disabled: frozenset[str] = frozenset()
+    #: `copies`: the least confidence at which the detector's language decides a shared text's
+    #: side. 0: its top language decides (the choice is only between the two sides, and a text
+    #: dropped from both loses its own translation: on the noisy mining sets a bar of 0.8 dropped
+    #: 1-2 English gold lines a language from both sides).
+    copies_min_confidence: float = 0.0
+
+    def __post_init__(self):
+        unknown = set(self.disabled) - set(STEPS)
+        if unknown:
+            raise ConfigError(f"unknown pre-search step(s) {', '.join(sorted(unknown))}; known: {', '.join(STEPS)}")
+
+    def active(self, identical_filter: bool) -> tuple[str, ...]:
+        """The steps that run (`no_letters` only beside the `identical` pair filter)."""
+        if not self.enabled:
+            return ()
+        return tuple(s for s in STEPS if s not in self.disabled and (s != "no_letters" or identical_filter))
+
+
+@dataclasses.dataclass(kw_only=True)
+class SideClean:
+    """One side's outcome: which of its rows are searched, and what stands for the others."""
+
+    #: keep[i]: text i is searched
+    keep: np.ndarray
+    #: representative[i]: the text that stands for text i (i itself unless a near-duplicate)
+    representative: np.ndarray
+    #: texts removed by each step
+    removed: dict[str, int]
+
+
+def text_keys(texts: Sequence[str]) -> np.ndarray:
+    """uint64 per text: an 8-byte BLAKE2b hash of `normalise(text)` (texts may be a lazy sequence)."""
+    return np.fromiter((int.from_bytes(hashlib.blake2b(normalise(texts[i]).encode("utf-8"), digest_size=8).digest(),
+                                       "little") for i in range(len(texts))), dtype=np.uint64, count=len(texts))
+
+
+def _within_side(texts: Sequence[str], keys: np.ndarray, steps) -> SideClean:
+    from xmine.inputs import first_occurrences
+
+    n = len(keys)
+    keep = np.ones(n, dtype=bool)
+    removed = {}
+    empty = keys == np.uint64(_EMPTY)
+    if "no_letters" in steps:
+        keep &= ~empty
+        removed["no_letters"] = int(empty.sum())
+    representative = np.arange(n, dtype=np.int64)
+    if "near_duplicates" in steps:
+        lettered = np.flatnonzero(~empty)  # lines without letters are never one another's duplicates
+        rep = first_occurrences(keys[lettered], lambda i, j: normalise(texts[int(lettered[i])])
+                                == normalise(texts[int(lettered[j])]))
+        representative[lettered] = lettered[rep]
+        dup = representative != np.arange(n)
+        removed["near_duplicates"] = int((dup & keep).sum())
+        keep &= ~dup
+    return SideClean(keep=keep, representative=representative, removed=removed)
+
+
+def _copies(src_texts, tgt_texts, src_keys, tgt_keys, src: SideClean, tgt: SideClean, langs, lid: str,
+            min_confidence: float) -> dict:
+    """Decide each text searched on both sides; update the keep masks; what the summary records."""
+    from xmine.langs import normalize_lang
+    from xmine.mining.langid import accepts, identify, supported_languages
+
+    src.removed["copies"] = tgt.removed["copies"] = 0
+    sk, tk = src_keys[src.keep], tgt_keys[tgt.keep]
+    shared, s_first, _ = np.intersect1d(sk, tk, assume_unique=False, return_indices=True)
+    record = {"shared_texts": len(shared), "kept_on_src": 0, "kept_on_tgt": 0, "dropped_from_both": 0}
+    if not len(shared):
+        return record | {"method": None}
+    judged = all(lang for lang in langs) and all(normalize_lang(lang) in supported_languages(lid) for lang in langs)
+    to_src = np.zeros(len(shared), dtype=bool)
+    to_tgt = np.zeros(len(shared), dtype=bool)
+    if judged:
+        rows = np.flatnonzero(src.keep)[s_first]
+        codes, conf = identify([src_texts[int(r)] for r in rows], lid)
+        for j, (code, p) in enumerate(zip(codes, conf.tolist())):
+            if code and p >= min_confidence:
+                fits = [accepts(lang, code) for lang in langs]
+                to_src[j], to_tgt[j] = fits[0] and not fits[1], fits[1] and not fits[0]
+    record.update(kept_on_src=int(to_src.sum()), kept_on_tgt=int(to_tgt.sum()),
+                  dropped_from_both=int((~to_src & ~to_tgt).sum()),
+                  method=f"language identification ({lid}, confidence >= {min_confidence})" if judged
+                  else "dropped from both sides (the language of a side is not given or not known to " + lid + ")")
+    for side, keys, stays in ((src, src_keys, to_src), (tgt, tgt_keys, to_tgt)):
+        gone = side.keep & np.isin(keys, shared[~stays])
+        side.removed["copies"] = int(gone.sum())
+        side.keep &= ~gone
+    return record
+
+
+def clean_sides(src_texts: Sequence[str], tgt_texts: Sequence[str], *, langs=(None, None),
+                config: PreSearchConfig = PreSearchConfig(), identical_filter: bool = True,
+                lid: str = "fasttext") -> tuple[SideClean, SideClean, dict]:
+    """(src, tgt, record): which texts of each side are searched, and what the summary records.
+
+    `src_texts`, `tgt_texts`: the rows that would be mined (lazy sequences are read by index).
+    `langs`: the sides' language codes (None where unknown). `identical_filter`: whether the
+    `identical` pair filter runs after the search (`no_letters` runs only then). `lid`: language
+    identification of the shared texts (`copies`)."""
+    steps = config.active(identical_filter)
+    src_keys = tgt_keys = None
+    if steps:
+        src_keys, tgt_keys = text_keys(src_texts), text_keys(tgt_texts)
+    sides = [_within_side(t, k, steps) if steps else SideClean(keep=np.ones(len(t), bool),
+                                                               representative=np.arange(len(t), dtype=np.int64),
+                                                               removed={})
+             for t, k in ((src_texts, src_keys), (tgt_texts, tgt_keys))]
+    copies = None
+    if "copies" in steps:
+        copies = _copies(src_texts, tgt_texts, src_keys, tgt_keys, *sides, langs, lid, config.copies_min_confidence)
+    record = {"enabled": config.enabled, "disabled": sorted(config.disabled), "active": list(steps),
+              "copies_min_confidence": config.copies_min_confidence,
+              "removed": {"src": sides[0].removed, "tgt": sides[1].removed}, "copies": copies}
+    return sides[0], sides[1], record

@@ -1,0 +1,102 @@
+"""Cleaning both sides before the search (mining/presearch.py), alone and through `xmine mine`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from xmine.errors import ConfigError
+from xmine.mining.presearch import PreSearchConfig, clean_sides
+
+
+def test_clean_sides_steps_and_the_fallback_without_languages():
+    src = ["Der Hund schläft.", "Seite 3 von 10", "Seite 4 von 12", "12 | 345", "Home | Contact", "Heute: 17 Grad."]
+    tgt = ["The dog sleeps.", "home - contact!", "Today: 17 degrees.", "Hash 1", "Hash 2"]
+    s, t, record = clean_sides(src, tgt)  # languages unknown: a shared text leaves both sides
+    assert s.keep.tolist() == [True, True, False, False, False, True]
+    assert s.representative.tolist() == [0, 1, 1, 3, 4, 5]  # "Seite 4 von 12" is mined as "Seite 3 von 10"
+    assert t.keep.tolist() == [True, False, True, True, False]
+    assert record["removed"] == {"src": {"no_letters": 1, "near_duplicates": 1, "copies": 1},
+                                 "tgt": {"no_letters": 0, "near_duplicates": 1, "copies": 1}}
+    assert record["copies"]["shared_texts"] == 1 and record["copies"]["dropped_from_both"] == 1
+    assert "dropped from both" in record["copies"]["method"]
+    # without the identical pair filter, lines without letters may still be mined
+    s, _, record = clean_sides(src, tgt, identical_filter=False)
+    assert s.keep[3] and "no_letters" not in record["active"]
+    s, t, record = clean_sides(src, tgt, config=PreSearchConfig(enabled=False))
+    assert s.keep.all() and t.keep.all() and record["active"] == []
+    with pytest.raises(ConfigError, match="bogus"):
+        PreSearchConfig(disabled=frozenset({"bogus"}))
+
+
+def _flores(data_dir, code, rows):
+    lines = (data_dir / "parallel" / "flores200" / "devtest" / f"{code}.devtest").read_text(encoding="utf-8")
+    return [" ".join(s.split()) for s in lines.splitlines()[rows]]
+
+
+def test_copies_no_longer_take_their_gold_pair_through_the_cli(data_dir, tmp_path):
+    """`xmine mine` with the real encoder: English gold lines copied onto the German side take
+    their English line (a self pair the filters then drop) unless the sides are cleaned before the
+    search (the default): the copies leave the German side only, boilerplate both sides, and the
+    gold pairs are mined; OUT.json counts it all."""
+    from click.testing import CliRunner
+
+    from xmine.cli import main
+
+    de, en = _flores(data_dir, "deu_Latn", slice(0, 30)), _flores(data_dir, "eng_Latn", slice(0, 30))
+    extra_en = _flores(data_dir, "eng_Latn", slice(500, 520))
+    copied = [3, 7, 11, 19]  # English gold lines also on the German side
+    # English boilerplate stays on the English side only; French boilerplate fits neither side
+    boiler = ["Home | News | Sport | Contact", "Mentions légales | Plan du site | Contact"]
+    (tmp_path / "de.txt").write_text("\n".join(de + [en[i] for i in copied] + boiler + ["12 | 345 | 6789"]) + "\n",
+                                     encoding="utf-8")
+    (tmp_path / "en.txt").write_text("\n".join(en + extra_en + boiler) + "\n", encoding="utf-8")
+    args = ["mine", str(tmp_path / "de.txt"), str(tmp_path / "en.txt"), "--src-lang", "de", "--tgt-lang", "en",
+            "-q", "--projection", "default"]
+    gold = {(de[i], en[i]) for i in copied}
+
+    # (without the language filter, which would also take the copies off the German side)
+    r = CliRunner().invoke(main, args + ["-o", str(tmp_path / "raw.tsv"), "--no-pre-clean", "--no-lang-filter"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    raw = {tuple(line.split("\t")[1:]) for line in (tmp_path / "raw.tsv").read_text(encoding="utf-8").splitlines()}
+    assert not gold & raw  # each copy took its English line
+    assert json.loads((tmp_path / "raw.tsv.json").read_text())["pre_search"]["active"] == []
+
+    r = CliRunner().invoke(main, args + ["-o", str(tmp_path / "out.tsv"), "--no-lang-filter"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    rows = [line.split("\t") for line in (tmp_path / "out.tsv").read_text(encoding="utf-8").splitlines()]
+    assert gold <= {(s, t) for _, s, t in rows}
+    assert sum((s, t) in set(zip(de, en)) for _, s, t in rows) >= 27
+    summary = json.loads((tmp_path / "out.tsv.json").read_text())
+    pre = summary["pre_search"]
+    assert pre["active"] == ["no_letters", "near_duplicates", "copies"]
+    assert pre["removed"]["src"] == {"no_letters": 1, "near_duplicates": 0, "copies": len(copied) + len(boiler)}
+    assert pre["removed"]["tgt"] == {"no_letters": 0, "near_duplicates": 0, "copies": 1}
+    assert pre["copies"] | {"method": None} == {"shared_texts": len(copied) + len(boiler), "kept_on_src": 0,
+                                                "kept_on_tgt": len(copied) + 1, "dropped_from_both": 1,
+                                                "method": None}
+    assert summary["src"]["mined_rows"] == len(de) and summary["tgt"]["mined_rows"] == len(en) + len(extra_en) + 1
+    assert summary["filters"]["removed"]["identical"] == 0  # nothing left for the filter to catch
+    assert summary["lang_filter"]["on"] is False and summary["src"]["other_language"] is None
+    r = CliRunner().invoke(main, args + ["-o", str(tmp_path / "x.tsv"), "--no-pre-clean-step", "bogus"])
+    assert r.exit_code == 2 and "bogus" in r.output
+
+    # the defaults: the language filter runs first when both languages are known (the copies
+    # leave the German side there), and is off, saying why, when one is not given
+    r = CliRunner().invoke(main, args + ["-o", str(tmp_path / "auto.tsv")], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    summary = json.loads((tmp_path / "auto.tsv.json").read_text())
+    assert summary["lang_filter"]["on"] and summary["lang_filter"]["source"].startswith("default")
+    # the French boilerplate leaves both sides there too
+    assert summary["src"]["other_language"] >= len(copied) and summary["tgt"]["other_language"] == 1
+    rows = [line.split("\t") for line in (tmp_path / "auto.tsv").read_text(encoding="utf-8").splitlines()]
+    assert gold <= {(s, t) for _, s, t in rows}
+    r = CliRunner().invoke(main, args[:3] + ["-q", "--projection", "default", "-o", str(tmp_path / "nolang.tsv")],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    summary = json.loads((tmp_path / "nolang.tsv.json").read_text())
+    assert summary["lang_filter"] == {"on": False, "backend": "fasttext",
+                                      "source": "default, off: --src-lang and --tgt-lang not given"}
+    assert summary["pre_search"]["copies"]["dropped_from_both"] == len(copied) + len(boiler)

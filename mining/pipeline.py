@@ -98,10 +98,16 @@ def _neighbours(base_side, base: "_Mineable", queries, k: int, *, ray: bool, sho
     return _unique_hits(sims, hit, kk)
 
 
+# The automatic language filter leaves a side alone when more than this share of it is identified
+# as another language (a wrong --src-lang/--tgt-lang, not noise).
+MISLABELLED_SHARE = 0.5
+
+
 class _Mineable:
     """A side's rows that take part: first occurrences within the length bounds (then `restrict`)."""
 
-    def __init__(self, side, config: MiningConfig, *, lang_filter: tuple[str, str, float] | None = None):
+    def __init__(self, side, config: MiningConfig, *, lang_filter: tuple[str, str, float] | None = None,
+                 forced: bool = False, role: str = "src"):
         first, self.representative = side.unique_rows()
         self.side = side
         self.unique = len(first)
@@ -109,10 +115,21 @@ class _Mineable:
         ok = length_mask(lengths[first], config)
         self.ids = first[ok] if ok is not None else first
         self.other_language = 0
+        self.lang_filter_skipped = None
         if lang_filter is not None:  # (language, LID backend, min confidence): drop other languages
             keep = language_rows(side, self.ids, *lang_filter)
-            self.other_language = int((~keep).sum())
-            self.ids = self.ids[keep]
+            share = float((~keep).mean()) if len(keep) else 0.0
+            if share > MISLABELLED_SHARE and not forced:
+                # Most of the side in another language: its --*-lang is more likely wrong than the
+                # side is noise; the automatic filter would leave nothing to mine.
+                self.lang_filter_skipped = share
+                log.warning("%s %s: %.0f%% of its sentences are identified as another language than "
+                            "--%s-lang %s; the automatic language filter leaves this side as it is (check "
+                            "--%s-lang; --lang-filter forces the filter)", role, side.path, 100 * share, role,
+                            lang_filter[0], role)
+            else:
+                self.other_language = int((~keep).sum())
+                self.ids = self.ids[keep]
         self._index()
 
     def restrict(self, clean) -> None:
@@ -284,7 +301,12 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
                 side.rows.check_all()
         lf, lf_record = lang_filter_langs(lang_filter, (src_lang or sx.lang, tgt_lang or sy.lang), filters.lid,
                                           filters.lid_min_confidence)
-        mx, my = _Mineable(sx, config, lang_filter=lf[0]), _Mineable(sy, config, lang_filter=lf[1])
+        forced = lf_record.get("source") == "--lang-filter"
+        mx = _Mineable(sx, config, lang_filter=lf[0], forced=forced, role="src")
+        my = _Mineable(sy, config, lang_filter=lf[1], forced=forced, role="tgt")
+        if lf_record["on"]:
+            lf_record["skipped"] = {role: round(m.lang_filter_skipped, 4) for role, m in (("src", mx), ("tgt", my))
+                                    if m.lang_filter_skipped is not None}
         # Before the search, so a warning about a mislabelled side comes while it can still be stopped.
         language_check = check_declared_languages([("src", sx, mx.ids, src_lang), ("tgt", sy, my.ids, tgt_lang)],
                                                   encoders=encoders)
@@ -312,9 +334,13 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
             raise InputError(side.path, f"embedding row {row} (input line {int(side.line_numbers[row])}) is "
                              "not finite (NaN or inf)") from None
         src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
+        # A side the language filter found mostly in another language is not judged by language
+        # again after the search (its declared language is in doubt: the warning said so).
+        pair_langs = tuple(None if m.lang_filter_skipped is not None else lang
+                           for m, lang in ((mx, src_lang or sx.lang), (my, tgt_lang or sy.lang)))
         mined, src_rows, tgt_rows, filter_record, lid_columns = filter_pairs(
-            mined, sx, sy, src_rows, tgt_rows, langs=(src_lang or sx.lang, tgt_lang or sy.lang), config=filters,
-            margin=config.margin, dropped_claim=dropped_claim)
+            mined, sx, sy, src_rows, tgt_rows, langs=pair_langs, config=filters, margin=config.margin,
+            dropped_claim=dropped_claim)
         summary = {
             "output": str(out), "format": fmt, "pairs": len(mined), "k_used": min(config.k, len(mx.ids), len(my.ids)),
             "src": {"path": str(sx.path), "kind": sx.kind, "sentences": len(sx), "unique": mx.unique,

@@ -833,6 +833,11 @@ def test_a_mislabelled_side_is_warned_about_and_recorded(ws, me5, caplog):
     assert check["src"]["status"] == check["tgt"]["status"] == "mismatch"
     assert check["src"]["looks_like"] == "deu" and check["src"]["share"] > 0.8 and check["src"]["sample"] == N
     assert check["tgt"]["looks_like"] == "eng" and check["tgt"]["share"] > 0.8
+    # the automatic language filter would drop the whole side: it leaves it, and says so
+    lf = json.loads((ws / "m.tsv.json").read_text())["lang_filter"]
+    assert lf["on"] and set(lf["skipped"]) == {"src", "tgt"} and min(lf["skipped"].values()) > 0.5
+    mined = (ws / "m.tsv").read_text()
+    assert mined  # mined as asked
     # Correct codes in any form say nothing; a language the projection does not know is not checked,
     # never a false warning.
     before = tree(ws)
@@ -842,6 +847,7 @@ def test_a_mislabelled_side_is_warned_about_and_recorded(ws, me5, caplog):
     assert "look like" not in caplog.text, caplog.text
     check = json.loads((ws / "m2.tsv.json").read_text())["language_check"]
     assert check["src"]["status"] == "consistent" and check["src"]["labels"].get("deu", 0) > 0.8 * N
+    assert (ws / "m2.tsv").read_text() == mined  # the same pairs as with the mislabelled sides
     assert check["tgt"] == {"declared": "pol", "sample": 0, "status": "not-checked",
                             "why": "'pol' is not one of the projection's languages"}
 

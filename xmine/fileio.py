@@ -101,14 +101,19 @@ def _renameat2_exchange(a: Path, b: Path) -> bool:
 
 
 def swap_in_dir(new: Path, path: Path) -> None:
-    """Put directory `new` in place of the existing directory `path` and delete the old one.
+    """Put `new` (a directory, or a file replacing a directory) in place of the existing `path`
+    (a directory or a file) and delete the old one.
 
     Atomic where the system can exchange two paths in one step (Linux): a reader, or a kill at any
-    moment, finds the old directory or the new one at `path`, never neither. Elsewhere the old one
-    is moved to a hidden name first and put back if the second move fails."""
+    moment, finds the old entry or the new one at `path`, never neither. Elsewhere the old one is
+    moved to a hidden name first and put back if the second move fails."""
     new, path = Path(new), Path(path)
     if _renameat2_exchange(new, path):
-        shutil.rmtree(new, ignore_errors=True)  # (the old directory, now at the temporary's name)
+        # (the old entry, now at the temporary's name)
+        if new.is_dir() and not new.is_symlink():
+            shutil.rmtree(new, ignore_errors=True)
+        else:
+            new.unlink(missing_ok=True)
         return
     old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
     os.replace(path, old / "x")

@@ -338,26 +338,13 @@ def _remove(path: Path) -> None:
 
 
 def _swap_in(tmp: Path, target: Path) -> None:
-    """Put a staged file or folder in place of `target`. A file is one atomic rename, a folder
-    replacing a folder one exchange (`fileio.swap_in_dir`); a folder replacing a file or back (a
-    result written again in another format) has the old one moved aside first, and removed once
-    the new one is in."""
-    import tempfile
-
-    target_is_dir = target.is_dir() and not target.is_symlink()
-    if not (tmp.is_dir() or target_is_dir):
+    """Put a staged file or folder in place of `target`: a file replacing a file is one atomic
+    rename; where a folder is involved (a dataset folder, or a result written again in another
+    format) the two are exchanged (`fileio.swap_in_dir`) and the old one removed."""
+    if not os.path.lexists(target) or not (tmp.is_dir() or (target.is_dir() and not target.is_symlink())):
         os.replace(tmp, target)
-        return
-    if tmp.is_dir() and target_is_dir:
+    else:
         swap_in_dir(tmp, target)
-        return
-    aside = None
-    if os.path.lexists(target):
-        aside = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".old.tmp"))
-        os.rename(target, aside / "replaced")
-    os.rename(tmp, target)
-    if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)
 
 
 def _staging_path(target: Path) -> Path:

@@ -62,6 +62,17 @@ def _package_modules() -> dict[str, Path]:
     return modules
 
 
+def _from_module(node: ast.ImportFrom, package: str) -> str:
+    """The absolute module a `from ... import` in `package` reads (relative levels resolved)."""
+    base = node.module or ""
+    if not node.level:
+        return base
+    anchor = package
+    for _ in range(node.level - 1):
+        anchor = anchor.rpartition(".")[0]
+    return f"{anchor}.{base}" if base else anchor
+
+
 def _import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
     """module -> the package's modules it imports, at module level or inside any function.
 
@@ -81,12 +92,7 @@ def _import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 targets.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    anchor = package
-                    for _ in range(node.level - 1):
-                        anchor = anchor.rpartition(".")[0]
-                    base = f"{anchor}.{base}" if base else anchor
+                base = _from_module(node, package)
                 targets.add(base)
                 targets.update(f"{base}.{a.name}" for a in node.names)
         graph[module] = {owner(t) for t in targets if t == "xmine" or t.startswith("xmine.")} - {module, ""}
@@ -169,12 +175,7 @@ def test_every_imported_name_exists_where_it_is_imported_from():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.ImportFrom):
                 continue
-            base = node.module or ""
-            if node.level:
-                anchor = package
-                for _ in range(node.level - 1):
-                    anchor = anchor.rpartition(".")[0]
-                base = f"{anchor}.{base}" if base else anchor
+            base = _from_module(node, package)
             if base != "xmine" and not base.startswith("xmine."):
                 continue
             target = importlib.import_module(base)

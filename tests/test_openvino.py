@@ -9,7 +9,6 @@ import logging
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,13 +25,8 @@ from xmine.encoders import (  # noqa: E402
     weights_id,
 )
 from xmine.errors import EncoderError, EncoderMismatchError  # noqa: E402
+from flores import SCRIPTS, flores_lines  # noqa: E402
 
-FLORES = ("eng_Latn", "deu_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "hin_Deva", "jpn_Jpan", "kor_Hang")
-
-
-def _flores(data_dir: Path, code: str, n: int, start: int = 0) -> list[str]:
-    path = data_dir / "parallel" / "flores200" / "devtest" / f"{code}.devtest"
-    return path.read_text(encoding="utf-8").splitlines()[start:start + n]
 
 
 @pytest.fixture(scope="session")
@@ -47,12 +41,12 @@ def torch_fp32():
 
 
 def test_openvino_bf16_equals_torch_fp32_within_the_checked_cosine(ov_bf16, torch_fp32, data_dir):
-    sentences = [s for code in FLORES for s in _flores(data_dir, code, 6, start=100)]
+    sentences = [s for code in SCRIPTS for s in flores_lines(data_dir, code, 6, start=100)]
     a, b = ov_bf16.encode(sentences), torch_fp32.encode(sentences)
     assert a.dtype == np.float32 and a.shape == (48, 384)
     assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
     cos = np.sum(a * b, axis=1)
-    assert cos.min() >= 0.999, dict(zip(np.repeat(FLORES, 6), cos))
+    assert cos.min() >= 0.999, dict(zip(np.repeat(SCRIPTS, 6), cos))
     assert not np.array_equal(a, b)  # it really is another runtime
     # input order is kept whatever the length-sorted passes were
     np.testing.assert_allclose(ov_bf16.encode(sentences[::-1])[::-1], a, atol=1e-6)
@@ -64,7 +58,7 @@ def test_openvino_bf16_equals_torch_fp32_within_the_checked_cosine(ov_bf16, torc
 def test_token_states_come_from_openvino_too(ov_bf16, torch_fp32, data_dir):
     from xmine.encoders.tokens import encode_token_states
 
-    sentences = [_flores(data_dir, c, 1)[0] for c in ("eng_Latn", "zho_Hans", "hin_Deva")]
+    sentences = [flores_lines(data_dir, c, 1)[0] for c in ("eng_Latn", "zho_Hans", "hin_Deva")]
     (w_ov,), (w_pt,) = list(encode_token_states(ov_bf16, sentences)), list(encode_token_states(torch_fp32, sentences))
     for t_ov, t_pt in zip(w_ov.tokens, w_pt.tokens):
         assert t_ov.shape == t_pt.shape and t_ov.dtype == np.float16
@@ -121,7 +115,7 @@ main()
 @pytest.mark.parametrize("runtime", ["openvino", "auto"])
 def test_without_openvino_explicit_is_one_line_exit_2_and_auto_falls_back(runtime, tmp_path, data_dir):
     text = tmp_path / "a.txt"
-    text.write_text("\n".join(_flores(data_dir, "deu_Latn", 3)) + "\n", encoding="utf-8")
+    text.write_text("\n".join(flores_lines(data_dir, "deu_Latn", 3)) + "\n", encoding="utf-8")
     res = subprocess.run([sys.executable, "-c", _NO_OPENVINO, "embed", str(text), "--lang", "de", "-q",
                           "-o", str(tmp_path / "s"), "--runtime", runtime], capture_output=True, text=True,
                          timeout=300)
@@ -163,8 +157,8 @@ def test_fingerprints_refuse_mixing_runtimes_in_a_store(ov_bf16, tmp_path, data_
     check_projection_encoder(torch_bf16.fingerprint(), ov_bf16.fingerprint(), what="projection p/")  # notice only
 
     de, en = tmp_path / "de.txt", tmp_path / "en.txt"
-    de.write_text("\n".join(_flores(data_dir, "deu_Latn", 10)) + "\n", encoding="utf-8")
-    en.write_text("\n".join(_flores(data_dir, "eng_Latn", 10)) + "\n", encoding="utf-8")
+    de.write_text("\n".join(flores_lines(data_dir, "deu_Latn", 10)) + "\n", encoding="utf-8")
+    en.write_text("\n".join(flores_lines(data_dir, "eng_Latn", 10)) + "\n", encoding="utf-8")
     runner = CliRunner()
     for f, lang, runtime in ((de, "de", "openvino"), (en, "en", "torch")):
         res = runner.invoke(main, ["embed", str(f), "--lang", lang, "-o", str(tmp_path / lang), "-q",
@@ -188,7 +182,7 @@ def test_fingerprints_refuse_mixing_runtimes_in_a_store(ov_bf16, tmp_path, data_
 def test_int8_agrees_with_torch_fp32_to_its_threshold(torch_fp32, data_dir):
     int8 = load_encoder("me5-small", device="cpu", precision="int8")
     assert (int8.precision, int8.runtime) == ("int8", "openvino")
-    sentences = [s for code in FLORES for s in _flores(data_dir, code, 6, start=200)]
+    sentences = [s for code in SCRIPTS for s in flores_lines(data_dir, code, 6, start=200)]
     cos = np.sum(int8.encode(sentences) * torch_fp32.encode(sentences), axis=1)
     assert cos.min() >= 0.995, cos
     manifest = json.loads((int8.model_xml.parent / "manifest.json").read_text(encoding="utf-8"))

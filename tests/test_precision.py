@@ -19,12 +19,12 @@ from xmine.encoders import (
     weights_id,
 )
 from xmine.errors import EncoderError, EncoderMismatchError
+from flores import SCRIPTS, flores_lines
 
 ZEN4 = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512bw avx512_vnni avx512_bf16 sha_ni\n"
 SKYLAKE_X = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512bw avx512_vnni\n"
 SAPPHIRE_RAPIDS = "flags\t\t: avx512f avx512_bf16 amx_bf16 amx_tile amx_int8\n"
 GRAVITON3 = "processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n"
-FLORES = ("eng_Latn", "deu_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "hin_Deva", "jpn_Jpan", "kor_Hang")
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +37,6 @@ def me5_bf16():
     return load_encoder("me5-small", device="cpu", precision="bf16", runtime="torch")
 
 
-def _flores(data_dir, code, n):
-    path = data_dir / "parallel" / "flores200" / "devtest" / f"{code}.devtest"
-    return path.read_text(encoding="utf-8").splitlines()[100:100 + n]
 
 
 def test_cpuinfo_flags_decide_native_bf16():
@@ -106,7 +103,7 @@ def test_a_projection_takes_another_precision_of_the_same_weights_only(me5_fp32,
 
 
 def test_bf16_embeddings_agree_with_fp32(me5_fp32, me5_bf16, data_dir):
-    sentences = [s for code in FLORES for s in _flores(data_dir, code, 5)]
+    sentences = [s for code in SCRIPTS for s in flores_lines(data_dir, code, 5, start=100)]
     assert len(sentences) == 40
     a, b = me5_fp32.encode(sentences), me5_bf16.encode(sentences)
     assert b.dtype == np.float32 and np.allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)
@@ -131,8 +128,8 @@ def test_bad_precision_option_exits_2(tmp_path):
 
 def test_a_bf16_store_refuses_to_mine_against_an_fp32_store(tmp_path, data_dir, me5_fp32, me5_bf16):
     de, en = tmp_path / "de.txt", tmp_path / "en.txt"
-    de.write_text("\n".join(_flores(data_dir, "deu_Latn", 12)) + "\n", encoding="utf-8")
-    en.write_text("\n".join(_flores(data_dir, "eng_Latn", 12)) + "\n", encoding="utf-8")
+    de.write_text("\n".join(flores_lines(data_dir, "deu_Latn", 12, start=100)) + "\n", encoding="utf-8")
+    en.write_text("\n".join(flores_lines(data_dir, "eng_Latn", 12, start=100)) + "\n", encoding="utf-8")
     runner = CliRunner()
     for f, lang, precision in ((de, "de", "bf16"), (en, "en", "fp32")):
         res = runner.invoke(main, ["embed", str(f), "--lang", lang, "-o", str(tmp_path / lang), "-q",

@@ -7,7 +7,7 @@ Every command that writes calls `claim_output` first, and writes only inside the
         with claim.atomic_file() as tmp: ...          # the TSV itself
         claim.finish({"pairs": 12})                     # OUT.json: kind, hashes, summary
 
-The rules (the brief: "never lose a user's data"):
+The rules ("never lose a user's data"):
 
 1. **An output is never an input.** Refused when the output (or one of its companions) is an
    input, contains one, or lies inside one; compared on resolved paths and on inode identity

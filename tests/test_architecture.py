@@ -183,3 +183,29 @@ def test_every_imported_name_exists_where_it_is_imported_from():
                 if not hasattr(target, alias.name) and f"{base}.{alias.name}" not in modules:
                     missing.append(f"{module}:{node.lineno}: {base} has no {alias.name}")
     assert not missing, "\n".join(missing)
+
+
+def test_floors_file_pins_the_floors_pyproject_states():
+    """scripts/floors.txt (scripts/check-floors.sh) pins each dependency at its stated floor; a pin
+    above a floor says why in the comment line above it."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    repo = CORE.parent
+    project = tomllib.loads((repo / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    reqs = [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["dev"]
+            + project["optional-dependencies"]["split"]]
+    floors = {r.name: Version(s.version) for r in reqs for s in r.specifier if s.operator == ">="}
+    lines = (repo / "scripts" / "floors.txt").read_text(encoding="utf-8").splitlines()
+    pins = {}
+    for before, line in zip([""] + lines, lines):
+        if line and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[name] = version
+            req = next(r for r in reqs if r.name == name)
+            assert req.specifier.contains(version), line
+            if Version(version) != floors[name]:
+                assert before.startswith("#") and name in before, f"{line}: above the floor without a reason"
+    assert set(floors) - {"torch"} <= set(pins), set(floors) - set(pins)

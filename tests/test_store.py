@@ -120,7 +120,7 @@ def test_row_index_and_text_by_offset(built, tmp_path):
     assert ix.hashes.tolist() == [sentence_hash(s) for s in sents]
     assert ix.lengths.tolist() == [len(s) for s in sents]
     raw = (store.directory / "sentences.txt").read_bytes()
-    assert ix.offsets[-1] == len(raw) and all(raw[ix.offsets[i] - 1] == 10 for i in range(1, len(sents) + 1))
+    assert ix.offsets[-1] == len(raw) and all(raw[int(ix.offsets[i]) - 1] == 10 for i in range(1, len(sents) + 1))
     text = store.text_column()
     assert [text[i] for i in (69, 0, 33)] == [sents[69], sents[0], sents[33]]
     assert sentence_hash("a  b ") == sentence_hash("a b") != sentence_hash("a c")

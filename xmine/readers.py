@@ -357,6 +357,9 @@ class DatasetReader(CorpusReader):
                 ds = datasets.load_dataset(builder, data_files=str(self.path), split=self.spec.split or "train",
                                            streaming=True)
             names = list(ds.column_names or []) or list(ds.features or [])
+            if not names:  # older datasets releases resolve a streamed file's columns only when read
+                first = next(iter(ds), None)
+                names = list(first or [])
             return ds, names
         except InputError:
             raise

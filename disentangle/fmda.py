@@ -39,20 +39,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from xmine.disentangle.model import mlp
+
 PARTS = ("meaning", "template", "residual", "language")
 
 
 #: MLP depth of FMDA projections saved before the spec recorded `layers`
 LEGACY_LAYERS = 2
-
-
-def _mlp(dim: int, layers: int) -> nn.Module:
-    parts: list[nn.Module] = []
-    for i in range(layers):
-        parts.append(nn.Linear(dim, dim))
-        if i < layers - 1:
-            parts.append(nn.ReLU())
-    return nn.Sequential(*parts)
 
 
 class FMDA(nn.Module):
@@ -71,9 +64,9 @@ class FMDA(nn.Module):
         self.key_tp = nn.Linear(d, d)
         self.value_tp = nn.Linear(d, d)
         self.value_rs = nn.Linear(d, d)
-        self.language_mlp = _mlp(d, layers)
-        self.meaning_mlp = _mlp(d, layers)
-        self.utterance_decoder = _mlp(d, layers)
+        self.language_mlp = mlp(d, layers)
+        self.meaning_mlp = mlp(d, layers)
+        self.utterance_decoder = mlp(d, layers)
         self.language_classifier = nn.Linear(d, n_langs)
         # like model.Disentangler: normalised mean language part per training language (langid)
         self.register_buffer("langid_centroids", torch.zeros(n_langs, d))

@@ -27,7 +27,8 @@ from torch import Tensor, nn
 ARCHITECTURES = ("two_networks", "residual", "centering")
 
 
-def _mlp(dim: int, layers: int) -> nn.Module:
+def mlp(dim: int, layers: int) -> nn.Module:
+    """`layers` Linear(dim, dim) with a ReLU between each two (the papers' projection MLPs)."""
     if layers < 1:
         raise ValueError("layers must be >= 1")
     parts: list[nn.Module] = []
@@ -55,8 +56,8 @@ class Disentangler(nn.Module):
         n_langs = max(1, len(spec.get("languages", [])))
         self.dim = dim
         self.architecture = arch
-        self.meaning = _mlp(dim, int(spec.get("layers", 1))) if arch != "centering" else None
-        self.language = _mlp(dim, int(spec.get("layers", 1))) if arch == "two_networks" else None
+        self.meaning = mlp(dim, int(spec.get("layers", 1))) if arch != "centering" else None
+        self.language = mlp(dim, int(spec.get("layers", 1))) if arch == "two_networks" else None
         self.language_classifier = nn.Linear(dim, n_langs) if spec.get("language_classifier") else None
         self.discriminator = nn.Linear(dim, n_langs) if spec.get("discriminator") else None
         self.register_buffer("langid_centroids", torch.zeros(n_langs, dim))

@@ -39,6 +39,23 @@ class _SavedProjectionModule(Module):
     config_keys = ["part", "spec", "method", "projection_id", "encoder"]
     _network = ""
     _default_method = ""
+    _parts: tuple[str, ...] = ()
+
+    def __init__(self, spec: dict[str, Any], *, part: str = "meaning", method: str = "", projection_id: str = "",
+                 encoder: dict[str, Any] | None = None):
+        super().__init__()
+        if part not in self._parts:
+            raise ValueError(f"part must be one of {self._parts}, not {part!r}")
+        self.part, self.spec, self.method = part, spec, method or self._default_method
+        self.projection_id, self.encoder = projection_id, encoder or {}
+
+    @classmethod
+    def from_projection(cls, projection, *, part: str = "meaning"):
+        """Wrap a loaded `Projection` (xmine.disentangle.load_projection)."""
+        module = cls(projection.config["spec"], part=part, method=projection.method,
+                     projection_id=projection.fingerprint()["id"], encoder=projection.config["encoder"])
+        getattr(module, cls._network).load_state_dict(projection.model.state_dict())
+        return module.eval()
 
     def get_embedding_dimension(self) -> int:
         return int(self.spec["dim"])
@@ -71,26 +88,11 @@ class MeaningProjection(_SavedProjectionModule):
     """A disentangler inside a SentenceTransformer: sentence_embedding -> its meaning (or language) part."""
 
     _network = "disentangler"
+    _parts = ("meaning", "language")
 
-    def __init__(self, spec: dict[str, Any], *, part: str = "meaning", method: str = "", projection_id: str = "",
-                 encoder: dict[str, Any] | None = None):
-        super().__init__()
-        if part not in ("meaning", "language"):
-            raise ValueError(f"part must be meaning or language, not {part!r}")
-        self.part = part
-        self.spec = spec
-        self.method = method
-        self.projection_id = projection_id
-        self.encoder = encoder or {}
+    def __init__(self, spec: dict[str, Any], **kwargs):
+        super().__init__(spec, **kwargs)
         self.disentangler = Disentangler(spec)
-
-    @classmethod
-    def from_projection(cls, projection, *, part: str = "meaning") -> "MeaningProjection":
-        """Wrap a loaded `Projection` (xmine.disentangle.load_projection)."""
-        module = cls(projection.config["spec"], part=part, method=projection.method,
-                     projection_id=projection.fingerprint()["id"], encoder=projection.config["encoder"])
-        module.disentangler.load_state_dict(projection.model.state_dict())
-        return module.eval()
 
     def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
         e = F.normalize(features["sentence_embedding"], dim=-1, eps=1e-12)
@@ -110,22 +112,11 @@ class FMDAProjection(_SavedProjectionModule):
 
     _network = "fmda"
     _default_method = "fmda"
+    _parts = FMDA_PARTS
 
-    def __init__(self, spec: dict[str, Any], *, part: str = "meaning", method: str = "fmda", projection_id: str = "",
-                 encoder: dict[str, Any] | None = None):
-        super().__init__()
-        if part not in FMDA_PARTS:
-            raise ValueError(f"part must be one of {FMDA_PARTS}, not {part!r}")
-        self.part, self.spec, self.method = part, spec, method
-        self.projection_id, self.encoder = projection_id, encoder or {}
+    def __init__(self, spec: dict[str, Any], **kwargs):
+        super().__init__(spec, **kwargs)
         self.fmda = FMDA(spec)
-
-    @classmethod
-    def from_projection(cls, projection, *, part: str = "meaning") -> "FMDAProjection":
-        module = cls(projection.config["spec"], part=part, method=projection.method,
-                     projection_id=projection.fingerprint()["id"], encoder=projection.config["encoder"])
-        module.fmda.load_state_dict(projection.model.state_dict())
-        return module.eval()
 
     def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
         if "token_embeddings" not in features or "attention_mask" not in features:

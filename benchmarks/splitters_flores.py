@@ -142,7 +142,7 @@ def score(pred: list[str], gold: list[str], paragraph: str, starts: list[int]) -
 
 def measure(splitter: Splitter, lang: str, lines: list[str], spans: list[tuple[int, int]], *,
             ceiling: bool = False) -> dict:
-    from xmine.sentences import iso1_code
+    from xmine.langs import iso1_code
 
     iso3, script = lang.split("_")
     iso1 = iso1_code(iso3)

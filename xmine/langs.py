@@ -16,23 +16,17 @@ just is not merged; `is_known_lang` says whether a code is a language at all (IS
 
 from __future__ import annotations
 
+import functools
 import re
 
-# ISO 639-1 -> ISO 639-3 for the languages of the data sets xmine ships loaders for.
-_ISO1_TO_3 = {
-    "af": "afr", "am": "amh", "ar": "ara", "az": "aze", "be": "bel", "bg": "bul", "bn": "ben",
-    "bs": "bos", "ca": "cat", "cs": "ces", "cy": "cym", "da": "dan", "de": "deu", "el": "ell",
-    "en": "eng", "eo": "epo", "es": "spa", "et": "est", "eu": "eus", "fa": "pes", "fi": "fin",
-    "fr": "fra", "ga": "gle", "gl": "glg", "gu": "guj", "he": "heb", "hi": "hin", "hr": "hrv",
-    "hu": "hun", "hy": "hye", "id": "ind", "is": "isl", "it": "ita", "ja": "jpn", "jv": "jav",
-    "ka": "kat", "kk": "kaz", "km": "khm", "kn": "kan", "ko": "kor", "lt": "lit", "lv": "lav",
-    "mk": "mkd", "ml": "mal", "mn": "mon", "mr": "mar", "ms": "zsm", "my": "mya", "ne": "nep",
-    "nl": "nld", "no": "nob", "nb": "nob", "nn": "nno", "pl": "pol", "ps": "pus", "pt": "por",
-    "ro": "ron", "ru": "rus", "si": "sin", "sk": "slk", "sl": "slv", "sq": "sqi", "sr": "srp",
-    "sv": "swe", "sw": "swh", "ta": "tam", "te": "tel", "th": "tha", "tl": "tgl", "tr": "tur",
-    "uk": "ukr", "ur": "urd", "uz": "uzb", "vi": "vie", "zh": "cmn", "iu": "iku", "lo": "lao",
-    "pa": "pan", "so": "som", "tg": "tgk", "ky": "kir", "la": "lat", "lb": "ltz", "mt": "mlt",
-}
+@functools.lru_cache(maxsize=1)
+def _iso1_to_3() -> dict[str, str]:
+    """ISO 639-1 -> ISO 639-3 (pycountry's table)."""
+    import pycountry
+
+    return {lg.alpha_2: lg.alpha_3 for lg in pycountry.languages if hasattr(lg, "alpha_2")}
+
+
 # ISO 639-3 individual/macro codes merged into the one the benchmarks use.
 _MERGE = {"zho": "cmn", "fas": "pes", "swa": "swh", "msa": "zsm", "nor": "nob", "arb": "ara",
           "hbs": "srp", "ekk": "est", "npi": "nep", "pbt": "pus", "uzn": "uzb", "azj": "aze"}
@@ -42,7 +36,7 @@ def normalize_lang(code: str) -> str:
     """Canonical ISO 639-3 code of `code` (`de`, `deu`, `deu_Latn`, `de-DE`, `cmn_Hans` ...)."""
     c = code.strip()
     c = re.split(r"[_-]", c, maxsplit=1)[0].lower()  # drop script (_Latn) or region (-DE)
-    c = _ISO1_TO_3.get(c, c)
+    c = _iso1_to_3().get(c, c)
     return _MERGE.get(c, c)
 
 
@@ -51,10 +45,15 @@ def is_known_lang(code: str) -> bool:
     c = normalize_lang(code)
     if not re.fullmatch(r"[a-z]{2,3}", c):
         return False
-    if c in _ISO1_TO_3.values() or c in _MERGE.values():
-        return True
-    try:
-        import pycountry
-    except ImportError:  # without the table, any well-formed code is accepted
-        return True
-    return pycountry.languages.get(alpha_3=c) is not None
+    import pycountry
+
+    return c in _MERGE.values() or pycountry.languages.get(alpha_3=c) is not None
+
+
+def iso1_code(lang: str) -> str | None:
+    """ISO 639-1 code of a language code (`deu`, `deu_Latn` -> `de`; `cmn`, `zho` -> `zh`), None if
+    it has none. A code that is itself the language's ISO 639-3 code wins over one merged into it."""
+    c = normalize_lang(lang)
+    exact = [two for two, three in _iso1_to_3().items() if three == c]
+    merged = [two for two, three in _iso1_to_3().items() if _MERGE.get(three) == c]
+    return (exact + merged + [None])[0]

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from xmine.errors import ConfigError
+from xmine.langs import iso1_code, normalize_lang
 
 log = logging.getLogger("xmine.corpus")
 
@@ -69,26 +70,8 @@ def split_terminal(text: str) -> list[str]:
     return out
 
 
-def iso1_code(lang: str) -> str | None:
-    """ISO 639-1 code of a language code (`deu`, `deu_Latn` -> `de`; `cmn`, `zho` -> `zh`), None if
-    it has none."""
-    from xmine.langs import _ISO1_TO_3, normalize_lang
-
-    c = normalize_lang(lang)
-    for two, three in _ISO1_TO_3.items():
-        if three == c:
-            return two
-    try:
-        import pycountry
-    except ImportError:
-        return None
-    found = pycountry.languages.get(alpha_3=c)
-    return getattr(found, "alpha_2", None) if found is not None else None
-
-
 def splitter_name(lang: str) -> str:
     """The splitter chosen for `lang` (any code xmine.langs reads): "terminal" or "sentencex"."""
-    from xmine.langs import normalize_lang
 
     return "terminal" if normalize_lang(lang) in OVERRIDES else "sentencex"
 
@@ -119,7 +102,6 @@ def sentence_splitter(lang: str | None, *, what: str = "the corpus", option: str
     library is not installed."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from xmine.langs import normalize_lang
 
     if not lang or lang == "und":
         raise ConfigError(f"{what}: --split-sentences needs the language of the text (its splitter depends on "
@@ -146,5 +128,5 @@ def sentence_splitter(lang: str | None, *, what: str = "the corpus", option: str
                             _split=lambda text: segment(key, text))
 
 
-__all__ = ["OVERRIDES", "SentenceSplitter", "UNSPLIT", "iso1_code", "sentence_splitter",
+__all__ = ["OVERRIDES", "SentenceSplitter", "UNSPLIT", "sentence_splitter",
            "split_terminal", "splitter_name"]

@@ -22,7 +22,7 @@ from typing import Any, Iterator
 from xmine import __version__
 from xmine.errors import OutputError
 from xmine.fileio import DIR_MODE, MANIFEST, sha256_file, swap_in_dir
-from xmine.outputs import MARKER, output_state
+from xmine.output_state import MARKER, output_state
 
 
 def foreign_entries(path: Path, own: set[str] | None = None) -> list[str]:

@@ -52,7 +52,7 @@ def artefact_kind(path: str | Path, input_format: Any = None) -> str:
     if p.is_dir():
         m = p / MANIFEST
         if not m.is_file():
-            from xmine.outputs import dir_kind
+            from xmine.output_state import dir_kind
 
             kind, _ = dir_kind(p)
             if kind is not None or (p / "progress.json").is_file():

@@ -43,7 +43,8 @@ from xmine.fileio import (
 )
 from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats
 from xmine.errors import ArtefactError, ConfigError, OutputError
-from xmine.outputs import MARKER, claim_output, dir_kind
+from xmine.output_state import MARKER, dir_kind
+from xmine.outputs import claim_output
 from xmine.projection import resolve_projection
 from xmine.store.layout import (
     DTYPES, FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, LENGTHS, LINE_NUMBERS, LOCK, OFFSETS, PARTS, PROGRESS,

@@ -210,8 +210,8 @@ def test_checkpoint_resume_gives_identical_results(tmp_path, product, caplog, mo
     # Same key, full x: resumes after the 300 rows already done (as after a crash at row 300),
     # so only rows 300.. are read again.
     read = []
-    real = knn._as_f32
-    monkeypatch.setattr(knn, "_as_f32", lambda a, i, j: (read.append((a is x, i, j)), real(a, i, j))[1])
+    real = knn.as_f32
+    monkeypatch.setattr(knn, "as_f32", lambda a, i, j: (read.append((a is x, i, j)), real(a, i, j))[1])
     got = exact_knn_both(x, y, 4, block_rows=100, checkpoint_dir=ck, checkpoint_key="a", checkpoint_seconds=0,
                          product=product)
     monkeypatch.undo()

@@ -281,7 +281,7 @@ def test_config_is_validated():
 
 
 def test_dedup_mapping_used_by_mining(tmp_path):
-    from xmine.corpus import dedup
+    from xmine.dedup import dedup
 
     unique, inverse, first = dedup(["a  b", "c", "a b", "c", "d"], return_first=True)
     assert unique == ["a  b", "c", "d"] and inverse.tolist() == [0, 1, 0, 1, 2] and first.tolist() == [0, 1, 4]

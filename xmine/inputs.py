@@ -31,7 +31,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from xmine.fileio import MANIFEST, atomic_path, atomic_write_json
-from xmine.corpus import normalise_whitespace
+from xmine.dedup import normalise_whitespace
 from xmine.errors import ArtefactError, ConfigError, EncoderMismatchError, InputError
 from xmine.plugins import open_artefact
 from xmine.projection import ProjectionLike, choose_projection, resolve_projection

@@ -37,7 +37,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from xmine.corpus import _WARN_LIST, DEFAULT_MAX_CHARS, CorpusStats, count_lines, iter_corpus, iter_lines
+from xmine.compression import count_lines
+from xmine.corpus import DEFAULT_MAX_CHARS, WARN_LIST, CorpusStats, iter_corpus, iter_lines
 from xmine.errors import ConfigError, InputError
 
 log = logging.getLogger("xmine.corpus")
@@ -206,7 +207,7 @@ class CorpusReader:
                 st.replaced_count += 1
             if len(text) > max_chars:
                 st.long_count += 1
-                if len(st.long_lines) < _WARN_LIST:
+                if len(st.long_lines) < WARN_LIST:
                     st.long_lines.append(number)
             st.sentences += 1
             if ids is not None:

@@ -23,7 +23,7 @@ from typing import BinaryIO, Iterable, Sequence
 
 import numpy as np
 
-from xmine.corpus import normalise_whitespace
+from xmine.dedup import normalise_whitespace
 from xmine.errors import ArtefactError
 
 # Lines hashed per numpy batch while scanning.

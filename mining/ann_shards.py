@@ -61,7 +61,7 @@ def open_shard(tag, s: int, lo: int, hi: int, *, base, trained: bytes, work: Key
     import faiss
     from tqdm.auto import tqdm
 
-    from xmine.index.faiss_index import add_rows
+    from xmine.index.build import add_rows
 
     index_file = work.path(shard_file(tag, s))
     if index_file.is_file():

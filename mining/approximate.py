@@ -224,7 +224,7 @@ def train_quantiser(x, y, plan: dict, config: ApproximateConfig) -> bytes:
     try:
         trained.train(sample)
     except RuntimeError as e:  # FAISS: too few training points for the centroids, etc.
-        from xmine.index.faiss_index import faiss_reason
+        from xmine.index.faiss_gpu import faiss_reason
 
         raise ConfigError(f"--approximate: cannot train {plan['factory']} on {len(sample):,} vectors "
                           f"({faiss_reason(e)}); "

@@ -75,7 +75,7 @@ def _neighbours(base_side, base: "_Mineable", queries, k: int, *, ray: bool, sho
     rows in chunks. Either way the queries go in the same blocks here and on Ray (`ray=True`:
     tasks of query blocks x one shard), so both give the same bytes (xmine.index.blocked_search)."""
     from xmine.index.blocked_search import FlatChunks, IndexDirShards, search_blocks
-    from xmine.index.faiss_index import gpu_count
+    from xmine.index.faiss_gpu import gpu_count
 
     if ray:  # tasks read the rows by path (or from the object store), not through this process
         from xmine.cluster import cluster_resources

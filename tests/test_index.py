@@ -8,7 +8,8 @@ from click.testing import CliRunner
 
 from xmine.errors import ConfigError, EncoderMismatchError
 from xmine.index.choose import choose_index, ivf_lists
-from xmine.index.faiss_index import IndexConfig, IndexDir, build_index
+from xmine.index.build import IndexConfig, build_index
+from xmine.index.faiss_index import IndexDir
 from xmine.topk import merge_topk
 
 FP = {"name": "toy", "dim": 64, "id": "toy-1"}

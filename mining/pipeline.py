@@ -173,11 +173,11 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
           approximate_config, line_numbers, meta, keep_work, show_progress, ray=None,
           default_threshold=True, fmt="tsv", input_format=None, filters=PairFilterConfig(), dropped_claim=None,
           lang_filter=None, pre_clean=PreSearchConfig()) -> dict:
-    from xmine.inputs import Encoders, artefact_encoder_name, artefact_precision, check_compatible, load_side
+    from xmine.input_artefacts import artefact_encoder_name, artefact_kind, artefact_precision
+    from xmine.input_encoders import Encoders
+    from xmine.inputs import check_compatible, load_side
 
     out = claim.path
-    from xmine.inputs import artefact_kind
-
     # OUT.work/ is created (and marked as this output's) only when something is built in it, so a
     # run refused while opening its inputs leaves nothing behind.
     work = claim.companion(".work")

@@ -69,7 +69,8 @@ def test_store_writer_round_trip_and_unique_rows(stores):
     src, _, _, _ = stores
     assert len(src) == 600 and [s["rows"] for s in src.manifest["shards"]] == [128] * 4 + [88]
     assert src.manifest["dtype"] == "float16" and src.manifest["input_stats"]["unique_sentences"] == 597
-    from xmine.inputs import Encoders, load_side
+    from xmine.input_encoders import Encoders
+    from xmine.inputs import load_side
 
     side = load_side(src.directory, lang=None, encoders=Encoders(None, "none"))
     first, rep = side.unique_rows()

@@ -1,4 +1,5 @@
-"""Exact deduplication of sentences after white-space normalisation."""
+"""Exact deduplication: of sentences after white-space normalisation (`dedup`), and of items by
+64-bit keys, collisions checked (`first_occurrences`)."""
 
 from __future__ import annotations
 
@@ -38,3 +39,19 @@ def dedup(
     if return_first:
         return unique, inverse, np.asarray(first, dtype=np.int64)
     return unique, inverse
+
+
+def first_occurrences(keys: np.ndarray, same) -> np.ndarray:
+    """representative[i]: the first position whose 64-bit key equals keys[i] (i itself when first).
+
+    `same(i, j)` is asked only for the positions that repeat an earlier key, and says whether the
+    two really are the same (a hash collision keeps position i as its own representative, so no
+    item is ever dropped by one). The dedup of `Side.unique_rows` and of the pre-search
+    near-duplicates (mining/presearch.py). Memory: about 24 bytes a key while it runs."""
+    n = len(keys)
+    _, first_of_key, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    representative = first_of_key[inverse.reshape(-1)].astype(np.int64)
+    for r in np.flatnonzero(representative != np.arange(n)).tolist():
+        if not same(r, int(representative[r])):
+            representative[r] = r  # a hash collision: an item of its own
+    return representative

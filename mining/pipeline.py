@@ -104,7 +104,7 @@ def mine(
     `allow_same_input`: mine even when `src` and `tgt` are the same file or directory (refused
     otherwise: every sentence would pair with itself).
     `output_format`: tsv, moses, jsonl, parquet or hf (`xmine.mining.writers`); None: by the
-    name of `out`. `input_format` (xmine.readers.InputFormat): how to read corpus sides.
+    name of `out`. `input_format` (xmine.reader_base.InputFormat): how to read corpus sides.
     `filters`: the pair filters (`xmine.mining.filters`) run on the selected pairs before they are
     written; the summary's `filters` counts what each rule removed. `keep_filtered`: also write the
     dropped pairs there (`score<TAB>src<TAB>tgt<TAB>rule`, atomically, claimed like `out`).

@@ -16,7 +16,7 @@ def artefact_kind(path: str | Path, input_format: Any = None) -> str:
     """"text" for a corpus (a file, a Hugging Face dataset folder, or with `--input-format hf` a
     folder of data files: `xmine.readers`), else the `kind` in the directory's manifest
     ("embedding-store", "index")."""
-    from xmine.readers import is_dataset_dir
+    from xmine.reader_base import is_dataset_dir
 
     p = Path(path)
     hf_files = getattr(input_format, "format", None) == "hf" and p.is_dir() and not (p / MANIFEST).is_file()

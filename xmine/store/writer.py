@@ -202,7 +202,7 @@ def embed_corpus(
     `ray`: None encodes in this process; "auto" or a Ray cluster address encodes the shards in an
     actor pool on that cluster (`xmine.store.ray_writer`), writing the same store.
 
-    `input_format`: an `xmine.readers.InputFormat` (format, text field, id field); None reads by
+    `input_format`: an `xmine.reader_base.InputFormat` (format, text field, id field); None reads by
     extension. Every record of a non-text input is checked before anything is written; a row's
     record number is stored as its line number, and its id (with an id field) in `ids.txt`. With
     `split_sentences` each record is split by `lang`'s splitter (xmine.sentences; a ConfigError

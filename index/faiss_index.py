@@ -24,13 +24,13 @@ from pathlib import Path
 import numpy as np
 
 from xmine.errors import ArtefactError, ConfigError
-from xmine.fileio import VerifiedFiles, read_manifest
+from xmine.fileio import MANIFEST, VerifiedFiles, read_manifest
 from xmine.index.faiss_gpu import gpu_count, to_gpu
 from xmine.store.layout import SENTENCE_INDEX
 from xmine.topk import merge_topk
 
 KIND = "index"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def set_search_params(index, choice: dict, nprobe: int | None = None) -> None:
@@ -66,9 +66,10 @@ class IndexDir:
     @classmethod
     def open(cls, path: str | Path) -> "IndexDir":
         path = Path(path)
-        manifest = read_manifest(path, KIND)
-        if manifest.get("format_version") != FORMAT_VERSION:
-            raise ArtefactError(f"{path}: index format {manifest.get('format_version')} not supported")
+        manifest = read_manifest(path, KIND, format_version=FORMAT_VERSION)
+        missing = [k for k in ("shards", "files", "count", "dim", "choice") if k not in manifest]
+        if missing:
+            raise ArtefactError(f"{path / MANIFEST}: missing field(s) {', '.join(missing)}")
         for shard in manifest["shards"]:
             if not (path / shard["file"]).is_file():
                 raise ArtefactError(f"{path}: shard {shard['file']} is missing")
@@ -78,8 +79,8 @@ class IndexDir:
 
     @property
     def content(self) -> VerifiedFiles:
-        """sha256 of every file (indexes built before they were recorded have none to check)."""
-        return VerifiedFiles(self.path, self.manifest.get("files") or {}, what="index")
+        """sha256 of every file."""
+        return VerifiedFiles(self.path, self.manifest["files"], what="index")
 
     def verify(self) -> int:
         """Check every file against the manifest's sha256 and load every shard; return bytes checked."""
@@ -114,7 +115,7 @@ class IndexDir:
     def sentence_index(self) -> np.ndarray | None:
         """Each row's 1-based index in its record (an index of a corpus split into sentences), else None."""
         path = self.path / SENTENCE_INDEX
-        if SENTENCE_INDEX not in (self.manifest.get("files") or {}):
+        if SENTENCE_INDEX not in self.manifest["files"]:
             return None
         self.content.check(path.name)
         try:

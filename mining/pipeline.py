@@ -138,7 +138,7 @@ def mine(
 
         connect(ray)
     with claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection], overwrite=overwrite,
-                      companions=(".meta", ".work") + COMPANIONS, legacy=_legacy_result) as claim:
+                      companions=(".meta", ".work") + COMPANIONS) as claim:
         with (claim_output(keep_filtered, kind=FILTERED_KIND, form="tsv", inputs=[src, tgt, projection, out],
                            overwrite=overwrite) if keep_filtered is not None
               else contextlib.nullcontext()) as dropped_claim:
@@ -157,16 +157,6 @@ def _same_path(a, b) -> bool:
     except OSError:
         return a.resolve() == b.resolve()
     return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
-
-
-def _legacy_result(out: Path) -> bool:
-    """A mining result written before OUT.json carried a kind: its summary names OUT as output."""
-    try:
-        side = json.loads(Path(str(out) + ".json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return (isinstance(side, dict) and {"output", "pairs", "search", "provenance"} <= side.keys()
-            and Path(str(side["output"])).name == out.name)
 
 
 def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate,

@@ -105,6 +105,19 @@ def test_round_trip_and_reconstruct(tmp_path, clustered):
     assert ix.manifest["provenance"]["parameters"]["kind"] == "ivf"
 
 
+
+def test_an_index_of_an_older_format_is_one_error(tmp_path, clustered):
+    import json
+
+    from xmine.errors import ArtefactError
+
+    _build(clustered[0][:200], tmp_path / "ix", kind="flat")
+    manifest = tmp_path / "ix" / "manifest.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "format_version": 1}))
+    with pytest.raises(ArtefactError, match=r"ix: made by an older xmine \(index format 1, this xmine reads "
+                                            r"format 2\); rebuild it$"):
+        IndexDir.open(tmp_path / "ix")
+
 def test_cli_build_search_and_encoder_mismatch(tmp_path, data_dir, usem3, monkeypatch):
     """Real sentences through the CLI: English FLORES indexed with use-m3, German queries find
     their translations; querying with another encoder is refused with a one-line error."""

@@ -60,7 +60,7 @@ def atomic_dir(path: str | Path, *, kind: str | None = None, overwrite: bool = F
     def replaceable(own: set[str] | None = None) -> bool:
         if not os.path.lexists(path):
             return False
-        state = output_state(path, kind or "artefact", "dir", (), None) if kind else (
+        state = output_state(path, kind or "artefact", "dir", ()) if kind else (
             "new" if path.is_dir() and not path.is_symlink() and not any(path.iterdir()) else "foreign")
         if state == "new":
             return True

@@ -198,8 +198,10 @@ def write_manifest(directory: str | Path, kind: str, body: dict[str, Any], *, fo
     return manifest
 
 
-def read_manifest(directory: str | Path, kind: str | tuple[str, ...]) -> dict[str, Any]:
-    """Read and check `directory/manifest.json`; raise ArtefactError if absent or of another kind."""
+def read_manifest(directory: str | Path, kind: str | tuple[str, ...], *,
+                  format_version: int | None = None) -> dict[str, Any]:
+    """Read and check `directory/manifest.json`; raise ArtefactError if absent, of another kind or
+    (with `format_version`) of another format: one made by an older xmine is rebuilt, not read."""
     path = Path(directory) / MANIFEST
     kinds = (kind,) if isinstance(kind, str) else kind
     if not path.is_file():
@@ -212,4 +214,11 @@ def read_manifest(directory: str | Path, kind: str | tuple[str, ...]) -> dict[st
         raise ArtefactError(
             f"{directory}: is an xmine {manifest.get('kind')!r}, expected {' or '.join(kinds)}"
         )
+    found = manifest.get("format_version")
+    if format_version is not None and found != format_version:
+        if isinstance(found, int) and found < format_version:
+            raise ArtefactError(f"{directory}: made by an older xmine ({manifest['kind']} format {found}, this "
+                                f"xmine reads format {format_version}); rebuild it")
+        raise ArtefactError(f"{directory}: {manifest['kind']} format {found!r}, this xmine reads format "
+                            f"{format_version} (made by a newer xmine?)")
     return manifest

@@ -5,14 +5,13 @@ How an existing path is recognised as xmine's (`form`):
 
 - `"dir"` (store, index, projection, export): its `manifest.json` names the kind. A directory
   being built in place gets the marker `.xmine-output.json` the moment the claim creates it, so
-  an unfinished one is recognised too; `legacy(path)` may recognise unfinished artefacts from
-  before the marker.
+  an unfinished one is recognised too.
 - `"tsv"` (mined pairs, search hits, langid): the sidecar `OUT.json` names the kind and records
   the size and sha256 of the file (and of its companions). A file that no longer matches its
   sidecar was edited by someone: it is refused.
 - `"json"` (benchmark results): the file's own top-level `kind`.
 - `"png"` (plots): a PNG text chunk `xmine-kind` (`png_metadata(kind)` gives it to matplotlib).
-- `"md"` (the benchmark report): its first line is `md_header(kind)`'s, or the legacy title.
+- `"md"` (the benchmark report): its first line is `md_header(kind)`'s.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import json
 import os
 import struct
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Iterable
 
 from xmine.errors import OutputError
 from xmine.fileio import MANIFEST, sha256_file
@@ -32,8 +31,6 @@ MARKER = ".xmine-output.json"
 FORMS = ("dir", "tsv", "json", "png", "md")
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PNG_KEY = "xmine-kind"
-# Headers of markdown artefacts written before md_header existed.
-_LEGACY_MD = {"benchmark-report": "# xmine benchmark results"}
 
 
 def kind_label(kind: str) -> str:
@@ -169,7 +166,7 @@ def check_not_input(outputs: Iterable[Path], inputs: Iterable[str | Path | None]
 
 
 def output_state(path: Path, kind: str, form: str, companions: tuple[str, ...],
-              legacy: Callable[[Path], bool] | None, *, in_place: bool = False) -> str:
+              *, in_place: bool = False) -> str:
     """"new", "unfinished" or "finished"; OutputError for anything xmine must not touch.
 
     A symbolic link to a directory is followed for a directory built in place (a store on a
@@ -184,8 +181,6 @@ def output_state(path: Path, kind: str, form: str, companions: tuple[str, ...],
         if not any(path.iterdir()):
             return "new"
         found, finished = dir_kind(path)
-        if found is None and legacy is not None and legacy(path):
-            found, finished = kind, False
         if found is None:
             raise OutputError(f"{path}: exists and is not an xmine {kind_label(kind)}; refusing to write into it "
                               "(choose a new or empty directory)")
@@ -201,8 +196,6 @@ def output_state(path: Path, kind: str, form: str, companions: tuple[str, ...],
         side_path = sidecar_of(path)
         side = read_json(side_path) if side_path.is_file() else None
         extra = [Path(str(path) + s) for s in companions if os.path.lexists(str(path) + s)]
-        if side is not None and "kind" not in side and legacy is not None and legacy(path):
-            return "finished"  # written before summaries carried a kind
         if side is None or side.get("kind") != kind:
             if os.path.lexists(side_path):
                 what = f"an xmine {kind_label(side['kind'])}" if side and side.get("kind") else "not an xmine summary"
@@ -241,11 +234,9 @@ def output_state(path: Path, kind: str, form: str, companions: tuple[str, ...],
                 first = f.readline().rstrip("\n")
         except OSError:
             first = ""
-        found = kind if first in (md_header(kind), _LEGACY_MD.get(kind)) else None
+        found = kind if first == md_header(kind) else None
     else:
         raise ValueError(f"form must be one of {FORMS}, not {form!r}")
-    if found is None and legacy is not None and legacy(path):
-        found = kind
     if found != kind:
         what = f"an xmine {kind_label(found)}" if found else f"not an xmine {kind_label(kind)}"
         raise OutputError(f"{path}: exists and is {what}; refusing to replace it (choose another output)")

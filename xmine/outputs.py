@@ -33,7 +33,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from xmine.errors import OutputError
 from xmine.fileio import DIR_MODE, FILE_MODE, MANIFEST, atomic_path, atomic_write_json, sha256_file, swap_in_dir
@@ -262,7 +262,6 @@ def claim_output(
     reopen: bool = False,
     in_place: bool = False,
     companions: Iterable[str] = (),
-    legacy: Callable[[Path], bool] | None = None,
 ) -> Iterator[Claim]:
     """Claim `path` for writing an artefact of `kind` (see the module doc for the rules).
 
@@ -274,8 +273,6 @@ def claim_output(
     - `in_place`: "dir" built in place (not via `atomic_dir`): the claim creates the directory
       and its marker; the claim's caller writes inside it.
     - `companions`: suffixes of further files/directories written beside a "tsv" output.
-    - `legacy(path)`: True for an artefact of `kind` written before its marker existed (a
-      "dir" counts as unfinished; a file as finished).
 
     Raises OutputError (nothing touched) when the claim is refused.
     """
@@ -302,7 +299,7 @@ def claim_output(
     created_dir = False
     claim = None
     try:
-        state = output_state(path, kind, form, companions, legacy, in_place=in_place)
+        state = output_state(path, kind, form, companions, in_place=in_place)
         if state == "finished" and not (overwrite or reopen):
             raise OutputError(f"{path}: already exists (an xmine {kind_label(kind)}); pass --overwrite to replace it "
                               "or choose another output")

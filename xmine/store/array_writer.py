@@ -11,7 +11,7 @@ import numpy as np
 
 from xmine.errors import ConfigError
 from xmine.outputs import claim_output
-from xmine.store.directory import clear_dir, lock_store_dir, looks_like_store
+from xmine.store.directory import clear_dir, lock_store_dir
 from xmine.store.finish import finalise
 from xmine.store.layout import DTYPES, PARTS, STORE_KIND
 from xmine.store.reader import EmbeddingStore
@@ -64,7 +64,7 @@ class StoreWriter:
         # The same rules as every output (xmine.outputs): new, empty, an unfinished store (redone),
         # or a finished one with overwrite; never a foreign directory; one writer.
         claim = self._lock.enter_context(claim_output(d, kind=STORE_KIND, form="dir", in_place=True,
-                                                      overwrite=self.overwrite, legacy=looks_like_store))
+                                                      overwrite=self.overwrite))
         try:
             self._lock.enter_context(lock_store_dir(d))
             if claim.state != "new":

@@ -34,18 +34,6 @@ def lock_store_dir(out_dir: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-_STORE_FILE = re.compile(r"^(emb-\d{5}\.npy|lines-\d{5}\.npy|text-\d{5}\.txt|ids-\d{5}\.txt|sent-\d{5}\.npy|"
-                         + "|".join(re.escape(n) for n in (MANIFEST, PROGRESS, SENTENCES, LINE_NUMBERS, OFFSETS, HASHES,
-                                                                LENGTHS, IDS, ID_OFFSETS, SENTENCE_INDEX, LOCK, MARKER))
-                         + r"|\..*\.tmp.*)$")
-
-
-def looks_like_store(directory: Path) -> bool:
-    """An embedding store from before the output marker: only store file names, and shards."""
-    names = [e.name for e in directory.iterdir()]
-    return any(n.startswith("emb-") for n in names) and all(_STORE_FILE.match(n) for n in names)
-
-
 # The names the writer itself makes, exactly: per-shard files, the joined files, and the hidden
 # temporaries of its atomic writes (`atomic_path`: ".STEM.<8 random>.tmp.SUFFIX").
 _SHARD_FILE = re.compile(r"^(emb-\d{5}\.npy|lines-\d{5}\.npy|text-\d{5}\.txt|ids-\d{5}\.txt|sent-\d{5}\.npy)$")

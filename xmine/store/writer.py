@@ -32,7 +32,7 @@ from xmine.fileio import MANIFEST, read_manifest, swap_in_dir
 from xmine.output_state import MARKER
 from xmine.outputs import claim_output
 from xmine.projection import resolve_projection
-from xmine.store.directory import clear_dir, lock_store_dir, looks_like_store, rebuild_dir, refuse_foreign, remove_leftovers
+from xmine.store.directory import clear_dir, lock_store_dir, rebuild_dir, refuse_foreign, remove_leftovers
 from xmine.store.finish import finalise
 from xmine.store.layout import DTYPES, LOCK, PARTS, PROGRESS, STORE_KIND
 from xmine.store.reader import EmbeddingStore
@@ -219,7 +219,7 @@ def embed_corpus(
                          input_format=input_format)
     # Refuses an input as output, a foreign or other-kind directory, and a second writer.
     with claim_output(out_dir, kind=STORE_KIND, form="dir", in_place=True, reopen=True, overwrite=overwrite,
-                      inputs=[input_path, getattr(job.projection, "path", None)], legacy=looks_like_store), \
+                      inputs=[input_path, getattr(job.projection, "path", None)]), \
             lock_store_dir(out_dir):
         info = BuildInfo()
         target = out_dir  # where the finished store ends up; out_dir is where it is built

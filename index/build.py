@@ -64,7 +64,6 @@ def _f32(a) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(a, dtype=np.float32))
 
 
-
 def build_index(
     embeddings: np.ndarray,
     out_dir: str | Path,

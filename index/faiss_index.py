@@ -43,7 +43,6 @@ def set_search_params(index, choice: dict, nprobe: int | None = None) -> None:
         ps.set_index_parameter(index, "efSearch", int(choice["ef_search"]))
 
 
-
 def shard_plan(n: int, shard_rows: int) -> list[tuple[int, int]]:
     """(start, stop) rows of each shard."""
     return [(start, min(start + shard_rows, n)) for start in range(0, n, shard_rows)]
@@ -51,7 +50,6 @@ def shard_plan(n: int, shard_rows: int) -> list[tuple[int, int]]:
 
 def shard_name(s: int) -> str:
     return f"shard_{s:05d}.faiss"
-
 
 
 class IndexDir:
@@ -98,33 +96,27 @@ class IndexDir:
     def dim(self) -> int:
         return int(self.manifest["dim"])
 
-    @property
-    def line_numbers(self) -> np.ndarray:
-        path = self.path / "line_numbers.npy"
-        self.content.check(path.name)
+    def _integers(self, name: str, what: str) -> np.ndarray:
+        """The index's array `name`: one integer a row (checked), or ArtefactError."""
+        path = self.path / name
+        self.content.check(name)
         try:
             numbers = np.load(path)
         except (ValueError, OSError, EOFError) as e:
             raise ArtefactError(f"{path}: unreadable ({e}); the index is damaged, rebuild it") from None
         if numbers.shape != (len(self),) or numbers.dtype.kind not in "iu":
-            raise ArtefactError(f"{path}: {numbers.shape} {numbers.dtype}, expected {len(self)} integer line "
-                                "numbers; the index is damaged, rebuild it")
+            raise ArtefactError(f"{path}: {numbers.shape} {numbers.dtype}, expected {len(self)} integer {what}; "
+                                "the index is damaged, rebuild it")
         return numbers
+
+    @property
+    def line_numbers(self) -> np.ndarray:
+        return self._integers("line_numbers.npy", "line numbers")
 
     @property
     def sentence_index(self) -> np.ndarray | None:
         """Each row's 1-based index in its record (an index of a corpus split into sentences), else None."""
-        path = self.path / SENTENCE_INDEX
-        if SENTENCE_INDEX not in self.manifest["files"]:
-            return None
-        self.content.check(path.name)
-        try:
-            numbers = np.load(path)
-        except (ValueError, OSError, EOFError) as e:
-            raise ArtefactError(f"{path}: unreadable ({e}); the index is damaged, rebuild it") from None
-        if numbers.shape != (len(self),):
-            raise ArtefactError(f"{path}: {numbers.shape}, expected {len(self)} sentence indices; rebuild the index")
-        return numbers
+        return self._integers(SENTENCE_INDEX, "sentence indices") if SENTENCE_INDEX in self.manifest["files"] else None
 
     def sentences(self) -> list[str]:
         if self._sentences is None:

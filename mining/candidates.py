@@ -17,7 +17,6 @@ def as_f32(a, start: int, stop: int) -> np.ndarray:
     return np.ascontiguousarray(block, dtype=np.float32)
 
 
-
 def merge_sparse(run_s: np.ndarray, run_i: np.ndarray, rows, vals, cols, *, by_index: bool = True) -> None:
     """Merge candidates (rows, vals, cols) into the sorted top-k lists run_s/run_i (r, k), in place.
 

@@ -73,14 +73,12 @@ def _as_f32_rows(a, rows: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(a[rows]), dtype=np.float32)
 
 
-
 def candidate_width(k: int) -> int:
     """Entries kept per column while scanning: the k best product values and a margin for the
     entries within the bound of them (wider bands overflow to an exact second pass). Measured on
     random 384-d unit vectors at 100k (bf16): the band holds k + 1.3 entries on average, and
     0.1% of lists of 2k + 4 overflow."""
     return 2 * k + 4
-
 
 
 # Memory for the workers' own y->x states: m * candidate_width(k) * 12 bytes each. Fewer workers past this.
@@ -149,7 +147,6 @@ class _Worker:
         self.col_floor = None
         # Reused: a fresh 16-MB array per block costs page faults every time.
         self.buf = buffer
-
 
 
 def exact_knn_both(

@@ -173,7 +173,6 @@ def verify(paths) -> None:
                    f"{time.perf_counter() - t0:.1f}s)")
 
 
-
 def _store_precision(out_dir: str) -> str | None:
     """The encoder precision of the finished store in `out_dir` (None: no finished store there)."""
     import json
@@ -187,7 +186,6 @@ def _store_precision(out_dir: str) -> str | None:
         return fingerprint_precision(fp) if isinstance(fp, dict) else None
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
 
 
 @click.group("cache")

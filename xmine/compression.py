@@ -33,7 +33,6 @@ def check_input_file(path: Path) -> None:
         raise InputError(path, "file is empty")
 
 
-
 def compression_of(path: str | Path) -> str | None:
     """"gzip", "xz", "bzip2" or "zstd" when the file starts with that format's magic bytes, else None."""
     with open(path, "rb") as f:
@@ -95,7 +94,6 @@ def uses_cr_line_ends(path: str | Path) -> bool:
         except read_errors():
             return False  # the read proper reports it, with the line
     return b"\r" in head and b"\n" not in head
-
 
 
 def count_lines(path: str | Path) -> int:

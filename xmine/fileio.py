@@ -48,6 +48,15 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
+def fsync_file(path: str | Path) -> None:
+    """Flush a written file to disk (before it is renamed into place)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside `path`; on success it is renamed onto `path`.
@@ -61,12 +70,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
-        # On disk before the rename, so a crash cannot leave `path` naming an empty file.
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_file(tmp)  # on disk before the rename, so a crash cannot leave `path` naming an empty file
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except BaseException as e:

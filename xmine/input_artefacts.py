@@ -45,7 +45,6 @@ def artefact_kind(path: str | Path, input_format: Any = None) -> str:
     raise InputError(p, "no such file or directory")
 
 
-
 def artefact_encoder(paths) -> dict | None:
     """The encoder fingerprint recorded by the first artefact directory among `paths` (None: only text)."""
     for p in paths:
@@ -83,7 +82,6 @@ def artefact_projection(paths) -> tuple[bool, dict | None]:
             except (ValueError, AttributeError):
                 continue
     return False, None
-
 
 
 def manifest_hash(path: Path) -> str:

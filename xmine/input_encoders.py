@@ -22,7 +22,6 @@ def check_same_projection(expected: dict | None, actual: dict | None, *, what: s
                                    "use the same --projection")
 
 
-
 class Encoders:
     """Loads the encoder and projection once, only if a side needs them.
 
@@ -97,7 +96,6 @@ class Encoders:
                     f"embeddings of two precisions are never mixed: pass --precision {made} (or rebuild it at {asked})")
         if self.projection is not None:
             self.projection.check_encoder(fp)
-
 
 
 def check_lang(given: str | None, recorded: str | None, what: str) -> None:

@@ -141,7 +141,6 @@ def _recorded_tree(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink() and rec.get("tree") is not None
 
 
-
 def _same_file(a: Path, b: Path) -> bool:
     try:
         sa, sb = a.stat(), b.stat()
@@ -243,7 +242,6 @@ def output_state(path: Path, kind: str, form: str, companions: tuple[str, ...],
     return "finished"
 
 
-
 def _foreign_companion(path: Path, kind: str, companions: tuple[str, ...], side: dict) -> Path | None:
     """A companion beside `path` that its summary does not account for: a file that is neither a
     recorded output file nor one an unfinished run was writing, or a directory without this
@@ -259,8 +257,6 @@ def _foreign_companion(path: Path, kind: str, companions: tuple[str, ...], side:
         elif p.name not in own:
             return p
     return None
-
-
 
 
 __all__ = ["FORMS", "MARKER", "changed_files", "check_not_input", "dir_kind", "kind_label", "md_header",

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from xmine.errors import OutputError
-from xmine.fileio import DIR_MODE, FILE_MODE, MANIFEST, atomic_path, atomic_write_json, sha256_file, swap_in_dir
+from xmine.fileio import (DIR_MODE, FILE_MODE, MANIFEST, atomic_path, atomic_write_json, fsync_file, sha256_file,
+                          swap_in_dir)
 from xmine.output_lock import lock_output
 from xmine.output_state import (FORMS, MARKER, check_not_input, dir_kind, kind_label, output_state, read_json,
                                 sidecar_of, tree_record)
@@ -114,11 +115,7 @@ class Claim:
         tmp = _staging_path(target)
         try:
             yield tmp
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_file(tmp)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
@@ -337,7 +334,6 @@ def _only_a_stub(path: Path, companions: tuple[str, ...]) -> bool:
     if not side or side.get("state") != "unfinished":
         return False
     return not os.path.lexists(path) and not any(os.path.lexists(str(path) + s) for s in companions)
-
 
 
 __all__ = ["Claim", "SCAFFOLDING", "claim_output"]

@@ -76,7 +76,6 @@ def _finished_shards(out_dir: Path, progress: dict[str, Any]) -> list[dict[str, 
     return kept
 
 
-
 @dataclass(kw_only=True)
 class Progress:
     """`progress.json` of a store being built: its finished shards, saved as each is written."""

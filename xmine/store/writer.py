@@ -13,8 +13,10 @@ manifest is written, and `progress.json` is removed.
 
 Without a projection the raw encoder embeddings are stored and the manifest's part is "raw"; with
 one, `projection.transform(raw, part)` ("meaning" or "language") is stored.
-"""
 
+The steps, in order: `_check_request`, `_finished_or_build_dir`, `resume` (xmine.store.resume),
+`_encode_here` or `_encode_on_ray`, `finalise` (xmine.store.finish).
+"""
 
 from __future__ import annotations
 

@@ -60,7 +60,8 @@ class IndexConfig:
             raise ConfigError(f"memory_budget must be > 0 bytes (got {self.memory_budget!r})")
 
 
-def _f32(a) -> np.ndarray:
+def as_f32(a) -> np.ndarray:
+    """A float32, C-contiguous copy of `a` (float16 or memory-mapped rows), as FAISS takes it."""
     return np.ascontiguousarray(np.asarray(a, dtype=np.float32))
 
 
@@ -144,7 +145,7 @@ def train_index(embeddings, choice: IndexChoice, *, seed: int, use_gpu: bool) ->
     if not template.is_trained:
         rng = np.random.default_rng(seed)
         sample = np.sort(rng.choice(n, size=choice.train_size, replace=False))
-        train = _f32(embeddings[sample])
+        train = as_f32(embeddings[sample])
         idx, res = to_gpu(template) if use_gpu else (template, None)
         log.info("training %s on %d vectors", choice.factory, len(train))
         try:
@@ -166,7 +167,7 @@ def add_rows(trained: bytes, embeddings, start: int, stop: int, *, add_batch: in
     index = faiss.deserialize_index(np.frombuffer(trained, dtype=np.uint8))
     idx, res = to_gpu(index) if use_gpu else (index, None)
     for b in range(start, stop, add_batch):
-        block = _f32(embeddings[b : min(b + add_batch, stop)])
+        block = as_f32(embeddings[b : min(b + add_batch, stop)])
         if side is not None:
             bad = np.flatnonzero(~np.isfinite(block).all(axis=1))
             if len(bad):

@@ -54,7 +54,8 @@ import numpy as np
 
 from xmine.fileio import atomic_path
 from xmine.checkpoints import KeyedDir
-from xmine.mining.ann_shards import as_f32, open_shard, rescore_candidates, shard_bounds, shard_file
+from xmine.index.build import as_f32
+from xmine.mining.ann_shards import open_shard, rescore_candidates, shard_bounds, shard_file
 from xmine.topk import merge_topk
 from xmine.errors import ConfigError, NonFiniteRowError
 

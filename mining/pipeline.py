@@ -118,10 +118,11 @@ def mine(
     what each step removed per side.
     """
     from xmine.mining.writers import COMPANIONS, output_format as resolve_format
+    from xmine.output_state import same_file
     from xmine.outputs import claim_output
 
     out = Path(out)
-    if not allow_same_input and _same_path(src, tgt):
+    if not allow_same_input and (same_file(Path(src), Path(tgt)) or Path(src).resolve() == Path(tgt).resolve()):
         raise ConfigError(f"{src}: given as both SRC and TGT, so every sentence would be mined with itself; "
                           "pass --allow-same-input if that is what you want")
     fmt = resolve_format(out, output_format)
@@ -148,15 +149,6 @@ def mine(
                          keep_work=keep_work, show_progress=show_progress, ray=ray,
                          default_threshold=default_threshold, fmt=fmt, input_format=input_format, filters=filters,
                          dropped_claim=dropped_claim, lang_filter=lang_filter, pre_clean=pre_clean)
-
-
-def _same_path(a, b) -> bool:
-    a, b = Path(a), Path(b)
-    try:
-        sa, sb = a.stat(), b.stat()
-    except OSError:
-        return a.resolve() == b.resolve()
-    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate,

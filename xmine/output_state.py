@@ -141,7 +141,8 @@ def _recorded_tree(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink() and rec.get("tree") is not None
 
 
-def _same_file(a: Path, b: Path) -> bool:
+def same_file(a: Path, b: Path) -> bool:
+    """True when `a` and `b` both exist and are one file (hard links, bind mounts)."""
     try:
         sa, sb = a.stat(), b.stat()
     except OSError:
@@ -156,7 +157,7 @@ def check_not_input(outputs: Iterable[Path], inputs: Iterable[str | Path | None]
         o = out.resolve()
         for given in ins:
             i = given.resolve()
-            if o == i or _same_file(out, given):
+            if o == i or same_file(out, given):
                 raise OutputError(f"{out}: is an input of this command ({given}); choose another output")
             if i.is_relative_to(o):
                 raise OutputError(f"{out}: contains the input {given}; choose another output")
@@ -260,4 +261,4 @@ def _foreign_companion(path: Path, kind: str, companions: tuple[str, ...], side:
 
 
 __all__ = ["FORMS", "MARKER", "changed_files", "check_not_input", "dir_kind", "kind_label", "md_header",
-           "output_state", "png_metadata", "read_json", "sidecar_of", "tree_record"]
+           "output_state", "png_metadata", "read_json", "same_file", "sidecar_of", "tree_record"]

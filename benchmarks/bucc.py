@@ -115,7 +115,7 @@ def mine_candidates(src: tuple[list[str], list[str]], en: tuple[list[str], list[
     `embed_fn(sentences) -> (n, dim)` L2-normalised embeddings (raw or a projection's meaning part).
     Shared by `bench bucc` and `bench mining`, so their numbers come from the same code.
     """
-    from xmine.corpus import dedup
+    from xmine.dedup import dedup
     from xmine.mining import MiningConfig, mine_embeddings
 
     (src_ids, src_sents), (en_ids, en_sents) = src, en

@@ -55,7 +55,7 @@ def plot_pca(
     import matplotlib.pyplot as plt
 
     from xmine.fileio import atomic_path
-    from xmine.outputs import png_metadata
+    from xmine.output_state import png_metadata
 
     n = len(src_sentences)
     fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 5.0), squeeze=False)

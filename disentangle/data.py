@@ -70,7 +70,7 @@ class PairFiles:
 
             _, src, tgt = train_rows(self.src.parent, *self.massive)
             return src, tgt
-        from xmine.corpus import read_parallel
+        from xmine.parallel_text import read_parallel
 
         return read_parallel(self.src, self.tgt)
 

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from xmine.disentangle.fmda_batches import Stepper, batches
+from xmine.disentangle.fmda_eval import dev_loss, dev_retrieval, fit_langid
 from xmine.disentangle.trainer import end_epoch, epoch_line
 from xmine.errors import ConfigError
 
@@ -107,126 +107,6 @@ class FmdaConfig:
                 raise ConfigError(f"{name} must be >= 8, got {v}")
 
 
-def _states(store, rows) -> list:
-    return [store.token_states(int(r)) for r in rows]
-
-
-class _Stepper:
-    """Builds FmdaBatch objects from the prepared data (token stores, targets, pools)."""
-
-    def __init__(self, model, data, locales: list[str], contrastive: str = "clamped"):
-        self.model, self.data, self.lang_index = model, data, {l: i for i, l in enumerate(locales)}
-        self.contrastive = contrastive
-
-    def negatives(self, loc: str, rows: np.ndarray, gen) -> np.ndarray:
-        import torch
-
-        d = self.data.data[loc]
-        pool = d.pool_rows
-        if len(pool) < 2:
-            raise ConfigError(f"{loc}: negative pool has {len(pool)} utterance(s); too few to draw negatives")
-        pick = pool[torch.randint(0, len(pool), (len(rows),), generator=gen).numpy()]
-        for k, (r, p) in enumerate(zip(rows, pick)):  # never the positive itself
-            if d.utts[p] == d.utts[r]:
-                pick[k] = pool[(int(np.searchsorted(pool, p)) + 1) % len(pool)]
-        return pick
-
-    def parts(self, loc: str, rows: np.ndarray) -> dict:
-        from xmine.disentangle.fmda import pad_batch
-
-        h, mask = pad_batch(_states(self.data.data[loc].store, rows))
-        return self.model(h, mask)
-
-    def batch(self, partner: str, rows: np.ndarray, gen):
-        import torch
-
-        from xmine.disentangle.fmda_prep import PIVOT
-        from xmine.disentangle.methods import FmdaBatch
-
-        d1, d2 = self.data.data[PIVOT], self.data.data[partner]
-        n1, n2 = self.negatives(PIVOT, rows, gen), self.negatives(partner, rows, gen)
-
-        def targets(d):
-            if d.template_target is None:
-                z = torch.zeros(len(rows), d.store.pooled.shape[1])
-                return z, z, torch.zeros(len(rows), dtype=torch.bool)
-            return (torch.from_numpy(d.template_target[rows]), torch.from_numpy(d.residual_target[rows]),
-                    torch.from_numpy(d.annotated[rows]))
-
-        tp1, rs1, has1 = targets(d1)
-        tp2, rs2, has2 = targets(d2)
-        b = len(rows)
-        return FmdaBatch(
-            parts_l1=self.parts(PIVOT, rows), parts_l2=self.parts(partner, rows),
-            parts_l1_neg=self.parts(PIVOT, n1), parts_l2_neg=self.parts(partner, n2),
-            utt_l1=torch.from_numpy(np.asarray(d1.store.pooled[rows])),
-            utt_l2=torch.from_numpy(np.asarray(d2.store.pooled[rows])),
-            tp_tgt_l1=tp1, tp_tgt_l2=tp2, rs_tgt_l1=rs1, rs_tgt_l2=rs2, has_tgt_l1=has1, has_tgt_l2=has2,
-            lang_l1=torch.full((b,), self.lang_index[PIVOT], dtype=torch.long),
-            lang_l2=torch.full((b,), self.lang_index[partner], dtype=torch.long), model=self.model,
-            contrastive=self.contrastive)
-
-
-def _batches(rows: np.ndarray, partners: list[str], batch_size: int, gen, *, shuffle: bool) -> list[tuple[str, np.ndarray]]:
-    import torch
-
-    out = []
-    for p in partners:
-        r = rows[torch.randperm(len(rows), generator=gen).numpy()] if shuffle else rows
-        chunks = [r[i:i + batch_size] for i in range(0, len(r), batch_size)]
-        if len(chunks) > 1 and len(chunks[-1]) < 2:
-            chunks[-2] = np.concatenate([chunks[-2], chunks.pop()])
-        out += [(p, c) for c in chunks if len(c) >= 2]
-    if shuffle:
-        out = [out[i] for i in torch.randperm(len(out), generator=gen).tolist()]
-    return out
-
-
-def _dev_loss(stepper, data, config, trained: set[str]) -> tuple[float, dict[str, float]]:
-    import torch
-
-    from xmine.disentangle.methods import fmda_terms
-
-    gen = torch.Generator().manual_seed(config.seed + 1)
-    totals: dict[str, float] = {}
-    n = 0
-    stepper.model.eval()
-    with torch.no_grad():
-        for partner, rows in _batches(data.dev_rows, config.partners, config.batch_size, gen, shuffle=False):
-            terms, _ = fmda_terms(stepper.batch(partner, rows, gen))
-            for k, v in terms.items():
-                if k in trained:
-                    totals[k] = totals.get(k, 0.0) + float(v) * len(rows)
-            n += len(rows)
-    stepper.model.train()
-    means = {k: v / max(n, 1) for k, v in totals.items()}
-    return sum(means.values()), means
-
-
-def _dev_retrieval(stepper, data, config) -> float:
-    """Accuracy@1 of the meaning part on the dev rows: each en-US row retrieves its partner row
-    among all dev rows of the partner by cosine, and back; the mean over directions and partners."""
-    import torch
-    import torch.nn.functional as F
-
-    from xmine.disentangle.fmda_prep import PIVOT
-
-    def meaning(loc):
-        rows = data.dev_rows
-        with torch.no_grad():
-            return F.normalize(torch.cat([stepper.parts(loc, rows[s:s + 256])["meaning"]
-                                          for s in range(0, len(rows), 256)]), dim=-1, eps=1e-12)
-
-    stepper.model.eval()
-    accs = []
-    gold = torch.arange(len(data.dev_rows))
-    for p in config.partners:
-        sim = meaning(PIVOT) @ meaning(p).T
-        accs += [float((sim.argmax(1) == gold).float().mean()), float((sim.argmax(0) == gold).float().mean())]
-    stepper.model.train()
-    return sum(accs) / len(accs)
-
-
 def _signature(config: FmdaConfig, encoder_fp: dict, summary: dict) -> str:
     cfg = dataclasses.asdict(config)
     cfg.pop("max_epochs")
@@ -288,7 +168,7 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
             model.meaning_mlp[0].bias.zero_()
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
     gen = torch.Generator().manual_seed(config.seed)
-    stepper = _Stepper(model, data, locales, config.contrastive)
+    stepper = Stepper(model, data, locales, config.contrastive)
     summary = {k: v for k, v in data.summary.items()}
     summary["ids_sha256"] = hashlib.sha256(",".join(data.ids_train + ["|"] + data.ids_dev).encode()).hexdigest()
     signature = _signature(config, encoder_fp, summary)
@@ -322,8 +202,8 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
                         "gen": gen.get_state(), "state": state}, tmp)
 
     if state["epoch"] == 0 and not state["history"]:
-        v0, _ = _dev_loss(stepper, data, config, trained)
-        state["initial_valid_loss"], state["initial_dev_retrieval"] = v0, _dev_retrieval(stepper, data, config)
+        v0, _ = dev_loss(stepper, data, config, trained)
+        state["initial_valid_loss"], state["initial_dev_retrieval"] = v0, dev_retrieval(stepper, data, config)
         log(f"epoch 0: dev loss {v0:.4f}, dev retrieval {state['initial_dev_retrieval']:.4f} (untrained)")
 
     def running() -> bool:
@@ -337,7 +217,7 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
             t0 = time.time()
             total, n = 0.0, 0
             rows_seen: dict[str, int] = {}
-            for partner, rows in _batches(data.train_rows, config.partners, config.batch_size, gen, shuffle=True):
+            for partner, rows in batches(data.train_rows, config.partners, config.batch_size, gen, shuffle=True):
                 terms, counts = fmda_terms(stepper.batch(partner, rows, gen))
                 loss = sum(terms.values())  # Eq. 5
                 if not bool(torch.isfinite(loss)):
@@ -350,8 +230,8 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
                 n += len(rows)
                 for k, c in counts.items():
                     rows_seen[k] = rows_seen.get(k, 0) + c
-            v, vterms = _dev_loss(stepper, data, config, trained)
-            r = _dev_retrieval(stepper, data, config)
+            v, vterms = dev_loss(stepper, data, config, trained)
+            r = dev_retrieval(stepper, data, config)
             end_epoch(state, model, train_loss=total / max(n, 1), valid_loss=v, valid_terms=vterms,
                       dev_retrieval=r, criterion=-r if config.select == "dev-retrieval" else v,
                       term_rows=rows_seen, seconds=round(time.time() - t0, 3))
@@ -361,7 +241,7 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
             log(epoch_line(state, "dev", f", dev retrieval {r:.4f}"))
     if state["best_state"] is not None:
         model.load_state_dict(state["best_state"])
-    langid = _fit_langid(stepper, data, locales)
+    langid = fit_langid(stepper, data, locales)
     log(f"dev language identification accuracy (language part, nearest centroid): {langid['accuracy']:.4f}")
     hyper = dataclasses.asdict(config)
     term_rows = state["history"][-1]["term_rows"] if state["history"] else {}
@@ -387,32 +267,3 @@ _ALL_TERMS = ("Loss_lang^L1", "Loss_lang^L2", "Loss_rec^utt-L1", "Loss_rec^utt-L
               "Loss_rec^tpL1", "Loss_rec^tpL2", "Loss_rec^tpL1-CL", "Loss_rec^tpL2-CL",
               "Loss_rec^rsL1", "Loss_rec^rsL2", "Loss_rec^rsL1-CL", "Loss_rec^rsL2-CL",
               "Loss_con^tp", "Loss_con^m")
-
-
-def _fit_langid(stepper, data, locales) -> dict[str, Any]:
-    """Language-part centroids from train rows (stored for `langid`), accuracy on dev rows."""
-    import torch
-    import torch.nn.functional as F
-
-    def lang_parts(loc, rows):
-        out = []
-        with torch.no_grad():
-            for s in range(0, len(rows), 256):
-                out.append(F.normalize(stepper.parts(loc, rows[s:s + 256])["language"], dim=-1, eps=1e-12))
-        return torch.cat(out)
-
-    model = stepper.model
-    model.eval()
-    cent = torch.zeros(len(locales), model.dim)
-    tr = data.train_rows[:2000]
-    for i, loc in enumerate(locales):
-        cent[i] = F.normalize(lang_parts(loc, tr).mean(0), dim=0, eps=1e-12)
-    model.langid_centroids.copy_(cent)
-    ok = total = 0
-    per = {}
-    for i, loc in enumerate(locales):
-        pred = (lang_parts(loc, data.dev_rows) @ cent.T).argmax(1)
-        per[loc] = float((pred == i).float().mean())
-        ok += int((pred == i).sum())
-        total += len(pred)
-    return {"accuracy": ok / max(total, 1), "per_language": per, "sentences": total}

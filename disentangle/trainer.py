@@ -240,18 +240,11 @@ def train(
     try:
         resumable = not restart and (Path(out_dir) / WORK / CHECKPOINT).is_file()
         with claim_output(out_dir, kind="projection", form="dir", in_place=True, overwrite=overwrite,
-                          reopen=resumable, inputs=inputs, legacy=_looks_like_training):
+                          reopen=resumable, inputs=inputs):
             return _train(files, pair_specs, Path(out_dir), encoder=encoder, config=config, restart=restart,
                           show_progress=show_progress, threads=threads)
     finally:
         torch.set_num_threads(before)
-
-
-def _looks_like_training(directory: Path) -> bool:
-    """A projection directory from before the output marker: a checkpoint and projection files only."""
-    names = {e.name for e in directory.iterdir()}
-    return (directory / WORK / CHECKPOINT).is_file() and names <= {WORK, "config.json", "model.safetensors",
-                                                                 "manifest.json", ".lock"}
 
 
 def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, restart: bool, show_progress: bool,

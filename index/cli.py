@@ -68,8 +68,10 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     """
     import tempfile
 
-    from xmine.index.faiss_index import IndexConfig, build_index as _build
-    from xmine.inputs import Encoders, artefact_precision, load_side
+    from xmine.index.build import IndexConfig, build_index as _build
+    from xmine.input_artefacts import artefact_precision
+    from xmine.input_encoders import Encoders
+    from xmine.inputs import load_side
     from xmine.outputs import claim_output
 
     if input_format.split_sentences:  # a missing language fails before anything is written
@@ -169,8 +171,10 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
     from xmine.artefacts import provenance
     from xmine.encoders import check_same_encoder, fingerprint_precision
     from xmine.index.blocked_search import IndexDirShards, search_blocks
-    from xmine.index.faiss_index import IndexDir, gpu_count
-    from xmine.inputs import Encoders, check_same_projection, load_side
+    from xmine.index.faiss_gpu import gpu_count
+    from xmine.index.faiss_index import IndexDir
+    from xmine.input_encoders import Encoders, check_same_projection
+    from xmine.inputs import load_side
     from xmine.store.rows import RowSubset
     from xmine.store.text import TextColumn
 

@@ -32,19 +32,8 @@ from xmine.cluster import ShardProgress, cluster_resources, get, remote, run_tas
 from xmine.errors import ConfigError
 from xmine.index import blocked_search
 from xmine.index.blocked_search import IndexDirShards
-from xmine.index.faiss_index import (
-    KIND,
-    IndexConfig,
-    IndexDir,
-    _count_lines,
-    add_rows,
-    resolve_choice,
-    shard_searcher,
-    shard_name,
-    shard_plan,
-    train_index,
-    write_index_files,
-)
+from xmine.index.build import IndexConfig, add_rows, count_newlines, resolve_choice, train_index, write_index_files
+from xmine.index.faiss_index import KIND, IndexDir, shard_name, shard_plan, shard_searcher
 from xmine.topk import merge_topk
 
 #: Rows per add task when the index is kept as one shard (pieces merged on the driver).
@@ -180,7 +169,7 @@ def build_index_ray(
     import ray
 
     n, dim = embeddings.shape
-    n_text = _count_lines(Path(sentences)) if isinstance(sentences, (str, Path)) else len(sentences)
+    n_text = count_newlines(Path(sentences)) if isinstance(sentences, (str, Path)) else len(sentences)
     if n_text != n or len(line_numbers) != n:
         raise ConfigError(f"{n} embeddings but {n_text} sentences / {len(line_numbers)} line numbers")
     use_gpu = config.gpu and cluster_resources()["GPU"] > 0

@@ -9,12 +9,9 @@ import numpy as np
 
 from xmine.checkpoints import KeyedDir
 from xmine.fileio import atomic_path
+from xmine.index.build import as_f32
 from xmine.mining.rescore import exact_dot
 from xmine.topk import merge_topk
-
-
-def as_f32(block) -> np.ndarray:
-    return np.ascontiguousarray(np.asarray(block), dtype=np.float32)
 
 
 def base_side(tag: str) -> str:
@@ -61,7 +58,7 @@ def open_shard(tag, s: int, lo: int, hi: int, *, base, trained: bytes, work: Key
     import faiss
     from tqdm.auto import tqdm
 
-    from xmine.index.faiss_index import add_rows
+    from xmine.index.build import add_rows
 
     index_file = work.path(shard_file(tag, s))
     if index_file.is_file():
@@ -75,4 +72,4 @@ def open_shard(tag, s: int, lo: int, hi: int, *, base, trained: bytes, work: Key
     return index
 
 
-__all__ = ["as_f32", "base_side", "open_shard", "rescore_candidates", "shard_bounds", "shard_file"]
+__all__ = ["base_side", "open_shard", "rescore_candidates", "shard_bounds", "shard_file"]

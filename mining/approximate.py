@@ -54,7 +54,8 @@ import numpy as np
 
 from xmine.fileio import atomic_path
 from xmine.checkpoints import KeyedDir
-from xmine.mining.ann_shards import as_f32, open_shard, rescore_candidates, shard_bounds, shard_file
+from xmine.index.build import as_f32
+from xmine.mining.ann_shards import open_shard, rescore_candidates, shard_bounds, shard_file
 from xmine.topk import merge_topk
 from xmine.errors import ConfigError, NonFiniteRowError
 
@@ -224,7 +225,7 @@ def train_quantiser(x, y, plan: dict, config: ApproximateConfig) -> bytes:
     try:
         trained.train(sample)
     except RuntimeError as e:  # FAISS: too few training points for the centroids, etc.
-        from xmine.index.faiss_index import faiss_reason
+        from xmine.index.faiss_gpu import faiss_reason
 
         raise ConfigError(f"--approximate: cannot train {plan['factory']} on {len(sample):,} vectors "
                           f"({faiss_reason(e)}); "

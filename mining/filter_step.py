@@ -51,7 +51,7 @@ class SideTexts:
 
 
 def pre_search(mx, my, *, langs, config, filters: PairFilterConfig, margin: str) -> dict:
-    """Clean the rows `mx`, `my` (pipeline `_Mineable`s) would search (`presearch.clean_sides`),
+    """Clean the rows `mx`, `my` (`mineable.Mineable`s) would search (`presearch.clean_sides`),
     restrict them to what it keeps; what the summary records."""
     from xmine.mining.presearch import clean_sides
     from xmine.store.writer import UNDETERMINED

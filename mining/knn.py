@@ -48,12 +48,12 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.fileio import atomic_path
-from xmine.checkpoints import KeyedDir
-from xmine.errors import NonFiniteRowError
-from xmine.mining.products import RowTerms, eta, make_product, pair_bounds, resolve_product, row_bounds
-from xmine.mining.rescore import U32, exact_dot, gamma
-from xmine.mining.screen import screen_merge
+from xmine.mining.candidates import (
+    as_f32, finalize_lists, merge_sparse, sample_floor, screen_into, screen_t, side_terms, tau_bound,
+)
+from xmine.mining.knn_checkpoint import KnnCheckpoint, load_valid_checkpoint
+from xmine.mining.products import make_product, resolve_product, row_bounds
+from xmine.mining.rescore import exact_dot
 from xmine.topk import merge_topk
 
 # A 1024 x 4096 float32 block (16 MB) stays in the 32-MB L3 cache between the product and the
@@ -69,100 +69,8 @@ DEFAULT_BLOCK_ROWS = 1024
 DEFAULT_BLOCK_COLS = 4096
 
 
-def _as_f32(a, start: int, stop: int) -> np.ndarray:
-    block = np.asarray(a[start:stop])
-    return np.ascontiguousarray(block, dtype=np.float32)
-
-
 def _as_f32_rows(a, rows: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(a[rows]), dtype=np.float32)
-
-
-def _merge_sparse(run_s: np.ndarray, run_i: np.ndarray, rows, vals, cols, *, by_index: bool = True) -> None:
-    """Merge candidates (rows, vals, cols) into the sorted top-k lists run_s/run_i (r, k), in place.
-
-    Only rows with candidates are touched. Order: value descending, then (`by_index`) index
-    ascending: the canonical order of the exact lists (-1 pads sort after every real index at
-    -inf). Lists of product values skip the index key: their ties need no order, and a candidate
-    not above its list's last value is dropped first (it would change no value of the list)."""
-    if len(rows) == 0:
-        return
-    if not by_index:
-        above = vals > run_s[rows, -1]
-        if not above.all():
-            rows, vals, cols = rows[above], vals[above], cols[above]
-            if len(rows) == 0:
-                return
-    k = run_s.shape[1]
-    aff, local = np.unique(rows, return_inverse=True)
-    all_r = np.concatenate((np.repeat(np.arange(len(aff)), k), local))
-    all_v = np.concatenate((run_s[aff].ravel(), vals))
-    all_c = np.concatenate((run_i[aff].ravel(), cols))
-    if by_index:
-        order = np.lexsort((np.where(all_c < 0, np.iinfo(np.int64).max, all_c), -all_v, all_r))
-    else:  # one int64 key (row, then value descending): numpy's vectorised sort, not a lexsort
-        order = np.argsort((all_r.astype(np.int64) << 32) | _descending_key(all_v))
-    sr = all_r[order]
-    counts = np.bincount(sr, minlength=len(aff))
-    starts = np.cumsum(counts) - counts
-    keep = order[(np.arange(len(order)) - starts[sr]) < k]
-    run_s[aff] = all_v[keep].reshape(len(aff), k)
-    run_i[aff] = all_c[keep].reshape(len(aff), k)
-
-
-def _descending_key(v: np.ndarray) -> np.ndarray:
-    """uint32 keys (as int64) of float32 values whose ascending order is the values' descending
-    order (-inf last; NaN never occurs: inputs are checked finite)."""
-    b = np.ascontiguousarray(v, dtype=np.float32).view(np.uint32)
-    asc = np.where(b & np.uint32(0x80000000), ~b, b | np.uint32(0x80000000))  # ascending with v
-    return (~asc).astype(np.int64)
-
-
-def _screen_into(prod, s, t_rows, t_cols, run_p, run_i, j0: int, cp, ci, i0: int) -> None:
-    """Merge the entries of block s (x rows i0.., y rows j0..) that reach their row's threshold into
-    the row lists (run_p, run_i) and those reaching their column's into the column lists (cp, ci):
-    one compiled pass (`screen.screen_merge`), or numpy's passes where numba or keys are missing."""
-    keyed = prod.keyed(s, t_rows, t_cols) if screen_merge is not None else None
-    if keyed is not None:
-        block, key_rows, key_cols, shift = keyed
-        screen_merge(block, shift, key_rows, key_cols, run_p, run_i, j0, cp, ci, i0)
-        return
-    (r, c, v), (r2, c2, v2) = prod.screen(s, t_rows, t_cols)
-    _merge_sparse(run_p, run_i, r, v, c + j0, by_index=False)
-    _merge_sparse(cp, ci, c2, v2, r2 + i0, by_index=False)
-
-
-# Rows of the other side sampled to start the thresholds.
-THRESHOLD_SAMPLE = 1024
-
-
-def _sample_floor(a_block: np.ndarray, a_norms: np.ndarray, b, b_norms: np.ndarray, k: int) -> np.ndarray:
-    """A lower bound (float64) of each a_block row's final k-th best exact score against b.
-
-    The sample (evenly spaced rows of b) is split into k groups; each group's best belongs to a
-    distinct entry, so the smallest of the k maxima, minus the float32 product's bound (see
-    products.py), is <= the k-th best exact score. (-inf when b is too small.)"""
-    m = len(b)
-    group = min(THRESHOLD_SAMPLE, m) // k
-    if group < 2 or group * k >= m:  # no sample smaller than b itself: no floor
-        return np.full(len(a_block), -np.inf)
-    take = np.linspace(0, m - 1, group * k).astype(np.int64)
-    sims = a_block @ np.asarray(b[take], dtype=np.float32).T
-    best = sims.reshape(len(a_block), k, group).max(axis=2).min(axis=1).astype(np.float64)
-    d = a_block.shape[1]
-    return best - ((gamma(d, U32) + U32) * a_norms * b_norms[take].max() * (1 + 2.0**-30) + eta(d))
-
-
-def _screen_t(tau: np.ndarray, ebar: np.ndarray) -> np.ndarray:
-    """The product value every entry of a row's final top-k reaches: tau - E-bar, lowered by
-    2^-40 (|tau| + E-bar) for the float64 rounding of this subtraction."""
-    return (tau - ebar) - 2.0**-40 * (np.abs(tau) + ebar)
-
-
-def _tau(floor: np.ndarray, kth_product: np.ndarray, ebar: np.ndarray, product) -> np.ndarray:
-    """A lower bound (float64) of each row's final k-th best exact score: the sample floor, or the
-    k-th best product value so far minus its bound (k real entries score at least that)."""
-    return np.maximum(floor, product.lower(kth_product) - ebar)
 
 
 def candidate_width(k: int) -> int:
@@ -171,56 +79,6 @@ def candidate_width(k: int) -> int:
     random 384-d unit vectors at 100k (bf16): the band holds k + 1.3 entries on average, and
     0.1% of lists of 2k + 4 overflow."""
     return 2 * k + 4
-
-
-def _finalize(prod_v, prod_i, a, a_rows, ta: RowTerms, b, tb: RowTerms, floor, ebar, k: int, product):
-    """Exact top-k of rows a[a_rows] from their W-wide lists of product values (prod_v, prod_i).
-
-    The list's k best are rescored first: their k-th exact score (or the floor) is tau, a lower
-    bound of the final k-th best. Then a listed entry can still enter only if its product reaches
-    tau - E(x, y); those are rescored. Entries pushed out of a full list were below its last one:
-    if that one still reaches tau - E-bar, the row overflows (returned with its threshold for a
-    second pass over b)."""
-    r_all = len(prod_v)
-    top_s = np.full((r_all, k), -np.inf, dtype=np.float32)
-    top_i = np.full((r_all, k), -1, dtype=np.int64)
-    rows, pos = np.nonzero(prod_i[:, :k] >= 0)
-    cols = prod_i[rows, pos]
-    _merge_sparse(top_s, top_i, rows, _rescore(a, a_rows[rows], b, cols, ta.n, tb.n), cols)
-    tau = np.maximum(floor, top_s[:, -1].astype(np.float64))
-    rows, pos = np.nonzero(prod_i[:, k:] >= 0)
-    pos += k
-    cols = prod_i[rows, pos]
-    e = pair_bounds(ta[a_rows[rows]], tb[cols], product)
-    ok = product.upper(prod_v[rows, pos]) >= _screen_t(tau[rows], e)
-    rows, cols = rows[ok], cols[ok]
-    _merge_sparse(top_s, top_i, rows, _rescore(a, a_rows[rows], b, cols, ta.n, tb.n), cols)
-    t = _screen_t(tau, ebar)
-    full = prod_i[:, -1] >= 0 if prod_v.shape[1] < len(b) else np.zeros(r_all, bool)
-    over = np.flatnonzero(full & (product.upper(prod_v[:, -1]) >= t))
-    return top_s, top_i, over, t
-
-
-def _rescore(a, a_rows, b, b_rows, na, nb, chunk: int = 1 << 14) -> np.ndarray:
-    """exact_dot of rows a[a_rows[i]] and b[b_rows[i]], gathered chunk by chunk (bounded memory:
-    a chunk's two float32 gathers are 2 * chunk * dim * 4 bytes, 50 MB at 384 dimensions)."""
-    out = np.empty(len(a_rows), dtype=np.float32)
-    for s in range(0, len(a_rows), chunk):
-        ar, br = a_rows[s : s + chunk], b_rows[s : s + chunk]
-        out[s : s + len(ar)] = exact_dot(np.asarray(a[ar], dtype=np.float32), np.asarray(b[br], dtype=np.float32),
-                                         na[ar], nb[br])
-    return out
-
-
-def _side_terms(a, product, side: str, chunk: int = 8192) -> RowTerms:
-    """Per-row norms of a side (one streaming pass); refuses non-finite rows."""
-    parts = [product.terms(_as_f32(a, i, i + chunk)) for i in range(0, len(a), chunk)]
-    terms = RowTerms(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("n", "nh", "r")),
-                     tiny=any(p.tiny for p in parts))
-    bad = np.flatnonzero(~np.isfinite(terms.n))
-    if len(bad):
-        raise NonFiniteRowError(side, int(bad[0]))
-    return terms
 
 
 # Memory for the workers' own y->x states: m * candidate_width(k) * 12 bytes each. Fewer workers past this.
@@ -291,100 +149,6 @@ class _Worker:
         self.buf = buffer
 
 
-class _Checkpoint:
-    """Finished x->y row ranges (one .npz each) + the y->x running state, keyed by the inputs."""
-
-    def __init__(self, directory: str | Path, key: str):
-        self.work = KeyedDir(directory, key, owned=("fwd_*.npz", "state.npz"))
-        self.dir = self.work.dir
-
-    def load(self):
-        """(done_rows, fwd chunks [(start, sims, idx)], bwd_sims, bwd_idx) or None."""
-        state_file = self.dir / "state.npz"
-        if not state_file.exists():
-            return None
-        with np.load(state_file) as st:
-            done = int(st["done_rows"])
-            bwd_s, bwd_i = st["bwd_sims"], st["bwd_idx"]
-        chunks = []
-        for f in sorted(self.dir.glob("fwd_*.npz")):
-            start, stop = (int(v) for v in f.stem.split("_")[1:3])
-            if stop <= done:
-                with np.load(f) as z:
-                    chunks.append((start, z["sims"], z["idx"]))
-        return done, chunks, bwd_s, bwd_i
-
-    def clear(self) -> None:
-        """Drop the saved partial results (keeps the key): the next run starts from row 0."""
-        self.work.clear()
-
-    def save(self, start: int, stop: int, fwd_s, fwd_i, bwd_s, bwd_i) -> None:
-        # x->y rows first, then the state that claims them: a crash between the two only loses them.
-        if stop > start:
-            with atomic_path(self.dir / f"fwd_{start:012d}_{stop:012d}.npz") as tmp:
-                np.savez(tmp, sims=fwd_s, idx=fwd_i)
-        with atomic_path(self.dir / "state.npz") as tmp:
-            np.savez(tmp, done_rows=np.int64(stop), bwd_sims=bwd_s, bwd_idx=bwd_i)
-
-
-def _load_valid_checkpoint(ckpt: "_Checkpoint", *, n: int, m: int, kx: int, ky: int):
-    """`ckpt.load()` if it is whole and fits these inputs; else None (with a warning, and the
-    checkpoint cleared), so a damaged checkpoint costs a recomputation, never a crash on every
-    rerun or a result read from uninitialised memory.
-
-    Checked: the files load; done_rows is within [0, n]; the x->y chunks cover rows [0, done_rows)
-    exactly, without gaps or overlaps, each (rows, kx); the y->x state is (m, ky); every index is
-    -1 or a valid row; similarities are finite or -inf (the value of a missing neighbour).
-    """
-    import logging
-    import zipfile
-
-    log = logging.getLogger("xmine.mining")
-    try:
-        loaded = ckpt.load()
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
-        why = f"unreadable ({type(e).__name__}: {e})"
-    else:
-        if loaded is None:
-            return None
-        why = _checkpoint_problem(loaded, n=n, m=m, kx=kx, ky=ky)
-        if why is None:
-            return loaded
-    log.warning(f"{ckpt.dir}: damaged mining checkpoint ({why}); recomputing from the start")
-    ckpt.clear()
-    return None
-
-
-def _checkpoint_problem(loaded, *, n: int, m: int, kx: int, ky: int) -> str | None:
-    done, chunks, bwd_s, bwd_i = loaded
-    if not 0 <= done <= n:
-        return f"done_rows {done} outside 0..{n}"
-    if bwd_s.shape != (m, ky) or bwd_i.shape != (m, ky):
-        return f"y->x state {bwd_s.shape}/{bwd_i.shape}, expected ({m}, {ky})"
-    if not _valid_topk(bwd_s, bwd_i, n):
-        return "y->x state holds impossible values"
-    pos = 0
-    for start, sims, idx in sorted(chunks, key=lambda c: c[0]):
-        if start != pos:
-            return f"x->y rows {pos}..{start} missing" if start > pos else f"x->y rows from {start} overlap"
-        if sims.shape != idx.shape or sims.ndim != 2 or sims.shape[1] != kx:
-            return f"x->y chunk at row {start} has shape {sims.shape}/{idx.shape}, expected (rows, {kx})"
-        if not _valid_topk(sims, idx, m):
-            return f"x->y chunk at row {start} holds impossible values"
-        pos += len(sims)
-    if pos != done:
-        return f"x->y rows {pos}..{done} missing"
-    return None
-
-
-def _valid_topk(sims: np.ndarray, idx: np.ndarray, n_other: int) -> bool:
-    if not (np.issubdtype(idx.dtype, np.integer) and np.issubdtype(sims.dtype, np.floating)):
-        return False
-    ok_idx = bool(((idx >= -1) & (idx < n_other)).all())
-    ok_sims = bool((np.isfinite(sims) | (sims == -np.inf)).all())
-    return ok_idx and ok_sims
-
-
 def exact_knn_both(
     x: np.ndarray,
     y: np.ndarray,
@@ -433,10 +197,10 @@ def exact_knn_both(
 
     # The saved y->x state holds product values: valid only for the same product and width.
     key = f"{checkpoint_key}|product={prod.name}|width={wy}"
-    ckpt = _Checkpoint(checkpoint_dir, key) if checkpoint_dir is not None else None
+    ckpt = KnnCheckpoint(checkpoint_dir, key) if checkpoint_dir is not None else None
     done, resumed_state = 0, None
     if ckpt is not None:
-        loaded = _load_valid_checkpoint(ckpt, n=n, m=m, kx=kx, ky=wy)  # the y->x state is W wide
+        loaded = load_valid_checkpoint(ckpt, n=n, m=m, kx=kx, ky=wy)  # the y->x state is W wide
         if loaded is not None:
             done, chunks, bwd_p, bwd_i = loaded
             resumed_state = (bwd_p, bwd_i)
@@ -446,13 +210,13 @@ def exact_knn_both(
     unsaved_from, last_save = done, time.monotonic()
 
     # Per-row norms of both sides and each row's bound E-bar over the whole other side.
-    tx, ty = _side_terms(x, prod, "src"), _side_terms(y, prod, "tgt")
+    tx, ty = side_terms(x, prod, "src"), side_terms(y, prod, "tgt")
     ebar_x, ebar_y = row_bounds(tx, ty.max(), prod), row_bounds(ty, tx.max(), prod)
     y_in_memory = y.dtype == np.float32 and not isinstance(y, np.memmap) and isinstance(y, np.ndarray)
     y32 = np.ascontiguousarray(y) if y_in_memory else None
 
     def y_block(j0: int, j1: int) -> np.ndarray:
-        return y32[j0:j1] if y32 is not None else _as_f32(y, j0, j1)
+        return y32[j0:j1] if y32 is not None else as_f32(y, j0, j1)
 
     # y already in memory: its blocks are rounded for the product once, not once per row block (a
     # bf16 copy is half of y; a store read from disk is rounded block by block, memory bounded).
@@ -468,7 +232,7 @@ def exact_knn_both(
     col_floor = np.empty(m)
     for j0 in range(0, m, block_cols):
         yb = y_block(j0, j0 + block_cols)
-        col_floor[j0 : j0 + len(yb)] = _sample_floor(yb, ty.n[j0 : j0 + len(yb)], x, tx.n, ky)
+        col_floor[j0 : j0 + len(yb)] = sample_floor(yb, ty.n[j0 : j0 + len(yb)], x, tx.n, ky)
 
     # The resumed y->x state goes to one worker only: merging duplicates would repeat entries.
     buffer_size = min(block_rows, n) * min(block_cols, m)
@@ -482,11 +246,11 @@ def exact_knn_both(
         w = idle.get()  # never waits: at most `workers` blocks run at once
         try:
             i1 = min(i0 + block_rows, n)
-            xb = _as_f32(x, i0, i1)
+            xb = as_f32(x, i0, i1)
             px = prod.prepare(xb, tx.tiny)
             run_p = np.full((i1 - i0, wx), -np.inf, dtype=np.float32)
             run_i = np.full((i1 - i0, wx), -1, dtype=np.int64)
-            row_floor = _sample_floor(xb, tx.n[i0:i1], y, ty.n, kx)
+            row_floor = sample_floor(xb, tx.n[i0:i1], y, ty.n, kx)
             eb_x = ebar_x[i0:i1]
             fresh, w.fresh = w.fresh, False
             if w.col_floor is None:
@@ -502,11 +266,11 @@ def exact_knn_both(
                 if fresh and i1 - i0 >= ky:
                     w.col_floor[j0:j1] = np.maximum(w.col_floor[j0:j1],
                                                     prod.lower(prod.kth_floor(s, ky, 0)) - ebar_y[j0:j1])
-                t_rows = _screen_t(_tau(row_floor, run_p[:, kx - 1], eb_x, prod), eb_x)
-                t_cols = _screen_t(_tau(w.col_floor[j0:j1], cp[:, ky - 1], ebar_y[j0:j1], prod), ebar_y[j0:j1])
-                _screen_into(prod, s, t_rows, t_cols, run_p, run_i, j0, cp, ci, i0)
+                t_rows = screen_t(tau_bound(row_floor, run_p[:, kx - 1], eb_x, prod), eb_x)
+                t_cols = screen_t(tau_bound(w.col_floor[j0:j1], cp[:, ky - 1], ebar_y[j0:j1], prod), ebar_y[j0:j1])
+                screen_into(prod, s, t_rows, t_cols, run_p, run_i, j0, cp, ci, i0)
             # All of y seen: rescore what can reach each row's top-k.
-            top_s, top_i, over, t = _finalize(run_p, run_i, xb, np.arange(i1 - i0), tx[i0:i1], y, ty,
+            top_s, top_i, over, t = finalize_lists(run_p, run_i, xb, np.arange(i1 - i0), tx[i0:i1], y, ty,
                                               row_floor, eb_x, kx, prod)
             if len(over):
                 _second_pass(xb[over], tx.n[i0 + over], t[over], top_s, top_i, over, y, ty.n, m, block_cols, w.buf)
@@ -520,11 +284,11 @@ def exact_knn_both(
         top_s[where], top_i[where] = -np.inf, -1
         pa = prod.prepare(a_rows)  # flushes subnormals if any
         for j0 in range(0, nb, block):
-            bb = _as_f32(b, j0, j0 + block)
+            bb = as_f32(b, j0, j0 + block)
             s = prod.scores(pa, prod.prepare(bb), buf)
             (r, c, _), _ = prod.screen(s, t, np.full(len(bb), np.inf))
             exact = exact_dot(a_rows[r], bb[c], a_norms[r], b_norms[j0 + c])
-            _merge_sparse(top_s, top_i, where[r], exact, c + j0)
+            merge_sparse(top_s, top_i, where[r], exact, c + j0)
 
     bar = tqdm(total=n, initial=done, desc="kNN (both directions)", unit="rows",
                disable=not show_progress, leave=False)
@@ -545,7 +309,7 @@ def exact_knn_both(
         # All of x seen: rescore what can reach each column's top-k.
         bwd_p, bwd_i = _merge_states([(w.bwd_prod, w.bwd_idx) for w in pool])
         floor = np.max([col_floor] + [w.col_floor for w in pool if w.col_floor is not None], axis=0)
-        bwd_sims, bwd_idx, over, t = _finalize(bwd_p, bwd_i, y, np.arange(m), ty, x, tx, floor, ebar_y, ky, prod)
+        bwd_sims, bwd_idx, over, t = finalize_lists(bwd_p, bwd_i, y, np.arange(m), ty, x, tx, floor, ebar_y, ky, prod)
         for o0 in range(0, len(over), block_rows):  # overflowed columns, block by block
             o = over[o0 : o0 + block_rows]
             _second_pass(_as_f32_rows(y, o), ty.n[o], t[o], bwd_sims, bwd_idx, o, x, tx.n, n, block_cols, pool[0].buf)

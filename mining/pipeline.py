@@ -39,118 +39,21 @@ import numpy as np
 
 from xmine.artefacts import provenance
 from xmine.errors import ConfigError, InputError, NonFiniteRowError
-from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
-from xmine.mining.filter_step import filter_pairs, lang_filter_langs, language_rows, pre_search
+from xmine.mining.approximate import ApproximateConfig
+from xmine.mining.filter_step import filter_pairs, lang_filter_langs, pre_search
 from xmine.mining.filters import PairFilterConfig
 from xmine.mining.language_check import check_declared_languages
+from xmine.mining.mineable import Mineable
 from xmine.mining.presearch import PreSearchConfig
 from xmine.mining.products import resolve_product
-from xmine.topk import merge_topk
-from xmine.mining.refine import refine_key
-from xmine.mining.select import (DIRECTION_NAMES, MinedPairs, MiningConfig, length_mask, mine_embeddings,
-                                 passing_rows, select_pairs)
-from xmine.mining.writers import MinedRows, write_mined
+from xmine.mining.search_pairs import search_pairs
+from xmine.mining.select import MiningConfig
+from xmine.mining.writers import MinedRows, write_meta, write_mined
 
 log = logging.getLogger(__name__)
 
 MINING_KIND = "mining-result"
 FILTERED_KIND = "filtered-pairs"
-
-
-def _unique_hits(sims: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Drop repeated ids in each row (keep the first = best), then keep k columns (-1 pads)."""
-    ids = ids.copy()
-    for c in range(1, ids.shape[1]):
-        dup = (ids[:, :c] == ids[:, c : c + 1]).any(axis=1)
-        ids[dup, c] = -1
-    return merge_topk([sims.astype(np.float32)], [ids], k)
-
-
-def _neighbours(base_side, base: "_Mineable", queries, k: int, *, ray: bool, show_progress: bool, tag: str):
-    """k nearest mined rows of `base_side` to each query row: (sims, positions among `base.ids`).
-
-    Through the side's own index when it has one: the index holds every row (repeats, filtered
-    ones), so it is asked for 2k more, each hit is mapped to its representative among the mined
-    rows (or dropped), and repeats are dropped. Else exactly, through flat indexes over the mined
-    rows in chunks. Either way the queries go in the same blocks here and on Ray (`ray=True`:
-    tasks of query blocks x one shard), so both give the same bytes (xmine.index.blocked_search)."""
-    from xmine.index.blocked_search import FlatChunks, IndexDirShards, search_blocks
-    from xmine.index.faiss_index import gpu_count
-
-    if ray:  # tasks read the rows by path (or from the object store), not through this process
-        from xmine.cluster import cluster_resources
-        from xmine.index.ray_build import rows_for_workers, search_blocks_ray
-    kk = min(k, len(base.ids))
-    if base_side.index is not None:
-        opener, fetch = IndexDirShards(base_side.index), kk + 2 * k
-    else:
-        opener, fetch = FlatChunks(rows_for_workers(base.rows) if ray else base.rows), kk
-    if ray:
-        sims, rows = search_blocks_ray(opener, len(opener), rows_for_workers(queries), fetch,
-                                       use_gpu=cluster_resources()["GPU"] > 0, desc=f"{tag} (ray)",
-                                       show_progress=show_progress)
-    else:
-        sims, rows = search_blocks(opener, len(opener), queries, fetch, use_gpu=gpu_count() > 0, desc=tag,
-                                   show_progress=show_progress)
-    if base_side.index is None:
-        return sims, rows
-    hit = np.where(rows >= 0, base.position_of_row[np.maximum(rows, 0)], -1)
-    return _unique_hits(sims, hit, kk)
-
-
-# The automatic language filter leaves a side alone when more than this share of it is identified
-# as another language (a wrong --src-lang/--tgt-lang, not noise).
-MISLABELLED_SHARE = 0.5
-
-
-class _Mineable:
-    """A side's rows that take part: first occurrences within the length bounds (then `restrict`)."""
-
-    def __init__(self, side, config: MiningConfig, *, lang_filter: tuple[str, str, float] | None = None,
-                 forced: bool = False, role: str = "src"):
-        first, self.representative = side.unique_rows()
-        self.side = side
-        self.unique = len(first)
-        lengths = np.asarray(side.row_index.lengths)
-        ok = length_mask(lengths[first], config)
-        self.ids = first[ok] if ok is not None else first
-        self.other_language = 0
-        self.lang_filter_skipped = None
-        if lang_filter is not None:  # (language, LID backend, min confidence): drop other languages
-            keep = language_rows(side, self.ids, *lang_filter)
-            share = float((~keep).mean()) if len(keep) else 0.0
-            if share > MISLABELLED_SHARE and not forced:
-                # Most of the side in another language: its --*-lang is more likely wrong than the
-                # side is noise; the automatic filter would leave nothing to mine.
-                self.lang_filter_skipped = share
-                log.warning("%s %s: %.0f%% of its sentences are identified as another language than "
-                            "--%s-lang %s; the automatic language filter leaves this side as it is (check "
-                            "--%s-lang; --lang-filter forces the filter)", role, side.path, 100 * share, role,
-                            lang_filter[0], role)
-            else:
-                self.other_language = int((~keep).sum())
-                self.ids = self.ids[keep]
-        self._index()
-
-    def restrict(self, clean) -> None:
-        """Search only the rows the pre-search cleaning keeps (`presearch.SideClean` over `ids`);
-        a near-duplicate's rows stand for its representative, as an exact repeat's do."""
-        to = np.arange(len(self.representative), dtype=np.int64)
-        to[self.ids] = self.ids[clean.representative]
-        self.representative = to[self.representative]
-        self.ids = self.ids[clean.keep]
-        self._index()
-
-    def _index(self) -> None:
-        from xmine.store.rows import RowSubset
-
-        lengths = np.asarray(self.side.row_index.lengths)
-        self.lengths = lengths[self.ids].astype(np.int64)
-        self.rows = RowSubset(self.side.rows, self.ids)
-        # For a side's own index: row -> position of its representative among self.ids (-1: not mined)
-        pos = np.full(len(lengths), -1, dtype=np.int64)
-        pos[self.ids] = np.arange(len(self.ids))
-        self.position_of_row = pos[self.representative]
 
 
 def mine(
@@ -191,7 +94,7 @@ def mine(
 
     `ray`: None runs in this process; "auto" or a cluster address runs the kNN search as Ray
     tasks (exact: `xmine.mining.ray_knn`; approximate: `xmine.mining.ray_approximate`; an index
-    side: query blocks x index shards, `_neighbours`), with byte-identical output.
+    side: query blocks x index shards, `xmine.mining.search_pairs`), with byte-identical output.
 
     `default_threshold`: when `config.threshold` is None, mine with the projection's own calibrated
     threshold for `config.margin` (`xmine.projection.calibrated_threshold`), if it has one; False
@@ -201,7 +104,7 @@ def mine(
     `allow_same_input`: mine even when `src` and `tgt` are the same file or directory (refused
     otherwise: every sentence would pair with itself).
     `output_format`: tsv, moses, jsonl, parquet or hf (`xmine.mining.writers`); None: by the
-    name of `out`. `input_format` (xmine.readers.InputFormat): how to read corpus sides.
+    name of `out`. `input_format` (xmine.reader_base.InputFormat): how to read corpus sides.
     `filters`: the pair filters (`xmine.mining.filters`) run on the selected pairs before they are
     written; the summary's `filters` counts what each rule removed. `keep_filtered`: also write the
     dropped pairs there (`score<TAB>src<TAB>tgt<TAB>rule`, atomically, claimed like `out`).
@@ -215,10 +118,11 @@ def mine(
     what each step removed per side.
     """
     from xmine.mining.writers import COMPANIONS, output_format as resolve_format
+    from xmine.output_state import same_file
     from xmine.outputs import claim_output
 
     out = Path(out)
-    if not allow_same_input and _same_path(src, tgt):
+    if not allow_same_input and (same_file(Path(src), Path(tgt)) or Path(src).resolve() == Path(tgt).resolve()):
         raise ConfigError(f"{src}: given as both SRC and TGT, so every sentence would be mined with itself; "
                           "pass --allow-same-input if that is what you want")
     fmt = resolve_format(out, output_format)
@@ -235,7 +139,7 @@ def mine(
 
         connect(ray)
     with claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection], overwrite=overwrite,
-                      companions=(".meta", ".work") + COMPANIONS, legacy=_legacy_result) as claim:
+                      companions=(".meta", ".work") + COMPANIONS) as claim:
         with (claim_output(keep_filtered, kind=FILTERED_KIND, form="tsv", inputs=[src, tgt, projection, out],
                            overwrite=overwrite) if keep_filtered is not None
               else contextlib.nullcontext()) as dropped_claim:
@@ -247,34 +151,15 @@ def mine(
                          dropped_claim=dropped_claim, lang_filter=lang_filter, pre_clean=pre_clean)
 
 
-def _same_path(a, b) -> bool:
-    a, b = Path(a), Path(b)
-    try:
-        sa, sb = a.stat(), b.stat()
-    except OSError:
-        return a.resolve() == b.resolve()
-    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
-
-
-def _legacy_result(out: Path) -> bool:
-    """A mining result written before OUT.json carried a kind: its summary names OUT as output."""
-    try:
-        side = json.loads(Path(str(out) + ".json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return (isinstance(side, dict) and {"output", "pairs", "search", "provenance"} <= side.keys()
-            and Path(str(side["output"])).name == out.name)
-
-
 def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate,
           approximate_config, line_numbers, meta, keep_work, show_progress, ray=None,
           default_threshold=True, fmt="tsv", input_format=None, filters=PairFilterConfig(), dropped_claim=None,
           lang_filter=None, pre_clean=PreSearchConfig()) -> dict:
-    from xmine.inputs import Encoders, artefact_encoder_name, artefact_precision, check_compatible, load_side
+    from xmine.input_artefacts import artefact_encoder_name, artefact_kind, artefact_precision
+    from xmine.input_encoders import Encoders
+    from xmine.inputs import check_compatible, load_side
 
     out = claim.path
-    from xmine.inputs import artefact_kind
-
     # OUT.work/ is created (and marked as this output's) only when something is built in it, so a
     # run refused while opening its inputs leaves nothing behind.
     work = claim.companion(".work")
@@ -302,8 +187,8 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         lf, lf_record = lang_filter_langs(lang_filter, (src_lang or sx.lang, tgt_lang or sy.lang), filters.lid,
                                           filters.lid_min_confidence)
         forced = lf_record.get("source") == "--lang-filter"
-        mx = _Mineable(sx, config, lang_filter=lf[0], forced=forced, role="src")
-        my = _Mineable(sy, config, lang_filter=lf[1], forced=forced, role="tgt")
+        mx = Mineable(sx, config, lang_filter=lf[0], forced=forced, role="src")
+        my = Mineable(sy, config, lang_filter=lf[1], forced=forced, role="tgt")
         if lf_record["on"]:
             lf_record["skipped"] = {role: round(m.lang_filter_skipped, 4) for role, m in (("src", mx), ("tgt", my))
                                     if m.lang_filter_skipped is not None}
@@ -325,7 +210,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
         if search != "faiss-index":
             claim.work_dir(".work")  # checkpoints
         try:
-            mined = _search_pairs(search, mx, my, sx, sy, config=config, select_config=select_config,
+            mined = search_pairs(search, mx, my, sx, sy, config=config, select_config=select_config,
                                   approximate_config=approximate_config, work=work, key=key, ray=ray,
                                   show_progress=show_progress)
         except NonFiniteRowError as e:
@@ -366,52 +251,13 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
                                           direction=mined.direction), line_numbers=line_numbers, summary=summary,
                     extra=lid_columns)
         if meta:  # (without it, the replaced result's own .meta is removed by claim.finish)
-            _write_meta(claim, mined, sx, sy, src_rows, tgt_rows)
+            write_meta(claim, mined, sx, sy, src_rows, tgt_rows)
     finally:
         sx.close()
         sy.close()
     if not keep_work:
         shutil.rmtree(work, ignore_errors=True)
     return claim.finish(summary)
-
-
-def _search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_config, work, key, ray,
-                  show_progress) -> MinedPairs:
-    """Both directions' neighbours by the chosen search, then margin and one-to-one selection."""
-    if len(mx.ids) == 0 or len(my.ids) == 0:
-        e = np.zeros(0, np.int64)
-        mined = MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
-    elif search == "faiss-index":
-        on_ray = ray is not None
-        fs, fi = _neighbours(sy, my, mx.rows, config.k, ray=on_ray, show_progress=show_progress,
-                             tag="searching tgt")
-        bs, bi = _neighbours(sx, mx, my.rows, config.k, ray=on_ray, show_progress=show_progress,
-                             tag="searching src")
-        mined = select_pairs(fs, fi, bs, bi, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
-    elif search == "approximate":
-        engine = None
-        if ray is not None:
-            from xmine.mining.ray_approximate import RAY_ENGINE as engine
-
-        def passing(*knn):  # rows whose neighbourhood decides a pair: searched again wider
-            return passing_rows(*knn, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
-
-        knn = approximate_knn_both(mx.rows, my.rows, config.k, config=approximate_config, work_dir=work / "ann",
-                                   key=key, show_progress=show_progress, engine=engine, passing=passing,
-                                   passing_key=refine_key(**{f: getattr(select_config, f) for f in (
-                                       "threshold", "margin", "retrieval", "max_length_ratio")}))
-        mined = select_pairs(*knn, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
-    elif ray is not None:
-        from xmine.mining.ray_knn import ray_knn_both
-
-        mined = mine_embeddings(mx.rows, my.rows, config=select_config, src_lengths=mx.lengths,
-                                tgt_lengths=my.lengths, checkpoint_dir=work / "knn-ray", checkpoint_key=key,
-                                show_progress=show_progress, knn=ray_knn_both)
-    else:
-        mined = mine_embeddings(mx.rows, my.rows, config=select_config, src_lengths=mx.lengths,
-                                tgt_lengths=my.lengths, checkpoint_dir=work / "knn", checkpoint_key=key,
-                                show_progress=show_progress)
-    return mined
 
 
 def _threshold(config: MiningConfig, projection_dir, *, default_threshold: bool):
@@ -430,20 +276,3 @@ def _threshold(config: MiningConfig, projection_dir, *, default_threshold: bool)
     value, source = found
     log.info("threshold %s: %s", value, source)
     return config.replace(threshold=value), {"value": value, "margin": config.margin, "source": source}
-
-
-def _write_meta(claim, mined: MinedPairs, sx, sy, src_rows, tgt_rows) -> None:
-    """stopes-style meta: score, src file:line, tgt file:line, direction that found the pair; for
-    inputs read with an id field, the two record ids after; for inputs split into sentences, the
-    two sentence indices after those."""
-    from xmine.mining.writers import _sentence_of
-
-    with claim.atomic_file(".meta") as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        for s, t, sc, d in zip(src_rows.tolist(), tgt_rows.tolist(), mined.score.tolist(), mined.direction.tolist()):
-            row = (f"{sc:.6f}\t{sx.path}:{sx.line_numbers[s]}\t{sy.path}:{sy.line_numbers[t]}\t"
-                   f"{DIRECTION_NAMES[int(d)]}")
-            if sx.ids is not None or sy.ids is not None:
-                row += f"\t{sx.ids[s] if sx.ids is not None else ''}\t{sy.ids[t] if sy.ids is not None else ''}"
-            if sx.sentence_index is not None or sy.sentence_index is not None:
-                row += f"\t{_sentence_of(sx, s)}\t{_sentence_of(sy, t)}"
-            f.write(row + "\n")

@@ -95,7 +95,8 @@ def _refine_rows(tag, queries, base, ids: np.ndarray, current: np.ndarray, *, pl
     from tqdm.auto import tqdm
 
     from xmine.index.faiss_index import shard_plan
-    from xmine.mining.ann_shards import as_f32, open_shard, rescore_candidates
+    from xmine.index.build import as_f32
+    from xmine.mining.ann_shards import open_shard, rescore_candidates
     from xmine.topk import merge_topk
 
     k = current.shape[1]

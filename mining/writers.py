@@ -280,5 +280,22 @@ def dataset_card(summary: dict, *, keys: tuple[str, str], pairs: int, columns: S
     return "\n".join(lines)
 
 
+def write_meta(claim, mined, sx, sy, src_rows, tgt_rows) -> None:
+    """stopes-style meta: score, src file:line, tgt file:line, direction that found the pair; for
+    inputs read with an id field, the two record ids after; for inputs split into sentences, the
+    two sentence indices after those."""
+    from xmine.mining.select import DIRECTION_NAMES
+
+    with claim.atomic_file(".meta") as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        for s, t, sc, d in zip(src_rows.tolist(), tgt_rows.tolist(), mined.score.tolist(), mined.direction.tolist()):
+            row = (f"{sc:.6f}\t{sx.path}:{sx.line_numbers[s]}\t{sy.path}:{sy.line_numbers[t]}\t"
+                   f"{DIRECTION_NAMES[int(d)]}")
+            if sx.ids is not None or sy.ids is not None:
+                row += f"\t{sx.ids[s] if sx.ids is not None else ''}\t{sy.ids[t] if sy.ids is not None else ''}"
+            if sx.sentence_index is not None or sy.sentence_index is not None:
+                row += f"\t{_sentence_of(sx, s)}\t{_sentence_of(sy, t)}"
+            f.write(row + "\n")
+
+
 __all__ = ["COMPANIONS", "OUTPUT_FORMATS", "MinedRows", "PairColumn", "dataset_card", "output_format",
-           "translation_keys", "write_mined"]
+           "translation_keys", "write_meta", "write_mined"]

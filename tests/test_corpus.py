@@ -8,14 +8,10 @@ import logging
 import numpy as np
 import pytest
 
-from xmine.corpus import (
-    count_lines,
-    dedup,
-    iter_corpus,
-    read_corpus,
-    read_parallel,
-    truncate_for_encoding,
-)
+from xmine.compression import count_lines
+from xmine.corpus import iter_corpus, read_corpus, truncate_for_encoding
+from xmine.dedup import dedup
+from xmine.parallel_text import read_parallel
 from xmine.errors import InputError
 
 

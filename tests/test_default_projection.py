@@ -253,7 +253,7 @@ def test_embed_index_search_follow_the_default(tmp_path, me5):
 def test_an_implicit_choice_is_made_and_told_once(tmp_path, monkeypatch, caplog):
     """Loading the encoder while the projection is being chosen (its fingerprint decides) must not
     choose, and log, a second time."""
-    from xmine.inputs import Encoders
+    from xmine.input_encoders import Encoders
 
     _shipped_copy(tmp_path, monkeypatch, False)
     encoders = Encoders("me5-small", None)

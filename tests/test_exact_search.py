@@ -9,6 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+import xmine.mining.candidates as candidates
 import xmine.mining.knn as knn_module
 from xmine.errors import ConfigError, NonFiniteRowError
 from xmine.mining.knn import exact_knn_both
@@ -243,7 +244,7 @@ def test_compiled_screen_merges_what_numpys_passes_merge(cls, monkeypatch):
     """Random blocks and thresholds (negative, -inf, +inf, on tie values) into half-filled lists:
     the kernel's lists hold the same values as numpy's, and each listed index is an entry of the
     block with that value (which of several equal values at a list's end is kept may differ)."""
-    if knn_module.screen_merge is None:
+    if candidates.screen_merge is None:
         pytest.skip("numba is not installed: knn.py runs numpy's passes only")
     rng = np.random.default_rng(11)
     product = cls(48)
@@ -255,13 +256,13 @@ def test_compiled_screen_merges_what_numpys_passes_merge(cls, monkeypatch):
         lists = []
         for fused in (True, False):
             if not fused:
-                monkeypatch.setattr(knn_module, "screen_merge", None)
+                monkeypatch.setattr(candidates, "screen_merge", None)
             run_p = np.full((rows, 6), -np.inf, np.float32)
             run_p[:, :3] = [0.5, 0.25, 0.125]
             run_i = np.where(np.isfinite(run_p), 10**6, -1).astype(np.int64)
             cp = np.full((cols, 5), -np.inf, np.float32)
             ci = np.full((cols, 5), -1, np.int64)
-            knn_module._screen_into(product, s, t_rows, t_cols, run_p, run_i, 1000, cp, ci, 7)
+            candidates.screen_into(product, s, t_rows, t_cols, run_p, run_i, 1000, cp, ci, 7)
             lists.append((run_p, run_i, cp, ci))
             monkeypatch.undo()
         (fp, fi, fcp, fci), (npp, npi, ncp, nci) = lists
@@ -279,7 +280,7 @@ def test_numpys_passes_still_give_the_brute_force_result(monkeypatch):
     rng = np.random.default_rng(12)
     x, y = _near_ties(rng, 300, 250, 48)
     want = brute_force(x, y, 4)
-    monkeypatch.setattr(knn_module, "screen_merge", None)
+    monkeypatch.setattr(candidates, "screen_merge", None)
     for product in PRODUCTS:
         _assert_same(want, exact_knn_both(x, y, 4, block_rows=64, block_cols=100, workers=2, product=product))
 
@@ -287,15 +288,15 @@ def test_numpys_passes_still_give_the_brute_force_result(monkeypatch):
 def test_all_negative_scores_take_the_keyed_path(monkeypatch):
     """Rows opposite every target: their thresholds are negative, so the compiled pass compares
     keys (negative patterns reordered), not raw bit patterns; the result is still the brute force."""
-    if knn_module.screen_merge is None:
+    if candidates.screen_merge is None:
         pytest.skip("numba is not installed")
     rng = np.random.default_rng(13)
     c = rng.standard_normal(48)
     y = _unit(c + 0.3 * rng.standard_normal((200, 48)))
     x = _unit(-c + 0.3 * rng.standard_normal((150, 48)))
     keyed = []
-    real = knn_module.screen_merge
-    monkeypatch.setattr(knn_module, "screen_merge",
+    real = candidates.screen_merge
+    monkeypatch.setattr(candidates, "screen_merge",
                         lambda bits, sh, tr, tc, *a: keyed.append(min(tr.min(), tc.min()) < 1) or real(bits, sh, tr, tc, *a))
     want = brute_force(x, y, 4)
     for product in PRODUCTS:

@@ -253,7 +253,8 @@ def test_fmda_trains_from_the_cli_resumes_and_round_trips(tiny_massive, tmp_path
 def test_dev_retrieval_by_hand():
     from types import SimpleNamespace
 
-    from xmine.disentangle.fmda_trainer import FmdaConfig, _dev_retrieval
+    from xmine.disentangle.fmda_eval import dev_retrieval
+    from xmine.disentangle.fmda_trainer import FmdaConfig
 
     vecs = {"en-US": torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
             "de-DE": torch.tensor([[1.0, 0.1], [1.0, 0.0], [0.0, 1.0]])}
@@ -262,10 +263,10 @@ def test_dev_retrieval_by_hand():
     model = torch.nn.Linear(1, 1)
     stepper = SimpleNamespace(model=model, parts=lambda loc, rows: {"meaning": vecs[loc][rows]})
     data = SimpleNamespace(dev_rows=np.arange(3))
-    assert _dev_retrieval(stepper, data, FmdaConfig(partners=["de-DE"])) == pytest.approx(1 / 6)
+    assert dev_retrieval(stepper, data, FmdaConfig(partners=["de-DE"])) == pytest.approx(1 / 6)
     assert model.training  # left in training mode
     vecs["de-DE"] = vecs["en-US"] * 3  # translations identical up to scale: every row found both ways
-    assert _dev_retrieval(stepper, data, FmdaConfig(partners=["de-DE"])) == 1.0
+    assert dev_retrieval(stepper, data, FmdaConfig(partners=["de-DE"])) == 1.0
 
 
 def test_selection_keeps_the_epoch_with_the_best_dev_retrieval(tiny_massive, tmp_path, me5, monkeypatch):
@@ -275,14 +276,14 @@ def test_selection_keeps_the_epoch_with_the_best_dev_retrieval(tiny_massive, tmp
     # scripted dev retrieval (epoch 0 = untrained, then epochs 1-5): best at epoch 2, tied at 4 (the
     # earlier is kept), so patience 3 stops after epoch 5; the real value is computed too
     script = iter([0.1, 0.3, 0.6, 0.5, 0.6, 0.2, 0.9])
-    real, snapshots, real_fn = [], [], T._dev_retrieval
+    real, snapshots, real_fn = [], [], T.dev_retrieval
 
     def scripted(stepper, data, config):
         real.append(real_fn(stepper, data, config))
         snapshots.append({k: v.clone() for k, v in stepper.model.state_dict().items()})
         return next(script)
 
-    monkeypatch.setattr(T, "_dev_retrieval", scripted)
+    monkeypatch.setattr(T, "dev_retrieval", scripted)
     config = T.FmdaConfig(partners=["de-DE"], batch_size=16, lr=1e-3, max_epochs=10, patience=3)
     proj = T.train_fmda(tiny_massive, tmp_path / "sel", encoder=me5, config=config, show_progress=False)
     cfg = proj.config

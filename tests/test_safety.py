@@ -322,7 +322,7 @@ def test_a_large_store_is_checked_on_first_read(ws, monkeypatch):
 
 
 @pytest.mark.parametrize("damage", ["line_numbers truncated", "faiss shard garbled", "sentences not UTF-8",
-                                    "faiss shard garbled (older index)"])
+                                    "faiss shard garbled (manifest with no sums)"])
 def test_a_damaged_index_is_one_clear_error(ws, damage):
     ix = ws / "index"
     if damage.startswith("line_numbers"):
@@ -333,16 +333,17 @@ def test_a_damaged_index_is_one_clear_error(ws, damage):
         data = bytearray(target.read_bytes())
         data[:64] = b"\x00" * 64
         target.write_bytes(bytes(data))
-        if "older" in damage:  # no sums recorded: FAISS itself must fail cleanly
+        if "no sums" in damage:  # a manifest that records no sums is damaged itself
             m = json.loads((ix / "manifest.json").read_text())
             del m["files"]
             (ix / "manifest.json").write_text(json.dumps(m))
+            target = ix / "manifest.json"
     else:
         target = ix / "sentences.txt"
         target.write_bytes(b"\xff\xfe" + target.read_bytes())
     with untouched(ws):
         err = refused(xm("search", ix, ws / "de.txt", "-o", ws / "hits.tsv"), target.name)
-        assert any(w in err for w in ("damaged", "differs from the manifest", "unreadable")), err
+        assert any(w in err for w in ("damaged", "differs from the manifest", "unreadable", "missing field")), err
 
 
 def test_damaged_store_files_are_one_clear_error(ws):
@@ -385,6 +386,15 @@ def test_an_unfinished_store_says_so_and_a_store_without_manifest_is_rebuilt_wit
           "-o", ws / "store"))
     ok(xm("verify", ws / "store"))
 
+
+
+def test_a_store_directory_without_manifest_or_marker_is_not_taken_for_a_store(ws):
+    # (what an interrupted run of an older xmine, before the marker, left): refused, never cleared
+    for name in ("manifest.json", ".xmine-output.json"):
+        (ws / "store" / name).unlink()
+    with untouched(ws):
+        refused(xm("embed", ws / "de.txt", "--lang", "de", "--encoder", "use-m3", "--shard-rows", 16, "-q",
+                   "--overwrite", "-o", ws / "store"), "store: exists and is not an xmine embedding store")
 
 # ------------------------------------------------------------------------------ input handling
 

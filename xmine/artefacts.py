@@ -22,7 +22,7 @@ from typing import Any, Iterator
 from xmine import __version__
 from xmine.errors import OutputError
 from xmine.fileio import DIR_MODE, MANIFEST, sha256_file, swap_in_dir
-from xmine.outputs import MARKER, output_state
+from xmine.output_state import MARKER, output_state
 
 
 def foreign_entries(path: Path, own: set[str] | None = None) -> list[str]:
@@ -60,7 +60,7 @@ def atomic_dir(path: str | Path, *, kind: str | None = None, overwrite: bool = F
     def replaceable(own: set[str] | None = None) -> bool:
         if not os.path.lexists(path):
             return False
-        state = output_state(path, kind or "artefact", "dir", (), None) if kind else (
+        state = output_state(path, kind or "artefact", "dir", ()) if kind else (
             "new" if path.is_dir() and not path.is_symlink() and not any(path.iterdir()) else "foreign")
         if state == "new":
             return True

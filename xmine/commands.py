@@ -114,14 +114,14 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
       xmine embed news.de.txt.gz --lang de -o stores/news.de
     """
     from xmine.encoders import load_encoder
-    from xmine.inputs import artefact_projection
+    from xmine.input_artefacts import artefact_projection
     from xmine.projection import choose_projection
     from xmine.store import embed_corpus
 
     # A finished store is returned as it is, so by default it is asked for at its own precision,
     # and with the projection it was made with.
     from xmine.encoders.runtime import runtime_for_artefact
-    from xmine.inputs import artefact_encoder
+    from xmine.input_artefacts import artefact_encoder
 
     finished = _store_precision(out_dir)
     # With --ray the actors encode; this process needs only the fingerprint (no model load for me5-small).
@@ -173,7 +173,6 @@ def verify(paths) -> None:
                    f"{time.perf_counter() - t0:.1f}s)")
 
 
-
 def _store_precision(out_dir: str) -> str | None:
     """The encoder precision of the finished store in `out_dir` (None: no finished store there)."""
     import json
@@ -187,7 +186,6 @@ def _store_precision(out_dir: str) -> str | None:
         return fingerprint_precision(fp) if isinstance(fp, dict) else None
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
 
 
 @click.group("cache")

@@ -3,7 +3,7 @@
 Input policy (what every xmine command does with a text file):
 
 - Compression: gzip, xz, bzip2 and zstd are detected by their magic bytes, whatever the file is
-  called (zstd needs the `zstandard` package). Other input formats (JSON Lines, Parquet, Hugging
+  called (zstd needs the `zstandard` package; `xmine.compression`). Other input formats (JSON Lines, Parquet, Hugging
   Face datasets) are read by `xmine.readers`, which uses this module for the lines of a file.
 - Encoding: UTF-8. A leading byte-order mark is stripped. Invalid UTF-8 raises `InputError`
   naming the file, the line, the byte offset within that line and a snippet of the bytes.
@@ -32,17 +32,15 @@ logging).
 
 from __future__ import annotations
 
-import gzip
-import io
 import logging
 import re
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterator, Sequence
 
 import numpy as np
 
+from xmine.compression import compression_of, open_binary, read_errors, uses_cr_line_ends
 from xmine.errors import InputError
 
 log = logging.getLogger("xmine.corpus")
@@ -52,14 +50,8 @@ log = logging.getLogger("xmine.corpus")
 DEFAULT_MAX_CHARS = 2000
 
 #: How many offending line numbers a warning lists before saying "and N more".
-_WARN_LIST = 5
+WARN_LIST = 5
 
-_GZIP_MAGIC = b"\x1f\x8b"
-#: magic bytes -> compression name (gzip, xz, bzip2, zstd frames)
-_MAGIC = {_GZIP_MAGIC: "gzip", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
-# bzip2: "BZh", the block size 1-9, then a block's or the stream end's magic (a text file may
-# well start with "BZh").
-_BZIP2 = re.compile(rb"BZh[1-9](\x31\x41\x59\x26\x53\x59|\x17\x72\x45\x38\x50\x90)", re.DOTALL)
 _BOM = "\ufeff"
 # Characters that split lines for str.splitlines() or columns in TSV; \n is the separator itself.
 _BREAKERS = re.compile("[\t\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
@@ -105,7 +97,7 @@ class CorpusStats:
         """Record lines (by file line number) that the encoder cuts at `max_tokens` tokens."""
         self.max_tokens = max_tokens
         self.token_cut_count += len(line_numbers)
-        room = _WARN_LIST - len(self.token_cut_lines)
+        room = WARN_LIST - len(self.token_cut_lines)
         self.token_cut_lines.extend(int(n) for n in list(line_numbers)[:max(room, 0)])
 
     def warnings(self, max_chars: int) -> list[str]:
@@ -141,86 +133,6 @@ class Corpus:
 
     def __len__(self) -> int:
         return len(self.sentences)
-
-
-def _check_path(path: Path) -> None:
-    if not path.exists():
-        raise InputError(path, "no such file")
-    if path.is_dir():
-        raise InputError(path, "is a directory, expected a text file with one sentence per line")
-    if not path.is_file():  # a pipe, process substitution or device: xmine reads an input more than once
-        raise InputError(path, "is a pipe or another non-regular file, which is not supported as input "
-                               "(it is read more than once); save it to a file first")
-    if path.stat().st_size == 0:
-        raise InputError(path, "file is empty")
-
-
-def is_gzip(path: str | Path) -> bool:
-    """True when the file starts with the gzip magic bytes."""
-    return compression_of(path) == "gzip"
-
-
-def compression_of(path: str | Path) -> str | None:
-    """"gzip", "xz", "bzip2" or "zstd" when the file starts with that format's magic bytes, else None."""
-    with open(path, "rb") as f:
-        head = f.read(10)
-    if _BZIP2.match(head):
-        return "bzip2"
-    return next((name for magic, name in _MAGIC.items() if head.startswith(magic)), None)
-
-
-def open_binary(path: str | Path) -> BinaryIO:
-    """Open `path` for reading bytes, decompressing gzip, xz, bzip2 or zstd transparently
-    (detected by content)."""
-    path = Path(path)
-    _check_path(path)
-    kind = compression_of(path)
-    if kind == "gzip":
-        return gzip.open(path, "rb")  # type: ignore[return-value]
-    if kind == "xz":
-        import lzma
-
-        return lzma.open(path, "rb")  # type: ignore[return-value]
-    if kind == "bzip2":
-        import bz2
-
-        return bz2.open(path, "rb")  # type: ignore[return-value]
-    if kind == "zstd":
-        try:
-            import zstandard
-        except ImportError:
-            raise InputError(path, "is zstd-compressed; reading it needs the zstandard package "
-                                   "(pip install zstandard)") from None
-        raw = zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True)
-        return io.BufferedReader(raw)  # type: ignore[arg-type]
-    return open(path, "rb")
-
-
-def _read_errors() -> tuple[type[BaseException], ...]:
-    """What a damaged compressed stream raises while it is read (turned into InputError)."""
-    import lzma  # (bz2 raises OSError)
-
-    errors: tuple[type[BaseException], ...] = (gzip.BadGzipFile, EOFError, OSError, lzma.LZMAError, zlib.error)
-    try:
-        import zstandard
-
-        errors += (zstandard.ZstdError,)
-    except ImportError:
-        pass
-    return errors
-
-
-_SNIFF_BYTES = 1 << 20
-
-
-def uses_cr_line_ends(path: str | Path) -> bool:
-    """True for a file with lone `\\r` line ends: carriage returns but no `\\n` in its first MB."""
-    with open_binary(path) as f:
-        try:
-            head = f.read(_SNIFF_BYTES)
-        except _read_errors():
-            return False  # the read proper reports it, with the line
-    return b"\r" in head and b"\n" not in head
 
 
 def _raw_lines(f: BinaryIO, cr: bool) -> Iterator[bytes]:
@@ -300,7 +212,7 @@ def iter_lines(path: str | Path, *, stats: CorpusStats | None = None, start: tup
                     st.replaced_count += 1
                 st.lines = line_no
                 yield (line_no, text, line_start) if offsets else (line_no, text)
-        except _read_errors() as e:
+        except read_errors() as e:
             if isinstance(e, FileNotFoundError):
                 raise
             raise InputError(path, f"cannot read (corrupt or truncated {st.compression or 'file'}?): {e}",
@@ -333,7 +245,7 @@ def iter_corpus(
             continue
         if len(text) > max_chars:
             st.long_count += 1
-            if len(st.long_lines) < _WARN_LIST:
+            if len(st.long_lines) < WARN_LIST:
                 st.long_lines.append(line_no)
         st.sentences += 1
         yield item
@@ -381,110 +293,7 @@ def truncate_for_encoding(sentences: Sequence[str], max_chars: int = DEFAULT_MAX
     return [s if len(s) <= max_chars else s[:max_chars] for s in sentences]
 
 
-def count_lines(path: str | Path) -> int:
-    """Lines in a (possibly compressed) file, counted fast without decoding (a last line without a
-    newline counts)."""
-    end = b"\r" if uses_cr_line_ends(path) else b"\n"
-    n = 0
-    last = end
-    with open_binary(path) as f:
-        try:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                n += block.count(end)
-                last = block[-1:]
-        except _read_errors() as e:
-            raise InputError(path, f"cannot read (corrupt or truncated {compression_of(path) or 'file'}?): {e}",
-                             line=n + 1) from None
-    return n + (last != end)
-
-
-def iter_parallel(
-    src_path: str | Path, tgt_path: str | Path, *, max_chars: int = DEFAULT_MAX_CHARS
-) -> Iterator[tuple[int, str, str]]:
-    """Stream line-aligned parallel files: yield (line_number, src, tgt) for the lines where both
-    sides are non-empty. Lines empty on either side are skipped on both (counted in a warning).
-
-    Raises `InputError` naming both files and both line counts when their lengths differ
-    (checked before anything is yielded, so a caller never sees half an answer).
-    """
-    src_path, tgt_path = Path(src_path), Path(tgt_path)
-    n_src, n_tgt = count_lines(src_path), count_lines(tgt_path)
-    if n_src != n_tgt:
-        raise InputError(
-            src_path,
-            f"parallel files differ in length: {src_path} has {n_src} line(s), {tgt_path} has {n_tgt}",
-        )
-    s_stats, t_stats = CorpusStats(path=src_path), CorpusStats(path=tgt_path)
-    skipped = 0
-    pairs = 0
-    for (line_no, s), (_, t) in zip(iter_lines(src_path, stats=s_stats), iter_lines(tgt_path, stats=t_stats)):
-        if not s.strip() or not t.strip():
-            skipped += 1
-            continue
-        for st, text in ((s_stats, s), (t_stats, t)):
-            if len(text) > max_chars:
-                st.long_count += 1
-                if len(st.long_lines) < _WARN_LIST:
-                    st.long_lines.append(line_no)
-        pairs += 1
-        yield line_no, s, t
-    if pairs == 0:
-        raise InputError(src_path, f"no sentence pair with both sides non-empty in {src_path} and {tgt_path}")
-    if skipped:
-        log.warning(f"{src_path} / {tgt_path}: {skipped} line(s) empty on one or both sides skipped")
-    for st in (s_stats, t_stats):
-        for message in st.warnings(max_chars):
-            if "empty line" not in message:
-                log.warning(message)
-
-
-def read_parallel(
-    src_path: str | Path, tgt_path: str | Path, *, max_chars: int = DEFAULT_MAX_CHARS
-) -> tuple[list[str], list[str]]:
-    """Read line-aligned parallel files into two equally long lists (see `iter_parallel`)."""
-    src: list[str] = []
-    tgt: list[str] = []
-    for _, s, t in iter_parallel(src_path, tgt_path, max_chars=max_chars):
-        src.append(s)
-        tgt.append(t)
-    return src, tgt
-
-
-def normalise_whitespace(sentence: str) -> str:
-    """The sentence with surrounding white space removed and inner runs collapsed to one space."""
-    return " ".join(sentence.split())
-
-
-def dedup(
-    sentences: Sequence[str], *, return_first: bool = False
-) -> tuple[list[str], np.ndarray] | tuple[list[str], np.ndarray, np.ndarray]:
-    """Exact deduplication after white-space normalisation, keeping first occurrences.
-
-    Returns `(unique, inverse)`: `unique` holds the original text of each sentence's first
-    occurrence, in order of first occurrence; `inverse[i]` (int64) is the index in `unique` of
-    `sentences[i]`, so `unique[inverse[i]]` equals `sentences[i]` up to white space. With
-    `return_first=True` also `first[j]`, the index in `sentences` of `unique[j]` (to map back to
-    line numbers).
-    """
-    index: dict[str, int] = {}
-    unique: list[str] = []
-    first: list[int] = []
-    inverse = np.empty(len(sentences), dtype=np.int64)
-    for i, s in enumerate(sentences):
-        key = normalise_whitespace(s)
-        j = index.get(key)
-        if j is None:
-            j = index[key] = len(unique)
-            unique.append(s)
-            first.append(i)
-        inverse[i] = j
-    if return_first:
-        return unique, inverse, np.asarray(first, dtype=np.int64)
-    return unique, inverse
-
-
 __all__ = [
-    "DEFAULT_MAX_CHARS", "Corpus", "CorpusStats", "compression_of", "count_lines", "dedup", "is_gzip",
-    "iter_corpus", "iter_lines", "iter_parallel", "normalise_whitespace", "open_binary",
-    "read_corpus", "read_parallel", "truncate_for_encoding",
+    "DEFAULT_MAX_CHARS", "Corpus", "CorpusStats", "iter_corpus", "iter_lines", "read_corpus", "shard_ranges",
+    "truncate_for_encoding",
 ]

@@ -48,6 +48,15 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
+def fsync_file(path: str | Path) -> None:
+    """Flush a written file to disk (before it is renamed into place)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside `path`; on success it is renamed onto `path`.
@@ -61,12 +70,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
-        # On disk before the rename, so a crash cannot leave `path` naming an empty file.
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_file(tmp)  # on disk before the rename, so a crash cannot leave `path` naming an empty file
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except BaseException as e:
@@ -198,8 +202,10 @@ def write_manifest(directory: str | Path, kind: str, body: dict[str, Any], *, fo
     return manifest
 
 
-def read_manifest(directory: str | Path, kind: str | tuple[str, ...]) -> dict[str, Any]:
-    """Read and check `directory/manifest.json`; raise ArtefactError if absent or of another kind."""
+def read_manifest(directory: str | Path, kind: str | tuple[str, ...], *,
+                  format_version: int | None = None) -> dict[str, Any]:
+    """Read and check `directory/manifest.json`; raise ArtefactError if absent, of another kind or
+    (with `format_version`) of another format: one made by an older xmine is rebuilt, not read."""
     path = Path(directory) / MANIFEST
     kinds = (kind,) if isinstance(kind, str) else kind
     if not path.is_file():
@@ -212,4 +218,11 @@ def read_manifest(directory: str | Path, kind: str | tuple[str, ...]) -> dict[st
         raise ArtefactError(
             f"{directory}: is an xmine {manifest.get('kind')!r}, expected {' or '.join(kinds)}"
         )
+    found = manifest.get("format_version")
+    if format_version is not None and found != format_version:
+        if isinstance(found, int) and found < format_version:
+            raise ArtefactError(f"{directory}: made by an older xmine ({manifest['kind']} format {found}, this "
+                                f"xmine reads format {format_version}); rebuild it")
+        raise ArtefactError(f"{directory}: {manifest['kind']} format {found!r}, this xmine reads format "
+                            f"{format_version} (made by a newer xmine?)")
     return manifest

@@ -53,8 +53,8 @@ LANG = LangCode()
 
 def input_format_options(f):
     """--input-format, --text-field/--text-column, --id-field, --split and --split-sentences, handed to the command
-    as one `input_format` (an `xmine.readers.InputFormat`)."""
-    from xmine.readers import FORMATS
+    as one `input_format` (an `xmine.reader_base.InputFormat`)."""
+    from xmine.reader_base import FORMATS
 
     @click.option("--input-format", type=click.Choice(("auto",) + FORMATS), default="auto", show_default=True,
                   help="How to read a corpus: auto = by extension (.jsonl/.ndjson/.json: jsonl; .parquet: parquet; "
@@ -77,7 +77,7 @@ def input_format_options(f):
                        "index in the record; mined outputs carry both.")
     @functools.wraps(f)
     def wrapper(*args, input_format, text_field, id_field, hf_split, split_sentences, **kwargs):
-        from xmine.readers import InputFormat
+        from xmine.reader_base import InputFormat
 
         spec = InputFormat(format=input_format, text_field=text_field, id_field=id_field, split=hf_split,
                            split_sentences=split_sentences)

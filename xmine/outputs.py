@@ -22,157 +22,30 @@ The rules ("never lose a user's data"):
 4. **One writer.** An exclusive `fcntl` lock on `.NAME.lock` beside the output (removed when
    the claim ends); a second writer of the same output fails at once.
 
-How an existing path is recognised as xmine's (`form`):
-
-- `"dir"` (store, index, projection, export): its `manifest.json` names the kind. A directory
-  being built in place (`in_place=True`) gets the marker `.xmine-output.json` the moment the
-  claim creates it, so an unfinished one is recognised too; `legacy(path)` may recognise
-  unfinished artefacts from before the marker.
-- `"tsv"` (mined pairs, search hits, langid): the sidecar `OUT.json` names the kind and records
-  the size and sha256 of the file (and of its companions). A file that no longer matches its
-  sidecar was edited by someone: it is refused.
-- `"json"` (benchmark results): the file's own top-level `kind`.
-- `"png"` (plots): a PNG text chunk `xmine-kind` (`png_metadata(kind)` gives it to matplotlib).
-- `"md"` (the benchmark report): its first line is `md_header(kind)`'s, or the legacy title.
+How an existing path is recognised as xmine's, and when it counts as finished:
+`xmine.output_state`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
-import json
 import os
 import shutil
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from xmine.errors import OutputError
-from xmine.fileio import DIR_MODE, FILE_MODE, MANIFEST, atomic_path, atomic_write_json, sha256_file, swap_in_dir
-
-#: Written into a directory the claim creates for in-place building (stores, projections).
-MARKER = ".xmine-output.json"
-FORMS = ("dir", "tsv", "json", "png", "md")
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-_PNG_KEY = "xmine-kind"
-# Headers of markdown artefacts written before md_header existed.
-_LEGACY_MD = {"benchmark-report": "# xmine benchmark results"}
-
+from xmine.fileio import (DIR_MODE, FILE_MODE, MANIFEST, atomic_path, atomic_write_json, fsync_file, sha256_file,
+                          swap_in_dir)
+from xmine.output_lock import lock_output
+from xmine.output_state import (FORMS, MARKER, check_not_input, dir_kind, kind_label, output_state, read_json,
+                                sidecar_of, tree_record)
 
 #: files a run writes into its work directory before any result: the marker, and the key.json that
 #: ties checkpoints to their inputs (mining/knn.py, approximate.py, ray_knn.py). A failed run that
 #: left only these has nothing to resume.
 SCAFFOLDING = frozenset({MARKER, "key.json"})
-
-
-def _label(kind: str) -> str:
-    """How a kind reads in a message: "embedding-store" -> "embedding store"."""
-    return str(kind).replace("-", " ")
-
-
-def png_metadata(kind: str) -> dict[str, str]:
-    """Metadata for matplotlib's `savefig(metadata=...)` that marks a PNG as xmine's `kind`."""
-    return {_PNG_KEY: kind}
-
-
-def md_header(kind: str) -> str:
-    """The first line of a markdown artefact of `kind` (an HTML comment, invisible when rendered)."""
-    return f"<!-- xmine-kind: {kind} -->"
-
-
-# ------------------------------------------------------------------------------ recognition
-
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _png_kind(path: Path) -> str | None:
-    """The `xmine-kind` text chunk of a PNG, if any (reads chunk headers, not the image)."""
-    try:
-        with open(path, "rb") as f:
-            if f.read(8) != _PNG_SIGNATURE:
-                return None
-            while True:
-                head = f.read(8)
-                if len(head) < 8:
-                    return None
-                length, ctype = struct.unpack(">I4s", head)
-                if ctype == b"tEXt" and length < 4096:
-                    key, _, value = f.read(length).partition(b"\x00")
-                    if key.decode("latin-1") == _PNG_KEY:
-                        return value.decode("latin-1")
-                    f.seek(4, os.SEEK_CUR)
-                elif ctype == b"IEND":
-                    return None
-                else:
-                    f.seek(length + 4, os.SEEK_CUR)
-    except OSError:
-        return None
-
-
-def sidecar_of(path: str | Path) -> Path:
-    """`OUT.json`: the summary that marks a TSV output as xmine's."""
-    return Path(str(path) + ".json")
-
-
-def dir_kind(path: Path) -> tuple[str | None, bool]:
-    """(kind, finished) of an xmine directory artefact: from its manifest, else its marker."""
-    m = _read_json(path / MANIFEST)
-    if m is not None and isinstance(m.get("kind"), str):
-        return m["kind"], True
-    marker = _read_json(path / MARKER)
-    if marker is not None and isinstance(marker.get("kind"), str):
-        return marker["kind"], False
-    return None, False
-
-
-def tree_record(path: Path) -> dict:
-    """Size and sha256 of a directory output (a dataset folder): over its files' names and sha256."""
-    h, size, n = hashlib.sha256(), 0, 0
-    for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        h.update(f"{f.relative_to(path).as_posix()}\0{sha256_file(f)}\n".encode())
-        size, n = size + f.stat().st_size, n + 1
-    return {"bytes": size, "sha256": h.hexdigest(), "tree": n}
-
-
-def _matches(p: Path, rec: dict | None) -> bool:
-    if rec is None:
-        return False
-    if rec.get("tree") is not None:
-        return p.is_dir() and not p.is_symlink() and tree_record(p) == {k: rec.get(k) for k in ("bytes", "sha256", "tree")}
-    return p.is_file() and p.stat().st_size == rec.get("bytes") and sha256_file(p) == rec.get("sha256")
-
-
-def _changed_files(side: dict, base: Path) -> list[str]:
-    """Files (and directory outputs) a finished sidecar records whose size or sha256 no longer
-    match. While a replacement is being put in place (`replacing`: the new files' records), a file
-    may match either record, and one the new result does not have, or a folder being swapped, may
-    be gone already."""
-    old, new = side.get("output_files") or {}, side.get("replacing")
-    bad = []
-    for name in dict.fromkeys([*old, *(new or {})]):
-        p = base.parent / name
-        if _matches(p, old.get(name)):
-            continue
-        if new is not None and (_matches(p, new.get(name)) or (
-                (name not in new or new[name].get("tree") is not None) and not os.path.lexists(p))):
-            continue
-        bad.append(name)
-    return bad
-
-
-def _recorded_tree(path: Path) -> bool:
-    """True when `path` is a directory its sidecar records as this output (a dataset folder)."""
-    side = _read_json(sidecar_of(path)) if sidecar_of(path).is_file() else None
-    rec = ((side or {}).get("output_files") or {}).get(path.name) or {}
-    return path.is_dir() and not path.is_symlink() and rec.get("tree") is not None
 
 
 # ------------------------------------------------------------------------------ the claim
@@ -242,11 +115,7 @@ class Claim:
         tmp = _staging_path(target)
         try:
             yield tmp
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_file(tmp)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
@@ -356,178 +225,6 @@ def _staging_path(target: Path) -> Path:
     return Path(tmp)
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        sa, sb = a.stat(), b.stat()
-    except OSError:
-        return False
-    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
-
-
-def check_not_input(outputs: Iterable[Path], inputs: Iterable[str | Path | None]) -> None:
-    """Refuse an output that is, contains or lies inside an input (OutputError)."""
-    ins = [Path(i) for i in inputs if i is not None]
-    for out in outputs:
-        o = out.resolve()
-        for given in ins:
-            i = given.resolve()
-            if o == i or _same_file(out, given):
-                raise OutputError(f"{out}: is an input of this command ({given}); choose another output")
-            if i.is_relative_to(o):
-                raise OutputError(f"{out}: contains the input {given}; choose another output")
-            if given.is_dir() and o.is_relative_to(i):
-                raise OutputError(f"{out}: lies inside the input {given}; choose another output")
-
-
-def output_state(path: Path, kind: str, form: str, companions: tuple[str, ...],
-              legacy: Callable[[Path], bool] | None, *, in_place: bool = False) -> str:
-    """"new", "unfinished" or "finished"; OutputError for anything xmine must not touch.
-
-    A symbolic link to a directory is followed for a directory built in place (a store on a
-    bigger disk); one that would be replaced as a whole is refused."""
-    exists = os.path.lexists(path)
-    if form == "dir":
-        if not exists:
-            return "new"
-        if (path.is_symlink() and not in_place) or not path.is_dir():
-            raise OutputError(f"{path}: exists and is not a directory; refusing to replace it "
-                              "(choose another output)")
-        if not any(path.iterdir()):
-            return "new"
-        found, finished = dir_kind(path)
-        if found is None and legacy is not None and legacy(path):
-            found, finished = kind, False
-        if found is None:
-            raise OutputError(f"{path}: exists and is not an xmine {_label(kind)}; refusing to write into it "
-                              "(choose a new or empty directory)")
-        if found != kind:
-            raise OutputError(f"{path}: is an xmine {_label(found)}, not an xmine {_label(kind)}; refusing to replace it "
-                              "(choose another output)")
-        return "finished" if finished else "unfinished"
-
-    if exists and (path.is_dir() or path.is_symlink()) and not (form == "tsv" and _recorded_tree(path)):
-        raise OutputError(f"{path}: exists and is a {'directory' if path.is_dir() else 'symbolic link'}; "
-                          "refusing to replace it (choose another output file)")
-    if form == "tsv":
-        side_path = sidecar_of(path)
-        side = _read_json(side_path) if side_path.is_file() else None
-        extra = [Path(str(path) + s) for s in companions if os.path.lexists(str(path) + s)]
-        if side is not None and "kind" not in side and legacy is not None and legacy(path):
-            return "finished"  # written before summaries carried a kind
-        if side is None or side.get("kind") != kind:
-            if os.path.lexists(side_path):
-                what = f"an xmine {_label(side['kind'])}" if side and side.get("kind") else "not an xmine summary"
-                raise OutputError(f"{side_path}: exists and is {what}; refusing to replace it "
-                                  "(choose another output)")
-            if exists:
-                raise OutputError(f"{path}: exists and is not an xmine {_label(kind)} (no {side_path.name} beside it); "
-                                  "refusing to replace it (choose another output)")
-            for e in extra:
-                if e.is_dir() and (_read_json(e / MARKER) or {}).get("kind") == f"{kind}-work":
-                    continue
-                raise OutputError(f"{e}: exists and is not part of an xmine {_label(kind)}; refusing to replace it "
-                                  "(choose another output)")
-            return "unfinished" if extra else "new"
-        foreign = _foreign_companion(path, kind, companions, side)
-        if foreign is not None:
-            raise OutputError(f"{foreign}: exists and is not part of the xmine {_label(kind)} {path.name} "
-                              f"(its {side_path.name} does not record it); refusing to replace it "
-                              "(move it away or choose another output)")
-        if side.get("state") != "finished":
-            return "unfinished"
-        changed = _changed_files(side, path)
-        if changed:
-            raise OutputError(f"{path}: {', '.join(changed)} changed since xmine wrote it (size or sha256 "
-                              f"differs from {side_path.name}); refusing to replace it (move it away first)")
-        return "finished"
-    if not exists:
-        return "new"
-    if form == "json":
-        found = (_read_json(path) or {}).get("kind")
-    elif form == "png":
-        found = _png_kind(path)
-    elif form == "md":
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                first = f.readline().rstrip("\n")
-        except OSError:
-            first = ""
-        found = kind if first in (md_header(kind), _LEGACY_MD.get(kind)) else None
-    else:
-        raise ValueError(f"form must be one of {FORMS}, not {form!r}")
-    if found is None and legacy is not None and legacy(path):
-        found = kind
-    if found != kind:
-        what = f"an xmine {_label(found)}" if found else f"not an xmine {_label(kind)}"
-        raise OutputError(f"{path}: exists and is {what}; refusing to replace it (choose another output)")
-    return "finished"
-
-
-#: The content of a lock file xmine created: only such a file is ever removed again.
-_LOCK_TAG = b"xmine output lock\n"
-
-
-def _open_lock(lock: Path) -> tuple[int, bool]:
-    """(fd, created): the lock file opened, created with xmine's tag when it did not exist. An
-    existing file of that name is only locked (read-only), never written."""
-    while True:
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
-        except FileExistsError:
-            try:
-                return os.open(lock, os.O_RDONLY | os.O_NOFOLLOW), False
-            except FileNotFoundError:
-                continue  # removed by its holder in between: create it
-            except OSError:
-                raise OutputError(f"{lock}: exists and cannot be used as xmine's lock (not a plain file); "
-                                  "move it away or choose another output") from None
-        try:
-            os.write(fd, _LOCK_TAG)
-        except OSError as e:  # a full disk: name the output, leave nothing behind
-            os.close(fd)
-            os.unlink(lock)
-            raise OSError(e.errno, e.strerror, str(lock)) from None
-        return fd, True
-
-
-def _ours(fd: int) -> bool:
-    try:
-        return os.pread(fd, len(_LOCK_TAG) + 1, 0) == _LOCK_TAG
-    except OSError:
-        return False
-
-
-@contextlib.contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    """Exclusive, non-blocking lock on `.NAME.lock` beside `path`. The file is removed on release
-    only when it is xmine's (created by xmine, holding its tag): a user's file of that name is
-    locked as it is and left in place."""
-    lock = path.parent / f".{path.name}.lock"
-    while True:
-        fd, created = _open_lock(lock)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise OutputError(f"{path}: another xmine process is writing this output right now "
-                              f"(lock {lock.name}); wait for it to finish or choose another output") from None
-        # The previous holder removes the lock file when done: make sure we locked the live one.
-        try:
-            st, live = os.fstat(fd), os.stat(lock, follow_symlinks=False)
-            if (st.st_dev, st.st_ino) == (live.st_dev, live.st_ino):
-                break
-        except FileNotFoundError:
-            pass
-        os.close(fd)
-    try:
-        yield
-    finally:
-        if created or _ours(fd):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(lock)
-        os.close(fd)
-
-
 def _check_not_inside_an_artefact(path: Path) -> None:
     """Refuse an output inside an xmine directory artefact (a store, an index, a projection): its
     own files are replaced with it by `--overwrite`, so nothing else may live there."""
@@ -535,7 +232,7 @@ def _check_not_inside_an_artefact(path: Path) -> None:
         if parent.is_dir():
             found, _ = dir_kind(parent)
             if found is not None and not found.endswith("-work"):  # (a run's work directory holds its stores)
-                raise OutputError(f"{path}: lies inside the xmine {_label(found)} {parent}; write outputs "
+                raise OutputError(f"{path}: lies inside the xmine {kind_label(found)} {parent}; write outputs "
                                   "outside artefact directories (choose another output)")
         elif os.path.lexists(parent):
             raise OutputError(f"{path}: cannot be created: {parent} is not a directory (choose another output)")
@@ -562,7 +259,6 @@ def claim_output(
     reopen: bool = False,
     in_place: bool = False,
     companions: Iterable[str] = (),
-    legacy: Callable[[Path], bool] | None = None,
 ) -> Iterator[Claim]:
     """Claim `path` for writing an artefact of `kind` (see the module doc for the rules).
 
@@ -574,8 +270,6 @@ def claim_output(
     - `in_place`: "dir" built in place (not via `atomic_dir`): the claim creates the directory
       and its marker; the claim's caller writes inside it.
     - `companions`: suffixes of further files/directories written beside a "tsv" output.
-    - `legacy(path)`: True for an artefact of `kind` written before its marker existed (a
-      "dir" counts as unfinished; a file as finished).
 
     Raises OutputError (nothing touched) when the claim is refused.
     """
@@ -591,7 +285,7 @@ def claim_output(
     _check_not_inside_an_artefact(path)
     made = _make_parents(path)
     try:
-        lock = _lock(path)
+        lock = lock_output(path)
         lock.__enter__()
     except BaseException:
         for d in reversed(made):
@@ -602,12 +296,12 @@ def claim_output(
     created_dir = False
     claim = None
     try:
-        state = output_state(path, kind, form, companions, legacy, in_place=in_place)
+        state = output_state(path, kind, form, companions, in_place=in_place)
         if state == "finished" and not (overwrite or reopen):
-            raise OutputError(f"{path}: already exists (an xmine {_label(kind)}); pass --overwrite to replace it "
+            raise OutputError(f"{path}: already exists (an xmine {kind_label(kind)}); pass --overwrite to replace it "
                               "or choose another output")
         claim = Claim(path=path, kind=kind, form=form, state=state, overwrite=overwrite, companions=companions,
-                      _old_side=_read_json(sidecar_of(path)) if form == "tsv" and state == "finished" else None)
+                      _old_side=read_json(sidecar_of(path)) if form == "tsv" and state == "finished" else None)
         if form == "dir" and in_place:
             if not path.exists():
                 path.mkdir()
@@ -634,53 +328,12 @@ def claim_output(
                     d.rmdir()
 
 
-def _foreign_companion(path: Path, kind: str, companions: tuple[str, ...], side: dict) -> Path | None:
-    """A companion beside `path` that its summary does not account for: a file that is neither a
-    recorded output file nor one an unfinished run was writing, or a directory without this
-    output's work marker."""
-    own = set(side.get("output_files") or {}) | set(side.get("replacing") or {}) | set(side.get("writing") or [])
-    for s in companions:
-        p = Path(str(path) + s)
-        if not os.path.lexists(p):
-            continue
-        if p.is_dir() and not p.is_symlink():
-            if (_read_json(p / MARKER) or {}).get("kind") != f"{kind}-work":
-                return p
-        elif p.name not in own:
-            return p
-    return None
-
-
 def _only_a_stub(path: Path, companions: tuple[str, ...]) -> bool:
     """True when a "tsv" output has only the "unfinished" sidecar a failed run wrote (removed then)."""
-    side = _read_json(sidecar_of(path)) if sidecar_of(path).is_file() else None
+    side = read_json(sidecar_of(path)) if sidecar_of(path).is_file() else None
     if not side or side.get("state") != "unfinished":
         return False
     return not os.path.lexists(path) and not any(os.path.lexists(str(path) + s) for s in companions)
 
 
-def verify_output_file(path: str | Path) -> tuple[str, int, str]:
-    """Check a "tsv" output against its OUT.json summary: (kind, bytes, detail) or ArtefactError."""
-    from xmine.errors import ArtefactError
-
-    path = Path(path)
-    side = _read_json(sidecar_of(path))
-    if side is None or "kind" not in side:
-        raise ArtefactError(f"{sidecar_of(path)}: not an xmine summary (unreadable, or no kind)")
-    if side.get("state") != "finished":
-        raise ArtefactError(f"{path}: unfinished (its run was interrupted); run the same command again")
-    if "replacing" in side:
-        raise ArtefactError(f"{path}: its replacement was interrupted while the new files were moved in; "
-                            "run the same command again with --overwrite")
-    files = side.get("output_files") or {}
-    if path.name not in files and not any(name.startswith(path.name + ".") for name in files):
-        raise ArtefactError(f"{sidecar_of(path)}: records no sha256 of {path.name} (written by an older xmine)")
-    changed = _changed_files(side, path)
-    if changed:
-        raise ArtefactError(f"{path.parent / changed[0]}: size or sha256 differs from {sidecar_of(path).name}: "
-                            "changed or damaged since xmine wrote it")
-    return side["kind"], sum(int(r["bytes"]) for r in files.values()), f"{len(files)} file(s) match their sha256"
-
-
-__all__ = ["Claim", "MARKER", "check_not_input", "claim_output", "dir_kind", "md_header", "output_state",
-           "png_metadata", "sidecar_of", "verify_output_file"]
+__all__ = ["Claim", "SCAFFOLDING", "claim_output"]

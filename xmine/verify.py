@@ -2,7 +2,7 @@
 
 An embedding store against every sha256 its manifest records (`xmine.store.reader.verify_store`);
 a directory of a feature package's kind through its registered reader (`xmine.plugins`), which
-validates on open; a TSV output against its `OUT.json` summary (`xmine.outputs.verify_output_file`);
+validates on open; a TSV output against its `OUT.json` summary (`verify_output_file`);
 a result JSON by its `kind`.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from xmine.errors import ArtefactError, ConfigError
 from xmine.fileio import MANIFEST, read_manifest
-from xmine.outputs import MARKER, dir_kind, sidecar_of, verify_output_file
+from xmine.output_state import MARKER, changed_files, dir_kind, read_json, sidecar_of
 from xmine.plugins import open_artefact
 from xmine.store.reader import verify_store
 
@@ -61,3 +61,24 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
         if kind:
             return kind, p.stat().st_size, "readable JSON (results record no sums)"
     raise ArtefactError(f"{p}: not an xmine artefact (no {MANIFEST}, no {sidecar_of(p).name} summary)")
+
+
+def verify_output_file(path: str | Path) -> tuple[str, int, str]:
+    """Check a "tsv" output against its OUT.json summary: (kind, bytes, detail) or ArtefactError."""
+    path = Path(path)
+    side = read_json(sidecar_of(path))
+    if side is None or "kind" not in side:
+        raise ArtefactError(f"{sidecar_of(path)}: not an xmine summary (unreadable, or no kind)")
+    if side.get("state") != "finished":
+        raise ArtefactError(f"{path}: unfinished (its run was interrupted); run the same command again")
+    if "replacing" in side:
+        raise ArtefactError(f"{path}: its replacement was interrupted while the new files were moved in; "
+                            "run the same command again with --overwrite")
+    files = side.get("output_files") or {}
+    if path.name not in files and not any(name.startswith(path.name + ".") for name in files):
+        raise ArtefactError(f"{sidecar_of(path)}: records no sha256 of {path.name} (written by an older xmine)")
+    changed = changed_files(side, path)
+    if changed:
+        raise ArtefactError(f"{path.parent / changed[0]}: size or sha256 differs from {sidecar_of(path).name}: "
+                            "changed or damaged since xmine wrote it")
+    return side["kind"], sum(int(r["bytes"]) for r in files.values()), f"{len(files)} file(s) match their sha256"

@@ -105,7 +105,7 @@ def _self_best(x):
 
 def collect(families) -> None:
     from xmine.benchmarks.common import RawEmbedder
-    from xmine.corpus import dedup
+    from xmine.dedup import dedup
     from xmine.encoders import load_encoder
     from xmine.projection import DEFAULT, choose_projection, resolve_projection
 

@@ -22,6 +22,7 @@ Layout of a finished store directory (names in `layout.py`):
 
 from xmine.store.layout import STORE_KIND
 from xmine.store.reader import EmbeddingStore
-from xmine.store.writer import BuildInfo, StoreWriter, embed_corpus
+from xmine.store.array_writer import StoreWriter
+from xmine.store.writer import BuildInfo, embed_corpus
 
 __all__ = ["BuildInfo", "EmbeddingStore", "StoreWriter", "embed_corpus", "STORE_KIND"]

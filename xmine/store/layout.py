@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 STORE_KIND = "embedding-store"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 PROGRESS = "progress.json"
 SENTENCES = "sentences.txt"
 LINE_NUMBERS = "line_numbers.npy"
-# The row index of sentences.txt (xmine.store.text): optional, stores before it lack these.
+# The row index of sentences.txt (xmine.store.text).
 OFFSETS = "offsets.npy"
 HASHES = "hashes.npy"
 LENGTHS = "lengths.npy"

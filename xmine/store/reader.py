@@ -23,7 +23,7 @@ from xmine.store.layout import (
     STORE_KIND,
 )
 from xmine.store.rows import ShardRows
-from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
+from xmine.store.text import RowIndex, TextColumn
 
 
 class EmbeddingStore:
@@ -47,13 +47,9 @@ class EmbeddingStore:
                 f"{directory}: unfinished embedding store (an interrupted `xmine embed`); "
                 "run the same command again to resume it"
             )
-        manifest = read_manifest(directory, STORE_KIND)
-        if manifest.get("format_version") != FORMAT_VERSION:
-            raise ArtefactError(
-                f"{directory}: embedding store format {manifest.get('format_version')}, "
-                f"this xmine reads format {FORMAT_VERSION}"
-            )
-        missing = [k for k in ("encoder", "count", "dim", "dtype", "shards", "part", "lang") if k not in manifest]
+        manifest = read_manifest(directory, STORE_KIND, format_version=FORMAT_VERSION)
+        missing = [k for k in ("encoder", "count", "dim", "dtype", "shards", "part", "lang", "files")
+                   if k not in manifest]
         if missing:
             raise ArtefactError(f"{directory / MANIFEST}: missing field(s) {', '.join(missing)}")
         store = cls(directory, manifest)
@@ -69,7 +65,7 @@ class EmbeddingStore:
             from xmine.fileio import VerifiedFiles
 
             files = {s["file"]: {"sha256": s.get("sha256"), "bytes": s.get("bytes")} for s in self.manifest["shards"]}
-            files.update(self.manifest.get("files") or {})
+            files.update(self.manifest["files"])
             self._content_check = VerifiedFiles(self.directory, files, what="embedding store")
         return self._content_check
 
@@ -104,7 +100,7 @@ class EmbeddingStore:
             raise ArtefactError(f"{lines}: missing or not {m['count']} line numbers")
         if not (d / SENTENCES).is_file():
             raise ArtefactError(f"{d / SENTENCES}: missing")
-        for name, info in m.get("files", {}).items():  # the row index and text: sizes as recorded
+        for name, info in m["files"].items():  # the row index and text: sizes as recorded
             path = d / name
             if not path.is_file() or path.stat().st_size != info.get("bytes"):
                 raise ArtefactError(f"{path}: missing or not the {info.get('bytes')} bytes the manifest records")
@@ -200,22 +196,15 @@ class EmbeddingStore:
 
     # --- the row index of the text (offsets, 64-bit hashes, lengths)
     def row_index(self) -> RowIndex:
-        """offsets/hashes/lengths of the rows: the store's own files (memory-mapped), or for a
-        store written before them, computed now in one streaming pass over sentences.txt."""
+        """offsets/hashes/lengths of the rows: the store's own files, memory-mapped."""
         if self._row_index is None:
-            files = [self.directory / name for name in (OFFSETS, HASHES, LENGTHS)]
-            if all(f.is_file() for f in files):
-                for name in (OFFSETS, HASHES, LENGTHS):
-                    self._content.check(name)
-                arrays = [np.load(f, mmap_mode="r") for f in files]
-                want = (len(self) + 1, len(self), len(self))
-                if tuple(len(a) for a in arrays) != want:
-                    raise ArtefactError(f"{self.directory}: offsets/hashes/lengths do not have {want} rows")
-                self._row_index = RowIndex(offsets=arrays[0], hashes=arrays[1], lengths=arrays[2])
-            else:
-                self._content.check(SENTENCES)
-                with open(self.directory / SENTENCES, "rb") as f:
-                    self._row_index = RowIndex.scan(iter_raw_lines(f), count=len(self))
+            for name in (OFFSETS, HASHES, LENGTHS):
+                self._content.check(name)
+            arrays = [np.load(self.directory / name, mmap_mode="r") for name in (OFFSETS, HASHES, LENGTHS)]
+            want = (len(self) + 1, len(self), len(self))
+            if tuple(len(a) for a in arrays) != want:
+                raise ArtefactError(f"{self.directory}: offsets/hashes/lengths do not have {want} rows")
+            self._row_index = RowIndex(offsets=arrays[0], hashes=arrays[1], lengths=arrays[2])
         return self._row_index
 
     def text_column(self) -> TextColumn:
@@ -225,7 +214,7 @@ class EmbeddingStore:
 
     def id_column(self) -> TextColumn | None:
         """Row i's record id (a store made from an input read with an id field), else None."""
-        if "files" not in self.manifest or IDS not in self.manifest["files"]:
+        if IDS not in self.manifest["files"]:
             return None
         self._content.check(IDS)
         self._content.check(ID_OFFSETS)
@@ -237,7 +226,7 @@ class EmbeddingStore:
     def sentence_index(self) -> np.ndarray | None:
         """int32 (count,), memory-mapped: row i's 1-based index among the sentences of its record,
         for a store made with --split-sentences; else None."""
-        if SENTENCE_INDEX not in (self.manifest.get("files") or {}):
+        if SENTENCE_INDEX not in self.manifest["files"]:
             return None
         self._content.check(SENTENCE_INDEX)
         try:

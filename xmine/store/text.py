@@ -8,7 +8,6 @@ to `sentences.txt`, three arrays computed in one streaming pass when the store i
                  (BLAKE2b, 8-byte digest), what deduplication compares
 - `lengths.npy`  int32 (count): length of each sentence in characters (length filters)
 
-Stores written before these existed get them computed on open (`RowIndex.scan`), streaming.
 `TextColumn` returns the text of any row with one `pread`, so output is written from the store's
 file, not from a list of strings.
 """
@@ -23,7 +22,7 @@ from typing import BinaryIO, Iterable, Sequence
 
 import numpy as np
 
-from xmine.corpus import normalise_whitespace
+from xmine.dedup import normalise_whitespace
 from xmine.errors import ArtefactError
 
 # Lines hashed per numpy batch while scanning.

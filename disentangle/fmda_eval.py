@@ -1,0 +1,82 @@
+"""What FMDA training is judged on (`fmda_trainer`): the dev loss (the terms training optimises),
+the meaning part's dev retrieval, and the language part's centroids with their dev accuracy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xmine.disentangle.fmda_batches import batches
+
+
+def dev_loss(stepper, data, config, trained: set[str]) -> tuple[float, dict[str, float]]:
+    import torch
+
+    from xmine.disentangle.methods import fmda_terms
+
+    gen = torch.Generator().manual_seed(config.seed + 1)
+    totals: dict[str, float] = {}
+    n = 0
+    stepper.model.eval()
+    with torch.no_grad():
+        for partner, rows in batches(data.dev_rows, config.partners, config.batch_size, gen, shuffle=False):
+            terms, _ = fmda_terms(stepper.batch(partner, rows, gen))
+            for k, v in terms.items():
+                if k in trained:
+                    totals[k] = totals.get(k, 0.0) + float(v) * len(rows)
+            n += len(rows)
+    stepper.model.train()
+    means = {k: v / max(n, 1) for k, v in totals.items()}
+    return sum(means.values()), means
+
+
+def dev_retrieval(stepper, data, config) -> float:
+    """Accuracy@1 of the meaning part on the dev rows: each en-US row retrieves its partner row
+    among all dev rows of the partner by cosine, and back; the mean over directions and partners."""
+    import torch
+    import torch.nn.functional as F
+
+    from xmine.disentangle.fmda_prep import PIVOT
+
+    def meaning(loc):
+        rows = data.dev_rows
+        with torch.no_grad():
+            return F.normalize(torch.cat([stepper.parts(loc, rows[s:s + 256])["meaning"]
+                                          for s in range(0, len(rows), 256)]), dim=-1, eps=1e-12)
+
+    stepper.model.eval()
+    accs = []
+    gold = torch.arange(len(data.dev_rows))
+    for p in config.partners:
+        sim = meaning(PIVOT) @ meaning(p).T
+        accs += [float((sim.argmax(1) == gold).float().mean()), float((sim.argmax(0) == gold).float().mean())]
+    stepper.model.train()
+    return sum(accs) / len(accs)
+
+
+def fit_langid(stepper, data, locales) -> dict[str, Any]:
+    """Language-part centroids from train rows (stored for `langid`), accuracy on dev rows."""
+    import torch
+    import torch.nn.functional as F
+
+    def lang_parts(loc, rows):
+        out = []
+        with torch.no_grad():
+            for s in range(0, len(rows), 256):
+                out.append(F.normalize(stepper.parts(loc, rows[s:s + 256])["language"], dim=-1, eps=1e-12))
+        return torch.cat(out)
+
+    model = stepper.model
+    model.eval()
+    cent = torch.zeros(len(locales), model.dim)
+    tr = data.train_rows[:2000]
+    for i, loc in enumerate(locales):
+        cent[i] = F.normalize(lang_parts(loc, tr).mean(0), dim=0, eps=1e-12)
+    model.langid_centroids.copy_(cent)
+    ok = total = 0
+    per = {}
+    for i, loc in enumerate(locales):
+        pred = (lang_parts(loc, data.dev_rows) @ cent.T).argmax(1)
+        per[loc] = float((pred == i).float().mean())
+        ok += int((pred == i).sum())
+        total += len(pred)
+    return {"accuracy": ok / max(total, 1), "per_language": per, "sentences": total}

@@ -1,0 +1,213 @@
+"""Building an index directory (layout: `xmine.index.faiss_index`): the configuration, the index
+chosen for the corpus, training it once on a seeded sample, adding rows shard by shard, and the
+text, line numbers and manifest written beside the shards."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from xmine.artefacts import atomic_dir, provenance
+from xmine.errors import ConfigError, NonFiniteRowError
+from xmine.fileio import sha256_file, write_manifest
+from xmine.index.choose import IndexChoice, choose_index
+from xmine.index.faiss_gpu import faiss_reason, gpu_count, to_cpu, to_gpu
+from xmine.index.faiss_index import FORMAT_VERSION, KIND, IndexDir, shard_name, shard_plan
+from xmine.store.layout import SENTENCE_INDEX
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexConfig:
+    """How to build an index."""
+
+    #: "auto" (choose by size, see xmine.index.choose), "flat", "ivf", "hnsw", "ivfpq" or "opq"
+    kind: str = "auto"
+    #: rows per shard (each shard its own .faiss file); None = one shard
+    shard_rows: int | None = None
+    #: IVF lists (None: by corpus size)
+    nlist: int | None = None
+    #: IVF lists searched per query (None: the choice's default)
+    nprobe: int | None = None
+    #: PQ sub-quantisers (bytes per vector) for "ivfpq"/"opq"; the largest divisor of dim <= this
+    pq_m: int = 64
+    #: bits per PQ code (8 = 256 centroids per sub-quantiser)
+    pq_bits: int = 8
+    #: seed of the training sample
+    seed: int = 0
+    #: use GPUs when FAISS reports some (False forces CPU)
+    gpu: bool = True
+    #: memory the index may take, bytes (None: a quarter of physical memory); used by "auto"
+    memory_budget: int | None = None
+    #: rows added per call (bounds the float32 copy of float16/memory-mapped embeddings)
+    add_batch: int = 65_536
+
+    def __post_init__(self):
+        for name in ("shard_rows", "nlist", "nprobe"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ConfigError(f"{name} must be a whole number >= 1 (got {value!r})")
+        if self.pq_m < 1 or self.pq_bits < 1 or self.add_batch < 1:
+            raise ConfigError(f"pq_m, pq_bits and add_batch must be >= 1 (got {self.pq_m}, {self.pq_bits}, "
+                              f"{self.add_batch})")
+        if self.memory_budget is not None and not self.memory_budget > 0:
+            raise ConfigError(f"memory_budget must be > 0 bytes (got {self.memory_budget!r})")
+
+
+def as_f32(a) -> np.ndarray:
+    """A float32, C-contiguous copy of `a` (float16 or memory-mapped rows), as FAISS takes it."""
+    return np.ascontiguousarray(np.asarray(a, dtype=np.float32))
+
+
+def build_index(
+    embeddings: np.ndarray,
+    out_dir: str | Path,
+    *,
+    sentences: "Sequence[str] | Path",
+    line_numbers: np.ndarray,
+    encoder: dict,
+    sentence_index: np.ndarray | None = None,
+    projection: dict | None = None,
+    part: str | None = None,
+    lang: str | None = None,
+    source: dict | None = None,
+    config: IndexConfig = IndexConfig(),
+    show_progress: bool = False,
+    overwrite: bool = False,
+) -> IndexDir:
+    """Index `embeddings` (n, dim; float32/float16, memory-mapped or a row view read on demand) into
+    `out_dir`. `sentences`: the text of every row, as a list or as a file of one sentence a line
+    (copied, e.g. a store's sentences.txt).
+
+    An existing `out_dir` is replaced only when it is an xmine index and `overwrite` is given
+    (`xmine.artefacts.atomic_dir`); callers that take user paths claim it first
+    (`xmine.outputs.claim_output`), which also refuses inputs and a second writer.
+    """
+    import faiss
+    from tqdm.auto import tqdm
+
+    n, dim = embeddings.shape
+    text_file = Path(sentences) if isinstance(sentences, (str, Path)) else None
+    n_text = count_newlines(text_file) if text_file is not None else len(sentences)
+    if n_text != n or len(line_numbers) != n:
+        raise ConfigError(f"{n} embeddings but {n_text} sentences / {len(line_numbers)} line numbers")
+    use_gpu = config.gpu and gpu_count() > 0
+    choice, shard_rows = resolve_choice(n, dim, config, use_gpu)
+
+    trained = train_index(embeddings, choice, seed=config.seed, use_gpu=use_gpu)
+    plan = shard_plan(n, shard_rows)
+    with atomic_dir(out_dir, kind=KIND, overwrite=overwrite) as tmp:
+        # `with`: the bar ends its line before an error is printed, so the error stays one line.
+        with tqdm(total=n, desc=f"indexing ({choice.factory})", unit="vec", disable=not show_progress) as bar:
+            for s, (start, stop) in enumerate(plan):
+                index = add_rows(trained, embeddings, start, stop, add_batch=config.add_batch, use_gpu=use_gpu,
+                                 on_rows=bar.update)
+                faiss.write_index(index, str(tmp / shard_name(s)))
+                del index
+        write_index_files(tmp, plan, sentences=sentences, line_numbers=line_numbers, sentence_index=sentence_index,
+                          encoder=encoder,
+                          projection=projection, part=part, lang=lang, dim=dim, choice=choice, use_gpu=use_gpu,
+                          source=source, config=config)
+    log.info("index: %s (%s)", choice.factory, choice.reason)
+    return IndexDir.open(out_dir)
+
+
+def resolve_choice(n: int, dim: int, config: IndexConfig, use_gpu: bool) -> tuple[IndexChoice, int]:
+    """The index to build for n vectors of dim (see xmine.index.choose) and the rows per shard."""
+    choice = choose_index(n, dim, kind=config.kind, gpu=use_gpu, memory_budget=config.memory_budget,
+                          nlist=config.nlist, pq_m=config.pq_m, pq_bits=config.pq_bits)
+    if config.nprobe:
+        choice = IndexChoice(**{**choice.to_dict(), "nprobe": int(config.nprobe)})
+    shard_rows = int(config.shard_rows or n)
+    if shard_rows < 1:
+        raise ConfigError(f"shard_rows must be >= 1 (got {config.shard_rows})")
+    if choice.nlist and shard_rows < choice.nlist:
+        raise ConfigError(f"shards of {shard_rows} rows cannot fill {choice.nlist} IVF lists; "
+                          "use larger shards or --nlist")
+    return choice, shard_rows
+
+
+def train_index(embeddings, choice: IndexChoice, *, seed: int, use_gpu: bool) -> bytes:
+    """The empty index `choice.factory`, trained on a seeded sample of `embeddings`, serialised.
+
+    The sample depends only on (n, seed), so every run (local or on Ray) trains on the same rows.
+    """
+    import faiss
+
+    n, dim = embeddings.shape
+    template = faiss.index_factory(dim, choice.factory, faiss.METRIC_INNER_PRODUCT)
+    if not template.is_trained:
+        rng = np.random.default_rng(seed)
+        sample = np.sort(rng.choice(n, size=choice.train_size, replace=False))
+        train = as_f32(embeddings[sample])
+        idx, res = to_gpu(template) if use_gpu else (template, None)
+        log.info("training %s on %d vectors", choice.factory, len(train))
+        try:
+            idx.train(train)
+        except RuntimeError as e:  # FAISS: too few training points for the centroids, etc.
+            raise ConfigError(f"cannot train {choice.factory} on {len(train):,} vectors ({faiss_reason(e)}); "
+                              "use --type flat or hnsw, a smaller --nlist / --pq-m, or a larger corpus") from None
+        template = to_cpu(idx, res)
+    return bytes(faiss.serialize_index(template))
+
+
+def add_rows(trained: bytes, embeddings, start: int, stop: int, *, add_batch: int, use_gpu: bool,
+             on_rows=None, side: str | None = None):
+    """A copy of the trained index holding rows start:stop of `embeddings` (ids 0..stop-start-1),
+    on CPU; `on_rows(count)` after each batch added. With `side` ("src"/"tgt", mining), a row
+    holding NaN or inf raises NonFiniteRowError(side, row): FAISS would index it silently."""
+    import faiss
+
+    index = faiss.deserialize_index(np.frombuffer(trained, dtype=np.uint8))
+    idx, res = to_gpu(index) if use_gpu else (index, None)
+    for b in range(start, stop, add_batch):
+        block = as_f32(embeddings[b : min(b + add_batch, stop)])
+        if side is not None:
+            bad = np.flatnonzero(~np.isfinite(block).all(axis=1))
+            if len(bad):
+                raise NonFiniteRowError(side, b + int(bad[0]))
+        idx.add(block)
+        if on_rows is not None:
+            on_rows(min(b + add_batch, stop) - b)
+    return to_cpu(idx, res)  # a GPU index must be on CPU before write_index
+
+
+def write_index_files(tmp: Path, plan, *, sentences, line_numbers, encoder, projection, part, lang, dim: int,
+                      choice: IndexChoice, use_gpu: bool, source, config: IndexConfig,
+                      sentence_index: np.ndarray | None = None) -> None:
+    """The text, line numbers (and sentence indices of a corpus split into sentences) and manifest
+    of an index directory whose shards are written."""
+    n = plan[-1][1]
+    if isinstance(sentences, (str, Path)):  # the text file of a store or of the input
+        shutil.copyfile(sentences, tmp / "sentences.txt")
+    else:
+        (tmp / "sentences.txt").write_text("".join(f"{t}\n" for t in sentences), encoding="utf-8")
+    np.save(tmp / "line_numbers.npy", np.asarray(line_numbers, dtype=np.int64))
+    if sentence_index is not None:
+        if len(sentence_index) != n:
+            raise ConfigError(f"{n} rows but {len(sentence_index)} sentence indices")
+        np.save(tmp / SENTENCE_INDEX, np.asarray(sentence_index, dtype=np.int32))
+    shards = [{"file": shard_name(s), "start": start, "rows": stop - start} for s, (start, stop) in enumerate(plan)]
+    files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(tmp.iterdir())}
+    write_manifest(tmp, KIND, {
+        "files": files,
+        "encoder": encoder, "projection": projection, "part": part, "lang": lang,
+        "count": n, "dim": dim, "choice": choice.to_dict(), "built_on_gpu": use_gpu,
+        "shards": shards, "source": source,
+        "provenance": provenance(kind=config.kind, shard_rows=config.shard_rows, nlist=config.nlist,
+                                 nprobe=config.nprobe, pq_m=config.pq_m, seed=config.seed),
+    }, format_version=FORMAT_VERSION)
+
+
+def count_newlines(path: Path) -> int:
+    n = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            n += block.count(b"\n")
+    return n

@@ -1,0 +1,88 @@
+"""What an input path is (a corpus, an embedding store, an index directory) and what an artefact
+input's manifest records: its encoder, precision and projection."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from xmine.errors import ArtefactError, InputError
+from xmine.fileio import MANIFEST
+
+
+def artefact_kind(path: str | Path, input_format: Any = None) -> str:
+    """"text" for a corpus (a file, a Hugging Face dataset folder, or with `--input-format hf` a
+    folder of data files: `xmine.readers`), else the `kind` in the directory's manifest
+    ("embedding-store", "index")."""
+    from xmine.reader_base import is_dataset_dir
+
+    p = Path(path)
+    hf_files = getattr(input_format, "format", None) == "hf" and p.is_dir() and not (p / MANIFEST).is_file()
+    if p.is_file() or is_dataset_dir(p) or hf_files:
+        return "text"
+    if p.is_dir():
+        m = p / MANIFEST
+        if not m.is_file():
+            from xmine.output_state import dir_kind
+
+            kind, _ = dir_kind(p)
+            if kind is not None or (p / "progress.json").is_file():
+                what = (kind or "embedding-store").replace("-", " ")
+                raise InputError(p, f"an unfinished {what} (its run was interrupted or failed); run the same "
+                                    "command again to finish it")
+            raise InputError(p, "a directory without manifest.json: expected a corpus file, a Hugging Face "
+                                "save_to_disk folder, an embedding store (xmine embed) or an index (xmine "
+                                "build-index); for a folder of data files pass --input-format hf")
+        try:
+            return json.loads(m.read_text(encoding="utf-8"))["kind"]
+        except (ValueError, KeyError) as e:
+            raise ArtefactError(f"{m}: unreadable manifest ({e})") from e
+    if p.exists():  # a pipe, process substitution or device: inputs are read more than once
+        raise InputError(p, "is a pipe or another non-regular file, which is not supported as input; "
+                            "save it to a file first")
+    raise InputError(p, "no such file or directory")
+
+
+def artefact_encoder(paths) -> dict | None:
+    """The encoder fingerprint recorded by the first artefact directory among `paths` (None: only text)."""
+    for p in paths:
+        if Path(p).is_dir() and (Path(p) / MANIFEST).is_file():
+            try:
+                fp = json.loads((Path(p) / MANIFEST).read_text(encoding="utf-8"))["encoder"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            if isinstance(fp, dict) and fp.get("name"):
+                return fp
+    return None
+
+
+def artefact_encoder_name(paths) -> str | None:
+    """The encoder name recorded by the first artefact directory among `paths` (None: only text)."""
+    fp = artefact_encoder(paths)
+    return fp["name"] if fp else None
+
+
+def artefact_precision(paths) -> str | None:
+    """The encoder precision of the first artefact directory among `paths` (fp32 for artefacts
+    written before precisions existed; None: only text)."""
+    from xmine.encoders import fingerprint_precision
+
+    fp = artefact_encoder(paths)
+    return fingerprint_precision(fp) if fp else None
+
+
+def artefact_projection(paths) -> tuple[bool, dict | None]:
+    """(whether one of `paths` is a store/index, the projection fingerprint the first one records)."""
+    for p in paths:
+        if Path(p).is_dir() and (Path(p) / MANIFEST).is_file():
+            try:
+                return True, json.loads((Path(p) / MANIFEST).read_text(encoding="utf-8")).get("projection")
+            except (ValueError, AttributeError):
+                continue
+    return False, None
+
+
+def manifest_hash(path: Path) -> str:
+    return hashlib.sha256((path / MANIFEST).read_bytes()).hexdigest()

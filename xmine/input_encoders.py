@@ -1,0 +1,107 @@
+"""The encoder and projection a command reads its inputs with, loaded once and only when a side
+needs them, and the checks that an artefact input was made with the same ones (encoder,
+precision, projection, language)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from xmine.errors import ConfigError, EncoderMismatchError
+from xmine.input_artefacts import artefact_encoder, artefact_projection
+from xmine.projection import choose_projection, resolve_projection
+
+
+def check_same_projection(expected: dict | None, actual: dict | None, *, what: str) -> None:
+    """Raise EncoderMismatchError unless both are None or both have the same projection id."""
+    e_id = expected.get("id") if expected else None
+    a_id = actual.get("id") if actual else None
+    if e_id != a_id:
+        def name(fp):
+            return "no projection (raw embeddings)" if not fp else f"projection {fp.get('path')} (id {fp.get('id')})"
+        raise EncoderMismatchError(f"{what} was made with {name(expected)}, but {name(actual)} was given; "
+                                   "use the same --projection")
+
+
+class Encoders:
+    """Loads the encoder and projection once, only if a side needs them.
+
+    `projection`: the `--projection` value (None/"default", "none" or a directory), resolved by
+    `xmine.projection.choose_projection`; `inputs`: the paths named, so an implicit default
+    follows a store's or index's own projection. `precision`: what the user asked for (None: not
+    given); `default_precision`: what to use when it was not given (the input artefacts'
+    precision, so that text encoded beside a store or an index matches it), else "auto".
+    """
+
+    def __init__(self, encoder_name: str | None, projection: str | Path | None, precision: str | None = None,
+                 *, default_precision: str | None = None, inputs=()):
+        self.encoder_name = encoder_name
+        self.projection_spec = projection
+        self.precision = precision
+        self.default_precision = default_precision
+        self._artefact = artefact_projection(inputs)
+        self._artefact_encoder = artefact_encoder(inputs)  # its runtime is the default one
+        self._choice = None
+        self._encoder = None
+        self._projection = None
+
+    @property
+    def choice(self):
+        """The resolved `ProjectionChoice` (path or raw, and why)."""
+        if self._choice is None:
+            from xmine.encoders import DEFAULT_ENCODER
+
+            self._choice = choose_projection(
+                self.projection_spec, encoder_name=self.encoder_name or DEFAULT_ENCODER,
+                encoder_fp=lambda: self.encoder.fingerprint(), artefact_projection=self._artefact)
+        return self._choice
+
+    @property
+    def encoder(self):
+        if self._encoder is None:
+            from xmine.encoders import DEFAULT_ENCODER, DEFAULT_PRECISION, load_encoder
+            from xmine.encoders.runtime import runtime_for_artefact
+
+            self._encoder = load_encoder(self.encoder_name or DEFAULT_ENCODER,
+                                         precision=self.precision or self.default_precision or DEFAULT_PRECISION,
+                                         runtime=runtime_for_artefact(self._artefact_encoder))
+            # Not through `self.projection`: choosing it may ask for this encoder's fingerprint
+            # (and would then be chosen, and its notice logged, twice).
+            if self._projection is not None:
+                self._projection.check_encoder(self._encoder.fingerprint())
+        return self._encoder
+
+    @property
+    def projection(self):
+        if self._projection is None and self.choice.path is not None:
+            self._projection = resolve_projection(self.choice.path)
+            if self._encoder is not None:
+                self._projection.check_encoder(self._encoder.fingerprint())
+        return self._projection
+
+    def projection_fp(self) -> dict | None:
+        return self.projection.fingerprint() if self.projection is not None else None
+
+    def check_artefact_encoder(self, fp: dict, *, what: str) -> None:
+        """Refuse an artefact of another encoder than the one named (or the projection's), or of
+        another precision than the one asked for."""
+        from xmine.encoders import check_same_encoder, encoder_precision, fingerprint_precision
+
+        if self.encoder_name is not None and self.encoder_name != fp.get("name"):
+            check_same_encoder(fp, self.encoder.fingerprint(), what=what)
+        if self.precision is not None:
+            made, asked = fingerprint_precision(fp), encoder_precision(fp.get("name") or "", self.precision)
+            if made != asked:
+                raise EncoderMismatchError(
+                    f"{what} was made at precision {made}, but --precision {self.precision} means {asked} here; "
+                    f"embeddings of two precisions are never mixed: pass --precision {made} (or rebuild it at {asked})")
+        if self.projection is not None:
+            self.projection.check_encoder(fp)
+
+
+def check_lang(given: str | None, recorded: str | None, what: str) -> None:
+    """Refuse a language that differs from the artefact's; codes compare normalised (de = deu =
+    deu_Latn = de-DE, xmine.langs)."""
+    from xmine.langs import normalize_lang
+
+    if given and recorded and normalize_lang(given) != normalize_lang(recorded):
+        raise ConfigError(f"{what} holds language {recorded!r}, but --lang/--*-lang says {given!r}")

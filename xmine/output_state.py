@@ -1,0 +1,264 @@
+"""What is at an output path: nothing, an xmine artefact of some kind (finished or not), or
+something xmine must not touch. `xmine.outputs.claim_output` asks `output_state` before writing.
+
+How an existing path is recognised as xmine's (`form`):
+
+- `"dir"` (store, index, projection, export): its `manifest.json` names the kind. A directory
+  being built in place gets the marker `.xmine-output.json` the moment the claim creates it, so
+  an unfinished one is recognised too.
+- `"tsv"` (mined pairs, search hits, langid): the sidecar `OUT.json` names the kind and records
+  the size and sha256 of the file (and of its companions). A file that no longer matches its
+  sidecar was edited by someone: it is refused.
+- `"json"` (benchmark results): the file's own top-level `kind`.
+- `"png"` (plots): a PNG text chunk `xmine-kind` (`png_metadata(kind)` gives it to matplotlib).
+- `"md"` (the benchmark report): its first line is `md_header(kind)`'s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+from pathlib import Path
+from typing import Iterable
+
+from xmine.errors import OutputError
+from xmine.fileio import MANIFEST, sha256_file
+
+#: Written into a directory the claim creates for in-place building (stores, projections).
+MARKER = ".xmine-output.json"
+FORMS = ("dir", "tsv", "json", "png", "md")
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_KEY = "xmine-kind"
+
+
+def kind_label(kind: str) -> str:
+    """How a kind reads in a message: "embedding-store" -> "embedding store"."""
+    return str(kind).replace("-", " ")
+
+
+def png_metadata(kind: str) -> dict[str, str]:
+    """Metadata for matplotlib's `savefig(metadata=...)` that marks a PNG as xmine's `kind`."""
+    return {_PNG_KEY: kind}
+
+
+def md_header(kind: str) -> str:
+    """The first line of a markdown artefact of `kind` (an HTML comment, invisible when rendered)."""
+    return f"<!-- xmine-kind: {kind} -->"
+
+
+# ------------------------------------------------------------------------------ recognition
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _png_kind(path: Path) -> str | None:
+    """The `xmine-kind` text chunk of a PNG, if any (reads chunk headers, not the image)."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(8) != _PNG_SIGNATURE:
+                return None
+            while True:
+                head = f.read(8)
+                if len(head) < 8:
+                    return None
+                length, ctype = struct.unpack(">I4s", head)
+                if ctype == b"tEXt" and length < 4096:
+                    key, _, value = f.read(length).partition(b"\x00")
+                    if key.decode("latin-1") == _PNG_KEY:
+                        return value.decode("latin-1")
+                    f.seek(4, os.SEEK_CUR)
+                elif ctype == b"IEND":
+                    return None
+                else:
+                    f.seek(length + 4, os.SEEK_CUR)
+    except OSError:
+        return None
+
+
+def sidecar_of(path: str | Path) -> Path:
+    """`OUT.json`: the summary that marks a TSV output as xmine's."""
+    return Path(str(path) + ".json")
+
+
+def dir_kind(path: Path) -> tuple[str | None, bool]:
+    """(kind, finished) of an xmine directory artefact: from its manifest, else its marker."""
+    m = read_json(path / MANIFEST)
+    if m is not None and isinstance(m.get("kind"), str):
+        return m["kind"], True
+    marker = read_json(path / MARKER)
+    if marker is not None and isinstance(marker.get("kind"), str):
+        return marker["kind"], False
+    return None, False
+
+
+def tree_record(path: Path) -> dict:
+    """Size and sha256 of a directory output (a dataset folder): over its files' names and sha256."""
+    h, size, n = hashlib.sha256(), 0, 0
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        h.update(f"{f.relative_to(path).as_posix()}\0{sha256_file(f)}\n".encode())
+        size, n = size + f.stat().st_size, n + 1
+    return {"bytes": size, "sha256": h.hexdigest(), "tree": n}
+
+
+def _matches(p: Path, rec: dict | None) -> bool:
+    if rec is None:
+        return False
+    if rec.get("tree") is not None:
+        return p.is_dir() and not p.is_symlink() and tree_record(p) == {k: rec.get(k) for k in ("bytes", "sha256", "tree")}
+    return p.is_file() and p.stat().st_size == rec.get("bytes") and sha256_file(p) == rec.get("sha256")
+
+
+def changed_files(side: dict, base: Path) -> list[str]:
+    """Files (and directory outputs) a finished sidecar records whose size or sha256 no longer
+    match. While a replacement is being put in place (`replacing`: the new files' records), a file
+    may match either record, and one the new result does not have, or a folder being swapped, may
+    be gone already."""
+    old, new = side.get("output_files") or {}, side.get("replacing")
+    bad = []
+    for name in dict.fromkeys([*old, *(new or {})]):
+        p = base.parent / name
+        if _matches(p, old.get(name)):
+            continue
+        if new is not None and (_matches(p, new.get(name)) or (
+                (name not in new or new[name].get("tree") is not None) and not os.path.lexists(p))):
+            continue
+        bad.append(name)
+    return bad
+
+
+def _recorded_tree(path: Path) -> bool:
+    """True when `path` is a directory its sidecar records as this output (a dataset folder)."""
+    side = read_json(sidecar_of(path)) if sidecar_of(path).is_file() else None
+    rec = ((side or {}).get("output_files") or {}).get(path.name) or {}
+    return path.is_dir() and not path.is_symlink() and rec.get("tree") is not None
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """True when `a` and `b` both exist and are one file (hard links, bind mounts)."""
+    try:
+        sa, sb = a.stat(), b.stat()
+    except OSError:
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def check_not_input(outputs: Iterable[Path], inputs: Iterable[str | Path | None]) -> None:
+    """Refuse an output that is, contains or lies inside an input (OutputError)."""
+    ins = [Path(i) for i in inputs if i is not None]
+    for out in outputs:
+        o = out.resolve()
+        for given in ins:
+            i = given.resolve()
+            if o == i or same_file(out, given):
+                raise OutputError(f"{out}: is an input of this command ({given}); choose another output")
+            if i.is_relative_to(o):
+                raise OutputError(f"{out}: contains the input {given}; choose another output")
+            if given.is_dir() and o.is_relative_to(i):
+                raise OutputError(f"{out}: lies inside the input {given}; choose another output")
+
+
+def output_state(path: Path, kind: str, form: str, companions: tuple[str, ...],
+              *, in_place: bool = False) -> str:
+    """"new", "unfinished" or "finished"; OutputError for anything xmine must not touch.
+
+    A symbolic link to a directory is followed for a directory built in place (a store on a
+    bigger disk); one that would be replaced as a whole is refused."""
+    exists = os.path.lexists(path)
+    if form == "dir":
+        if not exists:
+            return "new"
+        if (path.is_symlink() and not in_place) or not path.is_dir():
+            raise OutputError(f"{path}: exists and is not a directory; refusing to replace it "
+                              "(choose another output)")
+        if not any(path.iterdir()):
+            return "new"
+        found, finished = dir_kind(path)
+        if found is None:
+            raise OutputError(f"{path}: exists and is not an xmine {kind_label(kind)}; refusing to write into it "
+                              "(choose a new or empty directory)")
+        if found != kind:
+            raise OutputError(f"{path}: is an xmine {kind_label(found)}, not an xmine {kind_label(kind)}; refusing to replace it "
+                              "(choose another output)")
+        return "finished" if finished else "unfinished"
+
+    if exists and (path.is_dir() or path.is_symlink()) and not (form == "tsv" and _recorded_tree(path)):
+        raise OutputError(f"{path}: exists and is a {'directory' if path.is_dir() else 'symbolic link'}; "
+                          "refusing to replace it (choose another output file)")
+    if form == "tsv":
+        side_path = sidecar_of(path)
+        side = read_json(side_path) if side_path.is_file() else None
+        extra = [Path(str(path) + s) for s in companions if os.path.lexists(str(path) + s)]
+        if side is None or side.get("kind") != kind:
+            if os.path.lexists(side_path):
+                what = f"an xmine {kind_label(side['kind'])}" if side and side.get("kind") else "not an xmine summary"
+                raise OutputError(f"{side_path}: exists and is {what}; refusing to replace it "
+                                  "(choose another output)")
+            if exists:
+                raise OutputError(f"{path}: exists and is not an xmine {kind_label(kind)} (no {side_path.name} beside it); "
+                                  "refusing to replace it (choose another output)")
+            for e in extra:
+                if e.is_dir() and (read_json(e / MARKER) or {}).get("kind") == f"{kind}-work":
+                    continue
+                raise OutputError(f"{e}: exists and is not part of an xmine {kind_label(kind)}; refusing to replace it "
+                                  "(choose another output)")
+            return "unfinished" if extra else "new"
+        foreign = _foreign_companion(path, kind, companions, side)
+        if foreign is not None:
+            raise OutputError(f"{foreign}: exists and is not part of the xmine {kind_label(kind)} {path.name} "
+                              f"(its {side_path.name} does not record it); refusing to replace it "
+                              "(move it away or choose another output)")
+        if side.get("state") != "finished":
+            return "unfinished"
+        changed = changed_files(side, path)
+        if changed:
+            raise OutputError(f"{path}: {', '.join(changed)} changed since xmine wrote it (size or sha256 "
+                              f"differs from {side_path.name}); refusing to replace it (move it away first)")
+        return "finished"
+    if not exists:
+        return "new"
+    if form == "json":
+        found = (read_json(path) or {}).get("kind")
+    elif form == "png":
+        found = _png_kind(path)
+    elif form == "md":
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                first = f.readline().rstrip("\n")
+        except OSError:
+            first = ""
+        found = kind if first == md_header(kind) else None
+    else:
+        raise ValueError(f"form must be one of {FORMS}, not {form!r}")
+    if found != kind:
+        what = f"an xmine {kind_label(found)}" if found else f"not an xmine {kind_label(kind)}"
+        raise OutputError(f"{path}: exists and is {what}; refusing to replace it (choose another output)")
+    return "finished"
+
+
+def _foreign_companion(path: Path, kind: str, companions: tuple[str, ...], side: dict) -> Path | None:
+    """A companion beside `path` that its summary does not account for: a file that is neither a
+    recorded output file nor one an unfinished run was writing, or a directory without this
+    output's work marker."""
+    own = set(side.get("output_files") or {}) | set(side.get("replacing") or {}) | set(side.get("writing") or [])
+    for s in companions:
+        p = Path(str(path) + s)
+        if not os.path.lexists(p):
+            continue
+        if p.is_dir() and not p.is_symlink():
+            if (read_json(p / MARKER) or {}).get("kind") != f"{kind}-work":
+                return p
+        elif p.name not in own:
+            return p
+    return None
+
+
+__all__ = ["FORMS", "MARKER", "changed_files", "check_not_input", "dir_kind", "kind_label", "md_header",
+           "output_state", "png_metadata", "read_json", "same_file", "sidecar_of", "tree_record"]

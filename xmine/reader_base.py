@@ -1,0 +1,177 @@
+"""What every corpus reader shares (`xmine.readers`): the --input-format options, the base class
+that streams `(record number, text, record id)` and cleans texts as a text file's lines are, and
+reading the text and id fields of one record."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from xmine.corpus import DEFAULT_MAX_CHARS, WARN_LIST, CorpusStats
+from xmine.errors import ConfigError, InputError
+
+FORMATS = ("text", "jsonl", "parquet", "hf")
+_COMPRESSED = (".gz", ".xz", ".zst", ".zstd", ".bz2")
+# Files a `save_to_disk` folder holds (Dataset: state.json; DatasetDict: dataset_dict.json).
+_HF_MARKERS = ("state.json", "dataset_dict.json")
+_MISSING = object()
+# What a text or id from a record may not hold in a one-line-a-row store: tabs and every line break
+# (a text file's reader splits on \n itself; a JSON string or a table cell may hold one).
+_BREAKERS = re.compile("[\t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+@dataclass(kw_only=True, frozen=True)
+class InputFormat:
+    """How to read a corpus file or folder (the --input-format options)."""
+
+    #: "auto" (by extension, compression suffix ignored, or by folder contents) or one of FORMATS
+    format: str = "auto"
+    #: jsonl / hf: dotted path of the text field; parquet: the column (dotted: into a struct)
+    text_field: str = "text"
+    #: optional dotted path of each record's own id, kept as provenance
+    id_field: str | None = None
+    #: hf: the split of a DatasetDict or of data files (default: the only one, else "train")
+    split: str | None = None
+    #: split each record (line) into sentences with the corpus language's splitter
+    #: (xmine.sentences); each sentence becomes a row that keeps its record and its index in it
+    split_sentences: bool = False
+
+    def __post_init__(self) -> None:
+        if self.format not in ("auto",) + FORMATS:
+            raise ConfigError(f"--input-format must be auto or one of {', '.join(FORMATS)}, not {self.format!r}")
+        if not self.text_field:
+            raise ConfigError("--text-field must not be empty")
+
+
+def is_dataset_dir(path: str | Path) -> bool:
+    """True for a Hugging Face `save_to_disk` folder."""
+    p = Path(path)
+    return p.is_dir() and any((p / m).is_file() for m in _HF_MARKERS)
+
+
+def stem_suffix(path: Path) -> str:
+    """The extension that names the format: `.jsonl` of `x.jsonl.zst`."""
+    suffixes = [s.lower() for s in path.suffixes]
+    while suffixes and suffixes[-1] in _COMPRESSED:
+        suffixes.pop()
+    return suffixes[-1] if suffixes else ""
+
+
+def _field(record: Any, dotted: str) -> Any:
+    """The value at `dotted` (`meta.text`) in nested mappings; a key that itself holds dots wins."""
+    if isinstance(record, dict) and dotted in record:
+        return record[dotted]
+    value = record
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+def text_of(record: Any, spec: InputFormat, path: Path, where: str, line: int | None) -> tuple[str, str | None]:
+    """(text, id) of one record, or InputError saying what is wrong with it."""
+    if not isinstance(record, dict):
+        raise InputError(path, f"{where}is a JSON {type(record).__name__}, expected an object with a "
+                               f"{spec.text_field!r} field", line=line)
+    text = _field(record, spec.text_field)
+    if text is _MISSING:
+        keys = ", ".join(list(record)[:8])
+        raise InputError(path, f"{where}no field {spec.text_field!r} (fields: {keys}); choose one with "
+                               "--text-field / --text-column", line=line)
+    if not isinstance(text, str):
+        shown = "null" if text is None else f"{type(text).__name__} {str(text)[:40]!r}"
+        raise InputError(path, f"{where}field {spec.text_field!r} is {shown}, not a string", line=line)
+    rid = None
+    if spec.id_field is not None:
+        value = _field(record, spec.id_field)
+        if value is _MISSING or value is None or isinstance(value, (dict, list)):
+            what = "missing" if value is _MISSING else "null" if value is None else f"a {type(value).__name__}"
+            raise InputError(path, f"{where}id field {spec.id_field!r} is {what}, expected a string or number",
+                             line=line)
+        rid = _BREAKERS.sub(" ", str(value))
+    return text, rid
+
+
+class CorpusReader:
+    """One corpus in one format. `count` (records; lines for text) and `identity()` are known
+    once `open_corpus` has checked every record."""
+
+    format = "text"
+
+    def __init__(self, path: Path, spec: InputFormat):
+        self.path, self.spec = path, spec
+        self.count = 0
+        self.has_ids = spec.id_field is not None and self.format != "text"
+
+    def records(self) -> Iterator[tuple[int, str, str | None]]:
+        """(record number, raw text, id or None) of every record, empty ones included."""
+        raise NotImplementedError
+
+    def check(self) -> None:
+        """Read every record once (raises InputError on the first bad one) and count them."""
+        n = 0
+        for n, _, _ in self.records():
+            pass
+        self.count = n
+
+    def identity(self) -> dict[str, Any]:
+        """What identifies the input (a store made from it records this; resume compares it)."""
+        from xmine.fileio import sha256_file
+
+        if self.path.is_dir():
+            h, size = hashlib.sha256(), 0
+            for f in sorted(p for p in self.path.rglob("*") if p.is_file()):
+                rel = f.relative_to(self.path).as_posix()
+                h.update(f"{rel}\0{sha256_file(f)}\n".encode())
+                size += f.stat().st_size
+            digest = h.hexdigest()
+        else:
+            size, digest = self.path.stat().st_size, sha256_file(self.path)
+        return {"path": str(self.path.resolve()), "size": size, "sha256": digest, "format": self.format,
+                "text_field": self.spec.text_field, "id_field": self.spec.id_field, "split": self.spec.split,
+                "records": self.count}
+
+    def sentences(self, *, max_chars: int = DEFAULT_MAX_CHARS, stats: CorpusStats | None = None,
+                  ids: list | None = None) -> Iterator[tuple[int, str]]:
+        """(record number, text) of each non-empty record, cleaned as a text file's lines are;
+        with `ids` (a list), each yielded record's id is appended to it first."""
+        st = stats if stats is not None else CorpusStats(path=self.path)
+        for number, text, rid in self.records():
+            st.lines = number
+            if not text.strip():
+                st.empty_lines += 1
+                continue
+            if _BREAKERS.search(text):
+                text = _BREAKERS.sub(" ", text)
+                st.replaced_count += 1
+            if len(text) > max_chars:
+                st.long_count += 1
+                if len(st.long_lines) < WARN_LIST:
+                    st.long_lines.append(number)
+            st.sentences += 1
+            if ids is not None:
+                ids.append(rid)
+            yield number, text
+        if st.sentences == 0:
+            raise InputError(self.path, f"no text in the {self.format} input ({st.lines} record(s), all empty)")
+
+
+    def split_into_sentences(self, split: Callable[[str], list[str]], *, max_chars: int = DEFAULT_MAX_CHARS,
+                        stats: CorpusStats | None = None, ids: list | None = None,
+                        positions: list | None = None) -> Iterator[tuple[int, str]]:
+        """`sentences()` with each record split by `split` (xmine.sentences): (record number,
+        sentence) of every sentence; with `ids`, each sentence's record id is appended to it
+        first, with `positions` its 1-based index in its record. One record in memory at a time."""
+        record_ids: list | None = [] if ids is not None else None
+        for number, text in self.sentences(max_chars=max_chars, stats=stats, ids=record_ids):
+            rid = record_ids.pop() if record_ids is not None else None
+            for i, sentence in enumerate((s for s in split(text) if s.strip()), 1):
+                if ids is not None:
+                    ids.append(rid)
+                if positions is not None:
+                    positions.append(i)
+                yield number, sentence

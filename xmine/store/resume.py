@@ -1,0 +1,115 @@
+"""Resuming an interrupted embedding-store build: the identity a run records (input, encoder,
+projection, part, dtype, language, `max_chars`) and why another request cannot continue it, the
+progress file, and the shards of an interrupted run that are intact on disk."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from xmine.errors import ArtefactError
+from xmine.fileio import atomic_write_json, sha256_file
+from xmine.store.directory import clear_dir, remove_temporaries
+from xmine.store.layout import PROGRESS
+
+log = logging.getLogger("xmine.store")
+
+
+def identity_mismatch(old: dict[str, Any], new: dict[str, Any]) -> str | None:
+    """Why a store (or interrupted run) with identity `old` cannot serve request `new`, or None."""
+    if (old["input"]["size"], old["input"]["sha256"]) != (new["input"]["size"], new["input"]["sha256"]):
+        return (
+            f"it was made from another input file ({old['input']['path']}, {old['input']['size']} bytes, "
+            f"sha256 {old['input']['sha256'][:12]}...) than {new['input']['path']} "
+            f"({new['input']['size']} bytes, sha256 {new['input']['sha256'][:12]}...)"
+        )
+    # how the input was read (xmine.readers) and split into sentences (xmine.sentences)
+    for key in ("format", "text_field", "id_field", "split", "split_sentences"):
+        if old["input"].get(key) != new["input"].get(key):
+            if key == "split_sentences":
+                return f"it was made {_split_words(old['input'])}, not {_split_words(new['input'])}"
+            return f"its input was read with {key}={old['input'].get(key)!r}, not {new['input'].get(key)!r}"
+    if old["encoder"].get("id") != new["encoder"].get("id"):
+        from xmine.encoders import fingerprint_precision, weights_id
+
+        if weights_id(old["encoder"]) == weights_id(new["encoder"]):
+            p_old, p_new = fingerprint_precision(old["encoder"]), fingerprint_precision(new["encoder"])
+            return f"it was made at encoder precision {p_old} (--precision {p_old}), not {p_new}"
+        return f"it was made with encoder {old['encoder'].get('name')!r}, not {new['encoder'].get('name')!r}"
+    old_p = (old.get("projection") or {}).get("id")
+    new_p = (new.get("projection") or {}).get("id")
+    if old_p != new_p:
+        return f"it was made with projection {old.get('projection')}, not {new.get('projection')}"
+    from xmine.langs import normalize_lang
+
+    if normalize_lang(old.get("lang") or "") != normalize_lang(new.get("lang") or ""):  # de = deu = deu_Latn
+        return f"it was made with lang={old.get('lang')!r}, not {new.get('lang')!r}"
+    for key in ("part", "dtype", "max_chars"):
+        if old.get(key) != new.get(key):
+            return f"it was made with {key}={old.get(key)!r}, not {new.get(key)!r}"
+    return None
+
+
+def _split_words(identity: dict[str, Any]) -> str:
+    """"with --split-sentences (sentencex 1.0.32, eng)" or "without --split-sentences"."""
+    how = identity.get("split_sentences")
+    if not how:
+        return "without --split-sentences"
+    return f"with --split-sentences ({how.get('library')} {how.get('version')}, {how.get('lang')})"
+
+
+def _finished_shards(out_dir: Path, progress: dict[str, Any]) -> list[dict[str, Any]]:
+    """The shards of an interrupted run that are intact on disk (a prefix of the recorded ones)."""
+    kept = []
+    for shard in progress.get("shards", []):
+        ok = all((out_dir / shard[k]).is_file() for k in ("file", "lines_file", "text_file", "ids_file", "sent_file")
+                 if k in shard)
+        ok = ok and (out_dir / shard["file"]).stat().st_size == shard["bytes"]
+        ok = ok and sha256_file(out_dir / shard["file"]) == shard["sha256"]
+        if not ok:
+            log.warning(f"{out_dir / shard['file']}: damaged or missing; re-encoding from there")
+            break
+        kept.append(shard)
+    return kept
+
+
+@dataclass(kw_only=True)
+class Progress:
+    """`progress.json` of a store being built: its finished shards, saved as each is written."""
+
+    path: Path
+    identity: dict[str, Any]
+    shards: list[dict[str, Any]] = field(default_factory=list)
+    #: shards finished after a gap, by a run on Ray
+    more: list[dict[str, Any]] = field(default_factory=list)
+
+    def save(self) -> None:
+        atomic_write_json(self.path, {"identity": self.identity, "shards": self.shards, "more_shards": self.more})
+
+
+def resume(out_dir: Path, identity: dict[str, Any], overwrite: bool, ray: str | None) -> Progress:
+    """The progress of an interrupted run of the same request in `out_dir` (its intact shards),
+    or a fresh one; an interrupted run of another request is refused, or discarded with
+    `overwrite`."""
+    progress = Progress(path=out_dir / PROGRESS, identity=identity)
+    if progress.path.is_file():
+        recorded = json.loads(progress.path.read_text(encoding="utf-8"))
+        why = identity_mismatch(recorded["identity"], identity)
+        if why is not None and not recorded.get("shards"):
+            why = None  # nothing finished yet (e.g. the input had a bad line): start afresh
+            recorded["shards"] = []
+        if why is not None and not overwrite:
+            raise ArtefactError(f"{out_dir}: holds an interrupted run, but {why}; "
+                                "pass --overwrite to discard it or choose another output directory")
+        if why is not None:
+            clear_dir(out_dir)
+        else:
+            progress.shards = _finished_shards(out_dir, recorded)
+            # Only a run on Ray reads these (the single-process run re-encodes after the prefix).
+            intact_prefix = len(progress.shards) == len(recorded.get("shards", []))
+            progress.more = recorded.get("more_shards", []) if ray is not None and intact_prefix else []
+    remove_temporaries(out_dir)
+    return progress

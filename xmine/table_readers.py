@@ -1,0 +1,141 @@
+"""Corpus readers of tables (`xmine.readers`): a Parquet file, and a Hugging Face dataset (a
+`save_to_disk` folder, or data files read with streaming), one batch of rows at a time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+from xmine.errors import InputError
+from xmine.reader_base import CorpusReader, InputFormat, is_dataset_dir, stem_suffix, text_of
+
+# Data-file builders of `datasets`, by extension.
+_HF_BUILDERS = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "json", ".json": "json", ".ndjson": "json",
+                ".csv": "csv", ".txt": "text", ".arrow": "arrow"}
+# Rows per batch read from Parquet / Arrow: bounded memory whatever the file.
+_BATCH = 4096
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return text[:300] or type(e).__name__
+
+
+def _columns(spec: InputFormat, names: list[str]) -> list[str]:
+    """The top-level columns a dotted field needs (a column whose name holds the dots wins)."""
+    wanted = []
+    for dotted in (spec.text_field, spec.id_field):
+        if dotted is None:
+            continue
+        top = dotted if dotted in names else dotted.split(".")[0]
+        if top in names and top not in wanted:
+            wanted.append(top)
+    return wanted
+
+
+def _table_records(batches: Iterator[list[dict]], spec: InputFormat, path: Path,
+                   names: list[str]) -> Iterator[tuple[int, str, str | None]]:
+    """Records of a table read in batches of row dicts; row numbers are 1-based."""
+    top = spec.text_field if spec.text_field in names else spec.text_field.split(".")[0]
+    if top not in names:
+        raise InputError(path, f"no column {top!r} (columns: {', '.join(names[:12])}); choose one with "
+                               "--text-column / --text-field")
+    number = 0
+    for batch in batches:
+        for row in batch:
+            number += 1
+            text, rid = text_of(row, spec, path, f"row {number}: ", None)
+            yield number, text, rid
+
+
+class ParquetReader(CorpusReader):
+    """A Parquet file, one record batch at a time, only the columns needed."""
+
+    format = "parquet"
+
+    def records(self) -> Iterator[tuple[int, str, str | None]]:
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise InputError(self.path, "reading Parquet needs the pyarrow package (pip install pyarrow)") from None
+        try:
+            f = pq.ParquetFile(self.path)
+            names = f.schema_arrow.names
+        except Exception as e:  # noqa: BLE001  (pyarrow raises ArrowInvalid, OSError, ...)
+            raise InputError(self.path, f"not a readable Parquet file ({_one_line(e)})") from None
+        columns = _columns(self.spec, names)
+
+        def batches() -> Iterator[list[dict]]:
+            done = 0
+            try:
+                for batch in f.iter_batches(batch_size=_BATCH, columns=columns):
+                    done += batch.num_rows
+                    yield batch.to_pylist()
+            except Exception as e:  # noqa: BLE001
+                raise InputError(self.path, f"damaged Parquet data after row {done} ({_one_line(e)})") from None
+
+        yield from _table_records(batches(), self.spec, self.path, names)
+
+
+class DatasetReader(CorpusReader):
+    """A Hugging Face dataset: a `save_to_disk` folder, or data files read with streaming."""
+
+    format = "hf"
+
+    def _open(self):
+        try:
+            import datasets
+        except ImportError:
+            raise InputError(self.path, "reading a Hugging Face dataset needs the datasets package") from None
+        datasets.disable_progress_bars()
+        try:
+            if is_dataset_dir(self.path):
+                ds = datasets.load_from_disk(str(self.path))
+                if isinstance(ds, datasets.DatasetDict):
+                    ds = ds[self._split(list(ds))]
+                return ds, list(ds.column_names)
+            if self.path.is_dir():
+                ds = datasets.load_dataset(str(self.path), split=self.spec.split or "train", streaming=True)
+            else:
+                builder = _HF_BUILDERS.get(stem_suffix(self.path))
+                if builder is None:
+                    raise InputError(self.path, f"no datasets loader for {self.path.suffix or 'a file without extension'} "
+                                                f"(known: {', '.join(sorted(_HF_BUILDERS))})")
+                ds = datasets.load_dataset(builder, data_files=str(self.path), split=self.spec.split or "train",
+                                           streaming=True)
+            names = list(ds.column_names or []) or list(ds.features or [])
+            if not names:  # older datasets releases resolve a streamed file's columns only when read
+                first = next(iter(ds), None)
+                names = list(first or [])
+            return ds, names
+        except InputError:
+            raise
+        except Exception as e:  # noqa: BLE001  (datasets raises many kinds)
+            raise InputError(self.path, f"cannot open as a Hugging Face dataset ({_one_line(e)})") from None
+
+    def _split(self, splits: list[str]) -> str:
+        if self.spec.split is not None:
+            if self.spec.split not in splits:
+                raise InputError(self.path, f"no split {self.spec.split!r} (splits: {', '.join(splits)})")
+            return self.spec.split
+        if len(splits) == 1:
+            return splits[0]
+        if "train" in splits:
+            return "train"
+        raise InputError(self.path, f"a DatasetDict with splits {', '.join(splits)}: choose one with --split")
+
+    def records(self) -> Iterator[tuple[int, str, str | None]]:
+        ds, names = self._open()
+        columns = _columns(self.spec, names)
+
+        def batches() -> Iterator[list[dict]]:
+            try:
+                for batch in ds.select_columns(columns).iter(batch_size=_BATCH):
+                    n = len(next(iter(batch.values()))) if batch else 0
+                    yield [{c: batch[c][i] for c in batch} for i in range(n)]
+            except InputError:
+                raise
+            except Exception as e:  # noqa: BLE001
+                raise InputError(self.path, f"cannot read the dataset ({_one_line(e)})") from None
+
+        yield from _table_records(batches(), self.spec, self.path, names)

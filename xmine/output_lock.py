@@ -1,5 +1,8 @@
 """One writer per output: an exclusive `fcntl` lock on `.NAME.lock` beside it, held while
-`xmine.outputs.claim_output`'s claim lasts."""
+`xmine.outputs.claim_output`'s claim lasts.
+
+Not `filelock`: it creates and truncates the lock file, and a user's own file that happens to
+bear the name must be left exactly as it is (it is only locked, read-only, and never removed)."""
 
 from __future__ import annotations
 

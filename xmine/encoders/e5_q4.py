@@ -16,7 +16,6 @@ float32 but not in float16, so nothing is lost beyond the 4-bit quantisation its
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from filelock import FileLock
 
 from xmine.artefacts import file_fingerprint, provenance
 from xmine.fileio import MANIFEST, write_manifest
@@ -260,8 +260,7 @@ def ensure_me5_model(*, rebuild: bool = False) -> tuple[Path, dict[str, Any]]:
     if manifest_path.is_file() and not rebuild:
         return target, json.loads(manifest_path.read_text(encoding="utf-8"))
     target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f".{target.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it right now
+    with FileLock(target.parent / f".{target.name}.lock"):  # another process may be building it right now
         if manifest_path.is_file() and not rebuild:
             return target, json.loads(manifest_path.read_text(encoding="utf-8"))
         staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))

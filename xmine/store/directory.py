@@ -6,11 +6,12 @@ ever touched."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 from pathlib import Path
 from typing import Iterator
+
+from filelock import FileLock, Timeout
 
 from xmine.errors import ArtefactError, OutputError
 from xmine.fileio import MANIFEST, atomic_write_json
@@ -23,15 +24,15 @@ from xmine.store.layout import (
 @contextlib.contextmanager
 def lock_store_dir(out_dir: Path) -> Iterator[None]:
     """Hold an exclusive lock on the store directory, so two runs cannot write it at once."""
-    with open(out_dir / LOCK, "a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ArtefactError(f"{out_dir}: another xmine process is writing this embedding store") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    lock = FileLock(out_dir / LOCK, timeout=0)  # the lock file is the store's own (_OWN_NAMES)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise ArtefactError(f"{out_dir}: another xmine process is writing this embedding store") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 # The names the writer itself makes, exactly: per-shard files, the joined files, and the hidden

@@ -530,7 +530,7 @@ def _mining_noisy(encoder_name, projections, device, precision, data, lang_list,
                                    "filters": PairFilterConfig().record("ratio")},
             columns=columns, rows=rows, details=details, extra_tables=extra,
             files=sorted({str(p) for lg in lang_list for p in mining.build_set(data, lg, **settings).files}
-                         | {str(data / "parallel" / "flores200" / "devtest" / f"{c}.devtest")
+                         | {str(data / common.FLORES_DEVTEST / f"{c}.devtest")
                             for c in mining_noisy.OTHER_LANGS}),
             started=started)
     for t in extra:

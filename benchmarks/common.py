@@ -399,6 +399,35 @@ def read_lines(path: Path, *, what: str = "data") -> list[str]:
     return [line.rstrip("\r") for line in lines]
 
 
+#: FLORES-200 devtest under a data root: one `<code>.devtest` file per language (deu_Latn, ...), the
+#: same 1,012 sentences in every language, line for line
+FLORES_DEVTEST = Path("parallel", "flores200", "devtest")
+
+
+def flores_lines(folder: Path, code: str, *, rows: int | None = None) -> list[str]:
+    """The first `rows` (None: all) lines of language `code`'s FLORES-200 devtest file in `folder`
+    (a data root's FLORES_DEVTEST), empty lines kept so line i is the same sentence in every file."""
+    path = Path(folder) / f"{code}.devtest"
+    if not path.is_file():
+        have = " ".join(sorted(p.stem for p in Path(folder).glob("*.devtest"))[:12])
+        raise InputError(path, f"missing FLORES-200 file for {code!r} (codes look like: {have} ...)")
+    return read_lines(path, what="FLORES-200 devtest")[:rows or None]
+
+
+def rss_mb(pid: int | str = "self", *, peak: bool = True) -> float:
+    """A process's peak resident memory in MB (VmHWM; `peak=False`: its current one, VmRSS), from
+    /proc; NaN where /proc has no such process. Not getrusage's ru_maxrss: Linux keeps that across
+    exec, so a child started by a large parent would report the parent's peak."""
+    field = "VmHWM:" if peak else "VmRSS:"
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field):
+                return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return float("nan")
+
+
 def parse_list(value: str | None) -> list[str] | None:
     """'a,b , c' -> ['a', 'b', 'c']; None/'' -> None."""
     if not value:

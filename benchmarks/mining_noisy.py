@@ -81,7 +81,7 @@ def _change_number(text: str, rng: np.random.Generator) -> str | None:
 def add_noise(ms, data: Path, *, seed: int = 0, noise: dict[str, float] = NOISE):
     """(src, en, kinds): the set's sides (ids, sentences) with noise lines appended, and the noise
     kind of every added id."""
-    from xmine.benchmarks.common import read_lines
+    from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines
     from xmine.benchmarks.mining import NEWS_SETS
 
     lang = ms.lang
@@ -106,13 +106,12 @@ def add_noise(ms, data: Path, *, seed: int = 0, noise: dict[str, float] = NOISE)
     for j in rng.choice(n_en, size=int(noise["copies"] * n_src), replace=False):
         add("src", en[int(j)], "copies")
 
-    flores = data / "parallel" / "flores200" / "devtest"
     own = NEWS_SETS[lang][0]
     others = [c for c in OTHER_LANGS if c != own]
     for side, n in (("src", n_src), ("en", n_en)):
         rng = _rng(seed, lang, side, "other")
         code = others[int(rng.integers(len(others)))]
-        lines = read_lines(flores / f"{code}.devtest", what="FLORES-200 devtest")
+        lines = flores_lines(data / FLORES_DEVTEST, code)
         for j in rng.choice(len(lines), size=int(noise["other_language"] * n), replace=False):
             add(side, lines[int(j)], "other_language")
 

@@ -87,12 +87,13 @@ _EVALUATION_CACHE: dict[Path, frozenset[str]] = {}
 def evaluation_sentences(data: Path) -> frozenset[str]:
     """Every sentence the benchmarks score mining on (FLORES-200 devtest, newstest of the held-out
     years): a calibration pair repeating one is dropped (FLORES v1 km dev shares a sentence with them)."""
+    from quality import HELDOUT_NEWSTEST_YEARS
     from xmine.benchmarks import mining
-    from xmine.benchmarks.quality import HELDOUT_NEWSTEST_YEARS
+    from xmine.benchmarks.common import FLORES_DEVTEST
 
     if data not in _EVALUATION_CACHE:
         parallel = data / "parallel"
-        files = sorted((parallel / "flores200" / "devtest").glob("*.devtest"))
+        files = sorted((data / FLORES_DEVTEST).glob("*.devtest"))
         files += sorted(f for y in HELDOUT_NEWSTEST_YEARS for f in (parallel / "wmt-newstest" / y).glob("*/*") if f.is_file())
         _EVALUATION_CACHE[data] = frozenset(line.strip() for f in files for line in mining._read(f))
     return _EVALUATION_CACHE[data]

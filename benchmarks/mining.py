@@ -33,7 +33,7 @@ Reported, per language and averaged, for raw embeddings and each projection's me
 precision, recall and F1 at the threshold that maximises F1 (the oracle threshold, as BUCC papers
 report) and at the default threshold (`DEFAULT_THRESHOLD`, the ratio margin 1.04 of WikiMatrix that
 the README's demo uses for raw embeddings; a projection with a calibrated threshold,
-`benchmarks/calibrate.py`, is scored at that one), with k = 4, ratio margin and max retrieval as
+`benchmarks/lab/calibrate.py`, is scored at that one), with k = 4, ratio margin and max retrieval as
 `xmine mine` defaults. Each language's result also holds its curve: precision, recall, F1 and the
 number of mined pairs at every ratio threshold of `CURVE_THRESHOLDS` (1.000-1.080, step 0.001), so
 a default threshold can be judged against the whole curve, not one point.
@@ -79,7 +79,7 @@ QUICK_FLORES_ROWS, QUICK_MAX_NEWS = 250, 250
 DEFAULT_THRESHOLD = 1.04
 #: The ratio-margin thresholds at which every set's precision / recall / F1 curve is reported
 #: (details.<variant>.per_lang.<lang>.curve): 1.000 to 1.080 in steps of 0.001, the 3-decimal
-#: values a calibrated threshold is rounded to (benchmarks/calibrate.py), so each is on the curve.
+#: values a calibrated threshold is rounded to (benchmarks/lab/calibrate.py), so each is on the curve.
 CURVE_THRESHOLDS = tuple(round(1.0 + 0.001 * i, 3) for i in range(81))
 SPLIT = "sample"
 SETS_KIND = "mining-sets"

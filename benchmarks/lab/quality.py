@@ -1,6 +1,6 @@
 """Disentangler quality: every method x every task, one table, one command.
 
-    python -m xmine.benchmarks.quality [--methods seed,center,...] [--recipes qe6,xtreme36,mixed]
+    python benchmarks/lab/run.py quality [--methods seed,center,...] [--recipes qe6,xtreme36,mixed]
         [--qe6-pairs N] [--xtreme36-pairs N] [--lr X --max-epochs N] [--transfer-langs ... --transfer-rows N]
         [--paper-defaults qe6/seed] [--train-only] [--quick] [--out-dir DIR] [--out FILE]
 
@@ -29,7 +29,7 @@ What it does (the disentangler issue's quality protocol):
      languages that neither recipe trains on, cosine and margin. A projection is worth shipping
      only where it is never worse than raw here.
 3. Prints one table (rows: recipe/method/part, columns: tasks) and writes a JSON result with
-   provenance, which `python -m xmine.benchmarks.report` turns into RESULTS.md.
+   provenance, which `xmine bench report` turns into RESULTS.md.
 
 All text is embedded through the shared per-sentence cache (`xmine.embed_cache`), so a second
 run, or another method, encodes nothing again; trained projections are kept in `--out-dir` and
@@ -47,7 +47,8 @@ from typing import Any, Sequence
 import click
 import numpy as np
 
-from xmine.benchmarks.common import RawEmbedder, format_table, projected, retrieval_scores, write_result
+from xmine.benchmarks.common import (FLORES_DEVTEST, RawEmbedder, flores_lines, format_table, projected,
+                                     retrieval_scores, write_result)
 from xmine.benchmarks.tatoeba import XTREME36, evaluate_tatoeba
 from xmine.encoders import PRECISIONS
 from xmine.paths import REPO_ROOT, default_data_dir
@@ -186,16 +187,11 @@ def mixed_pair_specs(data: Path, work: Path, *, qe6_pairs: int, xtreme36_pairs: 
 
 def evaluate_transfer(embed_fn, data: Path, langs: Sequence[str], *, rows: int | None = None) -> dict[str, Any]:
     """FLORES-200 devtest xx<->eng retrieval, accuracy@1 (x100), cosine and margin."""
-    folder = data / "parallel" / "flores200" / "devtest"
-
-    def read(code: str) -> list[str]:
-        lines = (folder / f"{code}.devtest").read_text(encoding="utf-8").splitlines()
-        return lines[:rows] if rows else lines
-
-    eng = embed_fn(read("eng_Latn"))
+    folder = data / FLORES_DEVTEST
+    eng = embed_fn(flores_lines(folder, "eng_Latn", rows=rows))
     per_lang = {}
     for code in langs:
-        s = retrieval_scores(embed_fn(read(code)), eng[: rows or None], margin=True)
+        s = retrieval_scores(embed_fn(flores_lines(folder, code, rows=rows)), eng[: rows or None], margin=True)
         per_lang[code] = {"cos": (s["fwd"] + s["bwd"]) / 2, "margin": (s["fwd_margin"] + s["bwd_margin"]) / 2}
     return {"per_lang": per_lang,
             "average": {m: float(np.mean([r[m] for r in per_lang.values()])) for m in ("cos", "margin")}}

@@ -1,9 +1,9 @@
 """Rebuild the default projection shipped inside xmine, with one seeded command.
 
-    python -m xmine.benchmarks.ship_projection [--data-dir DIR] [--work-dir out/ship] [--install]
+    python benchmarks/lab/run.py ship-projection [--data-dir DIR] [--work-dir out/ship] [--install]
         [--results benchmarks/results/mining-me5-small.json ...]
 
-1. Trains the recipe below (`benchmarks/quality.py`'s `mixed` recipe, method `inter`) from
+1. Trains the recipe below (`benchmarks/lab/quality.py`'s `mixed` recipe, method `inter`) from
    `parallel/` of the data folder with the embedded default encoder at its default settings,
    seeded: the same data and settings give the same weights (training runs on one thread).
 2. With `--install`, copies the projection (config.json, model.safetensors, manifest.json) into
@@ -12,7 +12,7 @@
    benchmark numbers of the result JSONs named with `--results` (raw and default rows).
 
 3. `--install` also calibrates the projection's own default mining thresholds (ratio, distance,
-   absolute margins; `benchmarks/calibrate.py`: BUCC-style sets disjoint from every benchmark and
+   absolute margins; `benchmarks/lab/calibrate.py`: BUCC-style sets disjoint from every benchmark and
    from the training data) into SHIPPED.json `default_thresholds`, which `xmine mine` uses when no
    `--threshold` is given. `--make-default` marks it the implicit default (`is_default`); give it
    only after the gate: at least raw on `bench mining` and `--evaluate` (Tatoeba, QE, FLORES), per
@@ -142,7 +142,7 @@ def source_files(data: Path) -> list[dict[str, Any]]:
 
 
 def calibrate_thresholds(trained: Path, data: Path, out: Path | None = None) -> dict[str, Any]:
-    """The projection's default mining thresholds (benchmarks/calibrate.py), raw's beside for reference.
+    """The projection's default mining thresholds (benchmarks/lab/calibrate.py), raw's beside for reference.
 
     With `out`, also writes the calibration as a result JSON (task "calibration": every rule's
     threshold, per-set F1, and each set's precision / recall / F1 curve, with provenance)."""
@@ -209,7 +209,7 @@ def _shipped_calibration(calibration: dict[str, Any], out: Path | None) -> dict[
 CALIBRATION_HOW = ("on 7 BUCC-style sets disjoint from every benchmark and the training data (WMT newstest 2017 "
                    "cs/ru/fi/tr/lv-en, FLORES v1 dev km/ps-en): ratio, the threshold maximising the worst set's F1 "
                    "gain over raw embeddings at 1.04 (the gate's criterion); distance and absolute, max mean F1 "
-                   "(benchmarks/calibrate.py)")
+                   "(benchmarks/lab/calibrate.py)")
 
 
 def _gate(results: Sequence[Path], weights_id: str, ratio_threshold: float, make_default: bool) -> list[str]:

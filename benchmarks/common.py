@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import platform
 import re
 from pathlib import Path
@@ -365,24 +364,25 @@ SPEED_KIND = "speed-benchmark-result"
 
 
 def write_speed_result(out: str | Path, result: dict[str, Any], *, benchmark: str) -> None:
-    """Write a speed benchmark's JSON (`python -m xmine.benchmarks.<benchmark>`) atomically.
+    """Write a lab measurement's JSON (`python benchmarks/lab/run.py <benchmark>`) atomically.
 
     These scripts exist to regenerate their own result file, so an earlier result of the same
     kind is replaced; anything else at `out` is refused (xmine.outputs).
     """
     from xmine.outputs import claim_output
 
-    def legacy(path: Path) -> bool:  # written before results carried a kind
-        try:
-            old = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return False
-        params = (old.get("provenance") or {}).get("parameters") or {}
-        return isinstance(old, dict) and (params.get("benchmark") == benchmark or
-                                          (benchmark == "mining_speed" and "runs" in old and "provenance" in old))
-
-    with claim_output(out, kind=SPEED_KIND, form="json", overwrite=True, legacy=legacy):
+    with claim_output(out, kind=SPEED_KIND, form="json", overwrite=True):
         atomic_write_json(out, {"kind": SPEED_KIND, "benchmark": benchmark, **result})
+
+
+def installed_version(dist: str) -> str | None:
+    """The installed version of distribution `dist`, None when it is not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def read_lines(path: Path, *, what: str = "data") -> list[str]:

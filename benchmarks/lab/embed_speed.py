@@ -114,6 +114,7 @@ def environment() -> dict[str, Any]:
     import torch
     from threadpoolctl import threadpool_info
 
+    from xmine.benchmarks.common import installed_version, machine
     from xmine.encoders import cpu_bf16_flag, resolve_precision
 
     flags: set[str] = set()
@@ -122,11 +123,8 @@ def environment() -> dict[str, Any]:
             if line.lower().startswith(("flags", "features")):
                 flags = set(line.partition(":")[2].split())
                 break
-    model = ""
-    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-        model = next((l.partition(":")[2].strip() for l in f if l.startswith("model name")), "")
     return {
-        "cpu_model": model,
+        "cpu_model": machine()["cpu"],
         "cpu_flags": {f: f in flags for f in CPU_FLAGS},
         "cpu_bf16_flag": cpu_bf16_flag(),
         "auto_precision_cpu": resolve_precision("auto", "cpu"),
@@ -135,7 +133,7 @@ def environment() -> dict[str, Any]:
         "torch_interop_threads": torch.get_num_interop_threads(),
         "torch_mkldnn": torch.backends.mkldnn.is_available(),
         "torch_quantized_engine": torch.backends.quantized.engine,
-        "openvino": _version("openvino"), "nncf": _version("nncf"),
+        "openvino": installed_version("openvino"), "nncf": installed_version("nncf"),
         "env": {k: v for k, v in sorted(os.environ.items())
                 if k.startswith(("OPENBLAS_", "OMP_", "MKL_", "GOTO", "KMP_", "DNNL_", "ONEDNN_"))},
         "threadpoolctl": [{k: d.get(k) for k in ("user_api", "internal_api", "version", "num_threads",
@@ -143,15 +141,6 @@ def environment() -> dict[str, Any]:
                           for d in threadpool_info()],
         "cores": os.cpu_count(),
     }
-
-
-def _version(dist: str) -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def load_peak_rss(precision: str, runtime: str) -> dict[str, float]:

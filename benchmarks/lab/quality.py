@@ -264,17 +264,12 @@ def command(**options) -> None:
     run(**options)
 
 
-def run(*, methods: str = ",".join(METHODS), recipes: str = "qe6,xtreme36", encoder: str = "me5-small",
-        precision: str = "auto", runtime: str = "auto", data_dir: str | None = None,
-        out_dir: str = str(REPO_ROOT / "out" / "quality"), out: str | None = None, qe6_pairs: int = 4700,
-        xtreme36_pairs: int = 1000, transfer_langs: str = ",".join(TRANSFER_LANGS), transfer_rows: int | None = None,
-        seed: int = 0, lr: float | None = None, max_epochs: int | None = None, batch_size: int | None = None,
-        patience: int | None = None, mixed_methods: str = "center,seed,inter", paper_defaults: str = "",
-        quick: bool = False, train_only: bool = False) -> dict[str, Any]:
+def run(**options) -> dict[str, Any]:
     """Train each recipe x method (or reuse the trained ones) and evaluate raw and every projection
-    (see the module doc); the `quality` command's options as keywords. Returns the table's rows and
-    the results."""
-    args = SimpleNamespace(**{k: v for k, v in locals().items()})
+    (see the module doc): the `quality` command with its options as keywords (the others at their
+    defaults). Returns the table's rows and the results."""
+    defaults = {p.name: p.get_default(click.Context(command)) for p in command.params}
+    args = SimpleNamespace(**(defaults | options))
     overrides = {k: getattr(args, k) for k in ("lr", "max_epochs", "batch_size", "patience")
                  if getattr(args, k) is not None}
     transfer = {"transfer_langs": [c for c in args.transfer_langs.split(",") if c],

@@ -182,8 +182,6 @@ def command(**kw) -> None:
                 print(json.dumps(run[what], indent=1))
     from xmine.artefacts import provenance
 
-    for stale in ("env", "blas", "load_average_at_starts"):  # the layout before per-measurement environments
-        run.pop(stale, None)
     runs[key] = run
     result = {"machine": machine(), "runs": runs, "provenance": provenance(benchmark="ray_speed")}
     write_speed_result(args.out, result, benchmark="ray_speed")

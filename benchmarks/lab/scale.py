@@ -195,11 +195,9 @@ def _save(section: str, result: dict, out: Path) -> None:
 
 
 def _table(ms: dict) -> dict:
-    rows = []
-    for name, r in ms.items():
-        rows.append([name, r.get("rows", ""), r.get("peak_rss_mb", float("nan")), r.get("seconds", float("nan")),
-                     r.get("note", "")])
-    return {"columns": ["measurement", "rows", "peak RSS (MB)", "seconds", "note"], "rows": rows}
+    return {"columns": ["measurement", "rows", "peak RSS (MB)", "seconds", "note"],
+            "rows": [[name, r.get("rows", ""), r.get("peak_rss_mb", float("nan")), r.get("seconds", float("nan")),
+                      r.get("note", "")] for name, r in ms.items()]}
 
 
 @click.group("scale")

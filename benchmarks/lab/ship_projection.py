@@ -212,17 +212,30 @@ CALIBRATION_HOW = ("on 7 BUCC-style sets disjoint from every benchmark and the t
                    "(benchmarks/lab/calibrate.py)")
 
 
-def _gate(results: Sequence[Path], weights_id: str, ratio_threshold: float, make_default: bool) -> list[str]:
-    failures = gate_failures(results, weights_id, ratio_threshold)
-    if make_default and (failures or not results):
-        raise SystemExit("--make-default: the gate has not passed: " + ("; ".join(failures) or "no --results given"))
-    return failures
-
-
 def _why_not_default(failures: list[str]) -> str:
     return ("not yet the default: " + ("below raw in " + "; ".join(failures) if failures else
                                        "the never-below-raw gate (bench mining, Tatoeba, QE, FLORES, per language) "
                                        "has not been run on it") + "; use it with --projection default")
+
+
+def _calibrate_and_gate(proj, folder: Path, data: Path, results: Sequence[Path], make_default: bool,
+                        calibration_out: Path | None) -> tuple[dict[str, Any], list[str]]:
+    """Calibrate the projection's thresholds and run the gate: the SHIPPED.json fields that follow
+    (thresholds, calibration, is_default, why not), and the gate's failures."""
+    weights_id = proj.fingerprint()["id"]
+    gate_failures(results, weights_id)  # refuses another projection's results early
+    calibration = calibrate_thresholds(folder, data, calibration_out)
+    thresholds = calibration["thresholds"]["projection"]
+    failures = gate_failures(results, weights_id, thresholds["ratio"]["threshold"])
+    if make_default and (failures or not results):
+        raise SystemExit("--make-default: the gate has not passed: " + ("; ".join(failures) or "no --results given"))
+    fields = {
+        # xmine mine's threshold in this space when none is given (per margin; raw keeps its own)
+        "default_thresholds": {m: v["threshold"] for m, v in thresholds.items()},
+        "threshold_calibration": _shipped_calibration(calibration, calibration_out),
+        "is_default": make_default,
+    }
+    return fields | ({} if make_default else {"why_not_default": _why_not_default(failures)}), failures
 
 
 def install(trained: Path, *, data: Path, results: Sequence[Path] = (), make_default: bool = False,
@@ -236,10 +249,7 @@ def install(trained: Path, *, data: Path, results: Sequence[Path] = (), make_def
     from xmine.disentangle import load_projection
 
     proj = load_projection(trained)  # verifies the weights against config.json
-    gate_failures(results, proj.fingerprint()["id"])  # refuses another projection's results early
-    calibration = calibrate_thresholds(trained, data, calibration_out)
-    failures = _gate(results, proj.fingerprint()["id"], calibration["thresholds"]["projection"]["ratio"]["threshold"],
-                     make_default)
+    gated, _ = _calibrate_and_gate(proj, trained, data, results, make_default, calibration_out)
     dest = SHIPPED_ROOT / ENCODER
     dest.mkdir(parents=True, exist_ok=True)
     for name in ("model.safetensors", "config.json", "manifest.json"):
@@ -265,13 +275,8 @@ def install(trained: Path, *, data: Path, results: Sequence[Path] = (), make_def
         "source_files": source_files(data),
         "commit": git_commit(),
         "benchmarks": _numbers(results),
-        # xmine mine's threshold in this space when none is given (per margin; raw keeps its own)
-        "default_thresholds": {m: v["threshold"] for m, v in calibration["thresholds"]["projection"].items()},
-        "threshold_calibration": _shipped_calibration(calibration, calibration_out),
-        "is_default": make_default,
+        **gated,
     }
-    if not make_default:
-        info["why_not_default"] = _why_not_default(failures)
     atomic_write_json(dest / SHIPPED_INFO, info)
     print(f"installed {trained} -> {dest} (weights {sha256_file(dest / 'model.safetensors')[:16]})")
     return dest
@@ -296,20 +301,10 @@ def recalibrate(*, data: Path, results: Sequence[Path] = (), make_default: bool 
     if proj.config["weights_sha256"] != info["weights_sha256"]:
         raise SystemExit(f"{dest}: weights {proj.config['weights_sha256'][:16]} are not SHIPPED.json's "
                          f"{info['weights_sha256'][:16]}")
-    gate_failures(results, proj.fingerprint()["id"])
-    calibration = calibrate_thresholds(dest, data, calibration_out)
-    failures = _gate(results, proj.fingerprint()["id"], calibration["thresholds"]["projection"]["ratio"]["threshold"],
-                     make_default)
+    gated, failures = _calibrate_and_gate(proj, dest, data, results, make_default, calibration_out)
+    gated["threshold_calibration"] |= {"command": _this_command(), "commit": git_commit()}
     info.pop("why_not_default", None)
-    info.update({
-        "benchmarks": _numbers(results) if results else info.get("benchmarks", {}),
-        "default_thresholds": {m: v["threshold"] for m, v in calibration["thresholds"]["projection"].items()},
-        "threshold_calibration": _shipped_calibration(calibration, calibration_out)
-        | {"command": _this_command(), "commit": git_commit()},
-        "is_default": make_default,
-    })
-    if not make_default:
-        info["why_not_default"] = _why_not_default(failures)
+    info.update({"benchmarks": _numbers(results) if results else info.get("benchmarks", {}), **gated})
     atomic_write_json(dest / SHIPPED_INFO, info)
     print(f"recalibrated {dest} (weights {sha256_file(dest / 'model.safetensors')[:16]}): "
           f"{info['default_thresholds']}; is_default {make_default}"

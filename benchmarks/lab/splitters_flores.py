@@ -45,7 +45,7 @@ from typing import Callable
 
 import click
 
-from xmine.benchmarks.common import flores_lines, machine
+from xmine.benchmarks.common import flores_lines, installed_version, machine
 CANDIDATES = ("sentencex", "pysbd", "blingfire", "sentence_splitter", "syntok", "spacy", "terminal")
 # Scripts whose sentences follow each other without a space.
 NO_SPACE_JOIN = ("Hans", "Hant", "Jpan")
@@ -197,7 +197,8 @@ def command(**kw) -> None:
             names.append(name)
         except ImportError:
             missing.append(name)
-    versions = {n: _version(n) for n in names}
+    versions = {n: installed_version({"sentence_splitter": "sentence-splitter", "terminal": "xmine"}.get(n, n))
+                for n in names}
     n_lines = len(flores_lines(args.data_dir, files[0].stem))
     half = n_lines // 2
     # The choice (OVERRIDES) is made on the first half's paragraphs, the table reports the second.
@@ -269,16 +270,6 @@ def _folder_hash(files: list[Path]) -> str:
     for f in files:
         h.update(f"{f.name}\0{sha256_file(f)}\n".encode())
     return h.hexdigest()
-
-
-def _version(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    dist = {"sentence_splitter": "sentence-splitter", "terminal": "xmine"}.get(name, name)
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
 
 
 def summarise(per_lang: dict[str, dict], names: list[str]) -> dict:

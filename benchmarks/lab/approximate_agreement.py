@@ -136,7 +136,8 @@ def _table(families: dict) -> dict:
 def command(**kw) -> None:
     """Approximate against exact mining on real embeddings: pairs kept by both, only one."""
     from xmine.artefacts import provenance
-    from xmine.benchmarks.common import machine, results_dir, write_speed_result
+    from measure import write_speed_result
+    from xmine.benchmarks.common import machine, results_dir
     from xmine.benchmarks.mining import locate
 
     args = SimpleNamespace(**kw)

@@ -114,7 +114,8 @@ def environment() -> dict[str, Any]:
     import torch
     from threadpoolctl import threadpool_info
 
-    from xmine.benchmarks.common import installed_version, machine
+    from measure import installed_version
+    from xmine.benchmarks.common import machine
     from xmine.encoders import cpu_bf16_flag, resolve_precision
 
     flags: set[str] = set()
@@ -152,7 +153,8 @@ def load_peak_rss(precision: str, runtime: str) -> dict[str, float]:
 
     code = ("import json, time; t = time.perf_counter(); from xmine.encoders import load_encoder; "
             f"e = load_encoder('me5-small', device='cpu', precision={precision!r}, runtime={runtime!r}); "
-            "e.encode(['a sentence']); from xmine.benchmarks.common import rss_mb; "
+            f"e.encode(['a sentence']); import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+            "from measure import rss_mb; "
             "print(json.dumps({'peak_rss_mib': rss_mb(), 'seconds': time.perf_counter() - t}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -227,7 +229,8 @@ def command(per_lang, rounds, variants, batch_size, seed, data_dir, out, load_me
     import torch
 
     from xmine.artefacts import provenance
-    from xmine.benchmarks.common import FLORES_DEVTEST, write_speed_result
+    from measure import write_speed_result
+    from xmine.benchmarks.common import FLORES_DEVTEST
     from xmine.encoders import load_encoder, resolve_precision
     from xmine.encoders.runtime import encoder_runtime
 

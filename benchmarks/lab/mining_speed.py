@@ -36,7 +36,8 @@ from types import SimpleNamespace
 import click
 import numpy as np
 
-from xmine.benchmarks.common import rss_mb, results_dir, write_speed_result
+from measure import rss_mb, write_speed_result
+from xmine.benchmarks.common import results_dir
 
 METHODS = ("xmine", "xmine-fp32", "matmul", "straightforward")
 ENV_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")

@@ -34,7 +34,8 @@ from types import SimpleNamespace
 import click
 import numpy as np
 
-from xmine.benchmarks.common import machine, results_dir, write_speed_result
+from measure import write_speed_result
+from xmine.benchmarks.common import machine, results_dir
 
 XMINE = [sys.executable, "-m", "xmine.cli"]
 LOADS: list[float | None] = []  # load average at the start of each timed command

@@ -149,7 +149,7 @@ def _embed_child(corpus: str, out: str) -> None:
 
 def run_measured(cmd: list[str], *, env: dict | None = None) -> dict:
     """Run `cmd`; its wall time, peak RSS (VmHWM of the process, sampled until it exits), stdout."""
-    from xmine.benchmarks.common import rss_mb
+    from measure import rss_mb
 
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, text=True)
@@ -185,7 +185,8 @@ def _save(section: str, result: dict, out: Path) -> None:
     """Merge one measurement into the results JSON (an earlier result of this benchmark is
     extended, anything else refused: xmine.outputs), with machine and provenance."""
     from xmine.artefacts import provenance
-    from xmine.benchmarks.common import machine, write_speed_result
+    from measure import write_speed_result
+    from xmine.benchmarks.common import machine
 
     data = json.loads(out.read_text()) if out.is_file() else {}
     measurements = {**data.get("measurements", {}), section: result}

@@ -26,7 +26,8 @@ from types import SimpleNamespace
 import click
 import numpy as np
 
-from xmine.benchmarks.common import machine, rss_mb, results_dir, write_speed_result
+from measure import rss_mb, write_speed_result
+from xmine.benchmarks.common import machine, results_dir
 
 
 def one_to_one_step(n: int) -> dict:

@@ -45,7 +45,8 @@ from typing import Callable
 
 import click
 
-from xmine.benchmarks.common import flores_lines, installed_version, machine
+from measure import installed_version
+from xmine.benchmarks.common import flores_lines, machine
 CANDIDATES = ("sentencex", "pysbd", "blingfire", "sentence_splitter", "syntok", "spacy", "terminal")
 # Scripts whose sentences follow each other without a space.
 NO_SPACE_JOIN = ("Hans", "Hant", "Jpan")

@@ -9,85 +9,13 @@ parses options.
 
 from __future__ import annotations
 
-import functools
-import importlib
-import time
 from pathlib import Path
-from typing import Any, Callable
 
 import click
 
-from xmine.benchmarks import common
+from xmine.benchmarks import bucc, common
+from xmine.benchmarks.runner import DATA_HELP, ENCODER_HELP, evaluate_variants, finish, setup, task_options
 from xmine.encoders.options import precision_option
-
-ENCODER_HELP = "Encoder: me5-small (default), use-m3, or any sentence-transformers name/path."
-PROJECTION_HELP = (
-    "A trained projection folder (xmine train), or 'default' (the projection shipped with xmine for "
-    "this encoder). Repeat to compare several in one table; the raw encoder output is always the "
-    "first row. `bench mining` adds the default by itself unless a projection (or 'none') is named."
-)
-DATA_HELP = (
-    "The data root (holding tatoeba/, mlqe/, sts2017/, parallel/, massive/) or the data set's own "
-    "folder. Default: $XMINE_DATA, else ../shared/data beside the checkout."
-)
-
-
-def _claimed_out(fn: Callable) -> Callable:
-    """Claim the result JSON (--out, or the default path) before the benchmark runs, so a refused
-    output costs nothing: never an input, never a foreign file, replaced only with --overwrite."""
-    name = fn.__name__.removesuffix("_cmd")
-
-    @functools.wraps(fn)
-    def run(*args, **kw):
-        from xmine.outputs import claim_output
-
-        task = name + ("_noisy" if kw.get("noisy") else "")  # `bench mining --noisy` has its own result
-        out = Path(kw["out"]) if kw["out"] else common.default_out(task, kw["encoder_name"], quick=kw["quick"])
-        with claim_output(out, kind=common.RESULT_KIND, form="json", overwrite=kw.pop("overwrite"),
-                          inputs=[kw["data_dir"], *kw["projections"]]):
-            kw["out"] = str(out)
-            return fn(*args, **kw)
-
-    return run
-
-
-def _common_options(fn: Callable) -> Callable:
-    fn = _claimed_out(fn)
-    options = [
-        click.option("--encoder", "encoder_name", default="me5-small", show_default=True, help=ENCODER_HELP),
-        click.option("--projection", "projections", multiple=True, metavar="DIR|default|none", help=PROJECTION_HELP),
-        click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=DATA_HELP),
-        click.option("--out", type=click.Path(dir_okay=False), default=None,
-                     help="Result JSON. Default: benchmarks/results/<task>-<encoder>[-quick].json."),
-        click.option("--overwrite", is_flag=True, help="Replace the result JSON if it is an earlier xmine result."),
-        click.option("--quick", is_flag=True, help="A small fixed subset, for smoke runs (seconds, not minutes)."),
-        click.option("--device", default=None, help="Torch device for the encoder (cpu, cuda, ...). Default: auto."),
-        precision_option(),
-    ]
-    for opt in reversed(options):
-        fn = opt(fn)
-    return fn
-
-
-def _setup(encoder_name: str, projections: tuple[str, ...], device: str | None, precision: str,
-           parts=("meaning", "language"), add_default: bool = False):
-    from xmine.encoders import load_encoder
-
-    encoder = load_encoder(encoder_name, device=device, precision=precision)
-    return encoder, common.make_variants(encoder, projections, parts=parts, add_default=add_default)
-
-
-def _finish(task, *, encoder, variants, out, quick, parameters, columns, rows, details, files, started,
-            digits: int = 1, extra_tables=None) -> None:
-    click.echo(common.format_table(columns, rows, digits=digits))
-    out_path = Path(out) if out else common.default_out(task, encoder.name, quick=quick, precision=encoder.precision,
-                                                          runtime=getattr(encoder, "runtime", "torch"))
-    common.write_result(
-        out_path, task=task, encoder=encoder, variants=variants, data_files=files,
-        parameters=parameters | {"quick": quick}, columns=columns, rows=rows, details=details,
-        seconds=time.time() - started, extra_tables=extra_tables,
-    )
-    click.echo(f"wrote {out_path}", err=True)
 
 
 @click.group("bench", context_settings={"help_option_names": ["-h", "--help"]})
@@ -100,7 +28,7 @@ def bench() -> None:
 
 
 @bench.command("tatoeba")
-@_common_options
+@task_options
 @click.option("--langs", default=None,
               help="Comma-separated Tatoeba codes (deu,fra,...), or 'xtreme36'. Default: all 112 "
                    "(--quick: deu,fra,rus,cmn,ara,swh).")
@@ -117,7 +45,6 @@ def tatoeba_cmd(encoder_name, projections, data_dir, out, quick, device, precisi
     """
     from xmine.benchmarks import tatoeba
 
-    started = time.time()
     lang_list = common.parse_list(langs)
     if lang_list == ["xtreme36"]:
         lang_list = list(tatoeba.XTREME36)
@@ -125,33 +52,21 @@ def tatoeba_cmd(encoder_name, projections, data_dir, out, quick, device, precisi
         lang_list = lang_list or list(tatoeba.QUICK_LANGS)
         max_pairs = max_pairs or tatoeba.QUICK_PAIRS
     tatoeba.locate(data_dir)  # fail on missing data before loading the encoder
-    encoder, variants = _setup(encoder_name, projections, device, precision)
-    details, rows = {}, []
-    for v in variants:
-        r = tatoeba.evaluate_tatoeba(v.embed, data_dir, lang_list, max_pairs=max_pairs, margin=margin)
-        details[v.name] = r
-        a, x = r["average"], r["xtreme36"]
-        row = [v.name, a["xx2eng"], a["eng2xx"], a["avg"], x["avg"]]
-        if margin:
-            row += [a["xx2eng_margin"], a["eng2xx_margin"], a["avg_margin"]]
-        rows.append(row)
+    encoder, variants, details = evaluate_variants(encoder_name, projections, device, precision, lambda v: (
+        tatoeba.evaluate_tatoeba(v.embed, data_dir, lang_list, max_pairs=max_pairs, margin=margin)))
+    columns, rows = tatoeba.table(details, margin=margin)
     first = next(iter(details.values()))
-    n_all, n_x = first["average"]["languages"], first["xtreme36"]["languages"]
-    columns = ["variant", f"xx->eng ({n_all})", f"eng->xx ({n_all})", f"avg ({n_all})", f"avg XTREME ({n_x})"]
-    if margin:
-        columns += ["xx->eng margin", "eng->xx margin", "avg margin"]
     if per_lang:
-        langs_ = first["langs"]
         click.echo(common.format_table(["lang"] + [v.name for v in variants],
-                                       [[lg] + [details[v.name]["per_lang"][lg]["avg"] for v in variants] for lg in langs_]))
+                                       [[lg] + [details[v.name]["per_lang"][lg]["avg"] for v in variants]
+                                        for lg in first["langs"]]))
         click.echo()
-    _finish("tatoeba", encoder=encoder, variants=variants, out=out, quick=quick,
-            parameters={"langs": first["langs"], "max_pairs": max_pairs, "margin": margin},
-            columns=columns, rows=rows, details=details, files=first["files"], started=started)
+    finish("tatoeba", encoder, variants, details, columns=columns, rows=rows,
+           parameters={"langs": first["langs"], "max_pairs": max_pairs, "margin": margin})
 
 
 @bench.command("massive")
-@_common_options
+@task_options
 @click.option("--locales", default=None,
               help="Comma-separated MASSIVE locales, each paired with en-US both ways (de-DE,ja-JP), "
                    "'fmda' (de-DE,es-ES,ja-JP) or 'all'. Default: all 49 (--quick: de-DE,es-ES,ja-JP,km-KH).")
@@ -171,51 +86,24 @@ def massive_cmd(encoder_name, projections, data_dir, out, quick, device, precisi
     """
     from xmine.benchmarks import massive
 
-    started = time.time()
     if quick:
         locales = locales or ",".join(massive.QUICK_LOCALES)
         max_rows = max_rows or massive.QUICK_ROWS
     folder = massive.locate(data_dir)
     locale_list = massive.parse_locales(locales, massive.available_locales(folder))
-    encoder, variants = _setup(encoder_name, projections, device, precision)
-    details, rows = {}, []
-    fmda_pairs = [loc for loc in massive.FMDA_LOCALES if loc in locale_list]
-    for v in variants:
-        r = massive.evaluate_massive(v.embed, folder, locale_list, partition=partition, max_rows=max_rows)
-        details[v.name] = r
-        a = r["average"]
-        row = [v.name, a["en2xx"], a["xx2en"], a["avg"], a["avg_strict"], a["en2xx_margin"], a["xx2en_margin"],
-               a["avg_margin"], a["avg_margin_strict"]]
-        for loc in fmda_pairs:
-            p = r["per_locale"][loc]
-            row += [p["en2xx"], p["xx2en"]]
-        rows.append(row)
-    n = len(locale_list)
-    columns = ["variant", f"en->xx ({n})", f"xx->en ({n})", "avg", "avg strict", "en->xx margin",
-               "xx->en margin", "avg margin", "avg margin strict"]
-    for loc in fmda_pairs:
-        code = loc.split("-")[0].upper()
-        columns += [f"EN-{code}", f"{code}-EN"]
-    locale_table = {
-        "title": "Per locale: accuracy@1 (%), cosine, mean of en->xx and xx->en (text-equal hits); "
-                 "`rep.` = repeated utterances in the locale's test rows",
-        "columns": ["locale", "rep."] + [v.name for v in variants],
-        "rows": [[loc, details[variants[0].name]["per_locale"][loc]["repeated_xx"]]
-                 + [details[v.name]["per_locale"][loc]["avg"] for v in variants] for loc in locale_list],
-    }
+    encoder, variants, details = evaluate_variants(encoder_name, projections, device, precision, lambda v: (
+        massive.evaluate_massive(v.embed, folder, locale_list, partition=partition, max_rows=max_rows)))
+    columns, rows, locale_table = massive.tables(details, locale_list)
     if per_locale:
         click.echo(common.format_table(locale_table["columns"], locale_table["rows"]))
         click.echo()
-    first = next(iter(details.values()))
-    _finish("massive", encoder=encoder, variants=variants, out=out, quick=quick,
-            parameters={"locales": locale_list, "pivot": "en-US", "partition": partition, "max_rows": max_rows,
-                        "hit": "retrieved text equals gold text (strict: exact row)", "margin": "ratio, k=4"},
-            columns=columns, rows=rows, details=details, files=first["files"], started=started,
-            extra_tables=[locale_table])
+    finish("massive", encoder, variants, details, columns=columns, rows=rows, extra_tables=[locale_table],
+           parameters={"locales": locale_list, "pivot": "en-US", "partition": partition, "max_rows": max_rows,
+                       "hit": "retrieved text equals gold text (strict: exact row)", "margin": "ratio, k=4"})
 
 
 @bench.command("massive-templates")
-@_common_options
+@task_options
 @click.option("--locales", default=",".join(("en-US", "de-DE")), show_default=True,
               help="Locales with an annotated test split (annot_utt): en-US, de-DE, sw-KE in the shared copy.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the slot-value draws.")
@@ -233,7 +121,6 @@ def massive_templates_cmd(encoder_name, projections, data_dir, out, quick, devic
     """
     from xmine.benchmarks import massive_templates as mt
 
-    started = time.time()
     folder = mt.data.locate(data_dir)
     locale_list = common.parse_list(locales) or list(mt.DEFAULT_LOCALES)
     sets = {}
@@ -246,21 +133,18 @@ def massive_templates_cmd(encoder_name, projections, data_dir, out, quick, devic
             # the command's --overwrite (taken by _claimed_out for the result JSON) covers these too
             mt.write_pairs(path, s, overwrite=click.get_current_context().params.get("overwrite", False))
             click.echo(f"wrote {path} ({len(s.pairs)} pairs)", err=True)
-    encoder, variants = _setup(encoder_name, projections, device, precision)
-    details, rows = {}, []
-    for v in variants:
-        r = {loc: mt.evaluate_template_retrieval(v.embed, s) for loc, s in sets.items()}
-        details[v.name] = r
-        rows.append([v.name] + [r[loc]["acc"] for loc in locale_list])
-    columns = ["variant"] + [f"{loc} ({len(sets[loc].pairs)})" for loc in locale_list]
-    _finish("massive_templates", encoder=encoder, variants=variants, out=out, quick=quick,
-            parameters={"locales": locale_list, "seed": seed, "pair_sets": {k: s.summary for k, s in sets.items()}},
-            columns=columns, rows=rows, details=details,
-            files=[s.summary["file"] for s in sets.values()], started=started)
+    encoder, variants, details = evaluate_variants(
+        encoder_name, projections, device, precision,
+        lambda v: {loc: mt.evaluate_template_retrieval(v.embed, s) for loc, s in sets.items()})
+    finish("massive_templates", encoder, variants, details,
+           columns=["variant"] + [f"{loc} ({len(sets[loc].pairs)})" for loc in locale_list],
+           rows=[[name] + [r[loc]["acc"] for loc in locale_list] for name, r in details.items()],
+           parameters={"locales": locale_list, "seed": seed, "pair_sets": {k: s.summary for k, s in sets.items()}},
+           files=[s.summary["file"] for s in sets.values()])
 
 
 @bench.command("qe")
-@_common_options
+@task_options
 @click.option("--pairs", default=None, help="Comma-separated WMT20 pairs. Default: en-de,en-zh,et-en,ne-en,ro-en,si-en.")
 @click.option("--max-rows", type=click.IntRange(min=3), default=None, help="Use only the first N rows of each pair (--quick: 200).")
 @click.option("--spearman", is_flag=True, help="Print Spearman per pair too (always in the JSON).")
@@ -271,32 +155,22 @@ def qe_cmd(encoder_name, projections, data_dir, out, quick, device, precision, p
     """
     from xmine.benchmarks import qe
 
-    started = time.time()
     pair_list = common.parse_list(pairs) or list(qe.PAIRS)
     if quick:
         max_rows = max_rows or qe.QUICK_ROWS
     qe.locate(data_dir)
-    encoder, variants = _setup(encoder_name, projections, device, precision, parts=("meaning",))
-    details, rows = {}, []
-    for v in variants:
-        r = qe.evaluate_qe(v.embed, data_dir, pair_list, max_rows=max_rows)
-        details[v.name] = r
-        row = [v.name] + [r["per_pair"][p]["pearson"] for p in pair_list] + [r["average"]["pearson"], r["average"]["spearman"]]
-        if spearman:
-            row[1 + len(pair_list):1 + len(pair_list)] = [r["per_pair"][p]["spearman"] for p in pair_list]
-        rows.append(row)
-    columns = ["variant"] + [f"{p} r" for p in pair_list]
-    if spearman:
-        columns += [f"{p} rho" for p in pair_list]
-    columns += ["avg r", "avg rho"]
-    first = next(iter(details.values()))
-    _finish("qe", encoder=encoder, variants=variants, out=out, quick=quick,
-            parameters={"pairs": pair_list, "split": "test20", "max_rows": max_rows},
-            columns=columns, rows=rows, details=details, files=first["files"], started=started)
+    encoder, variants, details = evaluate_variants(encoder_name, projections, device, precision, lambda v: (
+        qe.evaluate_qe(v.embed, data_dir, pair_list, max_rows=max_rows)), parts=("meaning",))
+    metrics = ("pearson", "spearman") if spearman else ("pearson",)
+    rows = [[name] + [r["per_pair"][p][m] for m in metrics for p in pair_list]
+            + [r["average"]["pearson"], r["average"]["spearman"]] for name, r in details.items()]
+    columns = ["variant"] + [f"{p} {'r' if m == 'pearson' else 'rho'}" for m in metrics for p in pair_list]
+    finish("qe", encoder, variants, details, columns=columns + ["avg r", "avg rho"], rows=rows,
+           parameters={"pairs": pair_list, "split": "test20", "max_rows": max_rows})
 
 
 @bench.command("sts")
-@_common_options
+@task_options
 @click.option("--tracks", default=None, help="Comma-separated tracks (track1 ... track6, track4a, track4b). Default: all.")
 @click.option("--metric", type=click.Choice(["pearson", "spearman"]), default="pearson", show_default=True,
               help="Which correlation the per-track columns show (both are in the JSON).")
@@ -307,26 +181,20 @@ def sts_cmd(encoder_name, projections, data_dir, out, quick, device, precision, 
     """
     from xmine.benchmarks import sts
 
-    started = time.time()
     track_list = common.parse_list(tracks) or (["track5", "track4a"] if quick else list(sts.TRACKS))
     sts.locate(data_dir)
-    encoder, variants = _setup(encoder_name, projections, device, precision, parts=("meaning", "language"))
-    details, rows = {}, []
-    for v in variants:
-        r = sts.evaluate_sts(v.embed, data_dir, track_list)
-        details[v.name] = r
-        rows.append([v.name] + [r["per_track"][t][metric] for t in track_list]
-                    + [r["crosslingual"][metric], r["monolingual"][metric], r["average"][metric]])
+    encoder, variants, details = evaluate_variants(encoder_name, projections, device, precision, lambda v: (
+        sts.evaluate_sts(v.embed, data_dir, track_list)))
+    rows = [[name] + [r["per_track"][t][metric] for t in track_list]
+            + [r["crosslingual"][metric], r["monolingual"][metric], r["average"][metric]] for name, r in details.items()]
     columns = (["variant"] + [f"{t} {sts.TRACKS[t].label}" for t in track_list]
                + [f"cross-ling. {metric}", f"mono {metric}", f"all {metric}"])
-    first = next(iter(details.values()))
-    _finish("sts", encoder=encoder, variants=variants, out=out, quick=quick,
-            parameters={"tracks": track_list, "metric_in_table": metric},
-            columns=columns, rows=rows, details=details, files=first["files"], started=started)
+    finish("sts", encoder, variants, details, columns=columns, rows=rows,
+           parameters={"tracks": track_list, "metric_in_table": metric})
 
 
 @bench.command("geometry")
-@_common_options
+@task_options
 @click.option("--langs", default=None,
               help="FLORES-200 codes paired with --pivot. Default: deu_Latn,fra_Latn,rus_Cyrl,zho_Hans,arb_Arab,swh_Latn.")
 @click.option("--pivot", default="eng_Latn", show_default=True, help="The language every --langs entry is paired with.")
@@ -340,21 +208,14 @@ def geometry_cmd(encoder_name, projections, data_dir, out, quick, device, precis
     """
     from xmine.benchmarks import geometry
 
-    started = time.time()
     lang_list = common.parse_list(langs) or (list(geometry.DEFAULT_LANGS[:3]) if quick else list(geometry.DEFAULT_LANGS))
     rows = rows or (geometry.QUICK_ROWS if quick else geometry.DEFAULT_ROWS)
     geometry.locate(data_dir)
-    encoder, variants = _setup(encoder_name, projections, device, precision)
-    details, table = {}, []
-    for v in variants:
-        r = geometry.evaluate_geometry(v.embed, data_dir, lang_list, rows=rows, pivot=pivot)
-        details[v.name] = r
-        table.append([v.name, r["average"]["alignment"], r["average"]["uniformity"]])
-    first = next(iter(details.values()))
-    _finish("geometry", encoder=encoder, variants=variants, out=out, quick=quick,
-            parameters={"langs": lang_list, "pivot": pivot, "rows": rows},
-            columns=["variant", "alignment", "uniformity"], rows=table, details=details,
-            files=first["files"], started=started, digits=3)
+    encoder, variants, details = evaluate_variants(encoder_name, projections, device, precision, lambda v: (
+        geometry.evaluate_geometry(v.embed, data_dir, lang_list, rows=rows, pivot=pivot)))
+    finish("geometry", encoder, variants, details, columns=["variant", "alignment", "uniformity"],
+           rows=[[name, r["average"]["alignment"], r["average"]["uniformity"]] for name, r in details.items()],
+           parameters={"langs": lang_list, "pivot": pivot, "rows": rows}, digits=3)
 
 
 def _locale_dirs(values: tuple[str, ...], what: str) -> dict[str, str]:
@@ -399,6 +260,8 @@ def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick
                             command="xmine " + " ".join(sys.argv[1:]))
     for p in paths:
         click.echo(f"wrote {p}", err=True)
+
+
 def _mining_langs(ctx, param, value):
     """--langs of `bench mining`, checked while parsing (before the result JSON is claimed)."""
     from xmine.benchmarks import mining
@@ -411,7 +274,7 @@ def _mining_langs(ctx, param, value):
 
 
 @bench.command("mining")
-@_common_options
+@task_options
 @click.option("--langs", default=None, callback=_mining_langs,
               help="Comma-separated languages paired with English, from: de,cs,ru,zh,ja,fi,kk,pl,lt,km,ha,is. "
                    "Default: de,cs,ru,zh,ja,fi,kk,pl,lt,km (--quick: de,zh,lt).")
@@ -443,96 +306,51 @@ def mining_cmd(encoder_name, projections, data_dir, out, quick, device, precisio
     precision, recall and F1 at the best threshold and at each variant's default threshold (a
     projection's calibrated one, raw 1.04).
     """
-    from xmine.benchmarks import mining
+    from xmine.benchmarks import mining, mining_noisy
 
-    started = time.time()
     lang_list = common.parse_list(langs) or list(mining.QUICK_LANGS if quick else mining.DEFAULT_LANGS)
     settings = {"seed": seed, "gold_fraction": gold_fraction or mining.DEFAULT_GOLD_FRACTION,
                 "max_news": max_news if max_news is not None else (mining.QUICK_MAX_NEWS if quick else mining.DEFAULT_MAX_NEWS),
                 "flores_rows": flores_rows or (mining.QUICK_FLORES_ROWS if quick else None)}
     data = mining.locate(data_dir)
-    if noisy:
-        return _mining_noisy(encoder_name, projections, device, precision, data, lang_list, settings, threshold,
-                             out=out, quick=quick, started=started)
-    folder, manifest = mining.build_sets(data, lang_list, sets_dir=Path(sets_dir) if sets_dir else None, **settings)
-    click.echo(f"mining sets in {folder}", err=True)
-    encoder, variants = _setup(encoder_name, projections, device, precision, parts=("meaning",), add_default=True)
-    details, rows = {}, []
-    for v in variants:
+    if not noisy:
+        folder, manifest = mining.build_sets(data, lang_list, sets_dir=Path(sets_dir) if sets_dir else None, **settings)
+        click.echo(f"mining sets in {folder}", err=True)
+
+    def evaluate(v):
         t, source = mining.variant_threshold(v, threshold)
-        r = mining.evaluate_mining(v.embed, folder, lang_list, threshold=t)
-        details[v.name] = r | {"default_threshold": {"value": t, "source": source}}
-        for at, label in (("best", v.name), ("default", f"{v.name} @{t:g}")):
-            a = r["average"][at]
-            rows.append([label] + [100 * r["per_lang"][lg][at]["f1"] for lg in lang_list]
-                        + [a["precision"], a["recall"], a["f1"]])
-    columns = ["variant"] + [f"{lg} F1" for lg in lang_list] + ["avg P", "avg R", "avg F1"]
+        r = (mining_noisy.evaluate(v.embed, data, lang_list, threshold=t, **settings) if noisy
+             else mining.evaluate_mining(v.embed, folder, lang_list, threshold=t))
+        return r | {"default_threshold": {"value": t, "source": source}}
+
+    encoder, variants, details = evaluate_variants(encoder_name, projections, device, precision, evaluate,
+                                                   parts=("meaning",), add_default=True)
+    if noisy:
+        return _noisy_finish(encoder, variants, details, data, lang_list, settings, threshold)
+    rows = [[label] + [100 * r["per_lang"][lg][at]["f1"] for lg in lang_list]
+            + [r["average"][at][m] for m in ("precision", "recall", "f1")] for name, r in details.items()
+            for at, label in (("best", name), ("default", f"{name} @{r['default_threshold']['value']:g}"))]
     click.echo("per variant: F1 at each language's best threshold, then at the variant's default threshold "
                "(its calibrated one, else 1.04)")
-    _finish("mining", encoder=encoder, variants=variants, out=out, quick=quick,
-            parameters=settings | {"langs": lang_list, "threshold": threshold, "sets_dir": str(folder)},
-            columns=columns, rows=rows, details=details | {"sets": manifest},
-            files=[f["path"] for f in manifest["sources"]], started=started)
+    finish("mining", encoder, variants, details | {"sets": manifest}, rows=rows,
+           columns=["variant"] + [f"{lg} F1" for lg in lang_list] + ["avg P", "avg R", "avg F1"],
+           parameters=settings | {"langs": lang_list, "threshold": threshold, "sets_dir": str(folder)},
+           files=[f["path"] for f in manifest["sources"]])
 
 
-_NOISY_COLUMNS = (("clean", "precision"), ("clean", "recall"), ("clean_pre", "precision"), ("clean_pre", "recall"),
-                  ("clean_lang", "precision"), ("clean_lang", "recall"), ("noisy", "precision"), ("noisy", "recall"),
-                  ("filtered", "precision"), ("filtered", "recall"), ("pre_filtered", "precision"),
-                  ("pre_filtered", "recall"), ("lang_filtered", "precision"), ("lang_filtered", "recall"))
-_NOISY_NAMES = {"clean": "clean", "clean_pre": "clean+pre", "clean_lang": "clean+lang", "noisy": "noisy",
-                "filtered": "filters", "pre_filtered": "+pre", "lang_filtered": "+lang"}
-
-
-def _noisy_label(variant: str, metric: str) -> str:
-    return f"{_NOISY_NAMES[variant]} {metric[0].upper()}"
-
-
-def _before_search(removed: dict, step: str = "pre_search") -> str:
-    r = removed.get(step, {})
-    return f"{r.get('src', 0)}+{r.get('en', 0)} ({r.get('gold_src', 0)}+{r.get('gold_en', 0)})"
-
-
-def _mining_noisy(encoder_name, projections, device, precision, data, lang_list, settings, threshold, *, out, quick,
-                  started):
-    from xmine.benchmarks import mining, mining_noisy
+def _noisy_finish(encoder, variants, details, data, lang_list, settings, threshold) -> None:
+    from xmine.benchmarks import mining_noisy
     from xmine.mining.filters import PairFilterConfig
 
-    encoder, variants = _setup(encoder_name, projections, device, precision, parts=("meaning",), add_default=True)
-    details, rows = {}, []
-    for v in variants:
-        t, source = mining.variant_threshold(v, threshold)
-        r = mining_noisy.evaluate(v.embed, data, lang_list, threshold=t, **settings)
-        details[v.name] = r | {"default_threshold": {"value": t, "source": source}}
-        a = r["average"]
-        rows.append([f"{v.name} @{t:g}"] + [a[var][m] for var, m in _NOISY_COLUMNS]
-                    + [min(100 * x[var]["precision"] for x in r["per_lang"].values())
-                       for var in ("pre_filtered", "lang_filtered")])
-    columns = ["variant @threshold"] + [_noisy_label(var, m) for var, m in _NOISY_COLUMNS] + ["+pre min P",
-                                                                                              "+lang min P"]
-    extra = []
-    for v in variants:
-        per = details[v.name]["per_lang"]
-        extra.append({"title": f"{v.name}: per language (x100); rows removed before the search (gold among them) "
-                               "on the noisy set by the cleaning, and on the clean set by the cleaning / --lang-filter",
-                      "columns": ["lang"] + [_noisy_label(var, m) for var, m in _NOISY_COLUMNS]
-                                 + ["removed before search (noisy)", "clean: cleaning / lang-filter"],
-                      "rows": [[lg] + [100 * x[var][m] for var, m in _NOISY_COLUMNS]
-                               + [_before_search(x["removed_before_search"]["pre"]),
-                                  _before_search(x["removed_before_search"]["clean_pre"]) + " / "
-                                  + _before_search(x["removed_before_search"]["clean_lang"], "language")]
-                               for lg, x in per.items()]})
+    columns, rows, extra = mining_noisy.tables(details)
     click.echo("averages over languages at each variant's default threshold: the clean sets (as is, after the "
                "pre-search cleaning, after --lang-filter and the cleaning), then the noisy sets without filters, "
                "with the pair filters only, with the cleaning and the filters (xmine mine's default), and with "
                "--lang-filter too")
-    _finish("mining_noisy", encoder=encoder, variants=variants, out=out, quick=quick,
-            parameters=settings | {"langs": lang_list, "threshold": threshold, "noise": mining_noisy.NOISE,
-                                   "filters": PairFilterConfig().record("ratio")},
-            columns=columns, rows=rows, details=details, extra_tables=extra,
-            files=sorted({str(p) for lg in lang_list for p in mining.build_set(data, lg, **settings).files}
-                         | {str(data / "parallel" / "flores200" / "devtest" / f"{c}.devtest")
-                            for c in mining_noisy.OTHER_LANGS}),
-            started=started)
+    finish("mining_noisy", encoder, variants, details, columns=columns, rows=rows, extra_tables=extra,
+           parameters=settings | {"langs": lang_list, "threshold": threshold, "noise": mining_noisy.NOISE,
+                                  "filters": PairFilterConfig().record("ratio")},
+           files=mining_noisy.data_files(data, lang_list, settings))
     for t in extra:
         click.echo(t["title"])
         click.echo(common.format_table(t["columns"], t["rows"], digits=1))
@@ -579,7 +397,7 @@ def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out,
     with claim_output(out_path, kind=plot.PLOT_KIND, form="png", overwrite=overwrite,
                       inputs=[data_dir, *projections]):
         src, tgt, _ = geometry.flores_pairs(data_dir, src_lang, rows=rows, pivot=tgt_lang)
-        encoder, variants = _setup(encoder_name, projections, device, precision)
+        encoder, variants = setup(encoder_name, projections, device, precision)
         sep = plot.plot_pca(
             variants, src, tgt, out_path, src_label=src_lang, tgt_label=tgt_lang,
             title=f"PCA of {encoder.name} embeddings: {rows} FLORES-200 devtest sentences, {src_lang} and {tgt_lang}",
@@ -589,19 +407,6 @@ def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out,
     click.echo(f"wrote {out_path}", err=True)
 
 
-def _add_optional(group: click.Group, module: str, attr: str = "command") -> None:
-    """Add another engineer's benchmark command (e.g. BUCC) when its module is present."""
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if e.name == module:
-            return
-        raise
-    cmd: Any = getattr(mod, attr, None)
-    if isinstance(cmd, click.Command):
-        group.add_command(cmd)
-
-
-_add_optional(bench, "xmine.benchmarks.bucc")
+bench.add_command(bucc.command)
 
 COMMANDS = [bench, plot_cmd]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import platform
 import re
 from pathlib import Path
@@ -361,30 +360,6 @@ def write_result(
     return result
 
 
-SPEED_KIND = "speed-benchmark-result"
-
-
-def write_speed_result(out: str | Path, result: dict[str, Any], *, benchmark: str) -> None:
-    """Write a speed benchmark's JSON (`python -m xmine.benchmarks.<benchmark>`) atomically.
-
-    These scripts exist to regenerate their own result file, so an earlier result of the same
-    kind is replaced; anything else at `out` is refused (xmine.outputs).
-    """
-    from xmine.outputs import claim_output
-
-    def legacy(path: Path) -> bool:  # written before results carried a kind
-        try:
-            old = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return False
-        params = (old.get("provenance") or {}).get("parameters") or {}
-        return isinstance(old, dict) and (params.get("benchmark") == benchmark or
-                                          (benchmark == "mining_speed" and "runs" in old and "provenance" in old))
-
-    with claim_output(out, kind=SPEED_KIND, form="json", overwrite=True, legacy=legacy):
-        atomic_write_json(out, {"kind": SPEED_KIND, "benchmark": benchmark, **result})
-
-
 def read_lines(path: Path, *, what: str = "data") -> list[str]:
     """Every line of a UTF-8 file, keeping empty ones (line i of one file = line i of another)."""
     if not path.is_file():
@@ -397,6 +372,21 @@ def read_lines(path: Path, *, what: str = "data") -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return [line.rstrip("\r") for line in lines]
+
+
+#: FLORES-200 devtest under a data root: one `<code>.devtest` file per language (deu_Latn, ...), the
+#: same 1,012 sentences in every language, line for line
+FLORES_DEVTEST = Path("parallel", "flores200", "devtest")
+
+
+def flores_lines(folder: Path, code: str, *, rows: int | None = None) -> list[str]:
+    """The first `rows` (None: all) lines of language `code`'s FLORES-200 devtest file in `folder`
+    (a data root's FLORES_DEVTEST), empty lines kept so line i is the same sentence in every file."""
+    path = Path(folder) / f"{code}.devtest"
+    if not path.is_file():
+        have = " ".join(sorted(p.stem for p in Path(folder).glob("*.devtest"))[:12])
+        raise InputError(path, f"missing FLORES-200 file for {code!r} (codes look like: {have} ...)")
+    return read_lines(path, what="FLORES-200 devtest")[:rows or None]
 
 
 def parse_list(value: str | None) -> list[str] | None:

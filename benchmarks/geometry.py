@@ -15,11 +15,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.benchmarks.common import EmbedFn, mean_of
+from xmine.benchmarks.common import FLORES_DEVTEST, EmbedFn, flores_lines, mean_of
 from xmine.errors import ConfigError, InputError
 from xmine.paths import resolve_data_dir
 
-NEEDS = "parallel/flores200/devtest"
+NEEDS = str(FLORES_DEVTEST)
 HOW_TO_GET = (
     "Get FLORES-200 devtest (https://github.com/facebookresearch/flores, flores200_dataset/devtest: "
     "<lang>_<Script>.devtest files) into parallel/flores200/devtest/."
@@ -61,17 +61,11 @@ def locate(data_dir: str | Path | None) -> Path:
 
 
 def load_flores(folder: Path, lang: str, *, rows: int | None = None) -> list[str]:
-    path = folder / f"{lang}.devtest"
-    if not path.is_file():
-        have = " ".join(sorted(p.stem for p in folder.glob("*.devtest"))[:12])
-        raise InputError(path, f"missing FLORES-200 file for {lang!r} (codes look like: {have} ...)")
-    lines = path.read_text(encoding="utf-8").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
+    lines = flores_lines(folder, lang)
     for i, line in enumerate(lines, start=1):
         if not line.strip():
-            raise InputError(path, "empty line in a multi-way parallel file", line=i)
-    return lines[:rows] if rows else lines
+            raise InputError(folder / f"{lang}.devtest", "empty line in a multi-way parallel file", line=i)
+    return lines[:rows or None]
 
 
 def flores_pairs(data_dir: str | Path | None, lang: str, *, rows: int | None = None, pivot: str = PIVOT):

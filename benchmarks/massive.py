@@ -119,3 +119,25 @@ def evaluate_massive(
         "partition": partition,
         "files": [str(folder / f"{loc}.jsonl") for loc in [data.PIVOT, *locs]],
     }
+
+
+def tables(details: dict[str, dict], locales: Sequence[str]) -> tuple[list[str], list[list], dict[str, Any]]:
+    """`bench massive`'s table (one row per variant: the averages, then FMDA's pairs both ways) and
+    its per-locale table, from each variant's `evaluate_massive` result."""
+    fmda_codes = {loc: loc.split("-")[0].upper() for loc in FMDA_LOCALES if loc in locales}
+    average = ("en2xx", "xx2en", "avg", "avg_strict", "en2xx_margin", "xx2en_margin", "avg_margin", "avg_margin_strict")
+    rows = [[name] + [r["average"][m] for m in average]
+            + [r["per_locale"][loc][d] for loc in fmda_codes for d in ("en2xx", "xx2en")] for name, r in details.items()]
+    n = len(locales)
+    columns = ["variant", f"en->xx ({n})", f"xx->en ({n})", "avg", "avg strict", "en->xx margin",
+               "xx->en margin", "avg margin", "avg margin strict"]
+    columns += [c for code in fmda_codes.values() for c in (f"EN-{code}", f"{code}-EN")]
+    first = next(iter(details.values()))
+    locale_table = {
+        "title": "Per locale: accuracy@1 (%), cosine, mean of en->xx and xx->en (text-equal hits); "
+                 "`rep.` = repeated utterances in the locale's test rows",
+        "columns": ["locale", "rep."] + list(details),
+        "rows": [[loc, first["per_locale"][loc]["repeated_xx"]] + [r["per_locale"][loc]["avg"] for r in details.values()]
+                 for loc in locales],
+    }
+    return columns, rows, locale_table

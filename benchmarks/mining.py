@@ -33,7 +33,7 @@ Reported, per language and averaged, for raw embeddings and each projection's me
 precision, recall and F1 at the threshold that maximises F1 (the oracle threshold, as BUCC papers
 report) and at the default threshold (`DEFAULT_THRESHOLD`, the ratio margin 1.04 of WikiMatrix that
 the README's demo uses for raw embeddings; a projection with a calibrated threshold,
-`benchmarks/calibrate.py`, is scored at that one), with k = 4, ratio margin and max retrieval as
+`benchmarks/lab/calibrate.py`, is scored at that one), with k = 4, ratio margin and max retrieval as
 `xmine mine` defaults. Each language's result also holds its curve: precision, recall, F1 and the
 number of mined pairs at every ratio threshold of `CURVE_THRESHOLDS` (1.000-1.080, step 0.001), so
 a default threshold can be judged against the whole curve, not one point.
@@ -50,6 +50,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines, read_lines
 from xmine.errors import InputError
 
 #: xx (the BUCC-style short code used in file names) -> FLORES-200 code and newstest folders
@@ -78,7 +79,7 @@ QUICK_FLORES_ROWS, QUICK_MAX_NEWS = 250, 250
 DEFAULT_THRESHOLD = 1.04
 #: The ratio-margin thresholds at which every set's precision / recall / F1 curve is reported
 #: (details.<variant>.per_lang.<lang>.curve): 1.000 to 1.080 in steps of 0.001, the 3-decimal
-#: values a calibrated threshold is rounded to (benchmarks/calibrate.py), so each is on the curve.
+#: values a calibrated threshold is rounded to (benchmarks/lab/calibrate.py), so each is on the curve.
 CURVE_THRESHOLDS = tuple(round(1.0 + 0.001 * i, 3) for i in range(81))
 SPLIT = "sample"
 SETS_KIND = "mining-sets"
@@ -93,7 +94,7 @@ def locate(data_dir: str | Path | None) -> Path:
     from xmine.paths import default_data_dir
 
     root = Path(data_dir).expanduser() if data_dir else default_data_dir()
-    needs = ("parallel/flores200/devtest", "parallel/wmt-newstest")
+    needs = (str(FLORES_DEVTEST), "parallel/wmt-newstest")
     if root is None or not all((root / n).is_dir() for n in needs):
         raise DataNotFoundError(f"{root or '(no --data-dir, no $XMINE_DATA, no ../shared/data)'}: no "
                                 f"{' or '.join(needs)}. {HOW_TO_GET} Pass --data-dir DIR or set XMINE_DATA.")
@@ -118,8 +119,6 @@ def _rng(seed: int, *keys: str) -> np.random.Generator:
 
 
 def _read(path: Path) -> list[str]:
-    from xmine.benchmarks.common import read_lines
-
     return read_lines(path, what="mining-set source")
 
 
@@ -155,9 +154,9 @@ def build_set(data: Path, lang: str, *, seed: int = 0, gold_fraction: float = DE
     if not 0 < gold_fraction < 1:
         raise ValueError(f"gold_fraction must be in (0, 1), not {gold_fraction}")
     flores_code, news_folders = NEWS_SETS[lang]
-    flores = data / "parallel" / "flores200" / "devtest"
+    flores = data / FLORES_DEVTEST
     fx, fe = flores / f"{flores_code}.devtest", flores / "eng_Latn.devtest"
-    a, b = _read(fx), _read(fe)
+    a, b = flores_lines(flores, flores_code), flores_lines(flores, "eng_Latn")
     if len(a) != len(b):
         raise InputError(fx, f"{len(a)} lines, but {fe.name} has {len(b)}: not line-aligned")
     flores_pairs = [(s.strip(), t.strip()) for s, t in zip(a, b) if s.strip() and t.strip()]

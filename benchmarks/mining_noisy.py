@@ -81,7 +81,7 @@ def _change_number(text: str, rng: np.random.Generator) -> str | None:
 def add_noise(ms, data: Path, *, seed: int = 0, noise: dict[str, float] = NOISE):
     """(src, en, kinds): the set's sides (ids, sentences) with noise lines appended, and the noise
     kind of every added id."""
-    from xmine.benchmarks.common import read_lines
+    from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines
     from xmine.benchmarks.mining import NEWS_SETS
 
     lang = ms.lang
@@ -106,13 +106,12 @@ def add_noise(ms, data: Path, *, seed: int = 0, noise: dict[str, float] = NOISE)
     for j in rng.choice(n_en, size=int(noise["copies"] * n_src), replace=False):
         add("src", en[int(j)], "copies")
 
-    flores = data / "parallel" / "flores200" / "devtest"
     own = NEWS_SETS[lang][0]
     others = [c for c in OTHER_LANGS if c != own]
     for side, n in (("src", n_src), ("en", n_en)):
         rng = _rng(seed, lang, side, "other")
         code = others[int(rng.integers(len(others)))]
-        lines = read_lines(flores / f"{code}.devtest", what="FLORES-200 devtest")
+        lines = flores_lines(data / FLORES_DEVTEST, code)
         for j in rng.choice(len(lines), size=int(noise["other_language"] * n), replace=False):
             add(side, lines[int(j)], "other_language")
 
@@ -257,3 +256,41 @@ def evaluate(embed_fn, data: Path, langs: Sequence[str], *, threshold: float, se
     avg = {v: {m: float(100 * np.mean([r[v][m] for r in per.values()])) for m in ("precision", "recall", "f1")}
            for v in VARIANTS}
     return {"per_lang": per, "average": avg, "noise": NOISE}
+
+
+#: the main table's (variant of the set, metric) columns, and their labels
+COLUMNS = tuple((v, m) for v in VARIANTS for m in ("precision", "recall"))
+_SHORT = {"clean": "clean", "clean_pre": "clean+pre", "clean_lang": "clean+lang", "noisy": "noisy",
+          "filtered": "filters", "pre_filtered": "+pre", "lang_filtered": "+lang"}
+LABELS = [f"{_SHORT[v]} {m[0].upper()}" for v, m in COLUMNS]
+
+
+def _before_search(removed: dict, step: str = "pre_search") -> str:
+    r = removed.get(step, {})
+    return f"{r.get('src', 0)}+{r.get('en', 0)} ({r.get('gold_src', 0)}+{r.get('gold_en', 0)})"
+
+
+def tables(details: dict[str, dict]) -> tuple[list[str], list[list], list[dict]]:
+    """`bench mining --noisy`'s table (one row per variant, at its default threshold) and one
+    per-language table per variant, from each variant's `evaluate` result with its `default_threshold`."""
+    rows = [[f"{name} @{r['default_threshold']['value']:g}"] + [r["average"][var][m] for var, m in COLUMNS]
+            + [min(100 * x[var]["precision"] for x in r["per_lang"].values()) for var in ("pre_filtered", "lang_filtered")]
+            for name, r in details.items()]
+    extra = [{"title": f"{name}: per language (x100); rows removed before the search (gold among them) "
+                       "on the noisy set by the cleaning, and on the clean set by the cleaning / --lang-filter",
+              "columns": ["lang"] + LABELS + ["removed before search (noisy)", "clean: cleaning / lang-filter"],
+              "rows": [[lg] + [100 * x[var][m] for var, m in COLUMNS]
+                       + [_before_search(x["removed_before_search"]["pre"]),
+                          _before_search(x["removed_before_search"]["clean_pre"]) + " / "
+                          + _before_search(x["removed_before_search"]["clean_lang"], "language")]
+                       for lg, x in r["per_lang"].items()]} for name, r in details.items()]
+    return ["variant @threshold"] + LABELS + ["+pre min P", "+lang min P"], rows, extra
+
+
+def data_files(data: Path, langs: Sequence[str], settings: dict[str, Any]) -> list[str]:
+    """Every file the noisy sets of `langs` read: their mining sets' sources and the other-language lines."""
+    from xmine.benchmarks.common import FLORES_DEVTEST
+    from xmine.benchmarks.mining import build_set
+
+    return sorted({str(p) for lg in langs for p in build_set(data, lg, **settings).files}
+                  | {str(data / FLORES_DEVTEST / f"{c}.devtest") for c in OTHER_LANGS})

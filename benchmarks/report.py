@@ -1,8 +1,8 @@
 """Generate benchmarks/RESULTS.md from the result JSONs in benchmarks/results/.
 
-`python -m xmine.benchmarks.report [--results DIR] [--out FILE]` (or `xmine bench report`). One
-section per task, one table per result file (its printed table), with the encoder, projections,
-parameters, data, commit, date and run time; the machine (CPU, cores, RAM) heads the file.
+`xmine bench report [--results DIR] [--out FILE]`. One section per task, one table per result
+file (its printed table), with the encoder, projections, parameters, data, commit, date and run
+time; the machine (CPU, cores, RAM) heads the file.
 Results of other benchmarks (BUCC, speed) are included too: as their own table when their JSON
 carries a `table` ({"columns", "rows"}) like ours, else as a key/value table of their numbers.
 Unreadable JSON files are listed by name only.
@@ -14,7 +14,6 @@ the JSONs as `results/notes/<task>.md` and is placed under that task's section;
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import json
 from pathlib import Path
@@ -148,7 +147,7 @@ def build_report(results: Path | None = None) -> str:
         "# xmine benchmark results",
         "",
         f"Generated {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} by "
-        "`python -m xmine.benchmarks.report` from the JSON files in `benchmarks/results/` "
+        "`xmine bench report` from the JSON files in `benchmarks/results/` "
         "(each one written by `xmine bench <task>` with full provenance).",
         "",
         f"Machine: {m['cpu']}, {m['cores']} logical cores, {m['ram_gb']} GB RAM, {m['os']}.",
@@ -199,16 +198,3 @@ def write_report(results: str | Path | None = None, out: str | Path | None = Non
     with claim_output(out_path, kind=REPORT_KIND, form="md", overwrite=overwrite):
         atomic_write_text(out_path, build_report(Path(results) if results else None))
     return out_path
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m xmine.benchmarks.report", description=__doc__.splitlines()[0])
-    parser.add_argument("--results", default=None, help="folder of result JSONs (default benchmarks/results)")
-    parser.add_argument("--out", default=None, help="Markdown file to write (default benchmarks/RESULTS.md)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an earlier report")
-    args = parser.parse_args(argv)
-    print(f"wrote {write_report(args.results, args.out, overwrite=args.overwrite)}")
-
-
-if __name__ == "__main__":
-    main()

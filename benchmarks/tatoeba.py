@@ -115,3 +115,14 @@ def evaluate_tatoeba(
         "langs": langs,
         "files": [str(f) for f in files],
     }
+
+
+def table(details: dict[str, dict], *, margin: bool) -> tuple[list[str], list[list]]:
+    """`bench tatoeba`'s columns and one row per variant, from each variant's `evaluate_tatoeba` result."""
+    margins = ("xx2eng_margin", "eng2xx_margin", "avg_margin") if margin else ()
+    rows = [[name, r["average"]["xx2eng"], r["average"]["eng2xx"], r["average"]["avg"], r["xtreme36"]["avg"]]
+            + [r["average"][m] for m in margins] for name, r in details.items()]
+    first = next(iter(details.values()))
+    n_all, n_x = first["average"]["languages"], first["xtreme36"]["languages"]
+    columns = ["variant", f"xx->eng ({n_all})", f"eng->xx ({n_all})", f"avg ({n_all})", f"avg XTREME ({n_x})"]
+    return columns + (["xx->eng margin", "eng->xx margin", "avg margin"] if margin else []), rows

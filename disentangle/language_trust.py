@@ -4,7 +4,7 @@
 language the projection never saw still gets one of its languages, with a cosine as high as an
 in-set line's. A cosine threshold cannot fix that: the nearest-centroid cosine of the shipped
 projection's language part ranks in-set lines above out-of-set ones about as often as below
-(AUC 0.56 on MASSIVE, 0.47 on FLORES-200; benchmarks/langid_unknown.py). The label does
+(AUC 0.56 on MASSIVE, 0.47 on FLORES-200; benchmarks/lab/langid_unknown.py). The label does
 separate them: lines
 of unseen languages (and of poorly modelled seen ones) fall onto a few "sink" centroids, the
 training languages whose own held-out lines the projection identified worst. So a label is

@@ -121,9 +121,11 @@ def test_sharded_refinement_reads_every_shard_then_removes_them(data, tmp_path):
 
 
 def test_agreement_benchmark_counts_pairs_by_line_numbers(tmp_path):
-    """benchmarks/approximate_agreement.py: pairs read from `--line-numbers` outputs, the shares of
+    """benchmarks/lab/approximate_agreement.py: pairs read from `--line-numbers` outputs, the shares of
     exact's pairs kept and added; and the families' sides written from line ranges of real files."""
-    from xmine.benchmarks import approximate_agreement as bench
+    from labscripts import lab_module
+
+    bench = lab_module("approximate_agreement")
 
     exact, approx = tmp_path / "exact.tsv", tmp_path / "approx.tsv"
     exact.write_text("1.2\ta\tb\t1\t7\n1.1\tc\td\t2\t9\n1.05\te\tf\t3\t4\n", encoding="utf-8")

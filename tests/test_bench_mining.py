@@ -10,13 +10,13 @@ from click.testing import CliRunner
 from xmine.benchmarks import mining
 from xmine.benchmarks.bucc import read_bucc_file, read_gold
 
+from flores import flores_lines
+
 
 def _pairs_of_source(data_dir, lang):
     """Every (xx, en) translation pair the set may draw from, to check its gold against."""
     code, folders = mining.NEWS_SETS[lang]
-    flores = data_dir / "parallel" / "flores200" / "devtest"
-    a = (flores / f"{code}.devtest").read_text(encoding="utf-8").splitlines()
-    b = (flores / "eng_Latn.devtest").read_text(encoding="utf-8").splitlines()
+    a, b = flores_lines(data_dir, code), flores_lines(data_dir, "eng_Latn")
     pairs = {(" ".join(s.split()), " ".join(t.split())) for s, t in zip(a, b)}
     news, _ = mining._news_pairs(data_dir / "parallel" / "wmt-newstest", lang, folders)
     return pairs | {(" ".join(s.split()), " ".join(t.split())) for s, t in news}

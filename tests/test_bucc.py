@@ -12,6 +12,8 @@ from click.testing import CliRunner
 from xmine.benchmarks.bucc import best_threshold, command, read_bucc_file, run_bucc
 from xmine.errors import InputError
 
+from flores import flores_lines
+
 
 def test_best_threshold_by_hand():
     scores = np.array([1.3, 1.2, 1.1, 1.0])
@@ -47,9 +49,7 @@ def _write_split(root, split, de, en, n_par, n_noise, seed):
 
 
 def test_bucc_on_hidden_flores_translations(tmp_path, data_dir, me5):
-    flores = data_dir / "parallel/flores200/devtest"
-    de = (flores / "deu_Latn.devtest").read_text(encoding="utf-8").splitlines()
-    en = (flores / "eng_Latn.devtest").read_text(encoding="utf-8").splitlines()
+    de, en = flores_lines(data_dir, "deu_Latn"), flores_lines(data_dir, "eng_Latn")
     root = tmp_path / "bucc2018"
     root.mkdir()
     # Disjoint FLORES lines for the two splits (the sentences the mining tests embed, 0-299, reused).

@@ -8,10 +8,15 @@ import shutil
 import numpy as np
 import pytest
 
-from xmine.benchmarks import calibrate, mining
+from xmine.benchmarks import mining
 from xmine.benchmarks.bucc import best_threshold
 from xmine.errors import InputError
 from xmine.projection import calibrated_threshold
+
+from flores import flores_lines
+from labscripts import lab_module
+
+calibrate = lab_module("calibrate")
 
 
 def _runs(seed: int, n_sets: int = 3):
@@ -59,8 +64,7 @@ def test_calibration_sets_are_disjoint_from_the_benchmarks(data_dir):
     for lang in mining.DEFAULT_LANGS:
         ms = mining.build_set(data_dir, lang)
         bench_text.update(ms.src[1], ms.en[1])
-    flores = data_dir / "parallel" / "flores200" / "devtest"
-    bench_text.update(line.strip() for line in (flores / "eng_Latn.devtest").read_text(encoding="utf-8").splitlines())
+    bench_text.update(line.strip() for line in flores_lines(data_dir, "eng_Latn"))
     for lang in calibrate.CALIBRATION_SETS:
         ms = calibrate.build_calibration_set(data_dir, lang)
         assert len(ms.gold) >= 50 and ms.counts["gold_share_src"] < 0.1, (lang, ms.counts)
@@ -92,7 +96,7 @@ def _mining_result(path, raw_f1, default_f1, weights_id="abc"):
 
 
 def test_gate_lists_every_language_below_raw_and_refuses_other_weights(tmp_path):
-    from xmine.benchmarks.ship_projection import gate_failures
+    gate_failures = lab_module("ship_projection").gate_failures
 
     ok = _mining_result(tmp_path / "ok.json", {"de": 0.8, "ru": 0.9}, {"de": 0.8, "ru": 0.95})
     assert gate_failures([ok], "abc") == []
@@ -136,7 +140,7 @@ def test_rules_against_brute_force():
 
 
 def test_gate_refuses_a_mining_result_at_another_threshold(tmp_path):
-    from xmine.benchmarks.ship_projection import gate_failures
+    gate_failures = lab_module("ship_projection").gate_failures
 
     ok = _mining_result(tmp_path / "ok.json", {"de": 0.8}, {"de": 0.9})
     res = json.loads(ok.read_text())

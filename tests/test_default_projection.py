@@ -31,7 +31,7 @@ def test_shipped_projection_is_complete_small_and_packaged():
     assert (d / "model.safetensors").stat().st_size < 1_000_000
     info = json.loads((d / SHIPPED_INFO).read_text())
     assert info["weights_sha256"] == proj.config["weights_sha256"]
-    assert info["command"].startswith("python -m xmine.benchmarks.ship_projection")
+    assert info["command"].startswith("python benchmarks/lab/run.py ship-projection")
     assert info["training_files"] and all(len(f["sha256"]) == 64 for f in info["training_files"])
     assert info["source_files"] and all(len(f["sha256"]) == 64 for f in info["source_files"])
     assert info["encoder"]["name"] == "me5-small" and info["encoder"] == proj.config["encoder"]
@@ -267,7 +267,9 @@ def test_is_default_only_with_a_passed_gate_on_recorded_results():
     """SHIPPED.json's is_default true must be backed by result files of these weights, measured at
     the shipped ratio threshold, on which the gate (ship_projection.gate_failures) finds nothing;
     false must say why."""
-    from xmine.benchmarks.ship_projection import gate_failures
+    from labscripts import lab_module
+
+    gate_failures = lab_module("ship_projection").gate_failures
 
     info = _shipped_info()
     if info["is_default"] is not True:

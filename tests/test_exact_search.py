@@ -16,6 +16,8 @@ from xmine.mining.knn import exact_knn_both
 from xmine.mining.products import Bf16Product, Fp32Product, _bits_to_f32, pair_bounds, resolve_product
 from xmine.mining.rescore import exact_dot
 
+from flores import flores_lines
+
 PRODUCTS = ("fp32", "bf16")
 
 
@@ -180,8 +182,7 @@ def test_cuda_without_a_gpu_is_a_clear_error():
 
 # ---------------------------------------------------------------- real embeddings
 def _flores(data_dir, lang: str, n: int) -> list[str]:
-    path = data_dir / "parallel/flores200/devtest" / f"{lang}.devtest"
-    return path.read_text(encoding="utf-8").splitlines()[:n]
+    return flores_lines(data_dir, lang, n)
 
 
 @pytest.fixture(scope="module")

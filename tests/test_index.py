@@ -12,6 +12,8 @@ from xmine.index.build import IndexConfig, build_index
 from xmine.index.faiss_index import IndexDir
 from xmine.topk import merge_topk
 
+from flores import flores_lines
+
 FP = {"name": "toy", "dim": 64, "id": "toy-1"}
 
 
@@ -123,9 +125,7 @@ def test_cli_build_search_and_encoder_mismatch(tmp_path, data_dir, usem3, monkey
     their translations; querying with another encoder is refused with a one-line error."""
     from xmine.cli import main
 
-    flores = data_dir / "parallel/flores200/devtest"
-    en = (flores / "eng_Latn.devtest").read_text(encoding="utf-8").splitlines()[:200]
-    de = (flores / "deu_Latn.devtest").read_text(encoding="utf-8").splitlines()[:50]
+    en, de = flores_lines(data_dir, "eng_Latn", 200), flores_lines(data_dir, "deu_Latn", 50)
     (tmp_path / "en.txt").write_text("\n".join(en) + "\n", encoding="utf-8")
     (tmp_path / "de.txt").write_text("\n".join(de) + "\n", encoding="utf-8")
     runner = CliRunner()

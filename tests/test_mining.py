@@ -16,6 +16,8 @@ from xmine.mining.knn import exact_knn_both
 from xmine.mining.margin import margin_score
 from xmine.mining.select import BOTH, FWD, RETRIEVALS, greedy_one_to_one
 
+from flores import flores_lines
+
 
 # ---------------------------------------------------------------- margin formulas (hand-checked)
 def test_margin_formulas_by_hand():
@@ -289,7 +291,7 @@ def test_dedup_mapping_used_by_mining(tmp_path):
 
 # ---------------------------------------------------------------- real data, real encoder
 def _flores(data_dir: Path, lang: str) -> list[str]:
-    return (data_dir / "parallel/flores200/devtest" / f"{lang}.devtest").read_text(encoding="utf-8").splitlines()
+    return flores_lines(data_dir, lang)
 
 
 @pytest.fixture(scope="module")

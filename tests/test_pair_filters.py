@@ -9,6 +9,8 @@ from xmine.errors import ConfigError
 from xmine.mining import filters as F
 from xmine.mining.scripts import dominant_script, expected_scripts
 
+from flores import flores_lines
+
 CFG = F.PairFilterConfig()
 DE_EN = ("deu_Latn", "eng_Latn")
 
@@ -125,8 +127,7 @@ def test_config_errors():
 
 
 def _flores(data_dir, code: str, rows: slice) -> list[str]:
-    lines = (data_dir / "parallel" / "flores200" / "devtest" / f"{code}.devtest").read_text(encoding="utf-8")
-    return [" ".join(s.split()) for s in lines.splitlines()[rows]]
+    return [" ".join(s.split()) for s in flores_lines(data_dir, code)[rows]]
 
 
 def test_mine_filters_copies_and_boilerplate_through_the_cli(data_dir, tmp_path):

@@ -9,6 +9,8 @@ import pytest
 from xmine.errors import ConfigError
 from xmine.mining.presearch import PreSearchConfig, clean_sides
 
+from flores import flores_lines
+
 
 def test_clean_sides_steps_and_the_fallback_without_languages():
     src = ["Der Hund schläft.", "Seite 3 von 10", "Seite 4 von 12", "12 | 345", "Home | Contact", "Heute: 17 Grad."]
@@ -31,8 +33,7 @@ def test_clean_sides_steps_and_the_fallback_without_languages():
 
 
 def _flores(data_dir, code, rows):
-    lines = (data_dir / "parallel" / "flores200" / "devtest" / f"{code}.devtest").read_text(encoding="utf-8")
-    return [" ".join(s.split()) for s in lines.splitlines()[rows]]
+    return [" ".join(s.split()) for s in flores_lines(data_dir, code)[rows]]
 
 
 def test_copies_no_longer_take_their_gold_pair_through_the_cli(data_dir, tmp_path):

@@ -531,14 +531,14 @@ def test_a_non_finite_row_is_one_error_naming_store_row_and_line(tmp_path, searc
 
 
 def _ship_projection(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "xmine.benchmarks.ship_projection", *map(str, args)],
+    return subprocess.run([sys.executable, str(REPO / "benchmarks" / "lab" / "run.py"), "ship-projection", *map(str, args)],
                           capture_output=True, text=True, timeout=120)
 
 
 def _one_line_refusal(proc: subprocess.CompletedProcess, *fragments: str) -> None:
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
-    errors = [l for l in proc.stderr.splitlines() if l.startswith("ship_projection: error:")]
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("lab: error:")]
     assert len(errors) == 1, proc.stderr
     for f in fragments:
         assert f in errors[0], errors[0]

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from clitools import files_under, ok, refused, xm
+from flores import flores_lines
 
 if os.environ.get("CI", "").lower() != "true":  # CI installs the `split` extra: it must not pass by skipping
     pytest.importorskip("sentencex", reason="the `split` extra (sentencex) is not installed")
@@ -176,20 +177,18 @@ FLORES_LANGS = ("zho_Hans", "jpn_Jpan", "khm_Khmr", "mya_Mymr", "amh_Ethi", "hin
 @pytest.mark.parametrize("lang", FLORES_LANGS)
 def test_chosen_splitter_recovers_flores_lines(data_dir, lang):
     """Three consecutive FLORES-200 devtest lines (6-8) joined as the benchmark joins them come back."""
-    from xmine.benchmarks.splitters_flores import NO_SPACE_JOIN
+    from labscripts import lab_module
     from xmine.sentences import sentence_splitter
 
-    lines = (data_dir / "parallel" / "flores200" / "devtest" / f"{lang}.devtest").read_text(
-        encoding="utf-8").splitlines()[5:8]
-    joiner = "" if lang.split("_")[1] in NO_SPACE_JOIN else " "
+    lines = flores_lines(data_dir, lang, 3, start=5)
+    joiner = "" if lang.split("_")[1] in lab_module("splitters_flores").NO_SPACE_JOIN else " "
     assert sentence_splitter(lang.split("_")[0])(joiner.join(s.strip() for s in lines)) == [s.strip() for s in lines]
 
 
 def test_thai_is_not_split_and_says_so(data_dir, caplog):
     from xmine.sentences import sentence_splitter
 
-    lines = (data_dir / "parallel" / "flores200" / "devtest" / "tha_Thai.devtest").read_text(
-        encoding="utf-8").splitlines()[5:8]
+    lines = flores_lines(data_dir, "tha_Thai", 3, start=5)
     with caplog.at_level("WARNING", logger="xmine.corpus"):
         split = sentence_splitter("th")
     assert "no measured sentence splitter" in caplog.text

@@ -193,7 +193,7 @@ def calibrated_threshold(projection_dir: str | Path | None, margin: str) -> tupl
     Margin scores in a meaning space are distributed unlike raw ones, so the threshold for raw
     embeddings does not carry over. A shipped projection's SHIPPED.json records thresholds
     (`default_thresholds`, per margin) calibrated on data disjoint from every benchmark
-    (`xmine.benchmarks.calibrate`).
+    (`benchmarks/lab/calibrate.py`).
     """
     if projection_dir is None:
         return None

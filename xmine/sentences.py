@@ -1,6 +1,6 @@
 """Splitting a record (a document or paragraph) into sentences, per language (--split-sentences).
 
-The splitter of each language was chosen by measurement (`xmine.benchmarks.splitters_flores`,
+The splitter of each language was chosen by measurement (`benchmarks/lab/splitters_flores.py`,
 RESULTS.md): paragraphs rebuilt from consecutive FLORES-200 devtest lines, split by each
 candidate, scored by how exactly the lines come back.
 
@@ -44,7 +44,7 @@ _BREAK = re.compile(f"(?:[{re.escape(_TERMINAL)}]+[{re.escape(_CLOSERS)}]*(?=[\\
                     f"[{re.escape(_WIDE)}]+[{re.escape(_CLOSERS)}]*)[\\s\u200b]*")
 
 #: The terminal-punctuation splitter's languages (canonical ISO 639-3, xmine.langs), chosen by
-#: `xmine.benchmarks.splitters_flores` (its rule: >= 2 points more paragraphs exactly recovered
+#: `benchmarks/lab/splitters_flores.py` (its rule: >= 2 points more paragraphs exactly recovered
 #: than sentencex on the first half of FLORES-200 devtest, in every script of the language).
 OVERRIDES = frozenset({
     "aka", "amh", "asm", "bod", "cmn", "dyu", "dzo", "ewe", "fon", "hne", "jpn", "kac", "kaz", "khm", "lim", "lmo",

@@ -1,9 +1,7 @@
 """Lab study: can `xmine mine` choose its margin threshold from the run's own data, without gold?
 
-Not part of the installed package (a measuring script, run from a checkout):
-
-    .venv/bin/python benchmarks/lab/threshold_study.py collect   # embeddings (cached) and kNN lists
-    .venv/bin/python benchmarks/lab/threshold_study.py report    # every rule, leave one family out
+    .venv/bin/python benchmarks/lab/run.py threshold-study collect   # embeddings (cached) and kNN lists
+    .venv/bin/python benchmarks/lab/run.py threshold-study report    # every rule, leave one family out
 
 Sets: BUCC-style sets (`xmine.benchmarks.mining.compose_set`: gold pairs hidden among distractors
 of the same language and domain) from three families that differ the way real corpora do:
@@ -42,6 +40,7 @@ import json
 import sys
 from pathlib import Path
 
+import click
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -308,11 +307,17 @@ def report(models=("oracle", "spacing", "decoy", "zscore")) -> dict:
     return out
 
 
-def main(argv):
-    if not argv or argv[0] not in ("collect", "report"):
-        sys.exit(__doc__)
-    if argv[0] == "collect":
-        collect(argv[1:] or list(FAMILIES))
+@click.command("threshold-study")
+@click.argument("step", type=click.Choice(["collect", "report"]))
+@click.argument("families", nargs=-1, type=click.Choice(list(FAMILIES)))
+def command(step, families):
+    """Choosing the mining threshold without gold: collect kNN lists, or report every rule.
+
+    collect [FAMILY ...]: embeddings (cached) and kNN lists of every set; report: every rule,
+    leave one family out, into benchmarks/results/threshold_study.json.
+    """
+    if step == "collect":
+        collect(list(families) or list(FAMILIES))
         return
     res = report()
     print(f"{'family/space/rule/density':42s} {'best':>6s} {'rule':>6s} {'gap':>6s} {'max':>6s} {'P err':>7s}")
@@ -323,7 +328,3 @@ def main(argv):
     dest.write_text(json.dumps({"kind": "threshold-study", "sets_per_cell": "10 languages x 3 seeds",
                                 "fixed_thresholds": FIXED, "k": K, "results": res}, indent=1) + "\n")
     print(f"wrote {dest}", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -18,7 +18,7 @@ Precision (`load_encoder(..., precision=)`, `--precision` on every command that 
 - `bf16`: the transformer's weights and activations in bfloat16; pooling and L2-normalisation
   stay in float32, and so does the output. On CPUs with native bf16 dot products (x86
   `avx512_bf16` or `amx_bf16`, aarch64 `bf16`) much faster than fp32, at cosine >= 0.999 to the
-  fp32 embeddings (benchmarks/embed_speed.py measures both; results/embed_speed.json).
+  fp32 embeddings (benchmarks/lab/embed_speed.py measures both; results/embed_speed.json).
 - `fp16`: float16 weights, for GPUs without bf16; slow on most CPUs.
 - `auto` (default): bf16 on a CPU whose /proc/cpuinfo flags list native bf16 (`cpu_bf16_flag`);
   on CUDA bf16 where the GPU supports it, else fp16; fp32 everywhere else.

@@ -12,7 +12,7 @@ from xmine.encoders.runtime import RUNTIMES
 PRECISION_HELP = (
     "Precision of a transformer encoder: auto = bf16 on CPUs with native bf16 (avx512_bf16/amx_bf16 "
     "in /proc/cpuinfo) and on CUDA GPUs that support it (fp16 on other GPUs), else fp32; fp32 = the "
-    "weights as trained; bf16 = much faster on such CPUs, cosine to fp32 >= 0.999 (benchmarks/embed_speed.py); "
+    "weights as trained; bf16 = much faster on such CPUs, cosine to fp32 >= 0.999 (benchmarks/lab/embed_speed.py); "
     "fp16 for GPUs; int8 = OpenVINO only, NNCF-quantised, fastest, cosine to fp32 >= 0.995 (opt-in). "
     "Part of the encoder's fingerprint: stores, indexes and the cache of one precision "
     "refuse another (projections accept both). use-m3 is fp32 only."

@@ -7,7 +7,7 @@ differs a lot across scripts), fills each forward pass up to a token budget (man
 sentences or a few long ones, so that each pass does a similar, cache-friendly amount of work),
 runs under `torch.inference_mode`, and pools/normalises exactly as sentence-transformers' mean
 (or CLS) Pooling + Normalize do. The embeddings equal the plain pipeline's to float rounding
-(measured by `python -m xmine.benchmarks.embed_speed`).
+(measured by `python benchmarks/lab/run.py embed-speed`).
 
 Lower precision (`precision="bf16"`/`"fp16"`): the model's weights are cast once, so every matrix
 product runs on bf16 operands (avx512_bf16 dot products on a CPU, tensor cores on a GPU) without

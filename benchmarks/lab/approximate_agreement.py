@@ -1,6 +1,6 @@
 """Approximate against exact mining on real embeddings: pairs kept by both, only exact, only approximate.
 
-    python -m xmine.benchmarks.approximate_agreement --work DIR [--families news,tat] [--data-dir D]
+    python benchmarks/lab/run.py approximate-agreement --work DIR [--families news,tat] [--data-dir D]
 
 Each family is a mining task made from real parallel text (only part of each side has its
 translation on the other side, as in mining): its two sides are written into DIR as text files,
@@ -17,12 +17,12 @@ exact does not keep.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from pathlib import Path
+from types import SimpleNamespace
 
-RESULTS = Path(__file__).resolve().parent / "results"
+import click
+
 NEWSTEST = "parallel/wmt-newstest"
 TATOEBA = "parallel/tatoeba-challenge/deu-eng/deu-eng"
 
@@ -77,7 +77,7 @@ def agreement(exact: set, approx: set) -> dict:
 
 
 def run_family(name: str, data: Path, work: Path, extra: list[str]) -> dict:
-    from xmine.benchmarks.scale import _xmine, run_measured
+    from scale import _xmine, run_measured
 
     what, sides = FAMILIES[name]
     files, stores = [], {}
@@ -124,20 +124,24 @@ def _table(families: dict) -> dict:
                         "seconds", "peak RSS (MB)"], "rows": rows}
 
 
-def main(argv=None) -> None:
+@click.command("approximate-agreement")
+@click.option("--work", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder for the text files, stores and outputs.")
+@click.option("--families", default=",".join(FAMILIES), show_default=True, help="Comma-separated families.")
+@click.option("--data-dir", default=None, help="The shared data folder (default: $XMINE_DATA or ../shared/data).")
+@click.option("--nlist", type=int, default=None, help="Passed to the approximate runs (default: theirs).")
+@click.option("--nprobe", type=int, default=None, help="Passed to the approximate runs (default: theirs).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Result JSON (default: benchmarks/results/approximate_agreement.json).")
+def command(**kw) -> None:
+    """Approximate against exact mining on real embeddings: pairs kept by both, only one."""
+    from xmine.artefacts import provenance
+    from measure import write_speed_result
+    from xmine.benchmarks.common import machine, results_dir
     from xmine.benchmarks.mining import locate
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--work", type=Path, required=True, help="folder for the text files, stores and outputs")
-    ap.add_argument("--families", default=",".join(FAMILIES), help=f"comma-separated, of {', '.join(FAMILIES)}")
-    ap.add_argument("--data-dir", default=None, help="the shared data folder (default: $XMINE_DATA or ../shared/data)")
-    ap.add_argument("--nlist", type=int, default=None, help="passed to the approximate runs (default: theirs)")
-    ap.add_argument("--nprobe", type=int, default=None, help="passed to the approximate runs (default: theirs)")
-    ap.add_argument("--out", type=Path, default=RESULTS / "approximate_agreement.json")
-    args = ap.parse_args(argv)
-    from xmine.artefacts import provenance
-    from xmine.benchmarks.common import machine, write_speed_result
-
+    args = SimpleNamespace(**kw)
+    args.out = args.out or results_dir() / "approximate_agreement.json"
     data = locate(args.data_dir)
     args.work.mkdir(parents=True, exist_ok=True)
     extra = (["--nlist", str(args.nlist)] if args.nlist else []) + (["--nprobe", str(args.nprobe)] if args.nprobe else [])
@@ -148,6 +152,3 @@ def main(argv=None) -> None:
                                   "table": _table(families)}, benchmark="approximate_agreement")
     print(f"wrote {args.out}")
 
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

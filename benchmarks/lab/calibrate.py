@@ -87,12 +87,13 @@ _EVALUATION_CACHE: dict[Path, frozenset[str]] = {}
 def evaluation_sentences(data: Path) -> frozenset[str]:
     """Every sentence the benchmarks score mining on (FLORES-200 devtest, newstest of the held-out
     years): a calibration pair repeating one is dropped (FLORES v1 km dev shares a sentence with them)."""
+    from quality import HELDOUT_NEWSTEST_YEARS
     from xmine.benchmarks import mining
-    from xmine.benchmarks.quality import HELDOUT_NEWSTEST_YEARS
+    from xmine.benchmarks.common import FLORES_DEVTEST
 
     if data not in _EVALUATION_CACHE:
         parallel = data / "parallel"
-        files = sorted((parallel / "flores200" / "devtest").glob("*.devtest"))
+        files = sorted((data / FLORES_DEVTEST).glob("*.devtest"))
         files += sorted(f for y in HELDOUT_NEWSTEST_YEARS for f in (parallel / "wmt-newstest" / y).glob("*/*") if f.is_file())
         _EVALUATION_CACHE[data] = frozenset(line.strip() for f in files for line in mining._read(f))
     return _EVALUATION_CACHE[data]
@@ -103,17 +104,12 @@ def best_common_threshold(runs: Sequence[tuple[np.ndarray, np.ndarray, int]]) ->
 
     `runs`: (scores, correct, number of gold pairs) of each set's candidates.
     """
-    candidates = np.unique(np.concatenate([np.asarray(s, np.float64) for s, _, _ in runs]))
-    mean_f1 = np.mean([f1_at(s, c, g, candidates) for s, c, g in runs], axis=0)
-    i = int(np.argmax(mean_f1))
-    return float(candidates[i]), float(mean_f1[i])
-
-
-def f1_at(scores, correct, n_gold: int, thresholds: np.ndarray) -> np.ndarray:
-    """F1 of keeping the candidates scoring >= each threshold."""
     from xmine.benchmarks.bucc import prf_curve
 
-    return prf_curve(scores, correct, n_gold, thresholds)["f1"]
+    candidates = np.unique(np.concatenate([np.asarray(s, np.float64) for s, _, _ in runs]))
+    mean_f1 = np.mean([prf_curve(s, c, g, candidates)["f1"] for s, c, g in runs], axis=0)
+    i = int(np.argmax(mean_f1))
+    return float(candidates[i]), float(mean_f1[i])
 
 
 def candidate_runs(embed, sets: dict[str, Any], *, margin: str, k: int = 4, retrieval: str = "max") -> dict[str, tuple]:
@@ -236,4 +232,4 @@ def calibrate(embed_fns: dict[str, Any], data: Path, *, langs: Sequence[str] | N
 
 
 __all__ = ["CALIBRATION_SETS", "REFERENCE", "REFERENCE_THRESHOLD", "RULES", "best_common_threshold", "build_calibration_set",
-           "calibrate", "candidate_runs", "f1_at", "rule_of", "rule_thresholds"]
+           "calibrate", "candidate_runs", "rule_of", "rule_thresholds"]

@@ -1,6 +1,6 @@
 """Encoding speed by precision and runtime: torch fp32 vs bf16 vs OpenVINO (and what else was tried), one run.
 
-    python -m xmine.benchmarks.embed_speed [--per-lang 250] [--rounds 2] [--variants ...] [--out FILE]
+    python benchmarks/lab/run.py embed-speed [--per-lang 250] [--rounds 2] [--variants ...] [--out FILE]
 
 Sentences: a seeded sample of `--per-lang` FLORES-200 devtest sentences (news-length) in each of
 eight languages and six scripts (Latin, Cyrillic, Han, Arabic, Devanagari, Japanese, Hangul),
@@ -96,17 +96,16 @@ def matmul_ceiling(model, rows: int, *, seconds: float = 1.5) -> dict[str, Any]:
 
 def sample_sentences(flores_dir: Path, per_lang: int, *, seed: int) -> tuple[list[str], list[str], list[str]]:
     """`per_lang` seeded random non-empty devtest lines of each of LANGS; (sentences, langs, files)."""
+    from xmine.benchmarks.common import flores_lines
+
     rng = random.Random(seed)
     sentences, langs, files = [], [], []
     for code in LANGS:
-        path = flores_dir / f"{code}.devtest"
-        if not path.is_file():
-            raise click.ClickException(f"{path}: FLORES-200 devtest file missing")
-        lines = [s for s in path.read_text(encoding="utf-8").splitlines() if s.strip()]
+        lines = [s for s in flores_lines(flores_dir, code) if s.strip()]
         picked = rng.sample(lines, min(per_lang, len(lines)))
         sentences += picked
         langs += [code] * len(picked)
-        files.append(str(path))
+        files.append(str(flores_dir / f"{code}.devtest"))
     return sentences, langs, files
 
 
@@ -115,6 +114,8 @@ def environment() -> dict[str, Any]:
     import torch
     from threadpoolctl import threadpool_info
 
+    from measure import installed_version
+    from xmine.benchmarks.common import machine
     from xmine.encoders import cpu_bf16_flag, resolve_precision
 
     flags: set[str] = set()
@@ -123,11 +124,8 @@ def environment() -> dict[str, Any]:
             if line.lower().startswith(("flags", "features")):
                 flags = set(line.partition(":")[2].split())
                 break
-    model = ""
-    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-        model = next((l.partition(":")[2].strip() for l in f if l.startswith("model name")), "")
     return {
-        "cpu_model": model,
+        "cpu_model": machine()["cpu"],
         "cpu_flags": {f: f in flags for f in CPU_FLAGS},
         "cpu_bf16_flag": cpu_bf16_flag(),
         "auto_precision_cpu": resolve_precision("auto", "cpu"),
@@ -136,7 +134,7 @@ def environment() -> dict[str, Any]:
         "torch_interop_threads": torch.get_num_interop_threads(),
         "torch_mkldnn": torch.backends.mkldnn.is_available(),
         "torch_quantized_engine": torch.backends.quantized.engine,
-        "openvino": _version("openvino"), "nncf": _version("nncf"),
+        "openvino": installed_version("openvino"), "nncf": installed_version("nncf"),
         "env": {k: v for k, v in sorted(os.environ.items())
                 if k.startswith(("OPENBLAS_", "OMP_", "MKL_", "GOTO", "KMP_", "DNNL_", "ONEDNN_"))},
         "threadpoolctl": [{k: d.get(k) for k in ("user_api", "internal_api", "version", "num_threads",
@@ -146,15 +144,6 @@ def environment() -> dict[str, Any]:
     }
 
 
-def _version(dist: str) -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def load_peak_rss(precision: str, runtime: str) -> dict[str, float]:
     """Peak resident memory (MiB) and seconds of a fresh process that loads me5-small at `precision`
     on `runtime` (cached model) and encodes one sentence."""
@@ -162,12 +151,11 @@ def load_peak_rss(precision: str, runtime: str) -> dict[str, float]:
     import subprocess
     import sys
 
-    # VmHWM, not getrusage's ru_maxrss: Linux keeps the latter across exec, so a child started by a
-    # big process reports its parent's peak.
-    code = ("import json, re, time; t = time.perf_counter(); from xmine.encoders import load_encoder; "
+    code = ("import json, time; t = time.perf_counter(); from xmine.encoders import load_encoder; "
             f"e = load_encoder('me5-small', device='cpu', precision={precision!r}, runtime={runtime!r}); "
-            "e.encode(['a sentence']); hwm = re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read()); "
-            "print(json.dumps({'peak_rss_mib': int(hwm.group(1)) / 1024, 'seconds': time.perf_counter() - t}))")
+            f"e.encode(['a sentence']); import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+            "from measure import rss_mb; "
+            "print(json.dumps({'peak_rss_mib': rss_mb(), 'seconds': time.perf_counter() - t}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -219,7 +207,7 @@ def _onnx_models(model, folder: Path, threads: int) -> dict[str, _OrtModel]:
     return {"ort-fp32": _OrtModel(fp32_path, threads), "int8-ort": _OrtModel(int8_path, threads)}
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command("embed-speed")
 @click.option("--per-lang", default=250, show_default=True, type=click.IntRange(min=2),
               help=f"Sentences per language ({len(LANGS)} languages: {', '.join(LANGS)}).")
 @click.option("--rounds", default=2, show_default=True, type=click.IntRange(min=1),
@@ -235,13 +223,14 @@ def _onnx_models(model, folder: Path, threads: int) -> dict[str, _OrtModel]:
               help="Where to write the result as JSON (with provenance).")
 @click.option("--load-memory/--no-load-memory", default=True, show_default=True,
               help="Also measure each variant's peak memory at load, in a fresh process (after the timing).")
-def main(per_lang, rounds, variants, batch_size, seed, data_dir, out, load_memory):
+def command(per_lang, rounds, variants, batch_size, seed, data_dir, out, load_memory):
     """Measure sentences/s and cosine to fp32 of me5-small at each precision, side by side."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
     from xmine.artefacts import provenance
-    from xmine.benchmarks.common import write_speed_result
+    from measure import write_speed_result
+    from xmine.benchmarks.common import FLORES_DEVTEST
     from xmine.encoders import load_encoder, resolve_precision
     from xmine.encoders.runtime import encoder_runtime
 
@@ -250,8 +239,8 @@ def main(per_lang, rounds, variants, batch_size, seed, data_dir, out, load_memor
     if unknown:
         raise click.BadParameter(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}",
                                  param_hint="--variants")
-    parallel = resolve_data_dir(data_dir, needs="parallel", how_to_get="See the data README (parallel/).")
-    sentences, langs, files = sample_sentences(parallel / "flores200" / "devtest", per_lang, seed=seed)
+    flores = resolve_data_dir(data_dir, needs=str(FLORES_DEVTEST), how_to_get="See the data README (parallel/).")
+    sentences, langs, files = sample_sentences(flores, per_lang, seed=seed)
     load_seconds: dict[str, float] = {}
 
     def timed_load(name: str, precision: str, runtime: str):
@@ -407,6 +396,3 @@ def main(per_lang, rounds, variants, batch_size, seed, data_dir, out, load_memor
                  f"{os.cpu_count()} cores) -> {out}")
     click.echo("\n".join(lines))
 
-
-if __name__ == "__main__":
-    main()

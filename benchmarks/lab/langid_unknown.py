@@ -1,7 +1,7 @@
 """How well `xmine langid` says "unknown" for languages a projection never saw, and how the
 declared-language check of `xmine mine` behaves (`xmine.disentangle.language_trust`).
 
-    python -m xmine.benchmarks.langid_unknown [--projection DIR] [--data-dir DIR] [--out JSON]
+    python benchmarks/lab/run.py langid-unknown [--projection DIR] [--data-dir DIR] [--out JSON]
 
 Two data families, so the rule's thresholds are chosen on one and reported on the other:
 - choose: MASSIVE test utterances (`--massive-lines` per locale, 50 locales);
@@ -20,12 +20,13 @@ Raw embeddings come through the embedding cache (`xmine.embed_cache`).
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
+import click
 import numpy as np
 
 GRID_RECALL = (0.0, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
@@ -42,6 +43,7 @@ def _auc(pos: np.ndarray, neg: np.ndarray) -> float:
 
 def _families(data: Path, languages, args) -> dict[str, dict[str, list[str]]]:
     """{"massive": {file label: lines}, "flores": {...}}: the first lines of each file."""
+    from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines
     from xmine.langs import normalize_lang
     from xmine.massive import available_locales, load_locale
 
@@ -51,9 +53,9 @@ def _families(data: Path, languages, args) -> dict[str, dict[str, list[str]]]:
         utts = load_locale(folder, loc, partition="test")
         massive[loc] = [utts[k] for k in sorted(utts)][:args.massive_lines]
     flores = {}
-    for f in sorted((data / "parallel" / "flores200" / "devtest").glob("*.devtest")):
+    for f in sorted((data / FLORES_DEVTEST).glob("*.devtest")):
         n = args.flores_lines if normalize_lang(f.stem) in languages else args.flores_unseen_lines
-        flores[f.stem] = f.read_text(encoding="utf-8").splitlines()[:n]
+        flores[f.stem] = flores_lines(f.parent, f.stem, rows=n)
     return {"massive": massive, "flores": flores}
 
 
@@ -104,7 +106,20 @@ def _cosine_auc(projection, family, embed) -> float:
     return _auc(np.concatenate(pos), np.concatenate(neg))
 
 
-def main(argv=None) -> dict:
+@click.command("langid-unknown")
+@click.option("--projection", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Projection folder (default: the shipped me5-small one).")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Data folder (default: $XMINE_DATA or ../shared/data).")
+@click.option("--massive-lines", type=int, default=200, show_default=True, help="Lines per MASSIVE locale (choose).")
+@click.option("--flores-lines", type=int, default=300, show_default=True,
+              help="Lines per FLORES-200 language the projection knows (report).")
+@click.option("--flores-unseen-lines", type=int, default=100, show_default=True,
+              help="Lines per FLORES-200 language it does not know.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Result JSON (default: benchmarks/results/langid_unknown-<encoder>.json).")
+def command(**kw) -> None:
+    """How well langid says "unknown" for unseen languages, and the declared-language check of mine."""
     from xmine.artefacts import provenance
     from xmine.fileio import atomic_write_json
     from xmine.benchmarks.common import RESULT_KIND, RawEmbedder, results_dir
@@ -115,14 +130,8 @@ def main(argv=None) -> dict:
     from xmine.paths import default_data_dir
     from xmine.projection import SHIPPED_ROOT
 
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--projection", type=Path, default=SHIPPED_ROOT / "me5-small")
-    p.add_argument("--data-dir", type=Path, default=None)
-    p.add_argument("--massive-lines", type=int, default=200)
-    p.add_argument("--flores-lines", type=int, default=300)
-    p.add_argument("--flores-unseen-lines", type=int, default=100)
-    p.add_argument("--out", type=Path, default=None)
-    args = p.parse_args(argv)
+    args = SimpleNamespace(**kw)
+    args.projection = args.projection or SHIPPED_ROOT / "me5-small"
     t0 = time.time()
     projection = load_projection(args.projection)
     enc = load_encoder(projection.config["encoder"]["name"], precision=projection.config["encoder"].get("precision"))
@@ -151,7 +160,6 @@ def main(argv=None) -> dict:
         atomic_write_json(out, result)
     print(json.dumps({"chosen_rule": chosen, "massive": _short(best), "flores": _short(report),
                       "cosine_auc": result["cosine_auc"]}, indent=1))
-    return result
 
 
 def _table(grid: dict, chosen: dict) -> dict:
@@ -179,6 +187,3 @@ def _short(m: dict) -> dict:
             "swapped_warned": f"{m['swapped_warned']}/{m['swapped_declarations']}",
             "trusted": len(m["trusted"])}
 
-
-if __name__ == "__main__":
-    main()

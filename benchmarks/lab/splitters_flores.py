@@ -1,6 +1,6 @@
 """Sentence splitters measured on paragraphs rebuilt from FLORES-200 devtest.
 
-    python -m xmine.benchmarks.splitters_flores [--data-dir DIR] [--langs a,b] [--splitters a,b] [--out FILE]
+    python benchmarks/lab/run.py splitters-flores [--data-dir DIR] [--langs a,b] [--splitters a,b] [--out FILE]
 
 FLORES-200 devtest holds 1012 sentences per language, the same sentences in every language, in
 article order (the lines of one article are consecutive). No article metadata is kept here, so
@@ -36,17 +36,17 @@ quote (`xmine.sentences.split_terminal`). A candidate that is not installed is r
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable
 
-from xmine.benchmarks.common import machine, read_lines
+import click
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "parallel" / "flores200" / "devtest"
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "splitters_flores.json"
+from measure import installed_version
+from xmine.benchmarks.common import flores_lines, machine
 CANDIDATES = ("sentencex", "pysbd", "blingfire", "sentence_splitter", "syntok", "spacy", "terminal")
 # Scripts whose sentences follow each other without a space.
 NO_SPACE_JOIN = ("Hans", "Hant", "Jpan")
@@ -168,14 +168,22 @@ def measure(splitter: Splitter, lang: str, lines: list[str], spans: list[tuple[i
     return out
 
 
-def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA, help="FLORES-200 devtest folder")
-    ap.add_argument("--langs", default=None, help="comma-separated FLORES codes (default: every file)")
-    ap.add_argument("--splitters", default=",".join(CANDIDATES))
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = ap.parse_args(argv)
+@click.command("splitters-flores")
+@click.option("--data-dir", default=None,
+              help="Data root holding parallel/flores200/devtest (default: $XMINE_DATA or ../shared/data).")
+@click.option("--langs", default=None, help="Comma-separated FLORES codes (default: every file).")
+@click.option("--splitters", default=",".join(CANDIDATES), show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Result JSON (default: benchmarks/results/splitters_flores.json).")
+def command(**kw) -> None:
+    """Sentence splitters on paragraphs rebuilt from FLORES-200 devtest (chooses xmine.sentences')."""
+    from xmine.benchmarks.common import FLORES_DEVTEST, results_dir
+    from xmine.paths import resolve_data_dir
+
+    args = SimpleNamespace(**kw)
+    args.data_dir = resolve_data_dir(args.data_dir, needs=str(FLORES_DEVTEST), how_to_get="See ../shared/data/README.md.")
+    args.out = args.out or results_dir() / "splitters_flores.json"
     t0 = time.perf_counter()
     files = sorted(args.data_dir.glob("*.devtest"))
     if args.langs:
@@ -190,15 +198,16 @@ def main(argv=None) -> dict:
             names.append(name)
         except ImportError:
             missing.append(name)
-    versions = {n: _version(n) for n in names}
-    n_lines = len(read_lines(files[0]))
+    versions = {n: installed_version({"sentence_splitter": "sentence-splitter", "terminal": "xmine"}.get(n, n))
+                for n in names}
+    n_lines = len(flores_lines(args.data_dir, files[0].stem))
     half = n_lines // 2
     # The choice (OVERRIDES) is made on the first half's paragraphs, the table reports the second.
     halves = {"choose": windows(half, seed=args.seed),
               "report": [(a + half, b + half) for a, b in windows(n_lines - half, seed=args.seed + 1)]}
     per_lang: dict[str, dict] = {}
     for f in files:
-        lines = read_lines(f)
+        lines = flores_lines(args.data_dir, f.stem)
         if len(lines) != n_lines:
             raise SystemExit(f"{f}: {len(lines)} lines, expected {n_lines} (multi-way parallel)")
         per_lang[f.stem] = {part: {n: measure(splitters[n], f.stem, lines, spans, ceiling=part == "report")
@@ -233,7 +242,6 @@ def main(argv=None) -> dict:
     print(_text_table(result))
     if rule is not None and product != rule:
         print(f"xmine.sentences.OVERRIDES differs from the rule's choice: {rule}")
-    return result
 
 
 # What the result JSON keeps of each language's measure (as a list, in this order).
@@ -263,16 +271,6 @@ def _folder_hash(files: list[Path]) -> str:
     for f in files:
         h.update(f"{f.name}\0{sha256_file(f)}\n".encode())
     return h.hexdigest()
-
-
-def _version(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    dist = {"sentence_splitter": "sentence-splitter", "terminal": "xmine"}.get(name, name)
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
 
 
 def summarise(per_lang: dict[str, dict], names: list[str]) -> dict:
@@ -332,6 +330,3 @@ def _write(out: Path, result: dict) -> None:
     with claim_output(out, kind=RESULT_KIND, form="json", overwrite=True):
         atomic_write_json(out, {"kind": RESULT_KIND, **result})
 
-
-if __name__ == "__main__":
-    main()

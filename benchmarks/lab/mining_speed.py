@@ -1,6 +1,6 @@
 """Exact mining speed: xmine vs one plain matrix product vs the straightforward (LASER-style) way.
 
-    python -m xmine.benchmarks.mining_speed [--n 100000] [--dim 384] [--out FILE]
+    python benchmarks/lab/run.py mining-speed [--n 100000] [--dim 384] [--out FILE]
 
 Two sets of n L2-normalised float32 embeddings (seeded): a fraction of y are noisy copies of
 shuffled x rows (the "translations"), the rest random. Each method runs in a fresh subprocess
@@ -24,19 +24,21 @@ after the kernel (`mining_speed-<kernel>.json`) unless --out is given.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
+import click
 import numpy as np
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from measure import rss_mb, write_speed_result
+from xmine.benchmarks.common import results_dir
+
 METHODS = ("xmine", "xmine-fp32", "matmul", "straightforward")
 ENV_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
 
@@ -53,19 +55,6 @@ def make_data(n: int, dim: int, *, seed: int = 0, parallel_fraction: float = 0.5
     perm = rng.permutation(n)
     y = y[perm]  # x[i] is the translation of y[j] where perm[j] == i, for i < n_par
     return np.ascontiguousarray(x), np.ascontiguousarray(y)
-
-
-def _peak_rss_mb() -> float:
-    # VmHWM belongs to this process's own address space. ru_maxrss does not: after fork + exec it
-    # starts at the parent's peak (which held the generated data), hiding a smaller child's use.
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024  # kB
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB; macOS: bytes (rough)
 
 
 def _run_xmine(x, y, product: str = "auto"):
@@ -148,13 +137,13 @@ def worker(method: str, data_dir: str, pairs_out: str | None) -> dict:
         from xmine.mining.products import resolve_product
 
         resolve_product("auto")
-    base = _peak_rss_mb()
+    base = rss_mb()
     t0 = time.perf_counter()
     run = {"xmine": _run_xmine, "xmine-fp32": lambda a, b: _run_xmine(a, b, "fp32"), "matmul": _run_matmul,
            "straightforward": _run_straightforward}[method]
     result = run(x, y)
     seconds = time.perf_counter() - t0
-    peak = _peak_rss_mb()
+    peak = rss_mb()
     if pairs_out and result is not None:
         np.savez(pairs_out, src=result[0], tgt=result[1], score=result[2])
     out = {"method": method, "seconds": round(seconds, 3), "peak_rss_mb": round(peak, 1),
@@ -168,8 +157,8 @@ def worker(method: str, data_dir: str, pairs_out: str | None) -> dict:
     return out
 
 
-def _spawn(method: str, args, pairs_out: str | None) -> dict:
-    cmd = [sys.executable, "-m", "xmine.benchmarks.mining_speed", "--worker", method, "--data", args.data]
+def _spawn(method: str, data: str, pairs_out: str | None) -> dict:
+    cmd = [sys.executable, str(Path(__file__).with_name("run.py")), "mining-speed", "--worker", method, "--data", data]
     if pairs_out:
         cmd += ["--pairs-out", pairs_out]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -178,20 +167,21 @@ def _spawn(method: str, args, pairs_out: str | None) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def main(argv=None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--n", type=int, default=100_000, help="sentences per side (default 100000)")
-    p.add_argument("--dim", type=int, default=384, help="embedding dimension (default 384, me5-small's)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=None,
-                   help=f"result JSON (default {RESULTS}/mining_speed-<BLAS kernel>.json)")
-    p.add_argument("--worker", choices=METHODS, help=argparse.SUPPRESS)
-    p.add_argument("--pairs-out", help=argparse.SUPPRESS)
-    p.add_argument("--data", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
+@click.command("mining-speed")
+@click.option("--n", type=int, default=100_000, show_default=True, help="Sentences per side.")
+@click.option("--dim", type=int, default=384, show_default=True, help="Embedding dimension (me5-small's).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Result JSON (default: benchmarks/results/mining_speed-<BLAS kernel>.json).")
+@click.option("--worker", type=click.Choice(METHODS), hidden=True)
+@click.option("--pairs-out", hidden=True)
+@click.option("--data", hidden=True)
+def command(**kw) -> None:
+    """Exact mining speed and memory: xmine vs one plain product vs the straightforward (LASER) way."""
+    args = SimpleNamespace(**kw)
     if args.worker:
         print(json.dumps(worker(args.worker, args.data, args.pairs_out)))
-        return {}
+        return
 
     from xmine.artefacts import provenance
 
@@ -200,11 +190,10 @@ def main(argv=None) -> dict:
         np.save(os.path.join(tmp, "x.npy"), x)
         np.save(os.path.join(tmp, "y.npy"), y)
         del x, y
-        args.data = tmp
         runs = {}
         for method in METHODS:
             pairs = os.path.join(tmp, f"{method}.npz") if method != "matmul" else None
-            runs[method] = _spawn(method, args, pairs)
+            runs[method] = _spawn(method, tmp, pairs)
             print(f"{method:>16}: {runs[method]['seconds']:8.2f} s   peak RSS {runs[method]['peak_rss_mb']:8.1f} MB "
                   f"(+{runs[method]['peak_rss_over_data_mb']:.1f} MB over the data)", flush=True)
         a, f = np.load(os.path.join(tmp, "xmine.npz")), np.load(os.path.join(tmp, "xmine-fp32.npz"))
@@ -237,17 +226,11 @@ def main(argv=None) -> dict:
               "max_score_difference_to_straightforward": score_diff, "cpu_count": os.cpu_count(),
               "provenance": provenance(n=args.n, dim=args.dim, seed=args.seed, k=4, margin="ratio", retrieval="max",
                                        blas=blas, env=env)}
-    out = args.out or RESULTS / f"mining_speed-{str(blas.get('architecture', 'unknown')).lower()}.json"
-    from xmine.benchmarks.common import write_speed_result
-
+    out = args.out or results_dir() / f"mining_speed-{str(blas.get('architecture', 'unknown')).lower()}.json"
     write_speed_result(out, result, benchmark="mining_speed")
     print(f"wrote {out}")
     if not same_as_fp32:
         raise SystemExit("xmine's default product and its float32 path mined different pairs or scores")
     if not identical:
         raise SystemExit("xmine and the straightforward way mined different pairs")
-    return result
 
-
-if __name__ == "__main__":
-    main()

@@ -1,11 +1,11 @@
 """Corpora larger than memory: embed, exact and approximate mining, peak memory and recall.
 
-    python -m xmine.benchmarks.scale embed-memory --work DIR [--lines 100000,1000000]
-    python -m xmine.benchmarks.scale mine --n 1000000 --m 100000 --data DIR            (exact)
-    python -m xmine.benchmarks.scale mine --n 200000 --m 200000 --data DIR             (exact, then
-    python -m xmine.benchmarks.scale mine --n 200000 --m 200000 --data DIR --approximate   recall)
-    python -m xmine.benchmarks.scale mine --n 10000000 --m 10000000 --data DIR --approximate
-    python -m xmine.benchmarks.scale make-stores --n N --m M --out-dir DIR             (stores only)
+    python benchmarks/lab/run.py scale embed-memory --work DIR [--lines 100000,1000000]
+    python benchmarks/lab/run.py scale mine --n 1000000 --m 100000 --data DIR            (exact)
+    python benchmarks/lab/run.py scale mine --n 200000 --m 200000 --data DIR             (exact, then
+    python benchmarks/lab/run.py scale mine --n 200000 --m 200000 --data DIR --approximate   recall)
+    python benchmarks/lab/run.py scale mine --n 10000000 --m 10000000 --data DIR --approximate
+    python benchmarks/lab/run.py scale make-stores --n N --m M --out-dir DIR             (stores only)
 
 Synthetic stores (float16, 384 dims) are written with xmine's own `StoreWriter`: clustered unit
 vectors (sentence embeddings are not uniform: 1,000 topic centres) and HIDDEN PAIRS: in every
@@ -17,14 +17,15 @@ process; its peak RSS is read from /proc (VmHWM) by a watcher, its time by the w
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
+import click
 import numpy as np
 
 DIM = 384
@@ -33,7 +34,6 @@ TOPICS = 1_000
 HIDDEN_FRACTION = 0.1
 PAIR_NOISE = 0.5  # y = x + PAIR_NOISE * g / sqrt(d): cosine ~ 1 / sqrt(1 + 0.25) = 0.89
 ENCODER = {"name": "synthetic-384", "dim": DIM, "id": "synthetic-384-clustered-v1"}
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def _unit(a: np.ndarray) -> np.ndarray:
@@ -149,22 +149,18 @@ def _embed_child(corpus: str, out: str) -> None:
 
 def run_measured(cmd: list[str], *, env: dict | None = None) -> dict:
     """Run `cmd`; its wall time, peak RSS (VmHWM of the process, sampled until it exits), stdout."""
+    from measure import rss_mb
+
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, text=True)
-    peak = 0
-    status = Path(f"/proc/{proc.pid}/status")
+    peak = 0.0
     while proc.poll() is None:
-        try:
-            for line in status.read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    peak = max(peak, int(line.split()[1]))
-        except OSError:
-            pass
+        peak = max(peak, rss_mb(proc.pid))
         time.sleep(0.2)
     stdout = proc.stdout.read() if proc.stdout else ""
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)}: exit status {proc.returncode}")
-    return {"seconds": round(time.perf_counter() - t0, 1), "peak_rss_mb": round(peak / 1024, 1),
+    return {"seconds": round(time.perf_counter() - t0, 1), "peak_rss_mb": round(peak, 1),
             "command": " ".join(cmd), "stdout": stdout.strip()[-2000:]}
 
 
@@ -189,7 +185,8 @@ def _save(section: str, result: dict, out: Path) -> None:
     """Merge one measurement into the results JSON (an earlier result of this benchmark is
     extended, anything else refused: xmine.outputs), with machine and provenance."""
     from xmine.artefacts import provenance
-    from xmine.benchmarks.common import machine, write_speed_result
+    from measure import write_speed_result
+    from xmine.benchmarks.common import machine
 
     data = json.loads(out.read_text()) if out.is_file() else {}
     measurements = {**data.get("measurements", {}), section: result}
@@ -199,104 +196,121 @@ def _save(section: str, result: dict, out: Path) -> None:
 
 
 def _table(ms: dict) -> dict:
-    rows = []
-    for name, r in ms.items():
-        rows.append([name, r.get("rows", ""), r.get("peak_rss_mb", float("nan")), r.get("seconds", float("nan")),
-                     r.get("note", "")])
-    return {"columns": ["measurement", "rows", "peak RSS (MB)", "seconds", "note"], "rows": rows}
+    return {"columns": ["measurement", "rows", "peak RSS (MB)", "seconds", "note"],
+            "rows": [[name, r.get("rows", ""), r.get("peak_rss_mb", float("nan")), r.get("seconds", float("nan")),
+                      r.get("note", "")] for name, r in ms.items()]}
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=RESULTS / "scale.json", help="results JSON (merged)")
-    sub = ap.add_subparsers(dest="what", required=True)
-    mk = sub.add_parser("make-stores", help="write synthetic src/tgt stores with hidden pairs")
-    mk.add_argument("--n", type=int, required=True)
-    mk.add_argument("--m", type=int, required=True)
-    mk.add_argument("--out-dir", type=Path, required=True)
-    mk.add_argument("--seed", type=int, default=0)
-    em = sub.add_parser("embed-memory", help="peak RSS of embed on corpora of different sizes")
-    em.add_argument("--lines", default="100000,1000000")
-    em.add_argument("--work", type=Path, required=True)
-    ch = sub.add_parser("_embed-child")
-    ch.add_argument("corpus")
-    ch.add_argument("out")
-    mi = sub.add_parser("mine", help="peak RSS and time of `xmine mine` on synthetic stores (made if absent)")
-    mi.add_argument("--n", type=int, required=True)
-    mi.add_argument("--m", type=int, required=True)
-    mi.add_argument("--data", type=Path, required=True, help="where the stores are (or are made)")
-    mi.add_argument("--threshold", type=float, default=1.2)
-    mi.add_argument("--approximate", action="store_true")
-    mi.add_argument("--nlist", type=int, default=None)
-    mi.add_argument("--nprobe", type=int, default=None)
-    mi.add_argument("--label", default=None)
-    mi.add_argument("--keep-output", action="store_true")
-    co = sub.add_parser("collect", help="merge the measurements of other result files into --out")
-    co.add_argument("files", nargs="+")
-    args = ap.parse_args(argv)
-    if args.what == "make-stores":
-        print(json.dumps(make_stores(args.n, args.m, args.out_dir, seed=args.seed)))
-    elif args.what == "_embed-child":
-        _embed_child(args.corpus, args.out)
-    elif args.what == "collect":
-        for f in args.files:
-            for section, result in json.loads(Path(f).read_text())["measurements"].items():
-                _save(section, result, args.out)
-        print(f"{args.out}: {len(json.loads(args.out.read_text())['measurements'])} measurements")
-    elif args.what == "embed-memory":
-        import shutil
+@click.group("scale")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Results JSON, merged (default: benchmarks/results/scale.json).")
+@click.pass_context
+def command(ctx, out) -> None:
+    """Corpora larger than memory: peak RSS and time of embed and of exact/approximate mining."""
+    from xmine.benchmarks.common import results_dir
 
-        args.work.mkdir(parents=True, exist_ok=True)
-        res = {}
-        for n in [int(v) for v in args.lines.split(",")]:
-            corpus = args.work / f"corpus-{n}.txt.gz"
-            if not corpus.is_file():
-                write_text_corpus(corpus, n)
-            store = args.work / f"store-{n}"
-            shutil.rmtree(store, ignore_errors=True)
-            r = run_measured([sys.executable, "-m", "xmine.benchmarks.scale", "_embed-child", str(corpus), str(store)],
-                             env={"PYTHONHASHSEED": "0"})
-            r.update(json.loads(r.pop("stdout").splitlines()[-1]), note="xmine embed (streaming, gzip input), "
-                     "cheap hashing encoder, shards of 50k")
-            res[n] = r
-            _save(f"embed {n:,} lines", r, args.out)
-            shutil.rmtree(store, ignore_errors=True)
-            print(n, r, flush=True)
-        sizes = sorted(res)
-        ratio = res[sizes[-1]]["peak_rss_mb"] / res[sizes[0]]["peak_rss_mb"]
-        print(f"peak RSS {sizes[-1]:,} / {sizes[0]:,} lines: {ratio:.3f} (target < 1.10)")
-    elif args.what == "mine":
-        d = args.data
-        if not (d / "hidden.npy").is_file():
-            print(json.dumps(make_stores(args.n, args.m, d)), flush=True)
-        out = d / ("mined-approx.tsv" if args.approximate else "mined-exact.tsv")
-        cmd = _xmine("mine", d / "src", d / "tgt", "-o", out, "--threshold", args.threshold)
+    ctx.obj = out or results_dir() / "scale.json"
+
+
+@command.command("make-stores")
+@click.option("--n", type=int, required=True)
+@click.option("--m", type=int, required=True)
+@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+def make_stores_cmd(n, m, out_dir, seed) -> None:
+    """Write synthetic src/tgt stores with hidden pairs."""
+    print(json.dumps(make_stores(n, m, out_dir, seed=seed)))
+
+
+@command.command("_embed-child", hidden=True)
+@click.argument("corpus")
+@click.argument("out")
+def embed_child_cmd(corpus, out) -> None:
+    _embed_child(corpus, out)
+
+
+@command.command("collect")
+@click.argument("files", nargs=-1, required=True)
+@click.pass_obj
+def collect_cmd(out: Path, files) -> None:
+    """Merge the measurements of other result files into --out."""
+    for f in files:
+        for section, result in json.loads(Path(f).read_text())["measurements"].items():
+            _save(section, result, out)
+    print(f"{out}: {len(json.loads(out.read_text())['measurements'])} measurements")
+
+
+@command.command("embed-memory")
+@click.option("--lines", default="100000,1000000", show_default=True, help="Corpus sizes, comma-separated.")
+@click.option("--work", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.pass_obj
+def embed_memory_cmd(out: Path, lines, work) -> None:
+    """Peak RSS of embed on corpora of different sizes."""
+    import shutil
+
+    work.mkdir(parents=True, exist_ok=True)
+    res = {}
+    for n in [int(v) for v in lines.split(",")]:
+        corpus = work / f"corpus-{n}.txt.gz"
+        if not corpus.is_file():
+            write_text_corpus(corpus, n)
+        store = work / f"store-{n}"
+        shutil.rmtree(store, ignore_errors=True)
+        r = run_measured([sys.executable, str(Path(__file__).with_name("run.py")), "scale", "_embed-child",
+                          str(corpus), str(store)], env={"PYTHONHASHSEED": "0"})
+        r.update(json.loads(r.pop("stdout").splitlines()[-1]), note="xmine embed (streaming, gzip input), "
+                 "cheap hashing encoder, shards of 50k")
+        res[n] = r
+        _save(f"embed {n:,} lines", r, out)
+        shutil.rmtree(store, ignore_errors=True)
+        print(n, r, flush=True)
+    sizes = sorted(res)
+    ratio = res[sizes[-1]]["peak_rss_mb"] / res[sizes[0]]["peak_rss_mb"]
+    print(f"peak RSS {sizes[-1]:,} / {sizes[0]:,} lines: {ratio:.3f} (target < 1.10)")
+
+
+@command.command("mine")
+@click.option("--n", type=int, required=True)
+@click.option("--m", type=int, required=True)
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Where the stores are (or are made).")
+@click.option("--threshold", type=float, default=1.2, show_default=True)
+@click.option("--approximate", is_flag=True)
+@click.option("--nlist", type=int, default=None)
+@click.option("--nprobe", type=int, default=None)
+@click.option("--label", default=None)
+@click.pass_obj
+def mine_cmd(out_json: Path, **kw) -> None:
+    """Peak RSS and time of `xmine mine` on synthetic stores (made if absent)."""
+    args = SimpleNamespace(**kw)
+    d = args.data
+    if not (d / "hidden.npy").is_file():
+        print(json.dumps(make_stores(args.n, args.m, d)), flush=True)
+    out = d / ("mined-approx.tsv" if args.approximate else "mined-exact.tsv")
+    cmd = _xmine("mine", d / "src", d / "tgt", "-o", out, "--threshold", args.threshold)
+    if args.approximate:
+        cmd.append("--approximate")
+        if args.nlist:
+            cmd += ["--nlist", str(args.nlist)]
+        if args.nprobe:
+            cmd += ["--nprobe", str(args.nprobe)]
+    r = run_measured(cmd)
+    rec = hidden_recall(out, np.load(d / "hidden.npy"))
+    found = rec.pop("_found")
+    r.update(rec, rows=f"{args.n:,} x {args.m:,}",
+             note=("approximate" if args.approximate else "exact") + f", threshold {args.threshold}, "
+                  f"hidden-pair recall {rec['recall']:.4f}, precision {rec['precision']:.4f}")
+    summary = json.loads(Path(str(out) + ".json").read_text())
+    r["search"] = summary["search"]
+    r["provenance_parameters"] = summary["provenance"].get("parameters")
+    other = d / ("mined-exact.tsv" if args.approximate else "mined-approx.tsv")
+    if other.is_file():  # both runs on this data: how many of the other's pairs this one found
+        theirs = hidden_recall(other, np.load(d / "hidden.npy"))
+        r["agreement_with_" + ("exact" if args.approximate else "approximate")] = (
+            len(found & theirs["_found"]) / max(1, len(theirs["_found"])))
         if args.approximate:
-            cmd.append("--approximate")
-            if args.nlist:
-                cmd += ["--nlist", str(args.nlist)]
-            if args.nprobe:
-                cmd += ["--nprobe", str(args.nprobe)]
-        r = run_measured(cmd)
-        rec = hidden_recall(out, np.load(d / "hidden.npy"))
-        found = rec.pop("_found")
-        r.update(rec, rows=f"{args.n:,} x {args.m:,}",
-                 note=("approximate" if args.approximate else "exact") + f", threshold {args.threshold}, "
-                      f"hidden-pair recall {rec['recall']:.4f}, precision {rec['precision']:.4f}")
-        summary = json.loads(Path(str(out) + ".json").read_text())
-        r["search"] = summary["search"]
-        r["provenance_parameters"] = summary["provenance"].get("parameters")
-        other = d / ("mined-exact.tsv" if args.approximate else "mined-approx.tsv")
-        if other.is_file():  # both runs on this data: how many of the other's pairs this one found
-            theirs = hidden_recall(other, np.load(d / "hidden.npy"))
-            r["agreement_with_" + ("exact" if args.approximate else "approximate")] = (
-                len(found & theirs["_found"]) / max(1, len(theirs["_found"])))
-            if args.approximate:
-                r["hidden_recall_vs_exact"] = rec["hidden_found"] / max(1, theirs["hidden_found"])
-        label = args.label or f"mine {'approximate' if args.approximate else 'exact'} {args.n:,} x {args.m:,}"
-        _save(label, {k: v for k, v in r.items() if k != "stdout"}, args.out)
-        print(json.dumps({k: v for k, v in r.items() if k != "stdout"}, indent=1))
+            r["hidden_recall_vs_exact"] = rec["hidden_found"] / max(1, theirs["hidden_found"])
+    label = args.label or f"mine {'approximate' if args.approximate else 'exact'} {args.n:,} x {args.m:,}"
+    _save(label, {k: v for k, v in r.items() if k != "stdout"}, out_json)
+    print(json.dumps({k: v for k, v in r.items() if k != "stdout"}, indent=1))
 
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -1,6 +1,6 @@
 """Small-scale measurements that docs/scaling.md multiplies out to 1B sentences per side.
 
-    python -m xmine.benchmarks.scaling_inputs [--n 100000] [--out FILE]
+    python benchmarks/lab/run.py scaling-inputs [--n 100000] [--out FILE]
 
 On n seeded 384-d vectors (mining_speed's data), one process:
 - IVF-PQ index (`IVF{nlist},PQ64`, stopes' code size): training seconds, adding seconds per
@@ -15,36 +15,22 @@ Writes benchmarks/results/scaling_inputs.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
+import click
 import numpy as np
 
-from xmine.benchmarks.common import machine, write_speed_result
-
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "scaling_inputs.json"
-
-
-def _vmhwm_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+from measure import rss_mb, write_speed_result
+from xmine.benchmarks.common import machine, results_dir
 
 
-def _vmrss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def one_to_one(n: int) -> dict:
+def one_to_one_step(n: int) -> dict:
     """select_pairs (k=4, ratio, max) on n x n random kNN lists; run in a subprocess for VmHWM."""
     from xmine.mining.select import MiningConfig, select_pairs
 
@@ -54,28 +40,30 @@ def one_to_one(n: int) -> dict:
     bs = np.sort(rng.random((n, k), dtype=np.float32), axis=1)[:, ::-1].copy()
     fi = rng.integers(0, n, (n, k))
     bi = rng.integers(0, n, (n, k))
-    base = _vmrss_mb()
+    base = rss_mb(peak=False)
     t0 = time.perf_counter()
     mined = select_pairs(fs, fi, bs, bi, config=MiningConfig())
     return {"n": n, "candidates": 2 * n, "seconds": round(time.perf_counter() - t0, 2), "pairs": len(mined),
-            "peak_mb_above_inputs": round(_vmhwm_mb() - base, 1)}
+            "peak_mb_above_inputs": round(rss_mb() - base, 1)}
 
 
-def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--nlist", type=int, default=1024)
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    ap.add_argument("--one-to-one", type=int, default=None, help=argparse.SUPPRESS)  # subprocess mode
-    args = ap.parse_args(argv)
-    if args.one_to_one:
-        print(json.dumps(one_to_one(args.one_to_one)))
-        return {}
+@click.command("scaling-inputs")
+@click.option("--n", type=int, default=100_000, show_default=True, help="Vectors per side.")
+@click.option("--nlist", type=int, default=1024, show_default=True, help="IVF lists of the index.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Result JSON (default: benchmarks/results/scaling_inputs.json).")
+@click.option("--one-to-one", type=int, default=None, hidden=True)  # the subprocess that measures select_pairs
+def command(n, nlist, out, one_to_one) -> None:
+    """IVF-PQ, exact-block and one-to-one rates that docs/scaling.md multiplies out to 1B rows."""
+    if one_to_one:
+        print(json.dumps(one_to_one_step(one_to_one)))
+        return
+    args = SimpleNamespace(n=n, nlist=nlist, out=out or results_dir() / "scaling_inputs.json")
 
     import faiss
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from xmine.benchmarks.mining_speed import make_data
+    from mining_speed import make_data
 
     x, y = make_data(args.n, 384, seed=0)
     result: dict = {"n": args.n, "dim": 384, "blas": [{k: p.get(k) for k in ("internal_api", "architecture")}
@@ -120,7 +108,8 @@ def main(argv=None) -> dict:
                                  "gflops_one_thread": round(2 * 1024 * 4096 * 384 / dt / 1e9, 1)}
     runs = []
     for n in (args.n, 4 * args.n):
-        proc = subprocess.run([sys.executable, "-m", "xmine.benchmarks.scaling_inputs", "--one-to-one", str(n)],
+        proc = subprocess.run([sys.executable, str(Path(__file__).with_name("run.py")), "scaling-inputs",
+                               "--one-to-one", str(n)],
                               capture_output=True, text=True, check=True)
         runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     result["one_to_one"] = runs
@@ -129,8 +118,4 @@ def main(argv=None) -> dict:
     result = {"machine": machine(), **result, "provenance": provenance(benchmark="scaling_inputs", n=args.n)}
     write_speed_result(args.out, result, benchmark="scaling_inputs")
     print(json.dumps(result, indent=1))
-    return result
 
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,6 @@
 """Sentence-level language identification on FLORES-200 devtest, library backends and a projection.
 
-`python -m xmine.benchmarks.langid_flores [--rows N] [--projection-rows N] [--out FILE]`
+    python benchmarks/lab/run.py langid-flores [--rows N] [--projection-rows N] [--out FILE]
 
 The first `rows` lines of every FLORES-200 devtest file (204 language/script varieties) are
 labelled by `mining.langid.identify` with each library backend (only the files of languages it
@@ -19,18 +19,15 @@ are one language, zho_Hans and zho_Hant both `cmn`.
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
+import click
 import numpy as np
 
 CLOSE_GROUPS = (("hrv", "srp", "bos"), ("zsm", "ind"), ("hin", "mar", "nep"), ("ces", "slk"),
                 ("nob", "dan", "swe"), ("spa", "glg", "por"), ("rus", "ukr", "bel"))
-
-
-def _files(data: Path) -> list[Path]:
-    return sorted((data / "parallel" / "flores200" / "devtest").glob("*.devtest"))
 
 
 def _summary(truth: list[str], pred: list[str], langs: set[str]) -> dict:
@@ -63,14 +60,14 @@ def _confusions(truth: list[str], pred: list[str]) -> dict:
 
 def run(data: Path, *, rows: int = 300, projection_rows: int = 300, backends=("fasttext", "langid", "lingua"),
         projection_dir: Path | None = None) -> dict:
-    from xmine.benchmarks.common import read_lines
+    from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines
     from xmine.langs import normalize_lang
     from xmine.mining.langid import identify, supported_languages
 
-    files = _files(data)
+    files = sorted((data / FLORES_DEVTEST).glob("*.devtest"))
     texts, truth, row_of = [], [], []
     for f in files:
-        lines = [s.strip() for s in read_lines(f, what="FLORES-200 devtest")[:rows]]
+        lines = [s.strip() for s in flores_lines(f.parent, f.stem, rows=rows)]
         texts += lines
         truth += [normalize_lang(f.name.split(".")[0])] * len(lines)
         row_of += list(range(len(lines)))
@@ -123,20 +120,22 @@ def _projection(projection_dir, files, texts, truth, row_of, preds, known, proje
     return out
 
 
-def main(argv=None) -> None:
+@click.command("langid-flores")
+@click.option("--data-dir", default=None, help="Data folder (default: $XMINE_DATA or ../shared/data).")
+@click.option("--rows", type=int, default=300, show_default=True, help="First N lines of every FLORES file.")
+@click.option("--projection-rows", type=int, default=300, show_default=True,
+              help="First N lines per language for the shipped projection's language part.")
+@click.option("--backends", default="fasttext,langid,lingua", show_default=True)
+@click.option("--no-projection", is_flag=True, help="Leave the shipped projection out.")
+@click.option("--out", default=None, help="Result JSON (default: benchmarks/results/langid.json).")
+def command(**kw) -> None:
+    """Sentence-level language identification on FLORES-200: library backends and a projection."""
     from xmine.fileio import atomic_write_json
     from xmine.benchmarks.common import machine, results_dir
     from xmine.benchmarks.mining import locate
     from xmine.projection import SHIPPED_ROOT
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--rows", type=int, default=300)
-    ap.add_argument("--projection-rows", type=int, default=300)
-    ap.add_argument("--backends", default="fasttext,langid,lingua")
-    ap.add_argument("--no-projection", action="store_true")
-    ap.add_argument("--out", default=None)
-    a = ap.parse_args(argv)
+    a = SimpleNamespace(**kw)
     started = time.time()
     data = locate(a.data_dir)
     proj = None if a.no_projection else SHIPPED_ROOT / "me5-small"
@@ -178,6 +177,3 @@ def main(argv=None) -> None:
         for row in t["rows"]:
             print(row)
 
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,6 @@
 """Disentangler quality: every method x every task, one table, one command.
 
-    python -m xmine.benchmarks.quality [--methods seed,center,...] [--recipes qe6,xtreme36,mixed]
+    python benchmarks/lab/run.py quality [--methods seed,center,...] [--recipes qe6,xtreme36,mixed]
         [--qe6-pairs N] [--xtreme36-pairs N] [--lr X --max-epochs N] [--transfer-langs ... --transfer-rows N]
         [--paper-defaults qe6/seed] [--train-only] [--quick] [--out-dir DIR] [--out FILE]
 
@@ -29,7 +29,7 @@ What it does (the disentangler issue's quality protocol):
      languages that neither recipe trains on, cosine and margin. A projection is worth shipping
      only where it is never worse than raw here.
 3. Prints one table (rows: recipe/method/part, columns: tasks) and writes a JSON result with
-   provenance, which `python -m xmine.benchmarks.report` turns into RESULTS.md.
+   provenance, which `xmine bench report` turns into RESULTS.md.
 
 All text is embedded through the shared per-sentence cache (`xmine.embed_cache`), so a second
 run, or another method, encodes nothing again; trained projections are kept in `--out-dir` and
@@ -38,16 +38,17 @@ reused (training itself resumes from its checkpoint if interrupted).
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Sequence
 
+import click
 import numpy as np
 
-from xmine.benchmarks.common import RawEmbedder, format_table, projected, retrieval_scores, write_result
+from xmine.benchmarks.common import (FLORES_DEVTEST, RawEmbedder, flores_lines, format_table, projected,
+                                     retrieval_scores, write_result)
 from xmine.benchmarks.tatoeba import XTREME36, evaluate_tatoeba
 from xmine.encoders import PRECISIONS
 from xmine.paths import REPO_ROOT, default_data_dir
@@ -186,16 +187,11 @@ def mixed_pair_specs(data: Path, work: Path, *, qe6_pairs: int, xtreme36_pairs: 
 
 def evaluate_transfer(embed_fn, data: Path, langs: Sequence[str], *, rows: int | None = None) -> dict[str, Any]:
     """FLORES-200 devtest xx<->eng retrieval, accuracy@1 (x100), cosine and margin."""
-    folder = data / "parallel" / "flores200" / "devtest"
-
-    def read(code: str) -> list[str]:
-        lines = (folder / f"{code}.devtest").read_text(encoding="utf-8").splitlines()
-        return lines[:rows] if rows else lines
-
-    eng = embed_fn(read("eng_Latn"))
+    folder = data / FLORES_DEVTEST
+    eng = embed_fn(flores_lines(folder, "eng_Latn", rows=rows))
     per_lang = {}
     for code in langs:
-        s = retrieval_scores(embed_fn(read(code)), eng[: rows or None], margin=True)
+        s = retrieval_scores(embed_fn(flores_lines(folder, code, rows=rows)), eng[: rows or None], margin=True)
         per_lang[code] = {"cos": (s["fwd"] + s["bwd"]) / 2, "margin": (s["fwd_margin"] + s["bwd_margin"]) / 2}
     return {"per_lang": per_lang,
             "average": {m: float(np.mean([r[m] for r in per_lang.values()])) for m in ("cos", "margin")}}
@@ -230,43 +226,50 @@ COLUMNS = ["variant", "QE r x100", "Tatoeba-36 cos", "Tatoeba-36 margin", "FLORE
            "FLORES unseen margin"]
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    ap = argparse.ArgumentParser(prog="python -m xmine.benchmarks.quality", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated methods (default: all)")
-    ap.add_argument("--recipes", default="qe6,xtreme36", help="training recipes to run (qe6, xtreme36)")
-    ap.add_argument("--encoder", default="me5-small")
-    ap.add_argument("--precision", default="auto", choices=PRECISIONS,
-                    help="encoder precision (default auto: bf16 on CPUs with native bf16, else fp32)")
-    ap.add_argument("--runtime", default="auto", choices=("auto", "torch", "openvino"),
-                    help="what runs the encoder (default auto: openvino on x86 CPUs when installed, else torch)")
-    ap.add_argument("--data-dir", default=None, help="data folder (default: $XMINE_DATA or ../shared/data)")
-    ap.add_argument("--out-dir", default=str(REPO_ROOT / "out" / "quality"),
-                    help="where trained projections and derived training files are kept")
-    ap.add_argument("--out", default=None, help="result JSON (default: benchmarks/results/quality-<encoder>.json)")
-    ap.add_argument("--qe6-pairs", type=int, default=4700, help="pairs per language pair, qe6 recipe")
-    ap.add_argument("--xtreme36-pairs", type=int, default=1000, help="pairs per language pair, xtreme36 recipe")
-    ap.add_argument("--transfer-langs", default=",".join(TRANSFER_LANGS),
-                    help="FLORES-200 codes for the transfer task (English is the pivot; default: six lower-resource "
-                         "languages no recipe trains on)")
-    ap.add_argument("--transfer-rows", type=int, default=None,
-                    help="first N FLORES-200 devtest rows per language (default: all 1012)")
-    ap.add_argument("--seed", type=int, default=0)
-    # Training settings; the defaults are the papers' (TrainConfig), the same as `xmine train`.
-    ap.add_argument("--lr", type=float, default=None, help="Adam learning rate (default: TrainConfig, 1e-4)")
-    ap.add_argument("--max-epochs", type=int, default=None, help="epoch limit (default: TrainConfig, 200)")
-    ap.add_argument("--batch-size", type=int, default=None, help="pairs per batch (default: TrainConfig, 512)")
-    ap.add_argument("--patience", type=int, default=None, help="early-stopping patience (default: TrainConfig, 5)")
-    ap.add_argument("--mixed-methods", default="center,seed,inter",
-                    help="methods trained on the mixed recipe (default: center,seed,inter, the candidates for a "
-                         "shipped projection)")
-    ap.add_argument("--paper-defaults", default="",
-                    help="comma-separated RECIPE/METHOD (e.g. qe6/seed) also trained and evaluated with the "
-                         "papers' settings (TrainConfig defaults, ignoring --lr etc.), as rows 'RECIPE/METHOD[paper]'")
-    ap.add_argument("--quick", action="store_true", help="small subsets everywhere (smoke run)")
-    ap.add_argument("--train-only", action="store_true",
-                    help="train (or finish training) the projections and stop: no evaluation, no result file; "
-                         "a later run with the same settings evaluates them without retraining")
-    args = ap.parse_args(argv)
+@click.command("quality")
+@click.option("--methods", default=",".join(METHODS), show_default=True, help="Comma-separated methods.")
+@click.option("--recipes", default="qe6,xtreme36", show_default=True, help="Training recipes (qe6, xtreme36, mixed).")
+@click.option("--encoder", default="me5-small", show_default=True)
+@click.option("--precision", default="auto", type=click.Choice(PRECISIONS), show_default=True,
+              help="Encoder precision (auto: bf16 on CPUs with native bf16, else fp32).")
+@click.option("--runtime", default="auto", type=click.Choice(("auto", "torch", "openvino")), show_default=True,
+              help="What runs the encoder (auto: openvino on x86 CPUs when installed, else torch).")
+@click.option("--data-dir", default=None, help="Data folder (default: $XMINE_DATA or ../shared/data).")
+@click.option("--out-dir", default=str(REPO_ROOT / "out" / "quality"), show_default=True,
+              help="Where trained projections and derived training files are kept.")
+@click.option("--out", default=None, help="Result JSON (default: benchmarks/results/quality-<encoder>.json).")
+@click.option("--qe6-pairs", type=int, default=4700, show_default=True, help="Pairs per language pair, qe6 recipe.")
+@click.option("--xtreme36-pairs", type=int, default=1000, show_default=True,
+              help="Pairs per language pair, xtreme36 recipe.")
+@click.option("--transfer-langs", default=",".join(TRANSFER_LANGS), show_default=True,
+              help="FLORES-200 codes for the transfer task (English is the pivot; six lower-resource languages "
+                   "no recipe trains on).")
+@click.option("--transfer-rows", type=int, default=None, help="First N FLORES-200 devtest rows per language (all 1012).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--lr", type=float, default=None, help="Adam learning rate (default: TrainConfig, 1e-4).")
+@click.option("--max-epochs", type=int, default=None, help="Epoch limit (default: TrainConfig, 200).")
+@click.option("--batch-size", type=int, default=None, help="Pairs per batch (default: TrainConfig, 512).")
+@click.option("--patience", type=int, default=None, help="Early-stopping patience (default: TrainConfig, 5).")
+@click.option("--mixed-methods", default="center,seed,inter", show_default=True,
+              help="Methods trained on the mixed recipe (the candidates for a shipped projection).")
+@click.option("--paper-defaults", default="",
+              help="Comma-separated RECIPE/METHOD (e.g. qe6/seed) also trained and evaluated with the papers' "
+                   "settings (TrainConfig defaults, ignoring --lr etc.), as rows 'RECIPE/METHOD[paper]'.")
+@click.option("--quick", is_flag=True, help="Small subsets everywhere (smoke run).")
+@click.option("--train-only", is_flag=True,
+              help="Train (or finish training) the projections and stop: no evaluation, no result file; a later "
+                   "run with the same settings evaluates them without retraining.")
+def command(**options) -> None:
+    """Disentangler quality: every method x every task (QE, Tatoeba, FLORES transfer), one table."""
+    run(**options)
+
+
+def run(**options) -> dict[str, Any]:
+    """Train each recipe x method (or reuse the trained ones) and evaluate raw and every projection
+    (see the module doc): the `quality` command with its options as keywords (the others at their
+    defaults). Returns the table's rows and the results."""
+    defaults = {p.name: p.get_default(click.Context(command)) for p in command.params}
+    args = SimpleNamespace(**(defaults | options))
     overrides = {k: getattr(args, k) for k in ("lr", "max_epochs", "batch_size", "patience")
                  if getattr(args, k) is not None}
     transfer = {"transfer_langs": [c for c in args.transfer_langs.split(",") if c],
@@ -373,6 +376,3 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(f"\nwrote {out}")
     return {"rows": rows, "results": results}
 
-
-if __name__ == "__main__":
-    main()

@@ -1,9 +1,9 @@
 """Rebuild the default projection shipped inside xmine, with one seeded command.
 
-    python -m xmine.benchmarks.ship_projection [--data-dir DIR] [--work-dir out/ship] [--install]
+    python benchmarks/lab/run.py ship-projection [--data-dir DIR] [--work-dir out/ship] [--install]
         [--results benchmarks/results/mining-me5-small.json ...]
 
-1. Trains the recipe below (`benchmarks/quality.py`'s `mixed` recipe, method `inter`) from
+1. Trains the recipe below (`benchmarks/lab/quality.py`'s `mixed` recipe, method `inter`) from
    `parallel/` of the data folder with the embedded default encoder at its default settings,
    seeded: the same data and settings give the same weights (training runs on one thread).
 2. With `--install`, copies the projection (config.json, model.safetensors, manifest.json) into
@@ -12,7 +12,7 @@
    benchmark numbers of the result JSONs named with `--results` (raw and default rows).
 
 3. `--install` also calibrates the projection's own default mining thresholds (ratio, distance,
-   absolute margins; `benchmarks/calibrate.py`: BUCC-style sets disjoint from every benchmark and
+   absolute margins; `benchmarks/lab/calibrate.py`: BUCC-style sets disjoint from every benchmark and
    from the training data) into SHIPPED.json `default_thresholds`, which `xmine mine` uses when no
    `--threshold` is given. `--make-default` marks it the implicit default (`is_default`); give it
    only after the gate: at least raw on `bench mining` and `--evaluate` (Tatoeba, QE, FLORES), per
@@ -33,32 +33,40 @@ task measure on them; the threshold calibration reads neither.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Sequence
+
+import click
 
 from xmine.paths import REPO_ROOT, default_data_dir
 
 ENCODER = "me5-small"
-#: the recipe: quality.py options (everything else is quality.py's default, incl. seed 0)
+#: the recipe: `quality.run` keywords (everything else is quality's default, incl. seed 0)
 QE6_PAIRS, XTREME36_PAIRS = 4700, 1000
-RECIPE = ["--recipes", "mixed", "--mixed-methods", "inter", "--qe6-pairs", str(QE6_PAIRS),
-          "--xtreme36-pairs", str(XTREME36_PAIRS), "--lr", "1e-3", "--max-epochs", "80", "--seed", "0"]
-COMMAND = "python -m xmine.benchmarks.ship_projection --install"
+RECIPE = {"recipes": "mixed", "mixed_methods": "inter", "qe6_pairs": QE6_PAIRS, "xtreme36_pairs": XTREME36_PAIRS,
+          "lr": 1e-3, "max_epochs": 80, "seed": 0}
+LAB_RUN = "python benchmarks/lab/run.py"
+COMMAND = f"{LAB_RUN} ship-projection --install"
+
+
+def _this_command() -> str:
+    """The lab command line this process runs (recorded with what it writes)."""
+    return " ".join([LAB_RUN, *sys.argv[1:]])
 
 
 def trained_dir(work: Path) -> Path:
-    """Where quality.py puts the recipe's projection (its folder naming)."""
+    """Where quality.run puts the recipe's projection (its folder naming)."""
     return work / f"q{QE6_PAIRS}-x{XTREME36_PAIRS}-lr0.001-max_epochs80" / "mixed" / "inter"
 
 
 def train(data: Path, work: Path) -> Path:
-    from xmine.benchmarks import quality
+    import quality
 
-    quality.main(RECIPE + ["--encoder", ENCODER, "--data-dir", str(data), "--out-dir", str(work), "--train-only"])
+    quality.run(**RECIPE, encoder=ENCODER, data_dir=str(data), out_dir=str(work), train_only=True)
     return trained_dir(work)
 
 
@@ -114,7 +122,7 @@ def gate_failures(paths: Sequence[Path], weights_id: str, ratio_threshold: float
 def source_files(data: Path) -> list[dict[str, Any]]:
     """sha256 of every data-folder file the recipe draws from (relative paths)."""
     from xmine.fileio import sha256_file
-    from xmine.benchmarks.quality import QE6_SOURCES, _heldout
+    from quality import QE6_SOURCES, _heldout
     from xmine.benchmarks.tatoeba import XTREME36
     from xmine.langs import normalize_lang
 
@@ -134,13 +142,13 @@ def source_files(data: Path) -> list[dict[str, Any]]:
 
 
 def calibrate_thresholds(trained: Path, data: Path, out: Path | None = None) -> dict[str, Any]:
-    """The projection's default mining thresholds (benchmarks/calibrate.py), raw's beside for reference.
+    """The projection's default mining thresholds (benchmarks/lab/calibrate.py), raw's beside for reference.
 
     With `out`, also writes the calibration as a result JSON (task "calibration": every rule's
     threshold, per-set F1, and each set's precision / recall / F1 curve, with provenance)."""
     import time
 
-    from xmine.benchmarks.calibrate import calibrate
+    from calibrate import calibrate
     from xmine.benchmarks.common import RawEmbedder, Variant, projected, write_result
     from xmine.disentangle import load_projection
     from xmine.encoders import load_encoder
@@ -155,7 +163,7 @@ def calibrate_thresholds(trained: Path, data: Path, out: Path | None = None) -> 
         print(f"calibrated ({name}): " + ", ".join(f"{m} {v['threshold']:g} by {v['rule']} (mean F1 {100 * v['mean_f1']:.1f})"
                                                    for m, v in per_margin.items()))
     if out is not None:
-        from xmine.benchmarks.calibrate import RULES
+        from calibrate import RULES
 
         langs = list(res["sets"])
         ratio = {n: res["thresholds"][n]["ratio"] for n in res["thresholds"]}
@@ -174,8 +182,7 @@ def calibrate_thresholds(trained: Path, data: Path, out: Path | None = None) -> 
                      variants=[Variant("raw", "raw", raw), Variant("default", "meaning", raw, proj.fingerprint())],
                      data_files=[f["path"] for f in res["files"]],
                      parameters={"projection": str(trained), "k": res["k"], "retrieval": res["retrieval"],
-                                 "seed": res["seed"], "command": " ".join(["python -m xmine.benchmarks.ship_projection"]
-                                                                         + sys.argv[1:])},
+                                 "seed": res["seed"], "command": _this_command()},
                      columns=["variant / rule (ratio margin)", "threshold"] + [f"{lg} F1" for lg in langs] + ["mean F1"],
                      rows=rows, details=res, seconds=time.time() - started)
         print(f"wrote {out}")
@@ -202,21 +209,33 @@ def _shipped_calibration(calibration: dict[str, Any], out: Path | None) -> dict[
 CALIBRATION_HOW = ("on 7 BUCC-style sets disjoint from every benchmark and the training data (WMT newstest 2017 "
                    "cs/ru/fi/tr/lv-en, FLORES v1 dev km/ps-en): ratio, the threshold maximising the worst set's F1 "
                    "gain over raw embeddings at 1.04 (the gate's criterion); distance and absolute, max mean F1 "
-                   "(benchmarks/calibrate.py)")
-RECALIBRATE_COMMAND = "python -m xmine.benchmarks.ship_projection --recalibrate"
-
-
-def _gate(results: Sequence[Path], weights_id: str, ratio_threshold: float, make_default: bool) -> list[str]:
-    failures = gate_failures(results, weights_id, ratio_threshold)
-    if make_default and (failures or not results):
-        raise SystemExit("--make-default: the gate has not passed: " + ("; ".join(failures) or "no --results given"))
-    return failures
+                   "(benchmarks/lab/calibrate.py)")
 
 
 def _why_not_default(failures: list[str]) -> str:
     return ("not yet the default: " + ("below raw in " + "; ".join(failures) if failures else
                                        "the never-below-raw gate (bench mining, Tatoeba, QE, FLORES, per language) "
                                        "has not been run on it") + "; use it with --projection default")
+
+
+def _calibrate_and_gate(proj, folder: Path, data: Path, results: Sequence[Path], make_default: bool,
+                        calibration_out: Path | None) -> tuple[dict[str, Any], list[str]]:
+    """Calibrate the projection's thresholds and run the gate: the SHIPPED.json fields that follow
+    (thresholds, calibration, is_default, why not), and the gate's failures."""
+    weights_id = proj.fingerprint()["id"]
+    gate_failures(results, weights_id)  # refuses another projection's results early
+    calibration = calibrate_thresholds(folder, data, calibration_out)
+    thresholds = calibration["thresholds"]["projection"]
+    failures = gate_failures(results, weights_id, thresholds["ratio"]["threshold"])
+    if make_default and (failures or not results):
+        raise SystemExit("--make-default: the gate has not passed: " + ("; ".join(failures) or "no --results given"))
+    fields = {
+        # xmine mine's threshold in this space when none is given (per margin; raw keeps its own)
+        "default_thresholds": {m: v["threshold"] for m, v in thresholds.items()},
+        "threshold_calibration": _shipped_calibration(calibration, calibration_out),
+        "is_default": make_default,
+    }
+    return fields | ({} if make_default else {"why_not_default": _why_not_default(failures)}), failures
 
 
 def install(trained: Path, *, data: Path, results: Sequence[Path] = (), make_default: bool = False,
@@ -230,10 +249,7 @@ def install(trained: Path, *, data: Path, results: Sequence[Path] = (), make_def
     from xmine.disentangle import load_projection
 
     proj = load_projection(trained)  # verifies the weights against config.json
-    gate_failures(results, proj.fingerprint()["id"])  # refuses another projection's results early
-    calibration = calibrate_thresholds(trained, data, calibration_out)
-    failures = _gate(results, proj.fingerprint()["id"], calibration["thresholds"]["projection"]["ratio"]["threshold"],
-                     make_default)
+    gated, _ = _calibrate_and_gate(proj, trained, data, results, make_default, calibration_out)
     dest = SHIPPED_ROOT / ENCODER
     dest.mkdir(parents=True, exist_ok=True)
     for name in ("model.safetensors", "config.json", "manifest.json"):
@@ -244,7 +260,8 @@ def install(trained: Path, *, data: Path, results: Sequence[Path] = (), make_def
     info = {
         "name": f"xmine default projection for {ENCODER}",
         "command": COMMAND,
-        "recipe": ["python -m xmine.benchmarks.quality"] + RECIPE + ["--train-only"],
+        "recipe": [f"{LAB_RUN} quality"] + [a for k, v in RECIPE.items() for a in (f"--{k.replace('_', '-')}", str(v))]
+        + ["--train-only"],
         "method": proj.method,
         "encoder": proj.config["encoder"],
         "weights_sha256": proj.config["weights_sha256"],
@@ -258,13 +275,8 @@ def install(trained: Path, *, data: Path, results: Sequence[Path] = (), make_def
         "source_files": source_files(data),
         "commit": git_commit(),
         "benchmarks": _numbers(results),
-        # xmine mine's threshold in this space when none is given (per margin; raw keeps its own)
-        "default_thresholds": {m: v["threshold"] for m, v in calibration["thresholds"]["projection"].items()},
-        "threshold_calibration": _shipped_calibration(calibration, calibration_out),
-        "is_default": make_default,
+        **gated,
     }
-    if not make_default:
-        info["why_not_default"] = _why_not_default(failures)
     atomic_write_json(dest / SHIPPED_INFO, info)
     print(f"installed {trained} -> {dest} (weights {sha256_file(dest / 'model.safetensors')[:16]})")
     return dest
@@ -289,21 +301,10 @@ def recalibrate(*, data: Path, results: Sequence[Path] = (), make_default: bool 
     if proj.config["weights_sha256"] != info["weights_sha256"]:
         raise SystemExit(f"{dest}: weights {proj.config['weights_sha256'][:16]} are not SHIPPED.json's "
                          f"{info['weights_sha256'][:16]}")
-    gate_failures(results, proj.fingerprint()["id"])
-    calibration = calibrate_thresholds(dest, data, calibration_out)
-    failures = _gate(results, proj.fingerprint()["id"], calibration["thresholds"]["projection"]["ratio"]["threshold"],
-                     make_default)
+    gated, failures = _calibrate_and_gate(proj, dest, data, results, make_default, calibration_out)
+    gated["threshold_calibration"] |= {"command": _this_command(), "commit": git_commit()}
     info.pop("why_not_default", None)
-    info.update({
-        "benchmarks": _numbers(results) if results else info.get("benchmarks", {}),
-        "default_thresholds": {m: v["threshold"] for m, v in calibration["thresholds"]["projection"].items()},
-        "threshold_calibration": _shipped_calibration(calibration, calibration_out)
-        | {"command": " ".join([RECALIBRATE_COMMAND] + [a for a in sys.argv[1:] if a != "--recalibrate"]),
-           "commit": git_commit()},
-        "is_default": make_default,
-    })
-    if not make_default:
-        info["why_not_default"] = _why_not_default(failures)
+    info.update({"benchmarks": _numbers(results) if results else info.get("benchmarks", {}), **gated})
     atomic_write_json(dest / SHIPPED_INFO, info)
     print(f"recalibrated {dest} (weights {sha256_file(dest / 'model.safetensors')[:16]}): "
           f"{info['default_thresholds']}; is_default {make_default}"
@@ -334,7 +335,7 @@ def evaluate(projection_dir: Path | None, data: Path, *, out: Path, tatoeba_pair
 
     from xmine.benchmarks.common import RawEmbedder, Variant, format_table, projected, write_result
     from xmine.benchmarks.qe import evaluate_qe
-    from xmine.benchmarks.quality import TRANSFER_LANGS, evaluate_transfer
+    from quality import TRANSFER_LANGS, evaluate_transfer
     from xmine.benchmarks.tatoeba import XTREME36, evaluate_tatoeba
     from xmine.encoders import load_encoder
 
@@ -393,72 +394,62 @@ def evaluate(projection_dir: Path | None, data: Path, *, out: Path, tatoeba_pair
     return {"rows": rows, "worse": worse}
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m xmine.benchmarks.ship_projection", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-dir", default=None, help="data folder (default: $XMINE_DATA or ../shared/data)")
-    ap.add_argument("--work-dir", default=str(REPO_ROOT / "out" / "ship"),
-                    help="where training files and the trained projection are kept (default: out/ship)")
-    ap.add_argument("--install", action="store_true",
-                    help="copy the trained projection into xmine/projections/ with SHIPPED.json")
-    ap.add_argument("--make-default", action="store_true",
-                    help="with --install: mark it the implicit default (SHIPPED.json is_default), only after the "
-                         "gate: at least raw on every benchmark in every language (--evaluate, bench mining)")
-    ap.add_argument("--recalibrate", action="store_true",
-                    help="do not train: recalibrate the installed projection's thresholds and rerun the gate with "
-                         "--results (SHIPPED.json rewritten; weights untouched); with --make-default, flip it")
-    ap.add_argument("--calibration-out", default=None,
-                    help="write the threshold calibration (every rule, per-set curves) as a result JSON here")
-    ap.add_argument("--results", nargs="*", default=[],
-                    help="benchmark result JSONs whose raw and default rows go into SHIPPED.json")
-    ap.add_argument("--evaluate", metavar="JSON", default=None,
-                    help="also compare raw with the trained projection on QE, Tatoeba (XTREME-36 and 12 unseen "
-                         "languages) and FLORES unseen languages, per language, into this result JSON")
-    ap.add_argument("--tatoeba-pairs", type=int, default=200, help="first N Tatoeba pairs per language (--evaluate)")
-    ap.add_argument("--qe-rows", type=int, default=500, help="first N QE test20 rows per pair (--evaluate)")
-    ap.add_argument("--flores-rows", type=int, default=500, help="first N FLORES-200 devtest rows (--evaluate)")
-    ap.add_argument("--tatoeba-langs", default=None, help="comma-separated Tatoeba codes (default: XTREME-36 + 12 unseen)")
-    ap.add_argument("--transfer-langs", default=None, help="comma-separated FLORES-200 codes (default: quality's six)")
-    ap.add_argument("--raw-only", action="store_true", help="with --evaluate: only raw (fills the cache), no training")
-    ap.add_argument("--overwrite", action="store_true",
-                    help="replace result JSONs (--evaluate, --calibration-out) written by an earlier run; "
-                         "anything else at those paths is refused")
-    args = ap.parse_args(argv)
-    data = Path(args.data_dir) if args.data_dir else default_data_dir()
-    if data is None:
-        sys.exit("no data folder: pass --data-dir or set XMINE_DATA")
-    split = lambda v: [x for x in v.split(",") if x] if v else None  # noqa: E731
-    eval_args = dict(tatoeba_pairs=args.tatoeba_pairs, qe_rows=args.qe_rows, flores_rows=args.flores_rows,
-                     tatoeba_langs=split(args.tatoeba_langs), transfer_langs=split(args.transfer_langs))
+@click.command("ship-projection")
+@click.option("--data-dir", default=None, help="Data folder (default: $XMINE_DATA or ../shared/data).")
+@click.option("--work-dir", default=str(REPO_ROOT / "out" / "ship"), show_default=True,
+              help="Where training files and the trained projection are kept.")
+@click.option("--install", is_flag=True, help="Copy the trained projection into xmine/projections/ with SHIPPED.json.")
+@click.option("--make-default", is_flag=True,
+              help="With --install: mark it the implicit default (SHIPPED.json is_default), only after the gate: "
+                   "at least raw on every benchmark in every language (--evaluate, bench mining).")
+@click.option("--recalibrate", is_flag=True,
+              help="Do not train: recalibrate the installed projection's thresholds and rerun the gate with "
+                   "--results (SHIPPED.json rewritten; weights untouched); with --make-default, flip it.")
+@click.option("--calibration-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the threshold calibration (every rule, per-set curves) as a result JSON here.")
+@click.option("--results", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="A benchmark result JSON whose raw and default rows go into SHIPPED.json (repeatable).")
+@click.option("--evaluate", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="JSON",
+              help="Also compare raw with the trained projection on QE, Tatoeba (XTREME-36 and 12 unseen "
+                   "languages) and FLORES unseen languages, per language, into this result JSON.")
+@click.option("--tatoeba-pairs", type=int, default=200, show_default=True, help="First N Tatoeba pairs per language.")
+@click.option("--qe-rows", type=int, default=500, show_default=True, help="First N QE test20 rows per pair.")
+@click.option("--flores-rows", type=int, default=500, show_default=True, help="First N FLORES-200 devtest rows.")
+@click.option("--tatoeba-langs", default=None, help="Comma-separated Tatoeba codes (default: XTREME-36 + 12 unseen).")
+@click.option("--transfer-langs", default=None, help="Comma-separated FLORES-200 codes (default: quality's six).")
+@click.option("--raw-only", is_flag=True, help="With --evaluate: only raw (fills the cache), no training.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace result JSONs (--evaluate, --calibration-out) written by an earlier run; anything else "
+                   "at those paths is refused.")
+def command(**args) -> None:
+    """Rebuild the projection shipped inside xmine: train, calibrate, gate, install (seeded)."""
     from contextlib import ExitStack
 
-    from xmine.benchmarks.common import RESULT_KIND
-    from xmine.errors import XmineError
+    from xmine.benchmarks.common import RESULT_KIND, parse_list
+    from xmine.errors import ConfigError
     from xmine.outputs import claim_output
 
+    args = SimpleNamespace(**args)
+    data = Path(args.data_dir) if args.data_dir else default_data_dir()
+    if data is None:
+        raise ConfigError("no data folder: pass --data-dir or set XMINE_DATA")
+    eval_args = dict(tatoeba_pairs=args.tatoeba_pairs, qe_rows=args.qe_rows, flores_rows=args.flores_rows,
+                     tatoeba_langs=parse_list(args.tatoeba_langs), transfer_langs=parse_list(args.transfer_langs))
     if args.make_default and not (args.install or args.recalibrate):
-        sys.exit("--make-default needs --install or --recalibrate")
-    cal_out = Path(args.calibration_out) if args.calibration_out else None
+        raise ConfigError("--make-default needs --install or --recalibrate")
+    cal_out = args.calibration_out
     writes_calibration = args.recalibrate or (args.install and not args.raw_only)
     eval_out = Path(args.evaluate or "out/raw-check.json") if args.raw_only and not args.recalibrate else (
-        Path(args.evaluate) if args.evaluate and not args.recalibrate else None)
+        args.evaluate if not args.recalibrate else None)
     if cal_out is not None and not writes_calibration:
-        _refuse("--calibration-out needs --install or --recalibrate (the calibration is run only then)")
+        raise ConfigError("--calibration-out needs --install or --recalibrate (the calibration is run only then)")
     with ExitStack() as claims:
         # Every result JSON is claimed before any work: a foreign file, an input or another
         # writer's output is refused at once, and our own earlier result only with --overwrite.
-        try:
-            for out in (o for o in (cal_out, eval_out) if o is not None):
-                claims.enter_context(claim_output(out, kind=RESULT_KIND, form="json", overwrite=args.overwrite,
-                                                  inputs=[data, *args.results]))
-        except XmineError as e:
-            _refuse(str(e))
+        for out in (o for o in (cal_out, eval_out) if o is not None):
+            claims.enter_context(claim_output(out, kind=RESULT_KIND, form="json", overwrite=args.overwrite,
+                                              inputs=[data, *args.results]))
         _run(args, data, cal_out, eval_out, eval_args)
-
-
-def _refuse(message: str) -> None:
-    """One line on stderr, exit status 2 (a bad option or a refused output), as the xmine CLI does."""
-    print(f"ship_projection: error: {message}", file=sys.stderr)
-    sys.exit(2)
 
 
 def _run(args, data: Path, cal_out: Path | None, eval_out: Path | None, eval_args: dict) -> None:
@@ -478,6 +469,3 @@ def _run(args, data: Path, cal_out: Path | None, eval_out: Path | None, eval_arg
     else:
         print(f"trained: {trained} (add --install to ship it)")
 
-
-if __name__ == "__main__":
-    main()

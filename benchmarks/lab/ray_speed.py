@@ -1,8 +1,8 @@
 """`--ray` against the single process on this machine: the same commands, timed, outputs compared.
 
-    python -m xmine.benchmarks.ray_speed embed [--n 20000] [--shard-rows 1000]
-    python -m xmine.benchmarks.ray_speed mine  [--n 200000]
-    python -m xmine.benchmarks.ray_speed both
+    python benchmarks/lab/run.py ray-speed embed [--n 20000] [--shard-rows 1000]
+    python benchmarks/lab/run.py ray-speed mine  [--n 200000]
+    python benchmarks/lab/run.py ray-speed both
 
 - embed: `xmine embed` on n real sentences (FLORES-200 devtest of 20 languages in 10 scripts, in
   order: `EMBED_LANGS`) with the default encoder, once in one process (torch with a thread
@@ -22,7 +22,6 @@ users' machines do) and records it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -30,13 +29,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
+import click
 import numpy as np
 
-from xmine.benchmarks.common import machine, write_speed_result
+from measure import write_speed_result
+from xmine.benchmarks.common import machine, results_dir
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "ray_speed.json"
 XMINE = [sys.executable, "-m", "xmine.cli"]
 LOADS: list[float | None] = []  # load average at the start of each timed command
 
@@ -98,15 +98,12 @@ EMBED_LANGS = ("eng_Latn", "deu_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "hin_
 
 def embed_corpus(n: int) -> list[str]:
     """The first n lines of EMBED_LANGS' FLORES-200 devtest files, language after language."""
+    from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines
     from xmine.paths import default_data_dir
 
-    flores = default_data_dir() / "parallel" / "flores200" / "devtest"
     sentences: list[str] = []
     for code in EMBED_LANGS:
-        path = flores / f"{code}.devtest"
-        if not path.is_file():
-            raise SystemExit(f"{path}: FLORES-200 devtest file missing")
-        sentences += [s for s in path.read_text(encoding="utf-8").splitlines() if s.strip()]
+        sentences += [s for s in flores_lines(default_data_dir() / FLORES_DEVTEST, code) if s.strip()]
         if len(sentences) >= n:
             return sentences[:n]
     raise SystemExit(f"only {len(sentences)} sentences in {len(EMBED_LANGS)} FLORES-200 languages; ask for fewer")
@@ -134,14 +131,14 @@ def write_vector_store(out: Path, emb: np.ndarray, prefix: str, *, shard_rows: i
 
     fingerprint = {"name": "seeded-vectors", "id": "mining_speed.make_data-seed0", "dim": int(emb.shape[1])}
     with StoreWriter(out, encoder=fingerprint, lang="xx" if prefix == "x" else "yy", dim=emb.shape[1],
-                     shard_rows=shard_rows, params={"generated_by": "xmine.benchmarks.ray_speed"}) as w:
+                     shard_rows=shard_rows, params={"generated_by": "benchmarks/lab ray-speed"}) as w:
         for start in range(0, len(emb), shard_rows):
             part = emb[start:start + shard_rows]
             w.add(part, [f"{prefix}{r}" for r in range(start, start + len(part))])
 
 
 def run_mine(n: int, env: dict[str, str], work: Path) -> dict:
-    from xmine.benchmarks.mining_speed import make_data
+    from mining_speed import make_data
 
     x, y = make_data(n, 384, seed=0)
     write_vector_store(work / "x", x, "x")
@@ -157,14 +154,17 @@ def run_mine(n: int, env: dict[str, str], work: Path) -> dict:
             == {tuple(r.split(b"\t")[1:3]) for r in b.splitlines()}}
 
 
-def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("what", choices=["embed", "mine", "both"])
-    ap.add_argument("--n", type=int, default=None, help="sentences (embed: 20000) or rows per side (mine: 200000)")
-    ap.add_argument("--shard-rows", type=int, default=1000)
-    ap.add_argument("--unset-openblas", action="store_true")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = ap.parse_args(argv)
+@click.command("ray-speed")
+@click.argument("what", type=click.Choice(["embed", "mine", "both"]))
+@click.option("--n", type=int, default=None, help="Sentences (embed: 20000) or rows per side (mine: 200000).")
+@click.option("--shard-rows", type=int, default=1000, show_default=True)
+@click.option("--unset-openblas", is_flag=True, help="Run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Result JSON (default: benchmarks/results/ray_speed.json).")
+def command(**kw) -> None:
+    """`--ray` against one process on this machine: embed and mine timed, outputs compared."""
+    args = SimpleNamespace(**kw)
+    args.out = args.out or results_dir() / "ray_speed.json"
     env = _env(args.unset_openblas)
     previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
     key = "unset_openblas" if args.unset_openblas else "machine_env"
@@ -183,13 +183,7 @@ def main(argv=None) -> dict:
                 print(json.dumps(run[what], indent=1))
     from xmine.artefacts import provenance
 
-    for stale in ("env", "blas", "load_average_at_starts"):  # the layout before per-measurement environments
-        run.pop(stale, None)
     runs[key] = run
     result = {"machine": machine(), "runs": runs, "provenance": provenance(benchmark="ray_speed")}
     write_speed_result(args.out, result, benchmark="ray_speed")
-    return result
 
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,49 @@
+"""The lab: measuring and release scripts, run from a checkout (they are not installed with xmine).
+
+    .venv/bin/python benchmarks/lab/run.py COMMAND [OPTIONS]     (--help lists the commands)
+
+Each command measures something (speed, memory, quality, a threshold rule) or rebuilds the
+projection shipped inside xmine, and writes its result JSON under benchmarks/results/, which
+`xmine bench report` turns into benchmarks/RESULTS.md. The product's benchmarks are `xmine bench`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import click
+
+#: this folder: the commands' modules import each other by name
+LAB = Path(__file__).resolve().parent
+#: the modules whose `command` makes up the group, in the order --help lists them
+MODULES = ("quality", "ship_projection", "embed_speed", "mining_speed", "ray_speed", "scale", "scaling_inputs",
+           "approximate_agreement", "splitters_flores", "langid_flores", "langid_unknown", "threshold_study")
+
+
+class _LabGroup(click.Group):
+    """An xmine error (bad input, refused output) is one line and exit status 2, not a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        from xmine.errors import XmineError
+
+        try:
+            return super().invoke(ctx)
+        except XmineError as e:
+            click.echo(f"lab: error: {e}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=_LabGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120, "terminal_width": 120})
+def lab() -> None:
+    """Measuring and release scripts of xmine (see benchmarks/RESULTS.md for what each measured)."""
+
+
+if str(LAB) not in sys.path:
+    sys.path.insert(0, str(LAB))
+for _name in MODULES:
+    lab.add_command(importlib.import_module(_name).command)
+
+if __name__ == "__main__":
+    lab()

@@ -1,0 +1,106 @@
+"""How an `xmine bench` task command runs: its shared options, its result JSON claimed first, every
+variant (raw, then each projection's parts) evaluated, then the table printed and the JSON written.
+
+A command declares its own options under `task_options`, computes its settings, calls
+`evaluate_variants` with one evaluation function of its task module and builds its table; `finish`
+prints it and writes the result with provenance.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from pathlib import Path
+from typing import Callable
+
+import click
+
+from xmine.benchmarks import common
+from xmine.encoders.options import precision_option
+
+ENCODER_HELP = "Encoder: me5-small (default), use-m3, or any sentence-transformers name/path."
+PROJECTION_HELP = (
+    "A trained projection folder (xmine train), or 'default' (the projection shipped with xmine for "
+    "this encoder). Repeat to compare several in one table; the raw encoder output is always the "
+    "first row. `bench mining` adds the default by itself unless a projection (or 'none') is named."
+)
+DATA_HELP = (
+    "The data root (holding tatoeba/, mlqe/, sts2017/, parallel/, massive/) or the data set's own "
+    "folder. Default: $XMINE_DATA, else ../shared/data beside the checkout."
+)
+
+
+#: where a command's claimed output, --quick and start time wait for `finish` (click's context meta)
+_RUN = "xmine.bench.run"
+
+
+def _claimed_out(fn: Callable) -> Callable:
+    """Claim the result JSON (--out, or the default path) before the benchmark runs, so a refused
+    output costs nothing: never an input, never a foreign file, replaced only with --overwrite."""
+    name = fn.__name__.removesuffix("_cmd")
+
+    @functools.wraps(fn)
+    def run(*args, **kw):
+        from xmine.outputs import claim_output
+
+        task = name + ("_noisy" if kw.get("noisy") else "")  # `bench mining --noisy` has its own result
+        out = Path(kw["out"]) if kw["out"] else common.default_out(task, kw["encoder_name"], quick=kw["quick"])
+        with claim_output(out, kind=common.RESULT_KIND, form="json", overwrite=kw.pop("overwrite"),
+                          inputs=[kw["data_dir"], *kw["projections"]]):
+            kw["out"] = str(out)
+            click.get_current_context().meta[_RUN] = {"out": out, "quick": kw["quick"], "started": time.time()}
+            return fn(*args, **kw)
+
+    return run
+
+
+def task_options(fn: Callable) -> Callable:
+    """The options every task command has (encoder, projections, data, result JSON, --quick,
+    device, precision); the result JSON is claimed before the command runs."""
+    fn = _claimed_out(fn)
+    options = [
+        click.option("--encoder", "encoder_name", default="me5-small", show_default=True, help=ENCODER_HELP),
+        click.option("--projection", "projections", multiple=True, metavar="DIR|default|none", help=PROJECTION_HELP),
+        click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=DATA_HELP),
+        click.option("--out", type=click.Path(dir_okay=False), default=None,
+                     help="Result JSON. Default: benchmarks/results/<task>-<encoder>[-quick].json."),
+        click.option("--overwrite", is_flag=True, help="Replace the result JSON if it is an earlier xmine result."),
+        click.option("--quick", is_flag=True, help="A small fixed subset, for smoke runs (seconds, not minutes)."),
+        click.option("--device", default=None, help="Torch device for the encoder (cpu, cuda, ...). Default: auto."),
+        precision_option(),
+    ]
+    for opt in reversed(options):
+        fn = opt(fn)
+    return fn
+
+
+def setup(encoder_name: str, projections: tuple[str, ...], device: str | None, precision: str,
+          parts=("meaning", "language"), add_default: bool = False):
+    """The encoder and its variants: raw, then each projection's `parts`."""
+    from xmine.encoders import load_encoder
+
+    encoder = load_encoder(encoder_name, device=device, precision=precision)
+    return encoder, common.make_variants(encoder, projections, parts=parts, add_default=add_default)
+
+
+def evaluate_variants(encoder_name, projections, device, precision, evaluate: Callable, *,
+                      parts=("meaning", "language"), add_default: bool = False):
+    """Load the encoder and evaluate each variant (raw, then each projection's parts) with
+    `evaluate(variant)`: (encoder, variants, {variant name: result})."""
+    encoder, variants = setup(encoder_name, projections, device, precision, parts=parts, add_default=add_default)
+    return encoder, variants, {v.name: evaluate(v) for v in variants}
+
+
+def finish(task, encoder, variants, details, *, parameters, columns, rows, files=None, digits: int = 1,
+           extra_tables=None) -> None:
+    """Print the table and write the result JSON the command claimed (files: the data read, by
+    default the first variant's `files`)."""
+    run = click.get_current_context().meta[_RUN]
+    click.echo(common.format_table(columns, rows, digits=digits))
+    common.write_result(
+        run["out"], task=task, encoder=encoder, variants=variants,
+        data_files=next(iter(details.values()))["files"] if files is None else files,
+        parameters=parameters | {"quick": run["quick"]}, columns=columns, rows=rows, details=details,
+        seconds=time.time() - run["started"], extra_tables=extra_tables,
+    )
+    click.echo(f"wrote {run['out']}", err=True)

@@ -131,7 +131,7 @@ def summarise(per: dict[str, dict]) -> dict:
 
 def run(data: Path, *, backend: str = "fasttext", target: float = 0.01, floor: float = 0.8,
         global_threshold: float = 0.8, massive: bool = True) -> dict:
-    from xmine.mining.langid import supported_languages
+    from xmine.mining.langid import backend_model, supported_languages
 
     texts, truth, row, files = _flores(data)
     p = Predictions(texts, truth, backend)
@@ -140,7 +140,7 @@ def run(data: Path, *, backend: str = "fasttext", target: float = 0.01, floor: f
     rules = {"global": {lang: global_threshold for lang in langs},
              "per_language": choose(p, langs, choose_part, target=target, floor=floor),
              "per_language_no_floor": choose(p, langs, choose_part, target=target, floor=GRID[0])}
-    result = {"backend": backend, "files": len(files), "languages": langs, "target": target, "floor": floor,
+    result = {"backend": backend, "model": backend_model(backend), "files": len(files), "languages": langs, "target": target, "floor": floor,
               "global": global_threshold, "grid": list(GRID), "never": NEVER,
               "thresholds": rules["per_language"], "thresholds_no_floor": rules["per_language_no_floor"],
               "choose": {name: measure(p, langs, choose_part, t) for name, t in rules.items()},
@@ -181,6 +181,7 @@ def _pct(x):
 
 
 def main(argv=None) -> None:
+    from xmine.artefacts import provenance
     from xmine.benchmarks.common import machine, results_dir
     from xmine.benchmarks.mining import locate
     from xmine.fileio import atomic_write_json
@@ -217,7 +218,9 @@ def main(argv=None) -> None:
     out = Path(a.out) if a.out else results_dir() / "lid_thresholds.json"
     atomic_write_json(out, {"kind": "xmine-benchmark-result", "format_version": 1, "task": "lid_thresholds",
                             "machine": machine(), "seconds": round(time.time() - started, 2),
-                            "parameters": {"target": a.target, "floor": a.floor, "global": a.global_threshold},
+                            "provenance": provenance(task="lid_thresholds", target=a.target, floor=a.floor,
+                                                     global_threshold=a.global_threshold, backend=r["backend"],
+                                                     model=r["model"]),
                             "table": {"columns": cols, "rows": rows}, "extra_tables": extra, "details": r})
     print(f"wrote {out}")
     if a.write_table:

@@ -158,9 +158,8 @@ def run(data: Path, *, backend: str = "fasttext", target: float = 0.01, floor: f
     return result
 
 
-def table(result: dict, *, made_by: str) -> dict:
+def table(result: dict, *, made_by: str, provenance: dict) -> dict:
     """The table `mining.langid` reads (mining/lid_thresholds.json)."""
-    from xmine.artefacts import provenance
     from xmine.mining.langid import THRESHOLDS_KIND, backend_model
 
     return {"kind": THRESHOLDS_KIND, "format_version": 1, "backend": result["backend"],
@@ -172,7 +171,7 @@ def table(result: dict, *, made_by: str) -> dict:
                        "grid": "0.50 to 0.98 in steps of 0.01, then 0.99, 0.995, 0.999, 1.0",
                        "target_own_dropped": result["target"], "floor": result["floor"],
                        "made_by": made_by, "reported": "benchmarks/results/lid_thresholds.json"},
-            "provenance": provenance(task="lid_thresholds"),
+            "provenance": provenance,
             "thresholds": result["thresholds"]}
 
 
@@ -197,6 +196,7 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     started = time.time()
+    prov = provenance(task="lid_thresholds", target=a.target, floor=a.floor, global_threshold=a.global_threshold)
     r = run(locate(a.data_dir), target=a.target, floor=a.floor, global_threshold=a.global_threshold,
             massive=not a.no_massive)
     cols = ["data", "thresholds", "languages", "own dropped % (mean)", "languages > 1% own dropped",
@@ -218,14 +218,13 @@ def main(argv=None) -> None:
     out = Path(a.out) if a.out else results_dir() / "lid_thresholds.json"
     atomic_write_json(out, {"kind": "xmine-benchmark-result", "format_version": 1, "task": "lid_thresholds",
                             "machine": machine(), "seconds": round(time.time() - started, 2),
-                            "provenance": provenance(task="lid_thresholds", target=a.target, floor=a.floor,
-                                                     global_threshold=a.global_threshold, backend=r["backend"],
-                                                     model=r["model"]),
+                            "provenance": prov | {"parameters": prov["parameters"] | {"backend": r["backend"],
+                                                                                      "model": r["model"]}},
                             "table": {"columns": cols, "rows": rows}, "extra_tables": extra, "details": r})
     print(f"wrote {out}")
     if a.write_table:
-        atomic_write_json(THRESHOLDS_PATH, table(r, made_by="python -m xmine.benchmarks.lid_thresholds "
-                                                           + " ".join(argv if argv is not None else __import__("sys").argv[1:])))
+        atomic_write_json(THRESHOLDS_PATH, table(r, provenance=prov, made_by="python -m xmine.benchmarks.lid_thresholds "
+                                   + " ".join(argv if argv is not None else __import__("sys").argv[1:])))
         print(f"wrote {THRESHOLDS_PATH}")
     for row in rows:
         print(row)

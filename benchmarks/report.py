@@ -42,13 +42,14 @@ TASK_TITLES = {
     "scale": "Corpora larger than memory: peak memory, time, approximate recall",
     "threshold_study": "Choosing the mining threshold without gold (a study)",
     "langid_unknown": "Language identification: 'unknown' for unseen languages, declared-language check",
+    "lid_thresholds": "Language filter: per-language confidence thresholds (chosen on FLORES-200 lines 0-505)",
     "splitters_flores": "Sentence splitters on paragraphs rebuilt from FLORES-200 devtest: "
                         "exact / F1 / boundary recall (%)",
     "approximate_agreement": "Approximate against exact mining on real embeddings",
 }
 PAPER_TASKS = ("quality", "tatoeba", "massive", "massive_templates", "fmda_table2", "fmda_table3", "qe", "sts",
                "geometry", "bucc", "mining", "default_projection")
-TASK_ORDER = ("mining", "mining_noisy", "langid", "langid_unknown", "default_projection", "quality", "tatoeba",
+TASK_ORDER = ("mining", "mining_noisy", "langid", "lid_thresholds", "langid_unknown", "default_projection", "quality", "tatoeba",
               "massive", "massive_templates", "fmda_table2", "fmda_table3", "qe", "sts", "geometry", "bucc",
               "threshold_study", "approximate_agreement", "embed_speed", "mining_speed", "scale")
 

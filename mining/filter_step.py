@@ -25,8 +25,9 @@ from xmine.mining.writers import PairColumn, tsv_field
 LANG_FILTER_CHUNK = 65536
 
 
-def language_rows(side, ids: np.ndarray, lang: str, backend: str, min_confidence: float) -> np.ndarray:
-    """keep[i]: row ids[i] of `side` is not identified as another language (`--lang-filter`)."""
+def language_rows(side, ids: np.ndarray, lang: str, backend: str, min_confidence: float | None) -> np.ndarray:
+    """keep[i]: row ids[i] of `side` is not identified as another language (`--lang-filter`;
+    `min_confidence` None: `lang`'s own threshold, `langid.min_confidence_for`)."""
     from xmine.mining.langid import language_mask
 
     keep = np.zeros(len(ids), dtype=bool)
@@ -64,13 +65,14 @@ def pre_search(mx, my, *, langs, config, filters: PairFilterConfig, margin: str)
     return record
 
 
-def lang_filter_langs(on: bool | None, langs, backend: str, min_confidence: float) -> tuple[list, dict]:
+def lang_filter_langs(on: bool | None, langs, backend: str, min_confidence: float | None) -> tuple[list, dict]:
     """Per side, (language, backend, min confidence) for the language filter, or None when it is
-    off; and what the summary records. `on` None (the default): on when both languages are given
+    off; and what the summary records (with the thresholds: `langid.thresholds_record`;
+    `min_confidence` None: each language's own). `on` None (the default): on when both languages are given
     and `backend` knows them (on the `bench mining` sets it cost nothing on the clean sets and gave
     2-4 points of recall on the noisy ones); True: required (a missing language is an error)."""
     from xmine.langs import normalize_lang
-    from xmine.mining.langid import supported_languages
+    from xmine.mining.langid import supported_languages, thresholds_record
     from xmine.store.writer import UNDETERMINED
 
     if on is False:
@@ -87,7 +89,7 @@ def lang_filter_langs(on: bool | None, langs, backend: str, min_confidence: floa
             return [None, None], {"on": False, "backend": backend, "source": f"default, off: {why}"}
     source = "--lang-filter" if on else f"default: both languages given and known to {backend}"
     return [(lang, backend, min_confidence) for lang in langs], {"on": True, "backend": backend, "source": source,
-                                                                 "min_confidence": min_confidence}
+                                                                 **thresholds_record(langs, backend, min_confidence)}
 
 
 def filter_pairs(mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, langs, config: PairFilterConfig, margin: str,
@@ -96,6 +98,7 @@ def filter_pairs(mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, langs, config
     columns of the language identification done on the way (`src_lid`, `src_lid_score`, ...: the
     jsonl, parquet and hf outputs carry them); the dropped ones go to `dropped_claim` when
     --keep-filtered asked for them."""
+    from xmine.mining.langid import thresholds_record
     from xmine.store.writer import UNDETERMINED
 
     langs = tuple(None if lang in (None, UNDETERMINED) else lang for lang in langs)
@@ -104,6 +107,8 @@ def filter_pairs(mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, langs, config
                                        config=config, margin=margin, lid_out=lid)
     record = config.record(margin) | {"languages": list(langs), "pairs_before": len(mined),
                                       "removed": filter_counts(reasons, config, margin)}
+    if "language" in config.active(margin):
+        record["lid_thresholds"] = thresholds_record(langs, config.lid, config.lid_min_confidence)
     if dropped_claim is not None:
         gone = np.flatnonzero(~keep)
         with dropped_claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:

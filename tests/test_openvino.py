@@ -89,12 +89,25 @@ def test_a_broken_or_stale_cached_model_is_detected_and_rebuilt(ov_bf16, tmp_pat
         f.write(b"\x00" * 64)
     assert problem_with(copy, source).startswith("broken: model.bin")
     monkeypatch.setenv("XMINE_HOME", str(tmp_path))
-    with caplog.at_level(logging.WARNING, logger="xmine.encoders.ov_build"):
-        from xmine.encoders.ov_encoder import load_me5_openvino
+    from xmine.encoders.ov_encoder import OpenVINOEncoder, load_me5_openvino
 
+    compiled = []
+    init = OpenVINOEncoder.__init__
+
+    def counting_init(self, **kw):
+        compiled.append(kw["model_xml"])
+        init(self, **kw)
+
+    monkeypatch.setattr(OpenVINOEncoder, "__init__", counting_init)
+    with caplog.at_level(logging.WARNING, logger="xmine.encoders.ov_build"):
         rebuilt = load_me5_openvino(prefix="query: ", precision="bf16", threads=None)
     assert any("broken" in r.getMessage() and "rebuilding" in r.getMessage() for r in caplog.records)
     assert rebuilt.model_xml.parent == copy and problem_with(copy, source) is None
+    # the encoder that passed the probe check is the one handed back: a rebuild compiles once
+    assert len(compiled) == 1 and compiled[0].parent != copy and rebuilt.model_xml.is_file()
+    steps = json.loads((copy / MANIFEST).read_text(encoding="utf-8"))["build_steps_seconds"]
+    assert list(steps) == ["load_torch_fp32", "probe_torch_fp32", "convert", "save", "compile", "probe_openvino",
+                           "hash"]
     sentences = ["Der Hund schläft.", "猫が寝ている。", "Собака спит."]
     assert np.sum(rebuilt.encode(sentences) * ov_bf16.encode(sentences), axis=1).min() >= 0.9999
 

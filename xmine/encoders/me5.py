@@ -8,8 +8,9 @@ from typing import Any
 from xmine.encoders.base import ME5_DEFAULT_PREFIX, Encoder
 
 
-def load_me5(*, device: str, prefix: str, precision: str) -> Encoder:
-    """me5-small run by torch at `precision` (the torch half of `load_encoder`)."""
+def load_me5(*, device: str, prefix: str, precision: str, tokenizer=None) -> Encoder:
+    """me5-small run by torch at `precision` (the torch half of `load_encoder`); `tokenizer`: its
+    tokenizer if the caller has already loaded it (reading it takes a second or two)."""
     import torch
     import transformers
     from transformers import AutoModel, AutoTokenizer
@@ -24,7 +25,8 @@ def load_me5(*, device: str, prefix: str, precision: str) -> Encoder:
     bars = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar on every load
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path))
+        if tokenizer is None:
+            tokenizer = AutoTokenizer.from_pretrained(str(path))
         model = AutoModel.from_pretrained(str(path), dtype=torch.float32).to(device)
     finally:
         if bars:

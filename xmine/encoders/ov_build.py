@@ -1,18 +1,24 @@
 """Converted OpenVINO models of transformer encoders, built once and cached beside the rebuilt me5-small.
 
-`ensure_openvino_model(...)` returns the folder `$XMINE_HOME/models/<stem>-openvino-<precision>-<key>/`
-(`model.xml`, `model.bin`, `manifest.json`), building it on first use:
+`ensure_openvino_model(...)` returns the OpenVINO encoder of the folder
+`$XMINE_HOME/models/<stem>-openvino-<precision>-<key>/` (`model.xml`, `model.bin`, `manifest.json`),
+building the folder on first use:
 
-1. the torch fp32 model (the encoder's `TokenBatchedEncoder`) is converted by
-   `openvino.convert_model(model, example_input=...)` with dynamic batch and length; its one
-   output is the last hidden state (pooling stays in numpy float32, as torch's path pools);
-2. for int8, NNCF quantises it (`xmine.encoders.ov_int8`);
-3. the model is compiled at the precision and checked against torch fp32 on the fixed probe
-   set (`xmine.encoders.probe`, real sentences in ten scripts): the minimum cosine must reach
-   `MIN_COSINE[precision]`, else an EncoderError in one line and nothing is cached;
-4. the folder is written in a temporary directory and renamed into place under a file lock (as
+1. the torch fp32 model (the encoder's `TokenBatchedEncoder`) encodes the probe set
+   (`xmine.encoders.probe`, real sentences in ten scripts): the reference, taken before any
+   OpenVINO model is compiled, whose worker threads would compete with torch's;
+2. the same torch model is converted by `openvino.convert_model(model, example_input=...)` with
+   dynamic batch and length; its one output is the last hidden state (pooling stays in numpy
+   float32, as torch's path pools);
+3. for int8, NNCF quantises it (`xmine.encoders.ov_int8`);
+4. the model is saved, the torch model released (the converted one shares its weights until
+   saved), and the saved files compiled at the precision and checked against the reference:
+   the minimum cosine must reach `MIN_COSINE[precision]`, else an EncoderError in one line and
+   nothing is cached; the encoder compiled for the check is the one handed back, so a first use
+   compiles once;
+5. the folder is written in a temporary directory and renamed into place under a file lock (as
    `e5_q4.ensure_me5_model` does), with a manifest holding the sha256 of both files, what the
-   model was made from (`source`) and the check's result.
+   model was made from (`source`), the check's result and the seconds each build step took.
 
 `<key>` hashes `source` (the weights' identity, the openvino version, the recipe, the precision
 and, for int8, nncf's version and the calibration draw). Opening a cached folder re-checks its
@@ -131,84 +137,117 @@ def convert(torch_encoder) -> Any:
                                 input=[("input_ids", [-1, -1], ov.Type.i64), ("attention_mask", [-1, -1], ov.Type.i64)])
 
 
-def probe_min_cosine(encoder, reference) -> float:
-    """Least cosine between `encoder`'s and `reference`'s embeddings of the probe sentences."""
+def probe_reference(reference) -> np.ndarray:
+    """`reference`'s (torch fp32) embeddings of the probe sentences."""
     from xmine.encoders.probe import PROBE_SENTENCES
 
-    a = encoder.encode(list(PROBE_SENTENCES))
-    b = reference.encode(list(PROBE_SENTENCES))
-    return float(np.min(np.sum(a * b, axis=1)))
+    return reference.encode(list(PROBE_SENTENCES))
+
+
+def probe_min_cosine(encoder, expected: np.ndarray) -> float:
+    """Least cosine between `encoder`'s embeddings of the probe sentences and `expected` (`probe_reference`)."""
+    from xmine.encoders.probe import PROBE_SENTENCES
+
+    return float(np.min(np.sum(encoder.encode(list(PROBE_SENTENCES)) * expected, axis=1)))
 
 
 def ensure_openvino_model(*, stem: str, weights_id: str, precision: str, torch_fp32: Callable[[], Any],
-                          make_encoder: Callable[[Path], Any]) -> tuple[Path, dict[str, Any]]:
-    """The cached converted model's folder and manifest, built (and checked) if absent, stale or broken.
+                          make_encoder: Callable[[Path], Any]) -> tuple[Any, dict[str, Any]]:
+    """The OpenVINO encoder of the cached converted model and its manifest; the model is built (and
+    checked) first if absent, stale or broken.
 
     `torch_fp32()` gives the torch fp32 `TokenBatchedEncoder` of the same weights (called only to
-    build); `make_encoder(folder)` gives the OpenVINO encoder of a folder holding `model.xml`, used
-    for the probe check.
+    build); `make_encoder(folder)` gives the OpenVINO encoder (with a `model_xml` attribute) of a
+    folder holding `model.xml`. A model just built is handed back as the encoder its probe check
+    compiled, its `model_xml` pointed at the final folder (the files were only renamed).
     """
     source = model_source(weights_id=weights_id, precision=precision)
     target = model_folder(stem, source)
     why = problem_with(target, source)
     if why is None:
-        return target, json.loads((target / MANIFEST).read_text(encoding="utf-8"))
+        return make_encoder(target), json.loads((target / MANIFEST).read_text(encoding="utf-8"))
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / f".{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it right now
         why = problem_with(target, source)
         if why is None:
-            return target, json.loads((target / MANIFEST).read_text(encoding="utf-8"))
+            return make_encoder(target), json.loads((target / MANIFEST).read_text(encoding="utf-8"))
         if why != "absent":
             log.warning("%s: %s; rebuilding it", target, why)
         staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
         try:
-            _build(staging / "model", source=source, precision=precision, torch_fp32=torch_fp32,
-                   make_encoder=make_encoder)
+            checked = _build(staging / "model", source=source, precision=precision, torch_fp32=torch_fp32,
+                             make_encoder=make_encoder)
             if target.exists():  # stale or broken: our own cache entry, replaced whole
                 os.replace(target, staging / "old")
             os.replace(staging / "model", target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     manifest = json.loads((target / MANIFEST).read_text(encoding="utf-8"))
+    checked.model_xml = target / "model.xml"  # compiled from the staging copy of these very files
     log.info("%s: OpenVINO %s model built in %.0f s (probe min cosine to torch fp32 %.5f) -> %s", manifest["name"],
              precision, manifest["build_seconds"], manifest["check"]["min_cos_to_torch_fp32"], target)
-    return target, manifest
+    return checked, manifest
 
 
-def _build(folder: Path, *, source, precision, torch_fp32, make_encoder) -> None:
+def _build(folder: Path, *, source, precision, torch_fp32, make_encoder) -> Any:
+    """Convert, check and write the model into `folder` (see the module doc); the checked encoder."""
     import time
 
     import openvino as ov
 
-    start = time.perf_counter()
+    from xmine.encoders.probe import PROBE_SENTENCES
+
+    steps: dict[str, float] = {}
+    start = last = time.perf_counter()
+
+    def step(name: str) -> None:
+        nonlocal last
+        now = time.perf_counter()
+        steps[name] = round(now - last, 2)
+        last = now
+
     reference = torch_fp32()
+    name = reference.name
+    step("load_torch_fp32")
+    expected = probe_reference(reference)
+    step("probe_torch_fp32")
     model = convert(reference)
+    step("convert")
     calibration = None
     if precision == "int8":
         from xmine.encoders.ov_int8 import quantize
 
         model, calibration = quantize(model, reference)
+        step("quantize")
     folder.mkdir(parents=True)
     ov.save_model(model, str(folder / "model.xml"), compress_to_fp16=False)
-    del model
-    min_cos = probe_min_cosine(make_encoder(folder), reference)
-    from xmine.encoders.probe import PROBE_SENTENCES
-
+    step("save")
+    # The converted model shares the torch weights until saved: release both before compiling,
+    # so that the peak holds one copy of the weights beside the compiled model, not three.
+    del model, reference
+    encoder = make_encoder(folder)
+    step("compile")
+    min_cos = probe_min_cosine(encoder, expected)
+    step("probe_openvino")
     if not min_cos >= MIN_COSINE[precision]:
-        raise EncoderError(f"{reference.name}: the OpenVINO {precision} model agrees with torch fp32 only to cosine "
+        raise EncoderError(f"{name}: the OpenVINO {precision} model agrees with torch fp32 only to cosine "
                            f"{min_cos:.5f} on the probe sentences (needs >= {MIN_COSINE[precision]}); not using "
                            "it: use --runtime torch")
     for f in folder.rglob("*"):
         f.chmod(0o644)
     folder.chmod(0o755)
+    files = {n: {"size": (folder / n).stat().st_size, "sha256": sha256_file(folder / n)} for n in FILES}
+    step("hash")
     write_manifest(folder, MODEL_KIND, {
-        "name": reference.name,
+        "name": name,
         "source": source,
-        "files": {n: {"size": (folder / n).stat().st_size, "sha256": sha256_file(folder / n)} for n in FILES},
+        "files": files,
         "check": {"probe_sentences": len(PROBE_SENTENCES), "min_cos_to_torch_fp32": min_cos,
                   "threshold": MIN_COSINE[precision]},
         "calibration": calibration,
         "build_seconds": round(time.perf_counter() - start, 1),
+        "build_steps_seconds": steps,
         "provenance": provenance(recipe=OV_RECIPE, precision=precision),
     })
+    return encoder

@@ -93,13 +93,13 @@ def load_me5_openvino(*, prefix: str, precision: str, threads: int | None) -> Op
                                batching=default_batching("cpu", MAX_SEQ_LENGTH), precision=precision, threads=threads)
 
     fp32 = me5_fingerprint(prefix="", precision="fp32", manifest=manifest)
-    folder, _ = ensure_openvino_model(
+    encoder, _ = ensure_openvino_model(
         stem=path.name, weights_id=fp32["id"], precision=precision,
-        torch_fp32=lambda: load_me5(device="cpu", prefix=prefix, precision="fp32"), make_encoder=make)
-    encoder = make(folder)
+        torch_fp32=lambda: load_me5(device="cpu", prefix=prefix, precision="fp32", tokenizer=tokenizer),
+        make_encoder=make)
     want = me5_fingerprint(prefix=prefix, precision=precision, manifest=manifest, runtime="openvino")
     if encoder.fingerprint() != want:
-        raise EncoderError(f"{folder}: the loaded model is not the one its manifest describes "
+        raise EncoderError(f"{encoder.model_xml.parent}: the loaded model is not the one its manifest describes "
                            f"({encoder.fingerprint()['id']} vs {want['id']})")
     return encoder
 
@@ -133,6 +133,6 @@ def openvino_from_torch(encoder, *, precision: str, threads: int | None, explici
     if encoder.precision != "fp32" or encoder.model.dtype != torch_dtype("fp32"):
         raise EncoderError(f"{encoder.name}: OpenVINO converts the fp32 torch model, not a {encoder.precision} one")
     stem = "st-" + encoder._identity.split(":", 1)[-1]
-    folder, _ = ensure_openvino_model(stem=stem, weights_id=encoder._identity, precision=precision,
-                                      torch_fp32=lambda: encoder, make_encoder=make)
-    return make(folder)
+    converted, _ = ensure_openvino_model(stem=stem, weights_id=encoder._identity, precision=precision,
+                                         torch_fp32=lambda: encoder, make_encoder=make)
+    return converted

@@ -9,7 +9,10 @@ length-sorted passes of its token budget), so activation ranges are those of rea
 
 Quantisation: `nncf.quantize` with `ModelType.TRANSFORMER` (SmoothQuant on the matrix products,
 attention's softmax path kept in floating point) and the MIXED preset (symmetric weights,
-asymmetric activations). What the drawn sentences were is recorded in the model's manifest.
+asymmetric activations), without NNCF's bias correction: on the probe set and on FLORES-200 in
+eight scripts it changed no embedding's cosine to fp32 by more than 0.0001, and it costs a
+second statistics pass (a quarter of the calibration's time). What the drawn sentences were is
+recorded in the model's manifest.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ def calibration_recipe() -> dict[str, Any]:
     env = os.environ.get(ENV)
     return {"nncf": nncf.__version__, "preset": "mixed", "model_type": "transformer",
             "source": f"${ENV}={env}" if env else DEFAULT_SOURCE, "sentences": CALIBRATION_SENTENCES,
-            "seed": CALIBRATION_SEED}
+            "seed": CALIBRATION_SEED, "bias_correction": False}
 
 
 def calibration_files() -> list[Path]:
@@ -107,7 +110,8 @@ def quantize(model, reference) -> tuple[Any, dict[str, Any]]:
     nncf_log.setLevel(logging.WARNING)  # its per-step INFO lines and progress bars are not the user's business
     try:
         quantized = nncf.quantize(model, nncf.Dataset(passes), preset=nncf.QuantizationPreset.MIXED,
-                                  model_type=nncf.ModelType.TRANSFORMER, subset_size=len(passes))
+                                  model_type=nncf.ModelType.TRANSFORMER, subset_size=len(passes),
+                                  advanced_parameters=nncf.AdvancedQuantizationParameters(disable_bias_correction=True))
     finally:
         nncf_log.setLevel(level)
     record["passes"] = len(passes)

@@ -28,7 +28,6 @@ one wanted (stale) is rebuilt, with a one-line warning.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
@@ -40,6 +39,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+from filelock import FileLock
 
 from xmine.artefacts import provenance
 from xmine.fileio import MANIFEST, sha256_file, write_manifest
@@ -167,8 +167,7 @@ def ensure_openvino_model(*, stem: str, weights_id: str, precision: str, torch_f
     if why is None:
         return make_encoder(target), json.loads((target / MANIFEST).read_text(encoding="utf-8"))
     target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f".{target.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it right now
+    with FileLock(target.parent / f".{target.name}.lock"):  # another process may be building it right now
         why = problem_with(target, source)
         if why is None:
             return make_encoder(target), json.loads((target / MANIFEST).read_text(encoding="utf-8"))

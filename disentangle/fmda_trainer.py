@@ -31,19 +31,17 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from xmine.disentangle.fmda_batches import Stepper, batches
 from xmine.disentangle.fmda_eval import dev_loss, dev_retrieval, fit_langid
+from xmine.disentangle.train_checkpoint import CHECKPOINT, fresh_state, resume, run_signature, save
 from xmine.disentangle.trainer import end_epoch, epoch_line
 from xmine.errors import ConfigError
 
 WORK = ".work"
-CHECKPOINT = "checkpoint.pt"
 
 
 @dataclass(kw_only=True)
@@ -107,14 +105,6 @@ class FmdaConfig:
                 raise ConfigError(f"{name} must be >= 8, got {v}")
 
 
-def _signature(config: FmdaConfig, encoder_fp: dict, summary: dict) -> str:
-    cfg = dataclasses.asdict(config)
-    cfg.pop("max_epochs")
-    identity = {k: encoder_fp.get(k) for k in ("name", "dim", "id")}  # the id carries a non-fp32 precision
-    blob = json.dumps({"config": cfg, "encoder": identity, "data": summary}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
 def train_fmda(massive_dir: str | Path, out_dir: str | Path, *, encoder, config: FmdaConfig, restart: bool = False,
                show_progress: bool = True, threads: int | None = 1, overwrite: bool = False):
     """Train FMDA on MASSIVE's `massive_dir` (<locale>.jsonl files); write `out_dir`; return it loaded.
@@ -145,7 +135,6 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
     from tqdm.auto import tqdm
 
     from xmine.artefacts import provenance
-    from xmine.fileio import atomic_path
     from xmine.disentangle.fmda import FMDA
     from xmine.disentangle.fmda_prep import PIVOT, prepare
     from xmine.disentangle.methods import fmda_terms
@@ -171,20 +160,13 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
     stepper = Stepper(model, data, locales, config.contrastive)
     summary = {k: v for k, v in data.summary.items()}
     summary["ids_sha256"] = hashlib.sha256(",".join(data.ids_train + ["|"] + data.ids_dev).encode()).hexdigest()
-    signature = _signature(config, encoder_fp, summary)
+    identity = {k: encoder_fp.get(k) for k in ("name", "dim", "id")}  # the id carries a non-fp32 precision
+    signature = run_signature(config, identity, summary)
     ckpt_path = out_dir / WORK / CHECKPOINT
-    state: dict[str, Any] = {"epoch": 0, "best_loss": float("inf"), "best_epoch": 0, "best_state": None,
-                             "bad_epochs": 0, "history": []}
-    if ckpt_path.is_file() and not restart:
-        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        if ckpt["signature"] != signature:
-            raise ConfigError(f"{ckpt_path}: holds a run with other settings or data; pass --restart to discard "
-                              "it or choose another output directory")
-        model.load_state_dict(ckpt["model"])
-        opt.load_state_dict(ckpt["opt"])
-        gen.set_state(ckpt["gen"])
-        state = ckpt["state"]
+    state = None if restart else resume(ckpt_path, signature, model=model, optimizers={"opt": opt}, gen=gen)
+    if state is not None:
         log(f"resuming from {ckpt_path} after epoch {state['epoch']} (best epoch {state['best_epoch']})")
+    state = state or fresh_state()
 
     # Which terms have rows in training (they depend only on where annotation exists).
     trained = {"Loss_lang^L1", "Loss_lang^L2", "Loss_rec^utt-L1", "Loss_rec^utt-L2", "Loss_con^tp", "Loss_con^m"}
@@ -197,9 +179,7 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
                 trained |= {f"Loss_rec^{part}L2", f"Loss_rec^{part}L1-CL"}
 
     def save_checkpoint() -> None:
-        with atomic_path(ckpt_path) as tmp:
-            torch.save({"signature": signature, "model": model.state_dict(), "opt": opt.state_dict(),
-                        "gen": gen.get_state(), "state": state}, tmp)
+        save(ckpt_path, signature, model=model, optimizers={"opt": opt}, gen=gen, state=state)
 
     if state["epoch"] == 0 and not state["history"]:
         v0, _ = dev_loss(stepper, data, config, trained)

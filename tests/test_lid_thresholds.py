@@ -125,3 +125,16 @@ def test_out_json_records_the_thresholds_used(data_dir, tmp_path):
     assert override["src"]["other_language"] - table["src"]["other_language"] == len(between)
     r = CliRunner().invoke(main, base + ["--lid-min-confidence", "1.5", "-o", str(tmp_path / "bad.tsv")])
     assert r.exit_code == 2 and "--lid-min-confidence" in r.output and not list(tmp_path.glob("bad.tsv*"))
+
+
+def test_tosk_albanian_and_egyptian_arabic_sides_keep_their_own_lines(data_dir):
+    """fastText's `als` label is Alemannic (read as gsw), its Albanian label `sq`; Egyptian lines
+    mostly get `ara`: the label map and the Albanian and Arabic groups keep such sides whole."""
+    from flores import flores_lines
+
+    assert "als" in L.supported_languages("fasttext") and "gsw" in L.supported_languages("fasttext")
+    for code, file in (("als", "als_Latn"), ("arz", "arz_Arab")):
+        lines = flores_lines(data_dir, file, 100)
+        keep, codes = L.language_mask(lines, code, min_confidence=0.8)
+        assert keep.mean() >= 0.97, (code, sorted(set(codes)))
+        assert not L.language_mask(flores_lines(data_dir, "eng_Latn", 100), code, min_confidence=0.8)[0].all()

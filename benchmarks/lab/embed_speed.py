@@ -187,18 +187,12 @@ def _onnx_models(model, folder: Path, threads: int) -> dict[str, _OrtModel]:
     import torch
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    class Wrapped(torch.nn.Module):
-        def __init__(self, inner):
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, input_ids, attention_mask):
-            return self.inner(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    from xmine.encoders.ov_build import hidden_state_module
 
     fp32_path, int8_path = folder / "model.onnx", folder / "model-int8.onnx"
     ids = torch.ones(2, 8, dtype=torch.long)
     # The exporter traces a copy: tracing has been seen to leave the traced module changed.
-    torch.onnx.export(Wrapped(copy.deepcopy(model)), (ids, ids.clone()), str(fp32_path),
+    torch.onnx.export(hidden_state_module(copy.deepcopy(model)), (ids, ids.clone()), str(fp32_path),
                       input_names=["input_ids", "attention_mask"], output_names=["hidden"],
                       dynamic_axes={n: {0: "batch", 1: "tokens"} for n in ("input_ids", "attention_mask", "hidden")},
                       opset_version=17, dynamo=False)

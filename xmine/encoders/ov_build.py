@@ -109,7 +109,9 @@ def problem_with(folder: Path, source: dict[str, Any]) -> str | None:
     return None
 
 
-def _hidden_state_module(model):
+def hidden_state_module(model):
+    """`model` (a transformers encoder) as a module of (input_ids, attention_mask) -> last hidden
+    state, the form OpenVINO's and ONNX's exporters take."""
     import torch
 
     class LastHiddenState(torch.nn.Module):
@@ -133,7 +135,7 @@ def convert(torch_encoder) -> Any:
         # Tracing notes that Python booleans become constants; the ones in BERT's mask code are
         # constant for every shape (no cache, no causal mask). The probe check below verifies it.
         warnings.simplefilter("ignore")
-        return ov.convert_model(_hidden_state_module(torch_encoder.model), example_input=example,
+        return ov.convert_model(hidden_state_module(torch_encoder.model), example_input=example,
                                 input=[("input_ids", [-1, -1], ov.Type.i64), ("attention_mask", [-1, -1], ov.Type.i64)])
 
 

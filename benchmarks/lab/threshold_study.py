@@ -170,10 +170,17 @@ class MiningCase:
         p, r = (tp / k if k else 1.0), tp / max(self.n_gold, 1)
         return p, r, (2 * p * r / (p + r) if p + r else 0.0)
 
-    def best_f1(self):
+    def best(self) -> tuple[float, float]:
+        """(threshold, F1) at the set's own best threshold (the gold's view)."""
         order = np.argsort(-self.mined.score, kind="stable")
         f = 2 * np.cumsum(self.correct[order]) / (np.arange(1, len(order) + 1) + self.n_gold)
-        return float(f.max()) if len(f) else 0.0
+        if not len(f):
+            return 1.0, 0.0
+        i = int(np.argmax(f))
+        return float(self.mined.score[order][i]), float(f[i])
+
+    def best_f1(self):
+        return self.best()[1]
 
 
 def _survival(sample):
@@ -345,7 +352,7 @@ def bounds() -> dict:
     for family in FAMILIES:
         train = [(features(c), c) for cell, cc in cases.items() if cell[0] != family for c in cc]
         x = np.array([f[0] for f, _ in train])
-        y = np.array([(_best_threshold(c) - f[1]) / f[2]
+        y = np.array([(c.best()[0] - f[1]) / f[2]
                       for f, c in train])
         w = np.linalg.lstsq(x, y, rcond=None)[0]
         for cell, cc in cases.items():
@@ -355,11 +362,6 @@ def bounds() -> dict:
                 out["/".join(cell)]["adaptive_z_max"] = round(100 * float(np.max(gaps)), 1)
     return out
 
-
-def _best_threshold(case: MiningCase) -> float:
-    order = np.argsort(-case.mined.score, kind="stable")
-    f = 2 * np.cumsum(case.correct[order]) / (np.arange(1, len(order) + 1) + case.n_gold)
-    return float(case.mined.score[order][int(np.argmax(f))]) if len(f) else 1.0
 
 
 @click.command("threshold-study")

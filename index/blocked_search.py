@@ -1,12 +1,10 @@
-"""Top-k search over shards in query blocks, one cut shared by the single process and Ray.
+"""Top-k search over shards in query blocks, the same cut in one process and on Ray.
 
 FAISS's similarities can differ in the last bits with the number of queries in one call (BLAS
-picks other kernels for other shapes). So the paths that must give the same bytes in one process
-and on Ray cut the queries the same way: blocks of `QUERY_BLOCK` rows, each searched in every
-shard by `shard_searcher` (what `search_shard` runs), merged per query in shard order by
-`merge_topk`. `search_blocks` does that here, shard by shard (each shard is opened once);
-`xmine.index.ray_build.search_blocks_ray` runs runs of blocks x one shard as tasks and merges the
-same way.
+picks other kernels for other shapes). So `search_blocks` cuts the queries the same way whatever
+runs it: blocks of `QUERY_BLOCK` rows, each searched in every shard by `shard_searcher` (what
+`search_shard` runs), merged per query by `merge_topk`; its units (a run of blocks x one shard)
+run here or as Ray tasks (`xmine.executor`), with the same bytes.
 
 A "shard opener" is a picklable callable, `open_shard(s) -> (index, shard, choice)`, as
 `search_shard` and `shard_searcher` take them:
@@ -21,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from xmine.executor import LOCAL, Executor, ShardProgress
 from xmine.index.faiss_index import IndexDir, shard_searcher
 from xmine.topk import merge_topk
 
@@ -80,26 +79,65 @@ class FlatChunks:
         return index, {"start": lo, "rows": hi - lo}, {}
 
 
-def search_blocks(open_shard, n_shards: int, queries, k: int, *, block: int | None = None,
-                  nprobe: int | None = None, use_gpu: bool = False, desc: str = "search",
+#: Queries one search unit runs against its shard. A unit opens (reads) its shard once, so at
+#: scale a unit must cover many query blocks: with 16k-query units, 1B queries would read every
+#: shard 61,000 times.
+QUERIES_PER_UNIT = 1 << 20
+
+
+def search_unit(open_shard, s: int, queries, starts: list[int], block: int, k: int, nprobe, use_gpu: bool,
+                on_rows=None):
+    """Shard s opened once, searched by the query blocks starting at `starts`: (s, [(q0, sims, rows)])."""
+    search = shard_searcher(*open_shard(s), nprobe=nprobe, use_gpu=use_gpu)
+    found = []
+    for q0 in starts:
+        q = np.ascontiguousarray(queries[q0 : min(q0 + block, len(queries))], dtype=np.float32)
+        found.append((q0, *search(q, k)))
+        if on_rows is not None:
+            on_rows(len(q))
+    return s, found
+
+
+def search_blocks(open_shard, n_shards: int, queries, k: int, *, executor: Executor = LOCAL,
+                  block: int | None = None, nprobe: int | None = None, use_gpu: bool = False,
+                  done: dict | None = None, on_block=None, desc: str = "search",
                   show_progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k (sims, rows; -inf and -1 where fewer) of every query over `n_shards` shards, in this
-    process: the arrays `search_blocks_ray` returns for the same arguments (see the module doc).
-    `block`: queries per search call, QUERY_BLOCK by default.
+    """Top-k (sims, rows; -inf and -1 where fewer) of every query over `n_shards` shards, each
+    opened by `open_shard(s)` (a picklable callable returning (index, shard, choice)).
 
-    Memory: one shard, one block of queries, and the (len(queries), k) result."""
-    from tqdm.auto import tqdm
+    Units (`search_unit`, run by `executor`): one shard x a run of up to QUERIES_PER_UNIT
+    queries, in blocks of `block` (QUERY_BLOCK by default); on a cluster at least two units per
+    CPU (or GPU) when there are blocks enough. Each block's answers are merged into its running
+    top-k (`merge_topk`: the same k best whatever order the shards answer in).
+    `done`: {q0: (sims, rows)} of blocks finished earlier (not searched again); `on_block(q0,
+    sims, rows)` is called when every shard has answered a block (a checkpoint).
 
+    Memory: one shard and one unit's answers per running unit, and the (len(queries), k) result."""
     nq, block = len(queries), block or QUERY_BLOCK
+    done = done or {}
     out_s = np.full((nq, k), -np.inf, dtype=np.float32)
     out_i = np.full((nq, k), -1, dtype=np.int64)
-    with tqdm(total=nq * n_shards, desc=desc, unit=" queries", disable=not show_progress, dynamic_ncols=True) as bar:
-        for s in range(n_shards):
-            search = shard_searcher(*open_shard(s), nprobe=nprobe, use_gpu=use_gpu)
-            for q0 in range(0, nq, block):
-                q1 = min(nq, q0 + block)
-                sims, rows = search(np.ascontiguousarray(queries[q0:q1], dtype=np.float32), k)
+    for q0, (sims, rows) in done.items():
+        out_s[q0 : q0 + len(sims)], out_i[q0 : q0 + len(rows)] = sims, rows
+    blocks = [q0 for q0 in range(0, nq, block) if q0 not in done]
+    if not blocks:
+        return out_s, out_i
+    runs = -(-len(blocks) * block // QUERIES_PER_UNIT)
+    if executor.distributed:  # enough units to keep the cluster busy
+        runs = max(runs, -(-2 * executor.slots(gpu=use_gpu) // n_shards))
+    groups = [[int(q) for q in g] for g in np.array_split(np.asarray(blocks), min(len(blocks), runs))]
+    opener, shared = executor.share(open_shard), executor.share(queries)
+    units = ((opener, s, shared, g, block, k, nprobe, use_gpu) for g in groups for s in range(n_shards))
+    answered = dict.fromkeys(blocks, 0)
+    todo_rows = sum(min(block, nq - q0) for q0 in blocks)
+    with ShardProgress(shards=len(groups) * n_shards, rows=todo_rows * n_shards, desc=desc, unit=" queries",
+                       enabled=show_progress) as bar:
+        for s, found in executor.map(search_unit, units, gpus=int(use_gpu and executor.distributed), progress=bar):
+            for q0, sims, rows in found:
+                q1 = q0 + len(sims)
                 out_s[q0:q1], out_i[q0:q1] = merge_topk([out_s[q0:q1], sims], [out_i[q0:q1], rows], k)
-                bar.update(q1 - q0)
-            del search  # the shard's memory (and GPU copy) before the next one is opened
+                answered[q0] += 1
+                if answered[q0] == n_shards and on_block is not None:
+                    on_block(q0, out_s[q0:q1], out_i[q0:q1])
+            bar.done(sum(len(sims) for _, sims, _ in found))
     return out_s, out_i

@@ -14,7 +14,8 @@ import numpy as np
 
 from xmine.artefacts import atomic_dir, provenance
 from xmine.errors import ConfigError, NonFiniteRowError
-from xmine.fileio import sha256_file, write_manifest
+from xmine.executor import LOCAL, Executor, ShardProgress
+from xmine.fileio import atomic_path, sha256_file, write_manifest
 from xmine.index.choose import IndexChoice, choose_index
 from xmine.index.faiss_gpu import faiss_reason, gpu_count, to_cpu, to_gpu
 from xmine.index.faiss_index import FORMAT_VERSION, KIND, IndexDir, shard_name, shard_plan
@@ -65,6 +66,10 @@ def as_f32(a) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(a, dtype=np.float32))
 
 
+#: Rows per add unit on a cluster when the index is kept as one shard (pieces merged at the end).
+ADD_PIECE_ROWS = 262_144
+
+
 def build_index(
     embeddings: np.ndarray,
     out_dir: str | Path,
@@ -78,6 +83,7 @@ def build_index(
     lang: str | None = None,
     source: dict | None = None,
     config: IndexConfig = IndexConfig(),
+    executor: Executor = LOCAL,
     show_progress: bool = False,
     overwrite: bool = False,
 ) -> IndexDir:
@@ -85,31 +91,49 @@ def build_index(
     `out_dir`. `sentences`: the text of every row, as a list or as a file of one sentence a line
     (copied, e.g. a store's sentences.txt).
 
+    As autofaiss and stopes do, on any `executor` (`xmine.executor`; the same directory here and
+    on Ray): the index is trained in ONE unit on a seeded sample (`train_index`), then rows are
+    added in units (`add_unit`), each on a copy of the trained index. With `shard_rows`, each unit
+    writes its shard (searched as one, like faiss's IndexShards). Without, on a cluster the rows
+    are added in pieces of ADD_PIECE_ROWS merged in row order into one index (`merge_pieces`),
+    which holds the same lists in the same order as adding every row to one index; HNSW graphs
+    cannot be merged, so a graph is built by one unit.
+
     An existing `out_dir` is replaced only when it is an xmine index and `overwrite` is given
     (`xmine.artefacts.atomic_dir`); callers that take user paths claim it first
     (`xmine.outputs.claim_output`), which also refuses inputs and a second writer.
     """
     import faiss
-    from tqdm.auto import tqdm
 
     n, dim = embeddings.shape
     text_file = Path(sentences) if isinstance(sentences, (str, Path)) else None
     n_text = count_newlines(text_file) if text_file is not None else len(sentences)
     if n_text != n or len(line_numbers) != n:
         raise ConfigError(f"{n} embeddings but {n_text} sentences / {len(line_numbers)} line numbers")
-    use_gpu = config.gpu and gpu_count() > 0
+    use_gpu = config.gpu and (executor.gpus() if executor.distributed else gpu_count()) > 0
+    gpus = int(use_gpu and executor.distributed)
     choice, shard_rows = resolve_choice(n, dim, config, use_gpu)
 
-    trained = train_index(embeddings, choice, seed=config.seed, use_gpu=use_gpu)
+    rows = executor.share(embeddings)
+    threads = executor.node_cpus()
+    trained = executor.call(train_index, rows, choice, config.seed, use_gpu, threads, cpus=threads, gpus=gpus)
     plan = shard_plan(n, shard_rows)
+    merged = executor.distributed and config.shard_rows is None and choice.kind != "hnsw" and n > ADD_PIECE_ROWS
+    pieces = shard_plan(n, ADD_PIECE_ROWS) if merged else plan
     with atomic_dir(out_dir, kind=KIND, overwrite=overwrite) as tmp:
+        trained_ref = executor.share(trained)
+        units = ((trained_ref, rows, p, start, stop, config.add_batch, use_gpu,
+                  None if merged else str(tmp / shard_name(p))) for p, (start, stop) in enumerate(pieces))
+        blobs: dict[int, bytes] = {}
         # `with`: the bar ends its line before an error is printed, so the error stays one line.
-        with tqdm(total=n, desc=f"indexing ({choice.factory})", unit="vec", disable=not show_progress) as bar:
-            for s, (start, stop) in enumerate(plan):
-                index = add_rows(trained, embeddings, start, stop, add_batch=config.add_batch, use_gpu=use_gpu,
-                                 on_rows=bar.update)
-                faiss.write_index(index, str(tmp / shard_name(s)))
-                del index
+        with ShardProgress(shards=len(pieces), rows=n, desc=f"indexing ({choice.factory}, {executor.name})",
+                           unit=" vec", enabled=show_progress) as bar:
+            for p, count, blob in executor.map(add_unit, units, gpus=gpus, progress=bar):
+                if blob is not None:
+                    blobs[p] = blob
+                bar.done(count)
+        if merged:
+            faiss.write_index(merge_pieces([blobs.pop(p) for p in range(len(pieces))]), str(tmp / shard_name(0)))
         write_index_files(tmp, plan, sentences=sentences, line_numbers=line_numbers, sentence_index=sentence_index,
                           encoder=encoder,
                           projection=projection, part=part, lang=lang, dim=dim, choice=choice, use_gpu=use_gpu,
@@ -133,12 +157,15 @@ def resolve_choice(n: int, dim: int, config: IndexConfig, use_gpu: bool) -> tupl
     return choice, shard_rows
 
 
-def train_index(embeddings, choice: IndexChoice, *, seed: int, use_gpu: bool) -> bytes:
+def train_index(embeddings, choice: IndexChoice, seed: int, use_gpu: bool, threads: int | None = None) -> bytes:
     """The empty index `choice.factory`, trained on a seeded sample of `embeddings`, serialised.
 
     The sample depends only on (n, seed), so every run (local or on Ray) trains on the same rows.
-    """
+    `threads`: see `with_threads`."""
     import faiss
+
+    if threads is not None:
+        return with_threads(threads, train_index, embeddings, choice, seed, use_gpu)
 
     n, dim = embeddings.shape
     template = faiss.index_factory(dim, choice.factory, faiss.METRIC_INNER_PRODUCT)
@@ -155,6 +182,52 @@ def train_index(embeddings, choice: IndexChoice, *, seed: int, use_gpu: bool) ->
                               "use --type flat or hnsw, a smaller --nlist / --pq-m, or a larger corpus") from None
         template = to_cpu(idx, res)
     return bytes(faiss.serialize_index(template))
+
+
+def with_threads(threads: int, fn, *args):
+    """`fn(*args)` with `threads` BLAS and OpenMP threads: as many as a single-process run has on a
+    machine of this size, because OPQ's rotation (an SVD) and k-means sum in an order that depends
+    on the thread count, so equal counts give the same trained index."""
+    import faiss
+    from threadpoolctl import threadpool_limits
+
+    faiss.omp_set_num_threads(threads)
+    with threadpool_limits(limits=threads):
+        return fn(*args)
+
+
+def add_unit(trained: bytes, rows, piece: int, start: int, stop: int, add_batch: int, use_gpu: bool,
+             write_to: str | None, side: str | None = None, on_rows=None):
+    """A unit of rows added (`add_rows` start:stop): (piece, rows, None) with the index written to
+    `write_to` (atomically), or (piece, rows, the index serialised) without."""
+    import faiss
+
+    index = add_rows(trained, rows, start, stop, add_batch=add_batch, use_gpu=use_gpu, side=side, on_rows=on_rows)
+    if write_to is not None:
+        with atomic_path(write_to) as tmp:
+            faiss.write_index(index, str(tmp))
+        return piece, stop - start, None
+    return piece, stop - start, bytes(faiss.serialize_index(index))
+
+
+def merge_pieces(pieces: list[bytes]):
+    """One index holding the pieces' vectors in piece order (ids shifted to follow each other)."""
+    import faiss
+
+    def load(b):
+        return faiss.deserialize_index(np.frombuffer(b, dtype=np.uint8))
+
+    dst = load(pieces[0])
+    for b in pieces[1:]:
+        src = load(b)
+        try:
+            ivf_dst, ivf_src = faiss.extract_index_ivf(dst), faiss.extract_index_ivf(src)
+        except RuntimeError:  # not IVF (Flat): plain concatenation of codes
+            dst.merge_from(src)
+            continue
+        ivf_dst.merge_from(ivf_src, ivf_dst.ntotal)
+        dst.ntotal = ivf_dst.ntotal  # an OPQ wrapper counts its own rows
+    return dst
 
 
 def add_rows(trained: bytes, embeddings, start: int, stop: int, *, add_batch: int, use_gpu: bool,

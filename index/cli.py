@@ -68,6 +68,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     """
     import tempfile
 
+    from xmine.executor import executor_for
     from xmine.index.build import IndexConfig, build_index as _build
     from xmine.input_artefacts import artefact_precision
     from xmine.input_encoders import Encoders
@@ -78,10 +79,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
         from xmine.inputs import check_split_languages
 
         check_split_languages([(source, lang, "--lang")], input_format)
-    if ray_address is not None:  # join the cluster first: a wrong address fails before any work
-        from xmine.cluster import connect
-
-        connect(ray_address)
+    executor = executor_for(ray_address)  # join the cluster first: a wrong address fails before any work
     with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
         encoders = Encoders(encoder, projection, precision, default_precision=artefact_precision([source]),
                             inputs=[source])
@@ -95,18 +93,13 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
             config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
                                  gpu=not cpu,
                                  memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
-            rows = side.rows
-            if ray_address is not None:
-                from xmine.index.ray_build import build_index_ray as _build, rows_for_workers
-
-                rows = rows_for_workers(side.rows)
             try:
-                ix = _build(rows, out_dir, sentences=side.text.path, line_numbers=side.line_numbers,
+                ix = _build(side.rows, out_dir, sentences=side.text.path, line_numbers=side.line_numbers,
                             sentence_index=side.sentence_index,
                             encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
                             source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
                                                            {"path": str(Path(source).resolve()), **side.fingerprint})},
-                            config=config, show_progress=not quiet, overwrite=overwrite)
+                            config=config, executor=executor, show_progress=not quiet, overwrite=overwrite)
             finally:
                 side.close()
     c = ix.manifest["choice"]

@@ -1,5 +1,5 @@
 """The index shards and candidate rescoring shared by approximate mining's search
-(mining/approximate.py, its Ray engine mining/ray_approximate.py) and its refinement
+(mining/approximate.py) and its refinement
 (mining/refine.py): where a direction's shards live in the work folder, how one is opened or
 built, and the exact rescoring of each query's candidates."""
 

@@ -9,9 +9,11 @@ k real candidates, as in the exact path.
 How: ONE coarse quantiser (and PQ codebook) is trained on a seeded sample of both sides (they
 live in one space), then for each direction the base side is added to copies of that trained
 index, `shard_rows` rows per shard, and the other side is searched against each shard in blocks
-of `query_block` rows, each shard's top-k merged into a running (rows, k) state. Only one shard
-is in memory at a time. Memory: one shard (IVF-PQ fast-scan: pq_m/2 + 8 bytes a row) + both
-directions' k-state ((n + m) * k * 12 bytes) + one query block.
+of `query_block` rows (`xmine.index.blocked_search.search_blocks`), each block's top-k merged
+across the shards. Each step is a set of units (`xmine.executor`): in this process one after
+another, or as tasks on a Ray cluster, with the same result. Memory per running unit: one shard
+(IVF-PQ fast-scan: pq_m/2 + 8 bytes a row) and its answers; on the driver both directions'
+k-state ((n + m) * k * 12 bytes).
 
 Exact rescoring (default): the index proposes `fetch_factor * k` candidates per row by its
 approximate (PQ) similarity; their exact cosines are then computed from the rows themselves with
@@ -27,13 +29,9 @@ high; so the rows of every candidate pair at or above the threshold are searched
 `refine_nprobe_factor * nprobe` lists by their stored vectors. The index shards stay in the work
 folder until then.
 
-Resuming (`work_dir`): the trained index, every built shard and the running state of each
-direction (after each shard, and every `checkpoint_seconds` inside a shard) are written
-atomically; a second call with the same inputs continues where the first stopped.
-
-On Ray (`engine=ray_approximate.RAY_ENGINE`, mining/ray_approximate.py) the same functions run as
-tasks: `train_quantiser` in one, `add_rows` per shard, `shard_searcher` per shard over its query
-blocks, merged by `merge_topk`.
+Resuming (`work_dir`): the trained index, every built shard and every query block once all
+shards have answered it are written atomically; a second call with the same inputs builds and
+searches only what is missing.
 
 Index types: "ivfpqfs" (default: IVF + 4-bit product quantisation with fast-scan SIMD kernels,
 the fastest to search on CPU), "ivfpq" (8-bit PQ codes, more accurate, slower), "ivf" (IVF with
@@ -48,15 +46,14 @@ import logging
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, NamedTuple
 
 import numpy as np
 
-from xmine.fileio import atomic_path
 from xmine.checkpoints import KeyedDir
-from xmine.index.build import as_f32
-from xmine.mining.ann_shards import open_shard, rescore_candidates, shard_bounds, shard_file
-from xmine.topk import merge_topk
+from xmine.executor import LOCAL, Executor, ShardProgress
+from xmine.fileio import atomic_path
+from xmine.index.build import as_f32, with_threads
+from xmine.mining.ann_shards import base_side, rescore_candidates, shard_bounds, shard_file
 from xmine.errors import ConfigError, NonFiniteRowError
 
 log = logging.getLogger(__name__)
@@ -87,8 +84,6 @@ class ApproximateConfig:
     train_per_list: int = 50
     #: seed of the training sample
     seed: int = 0
-    #: seconds between checkpoints inside a shard's search
-    checkpoint_seconds: float = 300.0
     #: recompute the candidates' similarities exactly from the rows and keep the best k
     rescore: bool = True
     #: candidates fetched per row from the index when rescoring: fetch_factor * k
@@ -129,29 +124,18 @@ class ApproximateConfig:
         return {"nlist": nlist, "nprobe": nprobe, "factory": factory}
 
 
-#: what an approximate run writes in its work folder (mining/ray_approximate.py adds query blocks)
-WORK_FILES = ("trained.faiss", "*-shard*.faiss", "*-state.npz", "*-rescored.npz", "*-ray-block-*.npz", "refined.npz")
-
-
-class Engine(NamedTuple):
-    """What runs the two heavy steps of `approximate_knn_both`: this process (`LOCAL_ENGINE`), or
-    tasks on the connected Ray cluster (`mining.ray_approximate.RAY_ENGINE`); the same result."""
-
-    #: (x, y, plan, config) -> the trained empty index, serialised (`train_quantiser`)
-    train: Callable
-    #: (tag, *, queries, base, k, plan, shard_rows, trained, work, config, show_progress) -> each
-    #: query row's k candidates (sims, idx) (`_search`)
-    search: Callable
+#: what an approximate run writes in its work folder
+WORK_FILES = ("trained.faiss", "*-shard*.faiss", "*-block-*.npz", "*-rescored.npz", "refined.npz")
 
 
 def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = ApproximateConfig(),
                          work_dir: str | Path, key: str = "", show_progress: bool = False,
-                         engine: Engine | None = None, passing=None, passing_key: str = ""):
+                         executor: Executor = LOCAL, passing=None, passing_key: str = ""):
     """Approximate kNN x->y and y->x: (fwd_sims (n, kx), fwd_idx, bwd_sims (m, ky), bwd_idx), sorted,
     float32 / int64, -1 where fewer neighbours were found; kx = min(k, m), ky = min(k, n).
 
-    `engine`: what trains, adds and searches (default `LOCAL_ENGINE`, this process;
-    `mining.ray_approximate.RAY_ENGINE`: tasks on the connected Ray cluster); the same result.
+    `executor`: where the training, adding and searching units run (`xmine.executor`: this
+    process, or tasks on the connected Ray cluster); the same result.
     `passing(fwd_sims, fwd_idx, bwd_sims, bwd_idx)`: (source mask, target mask) of the rows whose
     neighbourhood decides whether a pair passes the threshold (`select.passing_rows`), or None;
     those rows are searched again wider (mining/refine.py; needs `rescore`). `passing_key` names
@@ -171,21 +155,22 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
     work = KeyedDir(work_dir, full_key, owned=WORK_FILES)
     log.info("approximate kNN: %s, nprobe %d, shards of %d rows", plan["factory"], plan["nprobe"], shard_rows)
 
-    train, search = engine or LOCAL_ENGINE
     trained_file = work.path("trained.faiss")  # serialised = the bytes faiss.write_index writes
     if trained_file.is_file():
         trained_bytes = trained_file.read_bytes()
     else:
-        trained_bytes = train(x, y, plan, config)
+        threads = executor.node_cpus()
+        trained_bytes = executor.call(train_quantiser, executor.share(x), executor.share(y), plan, config, threads,
+                                      cpus=threads)
         with atomic_path(trained_file) as tmp:
             tmp.write_bytes(trained_bytes)
 
     fetch = config.fetch_factor if config.rescore else 1
     refine = passing is not None and config.rescore and config.refine
     fwd = _direction("fwd", queries=x, base=y, k=min(k, m), fetch=fetch, plan=plan, shard_rows=shard_rows,
-                     trained=trained_bytes, work=work, config=config, show_progress=show_progress, search=search)
+                     trained=trained_bytes, work=work, config=config, show_progress=show_progress, executor=executor)
     bwd = _direction("bwd", queries=y, base=x, k=min(k, n), fetch=fetch, plan=plan, shard_rows=shard_rows,
-                     trained=trained_bytes, work=work, config=config, show_progress=show_progress, search=search)
+                     trained=trained_bytes, work=work, config=config, show_progress=show_progress, executor=executor)
     knn = (fwd[0], fwd[1], bwd[0], bwd[1])
     if refine:
         from xmine.mining.refine import refine_passing
@@ -202,12 +187,15 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
     return knn
 
 
-def train_quantiser(x, y, plan: dict, config: ApproximateConfig) -> bytes:
+def train_quantiser(x, y, plan: dict, config: ApproximateConfig, threads: int | None = None) -> bytes:
     """The empty index `plan["factory"]` trained on a seeded sample of both sides, serialised.
 
     The sample depends only on (len(x), len(y), the plan, the seed), so every run trains on the
-    same rows."""
+    same rows. `threads`: see `xmine.index.build.with_threads`."""
     import faiss
+
+    if threads is not None:
+        return with_threads(threads, train_quantiser, x, y, plan, config)
 
     n, m = len(x), len(y)
     trained = faiss.index_factory(x.shape[1], plan["factory"], faiss.METRIC_INNER_PRODUCT)
@@ -236,15 +224,16 @@ def train_quantiser(x, y, plan: dict, config: ApproximateConfig) -> bytes:
 
 
 def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work: KeyedDir, config, show_progress,
-               search):
+               executor):
     """k neighbours of every query row in `base`: `fetch * k` candidates through the index shards
-    (`search`: `_search` here, or its Ray twin), then (fetch > 1) rescored exactly."""
+    (`_search`), then (fetch > 1) rescored exactly."""
     final = work.path(f"{tag}-rescored.npz")
     if final.is_file():
         with np.load(final) as st:
             return st["sims"], st["idx"]
-    sims, idx = search(tag, queries=queries, base=base, k=min(len(base), fetch * k), plan=plan,
-                        shard_rows=shard_rows, trained=trained, work=work, config=config, show_progress=show_progress)
+    sims, idx = _search(tag, queries=queries, base=base, k=min(len(base), fetch * k), plan=plan,
+                        shard_rows=shard_rows, trained=trained, work=work, config=config, executor=executor,
+                        show_progress=show_progress)
     if fetch == 1:
         return sims, idx
     sims, idx = rescore_candidates(queries, base, idx, k, block=config.rescore_block, show_progress=show_progress, tag=tag)
@@ -253,55 +242,60 @@ def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work:
     return sims, idx
 
 
-def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: KeyedDir, config, show_progress):
-    """`k` candidates of every query row: the base side added to the trained index shard by shard,
-    each shard searched by all queries in blocks of `config.query_block`, merged into a running
-    top-k (checkpointed). The Ray twin (`ray_approximate.search_on_ray`) calls the same functions."""
-    from tqdm.auto import tqdm
+def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: KeyedDir, config, executor, show_progress):
+    """`k` candidates of every query row: the base side's shards added to the trained index
+    (`add_unit`, one unit each, written to the work folder), then every shard searched by the
+    queries in blocks of `config.query_block` (`search_blocks`), each block's merged top-k saved
+    as it completes. A rerun builds only the missing shards and searches only the missing blocks."""
+    from xmine.index.blocked_search import search_blocks
+    from xmine.index.build import add_unit
+    from xmine.index.faiss_index import shard_plan
 
-    from xmine.index.faiss_index import shard_plan, shard_searcher
+    nq, block = len(queries), config.query_block
+    bounds = shard_plan(len(base), shard_rows)
+    files = [str(work.path(shard_file(tag, s))) for s in range(len(bounds))]
 
-    nq, nb = len(queries), len(base)
-    bounds = shard_plan(nb, shard_rows)
-    n_shards = len(bounds)
-    done_file = work.path(f"{tag}-state.npz")
-    run_s = np.full((nq, k), -np.inf, dtype=np.float32)
-    run_i = np.full((nq, k), -1, dtype=np.int64)
-    shard0, q0 = 0, 0
-    if done_file.is_file():
-        with np.load(done_file) as st:
-            shard0, q0 = int(st["shard"]), int(st["query"])
-            run_s[:], run_i[:] = st["sims"], st["idx"]
-        log.info("%s: resuming at shard %d, query row %d", tag, shard0, q0)
+    def block_file(q0: int) -> Path:
+        return work.path(f"{tag}-block-{q0:012d}-{min(nq, q0 + block):012d}.npz")
 
-    def save(shard: int, query: int) -> None:
-        with atomic_path(done_file) as tmp:
-            np.savez(tmp, shard=np.int64(shard), query=np.int64(query), sims=run_s, idx=run_i)
+    done = {}
+    for q0 in range(0, nq, block):  # blocks merged by an earlier (killed) run
+        try:
+            with np.load(block_file(q0)) as z:
+                done[q0] = z["sims"], z["idx"]
+        except (OSError, ValueError, KeyError):  # absent, or half-written: search it again
+            continue
+    all_done = len(done) == -(-nq // block)  # then the shards (deleted once searched) are not needed
+    missing = [] if all_done else [s for s, f in enumerate(files) if not Path(f).is_file()]
+    if missing:
+        trained_ref, base_ref = executor.share(trained), executor.share(base)
+        units = ((trained_ref, base_ref, s, *bounds[s], block, False, files[s], base_side(tag)) for s in missing)
+        with ShardProgress(shards=len(missing), rows=sum(bounds[s][1] - bounds[s][0] for s in missing),
+                           desc=f"indexing {tag}", unit=" rows", enabled=show_progress) as bar:
+            for _, count, _ in executor.map(add_unit, units, progress=bar):
+                bar.done(count)
 
-    for s in range(shard0, n_shards):
-        lo, hi = bounds[s]
-        shard, choice = shard_bounds(plan, lo, hi)
-        index = open_shard(tag, s, lo, hi, base=base, trained=trained, work=work, config=config,
-                           show_progress=show_progress, of=n_shards)
-        search = shard_searcher(index, shard, choice, nprobe=None, use_gpu=False)
-        start = q0 if s == shard0 else 0
-        bar = tqdm(total=nq, initial=start, desc=f"searching {tag} shard {s + 1}/{n_shards}", unit="rows",
-                   disable=not show_progress, leave=False)
-        last = time.monotonic()
-        for q in range(start, nq, config.query_block):
-            qe = min(nq, q + config.query_block)
-            sims, ids = search(as_f32(queries[q:qe]), k)
-            run_s[q:qe], run_i[q:qe] = merge_topk([run_s[q:qe], sims], [run_i[q:qe], ids], k)
-            bar.update(qe - q)
-            if time.monotonic() - last >= config.checkpoint_seconds and qe < nq:
-                save(s, qe)
-                last = time.monotonic()
-        bar.close()
-        del index, search
-        save(s + 1, 0)  # the shard file stays for the refinement (approximate_knn_both removes it)
-    return run_s, run_i
+    def save(q0: int, sims, idx) -> None:
+        with atomic_path(block_file(q0)) as tmp, open(tmp, "wb") as f:
+            np.savez(f, sims=sims, idx=idx)
+
+    # The shard files stay for the refinement (approximate_knn_both removes them after it); the
+    # blocks' files are what resumes past the search.
+    return search_blocks(WorkShards(files, bounds, plan), len(bounds), queries, k, executor=executor, block=block,
+                         done=done, on_block=save, desc=f"searching {tag}", show_progress=show_progress)
 
 
-LOCAL_ENGINE = Engine(train=train_quantiser, search=_search)
+class WorkShards:
+    """The index shards of one direction in the work folder, by path (what a search unit opens)."""
 
-__all__ = ["ApproximateConfig", "Engine", "INDEX_TYPES", "LOCAL_ENGINE", "approximate_knn_both", "train_quantiser"]
+    def __init__(self, files: list[str], bounds: list[tuple[int, int]], plan: dict):
+        self.files, self.bounds, self.plan = files, bounds, plan
+
+    def __call__(self, s: int):
+        """(index, shard, choice) of shard s, as `shard_searcher` takes them."""
+        import faiss
+
+        return (faiss.read_index(self.files[s]), *shard_bounds(self.plan, *self.bounds[s]))
+
+
+__all__ = ["ApproximateConfig", "INDEX_TYPES", "approximate_knn_both", "train_quantiser"]

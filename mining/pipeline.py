@@ -39,6 +39,7 @@ import numpy as np
 
 from xmine.artefacts import provenance
 from xmine.errors import ConfigError, InputError, NonFiniteRowError
+from xmine.executor import LOCAL, executor_for
 from xmine.mining.approximate import ApproximateConfig
 from xmine.mining.filter_step import filter_pairs, lang_filter_langs, pre_search
 from xmine.mining.filters import PairFilterConfig
@@ -92,9 +93,9 @@ def mine(
     `encoder` and `precision` encode text sides; by default those of the artefact sides (stores,
     indexes), else me5-small at "auto" precision.
 
-    `ray`: None runs in this process; "auto" or a cluster address runs the kNN search as Ray
-    tasks (exact: `xmine.mining.ray_knn`; approximate: `xmine.mining.ray_approximate`; an index
-    side: query blocks x index shards, `xmine.mining.search_pairs`), with byte-identical output.
+    `ray`: None runs in this process; "auto" or a cluster address runs the kNN search's units as
+    Ray tasks (`xmine.executor`; exact: tiles of the product, `xmine.mining.knn_tiles`;
+    approximate and an index side: index shards x query blocks), with byte-identical output.
 
     `default_threshold`: when `config.threshold` is None, mine with the projection's own calibrated
     threshold for `config.margin` (`xmine.projection.calibrated_threshold`), if it has one; False
@@ -134,10 +135,7 @@ def mine(
     # or the Ray cluster cannot be joined.
     if not approximate:
         resolve_product(config.product)
-    if ray is not None:
-        from xmine.cluster import connect
-
-        connect(ray)
+    executor = executor_for(ray)
     with claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection], overwrite=overwrite,
                       companions=(".meta", ".work") + COMPANIONS) as claim:
         with (claim_output(keep_filtered, kind=FILTERED_KIND, form="tsv", inputs=[src, tgt, projection, out],
@@ -146,13 +144,13 @@ def mine(
             return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                          precision=precision, projection=projection, approximate=approximate,
                          approximate_config=approximate_config, line_numbers=line_numbers, meta=meta,
-                         keep_work=keep_work, show_progress=show_progress, ray=ray,
+                         keep_work=keep_work, show_progress=show_progress, ray=ray, executor=executor,
                          default_threshold=default_threshold, fmt=fmt, input_format=input_format, filters=filters,
                          dropped_claim=dropped_claim, lang_filter=lang_filter, pre_clean=pre_clean)
 
 
 def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate,
-          approximate_config, line_numbers, meta, keep_work, show_progress, ray=None,
+          approximate_config, line_numbers, meta, keep_work, show_progress, ray=None, executor=LOCAL,
           default_threshold=True, fmt="tsv", input_format=None, filters=PairFilterConfig(), dropped_claim=None,
           lang_filter=None, pre_clean=PreSearchConfig()) -> dict:
     from xmine.input_artefacts import artefact_encoder_name, artefact_kind, artefact_precision
@@ -211,7 +209,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
             claim.work_dir(".work")  # checkpoints
         try:
             mined = search_pairs(search, mx, my, sx, sy, config=config, select_config=select_config,
-                                  approximate_config=approximate_config, work=work, key=key, ray=ray,
+                                  approximate_config=approximate_config, work=work, key=key, executor=executor,
                                   show_progress=show_progress)
         except NonFiniteRowError as e:
             side, mineable = (sx, mx) if e.side == "src" else (sy, my)

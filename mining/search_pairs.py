@@ -1,12 +1,18 @@
 """The search step of `xmine mine`: both directions' k nearest neighbours among the mined rows
 (`Mineable`) by the chosen search (exact blocked kNN, approximate IVF indexes, or a side's own
-index directory), here or on Ray, then margin scoring and one-to-one selection."""
+index directory), its units here or on Ray (`xmine.executor`), then margin scoring and one-to-one
+selection."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
+from xmine.executor import Executor
 from xmine.mining.approximate import approximate_knn_both
+from xmine.mining.knn import exact_knn_both
+from xmine.mining.knn_tiles import tiled_knn_both
 from xmine.mining.mineable import Mineable
 from xmine.mining.refine import refine_key
 from xmine.mining.select import MinedPairs, mine_embeddings, passing_rows, select_pairs
@@ -22,72 +28,56 @@ def _unique_hits(sims: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray,
     return merge_topk([sims.astype(np.float32)], [ids], k)
 
 
-def _neighbours(base_side, base: Mineable, queries, k: int, *, ray: bool, show_progress: bool, tag: str):
+def _neighbours(base_side, base: Mineable, queries, k: int, *, executor: Executor, show_progress: bool, tag: str):
     """k nearest mined rows of `base_side` to each query row: (sims, positions among `base.ids`).
 
     Through the side's own index when it has one: the index holds every row (repeats, filtered
     ones), so it is asked for 2k more, each hit is mapped to its representative among the mined
     rows (or dropped), and repeats are dropped. Else exactly, through flat indexes over the mined
-    rows in chunks. Either way the queries go in the same blocks here and on Ray (`ray=True`:
-    tasks of query blocks x one shard), so both give the same bytes (xmine.index.blocked_search)."""
+    rows in chunks. Either way in the same query blocks whatever runs the units, so here and on
+    Ray the bytes are the same (xmine.index.blocked_search)."""
     from xmine.index.blocked_search import FlatChunks, IndexDirShards, search_blocks
     from xmine.index.faiss_gpu import gpu_count
 
-    if ray:  # tasks read the rows by path (or from the object store), not through this process
-        from xmine.cluster import cluster_resources
-        from xmine.index.ray_build import rows_for_workers, search_blocks_ray
     kk = min(k, len(base.ids))
     if base_side.index is not None:
         opener, fetch = IndexDirShards(base_side.index), kk + 2 * k
     else:
-        opener, fetch = FlatChunks(rows_for_workers(base.rows) if ray else base.rows), kk
-    if ray:
-        sims, rows = search_blocks_ray(opener, len(opener), rows_for_workers(queries), fetch,
-                                       use_gpu=cluster_resources()["GPU"] > 0, desc=f"{tag} (ray)",
-                                       show_progress=show_progress)
-    else:
-        sims, rows = search_blocks(opener, len(opener), queries, fetch, use_gpu=gpu_count() > 0, desc=tag,
-                                   show_progress=show_progress)
+        opener, fetch = FlatChunks(base.rows), kk
+    use_gpu = (executor.gpus() if executor.distributed else gpu_count()) > 0
+    sims, rows = search_blocks(opener, len(opener), queries, fetch, executor=executor, use_gpu=use_gpu,
+                               desc=f"{tag} ({executor.name})", show_progress=show_progress)
     if base_side.index is None:
         return sims, rows
     hit = np.where(rows >= 0, base.position_of_row[np.maximum(rows, 0)], -1)
     return _unique_hits(sims, hit, kk)
 
 
-def search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_config, work, key, ray,
-                  show_progress) -> MinedPairs:
+def search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_config, work, key, executor,
+                 show_progress) -> MinedPairs:
     """Both directions' neighbours by the chosen search, then margin and one-to-one selection."""
     if len(mx.ids) == 0 or len(my.ids) == 0:
         e = np.zeros(0, np.int64)
         mined = MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
     elif search == "faiss-index":
-        on_ray = ray is not None
-        fs, fi = _neighbours(sy, my, mx.rows, config.k, ray=on_ray, show_progress=show_progress,
+        fs, fi = _neighbours(sy, my, mx.rows, config.k, executor=executor, show_progress=show_progress,
                              tag="searching tgt")
-        bs, bi = _neighbours(sx, mx, my.rows, config.k, ray=on_ray, show_progress=show_progress,
+        bs, bi = _neighbours(sx, mx, my.rows, config.k, executor=executor, show_progress=show_progress,
                              tag="searching src")
         mined = select_pairs(fs, fi, bs, bi, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
     elif search == "approximate":
-        engine = None
-        if ray is not None:
-            from xmine.mining.ray_approximate import RAY_ENGINE as engine
-
         def passing(*knn):  # rows whose neighbourhood decides a pair: searched again wider
             return passing_rows(*knn, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
 
         knn = approximate_knn_both(mx.rows, my.rows, config.k, config=approximate_config, work_dir=work / "ann",
-                                   key=key, show_progress=show_progress, engine=engine, passing=passing,
+                                   key=key, show_progress=show_progress, executor=executor, passing=passing,
                                    passing_key=refine_key(**{f: getattr(select_config, f) for f in (
                                        "threshold", "margin", "retrieval", "max_length_ratio")}))
         mined = select_pairs(*knn, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
-    elif ray is not None:
-        from xmine.mining.ray_knn import ray_knn_both
-
+    else:  # exact: in this process one blocked product with all threads; on a cluster, its tiles
+        knn = exact_knn_both if not executor.distributed else partial(tiled_knn_both, executor=executor)
         mined = mine_embeddings(mx.rows, my.rows, config=select_config, src_lengths=mx.lengths,
-                                tgt_lengths=my.lengths, checkpoint_dir=work / "knn-ray", checkpoint_key=key,
-                                show_progress=show_progress, knn=ray_knn_both)
-    else:
-        mined = mine_embeddings(mx.rows, my.rows, config=select_config, src_lengths=mx.lengths,
-                                tgt_lengths=my.lengths, checkpoint_dir=work / "knn", checkpoint_key=key,
-                                show_progress=show_progress)
+                                tgt_lengths=my.lengths, checkpoint_dir=work / ("knn-tiles" if executor.distributed
+                                                                              else "knn"),
+                                checkpoint_key=key, show_progress=show_progress, knn=knn)
     return mined

@@ -296,7 +296,7 @@ def mine_embeddings(
     Rows should be L2-normalised. Returned indices refer to rows of x and y. Sentences outside the
     length bounds (needs src_lengths/tgt_lengths, in characters) are left out before mining.
     `knn` computes both directions' neighbours: `exact_knn_both` here, or the same search
-    scheduled elsewhere with the same arguments and result (`xmine.mining.ray_knn.ray_knn_both`).
+    scheduled elsewhere with the same arguments and result (`xmine.mining.knn_tiles.tiled_knn_both`).
     """
     sx = length_mask(src_lengths, config)
     sy = length_mask(tgt_lengths, config)

@@ -163,6 +163,23 @@ def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import(tmp_path
     assert _cycles(graph) == [["xmine.a", "xmine.b"]]
 
 
+#: The modules that talk to Ray: the engine (`xmine.cluster`), the executor that schedules every
+#: step's units on it, and the encoder pool of `train --ray`. A step calls an executor instead.
+RAY_MODULES = {"xmine.cluster", "xmine.executor", "xmine.encoders.ray_pool"}
+
+
+def test_only_the_executor_and_the_engine_use_ray():
+    users = set()
+    for module, path in _package_modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            if any(n == "ray" or n.startswith("ray.") for n in names):
+                users.add(module)
+    assert "xmine.executor" in users  # the walk saw the imports inside functions
+    assert users <= RAY_MODULES, f"scheduling of its own on Ray: {sorted(users - RAY_MODULES)}"
+
+
 def test_every_imported_name_exists_where_it_is_imported_from():
     # An import inside a function runs only when that function does: a name moved to another
     # module must be imported from its new home everywhere, including in rarely run commands.

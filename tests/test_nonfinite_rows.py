@@ -7,7 +7,7 @@ import pytest
 
 from xmine.errors import NonFiniteRowError
 from xmine.mining.knn import exact_knn_both
-from xmine.mining.ray_knn import tile_knn
+from xmine.mining.knn_tiles import tile_knn
 
 
 def _unit(n, seed):

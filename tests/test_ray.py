@@ -129,11 +129,11 @@ def _mine_here_and_on_ray(common: list, tmp_path: Path, cluster: str, search: st
 
 
 def test_mine_on_ray_is_byte_identical(cluster, corpora, tmp_path, monkeypatch):
-    import xmine.mining.ray_knn as ray_knn
+    import xmine.mining.knn_tiles as knn_tiles
 
     # One block per tile, so the 300 x 300 product is cut into 5 x 3 tiles merged on the driver.
-    monkeypatch.setattr(ray_knn, "TILE_BLOCKS_ROWS", 1)
-    monkeypatch.setattr(ray_knn, "TILE_BLOCKS_COLS", 1)
+    monkeypatch.setattr(knn_tiles, "TILE_BLOCKS_ROWS", 1)
+    monkeypatch.setattr(knn_tiles, "TILE_BLOCKS_COLS", 1)
     common = [corpora / "de.txt", corpora / "en.txt", "--encoder", ENCODER, "--block-rows", 64, "--block-cols", 128,
               "--threshold", 1.0, "--line-numbers"]
     _mine_here_and_on_ray(common, tmp_path, cluster, "exact")
@@ -162,9 +162,9 @@ def test_mine_with_an_index_side_on_ray_is_byte_identical(cluster, corpora, loca
 
 @pytest.mark.parametrize("shard_rows", [None, 130])
 def test_build_index_on_ray_is_the_same_index(cluster, corpora, tmp_path, monkeypatch, shard_rows):
-    import xmine.index.ray_build as ray_build
+    import xmine.index.build as build
 
-    monkeypatch.setattr(ray_build, "ADD_PIECE_ROWS", 110)  # 3 pieces merged into one index
+    monkeypatch.setattr(build, "ADD_PIECE_ROWS", 110)  # 3 pieces merged into one index
     store = tmp_path / "store"
     _run("embed", corpora / "en.txt", "--lang", "en", "--encoder", ENCODER, "-o", store, "-q")
     common = [store, "--type", "ivf", "--nlist", 8] + (["--shard-rows", shard_rows] if shard_rows else [])
@@ -179,13 +179,15 @@ def test_build_index_on_ray_is_the_same_index(cluster, corpora, tmp_path, monkey
     assert hits[0] == hits[1] and hits[0].count("\n") == 900
     # Searching on Ray (tasks of query blocks x shards, merged per query) finds the same rows.
     import xmine.index.blocked_search as blocked
+    from xmine.executor import OnRay
     from xmine.index.faiss_index import IndexDir
 
     monkeypatch.setattr(blocked, "QUERY_BLOCK", 100)
     ix = IndexDir.open(tmp_path / "ray")
     q = np.random.default_rng(0).standard_normal((250, ix.dim)).astype(np.float32)
     q /= np.linalg.norm(q, axis=1, keepdims=True)
-    want, got = ix.search(q, 5), ray_build.search_ray(ix, q, 5)
+    want = ix.search(q, 5)
+    got = blocked.search_blocks(blocked.IndexDirShards(ix), len(ix.manifest["shards"]), q, 5, executor=OnRay())
     assert np.array_equal(want[1], got[1]) and np.allclose(want[0], got[0], atol=1e-5)
 
 
@@ -230,7 +232,8 @@ def _kill_first(title: str, stop: threading.Event, killed: list[int]) -> None:
 
 def test_a_killed_worker_task_is_retried(cluster):
     from xmine.mining.knn import exact_knn_both
-    from xmine.mining.ray_knn import ray_knn_both
+    from xmine.executor import OnRay
+    from xmine.mining.knn_tiles import tiled_knn_both
 
     rng = np.random.default_rng(1)
     x = rng.standard_normal((6000, 384), dtype=np.float32)
@@ -241,7 +244,7 @@ def test_a_killed_worker_task_is_retried(cluster):
     killer = threading.Thread(target=_kill_first, args=("ray::tile_knn", stop, killed))
     killer.start()
     try:
-        got = ray_knn_both(x, y, 4, tile_rows=2048, tile_cols=2048)
+        got = tiled_knn_both(x, y, 4, executor=OnRay(), tile_rows=2048, tile_cols=2048)
     finally:
         stop.set()
         killer.join()
@@ -253,7 +256,7 @@ def test_a_killed_worker_task_is_retried(cluster):
 
 def test_a_killed_encoder_actor_is_restarted(cluster, corpora, local_store, tmp_path):
     stop, killed = threading.Event(), []
-    killer = threading.Thread(target=_kill_first, args=("ray::MapWorker(MapBatches(ShardEncoder))", stop, killed))
+    killer = threading.Thread(target=_kill_first, args=("ray::MapWorker(MapBatches(PoolActor))", stop, killed))
     on_ray = tmp_path / "ray"
     killer.start()
     try:
@@ -318,16 +321,16 @@ def _unit_rows(seed: int, n: int, dim: int) -> np.ndarray:
 
 def test_a_killed_approximate_search_task_is_retried(cluster, tmp_path):
     from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
-    from xmine.mining.ray_approximate import RAY_ENGINE
+    from xmine.executor import OnRay
 
     x, y = _unit_rows(2, 6000, 128), _unit_rows(3, 6000, 128)
     # IVF with exact vectors, every list visited: each (1000 queries x 3000 rows) task takes a while.
     config = ApproximateConfig(index_type="ivf", nlist=8, nprobe=8, shard_rows=3000, query_block=1000)
     stop, killed = threading.Event(), []
-    killer = threading.Thread(target=_kill_first, args=("ray::_search_task", stop, killed))
+    killer = threading.Thread(target=_kill_first, args=("ray::search_unit", stop, killed))
     killer.start()
     try:
-        got = approximate_knn_both(x, y, 4, config=config, work_dir=tmp_path / "ray", engine=RAY_ENGINE)
+        got = approximate_knn_both(x, y, 4, config=config, work_dir=tmp_path / "ray", executor=OnRay())
     finally:
         stop.set()
         killer.join()
@@ -367,26 +370,47 @@ def test_a_killed_approximate_driver_resumes_from_finished_blocks(cluster, local
     out = tmp_path / "ray.tsv"
     driver = _mine_in_small_blocks(local_store, en_store, out, cluster)
     blocks = Path(str(out) + ".work") / "ann"
-    _kill_when(driver, lambda: len(list(blocks.glob("fwd-ray-block-*"))) >= 3, timeout=120)
+    _kill_when(driver, lambda: len(list(blocks.glob("fwd-block-*"))) >= 3, timeout=120)
     # Finished blocks only: the kill may leave a hidden temporary of the block being written.
-    finished = {p.name: p.stat().st_mtime_ns for p in blocks.glob("[fb]wd-ray-block-*.npz")}
+    finished = {p.name: p.stat().st_mtime_ns for p in blocks.glob("[fb]wd-block-*.npz")}
     assert 3 <= len(finished) < 120
     for args in ((out, cluster), (tmp_path / "local.tsv", None)):  # resumed on Ray; in one process
         assert _mine_in_small_blocks(local_store, en_store, *args).wait(timeout=120) == 0
     assert out.read_bytes() == (tmp_path / "local.tsv").read_bytes()
     # The blocks merged before the kill were kept, not searched again.
     assert {name: (blocks / name).stat().st_mtime_ns for name in finished} == finished
-    assert len(list(blocks.glob("[fb]wd-ray-block-*.npz"))) == 120
+    assert len(list(blocks.glob("[fb]wd-block-*.npz"))) == 120
 
 
 def test_a_nonfinite_row_found_in_an_approximate_task_names_its_side_and_row(cluster, tmp_path):
     from xmine.errors import NonFiniteRowError
     from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
-    from xmine.mining.ray_approximate import RAY_ENGINE
+    from xmine.executor import OnRay
 
     x, y = _unit_rows(4, 200, 16), _unit_rows(5, 200, 16)
     y[150, 3] = np.nan
     config = ApproximateConfig(index_type="ivf", nlist=4, shard_rows=100, query_block=64)
     with pytest.raises(NonFiniteRowError) as e:
-        approximate_knn_both(x, y, 3, config=config, work_dir=tmp_path, engine=RAY_ENGINE)
+        approximate_knn_both(x, y, 3, config=config, work_dir=tmp_path, executor=OnRay())
     assert (e.value.side, e.value.row) == ("tgt", 150)
+
+
+def test_a_row_view_over_files_reaches_the_tasks_as_its_paths(cluster, tmp_path):
+    import pickle
+
+    from xmine.executor import LOCAL, OnRay
+    from xmine.index.blocked_search import FlatChunks, search_blocks
+    from xmine.store.rows import ShardRows
+
+    x = _unit_rows(6, 500, 32)
+    np.save(tmp_path / "a.npy", x[:300])
+    np.save(tmp_path / "b.npy", x[300:])
+    rows = ShardRows([tmp_path / "a.npy", tmp_path / "b.npy"])
+    assert len(pickle.dumps(rows)) < 1000  # the paths, not 64 kB of rows
+    q = _unit_rows(7, 130, 32)
+    # 4 chunks x 3 query blocks: units answer in any order on Ray, merged into the same top-k.
+    here = search_blocks(FlatChunks(rows, chunk=128), 4, q, 5, executor=LOCAL, block=50)
+    there = search_blocks(FlatChunks(rows, chunk=128), 4, q, 5, executor=OnRay(), block=50)
+    for a, b in zip(here, there):
+        assert np.array_equal(a, b)
+    assert np.array_equal(here[1][:, 0], np.argmax(q @ x.T, axis=1))  # each query's nearest row, exactly

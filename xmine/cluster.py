@@ -1,17 +1,17 @@
-"""The Ray engine: connect to a cluster, run per-shard functions as tasks, show their progress.
+"""The Ray calls: connect to a cluster, run functions as tasks, collect their results.
 
-xmine's distributed paths (`--ray` on embed, build-index and mine) call the same per-shard
-functions as the single-process paths; this module only schedules them. It imports `ray` inside
-its functions, so the core works without the `ray` extra (`pip install 'xmine[ray]'`).
+xmine's distributed paths (`--ray` on embed, build-index and mine) run the same per-unit
+functions as the single-process paths; `xmine.executor.OnRay` schedules them through this
+module. It imports `ray` inside its functions, so the core works without the `ray` extra
+(`pip install 'xmine[ray]'`).
 
 - `connect(address)`: `"auto"` joins the cluster this machine belongs to (`ray start` here, or
   `RAY_ADDRESS`) and otherwise starts a local one with this machine's CPUs; any other value is a
   cluster address (`host:6379` or `ray://host:10001`). A process that already called
   `ray.init` (a test session, a notebook) keeps its cluster.
 - `run_tasks`: submit remote calls, yield their results as they finish (so the driver writes a
-  checkpoint after each), with a progress bar of shards done, sentences/s and ETA. Ray re-runs a
-  task whose worker died (`max_retries`); an error raised by the task itself is not retried and
-  reaches the driver as the original exception.
+  checkpoint after each). Ray re-runs a task whose worker died (`max_retries`); an error raised
+  by the task itself is not retried and reaches the driver as the original exception.
 - `cluster_resources`: CPUs and GPUs the cluster offers, to size actor pools.
 
 Workers must see the same paths as the driver (a shared file system, as on a SLURM cluster or a
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from typing import Any, Callable, Iterable, Iterator
 
 from xmine.errors import ConfigError
@@ -125,38 +124,11 @@ def cluster_resources() -> dict[str, float]:
     return {"CPU": float(res.get("CPU", 0)), "GPU": float(res.get("GPU", 0))}
 
 
-class ShardProgress:
-    """Progress of a distributed job: shards done, sentences (or rows) per second, ETA.
-
-    A tqdm bar counting rows, with "shards d/n" beside it; `done(rows)` after each shard.
-    """
-
-    def __init__(self, *, shards: int, rows: int, desc: str, unit: str = " sentences", enabled: bool = True,
-                 shards_done: int = 0, rows_done: int = 0):
-        from tqdm.auto import tqdm
-
-        self.shards, self.shards_done = shards, shards_done
-        self.start = time.perf_counter()
-        self.bar = tqdm(total=rows, initial=rows_done, desc=desc, unit=unit, disable=not enabled,
-                        dynamic_ncols=True, smoothing=0.1)
-        self.bar.set_postfix_str(self._postfix())
-
-    def _postfix(self) -> str:
-        return f"shards {self.shards_done}/{self.shards}"
-
-    def done(self, rows: int) -> None:
-        self.shards_done += 1
-        self.bar.update(rows)
-        self.bar.set_postfix_str(self._postfix())
-
-    def close(self) -> None:
-        self.bar.close()
-
-    def __enter__(self) -> "ShardProgress":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+def largest_node_cpus() -> int:
+    """CPUs of the cluster's largest live node (what one many-threaded task can have)."""
+    ray = require_ray()
+    cpus = [int(node["Resources"].get("CPU", 0)) for node in ray.nodes() if node.get("Alive")]
+    return max([c for c in cpus if c > 0], default=1)
 
 
 def remote(fn: Callable, **options):
@@ -203,5 +175,5 @@ def get(ref: Any) -> Any:
         raise
 
 
-__all__ = ["ShardProgress", "TASK_RETRIES", "cluster_resources", "connect", "ray_option", "remote", "require_ray",
-           "run_tasks"]
+__all__ = ["TASK_RETRIES", "cluster_resources", "connect", "get", "largest_node_cpus", "ray_option", "remote",
+           "require_ray", "run_tasks"]

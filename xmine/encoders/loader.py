@@ -67,6 +67,25 @@ def load_encoder_now(
     return _LOADED[key]
 
 
+def load_worker_encoder(name: str, *, fingerprint: dict, use_gpu: bool, threads: int, precision: str,
+                        runtime: str = "torch") -> Encoder:
+    """The driver's encoder loaded on a cluster worker (one GPU, else `threads` CPU threads), or an
+    EncoderError: the same weights at the same precision as the driver's, or nothing, since a
+    store or a training run is made by one encoder."""
+    from xmine.errors import EncoderError
+
+    if not use_gpu:
+        import torch
+
+        torch.set_num_threads(threads)
+    encoder = load_encoder_now(name, device="cuda" if use_gpu else "cpu", threads=None if use_gpu else threads,
+                               precision=precision, runtime=runtime)
+    here, there = encoder.fingerprint().get("id"), fingerprint.get("id")
+    if here != there:  # another build (or version) of the model on this worker
+        raise EncoderError(f"encoder {name!r} on this Ray worker is not the driver's ({here} vs {there})")
+    return encoder
+
+
 def check_device(device: str | None) -> None:
     """EncoderError for a --device that is not a torch device or is not present on this machine."""
     if device is None:

@@ -24,14 +24,10 @@ MIN_SLICE = 256
 class _EncoderActor:
     def __init__(self, name: str, use_gpu: bool, threads: int, precision: str, fingerprint: dict,
                  runtime: str = "torch"):
-        from xmine.encoders.loader import load_encoder_now
-        from xmine.errors import EncoderError
+        from xmine.encoders.loader import load_worker_encoder
 
-        self.encoder = load_encoder_now(name, device="cuda" if use_gpu else "cpu", threads=None if use_gpu else threads,
-                                        precision=precision, runtime=runtime)
-        if self.encoder.fingerprint().get("id") != fingerprint.get("id"):
-            raise EncoderError(f"encoder {name!r} on this Ray worker is not the driver's "
-                               f"({self.encoder.fingerprint().get('id')} vs {fingerprint.get('id')})")
+        self.encoder = load_worker_encoder(name, fingerprint=fingerprint, use_gpu=use_gpu, threads=threads,
+                                           precision=precision, runtime=runtime)
 
     def encode(self, sentences: list[str], batch_size: int) -> np.ndarray:
         return self.encoder.encode(sentences, batch_size=batch_size)

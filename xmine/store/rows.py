@@ -59,6 +59,11 @@ class ShardRows:
     def __len__(self) -> int:
         return self.shape[0]
 
+    def __reduce__(self):
+        """Pickled (to a Ray task) as its paths: the task reads only its own rows from the shared
+        file system, and opens the files where it runs."""
+        return ShardRows, ([str(p) for p in self.paths],)
+
     def check_all(self) -> None:
         """Run `on_first_read` for every shard now (before a progress bar or any work starts)."""
         for i in range(len(self.paths)):

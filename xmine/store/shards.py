@@ -1,7 +1,7 @@
 """One shard of an embedding store: encoded (`encode_shard`) and written (`write_shard`).
 
 The single-process writer (`xmine.store.writer.embed_corpus`, `StoreWriter`) and the Ray actors
-(`xmine.store.ray_writer`) call the same two functions, so a shard's files are the same whoever
+(`xmine.store.range_writer`) call the same two functions, so a shard's files are the same whoever
 made them.
 """
 

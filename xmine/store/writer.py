@@ -15,7 +15,7 @@ Without a projection the raw encoder embeddings are stored and the manifest's pa
 one, `projection.transform(raw, part)` ("meaning" or "language") is stored.
 
 The steps, in order: `_check_request`, `_finished_or_build_dir`, `resume` (xmine.store.resume),
-`_encode_here` or `_encode_on_ray`, `finalise` (xmine.store.finish).
+`_encode_here` or `_encode_ranges`, `finalise` (xmine.store.finish).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats
 from xmine.errors import ArtefactError, ConfigError
+from xmine.executor import LOCAL, Executor, executor_for
 from xmine.fileio import MANIFEST, read_manifest, swap_in_dir
 from xmine.output_state import MARKER
 from xmine.outputs import claim_output
@@ -78,6 +79,8 @@ class _Job:
     batch_size: int
     max_chars: int
     identity: dict[str, Any]
+    #: where the shards' units run: LOCAL streams the corpus here; a cluster encodes shard ranges
+    executor: Executor = LOCAL
 
     @property
     def encode_lang(self) -> str | None:
@@ -94,10 +97,7 @@ def _check_request(input_path: Path, *, encoder: Any, lang: str, projection: Any
         raise ConfigError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
     if shard_rows < 1 or batch_size < 1 or max_chars < 1:
         raise ConfigError("shard_rows, batch_size and max_chars must be >= 1")
-    if ray is not None:  # join the cluster first: a wrong address fails before any work
-        from xmine.cluster import connect
-
-        connect(ray)
+    executor = executor_for(ray)  # join the cluster first: a wrong address fails before any work
     projection = resolve_projection(projection)
     enc_fp = encoder.fingerprint()
     if projection is not None:
@@ -129,7 +129,8 @@ def _check_request(input_path: Path, *, encoder: Any, lang: str, projection: Any
         "max_chars": max_chars,
     }
     return _Job(input_path=input_path, reader=reader, splitter=splitter, encoder=encoder, projection=projection,
-                part=part, dtype=dtype, lang=lang, batch_size=batch_size, max_chars=max_chars, identity=identity)
+                part=part, dtype=dtype, lang=lang, batch_size=batch_size, max_chars=max_chars, identity=identity,
+                executor=executor)
 
 
 def _finished_or_build_dir(out_dir: Path, identity: dict[str, Any], overwrite: bool) -> tuple[EmbeddingStore | None, Path]:
@@ -202,7 +203,7 @@ def embed_corpus(
     - `on_shard_done(shard_index, rows_done)`: called after each shard is safely on disk.
 
     `ray`: None encodes in this process; "auto" or a Ray cluster address encodes the shards in an
-    actor pool on that cluster (`xmine.store.ray_writer`), writing the same store.
+    actor pool on that cluster (`xmine.store.range_writer`), writing the same store.
 
     `input_format`: an `xmine.reader_base.InputFormat` (format, text field, id field); None reads by
     extension. Every record of a non-text input is checked before anything is written; a row's
@@ -240,7 +241,7 @@ def embed_corpus(
         stats = CorpusStats(path=input_path)
         try:
             if ray is not None:
-                _encode_on_ray(job, out_dir, progress, info, stats, shard_rows=shard_rows, show_progress=show_progress)
+                _encode_ranges(job, out_dir, progress, info, stats, shard_rows=shard_rows, show_progress=show_progress)
             else:
                 _encode_here(job, out_dir, progress, info, stats, shard_rows=shard_rows, show_progress=show_progress,
                              on_shard_done=on_shard_done)
@@ -332,17 +333,18 @@ def _encode_here(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo, 
             pbar.close()
 
 
-def _encode_on_ray(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo, stats: CorpusStats, *,
+def _encode_ranges(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo, stats: CorpusStats, *,
                    shard_rows: int, show_progress: bool) -> None:
-    """Encode the shards not yet finished in an actor pool on the connected Ray cluster."""
-    from xmine.store.ray_writer import embed_shards_on_ray
+    """Encode the shards not yet finished as independent units of the job's executor (a Ray
+    cluster's actor pool)."""
+    from xmine.store.range_writer import embed_shard_ranges
 
     def save_progress(prefix: list[dict], rest: list[dict]) -> None:
         progress.shards[:], progress.more[:] = prefix, rest
         progress.save()
 
-    progress.shards, info.encoded = embed_shards_on_ray(
-        job.input_path, out_dir, encoder=job.encoder, projection=job.projection, part=job.part, dtype=job.dtype,
+    progress.shards, info.encoded = embed_shard_ranges(
+        job.input_path, out_dir, executor=job.executor, encoder=job.encoder, projection=job.projection, part=job.part, dtype=job.dtype,
         lang=job.encode_lang, shard_rows=shard_rows, batch_size=job.batch_size, max_chars=job.max_chars,
         done=list(progress.shards), more=list(progress.more), stats=stats, save_progress=save_progress,
         show_progress=show_progress)

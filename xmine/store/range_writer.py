@@ -1,9 +1,11 @@
-"""`embed_corpus(..., ray=...)`: the shards of an embedding store encoded by a Ray Data actor pool.
+"""`embed_corpus(..., ray=...)`: the shards of an embedding store encoded as units by a pool of encoders.
 
-The driver makes one validating pass over the corpus (`xmine.corpus.shard_ranges`): the byte
-offset, first line and sentence count of every shard, exactly the shards the single-process
-run cuts. Ray Data then hands each unfinished shard's range (a few numbers, not its text),
-largest first, to an actor pool of encoders: each actor loads the encoder once (one GPU per
+In one process, `embed_corpus` reads the corpus once, as a stream, and encodes each shard as it
+fills. On a cluster the units must be independent: the driver makes one validating pass over the
+corpus (`xmine.corpus.shard_ranges`): the byte offset, first line and sentence count of every
+shard, exactly the shards the single-process run cuts. The executor (`xmine.executor.OnRay`, a
+Ray Data actor pool) then hands each unfinished shard's range (a few numbers, not its text),
+largest first, to a pool of encoders: each actor loads the encoder once (one GPU per
 actor when the cluster has GPUs, else `threads` CPU threads), reads its range of the corpus
 itself and writes the shard's files with the same `encode_shard` and `write_shard`
 (`xmine.store.shards`) as the single-process path. The driver itself needs only the encoder's
@@ -23,16 +25,14 @@ its files atomically.
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 
-from xmine.cluster import ShardProgress, cluster_resources
 from xmine.corpus import CorpusStats, iter_corpus, shard_ranges
 from xmine.errors import ArtefactError
+from xmine.executor import Executor, ShardProgress
 from xmine.fileio import sha256_file
 from xmine.store.shards import encode_shard, write_shard
 
@@ -50,37 +50,26 @@ class ShardEncoder:
     def __init__(self, *, input_path: str, out_dir: str, encoder_name: str, encoder_kwargs: dict,
                  projection_path: str | None, part: str, dtype: str, batch_size: int, max_chars: int, lang: str,
                  threads: int, use_gpu: bool, fingerprint: dict):
-        from xmine.encoders import load_encoder
+        from xmine.encoders.loader import load_worker_encoder
         from xmine.projection import resolve_projection
 
-        if not use_gpu:
-            import torch
-
-            torch.set_num_threads(threads)
-        self.encoder = load_encoder(encoder_name, device="cuda" if use_gpu else "cpu",
-                                    threads=None if use_gpu else threads, **encoder_kwargs)
-        # The same weights at the same precision as the driver's, or nothing: a store is one encoder.
-        if self.encoder.fingerprint().get("id") != fingerprint.get("id"):  # another build on this worker
-            raise ArtefactError(f"encoder {encoder_name!r} on this Ray worker is not the driver's "
-                                f"({self.encoder.fingerprint().get('id')} vs {fingerprint.get('id')})")
+        self.encoder = load_worker_encoder(encoder_name, fingerprint=fingerprint, use_gpu=use_gpu, threads=threads,
+                                           **encoder_kwargs)
         self.projection = resolve_projection(projection_path)
         self.input_path, self.out_dir = Path(input_path), Path(out_dir)
         self.part, self.dtype, self.batch_size, self.max_chars, self.lang = part, dtype, batch_size, max_chars, lang
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        records = []
-        for idx, offset, line, rows in zip(batch["shard"], batch["offset"], batch["line"], batch["rows"]):
-            got = list(itertools.islice(iter_corpus(self.input_path, max_chars=self.max_chars, warn=False,
-                                                    start=(int(offset), int(line))), int(rows)))
-            if len(got) != rows or got[0][0] != line:
-                raise ArtefactError(f"{self.input_path}: changed while being embedded (shard {idx} at line {line})")
-            sentences, lines = [s for _, s in got], [n for n, _ in got]
-            emb = encode_shard(sentences, encoder=self.encoder, projection=self.projection, part=self.part,
-                               batch_size=self.batch_size, max_chars=self.max_chars, pbar=None, lines=lines,
-                               last_line=0, lang=self.lang)
-            record = write_shard(self.out_dir, int(idx), emb.astype(self.dtype, copy=False), lines, sentences)
-            records.append(json.dumps({"index": int(idx), **record}))
-        return {"record": np.asarray(records, dtype=object)}
+    def __call__(self, idx: int, offset: int, line: int, rows: int, on_rows=None) -> tuple[int, dict]:
+        """Shard `idx` (`rows` sentences from byte `offset`, line `line`) encoded and written: its record."""
+        got = list(itertools.islice(iter_corpus(self.input_path, max_chars=self.max_chars, warn=False,
+                                                start=(offset, line)), rows))
+        if len(got) != rows or got[0][0] != line:
+            raise ArtefactError(f"{self.input_path}: changed while being embedded (shard {idx} at line {line})")
+        sentences, lines = [s for _, s in got], [n for n, _ in got]
+        emb = encode_shard(sentences, encoder=self.encoder, projection=self.projection, part=self.part,
+                           batch_size=self.batch_size, max_chars=self.max_chars, pbar=None, lines=lines,
+                           last_line=0, lang=self.lang)
+        return idx, write_shard(self.out_dir, idx, emb.astype(self.dtype, copy=False), lines, sentences)
 
 
 def _intact(out_dir: Path, shard: dict) -> bool:
@@ -89,20 +78,17 @@ def _intact(out_dir: Path, shard: dict) -> bool:
             and sha256_file(out_dir / shard["file"]) == shard["sha256"])
 
 
-def embed_shards_on_ray(
-    input_path: Path, out_dir: Path, *, encoder: Any, projection: Any, part: str, dtype: str, lang: str,
-    shard_rows: int,
-    batch_size: int, max_chars: int, done: list[dict], more: list[dict], stats: CorpusStats,
-    save_progress: Callable[[list[dict], list[dict]], None], show_progress: bool,
+def embed_shard_ranges(
+    input_path: Path, out_dir: Path, *, executor: Executor, encoder: Any, projection: Any, part: str, dtype: str,
+    lang: str, shard_rows: int, batch_size: int, max_chars: int, done: list[dict], more: list[dict],
+    stats: CorpusStats, save_progress: Callable[[list[dict], list[dict]], None], show_progress: bool,
     threads: int = DEFAULT_ACTOR_THREADS,
 ) -> tuple[list[dict], int]:
     """Encode the shards of `input_path` not in `done` (the finished prefix) or `more` (finished
-    after a gap) on the connected Ray cluster; return (all shard records in order, rows encoded).
+    after a gap) as units of `executor`; return (all shard records in order, rows encoded).
 
     `save_progress(prefix, more)` is called after each finished shard.
     """
-    import ray
-
     ranges = shard_ranges(input_path, shard_rows, max_chars=max_chars, stats=stats,
                           leading=[s["rows"] for s in done])
     finished: dict[int, dict] = dict(enumerate(done))
@@ -123,37 +109,27 @@ def embed_shards_on_ray(
 
     encoded = 0
     if todo:
-        resources = cluster_resources()
-        use_gpu = resources["GPU"] >= 1
-        slots = int(resources["GPU"]) if use_gpu else max(1, int(resources["CPU"]) // threads)
+        use_gpu = executor.gpus() >= 1
+        slots = executor.gpus() if use_gpu else max(1, executor.slots() // threads)
         actors = max(1, min(slots, len(todo)))
         if len(todo) < 2 * slots:
             log.warning(f"{len(todo)} shard(s) to encode for {slots} encoder actor(s): the last shards run while "
                         "actors idle; a --shard-rows of a fraction of the corpus balances the work")
         projection_path = projection.fingerprint().get("path") if projection is not None else None
-        items = [{"shard": i, "offset": ranges[i]["offset"], "line": ranges[i]["line"], "rows": ranges[i]["rows"]}
-                 for i in todo]
-        ds = ray.data.from_items(items, override_num_blocks=len(items))
-        ds = ds.map_batches(
-            ShardEncoder, batch_size=1,
-            compute=ray.data.ActorPoolStrategy(size=actors, max_tasks_in_flight_per_actor=1),
-            num_cpus=0 if use_gpu else threads, num_gpus=1 if use_gpu else 0,
-            fn_constructor_kwargs=dict(
-                input_path=str(input_path), out_dir=str(out_dir), encoder_name=encoder.name,
-                encoder_kwargs={"precision": getattr(encoder, "precision", "fp32"),
-                               "runtime": getattr(encoder, "runtime", "torch")}, projection_path=projection_path,
-                part=part, dtype=dtype, batch_size=batch_size, max_chars=max_chars, lang=lang, threads=threads,
-                use_gpu=use_gpu,
-                fingerprint=encoder.fingerprint()),
-        )
+        make_kwargs = dict(
+            input_path=str(input_path), out_dir=str(out_dir), encoder_name=encoder.name,
+            encoder_kwargs={"precision": getattr(encoder, "precision", "fp32"),
+                            "runtime": getattr(encoder, "runtime", "torch")}, projection_path=projection_path,
+            part=part, dtype=dtype, batch_size=batch_size, max_chars=max_chars, lang=lang, threads=threads,
+            use_gpu=use_gpu, fingerprint=encoder.fingerprint())
+        units = [(i, ranges[i]["offset"], ranges[i]["line"], ranges[i]["rows"]) for i in todo]
         rows_total = sum(r["rows"] for r in ranges)
         with ShardProgress(shards=len(ranges), shards_done=len(finished), rows=rows_total,
                            rows_done=rows_total - sum(ranges[i]["rows"] for i in todo),
-                           desc=f"embed {input_path.name} (ray, {actors} actor{'s' * (actors > 1)})",
+                           desc=f"embed {input_path.name} ({executor.name}, {actors} actor{'s' * (actors > 1)})",
                            enabled=show_progress) as bar:
-            for row in ds.iter_rows():
-                record = json.loads(row["record"])
-                i = record.pop("index")
+            for i, record in executor.map_actors(ShardEncoder, make_kwargs, units, actors=actors,
+                                                 cpus=0 if use_gpu else threads, gpus=int(use_gpu), progress=bar):
                 finished[i] = record
                 record_progress()
                 encoded += record["rows"]

@@ -1,7 +1,8 @@
-"""Exact kNN in both directions on Ray: tiles of the similarity matrix as tasks.
+"""Exact kNN in both directions as tiles of the similarity matrix: the units of a cluster.
 
-The single-process `exact_knn_both` takes both directions' top-k from ONE blocked product. Here
-the product is cut into tiles (X rows i0:i1 x Y rows j0:j1); each tile is one Ray task that runs
+In one process `exact_knn_both` takes both directions' top-k from ONE blocked product, with the
+machine's threads and its own checkpoint. On a cluster (`xmine.executor.OnRay`) the product is
+cut into tiles (X rows i0:i1 x Y rows j0:j1); each tile is one unit, a one-CPU task, that runs
 that same `exact_knn_both` on its two slices and returns the tile's top-k both ways: each of its
 x rows' k best among the tile's y rows, and each of its y rows' k best among the tile's x rows.
 The driver merges them (`xmine.topk.merge_topk`): a row's top-k over all tiles of its stripe is its
@@ -24,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.fileio import atomic_path
 from xmine.checkpoints import KeyedDir
-from xmine.cluster import ShardProgress, remote, run_tasks
 from xmine.errors import NonFiniteRowError
+from xmine.executor import Executor, ShardProgress
+from xmine.fileio import atomic_path
 from xmine.topk import merge_topk
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS, exact_knn_both
 
@@ -47,11 +48,11 @@ def _pad(sims: np.ndarray, idx: np.ndarray, k: int) -> tuple[np.ndarray, np.ndar
 
 
 def tile_knn(x, y, i0: int, i1: int, j0: int, j1: int, k: int, block_rows: int, block_cols: int,
-             product: str = "auto"):
+             product: str = "auto", on_rows=None):
     """One tile: x[i0:i1] against y[j0:j1], both directions, indices global, k columns each.
 
-    Runs in a Ray task with one CPU, so BLAS gets one thread (the single-process search does the
-    same in each of its worker threads).
+    A unit of one CPU, so BLAS gets one thread (the single-process search does the same in each of
+    its worker threads).
     """
     from threadpoolctl import threadpool_limits
 
@@ -66,11 +67,12 @@ def tile_knn(x, y, i0: int, i1: int, j0: int, j1: int, k: int, block_rows: int, 
     return i0, i1, j0, j1, fs, fi, bs, bi
 
 
-def ray_knn_both(
+def tiled_knn_both(
     x: np.ndarray,
     y: np.ndarray,
     k: int,
     *,
+    executor: Executor,
     block_rows: int = DEFAULT_BLOCK_ROWS,
     block_cols: int = DEFAULT_BLOCK_COLS,
     workers: int | None = None,
@@ -82,13 +84,11 @@ def ray_knn_both(
     tile_rows: int | None = None,
     tile_cols: int | None = None,
 ):
-    """`exact_knn_both` on the connected Ray cluster (same arguments, same result).
+    """`exact_knn_both` as tiles run by `executor` (same arguments, same result).
 
-    `workers` and `checkpoint_seconds` do not apply (each tile is a one-CPU task and is saved as
+    `workers` and `checkpoint_seconds` do not apply (each tile is a one-CPU unit and is saved as
     it finishes). `tile_rows`/`tile_cols` override the tile size (rounded to whole blocks).
     """
-    import ray
-
     n, m = len(x), len(y)
     if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]:
         raise ValueError(f"x {x.shape} and y {y.shape} must be 2-D with the same dimension")
@@ -119,14 +119,13 @@ def ray_knn_both(
     pending = set(todo)
     done_rows = sum((t[1] - t[0]) * (t[3] - t[2]) for t in tiles if t not in pending)
     if todo:
-        # The two sides go to the object store once (row views are read here, block by block).
-        x_ref = ray.put(np.ascontiguousarray(x[0:n], dtype=np.float32))
-        y_ref = ray.put(np.ascontiguousarray(y[0:m], dtype=np.float32))
-        task = remote(tile_knn, num_cpus=1)
-        refs = (task.remote(x_ref, y_ref, *t, k, block_rows, block_cols, product) for t in todo)
+        # The two sides are shared once (row views are read by the units, block by block).
+        xs = executor.share(np.asarray(x[0:n], dtype=np.float32))
+        ys = executor.share(np.asarray(y[0:m], dtype=np.float32))
+        units = ((xs, ys, *t, k, block_rows, block_cols, product) for t in todo)
         with ShardProgress(shards=len(tiles), shards_done=len(tiles) - len(todo), rows=n * m, rows_done=done_rows,
-                           desc="kNN tiles (ray)", unit=" pairs", enabled=show_progress) as bar:
-            for i0, i1, j0, j1, fs, fi, bs, bi in run_tasks(refs):
+                           desc=f"kNN tiles ({executor.name})", unit=" pairs", enabled=show_progress) as bar:
+            for i0, i1, j0, j1, fs, fi, bs, bi in executor.map(tile_knn, units, progress=bar):
                 if ckpt is not None:
                     ckpt.save((i0, i1, j0, j1), fs, fi, bs, bi)
                 merge(i0, i1, j0, j1, fs, fi, bs, bi)

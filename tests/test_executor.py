@@ -1,0 +1,54 @@
+"""The executor in this process (`xmine.executor.LOCAL`): units in order, progress as they go.
+
+Its Ray side (`OnRay`) runs the same units on a real cluster in tests/test_ray.py."""
+
+from __future__ import annotations
+
+from xmine.executor import LOCAL, ShardProgress, executor_for
+
+
+def _count_rows(start: int, stop: int, *, on_rows=None):
+    for lo in range(start, stop, 10):
+        if on_rows is not None:
+            on_rows(min(10, stop - lo))
+    return start, stop
+
+
+def test_local_runs_the_units_in_order_and_counts_each_row_once():
+    units = [(0, 25), (25, 40), (40, 100)]
+    with ShardProgress(shards=3, rows=100, desc="t") as bar:
+        got = []
+        for start, stop in LOCAL.map(_count_rows, units, progress=bar):
+            got.append((start, stop))
+            bar.done(stop - start)  # the unit reported its rows itself: not counted twice
+        assert got == units
+        assert (bar.bar.n, bar.shards_done) == (100, 3)
+
+
+def test_done_counts_the_rows_a_unit_did_not_report():
+    with ShardProgress(shards=2, rows=50, desc="t") as bar:
+        bar.partial(10)
+        bar.done(30)  # 20 more than reported
+        bar.done(20)  # a unit run elsewhere reports nothing until it ends
+        assert (bar.bar.n, bar.shards_done) == (50, 2)
+
+
+class _Worker:
+    made = 0
+
+    def __init__(self, *, offset: int):
+        _Worker.made += 1
+        self.offset = offset
+
+    def __call__(self, value: int, on_rows=None):
+        return value + self.offset
+
+
+def test_local_actors_build_their_worker_once():
+    _Worker.made = 0
+    assert list(LOCAL.map_actors(_Worker, {"offset": 5}, [(1,), (2,), (3,)])) == [6, 7, 8]
+    assert _Worker.made == 1
+
+
+def test_no_address_means_this_process():
+    assert executor_for(None) is LOCAL and not LOCAL.distributed and LOCAL.share(x := [1]) is x

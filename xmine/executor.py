@@ -1,0 +1,193 @@
+"""Where a step's work units run: in this process, or as tasks on a Ray cluster.
+
+A step (a tile of the exact product, rows added to an index shard, a run of query blocks
+searched in one shard, a shard of a corpus embedded) is a plain function over one work unit. The
+step lists its units, leaves out those its checkpoint already holds, hands the rest to an
+executor and merges each result as it arrives, checkpointing it. Results may arrive in any order:
+every merge is order-independent (`xmine.topk.merge_topk` keeps one canonical order; shards are
+recorded by index). So the same step gives the same bytes here and on a cluster, as in Ray Data
+and autofaiss, where the engine only schedules.
+
+- `LOCAL`: the units one after another, in order, in this process. A unit uses the machine's
+  threads itself (BLAS, FAISS's OpenMP, torch), and reports its rows as it goes (`on_rows`).
+- `OnRay()`: each unit a Ray task of `cpus` CPUs (or one GPU), at most a window in flight
+  (`xmine.cluster.run_tasks`); a task whose worker died is re-run. Connect first
+  (`xmine.cluster.connect`).
+
+A unit function takes its unit's arguments and a keyword `on_rows` (a callback of a row count,
+or None): `LOCAL` passes the progress bar's, Ray tasks none (their rows count when they finish).
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from typing import Any, Callable, Iterable, Iterator
+
+import numpy as np
+
+
+class ShardProgress:
+    """Progress of a step: rows (or pairs, queries) with rate and ETA, and "shards d/n" beside it.
+
+    `partial(rows)` as a unit goes (this process), `done(rows)` when a unit is finished: the bar
+    then counts what the unit did not report itself."""
+
+    def __init__(self, *, shards: int, rows: int, desc: str, unit: str = " sentences", enabled: bool = True,
+                 shards_done: int = 0, rows_done: int = 0):
+        from tqdm.auto import tqdm
+
+        self.shards, self.shards_done, self._partial = shards, shards_done, 0
+        self.start = time.perf_counter()
+        self.bar = tqdm(total=rows, initial=rows_done, desc=desc, unit=unit, disable=not enabled,
+                        dynamic_ncols=True, smoothing=0.1)
+        self.bar.set_postfix_str(self._postfix())
+
+    def _postfix(self) -> str:
+        return f"shards {self.shards_done}/{self.shards}"
+
+    def partial(self, rows: int) -> None:
+        self._partial += rows
+        self.bar.update(rows)
+
+    def done(self, rows: int) -> None:
+        self.shards_done += 1
+        self.bar.update(max(0, rows - self._partial))
+        self._partial = 0
+        self.bar.set_postfix_str(self._postfix())
+
+    def close(self) -> None:
+        self.bar.close()
+
+    def __enter__(self) -> "ShardProgress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Executor:
+    """Runs a step's units (see the module doc). `LOCAL` is this process; `OnRay` a cluster."""
+
+    #: True when units run in other processes (they then read rows by path or from the object store)
+    distributed = False
+    name = "local"
+
+    def share(self, value: Any) -> Any:
+        """What the units receive for a large argument passed to many of them."""
+        return value
+
+    def gpus(self) -> int:
+        """GPUs the units can use (0 here: local GPU use is the step's own choice)."""
+        return 0
+
+    def slots(self, *, gpu: bool = False) -> int:
+        """Units that run at once."""
+        return 1
+
+    def node_cpus(self) -> int | None:
+        """Threads of the largest machine, for a unit that must use as many as one process there
+        would (None here: the unit uses this machine's own count)."""
+        return None
+
+    def call(self, fn: Callable, *args, cpus: int | None = None, gpus: int = 0) -> Any:
+        """`fn(*args)` as one unit; `cpus`: the threads it may use (None: all of this machine's)."""
+        return fn(*args)
+
+    def map(self, fn: Callable, units: Iterable[tuple], *, cpus: int = 1, gpus: int = 0,
+            progress: ShardProgress | None = None) -> Iterator[Any]:
+        """`fn(*unit)` for every unit, results as they finish."""
+        on_rows = progress.partial if progress is not None else None
+        for unit in units:
+            yield fn(*unit, on_rows=on_rows)
+
+    def map_actors(self, make: Callable, make_kwargs: dict, units: Iterable[tuple], *, actors: int = 1,
+                   cpus: int = 1, gpus: int = 0, progress: ShardProgress | None = None) -> Iterator[Any]:
+        """`worker(*unit)` for every unit, `worker = make(**make_kwargs)` built once per actor
+        (a loaded encoder), results as they finish."""
+        worker = make(**make_kwargs)
+        on_rows = progress.partial if progress is not None else None
+        for unit in units:
+            yield worker(*unit, on_rows=on_rows)
+
+
+LOCAL = Executor()
+
+
+class OnRay(Executor):
+    """The units as tasks on the connected Ray cluster (`xmine.cluster.connect`)."""
+
+    distributed = True
+    name = "ray"
+
+    def share(self, value: Any) -> Any:
+        import ray
+
+        if isinstance(value, np.ndarray):  # put once (a memory map as its rows); tasks read the object store
+            value = np.ascontiguousarray(value)
+        return ray.put(value)  # a row view over files pickles as its paths (xmine.store.rows)
+
+    def gpus(self) -> int:
+        from xmine.cluster import cluster_resources
+
+        return int(cluster_resources()["GPU"])
+
+    def slots(self, *, gpu: bool = False) -> int:
+        from xmine.cluster import cluster_resources
+
+        res = cluster_resources()
+        return max(1, int(res["GPU"] if gpu else res["CPU"]))
+
+    def node_cpus(self) -> int | None:
+        from xmine.cluster import largest_node_cpus
+
+        return largest_node_cpus()
+
+    def call(self, fn: Callable, *args, cpus: int | None = None, gpus: int = 0) -> Any:
+        from xmine.cluster import get, remote
+
+        return get(remote(fn, num_cpus=cpus or self.node_cpus(), num_gpus=gpus).remote(*args))
+
+    def map(self, fn: Callable, units: Iterable[tuple], *, cpus: int = 1, gpus: int = 0,
+            progress: ShardProgress | None = None) -> Iterator[Any]:
+        from xmine.cluster import remote, run_tasks
+
+        task = remote(fn, num_cpus=cpus, num_gpus=gpus)
+        return run_tasks(task.remote(*unit) for unit in units)
+
+    def map_actors(self, make: Callable, make_kwargs: dict, units: Iterable[tuple], *, actors: int = 1,
+                   cpus: int = 1, gpus: int = 0, progress: ShardProgress | None = None) -> Iterator[Any]:
+        """A Ray Data actor pool of `actors` workers; each unit travels as a pickle of its few numbers."""
+        import ray
+
+        items = [{"unit": pickle.dumps(tuple(u))} for u in units]
+        if not items:
+            return iter(())
+        ds = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
+            PoolActor, batch_size=1, compute=ray.data.ActorPoolStrategy(size=actors, max_tasks_in_flight_per_actor=1),
+            num_cpus=cpus, num_gpus=gpus, fn_constructor_kwargs={"make": make, "make_kwargs": make_kwargs})
+        return (pickle.loads(row["result"]) for row in ds.iter_rows())
+
+
+class PoolActor:
+    """A Ray Data actor holding one `make(**make_kwargs)` worker for its whole life."""
+
+    def __init__(self, make: Callable, make_kwargs: dict):
+        self.worker = make(**make_kwargs)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        results = [pickle.dumps(self.worker(*pickle.loads(u))) for u in batch["unit"]]
+        return {"result": np.asarray(results, dtype=object)}
+
+
+def executor_for(ray_address: str | None) -> Executor:
+    """`LOCAL`, or (`--ray ADDRESS`) the Ray cluster there, connected."""
+    if ray_address is None:
+        return LOCAL
+    from xmine.cluster import connect
+
+    connect(ray_address)
+    return OnRay()
+
+
+__all__ = ["Executor", "LOCAL", "OnRay", "ShardProgress", "executor_for"]

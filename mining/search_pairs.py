@@ -10,6 +10,7 @@ from functools import partial
 import numpy as np
 
 from xmine.executor import Executor
+from xmine.mining.ann_shards import rescore_candidates
 from xmine.mining.approximate import approximate_knn_both
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.knn_tiles import tiled_knn_both
@@ -17,6 +18,9 @@ from xmine.mining.mineable import Mineable
 from xmine.mining.refine import refine_key
 from xmine.mining.select import MinedPairs, mine_embeddings, passing_rows, select_pairs
 from xmine.topk import merge_topk
+
+#: query rows rescored at once (memory: RESCORE_BLOCK x candidates x dim x 4 bytes)
+RESCORE_BLOCK = 8192
 
 
 def _unique_hits(sims: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -33,9 +37,11 @@ def _neighbours(base_side, base: Mineable, queries, k: int, *, executor: Executo
 
     Through the side's own index when it has one: the index holds every row (repeats, filtered
     ones), so it is asked for 2k more, each hit is mapped to its representative among the mined
-    rows (or dropped), and repeats are dropped. Else exactly, through flat indexes over the mined
-    rows in chunks. Either way in the same query blocks whatever runs the units, so here and on
-    Ray the bytes are the same (xmine.index.blocked_search)."""
+    rows (or dropped), and repeats are dropped. Else through flat indexes over the mined rows in
+    chunks. Either way in the same query blocks whatever runs the units, so here and on Ray the
+    bytes are the same (xmine.index.blocked_search). The candidates are then rescored with the
+    exact path's scorer (`rescore.exact_dot`, on the rows the exact path would compare), so a
+    pair found by any search has the same score."""
     from xmine.index.blocked_search import FlatChunks, IndexDirShards, search_blocks
     from xmine.index.faiss_gpu import gpu_count
 
@@ -47,10 +53,11 @@ def _neighbours(base_side, base: Mineable, queries, k: int, *, executor: Executo
     use_gpu = (executor.gpus() if executor.distributed else gpu_count()) > 0
     sims, rows = search_blocks(opener, len(opener), queries, fetch, executor=executor, use_gpu=use_gpu,
                                desc=f"{tag} ({executor.name})", show_progress=show_progress)
-    if base_side.index is None:
-        return sims, rows
-    hit = np.where(rows >= 0, base.position_of_row[np.maximum(rows, 0)], -1)
-    return _unique_hits(sims, hit, kk)
+    if base_side.index is not None:
+        hit = np.where(rows >= 0, base.position_of_row[np.maximum(rows, 0)], -1)
+        sims, rows = _unique_hits(sims, hit, fetch)
+    return rescore_candidates(queries, base.rows, rows, kk, block=RESCORE_BLOCK, show_progress=show_progress,
+                              tag=tag)
 
 
 def search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_config, work, key, executor,

@@ -384,6 +384,14 @@ def test_mine_through_indexes_matches_exact(tmp_path, flores_setup):
                  "--nlist", "4", "--nprobe", "4", *common)
     run("build-index", en, "--lang", "en", "--type", "hnsw", "--projection", "none", "-o", tmp_path / "idx")
     via_index = run("mine", de, tmp_path / "idx", "-o", tmp_path / "via-index.tsv", *common)
+    run("build-index", en, "--lang", "en", "--type", "flat", "--projection", "none", "-o", tmp_path / "flat")
+    en_de = ["--src-lang", "en", "--tgt-lang", "de", *common[4:]]  # the index side as the source
+    run("mine", tmp_path / "flat", de, "-o", tmp_path / "via-flat.tsv", *en_de)
+    run("mine", en, de, "-o", tmp_path / "exact-en.tsv", *en_de)
     assert len(exact) >= 0.95 * 300
     assert approx == exact
     assert len(via_index & exact) >= 0.98 * len(exact)
+    # Every search scores its candidates with the exact path's scorer: where the index's answer is
+    # exact, the files are the same bytes, scores included.
+    assert (tmp_path / "approx.tsv").read_bytes() == (tmp_path / "exact.tsv").read_bytes()
+    assert (tmp_path / "via-flat.tsv").read_bytes() == (tmp_path / "exact-en.tsv").read_bytes()

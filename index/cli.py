@@ -103,7 +103,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
             try:
                 ix = _build(rows, out_dir, sentences=side.text.path, line_numbers=side.line_numbers,
                             sentence_index=side.sentence_index,
-                            encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
+                            encoder=side.encoder.to_dict(), projection=side.projection, part=side.part, lang=side.lang,
                             source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
                                                            {"path": str(Path(source).resolve()), **side.fingerprint})},
                             config=config, show_progress=not quiet, overwrite=overwrite)
@@ -169,7 +169,7 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
     import numpy as np
 
     from xmine.artefacts import provenance
-    from xmine.encoders import check_same_encoder, fingerprint_precision
+    from xmine.encoders import check_same_encoder
     from xmine.index.blocked_search import IndexDirShards, search_blocks
     from xmine.index.faiss_gpu import gpu_count
     from xmine.index.faiss_index import IndexDir
@@ -180,9 +180,9 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
 
     ix = IndexDir.open(index_dir)
     m = ix.manifest
-    encoders = Encoders(encoder or m["encoder"]["name"], projection, precision,
-                        default_precision=fingerprint_precision(m["encoder"]), inputs=[index_dir])
-    check_same_encoder(m["encoder"], encoders.encoder.fingerprint(), what=f"index {index_dir}")
+    encoders = Encoders(encoder or ix.encoder.name, projection, precision,
+                        default_precision=ix.encoder.run_precision, inputs=[index_dir])
+    check_same_encoder(ix.encoder, encoders.encoder.fingerprint(), what=f"index {index_dir}")
     check_same_projection(m.get("projection"), encoders.projection_fp(), what=f"index {index_dir}")
     q = load_side(queries, lang=lang, encoders=encoders, show_progress=False,  # embedded in a temporary store
                   input_format=input_format)

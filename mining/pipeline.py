@@ -234,7 +234,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
                     "mined_rows": len(my.ids), "other_language": my.other_language if lf_record["on"] else None},
             "lang_filter": lf_record,
             "pre_search": pre_record,
-            "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
+            "encoder": sx.encoder.to_dict(), "projection": sx.projection, "part": sx.part,
             "projection_choice": encoders.choice.record(),
             "threshold": threshold_record,
             "filters": filter_record,

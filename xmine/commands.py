@@ -143,7 +143,7 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     resumed = f", {info.resumed_rows} resumed from an earlier run" if info and info.resumed_rows else ""
     click.echo(
         f"embedded {len(store)} sentences ({info.encoded if info else len(store)} encoded now{resumed}), "
-        f"dim {store.dim}, {store.manifest['dtype']}, part {store.part}, encoder at {encoder.precision} on "
+        f"dim {store.dim}, {store.manifest.dtype}, part {store.part}, encoder at {encoder.precision} on "
         f"{getattr(encoder, 'runtime', 'torch')}, in {info.seconds:.1f}s "
         f"({rate:.1f} sentences/s) -> {out_dir}"
     )

@@ -9,6 +9,7 @@ from pathlib import Path
 from xmine.errors import ConfigError, EncoderMismatchError
 from xmine.input_artefacts import artefact_encoder, artefact_projection
 from xmine.projection import choose_projection, resolve_projection
+from xmine.records import EncoderFingerprint
 
 
 def check_same_projection(expected: dict | None, actual: dict | None, *, what: str) -> None:
@@ -81,15 +82,15 @@ class Encoders:
     def projection_fp(self) -> dict | None:
         return self.projection.fingerprint() if self.projection is not None else None
 
-    def check_artefact_encoder(self, fp: dict, *, what: str) -> None:
+    def check_artefact_encoder(self, fp: EncoderFingerprint, *, what: str) -> None:
         """Refuse an artefact of another encoder than the one named (or the projection's), or of
         another precision than the one asked for."""
-        from xmine.encoders import check_same_encoder, encoder_precision, fingerprint_precision
+        from xmine.encoders import check_same_encoder, encoder_precision
 
-        if self.encoder_name is not None and self.encoder_name != fp.get("name"):
+        if self.encoder_name is not None and self.encoder_name != fp.name:
             check_same_encoder(fp, self.encoder.fingerprint(), what=what)
         if self.precision is not None:
-            made, asked = fingerprint_precision(fp), encoder_precision(fp.get("name") or "", self.precision)
+            made, asked = fp.run_precision, encoder_precision(fp.name, self.precision)
             if made != asked:
                 raise EncoderMismatchError(
                     f"{what} was made at precision {made}, but --precision {self.precision} means {asked} here; "

@@ -36,6 +36,7 @@ from xmine.input_artefacts import artefact_kind, manifest_hash
 from xmine.input_encoders import Encoders, check_lang, check_same_projection
 from xmine.plugins import open_artefact
 from xmine.projected_rows import project_rows
+from xmine.records import EncoderFingerprint
 from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
 
 
@@ -56,7 +57,7 @@ class Side:
     #: int64 (n,) 1-based input line of each row (may be memory-mapped)
     line_numbers: np.ndarray
     #: encoder fingerprint the embeddings come from
-    encoder: dict
+    encoder: EncoderFingerprint
     #: projection fingerprint (None: raw embeddings)
     projection: dict | None
     #: "raw" or "meaning"
@@ -80,7 +81,8 @@ class Side:
         return len(self.line_numbers)
 
     def fingerprint_key(self) -> str:
-        blob = json.dumps([self.fingerprint, self.encoder, self.projection, self.part], sort_keys=True, default=str)
+        blob = json.dumps([self.fingerprint, self.encoder.to_dict(), self.projection, self.part], sort_keys=True,
+                          default=str)
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def unique_rows(self) -> tuple[np.ndarray, np.ndarray]:
@@ -131,7 +133,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         store = embed_corpus(path, work / "store", encoder=encoders.encoder, lang=lang or UNDETERMINED,
                              projection=proj, part="meaning", show_progress=show_progress, overwrite=rebuild,
                              input_format=input_format)
-        side = _store_side(store, path, lang, kind, fingerprint=store.manifest["input"])
+        side = _store_side(store, path, lang, kind, fingerprint=store.manifest.input)
         side._tmp = tmp
         return side
     if kind == "embedding-store":
@@ -155,7 +157,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
     if kind == "index":
         ix = open_artefact(path, "index")  # xmine.index's IndexDir
         what = f"index {path}"
-        encoders.check_artefact_encoder(ix.manifest["encoder"], what=what)
+        encoders.check_artefact_encoder(ix.encoder, what=what)
         if proj is not None:
             check_same_projection(ix.manifest.get("projection"), encoders.projection_fp(), what=what)
         check_lang(lang, ix.manifest.get("lang"), what)
@@ -163,7 +165,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
             row_index = RowIndex.scan(iter_raw_lines(f), count=len(ix))
         return Side(path=path, kind=kind, rows=ix.reconstruct(), row_index=row_index,
                     text=TextColumn(ix.path / "sentences.txt", row_index.offsets), line_numbers=ix.line_numbers,
-                    encoder=ix.manifest["encoder"], projection=ix.manifest.get("projection"),
+                    encoder=ix.encoder, projection=ix.manifest.get("projection"),
                     part=ix.manifest.get("part") or "raw", lang=lang or ix.manifest.get("lang"), index=ix,
                     fingerprint={"manifest": manifest_hash(path)}, sentence_index=ix.sentence_index,
                     source=(ix.manifest.get("input") or {}).get("path") or str(path))
@@ -171,7 +173,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
 
 
 def _store_side(store, path: Path, lang: str | None, kind: str, *, fingerprint: dict) -> Side:
-    source = str(path) if kind == "text" else (store.manifest.get("input") or {}).get("path") or str(path)
+    source = str(path) if kind == "text" else store.manifest.input.get("path") or str(path)
     return Side(path=path, kind=kind, rows=store.rows(), row_index=store.row_index(), text=store.text_column(),
                 line_numbers=store.line_numbers, encoder=store.encoder_fingerprint,
                 projection=store.projection_fingerprint, part=store.part, lang=lang or store.lang,

@@ -82,16 +82,11 @@ class _Record:
 class EncoderFingerprint(_Record):
     """What identifies an encoder's embeddings: equal `id` and `dim` = the same encoder."""
 
-    #: the encoder's name ("me5-small")
-    name: str
-    #: embedding dimension
-    dim: int
-    #: weights, pooling, prefix; then "|precision=<p>" unless fp32, "|runtime=<r>" unless torch
-    id: str
-    #: the precision it runs at (absent in fingerprints older than precisions: fp32)
-    precision: str | None = None
-    #: the runtime, when not torch
-    runtime: str | None = None
+    name: str  #: the encoder's name ("me5-small")
+    dim: int  #: embedding dimension
+    id: str  #: weights, pooling, prefix; then "|precision=<p>" unless fp32, "|runtime=<r>" unless torch
+    precision: str | None = None  #: the precision it runs at (absent in fingerprints older than precisions: fp32)
+    runtime: str | None = None  #: the runtime, when not torch
 
     @property
     def run_precision(self) -> str:
@@ -115,8 +110,7 @@ class EncoderFingerprint(_Record):
 class FileRecord(_Record):
     """A file of an artefact as its manifest records it."""
 
-    #: size in bytes
-    bytes: int
+    bytes: int  #: size in bytes
     #: sha256 of the content, 64 hexadecimal digits
     sha256: str
 
@@ -125,12 +119,9 @@ class FileRecord(_Record):
 class ShardFile(_Record):
     """An embedding store's shard as the store's manifest records it."""
 
-    #: the shard's .npy file, relative to the store
-    file: str
-    #: rows it holds
-    rows: int
-    #: size of `file` in bytes
-    bytes: int
+    file: str  #: the shard's .npy file, relative to the store
+    rows: int  #: rows it holds
+    bytes: int  #: size of `file` in bytes
     #: sha256 of `file`
     sha256: str
 
@@ -139,16 +130,11 @@ class ShardFile(_Record):
 class ShardRecord(ShardFile):
     """A shard being built, as `progress.json` records it: the files beside its embeddings."""
 
-    #: its line numbers (.npy, int64)
-    lines_file: str
-    #: its sentences, one a line
-    text_file: str
-    #: embedding dimension
-    dim: int
-    #: its record ids, one a line (inputs read with an id field)
-    ids_file: str | None = None
-    #: its sentence indices (.npy, int32; inputs split into sentences)
-    sent_file: str | None = None
+    lines_file: str  #: its line numbers (.npy, int64)
+    text_file: str  #: its sentences, one a line
+    dim: int  #: embedding dimension
+    ids_file: str | None = None  #: its record ids, one a line (inputs read with an id field)
+    sent_file: str | None = None  #: its sentence indices (.npy, int32; inputs split into sentences)
 
     def manifest_entry(self) -> ShardFile:
         return ShardFile(file=self.file, rows=self.rows, bytes=self.bytes, sha256=self.sha256)
@@ -158,36 +144,21 @@ class ShardRecord(ShardFile):
 class StoreManifest(_Record):
     """`manifest.json` of an embedding store (xmine.store)."""
 
-    #: "embedding-store"
-    kind: str
-    #: the store format (xmine.store.layout.FORMAT_VERSION)
-    format_version: int
-    #: the encoder its embeddings come from
-    encoder: EncoderFingerprint
-    #: the projection's fingerprint (None: raw embeddings)
-    projection: dict | None
-    #: "raw", "meaning" or "language"
-    part: str
-    #: "float16" or "float32"
-    dtype: str
-    #: the corpus language code
-    lang: str
-    #: the characters of a line kept for encoding (None: stores written from arrays)
-    max_chars: int | None
-    #: rows
-    count: int
-    #: embedding dimension
-    dim: int
-    #: the input's identity (path, size, sha256, how it was read)
-    input: dict
-    #: what reading the input found (lines, empty lines, ...)
-    input_stats: dict
-    #: the shards in row order
-    shards: tuple[ShardFile, ...]
-    #: the store's other files by name
-    files: dict[str, FileRecord]
-    #: what made it (xmine.artefacts.provenance)
-    provenance: dict
+    kind: str  #: "embedding-store"
+    format_version: int  #: the store format (xmine.store.layout.FORMAT_VERSION)
+    encoder: EncoderFingerprint  #: the encoder its embeddings come from
+    projection: dict | None  #: the projection's fingerprint (None: raw embeddings)
+    part: str  #: "raw", "meaning" or "language"
+    dtype: str  #: "float16" or "float32"
+    lang: str  #: the corpus language code
+    max_chars: int | None  #: the characters of a line kept for encoding (None: stores written from arrays)
+    count: int  #: rows
+    dim: int  #: embedding dimension
+    input: dict  #: the input's identity (path, size, sha256, how it was read)
+    input_stats: dict  #: what reading the input found (lines, empty lines, ...)
+    shards: tuple[ShardFile, ...]  #: the shards in row order
+    files: dict[str, FileRecord]  #: the store's other files by name
+    provenance: dict  #: what made it (xmine.artefacts.provenance)
 
 
 def read_field(d: dict[str, Any], name: str, want: Any, *, where: str) -> Any:

@@ -113,12 +113,12 @@ def test_resume_from_intact_records_gives_the_same_store(built, tmp_path, usem3)
 def test_index_of_the_store_reads_its_encoder_and_files_as_records(built, tmp_path):
     store, _, _ = built
     ix = build_index(store.to_array(), tmp_path / "ix", sentences=store.sentences(),
-                     line_numbers=np.asarray(store.line_numbers), encoder=store.encoder_fingerprint.to_dict(),
+                     line_numbers=np.asarray(store.line_numbers), encoder=store.manifest.encoder.to_dict(),
                      projection=None, part="raw", lang="de", config=IndexConfig(kind="flat", gpu=False),
                      show_progress=False)
     raw = json.loads((ix.path / "manifest.json").read_text(encoding="utf-8"))
     opened = IndexDir.open(ix.path)
-    assert opened.encoder == store.encoder_fingerprint and opened.encoder.to_dict() == raw["encoder"]
+    assert opened.encoder == store.manifest.encoder and opened.encoder.to_dict() == raw["encoder"]
     assert {n: r.to_dict() for n, r in opened.files.items()} == raw["files"]
     opened.verify()
     bad = tmp_path / "bad"

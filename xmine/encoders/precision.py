@@ -116,27 +116,12 @@ def with_precision(fingerprint: dict[str, Any], precision: str, runtime: str = "
     return fp
 
 
-def _record(fingerprint: Fingerprint, what: str = "encoder fingerprint") -> EncoderFingerprint:
+def _record(fingerprint: Fingerprint, what: str) -> EncoderFingerprint:
     if isinstance(fingerprint, EncoderFingerprint):
         return fingerprint
     if fingerprint is None:
         raise EncoderMismatchError(f"{what}: no encoder fingerprint to compare")
     return EncoderFingerprint.from_dict(fingerprint, where=what)
-
-
-def fingerprint_precision(fingerprint: Fingerprint) -> str:
-    """The precision an encoder fingerprint records; "fp32" for fingerprints without one."""
-    return _record(fingerprint).run_precision
-
-
-def fingerprint_runtime(fingerprint: Fingerprint) -> str:
-    """The runtime an encoder fingerprint records; "torch" for fingerprints without one."""
-    return _record(fingerprint).run_runtime
-
-
-def weights_id(fingerprint: Fingerprint) -> str:
-    """The fingerprint's `id` without its precision and runtime: what identifies the weights (and prefix)."""
-    return _record(fingerprint).weights_id
 
 
 def check_same_encoder(expected_fp: Fingerprint, actual_fp: Fingerprint, *, what: str) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from xmine.fileio import MANIFEST, read_manifest
 from xmine.errors import ArtefactError, ConfigError
-from xmine.records import EncoderFingerprint, FileRecord, StoreManifest
+from xmine.records import FileRecord, StoreManifest
 from xmine.store.layout import (
     FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, LENGTHS, LINE_NUMBERS, OFFSETS, PROGRESS, SENTENCE_INDEX, SENTENCES,
     STORE_KIND,
@@ -110,14 +110,6 @@ class EmbeddingStore:
     @property
     def dim(self) -> int:
         return self.manifest.dim
-
-    @property
-    def encoder_fingerprint(self) -> EncoderFingerprint:
-        return self.manifest.encoder
-
-    @property
-    def projection_fingerprint(self) -> dict[str, Any] | None:
-        return self.manifest.projection
 
     @property
     def part(self) -> str:

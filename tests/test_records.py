@@ -65,7 +65,7 @@ def test_records_give_back_exactly_the_json_written(built, usem3):
 @pytest.mark.parametrize("field, change, problem", [
     ("sha256", lambda m: m["shards"][1].update(sha256="abc"), "shards[1]: field 'sha256' is 'abc', not 64 hex"),
     ("sha256", lambda m: m["shards"][0].update(sha256="A" * 64), "shards[0]: field 'sha256'"),
-    ("bytes", lambda m: m["shards"][2].update(bytes=-1), "shards[2]: field 'bytes' is -1, a negative size"),
+    ("bytes", lambda m: m["shards"][2].update(bytes=-1), "shards[2]: field 'bytes' is -1, negative"),
     ("rows", lambda m: m["shards"][0].update(rows="20"), "shards[0]: field 'rows' is '20', not int"),
     ("rows", lambda m: m["shards"][0].update(rows=True), "shards[0]: field 'rows' is True, not int"),
     ("file", lambda m: m["shards"][0].pop("file"), "shards[0]: field 'file' missing"),
@@ -96,7 +96,19 @@ def test_a_damaged_progress_record_is_refused_when_resuming(built, tmp_path, use
     (bad / "progress.json").write_text(json.dumps(progress), encoding="utf-8")
     with pytest.raises(ArtefactError) as e:
         embed_corpus(corpus, bad, encoder=usem3, lang="de", shard_rows=20, show_progress=False)
-    assert str(e.value) == f"{bad / 'progress.json'}: shards[1]: field 'lines_file' missing"
+    assert str(e.value) == (f"{bad}: holds an interrupted run, but {bad / 'progress.json'}: shards[1]: field "
+                            "'lines_file' missing; pass --overwrite to discard it or choose another output directory")
+    store = embed_corpus(corpus, bad, encoder=usem3, lang="de", shard_rows=20, show_progress=False, overwrite=True)
+    assert store.build_info.resumed_rows == 0 and store.manifest.shards == built[0].manifest.shards
+
+
+def test_a_store_whose_manifest_encoder_is_damaged_is_rebuilt_only_with_overwrite(built, tmp_path, usem3):
+    store, _, corpus = built
+    bad = _damaged_copy(store.directory, tmp_path / "bad", lambda m: m["encoder"].update(dim="512"))
+    with pytest.raises(ArtefactError, match=r"manifest\.json: encoder: field 'dim' is '512', not int; pass --overwrite"):
+        embed_corpus(corpus, bad, encoder=usem3, lang="de", shard_rows=20, show_progress=False)
+    again = embed_corpus(corpus, bad, encoder=usem3, lang="de", shard_rows=20, show_progress=False, overwrite=True)
+    assert (bad / "manifest.json").is_file() and again.manifest.shards == store.manifest.shards
 
 
 def test_resume_from_intact_records_gives_the_same_store(built, tmp_path, usem3):

@@ -8,7 +8,6 @@ ArtefactError in one line naming `where` (the file, and the entry in it) and the
 
 from __future__ import annotations
 
-import functools
 import re
 import typing
 from dataclasses import MISSING, dataclass, fields
@@ -35,7 +34,7 @@ def _parse(v: Any, want: Any, where: str, name: str) -> Any:
     if origin is dict:
         return {k: _parse(x, args[1], where, f"{name}[{k!r}]") for k, x in v.items()}
     if isinstance(v, int) and not isinstance(v, bool) and v < 0:
-        raise ArtefactError(f"{where}: field {name!r} is {v}, a negative size")
+        raise ArtefactError(f"{where}: field {name!r} is {v}, negative")
     if name == "sha256" and not _SHA256.fullmatch(v):
         raise ArtefactError(f"{where}: field 'sha256' is {repr(v)[:80]}, not 64 hexadecimal digits")
     return v
@@ -47,11 +46,6 @@ def _json(v: Any) -> Any:
     if isinstance(v, tuple):
         return [_json(x) for x in v]
     return {k: _json(x) for k, x in v.items()} if isinstance(v, dict) else v
-
-
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
 
 
 class _Record:
@@ -66,7 +60,7 @@ class _Record:
         unknown = [k for k in d if k not in names]
         if unknown:
             raise ArtefactError(f"{where}: unknown field {unknown[0]!r}")
-        hints = _hints(cls)
+        hints = typing.get_type_hints(cls)
         missing = [f.name for f in fields(cls) if f.name not in d and f.default is MISSING]
         if missing:
             raise ArtefactError(f"{where}: field {missing[0]!r} missing")

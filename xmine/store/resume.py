@@ -34,7 +34,10 @@ def identity_mismatch(old: dict[str, Any], new: dict[str, Any], *, where: str) -
             if key == "split_sentences":
                 return f"it was made {_split_words(old['input'])}, not {_split_words(new['input'])}"
             return f"its input was read with {key}={old['input'].get(key)!r}, not {new['input'].get(key)!r}"
-    was = EncoderFingerprint.from_dict(old.get("encoder"), where=f"{where}: encoder")
+    try:
+        was = EncoderFingerprint.from_dict(old.get("encoder"), where=f"{where}: encoder")
+    except ArtefactError as e:
+        return str(e)  # damaged: it serves nothing (--overwrite replaces it)
     now = EncoderFingerprint.from_dict(new["encoder"], where="the encoder's fingerprint")
     if was.id != now.id:
         if was.weights_id == now.weights_id:
@@ -108,13 +111,16 @@ def resume(out_dir: Path, identity: dict[str, Any], overwrite: bool, ray: str | 
         if why is not None and not recorded.get("shards"):
             why = None  # nothing finished yet (e.g. the input had a bad line): start afresh
             recorded["shards"] = []
+        try:
+            progress.set_shards(recorded.get("shards", []) if why is None else [])
+        except ArtefactError as e:
+            why = str(e)
         if why is not None and not overwrite:
             raise ArtefactError(f"{out_dir}: holds an interrupted run, but {why}; "
                                 "pass --overwrite to discard it or choose another output directory")
         if why is not None:
             clear_dir(out_dir)
         else:
-            progress.set_shards(recorded.get("shards", []))
             progress.shards = _finished_shards(out_dir, progress.shards)
             # Only a run on Ray reads these (the single-process run re-encodes after the prefix).
             intact_prefix = len(progress.shards) == len(recorded.get("shards", []))

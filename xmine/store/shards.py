@@ -1,8 +1,8 @@
-"""One shard of an embedding store: encoded (`encode_shard`) and written (`write_shard`).
+"""One shard of an embedding store: encoded (`encode_shard`) and written (`write_shard_record`,
+or `write_shard` for its record as JSON).
 
 The single-process writer (`xmine.store.writer.embed_corpus`, `StoreWriter`) and the Ray actors
-(`xmine.store.ray_writer`) call the same two functions, so a shard's files are the same whoever
-made them.
+(`xmine.store.ray_writer`) call the same functions, so a shard's files are the same whoever made them.
 """
 
 from __future__ import annotations

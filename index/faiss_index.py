@@ -73,10 +73,8 @@ class IndexDir:
         missing = [k for k in ("shards", "count", "dim", "choice") if k not in manifest]
         if missing:
             raise ArtefactError(f"{path / MANIFEST}: missing field(s) {', '.join(missing)}")
-        for shard in manifest["shards"]:
-            if not (path / shard["file"]).is_file():
-                raise ArtefactError(f"{path}: shard {shard['file']} is missing")
         ix = cls(path, manifest)
+        ix.content.check_sizes()
         ix.content.check_if_small()
         return ix
 

@@ -150,8 +150,8 @@ _VERIFIED: set[tuple] = set()
 class VerifiedFiles:
     """The sha256 sums an artefact's manifest records, checked against the files on disk.
 
-    `expected` maps file names (relative to `directory`) to their `xmine.records.FileRecord`. A file is hashed
-    at most once per process (while it stays the same inode, size and mtime). A mismatch raises
+    `expected` maps file names (relative to `directory`) to their `xmine.records.FileRecord`. A
+    file is hashed at most once per process (while it stays the same inode, size and mtime). A mismatch raises
     ArtefactError naming the file: it was changed or damaged after xmine wrote it.
     """
 
@@ -183,6 +183,14 @@ class VerifiedFiles:
             raise ArtefactError(f"{path}: content differs from the manifest of the {self.what} (sha256 "
                                 "mismatch): changed or damaged since xmine wrote it; rebuild it")
         _VERIFIED.add(key)
+
+    def check_sizes(self) -> None:
+        """Every file is there with the size recorded (no hashing)."""
+        for name, rec in self.expected.items():
+            path = self.directory / name
+            if not path.is_file() or path.stat().st_size != rec.bytes:
+                raise ArtefactError(f"{path}: missing, or not the {rec.bytes} bytes the manifest of the {self.what} "
+                                    "records (damaged or replaced)")
 
     def check_all(self) -> int:
         """Check every file; return the bytes verified."""

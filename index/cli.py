@@ -69,7 +69,6 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     import tempfile
 
     from xmine.index.build import IndexConfig, build_index as _build
-    from xmine.input_artefacts import artefact_precision
     from xmine.input_encoders import Encoders
     from xmine.inputs import load_side
     from xmine.outputs import claim_output
@@ -83,8 +82,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
 
         connect(ray_address)
     with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
-        encoders = Encoders(encoder, projection, precision, default_precision=artefact_precision([source]),
-                            inputs=[source])
+        encoders = Encoders(encoder, projection, precision, inputs=[source])
         # A text SOURCE is embedded into a store (a raw store projected) in a hidden temporary
         # directory beside the index, removed at the end.
         with tempfile.TemporaryDirectory(prefix=f".{Path(out_dir).name}.work-", dir=Path(out_dir).parent) as work:
@@ -180,8 +178,7 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
 
     ix = IndexDir.open(index_dir)
     m = ix.manifest
-    encoders = Encoders(encoder or ix.encoder.name, projection, precision,
-                        default_precision=ix.encoder.run_precision, inputs=[index_dir])
+    encoders = Encoders(encoder or ix.encoder.name, projection, precision, inputs=[index_dir])
     check_same_encoder(ix.encoder, encoders.encoder.fingerprint(), what=f"index {index_dir}")
     check_same_projection(m.get("projection"), encoders.projection_fp(), what=f"index {index_dir}")
     q = load_side(queries, lang=lang, encoders=encoders, show_progress=False,  # embedded in a temporary store

@@ -64,13 +64,6 @@ def artefact_encoder_name(paths) -> str | None:
     return fp.name if fp else None
 
 
-def artefact_precision(paths) -> str | None:
-    """The encoder precision of the first artefact directory among `paths` (fp32 for artefacts
-    written before precisions existed; None: only text)."""
-    fp = artefact_encoder(paths)
-    return fp.run_precision if fp else None
-
-
 def artefact_projection(paths) -> tuple[bool, dict | None]:
     """(whether one of `paths` is a store/index, the projection fingerprint the first one records)."""
     for p in paths:

@@ -29,18 +29,17 @@ class Encoders:
     `projection`: the `--projection` value (None/"default", "none" or a directory), resolved by
     `xmine.projection.choose_projection`; `inputs`: the paths named, so an implicit default
     follows a store's or index's own projection. `precision`: what the user asked for (None: not
-    given); `default_precision`: what to use when it was not given (the input artefacts'
-    precision, so that text encoded beside a store or an index matches it), else "auto".
+    given: the input artefacts' precision, so that text encoded beside a store or an index matches
+    it, else "auto").
     """
 
     def __init__(self, encoder_name: str | None, projection: str | Path | None, precision: str | None = None,
-                 *, default_precision: str | None = None, inputs=()):
+                 *, inputs=()):
         self.encoder_name = encoder_name
         self.projection_spec = projection
         self.precision = precision
-        self.default_precision = default_precision
         self._artefact = artefact_projection(inputs)
-        self._artefact_encoder = artefact_encoder(inputs)  # its runtime is the default one
+        self._artefact_encoder = artefact_encoder(inputs)  # its precision and runtime are the default ones
         self._choice = None
         self._encoder = None
         self._projection = None
@@ -62,9 +61,10 @@ class Encoders:
             from xmine.encoders import DEFAULT_ENCODER, DEFAULT_PRECISION, load_encoder
             from xmine.encoders.runtime import runtime_for_artefact
 
-            self._encoder = load_encoder(self.encoder_name or DEFAULT_ENCODER,
-                                         precision=self.precision or self.default_precision or DEFAULT_PRECISION,
-                                         runtime=runtime_for_artefact(self._artefact_encoder))
+            made = self._artefact_encoder
+            precision = self.precision or (made.run_precision if made else DEFAULT_PRECISION)
+            self._encoder = load_encoder(self.encoder_name or DEFAULT_ENCODER, precision=precision,
+                                         runtime=runtime_for_artefact(made))
             # Not through `self.projection`: choosing it may ask for this encoder's fingerprint
             # (and would then be chosen, and its notice logged, twice).
             if self._projection is not None:

@@ -178,7 +178,7 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
 
     ix = IndexDir.open(index_dir)
     m = ix.manifest
-    encoders = Encoders(encoder or ix.encoder.name, projection, precision, inputs=[index_dir])
+    encoders = Encoders(encoder, projection, precision, inputs=[index_dir])
     check_same_encoder(ix.encoder, encoders.encoder.fingerprint(), what=f"index {index_dir}")
     check_same_projection(m.get("projection"), encoders.projection_fp(), what=f"index {index_dir}")
     q = load_side(queries, lang=lang, encoders=encoders, show_progress=False,  # embedded in a temporary store

@@ -58,12 +58,6 @@ def artefact_encoder(paths) -> EncoderFingerprint | None:
     return None
 
 
-def artefact_encoder_name(paths) -> str | None:
-    """The encoder name recorded by the first artefact directory among `paths` (None: only text)."""
-    fp = artefact_encoder(paths)
-    return fp.name if fp else None
-
-
 def artefact_projection(paths) -> tuple[bool, dict | None]:
     """(whether one of `paths` is a store/index, the projection fingerprint the first one records)."""
     for p in paths:

@@ -26,6 +26,7 @@ def check_same_projection(expected: dict | None, actual: dict | None, *, what: s
 class Encoders:
     """Loads the encoder and projection once, only if a side needs them.
 
+    `encoder_name`: the `--encoder` value (None: the input artefacts' encoder, else the default one).
     `projection`: the `--projection` value (None/"default", "none" or a directory), resolved by
     `xmine.projection.choose_projection`; `inputs`: the paths named, so an implicit default
     follows a store's or index's own projection. `precision`: what the user asked for (None: not
@@ -35,11 +36,11 @@ class Encoders:
 
     def __init__(self, encoder_name: str | None, projection: str | Path | None, precision: str | None = None,
                  *, inputs=()):
-        self.encoder_name = encoder_name
+        self._artefact_encoder = artefact_encoder(inputs)  # its name, precision and runtime are the defaults
+        self.encoder_name = encoder_name or (self._artefact_encoder.name if self._artefact_encoder else None)
         self.projection_spec = projection
         self.precision = precision
         self._artefact = artefact_projection(inputs)
-        self._artefact_encoder = artefact_encoder(inputs)  # its precision and runtime are the default ones
         self._choice = None
         self._encoder = None
         self._projection = None

@@ -70,7 +70,6 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
 
     from xmine.executor import executor_for
     from xmine.index.build import IndexConfig, build_index as _build
-    from xmine.input_artefacts import artefact_precision
     from xmine.input_encoders import Encoders
     from xmine.inputs import load_side
     from xmine.outputs import claim_output
@@ -81,8 +80,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
         check_split_languages([(source, lang, "--lang")], input_format)
     executor = executor_for(ray_address)  # join the cluster first: a wrong address fails before any work
     with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
-        encoders = Encoders(encoder, projection, precision, default_precision=artefact_precision([source]),
-                            inputs=[source])
+        encoders = Encoders(encoder, projection, precision, inputs=[source])
         # A text SOURCE is embedded into a store (a raw store projected) in a hidden temporary
         # directory beside the index, removed at the end.
         with tempfile.TemporaryDirectory(prefix=f".{Path(out_dir).name}.work-", dir=Path(out_dir).parent) as work:
@@ -96,7 +94,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
             try:
                 ix = _build(side.rows, out_dir, sentences=side.text.path, line_numbers=side.line_numbers,
                             sentence_index=side.sentence_index,
-                            encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
+                            encoder=side.encoder.to_dict(), projection=side.projection, part=side.part, lang=side.lang,
                             source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
                                                            {"path": str(Path(source).resolve()), **side.fingerprint})},
                             config=config, executor=executor, show_progress=not quiet, overwrite=overwrite)
@@ -162,7 +160,7 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
     import numpy as np
 
     from xmine.artefacts import provenance
-    from xmine.encoders import check_same_encoder, fingerprint_precision
+    from xmine.encoders import check_same_encoder
     from xmine.index.blocked_search import IndexDirShards, search_blocks
     from xmine.index.faiss_gpu import gpu_count
     from xmine.index.faiss_index import IndexDir
@@ -173,9 +171,8 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
 
     ix = IndexDir.open(index_dir)
     m = ix.manifest
-    encoders = Encoders(encoder or m["encoder"]["name"], projection, precision,
-                        default_precision=fingerprint_precision(m["encoder"]), inputs=[index_dir])
-    check_same_encoder(m["encoder"], encoders.encoder.fingerprint(), what=f"index {index_dir}")
+    encoders = Encoders(encoder, projection, precision, inputs=[index_dir])
+    check_same_encoder(ix.encoder, encoders.encoder.fingerprint(), what=f"index {index_dir}")
     check_same_projection(m.get("projection"), encoders.projection_fp(), what=f"index {index_dir}")
     q = load_side(queries, lang=lang, encoders=encoders, show_progress=False,  # embedded in a temporary store
                   input_format=input_format)

@@ -25,6 +25,7 @@ import numpy as np
 
 from xmine.errors import ArtefactError, ConfigError
 from xmine.fileio import MANIFEST, VerifiedFiles, read_manifest
+from xmine.records import EncoderFingerprint, FileRecord, read_field
 from xmine.index.faiss_gpu import gpu_count, to_gpu
 from xmine.store.layout import SENTENCE_INDEX
 from xmine.topk import merge_topk
@@ -56,8 +57,12 @@ class IndexDir:
     """An index directory on disk (see module doc)."""
 
     def __init__(self, path: Path, manifest: dict):
+        where = str(path / MANIFEST)
         self.path = path
         self.manifest = manifest
+        #: the encoder its vectors come from, and its files (name -> bytes, sha256), validated
+        self.encoder = read_field(manifest, "encoder", EncoderFingerprint, where=where)
+        self.files = read_field(manifest, "files", dict[str, FileRecord], where=where)
         self._loaded: dict[str, object] = {}
         self._sentences: list[str] | None = None
 
@@ -65,20 +70,18 @@ class IndexDir:
     def open(cls, path: str | Path) -> "IndexDir":
         path = Path(path)
         manifest = read_manifest(path, KIND, format_version=FORMAT_VERSION)
-        missing = [k for k in ("shards", "files", "count", "dim", "choice") if k not in manifest]
+        missing = [k for k in ("shards", "count", "dim", "choice") if k not in manifest]
         if missing:
             raise ArtefactError(f"{path / MANIFEST}: missing field(s) {', '.join(missing)}")
-        for shard in manifest["shards"]:
-            if not (path / shard["file"]).is_file():
-                raise ArtefactError(f"{path}: shard {shard['file']} is missing")
         ix = cls(path, manifest)
+        ix.content.check_sizes()
         ix.content.check_if_small()
         return ix
 
     @property
     def content(self) -> VerifiedFiles:
         """sha256 of every file."""
-        return VerifiedFiles(self.path, self.manifest["files"], what="index")
+        return VerifiedFiles(self.path, self.files, what="index")
 
     def verify(self) -> int:
         """Check every file against the manifest's sha256 and load every shard; return bytes checked."""
@@ -116,7 +119,7 @@ class IndexDir:
     @property
     def sentence_index(self) -> np.ndarray | None:
         """Each row's 1-based index in its record (an index of a corpus split into sentences), else None."""
-        return self._integers(SENTENCE_INDEX, "sentence indices") if SENTENCE_INDEX in self.manifest["files"] else None
+        return self._integers(SENTENCE_INDEX, "sentence indices") if SENTENCE_INDEX in self.files else None
 
     def sentences(self) -> list[str]:
         if self._sentences is None:

@@ -153,7 +153,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
           approximate_config, line_numbers, meta, keep_work, show_progress, ray=None, executor=LOCAL,
           default_threshold=True, fmt="tsv", input_format=None, filters=PairFilterConfig(), dropped_claim=None,
           lang_filter=None, pre_clean=PreSearchConfig()) -> dict:
-    from xmine.input_artefacts import artefact_encoder_name, artefact_kind, artefact_precision
+    from xmine.input_artefacts import artefact_kind
     from xmine.input_encoders import Encoders
     from xmine.inputs import check_compatible, load_side
 
@@ -168,8 +168,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
             claim.work_dir(".work")
         return work / tag
 
-    encoders = Encoders(encoder or artefact_encoder_name([src, tgt]), projection, precision,
-                        default_precision=artefact_precision([src, tgt]), inputs=[src, tgt])
+    encoders = Encoders(encoder, projection, precision, inputs=[src, tgt])
     # With --overwrite, OUT.work/ is this command's own to rebuild (a damaged work store included).
     sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src"), show_progress=show_progress,
                    rebuild=claim.overwrite, input_format=input_format)
@@ -232,7 +231,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
                     "mined_rows": len(my.ids), "other_language": my.other_language if lf_record["on"] else None},
             "lang_filter": lf_record,
             "pre_search": pre_record,
-            "encoder": sx.encoder, "projection": sx.projection, "part": sx.part,
+            "encoder": sx.encoder.to_dict(), "projection": sx.projection, "part": sx.part,
             "projection_choice": encoders.choice.record(),
             "threshold": threshold_record,
             "filters": filter_record,

@@ -108,9 +108,10 @@ def test_another_me5_variant_falls_back_to_raw(me5, caplog):
 
 
 def test_default_applies_at_every_precision(me5):
-    from xmine.encoders import weights_id, with_precision
+    from xmine.encoders import with_precision
+    from xmine.records import EncoderFingerprint
 
-    fp32 = dict(me5.fingerprint(), id=weights_id(me5.fingerprint()))
+    fp32 = dict(me5.fingerprint(), id=EncoderFingerprint.from_dict(me5.fingerprint(), where="me5").weights_id)
     for precision in ("fp32", "bf16", "fp16"):
         fp = with_precision(fp32, precision)
         assert choose_projection("default", encoder_name="me5-small", encoder_fp=fp).how == "default", precision

@@ -20,11 +20,10 @@ from xmine.cli import main  # noqa: E402
 from xmine.encoders import (  # noqa: E402
     check_projection_encoder,
     check_same_encoder,
-    fingerprint_runtime,
     load_encoder,
-    weights_id,
 )
 from xmine.errors import EncoderError, EncoderMismatchError  # noqa: E402
+from xmine.records import EncoderFingerprint  # noqa: E402
 from flores import SCRIPTS, flores_lines  # noqa: E402
 
 
@@ -40,6 +39,10 @@ def torch_fp32():
     return load_encoder("me5-small", device="cpu", precision="fp32", runtime="torch")
 
 
+def _fp(d):
+    return EncoderFingerprint.from_dict(d, where="test")
+
+
 def test_openvino_bf16_equals_torch_fp32_within_the_checked_cosine(ov_bf16, torch_fp32, data_dir):
     sentences = [s for code in SCRIPTS for s in flores_lines(data_dir, code, 6, start=100)]
     a, b = ov_bf16.encode(sentences), torch_fp32.encode(sentences)
@@ -51,8 +54,8 @@ def test_openvino_bf16_equals_torch_fp32_within_the_checked_cosine(ov_bf16, torc
     # input order is kept whatever the length-sorted passes were
     np.testing.assert_allclose(ov_bf16.encode(sentences[::-1])[::-1], a, atol=1e-6)
     fp = ov_bf16.fingerprint()
-    assert (ov_bf16.runtime, fp["runtime"], fingerprint_runtime(fp)) == ("openvino",) * 3
-    assert weights_id(fp) == weights_id(torch_fp32.fingerprint()) == torch_fp32.fingerprint()["id"]
+    assert (ov_bf16.runtime, fp["runtime"], _fp(fp).run_runtime) == ("openvino",) * 3
+    assert _fp(fp).weights_id == _fp(torch_fp32.fingerprint()).weights_id == torch_fp32.fingerprint()["id"]
 
 
 def test_token_states_come_from_openvino_too(ov_bf16, torch_fp32, data_dir):
@@ -142,7 +145,7 @@ def test_without_openvino_explicit_is_one_line_exit_2_and_auto_falls_back(runtim
         said = [ln for ln in res.stderr.splitlines() if "not installed" in ln]
         assert len(said) == 1 and "torch" in said[0], res.stderr
         manifest = json.loads((tmp_path / "s" / "manifest.json").read_text(encoding="utf-8"))
-        assert fingerprint_runtime(manifest["encoder"]) == "torch"
+        assert _fp(manifest["encoder"]).run_runtime == "torch"
 
 
 def test_runtime_resolution_refuses_what_cannot_run():

@@ -13,12 +13,11 @@ from xmine.encoders import (
     bf16_flag_in_cpuinfo,
     check_projection_encoder,
     check_same_encoder,
-    fingerprint_precision,
     load_encoder,
     resolve_precision,
-    weights_id,
 )
 from xmine.errors import EncoderError, EncoderMismatchError
+from xmine.records import EncoderFingerprint
 from flores import SCRIPTS, flores_lines
 
 ZEN4 = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512bw avx512_vnni avx512_bf16 sha_ni\n"
@@ -37,6 +36,8 @@ def me5_bf16():
     return load_encoder("me5-small", device="cpu", precision="bf16", runtime="torch")
 
 
+def _fp(d):
+    return EncoderFingerprint.from_dict(d, where="test")
 
 
 def test_cpuinfo_flags_decide_native_bf16():
@@ -82,10 +83,10 @@ def test_precision_is_in_the_fingerprint_and_old_fingerprints_read_as_fp32(me5_f
 
     fp32, bf16 = me5_fp32.fingerprint(), me5_bf16.fingerprint()
     assert (fp32["precision"], bf16["precision"]) == ("fp32", "bf16")
-    assert fp32["id"] != bf16["id"] and weights_id(fp32) == weights_id(bf16) == fp32["id"]
+    assert fp32["id"] != bf16["id"] and _fp(fp32).weights_id == _fp(bf16).weights_id == fp32["id"]
     # A fingerprint written before precisions existed: no key, fp32 id. It is this fp32 encoder.
     legacy = {k: v for k, v in fp32.items() if k != "precision"}
-    assert fingerprint_precision(legacy) == "fp32" and fingerprint_precision(bf16) == "bf16"
+    assert _fp(legacy).run_precision == "fp32" and _fp(bf16).run_precision == "bf16"
     check_same_encoder(legacy, fp32, what="old store")
     assert cache_path(legacy) == cache_path(fp32) != cache_path(bf16)  # one cache per precision
     with pytest.raises(EncoderMismatchError, match="precision bf16.*--precision bf16") as e:

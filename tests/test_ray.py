@@ -111,7 +111,7 @@ def test_embed_on_ray_never_loads_the_model_on_the_driver(cluster, corpora, tmp_
     assert not lazy.loaded
     local = embed_corpus(text, tmp_path / "local", encoder=load_encoder("me5-small", device="cpu", precision="bf16"),
                          lang="de", projection=None, shard_rows=20, show_progress=False)
-    assert len(on_ray) == len(local) == 44 and on_ray.manifest["encoder"] == local.manifest["encoder"]
+    assert len(on_ray) == len(local) == 44 and on_ray.manifest.encoder == local.manifest.encoder
     _same_store(tmp_path / "local", tmp_path / "ray")
 
 

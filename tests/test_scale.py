@@ -67,8 +67,8 @@ def _read_pairs(path: Path) -> list[tuple[float, str, str]]:
 
 def test_store_writer_round_trip_and_unique_rows(stores):
     src, _, _, _ = stores
-    assert len(src) == 600 and [s["rows"] for s in src.manifest["shards"]] == [128] * 4 + [88]
-    assert src.manifest["dtype"] == "float16" and src.manifest["input_stats"]["unique_sentences"] == 597
+    assert len(src) == 600 and [s.rows for s in src.manifest.shards] == [128] * 4 + [88]
+    assert src.manifest.dtype == "float16" and src.manifest.input_stats["unique_sentences"] == 597
     from xmine.input_encoders import Encoders
     from xmine.inputs import load_side
 
@@ -129,12 +129,12 @@ def test_embed_streaming_window_does_not_change_the_store(tmp_path, usem3):
     corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
     small = embed_corpus(corpus, tmp_path / "small", encoder=usem3, lang="de", shard_rows=7, show_progress=False)
     whole = embed_corpus(corpus, tmp_path / "whole", encoder=usem3, lang="de", shard_rows=10_000, show_progress=False)
-    assert len(small.manifest["shards"]) == 6 and len(whole.manifest["shards"]) == 1
+    assert len(small.manifest.shards) == 6 and len(whole.manifest.shards) == 1
     a, b = small.to_array(), whole.to_array()
     ref = usem3.encode([s for s in lines if s])
     assert np.abs(a - b).max() <= 1e-3 and np.abs(a - ref).max() < 2e-3
     assert small.sentences() == whole.sentences() and np.array_equal(small.line_numbers, whole.line_numbers)
-    assert small.manifest["input_stats"]["unique_sentences"] == 40
+    assert small.manifest.input_stats["unique_sentences"] == 40
     assert np.array_equal(small.row_index().hashes, whole.row_index().hashes)
 
 
@@ -150,7 +150,7 @@ def test_text_inputs_are_embedded_into_stores_in_the_work_dir(tmp_path, usem3):
     mine(tmp_path / "de.txt", tmp_path / "en.txt", out=out, config=cfg, encoder="use-m3", keep_work=True,
          show_progress=False, pre_clean=RAW, filters=NO_FILTERS)
     work = Path(str(out) + ".work")
-    assert EmbeddingStore.open(work / "src" / "store").manifest["count"] == 60
+    assert EmbeddingStore.open(work / "src" / "store").manifest.count == 60
     got = [(s, t) for _, s, t in _read_pairs(out)]
     x = usem3.encode(de).astype(np.float16).astype(np.float32)
     y = usem3.encode(en[::-1]).astype(np.float16).astype(np.float32)

@@ -108,7 +108,7 @@ def test_round_trip_float16(built, usem3):
                      | {f"emb-0000{i}.npy" for i in range(4)})
     store.verify()
     again = EmbeddingStore.open(store.directory)
-    assert np.array_equal(again.to_array(), emb) and again.encoder_fingerprint == usem3.fingerprint()
+    assert np.array_equal(again.to_array(), emb) and again.manifest.encoder.to_dict() == usem3.fingerprint()
 
 
 def test_row_index_and_text_by_offset(built, tmp_path):
@@ -127,7 +127,7 @@ def test_row_index_and_text_by_offset(built, tmp_path):
     # The stored row index is the one scanned from the text.
     old = RowIndex.scan(iter(raw.splitlines(keepends=True)), count=70)
     assert np.array_equal(old.offsets, ix.offsets) and np.array_equal(old.hashes, ix.hashes)
-    assert store.manifest["input_stats"]["unique_sentences"] == len(set(ix.hashes.tolist()))
+    assert store.manifest.input_stats["unique_sentences"] == len(set(ix.hashes.tolist()))
 
 
 
@@ -142,7 +142,7 @@ def test_a_store_of_an_older_format_is_one_error_and_is_rebuilt_with_overwrite(t
     with pytest.raises(ArtefactError, match="made by an older xmine.*; pass --overwrite to rebuild the store"):
         embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", show_progress=False)
     again = embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", show_progress=False, overwrite=True)
-    assert again.manifest["format_version"] == 2 and np.array_equal(again.to_array(), store.to_array())
+    assert again.manifest.format_version == 2 and np.array_equal(again.to_array(), store.to_array())
 
 def test_rows_view_reads_slices_and_row_lists_across_shards(built):
     from xmine.store.rows import RowSubset
@@ -177,7 +177,7 @@ def test_float32_store_is_exact_and_gzip_input_works(tmp_path, built, usem3):
     store = embed_corpus(gz, tmp_path / "st32", encoder=usem3, lang="de", dtype="float32", show_progress=False)
     sents, lines = sentences_and_lines(corpus)
     assert store.sentences() == sents and store.line_numbers.tolist() == lines
-    assert store.manifest["input_stats"]["gzip"] is True
+    assert store.manifest.input_stats["gzip"] is True
     assert np.allclose(store.to_array(), want, atol=1e-6)
 
 
@@ -204,7 +204,7 @@ def test_interrupted_run_resumes_only_the_remaining_shards(tmp_path, built, usem
     assert np.array_equal(store.to_array(), reference.to_array())
     assert store.sentences() == reference.sentences()
     assert np.array_equal(store.line_numbers, reference.line_numbers)
-    assert store.manifest["shards"] == reference.manifest["shards"]
+    assert store.manifest.shards == reference.manifest.shards
 
 
 _PAUSED_EMBED = """
@@ -363,7 +363,7 @@ def test_projection_part_is_stored(tmp_path, tiny_file, usem3, part):
     store = embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", projection=proj_dir,
                          part=part, dtype="float32", show_progress=False)
     proj = load_projection(proj_dir)
-    assert store.part == part and store.projection_fingerprint == proj.fingerprint()
+    assert store.part == part and store.manifest.projection == proj.fingerprint()
     want = proj.transform(usem3.encode(store.sentences()), part)
     assert np.allclose(store.to_array(), want, atol=1e-5)
     # the other part is a different thing: asking for it is refused, not silently served
@@ -393,11 +393,12 @@ def test_cli_embed_with_default_encoder(tmp_path, tatoeba_lines, me5):
     assert result.exit_code == 0, result.output
     assert "embedded 12 sentences" in result.output and "dim 384" in result.output and "sentences/s" in result.output
     store = EmbeddingStore.open(out)
-    assert store.encoder_fingerprint == me5.fingerprint() and [s["rows"] for s in store.manifest["shards"]] == [5, 5, 2]
+    assert store.manifest.encoder.to_dict() == me5.fingerprint()
+    assert [s.rows for s in store.manifest.shards] == [5, 5, 2]
     # by default: the meaning part of the projection shipped for me5-small, recorded as such
     from xmine.projection import resolve_projection, shipped_dir
 
-    assert store.manifest["part"] == "meaning" and store.manifest["projection"]["shipped"] == "me5-small"
+    assert store.manifest.part == "meaning" and store.manifest.projection["shipped"] == "me5-small"
     shipped = resolve_projection(shipped_dir("me5-small"))
     want = shipped.transform(me5.encode(tatoeba_lines[:12]), "meaning")
     assert np.abs(store.to_array() - want).max() < 2e-3
@@ -434,7 +435,7 @@ def test_embedding_cache_from_before_the_lru_column_keeps_its_rows_and_takes_new
     db.execute("INSERT INTO emb VALUES (?, ?)", (b"old", np.full(3, 2, dtype=np.float32).tobytes()))
     db.commit()
     db.close()
-    cache = EmbeddingCache({"name": "x", "dim": 3}, path=path)
+    cache = EmbeddingCache({"name": "x", "dim": 3, "id": "x"}, path=path)
     cache.store([b"new"], np.ones((1, 3), dtype=np.float32))
     found = cache.lookup([b"old", b"new"])
     assert np.array_equal(found[b"old"], np.full(3, 2, dtype=np.float32))

@@ -123,10 +123,10 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     from xmine.encoders.runtime import runtime_for_artefact
     from xmine.input_artefacts import artefact_encoder
 
-    finished = _store_precision(out_dir)
+    finished = artefact_encoder([out_dir])
     # With --ray the actors encode; this process needs only the fingerprint (no model load for me5-small).
-    encoder = load_encoder(encoder_name, device=device, precision=precision or finished or "auto",
-                           runtime=runtime_for_artefact(artefact_encoder([out_dir]) if finished else None),
+    encoder = load_encoder(encoder_name, device=device, runtime=runtime_for_artefact(finished),
+                           precision=precision or (finished.run_precision if finished else "auto"),
                            lazy=ray_address is not None)
     choice = choose_projection(projection, encoder_name=encoder_name, encoder_fp=encoder.fingerprint,
                                artefact_projection=artefact_projection([out_dir]) if finished else (False, None))
@@ -143,7 +143,7 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     resumed = f", {info.resumed_rows} resumed from an earlier run" if info and info.resumed_rows else ""
     click.echo(
         f"embedded {len(store)} sentences ({info.encoded if info else len(store)} encoded now{resumed}), "
-        f"dim {store.dim}, {store.manifest['dtype']}, part {store.part}, encoder at {encoder.precision} on "
+        f"dim {store.dim}, {store.manifest.dtype}, part {store.part}, encoder at {encoder.precision} on "
         f"{getattr(encoder, 'runtime', 'torch')}, in {info.seconds:.1f}s "
         f"({rate:.1f} sentences/s) -> {out_dir}"
     )
@@ -171,21 +171,6 @@ def verify(paths) -> None:
         kind, nbytes, detail = verify_artefact(path)
         click.echo(f"{path}: OK, an xmine {kind} ({detail}; {nbytes / 2**20:,.1f} MiB checked in "
                    f"{time.perf_counter() - t0:.1f}s)")
-
-
-def _store_precision(out_dir: str) -> str | None:
-    """The encoder precision of the finished store in `out_dir` (None: no finished store there)."""
-    import json
-    from pathlib import Path
-
-    from xmine.fileio import MANIFEST
-    from xmine.encoders import fingerprint_precision
-
-    try:
-        fp = json.loads((Path(out_dir) / MANIFEST).read_text(encoding="utf-8"))["encoder"]
-        return fingerprint_precision(fp) if isinstance(fp, dict) else None
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 @click.group("cache")

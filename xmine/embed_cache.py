@@ -30,6 +30,7 @@ import numpy as np
 
 from xmine.errors import ConfigError
 from xmine.paths import xmine_home
+from xmine.records import EncoderFingerprint
 
 # Sentences encoded between two commits: small enough that an interruption loses little,
 # large enough that length-sorted batching inside the encoder has material to work with.
@@ -62,9 +63,9 @@ def _key(sentence: str) -> bytes:
 
 def cache_path(encoder_fingerprint: dict) -> Path:
     """The SQLite file holding `encoder`'s embeddings."""
-    ident = json.dumps(encoder_fingerprint.get("id", encoder_fingerprint), sort_keys=True)
-    digest = hashlib.sha1(ident.encode()).hexdigest()[:16]
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", str(encoder_fingerprint.get("name", "encoder")))[-40:]
+    fp = EncoderFingerprint.from_dict(encoder_fingerprint, where="the encoder's fingerprint")
+    digest = hashlib.sha1(json.dumps(fp.id).encode()).hexdigest()[:16]
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", fp.name)[-40:]
     return xmine_home() / "embeddings" / f"{name}-{digest}.sqlite"
 
 
@@ -73,7 +74,7 @@ class EmbeddingCache:
 
     def __init__(self, encoder_fingerprint: dict, *, path: str | Path | None = None, max_mb: float | None = None):
         self.fingerprint = encoder_fingerprint
-        self.dim = int(encoder_fingerprint["dim"])
+        self.dim = EncoderFingerprint.from_dict(encoder_fingerprint, where="the encoder's fingerprint").dim
         self.path = Path(path) if path is not None else cache_path(encoder_fingerprint)
         self.max_rows = max(1, int((max_mb if max_mb is not None else max_cache_mb()) * 2**20
                                    // (4 * self.dim + _ROW_OVERHEAD)))

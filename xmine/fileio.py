@@ -150,19 +150,19 @@ _VERIFIED: set[tuple] = set()
 class VerifiedFiles:
     """The sha256 sums an artefact's manifest records, checked against the files on disk.
 
-    `expected` maps file names (relative to `directory`) to {"sha256", "bytes"}. A file is hashed
-    at most once per process (while it stays the same inode, size and mtime). A mismatch raises
+    `expected` maps file names (relative to `directory`) to their `xmine.records.FileRecord`. A
+    file is hashed at most once per process (while it stays the same inode, size and mtime). A mismatch raises
     ArtefactError naming the file: it was changed or damaged after xmine wrote it.
     """
 
-    def __init__(self, directory: str | Path, expected: dict[str, dict[str, Any]], *, what: str):
+    def __init__(self, directory: str | Path, expected: dict[str, Any], *, what: str):
         self.directory = Path(directory)
-        self.expected = {name: rec for name, rec in expected.items() if rec and rec.get("sha256")}
+        self.expected = expected
         self.what = what
 
     @property
     def total_bytes(self) -> int:
-        return sum(int(rec.get("bytes") or 0) for rec in self.expected.values())
+        return sum(rec.bytes for rec in self.expected.values())
 
     def check(self, name: str) -> None:
         rec = self.expected.get(name)
@@ -176,13 +176,21 @@ class VerifiedFiles:
         key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
         if key in _VERIFIED:
             return
-        if rec.get("bytes") is not None and st.st_size != rec["bytes"]:
+        if st.st_size != rec.bytes:
             raise ArtefactError(f"{path}: {st.st_size} bytes, the manifest of the {self.what} says "
-                                f"{rec['bytes']} (damaged or replaced)")
-        if sha256_file(path) != rec["sha256"]:
+                                f"{rec.bytes} (damaged or replaced)")
+        if sha256_file(path) != rec.sha256:
             raise ArtefactError(f"{path}: content differs from the manifest of the {self.what} (sha256 "
                                 "mismatch): changed or damaged since xmine wrote it; rebuild it")
         _VERIFIED.add(key)
+
+    def check_sizes(self) -> None:
+        """Every file is there with the size recorded (no hashing)."""
+        for name, rec in self.expected.items():
+            path = self.directory / name
+            if not path.is_file() or path.stat().st_size != rec.bytes:
+                raise ArtefactError(f"{path}: missing, or not the {rec.bytes} bytes the manifest of the {self.what} "
+                                    "records (damaged or replaced)")
 
     def check_all(self) -> int:
         """Check every file; return the bytes verified."""

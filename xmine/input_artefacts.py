@@ -10,6 +10,7 @@ from typing import Any
 
 from xmine.errors import ArtefactError, InputError
 from xmine.fileio import MANIFEST
+from xmine.records import EncoderFingerprint, read_field
 
 
 def artefact_kind(path: str | Path, input_format: Any = None) -> str:
@@ -45,32 +46,16 @@ def artefact_kind(path: str | Path, input_format: Any = None) -> str:
     raise InputError(p, "no such file or directory")
 
 
-def artefact_encoder(paths) -> dict | None:
+def artefact_encoder(paths) -> EncoderFingerprint | None:
     """The encoder fingerprint recorded by the first artefact directory among `paths` (None: only text)."""
     for p in paths:
         if Path(p).is_dir() and (Path(p) / MANIFEST).is_file():
             try:
-                fp = json.loads((Path(p) / MANIFEST).read_text(encoding="utf-8"))["encoder"]
-            except (ValueError, KeyError, TypeError):
+                return read_field(json.loads((Path(p) / MANIFEST).read_text(encoding="utf-8")), "encoder",
+                                  EncoderFingerprint, where=str(Path(p) / MANIFEST))
+            except (ValueError, TypeError, ArtefactError):
                 continue
-            if isinstance(fp, dict) and fp.get("name"):
-                return fp
     return None
-
-
-def artefact_encoder_name(paths) -> str | None:
-    """The encoder name recorded by the first artefact directory among `paths` (None: only text)."""
-    fp = artefact_encoder(paths)
-    return fp["name"] if fp else None
-
-
-def artefact_precision(paths) -> str | None:
-    """The encoder precision of the first artefact directory among `paths` (fp32 for artefacts
-    written before precisions existed; None: only text)."""
-    from xmine.encoders import fingerprint_precision
-
-    fp = artefact_encoder(paths)
-    return fingerprint_precision(fp) if fp else None
 
 
 def artefact_projection(paths) -> tuple[bool, dict | None]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from xmine.errors import ConfigError, EncoderMismatchError
 from xmine.input_artefacts import artefact_encoder, artefact_projection
 from xmine.projection import choose_projection, resolve_projection
+from xmine.records import EncoderFingerprint
 
 
 def check_same_projection(expected: dict | None, actual: dict | None, *, what: str) -> None:
@@ -25,21 +26,21 @@ def check_same_projection(expected: dict | None, actual: dict | None, *, what: s
 class Encoders:
     """Loads the encoder and projection once, only if a side needs them.
 
+    `encoder_name`: the `--encoder` value (None: the input artefacts' encoder, else the default one).
     `projection`: the `--projection` value (None/"default", "none" or a directory), resolved by
     `xmine.projection.choose_projection`; `inputs`: the paths named, so an implicit default
     follows a store's or index's own projection. `precision`: what the user asked for (None: not
-    given); `default_precision`: what to use when it was not given (the input artefacts'
-    precision, so that text encoded beside a store or an index matches it), else "auto".
+    given: the input artefacts' precision, so that text encoded beside a store or an index matches
+    it, else "auto").
     """
 
     def __init__(self, encoder_name: str | None, projection: str | Path | None, precision: str | None = None,
-                 *, default_precision: str | None = None, inputs=()):
-        self.encoder_name = encoder_name
+                 *, inputs=()):
+        self._artefact_encoder = artefact_encoder(inputs)  # its name, precision and runtime are the defaults
+        self.encoder_name = encoder_name or (self._artefact_encoder.name if self._artefact_encoder else None)
         self.projection_spec = projection
         self.precision = precision
-        self.default_precision = default_precision
         self._artefact = artefact_projection(inputs)
-        self._artefact_encoder = artefact_encoder(inputs)  # its runtime is the default one
         self._choice = None
         self._encoder = None
         self._projection = None
@@ -61,9 +62,10 @@ class Encoders:
             from xmine.encoders import DEFAULT_ENCODER, DEFAULT_PRECISION, load_encoder
             from xmine.encoders.runtime import runtime_for_artefact
 
-            self._encoder = load_encoder(self.encoder_name or DEFAULT_ENCODER,
-                                         precision=self.precision or self.default_precision or DEFAULT_PRECISION,
-                                         runtime=runtime_for_artefact(self._artefact_encoder))
+            made = self._artefact_encoder
+            precision = self.precision or (made.run_precision if made else DEFAULT_PRECISION)
+            self._encoder = load_encoder(self.encoder_name or DEFAULT_ENCODER, precision=precision,
+                                         runtime=runtime_for_artefact(made))
             # Not through `self.projection`: choosing it may ask for this encoder's fingerprint
             # (and would then be chosen, and its notice logged, twice).
             if self._projection is not None:
@@ -81,15 +83,15 @@ class Encoders:
     def projection_fp(self) -> dict | None:
         return self.projection.fingerprint() if self.projection is not None else None
 
-    def check_artefact_encoder(self, fp: dict, *, what: str) -> None:
+    def check_artefact_encoder(self, fp: EncoderFingerprint, *, what: str) -> None:
         """Refuse an artefact of another encoder than the one named (or the projection's), or of
         another precision than the one asked for."""
-        from xmine.encoders import check_same_encoder, encoder_precision, fingerprint_precision
+        from xmine.encoders import check_same_encoder, encoder_precision
 
-        if self.encoder_name is not None and self.encoder_name != fp.get("name"):
+        if self.encoder_name is not None and self.encoder_name != fp.name:
             check_same_encoder(fp, self.encoder.fingerprint(), what=what)
         if self.precision is not None:
-            made, asked = fingerprint_precision(fp), encoder_precision(fp.get("name") or "", self.precision)
+            made, asked = fp.run_precision, encoder_precision(fp.name, self.precision)
             if made != asked:
                 raise EncoderMismatchError(
                     f"{what} was made at precision {made}, but --precision {self.precision} means {asked} here; "

@@ -36,6 +36,7 @@ from xmine.input_artefacts import artefact_kind, manifest_hash
 from xmine.input_encoders import Encoders, check_lang, check_same_projection
 from xmine.plugins import open_artefact
 from xmine.projected_rows import project_rows
+from xmine.records import EncoderFingerprint
 from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
 
 
@@ -56,7 +57,7 @@ class Side:
     #: int64 (n,) 1-based input line of each row (may be memory-mapped)
     line_numbers: np.ndarray
     #: encoder fingerprint the embeddings come from
-    encoder: dict
+    encoder: EncoderFingerprint
     #: projection fingerprint (None: raw embeddings)
     projection: dict | None
     #: "raw" or "meaning"
@@ -80,7 +81,8 @@ class Side:
         return len(self.line_numbers)
 
     def fingerprint_key(self) -> str:
-        blob = json.dumps([self.fingerprint, self.encoder, self.projection, self.part], sort_keys=True, default=str)
+        blob = json.dumps([self.fingerprint, self.encoder.to_dict(), self.projection, self.part], sort_keys=True,
+                          default=str)
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def unique_rows(self) -> tuple[np.ndarray, np.ndarray]:
@@ -131,7 +133,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         store = embed_corpus(path, work / "store", encoder=encoders.encoder, lang=lang or UNDETERMINED,
                              projection=proj, part="meaning", show_progress=show_progress, overwrite=rebuild,
                              input_format=input_format)
-        side = _store_side(store, path, lang, kind, fingerprint=store.manifest["input"])
+        side = _store_side(store, path, lang, kind, fingerprint=store.manifest.input)
         side._tmp = tmp
         return side
     if kind == "embedding-store":
@@ -139,23 +141,23 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
 
         store = EmbeddingStore.open(path)
         what = f"embedding store {path}"
-        encoders.check_artefact_encoder(store.encoder_fingerprint, what=what)
+        encoders.check_artefact_encoder(store.manifest.encoder, what=what)
         if store.part == "language":
             raise ConfigError(f"{what} holds the language part; mining and search need raw or meaning embeddings")
         check_lang(lang, store.lang, what)
         side = _store_side(store, path, lang, kind, fingerprint={"manifest": manifest_hash(path)})
-        if proj is not None and store.projection_fingerprint is None:
+        if proj is not None and store.manifest.projection is None:
             side.rows = project_rows(store, proj, work / "projected-rows.npy", lang=lang or store.lang,
                                      show_progress=show_progress)
             side.projection, side.part = encoders.projection_fp(), "meaning"
         elif proj is not None:
-            check_same_projection(store.projection_fingerprint, encoders.projection_fp(), what=what)
+            check_same_projection(store.manifest.projection, encoders.projection_fp(), what=what)
         side._tmp = tmp
         return side
     if kind == "index":
         ix = open_artefact(path, "index")  # xmine.index's IndexDir
         what = f"index {path}"
-        encoders.check_artefact_encoder(ix.manifest["encoder"], what=what)
+        encoders.check_artefact_encoder(ix.encoder, what=what)
         if proj is not None:
             check_same_projection(ix.manifest.get("projection"), encoders.projection_fp(), what=what)
         check_lang(lang, ix.manifest.get("lang"), what)
@@ -163,7 +165,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
             row_index = RowIndex.scan(iter_raw_lines(f), count=len(ix))
         return Side(path=path, kind=kind, rows=ix.reconstruct(), row_index=row_index,
                     text=TextColumn(ix.path / "sentences.txt", row_index.offsets), line_numbers=ix.line_numbers,
-                    encoder=ix.manifest["encoder"], projection=ix.manifest.get("projection"),
+                    encoder=ix.encoder, projection=ix.manifest.get("projection"),
                     part=ix.manifest.get("part") or "raw", lang=lang or ix.manifest.get("lang"), index=ix,
                     fingerprint={"manifest": manifest_hash(path)}, sentence_index=ix.sentence_index,
                     source=(ix.manifest.get("input") or {}).get("path") or str(path))
@@ -171,10 +173,10 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
 
 
 def _store_side(store, path: Path, lang: str | None, kind: str, *, fingerprint: dict) -> Side:
-    source = str(path) if kind == "text" else (store.manifest.get("input") or {}).get("path") or str(path)
+    source = str(path) if kind == "text" else store.manifest.input.get("path") or str(path)
     return Side(path=path, kind=kind, rows=store.rows(), row_index=store.row_index(), text=store.text_column(),
-                line_numbers=store.line_numbers, encoder=store.encoder_fingerprint,
-                projection=store.projection_fingerprint, part=store.part, lang=lang or store.lang,
+                line_numbers=store.line_numbers, encoder=store.manifest.encoder,
+                projection=store.manifest.projection, part=store.part, lang=lang or store.lang,
                 fingerprint=fingerprint, ids=store.id_column(), sentence_index=store.sentence_index(), source=source)
 
 

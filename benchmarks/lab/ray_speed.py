@@ -82,7 +82,7 @@ def compare_stores(a: Path, b: Path) -> dict:
     sa, sb = EmbeddingStore.open(a), EmbeddingStore.open(b)
     same_text = (a / "sentences.txt").read_bytes() == (b / "sentences.txt").read_bytes()
     same_lines = (a / "line_numbers.npy").read_bytes() == (b / "line_numbers.npy").read_bytes()
-    files = [s["file"] for s in sa.manifest["shards"]]
+    files = [s.file for s in sa.manifest.shards]
     identical = [(a / f).read_bytes() == (b / f).read_bytes() for f in files]
     diff = max(float(np.abs(x.astype(np.float32) - y.astype(np.float32)).max())
                for x, y in zip(sa.shard_arrays(), sb.shard_arrays()))

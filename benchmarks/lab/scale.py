@@ -141,7 +141,7 @@ def _embed_child(corpus: str, out: str) -> None:
     from xmine.store import embed_corpus
 
     store = embed_corpus(corpus, out, encoder=HashingEncoder(), lang="en", show_progress=False)
-    print(json.dumps({"rows": len(store), "unique": store.manifest["input_stats"]["unique_sentences"]}))
+    print(json.dumps({"rows": len(store), "unique": store.manifest.input_stats["unique_sentences"]}))
 
 
 # ---------------------------------------------------------------------------------- measuring

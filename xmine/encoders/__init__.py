@@ -66,10 +66,7 @@ from xmine.encoders.precision import (
     check_projection_encoder,
     check_same_encoder,
     cpu_bf16_flag,
-    fingerprint_precision,
-    fingerprint_runtime,
     resolve_precision,
-    weights_id,
     with_precision,
 )
 
@@ -112,6 +109,5 @@ def load_encoder(
 __all__ = [
     "DEFAULT_ENCODER", "DEFAULT_PRECISION", "ME5_DEFAULT_PREFIX", "PRECISIONS", "Encoder", "LazyEncoder",
     "bf16_flag_in_cpuinfo", "check_device", "check_projection_encoder", "check_same_encoder", "cpu_bf16_flag",
-    "encoder_precision", "fingerprint_precision", "fingerprint_runtime", "list_encoders", "load_encoder",
-    "me5_fingerprint", "resolve_precision", "weights_id", "with_precision",
+    "encoder_precision", "list_encoders", "load_encoder", "me5_fingerprint", "resolve_precision", "with_precision",
 ]

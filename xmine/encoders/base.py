@@ -45,8 +45,8 @@ class Encoder(abc.ABC):
 
     @abc.abstractmethod
     def fingerprint(self) -> dict[str, Any]:
-        """A JSON-able identity of the weights and precision: {"name", "dim", "id", "precision"};
-        equal ids = same encoder (build it with `with_precision`)."""
+        """A JSON-able identity of the weights and precision: the fields of
+        `xmine.records.EncoderFingerprint`; equal ids = same encoder (build it with `with_precision`)."""
 
     #: tokens the encoder sees per sentence (longer ones are cut); None when it has no such limit
     max_tokens: int | None = None

@@ -5,16 +5,17 @@ precision and runtime an encoder ran at, and the one rule for mixing them (`chec
 from __future__ import annotations
 
 import logging
-import re
 from functools import lru_cache
 from typing import Any
 
 from xmine.encoders.base import PRECISIONS, note_once
+from xmine.errors import EncoderMismatchError
+from xmine.records import EncoderFingerprint
 
 log = logging.getLogger("xmine.encoders")  # (the package's logger: one name for every encoder message)
 
-_PRECISION_TAG = re.compile(r"\|precision=([a-z0-9]+)(?=(\|runtime=[a-z0-9]+)?$)")
-_RUNTIME_TAG = re.compile(r"\|runtime=([a-z0-9]+)$")
+#: an encoder fingerprint: the record, or its JSON as `Encoder.fingerprint()` and manifests give it
+Fingerprint = EncoderFingerprint | dict[str, Any] | None
 
 
 @lru_cache(maxsize=1)
@@ -115,71 +116,53 @@ def with_precision(fingerprint: dict[str, Any], precision: str, runtime: str = "
     return fp
 
 
-def fingerprint_precision(fingerprint: dict[str, Any]) -> str:
-    """The precision an artefact's encoder fingerprint records; "fp32" for fingerprints without one."""
-    if fingerprint.get("precision"):
-        return str(fingerprint["precision"])
-    m = _PRECISION_TAG.search(str(fingerprint.get("id", "")))
-    return m.group(1) if m else "fp32"
+def _record(fingerprint: Fingerprint, what: str) -> EncoderFingerprint:
+    if isinstance(fingerprint, EncoderFingerprint):
+        return fingerprint
+    if fingerprint is None:
+        raise EncoderMismatchError(f"{what}: no encoder fingerprint to compare")
+    return EncoderFingerprint.from_dict(fingerprint, where=what)
 
 
-def fingerprint_runtime(fingerprint: dict[str, Any]) -> str:
-    """The runtime an artefact's encoder fingerprint records; "torch" for fingerprints without one."""
-    m = _RUNTIME_TAG.search(str(fingerprint.get("id", "")))
-    return m.group(1) if m else "torch"
-
-
-def weights_id(fingerprint: dict[str, Any]) -> str:
-    """The fingerprint's `id` without its precision and runtime: what identifies the weights (and prefix)."""
-    return _PRECISION_TAG.sub("", _RUNTIME_TAG.sub("", str(fingerprint.get("id", ""))))
-
-
-def check_same_encoder(expected_fp: dict[str, Any], actual_fp: dict[str, Any], *, what: str) -> None:
+def check_same_encoder(expected_fp: Fingerprint, actual_fp: Fingerprint, *, what: str) -> None:
     """Raise EncoderMismatchError unless both fingerprints are the same encoder at the same precision.
 
     The rule for embeddings that meet each other (stores, indexes, the embedding cache, the two
     sides of a mine). `what` names the artefact made with `expected_fp` (e.g. "store emb.de/").
     """
-    from xmine.errors import EncoderMismatchError
-
-    if not isinstance(expected_fp, dict) or not isinstance(actual_fp, dict):
-        raise EncoderMismatchError(f"{what}: no encoder fingerprint to compare ({expected_fp!r} vs {actual_fp!r})")
-    if expected_fp.get("id") == actual_fp.get("id") and expected_fp.get("dim") == actual_fp.get("dim"):
+    exp, act = _record(expected_fp, what), _record(actual_fp, what)
+    if exp.id == act.id and exp.dim == act.dim:
         return
-    p_exp, p_act = fingerprint_precision(expected_fp), fingerprint_precision(actual_fp)
-    r_exp, r_act = fingerprint_runtime(expected_fp), fingerprint_runtime(actual_fp)
-    if weights_id(expected_fp) == weights_id(actual_fp) and p_exp == p_act and r_exp != r_act:
+    p_exp, p_act, r_exp, r_act = exp.run_precision, act.run_precision, exp.run_runtime, act.run_runtime
+    if exp.weights_id == act.weights_id and p_exp == p_act and r_exp != r_act:
         raise EncoderMismatchError(
-            f"{what} was made with {expected_fp.get('name')!r} run by {r_exp}, but embeddings run by {r_act} "
+            f"{what} was made with {exp.name!r} run by {r_exp}, but embeddings run by {r_act} "
             f"meet it here; two runtimes are never mixed: use --runtime {r_exp} for both (or rebuild it with {r_act})"
         )
-    if weights_id(expected_fp) == weights_id(actual_fp) and p_exp != p_act:
+    if exp.weights_id == act.weights_id and p_exp != p_act:
         raise EncoderMismatchError(
-            f"{what} was made with {expected_fp.get('name')!r} at precision {p_exp}, but {p_act} embeddings "
+            f"{what} was made with {exp.name!r} at precision {p_exp}, but {p_act} embeddings "
             f"meet it here; two precisions are never mixed: use --precision {p_exp} for both (or rebuild it at {p_act})"
         )
     raise EncoderMismatchError(
-        f"{what} was made with encoder {expected_fp.get('name')!r} (id {expected_fp.get('id')!r}, "
-        f"dim {expected_fp.get('dim')}), but the encoder given is {actual_fp.get('name')!r} "
-        f"(id {actual_fp.get('id')!r}, dim {actual_fp.get('dim')}); use the same encoder (and prefix)"
+        f"{what} was made with encoder {exp.name!r} (id {exp.id!r}, dim {exp.dim}), but the encoder given is "
+        f"{act.name!r} (id {act.id!r}, dim {act.dim}); use the same encoder (and prefix)"
     )
 
 
-def check_projection_encoder(trained_fp: dict[str, Any], actual_fp: dict[str, Any], *, what: str) -> None:
+def check_projection_encoder(trained_fp: Fingerprint, actual_fp: Fingerprint, *, what: str) -> None:
     """Raise EncoderMismatchError unless a projection trained on `trained_fp` may take `actual_fp`'s embeddings.
 
     The same encoder at the same precision and runtime passes silently; the same weights (and
     prefix) at another precision or runtime pass with a one-line notice (logged once per projection and pair of
     fingerprints); anything else is refused as `check_same_encoder` refuses it.
     """
-    if (isinstance(trained_fp, dict) and isinstance(actual_fp, dict)
-            and trained_fp.get("id") != actual_fp.get("id") and trained_fp.get("dim") == actual_fp.get("dim")
-            and weights_id(trained_fp) == weights_id(actual_fp)):
-        p_tr = f"{fingerprint_precision(trained_fp)}/{fingerprint_runtime(trained_fp)}"
-        p_act = f"{fingerprint_precision(actual_fp)}/{fingerprint_runtime(actual_fp)}"
+    tr, act = _record(trained_fp, what), _record(actual_fp, what)
+    if tr.id != act.id and tr.dim == act.dim and tr.weights_id == act.weights_id:
         # Once per projection (its path: the last word of `what`, however a command names it) and pair.
-        note_once((what.split()[-1], trained_fp.get("id"), actual_fp.get("id")), "%s was trained on %s embeddings of %s; applying it to %s embeddings of "
-                   "the same weights (they agree to cosine >= 0.995, checked when a runtime's model is built)",
-                   what, p_tr, trained_fp.get("name"), p_act)
+        note_once((what.split()[-1], tr.id, act.id), "%s was trained on %s embeddings of %s; applying it to %s "
+                  "embeddings of the same weights (they agree to cosine >= 0.995, checked when a runtime's model "
+                  "is built)", what, f"{tr.run_precision}/{tr.run_runtime}", tr.name,
+                  f"{act.run_precision}/{act.run_runtime}")
         return
-    check_same_encoder(trained_fp, actual_fp, what=what)
+    check_same_encoder(tr, act, what=what)

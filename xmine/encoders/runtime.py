@@ -20,7 +20,8 @@ from __future__ import annotations
 import logging
 import platform
 from importlib.util import find_spec
-from typing import Any
+
+from xmine.records import EncoderFingerprint
 
 log = logging.getLogger(__name__)
 
@@ -47,14 +48,10 @@ def requested_runtime() -> str | None:
     return _requested
 
 
-def runtime_for_artefact(fingerprint: dict[str, Any] | None) -> str | None:
+def runtime_for_artefact(fingerprint: EncoderFingerprint | None) -> str | None:
     """The runtime to encode with beside an artefact of `fingerprint`: the one asked for, else the
     artefact's own (so text encoded next to a store or an index matches it), else None (auto)."""
-    if _requested is not None or not isinstance(fingerprint, dict):
-        return _requested
-    from xmine.encoders.precision import fingerprint_runtime
-
-    return fingerprint_runtime(fingerprint)
+    return _requested if _requested is not None or fingerprint is None else fingerprint.run_runtime
 
 
 def openvino_installed() -> bool:

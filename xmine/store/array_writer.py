@@ -11,11 +11,12 @@ import numpy as np
 
 from xmine.errors import ConfigError
 from xmine.outputs import claim_output
+from xmine.records import ShardRecord
 from xmine.store.directory import clear_dir, lock_store_dir
 from xmine.store.finish import finalise
 from xmine.store.layout import DTYPES, PARTS, STORE_KIND
 from xmine.store.reader import EmbeddingStore
-from xmine.store.shards import write_shard
+from xmine.store.shards import write_shard_record
 
 
 class StoreWriter:
@@ -50,7 +51,7 @@ class StoreWriter:
                          "part": part, "dtype": dtype, "lang": lang, "max_chars": None}
         self.params = {"lang": lang, "part": part, "dtype": dtype, "shard_rows": shard_rows, **(params or {})}
         self.overwrite = overwrite
-        self.shards: list[dict[str, Any]] = []
+        self.shards: list[ShardRecord] = []
         self.store: EmbeddingStore | None = None
         self._emb: list[np.ndarray] = []
         self._text: list[str] = []
@@ -105,7 +106,7 @@ class StoreWriter:
     def _flush(self) -> None:
         if not self._rows:
             return
-        self.shards.append(write_shard(self.out_dir, len(self.shards), np.concatenate(self._emb),
+        self.shards.append(write_shard_record(self.out_dir, len(self.shards), np.concatenate(self._emb),
                                        np.concatenate(self._lines), self._text))
         self._emb, self._text, self._lines, self._rows = [], [], [], 0
 
@@ -114,7 +115,7 @@ class StoreWriter:
         self._flush()
         if not self.shards:
             raise ConfigError(f"{self.out_dir}: no rows were added")
-        count = sum(s["rows"] for s in self.shards)
+        count = sum(s.rows for s in self.shards)
         finalise(self.out_dir, self.identity, self.shards, {"sentences": count}, params=self.params)
         self.store = EmbeddingStore.open(self.out_dir)
         return self.store

@@ -18,6 +18,7 @@ import numpy as np
 
 from xmine.fileio import MANIFEST, read_manifest
 from xmine.errors import ArtefactError, ConfigError
+from xmine.records import FileRecord, StoreManifest
 from xmine.store.layout import (
     FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, LENGTHS, LINE_NUMBERS, OFFSETS, PROGRESS, SENTENCE_INDEX, SENTENCES,
     STORE_KIND,
@@ -29,14 +30,13 @@ from xmine.store.text import RowIndex, TextColumn
 class EmbeddingStore:
     """A finished embedding store directory, opened read-only (use `EmbeddingStore.open`)."""
 
-    def __init__(self, directory: Path, manifest: dict[str, Any]):
+    def __init__(self, directory: Path, manifest: StoreManifest):
         self.directory = directory
         self.manifest = manifest
         self.build_info: Any = None  # what built it, when opened by embed_corpus (writer.BuildInfo)
         self._line_numbers: np.ndarray | None = None
         self._row_index: RowIndex | None = None
-        starts = np.cumsum([0] + [s["rows"] for s in manifest["shards"]])
-        self._shard_starts = starts
+        self._shard_starts = np.cumsum([0] + [s.rows for s in manifest.shards])
 
     @classmethod
     def open(cls, directory: str | Path) -> "EmbeddingStore":
@@ -48,11 +48,7 @@ class EmbeddingStore:
                 "run the same command again to resume it"
             )
         manifest = read_manifest(directory, STORE_KIND, format_version=FORMAT_VERSION)
-        missing = [k for k in ("encoder", "count", "dim", "dtype", "shards", "part", "lang", "files")
-                   if k not in manifest]
-        if missing:
-            raise ArtefactError(f"{directory / MANIFEST}: missing field(s) {', '.join(missing)}")
-        store = cls(directory, manifest)
+        store = cls(directory, StoreManifest.from_dict(manifest, where=str(directory / MANIFEST)))
         store._validate()
         store._content.check_if_small()
         return store
@@ -64,46 +60,34 @@ class EmbeddingStore:
         if getattr(self, "_content_check", None) is None:
             from xmine.fileio import VerifiedFiles
 
-            files = {s["file"]: {"sha256": s.get("sha256"), "bytes": s.get("bytes")} for s in self.manifest["shards"]}
-            files.update(self.manifest["files"])
+            files = {s.file: FileRecord(bytes=s.bytes, sha256=s.sha256) for s in self.manifest.shards}
+            files.update(self.manifest.files)
             self._content_check = VerifiedFiles(self.directory, files, what="embedding store")
         return self._content_check
 
     def _validate(self) -> None:
         d, m = self.directory, self.manifest
+        self._content.check_sizes()  # shards, row index and text
         total = 0
-        for shard in m["shards"]:
-            path = d / shard["file"]
-            if not path.is_file():
-                raise ArtefactError(f"{path}: shard missing from the embedding store")
-            if path.stat().st_size != shard["bytes"]:
-                raise ArtefactError(
-                    f"{path}: {path.stat().st_size} bytes, the manifest says {shard['bytes']} (damaged?)"
-                )
+        for shard in m.shards:
+            path = d / shard.file
             try:
                 arr = np.load(path, mmap_mode="r")
             except (ValueError, OSError, EOFError) as e:
                 raise ArtefactError(f"{path}: unreadable shard ({e}); the store is damaged, rebuild it") from None
-            if arr.shape != (shard["rows"], m["dim"]) or arr.dtype != np.dtype(m["dtype"]):
-                raise ArtefactError(
-                    f"{path}: array {arr.shape} {arr.dtype}, expected ({shard['rows']}, {m['dim']}) {m['dtype']}"
-                )
-            total += shard["rows"]
-        if total != m["count"]:
-            raise ArtefactError(f"{d}: shards hold {total} rows, the manifest says {m['count']}")
+            if arr.shape != (shard.rows, m.dim) or arr.dtype != np.dtype(m.dtype):
+                raise ArtefactError(f"{path}: array {arr.shape} {arr.dtype}, expected ({shard.rows}, {m.dim}) "
+                                    f"{m.dtype}")
+            total += shard.rows
+        if total != m.count:
+            raise ArtefactError(f"{d}: shards hold {total} rows, the manifest says {m.count}")
         lines = d / LINE_NUMBERS
         try:
             shape = np.load(lines, mmap_mode="r").shape if lines.is_file() else None
         except (ValueError, OSError, EOFError) as e:
             raise ArtefactError(f"{lines}: unreadable ({e}); the store is damaged, rebuild it") from None
-        if shape != (m["count"],):
-            raise ArtefactError(f"{lines}: missing or not {m['count']} line numbers")
-        if not (d / SENTENCES).is_file():
-            raise ArtefactError(f"{d / SENTENCES}: missing")
-        for name, info in m["files"].items():  # the row index and text: sizes as recorded
-            path = d / name
-            if not path.is_file() or path.stat().st_size != info.get("bytes"):
-                raise ArtefactError(f"{path}: missing or not the {info.get('bytes')} bytes the manifest records")
+        if shape != (m.count,):
+            raise ArtefactError(f"{lines}: missing or not {m.count} line numbers")
 
     def verify(self) -> int:
         """Check every shard and the text against the sha256 sums in the manifest (reads all);
@@ -112,28 +96,20 @@ class EmbeddingStore:
 
     # --- what it is
     def __len__(self) -> int:
-        return int(self.manifest["count"])
+        return self.manifest.count
 
     @property
     def dim(self) -> int:
-        return int(self.manifest["dim"])
-
-    @property
-    def encoder_fingerprint(self) -> dict[str, Any]:
-        return self.manifest["encoder"]
-
-    @property
-    def projection_fingerprint(self) -> dict[str, Any] | None:
-        return self.manifest.get("projection")
+        return self.manifest.dim
 
     @property
     def part(self) -> str:
         """"raw" (no projection), "meaning" or "language"."""
-        return self.manifest["part"]
+        return self.manifest.part
 
     @property
     def lang(self) -> str:
-        return self.manifest["lang"]
+        return self.manifest.lang
 
     # --- the text
     @property
@@ -166,20 +142,20 @@ class EmbeddingStore:
     def shard(self, i: int) -> np.ndarray:
         """Shard i, memory-mapped read-only, in its stored dtype; its sha256 is checked against the
         manifest the first time (once per process), before any of it is used."""
-        name = self.manifest["shards"][i]["file"]
+        name = self.manifest.shards[i].file
         self._content.check(name)
         return np.load(self.directory / name, mmap_mode="r")
 
     def shard_arrays(self) -> list[np.ndarray]:
         """All shards (see `shard`): for random access over the whole store, so all are checked."""
-        return [self.shard(i) for i in range(len(self.manifest["shards"]))]
+        return [self.shard(i) for i in range(len(self.manifest.shards))]
 
     def rows(self) -> ShardRows:
         """All rows as one (count, dim) view in the stored dtype, read on demand (xmine.store.rows);
         each shard's sha256 is checked the first time the view reads from it (see `shard`)."""
-        shards = self.manifest["shards"]
-        return ShardRows([self.directory / s["file"] for s in shards],
-                         on_first_read=lambda i: self._content.check(shards[i]["file"]))
+        shards = self.manifest.shards
+        return ShardRows([self.directory / s.file for s in shards],
+                         on_first_read=lambda i: self._content.check(shards[i].file))
 
     def iter_blocks(self, block_rows: int = 65536) -> Iterator[tuple[int, np.ndarray]]:
         """Yield (start_row, float32 array of up to `block_rows` rows) over the whole store.
@@ -214,7 +190,7 @@ class EmbeddingStore:
 
     def id_column(self) -> TextColumn | None:
         """Row i's record id (a store made from an input read with an id field), else None."""
-        if IDS not in self.manifest["files"]:
+        if IDS not in self.manifest.files:
             return None
         self._content.check(IDS)
         self._content.check(ID_OFFSETS)
@@ -226,7 +202,7 @@ class EmbeddingStore:
     def sentence_index(self) -> np.ndarray | None:
         """int32 (count,), memory-mapped: row i's 1-based index among the sentences of its record,
         for a store made with --split-sentences; else None."""
-        if SENTENCE_INDEX not in self.manifest["files"]:
+        if SENTENCE_INDEX not in self.manifest.files:
             return None
         self._content.check(SENTENCE_INDEX)
         try:
@@ -246,10 +222,8 @@ class EmbeddingStore:
 
     def __repr__(self) -> str:
         m = self.manifest
-        return (
-            f"EmbeddingStore({str(self.directory)!r}, count={m['count']}, dim={m['dim']}, "
-            f"dtype={m['dtype']}, lang={m['lang']!r}, encoder={m['encoder'].get('name')!r}, part={m['part']!r})"
-        )
+        return (f"EmbeddingStore({str(self.directory)!r}, count={m.count}, dim={m.dim}, dtype={m.dtype}, "
+                f"lang={m.lang!r}, encoder={m.encoder.name!r}, part={m.part!r})")
 
 
 __all__ = ["EmbeddingStore"]
@@ -259,4 +233,4 @@ def verify_store(directory: str | Path) -> tuple[int, str]:
     """`xmine verify` of a store: open (sizes, shapes) and every sha256; (bytes, detail)."""
     store = EmbeddingStore.open(directory)
     nbytes = store.verify()
-    return nbytes, f"{len(store):,} sentences in {len(store.manifest['shards'])} shard(s), every sha256 matches"
+    return nbytes, f"{len(store):,} sentences in {len(store.manifest.shards)} shard(s), every sha256 matches"

@@ -12,14 +12,16 @@ from typing import Any
 
 from xmine.errors import ArtefactError
 from xmine.fileio import atomic_write_json, sha256_file
+from xmine.records import EncoderFingerprint, ShardRecord
 from xmine.store.directory import clear_dir, remove_temporaries
 from xmine.store.layout import PROGRESS
 
 log = logging.getLogger("xmine.store")
 
 
-def identity_mismatch(old: dict[str, Any], new: dict[str, Any]) -> str | None:
-    """Why a store (or interrupted run) with identity `old` cannot serve request `new`, or None."""
+def identity_mismatch(old: dict[str, Any], new: dict[str, Any], *, where: str) -> str | None:
+    """Why a store (or interrupted run) with identity `old`, read from `where`, cannot serve request
+    `new`, or None."""
     if (old["input"]["size"], old["input"]["sha256"]) != (new["input"]["size"], new["input"]["sha256"]):
         return (
             f"it was made from another input file ({old['input']['path']}, {old['input']['size']} bytes, "
@@ -32,13 +34,16 @@ def identity_mismatch(old: dict[str, Any], new: dict[str, Any]) -> str | None:
             if key == "split_sentences":
                 return f"it was made {_split_words(old['input'])}, not {_split_words(new['input'])}"
             return f"its input was read with {key}={old['input'].get(key)!r}, not {new['input'].get(key)!r}"
-    if old["encoder"].get("id") != new["encoder"].get("id"):
-        from xmine.encoders import fingerprint_precision, weights_id
-
-        if weights_id(old["encoder"]) == weights_id(new["encoder"]):
-            p_old, p_new = fingerprint_precision(old["encoder"]), fingerprint_precision(new["encoder"])
+    try:
+        was = EncoderFingerprint.from_dict(old.get("encoder"), where=f"{where}: encoder")
+    except ArtefactError as e:
+        return str(e)  # damaged: it serves nothing (--overwrite replaces it)
+    now = EncoderFingerprint.from_dict(new["encoder"], where="the encoder's fingerprint")
+    if was.id != now.id:
+        if was.weights_id == now.weights_id:
+            p_old, p_new = was.run_precision, now.run_precision
             return f"it was made at encoder precision {p_old} (--precision {p_old}), not {p_new}"
-        return f"it was made with encoder {old['encoder'].get('name')!r}, not {new['encoder'].get('name')!r}"
+        return f"it was made with encoder {was.name!r}, not {now.name!r}"
     old_p = (old.get("projection") or {}).get("id")
     new_p = (new.get("projection") or {}).get("id")
     if old_p != new_p:
@@ -61,16 +66,16 @@ def _split_words(identity: dict[str, Any]) -> str:
     return f"with --split-sentences ({how.get('library')} {how.get('version')}, {how.get('lang')})"
 
 
-def _finished_shards(out_dir: Path, progress: dict[str, Any]) -> list[dict[str, Any]]:
+def _finished_shards(out_dir: Path, shards: list[ShardRecord]) -> list[ShardRecord]:
     """The shards of an interrupted run that are intact on disk (a prefix of the recorded ones)."""
     kept = []
-    for shard in progress.get("shards", []):
-        ok = all((out_dir / shard[k]).is_file() for k in ("file", "lines_file", "text_file", "ids_file", "sent_file")
-                 if k in shard)
-        ok = ok and (out_dir / shard["file"]).stat().st_size == shard["bytes"]
-        ok = ok and sha256_file(out_dir / shard["file"]) == shard["sha256"]
+    for shard in shards:
+        names = (shard.file, shard.lines_file, shard.text_file, shard.ids_file, shard.sent_file)
+        ok = all((out_dir / n).is_file() for n in names if n is not None)
+        ok = ok and (out_dir / shard.file).stat().st_size == shard.bytes
+        ok = ok and sha256_file(out_dir / shard.file) == shard.sha256
         if not ok:
-            log.warning(f"{out_dir / shard['file']}: damaged or missing; re-encoding from there")
+            log.warning(f"{out_dir / shard.file}: damaged or missing; re-encoding from there")
             break
         kept.append(shard)
     return kept
@@ -82,12 +87,17 @@ class Progress:
 
     path: Path
     identity: dict[str, Any]
-    shards: list[dict[str, Any]] = field(default_factory=list)
+    shards: list[ShardRecord] = field(default_factory=list)
     #: shards finished after a gap, by a run on Ray
     more: list[dict[str, Any]] = field(default_factory=list)
 
     def save(self) -> None:
-        atomic_write_json(self.path, {"identity": self.identity, "shards": self.shards, "more_shards": self.more})
+        atomic_write_json(self.path, {"identity": self.identity, "shards": [s.to_dict() for s in self.shards],
+                                      "more_shards": self.more})
+
+    def set_shards(self, shards: list[dict[str, Any]]) -> None:
+        """Take the records of `shards` as JSON (the Ray writer's)."""
+        self.shards = [ShardRecord.from_dict(s, where=f"{self.path}: shards[{i}]") for i, s in enumerate(shards)]
 
 
 def resume(out_dir: Path, identity: dict[str, Any], overwrite: bool, ray: str | None) -> Progress:
@@ -97,17 +107,21 @@ def resume(out_dir: Path, identity: dict[str, Any], overwrite: bool, ray: str | 
     progress = Progress(path=out_dir / PROGRESS, identity=identity)
     if progress.path.is_file():
         recorded = json.loads(progress.path.read_text(encoding="utf-8"))
-        why = identity_mismatch(recorded["identity"], identity)
+        why = identity_mismatch(recorded["identity"], identity, where=str(progress.path))
         if why is not None and not recorded.get("shards"):
             why = None  # nothing finished yet (e.g. the input had a bad line): start afresh
             recorded["shards"] = []
+        try:
+            progress.set_shards(recorded.get("shards", []) if why is None else [])
+        except ArtefactError as e:
+            why = str(e)
         if why is not None and not overwrite:
             raise ArtefactError(f"{out_dir}: holds an interrupted run, but {why}; "
                                 "pass --overwrite to discard it or choose another output directory")
         if why is not None:
             clear_dir(out_dir)
         else:
-            progress.shards = _finished_shards(out_dir, recorded)
+            progress.shards = _finished_shards(out_dir, progress.shards)
             # Only a run on Ray reads these (the single-process run re-encodes after the prefix).
             intact_prefix = len(progress.shards) == len(recorded.get("shards", []))
             progress.more = recorded.get("more_shards", []) if ray is not None and intact_prefix else []

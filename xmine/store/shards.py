@@ -1,8 +1,8 @@
-"""One shard of an embedding store: encoded (`encode_shard`) and written (`write_shard`).
+"""One shard of an embedding store: encoded (`encode_shard`) and written (`write_shard_record`,
+or `write_shard` for its record as JSON).
 
 The single-process writer (`xmine.store.writer.embed_corpus`, `StoreWriter`) and the Ray actors
-(`xmine.store.range_writer`) call the same two functions, so a shard's files are the same whoever
-made them.
+(`xmine.store.range_writer`) call the same functions, so a shard's files are the same whoever made them.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import numpy as np
 from xmine.corpus import CorpusStats, truncate_for_encoding
 from xmine.errors import ArtefactError
 from xmine.fileio import atomic_path, atomic_write_text, sha256_file
+from xmine.records import ShardRecord
 from xmine.store.layout import emb_name, ids_name, lines_name, sent_name, text_name
 
 # Sentences handed to the encoder at once inside a shard: enough for its length-sorted batching,
@@ -57,8 +58,13 @@ def encode_shard(
     return np.concatenate(pieces, axis=0).astype(np.float32, copy=False)[inverse]
 
 
-def write_shard(out_dir: Path, idx: int, emb: np.ndarray, line_numbers, sentences: Sequence[str],
-                ids: Sequence[str] | None = None, positions: Sequence[int] | None = None) -> dict[str, Any]:
+def write_shard(*args, **kwargs) -> dict[str, Any]:
+    """`write_shard_record`, the record as JSON (what the Ray actors send back)."""
+    return write_shard_record(*args, **kwargs).to_dict()
+
+
+def write_shard_record(out_dir: Path, idx: int, emb: np.ndarray, line_numbers, sentences: Sequence[str],
+                       ids: Sequence[str] | None = None, positions: Sequence[int] | None = None) -> ShardRecord:
     """Write shard `idx` (embeddings in their final dtype, line numbers, text, record ids and
     sentence indices when given) atomically; its record."""
     if len(emb) != len(sentences) or len(line_numbers) != len(sentences):
@@ -70,18 +76,16 @@ def write_shard(out_dir: Path, idx: int, emb: np.ndarray, line_numbers, sentence
         np.save(tmp, np.asarray(line_numbers, dtype=np.int64))
     atomic_write_text(out_dir / text_name(idx), "".join(s + "\n" for s in sentences))
     emb_path = out_dir / emb_name(idx)
-    record = {"file": emb_name(idx), "rows": len(sentences), "bytes": emb_path.stat().st_size,
-              "sha256": sha256_file(emb_path), "lines_file": lines_name(idx), "text_file": text_name(idx),
-              "dim": int(emb.shape[1])}
     if ids is not None:
         if len(ids) != len(sentences):
             raise ArtefactError(f"shard {idx}: {len(ids)} record ids for {len(sentences)} sentences")
         atomic_write_text(out_dir / ids_name(idx), "".join(f"{i}\n" for i in ids))
-        record["ids_file"] = ids_name(idx)
     if positions is not None:
         if len(positions) != len(sentences):
             raise ArtefactError(f"shard {idx}: {len(positions)} sentence indices for {len(sentences)} sentences")
         with atomic_path(out_dir / sent_name(idx)) as tmp:
             np.save(tmp, np.asarray(positions, dtype=np.int32))
-        record["sent_file"] = sent_name(idx)
-    return record
+    return ShardRecord(file=emb_name(idx), rows=len(sentences), bytes=emb_path.stat().st_size,
+                       sha256=sha256_file(emb_path), lines_file=lines_name(idx), text_file=text_name(idx),
+                       dim=int(emb.shape[1]), ids_file=ids_name(idx) if ids is not None else None,
+                       sent_file=sent_name(idx) if positions is not None else None)

@@ -40,7 +40,7 @@ from xmine.store.finish import finalise
 from xmine.store.layout import DTYPES, LOCK, PARTS, PROGRESS, STORE_KIND
 from xmine.store.reader import EmbeddingStore
 from xmine.store.resume import Progress, identity_mismatch, resume
-from xmine.store.shards import encode_shard, write_shard
+from xmine.store.shards import encode_shard, write_shard_record
 
 log = logging.getLogger("xmine.store")
 
@@ -148,7 +148,7 @@ def _finished_or_build_dir(out_dir: Path, identity: dict[str, Any], overwrite: b
     if not has_manifest:
         return None, out_dir
     manifest = read_manifest(out_dir, STORE_KIND)  # refuses a directory of another kind
-    why = identity_mismatch(manifest, identity)
+    why = identity_mismatch(manifest, identity, where=str(out_dir / MANIFEST))
     if why is None:
         remove_leftovers(out_dir, manifest)
         try:
@@ -233,7 +233,7 @@ def embed_corpus(
             store.build_info = info
             return store
         progress = resume(out_dir, job.identity, overwrite, ray)
-        info.resumed_rows = sum(s["rows"] for s in progress.shards)
+        info.resumed_rows = sum(s.rows for s in progress.shards)
         if info.resumed_rows:
             log.info(f"{out_dir}: resuming after {len(progress.shards)} finished shard(s), "
                      f"{info.resumed_rows} sentences")
@@ -293,15 +293,15 @@ def _encode_here(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo, 
                 last_line=last_line, stats=stats, lang=job.encode_lang,
             )
             last_line = buf_lines[-1]
-            progress.shards.append(write_shard(out_dir, idx, emb.astype(job.dtype, copy=False), buf_lines, buf_text,
-                                               ids=buf_ids, positions=buf_pos))
+            progress.shards.append(write_shard_record(out_dir, idx, emb.astype(job.dtype, copy=False), buf_lines,
+                                                      buf_text, ids=buf_ids, positions=buf_pos))
             progress.save()
             info.encoded += len(buf_text)
             for buf in (buf_text, buf_lines, buf_ids, buf_pos):
                 if buf is not None:
                     buf.clear()
             if on_shard_done is not None:
-                on_shard_done(idx, sum(s["rows"] for s in progress.shards))
+                on_shard_done(idx, sum(s.rows for s in progress.shards))
 
         if job.splitter is None:
             rows = job.reader.sentences(max_chars=job.max_chars, stats=stats, ids=buf_ids)
@@ -340,15 +340,18 @@ def _encode_ranges(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
     from xmine.store.range_writer import embed_shard_ranges
 
     def save_progress(prefix: list[dict], rest: list[dict]) -> None:
-        progress.shards[:], progress.more[:] = prefix, rest
+        progress.set_shards(prefix)
+        progress.more[:] = rest
         progress.save()
 
-    progress.shards, info.encoded = embed_shard_ranges(
-        job.input_path, out_dir, executor=job.executor, encoder=job.encoder, projection=job.projection, part=job.part, dtype=job.dtype,
+    shards, info.encoded = embed_shard_ranges(
+        job.input_path, out_dir, executor=job.executor, encoder=job.encoder, projection=job.projection,
+        part=job.part, dtype=job.dtype,
         lang=job.encode_lang, shard_rows=shard_rows, batch_size=job.batch_size, max_chars=job.max_chars,
-        done=list(progress.shards), more=list(progress.more), stats=stats, save_progress=save_progress,
-        show_progress=show_progress)
-    info.resumed_rows = sum(s["rows"] for s in progress.shards) - info.encoded
+        done=[s.to_dict() for s in progress.shards], more=list(progress.more), stats=stats,
+        save_progress=save_progress, show_progress=show_progress)
+    progress.set_shards(shards)
+    info.resumed_rows = sum(s.rows for s in progress.shards) - info.encoded
 
 
 def _input_stats(stats: CorpusStats, job: _Job) -> dict[str, Any]:

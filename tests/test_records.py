@@ -1,0 +1,149 @@
+"""The typed records (xmine.records) on real artefacts: a store written with the real encoder (and an
+index of it) reads back to exactly the JSON written, and a damaged manifest, shard record or
+progress file is refused in one line naming the file and the field."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from xmine.errors import ArtefactError
+from xmine.index.build import IndexConfig, build_index
+from xmine.index.faiss_index import IndexDir
+from xmine.records import EncoderFingerprint, ShardRecord, StoreManifest
+from xmine.store import EmbeddingStore, embed_corpus
+
+TATOEBA = "tatoeba/v1/tatoeba.deu-eng.deu"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, data_dir, usem3):
+    """A finished store (3 shards) and the progress file of an interrupted run, both real."""
+    tmp = tmp_path_factory.mktemp("records")
+    corpus = tmp / "de.txt"
+    corpus.write_text("\n".join((data_dir / TATOEBA).read_text(encoding="utf-8").splitlines()[:45]) + "\n",
+                      encoding="utf-8")
+    def stop_after_two(idx, rows):
+        if idx == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        embed_corpus(corpus, tmp / "partial", encoder=usem3, lang="de", shard_rows=20, show_progress=False,
+                     on_shard_done=stop_after_two)
+    store = embed_corpus(corpus, tmp / "st", encoder=usem3, lang="de", shard_rows=20, show_progress=False)
+    return store, tmp / "partial", corpus
+
+
+def _damaged_copy(src, dst, change):
+    shutil.copytree(src, dst)
+    m = json.loads((dst / "manifest.json").read_text(encoding="utf-8"))
+    change(m)
+    (dst / "manifest.json").write_text(json.dumps(m, indent=2) + "\n", encoding="utf-8")
+    return dst
+
+
+def test_records_give_back_exactly_the_json_written(built, usem3):
+    store, partial, _ = built
+    raw = json.loads((store.directory / "manifest.json").read_text(encoding="utf-8"))
+    manifest = StoreManifest.from_dict(raw, where="m")
+    assert manifest.to_dict() == raw and list(manifest.to_dict()) == list(raw)  # same keys, same order
+    assert json.dumps(manifest.to_dict(), indent=2, ensure_ascii=False) + "\n" == \
+        (store.directory / "manifest.json").read_text(encoding="utf-8")  # byte-identical when written again
+    assert store.manifest == manifest and [s.rows for s in manifest.shards] == [20, 20, 5]
+    fp = usem3.fingerprint()
+    assert EncoderFingerprint.from_dict(fp, where="x").to_dict() == fp == manifest.encoder.to_dict()
+    progress = json.loads((partial / "progress.json").read_text(encoding="utf-8"))
+    assert len(progress["shards"]) == 2
+    for i, rec in enumerate(progress["shards"]):
+        assert ShardRecord.from_dict(rec, where="p").to_dict() == rec and "ids_file" not in rec
+        assert ShardRecord.from_dict(rec, where="p").manifest_entry() == manifest.shards[i]
+
+
+@pytest.mark.parametrize("field, change, problem", [
+    ("sha256", lambda m: m["shards"][1].update(sha256="abc"), "shards[1]: field 'sha256' is 'abc', not 64 hex"),
+    ("sha256", lambda m: m["shards"][0].update(sha256="A" * 64), "shards[0]: field 'sha256'"),
+    ("bytes", lambda m: m["shards"][2].update(bytes=-1), "shards[2]: field 'bytes' is -1, negative"),
+    ("rows", lambda m: m["shards"][0].update(rows="20"), "shards[0]: field 'rows' is '20', not int"),
+    ("rows", lambda m: m["shards"][0].update(rows=True), "shards[0]: field 'rows' is True, not int"),
+    ("file", lambda m: m["shards"][0].pop("file"), "shards[0]: field 'file' missing"),
+    ("shards", lambda m: m.update(shards={}), "field 'shards' is {}, not list"),
+    ("count", lambda m: m.pop("count"), "field 'count' missing"),
+    ("dim", lambda m: m.update(dim=512.0), "field 'dim' is 512.0, not int"),
+    ("id", lambda m: m["encoder"].pop("id"), "encoder: field 'id' missing"),
+    ("encoder", lambda m: m.update(encoder="use-m3"), "encoder: a JSON object expected, found str"),
+    ("files", lambda m: m["files"]["sentences.txt"].update(sha256=None),
+     "files['sentences.txt']: field 'sha256' is None, not str"),
+    ("extra", lambda m: m["shards"][0].update(extra=1), "shards[0]: unknown field 'extra'"),
+])
+def test_a_damaged_store_manifest_is_refused_naming_file_and_field(built, tmp_path, field, change, problem):
+    store, _, _ = built
+    bad = _damaged_copy(store.directory, tmp_path / "bad", change)
+    with pytest.raises(ArtefactError) as e:
+        EmbeddingStore.open(bad)
+    msg = str(e.value)
+    assert msg.startswith(f"{bad / 'manifest.json'}: ") and problem in msg and "\n" not in msg
+
+
+def test_a_damaged_progress_record_is_refused_when_resuming(built, tmp_path, usem3):
+    _, partial, corpus = built
+    bad = tmp_path / "partial"
+    shutil.copytree(partial, bad)
+    progress = json.loads((bad / "progress.json").read_text(encoding="utf-8"))
+    del progress["shards"][1]["lines_file"]
+    (bad / "progress.json").write_text(json.dumps(progress), encoding="utf-8")
+    with pytest.raises(ArtefactError) as e:
+        embed_corpus(corpus, bad, encoder=usem3, lang="de", shard_rows=20, show_progress=False)
+    assert str(e.value) == (f"{bad}: holds an interrupted run, but {bad / 'progress.json'}: shards[1]: field "
+                            "'lines_file' missing; pass --overwrite to discard it or choose another output directory")
+    store = embed_corpus(corpus, bad, encoder=usem3, lang="de", shard_rows=20, show_progress=False, overwrite=True)
+    assert store.build_info.resumed_rows == 0 and store.manifest.shards == built[0].manifest.shards
+
+
+def test_a_store_whose_manifest_encoder_is_damaged_is_rebuilt_only_with_overwrite(built, tmp_path, usem3):
+    store, _, corpus = built
+    bad = _damaged_copy(store.directory, tmp_path / "bad", lambda m: m["encoder"].update(dim="512"))
+    with pytest.raises(ArtefactError, match=r"manifest\.json: encoder: field 'dim' is '512', not int; pass --overwrite"):
+        embed_corpus(corpus, bad, encoder=usem3, lang="de", shard_rows=20, show_progress=False)
+    again = embed_corpus(corpus, bad, encoder=usem3, lang="de", shard_rows=20, show_progress=False, overwrite=True)
+    assert (bad / "manifest.json").is_file() and again.manifest.shards == store.manifest.shards
+
+
+def test_resume_from_intact_records_gives_the_same_store(built, tmp_path, usem3):
+    store, partial, corpus = built
+    again = tmp_path / "partial"
+    shutil.copytree(partial, again)
+    resumed = embed_corpus(corpus, again, encoder=usem3, lang="de", shard_rows=20, show_progress=False)
+    assert resumed.build_info.resumed_rows == 40 and resumed.build_info.encoded == 5
+    assert resumed.manifest.shards == store.manifest.shards
+    for name in ["sentences.txt", "line_numbers.npy", *(s.file for s in store.manifest.shards)]:
+        assert (again / name).read_bytes() == (store.directory / name).read_bytes()
+
+
+def test_index_of_the_store_reads_its_encoder_and_files_as_records(built, tmp_path):
+    store, _, _ = built
+    ix = build_index(store.to_array(), tmp_path / "ix", sentences=store.sentences(),
+                     line_numbers=np.asarray(store.line_numbers), encoder=store.manifest.encoder.to_dict(),
+                     projection=None, part="raw", lang="de", config=IndexConfig(kind="flat", gpu=False),
+                     show_progress=False)
+    raw = json.loads((ix.path / "manifest.json").read_text(encoding="utf-8"))
+    opened = IndexDir.open(ix.path)
+    assert opened.encoder == store.manifest.encoder and opened.encoder.to_dict() == raw["encoder"]
+    assert {n: r.to_dict() for n, r in opened.files.items()} == raw["files"]
+    opened.verify()
+    bad = tmp_path / "bad"
+    shutil.copytree(ix.path, bad)
+    raw["files"]["line_numbers.npy"]["bytes"] = -5
+    (bad / "manifest.json").write_text(json.dumps(raw), encoding="utf-8")
+    with pytest.raises(ArtefactError, match=r"manifest\.json: files\['line_numbers\.npy'\]: field 'bytes' is -5"):
+        IndexDir.open(bad)
+
+
+def test_fingerprints_from_before_precisions_read_as_fp32(usem3):
+    fp = {k: v for k, v in usem3.fingerprint().items() if k != "precision"}
+    rec = EncoderFingerprint.from_dict(fp, where="old store")
+    assert rec.precision is None and rec.run_precision == "fp32" and rec.to_dict() == fp
+    tagged = EncoderFingerprint.from_dict(dict(fp, id=fp["id"] + "|precision=bf16|runtime=openvino"), where="x")
+    assert (tagged.run_precision, tagged.run_runtime, tagged.weights_id) == ("bf16", "openvino", fp["id"])

@@ -1,0 +1,162 @@
+"""The records artefacts are made of: encoder fingerprints, file and shard records, the store manifest.
+
+Each is a frozen, keyword-only dataclass named and shaped as its JSON. `from_dict(d, where=...)`
+validates what was read (required fields, types, non-negative sizes, 64-hex sha256) and raises
+ArtefactError in one line naming `where` (the file, and the entry in it) and the field;
+`to_dict()` gives back exactly the JSON xmine writes (same keys, order, optional keys omitted).
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+from dataclasses import MISSING, dataclass, fields
+from typing import Any
+
+from xmine.errors import ArtefactError
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_PRECISION_TAG = re.compile(r"\|precision=([a-z0-9]+)(?=(\|runtime=[a-z0-9]+)?$)")
+_RUNTIME_TAG = re.compile(r"\|runtime=([a-z0-9]+)$")
+
+
+def _parse(v: Any, want: Any, where: str, name: str) -> Any:
+    """`v` read as a value of type `want`: a record, a tuple or dict of records, or a JSON scalar."""
+    origin, args = typing.get_origin(want), typing.get_args(want)
+    if isinstance(want, type) and issubclass(want, _Record):
+        return want.from_dict(v, where=f"{where}: {name}")
+    types = (list,) if origin is tuple else (dict,) if origin is dict else tuple(
+        typing.get_origin(t) or t for t in args or (want,))
+    if not isinstance(v, types) or (isinstance(v, bool) and bool not in types):
+        raise ArtefactError(f"{where}: field {name!r} is {repr(v)[:80]}, not {' or '.join(t.__name__ for t in types)}")
+    if origin is tuple:
+        return tuple(_parse(x, args[0], where, f"{name}[{i}]") for i, x in enumerate(v))
+    if origin is dict:
+        return {k: _parse(x, args[1], where, f"{name}[{k!r}]") for k, x in v.items()}
+    if isinstance(v, int) and not isinstance(v, bool) and v < 0:
+        raise ArtefactError(f"{where}: field {name!r} is {v}, negative")
+    if name == "sha256" and not _SHA256.fullmatch(v):
+        raise ArtefactError(f"{where}: field 'sha256' is {repr(v)[:80]}, not 64 hexadecimal digits")
+    return v
+
+
+def _json(v: Any) -> Any:
+    if isinstance(v, _Record):
+        return v.to_dict()
+    if isinstance(v, tuple):
+        return [_json(x) for x in v]
+    return {k: _json(x) for k, x in v.items()} if isinstance(v, dict) else v
+
+
+class _Record:
+    """Read from a JSON object by the dataclass's field types: int, str, dict, "X | None", another
+    record, tuple[record, ...] (a JSON list) or dict[str, record]."""
+
+    @classmethod
+    def from_dict(cls, d: Any, *, where: str):
+        if not isinstance(d, dict):
+            raise ArtefactError(f"{where}: a JSON object expected, found {type(d).__name__}")
+        names = [f.name for f in fields(cls)]
+        unknown = [k for k in d if k not in names]
+        if unknown:
+            raise ArtefactError(f"{where}: unknown field {unknown[0]!r}")
+        hints = typing.get_type_hints(cls)
+        missing = [f.name for f in fields(cls) if f.name not in d and f.default is MISSING]
+        if missing:
+            raise ArtefactError(f"{where}: field {missing[0]!r} missing")
+        return cls(**{k: _parse(d[k], hints[k], where, k) for k in names if k in d})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object: fields in order, those None by default left out."""
+        return {f.name: _json(getattr(self, f.name)) for f in fields(self)
+                if not (f.default is None and getattr(self, f.name) is None)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class EncoderFingerprint(_Record):
+    """What identifies an encoder's embeddings: equal `id` and `dim` = the same encoder."""
+
+    name: str  #: the encoder's name ("me5-small")
+    dim: int  #: embedding dimension
+    id: str  #: weights, pooling, prefix; then "|precision=<p>" unless fp32, "|runtime=<r>" unless torch
+    precision: str | None = None  #: the precision it runs at (absent in fingerprints older than precisions: fp32)
+    runtime: str | None = None  #: the runtime, when not torch
+
+    @property
+    def run_precision(self) -> str:
+        """The precision, "fp32" for fingerprints without one."""
+        m = _PRECISION_TAG.search(self.id)
+        return self.precision or (m.group(1) if m else "fp32")
+
+    @property
+    def run_runtime(self) -> str:
+        """The runtime the `id` records, "torch" without one."""
+        m = _RUNTIME_TAG.search(self.id)
+        return m.group(1) if m else "torch"
+
+    @property
+    def weights_id(self) -> str:
+        """The `id` without precision and runtime: what identifies the weights (and prefix)."""
+        return _PRECISION_TAG.sub("", _RUNTIME_TAG.sub("", self.id))
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileRecord(_Record):
+    """A file of an artefact as its manifest records it."""
+
+    bytes: int  #: size in bytes
+    #: sha256 of the content, 64 hexadecimal digits
+    sha256: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShardFile(_Record):
+    """An embedding store's shard as the store's manifest records it."""
+
+    file: str  #: the shard's .npy file, relative to the store
+    rows: int  #: rows it holds
+    bytes: int  #: size of `file` in bytes
+    #: sha256 of `file`
+    sha256: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShardRecord(ShardFile):
+    """A shard being built, as `progress.json` records it: the files beside its embeddings."""
+
+    lines_file: str  #: its line numbers (.npy, int64)
+    text_file: str  #: its sentences, one a line
+    dim: int  #: embedding dimension
+    ids_file: str | None = None  #: its record ids, one a line (inputs read with an id field)
+    sent_file: str | None = None  #: its sentence indices (.npy, int32; inputs split into sentences)
+
+    def manifest_entry(self) -> ShardFile:
+        return ShardFile(file=self.file, rows=self.rows, bytes=self.bytes, sha256=self.sha256)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreManifest(_Record):
+    """`manifest.json` of an embedding store (xmine.store)."""
+
+    kind: str  #: "embedding-store"
+    format_version: int  #: the store format (xmine.store.layout.FORMAT_VERSION)
+    encoder: EncoderFingerprint  #: the encoder its embeddings come from
+    projection: dict | None  #: the projection's fingerprint (None: raw embeddings)
+    part: str  #: "raw", "meaning" or "language"
+    dtype: str  #: "float16" or "float32"
+    lang: str  #: the corpus language code
+    max_chars: int | None  #: the characters of a line kept for encoding (None: stores written from arrays)
+    count: int  #: rows
+    dim: int  #: embedding dimension
+    input: dict  #: the input's identity (path, size, sha256, how it was read)
+    input_stats: dict  #: what reading the input found (lines, empty lines, ...)
+    shards: tuple[ShardFile, ...]  #: the shards in row order
+    files: dict[str, FileRecord]  #: the store's other files by name
+    provenance: dict  #: what made it (xmine.artefacts.provenance)
+
+
+def read_field(d: dict[str, Any], name: str, want: Any, *, where: str) -> Any:
+    """Field `name` of the JSON object `d` read as type `want`, as a record reads its fields."""
+    if name not in d:
+        raise ArtefactError(f"{where}: field {name!r} missing")
+    return _parse(d[name], want, where, name)

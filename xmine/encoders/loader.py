@@ -11,6 +11,7 @@ from typing import Any
 from xmine.encoders.base import DEFAULT_ENCODER, DEFAULT_PRECISION, ME5_DEFAULT_PREFIX, PRECISIONS, Encoder
 from xmine.encoders.me5 import load_me5
 from xmine.encoders.precision import resolve_precision
+from xmine.records import EncoderFingerprint
 
 _BUILTIN = {
     "me5-small": {
@@ -80,9 +81,10 @@ def load_worker_encoder(name: str, *, fingerprint: dict, use_gpu: bool, threads:
         torch.set_num_threads(threads)
     encoder = load_encoder_now(name, device="cuda" if use_gpu else "cpu", threads=None if use_gpu else threads,
                                precision=precision, runtime=runtime)
-    here, there = encoder.fingerprint().get("id"), fingerprint.get("id")
-    if here != there:  # another build (or version) of the model on this worker
-        raise EncoderError(f"encoder {name!r} on this Ray worker is not the driver's ({here} vs {there})")
+    here = EncoderFingerprint.from_dict(encoder.fingerprint(), where=f"encoder {name!r} on this worker")
+    there = EncoderFingerprint.from_dict(fingerprint, where="the driver's encoder")
+    if here.id != there.id:  # another build (or version) of the model on this worker
+        raise EncoderError(f"encoder {name!r} on this Ray worker is not the driver's ({here.id} vs {there.id})")
     return encoder
 
 

@@ -7,7 +7,7 @@ shard, exactly the shards the single-process run cuts. The executor (`xmine.exec
 Ray Data actor pool) then hands each unfinished shard's range (a few numbers, not its text),
 largest first, to a pool of encoders: each actor loads the encoder once (one GPU per
 actor when the cluster has GPUs, else `threads` CPU threads), reads its range of the corpus
-itself and writes the shard's files with the same `encode_shard` and `write_shard`
+itself and writes the shard's files with the same `encode_shard` and `write_shard_record`
 (`xmine.store.shards`) as the single-process path. The driver itself needs only the encoder's
 fingerprint (`xmine embed --ray` passes a `LazyEncoder`, which for me5-small never loads the
 model). The driver records each finished shard in `progress.json` as it arrives and, when all
@@ -33,8 +33,9 @@ from typing import Any, Callable
 from xmine.corpus import CorpusStats, iter_corpus, shard_ranges
 from xmine.errors import ArtefactError
 from xmine.executor import Executor, ShardProgress
-from xmine.fileio import sha256_file
-from xmine.store.shards import encode_shard, write_shard
+from xmine.records import ShardRecord
+from xmine.store.resume import shard_intact
+from xmine.store.shards import encode_shard, write_shard_record
 
 log = logging.getLogger("xmine.store")
 
@@ -59,7 +60,7 @@ class ShardEncoder:
         self.input_path, self.out_dir = Path(input_path), Path(out_dir)
         self.part, self.dtype, self.batch_size, self.max_chars, self.lang = part, dtype, batch_size, max_chars, lang
 
-    def __call__(self, idx: int, offset: int, line: int, rows: int, on_rows=None) -> tuple[int, dict]:
+    def __call__(self, idx: int, offset: int, line: int, rows: int, on_rows=None) -> tuple[int, ShardRecord]:
         """Shard `idx` (`rows` sentences from byte `offset`, line `line`) encoded and written: its record."""
         got = list(itertools.islice(iter_corpus(self.input_path, max_chars=self.max_chars, warn=False,
                                                 start=(offset, line)), rows))
@@ -69,35 +70,28 @@ class ShardEncoder:
         emb = encode_shard(sentences, encoder=self.encoder, projection=self.projection, part=self.part,
                            batch_size=self.batch_size, max_chars=self.max_chars, pbar=None, lines=lines,
                            last_line=0, lang=self.lang)
-        return idx, write_shard(self.out_dir, idx, emb.astype(self.dtype, copy=False), lines, sentences)
-
-
-def _intact(out_dir: Path, shard: dict) -> bool:
-    files_ok = all((out_dir / shard[k]).is_file() for k in ("file", "lines_file", "text_file"))
-    return (files_ok and (out_dir / shard["file"]).stat().st_size == shard["bytes"]
-            and sha256_file(out_dir / shard["file"]) == shard["sha256"])
+        return idx, write_shard_record(self.out_dir, idx, emb.astype(self.dtype, copy=False), lines, sentences)
 
 
 def embed_shard_ranges(
     input_path: Path, out_dir: Path, *, executor: Executor, encoder: Any, projection: Any, part: str, dtype: str,
-    lang: str, shard_rows: int, batch_size: int, max_chars: int, done: list[dict], more: list[dict],
-    stats: CorpusStats, save_progress: Callable[[list[dict], list[dict]], None], show_progress: bool,
+    lang: str, shard_rows: int, batch_size: int, max_chars: int, done: list[ShardRecord],
+    more: dict[int, ShardRecord], stats: CorpusStats,
+    save_progress: Callable[[list[ShardRecord], dict[int, ShardRecord]], None], show_progress: bool,
     threads: int = DEFAULT_ACTOR_THREADS,
-) -> tuple[list[dict], int]:
+) -> tuple[list[ShardRecord], int]:
     """Encode the shards of `input_path` not in `done` (the finished prefix) or `more` (finished
-    after a gap) as units of `executor`; return (all shard records in order, rows encoded).
+    after a gap, by index) as units of `executor`; return (all shard records in order, rows encoded).
 
     `save_progress(prefix, more)` is called after each finished shard.
     """
-    ranges = shard_ranges(input_path, shard_rows, max_chars=max_chars, stats=stats,
-                          leading=[s["rows"] for s in done])
-    finished: dict[int, dict] = dict(enumerate(done))
-    for shard in more:
-        i = shard.get("index")
-        if isinstance(i, int) and i < len(ranges) and ranges[i]["rows"] == shard["rows"] and _intact(out_dir, shard):
-            finished[i] = {k: v for k, v in shard.items() if k != "index"}
+    ranges = shard_ranges(input_path, shard_rows, max_chars=max_chars, stats=stats, leading=[s.rows for s in done])
+    finished: dict[int, ShardRecord] = dict(enumerate(done))
+    for i, shard in more.items():
+        if i < len(ranges) and ranges[i]["rows"] == shard.rows and shard_intact(out_dir, shard):
+            finished[i] = shard
         else:
-            log.warning(f"{out_dir / shard['file']}: damaged, missing or of another cut; encoding it again")
+            log.warning(f"{out_dir / shard.file}: damaged, missing or of another cut; encoding it again")
     # Largest shards first (longest-processing-time order): the shards left running while other
     # actors idle at the end are then the small ones. Shards are recorded as they finish, in any order.
     todo = sorted((i for i in range(len(ranges)) if i not in finished), key=lambda i: (-ranges[i]["bytes"], i))
@@ -105,7 +99,7 @@ def embed_shard_ranges(
     def record_progress() -> None:
         prefix = list(itertools.takewhile(lambda i: i in finished, range(len(ranges))))
         rest = sorted(set(finished) - set(prefix))
-        save_progress([finished[i] for i in prefix], [{"index": i, **finished[i]} for i in rest])
+        save_progress([finished[i] for i in prefix], {i: finished[i] for i in rest})
 
     encoded = 0
     if todo:
@@ -132,8 +126,8 @@ def embed_shard_ranges(
                                                  cpus=0 if use_gpu else threads, gpus=int(use_gpu), progress=bar):
                 finished[i] = record
                 record_progress()
-                encoded += record["rows"]
-                bar.done(record["rows"])
+                encoded += record.rows
+                bar.done(record.rows)
     elif more:
         record_progress()
     return [finished[i] for i in range(len(ranges))], encoded

@@ -12,7 +12,7 @@ from typing import Any
 
 from xmine.errors import ArtefactError
 from xmine.fileio import atomic_write_json, sha256_file
-from xmine.records import EncoderFingerprint, ShardRecord
+from xmine.records import EncoderFingerprint, ShardRecord, read_field
 from xmine.store.directory import clear_dir, remove_temporaries
 from xmine.store.layout import PROGRESS
 
@@ -66,15 +66,19 @@ def _split_words(identity: dict[str, Any]) -> str:
     return f"with --split-sentences ({how.get('library')} {how.get('version')}, {how.get('lang')})"
 
 
+def shard_intact(out_dir: Path, shard: ShardRecord) -> bool:
+    """Whether the files of a finished shard are on disk as its record says."""
+    names = (shard.file, shard.lines_file, shard.text_file, shard.ids_file, shard.sent_file)
+    return (all((out_dir / n).is_file() for n in names if n is not None)
+            and (out_dir / shard.file).stat().st_size == shard.bytes
+            and sha256_file(out_dir / shard.file) == shard.sha256)
+
+
 def _finished_shards(out_dir: Path, shards: list[ShardRecord]) -> list[ShardRecord]:
     """The shards of an interrupted run that are intact on disk (a prefix of the recorded ones)."""
     kept = []
     for shard in shards:
-        names = (shard.file, shard.lines_file, shard.text_file, shard.ids_file, shard.sent_file)
-        ok = all((out_dir / n).is_file() for n in names if n is not None)
-        ok = ok and (out_dir / shard.file).stat().st_size == shard.bytes
-        ok = ok and sha256_file(out_dir / shard.file) == shard.sha256
-        if not ok:
+        if not shard_intact(out_dir, shard):
             log.warning(f"{out_dir / shard.file}: damaged or missing; re-encoding from there")
             break
         kept.append(shard)
@@ -88,16 +92,23 @@ class Progress:
     path: Path
     identity: dict[str, Any]
     shards: list[ShardRecord] = field(default_factory=list)
-    #: shards finished after a gap, by a run on Ray
-    more: list[dict[str, Any]] = field(default_factory=list)
+    #: shards finished after a gap (by shard index), by a run on a cluster
+    more: dict[int, ShardRecord] = field(default_factory=dict)
 
     def save(self) -> None:
         atomic_write_json(self.path, {"identity": self.identity, "shards": [s.to_dict() for s in self.shards],
-                                      "more_shards": self.more})
+                                      "more_shards": [{"index": i, **s.to_dict()} for i, s in self.more.items()]})
 
-    def set_shards(self, shards: list[dict[str, Any]]) -> None:
-        """Take the records of `shards` as JSON (the Ray writer's)."""
-        self.shards = [ShardRecord.from_dict(s, where=f"{self.path}: shards[{i}]") for i, s in enumerate(shards)]
+    def read(self, recorded: dict[str, Any]) -> None:
+        """The finished shards `recorded` in `progress.json` (a damaged record: ArtefactError)."""
+        where = str(self.path)
+        self.shards = [ShardRecord.from_dict(s, where=f"{where}: shards[{i}]")
+                       for i, s in enumerate(recorded.get("shards", []))]
+        self.more = {}
+        for n, s in enumerate(recorded.get("more_shards", [])):
+            index = read_field(s, "index", int, where=f"{where}: more_shards[{n}]")
+            self.more[index] = ShardRecord.from_dict({k: v for k, v in s.items() if k != "index"},
+                                                     where=f"{where}: more_shards[{n}]")
 
 
 def resume(out_dir: Path, identity: dict[str, Any], overwrite: bool, ray: str | None) -> Progress:
@@ -112,7 +123,7 @@ def resume(out_dir: Path, identity: dict[str, Any], overwrite: bool, ray: str | 
             why = None  # nothing finished yet (e.g. the input had a bad line): start afresh
             recorded["shards"] = []
         try:
-            progress.set_shards(recorded.get("shards", []) if why is None else [])
+            progress.read(recorded if why is None else {})
         except ArtefactError as e:
             why = str(e)
         if why is not None and not overwrite:
@@ -121,9 +132,10 @@ def resume(out_dir: Path, identity: dict[str, Any], overwrite: bool, ray: str | 
         if why is not None:
             clear_dir(out_dir)
         else:
+            recorded_prefix = len(progress.shards)
             progress.shards = _finished_shards(out_dir, progress.shards)
-            # Only a run on Ray reads these (the single-process run re-encodes after the prefix).
-            intact_prefix = len(progress.shards) == len(recorded.get("shards", []))
-            progress.more = recorded.get("more_shards", []) if ray is not None and intact_prefix else []
+            # Only a run on a cluster reads these (the single-process run re-encodes after the prefix).
+            if ray is None or len(progress.shards) != recorded_prefix:
+                progress.more = {}
     remove_temporaries(out_dir)
     return progress

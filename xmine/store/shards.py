@@ -1,5 +1,4 @@
-"""One shard of an embedding store: encoded (`encode_shard`) and written (`write_shard_record`,
-or `write_shard` for its record as JSON).
+"""One shard of an embedding store: encoded (`encode_shard`) and written (`write_shard_record`).
 
 The single-process writer (`xmine.store.writer.embed_corpus`, `StoreWriter`) and the Ray actors
 (`xmine.store.range_writer`) call the same functions, so a shard's files are the same whoever made them.
@@ -56,11 +55,6 @@ def encode_shard(
             pbar.update(lines[done - 1] - shown)
             shown = lines[done - 1]
     return np.concatenate(pieces, axis=0).astype(np.float32, copy=False)[inverse]
-
-
-def write_shard(*args, **kwargs) -> dict[str, Any]:
-    """`write_shard_record`, the record as JSON (what the Ray actors send back)."""
-    return write_shard_record(*args, **kwargs).to_dict()
 
 
 def write_shard_record(out_dir: Path, idx: int, emb: np.ndarray, line_numbers, sentences: Sequence[str],

@@ -34,6 +34,7 @@ from xmine.executor import LOCAL, Executor, executor_for
 from xmine.fileio import MANIFEST, read_manifest, swap_in_dir
 from xmine.output_state import MARKER
 from xmine.outputs import claim_output
+from xmine.records import ShardRecord
 from xmine.projection import resolve_projection
 from xmine.store.directory import clear_dir, lock_store_dir, rebuild_dir, refuse_foreign, remove_leftovers
 from xmine.store.finish import finalise
@@ -339,18 +340,15 @@ def _encode_ranges(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
     cluster's actor pool)."""
     from xmine.store.range_writer import embed_shard_ranges
 
-    def save_progress(prefix: list[dict], rest: list[dict]) -> None:
-        progress.set_shards(prefix)
-        progress.more[:] = rest
+    def save_progress(prefix: list[ShardRecord], rest: dict[int, ShardRecord]) -> None:
+        progress.shards, progress.more = prefix, rest
         progress.save()
 
-    shards, info.encoded = embed_shard_ranges(
+    progress.shards, info.encoded = embed_shard_ranges(
         job.input_path, out_dir, executor=job.executor, encoder=job.encoder, projection=job.projection,
-        part=job.part, dtype=job.dtype,
-        lang=job.encode_lang, shard_rows=shard_rows, batch_size=job.batch_size, max_chars=job.max_chars,
-        done=[s.to_dict() for s in progress.shards], more=list(progress.more), stats=stats,
+        part=job.part, dtype=job.dtype, lang=job.encode_lang, shard_rows=shard_rows, batch_size=job.batch_size,
+        max_chars=job.max_chars, done=list(progress.shards), more=dict(progress.more), stats=stats,
         save_progress=save_progress, show_progress=show_progress)
-    progress.set_shards(shards)
     info.resumed_rows = sum(s.rows for s in progress.shards) - info.encoded
 
 

@@ -166,6 +166,27 @@ def test_runtime_resolution_refuses_what_cannot_run():
         assert "\n" not in str(e.value)
 
 
+def test_the_converted_models_build_is_part_of_the_fingerprint(ov_bf16, monkeypatch):
+    from xmine.embed_cache import cache_path
+    from xmine.encoders import ov_build
+    from xmine.encoders.lazy import LazyEncoder
+
+    fp = EncoderFingerprint.from_dict(ov_bf16.fingerprint(), where="ov")
+    key = ov_bf16.model_xml.parent.name.rsplit("-", 1)[-1]  # the cached model's folder: ...-openvino-bf16-<key>
+    assert fp.id.endswith(f"|precision=bf16|runtime=openvino+{key}")
+    assert (fp.run_precision, fp.run_runtime, fp.weights_id) == ("bf16", "openvino", fp.id.split("|precision")[0])
+    # Known without converting or loading anything, as `embed --ray` and the cache need it.
+    assert LazyEncoder("me5-small", precision="bf16", runtime="openvino").fingerprint() == ov_bf16.fingerprint()
+    # Another build (a new openvino, recipe or int8 draw) is another encoder: its embeddings are
+    # cached apart and a store of the old build is not mixed with it.
+    monkeypatch.setattr(ov_build, "OV_RECIPE", ov_build.OV_RECIPE + 1)
+    other = LazyEncoder("me5-small", precision="bf16", runtime="openvino").fingerprint()
+    assert other["id"] != fp.id and EncoderFingerprint.from_dict(other, where="o").weights_id == fp.weights_id
+    assert cache_path(other) != cache_path(ov_bf16.fingerprint())
+    with pytest.raises(EncoderMismatchError):
+        check_same_encoder(ov_bf16.fingerprint(), other, what="store s/")
+
+
 def test_fingerprints_refuse_mixing_runtimes_in_a_store(ov_bf16, tmp_path, data_dir):
     torch_bf16 = load_encoder("me5-small", device="cpu", precision="bf16", runtime="torch")
     with pytest.raises(EncoderMismatchError, match="two runtimes are never mixed"):

@@ -16,8 +16,8 @@ from typing import Any
 from xmine.errors import ArtefactError
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_PRECISION_TAG = re.compile(r"\|precision=([a-z0-9]+)(?=(\|runtime=[a-z0-9]+)?$)")
-_RUNTIME_TAG = re.compile(r"\|runtime=([a-z0-9]+)$")
+_PRECISION_TAG = re.compile(r"\|precision=([a-z0-9]+)(?=(\|runtime=[a-z0-9]+(\+[0-9a-f]+)?)?$)")
+_RUNTIME_TAG = re.compile(r"\|runtime=([a-z0-9]+)(\+[0-9a-f]+)?$")
 
 
 def _parse(v: Any, want: Any, where: str, name: str) -> Any:
@@ -78,7 +78,9 @@ class EncoderFingerprint(_Record):
 
     name: str  #: the encoder's name ("me5-small")
     dim: int  #: embedding dimension
-    id: str  #: weights, pooling, prefix; then "|precision=<p>" unless fp32, "|runtime=<r>" unless torch
+    #: weights, pooling, prefix; then "|precision=<p>" unless fp32, "|runtime=<r>" unless torch (with
+    #: "+<build key>" for a converted model)
+    id: str
     precision: str | None = None  #: the precision it runs at (absent in fingerprints older than precisions: fp32)
     runtime: str | None = None  #: the runtime, when not torch
 

@@ -39,7 +39,8 @@ Runtime (`load_encoder(..., runtime=)`, `--runtime` beside every `--precision`):
 transformer's forward pass, `torch` or `openvino` (fused CPU kernels; `xmine.encoders.runtime`).
 `int8` is a precision of the OpenVINO runtime only. The runtime is part of the fingerprint with
 the precision's rules: torch adds nothing to the `id` (so every older artefact reads as torch),
-openvino appends `|runtime=openvino`; stores, indexes, the cache and both sides of a mine must
+openvino appends `|runtime=openvino+<build key>` (`ov_build.build_key`: another openvino, recipe
+or int8 draw is another encoder); stores, indexes, the cache and both sides of a mine must
 match, projections accept another runtime of the same weights with a notice.
 
 Modules: `base` (the `Encoder` contract, shared names and defaults), `precision` (precisions,

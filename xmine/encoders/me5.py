@@ -50,9 +50,15 @@ def me5_fingerprint(*, prefix: str = ME5_DEFAULT_PREFIX, precision: str,
 
     if manifest is None:
         manifest = ensure_me5_model()[1]
-    return token_batched_fingerprint(name="me5-small", dim=int(manifest["dim"]), identity=me5_identity(manifest),
-                                     pooling="mean", max_length=MAX_SEQ_LENGTH, prefix=prefix, precision=precision,
-                                     runtime=runtime)
+    settings = dict(name="me5-small", dim=int(manifest["dim"]), identity=me5_identity(manifest), pooling="mean",
+                    max_length=MAX_SEQ_LENGTH)
+    build = None
+    if runtime == "openvino":  # the converted model's build key, from what it is converted from
+        from xmine.encoders.ov_build import build_key
+
+        weights = token_batched_fingerprint(**settings, prefix="", precision="fp32")["id"]
+        build = build_key(weights_id=weights, precision=precision)
+    return token_batched_fingerprint(**settings, prefix=prefix, precision=precision, runtime=runtime, build=build)
 
 
 def me5_identity(manifest: dict[str, Any]) -> str:

@@ -28,6 +28,7 @@ one wanted (stale) is rebuilt, with a one-line warning.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -81,11 +82,22 @@ def model_source(*, weights_id: str, precision: str) -> dict[str, Any]:
     return source
 
 
+def source_key(source: dict[str, Any]) -> str:
+    """12 hex digits naming what a converted model is made from (`model_source`): part of its
+    folder's name and of the fingerprint of the encoder that runs it, so embeddings of another
+    build (another openvino, recipe or int8 draw) are another encoder's, never mixed or reused."""
+    return hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def build_key(*, weights_id: str, precision: str) -> str:
+    """`source_key` of the model converted from `weights_id` at `precision`, known without it."""
+    return source_key(model_source(weights_id=weights_id, precision=precision))
+
+
 def model_folder(stem: str, source: dict[str, Any]) -> Path:
     from xmine.encoders.e5_q4 import models_dir
 
-    key = hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()[:12]
-    return models_dir() / f"{stem}-openvino-{source['precision']}-{key}"
+    return models_dir() / f"{stem}-openvino-{source['precision']}-{source_key(source)}"
 
 
 def problem_with(folder: Path, source: dict[str, Any]) -> str | None:
@@ -159,26 +171,27 @@ def ensure_openvino_model(*, stem: str, weights_id: str, precision: str, torch_f
     checked) first if absent, stale or broken.
 
     `torch_fp32()` gives the torch fp32 `TokenBatchedEncoder` of the same weights (called only to
-    build); `make_encoder(folder)` gives the OpenVINO encoder (with a `model_xml` attribute) of a
-    folder holding `model.xml`. A model just built is handed back as the encoder its probe check
+    build); `make_encoder(folder, build)` gives the OpenVINO encoder (with a `model_xml` attribute)
+    of a folder holding `model.xml`, `build` the model's `source_key`. A model just built is handed back as the encoder its probe check
     compiled, its `model_xml` pointed at the final folder (the files were only renamed).
     """
     source = model_source(weights_id=weights_id, precision=precision)
     target = model_folder(stem, source)
+    make = functools.partial(make_encoder, build=source_key(source))
     why = problem_with(target, source)
     if why is None:
-        return make_encoder(target), json.loads((target / MANIFEST).read_text(encoding="utf-8"))
+        return make(target), json.loads((target / MANIFEST).read_text(encoding="utf-8"))
     target.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(target.parent / f".{target.name}.lock"):  # another process may be building it right now
         why = problem_with(target, source)
         if why is None:
-            return make_encoder(target), json.loads((target / MANIFEST).read_text(encoding="utf-8"))
+            return make(target), json.loads((target / MANIFEST).read_text(encoding="utf-8"))
         if why != "absent":
             log.warning("%s: %s; rebuilding it", target, why)
         staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
         try:
             checked = _build(staging / "model", source=source, precision=precision, torch_fp32=torch_fp32,
-                             make_encoder=make_encoder)
+                             make_encoder=make)
             if target.exists():  # stale or broken: our own cache entry, replaced whole
                 os.replace(target, staging / "old")
             os.replace(staging / "model", target)

@@ -26,7 +26,8 @@ class OpenVINOEncoder(TokenBatchedEncoder):
     """A transformer encoder run by OpenVINO's CPU plugin (see the module doc)."""
 
     def __init__(self, *, name: str, model_xml: Path, tokenizer, pooling: str, prefix: str, identity: str,
-                 dim: int, batching: BatchingConfig, precision: str, threads: int | None = None):
+                 dim: int, batching: BatchingConfig, precision: str, build: str, threads: int | None = None):
+        """`build`: the converted model's `ov_build.source_key`, part of the fingerprint."""
         import openvino as ov
         import torch
 
@@ -37,6 +38,7 @@ class OpenVINOEncoder(TokenBatchedEncoder):
         self.name = name
         self.precision = precision
         self.runtime = "openvino"
+        self.build = build
         self.tokenizer = tokenizer
         self.pooling = pooling
         self.prefix = prefix
@@ -87,10 +89,11 @@ def load_me5_openvino(*, prefix: str, precision: str, threads: int | None) -> Op
     tokenizer = AutoTokenizer.from_pretrained(str(path))
     identity = me5_identity(manifest)
 
-    def make(folder: Path) -> OpenVINOEncoder:
+    def make(folder: Path, build: str) -> OpenVINOEncoder:
         return OpenVINOEncoder(name="me5-small", model_xml=folder / "model.xml", tokenizer=tokenizer, pooling="mean",
                                prefix=prefix, identity=identity, dim=int(manifest["dim"]),
-                               batching=default_batching("cpu", MAX_SEQ_LENGTH), precision=precision, threads=threads)
+                               batching=default_batching("cpu", MAX_SEQ_LENGTH), precision=precision, build=build,
+                               threads=threads)
 
     fp32 = me5_fingerprint(prefix="", precision="fp32", manifest=manifest)
     encoder, _ = ensure_openvino_model(
@@ -125,10 +128,11 @@ def openvino_from_torch(encoder, *, precision: str, threads: int | None, explici
                                               identity=encoder._identity, precision=precision)
         return encoder
 
-    def make(folder: Path) -> OpenVINOEncoder:
+    def make(folder: Path, build: str) -> OpenVINOEncoder:
         return OpenVINOEncoder(name=encoder.name, model_xml=folder / "model.xml", tokenizer=encoder.tokenizer,
                                pooling=encoder.pooling, prefix=encoder.prefix, identity=encoder._identity,
-                               dim=encoder.dim, batching=encoder.batching, precision=precision, threads=threads)
+                               dim=encoder.dim, batching=encoder.batching, precision=precision, build=build,
+                               threads=threads)
 
     if encoder.precision != "fp32" or encoder.model.dtype != torch_dtype("fp32"):
         raise EncoderError(f"{encoder.name}: OpenVINO converts the fp32 torch model, not a {encoder.precision} one")

@@ -98,7 +98,8 @@ def resolve_precision(precision: str, device: str, *, encoder_name: str = "") ->
     return "fp32" if precision == "auto" else precision
 
 
-def with_precision(fingerprint: dict[str, Any], precision: str, runtime: str = "torch") -> dict[str, Any]:
+def with_precision(fingerprint: dict[str, Any], precision: str, runtime: str = "torch",
+                   build: str | None = None) -> dict[str, Any]:
     """`fingerprint` of fp32 weights, marked as run at `precision` by `runtime`.
 
     fp32 adds nothing to the `id` (so fingerprints from before precisions existed still match),
@@ -110,8 +111,8 @@ def with_precision(fingerprint: dict[str, Any], precision: str, runtime: str = "
     if precision != "fp32":
         fp["id"] = f"{fp['id']}|precision={precision}"
     fp["precision"] = precision
-    if runtime != "torch":
-        fp["id"] = f"{fp['id']}|runtime={runtime}"
+    if runtime != "torch":  # a converted model's build key (xmine.encoders.ov_build) after a "+"
+        fp["id"] = f"{fp['id']}|runtime={runtime}" + (f"+{build}" if build else "")
         fp["runtime"] = runtime
     return fp
 

@@ -62,10 +62,10 @@ def tensor_digest(module) -> str:
 
 
 def token_batched_fingerprint(*, name: str, dim: int, identity: str, pooling: str, max_length: int, prefix: str,
-                              precision: str, runtime: str = "torch") -> dict[str, Any]:
+                              precision: str, runtime: str = "torch", build: str | None = None) -> dict[str, Any]:
     """The fingerprint of a `TokenBatchedEncoder` with these settings, known without its model."""
     ident = f"{identity}|pool={pooling}|max_len={max_length}|prefix={prefix!r}"
-    return with_precision({"name": name, "dim": dim, "id": ident}, precision, runtime)
+    return with_precision({"name": name, "dim": dim, "id": ident}, precision, runtime, build)
 
 
 class TokenBatchedEncoder(Encoder):
@@ -97,7 +97,8 @@ class TokenBatchedEncoder(Encoder):
     def fingerprint(self) -> dict[str, Any]:
         return token_batched_fingerprint(name=self.name, dim=self.dim, identity=self._identity, pooling=self.pooling,
                                          max_length=self.batching.max_length, prefix=self.prefix,
-                                         precision=self.precision, runtime=self.runtime)
+                                         precision=self.precision, runtime=self.runtime,
+                                         build=getattr(self, "build", None))
 
     def encode(self, sentences: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
         """(n, dim) float32, L2-normalised rows in input order; `batch_size` caps rows per pass."""

@@ -96,7 +96,8 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
                             sentence_index=side.sentence_index,
                             encoder=side.encoder.to_dict(), projection=side.projection, part=side.part, lang=side.lang,
                             source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
-                                                           {"path": str(Path(source).resolve()), **side.fingerprint})},
+                                                           {"path": str(Path(source).resolve()), **side.fingerprint}),
+                                    "corpus": str(Path(side.source or side.path).resolve())},  # what line numbers count in
                             config=config, executor=executor, show_progress=not quiet, overwrite=overwrite)
             finally:
                 side.close()

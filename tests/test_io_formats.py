@@ -285,3 +285,17 @@ def test_bad_input_one_line_exit_2_nothing_written(corpus, tmp_path, case):
     refused(xm("mine", bad, en, *options, "-q", "-o", tmp_path / "out.jsonl"), *fragments)
     refused(xm("embed", bad, "--lang", "de", *options, "-q", "-o", tmp_path / "store"), *fragments)
     assert files_under(tmp_path) == before
+
+
+def test_pairs_from_an_index_name_the_corpus_their_records_are_in(corpus, tmp_path):
+    # The index's line numbers count lines of the text it was built from: that file, not the
+    # index directory, is each pair's src_file.
+    ok(xm("build-index", corpus["dir"] / "de.txt", "--lang", "de", "-q", "-o", tmp_path / "idx"))
+    out = tmp_path / "mined.jsonl"
+    ok(xm("mine", tmp_path / "idx", corpus["dir"] / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q",
+          "-o", out))
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) >= N - 2
+    for r in rows:
+        assert r["src_file"] == str((corpus["dir"] / "de.txt").resolve())
+        assert corpus["de"][r["src_record"] - 1] == r["translation"]["deu"]

@@ -168,7 +168,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
                     encoder=ix.encoder, projection=ix.manifest.get("projection"),
                     part=ix.manifest.get("part") or "raw", lang=lang or ix.manifest.get("lang"), index=ix,
                     fingerprint={"manifest": manifest_hash(path)}, sentence_index=ix.sentence_index,
-                    source=(ix.manifest.get("input") or {}).get("path") or str(path))
+                    source=(ix.manifest.get("source") or {}).get("corpus") or str(path))
     raise InputError(path, f"is an xmine {kind!r}; expected a text file, an embedding store or an index")
 
 

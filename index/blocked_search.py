@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from xmine.executor import LOCAL, Executor, ShardProgress
-from xmine.index.faiss_index import IndexDir, shard_searcher
+from xmine.index.choose import IndexChoice
+from xmine.index.faiss_index import IndexDir, IndexShard, shard_searcher
 from xmine.topk import merge_topk
 
 #: Queries per search call, in one process and on Ray alike (see the module doc).
@@ -51,12 +52,12 @@ class IndexDirShards:
         self.path, self._ix = state["path"], None
 
     def __len__(self) -> int:
-        return len(self._open().manifest["shards"])
+        return len(self._open().manifest.shards)
 
     def __call__(self, s: int):
         """(index, shard, choice) of shard s, as `shard_searcher` takes them."""
         ix = self._open()
-        return ix.load_shard(s), ix.manifest["shards"][s], ix.manifest["choice"]
+        return ix.load_shard(s), ix.manifest.shards[s], ix.manifest.choice
 
 
 class FlatChunks:
@@ -76,7 +77,7 @@ class FlatChunks:
         block = np.ascontiguousarray(self.rows[lo:hi], dtype=np.float32)
         index = faiss.IndexFlatIP(block.shape[1])
         index.add(block)
-        return index, {"start": lo, "rows": hi - lo}, {}
+        return index, IndexShard(file="", start=lo, rows=hi - lo), IndexChoice(kind="flat", factory="Flat")
 
 
 #: Queries one search unit runs against its shard. A unit opens (reads) its shard once, so at

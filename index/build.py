@@ -19,6 +19,7 @@ from xmine.fileio import atomic_path, sha256_file, write_manifest
 from xmine.index.choose import IndexChoice, choose_index
 from xmine.index.faiss_gpu import faiss_reason, gpu_count, to_cpu, to_gpu
 from xmine.index.faiss_index import FORMAT_VERSION, KIND, IndexDir, shard_name, shard_plan
+from xmine.records import EncoderFingerprint, ProjectionFingerprint, to_json
 from xmine.store.layout import SENTENCE_INDEX
 
 log = logging.getLogger(__name__)
@@ -76,9 +77,9 @@ def build_index(
     *,
     sentences: "Sequence[str] | Path",
     line_numbers: np.ndarray,
-    encoder: dict,
+    encoder: EncoderFingerprint | dict,
     sentence_index: np.ndarray | None = None,
-    projection: dict | None = None,
+    projection: ProjectionFingerprint | dict | None = None,
     part: str | None = None,
     lang: str | None = None,
     source: dict | None = None,
@@ -270,7 +271,7 @@ def write_index_files(tmp: Path, plan, *, sentences, line_numbers, encoder, proj
     files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(tmp.iterdir())}
     write_manifest(tmp, KIND, {
         "files": files,
-        "encoder": encoder, "projection": projection, "part": part, "lang": lang,
+        "encoder": to_json(encoder), "projection": to_json(projection), "part": part, "lang": lang,
         "count": n, "dim": dim, "choice": choice.to_dict(), "built_on_gpu": use_gpu,
         "shards": shards, "source": source,
         "provenance": provenance(kind=config.kind, shard_rows=config.shard_rows, nlist=config.nlist,

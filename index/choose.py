@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from xmine.errors import ConfigError
+from xmine.records import Record
 
 INDEX_TYPES = ("auto", "flat", "ivf", "hnsw", "ivfpq", "opq")
 FLAT_MAX = 10_000
@@ -31,8 +32,8 @@ STOPES_NLIST = ((500_000_000, 262_144), (10_000_000, 65_536), (4_000_000, 32_768
 
 
 @dataclass(frozen=True, kw_only=True)
-class IndexChoice:
-    """A resolved index: the FAISS factory string and its parameters."""
+class IndexChoice(Record):
+    """A resolved index: the FAISS factory string and its parameters (an index manifest's `choice`)."""
 
     #: requested type ("auto" resolved to one of the others)
     kind: str
@@ -48,9 +49,6 @@ class IndexChoice:
     train_size: int = 0
     #: human-readable reason for the choice
     reason: str = ""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def total_memory_bytes() -> int:

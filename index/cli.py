@@ -94,18 +94,17 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
             try:
                 ix = _build(side.rows, out_dir, sentences=side.text.path, line_numbers=side.line_numbers,
                             sentence_index=side.sentence_index,
-                            encoder=side.encoder.to_dict(), projection=side.projection, part=side.part, lang=side.lang,
+                            encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
                             source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
                                                            {"path": str(Path(source).resolve()), **side.fingerprint}),
                                     "corpus": str(Path(side.source or side.path).resolve())},  # what line numbers count in
                             config=config, executor=executor, show_progress=not quiet, overwrite=overwrite)
             finally:
                 side.close()
-    c = ix.manifest["choice"]
-    click.echo(f"indexed {len(ix):,} sentences ({ix.dim}-d, {side.part}) into {out_dir}: {c['factory']} "
-               f"in {len(ix.manifest['shards'])} shard(s)" + (" on GPU" if ix.manifest["built_on_gpu"] else ""),
-               err=True)
-    click.echo(f"  why: {c['reason']}", err=True)
+    m = ix.manifest
+    click.echo(f"indexed {len(ix):,} sentences ({ix.dim}-d, {side.part}) into {out_dir}: {m.choice.factory} "
+               f"in {len(m.shards)} shard(s)" + (" on GPU" if m.built_on_gpu else ""), err=True)
+    click.echo(f"  why: {m.choice.reason}", err=True)
 
 
 @click.command("search")
@@ -171,10 +170,9 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
     from xmine.store.text import TextColumn
 
     ix = IndexDir.open(index_dir)
-    m = ix.manifest
     encoders = Encoders(encoder, projection, precision, inputs=[index_dir])
     check_same_encoder(ix.encoder, encoders.encoder.fingerprint(), what=f"index {index_dir}")
-    check_same_projection(m.get("projection"), encoders.projection_fp(), what=f"index {index_dir}")
+    check_same_projection(ix.manifest.projection, encoders.projection_fp(), what=f"index {index_dir}")
     q = load_side(queries, lang=lang, encoders=encoders, show_progress=False,  # embedded in a temporary store
                   input_format=input_format)
     with open(ix.path / "sentences.txt", "rb") as f:

@@ -19,13 +19,15 @@ training, adding and searching run there; indexes are moved back with `index_gpu
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from xmine.errors import ArtefactError, ConfigError
 from xmine.fileio import MANIFEST, VerifiedFiles, read_manifest
-from xmine.records import EncoderFingerprint, FileRecord, read_field
+from xmine.records import EncoderFingerprint, FileRecord, ProjectionFingerprint, Record
+from xmine.index.choose import IndexChoice
 from xmine.index.faiss_gpu import gpu_count, to_gpu
 from xmine.store.layout import SENTENCE_INDEX
 from xmine.topk import merge_topk
@@ -34,14 +36,43 @@ KIND = "index"
 FORMAT_VERSION = 2
 
 
-def set_search_params(index, choice: dict, nprobe: int | None = None) -> None:
+@dataclass(frozen=True, kw_only=True)
+class IndexShard(Record):
+    """One FAISS shard of an index: its file and the rows of the index it holds."""
+
+    file: str  #: its .faiss file, relative to the index directory
+    start: int  #: its first row in the index
+    rows: int  #: rows it holds
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexManifest(Record):
+    """`manifest.json` of an index directory (see the module doc)."""
+
+    kind: str  #: "index"
+    format_version: int  #: `FORMAT_VERSION`
+    files: dict[str, FileRecord]  #: every file but the manifest, by name
+    encoder: EncoderFingerprint  #: the encoder its vectors come from
+    projection: ProjectionFingerprint | None  #: the projection they went through (None: raw embeddings)
+    part: str | None  #: "raw" or "meaning" (None: not recorded, raw)
+    lang: str | None  #: the corpus language code, if known
+    count: int  #: rows
+    dim: int  #: vector dimension
+    choice: IndexChoice  #: the FAISS index and its search parameters
+    built_on_gpu: bool  #: whether FAISS trained and added on a GPU
+    shards: tuple[IndexShard, ...]  #: the shards in row order
+    source: dict | None  #: what was indexed (a text file or a store; `corpus`: what line numbers count in)
+    provenance: dict  #: what made it (xmine.artefacts.provenance)
+
+
+def set_search_params(index, choice: IndexChoice, nprobe: int | None = None) -> None:
     import faiss
 
     ps = faiss.ParameterSpace()
-    if choice.get("nlist"):
-        ps.set_index_parameter(index, "nprobe", int(nprobe or choice["nprobe"]))
-    if choice.get("ef_search"):
-        ps.set_index_parameter(index, "efSearch", int(choice["ef_search"]))
+    if choice.nlist:
+        ps.set_index_parameter(index, "nprobe", nprobe or choice.nprobe)
+    if choice.ef_search:
+        ps.set_index_parameter(index, "efSearch", choice.ef_search)
 
 
 def shard_plan(n: int, shard_rows: int) -> list[tuple[int, int]]:
@@ -56,13 +87,10 @@ def shard_name(s: int) -> str:
 class IndexDir:
     """An index directory on disk (see module doc)."""
 
-    def __init__(self, path: Path, manifest: dict):
-        where = str(path / MANIFEST)
-        self.path = path
-        self.manifest = manifest
-        #: the encoder its vectors come from, and its files (name -> bytes, sha256), validated
-        self.encoder = read_field(manifest, "encoder", EncoderFingerprint, where=where)
-        self.files = read_field(manifest, "files", dict[str, FileRecord], where=where)
+    def __init__(self, path: Path, manifest: IndexManifest):
+        self.path, self.manifest = path, manifest
+        #: the encoder its vectors come from, and its files (name -> bytes, sha256)
+        self.encoder, self.files = manifest.encoder, manifest.files
         self._loaded: dict[str, object] = {}
         self._sentences: list[str] | None = None
 
@@ -70,10 +98,7 @@ class IndexDir:
     def open(cls, path: str | Path) -> "IndexDir":
         path = Path(path)
         manifest = read_manifest(path, KIND, format_version=FORMAT_VERSION)
-        missing = [k for k in ("shards", "count", "dim", "choice") if k not in manifest]
-        if missing:
-            raise ArtefactError(f"{path / MANIFEST}: missing field(s) {', '.join(missing)}")
-        ix = cls(path, manifest)
+        ix = cls(path, IndexManifest.from_dict(manifest, where=str(path / MANIFEST)))
         ix.content.check_sizes()
         ix.content.check_if_small()
         return ix
@@ -86,18 +111,18 @@ class IndexDir:
     def verify(self) -> int:
         """Check every file against the manifest's sha256 and load every shard; return bytes checked."""
         n = self.content.check_all()
-        for shard in self.manifest["shards"]:
+        for shard in self.manifest.shards:
             self._shard(shard, keep=False)
         self.sentences()
         self.line_numbers  # noqa: B018 - loads and checks it
         return n
 
     def __len__(self) -> int:
-        return int(self.manifest["count"])
+        return self.manifest.count
 
     @property
     def dim(self) -> int:
-        return int(self.manifest["dim"])
+        return self.manifest.dim
 
     def _integers(self, name: str, what: str) -> np.ndarray:
         """The index's array `name`: one integer a row (checked), or ArtefactError."""
@@ -136,24 +161,24 @@ class IndexDir:
                 raise ArtefactError(f"{self.path}/sentences.txt: {len(self._sentences)} lines, expected {len(self)}")
         return self._sentences
 
-    def _shard(self, shard: dict, *, keep: bool):
+    def _shard(self, shard: IndexShard, *, keep: bool):
         import faiss
 
-        index = self._loaded.get(shard["file"])
+        index = self._loaded.get(shard.file)
         if index is None:
-            path = self.path / shard["file"]
-            self.content.check(shard["file"])
+            path = self.path / shard.file
+            self.content.check(shard.file)
             try:
                 index = faiss.read_index(str(path))
             except RuntimeError as e:
                 detail = str(e).strip().splitlines()[-1] if str(e).strip() else "FAISS could not read it"
                 raise ArtefactError(f"{path}: unreadable FAISS index ({detail}); the index is damaged, "
                                     "rebuild it") from None
-            if index.ntotal != shard["rows"] or index.d != self.dim:
+            if index.ntotal != shard.rows or index.d != self.dim:
                 raise ArtefactError(f"{path}: holds {index.ntotal} vectors of dimension {index.d}, the manifest "
-                                    f"says {shard['rows']} of {self.dim}; the index is damaged, rebuild it")
+                                    f"says {shard.rows} of {self.dim}; the index is damaged, rebuild it")
             if keep:
-                self._loaded[shard["file"]] = index
+                self._loaded[shard.file] = index
         return index
 
     def search(self, queries: np.ndarray, k: int, *, nprobe: int | None = None,
@@ -162,12 +187,12 @@ class IndexDir:
         queries = np.ascontiguousarray(np.asarray(queries, dtype=np.float32))
         if queries.ndim != 2 or queries.shape[1] != self.dim:
             raise ConfigError(f"queries have shape {queries.shape}, index dimension is {self.dim}")
-        shards = self.manifest["shards"]
+        shards = self.manifest.shards
         keep = len(shards) == 1  # several shards exist because they do not fit in memory together
         use_gpu = gpu and gpu_count() > 0
         all_s, all_i = [], []
         for shard in shards:
-            s, i = search_shard(self._shard(shard, keep=keep), shard, self.manifest["choice"], queries, k,
+            s, i = search_shard(self._shard(shard, keep=keep), shard, self.manifest.choice, queries, k,
                                 nprobe=nprobe, use_gpu=use_gpu)
             all_s.append(s)
             all_i.append(i)
@@ -175,30 +200,30 @@ class IndexDir:
 
     def load_shard(self, s: int):
         """Shard number s as a FAISS index (read from disk; not kept)."""
-        return self._shard(self.manifest["shards"][s], keep=False)
+        return self._shard(self.manifest.shards[s], keep=False)
 
     def reconstruct(self) -> np.ndarray:
         """The stored vectors (exact for Flat/HNSW/IVF-Flat, approximate for PQ), float32 (n, dim)."""
         import faiss
 
         out = np.empty((len(self), self.dim), dtype=np.float32)
-        for shard in self.manifest["shards"]:
+        for shard in self.manifest.shards:
             index = self._shard(shard, keep=False)
             try:
                 faiss.extract_index_ivf(index).make_direct_map()
             except RuntimeError:
                 pass  # not an IVF index
-            out[shard["start"] : shard["start"] + shard["rows"]] = index.reconstruct_n(0, shard["rows"])
+            out[shard.start : shard.start + shard.rows] = index.reconstruct_n(0, shard.rows)
         return out
 
 
-def search_shard(index, shard: dict, choice: dict, queries: np.ndarray, k: int, *, nprobe: int | None,
+def search_shard(index, shard: IndexShard, choice: IndexChoice, queries: np.ndarray, k: int, *, nprobe: int | None,
                  use_gpu: bool) -> tuple[np.ndarray, np.ndarray]:
     """Top-k of float32 `queries` in one shard: (sims, rows of the whole index; -1 when fewer)."""
     return shard_searcher(index, shard, choice, nprobe=nprobe, use_gpu=use_gpu)(queries, k)
 
 
-def shard_searcher(index, shard: dict, choice: dict, *, nprobe: int | None, use_gpu: bool):
+def shard_searcher(index, shard: IndexShard, choice: IndexChoice, *, nprobe: int | None, use_gpu: bool):
     """`search(queries, k)` over one shard, as `search_shard`, with the search parameters set and
     the index moved to the GPU once, for callers that search a shard block after block."""
     set_search_params(index, choice, nprobe)
@@ -206,7 +231,7 @@ def shard_searcher(index, shard: dict, choice: dict, *, nprobe: int | None, use_
 
     def search(queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         _ = res  # the GPU resources live as long as the index on them
-        s, i = idx.search(queries, min(k, shard["rows"]))
-        return s, np.where(i >= 0, i + shard["start"], -1)
+        s, i = idx.search(queries, min(k, shard.rows))
+        return s, np.where(i >= 0, i + shard.start, -1)
 
     return search

@@ -19,11 +19,6 @@ def base_side(tag: str) -> str:
     return "tgt" if tag == "fwd" else "src"
 
 
-def shard_bounds(plan: dict, lo: int, hi: int) -> tuple[dict, dict]:
-    """(shard, choice) as `xmine.index.faiss_index.search_shard` takes them, for base rows lo:hi."""
-    return {"start": lo, "rows": hi - lo}, {"nlist": plan["nlist"], "nprobe": plan["nprobe"]}
-
-
 def rescore_candidates(queries, base, cand: np.ndarray, k: int, *, block: int, show_progress: bool, tag: str):
     """Exact similarities of each query with its candidates (ids, -1 none); the best k, sorted."""
     from tqdm.auto import tqdm
@@ -72,4 +67,4 @@ def open_shard(tag, s: int, lo: int, hi: int, *, base, trained: bytes, work: Key
     return index
 
 
-__all__ = ["base_side", "open_shard", "rescore_candidates", "shard_bounds", "shard_file"]
+__all__ = ["base_side", "open_shard", "rescore_candidates", "shard_file"]

@@ -53,7 +53,7 @@ from xmine.checkpoints import KeyedDir
 from xmine.executor import LOCAL, Executor, ShardProgress
 from xmine.fileio import atomic_path
 from xmine.index.build import as_f32, with_threads
-from xmine.mining.ann_shards import base_side, rescore_candidates, shard_bounds, shard_file
+from xmine.mining.ann_shards import base_side, rescore_candidates, shard_file
 from xmine.errors import ConfigError, NonFiniteRowError
 
 log = logging.getLogger(__name__)
@@ -295,7 +295,12 @@ class WorkShards:
         """(index, shard, choice) of shard s, as `shard_searcher` takes them."""
         import faiss
 
-        return (faiss.read_index(self.files[s]), *shard_bounds(self.plan, *self.bounds[s]))
+        from xmine.index.choose import IndexChoice
+        from xmine.index.faiss_index import IndexShard
+
+        (lo, hi), plan = self.bounds[s], self.plan
+        return (faiss.read_index(self.files[s]), IndexShard(file=self.files[s], start=lo, rows=hi - lo),
+                IndexChoice(kind="ivf", factory=plan["factory"], nlist=plan["nlist"], nprobe=plan["nprobe"]))
 
 
 __all__ = ["ApproximateConfig", "INDEX_TYPES", "approximate_knn_both", "train_quantiser"]

@@ -48,6 +48,7 @@ from xmine.mining.mineable import Mineable
 from xmine.mining.presearch import PreSearchConfig
 from xmine.mining.products import resolve_product
 from xmine.mining.search_pairs import search_pairs
+from xmine.records import to_json
 from xmine.mining.select import MiningConfig
 from xmine.mining.writers import MinedRows, write_meta, write_mined
 
@@ -231,7 +232,7 @@ def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, pr
                     "mined_rows": len(my.ids), "other_language": my.other_language if lf_record["on"] else None},
             "lang_filter": lf_record,
             "pre_search": pre_record,
-            "encoder": sx.encoder.to_dict(), "projection": sx.projection, "part": sx.part,
+            "encoder": sx.encoder.to_dict(), "projection": to_json(sx.projection), "part": sx.part,
             "projection_choice": encoders.choice.record(),
             "threshold": threshold_record,
             "filters": filter_record,

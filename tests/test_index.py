@@ -45,14 +45,14 @@ def test_each_type_finds_the_neighbours(tmp_path, clustered, kind, min_recall):
     recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(rows, true)])
     assert recall >= min_recall, (kind, recall)
     assert (rows[:, 0] == true[:, 0]).mean() >= min_recall
-    assert ix.manifest["choice"]["kind"] == kind and (np.diff(sims, axis=1) <= 1e-6).all()
+    assert ix.manifest.choice.kind == kind and (np.diff(sims, axis=1) <= 1e-6).all()
 
 
 def test_opq_index_builds_and_finds_stored_vectors(tmp_path, clustered):
     # OPQ training is iterative (slow on a loaded 2-core box): a small corpus, 4-bit codes.
     base = clustered[0][:1500]
     ix = _build(base, tmp_path / "opq", kind="opq", nlist=8, nprobe=8, pq_m=8, pq_bits=4)
-    assert ix.manifest["choice"]["factory"] == "OPQ8,IVF8,PQ8x4"
+    assert ix.manifest.choice.factory == "OPQ8,IVF8,PQ8x4"
     _, rows = IndexDir.open(tmp_path / "opq").search(base[:100], 5)
     # 8 bytes a vector is coarse: measured 0.53 (chance: 5/1500 = 0.003).
     assert np.mean([i in r for i, r in enumerate(rows)]) >= 0.4
@@ -82,7 +82,7 @@ def test_sharded_search_equals_unsharded(tmp_path, clustered):
     base, q, _ = clustered
     one = _build(base, tmp_path / "one", kind="flat")
     many = _build(base, tmp_path / "many", kind="flat", shard_rows=1300)
-    assert len(many.manifest["shards"]) == 5 and len(list((tmp_path / "many").glob("*.faiss"))) == 5
+    assert len(many.manifest.shards) == 5 and len(list((tmp_path / "many").glob("*.faiss"))) == 5
     s1, r1 = one.search(q, 7)
     s2, r2 = many.search(q, 7)
     np.testing.assert_array_equal(r1, r2)
@@ -99,12 +99,12 @@ def test_round_trip_and_reconstruct(tmp_path, clustered):
     ix = _build(base, tmp_path / "ivf", kind="ivf", nlist=32, nprobe=32)
     again = IndexDir.open(tmp_path / "ivf")
     assert len(again) == 6000 and again.sentences()[5] == "s5" and again.line_numbers[5] == 6
-    assert again.manifest["encoder"] == FP and again.manifest["choice"]["nprobe"] == 32
+    assert again.manifest.encoder.to_dict() == FP and again.manifest.choice.nprobe == 32
     np.testing.assert_allclose(again.reconstruct(), base, atol=1e-6)
     # nprobe = nlist visits every list: exact results.
     s, r = again.search(q, 5)
     np.testing.assert_array_equal(r, np.argsort(-(q @ base.T), axis=1)[:, :5])
-    assert ix.manifest["provenance"]["parameters"]["kind"] == "ivf"
+    assert ix.manifest.provenance["parameters"]["kind"] == "ivf"
 
 
 

@@ -1,10 +1,11 @@
 """The typed records (xmine.records) on real artefacts: a store written with the real encoder (and an
-index of it) reads back to exactly the JSON written, and a damaged manifest, shard record or
-progress file is refused in one line naming the file and the field."""
+index of it, built by `xmine build-index`) reads back to exactly the JSON written, and a damaged
+manifest, shard record or progress file is refused in one line naming the file and the field."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -12,8 +13,8 @@ import pytest
 
 from xmine.errors import ArtefactError
 from xmine.index.build import IndexConfig, build_index
-from xmine.index.faiss_index import IndexDir
-from xmine.records import EncoderFingerprint, ShardRecord, StoreManifest
+from xmine.index.faiss_index import IndexDir, IndexManifest
+from xmine.records import EncoderFingerprint, ProjectionFingerprint, ShardRecord, StoreManifest
 from xmine.store import EmbeddingStore, embed_corpus
 
 TATOEBA = "tatoeba/v1/tatoeba.deu-eng.deu"
@@ -147,3 +148,63 @@ def test_fingerprints_from_before_precisions_read_as_fp32(usem3):
     assert rec.precision is None and rec.run_precision == "fp32" and rec.to_dict() == fp
     tagged = EncoderFingerprint.from_dict(dict(fp, id=fp["id"] + "|precision=bf16|runtime=openvino"), where="x")
     assert (tagged.run_precision, tagged.run_runtime, tagged.weights_id) == ("bf16", "openvino", fp["id"])
+
+
+@pytest.fixture(scope="module")
+def cli_index(built, tmp_path_factory):
+    """An index of the 45 German sentences built by `xmine build-index` (use-m3, 2 shards)."""
+    from click.testing import CliRunner
+
+    from xmine.cli import main
+
+    _, _, corpus = built
+    out = tmp_path_factory.mktemp("cli-index") / "ix"
+    res = CliRunner().invoke(main, ["build-index", str(corpus), "--lang", "de", "-o", str(out),
+                                    "--encoder", "use-m3", "--shard-rows", "30", "--quiet"])
+    assert res.exit_code == 0, res.output
+    return out, corpus
+
+
+def test_index_manifest_gives_back_exactly_the_json_written(cli_index):
+    ix_dir, corpus = cli_index
+    text = (ix_dir / "manifest.json").read_text(encoding="utf-8")
+    manifest = IndexManifest.from_dict(json.loads(text), where="m")
+    assert json.dumps(manifest.to_dict(), indent=2, ensure_ascii=False) + "\n" == text  # byte-identical
+    assert IndexDir.open(ix_dir).manifest == manifest and manifest.projection is None and manifest.lang == "deu"
+    assert [(s.file, s.start, s.rows) for s in manifest.shards] == [("shard_00000.faiss", 0, 30),
+                                                                   ("shard_00001.faiss", 30, 15)]
+    assert manifest.choice.factory == "Flat" and manifest.source["corpus"] == str(corpus.resolve())
+
+
+@pytest.mark.parametrize("change, problem", [
+    (lambda m: m["choice"].update(nprobe="8"), "choice: field 'nprobe' is '8', not int"),
+    (lambda m: m["shards"][1].pop("start"), "shards[1]: field 'start' missing"),
+    (lambda m: m["shards"][0].update(rows=-30), "shards[0]: field 'rows' is -30, negative"),
+    (lambda m: m.pop("count"), "field 'count' missing"),
+    (lambda m: m.update(built_on_gpu="no"), "field 'built_on_gpu' is 'no', not bool"),
+    (lambda m: m.update(lang=7), "field 'lang' is 7, not str"),
+    (lambda m: m.update(projection={"path": "p", "method": "center"}), "projection: field 'id' missing"),
+    (lambda m: m.update(projection="default"), "projection: a JSON object expected, found str"),
+    (lambda m: m["encoder"].update(dim=None), "encoder: field 'dim' is None, not int"),
+    (lambda m: m.update(shards=None), "field 'shards' is None, not list"),
+])
+def test_a_damaged_index_manifest_is_one_line_naming_file_and_field(cli_index, tmp_path, change, problem):
+    from click.testing import CliRunner
+
+    from xmine.cli import main
+
+    ix_dir, corpus = cli_index
+    bad = _damaged_copy(ix_dir, tmp_path / "bad", change)
+    with pytest.raises(ArtefactError, match=f"^{re.escape(str(bad / 'manifest.json'))}: .*{re.escape(problem)}"):
+        IndexDir.open(bad)
+    res = CliRunner().invoke(main, ["search", str(bad), str(corpus), "-k", "2"])
+    assert res.exit_code == 2 and res.output.count("\n") == 1 and "Traceback" not in res.output
+    assert res.output.startswith(f"xmine: error: {bad / 'manifest.json'}: ") and problem in res.output
+
+
+def test_projection_fingerprints_read_back_by_attribute():
+    fp = {"path": "/p/me5-small", "method": "center", "id": "0123456789abcdef", "shipped": "me5-small"}
+    rec = ProjectionFingerprint.from_dict(fp, where="x")
+    assert rec.to_dict() == fp and rec.shipped == "me5-small" and str(rec) == "projection /p/me5-small (id 0123456789abcdef)"
+    own = {k: v for k, v in fp.items() if k != "shipped"}
+    assert ProjectionFingerprint.from_dict(own, where="x").to_dict() == own  # "shipped" left out, as written

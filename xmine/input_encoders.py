@@ -9,17 +9,15 @@ from pathlib import Path
 from xmine.errors import ConfigError, EncoderMismatchError
 from xmine.input_artefacts import artefact_encoder, artefact_projection
 from xmine.projection import choose_projection, resolve_projection
-from xmine.records import EncoderFingerprint
+from xmine.records import EncoderFingerprint, ProjectionFingerprint
 
 
-def check_same_projection(expected: dict | None, actual: dict | None, *, what: str) -> None:
+def check_same_projection(expected: ProjectionFingerprint | None, actual: ProjectionFingerprint | None, *,
+                          what: str) -> None:
     """Raise EncoderMismatchError unless both are None or both have the same projection id."""
-    e_id = expected.get("id") if expected else None
-    a_id = actual.get("id") if actual else None
-    if e_id != a_id:
-        def name(fp):
-            return "no projection (raw embeddings)" if not fp else f"projection {fp.get('path')} (id {fp.get('id')})"
-        raise EncoderMismatchError(f"{what} was made with {name(expected)}, but {name(actual)} was given; "
+    if (expected and expected.id) != (actual and actual.id):
+        raw = "no projection (raw embeddings)"
+        raise EncoderMismatchError(f"{what} was made with {expected or raw}, but {actual or raw} was given; "
                                    "use the same --projection")
 
 
@@ -80,8 +78,8 @@ class Encoders:
                 self._projection.check_encoder(self._encoder.fingerprint())
         return self._projection
 
-    def projection_fp(self) -> dict | None:
-        return self.projection.fingerprint() if self.projection is not None else None
+    def projection_fp(self) -> ProjectionFingerprint | None:
+        return ProjectionFingerprint(**self.projection.fingerprint()) if self.projection is not None else None
 
     def check_artefact_encoder(self, fp: EncoderFingerprint, *, what: str) -> None:
         """Refuse an artefact of another encoder than the one named (or the projection's), or of

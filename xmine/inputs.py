@@ -36,7 +36,7 @@ from xmine.input_artefacts import artefact_kind, manifest_hash
 from xmine.input_encoders import Encoders, check_lang, check_same_projection
 from xmine.plugins import open_artefact
 from xmine.projected_rows import project_rows
-from xmine.records import EncoderFingerprint
+from xmine.records import EncoderFingerprint, ProjectionFingerprint, to_json
 from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
 
 
@@ -59,7 +59,7 @@ class Side:
     #: encoder fingerprint the embeddings come from
     encoder: EncoderFingerprint
     #: projection fingerprint (None: raw embeddings)
-    projection: dict | None
+    projection: ProjectionFingerprint | None
     #: "raw" or "meaning"
     part: str
     lang: str | None
@@ -81,7 +81,7 @@ class Side:
         return len(self.line_numbers)
 
     def fingerprint_key(self) -> str:
-        blob = json.dumps([self.fingerprint, self.encoder.to_dict(), self.projection, self.part], sort_keys=True,
+        blob = json.dumps(to_json([self.fingerprint, self.encoder, self.projection, self.part]), sort_keys=True,
                           default=str)
         return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -159,16 +159,16 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         what = f"index {path}"
         encoders.check_artefact_encoder(ix.encoder, what=what)
         if proj is not None:
-            check_same_projection(ix.manifest.get("projection"), encoders.projection_fp(), what=what)
-        check_lang(lang, ix.manifest.get("lang"), what)
+            check_same_projection(ix.manifest.projection, encoders.projection_fp(), what=what)
+        check_lang(lang, ix.manifest.lang, what)
         with open(ix.path / "sentences.txt", "rb") as f:
             row_index = RowIndex.scan(iter_raw_lines(f), count=len(ix))
         return Side(path=path, kind=kind, rows=ix.reconstruct(), row_index=row_index,
                     text=TextColumn(ix.path / "sentences.txt", row_index.offsets), line_numbers=ix.line_numbers,
-                    encoder=ix.encoder, projection=ix.manifest.get("projection"),
-                    part=ix.manifest.get("part") or "raw", lang=lang or ix.manifest.get("lang"), index=ix,
+                    encoder=ix.encoder, projection=ix.manifest.projection,
+                    part=ix.manifest.part or "raw", lang=lang or ix.manifest.lang, index=ix,
                     fingerprint={"manifest": manifest_hash(path)}, sentence_index=ix.sentence_index,
-                    source=(ix.manifest.get("source") or {}).get("corpus") or str(path))
+                    source=(ix.manifest.source or {}).get("corpus") or str(path))
     raise InputError(path, f"is an xmine {kind!r}; expected a text file, an embedding store or an index")
 
 

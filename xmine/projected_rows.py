@@ -26,7 +26,7 @@ def project_rows(store, projection: ProjectionLike, out: Path, *, lang: str | No
     from tqdm.auto import tqdm
 
     marker = out.with_suffix(".json")
-    want = {"store": manifest_hash(store.directory), "projection": projection.fingerprint().get("id"),
+    want = {"store": manifest_hash(store.directory), "projection": projection.fingerprint()["id"],
             "rows": len(store), "lang": lang}
     if marker.is_file() and out.is_file():
         try:

@@ -41,6 +41,7 @@ import numpy as np
 
 from xmine.errors import ConfigError, InputError
 from xmine.plugins import open_artefact
+from xmine.records import ProjectionFingerprint
 
 log = logging.getLogger("xmine")
 
@@ -114,10 +115,6 @@ def shipped_info(encoder_name: str) -> dict[str, Any] | None:
     return json.loads((d / SHIPPED_INFO).read_text(encoding="utf-8"))
 
 
-def is_shipped(projection_fp: dict | None) -> bool:
-    return bool(projection_fp) and bool(projection_fp.get("shipped"))
-
-
 def _takes(trained: dict, actual: dict, *, what: str) -> bool:
     """Whether a projection trained on `trained` applies to `actual`'s embeddings: the encoders'
     one rule (`check_projection_encoder`: the same weights and prefix, at any precision)."""
@@ -132,7 +129,8 @@ def _takes(trained: dict, actual: dict, *, what: str) -> bool:
 
 
 def choose_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp=None,
-                       artefact_projection: tuple[bool, dict | None] = (False, None)) -> ProjectionChoice:
+                      artefact_projection: tuple[bool, ProjectionFingerprint | None] = (False, None)
+                      ) -> ProjectionChoice:
     """What a `--projection` value means here (see the module doc); loads nothing.
 
     `encoder_fp`: the encoder's fingerprint, or a callable returning it (called only when the
@@ -152,14 +150,13 @@ def choose_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp=
     if not explicit and has_artefact:
         if recorded is None:
             return ProjectionChoice(None, "artefact", "the input artefact holds raw embeddings")
-        if is_shipped(recorded):
+        if recorded.shipped:
             d = shipped_dir(encoder_name)
             if d is not None:
                 return ProjectionChoice(d, "artefact", "the input artefact was made with the shipped projection")
             raise ConfigError(f"--encoder {encoder_name!r}: the input artefact was made with another encoder (and "
                               "the projection shipped for it); leave --encoder out to use the artefact's own")
-        raise ConfigError(f"the input artefact was made with projection {recorded.get('path')} "
-                          f"(id {recorded.get('id')}); pass it with --projection")
+        raise ConfigError(f"the input artefact was made with {recorded}; pass it with --projection")
     d = shipped_dir(encoder_name)
     if d is None:
         msg = f"no shipped projection for encoder {encoder_name!r}: using raw embeddings"

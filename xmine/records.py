@@ -1,4 +1,5 @@
-"""The records artefacts are made of: encoder fingerprints, file and shard records, the store manifest.
+"""The records artefacts are made of: encoder and projection fingerprints, file and shard records, the
+store manifest (the index's: `xmine.index.faiss_index.IndexManifest`).
 
 Each is a frozen, keyword-only dataclass named and shaped as its JSON. `from_dict(d, where=...)`
 validates what was read (required fields, types, non-negative sizes, 64-hex sha256) and raises
@@ -23,10 +24,11 @@ _RUNTIME_TAG = re.compile(r"\|runtime=([a-z0-9]+)(\+[0-9a-f]+)?$")
 def _parse(v: Any, want: Any, where: str, name: str) -> Any:
     """`v` read as a value of type `want`: a record, a tuple or dict of records, or a JSON scalar."""
     origin, args = typing.get_origin(want), typing.get_args(want)
-    if isinstance(want, type) and issubclass(want, _Record):
+    if type(None) in args:  # "X | None"
+        return None if v is None else _parse(v, next(t for t in args if t is not type(None)), where, name)
+    if isinstance(want, type) and issubclass(want, Record):
         return want.from_dict(v, where=f"{where}: {name}")
-    types = (list,) if origin is tuple else (dict,) if origin is dict else tuple(
-        typing.get_origin(t) or t for t in args or (want,))
+    types = (list,) if origin is tuple else (dict,) if origin is dict else (want,)
     if not isinstance(v, types) or (isinstance(v, bool) and bool not in types):
         raise ArtefactError(f"{where}: field {name!r} is {repr(v)[:80]}, not {' or '.join(t.__name__ for t in types)}")
     if origin is tuple:
@@ -40,15 +42,16 @@ def _parse(v: Any, want: Any, where: str, name: str) -> Any:
     return v
 
 
-def _json(v: Any) -> Any:
-    if isinstance(v, _Record):
+def to_json(v: Any) -> Any:
+    """`v` with every record in it as its JSON."""
+    if isinstance(v, Record):
         return v.to_dict()
-    if isinstance(v, tuple):
-        return [_json(x) for x in v]
-    return {k: _json(x) for k, x in v.items()} if isinstance(v, dict) else v
+    if isinstance(v, (tuple, list)):
+        return [to_json(x) for x in v]
+    return {k: to_json(x) for k, x in v.items()} if isinstance(v, dict) else v
 
 
-class _Record:
+class Record:
     """Read from a JSON object by the dataclass's field types: int, str, dict, "X | None", another
     record, tuple[record, ...] (a JSON list) or dict[str, record]."""
 
@@ -68,12 +71,12 @@ class _Record:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object: fields in order, those None by default left out."""
-        return {f.name: _json(getattr(self, f.name)) for f in fields(self)
+        return {f.name: to_json(getattr(self, f.name)) for f in fields(self)
                 if not (f.default is None and getattr(self, f.name) is None)}
 
 
 @dataclass(frozen=True, kw_only=True)
-class EncoderFingerprint(_Record):
+class EncoderFingerprint(Record):
     """What identifies an encoder's embeddings: equal `id` and `dim` = the same encoder."""
 
     name: str  #: the encoder's name ("me5-small")
@@ -103,7 +106,20 @@ class EncoderFingerprint(_Record):
 
 
 @dataclass(frozen=True, kw_only=True)
-class FileRecord(_Record):
+class ProjectionFingerprint(Record):
+    """What identifies a projection (`Projection.fingerprint()`): equal `id` = the same projection."""
+
+    path: str  #: its directory
+    method: str  #: how it was trained
+    id: str  #: hash of its weights
+    shipped: str | None = None  #: the encoder whose default projection, shipped inside xmine, it is
+
+    def __str__(self) -> str:
+        return f"projection {self.path} (id {self.id})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileRecord(Record):
     """A file of an artefact as its manifest records it."""
 
     bytes: int  #: size in bytes
@@ -112,7 +128,7 @@ class FileRecord(_Record):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ShardFile(_Record):
+class ShardFile(Record):
     """An embedding store's shard as the store's manifest records it."""
 
     file: str  #: the shard's .npy file, relative to the store
@@ -137,13 +153,13 @@ class ShardRecord(ShardFile):
 
 
 @dataclass(frozen=True, kw_only=True)
-class StoreManifest(_Record):
+class StoreManifest(Record):
     """`manifest.json` of an embedding store (xmine.store)."""
 
     kind: str  #: "embedding-store"
     format_version: int  #: the store format (xmine.store.layout.FORMAT_VERSION)
     encoder: EncoderFingerprint  #: the encoder its embeddings come from
-    projection: dict | None  #: the projection's fingerprint (None: raw embeddings)
+    projection: ProjectionFingerprint | None  #: the projection its rows went through (None: raw embeddings)
     part: str  #: "raw", "meaning" or "language"
     dtype: str  #: "float16" or "float32"
     lang: str  #: the corpus language code

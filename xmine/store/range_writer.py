@@ -109,7 +109,7 @@ def embed_shard_ranges(
         if len(todo) < 2 * slots:
             log.warning(f"{len(todo)} shard(s) to encode for {slots} encoder actor(s): the last shards run while "
                         "actors idle; a --shard-rows of a fraction of the corpus balances the work")
-        projection_path = projection.fingerprint().get("path") if projection is not None else None
+        projection_path = projection.fingerprint()["path"] if projection is not None else None
         make_kwargs = dict(
             input_path=str(input_path), out_dir=str(out_dir), encoder_name=encoder.name,
             encoder_kwargs={"precision": getattr(encoder, "precision", "fp32"),

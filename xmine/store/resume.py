@@ -12,7 +12,7 @@ from typing import Any
 
 from xmine.errors import ArtefactError
 from xmine.fileio import atomic_write_json, sha256_file
-from xmine.records import EncoderFingerprint, ShardRecord, read_field
+from xmine.records import EncoderFingerprint, ProjectionFingerprint, ShardRecord, read_field
 from xmine.store.directory import clear_dir, remove_temporaries
 from xmine.store.layout import PROGRESS
 
@@ -36,18 +36,18 @@ def identity_mismatch(old: dict[str, Any], new: dict[str, Any], *, where: str) -
             return f"its input was read with {key}={old['input'].get(key)!r}, not {new['input'].get(key)!r}"
     try:
         was = EncoderFingerprint.from_dict(old.get("encoder"), where=f"{where}: encoder")
+        was_p = read_field(old, "projection", ProjectionFingerprint | None, where=where)
     except ArtefactError as e:
         return str(e)  # damaged: it serves nothing (--overwrite replaces it)
     now = EncoderFingerprint.from_dict(new["encoder"], where="the encoder's fingerprint")
+    now_p = read_field(new, "projection", ProjectionFingerprint | None, where="the projection's fingerprint")
     if was.id != now.id:
         if was.weights_id == now.weights_id:
             p_old, p_new = was.run_precision, now.run_precision
             return f"it was made at encoder precision {p_old} (--precision {p_old}), not {p_new}"
         return f"it was made with encoder {was.name!r}, not {now.name!r}"
-    old_p = (old.get("projection") or {}).get("id")
-    new_p = (new.get("projection") or {}).get("id")
-    if old_p != new_p:
-        return f"it was made with projection {old.get('projection')}, not {new.get('projection')}"
+    if (was_p and was_p.id) != (now_p and now_p.id):
+        return f"it was made with {was_p or 'no projection'}, not {now_p or 'no projection'}"
     from xmine.langs import normalize_lang
 
     if normalize_lang(old.get("lang") or "") != normalize_lang(new.get("lang") or ""):  # de = deu = deu_Latn

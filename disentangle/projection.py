@@ -20,6 +20,7 @@ import numpy as np
 
 from xmine.fileio import atomic_path, atomic_write_json, read_manifest, write_manifest
 from xmine.errors import ArtefactError, ConfigError
+from xmine.records import ProjectionFingerprint
 
 KIND = "projection"
 CONFIG = "config.json"
@@ -91,10 +92,9 @@ class Projection:
         "shipped" names the encoder whose default projection, shipped inside xmine, this is."""
         from xmine.projection import SHIPPED_ROOT
 
-        fp = {"path": str(self.path), "method": self.method, "id": self.config["weights_sha256"][:16]}
-        if Path(self.path).resolve().parent == SHIPPED_ROOT:
-            fp["shipped"] = Path(self.path).resolve().name
-        return fp
+        where = Path(self.path).resolve()
+        return ProjectionFingerprint(path=str(self.path), method=self.method, id=self.config["weights_sha256"][:16],
+                                     shipped=where.name if where.parent == SHIPPED_ROOT else None).to_dict()
 
     def check_encoder(self, encoder_fingerprint: dict[str, Any]) -> None:
         """Raise EncoderMismatchError unless embeddings of `encoder_fingerprint` may go through this projection.

@@ -3,11 +3,11 @@
 FAISS's similarities can differ in the last bits with the number of queries in one call (BLAS
 picks other kernels for other shapes). So `search_blocks` cuts the queries the same way whatever
 runs it: blocks of `QUERY_BLOCK` rows, each searched in every shard by `shard_searcher` (what
-`search_shard` runs), merged per query by `merge_topk`; its units (a run of blocks x one shard)
+`IndexDir.search` runs), merged per query by `merge_topk`; its units (a run of blocks x one shard)
 run here or as Ray tasks (`xmine.executor`), with the same bytes.
 
 A "shard opener" is a picklable callable, `open_shard(s) -> (index, shard, choice)`, as
-`search_shard` and `shard_searcher` take them:
+`shard_searcher` takes them (an `IndexShard` and an `IndexChoice`):
 - `IndexDirShards(index_dir)`: the shards of an index directory (an open `IndexDir` or a path);
 - `FlatChunks(rows)`: exact inner-product search over rows, as flat indexes of `FLAT_CHUNK` rows
   built when opened (memory: one chunk, not the whole side).
@@ -20,8 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from xmine.executor import LOCAL, Executor, ShardProgress
-from xmine.index.choose import IndexChoice
-from xmine.index.faiss_index import IndexDir, IndexShard, shard_searcher
+from xmine.index.faiss_index import IndexChoice, IndexDir, IndexShard, shard_searcher
 from xmine.topk import merge_topk
 
 #: Queries per search call, in one process and on Ray alike (see the module doc).

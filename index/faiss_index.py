@@ -2,9 +2,8 @@
 (GPU if present). Building one: `xmine.index.build`.
 
 An index directory holds:
-- `manifest.json` (kind "index"): encoder and projection fingerprints, part, lang, count, dim, the
-  index choice (factory, nlist, nprobe, reason), the shards (file, first row, rows), the source and
-  provenance;
+- `manifest.json` (kind "index", read as an `IndexManifest`): encoder and projection fingerprints,
+  the index choice, the shards (file, first row, rows), the source and provenance;
 - `shard_00000.faiss`, ...: one FAISS index per `shard_rows` rows (all shards share one trained
   quantiser), searched one after another with their top-k merged;
 - `sentences.txt` (one sentence a line) and `line_numbers.npy` (1-based input lines), so searches
@@ -63,16 +62,6 @@ class IndexManifest(Record):
     shards: tuple[IndexShard, ...]  #: the shards in row order
     source: dict | None  #: what was indexed (a text file or a store; `corpus`: what line numbers count in)
     provenance: dict  #: what made it (xmine.artefacts.provenance)
-
-
-def set_search_params(index, choice: IndexChoice, nprobe: int | None = None) -> None:
-    import faiss
-
-    ps = faiss.ParameterSpace()
-    if choice.nlist:
-        ps.set_index_parameter(index, "nprobe", nprobe or choice.nprobe)
-    if choice.ef_search:
-        ps.set_index_parameter(index, "efSearch", choice.ef_search)
 
 
 def shard_plan(n: int, shard_rows: int) -> list[tuple[int, int]]:
@@ -190,13 +179,9 @@ class IndexDir:
         shards = self.manifest.shards
         keep = len(shards) == 1  # several shards exist because they do not fit in memory together
         use_gpu = gpu and gpu_count() > 0
-        all_s, all_i = [], []
-        for shard in shards:
-            s, i = search_shard(self._shard(shard, keep=keep), shard, self.manifest.choice, queries, k,
-                                nprobe=nprobe, use_gpu=use_gpu)
-            all_s.append(s)
-            all_i.append(i)
-        return merge_topk(all_s, all_i, k)
+        found = [shard_searcher(self._shard(shard, keep=keep), shard, self.manifest.choice, nprobe=nprobe,
+                                use_gpu=use_gpu)(queries, k) for shard in shards]
+        return merge_topk([s for s, _ in found], [i for _, i in found], k)
 
     def load_shard(self, s: int):
         """Shard number s as a FAISS index (read from disk; not kept)."""
@@ -217,16 +202,16 @@ class IndexDir:
         return out
 
 
-def search_shard(index, shard: IndexShard, choice: IndexChoice, queries: np.ndarray, k: int, *, nprobe: int | None,
-                 use_gpu: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k of float32 `queries` in one shard: (sims, rows of the whole index; -1 when fewer)."""
-    return shard_searcher(index, shard, choice, nprobe=nprobe, use_gpu=use_gpu)(queries, k)
-
-
 def shard_searcher(index, shard: IndexShard, choice: IndexChoice, *, nprobe: int | None, use_gpu: bool):
-    """`search(queries, k)` over one shard, as `search_shard`, with the search parameters set and
-    the index moved to the GPU once, for callers that search a shard block after block."""
-    set_search_params(index, choice, nprobe)
+    """`search(queries, k)` over one shard: top-k of float32 `queries` (sims, rows of the whole index;
+    -1 when fewer), with the search parameters set and the index moved to the GPU once."""
+    import faiss
+
+    ps = faiss.ParameterSpace()
+    if choice.nlist:
+        ps.set_index_parameter(index, "nprobe", nprobe or choice.nprobe)
+    if choice.ef_search:
+        ps.set_index_parameter(index, "efSearch", choice.ef_search)
     idx, res = to_gpu(index) if use_gpu else (index, None)
 
     def search(queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -53,6 +53,7 @@ from xmine.checkpoints import KeyedDir
 from xmine.executor import LOCAL, Executor, ShardProgress
 from xmine.fileio import atomic_path
 from xmine.index.build import as_f32, with_threads
+from xmine.index.faiss_index import IndexChoice, IndexShard, shard_plan
 from xmine.mining.ann_shards import base_side, rescore_candidates, shard_file
 from xmine.errors import ConfigError, NonFiniteRowError
 
@@ -177,8 +178,6 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
 
         knn = refine_passing(x, y, knn, passing=passing, key=passing_key, plan=plan, shard_rows=shard_rows,
                              trained=trained_bytes, work=work, config=config, show_progress=show_progress)
-    from xmine.index.faiss_index import shard_plan
-
     for tag, nb in (("fwd", m), ("bwd", n)):  # searched (and refined): the states resume past them
         bounds = shard_plan(nb, shard_rows)
         if len(bounds) > 1:
@@ -249,7 +248,6 @@ def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: KeyedDir,
     as it completes. A rerun builds only the missing shards and searches only the missing blocks."""
     from xmine.index.blocked_search import search_blocks
     from xmine.index.build import add_unit
-    from xmine.index.faiss_index import shard_plan
 
     nq, block = len(queries), config.query_block
     bounds = shard_plan(len(base), shard_rows)
@@ -289,18 +287,15 @@ class WorkShards:
     """The index shards of one direction in the work folder, by path (what a search unit opens)."""
 
     def __init__(self, files: list[str], bounds: list[tuple[int, int]], plan: dict):
-        self.files, self.bounds, self.plan = files, bounds, plan
+        self.files, self.bounds = files, bounds
+        self.choice = IndexChoice(kind="ivf", factory=plan["factory"], nlist=plan["nlist"], nprobe=plan["nprobe"])
 
     def __call__(self, s: int):
         """(index, shard, choice) of shard s, as `shard_searcher` takes them."""
         import faiss
 
-        from xmine.index.choose import IndexChoice
-        from xmine.index.faiss_index import IndexShard
-
-        (lo, hi), plan = self.bounds[s], self.plan
-        return (faiss.read_index(self.files[s]), IndexShard(file=self.files[s], start=lo, rows=hi - lo),
-                IndexChoice(kind="ivf", factory=plan["factory"], nlist=plan["nlist"], nprobe=plan["nprobe"]))
+        lo, hi = self.bounds[s]
+        return faiss.read_index(self.files[s]), IndexShard(file=self.files[s], start=lo, rows=hi - lo), self.choice
 
 
 __all__ = ["ApproximateConfig", "INDEX_TYPES", "approximate_knn_both", "train_quantiser"]

@@ -205,6 +205,7 @@ def test_a_damaged_index_manifest_is_one_line_naming_file_and_field(cli_index, t
 def test_projection_fingerprints_read_back_by_attribute():
     fp = {"path": "/p/me5-small", "method": "center", "id": "0123456789abcdef", "shipped": "me5-small"}
     rec = ProjectionFingerprint.from_dict(fp, where="x")
-    assert rec.to_dict() == fp and rec.shipped == "me5-small" and str(rec) == "projection /p/me5-small (id 0123456789abcdef)"
+    assert rec.to_dict() == fp and rec.shipped == "me5-small"
+    assert str(rec) == "projection /p/me5-small (id 0123456789abcdef)"  # as mismatch messages name it
     own = {k: v for k, v in fp.items() if k != "shipped"}
     assert ProjectionFingerprint.from_dict(own, where="x").to_dict() == own  # "shipped" left out, as written

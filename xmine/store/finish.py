@@ -11,7 +11,7 @@ import numpy as np
 
 from xmine.artefacts import provenance
 from xmine.fileio import MANIFEST, atomic_path, atomic_write_json, sha256_file
-from xmine.records import EncoderFingerprint, FileRecord, ShardRecord, StoreManifest
+from xmine.records import EncoderFingerprint, FileRecord, ProjectionFingerprint, ShardRecord, StoreManifest, read_field
 from xmine.store.directory import remove_leftovers
 from xmine.store.layout import (
     FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, LENGTHS, LINE_NUMBERS, OFFSETS, SENTENCE_INDEX, SENTENCES, STORE_KIND,
@@ -64,7 +64,8 @@ def finalise(out_dir: Path, identity: dict, shards: list[ShardRecord], stats: di
     manifest = StoreManifest(
         kind=STORE_KIND, format_version=FORMAT_VERSION,
         encoder=EncoderFingerprint.from_dict(identity["encoder"], where="the encoder's fingerprint"),
-        **{k: identity[k] for k in ("projection", "part", "dtype", "lang", "max_chars")},
+        projection=read_field(identity, "projection", ProjectionFingerprint | None, where="the projection"),
+        **{k: identity[k] for k in ("part", "dtype", "lang", "max_chars")},
         count=count, dim=shards[0].dim, input=identity["input"], input_stats={**stats, "unique_sentences": unique},
         shards=tuple(s.manifest_entry() for s in shards),
         files={name: FileRecord(bytes=(out_dir / name).stat().st_size, sha256=sha256_file(out_dir / name))

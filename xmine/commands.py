@@ -93,8 +93,8 @@ def describe_auto_precision() -> str:
 @precision_option(default_from="the precision of the finished store OUT")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @input_format_options
-@ray_option("the encoding (an actor pool of encoders, one shard per task; choose --shard-rows so that "
-            "each actor gets several shards). The store is the same as without --ray")
+@ray_option("the encoding (an actor pool of encoders, one shard at a time each, any input format; choose "
+            "--shard-rows so that each actor gets several shards). The store is the same as without --ray")
 def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_size, shard_rows,
           max_chars, overwrite, device, precision, quiet, ray_address, input_format) -> None:
     """Embed CORPUS into an embedding store: a text file (one sentence per line, UTF-8, plain or

@@ -170,36 +170,20 @@ def _decode(raw: bytes, path: Path, line_no: int) -> str:
         ) from None
 
 
-def iter_lines(path: str | Path, *, stats: CorpusStats | None = None, start: tuple[int, int] = (0, 1),
-               offsets: bool = False) -> Iterator[tuple[int, str]]:
+def iter_lines(path: str | Path, *, stats: CorpusStats | None = None) -> Iterator[tuple[int, str]]:
     """Yield (line_number, text) for EVERY line of the file, empty ones included, validated.
 
     Line numbers are 1-based. Text has its newline (and a `\\r` before it) removed, the BOM of
     the first line stripped, and tabs/stray line breaks replaced by spaces (see the module doc).
-    `start=(byte_offset, line_number)` begins at that line (a range of the file, for a worker
-    that reads one shard; offsets count decompressed bytes of a compressed file). `offsets=True` yields
-    (line_number, text, byte_offset_of_the_line) instead.
     """
     path = Path(path)
     st = stats if stats is not None else CorpusStats(path=path)
     cr = uses_cr_line_ends(path)
-    offset, first = start
     with open_binary(path) as f:
         st.compression = compression_of(path)
         st.gzip = st.compression == "gzip"
         try:
-            if offset and f.seekable():
-                f.seek(offset)
-            elif offset:  # a zstd stream reads forward only
-                left = offset
-                while left:
-                    got = len(f.read(min(left, 1 << 20)))
-                    if not got:
-                        raise EOFError(f"the file ends before byte {offset}")
-                    left -= got
-            for line_no, raw in enumerate(_raw_lines(f, cr), start=first):
-                line_start = offset
-                offset += len(raw)
+            for line_no, raw in enumerate(_raw_lines(f, cr), start=1):
                 if raw.endswith(b"\n"):
                     raw = raw[:-1]
                 if raw.endswith(b"\r"):
@@ -211,7 +195,7 @@ def iter_lines(path: str | Path, *, stats: CorpusStats | None = None, start: tup
                     text = _BREAKERS.sub(" ", text)
                     st.replaced_count += 1
                 st.lines = line_no
-                yield (line_no, text, line_start) if offsets else (line_no, text)
+                yield line_no, text
         except read_errors() as e:
             if isinstance(e, FileNotFoundError):
                 raise
@@ -225,21 +209,17 @@ def iter_corpus(
     max_chars: int = DEFAULT_MAX_CHARS,
     stats: CorpusStats | None = None,
     warn: bool = True,
-    start: tuple[int, int] = (0, 1),
-    offsets: bool = False,
 ) -> Iterator[tuple[int, str]]:
     """Stream the sentences of a corpus: yield (line_number, sentence) for each non-empty line.
 
     Memory stays bounded whatever the file size. Pass a `CorpusStats` to see what was skipped;
     it is complete once the iterator is exhausted. Raises `InputError` on bad input (see the
     module doc), including, at the end, when the file holds no sentence at all. `warn=False`
-    keeps the warnings out of the log (they are still counted in `stats`). `start` and
-    `offsets` are those of `iter_lines` (a range of the file; byte offsets of the lines).
+    keeps the warnings out of the log (they are still counted in `stats`).
     """
     path = Path(path)
     st = stats if stats is not None else CorpusStats(path=path)
-    for item in iter_lines(path, stats=st, start=start, offsets=offsets):
-        line_no, text = item[0], item[1]
+    for line_no, text in iter_lines(path, stats=st):
         if not text.strip():
             st.empty_lines += 1
             continue
@@ -248,32 +228,12 @@ def iter_corpus(
             if len(st.long_lines) < WARN_LIST:
                 st.long_lines.append(line_no)
         st.sentences += 1
-        yield item
+        yield line_no, text
     if st.sentences == 0:
         raise InputError(path, f"no sentence in the file ({st.lines} line(s), all empty or whitespace)")
     if warn:
         for message in st.warnings(max_chars):
             log.warning(message)
-
-
-def shard_ranges(path: str | Path, shard_rows: int, *, max_chars: int = DEFAULT_MAX_CHARS,
-                 stats: CorpusStats | None = None, leading: Sequence[int] = ()) -> list[dict]:
-    """Cut a corpus into shards of `shard_rows` sentences, the shards `iter_corpus` would give:
-    [{"offset": byte offset of the shard's first line, "line": its line number, "rows": sentences,
-    "bytes": UTF-8 bytes of its sentences (a proxy of the shard's encoding cost)}].
-
-    One validating pass over the file (bad input raises here, before any work is handed out);
-    a worker then reads its shard with `iter_corpus(path, start=(offset, line))`. `leading`: the
-    sizes of the first shards when they differ (shards an interrupted run finished).
-    """
-    ranges: list[dict] = []
-    for line_no, text, offset in iter_corpus(path, max_chars=max_chars, stats=stats, warn=False, offsets=True):
-        size = leading[len(ranges) - 1] if 0 < len(ranges) <= len(leading) else shard_rows
-        if not ranges or ranges[-1]["rows"] == size:
-            ranges.append({"offset": offset, "line": line_no, "rows": 0, "bytes": 0})
-        ranges[-1]["rows"] += 1
-        ranges[-1]["bytes"] += len(text.encode("utf-8"))
-    return ranges
 
 
 def read_corpus(path: str | Path, *, max_chars: int = DEFAULT_MAX_CHARS) -> Corpus:
@@ -294,6 +254,6 @@ def truncate_for_encoding(sentences: Sequence[str], max_chars: int = DEFAULT_MAX
 
 
 __all__ = [
-    "DEFAULT_MAX_CHARS", "Corpus", "CorpusStats", "iter_corpus", "iter_lines", "read_corpus", "shard_ranges",
+    "DEFAULT_MAX_CHARS", "Corpus", "CorpusStats", "iter_corpus", "iter_lines", "read_corpus",
     "truncate_for_encoding",
 ]

@@ -11,7 +11,8 @@ and autofaiss, where the engine only schedules.
 - `LOCAL`: the units one after another, in order, in this process. A unit uses the machine's
   threads itself (BLAS, FAISS's OpenMP, torch), and reports its rows as it goes (`on_rows`).
 - `OnRay()`: each unit a Ray task of `cpus` CPUs (or one GPU), at most a window in flight
-  (`xmine.cluster.run_tasks`); a task whose worker died is re-run. Connect first
+  (`xmine.cluster.run_tasks`), or a call on a pool of actors that keep a loaded model
+  (`map_actors`); a task whose worker died is re-run, a dead actor restarted. Connect first
   (`xmine.cluster.connect`).
 
 A unit function takes its unit's arguments and a keyword `on_rows` (a callback of a row count,
@@ -20,7 +21,6 @@ or None): `LOCAL` passes the progress bar's, Ray tasks none (their rows count wh
 
 from __future__ import annotations
 
-import pickle
 import time
 from typing import Any, Callable, Iterable, Iterator
 
@@ -33,8 +33,9 @@ class ShardProgress:
     `partial(rows)` as a unit goes (this process), `done(rows)` when a unit is finished: the bar
     then counts what the unit did not report itself."""
 
-    def __init__(self, *, shards: int, rows: int, desc: str, unit: str = " sentences", enabled: bool = True,
+    def __init__(self, *, shards: int | None, rows: int, desc: str, unit: str = " sentences", enabled: bool = True,
                  shards_done: int = 0, rows_done: int = 0):
+        """`shards`: how many units there are, None when a stream's count is not known up front."""
         from tqdm.auto import tqdm
 
         self.shards, self.shards_done, self._partial = shards, shards_done, 0
@@ -44,7 +45,7 @@ class ShardProgress:
         self.bar.set_postfix_str(self._postfix())
 
     def _postfix(self) -> str:
-        return f"shards {self.shards_done}/{self.shards}"
+        return f"shards {self.shards_done}" + (f"/{self.shards}" if self.shards is not None else "")
 
     def partial(self, rows: int) -> None:
         self._partial += rows
@@ -55,6 +56,10 @@ class ShardProgress:
         self.bar.update(max(0, rows - self._partial))
         self._partial = 0
         self.bar.set_postfix_str(self._postfix())
+
+    def complete(self) -> None:
+        """Move the bar to its total (rows no unit covers, such as trailing empty lines)."""
+        self.bar.update(max(0, self.bar.total - self.bar.n))
 
     def close(self) -> None:
         self.bar.close()
@@ -157,27 +162,39 @@ class OnRay(Executor):
 
     def map_actors(self, make: Callable, make_kwargs: dict, units: Iterable[tuple], *, actors: int = 1,
                    cpus: int = 1, gpus: int = 0, progress: ShardProgress | None = None) -> Iterator[Any]:
-        """A Ray Data actor pool of `actors` workers; each unit travels as a pickle of its few numbers."""
+        """A pool of `actors` Ray actors, each given one unit at a time; `units` is read lazily (at
+        most one unit per actor is held), so a streamed corpus is never held whole. An actor that
+        dies is restarted (its worker made again) and its unit re-run."""
         import ray
 
-        items = [{"unit": pickle.dumps(tuple(u))} for u in units]
-        if not items:
-            return iter(())
-        ds = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
-            PoolActor, batch_size=1, compute=ray.data.ActorPoolStrategy(size=actors, max_tasks_in_flight_per_actor=1),
-            num_cpus=cpus, num_gpus=gpus, fn_constructor_kwargs={"make": make, "make_kwargs": make_kwargs})
-        return (pickle.loads(row["result"]) for row in ds.iter_rows())
+        from xmine.cluster import get
+
+        actor = ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=-1)(PoolActor)
+        pool = [actor.remote(make, make_kwargs) for _ in range(max(1, actors))]
+        idle, running, todo = list(pool), {}, iter(units)
+        try:
+            while True:
+                while idle and (unit := next(todo, None)) is not None:
+                    a = idle.pop()
+                    running[a.run.remote(unit)] = a
+                if not running:
+                    return
+                ready, _ = ray.wait(list(running), num_returns=1)
+                idle.append(running.pop(ready[0]))
+                yield get(ready[0])
+        finally:
+            for a in pool:
+                ray.kill(a)
 
 
 class PoolActor:
-    """A Ray Data actor holding one `make(**make_kwargs)` worker for its whole life."""
+    """A Ray actor holding one `make(**make_kwargs)` worker for its whole life."""
 
     def __init__(self, make: Callable, make_kwargs: dict):
         self.worker = make(**make_kwargs)
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        results = [pickle.dumps(self.worker(*pickle.loads(u))) for u in batch["unit"]]
-        return {"result": np.asarray(results, dtype=object)}
+    def run(self, unit: tuple) -> Any:
+        return self.worker(*unit)
 
 
 def executor_for(ray_address: str | None) -> Executor:

@@ -60,13 +60,14 @@ def ov_config(precision: str, threads: int) -> dict[str, Any]:
     """Compile settings: the inference precision, one stream of `threads` threads, latency mode.
 
     int8 runs its quantised products in int8 and the rest in bf16 where the CPU has native bf16,
-    else f32.
+    else f32. Threads are not pinned to cores: OpenVINO pins each process's threads from the
+    first core, so one-thread encoder actors on one machine (`embed --ray`) would share a core.
     """
     from xmine.encoders.precision import cpu_bf16_flag
 
     hint = {"fp32": "f32", "bf16": "bf16"}.get(precision, "bf16" if cpu_bf16_flag() else "f32")
     return {"INFERENCE_PRECISION_HINT": hint, "INFERENCE_NUM_THREADS": int(threads), "NUM_STREAMS": 1,
-            "PERFORMANCE_HINT": "LATENCY"}
+            "PERFORMANCE_HINT": "LATENCY", "ENABLE_CPU_PINNING": False}
 
 
 def model_source(*, weights_id: str, precision: str) -> dict[str, Any]:

@@ -5,7 +5,7 @@
 actors (one per GPU, else one per `threads` CPUs, `max_restarts=-1` so a killed one comes back and
 its call is retried) each load the encoder once, at the start, and keep it for every call. So
 code that takes an encoder (the embedding cache, the trainer) runs its encoding on the cluster
-unchanged. For whole corpora, `xmine embed --ray` streams shards through a Ray Data actor pool.
+unchanged. For whole corpora, `xmine embed --ray` streams shards through an actor pool (`xmine.executor`).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ Layout of a finished store directory (names in `layout.py`):
 - `writer.py`: `embed_corpus` streams a text file through an encoder into a store, resumably;
   `StoreWriter` writes one from embeddings computed elsewhere.
 - `shards.py`: one shard encoded and written, the same in one process and in a Ray actor
-  (`range_writer.py`, shard ranges as units of a Ray cluster).
+  (`ShardWriter`, the unit `embed_corpus` hands to its executor).
 - `text.py`: the text column read by offset, and the row index (offsets, 64-bit hashes, lengths).
 """
 

@@ -1,21 +1,25 @@
-"""One shard of an embedding store: encoded (`encode_shard`) and written (`write_shard_record`).
-
-The single-process writer (`xmine.store.writer.embed_corpus`, `StoreWriter`) and the Ray actors
-(`xmine.store.range_writer`) call the same functions, so a shard's files are the same whoever made them.
+"""One shard of an embedding store: encoded (`encode_shard`) and written (`write_shard_record`);
+`ShardWriter` does both as the unit `embed_corpus` hands to its executor, in this process or in
+a Ray actor, so a shard's files are the same whoever made them.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from xmine.corpus import CorpusStats, truncate_for_encoding
+from xmine.corpus import truncate_for_encoding
 from xmine.errors import ArtefactError
 from xmine.fileio import atomic_path, atomic_write_text, sha256_file
 from xmine.records import ShardRecord
 from xmine.store.layout import emb_name, ids_name, lines_name, sent_name, text_name
+
+#: CPU threads per encoder actor on CPU-only clusters (one actor per `threads` CPUs). One thread per
+#: actor keeps every core busy through the tokeniser and the single-threaded parts of a forward
+#: pass, where one process with a thread per core leaves cores idle.
+ACTOR_THREADS = 1
 
 # Sentences handed to the encoder at once inside a shard: enough for its length-sorted batching,
 # few enough that the progress bar moves every few seconds.
@@ -24,18 +28,15 @@ _ENCODE_CHUNK = 2048
 
 def encode_shard(
     sentences: list[str], *, encoder: Any, projection: Any, part: str, batch_size: int,
-    max_chars: int, pbar: Any, lines: list[int], last_line: int, stats: CorpusStats | None = None,
-    lang: str | None = None,
-) -> np.ndarray:
-    """Encode one shard in chunks (so the progress bar moves), then apply the projection.
+    max_chars: int, on_rows: Any, lines: list[int], last_line: int, lang: str | None = None,
+) -> tuple[np.ndarray, list[int]]:
+    """Encode one shard in chunks (so the progress bar moves), then apply the projection: the
+    embeddings (float32) and the line numbers of the sentences the encoder cut at its token limit.
 
     Each distinct text of the shard is encoded once and its vector copied to every repeat: web
     corpora repeat lines (boilerplate, navigation), and the encoder is where the time goes."""
     texts = truncate_for_encoding(sentences, max_chars)
-    if stats is not None and hasattr(encoder, "truncated"):
-        cut = encoder.truncated(texts)
-        if len(cut):
-            stats.note_token_cuts([lines[i] for i in cut], getattr(encoder, "max_tokens", None))
+    cut = encoder.truncated(texts) if hasattr(encoder, "truncated") else []
     first: dict[str, int] = {}
     inverse = np.fromiter((first.setdefault(t, len(first)) for t in texts), dtype=np.int64, count=len(texts))
     unique = list(first)
@@ -50,11 +51,11 @@ def encode_shard(
         if raw.ndim != 2 or raw.shape[0] != len(chunk):
             raise ArtefactError(f"encoder returned shape {raw.shape} for {len(chunk)} sentences")
         pieces.append(projection.transform(raw, part, lang=lang) if projection is not None else raw)
-        if pbar is not None:
+        if on_rows is not None:
             done = int(np.searchsorted(needs, lo + len(chunk)))  # rows whose texts are all encoded
-            pbar.update(lines[done - 1] - shown)
+            on_rows(lines[done - 1] - shown)
             shown = lines[done - 1]
-    return np.concatenate(pieces, axis=0).astype(np.float32, copy=False)[inverse]
+    return np.concatenate(pieces, axis=0).astype(np.float32, copy=False)[inverse], [lines[i] for i in cut]
 
 
 def write_shard_record(out_dir: Path, idx: int, emb: np.ndarray, line_numbers, sentences: Sequence[str],
@@ -83,3 +84,44 @@ def write_shard_record(out_dir: Path, idx: int, emb: np.ndarray, line_numbers, s
                        sha256=sha256_file(emb_path), lines_file=lines_name(idx), text_file=text_name(idx),
                        dim=int(emb.shape[1]), ids_file=ids_name(idx) if ids is not None else None,
                        sent_file=sent_name(idx) if positions is not None else None)
+
+
+class EncodedShard(NamedTuple):
+    """What a `ShardWriter` unit gives back."""
+
+    index: int  #: the shard's index
+    record: ShardRecord  #: its files, as written
+    token_cut_lines: list[int]  #: lines the encoder cut at its token limit
+    max_tokens: int | None  #: that limit
+
+
+class ShardWriter:
+    """The unit of `embed`: a shard's sentences encoded (and projected) and written into `out_dir`.
+
+    Built once per worker (the encoder is loaded once), here with the driver's own encoder or on a
+    cluster by `on_worker`, which loads the driver's encoder by name and checks its fingerprint."""
+
+    def __init__(self, *, encoder: Any, projection: Any, out_dir: str | Path, part: str, dtype: str,
+                 batch_size: int, max_chars: int, lang: str | None):
+        self.encoder, self.projection, self.out_dir = encoder, projection, Path(out_dir)
+        self.part, self.dtype, self.batch_size, self.max_chars, self.lang = part, dtype, batch_size, max_chars, lang
+
+    @classmethod
+    def on_worker(cls, *, encoder_name: str, encoder_kwargs: dict, fingerprint: dict, use_gpu: bool, threads: int,
+                  projection_path: str | None, **settings) -> "ShardWriter":
+        from xmine.encoders.loader import load_worker_encoder
+        from xmine.projection import resolve_projection
+
+        encoder = load_worker_encoder(encoder_name, fingerprint=fingerprint, use_gpu=use_gpu, threads=threads,
+                                      **encoder_kwargs)
+        return cls(encoder=encoder, projection=resolve_projection(projection_path), **settings)
+
+    def __call__(self, idx: int, sentences: list[str], lines: list[int], ids: list | None, positions: list | None,
+                 last_line: int, on_rows=None) -> EncodedShard:
+        emb, cut = encode_shard(sentences, encoder=self.encoder, projection=self.projection, part=self.part,
+                                batch_size=self.batch_size, max_chars=self.max_chars, on_rows=on_rows, lines=lines,
+                                last_line=last_line, lang=self.lang)
+        record = write_shard_record(self.out_dir, idx, emb.astype(self.dtype, copy=False), lines, sentences, ids=ids,
+                                    positions=positions)
+        return EncodedShard(idx, record, cut, getattr(self.encoder, "max_tokens", None))
+

@@ -1,7 +1,9 @@
 """Writing an embedding store (see xmine.store for the layout): `embed_corpus`.
 
-How `embed_corpus` builds it: the corpus is streamed and encoded shard by shard (`shard_rows`
-sentences), so memory stays bounded whatever the corpus size. Each finished shard (embeddings,
+How `embed_corpus` builds it: the corpus is streamed and cut into shards of `shard_rows`
+sentences, each encoded and written by a `ShardWriter` unit (xmine.store.shards) in this process
+or in an actor pool on a Ray cluster (`xmine.executor`), so memory stays bounded whatever the
+corpus size. Each finished shard (embeddings,
 line numbers and text) is written atomically and then recorded in `progress.json`; a run killed or
 interrupted midway is resumed by running it again: shards already recorded are checked (size,
 sha256) and kept, the input is streamed past them, and only the rest is encoded. A run is only
@@ -15,12 +17,13 @@ Without a projection the raw encoder embeddings are stored and the manifest's pa
 one, `projection.transform(raw, part)` ("meaning" or "language") is stored.
 
 The steps, in order: `_check_request`, `_finished_or_build_dir`, `resume` (xmine.store.resume),
-`_encode_here` or `_encode_ranges`, `finalise` (xmine.store.finish).
+`_encode_shards`, `finalise` (xmine.store.finish).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import shutil
 import time
@@ -30,7 +33,7 @@ from typing import Any, Callable
 
 from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats
 from xmine.errors import ArtefactError, ConfigError
-from xmine.executor import LOCAL, Executor, executor_for
+from xmine.executor import LOCAL, Executor, ShardProgress, executor_for
 from xmine.fileio import MANIFEST, read_manifest, swap_in_dir
 from xmine.output_state import MARKER
 from xmine.outputs import claim_output
@@ -40,8 +43,8 @@ from xmine.store.directory import clear_dir, lock_store_dir, rebuild_dir, refuse
 from xmine.store.finish import finalise
 from xmine.store.layout import DTYPES, LOCK, PARTS, PROGRESS, STORE_KIND
 from xmine.store.reader import EmbeddingStore
-from xmine.store.resume import Progress, identity_mismatch, resume
-from xmine.store.shards import encode_shard, write_shard_record
+from xmine.store.resume import Progress, identity_mismatch, resume, shard_intact
+from xmine.store.shards import ACTOR_THREADS, EncodedShard, ShardWriter
 
 log = logging.getLogger("xmine.store")
 
@@ -117,9 +120,6 @@ def _check_request(input_path: Path, *, encoder: Any, lang: str, projection: Any
         # Before the input is read: a missing language or splitter library fails at once.
         splitter = sentence_splitter(None if lang == UNDETERMINED else lang, what=str(input_path))
     reader = open_corpus(input_path, input_format)
-    if ray is not None and (reader.format != "text" or splitter is not None):
-        raise ConfigError(f"--ray encodes text files one sentence a line; {input_path} is read as {reader.format}"
-                          f"{' and split into sentences' if splitter is not None else ''}: embed it without --ray")
     identity = {
         "input": {**reader.identity(), **({"split_sentences": splitter.describe()} if splitter else {})},
         "encoder": enc_fp,
@@ -204,7 +204,8 @@ def embed_corpus(
     - `on_shard_done(shard_index, rows_done)`: called after each shard is safely on disk.
 
     `ray`: None encodes in this process; "auto" or a Ray cluster address encodes the shards in an
-    actor pool on that cluster (`xmine.store.range_writer`), writing the same store.
+    actor pool on that cluster (each actor loads the encoder once), writing the same store, for
+    every input format.
 
     `input_format`: an `xmine.reader_base.InputFormat` (format, text field, id field); None reads by
     extension. Every record of a non-text input is checked before anything is written; a row's
@@ -241,11 +242,8 @@ def embed_corpus(
         progress.save()
         stats = CorpusStats(path=input_path)
         try:
-            if ray is not None:
-                _encode_ranges(job, out_dir, progress, info, stats, shard_rows=shard_rows, show_progress=show_progress)
-            else:
-                _encode_here(job, out_dir, progress, info, stats, shard_rows=shard_rows, show_progress=show_progress,
-                             on_shard_done=on_shard_done)
+            _encode_shards(job, out_dir, progress, info, stats, shard_rows=shard_rows, show_progress=show_progress,
+                           on_shard_done=on_shard_done)
         except BaseException:
             if not progress.shards and not progress.more:  # nothing finished: no progress file to mistake for a store
                 with contextlib.suppress(FileNotFoundError):
@@ -268,88 +266,94 @@ def embed_corpus(
         return store
 
 
-def _encode_here(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo, stats: CorpusStats, *,
-                 shard_rows: int, show_progress: bool, on_shard_done: Callable[[int, int], None] | None) -> None:
-    """The single-process loop: stream the corpus past the finished shards and encode the rest
-    shard by shard, recording each in the progress file as it is written."""
-    pbar = None
-    if show_progress:
-        from tqdm import tqdm
+def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo, stats: CorpusStats, *,
+                   shard_rows: int, show_progress: bool, on_shard_done: Callable[[int, int], None] | None) -> None:
+    """Stream the corpus, cut it into shards of `shard_rows` sentences, and hand each shard not
+    finished by an earlier run to the job's executor (`ShardWriter`: in this process, or an actor
+    pool on a cluster), recording each in the progress file as it is written. Shards may finish
+    out of order on a cluster: the progress file keeps the finished prefix as "shards" and the
+    others as "more_shards". Memory: the shard being read, and one per busy worker."""
+    executor = job.executor
+    finished: dict[int, ShardRecord] = dict(enumerate(progress.shards))
+    for i, record in progress.more.items():  # finished after a gap by an interrupted run on a cluster
+        if shard_intact(out_dir, record):
+            finished[i] = record
+    spans: dict[int, int] = {}  # input lines each shard covers, for the progress bar
+    cuts: dict[int, EncodedShard] = {}
 
-        pbar = tqdm(total=job.reader.count, unit=" lines", desc=f"embed {job.input_path.name}", dynamic_ncols=True)
-    try:
-        buf_text: list[str] = []
-        buf_lines: list[int] = []
-        buf_ids: list | None = [] if job.reader.has_ids else None
-        buf_pos: list | None = [] if job.splitter is not None else None
-        skip = info.resumed_rows
-        last_line = 0
-
-        def flush() -> None:
-            nonlocal last_line
-            idx = len(progress.shards)
-            emb = encode_shard(
-                buf_text, encoder=job.encoder, projection=job.projection, part=job.part,
-                batch_size=job.batch_size, max_chars=job.max_chars, pbar=pbar, lines=buf_lines,
-                last_line=last_line, stats=stats, lang=job.encode_lang,
-            )
-            last_line = buf_lines[-1]
-            progress.shards.append(write_shard_record(out_dir, idx, emb.astype(job.dtype, copy=False), buf_lines,
-                                                      buf_text, ids=buf_ids, positions=buf_pos))
-            progress.save()
-            info.encoded += len(buf_text)
-            for buf in (buf_text, buf_lines, buf_ids, buf_pos):
+    def units(bar: ShardProgress):
+        shard, last_line, text, lines = 0, 0, [], []
+        ids: list | None = [] if job.reader.has_ids else None  # filled by the reader beside each row
+        positions: list | None = [] if job.splitter is not None else None
+        if job.splitter is None:
+            rows = job.reader.sentences(max_chars=job.max_chars, stats=stats, ids=ids)
+        else:
+            rows = job.reader.split_into_sentences(job.splitter, max_chars=job.max_chars, stats=stats, ids=ids,
+                                                   positions=positions)
+        for line_no, sentence in itertools.chain(rows, [(None, None)]):
+            if line_no is not None:
+                text.append(sentence)
+                lines.append(line_no)
+                if len(text) < shard_rows:
+                    continue
+            if not text:
+                break
+            spans[shard] = lines[-1] - last_line
+            done = finished.get(shard)
+            if done is not None and done.rows != len(text):  # recorded for another cut: encode it again
+                log.warning(f"{out_dir / done.file}: recorded with {done.rows} rows, not {len(text)}; encoding it again")
+                del finished[shard]
+                done = None
+            if done is None:
+                yield (shard, text, lines, None if ids is None else list(ids),
+                       None if positions is None else list(positions), last_line)
+            else:
+                bar.done(spans.pop(shard))
+            shard, last_line, text, lines = shard + 1, lines[-1], [], []
+            for buf in (ids, positions):
                 if buf is not None:
                     buf.clear()
-            if on_shard_done is not None:
-                on_shard_done(idx, sum(s.rows for s in progress.shards))
-
-        if job.splitter is None:
-            rows = job.reader.sentences(max_chars=job.max_chars, stats=stats, ids=buf_ids)
-        else:
-            rows = job.reader.split_into_sentences(job.splitter, max_chars=job.max_chars, stats=stats, ids=buf_ids,
-                                                   positions=buf_pos)
-        for line_no, sentence in rows:
-            if skip:
-                for buf in (buf_ids, buf_pos):
-                    if buf is not None:
-                        buf.clear()
-                skip -= 1
-                last_line = line_no
-                if pbar is not None and skip == 0:
-                    pbar.update(line_no)
-                continue
-            buf_text.append(sentence)
-            buf_lines.append(line_no)
-            if len(buf_text) >= shard_rows:
-                flush()
-        if skip:
+        if any(i >= shard for i in finished):
             raise ArtefactError(f"{out_dir}: the interrupted run recorded more sentences than {job.input_path} holds")
-        if buf_text:
-            flush()
-        if pbar is not None:
-            pbar.update(job.reader.count - pbar.n)
-    finally:
-        if pbar is not None:
-            pbar.close()
 
-
-def _encode_ranges(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo, stats: CorpusStats, *,
-                   shard_rows: int, show_progress: bool) -> None:
-    """Encode the shards not yet finished as independent units of the job's executor (a Ray
-    cluster's actor pool)."""
-    from xmine.store.range_writer import embed_shard_ranges
-
-    def save_progress(prefix: list[ShardRecord], rest: dict[int, ShardRecord]) -> None:
-        progress.shards, progress.more = prefix, rest
+    def record(result: EncodedShard) -> None:
+        finished[result.index] = result.record
+        prefix = list(itertools.takewhile(finished.__contains__, itertools.count()))
+        progress.shards, progress.more = [finished[i] for i in prefix], {
+            i: r for i, r in sorted(finished.items()) if i >= len(prefix)}
         progress.save()
+        info.encoded += result.record.rows
+        if on_shard_done is not None:
+            on_shard_done(result.index, sum(r.rows for r in finished.values()))
 
-    progress.shards, info.encoded = embed_shard_ranges(
-        job.input_path, out_dir, executor=job.executor, encoder=job.encoder, projection=job.projection,
-        part=job.part, dtype=job.dtype, lang=job.encode_lang, shard_rows=shard_rows, batch_size=job.batch_size,
-        max_chars=job.max_chars, done=list(progress.shards), more=dict(progress.more), stats=stats,
-        save_progress=save_progress, show_progress=show_progress)
-    info.resumed_rows = sum(s.rows for s in progress.shards) - info.encoded
+    settings = dict(out_dir=str(out_dir), part=job.part, dtype=job.dtype, batch_size=job.batch_size,
+                    max_chars=job.max_chars, lang=job.encode_lang)
+    if executor.distributed:  # each actor loads the driver's encoder by name (checked by fingerprint)
+        use_gpu = executor.gpus() >= 1
+        actors = executor.gpus() if use_gpu else max(1, executor.slots() // ACTOR_THREADS)
+        make, make_kwargs = ShardWriter.on_worker, dict(
+            settings, encoder_name=job.encoder.name, fingerprint=job.encoder.fingerprint(), use_gpu=use_gpu,
+            threads=ACTOR_THREADS, projection_path=getattr(job.projection, "path", None),
+            encoder_kwargs={"precision": getattr(job.encoder, "precision", "fp32"),
+                            "runtime": getattr(job.encoder, "runtime", "torch")})
+        if job.reader.count < 2 * actors * shard_rows:
+            log.warning(f"fewer than {2 * actors} shards of {shard_rows} rows for {actors} encoder actor(s): the last "
+                        "shards run while actors idle; a --shard-rows of a fraction of the corpus balances the work")
+    else:
+        use_gpu, actors = False, 1
+        make, make_kwargs = ShardWriter, dict(settings, encoder=job.encoder, projection=job.projection)
+    desc = f"embed {job.input_path.name}" + (f" ({executor.name}, {actors} actors)" if executor.distributed else "")
+    with ShardProgress(shards=None, rows=job.reader.count, desc=desc, unit=" lines", enabled=show_progress) as bar:
+        for result in executor.map_actors(make, make_kwargs, units(bar), actors=actors,
+                                          cpus=0 if use_gpu else ACTOR_THREADS, gpus=int(use_gpu), progress=bar):
+            record(result)
+            cuts[result.index] = result
+            bar.done(spans.pop(result.index))
+        bar.complete()
+    info.resumed_rows = sum(r.rows for r in finished.values()) - info.encoded  # the prefix and after a gap
+    for i in sorted(cuts):  # in the order of the input, however the shards finished
+        if cuts[i].token_cut_lines:
+            stats.note_token_cuts(cuts[i].token_cut_lines, cuts[i].max_tokens)
 
 
 def _input_stats(stats: CorpusStats, job: _Job) -> dict[str, Any]:

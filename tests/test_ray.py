@@ -430,3 +430,32 @@ def test_a_row_view_over_files_reaches_the_tasks_as_its_paths(cluster, tmp_path)
     for a, b in zip(here, there):
         assert np.array_equal(a, b)
     assert np.array_equal(here[1][:, 0], np.argmax(q @ x.T, axis=1))  # each query's nearest row, exactly
+
+
+def test_a_rerun_whose_shards_all_finished_after_a_gap_finalises_the_whole_store(cluster, corpora, local_store,
+                                                                                 tmp_path):
+    # A run on a cluster killed after its last shard was written but before the store was
+    # finalised, with the shards recorded out of order ("more_shards"): the rerun encodes nothing
+    # and must finalise every shard, not only the finished prefix.
+    from xmine.encoders import load_encoder
+    from xmine.store.writer import embed_corpus
+
+    out = tmp_path / "ray"
+
+    def stop_when_all_done(idx, rows):
+        if rows == 300:
+            raise KeyboardInterrupt
+
+    # As `xmine embed --lang de` calls it (the CLI records ISO 639-3 codes).
+    kwargs = dict(encoder=load_encoder(ENCODER, lazy=True), lang="deu", shard_rows=SHARD_ROWS, show_progress=False,
+                  ray=cluster)
+    with pytest.raises(KeyboardInterrupt):
+        embed_corpus(corpora / "de.txt", out, on_shard_done=stop_when_all_done, **kwargs)
+    progress = json.loads((out / "progress.json").read_text())
+    shards = progress["shards"] + [{k: v for k, v in s.items() if k != "index"} for s in progress["more_shards"]]
+    assert len(shards) == 5
+    progress["shards"], progress["more_shards"] = [], [{"index": i, **s} for i, s in enumerate(shards)]
+    (out / "progress.json").write_text(json.dumps(progress))
+    store = embed_corpus(corpora / "de.txt", out, **kwargs)
+    assert store.build_info.encoded == 0 and len(store) == 300
+    _same_store(local_store, out)

@@ -279,7 +279,7 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
         if shard_intact(out_dir, record):
             finished[i] = record
     spans: dict[int, int] = {}  # input lines each shard covers, for the progress bar
-    cuts: dict[int, EncodedShard] = {}
+    encoded: dict[int, EncodedShard] = {}
 
     def units(bar: ShardProgress):
         shard, last_line, text, lines = 0, 0, [], []
@@ -316,15 +316,11 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
         if any(i >= shard for i in finished):
             raise ArtefactError(f"{out_dir}: the interrupted run recorded more sentences than {job.input_path} holds")
 
-    def record(result: EncodedShard) -> None:
-        finished[result.index] = result.record
+    def save_progress() -> None:
         prefix = list(itertools.takewhile(finished.__contains__, itertools.count()))
         progress.shards, progress.more = [finished[i] for i in prefix], {
             i: r for i, r in sorted(finished.items()) if i >= len(prefix)}
         progress.save()
-        info.encoded += result.record.rows
-        if on_shard_done is not None:
-            on_shard_done(result.index, sum(r.rows for r in finished.values()))
 
     settings = dict(out_dir=str(out_dir), part=job.part, dtype=job.dtype, batch_size=job.batch_size,
                     max_chars=job.max_chars, lang=job.encode_lang)
@@ -346,14 +342,18 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
     with ShardProgress(shards=None, rows=job.reader.count, desc=desc, unit=" lines", enabled=show_progress) as bar:
         for result in executor.map_actors(make, make_kwargs, units(bar), actors=actors,
                                           cpus=0 if use_gpu else ACTOR_THREADS, gpus=int(use_gpu), progress=bar):
-            record(result)
-            cuts[result.index] = result
+            finished[result.index], encoded[result.index] = result.record, result
+            save_progress()
+            info.encoded += result.record.rows
+            if on_shard_done is not None:
+                on_shard_done(result.index, sum(r.rows for r in finished.values()))
             bar.done(spans.pop(result.index))
         bar.complete()
+    save_progress()  # every shard finished: the prefix is all of them, also when none was encoded now
     info.resumed_rows = sum(r.rows for r in finished.values()) - info.encoded  # the prefix and after a gap
-    for i in sorted(cuts):  # in the order of the input, however the shards finished
-        if cuts[i].token_cut_lines:
-            stats.note_token_cuts(cuts[i].token_cut_lines, cuts[i].max_tokens)
+    for i in sorted(encoded):  # token cuts in the order of the input, however the shards finished
+        if encoded[i].token_cut_lines:
+            stats.note_token_cuts(encoded[i].token_cut_lines, encoded[i].max_tokens)
 
 
 def _input_stats(stats: CorpusStats, job: _Job) -> dict[str, Any]:

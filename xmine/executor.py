@@ -95,6 +95,14 @@ class Executor:
         would (None here: the unit uses this machine's own count)."""
         return None
 
+    def model_actors(self, threads: int) -> tuple[int, bool]:
+        """(actors, on GPUs) for a pool of workers holding a model: one per GPU when there are
+        GPUs, else one per `threads` CPUs (one here, using the machine's threads itself)."""
+        if not self.distributed:
+            return 1, False
+        gpus = self.gpus()
+        return (gpus, True) if gpus >= 1 else (max(1, self.slots() // threads), False)
+
     def call(self, fn: Callable, *args, cpus: int | None = None, gpus: int = 0) -> Any:
         """`fn(*args)` as one unit; `cpus`: the threads it may use (None: all of this machine's)."""
         return fn(*args)

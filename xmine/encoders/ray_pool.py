@@ -14,8 +14,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.cluster import cluster_resources, get, require_ray
+from xmine.cluster import get, require_ray
 from xmine.encoders.base import Encoder
+from xmine.executor import OnRay
 
 #: Fewer sentences than this per actor are not worth a round trip: they go to fewer actors.
 MIN_SLICE = 256
@@ -40,9 +41,7 @@ class RayPoolEncoder(Encoder):
         ray = require_ray()
         self._local = encoder
         self.name, self.dim = encoder.name, encoder.dim
-        res = cluster_resources()
-        use_gpu = res["GPU"] >= 1
-        count = int(res["GPU"]) if use_gpu else max(1, int(res["CPU"]) // threads)
+        count, use_gpu = OnRay().model_actors(threads)
         actor = ray.remote(num_cpus=0 if use_gpu else threads, num_gpus=1 if use_gpu else 0,
                            max_restarts=-1, max_task_retries=-1)(_EncoderActor)
         self.precision = getattr(encoder, "precision", "fp32")

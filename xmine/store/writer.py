@@ -325,8 +325,7 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
     settings = dict(out_dir=str(out_dir), part=job.part, dtype=job.dtype, batch_size=job.batch_size,
                     max_chars=job.max_chars, lang=job.encode_lang)
     if executor.distributed:  # each actor loads the driver's encoder by name (checked by fingerprint)
-        use_gpu = executor.gpus() >= 1
-        actors = executor.gpus() if use_gpu else max(1, executor.slots() // ACTOR_THREADS)
+        actors, use_gpu = executor.model_actors(ACTOR_THREADS)
         make, make_kwargs = ShardWriter.on_worker, dict(
             settings, encoder_name=job.encoder.name, fingerprint=job.encoder.fingerprint(), use_gpu=use_gpu,
             threads=ACTOR_THREADS, projection_path=getattr(job.projection, "path", None),

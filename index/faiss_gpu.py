@@ -25,6 +25,12 @@ def gpu_count() -> int:
         return 0
 
 
+def units_use_gpus(executor) -> bool:
+    """Whether FAISS work units run on GPUs: the cluster's when `executor` is distributed (the
+    driver's own GPUs do not count there), else this machine's."""
+    return (executor.gpus() if executor.distributed else gpu_count()) > 0
+
+
 def _gpu_options():
     """Cloner options that let every index type xmine builds move to the GPU.
 

@@ -43,15 +43,14 @@ def _neighbours(base_side, base: Mineable, queries, k: int, *, executor: Executo
     exact path's scorer (`rescore.exact_dot`, on the rows the exact path would compare), so a
     pair found by any search has the same score."""
     from xmine.index.blocked_search import FlatChunks, IndexDirShards, search_blocks
-    from xmine.index.faiss_gpu import gpu_count
+    from xmine.index.faiss_gpu import units_use_gpus
 
     kk = min(k, len(base.ids))
     if base_side.index is not None:
         opener, fetch = IndexDirShards(base_side.index), kk + 2 * k
     else:
         opener, fetch = FlatChunks(base.rows), kk
-    use_gpu = (executor.gpus() if executor.distributed else gpu_count()) > 0
-    sims, rows = search_blocks(opener, len(opener), queries, fetch, executor=executor, use_gpu=use_gpu,
+    sims, rows = search_blocks(opener, len(opener), queries, fetch, executor=executor, use_gpu=units_use_gpus(executor),
                                desc=f"{tag} ({executor.name})", show_progress=show_progress)
     if base_side.index is not None:
         hit = np.where(rows >= 0, base.position_of_row[np.maximum(rows, 0)], -1)

@@ -17,7 +17,7 @@ from xmine.errors import ConfigError, NonFiniteRowError
 from xmine.executor import LOCAL, Executor, ShardProgress
 from xmine.fileio import atomic_path, sha256_file, write_manifest
 from xmine.index.choose import IndexChoice, choose_index
-from xmine.index.faiss_gpu import faiss_reason, gpu_count, to_cpu, to_gpu
+from xmine.index.faiss_gpu import faiss_reason, to_cpu, to_gpu, units_use_gpus
 from xmine.index.faiss_index import FORMAT_VERSION, KIND, IndexDir, shard_name, shard_plan
 from xmine.records import EncoderFingerprint, ProjectionFingerprint, to_json
 from xmine.store.layout import SENTENCE_INDEX
@@ -111,13 +111,14 @@ def build_index(
     n_text = count_newlines(text_file) if text_file is not None else len(sentences)
     if n_text != n or len(line_numbers) != n:
         raise ConfigError(f"{n} embeddings but {n_text} sentences / {len(line_numbers)} line numbers")
-    use_gpu = config.gpu and (executor.gpus() if executor.distributed else gpu_count()) > 0
+    use_gpu = config.gpu and units_use_gpus(executor)
     gpus = int(use_gpu and executor.distributed)
     choice, shard_rows = resolve_choice(n, dim, config, use_gpu)
 
     rows = executor.share(embeddings)
     threads = executor.node_cpus()
-    trained = executor.call(train_index, rows, choice, config.seed, use_gpu, threads, cpus=threads, gpus=gpus)
+    trained = executor.call(with_threads, threads, train_index, rows, choice, config.seed, use_gpu, cpus=threads,
+                            gpus=gpus)
     plan = shard_plan(n, shard_rows)
     merged = executor.distributed and config.shard_rows is None and choice.kind != "hnsw" and n > ADD_PIECE_ROWS
     pieces = shard_plan(n, ADD_PIECE_ROWS) if merged else plan
@@ -158,15 +159,12 @@ def resolve_choice(n: int, dim: int, config: IndexConfig, use_gpu: bool) -> tupl
     return choice, shard_rows
 
 
-def train_index(embeddings, choice: IndexChoice, seed: int, use_gpu: bool, threads: int | None = None) -> bytes:
+def train_index(embeddings, choice: IndexChoice, seed: int, use_gpu: bool) -> bytes:
     """The empty index `choice.factory`, trained on a seeded sample of `embeddings`, serialised.
 
     The sample depends only on (n, seed), so every run (local or on Ray) trains on the same rows.
-    `threads`: see `with_threads`."""
+    """
     import faiss
-
-    if threads is not None:
-        return with_threads(threads, train_index, embeddings, choice, seed, use_gpu)
 
     n, dim = embeddings.shape
     template = faiss.index_factory(dim, choice.factory, faiss.METRIC_INNER_PRODUCT)
@@ -185,13 +183,16 @@ def train_index(embeddings, choice: IndexChoice, seed: int, use_gpu: bool, threa
     return bytes(faiss.serialize_index(template))
 
 
-def with_threads(threads: int, fn, *args):
-    """`fn(*args)` with `threads` BLAS and OpenMP threads: as many as a single-process run has on a
-    machine of this size, because OPQ's rotation (an SVD) and k-means sum in an order that depends
-    on the thread count, so equal counts give the same trained index."""
+def with_threads(threads: int | None, fn, *args):
+    """`fn(*args)` (a trainer, run as one unit) with `threads` BLAS and OpenMP threads: as many as a
+    single-process run has on a machine of this size, because OPQ's rotation (an SVD) and k-means
+    sum in an order that depends on the thread count, so equal counts give the same trained
+    index. None: this process's own count."""
     import faiss
     from threadpoolctl import threadpool_limits
 
+    if threads is None:
+        return fn(*args)
     faiss.omp_set_num_threads(threads)
     with threadpool_limits(limits=threads):
         return fn(*args)

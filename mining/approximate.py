@@ -161,8 +161,8 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
         trained_bytes = trained_file.read_bytes()
     else:
         threads = executor.node_cpus()
-        trained_bytes = executor.call(train_quantiser, executor.share(x), executor.share(y), plan, config, threads,
-                                      cpus=threads)
+        trained_bytes = executor.call(with_threads, threads, train_quantiser, executor.share(x), executor.share(y),
+                                      plan, config, cpus=threads)
         with atomic_path(trained_file) as tmp:
             tmp.write_bytes(trained_bytes)
 
@@ -186,15 +186,12 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
     return knn
 
 
-def train_quantiser(x, y, plan: dict, config: ApproximateConfig, threads: int | None = None) -> bytes:
+def train_quantiser(x, y, plan: dict, config: ApproximateConfig) -> bytes:
     """The empty index `plan["factory"]` trained on a seeded sample of both sides, serialised.
 
     The sample depends only on (len(x), len(y), the plan, the seed), so every run trains on the
-    same rows. `threads`: see `xmine.index.build.with_threads`."""
+    same rows."""
     import faiss
-
-    if threads is not None:
-        return with_threads(threads, train_quantiser, x, y, plan, config)
 
     n, m = len(x), len(y)
     trained = faiss.index_factory(x.shape[1], plan["factory"], faiss.METRIC_INNER_PRODUCT)

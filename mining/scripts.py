@@ -1,12 +1,13 @@
 """Which Unicode script a text is written in, and which scripts a language is written in.
 
-`dominant_script(text)` / `script_share(text, scripts)`: the script most of its letters belong
-to, or the share in some scripts, by the first word of each letter's Unicode name ("LATIN",
-"CYRILLIC", "CJK", "HIRAGANA", "ARABIC" ...), after NFKC (so full-width Latin is Latin), dense
-scripts' letters weighted (`DENSE_SCRIPTS`). `text_length`: a length comparable across scripts. `expected_scripts(lang)`: the scripts a language may dominate in,
-from the ISO 15924 part of a FLORES/NLLB code (`srp_Cyrl`: Cyrillic only) or else from
-`LANGUAGE_SCRIPTS` (Serbian and Kazakh: Cyrillic or Latin; Japanese: Han or kana; Korean: Hangul
-or Han). None where the language is not listed: the `script` pair filter then does not judge it.
+`script_share(text, scripts)`: the share of its letters in some scripts, by the first word of
+each letter's Unicode name ("LATIN", "CYRILLIC", "CJK", "HIRAGANA", "ARABIC" ...), after NFKC
+(so full-width Latin is Latin), dense scripts' letters weighted (`DENSE_SCRIPTS`).
+`text_length`: a length comparable across scripts. `expected_scripts(lang)`: the scripts a
+language may dominate in, from the ISO 15924 part of a FLORES/NLLB code (`srp_Cyrl`: Cyrillic
+only) or else from `LANGUAGE_SCRIPTS` (Serbian and Kazakh: Cyrillic or Latin; Japanese: Han or
+kana; Korean: Hangul or Han). None where the language is not listed: the `script` pair filter
+then does not judge it.
 """
 
 from __future__ import annotations
@@ -69,12 +70,6 @@ def script_weights(text: str) -> dict[str, float]:
             if s is not None:
                 tally[s] = tally.get(s, 0.0) + DENSE_SCRIPTS.get(s, 1.0)
     return tally
-
-
-def dominant_script(text: str) -> str | None:
-    """The script of most of `text`'s (weighted) letters; None when it has none."""
-    tally = script_weights(text)
-    return max(tally, key=tally.__getitem__) if tally else None
 
 
 def script_share(text: str, scripts: set[str]) -> float | None:

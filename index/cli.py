@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -12,8 +13,6 @@ from xmine.cluster import ray_option
 from xmine.encoders.options import precision_option
 from xmine.index.choose import INDEX_TYPES
 from xmine.options import LANG, Finite, input_format_options
-
-_INPUT_HELP = "a text file (one sentence a line), an embedding store directory (xmine embed) or"
 
 
 @click.command("build-index")
@@ -71,12 +70,10 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     from xmine.executor import executor_for
     from xmine.index.build import IndexConfig, build_index as _build
     from xmine.input_encoders import Encoders
-    from xmine.inputs import load_side
+    from xmine.inputs import check_split_languages, load_side
     from xmine.outputs import claim_output
 
     if input_format.split_sentences:  # a missing language fails before anything is written
-        from xmine.inputs import check_split_languages
-
         check_split_languages([(source, lang, "--lang")], input_format)
     executor = executor_for(ray_address)  # join the cluster first: a wrong address fails before any work
     with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
@@ -137,26 +134,21 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
     Scores are inner products of L2-normalised embeddings (cosine, -1..1; for exact indexes) or
     FAISS's estimate of it (PQ indexes).
     """
+    from xmine.inputs import check_split_languages
     from xmine.outputs import claim_output
 
     if input_format.split_sentences:  # a missing language fails before anything is written
-        from xmine.inputs import check_split_languages
-
         check_split_languages([(queries, lang, "--lang")], input_format)
-    if out is None:
-        _search(index_dir, queries, k, fmt, None, nprobe, encoder, projection, precision, input_format, lang)
-        return
-    with claim_output(out, kind="search-result", form="tsv", inputs=[index_dir, queries, projection],
-                      overwrite=overwrite) as claim:
+    with (claim_output(out, kind="search-result", form="tsv", inputs=[index_dir, queries, projection],
+                       overwrite=overwrite) if out is not None else contextlib.nullcontext()) as claim:
         summary = _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision, input_format,
                           lang)
-        claim.finish(summary)
+        if claim is not None:
+            claim.finish(summary)
 
 
 def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision, input_format=None,
             lang=None) -> dict:
-    import contextlib
-
     import numpy as np
 
     from xmine.artefacts import provenance
@@ -167,7 +159,7 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
     from xmine.input_encoders import Encoders, check_same_projection
     from xmine.inputs import load_side
     from xmine.store.rows import RowSubset
-    from xmine.store.text import TextColumn
+    from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
 
     ix = IndexDir.open(index_dir)
     encoders = Encoders(encoder, projection, precision, inputs=[index_dir])
@@ -176,8 +168,6 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
     q = load_side(queries, lang=lang, encoders=encoders, show_progress=False,  # embedded in a temporary store
                   input_format=input_format)
     with open(ix.path / "sentences.txt", "rb") as f:
-        from xmine.store.text import RowIndex, iter_raw_lines
-
         hits_text = TextColumn(ix.path / "sentences.txt", RowIndex.scan(iter_raw_lines(f), count=len(ix)).offsets)
     lines = ix.line_numbers
     hit_sent, q_sent = ix.sentence_index, q.sentence_index

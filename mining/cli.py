@@ -32,10 +32,6 @@ class ThresholdType(click.ParamType):
         return Finite().convert(value, param, ctx)
 
 
-_SIDE = ("a text file (one sentence a line), an embedding store directory (xmine embed) or an index "
-         "directory (xmine build-index)")
-
-
 @click.command("mine")
 @click.argument("src", type=click.Path(exists=True, path_type=Path))
 @click.argument("tgt", type=click.Path(exists=True, path_type=Path))

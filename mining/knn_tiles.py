@@ -39,17 +39,10 @@ TILE_BLOCKS_ROWS = 32
 TILE_BLOCKS_COLS = 16
 
 
-def _pad(sims: np.ndarray, idx: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    if sims.shape[1] >= k:
-        return sims, idx
-    extra = k - sims.shape[1]
-    return (np.pad(sims, ((0, 0), (0, extra)), constant_values=-np.inf),
-            np.pad(idx, ((0, 0), (0, extra)), constant_values=-1))
-
-
 def tile_knn(x, y, i0: int, i1: int, j0: int, j1: int, k: int, block_rows: int, block_cols: int,
              product: str = "auto", on_rows=None):
-    """One tile: x[i0:i1] against y[j0:j1], both directions, indices global, k columns each.
+    """One tile: x[i0:i1] against y[j0:j1], both directions, indices global, up to k columns each
+    (fewer where the other slice has fewer rows; `merge_topk` pads the merged lists).
 
     A unit of one CPU, so BLAS gets one thread (the single-process search does the same in each of
     its worker threads).
@@ -62,9 +55,7 @@ def tile_knn(x, y, i0: int, i1: int, j0: int, j1: int, k: int, block_rows: int, 
                                             workers=1, product=product)
     except NonFiniteRowError as e:  # the tile's row -> the side's row
         raise NonFiniteRowError(e.side, e.row + (i0 if e.side == "src" else j0)) from None
-    fs, fi = _pad(fs, np.where(fi >= 0, fi + j0, -1), k)
-    bs, bi = _pad(bs, np.where(bi >= 0, bi + i0, -1), k)
-    return i0, i1, j0, j1, fs, fi, bs, bi
+    return i0, i1, j0, j1, fs, np.where(fi >= 0, fi + j0, -1), bs, np.where(bi >= 0, bi + i0, -1)
 
 
 def tiled_knn_both(

@@ -298,23 +298,16 @@ def mine_embeddings(
     `knn` computes both directions' neighbours: `exact_knn_both` here, or the same search
     scheduled elsewhere with the same arguments and result (`xmine.mining.knn_tiles.tiled_knn_both`).
     """
-    sx = length_mask(src_lengths, config)
-    sy = length_mask(tgt_lengths, config)
-    xr = np.flatnonzero(sx) if sx is not None else None
-    yr = np.flatnonzero(sy) if sy is not None else None
-    xs = x[xr] if xr is not None else x
-    ys = y[yr] if yr is not None else y
+    # Rows within the length bounds (None: every row), and those rows with their lengths.
+    xr, yr = (None if ok is None else np.flatnonzero(ok)
+              for ok in (length_mask(src_lengths, config), length_mask(tgt_lengths, config)))
+    xs, sl = (x, src_lengths) if xr is None else (x[xr], src_lengths[xr])
+    ys, tl = (y, tgt_lengths) if yr is None else (y[yr], tgt_lengths[yr])
     if len(xs) == 0 or len(ys) == 0:
-        e = np.zeros(0, np.int64)
-        return MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
+        return _sorted_pairs(*[np.zeros(0, np.int64)] * 4)
     neighbours = knn(xs, ys, config.k, block_rows=config.block_rows, block_cols=config.block_cols,
                      workers=config.workers, product=config.product, checkpoint_dir=checkpoint_dir,
                      checkpoint_key=checkpoint_key, show_progress=show_progress)
-    sl = src_lengths[xr] if (src_lengths is not None and xr is not None) else src_lengths
-    tl = tgt_lengths[yr] if (tgt_lengths is not None and yr is not None) else tgt_lengths
     mined = select_pairs(*neighbours, config=config, src_lengths=sl, tgt_lengths=tl)
-    if xr is None and yr is None:
-        return mined
-    return MinedPairs(src_idx=xr[mined.src_idx] if xr is not None else mined.src_idx,
-                      tgt_idx=yr[mined.tgt_idx] if yr is not None else mined.tgt_idx,
-                      score=mined.score, direction=mined.direction)
+    return dataclasses.replace(mined, src_idx=mined.src_idx if xr is None else xr[mined.src_idx],
+                               tgt_idx=mined.tgt_idx if yr is None else yr[mined.tgt_idx])

@@ -150,9 +150,7 @@ def resolve_choice(n: int, dim: int, config: IndexConfig, use_gpu: bool) -> tupl
                           nlist=config.nlist, pq_m=config.pq_m, pq_bits=config.pq_bits)
     if config.nprobe:
         choice = IndexChoice(**{**choice.to_dict(), "nprobe": int(config.nprobe)})
-    shard_rows = int(config.shard_rows or n)
-    if shard_rows < 1:
-        raise ConfigError(f"shard_rows must be >= 1 (got {config.shard_rows})")
+    shard_rows = int(config.shard_rows or n)  # >= 1: IndexConfig checks it, choose_index checks n
     if choice.nlist and shard_rows < choice.nlist:
         raise ConfigError(f"shards of {shard_rows} rows cannot fill {choice.nlist} IVF lists; "
                           "use larger shards or --nlist")

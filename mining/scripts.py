@@ -61,20 +61,15 @@ def _script_of(ch: str) -> str | None:
 DENSE_SCRIPTS = {"CJK": 3.0, "HIRAGANA": 3.0, "KATAKANA": 3.0, "HANGUL": 2.0}
 
 
-def script_weights(text: str) -> dict[str, float]:
-    """Weighted letter count of each script in `text` (after NFKC; `DENSE_SCRIPTS` weights)."""
+def script_share(text: str, scripts: set[str]) -> float | None:
+    """Share of `text`'s letters (after NFKC, `DENSE_SCRIPTS` weighted) in `scripts`; None when it
+    has no letters."""
     tally: dict[str, float] = {}
     for ch in unicodedata.normalize("NFKC", text):
         if ch.isalpha():
             s = _script_of(ch)
             if s is not None:
                 tally[s] = tally.get(s, 0.0) + DENSE_SCRIPTS.get(s, 1.0)
-    return tally
-
-
-def script_share(text: str, scripts: set[str]) -> float | None:
-    """Share of `text`'s weighted letters in `scripts`; None when it has no letters."""
-    tally = script_weights(text)
     total = sum(tally.values())
     return sum(v for k, v in tally.items() if k in scripts) / total if total else None
 

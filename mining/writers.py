@@ -244,14 +244,11 @@ def _write_dataset(claim, rows: MinedRows, extra: Sequence[PairColumn], summary:
                                                           columns=_schema(rows, extra).names), encoding="utf-8")
 
 
-def _projection_name(proj: dict | None) -> str:
-    return "none (raw embeddings)" if not proj else f"{proj.get('path')} (id {proj.get('id')})"
-
-
 def dataset_card(summary: dict, *, keys: tuple[str, str], pairs: int, columns: Sequence[str]) -> str:
     """README.md of a mined dataset: what made it (encoder, projection, threshold, inputs' hashes)."""
     enc = summary.get("encoder") or {}
     proj = summary.get("projection")
+    proj = f"{proj.get('path')} (id {proj.get('id')})" if proj else "none (raw embeddings)"
     thr = summary.get("threshold") or {}
     prov = summary.get("provenance") or {}
     params = prov.get("parameters") or {}
@@ -264,7 +261,7 @@ def dataset_card(summary: dict, *, keys: tuple[str, str], pairs: int, columns: S
               f"{pairs} sentence pairs mined by `xmine mine` with margin scoring, best first. Load with "
               "`datasets.load_from_disk(PATH)`.", "", "| what | value |", "|---|---|",
               f"| encoder | {enc.get('name')} (id {enc.get('id')}) |",
-              f"| projection | {_projection_name(proj)} |",
+              f"| projection | {proj} |",
               f"| space | {summary.get('part')} |",
               f"| margin, threshold | {thr.get('margin')}, {thr.get('value')} ({thr.get('source')}) |",
               f"| k, retrieval | {params.get('k')}, {params.get('retrieval')} |",

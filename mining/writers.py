@@ -159,13 +159,13 @@ def _sentence_of(side, row: int) -> str:
 
 
 def _record_batches(rows: MinedRows, extra: Sequence[PairColumn]) -> Iterator[list[dict]]:
-    """The rows of the structured formats, `_BATCH` pairs at a time."""
+    """The rows of the structured formats, `_BATCH` pairs at a time (one empty batch for no pairs)."""
     from xmine.mining.select import DIRECTION_NAMES
 
     sx, sy = rows.sx, rows.sy
     ks, kt = translation_keys(sx.lang, sy.lang)
     src_file, tgt_file = str(sx.source or sx.path), str(sy.source or sy.path)
-    for lo in range(0, len(rows.score), _BATCH):
+    for lo in range(0, max(len(rows.score), 1), _BATCH):
         hi = min(lo + _BATCH, len(rows.score))
         batch = []
         for i in range(lo, hi):
@@ -219,12 +219,8 @@ def _write_parquet(path: Path, rows: MinedRows, extra: Sequence[PairColumn]) -> 
 
     schema = _schema(rows, extra)
     with pq.ParquetWriter(path, schema) as w:
-        wrote = False
         for batch in _record_batches(rows, extra):
             w.write_table(pa.Table.from_pylist(batch, schema=schema))
-            wrote = True
-        if not wrote:
-            w.write_table(schema.empty_table())
 
 
 def _write_dataset(claim, rows: MinedRows, extra: Sequence[PairColumn], summary: dict) -> None:

@@ -221,31 +221,18 @@ def train_quantiser(x, y, plan: dict, config: ApproximateConfig) -> bytes:
 
 def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work: KeyedDir, config, show_progress,
                executor):
-    """k neighbours of every query row in `base`: `fetch * k` candidates through the index shards
-    (`_search`), then (fetch > 1) rescored exactly."""
-    final = work.path(f"{tag}-rescored.npz")
-    if final.is_file():
-        with np.load(final) as st:
-            return st["sims"], st["idx"]
-    sims, idx = _search(tag, queries=queries, base=base, k=min(len(base), fetch * k), plan=plan,
-                        shard_rows=shard_rows, trained=trained, work=work, config=config, executor=executor,
-                        show_progress=show_progress)
-    if fetch == 1:
-        return sims, idx
-    sims, idx = rescore_candidates(queries, base, idx, k, block=config.rescore_block, show_progress=show_progress, tag=tag)
-    with atomic_path(final) as tmp:
-        np.savez(tmp, sims=sims, idx=idx)
-    return sims, idx
-
-
-def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: KeyedDir, config, executor, show_progress):
-    """`k` candidates of every query row: the base side's shards added to the trained index
+    """k neighbours of every query row in `base`: `fetch * k` candidates through the index shards,
+    then (fetch > 1) rescored exactly. The base side's shards are added to the trained index
     (`add_unit`, one unit each, written to the work folder), then every shard searched by the
     queries in blocks of `config.query_block` (`search_blocks`), each block's merged top-k saved
     as it completes. A rerun builds only the missing shards and searches only the missing blocks."""
     from xmine.index.blocked_search import search_blocks
     from xmine.index.build import add_unit
 
+    final = work.path(f"{tag}-rescored.npz")
+    if final.is_file():
+        with np.load(final) as st:
+            return st["sims"], st["idx"]
     nq, block = len(queries), config.query_block
     bounds = shard_plan(len(base), shard_rows)
     files = [str(work.path(shard_file(tag, s))) for s in range(len(bounds))]
@@ -276,8 +263,15 @@ def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: KeyedDir,
 
     # The shard files stay for the refinement (approximate_knn_both removes them after it); the
     # blocks' files are what resumes past the search.
-    return search_blocks(WorkShards(files, bounds, plan), len(bounds), queries, k, executor=executor, block=block,
-                         done=done, on_block=save, desc=f"searching {tag}", show_progress=show_progress)
+    sims, idx = search_blocks(WorkShards(files, bounds, plan), len(bounds), queries, min(len(base), fetch * k),
+                              executor=executor, block=block, done=done, on_block=save, desc=f"searching {tag}",
+                              show_progress=show_progress)
+    if fetch == 1:
+        return sims, idx
+    sims, idx = rescore_candidates(queries, base, idx, k, block=config.rescore_block, show_progress=show_progress, tag=tag)
+    with atomic_path(final) as tmp:
+        np.savez(tmp, sims=sims, idx=idx)
+    return sims, idx
 
 
 class WorkShards:

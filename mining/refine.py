@@ -96,7 +96,7 @@ def _refine_rows(tag, queries, base, ids: np.ndarray, current: np.ndarray, *, pl
 
     from xmine.index.faiss_index import shard_plan
     from xmine.index.build import as_f32
-    from xmine.mining.ann_shards import open_shard, rescore_candidates
+    from xmine.mining.ann_shards import drop_repeats, open_shard, rescore_candidates
     from xmine.topk import merge_topk
 
     k = current.shape[1]
@@ -123,7 +123,7 @@ def _refine_rows(tag, queries, base, ids: np.ndarray, current: np.ndarray, *, pl
             bar.update(len(qv))
         del index
     bar.close()
-    cand = _drop_repeats(np.concatenate([current, run_i], axis=1))
+    cand = drop_repeats(np.concatenate([current, run_i], axis=1))
     del run_s, run_i
     # Rescored in blocks as large, in bytes, as the search's own rescoring.
     block = max(1, config.rescore_block * config.fetch_factor * k // cand.shape[1])
@@ -151,17 +151,6 @@ def _list_members(index, qv: np.ndarray, nprobe: int):
         members = faiss.rev_swig_ptr(ptr, size).astype(np.int64)  # a copy
         invlists.release_ids(lst, ptr)
         yield np.unique(qrow[a:b]), members
-
-
-def _drop_repeats(ids: np.ndarray) -> np.ndarray:
-    """Each row's ids with every repeat of an earlier id replaced by -1 (scored once)."""
-    order = np.argsort(ids, axis=1, kind="stable")
-    srt = np.take_along_axis(ids, order, axis=1)
-    rep = np.zeros(ids.shape, bool)
-    rep[:, 1:] = (srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)
-    out = ids.copy()
-    np.put_along_axis(out, order, np.where(rep, -1, srt), axis=1)
-    return out
 
 
 __all__ = ["REFINE_CHUNK", "refine_key", "refine_passing"]

@@ -10,7 +10,7 @@ from functools import partial
 import numpy as np
 
 from xmine.executor import Executor
-from xmine.mining.ann_shards import rescore_candidates
+from xmine.mining.ann_shards import drop_repeats, rescore_candidates
 from xmine.mining.approximate import approximate_knn_both
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.knn_tiles import tiled_knn_both
@@ -21,15 +21,6 @@ from xmine.topk import merge_topk
 
 #: query rows rescored at once (memory: RESCORE_BLOCK x candidates x dim x 4 bytes)
 RESCORE_BLOCK = 8192
-
-
-def _unique_hits(sims: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Drop repeated ids in each row (keep the first = best), then keep k columns (-1 pads)."""
-    ids = ids.copy()
-    for c in range(1, ids.shape[1]):
-        dup = (ids[:, :c] == ids[:, c : c + 1]).any(axis=1)
-        ids[dup, c] = -1
-    return merge_topk([sims.astype(np.float32)], [ids], k)
 
 
 def _neighbours(base_side, base: Mineable, queries, k: int, *, executor: Executor, show_progress: bool, tag: str):
@@ -54,7 +45,8 @@ def _neighbours(base_side, base: Mineable, queries, k: int, *, executor: Executo
                                desc=f"{tag} ({executor.name})", show_progress=show_progress)
     if base_side.index is not None:
         hit = np.where(rows >= 0, base.position_of_row[np.maximum(rows, 0)], -1)
-        sims, rows = _unique_hits(sims, hit, fetch)
+        # Repeats dropped (the first is the best), then `fetch` columns (-1 pads).
+        sims, rows = merge_topk([sims.astype(np.float32)], [drop_repeats(hit)], fetch)
     return rescore_candidates(queries, base.rows, rows, kk, block=RESCORE_BLOCK, show_progress=show_progress,
                               tag=tag)
 

@@ -16,11 +16,15 @@ from __future__ import annotations
 import numpy as np
 
 from xmine.errors import ConfigError
+from xmine.langs import normalize_lang
 from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.filters import PairFilterConfig, apply_pair_filters
 from xmine.mining.filters import counts as filter_counts
+from xmine.mining.langid import language_mask, supported_languages, thresholds_record
+from xmine.mining.presearch import clean_sides
 from xmine.mining.select import MinedPairs
 from xmine.mining.writers import PairColumn, tsv_field
+from xmine.store.writer import UNDETERMINED
 
 LANG_FILTER_CHUNK = 65536
 
@@ -28,8 +32,6 @@ LANG_FILTER_CHUNK = 65536
 def language_rows(side, ids: np.ndarray, lang: str, backend: str, min_confidence: float | None) -> np.ndarray:
     """keep[i]: row ids[i] of `side` is not identified as another language (`--lang-filter`;
     `min_confidence` None: `lang`'s own threshold, `langid.min_confidence_for`)."""
-    from xmine.mining.langid import language_mask
-
     keep = np.zeros(len(ids), dtype=bool)
     for start in range(0, len(ids), LANG_FILTER_CHUNK):
         chunk = ids[start:start + LANG_FILTER_CHUNK]
@@ -54,9 +56,6 @@ class SideTexts:
 def pre_search(mx, my, *, langs, config, filters: PairFilterConfig, margin: str) -> dict:
     """Clean the rows `mx`, `my` (`mineable.Mineable`s) would search (`presearch.clean_sides`),
     restrict them to what it keeps; what the summary records."""
-    from xmine.mining.presearch import clean_sides
-    from xmine.store.writer import UNDETERMINED
-
     langs = tuple(None if lang in (None, UNDETERMINED) else lang for lang in langs)
     src, tgt, record = clean_sides(SideTexts(mx.side, mx.ids), SideTexts(my.side, my.ids), langs=langs, config=config,
                                    identical_filter="identical" in filters.active(margin), lid=filters.lid)
@@ -71,10 +70,6 @@ def lang_filter_langs(on: bool | None, langs, backend: str, min_confidence: floa
     `min_confidence` None: each language's own). `on` None (the default): on when both languages are given
     and `backend` knows them (on the `bench mining` sets it cost nothing on the clean sets and gave
     2-4 points of recall on the noisy ones); True: required (a missing language is an error)."""
-    from xmine.langs import normalize_lang
-    from xmine.mining.langid import supported_languages, thresholds_record
-    from xmine.store.writer import UNDETERMINED
-
     if on is False:
         return [None, None], {"on": False, "backend": backend, "source": "--no-lang-filter"}
     missing = [side for side, lang in zip(("--src-lang", "--tgt-lang"), langs) if lang in (None, UNDETERMINED)]
@@ -98,9 +93,6 @@ def filter_pairs(mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, langs, config
     columns of the language identification done on the way (`src_lid`, `src_lid_score`, ...: the
     jsonl, parquet and hf outputs carry them); the dropped ones go to `dropped_claim` when
     --keep-filtered asked for them."""
-    from xmine.mining.langid import thresholds_record
-    from xmine.store.writer import UNDETERMINED
-
     langs = tuple(None if lang in (None, UNDETERMINED) else lang for lang in langs)
     lid: dict[str, np.ndarray] = {}
     keep, reasons = apply_pair_filters(SideTexts(sx, src_rows), SideTexts(sy, tgt_rows), mined.score, langs=langs,

@@ -139,16 +139,12 @@ class _TileCheckpoint:
         return self.dir / ("tile_" + "_".join(f"{v:012d}" for v in t) + ".npz")
 
     def load(self, t):
-        p = self._path(t)
-        if not p.is_file():
-            return None
         try:
-            with np.load(p) as z:
+            with np.load(self._path(t)) as z:
                 return z["fs"], z["fi"], z["bs"], z["bi"]
-        except (OSError, ValueError, KeyError):  # half-written by a killed driver: redo the tile
+        except (OSError, ValueError, KeyError):  # not run yet, or half-written by a killed driver: (re)do it
             return None
 
     def save(self, t, fs, fi, bs, bi) -> None:
-        with atomic_path(self._path(t)) as tmp:
-            with open(tmp, "wb") as f:
-                np.savez(f, fs=fs, fi=fi, bs=bs, bi=bi)
+        with atomic_path(self._path(t)) as tmp, open(tmp, "wb") as f:
+            np.savez(f, fs=fs, fi=fi, bs=bs, bi=bi)

@@ -109,18 +109,14 @@ def _round_down_f32(t: np.ndarray) -> np.ndarray:
     return f
 
 
-def _bf16_bits_down(t: np.ndarray) -> np.ndarray:
-    """Bit patterns (int16) of the largest bf16 <= t (float64 input)."""
+def _bf16_threshold_keys(t: np.ndarray) -> np.ndarray:
+    """Keys (`screen.keys_of`) of thresholds t (float64) rounded down to bf16: of the bit patterns
+    (int16) of the largest bf16 <= t."""
     b = _round_down_f32(t).view(np.uint32)
     hi = (b >> 16).astype(np.uint32)
     neg_inexact = ((b & 0x80000000) != 0) & ((b & 0xFFFF) != 0)
     hi[neg_inexact] += 1  # truncation rounds negatives up: one more unit of magnitude
-    return hi.astype(np.uint16).view(np.int16)
-
-
-def _bf16_threshold_keys(t: np.ndarray) -> np.ndarray:
-    """Keys (`screen.keys_of`) of thresholds t (float64) rounded down to bf16."""
-    return keys_of(_bf16_bits_down(t))
+    return keys_of(hi.astype(np.uint16).view(np.int16))
 
 
 def _bits_to_f32(bits: np.ndarray) -> np.ndarray:

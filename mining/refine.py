@@ -13,15 +13,15 @@ are searched again in the same index shards, visiting `refine_nprobe_factor` tim
 lists, and every row in those lists is compared by its stored vector (read from the store), not
 by its PQ code, whose errors (a few hundredths of a cosine) are larger than the gaps between a
 real sentence's nearest neighbours. The best `fetch_factor * k` of them and the row's current k
-neighbours are re-scored exactly (`approximate._rescore`) and the best k kept. A refined row may
+neighbours are re-scored exactly (`ann_shards.rescore_candidates`) and the best k kept. A refined row may
 gain a new best candidate whose other side was never refined, so rounds repeat until every row
 of a passing candidate has been refined (each round only the new rows).
 
 Cost: for the refined rows only (about twice the mined pairs, not the corpus), a product with
 the rows of the lists they visit (refine_nprobe_factor * nprobe / nlist of the other side each),
 list by list. Memory: one shard, one list's rows, one chunk of `REFINE_CHUNK` query rows, and the
-refined rows' candidates (fetch_factor * k a row, as the search's own). Resuming: the lists after each round are written to the work folder
-(`refined.npz`, with what they were refined for), so a resumed run does not search them again.
+refined rows' candidates (fetch_factor * k a row, as the search's own). Resuming: the lists after
+each round are written to the work folder (`refined.npz`, with what they were refined for).
 """
 
 from __future__ import annotations

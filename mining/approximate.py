@@ -32,10 +32,6 @@ folder until then.
 Resuming (`work_dir`): the trained index, every built shard and every query block once all
 shards have answered it are written atomically; a second call with the same inputs builds and
 searches only what is missing.
-
-Index types: "ivfpqfs" (default: IVF + 4-bit product quantisation with fast-scan SIMD kernels,
-the fastest to search on CPU), "ivfpq" (8-bit PQ codes, more accurate, slower), "ivf" (IVF with
-exact vectors: recall limited only by nprobe, memory 4 * dim bytes a row).
 """
 
 from __future__ import annotations
@@ -66,7 +62,9 @@ INDEX_TYPES = ("ivfpqfs", "ivfpq", "ivf")
 class ApproximateConfig:
     """How approximate mining searches."""
 
-    #: "ivfpqfs" (IVF + 4-bit fast-scan PQ), "ivfpq" (IVF + 8-bit PQ) or "ivf" (IVF, exact vectors)
+    #: "ivfpqfs" (IVF + 4-bit PQ with fast-scan SIMD kernels: the fastest to search on CPU), "ivfpq"
+    #: (8-bit PQ codes: more accurate, slower) or "ivf" (exact vectors: recall limited only by
+    #: nprobe, memory 4 * dim bytes a row)
     index_type: str = "ivfpqfs"
     #: IVF lists (None: by the larger side's size, `xmine.index.choose.ivf_lists`, at most 4096)
     nlist: int | None = None

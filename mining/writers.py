@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import json
 import tempfile
 from dataclasses import dataclass
@@ -139,8 +140,6 @@ def _write_tsv(claim, rows: MinedRows, *, line_numbers: bool) -> None:
         if claim.path.name.lower().endswith(".gz"):  # mtime 0: the same pairs give the same bytes
             raw = stack.enter_context(open(tmp, "wb"))
             gz = stack.enter_context(gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0))
-            import io
-
             f = stack.enter_context(io.TextIOWrapper(gz, encoding="utf-8", newline="\n"))
         else:
             f = stack.enter_context(open(tmp, "w", encoding="utf-8", newline="\n"))

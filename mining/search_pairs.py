@@ -54,28 +54,24 @@ def _neighbours(base_side, base: Mineable, queries, k: int, *, executor: Executo
 def search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_config, work, key, executor,
                  show_progress) -> MinedPairs:
     """Both directions' neighbours by the chosen search, then margin and one-to-one selection."""
+    lengths = {"src_lengths": mx.lengths, "tgt_lengths": my.lengths}
     if len(mx.ids) == 0 or len(my.ids) == 0:
         e = np.zeros(0, np.int64)
-        mined = MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
-    elif search == "faiss-index":
-        fs, fi = _neighbours(sy, my, mx.rows, config.k, executor=executor, show_progress=show_progress,
-                             tag="searching tgt")
-        bs, bi = _neighbours(sx, mx, my.rows, config.k, executor=executor, show_progress=show_progress,
-                             tag="searching src")
-        mined = select_pairs(fs, fi, bs, bi, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
-    elif search == "approximate":
-        def passing(*knn):  # rows whose neighbourhood decides a pair: searched again wider
-            return passing_rows(*knn, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
-
+        return MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
+    if search == "faiss-index":
+        knn = (*_neighbours(sy, my, mx.rows, config.k, executor=executor, show_progress=show_progress,
+                            tag="searching tgt"),
+               *_neighbours(sx, mx, my.rows, config.k, executor=executor, show_progress=show_progress,
+                            tag="searching src"))
+    elif search == "approximate":  # `passing`: rows whose neighbourhood decides a pair, searched again wider
         knn = approximate_knn_both(mx.rows, my.rows, config.k, config=approximate_config, work_dir=work / "ann",
-                                   key=key, show_progress=show_progress, executor=executor, passing=passing,
+                                   key=key, show_progress=show_progress, executor=executor,
+                                   passing=partial(passing_rows, config=select_config, **lengths),
                                    passing_key=refine_key(**{f: getattr(select_config, f) for f in (
                                        "threshold", "margin", "retrieval", "max_length_ratio")}))
-        mined = select_pairs(*knn, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
     else:  # exact: in this process one blocked product with all threads; on a cluster, its tiles
         knn = exact_knn_both if not executor.distributed else partial(tiled_knn_both, executor=executor)
-        mined = mine_embeddings(mx.rows, my.rows, config=select_config, src_lengths=mx.lengths,
-                                tgt_lengths=my.lengths, checkpoint_dir=work / ("knn-tiles" if executor.distributed
-                                                                              else "knn"),
-                                checkpoint_key=key, show_progress=show_progress, knn=knn)
-    return mined
+        return mine_embeddings(mx.rows, my.rows, config=select_config, checkpoint_key=key, knn=knn,
+                               checkpoint_dir=work / ("knn-tiles" if executor.distributed else "knn"),
+                               show_progress=show_progress, **lengths)
+    return select_pairs(*knn, config=select_config, **lengths)

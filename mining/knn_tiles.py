@@ -100,15 +100,14 @@ def tiled_knn_both(
         bwd_s[j0:j1], bwd_i[j0:j1] = merge_topk([bwd_s[j0:j1], bs[:, :ky]], [bwd_i[j0:j1], bi[:, :ky]], ky)
 
     ckpt = _TileCheckpoint(checkpoint_dir, checkpoint_key, tr, tc, product) if checkpoint_dir is not None else None
-    todo = []
+    todo, done_rows = [], 0
     for t in tiles:  # finished tiles of an interrupted run are merged, not recomputed
         saved = ckpt.load(t) if ckpt is not None else None
         if saved is None:
             todo.append(t)
         else:
             merge(*t, *saved)
-    pending = set(todo)
-    done_rows = sum((t[1] - t[0]) * (t[3] - t[2]) for t in tiles if t not in pending)
+            done_rows += (t[1] - t[0]) * (t[3] - t[2])
     if todo:
         # The two sides are shared once (row views are read by the units, block by block).
         xs = executor.share(np.asarray(x[0:n], dtype=np.float32))

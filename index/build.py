@@ -137,9 +137,8 @@ def build_index(
         if merged:
             faiss.write_index(merge_pieces([blobs.pop(p) for p in range(len(pieces))]), str(tmp / shard_name(0)))
         write_index_files(tmp, plan, sentences=sentences, line_numbers=line_numbers, sentence_index=sentence_index,
-                          encoder=encoder,
-                          projection=projection, part=part, lang=lang, dim=dim, choice=choice, use_gpu=use_gpu,
-                          source=source, config=config)
+                          encoder=encoder, projection=projection, part=part, lang=lang, dim=dim, choice=choice,
+                          use_gpu=use_gpu, source=source, config=config)
     log.info("index: %s (%s)", choice.factory, choice.reason)
     return IndexDir.open(out_dir)
 

@@ -86,12 +86,11 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
             if hasattr(side.rows, "check_all"):
                 side.rows.check_all()  # a damaged shard is one clear error before the indexing starts
             config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
-                                 gpu=not cpu,
-                                 memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
+                                 gpu=not cpu, memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
             try:
                 ix = _build(side.rows, out_dir, sentences=side.text.path, line_numbers=side.line_numbers,
-                            sentence_index=side.sentence_index,
-                            encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
+                            sentence_index=side.sentence_index, encoder=side.encoder, projection=side.projection,
+                            part=side.part, lang=side.lang,
                             source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
                                                            {"path": str(Path(source).resolve()), **side.fingerprint}),
                                     "corpus": str(Path(side.source or side.path).resolve())},  # what line numbers count in

@@ -1,14 +1,8 @@
-"""The filtering steps of `xmine mine` around the search (mining/pipeline.py calls them).
-
-- `language_rows`: the language filter (`lang_filter_langs`: on by default when both languages are
-  known), before the search: the rows of a side that the language
-  identification (`xmine.mining.langid.language_mask`) does not give to another language.
-- `pre_search`: before the search, after those: the cleaning of both sides
-  (`xmine.mining.presearch`), read through `SideTexts`.
-- `filter_pairs`: after the selection: the pair filters (`xmine.mining.filters`) over the mined
-  pairs, each sentence read from its side by offset (`SideTexts`), the dropped pairs written to
-  `--keep-filtered`'s claimed file, and what the summary records.
-Both work chunk by chunk; memory is one byte a row or pair beside the chunk.
+"""The filtering steps of `xmine mine` around the search (mining/pipeline.py calls them), in
+order: the language filter (`language_rows`, set up by `lang_filter_langs`), the cleaning of
+both sides (`pre_search`), and after the selection the pair filters (`filter_pairs`). Sentences
+are read from their side by offset (`SideTexts`), chunk by chunk; memory is one byte a row or
+pair beside the chunk.
 """
 
 from __future__ import annotations

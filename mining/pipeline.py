@@ -6,10 +6,9 @@ into stores in `<out>.work/` first (the one encoding path, resumable). Both side
 deduplicated by 64-bit hashes of their sentences (a pair is output once, with the first line of
 each sentence; see `Side.unique_rows` for collisions), length-filtered and, with `--lang-filter`,
 rid of the sentences identified as another language (mining/filter_step.py; by default when both
-languages are known), cleaned of rows
-without letters, near-duplicates and texts present on both sides (mining/presearch.py, default on),
-so either search sees
-exactly the rows that may be mined: its k neighbours are k real candidates. Then:
+languages are known), cleaned of rows without letters, near-duplicates and texts present on both
+sides (mining/presearch.py, default on), so either search sees exactly the rows that may be
+mined: its k neighbours are k real candidates. Then:
 - exact (default): the blocked kNN (mining/knn.py), checkpointed in `<out>.work/knn/`;
 - approximate: IVF / IVF-PQ indexes (mining/approximate.py), checkpointed in `<out>.work/ann/`;
   with a threshold, the neighbourhoods that decide a pair are searched again wider (mining/refine.py);

@@ -210,8 +210,7 @@ def select_pairs(
     """Score the kNN candidates with the margin and pick pairs as `config.retrieval` says.
 
     fwd_*: (n, kx) each source's nearest targets (sims, target rows); bwd_*: (m, ky) each target's
-    nearest sources. Index -1 marks a missing neighbour (ignored). The margin's neighbourhood means
-    are the means of these k similarities (k = their width).
+    nearest sources; index -1 marks a missing neighbour (`candidate_scores` scores them).
     """
     n, m = len(fwd_sims), len(bwd_sims)
     fwd_scores, fi, bwd_scores, bi = candidate_scores(fwd_sims, fwd_idx, bwd_sims, bwd_idx, config=config,

@@ -41,6 +41,7 @@ import json
 import logging
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -261,9 +262,10 @@ def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work:
 
     # The shard files stay for the refinement (approximate_knn_both removes them after it); the
     # blocks' files are what resumes past the search.
-    sims, idx = search_blocks(WorkShards(files, bounds, plan), len(bounds), queries, min(len(base), fetch * k),
-                              executor=executor, block=block, done=done, on_block=save, desc=f"searching {tag}",
-                              show_progress=show_progress)
+    choice = IndexChoice(kind="ivf", factory=plan["factory"], nlist=plan["nlist"], nprobe=plan["nprobe"])
+    sims, idx = search_blocks(partial(open_work_shard, files, bounds, choice), len(bounds), queries,
+                              min(len(base), fetch * k), executor=executor, block=block, done=done, on_block=save,
+                              desc=f"searching {tag}", show_progress=show_progress)
     if fetch == 1:
         return sims, idx
     sims, idx = rescore_candidates(queries, base, idx, k, block=config.rescore_block, show_progress=show_progress, tag=tag)
@@ -272,19 +274,13 @@ def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work:
     return sims, idx
 
 
-class WorkShards:
-    """The index shards of one direction in the work folder, by path (what a search unit opens)."""
+def open_work_shard(files: list[str], bounds: list[tuple[int, int]], choice: IndexChoice, s: int):
+    """(index, shard, choice) of shard s of one direction in the work folder, by path (what a search
+    unit opens), as `shard_searcher` takes them."""
+    import faiss
 
-    def __init__(self, files: list[str], bounds: list[tuple[int, int]], plan: dict):
-        self.files, self.bounds = files, bounds
-        self.choice = IndexChoice(kind="ivf", factory=plan["factory"], nlist=plan["nlist"], nprobe=plan["nprobe"])
-
-    def __call__(self, s: int):
-        """(index, shard, choice) of shard s, as `shard_searcher` takes them."""
-        import faiss
-
-        lo, hi = self.bounds[s]
-        return faiss.read_index(self.files[s]), IndexShard(file=self.files[s], start=lo, rows=hi - lo), self.choice
+    lo, hi = bounds[s]
+    return faiss.read_index(files[s]), IndexShard(file=files[s], start=lo, rows=hi - lo), choice
 
 
 __all__ = ["ApproximateConfig", "INDEX_TYPES", "approximate_knn_both", "train_quantiser"]

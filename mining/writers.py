@@ -173,14 +173,10 @@ def _record_batches(rows: MinedRows, extra: Sequence[PairColumn]) -> Iterator[li
                    "direction": DIRECTION_NAMES[int(rows.direction[i])],
                    "src_file": src_file, "src_record": int(sx.line_numbers[s]),
                    "tgt_file": tgt_file, "tgt_record": int(sy.line_numbers[t])}
-            if sx.ids is not None:
-                rec["src_id"] = sx.ids[s]
-            if sy.ids is not None:
-                rec["tgt_id"] = sy.ids[t]
-            if sx.sentence_index is not None:
-                rec["src_sentence_index"] = int(sx.sentence_index[s])
-            if sy.sentence_index is not None:
-                rec["tgt_sentence_index"] = int(sy.sentence_index[t])
+            sides = (("src", sx, s), ("tgt", sy, t))
+            rec.update({f"{p}_id": side.ids[r] for p, side, r in sides if side.ids is not None})
+            rec.update({f"{p}_sentence_index": int(side.sentence_index[r]) for p, side, r in sides
+                        if side.sentence_index is not None})
             for col in extra:
                 value = col.values[i]
                 rec[col.name] = value.item() if isinstance(value, np.generic) else value
@@ -195,14 +191,9 @@ def _schema(rows: MinedRows, extra: Sequence[PairColumn]):
     fields = [("translation", pa.struct([(ks, pa.string()), (kt, pa.string())])), ("score", pa.float32()),
               ("direction", pa.string()), ("src_file", pa.string()), ("src_record", pa.int64()),
               ("tgt_file", pa.string()), ("tgt_record", pa.int64())]
-    if rows.sx.ids is not None:
-        fields.append(("src_id", pa.string()))
-    if rows.sy.ids is not None:
-        fields.append(("tgt_id", pa.string()))
-    if rows.sx.sentence_index is not None:
-        fields.append(("src_sentence_index", pa.int32()))
-    if rows.sy.sentence_index is not None:
-        fields.append(("tgt_sentence_index", pa.int32()))
+    sides = (("src", rows.sx), ("tgt", rows.sy))
+    fields += [(f"{p}_id", pa.string()) for p, side in sides if side.ids is not None]
+    fields += [(f"{p}_sentence_index", pa.int32()) for p, side in sides if side.sentence_index is not None]
     taken = {name for name, _ in fields}
     for col in extra:
         if col.name in taken:

@@ -26,7 +26,6 @@ each round are written to the work folder (`refined.npz`, with what they were re
 
 from __future__ import annotations
 
-import json
 import logging
 
 import numpy as np
@@ -80,11 +79,6 @@ def refine_passing(x, y, knn, *, passing, key: str, plan: dict, shard_rows: int,
         log.info("refined %d source and %d target rows in %d round(s)", int(done_x.sum()), int(done_y.sum()),
                  rounds)
     return fwd_s, fwd_i, bwd_s, bwd_i
-
-
-def refine_key(**decides) -> str:
-    """What `refine_passing`'s result depends on beyond the searches, as one string."""
-    return json.dumps(decides, sort_keys=True, default=str)
 
 
 def _refine_rows(tag, queries, base, ids: np.ndarray, current: np.ndarray, *, plan, shard_rows, trained, work,
@@ -153,4 +147,4 @@ def _list_members(index, qv: np.ndarray, nprobe: int):
         yield np.unique(qrow[a:b]), members
 
 
-__all__ = ["REFINE_CHUNK", "refine_key", "refine_passing"]
+__all__ = ["REFINE_CHUNK", "refine_passing"]

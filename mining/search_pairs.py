@@ -5,6 +5,7 @@ selection."""
 
 from __future__ import annotations
 
+import json
 from functools import partial
 
 import numpy as np
@@ -15,7 +16,6 @@ from xmine.mining.approximate import approximate_knn_both
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.knn_tiles import tiled_knn_both
 from xmine.mining.mineable import Mineable
-from xmine.mining.refine import refine_key
 from xmine.mining.select import MinedPairs, mine_embeddings, passing_rows, select_pairs
 from xmine.topk import merge_topk
 
@@ -67,8 +67,9 @@ def search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_c
         knn = approximate_knn_both(mx.rows, my.rows, config.k, config=approximate_config, work_dir=work / "ann",
                                    key=key, show_progress=show_progress, executor=executor,
                                    passing=partial(passing_rows, config=select_config, **lengths),
-                                   passing_key=refine_key(**{f: getattr(select_config, f) for f in (
-                                       "threshold", "margin", "retrieval", "max_length_ratio")}))
+                                   passing_key=json.dumps({f: getattr(select_config, f) for f in (
+                                       "threshold", "margin", "retrieval", "max_length_ratio")}, sort_keys=True,
+                                       default=str))  # what decides passing, checked when resuming
     else:  # exact: in this process one blocked product with all threads; on a cluster, its tiles
         knn = exact_knn_both if not executor.distributed else partial(tiled_knn_both, executor=executor)
         return mine_embeddings(mx.rows, my.rows, config=select_config, checkpoint_key=key, knn=knn,

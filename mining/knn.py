@@ -198,15 +198,11 @@ def exact_knn_both(
     # The saved y->x state holds product values: valid only for the same product and width.
     key = f"{checkpoint_key}|product={prod.name}|width={wy}"
     ckpt = KnnCheckpoint(checkpoint_dir, key) if checkpoint_dir is not None else None
-    done, resumed_state = 0, None
-    if ckpt is not None:
-        loaded = load_valid_checkpoint(ckpt, n=n, m=m, kx=kx, ky=wy)  # the y->x state is W wide
-        if loaded is not None:
-            done, chunks, bwd_p, bwd_i = loaded
-            resumed_state = (bwd_p, bwd_i)
-            for start, s_, i_ in chunks:
-                fwd_sims[start : start + len(s_)] = s_
-                fwd_idx[start : start + len(i_)] = i_
+    loaded = load_valid_checkpoint(ckpt, n=n, m=m, kx=kx, ky=wy) if ckpt is not None else None  # y->x: W wide
+    done, chunks, resumed_state = (loaded[0], loaded[1], loaded[2:]) if loaded is not None else (0, [], None)
+    for start, s_, i_ in chunks:
+        fwd_sims[start : start + len(s_)] = s_
+        fwd_idx[start : start + len(i_)] = i_
     unsaved_from, last_save = done, time.monotonic()
 
     # Per-row norms of both sides and each row's bound E-bar over the whole other side.

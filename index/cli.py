@@ -203,12 +203,11 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
                                        for rank, s, line, t, hs in hits))
                     written += len(hits)
                 else:
-                    record = {"query_line": ql, "query": q.text[qi], "hits": [
+                    record = {"query_line": ql, **({"query_sentence_index": qs} if qs is not None else {}),
+                              "query": q.text[qi], "hits": [
                         {"rank": rank, "score": round(s, 6), "line": line, "sentence": t,
                          **({"sentence_index": hs} if hs is not None else {})}
                         for rank, s, line, t, hs in hits]}
-                    if qs is not None:
-                        record = {"query_line": ql, "query_sentence_index": qs, **record}
                     sink.write(json.dumps(record, ensure_ascii=False) + "\n")
                     written += 1
     if claim is None:

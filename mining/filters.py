@@ -93,8 +93,7 @@ class PairFilterConfig:
 
     def record(self, margin: str) -> dict:
         """What a summary records: the active rules and their values."""
-        d = dataclasses.asdict(self) | {"disabled": sorted(self.disabled)}
-        return d | {"active": list(self.active(margin))}
+        return dataclasses.asdict(self) | {"disabled": sorted(self.disabled), "active": list(self.active(margin))}
 
 
 _KEEP = {"L", "M"}  # letters and combining marks survive normalisation

@@ -263,8 +263,7 @@ class Bf16Product(Fp32Product):
         return self.torch.empty(size, dtype=self.torch.bfloat16)
 
     def scores(self, px, py, buf):
-        small = len(px) * len(py) * self.dim <= _MKLDNN_MIN_MNK
-        if small:  # torch would not use oneDNN: compute exactly what the bound covers, in fp32
+        if len(px) * len(py) * self.dim <= _MKLDNN_MIN_MNK:  # torch would not use oneDNN: fp32, as the bound assumes
             return np.matmul(px.float().numpy(), py.float().numpy().T)
         s = buf[: len(px) * len(py)].view(len(px), len(py))
         self.torch.mm(px, py.T, out=s)

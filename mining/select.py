@@ -167,9 +167,13 @@ def candidate_scores(fwd_sims, fwd_idx, bwd_sims, bwd_idx, *, config: MiningConf
     bwd_scores = margin_score(bwd_sims, mean_y[:, None], mean_x[bi], config.margin)
     fwd_scores[~fwd_valid] = -np.inf
     bwd_scores[~bwd_valid] = -np.inf
-    if config.margin == "ratio" and report:
-        _report_unscorable(((mean_x[:, None] + mean_y[fi]) <= 0) & fwd_valid,
-                           ((mean_y[:, None] + mean_x[bi]) <= 0) & bwd_valid)
+    if config.margin == "ratio" and report:  # candidates whose neighbourhood mean m <= 0: not mined
+        n_bad = int((((mean_x[:, None] + mean_y[fi]) <= 0) & fwd_valid).sum()
+                    + (((mean_y[:, None] + mean_x[bi]) <= 0) & bwd_valid).sum())
+        if n_bad:
+            logging.getLogger("xmine.mining").warning(
+                f"{n_bad} candidate pair(s) have a neighbourhood mean cosine m <= 0: the ratio margin c/m is "
+                "undefined there and they are not mined (--margin distance scores them)")
     if config.max_length_ratio is not None:
         if src_lengths is None or tgt_lengths is None:
             raise ConfigError("max_length_ratio needs the sentence lengths of both sides")
@@ -252,15 +256,6 @@ def select_pairs(
     if config.threshold is not None:
         ok &= sc >= config.threshold
     return _sorted_pairs(np.asarray(src)[ok], np.asarray(tgt)[ok], np.asarray(sc)[ok], np.asarray(d)[ok])
-
-
-def _report_unscorable(fwd_bad: np.ndarray, bwd_bad: np.ndarray) -> None:
-    """Warn about candidates whose neighbourhood mean m <= 0 (ratio margin undefined: not mined)."""
-    n_bad = int(fwd_bad.sum() + bwd_bad.sum())
-    if n_bad:
-        logging.getLogger("xmine.mining").warning(
-            f"{n_bad} candidate pair(s) have a neighbourhood mean cosine m <= 0: the ratio margin c/m is "
-            "undefined there and they are not mined (--margin distance scores them)")
 
 
 def _masked_mean(sims: np.ndarray, valid: np.ndarray) -> np.ndarray:

@@ -51,12 +51,9 @@ def check_declared_languages(sides, *, encoders) -> dict[str, Any]:
     if not declared:
         return {}
     projection = encoders.projection
-    why = None
-    if projection is None:
-        why = "raw embeddings have no language part"
-    elif not hasattr(projection, "identify") or getattr(projection, "token_level", False):
-        why = "the projection identifies no language from sentence vectors"
-    if why is not None:
+    if projection is None or not hasattr(projection, "identify") or getattr(projection, "token_level", False):
+        why = ("raw embeddings have no language part" if projection is None
+               else "the projection identifies no language from sentence vectors")
         return {role: {"declared": lang, "status": "not-checked", "why": why} for role, _, _, lang in declared}
     table = projection.trust_table()
     out = {}

@@ -178,10 +178,9 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
         knn = refine_passing(x, y, knn, passing=passing, key=passing_key, plan=plan, shard_rows=shard_rows,
                              trained=trained_bytes, work=work, config=config, show_progress=show_progress)
     for tag, nb in (("fwd", m), ("bwd", n)):  # searched (and refined): the states resume past them
-        bounds = shard_plan(nb, shard_rows)
-        if len(bounds) > 1:
-            for s in range(len(bounds)):
-                work.path(shard_file(tag, s)).unlink(missing_ok=True)
+        shards = len(shard_plan(nb, shard_rows))
+        for s in range(shards if shards > 1 else 0):
+            work.path(shard_file(tag, s)).unlink(missing_ok=True)
     return knn
 
 

@@ -211,10 +211,9 @@ def mine(
             summary = {
                 "output": str(out), "format": fmt, "pairs": len(mined),
                 "k_used": min(config.k, len(mx.ids), len(my.ids)),
-                "src": {"path": str(sx.path), "kind": sx.kind, "sentences": len(sx), "unique": mx.unique,
-                        "mined_rows": len(mx.ids), "other_language": mx.other_language if lf_record["on"] else None},
-                "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy), "unique": my.unique,
-                        "mined_rows": len(my.ids), "other_language": my.other_language if lf_record["on"] else None},
+                **{role: {"path": str(side.path), "kind": side.kind, "sentences": len(side), "unique": m.unique,
+                          "mined_rows": len(m.ids), "other_language": m.other_language if lf_record["on"] else None}
+                   for role, side, m in (("src", sx, mx), ("tgt", sy, my))},
                 "lang_filter": lf_record,
                 "pre_search": pre_record,
                 "encoder": sx.encoder.to_dict(), "projection": to_json(sx.projection), "part": sx.part,

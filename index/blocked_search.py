@@ -44,11 +44,8 @@ class IndexDirShards:
             self._ix = IndexDir.open(self.path)
         return self._ix
 
-    def __getstate__(self) -> dict:
-        return {"path": self.path}
-
-    def __setstate__(self, state: dict) -> None:
-        self.path, self._ix = state["path"], None
+    def __reduce__(self):
+        return IndexDirShards, (self.path,)
 
     def __len__(self) -> int:
         return len(self._open().manifest.shards)

@@ -137,9 +137,8 @@ def build_index(
         if merged:
             faiss.write_index(merge_pieces([blobs.pop(p) for p in range(len(pieces))]), str(tmp / shard_name(0)))
         write_index_files(tmp, plan, sentences=sentences, line_numbers=line_numbers, sentence_index=sentence_index,
-                          encoder=encoder,
-                          projection=projection, part=part, lang=lang, dim=dim, choice=choice, use_gpu=use_gpu,
-                          source=source, config=config)
+                          encoder=encoder, projection=projection, part=part, lang=lang, dim=dim, choice=choice,
+                          use_gpu=use_gpu, source=source, config=config)
     log.info("index: %s (%s)", choice.factory, choice.reason)
     return IndexDir.open(out_dir)
 
@@ -150,9 +149,7 @@ def resolve_choice(n: int, dim: int, config: IndexConfig, use_gpu: bool) -> tupl
                           nlist=config.nlist, pq_m=config.pq_m, pq_bits=config.pq_bits)
     if config.nprobe:
         choice = IndexChoice(**{**choice.to_dict(), "nprobe": int(config.nprobe)})
-    shard_rows = int(config.shard_rows or n)
-    if shard_rows < 1:
-        raise ConfigError(f"shard_rows must be >= 1 (got {config.shard_rows})")
+    shard_rows = int(config.shard_rows or n)  # >= 1: IndexConfig checks it, choose_index checks n
     if choice.nlist and shard_rows < choice.nlist:
         raise ConfigError(f"shards of {shard_rows} rows cannot fill {choice.nlist} IVF lists; "
                           "use larger shards or --nlist")

@@ -68,11 +68,6 @@ def pq_subquantisers(dim: int, preferred: int = 64) -> int:
     return 1
 
 
-def _nprobe(nlist: int) -> int:
-    # stopes searches 128 lists; never more than a quarter of them on small indexes.
-    return max(1, min(128, nlist // 4))
-
-
 def choose_index(
     n: int,
     dim: int,
@@ -126,6 +121,8 @@ def choose_index(
         train = int(min(n, max(train, 2**pq_bits * MIN_TRAIN_PER_LIST)))
     pq = f"PQ{m}" if pq_bits == 8 else f"PQ{m}x{pq_bits}"
     factory = {"ivf": f"IVF{nl},Flat", "ivfpq": f"IVF{nl},{pq}", "opq": f"OPQ{m},IVF{nl},{pq}"}[kind]
+    # stopes searches 128 lists; never more than a quarter of them on small indexes.
+    nprobe = max(1, min(128, nl // 4))
     lists_note = f"{nl} lists (4*sqrt(N)={4 * math.sqrt(n):.0f}..16*sqrt(N)={16 * math.sqrt(n):.0f})"
-    return IndexChoice(kind=kind, factory=factory, nlist=nl, nprobe=_nprobe(nl), train_size=train,
+    return IndexChoice(kind=kind, factory=factory, nlist=nl, nprobe=nprobe, train_size=train,
                        reason=(reason + "; " if reason else "") + lists_note + f", trained on {train:,} vectors")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -12,8 +13,6 @@ from xmine.cluster import ray_option
 from xmine.encoders.options import precision_option
 from xmine.index.choose import INDEX_TYPES
 from xmine.options import LANG, Finite, input_format_options
-
-_INPUT_HELP = "a text file (one sentence a line), an embedding store directory (xmine embed) or"
 
 
 @click.command("build-index")
@@ -71,12 +70,10 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     from xmine.executor import executor_for
     from xmine.index.build import IndexConfig, build_index as _build
     from xmine.input_encoders import Encoders
-    from xmine.inputs import load_side
+    from xmine.inputs import check_split_languages, load_side
     from xmine.outputs import claim_output
 
     if input_format.split_sentences:  # a missing language fails before anything is written
-        from xmine.inputs import check_split_languages
-
         check_split_languages([(source, lang, "--lang")], input_format)
     executor = executor_for(ray_address)  # join the cluster first: a wrong address fails before any work
     with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
@@ -89,12 +86,11 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
             if hasattr(side.rows, "check_all"):
                 side.rows.check_all()  # a damaged shard is one clear error before the indexing starts
             config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
-                                 gpu=not cpu,
-                                 memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
+                                 gpu=not cpu, memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
             try:
                 ix = _build(side.rows, out_dir, sentences=side.text.path, line_numbers=side.line_numbers,
-                            sentence_index=side.sentence_index,
-                            encoder=side.encoder, projection=side.projection, part=side.part, lang=side.lang,
+                            sentence_index=side.sentence_index, encoder=side.encoder, projection=side.projection,
+                            part=side.part, lang=side.lang,
                             source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
                                                            {"path": str(Path(source).resolve()), **side.fingerprint}),
                                     "corpus": str(Path(side.source or side.path).resolve())},  # what line numbers count in
@@ -137,26 +133,21 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
     Scores are inner products of L2-normalised embeddings (cosine, -1..1; for exact indexes) or
     FAISS's estimate of it (PQ indexes).
     """
+    from xmine.inputs import check_split_languages
     from xmine.outputs import claim_output
 
     if input_format.split_sentences:  # a missing language fails before anything is written
-        from xmine.inputs import check_split_languages
-
         check_split_languages([(queries, lang, "--lang")], input_format)
-    if out is None:
-        _search(index_dir, queries, k, fmt, None, nprobe, encoder, projection, precision, input_format, lang)
-        return
-    with claim_output(out, kind="search-result", form="tsv", inputs=[index_dir, queries, projection],
-                      overwrite=overwrite) as claim:
+    with (claim_output(out, kind="search-result", form="tsv", inputs=[index_dir, queries, projection],
+                       overwrite=overwrite) if out is not None else contextlib.nullcontext()) as claim:
         summary = _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision, input_format,
                           lang)
-        claim.finish(summary)
+        if claim is not None:
+            claim.finish(summary)
 
 
 def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision, input_format=None,
             lang=None) -> dict:
-    import contextlib
-
     import numpy as np
 
     from xmine.artefacts import provenance
@@ -167,7 +158,7 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
     from xmine.input_encoders import Encoders, check_same_projection
     from xmine.inputs import load_side
     from xmine.store.rows import RowSubset
-    from xmine.store.text import TextColumn
+    from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
 
     ix = IndexDir.open(index_dir)
     encoders = Encoders(encoder, projection, precision, inputs=[index_dir])
@@ -176,8 +167,6 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
     q = load_side(queries, lang=lang, encoders=encoders, show_progress=False,  # embedded in a temporary store
                   input_format=input_format)
     with open(ix.path / "sentences.txt", "rb") as f:
-        from xmine.store.text import RowIndex, iter_raw_lines
-
         hits_text = TextColumn(ix.path / "sentences.txt", RowIndex.scan(iter_raw_lines(f), count=len(ix)).offsets)
     lines = ix.line_numbers
     hit_sent, q_sent = ix.sentence_index, q.sentence_index
@@ -214,12 +203,11 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
                                        for rank, s, line, t, hs in hits))
                     written += len(hits)
                 else:
-                    record = {"query_line": ql, "query": q.text[qi], "hits": [
+                    record = {"query_line": ql, **({"query_sentence_index": qs} if qs is not None else {}),
+                              "query": q.text[qi], "hits": [
                         {"rank": rank, "score": round(s, 6), "line": line, "sentence": t,
                          **({"sentence_index": hs} if hs is not None else {})}
                         for rank, s, line, t, hs in hits]}
-                    if qs is not None:
-                        record = {"query_line": ql, "query_sentence_index": qs, **record}
                     sink.write(json.dumps(record, ensure_ascii=False) + "\n")
                     written += 1
     if claim is None:

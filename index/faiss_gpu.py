@@ -31,19 +31,6 @@ def units_use_gpus(executor) -> bool:
     return (executor.gpus() if executor.distributed else gpu_count()) > 0
 
 
-def _gpu_options():
-    """Cloner options that let every index type xmine builds move to the GPU.
-
-    IVF-PQ with many sub-quantisers (PQ64 at 384 dimensions) does not fit the GPU's shared
-    memory with float32 lookup tables; FAISS's GPU IVFPQ supports it with float16 tables.
-    """
-    import faiss
-
-    options = faiss.GpuClonerOptions()
-    options.useFloat16LookupTables = True
-    return options
-
-
 def to_gpu(index):
     """(gpu_index, resources), or (index, None) with a WARNING when FAISS cannot put this index
     type on the GPU (HNSW has no GPU version): never silently."""
@@ -51,7 +38,11 @@ def to_gpu(index):
 
     try:
         res = faiss.StandardGpuResources()
-        return faiss.index_cpu_to_gpu(res, 0, index, _gpu_options()), res
+        # IVF-PQ with many sub-quantisers (PQ64 at 384 dimensions) does not fit the GPU's shared
+        # memory with float32 lookup tables; FAISS's GPU IVFPQ supports it with float16 tables.
+        options = faiss.GpuClonerOptions()
+        options.useFloat16LookupTables = True
+        return faiss.index_cpu_to_gpu(res, 0, index, options), res
     except RuntimeError as e:
         reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         log.warning("%s stays on the CPU: FAISS cannot move it to the GPU even with float16 lookup "

@@ -80,7 +80,6 @@ class IndexDir:
         self.path, self.manifest = path, manifest
         #: the encoder its vectors come from, and its files (name -> bytes, sha256)
         self.encoder, self.files = manifest.encoder, manifest.files
-        self._sentences: list[str] | None = None
 
     @classmethod
     def open(cls, path: str | Path) -> "IndexDir":
@@ -135,19 +134,17 @@ class IndexDir:
         return self._integers(SENTENCE_INDEX, "sentence indices") if SENTENCE_INDEX in self.files else None
 
     def sentences(self) -> list[str]:
-        if self._sentences is None:
-            path = self.path / "sentences.txt"
-            self.content.check(path.name)
-            try:
-                text = path.read_text(encoding="utf-8")
-            except FileNotFoundError:
-                raise ArtefactError(f"{path}: missing; the index is damaged, rebuild it") from None
-            except UnicodeDecodeError as e:
-                raise ArtefactError(f"{path}: not UTF-8 ({e.reason}); the index is damaged, rebuild it") from None
-            self._sentences = text.split("\n")[:-1]
-            if len(self._sentences) != len(self):
-                raise ArtefactError(f"{self.path}/sentences.txt: {len(self._sentences)} lines, expected {len(self)}")
-        return self._sentences
+        path = self.path / "sentences.txt"
+        self.content.check(path.name)
+        try:
+            sentences = path.read_text(encoding="utf-8").split("\n")[:-1]
+        except FileNotFoundError:
+            raise ArtefactError(f"{path}: missing; the index is damaged, rebuild it") from None
+        except UnicodeDecodeError as e:
+            raise ArtefactError(f"{path}: not UTF-8 ({e.reason}); the index is damaged, rebuild it") from None
+        if len(sentences) != len(self):
+            raise ArtefactError(f"{self.path}/sentences.txt: {len(sentences)} lines, expected {len(self)}")
+        return sentences
 
     def _shard(self, shard: IndexShard):
         import faiss

@@ -43,6 +43,17 @@ def rescore_candidates(queries, base, cand: np.ndarray, k: int, *, block: int, s
     return out_s, out_i
 
 
+def drop_repeats(ids: np.ndarray) -> np.ndarray:
+    """Each row's ids with every repeat of an earlier id replaced by -1 (scored once)."""
+    order = np.argsort(ids, axis=1, kind="stable")
+    srt = np.take_along_axis(ids, order, axis=1)
+    rep = np.zeros(ids.shape, bool)
+    rep[:, 1:] = (srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)
+    out = ids.copy()
+    np.put_along_axis(out, order, np.where(rep, -1, srt), axis=1)
+    return out
+
+
 def shard_file(tag: str, s: int) -> str:
     return f"{tag}-shard{s:05d}.faiss"
 
@@ -67,4 +78,4 @@ def open_shard(tag, s: int, lo: int, hi: int, *, base, trained: bytes, work: Key
     return index
 
 
-__all__ = ["base_side", "open_shard", "rescore_candidates", "shard_file"]
+__all__ = ["base_side", "drop_repeats", "open_shard", "rescore_candidates", "shard_file"]

@@ -32,10 +32,6 @@ folder until then.
 Resuming (`work_dir`): the trained index, every built shard and every query block once all
 shards have answered it are written atomically; a second call with the same inputs builds and
 searches only what is missing.
-
-Index types: "ivfpqfs" (default: IVF + 4-bit product quantisation with fast-scan SIMD kernels,
-the fastest to search on CPU), "ivfpq" (8-bit PQ codes, more accurate, slower), "ivf" (IVF with
-exact vectors: recall limited only by nprobe, memory 4 * dim bytes a row).
 """
 
 from __future__ import annotations
@@ -45,6 +41,7 @@ import json
 import logging
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -66,7 +63,9 @@ INDEX_TYPES = ("ivfpqfs", "ivfpq", "ivf")
 class ApproximateConfig:
     """How approximate mining searches."""
 
-    #: "ivfpqfs" (IVF + 4-bit fast-scan PQ), "ivfpq" (IVF + 8-bit PQ) or "ivf" (IVF, exact vectors)
+    #: "ivfpqfs" (IVF + 4-bit PQ with fast-scan SIMD kernels: the fastest to search on CPU), "ivfpq"
+    #: (8-bit PQ codes: more accurate, slower) or "ivf" (exact vectors: recall limited only by
+    #: nprobe, memory 4 * dim bytes a row)
     index_type: str = "ivfpqfs"
     #: IVF lists (None: by the larger side's size, `xmine.index.choose.ivf_lists`, at most 4096)
     nlist: int | None = None
@@ -179,10 +178,9 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
         knn = refine_passing(x, y, knn, passing=passing, key=passing_key, plan=plan, shard_rows=shard_rows,
                              trained=trained_bytes, work=work, config=config, show_progress=show_progress)
     for tag, nb in (("fwd", m), ("bwd", n)):  # searched (and refined): the states resume past them
-        bounds = shard_plan(nb, shard_rows)
-        if len(bounds) > 1:
-            for s in range(len(bounds)):
-                work.path(shard_file(tag, s)).unlink(missing_ok=True)
+        shards = len(shard_plan(nb, shard_rows))
+        for s in range(shards if shards > 1 else 0):
+            work.path(shard_file(tag, s)).unlink(missing_ok=True)
     return knn
 
 
@@ -221,31 +219,18 @@ def train_quantiser(x, y, plan: dict, config: ApproximateConfig) -> bytes:
 
 def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work: KeyedDir, config, show_progress,
                executor):
-    """k neighbours of every query row in `base`: `fetch * k` candidates through the index shards
-    (`_search`), then (fetch > 1) rescored exactly."""
-    final = work.path(f"{tag}-rescored.npz")
-    if final.is_file():
-        with np.load(final) as st:
-            return st["sims"], st["idx"]
-    sims, idx = _search(tag, queries=queries, base=base, k=min(len(base), fetch * k), plan=plan,
-                        shard_rows=shard_rows, trained=trained, work=work, config=config, executor=executor,
-                        show_progress=show_progress)
-    if fetch == 1:
-        return sims, idx
-    sims, idx = rescore_candidates(queries, base, idx, k, block=config.rescore_block, show_progress=show_progress, tag=tag)
-    with atomic_path(final) as tmp:
-        np.savez(tmp, sims=sims, idx=idx)
-    return sims, idx
-
-
-def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: KeyedDir, config, executor, show_progress):
-    """`k` candidates of every query row: the base side's shards added to the trained index
+    """k neighbours of every query row in `base`: `fetch * k` candidates through the index shards,
+    then (fetch > 1) rescored exactly. The base side's shards are added to the trained index
     (`add_unit`, one unit each, written to the work folder), then every shard searched by the
     queries in blocks of `config.query_block` (`search_blocks`), each block's merged top-k saved
     as it completes. A rerun builds only the missing shards and searches only the missing blocks."""
     from xmine.index.blocked_search import search_blocks
     from xmine.index.build import add_unit
 
+    final = work.path(f"{tag}-rescored.npz")
+    if final.is_file():
+        with np.load(final) as st:
+            return st["sims"], st["idx"]
     nq, block = len(queries), config.query_block
     bounds = shard_plan(len(base), shard_rows)
     files = [str(work.path(shard_file(tag, s))) for s in range(len(bounds))]
@@ -276,23 +261,25 @@ def _search(tag, *, queries, base, k, plan, shard_rows, trained, work: KeyedDir,
 
     # The shard files stay for the refinement (approximate_knn_both removes them after it); the
     # blocks' files are what resumes past the search.
-    return search_blocks(WorkShards(files, bounds, plan), len(bounds), queries, k, executor=executor, block=block,
-                         done=done, on_block=save, desc=f"searching {tag}", show_progress=show_progress)
+    choice = IndexChoice(kind="ivf", factory=plan["factory"], nlist=plan["nlist"], nprobe=plan["nprobe"])
+    sims, idx = search_blocks(partial(open_work_shard, files, bounds, choice), len(bounds), queries,
+                              min(len(base), fetch * k), executor=executor, block=block, done=done, on_block=save,
+                              desc=f"searching {tag}", show_progress=show_progress)
+    if fetch == 1:
+        return sims, idx
+    sims, idx = rescore_candidates(queries, base, idx, k, block=config.rescore_block, show_progress=show_progress, tag=tag)
+    with atomic_path(final) as tmp:
+        np.savez(tmp, sims=sims, idx=idx)
+    return sims, idx
 
 
-class WorkShards:
-    """The index shards of one direction in the work folder, by path (what a search unit opens)."""
+def open_work_shard(files: list[str], bounds: list[tuple[int, int]], choice: IndexChoice, s: int):
+    """(index, shard, choice) of shard s of one direction in the work folder, by path (what a search
+    unit opens), as `shard_searcher` takes them."""
+    import faiss
 
-    def __init__(self, files: list[str], bounds: list[tuple[int, int]], plan: dict):
-        self.files, self.bounds = files, bounds
-        self.choice = IndexChoice(kind="ivf", factory=plan["factory"], nlist=plan["nlist"], nprobe=plan["nprobe"])
-
-    def __call__(self, s: int):
-        """(index, shard, choice) of shard s, as `shard_searcher` takes them."""
-        import faiss
-
-        lo, hi = self.bounds[s]
-        return faiss.read_index(self.files[s]), IndexShard(file=self.files[s], start=lo, rows=hi - lo), self.choice
+    lo, hi = bounds[s]
+    return faiss.read_index(files[s]), IndexShard(file=files[s], start=lo, rows=hi - lo), choice
 
 
 __all__ = ["ApproximateConfig", "INDEX_TYPES", "approximate_knn_both", "train_quantiser"]

@@ -32,10 +32,6 @@ class ThresholdType(click.ParamType):
         return Finite().convert(value, param, ctx)
 
 
-_SIDE = ("a text file (one sentence a line), an embedding store directory (xmine embed) or an index "
-         "directory (xmine build-index)")
-
-
 @click.command("mine")
 @click.argument("src", type=click.Path(exists=True, path_type=Path))
 @click.argument("tgt", type=click.Path(exists=True, path_type=Path))
@@ -202,8 +198,7 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
 
     config = MiningConfig(k=k, margin=margin, retrieval=retrieval, threshold=None if threshold == "none" else threshold,
                           max_length_ratio=max_length_ratio, min_length=min_length, max_length=max_length,
-                          block_rows=block_rows, block_cols=block_cols, workers=workers,
-                          product=product)
+                          block_rows=block_rows, block_cols=block_cols, workers=workers, product=product)
     if lang_filter:  # checked before anything is claimed or encoded
         _check_lang_filter(src_lang, tgt_lang, lid)
     filter_config = PairFilterConfig(enabled=filters, disabled=frozenset(no_filter), score_max=score_max,
@@ -212,12 +207,11 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
     approx = ApproximateConfig(index_type=index_type, nlist=nlist, nprobe=nprobe, pq_m=pq_m,
                                shard_rows=index_shard_rows, refine=refine)
     summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
-                    precision=precision, projection=projection, approximate=approximate,
-                    approximate_config=approx, line_numbers=line_numbers, meta=meta, keep_work=keep_work,
-                    overwrite=overwrite, ray=ray_address, default_threshold=threshold != "none",
-                    show_progress=not quiet, allow_same_input=allow_same_input, output_format=output_format,
-                    input_format=input_format, filters=filter_config, keep_filtered=keep_filtered,
-                    lang_filter=lang_filter,
+                    precision=precision, projection=projection, approximate=approximate, approximate_config=approx,
+                    line_numbers=line_numbers, meta=meta, keep_work=keep_work, overwrite=overwrite, ray=ray_address,
+                    default_threshold=threshold != "none", show_progress=not quiet, allow_same_input=allow_same_input,
+                    output_format=output_format, input_format=input_format, filters=filter_config,
+                    keep_filtered=keep_filtered, lang_filter=lang_filter,
                     pre_clean=PreSearchConfig(enabled=pre_clean, disabled=frozenset(no_pre_clean_step)))
     t = summary["threshold"]
     kept = f"threshold {t['value']:g} ({t['source']})" if t["value"] is not None else t["source"]
@@ -231,15 +225,14 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
 
 def _check_lang_filter(src_lang, tgt_lang, lid) -> None:
     from xmine.errors import ConfigError
-    from xmine.langs import normalize_lang
     from xmine.mining.langid import supported_languages
 
     missing = [opt for opt, lang in (("--src-lang", src_lang), ("--tgt-lang", tgt_lang)) if not lang]
     if missing:
         raise click.UsageError(f"--lang-filter needs the language of each side: give {' and '.join(missing)}")
     known = supported_languages(lid)
-    for lang in (src_lang, tgt_lang):
-        if normalize_lang(lang) not in known:
+    for lang in (src_lang, tgt_lang):  # canonical codes already (the LANG option type)
+        if lang not in known:
             raise ConfigError(f"--lang-filter: language identification '{lid}' does not know language {lang!r}")
 
 

@@ -1,14 +1,8 @@
-"""The filtering steps of `xmine mine` around the search (mining/pipeline.py calls them).
-
-- `language_rows`: the language filter (`lang_filter_langs`: on by default when both languages are
-  known), before the search: the rows of a side that the language
-  identification (`xmine.mining.langid.language_mask`) does not give to another language.
-- `pre_search`: before the search, after those: the cleaning of both sides
-  (`xmine.mining.presearch`), read through `SideTexts`.
-- `filter_pairs`: after the selection: the pair filters (`xmine.mining.filters`) over the mined
-  pairs, each sentence read from its side by offset (`SideTexts`), the dropped pairs written to
-  `--keep-filtered`'s claimed file, and what the summary records.
-Both work chunk by chunk; memory is one byte a row or pair beside the chunk.
+"""The filtering steps of `xmine mine` around the search (mining/pipeline.py calls them), in
+order: the language filter (`language_rows`, set up by `lang_filter_langs`), the cleaning of
+both sides (`pre_search`), and after the selection the pair filters (`filter_pairs`). Sentences
+are read from their side by offset (`SideTexts`), chunk by chunk; memory is one byte a row or
+pair beside the chunk.
 """
 
 from __future__ import annotations
@@ -16,11 +10,15 @@ from __future__ import annotations
 import numpy as np
 
 from xmine.errors import ConfigError
+from xmine.langs import normalize_lang
 from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.filters import PairFilterConfig, apply_pair_filters
 from xmine.mining.filters import counts as filter_counts
+from xmine.mining.langid import language_mask, supported_languages, thresholds_record
+from xmine.mining.presearch import clean_sides
 from xmine.mining.select import MinedPairs
 from xmine.mining.writers import PairColumn, tsv_field
+from xmine.store.writer import UNDETERMINED
 
 LANG_FILTER_CHUNK = 65536
 
@@ -28,8 +26,6 @@ LANG_FILTER_CHUNK = 65536
 def language_rows(side, ids: np.ndarray, lang: str, backend: str, min_confidence: float | None) -> np.ndarray:
     """keep[i]: row ids[i] of `side` is not identified as another language (`--lang-filter`;
     `min_confidence` None: `lang`'s own threshold, `langid.min_confidence_for`)."""
-    from xmine.mining.langid import language_mask
-
     keep = np.zeros(len(ids), dtype=bool)
     for start in range(0, len(ids), LANG_FILTER_CHUNK):
         chunk = ids[start:start + LANG_FILTER_CHUNK]
@@ -54,9 +50,6 @@ class SideTexts:
 def pre_search(mx, my, *, langs, config, filters: PairFilterConfig, margin: str) -> dict:
     """Clean the rows `mx`, `my` (`mineable.Mineable`s) would search (`presearch.clean_sides`),
     restrict them to what it keeps; what the summary records."""
-    from xmine.mining.presearch import clean_sides
-    from xmine.store.writer import UNDETERMINED
-
     langs = tuple(None if lang in (None, UNDETERMINED) else lang for lang in langs)
     src, tgt, record = clean_sides(SideTexts(mx.side, mx.ids), SideTexts(my.side, my.ids), langs=langs, config=config,
                                    identical_filter="identical" in filters.active(margin), lid=filters.lid)
@@ -71,10 +64,6 @@ def lang_filter_langs(on: bool | None, langs, backend: str, min_confidence: floa
     `min_confidence` None: each language's own). `on` None (the default): on when both languages are given
     and `backend` knows them (on the `bench mining` sets it cost nothing on the clean sets and gave
     2-4 points of recall on the noisy ones); True: required (a missing language is an error)."""
-    from xmine.langs import normalize_lang
-    from xmine.mining.langid import supported_languages, thresholds_record
-    from xmine.store.writer import UNDETERMINED
-
     if on is False:
         return [None, None], {"on": False, "backend": backend, "source": "--no-lang-filter"}
     missing = [side for side, lang in zip(("--src-lang", "--tgt-lang"), langs) if lang in (None, UNDETERMINED)]
@@ -98,9 +87,6 @@ def filter_pairs(mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, langs, config
     columns of the language identification done on the way (`src_lid`, `src_lid_score`, ...: the
     jsonl, parquet and hf outputs carry them); the dropped ones go to `dropped_claim` when
     --keep-filtered asked for them."""
-    from xmine.mining.langid import thresholds_record
-    from xmine.store.writer import UNDETERMINED
-
     langs = tuple(None if lang in (None, UNDETERMINED) else lang for lang in langs)
     lid: dict[str, np.ndarray] = {}
     keep, reasons = apply_pair_filters(SideTexts(sx, src_rows), SideTexts(sy, tgt_rows), mined.score, langs=langs,

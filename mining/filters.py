@@ -93,8 +93,7 @@ class PairFilterConfig:
 
     def record(self, margin: str) -> dict:
         """What a summary records: the active rules and their values."""
-        d = dataclasses.asdict(self) | {"disabled": sorted(self.disabled)}
-        return d | {"active": list(self.active(margin))}
+        return dataclasses.asdict(self) | {"disabled": sorted(self.disabled), "active": list(self.active(margin))}
 
 
 _KEEP = {"L", "M"}  # letters and combining marks survive normalisation
@@ -198,15 +197,6 @@ _TEXT_RULES = {"identical": identical, "score_max": score_max, "script": script,
                "numbers": numbers, "length_ratio": length_ratio}
 
 
-def _lid_langs(langs, config: PairFilterConfig) -> list[bool]:
-    """Per side: whether the `language` rule can judge it (a language the backend knows)."""
-    from xmine.mining.langid import supported_languages
-    from xmine.langs import normalize_lang
-
-    known = supported_languages(config.lid)
-    return [bool(lang) and normalize_lang(lang) in known for lang in langs]
-
-
 def apply_pair_filters(src_texts: Sequence[str], tgt_texts: Sequence[str], scores: Sequence[float], *,
                        langs: tuple[str | None, str | None] = (None, None),
                        config: PairFilterConfig = PairFilterConfig(), margin: str = "ratio",
@@ -224,7 +214,12 @@ def apply_pair_filters(src_texts: Sequence[str], tgt_texts: Sequence[str], score
     reasons = np.full(n, -1, dtype=np.int8)
     active = config.active(margin)
     text_rules = [(RULES.index(r), _TEXT_RULES[r]) for r in active if r in _TEXT_RULES]
-    lid_sides = _lid_langs(langs, config) if "language" in active else [False, False]
+    lid_sides = [False, False]  # per side: whether `language` judges it (a language the backend knows)
+    if "language" in active:
+        from xmine.mining.langid import supported_languages
+
+        known = supported_languages(config.lid)
+        lid_sides = [bool(lang) and normalize_lang(lang) in known for lang in langs]
     if lid_out is not None:
         for side, judged in zip(("src", "tgt"), lid_sides):
             if judged:

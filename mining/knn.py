@@ -69,10 +69,6 @@ DEFAULT_BLOCK_ROWS = 1024
 DEFAULT_BLOCK_COLS = 4096
 
 
-def _as_f32_rows(a, rows: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(np.asarray(a[rows]), dtype=np.float32)
-
-
 def candidate_width(k: int) -> int:
     """Entries kept per column while scanning: the k best product values and a margin for the
     entries within the bound of them (wider bands overflow to an exact second pass). Measured on
@@ -198,15 +194,11 @@ def exact_knn_both(
     # The saved y->x state holds product values: valid only for the same product and width.
     key = f"{checkpoint_key}|product={prod.name}|width={wy}"
     ckpt = KnnCheckpoint(checkpoint_dir, key) if checkpoint_dir is not None else None
-    done, resumed_state = 0, None
-    if ckpt is not None:
-        loaded = load_valid_checkpoint(ckpt, n=n, m=m, kx=kx, ky=wy)  # the y->x state is W wide
-        if loaded is not None:
-            done, chunks, bwd_p, bwd_i = loaded
-            resumed_state = (bwd_p, bwd_i)
-            for start, s_, i_ in chunks:
-                fwd_sims[start : start + len(s_)] = s_
-                fwd_idx[start : start + len(i_)] = i_
+    loaded = load_valid_checkpoint(ckpt, n=n, m=m, kx=kx, ky=wy) if ckpt is not None else None  # y->x: W wide
+    done, chunks, resumed_state = (loaded[0], loaded[1], loaded[2:]) if loaded is not None else (0, [], None)
+    for start, s_, i_ in chunks:
+        fwd_sims[start : start + len(s_)] = s_
+        fwd_idx[start : start + len(i_)] = i_
     unsaved_from, last_save = done, time.monotonic()
 
     # Per-row norms of both sides and each row's bound E-bar over the whole other side.
@@ -312,5 +304,6 @@ def exact_knn_both(
         bwd_sims, bwd_idx, over, t = finalize_lists(bwd_p, bwd_i, y, np.arange(m), ty, x, tx, floor, ebar_y, ky, prod)
         for o0 in range(0, len(over), block_rows):  # overflowed columns, block by block
             o = over[o0 : o0 + block_rows]
-            _second_pass(_as_f32_rows(y, o), ty.n[o], t[o], bwd_sims, bwd_idx, o, x, tx.n, n, block_cols, pool[0].buf)
+            yo = np.ascontiguousarray(np.asarray(y[o]), dtype=np.float32)
+            _second_pass(yo, ty.n[o], t[o], bwd_sims, bwd_idx, o, x, tx.n, n, block_cols, pool[0].buf)
     return fwd_sims, fwd_idx, bwd_sims, bwd_idx

@@ -12,12 +12,12 @@ from xmine.checkpoints import KeyedDir
 from xmine.fileio import atomic_path
 
 
-class KnnCheckpoint:
-    """Finished x->y row ranges (one .npz each) + the y->x running state, keyed by the inputs."""
+class KnnCheckpoint(KeyedDir):
+    """Finished x->y row ranges (one .npz each) + the y->x running state, keyed by the inputs
+    (`clear` drops them and keeps the key: the next run starts from row 0)."""
 
     def __init__(self, directory: str | Path, key: str):
-        self.work = KeyedDir(directory, key, owned=("fwd_*.npz", "state.npz"))
-        self.dir = self.work.dir
+        super().__init__(directory, key, owned=("fwd_*.npz", "state.npz"))
 
     def load(self):
         """(done_rows, fwd chunks [(start, sims, idx)], bwd_sims, bwd_idx) or None."""
@@ -34,10 +34,6 @@ class KnnCheckpoint:
                 with np.load(f) as z:
                     chunks.append((start, z["sims"], z["idx"]))
         return done, chunks, bwd_s, bwd_i
-
-    def clear(self) -> None:
-        """Drop the saved partial results (keeps the key): the next run starts from row 0."""
-        self.work.clear()
 
     def save(self, start: int, stop: int, fwd_s, fwd_i, bwd_s, bwd_i) -> None:
         # x->y rows first, then the state that claims them: a crash between the two only loses them.

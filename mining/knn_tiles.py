@@ -39,17 +39,10 @@ TILE_BLOCKS_ROWS = 32
 TILE_BLOCKS_COLS = 16
 
 
-def _pad(sims: np.ndarray, idx: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    if sims.shape[1] >= k:
-        return sims, idx
-    extra = k - sims.shape[1]
-    return (np.pad(sims, ((0, 0), (0, extra)), constant_values=-np.inf),
-            np.pad(idx, ((0, 0), (0, extra)), constant_values=-1))
-
-
 def tile_knn(x, y, i0: int, i1: int, j0: int, j1: int, k: int, block_rows: int, block_cols: int,
              product: str = "auto", on_rows=None):
-    """One tile: x[i0:i1] against y[j0:j1], both directions, indices global, k columns each.
+    """One tile: x[i0:i1] against y[j0:j1], both directions, indices global, up to k columns each
+    (fewer where the other slice has fewer rows; `merge_topk` pads the merged lists).
 
     A unit of one CPU, so BLAS gets one thread (the single-process search does the same in each of
     its worker threads).
@@ -62,9 +55,7 @@ def tile_knn(x, y, i0: int, i1: int, j0: int, j1: int, k: int, block_rows: int, 
                                             workers=1, product=product)
     except NonFiniteRowError as e:  # the tile's row -> the side's row
         raise NonFiniteRowError(e.side, e.row + (i0 if e.side == "src" else j0)) from None
-    fs, fi = _pad(fs, np.where(fi >= 0, fi + j0, -1), k)
-    bs, bi = _pad(bs, np.where(bi >= 0, bi + i0, -1), k)
-    return i0, i1, j0, j1, fs, fi, bs, bi
+    return i0, i1, j0, j1, fs, np.where(fi >= 0, fi + j0, -1), bs, np.where(bi >= 0, bi + i0, -1)
 
 
 def tiled_knn_both(
@@ -109,15 +100,14 @@ def tiled_knn_both(
         bwd_s[j0:j1], bwd_i[j0:j1] = merge_topk([bwd_s[j0:j1], bs[:, :ky]], [bwd_i[j0:j1], bi[:, :ky]], ky)
 
     ckpt = _TileCheckpoint(checkpoint_dir, checkpoint_key, tr, tc, product) if checkpoint_dir is not None else None
-    todo = []
+    todo, done_rows = [], 0
     for t in tiles:  # finished tiles of an interrupted run are merged, not recomputed
         saved = ckpt.load(t) if ckpt is not None else None
         if saved is None:
             todo.append(t)
         else:
             merge(*t, *saved)
-    pending = set(todo)
-    done_rows = sum((t[1] - t[0]) * (t[3] - t[2]) for t in tiles if t not in pending)
+            done_rows += (t[1] - t[0]) * (t[3] - t[2])
     if todo:
         # The two sides are shared once (row views are read by the units, block by block).
         xs = executor.share(np.asarray(x[0:n], dtype=np.float32))
@@ -148,16 +138,12 @@ class _TileCheckpoint:
         return self.dir / ("tile_" + "_".join(f"{v:012d}" for v in t) + ".npz")
 
     def load(self, t):
-        p = self._path(t)
-        if not p.is_file():
-            return None
         try:
-            with np.load(p) as z:
+            with np.load(self._path(t)) as z:
                 return z["fs"], z["fi"], z["bs"], z["bi"]
-        except (OSError, ValueError, KeyError):  # half-written by a killed driver: redo the tile
+        except (OSError, ValueError, KeyError):  # not run yet, or half-written by a killed driver: (re)do it
             return None
 
     def save(self, t, fs, fi, bs, bi) -> None:
-        with atomic_path(self._path(t)) as tmp:
-            with open(tmp, "wb") as f:
-                np.savez(f, fs=fs, fi=fi, bs=bs, bi=bi)
+        with atomic_path(self._path(t)) as tmp, open(tmp, "wb") as f:
+            np.savez(f, fs=fs, fi=fi, bs=bs, bi=bi)

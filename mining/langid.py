@@ -205,32 +205,21 @@ def identify(texts: Sequence[str], backend: str = DEFAULT_LID) -> tuple[list[str
     empty or the library declines to answer."""
     if backend == "fasttext":
         model = _fasttext_model()
-        codes, conf = [], np.zeros(len(texts), np.float32)
-        for i, t in enumerate(texts):
-            t = _one_line(t)
-            if not t:
-                codes.append("")
-                continue
+
+        def fasttext_top(t: str) -> tuple[str, float]:
             labels, probs = model.predict(t, k=1)
-            codes.append(_fasttext_code(labels[0]))
-            conf[i] = min(float(probs[0]), 1.0)
-        return codes, conf
-    if backend == "langid":
-        ident = _langid_model()
-        out = [ident.classify(t) if t.strip() else ("", 0.0) for t in texts]
-        return [normalize_lang(c) if c else "" for c, _ in out], np.array([p for _, p in out], np.float32)
-    if backend == "lingua":
-        det = _lingua_detector()
-        codes, conf = [], np.zeros(len(texts), np.float32)
-        results = det.compute_language_confidence_values_in_parallel(list(texts))
-        for i, r in enumerate(results):
-            if not r:
-                codes.append("")
-                continue
-            codes.append(normalize_lang(r[0].language.iso_code_639_3.name.lower()))
-            conf[i] = r[0].value
-        return codes, conf
-    raise ConfigError(f"unknown language identification backend {backend!r}; choose from {', '.join(LID_BACKENDS)}")
+            return _fasttext_code(labels[0]), min(float(probs[0]), 1.0)
+
+        out = [fasttext_top(t) if t else ("", 0.0) for t in map(_one_line, texts)]
+    elif backend == "langid":
+        out = [_langid_model().classify(t) if t.strip() else ("", 0.0) for t in texts]
+        out = [(normalize_lang(c) if c else "", p) for c, p in out]
+    elif backend == "lingua":
+        out = [(normalize_lang(r[0].language.iso_code_639_3.name.lower()), r[0].value) if r else ("", 0.0)
+               for r in _lingua_detector().compute_language_confidence_values_in_parallel(list(texts))]
+    else:
+        raise ConfigError(f"unknown language identification backend {backend!r}; choose from {', '.join(LID_BACKENDS)}")
+    return [c for c, _ in out], np.array([p for _, p in out], np.float32)
 
 
 def supported_languages(backend: str) -> frozenset[str]:

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from xmine.langs import normalize_lang
+
 log = logging.getLogger(__name__)
 
 #: rows labelled per side: enough that a majority is clear (the share's standard error <= 3.5%)
@@ -44,18 +46,14 @@ def check_declared_languages(sides, *, encoders) -> dict[str, Any]:
     A record is `check_declared`'s ("consistent", "mismatch" or "not-checked").
     """
     from xmine.corpus import truncate_for_encoding
-    from xmine.langs import normalize_lang
 
     declared = [(role, side, ids, lang) for role, side, ids, lang in sides if lang]
     if not declared:
         return {}
     projection = encoders.projection
-    why = None
-    if projection is None:
-        why = "raw embeddings have no language part"
-    elif not hasattr(projection, "identify") or getattr(projection, "token_level", False):
-        why = "the projection identifies no language from sentence vectors"
-    if why is not None:
+    if projection is None or not hasattr(projection, "identify") or getattr(projection, "token_level", False):
+        why = ("raw embeddings have no language part" if projection is None
+               else "the projection identifies no language from sentence vectors")
         return {role: {"declared": lang, "status": "not-checked", "why": why} for role, _, _, lang in declared}
     table = projection.trust_table()
     out = {}
@@ -89,8 +87,6 @@ def check_declared(labels, declared: str, table: dict[str, dict[str, Any]]) -> d
     is not one of the projection's or its label is not trusted: the projection would then
     mislabel correct text as often as not, and a false warning is worse than none.
     """
-    from xmine.langs import normalize_lang
-
     code = normalize_lang(declared)
     record: dict[str, Any] = {"declared": declared, "sample": len(labels)}
     if code not in table:

@@ -6,10 +6,9 @@ into stores in `<out>.work/` first (the one encoding path, resumable). Both side
 deduplicated by 64-bit hashes of their sentences (a pair is output once, with the first line of
 each sentence; see `Side.unique_rows` for collisions), length-filtered and, with `--lang-filter`,
 rid of the sentences identified as another language (mining/filter_step.py; by default when both
-languages are known), cleaned of rows
-without letters, near-duplicates and texts present on both sides (mining/presearch.py, default on),
-so either search sees
-exactly the rows that may be mined: its k neighbours are k real candidates. Then:
+languages are known), cleaned of rows without letters, near-duplicates and texts present on both
+sides (mining/presearch.py, default on), so either search sees exactly the rows that may be
+mined: its k neighbours are k real candidates. Then:
 - exact (default): the blocked kNN (mining/knn.py), checkpointed in `<out>.work/knn/`;
 - approximate: IVF / IVF-PQ indexes (mining/approximate.py), checkpointed in `<out>.work/ann/`;
   with a threshold, the neighbourhoods that decide a pair are searched again wider (mining/refine.py);
@@ -39,7 +38,7 @@ import numpy as np
 
 from xmine.artefacts import provenance
 from xmine.errors import ConfigError, InputError, NonFiniteRowError
-from xmine.executor import LOCAL, executor_for
+from xmine.executor import executor_for
 from xmine.mining.approximate import ApproximateConfig
 from xmine.mining.filter_step import filter_pairs, lang_filter_langs, pre_search
 from xmine.mining.filters import PairFilterConfig
@@ -119,6 +118,9 @@ def mine(
     without letters, near-duplicates, texts on both sides); the summary's `pre_search` counts
     what each step removed per side.
     """
+    from xmine.input_artefacts import artefact_kind
+    from xmine.input_encoders import Encoders
+    from xmine.inputs import check_compatible, check_split_languages, load_side
     from xmine.mining.writers import COMPANIONS, output_format as resolve_format
     from xmine.output_state import same_file
     from xmine.outputs import claim_output
@@ -129,133 +131,116 @@ def mine(
                           "pass --allow-same-input if that is what you want")
     fmt = resolve_format(out, output_format)
     if input_format is not None and input_format.split_sentences:  # a missing language: before anything
-        from xmine.inputs import check_split_languages
-
         check_split_languages([(src, src_lang, "--src-lang"), (tgt, tgt_lang, "--tgt-lang")], input_format)
     # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU)
     # or the Ray cluster cannot be joined.
     if not approximate:
         resolve_product(config.product)
     executor = executor_for(ray)
-    with claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection], overwrite=overwrite,
-                      companions=(".meta", ".work") + COMPANIONS) as claim:
-        with (claim_output(keep_filtered, kind=FILTERED_KIND, form="tsv", inputs=[src, tgt, projection, out],
-                           overwrite=overwrite) if keep_filtered is not None
-              else contextlib.nullcontext()) as dropped_claim:
-            return _mine(src, tgt, claim, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
-                         precision=precision, projection=projection, approximate=approximate,
-                         approximate_config=approximate_config, line_numbers=line_numbers, meta=meta,
-                         keep_work=keep_work, show_progress=show_progress, ray=ray, executor=executor,
-                         default_threshold=default_threshold, fmt=fmt, input_format=input_format, filters=filters,
-                         dropped_claim=dropped_claim, lang_filter=lang_filter, pre_clean=pre_clean)
+    with contextlib.ExitStack() as claims:
+        claim = claims.enter_context(claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection],
+                                                  overwrite=overwrite, companions=(".meta", ".work") + COMPANIONS))
+        dropped_claim = None if keep_filtered is None else claims.enter_context(claim_output(
+            keep_filtered, kind=FILTERED_KIND, form="tsv", inputs=[src, tgt, projection, out], overwrite=overwrite))
+        out = claim.path
+        # OUT.work/ is created (and marked as this output's) only when something is built in it, so a
+        # run refused while opening its inputs leaves nothing behind.
+        work = claim.companion(".work")
 
+        def work_for(path, tag: str) -> Path:
+            kind = artefact_kind(path, input_format)
+            if kind == "text" or (projection is not None and kind == "embedding-store"):
+                claim.work_dir(".work")
+            return work / tag
 
-def _mine(src, tgt, claim, *, src_lang, tgt_lang, config, encoder, precision, projection, approximate,
-          approximate_config, line_numbers, meta, keep_work, show_progress, ray=None, executor=LOCAL,
-          default_threshold=True, fmt="tsv", input_format=None, filters=PairFilterConfig(), dropped_claim=None,
-          lang_filter=None, pre_clean=PreSearchConfig()) -> dict:
-    from xmine.input_artefacts import artefact_kind
-    from xmine.input_encoders import Encoders
-    from xmine.inputs import check_compatible, load_side
-
-    out = claim.path
-    # OUT.work/ is created (and marked as this output's) only when something is built in it, so a
-    # run refused while opening its inputs leaves nothing behind.
-    work = claim.companion(".work")
-
-    def work_for(path, tag: str) -> Path:
-        kind = artefact_kind(path, input_format)
-        if kind == "text" or (projection is not None and kind == "embedding-store"):
-            claim.work_dir(".work")
-        return work / tag
-
-    encoders = Encoders(encoder, projection, precision, inputs=[src, tgt])
-    # With --overwrite, OUT.work/ is this command's own to rebuild (a damaged work store included).
-    sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src"), show_progress=show_progress,
-                   rebuild=claim.overwrite, input_format=input_format)
-    sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt"), show_progress=show_progress,
-                   rebuild=claim.overwrite, input_format=input_format)
-    try:
-        check_compatible(sx, sy)
-        config, threshold_record = _threshold(config, encoders.choice.path if sx.projection else None,
-                                              default_threshold=default_threshold)
-        for side in (sx, sy):  # every shard's sha256 (large stores: now, before any search starts)
-            if hasattr(side.rows, "check_all"):
-                side.rows.check_all()
-        lf, lf_record = lang_filter_langs(lang_filter, (src_lang or sx.lang, tgt_lang or sy.lang), filters.lid,
-                                          filters.lid_min_confidence)
-        forced = lf_record.get("source") == "--lang-filter"
-        mx = Mineable(sx, config, lang_filter=lf[0], forced=forced, role="src")
-        my = Mineable(sy, config, lang_filter=lf[1], forced=forced, role="tgt")
-        if lf_record["on"]:
-            lf_record["skipped"] = {role: round(m.lang_filter_skipped, 4) for role, m in (("src", mx), ("tgt", my))
-                                    if m.lang_filter_skipped is not None}
-        # Before the search, so a warning about a mislabelled side comes while it can still be stopped.
-        language_check = check_declared_languages([("src", sx, mx.ids, src_lang), ("tgt", sy, my.ids, tgt_lang)],
-                                                  encoders=encoders)
-        pre_record = pre_search(mx, my, langs=(src_lang or sx.lang, tgt_lang or sy.lang), config=pre_clean,
-                                filters=filters, margin=config.margin)
-        search = "exact"
-        if sx.index is not None or sy.index is not None:
-            search = "faiss-index"
-        elif approximate:
-            search = "approximate"
-        # Length bounds were applied above; the selection only needs the ratio filter.
-        select_config = config.replace(min_length=0, max_length=None)
-        key = hashlib.sha256(json.dumps(
-            [sx.fingerprint_key(), sy.fingerprint_key(), config.k, config.block_rows, config.block_cols,
-             config.min_length, config.max_length, lf, pre_record], default=str).encode()).hexdigest()
-        if search != "faiss-index":
-            claim.work_dir(".work")  # checkpoints
+        encoders = Encoders(encoder, projection, precision, inputs=[src, tgt])
+        # With --overwrite, OUT.work/ is this command's own to rebuild (a damaged work store included).
+        sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src"),
+                       show_progress=show_progress, rebuild=claim.overwrite, input_format=input_format)
+        sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt"),
+                       show_progress=show_progress, rebuild=claim.overwrite, input_format=input_format)
         try:
-            mined = search_pairs(search, mx, my, sx, sy, config=config, select_config=select_config,
-                                  approximate_config=approximate_config, work=work, key=key, executor=executor,
-                                  show_progress=show_progress)
-        except NonFiniteRowError as e:
-            side, mineable = (sx, mx) if e.side == "src" else (sy, my)
-            row = int(mineable.ids[e.row])
-            raise InputError(side.path, f"embedding row {row} (input line {int(side.line_numbers[row])}) is "
-                             "not finite (NaN or inf)") from None
-        src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
-        # A side the language filter found mostly in another language is not judged by language
-        # again after the search (its declared language is in doubt: the warning said so).
-        pair_langs = tuple(None if m.lang_filter_skipped is not None else lang
-                           for m, lang in ((mx, src_lang or sx.lang), (my, tgt_lang or sy.lang)))
-        mined, src_rows, tgt_rows, filter_record, lid_columns = filter_pairs(
-            mined, sx, sy, src_rows, tgt_rows, langs=pair_langs, config=filters, margin=config.margin,
-            dropped_claim=dropped_claim)
-        summary = {
-            "output": str(out), "format": fmt, "pairs": len(mined), "k_used": min(config.k, len(mx.ids), len(my.ids)),
-            "src": {"path": str(sx.path), "kind": sx.kind, "sentences": len(sx), "unique": mx.unique,
-                    "mined_rows": len(mx.ids), "other_language": mx.other_language if lf_record["on"] else None},
-            "tgt": {"path": str(sy.path), "kind": sy.kind, "sentences": len(sy), "unique": my.unique,
-                    "mined_rows": len(my.ids), "other_language": my.other_language if lf_record["on"] else None},
-            "lang_filter": lf_record,
-            "pre_search": pre_record,
-            "encoder": sx.encoder.to_dict(), "projection": to_json(sx.projection), "part": sx.part,
-            "projection_choice": encoders.choice.record(),
-            "threshold": threshold_record,
-            "filters": filter_record,
-            "language_check": language_check,
-            "search": search,
-            "ray": ray,
-            "product": resolve_product(config.product) if search == "exact" else None,
-            "score_quantiles": ({q: float(np.quantile(mined.score, q)) for q in (0.1, 0.5, 0.9)} if len(mined) else {}),
-            "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang,
-                                     approximate=(asdict(approximate_config) if search == "approximate" else None),
-                                     inputs=[sx.fingerprint, sy.fingerprint]),
-        }
-        write_mined(claim, fmt, MinedRows(sx=sx, sy=sy, src_rows=src_rows, tgt_rows=tgt_rows, score=mined.score,
-                                          direction=mined.direction), line_numbers=line_numbers, summary=summary,
-                    extra=lid_columns)
-        if meta:  # (without it, the replaced result's own .meta is removed by claim.finish)
-            write_meta(claim, mined, sx, sy, src_rows, tgt_rows)
-    finally:
-        sx.close()
-        sy.close()
-    if not keep_work:
-        shutil.rmtree(work, ignore_errors=True)
-    return claim.finish(summary)
+            check_compatible(sx, sy)
+            config, threshold_record = _threshold(config, encoders.choice.path if sx.projection else None,
+                                                  default_threshold=default_threshold)
+            for side in (sx, sy):  # every shard's sha256 (large stores: now, before any search starts)
+                if hasattr(side.rows, "check_all"):
+                    side.rows.check_all()
+            lf, lf_record = lang_filter_langs(lang_filter, (src_lang or sx.lang, tgt_lang or sy.lang), filters.lid,
+                                              filters.lid_min_confidence)
+            forced = lf_record.get("source") == "--lang-filter"
+            mx = Mineable(sx, config, lang_filter=lf[0], forced=forced, role="src")
+            my = Mineable(sy, config, lang_filter=lf[1], forced=forced, role="tgt")
+            if lf_record["on"]:
+                lf_record["skipped"] = {role: round(m.lang_filter_skipped, 4) for role, m in (("src", mx), ("tgt", my))
+                                        if m.lang_filter_skipped is not None}
+            # Before the search, so a warning about a mislabelled side comes while it can still be stopped.
+            language_check = check_declared_languages([("src", sx, mx.ids, src_lang), ("tgt", sy, my.ids, tgt_lang)],
+                                                      encoders=encoders)
+            pre_record = pre_search(mx, my, langs=(src_lang or sx.lang, tgt_lang or sy.lang), config=pre_clean,
+                                    filters=filters, margin=config.margin)
+            search = "exact"
+            if sx.index is not None or sy.index is not None:
+                search = "faiss-index"
+            elif approximate:
+                search = "approximate"
+            # Length bounds were applied above; the selection only needs the ratio filter.
+            select_config = config.replace(min_length=0, max_length=None)
+            key = hashlib.sha256(json.dumps(
+                [sx.fingerprint_key(), sy.fingerprint_key(), config.k, config.block_rows, config.block_cols,
+                 config.min_length, config.max_length, lf, pre_record], default=str).encode()).hexdigest()
+            if search != "faiss-index":
+                claim.work_dir(".work")  # checkpoints
+            try:
+                mined = search_pairs(search, mx, my, sx, sy, config=config, select_config=select_config,
+                                      approximate_config=approximate_config, work=work, key=key, executor=executor,
+                                      show_progress=show_progress)
+            except NonFiniteRowError as e:
+                side, mineable = (sx, mx) if e.side == "src" else (sy, my)
+                row = int(mineable.ids[e.row])
+                raise InputError(side.path, f"embedding row {row} (input line {int(side.line_numbers[row])}) is "
+                                 "not finite (NaN or inf)") from None
+            src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
+            # A side the language filter found mostly in another language is not judged by language
+            # again after the search (its declared language is in doubt: the warning said so).
+            pair_langs = tuple(None if m.lang_filter_skipped is not None else lang
+                               for m, lang in ((mx, src_lang or sx.lang), (my, tgt_lang or sy.lang)))
+            mined, src_rows, tgt_rows, filter_record, lid_columns = filter_pairs(
+                mined, sx, sy, src_rows, tgt_rows, langs=pair_langs, config=filters, margin=config.margin,
+                dropped_claim=dropped_claim)
+            summary = {
+                "output": str(out), "format": fmt, "pairs": len(mined),
+                "k_used": min(config.k, len(mx.ids), len(my.ids)),
+                **{role: {"path": str(side.path), "kind": side.kind, "sentences": len(side), "unique": m.unique,
+                          "mined_rows": len(m.ids), "other_language": m.other_language if lf_record["on"] else None}
+                   for role, side, m in (("src", sx, mx), ("tgt", sy, my))},
+                "lang_filter": lf_record,
+                "pre_search": pre_record,
+                "encoder": sx.encoder.to_dict(), "projection": to_json(sx.projection), "part": sx.part,
+                "projection_choice": encoders.choice.record(),
+                "threshold": threshold_record,
+                "filters": filter_record,
+                "language_check": language_check,
+                "search": search,
+                "ray": ray,
+                "product": resolve_product(config.product) if search == "exact" else None,
+                "score_quantiles": ({q: float(np.quantile(mined.score, q)) for q in (0.1, 0.5, 0.9)}
+                                    if len(mined) else {}),
+                "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang,
+                                         approximate=(asdict(approximate_config) if search == "approximate" else None),
+                                         inputs=[sx.fingerprint, sy.fingerprint]),
+            }
+            write_mined(claim, fmt, MinedRows(sx=sx, sy=sy, src_rows=src_rows, tgt_rows=tgt_rows, score=mined.score,
+                                              direction=mined.direction), line_numbers=line_numbers, summary=summary,
+                        extra=lid_columns)
+            if meta:  # (without it, the replaced result's own .meta is removed by claim.finish)
+                write_meta(claim, mined, sx, sy, src_rows, tgt_rows)
+        finally:
+            sx.close()
+            sy.close()
+        if not keep_work:
+            shutil.rmtree(work, ignore_errors=True)
+        return claim.finish(summary)
 
 
 def _threshold(config: MiningConfig, projection_dir, *, default_threshold: bool):

@@ -148,13 +148,9 @@ def clean_sides(src_texts: Sequence[str], tgt_texts: Sequence[str], *, langs=(No
     `identical` pair filter runs after the search (`no_letters` runs only then). `lid`: language
     identification of the shared texts (`copies`)."""
     steps = config.active(identical_filter)
-    src_keys = tgt_keys = None
-    if steps:
-        src_keys, tgt_keys = text_keys(src_texts), text_keys(tgt_texts)
-    sides = [_within_side(t, k, steps) if steps else SideClean(keep=np.ones(len(t), bool),
-                                                               representative=np.arange(len(t), dtype=np.int64),
-                                                               removed={})
-             for t, k in ((src_texts, src_keys), (tgt_texts, tgt_keys))]
+    # No step, no keys to compute (that reads every text): every row is searched as itself.
+    src_keys, tgt_keys = (text_keys(t) if steps else np.zeros(len(t), np.uint64) for t in (src_texts, tgt_texts))
+    sides = [_within_side(t, k, steps) for t, k in ((src_texts, src_keys), (tgt_texts, tgt_keys))]
     copies = None
     if "copies" in steps:
         copies = _copies(src_texts, tgt_texts, src_keys, tgt_keys, *sides, langs, lid, config.copies_min_confidence)

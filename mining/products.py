@@ -109,18 +109,14 @@ def _round_down_f32(t: np.ndarray) -> np.ndarray:
     return f
 
 
-def _bf16_bits_down(t: np.ndarray) -> np.ndarray:
-    """Bit patterns (int16) of the largest bf16 <= t (float64 input)."""
+def _bf16_threshold_keys(t: np.ndarray) -> np.ndarray:
+    """Keys (`screen.keys_of`) of thresholds t (float64) rounded down to bf16: of the bit patterns
+    (int16) of the largest bf16 <= t."""
     b = _round_down_f32(t).view(np.uint32)
     hi = (b >> 16).astype(np.uint32)
     neg_inexact = ((b & 0x80000000) != 0) & ((b & 0xFFFF) != 0)
     hi[neg_inexact] += 1  # truncation rounds negatives up: one more unit of magnitude
-    return hi.astype(np.uint16).view(np.int16)
-
-
-def _bf16_threshold_keys(t: np.ndarray) -> np.ndarray:
-    """Keys (`screen.keys_of`) of thresholds t (float64) rounded down to bf16."""
-    return keys_of(_bf16_bits_down(t))
+    return keys_of(hi.astype(np.uint16).view(np.int16))
 
 
 def _bits_to_f32(bits: np.ndarray) -> np.ndarray:
@@ -186,7 +182,8 @@ class RowTerms:
 
 
 class Fp32Product:
-    """numpy float32 matmul (BLAS sgemm): h = x, output = accumulator."""
+    """numpy float32 matmul (BLAS sgemm): h = x, output = accumulator. The other products extend
+    it: a block they compute in fp32 is screened as its own."""
 
     name = "fp32"
 
@@ -230,11 +227,10 @@ class Fp32Product:
     def lower(self, v):
         return np.asarray(v, dtype=np.float64)
 
-    def upper(self, v):
-        return np.asarray(v, dtype=np.float64)
+    upper = lower
 
 
-class Bf16Product:
+class Bf16Product(Fp32Product):
     """torch.mm on bf16 tensors (oneDNN, fp32 accumulation, bf16 output) on the CPU."""
 
     name = "bf16"
@@ -242,9 +238,8 @@ class Bf16Product:
     def __init__(self, dim: int):
         import torch
 
+        super().__init__(dim)
         self.torch = torch
-        self.gamma = gamma(dim, U32)
-        self.dim = dim
 
     def _round(self, rows: np.ndarray, flush: bool):
         """bf16 tensor of rows, subnormals flushed to 0 if `flush` (oneDNN treats them as 0)."""
@@ -268,8 +263,7 @@ class Bf16Product:
         return self.torch.empty(size, dtype=self.torch.bfloat16)
 
     def scores(self, px, py, buf):
-        small = len(px) * len(py) * self.dim <= _MKLDNN_MIN_MNK
-        if small:  # torch would not use oneDNN: compute exactly what the bound covers, in fp32
+        if len(px) * len(py) * self.dim <= _MKLDNN_MIN_MNK:  # torch would not use oneDNN: fp32, as the bound assumes
             return np.matmul(px.float().numpy(), py.float().numpy().T)
         s = buf[: len(px) * len(py)].view(len(px), len(py))
         self.torch.mm(px, py.T, out=s)
@@ -277,7 +271,7 @@ class Bf16Product:
 
     def screen(self, s, t_rows, t_cols):
         if s.dtype == np.float32:  # small block, fp32
-            return Fp32Product.screen(self, s, t_rows, t_cols)
+            return super().screen(s, t_rows, t_cols)
         kr, kc = _bf16_threshold_keys(t_rows), _bf16_threshold_keys(t_cols)
         keys, _ = comparable_keys(s, kr, kc)
         skip = _bf16_threshold_keys(np.array([np.inf]))[0]
@@ -286,7 +280,7 @@ class Bf16Product:
 
     def keyed(self, s, t_rows, t_cols):
         if s.dtype == np.float32:  # small block, fp32
-            return Fp32Product.keyed(self, s, t_rows, t_cols)
+            return super().keyed(s, t_rows, t_cols)
         return s, _bf16_threshold_keys(t_rows), _bf16_threshold_keys(t_cols), 16
 
     def kth_floor(self, s, k: int, axis: int) -> np.ndarray:
@@ -305,7 +299,7 @@ class Bf16Product:
         return v + _ulp_bound(v, 7)
 
 
-class CudaProduct:
+class CudaProduct(Fp32Product):
     """torch.mm on fp16 CUDA tensors with a float32 output (fp32 accumulation), screened on the GPU.
 
     Only the candidates' coordinates and values cross to the host. fp16 keeps 11 significant bits
@@ -317,10 +311,9 @@ class CudaProduct:
     def __init__(self, dim: int, device: str = "cuda"):
         import torch
 
+        super().__init__(dim)
         self.torch = torch
         self.device = torch.device(device)
-        self.gamma = gamma(dim, U32)
-        self.dim = dim
 
     def _round(self, rows: np.ndarray):
         rows = np.ascontiguousarray(rows, dtype=np.float32)
@@ -360,12 +353,6 @@ class CudaProduct:
     def kth_floor(self, s, k: int, axis: int) -> np.ndarray:
         return self.torch.topk(s, k, dim=axis).values.select(axis, k - 1).cpu().numpy()
 
-    def lower(self, v):
-        return np.asarray(v, dtype=np.float64)
-
-    def upper(self, v):
-        return np.asarray(v, dtype=np.float64)
-
 
 def make_product(name: str, dim: int):
     """The block product for a resolved name (see `resolve_product`)."""
@@ -385,7 +372,5 @@ def pair_bounds(a: RowTerms, b: RowTerms, product) -> np.ndarray:
 
 def row_bounds(a: RowTerms, b_max: tuple[float, float, float], product) -> np.ndarray:
     """E-bar per row of side a: the bound E(x, y) maximised over every row y of the other side,
-    given the other side's maxima (n, nh, r). Float64, inflated by 2^-30 for its own rounding."""
-    bn, bnh, br = b_max
-    e = a.r * bn + a.nh * br + product.gamma * a.nh * bnh + U32 * a.n * bn
-    return e * (1 + 2.0**-30) + eta(product.dim)
+    given the other side's maxima (n, nh, r): E is increasing in each of them."""
+    return pair_bounds(a, RowTerms(*b_max), product)

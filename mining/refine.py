@@ -13,20 +13,19 @@ are searched again in the same index shards, visiting `refine_nprobe_factor` tim
 lists, and every row in those lists is compared by its stored vector (read from the store), not
 by its PQ code, whose errors (a few hundredths of a cosine) are larger than the gaps between a
 real sentence's nearest neighbours. The best `fetch_factor * k` of them and the row's current k
-neighbours are re-scored exactly (`approximate._rescore`) and the best k kept. A refined row may
+neighbours are re-scored exactly (`ann_shards.rescore_candidates`) and the best k kept. A refined row may
 gain a new best candidate whose other side was never refined, so rounds repeat until every row
 of a passing candidate has been refined (each round only the new rows).
 
 Cost: for the refined rows only (about twice the mined pairs, not the corpus), a product with
 the rows of the lists they visit (refine_nprobe_factor * nprobe / nlist of the other side each),
 list by list. Memory: one shard, one list's rows, one chunk of `REFINE_CHUNK` query rows, and the
-refined rows' candidates (fetch_factor * k a row, as the search's own). Resuming: the lists after each round are written to the work folder
-(`refined.npz`, with what they were refined for), so a resumed run does not search them again.
+refined rows' candidates (fetch_factor * k a row, as the search's own). Resuming: the lists after
+each round are written to the work folder (`refined.npz`, with what they were refined for).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 
 import numpy as np
@@ -82,11 +81,6 @@ def refine_passing(x, y, knn, *, passing, key: str, plan: dict, shard_rows: int,
     return fwd_s, fwd_i, bwd_s, bwd_i
 
 
-def refine_key(**decides) -> str:
-    """What `refine_passing`'s result depends on beyond the searches, as one string."""
-    return json.dumps(decides, sort_keys=True, default=str)
-
-
 def _refine_rows(tag, queries, base, ids: np.ndarray, current: np.ndarray, *, plan, shard_rows, trained, work,
                  config, show_progress):
     """Rows `ids` of `queries`: every base row in the `plan["nprobe"]` IVF lists nearest to each
@@ -96,7 +90,7 @@ def _refine_rows(tag, queries, base, ids: np.ndarray, current: np.ndarray, *, pl
 
     from xmine.index.faiss_index import shard_plan
     from xmine.index.build import as_f32
-    from xmine.mining.ann_shards import open_shard, rescore_candidates
+    from xmine.mining.ann_shards import drop_repeats, open_shard, rescore_candidates
     from xmine.topk import merge_topk
 
     k = current.shape[1]
@@ -123,7 +117,7 @@ def _refine_rows(tag, queries, base, ids: np.ndarray, current: np.ndarray, *, pl
             bar.update(len(qv))
         del index
     bar.close()
-    cand = _drop_repeats(np.concatenate([current, run_i], axis=1))
+    cand = drop_repeats(np.concatenate([current, run_i], axis=1))
     del run_s, run_i
     # Rescored in blocks as large, in bytes, as the search's own rescoring.
     block = max(1, config.rescore_block * config.fetch_factor * k // cand.shape[1])
@@ -153,15 +147,4 @@ def _list_members(index, qv: np.ndarray, nprobe: int):
         yield np.unique(qrow[a:b]), members
 
 
-def _drop_repeats(ids: np.ndarray) -> np.ndarray:
-    """Each row's ids with every repeat of an earlier id replaced by -1 (scored once)."""
-    order = np.argsort(ids, axis=1, kind="stable")
-    srt = np.take_along_axis(ids, order, axis=1)
-    rep = np.zeros(ids.shape, bool)
-    rep[:, 1:] = (srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)
-    out = ids.copy()
-    np.put_along_axis(out, order, np.where(rep, -1, srt), axis=1)
-    return out
-
-
-__all__ = ["REFINE_CHUNK", "refine_key", "refine_passing"]
+__all__ = ["REFINE_CHUNK", "refine_passing"]

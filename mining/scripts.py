@@ -1,12 +1,13 @@
 """Which Unicode script a text is written in, and which scripts a language is written in.
 
-`dominant_script(text)` / `script_share(text, scripts)`: the script most of its letters belong
-to, or the share in some scripts, by the first word of each letter's Unicode name ("LATIN",
-"CYRILLIC", "CJK", "HIRAGANA", "ARABIC" ...), after NFKC (so full-width Latin is Latin), dense
-scripts' letters weighted (`DENSE_SCRIPTS`). `text_length`: a length comparable across scripts. `expected_scripts(lang)`: the scripts a language may dominate in,
-from the ISO 15924 part of a FLORES/NLLB code (`srp_Cyrl`: Cyrillic only) or else from
-`LANGUAGE_SCRIPTS` (Serbian and Kazakh: Cyrillic or Latin; Japanese: Han or kana; Korean: Hangul
-or Han). None where the language is not listed: the `script` pair filter then does not judge it.
+`script_share(text, scripts)`: the share of its letters in some scripts, by the first word of
+each letter's Unicode name ("LATIN", "CYRILLIC", "CJK", "HIRAGANA", "ARABIC" ...), after NFKC
+(so full-width Latin is Latin), dense scripts' letters weighted (`DENSE_SCRIPTS`).
+`text_length`: a length comparable across scripts. `expected_scripts(lang)`: the scripts a
+language may dominate in, from the ISO 15924 part of a FLORES/NLLB code (`srp_Cyrl`: Cyrillic
+only) or else from `LANGUAGE_SCRIPTS` (Serbian and Kazakh: Cyrillic or Latin; Japanese: Han or
+kana; Korean: Hangul or Han). None where the language is not listed: the `script` pair filter
+then does not judge it.
 """
 
 from __future__ import annotations
@@ -60,26 +61,15 @@ def _script_of(ch: str) -> str | None:
 DENSE_SCRIPTS = {"CJK": 3.0, "HIRAGANA": 3.0, "KATAKANA": 3.0, "HANGUL": 2.0}
 
 
-def script_weights(text: str) -> dict[str, float]:
-    """Weighted letter count of each script in `text` (after NFKC; `DENSE_SCRIPTS` weights)."""
+def script_share(text: str, scripts: set[str]) -> float | None:
+    """Share of `text`'s letters (after NFKC, `DENSE_SCRIPTS` weighted) in `scripts`; None when it
+    has no letters."""
     tally: dict[str, float] = {}
     for ch in unicodedata.normalize("NFKC", text):
         if ch.isalpha():
             s = _script_of(ch)
             if s is not None:
                 tally[s] = tally.get(s, 0.0) + DENSE_SCRIPTS.get(s, 1.0)
-    return tally
-
-
-def dominant_script(text: str) -> str | None:
-    """The script of most of `text`'s (weighted) letters; None when it has none."""
-    tally = script_weights(text)
-    return max(tally, key=tally.__getitem__) if tally else None
-
-
-def script_share(text: str, scripts: set[str]) -> float | None:
-    """Share of `text`'s weighted letters in `scripts`; None when it has no letters."""
-    tally = script_weights(text)
     total = sum(tally.values())
     return sum(v for k, v in tally.items() if k in scripts) / total if total else None
 

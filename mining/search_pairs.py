@@ -5,31 +5,22 @@ selection."""
 
 from __future__ import annotations
 
+import json
 from functools import partial
 
 import numpy as np
 
 from xmine.executor import Executor
-from xmine.mining.ann_shards import rescore_candidates
+from xmine.mining.ann_shards import drop_repeats, rescore_candidates
 from xmine.mining.approximate import approximate_knn_both
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.knn_tiles import tiled_knn_both
 from xmine.mining.mineable import Mineable
-from xmine.mining.refine import refine_key
 from xmine.mining.select import MinedPairs, mine_embeddings, passing_rows, select_pairs
 from xmine.topk import merge_topk
 
 #: query rows rescored at once (memory: RESCORE_BLOCK x candidates x dim x 4 bytes)
 RESCORE_BLOCK = 8192
-
-
-def _unique_hits(sims: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Drop repeated ids in each row (keep the first = best), then keep k columns (-1 pads)."""
-    ids = ids.copy()
-    for c in range(1, ids.shape[1]):
-        dup = (ids[:, :c] == ids[:, c : c + 1]).any(axis=1)
-        ids[dup, c] = -1
-    return merge_topk([sims.astype(np.float32)], [ids], k)
 
 
 def _neighbours(base_side, base: Mineable, queries, k: int, *, executor: Executor, show_progress: bool, tag: str):
@@ -54,7 +45,8 @@ def _neighbours(base_side, base: Mineable, queries, k: int, *, executor: Executo
                                desc=f"{tag} ({executor.name})", show_progress=show_progress)
     if base_side.index is not None:
         hit = np.where(rows >= 0, base.position_of_row[np.maximum(rows, 0)], -1)
-        sims, rows = _unique_hits(sims, hit, fetch)
+        # Repeats dropped (the first is the best), then `fetch` columns (-1 pads).
+        sims, rows = merge_topk([sims.astype(np.float32)], [drop_repeats(hit)], fetch)
     return rescore_candidates(queries, base.rows, rows, kk, block=RESCORE_BLOCK, show_progress=show_progress,
                               tag=tag)
 
@@ -62,28 +54,25 @@ def _neighbours(base_side, base: Mineable, queries, k: int, *, executor: Executo
 def search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_config, work, key, executor,
                  show_progress) -> MinedPairs:
     """Both directions' neighbours by the chosen search, then margin and one-to-one selection."""
+    lengths = {"src_lengths": mx.lengths, "tgt_lengths": my.lengths}
     if len(mx.ids) == 0 or len(my.ids) == 0:
         e = np.zeros(0, np.int64)
-        mined = MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
-    elif search == "faiss-index":
-        fs, fi = _neighbours(sy, my, mx.rows, config.k, executor=executor, show_progress=show_progress,
-                             tag="searching tgt")
-        bs, bi = _neighbours(sx, mx, my.rows, config.k, executor=executor, show_progress=show_progress,
-                             tag="searching src")
-        mined = select_pairs(fs, fi, bs, bi, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
-    elif search == "approximate":
-        def passing(*knn):  # rows whose neighbourhood decides a pair: searched again wider
-            return passing_rows(*knn, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
-
+        return MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
+    if search == "faiss-index":
+        knn = (*_neighbours(sy, my, mx.rows, config.k, executor=executor, show_progress=show_progress,
+                            tag="searching tgt"),
+               *_neighbours(sx, mx, my.rows, config.k, executor=executor, show_progress=show_progress,
+                            tag="searching src"))
+    elif search == "approximate":  # `passing`: rows whose neighbourhood decides a pair, searched again wider
         knn = approximate_knn_both(mx.rows, my.rows, config.k, config=approximate_config, work_dir=work / "ann",
-                                   key=key, show_progress=show_progress, executor=executor, passing=passing,
-                                   passing_key=refine_key(**{f: getattr(select_config, f) for f in (
-                                       "threshold", "margin", "retrieval", "max_length_ratio")}))
-        mined = select_pairs(*knn, config=select_config, src_lengths=mx.lengths, tgt_lengths=my.lengths)
+                                   key=key, show_progress=show_progress, executor=executor,
+                                   passing=partial(passing_rows, config=select_config, **lengths),
+                                   passing_key=json.dumps({f: getattr(select_config, f) for f in (
+                                       "threshold", "margin", "retrieval", "max_length_ratio")}, sort_keys=True,
+                                       default=str))  # what decides passing, checked when resuming
     else:  # exact: in this process one blocked product with all threads; on a cluster, its tiles
         knn = exact_knn_both if not executor.distributed else partial(tiled_knn_both, executor=executor)
-        mined = mine_embeddings(mx.rows, my.rows, config=select_config, src_lengths=mx.lengths,
-                                tgt_lengths=my.lengths, checkpoint_dir=work / ("knn-tiles" if executor.distributed
-                                                                              else "knn"),
-                                checkpoint_key=key, show_progress=show_progress, knn=knn)
-    return mined
+        return mine_embeddings(mx.rows, my.rows, config=select_config, checkpoint_key=key, knn=knn,
+                               checkpoint_dir=work / ("knn-tiles" if executor.distributed else "knn"),
+                               show_progress=show_progress, **lengths)
+    return select_pairs(*knn, config=select_config, **lengths)

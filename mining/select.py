@@ -167,9 +167,13 @@ def candidate_scores(fwd_sims, fwd_idx, bwd_sims, bwd_idx, *, config: MiningConf
     bwd_scores = margin_score(bwd_sims, mean_y[:, None], mean_x[bi], config.margin)
     fwd_scores[~fwd_valid] = -np.inf
     bwd_scores[~bwd_valid] = -np.inf
-    if config.margin == "ratio" and report:
-        _report_unscorable(((mean_x[:, None] + mean_y[fi]) <= 0) & fwd_valid,
-                           ((mean_y[:, None] + mean_x[bi]) <= 0) & bwd_valid)
+    if config.margin == "ratio" and report:  # candidates whose neighbourhood mean m <= 0: not mined
+        n_bad = int((((mean_x[:, None] + mean_y[fi]) <= 0) & fwd_valid).sum()
+                    + (((mean_y[:, None] + mean_x[bi]) <= 0) & bwd_valid).sum())
+        if n_bad:
+            logging.getLogger("xmine.mining").warning(
+                f"{n_bad} candidate pair(s) have a neighbourhood mean cosine m <= 0: the ratio margin c/m is "
+                "undefined there and they are not mined (--margin distance scores them)")
     if config.max_length_ratio is not None:
         if src_lengths is None or tgt_lengths is None:
             raise ConfigError("max_length_ratio needs the sentence lengths of both sides")
@@ -210,8 +214,7 @@ def select_pairs(
     """Score the kNN candidates with the margin and pick pairs as `config.retrieval` says.
 
     fwd_*: (n, kx) each source's nearest targets (sims, target rows); bwd_*: (m, ky) each target's
-    nearest sources. Index -1 marks a missing neighbour (ignored). The margin's neighbourhood means
-    are the means of these k similarities (k = their width).
+    nearest sources; index -1 marks a missing neighbour (`candidate_scores` scores them).
     """
     n, m = len(fwd_sims), len(bwd_sims)
     fwd_scores, fi, bwd_scores, bi = candidate_scores(fwd_sims, fwd_idx, bwd_sims, bwd_idx, config=config,
@@ -255,15 +258,6 @@ def select_pairs(
     return _sorted_pairs(np.asarray(src)[ok], np.asarray(tgt)[ok], np.asarray(sc)[ok], np.asarray(d)[ok])
 
 
-def _report_unscorable(fwd_bad: np.ndarray, bwd_bad: np.ndarray) -> None:
-    """Warn about candidates whose neighbourhood mean m <= 0 (ratio margin undefined: not mined)."""
-    n_bad = int(fwd_bad.sum() + bwd_bad.sum())
-    if n_bad:
-        logging.getLogger("xmine.mining").warning(
-            f"{n_bad} candidate pair(s) have a neighbourhood mean cosine m <= 0: the ratio margin c/m is "
-            "undefined there and they are not mined (--margin distance scores them)")
-
-
 def _masked_mean(sims: np.ndarray, valid: np.ndarray) -> np.ndarray:
     counts = np.maximum(valid.sum(axis=1), 1)
     return (np.where(valid, sims, 0).sum(axis=1) / counts).astype(np.float32)
@@ -298,23 +292,16 @@ def mine_embeddings(
     `knn` computes both directions' neighbours: `exact_knn_both` here, or the same search
     scheduled elsewhere with the same arguments and result (`xmine.mining.knn_tiles.tiled_knn_both`).
     """
-    sx = length_mask(src_lengths, config)
-    sy = length_mask(tgt_lengths, config)
-    xr = np.flatnonzero(sx) if sx is not None else None
-    yr = np.flatnonzero(sy) if sy is not None else None
-    xs = x[xr] if xr is not None else x
-    ys = y[yr] if yr is not None else y
+    # Rows within the length bounds (None: every row), and those rows with their lengths.
+    xr, yr = (None if ok is None else np.flatnonzero(ok)
+              for ok in (length_mask(src_lengths, config), length_mask(tgt_lengths, config)))
+    xs, sl = (x, src_lengths) if xr is None else (x[xr], src_lengths[xr])
+    ys, tl = (y, tgt_lengths) if yr is None else (y[yr], tgt_lengths[yr])
     if len(xs) == 0 or len(ys) == 0:
-        e = np.zeros(0, np.int64)
-        return MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
+        return _sorted_pairs(*[np.zeros(0, np.int64)] * 4)
     neighbours = knn(xs, ys, config.k, block_rows=config.block_rows, block_cols=config.block_cols,
                      workers=config.workers, product=config.product, checkpoint_dir=checkpoint_dir,
                      checkpoint_key=checkpoint_key, show_progress=show_progress)
-    sl = src_lengths[xr] if (src_lengths is not None and xr is not None) else src_lengths
-    tl = tgt_lengths[yr] if (tgt_lengths is not None and yr is not None) else tgt_lengths
     mined = select_pairs(*neighbours, config=config, src_lengths=sl, tgt_lengths=tl)
-    if xr is None and yr is None:
-        return mined
-    return MinedPairs(src_idx=xr[mined.src_idx] if xr is not None else mined.src_idx,
-                      tgt_idx=yr[mined.tgt_idx] if yr is not None else mined.tgt_idx,
-                      score=mined.score, direction=mined.direction)
+    return dataclasses.replace(mined, src_idx=mined.src_idx if xr is None else xr[mined.src_idx],
+                               tgt_idx=mined.tgt_idx if yr is None else yr[mined.tgt_idx])

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import json
 import tempfile
 from dataclasses import dataclass
@@ -139,8 +140,6 @@ def _write_tsv(claim, rows: MinedRows, *, line_numbers: bool) -> None:
         if claim.path.name.lower().endswith(".gz"):  # mtime 0: the same pairs give the same bytes
             raw = stack.enter_context(open(tmp, "wb"))
             gz = stack.enter_context(gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0))
-            import io
-
             f = stack.enter_context(io.TextIOWrapper(gz, encoding="utf-8", newline="\n"))
         else:
             f = stack.enter_context(open(tmp, "w", encoding="utf-8", newline="\n"))
@@ -159,13 +158,13 @@ def _sentence_of(side, row: int) -> str:
 
 
 def _record_batches(rows: MinedRows, extra: Sequence[PairColumn]) -> Iterator[list[dict]]:
-    """The rows of the structured formats, `_BATCH` pairs at a time."""
+    """The rows of the structured formats, `_BATCH` pairs at a time (one empty batch for no pairs)."""
     from xmine.mining.select import DIRECTION_NAMES
 
     sx, sy = rows.sx, rows.sy
     ks, kt = translation_keys(sx.lang, sy.lang)
     src_file, tgt_file = str(sx.source or sx.path), str(sy.source or sy.path)
-    for lo in range(0, len(rows.score), _BATCH):
+    for lo in range(0, max(len(rows.score), 1), _BATCH):
         hi = min(lo + _BATCH, len(rows.score))
         batch = []
         for i in range(lo, hi):
@@ -174,14 +173,10 @@ def _record_batches(rows: MinedRows, extra: Sequence[PairColumn]) -> Iterator[li
                    "direction": DIRECTION_NAMES[int(rows.direction[i])],
                    "src_file": src_file, "src_record": int(sx.line_numbers[s]),
                    "tgt_file": tgt_file, "tgt_record": int(sy.line_numbers[t])}
-            if sx.ids is not None:
-                rec["src_id"] = sx.ids[s]
-            if sy.ids is not None:
-                rec["tgt_id"] = sy.ids[t]
-            if sx.sentence_index is not None:
-                rec["src_sentence_index"] = int(sx.sentence_index[s])
-            if sy.sentence_index is not None:
-                rec["tgt_sentence_index"] = int(sy.sentence_index[t])
+            sides = (("src", sx, s), ("tgt", sy, t))
+            rec.update({f"{p}_id": side.ids[r] for p, side, r in sides if side.ids is not None})
+            rec.update({f"{p}_sentence_index": int(side.sentence_index[r]) for p, side, r in sides
+                        if side.sentence_index is not None})
             for col in extra:
                 value = col.values[i]
                 rec[col.name] = value.item() if isinstance(value, np.generic) else value
@@ -196,14 +191,9 @@ def _schema(rows: MinedRows, extra: Sequence[PairColumn]):
     fields = [("translation", pa.struct([(ks, pa.string()), (kt, pa.string())])), ("score", pa.float32()),
               ("direction", pa.string()), ("src_file", pa.string()), ("src_record", pa.int64()),
               ("tgt_file", pa.string()), ("tgt_record", pa.int64())]
-    if rows.sx.ids is not None:
-        fields.append(("src_id", pa.string()))
-    if rows.sy.ids is not None:
-        fields.append(("tgt_id", pa.string()))
-    if rows.sx.sentence_index is not None:
-        fields.append(("src_sentence_index", pa.int32()))
-    if rows.sy.sentence_index is not None:
-        fields.append(("tgt_sentence_index", pa.int32()))
+    sides = (("src", rows.sx), ("tgt", rows.sy))
+    fields += [(f"{p}_id", pa.string()) for p, side in sides if side.ids is not None]
+    fields += [(f"{p}_sentence_index", pa.int32()) for p, side in sides if side.sentence_index is not None]
     taken = {name for name, _ in fields}
     for col in extra:
         if col.name in taken:
@@ -219,12 +209,8 @@ def _write_parquet(path: Path, rows: MinedRows, extra: Sequence[PairColumn]) -> 
 
     schema = _schema(rows, extra)
     with pq.ParquetWriter(path, schema) as w:
-        wrote = False
         for batch in _record_batches(rows, extra):
             w.write_table(pa.Table.from_pylist(batch, schema=schema))
-            wrote = True
-        if not wrote:
-            w.write_table(schema.empty_table())
 
 
 def _write_dataset(claim, rows: MinedRows, extra: Sequence[PairColumn], summary: dict) -> None:
@@ -244,14 +230,11 @@ def _write_dataset(claim, rows: MinedRows, extra: Sequence[PairColumn], summary:
                                                           columns=_schema(rows, extra).names), encoding="utf-8")
 
 
-def _projection_name(proj: dict | None) -> str:
-    return "none (raw embeddings)" if not proj else f"{proj.get('path')} (id {proj.get('id')})"
-
-
 def dataset_card(summary: dict, *, keys: tuple[str, str], pairs: int, columns: Sequence[str]) -> str:
     """README.md of a mined dataset: what made it (encoder, projection, threshold, inputs' hashes)."""
     enc = summary.get("encoder") or {}
     proj = summary.get("projection")
+    proj = f"{proj.get('path')} (id {proj.get('id')})" if proj else "none (raw embeddings)"
     thr = summary.get("threshold") or {}
     prov = summary.get("provenance") or {}
     params = prov.get("parameters") or {}
@@ -264,7 +247,7 @@ def dataset_card(summary: dict, *, keys: tuple[str, str], pairs: int, columns: S
               f"{pairs} sentence pairs mined by `xmine mine` with margin scoring, best first. Load with "
               "`datasets.load_from_disk(PATH)`.", "", "| what | value |", "|---|---|",
               f"| encoder | {enc.get('name')} (id {enc.get('id')}) |",
-              f"| projection | {_projection_name(proj)} |",
+              f"| projection | {proj} |",
               f"| space | {summary.get('part')} |",
               f"| margin, threshold | {thr.get('margin')}, {thr.get('value')} ({thr.get('source')}) |",
               f"| k, retrieval | {params.get('k')}, {params.get('retrieval')} |",

@@ -7,7 +7,7 @@ import pytest
 
 from xmine.errors import ConfigError
 from xmine.mining import filters as F
-from xmine.mining.scripts import dominant_script, expected_scripts
+from xmine.mining.scripts import expected_scripts, script_share
 
 from flores import flores_lines
 
@@ -31,9 +31,9 @@ def test_score_max():
 
 
 def test_script_rule_and_detection():
-    assert dominant_script("Привет, мир and a bit") == "CYRILLIC"
-    assert dominant_script("東京は日本の首都です") in {"CJK", "HIRAGANA"}
-    assert dominant_script("123 !!") is None
+    assert script_share("Привет, мир and a bit", {"CYRILLIC"}) == 9 / 16  # 9 Cyrillic letters, 7 Latin
+    assert script_share("東京は日本の首都です", {"CJK", "HIRAGANA"}) == 1.0
+    assert script_share("123 !!", {"LATIN"}) is None
     assert expected_scripts("srp_Cyrl") == {"CYRILLIC"} and "LATIN" in expected_scripts("sr")
     assert expected_scripts("xyz") is None
     assert F.script("The house is red.", "The house is red.", 1.1, ("rus_Cyrl", "eng_Latn"), CFG)

@@ -215,8 +215,10 @@ def identify(texts: Sequence[str], backend: str = DEFAULT_LID) -> tuple[list[str
         out = [_langid_model().classify(t) if t.strip() else ("", 0.0) for t in texts]
         out = [(normalize_lang(c) if c else "", p) for c, p in out]
     elif backend == "lingua":
-        out = [(normalize_lang(r[0].language.iso_code_639_3.name.lower()), r[0].value) if r else ("", 0.0)
-               for r in _lingua_detector().compute_language_confidence_values_in_parallel(list(texts))]
+        # An undecidable text gets every language at confidence 0, in an order that changes from run
+        # to run: that is no answer, not a random one.
+        out = [(normalize_lang(r[0].language.iso_code_639_3.name.lower()), r[0].value) if r and r[0].value > 0
+               else ("", 0.0) for r in _lingua_detector().compute_language_confidence_values_in_parallel(list(texts))]
     else:
         raise ConfigError(f"unknown language identification backend {backend!r}; choose from {', '.join(LID_BACKENDS)}")
     return [c for c, _ in out], np.array([p for _, p in out], np.float32)

@@ -160,13 +160,15 @@ def make_variants(
 # --------------------------------------------------------------------------------------------
 
 
+def l2_normalise(x: np.ndarray, dtype=np.float32) -> np.ndarray:
+    """Rows of x scaled to unit length, as `dtype` (a zero row stays zero)."""
+    x = np.asarray(x, dtype=dtype)
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
 def cosine_matrix(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Cosine similarities of every row of x with every row of y (rows need not be normalised)."""
-    x = np.asarray(x, dtype=np.float32)
-    y = np.asarray(y, dtype=np.float32)
-    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-    y = y / np.maximum(np.linalg.norm(y, axis=1, keepdims=True), 1e-12)
-    return x @ y.T
+    return l2_normalise(x) @ l2_normalise(y).T
 
 
 def paired_cosine(x: np.ndarray, y: np.ndarray) -> np.ndarray:

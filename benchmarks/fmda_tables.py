@@ -23,14 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from xmine.benchmarks.common import l2_normalise
 from xmine.errors import ConfigError
 
 PIVOT = "en-US"
-
-
-def _normalise(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
 def fmda_parts_from_store(projection, store, *, batch_rows: int = 256) -> dict[str, np.ndarray]:
@@ -96,7 +92,7 @@ def evaluate(encoder, folder: str | Path, models: dict[str, dict[str, Any]], *, 
                                      desc=f"test token states {loc}") for loc in locales}
     for loc in locales:  # so `bench massive` and other pooled-vector runs reuse them
         share_sentence_vectors(encoder, [r.utt for r in test[loc]], stores[loc])
-    raw = {loc: _normalise(stores[loc].pooled) for loc in locales}
+    raw = {loc: l2_normalise(stores[loc].pooled) for loc in locales}
     labels = ["raw", "DREAM meaning", "FMDA meaning", "FMDA template (TP)", "FMDA residual (RS)"]
     test_parts: dict[tuple[str, str], dict[str, np.ndarray]] = {}
 
@@ -134,7 +130,7 @@ def evaluate(encoder, folder: str | Path, models: dict[str, dict[str, Any]], *, 
         src_rows = np.asarray([row_of[q["source"]] for q in pairs])
         tgt_texts = [q["target"] for q in pairs]
         tgt_store = build_token_store(encoder, tgt_texts, show_progress=show_progress, desc=f"template targets {loc}")
-        rt = _normalise(tgt_store.pooled)
+        rt = l2_normalise(tgt_store.pooled)
         for p in (partners if loc == PIVOT else [loc]):
             col = f"{loc.split('-')[0].upper()} (EN-{p.split('-')[0].upper()} models)"
             t3_cols.append(col)

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.benchmarks.common import FLORES_DEVTEST, EmbedFn, flores_lines, mean_of
+from xmine.benchmarks.common import FLORES_DEVTEST, EmbedFn, flores_lines, l2_normalise, mean_of
 from xmine.errors import ConfigError, InputError
 from xmine.paths import resolve_data_dir
 
@@ -30,20 +30,15 @@ QUICK_ROWS = 200
 DEFAULT_ROWS = 1012
 
 
-def l2_normalise(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64)
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-
-
 def alignment(x: np.ndarray, y: np.ndarray) -> float:
     """Mean squared distance between row i of x and row i of y (rows normalised first)."""
-    x, y = l2_normalise(x), l2_normalise(y)
+    x, y = l2_normalise(x, np.float64), l2_normalise(y, np.float64)
     return float(((x - y) ** 2).sum(1).mean())
 
 
 def uniformity(z: np.ndarray, *, t: float = 2.0) -> float:
     """log of the mean of exp(-t ||z_i - z_j||^2) over all pairs i < j (rows normalised first)."""
-    z = l2_normalise(z)
+    z = l2_normalise(z, np.float64)
     n = len(z)
     if n < 2:
         raise ConfigError("uniformity needs at least 2 embeddings")

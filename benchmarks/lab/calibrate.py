@@ -2,10 +2,10 @@
 
 Margin scores in a projection's meaning space are distributed differently from raw ones: the
 ratio margin sits lower (the F1-best thresholds of the shipped projection on `bench mining` are
-1.018-1.039 per language, raw's 1.024-1.056; for a 1,500 / 400 projection 1.010-1.021). A threshold tuned for raw embeddings (the ratio
-margin 1.04 of WikiMatrix, `mining.DEFAULT_THRESHOLD`) is therefore the wrong one for a projection. `xmine mine` uses a projection's calibrated threshold when no
-`--threshold` is given (`xmine.projection.calibrated_threshold`); raw embeddings keep their own
-default (every pair; users pass 1.04).
+1.018-1.039 per language, raw's 1.024-1.056), so the ratio margin 1.04 of WikiMatrix tuned for raw
+embeddings (`mining.DEFAULT_THRESHOLD`) is the wrong one for a projection. `xmine mine` uses a
+projection's calibrated threshold when no `--threshold` is given
+(`xmine.projection.calibrated_threshold`); raw embeddings keep their own default.
 
 Calibration sets (`CALIBRATION_SETS`) are BUCC-style sets built exactly as `bench mining`'s
 (`mining.compose_set`: 5% of each side has a translation, the distractors are real sentences of
@@ -26,8 +26,8 @@ rounded to 3 decimals (`rule_thresholds`, `rule_of`):
   embeddings at their default 1.04 (`worst_gain_vs_raw`). The gate for making a projection the
   default asks exactly that on `bench mining` (never below raw at raw's default, per language);
   calibrating on the same criterion, on sets the gate never reads, keeps `bench mining` an
-  independent test of it. (Until 2026-11-24 this was the mean-F1 rule: 1.025 for the shipped
-  projection, which lost up to 10 F1 points to raw in single `bench mining` languages.)
+  independent test of it (the mean-F1 rule chose 1.025 for the shipped projection, which lost up
+  to 10 F1 points to raw in single `bench mining` languages).
 - the distance and absolute margins, and raw embeddings: the threshold that maximises the F1
   averaged over the seven sets (`mean_f1`; raw has no default for those margins to compare with).
 Every rule's choice is recorded beside the one used (`rules`), with each set's curve.

@@ -40,6 +40,7 @@ import contextlib
 import copy
 import os
 import random
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -147,17 +148,14 @@ def environment() -> dict[str, Any]:
 def load_peak_rss(precision: str, runtime: str) -> dict[str, float]:
     """Peak resident memory (MiB) and seconds of a fresh process that loads me5-small at `precision`
     on `runtime` (cached model) and encodes one sentence."""
-    import json
-    import subprocess
-    import sys
+    from measure import child_json
 
     code = ("import json, time; t = time.perf_counter(); from xmine.encoders import load_encoder; "
             f"e = load_encoder('me5-small', device='cpu', precision={precision!r}, runtime={runtime!r}); "
             f"e.encode(['a sentence']); import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
             "from measure import rss_mb; "
             "print(json.dumps({'peak_rss_mib': rss_mb(), 'seconds': time.perf_counter() - t}))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_json([sys.executable, "-c", code])
 
 
 class _OrtModel:

@@ -60,17 +60,10 @@ def _confusions(truth: list[str], pred: list[str]) -> dict:
 
 def run(data: Path, *, rows: int = 300, projection_rows: int = 300, backends=("fasttext", "langid", "lingua"),
         projection_dir: Path | None = None) -> dict:
-    from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines
-    from xmine.langs import normalize_lang
+    from lid_thresholds import flores_corpus
     from xmine.mining.langid import identify, supported_languages
 
-    files = sorted((data / FLORES_DEVTEST).glob("*.devtest"))
-    texts, truth, row_of = [], [], []
-    for f in files:
-        lines = [s.strip() for s in flores_lines(f.parent, f.stem, rows=rows)]
-        texts += lines
-        truth += [normalize_lang(f.name.split(".")[0])] * len(lines)
-        row_of += list(range(len(lines)))
+    texts, truth, row_of, files = flores_corpus(data, rows)
     flores_langs = set(truth)
     result = {"files": len(files), "rows_per_file": rows, "backends": {}}
     preds, known_by = {}, {}
@@ -130,7 +123,7 @@ def _projection(projection_dir, files, texts, truth, row_of, preds, known, proje
 @click.option("--out", default=None, help="Result JSON (default: benchmarks/results/langid.json).")
 def command(**kw) -> None:
     """Sentence-level language identification on FLORES-200: library backends and a projection."""
-    from xmine.fileio import atomic_write_json
+    from measure import write_result_json
     from xmine.benchmarks.common import machine, results_dir
     from xmine.benchmarks.mining import locate
     from xmine.projection import SHIPPED_ROOT
@@ -165,8 +158,8 @@ def command(**kw) -> None:
     extra.append({"title": "Confusions within close languages (% of lang's sentences labelled as other, >= 1%)",
                   "columns": ["backend", "lang", "labelled as", "%"], "rows": conf_rows})
     out = Path(a.out) if a.out else results_dir() / "langid.json"
-    atomic_write_json(out, {"kind": "xmine-benchmark-result", "format_version": 1, "task": "langid",
-                            "machine": machine(), "seconds": round(time.time() - started, 2),
+    write_result_json(out, {"format_version": 1, "task": "langid", "machine": machine(),
+                            "seconds": round(time.time() - started, 2),
                             "parameters": {"rows": a.rows, "projection_rows": a.projection_rows},
                             "table": {"columns": cols, "rows": rows}, "extra_tables": extra, "details": r})
     print(f"wrote {out}")

@@ -120,13 +120,12 @@ def _cosine_auc(projection, family, embed) -> float:
               help="Result JSON (default: benchmarks/results/langid_unknown-<encoder>.json).")
 def command(**kw) -> None:
     """How well langid says "unknown" for unseen languages, and the declared-language check of mine."""
+    from measure import write_result_json
     from xmine.artefacts import provenance
-    from xmine.fileio import atomic_write_json
-    from xmine.benchmarks.common import RESULT_KIND, RawEmbedder, results_dir
+    from xmine.benchmarks.common import RawEmbedder, results_dir
     from xmine.disentangle.language_trust import TrustRule
     from xmine.disentangle.projection import load_projection
     from xmine.encoders import load_encoder
-    from xmine.outputs import claim_output
     from xmine.paths import default_data_dir
     from xmine.projection import SHIPPED_ROOT
 
@@ -148,7 +147,7 @@ def command(**kw) -> None:
     chosen = best["rule"]
     report = next(m for m in grid["flores"] if m["rule"] == chosen)
     result = {
-        "kind": RESULT_KIND, "task": "langid_unknown", "projection": projection.fingerprint(),
+        "task": "langid_unknown", "projection": projection.fingerprint(),
         "encoder": enc.fingerprint(), "chosen_on": "massive", "chosen_rule": chosen,
         "default_rule": vars(TrustRule()), "chosen": best, "reported": report,
         "cosine_auc": {fam: _cosine_auc(projection, files, embed) for fam, files in families.items()},
@@ -156,8 +155,7 @@ def command(**kw) -> None:
         "provenance": provenance(task="langid_unknown", **{k: str(v) for k, v in vars(args).items()}),
     }
     out = args.out or results_dir() / f"langid_unknown-{enc.name}.json"
-    with claim_output(out, kind=RESULT_KIND, form="json", overwrite=True):
-        atomic_write_json(out, result)
+    write_result_json(out, result)
     print(json.dumps({"chosen_rule": chosen, "massive": _short(best), "flores": _short(report),
                       "cosine_auc": result["cosine_auc"]}, indent=1))
 

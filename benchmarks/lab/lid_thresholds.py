@@ -36,18 +36,20 @@ NEVER = 1.01
 HALF = 506  # FLORES devtest lines 0-505 choose, 506-1011 report
 
 
-def _flores(data: Path) -> tuple[list[str], np.ndarray, np.ndarray, list[Path]]:
+def flores_corpus(data: Path, rows: int | None = None) -> tuple[list[str], list[str], list[int], list[Path]]:
+    """The first `rows` lines (stripped) of every FLORES-200 devtest file: (texts, the language of
+    each (`normalize_lang` of its file name), its line number, the files)."""
     from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines
     from xmine.langs import normalize_lang
 
     texts, truth, row = [], [], []
     files = sorted((data / FLORES_DEVTEST).glob("*.devtest"))
     for f in files:
-        lines = [s.strip() for s in flores_lines(f.parent, f.stem)]
+        lines = [s.strip() for s in flores_lines(f.parent, f.stem, rows=rows)]
         texts += lines
-        truth += [normalize_lang(f.name.split(".")[0])] * len(lines)
+        truth += [normalize_lang(f.stem)] * len(lines)
         row += range(len(lines))
-    return texts, np.array(truth, dtype=object), np.array(row), files
+    return texts, truth, row, files
 
 
 def _massive(data: Path) -> tuple[list[str], np.ndarray, list[str]]:
@@ -132,7 +134,8 @@ def run(data: Path, *, backend: str = "fasttext", target: float = 0.01, floor: f
         global_threshold: float = 0.8, massive: bool = True) -> dict:
     from xmine.mining.langid import backend_model, supported_languages
 
-    texts, truth, row, files = _flores(data)
+    texts, truth, row, files = flores_corpus(data)
+    truth, row = np.array(truth, dtype=object), np.array(row)
     p = Predictions(texts, truth, backend)
     langs = sorted(supported_languages(backend) & set(truth.tolist()))
     choose_part, report_part = row < HALF, row >= HALF
@@ -192,6 +195,7 @@ def command(data_dir, target, floor, global_threshold, no_massive, write_table, 
     """Per-language thresholds of the language filter: chosen on FLORES-200 lines 0-505, reported on 506-1011 and MASSIVE."""
     import sys
 
+    from measure import write_result_json
     from xmine.artefacts import provenance
     from xmine.benchmarks.common import machine, results_dir
     from xmine.benchmarks.mining import locate
@@ -219,7 +223,7 @@ def command(data_dir, target, floor, global_threshold, no_massive, write_table, 
               "columns": ["lang", "t_L", "own global", "own table", "caught global", "caught table"],
               "rows": per_rows}]
     out = Path(out) if out else results_dir() / "lid_thresholds.json"
-    atomic_write_json(out, {"kind": "xmine-benchmark-result", "format_version": 1, "task": "lid_thresholds",
+    write_result_json(out, {"format_version": 1, "task": "lid_thresholds",
                             "machine": machine(), "seconds": round(time.time() - started, 2),
                             "provenance": prov | {"parameters": prov["parameters"] | {"backend": r["backend"],
                                                                                       "model": r["model"]}},

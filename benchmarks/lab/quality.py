@@ -47,8 +47,8 @@ from typing import Any, Sequence
 import click
 import numpy as np
 
-from xmine.benchmarks.common import (FLORES_DEVTEST, RawEmbedder, flores_lines, format_table, projected,
-                                     retrieval_scores, write_result)
+from xmine.benchmarks.common import (FLORES_DEVTEST, RESULT_KIND, RawEmbedder, Variant, flores_lines, format_table,
+                                     projected, retrieval_scores, write_result)
 from xmine.benchmarks.tatoeba import XTREME36, evaluate_tatoeba
 from xmine.encoders import PRECISIONS
 from xmine.paths import REPO_ROOT, default_data_dir
@@ -278,6 +278,7 @@ def run(**options) -> dict[str, Any]:
     from xmine.disentangle.projection import load_projection
     from xmine.disentangle.trainer import TrainConfig, train
     from xmine.encoders import load_encoder
+    from xmine.outputs import claim_output
 
     data = Path(args.data_dir) if args.data_dir else default_data_dir()
     if data is None:
@@ -297,18 +298,14 @@ def run(**options) -> dict[str, Any]:
         "raw": evaluate_variant(raw, data, quick=args.quick, **transfer)}
     rows = [] if args.train_only else [_row("raw", results["raw"])]
     trained: dict[str, Any] = {}
+    qe6_pairs, xtreme36_pairs = (300, 100) if args.quick else (args.qe6_pairs, args.xtreme36_pairs)
     for recipe in recipes:
         if recipe == "qe6":
-            specs, extra = qe6_pair_specs(data, work)
-            per_lang = 300 if args.quick else args.qe6_pairs
-            langs = None
+            (specs, extra), per_lang, langs = qe6_pair_specs(data, work), qe6_pairs, None
         elif recipe == "xtreme36":
-            specs, extra = xtreme36_pair_specs(data), {}
-            per_lang = 100 if args.quick else args.xtreme36_pairs
-            langs = list(XTREME36) + ["eng"]
+            specs, extra, per_lang, langs = xtreme36_pair_specs(data), {}, xtreme36_pairs, list(XTREME36) + ["eng"]
         elif recipe == "mixed":
-            specs, extra = mixed_pair_specs(data, work, qe6_pairs=300 if args.quick else args.qe6_pairs,
-                                            xtreme36_pairs=100 if args.quick else args.xtreme36_pairs,
+            specs, extra = mixed_pair_specs(data, work, qe6_pairs=qe6_pairs, xtreme36_pairs=xtreme36_pairs,
                                             seed=args.seed)
             per_lang, langs = None, None  # already sampled: every pair of the two recipes' samples
         else:
@@ -341,13 +338,10 @@ def run(**options) -> dict[str, Any]:
                              "epochs_run": len(proj.config.get("history") or []),
                              "hyperparameters": proj.config.get("hyperparameters"),
                              "langid_accuracy": (proj.config.get("langid") or {}).get("accuracy")}
-            meaning = evaluate_variant(projected(raw, proj, "meaning"), data, quick=args.quick, **transfer)
-            language = evaluate_variant(projected(raw, proj, "language"), data, quick=args.quick,
-                                        language_part=True, **transfer)
-            results[f"{name}:meaning"] = meaning
-            results[f"{name}:language"] = language
-            rows.append(_row(f"{name}:meaning", meaning))
-            rows.append(_row(f"{name}:language", language))
+            for part in ("meaning", "language"):
+                results[f"{name}:{part}"] = evaluate_variant(projected(raw, proj, part), data, quick=args.quick,
+                                                             language_part=part == "language", **transfer)
+                rows.append(_row(f"{name}:{part}", results[f"{name}:{part}"]))
             print(format_table(COLUMNS, rows[-2:]), flush=True)
 
     if args.train_only:
@@ -356,13 +350,8 @@ def run(**options) -> dict[str, Any]:
     print(format_table(COLUMNS, rows))
     out = Path(args.out) if args.out else REPO_ROOT / "benchmarks" / "results" / (
         f"quality-{args.encoder}{'-quick' if args.quick else ''}.json")
-    from xmine.benchmarks.common import Variant
-
     variants = [Variant(name, "meaning", raw, info["fingerprint"]) for name, info in trained.items()]
     data_files = sorted({f for res in results.values() for f in res.get("qe", {}).get("files", [])})
-    from xmine.benchmarks.common import RESULT_KIND
-    from xmine.outputs import claim_output
-
     # This script regenerates its own result: an earlier one is replaced, anything else refused.
     with claim_output(out, kind=RESULT_KIND, form="json", overwrite=True):
         write_result(

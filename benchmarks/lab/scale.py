@@ -28,6 +28,8 @@ from types import SimpleNamespace
 import click
 import numpy as np
 
+from measure import lab_command, rss_mb, write_speed_result
+
 DIM = 384
 BLOCK = 65_536
 TOPICS = 1_000
@@ -149,8 +151,6 @@ def _embed_child(corpus: str, out: str) -> None:
 
 def run_measured(cmd: list[str], *, env: dict | None = None) -> dict:
     """Run `cmd`; its wall time, peak RSS (VmHWM of the process, sampled until it exits), stdout."""
-    from measure import rss_mb
-
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, text=True)
     peak = 0.0
@@ -185,7 +185,6 @@ def _save(section: str, result: dict, out: Path) -> None:
     """Merge one measurement into the results JSON (an earlier result of this benchmark is
     extended, anything else refused: xmine.outputs), with machine and provenance."""
     from xmine.artefacts import provenance
-    from measure import write_speed_result
     from xmine.benchmarks.common import machine
 
     data = json.loads(out.read_text()) if out.is_file() else {}
@@ -256,8 +255,7 @@ def embed_memory_cmd(out: Path, lines, work) -> None:
             write_text_corpus(corpus, n)
         store = work / f"store-{n}"
         shutil.rmtree(store, ignore_errors=True)
-        r = run_measured([sys.executable, str(Path(__file__).with_name("run.py")), "scale", "_embed-child",
-                          str(corpus), str(store)], env={"PYTHONHASHSEED": "0"})
+        r = run_measured(lab_command("scale", "_embed-child", corpus, store), env={"PYTHONHASHSEED": "0"})
         r.update(json.loads(r.pop("stdout").splitlines()[-1]), note="xmine embed (streaming, gzip input), "
                  "cheap hashing encoder, shards of 50k")
         res[n] = r

@@ -21,14 +21,11 @@
 The recipe (why each choice: benchmarks/results/notes/quality.md): the union of `qe6` (de, zh, et,
 ro with English from WMT newstest 2008-2018, FLORES v1 ne/si Wikipedia, Tatoeba-challenge; QE test
 sentences removed; at most QE6_PAIRS pairs per language) and `xtreme36` (Tatoeba-challenge, at most
-XTREME36_PAIRS pairs per XTREME-36 language). The first shipped version drew 150 / 40 (2,234 pairs)
-on an overloaded machine; this one draws 4,700 / 1,000, the quality table's recipe: 52,235 pairs
-in 39 language pairs, about 92k unique sentences, which encode in bf16 through the embedding cache
-in about 10 minutes on the 2-core machine (training then takes about a minute; a 1,500 / 400 draw
-was tried first, with the same gate result). `inter` (the intra/inter-constraints paper's inter-component terms on a
-SEED-style residual) was the one method above raw on every task and never below raw on unseen
-languages. Newstest 2019-2021 and FLORES-200 stay unseen: `xmine bench mining` and the transfer
-task measure on them; the threshold calibration reads neither.
+XTREME36_PAIRS pairs per XTREME-36 language): 52,235 pairs in 39 language pairs. `inter` (the
+intra/inter-constraints paper's inter-component terms on a SEED-style residual) was the one method
+above raw on every task and never below raw on unseen languages. Newstest 2019-2021 and FLORES-200
+stay unseen: `xmine bench mining` and the transfer task measure on them; the threshold calibration
+reads neither.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ from typing import Callable
 
 import click
 
-from measure import installed_version
+from measure import installed_version, write_result_json
 from xmine.benchmarks.common import flores_lines, machine
 CANDIDATES = ("sentencex", "pysbd", "blingfire", "sentence_splitter", "syntok", "spacy", "terminal")
 # Scripts whose sentences follow each other without a space.
@@ -238,7 +238,7 @@ def command(**kw) -> None:
                                  windows="2-6 consecutive lines; choose: lines 1-506, report: 507-1012",
                                  langs=len(files)),
     })
-    _write(args.out, result)
+    write_result_json(args.out, result)
     print(_text_table(result))
     if rule is not None and product != rule:
         print(f"xmine.sentences.OVERRIDES differs from the rule's choice: {rule}")
@@ -319,14 +319,3 @@ def _text_table(result: dict) -> str:
         out += ["", extra["title"], "\t".join(extra["columns"])] + ["\t".join(str(v) for v in r)
                                                                      for r in extra["rows"]]
     return "\n".join(out)
-
-
-def _write(out: Path, result: dict) -> None:
-    """Write the result JSON atomically; an earlier result of this benchmark is replaced."""
-    from xmine.fileio import atomic_write_json
-    from xmine.benchmarks.common import RESULT_KIND
-    from xmine.outputs import claim_output
-
-    with claim_output(out, kind=RESULT_KIND, form="json", overwrite=True):
-        atomic_write_json(out, {"kind": RESULT_KIND, **result})
-

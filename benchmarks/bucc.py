@@ -124,12 +124,10 @@ def mine_candidates(src: tuple[list[str], list[str]], en: tuple[list[str], list[
     ue, inv_e = dedup(en_sents)
     x, y = embed_fn(us), embed_fn(ue)
     mined = mine_embeddings(x, y, config=MiningConfig(k=k, margin=margin, retrieval=retrieval))
-    ids_of_s = [[] for _ in us]
-    for i, u in enumerate(inv_s):
-        ids_of_s[u].append(src_ids[i])
-    ids_of_e = [[] for _ in ue]
-    for i, u in enumerate(inv_e):
-        ids_of_e[u].append(en_ids[i])
+    ids_of_s, ids_of_e = [[] for _ in us], [[] for _ in ue]
+    for ids_of, ids, inverse in ((ids_of_s, src_ids, inv_s), (ids_of_e, en_ids, inv_e)):
+        for i, u in zip(ids, inverse):
+            ids_of[u].append(i)
     cands, scores = [], []
     for a, b, sc in zip(mined.src_idx.tolist(), mined.tgt_idx.tolist(), mined.score.tolist()):
         for sid in ids_of_s[a]:
@@ -226,29 +224,24 @@ def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, over
     """BUCC 2018: mine, tune the threshold for F1 on the training gold, report precision/recall/F1."""
     import contextlib
 
-    from xmine.outputs import claim_output
-
-    claiming = (claim_output(out, kind=BUCC_KIND, form="json", overwrite=overwrite, inputs=[data_dir, projection])
-                if out is not None else contextlib.nullcontext())
-    with claiming:
-        _command(data_dir, pair, encoder, projection, k, margin, retrieval, out, precision)
-
-
-def _command(data_dir, pair, encoder, projection, k, margin, retrieval, out, precision):
     from xmine.artefacts import provenance
     from xmine.fileio import atomic_write_json
+    from xmine.outputs import claim_output
 
-    result = run_bucc(data_dir, pair=pair, encoder=encoder, projection=projection, k=k, margin=margin,
-                      retrieval=retrieval, precision=precision)
-    for split in ("train", "test"):
-        r = result[split]
-        if r is not None:
-            click.echo(f"{pair} {r['split']}: P {r['precision']:.4f}  R {r['recall']:.4f}  F1 {r['f1']:.4f} "
-                       f"(threshold {result['threshold']:.4f})")
-    if result["test"] is None:
-        click.echo("(no test gold: training split only)")
-    if out is not None:
-        result["provenance"] = provenance(data_dir=str(data_dir) if data_dir else None, pair=pair, encoder=encoder,
-                                          projection=str(projection) if projection else None, k=k, margin=margin,
-                                          retrieval=retrieval, encoder_precision=result["encoder"].get("precision"))
-        atomic_write_json(out, {"kind": BUCC_KIND, **result})
+    with (claim_output(out, kind=BUCC_KIND, form="json", overwrite=overwrite, inputs=[data_dir, projection])
+          if out is not None else contextlib.nullcontext()):
+        result = run_bucc(data_dir, pair=pair, encoder=encoder, projection=projection, k=k, margin=margin,
+                          retrieval=retrieval, precision=precision)
+        for split in ("train", "test"):
+            r = result[split]
+            if r is not None:
+                click.echo(f"{pair} {r['split']}: P {r['precision']:.4f}  R {r['recall']:.4f}  F1 {r['f1']:.4f} "
+                           f"(threshold {result['threshold']:.4f})")
+        if result["test"] is None:
+            click.echo("(no test gold: training split only)")
+        if out is not None:
+            result["provenance"] = provenance(
+                data_dir=str(data_dir) if data_dir else None, pair=pair, encoder=encoder,
+                projection=str(projection) if projection else None, k=k, margin=margin, retrieval=retrieval,
+                encoder_precision=result["encoder"].get("precision"))
+            atomic_write_json(out, {"kind": BUCC_KIND, **result})

@@ -43,10 +43,9 @@ class RawEmbedder:
     several variants of one run ask for the same sentences.
     """
 
-    def __init__(self, encoder, *, show_progress: bool = True, batch_size: int = 64):
+    def __init__(self, encoder, *, show_progress: bool = True):
         self.encoder = encoder
         self.show_progress = show_progress
-        self.batch_size = batch_size
         self._memo: dict[str, np.ndarray] = {}
 
     def __call__(self, sentences: Sequence[str]) -> np.ndarray:
@@ -56,10 +55,8 @@ class RawEmbedder:
             from xmine.embed_cache import cached_encode
 
             # The same truncation as every other xmine command, so cache entries are shared.
-            self._memo[key] = cached_encode(
-                self.encoder, truncate_for_encoding(sentences), show_progress=self.show_progress,
-                batch_size=self.batch_size,
-            )
+            self._memo[key] = cached_encode(self.encoder, truncate_for_encoding(sentences),
+                                            show_progress=self.show_progress)
         return self._memo[key]
 
 
@@ -79,18 +76,11 @@ class Variant:
 
 def projected(raw: EmbedFn, projection, part: str) -> EmbedFn:
     """`raw` followed by `projection.transform(., part)`."""
-
-    def embed(sentences: Sequence[str]) -> np.ndarray:
-        return np.asarray(projection.transform(raw(sentences), part=part), dtype=np.float32)
-
-    return embed
+    return lambda sentences: np.asarray(projection.transform(raw(sentences), part=part), dtype=np.float32)
 
 
 def _token_level(encoder, projection, part: str) -> EmbedFn:
-    def embed(sentences: Sequence[str]) -> np.ndarray:
-        return projection.embed_texts(encoder, sentences, (part,))[part]
-
-    return embed
+    return lambda sentences: projection.embed_texts(encoder, sentences, (part,))[part]
 
 
 def projection_labels(paths: Sequence[str | Path]) -> list[str]:
@@ -122,7 +112,7 @@ def make_variants(
     "default") or `none` (nothing: raw is always the first row). `add_default`: put the default
     first when it applies to this encoder and no projection was named at all.
     """
-    from xmine.projection import DEFAULT, NONE, choose_projection
+    from xmine.projection import DEFAULT, NONE, choose_projection, resolve_projection
 
     raw = RawEmbedder(encoder, show_progress=show_progress)
     variants = [Variant("raw", "raw", raw)]
@@ -135,23 +125,17 @@ def make_variants(
             specs = [DEFAULT]
         except ConfigError:
             specs = []
-    named: list[tuple[str, Path]] = []
-    for spec in specs:
-        if spec.lower() == NONE:
-            continue
-        choice = choose_projection(spec, encoder_name=encoder.name, encoder_fp=encoder.fingerprint())
-        named.append(("default" if spec.lower() == DEFAULT else "", choice.path))
-    if named:
-        from xmine.projection import resolve_projection
-
-        labels = projection_labels([p for _, p in named])
-        for (fixed, path), label in zip(named, labels):
-            proj = resolve_projection(path)
-            proj.check_encoder(encoder.fingerprint())
-            for part in parts:
-                # FMDA reads token states: its parts come from the texts, through the encoder's token path
-                embed = _token_level(encoder, proj, part) if proj.token_level else projected(raw, proj, part)
-                variants.append(Variant(f"{fixed or label}:{part}", part, embed, proj.fingerprint()))
+    # (fixed row label or "", folder) of each named projection
+    named = [("default" if spec.lower() == DEFAULT else "",
+              choose_projection(spec, encoder_name=encoder.name, encoder_fp=encoder.fingerprint()).path)
+             for spec in specs if spec.lower() != NONE]
+    for (fixed, path), label in zip(named, projection_labels([p for _, p in named])):
+        proj = resolve_projection(path)
+        proj.check_encoder(encoder.fingerprint())
+        for part in parts:
+            # FMDA reads token states: its parts come from the texts, through the encoder's token path
+            embed = _token_level(encoder, proj, part) if proj.token_level else projected(raw, proj, part)
+            variants.append(Variant(f"{fixed or label}:{part}", part, embed, proj.fingerprint()))
     return variants
 
 

@@ -145,6 +145,11 @@ def environment() -> dict[str, Any]:
     }
 
 
+def _loaded_as(variant: str) -> tuple[str, str]:
+    """(precision, runtime) of a variant that loads a model of its own (fp32, bf16, ov-*)."""
+    return (variant[3:], "openvino") if variant.startswith("ov-") else (variant, "torch")
+
+
 def load_peak_rss(precision: str, runtime: str) -> dict[str, float]:
     """Peak resident memory (MiB) and seconds of a fresh process that loads me5-small at `precision`
     on `runtime` (cached model) and encodes one sentence."""
@@ -235,13 +240,14 @@ def command(per_lang, rounds, variants, batch_size, seed, data_dir, out, load_me
     sentences, langs, files = sample_sentences(flores, per_lang, seed=seed)
     load_seconds: dict[str, float] = {}
 
-    def timed_load(name: str, precision: str, runtime: str):
+    def timed_load(name: str):
+        precision, runtime = _loaded_as(name)
         start = time.perf_counter()
         enc = load_encoder("me5-small", device="cpu", precision=precision, runtime=runtime)
         load_seconds[name] = time.perf_counter() - start
         return enc
 
-    fp32 = timed_load("fp32", "fp32", "torch")
+    fp32 = timed_load("fp32")
     tokens = [len(t) for t in fp32.tokenizer([fp32.prefix + s for s in sentences])["input_ids"]]
     default_precision = resolve_precision("auto", "cpu")
     default_runtime = encoder_runtime("me5-small", "auto", default_precision, device="cpu")
@@ -250,11 +256,9 @@ def command(per_lang, rounds, variants, batch_size, seed, data_dir, out, load_me
 
     # Each variant: (encoder to run, model to put in it or None, context around encode).
     runs: dict[str, tuple[Any, Any, Callable[[], Any]]] = {"fp32": (fp32, None, contextlib.nullcontext)}
-    if "bf16" in wanted:
-        runs["bf16"] = (timed_load("bf16", "bf16", "torch"), None, contextlib.nullcontext)
-    for name in ("ov-fp32", "ov-bf16", "ov-int8"):
+    for name in ("bf16", "ov-fp32", "ov-bf16", "ov-int8"):  # the variants with a model of their own
         if name in wanted:
-            runs[name] = (timed_load(name, name[3:], "openvino"), None, contextlib.nullcontext)
+            runs[name] = (timed_load(name), None, contextlib.nullcontext)
     if "bf16-autocast" in wanted:
         runs["bf16-autocast"] = (fp32, fp32.model, lambda: torch.autocast("cpu", dtype=torch.bfloat16))
     if "int8-torch" in wanted:
@@ -321,8 +325,7 @@ def command(per_lang, rounds, variants, batch_size, seed, data_dir, out, load_me
     if load_memory:
         for name in results:
             if name in load_seconds:
-                precision, runtime = (name[3:], "openvino") if name.startswith("ov-") else (name, "torch")
-                results[name]["load_fresh_process"] = load_peak_rss(precision, runtime)
+                results[name]["load_fresh_process"] = load_peak_rss(*_loaded_as(name))
     default = results.get(default_variant, results["fp32"])
     int8_best = max((n for n in results if n.startswith("int8")), key=lambda n: results[n]["sentences_per_s"],
                     default=None)

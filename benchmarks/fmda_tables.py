@@ -137,12 +137,11 @@ def evaluate(encoder, folder: str | Path, models: dict[str, dict[str, Any]], *, 
             vs, vt = variants(loc, p), variants(loc, p, tgt_store, rt)
             for lab in labels:
                 t3_cells[(lab, col)] = _acc(vs[lab][src_rows], vt[lab], tgt_texts)
-    table2 = {"columns": ["embedding"] + t2_cols,
-              "rows": [[lab] + [t2_cells[(lab, c)]["acc"] for c in t2_cols] for lab in labels]}
-    table3 = {"columns": ["embedding"] + t3_cols,
-              "rows": [[lab] + [t3_cells[(lab, c)]["acc"] for c in t3_cols] for lab in labels]}
+    table = lambda cols, cells: {"columns": ["embedding"] + cols,  # noqa: E731
+                                 "rows": [[lab] + [cells[(lab, c)]["acc"] for c in cols] for lab in labels]}
     flat = lambda cells: {f"{lab} | {c}": v for (lab, c), v in cells.items()}  # noqa: E731
-    return {"table2": table2, "table3": table3, "table2_cells": flat(t2_cells), "table3_cells": flat(t3_cells),
+    return {"table2": table(t2_cols, t2_cells), "table3": table(t3_cols, t3_cells),
+            "table2_cells": flat(t2_cells), "table3_cells": flat(t3_cells),
             "template_pairs": pair_info, "files": [str(folder / f"{loc}.jsonl") for loc in locales],
             "test_rows": len(test[PIVOT])}
 

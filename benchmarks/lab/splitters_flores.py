@@ -36,6 +36,7 @@ quote (`xmine.sentences.split_terminal`). A candidate that is not installed is r
 
 from __future__ import annotations
 
+import functools
 import random
 import statistics
 import time
@@ -65,6 +66,12 @@ def windows(n: int, *, seed: int, low: int = 2, high: int = 6) -> list[tuple[int
     return [(a, b) for a, b in out if b - a >= 2]
 
 
+def _per_language(make: Callable[[str], Callable[[str], list[str]]], known) -> Splitter:
+    """A splitter with rules per ISO 639-1 code (English's for a language not `known`), each made once."""
+    make = functools.lru_cache(maxsize=None)(make)
+    return lambda iso1, iso3, text: make(iso1 if iso1 in known else "en")(text)
+
+
 def make_splitter(name: str) -> Splitter:
     """The candidate `name` as a Splitter (ImportError when its package is not installed)."""
     if name == "sentencex":
@@ -75,14 +82,7 @@ def make_splitter(name: str) -> Splitter:
         import pysbd
         from pysbd.languages import LANGUAGE_CODES
 
-        cache: dict[str, object] = {}
-
-        def run(iso1, iso3, text):
-            code = iso1 if iso1 in LANGUAGE_CODES else "en"
-            if code not in cache:
-                cache[code] = pysbd.Segmenter(language=code, clean=False)
-            return cache[code].segment(text)
-        return run
+        return _per_language(lambda code: pysbd.Segmenter(language=code, clean=False).segment, LANGUAGE_CODES)
     if name == "blingfire":
         import blingfire
 
@@ -93,14 +93,7 @@ def make_splitter(name: str) -> Splitter:
         import sentence_splitter
 
         known = {f[:-4] for f in os.listdir(Path(sentence_splitter.__file__).parent / "non_breaking_prefixes")}
-        cache = {}
-
-        def run(iso1, iso3, text):
-            code = iso1 if iso1 in known else "en"
-            if code not in cache:
-                cache[code] = sentence_splitter.SentenceSplitter(language=code)
-            return cache[code].split(text)
-        return run
+        return _per_language(lambda code: sentence_splitter.SentenceSplitter(language=code).split, known)
     if name == "syntok":
         import syntok.segmenter as seg
 

@@ -130,9 +130,8 @@ def build_report(results: Path | None = None) -> str:
         try:
             res = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
-            other.append(path.name)
-            continue
-        if not isinstance(res, dict):
+            res = None
+        if not isinstance(res, dict):  # unreadable, or not a result: listed by name only
             other.append(path.name)
             continue
         if res.get("kind") == "threshold-study":  # a study: its note says what it measured

@@ -229,7 +229,3 @@ def calibrate(embed_fns: dict[str, Any], data: Path, *, langs: Sequence[str] | N
     else:
         out.pop("runs")
     return out
-
-
-__all__ = ["CALIBRATION_SETS", "REFERENCE", "REFERENCE_THRESHOLD", "RULES", "best_common_threshold", "build_calibration_set",
-           "calibrate", "candidate_runs", "rule_of", "rule_thresholds"]

@@ -135,26 +135,24 @@ def command(**kw) -> None:
     r = run(data, rows=a.rows, projection_rows=a.projection_rows, backends=tuple(a.backends.split(",")),
             projection_dir=proj)
     cols = ["backend", "FLORES langs known", "macro acc", "macro acc (close merged)", "sentence acc", "sent/s"]
-    rows = [[b, v["supported_in_flores"], 100 * v["macro_accuracy"], 100 * v["macro_accuracy_merged"],
-             100 * v["sentence_accuracy"], round(v["sentences_per_second"])] for b, v in r["backends"].items()]
-    extra = []
+
+    def row(name: str, v: dict, known: int) -> list:
+        return [name, known, 100 * v["macro_accuracy"], 100 * v["macro_accuracy_merged"], 100 * v["sentence_accuracy"]]
+
+    rows = [row(b, v, v["supported_in_flores"]) + [round(v["sentences_per_second"])] for b, v in r["backends"].items()]
+    c = r["common"]
+    extra = [{"title": f"On the {len(c['languages'])} FLORES languages all three libraries know, first "
+                       f"{a.rows} lines of each", "columns": cols[:5],
+              "rows": [row(b, c[b], c[b]["languages"]) for b in r["backends"]]}]
     if "projection" in r:
         p = r["projection"]
-        prow = [[name, p[name]["languages"], 100 * p[name]["macro_accuracy"], 100 * p[name]["macro_accuracy_merged"],
-                 100 * p[name]["sentence_accuracy"]] for name in ["projection", *r["backends"]]]
         extra.append({"title": f"On the shipped projection's {len(p['languages'])} languages, first "
-                               f"{p['rows_per_file']} lines of each", "columns": cols[:5], "rows": prow})
-    c = r["common"]
-    extra.insert(0, {"title": f"On the {len(c['languages'])} FLORES languages all three libraries know, first "
-                              f"{a.rows} lines of each", "columns": cols[:5],
-                     "rows": [[b, c[b]["languages"], 100 * c[b]["macro_accuracy"], 100 * c[b]["macro_accuracy_merged"],
-                               100 * c[b]["sentence_accuracy"]] for b in r["backends"]]})
-    conf_rows = []
-    for name, v in list(r["backends"].items()) + ([("projection", r["projection"]["projection"])] if "projection" in r else []):
-        for a_, others in v["confusions"].items():
-            for b_, share in others.items():
-                if share >= 0.01:
-                    conf_rows.append([name, a_, b_, 100 * share])
+                               f"{p['rows_per_file']} lines of each", "columns": cols[:5],
+                      "rows": [row(n, p[n], p[n]["languages"]) for n in ["projection", *r["backends"]]]})
+    labelled = list(r["backends"].items())
+    labelled += [("projection", r["projection"]["projection"])] if "projection" in r else []
+    conf_rows = [[name, a_, b_, 100 * share] for name, v in labelled for a_, others in v["confusions"].items()
+                 for b_, share in others.items() if share >= 0.01]
     extra.append({"title": "Confusions within close languages (% of lang's sentences labelled as other, >= 1%)",
                   "columns": ["backend", "lang", "labelled as", "%"], "rows": conf_rows})
     out = Path(a.out) if a.out else results_dir() / "langid.json"

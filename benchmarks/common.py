@@ -375,6 +375,14 @@ def flores_lines(folder: Path, code: str, *, rows: int | None = None) -> list[st
     return read_lines(path, what="FLORES-200 devtest")[:rows or None]
 
 
+def data_locator(needs: str, how_to_get: str) -> Callable[[str | Path | None], Path]:
+    """`locate(data_dir)` of a data set: its folder (`needs`) under the data root, DataNotFoundError
+    saying how to get it when missing (`xmine.paths.resolve_data_dir`)."""
+    from xmine.paths import resolve_data_dir
+
+    return lambda data_dir: resolve_data_dir(data_dir, needs=needs, how_to_get=how_to_get)
+
+
 def parse_list(value: str | None) -> list[str] | None:
     """'a,b , c' -> ['a', 'b', 'c']; None/'' -> None."""
     if not value:

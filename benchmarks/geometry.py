@@ -15,15 +15,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.benchmarks.common import FLORES_DEVTEST, EmbedFn, flores_lines, l2_normalise, mean_of
+from xmine.benchmarks.common import EmbedFn, FLORES_DEVTEST, data_locator, flores_lines, l2_normalise, mean_of
 from xmine.errors import ConfigError, InputError
-from xmine.paths import resolve_data_dir
 
 NEEDS = str(FLORES_DEVTEST)
 HOW_TO_GET = (
     "Get FLORES-200 devtest (https://github.com/facebookresearch/flores, flores200_dataset/devtest: "
     "<lang>_<Script>.devtest files) into parallel/flores200/devtest/."
 )
+locate = data_locator(NEEDS, HOW_TO_GET)
 DEFAULT_LANGS = ("deu_Latn", "fra_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "swh_Latn")
 PIVOT = "eng_Latn"
 QUICK_ROWS = 200
@@ -48,11 +48,6 @@ def uniformity(z: np.ndarray, *, t: float = 2.0) -> float:
     # log-mean-exp, stable
     m = vals.max()
     return float(m + np.log(np.mean(np.exp(vals - m))))
-
-
-def locate(data_dir: str | Path | None) -> Path:
-    """The FLORES-200 devtest folder (DataNotFoundError saying how to get it)."""
-    return resolve_data_dir(data_dir, needs=NEEDS, how_to_get=HOW_TO_GET)
 
 
 def load_flores(folder: Path, lang: str, *, rows: int | None = None) -> list[str]:

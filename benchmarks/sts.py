@@ -21,15 +21,15 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Sequence
 
-from xmine.benchmarks.common import EmbedFn, correlations, mean_of, paired_cosine, read_lines
+from xmine.benchmarks.common import EmbedFn, correlations, data_locator, mean_of, paired_cosine, read_lines
 from xmine.errors import ConfigError, InputError
-from xmine.paths import resolve_data_dir
 
 NEEDS = "sts2017"
 HOW_TO_GET = (
     "Get the SemEval-2017 Task 1 test input (STS2017.eval.v1.1) and gold (STS2017.gs), e.g. from "
     "https://github.com/eduardofv/sts_eval (data/sources/Sts2017.*.zip), into sts2017/."
 )
+locate = data_locator(NEEDS, HOW_TO_GET)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,11 +77,6 @@ class STSSet:
     gold: list[float]
     input_path: Path
     gold_path: Path
-
-
-def locate(data_dir: str | Path | None) -> Path:
-    """The sts2017 folder (DataNotFoundError saying how to get it)."""
-    return resolve_data_dir(data_dir, needs=NEEDS, how_to_get=HOW_TO_GET)
 
 
 def load_track(folder: str | Path, track: str) -> STSSet:

@@ -16,15 +16,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from xmine.benchmarks.common import EmbedFn, mean_of, read_lines, retrieval_scores
+from xmine.benchmarks.common import EmbedFn, data_locator, mean_of, read_lines, retrieval_scores
 from xmine.errors import ConfigError, InputError
-from xmine.paths import resolve_data_dir
 
 NEEDS = "tatoeba/v1"
 HOW_TO_GET = (
     "Get the Tatoeba test set from https://github.com/facebookresearch/LASER (data/tatoeba/v1: "
     "files tatoeba.<lang>-eng.<lang> and tatoeba.<lang>-eng.eng)."
 )
+locate = data_locator(NEEDS, HOW_TO_GET)
 
 #: XTREME's 36-language Tatoeba subset (Hu et al. 2020)
 XTREME36 = (
@@ -35,11 +35,6 @@ XTREME36 = (
 #: --quick: six languages of different scripts and resources, first QUICK_PAIRS pairs each
 QUICK_LANGS = ("deu", "fra", "rus", "cmn", "ara", "swh")
 QUICK_PAIRS = 200
-
-
-def locate(data_dir: str | Path | None) -> Path:
-    """The folder holding the Tatoeba files (DataNotFoundError saying how to get them)."""
-    return resolve_data_dir(data_dir, needs=NEEDS, how_to_get=HOW_TO_GET)
 
 
 def available_languages(folder: Path) -> list[str]:

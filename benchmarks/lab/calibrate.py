@@ -173,15 +173,8 @@ def rule_thresholds(runs: dict[str, tuple], reference: dict[str, tuple] | None =
 
 
 def rule_of(name: str, margin: str, has_reference: bool) -> str:
-    """The rule that sets `name`'s threshold for `margin`.
-
-    For the ratio margin, a projection's threshold is the one under which it loses least against
-    raw embeddings at their default 1.04 in the worst calibration language (`worst_gain_vs_raw`):
-    the gate asks that a default projection be at least raw at raw's default threshold in every
-    language, and this is that criterion on sets the gate never sees. Raw embeddings have no
-    default for the distance and absolute margins, and raw itself is not compared with itself:
-    those keep the mean-F1 rule.
-    """
+    """The rule that sets `name`'s threshold for `margin` (why: the module doc): `worst_gain_vs_raw`
+    for a projection's ratio margin, else `mean_f1`."""
     return "worst_gain_vs_raw" if margin == "ratio" and has_reference and name != REFERENCE else "mean_f1"
 
 

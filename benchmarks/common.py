@@ -189,12 +189,10 @@ def retrieval_accuracy(scores: np.ndarray, gold: np.ndarray | None = None, *,
     column), a best column whose text equals the gold column's text counts as a hit too.
     """
     scores = np.asarray(scores)
-    if gold is None:
-        gold = np.arange(scores.shape[0])
     if scores.shape[0] == 0:
         return float("nan")
     pred = scores.argmax(axis=1)
-    gold = np.asarray(gold)
+    gold = np.arange(scores.shape[0]) if gold is None else np.asarray(gold)
     if texts is None:
         return float(100.0 * np.mean(pred == gold))
     if len(texts) != scores.shape[1]:

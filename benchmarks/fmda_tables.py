@@ -195,9 +195,7 @@ def _training_summary(projection) -> dict[str, Any]:
     cfg = projection.config
     out = {k: cfg.get(k) for k in ("method", "best_epoch", "best_valid_loss", "hyperparameters", "language_pairs")}
     out["epochs"] = len(cfg.get("history") or [])
-    for k in ("trained_terms", "left_out_terms", "term_rows_per_epoch"):
-        if k in cfg:
-            out[k] = cfg[k]
+    out |= {k: cfg[k] for k in ("trained_terms", "left_out_terms", "term_rows_per_epoch") if k in cfg}
     data = cfg.get("training_data") or {}
     out["training_rows"] = {k: data.get(k) for k in ("train_rows", "dev_rows", "counts") if k in data}
     return out

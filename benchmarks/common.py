@@ -307,20 +307,10 @@ def machine() -> dict[str, Any]:
     return {"cpu": cpu, "cores": os.cpu_count(), "ram_gb": ram_gb, "os": platform.platform()}
 
 
-def write_result(
-    out: str | Path,
-    *,
-    task: str,
-    encoder,
-    variants: Sequence[Variant],
-    data_files: Iterable[str | Path],
-    parameters: dict[str, Any],
-    columns: Sequence[str],
-    rows: Sequence[Sequence[Any]],
-    details: dict[str, Any],
-    seconds: float,
-    extra_tables: Sequence[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+def write_result(out: str | Path, *, task: str, encoder, variants: Sequence[Variant], data_files: Iterable[str | Path],
+                 parameters: dict[str, Any], columns: Sequence[str], rows: Sequence[Sequence[Any]],
+                 details: dict[str, Any], seconds: float,
+                 extra_tables: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Write a benchmark result JSON atomically (with full provenance) and return it.
 
     `extra_tables`: further tables ({"title", "columns", "rows"}) that `xmine bench report` shows

@@ -67,14 +67,8 @@ def flores_pairs(data_dir: str | Path | None, lang: str, *, rows: int | None = N
     return x, y, [folder / f"{lang}.devtest", folder / f"{pivot}.devtest"]
 
 
-def evaluate_geometry(
-    embed_fn: EmbedFn,
-    data_dir: str | Path | None = None,
-    langs: Sequence[str] | None = None,
-    *,
-    rows: int | None = DEFAULT_ROWS,
-    pivot: str = PIVOT,
-) -> dict[str, Any]:
+def evaluate_geometry(embed_fn: EmbedFn, data_dir: str | Path | None = None, langs: Sequence[str] | None = None, *,
+                      rows: int | None = DEFAULT_ROWS, pivot: str = PIVOT) -> dict[str, Any]:
     """Alignment and uniformity per language pair (lang-pivot) and averaged."""
     langs = list(langs) if langs else list(DEFAULT_LANGS)
     per_pair: dict[str, dict[str, float]] = {}

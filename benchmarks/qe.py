@@ -79,14 +79,8 @@ def load_qe(path: str | Path, pair: str, *, max_rows: int | None = None) -> QESe
     return QESet(pair, sources, translations, z, path)
 
 
-def evaluate_qe(
-    embed_fn: EmbedFn,
-    data_dir: str | Path | None = None,
-    pairs: Sequence[str] | None = None,
-    *,
-    split: str = "test20",
-    max_rows: int | None = None,
-) -> dict[str, Any]:
+def evaluate_qe(embed_fn: EmbedFn, data_dir: str | Path | None = None, pairs: Sequence[str] | None = None, *,
+                split: str = "test20", max_rows: int | None = None) -> dict[str, Any]:
     """Pearson/Spearman (x100) of cos(source, translation) with z_mean, per pair and averaged.
 
     Returns {"per_pair": {pair: {"pearson", "spearman", "rows"}}, "average": {...}, "files"}.

@@ -110,11 +110,8 @@ def load_track(folder: str | Path, track: str) -> STSSet:
     return STSSet(t, sent1, sent2, gold, input_path, gold_path)
 
 
-def evaluate_sts(
-    embed_fn: EmbedFn,
-    data_dir: str | Path | None = None,
-    tracks: Sequence[str] | None = None,
-) -> dict[str, Any]:
+def evaluate_sts(embed_fn: EmbedFn, data_dir: str | Path | None = None,
+                 tracks: Sequence[str] | None = None) -> dict[str, Any]:
     """Pearson/Spearman (x100) per track, plus cross-lingual, monolingual and overall averages."""
     folder = locate(data_dir)
     tracks = list(tracks) if tracks else list(TRACKS)

@@ -68,14 +68,8 @@ def load_pairs(folder: Path, lang: str, *, max_pairs: int | None = None) -> tupl
     return src, eng
 
 
-def evaluate_tatoeba(
-    embed_fn: EmbedFn,
-    data_dir: str | Path | None = None,
-    langs: Sequence[str] | None = None,
-    *,
-    max_pairs: int | None = None,
-    margin: bool = False,
-) -> dict[str, Any]:
+def evaluate_tatoeba(embed_fn: EmbedFn, data_dir: str | Path | None = None, langs: Sequence[str] | None = None, *,
+                     max_pairs: int | None = None, margin: bool = False) -> dict[str, Any]:
     """Tatoeba accuracy@1 for `embed_fn`.
 
     Returns {"per_lang": {lang: {"xx2eng", "eng2xx", "avg", ["xx2eng_margin", ...], "pairs"}},

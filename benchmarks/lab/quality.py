@@ -203,14 +203,11 @@ def evaluate_variant(embed_fn, data: Path, *, quick: bool, language_part: bool =
     from xmine.benchmarks.qe import evaluate_qe
 
     tatoeba_langs = [l for l in XTREME36 if l in ("deu", "fra", "rus", "cmn", "ara", "hin")] if quick else list(XTREME36)
-    out: dict[str, Any] = {}
     tat = evaluate_tatoeba(embed_fn, data / "tatoeba" / "v1", tatoeba_langs,
                            max_pairs=200 if quick else None, margin=True)
-    out["tatoeba"] = tat["xtreme36"]
-    out["tatoeba_per_lang"] = tat["per_lang"]
-    transfer = evaluate_transfer(embed_fn, data, list(transfer_langs)[:3] if quick else transfer_langs,
-                                 rows=200 if quick else transfer_rows)
-    out["transfer"] = transfer
+    out = {"tatoeba": tat["xtreme36"], "tatoeba_per_lang": tat["per_lang"],
+           "transfer": evaluate_transfer(embed_fn, data, list(transfer_langs)[:3] if quick else transfer_langs,
+                                         rows=200 if quick else transfer_rows)}
     if not language_part:
         out["qe"] = evaluate_qe(embed_fn, data / "mlqe", max_rows=200 if quick else None)
     return out

@@ -340,6 +340,7 @@ def command(**args) -> None:
     """Rebuild the projection shipped inside xmine: train, calibrate, gate, install (seeded)."""
     from contextlib import ExitStack
 
+    from projection_check import evaluate
     from xmine.benchmarks.common import RESULT_KIND, parse_list
     from xmine.errors import ConfigError
     from xmine.outputs import claim_output
@@ -364,25 +365,16 @@ def command(**args) -> None:
         for out in (o for o in (cal_out, eval_out) if o is not None):
             claims.enter_context(claim_output(out, kind=RESULT_KIND, form="json", overwrite=args.overwrite,
                                               inputs=[data, *args.results]))
-        _run(args, data, cal_out, eval_out, eval_args)
-
-
-def _run(args, data: Path, cal_out: Path | None, eval_out: Path | None, eval_args: dict) -> None:
-    from projection_check import evaluate
-
-    if args.recalibrate:
-        recalibrate(data=data, results=[Path(r) for r in args.results], make_default=args.make_default,
-                    calibration_out=cal_out)
-        return
-    if args.raw_only:
-        evaluate(None, data, encoder_name=ENCODER, out=eval_out, **eval_args)
-        return
-    trained = train(data, Path(args.work_dir))
-    if eval_out is not None:
-        evaluate(trained, data, encoder_name=ENCODER, out=eval_out, **eval_args)
-    if args.install:
-        install(trained, data=data, results=[Path(r) for r in args.results], make_default=args.make_default,
-                calibration_out=cal_out)
-    else:
-        print(f"trained: {trained} (add --install to ship it)")
-
+        results = [Path(r) for r in args.results]
+        if args.recalibrate:
+            recalibrate(data=data, results=results, make_default=args.make_default, calibration_out=cal_out)
+        elif args.raw_only:
+            evaluate(None, data, encoder_name=ENCODER, out=eval_out, **eval_args)
+        else:
+            trained = train(data, Path(args.work_dir))
+            if eval_out is not None:
+                evaluate(trained, data, encoder_name=ENCODER, out=eval_out, **eval_args)
+            if args.install:
+                install(trained, data=data, results=results, make_default=args.make_default, calibration_out=cal_out)
+            else:
+                print(f"trained: {trained} (add --install to ship it)")

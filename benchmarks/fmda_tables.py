@@ -49,16 +49,6 @@ def fmda_parts_from_store(projection, store, *, batch_rows: int = 256) -> dict[s
     return out
 
 
-def _template_pairs(folder: Path, locale: str, *, seed: int, max_rows: int | None) -> tuple[list[dict[str, str]], dict]:
-    """The seeded template-retrieval pairs of `locale` (benchmarks.massive_templates), as dicts."""
-    from xmine.benchmarks.massive_templates import build_template_pairs
-
-    pairs = build_template_pairs(folder, locale, seed=seed)
-    if max_rows is not None:
-        pairs = pairs.head(max_rows)
-    return [{"id": p.id, "source": p.source, "target": p.target} for p in pairs.pairs], pairs.summary
-
-
 def _acc(x: np.ndarray, y: np.ndarray, y_text: list[str]) -> dict[str, float]:
     best = (x @ y.T).argmax(1)
     gold = np.arange(len(x))
@@ -70,6 +60,7 @@ def _acc(x: np.ndarray, y: np.ndarray, y_text: list[str]) -> dict[str, float]:
 def evaluate(encoder, folder: str | Path, models: dict[str, dict[str, Any]], *, seed: int = 0,
              max_rows: int | None = None, show_progress: bool = True) -> dict[str, Any]:
     """Both tables. `models`: {partner locale: {"fmda": Projection, "dream": Projection}}."""
+    from xmine.benchmarks.massive_templates import build_template_pairs
     from xmine.disentangle.fmda_data import read_massive
     from xmine.encoders.tokens import build_token_store, share_sentence_vectors
 
@@ -121,8 +112,10 @@ def evaluate(encoder, folder: str | Path, models: dict[str, dict[str, Any]], *, 
     for loc in locales:
         if not any(r.annot_utt is not None for r in test[loc]):
             continue
-        pairs, summary = _template_pairs(folder, loc, seed=seed, max_rows=max_rows)
-        pair_info[loc] = summary | {"examples": pairs[:3]}
+        made = build_template_pairs(folder, loc, seed=seed)  # seeded (benchmarks.massive_templates)
+        made = made.head(max_rows) if max_rows is not None else made
+        pairs = [{"id": p.id, "source": p.source, "target": p.target} for p in made.pairs]
+        pair_info[loc] = made.summary | {"examples": pairs[:3]}
         row_of = {}
         for i, r in enumerate(test[loc]):
             row_of.setdefault(r.utt, i)

@@ -179,8 +179,7 @@ def rule_of(name: str, margin: str, has_reference: bool) -> str:
 
 
 def calibrate(embed_fns: dict[str, Any], data: Path, *, langs: Sequence[str] | None = None, k: int = 4,
-              retrieval: str = "max", margins: Sequence[str] = MARGINS, seed: int = 0,
-              keep_runs: bool = False) -> dict[str, Any]:
+              retrieval: str = "max", margins: Sequence[str] = MARGINS, seed: int = 0) -> dict[str, Any]:
     """Each embedding's calibrated threshold per margin, with per-set F1 at it (module doc).
 
     `embed_fns`: name -> `embed(sentences)` (e.g. {"projection": ..., "raw": ...}); with a "raw"
@@ -198,7 +197,7 @@ def calibrate(embed_fns: dict[str, Any], data: Path, *, langs: Sequence[str] | N
                            "files": [file_fingerprint(p) for p in sorted({p for ms in sets.values() for p in ms.files})],
                            "k": k, "retrieval": retrieval, "seed": seed, "reference": {
                                "variant": REFERENCE, "ratio_threshold": REFERENCE_THRESHOLD},
-                           "thresholds": {}, "runs": {}}
+                           "thresholds": {}}
     runs = {(name, margin): candidate_runs(embed, sets, margin=margin, k=k, retrieval=retrieval)
             for name, embed in embed_fns.items() for margin in margins}
     for name in embed_fns:
@@ -217,8 +216,4 @@ def calibrate(embed_fns: dict[str, Any], data: Path, *, langs: Sequence[str] | N
             if margin == "ratio":
                 per_margin[margin]["curves"] = {lg: mining.curve(s, c, g) for lg, (s, c, g) in r.items()}
         out["thresholds"][name] = per_margin
-    if keep_runs:
-        out["runs"] = runs
-    else:
-        out.pop("runs")
     return out

@@ -41,14 +41,6 @@ XMINE = [sys.executable, "-m", "xmine.cli"]
 LOADS: list[float | None] = []  # load average at the start of each timed command
 
 
-def _env(unset_openblas: bool) -> dict[str, str]:
-    env = dict(os.environ)
-    if unset_openblas:
-        env.pop("OPENBLAS_CORETYPE", None)
-        env.pop("OPENBLAS_L2_SIZE", None)
-    return env
-
-
 def blas_kernel(env: dict[str, str]) -> list[dict]:
     code = ("import json, numpy; from threadpoolctl import threadpool_info; "
             "print(json.dumps([{k: p.get(k) for k in ('internal_api', 'architecture', 'num_threads', 'version')} "
@@ -156,7 +148,8 @@ def command(**kw) -> None:
     """`--ray` against one process on this machine: embed and mine timed, outputs compared."""
     args = SimpleNamespace(**kw)
     args.out = args.out or results_dir() / "ray_speed.json"
-    env = _env(args.unset_openblas)
+    unset = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if args.unset_openblas else ()
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
     key = "unset_openblas" if args.unset_openblas else "machine_env"
     runs = previous.get("runs", {})

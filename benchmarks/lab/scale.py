@@ -139,13 +139,6 @@ def write_text_corpus(path: Path, lines: int, *, seed: int = 0) -> None:
             f.write("\n".join(rows) + "\n")
 
 
-def _embed_child(corpus: str, out: str) -> None:
-    from xmine.store import embed_corpus
-
-    store = embed_corpus(corpus, out, encoder=HashingEncoder(), lang="en", show_progress=False)
-    print(json.dumps({"rows": len(store), "unique": store.manifest.input_stats["unique_sentences"]}))
-
-
 # ---------------------------------------------------------------------------------- measuring
 
 
@@ -225,7 +218,10 @@ def make_stores_cmd(n, m, out_dir, seed) -> None:
 @click.argument("corpus")
 @click.argument("out")
 def embed_child_cmd(corpus, out) -> None:
-    _embed_child(corpus, out)
+    from xmine.store import embed_corpus
+
+    store = embed_corpus(corpus, out, encoder=HashingEncoder(), lang="en", show_progress=False)
+    print(json.dumps({"rows": len(store), "unique": store.manifest.input_stats["unique_sentences"]}))
 
 
 @command.command("collect")

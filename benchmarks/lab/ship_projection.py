@@ -55,16 +55,12 @@ def _this_command() -> str:
     return " ".join([LAB_RUN, *sys.argv[1:]])
 
 
-def trained_dir(work: Path) -> Path:
-    """Where quality.run puts the recipe's projection (its folder naming)."""
-    return work / f"q{QE6_PAIRS}-x{XTREME36_PAIRS}-lr0.001-max_epochs80" / "mixed" / "inter"
-
-
 def train(data: Path, work: Path) -> Path:
+    """Train the recipe with quality.run; the projection's folder (quality's naming of it)."""
     import quality
 
     quality.run(**RECIPE, encoder=ENCODER, data_dir=str(data), out_dir=str(work), train_only=True)
-    return trained_dir(work)
+    return work / f"q{QE6_PAIRS}-x{XTREME36_PAIRS}-lr0.001-max_epochs80" / "mixed" / "inter"
 
 
 def _numbers(paths: Sequence[Path]) -> dict[str, Any]:
@@ -209,12 +205,6 @@ CALIBRATION_HOW = ("on 7 BUCC-style sets disjoint from every benchmark and the t
                    "(benchmarks/lab/calibrate.py)")
 
 
-def _why_not_default(failures: list[str]) -> str:
-    return ("not yet the default: " + ("below raw in " + "; ".join(failures) if failures else
-                                       "the never-below-raw gate (bench mining, Tatoeba, QE, FLORES, per language) "
-                                       "has not been run on it") + "; use it with --projection default")
-
-
 def _calibrate_and_gate(proj, folder: Path, data: Path, results: Sequence[Path], make_default: bool,
                         calibration_out: Path | None) -> tuple[dict[str, Any], list[str]]:
     """Calibrate the projection's thresholds and run the gate: the SHIPPED.json fields that follow
@@ -232,7 +222,11 @@ def _calibrate_and_gate(proj, folder: Path, data: Path, results: Sequence[Path],
         "threshold_calibration": _shipped_calibration(calibration, calibration_out),
         "is_default": make_default,
     }
-    return fields | ({} if make_default else {"why_not_default": _why_not_default(failures)}), failures
+    if not make_default:
+        fields["why_not_default"] = ("not yet the default: " + ("below raw in " + "; ".join(failures) if failures else
+                                     "the never-below-raw gate (bench mining, Tatoeba, QE, FLORES, per language) "
+                                     "has not been run on it") + "; use it with --projection default")
+    return fields, failures
 
 
 def install(trained: Path, *, data: Path, results: Sequence[Path] = (), make_default: bool = False,

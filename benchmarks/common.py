@@ -31,9 +31,7 @@ RESULT_KIND = "xmine-benchmark-result"
 EmbedFn = Callable[[Sequence[str]], np.ndarray]
 
 
-# --------------------------------------------------------------------------------------------
-# Embedding variants
-# --------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------ Embedding variants
 
 
 class RawEmbedder:
@@ -139,9 +137,7 @@ def make_variants(
     return variants
 
 
-# --------------------------------------------------------------------------------------------
-# Metrics
-# --------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------- Metrics
 
 
 def l2_normalise(x: np.ndarray, dtype=np.float32) -> np.ndarray:
@@ -241,9 +237,7 @@ def mean_of(values: Iterable[float]) -> float:
     return float(np.mean(vals)) if vals else float("nan")
 
 
-# --------------------------------------------------------------------------------------------
-# Results: table printing, JSON with provenance
-# --------------------------------------------------------------------------------------------
+# --------------------------------------------------- Results: table printing, JSON with provenance
 
 
 def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, digits: int = 1) -> str:

@@ -210,14 +210,7 @@ def compose_set(lang: str, sources: Sequence[tuple[str, list[tuple[str, str]]]],
     s_ids, e_ids = src_side[0], en_side[0]
     counts.update(src_sentences=len(s_ids), en_sentences=len(e_ids), gold=len(gold),
                   gold_share_src=len(gold) / max(len(s_ids), 1), gold_share_en=len(gold) / max(len(e_ids), 1))
-    return MiningSet(
-        lang=lang,
-        src=src_side,
-        en=en_side,
-        gold=sorted(zip(s_gold, e_gold)),
-        counts=counts,
-        files=files,
-    )
+    return MiningSet(lang=lang, src=src_side, en=en_side, gold=sorted(zip(s_gold, e_gold)), counts=counts, files=files)
 
 
 def set_files(root: Path, lang: str) -> dict[str, Path]:

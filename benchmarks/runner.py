@@ -101,10 +101,8 @@ def finish(task, details, *, parameters, columns, rows, files=None, digits: int 
     default the first variant's `files`)."""
     run = click.get_current_context().meta[_RUN]
     click.echo(common.format_table(columns, rows, digits=digits))
-    common.write_result(
-        run["out"], task=task, encoder=run["encoder"], variants=run["variants"],
-        data_files=next(iter(details.values()))["files"] if files is None else files,
-        parameters=parameters | {"quick": run["quick"]}, columns=columns, rows=rows, details=details,
-        seconds=time.time() - run["started"], extra_tables=extra_tables,
-    )
+    common.write_result(run["out"], task=task, encoder=run["encoder"], variants=run["variants"],
+                        data_files=next(iter(details.values()))["files"] if files is None else files,
+                        parameters=parameters | {"quick": run["quick"]}, columns=columns, rows=rows, details=details,
+                        seconds=time.time() - run["started"], extra_tables=extra_tables)
     click.echo(f"wrote {run['out']}", err=True)

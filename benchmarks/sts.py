@@ -91,10 +91,8 @@ def load_track(folder: str | Path, track: str) -> STSSet:
     gold_lines = read_lines(gold_path, what="STS 2017")
     expected = t.gold_rows if t.gold_rows is not None else len(rows)
     if len(gold_lines) != expected or len(rows) < expected:
-        raise InputError(
-            gold_path, f"{len(gold_lines)} gold scores for {len(rows)} input lines in {input_path.name} "
-            f"(expected {expected} scored lines)"
-        )
+        raise InputError(gold_path, f"{len(gold_lines)} gold scores for {len(rows)} input lines in {input_path.name} "
+                                    f"(expected {expected} scored lines)")
     sent1, sent2, gold = [], [], []
     for i in range(expected):
         fields = rows[i].split("\t")

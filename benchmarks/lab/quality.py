@@ -86,9 +86,7 @@ RECIPE_NOTES = {
 TRANSFER_LANGS = ("amh_Ethi", "hau_Latn", "khm_Khmr", "som_Latn", "gle_Latn", "kir_Cyrl")
 
 
-# ------------------------------------------------------------------------------------------------
-# Training data
-# ------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------- Training data
 
 
 def _qe_test_sentences(data: Path) -> set[str]:
@@ -180,9 +178,7 @@ def mixed_pair_specs(data: Path, work: Path, *, qe6_pairs: int, xtreme36_pairs: 
     return [str(dest)], extra | {"mixed_counts": counts}
 
 
-# ------------------------------------------------------------------------------------------------
-# Evaluation
-# ------------------------------------------------------------------------------------------------
+# -------------------------------------------------------------------------------------- Evaluation
 
 
 def evaluate_transfer(embed_fn, data: Path, langs: Sequence[str], *, rows: int | None = None) -> dict[str, Any]:

@@ -125,13 +125,9 @@ def add_noise(ms, data: Path, *, seed: int = 0, noise: dict[str, float] = NOISE)
     rng = _rng(seed, lang, "numbers")
     for j in range(int(noise["numbers_urls"] * min(n_src, n_en))):
         template = _NUMBERS[int(rng.integers(len(_NUMBERS)))]
-        state = rng.bit_generator.state
         line = _fill(template, rng)
         add("src", line, "numbers_urls")
-        if j % 2:  # the same template, other numbers
-            line = _fill(template, rng)
-        else:
-            rng.bit_generator.state = state
+        if j % 2:  # the same template, other numbers (else the same line)
             line = _fill(template, rng)
         add("en", line, "numbers_urls")
 

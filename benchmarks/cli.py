@@ -391,10 +391,8 @@ def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out,
                       inputs=[data_dir, *projections]):
         src, tgt, _ = geometry.flores_pairs(data_dir, src_lang, rows=rows, pivot=tgt_lang)
         encoder, variants = setup(encoder_name, projections, device, precision)
-        sep = plot.plot_pca(
-            variants, src, tgt, out_path, src_label=src_lang, tgt_label=tgt_lang,
-            title=f"PCA of {encoder.name} embeddings: {rows} FLORES-200 devtest sentences, {src_lang} and {tgt_lang}",
-        )
+        sep = plot.plot_pca(variants, src, tgt, out_path, src_label=src_lang, tgt_label=tgt_lang, title=(
+            f"PCA of {encoder.name} embeddings: {rows} FLORES-200 devtest sentences, {src_lang} and {tgt_lang}"))
     for name, s in sep.items():
         click.echo(f"{name}: language separation {s:.2f} (centroid distance / mean spread)")
     click.echo(f"wrote {out_path}", err=True)

@@ -153,8 +153,7 @@ def run(data: Path, *, backend: str = "fasttext", target: float = 0.01, floor: f
         mp = Predictions(m_texts, m_truth, backend)
         m_langs = sorted(set(m_truth.tolist()) & set(langs))
         every = np.ones(len(m_texts), dtype=bool)
-        m_rules = {name: {lang: t[lang] for lang in m_langs} for name, t in rules.items()}
-        result["massive"] = {name: measure(mp, m_langs, every, t) for name, t in m_rules.items()}
+        result["massive"] = {name: measure(mp, m_langs, every, t) for name, t in rules.items()}
         result["massive_summary"] = {name: summarise(v) for name, v in result["massive"].items()}
         result["massive_locales"] = locales
     return result

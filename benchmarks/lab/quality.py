@@ -309,16 +309,14 @@ def run(**options) -> dict[str, Any]:
         for method, paper in jobs:
             name = f"{recipe}/{method}" + ("[paper]" if paper else "")
             # The folder names every setting that changes the data or the run, so results never mix.
-            tag = "quick" if args.quick else f"q{args.qe6_pairs}-x{args.xtreme36_pairs}"
+            tag = ("quick" if args.quick else f"q{args.qe6_pairs}-x{args.xtreme36_pairs}") + (
+                "" if paper else "".join(f"-{k}{v}" for k, v in sorted(overrides.items())))
             settings = {} if paper else RECIPE_SETTINGS.get(recipe, {}) | overrides
-            if not paper:
-                tag += "".join(f"-{k}{v}" for k, v in sorted(overrides.items()))
             out_dir = work / tag / recipe / method
             config = TrainConfig(method=method, base="dream" if method == "oracle" else None,
                                  max_pairs_per_lang=per_lang, langs=langs, seed=args.seed, **settings)
             t0 = time.time()
-            # Its own work folder: a finished projection there is resumed from its checkpoint (a
-            # no-op when complete) and saved again, as before outputs were claimed.
+            # Its own work folder: a finished projection there resumes from its checkpoint (a no-op).
             train(specs, out_dir, encoder=encoder, config=config, overwrite=True)
             proj = load_projection(out_dir)
             if args.train_only:

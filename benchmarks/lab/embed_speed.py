@@ -1,7 +1,5 @@
 """Encoding speed by precision and runtime: torch fp32 vs bf16 vs OpenVINO (and what else was tried), one run.
 
-    python benchmarks/lab/run.py embed-speed [--per-lang 250] [--rounds 2] [--variants ...] [--out FILE]
-
 Sentences: a seeded sample of `--per-lang` FLORES-200 devtest sentences (news-length) in each of
 eight languages and six scripts (Latin, Cyrillic, Han, Arabic, Devanagari, Japanese, Hangul),
 2,000 by default, all "query: "-prefixed and encoded by the me5-small fast path that `xmine embed`

@@ -1,7 +1,5 @@
 """Sentence-level language identification on FLORES-200 devtest, library backends and a projection.
 
-    python benchmarks/lab/run.py langid-flores [--rows N] [--projection-rows N] [--out FILE]
-
 The first `rows` lines of every FLORES-200 devtest file (204 language/script varieties) are
 labelled by `mining.langid.identify` with each library backend (only the files of languages it
 knows), and the first `projection_rows` lines of each of its training languages by the shipped

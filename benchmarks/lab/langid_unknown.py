@@ -1,8 +1,6 @@
 """How well `xmine langid` says "unknown" for languages a projection never saw, and how the
 declared-language check of `xmine mine` behaves (`xmine.disentangle.language_trust`).
 
-    python benchmarks/lab/run.py langid-unknown [--projection DIR] [--data-dir DIR] [--out JSON]
-
 Two data families, so the rule's thresholds are chosen on one and reported on the other:
 - choose: MASSIVE test utterances (`--massive-lines` per locale, 50 locales);
 - report: FLORES-200 devtest (`--flores-lines` per language the projection knows,

@@ -1,7 +1,5 @@
 """Per-language confidence thresholds of the language filter, chosen on FLORES-200 and reported on held-out lines.
 
-`.venv/bin/python benchmarks/lab/run.py lid-thresholds [--target 0.01] [--floor 0.8] [--write-table] [--out FILE]`
-
 `--lang-filter` and the `language` pair filter drop a sentence that the default backend
 (`mining.langid`, fastText lid.176) identifies as another language than its side's with at least
 a confidence threshold. One threshold for every language drops too many of a language's own

@@ -1,7 +1,5 @@
 """Exact mining speed: xmine vs one plain matrix product vs the straightforward (LASER-style) way.
 
-    python benchmarks/lab/run.py mining-speed [--n 100000] [--dim 384] [--out FILE]
-
 Two sets of n L2-normalised float32 embeddings (seeded): a fraction of y are noisy copies of
 shuffled x rows (the "translations"), the rest random. Each method runs in a fresh subprocess
 so its peak memory (VmHWM; BLAS buffers included) is its own:

@@ -1,10 +1,6 @@
 """Disentangler quality: every method x every task, one table, one command.
 
-    python benchmarks/lab/run.py quality [--methods seed,center,...] [--recipes qe6,xtreme36,mixed]
-        [--qe6-pairs N] [--xtreme36-pairs N] [--lr X --max-epochs N] [--transfer-langs ... --transfer-rows N]
-        [--paper-defaults qe6/seed] [--train-only] [--quick] [--out-dir DIR] [--out FILE]
-
-What it does (the disentangler issue's quality protocol):
+What it does:
 
 1. Trains each method on two training recipes drawn from `parallel/` of the data folder:
    - `qe6`: the six WMT20 QE languages (de, zh, et, ro, ne, si, each with English), mixed

@@ -1,7 +1,5 @@
 """Small-scale measurements that docs/scaling.md multiplies out to 1B sentences per side.
 
-    python benchmarks/lab/run.py scaling-inputs [--n 100000] [--out FILE]
-
 On n seeded 384-d vectors (mining_speed's data), one process:
 - IVF-PQ index (`IVF{nlist},PQ64`, stopes' code size): training seconds, adding seconds per
   million rows, bytes per vector on disk (codes + ids + lists);

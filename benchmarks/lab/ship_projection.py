@@ -1,8 +1,5 @@
 """Rebuild the default projection shipped inside xmine, with one seeded command.
 
-    python benchmarks/lab/run.py ship-projection [--data-dir DIR] [--work-dir out/ship] [--install]
-        [--results benchmarks/results/mining-me5-small.json ...]
-
 1. Trains the recipe below (`benchmarks/lab/quality.py`'s `mixed` recipe, method `inter`) from
    `parallel/` of the data folder with the embedded default encoder at its default settings,
    seeded: the same data and settings give the same weights (training runs on one thread).

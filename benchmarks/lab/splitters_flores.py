@@ -1,7 +1,5 @@
 """Sentence splitters measured on paragraphs rebuilt from FLORES-200 devtest.
 
-    python benchmarks/lab/run.py splitters-flores [--data-dir DIR] [--langs a,b] [--splitters a,b] [--out FILE]
-
 FLORES-200 devtest holds 1012 sentences per language, the same sentences in every language, in
 article order (the lines of one article are consecutive). No article metadata is kept here, so
 paragraphs are rebuilt from seeded windows of 2 to 6 consecutive lines, the same windows in every

@@ -136,17 +136,6 @@ def mine_candidates(src: tuple[list[str], list[str]], en: tuple[list[str], list[
     return cands, np.asarray(scores, dtype=np.float64)
 
 
-def _mine_split(files, *, encoder, projection, k, margin, retrieval):
-    from xmine.embed_cache import cached_encode
-
-    def embed(sentences):
-        e = cached_encode(encoder, sentences, show_progress=True, desc="encoding")
-        return projection.transform(e, "meaning") if projection is not None else e
-
-    return mine_candidates(read_bucc_file(files["src"]), read_bucc_file(files["en"]), embed, k=k, margin=margin,
-                           retrieval=retrieval)
-
-
 def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=None, k: int = 4,
              margin: str = "ratio", retrieval: str = "max", precision: str = "auto") -> dict[str, Any]:
     """Mine BUCC's splits, tune the threshold on the training (or sample) gold, score the test split.
@@ -155,6 +144,7 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
     or None (raw).
     Returns {"pair", "threshold", "train": {split, precision, recall, f1, ...}, "test": {...} | None}.
     """
+    from xmine.embed_cache import cached_encode
     from xmine.paths import resolve_data_dir
 
     root = resolve_data_dir(data_dir, needs="bucc2018", how_to_get=HOW_TO_GET)
@@ -180,7 +170,16 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
     if not tf["gold"].is_file():
         raise DataNotFoundError(f"BUCC {pair}: {tf['gold']} missing (needed to tune the threshold)")
     gold = read_gold(tf["gold"])
-    cands, scores = _mine_split(tf, encoder=encoder, projection=projection, k=k, margin=margin, retrieval=retrieval)
+
+    def embed(sentences):
+        e = cached_encode(encoder, sentences, show_progress=True, desc="encoding")
+        return projection.transform(e, "meaning") if projection is not None else e
+
+    def mine_split(files):
+        return mine_candidates(read_bucc_file(files["src"]), read_bucc_file(files["en"]), embed, k=k, margin=margin,
+                               retrieval=retrieval)
+
+    cands, scores = mine_split(tf)
     correct = np.array([c in gold for c in cands], dtype=bool)
     threshold, _ = best_threshold(scores, correct, len(gold))
     kept = {c for c, s in zip(cands, scores) if s >= threshold}
@@ -191,8 +190,7 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
     }
     test = _split_files(root, pair, "test")
     if test is not None and test["gold"].is_file():
-        cands, scores = _mine_split(test, encoder=encoder, projection=projection, k=k, margin=margin,
-                                    retrieval=retrieval)
+        cands, scores = mine_split(test)
         result["test"] = {"split": "test", **evaluate({c for c, s in zip(cands, scores) if s >= threshold},
                                                        read_gold(test["gold"]))}
     return result

@@ -88,12 +88,8 @@ TRANSFER_LANGS = ("amh_Ethi", "hau_Latn", "khm_Khmr", "som_Latn", "gle_Latn", "k
 def _qe_test_sentences(data: Path) -> set[str]:
     from xmine.benchmarks.qe import PAIRS, load_qe, qe_file
 
-    out: set[str] = set()
-    for pair in PAIRS:
-        qe = load_qe(qe_file(data / "mlqe", pair), pair)
-        out.update(qe.sources)
-        out.update(qe.translations)
-    return out
+    sets = [load_qe(qe_file(data / "mlqe", pair), pair) for pair in PAIRS]
+    return {s for qe in sets for s in qe.sources + qe.translations}
 
 
 def _write_filtered(src: Path, tgt: Path, exclude: set[str], dest: Path) -> tuple[Path, Path, int]:

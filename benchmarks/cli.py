@@ -121,10 +121,8 @@ def massive_templates_cmd(data_dir, quick, locales, seed, write_pairs):
 
     folder = mt.data.locate(data_dir)
     locale_list = common.parse_list(locales) or list(mt.DEFAULT_LOCALES)
-    sets = {}
-    for loc in locale_list:
-        s = mt.build_template_pairs(folder, loc, seed=seed)
-        sets[loc] = s.head(300) if quick else s
+    sets = {loc: mt.build_template_pairs(folder, loc, seed=seed) for loc in locale_list}
+    sets = {loc: s.head(300) for loc, s in sets.items()} if quick else sets
     if write_pairs is not None:
         for loc, s in sets.items():
             path = write_pairs / f"massive-templates-{loc}-seed{seed}{'-quick' if quick else ''}.jsonl"

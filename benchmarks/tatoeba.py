@@ -39,12 +39,8 @@ QUICK_PAIRS = 200
 
 def available_languages(folder: Path) -> list[str]:
     """Languages with both files present, sorted."""
-    langs = []
-    for p in sorted(folder.glob("tatoeba.*-eng.eng")):
-        lang = p.name[len("tatoeba.") : -len("-eng.eng")]
-        if (folder / f"tatoeba.{lang}-eng.{lang}").is_file():
-            langs.append(lang)
-    return langs
+    langs = [p.name[len("tatoeba.") : -len("-eng.eng")] for p in sorted(folder.glob("tatoeba.*-eng.eng"))]
+    return [lang for lang in langs if (folder / f"tatoeba.{lang}-eng.{lang}").is_file()]
 
 
 def pair_files(folder: Path, lang: str) -> tuple[Path, Path]:

@@ -49,10 +49,9 @@ def _families(data: Path, languages, args) -> dict[str, dict[str, list[str]]]:
     for loc in available_locales(folder):
         utts = load_locale(folder, loc, partition="test")
         massive[loc] = [utts[k] for k in sorted(utts)][:args.massive_lines]
-    flores = {}
-    for f in sorted((data / FLORES_DEVTEST).glob("*.devtest")):
-        n = args.flores_lines if normalize_lang(f.stem) in languages else args.flores_unseen_lines
-        flores[f.stem] = flores_lines(f.parent, f.stem, rows=n)
+    flores = {f.stem: flores_lines(f.parent, f.stem, rows=args.flores_lines if normalize_lang(f.stem) in languages
+                                   else args.flores_unseen_lines)
+              for f in sorted((data / FLORES_DEVTEST).glob("*.devtest"))}
     return {"massive": massive, "flores": flores}
 
 

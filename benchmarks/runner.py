@@ -74,9 +74,7 @@ def task_options(fn: Callable) -> Callable:
         click.option("--device", default=None, help="Torch device for the encoder (cpu, cuda, ...). Default: auto."),
         precision_option(),
     ]
-    for opt in reversed(options):
-        fn = opt(fn)
-    return fn
+    return functools.reduce(lambda f, option: option(f), reversed(options), fn)
 
 
 def setup(encoder_name: str, projections: tuple[str, ...], device: str | None, precision: str,

@@ -276,13 +276,10 @@ def summarise(per_lang: dict[str, dict], names: list[str]) -> dict:
     order = sorted(by_script, key=lambda s: (-len(by_script[s]), s))
     for script in order + ["all"]:
         langs = by_script[script] if script != "all" else list(per_lang)
-        row = [script, len(langs)]
-        for n in names:
-            row.append(_pair([per_lang[lang][n] for lang in langs]))
         chosen = [splitter_name(lang.split("_")[0]) for lang in langs]
         picked = [per_lang[lang].get(c) for lang, c in zip(langs, chosen)]
-        row += ["/".join(sorted(set(chosen))), _pair([p for p in picked if p]) if all(picked) else "n/a"]
-        rows.append(row)
+        rows.append([script, len(langs)] + [_pair([per_lang[lang][n] for lang in langs]) for n in names]
+                    + ["/".join(sorted(set(chosen))), _pair([p for p in picked if p]) if all(picked) else "n/a"])
     named = ["zho_Hans", "zho_Hant", "yue_Hant", "jpn_Jpan", "kor_Hang", "tha_Thai", "lao_Laoo", "khm_Khmr",
              "mya_Mymr", "amh_Ethi", "tir_Ethi", "hin_Deva", "mar_Deva", "npi_Deva", "ben_Beng", "bod_Tibt",
              "arb_Arab", "eng_Latn", "deu_Latn", "rus_Cyrl"]

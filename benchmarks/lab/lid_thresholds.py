@@ -205,12 +205,11 @@ def command(data_dir, target, floor, global_threshold, no_massive, write_table, 
             massive=not no_massive)
     cols = ["data", "thresholds", "languages", "own dropped % (mean)", "languages > 1% own dropped",
             "others caught % (mean)", "English caught % (mean)"]
-    rows = []
-    for data_name, key in (("FLORES lines 506-1011", "flores_heldout_summary"), ("MASSIVE test", "massive_summary")):
-        for name, s in r.get(key, {}).items():
-            rows.append([data_name, name, s["languages"], _pct(s["mean_own_dropped"]),
-                         s["languages_over_1pct_own_dropped"], _pct(s["mean_others_caught"]),
-                         _pct(s["mean_english_caught"])])
+    rows = [[data_name, name, s["languages"], _pct(s["mean_own_dropped"]), s["languages_over_1pct_own_dropped"],
+             _pct(s["mean_others_caught"]), _pct(s["mean_english_caught"])]
+            for data_name, key in (("FLORES lines 506-1011", "flores_heldout_summary"),
+                                   ("MASSIVE test", "massive_summary"))
+            for name, s in r.get(key, {}).items()]
     g, t = r["flores_heldout"]["global"], r["flores_heldout"]["per_language"]
     per_rows = [[lang, t[lang]["threshold"], _pct(g[lang]["own_dropped"]), _pct(t[lang]["own_dropped"]),
                  _pct(g[lang]["others_caught"]), _pct(t[lang]["others_caught"])]

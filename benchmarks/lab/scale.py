@@ -283,11 +283,8 @@ def mine_cmd(out_json: Path, **kw) -> None:
     out = d / ("mined-approx.tsv" if args.approximate else "mined-exact.tsv")
     cmd = _xmine("mine", d / "src", d / "tgt", "-o", out, "--threshold", args.threshold)
     if args.approximate:
-        cmd.append("--approximate")
-        if args.nlist:
-            cmd += ["--nlist", str(args.nlist)]
-        if args.nprobe:
-            cmd += ["--nprobe", str(args.nprobe)]
+        cmd += ["--approximate", *(["--nlist", str(args.nlist)] if args.nlist else []),
+                *(["--nprobe", str(args.nprobe)] if args.nprobe else [])]
     r = run_measured(cmd)
     rec = hidden_recall(out, np.load(d / "hidden.npy"))
     found = rec.pop("_found")

@@ -37,6 +37,7 @@ curves' width in the meaning space (benchmarks/results/notes/mining.md).
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -81,9 +82,7 @@ def build_calibration_set(data: Path, lang: str, *, seed: int = 0, max_pairs: in
     return mining.compose_set(lang, ((domain, pairs),), files=files, seed=seed)
 
 
-_EVALUATION_CACHE: dict[Path, frozenset[str]] = {}
-
-
+@functools.lru_cache(maxsize=None)
 def evaluation_sentences(data: Path) -> frozenset[str]:
     """Every sentence the benchmarks score mining on (FLORES-200 devtest, newstest of the held-out
     years): a calibration pair repeating one is dropped (FLORES v1 km dev shares a sentence with them)."""
@@ -91,12 +90,10 @@ def evaluation_sentences(data: Path) -> frozenset[str]:
     from xmine.benchmarks import mining
     from xmine.benchmarks.common import FLORES_DEVTEST
 
-    if data not in _EVALUATION_CACHE:
-        parallel = data / "parallel"
-        files = sorted((data / FLORES_DEVTEST).glob("*.devtest"))
-        files += sorted(f for y in HELDOUT_NEWSTEST_YEARS for f in (parallel / "wmt-newstest" / y).glob("*/*") if f.is_file())
-        _EVALUATION_CACHE[data] = frozenset(line.strip() for f in files for line in mining._read(f))
-    return _EVALUATION_CACHE[data]
+    parallel = data / "parallel"
+    files = sorted((data / FLORES_DEVTEST).glob("*.devtest"))
+    files += sorted(f for y in HELDOUT_NEWSTEST_YEARS for f in (parallel / "wmt-newstest" / y).glob("*/*") if f.is_file())
+    return frozenset(line.strip() for f in files for line in mining._read(f))
 
 
 def best_common_threshold(runs: Sequence[tuple[np.ndarray, np.ndarray, int]]) -> tuple[float, float]:

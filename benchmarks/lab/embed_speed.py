@@ -320,10 +320,8 @@ def command(per_lang, rounds, variants, batch_size, seed, data_dir, out, load_me
             "linear_gflops": sum(tokens) * ceiling["linear_flops_per_token"] / best[name] / 1e9,
             "load_seconds": load_seconds.get(name),
         }
-    if load_memory:
-        for name in results:
-            if name in load_seconds:
-                results[name]["load_fresh_process"] = load_peak_rss(*_loaded_as(name))
+    for name in [n for n in results if n in load_seconds] if load_memory else []:
+        results[name]["load_fresh_process"] = load_peak_rss(*_loaded_as(name))
     default = results.get(default_variant, results["fp32"])
     int8_best = max((n for n in results if n.startswith("int8")), key=lambda n: results[n]["sentences_per_s"],
                     default=None)

@@ -67,6 +67,8 @@ def _split_files(root: Path, pair: str, split: str) -> dict[str, Path] | None:
 
 def best_threshold(scores: np.ndarray, correct: np.ndarray, n_gold: int) -> tuple[float, dict]:
     """Threshold maximising F1 when keeping candidates with score >= threshold (LASER's sweep)."""
+    if not len(scores):
+        return float("inf"), {"precision": 0.0, "recall": 0.0, "f1": 0.0}
     order = np.argsort(-scores, kind="stable")
     s, c = scores[order], correct[order].astype(np.int64)
     tp = np.cumsum(c)
@@ -75,10 +77,7 @@ def best_threshold(scores: np.ndarray, correct: np.ndarray, n_gold: int) -> tupl
     f1 = np.where(prec + rec > 0, 2 * prec * rec / np.maximum(prec + rec, 1e-12), 0)
     # Only cut between different scores (a threshold keeps all of a tie).
     last_of_tie = np.append(s[1:] != s[:-1], True)
-    f1 = np.where(last_of_tie, f1, -1)
-    i = int(np.argmax(f1)) if len(f1) else 0
-    if not len(f1):
-        return float("inf"), {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+    i = int(np.argmax(np.where(last_of_tie, f1, -1)))
     return float(s[i]), {"precision": float(prec[i]), "recall": float(rec[i]), "f1": float(f1[i])}
 
 
@@ -124,12 +123,10 @@ def mine_candidates(src: tuple[list[str], list[str]], en: tuple[list[str], list[
     ue, inv_e = dedup(en_sents)
     x, y = embed_fn(us), embed_fn(ue)
     mined = mine_embeddings(x, y, config=MiningConfig(k=k, margin=margin, retrieval=retrieval))
-    ids_of_s = [[] for _ in us]
-    for i, u in enumerate(inv_s):
-        ids_of_s[u].append(src_ids[i])
-    ids_of_e = [[] for _ in ue]
-    for i, u in enumerate(inv_e):
-        ids_of_e[u].append(en_ids[i])
+    ids_of_s, ids_of_e = [[] for _ in us], [[] for _ in ue]
+    for ids_of, ids, inverse in ((ids_of_s, src_ids, inv_s), (ids_of_e, en_ids, inv_e)):
+        for i, u in zip(ids, inverse):
+            ids_of[u].append(i)
     cands, scores = [], []
     for a, b, sc in zip(mined.src_idx.tolist(), mined.tgt_idx.tolist(), mined.score.tolist()):
         for sid in ids_of_s[a]:
@@ -137,17 +134,6 @@ def mine_candidates(src: tuple[list[str], list[str]], en: tuple[list[str], list[
                 cands.append((sid, eid))
                 scores.append(sc)
     return cands, np.asarray(scores, dtype=np.float64)
-
-
-def _mine_split(files, *, encoder, projection, k, margin, retrieval):
-    from xmine.embed_cache import cached_encode
-
-    def embed(sentences):
-        e = cached_encode(encoder, sentences, show_progress=True, desc="encoding")
-        return projection.transform(e, "meaning") if projection is not None else e
-
-    return mine_candidates(read_bucc_file(files["src"]), read_bucc_file(files["en"]), embed, k=k, margin=margin,
-                           retrieval=retrieval)
 
 
 def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=None, k: int = 4,
@@ -158,6 +144,7 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
     or None (raw).
     Returns {"pair", "threshold", "train": {split, precision, recall, f1, ...}, "test": {...} | None}.
     """
+    from xmine.embed_cache import cached_encode
     from xmine.paths import resolve_data_dir
 
     root = resolve_data_dir(data_dir, needs="bucc2018", how_to_get=HOW_TO_GET)
@@ -183,7 +170,16 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
     if not tf["gold"].is_file():
         raise DataNotFoundError(f"BUCC {pair}: {tf['gold']} missing (needed to tune the threshold)")
     gold = read_gold(tf["gold"])
-    cands, scores = _mine_split(tf, encoder=encoder, projection=projection, k=k, margin=margin, retrieval=retrieval)
+
+    def embed(sentences):
+        e = cached_encode(encoder, sentences, show_progress=True, desc="encoding")
+        return projection.transform(e, "meaning") if projection is not None else e
+
+    def mine_split(files):
+        return mine_candidates(read_bucc_file(files["src"]), read_bucc_file(files["en"]), embed, k=k, margin=margin,
+                               retrieval=retrieval)
+
+    cands, scores = mine_split(tf)
     correct = np.array([c in gold for c in cands], dtype=bool)
     threshold, _ = best_threshold(scores, correct, len(gold))
     kept = {c for c, s in zip(cands, scores) if s >= threshold}
@@ -194,8 +190,7 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
     }
     test = _split_files(root, pair, "test")
     if test is not None and test["gold"].is_file():
-        cands, scores = _mine_split(test, encoder=encoder, projection=projection, k=k, margin=margin,
-                                    retrieval=retrieval)
+        cands, scores = mine_split(test)
         result["test"] = {"split": "test", **evaluate({c for c, s in zip(cands, scores) if s >= threshold},
                                                        read_gold(test["gold"]))}
     return result
@@ -226,29 +221,24 @@ def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, over
     """BUCC 2018: mine, tune the threshold for F1 on the training gold, report precision/recall/F1."""
     import contextlib
 
-    from xmine.outputs import claim_output
-
-    claiming = (claim_output(out, kind=BUCC_KIND, form="json", overwrite=overwrite, inputs=[data_dir, projection])
-                if out is not None else contextlib.nullcontext())
-    with claiming:
-        _command(data_dir, pair, encoder, projection, k, margin, retrieval, out, precision)
-
-
-def _command(data_dir, pair, encoder, projection, k, margin, retrieval, out, precision):
     from xmine.artefacts import provenance
     from xmine.fileio import atomic_write_json
+    from xmine.outputs import claim_output
 
-    result = run_bucc(data_dir, pair=pair, encoder=encoder, projection=projection, k=k, margin=margin,
-                      retrieval=retrieval, precision=precision)
-    for split in ("train", "test"):
-        r = result[split]
-        if r is not None:
-            click.echo(f"{pair} {r['split']}: P {r['precision']:.4f}  R {r['recall']:.4f}  F1 {r['f1']:.4f} "
-                       f"(threshold {result['threshold']:.4f})")
-    if result["test"] is None:
-        click.echo("(no test gold: training split only)")
-    if out is not None:
-        result["provenance"] = provenance(data_dir=str(data_dir) if data_dir else None, pair=pair, encoder=encoder,
-                                          projection=str(projection) if projection else None, k=k, margin=margin,
-                                          retrieval=retrieval, encoder_precision=result["encoder"].get("precision"))
-        atomic_write_json(out, {"kind": BUCC_KIND, **result})
+    with (claim_output(out, kind=BUCC_KIND, form="json", overwrite=overwrite, inputs=[data_dir, projection])
+          if out is not None else contextlib.nullcontext()):
+        result = run_bucc(data_dir, pair=pair, encoder=encoder, projection=projection, k=k, margin=margin,
+                          retrieval=retrieval, precision=precision)
+        for split in ("train", "test"):
+            r = result[split]
+            if r is not None:
+                click.echo(f"{pair} {r['split']}: P {r['precision']:.4f}  R {r['recall']:.4f}  F1 {r['f1']:.4f} "
+                           f"(threshold {result['threshold']:.4f})")
+        if result["test"] is None:
+            click.echo("(no test gold: training split only)")
+        if out is not None:
+            result["provenance"] = provenance(
+                data_dir=str(data_dir) if data_dir else None, pair=pair, encoder=encoder,
+                projection=str(projection) if projection else None, k=k, margin=margin, retrieval=retrieval,
+                encoder_precision=result["encoder"].get("precision"))
+            atomic_write_json(out, {"kind": BUCC_KIND, **result})

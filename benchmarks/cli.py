@@ -37,7 +37,7 @@ def bench() -> None:
 @click.option("--margin", is_flag=True,
               help="Also score with the xSIM-style ratio margin (k=4) beside plain cosine.")
 @click.option("--per-lang", is_flag=True, help="Also print per-language average accuracy.")
-def tatoeba_cmd(encoder_name, projections, data_dir, out, quick, device, precision, langs, max_pairs, margin, per_lang):
+def tatoeba_cmd(data_dir, quick, langs, max_pairs, margin, per_lang):
     """Tatoeba accuracy@1 (%) of nearest-neighbour retrieval, xx->eng and eng->xx.
 
     Averaged over the chosen languages and over XTREME's 36. For a projection, the language part
@@ -52,16 +52,16 @@ def tatoeba_cmd(encoder_name, projections, data_dir, out, quick, device, precisi
         lang_list = lang_list or list(tatoeba.QUICK_LANGS)
         max_pairs = max_pairs or tatoeba.QUICK_PAIRS
     tatoeba.locate(data_dir)  # fail on missing data before loading the encoder
-    encoder, variants, details = evaluate_variants(encoder_name, projections, device, precision, lambda v: (
-        tatoeba.evaluate_tatoeba(v.embed, data_dir, lang_list, max_pairs=max_pairs, margin=margin)))
+    details = evaluate_variants(lambda v: tatoeba.evaluate_tatoeba(v.embed, data_dir, lang_list, max_pairs=max_pairs,
+                                                                   margin=margin))
     columns, rows = tatoeba.table(details, margin=margin)
     first = next(iter(details.values()))
     if per_lang:
-        click.echo(common.format_table(["lang"] + [v.name for v in variants],
-                                       [[lg] + [details[v.name]["per_lang"][lg]["avg"] for v in variants]
+        click.echo(common.format_table(["lang"] + list(details),
+                                       [[lg] + [r["per_lang"][lg]["avg"] for r in details.values()]
                                         for lg in first["langs"]]))
         click.echo()
-    finish("tatoeba", encoder, variants, details, columns=columns, rows=rows,
+    finish("tatoeba", details, columns=columns, rows=rows,
            parameters={"langs": first["langs"], "max_pairs": max_pairs, "margin": margin})
 
 
@@ -75,8 +75,7 @@ def tatoeba_cmd(encoder_name, projections, data_dir, out, quick, device, precisi
 @click.option("--max-rows", type=click.IntRange(min=2), default=None,
               help="Use only the first N shared ids of each locale (--quick: 300).")
 @click.option("--per-locale", is_flag=True, help="Also print each locale's cosine accuracy (always in the JSON).")
-def massive_cmd(encoder_name, projections, data_dir, out, quick, device, precision, locales, partition, max_rows,
-                per_locale):
+def massive_cmd(data_dir, quick, locales, partition, max_rows, per_locale):
     """MASSIVE cross-lingual retrieval accuracy@1 (%), en->xx and xx->en, for every locale vs en-US.
 
     Cosine and xSIM-style ratio margin (k=4); the average over the locales, and FMDA's three pairs
@@ -91,13 +90,13 @@ def massive_cmd(encoder_name, projections, data_dir, out, quick, device, precisi
         max_rows = max_rows or massive.QUICK_ROWS
     folder = massive.locate(data_dir)
     locale_list = massive.parse_locales(locales, massive.available_locales(folder))
-    encoder, variants, details = evaluate_variants(encoder_name, projections, device, precision, lambda v: (
-        massive.evaluate_massive(v.embed, folder, locale_list, partition=partition, max_rows=max_rows)))
+    details = evaluate_variants(lambda v: massive.evaluate_massive(v.embed, folder, locale_list, partition=partition,
+                                                                   max_rows=max_rows))
     columns, rows, locale_table = massive.tables(details, locale_list)
     if per_locale:
         click.echo(common.format_table(locale_table["columns"], locale_table["rows"]))
         click.echo()
-    finish("massive", encoder, variants, details, columns=columns, rows=rows, extra_tables=[locale_table],
+    finish("massive", details, columns=columns, rows=rows, extra_tables=[locale_table],
            parameters={"locales": locale_list, "pivot": "en-US", "partition": partition, "max_rows": max_rows,
                        "hit": "retrieved text equals gold text (strict: exact row)", "margin": "ratio, k=4"})
 
@@ -110,8 +109,7 @@ def massive_cmd(encoder_name, projections, data_dir, out, quick, device, precisi
 @click.option("--write-pairs", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Also write the generated pairs as DIR/massive-templates-<locale>-seed<N>.jsonl (each with a "
                    "sidecar .jsonl.json saying how it was made; replaced only with --overwrite).")
-def massive_templates_cmd(encoder_name, projections, data_dir, out, quick, device, precision, locales, seed,
-                          write_pairs):
+def massive_templates_cmd(data_dir, quick, locales, seed, write_pairs):
     """MASSIVE monolingual template retrieval accuracy@1 (%) (FMDA section 4.3.2, Table 3).
 
     Each annotated test utterance with slots is paired with a copy whose every slot value is
@@ -123,20 +121,16 @@ def massive_templates_cmd(encoder_name, projections, data_dir, out, quick, devic
 
     folder = mt.data.locate(data_dir)
     locale_list = common.parse_list(locales) or list(mt.DEFAULT_LOCALES)
-    sets = {}
-    for loc in locale_list:
-        s = mt.build_template_pairs(folder, loc, seed=seed)
-        sets[loc] = s.head(300) if quick else s
+    sets = {loc: mt.build_template_pairs(folder, loc, seed=seed) for loc in locale_list}
+    sets = {loc: s.head(300) for loc, s in sets.items()} if quick else sets
     if write_pairs is not None:
         for loc, s in sets.items():
             path = write_pairs / f"massive-templates-{loc}-seed{seed}{'-quick' if quick else ''}.jsonl"
             # the command's --overwrite (taken by _claimed_out for the result JSON) covers these too
             mt.write_pairs(path, s, overwrite=click.get_current_context().params.get("overwrite", False))
             click.echo(f"wrote {path} ({len(s.pairs)} pairs)", err=True)
-    encoder, variants, details = evaluate_variants(
-        encoder_name, projections, device, precision,
-        lambda v: {loc: mt.evaluate_template_retrieval(v.embed, s) for loc, s in sets.items()})
-    finish("massive_templates", encoder, variants, details,
+    details = evaluate_variants(lambda v: {loc: mt.evaluate_template_retrieval(v.embed, s) for loc, s in sets.items()})
+    finish("massive_templates", details,
            columns=["variant"] + [f"{loc} ({len(sets[loc].pairs)})" for loc in locale_list],
            rows=[[name] + [r[loc]["acc"] for loc in locale_list] for name, r in details.items()],
            parameters={"locales": locale_list, "seed": seed, "pair_sets": {k: s.summary for k, s in sets.items()}},
@@ -148,7 +142,7 @@ def massive_templates_cmd(encoder_name, projections, data_dir, out, quick, devic
 @click.option("--pairs", default=None, help="Comma-separated WMT20 pairs. Default: en-de,en-zh,et-en,ne-en,ro-en,si-en.")
 @click.option("--max-rows", type=click.IntRange(min=3), default=None, help="Use only the first N rows of each pair (--quick: 200).")
 @click.option("--spearman", is_flag=True, help="Print Spearman per pair too (always in the JSON).")
-def qe_cmd(encoder_name, projections, data_dir, out, quick, device, precision, pairs, max_rows, spearman):
+def qe_cmd(data_dir, quick, pairs, max_rows, spearman):
     """WMT20 QE: Pearson r (x100) of cos(source, translation) with human z_mean on test20.
 
     Unsupervised, as DREAM / MEAT / SEED report it; for a projection its meaning part is scored.
@@ -159,13 +153,13 @@ def qe_cmd(encoder_name, projections, data_dir, out, quick, device, precision, p
     if quick:
         max_rows = max_rows or qe.QUICK_ROWS
     qe.locate(data_dir)
-    encoder, variants, details = evaluate_variants(encoder_name, projections, device, precision, lambda v: (
-        qe.evaluate_qe(v.embed, data_dir, pair_list, max_rows=max_rows)), parts=("meaning",))
+    details = evaluate_variants(lambda v: qe.evaluate_qe(v.embed, data_dir, pair_list, max_rows=max_rows),
+                                parts=("meaning",))
     metrics = ("pearson", "spearman") if spearman else ("pearson",)
     rows = [[name] + [r["per_pair"][p][m] for m in metrics for p in pair_list]
             + [r["average"]["pearson"], r["average"]["spearman"]] for name, r in details.items()]
     columns = ["variant"] + [f"{p} {'r' if m == 'pearson' else 'rho'}" for m in metrics for p in pair_list]
-    finish("qe", encoder, variants, details, columns=columns + ["avg r", "avg rho"], rows=rows,
+    finish("qe", details, columns=columns + ["avg r", "avg rho"], rows=rows,
            parameters={"pairs": pair_list, "split": "test20", "max_rows": max_rows})
 
 
@@ -174,7 +168,7 @@ def qe_cmd(encoder_name, projections, data_dir, out, quick, device, precision, p
 @click.option("--tracks", default=None, help="Comma-separated tracks (track1 ... track6, track4a, track4b). Default: all.")
 @click.option("--metric", type=click.Choice(["pearson", "spearman"]), default="pearson", show_default=True,
               help="Which correlation the per-track columns show (both are in the JSON).")
-def sts_cmd(encoder_name, projections, data_dir, out, quick, device, precision, tracks, metric):
+def sts_cmd(data_dir, quick, tracks, metric):
     """SemEval-2017 STS: Pearson / Spearman (x100) of cosine vs gold, per track and averaged.
 
     --quick runs the two smallest-cost tracks (track5 en-en, track4a es-en).
@@ -183,13 +177,12 @@ def sts_cmd(encoder_name, projections, data_dir, out, quick, device, precision, 
 
     track_list = common.parse_list(tracks) or (["track5", "track4a"] if quick else list(sts.TRACKS))
     sts.locate(data_dir)
-    encoder, variants, details = evaluate_variants(encoder_name, projections, device, precision, lambda v: (
-        sts.evaluate_sts(v.embed, data_dir, track_list)))
+    details = evaluate_variants(lambda v: sts.evaluate_sts(v.embed, data_dir, track_list))
     rows = [[name] + [r["per_track"][t][metric] for t in track_list]
             + [r["crosslingual"][metric], r["monolingual"][metric], r["average"][metric]] for name, r in details.items()]
     columns = (["variant"] + [f"{t} {sts.TRACKS[t].label}" for t in track_list]
                + [f"cross-ling. {metric}", f"mono {metric}", f"all {metric}"])
-    finish("sts", encoder, variants, details, columns=columns, rows=rows,
+    finish("sts", details, columns=columns, rows=rows,
            parameters={"tracks": track_list, "metric_in_table": metric})
 
 
@@ -200,7 +193,7 @@ def sts_cmd(encoder_name, projections, data_dir, out, quick, device, precision, 
 @click.option("--pivot", default="eng_Latn", show_default=True, help="The language every --langs entry is paired with.")
 @click.option("--rows", type=click.IntRange(min=2), default=None,
               help="First N FLORES-200 devtest lines per language (default all 1012; --quick: 200).")
-def geometry_cmd(encoder_name, projections, data_dir, out, quick, device, precision, langs, pivot, rows):
+def geometry_cmd(data_dir, quick, langs, pivot, rows):
     """Alignment and uniformity (Wang & Isola 2020) of raw / meaning / language embeddings.
 
     Alignment: mean squared distance of translation pairs (lower = closer). Uniformity: log mean
@@ -211,9 +204,9 @@ def geometry_cmd(encoder_name, projections, data_dir, out, quick, device, precis
     lang_list = common.parse_list(langs) or (list(geometry.DEFAULT_LANGS[:3]) if quick else list(geometry.DEFAULT_LANGS))
     rows = rows or (geometry.QUICK_ROWS if quick else geometry.DEFAULT_ROWS)
     geometry.locate(data_dir)
-    encoder, variants, details = evaluate_variants(encoder_name, projections, device, precision, lambda v: (
-        geometry.evaluate_geometry(v.embed, data_dir, lang_list, rows=rows, pivot=pivot)))
-    finish("geometry", encoder, variants, details, columns=["variant", "alignment", "uniformity"],
+    details = evaluate_variants(lambda v: geometry.evaluate_geometry(v.embed, data_dir, lang_list, rows=rows,
+                                                                     pivot=pivot))
+    finish("geometry", details, columns=["variant", "alignment", "uniformity"],
            rows=[[name, r["average"]["alignment"], r["average"]["uniformity"]] for name, r in details.items()],
            parameters={"langs": lang_list, "pivot": pivot, "rows": rows}, digits=3)
 
@@ -296,8 +289,7 @@ def _mining_langs(ctx, param, value):
                    "boilerplate, number/URL lines, near-duplicates; benchmarks/mining_noisy.py) and report "
                    "precision/recall/F1 at the default threshold: clean, noisy, and noisy after the pair "
                    "filters of `xmine mine`, with what each filter removed. Result: mining_noisy-<encoder>.json.")
-def mining_cmd(encoder_name, projections, data_dir, out, quick, device, precision, langs, gold_fraction, max_news, flores_rows,
-               threshold, seed, sets_dir, noisy):
+def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, threshold, seed, sets_dir, noisy):
     """BUCC-style mining F1 on sets built from FLORES-200 and WMT newstest (see benchmarks/mining.py).
 
     Per language, FLORES-200 devtest and held-out newstest pairs (2019-2021) are hidden among
@@ -323,22 +315,21 @@ def mining_cmd(encoder_name, projections, data_dir, out, quick, device, precisio
              else mining.evaluate_mining(v.embed, folder, lang_list, threshold=t))
         return r | {"default_threshold": {"value": t, "source": source}}
 
-    encoder, variants, details = evaluate_variants(encoder_name, projections, device, precision, evaluate,
-                                                   parts=("meaning",), add_default=True)
+    details = evaluate_variants(evaluate, parts=("meaning",), add_default=True)
     if noisy:
-        return _noisy_finish(encoder, variants, details, data, lang_list, settings, threshold)
+        return _noisy_finish(details, data, lang_list, settings, threshold)
     rows = [[label] + [100 * r["per_lang"][lg][at]["f1"] for lg in lang_list]
             + [r["average"][at][m] for m in ("precision", "recall", "f1")] for name, r in details.items()
             for at, label in (("best", name), ("default", f"{name} @{r['default_threshold']['value']:g}"))]
     click.echo("per variant: F1 at each language's best threshold, then at the variant's default threshold "
                "(its calibrated one, else 1.04)")
-    finish("mining", encoder, variants, details | {"sets": manifest}, rows=rows,
+    finish("mining", details | {"sets": manifest}, rows=rows,
            columns=["variant"] + [f"{lg} F1" for lg in lang_list] + ["avg P", "avg R", "avg F1"],
            parameters=settings | {"langs": lang_list, "threshold": threshold, "sets_dir": str(folder)},
            files=[f["path"] for f in manifest["sources"]])
 
 
-def _noisy_finish(encoder, variants, details, data, lang_list, settings, threshold) -> None:
+def _noisy_finish(details, data, lang_list, settings, threshold) -> None:
     from xmine.benchmarks import mining_noisy
     from xmine.mining.filters import PairFilterConfig
 
@@ -347,7 +338,7 @@ def _noisy_finish(encoder, variants, details, data, lang_list, settings, thresho
                "pre-search cleaning, after --lang-filter and the cleaning), then the noisy sets without filters, "
                "with the pair filters only, with the cleaning and the filters (xmine mine's default), and with "
                "--lang-filter too")
-    finish("mining_noisy", encoder, variants, details, columns=columns, rows=rows, extra_tables=extra,
+    finish("mining_noisy", details, columns=columns, rows=rows, extra_tables=extra,
            parameters=settings | {"langs": lang_list, "threshold": threshold, "noise": mining_noisy.NOISE,
                                   "filters": PairFilterConfig().record("ratio")},
            files=mining_noisy.data_files(data, lang_list, settings))
@@ -398,10 +389,8 @@ def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out,
                       inputs=[data_dir, *projections]):
         src, tgt, _ = geometry.flores_pairs(data_dir, src_lang, rows=rows, pivot=tgt_lang)
         encoder, variants = setup(encoder_name, projections, device, precision)
-        sep = plot.plot_pca(
-            variants, src, tgt, out_path, src_label=src_lang, tgt_label=tgt_lang,
-            title=f"PCA of {encoder.name} embeddings: {rows} FLORES-200 devtest sentences, {src_lang} and {tgt_lang}",
-        )
+        sep = plot.plot_pca(variants, src, tgt, out_path, src_label=src_lang, tgt_label=tgt_lang, title=(
+            f"PCA of {encoder.name} embeddings: {rows} FLORES-200 devtest sentences, {src_lang} and {tgt_lang}"))
     for name, s in sep.items():
         click.echo(f"{name}: language separation {s:.2f} (centroid distance / mean spread)")
     click.echo(f"wrote {out_path}", err=True)

@@ -31,9 +31,7 @@ RESULT_KIND = "xmine-benchmark-result"
 EmbedFn = Callable[[Sequence[str]], np.ndarray]
 
 
-# --------------------------------------------------------------------------------------------
-# Embedding variants
-# --------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------ Embedding variants
 
 
 class RawEmbedder:
@@ -43,10 +41,9 @@ class RawEmbedder:
     several variants of one run ask for the same sentences.
     """
 
-    def __init__(self, encoder, *, show_progress: bool = True, batch_size: int = 64):
+    def __init__(self, encoder, *, show_progress: bool = True):
         self.encoder = encoder
         self.show_progress = show_progress
-        self.batch_size = batch_size
         self._memo: dict[str, np.ndarray] = {}
 
     def __call__(self, sentences: Sequence[str]) -> np.ndarray:
@@ -56,10 +53,8 @@ class RawEmbedder:
             from xmine.embed_cache import cached_encode
 
             # The same truncation as every other xmine command, so cache entries are shared.
-            self._memo[key] = cached_encode(
-                self.encoder, truncate_for_encoding(sentences), show_progress=self.show_progress,
-                batch_size=self.batch_size,
-            )
+            self._memo[key] = cached_encode(self.encoder, truncate_for_encoding(sentences),
+                                            show_progress=self.show_progress)
         return self._memo[key]
 
 
@@ -79,18 +74,11 @@ class Variant:
 
 def projected(raw: EmbedFn, projection, part: str) -> EmbedFn:
     """`raw` followed by `projection.transform(., part)`."""
-
-    def embed(sentences: Sequence[str]) -> np.ndarray:
-        return np.asarray(projection.transform(raw(sentences), part=part), dtype=np.float32)
-
-    return embed
+    return lambda sentences: np.asarray(projection.transform(raw(sentences), part=part), dtype=np.float32)
 
 
 def _token_level(encoder, projection, part: str) -> EmbedFn:
-    def embed(sentences: Sequence[str]) -> np.ndarray:
-        return projection.embed_texts(encoder, sentences, (part,))[part]
-
-    return embed
+    return lambda sentences: projection.embed_texts(encoder, sentences, (part,))[part]
 
 
 def projection_labels(paths: Sequence[str | Path]) -> list[str]:
@@ -122,7 +110,7 @@ def make_variants(
     "default") or `none` (nothing: raw is always the first row). `add_default`: put the default
     first when it applies to this encoder and no projection was named at all.
     """
-    from xmine.projection import DEFAULT, NONE, choose_projection
+    from xmine.projection import DEFAULT, NONE, choose_projection, resolve_projection
 
     raw = RawEmbedder(encoder, show_progress=show_progress)
     variants = [Variant("raw", "raw", raw)]
@@ -135,38 +123,32 @@ def make_variants(
             specs = [DEFAULT]
         except ConfigError:
             specs = []
-    named: list[tuple[str, Path]] = []
-    for spec in specs:
-        if spec.lower() == NONE:
-            continue
-        choice = choose_projection(spec, encoder_name=encoder.name, encoder_fp=encoder.fingerprint())
-        named.append(("default" if spec.lower() == DEFAULT else "", choice.path))
-    if named:
-        from xmine.projection import resolve_projection
-
-        labels = projection_labels([p for _, p in named])
-        for (fixed, path), label in zip(named, labels):
-            proj = resolve_projection(path)
-            proj.check_encoder(encoder.fingerprint())
-            for part in parts:
-                # FMDA reads token states: its parts come from the texts, through the encoder's token path
-                embed = _token_level(encoder, proj, part) if proj.token_level else projected(raw, proj, part)
-                variants.append(Variant(f"{fixed or label}:{part}", part, embed, proj.fingerprint()))
+    # (fixed row label or "", folder) of each named projection
+    named = [("default" if spec.lower() == DEFAULT else "",
+              choose_projection(spec, encoder_name=encoder.name, encoder_fp=encoder.fingerprint()).path)
+             for spec in specs if spec.lower() != NONE]
+    for (fixed, path), label in zip(named, projection_labels([p for _, p in named])):
+        proj = resolve_projection(path)
+        proj.check_encoder(encoder.fingerprint())
+        for part in parts:
+            # FMDA reads token states: its parts come from the texts, through the encoder's token path
+            embed = _token_level(encoder, proj, part) if proj.token_level else projected(raw, proj, part)
+            variants.append(Variant(f"{fixed or label}:{part}", part, embed, proj.fingerprint()))
     return variants
 
 
-# --------------------------------------------------------------------------------------------
-# Metrics
-# --------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------- Metrics
+
+
+def l2_normalise(x: np.ndarray, dtype=np.float32) -> np.ndarray:
+    """Rows of x scaled to unit length, as `dtype` (a zero row stays zero)."""
+    x = np.asarray(x, dtype=dtype)
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
 def cosine_matrix(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Cosine similarities of every row of x with every row of y (rows need not be normalised)."""
-    x = np.asarray(x, dtype=np.float32)
-    y = np.asarray(y, dtype=np.float32)
-    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-    y = y / np.maximum(np.linalg.norm(y, axis=1, keepdims=True), 1e-12)
-    return x @ y.T
+    return l2_normalise(x) @ l2_normalise(y).T
 
 
 def paired_cosine(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -203,12 +185,10 @@ def retrieval_accuracy(scores: np.ndarray, gold: np.ndarray | None = None, *,
     column), a best column whose text equals the gold column's text counts as a hit too.
     """
     scores = np.asarray(scores)
-    if gold is None:
-        gold = np.arange(scores.shape[0])
     if scores.shape[0] == 0:
         return float("nan")
     pred = scores.argmax(axis=1)
-    gold = np.asarray(gold)
+    gold = np.arange(scores.shape[0]) if gold is None else np.asarray(gold)
     if texts is None:
         return float(100.0 * np.mean(pred == gold))
     if len(texts) != scores.shape[1]:
@@ -257,9 +237,7 @@ def mean_of(values: Iterable[float]) -> float:
     return float(np.mean(vals)) if vals else float("nan")
 
 
-# --------------------------------------------------------------------------------------------
-# Results: table printing, JSON with provenance
-# --------------------------------------------------------------------------------------------
+# --------------------------------------------------- Results: table printing, JSON with provenance
 
 
 def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, digits: int = 1) -> str:
@@ -323,20 +301,10 @@ def machine() -> dict[str, Any]:
     return {"cpu": cpu, "cores": os.cpu_count(), "ram_gb": ram_gb, "os": platform.platform()}
 
 
-def write_result(
-    out: str | Path,
-    *,
-    task: str,
-    encoder,
-    variants: Sequence[Variant],
-    data_files: Iterable[str | Path],
-    parameters: dict[str, Any],
-    columns: Sequence[str],
-    rows: Sequence[Sequence[Any]],
-    details: dict[str, Any],
-    seconds: float,
-    extra_tables: Sequence[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+def write_result(out: str | Path, *, task: str, encoder, variants: Sequence[Variant], data_files: Iterable[str | Path],
+                 parameters: dict[str, Any], columns: Sequence[str], rows: Sequence[Sequence[Any]],
+                 details: dict[str, Any], seconds: float,
+                 extra_tables: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Write a benchmark result JSON atomically (with full provenance) and return it.
 
     `extra_tables`: further tables ({"title", "columns", "rows"}) that `xmine bench report` shows
@@ -387,6 +355,14 @@ def flores_lines(folder: Path, code: str, *, rows: int | None = None) -> list[st
         have = " ".join(sorted(p.stem for p in Path(folder).glob("*.devtest"))[:12])
         raise InputError(path, f"missing FLORES-200 file for {code!r} (codes look like: {have} ...)")
     return read_lines(path, what="FLORES-200 devtest")[:rows or None]
+
+
+def data_locator(needs: str, how_to_get: str) -> Callable[[str | Path | None], Path]:
+    """`locate(data_dir)` of a data set: its folder (`needs`) under the data root, DataNotFoundError
+    saying how to get it when missing (`xmine.paths.resolve_data_dir`)."""
+    from xmine.paths import resolve_data_dir
+
+    return lambda data_dir: resolve_data_dir(data_dir, needs=needs, how_to_get=how_to_get)
 
 
 def parse_list(value: str | None) -> list[str] | None:

@@ -23,14 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from xmine.benchmarks.common import l2_normalise
 from xmine.errors import ConfigError
 
 PIVOT = "en-US"
-
-
-def _normalise(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
 def fmda_parts_from_store(projection, store, *, batch_rows: int = 256) -> dict[str, np.ndarray]:
@@ -53,16 +49,6 @@ def fmda_parts_from_store(projection, store, *, batch_rows: int = 256) -> dict[s
     return out
 
 
-def _template_pairs(folder: Path, locale: str, *, seed: int, max_rows: int | None) -> tuple[list[dict[str, str]], dict]:
-    """The seeded template-retrieval pairs of `locale` (benchmarks.massive_templates), as dicts."""
-    from xmine.benchmarks.massive_templates import build_template_pairs
-
-    pairs = build_template_pairs(folder, locale, seed=seed)
-    if max_rows is not None:
-        pairs = pairs.head(max_rows)
-    return [{"id": p.id, "source": p.source, "target": p.target} for p in pairs.pairs], pairs.summary
-
-
 def _acc(x: np.ndarray, y: np.ndarray, y_text: list[str]) -> dict[str, float]:
     best = (x @ y.T).argmax(1)
     gold = np.arange(len(x))
@@ -74,6 +60,7 @@ def _acc(x: np.ndarray, y: np.ndarray, y_text: list[str]) -> dict[str, float]:
 def evaluate(encoder, folder: str | Path, models: dict[str, dict[str, Any]], *, seed: int = 0,
              max_rows: int | None = None, show_progress: bool = True) -> dict[str, Any]:
     """Both tables. `models`: {partner locale: {"fmda": Projection, "dream": Projection}}."""
+    from xmine.benchmarks.massive_templates import build_template_pairs
     from xmine.disentangle.fmda_data import read_massive
     from xmine.encoders.tokens import build_token_store, share_sentence_vectors
 
@@ -96,7 +83,7 @@ def evaluate(encoder, folder: str | Path, models: dict[str, dict[str, Any]], *, 
                                      desc=f"test token states {loc}") for loc in locales}
     for loc in locales:  # so `bench massive` and other pooled-vector runs reuse them
         share_sentence_vectors(encoder, [r.utt for r in test[loc]], stores[loc])
-    raw = {loc: _normalise(stores[loc].pooled) for loc in locales}
+    raw = {loc: l2_normalise(stores[loc].pooled) for loc in locales}
     labels = ["raw", "DREAM meaning", "FMDA meaning", "FMDA template (TP)", "FMDA residual (RS)"]
     test_parts: dict[tuple[str, str], dict[str, np.ndarray]] = {}
 
@@ -125,8 +112,10 @@ def evaluate(encoder, folder: str | Path, models: dict[str, dict[str, Any]], *, 
     for loc in locales:
         if not any(r.annot_utt is not None for r in test[loc]):
             continue
-        pairs, summary = _template_pairs(folder, loc, seed=seed, max_rows=max_rows)
-        pair_info[loc] = summary | {"examples": pairs[:3]}
+        made = build_template_pairs(folder, loc, seed=seed)  # seeded (benchmarks.massive_templates)
+        made = made.head(max_rows) if max_rows is not None else made
+        pairs = [{"id": p.id, "source": p.source, "target": p.target} for p in made.pairs]
+        pair_info[loc] = made.summary | {"examples": pairs[:3]}
         row_of = {}
         for i, r in enumerate(test[loc]):
             row_of.setdefault(r.utt, i)
@@ -134,19 +123,18 @@ def evaluate(encoder, folder: str | Path, models: dict[str, dict[str, Any]], *, 
         src_rows = np.asarray([row_of[q["source"]] for q in pairs])
         tgt_texts = [q["target"] for q in pairs]
         tgt_store = build_token_store(encoder, tgt_texts, show_progress=show_progress, desc=f"template targets {loc}")
-        rt = _normalise(tgt_store.pooled)
+        rt = l2_normalise(tgt_store.pooled)
         for p in (partners if loc == PIVOT else [loc]):
             col = f"{loc.split('-')[0].upper()} (EN-{p.split('-')[0].upper()} models)"
             t3_cols.append(col)
             vs, vt = variants(loc, p), variants(loc, p, tgt_store, rt)
             for lab in labels:
                 t3_cells[(lab, col)] = _acc(vs[lab][src_rows], vt[lab], tgt_texts)
-    table2 = {"columns": ["embedding"] + t2_cols,
-              "rows": [[lab] + [t2_cells[(lab, c)]["acc"] for c in t2_cols] for lab in labels]}
-    table3 = {"columns": ["embedding"] + t3_cols,
-              "rows": [[lab] + [t3_cells[(lab, c)]["acc"] for c in t3_cols] for lab in labels]}
+    table = lambda cols, cells: {"columns": ["embedding"] + cols,  # noqa: E731
+                                 "rows": [[lab] + [cells[(lab, c)]["acc"] for c in cols] for lab in labels]}
     flat = lambda cells: {f"{lab} | {c}": v for (lab, c), v in cells.items()}  # noqa: E731
-    return {"table2": table2, "table3": table3, "table2_cells": flat(t2_cells), "table3_cells": flat(t3_cells),
+    return {"table2": table(t2_cols, t2_cells), "table3": table(t3_cols, t3_cells),
+            "table2_cells": flat(t2_cells), "table3_cells": flat(t3_cells),
             "template_pairs": pair_info, "files": [str(folder / f"{loc}.jsonl") for loc in locales],
             "test_rows": len(test[PIVOT])}
 
@@ -200,9 +188,7 @@ def _training_summary(projection) -> dict[str, Any]:
     cfg = projection.config
     out = {k: cfg.get(k) for k in ("method", "best_epoch", "best_valid_loss", "hyperparameters", "language_pairs")}
     out["epochs"] = len(cfg.get("history") or [])
-    for k in ("trained_terms", "left_out_terms", "term_rows_per_epoch"):
-        if k in cfg:
-            out[k] = cfg[k]
+    out |= {k: cfg[k] for k in ("trained_terms", "left_out_terms", "term_rows_per_epoch") if k in cfg}
     data = cfg.get("training_data") or {}
     out["training_rows"] = {k: data.get(k) for k in ("train_rows", "dev_rows", "counts") if k in data}
     return out

@@ -15,35 +15,30 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.benchmarks.common import FLORES_DEVTEST, EmbedFn, flores_lines, mean_of
+from xmine.benchmarks.common import EmbedFn, FLORES_DEVTEST, data_locator, flores_lines, l2_normalise, mean_of
 from xmine.errors import ConfigError, InputError
-from xmine.paths import resolve_data_dir
 
 NEEDS = str(FLORES_DEVTEST)
 HOW_TO_GET = (
     "Get FLORES-200 devtest (https://github.com/facebookresearch/flores, flores200_dataset/devtest: "
     "<lang>_<Script>.devtest files) into parallel/flores200/devtest/."
 )
+locate = data_locator(NEEDS, HOW_TO_GET)
 DEFAULT_LANGS = ("deu_Latn", "fra_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "swh_Latn")
 PIVOT = "eng_Latn"
 QUICK_ROWS = 200
 DEFAULT_ROWS = 1012
 
 
-def l2_normalise(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64)
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-
-
 def alignment(x: np.ndarray, y: np.ndarray) -> float:
     """Mean squared distance between row i of x and row i of y (rows normalised first)."""
-    x, y = l2_normalise(x), l2_normalise(y)
+    x, y = l2_normalise(x, np.float64), l2_normalise(y, np.float64)
     return float(((x - y) ** 2).sum(1).mean())
 
 
 def uniformity(z: np.ndarray, *, t: float = 2.0) -> float:
     """log of the mean of exp(-t ||z_i - z_j||^2) over all pairs i < j (rows normalised first)."""
-    z = l2_normalise(z)
+    z = l2_normalise(z, np.float64)
     n = len(z)
     if n < 2:
         raise ConfigError("uniformity needs at least 2 embeddings")
@@ -53,11 +48,6 @@ def uniformity(z: np.ndarray, *, t: float = 2.0) -> float:
     # log-mean-exp, stable
     m = vals.max()
     return float(m + np.log(np.mean(np.exp(vals - m))))
-
-
-def locate(data_dir: str | Path | None) -> Path:
-    """The FLORES-200 devtest folder (DataNotFoundError saying how to get it)."""
-    return resolve_data_dir(data_dir, needs=NEEDS, how_to_get=HOW_TO_GET)
 
 
 def load_flores(folder: Path, lang: str, *, rows: int | None = None) -> list[str]:
@@ -77,14 +67,8 @@ def flores_pairs(data_dir: str | Path | None, lang: str, *, rows: int | None = N
     return x, y, [folder / f"{lang}.devtest", folder / f"{pivot}.devtest"]
 
 
-def evaluate_geometry(
-    embed_fn: EmbedFn,
-    data_dir: str | Path | None = None,
-    langs: Sequence[str] | None = None,
-    *,
-    rows: int | None = DEFAULT_ROWS,
-    pivot: str = PIVOT,
-) -> dict[str, Any]:
+def evaluate_geometry(embed_fn: EmbedFn, data_dir: str | Path | None = None, langs: Sequence[str] | None = None, *,
+                      rows: int | None = DEFAULT_ROWS, pivot: str = PIVOT) -> dict[str, Any]:
     """Alignment and uniformity per language pair (lang-pivot) and averaged."""
     langs = list(langs) if langs else list(DEFAULT_LANGS)
     per_pair: dict[str, dict[str, float]] = {}

@@ -70,14 +70,8 @@ def load_test_sets(folder: Path, locales: Sequence[str], *, partition: str = "te
     return out
 
 
-def evaluate_massive(
-    embed_fn: EmbedFn,
-    data_dir: str | Path | None = None,
-    locales: str | Sequence[str] | None = None,
-    *,
-    partition: str = "test",
-    max_rows: int | None = None,
-) -> dict[str, Any]:
+def evaluate_massive(embed_fn: EmbedFn, data_dir: str | Path | None = None, locales: str | Sequence[str] | None = None,
+                     *, partition: str = "test", max_rows: int | None = None) -> dict[str, Any]:
     """Accuracy@1 (%) en->xx and xx->en per locale (cosine and margin; text-equal and strict hits).
 
     Returns {"per_locale": {loc: {metric: value, "rows", "repeated_en", "repeated_xx"}},

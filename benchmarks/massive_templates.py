@@ -106,8 +106,7 @@ def build_template_pairs(
     pool = [r for p in value_partitions for r in loc.annotated(p)]
     values = slot_values(pool)
     rng = np.random.default_rng(seed)
-    sources: dict[str, None] = dict.fromkeys(r.utt for r in rows)
-    taken: set[str] = set(sources)
+    taken: set[str] = {r.utt for r in rows}  # every source, and each target drawn
     pairs: list[TemplatePair] = []
     seen_src: set[str] = set()
     dropped = {"no_slot": 0, "repeated_source": 0, "no_other_value": 0, "no_unique_target": 0}

@@ -210,14 +210,7 @@ def compose_set(lang: str, sources: Sequence[tuple[str, list[tuple[str, str]]]],
     s_ids, e_ids = src_side[0], en_side[0]
     counts.update(src_sentences=len(s_ids), en_sentences=len(e_ids), gold=len(gold),
                   gold_share_src=len(gold) / max(len(s_ids), 1), gold_share_en=len(gold) / max(len(e_ids), 1))
-    return MiningSet(
-        lang=lang,
-        src=src_side,
-        en=en_side,
-        gold=sorted(zip(s_gold, e_gold)),
-        counts=counts,
-        files=files,
-    )
+    return MiningSet(lang=lang, src=src_side, en=en_side, gold=sorted(zip(s_gold, e_gold)), counts=counts, files=files)
 
 
 def set_files(root: Path, lang: str) -> dict[str, Path]:
@@ -266,12 +259,13 @@ def build_sets(data: Path, langs: Sequence[str], *, sets_dir: Path | None = None
         sets_dir = xmine_home() / "bench-mining" / hashlib.sha256(key.encode()).hexdigest()[:16]
     manifest = {"kind": SETS_KIND, "settings": settings, "languages": {}, "sources": fps}
     from xmine.errors import OutputError
+    from xmine.output_state import read_json
     from xmine.outputs import claim_output
 
     # Its own artefact only: a foreign or other-kind directory is refused; an earlier set folder is
     # rewritten only when it was built from the same data and settings (then the bytes are equal).
     with claim_output(sets_dir, kind=SETS_KIND, form="dir", in_place=True, reopen=True, inputs=sources):
-        old = _read_manifest(sets_dir)
+        old = read_json(sets_dir / "manifest.json")
         if old is not None and (old.get("settings") != settings or old.get("sources") != fps):
             raise OutputError(f"{sets_dir}: holds mining sets of other settings or data; choose another --sets-dir")
         for lang, ms in built.items():
@@ -282,13 +276,6 @@ def build_sets(data: Path, langs: Sequence[str], *, sets_dir: Path | None = None
             manifest["languages"] = old.get("languages", {}) | manifest["languages"]
         atomic_write_json(sets_dir / "manifest.json", manifest)
     return sets_dir, manifest
-
-
-def _read_manifest(folder: Path) -> dict | None:
-    try:
-        return json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def variant_threshold(variant, given: float | None = None, *, margin: str = "ratio") -> tuple[float, str]:

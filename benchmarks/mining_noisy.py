@@ -26,6 +26,7 @@ the margins of gold pairs and of each kind of noise pair (to choose `score_max`)
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -124,13 +125,9 @@ def add_noise(ms, data: Path, *, seed: int = 0, noise: dict[str, float] = NOISE)
     rng = _rng(seed, lang, "numbers")
     for j in range(int(noise["numbers_urls"] * min(n_src, n_en))):
         template = _NUMBERS[int(rng.integers(len(_NUMBERS)))]
-        state = rng.bit_generator.state
         line = _fill(template, rng)
         add("src", line, "numbers_urls")
-        if j % 2:  # the same template, other numbers
-            line = _fill(template, rng)
-        else:
-            rng.bit_generator.state = state
+        if j % 2:  # the same template, other numbers (else the same line)
             line = _fill(template, rng)
         add("en", line, "numbers_urls")
 
@@ -178,28 +175,25 @@ def evaluate_noisy(embed_fn, data: Path, ms, *, threshold: float, seed: int = 0,
     pre_lang = _mine_cleaned(src, en, embed_fn, threshold, langs, cfg, gold, lang_filter=True)
     clean_pre = _mine_cleaned(ms.src, ms.en, embed_fn, threshold, langs, cfg, gold, lang_filter=False, filters=False)
     clean_lang = _mine_cleaned(ms.src, ms.en, embed_fn, threshold, langs, cfg, gold, lang_filter=True, filters=False)
-    removed: dict[str, dict[str, int]] = {}
-    for ((a, b), _), code in zip(at, reasons.tolist()):
+    def kind_of(pair: tuple[str, str]) -> str:
+        return "gold" if pair in gold else kinds.get(pair[0]) or kinds.get(pair[1]) or "distractor"
+
+    removed: dict[str, Counter] = {}
+    for (pair, _), code in zip(at, reasons.tolist()):
         if code >= 0:
-            kind = "gold" if (a, b) in gold else kinds.get(a) or kinds.get(b) or "distractor"
-            r = removed.setdefault(RULES[code], {})
-            r[kind] = r.get(kind, 0) + 1
+            removed.setdefault(RULES[code], Counter())[kind_of(pair)] += 1
     spread: dict[str, list[float]] = {}
-    for (a, b), s in zip(cands, scores.tolist()):
-        kind = "gold" if (a, b) in gold else kinds.get(a) or kinds.get(b) or "distractor"
-        spread.setdefault(kind, []).append(s)
+    for pair, s in zip(cands, scores.tolist()):
+        spread.setdefault(kind_of(pair), []).append(s)
     spreads = {k: {"n": len(v), "min": min(v), "median": float(np.median(v)), "max": max(v)} for k, v in spread.items()}
-    unfiltered_kinds: dict[str, int] = {}
-    for ((a, b), _), k in zip(at, keep):
-        if k and (a, b) not in gold:
-            kind = kinds.get(a) or kinds.get(b) or "distractor"
-            unfiltered_kinds[kind] = unfiltered_kinds.get(kind, 0) + 1
+    unfiltered_kinds = Counter(kind_of(pair) for (pair, _), k in zip(at, keep) if k and pair not in gold)
     return {"clean": clean, "clean_pre": clean_pre["prf"], "clean_lang": clean_lang["prf"], "noisy": noisy,
             "filtered": filtered, "pre_filtered": pre["prf"], "lang_filtered": pre_lang["prf"],
             "removed_before_search": {"pre": pre["removed"], "lang": pre_lang["removed"],
                                       "clean_pre": clean_pre["removed"], "clean_lang": clean_lang["removed"]},
-            "pre_search": {"noisy": pre["record"], "clean": clean_pre["record"]}, "removed": removed,
-            "wrong_after_filters": unfiltered_kinds, "scores": spreads,
+            "pre_search": {"noisy": pre["record"], "clean": clean_pre["record"]},
+            "removed": {rule: dict(c) for rule, c in removed.items()}, "wrong_after_filters": dict(unfiltered_kinds),
+            "scores": spreads,
             "sizes": {"src": len(src[0]), "en": len(en[0]), "noise_lines": len(kinds), "gold": len(gold)}}
 
 

@@ -38,16 +38,8 @@ def language_separation(points: np.ndarray, n_first: int) -> float:
     return float(np.linalg.norm(a.mean(0) - b.mean(0)) / max(spread, 1e-12))
 
 
-def plot_pca(
-    variants: Sequence[Variant],
-    src_sentences: Sequence[str],
-    tgt_sentences: Sequence[str],
-    out: str | Path,
-    *,
-    src_label: str,
-    tgt_label: str,
-    title: str,
-) -> dict[str, float]:
+def plot_pca(variants: Sequence[Variant], src_sentences: Sequence[str], tgt_sentences: Sequence[str], out: str | Path,
+             *, src_label: str, tgt_label: str, title: str) -> dict[str, float]:
     """Write the PNG to `out` (atomically); returns each panel's language separation."""
     import matplotlib
 

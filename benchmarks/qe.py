@@ -14,15 +14,15 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Sequence
 
-from xmine.benchmarks.common import EmbedFn, correlations, mean_of, paired_cosine
+from xmine.benchmarks.common import EmbedFn, correlations, data_locator, mean_of, paired_cosine
 from xmine.errors import ConfigError, InputError
-from xmine.paths import resolve_data_dir
 
 NEEDS = "mlqe"
 HOW_TO_GET = (
     "Get the WMT20 QE Task 1 data from https://github.com/facebookresearch/mlqe (data/*.tar.gz, "
     "unpacked as mlqe/<pair>/test20.<srctgt>.df.short.tsv)."
 )
+locate = data_locator(NEEDS, HOW_TO_GET)
 PAIRS = ("en-de", "en-zh", "et-en", "ne-en", "ro-en", "si-en")
 REQUIRED_COLUMNS = ("original", "translation", "z_mean")
 QUICK_ROWS = 200
@@ -42,11 +42,6 @@ class QESet:
     z_mean: list[float]
     #: the file read
     path: Path
-
-
-def locate(data_dir: str | Path | None) -> Path:
-    """The mlqe folder (DataNotFoundError saying how to get it)."""
-    return resolve_data_dir(data_dir, needs=NEEDS, how_to_get=HOW_TO_GET)
 
 
 def qe_file(folder: Path, pair: str, split: str = "test20") -> Path:
@@ -84,14 +79,8 @@ def load_qe(path: str | Path, pair: str, *, max_rows: int | None = None) -> QESe
     return QESet(pair, sources, translations, z, path)
 
 
-def evaluate_qe(
-    embed_fn: EmbedFn,
-    data_dir: str | Path | None = None,
-    pairs: Sequence[str] | None = None,
-    *,
-    split: str = "test20",
-    max_rows: int | None = None,
-) -> dict[str, Any]:
+def evaluate_qe(embed_fn: EmbedFn, data_dir: str | Path | None = None, pairs: Sequence[str] | None = None, *,
+                split: str = "test20", max_rows: int | None = None) -> dict[str, Any]:
     """Pearson/Spearman (x100) of cos(source, translation) with z_mean, per pair and averaged.
 
     Returns {"per_pair": {pair: {"pearson", "spearman", "rows"}}, "average": {...}, "files"}.

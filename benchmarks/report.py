@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from xmine.fileio import atomic_write_text
-from xmine.output_state import md_header
+from xmine.output_state import md_header, read_json
 from xmine.benchmarks.common import machine, results_dir
 
 TASK_TITLES = {
@@ -127,12 +127,8 @@ def build_report(results: Path | None = None) -> str:
     by_task: dict[str, list[tuple[str, dict]]] = {}
     other: list[str] = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            res = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            other.append(path.name)
-            continue
-        if not isinstance(res, dict):
+        res = read_json(path)
+        if res is None:  # unreadable, or not a result: listed by name only
             other.append(path.name)
             continue
         if res.get("kind") == "threshold-study":  # a study: its note says what it measured

@@ -1,9 +1,10 @@
 """How an `xmine bench` task command runs: its shared options, its result JSON claimed first, every
 variant (raw, then each projection's parts) evaluated, then the table printed and the JSON written.
 
-A command declares its own options under `task_options`, computes its settings, calls
-`evaluate_variants` with one evaluation function of its task module and builds its table; `finish`
-prints it and writes the result with provenance.
+A command declares its own options under `task_options` (the shared ones reach `evaluate_variants`
+and `finish`, not the command), computes its settings, calls `evaluate_variants` with one evaluation
+function of its task module and builds its table; `finish` prints it and writes the result with
+provenance.
 """
 
 from __future__ import annotations
@@ -30,8 +31,11 @@ DATA_HELP = (
 )
 
 
-#: where a command's claimed output, --quick and start time wait for `finish` (click's context meta)
+#: where a command's claimed output, --quick, start time, encoder options and (once evaluated) its
+#: encoder and variants wait for `evaluate_variants` and `finish` (click's context meta)
 _RUN = "xmine.bench.run"
+#: the options of `task_options` that only `evaluate_variants` reads
+_ENCODER_OPTIONS = ("encoder_name", "projections", "device", "precision")
 
 
 def _claimed_out(fn: Callable) -> Callable:
@@ -47,8 +51,9 @@ def _claimed_out(fn: Callable) -> Callable:
         out = Path(kw["out"]) if kw["out"] else common.default_out(task, kw["encoder_name"], quick=kw["quick"])
         with claim_output(out, kind=common.RESULT_KIND, form="json", overwrite=kw.pop("overwrite"),
                           inputs=[kw["data_dir"], *kw["projections"]]):
-            kw["out"] = str(out)
-            click.get_current_context().meta[_RUN] = {"out": out, "quick": kw["quick"], "started": time.time()}
+            del kw["out"]
+            click.get_current_context().meta[_RUN] = {"out": out, "quick": kw["quick"], "started": time.time(),
+                                                      **{k: kw.pop(k) for k in _ENCODER_OPTIONS}}
             return fn(*args, **kw)
 
     return run
@@ -69,9 +74,7 @@ def task_options(fn: Callable) -> Callable:
         click.option("--device", default=None, help="Torch device for the encoder (cpu, cuda, ...). Default: auto."),
         precision_option(),
     ]
-    for opt in reversed(options):
-        fn = opt(fn)
-    return fn
+    return functools.reduce(lambda f, option: option(f), reversed(options), fn)
 
 
 def setup(encoder_name: str, projections: tuple[str, ...], device: str | None, precision: str,
@@ -83,24 +86,21 @@ def setup(encoder_name: str, projections: tuple[str, ...], device: str | None, p
     return encoder, common.make_variants(encoder, projections, parts=parts, add_default=add_default)
 
 
-def evaluate_variants(encoder_name, projections, device, precision, evaluate: Callable, *,
-                      parts=("meaning", "language"), add_default: bool = False):
-    """Load the encoder and evaluate each variant (raw, then each projection's parts) with
-    `evaluate(variant)`: (encoder, variants, {variant name: result})."""
-    encoder, variants = setup(encoder_name, projections, device, precision, parts=parts, add_default=add_default)
-    return encoder, variants, {v.name: evaluate(v) for v in variants}
+def evaluate_variants(evaluate: Callable, *, parts=("meaning", "language"), add_default: bool = False) -> dict:
+    """Load the command's encoder and evaluate each variant (raw, then each projection's parts) with
+    `evaluate(variant)`: {variant name: result}, in variant order."""
+    run = click.get_current_context().meta[_RUN]
+    run["encoder"], run["variants"] = setup(*(run[k] for k in _ENCODER_OPTIONS), parts=parts, add_default=add_default)
+    return {v.name: evaluate(v) for v in run["variants"]}
 
 
-def finish(task, encoder, variants, details, *, parameters, columns, rows, files=None, digits: int = 1,
-           extra_tables=None) -> None:
+def finish(task, details, *, parameters, columns, rows, files=None, digits: int = 1, extra_tables=None) -> None:
     """Print the table and write the result JSON the command claimed (files: the data read, by
     default the first variant's `files`)."""
     run = click.get_current_context().meta[_RUN]
     click.echo(common.format_table(columns, rows, digits=digits))
-    common.write_result(
-        run["out"], task=task, encoder=encoder, variants=variants,
-        data_files=next(iter(details.values()))["files"] if files is None else files,
-        parameters=parameters | {"quick": run["quick"]}, columns=columns, rows=rows, details=details,
-        seconds=time.time() - run["started"], extra_tables=extra_tables,
-    )
+    common.write_result(run["out"], task=task, encoder=run["encoder"], variants=run["variants"],
+                        data_files=next(iter(details.values()))["files"] if files is None else files,
+                        parameters=parameters | {"quick": run["quick"]}, columns=columns, rows=rows, details=details,
+                        seconds=time.time() - run["started"], extra_tables=extra_tables)
     click.echo(f"wrote {run['out']}", err=True)

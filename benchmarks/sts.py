@@ -21,15 +21,15 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Sequence
 
-from xmine.benchmarks.common import EmbedFn, correlations, mean_of, paired_cosine, read_lines
+from xmine.benchmarks.common import EmbedFn, correlations, data_locator, mean_of, paired_cosine, read_lines
 from xmine.errors import ConfigError, InputError
-from xmine.paths import resolve_data_dir
 
 NEEDS = "sts2017"
 HOW_TO_GET = (
     "Get the SemEval-2017 Task 1 test input (STS2017.eval.v1.1) and gold (STS2017.gs), e.g. from "
     "https://github.com/eduardofv/sts_eval (data/sources/Sts2017.*.zip), into sts2017/."
 )
+locate = data_locator(NEEDS, HOW_TO_GET)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,11 +79,6 @@ class STSSet:
     gold_path: Path
 
 
-def locate(data_dir: str | Path | None) -> Path:
-    """The sts2017 folder (DataNotFoundError saying how to get it)."""
-    return resolve_data_dir(data_dir, needs=NEEDS, how_to_get=HOW_TO_GET)
-
-
 def load_track(folder: str | Path, track: str) -> STSSet:
     """Read one track's input and gold, aligned as documented in the module docstring."""
     if track not in TRACKS:
@@ -96,10 +91,8 @@ def load_track(folder: str | Path, track: str) -> STSSet:
     gold_lines = read_lines(gold_path, what="STS 2017")
     expected = t.gold_rows if t.gold_rows is not None else len(rows)
     if len(gold_lines) != expected or len(rows) < expected:
-        raise InputError(
-            gold_path, f"{len(gold_lines)} gold scores for {len(rows)} input lines in {input_path.name} "
-            f"(expected {expected} scored lines)"
-        )
+        raise InputError(gold_path, f"{len(gold_lines)} gold scores for {len(rows)} input lines in {input_path.name} "
+                                    f"(expected {expected} scored lines)")
     sent1, sent2, gold = [], [], []
     for i in range(expected):
         fields = rows[i].split("\t")
@@ -115,11 +108,8 @@ def load_track(folder: str | Path, track: str) -> STSSet:
     return STSSet(t, sent1, sent2, gold, input_path, gold_path)
 
 
-def evaluate_sts(
-    embed_fn: EmbedFn,
-    data_dir: str | Path | None = None,
-    tracks: Sequence[str] | None = None,
-) -> dict[str, Any]:
+def evaluate_sts(embed_fn: EmbedFn, data_dir: str | Path | None = None,
+                 tracks: Sequence[str] | None = None) -> dict[str, Any]:
     """Pearson/Spearman (x100) per track, plus cross-lingual, monolingual and overall averages."""
     folder = locate(data_dir)
     tracks = list(tracks) if tracks else list(TRACKS)

@@ -16,15 +16,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from xmine.benchmarks.common import EmbedFn, mean_of, read_lines, retrieval_scores
+from xmine.benchmarks.common import EmbedFn, data_locator, mean_of, read_lines, retrieval_scores
 from xmine.errors import ConfigError, InputError
-from xmine.paths import resolve_data_dir
 
 NEEDS = "tatoeba/v1"
 HOW_TO_GET = (
     "Get the Tatoeba test set from https://github.com/facebookresearch/LASER (data/tatoeba/v1: "
     "files tatoeba.<lang>-eng.<lang> and tatoeba.<lang>-eng.eng)."
 )
+locate = data_locator(NEEDS, HOW_TO_GET)
 
 #: XTREME's 36-language Tatoeba subset (Hu et al. 2020)
 XTREME36 = (
@@ -37,19 +37,10 @@ QUICK_LANGS = ("deu", "fra", "rus", "cmn", "ara", "swh")
 QUICK_PAIRS = 200
 
 
-def locate(data_dir: str | Path | None) -> Path:
-    """The folder holding the Tatoeba files (DataNotFoundError saying how to get them)."""
-    return resolve_data_dir(data_dir, needs=NEEDS, how_to_get=HOW_TO_GET)
-
-
 def available_languages(folder: Path) -> list[str]:
     """Languages with both files present, sorted."""
-    langs = []
-    for p in sorted(folder.glob("tatoeba.*-eng.eng")):
-        lang = p.name[len("tatoeba.") : -len("-eng.eng")]
-        if (folder / f"tatoeba.{lang}-eng.{lang}").is_file():
-            langs.append(lang)
-    return langs
+    langs = [p.name[len("tatoeba.") : -len("-eng.eng")] for p in sorted(folder.glob("tatoeba.*-eng.eng"))]
+    return [lang for lang in langs if (folder / f"tatoeba.{lang}-eng.{lang}").is_file()]
 
 
 def pair_files(folder: Path, lang: str) -> tuple[Path, Path]:
@@ -73,14 +64,8 @@ def load_pairs(folder: Path, lang: str, *, max_pairs: int | None = None) -> tupl
     return src, eng
 
 
-def evaluate_tatoeba(
-    embed_fn: EmbedFn,
-    data_dir: str | Path | None = None,
-    langs: Sequence[str] | None = None,
-    *,
-    max_pairs: int | None = None,
-    margin: bool = False,
-) -> dict[str, Any]:
+def evaluate_tatoeba(embed_fn: EmbedFn, data_dir: str | Path | None = None, langs: Sequence[str] | None = None, *,
+                     max_pairs: int | None = None, margin: bool = False) -> dict[str, Any]:
     """Tatoeba accuracy@1 for `embed_fn`.
 
     Returns {"per_lang": {lang: {"xx2eng", "eng2xx", "avg", ["xx2eng_margin", ...], "pairs"}},

@@ -1,15 +1,13 @@
 """Approximate against exact mining on real embeddings: pairs kept by both, only exact, only approximate.
 
-    python benchmarks/lab/run.py approximate-agreement --work DIR [--families news,tat] [--data-dir D]
-
 Each family is a mining task made from real parallel text (only part of each side has its
-translation on the other side, as in mining): its two sides are written into DIR as text files,
-embedded with `xmine embed` (the default encoder, runtime and projection; a finished store is
-reused), then mined with `xmine mine` at the defaults (the projection's calibrated threshold,
-k = 4): exact; approximate with the former defaults (`--pq-m 32 --nprobe 8 --no-refine`);
-`--approximate --no-refine` (today's search alone); and `--approximate` (with the refinement of
-mining/refine.py). Each command runs in a fresh process,
-timed, its peak RSS read from /proc (`scale.run_measured`); pairs are compared by line numbers.
+translation on the other side, as in mining): its two sides are written into the `--work` folder
+as text files, embedded with `xmine embed` (the default encoder, runtime and projection; a
+finished store is reused), then mined with `xmine mine` at the defaults (the projection's
+calibrated threshold, k = 4): exact; approximate with the former defaults (`--pq-m 32 --nprobe 8
+--no-refine`); `--approximate --no-refine` (today's search alone); and `--approximate` (with the
+refinement of mining/refine.py). Each command runs in a fresh process, timed, its peak RSS read
+from /proc (`scale.run_measured`); pairs are compared by line numbers.
 
 Target: approximate mining keeps >= 98% of exact's pairs and adds <= 2% (of exact's count) that
 exact does not keep.

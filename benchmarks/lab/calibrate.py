@@ -2,10 +2,10 @@
 
 Margin scores in a projection's meaning space are distributed differently from raw ones: the
 ratio margin sits lower (the F1-best thresholds of the shipped projection on `bench mining` are
-1.018-1.039 per language, raw's 1.024-1.056; for a 1,500 / 400 projection 1.010-1.021). A threshold tuned for raw embeddings (the ratio
-margin 1.04 of WikiMatrix, `mining.DEFAULT_THRESHOLD`) is therefore the wrong one for a projection. `xmine mine` uses a projection's calibrated threshold when no
-`--threshold` is given (`xmine.projection.calibrated_threshold`); raw embeddings keep their own
-default (every pair; users pass 1.04).
+1.018-1.039 per language, raw's 1.024-1.056), so the ratio margin 1.04 of WikiMatrix tuned for raw
+embeddings (`mining.DEFAULT_THRESHOLD`) is the wrong one for a projection. `xmine mine` uses a
+projection's calibrated threshold when no `--threshold` is given
+(`xmine.projection.calibrated_threshold`); raw embeddings keep their own default.
 
 Calibration sets (`CALIBRATION_SETS`) are BUCC-style sets built exactly as `bench mining`'s
 (`mining.compose_set`: 5% of each side has a translation, the distractors are real sentences of
@@ -26,8 +26,8 @@ rounded to 3 decimals (`rule_thresholds`, `rule_of`):
   embeddings at their default 1.04 (`worst_gain_vs_raw`). The gate for making a projection the
   default asks exactly that on `bench mining` (never below raw at raw's default, per language);
   calibrating on the same criterion, on sets the gate never reads, keeps `bench mining` an
-  independent test of it. (Until 2026-11-24 this was the mean-F1 rule: 1.025 for the shipped
-  projection, which lost up to 10 F1 points to raw in single `bench mining` languages.)
+  independent test of it (the mean-F1 rule chose 1.025 for the shipped projection, which lost up
+  to 10 F1 points to raw in single `bench mining` languages).
 - the distance and absolute margins, and raw embeddings: the threshold that maximises the F1
   averaged over the seven sets (`mean_f1`; raw has no default for those margins to compare with).
 Every rule's choice is recorded beside the one used (`rules`), with each set's curve.
@@ -37,6 +37,7 @@ curves' width in the meaning space (benchmarks/results/notes/mining.md).
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -81,9 +82,7 @@ def build_calibration_set(data: Path, lang: str, *, seed: int = 0, max_pairs: in
     return mining.compose_set(lang, ((domain, pairs),), files=files, seed=seed)
 
 
-_EVALUATION_CACHE: dict[Path, frozenset[str]] = {}
-
-
+@functools.lru_cache(maxsize=None)
 def evaluation_sentences(data: Path) -> frozenset[str]:
     """Every sentence the benchmarks score mining on (FLORES-200 devtest, newstest of the held-out
     years): a calibration pair repeating one is dropped (FLORES v1 km dev shares a sentence with them)."""
@@ -91,12 +90,10 @@ def evaluation_sentences(data: Path) -> frozenset[str]:
     from xmine.benchmarks import mining
     from xmine.benchmarks.common import FLORES_DEVTEST
 
-    if data not in _EVALUATION_CACHE:
-        parallel = data / "parallel"
-        files = sorted((data / FLORES_DEVTEST).glob("*.devtest"))
-        files += sorted(f for y in HELDOUT_NEWSTEST_YEARS for f in (parallel / "wmt-newstest" / y).glob("*/*") if f.is_file())
-        _EVALUATION_CACHE[data] = frozenset(line.strip() for f in files for line in mining._read(f))
-    return _EVALUATION_CACHE[data]
+    parallel = data / "parallel"
+    files = sorted((data / FLORES_DEVTEST).glob("*.devtest"))
+    files += sorted(f for y in HELDOUT_NEWSTEST_YEARS for f in (parallel / "wmt-newstest" / y).glob("*/*") if f.is_file())
+    return frozenset(line.strip() for f in files for line in mining._read(f))
 
 
 def best_common_threshold(runs: Sequence[tuple[np.ndarray, np.ndarray, int]]) -> tuple[float, float]:
@@ -173,21 +170,13 @@ def rule_thresholds(runs: dict[str, tuple], reference: dict[str, tuple] | None =
 
 
 def rule_of(name: str, margin: str, has_reference: bool) -> str:
-    """The rule that sets `name`'s threshold for `margin`.
-
-    For the ratio margin, a projection's threshold is the one under which it loses least against
-    raw embeddings at their default 1.04 in the worst calibration language (`worst_gain_vs_raw`):
-    the gate asks that a default projection be at least raw at raw's default threshold in every
-    language, and this is that criterion on sets the gate never sees. Raw embeddings have no
-    default for the distance and absolute margins, and raw itself is not compared with itself:
-    those keep the mean-F1 rule.
-    """
+    """The rule that sets `name`'s threshold for `margin` (why: the module doc): `worst_gain_vs_raw`
+    for a projection's ratio margin, else `mean_f1`."""
     return "worst_gain_vs_raw" if margin == "ratio" and has_reference and name != REFERENCE else "mean_f1"
 
 
 def calibrate(embed_fns: dict[str, Any], data: Path, *, langs: Sequence[str] | None = None, k: int = 4,
-              retrieval: str = "max", margins: Sequence[str] = MARGINS, seed: int = 0,
-              keep_runs: bool = False) -> dict[str, Any]:
+              retrieval: str = "max", margins: Sequence[str] = MARGINS, seed: int = 0) -> dict[str, Any]:
     """Each embedding's calibrated threshold per margin, with per-set F1 at it (module doc).
 
     `embed_fns`: name -> `embed(sentences)` (e.g. {"projection": ..., "raw": ...}); with a "raw"
@@ -205,7 +194,7 @@ def calibrate(embed_fns: dict[str, Any], data: Path, *, langs: Sequence[str] | N
                            "files": [file_fingerprint(p) for p in sorted({p for ms in sets.values() for p in ms.files})],
                            "k": k, "retrieval": retrieval, "seed": seed, "reference": {
                                "variant": REFERENCE, "ratio_threshold": REFERENCE_THRESHOLD},
-                           "thresholds": {}, "runs": {}}
+                           "thresholds": {}}
     runs = {(name, margin): candidate_runs(embed, sets, margin=margin, k=k, retrieval=retrieval)
             for name, embed in embed_fns.items() for margin in margins}
     for name in embed_fns:
@@ -224,12 +213,4 @@ def calibrate(embed_fns: dict[str, Any], data: Path, *, langs: Sequence[str] | N
             if margin == "ratio":
                 per_margin[margin]["curves"] = {lg: mining.curve(s, c, g) for lg, (s, c, g) in r.items()}
         out["thresholds"][name] = per_margin
-    if keep_runs:
-        out["runs"] = runs
-    else:
-        out.pop("runs")
     return out
-
-
-__all__ = ["CALIBRATION_SETS", "REFERENCE", "REFERENCE_THRESHOLD", "RULES", "best_common_threshold", "build_calibration_set",
-           "calibrate", "candidate_runs", "rule_of", "rule_thresholds"]

@@ -1,7 +1,5 @@
 """Encoding speed by precision and runtime: torch fp32 vs bf16 vs OpenVINO (and what else was tried), one run.
 
-    python benchmarks/lab/run.py embed-speed [--per-lang 250] [--rounds 2] [--variants ...] [--out FILE]
-
 Sentences: a seeded sample of `--per-lang` FLORES-200 devtest sentences (news-length) in each of
 eight languages and six scripts (Latin, Cyrillic, Han, Arabic, Devanagari, Japanese, Hangul),
 2,000 by default, all "query: "-prefixed and encoded by the me5-small fast path that `xmine embed`
@@ -40,6 +38,7 @@ import contextlib
 import copy
 import os
 import random
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -144,20 +143,22 @@ def environment() -> dict[str, Any]:
     }
 
 
+def _loaded_as(variant: str) -> tuple[str, str]:
+    """(precision, runtime) of a variant that loads a model of its own (fp32, bf16, ov-*)."""
+    return (variant[3:], "openvino") if variant.startswith("ov-") else (variant, "torch")
+
+
 def load_peak_rss(precision: str, runtime: str) -> dict[str, float]:
     """Peak resident memory (MiB) and seconds of a fresh process that loads me5-small at `precision`
     on `runtime` (cached model) and encodes one sentence."""
-    import json
-    import subprocess
-    import sys
+    from measure import child_json
 
     code = ("import json, time; t = time.perf_counter(); from xmine.encoders import load_encoder; "
             f"e = load_encoder('me5-small', device='cpu', precision={precision!r}, runtime={runtime!r}); "
             f"e.encode(['a sentence']); import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
             "from measure import rss_mb; "
             "print(json.dumps({'peak_rss_mib': rss_mb(), 'seconds': time.perf_counter() - t}))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_json([sys.executable, "-c", code])
 
 
 class _OrtModel:
@@ -237,13 +238,14 @@ def command(per_lang, rounds, variants, batch_size, seed, data_dir, out, load_me
     sentences, langs, files = sample_sentences(flores, per_lang, seed=seed)
     load_seconds: dict[str, float] = {}
 
-    def timed_load(name: str, precision: str, runtime: str):
+    def timed_load(name: str):
+        precision, runtime = _loaded_as(name)
         start = time.perf_counter()
         enc = load_encoder("me5-small", device="cpu", precision=precision, runtime=runtime)
         load_seconds[name] = time.perf_counter() - start
         return enc
 
-    fp32 = timed_load("fp32", "fp32", "torch")
+    fp32 = timed_load("fp32")
     tokens = [len(t) for t in fp32.tokenizer([fp32.prefix + s for s in sentences])["input_ids"]]
     default_precision = resolve_precision("auto", "cpu")
     default_runtime = encoder_runtime("me5-small", "auto", default_precision, device="cpu")
@@ -252,11 +254,9 @@ def command(per_lang, rounds, variants, batch_size, seed, data_dir, out, load_me
 
     # Each variant: (encoder to run, model to put in it or None, context around encode).
     runs: dict[str, tuple[Any, Any, Callable[[], Any]]] = {"fp32": (fp32, None, contextlib.nullcontext)}
-    if "bf16" in wanted:
-        runs["bf16"] = (timed_load("bf16", "bf16", "torch"), None, contextlib.nullcontext)
-    for name in ("ov-fp32", "ov-bf16", "ov-int8"):
+    for name in ("bf16", "ov-fp32", "ov-bf16", "ov-int8"):  # the variants with a model of their own
         if name in wanted:
-            runs[name] = (timed_load(name, name[3:], "openvino"), None, contextlib.nullcontext)
+            runs[name] = (timed_load(name), None, contextlib.nullcontext)
     if "bf16-autocast" in wanted:
         runs["bf16-autocast"] = (fp32, fp32.model, lambda: torch.autocast("cpu", dtype=torch.bfloat16))
     if "int8-torch" in wanted:
@@ -320,11 +320,8 @@ def command(per_lang, rounds, variants, batch_size, seed, data_dir, out, load_me
             "linear_gflops": sum(tokens) * ceiling["linear_flops_per_token"] / best[name] / 1e9,
             "load_seconds": load_seconds.get(name),
         }
-    if load_memory:
-        for name in results:
-            if name in load_seconds:
-                precision, runtime = (name[3:], "openvino") if name.startswith("ov-") else (name, "torch")
-                results[name]["load_fresh_process"] = load_peak_rss(precision, runtime)
+    for name in [n for n in results if n in load_seconds] if load_memory else []:
+        results[name]["load_fresh_process"] = load_peak_rss(*_loaded_as(name))
     default = results.get(default_variant, results["fp32"])
     int8_best = max((n for n in results if n.startswith("int8")), key=lambda n: results[n]["sentences_per_s"],
                     default=None)

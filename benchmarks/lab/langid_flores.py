@@ -1,7 +1,5 @@
 """Sentence-level language identification on FLORES-200 devtest, library backends and a projection.
 
-    python benchmarks/lab/run.py langid-flores [--rows N] [--projection-rows N] [--out FILE]
-
 The first `rows` lines of every FLORES-200 devtest file (204 language/script varieties) are
 labelled by `mining.langid.identify` with each library backend (only the files of languages it
 knows), and the first `projection_rows` lines of each of its training languages by the shipped
@@ -60,17 +58,10 @@ def _confusions(truth: list[str], pred: list[str]) -> dict:
 
 def run(data: Path, *, rows: int = 300, projection_rows: int = 300, backends=("fasttext", "langid", "lingua"),
         projection_dir: Path | None = None) -> dict:
-    from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines
-    from xmine.langs import normalize_lang
+    from lid_thresholds import flores_corpus
     from xmine.mining.langid import identify, supported_languages
 
-    files = sorted((data / FLORES_DEVTEST).glob("*.devtest"))
-    texts, truth, row_of = [], [], []
-    for f in files:
-        lines = [s.strip() for s in flores_lines(f.parent, f.stem, rows=rows)]
-        texts += lines
-        truth += [normalize_lang(f.name.split(".")[0])] * len(lines)
-        row_of += list(range(len(lines)))
+    texts, truth, row_of, files = flores_corpus(data, rows)
     flores_langs = set(truth)
     result = {"files": len(files), "rows_per_file": rows, "backends": {}}
     preds, known_by = {}, {}
@@ -130,7 +121,7 @@ def _projection(projection_dir, files, texts, truth, row_of, preds, known, proje
 @click.option("--out", default=None, help="Result JSON (default: benchmarks/results/langid.json).")
 def command(**kw) -> None:
     """Sentence-level language identification on FLORES-200: library backends and a projection."""
-    from xmine.fileio import atomic_write_json
+    from measure import write_result_json
     from xmine.benchmarks.common import machine, results_dir
     from xmine.benchmarks.mining import locate
     from xmine.projection import SHIPPED_ROOT
@@ -142,31 +133,29 @@ def command(**kw) -> None:
     r = run(data, rows=a.rows, projection_rows=a.projection_rows, backends=tuple(a.backends.split(",")),
             projection_dir=proj)
     cols = ["backend", "FLORES langs known", "macro acc", "macro acc (close merged)", "sentence acc", "sent/s"]
-    rows = [[b, v["supported_in_flores"], 100 * v["macro_accuracy"], 100 * v["macro_accuracy_merged"],
-             100 * v["sentence_accuracy"], round(v["sentences_per_second"])] for b, v in r["backends"].items()]
-    extra = []
+
+    def row(name: str, v: dict, known: int) -> list:
+        return [name, known, 100 * v["macro_accuracy"], 100 * v["macro_accuracy_merged"], 100 * v["sentence_accuracy"]]
+
+    rows = [row(b, v, v["supported_in_flores"]) + [round(v["sentences_per_second"])] for b, v in r["backends"].items()]
+    c = r["common"]
+    extra = [{"title": f"On the {len(c['languages'])} FLORES languages all three libraries know, first "
+                       f"{a.rows} lines of each", "columns": cols[:5],
+              "rows": [row(b, c[b], c[b]["languages"]) for b in r["backends"]]}]
     if "projection" in r:
         p = r["projection"]
-        prow = [[name, p[name]["languages"], 100 * p[name]["macro_accuracy"], 100 * p[name]["macro_accuracy_merged"],
-                 100 * p[name]["sentence_accuracy"]] for name in ["projection", *r["backends"]]]
         extra.append({"title": f"On the shipped projection's {len(p['languages'])} languages, first "
-                               f"{p['rows_per_file']} lines of each", "columns": cols[:5], "rows": prow})
-    c = r["common"]
-    extra.insert(0, {"title": f"On the {len(c['languages'])} FLORES languages all three libraries know, first "
-                              f"{a.rows} lines of each", "columns": cols[:5],
-                     "rows": [[b, c[b]["languages"], 100 * c[b]["macro_accuracy"], 100 * c[b]["macro_accuracy_merged"],
-                               100 * c[b]["sentence_accuracy"]] for b in r["backends"]]})
-    conf_rows = []
-    for name, v in list(r["backends"].items()) + ([("projection", r["projection"]["projection"])] if "projection" in r else []):
-        for a_, others in v["confusions"].items():
-            for b_, share in others.items():
-                if share >= 0.01:
-                    conf_rows.append([name, a_, b_, 100 * share])
+                               f"{p['rows_per_file']} lines of each", "columns": cols[:5],
+                      "rows": [row(n, p[n], p[n]["languages"]) for n in ["projection", *r["backends"]]]})
+    labelled = list(r["backends"].items())
+    labelled += [("projection", r["projection"]["projection"])] if "projection" in r else []
+    conf_rows = [[name, a_, b_, 100 * share] for name, v in labelled for a_, others in v["confusions"].items()
+                 for b_, share in others.items() if share >= 0.01]
     extra.append({"title": "Confusions within close languages (% of lang's sentences labelled as other, >= 1%)",
                   "columns": ["backend", "lang", "labelled as", "%"], "rows": conf_rows})
     out = Path(a.out) if a.out else results_dir() / "langid.json"
-    atomic_write_json(out, {"kind": "xmine-benchmark-result", "format_version": 1, "task": "langid",
-                            "machine": machine(), "seconds": round(time.time() - started, 2),
+    write_result_json(out, {"format_version": 1, "task": "langid", "machine": machine(),
+                            "seconds": round(time.time() - started, 2),
                             "parameters": {"rows": a.rows, "projection_rows": a.projection_rows},
                             "table": {"columns": cols, "rows": rows}, "extra_tables": extra, "details": r})
     print(f"wrote {out}")

@@ -1,8 +1,6 @@
 """How well `xmine langid` says "unknown" for languages a projection never saw, and how the
 declared-language check of `xmine mine` behaves (`xmine.disentangle.language_trust`).
 
-    python benchmarks/lab/run.py langid-unknown [--projection DIR] [--data-dir DIR] [--out JSON]
-
 Two data families, so the rule's thresholds are chosen on one and reported on the other:
 - choose: MASSIVE test utterances (`--massive-lines` per locale, 50 locales);
 - report: FLORES-200 devtest (`--flores-lines` per language the projection knows,
@@ -34,11 +32,10 @@ GRID_HELDOUT = (0, 10, 20, 50)
 
 
 def _auc(pos: np.ndarray, neg: np.ndarray) -> float:
-    """P(a random pos scores above a random neg), ties counted half."""
-    from scipy.stats import rankdata
+    """P(a random pos scores above a random neg), ties counted half: the Mann-Whitney U over n_pos n_neg."""
+    from scipy.stats import mannwhitneyu
 
-    r = rankdata(np.concatenate([pos, neg]))
-    return float((r[:len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+    return float(mannwhitneyu(pos, neg).statistic / (len(pos) * len(neg)))
 
 
 def _families(data: Path, languages, args) -> dict[str, dict[str, list[str]]]:
@@ -52,10 +49,9 @@ def _families(data: Path, languages, args) -> dict[str, dict[str, list[str]]]:
     for loc in available_locales(folder):
         utts = load_locale(folder, loc, partition="test")
         massive[loc] = [utts[k] for k in sorted(utts)][:args.massive_lines]
-    flores = {}
-    for f in sorted((data / FLORES_DEVTEST).glob("*.devtest")):
-        n = args.flores_lines if normalize_lang(f.stem) in languages else args.flores_unseen_lines
-        flores[f.stem] = flores_lines(f.parent, f.stem, rows=n)
+    flores = {f.stem: flores_lines(f.parent, f.stem, rows=args.flores_lines if normalize_lang(f.stem) in languages
+                                   else args.flores_unseen_lines)
+              for f in sorted((data / FLORES_DEVTEST).glob("*.devtest"))}
     return {"massive": massive, "flores": flores}
 
 
@@ -120,13 +116,12 @@ def _cosine_auc(projection, family, embed) -> float:
               help="Result JSON (default: benchmarks/results/langid_unknown-<encoder>.json).")
 def command(**kw) -> None:
     """How well langid says "unknown" for unseen languages, and the declared-language check of mine."""
+    from measure import write_result_json
     from xmine.artefacts import provenance
-    from xmine.fileio import atomic_write_json
-    from xmine.benchmarks.common import RESULT_KIND, RawEmbedder, results_dir
+    from xmine.benchmarks.common import RawEmbedder, results_dir
     from xmine.disentangle.language_trust import TrustRule
     from xmine.disentangle.projection import load_projection
     from xmine.encoders import load_encoder
-    from xmine.outputs import claim_output
     from xmine.paths import default_data_dir
     from xmine.projection import SHIPPED_ROOT
 
@@ -148,7 +143,7 @@ def command(**kw) -> None:
     chosen = best["rule"]
     report = next(m for m in grid["flores"] if m["rule"] == chosen)
     result = {
-        "kind": RESULT_KIND, "task": "langid_unknown", "projection": projection.fingerprint(),
+        "task": "langid_unknown", "projection": projection.fingerprint(),
         "encoder": enc.fingerprint(), "chosen_on": "massive", "chosen_rule": chosen,
         "default_rule": vars(TrustRule()), "chosen": best, "reported": report,
         "cosine_auc": {fam: _cosine_auc(projection, files, embed) for fam, files in families.items()},
@@ -156,8 +151,7 @@ def command(**kw) -> None:
         "provenance": provenance(task="langid_unknown", **{k: str(v) for k, v in vars(args).items()}),
     }
     out = args.out or results_dir() / f"langid_unknown-{enc.name}.json"
-    with claim_output(out, kind=RESULT_KIND, form="json", overwrite=True):
-        atomic_write_json(out, result)
+    write_result_json(out, result)
     print(json.dumps({"chosen_rule": chosen, "massive": _short(best), "flores": _short(report),
                       "cosine_auc": result["cosine_auc"]}, indent=1))
 

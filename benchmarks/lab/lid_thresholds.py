@@ -1,7 +1,5 @@
 """Per-language confidence thresholds of the language filter, chosen on FLORES-200 and reported on held-out lines.
 
-`.venv/bin/python benchmarks/lab/run.py lid-thresholds [--target 0.01] [--floor 0.8] [--write-table] [--out FILE]`
-
 `--lang-filter` and the `language` pair filter drop a sentence that the default backend
 (`mining.langid`, fastText lid.176) identifies as another language than its side's with at least
 a confidence threshold. One threshold for every language drops too many of a language's own
@@ -36,18 +34,20 @@ NEVER = 1.01
 HALF = 506  # FLORES devtest lines 0-505 choose, 506-1011 report
 
 
-def _flores(data: Path) -> tuple[list[str], np.ndarray, np.ndarray, list[Path]]:
+def flores_corpus(data: Path, rows: int | None = None) -> tuple[list[str], list[str], list[int], list[Path]]:
+    """The first `rows` lines (stripped) of every FLORES-200 devtest file: (texts, the language of
+    each (`normalize_lang` of its file name), its line number, the files)."""
     from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines
     from xmine.langs import normalize_lang
 
     texts, truth, row = [], [], []
     files = sorted((data / FLORES_DEVTEST).glob("*.devtest"))
     for f in files:
-        lines = [s.strip() for s in flores_lines(f.parent, f.stem)]
+        lines = [s.strip() for s in flores_lines(f.parent, f.stem, rows=rows)]
         texts += lines
-        truth += [normalize_lang(f.name.split(".")[0])] * len(lines)
+        truth += [normalize_lang(f.stem)] * len(lines)
         row += range(len(lines))
-    return texts, np.array(truth, dtype=object), np.array(row), files
+    return texts, truth, row, files
 
 
 def _massive(data: Path) -> tuple[list[str], np.ndarray, list[str]]:
@@ -132,7 +132,8 @@ def run(data: Path, *, backend: str = "fasttext", target: float = 0.01, floor: f
         global_threshold: float = 0.8, massive: bool = True) -> dict:
     from xmine.mining.langid import backend_model, supported_languages
 
-    texts, truth, row, files = _flores(data)
+    texts, truth, row, files = flores_corpus(data)
+    truth, row = np.array(truth, dtype=object), np.array(row)
     p = Predictions(texts, truth, backend)
     langs = sorted(supported_languages(backend) & set(truth.tolist()))
     choose_part, report_part = row < HALF, row >= HALF
@@ -150,8 +151,7 @@ def run(data: Path, *, backend: str = "fasttext", target: float = 0.01, floor: f
         mp = Predictions(m_texts, m_truth, backend)
         m_langs = sorted(set(m_truth.tolist()) & set(langs))
         every = np.ones(len(m_texts), dtype=bool)
-        m_rules = {name: {lang: t[lang] for lang in m_langs} for name, t in rules.items()}
-        result["massive"] = {name: measure(mp, m_langs, every, t) for name, t in m_rules.items()}
+        result["massive"] = {name: measure(mp, m_langs, every, t) for name, t in rules.items()}
         result["massive_summary"] = {name: summarise(v) for name, v in result["massive"].items()}
         result["massive_locales"] = locales
     return result
@@ -192,6 +192,7 @@ def command(data_dir, target, floor, global_threshold, no_massive, write_table, 
     """Per-language thresholds of the language filter: chosen on FLORES-200 lines 0-505, reported on 506-1011 and MASSIVE."""
     import sys
 
+    from measure import write_result_json
     from xmine.artefacts import provenance
     from xmine.benchmarks.common import machine, results_dir
     from xmine.benchmarks.mining import locate
@@ -204,12 +205,11 @@ def command(data_dir, target, floor, global_threshold, no_massive, write_table, 
             massive=not no_massive)
     cols = ["data", "thresholds", "languages", "own dropped % (mean)", "languages > 1% own dropped",
             "others caught % (mean)", "English caught % (mean)"]
-    rows = []
-    for data_name, key in (("FLORES lines 506-1011", "flores_heldout_summary"), ("MASSIVE test", "massive_summary")):
-        for name, s in r.get(key, {}).items():
-            rows.append([data_name, name, s["languages"], _pct(s["mean_own_dropped"]),
-                         s["languages_over_1pct_own_dropped"], _pct(s["mean_others_caught"]),
-                         _pct(s["mean_english_caught"])])
+    rows = [[data_name, name, s["languages"], _pct(s["mean_own_dropped"]), s["languages_over_1pct_own_dropped"],
+             _pct(s["mean_others_caught"]), _pct(s["mean_english_caught"])]
+            for data_name, key in (("FLORES lines 506-1011", "flores_heldout_summary"),
+                                   ("MASSIVE test", "massive_summary"))
+            for name, s in r.get(key, {}).items()]
     g, t = r["flores_heldout"]["global"], r["flores_heldout"]["per_language"]
     per_rows = [[lang, t[lang]["threshold"], _pct(g[lang]["own_dropped"]), _pct(t[lang]["own_dropped"]),
                  _pct(g[lang]["others_caught"]), _pct(t[lang]["others_caught"])]
@@ -219,7 +219,7 @@ def command(data_dir, target, floor, global_threshold, no_massive, write_table, 
               "columns": ["lang", "t_L", "own global", "own table", "caught global", "caught table"],
               "rows": per_rows}]
     out = Path(out) if out else results_dir() / "lid_thresholds.json"
-    atomic_write_json(out, {"kind": "xmine-benchmark-result", "format_version": 1, "task": "lid_thresholds",
+    write_result_json(out, {"format_version": 1, "task": "lid_thresholds",
                             "machine": machine(), "seconds": round(time.time() - started, 2),
                             "provenance": prov | {"parameters": prov["parameters"] | {"backend": r["backend"],
                                                                                       "model": r["model"]}},

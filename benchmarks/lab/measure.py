@@ -1,10 +1,15 @@
-"""What the lab's measurements share: a process's peak memory, installed versions, their result files."""
+"""What the lab's measurements share: a process's peak memory, installed versions, child processes,
+their result files."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+from xmine.benchmarks.common import RESULT_KIND
 from xmine.fileio import atomic_write_json
 
 
@@ -32,17 +37,36 @@ def installed_version(dist: str) -> str | None:
         return None
 
 
+def lab_command(*args) -> list[str]:
+    """The command line running `benchmarks/lab/run.py ARGS` in a fresh Python process."""
+    return [sys.executable, str(Path(__file__).with_name("run.py")), *map(str, args)]
+
+
+def child_json(cmd: list[str], **kw) -> Any:
+    """Run `cmd` in a fresh process (so its peak memory is its own) and parse the last line of its
+    stdout as JSON; its stderr is the error when it fails."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, **kw)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 #: the `kind` of a lab measurement's result JSON (what lets a rerun replace it)
 SPEED_KIND = "speed-benchmark-result"
 
 
-def write_speed_result(out: str | Path, result: dict[str, Any], *, benchmark: str) -> None:
-    """Write a lab measurement's JSON (`python benchmarks/lab/run.py <benchmark>`) atomically.
+def write_result_json(out: str | Path, result: dict[str, Any], *, kind: str = RESULT_KIND) -> None:
+    """Write a lab result JSON ({"kind": kind, **result}) atomically.
 
     These scripts exist to regenerate their own result file, so an earlier result of the same
     kind is replaced; anything else at `out` is refused (xmine.outputs).
     """
     from xmine.outputs import claim_output
 
-    with claim_output(out, kind=SPEED_KIND, form="json", overwrite=True):
-        atomic_write_json(out, {"kind": SPEED_KIND, "benchmark": benchmark, **result})
+    with claim_output(out, kind=kind, form="json", overwrite=True):
+        atomic_write_json(out, {"kind": kind, **result})
+
+
+def write_speed_result(out: str | Path, result: dict[str, Any], *, benchmark: str) -> None:
+    """Write a speed measurement's JSON (`python benchmarks/lab/run.py <benchmark>`), as `write_result_json`."""
+    write_result_json(out, {"benchmark": benchmark, **result}, kind=SPEED_KIND)

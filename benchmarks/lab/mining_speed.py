@@ -1,7 +1,5 @@
 """Exact mining speed: xmine vs one plain matrix product vs the straightforward (LASER-style) way.
 
-    python benchmarks/lab/run.py mining-speed [--n 100000] [--dim 384] [--out FILE]
-
 Two sets of n L2-normalised float32 embeddings (seeded): a fraction of y are noisy copies of
 shuffled x rows (the "translations"), the rest random. Each method runs in a fresh subprocess
 so its peak memory (VmHWM; BLAS buffers included) is its own:
@@ -26,8 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,7 +32,7 @@ from types import SimpleNamespace
 import click
 import numpy as np
 
-from measure import rss_mb, write_speed_result
+from measure import child_json, lab_command, rss_mb, write_speed_result
 from xmine.benchmarks.common import results_dir
 
 METHODS = ("xmine", "xmine-fp32", "matmul", "straightforward")
@@ -76,15 +72,11 @@ def blas_info() -> dict:
 
 def _run_matmul(x, y, block_rows: int = 4096, block_cols: int = 16384):
     out = np.empty((block_rows, block_cols), dtype=np.float32)
-    checksum = 0.0
     for i in range(0, len(x), block_rows):
         xb = x[i : i + block_rows]
         for j in range(0, len(y), block_cols):
             yb = y[j : j + block_cols]
-            o = out[: len(xb), : len(yb)]
-            np.matmul(xb, yb.T, out=o)
-            checksum += float(o[0, 0])
-    return None
+            np.matmul(xb, yb.T, out=out[: len(xb), : len(yb)])
 
 
 def _run_straightforward(x, y, k: int = 4):
@@ -157,16 +149,6 @@ def worker(method: str, data_dir: str, pairs_out: str | None) -> dict:
     return out
 
 
-def _spawn(method: str, data: str, pairs_out: str | None) -> dict:
-    cmd = [sys.executable, str(Path(__file__).with_name("run.py")), "mining-speed", "--worker", method, "--data", data]
-    if pairs_out:
-        cmd += ["--pairs-out", pairs_out]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise SystemExit(f"{method} failed:\n{proc.stderr}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 @click.command("mining-speed")
 @click.option("--n", type=int, default=100_000, show_default=True, help="Sentences per side.")
 @click.option("--dim", type=int, default=384, show_default=True, help="Embedding dimension (me5-small's).")
@@ -192,8 +174,8 @@ def command(**kw) -> None:
         del x, y
         runs = {}
         for method in METHODS:
-            pairs = os.path.join(tmp, f"{method}.npz") if method != "matmul" else None
-            runs[method] = _spawn(method, tmp, pairs)
+            pairs = ["--pairs-out", os.path.join(tmp, f"{method}.npz")] if method != "matmul" else []
+            runs[method] = child_json(lab_command("mining-speed", "--worker", method, "--data", tmp, *pairs))
             print(f"{method:>16}: {runs[method]['seconds']:8.2f} s   peak RSS {runs[method]['peak_rss_mb']:8.1f} MB "
                   f"(+{runs[method]['peak_rss_over_data_mb']:.1f} MB over the data)", flush=True)
         a, f = np.load(os.path.join(tmp, "xmine.npz")), np.load(os.path.join(tmp, "xmine-fp32.npz"))

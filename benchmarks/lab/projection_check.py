@@ -65,20 +65,14 @@ def evaluate(projection_dir: Path | None, data: Path, *, encoder_name: str, out:
     worse = []
     if len(variants) == 2:
         r, d = results["raw"], results["default"]
-        for lg in langs:
-            for m in ("avg", "avg_margin"):
-                a, b = r["tatoeba"]["per_lang"][lg][m], d["tatoeba"]["per_lang"][lg][m]
-                if b < a:
-                    worse.append({"task": "tatoeba", "lang": lg, "metric": m, "raw": a, "default": b})
-        for pair, a in r["qe"]["per_pair"].items():
-            if d["qe"]["per_pair"][pair]["pearson"] < a["pearson"]:
-                worse.append({"task": "qe", "lang": pair, "metric": "pearson", "raw": a["pearson"],
-                              "default": d["qe"]["per_pair"][pair]["pearson"]})
-        for lg in transfer_langs:
-            for m in ("cos", "margin"):
-                a, b = r["transfer"]["per_lang"][lg][m], d["transfer"]["per_lang"][lg][m]
-                if b < a:
-                    worse.append({"task": "flores", "lang": lg, "metric": m, "raw": a, "default": b})
+        for task, key, per, metrics in (("tatoeba", "tatoeba", "per_lang", ("avg", "avg_margin")),
+                                        ("qe", "qe", "per_pair", ("pearson",)),
+                                        ("flores", "transfer", "per_lang", ("cos", "margin"))):
+            for lg, raw_row in r[key][per].items():
+                for m in metrics:
+                    if d[key][per][lg][m] < raw_row[m]:
+                        worse.append({"task": task, "lang": lg, "metric": m, "raw": raw_row[m],
+                                      "default": d[key][per][lg][m]})
     print(format_table(COLUMNS, rows))
     for w in worse:
         print(f"default below raw: {w['task']} {w['lang']} {w['metric']}: {w['default']:.2f} < {w['raw']:.2f}")

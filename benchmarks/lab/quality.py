@@ -1,10 +1,6 @@
 """Disentangler quality: every method x every task, one table, one command.
 
-    python benchmarks/lab/run.py quality [--methods seed,center,...] [--recipes qe6,xtreme36,mixed]
-        [--qe6-pairs N] [--xtreme36-pairs N] [--lr X --max-epochs N] [--transfer-langs ... --transfer-rows N]
-        [--paper-defaults qe6/seed] [--train-only] [--quick] [--out-dir DIR] [--out FILE]
-
-What it does (the disentangler issue's quality protocol):
+What it does:
 
 1. Trains each method on two training recipes drawn from `parallel/` of the data folder:
    - `qe6`: the six WMT20 QE languages (de, zh, et, ro, ne, si, each with English), mixed
@@ -47,8 +43,8 @@ from typing import Any, Sequence
 import click
 import numpy as np
 
-from xmine.benchmarks.common import (FLORES_DEVTEST, RawEmbedder, flores_lines, format_table, projected,
-                                     retrieval_scores, write_result)
+from xmine.benchmarks.common import (FLORES_DEVTEST, RESULT_KIND, RawEmbedder, Variant, flores_lines, format_table,
+                                     projected, retrieval_scores, write_result)
 from xmine.benchmarks.tatoeba import XTREME36, evaluate_tatoeba
 from xmine.encoders import PRECISIONS
 from xmine.paths import REPO_ROOT, default_data_dir
@@ -86,20 +82,14 @@ RECIPE_NOTES = {
 TRANSFER_LANGS = ("amh_Ethi", "hau_Latn", "khm_Khmr", "som_Latn", "gle_Latn", "kir_Cyrl")
 
 
-# ------------------------------------------------------------------------------------------------
-# Training data
-# ------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------- Training data
 
 
 def _qe_test_sentences(data: Path) -> set[str]:
     from xmine.benchmarks.qe import PAIRS, load_qe, qe_file
 
-    out: set[str] = set()
-    for pair in PAIRS:
-        qe = load_qe(qe_file(data / "mlqe", pair), pair)
-        out.update(qe.sources)
-        out.update(qe.translations)
-    return out
+    sets = [load_qe(qe_file(data / "mlqe", pair), pair) for pair in PAIRS]
+    return {s for qe in sets for s in qe.sources + qe.translations}
 
 
 def _write_filtered(src: Path, tgt: Path, exclude: set[str], dest: Path) -> tuple[Path, Path, int]:
@@ -180,9 +170,7 @@ def mixed_pair_specs(data: Path, work: Path, *, qe6_pairs: int, xtreme36_pairs: 
     return [str(dest)], extra | {"mixed_counts": counts}
 
 
-# ------------------------------------------------------------------------------------------------
-# Evaluation
-# ------------------------------------------------------------------------------------------------
+# -------------------------------------------------------------------------------------- Evaluation
 
 
 def evaluate_transfer(embed_fn, data: Path, langs: Sequence[str], *, rows: int | None = None) -> dict[str, Any]:
@@ -203,14 +191,11 @@ def evaluate_variant(embed_fn, data: Path, *, quick: bool, language_part: bool =
     from xmine.benchmarks.qe import evaluate_qe
 
     tatoeba_langs = [l for l in XTREME36 if l in ("deu", "fra", "rus", "cmn", "ara", "hin")] if quick else list(XTREME36)
-    out: dict[str, Any] = {}
     tat = evaluate_tatoeba(embed_fn, data / "tatoeba" / "v1", tatoeba_langs,
                            max_pairs=200 if quick else None, margin=True)
-    out["tatoeba"] = tat["xtreme36"]
-    out["tatoeba_per_lang"] = tat["per_lang"]
-    transfer = evaluate_transfer(embed_fn, data, list(transfer_langs)[:3] if quick else transfer_langs,
-                                 rows=200 if quick else transfer_rows)
-    out["transfer"] = transfer
+    out = {"tatoeba": tat["xtreme36"], "tatoeba_per_lang": tat["per_lang"],
+           "transfer": evaluate_transfer(embed_fn, data, list(transfer_langs)[:3] if quick else transfer_langs,
+                                         rows=200 if quick else transfer_rows)}
     if not language_part:
         out["qe"] = evaluate_qe(embed_fn, data / "mlqe", max_rows=200 if quick else None)
     return out
@@ -278,6 +263,7 @@ def run(**options) -> dict[str, Any]:
     from xmine.disentangle.projection import load_projection
     from xmine.disentangle.trainer import TrainConfig, train
     from xmine.encoders import load_encoder
+    from xmine.outputs import claim_output
 
     data = Path(args.data_dir) if args.data_dir else default_data_dir()
     if data is None:
@@ -297,18 +283,14 @@ def run(**options) -> dict[str, Any]:
         "raw": evaluate_variant(raw, data, quick=args.quick, **transfer)}
     rows = [] if args.train_only else [_row("raw", results["raw"])]
     trained: dict[str, Any] = {}
+    qe6_pairs, xtreme36_pairs = (300, 100) if args.quick else (args.qe6_pairs, args.xtreme36_pairs)
     for recipe in recipes:
         if recipe == "qe6":
-            specs, extra = qe6_pair_specs(data, work)
-            per_lang = 300 if args.quick else args.qe6_pairs
-            langs = None
+            (specs, extra), per_lang, langs = qe6_pair_specs(data, work), qe6_pairs, None
         elif recipe == "xtreme36":
-            specs, extra = xtreme36_pair_specs(data), {}
-            per_lang = 100 if args.quick else args.xtreme36_pairs
-            langs = list(XTREME36) + ["eng"]
+            specs, extra, per_lang, langs = xtreme36_pair_specs(data), {}, xtreme36_pairs, list(XTREME36) + ["eng"]
         elif recipe == "mixed":
-            specs, extra = mixed_pair_specs(data, work, qe6_pairs=300 if args.quick else args.qe6_pairs,
-                                            xtreme36_pairs=100 if args.quick else args.xtreme36_pairs,
+            specs, extra = mixed_pair_specs(data, work, qe6_pairs=qe6_pairs, xtreme36_pairs=xtreme36_pairs,
                                             seed=args.seed)
             per_lang, langs = None, None  # already sampled: every pair of the two recipes' samples
         else:
@@ -319,16 +301,14 @@ def run(**options) -> dict[str, Any]:
         for method, paper in jobs:
             name = f"{recipe}/{method}" + ("[paper]" if paper else "")
             # The folder names every setting that changes the data or the run, so results never mix.
-            tag = "quick" if args.quick else f"q{args.qe6_pairs}-x{args.xtreme36_pairs}"
+            tag = ("quick" if args.quick else f"q{args.qe6_pairs}-x{args.xtreme36_pairs}") + (
+                "" if paper else "".join(f"-{k}{v}" for k, v in sorted(overrides.items())))
             settings = {} if paper else RECIPE_SETTINGS.get(recipe, {}) | overrides
-            if not paper:
-                tag += "".join(f"-{k}{v}" for k, v in sorted(overrides.items()))
             out_dir = work / tag / recipe / method
             config = TrainConfig(method=method, base="dream" if method == "oracle" else None,
                                  max_pairs_per_lang=per_lang, langs=langs, seed=args.seed, **settings)
             t0 = time.time()
-            # Its own work folder: a finished projection there is resumed from its checkpoint (a
-            # no-op when complete) and saved again, as before outputs were claimed.
+            # Its own work folder: a finished projection there resumes from its checkpoint (a no-op).
             train(specs, out_dir, encoder=encoder, config=config, overwrite=True)
             proj = load_projection(out_dir)
             if args.train_only:
@@ -341,13 +321,10 @@ def run(**options) -> dict[str, Any]:
                              "epochs_run": len(proj.config.get("history") or []),
                              "hyperparameters": proj.config.get("hyperparameters"),
                              "langid_accuracy": (proj.config.get("langid") or {}).get("accuracy")}
-            meaning = evaluate_variant(projected(raw, proj, "meaning"), data, quick=args.quick, **transfer)
-            language = evaluate_variant(projected(raw, proj, "language"), data, quick=args.quick,
-                                        language_part=True, **transfer)
-            results[f"{name}:meaning"] = meaning
-            results[f"{name}:language"] = language
-            rows.append(_row(f"{name}:meaning", meaning))
-            rows.append(_row(f"{name}:language", language))
+            for part in ("meaning", "language"):
+                results[f"{name}:{part}"] = evaluate_variant(projected(raw, proj, part), data, quick=args.quick,
+                                                             language_part=part == "language", **transfer)
+                rows.append(_row(f"{name}:{part}", results[f"{name}:{part}"]))
             print(format_table(COLUMNS, rows[-2:]), flush=True)
 
     if args.train_only:
@@ -356,13 +333,8 @@ def run(**options) -> dict[str, Any]:
     print(format_table(COLUMNS, rows))
     out = Path(args.out) if args.out else REPO_ROOT / "benchmarks" / "results" / (
         f"quality-{args.encoder}{'-quick' if args.quick else ''}.json")
-    from xmine.benchmarks.common import Variant
-
     variants = [Variant(name, "meaning", raw, info["fingerprint"]) for name, info in trained.items()]
     data_files = sorted({f for res in results.values() for f in res.get("qe", {}).get("files", [])})
-    from xmine.benchmarks.common import RESULT_KIND
-    from xmine.outputs import claim_output
-
     # This script regenerates its own result: an earlier one is replaced, anything else refused.
     with claim_output(out, kind=RESULT_KIND, form="json", overwrite=True):
         write_result(

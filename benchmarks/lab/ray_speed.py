@@ -34,39 +34,22 @@ from types import SimpleNamespace
 import click
 import numpy as np
 
-from measure import write_speed_result
+from measure import child_json, write_speed_result
 from xmine.benchmarks.common import machine, results_dir
 
 XMINE = [sys.executable, "-m", "xmine.cli"]
 LOADS: list[float | None] = []  # load average at the start of each timed command
 
 
-def _env(unset_openblas: bool) -> dict[str, str]:
-    env = dict(os.environ)
-    if unset_openblas:
-        env.pop("OPENBLAS_CORETYPE", None)
-        env.pop("OPENBLAS_L2_SIZE", None)
-    return env
-
-
 def blas_kernel(env: dict[str, str]) -> list[dict]:
     code = ("import json, numpy; from threadpoolctl import threadpool_info; "
             "print(json.dumps([{k: p.get(k) for k in ('internal_api', 'architecture', 'num_threads', 'version')} "
             "for p in threadpool_info()]))")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)
-
-
-def load_average() -> float | None:
-    """The 1-minute load average (other processes on a shared machine slow both runs)."""
-    try:
-        return float(Path("/proc/loadavg").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
+    return child_json([sys.executable, "-c", code], env=env)
 
 
 def _timed(cmd: list[str], env: dict[str, str]) -> float:
-    LOADS.append(load_average())
+    LOADS.append(os.getloadavg()[0])  # other processes on a shared machine slow both runs
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - t0
@@ -165,7 +148,8 @@ def command(**kw) -> None:
     """`--ray` against one process on this machine: embed and mine timed, outputs compared."""
     args = SimpleNamespace(**kw)
     args.out = args.out or results_dir() / "ray_speed.json"
-    env = _env(args.unset_openblas)
+    unset = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if args.unset_openblas else ()
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
     key = "unset_openblas" if args.unset_openblas else "machine_env"
     runs = previous.get("runs", {})

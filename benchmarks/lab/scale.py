@@ -28,6 +28,8 @@ from types import SimpleNamespace
 import click
 import numpy as np
 
+from measure import lab_command, rss_mb, write_speed_result
+
 DIM = 384
 BLOCK = 65_536
 TOPICS = 1_000
@@ -137,20 +139,11 @@ def write_text_corpus(path: Path, lines: int, *, seed: int = 0) -> None:
             f.write("\n".join(rows) + "\n")
 
 
-def _embed_child(corpus: str, out: str) -> None:
-    from xmine.store import embed_corpus
-
-    store = embed_corpus(corpus, out, encoder=HashingEncoder(), lang="en", show_progress=False)
-    print(json.dumps({"rows": len(store), "unique": store.manifest.input_stats["unique_sentences"]}))
-
-
 # ---------------------------------------------------------------------------------- measuring
 
 
 def run_measured(cmd: list[str], *, env: dict | None = None) -> dict:
     """Run `cmd`; its wall time, peak RSS (VmHWM of the process, sampled until it exits), stdout."""
-    from measure import rss_mb
-
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, text=True)
     peak = 0.0
@@ -185,7 +178,6 @@ def _save(section: str, result: dict, out: Path) -> None:
     """Merge one measurement into the results JSON (an earlier result of this benchmark is
     extended, anything else refused: xmine.outputs), with machine and provenance."""
     from xmine.artefacts import provenance
-    from measure import write_speed_result
     from xmine.benchmarks.common import machine
 
     data = json.loads(out.read_text()) if out.is_file() else {}
@@ -226,7 +218,10 @@ def make_stores_cmd(n, m, out_dir, seed) -> None:
 @click.argument("corpus")
 @click.argument("out")
 def embed_child_cmd(corpus, out) -> None:
-    _embed_child(corpus, out)
+    from xmine.store import embed_corpus
+
+    store = embed_corpus(corpus, out, encoder=HashingEncoder(), lang="en", show_progress=False)
+    print(json.dumps({"rows": len(store), "unique": store.manifest.input_stats["unique_sentences"]}))
 
 
 @command.command("collect")
@@ -256,8 +251,7 @@ def embed_memory_cmd(out: Path, lines, work) -> None:
             write_text_corpus(corpus, n)
         store = work / f"store-{n}"
         shutil.rmtree(store, ignore_errors=True)
-        r = run_measured([sys.executable, str(Path(__file__).with_name("run.py")), "scale", "_embed-child",
-                          str(corpus), str(store)], env={"PYTHONHASHSEED": "0"})
+        r = run_measured(lab_command("scale", "_embed-child", corpus, store), env={"PYTHONHASHSEED": "0"})
         r.update(json.loads(r.pop("stdout").splitlines()[-1]), note="xmine embed (streaming, gzip input), "
                  "cheap hashing encoder, shards of 50k")
         res[n] = r
@@ -289,11 +283,8 @@ def mine_cmd(out_json: Path, **kw) -> None:
     out = d / ("mined-approx.tsv" if args.approximate else "mined-exact.tsv")
     cmd = _xmine("mine", d / "src", d / "tgt", "-o", out, "--threshold", args.threshold)
     if args.approximate:
-        cmd.append("--approximate")
-        if args.nlist:
-            cmd += ["--nlist", str(args.nlist)]
-        if args.nprobe:
-            cmd += ["--nprobe", str(args.nprobe)]
+        cmd += ["--approximate", *(["--nlist", str(args.nlist)] if args.nlist else []),
+                *(["--nprobe", str(args.nprobe)] if args.nprobe else [])]
     r = run_measured(cmd)
     rec = hidden_recall(out, np.load(d / "hidden.npy"))
     found = rec.pop("_found")

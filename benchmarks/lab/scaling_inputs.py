@@ -1,7 +1,5 @@
 """Small-scale measurements that docs/scaling.md multiplies out to 1B sentences per side.
 
-    python benchmarks/lab/run.py scaling-inputs [--n 100000] [--out FILE]
-
 On n seeded 384-d vectors (mining_speed's data), one process:
 - IVF-PQ index (`IVF{nlist},PQ64`, stopes' code size): training seconds, adding seconds per
   million rows, bytes per vector on disk (codes + ids + lists);
@@ -16,8 +14,6 @@ Writes benchmarks/results/scaling_inputs.json.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,7 +22,7 @@ from types import SimpleNamespace
 import click
 import numpy as np
 
-from measure import rss_mb, write_speed_result
+from measure import child_json, lab_command, rss_mb, write_speed_result
 from xmine.benchmarks.common import machine, results_dir
 
 
@@ -106,13 +102,7 @@ def command(n, nlist, out, one_to_one) -> None:
         dt = (time.perf_counter() - t0) / reps
         result["exact_block"] = {"block": [1024, 4096], "pairs_per_s_one_thread": round(1024 * 4096 / dt),
                                  "gflops_one_thread": round(2 * 1024 * 4096 * 384 / dt / 1e9, 1)}
-    runs = []
-    for n in (args.n, 4 * args.n):
-        proc = subprocess.run([sys.executable, str(Path(__file__).with_name("run.py")), "scaling-inputs",
-                               "--one-to-one", str(n)],
-                              capture_output=True, text=True, check=True)
-        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    result["one_to_one"] = runs
+    result["one_to_one"] = [child_json(lab_command("scaling-inputs", "--one-to-one", n)) for n in (args.n, 4 * args.n)]
     from xmine.artefacts import provenance
 
     result = {"machine": machine(), **result, "provenance": provenance(benchmark="scaling_inputs", n=args.n)}

@@ -1,8 +1,5 @@
 """Rebuild the default projection shipped inside xmine, with one seeded command.
 
-    python benchmarks/lab/run.py ship-projection [--data-dir DIR] [--work-dir out/ship] [--install]
-        [--results benchmarks/results/mining-me5-small.json ...]
-
 1. Trains the recipe below (`benchmarks/lab/quality.py`'s `mixed` recipe, method `inter`) from
    `parallel/` of the data folder with the embedded default encoder at its default settings,
    seeded: the same data and settings give the same weights (training runs on one thread).
@@ -21,14 +18,11 @@
 The recipe (why each choice: benchmarks/results/notes/quality.md): the union of `qe6` (de, zh, et,
 ro with English from WMT newstest 2008-2018, FLORES v1 ne/si Wikipedia, Tatoeba-challenge; QE test
 sentences removed; at most QE6_PAIRS pairs per language) and `xtreme36` (Tatoeba-challenge, at most
-XTREME36_PAIRS pairs per XTREME-36 language). The first shipped version drew 150 / 40 (2,234 pairs)
-on an overloaded machine; this one draws 4,700 / 1,000, the quality table's recipe: 52,235 pairs
-in 39 language pairs, about 92k unique sentences, which encode in bf16 through the embedding cache
-in about 10 minutes on the 2-core machine (training then takes about a minute; a 1,500 / 400 draw
-was tried first, with the same gate result). `inter` (the intra/inter-constraints paper's inter-component terms on a
-SEED-style residual) was the one method above raw on every task and never below raw on unseen
-languages. Newstest 2019-2021 and FLORES-200 stay unseen: `xmine bench mining` and the transfer
-task measure on them; the threshold calibration reads neither.
+XTREME36_PAIRS pairs per XTREME-36 language): 52,235 pairs in 39 language pairs. `inter` (the
+intra/inter-constraints paper's inter-component terms on a SEED-style residual) was the one method
+above raw on every task and never below raw on unseen languages. Newstest 2019-2021 and FLORES-200
+stay unseen: `xmine bench mining` and the transfer task measure on them; the threshold calibration
+reads neither.
 """
 
 from __future__ import annotations
@@ -58,16 +52,12 @@ def _this_command() -> str:
     return " ".join([LAB_RUN, *sys.argv[1:]])
 
 
-def trained_dir(work: Path) -> Path:
-    """Where quality.run puts the recipe's projection (its folder naming)."""
-    return work / f"q{QE6_PAIRS}-x{XTREME36_PAIRS}-lr0.001-max_epochs80" / "mixed" / "inter"
-
-
 def train(data: Path, work: Path) -> Path:
+    """Train the recipe with quality.run; the projection's folder (quality's naming of it)."""
     import quality
 
     quality.run(**RECIPE, encoder=ENCODER, data_dir=str(data), out_dir=str(work), train_only=True)
-    return trained_dir(work)
+    return work / f"q{QE6_PAIRS}-x{XTREME36_PAIRS}-lr0.001-max_epochs80" / "mixed" / "inter"
 
 
 def _numbers(paths: Sequence[Path]) -> dict[str, Any]:
@@ -212,12 +202,6 @@ CALIBRATION_HOW = ("on 7 BUCC-style sets disjoint from every benchmark and the t
                    "(benchmarks/lab/calibrate.py)")
 
 
-def _why_not_default(failures: list[str]) -> str:
-    return ("not yet the default: " + ("below raw in " + "; ".join(failures) if failures else
-                                       "the never-below-raw gate (bench mining, Tatoeba, QE, FLORES, per language) "
-                                       "has not been run on it") + "; use it with --projection default")
-
-
 def _calibrate_and_gate(proj, folder: Path, data: Path, results: Sequence[Path], make_default: bool,
                         calibration_out: Path | None) -> tuple[dict[str, Any], list[str]]:
     """Calibrate the projection's thresholds and run the gate: the SHIPPED.json fields that follow
@@ -235,7 +219,11 @@ def _calibrate_and_gate(proj, folder: Path, data: Path, results: Sequence[Path],
         "threshold_calibration": _shipped_calibration(calibration, calibration_out),
         "is_default": make_default,
     }
-    return fields | ({} if make_default else {"why_not_default": _why_not_default(failures)}), failures
+    if not make_default:
+        fields["why_not_default"] = ("not yet the default: " + ("below raw in " + "; ".join(failures) if failures else
+                                     "the never-below-raw gate (bench mining, Tatoeba, QE, FLORES, per language) "
+                                     "has not been run on it") + "; use it with --projection default")
+    return fields, failures
 
 
 def install(trained: Path, *, data: Path, results: Sequence[Path] = (), make_default: bool = False,
@@ -343,6 +331,7 @@ def command(**args) -> None:
     """Rebuild the projection shipped inside xmine: train, calibrate, gate, install (seeded)."""
     from contextlib import ExitStack
 
+    from projection_check import evaluate
     from xmine.benchmarks.common import RESULT_KIND, parse_list
     from xmine.errors import ConfigError
     from xmine.outputs import claim_output
@@ -367,25 +356,16 @@ def command(**args) -> None:
         for out in (o for o in (cal_out, eval_out) if o is not None):
             claims.enter_context(claim_output(out, kind=RESULT_KIND, form="json", overwrite=args.overwrite,
                                               inputs=[data, *args.results]))
-        _run(args, data, cal_out, eval_out, eval_args)
-
-
-def _run(args, data: Path, cal_out: Path | None, eval_out: Path | None, eval_args: dict) -> None:
-    from projection_check import evaluate
-
-    if args.recalibrate:
-        recalibrate(data=data, results=[Path(r) for r in args.results], make_default=args.make_default,
-                    calibration_out=cal_out)
-        return
-    if args.raw_only:
-        evaluate(None, data, encoder_name=ENCODER, out=eval_out, **eval_args)
-        return
-    trained = train(data, Path(args.work_dir))
-    if eval_out is not None:
-        evaluate(trained, data, encoder_name=ENCODER, out=eval_out, **eval_args)
-    if args.install:
-        install(trained, data=data, results=[Path(r) for r in args.results], make_default=args.make_default,
-                calibration_out=cal_out)
-    else:
-        print(f"trained: {trained} (add --install to ship it)")
-
+        results = [Path(r) for r in args.results]
+        if args.recalibrate:
+            recalibrate(data=data, results=results, make_default=args.make_default, calibration_out=cal_out)
+        elif args.raw_only:
+            evaluate(None, data, encoder_name=ENCODER, out=eval_out, **eval_args)
+        else:
+            trained = train(data, Path(args.work_dir))
+            if eval_out is not None:
+                evaluate(trained, data, encoder_name=ENCODER, out=eval_out, **eval_args)
+            if args.install:
+                install(trained, data=data, results=results, make_default=args.make_default, calibration_out=cal_out)
+            else:
+                print(f"trained: {trained} (add --install to ship it)")

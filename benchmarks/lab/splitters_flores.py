@@ -1,7 +1,5 @@
 """Sentence splitters measured on paragraphs rebuilt from FLORES-200 devtest.
 
-    python benchmarks/lab/run.py splitters-flores [--data-dir DIR] [--langs a,b] [--splitters a,b] [--out FILE]
-
 FLORES-200 devtest holds 1012 sentences per language, the same sentences in every language, in
 article order (the lines of one article are consecutive). No article metadata is kept here, so
 paragraphs are rebuilt from seeded windows of 2 to 6 consecutive lines, the same windows in every
@@ -36,6 +34,7 @@ quote (`xmine.sentences.split_terminal`). A candidate that is not installed is r
 
 from __future__ import annotations
 
+import functools
 import random
 import statistics
 import time
@@ -45,7 +44,7 @@ from typing import Callable
 
 import click
 
-from measure import installed_version
+from measure import installed_version, write_result_json
 from xmine.benchmarks.common import flores_lines, machine
 CANDIDATES = ("sentencex", "pysbd", "blingfire", "sentence_splitter", "syntok", "spacy", "terminal")
 # Scripts whose sentences follow each other without a space.
@@ -65,6 +64,12 @@ def windows(n: int, *, seed: int, low: int = 2, high: int = 6) -> list[tuple[int
     return [(a, b) for a, b in out if b - a >= 2]
 
 
+def _per_language(make: Callable[[str], Callable[[str], list[str]]], known) -> Splitter:
+    """A splitter with rules per ISO 639-1 code (English's for a language not `known`), each made once."""
+    make = functools.lru_cache(maxsize=None)(make)
+    return lambda iso1, iso3, text: make(iso1 if iso1 in known else "en")(text)
+
+
 def make_splitter(name: str) -> Splitter:
     """The candidate `name` as a Splitter (ImportError when its package is not installed)."""
     if name == "sentencex":
@@ -75,14 +80,7 @@ def make_splitter(name: str) -> Splitter:
         import pysbd
         from pysbd.languages import LANGUAGE_CODES
 
-        cache: dict[str, object] = {}
-
-        def run(iso1, iso3, text):
-            code = iso1 if iso1 in LANGUAGE_CODES else "en"
-            if code not in cache:
-                cache[code] = pysbd.Segmenter(language=code, clean=False)
-            return cache[code].segment(text)
-        return run
+        return _per_language(lambda code: pysbd.Segmenter(language=code, clean=False).segment, LANGUAGE_CODES)
     if name == "blingfire":
         import blingfire
 
@@ -93,14 +91,7 @@ def make_splitter(name: str) -> Splitter:
         import sentence_splitter
 
         known = {f[:-4] for f in os.listdir(Path(sentence_splitter.__file__).parent / "non_breaking_prefixes")}
-        cache = {}
-
-        def run(iso1, iso3, text):
-            code = iso1 if iso1 in known else "en"
-            if code not in cache:
-                cache[code] = sentence_splitter.SentenceSplitter(language=code)
-            return cache[code].split(text)
-        return run
+        return _per_language(lambda code: sentence_splitter.SentenceSplitter(language=code).split, known)
     if name == "syntok":
         import syntok.segmenter as seg
 
@@ -238,7 +229,7 @@ def command(**kw) -> None:
                                  windows="2-6 consecutive lines; choose: lines 1-506, report: 507-1012",
                                  langs=len(files)),
     })
-    _write(args.out, result)
+    write_result_json(args.out, result)
     print(_text_table(result))
     if rule is not None and product != rule:
         print(f"xmine.sentences.OVERRIDES differs from the rule's choice: {rule}")
@@ -285,13 +276,10 @@ def summarise(per_lang: dict[str, dict], names: list[str]) -> dict:
     order = sorted(by_script, key=lambda s: (-len(by_script[s]), s))
     for script in order + ["all"]:
         langs = by_script[script] if script != "all" else list(per_lang)
-        row = [script, len(langs)]
-        for n in names:
-            row.append(_pair([per_lang[lang][n] for lang in langs]))
         chosen = [splitter_name(lang.split("_")[0]) for lang in langs]
         picked = [per_lang[lang].get(c) for lang, c in zip(langs, chosen)]
-        row += ["/".join(sorted(set(chosen))), _pair([p for p in picked if p]) if all(picked) else "n/a"]
-        rows.append(row)
+        rows.append([script, len(langs)] + [_pair([per_lang[lang][n] for lang in langs]) for n in names]
+                    + ["/".join(sorted(set(chosen))), _pair([p for p in picked if p]) if all(picked) else "n/a"])
     named = ["zho_Hans", "zho_Hant", "yue_Hant", "jpn_Jpan", "kor_Hang", "tha_Thai", "lao_Laoo", "khm_Khmr",
              "mya_Mymr", "amh_Ethi", "tir_Ethi", "hin_Deva", "mar_Deva", "npi_Deva", "ben_Beng", "bod_Tibt",
              "arb_Arab", "eng_Latn", "deu_Latn", "rus_Cyrl"]
@@ -319,14 +307,3 @@ def _text_table(result: dict) -> str:
         out += ["", extra["title"], "\t".join(extra["columns"])] + ["\t".join(str(v) for v in r)
                                                                      for r in extra["rows"]]
     return "\n".join(out)
-
-
-def _write(out: Path, result: dict) -> None:
-    """Write the result JSON atomically; an earlier result of this benchmark is replaced."""
-    from xmine.fileio import atomic_write_json
-    from xmine.benchmarks.common import RESULT_KIND
-    from xmine.outputs import claim_output
-
-    with claim_output(out, kind=RESULT_KIND, form="json", overwrite=True):
-        atomic_write_json(out, {"kind": RESULT_KIND, **result})
-

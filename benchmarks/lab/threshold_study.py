@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import collections
 import glob
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -103,7 +104,7 @@ def _self_best(x):
 
 
 def collect(families) -> None:
-    from xmine.benchmarks.common import RawEmbedder
+    from xmine.benchmarks.common import RawEmbedder, l2_normalise
     from xmine.dedup import dedup
     from xmine.encoders import load_encoder
     from xmine.projection import DEFAULT, choose_projection, resolve_projection
@@ -113,32 +114,29 @@ def collect(families) -> None:
     raw = RawEmbedder(enc, show_progress=False)
     proj = resolve_projection(choose_projection(DEFAULT, encoder_name=enc.name, encoder_fp=enc.fingerprint()).path)
     for family in families:
-        for lang in FAMILIES[family]:
-            for seed in SEEDS:
-                for density in DENSITIES:
-                    path = SETS / f"{family}_{lang}_s{seed}_f{density}.npz"
-                    if path.exists():
-                        continue
-                    ms = build(family, lang, seed, density)
-                    us, _ = dedup(ms.src[1])
-                    ue, _ = dedup(ms.en[1])
-                    src_text, en_text = dict(zip(*ms.src)), dict(zip(*ms.en))
-                    gold_of = {src_text[a]: en_text[b] for a, b in ms.gold}
-                    pos = {t: i for i, t in enumerate(ue)}
-                    out = {"gold": np.array([pos.get(gold_of.get(t), -1) for t in us])}
-                    xr, yr = raw(us), raw(ue)
-                    for space in ("raw", "proj"):
-                        x, y = xr, yr
-                        if space == "proj":
-                            x, y = proj.transform(xr, "meaning"), proj.transform(yr, "meaning")
-                        x = np.asarray(x, np.float32) / np.linalg.norm(x, axis=1, keepdims=True)
-                        y = np.asarray(y, np.float32) / np.linalg.norm(y, axis=1, keepdims=True)
-                        fs, fi = _knn(x, y, KNN)
-                        bs, bi = _knn(y, x, KNN)
-                        out |= {f"{space}_fs": fs, f"{space}_fi": fi, f"{space}_bs": bs, f"{space}_bi": bi,
-                                f"{space}_dx": _self_best(x), f"{space}_dy": _self_best(y)}
-                    np.savez_compressed(path, **out)
-                    print(path.name, flush=True)
+        for lang, seed, density in itertools.product(FAMILIES[family], SEEDS, DENSITIES):
+            path = SETS / f"{family}_{lang}_s{seed}_f{density}.npz"
+            if path.exists():
+                continue
+            ms = build(family, lang, seed, density)
+            us, _ = dedup(ms.src[1])
+            ue, _ = dedup(ms.en[1])
+            src_text, en_text = dict(zip(*ms.src)), dict(zip(*ms.en))
+            gold_of = {src_text[a]: en_text[b] for a, b in ms.gold}
+            pos = {t: i for i, t in enumerate(ue)}
+            out = {"gold": np.array([pos.get(gold_of.get(t), -1) for t in us])}
+            xr, yr = raw(us), raw(ue)
+            for space in ("raw", "proj"):
+                x, y = xr, yr
+                if space == "proj":
+                    x, y = proj.transform(xr, "meaning"), proj.transform(yr, "meaning")
+                x, y = l2_normalise(x), l2_normalise(y)
+                fs, fi = _knn(x, y, KNN)
+                bs, bi = _knn(y, x, KNN)
+                out |= {f"{space}_fs": fs, f"{space}_fi": fi, f"{space}_bs": bs, f"{space}_bi": bi,
+                        f"{space}_dx": _self_best(x), f"{space}_dy": _self_best(y)}
+            np.savez_compressed(path, **out)
+            print(path.name, flush=True)
 
 
 # ---------------------------------------------------------------- rules
@@ -156,9 +154,11 @@ class MiningCase:
         gold = d["gold"]
         self.correct = gold[self.mined.src_idx] == self.mined.tgt_idx
         self.n_gold = int((gold >= 0).sum())
-        mx, my = fs[:, :K].mean(1), bs[:, :K].mean(1)
-        self.fbest = margin_score(fs[:, :K], mx[:, None], my[fi[:, :K]], "ratio").max(1)
-        self.bbest = margin_score(bs[:, :K], my[:, None], mx[bi[:, :K]], "ratio").max(1)
+        self.mx, self.my = fs[:, :K].mean(1), bs[:, :K].mean(1)
+        # every candidate's ratio margin in each direction, and each sentence's best
+        self.fm = margin_score(fs[:, :K], self.mx[:, None], self.my[fi[:, :K]], "ratio")
+        self.bm = margin_score(bs[:, :K], self.my[:, None], self.mx[bi[:, :K]], "ratio")
+        self.fbest, self.bbest = self.fm.max(1), self.bm.max(1)
         self.null_x = gold < 0
         has = np.zeros(len(bs), bool)
         has[gold[gold >= 0]] = True
@@ -238,16 +238,9 @@ def null_counts(case: MiningCase, model: str, zscore_tail=None):
             return lambda t: zscore_tail((np.asarray(t) - q50) / (q75 - q25))
         sx, sy = standardised(case.fbest), standardised(case.bbest)
     elif model == "spacing":
-        from xmine.mining.margin import margin_score
-
-        d, sp = case.d, case.space
-        fs, fi, bs, bi = (d[f"{sp}_{n}"] for n in ("fs", "fi", "bs", "bi"))
-        mx, my = fs[:, :K].mean(1), bs[:, :K].mean(1)
-        fm = margin_score(fs[:, :K], mx[:, None], my[fi[:, :K]], "ratio")
-        bm = margin_score(bs[:, :K], my[:, None], mx[bi[:, :K]], "ratio")
-        cx = _spacing_tail(fs, my[fi[:, 0]], fm[:, 1:].max(1))
-        cy = _spacing_tail(bs, mx[bi[:, 0]], bm[:, 1:].max(1))
-        return cx, cy
+        fi, bi = case.d[f"{case.space}_fi"], case.d[f"{case.space}_bi"]
+        return (_spacing_tail(case.fs, case.my[fi[:, 0]], case.fm[:, 1:].max(1)),
+                _spacing_tail(case.bs, case.mx[bi[:, 0]], case.bm[:, 1:].max(1)))
     else:
         raise ValueError(model)
     return (lambda t: nx * sx(t)), (lambda t: ny * sy(t))

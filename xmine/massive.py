@@ -81,14 +81,6 @@ class Annotation:
         out.append(self.utt[pos:])
         return "".join(out)
 
-    def template_spans(self) -> list[tuple[int, int]]:
-        """Character spans of the template: the non-space text outside every slot value."""
-        spans, pos = [], 0
-        for start, end in [(s.start, s.end) for s in self.slots] + [(len(self.utt), len(self.utt))]:
-            spans += [(pos + m.start(), pos + m.end()) for m in re.finditer(r"\S+", self.utt[pos:start])]
-            pos = end
-        return spans
-
 
 def parse_annotation(annot_utt: str) -> Annotation:
     """Parse MASSIVE's `[slot_type : value]` markup; ValueError saying what is wrong.

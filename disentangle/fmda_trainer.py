@@ -37,7 +37,7 @@ from pathlib import Path
 from xmine.disentangle.fmda_batches import Stepper, batches
 from xmine.disentangle.fmda_eval import dev_loss, dev_retrieval, fit_langid
 from xmine.disentangle.train_checkpoint import CHECKPOINT, fresh_state, resume, run_signature, save
-from xmine.disentangle.trainer import check_finite, run_epochs, training_output
+from xmine.disentangle.trainer import check_finite, check_loop_settings, run_epochs, training_output
 from xmine.errors import ConfigError
 
 WORK = ".work"
@@ -81,23 +81,13 @@ class FmdaConfig:
     def check(self) -> None:
         if not self.partners:
             raise ConfigError("FMDA needs at least one locale to pair with en-US (--langs de-DE)")
-        for name in ("batch_size", "max_epochs", "patience"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.batch_size < 2:
-            raise ConfigError("batch size must be >= 2")
-        if self.layers < 1:
-            raise ConfigError(f"layers must be >= 1, got {self.layers}")
-        if self.contrastive not in ("clamped", "paper"):
-            raise ConfigError(f"contrastive must be 'clamped' or 'paper', got {self.contrastive!r}")
-        if self.select not in ("dev-retrieval", "dev-loss"):
-            raise ConfigError(f"select must be 'dev-retrieval' or 'dev-loss', got {self.select!r}")
-        if self.meaning_init not in ("default", "identity"):
-            raise ConfigError(f"meaning_init must be 'default' or 'identity', got {self.meaning_init!r}")
+        check_loop_settings(self)
+        for name, allowed in (("contrastive", ("clamped", "paper")), ("select", ("dev-retrieval", "dev-loss")),
+                              ("meaning_init", ("default", "identity"))):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{name} must be {allowed[0]!r} or {allowed[1]!r}, got {getattr(self, name)!r}")
         if self.meaning_init == "identity" and self.layers != 1:
             raise ConfigError("meaning_init 'identity' needs layers 1")
-        if self.lr <= 0:
-            raise ConfigError(f"learning rate must be > 0, got {self.lr}")
         for name in ("max_train", "max_dev"):
             v = getattr(self, name)
             if v is not None and v < 8:
@@ -146,7 +136,7 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
     gen = torch.Generator().manual_seed(config.seed)
     stepper = Stepper(model, data, locales, config.contrastive)
-    summary = {k: v for k, v in data.summary.items()}
+    summary = dict(data.summary)
     summary["ids_sha256"] = hashlib.sha256(",".join(data.ids_train + ["|"] + data.ids_dev).encode()).hexdigest()
     identity = {k: encoder_fp.get(k) for k in ("name", "dim", "id")}  # the id carries a non-fp32 precision
     signature = run_signature(config, identity, summary)

@@ -11,14 +11,13 @@ Directory layout:
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.fileio import atomic_path, atomic_write_json, read_manifest, write_manifest
+from xmine.fileio import atomic_path, atomic_write_json, read_manifest, sha256_file, write_manifest
 from xmine.errors import ArtefactError, ConfigError
 from xmine.records import ProjectionFingerprint
 
@@ -42,7 +41,7 @@ def save_projection(directory: str | Path, model, config: dict[str, Any]) -> Non
                           "not saved (lower --lr)")
     with atomic_path(directory / WEIGHTS) as tmp:
         save_file(state, str(tmp))
-    config = dict(config, spec=model.spec, weights_sha256=_sha256(directory / WEIGHTS))
+    config = dict(config, spec=model.spec, weights_sha256=sha256_file(directory / WEIGHTS))
     atomic_write_json(directory / CONFIG, config)
     write_manifest(directory, KIND, {"method": config["method"], "encoder": config["encoder"],
                                      "dim": model.dim, "languages": model.spec.get("languages", []),
@@ -57,10 +56,6 @@ def non_finite_weight(state: dict) -> str | None:
         if torch.is_tensor(value) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
             return name
     return None
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def build_model(spec: dict[str, Any]):
@@ -243,7 +238,7 @@ def load_projection(path: str | Path) -> Projection:
     weights = path / WEIGHTS
     if not weights.is_file():
         raise ArtefactError(f"{path}: projection has no {WEIGHTS}")
-    if _sha256(weights) != config.get("weights_sha256"):
+    if sha256_file(weights) != config.get("weights_sha256"):
         raise ArtefactError(f"{weights}: weights do not match config.json (corrupt or replaced)")
     model = build_model(config["spec"])
     state = load_file(str(weights))

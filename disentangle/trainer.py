@@ -64,15 +64,21 @@ class TrainConfig:
         from xmine.disentangle.methods import get_method
 
         get_method(self.method, base=self.base)
-        for name in ("layers", "batch_size", "max_epochs", "patience"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.batch_size < 2:
-            raise ConfigError("batch size must be >= 2 (negatives are drawn inside the batch)")
-        if self.lr <= 0:
-            raise ConfigError(f"learning rate must be > 0, got {self.lr}")
+        check_loop_settings(self)
         if self.max_pairs_per_lang is not None and self.max_pairs_per_lang < 4:
             raise ConfigError("max pairs per language must be >= 4")
+
+
+def check_loop_settings(config) -> None:
+    """ConfigError unless the settings every trainer has (layers, batch_size, lr, max_epochs,
+    patience) are in range."""
+    for name in ("layers", "batch_size", "max_epochs", "patience"):
+        if getattr(config, name) < 1:
+            raise ConfigError(f"{name} must be >= 1, got {getattr(config, name)}")
+    if config.batch_size < 2:
+        raise ConfigError("batch size must be >= 2 (negatives are drawn inside the batch)")
+    if config.lr <= 0:
+        raise ConfigError(f"learning rate must be > 0, got {config.lr}")
 
 
 @dataclass(kw_only=True)

@@ -96,7 +96,15 @@ class Projection:
 
         Those of the encoder it was trained on, at any precision (`xmine.encoders.check_projection_encoder`).
         """
-        check_encoder(self.config["encoder"], encoder_fingerprint, what=f"projection {self.path}")
+        from xmine.encoders import check_projection_encoder
+
+        check_projection_encoder(self.config["encoder"], encoder_fingerprint, what=f"projection {self.path}")
+
+    def _embeddings(self, emb: np.ndarray) -> np.ndarray:
+        emb = np.asarray(emb, dtype=np.float32)
+        if emb.ndim != 2 or emb.shape[1] != self.dim:
+            raise ArtefactError(f"projection {self.path} expects (n, {self.dim}) embeddings, got {emb.shape}")
+        return emb
 
     def _lang_ids(self, lang: str | Sequence[str] | None, n: int):
         import torch
@@ -139,9 +147,7 @@ class Projection:
                                 "sentence embeddings: it needs texts (Projection.embed_texts), not vectors")
         if part not in PARTS:
             raise ValueError(f"part must be one of {PARTS}, not {part!r}")
-        emb = np.asarray(emb, dtype=np.float32)
-        if emb.ndim != 2 or emb.shape[1] != self.dim:
-            raise ArtefactError(f"projection {self.path} expects (n, {self.dim}) embeddings, got {emb.shape}")
+        emb = self._embeddings(emb)
         out = np.empty_like(emb)
         lang_ids = self._lang_ids(lang, len(emb))
         with torch.no_grad():
@@ -192,9 +198,7 @@ class Projection:
         `xmine.disentangle.language_trust.identify` says "unknown" instead where that is unreliable.
         """
         if getattr(self.model, "architecture", None) == "centering":
-            emb = np.asarray(emb, dtype=np.float32)
-            if emb.ndim != 2 or emb.shape[1] != self.dim:
-                raise ArtefactError(f"projection {self.path} expects (n, {self.dim}) embeddings, got {emb.shape}")
+            emb = self._embeddings(emb)
             lang_part = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
         else:
             lang_part = self.transform(emb, "language")
@@ -202,7 +206,6 @@ class Projection:
         sims = lang_part @ cent.T
         best = sims.argmax(axis=1)
         return [self.languages[i] for i in best], sims[np.arange(len(best)), best]
-
 
     def trust_table(self) -> dict[str, dict[str, Any]]:
         """Which of its languages `identify` trusts, and why not (`language_trust.trust_table`)."""
@@ -216,13 +219,6 @@ class Projection:
         from xmine.disentangle.language_trust import identify
 
         return identify(self, emb)
-
-
-def check_encoder(expected: dict[str, Any], actual: dict[str, Any], *, what: str) -> None:
-    """Raise EncoderMismatchError unless a projection trained on `expected` takes `actual` (xmine.encoders' rule)."""
-    from xmine.encoders import check_projection_encoder
-
-    check_projection_encoder(expected, actual, what=what)
 
 
 def load_projection(path: str | Path) -> Projection:

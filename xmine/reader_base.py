@@ -4,7 +4,6 @@ reading the text and id fields of one record."""
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,14 +120,11 @@ class CorpusReader:
     def identity(self) -> dict[str, Any]:
         """What identifies the input (a store made from it records this; resume compares it)."""
         from xmine.fileio import sha256_file
+        from xmine.output_state import tree_record
 
-        if self.path.is_dir():
-            h, size = hashlib.sha256(), 0
-            for f in sorted(p for p in self.path.rglob("*") if p.is_file()):
-                rel = f.relative_to(self.path).as_posix()
-                h.update(f"{rel}\0{sha256_file(f)}\n".encode())
-                size += f.stat().st_size
-            digest = h.hexdigest()
+        if self.path.is_dir():  # over its files' names and sha256
+            tree = tree_record(self.path)
+            size, digest = tree["bytes"], tree["sha256"]
         else:
             size, digest = self.path.stat().st_size, sha256_file(self.path)
         return {"path": str(self.path.resolve()), "size": size, "sha256": digest, "format": self.format,
@@ -158,7 +154,6 @@ class CorpusReader:
             yield number, text
         if st.sentences == 0:
             raise InputError(self.path, f"no text in the {self.format} input ({st.lines} record(s), all empty)")
-
 
     def split_into_sentences(self, split: Callable[[str], list[str]], *, max_chars: int = DEFAULT_MAX_CHARS,
                         stats: CorpusStats | None = None, ids: list | None = None,

@@ -77,6 +77,18 @@ def pool_indices(utts: Sequence[str], locale: str, *, show_progress: bool) -> tu
     return pool, stats
 
 
+def _aligned_rows(folder: Path, partners: Sequence[str]) -> tuple[list[str], dict[str, list]]:
+    """(en-US and the partner locales, their rows), checked to be aligned with en-US by id and partition."""
+    from xmine.disentangle.fmda_data import read_massive
+
+    locales = [PIVOT] + [p for p in partners if p != PIVOT]
+    rows = {loc: read_massive(folder, loc) for loc in locales}
+    for loc in locales[1:]:
+        if [(r.id, r.partition) for r in rows[loc]] != [(r.id, r.partition) for r in rows[PIVOT]]:
+            raise InputError(folder / f"{loc}.jsonl", f"rows are not aligned with {PIVOT}.jsonl by id and partition")
+    return locales, rows
+
+
 def sample_positions(rows, *, max_train: int | None, max_dev: int | None, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """File positions of the seeded train and dev samples (the same for every locale: rows align)."""
     train_pos = np.asarray([i for i, r in enumerate(rows) if r.partition == "train"])
@@ -94,13 +106,11 @@ def write_sample_pairs(folder: str | Path, partners: Sequence[str], out_dir: str
     (it holds out its own validation share; pass --valid-fraction max_dev / (max_train + max_dev)).
     No test row is written. `out_dir` is claimed like every output (new or empty).
     """
-    from xmine.disentangle.fmda_data import read_massive
     from xmine.langs import normalize_lang
     from xmine.outputs import claim_output
 
     folder = Path(folder)
-    locales = [PIVOT] + [p for p in partners if p != PIVOT]
-    rows = {loc: read_massive(folder, loc) for loc in locales}
+    locales, rows = _aligned_rows(folder, partners)
     train_pos, dev_pos = sample_positions(rows[PIVOT], max_train=max_train, max_dev=max_dev, seed=seed)
     positions = np.concatenate([train_pos, dev_pos])
     counts = {}
@@ -110,8 +120,6 @@ def write_sample_pairs(folder: str | Path, partners: Sequence[str], out_dir: str
 
         with atomic_dir(out_dir) as tmp:
             for loc in locales:
-                if [r.id for r in rows[loc]] != [r.id for r in rows[PIVOT]]:
-                    raise InputError(folder / f"{loc}.jsonl", f"rows are not aligned with {PIVOT}.jsonl by id")
                 lines = [rows[loc][i].utt.replace("\n", " ") for i in positions]
                 assert all(rows[loc][i].partition != "test" for i in positions)
                 (tmp / f"fmda-sample.{normalize_lang(loc.split('-')[0])}").write_text(
@@ -125,18 +133,14 @@ def write_sample_pairs(folder: str | Path, partners: Sequence[str], out_dir: str
 def prepare(encoder, folder: str | Path, partners: Sequence[str], *, max_train: int | None, max_dev: int | None,
             seed: int, show_progress: bool = True, log=lambda m: None) -> FmdaData:
     """Read, sample, build pools, encode (cached). `partners`: the non-English locales (de-DE ...)."""
-    from xmine.disentangle.fmda_data import read_massive, template_and_residual_masks
+    from xmine.disentangle.fmda_data import template_and_residual_masks
     from xmine.encoders.tokens import build_token_store, share_sentence_vectors
 
     folder = Path(folder)
-    locales = [PIVOT] + [p for p in partners if p != PIVOT]
-    if len(locales) < 2:
+    if not [p for p in partners if p != PIVOT]:
         raise ConfigError("FMDA trains on language pairs with en-US: give at least one other locale (e.g. de-DE)")
-    rows = {loc: read_massive(folder, loc) for loc in locales}
+    locales, rows = _aligned_rows(folder, partners)
     base = rows[PIVOT]
-    for loc in locales[1:]:
-        if [r.id for r in rows[loc]] != [r.id for r in base] or [r.partition for r in rows[loc]] != [r.partition for r in base]:
-            raise InputError(folder / f"{loc}.jsonl", f"rows are not aligned with {PIVOT}.jsonl by id and partition")
     train_pos, dev_pos = sample_positions(base, max_train=max_train, max_dev=max_dev, seed=seed)
     n_tr, n_dev = len(train_pos), len(dev_pos)
     out: dict[str, LocaleData] = {}

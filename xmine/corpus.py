@@ -86,6 +86,18 @@ class CorpusStats:
     #: the encoder's token limit, when known
     max_tokens: int | None = None
 
+    def note_line(self, line_no: int, text: str, max_chars: int) -> bool:
+        """Count one line (or record) read: False for an empty one (skipped), True for a sentence."""
+        if not text.strip():
+            self.empty_lines += 1
+            return False
+        if len(text) > max_chars:
+            self.long_count += 1
+            if len(self.long_lines) < WARN_LIST:
+                self.long_lines.append(line_no)
+        self.sentences += 1
+        return True
+
     def token_cut_warning(self) -> str:
         more = (f" and {self.token_cut_count - len(self.token_cut_lines)} more"
                 if self.token_cut_count > len(self.token_cut_lines) else "")
@@ -220,15 +232,8 @@ def iter_corpus(
     path = Path(path)
     st = stats if stats is not None else CorpusStats(path=path)
     for line_no, text in iter_lines(path, stats=st):
-        if not text.strip():
-            st.empty_lines += 1
-            continue
-        if len(text) > max_chars:
-            st.long_count += 1
-            if len(st.long_lines) < WARN_LIST:
-                st.long_lines.append(line_no)
-        st.sentences += 1
-        yield line_no, text
+        if st.note_line(line_no, text, max_chars):
+            yield line_no, text
     if st.sentences == 0:
         raise InputError(path, f"no sentence in the file ({st.lines} line(s), all empty or whitespace)")
     if warn:

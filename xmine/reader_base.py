@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from xmine.corpus import DEFAULT_MAX_CHARS, WARN_LIST, CorpusStats
+from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats
 from xmine.errors import ConfigError, InputError
 
 FORMATS = ("text", "jsonl", "parquet", "hf")
@@ -138,17 +138,11 @@ class CorpusReader:
         st = stats if stats is not None else CorpusStats(path=self.path)
         for number, text, rid in self.records():
             st.lines = number
-            if not text.strip():
-                st.empty_lines += 1
+            if not st.note_line(number, text, max_chars):
                 continue
-            if _BREAKERS.search(text):
+            if _BREAKERS.search(text):  # one space for one character: the length counted stays
                 text = _BREAKERS.sub(" ", text)
                 st.replaced_count += 1
-            if len(text) > max_chars:
-                st.long_count += 1
-                if len(st.long_lines) < WARN_LIST:
-                    st.long_lines.append(number)
-            st.sentences += 1
             if ids is not None:
                 ids.append(rid)
             yield number, text

@@ -21,6 +21,7 @@ descriptions and results travel through Ray's object store.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from typing import Any, Callable, Iterable, Iterator
@@ -135,17 +136,10 @@ def run_tasks(refs: Iterable[Any], *, window: int | None = None) -> Iterator[Any
     if window is None:
         window = max(2, 2 * int(cluster_resources()["CPU"] or 1))
     it = iter(refs)
-    pending: list = []
-    exhausted = False
-    while True:
-        while not exhausted and len(pending) < window:
-            try:
-                pending.append(next(it))
-            except StopIteration:
-                exhausted = True
-        if not pending:
-            return
+    pending = list(itertools.islice(it, window))
+    while pending:
         ready, pending = ray.wait(pending, num_returns=1)
+        pending += itertools.islice(it, window - len(pending))
         yield get(ready[0])
 
 

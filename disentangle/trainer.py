@@ -155,7 +155,7 @@ def _language_parts(model, e, lang):
         return torch.nn.functional.normalize(model(e, lang)[1], dim=-1, eps=1e-12)
 
 
-def _fit_langid(model, data: _Data, n_langs: int) -> dict[str, Any]:
+def _fit_langid(model, data: _Data, languages: list[str]) -> dict[str, Any]:
     """Store language-part centroids (training rows) and measure langid on held-out rows."""
     import torch
 
@@ -163,7 +163,7 @@ def _fit_langid(model, data: _Data, n_langs: int) -> dict[str, Any]:
     parts = torch.cat([_language_parts(model, data.e_s[tr], data.lang_s[tr]),
                        _language_parts(model, data.e_t[tr], data.lang_t[tr])])
     labels = torch.cat([data.lang_s[tr], data.lang_t[tr]])
-    cent = torch.zeros(n_langs, parts.shape[1])
+    cent = torch.zeros(len(languages), parts.shape[1])
     cent.index_add_(0, labels, parts)
     cent = torch.nn.functional.normalize(cent, dim=-1, eps=1e-12)
     model.langid_centroids.copy_(cent)
@@ -172,13 +172,10 @@ def _fit_langid(model, data: _Data, n_langs: int) -> dict[str, Any]:
     vparts = torch.cat([_language_parts(model, data.e_s[va], None), _language_parts(model, data.e_t[va], None)])
     vlabels = torch.cat([data.lang_s[va], data.lang_t[va]])
     pred = (vparts @ cent.T).argmax(dim=1)
-    per_lang = {}
-    for i in range(n_langs):
-        mask = vlabels == i
-        if mask.any():
-            per_lang[i] = float((pred[mask] == i).float().mean())
-    return {"accuracy": float((pred == vlabels).float().mean()), "per_language_index": per_lang,
-            "sentences": int(len(vlabels))}
+    per_lang = {lang: float((pred[vlabels == i] == i).float().mean())
+                for i, lang in enumerate(languages) if (vlabels == i).any()}
+    return {"accuracy": float((pred == vlabels).float().mean()), "sentences": int(len(vlabels)),
+            "per_language": per_lang}
 
 
 def check_finite(loss, state: dict, lr: float) -> None:
@@ -374,8 +371,7 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
                    checkpoint=lambda: save(ckpt_path, signature, model=model, optimizers=optimizers, gen=gen,
                                            state=state))
 
-    langid = _fit_langid(model, data, len(sample.languages))
-    langid["per_language"] = {sample.languages[i]: a for i, a in langid.pop("per_language_index").items()}
+    langid = _fit_langid(model, data, sample.languages)
     log(f"held-out language identification accuracy: {langid['accuracy']:.4f}")
     hyper = dataclasses.asdict(config)
     cfg = {

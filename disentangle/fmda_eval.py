@@ -19,23 +19,15 @@ def _part(stepper, loc: str, rows, part: str):
 
 
 def dev_loss(stepper, data, config, trained: set[str]) -> tuple[float, dict[str, float]]:
-    import torch
-
     from xmine.disentangle.methods import fmda_terms
+    from xmine.disentangle.trainer import mean_terms
 
-    gen = torch.Generator().manual_seed(config.seed + 1)
-    totals: dict[str, float] = {}
-    n = 0
-    stepper.model.eval()
-    with torch.no_grad():
-        for partner, rows in batches(data.dev_rows, config.partners, config.batch_size, gen, shuffle=False):
-            terms, _ = fmda_terms(stepper.batch(partner, rows, gen))
-            for k, v in terms.items():
-                if k in trained:
-                    totals[k] = totals.get(k, 0.0) + float(v) * len(rows)
-            n += len(rows)
-    stepper.model.train()
-    means = {k: v / max(n, 1) for k, v in totals.items()}
+    def terms(unit, gen):
+        values, _ = fmda_terms(stepper.batch(*unit, gen))
+        return {k: v for k, v in values.items() if k in trained}, len(unit[1])
+
+    means, _ = mean_terms(stepper.model, config.seed + 1,
+                          batches(data.dev_rows, config.partners, config.batch_size, None, shuffle=False), terms)
     return sum(means.values()), means
 
 

@@ -129,23 +129,31 @@ def _make_batch(model, data: _Data, rows: np.ndarray, gen):
 
 def validation_loss(model, method, data: _Data, config: TrainConfig) -> tuple[float, dict[str, float]]:
     """Mean validation loss (without L_A) and its terms; fixed batches and partners (seeded)."""
+    means, n = mean_terms(model, config.seed + 1, _batches(data.valid_idx, data.group, config.batch_size, None,
+                                                           shuffle=False),
+                          lambda rows, gen: (method.terms(_make_batch(model, data, rows, gen)), len(rows)))
+    if n == 0:
+        raise ConfigError("no validation batch (too few pairs per language pair; need >= 20)")
+    return sum(v for k, v in means.items() if k != "L_A"), means
+
+
+def mean_terms(model, seed: int, batches, terms) -> tuple[dict[str, float], int]:
+    """The loss terms' means over the rows of `batches` (no gradients, the model in eval mode) and
+    the rows seen; `terms(batch, gen)` gives one batch's terms and rows, `gen` seeded with `seed`."""
     import torch
 
-    gen = torch.Generator().manual_seed(config.seed + 1)
+    gen = torch.Generator().manual_seed(seed)
     totals: dict[str, float] = {}
     n = 0
     model.eval()
     with torch.no_grad():
-        for rows in _batches(data.valid_idx, data.group, config.batch_size, gen, shuffle=False):
-            terms = method.terms(_make_batch(model, data, rows, gen))
-            for name, value in terms.items():
-                totals[name] = totals.get(name, 0.0) + float(value) * len(rows)
-            n += len(rows)
+        for batch in batches:
+            values, rows = terms(batch, gen)
+            for name, value in values.items():
+                totals[name] = totals.get(name, 0.0) + float(value) * rows
+            n += rows
     model.train()
-    if n == 0:
-        raise ConfigError("no validation batch (too few pairs per language pair; need >= 20)")
-    means = {k: v / n for k, v in totals.items()}
-    return sum(v for k, v in means.items() if k != "L_A"), means
+    return {k: v / max(n, 1) for k, v in totals.items()}, n
 
 
 def _language_parts(model, e, lang):

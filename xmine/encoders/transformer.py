@@ -135,20 +135,25 @@ class TokenBatchedEncoder(Encoder):
             bar.update(len(batch))
         return out
 
+    def _pass(self, input_ids: np.ndarray, mask: np.ndarray):
+        """(last hidden states, their pooling) of one padded pass, as float32 tensors, whatever
+        precision the model ran at (pooling and normalisation happen in float32)."""
+        import torch
+
+        m = torch.from_numpy(mask).to(self.device)
+        hidden = self.model(input_ids=torch.from_numpy(input_ids).to(self.device),
+                            attention_mask=m).last_hidden_state.float()
+        if self.pooling == "cls":
+            return hidden, hidden[:, 0]
+        mf = m.unsqueeze(-1).to(hidden.dtype)
+        return hidden, (hidden * mf).sum(1) / mf.sum(1).clamp(min=1e-9)
+
     def _forward(self, input_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """L2-normalised pooled vectors (float32 numpy) of one padded pass."""
         import torch
 
         with torch.inference_mode():
-            input_ids, mask = torch.from_numpy(input_ids).to(self.device), torch.from_numpy(mask).to(self.device)
-            # Pooling and normalisation in float32, whatever precision the model ran at.
-            hidden = self.model(input_ids=input_ids, attention_mask=mask).last_hidden_state.float()
-            if self.pooling == "cls":
-                pooled = hidden[:, 0]
-            else:
-                m = mask.unsqueeze(-1).to(hidden.dtype)
-                pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
-            pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
+            pooled = torch.nn.functional.normalize(self._pass(input_ids, mask)[1], p=2, dim=1)
             return pooled.cpu().numpy().astype(np.float32, copy=False)
 
     def token_states(self, input_ids: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -156,14 +161,7 @@ class TokenBatchedEncoder(Encoder):
         import torch
 
         with torch.inference_mode():
-            m = torch.from_numpy(mask).to(self.device)
-            hidden = self.model(input_ids=torch.from_numpy(input_ids).to(self.device),
-                                attention_mask=m).last_hidden_state.float()
-            if self.pooling == "cls":
-                pool = hidden[:, 0]
-            else:
-                mf = m.unsqueeze(-1).to(hidden.dtype)
-                pool = (hidden * mf).sum(1) / mf.sum(1).clamp(min=1e-9)
+            hidden, pool = self._pass(input_ids, mask)
             return hidden.to(torch.float16).cpu().numpy(), pool.cpu().numpy()
 
 
@@ -202,7 +200,6 @@ class SentenceTransformerEncoder(Encoder):
             emb = self.model.encode([self.prefix + s for s in sentences], batch_size=batch_size,
                                     show_progress_bar=show_progress, convert_to_tensor=True)
         emb = emb.float().cpu().numpy()
-        emb = np.asarray(emb, dtype=np.float32)
         # The pipeline may lack a Normalize module; the contract says unit rows.
         emb /= np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
         return emb

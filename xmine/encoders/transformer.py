@@ -74,25 +74,23 @@ class TokenBatchedEncoder(Encoder):
     def __init__(self, *, name: str, model, tokenizer, pooling: str, prefix: str, identity: str,
                  device: str, batching: BatchingConfig = BatchingConfig(), precision: str = "fp32"):
         """`model` must hold float32 weights; `precision` (concrete, not "auto") casts it in place."""
-        if pooling not in ("mean", "cls"):
-            raise EncoderError(f"{name}: pooling {pooling!r} is not supported by the fast path")
+        self._settings(name=name, tokenizer=tokenizer, pooling=pooling, prefix=prefix, identity=identity,
+                       device=device, batching=batching, precision=precision, runtime="torch",
+                       dim=model.config.hidden_size)
         if precision not in ("fp32", *_TORCH_DTYPES):
             raise EncoderError(f"{name}: precision {precision!r} is not one the fast path runs (fp32, bf16, fp16)")
-        self.name = name
-        self.precision = precision
-        self.runtime = "torch"
-        if precision != "fp32":
-            model = model.to(torch_dtype(precision))
-        self.model = model.eval()
-        self.tokenizer = tokenizer
-        self.pooling = pooling
-        self.prefix = prefix
-        self.device = device
-        self.batching = batching
-        self.dim = int(model.config.hidden_size)
+        self.model = (model if precision == "fp32" else model.to(torch_dtype(precision))).eval()
+
+    def _settings(self, *, name: str, tokenizer, pooling: str, prefix: str, identity: str, device: str,
+                  batching: BatchingConfig, precision: str, runtime: str, dim: int) -> None:
+        """What every runtime of the fast path keeps (`OpenVINOEncoder` too)."""
+        if pooling not in ("mean", "cls"):
+            raise EncoderError(f"{name}: pooling {pooling!r} is not supported by the fast path")
+        self.name, self.tokenizer, self.pooling, self.prefix = name, tokenizer, pooling, prefix
         self._identity = identity
+        self.device, self.batching, self.precision, self.runtime = device, batching, precision, runtime
+        self.dim, self.max_tokens = int(dim), int(batching.max_length)
         self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        self.max_tokens = int(batching.max_length)
 
     def fingerprint(self) -> dict[str, Any]:
         return token_batched_fingerprint(name=self.name, dim=self.dim, identity=self._identity, pooling=self.pooling,

@@ -120,20 +120,15 @@ class EmbeddingStore:
             self._line_numbers = np.load(self.directory / LINE_NUMBERS, mmap_mode="r")
         return self._line_numbers
 
-    def iter_sentences(self) -> Iterator[str]:
-        """The text of every row, in order, streamed."""
+    def sentences(self) -> list[str]:
+        """The text of every row, in order."""
         self._content.check(SENTENCES)
         path = self.directory / SENTENCES
         with open(path, encoding="utf-8", newline="\n") as f:
             try:
-                for line in f:
-                    yield line[:-1] if line.endswith("\n") else line
+                out = [line[:-1] if line.endswith("\n") else line for line in f]
             except UnicodeDecodeError as e:
                 raise ArtefactError(f"{path}: not UTF-8 ({e.reason}); the store is damaged, rebuild it") from None
-
-    def sentences(self) -> list[str]:
-        """The text of every row, in order."""
-        out = list(self.iter_sentences())
         if len(out) != len(self):
             raise ArtefactError(f"{self.directory / SENTENCES}: {len(out)} lines, expected {len(self)}")
         return out

@@ -120,9 +120,8 @@ class Claim:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
             raise
-        old = self._staged.pop(target, None)
-        if old is not None:
-            old.unlink(missing_ok=True)
+        if (old := self._staged.pop(target, None)) is not None:  # written twice: the later file wins
+            _remove(old)
         self._staged[target] = tmp
 
     def discard_staged(self) -> None:
@@ -144,8 +143,7 @@ class Claim:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        old = self._staged.pop(self.path, None)
-        if old is not None:
+        if (old := self._staged.pop(self.path, None)) is not None:
             _remove(old)
         self._staged[self.path] = tmp
 
@@ -240,10 +238,7 @@ def _check_not_inside_an_artefact(path: Path) -> None:
 
 def _make_parents(path: Path) -> list[Path]:
     """Create missing parent directories; return those created (deepest last)."""
-    made = []
-    for parent in reversed(path.parents):
-        if not parent.exists():
-            made.append(parent)
+    made = [parent for parent in reversed(path.parents) if not parent.exists()]
     path.parent.mkdir(parents=True, exist_ok=True)
     return made
 

@@ -227,40 +227,36 @@ def embed_corpus(
                       inputs=[input_path, getattr(job.projection, "path", None)]), \
             lock_store_dir(out_dir):
         info = BuildInfo()
-        target = out_dir  # where the finished store ends up; out_dir is where it is built
-        store, out_dir = _finished_or_build_dir(out_dir, job.identity, overwrite)
-        if store is not None:
-            info.already_done = True
-            info.seconds = time.perf_counter() - t0
-            store.build_info = info
-            return store
-        progress = resume(out_dir, job.identity, overwrite, ray)
-        info.resumed_rows = sum(s.rows for s in progress.shards)
-        if info.resumed_rows:
-            log.info(f"{out_dir}: resuming after {len(progress.shards)} finished shard(s), "
-                     f"{info.resumed_rows} sentences")
-        progress.save()
-        stats = CorpusStats(path=input_path)
-        try:
-            _encode_shards(job, out_dir, progress, info, stats, shard_rows=shard_rows, show_progress=show_progress,
-                           on_shard_done=on_shard_done)
-        except BaseException:
-            if not progress.shards and not progress.more:  # nothing finished: no progress file to mistake for a store
-                with contextlib.suppress(FileNotFoundError):
-                    progress.path.unlink()
-                if out_dir != target and {e.name for e in out_dir.iterdir()} <= {MARKER, LOCK}:
-                    shutil.rmtree(out_dir, ignore_errors=True)
-            raise
-        for message in stats.warnings(max_chars):  # after the bar, so the lines do not mix
-            log.warning(message)
-        finalise(out_dir, job.identity, progress.shards, _input_stats(stats, job), params={
-            "input": str(input_path), "lang": lang, "part": job.identity["part"], "dtype": dtype,
-            "shard_rows": shard_rows, "batch_size": batch_size, "max_chars": max_chars, "ray": ray,
-        })
-        if out_dir != target:
-            swap_in_dir(out_dir, target)
-            out_dir = target
-        store = EmbeddingStore.open(out_dir)
+        store, build_dir = _finished_or_build_dir(out_dir, job.identity, overwrite)  # (a rebuild: beside it)
+        info.already_done = store is not None
+        if store is None:
+            progress = resume(build_dir, job.identity, overwrite, ray)
+            info.resumed_rows = sum(s.rows for s in progress.shards)
+            if info.resumed_rows:
+                log.info(f"{build_dir}: resuming after {len(progress.shards)} finished shard(s), "
+                         f"{info.resumed_rows} sentences")
+            progress.save()
+            stats = CorpusStats(path=input_path)
+            try:
+                _encode_shards(job, build_dir, progress, info, stats, shard_rows=shard_rows,
+                               show_progress=show_progress, on_shard_done=on_shard_done)
+            except BaseException:
+                # Nothing finished: no progress file to mistake for a store.
+                if not progress.shards and not progress.more:
+                    with contextlib.suppress(FileNotFoundError):
+                        progress.path.unlink()
+                    if build_dir != out_dir and {e.name for e in build_dir.iterdir()} <= {MARKER, LOCK}:
+                        shutil.rmtree(build_dir, ignore_errors=True)
+                raise
+            for message in stats.warnings(max_chars):  # after the bar, so the lines do not mix
+                log.warning(message)
+            finalise(build_dir, job.identity, progress.shards, _input_stats(stats, job), params={
+                "input": str(input_path), "lang": lang, "part": job.identity["part"], "dtype": dtype,
+                "shard_rows": shard_rows, "batch_size": batch_size, "max_chars": max_chars, "ray": ray,
+            })
+            if build_dir != out_dir:
+                swap_in_dir(build_dir, out_dir)
+            store = EmbeddingStore.open(out_dir)
         info.seconds = time.perf_counter() - t0
         store.build_info = info
         return store

@@ -245,12 +245,8 @@ def read_corpus(path: str | Path, *, max_chars: int = DEFAULT_MAX_CHARS) -> Corp
     """Read a whole corpus into memory (see `iter_corpus` for the policy and errors)."""
     path = Path(path)
     stats = CorpusStats(path=path)
-    sentences: list[str] = []
-    numbers: list[int] = []
-    for line_no, text in iter_corpus(path, max_chars=max_chars, stats=stats):
-        numbers.append(line_no)
-        sentences.append(text)
-    return Corpus(path=path, sentences=sentences, line_numbers=np.asarray(numbers, dtype=np.int64), stats=stats)
+    numbers, sentences = zip(*iter_corpus(path, max_chars=max_chars, stats=stats))  # (never empty: it raises)
+    return Corpus(path=path, sentences=list(sentences), line_numbers=np.asarray(numbers, dtype=np.int64), stats=stats)
 
 
 def truncate_for_encoding(sentences: Sequence[str], max_chars: int = DEFAULT_MAX_CHARS) -> list[str]:

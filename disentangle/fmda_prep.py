@@ -164,14 +164,11 @@ def prepare(encoder, folder: str | Path, partners: Sequence[str], *, max_train: 
                                                  where=f"{folder / (loc + '.jsonl')}:{r[positions[k]].line}: ")
                      for k in ann_rows]
             ann_utts = [utts[k] for k in ann_rows]
-            tp_store = build_token_store(encoder, ann_utts, mask_spans=[m[0] for m in masks], keep_tokens=False,
-                                         show_progress=show_progress, desc=f"template targets {loc}")
-            rs_store = build_token_store(encoder, ann_utts, mask_spans=[m[1] for m in masks], keep_tokens=False,
-                                         show_progress=show_progress, desc=f"residual targets {loc}")
-            tp_t = np.zeros((len(utts), encoder.dim), np.float32)
-            rs_t = np.zeros((len(utts), encoder.dim), np.float32)
-            tp_t[ann_rows] = tp_store.pooled
-            rs_t[ann_rows] = rs_store.pooled
+            tp_t, rs_t = np.zeros((2, len(utts), encoder.dim), np.float32)
+            for k, (target, what) in enumerate(((tp_t, "template"), (rs_t, "residual"))):
+                target[ann_rows] = build_token_store(encoder, ann_utts, mask_spans=[m[k] for m in masks],
+                                                     keep_tokens=False, show_progress=show_progress,
+                                                     desc=f"{what} targets {loc}").pooled
         out[loc] = LocaleData(locale=loc, utts=utts, store=store, template_target=tp_t, residual_target=rs_t,
                               annotated=annotated, pool_rows=np.arange(n_tr + n_dev, len(utts)), pool_stats=pool_stats)
         summary["locales"][loc] = {"file": str(folder / f"{loc}.jsonl"), "pool": pool_stats,

@@ -98,13 +98,6 @@ class CorpusStats:
         self.sentences += 1
         return True
 
-    def token_cut_warning(self) -> str:
-        more = (f" and {self.token_cut_count - len(self.token_cut_lines)} more"
-                if self.token_cut_count > len(self.token_cut_lines) else "")
-        return (f"{self.path}: {self.token_cut_count} line(s) longer than the encoder's {self.max_tokens} tokens "
-                f"are cut there: their end is not encoded, so lines that differ only after it get the same "
-                f"vector (lines {', '.join(map(str, self.token_cut_lines))}{more})")
-
     def note_token_cuts(self, line_numbers: Sequence[int], max_tokens: int | None) -> None:
         """Record lines (by file line number) that the encoder cuts at `max_tokens` tokens."""
         self.max_tokens = max_tokens
@@ -114,22 +107,22 @@ class CorpusStats:
 
     def warnings(self, max_chars: int) -> list[str]:
         """The warnings this read deserves, as human-readable sentences."""
+        def lines(shown: list[int], count: int) -> str:
+            return ", ".join(map(str, shown)) + (f" and {count - len(shown)} more" if count > len(shown) else "")
+
         out = []
         if self.empty_lines:
             out.append(f"{self.path}: {self.empty_lines} empty line(s) skipped (line numbers are kept)")
         if self.long_count:
-            more = f" and {self.long_count - len(self.long_lines)} more" if self.long_count > len(self.long_lines) else ""
-            out.append(
-                f"{self.path}: {self.long_count} line(s) longer than {max_chars} characters are cut "
-                f"to that length for encoding (lines {', '.join(map(str, self.long_lines))}{more})"
-            )
+            out.append(f"{self.path}: {self.long_count} line(s) longer than {max_chars} characters are cut "
+                       f"to that length for encoding (lines {lines(self.long_lines, self.long_count)})")
         if self.token_cut_count:
-            out.append(self.token_cut_warning())
+            out.append(f"{self.path}: {self.token_cut_count} line(s) longer than the encoder's {self.max_tokens} "
+                       "tokens are cut there: their end is not encoded, so lines that differ only after it get the "
+                       f"same vector (lines {lines(self.token_cut_lines, self.token_cut_count)})")
         if self.replaced_count:
-            out.append(
-                f"{self.path}: tabs or line-break characters inside {self.replaced_count} line(s) "
-                "replaced by spaces"
-            )
+            out.append(f"{self.path}: tabs or line-break characters inside {self.replaced_count} line(s) "
+                       "replaced by spaces")
         return out
 
 

@@ -299,12 +299,10 @@ def train_rows(folder: str | Path, src: str, tgt: str = PIVOT) -> tuple[list[str
     an evaluation row would make every MASSIVE number after it wrong without a sign.
     """
     ids, utts = aligned(folder, [src, tgt], "train")
-    leaked = sorted(set(ids) & eval_ids(folder, [src, tgt]), key=_id_order)
+    leaked = sorted(set(ids) & eval_ids(folder, [src, tgt]),
+                    key=lambda k: (not k.isdigit(), int(k) if k.isdigit() else 0, k))  # numeric ids in order
     if leaked:
         raise InputError(Path(folder) / f"{src}.jsonl", f"{len(leaked)} train id(s) are dev/test ids too "
                                                          f"(first: {leaked[0]!r}); refusing to train on them")
     return ids, utts[src], utts[tgt]
 
-
-def _id_order(key: str) -> tuple[bool, int, str]:
-    return (not key.isdigit(), int(key) if key.isdigit() else 0, key)

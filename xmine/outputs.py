@@ -236,13 +236,6 @@ def _check_not_inside_an_artefact(path: Path) -> None:
             raise OutputError(f"{path}: cannot be created: {parent} is not a directory (choose another output)")
 
 
-def _make_parents(path: Path) -> list[Path]:
-    """Create missing parent directories; return those created (deepest last)."""
-    made = [parent for parent in reversed(path.parents) if not parent.exists()]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return made
-
-
 @contextlib.contextmanager
 def claim_output(
     path: str | Path,
@@ -278,7 +271,8 @@ def claim_output(
     claimed = [path] + ([sidecar_of(path)] if form == "tsv" else []) + [Path(str(path) + s) for s in companions]
     check_not_input(claimed, inputs)
     _check_not_inside_an_artefact(path)
-    made = _make_parents(path)
+    made = [parent for parent in reversed(path.parents) if not parent.exists()]  # created here, deepest last
+    path.parent.mkdir(parents=True, exist_ok=True)
     ok = created_dir = False
     claim = None
     try:

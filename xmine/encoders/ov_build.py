@@ -91,12 +91,6 @@ def build_key(*, weights_id: str, precision: str) -> str:
     return source_key(model_source(weights_id=weights_id, precision=precision))
 
 
-def model_folder(stem: str, source: dict[str, Any]) -> Path:
-    from xmine.encoders.e5_q4 import models_dir
-
-    return models_dir() / f"{stem}-openvino-{source['precision']}-{source_key(source)}"
-
-
 def problem_with(folder: Path, source: dict[str, Any]) -> str | None:
     """Why the cached model in `folder` cannot be used (None: it can): absent, stale or broken."""
     try:
@@ -148,20 +142,6 @@ def convert(torch_encoder) -> Any:
                                 input=[("input_ids", [-1, -1], ov.Type.i64), ("attention_mask", [-1, -1], ov.Type.i64)])
 
 
-def probe_reference(reference) -> np.ndarray:
-    """`reference`'s (torch fp32) embeddings of the probe sentences."""
-    from xmine.encoders.probe import PROBE_SENTENCES
-
-    return reference.encode(list(PROBE_SENTENCES))
-
-
-def probe_min_cosine(encoder, expected: np.ndarray) -> float:
-    """Least cosine between `encoder`'s embeddings of the probe sentences and `expected` (`probe_reference`)."""
-    from xmine.encoders.probe import PROBE_SENTENCES
-
-    return float(np.min(np.sum(encoder.encode(list(PROBE_SENTENCES)) * expected, axis=1)))
-
-
 def ensure_openvino_model(*, stem: str, weights_id: str, precision: str, torch_fp32: Callable[[], Any],
                           make_encoder: Callable[[Path], Any]) -> tuple[Any, dict[str, Any]]:
     """The OpenVINO encoder of the cached converted model and its manifest; the model is built (and
@@ -173,10 +153,10 @@ def ensure_openvino_model(*, stem: str, weights_id: str, precision: str, torch_f
     back as the encoder its probe check compiled, its `model_xml` pointed at the final folder (the
     files were only renamed).
     """
-    from xmine.encoders.e5_q4 import build_cached_model
+    from xmine.encoders.e5_q4 import build_cached_model, models_dir
 
     source = model_source(weights_id=weights_id, precision=precision)
-    target = model_folder(stem, source)
+    target = models_dir() / f"{stem}-openvino-{source['precision']}-{source_key(source)}"
     make = functools.partial(make_encoder, build=source_key(source))
 
     def ready() -> bool:
@@ -218,7 +198,7 @@ def _build(folder: Path, *, source, precision, torch_fp32, make_encoder) -> Any:
     reference = torch_fp32()
     name = reference.name
     step("load_torch_fp32")
-    expected = probe_reference(reference)
+    expected = reference.encode(list(PROBE_SENTENCES))
     step("probe_torch_fp32")
     model = convert(reference)
     step("convert")
@@ -236,7 +216,7 @@ def _build(folder: Path, *, source, precision, torch_fp32, make_encoder) -> Any:
     del model, reference
     encoder = make_encoder(folder)
     step("compile")
-    min_cos = probe_min_cosine(encoder, expected)
+    min_cos = float(np.min(np.sum(encoder.encode(list(PROBE_SENTENCES)) * expected, axis=1)))  # least cosine
     step("probe_openvino")
     if not min_cos >= MIN_COSINE[precision]:
         raise EncoderError(f"{name}: the OpenVINO {precision} model agrees with torch fp32 only to cosine "

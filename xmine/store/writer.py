@@ -86,10 +86,6 @@ class _Job:
     #: where the shards' units run: LOCAL streams the corpus here; a cluster encodes shard ranges
     executor: Executor = LOCAL
 
-    @property
-    def encode_lang(self) -> str | None:
-        return None if self.lang == UNDETERMINED else self.lang
-
 
 def _check_request(input_path: Path, *, encoder: Any, lang: str, projection: Any, part: str, dtype: str,
                    shard_rows: int, batch_size: int, max_chars: int, ray: str | None, input_format: Any) -> _Job:
@@ -319,7 +315,7 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
         progress.save()
 
     settings = dict(out_dir=str(out_dir), part=job.part, dtype=job.dtype, batch_size=job.batch_size,
-                    max_chars=job.max_chars, lang=job.encode_lang)
+                    max_chars=job.max_chars, lang=None if job.lang == UNDETERMINED else job.lang)
     if executor.distributed:  # each actor loads the driver's encoder by name (checked by fingerprint)
         actors, use_gpu = executor.model_actors(ACTOR_THREADS)
         make, make_kwargs = ShardWriter.on_worker, dict(

@@ -55,19 +55,14 @@ class FmdaData:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-def _pool_cache(utts: Sequence[str], locale: str) -> Path:
-    from xmine.paths import xmine_home
-
-    h = hashlib.sha256(("\x00".join(utts) + "|" + locale + "|v1").encode("utf-8")).hexdigest()[:24]
-    return xmine_home() / "fmda-pools" / f"{locale}-{h}.json"
-
-
 def pool_indices(utts: Sequence[str], locale: str, *, show_progress: bool) -> tuple[np.ndarray, dict]:
     """Negative pool of `utts` (indices), cached on disk."""
     from xmine.fileio import atomic_write_json
     from xmine.disentangle.fmda_data import negative_pool
+    from xmine.paths import xmine_home
 
-    path = _pool_cache(utts, locale)
+    h = hashlib.sha256(("\x00".join(utts) + "|" + locale + "|v1").encode("utf-8")).hexdigest()[:24]
+    path = xmine_home() / "fmda-pools" / f"{locale}-{h}.json"
     if path.is_file():
         blob = json.loads(path.read_text(encoding="utf-8"))
         return np.asarray(blob["pool"], dtype=np.int64), blob["stats"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 
 _LAZY = {
-    "load_projection": "projection", "Projection": "projection", "check_encoder": "projection",
+    "load_projection": "projection", "Projection": "projection",
     "train": "trainer", "TrainConfig": "trainer",
     "METHOD_NAMES": "methods", "METHODS": "methods", "get_method": "methods", "register_method": "methods",
     "Method": "methods",

@@ -119,20 +119,34 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
           --langs deu,fra,rus,cmn,eng --max-pairs-per-lang 2000 -o proj-seed/
       xmine train --method dream --pairs ../shared/data/massive --langs deu,eng -o proj-massive-de/
     """
-    from xmine.disentangle.trainer import TrainConfig, train
     from xmine.encoders import load_encoder
 
     if method == "fmda":
-        return _train_fmda(pairs, out_dir, encoder, langs, max_pairs_per_lang, max_valid_pairs, batch_size, lr,
-                           max_epochs, patience, layers, fmda_contrastive, fmda_select, fmda_meaning_init, seed,
-                           restart, overwrite, threads, precision, quiet)
-    if (fmda_contrastive, fmda_select, fmda_meaning_init) != ("clamped", "dev-retrieval", "default"):
-        raise click.UsageError("--fmda-contrastive, --fmda-select and --fmda-meaning-init apply to --method fmda only")
-    if max_valid_pairs is not None:
-        raise click.UsageError("--max-valid-pairs applies to --method fmda only (other methods hold out --valid-fraction)")
-    config = TrainConfig(method=method, base=base, layers=layers, batch_size=batch_size, lr=lr,
-                         max_epochs=max_epochs, patience=patience, valid_fraction=valid_fraction,
-                         max_pairs_per_lang=max_pairs_per_lang, langs=_split_langs(langs), seed=seed)
+        from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
+        from xmine.massive import locate
+
+        if len(pairs) != 1:
+            raise click.UsageError("--method fmda takes one --pairs: the MASSIVE folder")
+        partners = _split_langs(langs)
+        if not partners:
+            raise click.UsageError("--method fmda needs --langs: the MASSIVE locales to pair with en-US (e.g. de-DE)")
+        data, run, ray_address = locate(pairs[0]), train_fmda, None  # FMDA embeds tokens here
+        config = FmdaConfig(partners=partners, batch_size=batch_size, lr=lr, max_epochs=max_epochs, patience=patience,
+                            max_train=max_pairs_per_lang, max_dev=max_valid_pairs, layers=layers,
+                            contrastive=fmda_contrastive, select=fmda_select, meaning_init=fmda_meaning_init, seed=seed)
+    else:
+        from xmine.disentangle.trainer import TrainConfig, train
+
+        if (fmda_contrastive, fmda_select, fmda_meaning_init) != ("clamped", "dev-retrieval", "default"):
+            raise click.UsageError("--fmda-contrastive, --fmda-select and --fmda-meaning-init apply to "
+                                   "--method fmda only")
+        if max_valid_pairs is not None:
+            raise click.UsageError("--max-valid-pairs applies to --method fmda only (other methods hold out "
+                                   "--valid-fraction)")
+        data, run = list(pairs), train
+        config = TrainConfig(method=method, base=base, layers=layers, batch_size=batch_size, lr=lr,
+                             max_epochs=max_epochs, patience=patience, valid_fraction=valid_fraction,
+                             max_pairs_per_lang=max_pairs_per_lang, langs=_split_langs(langs), seed=seed)
     config.check()
     enc = load_encoder(encoder, precision=precision, lazy=ray_address is not None)  # Ray actors load it
     if ray_address is not None:
@@ -141,45 +155,22 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
 
         connect(ray_address)
         enc = RayPoolEncoder(enc)
-    projection = train(list(pairs), out_dir, encoder=enc, config=config, restart=restart, show_progress=not quiet,
-                       threads=threads, overwrite=overwrite)
-    cfg = projection.config
+    cfg = run(data, out_dir, encoder=enc, config=config, restart=restart, show_progress=not quiet, threads=threads,
+              overwrite=overwrite).config
+    if method == "fmda":
+        rows = ", ".join(f"{k} {v}" for k, v in sorted(cfg["term_rows_per_epoch"].items()))
+        click.echo(f"wrote {out_dir}: method fmda, pairs {','.join(cfg['language_pairs'])}, kept epoch "
+                   f"{cfg['best_epoch']} (best {cfg['selected_on']}): dev loss {cfg['best_valid_loss']:.4f} (untrained "
+                   f"{cfg['initial_valid_loss']:.4f}), dev retrieval {cfg['best_dev_retrieval']:.4f} (untrained "
+                   f"{cfg['initial_dev_retrieval']:.4f}); rows per term and epoch: {rows}; left out (no annotation): "
+                   f"{', '.join(cfg['left_out_terms']) or 'none'}", err=True)
+        return
     best = cfg.get("best_valid_loss")
     click.echo(f"wrote {out_dir}: method {cfg['method']}{' on ' + cfg['base'] if cfg.get('base') else ''}, "
                f"languages {','.join(cfg['languages'])}"
                + (f", best valid loss {best:.4f} at epoch {cfg['best_epoch']} (untrained {cfg['initial_valid_loss']:.4f})"
                   if best is not None else "")
                + f", held-out langid accuracy {cfg['langid']['accuracy']:.4f}", err=True)
-
-
-def _train_fmda(pairs, out_dir, encoder, langs, max_train, max_dev, batch_size, lr, max_epochs, patience, layers,
-                contrastive, select, meaning_init, seed, restart, overwrite, threads, precision, quiet):
-    from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
-    from xmine.encoders import load_encoder
-
-    if len(pairs) != 1:
-        raise click.UsageError("--method fmda takes one --pairs: the MASSIVE folder")
-    partners = _split_langs(langs)
-    if not partners:
-        raise click.UsageError("--method fmda needs --langs: the MASSIVE locales to pair with en-US (e.g. de-DE)")
-    from xmine.massive import locate
-
-    folder = locate(pairs[0])
-    config = FmdaConfig(partners=partners, batch_size=batch_size, lr=lr, max_epochs=max_epochs, patience=patience,
-                        max_train=max_train, max_dev=max_dev, layers=layers, contrastive=contrastive, select=select,
-                        meaning_init=meaning_init, seed=seed)
-    config.check()
-    enc = load_encoder(encoder, precision=precision)
-    projection = train_fmda(folder, out_dir, encoder=enc, config=config, restart=restart, show_progress=not quiet,
-                            threads=threads, overwrite=overwrite)
-    cfg = projection.config
-    rows = ", ".join(f"{k} {v}" for k, v in sorted(cfg["term_rows_per_epoch"].items()))
-    click.echo(f"wrote {out_dir}: method fmda, pairs {','.join(cfg['language_pairs'])}, kept epoch {cfg['best_epoch']} "
-               f"(best {cfg['selected_on']}): dev loss {cfg['best_valid_loss']:.4f} (untrained "
-               f"{cfg['initial_valid_loss']:.4f}), dev retrieval {cfg['best_dev_retrieval']:.4f} (untrained "
-               f"{cfg['initial_dev_retrieval']:.4f}); "
-               f"rows per term and epoch: {rows}; left out (no annotation): {', '.join(cfg['left_out_terms']) or 'none'}",
-               err=True)
 
 
 def _labelled(spec: str) -> tuple[Path, str | None]:

@@ -88,11 +88,8 @@ def _pairs_of_group(members: dict[str, Path]) -> list[PairFiles]:
         combos = [(l, _PIVOT) for l in langs if l != _PIVOT]
     else:
         combos = [(a, b) for i, a in enumerate(langs) for b in langs[i + 1:]]
-    out = []
-    for a, b in combos:
-        (sl, sp), (tl, tp) = _ordered((a, members[a]), (b, members[b]))
-        out.append(PairFiles(src=sp, tgt=tp, src_lang=sl, tgt_lang=tl))
-    return out
+    return [PairFiles(src=sp, tgt=tp, src_lang=sl, tgt_lang=tl)
+            for (sl, sp), (tl, tp) in (_ordered((a, members[a]), (b, members[b])) for a, b in combos)]
 
 
 def _scan_directory(root: Path) -> list[PairFiles]:
@@ -107,11 +104,7 @@ def _scan_directory(root: Path) -> list[PairFiles]:
             groups[(path.parent, "stem", stem)][normalize_lang(last)] = path
         elif _is_lang(stem):
             groups[(path.parent, "split", last)][normalize_lang(stem)] = path
-    pairs: list[PairFiles] = []
-    for members in groups.values():
-        if len(members) >= 2:
-            pairs += _pairs_of_group(members)
-    return pairs
+    return [pair for members in groups.values() if len(members) >= 2 for pair in _pairs_of_group(members)]
 
 
 def _parse_explicit(spec: str) -> PairFiles:
@@ -139,12 +132,9 @@ def _massive_pairs(folder: Path) -> list[PairFiles]:
     """Every MASSIVE locale with en-US: `<locale>.jsonl` joined by id, train partition only."""
     from xmine.massive import PIVOT, available_locales
 
-    out = []
-    for loc in available_locales(folder):
-        if loc != PIVOT:
-            out.append(PairFiles(src=folder / f"{loc}.jsonl", tgt=folder / f"{PIVOT}.jsonl", src_lang=normalize_lang(loc),
-                                 tgt_lang=normalize_lang(PIVOT), massive=(loc, PIVOT)))
-    return out
+    return [PairFiles(src=folder / f"{loc}.jsonl", tgt=folder / f"{PIVOT}.jsonl", src_lang=normalize_lang(loc),
+                      tgt_lang=normalize_lang(PIVOT), massive=(loc, PIVOT))
+            for loc in available_locales(folder) if loc != PIVOT]
 
 
 def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) -> list[PairFiles]:
@@ -166,12 +156,10 @@ def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) 
             raise InputError(p, "not a directory and not SRC:TGT parallel files")
     if wanted is not None:
         found = [f for f in found if f.src_lang in wanted and f.tgt_lang in wanted]
-    seen, unique = set(), []
-    for f in found:
-        ident = (f.src.resolve(), f.tgt.resolve())
-        if ident not in seen:
-            seen.add(ident)
-            unique.append(f)
+    by_files: dict[tuple[Path, Path], PairFiles] = {}
+    for f in found:  # the first of the specs naming the same two files
+        by_files.setdefault((f.src.resolve(), f.tgt.resolve()), f)
+    unique = list(by_files.values())
     if not unique:
         what = f" with both languages in --langs {','.join(sorted(wanted))}" if wanted else ""
         raise ConfigError(f"no parallel files found in {', '.join(specs)}{what} (see `xmine train --help` for the rule)")

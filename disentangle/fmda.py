@@ -53,9 +53,7 @@ class FMDA(nn.Module):
 
     def __init__(self, spec: dict[str, Any]):
         super().__init__()
-        layers = int(spec.get("layers", LEGACY_LAYERS))
-        if layers < 1:
-            raise ValueError("layers must be >= 1")
+        layers = int(spec.get("layers", LEGACY_LAYERS))  # (checked by `mlp`)
         self.spec = dict(spec, architecture="fmda", layers=layers)
         d = int(spec["dim"])
         self.dim = d

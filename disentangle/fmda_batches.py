@@ -9,10 +9,6 @@ import numpy as np
 from xmine.errors import ConfigError
 
 
-def _states(store, rows) -> list:
-    return [store.token_states(int(r)) for r in rows]
-
-
 class Stepper:
     """Builds FmdaBatch objects from the prepared data (token stores, targets, pools)."""
 
@@ -36,7 +32,8 @@ class Stepper:
     def parts(self, loc: str, rows: np.ndarray) -> dict:
         from xmine.disentangle.fmda import pad_batch
 
-        h, mask = pad_batch(_states(self.data.data[loc].store, rows))
+        store = self.data.data[loc].store
+        h, mask = pad_batch([store.token_states(int(r)) for r in rows])
         return self.model(h, mask)
 
     def batch(self, partner: str, rows: np.ndarray, gen):

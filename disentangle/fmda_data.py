@@ -203,17 +203,3 @@ def negative_pool(utterances: Sequence[str], lang: str, *, block: int = 512, sho
                      sacrebleu_calls=scored, all_pairs=n * (n - 1), tokenizer=tok_name,
                      sacrebleu_version=sacrebleu.__version__)
     return np.flatnonzero(~out)
-
-
-def bleu_exhaustive_pool(utterances: Sequence[str], lang: str) -> np.ndarray:
-    """The same pool by scoring every ordered pair with sacrebleu (for tests on small samples)."""
-    import sacrebleu
-
-    tok_name = bleu_tokenizer_for(lang)
-    n = len(utterances)
-    out = np.zeros(n, dtype=bool)
-    for i in range(n):
-        for j in range(n):
-            if i != j and sacrebleu.sentence_bleu(utterances[i], [utterances[j]], tokenize=tok_name).score / 100.0 >= THRESHOLD:
-                out[i] = out[j] = True
-    return np.flatnonzero(~out)

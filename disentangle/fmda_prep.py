@@ -55,19 +55,14 @@ class FmdaData:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-def _pool_cache(utts: Sequence[str], locale: str) -> Path:
-    from xmine.paths import xmine_home
-
-    h = hashlib.sha256(("\x00".join(utts) + "|" + locale + "|v1").encode("utf-8")).hexdigest()[:24]
-    return xmine_home() / "fmda-pools" / f"{locale}-{h}.json"
-
-
 def pool_indices(utts: Sequence[str], locale: str, *, show_progress: bool) -> tuple[np.ndarray, dict]:
     """Negative pool of `utts` (indices), cached on disk."""
     from xmine.fileio import atomic_write_json
     from xmine.disentangle.fmda_data import negative_pool
+    from xmine.paths import xmine_home
 
-    path = _pool_cache(utts, locale)
+    h = hashlib.sha256(("\x00".join(utts) + "|" + locale + "|v1").encode("utf-8")).hexdigest()[:24]
+    path = xmine_home() / "fmda-pools" / f"{locale}-{h}.json"
     if path.is_file():
         blob = json.loads(path.read_text(encoding="utf-8"))
         return np.asarray(blob["pool"], dtype=np.int64), blob["stats"]
@@ -75,6 +70,18 @@ def pool_indices(utts: Sequence[str], locale: str, *, show_progress: bool) -> tu
     pool = negative_pool(utts, locale, show_progress=show_progress, stats=stats)
     atomic_write_json(path, {"pool": pool.tolist(), "stats": stats})
     return pool, stats
+
+
+def _aligned_rows(folder: Path, partners: Sequence[str]) -> tuple[list[str], dict[str, list]]:
+    """(en-US and the partner locales, their rows), checked to be aligned with en-US by id and partition."""
+    from xmine.disentangle.fmda_data import read_massive
+
+    locales = [PIVOT] + [p for p in partners if p != PIVOT]
+    rows = {loc: read_massive(folder, loc) for loc in locales}
+    for loc in locales[1:]:
+        if [(r.id, r.partition) for r in rows[loc]] != [(r.id, r.partition) for r in rows[PIVOT]]:
+            raise InputError(folder / f"{loc}.jsonl", f"rows are not aligned with {PIVOT}.jsonl by id and partition")
+    return locales, rows
 
 
 def sample_positions(rows, *, max_train: int | None, max_dev: int | None, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -94,13 +101,11 @@ def write_sample_pairs(folder: str | Path, partners: Sequence[str], out_dir: str
     (it holds out its own validation share; pass --valid-fraction max_dev / (max_train + max_dev)).
     No test row is written. `out_dir` is claimed like every output (new or empty).
     """
-    from xmine.disentangle.fmda_data import read_massive
     from xmine.langs import normalize_lang
     from xmine.outputs import claim_output
 
     folder = Path(folder)
-    locales = [PIVOT] + [p for p in partners if p != PIVOT]
-    rows = {loc: read_massive(folder, loc) for loc in locales}
+    locales, rows = _aligned_rows(folder, partners)
     train_pos, dev_pos = sample_positions(rows[PIVOT], max_train=max_train, max_dev=max_dev, seed=seed)
     positions = np.concatenate([train_pos, dev_pos])
     counts = {}
@@ -110,8 +115,6 @@ def write_sample_pairs(folder: str | Path, partners: Sequence[str], out_dir: str
 
         with atomic_dir(out_dir) as tmp:
             for loc in locales:
-                if [r.id for r in rows[loc]] != [r.id for r in rows[PIVOT]]:
-                    raise InputError(folder / f"{loc}.jsonl", f"rows are not aligned with {PIVOT}.jsonl by id")
                 lines = [rows[loc][i].utt.replace("\n", " ") for i in positions]
                 assert all(rows[loc][i].partition != "test" for i in positions)
                 (tmp / f"fmda-sample.{normalize_lang(loc.split('-')[0])}").write_text(
@@ -125,18 +128,14 @@ def write_sample_pairs(folder: str | Path, partners: Sequence[str], out_dir: str
 def prepare(encoder, folder: str | Path, partners: Sequence[str], *, max_train: int | None, max_dev: int | None,
             seed: int, show_progress: bool = True, log=lambda m: None) -> FmdaData:
     """Read, sample, build pools, encode (cached). `partners`: the non-English locales (de-DE ...)."""
-    from xmine.disentangle.fmda_data import read_massive, template_and_residual_masks
+    from xmine.disentangle.fmda_data import template_and_residual_masks
     from xmine.encoders.tokens import build_token_store, share_sentence_vectors
 
     folder = Path(folder)
-    locales = [PIVOT] + [p for p in partners if p != PIVOT]
-    if len(locales) < 2:
+    if not [p for p in partners if p != PIVOT]:
         raise ConfigError("FMDA trains on language pairs with en-US: give at least one other locale (e.g. de-DE)")
-    rows = {loc: read_massive(folder, loc) for loc in locales}
+    locales, rows = _aligned_rows(folder, partners)
     base = rows[PIVOT]
-    for loc in locales[1:]:
-        if [r.id for r in rows[loc]] != [r.id for r in base] or [r.partition for r in rows[loc]] != [r.partition for r in base]:
-            raise InputError(folder / f"{loc}.jsonl", f"rows are not aligned with {PIVOT}.jsonl by id and partition")
     train_pos, dev_pos = sample_positions(base, max_train=max_train, max_dev=max_dev, seed=seed)
     n_tr, n_dev = len(train_pos), len(dev_pos)
     out: dict[str, LocaleData] = {}
@@ -160,14 +159,11 @@ def prepare(encoder, folder: str | Path, partners: Sequence[str], *, max_train: 
                                                  where=f"{folder / (loc + '.jsonl')}:{r[positions[k]].line}: ")
                      for k in ann_rows]
             ann_utts = [utts[k] for k in ann_rows]
-            tp_store = build_token_store(encoder, ann_utts, mask_spans=[m[0] for m in masks], keep_tokens=False,
-                                         show_progress=show_progress, desc=f"template targets {loc}")
-            rs_store = build_token_store(encoder, ann_utts, mask_spans=[m[1] for m in masks], keep_tokens=False,
-                                         show_progress=show_progress, desc=f"residual targets {loc}")
-            tp_t = np.zeros((len(utts), encoder.dim), np.float32)
-            rs_t = np.zeros((len(utts), encoder.dim), np.float32)
-            tp_t[ann_rows] = tp_store.pooled
-            rs_t[ann_rows] = rs_store.pooled
+            tp_t, rs_t = np.zeros((2, len(utts), encoder.dim), np.float32)
+            for k, (target, what) in enumerate(((tp_t, "template"), (rs_t, "residual"))):
+                target[ann_rows] = build_token_store(encoder, ann_utts, mask_spans=[m[k] for m in masks],
+                                                     keep_tokens=False, show_progress=show_progress,
+                                                     desc=f"{what} targets {loc}").pooled
         out[loc] = LocaleData(locale=loc, utts=utts, store=store, template_target=tp_t, residual_target=rs_t,
                               annotated=annotated, pool_rows=np.arange(n_tr + n_dev, len(utts)), pool_stats=pool_stats)
         summary["locales"][loc] = {"file": str(folder / f"{loc}.jsonl"), "pool": pool_stats,

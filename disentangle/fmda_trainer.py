@@ -31,14 +31,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from xmine.disentangle.fmda_batches import Stepper, batches
 from xmine.disentangle.fmda_eval import dev_loss, dev_retrieval, fit_langid
 from xmine.disentangle.train_checkpoint import CHECKPOINT, fresh_state, resume, run_signature, save
-from xmine.disentangle.trainer import end_epoch, epoch_line
+from xmine.disentangle.trainer import check_finite, check_loop_settings, run_epochs, training_output
 from xmine.errors import ConfigError
 
 WORK = ".work"
@@ -82,23 +81,13 @@ class FmdaConfig:
     def check(self) -> None:
         if not self.partners:
             raise ConfigError("FMDA needs at least one locale to pair with en-US (--langs de-DE)")
-        for name in ("batch_size", "max_epochs", "patience"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.batch_size < 2:
-            raise ConfigError("batch size must be >= 2")
-        if self.layers < 1:
-            raise ConfigError(f"layers must be >= 1, got {self.layers}")
-        if self.contrastive not in ("clamped", "paper"):
-            raise ConfigError(f"contrastive must be 'clamped' or 'paper', got {self.contrastive!r}")
-        if self.select not in ("dev-retrieval", "dev-loss"):
-            raise ConfigError(f"select must be 'dev-retrieval' or 'dev-loss', got {self.select!r}")
-        if self.meaning_init not in ("default", "identity"):
-            raise ConfigError(f"meaning_init must be 'default' or 'identity', got {self.meaning_init!r}")
+        check_loop_settings(self)
+        for name, allowed in (("contrastive", ("clamped", "paper")), ("select", ("dev-retrieval", "dev-loss")),
+                              ("meaning_init", ("default", "identity"))):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{name} must be {allowed[0]!r} or {allowed[1]!r}, got {getattr(self, name)!r}")
         if self.meaning_init == "identity" and self.layers != 1:
             raise ConfigError("meaning_init 'identity' needs layers 1")
-        if self.lr <= 0:
-            raise ConfigError(f"learning rate must be > 0, got {self.lr}")
         for name in ("max_train", "max_dev"):
             v = getattr(self, name)
             if v is not None and v < 8:
@@ -112,23 +101,14 @@ def train_fmda(massive_dir: str | Path, out_dir: str | Path, *, encoder, config:
     `out_dir` is claimed as `trainer.train` claims it (`xmine.outputs.claim_output`): new, empty,
     an unfinished run (resumed) or, with `overwrite`, a finished projection (replaced).
     """
-    import torch
-
-    from xmine.outputs import claim_output
-
     config.check()
     inputs = [Path(massive_dir) / f"{loc}.jsonl" for loc in ["en-US", *config.partners]]
-    before = torch.get_num_threads()
-    try:
-        with claim_output(out_dir, kind="projection", form="dir", in_place=True, overwrite=overwrite, inputs=inputs):
-            return _train_fmda(massive_dir, out_dir, encoder=encoder, config=config, restart=restart,
-                               show_progress=show_progress, threads=threads)
-    finally:
-        torch.set_num_threads(before)
+    with training_output(out_dir, inputs=inputs, threads=threads, overwrite=overwrite):
+        return _train_fmda(massive_dir, out_dir, encoder=encoder, config=config, restart=restart,
+                           show_progress=show_progress)
 
 
-def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: bool, show_progress: bool,
-                threads: int | None):
+def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: bool, show_progress: bool):
     import sys
 
     import torch
@@ -141,8 +121,6 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
     from xmine.disentangle.projection import load_projection, save_projection
 
     out_dir = Path(out_dir)
-    if threads is not None:
-        torch.set_num_threads(threads)
     log = (lambda msg: tqdm.write(msg, file=sys.stderr)) if show_progress else (lambda msg: None)
     data = prepare(encoder, massive_dir, config.partners, max_train=config.max_train, max_dev=config.max_dev,
                    seed=config.seed, show_progress=show_progress, log=log)
@@ -158,7 +136,7 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
     gen = torch.Generator().manual_seed(config.seed)
     stepper = Stepper(model, data, locales, config.contrastive)
-    summary = {k: v for k, v in data.summary.items()}
+    summary = dict(data.summary)
     summary["ids_sha256"] = hashlib.sha256(",".join(data.ids_train + ["|"] + data.ids_dev).encode()).hexdigest()
     identity = {k: encoder_fp.get(k) for k in ("name", "dim", "id")}  # the id carries a non-fp32 precision
     signature = run_signature(config, identity, summary)
@@ -178,49 +156,34 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
             if ann[p]:
                 trained |= {f"Loss_rec^{part}L2", f"Loss_rec^{part}L1-CL"}
 
-    def save_checkpoint() -> None:
-        save(ckpt_path, signature, model=model, optimizers={"opt": opt}, gen=gen, state=state)
-
     if state["epoch"] == 0 and not state["history"]:
         v0, _ = dev_loss(stepper, data, config, trained)
         state["initial_valid_loss"], state["initial_dev_retrieval"] = v0, dev_retrieval(stepper, data, config)
         log(f"epoch 0: dev loss {v0:.4f}, dev retrieval {state['initial_dev_retrieval']:.4f} (untrained)")
 
-    def running() -> bool:
-        return state["bad_epochs"] < config.patience and state["epoch"] < config.max_epochs
+    def epoch() -> dict:
+        total, n = 0.0, 0
+        rows_seen: dict[str, int] = {}
+        for partner, rows in batches(data.train_rows, config.partners, config.batch_size, gen, shuffle=True):
+            terms, counts = fmda_terms(stepper.batch(partner, rows, gen))
+            loss = sum(terms.values())  # Eq. 5
+            check_finite(loss, state, config.lr)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += loss.item() * len(rows)
+            n += len(rows)
+            for k, c in counts.items():
+                rows_seen[k] = rows_seen.get(k, 0) + c
+        v, vterms = dev_loss(stepper, data, config, trained)
+        r = dev_retrieval(stepper, data, config)
+        return dict(train_loss=total / max(n, 1), valid_loss=v, valid_terms=vterms, dev_retrieval=r,
+                    criterion=-r if config.select == "dev-retrieval" else v, term_rows=rows_seen)
 
-    bar = tqdm(total=config.max_epochs, initial=state["epoch"], desc="training fmda", unit="epoch",
-               disable=not show_progress or not running(), dynamic_ncols=True)
-    model.train()
-    with bar:
-        while running():
-            t0 = time.time()
-            total, n = 0.0, 0
-            rows_seen: dict[str, int] = {}
-            for partner, rows in batches(data.train_rows, config.partners, config.batch_size, gen, shuffle=True):
-                terms, counts = fmda_terms(stepper.batch(partner, rows, gen))
-                loss = sum(terms.values())  # Eq. 5
-                if not bool(torch.isfinite(loss)):
-                    raise ConfigError(f"training diverged in epoch {state['epoch'] + 1}: the loss is not finite "
-                                      f"(NaN or inf) at --lr {config.lr:g}; lower --lr")
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                total += loss.item() * len(rows)
-                n += len(rows)
-                for k, c in counts.items():
-                    rows_seen[k] = rows_seen.get(k, 0) + c
-            v, vterms = dev_loss(stepper, data, config, trained)
-            r = dev_retrieval(stepper, data, config)
-            end_epoch(state, model, train_loss=total / max(n, 1), valid_loss=v, valid_terms=vterms,
-                      dev_retrieval=r, criterion=-r if config.select == "dev-retrieval" else v,
-                      term_rows=rows_seen, seconds=round(time.time() - t0, 3))
-            save_checkpoint()
-            bar.update(1)
-            bar.set_postfix(dev=f"{v:.4f}", retrieval=f"{r:.4f}", best=state["best_epoch"])
-            log(epoch_line(state, "dev", f", dev retrieval {r:.4f}"))
-    if state["best_state"] is not None:
-        model.load_state_dict(state["best_state"])
+    run_epochs(state, model, config=config, desc="training fmda", valid_name="dev", show_progress=show_progress,
+               log=log, epoch=epoch,
+               checkpoint=lambda: save(ckpt_path, signature, model=model, optimizers={"opt": opt}, gen=gen,
+                                       state=state))
     langid = fit_langid(stepper, data, locales)
     log(f"dev language identification accuracy (language part, nearest centroid): {langid['accuracy']:.4f}")
     hyper = dataclasses.asdict(config)
@@ -232,7 +195,8 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
         "encoder": encoder_fp, "dim": spec["dim"], "languages": locales,
         "language_pairs": [f"{PIVOT}-{p}" for p in config.partners], "hyperparameters": hyper,
         "training_data": summary, "trained_terms": sorted(trained),
-        "left_out_terms": sorted(set(_ALL_TERMS) - trained), "term_rows_per_epoch": term_rows,
+        "left_out_terms": sorted({f"Loss_rec^{part}{side}" for part in ("tp", "rs")
+                                  for side in ("L1", "L2", "L1-CL", "L2-CL")} - trained), "term_rows_per_epoch": term_rows,
         "history": state["history"], "initial_valid_loss": state.get("initial_valid_loss"),
         "initial_dev_retrieval": state.get("initial_dev_retrieval"),
         "best_epoch": state["best_epoch"], "best_valid_loss": best.get("valid_loss"),
@@ -242,8 +206,3 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
     save_projection(out_dir, model, cfg)
     return load_projection(out_dir)
 
-
-_ALL_TERMS = ("Loss_lang^L1", "Loss_lang^L2", "Loss_rec^utt-L1", "Loss_rec^utt-L2",
-              "Loss_rec^tpL1", "Loss_rec^tpL2", "Loss_rec^tpL1-CL", "Loss_rec^tpL2-CL",
-              "Loss_rec^rsL1", "Loss_rec^rsL2", "Loss_rec^rsL1-CL", "Loss_rec^rsL2-CL",
-              "Loss_con^tp", "Loss_con^m")

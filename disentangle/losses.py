@@ -42,8 +42,6 @@ Choices (where a paper leaves room):
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -175,11 +173,6 @@ def seed_combined_loss(
     return inter_class_separation_loss(m_s, l_s, m_t, l_t) + seed_cross_loss(
         e_s, e_t, m_s, m_t, l_s, l_t, l_s_neg, l_t_neg
     )
-
-
-def uniform_cross_entropy_floor(num_classes: int) -> float:
-    """The minimum of `adversarial_loss` for K classes: log K (for reports and tests)."""
-    return math.log(num_classes)
 
 
 # --- FMDA (token-level model in fmda.py) -------------------------------------------

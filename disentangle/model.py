@@ -31,12 +31,8 @@ def mlp(dim: int, layers: int) -> nn.Module:
     """`layers` Linear(dim, dim) with a ReLU between each two (the papers' projection MLPs)."""
     if layers < 1:
         raise ValueError("layers must be >= 1")
-    parts: list[nn.Module] = []
-    for i in range(layers):
-        parts.append(nn.Linear(dim, dim))
-        if i < layers - 1:
-            parts.append(nn.ReLU())
-    return nn.Sequential(*parts)
+    parts = [m for _ in range(layers) for m in (nn.Linear(dim, dim), nn.ReLU())]
+    return nn.Sequential(*parts[:-1])
 
 
 class Disentangler(nn.Module):

@@ -11,14 +11,13 @@ Directory layout:
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.fileio import atomic_path, atomic_write_json, read_manifest, write_manifest
+from xmine.fileio import atomic_path, atomic_write_json, read_manifest, sha256_file, write_manifest
 from xmine.errors import ArtefactError, ConfigError
 from xmine.records import ProjectionFingerprint
 
@@ -42,7 +41,7 @@ def save_projection(directory: str | Path, model, config: dict[str, Any]) -> Non
                           "not saved (lower --lr)")
     with atomic_path(directory / WEIGHTS) as tmp:
         save_file(state, str(tmp))
-    config = dict(config, spec=model.spec, weights_sha256=_sha256(directory / WEIGHTS))
+    config = dict(config, spec=model.spec, weights_sha256=sha256_file(directory / WEIGHTS))
     atomic_write_json(directory / CONFIG, config)
     write_manifest(directory, KIND, {"method": config["method"], "encoder": config["encoder"],
                                      "dim": model.dim, "languages": model.spec.get("languages", []),
@@ -57,10 +56,6 @@ def non_finite_weight(state: dict) -> str | None:
         if torch.is_tensor(value) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
             return name
     return None
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def build_model(spec: dict[str, Any]):
@@ -101,7 +96,15 @@ class Projection:
 
         Those of the encoder it was trained on, at any precision (`xmine.encoders.check_projection_encoder`).
         """
-        check_encoder(self.config["encoder"], encoder_fingerprint, what=f"projection {self.path}")
+        from xmine.encoders import check_projection_encoder
+
+        check_projection_encoder(self.config["encoder"], encoder_fingerprint, what=f"projection {self.path}")
+
+    def _embeddings(self, emb: np.ndarray) -> np.ndarray:
+        emb = np.asarray(emb, dtype=np.float32)
+        if emb.ndim != 2 or emb.shape[1] != self.dim:
+            raise ArtefactError(f"projection {self.path} expects (n, {self.dim}) embeddings, got {emb.shape}")
+        return emb
 
     def _lang_ids(self, lang: str | Sequence[str] | None, n: int):
         import torch
@@ -144,9 +147,7 @@ class Projection:
                                 "sentence embeddings: it needs texts (Projection.embed_texts), not vectors")
         if part not in PARTS:
             raise ValueError(f"part must be one of {PARTS}, not {part!r}")
-        emb = np.asarray(emb, dtype=np.float32)
-        if emb.ndim != 2 or emb.shape[1] != self.dim:
-            raise ArtefactError(f"projection {self.path} expects (n, {self.dim}) embeddings, got {emb.shape}")
+        emb = self._embeddings(emb)
         out = np.empty_like(emb)
         lang_ids = self._lang_ids(lang, len(emb))
         with torch.no_grad():
@@ -197,9 +198,7 @@ class Projection:
         `xmine.disentangle.language_trust.identify` says "unknown" instead where that is unreliable.
         """
         if getattr(self.model, "architecture", None) == "centering":
-            emb = np.asarray(emb, dtype=np.float32)
-            if emb.ndim != 2 or emb.shape[1] != self.dim:
-                raise ArtefactError(f"projection {self.path} expects (n, {self.dim}) embeddings, got {emb.shape}")
+            emb = self._embeddings(emb)
             lang_part = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
         else:
             lang_part = self.transform(emb, "language")
@@ -207,7 +206,6 @@ class Projection:
         sims = lang_part @ cent.T
         best = sims.argmax(axis=1)
         return [self.languages[i] for i in best], sims[np.arange(len(best)), best]
-
 
     def trust_table(self) -> dict[str, dict[str, Any]]:
         """Which of its languages `identify` trusts, and why not (`language_trust.trust_table`)."""
@@ -223,13 +221,6 @@ class Projection:
         return identify(self, emb)
 
 
-def check_encoder(expected: dict[str, Any], actual: dict[str, Any], *, what: str) -> None:
-    """Raise EncoderMismatchError unless a projection trained on `expected` takes `actual` (xmine.encoders' rule)."""
-    from xmine.encoders import check_projection_encoder
-
-    check_projection_encoder(expected, actual, what=what)
-
-
 def load_projection(path: str | Path) -> Projection:
     """Load a projection directory written by `xmine train` (refuses other artefacts)."""
     from safetensors.torch import load_file
@@ -243,7 +234,7 @@ def load_projection(path: str | Path) -> Projection:
     weights = path / WEIGHTS
     if not weights.is_file():
         raise ArtefactError(f"{path}: projection has no {WEIGHTS}")
-    if _sha256(weights) != config.get("weights_sha256"):
+    if sha256_file(weights) != config.get("weights_sha256"):
         raise ArtefactError(f"{weights}: weights do not match config.json (corrupt or replaced)")
     model = build_model(config["spec"])
     state = load_file(str(weights))

@@ -17,6 +17,7 @@ with different settings is refused unless `restart=True`.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import time
@@ -63,15 +64,21 @@ class TrainConfig:
         from xmine.disentangle.methods import get_method
 
         get_method(self.method, base=self.base)
-        for name in ("layers", "batch_size", "max_epochs", "patience"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.batch_size < 2:
-            raise ConfigError("batch size must be >= 2 (negatives are drawn inside the batch)")
-        if self.lr <= 0:
-            raise ConfigError(f"learning rate must be > 0, got {self.lr}")
+        check_loop_settings(self)
         if self.max_pairs_per_lang is not None and self.max_pairs_per_lang < 4:
             raise ConfigError("max pairs per language must be >= 4")
+
+
+def check_loop_settings(config) -> None:
+    """ConfigError unless the settings every trainer has (layers, batch_size, lr, max_epochs,
+    patience) are in range."""
+    for name in ("layers", "batch_size", "max_epochs", "patience"):
+        if getattr(config, name) < 1:
+            raise ConfigError(f"{name} must be >= 1, got {getattr(config, name)}")
+    if config.batch_size < 2:
+        raise ConfigError("batch size must be >= 2 (negatives are drawn inside the batch)")
+    if config.lr <= 0:
+        raise ConfigError(f"learning rate must be > 0, got {config.lr}")
 
 
 @dataclass(kw_only=True)
@@ -122,23 +129,31 @@ def _make_batch(model, data: _Data, rows: np.ndarray, gen):
 
 def validation_loss(model, method, data: _Data, config: TrainConfig) -> tuple[float, dict[str, float]]:
     """Mean validation loss (without L_A) and its terms; fixed batches and partners (seeded)."""
+    means, n = mean_terms(model, config.seed + 1, _batches(data.valid_idx, data.group, config.batch_size, None,
+                                                           shuffle=False),
+                          lambda rows, gen: (method.terms(_make_batch(model, data, rows, gen)), len(rows)))
+    if n == 0:
+        raise ConfigError("no validation batch (too few pairs per language pair; need >= 20)")
+    return sum(v for k, v in means.items() if k != "L_A"), means
+
+
+def mean_terms(model, seed: int, batches, terms) -> tuple[dict[str, float], int]:
+    """The loss terms' means over the rows of `batches` (no gradients, the model in eval mode) and
+    the rows seen; `terms(batch, gen)` gives one batch's terms and rows, `gen` seeded with `seed`."""
     import torch
 
-    gen = torch.Generator().manual_seed(config.seed + 1)
+    gen = torch.Generator().manual_seed(seed)
     totals: dict[str, float] = {}
     n = 0
     model.eval()
     with torch.no_grad():
-        for rows in _batches(data.valid_idx, data.group, config.batch_size, gen, shuffle=False):
-            terms = method.terms(_make_batch(model, data, rows, gen))
-            for name, value in terms.items():
-                totals[name] = totals.get(name, 0.0) + float(value) * len(rows)
-            n += len(rows)
+        for batch in batches:
+            values, rows = terms(batch, gen)
+            for name, value in values.items():
+                totals[name] = totals.get(name, 0.0) + float(value) * rows
+            n += rows
     model.train()
-    if n == 0:
-        raise ConfigError("no validation batch (too few pairs per language pair; need >= 20)")
-    means = {k: v / n for k, v in totals.items()}
-    return sum(v for k, v in means.items() if k != "L_A"), means
+    return {k: v / max(n, 1) for k, v in totals.items()}, n
 
 
 def _language_parts(model, e, lang):
@@ -148,7 +163,7 @@ def _language_parts(model, e, lang):
         return torch.nn.functional.normalize(model(e, lang)[1], dim=-1, eps=1e-12)
 
 
-def _fit_langid(model, data: _Data, n_langs: int) -> dict[str, Any]:
+def _fit_langid(model, data: _Data, languages: list[str]) -> dict[str, Any]:
     """Store language-part centroids (training rows) and measure langid on held-out rows."""
     import torch
 
@@ -156,7 +171,7 @@ def _fit_langid(model, data: _Data, n_langs: int) -> dict[str, Any]:
     parts = torch.cat([_language_parts(model, data.e_s[tr], data.lang_s[tr]),
                        _language_parts(model, data.e_t[tr], data.lang_t[tr])])
     labels = torch.cat([data.lang_s[tr], data.lang_t[tr]])
-    cent = torch.zeros(n_langs, parts.shape[1])
+    cent = torch.zeros(len(languages), parts.shape[1])
     cent.index_add_(0, labels, parts)
     cent = torch.nn.functional.normalize(cent, dim=-1, eps=1e-12)
     model.langid_centroids.copy_(cent)
@@ -165,36 +180,78 @@ def _fit_langid(model, data: _Data, n_langs: int) -> dict[str, Any]:
     vparts = torch.cat([_language_parts(model, data.e_s[va], None), _language_parts(model, data.e_t[va], None)])
     vlabels = torch.cat([data.lang_s[va], data.lang_t[va]])
     pred = (vparts @ cent.T).argmax(dim=1)
-    per_lang = {}
-    for i in range(n_langs):
-        mask = vlabels == i
-        if mask.any():
-            per_lang[i] = float((pred[mask] == i).float().mean())
-    return {"accuracy": float((pred == vlabels).float().mean()), "per_language_index": per_lang,
-            "sentences": int(len(vlabels))}
+    per_lang = {lang: float((pred[vlabels == i] == i).float().mean())
+                for i, lang in enumerate(languages) if (vlabels == i).any()}
+    return {"accuracy": float((pred == vlabels).float().mean()), "sentences": int(len(vlabels)),
+            "per_language": per_lang}
 
 
-def end_epoch(state: dict, model, *, train_loss: float, valid_loss: float, criterion: float | None = None,
-              **extra) -> None:
-    """Early stopping's bookkeeping after an epoch: the history entry, and the best weights kept
-    (the checkpoint keeps the last epoch; the projection gets the best). Used by every trainer.
-    `criterion`: what selects the epoch, lower is better (ties keep the earlier epoch); default
-    `valid_loss`. `state["best_loss"]` holds the best criterion."""
-    state["epoch"] += 1
-    state["history"].append({"epoch": state["epoch"], "train_loss": train_loss, "valid_loss": valid_loss, **extra})
-    c = valid_loss if criterion is None else criterion
-    if c < state["best_loss"] - 1e-7:
-        state.update(best_loss=c, best_epoch=state["epoch"], bad_epochs=0,
-                     best_state=copy.deepcopy(model.state_dict()))
-    else:
-        state["bad_epochs"] += 1
+def check_finite(loss, state: dict, lr: float) -> None:
+    """A ConfigError when a step's loss is NaN or inf (the run diverged)."""
+    import torch
+
+    if not bool(torch.isfinite(loss)):
+        raise ConfigError(f"training diverged in epoch {state['epoch'] + 1}: the loss is not finite "
+                          f"(NaN or inf) at --lr {lr:g}; lower --lr")
 
 
-def epoch_line(state: dict, valid_name: str, more: str = "") -> str:
-    """The log line of the epoch `end_epoch` just recorded (`more`: after the validation loss)."""
-    h = state["history"][-1]
-    return (f"epoch {state['epoch']}: train loss {h['train_loss']:.4f}, {valid_name} loss {h['valid_loss']:.4f}{more}"
-            + ("  (best)" if state["best_epoch"] == state["epoch"] else f"  ({state['bad_epochs']} without improvement)"))
+def run_epochs(state: dict, model, *, config, desc: str, valid_name: str, show_progress: bool, log, checkpoint,
+               epoch) -> None:
+    """The early-stopping loop of every trainer. `epoch()` trains one epoch and returns its history
+    entry (train_loss, valid_loss, ...) with `criterion`: what selects the epoch, lower is better
+    (ties keep the earlier epoch; default valid_loss; `state["best_loss"]` holds the best). After
+    each epoch the checkpoint is saved (`checkpoint()`, the last epoch) and a line logged; at the
+    end the best epoch's weights are loaded into `model` (the projection gets the best)."""
+    from tqdm.auto import tqdm
+
+    # Not a stored flag: a run stopped by --max-epochs continues when rerun with a higher limit.
+    def running() -> bool:
+        return state["bad_epochs"] < config.patience and state["epoch"] < config.max_epochs
+
+    bar = tqdm(total=config.max_epochs, initial=state["epoch"], desc=desc, unit="epoch",
+               disable=not show_progress or not running(), dynamic_ncols=True)
+    model.train()
+    with bar:
+        while running():
+            t0 = time.time()
+            entry = epoch()
+            c = entry.pop("criterion", entry["valid_loss"])
+            state["epoch"] += 1
+            h = {"epoch": state["epoch"], **entry, "seconds": round(time.time() - t0, 3)}
+            state["history"].append(h)
+            if c < state["best_loss"] - 1e-7:
+                state.update(best_loss=c, best_epoch=state["epoch"], bad_epochs=0,
+                             best_state=copy.deepcopy(model.state_dict()))
+            else:
+                state["bad_epochs"] += 1
+            checkpoint()
+            bar.update(1)
+            bar.set_postfix(**{valid_name: f"{h['valid_loss']:.4f}"}, best=state["best_epoch"])
+            log(f"epoch {state['epoch']}: train loss {h['train_loss']:.4f}, {valid_name} loss {h['valid_loss']:.4f}"
+                + (f", dev retrieval {h['dev_retrieval']:.4f}" if "dev_retrieval" in h else "")
+                + ("  (best)" if state["best_epoch"] == state["epoch"]
+                   else f"  ({state['bad_epochs']} without improvement)"))
+    if state["best_state"] is not None:
+        model.load_state_dict(state["best_state"])
+
+
+@contextlib.contextmanager
+def training_output(out_dir: str | Path, *, inputs: list, threads: int | None, overwrite: bool, reopen: bool = False):
+    """`out_dir` claimed for a projection (`xmine.outputs.claim_output`, see `train`) while torch runs
+    `threads` CPU threads (None: its default); the thread count is restored afterwards."""
+    import torch
+
+    from xmine.outputs import claim_output
+
+    before = torch.get_num_threads()
+    try:
+        if threads is not None:
+            torch.set_num_threads(threads)
+        with claim_output(out_dir, kind="projection", form="dir", in_place=True, overwrite=overwrite,
+                          reopen=reopen, inputs=inputs):
+            yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def train(
@@ -219,27 +276,18 @@ def train(
     max_epochs continues with a higher limit) or, with `overwrite`, a finished projection to
     replace; never an input or another artefact, and never written by two runs at once.
     """
-    import torch
-
     from xmine.disentangle.data import discover_pairs
-    from xmine.outputs import claim_output
 
     config.check()
     files = discover_pairs(pair_specs, langs=config.langs)
     inputs = [spec for spec in pair_specs if Path(spec).exists()] + [p for f in files for p in (f.src, f.tgt)]
-    before = torch.get_num_threads()
-    try:
-        resumable = not restart and (Path(out_dir) / WORK / CHECKPOINT).is_file()
-        with claim_output(out_dir, kind="projection", form="dir", in_place=True, overwrite=overwrite,
-                          reopen=resumable, inputs=inputs):
-            return _train(files, pair_specs, Path(out_dir), encoder=encoder, config=config, restart=restart,
-                          show_progress=show_progress, threads=threads)
-    finally:
-        torch.set_num_threads(before)
+    resumable = not restart and (Path(out_dir) / WORK / CHECKPOINT).is_file()
+    with training_output(out_dir, inputs=inputs, threads=threads, overwrite=overwrite, reopen=resumable):
+        return _train(files, pair_specs, Path(out_dir), encoder=encoder, config=config, restart=restart,
+                      show_progress=show_progress)
 
 
-def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, restart: bool, show_progress: bool,
-           threads: int | None):
+def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, restart: bool, show_progress: bool):
     import torch
     from tqdm.auto import tqdm
 
@@ -253,8 +301,6 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
     from xmine.embed_cache import cached_encode
 
     method = get_method(config.method, base=config.base)
-    if threads is not None:
-        torch.set_num_threads(threads)
     log = (lambda msg: tqdm.write(msg, file=__import__("sys").stderr)) if show_progress else (lambda msg: None)
 
     sample = sample_pairs(files, max_pairs_per_lang=config.max_pairs_per_lang,
@@ -295,9 +341,6 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
         log(f"resuming from {ckpt_path} after epoch {state['epoch']} (best valid loss {state['best_loss']:.4f})")
     state = state or fresh_state()
 
-    def save_checkpoint() -> None:
-        save(ckpt_path, signature, model=model, optimizers=optimizers, gen=gen, state=state)
-
     if method.terms is None:  # center: the means are the whole model
         tr = torch.from_numpy(data.train_idx)
         sums = torch.zeros(len(sample.languages), spec["dim"])
@@ -310,46 +353,33 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
             v0, _ = validation_loss(model, method, data, config)
             state["initial_valid_loss"] = v0
             log(f"epoch 0: valid loss {v0:.4f} (untrained)")
-        model.train()
-        # Not a stored flag: a run stopped by --max-epochs continues when rerun with a higher limit.
-        def running() -> bool:
-            return state["bad_epochs"] < config.patience and state["epoch"] < config.max_epochs
 
-        bar = tqdm(total=config.max_epochs, initial=state["epoch"], desc=f"training {config.method}", unit="epoch",
-                   disable=not show_progress or not running(), dynamic_ncols=True)
-        with bar:
-            while running():
-                t0 = time.time()
-                total, n = 0.0, 0
-                for rows in _batches(data.train_idx, data.group, config.batch_size, gen, shuffle=True):
-                    batch = _make_batch(model, data, rows, gen)
-                    if opt_disc is not None:  # MEAT: the discriminator learns first, on detached meanings
-                        opt_disc.zero_grad()
-                        d_loss = (discriminator_loss(model.discriminator(batch.m_s.detach()), batch.lang_s)
-                                  + discriminator_loss(model.discriminator(batch.m_t.detach()), batch.lang_t))
-                        d_loss.backward()
-                        opt_disc.step()
-                    opt.zero_grad()
-                    loss = sum(method.terms(batch).values())
-                    if not bool(torch.isfinite(loss)):
-                        raise ConfigError(f"training diverged in epoch {state['epoch'] + 1}: the loss is not finite "
-                                          f"(NaN or inf) at --lr {config.lr:g}; lower --lr")
-                    loss.backward()
-                    opt.step()
-                    total += loss.item() * len(rows)
-                    n += len(rows)
-                v, terms = validation_loss(model, method, data, config)
-                end_epoch(state, model, train_loss=total / max(n, 1), valid_loss=v, valid_terms=terms,
-                          seconds=round(time.time() - t0, 3))
-                save_checkpoint()
-                bar.update(1)
-                bar.set_postfix(valid=f"{v:.4f}", best=f"{state['best_loss']:.4f}@{state['best_epoch']}")
-                log(epoch_line(state, "valid"))
-        if state["best_state"] is not None:  # the checkpoint keeps the last epoch; the projection the best
-            model.load_state_dict(state["best_state"])
+        def epoch() -> dict[str, Any]:
+            total, n = 0.0, 0
+            for rows in _batches(data.train_idx, data.group, config.batch_size, gen, shuffle=True):
+                batch = _make_batch(model, data, rows, gen)
+                if opt_disc is not None:  # MEAT: the discriminator learns first, on detached meanings
+                    opt_disc.zero_grad()
+                    d_loss = (discriminator_loss(model.discriminator(batch.m_s.detach()), batch.lang_s)
+                              + discriminator_loss(model.discriminator(batch.m_t.detach()), batch.lang_t))
+                    d_loss.backward()
+                    opt_disc.step()
+                opt.zero_grad()
+                loss = sum(method.terms(batch).values())
+                check_finite(loss, state, config.lr)
+                loss.backward()
+                opt.step()
+                total += loss.item() * len(rows)
+                n += len(rows)
+            v, terms = validation_loss(model, method, data, config)
+            return dict(train_loss=total / max(n, 1), valid_loss=v, valid_terms=terms)
 
-    langid = _fit_langid(model, data, len(sample.languages))
-    langid["per_language"] = {sample.languages[i]: a for i, a in langid.pop("per_language_index").items()}
+        run_epochs(state, model, config=config, desc=f"training {config.method}", valid_name="valid",
+                   show_progress=show_progress, log=log, epoch=epoch,
+                   checkpoint=lambda: save(ckpt_path, signature, model=model, optimizers=optimizers, gen=gen,
+                                           state=state))
+
+    langid = _fit_langid(model, data, sample.languages)
     log(f"held-out language identification accuracy: {langid['accuracy']:.4f}")
     hyper = dataclasses.asdict(config)
     cfg = {

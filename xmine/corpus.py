@@ -86,12 +86,17 @@ class CorpusStats:
     #: the encoder's token limit, when known
     max_tokens: int | None = None
 
-    def token_cut_warning(self) -> str:
-        more = (f" and {self.token_cut_count - len(self.token_cut_lines)} more"
-                if self.token_cut_count > len(self.token_cut_lines) else "")
-        return (f"{self.path}: {self.token_cut_count} line(s) longer than the encoder's {self.max_tokens} tokens "
-                f"are cut there: their end is not encoded, so lines that differ only after it get the same "
-                f"vector (lines {', '.join(map(str, self.token_cut_lines))}{more})")
+    def note_line(self, line_no: int, text: str, max_chars: int) -> bool:
+        """Count one line (or record) read: False for an empty one (skipped), True for a sentence."""
+        if not text.strip():
+            self.empty_lines += 1
+            return False
+        if len(text) > max_chars:
+            self.long_count += 1
+            if len(self.long_lines) < WARN_LIST:
+                self.long_lines.append(line_no)
+        self.sentences += 1
+        return True
 
     def note_token_cuts(self, line_numbers: Sequence[int], max_tokens: int | None) -> None:
         """Record lines (by file line number) that the encoder cuts at `max_tokens` tokens."""
@@ -102,22 +107,22 @@ class CorpusStats:
 
     def warnings(self, max_chars: int) -> list[str]:
         """The warnings this read deserves, as human-readable sentences."""
+        def lines(shown: list[int], count: int) -> str:
+            return ", ".join(map(str, shown)) + (f" and {count - len(shown)} more" if count > len(shown) else "")
+
         out = []
         if self.empty_lines:
             out.append(f"{self.path}: {self.empty_lines} empty line(s) skipped (line numbers are kept)")
         if self.long_count:
-            more = f" and {self.long_count - len(self.long_lines)} more" if self.long_count > len(self.long_lines) else ""
-            out.append(
-                f"{self.path}: {self.long_count} line(s) longer than {max_chars} characters are cut "
-                f"to that length for encoding (lines {', '.join(map(str, self.long_lines))}{more})"
-            )
+            out.append(f"{self.path}: {self.long_count} line(s) longer than {max_chars} characters are cut "
+                       f"to that length for encoding (lines {lines(self.long_lines, self.long_count)})")
         if self.token_cut_count:
-            out.append(self.token_cut_warning())
+            out.append(f"{self.path}: {self.token_cut_count} line(s) longer than the encoder's {self.max_tokens} "
+                       "tokens are cut there: their end is not encoded, so lines that differ only after it get the "
+                       f"same vector (lines {lines(self.token_cut_lines, self.token_cut_count)})")
         if self.replaced_count:
-            out.append(
-                f"{self.path}: tabs or line-break characters inside {self.replaced_count} line(s) "
-                "replaced by spaces"
-            )
+            out.append(f"{self.path}: tabs or line-break characters inside {self.replaced_count} line(s) "
+                       "replaced by spaces")
         return out
 
 
@@ -220,15 +225,8 @@ def iter_corpus(
     path = Path(path)
     st = stats if stats is not None else CorpusStats(path=path)
     for line_no, text in iter_lines(path, stats=st):
-        if not text.strip():
-            st.empty_lines += 1
-            continue
-        if len(text) > max_chars:
-            st.long_count += 1
-            if len(st.long_lines) < WARN_LIST:
-                st.long_lines.append(line_no)
-        st.sentences += 1
-        yield line_no, text
+        if st.note_line(line_no, text, max_chars):
+            yield line_no, text
     if st.sentences == 0:
         raise InputError(path, f"no sentence in the file ({st.lines} line(s), all empty or whitespace)")
     if warn:
@@ -240,12 +238,8 @@ def read_corpus(path: str | Path, *, max_chars: int = DEFAULT_MAX_CHARS) -> Corp
     """Read a whole corpus into memory (see `iter_corpus` for the policy and errors)."""
     path = Path(path)
     stats = CorpusStats(path=path)
-    sentences: list[str] = []
-    numbers: list[int] = []
-    for line_no, text in iter_corpus(path, max_chars=max_chars, stats=stats):
-        numbers.append(line_no)
-        sentences.append(text)
-    return Corpus(path=path, sentences=sentences, line_numbers=np.asarray(numbers, dtype=np.int64), stats=stats)
+    numbers, sentences = zip(*iter_corpus(path, max_chars=max_chars, stats=stats))  # (never empty: it raises)
+    return Corpus(path=path, sentences=list(sentences), line_numbers=np.asarray(numbers, dtype=np.int64), stats=stats)
 
 
 def truncate_for_encoding(sentences: Sequence[str], max_chars: int = DEFAULT_MAX_CHARS) -> list[str]:

@@ -177,11 +177,8 @@ def cached_encode(
     try:
         keys = [_key(s) for s in sentences]
         found = cache.lookup(list(dict.fromkeys(keys)))
-        # Unique sentences still to encode, in first-occurrence order.
-        todo: dict[bytes, str] = {}
-        for k, s in zip(keys, sentences):
-            if k not in found and k not in todo:
-                todo[k] = s
+        # Unique sentences still to encode, in first-occurrence order (a key is its sentence's hash).
+        todo = {k: s for k, s in zip(keys, sentences) if k not in found}
         if todo:
             from tqdm.auto import tqdm
 

@@ -118,10 +118,7 @@ class Executor:
                    cpus: int = 1, gpus: int = 0, progress: ShardProgress | None = None) -> Iterator[Any]:
         """`worker(*unit)` for every unit, `worker = make(**make_kwargs)` built once per actor
         (a loaded encoder), results as they finish."""
-        worker = make(**make_kwargs)
-        on_rows = progress.partial if progress is not None else None
-        for unit in units:
-            yield worker(*unit, on_rows=on_rows)
+        return self.map(make(**make_kwargs), units, progress=progress)
 
 
 LOCAL = Executor()

@@ -34,14 +34,10 @@ FILE_MODE = 0o666 & ~_umask()
 DIR_MODE = 0o777 & ~_umask()
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write `data` to `path` so that readers see the old file or the whole new one, never half."""
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(data)
-
-
 def atomic_write_text(path: str | Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+    """Write `text` to `path` so that readers see the old file or the whole new one, never half."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(text.encode("utf-8"))
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:

@@ -81,14 +81,6 @@ class Annotation:
         out.append(self.utt[pos:])
         return "".join(out)
 
-    def template_spans(self) -> list[tuple[int, int]]:
-        """Character spans of the template: the non-space text outside every slot value."""
-        spans, pos = [], 0
-        for start, end in [(s.start, s.end) for s in self.slots] + [(len(self.utt), len(self.utt))]:
-            spans += [(pos + m.start(), pos + m.end()) for m in re.finditer(r"\S+", self.utt[pos:start])]
-            pos = end
-        return spans
-
 
 def parse_annotation(annot_utt: str) -> Annotation:
     """Parse MASSIVE's `[slot_type : value]` markup; ValueError saying what is wrong.
@@ -307,12 +299,10 @@ def train_rows(folder: str | Path, src: str, tgt: str = PIVOT) -> tuple[list[str
     an evaluation row would make every MASSIVE number after it wrong without a sign.
     """
     ids, utts = aligned(folder, [src, tgt], "train")
-    leaked = sorted(set(ids) & eval_ids(folder, [src, tgt]), key=_id_order)
+    leaked = sorted(set(ids) & eval_ids(folder, [src, tgt]),
+                    key=lambda k: (not k.isdigit(), int(k) if k.isdigit() else 0, k))  # numeric ids in order
     if leaked:
         raise InputError(Path(folder) / f"{src}.jsonl", f"{len(leaked)} train id(s) are dev/test ids too "
                                                          f"(first: {leaked[0]!r}); refusing to train on them")
     return ids, utts[src], utts[tgt]
 
-
-def _id_order(key: str) -> tuple[bool, int, str]:
-    return (not key.isdigit(), int(key) if key.isdigit() else 0, key)

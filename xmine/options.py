@@ -1,8 +1,8 @@
-"""click parameter types every xmine command uses for numbers: ranges checked at the CLI boundary.
+"""click parameter types and options shared by xmine's commands, checked at the CLI boundary.
 
 `Finite(...)` is a float option that refuses NaN and infinities (click's FloatRange lets NaN
-through: every comparison with NaN is false). `Positive`/`AtLeast` spell the usual ranges, so a
-command never stores a zero list count or a negative budget and fails on it later.
+through: every comparison with NaN is false); `LANG` a language code; `input_format_options`
+the options saying how to read a corpus.
 """
 
 from __future__ import annotations
@@ -86,9 +86,4 @@ def input_format_options(f):
     return wrapper
 
 
-def positive_int() -> click.IntRange:
-    """An int >= 1."""
-    return click.IntRange(min=1)
-
-
-__all__ = ["Finite", "FiniteFloat", "LANG", "LangCode", "input_format_options", "positive_int"]
+__all__ = ["Finite", "FiniteFloat", "LANG", "LangCode", "input_format_options"]

@@ -120,9 +120,8 @@ class Claim:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
             raise
-        old = self._staged.pop(target, None)
-        if old is not None:
-            old.unlink(missing_ok=True)
+        if (old := self._staged.pop(target, None)) is not None:  # written twice: the later file wins
+            _remove(old)
         self._staged[target] = tmp
 
     def discard_staged(self) -> None:
@@ -144,8 +143,7 @@ class Claim:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        old = self._staged.pop(self.path, None)
-        if old is not None:
+        if (old := self._staged.pop(self.path, None)) is not None:
             _remove(old)
         self._staged[self.path] = tmp
 
@@ -238,16 +236,6 @@ def _check_not_inside_an_artefact(path: Path) -> None:
             raise OutputError(f"{path}: cannot be created: {parent} is not a directory (choose another output)")
 
 
-def _make_parents(path: Path) -> list[Path]:
-    """Create missing parent directories; return those created (deepest last)."""
-    made = []
-    for parent in reversed(path.parents):
-        if not parent.exists():
-            made.append(parent)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return made
-
-
 @contextlib.contextmanager
 def claim_output(
     path: str | Path,
@@ -283,45 +271,40 @@ def claim_output(
     claimed = [path] + ([sidecar_of(path)] if form == "tsv" else []) + [Path(str(path) + s) for s in companions]
     check_not_input(claimed, inputs)
     _check_not_inside_an_artefact(path)
-    made = _make_parents(path)
-    try:
-        lock = lock_output(path)
-        lock.__enter__()
-    except BaseException:
-        for d in reversed(made):
-            with contextlib.suppress(OSError):
-                d.rmdir()
-        raise
-    ok = False
-    created_dir = False
+    made = [parent for parent in reversed(path.parents) if not parent.exists()]  # created here, deepest last
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ok = created_dir = False
     claim = None
     try:
-        state = output_state(path, kind, form, companions, in_place=in_place)
-        if state == "finished" and not (overwrite or reopen):
-            raise OutputError(f"{path}: already exists (an xmine {kind_label(kind)}); pass --overwrite to replace it "
-                              "or choose another output")
-        claim = Claim(path=path, kind=kind, form=form, state=state, overwrite=overwrite, companions=companions,
-                      _old_side=read_json(sidecar_of(path)) if form == "tsv" and state == "finished" else None)
-        if form == "dir" and in_place:
-            if not path.exists():
-                path.mkdir()
-                created_dir = True
-            if state == "new" and not (path / MANIFEST).exists():
-                atomic_write_json(path / MARKER, {"kind": kind})
-        yield claim
-        ok = True
+        with lock_output(path):
+            try:
+                state = output_state(path, kind, form, companions, in_place=in_place)
+                if state == "finished" and not (overwrite or reopen):
+                    raise OutputError(f"{path}: already exists (an xmine {kind_label(kind)}); pass --overwrite to "
+                                      "replace it or choose another output")
+                claim = Claim(path=path, kind=kind, form=form, state=state, overwrite=overwrite,
+                              companions=companions,
+                              _old_side=read_json(sidecar_of(path)) if form == "tsv" and state == "finished" else None)
+                if form == "dir" and in_place:
+                    if not path.exists():
+                        path.mkdir()
+                        created_dir = True
+                    if state == "new" and not (path / MANIFEST).exists():
+                        atomic_write_json(path / MARKER, {"kind": kind})
+                yield claim
+                ok = True
+            finally:
+                if not ok and created_dir and {p.name for p in path.iterdir()} <= {MARKER, ".lock"}:
+                    shutil.rmtree(path, ignore_errors=True)  # nothing but our own scaffolding
+                if not ok and claim is not None:
+                    claim.discard_staged()
+                    for d in claim._made_dirs:  # a run that failed before any checkpoint: nothing to resume
+                        if d.is_dir() and all(p.is_dir() or p.name in SCAFFOLDING for p in d.rglob("*")):
+                            shutil.rmtree(d, ignore_errors=True)
+                if not ok and form == "tsv" and _only_a_stub(path, companions):
+                    with contextlib.suppress(FileNotFoundError):
+                        sidecar_of(path).unlink()
     finally:
-        if not ok and created_dir and {p.name for p in path.iterdir()} <= {MARKER, ".lock"}:
-            shutil.rmtree(path, ignore_errors=True)  # nothing but our own scaffolding
-        if not ok and claim is not None:
-            claim.discard_staged()
-            for d in claim._made_dirs:  # a run that failed before any checkpoint: nothing to resume
-                if d.is_dir() and all(p.is_dir() or p.name in SCAFFOLDING for p in d.rglob("*")):
-                    shutil.rmtree(d, ignore_errors=True)
-        if not ok and form == "tsv" and _only_a_stub(path, companions):
-            with contextlib.suppress(FileNotFoundError):
-                sidecar_of(path).unlink()
-        lock.__exit__(None, None, None)
         if not ok:  # parent directories this claim created, if nothing else came to live in them
             for d in reversed(made):
                 with contextlib.suppress(OSError):

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Iterator
 
 from xmine.compression import count_lines
-from xmine.corpus import DEFAULT_MAX_CHARS, WARN_LIST, CorpusStats, iter_lines
+from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats, iter_lines
 from xmine.errors import InputError
 
 log = logging.getLogger("xmine.corpus")
@@ -32,19 +32,14 @@ def iter_parallel(
         )
     s_stats, t_stats = CorpusStats(path=src_path), CorpusStats(path=tgt_path)
     skipped = 0
-    pairs = 0
     for (line_no, s), (_, t) in zip(iter_lines(src_path, stats=s_stats), iter_lines(tgt_path, stats=t_stats)):
         if not s.strip() or not t.strip():
             skipped += 1
             continue
-        for st, text in ((s_stats, s), (t_stats, t)):
-            if len(text) > max_chars:
-                st.long_count += 1
-                if len(st.long_lines) < WARN_LIST:
-                    st.long_lines.append(line_no)
-        pairs += 1
+        s_stats.note_line(line_no, s, max_chars)
+        t_stats.note_line(line_no, t, max_chars)  # (counts the pairs as its sentences)
         yield line_no, s, t
-    if pairs == 0:
+    if s_stats.sentences == 0:
         raise InputError(src_path, f"no sentence pair with both sides non-empty in {src_path} and {tgt_path}")
     if skipped:
         log.warning(f"{src_path} / {tgt_path}: {skipped} line(s) empty on one or both sides skipped")
@@ -58,9 +53,5 @@ def read_parallel(
     src_path: str | Path, tgt_path: str | Path, *, max_chars: int = DEFAULT_MAX_CHARS
 ) -> tuple[list[str], list[str]]:
     """Read line-aligned parallel files into two equally long lists (see `iter_parallel`)."""
-    src: list[str] = []
-    tgt: list[str] = []
-    for _, s, t in iter_parallel(src_path, tgt_path, max_chars=max_chars):
-        src.append(s)
-        tgt.append(t)
-    return src, tgt
+    _, src, tgt = zip(*iter_parallel(src_path, tgt_path, max_chars=max_chars))  # (never empty: it raises)
+    return list(src), list(tgt)

@@ -10,9 +10,7 @@ artefact kind in the directory's manifest:
     projection = "xmine.disentangle.projection:load_projection"
     index = "xmine.index.faiss_index:IndexDir.open"
 
-and `open_artefact(path, kind)` loads the reader on first use. Code may also register a reader
-at run time (`register_reader`), which wins over an entry point: tests, notebooks, third-party
-artefact kinds.
+and `open_artefact(path, kind)` loads the reader on first use.
 """
 
 from __future__ import annotations
@@ -25,18 +23,13 @@ from xmine.errors import ConfigError
 
 GROUP = "xmine.artefact_readers"
 
-_registered: dict[str, Callable[[Path], Any]] = {}
-
-
-def register_reader(kind: str, reader: Callable[[Path], Any]) -> None:
-    """Make `reader(path)` the reader of artefact directories of `kind`."""
-    _registered[kind] = reader
+_loaded: dict[str, Callable[[Path], Any]] = {}
 
 
 def reader_for(kind: str) -> Callable[[Path], Any]:
-    """The reader of `kind`: a registered one, else the installed entry point."""
-    if kind in _registered:
-        return _registered[kind]
+    """The reader of `kind`: the installed entry point (loaded once)."""
+    if kind in _loaded:
+        return _loaded[kind]
     found = [ep for ep in entry_points(group=GROUP) if ep.name == kind]
     if not found:
         raise ConfigError(
@@ -45,7 +38,7 @@ def reader_for(kind: str) -> Callable[[Path], Any]:
             "`bash scripts/setup.sh`) so its entry points are registered"
         )
     reader = found[0].load()
-    _registered[kind] = reader
+    _loaded[kind] = reader
     return reader
 
 

@@ -99,14 +99,6 @@ def shipped_dir(encoder_name: str) -> Path | None:
     return d if (d / "manifest.json").is_file() and (d / "config.json").is_file() else None
 
 
-def shipped_encoder(encoder_name: str) -> dict[str, Any] | None:
-    """The encoder fingerprint the shipped projection of `encoder_name` was trained on."""
-    d = shipped_dir(encoder_name)
-    if d is None:
-        return None
-    return json.loads((d / "config.json").read_text(encoding="utf-8"))["encoder"]
-
-
 def shipped_info(encoder_name: str) -> dict[str, Any] | None:
     """SHIPPED.json of the shipped projection (recipe, data hashes, commit, numbers)."""
     d = shipped_dir(encoder_name)
@@ -164,7 +156,7 @@ def choose_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp=
             raise ConfigError(f"--projection default: {msg.split(':')[0]}")
         log.info(msg)
         return ProjectionChoice(None, "default-unavailable", msg)
-    trained = shipped_encoder(encoder_name)
+    trained = json.loads((d / "config.json").read_text(encoding="utf-8"))["encoder"]  # what it was trained on
     actual = encoder_fp() if callable(encoder_fp) else encoder_fp
     if actual is not None and not _takes(trained, actual, what=f"the shipped projection {d}"):
         msg = (f"the shipped projection was trained on encoder {trained.get('name')!r} id {trained.get('id')!r}, "

@@ -4,13 +4,12 @@ reading the text and id fields of one record."""
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from xmine.corpus import DEFAULT_MAX_CHARS, WARN_LIST, CorpusStats
+from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats
 from xmine.errors import ConfigError, InputError
 
 FORMATS = ("text", "jsonl", "parquet", "hf")
@@ -121,14 +120,11 @@ class CorpusReader:
     def identity(self) -> dict[str, Any]:
         """What identifies the input (a store made from it records this; resume compares it)."""
         from xmine.fileio import sha256_file
+        from xmine.output_state import tree_record
 
-        if self.path.is_dir():
-            h, size = hashlib.sha256(), 0
-            for f in sorted(p for p in self.path.rglob("*") if p.is_file()):
-                rel = f.relative_to(self.path).as_posix()
-                h.update(f"{rel}\0{sha256_file(f)}\n".encode())
-                size += f.stat().st_size
-            digest = h.hexdigest()
+        if self.path.is_dir():  # over its files' names and sha256
+            tree = tree_record(self.path)
+            size, digest = tree["bytes"], tree["sha256"]
         else:
             size, digest = self.path.stat().st_size, sha256_file(self.path)
         return {"path": str(self.path.resolve()), "size": size, "sha256": digest, "format": self.format,
@@ -142,23 +138,16 @@ class CorpusReader:
         st = stats if stats is not None else CorpusStats(path=self.path)
         for number, text, rid in self.records():
             st.lines = number
-            if not text.strip():
-                st.empty_lines += 1
+            if not st.note_line(number, text, max_chars):
                 continue
-            if _BREAKERS.search(text):
+            if _BREAKERS.search(text):  # one space for one character: the length counted stays
                 text = _BREAKERS.sub(" ", text)
                 st.replaced_count += 1
-            if len(text) > max_chars:
-                st.long_count += 1
-                if len(st.long_lines) < WARN_LIST:
-                    st.long_lines.append(number)
-            st.sentences += 1
             if ids is not None:
                 ids.append(rid)
             yield number, text
         if st.sentences == 0:
             raise InputError(self.path, f"no text in the {self.format} input ({st.lines} record(s), all empty)")
-
 
     def split_into_sentences(self, split: Callable[[str], list[str]], *, max_chars: int = DEFAULT_MAX_CHARS,
                         stats: CorpusStats | None = None, ids: list | None = None,

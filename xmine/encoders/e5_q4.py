@@ -23,7 +23,7 @@ import shutil
 import tempfile
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from filelock import FileLock
@@ -242,40 +242,49 @@ def build_model_dir(out_dir: Path, *, sources: dict[str, Any]) -> None:
         "built_from": sources,
         "provenance": provenance(recipe=BUILD_RECIPE, max_seq_length=MAX_SEQ_LENGTH, dtype="float32"),
     })
+    # Temporary files are private (0600); the cache may be shared by several users.
+    for f in out_dir.rglob("*"):
+        f.chmod(0o755 if f.is_dir() else 0o644)
+    out_dir.chmod(0o755)
 
 
 def models_dir() -> Path:
     return xmine_home() / "models"
 
 
-def ensure_me5_model(*, rebuild: bool = False) -> tuple[Path, dict[str, Any]]:
-    """The rebuilt model folder (building it on first use) and its manifest.
-
-    Safe against concurrent callers (an exclusive lock file) and crashes (build in a temporary
-    folder, rename when complete).
-    """
-    sources = build_sources()
-    target = models_dir() / f"me5-small-q4-{sources_hash(sources)}"
-    manifest_path = target / MANIFEST
-    if manifest_path.is_file() and not rebuild:
-        return target, json.loads(manifest_path.read_text(encoding="utf-8"))
+def build_cached_model(target: Path, ready: Callable[[], bool], build: Callable[[Path], Any]) -> Any:
+    """Build the model folder `target` with `build(folder)` unless `ready()`, asked again under an
+    exclusive lock beside it (another process may be building it right now; then None). Built in a
+    hidden staging folder and renamed into place when complete, so a crash never leaves half a
+    model; an existing `target` (a forced rebuild, or a stale, broken or incomplete one: the
+    cache's own entry) is replaced whole. Returns what `build` returned."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(target.parent / f".{target.name}.lock"):  # another process may be building it right now
-        if manifest_path.is_file() and not rebuild:
-            return target, json.loads(manifest_path.read_text(encoding="utf-8"))
+    with FileLock(target.parent / f".{target.name}.lock"):
+        if ready():
+            return None
         staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
         try:
-            build_model_dir(staging / "model", sources=sources)
-            # Temporary files are private (0600); the cache may be shared by several users.
-            for f in (staging / "model").rglob("*"):
-                f.chmod(0o755 if f.is_dir() else 0o644)
-            (staging / "model").chmod(0o755)
-            if target.exists():  # a forced rebuild, or an incomplete folder from an older xmine
-                old = staging / "old"
-                os.replace(target, old)
+            built = build(staging / "model")
+            if target.exists():
+                os.replace(target, staging / "old")
             os.replace(staging / "model", target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+    return built
+
+
+def ensure_me5_model(*, rebuild: bool = False) -> tuple[Path, dict[str, Any]]:
+    """The rebuilt model folder (built on first use by `build_cached_model`: safe against concurrent
+    callers and crashes) and its manifest."""
+    sources = build_sources()
+    target = models_dir() / f"me5-small-q4-{sources_hash(sources)}"
+    manifest_path = target / MANIFEST
+
+    def ready() -> bool:
+        return manifest_path.is_file() and not rebuild
+
+    if not ready():
+        build_cached_model(target, ready, lambda folder: build_model_dir(folder, sources=sources))
     return target, json.loads(manifest_path.read_text(encoding="utf-8"))
 
 

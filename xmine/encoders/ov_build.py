@@ -17,7 +17,7 @@ building the folder on first use:
    nothing is cached; the encoder compiled for the check is the one handed back, so a first use
    compiles once;
 5. the folder is written in a temporary directory and renamed into place under a file lock (as
-   `e5_q4.ensure_me5_model` does), with a manifest holding the sha256 of both files, what the
+   `e5_q4.build_cached_model` does for me5-small), with a manifest holding the sha256 of both files, what the
    model was made from (`source`), the check's result and the seconds each build step took.
 
 `<key>` hashes `source` (the weights' identity, the openvino version, the recipe, the precision
@@ -32,15 +32,11 @@ import functools
 import hashlib
 import json
 import logging
-import os
-import shutil
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-from filelock import FileLock
 
 from xmine.artefacts import provenance
 from xmine.fileio import MANIFEST, sha256_file, write_manifest
@@ -95,12 +91,6 @@ def build_key(*, weights_id: str, precision: str) -> str:
     return source_key(model_source(weights_id=weights_id, precision=precision))
 
 
-def model_folder(stem: str, source: dict[str, Any]) -> Path:
-    from xmine.encoders.e5_q4 import models_dir
-
-    return models_dir() / f"{stem}-openvino-{source['precision']}-{source_key(source)}"
-
-
 def problem_with(folder: Path, source: dict[str, Any]) -> str | None:
     """Why the cached model in `folder` cannot be used (None: it can): absent, stale or broken."""
     try:
@@ -152,20 +142,6 @@ def convert(torch_encoder) -> Any:
                                 input=[("input_ids", [-1, -1], ov.Type.i64), ("attention_mask", [-1, -1], ov.Type.i64)])
 
 
-def probe_reference(reference) -> np.ndarray:
-    """`reference`'s (torch fp32) embeddings of the probe sentences."""
-    from xmine.encoders.probe import PROBE_SENTENCES
-
-    return reference.encode(list(PROBE_SENTENCES))
-
-
-def probe_min_cosine(encoder, expected: np.ndarray) -> float:
-    """Least cosine between `encoder`'s embeddings of the probe sentences and `expected` (`probe_reference`)."""
-    from xmine.encoders.probe import PROBE_SENTENCES
-
-    return float(np.min(np.sum(encoder.encode(list(PROBE_SENTENCES)) * expected, axis=1)))
-
-
 def ensure_openvino_model(*, stem: str, weights_id: str, precision: str, torch_fp32: Callable[[], Any],
                           make_encoder: Callable[[Path], Any]) -> tuple[Any, dict[str, Any]]:
     """The OpenVINO encoder of the cached converted model and its manifest; the model is built (and
@@ -173,32 +149,29 @@ def ensure_openvino_model(*, stem: str, weights_id: str, precision: str, torch_f
 
     `torch_fp32()` gives the torch fp32 `TokenBatchedEncoder` of the same weights (called only to
     build); `make_encoder(folder, build)` gives the OpenVINO encoder (with a `model_xml` attribute)
-    of a folder holding `model.xml`, `build` the model's `source_key`. A model just built is handed back as the encoder its probe check
-    compiled, its `model_xml` pointed at the final folder (the files were only renamed).
+    of a folder holding `model.xml`, `build` the model's `source_key`. A model just built is handed
+    back as the encoder its probe check compiled, its `model_xml` pointed at the final folder (the
+    files were only renamed).
     """
+    from xmine.encoders.e5_q4 import build_cached_model, models_dir
+
     source = model_source(weights_id=weights_id, precision=precision)
-    target = model_folder(stem, source)
+    target = models_dir() / f"{stem}-openvino-{source['precision']}-{source_key(source)}"
     make = functools.partial(make_encoder, build=source_key(source))
-    why = problem_with(target, source)
-    if why is None:
-        return make(target), json.loads((target / MANIFEST).read_text(encoding="utf-8"))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(target.parent / f".{target.name}.lock"):  # another process may be building it right now
+
+    def ready() -> bool:
         why = problem_with(target, source)
-        if why is None:
-            return make(target), json.loads((target / MANIFEST).read_text(encoding="utf-8"))
-        if why != "absent":
+        if why not in (None, "absent"):
             log.warning("%s: %s; rebuilding it", target, why)
-        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
-        try:
-            checked = _build(staging / "model", source=source, precision=precision, torch_fp32=torch_fp32,
-                             make_encoder=make)
-            if target.exists():  # stale or broken: our own cache entry, replaced whole
-                os.replace(target, staging / "old")
-            os.replace(staging / "model", target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        return why is None
+
+    checked = None
+    if problem_with(target, source) is not None:
+        checked = build_cached_model(target, ready, functools.partial(
+            _build, source=source, precision=precision, torch_fp32=torch_fp32, make_encoder=make))
     manifest = json.loads((target / MANIFEST).read_text(encoding="utf-8"))
+    if checked is None:  # cached already (or built meanwhile by another process)
+        return make(target), manifest
     checked.model_xml = target / "model.xml"  # compiled from the staging copy of these very files
     log.info("%s: OpenVINO %s model built in %.0f s (probe min cosine to torch fp32 %.5f) -> %s", manifest["name"],
              precision, manifest["build_seconds"], manifest["check"]["min_cos_to_torch_fp32"], target)
@@ -225,7 +198,7 @@ def _build(folder: Path, *, source, precision, torch_fp32, make_encoder) -> Any:
     reference = torch_fp32()
     name = reference.name
     step("load_torch_fp32")
-    expected = probe_reference(reference)
+    expected = reference.encode(list(PROBE_SENTENCES))
     step("probe_torch_fp32")
     model = convert(reference)
     step("convert")
@@ -243,7 +216,7 @@ def _build(folder: Path, *, source, precision, torch_fp32, make_encoder) -> Any:
     del model, reference
     encoder = make_encoder(folder)
     step("compile")
-    min_cos = probe_min_cosine(encoder, expected)
+    min_cos = float(np.min(np.sum(encoder.encode(list(PROBE_SENTENCES)) * expected, axis=1)))  # least cosine
     step("probe_openvino")
     if not min_cos >= MIN_COSINE[precision]:
         raise EncoderError(f"{name}: the OpenVINO {precision} model agrees with torch fp32 only to cosine "

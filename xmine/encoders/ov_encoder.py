@@ -33,21 +33,9 @@ class OpenVINOEncoder(TokenBatchedEncoder):
 
         from xmine.encoders.ov_build import ov_config
 
-        if pooling not in ("mean", "cls"):
-            raise EncoderError(f"{name}: pooling {pooling!r} is not supported by the fast path")
-        self.name = name
-        self.precision = precision
-        self.runtime = "openvino"
+        self._settings(name=name, tokenizer=tokenizer, pooling=pooling, prefix=prefix, identity=identity, device="cpu",
+                       batching=batching, precision=precision, runtime="openvino", dim=dim)
         self.build = build
-        self.tokenizer = tokenizer
-        self.pooling = pooling
-        self.prefix = prefix
-        self.device = "cpu"
-        self.batching = batching
-        self.dim = int(dim)
-        self._identity = identity
-        self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        self.max_tokens = int(batching.max_length)
         self.threads = int(threads or torch.get_num_threads())
         self.model_xml = Path(model_xml)
         self.model = ov.Core().compile_model(str(model_xml), "CPU", ov_config(precision, self.threads))

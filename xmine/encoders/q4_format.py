@@ -122,13 +122,11 @@ class _Cursor:
     def take(self, n: int) -> memoryview:
         if self.pos + n > len(self.buf):
             raise EncoderError(f"{self.path}: truncated model file (header ends at byte {len(self.buf)})")
-        out = self.buf[self.pos : self.pos + n]
         self.pos += n
-        return out
+        return self.buf[self.pos - n: self.pos]
 
     def unpack(self, fmt: str):
-        size = struct.calcsize(fmt)
-        return struct.unpack(fmt, self.take(size))
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))
 
 
 def read_q4_file(path: str | Path) -> Q4File:

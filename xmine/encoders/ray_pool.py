@@ -16,22 +16,18 @@ import numpy as np
 
 from xmine.cluster import get, require_ray
 from xmine.encoders.base import Encoder
-from xmine.executor import OnRay
+from xmine.executor import OnRay, PoolActor
 
 #: Fewer sentences than this per actor are not worth a round trip: they go to fewer actors.
 MIN_SLICE = 256
 
 
-class _EncoderActor:
-    def __init__(self, name: str, use_gpu: bool, threads: int, precision: str, fingerprint: dict,
-                 runtime: str = "torch"):
-        from xmine.encoders.loader import load_worker_encoder
+def _encode_on_worker(**kwargs):
+    """What each actor holds (`xmine.executor.PoolActor`): the driver's encoder, loaded there."""
+    from xmine.encoders.loader import load_worker_encoder
 
-        self.encoder = load_worker_encoder(name, fingerprint=fingerprint, use_gpu=use_gpu, threads=threads,
-                                           precision=precision, runtime=runtime)
-
-    def encode(self, sentences: list[str], batch_size: int) -> np.ndarray:
-        return self.encoder.encode(sentences, batch_size=batch_size)
+    encoder = load_worker_encoder(**kwargs)
+    return lambda sentences, batch_size: encoder.encode(sentences, batch_size=batch_size)
 
 
 class RayPoolEncoder(Encoder):
@@ -43,12 +39,12 @@ class RayPoolEncoder(Encoder):
         self.name, self.dim = encoder.name, encoder.dim
         count, use_gpu = OnRay().model_actors(threads)
         actor = ray.remote(num_cpus=0 if use_gpu else threads, num_gpus=1 if use_gpu else 0,
-                           max_restarts=-1, max_task_retries=-1)(_EncoderActor)
+                           max_restarts=-1, max_task_retries=-1)(PoolActor)
         self.precision = getattr(encoder, "precision", "fp32")
         self.runtime = getattr(encoder, "runtime", "torch")
-        self._actors = [actor.remote(encoder.name, use_gpu, threads, self.precision, encoder.fingerprint(),
-                                     self.runtime)
-                        for _ in range(count)]
+        worker = dict(name=encoder.name, use_gpu=use_gpu, threads=threads, precision=self.precision,
+                      fingerprint=encoder.fingerprint(), runtime=self.runtime)
+        self._actors = [actor.remote(_encode_on_worker, worker) for _ in range(count)]
 
     def fingerprint(self) -> dict[str, Any]:
         return self._local.fingerprint()
@@ -59,7 +55,7 @@ class RayPoolEncoder(Encoder):
             return np.zeros((0, self.dim), dtype=np.float32)
         parts = max(1, min(len(self._actors), len(sentences) // MIN_SLICE))
         bounds = np.linspace(0, len(sentences), parts + 1).astype(int)
-        refs = [a.encode.remote(sentences[lo:hi], batch_size)
+        refs = [a.run.remote((sentences[lo:hi], batch_size))
                 for a, lo, hi in zip(self._actors, bounds[:-1], bounds[1:])]
         return np.concatenate([np.asarray(get(r), dtype=np.float32) for r in refs], axis=0)
 

@@ -180,23 +180,18 @@ def share_sentence_vectors(encoder, sentences: Sequence[str], store: TokenStore)
     return len(keep)
 
 
-def store_root() -> Path:
-    from xmine.paths import xmine_home
-
-    return xmine_home() / "tokens"
-
-
 def build_token_store(encoder, sentences: Sequence[str], *, mask_spans: Sequence[Spans] | None = None,
                       keep_tokens: bool = True, show_progress: bool = False, desc: str = "token states",
                       root: Path | None = None) -> TokenStore:
     """The store of `sentences` (built once, then reused: keyed by encoder, sentences and masks)."""
     from xmine.artefacts import atomic_dir
     from xmine.fileio import atomic_write_json
+    from xmine.paths import xmine_home
 
     sentences = list(sentences)
     fp = encoder.fingerprint()
     key = _content_key(fp, sentences, mask_spans, keep_tokens)
-    path = (root or store_root()) / f"{key[:24]}"
+    path = (root or xmine_home() / "tokens") / f"{key[:24]}"
     if (path / MANIFEST).is_file():
         return TokenStore(path)
     # Token counts first (tokenizing is cheap), so the flat array can be sized before encoding.

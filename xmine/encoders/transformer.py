@@ -74,25 +74,23 @@ class TokenBatchedEncoder(Encoder):
     def __init__(self, *, name: str, model, tokenizer, pooling: str, prefix: str, identity: str,
                  device: str, batching: BatchingConfig = BatchingConfig(), precision: str = "fp32"):
         """`model` must hold float32 weights; `precision` (concrete, not "auto") casts it in place."""
-        if pooling not in ("mean", "cls"):
-            raise EncoderError(f"{name}: pooling {pooling!r} is not supported by the fast path")
+        self._settings(name=name, tokenizer=tokenizer, pooling=pooling, prefix=prefix, identity=identity,
+                       device=device, batching=batching, precision=precision, runtime="torch",
+                       dim=model.config.hidden_size)
         if precision not in ("fp32", *_TORCH_DTYPES):
             raise EncoderError(f"{name}: precision {precision!r} is not one the fast path runs (fp32, bf16, fp16)")
-        self.name = name
-        self.precision = precision
-        self.runtime = "torch"
-        if precision != "fp32":
-            model = model.to(torch_dtype(precision))
-        self.model = model.eval()
-        self.tokenizer = tokenizer
-        self.pooling = pooling
-        self.prefix = prefix
-        self.device = device
-        self.batching = batching
-        self.dim = int(model.config.hidden_size)
+        self.model = (model if precision == "fp32" else model.to(torch_dtype(precision))).eval()
+
+    def _settings(self, *, name: str, tokenizer, pooling: str, prefix: str, identity: str, device: str,
+                  batching: BatchingConfig, precision: str, runtime: str, dim: int) -> None:
+        """What every runtime of the fast path keeps (`OpenVINOEncoder` too)."""
+        if pooling not in ("mean", "cls"):
+            raise EncoderError(f"{name}: pooling {pooling!r} is not supported by the fast path")
+        self.name, self.tokenizer, self.pooling, self.prefix = name, tokenizer, pooling, prefix
         self._identity = identity
+        self.device, self.batching, self.precision, self.runtime = device, batching, precision, runtime
+        self.dim, self.max_tokens = int(dim), int(batching.max_length)
         self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        self.max_tokens = int(batching.max_length)
 
     def fingerprint(self) -> dict[str, Any]:
         return token_batched_fingerprint(name=self.name, dim=self.dim, identity=self._identity, pooling=self.pooling,
@@ -135,20 +133,25 @@ class TokenBatchedEncoder(Encoder):
             bar.update(len(batch))
         return out
 
+    def _pass(self, input_ids: np.ndarray, mask: np.ndarray):
+        """(last hidden states, their pooling) of one padded pass, as float32 tensors, whatever
+        precision the model ran at (pooling and normalisation happen in float32)."""
+        import torch
+
+        m = torch.from_numpy(mask).to(self.device)
+        hidden = self.model(input_ids=torch.from_numpy(input_ids).to(self.device),
+                            attention_mask=m).last_hidden_state.float()
+        if self.pooling == "cls":
+            return hidden, hidden[:, 0]
+        mf = m.unsqueeze(-1).to(hidden.dtype)
+        return hidden, (hidden * mf).sum(1) / mf.sum(1).clamp(min=1e-9)
+
     def _forward(self, input_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """L2-normalised pooled vectors (float32 numpy) of one padded pass."""
         import torch
 
         with torch.inference_mode():
-            input_ids, mask = torch.from_numpy(input_ids).to(self.device), torch.from_numpy(mask).to(self.device)
-            # Pooling and normalisation in float32, whatever precision the model ran at.
-            hidden = self.model(input_ids=input_ids, attention_mask=mask).last_hidden_state.float()
-            if self.pooling == "cls":
-                pooled = hidden[:, 0]
-            else:
-                m = mask.unsqueeze(-1).to(hidden.dtype)
-                pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
-            pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
+            pooled = torch.nn.functional.normalize(self._pass(input_ids, mask)[1], p=2, dim=1)
             return pooled.cpu().numpy().astype(np.float32, copy=False)
 
     def token_states(self, input_ids: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -156,14 +159,7 @@ class TokenBatchedEncoder(Encoder):
         import torch
 
         with torch.inference_mode():
-            m = torch.from_numpy(mask).to(self.device)
-            hidden = self.model(input_ids=torch.from_numpy(input_ids).to(self.device),
-                                attention_mask=m).last_hidden_state.float()
-            if self.pooling == "cls":
-                pool = hidden[:, 0]
-            else:
-                mf = m.unsqueeze(-1).to(hidden.dtype)
-                pool = (hidden * mf).sum(1) / mf.sum(1).clamp(min=1e-9)
+            hidden, pool = self._pass(input_ids, mask)
             return hidden.to(torch.float16).cpu().numpy(), pool.cpu().numpy()
 
 
@@ -202,7 +198,6 @@ class SentenceTransformerEncoder(Encoder):
             emb = self.model.encode([self.prefix + s for s in sentences], batch_size=batch_size,
                                     show_progress_bar=show_progress, convert_to_tensor=True)
         emb = emb.float().cpu().numpy()
-        emb = np.asarray(emb, dtype=np.float32)
         # The pipeline may lack a Normalize module; the contract says unit rows.
         emb /= np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
         return emb

@@ -18,8 +18,6 @@ from xmine.encoders.base import Encoder
 from xmine.encoders.precision import with_precision
 from xmine.errors import EncoderError
 
-#: ISO codes of the languages USE-multilingual-v3 was trained on
-LANGUAGES = ("ar", "de", "en", "es", "fr", "it", "ja", "ko", "nl", "pl", "pt", "ru", "th", "tr", "zh-cn", "zh-tw")
 DIM = 512
 # Sentences per call to the backend between two progress-bar updates.
 _SLICE = 1024

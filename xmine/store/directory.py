@@ -85,9 +85,7 @@ def rebuild_dir(target: Path) -> Path:
 def remove_leftovers(out_dir: Path, manifest: dict) -> None:
     """Remove the build's scaffolding (progress file, per-shard text and line numbers, temporaries),
     each by the exact name the writer gives it: nothing else in the directory is touched."""
-    keep = ({MANIFEST, SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS, IDS, ID_OFFSETS, SENTENCE_INDEX, LOCK,
-             MARKER}
-            | {s["file"] for s in manifest["shards"]})
+    keep = (_OWN_NAMES - {PROGRESS}) | {s["file"] for s in manifest["shards"]}
     for entry in out_dir.iterdir():
         if entry.name not in keep and _own_file(entry.name) and entry.is_file():
             entry.unlink()

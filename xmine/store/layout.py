@@ -22,21 +22,7 @@ DTYPES = ("float16", "float32")
 PARTS = ("meaning", "language")
 
 
-def emb_name(i: int) -> str:
-    return f"emb-{i:05d}.npy"
-
-
-def lines_name(i: int) -> str:
-    return f"lines-{i:05d}.npy"
-
-
-def text_name(i: int) -> str:
-    return f"text-{i:05d}.txt"
-
-
-def ids_name(i: int) -> str:
-    return f"ids-{i:05d}.txt"
-
-
-def sent_name(i: int) -> str:
-    return f"sent-{i:05d}.npy"
+def shard_names(i: int) -> dict[str, str]:
+    """The files of shard i by what they hold: embeddings, line numbers, text, record ids, sentence indices."""
+    return {k: f"{k}-{i:05d}.{ext}" for k, ext in (("emb", "npy"), ("lines", "npy"), ("text", "txt"),
+                                                     ("ids", "txt"), ("sent", "npy"))}

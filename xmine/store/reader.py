@@ -116,35 +116,36 @@ class EmbeddingStore:
     def line_numbers(self) -> np.ndarray:
         """int64 (count,), memory-mapped: the 1-based input line of every row."""
         if self._line_numbers is None:
-            self._content.check(LINE_NUMBERS)
-            self._line_numbers = np.load(self.directory / LINE_NUMBERS, mmap_mode="r")
+            self._line_numbers = self._array(LINE_NUMBERS)
         return self._line_numbers
 
-    def iter_sentences(self) -> Iterator[str]:
-        """The text of every row, in order, streamed."""
+    def sentences(self) -> list[str]:
+        """The text of every row, in order."""
         self._content.check(SENTENCES)
         path = self.directory / SENTENCES
         with open(path, encoding="utf-8", newline="\n") as f:
             try:
-                for line in f:
-                    yield line[:-1] if line.endswith("\n") else line
+                out = [line[:-1] if line.endswith("\n") else line for line in f]
             except UnicodeDecodeError as e:
                 raise ArtefactError(f"{path}: not UTF-8 ({e.reason}); the store is damaged, rebuild it") from None
-
-    def sentences(self) -> list[str]:
-        """The text of every row, in order."""
-        out = list(self.iter_sentences())
         if len(out) != len(self):
             raise ArtefactError(f"{self.directory / SENTENCES}: {len(out)} lines, expected {len(self)}")
         return out
 
     # --- the embeddings
-    def shard(self, i: int) -> np.ndarray:
-        """Shard i, memory-mapped read-only, in its stored dtype; its sha256 is checked against the
+    def _array(self, name: str) -> np.ndarray:
+        """The store's .npy file `name`, memory-mapped read-only; its sha256 is checked against the
         manifest the first time (once per process), before any of it is used."""
-        name = self.manifest.shards[i].file
         self._content.check(name)
-        return np.load(self.directory / name, mmap_mode="r")
+        try:
+            return np.load(self.directory / name, mmap_mode="r")
+        except (ValueError, OSError, EOFError) as e:
+            raise ArtefactError(f"{self.directory / name}: unreadable ({e}); the store is damaged, rebuild it"
+                                ) from None
+
+    def shard(self, i: int) -> np.ndarray:
+        """Shard i in its stored dtype (see `_array`)."""
+        return self._array(self.manifest.shards[i].file)
 
     def shard_arrays(self) -> list[np.ndarray]:
         """All shards (see `shard`): for random access over the whole store, so all are checked."""
@@ -174,9 +175,7 @@ class EmbeddingStore:
     def row_index(self) -> RowIndex:
         """offsets/hashes/lengths of the rows: the store's own files, memory-mapped."""
         if self._row_index is None:
-            for name in (OFFSETS, HASHES, LENGTHS):
-                self._content.check(name)
-            arrays = [np.load(self.directory / name, mmap_mode="r") for name in (OFFSETS, HASHES, LENGTHS)]
+            arrays = [self._array(name) for name in (OFFSETS, HASHES, LENGTHS)]
             want = (len(self) + 1, len(self), len(self))
             if tuple(len(a) for a in arrays) != want:
                 raise ArtefactError(f"{self.directory}: offsets/hashes/lengths do not have {want} rows")
@@ -193,8 +192,7 @@ class EmbeddingStore:
         if IDS not in self.manifest.files:
             return None
         self._content.check(IDS)
-        self._content.check(ID_OFFSETS)
-        offsets = np.load(self.directory / ID_OFFSETS, mmap_mode="r")
+        offsets = self._array(ID_OFFSETS)
         if len(offsets) != len(self) + 1:
             raise ArtefactError(f"{self.directory / ID_OFFSETS}: {len(offsets)} offsets, expected {len(self) + 1}")
         return TextColumn(self.directory / IDS, offsets)
@@ -204,11 +202,7 @@ class EmbeddingStore:
         for a store made with --split-sentences; else None."""
         if SENTENCE_INDEX not in self.manifest.files:
             return None
-        self._content.check(SENTENCE_INDEX)
-        try:
-            arr = np.load(self.directory / SENTENCE_INDEX, mmap_mode="r")
-        except (ValueError, OSError, EOFError) as e:
-            raise ArtefactError(f"{self.directory / SENTENCE_INDEX}: unreadable ({e}); rebuild the store") from None
+        arr = self._array(SENTENCE_INDEX)
         if arr.shape != (len(self),):
             raise ArtefactError(f"{self.directory / SENTENCE_INDEX}: {arr.shape[0]} rows, expected {len(self)}")
         return arr

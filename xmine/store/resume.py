@@ -4,6 +4,7 @@ progress file, and the shards of an interrupted run that are intact on disk."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from dataclasses import dataclass, field
@@ -74,17 +75,6 @@ def shard_intact(out_dir: Path, shard: ShardRecord) -> bool:
             and sha256_file(out_dir / shard.file) == shard.sha256)
 
 
-def _finished_shards(out_dir: Path, shards: list[ShardRecord]) -> list[ShardRecord]:
-    """The shards of an interrupted run that are intact on disk (a prefix of the recorded ones)."""
-    kept = []
-    for shard in shards:
-        if not shard_intact(out_dir, shard):
-            log.warning(f"{out_dir / shard.file}: damaged or missing; re-encoding from there")
-            break
-        kept.append(shard)
-    return kept
-
-
 @dataclass(kw_only=True)
 class Progress:
     """`progress.json` of a store being built: its finished shards, saved as each is written."""
@@ -132,10 +122,13 @@ def resume(out_dir: Path, identity: dict[str, Any], overwrite: bool, ray: str | 
         if why is not None:
             clear_dir(out_dir)
         else:
-            recorded_prefix = len(progress.shards)
-            progress.shards = _finished_shards(out_dir, progress.shards)
+            intact = list(itertools.takewhile(lambda shard: shard_intact(out_dir, shard), progress.shards))
+            if len(intact) < len(progress.shards):  # kept: the prefix of the recorded shards intact on disk
+                damaged = progress.shards[len(intact)]
+                log.warning(f"{out_dir / damaged.file}: damaged or missing; re-encoding from there")
             # Only a run on a cluster reads these (the single-process run re-encodes after the prefix).
-            if ray is None or len(progress.shards) != recorded_prefix:
+            if ray is None or len(intact) != len(progress.shards):
                 progress.more = {}
+            progress.shards = intact
     remove_temporaries(out_dir)
     return progress

@@ -14,7 +14,7 @@ from xmine.corpus import truncate_for_encoding
 from xmine.errors import ArtefactError
 from xmine.fileio import atomic_path, atomic_write_text, sha256_file
 from xmine.records import ShardRecord
-from xmine.store.layout import emb_name, ids_name, lines_name, sent_name, text_name
+from xmine.store.layout import shard_names
 
 #: CPU threads per encoder actor on CPU-only clusters (one actor per `threads` CPUs). One thread per
 #: actor keeps every core busy through the tokeniser and the single-threaded parts of a forward
@@ -65,25 +65,26 @@ def write_shard_record(out_dir: Path, idx: int, emb: np.ndarray, line_numbers, s
     if len(emb) != len(sentences) or len(line_numbers) != len(sentences):
         raise ArtefactError(f"shard {idx}: {len(emb)} embeddings, {len(line_numbers)} line numbers, "
                             f"{len(sentences)} sentences")
-    with atomic_path(out_dir / emb_name(idx)) as tmp:
+    name = shard_names(idx)
+    with atomic_path(out_dir / name["emb"]) as tmp:
         np.save(tmp, emb)
-    with atomic_path(out_dir / lines_name(idx)) as tmp:
+    with atomic_path(out_dir / name["lines"]) as tmp:
         np.save(tmp, np.asarray(line_numbers, dtype=np.int64))
-    atomic_write_text(out_dir / text_name(idx), "".join(s + "\n" for s in sentences))
-    emb_path = out_dir / emb_name(idx)
+    atomic_write_text(out_dir / name["text"], "".join(s + "\n" for s in sentences))
+    emb_path = out_dir / name["emb"]
     if ids is not None:
         if len(ids) != len(sentences):
             raise ArtefactError(f"shard {idx}: {len(ids)} record ids for {len(sentences)} sentences")
-        atomic_write_text(out_dir / ids_name(idx), "".join(f"{i}\n" for i in ids))
+        atomic_write_text(out_dir / name["ids"], "".join(f"{i}\n" for i in ids))
     if positions is not None:
         if len(positions) != len(sentences):
             raise ArtefactError(f"shard {idx}: {len(positions)} sentence indices for {len(sentences)} sentences")
-        with atomic_path(out_dir / sent_name(idx)) as tmp:
+        with atomic_path(out_dir / name["sent"]) as tmp:
             np.save(tmp, np.asarray(positions, dtype=np.int32))
-    return ShardRecord(file=emb_name(idx), rows=len(sentences), bytes=emb_path.stat().st_size,
-                       sha256=sha256_file(emb_path), lines_file=lines_name(idx), text_file=text_name(idx),
-                       dim=int(emb.shape[1]), ids_file=ids_name(idx) if ids is not None else None,
-                       sent_file=sent_name(idx) if positions is not None else None)
+    return ShardRecord(file=name["emb"], rows=len(sentences), bytes=emb_path.stat().st_size,
+                       sha256=sha256_file(emb_path), lines_file=name["lines"], text_file=name["text"],
+                       dim=int(emb.shape[1]), ids_file=name["ids"] if ids is not None else None,
+                       sent_file=name["sent"] if positions is not None else None)
 
 
 class EncodedShard(NamedTuple):

@@ -86,10 +86,6 @@ class _Job:
     #: where the shards' units run: LOCAL streams the corpus here; a cluster encodes shard ranges
     executor: Executor = LOCAL
 
-    @property
-    def encode_lang(self) -> str | None:
-        return None if self.lang == UNDETERMINED else self.lang
-
 
 def _check_request(input_path: Path, *, encoder: Any, lang: str, projection: Any, part: str, dtype: str,
                    shard_rows: int, batch_size: int, max_chars: int, ray: str | None, input_format: Any) -> _Job:
@@ -227,40 +223,36 @@ def embed_corpus(
                       inputs=[input_path, getattr(job.projection, "path", None)]), \
             lock_store_dir(out_dir):
         info = BuildInfo()
-        target = out_dir  # where the finished store ends up; out_dir is where it is built
-        store, out_dir = _finished_or_build_dir(out_dir, job.identity, overwrite)
-        if store is not None:
-            info.already_done = True
-            info.seconds = time.perf_counter() - t0
-            store.build_info = info
-            return store
-        progress = resume(out_dir, job.identity, overwrite, ray)
-        info.resumed_rows = sum(s.rows for s in progress.shards)
-        if info.resumed_rows:
-            log.info(f"{out_dir}: resuming after {len(progress.shards)} finished shard(s), "
-                     f"{info.resumed_rows} sentences")
-        progress.save()
-        stats = CorpusStats(path=input_path)
-        try:
-            _encode_shards(job, out_dir, progress, info, stats, shard_rows=shard_rows, show_progress=show_progress,
-                           on_shard_done=on_shard_done)
-        except BaseException:
-            if not progress.shards and not progress.more:  # nothing finished: no progress file to mistake for a store
-                with contextlib.suppress(FileNotFoundError):
-                    progress.path.unlink()
-                if out_dir != target and {e.name for e in out_dir.iterdir()} <= {MARKER, LOCK}:
-                    shutil.rmtree(out_dir, ignore_errors=True)
-            raise
-        for message in stats.warnings(max_chars):  # after the bar, so the lines do not mix
-            log.warning(message)
-        finalise(out_dir, job.identity, progress.shards, _input_stats(stats, job), params={
-            "input": str(input_path), "lang": lang, "part": job.identity["part"], "dtype": dtype,
-            "shard_rows": shard_rows, "batch_size": batch_size, "max_chars": max_chars, "ray": ray,
-        })
-        if out_dir != target:
-            swap_in_dir(out_dir, target)
-            out_dir = target
-        store = EmbeddingStore.open(out_dir)
+        store, build_dir = _finished_or_build_dir(out_dir, job.identity, overwrite)  # (a rebuild: beside it)
+        info.already_done = store is not None
+        if store is None:
+            progress = resume(build_dir, job.identity, overwrite, ray)
+            info.resumed_rows = sum(s.rows for s in progress.shards)
+            if info.resumed_rows:
+                log.info(f"{build_dir}: resuming after {len(progress.shards)} finished shard(s), "
+                         f"{info.resumed_rows} sentences")
+            progress.save()
+            stats = CorpusStats(path=input_path)
+            try:
+                _encode_shards(job, build_dir, progress, info, stats, shard_rows=shard_rows,
+                               show_progress=show_progress, on_shard_done=on_shard_done)
+            except BaseException:
+                # Nothing finished: no progress file to mistake for a store.
+                if not progress.shards and not progress.more:
+                    with contextlib.suppress(FileNotFoundError):
+                        progress.path.unlink()
+                    if build_dir != out_dir and {e.name for e in build_dir.iterdir()} <= {MARKER, LOCK}:
+                        shutil.rmtree(build_dir, ignore_errors=True)
+                raise
+            for message in stats.warnings(max_chars):  # after the bar, so the lines do not mix
+                log.warning(message)
+            finalise(build_dir, job.identity, progress.shards, _input_stats(stats, job), params={
+                "input": str(input_path), "lang": lang, "part": job.identity["part"], "dtype": dtype,
+                "shard_rows": shard_rows, "batch_size": batch_size, "max_chars": max_chars, "ray": ray,
+            })
+            if build_dir != out_dir:
+                swap_in_dir(build_dir, out_dir)
+            store = EmbeddingStore.open(out_dir)
         info.seconds = time.perf_counter() - t0
         store.build_info = info
         return store
@@ -323,7 +315,7 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
         progress.save()
 
     settings = dict(out_dir=str(out_dir), part=job.part, dtype=job.dtype, batch_size=job.batch_size,
-                    max_chars=job.max_chars, lang=job.encode_lang)
+                    max_chars=job.max_chars, lang=None if job.lang == UNDETERMINED else job.lang)
     if executor.distributed:  # each actor loads the driver's encoder by name (checked by fingerprint)
         actors, use_gpu = executor.model_actors(ACTOR_THREADS)
         make, make_kwargs = ShardWriter.on_worker, dict(

@@ -130,7 +130,9 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
         partners = _split_langs(langs)
         if not partners:
             raise click.UsageError("--method fmda needs --langs: the MASSIVE locales to pair with en-US (e.g. de-DE)")
-        data, run, ray_address = locate(pairs[0]), train_fmda, None  # FMDA embeds tokens here
+        if ray_address is not None:  # FMDA trains on token states, which the encoder actors do not return
+            raise click.UsageError("--ray applies to the methods other than fmda")
+        data, run = locate(pairs[0]), train_fmda
         config = FmdaConfig(partners=partners, batch_size=batch_size, lr=lr, max_epochs=max_epochs, patience=patience,
                             max_train=max_pairs_per_lang, max_dev=max_valid_pairs, layers=layers,
                             contrastive=fmda_contrastive, select=fmda_select, meaning_init=fmda_meaning_init, seed=seed)

@@ -241,6 +241,11 @@ def test_fmda_trains_from_the_cli_resumes_and_round_trips(tiny_massive, tmp_path
     res = CliRunner().invoke(main, ["train", "--method", "fmda", "--pairs", str(tiny_massive), "--langs", "de-DE",
                                     "--batch-size", "8", "--max-epochs", "2", "-q", "--overwrite", "-o", str(out)])
     assert res.exit_code == 2 and "other settings" in res.output
+    # --ray encodes sentences in actors; FMDA trains on token states, so it is refused, not ignored
+    res = CliRunner().invoke(main, ["train", "--method", "fmda", "--pairs", str(tiny_massive), "--langs", "de-DE",
+                                    "--ray", "-o", str(tmp_path / "fmda-ray")])
+    assert res.exit_code == 2 and "--ray applies to the methods other than fmda" in res.output
+    assert not (tmp_path / "fmda-ray").exists()
 
     proj = load_projection(out)
     assert proj.token_level

@@ -56,8 +56,7 @@ def search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_c
     """Both directions' neighbours by the chosen search, then margin and one-to-one selection."""
     lengths = {"src_lengths": mx.lengths, "tgt_lengths": my.lengths}
     if len(mx.ids) == 0 or len(my.ids) == 0:
-        e = np.zeros(0, np.int64)
-        return MinedPairs(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
+        return MinedPairs.empty()
     if search == "faiss-index":
         knn = (*_neighbours(sy, my, mx.rows, config.k, executor=executor, show_progress=show_progress,
                             tag="searching tgt"),

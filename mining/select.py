@@ -105,6 +105,12 @@ class MinedPairs:
     def pairs(self) -> set[tuple[int, int]]:
         return set(zip(self.src_idx.tolist(), self.tgt_idx.tolist()))
 
+    @classmethod
+    def empty(cls) -> "MinedPairs":
+        """No pairs (an empty side), with the dtypes of mined ones."""
+        e = np.zeros(0, np.int64)
+        return cls(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
+
 
 def _sorted_pairs(src, tgt, score, direction) -> MinedPairs:
     # Sort by score descending; ties broken by (src, tgt) so the output is reproducible.
@@ -298,7 +304,7 @@ def mine_embeddings(
     xs, sl = (x, src_lengths) if xr is None else (x[xr], src_lengths[xr])
     ys, tl = (y, tgt_lengths) if yr is None else (y[yr], tgt_lengths[yr])
     if len(xs) == 0 or len(ys) == 0:
-        return _sorted_pairs(*[np.zeros(0, np.int64)] * 4)
+        return MinedPairs.empty()
     neighbours = knn(xs, ys, config.k, block_rows=config.block_rows, block_cols=config.block_cols,
                      workers=config.workers, product=config.product, checkpoint_dir=checkpoint_dir,
                      checkpoint_key=checkpoint_key, show_progress=show_progress)

@@ -186,7 +186,7 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
 @click.option("--projection", "projection_dir", default=None, type=click.Path(exists=True, file_okay=False),
               help="Projection directory from `xmine train`; its language part and stored centroids identify the language.")
 @click.option("--lid", default=None, type=click.Choice(("fasttext", "langid", "lingua")),
-              help="Identify with a library instead of a projection (xmine/mining/langid.py; the one "
+              help="Identify with a library instead of a projection (xmine.mining.langid; the one "
                    "`xmine mine --lang-filter` and the language pair filter use). Give --projection or --lid.")
 @click.option("--encoder", default=None,
               help="Encoder name; must be the projection's. [default: the one the projection was trained on]")

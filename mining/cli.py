@@ -122,7 +122,7 @@ class ThresholdType(click.ParamType):
                    "rescored exactly, with a proven bound on the product's error: the output is the "
                    "same byte for byte whatever the product. cuda without a GPU is an error.")
 @click.option("--filters/--no-filters", default=True, show_default=True,
-              help="Pair filters after mining (xmine/mining/filters.py), each dropping pairs that are no "
+              help="Pair filters after mining (xmine.mining.filters), each dropping pairs that are no "
                    "translations whatever their score: identical (equal sides after removing case, "
                    "punctuation, digits and spaces, or a side with no letters), score_max (a ratio margin "
                    "above --score-max: copies and boilerplate), script (a side not in its language's "
@@ -143,7 +143,7 @@ class ThresholdType(click.ParamType):
 @click.option("--lid-min-confidence", type=click.FloatRange(0, 1), default=None,
               help="Confidence at least which --lang-filter and the language pair filter take a sentence "
                    "for another language, one value for every language. Default: each language's own "
-                   "threshold for --lid fasttext (the table xmine/mining/lid_thresholds.json, chosen on "
+                   "threshold for --lid fasttext (the table mining/lid_thresholds.json, chosen on "
                    "FLORES-200 so that at most 1% of a language's own sentences are dropped, never "
                    "below 0.8), else 0.8. OUT.json records the thresholds used.")
 @click.option("--lang-filter/--no-lang-filter", default=None,
@@ -156,7 +156,7 @@ class ThresholdType(click.ParamType):
                    "requires them. OUT.json's lang_filter says whether it ran; src/tgt.other_language count "
                    "the sentences dropped.")
 @click.option("--pre-clean/--no-pre-clean", default=True, show_default=True,
-              help="Before the search (xmine/mining/presearch.py): drop rows with no letters (their pairs "
+              help="Before the search (xmine.mining.presearch): drop rows with no letters (their pairs "
                    "the identical filter drops anyway; only while it is on), mine near-duplicates (equal "
                    "but for digits, punctuation, case) once through their first row, and keep a text present "
                    "on both sides only on the side --lid identifies it as (with --src-lang and --tgt-lang; "

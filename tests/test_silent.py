@@ -1,0 +1,70 @@
+"""Silent results and leftovers (issue #34): a result that was wrong or incomplete without a word,
+and what a failed run left in the next one's way. Every case through the CLI, as a user would run
+it, with real FLORES-200 lines and the fast `use-m3` encoder: exit status, one error line, and the
+files that existed before byte-identical afterwards."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from clitools import ok, refused, tree, untouched, xm
+from flores import flores_lines
+
+N = 300  # FLORES lines per side
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory, data_dir):
+    """German and English FLORES lines (line i translates line i) and a `center` projection."""
+    d = tmp_path_factory.mktemp("silent")
+    for code, lang in (("deu_Latn", "de"), ("eng_Latn", "en")):
+        text = "".join(s + "\n" for s in flores_lines(data_dir, code, N))
+        (d / f"{lang}.txt").write_text(text, encoding="utf-8")
+        (d / f"pairs.{lang}").write_text(text, encoding="utf-8")  # (train takes the language from the suffix)
+    ok(xm("train", "--method", "center", "--pairs", f"{d / 'pairs.de'}:{d / 'pairs.en'}", "--encoder", "use-m3",
+          "-q", "-o", d / "proj"))
+    return d
+
+
+@pytest.fixture
+def ws(made, tmp_path):
+    for name in ("de.txt", "en.txt"):
+        (tmp_path / name).write_bytes((made / name).read_bytes())
+    return tmp_path
+
+
+# ------------------------------------------------------------------------- a truncated .zst
+
+
+def _zstd_frames(raw: bytes, frame_bytes: int | None) -> bytes:
+    """`raw` zstd-compressed in one frame, or in frames of `frame_bytes` each (as `zstd --long`
+    splitters and streaming writers make them)."""
+    import zstandard
+
+    compressor = zstandard.ZstdCompressor()
+    if frame_bytes is None:
+        return compressor.compress(raw)
+    return b"".join(compressor.compress(raw[i:i + frame_bytes]) for i in range(0, len(raw), frame_bytes))
+
+
+@pytest.mark.parametrize("frame_bytes", [None, 4096], ids=["one frame", "frames"])
+def test_a_truncated_zst_is_refused_by_every_command_that_reads_text(ws, made, frame_bytes):
+    data = _zstd_frames((ws / "de.txt").read_bytes(), frame_bytes)
+    whole = ws / "whole.txt.zst"
+    whole.write_bytes(data)
+    cut = ws / "cut.txt.zst"
+    cut.write_bytes(data[:len(data) * 6 // 10])  # was: 164 of 300 lines read (frames), or "no sentence" (one)
+    commands = [
+        ["embed", cut, "--lang", "de", "--encoder", "use-m3", "-q", "-o", ws / "s"],
+        ["build-index", cut, "--lang", "de", "--encoder", "use-m3", "-o", ws / "i"],
+        ["mine", cut, ws / "en.txt", "--encoder", "use-m3", "-o", ws / "m.tsv"],
+        ["langid", "--projection", made / "proj", cut, "-o", ws / "l.tsv"],
+    ]
+    with untouched(ws):
+        for argv in commands:
+            refused(xm(*argv), "cut.txt.zst", "truncated zstd")
+    ok(xm("langid", "--projection", made / "proj", whole, "-o", ws / "l.tsv"))  # the whole file: every line
+    assert len((ws / "l.tsv").read_text().splitlines()) == N

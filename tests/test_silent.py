@@ -68,3 +68,23 @@ def test_a_truncated_zst_is_refused_by_every_command_that_reads_text(ws, made, f
             refused(xm(*argv), "cut.txt.zst", "truncated zstd")
     ok(xm("langid", "--projection", made / "proj", whole, "-o", ws / "l.tsv"))  # the whole file: every line
     assert len((ws / "l.tsv").read_text().splitlines()) == N
+
+
+# ------------------------------------------------------------------- two writers of one file
+
+
+@pytest.mark.parametrize("held,second", [("y", ["-o", "y.src"]), ("y.src", ["--format", "moses", "-o", "y"])],
+                         ids=["moses output held", "its .src held"])
+def test_two_outputs_that_share_a_file_are_not_written_at_once(ws, held, second):
+    from mining.pipeline import MINING_KIND
+    from mining.writers import COMPANIONS
+    from xmine.outputs import claim_output
+
+    # Another run holds its output, as `mine` claims it (the lock is per open file, so this process
+    # counts as another): `mine -o y --format moses` writes y.src, which `mine -o y.src` writes too.
+    with claim_output(ws / held, kind=MINING_KIND, form="tsv", companions=(".meta", ".work") + COMPANIONS):
+        with untouched(ws):  # (was: both ran, and the later finish removed the other's y.src as stale)
+            refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", *second[:-1], ws / second[-1]),
+                    "another xmine process is writing", "y.src")
+    ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", *second[:-1], ws / second[-1]))  # free again
+    assert not list(ws.glob(".*lock"))

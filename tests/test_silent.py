@@ -88,3 +88,25 @@ def test_two_outputs_that_share_a_file_are_not_written_at_once(ws, held, second)
                     "another xmine process is writing", "y.src")
     ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", *second[:-1], ws / second[-1]))  # free again
     assert not list(ws.glob(".*lock"))
+
+
+# -------------------------------------------------------------------------------- bench report
+
+
+def test_bench_report_names_the_folder_it_read_and_every_file_it_left_out(tmp_path, caplog):
+    results = tmp_path / "my-results"
+    results.mkdir()
+    (results / "sts-use-m3.json").write_text(json.dumps(
+        {"task": "sts", "table": {"columns": ["variant", "r"], "rows": [["raw", 71.5]]}}))
+    (results / "broken.json").write_text('{"task": "sts", "table": ')  # cut short
+    (results / "list.json").write_text("[1, 2]")
+    out = tmp_path / "RESULTS.md"
+    with caplog.at_level("WARNING", logger="xmine"):
+        ok(xm("bench", "report", "--results", results, "--out", out))
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 2 and "broken.json: not valid JSON" in warned[0] and "list.json: a JSON list" in warned[1]
+    md = out.read_text()
+    assert f"from the JSON files in `{results}/`" in md and "benchmarks/results" not in md
+    assert "| raw | 71.5 |" in md and "- `broken.json`: not valid JSON" in md
+    with untouched(tmp_path):
+        refused(xm("bench", "report", "--results", tmp_path / "nowhere", "--out", tmp_path / "R2.md"), "nowhere")

@@ -6,6 +6,7 @@ files that existed before byte-identical afterwards."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,48 @@ def test_bench_report_names_the_folder_it_read_and_every_file_it_left_out(tmp_pa
     assert "| raw | 71.5 |" in md and "- `broken.json`: not valid JSON" in md
     with untouched(tmp_path):
         refused(xm("bench", "report", "--results", tmp_path / "nowhere", "--out", tmp_path / "R2.md"), "nowhere")
+
+
+# ---------------------------------------------------------------- foreign files in the cache
+
+
+def test_cache_info_and_clear_touch_only_xmines_own_cache_files(tmp_path, monkeypatch):
+    import sqlite3
+
+    import numpy as np
+
+    from xmine.embed_cache import EmbeddingCache, cache_path
+
+    monkeypatch.setenv("XMINE_HOME", str(tmp_path))
+    fingerprint = {"name": "use-m3", "dim": 4, "id": "use-m3|test"}
+    cache = EmbeddingCache(fingerprint)  # a real cache file, where xmine puts it
+    cache.store([b"k" * 20, b"l" * 20], np.ones((2, 4), dtype=np.float32))
+    cache.close()
+    home = tmp_path / "embeddings"
+    assert cache_path(fingerprint).parent == home
+    for name in ("mydata.sqlite", "user-0123456789abcdef.sqlite"):  # a user's database with a table `emb`
+        user = sqlite3.connect(home / name)
+        user.execute("CREATE TABLE emb (key BLOB, vec BLOB)")
+        user.execute("INSERT INTO emb VALUES (x'00', x'01')")
+        user.commit()
+        user.close()
+    (home / "notes-0123456789abcdef.sqlite").write_text("not a database\n")
+    (home / "backup.sqlite").write_bytes(cache_path(fingerprint).read_bytes())  # a cache, copied by the user
+    (home / "use-m3-0123456789abcdef.sqlite").write_bytes(cache_path(fingerprint).read_bytes())  # and renamed
+    (home / f"{cache_path(fingerprint).name}.bak").write_text("mine\n")  # was removed with the cache
+    foreign = {p.name: p.read_bytes() for p in home.iterdir() if p != cache_path(fingerprint)}
+    left_alone = [  # (was: a traceback, "no such table: emb"; and `clear` deleted mydata.sqlite)
+        ("backup.sqlite", "not named ENCODER-HASH.sqlite"), ("mydata.sqlite", "not named ENCODER-HASH.sqlite"),
+        ("notes-0123456789abcdef.sqlite", "file is not a database"),
+        ("use-m3-0123456789abcdef.sqlite", "the encoder recorded in it (use-m3) is not this file's name"),
+        ("user-0123456789abcdef.sqlite", "no such table: meta")]
+
+    info = re.sub(r"[\d.]+ MB on disk", "N MB on disk", ok(xm("cache", "info")).output).splitlines()
+    assert "1 cache file(s)" in info[0]
+    assert info[1:] == [f"  {n}: not an xmine cache file: {why} (left alone)" for n, why in left_alone[:4]] + [
+        f"  {cache_path(fingerprint).name}: use-m3 (4-d), 2 sentences, N MB on disk",
+        f"  {left_alone[4][0]}: not an xmine cache file: {left_alone[4][1]} (left alone)"]
+    cleared = ok(xm("cache", "clear", "--yes")).output.splitlines()
+    assert cleared[:-1] == [f"left alone: {home / n} (not an xmine cache file: {why})" for n, why in left_alone]
+    assert cleared[-1].startswith("deleted 1 cache file(s)")
+    assert {p.name: p.read_bytes() for p in home.iterdir()} == foreign

@@ -348,7 +348,7 @@ def _noisy_finish(details, data, lang_list, settings, threshold) -> None:
 
 
 @bench.command("report")
-@click.option("--results", "results_dir", type=click.Path(file_okay=False), default=None,
+@click.option("--results", "results_dir", type=click.Path(exists=True, file_okay=False), default=None,
               help="Folder of result JSONs. Default: benchmarks/results in the checkout.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Markdown file. Default: benchmarks/RESULTS.md.")
 @click.option("--overwrite", is_flag=True, help="Replace the markdown file if it is an earlier xmine report.")

@@ -5,7 +5,8 @@ file (its printed table), with the encoder, projections, parameters, data, commi
 time; the machine (CPU, cores, RAM) heads the file.
 Results of other benchmarks (BUCC, speed) are included too: as their own table when their JSON
 carries a `table` ({"columns", "rows"}) like ours, else as a key/value table of their numbers.
-Unreadable JSON files are listed by name only.
+A JSON file that is no result (unreadable, not an object, a malformed table) is left out with a
+warning naming it and why, and listed with that reason at the end of the report.
 
 Hand-written analysis (how the numbers compare with the papers, why they differ) lives beside
 the JSONs as `results/notes/<task>.md` and is placed under that task's section;
@@ -16,12 +17,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 from xmine.fileio import atomic_write_text
-from xmine.output_state import md_header, read_json
+from xmine.output_state import md_header
 from xmine.benchmarks.common import machine, results_dir
+
+log = logging.getLogger("xmine.benchmarks.report")
 
 TASK_TITLES = {
     "quality": "Disentangler quality: methods x tasks",
@@ -121,15 +125,36 @@ def _note(folder: Path, name: str) -> str | None:
     return path.read_text(encoding="utf-8").strip() if path.is_file() else None
 
 
+def _read_result(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(the result, None), or (None, why the file is no result the report can show)."""
+    try:
+        res = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        return None, f"cannot be read ({e.strerror})"
+    except ValueError as e:  # (invalid UTF-8 too)
+        return None, f"not valid JSON ({e})"
+    if not isinstance(res, dict):
+        return None, f"a JSON {type(res).__name__}, not a result object"
+    table = res.get("table")
+    if isinstance(table, dict) and "columns" in table and "rows" in table and not (
+            isinstance(table["columns"], list) and isinstance(table["rows"], list)
+            and all(isinstance(r, list) for r in table["rows"])):
+        return None, "its table's columns and rows are not lists"
+    return res, None
+
+
 def build_report(results: Path | None = None) -> str:
-    """The Markdown text of RESULTS.md."""
+    """The Markdown text of RESULTS.md. Each JSON file that is no result is left out with a
+    warning (and listed at the end with the reason)."""
     folder = Path(results) if results else results_dir()
+    shown = str(folder) if results else "benchmarks/results"  # (no checkout path in the shipped report)
     by_task: dict[str, list[tuple[str, dict]]] = {}
     other: list[str] = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        res = read_json(path)
-        if res is None:  # unreadable, or not a result: listed by name only
-            other.append(path.name)
+        res, why = _read_result(path)
+        if res is None:
+            log.warning("%s: %s; left out of the report", path, why)
+            other.append(f"`{path.name}`: {why}")
             continue
         if res.get("kind") == "threshold-study":  # a study: its note says what it measured
             by_task.setdefault("threshold_study", [])
@@ -146,7 +171,7 @@ def build_report(results: Path | None = None) -> str:
         "# xmine benchmark results",
         "",
         f"Generated {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} by "
-        "`xmine bench report` from the JSON files in `benchmarks/results/` "
+        f"`xmine bench report` from the JSON files in `{shown}/` "
         "(each one written by `xmine bench <task>` with full provenance).",
         "",
         f"Machine: {m['cpu']}, {m['cores']} logical cores, {m['ram_gb']} GB RAM, {m['os']}.",
@@ -173,9 +198,9 @@ def build_report(results: Path | None = None) -> str:
             lines += [note, ""]
         elif task in PAPER_TASKS:
             lines += ["Comparison with the papers: not written yet "
-                      f"(`benchmarks/results/notes/{task}.md`).", ""]
+                      f"(`{shown}/notes/{task}.md`).", ""]
     if other:
-        lines += ["## Other result files", ""] + [f"- `{n}`" for n in other] + [""]
+        lines += ["## Files left out (no result)", ""] + [f"- {n}" for n in other] + [""]
     if not by_task:
         lines += ["No results yet: run `xmine bench <task>` first.", ""]
     return "\n".join(lines)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -31,3 +34,23 @@ def refused(res, *fragments: str) -> str:
 
 def files_under(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every file (hidden ones too) under root -> sha256; every directory -> "dir"."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for d in dirnames:
+            out[os.path.relpath(os.path.join(dirpath, d), root)] = "dir"
+        for f in filenames:
+            p = os.path.join(dirpath, f)
+            out[os.path.relpath(p, root)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
+    return out
+
+
+@contextlib.contextmanager
+def untouched(root: Path):
+    """Nothing under root is created, changed or deleted inside the block."""
+    before = tree(root)
+    yield
+    assert tree(root) == before

@@ -8,7 +8,6 @@ tokenizer matters (truncation at 512 tokens).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -23,6 +22,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from clitools import tree, untouched
 from xmine.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,26 +53,6 @@ def refused(res, *fragments: str) -> str:
     for f in fragments:
         assert f in errors[0], errors[0]
     return errors[0]
-
-
-def tree(root: Path) -> dict[str, str]:
-    """Every file (hidden ones too) under root -> sha256; every directory -> "dir"."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for d in dirnames:
-            out[os.path.relpath(os.path.join(dirpath, d), root)] = "dir"
-        for f in filenames:
-            p = os.path.join(dirpath, f)
-            out[os.path.relpath(p, root)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
-    return out
-
-
-@contextlib.contextmanager
-def untouched(root: Path):
-    """Nothing under root is created, changed or deleted inside the block."""
-    before = tree(root)
-    yield
-    assert tree(root) == before
 
 
 def _head(src: Path, dest: Path, n: int) -> Path:

@@ -189,32 +189,38 @@ def cache_info() -> None:
     from xmine.embed_cache import cache_file_info, cache_files, max_cache_mb
     from xmine.paths import xmine_home
 
-    files = cache_files()
-    click.echo(f"{xmine_home() / 'embeddings'}: {len(files)} cache file(s), bound {max_cache_mb():.0f} MB of "
-               "vectors each (XMINE_CACHE_MAX_MB)")
-    for f in files:
-        i = cache_file_info(f)
-        click.echo(f"  {f.name}: {i['encoder']} ({i['dim']}-d), {i['rows']:,} sentences, "
-                   f"{i['bytes'] / 2**20:,.1f} MB on disk")
+    found = [(f, *cache_file_info(f)) for f in cache_files()]
+    click.echo(f"{xmine_home() / 'embeddings'}: {sum(i is not None for _, i, _ in found)} cache file(s), bound "
+               f"{max_cache_mb():.0f} MB of vectors each (XMINE_CACHE_MAX_MB)")
+    for f, i, why in found:
+        if i is None:
+            click.echo(f"  {f.name}: {why} (left alone)")
+        else:
+            click.echo(f"  {f.name}: {i['encoder']} ({i['dim']}-d), {i['rows']:,} sentences, "
+                       f"{i['bytes'] / 2**20:,.1f} MB on disk")
 
 
 @cache.command("clear")
 @click.option("--encoder", "encoder_name", default=None, help="Only this encoder's cache (default: all).")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def cache_clear(encoder_name, yes) -> None:
-    """Delete cache files (the embeddings are recomputed when next needed)."""
-    from xmine.embed_cache import cache_file_info, cache_files
+    """Delete cache files (the embeddings are recomputed when next needed). Only files that are
+    provably xmine's cache are deleted; any other file there is named and left alone."""
+    from xmine.embed_cache import cache_file_info, cache_files, remove_cache_file
 
-    files = [f for f in cache_files() if encoder_name is None or cache_file_info(f)["encoder"] == encoder_name]
+    found = [(f, *cache_file_info(f)) for f in cache_files()]
+    for f, i, why in found:
+        if i is None:
+            click.echo(f"left alone: {f} ({why})", err=True)
+    files = [(f, i) for f, i, _ in found if i is not None and encoder_name in (None, i["encoder"])]
     if not files:
         click.echo("nothing to clear")
         return
-    total = sum(cache_file_info(f)["bytes"] for f in files)
+    total = sum(i["bytes"] for _, i in files)
     if not yes:
         click.confirm(f"delete {len(files)} cache file(s), {total / 2**20:,.1f} MB?", abort=True)
-    for f in files:
-        for part in f.parent.glob(f.name + "*"):  # the database and its -wal / -shm files
-            part.unlink(missing_ok=True)
+    for f, _ in files:
+        remove_cache_file(f)
     click.echo(f"deleted {len(files)} cache file(s), {total / 2**20:,.1f} MB")
 
 

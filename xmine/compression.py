@@ -64,9 +64,58 @@ def open_binary(path: str | Path) -> BinaryIO:
         except ImportError:
             raise InputError(path, "is zstd-compressed; reading it needs the zstandard package "
                                    "(pip install zstandard)") from None
-        raw = zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True)
-        return io.BufferedReader(raw)  # type: ignore[arg-type]
+        return io.BufferedReader(_ZstdFrames(path, zstandard))
     return open(path, "rb")
+
+
+class _ZstdFrames(io.RawIOBase):
+    """The decompressed bytes of a file of zstd frames, every frame read to its end.
+
+    zstandard's own `stream_reader` ends the text without a word where a file was cut (inside a
+    frame), so a truncated file would read as a shorter corpus; here a file that ends inside a
+    frame raises `ZstdError`, and bytes after the last frame that are no frame do too."""
+
+    _CHUNK = 1 << 16
+
+    def __init__(self, path: Path, zstandard) -> None:  # noqa: ANN001 (an optional module)
+        self._file = open(path, "rb")
+        self._zstd = zstandard
+        self._dctx = zstandard.ZstdDecompressor()
+        self._frame = None  # the decompressor of the frame being read; None between frames
+        self._out = b""  # decompressed bytes not returned yet, from `self._at` on
+        self._at = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # noqa: ANN001 (a writable buffer)
+        while self._at == len(self._out):
+            chunk = self._file.read(self._CHUNK)
+            if not chunk:
+                if self._frame is not None:
+                    # EOFError, as gzip, xz and bzip2 say it (`read_error`)
+                    raise EOFError("the file ends inside a zstd frame")
+                return 0
+            self._out, self._at = self._decompress(chunk), 0
+        n = min(len(buffer), len(self._out) - self._at)
+        buffer[:n] = self._out[self._at:self._at + n]
+        self._at += n
+        return n
+
+    def _decompress(self, data: bytes) -> bytes:
+        parts = []
+        while data:
+            if self._frame is None:
+                self._frame = self._dctx.decompressobj()
+            parts.append(self._frame.decompress(data))
+            if not self._frame.eof:
+                break
+            data, self._frame = self._frame.unused_data, None  # the next frame starts there
+        return b"".join(parts)
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
 
 
 def read_errors() -> tuple[type[BaseException], ...]:
@@ -81,6 +130,15 @@ def read_errors() -> tuple[type[BaseException], ...]:
     except ImportError:
         pass
     return errors
+
+
+def read_error(path: str | Path, error: BaseException, compression: str | None, line: int) -> InputError:
+    """The InputError for a `read_errors()` error met at `line`: a stream that ends early is a
+    truncated file (said as such, for the whole file), anything else damage at that line."""
+    if isinstance(error, EOFError):
+        return InputError(path, f"truncated {compression or 'file'}: {error}; the file was cut short "
+                                "(copy or download it again)")
+    return InputError(path, f"cannot read (corrupt {compression or 'file'}?): {error}", line=line)
 
 
 _SNIFF_BYTES = 1 << 20
@@ -108,6 +166,5 @@ def count_lines(path: str | Path) -> int:
                 n += block.count(end)
                 last = block[-1:]
         except read_errors() as e:
-            raise InputError(path, f"cannot read (corrupt or truncated {compression_of(path) or 'file'}?): {e}",
-                             line=n + 1) from None
+            raise read_error(path, e, compression_of(path), n + 1) from None
     return n + (last != end)

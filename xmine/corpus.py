@@ -40,7 +40,7 @@ from typing import BinaryIO, Iterator, Sequence
 
 import numpy as np
 
-from xmine.compression import compression_of, open_binary, read_errors, uses_cr_line_ends
+from xmine.compression import compression_of, open_binary, read_error, read_errors, uses_cr_line_ends
 from xmine.errors import InputError
 
 log = logging.getLogger("xmine.corpus")
@@ -204,8 +204,7 @@ def iter_lines(path: str | Path, *, stats: CorpusStats | None = None) -> Iterato
         except read_errors() as e:
             if isinstance(e, FileNotFoundError):
                 raise
-            raise InputError(path, f"cannot read (corrupt or truncated {st.compression or 'file'}?): {e}",
-                             line=st.lines + 1) from None
+            raise read_error(path, e, st.compression, st.lines + 1) from None
 
 
 def iter_corpus(

@@ -64,9 +64,12 @@ def _key(sentence: str) -> bytes:
 def cache_path(encoder_fingerprint: dict) -> Path:
     """The SQLite file holding `encoder`'s embeddings."""
     fp = EncoderFingerprint.from_dict(encoder_fingerprint, where="the encoder's fingerprint")
-    digest = hashlib.sha1(json.dumps(fp.id).encode()).hexdigest()[:16]
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", fp.name)[-40:]
-    return xmine_home() / "embeddings" / f"{name}-{digest}.sqlite"
+    return xmine_home() / "embeddings" / _file_name(fp.name, fp.id)
+
+
+def _file_name(encoder_name: str, encoder_id: str) -> str:
+    digest = hashlib.sha1(json.dumps(encoder_id).encode()).hexdigest()[:16]
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", encoder_name)[-40:] + f"-{digest}.sqlite"
 
 
 class EmbeddingCache:
@@ -142,22 +145,58 @@ class EmbeddingCache:
 
 
 def cache_files() -> list[Path]:
-    """The cache files under $XMINE_HOME/embeddings."""
+    """The `*.sqlite` files under $XMINE_HOME/embeddings: xmine's cache files, and whatever else a
+    user put there (`cache_file_info` tells them apart)."""
     d = xmine_home() / "embeddings"
     return sorted(d.glob("*.sqlite")) if d.is_dir() else []
 
 
-def cache_file_info(path: Path) -> dict:
-    """Encoder name, rows and bytes on disk of one cache file (read-only)."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=120)
+#: how `_file_name` names a cache file
+_CACHE_NAME = re.compile(r"[A-Za-z0-9._-]{1,40}-[0-9a-f]{16}\.sqlite")
+#: a SQLite database's own companion files, removed with it
+_SQLITE_PARTS = ("", "-wal", "-shm", "-journal")
+
+
+def cache_file_info(path: Path) -> tuple[dict | None, str | None]:
+    """(encoder name, dim, rows and bytes on disk, None) of one cache file, read-only; or (None,
+    why not) for a file that is not provably xmine's: a cache file records its encoder in its
+    `meta` table, and that encoder gives exactly the file's name (`cache_path`). Anything else
+    (another SQLite file, one with a table `emb` of its own) is a user's and is never touched."""
+    if not _CACHE_NAME.fullmatch(path.name):
+        return None, "not an xmine cache file: not named ENCODER-HASH.sqlite"
+    # Opening a database in WAL mode adds -wal and -shm files beside it, even read-only; so one
+    # without them is read as an immutable file (there is no WAL content to miss).
+    immutable = "" if path.with_name(path.name + "-wal").exists() else "&immutable=1"
     try:
-        rows = db.execute("SELECT COUNT(*) FROM emb").fetchone()[0]
-        meta = db.execute("SELECT v FROM meta WHERE k = 'encoder'").fetchone()
-    finally:
-        db.close()
-    encoder = json.loads(meta[0]) if meta else {}
-    size = sum(p.stat().st_size for p in path.parent.glob(path.name + "*") if p.is_file())
-    return {"path": str(path), "encoder": encoder.get("name"), "dim": encoder.get("dim"), "rows": rows, "bytes": size}
+        db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro{immutable}", uri=True, timeout=120)
+        try:
+            meta = db.execute("SELECT v FROM meta WHERE k = 'encoder'").fetchone()
+            rows = db.execute("SELECT COUNT(*) FROM emb").fetchone()[0]
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as e:  # not a database, no such table, ...
+        return None, f"not an xmine cache file: {e}"
+    try:
+        encoder = json.loads(meta[0]) if meta else None
+    except (TypeError, ValueError):
+        encoder = None
+    if not (isinstance(encoder, dict) and isinstance(encoder.get("name"), str) and isinstance(encoder.get("id"), str)):
+        return None, "not an xmine cache file: no encoder recorded in it"
+    if _file_name(encoder["name"], encoder["id"]) != path.name:
+        return None, f"not an xmine cache file: the encoder recorded in it ({encoder['name']}) is not this file's name"
+    size = sum(part.stat().st_size for part in _parts(path) if part.is_file())
+    return {"path": str(path), "encoder": encoder["name"], "dim": encoder.get("dim"), "rows": rows,
+            "bytes": size}, None
+
+
+def _parts(path: Path) -> list[Path]:
+    return [path.with_name(path.name + suffix) for suffix in _SQLITE_PARTS]
+
+
+def remove_cache_file(path: Path) -> None:
+    """Delete one cache file (one `cache_file_info` found to be xmine's) and its -wal/-shm files."""
+    for part in _parts(path):
+        part.unlink(missing_ok=True)
 
 
 def cached_encode(

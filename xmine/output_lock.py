@@ -1,5 +1,7 @@
-"""One writer per output: an exclusive `fcntl` lock on `.NAME.lock` beside it, held while
-`xmine.outputs.claim_output`'s claim lasts.
+"""One writer per file: an exclusive `fcntl` lock on `.NAME.lock` beside every file an output
+claims (the output, its summary, its companions), held while `xmine.outputs.claim_output`'s claim
+lasts. Locking each file, not only the output's name, is what stops two runs whose outputs differ
+but share a file (`mine -o y --format moses` writes `y.src`; `mine -o y.src` too).
 
 Not `filelock`: it creates and truncates the lock file, and a user's own file that happens to
 bear the name must be left exactly as it is (it is only locked, read-only, and never removed)."""
@@ -10,7 +12,7 @@ import contextlib
 import fcntl
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from xmine.errors import OutputError
 
@@ -50,7 +52,17 @@ def _ours(fd: int) -> bool:
 
 
 @contextlib.contextmanager
-def lock_output(path: Path) -> Iterator[None]:
+def lock_outputs(output: Path, files: Iterable[Path]) -> Iterator[None]:
+    """Lock every one of `files` (those the claim of `output` may write), in one order (by name),
+    so that of two runs that share a file one gets all its locks and the other is refused."""
+    with contextlib.ExitStack() as held:
+        for path in sorted(set(files), key=str):
+            held.enter_context(_lock_file(output, path))
+        yield
+
+
+@contextlib.contextmanager
+def _lock_file(output: Path, path: Path) -> Iterator[None]:
     """Exclusive, non-blocking lock on `.NAME.lock` beside `path`. The file is removed on release
     only when it is xmine's (created by xmine, holding its tag): a user's file of that name is
     locked as it is and left in place."""
@@ -61,7 +73,8 @@ def lock_output(path: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise OutputError(f"{path}: another xmine process is writing this output right now "
+            what = "this output" if path == output else f"{path.name}, a file of this output,"
+            raise OutputError(f"{output}: another xmine process is writing {what} right now "
                               f"(lock {lock.name}); wait for it to finish or choose another output") from None
         # The previous holder removes the lock file when done: make sure we locked the live one.
         try:
@@ -78,5 +91,3 @@ def lock_output(path: Path) -> Iterator[None]:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(lock)
         os.close(fd)
-
-

@@ -19,8 +19,8 @@ The rules ("never lose a user's data"):
    run's) is continued or redone without `--overwrite`: it holds nothing finished.
 3. **Atomic.** Files go through `atomic_path`, directories through `atomic_dir`; replacing an
    artefact removes only that artefact's own files.
-4. **One writer.** An exclusive `fcntl` lock on `.NAME.lock` beside the output (removed when
-   the claim ends); a second writer of the same output fails at once.
+4. **One writer.** An exclusive `fcntl` lock on `.NAME.lock` beside the output and beside each
+   file claimed with it (removed when the claim ends); a second writer of any of them fails at once.
 
 How an existing path is recognised as xmine's, and when it counts as finished:
 `xmine.output_state`.
@@ -38,7 +38,7 @@ from typing import Any, Iterable, Iterator
 from xmine.errors import OutputError
 from xmine.fileio import (DIR_MODE, FILE_MODE, MANIFEST, atomic_path, atomic_write_json, fsync_file, sha256_file,
                           swap_in_dir)
-from xmine.output_lock import lock_output
+from xmine.output_lock import lock_outputs
 from xmine.output_state import (FORMS, MARKER, check_not_input, dir_kind, kind_label, output_state, read_json,
                                 sidecar_of, tree_record)
 
@@ -276,7 +276,7 @@ def claim_output(
     ok = created_dir = False
     claim = None
     try:
-        with lock_output(path):
+        with lock_outputs(path, claimed):
             try:
                 state = output_state(path, kind, form, companions, in_place=in_place)
                 if state == "finished" and not (overwrite or reopen):

@@ -1,0 +1,158 @@
+"""Silent results and leftovers (issue #34): a result that was wrong or incomplete without a word,
+and what a failed run left in the next one's way. Every case through the CLI, as a user would run
+it, with real FLORES-200 lines and the fast `use-m3` encoder: exit status, one error line, and the
+files that existed before byte-identical afterwards."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from clitools import ok, refused, tree, untouched, xm
+from flores import flores_lines
+
+N = 300  # FLORES lines per side
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory, data_dir):
+    """German and English FLORES lines (line i translates line i) and a `center` projection."""
+    d = tmp_path_factory.mktemp("silent")
+    for code, lang in (("deu_Latn", "de"), ("eng_Latn", "en")):
+        text = "".join(s + "\n" for s in flores_lines(data_dir, code, N))
+        (d / f"{lang}.txt").write_text(text, encoding="utf-8")
+        (d / f"pairs.{lang}").write_text(text, encoding="utf-8")  # (train takes the language from the suffix)
+    ok(xm("train", "--method", "center", "--pairs", f"{d / 'pairs.de'}:{d / 'pairs.en'}", "--encoder", "use-m3",
+          "-q", "-o", d / "proj"))
+    return d
+
+
+@pytest.fixture
+def ws(made, tmp_path):
+    for name in ("de.txt", "en.txt"):
+        (tmp_path / name).write_bytes((made / name).read_bytes())
+    return tmp_path
+
+
+# ------------------------------------------------------------------------- a truncated .zst
+
+
+def _zstd_frames(raw: bytes, frame_bytes: int | None) -> bytes:
+    """`raw` zstd-compressed in one frame, or in frames of `frame_bytes` each (as `zstd --long`
+    splitters and streaming writers make them)."""
+    import zstandard
+
+    compressor = zstandard.ZstdCompressor()
+    if frame_bytes is None:
+        return compressor.compress(raw)
+    return b"".join(compressor.compress(raw[i:i + frame_bytes]) for i in range(0, len(raw), frame_bytes))
+
+
+@pytest.mark.parametrize("frame_bytes", [None, 4096], ids=["one frame", "frames"])
+def test_a_truncated_zst_is_refused_by_every_command_that_reads_text(ws, made, frame_bytes):
+    data = _zstd_frames((ws / "de.txt").read_bytes(), frame_bytes)
+    whole = ws / "whole.txt.zst"
+    whole.write_bytes(data)
+    cut = ws / "cut.txt.zst"
+    cut.write_bytes(data[:len(data) * 6 // 10])  # was: 164 of 300 lines read (frames), or "no sentence" (one)
+    commands = [
+        ["embed", cut, "--lang", "de", "--encoder", "use-m3", "-q", "-o", ws / "s"],
+        ["build-index", cut, "--lang", "de", "--encoder", "use-m3", "-o", ws / "i"],
+        ["mine", cut, ws / "en.txt", "--encoder", "use-m3", "-o", ws / "m.tsv"],
+        ["langid", "--projection", made / "proj", cut, "-o", ws / "l.tsv"],
+    ]
+    with untouched(ws):
+        for argv in commands:
+            refused(xm(*argv), "cut.txt.zst", "truncated zstd")
+    ok(xm("langid", "--projection", made / "proj", whole, "-o", ws / "l.tsv"))  # the whole file: every line
+    assert len((ws / "l.tsv").read_text().splitlines()) == N
+
+
+# ------------------------------------------------------------------- two writers of one file
+
+
+@pytest.mark.parametrize("held,second", [("y", ["-o", "y.src"]), ("y.src", ["--format", "moses", "-o", "y"])],
+                         ids=["moses output held", "its .src held"])
+def test_two_outputs_that_share_a_file_are_not_written_at_once(ws, held, second):
+    from mining.pipeline import MINING_KIND
+    from mining.writers import COMPANIONS
+    from xmine.outputs import claim_output
+
+    # Another run holds its output, as `mine` claims it (the lock is per open file, so this process
+    # counts as another): `mine -o y --format moses` writes y.src, which `mine -o y.src` writes too.
+    with claim_output(ws / held, kind=MINING_KIND, form="tsv", companions=(".meta", ".work") + COMPANIONS):
+        with untouched(ws):  # (was: both ran, and the later finish removed the other's y.src as stale)
+            refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", *second[:-1], ws / second[-1]),
+                    "another xmine process is writing", "y.src")
+    ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", *second[:-1], ws / second[-1]))  # free again
+    assert not list(ws.glob(".*lock"))
+
+
+# -------------------------------------------------------------------------------- bench report
+
+
+def test_bench_report_names_the_folder_it_read_and_every_file_it_left_out(tmp_path, caplog):
+    results = tmp_path / "my-results"
+    results.mkdir()
+    (results / "sts-use-m3.json").write_text(json.dumps(
+        {"task": "sts", "table": {"columns": ["variant", "r"], "rows": [["raw", 71.5]]}}))
+    (results / "broken.json").write_text('{"task": "sts", "table": ')  # cut short
+    (results / "list.json").write_text("[1, 2]")
+    out = tmp_path / "RESULTS.md"
+    with caplog.at_level("WARNING", logger="xmine"):
+        ok(xm("bench", "report", "--results", results, "--out", out))
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 2 and "broken.json: not valid JSON" in warned[0] and "list.json: a JSON list" in warned[1]
+    md = out.read_text()
+    assert f"from the JSON files in `{results}/`" in md and "benchmarks/results" not in md
+    assert "| raw | 71.5 |" in md and "- `broken.json`: not valid JSON" in md
+    with untouched(tmp_path):
+        refused(xm("bench", "report", "--results", tmp_path / "nowhere", "--out", tmp_path / "R2.md"), "nowhere")
+
+
+# ---------------------------------------------------------------- foreign files in the cache
+
+
+def test_cache_info_and_clear_touch_only_xmines_own_cache_files(tmp_path, monkeypatch):
+    import sqlite3
+
+    import numpy as np
+
+    from xmine.embed_cache import EmbeddingCache, cache_path
+
+    monkeypatch.setenv("XMINE_HOME", str(tmp_path))
+    fingerprint = {"name": "use-m3", "dim": 4, "id": "use-m3|test"}
+    cache = EmbeddingCache(fingerprint)  # a real cache file, where xmine puts it
+    cache.store([b"k" * 20, b"l" * 20], np.ones((2, 4), dtype=np.float32))
+    cache.close()
+    home = tmp_path / "embeddings"
+    assert cache_path(fingerprint).parent == home
+    for name in ("mydata.sqlite", "user-0123456789abcdef.sqlite"):  # a user's database with a table `emb`
+        user = sqlite3.connect(home / name)
+        user.execute("CREATE TABLE emb (key BLOB, vec BLOB)")
+        user.execute("INSERT INTO emb VALUES (x'00', x'01')")
+        user.commit()
+        user.close()
+    (home / "notes-0123456789abcdef.sqlite").write_text("not a database\n")
+    (home / "backup.sqlite").write_bytes(cache_path(fingerprint).read_bytes())  # a cache, copied by the user
+    (home / "use-m3-0123456789abcdef.sqlite").write_bytes(cache_path(fingerprint).read_bytes())  # and renamed
+    (home / f"{cache_path(fingerprint).name}.bak").write_text("mine\n")  # was removed with the cache
+    foreign = {p.name: p.read_bytes() for p in home.iterdir() if p != cache_path(fingerprint)}
+    left_alone = [  # (was: a traceback, "no such table: emb"; and `clear` deleted mydata.sqlite)
+        ("backup.sqlite", "not named ENCODER-HASH.sqlite"), ("mydata.sqlite", "not named ENCODER-HASH.sqlite"),
+        ("notes-0123456789abcdef.sqlite", "file is not a database"),
+        ("use-m3-0123456789abcdef.sqlite", "the encoder recorded in it (use-m3) is not this file's name"),
+        ("user-0123456789abcdef.sqlite", "no such table: meta")]
+
+    info = re.sub(r"[\d.]+ MB on disk", "N MB on disk", ok(xm("cache", "info")).output).splitlines()
+    assert "1 cache file(s)" in info[0]
+    assert info[1:] == [f"  {n}: not an xmine cache file: {why} (left alone)" for n, why in left_alone[:4]] + [
+        f"  {cache_path(fingerprint).name}: use-m3 (4-d), 2 sentences, N MB on disk",
+        f"  {left_alone[4][0]}: not an xmine cache file: {left_alone[4][1]} (left alone)"]
+    cleared = ok(xm("cache", "clear", "--yes")).output.splitlines()
+    assert cleared[:-1] == [f"left alone: {home / n} (not an xmine cache file: {why})" for n, why in left_alone]
+    assert cleared[-1].startswith("deleted 1 cache file(s)")
+    assert {p.name: p.read_bytes() for p in home.iterdir()} == foreign

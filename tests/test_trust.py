@@ -114,11 +114,14 @@ def test_a_planted_pickle_checkpoint_never_runs(ws, planted):
     _plant_pickle(evil / ".work" / planted, pwned)
     train.append(evil)
     if planted == "checkpoint.pt":
-        refused(xm("verify", evil), "checkpoint.pt", "pickled", "never loads")
-        res = ok(xm(*train, "--max-epochs", 3))  # resumes after epoch 2 from the safetensors checkpoint
+        res = xm(*train, "--max-epochs", 3)
+        assert not pwned.exists(), "the planted pickle ran"
+        ok(res)  # resumed after epoch 2 from the safetensors checkpoint
         assert not (evil / ".work" / "checkpoint.pt").exists()
         assert [h["epoch"] for h in json.loads((evil / "config.json").read_text())["history"]] == [1, 2, 3]
         ok(xm("verify", evil))
+        _plant_pickle(evil / ".work" / planted, pwned)
+        refused(xm("verify", evil), "checkpoint.pt", "pickled", "never loads")
     else:
         before = _tree(ws)
         refused(xm(*train, "--max-epochs", 3), "checkpoint.safetensors", "not a training checkpoint xmine wrote",
@@ -232,11 +235,11 @@ def test_a_projection_file_outside_is_refused(ws, where):
     record = {"bytes": outside.stat().st_size, "sha256": hashlib.sha256(outside.read_bytes()).hexdigest()}
     if where == "symlink":
         (proj / "SHIPPED.json").symlink_to(outside)
-        _edit(proj / "manifest.json", lambda m: m["files"].update({"SHIPPED.json": record}))
+        _edit(proj / "manifest.json", lambda m: m.setdefault("files", {}).update({"SHIPPED.json": record}))
         fragments = ("SHIPPED.json", "symbolic link out of the projection")
     else:
         name = "../user/SHIPPED.json" if where == "../" else str(outside)
-        _edit(proj / "manifest.json", lambda m: m["files"].update({name: record}))
+        _edit(proj / "manifest.json", lambda m: m.setdefault("files", {}).update({name: record}))
         fragments = ("manifest.json", "names the file", "not a file of an xmine projection")
     _refused_everywhere(ws, [["verify", proj],
                              ["mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--projection", proj,
@@ -272,16 +275,23 @@ def test_verify_checks_a_store_relabelled_by_its_kind(ws):
         refused(xm("verify", ws / "store"), fragment)
 
 
-def test_an_edited_shipped_json_is_refused_not_used(ws):
-    """A projection's SHIPPED.json (its calibrated thresholds) is recorded in its manifest: an
-    edited one (a threshold of -5.0 would keep every pair) is refused by verify and by mine."""
-    from xmine.disentangle.projection import write_projection_manifest
+def _record(artefact: Path, name: str) -> None:
+    """Record file `name`'s size and sha256 in the artefact's manifest, as its writer would."""
+    data = (artefact / name).read_bytes()
+    _edit(artefact / "manifest.json", lambda m: m.setdefault("files", {}).update(
+        {name: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}}))
 
+
+def test_an_edited_shipped_json_is_refused_not_used(ws):
+    """A projection's SHIPPED.json (its calibrated thresholds) must be recorded in its manifest: one
+    added or edited by hand (a threshold of -5.0 keeps every pair) is refused by verify and mine."""
     proj = ws / "proj"
-    (proj / "SHIPPED.json").write_text(json.dumps({"default_thresholds": {"ratio": 1.2}}))
-    write_projection_manifest(proj, json.loads((proj / "config.json").read_text()))  # as the shipping step does
-    ok(xm("verify", proj))
     mine = ["mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--projection", proj]
+    (proj / "SHIPPED.json").write_text(json.dumps({"default_thresholds": {"ratio": -5.0}}))
+    _refused_everywhere(ws, [["verify", proj], [*mine, "-o", ws / "m.tsv"]], "SHIPPED.json", "not recorded")
+    (proj / "SHIPPED.json").write_text(json.dumps({"default_thresholds": {"ratio": 1.2}}))
+    _record(proj, "SHIPPED.json")  # as the shipping step records it
+    ok(xm("verify", proj))
     ok(xm(*mine, "-o", ws / "ok.tsv"))
     assert json.loads((ws / "ok.tsv.json").read_text())["threshold"]["value"] == 1.2
     (proj / "SHIPPED.json").write_text(json.dumps({"default_thresholds": {"ratio": -5.0}}))
@@ -307,10 +317,7 @@ _CONFIG_DAMAGE = {
 def test_a_damaged_projection_json_is_one_line(ws, damage):
     """Damage that keeps the manifest's sums consistent (rewritten as a writer would): the
     content itself is checked."""
-    from xmine.disentangle.projection import write_projection_manifest
-
     proj = ws / "proj"
-    intact = json.loads((proj / "config.json").read_text())
     config = json.loads((proj / "config.json").read_text())
     if damage in _CONFIG_DAMAGE:
         change, fragment = _CONFIG_DAMAGE[damage]
@@ -322,7 +329,7 @@ def test_a_damaged_projection_json_is_one_line(ws, damage):
         (proj / "SHIPPED.json").write_text(json.dumps(info))
         fragment = "a JSON list" if damage == "SHIPPED a list" else "default_thresholds"
         target = "SHIPPED.json"
-    write_projection_manifest(proj, intact)  # the sums of the damaged files: only their content can tell
+    _record(proj, target)  # the sums of the damaged file: only its content can tell
     _refused_everywhere(ws, [["verify", proj], ["mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3",
                                                 "--projection", proj, "-o", ws / "m.tsv"]], target, fragment)
 

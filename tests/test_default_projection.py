@@ -71,6 +71,7 @@ def _shipped_copy(tmp_path, monkeypatch, flag):
     """A copy of the shipped folder as xmine's shipped root, its SHIPPED.json is_default set to `flag`
     (None: no such key)."""
     import xmine.projection as projection
+    from xmine.disentangle.projection import write_projection_manifest
 
     root = tmp_path / "projections"
     shutil.copytree(shipped_dir("me5-small"), root / "me5-small")
@@ -79,6 +80,8 @@ def _shipped_copy(tmp_path, monkeypatch, flag):
     if flag is not None:
         info["is_default"] = flag
     (root / "me5-small" / SHIPPED_INFO).write_text(json.dumps(info))
+    # recorded in the manifest as the shipping step records it (an unrecorded edit is refused)
+    write_projection_manifest(root / "me5-small", json.loads((root / "me5-small" / "config.json").read_text()))
     monkeypatch.setattr(projection, "SHIPPED_ROOT", root)
     return root / "me5-small"
 

@@ -707,6 +707,9 @@ def test_non_finite_projection_weights_are_refused_on_load_and_verify(ws):
     config = json.loads((ws / "proj" / "config.json").read_text())
     config["weights_sha256"] = hashlib.sha256(weights.read_bytes()).hexdigest()
     (ws / "proj" / "config.json").write_text(json.dumps(config))
+    from xmine.disentangle.projection import write_projection_manifest
+
+    write_projection_manifest(ws / "proj", config)  # the sums of the new files: only the weights can tell
     with untouched(ws):
         refused(xm("verify", ws / "proj"), "model.safetensors", "not finite")
         refused(xm("langid", "--projection", ws / "proj", ws / "de.txt", "-o", ws / "l.tsv"), "not finite")

@@ -37,7 +37,7 @@ from xmine.input_encoders import Encoders, check_lang, check_same_projection
 from xmine.plugins import open_artefact
 from xmine.projected_rows import project_rows
 from xmine.records import EncoderFingerprint, ProjectionFingerprint, to_json
-from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
+from xmine.store.text import RowIndex, TextColumn
 
 
 @dataclass(kw_only=True)
@@ -161,10 +161,9 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         if proj is not None:
             check_same_projection(ix.manifest.projection, encoders.projection_fp(), what=what)
         check_lang(lang, ix.manifest.lang, what)
-        with open(ix.path / "sentences.txt", "rb") as f:
-            row_index = RowIndex.scan(iter_raw_lines(f), count=len(ix))
+        text, row_index = ix.text_column()
         return Side(path=path, kind=kind, rows=ix.reconstruct(), row_index=row_index,
-                    text=TextColumn(ix.path / "sentences.txt", row_index.offsets), line_numbers=ix.line_numbers,
+                    text=text, line_numbers=ix.line_numbers,
                     encoder=ix.encoder, projection=ix.manifest.projection,
                     part=ix.manifest.part or "raw", lang=lang or ix.manifest.lang, index=ix,
                     fingerprint={"manifest": manifest_hash(path)}, sentence_index=ix.sentence_index,

@@ -235,6 +235,7 @@ def install(trained: Path, *, data: Path, results: Sequence[Path] = (), make_def
     from xmine.fileio import atomic_write_json, sha256_file
     from xmine.projection import SHIPPED_INFO, SHIPPED_ROOT
     from xmine.disentangle import load_projection
+    from xmine.disentangle.projection import write_projection_manifest
 
     proj = load_projection(trained)  # verifies the weights against config.json
     gated, _ = _calibrate_and_gate(proj, trained, data, results, make_default, calibration_out)
@@ -266,6 +267,7 @@ def install(trained: Path, *, data: Path, results: Sequence[Path] = (), make_def
         **gated,
     }
     atomic_write_json(dest / SHIPPED_INFO, info)
+    write_projection_manifest(dest, proj.config)  # records SHIPPED.json's sha256 beside the others'
     print(f"installed {trained} -> {dest} (weights {sha256_file(dest / 'model.safetensors')[:16]})")
     return dest
 
@@ -281,11 +283,12 @@ def recalibrate(*, data: Path, results: Sequence[Path] = (), make_default: bool 
     from xmine.artefacts import git_commit
     from xmine.fileio import atomic_write_json, sha256_file
     from xmine.disentangle import load_projection
+    from xmine.disentangle.projection import write_projection_manifest
     from xmine.projection import SHIPPED_INFO, SHIPPED_ROOT
 
     dest = SHIPPED_ROOT / ENCODER
+    proj = load_projection(dest)  # verifies every file against the manifest, the weights against config.json
     info = json.loads((dest / SHIPPED_INFO).read_text(encoding="utf-8"))
-    proj = load_projection(dest)  # verifies the weights against config.json
     if proj.config["weights_sha256"] != info["weights_sha256"]:
         raise SystemExit(f"{dest}: weights {proj.config['weights_sha256'][:16]} are not SHIPPED.json's "
                          f"{info['weights_sha256'][:16]}")
@@ -294,6 +297,7 @@ def recalibrate(*, data: Path, results: Sequence[Path] = (), make_default: bool 
     info.pop("why_not_default", None)
     info.update({"benchmarks": _numbers(results) if results else info.get("benchmarks", {}), **gated})
     atomic_write_json(dest / SHIPPED_INFO, info)
+    write_projection_manifest(dest, proj.config)  # records SHIPPED.json's new sha256
     print(f"recalibrated {dest} (weights {sha256_file(dest / 'model.safetensors')[:16]}): "
           f"{info['default_thresholds']}; is_default {make_default}"
           + (f"; gate failures: {'; '.join(failures)}" if failures else ""))

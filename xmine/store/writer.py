@@ -147,7 +147,6 @@ def _finished_or_build_dir(out_dir: Path, identity: dict[str, Any], overwrite: b
     manifest = read_manifest(out_dir, STORE_KIND)  # refuses a directory of another kind
     why = identity_mismatch(manifest, identity, where=str(out_dir / MANIFEST))
     if why is None:
-        remove_leftovers(out_dir, manifest)
         try:
             store = EmbeddingStore.open(out_dir)
             store.verify()  # "already finished" is a promise about the content too
@@ -156,6 +155,7 @@ def _finished_or_build_dir(out_dir: Path, identity: dict[str, Any], overwrite: b
                 raise ArtefactError(f"{e}; pass --overwrite to rebuild the store") from None
             why = str(e)
         else:
+            remove_leftovers(out_dir, store.manifest.to_dict())  # its names checked by the open
             return store, out_dir
     if not overwrite:
         raise ArtefactError(f"{out_dir}: an embedding store already, but {why}; "

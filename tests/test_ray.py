@@ -23,6 +23,9 @@ from click.testing import CliRunner
 
 from xmine.cli import main
 
+# Slow tier (`pytest -m "not slow"` is the fast one): a real local Ray cluster, started once for the module.
+pytestmark = pytest.mark.slow
+
 ray = pytest.importorskip("ray") if os.environ.get("CI", "").lower() != "true" else __import__("ray")
 
 ENCODER = "use-m3"

@@ -15,6 +15,9 @@ from xmine.mining.pipeline import mine
 from xmine.mining.presearch import PreSearchConfig
 from xmine.store import EmbeddingStore, StoreWriter
 
+# Slow tier (`pytest -m "not slow"` is the fast one): corpora and stores of thousands of rows, interrupted and resumed.
+pytestmark = pytest.mark.slow
+
 # These compare the pipeline with mining the arrays directly; their synthetic sentences differ
 # only in numbers, which the cleaning before the search (tests/test_presearch.py) would merge and
 # the `numbers` pair filter would drop.

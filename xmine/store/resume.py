@@ -29,6 +29,11 @@ def identity_mismatch(old: dict[str, Any], new: dict[str, Any], *, where: str) -
             f"sha256 {old['input']['sha256'][:12]}...) than {new['input']['path']} "
             f"({new['input']['size']} bytes, sha256 {new['input']['sha256'][:12]}...)"
         )
+    was_file, now_file = old["input"].get("embeddings"), new["input"].get("embeddings")  # --embeddings FILE
+    if (was_file and (was_file["size"], was_file["sha256"], was_file["by"])) != \
+            (now_file and (now_file["size"], now_file["sha256"], now_file["by"])):
+        return (f"it was made from {'embeddings ' + was_file['path'] if was_file else 'an encoder'}, not "
+                f"{'embeddings ' + now_file['path'] if now_file else 'an encoder'}, or that file changed")
     # how the input was read (xmine.readers) and split into sentences (xmine.sentences)
     for key in ("format", "text_field", "id_field", "split", "split_sentences"):
         if old["input"].get(key) != new["input"].get(key):

@@ -116,8 +116,16 @@ def _check_request(input_path: Path, *, encoder: Any, lang: str, projection: Any
         # Before the input is read: a missing language or splitter library fails at once.
         splitter = sentence_splitter(None if lang == UNDETERMINED else lang, what=str(input_path))
     reader = open_corpus(input_path, input_format)
+    from xmine.encoders.external import ExternalEmbeddings
+
+    if isinstance(encoder, ExternalEmbeddings):  # rows from a file: one per line of the corpus
+        if splitter is not None or ray is not None:
+            raise ConfigError("--embeddings stores the vectors of the corpus' lines as they are: it takes neither "
+                              "--split-sentences nor --ray")
+        encoder.bind(reader, shard_rows=shard_rows)
     identity = {
-        "input": {**reader.identity(), **({"split_sentences": splitter.describe()} if splitter else {})},
+        "input": {**reader.identity(), **({"split_sentences": splitter.describe()} if splitter else {}),
+                  **({"embeddings": encoder.identity()} if isinstance(encoder, ExternalEmbeddings) else {})},
         "encoder": enc_fp,
         "projection": projection.fingerprint() if projection is not None else None,
         "part": stored_part,

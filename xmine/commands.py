@@ -12,12 +12,30 @@ from xmine.options import LANG, input_format_options
 
 
 @click.command("encoders")
-def encoders() -> None:
+@click.option("--check", "check_name", default=None, metavar="NAME",
+              help="Check that encoder NAME (a name or model path) can mine: 48 FLORES-200 sentences in German, "
+                   "Russian, Chinese and Arabic mined against their English translations; says the share found "
+                   "(a warning below 80%). Also run, once per encoder, on the first use of any encoder xmine does "
+                   "not ship.")
+@precision_option()
+def encoders(check_name, precision) -> None:
     """List the sentence encoders xmine knows and whether they can run on this machine.
 
     Besides these names, --encoder accepts any sentence-transformers model name or local path.
+    With --check NAME: measure whether that encoder aligns translations.
     """
     from xmine.encoders import list_encoders
+
+    if check_name is not None:
+        from xmine.encoders.loader import load_encoder_now
+        from xmine.encoders.suitability import suitability
+
+        verdict = suitability(load_encoder_now(check_name, precision=precision, check=False), fresh=True)
+        if verdict.suitable:
+            click.echo(verdict.describe())
+        else:
+            click.secho(f"xmine: warning: {verdict.describe()}", fg="yellow", err=True)
+        return
 
     rows = list_encoders()
     width = max(len(str(r.get("name", ""))) for r in rows)

@@ -43,9 +43,14 @@ def load_encoder_now(
     precision: str = DEFAULT_PRECISION,
     runtime: str | None = None,
     prompt_name: str | None = None,
+    check: bool = True,
 ) -> Encoder:
     """`xmine.encoders.load_encoder` without `lazy`: the model loaded now, or the one this process
-    already loaded with the same name, device, prompt, precision and runtime."""
+    already loaded with the same name, device, prompt, precision and runtime.
+
+    `check`: on the first load of an encoder xmine does not ship, run the suitability check
+    (`xmine.encoders.suitability`: measured once per fingerprint, a warning when it does not align
+    translations)."""
     from xmine.encoders.prompts import asked_prompt
     from xmine.encoders.runtime import encoder_runtime
 
@@ -64,6 +69,10 @@ def load_encoder_now(
     if key not in _LOADED:
         _LOADED[key] = _load_encoder(name, device=device, prefix=prefix, prompt_name=prompt_name, threads=threads,
                                      precision=key[-2], runtime=run, runtime_asked=runtime)
+        if check and name not in _BUILTIN:
+            from xmine.encoders.suitability import check_on_first_use
+
+            check_on_first_use(_LOADED[key])
     elif threads and name != "use-m3":
         import torch
 
@@ -83,7 +92,7 @@ def load_worker_encoder(name: str, *, fingerprint: dict, use_gpu: bool, threads:
 
         torch.set_num_threads(threads)
     encoder = load_encoder_now(name, device="cuda" if use_gpu else "cpu", threads=None if use_gpu else threads,
-                               precision=precision, runtime=runtime, prefix=prefix)
+                               precision=precision, runtime=runtime, prefix=prefix, check=False)
     here = EncoderFingerprint.from_dict(encoder.fingerprint(), where=f"encoder {name!r} on this worker")
     there = EncoderFingerprint.from_dict(fingerprint, where="the driver's encoder")
     if here.id != there.id:  # another build (or version) of the model on this worker

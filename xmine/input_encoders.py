@@ -107,9 +107,9 @@ class Encoders:
 
 
 def check_lang(given: str | None, recorded: str | None, what: str) -> None:
-    """Refuse a language that differs from the artefact's; codes compare normalised (de = deu =
-    deu_Latn = de-DE, xmine.langs)."""
-    from xmine.langs import normalize_lang
+    """Refuse a language that differs from the artefact's; codes compare as one language in any
+    form, keeping the script (de = deu = deu_Latn = de-DE; zho_Hans != zho_Hant: xmine.langs)."""
+    from xmine.langs import same_language
 
-    if given and recorded and normalize_lang(given) != normalize_lang(recorded):
+    if given and recorded and not same_language(given, recorded):
         raise ConfigError(f"{what} holds language {recorded!r}, but --lang/--*-lang says {given!r}")

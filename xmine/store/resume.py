@@ -54,9 +54,9 @@ def identity_mismatch(old: dict[str, Any], new: dict[str, Any], *, where: str) -
         return f"it was made with encoder {was.name!r}, not {now.name!r}"
     if (was_p and was_p.id) != (now_p and now_p.id):
         return f"it was made with {was_p or 'no projection'}, not {now_p or 'no projection'}"
-    from xmine.langs import normalize_lang
+    from xmine.langs import same_language
 
-    if normalize_lang(old.get("lang") or "") != normalize_lang(new.get("lang") or ""):  # de = deu = deu_Latn
+    if not same_language(old.get("lang") or "", new.get("lang") or ""):  # de = deu = deu_Latn, not zho_Hans = zho_Hant
         return f"it was made with lang={old.get('lang')!r}, not {new.get('lang')!r}"
     for key in ("part", "dtype", "max_chars"):
         if old.get(key) != new.get(key):

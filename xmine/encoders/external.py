@@ -9,8 +9,8 @@ Formats (by extension):
 - `.parquet`: a list column (`--embeddings-column`, default "embedding") of one vector a row.
 - a Hugging Face `save_to_disk` folder: the same column.
 
-Rows are read a shard at a time (memory-mapped arrays, Parquet row groups, Arrow slices), never
-the whole file. Row i belongs to line i + 1 of the text, as LASER writes one vector for every line
+Rows are read a shard at a time (a byte range of a raw or .npy file, the Parquet row groups
+holding the shard, an Arrow slice), never the whole file. Row i belongs to line i + 1 of the text, as LASER writes one vector for every line
 (empty ones too); a file with one row per non-empty line is accepted as well. Any other count is
 refused before anything is written. Rows are L2-normalised as they are stored (LASER's vectors are
 not; stopes normalises them before its search too); a row that is not finite, or all zeros, is
@@ -55,13 +55,19 @@ class _Rows:
 
 
 class _ArrayRows(_Rows):
-    """A memory-mapped raw (.f32/.f16) or .npy file."""
+    """Rows of a raw (.f32/.f16) or .npy file, `count` x `dim` values of `dtype` from byte `offset`
+    on, read range by range (not memory-mapped: pages of a mapping stay in the resident set)."""
 
-    def __init__(self, array: np.ndarray):
-        self.array, (self.count, self.dim) = array, array.shape
+    def __init__(self, path: Path, *, dtype: str | np.dtype, count: int, dim: int, offset: int = 0):
+        self.path, self.dtype, self.count, self.dim, self.offset = path, np.dtype(dtype), count, dim, offset
 
     def read(self, lo: int, hi: int) -> np.ndarray:
-        return np.asarray(self.array[lo:hi], dtype=np.float32)
+        with open(self.path, "rb") as f:
+            f.seek(self.offset + lo * self.dim * self.dtype.itemsize)
+            block = np.fromfile(f, dtype=self.dtype, count=(hi - lo) * self.dim)
+        if block.size != (hi - lo) * self.dim:
+            raise InputError(self.path, f"ends before row {hi} (the file changed while it was read)")
+        return block.reshape(hi - lo, self.dim).astype(np.float32, copy=False)
 
 
 class _ParquetRows(_Rows):
@@ -150,7 +156,9 @@ def _open_rows(path: Path, *, dim: int | None, dtype: str | None, column: str | 
             raise InputError(path, f"a {array.ndim}-D {array.dtype} array; expected 2-D floats (rows x dim)")
         if dim is not None and array.shape[1] != dim:
             raise InputError(path, f"rows of {array.shape[1]} values, but --dim says {dim}")
-        return _ArrayRows(array)
+        if not array.flags.c_contiguous:
+            raise InputError(path, "a Fortran-ordered array; save it in C order (np.ascontiguousarray)")
+        return _ArrayRows(path, dtype=array.dtype, count=array.shape[0], dim=array.shape[1], offset=array.offset)
     dtype = dtype or RAW_DTYPES.get(suffix)
     if dtype is None:
         raise InputError(path, "unknown embeddings format: expected .f32/.f16 (LASER's raw rows, with --dim), .npy, "
@@ -162,7 +170,7 @@ def _open_rows(path: Path, *, dim: int | None, dtype: str | None, column: str | 
     if size == 0 or size % row_bytes:
         raise InputError(path, f"{size} bytes is not a whole number of {dim}-d {dtype} rows ({row_bytes} bytes each); "
                                "check --dim and the dtype")
-    return _ArrayRows(np.memmap(path, dtype=dtype, mode="r", shape=(size // row_bytes, dim)))
+    return _ArrayRows(path, dtype=dtype, count=size // row_bytes, dim=dim)
 
 
 class ExternalEmbeddings(Encoder):
@@ -188,14 +196,9 @@ class ExternalEmbeddings(Encoder):
 
     def identity(self) -> dict[str, Any]:
         """What identifies the file (a store made from it records this; resume compares it)."""
-        from xmine.fileio import sha256_file
-        from xmine.output_state import tree_record
+        from xmine.reader_base import size_and_sha256
 
-        if self.path.is_dir():
-            tree = tree_record(self.path)
-            size, digest = tree["bytes"], tree["sha256"]
-        else:
-            size, digest = self.path.stat().st_size, sha256_file(self.path)
+        size, digest = size_and_sha256(self.path)
         return {"path": str(self.path.resolve()), "size": size, "sha256": digest, "rows": self._rows.count,
                 "by": "line" if self._by_line else "sentence"}
 

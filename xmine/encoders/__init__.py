@@ -46,7 +46,9 @@ match, projections accept another runtime of the same weights with a notice.
 Modules: `base` (the `Encoder` contract, shared names and defaults), `precision` (precisions,
 fingerprints and the mixing rule), `batching` (token-length forward passes), `transformer` and
 `use_m3` (the encoders), `e5_q4` and `me5` (the default model), `runtime` and `ov_*` (OpenVINO),
-`loader` (`load_encoder_now`, `list_encoders`), `lazy` (`LazyEncoder`). This package gathers
+`loader` (`load_encoder_now`, `list_encoders`), `lazy` (`LazyEncoder`), `prompts` (the prompt each
+model gets: `--prompt`, `--prompt-name`, its config's default), `suitability` (the check that an
+encoder aligns translations, on first use), `external` (embeddings made elsewhere, `embed --embeddings`). This package gathers
 their public names and `load_encoder`; the modules import each other, never it.
 """
 

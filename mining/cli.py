@@ -231,8 +231,10 @@ def _check_lang_filter(src_lang, tgt_lang, lid) -> None:
     if missing:
         raise click.UsageError(f"--lang-filter needs the language of each side: give {' and '.join(missing)}")
     known = supported_languages(lid)
-    for lang in (src_lang, tgt_lang):  # canonical codes already (the LANG option type)
-        if lang not in known:
+    from xmine.langs import normalize_lang
+
+    for lang in (src_lang, tgt_lang):  # the user's codes (the LANG option type); identification's are canonical
+        if normalize_lang(lang) not in known:
             raise ConfigError(f"--lang-filter: language identification '{lid}' does not know language {lang!r}")
 
 

@@ -90,11 +90,10 @@ COMPANIONS = (".src", ".tgt")
 
 
 def translation_keys(src_lang: str | None, tgt_lang: str | None) -> tuple[str, str]:
-    """The keys of the `translation` dict: the canonical language codes, or src/tgt."""
-    from xmine.langs import normalize_lang
-
-    s = normalize_lang(src_lang) if src_lang and src_lang != "und" else None
-    t = normalize_lang(tgt_lang) if tgt_lang and tgt_lang != "und" else None
+    """The keys of the `translation` dict: the language codes as the user gave them (zho_Hans and
+    zho_Hant stay two), or src/tgt where a side has none or both have the same."""
+    s = src_lang.strip() if src_lang and src_lang != "und" else None
+    t = tgt_lang.strip() if tgt_lang and tgt_lang != "und" else None
     return (s, t) if s and t and s != t else ("src", "tgt")
 
 

@@ -94,15 +94,15 @@ def test_jsonl_nested_field_with_ids_into_jsonl_and_meta(corpus, tmp_path):
           "--id-field", "id", "--meta", "-q", "-o", out))
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(rows) >= N - 2
-    assert {tuple(r["translation"]) for r in rows} == {("deu", "eng")}  # one canonical form of each code
-    assert _precision([(r["translation"]["deu"], r["translation"]["eng"]) for r in rows], corpus["gold"]) == 1.0
+    assert {tuple(r["translation"]) for r in rows} == {("deu_Latn", "en")}  # the codes as the user gave them
+    assert _precision([(r["translation"]["deu_Latn"], r["translation"]["en"]) for r in rows], corpus["gold"]) == 1.0
     scores = [r["score"] for r in rows]
     assert scores == sorted(scores, reverse=True)
     for r in rows:  # provenance: the record's own id and its line in the file (a blank line after 3)
-        i = corpus["de"].index(r["translation"]["deu"])
+        i = corpus["de"].index(r["translation"]["deu_Latn"])
         assert r["src_id"] == f"de-{i}" and r["src_record"] == i + 1 + (i >= 3)
         assert r["src_file"] == str(de) and r["tgt_file"] == str(en)
-        j = corpus["en"].index(r["translation"]["eng"])
+        j = corpus["en"].index(r["translation"]["en"])
         assert r["tgt_id"] == f"en-{j}" and r["tgt_record"] == j + 1 + (j >= 3)
     meta = (tmp_path / "mined.jsonl.meta").read_text(encoding="utf-8").splitlines()
     assert len(meta) == len(rows)
@@ -121,9 +121,9 @@ def test_parquet_input_into_parquet_output(corpus, tmp_path):
                                       "tgt_record"]
     rows = table.to_pylist()
     assert len(rows) >= N - 2
-    assert _precision([(r["translation"]["deu"], r["translation"]["eng"]) for r in rows], corpus["gold"]) == 1.0
+    assert _precision([(r["translation"]["de"], r["translation"]["eng"]) for r in rows], corpus["gold"]) == 1.0
     for r in rows:  # the record is the 1-based row of the table
-        assert corpus["de"][r["src_record"] - 1] == r["translation"]["deu"]
+        assert corpus["de"][r["src_record"] - 1] == r["translation"]["de"]
         assert corpus["en"][r["tgt_record"] - 1] == r["translation"]["eng"]
 
 
@@ -140,7 +140,7 @@ def test_hf_folder_into_hf_dataset_with_card(corpus, tmp_path):
     ok(xm(*args))
     ds = datasets.load_from_disk(str(out))
     assert len(ds) >= N - 2
-    assert _precision([(r["translation"]["deu"], r["translation"]["eng"]) for r in ds], corpus["gold"]) == 1.0
+    assert _precision([(r["translation"]["de"], r["translation"]["en"]) for r in ds], corpus["gold"]) == 1.0
     card = (out / "README.md").read_text(encoding="utf-8")
     summary = json.loads((tmp_path / "mined.json").read_text())
     assert "me5-small" in card and str(summary["threshold"]["value"]) in card and "- translation" in card
@@ -298,4 +298,4 @@ def test_pairs_from_an_index_name_the_corpus_their_records_are_in(corpus, tmp_pa
     assert len(rows) >= N - 2
     for r in rows:
         assert r["src_file"] == str((corpus["dir"] / "de.txt").resolve())
-        assert corpus["de"][r["src_record"] - 1] == r["translation"]["deu"]
+        assert corpus["de"][r["src_record"] - 1] == r["translation"]["de"]

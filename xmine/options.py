@@ -33,19 +33,20 @@ def Finite(min: float | None = None, max: float | None = None, *, min_open: bool
 
 class LangCode(click.ParamType):
     """A language code in any form xmine.langs understands (ISO 639-1 de, ISO 639-3 deu, NLLB/FLORES
-    deu_Latn, a locale de-DE), given to the command in one form: the canonical ISO 639-3 code of
-    `normalize_lang` (deu), so stores, indexes and outputs record one name per language. Unknown
-    codes are refused rather than silently becoming a language of their own."""
+    zho_Hant, BCP-47 zh-Hant or de-DE), given to the command as the user wrote it (white space
+    stripped): stores, indexes and outputs record the user's code, script included, and what needs
+    a canonical code (language filters, projections, splitters) maps it with `normalize_lang`.
+    Unknown codes are refused rather than silently becoming a language of their own."""
 
     name = "lang"
 
     def convert(self, value, param, ctx):
-        from xmine.langs import is_known_lang, normalize_lang
+        from xmine.langs import is_known_lang
 
         if not isinstance(value, str) or not is_known_lang(value):
             self.fail(f"{value!r} is not a known language code (ISO 639-1 such as de, ISO 639-3 such as "
-                      "deu, optionally with script or region: deu_Latn, de-DE)", param, ctx)
-        return normalize_lang(value)
+                      "deu, optionally with script or region: deu_Latn, zh-Hant, de-DE)", param, ctx)
+        return value.strip()
 
 
 LANG = LangCode()

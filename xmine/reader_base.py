@@ -51,6 +51,17 @@ def is_dataset_dir(path: str | Path) -> bool:
     return p.is_dir() and any((p / m).is_file() for m in _HF_MARKERS)
 
 
+def size_and_sha256(path: Path) -> tuple[int, str]:
+    """(bytes, sha256) of a file, or of a folder over its files' names and sha256."""
+    from xmine.fileio import sha256_file
+    from xmine.output_state import tree_record
+
+    if path.is_dir():
+        tree = tree_record(path)
+        return tree["bytes"], tree["sha256"]
+    return path.stat().st_size, sha256_file(path)
+
+
 def stem_suffix(path: Path) -> str:
     """The extension that names the format: `.jsonl` of `x.jsonl.zst`."""
     suffixes = [s.lower() for s in path.suffixes]
@@ -119,14 +130,7 @@ class CorpusReader:
 
     def identity(self) -> dict[str, Any]:
         """What identifies the input (a store made from it records this; resume compares it)."""
-        from xmine.fileio import sha256_file
-        from xmine.output_state import tree_record
-
-        if self.path.is_dir():  # over its files' names and sha256
-            tree = tree_record(self.path)
-            size, digest = tree["bytes"], tree["sha256"]
-        else:
-            size, digest = self.path.stat().st_size, sha256_file(self.path)
+        size, digest = size_and_sha256(self.path)
         return {"path": str(self.path.resolve()), "size": size, "sha256": digest, "format": self.format,
                 "text_field": self.spec.text_field, "id_field": self.spec.id_field, "split": self.spec.split,
                 "records": self.count}

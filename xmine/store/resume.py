@@ -29,6 +29,11 @@ def identity_mismatch(old: dict[str, Any], new: dict[str, Any], *, where: str) -
             f"sha256 {old['input']['sha256'][:12]}...) than {new['input']['path']} "
             f"({new['input']['size']} bytes, sha256 {new['input']['sha256'][:12]}...)"
         )
+    was_file, now_file = old["input"].get("embeddings"), new["input"].get("embeddings")  # --embeddings FILE
+    if (was_file and (was_file["size"], was_file["sha256"], was_file["by"])) != \
+            (now_file and (now_file["size"], now_file["sha256"], now_file["by"])):
+        return (f"it was made from {'embeddings ' + was_file['path'] if was_file else 'an encoder'}, not "
+                f"{'embeddings ' + now_file['path'] if now_file else 'an encoder'}, or that file changed")
     # how the input was read (xmine.readers) and split into sentences (xmine.sentences)
     for key in ("format", "text_field", "id_field", "split", "split_sentences"):
         if old["input"].get(key) != new["input"].get(key):
@@ -49,9 +54,9 @@ def identity_mismatch(old: dict[str, Any], new: dict[str, Any], *, where: str) -
         return f"it was made with encoder {was.name!r}, not {now.name!r}"
     if (was_p and was_p.id) != (now_p and now_p.id):
         return f"it was made with {was_p or 'no projection'}, not {now_p or 'no projection'}"
-    from xmine.langs import normalize_lang
+    from xmine.langs import same_language
 
-    if normalize_lang(old.get("lang") or "") != normalize_lang(new.get("lang") or ""):  # de = deu = deu_Latn
+    if not same_language(old.get("lang") or "", new.get("lang") or ""):  # de = deu = deu_Latn, not zho_Hans = zho_Hant
         return f"it was made with lang={old.get('lang')!r}, not {new.get('lang')!r}"
     for key in ("part", "dtype", "max_chars"):
         if old.get(key) != new.get(key):

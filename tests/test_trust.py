@@ -316,6 +316,13 @@ def test_an_edited_shipped_json_is_refused_not_used(ws):
                         "the manifest of the projection")
 
 
+def test_a_projection_without_recorded_sums_is_refused(ws):
+    """A projection manifest of format 1 recorded no sums: nothing in it could be checked."""
+    _edit(ws / "proj" / "manifest.json", lambda m: (m.pop("files"), m.update(format_version=1)))
+    _refused_everywhere(ws, [["verify", ws / "proj"], ["langid", "--projection", ws / "proj", ws / "de.txt"]],
+                        "made by an older xmine", "projection format 1")
+
+
 # ----------------------------------------------------------- 8. damaged projection JSON: one line
 
 _CONFIG_DAMAGE = {

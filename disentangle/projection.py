@@ -285,7 +285,7 @@ def load_projection(path: str | Path) -> Projection:
     if (path / SHIPPED_INFO).is_file():
         read_shipped_json(path)  # an object, its thresholds numbers
     weights = path / WEIGHTS
-    if sha256_file(weights) != config["weights_sha256"]:
+    if content.expected[WEIGHTS].sha256 != config["weights_sha256"]:  # (the file's sha256, checked above)
         raise ArtefactError(f"{weights}: weights do not match config.json (corrupt or replaced)")
     try:
         model = build_model(config["spec"])

@@ -162,9 +162,10 @@ class IndexDir:
             raise ArtefactError(f"{path}: {len(sentences)} lines, expected {len(self)}")
         return sentences
 
-    def text_column(self):
-        """Row i's sentence by offset (`xmine.store.text.TextColumn`), its row index scanned from
-        `sentences.txt` once that file is checked against the manifest."""
+    def text_column(self) -> tuple:
+        """(the text column: row i's sentence by offset, `xmine.store.text.TextColumn`; its row index,
+        `RowIndex`), scanned from `sentences.txt` once that file is checked against the manifest; a
+        wrong line count names the file."""
         from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
 
         path = self.path / SENTENCES

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from xmine.errors import ArtefactError, ConfigError
 from xmine.fileio import MANIFEST, load_manifest, read_manifest
-from xmine.output_state import MARKER, changed_files, dir_kind, read_json, sidecar_of
+from xmine.output_state import MARKER, changed_files, dir_kind, own_output_name, read_json, sidecar_of
 from xmine.plugins import open_artefact
 from xmine.store.reader import verify_store
 
@@ -96,6 +96,10 @@ def verify_output_file(path: str | Path) -> tuple[str, int, str]:
     files = side.get("output_files") or {}
     if path.name not in files and not any(name.startswith(path.name + ".") for name in files):
         raise ArtefactError(f"{sidecar_of(path)}: records no sha256 of {path.name} (written by an older xmine)")
+    foreign = next((name for name in files if not own_output_name(path, name)), None)
+    if foreign is not None:
+        raise ArtefactError(f"{sidecar_of(path)}: names the file {repr(foreign)[:80]}, which is not a file of "
+                            f"the output {path.name}; refusing to read it")
     changed = changed_files(side, path)
     if changed:
         raise ArtefactError(f"{path.parent / changed[0]}: size or sha256 differs from {sidecar_of(path).name}: "

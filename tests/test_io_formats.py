@@ -146,6 +146,12 @@ def test_hf_folder_into_hf_dataset_with_card(corpus, tmp_path):
     assert "me5-small" in card and str(summary["threshold"]["value"]) in card and "- translation" in card
     for inp in summary["provenance"]["parameters"]["inputs"]:  # the inputs' hashes
         assert inp["sha256"] in card and inp["format"] == "hf"
+    assert ds.features["translation"] == datasets.Translation(languages=["deu", "eng"])
+    assert str(tmp_path) not in card and str(REPO) not in card  # no local paths in a card one publishes
+    assert "SHIPPED.json" in card  # where the threshold came from
+    removed = summary["filters"]["removed"]
+    assert f"removed: {', '.join(f'{rule} {n}' for rule, n in removed.items())}" in card
+    assert "| language filter | on" in card and "pre-search cleaning" in card
     ok(xm("verify", out))
     before = (out / "data-00000-of-00001.arrow").read_bytes()
     refused(xm(*args), "already exists")
@@ -203,10 +209,12 @@ def test_tsv_default_gz_and_moses(corpus, tmp_path):
     ok(xm("mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q", "--format", "moses",
           "-o", tmp_path / "c"))
     assert not (tmp_path / "c").exists()
-    assert (tmp_path / "c.src").read_text(encoding="utf-8").splitlines() == [line.split("\t")[1] for line in lines]
-    assert (tmp_path / "c.tgt").read_text(encoding="utf-8").splitlines() == [line.split("\t")[2] for line in lines]
+    # One file per language, named as OPUS names them (ISO 639-1).
+    assert (tmp_path / "c.de").read_text(encoding="utf-8").splitlines() == [line.split("\t")[1] for line in lines]
+    assert (tmp_path / "c.en").read_text(encoding="utf-8").splitlines() == [line.split("\t")[2] for line in lines]
+    assert not (tmp_path / "c.src").exists()
     summary = json.loads((tmp_path / "c.json").read_text())
-    assert summary["format"] == "moses" and {"c.src", "c.tgt"} <= set(summary["output_files"])
+    assert summary["format"] == "moses" and {"c.de", "c.en"} <= set(summary["output_files"])
     refused(xm("mine", d / "de.txt", d / "en.txt", "-q", "--format", "moses", "-o", tmp_path / "c"), "already exists")
 
 
@@ -223,10 +231,10 @@ def test_overwrite_across_formats_replaces_only_the_old_result(corpus, tmp_path)
     ok(xm(*args))
     assert (tmp_path / "r").is_file()
     ok(xm(*args, "--format", "moses", "--overwrite"))
-    assert not (tmp_path / "r").exists() and (tmp_path / "r.src").is_file() and (tmp_path / "r.tgt").is_file()
+    assert not (tmp_path / "r").exists() and (tmp_path / "r.de").is_file() and (tmp_path / "r.en").is_file()
     ok(xm("verify", tmp_path / "r"))
     ok(xm(*args, "--format", "hf", "--overwrite"))
-    assert not (tmp_path / "r.src").exists() and not (tmp_path / "r.tgt").exists()
+    assert not (tmp_path / "r.de").exists() and not (tmp_path / "r.en").exists()
     assert len(datasets.load_from_disk(str(tmp_path / "r"))) >= N - 2
     ok(xm("verify", tmp_path / "r"))
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
@@ -240,6 +248,23 @@ def test_overwrite_across_formats_replaces_only_the_old_result(corpus, tmp_path)
     ok(xm(*args, "--format", "tsv", "--overwrite"))  # (without --format, an existing folder means hf)
     assert (tmp_path / "r").is_file() and notes.read_text() == "mine\n"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") and not p.name.endswith(".lock")]
+
+
+def test_tmx_is_read_back_by_a_tmx_reader_to_the_same_pairs(corpus, tmp_path):
+    """translate-toolkit's TMX reader (the `dev` extra) parses xmine's TMX into the pairs of the TSV."""
+    tmx = pytest.importorskip("translate.storage.tmx")
+    d = corpus["dir"]
+    args = ["mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q"]
+    ok(xm(*args, "-o", tmp_path / "m.tsv"))
+    ok(xm(*args, "-o", tmp_path / "m.tmx"))  # by the extension
+    expected = [tuple(line.split("\t")) for line in (tmp_path / "m.tsv").read_text(encoding="utf-8").splitlines()]
+    store = tmx.tmxfile((tmp_path / "m.tmx").read_bytes(), sourcelanguage="de", targetlanguage="en")
+    units = [u for u in store.units if not u.isheader()]
+    assert [(u.source, u.target) for u in units] == [(s, t) for _, s, t in expected]
+    raw = (tmp_path / "m.tmx").read_text(encoding="utf-8")
+    assert raw.count('xml:lang="de"') == raw.count('xml:lang="en"') == len(expected)
+    assert [f'<prop type="x-score">{sc}</prop>' in raw for sc, _, _ in expected] == [True] * len(expected)
+    refused(xm("mine", d / "de.txt", d / "en.txt", "-q", "-o", tmp_path / "n.tmx"), "tmx", "--src-lang")
 
 
 # -------------------------------------------------------------------------------------- bad inputs

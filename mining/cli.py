@@ -144,7 +144,7 @@ class ThresholdType(click.ParamType):
 @precision_option(default_from="the precision of the store or index inputs")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars (the one-line summary is still printed).")
-@input_format_options
+@input_format_options(per_side=True)
 @ray_option("the neighbour search: exact, tiles of the product as tasks; --approximate, the index shards "
             "built and searched (query blocks x shards) as tasks; an index side, its shards searched by "
             "query blocks as tasks; top-k merged per row in every case. The TSV is byte for byte the one "

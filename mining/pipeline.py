@@ -105,7 +105,8 @@ def mine(
     `allow_same_input`: mine even when `src` and `tgt` are the same file or directory (refused
     otherwise: every sentence would pair with itself).
     `output_format`: tsv, moses, jsonl, parquet or hf (`xmine.mining.writers`); None: by the
-    name of `out`. `input_format` (xmine.reader_base.InputFormat): how to read corpus sides.
+    name of `out`. `input_format` (xmine.reader_base.InputFormat): how to read corpus sides; a
+    (source, target) pair of them to read each its own way.
     `filters`: the pair filters (`xmine.mining.filters`) run on the selected pairs before they are
     written; the summary's `filters` counts what each rule removed. `keep_filtered`: also write the
     dropped pairs there (`score<TAB>src<TAB>tgt<TAB>rule`, atomically, claimed like `out`).
@@ -130,12 +131,15 @@ def mine(
         raise ConfigError(f"{src}: given as both SRC and TGT, so every sentence would be mined with itself; "
                           "pass --allow-same-input if that is what you want")
     fmt = resolve_format(out, output_format)
+    src_format, tgt_format = input_format if isinstance(input_format, tuple) else (input_format, input_format)
+    sides = ((src, src_lang, "--src-lang", src_format), (tgt, tgt_lang, "--tgt-lang", tgt_format))
     if fmt == "tmx":  # before anything is encoded: a text side has no language of its own
-        for path, lang, option in ((src, src_lang, "--src-lang"), (tgt, tgt_lang, "--tgt-lang")):
-            if lang is None and artefact_kind(path, input_format) == "text":
+        for path, lang, option, spec in sides:
+            if lang is None and artefact_kind(path, spec) == "text":
                 raise ConfigError(f"--format tmx names each side's language: give {option}")
-    if input_format is not None and input_format.split_sentences:  # a missing language: before anything
-        check_split_languages([(src, src_lang, "--src-lang"), (tgt, tgt_lang, "--tgt-lang")], input_format)
+    for path, lang, option, spec in sides:
+        if spec is not None and spec.split_sentences:  # a missing language: before anything
+            check_split_languages([(path, lang, option)], spec)
     # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU)
     # or the Ray cluster cannot be joined.
     if not approximate:
@@ -152,18 +156,18 @@ def mine(
         # run refused while opening its inputs leaves nothing behind.
         work = claim.companion(".work")
 
-        def work_for(path, tag: str) -> Path:
-            kind = artefact_kind(path, input_format)
+        def work_for(path, tag: str, spec) -> Path:
+            kind = artefact_kind(path, spec)
             if kind == "text" or (projection is not None and kind == "embedding-store"):
                 claim.work_dir(".work")
             return work / tag
 
         encoders = Encoders(encoder, projection, precision, inputs=[src, tgt])
         # With --overwrite, OUT.work/ is this command's own to rebuild (a damaged work store included).
-        sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src"),
-                       show_progress=show_progress, rebuild=claim.overwrite, input_format=input_format)
-        sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt"),
-                       show_progress=show_progress, rebuild=claim.overwrite, input_format=input_format)
+        sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src", src_format),
+                       show_progress=show_progress, rebuild=claim.overwrite, input_format=src_format)
+        sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt", tgt_format),
+                       show_progress=show_progress, rebuild=claim.overwrite, input_format=tgt_format)
         try:
             check_compatible(sx, sy)
             config, threshold_record = _threshold(config, encoders.choice.path if sx.projection else None,

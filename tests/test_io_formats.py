@@ -267,6 +267,44 @@ def test_tmx_is_read_back_by_a_tmx_reader_to_the_same_pairs(corpus, tmp_path):
     refused(xm("mine", d / "de.txt", d / "en.txt", "-q", "-o", tmp_path / "n.tmx"), "tmx", "--src-lang")
 
 
+def test_per_side_input_options_read_each_side_its_own_way(corpus, tmp_path):
+    """A JSONL side (text at meta.text) mined against a Parquet side (column `sentence`): each
+    side's --*-text-field; the same pairs as the plain text files."""
+    d = corpus["dir"]
+    de = _jsonl(tmp_path / "de.jsonl", corpus["de"], "de-")
+    en = _parquet(tmp_path / "en.parquet", corpus["en"])
+    ok(xm("mine", de, en, "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", tmp_path / "a.tsv",
+          "--src-text-field", "meta.text", "--tgt-text-column", "sentence"))
+    ok(xm("mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", tmp_path / "b.tsv"))
+    assert (tmp_path / "a.tsv").read_text(encoding="utf-8") == (tmp_path / "b.tsv").read_text(encoding="utf-8")
+    # The shared option is the default of both sides: the Parquet side has no column meta.text.
+    refused(xm("mine", de, en, "-q", "-o", tmp_path / "c.tsv", "--text-field", "meta.text"),
+            "en.parquet", "no column 'meta'")
+
+
+def test_csv_input_reads_the_header_and_honours_quotes(corpus, tmp_path):
+    """A CSV side: header line, a column chosen by name, quoted fields (commas, quotes): mined as
+    the plain text file is, each pair naming its record's id and line."""
+    import csv
+
+    d = corpus["dir"]
+    de = list(corpus["de"])
+    with open(tmp_path / "de.csv", "w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "text"])
+        for i, t in enumerate(de):
+            w.writerow([i, t])
+    assert '"' in (tmp_path / "de.csv").read_text(encoding="utf-8")  # some sentences needed quoting
+    ok(xm("mine", tmp_path / "de.csv", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q",
+          "--src-text-column", "text", "--src-id-field", "id", "-o", tmp_path / "a.jsonl"))
+    rows = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert _precision([(r["translation"]["deu"], r["translation"]["eng"]) for r in rows], corpus["gold"]) == 1.0
+    for r in rows:  # the id column, and the line each record starts on (the header is line 1)
+        assert de[int(r["src_id"])] == r["translation"]["deu"] and r["src_record"] == int(r["src_id"]) + 2
+    refused(xm("mine", tmp_path / "de.csv", d / "en.txt", "-q", "--src-text-column", "satz", "-o", tmp_path / "b"),
+            "de.csv", "'satz'", "columns: id, text")
+
+
 # -------------------------------------------------------------------------------------- bad inputs
 
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator
 from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats
 from xmine.errors import ConfigError, InputError
 
-FORMATS = ("text", "jsonl", "parquet", "hf")
+FORMATS = ("text", "jsonl", "parquet", "hf", "csv", "tsv")
 _COMPRESSED = (".gz", ".xz", ".zst", ".zstd", ".bz2")
 # Files a `save_to_disk` folder holds (Dataset: state.json; DatasetDict: dataset_dict.json).
 _HF_MARKERS = ("state.json", "dataset_dict.json")
@@ -33,6 +33,8 @@ class InputFormat:
     text_field: str = "text"
     #: optional dotted path of each record's own id, kept as provenance
     id_field: str | None = None
+    #: csv / tsv: whether the first line names the columns (None: csv yes, tsv no)
+    header: bool | None = None
     #: hf: the split of a DatasetDict or of data files (default: the only one, else "train")
     split: str | None = None
     #: split each record (line) into sentences with the corpus language's splitter

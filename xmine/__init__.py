@@ -7,3 +7,18 @@ and `xmine.benchmarks` (benchmarks/).
 """
 
 __version__ = "0.1.0"
+
+# The Python API (xmine/api.py, docs/api.md), imported on first use so that `import xmine` stays cheap.
+_API = ("mine", "score", "embed")
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from xmine import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'xmine' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_API])

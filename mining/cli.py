@@ -107,7 +107,13 @@ class ThresholdType(click.ParamType):
                    "with itself; refused without this flag, since it is usually a mistake).")
 @click.option("--line-numbers", is_flag=True, help="Add src and tgt line numbers as columns 4 and 5.")
 @click.option("--meta", is_flag=True,
-              help="Also write OUT.meta (stopes style): score, src file:line, tgt file:line, direction.")
+              help="Also write OUT.meta (stopes style): score, src file:line, tgt file:line, direction, then "
+                   "the --keep-field values.")
+@click.option("--keep-field", "keep_fields", multiple=True, metavar="NAME",
+              help="A field of the input records (dotted: meta.url) to carry with every pair, for each side as "
+                   "src_NAME and tgt_NAME (dots become _): columns of jsonl, parquet and hf, props of tmx, "
+                   "columns after the others in tsv and OUT.meta (repeatable). Both sides must be JSON Lines, "
+                   "Parquet, CSV/TSV or dataset corpora.")
 @click.option("--block-rows", type=click.IntRange(min=1), default=DEFAULT_BLOCK_ROWS, show_default=True,
               help="Source rows per block of the exact product (memory ~ block-rows x block-cols x 4 bytes).")
 @click.option("--block-cols", type=click.IntRange(min=1), default=DEFAULT_BLOCK_COLS, show_default=True, help="Target rows per block.")
@@ -152,7 +158,7 @@ class ThresholdType(click.ParamType):
 def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows,
          refine, allow_same_input, line_numbers, meta, block_rows, block_cols, workers, product, pair_filters,
-         lang_filter, pre_clean, no_pre_clean_step, keep_filtered, precision,
+         lang_filter, pre_clean, no_pre_clean_step, keep_filtered, keep_fields, precision,
          keep_work, quiet, ray_address, output_format, input_format):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
@@ -182,7 +188,7 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
                     line_numbers=line_numbers, meta=meta, keep_work=keep_work, overwrite=overwrite, ray=ray_address,
                     default_threshold=threshold != "none", show_progress=not quiet, allow_same_input=allow_same_input,
                     output_format=output_format, input_format=input_format, filters=pair_filters,
-                    keep_filtered=keep_filtered, lang_filter=lang_filter,
+                    keep_filtered=keep_filtered, lang_filter=lang_filter, keep_fields=keep_fields,
                     pre_clean=PreSearchConfig(enabled=pre_clean, disabled=frozenset(no_pre_clean_step)))
     t = summary["threshold"]
     kept = f"threshold {t['value']:g} ({t['source']})" if t["value"] is not None else t["source"]

@@ -33,6 +33,7 @@ import logging
 import shutil
 from dataclasses import asdict
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -49,7 +50,8 @@ from xmine.mining.products import resolve_product
 from xmine.mining.search_pairs import search_pairs
 from xmine.records import to_json
 from xmine.mining.select import MiningConfig
-from xmine.mining.writers import MinedRows, write_meta, write_mined
+from xmine.mining.writers import MinedRows, PairColumn, write_meta, write_mined
+from xmine.record_fields import check_fields_readable, record_fields
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +86,7 @@ def mine(
     keep_filtered: str | Path | None = None,
     lang_filter: bool | None = None,
     pre_clean: PreSearchConfig = PreSearchConfig(),
+    keep_fields: Sequence[str] = (),
 ) -> dict:
     """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`).
 
@@ -118,6 +121,9 @@ def mine(
     `pre_clean`: the cleaning of both sides before the search (`xmine.mining.presearch`: rows
     without letters, near-duplicates, texts on both sides); the summary's `pre_search` counts
     what each step removed per side.
+    `keep_fields`: fields of the records (dotted, e.g. `url`, `meta.domain`) that every output
+    carries for each side as `src_NAME` / `tgt_NAME` (`xmine.record_fields`; both sides must be
+    JSON Lines, Parquet, CSV/TSV or dataset corpora).
     """
     from xmine.input_artefacts import artefact_kind
     from xmine.input_encoders import Encoders
@@ -138,6 +144,8 @@ def mine(
             if lang is None and artefact_kind(path, spec) == "text":
                 raise ConfigError(f"--format tmx names each side's language: give {option}")
     for path, lang, option, spec in sides:
+        if keep_fields:
+            check_fields_readable(path, spec, keep_fields, option="--keep-field")
         if spec is not None and spec.split_sentences:  # a missing language: before anything
             check_split_languages([(path, lang, option)], spec)
     # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU)
@@ -239,11 +247,16 @@ def mine(
                                          approximate=(asdict(approximate_config) if search == "approximate" else None),
                                          inputs=[sx.fingerprint, sy.fingerprint]),
             }
+            fields = [PairColumn(name=f"{role}_{name.replace('.', '_')}", values=values)
+                      for role, side, rows, spec in (("src", sx, src_rows, src_format), ("tgt", sy, tgt_rows, tgt_format))
+                      if keep_fields
+                      for name, values in zip(keep_fields, record_fields(side.path, spec, keep_fields,
+                                                                         side.line_numbers[rows]))]
             write_mined(claim, fmt, MinedRows(sx=sx, sy=sy, src_rows=src_rows, tgt_rows=tgt_rows, score=mined.score,
                                               direction=mined.direction), line_numbers=line_numbers, summary=summary,
-                        extra=lid_columns)
+                        extra=lid_columns, fields=fields)
             if meta:  # (without it, the replaced result's own .meta is removed by claim.finish)
-                write_meta(claim, mined, sx, sy, src_rows, tgt_rows)
+                write_meta(claim, mined, sx, sy, src_rows, tgt_rows, fields=fields)
         finally:
             sx.close()
             sy.close()

@@ -123,15 +123,18 @@ def tsv_field(text: str) -> str:
 
 
 def write_mined(claim, fmt: str, rows: MinedRows, *, line_numbers: bool = False,
-                extra: Sequence[PairColumn] = (), summary: dict | None = None) -> None:
+                extra: Sequence[PairColumn] = (), fields: Sequence[PairColumn] = (),
+                summary: dict | None = None) -> None:
     """Write the pairs to the claimed output in `fmt` (see the module doc). `summary`: what the
-    dataset card of `hf` reports (the mining summary)."""
+    dataset card of `hf` reports (the mining summary). `fields`: the records' kept fields
+    (--keep-field), which every format but Moses carries (TSV: as columns after the others)."""
+    extra = [*extra, *fields]
     n = len(rows.score)
     for col in extra:
         if len(col.values) != n:
             raise ValueError(f"column {col.name!r} has {len(col.values)} values for {n} pairs")
     if fmt == "tsv":
-        _write_tsv(claim, rows, line_numbers=line_numbers)
+        _write_tsv(claim, rows, line_numbers=line_numbers, fields=fields)
     elif fmt == "moses":
         suffixes = moses_suffixes(rows.sx.lang, rows.sy.lang)
         if not set(suffixes) <= set(getattr(claim, "companions", suffixes)):  # not claimed by these names
@@ -157,7 +160,7 @@ def write_mined(claim, fmt: str, rows: MinedRows, *, line_numbers: bool = False,
         raise ConfigError(f"--format must be one of {', '.join(OUTPUT_FORMATS)}, not {fmt!r}")
 
 
-def _write_tsv(claim, rows: MinedRows, *, line_numbers: bool) -> None:
+def _write_tsv(claim, rows: MinedRows, *, line_numbers: bool, fields: Sequence[PairColumn] = ()) -> None:
     sx, sy = rows.sx, rows.sy
     split = sx.sentence_index is not None or sy.sentence_index is not None
     with claim.atomic_file() as tmp, contextlib.ExitStack() as stack:
@@ -167,13 +170,13 @@ def _write_tsv(claim, rows: MinedRows, *, line_numbers: bool) -> None:
             f = stack.enter_context(io.TextIOWrapper(gz, encoding="utf-8", newline="\n"))
         else:
             f = stack.enter_context(open(tmp, "w", encoding="utf-8", newline="\n"))
-        for s, t, sc in zip(rows.src_rows.tolist(), rows.tgt_rows.tolist(), rows.score.tolist()):
+        for i, (s, t, sc) in enumerate(zip(rows.src_rows.tolist(), rows.tgt_rows.tolist(), rows.score.tolist())):
             row = f"{sc:.6f}\t{tsv_field(sx.text[s])}\t{tsv_field(sy.text[t])}"
             if line_numbers:
                 row += f"\t{sx.line_numbers[s]}\t{sy.line_numbers[t]}"
                 if split:
                     row += f"\t{_sentence_of(sx, s)}\t{_sentence_of(sy, t)}"
-            f.write(row + "\n")
+            f.write(row + _field_cells(fields, i) + "\n")
 
 
 def _write_tmx(claim, rows: MinedRows, extra: Sequence[PairColumn]) -> None:
@@ -191,6 +194,11 @@ def _write_tmx(claim, rows: MinedRows, extra: Sequence[PairColumn]) -> None:
 
 def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
+
+
+def _field_cells(fields: Sequence[PairColumn], i: int) -> str:
+    """Pair i's kept fields as TSV cells after a tab each ("" for a record without the field)."""
+    return "".join("\t" + tsv_field("" if col.values[i] is None else str(col.values[i])) for col in fields)
 
 
 def _sentence_of(side, row: int) -> str:
@@ -342,21 +350,22 @@ def _public(text, local_paths: Sequence[str]):
     return text
 
 
-def write_meta(claim, mined, sx, sy, src_rows, tgt_rows) -> None:
+def write_meta(claim, mined, sx, sy, src_rows, tgt_rows, *, fields: Sequence[PairColumn] = ()) -> None:
     """stopes-style meta: score, src file:line, tgt file:line, direction that found the pair; for
     inputs read with an id field, the two record ids after; for inputs split into sentences, the
-    two sentence indices after those."""
+    two sentence indices after those; then the records' kept fields (--keep-field)."""
     from xmine.mining.select import DIRECTION_NAMES
 
     with claim.atomic_file(".meta") as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        for s, t, sc, d in zip(src_rows.tolist(), tgt_rows.tolist(), mined.score.tolist(), mined.direction.tolist()):
+        for i, (s, t, sc, d) in enumerate(zip(src_rows.tolist(), tgt_rows.tolist(), mined.score.tolist(),
+                                              mined.direction.tolist())):
             row = (f"{sc:.6f}\t{sx.path}:{sx.line_numbers[s]}\t{sy.path}:{sy.line_numbers[t]}\t"
                    f"{DIRECTION_NAMES[int(d)]}")
             if sx.ids is not None or sy.ids is not None:
                 row += f"\t{sx.ids[s] if sx.ids is not None else ''}\t{sy.ids[t] if sy.ids is not None else ''}"
             if sx.sentence_index is not None or sy.sentence_index is not None:
                 row += f"\t{_sentence_of(sx, s)}\t{_sentence_of(sy, t)}"
-            f.write(row + "\n")
+            f.write(row + _field_cells(fields, i) + "\n")
 
 
 __all__ = ["COMPANIONS", "OUTPUT_FORMATS", "MinedRows", "PairColumn", "dataset_card", "output_format",

@@ -305,6 +305,41 @@ def test_csv_input_reads_the_header_and_honours_quotes(corpus, tmp_path):
             "de.csv", "'satz'", "columns: id, text")
 
 
+def test_keep_field_carries_document_metadata_to_every_output(corpus, tmp_path):
+    """--keep-field url --keep-field meta.domain: each pair names the URL and domain of the record
+    each of its sentences came from, in jsonl, tsv, tmx and OUT.meta."""
+    tmx = pytest.importorskip("translate.storage.tmx")
+    for lang in ("de", "en"):
+        records = [{"text": t, "url": f"https://{lang}.example/{i}", "meta": {"domain": f"{lang}.example"}}
+                   for i, t in enumerate(corpus[lang])]
+        (tmp_path / f"{lang}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
+                                                encoding="utf-8")
+    args = ["mine", tmp_path / "de.jsonl", tmp_path / "en.jsonl", "--src-lang", "de", "--tgt-lang", "en", "-q",
+            "--keep-field", "url", "--keep-field", "meta.domain"]
+    ok(xm(*args, "-o", tmp_path / "m.jsonl"))
+    rows = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert rows
+    for r in rows:
+        assert r["src_url"] == f"https://de.example/{corpus['de'].index(r['translation']['deu'])}"
+        assert r["tgt_url"] == f"https://en.example/{corpus['en'].index(r['translation']['eng'])}"
+        assert (r["src_meta_domain"], r["tgt_meta_domain"]) == ("de.example", "en.example")
+    ok(xm(*args, "-o", tmp_path / "m.tsv", "--meta"))
+    tsv = [line.split("\t") for line in (tmp_path / "m.tsv").read_text(encoding="utf-8").splitlines()]
+    assert [t[3:] for t in tsv] == [[r["src_url"], "de.example", r["tgt_url"], "en.example"] for r in rows]
+    meta = [line.split("\t") for line in (tmp_path / "m.tsv.meta").read_text(encoding="utf-8").splitlines()]
+    assert [m[-4:] for m in meta] == [t[3:] for t in tsv]
+    ok(xm(*args, "-o", tmp_path / "m.tmx"))
+    units = [u for u in tmx.tmxfile((tmp_path / "m.tmx").read_bytes()).units if not u.isheader()]
+    raw = (tmp_path / "m.tmx").read_text(encoding="utf-8")
+    assert len(units) == len(rows) and all(f'<prop type="x-src_url">{r["src_url"]}</prop>' in raw for r in rows)
+    d = corpus["dir"]
+    refused(xm("mine", d / "de.txt", tmp_path / "en.jsonl", "-q", "--keep-field", "url", "-o", tmp_path / "x"),
+            "--keep-field", "de.txt", "plain text")
+    refused(xm("mine", tmp_path / "de.jsonl", tmp_path / "en.jsonl", "-q", "--keep-field", "ulr", "-o",
+               tmp_path / "y"), "de.jsonl:1", "'ulr'", "fields: text, url, meta")
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y.json").exists()
+
+
 # -------------------------------------------------------------------------------------- bad inputs
 
 

@@ -60,14 +60,15 @@ def mine(src: Source, tgt: Source, *, src_lang: str | None = None, tgt_lang: str
          threshold: float | str | None = "default", k: int = 4, margin: str = "ratio", retrieval: str = "max",
          encoder: str | None = None, projection: str | Path | None = None, filters: bool = True,
          lang_filter: bool | None = None, pre_clean: bool = True, approximate: bool = False,
-         show_progress: bool = False):
+         keep_fields: Sequence[str] = (), show_progress: bool = False):
     """Mine `src` against `tgt` as `xmine mine` does; a pyarrow Table, best pair first.
 
     `src`, `tgt`: lists of sentences, or what the command takes (a corpus file, a dataset folder,
     an embedding store, an index). `threshold`: "default" (the command's default: the calibrated
     threshold of the shipped projection), None (keep every pair) or a number. `filters`,
     `lang_filter`, `pre_clean`: the command's pair filters, language filter and pre-search
-    cleaning (their defaults are the command's). Columns: `translation` (a dict keyed by the two
+    cleaning (their defaults are the command's); `keep_fields`: record fields to carry (files
+    with fields only, as --keep-field). Columns: `translation` (a dict keyed by the two
     language codes), `score`, `direction`, where each sentence came from (`src_index` for a list,
     else `src_file` and `src_record`; the same for tgt), and the language filter's `*_lid` columns.
     """
@@ -86,7 +87,8 @@ def mine(src: Source, tgt: Source, *, src_lang: str | None = None, tgt_lang: str
                           config=config, encoder=encoder, projection=projection, approximate=approximate,
                           default_threshold=threshold == "default", show_progress=show_progress,
                           output_format="parquet", filters=PairFilterConfig(enabled=filters),
-                          lang_filter=lang_filter, pre_clean=PreSearchConfig(enabled=pre_clean))
+                          lang_filter=lang_filter, pre_clean=PreSearchConfig(enabled=pre_clean),
+                          keep_fields=keep_fields)
         return _table(d / "mined.parquet", result, {"src": src_list, "tgt": tgt_list})
 
 

@@ -119,9 +119,9 @@ class DelimitedReader(CorpusReader):
         super().__init__(path, spec)
 
     def identity(self) -> dict[str, Any]:
-        return {**super().identity(), "header": self._header()}
+        return {**super().identity(), "header": self.has_header()}
 
-    def _header(self) -> bool:
+    def has_header(self) -> bool:
         return self.spec.header if self.spec.header is not None else self.format == "csv"
 
     def records(self) -> Iterator[tuple[int, str, str | None]]:
@@ -131,7 +131,7 @@ class DelimitedReader(CorpusReader):
 
         with closing(delimited_rows(self.path, self.format)) as rows:
             names = None
-            if self._header():
+            if self.has_header():
                 first = next(rows, None)
                 names = [n.strip() for n in first[1]] if first is not None else []
             text = column_index(self.spec.text_field, names, self.path, option="--text-column")

@@ -397,3 +397,25 @@ def test_pairs_from_an_index_name_the_corpus_their_records_are_in(corpus, tmp_pa
     for r in rows:
         assert r["src_file"] == str((corpus["dir"] / "de.txt").resolve())
         assert corpus["de"][r["src_record"] - 1] == r["translation"]["deu"]
+
+
+def test_standard_input_is_a_corpus_for_mine_and_embed(corpus, tmp_path):
+    """`-` reads a side from standard input: the same pairs as from the file; embed stores it."""
+    from click.testing import CliRunner
+
+    from xmine.cli import main
+
+    d = corpus["dir"]
+    ok(xm("mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", tmp_path / "a.tsv"))
+    args = ["mine", str(d / "de.txt"), "-", "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", str(tmp_path / "b.tsv")]
+    ok(CliRunner().invoke(main, args, input=(d / "en.txt").read_bytes()))
+    assert (tmp_path / "b.tsv").read_text(encoding="utf-8") == (tmp_path / "a.tsv").read_text(encoding="utf-8")
+    jsonl = "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in corpus["de"])
+    ok(CliRunner().invoke(main, ["embed", "-", "--lang", "de", "--input-format", "jsonl", "-q",
+                                 "-o", str(tmp_path / "store")], input=jsonl.encode()))
+    from xmine.store import EmbeddingStore
+
+    store = EmbeddingStore.open(tmp_path / "store")
+    assert len(store) == N and [store.text_column()[i] for i in range(N)] == corpus["de"]
+    refused(CliRunner().invoke(main, ["mine", "-", "-", "-q", "-o", str(tmp_path / "c.tsv")], input=b"x\n"),
+            "both SRC and TGT")

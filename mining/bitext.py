@@ -217,7 +217,8 @@ class Bitext:
             splits = list(ds)
             split = self.spec.split or (splits[0] if len(splits) == 1 else "train")
             if split not in ds:
-                raise InputError(self.path, f"no split {split!r} (splits: {', '.join(splits)}); choose one with --split")
+                raise InputError(self.path, f"no split {split!r} (splits: {', '.join(splits)}); choose one with "
+                                            "--split")
             ds = ds[split]
         self.columns = list(ds.column_names)
         yield from self._table_pairs(ds.select(range(lo, min(lo + _BATCH, len(ds)))).to_list()

@@ -247,9 +247,9 @@ def mine(
                                          approximate=(asdict(approximate_config) if search == "approximate" else None),
                                          inputs=[sx.fingerprint, sy.fingerprint]),
             }
+            sides_rows = (("src", sx, src_rows, src_format), ("tgt", sy, tgt_rows, tgt_format))
             fields = [PairColumn(name=f"{role}_{name.replace('.', '_')}", values=values)
-                      for role, side, rows, spec in (("src", sx, src_rows, src_format), ("tgt", sy, tgt_rows, tgt_format))
-                      if keep_fields
+                      for role, side, rows, spec in sides_rows if keep_fields
                       for name, values in zip(keep_fields, record_fields(side.path, spec, keep_fields,
                                                                          side.line_numbers[rows]))]
             write_mined(claim, fmt, MinedRows(sx=sx, sy=sy, src_rows=src_rows, tgt_rows=tgt_rows, score=mined.score,

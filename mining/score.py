@@ -26,7 +26,7 @@ import json
 import logging
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -37,34 +37,14 @@ from xmine.mining.approximate import ApproximateConfig
 from xmine.mining.bitext import Bitext
 from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.filters import PairFilterConfig
+from xmine.mining.score_output import DROP_RULES, PairScores
 from xmine.mining.select import MiningConfig
 
 log = logging.getLogger(__name__)
 
 SCORE_KIND = "scored-pairs"
-#: rule names of a dropped pair: its code in `PairScores.rule` is the index here
-DROP_RULES = ("empty", "threshold") + FILTER_RULES
 #: pairs whose rows are read and scored at once
 _CHUNK = 65_536
-
-
-@dataclass(kw_only=True)
-class PairScores:
-    """Per pair of the bitext, in its order."""
-
-    #: cosine of the two sides (NaN where a side is empty)
-    cosine: np.ndarray
-    #: the margin (`MiningConfig.margin`) against the neighbourhoods (NaN where a side is empty)
-    margin: np.ndarray
-    #: -1 kept, else the index in DROP_RULES of the first rule that dropped the pair
-    rule: np.ndarray
-
-    @property
-    def keep(self) -> np.ndarray:
-        return self.rule < 0
-
-    def counts(self) -> dict[str, int]:
-        return {name: int((self.rule == i).sum()) for i, name in enumerate(DROP_RULES)}
 
 
 def write_sides(bitext: Bitext, work: Path) -> tuple[Path, Path, int]:

@@ -15,9 +15,36 @@ from __future__ import annotations
 import csv
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from xmine.errors import ConfigError, InputError
+from xmine.mining.filters import RULES as FILTER_RULES
+
+#: rule names of a dropped pair: its code in `PairScores.rule` is the index here
+DROP_RULES = ("empty", "threshold") + FILTER_RULES
+
+
+@dataclass(kw_only=True)
+class PairScores:
+    """Per pair of the bitext, in its order."""
+
+    #: cosine of the two sides (NaN where a side is empty)
+    cosine: np.ndarray
+    #: the margin (`MiningConfig.margin`) against the neighbourhoods (NaN where a side is empty)
+    margin: np.ndarray
+    #: -1 kept, else the index in DROP_RULES of the first rule that dropped the pair
+    rule: np.ndarray
+
+    @property
+    def keep(self) -> np.ndarray:
+        return self.rule < 0
+
+    def counts(self) -> dict[str, int]:
+        return {name: int((self.rule == i).sum()) for i, name in enumerate(DROP_RULES)}
+
 
 SCORE_FORMATS = ("tsv", "csv", "jsonl", "parquet")
 SCORE_COLUMNS = ("cosine", "margin", "keep", "rule")
@@ -43,8 +70,6 @@ def _number(value: float) -> float | None:
 
 def _scored_rows(bitext, scores, *, kept_only: bool, as_dict: bool):
     """(record with the score columns, as a list of strings or a dict) of every pair written."""
-    from xmine.mining.score import DROP_RULES
-
     keep, rule = scores.keep, scores.rule
     cosine, margin = scores.cosine.tolist(), scores.margin.tolist()
     for i, pair in enumerate(bitext.pairs()):
@@ -137,4 +162,4 @@ def _write_row(f, writer, row, tsv_field) -> None:
         f.write("\t".join(tsv_field(str(v)) for v in row) + "\n")
 
 
-__all__ = ["SCORE_COLUMNS", "SCORE_FORMATS", "resolve_score_format", "write_scored"]
+__all__ = ["DROP_RULES", "PairScores", "SCORE_COLUMNS", "SCORE_FORMATS", "resolve_score_format", "write_scored"]

@@ -1,4 +1,4 @@
-"""The Python API (xmine/api.py): the examples of docs/api.md run as they are, with the real
+"""The Python API (mining/api.py): the examples of docs/api.md run as they are, with the real
 encoder; the API gives the command's result; `import xmine` stays cheap."""
 
 from __future__ import annotations

@@ -99,4 +99,5 @@ def test_a_malformed_row_is_one_line_naming_file_and_line(tmp_path, name, conten
 def test_moses_files_of_different_lengths_are_refused_naming_the_line(tmp_path):
     (tmp_path / "a.de").write_text("eins\nzwei\ndrei\n", encoding="utf-8")
     (tmp_path / "a.en").write_text("one\ntwo\n", encoding="utf-8")
-    refused(xm("score", f"{tmp_path / 'a.de'}:{tmp_path / 'a.en'}", "-o", tmp_path / "o.tsv"), "a.en:3", "ends at line 2")
+    refused(xm("score", f"{tmp_path / 'a.de'}:{tmp_path / 'a.en'}", "-o", tmp_path / "o.tsv"),
+            "a.en:3", "ends at line 2")

@@ -197,7 +197,22 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
         kept += "; filtered out " + ", ".join(f"{n:,} {rule}" for rule, n in removed.items() if n) if any(
             removed.values()) else "; no pair filtered out"
     click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "
-               f"unique sentences ({summary['search']}; {kept}) -> {out}", err=True)
+               f"unique sentences ({summary['search']}; {_before_search(summary)}; {kept}) -> {out}", err=True)
+
+
+def _before_search(summary: dict) -> str:
+    """What the language filter and the pre-search cleaning removed, for the summary line."""
+    lf = summary["lang_filter"]
+    if lf["on"]:
+        gone = f"language filter removed {summary['src']['other_language']:,} src, " \
+               f"{summary['tgt']['other_language']:,} tgt sentences"
+    else:
+        gone = f"language filter off: {lf['source'].removeprefix('default, off: ')}"
+    removed = (summary.get("pre_search") or {}).get("removed") or {}
+    counts = [sum(removed.get(role, {}).values()) for role in ("src", "tgt")]
+    if removed:
+        gone += f"; pre-clean removed {counts[0]:,} src, {counts[1]:,} tgt sentences"
+    return gone
 
 
 def _check_lang_filter(src_lang, tgt_lang, lid) -> None:

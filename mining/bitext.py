@@ -19,7 +19,6 @@ and its line (or row).
 
 from __future__ import annotations
 
-import json
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,16 +174,10 @@ class Bitext:
         return texts[0], texts[1]
 
     def _jsonl(self) -> Iterator[BitextPair]:
-        from xmine.corpus import iter_lines
+        from xmine.readers import jsonl_records
 
         fields = None
-        for number, line in iter_lines(self.path):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as e:
-                raise InputError(self.path, f"invalid JSON ({e})", line=number) from None
+        for number, record in jsonl_records(self.path):
             fields = fields or self._fields(record)
             src, tgt = self._texts(record, fields, "", number)
             yield BitextPair(number=number, src=src, tgt=tgt, record=record)

@@ -100,15 +100,24 @@ class JsonlReader(CorpusReader):
     format = "jsonl"
 
     def records(self) -> Iterator[tuple[int, str, str | None]]:
-        for number, line in iter_lines(self.path):
+        for number, record in jsonl_records(self.path):
+            text, rid = text_of(record, self.spec, self.path, "", number)
+            yield number, text, rid
+
+
+def jsonl_records(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed value) of every non-blank line of a JSON Lines file; invalid JSON is an
+    InputError naming the line."""
+    from contextlib import closing
+
+    with closing(iter_lines(path)) as lines:
+        for number, line in lines:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                yield number, json.loads(line)
             except ValueError as e:
-                raise InputError(self.path, f"invalid JSON ({e})", line=number) from None
-            text, rid = text_of(record, self.spec, self.path, "", number)
-            yield number, text, rid
+                raise InputError(path, f"invalid JSON ({e})", line=number) from None
 
 
 class DelimitedReader(CorpusReader):
@@ -160,4 +169,4 @@ def open_corpus(path: str | Path, spec: InputFormat | None = None, *, check: boo
     return reader
 
 
-__all__ = ["detect_format", "open_corpus"]
+__all__ = ["detect_format", "jsonl_records", "open_corpus"]

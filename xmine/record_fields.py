@@ -45,7 +45,7 @@ def check_fields_readable(path: str | Path, spec: InputFormat | None, names: Seq
 def _check_first(path: Path, record: dict, number: int, names: Sequence[str], option: str) -> None:
     for name in names:
         if field_at(record, name) is MISSING:
-            shown = ", ".join(list(record)[:12])
+            shown = ", ".join(list(record)[:12]) if isinstance(record, dict) else f"a {type(record).__name__}"
             raise InputError(path, f"{option} {name!r}: no such field in the first record (fields: {shown})",
                              line=number)
 
@@ -57,15 +57,9 @@ def _records(path: Path, spec: InputFormat) -> Iterator[tuple[int, dict]]:
     reader = open_corpus(path, spec, check=False)
     fmt = reader.format
     if fmt == "jsonl":
-        from xmine.corpus import iter_lines
+        from xmine.readers import jsonl_records
 
-        with closing(iter_lines(path)) as lines:
-            for number, line in lines:
-                if line.strip():
-                    try:
-                        yield number, json.loads(line)
-                    except ValueError as e:
-                        raise InputError(path, f"invalid JSON ({e})", line=number) from None
+        yield from jsonl_records(path)
     elif fmt in ("csv", "tsv"):
         from xmine.delimited import delimited_rows
 

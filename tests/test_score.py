@@ -101,3 +101,30 @@ def test_moses_files_of_different_lengths_are_refused_naming_the_line(tmp_path):
     (tmp_path / "a.en").write_text("one\ntwo\n", encoding="utf-8")
     refused(xm("score", f"{tmp_path / 'a.de'}:{tmp_path / 'a.en'}", "-o", tmp_path / "o.tsv"),
             "a.en:3", "ends at line 2")
+
+
+def test_score_a_mined_dataset_and_a_parquet_bitext(data_dir, tmp_path):
+    """xmine's own hf output scored again (its Translation column found by the languages): every
+    mined pair is kept; a Parquet bitext gives Parquet rows with its own columns and the scores."""
+    import datasets
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    de, en = flores_lines(data_dir, "deu_Latn", 30), flores_lines(data_dir, "eng_Latn", 30)
+    (tmp_path / "de.txt").write_text("\n".join(de) + "\n", encoding="utf-8")
+    (tmp_path / "en.txt").write_text("\n".join(en[::-1]) + "\n", encoding="utf-8")
+    ok(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q",
+          "--format", "hf", "-o", tmp_path / "mined"))
+    mined = datasets.load_from_disk(str(tmp_path / "mined"))
+    ok(xm("score", tmp_path / "mined", "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", tmp_path / "s.jsonl"))
+    rows = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [r["translation"] for r in rows] == mined["translation"] and all(r["keep"] for r in rows)
+
+    pairs = [(d, e, i) for i, (d, e) in enumerate(zip(de, en))] + [(de[0], en[5], 99)]
+    pq.write_table(pa.table({"id": [p[2] for p in pairs], "de": [p[0] for p in pairs], "en": [p[1] for p in pairs]}),
+                   tmp_path / "b.parquet")
+    ok(xm("score", tmp_path / "b.parquet", "--src-field", "de", "--tgt-field", "en", "--src-lang", "de",
+          "--tgt-lang", "en", "-q", "-o", tmp_path / "s.parquet"))
+    table = pq.read_table(tmp_path / "s.parquet").to_pylist()
+    assert [r["id"] for r in table] == [p[2] for p in pairs]
+    assert [r["keep"] for r in table] == [True] * 30 + [False] and table[-1]["rule"] == "threshold"

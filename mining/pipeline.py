@@ -33,6 +33,7 @@ import logging
 import shutil
 from dataclasses import asdict
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -49,7 +50,8 @@ from xmine.mining.products import resolve_product
 from xmine.mining.search_pairs import search_pairs
 from xmine.records import to_json
 from xmine.mining.select import MiningConfig
-from xmine.mining.writers import MinedRows, write_meta, write_mined
+from xmine.mining.writers import MinedRows, PairColumn, write_meta, write_mined
+from xmine.record_fields import check_fields_readable, record_fields
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +86,7 @@ def mine(
     keep_filtered: str | Path | None = None,
     lang_filter: bool | None = None,
     pre_clean: PreSearchConfig = PreSearchConfig(),
+    keep_fields: Sequence[str] = (),
 ) -> dict:
     """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`).
 
@@ -105,7 +108,8 @@ def mine(
     `allow_same_input`: mine even when `src` and `tgt` are the same file or directory (refused
     otherwise: every sentence would pair with itself).
     `output_format`: tsv, moses, jsonl, parquet or hf (`xmine.mining.writers`); None: by the
-    name of `out`. `input_format` (xmine.reader_base.InputFormat): how to read corpus sides.
+    name of `out`. `input_format` (xmine.reader_base.InputFormat): how to read corpus sides; a
+    (source, target) pair of them to read each its own way.
     `filters`: the pair filters (`xmine.mining.filters`) run on the selected pairs before they are
     written; the summary's `filters` counts what each rule removed. `keep_filtered`: also write the
     dropped pairs there (`score<TAB>src<TAB>tgt<TAB>rule`, atomically, claimed like `out`).
@@ -117,11 +121,14 @@ def mine(
     `pre_clean`: the cleaning of both sides before the search (`xmine.mining.presearch`: rows
     without letters, near-duplicates, texts on both sides); the summary's `pre_search` counts
     what each step removed per side.
+    `keep_fields`: fields of the records (dotted, e.g. `url`, `meta.domain`) that every output
+    carries for each side as `src_NAME` / `tgt_NAME` (`xmine.record_fields`; both sides must be
+    JSON Lines, Parquet, CSV/TSV or dataset corpora).
     """
     from xmine.input_artefacts import artefact_kind
     from xmine.input_encoders import Encoders
     from xmine.inputs import check_compatible, check_split_languages, load_side
-    from xmine.mining.writers import COMPANIONS, output_format as resolve_format
+    from xmine.mining.writers import COMPANIONS, moses_suffixes, output_format as resolve_format
     from xmine.output_state import same_file
     from xmine.outputs import claim_output
 
@@ -130,8 +137,17 @@ def mine(
         raise ConfigError(f"{src}: given as both SRC and TGT, so every sentence would be mined with itself; "
                           "pass --allow-same-input if that is what you want")
     fmt = resolve_format(out, output_format)
-    if input_format is not None and input_format.split_sentences:  # a missing language: before anything
-        check_split_languages([(src, src_lang, "--src-lang"), (tgt, tgt_lang, "--tgt-lang")], input_format)
+    src_format, tgt_format = input_format if isinstance(input_format, tuple) else (input_format, input_format)
+    sides = ((src, src_lang, "--src-lang", src_format), (tgt, tgt_lang, "--tgt-lang", tgt_format))
+    if fmt == "tmx":  # before anything is encoded: a text side has no language of its own
+        for path, lang, option, spec in sides:
+            if lang is None and artefact_kind(path, spec) == "text":
+                raise ConfigError(f"--format tmx names each side's language: give {option}")
+    for path, lang, option, spec in sides:
+        if keep_fields:
+            check_fields_readable(path, spec, keep_fields, option="--keep-field")
+        if spec is not None and spec.split_sentences:  # a missing language: before anything
+            check_split_languages([(path, lang, option)], spec)
     # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU)
     # or the Ray cluster cannot be joined.
     if not approximate:
@@ -139,7 +155,8 @@ def mine(
     executor = executor_for(ray)
     with contextlib.ExitStack() as claims:
         claim = claims.enter_context(claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection],
-                                                  overwrite=overwrite, companions=(".meta", ".work") + COMPANIONS))
+                                                  overwrite=overwrite, companions=(".meta", ".work") + tuple(
+                                                      dict.fromkeys(COMPANIONS + moses_suffixes(src_lang, tgt_lang)))))
         dropped_claim = None if keep_filtered is None else claims.enter_context(claim_output(
             keep_filtered, kind=FILTERED_KIND, form="tsv", inputs=[src, tgt, projection, out], overwrite=overwrite))
         out = claim.path
@@ -147,18 +164,18 @@ def mine(
         # run refused while opening its inputs leaves nothing behind.
         work = claim.companion(".work")
 
-        def work_for(path, tag: str) -> Path:
-            kind = artefact_kind(path, input_format)
+        def work_for(path, tag: str, spec) -> Path:
+            kind = artefact_kind(path, spec)
             if kind == "text" or (projection is not None and kind == "embedding-store"):
                 claim.work_dir(".work")
             return work / tag
 
         encoders = Encoders(encoder, projection, precision, inputs=[src, tgt])
         # With --overwrite, OUT.work/ is this command's own to rebuild (a damaged work store included).
-        sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src"),
-                       show_progress=show_progress, rebuild=claim.overwrite, input_format=input_format)
-        sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt"),
-                       show_progress=show_progress, rebuild=claim.overwrite, input_format=input_format)
+        sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src", src_format),
+                       show_progress=show_progress, rebuild=claim.overwrite, input_format=src_format)
+        sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt", tgt_format),
+                       show_progress=show_progress, rebuild=claim.overwrite, input_format=tgt_format)
         try:
             check_compatible(sx, sy)
             config, threshold_record = _threshold(config, encoders.choice.path if sx.projection else None,
@@ -230,11 +247,16 @@ def mine(
                                          approximate=(asdict(approximate_config) if search == "approximate" else None),
                                          inputs=[sx.fingerprint, sy.fingerprint]),
             }
+            sides_rows = (("src", sx, src_rows, src_format), ("tgt", sy, tgt_rows, tgt_format))
+            fields = [PairColumn(name=f"{role}_{name.replace('.', '_')}", values=values)
+                      for role, side, rows, spec in sides_rows if keep_fields
+                      for name, values in zip(keep_fields, record_fields(side.path, spec, keep_fields,
+                                                                         side.line_numbers[rows]))]
             write_mined(claim, fmt, MinedRows(sx=sx, sy=sy, src_rows=src_rows, tgt_rows=tgt_rows, score=mined.score,
                                               direction=mined.direction), line_numbers=line_numbers, summary=summary,
-                        extra=lid_columns)
+                        extra=lid_columns, fields=fields)
             if meta:  # (without it, the replaced result's own .meta is removed by claim.finish)
-                write_meta(claim, mined, sx, sy, src_rows, tgt_rows)
+                write_meta(claim, mined, sx, sy, src_rows, tgt_rows, fields=fields)
         finally:
             sx.close()
             sy.close()

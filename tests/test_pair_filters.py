@@ -235,6 +235,10 @@ def test_lang_filter_drops_other_language_lines_before_mining(data_dir, tmp_path
     summary = json.loads((tmp_path / "o.tsv.json").read_text())
     # lines the detector gives English with confidence < 0.8 stay (here 2 of 12); the pair filters catch those
     assert summary["src"]["other_language"] >= len(copies) - 3 and summary["tgt"]["other_language"] == 0
+    # The console's summary line says so too (not only OUT.json), with the pre-search cleaning's count.
+    pre = sum(summary["pre_search"]["removed"]["src"].values()), sum(summary["pre_search"]["removed"]["tgt"].values())
+    assert (f"language filter removed {summary['src']['other_language']} src, 0 tgt sentences; "
+            f"pre-clean removed {pre[0]} src, {pre[1]} tgt sentences") in r.output
     rows = [line.split("\t") for line in (tmp_path / "o.tsv").read_text(encoding="utf-8").splitlines()]
     assert rows and not any(s == t for _, s, t in rows)
     r = CliRunner().invoke(main, base + ["--src-lang", "de", "-o", str(tmp_path / "p.tsv")])

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
+
 import click
 
 from xmine.cluster import ray_option
@@ -129,7 +132,8 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
           max_chars, overwrite, device, precision, quiet, embeddings_file, encoder_name_given, dim, embeddings_column,
           ray_address, input_format) -> None:
     """Embed CORPUS into an embedding store: a text file (one sentence per line, UTF-8, plain or
-    gz/xz/zst/bz2), JSON Lines (--text-field), Parquet (--text-column) or a Hugging Face dataset.
+    gz/xz/zst/bz2), JSON Lines (--text-field), Parquet or CSV (--text-column) or a Hugging Face
+    dataset; '-' reads standard input (copied to a temporary file first; --input-format says how).
 
     The store (OUT) holds .npy shards, the line number and text of every sentence, and a
     manifest recording the encoder, projection, input file hash and settings. Empty lines are
@@ -168,11 +172,17 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
                                lazy=ray_address is not None)
     choice = choose_projection(projection, encoder_name=encoder_name, encoder_fp=encoder.fingerprint,
                                artefact_projection=artefact_projection([out_dir]) if finished else (False, None))
-    store = embed_corpus(
-        corpus, out_dir, encoder=encoder, lang=lang, projection=choice.path, part=part, dtype=dtype,
-        shard_rows=shard_rows, batch_size=batch_size, max_chars=max_chars, overwrite=overwrite,
-        show_progress=not quiet, ray=ray_address, input_format=input_format,
-    )
+    from xmine.stdin import is_stdin, spool_stdin
+
+    # Standard input is copied first: a corpus is read twice (checked, then embedded).
+    spooled = tempfile.TemporaryDirectory(prefix="xmine-stdin-") if is_stdin(corpus) else contextlib.nullcontext()
+    with spooled as directory:
+        store = embed_corpus(
+            spool_stdin(directory) if directory else corpus, out_dir, encoder=encoder, lang=lang,
+            projection=choice.path, part=part, dtype=dtype,
+            shard_rows=shard_rows, batch_size=batch_size, max_chars=max_chars, overwrite=overwrite,
+            show_progress=not quiet, ray=ray_address, input_format=input_format,
+        )
     info = store.build_info
     if info is not None and info.already_done:
         click.echo(f"{out_dir}: already finished ({len(store)} sentences, dim {store.dim}); nothing to do")

@@ -18,7 +18,10 @@ def artefact_kind(path: str | Path, input_format: Any = None) -> str:
     folder of data files: `xmine.readers`), else the `kind` in the directory's manifest
     ("embedding-store", "index")."""
     from xmine.reader_base import is_dataset_dir
+    from xmine.stdin import is_stdin
 
+    if is_stdin(path):  # standard input, copied into a work directory when read (xmine.stdin)
+        return "text"
     p = Path(path)
     hf_files = getattr(input_format, "format", None) == "hf" and p.is_dir() and not (p / MANIFEST).is_file()
     if p.is_file() or is_dataset_dir(p) or hf_files:

@@ -128,9 +128,10 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         work_dir = tmp.name
     work = Path(work_dir) if work_dir is not None else None
     if kind == "text":
+        from xmine.stdin import is_stdin, spool_stdin
         from xmine.store.writer import UNDETERMINED, embed_corpus
 
-        store = embed_corpus(path, work / "store", encoder=encoders.encoder, lang=lang or UNDETERMINED,
+        store = embed_corpus(spool_stdin(work) if is_stdin(path) else path, work / "store", encoder=encoders.encoder, lang=lang or UNDETERMINED,
                              projection=proj, part="meaning", show_progress=show_progress, overwrite=rebuild,
                              input_format=input_format)
         side = _store_side(store, path, lang, kind, fingerprint=store.manifest.input)

@@ -52,23 +52,33 @@ class LangCode(click.ParamType):
 LANG = LangCode()
 
 
-def input_format_options(f):
-    """--input-format, --text-field/--text-column, --id-field, --split and --split-sentences, handed to the command
-    as one `input_format` (an `xmine.reader_base.InputFormat`)."""
+def input_format_options(f=None, *, per_side: bool = False):
+    """--input-format, --text-field/--text-column, --id-field, --header, --split and
+    --split-sentences, handed to the command as one `input_format` (an
+    `xmine.reader_base.InputFormat`). `per_side` (commands reading a SRC and a TGT): also
+    --src-input-format/--tgt-input-format, --src-text-field/--tgt-text-field (--*-text-column),
+    --src-id-field/--tgt-id-field and --src-split/--tgt-split, each overriding the shared option
+    for its side; `input_format` is then a (source, target) pair of InputFormats."""
+    if f is None:
+        return functools.partial(input_format_options, per_side=per_side)
     from xmine.reader_base import FORMATS
 
     @click.option("--input-format", type=click.Choice(("auto",) + FORMATS), default="auto", show_default=True,
                   help="How to read a corpus: auto = by extension (.jsonl/.ndjson/.json: jsonl; .parquet: parquet; "
-                       "a compression suffix .gz/.xz/.zst/.bz2 is looked through) or folder (a Hugging Face "
-                       "save_to_disk folder: hf), else text (one sentence a line, plain or compressed). "
+                       ".csv: csv; a compression suffix .gz/.xz/.zst/.bz2 is looked through) or folder (a Hugging "
+                       "Face save_to_disk folder: hf), else text (one sentence a line, plain or compressed). "
                        "hf also reads data files (.parquet/.jsonl/.csv/.txt, or a folder of them) through "
-                       "the datasets library, streaming.")
+                       "the datasets library, streaming. csv: RFC 4180, quotes honoured; tsv: tab-separated, "
+                       "no quoting.")
     @click.option("--text-field", "--text-column", "text_field", default="text", show_default=True,
                   help="jsonl/hf: the field holding the text, dotted for nested objects (meta.text); parquet: "
-                       "the column (dotted: a field of a struct column).")
+                       "the column (dotted: a field of a struct column); csv/tsv: the column's name in the "
+                       "header line or its 1-based number.")
     @click.option("--id-field", default=None,
                   help="A field (dotted) holding each record's own id, kept with each sentence as provenance "
                        "(mined outputs carry it). Default: records are named by their line/row number.")
+    @click.option("--header/--no-header", default=None,
+                  help="csv/tsv: whether the first line names the columns [default: csv yes, tsv no].")
     @click.option("--split", "hf_split", default=None,
                   help="hf: the split to read (default: the only one, else train).")
     @click.option("--split-sentences", is_flag=True,
@@ -77,13 +87,30 @@ def input_format_options(f):
                        "sentence is a row that keeps its record number (or --id-field id) and its 1-based "
                        "index in the record; mined outputs carry both.")
     @functools.wraps(f)
-    def wrapper(*args, input_format, text_field, id_field, hf_split, split_sentences, **kwargs):
+    def wrapper(*args, input_format, text_field, id_field, header, hf_split, split_sentences, **kwargs):
         from xmine.reader_base import InputFormat
 
-        spec = InputFormat(format=input_format, text_field=text_field, id_field=id_field, split=hf_split,
-                           split_sentences=split_sentences)
-        return f(*args, input_format=spec, **kwargs)
+        shared = dict(format=input_format, text_field=text_field, id_field=id_field, header=header, split=hf_split,
+                      split_sentences=split_sentences)
+        if not per_side:
+            return f(*args, input_format=InputFormat(**shared), **kwargs)
+        specs = []
+        for side in ("src", "tgt"):
+            own = {name: kwargs.pop(f"{side}_{name}") for name in ("format", "text_field", "id_field", "split")}
+            specs.append(InputFormat(**{**shared, **{k: v for k, v in own.items() if v is not None}}))
+        return f(*args, input_format=tuple(specs), **kwargs)
 
+    if per_side:
+        for side, name in (("tgt", "TGT"), ("src", "SRC")):
+            wrapper = click.option(f"--{side}-split", f"{side}_split", default=None,
+                                   help=f"--split for {name} only.")(wrapper)
+            wrapper = click.option(f"--{side}-id-field", f"{side}_id_field", default=None,
+                                   help=f"--id-field for {name} only.")(wrapper)
+            wrapper = click.option(f"--{side}-text-field", f"--{side}-text-column", f"{side}_text_field",
+                                   default=None, help=f"--text-field for {name} only (default: --text-field).")(wrapper)
+            wrapper = click.option(f"--{side}-input-format", f"{side}_format",
+                                   type=click.Choice(("auto",) + FORMATS), default=None,
+                                   help=f"--input-format for {name} only (default: --input-format).")(wrapper)
     return wrapper
 
 

@@ -11,6 +11,10 @@ Formats (`FORMATS`), chosen by `detect_format` from the name or the folder, or n
 - `text`: one sentence a line (`xmine.corpus`: plain, gzip, xz, bzip2 or zstd).
 - `jsonl`: JSON Lines (`.jsonl`, `.ndjson`, `.json`, also compressed): one JSON object a line,
   the text at `text_field`, a dotted path for nested objects (`meta.text`). Record = file line.
+- `csv` (`.csv`), `tsv` (named only: a `.tsv` file stays one sentence a line unless
+  `--input-format tsv`): the column `text_field`, a name from the header line (csv: read by
+  default; `header`) or a 1-based number; csv honours quotes (a quoted field may hold commas and
+  line breaks), tsv splits on tabs (`xmine.delimited`). Record = the line it starts on.
 - `parquet`: the column `text_field` (a dotted path reaches into a struct column), read one
   record batch at a time. Record = 1-based row.
 - `hf`: a Hugging Face dataset through `datasets`: a `save_to_disk` folder (Arrow, memory-mapped;
@@ -61,6 +65,8 @@ def detect_format(path: str | Path, spec: InputFormat | None = None) -> str:
         return "jsonl"
     if suffix in _PARQUET:
         return "parquet"
+    if suffix == ".csv":
+        return "csv"
     return "text"
 
 
@@ -94,18 +100,59 @@ class JsonlReader(CorpusReader):
     format = "jsonl"
 
     def records(self) -> Iterator[tuple[int, str, str | None]]:
-        for number, line in iter_lines(self.path):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as e:
-                raise InputError(self.path, f"invalid JSON ({e})", line=number) from None
+        for number, record in jsonl_records(self.path):
             text, rid = text_of(record, self.spec, self.path, "", number)
             yield number, text, rid
 
 
-_READERS = {"text": TextReader, "jsonl": JsonlReader, "parquet": ParquetReader, "hf": DatasetReader}
+def jsonl_records(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed value) of every non-blank line of a JSON Lines file; invalid JSON is an
+    InputError naming the line."""
+    from contextlib import closing
+
+    with closing(iter_lines(path)) as lines:
+        for number, line in lines:
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line)
+            except ValueError as e:
+                raise InputError(path, f"invalid JSON ({e})", line=number) from None
+
+
+class DelimitedReader(CorpusReader):
+    """A CSV or TSV file (`xmine.delimited`): the text in one column, chosen by name or number."""
+
+    def __init__(self, path: Path, spec: InputFormat):
+        self.format = spec.format
+        super().__init__(path, spec)
+
+    def identity(self) -> dict[str, Any]:
+        return {**super().identity(), "header": self.has_header()}
+
+    def has_header(self) -> bool:
+        return self.spec.header if self.spec.header is not None else self.format == "csv"
+
+    def records(self) -> Iterator[tuple[int, str, str | None]]:
+        from contextlib import closing
+
+        from xmine.delimited import column_index, delimited_rows, field_of
+
+        with closing(delimited_rows(self.path, self.format)) as rows:
+            names = None
+            if self.has_header():
+                first = next(rows, None)
+                names = [n.strip() for n in first[1]] if first is not None else []
+            text = column_index(self.spec.text_field, names, self.path, option="--text-column")
+            rid = None if self.spec.id_field is None else column_index(self.spec.id_field, names, self.path,
+                                                                        option="--id-field")
+            for number, fields in rows:
+                yield (number, field_of(fields, text, self.path, number, what="text"),
+                       None if rid is None else field_of(fields, rid, self.path, number, what="id"))
+
+
+_READERS = {"text": TextReader, "jsonl": JsonlReader, "parquet": ParquetReader, "hf": DatasetReader,
+            "csv": DelimitedReader, "tsv": DelimitedReader}
 
 
 def open_corpus(path: str | Path, spec: InputFormat | None = None, *, check: bool = True) -> CorpusReader:
@@ -122,4 +169,4 @@ def open_corpus(path: str | Path, spec: InputFormat | None = None, *, check: boo
     return reader
 
 
-__all__ = ["detect_format", "open_corpus"]
+__all__ = ["detect_format", "jsonl_records", "open_corpus"]

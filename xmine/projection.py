@@ -39,6 +39,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from xmine.calibration import SpaceDefaults, parse_defaults
 from xmine.errors import ConfigError, InputError
 from xmine.plugins import open_artefact
 from xmine.records import ProjectionFingerprint
@@ -175,17 +176,8 @@ def choose_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp=
     return ProjectionChoice(d, "default", f"the shipped default projection for {encoder_name} ({d})")
 
 
-def calibrated_threshold(projection_dir: str | Path | None, margin: str) -> tuple[float, str] | None:
-    """A projection's own default mining threshold for `margin`, and where it comes from; None if it
-    has none (raw embeddings, or a projection that was not calibrated: every pair is then kept).
-
-    Margin scores in a meaning space are distributed unlike raw ones, so the threshold for raw
-    embeddings does not carry over. A shipped projection's SHIPPED.json records thresholds
-    (`default_thresholds`, per margin) calibrated on data disjoint from every benchmark
-    (`benchmarks/lab/calibrate.py`).
-    """
-    if projection_dir is None:
-        return None
+def projection_defaults(projection_dir: str | Path) -> SpaceDefaults | None:
+    """A projection's calibrated values (its SHIPPED.json), or None (a projection without one)."""
     path = Path(projection_dir) / SHIPPED_INFO
     try:
         info = json.loads(path.read_text(encoding="utf-8"))
@@ -193,14 +185,26 @@ def calibrated_threshold(projection_dir: str | Path | None, margin: str) -> tupl
         return None
     except (OSError, ValueError) as e:
         raise InputError(path, f"unreadable: {e}") from None
-    thresholds = info.get("default_thresholds") or {}
-    if margin not in thresholds:
+    found = parse_defaults(info, path, "", f"calibrated for projection {projection_dir} (its {SHIPPED_INFO})")
+    return found if found.thresholds else None
+
+
+def calibrated_threshold(projection_dir: str | Path | None, margin: str,
+                         point: str = "balanced") -> tuple[float, str] | None:
+    """A projection's own default mining threshold for `margin` at operating `point`, and where it
+    comes from; None if it has none (raw embeddings: `xmine.mining.defaults.encoder_defaults`; a
+    projection that was not calibrated).
+
+    Margin scores in a meaning space are distributed unlike raw ones, so the threshold for raw
+    embeddings does not carry over. A shipped projection's SHIPPED.json records thresholds per
+    operating point and margin calibrated on BUCC-style sets (`benchmarks/lab/calibrate_defaults.py`).
+    """
+    found = projection_defaults(projection_dir) if projection_dir is not None else None
+    t = found.threshold(margin, point) if found is not None else None
+    if t is None:
         return None
-    t = thresholds[margin]
-    if not isinstance(t, (int, float)) or isinstance(t, bool) or not np.isfinite(t):
-        raise InputError(path, f"default_thresholds.{margin}: expected a finite number, not {t!r}")
-    return float(t), f"the {margin} threshold calibrated for projection {projection_dir} (its {SHIPPED_INFO})"
+    return t, f"the {point} {margin} threshold {found.source}"
 
 
-__all__ = ["DEFAULT", "NONE", "PROJECTION_KIND", "ProjectionChoice", "ProjectionLike", "SHIPPED_ROOT", "calibrated_threshold", "choose_projection",
+__all__ = ["DEFAULT", "NONE", "PROJECTION_KIND", "ProjectionChoice", "ProjectionLike", "SHIPPED_ROOT", "calibrated_threshold", "choose_projection", "projection_defaults",
            "resolve_projection", "shipped_dir", "shipped_info"]

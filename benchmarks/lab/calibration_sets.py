@@ -4,16 +4,18 @@ Four families that differ the way users' corpora do, each set a list of unique s
 its hidden gold pairs (`StudySet`), built deterministically from the data folder (seeded):
 
 - `news`: WMT newstest of every year (2008-2021), 10 languages x English (Latin, Cyrillic, Han,
-  Japanese). Gold: pairs of the language's newstest sets; distractors: other newstest sentences of
-  the language (other years and directions) and a shared pool of English newstest sentences (all
+  Japanese). Gold: pairs of the language's newstest sets; distractors, as in `bench mining` and
+  BUCC's comparable corpora: the language's other pairs split in two, one half giving xx sentences
+  whose translation is not on the English side, the other English sentences whose translation is
+  not on the xx side; where a side needs more, a shared pool of English newstest sentences (all
   years, all pairs: `EN_NEWS_POOL` sentences in one seeded order, each set taking a prefix of it).
   Sizes 2k to 50k a side; the largest set is 15k x 50k (the pool is larger than 50k because
   the sentences aligned to a set's xx side are dropped from it).
 - `wiki`: FLORES-200 devtest (1,012 lines, multi-way), 12 languages in 10 scripts. Gold and the two
   sides' distractors are disjoint lines (25% gold); for five languages also a second set with the
-  FLORES gold hidden among that language's news and the English news pool (2% gold).
+  FLORES gold hidden among that language's news, split in two as for news (1.5-6% gold).
 - `short`: Tatoeba-challenge (short everyday sentences), 10 languages; distractors from the same
-  language's other pairs and a shared pool of the English sides of all ten.
+  language's other pairs split in two as for news, then a shared pool of the English sides of all ten.
 - `templated`: MASSIVE 1.1 (virtual-assistant utterances, multi-way by id), 8 locales; gold from
   the test partition, distractors from disjoint ids of train (English ids shared by every locale).
 
@@ -233,8 +235,9 @@ def build_sets(data: Path, *, families: Sequence[str] = FAMILIES) -> list[StudyS
             pairs = news(lang)
             name = f"news-{lang}-{nx // 1000}k"
             gold, rest = _split(pairs, n_gold, f"news-{lang}")
-            sets.append(compose(name, "news", lang, gold=gold, xx_distractors=[a for a, _ in rest],
-                                en_distractors=en_pool, aligned=pairs, xx_size=nx, en_size=ne))
+            sets.append(compose(name, "news", lang, gold=gold, xx_distractors=[a for a, _ in rest[0::2]],
+                                en_distractors=[b for _, b in rest[1::2]] + en_pool, aligned=pairs,
+                                xx_size=nx, en_size=ne))
     if "wiki" in families:
         for code in WIKI:
             pairs = flores_pairs(data, code)
@@ -248,9 +251,10 @@ def build_sets(data: Path, *, families: Sequence[str] = FAMILIES) -> list[StudyS
             pairs, npairs = flores_pairs(data, code), news(lang)
             name = f"wiki-{code}-in-news"
             gold, _ = _split(pairs, 2 * WIKI_GOLD, "flores")
-            _, news_order = _split(npairs, 0, f"news-{lang}")
-            sets.append(compose(name, "wiki", code, gold=gold, xx_distractors=[a for a, _ in news_order],
-                                en_distractors=en_pool, aligned=pairs + npairs, xx_size=nx, en_size=ne))
+            _, rest = _split(npairs, 0, f"news-{lang}")
+            sets.append(compose(name, "wiki", code, gold=gold, xx_distractors=[a for a, _ in rest[0::2]],
+                                en_distractors=[b for _, b in rest[1::2]] + en_pool, aligned=pairs + npairs,
+                                xx_size=nx, en_size=ne))
     if "short" in families:
         all_pairs = {pair: tatoeba_pairs(data, pair) for pair, *_ in SHORT}
         en_short = sorted({b for ps in all_pairs.values() for _, b in ps})
@@ -259,8 +263,8 @@ def build_sets(data: Path, *, families: Sequence[str] = FAMILIES) -> list[StudyS
             pairs = all_pairs[pair]
             name = f"short-{pair}"
             gold, rest = _split(pairs, n_gold, name)
-            sets.append(compose(name, "short", pair, gold=gold, xx_distractors=[a for a, _ in rest],
-                                en_distractors=en_short, aligned=pairs, xx_size=nx, en_size=ne))
+            sets.append(compose(name, "short", pair, gold=gold, xx_distractors=[a for a, _ in rest[0::2]],
+                                en_distractors=[b for _, b in rest[1::2]] + en_short, aligned=pairs, xx_size=nx, en_size=ne))
     if "templated" in families:
         en_rows = massive_rows(data, "en-US")
         train = sorted(i for i, (part, _) in en_rows.items() if part == "train")

@@ -226,7 +226,10 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
     t = summary["threshold"]
     kept = f"threshold {t['value']:g} ({t['source']})" if t["value"] is not None else t["source"]
     cap = t["score_max"]
-    kept += f"; score cap {cap['value']:g}" if cap["value"] is not None else f"; {cap['source']}"
+    if "score_max" in summary["filters"]["active"]:
+        kept += f"; score cap {cap['value']:g}"
+    elif cap["value"] is None and summary["filters"]["enabled"] and "no score cap" not in kept:
+        kept += f"; {cap['source']}"
     removed = summary["filters"]["removed"]
     if removed:
         kept += "; filtered out " + ", ".join(f"{n:,} {rule}" for rule, n in removed.items() if n) if any(

@@ -330,22 +330,44 @@ def table(result: dict, margins=MARGINS) -> str:
     return "\n".join(lines)
 
 
+def table_rows(result: dict) -> list[list]:
+    """The held-out table of the result JSON: per space, margin and point (ratio, distance)."""
+    rows = []
+    for space, r in result["spaces"].items():
+        for margin in ("ratio", "distance"):
+            for point, p in r["margins"][margin]["points"].items():
+                m = p["held_out_mean"]
+                rows.append([space, margin, point, f"{p['threshold']:g}"] + [p["held_out"][f]["gap"] for f in FAMILY_ORDER]
+                            + [m["gap"], m["worst_gap"], m["precision"], m["recall"], m["f1"], m["best_f1"]])
+    return rows
+
+
+FAMILY_ORDER = ("news", "wiki", "short", "templated")
+COLUMNS = (["space", "margin", "point", "threshold"] + [f"{f} gap" for f in FAMILY_ORDER]
+           + ["mean gap", "worst gap", "P", "R", "F1", "best F1"])
+
+
 @command.command("choose")
 @click.option("--space", "spaces", type=click.Choice(list(SPACES)), multiple=True,
               help="Only these spaces (a look: nothing is written). Default: every space.")
 @click.option("--install", is_flag=True, help="Write the chosen values into SHIPPED.json and xmine/mining/calibration.json.")
 def choose_command(spaces, install):
     """Choose every space's thresholds leave-one-family-out; write benchmarks/results/calibration-defaults.json."""
-    from xmine.benchmarks.common import results_dir
-    from xmine.fileio import atomic_write_json
+    from calibration_sets import source_files
+    from xmine.benchmarks.common import RawEmbedder, Variant, results_dir, write_result
 
+    started = time.monotonic()
     result = choose(spaces)
+    click.echo(table(result))
     if spaces:
-        click.echo(table(result))
         return
     out = results_dir() / "calibration-defaults.json"
-    atomic_write_json(out, result)
-    click.echo(table(result))
+    enc = _encoder("me5-small")
+    raw = RawEmbedder(enc)
+    write_result(out, task="calibration_defaults", encoder=enc,
+                 variants=[Variant("raw", "raw", raw), Variant("default", "meaning", raw, _projection(enc).fingerprint())],
+                 data_files=source_files(DATA), parameters={"command": result["command"], "k": K, "retrieval": "max"},
+                 columns=COLUMNS, rows=table_rows(result), details=result, seconds=time.monotonic() - started)
     click.echo(f"-> {out}")
     if install:
         install_result(result, out)

@@ -284,6 +284,16 @@ def build_sets(data: Path, *, families: Sequence[str] = FAMILIES) -> list[StudyS
     return sets
 
 
+def source_files(data: Path) -> list[Path]:
+    """Every data file the sets are built from (for the result's provenance)."""
+    files = [p for p in (data / NEWSTEST).rglob("*") if p.is_file() and p.suffix[1:] in
+             {lang for lang, *_ in NEWS} | {"en"}]
+    files += [data / FLORES / f"{code}.devtest" for code in (*WIKI, *(c for c, *_ in WIKI_IN_NEWS), "eng_Latn")]
+    files += [p for pair, *_ in SHORT for p in (data / TATOEBA / pair).iterdir()]
+    files += [data / MASSIVE / f"{loc}.jsonl" for loc in (*(loc for loc, *_ in TEMPLATED), "en-US")]
+    return sorted(set(files))
+
+
 def sentences(sets: Sequence[StudySet]) -> list[str]:
     """Every sentence of `sets` once, smallest sets first (so a budgeted encoding finishes whole sets)."""
     out: dict[str, None] = {}
@@ -300,4 +310,4 @@ def fingerprint(sets: Sequence[StudySet]) -> str:
     return h.hexdigest()
 
 
-__all__ = ["FAMILIES", "StudySet", "build_sets", "fingerprint", "sentences"]
+__all__ = ["FAMILIES", "StudySet", "build_sets", "fingerprint", "sentences", "source_files"]

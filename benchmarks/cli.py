@@ -281,6 +281,9 @@ def _mining_langs(ctx, param, value):
               help="The fixed ratio-margin threshold reported beside the best one, for every variant. Default: "
                    "each variant's own default, as `xmine mine` uses it: the balanced threshold calibrated for "
                    "its space (a projection's SHIPPED.json, raw embeddings' xmine/mining/calibration.json).")
+@click.option("--operating-point", type=click.Choice(["balanced", "precision"]), default=None,
+              help="Which calibrated default each variant is scored at (as `xmine mine --operating-point`); "
+                   "default balanced. Not with --threshold.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the set construction.")
 @click.option("--sets-dir", type=click.Path(file_okay=False), default=None,
               help="Write the sets (BUCC format) here. Default: $XMINE_HOME/bench-mining/<hash of data and settings>.")
@@ -289,7 +292,8 @@ def _mining_langs(ctx, param, value):
                    "boilerplate, number/URL lines, near-duplicates; benchmarks/mining_noisy.py) and report "
                    "precision/recall/F1 at the default threshold: clean, noisy, and noisy after the pair "
                    "filters of `xmine mine`, with what each filter removed. Result: mining_noisy-<encoder>.json.")
-def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, threshold, seed, sets_dir, noisy):
+def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, threshold, operating_point, seed, sets_dir,
+               noisy):
     """BUCC-style mining F1 on sets built from FLORES-200 and WMT newstest (see benchmarks/mining.py).
 
     Per language, FLORES-200 devtest and held-out newstest pairs (2019-2021) are hidden among
@@ -300,6 +304,8 @@ def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, thr
     """
     from xmine.benchmarks import mining, mining_noisy
 
+    if threshold is not None and operating_point is not None:
+        raise click.UsageError("give --threshold or --operating-point, not both")
     lang_list = common.parse_list(langs) or list(mining.QUICK_LANGS if quick else mining.DEFAULT_LANGS)
     settings = {"seed": seed, "gold_fraction": gold_fraction or mining.DEFAULT_GOLD_FRACTION,
                 "max_news": max_news if max_news is not None else (mining.QUICK_MAX_NEWS if quick else mining.DEFAULT_MAX_NEWS),
@@ -312,7 +318,8 @@ def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, thr
     def evaluate(v):
         from xmine.mining.filters import PairFilterConfig
 
-        t, source, cap = mining.variant_threshold(v, threshold, encoder_name=current_encoder().name)
+        t, source, cap = mining.variant_threshold(v, threshold, encoder_name=current_encoder().name,
+                                                  point=operating_point)
         r = (mining_noisy.evaluate(v.embed, data, lang_list, threshold=t, filter_config=PairFilterConfig(score_max=cap),
                                    **settings) if noisy
              else mining.evaluate_mining(v.embed, folder, lang_list, threshold=t))
@@ -320,7 +327,7 @@ def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, thr
 
     details = evaluate_variants(evaluate, parts=("meaning",), add_default=True)
     if noisy:
-        return _noisy_finish(details, data, lang_list, settings, threshold)
+        return _noisy_finish(details, data, lang_list, settings, threshold, operating_point)
     rows = []
     for name, r in details.items():
         t = r["default_threshold"]["value"]
@@ -338,11 +345,12 @@ def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, thr
     finish("mining", details | {"sets": manifest}, rows=rows,
            columns=["variant", "default", "set", "xx", "en", "gold", "F1 best", "F1 default", "gap", "P default",
                     "R default"],
-           parameters=settings | {"langs": lang_list, "threshold": threshold, "sets_dir": str(folder)},
+           parameters=settings | {"langs": lang_list, "threshold": threshold, "operating_point": operating_point,
+                                  "sets_dir": str(folder)},
            files=[f["path"] for f in manifest["sources"]])
 
 
-def _noisy_finish(details, data, lang_list, settings, threshold) -> None:
+def _noisy_finish(details, data, lang_list, settings, threshold, operating_point) -> None:
     from xmine.benchmarks import mining_noisy
     from xmine.mining.filters import PairFilterConfig
 
@@ -352,7 +360,8 @@ def _noisy_finish(details, data, lang_list, settings, threshold) -> None:
                "with the pair filters only, with the cleaning and the filters (xmine mine's default), and with "
                "--lang-filter too")
     finish("mining_noisy", details, columns=columns, rows=rows, extra_tables=extra,
-           parameters=settings | {"langs": lang_list, "threshold": threshold, "noise": mining_noisy.NOISE,
+           parameters=settings | {"langs": lang_list, "threshold": threshold, "operating_point": operating_point,
+                                  "noise": mining_noisy.NOISE,
                                   "filters": PairFilterConfig().record("ratio"),
                                   "score_max": {name: r["score_max"] for name, r in details.items()}},
            files=mining_noisy.data_files(data, lang_list, settings))

@@ -278,23 +278,25 @@ def build_sets(data: Path, langs: Sequence[str], *, sets_dir: Path | None = None
     return sets_dir, manifest
 
 
-def variant_threshold(variant, given: float | None = None, *, margin: str = "ratio",
-                      encoder_name: str | None = None) -> tuple[float | None, str, float | None]:
+def variant_threshold(variant, given: float | None = None, *, margin: str = "ratio", encoder_name: str | None = None,
+                      point: str | None = None) -> tuple[float | None, str, float | None]:
     """The threshold a variant is scored at besides its best, where it comes from, and its score cap:
     `given`, else the calibrated default of the variant's space (what `xmine mine` uses without
     --threshold: a projection's SHIPPED.json, raw `encoder_name`'s `mining/calibration.json`), else
-    None (every pair kept: a space without a calibration, as `xmine mine` does)."""
+    None (every pair kept: a space without a calibration, as `xmine mine` does). `point`: the
+    operating point (default: balanced)."""
     from xmine.mining.defaults import DEFAULT_OPERATING_POINT, UNCALIBRATED, space_defaults
 
+    point = point or DEFAULT_OPERATING_POINT
     path = (variant.projection or {}).get("path")
     found, what = space_defaults(path, encoder_name if path is None else None)
     cap = found.score_max.get("ratio") if found is not None else None
     if given is not None:
         return given, "--threshold", cap
-    t = found.threshold(margin, DEFAULT_OPERATING_POINT) if found is not None else None
+    t = found.threshold(margin, point) if found is not None else None
     if t is None:
         return None, UNCALIBRATED.format(what=what), cap
-    return t, f"the {DEFAULT_OPERATING_POINT} {margin} threshold {found.source}", cap
+    return t, f"the {point} {margin} threshold {found.source}", cap
 
 
 def curve(scores, correct, n_gold: int, thresholds: Sequence[float] = CURVE_THRESHOLDS) -> dict[str, list]:

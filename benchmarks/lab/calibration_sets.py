@@ -156,36 +156,34 @@ def compose(name: str, family: str, lang: str, *, gold: Sequence[tuple[str, str]
     for a, b in aligned:
         en_of[a].add(b)
         xx_of[b].add(a)
-    gold_en = {b for _, b in g}
-    dropped = 0
-    xx = [a for a, _ in g]
-    for s in xx_distractors:
-        if len(xx) >= xx_size:
-            break
-        if s in seen_x:
-            continue
-        if en_of.get(s, set()) & gold_en:
-            dropped += 1
-            continue
-        seen_x.add(s)
-        xx.append(s)
-    en = [b for _, b in g]
-    for t in en_distractors:
-        if len(en) >= en_size:
-            break
-        if t in seen_e:
-            continue
-        if xx_of.get(t, set()) & seen_x:
-            dropped += 1
-            continue
-        seen_e.add(t)
-        en.append(t)
+    xx, en = [a for a, _ in g], [b for _, b in g]
+    # An xx distractor aligned to a gold English text, or an English one aligned to any xx text of
+    # the set, may be a translation of a sentence on the other side.
+    dropped = _fill(xx, seen_x, xx_distractors, xx_size, en_of, set(en))
+    dropped += _fill(en, seen_e, en_distractors, en_size, xx_of, seen_x)
     # Shuffle both sides so the gold is not the first rows (the search is order-free; the record is not).
     px, pe = _rng(0, name, "xx").permutation(len(xx)), _rng(0, name, "en").permutation(len(en))
     xx, en = [xx[i] for i in px], [en[i] for i in pe]
     row_x, row_e = {s: i for i, s in enumerate(xx)}, {s: i for i, s in enumerate(en)}
     pairs = np.array(sorted((row_x[a], row_e[b]) for a, b in g), dtype=np.int64).reshape(-1, 2)
     return StudySet(name=name, family=family, lang=lang, xx=xx, en=en, gold=pairs, dropped=dropped)
+
+
+def _fill(side: list[str], seen: set[str], candidates: Sequence[str], size: int, aligned: dict, other: set[str]) -> int:
+    """Append `candidates` to `side` (texts not `seen` yet) until it holds `size`, skipping those
+    aligned (`aligned`: text -> texts of the other language) to a text in `other`; how many were skipped."""
+    dropped = 0
+    for text in candidates:
+        if len(side) >= size:
+            break
+        if text in seen:
+            continue
+        if aligned.get(text, set()) & other:
+            dropped += 1
+            continue
+        seen.add(text)
+        side.append(text)
+    return dropped
 
 
 def _split(pairs: list, n_gold: int, key: str) -> tuple[list, list]:

@@ -328,23 +328,11 @@ def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, thr
     details = evaluate_variants(evaluate, parts=("meaning",), add_default=True)
     if noisy:
         return _noisy_finish(details, data, lang_list, settings, threshold, operating_point)
-    rows = []
-    for name, r in details.items():
-        t = r["default_threshold"]["value"]
-        for lg in lang_list:
-            x = r["per_lang"][lg]
-            rows.append([name, "all" if t is None else f"{t:g}", lg, x["sizes"]["src"], x["sizes"]["en"],
-                         x["sizes"]["gold"], 100 * x["best"]["f1"], 100 * x["default"]["f1"], 100 * x["gap"],
-                         100 * x["default"]["precision"], 100 * x["default"]["recall"]])
-        a = r["average"]
-        rows.append([name, "all" if t is None else f"{t:g}", "average", "", "", "", a["best"]["f1"], a["default"]["f1"],
-                     a["gap"], a["default"]["precision"], a["default"]["recall"]])
     click.echo("per variant and set: F1 at the set's best threshold, then F1, precision and recall at the variant's "
                "default threshold (what `xmine mine` uses without --threshold: the calibrated one of its space; "
                "'all': none, every pair kept) and the gap between the two F1")
-    finish("mining", details | {"sets": manifest}, rows=rows,
-           columns=["variant", "default", "set", "xx", "en", "gold", "F1 best", "F1 default", "gap", "P default",
-                    "R default"],
+    finish("mining", details | {"sets": manifest}, rows=mining.table_rows(details, lang_list),
+           columns=mining.TABLE_COLUMNS,
            parameters=settings | {"langs": lang_list, "threshold": threshold, "operating_point": operating_point,
                                   "sets_dir": str(folder)},
            files=[f["path"] for f in manifest["sources"]])

@@ -339,3 +339,26 @@ def evaluate_mining(embed_fn, sets_dir: Path, langs: Sequence[str], **kwargs) ->
     avg["gap"] = float(100 * np.mean([r["gap"] for r in per_lang.values()]))
     avg["worst_gap"] = float(100 * max(r["gap"] for r in per_lang.values()))
     return {"per_lang": per_lang, "average": avg}
+
+
+#: `bench mining`'s table: one row per variant and set, then the variant's averages
+TABLE_COLUMNS = ["variant", "default", "set", "xx", "en", "gold", "F1 best", "F1 default", "gap", "P default", "R default"]
+
+
+def table_rows(details: dict[str, Any], langs: Sequence[str]) -> list[list]:
+    """Per variant (its `evaluate_mining` result with `default_threshold`) and set: the threshold
+    ('all': every pair kept), the sizes, F1 at the best and at the default, the gap, P and R at the
+    default (x100); then the averages."""
+    rows = []
+    for name, r in details.items():
+        t = r["default_threshold"]["value"]
+        label = "all" if t is None else f"{t:g}"
+        for lg in langs:
+            x = r["per_lang"][lg]
+            rows.append([name, label, lg, x["sizes"]["src"], x["sizes"]["en"], x["sizes"]["gold"], 100 * x["best"]["f1"],
+                         100 * x["default"]["f1"], 100 * x["gap"], 100 * x["default"]["precision"],
+                         100 * x["default"]["recall"]])
+        a = r["average"]
+        rows.append([name, label, "average", "", "", "", a["best"]["f1"], a["default"]["f1"], a["gap"],
+                     a["default"]["precision"], a["default"]["recall"]])
+    return rows

@@ -69,8 +69,8 @@ class ThresholdType(click.ParamType):
                    "'none' keeps every pair. Scores are on each space's own scale (docs/mining.md).")
 @click.option("--operating-point", type=click.Choice(OPERATING_POINTS), default=None,
               help="Which calibrated default threshold: balanced (default; the best F1 at a mean precision "
-                   ">= 0.85 on the calibration sets) or precision (precision >= 0.95 in every calibration "
-                   "family, fewer pairs: for MT training data). Not with --threshold.")
+                   ">= 0.85 on the calibration sets) or precision (a mean precision >= 0.95 on them, fewer "
+                   "pairs: for MT training data). Not with --threshold.")
 @click.option("--min-length", type=click.IntRange(min=0), default=0, show_default=True,
               help="Sentences shorter than this many characters are not mined.")
 @click.option("--max-length", type=click.IntRange(min=1), default=None, help="Sentences longer than this many characters are not mined.")

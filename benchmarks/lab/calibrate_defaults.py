@@ -5,7 +5,7 @@
     .venv/bin/python benchmarks/lab/run.py calibrate-defaults mine                        # kNN lists
     .venv/bin/python benchmarks/lab/run.py calibrate-defaults choose [--install]
 
-Sets: `calibration_sets` (four families, 49 sets, >= 100 gold each, 2k to 50k sentences a side).
+Sets: `calibration_sets` (four families, 48 sets, >= 100 gold each, 1k to 50k sentences a side).
 Spaces: every one xmine ships: raw me5-small, the shipped projection's meaning space (on top of
 me5-small) and raw use-m3. Each set is mined exactly in each space (`select_pairs` over exact
 kNN lists, k = 4, max retrieval, as `xmine mine`) with every margin, every candidate kept with its

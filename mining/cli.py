@@ -11,6 +11,7 @@ from xmine.encoders.options import precision_option
 from xmine.mining.approximate import INDEX_TYPES
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
 from xmine.mining.cli_options import pair_filter_options
+from xmine.mining.defaults import DEFAULT_OPERATING_POINT, OPERATING_POINTS
 from xmine.mining.presearch import STEPS as PRE_SEARCH_STEPS
 from xmine.mining.margin import MARGINS
 from xmine.mining.products import PRODUCTS
@@ -58,12 +59,16 @@ class ThresholdType(click.ParamType):
                    "then greedy one-to-one; fwd: each source's best target; bwd: each target's best "
                    "source; intersect: pairs that are each other's best in both directions.")
 @click.option("--threshold", type=ThresholdType(), default=None, metavar="NUMBER|none",
-              help="Keep pairs scoring at least this, in every retrieval mode. Default: with a projection "
-                   "that has a calibrated threshold (the shipped one, --projection default: its SHIPPED.json), "
-                   "that threshold for the margin in use (recorded in OUT.json); with raw embeddings or an "
-                   "uncalibrated projection, every pair. 'none' keeps every pair. Typical for raw "
-                   "ratio: 1.04 (WikiMatrix) to 1.06 (stopes); distance ~0.02-0.05; absolute ~0.7-0.8 "
-                   "(encoder dependent).")
+              help="Keep pairs scoring at least this, in every retrieval mode. Default: the threshold "
+                   "calibrated for the space mined in (the shipped projection: its SHIPPED.json; raw "
+                   "me5-small or use-m3 embeddings: xmine/mining/calibration.json), for the margin in use and "
+                   "--operating-point (recorded in OUT.json and the summary line); a space without a "
+                   "calibration (your own projection, another encoder) keeps every pair, and says so. "
+                   "'none' keeps every pair. Scores are on each space's own scale (docs/mining.md).")
+@click.option("--operating-point", type=click.Choice(OPERATING_POINTS), default=None,
+              help="Which calibrated default threshold: balanced (default; the best F1 at a mean precision "
+                   ">= 0.85 on the calibration sets) or precision (a mean precision >= 0.95 on them, fewer "
+                   "pairs: for MT training data). Not with --threshold.")
 @click.option("--min-length", type=click.IntRange(min=0), default=0, show_default=True,
               help="Sentences shorter than this many characters are not mined.")
 @click.option("--max-length", type=click.IntRange(min=1), default=None, help="Sentences longer than this many characters are not mined.")
@@ -155,7 +160,7 @@ class ThresholdType(click.ParamType):
             "built and searched (query blocks x shards) as tasks; an index side, its shards searched by "
             "query blocks as tasks; top-k merged per row in every case. The TSV is byte for byte the one "
             "without --ray")
-def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
+def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, operating_point, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows,
          refine, allow_same_input, line_numbers, meta, block_rows, block_cols, workers, product, pair_filters,
          lang_filter, pre_clean, no_pre_clean_step, keep_filtered, keep_fields, precision,
@@ -176,6 +181,8 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
     from xmine.mining.presearch import PreSearchConfig
     from xmine.mining.select import MiningConfig
 
+    if operating_point is not None and threshold is not None:
+        raise click.UsageError("give --threshold or --operating-point, not both")
     config = MiningConfig(k=k, margin=margin, retrieval=retrieval, threshold=None if threshold == "none" else threshold,
                           max_length_ratio=max_length_ratio, min_length=min_length, max_length=max_length,
                           block_rows=block_rows, block_cols=block_cols, workers=workers, product=product)
@@ -186,12 +193,18 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
     summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                     precision=precision, projection=projection, approximate=approximate, approximate_config=approx,
                     line_numbers=line_numbers, meta=meta, keep_work=keep_work, overwrite=overwrite, ray=ray_address,
-                    default_threshold=threshold != "none", show_progress=not quiet, allow_same_input=allow_same_input,
+                    default_threshold=threshold != "none", operating_point=operating_point or DEFAULT_OPERATING_POINT,
+                    show_progress=not quiet, allow_same_input=allow_same_input,
                     output_format=output_format, input_format=input_format, filters=pair_filters,
                     keep_filtered=keep_filtered, lang_filter=lang_filter, keep_fields=keep_fields,
                     pre_clean=PreSearchConfig(enabled=pre_clean, disabled=frozenset(no_pre_clean_step)))
     t = summary["threshold"]
     kept = f"threshold {t['value']:g} ({t['source']})" if t["value"] is not None else t["source"]
+    cap = t["score_max"]
+    if "score_max" in summary["filters"]["active"]:
+        kept += f"; score cap {cap['value']:g}"
+    elif cap["value"] is None and summary["filters"]["enabled"] and "no score cap" not in kept:
+        kept += f"; {cap['source']}"
     removed = summary["filters"]["removed"]
     if removed:
         kept += "; filtered out " + ", ".join(f"{n:,} {rule}" for rule, n in removed.items() if n) if any(

@@ -11,7 +11,7 @@ from xmine.mining.scripts import expected_scripts, script_share
 
 from flores import flores_lines
 
-CFG = F.PairFilterConfig()
+CFG = F.PairFilterConfig(score_max=1.25)
 DE_EN = ("deu_Latn", "eng_Latn")
 
 
@@ -119,7 +119,7 @@ def test_apply_first_rule_wins_and_switches():
     src = ["Der Hund schläft im Garten.", "Home | Contact", "Es kostet 25 Euro.", "Der Hund schläft."]
     tgt = ["The dog sleeps in the garden.", "Home | Contact", "It costs 24 euros.", "The dog sleeps."]
     sc = np.array([1.1, 1.5, 1.1, 1.4])
-    cfg = F.PairFilterConfig(disabled=frozenset({"language"}))
+    cfg = F.PairFilterConfig(disabled=frozenset({"language"}), score_max=1.25)
     keep, reasons = F.apply_pair_filters(src, tgt, sc, langs=DE_EN, config=cfg)
     assert keep.tolist() == [True, False, False, False]
     assert [F.RULES[r] if r >= 0 else None for r in reasons] == [None, "identical", "numbers", "score_max"]

@@ -151,7 +151,7 @@ def test_text_inputs_are_embedded_into_stores_in_the_work_dir(tmp_path, usem3):
     out = tmp_path / "m.tsv"
     cfg = MiningConfig(k=4)
     mine(tmp_path / "de.txt", tmp_path / "en.txt", out=out, config=cfg, encoder="use-m3", keep_work=True,
-         show_progress=False, pre_clean=RAW, filters=NO_FILTERS)
+         show_progress=False, pre_clean=RAW, filters=NO_FILTERS, default_threshold=False)  # every pair, as below
     work = Path(str(out) + ".work")
     assert EmbeddingStore.open(work / "src" / "store").manifest.count == 60
     got = [(s, t) for _, s, t in _read_pairs(out)]

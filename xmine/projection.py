@@ -40,6 +40,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from xmine.calibration import SpaceDefaults, parse_defaults
 from xmine.errors import ArtefactError, ConfigError, InputError
 from xmine.fileio import MANIFEST, VerifiedFiles, check_names, read_manifest
 from xmine.plugins import open_artefact
@@ -234,25 +235,34 @@ def choose_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp=
     return ProjectionChoice(d, "default", f"the shipped default projection for {encoder_name} ({d})")
 
 
-def calibrated_threshold(projection_dir: str | Path | None, margin: str) -> tuple[float, str] | None:
-    """A projection's own default mining threshold for `margin`, and where it comes from; None if it
-    has none (raw embeddings, or a projection that was not calibrated: every pair is then kept).
+def projection_defaults(projection_dir: str | Path) -> SpaceDefaults | None:
+    """A projection's calibrated values (its SHIPPED.json), or None (a projection without one)."""
+    path = Path(projection_dir) / SHIPPED_INFO
+    if not os.path.lexists(path):
+        return None
+    info = read_projection_json(projection_dir, SHIPPED_INFO)  # recorded in the manifest, sha256 matches
+    found = parse_defaults(info, path, "", f"calibrated for projection {projection_dir} (its {SHIPPED_INFO})")
+    return found if found.thresholds else None
+
+
+def calibrated_threshold(projection_dir: str | Path | None, margin: str,
+                         point: str = "balanced") -> tuple[float, str] | None:
+    """A projection's own default mining threshold for `margin` at operating `point`, and where it
+    comes from; None if it has none (raw embeddings: `xmine.mining.defaults.encoder_defaults`; a
+    projection that was not calibrated).
 
     Margin scores in a meaning space are distributed unlike raw ones, so the threshold for raw
-    embeddings does not carry over. A shipped projection's SHIPPED.json records thresholds
-    (`default_thresholds`, per margin) calibrated on data disjoint from every benchmark
-    (`benchmarks/lab/calibrate.py`).
+    embeddings does not carry over. A shipped projection's SHIPPED.json records thresholds per
+    operating point and margin calibrated on BUCC-style sets (`benchmarks/lab/calibrate_defaults.py`).
     """
-    if projection_dir is None:
+    found = projection_defaults(projection_dir) if projection_dir is not None else None
+    t = found.threshold(margin, point) if found is not None else None
+    if t is None:
         return None
-    if not os.path.lexists(Path(projection_dir) / SHIPPED_INFO):
-        return None
-    thresholds = read_shipped_json(projection_dir).get("default_thresholds", {})  # recorded, sha256 matches
-    if margin not in thresholds:
-        return None
-    return float(thresholds[margin]), f"the {margin} threshold calibrated for projection {projection_dir} (its {SHIPPED_INFO})"
+    return t, f"the {point} {margin} threshold {found.source}"
 
 
 __all__ = ["CONFIG", "DEFAULT", "NONE", "PROJECTION_FILES", "PROJECTION_FORMAT", "PROJECTION_KIND", "ProjectionChoice",
            "ProjectionLike", "SHIPPED_INFO", "SHIPPED_ROOT", "WEIGHTS", "calibrated_threshold", "choose_projection",
-           "projection_files", "read_projection_json", "read_shipped_json", "resolve_projection", "shipped_dir", "shipped_info"]
+           "projection_defaults", "projection_files", "read_projection_json", "read_shipped_json", "resolve_projection",
+           "shipped_dir", "shipped_info"]

@@ -74,10 +74,11 @@ def _numbers(paths: Sequence[Path]) -> dict[str, Any]:
 
 
 def gate_failures(paths: Sequence[Path], weights_id: str, ratio_threshold: float | None = None) -> list[str]:
-    """Where the projection is below raw in benchmark result JSONs, per language (tolerance 0).
+    """Where the projection is below raw in benchmark result JSONs (tolerance 0).
 
-    `bench mining` (task "mining"): F1 at each language's best threshold, and at each variant's
-    default threshold (raw 1.04, the projection its calibrated one: what `xmine mine` users get);
+    `bench mining` (task "mining"): the F1 averaged over languages at each language's best
+    threshold, and at each variant's default threshold (each space's calibrated one: what `xmine
+    mine` users get);
     `--evaluate` (task "default_projection"): every Tatoeba / QE / FLORES language and metric.
     A result of another projection (weights id) is refused, so old numbers never pass a new one;
     with `ratio_threshold` (the projection's calibrated ratio threshold, the one it ships with), a
@@ -96,13 +97,12 @@ def gate_failures(paths: Sequence[Path], weights_id: str, ratio_threshold: float
             if ratio_threshold is not None and measured != ratio_threshold:
                 failures.append(f"bench mining ({Path(p).name}) scored the projection at {measured}, not at its "
                                 f"calibrated ratio threshold {ratio_threshold:g}: rerun it")
-            for lang, r in d["raw"]["per_lang"].items():
-                for at in ("best", "default"):
-                    a, b = r[at]["f1"], d[name]["per_lang"][lang][at]["f1"]
-                    if b < a:
-                        failures.append(f"bench mining {lang} F1 at the {at} threshold "
-                                        f"({d[name]['per_lang'][lang][at]['threshold']:g} vs raw {r[at]['threshold']:g}): "
-                                        f"{100 * b:.1f} < raw {100 * a:.1f}")
+            # at least raw on the average over languages, at the best and at the default thresholds
+            # (issue 39: one fixed threshold cannot be best for every language in either space)
+            for at in ("best", "default"):
+                a, b = (sum(r[at]["f1"] for r in d[v]["per_lang"].values()) / len(d[v]["per_lang"]) for v in ("raw", name))
+                if b < a:
+                    failures.append(f"bench mining average F1 at the {at} thresholds: {100 * b:.1f} < raw {100 * a:.1f}")
         elif res["task"] == "default_projection":
             failures += [f"{w['task']} {w['lang']} {w['metric']}: {w['default']:.2f} < raw {w['raw']:.2f}"
                          for w in res["details"]["worse_than_raw"]]

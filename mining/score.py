@@ -217,8 +217,10 @@ def score_bitext(
                 for side in sides[1:]:
                     check_compatible(sides[0], side)
                 sx, sy = sides[0], sides[1]
-                config, threshold_record = _threshold(config, encoders.choice.path if sx.projection else None,
-                                                      default_threshold=default_threshold)
+                # mine's threshold and score cap of the space scored in (default_threshold False: none)
+                config, filters, threshold_record = _threshold(
+                    config, filters, encoders.choice.path if sx.projection else None, sx.encoder.name,
+                    default_threshold=default_threshold)
                 langs = (src_lang, tgt_lang)
                 scores = score_pairs(sx, sy, n, langs=langs, config=config, filters=filters, corpora=tuple(corpora),
                                      approximate=approximate_config if approximate else None, work=work / "search",

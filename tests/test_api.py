@@ -33,14 +33,14 @@ def test_api_mine_gives_the_command_result(data_dir, tmp_path):
     expected = [line.split("\t") for line in (tmp_path / "m.tsv").read_text(encoding="utf-8").splitlines()]
     table = xmine.mine(de, en, src_lang="de", tgt_lang="en")
     rows = table.to_pylist()
-    assert [(f"{r['score']:.6f}", r["translation"]["deu"], r["translation"]["eng"]) for r in rows] == \
+    assert [(f"{r['score']:.6f}", r["translation"]["de"], r["translation"]["en"]) for r in rows] == \
         [tuple(e) for e in expected]
-    assert all(de[r["src_index"]] == r["translation"]["deu"] and en[r["tgt_index"]] == r["translation"]["eng"]
+    assert all(de[r["src_index"]] == r["translation"]["de"] and en[r["tgt_index"]] == r["translation"]["en"]
                for r in rows)
     # From the files, the same pairs, named by file and line.
     from_files = xmine.mine(tmp_path / "de.txt", tmp_path / "en.txt", src_lang="de", tgt_lang="en").to_pylist()
     assert [r["translation"] for r in from_files] == [r["translation"] for r in rows]
-    assert all(r["src_record"] == de.index(r["translation"]["deu"]) + 1 for r in from_files)
+    assert all(r["src_record"] == de.index(r["translation"]["de"]) + 1 for r in from_files)
 
 
 def test_import_xmine_loads_nothing_heavy():

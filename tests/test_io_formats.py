@@ -146,7 +146,7 @@ def test_hf_folder_into_hf_dataset_with_card(corpus, tmp_path):
     assert "me5-small" in card and str(summary["threshold"]["value"]) in card and "- translation" in card
     for inp in summary["provenance"]["parameters"]["inputs"]:  # the inputs' hashes
         assert inp["sha256"] in card and inp["format"] == "hf"
-    assert ds.features["translation"] == datasets.Translation(languages=["deu", "eng"])
+    assert ds.features["translation"] == datasets.Translation(languages=["de", "en"])
     assert str(tmp_path) not in card and str(REPO) not in card  # no local paths in a card one publishes
     assert "SHIPPED.json" in card  # where the threshold came from
     removed = summary["filters"]["removed"]
@@ -298,9 +298,9 @@ def test_csv_input_reads_the_header_and_honours_quotes(corpus, tmp_path):
     ok(xm("mine", tmp_path / "de.csv", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q",
           "--src-text-column", "text", "--src-id-field", "id", "-o", tmp_path / "a.jsonl"))
     rows = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert _precision([(r["translation"]["deu"], r["translation"]["eng"]) for r in rows], corpus["gold"]) == 1.0
+    assert _precision([(r["translation"]["de"], r["translation"]["en"]) for r in rows], corpus["gold"]) == 1.0
     for r in rows:  # the id column, and the line each record starts on (the header is line 1)
-        assert de[int(r["src_id"])] == r["translation"]["deu"] and r["src_record"] == int(r["src_id"]) + 2
+        assert de[int(r["src_id"])] == r["translation"]["de"] and r["src_record"] == int(r["src_id"]) + 2
     refused(xm("mine", tmp_path / "de.csv", d / "en.txt", "-q", "--src-text-column", "satz", "-o", tmp_path / "b"),
             "de.csv", "'satz'", "columns: id, text")
 

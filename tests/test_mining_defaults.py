@@ -66,12 +66,21 @@ def test_a_space_without_calibration_says_so(tmp_path):
 
 
 def test_a_damaged_calibration_is_one_error(tmp_path):
+    """A SHIPPED.json whose sums are recorded (so it passes the manifest check) but whose values are
+    no numbers: an error naming the field, not a threshold."""
+    import shutil
+
+    from xmine.disentangle.projection import write_projection_manifest
     from xmine.errors import InputError
     from xmine.mining.defaults import projection_defaults
+    from xmine.projection import shipped_dir
 
-    (tmp_path / "SHIPPED.json").write_text(json.dumps({"operating_points": {"balanced": {"ratio": "high"}}}))
+    proj = tmp_path / "proj"
+    shutil.copytree(shipped_dir("me5-small"), proj)
+    (proj / "SHIPPED.json").write_text(json.dumps({"operating_points": {"balanced": {"ratio": "high"}}}))
+    write_projection_manifest(proj, json.loads((proj / "config.json").read_text()))
     with pytest.raises(InputError, match="operating_points.balanced.ratio"):
-        projection_defaults(tmp_path)
+        projection_defaults(proj)
 
 
 def _hidden_translations(data_dir, tmp_path, n_gold=150, n_other=50):

@@ -464,8 +464,8 @@ def test_a_rerun_whose_shards_all_finished_after_a_gap_finalises_the_whole_store
         if rows == 300:
             raise KeyboardInterrupt
 
-    # As `xmine embed --lang de` calls it (the CLI records ISO 639-3 codes).
-    kwargs = dict(encoder=load_encoder(ENCODER, lazy=True), lang="deu", shard_rows=SHARD_ROWS, show_progress=False,
+    # As `xmine embed --lang de` calls it (the CLI records the code as the user gave it).
+    kwargs = dict(encoder=load_encoder(ENCODER, lazy=True), lang="de", shard_rows=SHARD_ROWS, show_progress=False,
                   ray=cluster)
     with pytest.raises(KeyboardInterrupt):
         embed_corpus(corpora / "de.txt", out, on_shard_done=stop_when_all_done, **kwargs)

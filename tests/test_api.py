@@ -8,11 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.clitools import ok, xm
 
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_the_examples_of_docs_api_run(data_dir):
     blocks = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "api.md").read_text(encoding="utf-8"), re.S)
     assert len(blocks) >= 5
@@ -21,6 +24,7 @@ def test_the_examples_of_docs_api_run(data_dir):
         exec(compile(block, "docs/api.md", "exec"), namespace)  # noqa: S102  (the documented examples)
 
 
+@pytest.mark.slow
 def test_api_mine_gives_the_command_result(data_dir, tmp_path):
     import xmine
     from tests.flores import flores_lines

@@ -45,6 +45,7 @@ def data():
     return x, y, config, exact
 
 
+@pytest.mark.slow
 def test_refined_neighbourhoods_keep_exact_pairs_and_add_few(data, tmp_path):
     """Without the refinement, PQ-ranked candidates from 2 of 64 lists lower the neighbourhood
     means and pairs the exact path drops pass; with it, <= 2% are added, and no pair is lost

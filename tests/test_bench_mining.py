@@ -145,6 +145,7 @@ def test_curve_counts_like_evaluate():
             assert c[m][i] == pytest.approx(e[m]), (t, m)
 
 
+@pytest.mark.slow
 def test_noisy_small_run_filters_copies_and_boilerplate(data_dir, tmp_path):
     """`bench mining --noisy` at a CI size with the real encoder: the noise costs precision, the
     pair filters take the copies, boilerplate and number/URL lines out again."""

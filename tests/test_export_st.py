@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from tests.clitools import ok, refused, xm
 from tests.flores import flores_lines
@@ -22,6 +23,7 @@ print(json.dumps({"modules": [type(m).__name__ for m in model],
 """
 
 
+@pytest.mark.slow
 def test_export_st_loads_without_xmine_and_gives_the_meaning_vectors(data_dir, tmp_path):
     import xmine
 

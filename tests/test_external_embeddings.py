@@ -43,6 +43,7 @@ def _embed_external(d, lang, out, fmt="f32", name="laser-test", *extra):
               "--encoder-name", name, *(("--dim", 512) if fmt in ("f32", "f16") else ()), "-q", *extra)
 
 
+@pytest.mark.slow
 def test_laser_f32_embeddings_mine_to_the_pairs_of_the_same_vectors_embedded_in_process(corpus, tmp_path):
     for lang in ("de", "en"):
         ok(_embed_external(corpus, lang, tmp_path / f"s.{lang}"))

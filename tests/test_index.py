@@ -48,6 +48,7 @@ def test_each_type_finds_the_neighbours(tmp_path, clustered, kind, min_recall):
     assert ix.manifest.choice.kind == kind and (np.diff(sims, axis=1) <= 1e-6).all()
 
 
+@pytest.mark.slow
 def test_opq_index_builds_and_finds_stored_vectors(tmp_path, clustered):
     # OPQ training is iterative (slow on a loaded 2-core box): a small corpus, 4-bit codes.
     base = clustered[0][:1500]

@@ -31,6 +31,7 @@ def test_codes_compare_as_one_language_keeping_the_script():
     assert normalize_lang("uzn_Latn") == "uzb"  # the class language identification and projections use
 
 
+@pytest.mark.slow
 def test_simplified_and_traditional_chinese_stay_two_languages_in_every_output(data_dir, tmp_path):
     import datasets
 

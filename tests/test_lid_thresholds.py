@@ -95,6 +95,7 @@ def test_a_languages_own_threshold_is_applied_and_the_override_wins(data_dir):
         F.PairFilterConfig(lid_min_confidence=1.5)
 
 
+@pytest.mark.slow
 def test_out_json_records_the_thresholds_used(data_dir, tmp_path):
     """`xmine mine --lang-filter` on an Afrikaans side: by default the table's thresholds (the
     uncertain Afrikaans lines stay), with --lid-min-confidence 0.8 the one value (they leave)."""

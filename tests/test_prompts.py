@@ -51,6 +51,7 @@ def _runtimes():
     return ["torch"] + (["openvino"] if find_spec("openvino") is not None else [])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runtime", _runtimes())
 def test_the_default_prompt_is_used_on_every_runtime(runtime, model_dir, sentences, reference, tmp_path,
                                                      monkeypatch):
@@ -70,6 +71,7 @@ def test_the_default_prompt_is_used_on_every_runtime(runtime, model_dir, sentenc
     assert len({e.fingerprint()["id"] for e in (enc, named, none)}) == 3
 
 
+@pytest.mark.slow
 def test_the_cli_prompt_options_reach_the_encoder_and_the_store(model_dir, sentences, reference, tmp_path):
     from xmine.store import EmbeddingStore
 

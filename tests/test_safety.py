@@ -433,6 +433,7 @@ def test_train_restores_torchs_thread_count(ws):
     assert torch.get_num_threads() == 2
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_one_clear_error(ws):
     # A real ENOSPC: a 256 KiB tmpfs in a private mount namespace, filled before mining into it.
     if shutil.which("unshare") is None:
@@ -599,6 +600,7 @@ def test_embed_overwrite_never_deletes_files_put_into_the_store(ws):
                    "--overwrite", "-q", "-o", ws / "store"), "README.txt", "analysis", "not part of the embedding store")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 def test_an_interrupted_embed_overwrite_leaves_the_old_store_whole(tmp_path, sig):
     big = _numbered(REPO / "demo" / "de.txt", tmp_path / "big.txt", 2000)
@@ -649,6 +651,7 @@ def test_a_failed_mine_overwrite_keeps_the_old_result(ws):
         refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-o", out), "already exists")
 
 
+@pytest.mark.slow
 def test_an_interrupted_mine_overwrite_keeps_the_old_result(tmp_path):
     de = _numbered(REPO / "demo" / "de.txt", tmp_path / "de.txt", 1500)
     en = _numbered(REPO / "demo" / "en.txt", tmp_path / "en.txt", 1500)

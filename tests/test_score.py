@@ -23,6 +23,7 @@ def _bitext(data_dir, n_true: int, n_shuffled: int):
     return rows + true[len(shifted):] + shifted[len(true):]
 
 
+@pytest.mark.slow
 def test_score_keeps_true_pairs_and_drops_shuffled_ones(data_dir, tmp_path):
     rows = _bitext(data_dir, 200, 200)
     tsv = tmp_path / "bitext.tsv"
@@ -61,6 +62,7 @@ def test_score_a_jsonl_bitext_keeps_its_records_and_writes_only_the_kept(data_di
     assert set(written[0]) == {"translation", "url", "cosine", "margin", "keep", "rule"}
 
 
+@pytest.mark.slow
 def test_score_a_moses_pair_with_the_neighbourhoods_of_other_corpora(data_dir, tmp_path):
     rows = _bitext(data_dir, 30, 30)
     (tmp_path / "b.de").write_text("".join(r[0] + "\n" for r in rows), encoding="utf-8")

@@ -74,6 +74,7 @@ def test_a_truncated_zst_is_refused_by_every_command_that_reads_text(ws, made, f
 # ------------------------------------------------------------------- two writers of one file
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("held,second", [("y", ["-o", "y.src"]), ("y.src", ["--format", "moses", "-o", "y"])],
                          ids=["moses output held", "its .src held"])
 def test_two_outputs_that_share_a_file_are_not_written_at_once(ws, held, second):

@@ -243,6 +243,7 @@ embed_corpus(src, out, encoder=load_encoder("use-m3"), lang="de", shard_rows=10,
 """
 
 
+@pytest.mark.slow
 def test_killed_process_resumes(tmp_path, tatoeba_lines, usem3):
     """A real crash: a process embedding into a store, SIGKILLed once its first two shards are on
     disk (it holds there, so the kill lands at that point however fast the machine is)."""

@@ -25,6 +25,7 @@ def _warnings(output: str) -> list[str]:
     return [line for line in output.splitlines() if "translations of 48 FLORES-200 sentences" in line]
 
 
+@pytest.mark.slow
 def test_a_random_bert_is_warned_once_on_first_use_and_the_verdict_is_cached(random_bert, tmp_path, monkeypatch,
                                                                             caplog):
     import xmine.encoders.suitability as suitability
@@ -53,6 +54,7 @@ def test_a_random_bert_is_warned_once_on_first_use_and_the_verdict_is_cached(ran
     assert len(_warnings(caplog.text)) == 1 and measured == [str(random_bert)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["use-m3", "me5-small"])
 def test_the_shipped_encoders_align_the_sentences(name):
     res = ok(xm("encoders", "--check", name))
@@ -61,6 +63,7 @@ def test_the_shipped_encoders_align_the_sentences(name):
     assert int(re.search(r"found (\d+)%", lines[0]).group(1)) >= 95
 
 
+@pytest.mark.slow
 def test_check_names_the_random_bert_in_one_warning_line(random_bert, tmp_path, monkeypatch):
     monkeypatch.setenv("XMINE_HOME", str(tmp_path))
     res = ok(xm("encoders", "--check", random_bert, "--runtime", "torch"))

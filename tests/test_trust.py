@@ -99,6 +99,7 @@ torch.save({{"signature": E()}}, {str(path)!r})
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("planted", ["checkpoint.pt", "checkpoint.safetensors"])
 def test_a_planted_pickle_checkpoint_never_runs(ws, planted):
     """The issue's reproducer: a shared projection folder with a pickled checkpoint planted in

@@ -120,12 +120,27 @@ def _single_threaded(workers: int, product):
         yield
 
 
-def _merge_states(states: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """One y->x list from several workers' (values, idx), each (m, w) sorted in the canonical order
-    (`xmine.topk`)."""
+# Columns whose y->x lists are merged and finalised at once: merging sorts a (columns, workers * W)
+# copy of the lists, and finalising gathers the norms of every listed entry, a few hundred bytes
+# a column; in chunks this stays a block, not a multiple of the whole side's state.
+FINAL_COLS = 16_384
+
+
+def _merged_cols(states: list[tuple[np.ndarray, np.ndarray]], c0: int, c1: int) -> tuple[np.ndarray, np.ndarray]:
+    """Columns c0:c1 of the y->x lists of several workers' (values, idx), each (m, w) sorted in the
+    canonical order (`xmine.topk`), merged into one (a view when there is one worker)."""
     if len(states) == 1:
-        return states[0][0].copy(), states[0][1].copy()
-    return merge_topk([s for s, _ in states], [i for _, i in states], states[0][0].shape[1])
+        return states[0][0][c0:c1], states[0][1][c0:c1]
+    return merge_topk([s[c0:c1] for s, _ in states], [i[c0:c1] for _, i in states], states[0][0].shape[1])
+
+
+def _merge_states(states: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """One y->x list (a copy) from several workers' (values, idx), merged `FINAL_COLS` columns at a time."""
+    m, w = states[0][0].shape
+    values, idx = np.empty((m, w), dtype=np.float32), np.empty((m, w), dtype=np.int64)
+    for c0 in range(0, m, FINAL_COLS):
+        values[c0 : c0 + FINAL_COLS], idx[c0 : c0 + FINAL_COLS] = _merged_cols(states, c0, min(c0 + FINAL_COLS, m))
+    return values, idx
 
 
 class _Worker:
@@ -298,10 +313,19 @@ def exact_knn_both(
                 ckpt.save(unsaved_from, i1, fwd_sims[unsaved_from:i1], fwd_idx[unsaved_from:i1], bwd_p, bwd_i)
                 unsaved_from, last_save = i1, time.monotonic()
         bar.close()
-        # All of x seen: rescore what can reach each column's top-k.
-        bwd_p, bwd_i = _merge_states([(w.bwd_prod, w.bwd_idx) for w in pool])
+        # All of x seen: rescore what can reach each column's top-k, FINAL_COLS columns at a time.
+        states = [(w.bwd_prod, w.bwd_idx) for w in pool]
         floor = np.max([col_floor] + [w.col_floor for w in pool if w.col_floor is not None], axis=0)
-        bwd_sims, bwd_idx, over, t = finalize_lists(bwd_p, bwd_i, y, np.arange(m), ty, x, tx, floor, ebar_y, ky, prod)
+        bwd_sims, bwd_idx = np.empty((m, ky), dtype=np.float32), np.empty((m, ky), dtype=np.int64)
+        t, overflowed = np.empty(m), []
+        for c0 in range(0, m, FINAL_COLS):
+            c1 = min(c0 + FINAL_COLS, m)
+            bwd_sims[c0:c1], bwd_idx[c0:c1], over_c, t[c0:c1] = finalize_lists(
+                *_merged_cols(states, c0, c1), y, np.arange(c0, c1), ty, x, tx, floor[c0:c1], ebar_y[c0:c1], ky, prod)
+            overflowed.append(over_c + c0)
+        for w in pool:  # the lists are final: only the product buffer is used again
+            w.bwd_prod = w.bwd_idx = None
+        over = np.concatenate(overflowed)
         for o0 in range(0, len(over), block_rows):  # overflowed columns, block by block
             o = over[o0 : o0 + block_rows]
             yo = np.ascontiguousarray(np.asarray(y[o]), dtype=np.float32)

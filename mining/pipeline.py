@@ -21,7 +21,7 @@ score first, each sentence read from its store by offset: `score<TAB>src<TAB>tgt
 Lines, Parquet or a Hugging Face dataset (mining/writers.py).
 
 Memory: one block or shard and the per-row state (the k-state (n + m) * k * 12 bytes, the exact
-search's per-worker candidate lists, the row index, dedup and selection: 120-590 bytes a row as
+search's per-worker candidate lists, the row index, dedup and selection: 40-620 bytes a row as
 measured, docs/scaling.md); never a copy of a side.
 """
 

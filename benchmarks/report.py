@@ -45,6 +45,7 @@ TASK_TITLES = {
     "embed_speed": "Encoding speed",
     "mining_speed": "Mining speed",
     "scale": "Corpora larger than memory: peak memory, time, approximate recall",
+    "memory_per_row": "Peak memory a mined row costs, per search path (growth from 20k to 200k rows)",
     "threshold_study": "Choosing the mining threshold without gold (a study)",
     "langid_unknown": "Language identification: 'unknown' for unseen languages, declared-language check",
     "lid_thresholds": "Language filter: per-language confidence thresholds (chosen on FLORES-200 lines 0-505)",
@@ -56,7 +57,7 @@ PAPER_TASKS = ("quality", "tatoeba", "massive", "massive_templates", "fmda_table
                "geometry", "bucc", "mining", "default_projection")
 TASK_ORDER = ("mining", "mining_noisy", "langid", "lid_thresholds", "langid_unknown", "default_projection", "quality", "tatoeba",
               "massive", "massive_templates", "fmda_table2", "fmda_table3", "qe", "sts", "geometry", "bucc",
-              "threshold_study", "approximate_agreement", "embed_speed", "mining_speed", "scale")
+              "threshold_study", "approximate_agreement", "embed_speed", "mining_speed", "scale", "memory_per_row")
 
 
 def _cell(v: Any, decimals: int) -> str:

@@ -82,16 +82,29 @@ class FlatChunks:
 QUERIES_PER_UNIT = 1 << 20
 
 
+#: Queries per FAISS call within a block. FAISS's working memory grows with the queries of one call
+#: (an IVF-PQ fast-scan search at nprobe 111: about 7 KB a query, 450 MB for a 65,536-query block),
+#: so a large block is searched in calls of this many, cut at the same offsets wherever it runs. A
+#: multiple of FAISS's own BLAS query block (4096 rows), so the coarse quantiser sees the same
+#: products as in one call.
+SEARCH_CALL = 8192
+
+
 def search_unit(open_shard, s: int, queries, starts: list[int], block: int, k: int, nprobe, use_gpu: bool,
                 on_rows=None):
-    """Shard s opened once, searched by the query blocks starting at `starts`: (s, [(q0, sims, rows)])."""
+    """Shard s opened once, searched by the query blocks starting at `starts` (each in calls of
+    `SEARCH_CALL` queries): (s, [(q0, sims, rows)])."""
     search = shard_searcher(*open_shard(s), nprobe=nprobe, use_gpu=use_gpu)
     found = []
     for q0 in starts:
-        q = np.ascontiguousarray(queries[q0 : min(q0 + block, len(queries))], dtype=np.float32)
-        found.append((q0, *search(q, k)))
-        if on_rows is not None:
-            on_rows(len(q))
+        q1 = min(q0 + block, len(queries))
+        parts = []
+        for c0 in range(q0, q1, SEARCH_CALL):
+            q = np.ascontiguousarray(queries[c0 : min(c0 + SEARCH_CALL, q1)], dtype=np.float32)
+            parts.append(search(q, k))
+            if on_rows is not None:
+                on_rows(len(q))
+        found.append((q0, *(np.concatenate(a) for a in zip(*parts))))
     return s, found
 
 

@@ -49,7 +49,7 @@ import numpy as np
 from xmine.checkpoints import KeyedDir
 from xmine.executor import LOCAL, Executor, ShardProgress
 from xmine.fileio import atomic_path
-from xmine.index.build import as_f32, with_threads
+from xmine.index.build import with_threads
 from xmine.index.faiss_index import IndexChoice, IndexShard, shard_plan
 from xmine.mining.ann_shards import base_side, rescore_candidates, shard_file
 from xmine.errors import ConfigError, NonFiniteRowError
@@ -197,7 +197,7 @@ def train_quantiser(x, y, plan: dict, config: ApproximateConfig) -> bytes:
     rng = np.random.default_rng(config.seed)
     tx = np.sort(rng.choice(n, size=min(n, want * n // (n + m) + 1), replace=False))
     ty = np.sort(rng.choice(m, size=min(m, want - len(tx)) if want > len(tx) else 0, replace=False))
-    sample = np.concatenate([as_f32(x[tx]), as_f32(y[ty])]) if len(ty) else as_f32(x[tx])
+    sample = _stacked_f32([(x, tx), (y, ty)])
     bad = np.flatnonzero(~np.isfinite(sample).all(axis=1))
     if len(bad):  # FAISS's training would stop with a C++ message; the base rows are checked when added
         b = int(bad[0])
@@ -215,6 +215,24 @@ def train_quantiser(x, y, plan: dict, config: ApproximateConfig) -> bytes:
                           "(no --approximate) for corpora this small") from None
     log.info("trained %s on %d vectors in %.0f s", plan["factory"], len(sample), time.perf_counter() - t0)
     return bytes(faiss.serialize_index(trained))
+
+
+# Sampled rows read at once: a sorted sample is read as the span it covers (`store.rows`), a few
+# times its rows, so this bounds that read.
+_SAMPLE_READ = 4096
+
+
+def _stacked_f32(parts) -> np.ndarray:
+    """Rows `ids` of each (view, ids) in `parts`, stacked in one float32 array filled `_SAMPLE_READ`
+    rows at a time: memory is the sample itself, not copies of it in the stored dtype and float32."""
+    out = np.empty((sum(len(ids) for _, ids in parts), parts[0][0].shape[1]), dtype=np.float32)
+    at = 0
+    for view, ids in parts:
+        for c in range(0, len(ids), _SAMPLE_READ):
+            got = view[ids[c : c + _SAMPLE_READ]]
+            out[at : at + len(got)] = got
+            at += len(got)
+    return out
 
 
 def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work: KeyedDir, config, show_progress,

@@ -170,8 +170,9 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
     SRC and TGT are each a corpus (a text file, one sentence a line, plain or compressed; JSON
     Lines, Parquet or a Hugging Face dataset: see --input-format), an embedding store directory
     (xmine embed) or an index directory (xmine build-index); '-' reads one side from standard input
-    (copied into OUT.work/ first). Text files are embedded into stores in OUT.work/ first. Stores are read block by block and sentences by offset, so memory does not
-    grow with the corpora beyond ~40 bytes a row. Repeated sentences (64-bit hashes of the
+    (copied into OUT.work/ first). Text files are embedded into stores in OUT.work/ first. Stores
+    are read block by block and sentences by offset, so memory does not grow with the corpora
+    beyond the per-row state (a few hundred bytes a row: docs/scaling.md). Repeated sentences (64-bit hashes of the
     white-space-normalised text) are mined once. The exact search never holds the full similarity
     matrix; both searches checkpoint to OUT.work/: an interrupted run started again with the same
     command resumes.

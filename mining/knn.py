@@ -95,6 +95,30 @@ def default_workers(m: int, k: int) -> int:
     return max(1, min(threads, WORKER_STATE_BUDGET_BYTES // max(1, m * candidate_width(k) * 12)))
 
 
+def _malloc_trim():
+    """glibc's malloc_trim, or None (another C library)."""
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+# Why: each row block reads, converts and rounds every block of y (several MB each, in each worker
+# thread's own malloc arena); glibc keeps what was freed for reuse, and with two workers that grew
+# the resident set by 50-150 MB over a 200k x 20k search, as much as the per-row state. The pages
+# handed back are faulted in again by the next round, once per round: measured within the noise of
+# the run's time.
+def release_freed_memory() -> None:
+    """Hand the heap's free pages back to the kernel (glibc; elsewhere nothing)."""
+    if _TRIM is not None:
+        _TRIM(0)
+
+
 @contextmanager
 def _single_threaded(workers: int, product):
     """BLAS and torch limited to one thread while `workers` > 1 threads each run their own products;
@@ -120,12 +144,27 @@ def _single_threaded(workers: int, product):
         yield
 
 
-def _merge_states(states: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """One y->x list from several workers' (values, idx), each (m, w) sorted in the canonical order
-    (`xmine.topk`)."""
+# Columns whose y->x lists are merged and finalised at once: merging sorts a (columns, workers * W)
+# copy of the lists, and finalising gathers the norms of every listed entry, a few hundred bytes
+# a column; in chunks this stays a block, not a multiple of the whole side's state.
+FINAL_COLS = 16_384
+
+
+def _merged_cols(states: list[tuple[np.ndarray, np.ndarray]], c0: int, c1: int) -> tuple[np.ndarray, np.ndarray]:
+    """Columns c0:c1 of the y->x lists of several workers' (values, idx), each (m, w) sorted in the
+    canonical order (`xmine.topk`), merged into one (a view when there is one worker)."""
     if len(states) == 1:
-        return states[0][0].copy(), states[0][1].copy()
-    return merge_topk([s for s, _ in states], [i for _, i in states], states[0][0].shape[1])
+        return states[0][0][c0:c1], states[0][1][c0:c1]
+    return merge_topk([s[c0:c1] for s, _ in states], [i[c0:c1] for _, i in states], states[0][0].shape[1])
+
+
+def _merge_states(states: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """One y->x list (a copy) from several workers' (values, idx), merged `FINAL_COLS` columns at a time."""
+    m, w = states[0][0].shape
+    values, idx = np.empty((m, w), dtype=np.float32), np.empty((m, w), dtype=np.int64)
+    for c0 in range(0, m, FINAL_COLS):
+        values[c0 : c0 + FINAL_COLS], idx[c0 : c0 + FINAL_COLS] = _merged_cols(states, c0, min(c0 + FINAL_COLS, m))
+    return values, idx
 
 
 class _Worker:
@@ -296,15 +335,25 @@ def exact_knn_both(
                 fwd_idx[i0 : i0 + len(top_i)] = top_i
                 bar.update(len(top_s))
             i1 = min(starts[-1] + block_rows, n)
+            release_freed_memory()
             if ckpt is not None and (time.monotonic() - last_save >= checkpoint_seconds or i1 == n):
                 bwd_p, bwd_i = _merge_states([(w.bwd_prod, w.bwd_idx) for w in pool])
                 ckpt.save(unsaved_from, i1, fwd_sims[unsaved_from:i1], fwd_idx[unsaved_from:i1], bwd_p, bwd_i)
                 unsaved_from, last_save = i1, time.monotonic()
         bar.close()
-        # All of x seen: rescore what can reach each column's top-k.
-        bwd_p, bwd_i = _merge_states([(w.bwd_prod, w.bwd_idx) for w in pool])
+        # All of x seen: rescore what can reach each column's top-k, FINAL_COLS columns at a time.
+        states = [(w.bwd_prod, w.bwd_idx) for w in pool]
         floor = np.max([col_floor] + [w.col_floor for w in pool if w.col_floor is not None], axis=0)
-        bwd_sims, bwd_idx, over, t = finalize_lists(bwd_p, bwd_i, y, np.arange(m), ty, x, tx, floor, ebar_y, ky, prod)
+        bwd_sims, bwd_idx = np.empty((m, ky), dtype=np.float32), np.empty((m, ky), dtype=np.int64)
+        t, overflowed = np.empty(m), []
+        for c0 in range(0, m, FINAL_COLS):
+            c1 = min(c0 + FINAL_COLS, m)
+            bwd_sims[c0:c1], bwd_idx[c0:c1], over_c, t[c0:c1] = finalize_lists(
+                *_merged_cols(states, c0, c1), y, np.arange(c0, c1), ty, x, tx, floor[c0:c1], ebar_y[c0:c1], ky, prod)
+            overflowed.append(over_c + c0)
+        for w in pool:  # the lists are final: only the product buffer is used again
+            w.bwd_prod = w.bwd_idx = None
+        over = np.concatenate(overflowed)
         for o0 in range(0, len(over), block_rows):  # overflowed columns, block by block
             o = over[o0 : o0 + block_rows]
             yo = np.ascontiguousarray(np.asarray(y[o]), dtype=np.float32)

@@ -109,9 +109,10 @@ def tiled_knn_both(
             merge(*t, *saved)
             done_rows += (t[1] - t[0]) * (t[3] - t[2])
     if todo:
-        # The two sides are shared once (row views are read by the units, block by block).
-        xs = executor.share(np.asarray(x[0:n], dtype=np.float32))
-        ys = executor.share(np.asarray(y[0:m], dtype=np.float32))
+        # The two sides are shared once as they are: a row view over a store travels as its paths
+        # and row ids, and each unit reads its own tile's rows (a float32 copy of a side here would
+        # cost the driver 4 x dim bytes a row).
+        xs, ys = executor.share(x), executor.share(y)
         units = ((xs, ys, *t, k, block_rows, block_cols, product) for t in todo)
         with ShardProgress(shards=len(tiles), shards_done=len(tiles) - len(todo), rows=n * m, rows_done=done_rows,
                            desc=f"kNN tiles ({executor.name})", unit=" pairs", enabled=show_progress) as bar:

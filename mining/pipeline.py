@@ -20,8 +20,9 @@ then drop selected pairs that are no translations. The output is written atomica
 score first, each sentence read from its store by offset: `score<TAB>src<TAB>tgt`, or Moses, JSON
 Lines, Parquet or a Hugging Face dataset (mining/writers.py).
 
-Memory: one block or shard, the k-state (n + m) * k * 12 bytes, and about 40 bytes a row for the
-row index, dedup and selection; never the corpus.
+Memory: one block or shard and the per-row state (the k-state (n + m) * k * 12 bytes, the exact
+search's per-worker candidate lists, the row index, dedup and selection: 40-620 bytes a row as
+measured, docs/scaling.md); never a copy of a side.
 """
 
 from __future__ import annotations

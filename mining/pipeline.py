@@ -154,11 +154,14 @@ def mine(
             return work / tag
 
         encoders = Encoders(encoder, projection, precision, inputs=[src, tgt])
-        # With --overwrite, OUT.work/ is this command's own to rebuild (a damaged work store included).
+        # OUT.work/ is this command's own to rebuild (a damaged work store, one of another input) with
+        # --overwrite, and whenever OUT holds no finished result: then it is what a failed or
+        # interrupted run left, which must not stand in the way of a corrected command.
+        rebuild = claim.overwrite or claim.state != "finished"
         sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src"),
-                       show_progress=show_progress, rebuild=claim.overwrite, input_format=input_format)
+                       show_progress=show_progress, rebuild=rebuild, input_format=input_format)
         sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt"),
-                       show_progress=show_progress, rebuild=claim.overwrite, input_format=input_format)
+                       show_progress=show_progress, rebuild=rebuild, input_format=input_format)
         try:
             check_compatible(sx, sy)
             config, threshold_record = _threshold(config, encoders.choice.path if sx.projection else None,

@@ -156,3 +156,34 @@ def test_cache_info_and_clear_touch_only_xmines_own_cache_files(tmp_path, monkey
     assert cleared[:-1] == [f"left alone: {home / n} (not an xmine cache file: {why})" for n, why in left_alone]
     assert cleared[-1].startswith("deleted 1 cache file(s)")
     assert {p.name: p.read_bytes() for p in home.iterdir()} == foreign
+
+
+# ------------------------------------------------------------------ what a failed run leaves
+
+
+def _jsonl(path: Path, texts: list[str], field: str) -> Path:
+    path.write_text("".join(json.dumps({field: t}, ensure_ascii=False) + "\n" for t in texts), encoding="utf-8")
+    return path
+
+
+def test_a_failed_mine_does_not_stand_in_the_way_of_the_corrected_command(ws):
+    de_lines, en_lines = (ws / "de.txt").read_text().splitlines(), (ws / "en.txt").read_text().splitlines()
+    de = _jsonl(ws / "de.jsonl", de_lines[:60], "text")
+    en_wrong = _jsonl(ws / "en-wrong.jsonl", en_lines[:60], "sentence")  # no field "text"
+    out = ws / "m.tsv"
+    refused(xm("mine", de, en_wrong, "--text-field", "text", "--encoder", "use-m3", "-q", "-o", out),
+            "en-wrong.jsonl", "no field 'text'")
+    assert (ws / "m.tsv.work").is_dir()  # the German side's work, kept for a rerun of the same command
+    # Corrected, and with another first input: was refused ("made from another input file ... pass
+    # --overwrite"), though no result existed.
+    de_fewer = _jsonl(ws / "de-fewer.jsonl", de_lines[:50], "text")
+    en = _jsonl(ws / "en.jsonl", en_lines[:60], "text")
+    before = tree(ws)
+    ok(xm("mine", de_fewer, en, "--text-field", "text", "--encoder", "use-m3", "-q", "-o", out))
+    after = tree(ws)
+    assert {k: after.get(k) for k in before if not k.startswith("m.tsv")} == \
+        {k: v for k, v in before.items() if not k.startswith("m.tsv")}
+    assert json.loads((ws / "m.tsv.json").read_text())["state"] == "finished"
+    assert not (ws / "m.tsv.work").exists()
+    with untouched(ws):  # a finished result still needs --overwrite
+        refused(xm("mine", de, en, "--text-field", "text", "--encoder", "use-m3", "-q", "-o", out), "--overwrite")

@@ -219,6 +219,14 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
     if removed:
         kept += "; filtered out " + ", ".join(f"{n:,} {rule}" for rule, n in removed.items() if n) if any(
             removed.values()) else "; no pair filtered out"
+    # What the steps before the search removed (e.g. `copies`: every line of a file mined against
+    # its own copy), else "mined 0 pairs ... no pair filtered out" would not say where they went.
+    before = (summary.get("pre_search") or {}).get("removed") or {}
+    steps = dict.fromkeys([step for side in before.values() for step in side])
+    cleaned = [f"{step} {before.get('src', {}).get(step, 0):,} src / {before.get('tgt', {}).get(step, 0):,} tgt"
+               for step in steps if before.get("src", {}).get(step) or before.get("tgt", {}).get(step)]
+    if cleaned:
+        kept += "; sentences removed before the search: " + ", ".join(cleaned)
     click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "
                f"unique sentences ({summary['search']}; {kept}) -> {out}", err=True)
 

@@ -124,6 +124,7 @@ def mine(
     from xmine.mining.writers import COMPANIONS, output_format as resolve_format
     from xmine.output_state import same_file
     from xmine.outputs import claim_output
+    from xmine.readers import for_each_input
 
     out = Path(out)
     if not allow_same_input and (same_file(Path(src), Path(tgt)) or Path(src).resolve() == Path(tgt).resolve()):
@@ -158,10 +159,12 @@ def mine(
         # --overwrite, and whenever OUT holds no finished result: then it is what a failed or
         # interrupted run left, which must not stand in the way of a corrected command.
         rebuild = claim.overwrite or claim.state != "finished"
+        src_format, tgt_format = (input_format, input_format) if input_format is None else for_each_input(
+            input_format, [p if artefact_kind(p, input_format) == "text" else None for p in (src, tgt)])
         sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src"),
-                       show_progress=show_progress, rebuild=rebuild, input_format=input_format)
+                       show_progress=show_progress, rebuild=rebuild, input_format=src_format)
         sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt"),
-                       show_progress=show_progress, rebuild=rebuild, input_format=input_format)
+                       show_progress=show_progress, rebuild=rebuild, input_format=tgt_format)
         try:
             check_compatible(sx, sy)
             config, threshold_record = _threshold(config, encoders.choice.path if sx.projection else None,

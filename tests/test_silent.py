@@ -218,3 +218,50 @@ def test_the_numbers_filter_keeps_flores_translations_and_still_catches_wrong_pa
         # Measured: true pairs dropped 5/13/7/6/5 before, 3/5/5/4/3 after; wrong pairs caught unchanged.
         assert dropped <= 5, (code, dropped)
         assert caught >= 0.85 * len(wrong), (code, caught, len(wrong))
+
+
+# ------------------------------------------------------------------ what a summary leaves out
+
+
+def test_mining_a_file_against_its_copy_says_what_removed_every_sentence(ws):
+    copy = ws / "copy.txt"
+    copy.write_bytes((ws / "de.txt").read_bytes())
+    res = ok(xm("mine", ws / "de.txt", copy, "--encoder", "use-m3", "-q", "-o", ws / "m.tsv"))
+    line = [line for line in res.output.splitlines() if line.startswith("mined ")][0]
+    # was: "mined 0 pairs from 300 x 300 unique sentences (...; no pair filtered out)"
+    assert line.startswith("mined 0 pairs") and "removed before the search: copies 300 src / 300 tgt" in line, line
+
+
+def test_a_dataset_of_several_splits_needs_split(ws):
+    import datasets
+
+    lines = (ws / "de.txt").read_text().splitlines()
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": lines[:40]}),
+                          "test": datasets.Dataset.from_dict({"text": lines[40:60]})}).save_to_disk(str(ws / "ds"))
+    with untouched(ws):  # was: the train split, without a word (the manifest said split null)
+        refused(xm("embed", ws / "ds", "--lang", "de", "--encoder", "use-m3", "-q", "-o", ws / "s"),
+                "ds", "splits train, test", "--split")
+    ok(xm("embed", ws / "ds", "--split", "test", "--lang", "de", "--encoder", "use-m3", "-q", "-o", ws / "s"))
+    assert (ws / "s" / "sentences.txt").read_text().splitlines() == lines[40:60]
+
+
+def test_record_options_must_apply_to_the_input(ws):
+    jsonl = _jsonl(ws / "en.jsonl", (ws / "en.txt").read_text().splitlines()[:60], "sentence")
+    with untouched(ws):  # was: ignored without a word
+        refused(xm("embed", ws / "de.txt", "--text-field", "sentence", "--lang", "de", "--encoder", "use-m3", "-q",
+                   "-o", ws / "s"), "de.txt", "--text-field does not apply to a text input")
+        refused(xm("embed", jsonl, "--split", "train", "--text-field", "sentence", "--lang", "en", "--encoder",
+                   "use-m3", "-q", "-o", ws / "s"), "en.jsonl", "--split does not apply to a jsonl input")
+    # A text file beside a JSON Lines input: the field is the JSON side's.
+    ok(xm("mine", ws / "de.txt", jsonl, "--text-field", "sentence", "--encoder", "use-m3", "-q", "-o", ws / "m.tsv"))
+
+
+def test_a_blank_jsonl_line_is_counted_and_reported(ws, caplog):
+    texts = (ws / "en.txt").read_text().splitlines()[:20]
+    path = ws / "blank.jsonl"
+    path.write_text("".join(json.dumps({"text": t}) + "\n" + ("\n" if i == 4 else "") for i, t in enumerate(texts)))
+    with caplog.at_level("WARNING", logger="xmine"):
+        ok(xm("embed", path, "--lang", "en", "--encoder", "use-m3", "-q", "-o", ws / "s"))
+    assert any(f"{path}: 1 empty line(s) skipped" in r.getMessage() for r in caplog.records), caplog.text
+    numbers = __import__("numpy").load(ws / "s" / "line_numbers.npy").tolist()
+    assert numbers == list(range(1, 6)) + list(range(7, 22))  # the blank line 6 keeps its number

@@ -62,9 +62,9 @@ def input_format_options(f):
                        "save_to_disk folder: hf), else text (one sentence a line, plain or compressed). "
                        "hf also reads data files (.parquet/.jsonl/.csv/.txt, or a folder of them) through "
                        "the datasets library, streaming.")
-    @click.option("--text-field", "--text-column", "text_field", default="text", show_default=True,
+    @click.option("--text-field", "--text-column", "text_field", default=None,
                   help="jsonl/hf: the field holding the text, dotted for nested objects (meta.text); parquet: "
-                       "the column (dotted: a field of a struct column).")
+                       "the column (dotted: a field of a struct column). [default: text]")
     @click.option("--id-field", default=None,
                   help="A field (dotted) holding each record's own id, kept with each sentence as provenance "
                        "(mined outputs carry it). Default: records are named by their line/row number.")
@@ -79,8 +79,10 @@ def input_format_options(f):
     def wrapper(*args, input_format, text_field, id_field, hf_split, split_sentences, **kwargs):
         from xmine.reader_base import InputFormat
 
-        spec = InputFormat(format=input_format, text_field=text_field, id_field=id_field, split=hf_split,
-                           split_sentences=split_sentences)
+        given = {"--text-field": text_field, "--id-field": id_field, "--split": hf_split}
+        spec = InputFormat(format=input_format, text_field="text" if text_field is None else text_field,
+                           id_field=id_field, split=hf_split, split_sentences=split_sentences,
+                           given=frozenset(name for name, value in given.items() if value is not None))
         return f(*args, input_format=spec, **kwargs)
 
     return wrapper

@@ -37,6 +37,9 @@ class InputFormat:
     #: split each record (line) into sentences with the corpus language's splitter
     #: (xmine.sentences); each sentence becomes a row that keeps its record and its index in it
     split_sentences: bool = False
+    #: the record options given on the command line ("--text-field", "--id-field", "--split"): each
+    #: must apply to the input's format (`FIELD_OPTIONS`), not be ignored without a word
+    given: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.format not in ("auto",) + FORMATS:

@@ -89,13 +89,16 @@ class TextReader(CorpusReader):
 
 
 class JsonlReader(CorpusReader):
-    """JSON Lines, one object a line (blank lines skipped, their numbers kept)."""
+    """JSON Lines, one object a line. A blank line is an empty record: skipped, its number kept, and
+    counted in the "empty line(s) skipped" warning, as a text file's blank line is (not refused:
+    a blank line, often the last, is common in JSON Lines files and holds nothing to lose)."""
 
     format = "jsonl"
 
     def records(self) -> Iterator[tuple[int, str, str | None]]:
         for number, line in iter_lines(self.path):
             if not line.strip():
+                yield number, "", None
                 continue
             try:
                 record = json.loads(line)
@@ -106,6 +109,30 @@ class JsonlReader(CorpusReader):
 
 
 _READERS = {"text": TextReader, "jsonl": JsonlReader, "parquet": ParquetReader, "hf": DatasetReader}
+#: the record options (`InputFormat.given`) each format has a use for
+FIELD_OPTIONS = {"text": frozenset(), "jsonl": frozenset({"--text-field", "--id-field"}),
+                 "parquet": frozenset({"--text-field", "--id-field"}),
+                 "hf": frozenset({"--text-field", "--id-field", "--split"})}
+
+
+def _check_given(path: Path, fmt: str, spec: InputFormat) -> None:
+    unused = sorted(spec.given - FIELD_OPTIONS[fmt])
+    if unused:
+        raise InputError(path, f"{unused[0]} does not apply to a {fmt} input"
+                               + (" (one sentence a line, no fields)" if fmt == "text" else "")
+                               + f"; it is for {', '.join(f for f in FIELD_OPTIONS if unused[0] in FIELD_OPTIONS[f])} "
+                               "inputs: leave it out or give --input-format")
+
+
+def for_each_input(spec: InputFormat, paths) -> list[InputFormat]:
+    """The spec for each of a command's corpus inputs: a record option given for one input that has
+    fields is left out for another that has none (`mine a.jsonl b.txt --text-field t`); one that
+    applies to no input stays given, so reading refuses it."""
+    fmts = [detect_format(p, spec) if p is not None else None for p in paths]
+    used = frozenset().union(*(FIELD_OPTIONS[f] for f in fmts if f is not None))
+    if spec.given - used:
+        return [spec] * len(paths)
+    return [replace(spec, given=spec.given & FIELD_OPTIONS[f]) if f is not None else spec for f in fmts]
 
 
 def open_corpus(path: str | Path, spec: InputFormat | None = None, *, check: bool = True) -> CorpusReader:
@@ -116,10 +143,11 @@ def open_corpus(path: str | Path, spec: InputFormat | None = None, *, check: boo
     fmt = detect_format(path, spec)
     if fmt != "hf" and path.is_dir():
         raise InputError(path, f"is a directory; --input-format {fmt} reads a file")
+    _check_given(path, fmt, spec)
     reader = _READERS[fmt](path, replace(spec, format=fmt))
     if check:
         reader.check()
     return reader
 
 
-__all__ = ["detect_format", "open_corpus"]
+__all__ = ["FIELD_OPTIONS", "detect_format", "for_each_input", "open_corpus"]

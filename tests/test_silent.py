@@ -265,3 +265,18 @@ def test_a_blank_jsonl_line_is_counted_and_reported(ws, caplog):
     assert any(f"{path}: 1 empty line(s) skipped" in r.getMessage() for r in caplog.records), caplog.text
     numbers = __import__("numpy").load(ws / "s" / "line_numbers.npy").tolist()
     assert numbers == list(range(1, 6)) + list(range(7, 22))  # the blank line 6 keeps its number
+
+
+# ------------------------------------------------------------- a training that never improved
+
+
+def test_a_training_that_never_beats_the_untrained_model_writes_no_projection(made, tmp_path):
+    pairs = f"{made / 'pairs.de'}:{made / 'pairs.en'}"
+    # was: exit 0, best validation loss 5.69 against 2.84 untrained, no word
+    refused(xm("train", "--method", "seed", "--pairs", pairs, "--encoder", "use-m3", "--lr", 10, "--max-epochs", 2,
+               "-q", "-o", tmp_path / "p"), "never improved on the untrained model", "--lr 10")
+    assert not (tmp_path / "p" / "manifest.json").exists()
+    ok(xm("train", "--method", "seed", "--pairs", pairs, "--encoder", "use-m3", "--max-epochs", 2, "-q",
+          "-o", tmp_path / "q"))
+    config = json.loads((tmp_path / "q" / "config.json").read_text())
+    assert config["best_valid_loss"] < config["initial_valid_loss"]

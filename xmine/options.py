@@ -69,7 +69,8 @@ def input_format_options(f):
                   help="A field (dotted) holding each record's own id, kept with each sentence as provenance "
                        "(mined outputs carry it). Default: records are named by their line/row number.")
     @click.option("--split", "hf_split", default=None,
-                  help="hf: the split to read (default: the only one, else train).")
+                  help="hf: the split to read (default: the only one; a saved DatasetDict of several splits "
+                       "needs it; data files: train).")
     @click.option("--split-sentences", is_flag=True,
                   help="Each record or line is a document or paragraph: split it into sentences with the "
                        "splitter chosen for the corpus language (needs --lang, --src-lang/--tgt-lang). Every "

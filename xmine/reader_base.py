@@ -32,7 +32,8 @@ class InputFormat:
     text_field: str = "text"
     #: optional dotted path of each record's own id, kept as provenance
     id_field: str | None = None
-    #: hf: the split of a DatasetDict or of data files (default: the only one, else "train")
+    #: hf: the split of a DatasetDict (default: the only one; several need it) or of data files
+    #: (default "train")
     split: str | None = None
     #: split each record (line) into sentences with the corpus language's splitter
     #: (xmine.sentences); each sentence becomes a row that keeps its record and its index in it

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from xmine.benchmarks import bucc, common
-from xmine.benchmarks.runner import DATA_HELP, ENCODER_HELP, evaluate_variants, finish, setup, task_options
+from xmine.benchmarks.runner import DATA_HELP, ENCODER_HELP, current_encoder, evaluate_variants, finish, setup, task_options
 from xmine.encoders.options import precision_option
 
 
@@ -279,8 +279,11 @@ def _mining_langs(ctx, param, value):
               help="Draw only N of the 1,012 FLORES-200 devtest lines per language (seeded; --quick: 250).")
 @click.option("--threshold", type=float, default=None,
               help="The fixed ratio-margin threshold reported beside the best one, for every variant. Default: "
-                   "each variant's own default, as `xmine mine` uses it: a projection's calibrated threshold "
-                   "(SHIPPED.json), else 1.04 (WikiMatrix's, for raw embeddings).")
+                   "each variant's own default, as `xmine mine` uses it: the balanced threshold calibrated for "
+                   "its space (a projection's SHIPPED.json, raw embeddings' xmine/mining/calibration.json).")
+@click.option("--operating-point", type=click.Choice(["balanced", "precision"]), default=None,
+              help="Which calibrated default each variant is scored at (as `xmine mine --operating-point`); "
+                   "default balanced. Not with --threshold.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the set construction.")
 @click.option("--sets-dir", type=click.Path(file_okay=False), default=None,
               help="Write the sets (BUCC format) here. Default: $XMINE_HOME/bench-mining/<hash of data and settings>.")
@@ -289,17 +292,20 @@ def _mining_langs(ctx, param, value):
                    "boilerplate, number/URL lines, near-duplicates; benchmarks/mining_noisy.py) and report "
                    "precision/recall/F1 at the default threshold: clean, noisy, and noisy after the pair "
                    "filters of `xmine mine`, with what each filter removed. Result: mining_noisy-<encoder>.json.")
-def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, threshold, seed, sets_dir, noisy):
+def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, threshold, operating_point, seed, sets_dir,
+               noisy):
     """BUCC-style mining F1 on sets built from FLORES-200 and WMT newstest (see benchmarks/mining.py).
 
     Per language, FLORES-200 devtest and held-out newstest pairs (2019-2021) are hidden among
     distractors of the same language and domain (5% of sentences have a translation), written in
     BUCC's format, mined (k=4, ratio margin, max retrieval) and scored with `bench bucc`'s code:
-    precision, recall and F1 at the best threshold and at each variant's default threshold (a
-    projection's calibrated one, raw 1.04).
+    precision, recall and F1 at the best threshold and at each variant's default threshold (the
+    calibrated one of its space, as `xmine mine` uses it), and the gap between the two F1.
     """
     from xmine.benchmarks import mining, mining_noisy
 
+    if threshold is not None and operating_point is not None:
+        raise click.UsageError("give --threshold or --operating-point, not both")
     lang_list = common.parse_list(langs) or list(mining.QUICK_LANGS if quick else mining.DEFAULT_LANGS)
     settings = {"seed": seed, "gold_fraction": gold_fraction or mining.DEFAULT_GOLD_FRACTION,
                 "max_news": max_news if max_news is not None else (mining.QUICK_MAX_NEWS if quick else mining.DEFAULT_MAX_NEWS),
@@ -310,26 +316,29 @@ def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, thr
         click.echo(f"mining sets in {folder}", err=True)
 
     def evaluate(v):
-        t, source = mining.variant_threshold(v, threshold)
-        r = (mining_noisy.evaluate(v.embed, data, lang_list, threshold=t, **settings) if noisy
+        from xmine.mining.filters import PairFilterConfig
+
+        t, source, cap = mining.variant_threshold(v, threshold, encoder_name=current_encoder().name,
+                                                  point=operating_point)
+        r = (mining_noisy.evaluate(v.embed, data, lang_list, threshold=t, filter_config=PairFilterConfig(score_max=cap),
+                                   **settings) if noisy
              else mining.evaluate_mining(v.embed, folder, lang_list, threshold=t))
-        return r | {"default_threshold": {"value": t, "source": source}}
+        return r | {"default_threshold": {"value": t, "source": source}, "score_max": cap}
 
     details = evaluate_variants(evaluate, parts=("meaning",), add_default=True)
     if noisy:
-        return _noisy_finish(details, data, lang_list, settings, threshold)
-    rows = [[label] + [100 * r["per_lang"][lg][at]["f1"] for lg in lang_list]
-            + [r["average"][at][m] for m in ("precision", "recall", "f1")] for name, r in details.items()
-            for at, label in (("best", name), ("default", f"{name} @{r['default_threshold']['value']:g}"))]
-    click.echo("per variant: F1 at each language's best threshold, then at the variant's default threshold "
-               "(its calibrated one, else 1.04)")
-    finish("mining", details | {"sets": manifest}, rows=rows,
-           columns=["variant"] + [f"{lg} F1" for lg in lang_list] + ["avg P", "avg R", "avg F1"],
-           parameters=settings | {"langs": lang_list, "threshold": threshold, "sets_dir": str(folder)},
+        return _noisy_finish(details, data, lang_list, settings, threshold, operating_point)
+    click.echo("per variant and set: F1 at the set's best threshold, then F1, precision and recall at the variant's "
+               "default threshold (what `xmine mine` uses without --threshold: the calibrated one of its space; "
+               "'all': none, every pair kept) and the gap between the two F1")
+    finish("mining", details | {"sets": manifest}, rows=mining.table_rows(details, lang_list),
+           columns=mining.TABLE_COLUMNS,
+           parameters=settings | {"langs": lang_list, "threshold": threshold, "operating_point": operating_point,
+                                  "sets_dir": str(folder)},
            files=[f["path"] for f in manifest["sources"]])
 
 
-def _noisy_finish(details, data, lang_list, settings, threshold) -> None:
+def _noisy_finish(details, data, lang_list, settings, threshold, operating_point) -> None:
     from xmine.benchmarks import mining_noisy
     from xmine.mining.filters import PairFilterConfig
 
@@ -339,8 +348,10 @@ def _noisy_finish(details, data, lang_list, settings, threshold) -> None:
                "with the pair filters only, with the cleaning and the filters (xmine mine's default), and with "
                "--lang-filter too")
     finish("mining_noisy", details, columns=columns, rows=rows, extra_tables=extra,
-           parameters=settings | {"langs": lang_list, "threshold": threshold, "noise": mining_noisy.NOISE,
-                                  "filters": PairFilterConfig().record("ratio")},
+           parameters=settings | {"langs": lang_list, "threshold": threshold, "operating_point": operating_point,
+                                  "noise": mining_noisy.NOISE,
+                                  "filters": PairFilterConfig().record("ratio"),
+                                  "score_max": {name: r["score_max"] for name, r in details.items()}},
            files=mining_noisy.data_files(data, lang_list, settings))
     for t in extra:
         click.echo(t["title"])

@@ -278,18 +278,25 @@ def build_sets(data: Path, langs: Sequence[str], *, sets_dir: Path | None = None
     return sets_dir, manifest
 
 
-def variant_threshold(variant, given: float | None = None, *, margin: str = "ratio") -> tuple[float, str]:
-    """The threshold a variant is scored at besides its best: `given`, else the projection's
-    calibrated default (what `xmine mine` uses without --threshold), else `DEFAULT_THRESHOLD`."""
-    from xmine.projection import calibrated_threshold
+def variant_threshold(variant, given: float | None = None, *, margin: str = "ratio", encoder_name: str | None = None,
+                      point: str | None = None) -> tuple[float | None, str, float | None]:
+    """The threshold a variant is scored at besides its best, where it comes from, and its score cap:
+    `given`, else the calibrated default of the variant's space (what `xmine mine` uses without
+    --threshold: a projection's SHIPPED.json, raw `encoder_name`'s `mining/calibration.json`), else
+    None (every pair kept: a space without a calibration, as `xmine mine` does). `point`: the
+    operating point (default: balanced)."""
+    from xmine.mining.defaults import DEFAULT_OPERATING_POINT, UNCALIBRATED, space_defaults
 
-    if given is not None:
-        return given, "--threshold"
+    point = point or DEFAULT_OPERATING_POINT
     path = (variant.projection or {}).get("path")
-    found = calibrated_threshold(path, margin) if path else None
-    if found is not None:
-        return found
-    return DEFAULT_THRESHOLD, "WikiMatrix's ratio threshold for raw embeddings"
+    found, what = space_defaults(path, encoder_name if path is None else None)
+    cap = found.score_max.get("ratio") if found is not None else None
+    if given is not None:
+        return given, "--threshold", cap
+    t = found.threshold(margin, point) if found is not None else None
+    if t is None:
+        return None, UNCALIBRATED.format(what=what), cap
+    return t, f"the {point} {margin} threshold {found.source}", cap
 
 
 def curve(scores, correct, n_gold: int, thresholds: Sequence[float] = CURVE_THRESHOLDS) -> dict[str, list]:
@@ -301,10 +308,11 @@ def curve(scores, correct, n_gold: int, thresholds: Sequence[float] = CURVE_THRE
         m: [int(x) for x in c[m]] if m == "pairs" else [float(x) for x in c[m]] for m in ("precision", "recall", "f1", "pairs")}
 
 
-def evaluate_set(embed_fn, files: dict[str, Path], *, threshold: float = DEFAULT_THRESHOLD, k: int = 4,
+def evaluate_set(embed_fn, files: dict[str, Path], *, threshold: float | None = DEFAULT_THRESHOLD, k: int = 4,
                  margin: str = "ratio", retrieval: str = "max") -> dict[str, Any]:
-    """P/R/F1 at the best threshold and at `threshold` for one set, with `bench bucc`'s code, and
-    (ratio margin) the curve over `CURVE_THRESHOLDS`."""
+    """P/R/F1 at the best threshold and at `threshold` (None: every pair kept) for one set, with
+    `bench bucc`'s code, its gap (best F1 - F1 at `threshold`), its sizes, and (ratio margin) the
+    curve over `CURVE_THRESHOLDS`."""
     from xmine.benchmarks.bucc import best_threshold, evaluate, mine_candidates, read_bucc_file, read_gold
 
     gold = read_gold(files["gold"])
@@ -313,9 +321,11 @@ def evaluate_set(embed_fn, files: dict[str, Path], *, threshold: float = DEFAULT
     correct = np.array([c in gold for c in cands], dtype=bool)
     best_t, _ = best_threshold(scores, correct, len(gold))
     best = evaluate({c for c, s in zip(cands, scores) if s >= best_t}, gold)
-    at_default = evaluate({c for c, s in zip(cands, scores) if s >= threshold}, gold)
+    at_default = evaluate({c for c, s in zip(cands, scores) if threshold is None or s >= threshold}, gold)
     out = {"best": {"threshold": best_t, **best}, "default": {"threshold": threshold, **at_default},
-           "candidates": len(cands)}
+           "gap": best["f1"] - at_default["f1"], "candidates": len(cands),
+           "sizes": {"src": sum(1 for _ in open(files["src"], encoding="utf-8")),
+                     "en": sum(1 for _ in open(files["en"], encoding="utf-8")), "gold": len(gold)}}
     if margin == "ratio":
         out["curve"] = curve(scores, correct, len(gold))
     return out
@@ -326,4 +336,29 @@ def evaluate_mining(embed_fn, sets_dir: Path, langs: Sequence[str], **kwargs) ->
     per_lang = {lang: evaluate_set(embed_fn, set_files(sets_dir, lang), **kwargs) for lang in langs}
     avg = {at: {m: float(100 * np.mean([r[at][m] for r in per_lang.values()]))
                 for m in ("precision", "recall", "f1")} for at in ("best", "default")}
+    avg["gap"] = float(100 * np.mean([r["gap"] for r in per_lang.values()]))
+    avg["worst_gap"] = float(100 * max(r["gap"] for r in per_lang.values()))
     return {"per_lang": per_lang, "average": avg}
+
+
+#: `bench mining`'s table: one row per variant and set, then the variant's averages
+TABLE_COLUMNS = ["variant", "default", "set", "xx", "en", "gold", "F1 best", "F1 default", "gap", "P default", "R default"]
+
+
+def table_rows(details: dict[str, Any], langs: Sequence[str]) -> list[list]:
+    """Per variant (its `evaluate_mining` result with `default_threshold`) and set: the threshold
+    ('all': every pair kept), the sizes, F1 at the best and at the default, the gap, P and R at the
+    default (x100); then the averages."""
+    rows = []
+    for name, r in details.items():
+        t = r["default_threshold"]["value"]
+        label = "all" if t is None else f"{t:g}"
+        for lg in langs:
+            x = r["per_lang"][lg]
+            rows.append([name, label, lg, x["sizes"]["src"], x["sizes"]["en"], x["sizes"]["gold"], 100 * x["best"]["f1"],
+                         100 * x["default"]["f1"], 100 * x["gap"], 100 * x["default"]["precision"],
+                         100 * x["default"]["recall"]])
+        a = r["average"]
+        rows.append([name, label, "average", "", "", "", a["best"]["f1"], a["default"]["f1"], a["gap"],
+                     a["default"]["precision"], a["default"]["recall"]])
+    return rows

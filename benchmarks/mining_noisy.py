@@ -237,11 +237,13 @@ def _mine_cleaned(src, en, embed_fn, threshold: float, langs, cfg, gold: set, *,
     return {"prf": _prf([c for c, _ in at], gold), "removed": removed, "record": record}
 
 
-def evaluate(embed_fn, data: Path, langs: Sequence[str], *, threshold: float, seed: int = 0,
+def evaluate(embed_fn, data: Path, langs: Sequence[str], *, threshold: float | None, seed: int = 0,
              gold_fraction: float, max_news: int, flores_rows: int | None, filter_config=None) -> dict[str, Any]:
-    """Every language, then averages (x100) of each P/R/F1 over languages."""
+    """Every language, then averages (x100) of each P/R/F1 over languages (`threshold` None: every
+    pair kept)."""
     from xmine.benchmarks.mining import NEWS_SETS, build_set
 
+    threshold = -np.inf if threshold is None else threshold
     per = {}
     for lang in langs:
         ms = build_set(data, lang, seed=seed, gold_fraction=gold_fraction, max_news=max_news, flores_rows=flores_rows)
@@ -267,7 +269,7 @@ def _before_search(removed: dict, step: str = "pre_search") -> str:
 def tables(details: dict[str, dict]) -> tuple[list[str], list[list], list[dict]]:
     """`bench mining --noisy`'s table (one row per variant, at its default threshold) and one
     per-language table per variant, from each variant's `evaluate` result with its `default_threshold`."""
-    rows = [[f"{name} @{r['default_threshold']['value']:g}"] + [r["average"][var][m] for var, m in COLUMNS]
+    rows = [[f"{name} @{r['default_threshold']['value'] if r['default_threshold']['value'] is not None else 'all':}"] + [r["average"][var][m] for var, m in COLUMNS]
             + [min(100 * x[var]["precision"] for x in r["per_lang"].values()) for var in ("pre_filtered", "lang_filtered")]
             for name, r in details.items()]
     extra = [{"title": f"{name}: per language (x100); rows removed before the search (gold among them) "

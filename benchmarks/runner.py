@@ -94,6 +94,11 @@ def evaluate_variants(evaluate: Callable, *, parts=("meaning", "language"), add_
     return {v.name: evaluate(v) for v in run["variants"]}
 
 
+def current_encoder():
+    """The encoder `evaluate_variants` loaded for the running command."""
+    return click.get_current_context().meta[_RUN]["encoder"]
+
+
 def finish(task, details, *, parameters, columns, rows, files=None, digits: int = 1, extra_tables=None) -> None:
     """Print the table and write the result JSON the command claimed (files: the data read, by
     default the first variant's `files`)."""

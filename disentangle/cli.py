@@ -186,7 +186,7 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
 @click.option("--projection", "projection_dir", default=None, type=click.Path(exists=True, file_okay=False),
               help="Projection directory from `xmine train`; its language part and stored centroids identify the language.")
 @click.option("--lid", default=None, type=click.Choice(("fasttext", "langid", "lingua")),
-              help="Identify with a library instead of a projection (xmine/mining/langid.py; the one "
+              help="Identify with a library instead of a projection (xmine.mining.langid; the one "
                    "`xmine mine --lang-filter` and the language pair filter use). Give --projection or --lid.")
 @click.option("--encoder", default=None,
               help="Encoder name; must be the projection's. [default: the one the projection was trained on]")
@@ -280,4 +280,23 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
                        err=True)
 
 
-COMMANDS = [train_command, langid_command]
+@click.command("export-st")
+@click.argument("projection", metavar="PROJ")
+@click.argument("out", type=click.Path(path_type=Path))
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it is an earlier export-st result.")
+def export_st_command(projection, out, overwrite):
+    """Write PROJ (a projection directory, or 'default': the one shipped for me5-small) with its
+    encoder as a sentence-transformers model in OUT made of standard modules only (Transformer,
+    Pooling, Normalize, Dense, Normalize): SentenceTransformer(OUT) loads it without xmine and
+    encodes to the vectors xmine mine compares. The projection's meaning part must be one linear
+    layer (the shipped one is)."""
+    from xmine.disentangle.st_export import export_portable
+    from xmine.encoders import DEFAULT_ENCODER
+    from xmine.projection import shipped_dir
+
+    path = shipped_dir(DEFAULT_ENCODER) if projection == "default" else Path(projection)
+    model = export_portable(path, out, overwrite=overwrite)
+    click.echo(f"exported {', '.join(type(m).__name__ for m in model)} -> {out}", err=True)
+
+
+COMMANDS = [train_command, langid_command, export_st_command]

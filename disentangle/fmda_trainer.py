@@ -24,7 +24,7 @@ Targets and choices:
 - Dual-lingual training, as the paper's Tables 2-3 (one model per language pair): pass one
   locale. Several locales train one model on all their pairs (the paper's Appendix C).
 
-Checkpoint and resume as `trainer.py`: `OUT/.work/checkpoint.pt` after every epoch.
+Checkpoint and resume as `trainer.py`: `OUT/.work/checkpoint.safetensors` after every epoch.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from pathlib import Path
 
 from xmine.disentangle.fmda_batches import Stepper, batches
 from xmine.disentangle.fmda_eval import dev_loss, dev_retrieval, fit_langid
-from xmine.disentangle.train_checkpoint import CHECKPOINT, fresh_state, resume, run_signature, save
+from xmine.disentangle.train_checkpoint import checkpoint_in, fresh_state, resume, run_signature, save
 from xmine.disentangle.trainer import check_finite, check_loop_settings, run_epochs, training_output
 from xmine.errors import ConfigError
 
@@ -140,7 +140,7 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
     summary["ids_sha256"] = hashlib.sha256(",".join(data.ids_train + ["|"] + data.ids_dev).encode()).hexdigest()
     identity = {k: encoder_fp.get(k) for k in ("name", "dim", "id")}  # the id carries a non-fp32 precision
     signature = run_signature(config, identity, summary)
-    ckpt_path = out_dir / WORK / CHECKPOINT
+    ckpt_path = checkpoint_in(out_dir / WORK)
     state = None if restart else resume(ckpt_path, signature, model=model, optimizers={"opt": opt}, gen=gen)
     if state is not None:
         log(f"resuming from {ckpt_path} after epoch {state['epoch']} (best epoch {state['best_epoch']})")

@@ -5,25 +5,28 @@ Directory layout:
   the encoder fingerprint, hyper-parameters, training-data summary (files, hashes, counts), loss
   history, held-out language-identification accuracy, provenance.
 - `model.safetensors`: every weight and buffer of `model.Disentangler` (incl. langid centroids).
-- `manifest.json`: kind `projection` (xmine.fileio), written last.
-- `.work/`: the trainer's checkpoint (resumable training); not needed to use the projection.
+- `manifest.json`: kind `projection` (xmine.fileio), format 2: with the size and sha256 of
+  config.json, model.safetensors and (a shipped projection) SHIPPED.json, checked on every load
+  (`xmine.projection.projection_files`); written last.
+- `.work/`: the trainer's checkpoint (resumable training, `train_checkpoint`: tensors and JSON,
+  never a pickle); not needed to use the projection, checked by `verify`.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.fileio import atomic_path, atomic_write_json, read_manifest, sha256_file, write_manifest
+from xmine.fileio import atomic_path, atomic_write_json, sha256_file, write_manifest
 from xmine.errors import ArtefactError, ConfigError
-from xmine.records import ProjectionFingerprint
+from xmine.projection import (
+    CONFIG, PROJECTION_FILES, PROJECTION_FORMAT, PROJECTION_KIND as KIND, SHIPPED_INFO, WEIGHTS, projection_files,
+    read_projection_json, read_shipped_json,
+)
+from xmine.records import FileRecord, ProjectionFingerprint
 
-KIND = "projection"
-CONFIG = "config.json"
-WEIGHTS = "model.safetensors"
 PARTS = ("meaning", "language")
 FMDA_PARTS = ("meaning", "template", "residual", "language")
 
@@ -43,9 +46,21 @@ def save_projection(directory: str | Path, model, config: dict[str, Any]) -> Non
         save_file(state, str(tmp))
     config = dict(config, spec=model.spec, weights_sha256=sha256_file(directory / WEIGHTS))
     atomic_write_json(directory / CONFIG, config)
+    write_projection_manifest(directory, config)
+
+
+def write_projection_manifest(directory: str | Path, config: dict[str, Any]) -> None:
+    """Write the manifest of the projection in `directory` (its `config`): what it is, and the size
+    and sha256 of its files (config.json, model.safetensors, and SHIPPED.json when there is one:
+    whoever writes or rewrites SHIPPED.json calls this afterwards)."""
+    directory = Path(directory)
+    names = PROJECTION_FILES + ((SHIPPED_INFO,) if (directory / SHIPPED_INFO).is_file() else ())
+    files = {name: FileRecord(bytes=(directory / name).stat().st_size, sha256=sha256_file(directory / name)).to_dict()
+             for name in names}
     write_manifest(directory, KIND, {"method": config["method"], "encoder": config["encoder"],
-                                     "dim": model.dim, "languages": model.spec.get("languages", []),
-                                     "provenance": config.get("provenance")})
+                                     "dim": int(config["spec"]["dim"]), "languages": config["spec"].get("languages", []),
+                                     "provenance": config.get("provenance"), "files": files},
+                   format_version=PROJECTION_FORMAT)
 
 
 def non_finite_weight(state: dict) -> str | None:
@@ -81,6 +96,22 @@ class Projection:
         #: FMDA reads the encoder's token states: use `embed_texts`, not `transform`
         self.token_level: bool = config["spec"].get("architecture") == "fmda"
         self.parts: tuple[str, ...] = FMDA_PARTS if self.token_level else PARTS
+
+    def verify(self) -> int:
+        """`xmine verify`: every file against its manifest's sha256 (checked again here) and the
+        training checkpoint left in `.work/`, if any (it loads as tensors and JSON); a pickled
+        checkpoint there is refused (xmine never loads one). The bytes checked."""
+        from xmine.disentangle.train_checkpoint import CHECKPOINT, LEGACY, verify_checkpoint
+
+        work = Path(self.path) / ".work"
+        if (work / LEGACY).exists() or (work / LEGACY).is_symlink():
+            raise ArtefactError(f"{work / LEGACY}: a pickled training checkpoint (an older xmine's, or planted): "
+                                "xmine never loads one; delete it")
+        nbytes = projection_files(self.path).check_all()
+        for p in (work, work / CHECKPOINT):
+            if p.is_symlink():
+                raise ArtefactError(f"{p}: a symbolic link (xmine keeps a checkpoint inside the projection); delete it")
+        return nbytes + (verify_checkpoint(work / CHECKPOINT) if (work / CHECKPOINT).is_file() else 0)
 
     def fingerprint(self) -> dict[str, Any]:
         """{"path", "method", "id"[, "shipped"]}: id = hash of the weights (equal ids = same projection);
@@ -221,22 +252,46 @@ class Projection:
         return identify(self, emb)
 
 
+#: config.json's fields every reader uses, and the JSON type each must have
+_CONFIG_FIELDS = {"method": str, "encoder": dict, "spec": dict, "weights_sha256": str}
+_SPEC_FIELDS = {"dim": int, "languages": list}
+
+
+def _check_config(config: dict[str, Any], where: Path) -> None:
+    """ArtefactError in one line naming `where` and the field when config.json lacks a field the
+    readers use or has it of another type."""
+    for record, fields, prefix in ((config, _CONFIG_FIELDS, ""), (config.get("spec"), _SPEC_FIELDS, "spec.")):
+        for name, want in fields.items():
+            value = record.get(name)
+            if not isinstance(value, want) or isinstance(value, bool):
+                found = "missing" if name not in record else f"{repr(value)[:80]}, not a JSON {_JSON_NAMES[want]}"
+                raise ArtefactError(f"{where}: field {prefix + name!r} is {found}; the projection is damaged")
+    if config["spec"]["dim"] < 1 or not all(isinstance(code, str) for code in config["spec"]["languages"]):
+        raise ArtefactError(f"{where}: field 'spec' has a dimension below 1 or a language that is not a string")
+
+
+_JSON_NAMES = {str: "string", dict: "object", int: "integer", list: "list"}
+
+
 def load_projection(path: str | Path) -> Projection:
     """Load a projection directory written by `xmine train` (refuses other artefacts)."""
     from safetensors.torch import load_file
 
     path = Path(path)
-    read_manifest(path, KIND)
-    try:
-        config = json.loads((path / CONFIG).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise ArtefactError(f"{path / CONFIG}: unreadable projection config ({e})") from e
+    content = projection_files(path)  # every file's sha256, as the manifest records them
+    content.check_all()
+    config = read_projection_json(path, CONFIG)
+    _check_config(config, path / CONFIG)
+    if (path / SHIPPED_INFO).is_file():
+        read_shipped_json(path)  # an object, its thresholds numbers
     weights = path / WEIGHTS
-    if not weights.is_file():
-        raise ArtefactError(f"{path}: projection has no {WEIGHTS}")
-    if sha256_file(weights) != config.get("weights_sha256"):
+    if content.expected[WEIGHTS].sha256 != config["weights_sha256"]:  # (the file's sha256, checked above)
         raise ArtefactError(f"{weights}: weights do not match config.json (corrupt or replaced)")
-    model = build_model(config["spec"])
+    try:
+        model = build_model(config["spec"])
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
+        raise ArtefactError(f"{path / CONFIG}: its model spec cannot be built ({type(e).__name__}: "
+                            f"{str(e)[:120]})") from None
     state = load_file(str(weights))
     bad = non_finite_weight(state)
     if bad is not None:

@@ -1,19 +1,50 @@
-"""The resumable checkpoint both trainers keep in their work folder (`checkpoint.pt`): model,
-optimisers, RNG state and the loop's state, tied by a signature to one configuration, encoder and
-data, so a rerun resumes only the run it belongs to."""
+"""The resumable checkpoint both trainers keep in their work folder (`checkpoint.safetensors`):
+model, optimisers, RNG state and the loop's state, tied by a signature to one configuration,
+encoder and data, so a rerun resumes only the run it belongs to.
+
+Nothing in it is code: tensors (weights, optimiser moments, the generator's state as uint8) in a
+safetensors file, and the numbers (signature, epoch, losses, history, optimiser settings) as JSON
+in that file's header metadata, one atomic file. Its header is read and the signature compared
+before any tensor is loaded. xmine never unpickles a checkpoint: a `checkpoint.pt` (the pickle
+format of older versions, or one planted in a shared folder) is never loaded (`LEGACY`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
-from xmine.errors import ConfigError
+from xmine.errors import ArtefactError, ConfigError
 from xmine.fileio import atomic_path
 
-CHECKPOINT = "checkpoint.pt"
+CHECKPOINT = "checkpoint.safetensors"
+#: the pickled checkpoint of older xmine versions: never loaded (removed by `train`, refused by `verify`)
+LEGACY = "checkpoint.pt"
+_FORMAT = "xmine-train-checkpoint"
+_META = "xmine"  # the header metadata key holding the JSON
+#: a header larger than this is not a checkpoint xmine wrote (history and settings are a few kB)
+_MAX_HEADER = 64 << 20
+
+log = logging.getLogger("xmine.disentangle")
+
+
+def checkpoint_in(work: Path) -> Path:
+    """The checkpoint's path in the output's work folder `work`. A pickled checkpoint found there
+    (`LEGACY`) is removed unread, with a warning; a work folder or checkpoint that is a symbolic
+    link (it would be read and written outside the output) is refused."""
+    for p in (work, work / CHECKPOINT):
+        if p.is_symlink():
+            raise ArtefactError(f"{p}: is a symbolic link; xmine keeps a training checkpoint inside its output "
+                                "only (move it away or choose another output directory)")
+    legacy = work / LEGACY
+    if legacy.is_file():
+        legacy.unlink()
+        log.warning(f"{legacy}: removed without loading it: a pickled checkpoint (an older xmine's, or planted); "
+                    "xmine loads no pickles")
+    return work / CHECKPOINT
 
 
 def run_signature(config: Any, encoder: dict, data: dict) -> str:
@@ -31,31 +62,116 @@ def fresh_state() -> dict[str, Any]:
             "history": []}
 
 
-def resume(path: Path, signature: str, *, model, optimizers: dict, gen) -> dict[str, Any] | None:
-    """Load the checkpoint at `path` into `model`, the `optimizers` (name -> optimiser or None) and
-    the generator `gen`, and return the loop's state; None when there is none. A checkpoint of
-    another run is a ConfigError."""
-    import torch
-
-    if not path.is_file():
-        return None
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    if ckpt["signature"] != signature:
-        raise ConfigError(f"{path}: holds a run with other settings or data; pass --restart to discard "
-                          "it or choose another output directory")
-    model.load_state_dict(ckpt["model"])
+def _flatten(model, optimizers: dict, gen, state: dict) -> tuple[dict, dict]:
+    """(tensors by name, the JSON of everything else)."""
+    tensors = {f"model/{k}": v for k, v in model.state_dict().items()}
+    if state.get("best_state") is not None:
+        tensors.update({f"best/{k}": v for k, v in state["best_state"].items()})
+    tensors["gen"] = gen.get_state()
+    opts: dict[str, Any] = {}
     for name, opt in optimizers.items():
-        if opt is not None:
-            opt.load_state_dict(ckpt[name])
-    gen.set_state(ckpt["gen"])
-    return ckpt["state"]
+        if opt is None:
+            opts[name] = None
+            continue
+        sd = opt.state_dict()
+        numbers: dict[str, dict] = {}
+        for pid, entries in sd["state"].items():
+            for key, value in entries.items():
+                if hasattr(value, "detach"):
+                    tensors[f"opt/{name}/{pid}/{key}"] = value
+                else:
+                    numbers.setdefault(str(pid), {})[key] = value
+        opts[name] = {"param_groups": sd["param_groups"], "numbers": numbers}
+    loop = {k: v for k, v in state.items() if k != "best_state"}
+    meta = {"format": _FORMAT, "version": 1, "signature": None, "state": loop,
+            "has_best_state": state.get("best_state") is not None, "optimizers": opts}
+    return {k: v.detach().contiguous().clone() for k, v in tensors.items()}, meta
 
 
 def save(path: Path, signature: str, *, model, optimizers: dict, gen, state: dict) -> None:
     """Write the checkpoint atomically (a crash leaves the previous one)."""
-    import torch
+    from safetensors.torch import save_file
 
-    blob = {"signature": signature, "model": model.state_dict(), "gen": gen.get_state(), "state": state,
-            **{name: opt.state_dict() if opt is not None else None for name, opt in optimizers.items()}}
+    tensors, meta = _flatten(model, optimizers, gen, state)
+    meta["signature"] = signature
     with atomic_path(path) as tmp:
-        torch.save(blob, tmp)
+        save_file(tensors, str(tmp), metadata={_META: json.dumps(meta)})
+
+
+def read_header(path: Path) -> dict[str, Any]:
+    """The checkpoint's JSON (signature, loop state, optimiser settings), read from the header
+    alone: no tensor is loaded. ArtefactError naming the file when it is not a checkpoint xmine
+    wrote."""
+    import struct
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+            size = struct.unpack("<Q", head)[0] if len(head) == 8 else None
+            if size is None or size > _MAX_HEADER:
+                raise ValueError("not a safetensors file")
+            header = json.loads(f.read(size))
+        meta = json.loads(header["__metadata__"][_META])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ArtefactError(f"{path}: not a training checkpoint xmine wrote ({type(e).__name__}: {e}); "
+                            "pass --restart to discard it") from None
+    if not isinstance(meta, dict) or meta.get("format") != _FORMAT or not isinstance(meta.get("signature"), str) \
+            or not isinstance(meta.get("state"), dict) or not isinstance(meta.get("optimizers"), dict):
+        raise ArtefactError(f"{path}: not a training checkpoint xmine wrote (its header holds no xmine "
+                            "checkpoint record); pass --restart to discard it")
+    return meta
+
+
+def _tensors(path: Path) -> dict[str, Any]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(path), device="cpu")
+    except (SafetensorError, OSError, ValueError) as e:
+        raise ArtefactError(f"{path}: damaged training checkpoint ({e}); pass --restart to discard it") from None
+
+
+def resume(path: Path, signature: str, *, model, optimizers: dict, gen) -> dict[str, Any] | None:
+    """Load the checkpoint at `path` into `model`, the `optimizers` (name -> optimiser or None) and
+    the generator `gen`, and return the loop's state; None when there is none. A checkpoint of
+    another run is a ConfigError (found from its header, before its tensors are read); a damaged
+    one an ArtefactError."""
+    if not path.is_file():
+        return None
+    meta = read_header(path)
+    if meta["signature"] != signature:
+        raise ConfigError(f"{path}: holds a run with other settings or data; pass --restart to discard "
+                          "it or choose another output directory")
+    tensors = _tensors(path)
+    state = dict(meta["state"])
+    try:
+        model.load_state_dict(_part(tensors, "model/"))
+        state["best_state"] = _part(tensors, "best/") if meta.get("has_best_state") else None
+        for name, opt in optimizers.items():
+            if opt is not None:
+                rec = meta["optimizers"][name]
+                entries: dict[int, dict] = {}
+                for key, value in _part(tensors, f"opt/{name}/").items():
+                    pid, field = key.split("/", 1)
+                    entries.setdefault(int(pid), {})[field] = value
+                for pid, numbers in rec["numbers"].items():
+                    entries.setdefault(int(pid), {}).update(numbers)
+                opt.load_state_dict({"state": entries, "param_groups": rec["param_groups"]})
+        gen.set_state(tensors["gen"])
+    except (RuntimeError, KeyError, ValueError, TypeError, AttributeError) as e:
+        raise ArtefactError(f"{path}: does not fit this run's model ({type(e).__name__}: {str(e)[:200]}); "
+                            "pass --restart to discard it") from None
+    return state
+
+
+def _part(tensors: dict, prefix: str) -> dict:
+    return {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+
+
+def verify_checkpoint(path: Path) -> int:
+    """`xmine verify` of a projection's checkpoint: its header is xmine's and every tensor loads;
+    the bytes read."""
+    read_header(path)
+    _tensors(path)
+    return path.stat().st_size

@@ -9,7 +9,7 @@ one), so the random same-language partners s', t' the losses need are drawn insi
 partner(i) = (i + k) mod B with k uniform in [1, B-1], one k per batch (never the pair itself).
 Batches of all language pairs are shuffled together each epoch, so the model is multilingual.
 
-Checkpoint: after every epoch `OUT/.work/checkpoint.pt` is replaced atomically (model,
+Checkpoint: after every epoch `OUT/.work/checkpoint.safetensors` is replaced atomically (model,
 optimisers, RNG state, epoch, best weights, history, patience counter, and a signature of the
 settings and data). A rerun with the same settings resumes after the last finished epoch; a rerun
 with different settings is refused unless `restart=True`.
@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.disentangle.train_checkpoint import CHECKPOINT, fresh_state, resume, run_signature, save
+from xmine.disentangle.train_checkpoint import CHECKPOINT, checkpoint_in, fresh_state, resume, run_signature, save
 from xmine.errors import ConfigError
 
 WORK = ".work"
@@ -345,7 +345,7 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
     gen = torch.Generator().manual_seed(config.seed)
 
     signature = run_signature(config, encoder_fp, sample.summary)
-    ckpt_path = out_dir / WORK / CHECKPOINT
+    ckpt_path = checkpoint_in(out_dir / WORK)
     optimizers = {"opt": opt, "opt_disc": opt_disc}
     state = None if restart else resume(ckpt_path, signature, model=model, optimizers=optimizers, gen=gen)
     if state is not None:

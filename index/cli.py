@@ -158,7 +158,6 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
     from xmine.input_encoders import Encoders, check_same_projection
     from xmine.inputs import load_side
     from xmine.store.rows import RowSubset
-    from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
 
     ix = IndexDir.open(index_dir)
     encoders = Encoders(encoder, projection, precision, inputs=[index_dir])
@@ -166,8 +165,7 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, prec
     check_same_projection(ix.manifest.projection, encoders.projection_fp(), what=f"index {index_dir}")
     q = load_side(queries, lang=lang, encoders=encoders, show_progress=False,  # embedded in a temporary store
                   input_format=input_format)
-    with open(ix.path / "sentences.txt", "rb") as f:
-        hits_text = TextColumn(ix.path / "sentences.txt", RowIndex.scan(iter_raw_lines(f), count=len(ix)).offsets)
+    hits_text, _ = ix.text_column()
     lines = ix.line_numbers
     hit_sent, q_sent = ix.sentence_index, q.sentence_index
     split = hit_sent is not None or q_sent is not None

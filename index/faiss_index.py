@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from xmine.errors import ArtefactError, ConfigError
-from xmine.fileio import MANIFEST, VerifiedFiles, read_manifest
+from xmine.fileio import MANIFEST, VerifiedFiles, check_names, read_manifest
 from xmine.records import EncoderFingerprint, FileRecord, ProjectionFingerprint, Record
 from xmine.index.choose import IndexChoice
 from xmine.index.faiss_gpu import gpu_count, to_gpu
@@ -33,6 +33,8 @@ from xmine.topk import merge_topk
 
 KIND = "index"
 FORMAT_VERSION = 2
+SENTENCES = "sentences.txt"
+LINE_NUMBERS = "line_numbers.npy"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,9 +88,23 @@ class IndexDir:
         path = Path(path)
         manifest = read_manifest(path, KIND, format_version=FORMAT_VERSION)
         ix = cls(path, IndexManifest.from_dict(manifest, where=str(path / MANIFEST)))
+        ix._check_names()
         ix.content.check_sizes()
         ix.content.check_if_small()
         return ix
+
+    def _check_names(self) -> None:
+        """Every file the manifest names is one the builder makes, by its exact name (shard i:
+        `shard_0000i.faiss`), before any path is made of it; the shards and text are all recorded,
+        so FAISS never parses a file the manifest's sha256 sums do not cover."""
+        where, m = self.path / MANIFEST, self.manifest
+        own = [shard_name(i) for i in range(len(m.shards))]
+        for i, shard in enumerate(m.shards):
+            check_names([shard.file], {own[i]}, where=f"{where}: shards[{i}]", what="index")
+        check_names(self.files, {SENTENCES, LINE_NUMBERS, SENTENCE_INDEX, *own}, where=f"{where}: files", what="index")
+        missing = [n for n in (SENTENCES, LINE_NUMBERS, *own) if n not in self.files]
+        if missing:
+            raise ArtefactError(f"{where}: files: {missing[0]} is not recorded; the index is damaged, rebuild it")
 
     @property
     def content(self) -> VerifiedFiles:
@@ -126,7 +142,7 @@ class IndexDir:
 
     @property
     def line_numbers(self) -> np.ndarray:
-        return self._integers("line_numbers.npy", "line numbers")
+        return self._integers(LINE_NUMBERS, "line numbers")
 
     @property
     def sentence_index(self) -> np.ndarray | None:
@@ -134,7 +150,7 @@ class IndexDir:
         return self._integers(SENTENCE_INDEX, "sentence indices") if SENTENCE_INDEX in self.files else None
 
     def sentences(self) -> list[str]:
-        path = self.path / "sentences.txt"
+        path = self.path / SENTENCES
         self.content.check(path.name)
         try:
             sentences = path.read_text(encoding="utf-8").split("\n")[:-1]
@@ -143,8 +159,20 @@ class IndexDir:
         except UnicodeDecodeError as e:
             raise ArtefactError(f"{path}: not UTF-8 ({e.reason}); the index is damaged, rebuild it") from None
         if len(sentences) != len(self):
-            raise ArtefactError(f"{self.path}/sentences.txt: {len(sentences)} lines, expected {len(self)}")
+            raise ArtefactError(f"{path}: {len(sentences)} lines, expected {len(self)}")
         return sentences
+
+    def text_column(self) -> tuple:
+        """(the text column: row i's sentence by offset, `xmine.store.text.TextColumn`; its row index,
+        `RowIndex`), scanned from `sentences.txt` once that file is checked against the manifest; a
+        wrong line count names the file."""
+        from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
+
+        path = self.path / SENTENCES
+        self.content.check(SENTENCES)
+        with open(path, "rb") as f:
+            row_index = RowIndex.scan(iter_raw_lines(f), count=len(self), where=path)
+        return TextColumn(path, row_index.offsets), row_index
 
     def _shard(self, shard: IndexShard):
         import faiss

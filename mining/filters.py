@@ -10,7 +10,9 @@ either may be None), on by default and switched off by name (`PairFilterConfig.d
 - `identical`: the two sides are equal after `normalise` (NFKC, case folding, punctuation,
   symbols, digits and white space removed), or one side has nothing left after it;
 - `score_max`: a ratio margin above `score_max` (stopes' `score_max`): far above any translation,
-  it is a copy, a near-copy or boilerplate;
+  it is a copy, a near-copy or boilerplate. The cap is on the scale of the space mined in (use-m3's
+  translations score 1.45-1.97, me5-small's far lower), so `xmine mine` takes each shipped space's
+  calibrated cap (`mining.defaults`); a space without one is not capped;
 - `script`: a side with less than `min_script_share` of its letters in a script its language is
   written in (`scripts.expected_scripts`; a language it does not know passes);
 - `urls`: the sides' URLs and e-mail addresses differ;
@@ -42,7 +44,6 @@ from xmine.mining.scripts import expected_scripts, script_share, text_length
 
 #: Rule names in the order they run; a dropped pair's reason is the first that fired.
 RULES = ("identical", "score_max", "script", "urls", "numbers", "length_ratio", "language")
-DEFAULT_SCORE_MAX = 1.25
 DEFAULT_MAX_LENGTH_RATIO = 3.0
 #: Languages the `numbers` rule does not judge: they write large numbers with 万/億/만 units and
 #: decades as "20 世纪 60 年代", so digit groups differ between correct translations.
@@ -58,8 +59,9 @@ class PairFilterConfig:
     enabled: bool = True
     #: Names of rules (from `RULES`) switched off.
     disabled: frozenset[str] = frozenset()
-    #: `score_max`: drop pairs scoring above this. Stated on the scale of `score_margin`.
-    score_max: float = DEFAULT_SCORE_MAX
+    #: `score_max`: drop pairs scoring above this. Stated on the scale of `score_margin`. None:
+    #: the rule does not run (`xmine mine` fills in the calibrated cap of the space it mines in).
+    score_max: float | None = None
     #: The margin `score_max` is stated in; mining with another margin skips the rule.
     score_margin: str = "ratio"
     #: `length_ratio`: the most the longer side may exceed the shorter, as a factor of
@@ -89,7 +91,8 @@ class PairFilterConfig:
         """The rules that run when mining with `margin`."""
         if not self.enabled:
             return ()
-        return tuple(r for r in RULES if r not in self.disabled and not (r == "score_max" and margin != self.score_margin))
+        return tuple(r for r in RULES if r not in self.disabled
+                     and not (r == "score_max" and (margin != self.score_margin or self.score_max is None)))
 
     def record(self, margin: str) -> dict:
         """What a summary records: the active rules and their values."""

@@ -227,7 +227,10 @@ def exact_knn_both(
         col_floor[j0 : j0 + len(yb)] = sample_floor(yb, ty.n[j0 : j0 + len(yb)], x, tx.n, ky)
 
     # The resumed y->x state goes to one worker only: merging duplicates would repeat entries.
-    buffer_size = min(block_rows, n) * min(block_cols, m)
+    # One buffer serves both directions: row blocks and overflowed rows (up to block_rows rows of x
+    # against block_cols rows of y), and overflowed columns at the end (up to block_rows rows of y
+    # against block_cols rows of x), so it holds the larger of the two when the sides differ.
+    buffer_size = max(min(block_rows, n) * min(block_cols, m), min(block_rows, m) * min(block_cols, n))
     pool = [_Worker(m, wy, prod.buffer(buffer_size), resumed_state if w == 0 else None) for w in range(workers)]
     idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
     for w in pool:

@@ -31,8 +31,9 @@ import hashlib
 import json
 import logging
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -40,6 +41,7 @@ from xmine.artefacts import provenance
 from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.executor import executor_for
 from xmine.mining.approximate import ApproximateConfig
+from xmine.mining.defaults import DEFAULT_OPERATING_POINT
 from xmine.mining.filter_step import filter_pairs, lang_filter_langs, pre_search
 from xmine.mining.filters import PairFilterConfig
 from xmine.mining.language_check import check_declared_languages
@@ -49,7 +51,8 @@ from xmine.mining.products import resolve_product
 from xmine.mining.search_pairs import search_pairs
 from xmine.records import to_json
 from xmine.mining.select import MiningConfig
-from xmine.mining.writers import MinedRows, write_meta, write_mined
+from xmine.mining.writers import MinedRows, PairColumn, write_meta, write_mined
+from xmine.record_fields import check_fields_readable, record_fields
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +80,7 @@ def mine(
     overwrite: bool = False,
     ray: str | None = None,
     default_threshold: bool = True,
+    operating_point: str = DEFAULT_OPERATING_POINT,
     allow_same_input: bool = False,
     output_format: str | None = None,
     input_format=None,
@@ -84,6 +88,7 @@ def mine(
     keep_filtered: str | Path | None = None,
     lang_filter: bool | None = None,
     pre_clean: PreSearchConfig = PreSearchConfig(),
+    keep_fields: Sequence[str] = (),
 ) -> dict:
     """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`).
 
@@ -97,15 +102,18 @@ def mine(
     Ray tasks (`xmine.executor`; exact: tiles of the product, `xmine.mining.knn_tiles`;
     approximate and an index side: index shards x query blocks), with byte-identical output.
 
-    `default_threshold`: when `config.threshold` is None, mine with the projection's own calibrated
-    threshold for `config.margin` (`xmine.projection.calibrated_threshold`), if it has one; False
-    keeps every pair. Raw embeddings have none: every pair is kept unless a threshold is given.
-    The summary records the threshold used and where it came from.
+    `default_threshold`: when `config.threshold` is None, mine with the calibrated threshold of the
+    space mined in (the projection's meaning space, else the encoder's raw embeddings) for
+    `config.margin` at `operating_point` ("balanced" or "precision": `xmine.mining.defaults`);
+    False keeps every pair. `filters.score_max` None: that space's calibrated cap. A space without
+    a calibration (a user's projection, an encoder xmine does not ship) keeps every pair, uncapped.
+    The summary's `threshold` records the threshold and the cap used and where they came from.
 
     `allow_same_input`: mine even when `src` and `tgt` are the same file or directory (refused
     otherwise: every sentence would pair with itself).
     `output_format`: tsv, moses, jsonl, parquet or hf (`xmine.mining.writers`); None: by the
-    name of `out`. `input_format` (xmine.reader_base.InputFormat): how to read corpus sides.
+    name of `out`. `input_format` (xmine.reader_base.InputFormat): how to read corpus sides; a
+    (source, target) pair of them to read each its own way.
     `filters`: the pair filters (`xmine.mining.filters`) run on the selected pairs before they are
     written; the summary's `filters` counts what each rule removed. `keep_filtered`: also write the
     dropped pairs there (`score<TAB>src<TAB>tgt<TAB>rule`, atomically, claimed like `out`).
@@ -117,11 +125,14 @@ def mine(
     `pre_clean`: the cleaning of both sides before the search (`xmine.mining.presearch`: rows
     without letters, near-duplicates, texts on both sides); the summary's `pre_search` counts
     what each step removed per side.
+    `keep_fields`: fields of the records (dotted, e.g. `url`, `meta.domain`) that every output
+    carries for each side as `src_NAME` / `tgt_NAME` (`xmine.record_fields`; both sides must be
+    JSON Lines, Parquet, CSV/TSV or dataset corpora).
     """
     from xmine.input_artefacts import artefact_kind
     from xmine.input_encoders import Encoders
     from xmine.inputs import check_compatible, check_split_languages, load_side
-    from xmine.mining.writers import COMPANIONS, output_format as resolve_format
+    from xmine.mining.writers import COMPANIONS, moses_suffixes, output_format as resolve_format
     from xmine.output_state import same_file
     from xmine.outputs import claim_output
     from xmine.readers import for_each_input
@@ -131,8 +142,17 @@ def mine(
         raise ConfigError(f"{src}: given as both SRC and TGT, so every sentence would be mined with itself; "
                           "pass --allow-same-input if that is what you want")
     fmt = resolve_format(out, output_format)
-    if input_format is not None and input_format.split_sentences:  # a missing language: before anything
-        check_split_languages([(src, src_lang, "--src-lang"), (tgt, tgt_lang, "--tgt-lang")], input_format)
+    src_format, tgt_format = input_format if isinstance(input_format, tuple) else (input_format, input_format)
+    sides = ((src, src_lang, "--src-lang", src_format), (tgt, tgt_lang, "--tgt-lang", tgt_format))
+    if fmt == "tmx":  # before anything is encoded: a text side has no language of its own
+        for path, lang, option, spec in sides:
+            if lang is None and artefact_kind(path, spec) == "text":
+                raise ConfigError(f"--format tmx names each side's language: give {option}")
+    for path, lang, option, spec in sides:
+        if keep_fields:
+            check_fields_readable(path, spec, keep_fields, option="--keep-field")
+        if spec is not None and spec.split_sentences:  # a missing language: before anything
+            check_split_languages([(path, lang, option)], spec)
     # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU)
     # or the Ray cluster cannot be joined.
     if not approximate:
@@ -140,7 +160,8 @@ def mine(
     executor = executor_for(ray)
     with contextlib.ExitStack() as claims:
         claim = claims.enter_context(claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection],
-                                                  overwrite=overwrite, companions=(".meta", ".work") + COMPANIONS))
+                                                  overwrite=overwrite, companions=(".meta", ".work") + tuple(
+                                                      dict.fromkeys(COMPANIONS + moses_suffixes(src_lang, tgt_lang)))))
         dropped_claim = None if keep_filtered is None else claims.enter_context(claim_output(
             keep_filtered, kind=FILTERED_KIND, form="tsv", inputs=[src, tgt, projection, out], overwrite=overwrite))
         out = claim.path
@@ -148,8 +169,8 @@ def mine(
         # run refused while opening its inputs leaves nothing behind.
         work = claim.companion(".work")
 
-        def work_for(path, tag: str) -> Path:
-            kind = artefact_kind(path, input_format)
+        def work_for(path, tag: str, spec) -> Path:
+            kind = artefact_kind(path, spec)
             if kind == "text" or (projection is not None and kind == "embedding-store"):
                 claim.work_dir(".work")
             return work / tag
@@ -159,16 +180,19 @@ def mine(
         # --overwrite, and whenever OUT holds no finished result: then it is what a failed or
         # interrupted run left, which must not stand in the way of a corrected command.
         rebuild = claim.overwrite or claim.state != "finished"
-        src_format, tgt_format = (input_format, input_format) if input_format is None else for_each_input(
-            input_format, [p if artefact_kind(p, input_format) == "text" else None for p in (src, tgt)])
-        sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src"),
+        if src_format is not None and tgt_format is not None:
+            src_format, tgt_format = for_each_input(
+                [src_format, tgt_format],
+                [p if artefact_kind(p, spec) == "text" else None for p, spec in ((src, src_format), (tgt, tgt_format))])
+        sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src", src_format),
                        show_progress=show_progress, rebuild=rebuild, input_format=src_format)
-        sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt"),
+        sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt", tgt_format),
                        show_progress=show_progress, rebuild=rebuild, input_format=tgt_format)
         try:
             check_compatible(sx, sy)
-            config, threshold_record = _threshold(config, encoders.choice.path if sx.projection else None,
-                                                  default_threshold=default_threshold)
+            config, filters, threshold_record = _threshold(
+                config, filters, encoders.choice.path if sx.projection else None, sx.encoder.name,
+                default_threshold=default_threshold, operating_point=operating_point)
             for side in (sx, sy):  # every shard's sha256 (large stores: now, before any search starts)
                 if hasattr(side.rows, "check_all"):
                     side.rows.check_all()
@@ -225,6 +249,9 @@ def mine(
                 "encoder": sx.encoder.to_dict(), "projection": to_json(sx.projection), "part": sx.part,
                 "projection_choice": encoders.choice.record(),
                 "threshold": threshold_record,
+                # No estimator of the kept pairs' precision from the run's own scores has come within
+                # +-0.05 of the truth on held-out sets yet (docs/mining.md), so none is given.
+                "estimated_precision": "not estimated",
                 "filters": filter_record,
                 "language_check": language_check,
                 "search": search,
@@ -236,11 +263,16 @@ def mine(
                                          approximate=(asdict(approximate_config) if search == "approximate" else None),
                                          inputs=[sx.fingerprint, sy.fingerprint]),
             }
+            sides_rows = (("src", sx, src_rows, src_format), ("tgt", sy, tgt_rows, tgt_format))
+            fields = [PairColumn(name=f"{role}_{name.replace('.', '_')}", values=values)
+                      for role, side, rows, spec in sides_rows if keep_fields
+                      for name, values in zip(keep_fields, record_fields(side.path, spec, keep_fields,
+                                                                         side.line_numbers[rows]))]
             write_mined(claim, fmt, MinedRows(sx=sx, sy=sy, src_rows=src_rows, tgt_rows=tgt_rows, score=mined.score,
                                               direction=mined.direction), line_numbers=line_numbers, summary=summary,
-                        extra=lid_columns)
+                        extra=lid_columns, fields=fields)
             if meta:  # (without it, the replaced result's own .meta is removed by claim.finish)
-                write_meta(claim, mined, sx, sy, src_rows, tgt_rows)
+                write_meta(claim, mined, sx, sy, src_rows, tgt_rows, fields=fields)
         finally:
             sx.close()
             sy.close()
@@ -249,19 +281,38 @@ def mine(
         return claim.finish(summary)
 
 
-def _threshold(config: MiningConfig, projection_dir, *, default_threshold: bool):
-    """The config to mine with (its threshold filled from the projection's calibrated default when
-    none was given) and what the summary records about it."""
-    from xmine.projection import calibrated_threshold
+def _threshold(config: MiningConfig, filters: PairFilterConfig, projection_dir, encoder_name: str | None, *,
+               default_threshold: bool, operating_point: str = DEFAULT_OPERATING_POINT):
+    """The config and filters to mine with: the threshold (when none was given) and the `score_max`
+    cap (when none was given) of the space mined in, calibrated per operating point and margin
+    (`xmine.mining.defaults`), and what the summary records about them. A space without a
+    calibration keeps every pair and is not capped, and the record says so."""
+    from xmine.mining.defaults import UNCALIBRATED, space_defaults
 
+    found, what = space_defaults(projection_dir, encoder_name)
+    record = {"value": config.threshold, "margin": config.margin, "operating_point": None}
     if config.threshold is not None:
-        return config, {"value": config.threshold, "margin": config.margin, "source": "given (--threshold)"}
-    found = calibrated_threshold(projection_dir, config.margin) if default_threshold else None
-    if found is None:
-        why = ("--threshold none" if not default_threshold else
-               "no --threshold, and " + ("raw embeddings have no calibrated threshold" if projection_dir is None
-                                         else f"the projection has no calibrated {config.margin} threshold"))
-        return config, {"value": None, "margin": config.margin, "source": f"every pair kept ({why})"}
-    value, source = found
-    log.info("threshold %s: %s", value, source)
-    return config.replace(threshold=value), {"value": value, "margin": config.margin, "source": source}
+        record["source"] = "given (--threshold)"
+    elif not default_threshold:
+        record["source"] = "every pair kept (--threshold none)"
+    elif found is None:
+        record["source"] = UNCALIBRATED.format(what=what)
+    else:
+        value = found.threshold(config.margin, operating_point)
+        if value is None:
+            record["source"] = (f"every pair kept: {what} has no calibrated {config.margin} threshold for the "
+                                f"{operating_point} operating point; pass --threshold to choose one")
+        else:
+            config = config.replace(threshold=value)
+            record |= {"value": value, "operating_point": operating_point,
+                       "source": f"the {operating_point} {config.margin} threshold {found.source}"}
+    if filters.score_max is None:
+        cap = None if found is None else found.score_max.get(filters.score_margin)
+        filters = replace(filters, score_max=cap)
+        record["score_max"] = {"value": cap, "source": f"{found.source}" if cap is not None else
+                               f"no calibrated {filters.score_margin} cap for {what}: not applied"}
+    else:
+        record["score_max"] = {"value": filters.score_max, "source": "given (--score-max)"}
+    if record["value"] is not None:
+        log.info("threshold %s: %s", record["value"], record["source"])
+    return config, filters, record

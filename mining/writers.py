@@ -5,7 +5,10 @@ into the output the pipeline has claimed (`xmine.outputs.claim_output`, atomical
 
 - `tsv`: `score<TAB>src<TAB>tgt` (with `line_numbers`, the two line numbers after), gzip when the
   output ends in `.gz`; byte for byte what `xmine mine` always wrote.
-- `moses`: two line-aligned files `OUT.src` and `OUT.tgt`, what MT toolkits read.
+- `moses`: two line-aligned files named by language, `OUT.de` and `OUT.en` (`moses_suffixes`: the
+  ISO 639-1 code where the language has one, as OPUS names its files; `OUT.src` and `OUT.tgt`
+  when the command was not given both languages or they are the same), what MT toolkits read.
+- `tmx`: TMX 1.4b (`mining.tmx`), one translation unit a pair with its score as a prop.
 - `jsonl`, `parquet`, `hf`: one row a pair: `translation` (a dict keyed by the two language codes,
   canonical ISO 639-3 as `xmine.langs` gives them; "src"/"tgt" when a side's language is unknown
   or both are the same), `score`, `direction` (which search found the pair), and provenance:
@@ -13,7 +16,9 @@ into the output the pipeline has claimed (`xmine.outputs.claim_output`, atomical
   file, row of a Parquet file or dataset), for inputs read with an id field `src_id`/`tgt_id`,
   and for inputs split into sentences (--split-sentences) `src_sentence_index`/
   `tgt_sentence_index`, the sentence's 1-based index in its record. `hf` is a `save_to_disk`
-  folder (`datasets.load_from_disk(OUT)`) with a dataset card, README.md, saying what made it.
+  folder (`datasets.load_from_disk(OUT)`) with a dataset card, README.md, saying what made it
+  (no local paths: file names only); its `translation` column is a `datasets.Translation`
+  feature of the two keys.
   TSV with `line_numbers` adds the two sentence indices after the two line numbers when a side
   was split (empty for a side that was not).
 
@@ -38,7 +43,7 @@ import numpy as np
 
 from xmine.errors import ConfigError
 
-OUTPUT_FORMATS = ("tsv", "moses", "jsonl", "parquet", "hf")
+OUTPUT_FORMATS = ("tsv", "moses", "jsonl", "parquet", "hf", "tmx")
 # Pairs per Parquet row group / batch: bounded memory whatever the number of pairs.
 _BATCH = 65_536
 
@@ -77,6 +82,8 @@ def output_format(out: str | Path, fmt: str | None) -> str:
     name = Path(out).name.lower()
     if name.endswith(".jsonl"):
         return "jsonl"
+    if name.endswith(".tmx"):
+        return "tmx"
     if name.endswith((".parquet", ".pq")):
         return "parquet"
     if Path(out).is_dir():
@@ -84,17 +91,28 @@ def output_format(out: str | Path, fmt: str | None) -> str:
     return "tsv"
 
 
-# Files written beside OUT instead of it (Moses: OUT.src, OUT.tgt). Every mining output claims
-# them whatever its format, so that replacing a result in another format removes the old one's.
+# Files written beside OUT instead of it (Moses without both languages: OUT.src, OUT.tgt). Every
+# mining output claims them whatever its format, so that replacing a result in another format
+# removes the old one's; with both languages it also claims `moses_suffixes`.
 COMPANIONS = (".src", ".tgt")
 
 
-def translation_keys(src_lang: str | None, tgt_lang: str | None) -> tuple[str, str]:
-    """The keys of the `translation` dict: the canonical language codes, or src/tgt."""
-    from xmine.langs import normalize_lang
+def moses_suffixes(src_lang: str | None, tgt_lang: str | None) -> tuple[str, str]:
+    """The suffixes of the Moses files: `.de`, `.en` by language (ISO 639-1 where the language has
+    one, else ISO 639-3), or `.src`, `.tgt` without both languages or for one language twice."""
+    from xmine.mining.tmx import tmx_lang
 
-    s = normalize_lang(src_lang) if src_lang and src_lang != "und" else None
-    t = normalize_lang(tgt_lang) if tgt_lang and tgt_lang != "und" else None
+    ks, kt = translation_keys(src_lang, tgt_lang)
+    if (ks, kt) == ("src", "tgt") or tmx_lang(ks) == tmx_lang(kt):
+        return COMPANIONS
+    return f".{tmx_lang(ks)}", f".{tmx_lang(kt)}"
+
+
+def translation_keys(src_lang: str | None, tgt_lang: str | None) -> tuple[str, str]:
+    """The keys of the `translation` dict: the language codes as the user gave them (zho_Hans and
+    zho_Hant stay two), or src/tgt where a side has none or both have the same."""
+    s = src_lang.strip() if src_lang and src_lang != "und" else None
+    t = tgt_lang.strip() if tgt_lang and tgt_lang != "und" else None
     return (s, t) if s and t and s != t else ("src", "tgt")
 
 
@@ -104,17 +122,23 @@ def tsv_field(text: str) -> str:
 
 
 def write_mined(claim, fmt: str, rows: MinedRows, *, line_numbers: bool = False,
-                extra: Sequence[PairColumn] = (), summary: dict | None = None) -> None:
+                extra: Sequence[PairColumn] = (), fields: Sequence[PairColumn] = (),
+                summary: dict | None = None) -> None:
     """Write the pairs to the claimed output in `fmt` (see the module doc). `summary`: what the
-    dataset card of `hf` reports (the mining summary)."""
+    dataset card of `hf` reports (the mining summary). `fields`: the records' kept fields
+    (--keep-field), which every format but Moses carries (TSV: as columns after the others)."""
+    extra = [*extra, *fields]
     n = len(rows.score)
     for col in extra:
         if len(col.values) != n:
             raise ValueError(f"column {col.name!r} has {len(col.values)} values for {n} pairs")
     if fmt == "tsv":
-        _write_tsv(claim, rows, line_numbers=line_numbers)
+        _write_tsv(claim, rows, line_numbers=line_numbers, fields=fields)
     elif fmt == "moses":
-        for suffix, side, picked in ((".src", rows.sx, rows.src_rows), (".tgt", rows.sy, rows.tgt_rows)):
+        suffixes = moses_suffixes(rows.sx.lang, rows.sy.lang)
+        if not set(suffixes) <= set(getattr(claim, "companions", suffixes)):  # not claimed by these names
+            suffixes = COMPANIONS
+        for suffix, side, picked in zip(suffixes, (rows.sx, rows.sy), (rows.src_rows, rows.tgt_rows)):
             with claim.atomic_file(suffix) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
                 for r in picked.tolist():
                     f.write(tsv_field(side.text[r]) + "\n")
@@ -129,11 +153,13 @@ def write_mined(claim, fmt: str, rows: MinedRows, *, line_numbers: bool = False,
             _write_parquet(tmp, rows, extra)
     elif fmt == "hf":
         _write_dataset(claim, rows, extra, summary or {})
+    elif fmt == "tmx":
+        _write_tmx(claim, rows, extra)
     else:
         raise ConfigError(f"--format must be one of {', '.join(OUTPUT_FORMATS)}, not {fmt!r}")
 
 
-def _write_tsv(claim, rows: MinedRows, *, line_numbers: bool) -> None:
+def _write_tsv(claim, rows: MinedRows, *, line_numbers: bool, fields: Sequence[PairColumn] = ()) -> None:
     sx, sy = rows.sx, rows.sy
     split = sx.sentence_index is not None or sy.sentence_index is not None
     with claim.atomic_file() as tmp, contextlib.ExitStack() as stack:
@@ -143,13 +169,35 @@ def _write_tsv(claim, rows: MinedRows, *, line_numbers: bool) -> None:
             f = stack.enter_context(io.TextIOWrapper(gz, encoding="utf-8", newline="\n"))
         else:
             f = stack.enter_context(open(tmp, "w", encoding="utf-8", newline="\n"))
-        for s, t, sc in zip(rows.src_rows.tolist(), rows.tgt_rows.tolist(), rows.score.tolist()):
+        for i, (s, t, sc) in enumerate(zip(rows.src_rows.tolist(), rows.tgt_rows.tolist(), rows.score.tolist())):
             row = f"{sc:.6f}\t{tsv_field(sx.text[s])}\t{tsv_field(sy.text[t])}"
             if line_numbers:
                 row += f"\t{sx.line_numbers[s]}\t{sy.line_numbers[t]}"
                 if split:
                     row += f"\t{_sentence_of(sx, s)}\t{_sentence_of(sy, t)}"
-            f.write(row + "\n")
+            f.write(row + _field_cells(fields, i) + "\n")
+
+
+def _write_tmx(claim, rows: MinedRows, extra: Sequence[PairColumn]) -> None:
+    from xmine.mining.tmx import tmx_lang, tmx_props, write_tmx
+
+    langs = [side.lang for side in (rows.sx, rows.sy)]
+    if any(lang in (None, "und") for lang in langs):
+        raise ConfigError("--format tmx needs the language of each side: give --src-lang and --tgt-lang")
+    units = ((rows.sx.text[int(s)], rows.sy.text[int(t)],
+              tmx_props(float(sc), [(col.name, _plain(col.values[i])) for col in extra]))
+             for i, (s, t, sc) in enumerate(zip(rows.src_rows, rows.tgt_rows, rows.score)))
+    with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        write_tmx(f, units, langs=(tmx_lang(langs[0]), tmx_lang(langs[1])))
+
+
+def _plain(value):
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _field_cells(fields: Sequence[PairColumn], i: int) -> str:
+    """Pair i's kept fields as TSV cells after a tab each ("" for a record without the field)."""
+    return "".join("\t" + tsv_field("" if col.values[i] is None else str(col.values[i])) for col in fields)
 
 
 def _sentence_of(side, row: int) -> str:
@@ -178,8 +226,7 @@ def _record_batches(rows: MinedRows, extra: Sequence[PairColumn]) -> Iterator[li
             rec.update({f"{p}_sentence_index": int(side.sentence_index[r]) for p, side, r in sides
                         if side.sentence_index is not None})
             for col in extra:
-                value = col.values[i]
-                rec[col.name] = value.item() if isinstance(value, np.generic) else value
+                rec[col.name] = _plain(col.values[i])
             batch.append(rec)
         yield batch
 
@@ -223,21 +270,27 @@ def _write_dataset(claim, rows: MinedRows, extra: Sequence[PairColumn], summary:
         parquet = Path(b) / "pairs.parquet"
         _write_parquet(parquet, rows, extra)
         ds = datasets.Dataset.from_parquet(str(parquet), cache_dir=str(Path(b) / "cache"))
+        ks, kt = translation_keys(rows.sx.lang, rows.sy.lang)
+        # The feature MT recipes look for (its struct's fields are sorted by name).
+        ds = ds.cast_column("translation", datasets.Translation(languages=[ks, kt]))
         ds.save_to_disk(str(tmp))
         del ds
-        ks, kt = translation_keys(rows.sx.lang, rows.sy.lang)
         (Path(tmp) / "README.md").write_text(dataset_card(summary, keys=(ks, kt), pairs=len(rows.score),
                                                           columns=_schema(rows, extra).names), encoding="utf-8")
 
 
 def dataset_card(summary: dict, *, keys: tuple[str, str], pairs: int, columns: Sequence[str]) -> str:
-    """README.md of a mined dataset: what made it (encoder, projection, threshold, inputs' hashes)."""
+    """README.md of a mined dataset: what made it (encoder, projection, threshold and where it came
+    from, what the filters removed, the inputs' names and hashes). Local paths are given by their
+    last part only: a card is published, the machine it was made on is not."""
     enc = summary.get("encoder") or {}
     proj = summary.get("projection")
-    proj = f"{proj.get('path')} (id {proj.get('id')})" if proj else "none (raw embeddings)"
     thr = summary.get("threshold") or {}
     prov = summary.get("provenance") or {}
     params = prov.get("parameters") or {}
+    inputs = params.get("inputs") or []
+    local = [p for p in [(proj or {}).get("path"), *(i.get("path") for i in inputs if i)] if p]
+    proj = f"{_public(proj.get('path'), local)} (id {proj.get('id')})" if proj else "none (raw embeddings)"
     langs = [k for k in keys if k not in ("src", "tgt")]
     lines = ["---"]
     if langs:
@@ -249,11 +302,14 @@ def dataset_card(summary: dict, *, keys: tuple[str, str], pairs: int, columns: S
               f"| encoder | {enc.get('name')} (id {enc.get('id')}) |",
               f"| projection | {proj} |",
               f"| space | {summary.get('part')} |",
-              f"| margin, threshold | {thr.get('margin')}, {thr.get('value')} ({thr.get('source')}) |",
+              f"| margin, threshold | {thr.get('margin')}, {thr.get('value')} "
+              f"({_public(thr.get('source'), local)}) |",
               f"| k, retrieval | {params.get('k')}, {params.get('retrieval')} |",
               f"| search | {summary.get('search')} |"]
-    for tag, inp in zip(("source", "target"), params.get("inputs") or []):
-        ident = ", ".join(f"{k} {v}" for k, v in (inp or {}).items() if k in ("path", "format", "sha256", "manifest"))
+    lines += _filter_lines(summary)
+    for tag, inp in zip(("source", "target"), inputs):
+        ident = ", ".join(f"{k} {_public(v, local) if k == 'path' else v}" for k, v in (inp or {}).items()
+                          if k in ("path", "format", "sha256", "manifest"))
         lines.append(f"| {tag} input | {ident} |")
     lines.append(f"| xmine | {prov.get('xmine_version')}, commit {prov.get('git_commit')} |")
     lines += ["", "Columns: " + ", ".join(f"`{c}`" for c in columns) + ". `src_record`/`tgt_record` are 1-based "
@@ -263,21 +319,52 @@ def dataset_card(summary: dict, *, keys: tuple[str, str], pairs: int, columns: S
     return "\n".join(lines)
 
 
-def write_meta(claim, mined, sx, sy, src_rows, tgt_rows) -> None:
+def _filter_lines(summary: dict) -> list[str]:
+    """The card's rows on what the language filter, the pre-search cleaning and the pair filters removed."""
+    lines = []
+    lf = summary.get("lang_filter") or {}
+    if lf:
+        removed = [f"{role} {summary[role].get('other_language')}" for role in ("src", "tgt")
+                   if (summary.get(role) or {}).get("other_language") is not None]
+        what = f"on, sentences removed: {', '.join(removed)}" if lf.get("on") else f"off ({lf.get('source')})"
+        lines.append(f"| language filter | {what} |")
+    removed = (summary.get("pre_search") or {}).get("removed") or {}
+    if removed:
+        lines.append("| pre-search cleaning, sentences removed | " + "; ".join(
+            f"{role}: " + (", ".join(f"{step} {n}" for step, n in counts.items()) or "none")
+            for role, counts in removed.items()) + " |")
+    filters = summary.get("filters") or {}
+    if "removed" in filters:
+        removed = ", ".join(f"{rule} {n}" for rule, n in filters["removed"].items()) or "none active"
+        lines.append(f"| pair filters | {filters.get('pairs_before')} pairs selected; removed: {removed} |")
+    return lines
+
+
+def _public(text, local_paths: Sequence[str]):
+    """`text` with every local path in it replaced by its last part."""
+    if not isinstance(text, str):
+        return text
+    for p in sorted(local_paths, key=len, reverse=True):
+        text = text.replace(str(p), Path(p).name)
+    return text
+
+
+def write_meta(claim, mined, sx, sy, src_rows, tgt_rows, *, fields: Sequence[PairColumn] = ()) -> None:
     """stopes-style meta: score, src file:line, tgt file:line, direction that found the pair; for
     inputs read with an id field, the two record ids after; for inputs split into sentences, the
-    two sentence indices after those."""
+    two sentence indices after those; then the records' kept fields (--keep-field)."""
     from xmine.mining.select import DIRECTION_NAMES
 
     with claim.atomic_file(".meta") as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        for s, t, sc, d in zip(src_rows.tolist(), tgt_rows.tolist(), mined.score.tolist(), mined.direction.tolist()):
+        for i, (s, t, sc, d) in enumerate(zip(src_rows.tolist(), tgt_rows.tolist(), mined.score.tolist(),
+                                              mined.direction.tolist())):
             row = (f"{sc:.6f}\t{sx.path}:{sx.line_numbers[s]}\t{sy.path}:{sy.line_numbers[t]}\t"
                    f"{DIRECTION_NAMES[int(d)]}")
             if sx.ids is not None or sy.ids is not None:
                 row += f"\t{sx.ids[s] if sx.ids is not None else ''}\t{sy.ids[t] if sy.ids is not None else ''}"
             if sx.sentence_index is not None or sy.sentence_index is not None:
                 row += f"\t{_sentence_of(sx, s)}\t{_sentence_of(sy, t)}"
-            f.write(row + "\n")
+            f.write(row + _field_cells(fields, i) + "\n")
 
 
 __all__ = ["COMPANIONS", "OUTPUT_FORMATS", "MinedRows", "PairColumn", "dataset_card", "output_format",

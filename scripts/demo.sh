@@ -4,7 +4,7 @@
 # with the embedded default encoder and its shipped meaning projection (the implicit default:
 # ratio margin, k=4, max retrieval, the projection's own calibrated threshold), and score the
 # result against demo/gold.tsv. Beside it, the same with raw embeddings (--projection none) at
-# the threshold 1.04 that WikiMatrix recommends for them.
+# their own calibrated threshold (docs/mining.md, "Default thresholds").
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
@@ -12,7 +12,7 @@ mkdir -p out
 .venv/bin/xmine mine demo/de.txt demo/en.txt --src-lang de --tgt-lang en \
     --line-numbers --overwrite -o out/demo-mined.tsv "$@"
 .venv/bin/xmine mine demo/de.txt demo/en.txt --src-lang de --tgt-lang en \
-    --projection none --threshold 1.04 --line-numbers --overwrite -o out/demo-mined-raw.tsv
+    --projection none --line-numbers --overwrite -o out/demo-mined-raw.tsv
 echo
 echo "top of out/demo-mined.tsv (score, German, English, line numbers):"
 head -n 5 out/demo-mined.tsv

@@ -71,6 +71,7 @@ def _shipped_copy(tmp_path, monkeypatch, flag):
     """A copy of the shipped folder as xmine's shipped root, its SHIPPED.json is_default set to `flag`
     (None: no such key)."""
     import xmine.projection as projection
+    from xmine.disentangle.projection import write_projection_manifest
 
     root = tmp_path / "projections"
     shutil.copytree(shipped_dir("me5-small"), root / "me5-small")
@@ -79,6 +80,8 @@ def _shipped_copy(tmp_path, monkeypatch, flag):
     if flag is not None:
         info["is_default"] = flag
     (root / "me5-small" / SHIPPED_INFO).write_text(json.dumps(info))
+    # recorded in the manifest as the shipping step records it (an unrecorded edit is refused)
+    write_projection_manifest(root / "me5-small", json.loads((root / "me5-small" / "config.json").read_text()))
     monkeypatch.setattr(projection, "SHIPPED_ROOT", root)
     return root / "me5-small"
 
@@ -177,18 +180,23 @@ def test_mine_uses_the_default_and_its_threshold(tmp_path, monkeypatch, demo_raw
     scores = [float(line.split("\t")[0]) for line in open(tmp_path / "default.tsv", encoding="utf-8")]
     assert scores and min(scores) >= calibrated
 
-    # the same text through raw stores: --projection none is raw, and keeps every pair (raw's default)
-    raw, f1_raw, _ = _mine(tmp_path, "raw", "--projection", "none", sides=demo_raw_stores)
-    assert raw["projection"] is None and raw["part"] == "raw" and raw["projection_choice"]["how"] == "none"
+    # the same text through raw stores: --projection none is raw, at raw me5-small's own calibrated
+    # threshold (not the projection's: another scale)
+    from xmine.mining.defaults import encoder_defaults
+
+    raw_def, _, _ = _mine(tmp_path, "rawdef", "--projection", "none", sides=demo_raw_stores)
+    assert raw_def["projection"] is None and raw_def["part"] == "raw" and raw_def["projection_choice"]["how"] == "none"
+    assert raw_def["threshold"]["value"] == encoder_defaults("me5-small").threshold("ratio", "balanced") != calibrated
+    assert "raw me5-small" in raw_def["threshold"]["source"]
+    raw, f1_raw, _ = _mine(tmp_path, "raw", "--projection", "none", "--threshold", "none", sides=demo_raw_stores)
     assert raw["threshold"]["value"] is None and raw["provenance"]["parameters"]["threshold"] is None
     # at the best threshold of each, within one pair of the 117 (the demo is small: the shipped
-    # projection's best F1 is 98.71 against raw's 98.73); and each at its default threshold
-    # (raw: 1.04, as the README demo), the default finds at least as many hidden translations
+    # projection's best F1 is 98.71 against raw's 98.73); and each at its default threshold, the
+    # projection finds at least as many hidden translations, as cleanly
     assert f1 >= f1_raw - 1 / 117, (f1, f1_raw)
-    _mine(tmp_path, "raw104", "--projection", "none", "--threshold", "1.04", sides=demo_raw_stores)
     n_def, tp_def = _found(tmp_path / "default.tsv")
-    n_raw, tp_raw = _found(tmp_path / "raw104.tsv")
-    assert raw["pairs"] > n_raw  # without a threshold, raw kept the pairs below 1.04 too
+    n_raw, tp_raw = _found(tmp_path / "rawdef.tsv")
+    assert raw["pairs"] > n_raw  # --threshold none kept the pairs below raw's calibrated threshold too
     assert tp_def >= tp_raw and tp_def / n_def >= tp_raw / n_raw - 0.02, ((n_def, tp_def), (n_raw, tp_raw))
 
     # the raw stores projected by the shipped projection: the same pairs as from the text
@@ -204,7 +212,8 @@ def test_threshold_none_and_given(tmp_path, demo_raw_stores):
     scores = [float(line.split("\t")[0]) for line in open(tmp_path / "every.tsv", encoding="utf-8")]
     assert min(scores) < _shipped_info()["default_thresholds"]["ratio"]  # nothing cut at the calibrated one
     given, _, _ = _mine(tmp_path, "given", "--projection", "default", "--threshold", "1.2", sides=demo_raw_stores)
-    assert given["threshold"] == {"value": 1.2, "margin": "ratio", "source": "given (--threshold)"}
+    assert {k: given["threshold"][k] for k in ("value", "margin", "source")} == {
+        "value": 1.2, "margin": "ratio", "source": "given (--threshold)"}
     # the calibrated threshold is per margin: distance has its own
     dist, _, _ = _mine(tmp_path, "dist", "--projection", "default", "--margin", "distance", sides=demo_raw_stores)
     assert dist["threshold"]["value"] == _shipped_info()["default_thresholds"]["distance"]

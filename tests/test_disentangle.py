@@ -162,7 +162,7 @@ def test_save_load_round_trip_and_encoder_refusal(challenge, me5, usem3, tmp_pat
     w.write_bytes(w.read_bytes()[:-8] + b"\0" * 8)
     from xmine.errors import ArtefactError
 
-    with pytest.raises(ArtefactError, match="do not match"):
+    with pytest.raises(ArtefactError, match="model.safetensors: content differs from the manifest"):
         load_projection(tmp_path / "p")
 
 

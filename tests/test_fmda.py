@@ -18,6 +18,9 @@ from xmine.disentangle.fmda_data import (THRESHOLD, _bleu_upper_bound, bleu_toke
                                          read_massive, slot_spans, template_and_residual_masks)
 from xmine.disentangle.methods import FmdaBatch, fmda_terms
 
+# Slow tier (`pytest -m "not slow"` is the fast one): FMDA training on token states of the real encoder.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def massive_dir(data_dir):

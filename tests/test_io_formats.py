@@ -94,15 +94,15 @@ def test_jsonl_nested_field_with_ids_into_jsonl_and_meta(corpus, tmp_path):
           "--id-field", "id", "--meta", "-q", "-o", out))
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(rows) >= N - 2
-    assert {tuple(r["translation"]) for r in rows} == {("deu", "eng")}  # one canonical form of each code
-    assert _precision([(r["translation"]["deu"], r["translation"]["eng"]) for r in rows], corpus["gold"]) == 1.0
+    assert {tuple(r["translation"]) for r in rows} == {("deu_Latn", "en")}  # the codes as the user gave them
+    assert _precision([(r["translation"]["deu_Latn"], r["translation"]["en"]) for r in rows], corpus["gold"]) == 1.0
     scores = [r["score"] for r in rows]
     assert scores == sorted(scores, reverse=True)
     for r in rows:  # provenance: the record's own id and its line in the file (a blank line after 3)
-        i = corpus["de"].index(r["translation"]["deu"])
+        i = corpus["de"].index(r["translation"]["deu_Latn"])
         assert r["src_id"] == f"de-{i}" and r["src_record"] == i + 1 + (i >= 3)
         assert r["src_file"] == str(de) and r["tgt_file"] == str(en)
-        j = corpus["en"].index(r["translation"]["eng"])
+        j = corpus["en"].index(r["translation"]["en"])
         assert r["tgt_id"] == f"en-{j}" and r["tgt_record"] == j + 1 + (j >= 3)
     meta = (tmp_path / "mined.jsonl.meta").read_text(encoding="utf-8").splitlines()
     assert len(meta) == len(rows)
@@ -121,9 +121,9 @@ def test_parquet_input_into_parquet_output(corpus, tmp_path):
                                       "tgt_record"]
     rows = table.to_pylist()
     assert len(rows) >= N - 2
-    assert _precision([(r["translation"]["deu"], r["translation"]["eng"]) for r in rows], corpus["gold"]) == 1.0
+    assert _precision([(r["translation"]["de"], r["translation"]["eng"]) for r in rows], corpus["gold"]) == 1.0
     for r in rows:  # the record is the 1-based row of the table
-        assert corpus["de"][r["src_record"] - 1] == r["translation"]["deu"]
+        assert corpus["de"][r["src_record"] - 1] == r["translation"]["de"]
         assert corpus["en"][r["tgt_record"] - 1] == r["translation"]["eng"]
 
 
@@ -140,12 +140,18 @@ def test_hf_folder_into_hf_dataset_with_card(corpus, tmp_path):
     ok(xm(*args))
     ds = datasets.load_from_disk(str(out))
     assert len(ds) >= N - 2
-    assert _precision([(r["translation"]["deu"], r["translation"]["eng"]) for r in ds], corpus["gold"]) == 1.0
+    assert _precision([(r["translation"]["de"], r["translation"]["en"]) for r in ds], corpus["gold"]) == 1.0
     card = (out / "README.md").read_text(encoding="utf-8")
     summary = json.loads((tmp_path / "mined.json").read_text())
     assert "me5-small" in card and str(summary["threshold"]["value"]) in card and "- translation" in card
     for inp in summary["provenance"]["parameters"]["inputs"]:  # the inputs' hashes
         assert inp["sha256"] in card and inp["format"] == "hf"
+    assert ds.features["translation"] == datasets.Translation(languages=["de", "en"])
+    assert str(tmp_path) not in card and str(REPO) not in card  # no local paths in a card one publishes
+    assert "SHIPPED.json" in card  # where the threshold came from
+    removed = summary["filters"]["removed"]
+    assert f"removed: {', '.join(f'{rule} {n}' for rule, n in removed.items())}" in card
+    assert "| language filter | on" in card and "pre-search cleaning" in card
     ok(xm("verify", out))
     before = (out / "data-00000-of-00001.arrow").read_bytes()
     refused(xm(*args), "already exists")
@@ -203,10 +209,12 @@ def test_tsv_default_gz_and_moses(corpus, tmp_path):
     ok(xm("mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q", "--format", "moses",
           "-o", tmp_path / "c"))
     assert not (tmp_path / "c").exists()
-    assert (tmp_path / "c.src").read_text(encoding="utf-8").splitlines() == [line.split("\t")[1] for line in lines]
-    assert (tmp_path / "c.tgt").read_text(encoding="utf-8").splitlines() == [line.split("\t")[2] for line in lines]
+    # One file per language, named as OPUS names them (ISO 639-1).
+    assert (tmp_path / "c.de").read_text(encoding="utf-8").splitlines() == [line.split("\t")[1] for line in lines]
+    assert (tmp_path / "c.en").read_text(encoding="utf-8").splitlines() == [line.split("\t")[2] for line in lines]
+    assert not (tmp_path / "c.src").exists()
     summary = json.loads((tmp_path / "c.json").read_text())
-    assert summary["format"] == "moses" and {"c.src", "c.tgt"} <= set(summary["output_files"])
+    assert summary["format"] == "moses" and {"c.de", "c.en"} <= set(summary["output_files"])
     refused(xm("mine", d / "de.txt", d / "en.txt", "-q", "--format", "moses", "-o", tmp_path / "c"), "already exists")
 
 
@@ -223,10 +231,10 @@ def test_overwrite_across_formats_replaces_only_the_old_result(corpus, tmp_path)
     ok(xm(*args))
     assert (tmp_path / "r").is_file()
     ok(xm(*args, "--format", "moses", "--overwrite"))
-    assert not (tmp_path / "r").exists() and (tmp_path / "r.src").is_file() and (tmp_path / "r.tgt").is_file()
+    assert not (tmp_path / "r").exists() and (tmp_path / "r.de").is_file() and (tmp_path / "r.en").is_file()
     ok(xm("verify", tmp_path / "r"))
     ok(xm(*args, "--format", "hf", "--overwrite"))
-    assert not (tmp_path / "r.src").exists() and not (tmp_path / "r.tgt").exists()
+    assert not (tmp_path / "r.de").exists() and not (tmp_path / "r.en").exists()
     assert len(datasets.load_from_disk(str(tmp_path / "r"))) >= N - 2
     ok(xm("verify", tmp_path / "r"))
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
@@ -240,6 +248,96 @@ def test_overwrite_across_formats_replaces_only_the_old_result(corpus, tmp_path)
     ok(xm(*args, "--format", "tsv", "--overwrite"))  # (without --format, an existing folder means hf)
     assert (tmp_path / "r").is_file() and notes.read_text() == "mine\n"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") and not p.name.endswith(".lock")]
+
+
+def test_tmx_is_read_back_by_a_tmx_reader_to_the_same_pairs(corpus, tmp_path):
+    """translate-toolkit's TMX reader (the `dev` extra) parses xmine's TMX into the pairs of the TSV."""
+    tmx = pytest.importorskip("translate.storage.tmx")
+    d = corpus["dir"]
+    args = ["mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q"]
+    ok(xm(*args, "-o", tmp_path / "m.tsv"))
+    ok(xm(*args, "-o", tmp_path / "m.tmx"))  # by the extension
+    expected = [tuple(line.split("\t")) for line in (tmp_path / "m.tsv").read_text(encoding="utf-8").splitlines()]
+    store = tmx.tmxfile((tmp_path / "m.tmx").read_bytes(), sourcelanguage="de", targetlanguage="en")
+    units = [u for u in store.units if not u.isheader()]
+    assert [(u.source, u.target) for u in units] == [(s, t) for _, s, t in expected]
+    raw = (tmp_path / "m.tmx").read_text(encoding="utf-8")
+    assert raw.count('xml:lang="de"') == raw.count('xml:lang="en"') == len(expected)
+    assert [f'<prop type="x-score">{sc}</prop>' in raw for sc, _, _ in expected] == [True] * len(expected)
+    refused(xm("mine", d / "de.txt", d / "en.txt", "-q", "-o", tmp_path / "n.tmx"), "tmx", "--src-lang")
+
+
+def test_per_side_input_options_read_each_side_its_own_way(corpus, tmp_path):
+    """A JSONL side (text at meta.text) mined against a Parquet side (column `sentence`): each
+    side's --*-text-field; the same pairs as the plain text files."""
+    d = corpus["dir"]
+    de = _jsonl(tmp_path / "de.jsonl", corpus["de"], "de-")
+    en = _parquet(tmp_path / "en.parquet", corpus["en"])
+    ok(xm("mine", de, en, "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", tmp_path / "a.tsv",
+          "--src-text-field", "meta.text", "--tgt-text-column", "sentence"))
+    ok(xm("mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", tmp_path / "b.tsv"))
+    assert (tmp_path / "a.tsv").read_text(encoding="utf-8") == (tmp_path / "b.tsv").read_text(encoding="utf-8")
+    # The shared option is the default of both sides: the Parquet side has no column meta.text.
+    refused(xm("mine", de, en, "-q", "-o", tmp_path / "c.tsv", "--text-field", "meta.text"),
+            "en.parquet", "no column 'meta'")
+
+
+def test_csv_input_reads_the_header_and_honours_quotes(corpus, tmp_path):
+    """A CSV side: header line, a column chosen by name, quoted fields (commas, quotes): mined as
+    the plain text file is, each pair naming its record's id and line."""
+    import csv
+
+    d = corpus["dir"]
+    de = list(corpus["de"])
+    with open(tmp_path / "de.csv", "w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "text"])
+        for i, t in enumerate(de):
+            w.writerow([i, t])
+    assert '"' in (tmp_path / "de.csv").read_text(encoding="utf-8")  # some sentences needed quoting
+    ok(xm("mine", tmp_path / "de.csv", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q",
+          "--src-text-column", "text", "--src-id-field", "id", "-o", tmp_path / "a.jsonl"))
+    rows = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert _precision([(r["translation"]["de"], r["translation"]["en"]) for r in rows], corpus["gold"]) == 1.0
+    for r in rows:  # the id column, and the line each record starts on (the header is line 1)
+        assert de[int(r["src_id"])] == r["translation"]["de"] and r["src_record"] == int(r["src_id"]) + 2
+    refused(xm("mine", tmp_path / "de.csv", d / "en.txt", "-q", "--src-text-column", "satz", "-o", tmp_path / "b"),
+            "de.csv", "'satz'", "columns: id, text")
+
+
+def test_keep_field_carries_document_metadata_to_every_output(corpus, tmp_path):
+    """--keep-field url --keep-field meta.domain: each pair names the URL and domain of the record
+    each of its sentences came from, in jsonl, tsv, tmx and OUT.meta."""
+    tmx = pytest.importorskip("translate.storage.tmx")
+    for lang in ("de", "en"):
+        records = [{"text": t, "url": f"https://{lang}.example/{i}", "meta": {"domain": f"{lang}.example"}}
+                   for i, t in enumerate(corpus[lang])]
+        (tmp_path / f"{lang}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
+                                                encoding="utf-8")
+    args = ["mine", tmp_path / "de.jsonl", tmp_path / "en.jsonl", "--src-lang", "de", "--tgt-lang", "en", "-q",
+            "--keep-field", "url", "--keep-field", "meta.domain"]
+    ok(xm(*args, "-o", tmp_path / "m.jsonl"))
+    rows = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert rows
+    for r in rows:
+        assert r["src_url"] == f"https://de.example/{corpus['de'].index(r['translation']['deu'])}"
+        assert r["tgt_url"] == f"https://en.example/{corpus['en'].index(r['translation']['eng'])}"
+        assert (r["src_meta_domain"], r["tgt_meta_domain"]) == ("de.example", "en.example")
+    ok(xm(*args, "-o", tmp_path / "m.tsv", "--meta"))
+    tsv = [line.split("\t") for line in (tmp_path / "m.tsv").read_text(encoding="utf-8").splitlines()]
+    assert [t[3:] for t in tsv] == [[r["src_url"], "de.example", r["tgt_url"], "en.example"] for r in rows]
+    meta = [line.split("\t") for line in (tmp_path / "m.tsv.meta").read_text(encoding="utf-8").splitlines()]
+    assert [m[-4:] for m in meta] == [t[3:] for t in tsv]
+    ok(xm(*args, "-o", tmp_path / "m.tmx"))
+    units = [u for u in tmx.tmxfile((tmp_path / "m.tmx").read_bytes()).units if not u.isheader()]
+    raw = (tmp_path / "m.tmx").read_text(encoding="utf-8")
+    assert len(units) == len(rows) and all(f'<prop type="x-src_url">{r["src_url"]}</prop>' in raw for r in rows)
+    d = corpus["dir"]
+    refused(xm("mine", d / "de.txt", tmp_path / "en.jsonl", "-q", "--keep-field", "url", "-o", tmp_path / "x"),
+            "--keep-field", "de.txt", "plain text")
+    refused(xm("mine", tmp_path / "de.jsonl", tmp_path / "en.jsonl", "-q", "--keep-field", "ulr", "-o",
+               tmp_path / "y"), "de.jsonl:1", "'ulr'", "fields: text, url, meta")
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y.json").exists()
 
 
 # -------------------------------------------------------------------------------------- bad inputs
@@ -298,4 +396,26 @@ def test_pairs_from_an_index_name_the_corpus_their_records_are_in(corpus, tmp_pa
     assert len(rows) >= N - 2
     for r in rows:
         assert r["src_file"] == str((corpus["dir"] / "de.txt").resolve())
-        assert corpus["de"][r["src_record"] - 1] == r["translation"]["deu"]
+        assert corpus["de"][r["src_record"] - 1] == r["translation"]["de"]
+
+
+def test_standard_input_is_a_corpus_for_mine_and_embed(corpus, tmp_path):
+    """`-` reads a side from standard input: the same pairs as from the file; embed stores it."""
+    from click.testing import CliRunner
+
+    from xmine.cli import main
+
+    d = corpus["dir"]
+    ok(xm("mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", tmp_path / "a.tsv"))
+    args = ["mine", str(d / "de.txt"), "-", "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", str(tmp_path / "b.tsv")]
+    ok(CliRunner().invoke(main, args, input=(d / "en.txt").read_bytes()))
+    assert (tmp_path / "b.tsv").read_text(encoding="utf-8") == (tmp_path / "a.tsv").read_text(encoding="utf-8")
+    jsonl = "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in corpus["de"])
+    ok(CliRunner().invoke(main, ["embed", "-", "--lang", "de", "--input-format", "jsonl", "-q",
+                                 "-o", str(tmp_path / "store")], input=jsonl.encode()))
+    from xmine.store import EmbeddingStore
+
+    store = EmbeddingStore.open(tmp_path / "store")
+    assert len(store) == N and [store.text_column()[i] for i in range(N)] == corpus["de"]
+    refused(CliRunner().invoke(main, ["mine", "-", "-", "-q", "-o", str(tmp_path / "c.tsv")], input=b"x\n"),
+            "both SRC and TGT")

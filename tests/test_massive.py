@@ -15,6 +15,9 @@ from xmine.benchmarks import massive as bench_massive
 from xmine.benchmarks import massive_templates as mt
 from xmine.errors import ConfigError, DataNotFoundError, InputError, OutputError
 
+# Slow tier (`pytest -m "not slow"` is the fast one): the real encoder over MASSIVE utterances, and training on them.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def folder(data_dir):

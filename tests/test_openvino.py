@@ -26,6 +26,9 @@ from xmine.errors import EncoderError, EncoderMismatchError  # noqa: E402
 from xmine.records import EncoderFingerprint  # noqa: E402
 from flores import SCRIPTS, flores_lines  # noqa: E402
 
+# Slow tier (`pytest -m "not slow"` is the fast one): OpenVINO model builds and int8 quantisation of the real encoder.
+pytestmark = pytest.mark.slow
+
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from xmine.mining.scripts import expected_scripts, script_share
 
 from flores import flores_lines
 
-CFG = F.PairFilterConfig()
+CFG = F.PairFilterConfig(score_max=1.25)
 DE_EN = ("deu_Latn", "eng_Latn")
 
 
@@ -119,7 +119,7 @@ def test_apply_first_rule_wins_and_switches():
     src = ["Der Hund schläft im Garten.", "Home | Contact", "Es kostet 25 Euro.", "Der Hund schläft."]
     tgt = ["The dog sleeps in the garden.", "Home | Contact", "It costs 24 euros.", "The dog sleeps."]
     sc = np.array([1.1, 1.5, 1.1, 1.4])
-    cfg = F.PairFilterConfig(disabled=frozenset({"language"}))
+    cfg = F.PairFilterConfig(disabled=frozenset({"language"}), score_max=1.25)
     keep, reasons = F.apply_pair_filters(src, tgt, sc, langs=DE_EN, config=cfg)
     assert keep.tolist() == [True, False, False, False]
     assert [F.RULES[r] if r >= 0 else None for r in reasons] == [None, "identical", "numbers", "score_max"]
@@ -171,7 +171,7 @@ def test_mine_filters_copies_and_boilerplate_through_the_cli(data_dir, tmp_path)
     summary = json.loads((tmp_path / "out.tsv.json").read_text())
     removed = summary["filters"]["removed"]
     assert removed["identical"] >= 12  # copies of lines on the other side, and boilerplate
-    assert summary["filters"]["languages"] == ["deu", "eng"] and "language" in summary["filters"]["active"]
+    assert summary["filters"]["languages"] == ["de", "en"] and "language" in summary["filters"]["active"]  # as given
     gone = [line.split("\t") for line in dropped.read_text(encoding="utf-8").splitlines()]
     assert len(gone) == sum(removed.values()) and all(g[3] in F.RULES for g in gone)
     assert {c for c in copies} <= {g[1] for g in gone}
@@ -235,6 +235,10 @@ def test_lang_filter_drops_other_language_lines_before_mining(data_dir, tmp_path
     summary = json.loads((tmp_path / "o.tsv.json").read_text())
     # lines the detector gives English with confidence < 0.8 stay (here 2 of 12); the pair filters catch those
     assert summary["src"]["other_language"] >= len(copies) - 3 and summary["tgt"]["other_language"] == 0
+    # The console's summary line says so too (not only OUT.json), with the pre-search cleaning's count.
+    pre = sum(summary["pre_search"]["removed"]["src"].values()), sum(summary["pre_search"]["removed"]["tgt"].values())
+    assert (f"language filter removed {summary['src']['other_language']} src, 0 tgt sentences; "
+            f"pre-clean removed {pre[0]} src, {pre[1]} tgt sentences") in r.output
     rows = [line.split("\t") for line in (tmp_path / "o.tsv").read_text(encoding="utf-8").splitlines()]
     assert rows and not any(s == t for _, s, t in rows)
     r = CliRunner().invoke(main, base + ["--src-lang", "de", "-o", str(tmp_path / "p.tsv")])

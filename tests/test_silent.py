@@ -229,7 +229,7 @@ def test_mining_a_file_against_its_copy_says_what_removed_every_sentence(ws):
     res = ok(xm("mine", ws / "de.txt", copy, "--encoder", "use-m3", "-q", "-o", ws / "m.tsv"))
     line = [line for line in res.output.splitlines() if line.startswith("mined ")][0]
     # was: "mined 0 pairs from 300 x 300 unique sentences (...; no pair filtered out)"
-    assert line.startswith("mined 0 pairs") and "removed before the search: copies 300 src / 300 tgt" in line, line
+    assert line.startswith("mined 0 pairs") and "pre-clean removed 300 src, 300 tgt sentences (copies 300 src / 300 tgt)" in line, line
 
 
 def test_a_dataset_of_several_splits_needs_split(ws):

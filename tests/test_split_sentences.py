@@ -73,7 +73,7 @@ def test_documents_split_into_stores_and_mined_rows_keep_doc_and_sentence(tmp_pa
     for r in rows:  # every pair: the same document, the same sentence, and the text at that place
         assert r["src_id"][3:] == r["tgt_id"][3:] and r["src_sentence_index"] == r["tgt_sentence_index"]
         doc, k = int(r["src_id"][3:]), r["src_sentence_index"]
-        assert r["translation"] == {"eng": EN[doc][k - 1], "deu": DE[doc][k - 1]}
+        assert r["translation"] == {"en": EN[doc][k - 1], "de": DE[doc][k - 1]}
         assert r["src_record"] == r["tgt_record"] == doc + 1
 
     # The stores mined against each other: the same rows, and --line-numbers / --meta carry the indices.

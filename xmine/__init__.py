@@ -7,3 +7,19 @@ and `xmine.benchmarks` (benchmarks/).
 """
 
 __version__ = "0.1.0"
+
+# The Python API (mining/api.py, docs/api.md) by name, imported on first use (as xmine/cli.py
+# gathers the commands), so that `import xmine` stays cheap.
+_API = {"mine": "xmine.mining.api", "score": "xmine.mining.api", "embed": "xmine.mining.api"}
+
+
+def __getattr__(name: str):
+    if name in _API:
+        import importlib
+
+        return getattr(importlib.import_module(_API[name]), name)
+    raise AttributeError(f"module 'xmine' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_API])

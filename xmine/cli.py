@@ -23,6 +23,7 @@ _COMMAND_MODULES = (
     "xmine.commands",            # encoders, embed
     "xmine.index.cli",           # build-index, search
     "xmine.mining.cli",          # mine
+    "xmine.mining.score_cli",    # score
     "xmine.disentangle.cli",     # train, langid
     "xmine.benchmarks.cli",      # bench, plot
 )

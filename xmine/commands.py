@@ -2,21 +2,43 @@
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
+
 import click
 
 from xmine.cluster import ray_option
 from xmine.corpus import DEFAULT_MAX_CHARS
+from xmine.errors import ConfigError
 from xmine.encoders.options import precision_option
 from xmine.options import LANG, input_format_options
 
 
 @click.command("encoders")
-def encoders() -> None:
+@click.option("--check", "check_name", default=None, metavar="NAME",
+              help="Check that encoder NAME (a name or model path) can mine: 48 FLORES-200 sentences in German, "
+                   "Russian, Chinese and Arabic mined against their English translations; says the share found "
+                   "(a warning below 80%). Also run, once per encoder, on the first use of any encoder xmine does "
+                   "not ship.")
+@precision_option()
+def encoders(check_name, precision) -> None:
     """List the sentence encoders xmine knows and whether they can run on this machine.
 
     Besides these names, --encoder accepts any sentence-transformers model name or local path.
+    With --check NAME: measure whether that encoder aligns translations.
     """
     from xmine.encoders import list_encoders
+
+    if check_name is not None:
+        from xmine.encoders.loader import load_encoder_now
+        from xmine.encoders.suitability import suitability
+
+        verdict = suitability(load_encoder_now(check_name, precision=precision, check=False), fresh=True)
+        if verdict.suitable:
+            click.echo(verdict.describe())
+        else:
+            click.secho(f"xmine: warning: {verdict.describe()}", fg="yellow", err=True)
+        return
 
     rows = list_encoders()
     width = max(len(str(r.get("name", ""))) for r in rows)
@@ -92,13 +114,26 @@ def describe_auto_precision() -> str:
 @click.option("--device", default=None, help="Torch device for the encoder (default: cuda if present, else cpu).")
 @precision_option(default_from="the precision of the finished store OUT")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option("--embeddings", "embeddings_file", default=None, type=click.Path(path_type=str),
+              help="Store these embeddings made elsewhere instead of encoding: LASER's raw .f32/.f16 rows (with "
+                   "--dim), a .npy array, a Parquet file or Hugging Face save_to_disk folder (--embeddings-column); "
+                   "one row per line of CORPUS (or per non-empty line). Needs --encoder-name.")
+@click.option("--encoder-name", "encoder_name_given", default=None,
+              help="With --embeddings: the name of the encoder that made them (laser2, sonar, ...), recorded in "
+                   "the store; stores mine together only when their encoder names and dimensions match.")
+@click.option("--dim", type=click.IntRange(min=1), default=None,
+              help="With --embeddings: the dimension of raw .f32/.f16 rows (LASER: 1024).")
+@click.option("--embeddings-column", default=None,
+              help="With a Parquet or Hugging Face --embeddings: the column of vectors [default: embedding].")
 @input_format_options
 @ray_option("the encoding (an actor pool of encoders, one shard at a time each, any input format; choose "
             "--shard-rows so that each actor gets several shards). The store is the same as without --ray")
 def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_size, shard_rows,
-          max_chars, overwrite, device, precision, quiet, ray_address, input_format) -> None:
+          max_chars, overwrite, device, precision, quiet, embeddings_file, encoder_name_given, dim, embeddings_column,
+          ray_address, input_format) -> None:
     """Embed CORPUS into an embedding store: a text file (one sentence per line, UTF-8, plain or
-    gz/xz/zst/bz2), JSON Lines (--text-field), Parquet (--text-column) or a Hugging Face dataset.
+    gz/xz/zst/bz2), JSON Lines (--text-field), Parquet or CSV (--text-column) or a Hugging Face
+    dataset; '-' reads standard input (copied to a temporary file first; --input-format says how).
 
     The store (OUT) holds .npy shards, the line number and text of every sentence, and a
     manifest recording the encoder, projection, input file hash and settings. Empty lines are
@@ -124,17 +159,30 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     from xmine.input_artefacts import artefact_encoder
 
     finished = artefact_encoder([out_dir])
-    # With --ray the actors encode; this process needs only the fingerprint (no model load for me5-small).
-    encoder = load_encoder(encoder_name, device=device, runtime=runtime_for_artefact(finished),
-                           precision=precision or (finished.run_precision if finished else "auto"),
-                           lazy=ray_address is not None)
+    if embeddings_file is not None:
+        encoder = external_embeddings(embeddings_file, encoder_name=encoder_name_given, dim=dim,
+                                      column=embeddings_column)
+        encoder_name = encoder.name
+    else:
+        if encoder_name_given or dim or embeddings_column:
+            raise ConfigError("--encoder-name, --dim and --embeddings-column go with --embeddings FILE")
+        # With --ray the actors encode; this process needs only the fingerprint (no model load for me5-small).
+        encoder = load_encoder(encoder_name, device=device, runtime=runtime_for_artefact(finished),
+                               precision=precision or (finished.run_precision if finished else "auto"),
+                               lazy=ray_address is not None)
     choice = choose_projection(projection, encoder_name=encoder_name, encoder_fp=encoder.fingerprint,
                                artefact_projection=artefact_projection([out_dir]) if finished else (False, None))
-    store = embed_corpus(
-        corpus, out_dir, encoder=encoder, lang=lang, projection=choice.path, part=part, dtype=dtype,
-        shard_rows=shard_rows, batch_size=batch_size, max_chars=max_chars, overwrite=overwrite,
-        show_progress=not quiet, ray=ray_address, input_format=input_format,
-    )
+    from xmine.stdin import is_stdin, spool_stdin
+
+    # Standard input is copied first: a corpus is read twice (checked, then embedded).
+    spooled = tempfile.TemporaryDirectory(prefix="xmine-stdin-") if is_stdin(corpus) else contextlib.nullcontext()
+    with spooled as directory:
+        store = embed_corpus(
+            spool_stdin(directory) if directory else corpus, out_dir, encoder=encoder, lang=lang,
+            projection=choice.path, part=part, dtype=dtype,
+            shard_rows=shard_rows, batch_size=batch_size, max_chars=max_chars, overwrite=overwrite,
+            show_progress=not quiet, ray=ray_address, input_format=input_format,
+        )
     info = store.build_info
     if info is not None and info.already_done:
         click.echo(f"{out_dir}: already finished ({len(store)} sentences, dim {store.dim}); nothing to do")
@@ -143,10 +191,21 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     resumed = f", {info.resumed_rows} resumed from an earlier run" if info and info.resumed_rows else ""
     click.echo(
         f"embedded {len(store)} sentences ({info.encoded if info else len(store)} encoded now{resumed}), "
-        f"dim {store.dim}, {store.manifest.dtype}, part {store.part}, encoder at {encoder.precision} on "
-        f"{getattr(encoder, 'runtime', 'torch')}, in {info.seconds:.1f}s "
+        f"dim {store.dim}, {store.manifest.dtype}, part {store.part}, "
+        + (f"vectors of {encoder.name!r} read from {embeddings_file}" if embeddings_file is not None else
+           f"encoder at {encoder.precision} on {getattr(encoder, 'runtime', 'torch')}")
+        + f", in {info.seconds:.1f}s "
         f"({rate:.1f} sentences/s) -> {out_dir}"
     )
+
+
+def external_embeddings(path: str, *, encoder_name: str | None, dim: int | None, column: str | None):
+    """`embed --embeddings`: the file opened as an `ExternalEmbeddings`, its options checked."""
+    from xmine.encoders.external import ExternalEmbeddings
+
+    if not encoder_name:
+        raise ConfigError("--embeddings needs --encoder-name: the name of the encoder that made them (laser2, ...)")
+    return ExternalEmbeddings(path, name=encoder_name, dim=dim, column=column)
 
 
 @click.command("verify")

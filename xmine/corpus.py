@@ -55,6 +55,7 @@ WARN_LIST = 5
 _BOM = "\ufeff"
 # Characters that split lines for str.splitlines() or columns in TSV; \n is the separator itself.
 _BREAKERS = re.compile("[\t\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_LINE_BREAKERS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")  # the same, tabs kept
 
 
 @dataclass(kw_only=True)
@@ -175,13 +176,16 @@ def _decode(raw: bytes, path: Path, line_no: int) -> str:
         ) from None
 
 
-def iter_lines(path: str | Path, *, stats: CorpusStats | None = None) -> Iterator[tuple[int, str]]:
+def iter_lines(path: str | Path, *, stats: CorpusStats | None = None,
+               keep_tabs: bool = False) -> Iterator[tuple[int, str]]:
     """Yield (line_number, text) for EVERY line of the file, empty ones included, validated.
 
     Line numbers are 1-based. Text has its newline (and a `\\r` before it) removed, the BOM of
-    the first line stripped, and tabs/stray line breaks replaced by spaces (see the module doc).
+    the first line stripped, and tabs/stray line breaks replaced by spaces (see the module doc);
+    `keep_tabs`: tabs are kept (the columns of a TSV file).
     """
     path = Path(path)
+    breakers = _LINE_BREAKERS if keep_tabs else _BREAKERS
     st = stats if stats is not None else CorpusStats(path=path)
     cr = uses_cr_line_ends(path)
     with open_binary(path) as f:
@@ -196,8 +200,8 @@ def iter_lines(path: str | Path, *, stats: CorpusStats | None = None) -> Iterato
                 text = _decode(raw, path, line_no)
                 if line_no == 1 and text.startswith(_BOM):
                     text = text[1:]
-                if _BREAKERS.search(text):
-                    text = _BREAKERS.sub(" ", text)
+                if breakers.search(text):
+                    text = breakers.sub(" ", text)
                     st.replaced_count += 1
                 st.lines = line_no
                 yield line_no, text

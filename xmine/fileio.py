@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Collection, Iterable, Iterator
 
 from xmine.errors import ArtefactError
 
@@ -143,12 +143,35 @@ VERIFY_ON_OPEN_BYTES = 64 << 20
 _VERIFIED: set[tuple] = set()
 
 
+def check_names(names: Iterable[Any], allowed: Collection[str], *, where: str | Path, what: str) -> None:
+    """ArtefactError unless every name, read from an artefact's manifest, is one of `allowed`: the
+    plain file names its writer gives its files. Checked before any path is made of a name, so a
+    manifest cannot make xmine read a file outside the artefact (`../x`, an absolute path), nor
+    tell whether one exists."""
+    for name in names:
+        if not (isinstance(name, str) and name in allowed):
+            raise ArtefactError(f"{where}: names the file {repr(name)[:80]}, which is not a file of an xmine {what}; "
+                                "refusing to read it")
+
+
+def inside(directory: str | Path, name: str, *, what: str) -> Path:
+    """`directory/name`, refused (ArtefactError) when it resolves outside `directory`: a symbolic
+    link out of the artefact. Whether its target exists is not looked at, nor told."""
+    path = Path(directory) / name
+    if not Path(os.path.realpath(path)).is_relative_to(os.path.realpath(directory)):
+        raise ArtefactError(f"{path}: a symbolic link out of the {what}; refusing to read it")
+    return path
+
+
 class VerifiedFiles:
     """The sha256 sums an artefact's manifest records, checked against the files on disk.
 
-    `expected` maps file names (relative to `directory`) to their `xmine.records.FileRecord`. A
-    file is hashed at most once per process (while it stays the same inode, size and mtime). A mismatch raises
-    ArtefactError naming the file: it was changed or damaged after xmine wrote it.
+    `expected` maps file names (relative to `directory`) to their `xmine.records.FileRecord`;
+    the artefact's reader has checked the names (`check_names`), and a file that resolves outside
+    `directory` (a symbolic link out) is refused (`inside`). A file is hashed at most once per
+    process (while it stays the same inode, size and mtime). A mismatch raises ArtefactError
+    naming the file: it was changed or damaged after xmine wrote it. So is a file the manifest
+    does not record: nothing unrecorded is read.
     """
 
     def __init__(self, directory: str | Path, expected: dict[str, Any], *, what: str):
@@ -163,8 +186,9 @@ class VerifiedFiles:
     def check(self, name: str) -> None:
         rec = self.expected.get(name)
         if rec is None:
-            return
-        path = self.directory / name
+            raise ArtefactError(f"{self.directory / name}: not recorded in the {MANIFEST} of the {self.what}; "
+                                "refusing to read it (damaged or edited manifest)")
+        path = inside(self.directory, name, what=self.what)
         try:
             st = path.stat()
         except FileNotFoundError:
@@ -183,7 +207,7 @@ class VerifiedFiles:
     def check_sizes(self) -> None:
         """Every file is there with the size recorded (no hashing)."""
         for name, rec in self.expected.items():
-            path = self.directory / name
+            path = inside(self.directory, name, what=self.what)
             if not path.is_file() or path.stat().st_size != rec.bytes:
                 raise ArtefactError(f"{path}: missing, or not the {rec.bytes} bytes the manifest of the {self.what} "
                                     "records (damaged or replaced)")
@@ -206,6 +230,20 @@ def write_manifest(directory: str | Path, kind: str, body: dict[str, Any], *, fo
     return manifest
 
 
+def load_manifest(path: str | Path) -> dict[str, Any]:
+    """The JSON object in the manifest file `path`; ArtefactError when it cannot be read, is not
+    valid JSON (where it fails: line, column) or is not an object."""
+    try:
+        manifest = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ArtefactError(f"{path}: unparseable manifest, not valid JSON ({e})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ArtefactError(f"{path}: unreadable manifest ({e})") from None
+    if not isinstance(manifest, dict):
+        raise ArtefactError(f"{path}: a JSON {type(manifest).__name__}, not the object an xmine manifest is")
+    return manifest
+
+
 def read_manifest(directory: str | Path, kind: str | tuple[str, ...], *,
                   format_version: int | None = None) -> dict[str, Any]:
     """Read and check `directory/manifest.json`; raise ArtefactError if absent, of another kind or
@@ -214,10 +252,7 @@ def read_manifest(directory: str | Path, kind: str | tuple[str, ...], *,
     kinds = (kind,) if isinstance(kind, str) else kind
     if not path.is_file():
         raise ArtefactError(f"{directory}: not an xmine {' or '.join(kinds)} (no {MANIFEST})")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise ArtefactError(f"{path}: unreadable manifest ({e})") from e
+    manifest = load_manifest(path)
     if manifest.get("kind") not in kinds:
         raise ArtefactError(
             f"{directory}: is an xmine {manifest.get('kind')!r}, expected {' or '.join(kinds)}"

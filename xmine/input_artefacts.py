@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from xmine.errors import ArtefactError, InputError
-from xmine.fileio import MANIFEST
+from xmine.fileio import MANIFEST, load_manifest
 from xmine.records import EncoderFingerprint, ProjectionFingerprint, read_field
 
 
@@ -18,7 +18,10 @@ def artefact_kind(path: str | Path, input_format: Any = None) -> str:
     folder of data files: `xmine.readers`), else the `kind` in the directory's manifest
     ("embedding-store", "index")."""
     from xmine.reader_base import is_dataset_dir
+    from xmine.stdin import is_stdin
 
+    if is_stdin(path):  # standard input, copied into a work directory when read (xmine.stdin)
+        return "text"
     p = Path(path)
     hf_files = getattr(input_format, "format", None) == "hf" and p.is_dir() and not (p / MANIFEST).is_file()
     if p.is_file() or is_dataset_dir(p) or hf_files:
@@ -36,10 +39,10 @@ def artefact_kind(path: str | Path, input_format: Any = None) -> str:
             raise InputError(p, "a directory without manifest.json: expected a corpus file, a Hugging Face "
                                 "save_to_disk folder, an embedding store (xmine embed) or an index (xmine "
                                 "build-index); for a folder of data files pass --input-format hf")
-        try:
-            return json.loads(m.read_text(encoding="utf-8"))["kind"]
-        except (ValueError, KeyError) as e:
-            raise ArtefactError(f"{m}: unreadable manifest ({e})") from e
+        kind = load_manifest(m).get("kind")
+        if not isinstance(kind, str):
+            raise ArtefactError(f"{m}: records no kind (field 'kind' is {kind!r}); not an xmine artefact")
+        return kind
     if p.exists():  # a pipe, process substitution or device: inputs are read more than once
         raise InputError(p, "is a pipe or another non-regular file, which is not supported as input; "
                             "save it to a file first")

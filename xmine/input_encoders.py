@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from xmine.encoders.external import EXTERNAL_ID_PREFIX
 from xmine.errors import ConfigError, EncoderMismatchError
 from xmine.input_artefacts import artefact_encoder, artefact_projection
 from xmine.projection import choose_projection, resolve_projection
@@ -61,8 +62,13 @@ class Encoders:
             from xmine.encoders.runtime import runtime_for_artefact
 
             made = self._artefact_encoder
+            name = self.encoder_name or DEFAULT_ENCODER
+            if made is not None and made.name == name and made.id.startswith(EXTERNAL_ID_PREFIX):
+                raise ConfigError(f"the embeddings of encoder {name!r} were made elsewhere (embed --embeddings), so "
+                                  "xmine cannot encode text beside them: store the other side's vectors with "
+                                  f"`xmine embed TEXT --embeddings FILE --encoder-name {name}` too")
             precision = self.precision or (made.run_precision if made else DEFAULT_PRECISION)
-            self._encoder = load_encoder(self.encoder_name or DEFAULT_ENCODER, precision=precision,
+            self._encoder = load_encoder(name, precision=precision,
                                          runtime=runtime_for_artefact(made))
             # Not through `self.projection`: choosing it may ask for this encoder's fingerprint
             # (and would then be chosen, and its notice logged, twice).
@@ -87,7 +93,9 @@ class Encoders:
         from xmine.encoders import check_same_encoder, encoder_precision
 
         if self.encoder_name is not None and self.encoder_name != fp.name:
-            check_same_encoder(fp, self.encoder.fingerprint(), what=what)
+            made = self._artefact_encoder  # embeddings made elsewhere: compared as recorded, nothing to load
+            external = made is not None and made.name == self.encoder_name and made.id.startswith(EXTERNAL_ID_PREFIX)
+            check_same_encoder(fp, made if external else self.encoder.fingerprint(), what=what)
         if self.precision is not None:
             made, asked = fp.run_precision, encoder_precision(fp.name, self.precision)
             if made != asked:
@@ -99,9 +107,9 @@ class Encoders:
 
 
 def check_lang(given: str | None, recorded: str | None, what: str) -> None:
-    """Refuse a language that differs from the artefact's; codes compare normalised (de = deu =
-    deu_Latn = de-DE, xmine.langs)."""
-    from xmine.langs import normalize_lang
+    """Refuse a language that differs from the artefact's; codes compare as one language in any
+    form, keeping the script (de = deu = deu_Latn = de-DE; zho_Hans != zho_Hant: xmine.langs)."""
+    from xmine.langs import same_language
 
-    if given and recorded and normalize_lang(given) != normalize_lang(recorded):
+    if given and recorded and not same_language(given, recorded):
         raise ConfigError(f"{what} holds language {recorded!r}, but --lang/--*-lang says {given!r}")

@@ -37,7 +37,7 @@ from xmine.input_encoders import Encoders, check_lang, check_same_projection
 from xmine.plugins import open_artefact
 from xmine.projected_rows import project_rows
 from xmine.records import EncoderFingerprint, ProjectionFingerprint, to_json
-from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
+from xmine.store.text import RowIndex, TextColumn
 
 
 @dataclass(kw_only=True)
@@ -128,9 +128,10 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         work_dir = tmp.name
     work = Path(work_dir) if work_dir is not None else None
     if kind == "text":
+        from xmine.stdin import is_stdin, spool_stdin
         from xmine.store.writer import UNDETERMINED, embed_corpus
 
-        store = embed_corpus(path, work / "store", encoder=encoders.encoder, lang=lang or UNDETERMINED,
+        store = embed_corpus(spool_stdin(work) if is_stdin(path) else path, work / "store", encoder=encoders.encoder, lang=lang or UNDETERMINED,
                              projection=proj, part="meaning", show_progress=show_progress, overwrite=rebuild,
                              input_format=input_format)
         side = _store_side(store, path, lang, kind, fingerprint=store.manifest.input)
@@ -161,10 +162,9 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         if proj is not None:
             check_same_projection(ix.manifest.projection, encoders.projection_fp(), what=what)
         check_lang(lang, ix.manifest.lang, what)
-        with open(ix.path / "sentences.txt", "rb") as f:
-            row_index = RowIndex.scan(iter_raw_lines(f), count=len(ix))
+        text, row_index = ix.text_column()
         return Side(path=path, kind=kind, rows=ix.reconstruct(), row_index=row_index,
-                    text=TextColumn(ix.path / "sentences.txt", row_index.offsets), line_numbers=ix.line_numbers,
+                    text=text, line_numbers=ix.line_numbers,
                     encoder=ix.encoder, projection=ix.manifest.projection,
                     part=ix.manifest.part or "raw", lang=lang or ix.manifest.lang, index=ix,
                     fingerprint={"manifest": manifest_hash(path)}, sentence_index=ix.sentence_index,

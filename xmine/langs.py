@@ -4,7 +4,10 @@ The corpora xmine reads name languages differently: WMT uses ISO 639-1 (`de`, `z
 ISO 639-3 with script suffixes (`deu`, `cmn_Hans`, `zho`), FLORES-200 `deu_Latn`, MASSIVE
 locales (`de-DE`). The disentanglers treat the language as a class (same-language negatives,
 language identification), so one language under two names would become two classes.
-`normalize_lang` maps all of them to one canonical ISO 639-3 code.
+`normalize_lang` maps all of them to one canonical ISO 639-3 code, for what treats a language as
+a class (language filters, projections, sentence splitters); what a user names a language stays
+as given in everything xmine records and writes (`--lang zho_Hant` is `zho_Hant` in stores,
+columns and dataset features), and `same_language` compares codes keeping the script.
 
 Choices: Chinese (`zh`, `zho`, `cmn`, any script) -> `cmn`, as Tatoeba v1 names it; Persian
 `fa`/`fas` -> `pes`; Swahili `sw`/`swa` -> `swh`; Malay `ms`/`msa`/`zsm` -> `zsm`; Arabic `ar` ->
@@ -40,8 +43,33 @@ def normalize_lang(code: str) -> str:
     return _MERGE.get(c, c)
 
 
+#: the shape of a code: a language subtag, then script, region or variant subtags (`_` or `-`)
+_CODE_SHAPE = re.compile(r"[A-Za-z]{2,3}(?:[_-][A-Za-z0-9]{2,8})*")
+
+
+def lang_script(code: str) -> str | None:
+    """The ISO 15924 script a code names, or None: `zho_Hant` (FLORES/NLLB) and `zh-Hant`,
+    `sr-Latn-RS` (BCP-47) -> Hant, Hant, Latn; `de`, `deu`, `de-DE` -> None."""
+    for part in re.split(r"[_-]", code.strip())[1:]:
+        if len(part) == 4 and part.isalpha():
+            return part.title()
+    return None
+
+
+def same_language(a: str, b: str) -> bool:
+    """Whether two codes name one language: the same `normalize_lang` code and, where both name a
+    script, the same script (`de` = `deu` = `deu_Latn` = `de-DE`; `zho_Hans` != `zho_Hant` = `zh-Hant`)."""
+    if normalize_lang(a) != normalize_lang(b):
+        return False
+    sa, sb = lang_script(a), lang_script(b)
+    return sa is None or sb is None or sa == sb
+
+
 def is_known_lang(code: str) -> bool:
-    """True when `code` (any form normalize_lang accepts) names an ISO 639-1/639-3 language."""
+    """True when `code` (any form normalize_lang accepts: ISO 639-1/3, FLORES/NLLB `eng_Latn`,
+    BCP-47 `zh-Hant`, `de-DE`) names an ISO 639-1/639-3 language."""
+    if not isinstance(code, str) or not _CODE_SHAPE.fullmatch(code.strip()):
+        return False
     c = normalize_lang(code)
     if not re.fullmatch(r"[a-z]{2,3}", c):
         return False

@@ -33,41 +33,52 @@ def Finite(min: float | None = None, max: float | None = None, *, min_open: bool
 
 class LangCode(click.ParamType):
     """A language code in any form xmine.langs understands (ISO 639-1 de, ISO 639-3 deu, NLLB/FLORES
-    deu_Latn, a locale de-DE), given to the command in one form: the canonical ISO 639-3 code of
-    `normalize_lang` (deu), so stores, indexes and outputs record one name per language. Unknown
-    codes are refused rather than silently becoming a language of their own."""
+    zho_Hant, BCP-47 zh-Hant or de-DE), given to the command as the user wrote it (white space
+    stripped): stores, indexes and outputs record the user's code, script included, and what needs
+    a canonical code (language filters, projections, splitters) maps it with `normalize_lang`.
+    Unknown codes are refused rather than silently becoming a language of their own."""
 
     name = "lang"
 
     def convert(self, value, param, ctx):
-        from xmine.langs import is_known_lang, normalize_lang
+        from xmine.langs import is_known_lang
 
         if not isinstance(value, str) or not is_known_lang(value):
             self.fail(f"{value!r} is not a known language code (ISO 639-1 such as de, ISO 639-3 such as "
-                      "deu, optionally with script or region: deu_Latn, de-DE)", param, ctx)
-        return normalize_lang(value)
+                      "deu, optionally with script or region: deu_Latn, zh-Hant, de-DE)", param, ctx)
+        return value.strip()
 
 
 LANG = LangCode()
 
 
-def input_format_options(f):
-    """--input-format, --text-field/--text-column, --id-field, --split and --split-sentences, handed to the command
-    as one `input_format` (an `xmine.reader_base.InputFormat`)."""
+def input_format_options(f=None, *, per_side: bool = False):
+    """--input-format, --text-field/--text-column, --id-field, --header, --split and
+    --split-sentences, handed to the command as one `input_format` (an
+    `xmine.reader_base.InputFormat`). `per_side` (commands reading a SRC and a TGT): also
+    --src-input-format/--tgt-input-format, --src-text-field/--tgt-text-field (--*-text-column),
+    --src-id-field/--tgt-id-field and --src-split/--tgt-split, each overriding the shared option
+    for its side; `input_format` is then a (source, target) pair of InputFormats."""
+    if f is None:
+        return functools.partial(input_format_options, per_side=per_side)
     from xmine.reader_base import FORMATS
 
     @click.option("--input-format", type=click.Choice(("auto",) + FORMATS), default="auto", show_default=True,
                   help="How to read a corpus: auto = by extension (.jsonl/.ndjson/.json: jsonl; .parquet: parquet; "
-                       "a compression suffix .gz/.xz/.zst/.bz2 is looked through) or folder (a Hugging Face "
-                       "save_to_disk folder: hf), else text (one sentence a line, plain or compressed). "
+                       ".csv: csv; a compression suffix .gz/.xz/.zst/.bz2 is looked through) or folder (a Hugging "
+                       "Face save_to_disk folder: hf), else text (one sentence a line, plain or compressed). "
                        "hf also reads data files (.parquet/.jsonl/.csv/.txt, or a folder of them) through "
-                       "the datasets library, streaming.")
+                       "the datasets library, streaming. csv: RFC 4180, quotes honoured; tsv: tab-separated, "
+                       "no quoting.")
     @click.option("--text-field", "--text-column", "text_field", default=None,
                   help="jsonl/hf: the field holding the text, dotted for nested objects (meta.text); parquet: "
-                       "the column (dotted: a field of a struct column). [default: text]")
+                       "the column (dotted: a field of a struct column); csv/tsv: the column's name in the "
+                       "header line or its 1-based number. [default: text]")
     @click.option("--id-field", default=None,
                   help="A field (dotted) holding each record's own id, kept with each sentence as provenance "
                        "(mined outputs carry it). Default: records are named by their line/row number.")
+    @click.option("--header/--no-header", default=None,
+                  help="csv/tsv: whether the first line names the columns [default: csv yes, tsv no].")
     @click.option("--split", "hf_split", default=None,
                   help="hf: the split to read (default: the only one; a saved DatasetDict of several splits "
                        "needs it; data files: train).")
@@ -77,15 +88,35 @@ def input_format_options(f):
                        "sentence is a row that keeps its record number (or --id-field id) and its 1-based "
                        "index in the record; mined outputs carry both.")
     @functools.wraps(f)
-    def wrapper(*args, input_format, text_field, id_field, hf_split, split_sentences, **kwargs):
+    def wrapper(*args, input_format, text_field, id_field, header, hf_split, split_sentences, **kwargs):
         from xmine.reader_base import InputFormat
 
-        given = {"--text-field": text_field, "--id-field": id_field, "--split": hf_split}
-        spec = InputFormat(format=input_format, text_field="text" if text_field is None else text_field,
-                           id_field=id_field, split=hf_split, split_sentences=split_sentences,
-                           given=frozenset(name for name, value in given.items() if value is not None))
-        return f(*args, input_format=spec, **kwargs)
+        given = {"--text-field": text_field, "--id-field": id_field, "--header": header, "--split": hf_split}
+        shared = dict(format=input_format, text_field="text" if text_field is None else text_field, id_field=id_field,
+                      header=header, split=hf_split, split_sentences=split_sentences,
+                      given=frozenset(name for name, value in given.items() if value is not None))
+        if not per_side:
+            return f(*args, input_format=InputFormat(**shared), **kwargs)
+        specs = []
+        for side in ("src", "tgt"):
+            own = {name: kwargs.pop(f"{side}_{name}") for name in ("format", "text_field", "id_field", "split")}
+            own_given = frozenset(f"--{side}-{name.replace('_', '-')}" for name, value in own.items()
+                                  if value is not None and name != "format")
+            specs.append(InputFormat(**{**shared, **{k: v for k, v in own.items() if v is not None},
+                                        "given": shared["given"] | own_given}))
+        return f(*args, input_format=tuple(specs), **kwargs)
 
+    if per_side:
+        for side, name in (("tgt", "TGT"), ("src", "SRC")):
+            wrapper = click.option(f"--{side}-split", f"{side}_split", default=None,
+                                   help=f"--split for {name} only.")(wrapper)
+            wrapper = click.option(f"--{side}-id-field", f"{side}_id_field", default=None,
+                                   help=f"--id-field for {name} only.")(wrapper)
+            wrapper = click.option(f"--{side}-text-field", f"--{side}-text-column", f"{side}_text_field",
+                                   default=None, help=f"--text-field for {name} only (default: --text-field).")(wrapper)
+            wrapper = click.option(f"--{side}-input-format", f"{side}_format",
+                                   type=click.Choice(("auto",) + FORMATS), default=None,
+                                   help=f"--input-format for {name} only (default: --input-format).")(wrapper)
     return wrapper
 
 

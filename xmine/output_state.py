@@ -116,6 +116,14 @@ def _matches(p: Path, rec: dict | None) -> bool:
     return p.is_file() and p.stat().st_size == rec.get("bytes") and sha256_file(p) == rec.get("sha256")
 
 
+def own_output_name(base: Path, name: object) -> bool:
+    """Whether `name`, read from the sidecar of the output `base`, is a name the output's writer
+    gives: the output's own file name, or it with a companion suffix (`OUT.meta`, `OUT.src`), in
+    the same folder."""
+    return (isinstance(name, str) and "/" not in name and "\\" not in name
+            and (name == base.name or name.startswith(base.name + ".")))
+
+
 def changed_files(side: dict, base: Path) -> list[str]:
     """Files (and directory outputs) a finished sidecar records whose size or sha256 no longer
     match. While a replacement is being put in place (`replacing`: the new files' records), a file
@@ -124,6 +132,9 @@ def changed_files(side: dict, base: Path) -> list[str]:
     old, new = side.get("output_files") or {}, side.get("replacing")
     bad = []
     for name in dict.fromkeys([*old, *(new or {})]):
+        if not own_output_name(base, name):  # never looked at: a sidecar cannot point outside its output
+            bad.append(name)
+            continue
         p = base.parent / name
         if _matches(p, old.get(name)):
             continue
@@ -260,5 +271,5 @@ def _foreign_companion(path: Path, kind: str, companions: tuple[str, ...], side:
     return None
 
 
-__all__ = ["FORMS", "MARKER", "changed_files", "check_not_input", "dir_kind", "kind_label", "md_header",
+__all__ = ["FORMS", "MARKER", "changed_files", "check_not_input", "dir_kind", "kind_label", "md_header", "own_output_name",
            "output_state", "png_metadata", "read_json", "same_file", "sidecar_of", "tree_record"]

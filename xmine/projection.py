@@ -34,18 +34,25 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from xmine.errors import ConfigError, InputError
+from xmine.calibration import SpaceDefaults, parse_defaults
+from xmine.errors import ArtefactError, ConfigError, InputError
+from xmine.fileio import MANIFEST, VerifiedFiles, check_names, read_manifest
 from xmine.plugins import open_artefact
-from xmine.records import ProjectionFingerprint
+from xmine.records import FileRecord, ProjectionFingerprint, read_field
 
 log = logging.getLogger("xmine")
 
 PROJECTION_KIND = "projection"
+#: Format 2 records the sha256 of every file (`files`); format 1 recorded none and is not read.
+PROJECTION_FORMAT = 2
+CONFIG = "config.json"
+WEIGHTS = "model.safetensors"
 
 
 @runtime_checkable
@@ -76,6 +83,42 @@ NONE = "none"
 #: The folder of shipped projections (package data), one sub-folder per encoder name.
 SHIPPED_ROOT = Path(__file__).resolve().parent / "projections"
 SHIPPED_INFO = "SHIPPED.json"
+#: The files a projection's manifest records: always, and (a shipped projection) SHIPPED.json.
+PROJECTION_FILES = (CONFIG, WEIGHTS)
+
+
+def projection_files(directory: str | Path) -> VerifiedFiles:
+    """The files of the projection directory `directory` with the sha256 its manifest records,
+    to check before any is read. Refused (ArtefactError, one line): a manifest of another kind or
+    format, a name that is not one of the writer's (`check_names`), config or weights not recorded,
+    and a SHIPPED.json on disk that the manifest does not record (its thresholds would be used
+    unchecked)."""
+    directory = Path(directory)
+    where = directory / MANIFEST
+    manifest = read_manifest(directory, PROJECTION_KIND, format_version=PROJECTION_FORMAT)
+    files = read_field(manifest, "files", dict[str, FileRecord], where=str(where))
+    check_names(files, PROJECTION_FILES + (SHIPPED_INFO,), where=f"{where}: files", what="projection")
+    missing = [name for name in PROJECTION_FILES if name not in files]
+    if missing:
+        raise ArtefactError(f"{where}: files: {missing[0]} is not recorded; the projection is damaged")
+    if SHIPPED_INFO not in files and os.path.lexists(directory / SHIPPED_INFO):
+        raise ArtefactError(f"{directory / SHIPPED_INFO}: not recorded in the projection's {MANIFEST}; refusing "
+                            "to use it (added or edited by hand?)")
+    return VerifiedFiles(directory, files, what="projection")
+
+
+def read_projection_json(directory: str | Path, name: str) -> dict[str, Any]:
+    """The JSON object in the projection's file `name` (config.json, SHIPPED.json), its sha256
+    checked against the manifest first; ArtefactError naming the file otherwise."""
+    projection_files(directory).check(name)
+    path = Path(directory) / name
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ArtefactError(f"{path}: unreadable, not valid JSON ({e})") from None
+    if not isinstance(value, dict):
+        raise ArtefactError(f"{path}: a JSON {type(value).__name__}, not the object xmine writes")
+    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,11 +143,26 @@ def shipped_dir(encoder_name: str) -> Path | None:
 
 
 def shipped_info(encoder_name: str) -> dict[str, Any] | None:
-    """SHIPPED.json of the shipped projection (recipe, data hashes, commit, numbers)."""
+    """SHIPPED.json of the shipped projection (recipe, data hashes, commit, numbers), checked
+    against its manifest."""
     d = shipped_dir(encoder_name)
     if d is None or not (d / SHIPPED_INFO).is_file():
         return None
-    return json.loads((d / SHIPPED_INFO).read_text(encoding="utf-8"))
+    return read_shipped_json(d)
+
+
+def read_shipped_json(directory: str | Path) -> dict[str, Any]:
+    """The projection's SHIPPED.json (`read_projection_json`), its `default_thresholds` checked: an
+    object of finite numbers by margin (InputError naming the file and the field otherwise)."""
+    info = read_projection_json(directory, SHIPPED_INFO)
+    path = Path(directory) / SHIPPED_INFO
+    thresholds = info.get("default_thresholds", {})
+    if not isinstance(thresholds, dict):
+        raise InputError(path, f"default_thresholds is {repr(thresholds)[:80]}, not an object of thresholds by margin")
+    for margin, t in thresholds.items():
+        if not isinstance(t, (int, float)) or isinstance(t, bool) or not np.isfinite(t):
+            raise InputError(path, f"default_thresholds.{margin}: expected a finite number, not {t!r}")
+    return info
 
 
 def _takes(trained: dict, actual: dict, *, what: str) -> bool:
@@ -156,7 +214,9 @@ def choose_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp=
             raise ConfigError(f"--projection default: {msg.split(':')[0]}")
         log.info(msg)
         return ProjectionChoice(None, "default-unavailable", msg)
-    trained = json.loads((d / "config.json").read_text(encoding="utf-8"))["encoder"]  # what it was trained on
+    trained = read_projection_json(d, CONFIG).get("encoder")  # what it was trained on
+    if not isinstance(trained, dict):
+        raise ArtefactError(f"{d / CONFIG}: field 'encoder' is {repr(trained)[:80]}, not an object")
     actual = encoder_fp() if callable(encoder_fp) else encoder_fp
     if actual is not None and not _takes(trained, actual, what=f"the shipped projection {d}"):
         msg = (f"the shipped projection was trained on encoder {trained.get('name')!r} id {trained.get('id')!r}, "
@@ -175,32 +235,34 @@ def choose_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp=
     return ProjectionChoice(d, "default", f"the shipped default projection for {encoder_name} ({d})")
 
 
-def calibrated_threshold(projection_dir: str | Path | None, margin: str) -> tuple[float, str] | None:
-    """A projection's own default mining threshold for `margin`, and where it comes from; None if it
-    has none (raw embeddings, or a projection that was not calibrated: every pair is then kept).
+def projection_defaults(projection_dir: str | Path) -> SpaceDefaults | None:
+    """A projection's calibrated values (its SHIPPED.json), or None (a projection without one)."""
+    path = Path(projection_dir) / SHIPPED_INFO
+    if not os.path.lexists(path):
+        return None
+    info = read_projection_json(projection_dir, SHIPPED_INFO)  # recorded in the manifest, sha256 matches
+    found = parse_defaults(info, path, "", f"calibrated for projection {projection_dir} (its {SHIPPED_INFO})")
+    return found if found.thresholds else None
+
+
+def calibrated_threshold(projection_dir: str | Path | None, margin: str,
+                         point: str = "balanced") -> tuple[float, str] | None:
+    """A projection's own default mining threshold for `margin` at operating `point`, and where it
+    comes from; None if it has none (raw embeddings: `xmine.mining.defaults.encoder_defaults`; a
+    projection that was not calibrated).
 
     Margin scores in a meaning space are distributed unlike raw ones, so the threshold for raw
-    embeddings does not carry over. A shipped projection's SHIPPED.json records thresholds
-    (`default_thresholds`, per margin) calibrated on data disjoint from every benchmark
-    (`benchmarks/lab/calibrate.py`).
+    embeddings does not carry over. A shipped projection's SHIPPED.json records thresholds per
+    operating point and margin calibrated on BUCC-style sets (`benchmarks/lab/calibrate_defaults.py`).
     """
-    if projection_dir is None:
+    found = projection_defaults(projection_dir) if projection_dir is not None else None
+    t = found.threshold(margin, point) if found is not None else None
+    if t is None:
         return None
-    path = Path(projection_dir) / SHIPPED_INFO
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
-        raise InputError(path, f"unreadable: {e}") from None
-    thresholds = info.get("default_thresholds") or {}
-    if margin not in thresholds:
-        return None
-    t = thresholds[margin]
-    if not isinstance(t, (int, float)) or isinstance(t, bool) or not np.isfinite(t):
-        raise InputError(path, f"default_thresholds.{margin}: expected a finite number, not {t!r}")
-    return float(t), f"the {margin} threshold calibrated for projection {projection_dir} (its {SHIPPED_INFO})"
+    return t, f"the {point} {margin} threshold {found.source}"
 
 
-__all__ = ["DEFAULT", "NONE", "PROJECTION_KIND", "ProjectionChoice", "ProjectionLike", "SHIPPED_ROOT", "calibrated_threshold", "choose_projection",
-           "resolve_projection", "shipped_dir", "shipped_info"]
+__all__ = ["CONFIG", "DEFAULT", "NONE", "PROJECTION_FILES", "PROJECTION_FORMAT", "PROJECTION_KIND", "ProjectionChoice",
+           "ProjectionLike", "SHIPPED_INFO", "SHIPPED_ROOT", "WEIGHTS", "calibrated_threshold", "choose_projection",
+           "projection_defaults", "projection_files", "read_projection_json", "read_shipped_json", "resolve_projection",
+           "shipped_dir", "shipped_info"]

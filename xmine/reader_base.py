@@ -12,11 +12,12 @@ from typing import Any, Callable, Iterator
 from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats
 from xmine.errors import ConfigError, InputError
 
-FORMATS = ("text", "jsonl", "parquet", "hf")
+FORMATS = ("text", "jsonl", "parquet", "hf", "csv", "tsv")
 _COMPRESSED = (".gz", ".xz", ".zst", ".zstd", ".bz2")
 # Files a `save_to_disk` folder holds (Dataset: state.json; DatasetDict: dataset_dict.json).
 _HF_MARKERS = ("state.json", "dataset_dict.json")
-_MISSING = object()
+#: what `field_at` returns for a field a record does not have
+MISSING = object()
 # What a text or id from a record may not hold in a one-line-a-row store: tabs and every line break
 # (a text file's reader splits on \n itself; a JSON string or a table cell may hold one).
 _BREAKERS = re.compile("[\t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
@@ -32,6 +33,8 @@ class InputFormat:
     text_field: str = "text"
     #: optional dotted path of each record's own id, kept as provenance
     id_field: str | None = None
+    #: csv / tsv: whether the first line names the columns (None: csv yes, tsv no)
+    header: bool | None = None
     #: hf: the split of a DatasetDict (default: the only one; several need it) or of data files
     #: (default "train")
     split: str | None = None
@@ -55,6 +58,17 @@ def is_dataset_dir(path: str | Path) -> bool:
     return p.is_dir() and any((p / m).is_file() for m in _HF_MARKERS)
 
 
+def size_and_sha256(path: Path) -> tuple[int, str]:
+    """(bytes, sha256) of a file, or of a folder over its files' names and sha256."""
+    from xmine.fileio import sha256_file
+    from xmine.output_state import tree_record
+
+    if path.is_dir():
+        tree = tree_record(path)
+        return tree["bytes"], tree["sha256"]
+    return path.stat().st_size, sha256_file(path)
+
+
 def stem_suffix(path: Path) -> str:
     """The extension that names the format: `.jsonl` of `x.jsonl.zst`."""
     suffixes = [s.lower() for s in path.suffixes]
@@ -63,14 +77,14 @@ def stem_suffix(path: Path) -> str:
     return suffixes[-1] if suffixes else ""
 
 
-def _field(record: Any, dotted: str) -> Any:
+def field_at(record: Any, dotted: str) -> Any:
     """The value at `dotted` (`meta.text`) in nested mappings; a key that itself holds dots wins."""
     if isinstance(record, dict) and dotted in record:
         return record[dotted]
     value = record
     for part in dotted.split("."):
         if not isinstance(value, dict) or part not in value:
-            return _MISSING
+            return MISSING
         value = value[part]
     return value
 
@@ -80,8 +94,8 @@ def text_of(record: Any, spec: InputFormat, path: Path, where: str, line: int | 
     if not isinstance(record, dict):
         raise InputError(path, f"{where}is a JSON {type(record).__name__}, expected an object with a "
                                f"{spec.text_field!r} field", line=line)
-    text = _field(record, spec.text_field)
-    if text is _MISSING:
+    text = field_at(record, spec.text_field)
+    if text is MISSING:
         keys = ", ".join(list(record)[:8])
         raise InputError(path, f"{where}no field {spec.text_field!r} (fields: {keys}); choose one with "
                                "--text-field / --text-column", line=line)
@@ -90,9 +104,9 @@ def text_of(record: Any, spec: InputFormat, path: Path, where: str, line: int | 
         raise InputError(path, f"{where}field {spec.text_field!r} is {shown}, not a string", line=line)
     rid = None
     if spec.id_field is not None:
-        value = _field(record, spec.id_field)
-        if value is _MISSING or value is None or isinstance(value, (dict, list)):
-            what = "missing" if value is _MISSING else "null" if value is None else f"a {type(value).__name__}"
+        value = field_at(record, spec.id_field)
+        if value is MISSING or value is None or isinstance(value, (dict, list)):
+            what = "missing" if value is MISSING else "null" if value is None else f"a {type(value).__name__}"
             raise InputError(path, f"{where}id field {spec.id_field!r} is {what}, expected a string or number",
                              line=line)
         rid = _BREAKERS.sub(" ", str(value))
@@ -123,14 +137,7 @@ class CorpusReader:
 
     def identity(self) -> dict[str, Any]:
         """What identifies the input (a store made from it records this; resume compares it)."""
-        from xmine.fileio import sha256_file
-        from xmine.output_state import tree_record
-
-        if self.path.is_dir():  # over its files' names and sha256
-            tree = tree_record(self.path)
-            size, digest = tree["bytes"], tree["sha256"]
-        else:
-            size, digest = self.path.stat().st_size, sha256_file(self.path)
+        size, digest = size_and_sha256(self.path)
         return {"path": str(self.path.resolve()), "size": size, "sha256": digest, "format": self.format,
                 "text_field": self.spec.text_field, "id_field": self.spec.id_field, "split": self.spec.split,
                 "records": self.count}

@@ -11,6 +11,10 @@ Formats (`FORMATS`), chosen by `detect_format` from the name or the folder, or n
 - `text`: one sentence a line (`xmine.corpus`: plain, gzip, xz, bzip2 or zstd).
 - `jsonl`: JSON Lines (`.jsonl`, `.ndjson`, `.json`, also compressed): one JSON object a line,
   the text at `text_field`, a dotted path for nested objects (`meta.text`). Record = file line.
+- `csv` (`.csv`), `tsv` (named only: a `.tsv` file stays one sentence a line unless
+  `--input-format tsv`): the column `text_field`, a name from the header line (csv: read by
+  default; `header`) or a 1-based number; csv honours quotes (a quoted field may hold commas and
+  line breaks), tsv splits on tabs (`xmine.delimited`). Record = the line it starts on.
 - `parquet`: the column `text_field` (a dotted path reaches into a struct column), read one
   record batch at a time. Record = 1-based row.
 - `hf`: a Hugging Face dataset through `datasets`: a `save_to_disk` folder (Arrow, memory-mapped;
@@ -38,6 +42,7 @@ from xmine.compression import count_lines
 from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats, iter_corpus, iter_lines
 from xmine.errors import InputError
 from xmine.reader_base import CorpusReader, InputFormat, is_dataset_dir, stem_suffix, text_of
+from xmine.stdin import STDIN
 from xmine.table_readers import DatasetReader, ParquetReader
 
 _JSONL = (".jsonl", ".ndjson", ".json")
@@ -61,6 +66,8 @@ def detect_format(path: str | Path, spec: InputFormat | None = None) -> str:
         return "jsonl"
     if suffix in _PARQUET:
         return "parquet"
+    if suffix == ".csv":
+        return "csv"
     return "text"
 
 
@@ -96,43 +103,110 @@ class JsonlReader(CorpusReader):
     format = "jsonl"
 
     def records(self) -> Iterator[tuple[int, str, str | None]]:
-        for number, line in iter_lines(self.path):
-            if not line.strip():
+        for number, record in jsonl_records(self.path, blank=True):
+            if record is None:  # a blank line
                 yield number, "", None
                 continue
-            try:
-                record = json.loads(line)
-            except ValueError as e:
-                raise InputError(self.path, f"invalid JSON ({e})", line=number) from None
             text, rid = text_of(record, self.spec, self.path, "", number)
             yield number, text, rid
 
 
-_READERS = {"text": TextReader, "jsonl": JsonlReader, "parquet": ParquetReader, "hf": DatasetReader}
+def jsonl_records(path: Path, *, blank: bool = False) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed value) of every non-blank line of a JSON Lines file; invalid JSON is an
+    InputError naming the line. `blank`: a blank line is (line number, None) too."""
+    from contextlib import closing
+
+    with closing(iter_lines(path)) as lines:
+        for number, line in lines:
+            if not line.strip():
+                if blank:
+                    yield number, None
+                continue
+            try:
+                yield number, json.loads(line)
+            except ValueError as e:
+                raise InputError(path, f"invalid JSON ({e})", line=number) from None
+
+
+class DelimitedReader(CorpusReader):
+    """A CSV or TSV file (`xmine.delimited`): the text in one column, chosen by name or number."""
+
+    def __init__(self, path: Path, spec: InputFormat):
+        self.format = spec.format
+        super().__init__(path, spec)
+
+    def identity(self) -> dict[str, Any]:
+        return {**super().identity(), "header": self.has_header()}
+
+    def has_header(self) -> bool:
+        return self.spec.header if self.spec.header is not None else self.format == "csv"
+
+    def records(self) -> Iterator[tuple[int, str, str | None]]:
+        from contextlib import closing
+
+        from xmine.delimited import column_index, delimited_rows, field_of
+
+        with closing(delimited_rows(self.path, self.format)) as rows:
+            names = None
+            if self.has_header():
+                first = next(rows, None)
+                names = [n.strip() for n in first[1]] if first is not None else []
+            text = column_index(self.spec.text_field, names, self.path, option="--text-column")
+            rid = None if self.spec.id_field is None else column_index(self.spec.id_field, names, self.path,
+                                                                        option="--id-field")
+            for number, fields in rows:
+                yield (number, field_of(fields, text, self.path, number, what="text"),
+                       None if rid is None else field_of(fields, rid, self.path, number, what="id"))
+
+
+_READERS = {"text": TextReader, "jsonl": JsonlReader, "parquet": ParquetReader, "hf": DatasetReader,
+            "csv": DelimitedReader, "tsv": DelimitedReader}
+
+
 #: the record options (`InputFormat.given`) each format has a use for
 FIELD_OPTIONS = {"text": frozenset(), "jsonl": frozenset({"--text-field", "--id-field"}),
                  "parquet": frozenset({"--text-field", "--id-field"}),
-                 "hf": frozenset({"--text-field", "--id-field", "--split"})}
+                 "hf": frozenset({"--text-field", "--id-field", "--split"}),
+                 "csv": frozenset({"--text-field", "--id-field", "--header"}),
+                 "tsv": frozenset({"--text-field", "--id-field", "--header"})}
+_SIDES = ("--src-", "--tgt-")
+
+
+def _option(given: str) -> str:
+    """The shared option a per-side one stands for ("--src-split": "--split")."""
+    return "--" + given[len(_SIDES[0]):] if given.startswith(_SIDES) else given
 
 
 def _check_given(path: Path, fmt: str, spec: InputFormat) -> None:
-    unused = sorted(spec.given - FIELD_OPTIONS[fmt])
+    unused = sorted(o for o in spec.given if _option(o) not in FIELD_OPTIONS[fmt])
     if unused:
+        uses = ", ".join(f for f in FIELD_OPTIONS if _option(unused[0]) in FIELD_OPTIONS[f])
         raise InputError(path, f"{unused[0]} does not apply to a {fmt} input"
                                + (" (one sentence a line, no fields)" if fmt == "text" else "")
-                               + f"; it is for {', '.join(f for f in FIELD_OPTIONS if unused[0] in FIELD_OPTIONS[f])} "
-                               "inputs: leave it out or give --input-format")
+                               + f"; it is for {uses} inputs: leave it out or give --input-format")
 
 
-def for_each_input(spec: InputFormat, paths) -> list[InputFormat]:
-    """The spec for each of a command's corpus inputs: a record option given for one input that has
-    fields is left out for another that has none (`mine a.jsonl b.txt --text-field t`); one that
-    applies to no input stays given, so reading refuses it."""
-    fmts = [detect_format(p, spec) if p is not None else None for p in paths]
+def for_each_input(specs: list[InputFormat], paths) -> list[InputFormat]:
+    """The spec for each of a command's corpus inputs (None: not a corpus): a shared record option
+    that another input uses is left out for one with no use for it (`mine a.jsonl b.txt
+    --text-field t`); one that no input uses, and a per-side one (`--tgt-split`) that its input has
+    no use for, are refused."""
+    def format_of(path, spec: InputFormat) -> str | None:
+        if path is None:
+            return None
+        if str(path) == STDIN:  # read as --input-format names it, text by default
+            return "text" if spec.format == "auto" else spec.format
+        return detect_format(path, spec)
+
+    fmts = [format_of(p, spec) for p, spec in zip(paths, specs)]
     used = frozenset().union(*(FIELD_OPTIONS[f] for f in fmts if f is not None))
-    if spec.given - used:
-        return [spec] * len(paths)
-    return [replace(spec, given=spec.given & FIELD_OPTIONS[f]) if f is not None else spec for f in fmts]
+    out = [spec if f is None else replace(spec, given=frozenset(
+        o for o in spec.given if o.startswith(_SIDES) or o in FIELD_OPTIONS[f] or o not in used))
+        for spec, f in zip(specs, fmts)]
+    for path, spec, f in zip(paths, out, fmts):  # refused now, before any input is read or embedded
+        if f is not None:
+            _check_given(Path(path), f, spec)
+    return out
 
 
 def open_corpus(path: str | Path, spec: InputFormat | None = None, *, check: bool = True) -> CorpusReader:
@@ -150,4 +224,4 @@ def open_corpus(path: str | Path, spec: InputFormat | None = None, *, check: boo
     return reader
 
 
-__all__ = ["FIELD_OPTIONS", "detect_format", "for_each_input", "open_corpus"]
+__all__ = ["FIELD_OPTIONS", "detect_format", "for_each_input", "jsonl_records", "open_corpus"]

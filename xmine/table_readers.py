@@ -82,7 +82,7 @@ class DatasetReader(CorpusReader):
 
     format = "hf"
 
-    def _open(self):
+    def open_dataset(self):
         try:
             import datasets
         except ImportError:
@@ -125,7 +125,7 @@ class DatasetReader(CorpusReader):
         raise InputError(self.path, f"a DatasetDict with splits {', '.join(splits)}: choose one with --split")
 
     def records(self) -> Iterator[tuple[int, str, str | None]]:
-        ds, names = self._open()
+        ds, names = self.open_dataset()
         columns = _columns(self.spec, names)
 
         def batches() -> Iterator[list[dict]]:

@@ -13,10 +13,18 @@ import os
 from pathlib import Path
 
 from xmine.errors import ArtefactError, ConfigError
-from xmine.fileio import MANIFEST, read_manifest
-from xmine.output_state import MARKER, changed_files, dir_kind, read_json, sidecar_of
+from xmine.fileio import MANIFEST, load_manifest, read_manifest
+from xmine.output_state import MARKER, changed_files, dir_kind, own_output_name, read_json, sidecar_of
 from xmine.plugins import open_artefact
 from xmine.store.reader import verify_store
+
+#: Directory artefacts xmine makes whose manifests record no sha256 sums, nor have a reader: a
+#: sentence-transformers export (xmine.disentangle.st_module), the converted encoder models of the
+#: cache (xmine.encoders: e5_q4, ov_build), FMDA's sampled pairs (xmine.disentangle.fmda_prep).
+#: `verify` checks their manifest and lists their files; any other kind without a reader is refused.
+UNCHECKED_KINDS = ("sentence-transformer-export", "encoder-model", "openvino-model", "fmda-sample-pairs")
+#: The result files (JSON with a top-level `kind`) the benchmarks write (xmine.benchmarks).
+RESULT_KINDS = ("xmine-benchmark-result", "bucc-result", "speed-benchmark-result")
 
 
 def verify_artefact(path: str | Path) -> tuple[str, int, str]:
@@ -31,21 +39,29 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
     if p.suffix in (".src", ".tgt") and not sidecar_of(p).is_file() and sidecar_of(p.with_suffix("")).is_file():
         return verify_output_file(p.with_suffix(""))  # one file of a Moses pair: the pair is checked
     if p.is_dir():
-        kind, finished = dir_kind(p)
-        if kind is None:
-            raise ArtefactError(f"{p}: not an xmine artefact (no {MANIFEST})")
-        if not finished:
+        if (p / MANIFEST).is_file():
+            kind = load_manifest(p / MANIFEST).get("kind")  # an unparseable one says so, and where
+            if not isinstance(kind, str):
+                raise ArtefactError(f"{p / MANIFEST}: records no kind (field 'kind' is {kind!r}); not an xmine "
+                                    "artefact")
+        else:
+            kind, _ = dir_kind(p)
+            if kind is None:
+                raise ArtefactError(f"{p}: not an xmine artefact (no {MANIFEST})")
             raise ArtefactError(f"{p}: an unfinished xmine {kind.replace('-', ' ')} (no {MANIFEST}); run the "
                                 "command that made it again to finish it")
         if kind == "embedding-store":
             nbytes, detail = verify_store(p)
             return kind, nbytes, detail
-        try:
-            artefact = open_artefact(p, kind)  # the owning package's reader validates on open
-        except ConfigError:  # no reader for this kind (an export): its manifest and files
+        if kind in UNCHECKED_KINDS:  # its manifest and files
             read_manifest(p, kind)
             files = [e for e in p.rglob("*") if e.is_file() and e.name != MARKER]
             return kind, sum(e.stat().st_size for e in files), f"{len(files)} files present (no sums recorded)"
+        try:
+            artefact = open_artefact(p, kind)  # the owning package's reader validates on open
+        except ConfigError:
+            raise ArtefactError(f"{p / MANIFEST}: kind {kind[:80]!r} is no kind of artefact this xmine makes or "
+                                "reads; nothing in it can be checked") from None
         if hasattr(artefact, "verify"):
             return kind, int(artefact.verify()), "every recorded sha256 matches, every part loads"
         files = [e for e in p.rglob("*") if e.is_file()]
@@ -58,8 +74,11 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
             kind = json.loads(p.read_text(encoding="utf-8")).get("kind")
         except (OSError, ValueError, AttributeError) as e:
             raise ArtefactError(f"{p}: not an xmine artefact (unreadable JSON: {e})") from None
-        if kind:
+        if kind in RESULT_KINDS:
             return kind, p.stat().st_size, "readable JSON (results record no sums)"
+        if kind:
+            raise ArtefactError(f"{p}: kind {str(kind)[:80]!r} is no kind of result this xmine writes; nothing in it "
+                                "can be checked")
     raise ArtefactError(f"{p}: not an xmine artefact (no {MANIFEST}, no {sidecar_of(p).name} summary)")
 
 
@@ -77,6 +96,10 @@ def verify_output_file(path: str | Path) -> tuple[str, int, str]:
     files = side.get("output_files") or {}
     if path.name not in files and not any(name.startswith(path.name + ".") for name in files):
         raise ArtefactError(f"{sidecar_of(path)}: records no sha256 of {path.name} (written by an older xmine)")
+    foreign = next((name for name in files if not own_output_name(path, name)), None)
+    if foreign is not None:
+        raise ArtefactError(f"{sidecar_of(path)}: names the file {repr(foreign)[:80]}, which is not a file of "
+                            f"the output {path.name}; refusing to read it")
     changed = changed_files(side, path)
     if changed:
         raise ArtefactError(f"{path.parent / changed[0]}: size or sha256 differs from {sidecar_of(path).name}: "

@@ -46,7 +46,9 @@ match, projections accept another runtime of the same weights with a notice.
 Modules: `base` (the `Encoder` contract, shared names and defaults), `precision` (precisions,
 fingerprints and the mixing rule), `batching` (token-length forward passes), `transformer` and
 `use_m3` (the encoders), `e5_q4` and `me5` (the default model), `runtime` and `ov_*` (OpenVINO),
-`loader` (`load_encoder_now`, `list_encoders`), `lazy` (`LazyEncoder`). This package gathers
+`loader` (`load_encoder_now`, `list_encoders`), `lazy` (`LazyEncoder`), `prompts` (the prompt each
+model gets: `--prompt`, `--prompt-name`, its config's default), `suitability` (the check that an
+encoder aligns translations, on first use), `external` (embeddings made elsewhere, `embed --embeddings`). This package gathers
 their public names and `load_encoder`; the modules import each other, never it.
 """
 
@@ -81,14 +83,18 @@ def load_encoder(
     precision: str = DEFAULT_PRECISION,
     runtime: str | None = None,
     lazy: bool = False,
+    prompt_name: str | None = None,
 ) -> Encoder:
     """Load an encoder by name (see the module doc).
 
     - `device`: torch device ("cpu", "cuda", "cuda:1"); default CUDA when available, else CPU.
       use-m3 is numpy-only and always runs on the CPU.
-    - `prefix`: text put before every sentence. Default: "query: " for me5-small (what E5 expects
-      for symmetric tasks; use "passage: " for documents), "" for every other model. It is part of
-      the fingerprint: embeddings made with another prefix are another encoder's.
+    - `prefix`: the prompt, text put before every sentence (`--prompt`). Default: what `--prompt` /
+      `--prompt-name` asked for in this process, else "query: " for me5-small (what E5 expects for
+      symmetric tasks; use "passage: " for documents), a sentence-transformers model's own default
+      prompt (`default_prompt_name` in its config), else "" (`xmine.encoders.prompts`). It is part
+      of the fingerprint: embeddings made with another prefix are another encoder's.
+    - `prompt_name`: the prompt of that name in a sentence-transformers model's config (`--prompt-name`).
     - `threads`: CPU threads (torch intra-op threads, or BLAS threads for use-m3); default: torch's
       default (the physical cores) / all cores.
     - `precision`: "auto" (default), "fp32", "bf16" or "fp16" (see the module doc); part of the
@@ -103,8 +109,10 @@ def load_encoder(
     An encoder already loaded in this process with the same name, device, prefix and precision is reused.
     """
     if lazy:
-        return LazyEncoder(name, device=device, prefix=prefix, threads=threads, precision=precision, runtime=runtime)
-    return load_encoder_now(name, device=device, prefix=prefix, threads=threads, precision=precision, runtime=runtime)
+        return LazyEncoder(name, device=device, prefix=prefix, threads=threads, precision=precision, runtime=runtime,
+                           prompt_name=prompt_name)
+    return load_encoder_now(name, device=device, prefix=prefix, threads=threads, precision=precision, runtime=runtime,
+                            prompt_name=prompt_name)
 
 
 __all__ = [

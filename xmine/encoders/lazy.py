@@ -24,17 +24,20 @@ class LazyEncoder(Encoder):
     """`load_encoder(name, ...)`, loaded when first used (see the module doc)."""
 
     def __init__(self, name: str, *, device: str | None = None, prefix: str | None = None,
-                 threads: int | None = None, precision: str = "auto", runtime: str | None = None):
+                 threads: int | None = None, precision: str = "auto", runtime: str | None = None,
+                 prompt_name: str | None = None):
+        from xmine.encoders.prompts import asked_prompt
         from xmine.encoders.runtime import encoder_runtime
         from xmine.encoders.transformer import pick_device
 
         check_device(device)
+        prefix, prompt_name = asked_prompt(prefix, prompt_name)  # the command line's, in this process
         self.name = name
         self.precision = encoder_precision(name, precision, device=device)  # validates it, too
         self.runtime = encoder_runtime(name, runtime, self.precision,
                                        device="cpu" if name == "use-m3" else pick_device(device))
-        self._load_kwargs = dict(device=device, prefix=prefix, threads=threads, precision=self.precision,
-                                 runtime=self.runtime)
+        self._load_kwargs = dict(device=device, prefix=prefix, prompt_name=prompt_name, threads=threads,
+                                 precision=self.precision, runtime=self.runtime)
         self._fingerprint = (me5_fingerprint(prefix=ME5_DEFAULT_PREFIX if prefix is None else prefix,
                                              precision=self.precision, runtime=self.runtime)
                              if name == "me5-small" else None)
@@ -54,6 +57,13 @@ class LazyEncoder(Encoder):
     @property
     def dim(self) -> int:  # type: ignore[override]
         return int(self._fingerprint["dim"]) if self._fingerprint else self.model().dim
+
+    @property
+    def prefix(self) -> str:
+        """The prompt (me5-small's known without loading it)."""
+        if self._fingerprint is not None and self._load_kwargs["prompt_name"] is None:
+            return ME5_DEFAULT_PREFIX if self._load_kwargs["prefix"] is None else self._load_kwargs["prefix"]
+        return self.model().prefix
 
     @property
     def max_tokens(self) -> int | None:  # type: ignore[override]

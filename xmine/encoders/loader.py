@@ -42,25 +42,37 @@ def load_encoder_now(
     threads: int | None = None,
     precision: str = DEFAULT_PRECISION,
     runtime: str | None = None,
+    prompt_name: str | None = None,
+    check: bool = True,
 ) -> Encoder:
     """`xmine.encoders.load_encoder` without `lazy`: the model loaded now, or the one this process
-    already loaded with the same name, device, prefix, precision and runtime."""
+    already loaded with the same name, device, prompt, precision and runtime.
+
+    `check`: on the first load of an encoder xmine does not ship, run the suitability check
+    (`xmine.encoders.suitability`: measured once per fingerprint, a warning when it does not align
+    translations)."""
+    from xmine.encoders.prompts import asked_prompt
     from xmine.encoders.runtime import encoder_runtime
 
     check_device(device)
+    prefix, prompt_name = asked_prompt(prefix, prompt_name)
     if name == "use-m3":
-        key: tuple = (name, None, prefix, threads, encoder_precision(name, precision))
+        key: tuple = (name, None, prefix, prompt_name, threads, encoder_precision(name, precision))
         run = encoder_runtime(name, runtime, key[-1], device="cpu")
     else:
         from xmine.encoders.transformer import pick_device
 
         device = pick_device(device)
-        key = (name, device, prefix, None, encoder_precision(name, precision, device=device))
+        key = (name, device, prefix, prompt_name, None, encoder_precision(name, precision, device=device))
         run = encoder_runtime(name, runtime, key[-1], device=device)
     key = (*key, run)
     if key not in _LOADED:
-        _LOADED[key] = _load_encoder(name, device=device, prefix=prefix, threads=threads, precision=key[-2],
-                                     runtime=run, runtime_asked=runtime)
+        _LOADED[key] = _load_encoder(name, device=device, prefix=prefix, prompt_name=prompt_name, threads=threads,
+                                     precision=key[-2], runtime=run, runtime_asked=runtime)
+        if check and name not in _BUILTIN:
+            from xmine.encoders.suitability import check_on_first_use
+
+            check_on_first_use(_LOADED[key])
     elif threads and name != "use-m3":
         import torch
 
@@ -69,7 +81,7 @@ def load_encoder_now(
 
 
 def load_worker_encoder(name: str, *, fingerprint: dict, use_gpu: bool, threads: int, precision: str,
-                        runtime: str = "torch") -> Encoder:
+                        runtime: str = "torch", prefix: str | None = None) -> Encoder:
     """The driver's encoder loaded on a cluster worker (one GPU, else `threads` CPU threads), or an
     EncoderError: the same weights at the same precision as the driver's, or nothing, since a
     store or a training run is made by one encoder."""
@@ -80,7 +92,7 @@ def load_worker_encoder(name: str, *, fingerprint: dict, use_gpu: bool, threads:
 
         torch.set_num_threads(threads)
     encoder = load_encoder_now(name, device="cuda" if use_gpu else "cpu", threads=None if use_gpu else threads,
-                               precision=precision, runtime=runtime)
+                               precision=precision, runtime=runtime, prefix=prefix, check=False)
     here = EncoderFingerprint.from_dict(encoder.fingerprint(), where=f"encoder {name!r} on this worker")
     there = EncoderFingerprint.from_dict(fingerprint, where="the driver's encoder")
     if here.id != there.id:  # another build (or version) of the model on this worker
@@ -132,15 +144,16 @@ def encoder_precision(name: str, precision: str, *, device: str | None = None) -
     return resolve_precision(precision, pick_device(device), encoder_name=name)
 
 
-def _load_encoder(name: str, *, device: str | None, prefix: str | None, threads: int | None,
-                  precision: str, runtime: str = "torch", runtime_asked: str | None = None) -> Encoder:
+def _load_encoder(name: str, *, device: str | None, prefix: str | None, prompt_name: str | None,
+                  threads: int | None, precision: str, runtime: str = "torch",
+                  runtime_asked: str | None = None) -> Encoder:
     from xmine.errors import EncoderError
 
     if not isinstance(name, str) or not name.strip():
         raise EncoderError(f"encoder name must be a non-empty string, got {name!r}")
     if name == "use-m3":
-        if prefix:
-            raise EncoderError("use-m3 takes no prefix (it was not trained with one)")
+        if prefix or prompt_name:
+            raise EncoderError("use-m3 takes no prompt or prefix (it was not trained with one)")
         from xmine.encoders.use_m3 import UseM3Encoder
 
         return UseM3Encoder(threads=threads)
@@ -151,6 +164,11 @@ def _load_encoder(name: str, *, device: str | None, prefix: str | None, threads:
     if threads:
         torch.set_num_threads(int(threads))
     if name == "me5-small":
+        if prompt_name is not None:
+            from xmine.encoders.e5_q4 import E5_PROMPTS
+            from xmine.encoders.prompts import model_prompt
+
+            prefix = model_prompt(name, prompts=E5_PROMPTS, default_name=None, prefix=None, prompt_name=prompt_name)
         prefix = ME5_DEFAULT_PREFIX if prefix is None else prefix
         if runtime == "openvino":
             from xmine.encoders.ov_encoder import load_me5_openvino
@@ -159,7 +177,7 @@ def _load_encoder(name: str, *, device: str | None, prefix: str | None, threads:
         return load_me5(device=device, prefix=prefix, precision=precision)
     from xmine.encoders.transformer import load_sentence_transformer
 
-    encoder = load_sentence_transformer(name, prefix=prefix or "", device=device,
+    encoder = load_sentence_transformer(name, prefix=prefix, prompt_name=prompt_name, device=device,
                                         precision="fp32" if runtime == "openvino" else precision)
     if runtime == "openvino":
         from xmine.encoders.ov_encoder import openvino_from_torch

@@ -1,4 +1,5 @@
-"""The `--precision` and `--runtime` options, the same on every command that encodes text."""
+"""The `--precision`, `--runtime`, `--prompt` and `--prompt-name` options, the same on every command
+that encodes text."""
 
 from __future__ import annotations
 
@@ -26,6 +27,35 @@ RUNTIME_HELP = (
 )
 
 
+PROMPT_HELP = (
+    "Text put before every sentence a transformer encoder embeds (E5: 'query: ', the default of me5-small; "
+    "'' = none). Default: the prompt the model's config names in default_prompt_name, as "
+    "SentenceTransformer.encode uses it. Part of the fingerprint: stores and indexes of one prompt refuse another."
+)
+PROMPT_NAME_HELP = "A prompt of the model's config by name (its 'prompts', e.g. query or passage), instead of --prompt."
+
+
+def _remember_prompt(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    from xmine.encoders.prompts import set_requested_prompt
+
+    ctx.meta[f"xmine.{param.name}"] = value
+    prompt, name = ctx.meta.get("xmine.prompt"), ctx.meta.get("xmine.prompt_name")
+    if prompt is not None and name is not None:
+        raise click.UsageError("give --prompt TEXT or --prompt-name NAME, not both", ctx)
+    set_requested_prompt(prompt, name)
+    ctx.call_on_close(lambda: set_requested_prompt(None, None))  # only for this command, as --runtime
+    return value
+
+
+def prompt_options(f: Callable) -> Callable:
+    """`--prompt TEXT` and `--prompt-name NAME`, recorded for `load_encoder` in this process
+    (`xmine.encoders.prompts.set_requested_prompt`), as `--runtime` is."""
+    f = click.option("--prompt-name", default=None, expose_value=False, callback=_remember_prompt,
+                     is_eager=True, help=PROMPT_NAME_HELP)(f)
+    return click.option("--prompt", default=None, expose_value=False, callback=_remember_prompt, is_eager=True,
+                        help=PROMPT_HELP)(f)
+
+
 def _remember_runtime(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     from xmine.encoders.runtime import set_requested_runtime
 
@@ -47,7 +77,8 @@ def runtime_option(*, default_from: str | None = None) -> Callable:
 
 def precision_option(*, default_from: str | None = None) -> Callable:
     """`--precision` (value: "auto", "fp32", "bf16", "fp16", "int8"; bad values exit 2), with
-    `--runtime` beside it (`runtime_option`).
+    `--runtime` (`runtime_option`), `--prompt` and `--prompt-name` (`prompt_options`) beside it:
+    the options of every command that encodes text.
 
     `default_from`: for commands that meet artefacts made earlier (stores, indexes): the default
     is None, which the command turns into the precision of those artefacts, else "auto", so that
@@ -62,6 +93,6 @@ def precision_option(*, default_from: str | None = None) -> Callable:
     runtime = runtime_option(default_from=default_from.replace("precision", "runtime") if default_from else None)
 
     def both(f: Callable) -> Callable:
-        return precision(runtime(f))
+        return precision(runtime(prompt_options(f)))
 
     return both

@@ -43,7 +43,7 @@ class RayPoolEncoder(Encoder):
         self.precision = getattr(encoder, "precision", "fp32")
         self.runtime = getattr(encoder, "runtime", "torch")
         worker = dict(name=encoder.name, use_gpu=use_gpu, threads=threads, precision=self.precision,
-                      fingerprint=encoder.fingerprint(), runtime=self.runtime)
+                      fingerprint=encoder.fingerprint(), runtime=self.runtime, prefix=getattr(encoder, "prefix", None))
         self._actors = [actor.remote(_encode_on_worker, worker) for _ in range(count)]
 
     def fingerprint(self) -> dict[str, Any]:

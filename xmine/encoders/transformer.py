@@ -195,7 +195,7 @@ class SentenceTransformerEncoder(Encoder):
         ctx = (contextlib.nullcontext() if self.precision == "fp32" else
                torch.autocast(str(self.model.device.type), dtype=torch_dtype(self.precision)))
         with ctx:
-            emb = self.model.encode([self.prefix + s for s in sentences], batch_size=batch_size,
+            emb = self.model.encode(list(sentences), prompt=self.prefix, batch_size=batch_size,
                                     show_progress_bar=show_progress, convert_to_tensor=True)
         emb = emb.float().cpu().numpy()
         # The pipeline may lack a Normalize module; the contract says unit rows.
@@ -225,8 +225,11 @@ def fast_path_pooling(st_model) -> str | None:
     return mode if mode in ("mean", "cls") else None
 
 
-def load_sentence_transformer(name: str, *, prefix: str, device: str | None, precision: str = "fp32") -> Encoder:
-    """Any sentence-transformers model by hub name or local path, on the fast path when possible."""
+def load_sentence_transformer(name: str, *, prefix: str | None, device: str | None, precision: str = "fp32",
+                              prompt_name: str | None = None) -> Encoder:
+    """Any sentence-transformers model by hub name or local path, on the fast path when possible,
+    with the prompt `xmine.encoders.prompts.model_prompt` chooses (its config's default when
+    `prefix` and `prompt_name` are None)."""
     import os
 
     from sentence_transformers import SentenceTransformer
@@ -243,6 +246,10 @@ def load_sentence_transformer(name: str, *, prefix: str, device: str | None, pre
                "folders load; pass a local model folder, or download it on a connected machine first."
                if offline else "Check the name, or pass the path of a local model folder.")
         ) from e
+    from xmine.encoders.prompts import model_prompt
+
+    prefix = model_prompt(name, prompts=getattr(st, "prompts", None) or {},
+                          default_name=getattr(st, "default_prompt_name", None), prefix=prefix, prompt_name=prompt_name)
     identity = f"st:{tensor_digest(st)[:16]}"
     pooling = fast_path_pooling(st)
     if pooling is None:

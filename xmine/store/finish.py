@@ -14,7 +14,8 @@ from xmine.fileio import MANIFEST, atomic_path, atomic_write_json, sha256_file
 from xmine.records import EncoderFingerprint, FileRecord, ProjectionFingerprint, ShardRecord, StoreManifest, read_field
 from xmine.store.directory import remove_leftovers
 from xmine.store.layout import (
-    FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, LENGTHS, LINE_NUMBERS, OFFSETS, SENTENCE_INDEX, SENTENCES, STORE_KIND,
+    FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, JOINED_FILES, LENGTHS, LINE_NUMBERS, OFFSETS, OPTIONAL_FILES,
+    SENTENCE_INDEX, SENTENCES, STORE_KIND,
 )
 from xmine.store.text import RowIndex
 
@@ -69,8 +70,7 @@ def finalise(out_dir: Path, identity: dict, shards: list[ShardRecord], stats: di
         count=count, dim=shards[0].dim, input=identity["input"], input_stats={**stats, "unique_sentences": unique},
         shards=tuple(s.manifest_entry() for s in shards),
         files={name: FileRecord(bytes=(out_dir / name).stat().st_size, sha256=sha256_file(out_dir / name))
-               for name in (SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS, IDS, ID_OFFSETS, SENTENCE_INDEX)
-               if name in (SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS) or (out_dir / name).is_file()},
+               for name in JOINED_FILES + OPTIONAL_FILES if name in JOINED_FILES or (out_dir / name).is_file()},
         provenance=provenance(**params))
     body = manifest.to_dict()
     atomic_write_json(out_dir / MANIFEST, body)

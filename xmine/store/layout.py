@@ -17,6 +17,9 @@ ID_OFFSETS = "id_offsets.npy"
 # Each row's 1-based index among the sentences of its record, for inputs split into sentences
 # (--split-sentences, xmine.sentences): optional.
 SENTENCE_INDEX = "sentence_index.npy"
+#: The files beside the shards that the manifest records: always, and only for some inputs.
+JOINED_FILES = (SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS)
+OPTIONAL_FILES = (IDS, ID_OFFSETS, SENTENCE_INDEX)
 LOCK = ".lock"
 DTYPES = ("float16", "float32")
 PARTS = ("meaning", "language")

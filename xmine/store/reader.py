@@ -16,12 +16,12 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from xmine.fileio import MANIFEST, read_manifest
+from xmine.fileio import MANIFEST, check_names, read_manifest
 from xmine.errors import ArtefactError, ConfigError
 from xmine.records import FileRecord, StoreManifest
 from xmine.store.layout import (
-    FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, LENGTHS, LINE_NUMBERS, OFFSETS, PROGRESS, SENTENCE_INDEX, SENTENCES,
-    STORE_KIND,
+    FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, JOINED_FILES, LENGTHS, LINE_NUMBERS, OFFSETS, OPTIONAL_FILES, PROGRESS,
+    SENTENCE_INDEX, SENTENCES, STORE_KIND, shard_names,
 )
 from xmine.store.rows import ShardRows
 from xmine.store.text import RowIndex, TextColumn
@@ -49,6 +49,7 @@ class EmbeddingStore:
             )
         manifest = read_manifest(directory, STORE_KIND, format_version=FORMAT_VERSION)
         store = cls(directory, StoreManifest.from_dict(manifest, where=str(directory / MANIFEST)))
+        store._check_names()
         store._validate()
         store._content.check_if_small()
         return store
@@ -64,6 +65,17 @@ class EmbeddingStore:
             files.update(self.manifest.files)
             self._content_check = VerifiedFiles(self.directory, files, what="embedding store")
         return self._content_check
+
+    def _check_names(self) -> None:
+        """Every file the manifest names is one the writer makes, by its exact name (shard i:
+        `emb-0000i.npy`), before any path is made of it; the joined files are all recorded."""
+        where, m = self.directory / MANIFEST, self.manifest
+        for i, shard in enumerate(m.shards):
+            check_names([shard.file], {shard_names(i)["emb"]}, where=f"{where}: shards[{i}]", what="embedding store")
+        check_names(m.files, JOINED_FILES + OPTIONAL_FILES, where=f"{where}: files", what="embedding store")
+        missing = [n for n in JOINED_FILES + ((ID_OFFSETS,) if IDS in m.files else ()) if n not in m.files]
+        if missing:
+            raise ArtefactError(f"{where}: files: {missing[0]} is not recorded; the store is damaged, rebuild it")
 
     def _validate(self) -> None:
         d, m = self.directory, self.manifest

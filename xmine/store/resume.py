@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from xmine.errors import ArtefactError
-from xmine.fileio import atomic_write_json, sha256_file
+from xmine.fileio import atomic_write_json, check_names, inside, sha256_file
 from xmine.records import EncoderFingerprint, ProjectionFingerprint, ShardRecord, read_field
 from xmine.store.directory import clear_dir, remove_temporaries
-from xmine.store.layout import PROGRESS
+from xmine.store.layout import PROGRESS, shard_names
 
 log = logging.getLogger("xmine.store")
 
@@ -29,6 +29,11 @@ def identity_mismatch(old: dict[str, Any], new: dict[str, Any], *, where: str) -
             f"sha256 {old['input']['sha256'][:12]}...) than {new['input']['path']} "
             f"({new['input']['size']} bytes, sha256 {new['input']['sha256'][:12]}...)"
         )
+    was_file, now_file = old["input"].get("embeddings"), new["input"].get("embeddings")  # --embeddings FILE
+    if (was_file and (was_file["size"], was_file["sha256"], was_file["by"])) != \
+            (now_file and (now_file["size"], now_file["sha256"], now_file["by"])):
+        return (f"it was made from {'embeddings ' + was_file['path'] if was_file else 'an encoder'}, not "
+                f"{'embeddings ' + now_file['path'] if now_file else 'an encoder'}, or that file changed")
     # how the input was read (xmine.readers) and split into sentences (xmine.sentences)
     for key in ("format", "text_field", "id_field", "split", "split_sentences"):
         if old["input"].get(key) != new["input"].get(key):
@@ -49,9 +54,9 @@ def identity_mismatch(old: dict[str, Any], new: dict[str, Any], *, where: str) -
         return f"it was made with encoder {was.name!r}, not {now.name!r}"
     if (was_p and was_p.id) != (now_p and now_p.id):
         return f"it was made with {was_p or 'no projection'}, not {now_p or 'no projection'}"
-    from xmine.langs import normalize_lang
+    from xmine.langs import same_language
 
-    if normalize_lang(old.get("lang") or "") != normalize_lang(new.get("lang") or ""):  # de = deu = deu_Latn
+    if not same_language(old.get("lang") or "", new.get("lang") or ""):  # de = deu = deu_Latn, not zho_Hans = zho_Hant
         return f"it was made with lang={old.get('lang')!r}, not {new.get('lang')!r}"
     for key in ("part", "dtype", "max_chars"):
         if old.get(key) != new.get(key):
@@ -67,10 +72,16 @@ def _split_words(identity: dict[str, Any]) -> str:
     return f"with --split-sentences ({how.get('library')} {how.get('version')}, {how.get('lang')})"
 
 
+#: a shard record's fields and the `shard_names` key of the file each names
+_RECORD_FILES = (("file", "emb"), ("lines_file", "lines"), ("text_file", "text"), ("ids_file", "ids"),
+                 ("sent_file", "sent"))
+
+
 def shard_intact(out_dir: Path, shard: ShardRecord) -> bool:
-    """Whether the files of a finished shard are on disk as its record says."""
-    names = (shard.file, shard.lines_file, shard.text_file, shard.ids_file, shard.sent_file)
-    return (all((out_dir / n).is_file() for n in names if n is not None)
+    """Whether the files of a finished shard are on disk as its record says (one that resolves
+    outside the store, a symbolic link out, is refused)."""
+    names = [getattr(shard, f) for f, _ in _RECORD_FILES]
+    return (all(inside(out_dir, n, what="embedding store").is_file() for n in names if n is not None)
             and (out_dir / shard.file).stat().st_size == shard.bytes
             and sha256_file(out_dir / shard.file) == shard.sha256)
 
@@ -90,15 +101,26 @@ class Progress:
                                       "more_shards": [{"index": i, **s.to_dict()} for i, s in self.more.items()]})
 
     def read(self, recorded: dict[str, Any]) -> None:
-        """The finished shards `recorded` in `progress.json` (a damaged record: ArtefactError)."""
+        """The finished shards `recorded` in `progress.json` (a damaged record, or one naming a file
+        the writer does not make for that shard: ArtefactError)."""
         where = str(self.path)
-        self.shards = [ShardRecord.from_dict(s, where=f"{where}: shards[{i}]")
+        self.shards = [_shard_record(s, i, where=f"{where}: shards[{i}]")
                        for i, s in enumerate(recorded.get("shards", []))]
         self.more = {}
         for n, s in enumerate(recorded.get("more_shards", [])):
             index = read_field(s, "index", int, where=f"{where}: more_shards[{n}]")
-            self.more[index] = ShardRecord.from_dict({k: v for k, v in s.items() if k != "index"},
-                                                     where=f"{where}: more_shards[{n}]")
+            self.more[index] = _shard_record({k: v for k, v in s.items() if k != "index"}, index,
+                                             where=f"{where}: more_shards[{n}]")
+
+
+def _shard_record(d: Any, i: int, *, where: str) -> ShardRecord:
+    """Shard i's record read from `progress.json`: its files must be shard i's own names."""
+    record = ShardRecord.from_dict(d, where=where)
+    names = shard_names(i)
+    for field, key in _RECORD_FILES:
+        if getattr(record, field) is not None:
+            check_names([getattr(record, field)], {names[key]}, where=f"{where}: {field}", what="embedding store")
+    return record
 
 
 def resume(out_dir: Path, identity: dict[str, Any], overwrite: bool, ray: str | None) -> Progress:

@@ -119,9 +119,14 @@ class ShardWriter:
 
     def __call__(self, idx: int, sentences: list[str], lines: list[int], ids: list | None, positions: list | None,
                  last_line: int, on_rows=None) -> EncodedShard:
-        emb, cut = encode_shard(sentences, encoder=self.encoder, projection=self.projection, part=self.part,
-                                batch_size=self.batch_size, max_chars=self.max_chars, on_rows=on_rows, lines=lines,
-                                last_line=last_line, lang=self.lang)
+        if hasattr(self.encoder, "vectors"):  # ExternalEmbeddings: the rows of these lines, read from its file
+            emb, cut = self.encoder.vectors(idx, lines), []
+            if self.projection is not None:
+                emb = self.projection.transform(emb, self.part, lang=self.lang)
+        else:
+            emb, cut = encode_shard(sentences, encoder=self.encoder, projection=self.projection, part=self.part,
+                                    batch_size=self.batch_size, max_chars=self.max_chars, on_rows=on_rows,
+                                    lines=lines, last_line=last_line, lang=self.lang)
         record = write_shard_record(self.out_dir, idx, emb.astype(self.dtype, copy=False), lines, sentences, ids=ids,
                                     positions=positions)
         return EncodedShard(idx, record, cut, getattr(self.encoder, "max_tokens", None))

@@ -49,8 +49,9 @@ class RowIndex:
     lengths: np.ndarray
 
     @classmethod
-    def scan(cls, lines: Iterable[bytes], count: int | None = None) -> "RowIndex":
-        """Compute the index from the raw lines of a `sentences.txt` (each ending in b"\\n")."""
+    def scan(cls, lines: Iterable[bytes], count: int | None = None, *, where: str | Path = "the text") -> "RowIndex":
+        """Compute the index from the raw lines of a `sentences.txt` (each ending in b"\\n"); `where`
+        (the file) names it in the error when it does not hold `count` lines."""
         offsets, hashes, lengths = [np.zeros(1, np.uint64)], [], []
         pos = 0
         batch: list[bytes] = []
@@ -75,7 +76,7 @@ class RowIndex:
                     hashes=np.concatenate(hashes) if hashes else np.zeros(0, np.uint64),
                     lengths=np.concatenate(lengths) if lengths else np.zeros(0, np.int32))
         if count is not None and len(index.hashes) != count:
-            raise ArtefactError(f"{len(index.hashes)} lines of text, expected {count}")
+            raise ArtefactError(f"{where}: {len(index.hashes)} lines of text, expected {count}")
         return index
 
 

@@ -116,8 +116,16 @@ def _check_request(input_path: Path, *, encoder: Any, lang: str, projection: Any
         # Before the input is read: a missing language or splitter library fails at once.
         splitter = sentence_splitter(None if lang == UNDETERMINED else lang, what=str(input_path))
     reader = open_corpus(input_path, input_format)
+    from xmine.encoders.external import ExternalEmbeddings
+
+    if isinstance(encoder, ExternalEmbeddings):  # rows from a file: one per line of the corpus
+        if splitter is not None or ray is not None:
+            raise ConfigError("--embeddings stores the vectors of the corpus' lines as they are: it takes neither "
+                              "--split-sentences nor --ray")
+        encoder.bind(reader, shard_rows=shard_rows)
     identity = {
-        "input": {**reader.identity(), **({"split_sentences": splitter.describe()} if splitter else {})},
+        "input": {**reader.identity(), **({"split_sentences": splitter.describe()} if splitter else {}),
+                  **({"embeddings": encoder.identity()} if isinstance(encoder, ExternalEmbeddings) else {})},
         "encoder": enc_fp,
         "projection": projection.fingerprint() if projection is not None else None,
         "part": stored_part,
@@ -147,7 +155,6 @@ def _finished_or_build_dir(out_dir: Path, identity: dict[str, Any], overwrite: b
     manifest = read_manifest(out_dir, STORE_KIND)  # refuses a directory of another kind
     why = identity_mismatch(manifest, identity, where=str(out_dir / MANIFEST))
     if why is None:
-        remove_leftovers(out_dir, manifest)
         try:
             store = EmbeddingStore.open(out_dir)
             store.verify()  # "already finished" is a promise about the content too
@@ -156,6 +163,7 @@ def _finished_or_build_dir(out_dir: Path, identity: dict[str, Any], overwrite: b
                 raise ArtefactError(f"{e}; pass --overwrite to rebuild the store") from None
             why = str(e)
         else:
+            remove_leftovers(out_dir, store.manifest.to_dict())  # its names checked by the open
             return store, out_dir
     if not overwrite:
         raise ArtefactError(f"{out_dir}: an embedding store already, but {why}; "
@@ -322,7 +330,8 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
             settings, encoder_name=job.encoder.name, fingerprint=job.encoder.fingerprint(), use_gpu=use_gpu,
             threads=ACTOR_THREADS, projection_path=getattr(job.projection, "path", None),
             encoder_kwargs={"precision": getattr(job.encoder, "precision", "fp32"),
-                            "runtime": getattr(job.encoder, "runtime", "torch")})
+                            "runtime": getattr(job.encoder, "runtime", "torch"),
+                            "prefix": getattr(job.encoder, "prefix", None)})
         if job.reader.count < 2 * actors * shard_rows:
             log.warning(f"fewer than {2 * actors} shards of {shard_rows} rows for {actors} encoder actor(s): the last "
                         "shards run while actors idle; a --shard-rows of a fraction of the corpus balances the work")

@@ -1,0 +1,95 @@
+"""`xmine export-st`: a projection as a plain sentence-transformers model that loads without xmine.
+
+A projection whose meaning network is one linear layer (the shipped one: `residual`, 1 layer;
+`two_networks` with 1 layer likewise) is exactly what sentence-transformers' own modules
+compute: Transformer -> Pooling -> Normalize (xmine's encoders L2-normalise before projecting)
+-> Dense (the meaning layer, identity activation) -> Normalize. The folder holds only those
+standard modules, so `SentenceTransformer(OUT)` needs sentence-transformers and nothing of
+xmine, and gives the vectors `xmine mine` compares (the encoder's text prefix, "query: " for
+me5-small, is the default prompt). Its README.md says what made it. Deeper or token-level
+projections need xmine's own module (`st_module.export_sentence_transformer`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from xmine.errors import ConfigError
+
+PORTABLE_KIND = "sentence-transformer-portable"
+
+CARD = """
+## Made by xmine
+
+This model is `{encoder}` followed by the meaning part of the xmine projection `{projection_id}`
+({method}), written by `xmine export-st` (xmine {version}, commit {commit}). The projection is one
+linear layer, stored as a standard `Dense` module between two `Normalize` modules, so the model
+loads with sentence-transformers alone. Its vectors are the ones `xmine mine` compares (the
+encoder's prefix `{prefix}` is the default prompt). Training and calibration of the projection:
+its `config.json` and `SHIPPED.json` in xmine.
+"""
+
+
+def _linear_meaning(projection):
+    """The meaning network's one linear layer, or ConfigError saying why there is none."""
+    import torch.nn as nn
+
+    model = projection.model
+    layers = [m for m in (getattr(model, "meaning", None) or []) if isinstance(m, nn.Module)]
+    if projection.token_level or model.architecture not in ("residual", "two_networks") or \
+            len(layers) != 1 or not isinstance(layers[0], nn.Linear):
+        raise ConfigError(f"{projection.path}: its meaning part is not one linear layer ({model.architecture}, "
+                          f"layers {projection.config['spec'].get('layers')}), which standard modules cannot express; "
+                          "export it with xmine's own module instead")
+    return layers[0]
+
+
+def export_portable(projection_dir: str | Path, out_dir: str | Path, *, overwrite: bool = False):
+    """Write the encoder + the projection's linear meaning layer as standard sentence-transformers
+    modules into `out_dir` (claimed like every output: new, or an earlier export with `overwrite`)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Dense, Normalize
+    from torch import nn
+
+    from xmine.artefacts import atomic_dir, git_commit, provenance
+    from xmine.disentangle.projection import load_projection
+    from xmine.disentangle.st_module import _sentence_transformer_for
+    from xmine.encoders import load_encoder
+    from xmine.fileio import write_manifest
+    from xmine.outputs import claim_output
+    from xmine import __version__
+
+    out_dir = Path(out_dir)
+    with claim_output(out_dir, kind=PORTABLE_KIND, form="dir", inputs=[projection_dir], overwrite=overwrite):
+        projection = load_projection(projection_dir)
+        linear = _linear_meaning(projection)
+        name = projection.config["encoder"]["name"]
+        encoder = load_encoder(name, device="cpu", precision="fp32", runtime="torch")
+        projection.check_encoder(encoder.fingerprint())
+        st, prompts, default = _sentence_transformer_for(name, encoder)
+        modules = list(st)
+        if not isinstance(modules[-1], Normalize):
+            modules.append(Normalize())
+        dense = Dense(linear.in_features, linear.out_features, bias=linear.bias is not None,
+                      activation_function=nn.Identity(), init_weight=linear.weight.detach().clone(),
+                      init_bias=None if linear.bias is None else linear.bias.detach().clone())
+        model = SentenceTransformer(modules=[*modules, dense, Normalize()], device="cpu", prompts=prompts,
+                                    default_prompt_name=default)
+        fingerprint = projection.fingerprint()
+        with atomic_dir(out_dir, kind=PORTABLE_KIND, overwrite=overwrite) as tmp:
+            model.save(str(tmp))
+            card = Path(tmp) / "README.md"
+            text = card.read_text(encoding="utf-8") if card.is_file() else ""
+            card.write_text(text + CARD.format(encoder=name, projection_id=fingerprint["id"], method=projection.method,
+                                               version=__version__, commit=git_commit(),
+                                               prefix=prompts.get(default, "") if default else ""), encoding="utf-8")
+            (Path(tmp) / "xmine_projection.json").write_text(
+                json.dumps({"projection": fingerprint, "encoder": projection.config["encoder"], "part": "meaning"},
+                           indent=2) + "\n", encoding="utf-8")
+            write_manifest(tmp, PORTABLE_KIND, {"projection": fingerprint, "part": "meaning",
+                                                "provenance": provenance(encoder=name, projection=str(projection_dir))})
+        return model
+
+
+__all__ = ["PORTABLE_KIND", "export_portable"]

@@ -1,0 +1,250 @@
+"""Reading an existing bitext (pairs one already has) for `xmine score`, one pair at a time.
+
+Formats (`BITEXT_FORMATS`), by `--pairs-format` or detected from the name:
+
+- `tsv` (default for any other name): one pair a line, tab-separated, no quoting; the source and
+  target are columns 1 and 2 unless `src_field`/`tgt_field` name others (1-based numbers, or
+  names with a header line).
+- `csv` (`.csv`): RFC 4180 with quotes honoured, a header line by default.
+- `moses`: two line-aligned files, one sentence a line (`--src FILE --tgt FILE` or `a.de:a.en`).
+- `jsonl` (`.jsonl`, `.ndjson`, `.json`), `parquet` (`.parquet`), `hf` (a `save_to_disk`
+  folder): the fields `src_field`/`tgt_field` (dotted: `translation.de`); by default a
+  `translation` object's two entries (matched to the languages when given, as xmine's own outputs
+  and the datasets `Translation` feature write them), else fields `src` and `tgt`.
+
+Every pair comes with its record (the TSV/CSV fields, the JSON object or the table row), so the
+output can repeat it with the scores added. A malformed record raises InputError naming the file
+and its line (or row).
+"""
+
+from __future__ import annotations
+
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from xmine.delimited import column_index, delimited_rows, field_of
+from xmine.errors import ConfigError, InputError
+from xmine.reader_base import MISSING, field_at, is_dataset_dir, stem_suffix
+
+BITEXT_FORMATS = ("tsv", "csv", "moses", "jsonl", "parquet", "hf")
+# Rows per batch read from Parquet / a dataset.
+_BATCH = 4096
+
+
+@dataclass(kw_only=True, frozen=True)
+class BitextFormat:
+    """How to read a bitext (the options of `xmine score`)."""
+
+    #: "auto" (by name) or one of BITEXT_FORMATS
+    format: str = "auto"
+    #: the source's column (tsv/csv: 1-based number or header name) or dotted field; None: the default
+    src_field: str | None = None
+    #: the target's, likewise
+    tgt_field: str | None = None
+    #: tsv/csv: whether the first line names the columns (None: csv yes, tsv no)
+    header: bool | None = None
+    #: hf: the split of a DatasetDict (default: the only one, else train)
+    split: str | None = None
+
+
+@dataclass(kw_only=True)
+class BitextPair:
+    """One pair: where it is, its two texts and the record they came from."""
+
+    #: 1-based line (tsv, csv: where the record starts; jsonl; moses) or row (parquet, hf)
+    number: int
+    src: str
+    tgt: str
+    #: list of fields (tsv, csv), dict (jsonl, parquet, hf) or None (moses)
+    record: Any
+
+
+def bitext_format(paths: tuple[Path, ...], spec: BitextFormat) -> str:
+    """The format to read `paths` (one, or two for Moses) as."""
+    if len(paths) == 2:
+        if spec.format not in ("auto", "moses"):
+            raise ConfigError(f"two files (a Moses pair) cannot be read as {spec.format}")
+        return "moses"
+    if spec.format != "auto":
+        if spec.format == "moses":
+            raise ConfigError("a Moses bitext is two files: --src FILE --tgt FILE, or SRC_FILE:TGT_FILE")
+        return spec.format
+    path = paths[0]
+    if path.is_dir():
+        if is_dataset_dir(path):
+            return "hf"
+        raise InputError(path, "a directory that is not a Hugging Face save_to_disk folder; name a TSV, CSV, "
+                               "JSON Lines or Parquet file")
+    suffix = stem_suffix(path)
+    return {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet": "parquet",
+            ".pq": "parquet"}.get(suffix, "tsv")
+
+
+class Bitext:
+    """A bitext opened for reading (`pairs()` may be called more than once)."""
+
+    def __init__(self, paths: tuple[Path, ...], spec: BitextFormat = BitextFormat(), *,
+                 langs: tuple[str | None, str | None] = (None, None)):
+        self.paths = tuple(Path(p) for p in paths)
+        for p in self.paths:
+            if str(p) == "-":
+                raise InputError(p, "xmine score reads its bitext twice (to embed it, then to write it with "
+                                    "the scores); save standard input to a file first")
+            if not p.exists():
+                raise InputError(p, "no such file or directory")
+        self.spec, self.langs = spec, langs
+        self.format = bitext_format(self.paths, spec)
+        #: tsv/csv with a header: the column names; jsonl/tables: filled as read (None before)
+        self.columns: list[str] | None = None
+
+    @property
+    def path(self) -> Path:
+        return self.paths[0]
+
+    def pairs(self) -> Iterator[BitextPair]:
+        reader = {"tsv": self._delimited, "csv": self._delimited, "moses": self._moses, "jsonl": self._jsonl,
+                  "parquet": self._parquet, "hf": self._dataset}[self.format]
+        return reader()
+
+    def _delimited(self) -> Iterator[BitextPair]:
+        with closing(delimited_rows(self.path, self.format)) as rows:
+            yield from self._delimited_pairs(rows)
+
+    def _delimited_pairs(self, rows) -> Iterator[BitextPair]:
+        header = self.spec.header if self.spec.header is not None else self.format == "csv"
+        names = None
+        if header:
+            first = next(rows, None)
+            if first is None:
+                raise InputError(self.path, "no header line (the file is empty)")
+            names = [n.strip() for n in first[1]]
+            self.columns = first[1]
+        si = column_index(self.spec.src_field or "1", names, self.path, option="--src-field")
+        ti = column_index(self.spec.tgt_field or "2", names, self.path, option="--tgt-field")
+        for number, fields in rows:
+            yield BitextPair(number=number, src=field_of(fields, si, self.path, number, what="source"),
+                             tgt=field_of(fields, ti, self.path, number, what="target"), record=fields)
+
+    def _moses(self) -> Iterator[BitextPair]:
+        from xmine.corpus import iter_lines
+
+        src_path, tgt_path = self.paths
+        number = 0
+        # Closed when left early (a refused line): the reader's file is closed at once, not when collected.
+        with closing(iter_lines(src_path)) as src_lines, closing(iter_lines(tgt_path)) as tgt_lines:
+            for number, src in src_lines:
+                tgt = next(tgt_lines, None)
+                if tgt is None:
+                    raise InputError(tgt_path, f"ends at line {number - 1}, but {src_path} goes on", line=number)
+                yield BitextPair(number=number, src=src, tgt=tgt[1], record=None)
+            if next(tgt_lines, None) is not None:
+                raise InputError(src_path, f"ends at line {number}, but {tgt_path} goes on", line=number + 1)
+
+    def _fields(self, record: dict) -> tuple[str, str]:
+        """The dotted fields of the source and target in records like `record`."""
+        if self.spec.src_field and self.spec.tgt_field:
+            return self.spec.src_field, self.spec.tgt_field
+        translation = record.get("translation") if isinstance(record, dict) else None
+        if isinstance(translation, dict) and len(translation) >= 2:
+            keys = list(translation)
+            picked = _match_languages(keys, self.langs) or (keys[:2] if len(keys) == 2 else None)
+            if picked:
+                s, t = (f"translation.{k}" for k in picked)
+                return self.spec.src_field or s, self.spec.tgt_field or t
+        return self.spec.src_field or "src", self.spec.tgt_field or "tgt"
+
+    def _texts(self, record: Any, fields: tuple[str, str], where: str, line: int | None) -> tuple[str, str]:
+        if not isinstance(record, dict):
+            raise InputError(self.path, f"{where}is a JSON {type(record).__name__}, expected an object", line=line)
+        texts = []
+        for dotted, option in zip(fields, ("--src-field", "--tgt-field")):
+            value = field_at(record, dotted)
+            if value is MISSING:
+                shown = ", ".join(list(record)[:8])
+                raise InputError(self.path, f"{where}no field {dotted!r} (fields: {shown}); choose one with {option}",
+                                 line=line)
+            if value is None:
+                value = ""
+            if not isinstance(value, str):
+                raise InputError(self.path, f"{where}field {dotted!r} is a {type(value).__name__}, not a string",
+                                 line=line)
+            texts.append(value)
+        return texts[0], texts[1]
+
+    def _jsonl(self) -> Iterator[BitextPair]:
+        from xmine.readers import jsonl_records
+
+        fields = None
+        for number, record in jsonl_records(self.path):
+            fields = fields or self._fields(record)
+            src, tgt = self._texts(record, fields, "", number)
+            yield BitextPair(number=number, src=src, tgt=tgt, record=record)
+
+    def _table_pairs(self, batches: Iterator[list[dict]]) -> Iterator[BitextPair]:
+        fields, number = None, 0
+        for batch in batches:
+            for record in batch:
+                number += 1
+                fields = fields or self._fields(record)
+                src, tgt = self._texts(record, fields, f"row {number}: ", None)
+                yield BitextPair(number=number, src=src, tgt=tgt, record=record)
+
+    def _parquet(self) -> Iterator[BitextPair]:
+        import pyarrow.parquet as pq
+
+        try:
+            f = pq.ParquetFile(self.path)
+        except Exception as e:  # noqa: BLE001  (pyarrow raises ArrowInvalid, OSError, ...)
+            raise InputError(self.path, f"not a readable Parquet file ({' '.join(str(e).split())[:200]})") from None
+        self.columns = f.schema_arrow.names
+        yield from self._table_pairs(b.to_pylist() for b in f.iter_batches(batch_size=_BATCH))
+
+    def _dataset(self) -> Iterator[BitextPair]:
+        import datasets
+
+        datasets.disable_progress_bars()
+        ds = datasets.load_from_disk(str(self.path))
+        if isinstance(ds, datasets.DatasetDict):
+            splits = list(ds)
+            split = self.spec.split or (splits[0] if len(splits) == 1 else "train")
+            if split not in ds:
+                raise InputError(self.path, f"no split {split!r} (splits: {', '.join(splits)}); choose one with "
+                                            "--split")
+            ds = ds[split]
+        self.columns = list(ds.column_names)
+        yield from self._table_pairs(ds.select(range(lo, min(lo + _BATCH, len(ds)))).to_list()
+                                     for lo in range(0, len(ds), _BATCH))
+
+
+def _match_languages(keys: list[str], langs: tuple[str | None, str | None]) -> tuple[str, str] | None:
+    """The two `translation` keys that are the source and target languages (codes compared
+    normalised: de = deu = deu_Latn), or None."""
+    from xmine.langs import is_known_lang, normalize_lang
+
+    if not all(langs):
+        return None
+    canon = {k: normalize_lang(k) for k in keys if is_known_lang(k)}
+    picked = [next((k for k, c in canon.items() if c == normalize_lang(lang)), None) for lang in langs]
+    return (picked[0], picked[1]) if None not in picked and picked[0] != picked[1] else None
+
+
+def parse_pairs_argument(pairs: str | None, src: Path | None, tgt: Path | None) -> tuple[Path, ...]:
+    """The bitext's path(s) from `PAIRS` (a file, a folder, or `SRC_FILE:TGT_FILE`) or `--src/--tgt`."""
+    if (src is None) != (tgt is None):
+        raise ConfigError("a Moses bitext needs both --src and --tgt")
+    if src is not None:
+        if pairs is not None:
+            raise ConfigError("give PAIRS or --src/--tgt, not both")
+        return (Path(src), Path(tgt))
+    if pairs is None:
+        raise ConfigError("name the bitext: PAIRS (a TSV, CSV, JSON Lines or Parquet file, a dataset folder, or "
+                          "SRC_FILE:TGT_FILE), or --src FILE --tgt FILE")
+    if not Path(pairs).exists() and ":" in pairs:
+        a, b = pairs.rsplit(":", 1)
+        return (Path(a), Path(b))
+    return (Path(pairs),)
+
+
+__all__ = ["BITEXT_FORMATS", "Bitext", "BitextFormat", "BitextPair", "bitext_format", "parse_pairs_argument"]

@@ -1,0 +1,65 @@
+"""The defaults of `xmine mine` that depend on the space it scores in: threshold and score cap.
+
+Margin scores are on each space's own scale (translations' ratio margins run about 1.02-1.16 with
+raw me5-small, 1.3-2.4 with use-m3, lower than raw in the projection's meaning space), so one number cannot
+serve every space. Each space xmine ships has its values calibrated on the same BUCC-style sets
+(`benchmarks/lab/calibrate_defaults.py`, docs/mining.md "Default thresholds"), per margin and
+operating point (`OPERATING_POINTS`):
+- a shipped projection: its SHIPPED.json (`operating_points`, `score_max`; older files:
+  `default_thresholds`, the balanced point alone);
+- raw embeddings of a shipped encoder: `calibration.json` beside this module, by encoder name.
+A space without a calibration (a user's projection, an encoder xmine does not ship) gets
+`UNCALIBRATED`: every pair kept and no score cap, said in the summary line and OUT.json.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+from xmine.calibration import SpaceDefaults, parse_defaults
+from xmine.projection import projection_defaults
+from xmine.errors import InputError
+
+#: "balanced": the F1 default (mean precision >= 0.85 on the calibration sets); "precision": mean
+#: precision >= 0.95 on them, fewer pairs (for MT training data).
+OPERATING_POINTS = ("balanced", "precision")
+DEFAULT_OPERATING_POINT = "balanced"
+#: the raw encoders' calibration (package data)
+CALIBRATION = Path(__file__).with_name("calibration.json")
+UNCALIBRATED = ("no calibrated default for this space ({what}): every pair kept and no score cap; "
+                "pass --threshold to choose one")
+
+
+@functools.lru_cache(maxsize=1)
+def _encoder_records() -> dict:
+    try:
+        data = json.loads(CALIBRATION.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise InputError(CALIBRATION, f"unreadable: {e}") from None
+    encoders = data.get("encoders") if isinstance(data, dict) else None
+    if not isinstance(encoders, dict):
+        raise InputError(CALIBRATION, "expected an object with 'encoders'")
+    return encoders
+
+
+def encoder_defaults(encoder_name: str | None) -> SpaceDefaults | None:
+    """Raw embeddings of `encoder_name`: its calibrated values, or None (an encoder not calibrated)."""
+    record = _encoder_records().get(encoder_name) if encoder_name else None
+    if record is None:
+        return None
+    return parse_defaults(record, CALIBRATION, f"encoders.{encoder_name}.",
+                          f"calibrated for raw {encoder_name} embeddings (xmine/mining/{CALIBRATION.name})")
+
+
+def space_defaults(projection_dir, encoder_name: str | None) -> tuple[SpaceDefaults | None, str]:
+    """The calibrated values of the space mined in (`projection_dir`'s meaning space, else raw
+    `encoder_name`), and what that space is, in words."""
+    if projection_dir is not None:
+        return projection_defaults(projection_dir), f"projection {projection_dir}"
+    return encoder_defaults(encoder_name), f"raw {encoder_name or 'unknown-encoder'} embeddings"
+
+
+__all__ = ["DEFAULT_OPERATING_POINT", "OPERATING_POINTS", "SpaceDefaults", "UNCALIBRATED", "encoder_defaults",
+           "projection_defaults", "space_defaults"]

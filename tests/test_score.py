@@ -1,0 +1,130 @@
+"""`xmine score`: scoring a bitext one already has, on real FLORES lines with the real encoder."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.clitools import ok, refused, xm
+from tests.flores import flores_lines
+
+
+def _bitext(data_dir, n_true: int, n_shuffled: int):
+    """(de, en, is_true) rows: n_true aligned FLORES pairs, then n_shuffled misaligned ones (each
+    German sentence with the English translation of the next one), interleaved."""
+    de = flores_lines(data_dir, "deu_Latn", n_true + n_shuffled)
+    en = flores_lines(data_dir, "eng_Latn", n_true + n_shuffled)
+    true = [(de[i], en[i], True) for i in range(n_true)]
+    shifted = [(de[n_true + j], en[n_true + (j + 1) % n_shuffled], False) for j in range(n_shuffled)]
+    rows = []
+    for a, b in zip(true, shifted):
+        rows += [a, b]
+    return rows + true[len(shifted):] + shifted[len(true):]
+
+
+def test_score_keeps_true_pairs_and_drops_shuffled_ones(data_dir, tmp_path):
+    rows = _bitext(data_dir, 200, 200)
+    tsv = tmp_path / "bitext.tsv"
+    tsv.write_text("".join(f"{de}\t{en}\n" for de, en, _ in rows), encoding="utf-8")
+    out = tmp_path / "scored.tsv"
+    ok(xm("score", tsv, "--src-lang", "de", "--tgt-lang", "en", "-o", out, "-q"))
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(rows)
+    kept = {True: 0, False: 0}
+    for line, (de, en, is_true) in zip(lines, rows):
+        src, tgt, cosine, margin, keep, rule = line.split("\t")
+        assert (src, tgt) == (de, en)  # the bitext's own rows, in its order
+        assert (keep == "1") == (rule == "")
+        kept[is_true] += keep == "1"
+    assert kept[True] >= 190, kept
+    assert kept[False] <= 10, kept
+    summary = json.loads((tmp_path / "scored.tsv.json").read_text())
+    assert summary["kept"] == kept[True] + kept[False]
+    assert summary["threshold"]["value"] is not None and "SHIPPED.json" in summary["threshold"]["source"]
+    assert summary["dropped"]["threshold"] >= 190
+
+
+def test_score_a_jsonl_bitext_keeps_its_records_and_writes_only_the_kept(data_dir, tmp_path):
+    rows = _bitext(data_dir, 20, 20)
+    src = tmp_path / "pairs.jsonl"
+    src.write_text("".join(json.dumps({"translation": {"de": de, "en": en}, "url": f"https://x/{i}"},
+                                      ensure_ascii=False) + "\n" for i, (de, en, _) in enumerate(rows)),
+                   encoding="utf-8")
+    out = tmp_path / "kept.jsonl"
+    ok(xm("score", src, "--src-lang", "de", "--tgt-lang", "en", "-o", out, "--kept-only", "-q"))
+    written = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    truth = {f"https://x/{i}": t for i, (_, _, t) in enumerate(rows)}
+    assert written and all(r["keep"] is True and r["rule"] == "" for r in written)
+    assert sum(truth[r["url"]] for r in written) >= 18
+    assert sum(not truth[r["url"]] for r in written) <= 2
+    assert set(written[0]) == {"translation", "url", "cosine", "margin", "keep", "rule"}
+
+
+def test_score_a_moses_pair_with_the_neighbourhoods_of_other_corpora(data_dir, tmp_path):
+    rows = _bitext(data_dir, 30, 30)
+    (tmp_path / "b.de").write_text("".join(r[0] + "\n" for r in rows), encoding="utf-8")
+    (tmp_path / "b.en").write_text("".join(r[1] + "\n" for r in rows), encoding="utf-8")
+    (tmp_path / "c.de").write_text("\n".join(flores_lines(data_dir, "deu_Latn", 100, start=300)) + "\n")
+    (tmp_path / "c.en").write_text("\n".join(flores_lines(data_dir, "eng_Latn", 100, start=300)) + "\n")
+    own, other = tmp_path / "own.tsv", tmp_path / "other.tsv"
+    ok(xm("score", f"{tmp_path / 'b.de'}:{tmp_path / 'b.en'}", "--src-lang", "de", "--tgt-lang", "en", "-o", own,
+          "--threshold", "none", "-q"))
+    ok(xm("score", "--src", tmp_path / "b.de", "--tgt", tmp_path / "b.en", "--src-corpus", tmp_path / "c.de",
+          "--tgt-corpus", tmp_path / "c.en", "-o", other, "--threshold", "none", "-q"))
+    a = [line.split("\t") for line in own.read_text(encoding="utf-8").splitlines()]
+    b = [line.split("\t") for line in other.read_text(encoding="utf-8").splitlines()]
+    assert [r[:3] for r in a] == [r[:3] for r in b]  # same pairs, same cosines
+    assert [r[3] for r in a] != [r[3] for r in b]  # other neighbourhoods, other margins
+    # Against unrelated sentences every true pair stands out more than against its own bitext,
+    # whose neighbourhoods hold the translations themselves.
+    margins = [(float(x[3]), float(y[3])) for x, y, r in zip(a, b, rows) if r[2]]
+    assert all(y > x for x, y in margins)
+
+
+@pytest.mark.parametrize("name, content, fragments", [
+    ("b.tsv", "Hallo\tHello\nnur eine Spalte\nGut\tGood\n", ("b.tsv:2", "1 column(s)", "column 2")),
+    ("b.jsonl", '{"src": "a", "tgt": "b"}\n{"src": "a", \n', ("b.jsonl:2", "invalid JSON")),
+    ("b.jsonl", '{"src": "a", "tgt": "b"}\n{"src": "a", "tgt": 3}\n', ("b.jsonl:2", "'tgt'", "not a string")),
+    ("b.csv", 'de,en\n"Hallo, Welt",Hello\n"offen,x\n', ("b.csv:3", "malformed CSV")),
+])
+def test_a_malformed_row_is_one_line_naming_file_and_line(tmp_path, name, content, fragments):
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    out = tmp_path / "out.tsv"
+    refused(xm("score", path, "-o", out), *fragments)
+    assert not out.exists() and not (tmp_path / "out.tsv.json").exists()
+
+
+def test_moses_files_of_different_lengths_are_refused_naming_the_line(tmp_path):
+    (tmp_path / "a.de").write_text("eins\nzwei\ndrei\n", encoding="utf-8")
+    (tmp_path / "a.en").write_text("one\ntwo\n", encoding="utf-8")
+    refused(xm("score", f"{tmp_path / 'a.de'}:{tmp_path / 'a.en'}", "-o", tmp_path / "o.tsv"),
+            "a.en:3", "ends at line 2")
+
+
+def test_score_a_mined_dataset_and_a_parquet_bitext(data_dir, tmp_path):
+    """xmine's own hf output scored again (its Translation column found by the languages): every
+    mined pair is kept; a Parquet bitext gives Parquet rows with its own columns and the scores."""
+    import datasets
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    de, en = flores_lines(data_dir, "deu_Latn", 30), flores_lines(data_dir, "eng_Latn", 30)
+    (tmp_path / "de.txt").write_text("\n".join(de) + "\n", encoding="utf-8")
+    (tmp_path / "en.txt").write_text("\n".join(en[::-1]) + "\n", encoding="utf-8")
+    ok(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q",
+          "--format", "hf", "-o", tmp_path / "mined"))
+    mined = datasets.load_from_disk(str(tmp_path / "mined"))
+    ok(xm("score", tmp_path / "mined", "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", tmp_path / "s.jsonl"))
+    rows = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [r["translation"] for r in rows] == mined["translation"] and all(r["keep"] for r in rows)
+
+    pairs = [(d, e, i) for i, (d, e) in enumerate(zip(de, en))] + [(de[0], en[5], 99)]
+    pq.write_table(pa.table({"id": [p[2] for p in pairs], "de": [p[0] for p in pairs], "en": [p[1] for p in pairs]}),
+                   tmp_path / "b.parquet")
+    ok(xm("score", tmp_path / "b.parquet", "--src-field", "de", "--tgt-field", "en", "--src-lang", "de",
+          "--tgt-lang", "en", "-q", "-o", tmp_path / "s.parquet"))
+    table = pq.read_table(tmp_path / "s.parquet").to_pylist()
+    assert [r["id"] for r in table] == [p[2] for p in pairs]
+    assert [r["keep"] for r in table] == [True] * 30 + [False] and table[-1]["rule"] == "threshold"

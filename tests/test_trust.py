@@ -1,0 +1,385 @@
+"""Trust nothing read from disk (issue #34): no code from a checkpoint, no file outside an
+artefact, no OK for what cannot be checked, one line for a damaged projection. Every case runs
+through the command line: exit status 2, one error line, no traceback, nothing run or read
+outside the artefact, every file byte-identical afterwards.
+
+Artefacts are small and made with the fast `use-m3` encoder on real FLORES-200 lines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clitools import ok, refused, xm
+from flores import flores_lines
+
+N = 40  # lines a side
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every entry under root (links as their target text, not followed) -> its content's sha256."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            key = str(p.relative_to(root))
+            if p.is_symlink():
+                out[key] = "link:" + os.readlink(p)
+            elif p.is_file():
+                out[key] = hashlib.sha256(p.read_bytes()).hexdigest()
+            else:
+                out[key] = "dir"
+    return out
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory, data_dir):
+    """FLORES de/en lines and one artefact of each kind, made once through the CLI."""
+    d = tmp_path_factory.mktemp("made")
+    for lang, code in (("de", "deu_Latn"), ("en", "eng_Latn")):
+        text = "".join(f"{s}\n" for s in flores_lines(data_dir, code, N))
+        (d / f"{lang}.txt").write_text(text, encoding="utf-8")
+        (d / f"pairs.{lang}").write_text(text, encoding="utf-8")  # line-aligned translations, for train
+    ok(xm("embed", d / "de.txt", "--lang", "de", "--encoder", "use-m3", "--shard-rows", 16, "-q", "-o", d / "store"))
+    ok(xm("build-index", d / "en.txt", "--lang", "en", "--encoder", "use-m3", "--shard-rows", 16, "-o", d / "index"))
+    ok(xm("train", "--method", "seed", "--pairs", f"{d / 'pairs.de'}:{d / 'pairs.en'}", "--encoder", "use-m3",
+          "--max-epochs", 2, "--batch-size", 16, "-q", "-o", d / "proj"))
+    return d
+
+
+@pytest.fixture
+def ws(made, tmp_path):
+    """A workspace: copies of the inputs and artefacts, and an outside folder with a user's file
+    and a planted FAISS index, which no manifest may make xmine read."""
+    for name in ("de.txt", "en.txt", "pairs.de", "pairs.en", "store", "index", "proj"):
+        src = made / name
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, tmp_path / name)
+    outside = tmp_path / "user"
+    outside.mkdir()
+    shutil.copy2(made / "store" / "emb-00000.npy", outside / "victim.npy")  # a valid array: it would be mined
+    shutil.copy2(made / "index" / "shard_00000.faiss", outside / "planted.faiss")  # a valid FAISS index
+    return tmp_path
+
+
+def _edit(manifest: Path, change) -> None:
+    m = json.loads(manifest.read_text(encoding="utf-8"))
+    change(m)
+    manifest.write_text(json.dumps(m), encoding="utf-8")
+
+
+def _refused_everywhere(ws: Path, commands: list[list], *fragments: str) -> None:
+    """Each command is refused in one line naming every fragment; nothing changes anywhere."""
+    before = _tree(ws)
+    for args in commands:
+        refused(xm(*args), *fragments)
+    assert _tree(ws) == before
+
+
+# ------------------------------------------------------------------ 1. code from a checkpoint
+
+
+def _plant_pickle(path: Path, marker: Path) -> None:
+    """A torch.save file whose unpickling runs `touch marker` (the issue's exploit)."""
+    code = f"""
+import os, torch
+class E:
+    def __reduce__(self):
+        return (os.system, ("touch {marker}",))
+torch.save({{"signature": E()}}, {str(path)!r})
+"""
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("planted", ["checkpoint.pt", "checkpoint.safetensors"])
+def test_a_planted_pickle_checkpoint_never_runs(ws, planted):
+    """The issue's reproducer: a shared projection folder with a pickled checkpoint planted in
+    `.work/`. Training into it must not run the pickle: as the old `checkpoint.pt` it is removed
+    unread and the run goes on from the real checkpoint; as the checkpoint itself it is refused in
+    one line (not a checkpoint xmine wrote)."""
+    evil, pwned = ws / "evil", ws / "PWNED"
+    train = ["train", "--method", "seed", "--pairs", f"{ws / 'pairs.de'}:{ws / 'pairs.en'}", "--encoder", "use-m3",
+             "--batch-size", 16, "-q", "-o"]
+    ok(xm(*train, ws / "ps", "--max-epochs", 2))
+    shutil.copytree(ws / "ps", evil)
+    _plant_pickle(evil / ".work" / planted, pwned)
+    train.append(evil)
+    if planted == "checkpoint.pt":
+        res = xm(*train, "--max-epochs", 3)
+        assert not pwned.exists(), "the planted pickle ran"
+        ok(res)  # resumed after epoch 2 from the safetensors checkpoint
+        assert not (evil / ".work" / "checkpoint.pt").exists()
+        assert [h["epoch"] for h in json.loads((evil / "config.json").read_text())["history"]] == [1, 2, 3]
+        ok(xm("verify", evil))
+        _plant_pickle(evil / ".work" / planted, pwned)
+        refused(xm("verify", evil), "checkpoint.pt", "pickled", "never loads")
+    else:
+        before = _tree(ws)
+        refused(xm(*train, "--max-epochs", 3), "checkpoint.safetensors", "not a training checkpoint xmine wrote",
+                "--restart")
+        refused(xm("verify", evil), "checkpoint.safetensors", "not a training checkpoint xmine wrote")
+        assert _tree(ws) == before
+    assert not pwned.exists()
+
+
+def test_a_finished_projection_keeps_a_checkpoint_verify_checks(ws):
+    work = ws / "proj" / ".work"
+    assert sorted(p.name for p in work.iterdir() if not p.name.startswith(".")) == ["checkpoint.safetensors"]
+    head = (work / "checkpoint.safetensors").read_bytes()
+    ok(xm("verify", ws / "proj"))
+    (work / "checkpoint.safetensors").write_bytes(head[:len(head) // 2])  # truncated: the tensors are cut
+    refused(xm("verify", ws / "proj"), "checkpoint.safetensors", "damaged training checkpoint")
+
+
+# ------------------------------------------- 2, 3. manifests naming files outside the artefact
+
+_OUT = {
+    "../": lambda ws: "../user/victim.npy",
+    "absolute": lambda ws: str(ws / "user" / "victim.npy"),
+    "missing outside": lambda ws: "../../../../etc/no-such-file-xmine",
+}
+
+
+@pytest.mark.parametrize("where", list(_OUT))
+def test_a_store_manifest_naming_a_file_outside_is_refused(ws, where):
+    name = _OUT[where](ws)
+
+    def change(m):
+        victim = ws / "user" / "victim.npy"
+        m["shards"][0]["file"] = name
+        if victim.exists():  # the outside file's own size and sha256: only the name can tell
+            m["shards"][0]["bytes"] = victim.stat().st_size
+            m["shards"][0]["sha256"] = hashlib.sha256(victim.read_bytes()).hexdigest()
+    _edit(ws / "store" / "manifest.json", change)
+    _refused_everywhere(ws, [["verify", ws / "store"], ["mine", ws / "store", ws / "en.txt", "-o", ws / "m.tsv"],
+                             ["build-index", ws / "store", "-o", ws / "ix"]],
+                        "manifest.json", "names the file", "not a file of an xmine embedding store")
+
+
+@pytest.mark.parametrize("where", list(_OUT))
+def test_a_store_files_entry_outside_is_refused(ws, where):
+    _edit(ws / "store" / "manifest.json", lambda m: m["files"].update({_OUT[where](ws): m["files"]["hashes.npy"]}))
+    _refused_everywhere(ws, [["verify", ws / "store"], ["mine", ws / "store", ws / "en.txt", "-o", ws / "m.tsv"]],
+                        "names the file", "not a file of an xmine embedding store")
+
+
+def test_a_store_file_that_is_a_symlink_out_is_refused(ws):
+    shard = ws / "store" / "emb-00000.npy"
+    shard.unlink()
+    shard.symlink_to(ws / "user" / "victim.npy")  # byte-identical to the real shard: only the link can tell
+    _refused_everywhere(ws, [["verify", ws / "store"], ["mine", ws / "store", ws / "en.txt", "-o", ws / "m.tsv"]],
+                        "emb-00000.npy", "symbolic link out of the embedding store")
+
+
+def test_an_interrupted_store_naming_a_file_outside_is_not_resumed(ws):
+    """progress.json of an interrupted embed names the per-shard files finalise joins: one
+    naming an outside text file would copy it into the store."""
+    (ws / "user" / "secret.txt").write_text("".join(f"secret {i}\n" for i in range(16)))
+    store = ws / "store"
+    m = json.loads((store / "manifest.json").read_text())
+    (store / "manifest.json").unlink()
+    names = {"file": "emb-00000.npy", "lines_file": "lines-00000.npy", "text_file": "../user/secret.txt",
+             "dim": m["dim"]}
+    progress = {"identity": {k: m[k] for k in ("input", "encoder", "projection", "part", "dtype", "lang",
+                                                 "max_chars")},
+                "shards": [{**m["shards"][0], **names}], "more_shards": []}
+    (store / "progress.json").write_text(json.dumps(progress))
+    before = _tree(ws)
+    refused(xm("embed", ws / "de.txt", "--lang", "de", "--encoder", "use-m3", "--shard-rows", 16, "-q", "-o", store),
+            "progress.json", "text_file", "names the file", "--overwrite")
+    assert _tree(ws) == before
+
+
+@pytest.mark.parametrize("where", ["../", "absolute"])
+def test_an_index_manifest_naming_a_file_outside_is_refused(ws, where):
+    planted = ws / "user" / "planted.faiss"
+    name = "../user/planted.faiss" if where == "../" else str(planted)
+
+    def change(m):
+        m["shards"][0]["file"] = name
+        m["files"][name] = {"bytes": planted.stat().st_size, "sha256": hashlib.sha256(planted.read_bytes()).hexdigest()}
+    _edit(ws / "index" / "manifest.json", change)
+    _refused_everywhere(ws, [["verify", ws / "index"], ["search", ws / "index", ws / "de.txt", "-o", ws / "h.tsv"]],
+                        "manifest.json", "names the file", "not a file of an xmine index")
+
+
+def test_an_index_shard_left_out_of_its_files_is_refused(ws):
+    """A shard the manifest's sums do not cover would be parsed by FAISS unchecked."""
+    _edit(ws / "index" / "manifest.json", lambda m: m["files"].pop("shard_00001.faiss"))
+    _refused_everywhere(ws, [["verify", ws / "index"], ["search", ws / "index", ws / "de.txt", "-o", ws / "h.tsv"]],
+                        "manifest.json", "shard_00001.faiss is not recorded")
+
+
+def test_an_index_shard_that_is_a_symlink_out_is_refused(ws):
+    shard = ws / "index" / "shard_00000.faiss"
+    shard.unlink()
+    shard.symlink_to(ws / "user" / "planted.faiss")
+    _refused_everywhere(ws, [["verify", ws / "index"], ["search", ws / "index", ws / "de.txt", "-o", ws / "h.tsv"]],
+                        "shard_00000.faiss", "symbolic link out of the index")
+
+
+@pytest.mark.parametrize("where", ["../", "absolute", "symlink"])
+def test_a_projection_file_outside_is_refused(ws, where):
+    proj = ws / "proj"
+    outside = ws / "user" / "SHIPPED.json"
+    outside.write_text(json.dumps({"default_thresholds": {"ratio": -5.0}}))
+    record = {"bytes": outside.stat().st_size, "sha256": hashlib.sha256(outside.read_bytes()).hexdigest()}
+    if where == "symlink":
+        (proj / "SHIPPED.json").symlink_to(outside)
+        _edit(proj / "manifest.json", lambda m: m.setdefault("files", {}).update({"SHIPPED.json": record}))
+        fragments = ("SHIPPED.json", "symbolic link out of the projection")
+    else:
+        name = "../user/SHIPPED.json" if where == "../" else str(outside)
+        _edit(proj / "manifest.json", lambda m: m.setdefault("files", {}).update({name: record}))
+        fragments = ("manifest.json", "names the file", "not a file of an xmine projection")
+    _refused_everywhere(ws, [["verify", proj],
+                             ["mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--projection", proj,
+                              "-o", ws / "m.tsv"]], *fragments)
+
+
+def test_a_checkpoint_work_folder_that_is_a_symlink_out_is_refused(ws):
+    outside = ws / "user" / "work"
+    shutil.move(ws / "proj" / ".work", outside)
+    (ws / "proj" / ".work").symlink_to(outside)
+    _refused_everywhere(ws, [["verify", ws / "proj"],
+                             ["train", "--method", "seed", "--pairs", f"{ws / 'pairs.de'}:{ws / 'pairs.en'}", "--encoder",
+                              "use-m3", "--batch-size", 16, "--max-epochs", 3, "-q", "-o", ws / "proj"]],
+                        ".work", "symbolic link")
+
+
+@pytest.mark.parametrize("where", ["../", "absolute"])
+def test_a_sidecar_naming_a_file_outside_is_refused(ws, where):
+    """A text output's OUT.json records its files' sums by name: one outside the output's folder
+    is never hashed (verify would tell whether it exists and what it holds)."""
+    ok(xm("mine", ws / "store", ws / "en.txt", "-o", ws / "m.tsv"))
+    victim = ws / "user" / "victim.npy"
+    name = "../user/victim.npy" if where == "../" else str(victim)
+    record = {"bytes": victim.stat().st_size, "sha256": hashlib.sha256(victim.read_bytes()).hexdigest()}
+    _edit(ws / "m.tsv.json", lambda m: m["output_files"].update({name: record}))
+    _refused_everywhere(ws, [["verify", ws / "m.tsv"]], "m.tsv.json", "names the file", "not a file of the output")
+    _refused_everywhere(ws, [["mine", ws / "store", ws / "en.txt", "-o", ws / "m.tsv", "--overwrite"]],
+                        "m.tsv", "changed since xmine wrote it")
+
+
+# ------------------------------------------------------ 6. verify says OK only to what it checked
+
+
+def test_verify_refuses_an_unknown_kind(ws):
+    foo = ws / "foo"
+    foo.mkdir()
+    (foo / "manifest.json").write_text('{"kind": "foo"}')
+    (ws / "result.json").write_text('{"kind": "foo"}')
+    refused(xm("verify", foo), "manifest.json", "'foo'", "nothing in it can be checked")
+    refused(xm("verify", ws / "result.json"), "'foo'", "nothing in it can be checked")
+
+
+def test_verify_checks_a_store_relabelled_by_its_kind(ws):
+    for kind, fragment in (("faiss-index", "nothing in it can be checked"), ("index", "unknown field"),
+                           ("projection", "not a file of an xmine projection")):
+        _edit(ws / "store" / "manifest.json", lambda m: m.update(kind=kind))
+        refused(xm("verify", ws / "store"), fragment)
+
+
+def _record(artefact: Path, name: str) -> None:
+    """Record file `name`'s size and sha256 in the artefact's manifest, as its writer would."""
+    data = (artefact / name).read_bytes()
+    _edit(artefact / "manifest.json", lambda m: m.setdefault("files", {}).update(
+        {name: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}}))
+
+
+def test_an_edited_shipped_json_is_refused_not_used(ws):
+    """A projection's SHIPPED.json (its calibrated thresholds) must be recorded in its manifest: one
+    added or edited by hand (a threshold of -5.0 keeps every pair) is refused by verify and mine."""
+    proj = ws / "proj"
+    mine = ["mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--projection", proj]
+    (proj / "SHIPPED.json").write_text(json.dumps({"default_thresholds": {"ratio": -5.0}}))
+    _refused_everywhere(ws, [["verify", proj], [*mine, "-o", ws / "m.tsv"]], "SHIPPED.json", "not recorded")
+    (proj / "SHIPPED.json").write_text(json.dumps({"default_thresholds": {"ratio": 1.2}}))
+    _record(proj, "SHIPPED.json")  # as the shipping step records it
+    ok(xm("verify", proj))
+    ok(xm(*mine, "-o", ws / "ok.tsv"))
+    assert json.loads((ws / "ok.tsv.json").read_text())["threshold"]["value"] == 1.2
+    (proj / "SHIPPED.json").write_text(json.dumps({"default_thresholds": {"ratio": -5.0}}))
+    _refused_everywhere(ws, [["verify", proj], [*mine, "-o", ws / "m.tsv"]], "SHIPPED.json",
+                        "the manifest of the projection")
+    (proj / "SHIPPED.json").unlink()
+    (proj / "config.json").write_text((proj / "config.json").read_text().replace('"method": "seed"', '"method": "x"'))
+    _refused_everywhere(ws, [["verify", proj], [*mine, "-o", ws / "m.tsv"]], "config.json",
+                        "the manifest of the projection")
+
+
+def test_a_projection_without_recorded_sums_is_refused(ws):
+    """A projection manifest of format 1 recorded no sums: nothing in it could be checked."""
+    _edit(ws / "proj" / "manifest.json", lambda m: (m.pop("files"), m.update(format_version=1)))
+    _refused_everywhere(ws, [["verify", ws / "proj"], ["langid", "--projection", ws / "proj", ws / "de.txt"]],
+                        "made by an older xmine", "projection format 1")
+
+
+# ----------------------------------------------------------- 8. damaged projection JSON: one line
+
+_CONFIG_DAMAGE = {
+    "no spec": (lambda c: c.pop("spec"), "field 'spec' is missing"),
+    "no encoder": (lambda c: c.pop("encoder"), "field 'encoder' is missing"),
+    "spec a string": (lambda c: c.update(spec="linear"), "field 'spec' is 'linear', not a JSON object"),
+    "a list": (lambda c: [c], "a JSON list"),
+}
+
+
+@pytest.mark.parametrize("damage", list(_CONFIG_DAMAGE) + ["SHIPPED a list", "thresholds a string"])
+def test_a_damaged_projection_json_is_one_line(ws, damage):
+    """Damage that keeps the manifest's sums consistent (rewritten as a writer would): the
+    content itself is checked."""
+    proj = ws / "proj"
+    config = json.loads((proj / "config.json").read_text())
+    if damage in _CONFIG_DAMAGE:
+        change, fragment = _CONFIG_DAMAGE[damage]
+        result = change(config)
+        (proj / "config.json").write_text(json.dumps(result if isinstance(result, list) else config))
+        target = "config.json"
+    else:
+        info = [{"default_thresholds": {"ratio": 1.1}}] if damage == "SHIPPED a list" else {"default_thresholds": "1.1"}
+        (proj / "SHIPPED.json").write_text(json.dumps(info))
+        fragment = "a JSON list" if damage == "SHIPPED a list" else "default_thresholds"
+        target = "SHIPPED.json"
+    _record(proj, target)  # the sums of the damaged file: only its content can tell
+    _refused_everywhere(ws, [["verify", proj], ["mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3",
+                                                "--projection", proj, "-o", ws / "m.tsv"]], target, fragment)
+
+
+# ------------------------------------------------------------------------- 12. unclear messages
+
+
+def test_verify_names_an_unparseable_manifest_and_where(ws):
+    (ws / "store" / "manifest.json").write_text('{"kind": "embedding-store",\n "count": }')
+    err = refused(xm("verify", ws / "store"), "manifest.json", "not valid JSON", "line 2 column 11")
+    assert "no manifest.json" not in err
+
+
+def test_search_names_the_text_file_with_a_wrong_line_count(ws):
+    """sentences.txt with lines added and the manifest's sums rewritten to match: its count is off."""
+    text = ws / "index" / "sentences.txt"
+    text.write_text(text.read_text(encoding="utf-8") + "one more\nand another\n", encoding="utf-8")
+    _edit(ws / "index" / "manifest.json", lambda m: m["files"]["sentences.txt"].update(
+        bytes=text.stat().st_size, sha256=hashlib.sha256(text.read_bytes()).hexdigest()))
+    refused(xm("search", ws / "index", ws / "de.txt", "-o", ws / "h.tsv"), str(text), "42 lines of text, expected 40")
+
+
+def test_the_tree_unpickles_nothing():
+    """No `weights_only=False`, no pickle loading anywhere in the package."""
+    root = Path(__file__).resolve().parent.parent
+    found = []
+    for sub in ("xmine", "mining", "disentangle", "index", "benchmarks", "scripts"):
+        for p in (root / sub).rglob("*.py"):
+            text = p.read_text(encoding="utf-8")
+            for bad in ("weights_only=False", "pickle.load", "import pickle", "torch.load("):
+                if bad in text:
+                    found.append(f"{p.relative_to(root)}: {bad}")
+    assert not found, found

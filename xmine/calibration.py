@@ -1,0 +1,63 @@
+"""Calibrated defaults of a space (the embeddings a search scores in): threshold and score cap.
+
+A space's margin scores have their own scale, so its defaults are recorded beside it: a shipped
+projection's in its SHIPPED.json, a raw encoder's in `xmine/mining/calibration.json`
+(`xmine.mining.defaults`). This module reads one record: thresholds per operating point and
+margin, and the `score_max` cap per margin, each a finite number (else one InputError naming the
+file and the field).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+from xmine.errors import InputError
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SpaceDefaults:
+    """The calibrated values of one space."""
+
+    #: operating point -> margin -> threshold
+    thresholds: dict
+    #: margin -> the `score_max` pair filter's cap (pairs scoring above it are dropped)
+    score_max: dict
+    #: where the values come from (a file), for the summary
+    source: str
+
+    def threshold(self, margin: str, point: str) -> float | None:
+        return (self.thresholds.get(point) or {}).get(margin)
+
+
+def _number(value, path: Path, where: str) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        raise InputError(path, f"{where}: expected a finite number, not {value!r}")
+    return float(value)
+
+
+def parse_defaults(record: dict, path: Path, where: str, source: str) -> SpaceDefaults:
+    """`record`: {"operating_points": {point: {margin: t}}, "score_max": {margin: cap}} or the older
+    {"default_thresholds": {margin: t}} (the balanced point)."""
+    if not isinstance(record, dict):
+        raise InputError(path, f"{where}: expected an object")
+    points, legacy = record.get("operating_points"), False
+    if points is None and "default_thresholds" in record:
+        points, legacy = {"balanced": record["default_thresholds"]}, True
+    points = points or {}
+    caps = record.get("score_max") or {}
+    for name, value in (("operating_points", points), ("score_max", caps)):
+        if not isinstance(value, dict):
+            raise InputError(path, f"{where}{name}: expected an object")
+    thresholds = {}
+    for point, per_margin in points.items():
+        if not isinstance(per_margin, dict):
+            raise InputError(path, f"{where}operating_points.{point}: expected an object")
+        label = f"{where}default_thresholds" if legacy else f"{where}operating_points.{point}"
+        thresholds[point] = {m: _number(t, path, f"{label}.{m}") for m, t in per_margin.items()}
+    return SpaceDefaults(thresholds=thresholds, score_max={m: _number(c, path, f"{where}score_max.{m}")
+                                                           for m, c in caps.items()}, source=source)
+
+
+__all__ = ["SpaceDefaults", "parse_defaults"]

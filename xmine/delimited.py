@@ -1,0 +1,81 @@
+"""Reading delimited text tables: TSV and CSV, plain or compressed, one record at a time.
+
+- TSV: one record a line, fields split on tabs, no quoting (what Moses, OPUS and most bitext
+  tools write: a sentence may hold a `"` of its own, which a quoting reader would take for the
+  start of a quoted field and run into the next lines).
+- CSV: RFC 4180 through Python's `csv` module: quoted fields may hold commas, quotes (`""`) and
+  line breaks, so one record may span several lines.
+
+Records are numbered by the line they start on (1-based), so an error names the line a user
+sees in an editor. Blank lines are no records. A header line names the columns; a column is
+chosen by its 1-based number or, with a header, by its name (`column_index`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Iterator
+
+from xmine.errors import InputError
+
+DELIMITED_FORMATS = ("tsv", "csv")
+# csv's default field limit (128 KiB) refuses long documents; a line of a corpus may be longer.
+_FIELD_LIMIT = 1 << 30
+
+
+def delimited_rows(path: str | Path, fmt: str) -> Iterator[tuple[int, list[str]]]:
+    """(line the record starts on, its fields) of every non-blank record of a TSV or CSV file."""
+    path = Path(path)
+    if fmt == "tsv":
+        from xmine.corpus import iter_lines
+
+        for number, line in iter_lines(path, keep_tabs=True):
+            if line.strip():
+                yield number, line.split("\t")
+        return
+    if fmt != "csv":
+        raise ValueError(f"fmt must be one of {DELIMITED_FORMATS}, not {fmt!r}")
+    from xmine.compression import open_binary, read_errors
+
+    csv.field_size_limit(_FIELD_LIMIT)
+    with open_binary(path) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+        reader = csv.reader(text, strict=True)
+        start = 1
+        try:
+            for fields in reader:
+                if any(f.strip() for f in fields):
+                    yield start, fields
+                start = reader.line_num + 1
+        except UnicodeDecodeError as e:
+            raise InputError(path, f"invalid UTF-8 ({e.reason}); convert the file to UTF-8", line=start) from None
+        except csv.Error as e:
+            raise InputError(path, f"malformed CSV ({e})", line=start) from None
+        except read_errors() as e:
+            raise InputError(path, f"cannot read (corrupt or truncated file?): {e}", line=start) from None
+
+
+def column_index(column: str, header: list[str] | None, path: Path, *, option: str) -> int:
+    """The 0-based index of `column`: a 1-based number, or with a header a column name."""
+    if header is not None and column in header:
+        return header.index(column)
+    if column.isdigit() and int(column) >= 1:
+        return int(column) - 1
+    if header is None:
+        raise InputError(path, f"{option} {column!r}: without a header line a column is named by its 1-based "
+                               "number (or pass --header)")
+    shown = ", ".join(header[:12])
+    raise InputError(path, f"{option} {column!r}: no such column (columns: {shown}); name one or give its number",
+                     line=1)
+
+
+def field_of(fields: list[str], index: int, path: Path, line: int, *, what: str) -> str:
+    """fields[index], or an InputError naming the line and how many columns it has."""
+    if index >= len(fields):
+        raise InputError(path, f"{len(fields)} column(s), but the {what} is column {index + 1}", line=line)
+    return fields[index]
+
+
+__all__ = ["DELIMITED_FORMATS", "column_index", "delimited_rows", "field_of"]

@@ -1,0 +1,118 @@
+"""Fields of a corpus's records that travel with its sentences into mined outputs (`--keep-field`:
+a document's URL, its domain), read again from the corpus for the records that were mined.
+
+The store keeps only each sentence's record number (and id); the fields are read from the corpus
+when the output is written, for the records the output needs, one record at a time: memory is
+the kept values of the mined pairs, never the corpus. A record without the field gives None; a
+field that the first record read lacks is refused (most likely a typo), naming the file and line.
+Values are kept as strings (objects and lists as JSON).
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import closing
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from xmine.errors import ConfigError, InputError
+from xmine.reader_base import MISSING, InputFormat, field_at
+
+#: formats whose records have fields (a text file's lines have none)
+FIELD_FORMATS = ("jsonl", "parquet", "hf", "csv", "tsv")
+
+
+def check_fields_readable(path: str | Path, spec: InputFormat | None, names: Sequence[str], *, option: str) -> None:
+    """Refuse `--keep-field` for an input whose records have no fields, or whose first record lacks
+    one of `names` (before anything is written)."""
+    from xmine.input_artefacts import artefact_kind
+    from xmine.readers import detect_format
+
+    path = Path(path)
+    if artefact_kind(path, spec) != "text":
+        raise ConfigError(f"{option}: {path} is an xmine artefact; the fields are read from a corpus: give the "
+                          "JSON Lines, Parquet, CSV or dataset input itself")
+    if detect_format(path, spec) not in FIELD_FORMATS:
+        raise ConfigError(f"{option}: {path} is read as plain text, whose lines have no fields")
+    with closing(_records(path, spec or InputFormat())) as records:
+        for number, record in records:
+            _check_first(path, record, number, names, option)
+            break
+
+
+def _check_first(path: Path, record: dict, number: int, names: Sequence[str], option: str) -> None:
+    for name in names:
+        if field_at(record, name) is MISSING:
+            shown = ", ".join(list(record)[:12]) if isinstance(record, dict) else f"a {type(record).__name__}"
+            raise InputError(path, f"{option} {name!r}: no such field in the first record (fields: {shown})",
+                             line=number)
+
+
+def _records(path: Path, spec: InputFormat) -> Iterator[tuple[int, dict]]:
+    """(record number, record as a dict) of every record, numbered as the corpus readers number them."""
+    from xmine.readers import open_corpus
+
+    reader = open_corpus(path, spec, check=False)
+    fmt = reader.format
+    if fmt == "jsonl":
+        from xmine.readers import jsonl_records
+
+        yield from jsonl_records(path)
+    elif fmt in ("csv", "tsv"):
+        from xmine.delimited import delimited_rows
+
+        with closing(delimited_rows(path, fmt)) as rows:
+            names = None
+            for number, fields in rows:
+                if names is None and reader.has_header():
+                    names = [n.strip() for n in fields]
+                    continue
+                keys = names or [str(i) for i in range(1, len(fields) + 1)]
+                yield number, dict(zip(keys, fields))
+    elif fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        number = 0
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=4096):
+            for row in batch.to_pylist():
+                number += 1
+                yield number, row
+    elif fmt == "hf":
+        ds, _ = reader.open_dataset()
+        number = 0
+        for batch in ds.iter(batch_size=4096):
+            n = len(next(iter(batch.values()))) if batch else 0
+            for i in range(n):
+                number += 1
+                yield number, {c: batch[c][i] for c in batch}
+    else:
+        raise ConfigError(f"{path} is read as plain text, whose lines have no fields")
+
+
+def _as_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
+
+
+def record_fields(path: str | Path, spec: InputFormat | None, names: Sequence[str],
+                  records: np.ndarray) -> list[np.ndarray]:
+    """Per name, the field's value (str or None) in the record `records[i]` (1-based record numbers)."""
+    path = Path(path)
+    spec = spec or InputFormat()
+    wanted = np.unique(np.asarray(records, dtype=np.int64))
+    found: dict[int, list] = {}
+    first = True
+    for number, record in _records(path, spec):
+        if first:  # (checked before the command started; the file may have changed since)
+            _check_first(path, record, number, names, "--keep-field")
+            first = False
+        if len(found) < len(wanted) and wanted[min(np.searchsorted(wanted, number), len(wanted) - 1)] == number:
+            found[number] = [_as_text(None if (v := field_at(record, name)) is MISSING else v) for name in names]
+    return [np.array([found.get(int(r), [None] * len(names))[j] for r in records], dtype=object)
+            for j in range(len(names))]
+
+
+__all__ = ["FIELD_FORMATS", "check_fields_readable", "record_fields"]

@@ -252,6 +252,8 @@ def test_record_options_must_apply_to_the_input(ws):
                    "-o", ws / "s"), "de.txt", "--text-field does not apply to a text input")
         refused(xm("embed", jsonl, "--split", "train", "--text-field", "sentence", "--lang", "en", "--encoder",
                    "use-m3", "-q", "-o", ws / "s"), "en.jsonl", "--split does not apply to a jsonl input")
+        refused(xm("mine", ws / "de.txt", jsonl, "--tgt-text-field", "sentence", "--tgt-split", "train", "--encoder",
+                   "use-m3", "-q", "-o", ws / "m.tsv"), "en.jsonl", "--tgt-split does not apply to a jsonl input")
     # A text file beside a JSON Lines input: the field is the JSON side's.
     ok(xm("mine", ws / "de.txt", jsonl, "--text-field", "sentence", "--encoder", "use-m3", "-q", "-o", ws / "m.tsv"))
 

@@ -195,6 +195,17 @@ def check_finite(loss, state: dict, lr: float) -> None:
                           f"(NaN or inf) at --lr {lr:g}; lower --lr")
 
 
+def check_improved(state: dict, lr: float) -> None:
+    """A ConfigError when no epoch's validation loss came below the untrained model's: such a
+    projection is worse than none (a --lr too high, typically), so it is not written, rather than
+    written with exit 0 and no word (a warning is easily missed, and the file would be used)."""
+    untrained = state.get("initial_valid_loss")
+    if untrained is not None and state["best_loss"] >= untrained:
+        raise ConfigError(f"training never improved on the untrained model: best validation loss "
+                          f"{state['best_loss']:.4f} (epoch {state['best_epoch']}), untrained {untrained:.4f}, "
+                          f"at --lr {lr:g}; lower --lr or train for more epochs (no projection written)")
+
+
 def run_epochs(state: dict, model, *, config, desc: str, valid_name: str, show_progress: bool, log, checkpoint,
                epoch) -> None:
     """The early-stopping loop of every trainer. `epoch()` trains one epoch and returns its history
@@ -378,6 +389,7 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
                    show_progress=show_progress, log=log, epoch=epoch,
                    checkpoint=lambda: save(ckpt_path, signature, model=model, optimizers=optimizers, gen=gen,
                                            state=state))
+        check_improved(state, config.lr)
 
     langid = _fit_langid(model, data, sample.languages)
     log(f"held-out language identification accuracy: {langid['accuracy']:.4f}")

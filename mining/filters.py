@@ -139,29 +139,39 @@ def urls(src: str, tgt: str, score: float, langs, config: PairFilterConfig) -> b
     return urls_of(src) != urls_of(tgt)
 
 
-# A number: digit groups joined by a locale's separators (. , : ' narrow/no-break space), or by a
-# space before a group of exactly three digits ("17 500").
-_NUMBER = re.compile(r"\d+(?:[.,:'\u00a0\u202f]\d+|\s\d{3}(?!\d))*")
+# A number: digit groups joined by a locale's separators (. , : ' narrow/no-break space, the Arabic
+# comma and decimal and thousands separators), or by a space before a group of exactly three digits
+# ("17 500").
+_NUMBER = re.compile(r"\d+(?:[.,:'\u00a0\u202f\u060c\u066b\u066c]\d+|\s\d{3}(?!\d))*")
+# A clock time written with "h" between hours and minutes (French and others: "22 h 00", "21h19").
+_H_TIME = re.compile(r"\b(\d{1,2})\s?h\s?(\d{2})\b")
 
 
 def numbers_of(text: str) -> set[str]:
     """Numbers of `text` as their digits only (any script's digits as ASCII, NFKC; leading zeros
     dropped), so the separators of different locales do not matter: "1,000", "1.000", "1 000"
-    and "1000" all give "1000"; "3.5" and "3,5" give "35"; a clock time is read on a 12-hour dial
-    ("23:35" and "11:35" give "1135")."""
+    and "1000" all give "1000"; "3.5" and "3,5" give "35". Hours and two-digit minutes, whatever
+    joins them (`:`, `.`, `,`, "h"), are a clock time read on a 12-hour dial, with ":00" dropped:
+    "12:00", "12.00", "12 h 00" and "12" give "12"; "20:30", "8.30" and "20 h 30" give "830"."""
     t = unicodedata.normalize("NFKC", text)
     t = "".join(str(unicodedata.digit(ch)) if ch.isdigit() and not ch.isascii() else ch for ch in t)
+    t = _H_TIME.sub(r"\1:\2", t)
     return {_canonical(g) for g in _NUMBER.findall(t)}
 
 
-_TIME = re.compile(r"(\d{1,2}):(\d{2})")
+# Hours and minutes: also a decimal with two places ("3.50", "3,50"), which reads the same way in
+# every language, so the two agree whichever it is.
+_TIME = re.compile(r"(\d{1,2})[:.,\u060c\u066b](\d{2})")
 
 
 def _canonical(number: str) -> str:
-    # A clock time on the 12-hour dial: "23:35" and "11:35 pm" are the same time.
+    # A clock time on the 12-hour dial: "23:35" and "11:35 pm" are the same time, "15.00" and "3 pm".
     t = _TIME.fullmatch(number)
     if t and int(t.group(1)) < 24 and int(t.group(2)) < 60:
-        return f"{int(t.group(1)) % 12}{t.group(2)}".lstrip("0") or "0"
+        hour = int(t.group(1)) % 12
+        if t.group(2) == "00":  # "12:00" is the "12" of "12 Uhr"
+            return str(hour or 12)
+        return f"{hour}{t.group(2)}".lstrip("0")  # ("0.25" and "12:25" give "25", as before)
     return re.sub(r"\D", "", number).lstrip("0") or "0"
 
 

@@ -136,6 +136,7 @@ def mine(
     from xmine.mining.writers import COMPANIONS, moses_suffixes, output_format as resolve_format
     from xmine.output_state import same_file
     from xmine.outputs import claim_output
+    from xmine.readers import for_each_input
 
     out = Path(out)
     if not allow_same_input and (same_file(Path(src), Path(tgt)) or Path(src).resolve() == Path(tgt).resolve()):
@@ -176,11 +177,18 @@ def mine(
             return work / tag
 
         encoders = Encoders(encoder, projection, precision, inputs=[src, tgt])
-        # With --overwrite, OUT.work/ is this command's own to rebuild (a damaged work store included).
+        # OUT.work/ is this command's own to rebuild (a damaged work store, one of another input) with
+        # --overwrite, and whenever OUT holds no finished result: then it is what a failed or
+        # interrupted run left, which must not stand in the way of a corrected command.
+        rebuild = claim.overwrite or claim.state != "finished"
+        if src_format is not None and tgt_format is not None:
+            src_format, tgt_format = for_each_input(
+                [src_format, tgt_format],
+                [p if artefact_kind(p, spec) == "text" else None for p, spec in ((src, src_format), (tgt, tgt_format))])
         sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src", src_format),
-                       show_progress=show_progress, rebuild=claim.overwrite, input_format=src_format)
+                       show_progress=show_progress, rebuild=rebuild, input_format=src_format)
         sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt", tgt_format),
-                       show_progress=show_progress, rebuild=claim.overwrite, input_format=tgt_format)
+                       show_progress=show_progress, rebuild=rebuild, input_format=tgt_format)
         try:
             check_compatible(sx, sy)
             config, filters, threshold_record = _threshold(

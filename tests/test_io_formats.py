@@ -135,8 +135,8 @@ def test_hf_folder_into_hf_dataset_with_card(corpus, tmp_path):
                                    "test": datasets.Dataset.from_dict({"text": corpus[lang][:2]})})
         dd.save_to_disk(str(tmp_path / f"{lang}_ds"))
     out = tmp_path / "mined"
-    args = ["mine", tmp_path / "de_ds", tmp_path / "en_ds", "--src-lang", "de", "--tgt-lang", "en", "--format",
-            "hf", "-q", "-o", out]
+    args = ["mine", tmp_path / "de_ds", tmp_path / "en_ds", "--src-lang", "de", "--tgt-lang", "en", "--split",
+            "train", "--format", "hf", "-q", "-o", out]
     ok(xm(*args))
     ds = datasets.load_from_disk(str(out))
     assert len(ds) >= N - 2

@@ -70,17 +70,18 @@ def input_format_options(f=None, *, per_side: bool = False):
                        "hf also reads data files (.parquet/.jsonl/.csv/.txt, or a folder of them) through "
                        "the datasets library, streaming. csv: RFC 4180, quotes honoured; tsv: tab-separated, "
                        "no quoting.")
-    @click.option("--text-field", "--text-column", "text_field", default="text", show_default=True,
+    @click.option("--text-field", "--text-column", "text_field", default=None,
                   help="jsonl/hf: the field holding the text, dotted for nested objects (meta.text); parquet: "
                        "the column (dotted: a field of a struct column); csv/tsv: the column's name in the "
-                       "header line or its 1-based number.")
+                       "header line or its 1-based number. [default: text]")
     @click.option("--id-field", default=None,
                   help="A field (dotted) holding each record's own id, kept with each sentence as provenance "
                        "(mined outputs carry it). Default: records are named by their line/row number.")
     @click.option("--header/--no-header", default=None,
                   help="csv/tsv: whether the first line names the columns [default: csv yes, tsv no].")
     @click.option("--split", "hf_split", default=None,
-                  help="hf: the split to read (default: the only one, else train).")
+                  help="hf: the split to read (default: the only one; a saved DatasetDict of several splits "
+                       "needs it; data files: train).")
     @click.option("--split-sentences", is_flag=True,
                   help="Each record or line is a document or paragraph: split it into sentences with the "
                        "splitter chosen for the corpus language (needs --lang, --src-lang/--tgt-lang). Every "
@@ -90,14 +91,19 @@ def input_format_options(f=None, *, per_side: bool = False):
     def wrapper(*args, input_format, text_field, id_field, header, hf_split, split_sentences, **kwargs):
         from xmine.reader_base import InputFormat
 
-        shared = dict(format=input_format, text_field=text_field, id_field=id_field, header=header, split=hf_split,
-                      split_sentences=split_sentences)
+        given = {"--text-field": text_field, "--id-field": id_field, "--header": header, "--split": hf_split}
+        shared = dict(format=input_format, text_field="text" if text_field is None else text_field, id_field=id_field,
+                      header=header, split=hf_split, split_sentences=split_sentences,
+                      given=frozenset(name for name, value in given.items() if value is not None))
         if not per_side:
             return f(*args, input_format=InputFormat(**shared), **kwargs)
         specs = []
         for side in ("src", "tgt"):
             own = {name: kwargs.pop(f"{side}_{name}") for name in ("format", "text_field", "id_field", "split")}
-            specs.append(InputFormat(**{**shared, **{k: v for k, v in own.items() if v is not None}}))
+            own_given = frozenset(f"--{side}-{name.replace('_', '-')}" for name, value in own.items()
+                                  if value is not None and name != "format")
+            specs.append(InputFormat(**{**shared, **{k: v for k, v in own.items() if v is not None},
+                                        "given": shared["given"] | own_given}))
         return f(*args, input_format=tuple(specs), **kwargs)
 
     if per_side:

@@ -35,11 +35,15 @@ class InputFormat:
     id_field: str | None = None
     #: csv / tsv: whether the first line names the columns (None: csv yes, tsv no)
     header: bool | None = None
-    #: hf: the split of a DatasetDict or of data files (default: the only one, else "train")
+    #: hf: the split of a DatasetDict (default: the only one; several need it) or of data files
+    #: (default "train")
     split: str | None = None
     #: split each record (line) into sentences with the corpus language's splitter
     #: (xmine.sentences); each sentence becomes a row that keeps its record and its index in it
     split_sentences: bool = False
+    #: the record options given on the command line ("--text-field", "--id-field", "--split"): each
+    #: must apply to the input's format (`FIELD_OPTIONS`), not be ignored without a word
+    given: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.format not in ("auto",) + FORMATS:

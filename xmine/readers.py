@@ -42,6 +42,7 @@ from xmine.compression import count_lines
 from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats, iter_corpus, iter_lines
 from xmine.errors import InputError
 from xmine.reader_base import CorpusReader, InputFormat, is_dataset_dir, stem_suffix, text_of
+from xmine.stdin import STDIN
 from xmine.table_readers import DatasetReader, ParquetReader
 
 _JSONL = (".jsonl", ".ndjson", ".json")
@@ -95,24 +96,31 @@ class TextReader(CorpusReader):
 
 
 class JsonlReader(CorpusReader):
-    """JSON Lines, one object a line (blank lines skipped, their numbers kept)."""
+    """JSON Lines, one object a line. A blank line is an empty record: skipped, its number kept, and
+    counted in the "empty line(s) skipped" warning, as a text file's blank line is (not refused:
+    a blank line, often the last, is common in JSON Lines files and holds nothing to lose)."""
 
     format = "jsonl"
 
     def records(self) -> Iterator[tuple[int, str, str | None]]:
-        for number, record in jsonl_records(self.path):
+        for number, record in jsonl_records(self.path, blank=True):
+            if record is None:  # a blank line
+                yield number, "", None
+                continue
             text, rid = text_of(record, self.spec, self.path, "", number)
             yield number, text, rid
 
 
-def jsonl_records(path: Path) -> Iterator[tuple[int, Any]]:
+def jsonl_records(path: Path, *, blank: bool = False) -> Iterator[tuple[int, Any]]:
     """(line number, parsed value) of every non-blank line of a JSON Lines file; invalid JSON is an
-    InputError naming the line."""
+    InputError naming the line. `blank`: a blank line is (line number, None) too."""
     from contextlib import closing
 
     with closing(iter_lines(path)) as lines:
         for number, line in lines:
             if not line.strip():
+                if blank:
+                    yield number, None
                 continue
             try:
                 yield number, json.loads(line)
@@ -155,6 +163,52 @@ _READERS = {"text": TextReader, "jsonl": JsonlReader, "parquet": ParquetReader, 
             "csv": DelimitedReader, "tsv": DelimitedReader}
 
 
+#: the record options (`InputFormat.given`) each format has a use for
+FIELD_OPTIONS = {"text": frozenset(), "jsonl": frozenset({"--text-field", "--id-field"}),
+                 "parquet": frozenset({"--text-field", "--id-field"}),
+                 "hf": frozenset({"--text-field", "--id-field", "--split"}),
+                 "csv": frozenset({"--text-field", "--id-field", "--header"}),
+                 "tsv": frozenset({"--text-field", "--id-field", "--header"})}
+_SIDES = ("--src-", "--tgt-")
+
+
+def _option(given: str) -> str:
+    """The shared option a per-side one stands for ("--src-split": "--split")."""
+    return "--" + given[len(_SIDES[0]):] if given.startswith(_SIDES) else given
+
+
+def _check_given(path: Path, fmt: str, spec: InputFormat) -> None:
+    unused = sorted(o for o in spec.given if _option(o) not in FIELD_OPTIONS[fmt])
+    if unused:
+        uses = ", ".join(f for f in FIELD_OPTIONS if _option(unused[0]) in FIELD_OPTIONS[f])
+        raise InputError(path, f"{unused[0]} does not apply to a {fmt} input"
+                               + (" (one sentence a line, no fields)" if fmt == "text" else "")
+                               + f"; it is for {uses} inputs: leave it out or give --input-format")
+
+
+def for_each_input(specs: list[InputFormat], paths) -> list[InputFormat]:
+    """The spec for each of a command's corpus inputs (None: not a corpus): a shared record option
+    that another input uses is left out for one with no use for it (`mine a.jsonl b.txt
+    --text-field t`); one that no input uses, and a per-side one (`--tgt-split`) that its input has
+    no use for, are refused."""
+    def format_of(path, spec: InputFormat) -> str | None:
+        if path is None:
+            return None
+        if str(path) == STDIN:  # read as --input-format names it, text by default
+            return "text" if spec.format == "auto" else spec.format
+        return detect_format(path, spec)
+
+    fmts = [format_of(p, spec) for p, spec in zip(paths, specs)]
+    used = frozenset().union(*(FIELD_OPTIONS[f] for f in fmts if f is not None))
+    out = [spec if f is None else replace(spec, given=frozenset(
+        o for o in spec.given if o.startswith(_SIDES) or o in FIELD_OPTIONS[f] or o not in used))
+        for spec, f in zip(specs, fmts)]
+    for path, spec, f in zip(paths, out, fmts):  # refused now, before any input is read or embedded
+        if f is not None:
+            _check_given(Path(path), f, spec)
+    return out
+
+
 def open_corpus(path: str | Path, spec: InputFormat | None = None, *, check: bool = True) -> CorpusReader:
     """The reader for `path`; `check=True` reads every record once first (InputError on the first
     bad one), so a command fails before it writes anything."""
@@ -163,10 +217,11 @@ def open_corpus(path: str | Path, spec: InputFormat | None = None, *, check: boo
     fmt = detect_format(path, spec)
     if fmt != "hf" and path.is_dir():
         raise InputError(path, f"is a directory; --input-format {fmt} reads a file")
+    _check_given(path, fmt, spec)
     reader = _READERS[fmt](path, replace(spec, format=fmt))
     if check:
         reader.check()
     return reader
 
 
-__all__ = ["detect_format", "jsonl_records", "open_corpus"]
+__all__ = ["FIELD_OPTIONS", "detect_format", "for_each_input", "jsonl_records", "open_corpus"]

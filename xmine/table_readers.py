@@ -120,8 +120,8 @@ class DatasetReader(CorpusReader):
             return self.spec.split
         if len(splits) == 1:
             return splits[0]
-        if "train" in splits:
-            return "train"
+        # (not "train" by default: mining the train split of a dataset asked for as a whole, without
+        # a word, is a wrong result)
         raise InputError(self.path, f"a DatasetDict with splits {', '.join(splits)}: choose one with --split")
 
     def records(self) -> Iterator[tuple[int, str, str | None]]:

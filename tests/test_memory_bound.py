@@ -14,6 +14,9 @@ import pytest
 
 from xmine.store import StoreWriter
 
+# Slow tier (`pytest -m "not slow"` is the fast one): child processes mining stores of 80k rows.
+pytestmark = pytest.mark.slow
+
 DIM = 384
 SMALL, LARGE, OTHER = 8_000, 80_000, 2_000
 #: The most a mined row may add to the peak, in bytes: the per-row state (top-k lists, the exact

@@ -63,8 +63,13 @@ class ThresholdType(click.ParamType):
                    "calibrated for the space mined in (the shipped projection: its SHIPPED.json; raw "
                    "me5-small or use-m3 embeddings: xmine/mining/calibration.json), for the margin in use and "
                    "--operating-point (recorded in OUT.json and the summary line); a space without a "
-                   "calibration (your own projection, another encoder) keeps every pair, and says so. "
-                   "'none' keeps every pair. Scores are on each space's own scale (docs/mining.md).")
+                   "calibration (your own projection, another encoder) keeps every pair, and says so: "
+                   "measure one with `xmine calibrate` and pass --calibration. 'none' keeps every pair. "
+                   "Scores are on each space's own scale (docs/mining.md).")
+@click.option("--calibration", type=click.Path(exists=True, dir_okay=False), default=None, metavar="RECORD",
+              help="A record of `xmine calibrate` for the space mined in (your encoder or projection): its "
+                   "thresholds and score cap are the defaults, at --operating-point. A record of another "
+                   "encoder or projection is refused.")
 @click.option("--operating-point", type=click.Choice(OPERATING_POINTS), default=None,
               help="Which calibrated default threshold: balanced (default; the best F1 at a mean precision "
                    ">= 0.85 on the calibration sets) or precision (a mean precision >= 0.95 on them, fewer "
@@ -160,7 +165,8 @@ class ThresholdType(click.ParamType):
             "built and searched (query blocks x shards) as tasks; an index side, its shards searched by "
             "query blocks as tasks; top-k merged per row in every case. The TSV is byte for byte the one "
             "without --ray")
-def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, operating_point, min_length, max_length,
+def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, calibration, operating_point,
+         min_length, max_length,
          max_length_ratio, encoder, projection, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows,
          refine, allow_same_input, line_numbers, meta, block_rows, block_cols, workers, product, pair_filters,
          lang_filter, pre_clean, no_pre_clean_step, keep_filtered, keep_fields, precision,
@@ -195,6 +201,7 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
                     precision=precision, projection=projection, approximate=approximate, approximate_config=approx,
                     line_numbers=line_numbers, meta=meta, keep_work=keep_work, overwrite=overwrite, ray=ray_address,
                     default_threshold=threshold != "none", operating_point=operating_point or DEFAULT_OPERATING_POINT,
+                    calibration=calibration,
                     show_progress=not quiet, allow_same_input=allow_same_input,
                     output_format=output_format, input_format=input_format, filters=pair_filters,
                     keep_filtered=keep_filtered, lang_filter=lang_filter, keep_fields=keep_fields,

@@ -82,6 +82,7 @@ def mine(
     ray: str | None = None,
     default_threshold: bool = True,
     operating_point: str = DEFAULT_OPERATING_POINT,
+    calibration: str | Path | None = None,
     allow_same_input: bool = False,
     output_format: str | None = None,
     input_format=None,
@@ -108,6 +109,8 @@ def mine(
     `config.margin` at `operating_point` ("balanced" or "precision": `xmine.mining.defaults`);
     False keeps every pair. `filters.score_max` None: that space's calibrated cap. A space without
     a calibration (a user's projection, an encoder xmine does not ship) keeps every pair, uncapped.
+    `calibration`: a record of `xmine calibrate` (`xmine.mining.calibrate`) for the space mined in,
+    used in place of the shipped values.
     The summary's `threshold` records the threshold and the cap used and where they came from.
 
     `allow_same_input`: mine even when `src` and `tgt` are the same file or directory (refused
@@ -193,7 +196,7 @@ def mine(
             check_compatible(sx, sy)
             config, filters, threshold_record = _threshold(
                 config, filters, encoders.choice.path if sx.projection else None, sx.encoder.name,
-                default_threshold=default_threshold, operating_point=operating_point)
+                default_threshold=default_threshold, operating_point=operating_point, calibration=calibration)
             for side in (sx, sy):  # every shard's sha256 (large stores: now, before any search starts)
                 if hasattr(side.rows, "check_all"):
                     side.rows.check_all()
@@ -283,7 +286,7 @@ def mine(
 
 
 def _threshold(config: MiningConfig, filters: PairFilterConfig, projection_dir, encoder_name: str | None, *,
-               default_threshold: bool, operating_point: str = DEFAULT_OPERATING_POINT):
+               default_threshold: bool, operating_point: str = DEFAULT_OPERATING_POINT, calibration=None):
     """The config and filters to mine with: the threshold (when none was given) and the `score_max`
     cap (when none was given) of the space mined in, calibrated per operating point and margin
     (`xmine.mining.defaults`), and what the summary records about them. A space without a
@@ -291,6 +294,10 @@ def _threshold(config: MiningConfig, filters: PairFilterConfig, projection_dir, 
     from xmine.mining.defaults import UNCALIBRATED, space_defaults
 
     found, what = space_defaults(projection_dir, encoder_name)
+    if calibration is not None:  # the user's own record (`xmine calibrate`) of this space comes first
+        from xmine.mining.calibrate import read_calibration
+
+        found = read_calibration(calibration, encoder_name=encoder_name, projection_dir=projection_dir)
     record = {"value": config.threshold, "margin": config.margin, "operating_point": None}
     if config.threshold is not None:
         record["source"] = "given (--threshold)"

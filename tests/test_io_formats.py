@@ -320,8 +320,8 @@ def test_keep_field_carries_document_metadata_to_every_output(corpus, tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text(encoding="utf-8").splitlines()]
     assert rows
     for r in rows:
-        assert r["src_url"] == f"https://de.example/{corpus['de'].index(r['translation']['deu'])}"
-        assert r["tgt_url"] == f"https://en.example/{corpus['en'].index(r['translation']['eng'])}"
+        assert r["src_url"] == f"https://de.example/{corpus['de'].index(r['translation']['de'])}"
+        assert r["tgt_url"] == f"https://en.example/{corpus['en'].index(r['translation']['en'])}"
         assert (r["src_meta_domain"], r["tgt_meta_domain"]) == ("de.example", "en.example")
     ok(xm(*args, "-o", tmp_path / "m.tsv", "--meta"))
     tsv = [line.split("\t") for line in (tmp_path / "m.tsv").read_text(encoding="utf-8").splitlines()]

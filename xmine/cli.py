@@ -24,6 +24,7 @@ _COMMAND_MODULES = (
     "xmine.index.cli",           # build-index, search
     "xmine.mining.cli",          # mine
     "xmine.mining.score_cli",    # score
+    "xmine.mining.calibrate",    # calibrate
     "xmine.disentangle.cli",     # train, langid
     "xmine.benchmarks.cli",      # bench, plot
 )

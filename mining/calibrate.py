@@ -1,0 +1,227 @@
+"""`xmine calibrate`: measure the mining thresholds of a space xmine has no calibration for.
+
+Each space has its own margin scale (docs/mining.md, "Default thresholds"), and xmine ships
+calibrated values only for its own spaces. For any other encoder, or a projection a user trained,
+this command measures them on translations it can check: FLORES-200 devtest for the user's
+language pair (from the data folder), or line-aligned gold pairs the user gives.
+
+The set is built the way the shipped calibration's sets are (gold hidden among distractors of the
+same language and domain), from the aligned pairs alone, seeded: a fifth of the pairs are the gold;
+the source sides of two fifths and the target sides of the other two fifths are the distractors
+(no distractor has its translation on the other side). So each side holds 3/5 of the pairs, a
+third of them gold. The set is mined exactly (k neighbours, max retrieval, no threshold), and for
+each margin the record holds:
+- `balanced`: the threshold of the best F1;
+- `precision`: the lowest threshold at which precision is at least 0.95, and not below `balanced`
+  (absent if precision never reaches 0.95);
+- the `score_max` cap of the ratio margin: 1 + 2 (m - 1), m the highest margin of a gold pair (the
+  rule of the shipped calibration: far above the translations, where copies and boilerplate score).
+`xmine mine --calibration RECORD` then mines with these values and states where they came from;
+the record is refused for another encoder or projection.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+from xmine.artefacts import provenance
+from xmine.calibration import SpaceDefaults, parse_defaults
+from xmine.errors import ConfigError, InputError
+from xmine.fileio import atomic_write_json
+
+CALIBRATION_KIND = "xmine-calibration"
+#: aligned pairs needed: a fifth of them are the gold, and a set needs >= 100 gold pairs
+MIN_PAIRS = 500
+PRECISION_POINT = 0.95
+
+
+def flores_file(flores_dir: Path, lang: str) -> Path:
+    """The FLORES-200 devtest file of `lang`: a FLORES code (`deu_Latn`) as it is, else the one
+    file of its ISO 639-3 language (an error naming the candidates when there are several)."""
+    from xmine.langs import lang_script, normalize_lang
+
+    if (flores_dir / f"{lang}.devtest").is_file():
+        return flores_dir / f"{lang}.devtest"
+    iso3, script = normalize_lang(lang).split("_")[0], lang_script(lang)
+    found = sorted(p for p in flores_dir.glob(f"{iso3}_*.devtest") if script is None or p.stem.endswith(script))
+    if len(found) != 1:
+        some = ", ".join(p.stem for p in found) or "none"
+        raise ConfigError(f"--src-lang/--tgt-lang {lang!r}: {len(found)} FLORES-200 files match in {flores_dir} "
+                          f"({some}); give a FLORES code (e.g. deu_Latn) or your own --gold pairs")
+    return found[0]
+
+
+def read_aligned(src: Path, tgt: Path) -> list[tuple[str, str]]:
+    """Line-aligned pairs of two files, both sides non-empty; an error when the line counts differ."""
+    a, b = (p.read_text(encoding="utf-8").splitlines() for p in (src, tgt))
+    if len(a) != len(b):
+        raise InputError(src, f"{len(a)} lines, but {tgt} has {len(b)}: gold pairs must be line-aligned")
+    return [(s.strip(), t.strip()) for s, t in zip(a, b) if s.strip() and t.strip()]
+
+
+def split_set(pairs: list[tuple[str, str]], seed: int = 0):
+    """(source sentences, target sentences, gold (src_row, tgt_row) set): a fifth of the pairs
+    hidden among the source sides of two fifths and the target sides of the other two."""
+    if len(pairs) < MIN_PAIRS:
+        raise ConfigError(f"calibration needs at least {MIN_PAIRS} aligned pairs (a fifth of them, >= 100, are "
+                          f"the gold); got {len(pairs)}")
+    pairs = list(dict.fromkeys(pairs))  # a repeated pair would be two gold rows for one sentence
+    random.Random(seed).shuffle(pairs)
+    g = len(pairs) // 5
+    rest = pairs[g:]
+    src = [s for s, _ in pairs[:g]] + [s for s, _ in rest[: len(rest) // 2]]
+    tgt = [t for _, t in pairs[:g]] + [t for _, t in rest[len(rest) // 2:]]
+    order_s, order_t = random.Random(seed + 1).sample(range(len(src)), len(src)), \
+        random.Random(seed + 2).sample(range(len(tgt)), len(tgt))
+    where_s, where_t = {o: i for i, o in enumerate(order_s)}, {o: i for i, o in enumerate(order_t)}
+    return [src[o] for o in order_s], [tgt[o] for o in order_t], {(where_s[i], where_t[i]) for i in range(g)}
+
+
+def operating_points(scores: np.ndarray, correct: np.ndarray, n_gold: int) -> dict[str, Any]:
+    """From the mined pairs' scores and whether each is gold: the best-F1 threshold and the lowest
+    threshold of precision >= 0.95, with precision, recall and F1 at each."""
+    order = np.argsort(-scores, kind="stable")
+    s, c = scores[order], correct[order]
+    tp = np.cumsum(c)
+    kept = np.arange(1, len(s) + 1)
+    precision, recall = tp / kept, tp / n_gold
+    f1 = 2 * precision * recall / np.maximum(precision + recall, 1e-12)
+    # a cut between two equal scores cannot be made: only the last of each run of ties counts
+    cut = np.r_[s[1:] != s[:-1], True]
+
+    def at(i: int) -> dict[str, float]:
+        return {"threshold": float(s[i]), "precision": round(float(precision[i]), 4),
+                "recall": round(float(recall[i]), 4), "f1": round(float(f1[i]), 4)}
+
+    best = int(np.flatnonzero(cut)[np.argmax(f1[cut])])
+    points = {"balanced": at(best)}
+    ok = np.flatnonzero(cut & (precision >= PRECISION_POINT))
+    if len(ok):  # never below the balanced point: where that is precise enough already, it is both
+        points["precision"] = at(min(int(ok[-1]), best))
+    return points
+
+
+def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lang: str, tgt_lang: str,
+              k: int = 4, data: dict, seed: int = 0) -> dict[str, Any]:
+    """The calibration record of the space (encoder, projection) measured on `pairs`."""
+    from xmine.encoders import load_encoder
+    from xmine.mining.knn import exact_knn_both
+    from xmine.mining.select import MiningConfig, select_pairs
+    from xmine.projection import choose_projection, resolve_projection
+
+    src, tgt, gold = split_set(pairs, seed)
+    model = load_encoder(encoder)
+    choice = choose_projection(projection, encoder_name=encoder, encoder_fp=model.fingerprint)
+    proj = resolve_projection(choice.path) if choice.path is not None else None
+    sides = []
+    for texts, lang in ((src, src_lang), (tgt, tgt_lang)):
+        emb = np.asarray(model.encode(texts), dtype=np.float32)
+        sides.append(proj.transform(emb, "meaning", lang=lang) if proj is not None else emb)
+    neighbours = exact_knn_both(*sides, k)
+    points: dict[str, dict] = {}
+    measured: dict[str, dict] = {}
+    cap = {}
+    for margin in ("ratio", "distance"):
+        mined = select_pairs(*neighbours, config=MiningConfig(k=k, margin=margin))
+        correct = np.array([p in gold for p in zip(mined.src_idx.tolist(), mined.tgt_idx.tolist())])
+        found = operating_points(mined.score.astype(np.float64), correct, len(gold))
+        measured[margin] = found
+        for point, values in found.items():
+            points.setdefault(point, {})[margin] = values["threshold"]
+        if margin == "ratio" and correct.any():
+            cap["ratio"] = round(1 + 2 * (float(mined.score[correct].max()) - 1), 4)
+    return {
+        "kind": CALIBRATION_KIND, "format_version": 1,
+        "space": {"encoder": encoder, "projection": str(choice.path) if choice.path else None,
+                  "projection_weights_sha256": proj.config["weights_sha256"] if proj is not None else None},
+        "encoder_fingerprint": model.fingerprint(),
+        "operating_points": points, "score_max": cap,
+        "measured": measured,
+        "data": {**data, "gold_pairs": len(gold), "src_sentences": len(src), "tgt_sentences": len(tgt),
+                 "src_lang": src_lang, "tgt_lang": tgt_lang, "seed": seed, "k": k},
+        "provenance": provenance(encoder=encoder, projection=str(choice.path) if choice.path else None,
+                                 src_lang=src_lang, tgt_lang=tgt_lang, k=k, seed=seed),
+    }
+
+
+def read_calibration(path: str | Path, *, encoder_name: str | None, projection_dir) -> SpaceDefaults:
+    """The values of a record `xmine calibrate` wrote, for mining in the space (encoder_name,
+    projection_dir); InputError naming the file when it is no record or belongs to another space."""
+    import json
+
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise InputError(path, f"unreadable calibration record ({e})") from None
+    if not isinstance(record, dict) or record.get("kind") != CALIBRATION_KIND or not isinstance(record.get("space"), dict):
+        raise InputError(path, "not a calibration record of `xmine calibrate`")
+    space = record["space"]
+    weights = None
+    if projection_dir is not None:
+        from xmine.projection import read_projection_json
+
+        weights = read_projection_json(projection_dir, "config.json").get("weights_sha256")
+    if space.get("encoder") != encoder_name or space.get("projection_weights_sha256") != weights:
+        made = f"{space.get('encoder')} with " + ("projection " + str(space.get("projection")) if
+                                                   space.get("projection_weights_sha256") else "raw embeddings")
+        here = f"{encoder_name} with " + (f"projection {projection_dir}" if projection_dir else "raw embeddings")
+        raise InputError(path, f"calibrated for {made}, but this run mines {here}")
+    data = record.get("data") or {}
+    return parse_defaults(record, path, "", f"measured by xmine calibrate on {data.get('source', '?')} "
+                                            f"{data.get('src_lang')}-{data.get('tgt_lang')} ({path})")
+
+
+@click.command("calibrate")
+@click.option("--encoder", default=None, help="Encoder of the space to calibrate (default: me5-small).")
+@click.option("--projection", default=None, metavar="default|none|DIR",
+              help="Projection of the space: 'none' (raw embeddings), a projection directory, or 'default' "
+                   "(the shipped one, for me5-small). Default: as `xmine mine` chooses.")
+@click.option("--src-lang", required=True, help="Source language: a FLORES-200 code (deu_Latn) or ISO 639-1/3.")
+@click.option("--tgt-lang", required=True, help="Target language.")
+@click.option("--gold", nargs=2, type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              metavar="SRC TGT", help="Your own line-aligned translations (>= 500 pairs) instead of FLORES-200.")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder of the data sets (holding parallel/flores200/devtest); default: $XMINE_DATA or "
+                   "../shared/data beside the checkout.")
+@click.option("-k", default=4, show_default=True, type=click.IntRange(1), help="Neighbours of the margin, as mine's -k.")
+@click.option("-o", "--out", required=True, type=click.Path(path_type=Path),
+              help="Calibration record to write (JSON); `xmine mine --calibration OUT` uses it.")
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it is an earlier calibration record.")
+def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k, out, overwrite):
+    """Measure the mining thresholds (balanced and precision-first, per margin) and the score cap of
+    a space xmine has no calibration for: an encoder you bring, or a projection you trained.
+
+    Translations are hidden among distractors (a fifth of the pairs are the gold; FLORES-200
+    devtest for the language pair, or --gold), mined exactly, and the thresholds read off the
+    precision and recall of what was mined. Pass the record to `xmine mine --calibration`."""
+    from xmine.encoders import DEFAULT_ENCODER
+    from xmine.outputs import claim_output
+    from xmine.paths import resolve_data_dir
+
+    encoder = encoder or DEFAULT_ENCODER
+    if gold is not None:
+        pairs, data = read_aligned(*gold), {"source": "gold pairs", "files": [str(p) for p in gold]}
+    else:
+        flores = resolve_data_dir(data_dir, needs="parallel/flores200/devtest",
+                                  how_to_get="FLORES-200 (facebook/flores, flores200_dataset/devtest)")
+        files = [flores_file(flores, lang) for lang in (src_lang, tgt_lang)]
+        pairs, data = read_aligned(*files), {"source": "FLORES-200 devtest", "files": [p.name for p in files]}
+    with claim_output(out, kind=CALIBRATION_KIND, form="json", overwrite=overwrite):
+        record = calibrate(pairs, encoder=encoder, projection=projection, src_lang=src_lang, tgt_lang=tgt_lang,
+                           k=k, data=data)
+        atomic_write_json(out, record)
+    for margin, found in record["measured"].items():
+        line = ", ".join(f"{point} {v['threshold']:.4f} (P {v['precision']:.2f} R {v['recall']:.2f} F1 {v['f1']:.2f})"
+                         for point, v in found.items())
+        click.echo(f"{margin}: {line}", err=True)
+    click.echo(f"calibrated {encoder} ({'projection ' + record['space']['projection'] if record['space']['projection'] else 'raw'}) "
+               f"on {record['data']['gold_pairs']} gold pairs -> {out}; mine with --calibration {out}", err=True)
+
+
+COMMANDS = [calibrate_command]

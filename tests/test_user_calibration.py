@@ -1,0 +1,68 @@
+"""`xmine calibrate`: the thresholds of a space xmine ships no calibration for, measured on
+FLORES-200 (or the user's gold pairs) and used by `xmine mine --calibration`."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.clitools import ok, refused, xm
+from xmine.mining.calibrate import operating_points, split_set
+
+from flores import flores_lines
+
+
+def test_operating_points_read_the_precision_and_recall_of_the_mined_pairs():
+    # 10 pairs by score: gold, gold, wrong, gold, gold, wrong, wrong; 5 gold in all (one never mined)
+    scores = np.array([1.9, 1.8, 1.7, 1.6, 1.5, 1.4, 1.3])
+    correct = np.array([1, 1, 0, 1, 1, 0, 0], bool)
+    points = operating_points(scores, correct, n_gold=5)
+    # best F1: keep 5 (tp 4, P 0.8, R 0.8); precision >= 0.95: keep 2 (P 1.0), i.e. threshold 1.8
+    assert points["balanced"] == {"threshold": 1.5, "precision": 0.8, "recall": 0.8, "f1": 0.8}
+    assert points["precision"]["threshold"] == 1.8 and points["precision"]["precision"] == 1.0
+
+
+def test_the_set_hides_a_fifth_of_the_pairs_among_distractors():
+    pairs = [(f"s{i}", f"t{i}") for i in range(1000)]
+    src, tgt, gold = split_set(pairs)
+    assert len(gold) == 200 and len(src) == len(tgt) == 600
+    assert all(src[i][1:] == tgt[j][1:] for i, j in gold)
+    assert len({s[1:] for s in src} & {t[1:] for t in tgt}) == 200  # no distractor has its translation
+    with pytest.raises(Exception, match="at least 500"):
+        split_set(pairs[:499])
+
+
+@pytest.mark.slow
+def test_calibrate_then_mine_with_the_record(data_dir, tmp_path):
+    record = tmp_path / "cal.json"
+    ok(xm("calibrate", "--encoder", "use-m3", "--projection", "none", "--src-lang", "de", "--tgt-lang", "en",
+          "--data-dir", data_dir, "-o", record))
+    cal = json.loads(record.read_text())
+    assert cal["space"] == {"encoder": "use-m3", "projection": None, "projection_weights_sha256": None}
+    assert cal["data"]["gold_pairs"] >= 200 and cal["data"]["files"] == ["deu_Latn.devtest", "eng_Latn.devtest"]
+    balanced = cal["measured"]["ratio"]["balanced"]
+    assert balanced["f1"] >= 0.9 and cal["operating_points"]["balanced"]["ratio"] == balanced["threshold"]
+    assert cal["operating_points"]["precision"]["ratio"] >= balanced["threshold"]
+    # mining with it: its threshold and cap, stated
+    de, en = flores_lines(data_dir, "deu_Latn", 300), flores_lines(data_dir, "eng_Latn", 300)
+    (tmp_path / "de.txt").write_text("\n".join(de[:200]) + "\n", encoding="utf-8")
+    (tmp_path / "en.txt").write_text("\n".join(en[:150] + en[200:250]) + "\n", encoding="utf-8")
+    out = tmp_path / "m.tsv"
+    ok(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "--encoder",
+          "use-m3", "--calibration", record, "-q", "-o", out))
+    summary = json.loads((tmp_path / "m.tsv.json").read_text())
+    assert summary["threshold"]["value"] == balanced["threshold"]
+    assert "xmine calibrate" in summary["threshold"]["source"] and str(record) in summary["threshold"]["source"]
+    assert summary["threshold"]["score_max"]["value"] == cal["score_max"]["ratio"]
+    pairs = {tuple(r.split("\t")[1:3]) for r in out.read_text(encoding="utf-8").splitlines()}
+    assert len(pairs & set(zip(de[:150], en[:150]))) >= 140 and len(pairs) <= 160
+    # a record of another space is refused in one line; an existing record needs --overwrite
+    refused(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--src-lang", "de", "--tgt-lang", "en",
+               "--projection", "none", "--calibration", record, "-q", "-o", tmp_path / "m2.tsv"),
+            "cal.json", "calibrated for use-m3", "mines me5-small")
+    refused(xm("calibrate", "--encoder", "use-m3", "--projection", "none", "--src-lang", "de", "--tgt-lang", "en",
+               "--data-dir", data_dir, "-o", record), "cal.json")
+    refused(xm("calibrate", "--encoder", "use-m3", "--src-lang", "xx", "--tgt-lang", "en", "--data-dir", data_dir,
+               "-o", tmp_path / "x.json"))

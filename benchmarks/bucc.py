@@ -67,17 +67,12 @@ def _split_files(root: Path, pair: str, split: str) -> dict[str, Path] | None:
 
 def best_threshold(scores: np.ndarray, correct: np.ndarray, n_gold: int) -> tuple[float, dict]:
     """Threshold maximising F1 when keeping candidates with score >= threshold (LASER's sweep)."""
+    from xmine.mining.calibrate import threshold_sweep
+
     if not len(scores):
         return float("inf"), {"precision": 0.0, "recall": 0.0, "f1": 0.0}
-    order = np.argsort(-scores, kind="stable")
-    s, c = scores[order], correct[order].astype(np.int64)
-    tp = np.cumsum(c)
-    kept = np.arange(1, len(s) + 1)
-    prec, rec = tp / kept, tp / max(n_gold, 1)
-    f1 = np.where(prec + rec > 0, 2 * prec * rec / np.maximum(prec + rec, 1e-12), 0)
-    # Only cut between different scores (a threshold keeps all of a tie).
-    last_of_tie = np.append(s[1:] != s[:-1], True)
-    i = int(np.argmax(np.where(last_of_tie, f1, -1)))
+    s, prec, rec, f1, cut = threshold_sweep(scores, correct, n_gold)
+    i = int(np.argmax(np.where(cut, f1, -1)))
     return float(s[i]), {"precision": float(prec[i]), "recall": float(rec[i]), "f1": float(f1[i])}
 
 

@@ -14,8 +14,9 @@ each margin the record holds:
 - `balanced`: the threshold of the best F1;
 - `precision`: the lowest threshold at which precision is at least 0.95, and not below `balanced`
   (absent if precision never reaches 0.95);
-- the `score_max` cap of the ratio margin: 1 + 2 (m - 1), m the highest margin of a gold pair (the
-  rule of the shipped calibration: far above the translations, where copies and boilerplate score).
+- the `score_max` cap of the ratio margin: 1 + 2 (m - 1) rounded up to 0.01, m the highest margin of
+  a gold pair (`score_cap`, the shipped calibration's rule: far above the translations, where
+  copies and boilerplate score).
 `xmine mine --calibration RECORD` then mines with these values and states where they came from;
 the record is refused for another encoder or projection.
 """
@@ -38,6 +39,26 @@ CALIBRATION_KIND = "xmine-calibration"
 #: aligned pairs needed: a fifth of them are the gold, and a set needs >= 100 gold pairs
 MIN_PAIRS = 500
 PRECISION_POINT = 0.95
+#: the ratio margin's score cap is this many times as far above 1 as the highest gold pair's margin
+CAP_FACTOR = 2.0
+
+
+def score_cap(gold_max: float) -> float:
+    """The `score_max` of a space whose highest gold ratio margin is `gold_max`, rounded up to 0.01
+    (the rule of the shipped calibration too, `benchmarks/lab/calibrate_defaults.py`)."""
+    return float(np.ceil((1 + CAP_FACTOR * (gold_max - 1)) * 100) / 100)
+
+
+def threshold_sweep(scores: np.ndarray, correct: np.ndarray, n_gold: int):
+    """Precision, recall and F1 of keeping the candidates scoring >= each candidate's score (LASER's
+    sweep): (scores best first, precision, recall, f1, cut), `cut` marking the last of each run of
+    equal scores (a threshold keeps all of a tie, so only there can a cut be made)."""
+    order = np.argsort(-scores, kind="stable")
+    s, c = scores[order], np.asarray(correct)[order].astype(np.int64)
+    tp = np.cumsum(c)
+    precision, recall = tp / np.arange(1, len(s) + 1), tp / max(n_gold, 1)
+    f1 = np.where(precision + recall > 0, 2 * precision * recall / np.maximum(precision + recall, 1e-12), 0)
+    return s, precision, recall, f1, np.append(s[1:] != s[:-1], True)
 
 
 def flores_file(flores_dir: Path, lang: str) -> Path:
@@ -84,21 +105,16 @@ def split_set(pairs: list[tuple[str, str]], seed: int = 0):
 
 def operating_points(scores: np.ndarray, correct: np.ndarray, n_gold: int) -> dict[str, Any]:
     """From the mined pairs' scores and whether each is gold: the best-F1 threshold and the lowest
-    threshold of precision >= 0.95, with precision, recall and F1 at each."""
-    order = np.argsort(-scores, kind="stable")
-    s, c = scores[order], correct[order]
-    tp = np.cumsum(c)
-    kept = np.arange(1, len(s) + 1)
-    precision, recall = tp / kept, tp / n_gold
-    f1 = 2 * precision * recall / np.maximum(precision + recall, 1e-12)
-    # a cut between two equal scores cannot be made: only the last of each run of ties counts
-    cut = np.r_[s[1:] != s[:-1], True]
+    threshold of precision >= 0.95, with precision, recall and F1 at each; none when nothing was mined."""
+    if not len(scores):
+        return {}
+    s, precision, recall, f1, cut = threshold_sweep(scores, correct, n_gold)
 
     def at(i: int) -> dict[str, float]:
         return {"threshold": float(s[i]), "precision": round(float(precision[i]), 4),
                 "recall": round(float(recall[i]), 4), "f1": round(float(f1[i]), 4)}
 
-    best = int(np.flatnonzero(cut)[np.argmax(f1[cut])])
+    best = int(np.argmax(np.where(cut, f1, -1)))
     points = {"balanced": at(best)}
     ok = np.flatnonzero(cut & (precision >= PRECISION_POINT))
     if len(ok):  # never below the balanced point: where that is precise enough already, it is both
@@ -134,7 +150,7 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
         for point, values in found.items():
             points.setdefault(point, {})[margin] = values["threshold"]
         if margin == "ratio" and correct.any():
-            cap["ratio"] = round(1 + 2 * (float(mined.score[correct].max()) - 1), 4)
+            cap["ratio"] = score_cap(float(mined.score[correct].max()))
     return {
         "kind": CALIBRATION_KIND, "format_version": 1,
         "space": {"encoder": encoder, "projection": str(choice.path) if choice.path else None,

@@ -22,6 +22,7 @@ def test_operating_points_read_the_precision_and_recall_of_the_mined_pairs():
     # best F1: keep 5 (tp 4, P 0.8, R 0.8); precision >= 0.95: keep 2 (P 1.0), i.e. threshold 1.8
     assert points["balanced"] == {"threshold": 1.5, "precision": 0.8, "recall": 0.8, "f1": 0.8}
     assert points["precision"]["threshold"] == 1.8 and points["precision"]["precision"] == 1.0
+    assert operating_points(np.zeros(0), np.zeros(0, bool), n_gold=5) == {}  # nothing mined: no threshold
 
 
 def test_the_set_hides_a_fifth_of_the_pairs_among_distractors():

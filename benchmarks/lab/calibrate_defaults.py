@@ -42,6 +42,8 @@ from pathlib import Path
 import click
 import numpy as np
 
+from xmine.mining.calibrate import CAP_FACTOR, score_cap  # the product's own cap rule
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__import__("os").environ.get("XMINE_DATA", ROOT.parent / "shared" / "data"))
 WORK = ROOT / "out" / "calibrate-defaults"
@@ -63,7 +65,6 @@ PRECISION_TARGET = 0.95
 #: geburtstag" / "when was angelina jolie born"), so that translations count as false pairs there
 #: and its precision stays below 0.75 at any threshold that keeps a tenth of its gold
 PRECISION_FAMILIES = ("news", "wiki", "short")
-CAP_FACTOR = 2.0
 
 
 def _sets(families=None):
@@ -302,11 +303,6 @@ def per_language(arrays, sets: list[dict], single: dict) -> dict:
             "single": summarise([b for _, b in rows]) if rows else None}
 
 
-def cap(gold_max: float) -> float:
-    """The `score_max` of a space whose highest gold ratio margin is `gold_max` (module doc)."""
-    return float(np.ceil((1 + CAP_FACTOR * (gold_max - 1)) * 100) / 100)
-
-
 #: the defaults before this calibration, to report against: the projection's SHIPPED.json values
 #: chosen by benchmarks/lab/calibrate.py; raw embeddings had none (every pair kept)
 PREVIOUS_DEFAULTS = {"projection": {"ratio": 1.029, "distance": 0.024, "absolute": 0.936}}
@@ -331,7 +327,7 @@ def choose(spaces=None) -> dict:
         langs = SPACE_LANGUAGES.get(space)
         mine = [s for s in meta if langs is None or s["iso"] in langs]
         per = {m: calibrate_space(arrays, mine, m, old_default(space, m)) for m in MARGINS}
-        result["spaces"][space] = {"margins": per, "score_max": {"ratio": cap(per["ratio"]["gold_max"])},
+        result["spaces"][space] = {"margins": per, "score_max": {"ratio": score_cap(per["ratio"]["gold_max"])},
                                    "per_language_check": per_language(
                                        arrays, mine, per["ratio"]["points"]["balanced"]["held_out"]),
                                    "languages": sorted(langs) if langs else "all",

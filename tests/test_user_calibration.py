@@ -67,3 +67,23 @@ def test_calibrate_then_mine_with_the_record(data_dir, tmp_path):
                "--data-dir", data_dir, "-o", record), "cal.json")
     refused(xm("calibrate", "--encoder", "use-m3", "--src-lang", "xx", "--tgt-lang", "en", "--data-dir", data_dir,
                "-o", tmp_path / "x.json"))
+
+
+@pytest.mark.slow
+def test_calibrate_never_writes_over_a_foreign_file_or_its_input_and_mine_refuses_a_damaged_record(data_dir,
+                                                                                                   tmp_path):
+    de, en = tmp_path / "de.txt", tmp_path / "en.txt"
+    de.write_text("\n".join(flores_lines(data_dir, "deu_Latn", 600)) + "\n", encoding="utf-8")
+    en.write_text("\n".join(flores_lines(data_dir, "eng_Latn", 600)) + "\n", encoding="utf-8")
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"mine": true}\n')
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    args = ("calibrate", "--encoder", "use-m3", "--projection", "none", "--src-lang", "de", "--tgt-lang", "en",
+            "--gold", de, en)
+    refused(xm(*args, "-o", notes, "--overwrite"), "notes.json")
+    refused(xm(*args, "-o", de, "--overwrite"), "de.txt")
+    refused(xm(*args[:-2], tmp_path / "de.txt", tmp_path / "notes.json", "-o", tmp_path / "c.json"),
+            "notes.json", "line-aligned")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    refused(xm("mine", de, en, "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "--calibration",
+               notes, "-q", "-o", tmp_path / "m.tsv"), "notes.json", "not a calibration record")

@@ -9,6 +9,9 @@ the table's schema metadata under b"xmine" (`summary(table)`). A list of strings
 corpus, one sentence an item (line breaks inside an item become spaces, as in a text file); the
 result then names each sentence by its 0-based position in the list (`src_index`, `tgt_index`)
 instead of a file and line. Everything heavy is imported when a function is called.
+
+Like the command line (xmine/cli.py), this module is a composition root: it registers the feature
+packages' artefact readers with the core.
 """
 
 from __future__ import annotations
@@ -17,6 +20,12 @@ import json
 import tempfile
 from pathlib import Path
 from typing import Any, Sequence
+
+from xmine.artefacts import register_readers
+from xmine.disentangle.projection import load_projection
+from xmine.index.faiss_index import IndexDir
+
+register_readers(projection=load_projection, index=IndexDir.open)
 
 Source = str | Path | Sequence[str]
 #: the schema metadata key that holds a result's summary

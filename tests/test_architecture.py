@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 CORE = Path(__file__).resolve().parent.parent / "xmine"
 FEATURES = ("xmine.disentangle", "xmine.index", "xmine.mining", "xmine.benchmarks")
 
@@ -33,17 +35,40 @@ def test_core_modules_import_no_feature_package():
 
 
 def test_importing_the_input_layer_and_store_loads_no_feature_package():
-    code = ("import sys, xmine.inputs, xmine.store, xmine.projection, xmine.plugins; "
+    code = ("import sys, xmine.inputs, xmine.store, xmine.projection, xmine.artefacts; "
             f"print([m for m in sys.modules if m.startswith({FEATURES!r})])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
-def test_projection_and_index_readers_are_registered():
-    from xmine.plugins import reader_for
+def test_xmine_declares_no_entry_points_of_its_own():
+    # The core reaches a feature's code through what a composition root (xmine/cli.py,
+    # xmine.mining.api) registers or passes in, never through entry points: those need a reinstall to
+    # change and are edges no import graph shows. The `xmine` console script is the only one.
+    import tomllib
 
-    assert reader_for("projection").__module__ == "xmine.disentangle.projection"
-    assert reader_for("index").__qualname__ == "IndexDir.open"
+    project = tomllib.loads((CORE.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert "entry-points" not in project and "gui-scripts" not in project, project.get("entry-points")
+    assert project["scripts"] == {"xmine": "xmine.cli:main"}
+    users = [str(path.relative_to(CORE.parent)) for folder in ("xmine", "mining", "index", "disentangle", "benchmarks")
+             for path in (CORE.parent / folder).rglob("*.py") if "entry_points" in path.read_text(encoding="utf-8")]
+    assert not users, f"looks up entry points: {users}"
+
+
+def test_the_cli_registers_the_readers_of_the_feature_artefacts(tmp_path):
+    # A fresh process: what `xmine` itself sees, not what this test session registered.
+    code = ("import xmine.cli; from xmine.artefacts import reader_for; "
+            "print(reader_for('projection').__module__, reader_for('index').__qualname__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["xmine.disentangle.projection", "IndexDir.open"]
+
+
+def test_an_unregistered_artefact_kind_is_one_line_config_error():
+    from xmine.artefacts import open_artefact
+    from xmine.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no reader of 'no-such-kind' artefacts"):
+        open_artefact(CORE, "no-such-kind")
 
 
 # The import package's folders (pyproject `package-dir`): the core and its four subpackages.
@@ -76,8 +101,9 @@ def _from_module(node: ast.ImportFrom, package: str) -> str:
 def _import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
     """module -> the package's modules it imports, at module level or inside any function.
 
-    `from P import n` imports P (its namespace is read) and, when P.n is a module, P.n too; a name
-    that is not a module counts as its module's."""
+    `from P import n` imports P.n when that is a module, else P (a name counts as its module's). Importing `a.b.c` runs the `__init__` of every
+    package above it (`a.b`) first, so that is an edge too, except for a module inside that package
+    (its package is already being imported when it runs)."""
 
     def owner(name: str) -> str:
         while name and name not in modules:
@@ -93,9 +119,15 @@ def _import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
                 targets.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom):
                 base = _from_module(node, package)
-                targets.add(base)
-                targets.update(f"{base}.{a.name}" for a in node.names)
-        graph[module] = {owner(t) for t in targets if t == "xmine" or t.startswith("xmine.")} - {module, ""}
+                targets.update(f"{base}.{a.name}" for a in node.names)  # a name that is no module: base
+        found = {owner(t) for t in targets if t == "xmine" or t.startswith("xmine.")}
+        for target in list(found):
+            parent = target.rpartition(".")[0]
+            while parent:
+                if parent in modules and not (module + ".").startswith(parent + "."):
+                    found.add(parent)
+                parent = parent.rpartition(".")[0]
+        graph[module] = found - {module, ""}
     return graph
 
 
@@ -161,6 +193,22 @@ def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import(tmp_path
     graph = _import_graph(modules)
     assert graph == {"xmine.a": {"xmine.b"}, "xmine.b": {"xmine.a"}, "xmine.c": {"xmine.a"}}
     assert _cycles(graph) == [["xmine.a", "xmine.b"]]
+
+
+def test_the_cycle_finder_finds_a_cycle_through_a_package_init(tmp_path):
+    # xmine.q reads only xmine.p.rows, but importing it runs xmine/p/__init__, which imports
+    # xmine.p.w, which imports xmine.q: the cycle that importing xmine.q first runs into.
+    sources = {"xmine.p": "from xmine.p.w import f\n", "xmine.p.w": "import xmine.q\nfrom xmine.p import rows\n",
+               "xmine.p.rows": "", "xmine.q": "from xmine.p.rows import R\n"}
+    modules = {}
+    for name, source in sources.items():
+        modules[name] = tmp_path / (f"{name}/__init__.py" if name == "xmine.p" else f"{name}.py")
+        modules[name].parent.mkdir(exist_ok=True)
+        modules[name].write_text(source, encoding="utf-8")
+    graph = _import_graph(modules)
+    assert graph["xmine.q"] == {"xmine.p.rows", "xmine.p"}
+    assert graph["xmine.p.w"] == {"xmine.q", "xmine.p.rows"}  # its own package is no edge
+    assert _cycles(graph) == [["xmine.p", "xmine.p.w", "xmine.q"]]
 
 
 #: The modules that talk to Ray: the engine (`xmine.cluster`), the executor that schedules every

@@ -17,12 +17,39 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from xmine import __version__
-from xmine.errors import OutputError
+from xmine.errors import ConfigError, OutputError
 from xmine.fileio import DIR_MODE, MANIFEST, sha256_file, swap_in_dir
 from xmine.output_state import MARKER, output_state
+
+
+#: The readers of the artefact kinds a feature package owns ("projection": xmine.disentangle,
+#: "index": xmine.index), each a function of the directory that opens and validates it. The core
+#: opens such a directory (a `--projection`, an index input, `xmine verify`) through them without
+#: importing the package that owns the format; the composition roots (xmine/cli.py, the Python
+#: API xmine.mining.api) register them with `register_readers`.
+_READERS: dict[str, Callable[[Path], Any]] = {}
+
+
+def register_readers(**readers: Callable[[Path], Any]) -> None:
+    """Register the reader of each artefact kind named (replacing an earlier one)."""
+    _READERS.update(readers)
+
+
+def reader_for(kind: str) -> Callable[[Path], Any]:
+    """The registered reader of `kind`; ConfigError if none was registered."""
+    try:
+        return _READERS[kind]
+    except KeyError:
+        raise ConfigError(f"no reader of {kind!r} artefacts is registered (the command line and xmine.mining.api "
+                          "register the ones xmine has)") from None
+
+
+def open_artefact(path: str | Path, kind: str) -> Any:
+    """Open the artefact directory `path` of `kind` with its registered reader (which validates it)."""
+    return reader_for(kind)(Path(path))
 
 
 def foreign_entries(path: Path, own: set[str] | None = None) -> list[str]:

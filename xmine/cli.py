@@ -1,32 +1,41 @@
-"""The `xmine` command line: thin click commands that parse options and call the library.
-
-Each part of xmine defines its commands next to its code, in a `cli.py` that exposes
-`COMMANDS` (a list of click commands); this module only gathers them. Heavy libraries (torch,
-faiss, transformers) are imported inside the commands, so `xmine --help` stays fast.
+"""The `xmine` command line, and the composition root: the one module of the core that imports the
+feature packages. It registers their artefact readers with the core (`register_readers`) and
+gathers their commands: each part of xmine defines its commands next to its code, in a module that
+exposes `COMMANDS` (a list of click commands). Heavy libraries (torch, faiss, transformers) are
+imported inside the commands, so `xmine --help` stays fast.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import importlib
 import logging
 import sys
 
 import click
 
-from xmine import __version__
+from xmine import __version__, commands
+from xmine.artefacts import register_readers
+from xmine.benchmarks import cli as benchmarks_cli
+from xmine.disentangle import cli as disentangle_cli
+from xmine.disentangle.projection import load_projection
 from xmine.errors import XmineError
+from xmine.index import cli as index_cli
+from xmine.index.faiss_index import IndexDir
+from xmine.mining import calibrate, score_cli
+from xmine.mining import cli as mining_cli
 
-# Modules whose COMMANDS make up the CLI, in the order `xmine --help` lists them.
+register_readers(projection=load_projection, index=IndexDir.open)
+
+# The modules whose COMMANDS make up the CLI, in the order `xmine --help` lists them.
 _COMMAND_MODULES = (
-    "xmine.commands",            # encoders, embed
-    "xmine.index.cli",           # build-index, search
-    "xmine.mining.cli",          # mine
-    "xmine.mining.score_cli",    # score
-    "xmine.mining.calibrate",    # calibrate
-    "xmine.disentangle.cli",     # train, langid
-    "xmine.benchmarks.cli",      # bench, plot
+    commands,            # encoders, embed, verify, cache
+    index_cli,           # build-index, search
+    mining_cli,          # mine
+    score_cli,           # score
+    calibrate,           # calibrate
+    disentangle_cli,     # train, langid, export-st
+    benchmarks_cli,      # bench, plot
 )
 
 
@@ -118,19 +127,9 @@ def main() -> None:
     """
 
 
-def _register() -> None:
-    for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name == name:  # that part is not present in this build
-                continue
-            raise
-        for command in getattr(module, "COMMANDS", []):
-            main.add_command(command)
-
-
-_register()
+for _module in _COMMAND_MODULES:
+    for _command in _module.COMMANDS:
+        main.add_command(_command)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

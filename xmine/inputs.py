@@ -16,7 +16,7 @@ Nothing in a Side grows with the corpus beyond a few bytes a row (offsets, hashe
   own, already built structure) and its text.
 
 Projections and indexes belong to feature packages; this module reaches them only through
-`xmine.projection.resolve_projection` and the artefact readers of `xmine.plugins`.
+`xmine.projection.resolve_projection` and the registered artefact readers (`xmine.artefacts`).
 """
 
 from __future__ import annotations
@@ -30,13 +30,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from xmine.artefacts import open_artefact
 from xmine.dedup import first_occurrences, normalise_whitespace
 from xmine.errors import ConfigError, EncoderMismatchError, InputError
+from xmine.fileio import atomic_path, atomic_write_json
 from xmine.input_artefacts import artefact_kind, manifest_hash
 from xmine.input_encoders import Encoders, check_lang, check_same_projection
-from xmine.plugins import open_artefact
-from xmine.projected_rows import project_rows
+from xmine.projection import ProjectionLike
 from xmine.records import EncoderFingerprint, ProjectionFingerprint, to_json
+from xmine.store.rows import ShardRows
 from xmine.store.text import RowIndex, TextColumn
 
 
@@ -170,6 +172,45 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
                     fingerprint={"manifest": manifest_hash(path)}, sentence_index=ix.sentence_index,
                     source=(ix.manifest.source or {}).get("corpus") or str(path))
     raise InputError(path, f"is an xmine {kind!r}; expected a text file, an embedding store or an index")
+
+
+# Rows projected at once: the projection's float32 input and output (2 x 64k x dim x 4 bytes).
+PROJECT_BLOCK = 65_536
+
+
+def project_rows(store, projection: ProjectionLike, out: Path, *, lang: str | None = None,
+                 show_progress: bool = True) -> ShardRows:
+    """The store's rows through `projection` ("meaning"), written block by block to `out` (.npy,
+    the store's dtype) once; a marker beside it records what was projected, so a later call with
+    the same store and projection reuses the file."""
+    from tqdm.auto import tqdm
+
+    marker = out.with_suffix(".json")
+    want = {"store": manifest_hash(store.directory), "projection": projection.fingerprint()["id"],
+            "rows": len(store), "lang": lang}
+    if marker.is_file() and out.is_file():
+        try:
+            if json.loads(marker.read_text(encoding="utf-8")) == want:
+                return ShardRows([out])
+        except ValueError:
+            pass
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows = store.rows()
+    first = projection.transform(rows[0:1].astype(np.float32), "meaning", lang=lang)
+    with atomic_path(out) as tmp:
+        dst = np.lib.format.open_memmap(tmp, mode="w+", dtype=rows.dtype, shape=(len(store), first.shape[1]))
+        bar = tqdm(total=len(store), desc=f"projecting {store.directory.name}", unit="rows",
+                   disable=not show_progress, leave=False)
+        for start in range(0, len(store), PROJECT_BLOCK):
+            block = rows[start: start + PROJECT_BLOCK].astype(np.float32)
+            dst[start: start + len(block)] = projection.transform(block, "meaning", lang=lang)
+            bar.update(len(block))
+        bar.close()
+        dst.flush()
+        del dst
+    rows.close()
+    atomic_write_json(marker, want)
+    return ShardRows([out])
 
 
 def _store_side(store, path: Path, lang: str | None, kind: str, *, fingerprint: dict) -> Side:

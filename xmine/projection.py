@@ -4,7 +4,7 @@ A projection maps encoder embeddings to a part of them ("meaning" or "language")
 disentanglers of `xmine.disentangle` are one implementation. The core (store writer, input
 layer) only calls the three methods of `ProjectionLike`, so it never imports the feature
 package: a projection DIRECTORY is opened through the artefact reader registered for the
-kind "projection" (see `xmine.plugins`).
+kind "projection" (`xmine.artefacts.register_readers`, by the composition roots).
 
 Which projection (`choose_projection`): xmine ships a small trained projection for its default
 encoder inside the package (`xmine/projections/<encoder>/`: a normal projection directory, plus
@@ -40,10 +40,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from xmine.artefacts import open_artefact
 from xmine.calibration import SpaceDefaults, parse_defaults
 from xmine.errors import ArtefactError, ConfigError, InputError
 from xmine.fileio import MANIFEST, VerifiedFiles, check_names, read_manifest
-from xmine.plugins import open_artefact
 from xmine.records import FileRecord, ProjectionFingerprint, read_field
 
 log = logging.getLogger("xmine")
@@ -264,5 +264,5 @@ def calibrated_threshold(projection_dir: str | Path | None, margin: str,
 
 __all__ = ["CONFIG", "DEFAULT", "NONE", "PROJECTION_FILES", "PROJECTION_FORMAT", "PROJECTION_KIND", "ProjectionChoice",
            "ProjectionLike", "SHIPPED_INFO", "SHIPPED_ROOT", "WEIGHTS", "calibrated_threshold", "choose_projection",
-           "projection_defaults", "projection_files", "read_projection_json", "read_shipped_json", "resolve_projection",
-           "shipped_dir", "shipped_info"]
+           "projection_defaults", "projection_files", "read_projection_json", "read_shipped_json",
+           "resolve_projection", "shipped_dir", "shipped_info"]

@@ -15,6 +15,12 @@ from pathlib import Path
 
 import click
 
+from xmine.artefacts import register_readers
+from xmine.disentangle.projection import load_projection
+from xmine.index.faiss_index import IndexDir
+
+# The lab calls the library directly, so it composes it as the command line does.
+register_readers(projection=load_projection, index=IndexDir.open)
 #: this folder: the commands' modules import each other by name
 LAB = Path(__file__).resolve().parent
 #: the modules whose `command` makes up the group, in the order --help lists them

@@ -6,7 +6,7 @@ a Ray actor, so a shard's files are the same whoever made them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -100,7 +100,9 @@ class ShardWriter:
     """The unit of `embed`: a shard's sentences encoded (and projected) and written into `out_dir`.
 
     Built once per worker (the encoder is loaded once), here with the driver's own encoder or on a
-    cluster by `on_worker`, which loads the driver's encoder by name and checks its fingerprint."""
+    cluster by `on_worker`, which loads the driver's encoder by name and checks its fingerprint, and
+    opens the projection with the reader the driver hands it (`load_projection`, a module-level
+    function, so it travels to the worker by name)."""
 
     def __init__(self, *, encoder: Any, projection: Any, out_dir: str | Path, part: str, dtype: str,
                  batch_size: int, max_chars: int, lang: str | None):
@@ -109,13 +111,14 @@ class ShardWriter:
 
     @classmethod
     def on_worker(cls, *, encoder_name: str, encoder_kwargs: dict, fingerprint: dict, use_gpu: bool, threads: int,
-                  projection_path: str | None, **settings) -> "ShardWriter":
+                  projection_path: str | None, load_projection: Callable[[Path], Any] | None,
+                  **settings) -> "ShardWriter":
         from xmine.encoders.loader import load_worker_encoder
-        from xmine.projection import resolve_projection
 
         encoder = load_worker_encoder(encoder_name, fingerprint=fingerprint, use_gpu=use_gpu, threads=threads,
                                       **encoder_kwargs)
-        return cls(encoder=encoder, projection=resolve_projection(projection_path), **settings)
+        projection = load_projection(Path(projection_path)) if projection_path is not None else None
+        return cls(encoder=encoder, projection=projection, **settings)
 
     def __call__(self, idx: int, sentences: list[str], lines: list[int], ids: list | None, positions: list | None,
                  last_line: int, on_rows=None) -> EncodedShard:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from xmine.artefacts import reader_for
 from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats
 from xmine.errors import ArtefactError, ConfigError
 from xmine.executor import LOCAL, Executor, ShardProgress, executor_for
@@ -38,7 +39,7 @@ from xmine.fileio import MANIFEST, read_manifest, swap_in_dir
 from xmine.output_state import MARKER
 from xmine.outputs import claim_output
 from xmine.records import ShardRecord
-from xmine.projection import resolve_projection
+from xmine.projection import PROJECTION_KIND, resolve_projection
 from xmine.store.directory import clear_dir, lock_store_dir, rebuild_dir, refuse_foreign, remove_leftovers
 from xmine.store.finish import finalise
 from xmine.store.layout import DTYPES, LOCK, PARTS, PROGRESS, STORE_KIND
@@ -329,6 +330,7 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
         make, make_kwargs = ShardWriter.on_worker, dict(
             settings, encoder_name=job.encoder.name, fingerprint=job.encoder.fingerprint(), use_gpu=use_gpu,
             threads=ACTOR_THREADS, projection_path=getattr(job.projection, "path", None),
+            load_projection=reader_for(PROJECTION_KIND) if job.projection is not None else None,
             encoder_kwargs={"precision": getattr(job.encoder, "precision", "fp32"),
                             "runtime": getattr(job.encoder, "runtime", "torch"),
                             "prefix": getattr(job.encoder, "prefix", None)})

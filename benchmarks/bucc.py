@@ -14,14 +14,24 @@ against its gold, then apply that threshold to the test split.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
 import click
 import numpy as np
 
+from xmine.artefacts import provenance
+from xmine.dedup import dedup
+from xmine.embed_cache import cached_encode
+from xmine.encoders import load_encoder
 from xmine.encoders.options import precision_option
 from xmine.errors import DataNotFoundError, InputError
+from xmine.fileio import atomic_write_json
+from xmine.mining.calibrate import threshold_sweep
+from xmine.outputs import claim_output
+from xmine.paths import resolve_data_dir
+from xmine.projection import choose_projection, resolve_projection
 
 HOW_TO_GET = ("Download the BUCC 2018 data (https://comparable.limsi.fr/bucc2018/bucc2018-task.html): "
               "files like de-en.training.de, de-en.training.en, de-en.training.gold.")
@@ -67,8 +77,6 @@ def _split_files(root: Path, pair: str, split: str) -> dict[str, Path] | None:
 
 def best_threshold(scores: np.ndarray, correct: np.ndarray, n_gold: int) -> tuple[float, dict]:
     """Threshold maximising F1 when keeping candidates with score >= threshold (LASER's sweep)."""
-    from xmine.mining.calibrate import threshold_sweep
-
     if not len(scores):
         return float("inf"), {"precision": 0.0, "recall": 0.0, "f1": 0.0}
     s, prec, rec, f1, cut = threshold_sweep(scores, correct, n_gold)
@@ -109,7 +117,6 @@ def mine_candidates(src: tuple[list[str], list[str]], en: tuple[list[str], list[
     `embed_fn(sentences) -> (n, dim)` L2-normalised embeddings (raw or a projection's meaning part).
     Shared by `bench bucc` and `bench mining`, so their numbers come from the same code.
     """
-    from xmine.dedup import dedup
     from xmine.mining import MiningConfig, mine_embeddings
 
     (src_ids, src_sents), (en_ids, en_sents) = src, en
@@ -139,21 +146,13 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
     or None (raw).
     Returns {"pair", "threshold", "train": {split, precision, recall, f1, ...}, "test": {...} | None}.
     """
-    from xmine.embed_cache import cached_encode
-    from xmine.paths import resolve_data_dir
-
     root = resolve_data_dir(data_dir, needs="bucc2018", how_to_get=HOW_TO_GET)
     if isinstance(encoder, str):
-        from xmine.encoders import load_encoder
-
         encoder = load_encoder(encoder, precision=precision)
     if projection is not None and not hasattr(projection, "transform"):
-        from xmine.projection import choose_projection
-
         # 'default' / 'none' / a directory, as everywhere (here raw unless a projection is named)
         projection = choose_projection(str(projection), encoder_name=encoder.name,
                                        encoder_fp=encoder.fingerprint).path
-    from xmine.projection import resolve_projection
 
     projection = resolve_projection(projection)
     if projection is not None:
@@ -214,12 +213,6 @@ BUCC_KIND = "bucc-result"
 @precision_option()
 def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, overwrite, precision):
     """BUCC 2018: mine, tune the threshold for F1 on the training gold, report precision/recall/F1."""
-    import contextlib
-
-    from xmine.artefacts import provenance
-    from xmine.fileio import atomic_write_json
-    from xmine.outputs import claim_output
-
     with (claim_output(out, kind=BUCC_KIND, form="json", overwrite=overwrite, inputs=[data_dir, projection])
           if out is not None else contextlib.nullcontext()):
         result = run_bucc(data_dir, pair=pair, encoder=encoder, projection=projection, k=k, margin=margin,

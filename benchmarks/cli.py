@@ -10,12 +10,19 @@ parses options.
 from __future__ import annotations
 
 from pathlib import Path
+import sys
 
 import click
 
-from xmine.benchmarks import bucc, common
+from xmine.benchmarks import (
+    bucc, common, fmda_tables, geometry, massive, massive_templates as mt, mining, mining_noisy, plot, qe, report,
+    sts, tatoeba,
+)
 from xmine.benchmarks.runner import DATA_HELP, ENCODER_HELP, current_encoder, evaluate_variants, finish, setup, task_options
+from xmine.encoders import load_encoder
 from xmine.encoders.options import precision_option
+from xmine.mining.filters import PairFilterConfig
+from xmine.outputs import claim_output
 
 
 @click.group("bench", context_settings={"help_option_names": ["-h", "--help"]})
@@ -43,8 +50,6 @@ def tatoeba_cmd(data_dir, quick, langs, max_pairs, margin, per_lang):
     Averaged over the chosen languages and over XTREME's 36. For a projection, the language part
     is measured too: high accuracy there means meaning leaked into it (ORACLE's semantic leakage).
     """
-    from xmine.benchmarks import tatoeba
-
     lang_list = common.parse_list(langs)
     if lang_list == ["xtreme36"]:
         lang_list = list(tatoeba.XTREME36)
@@ -83,8 +88,6 @@ def massive_cmd(data_dir, quick, locales, partition, max_rows, per_locale):
     gold one (test splits repeat utterances; copies are indistinguishable); "strict" counts only the
     exact row. For a projection the language part is measured too (semantic leakage).
     """
-    from xmine.benchmarks import massive
-
     if quick:
         locales = locales or ",".join(massive.QUICK_LOCALES)
         max_rows = max_rows or massive.QUICK_ROWS
@@ -117,8 +120,6 @@ def massive_templates_cmd(data_dir, quick, locales, seed, write_pairs):
     pairs per locale). Each source must retrieve its copy among all copies, by cosine. --quick
     keeps the first 300 pairs of each locale.
     """
-    from xmine.benchmarks import massive_templates as mt
-
     folder = mt.data.locate(data_dir)
     locale_list = common.parse_list(locales) or list(mt.DEFAULT_LOCALES)
     sets = {loc: mt.build_template_pairs(folder, loc, seed=seed) for loc in locale_list}
@@ -147,8 +148,6 @@ def qe_cmd(data_dir, quick, pairs, max_rows, spearman):
 
     Unsupervised, as DREAM / MEAT / SEED report it; for a projection its meaning part is scored.
     """
-    from xmine.benchmarks import qe
-
     pair_list = common.parse_list(pairs) or list(qe.PAIRS)
     if quick:
         max_rows = max_rows or qe.QUICK_ROWS
@@ -173,8 +172,6 @@ def sts_cmd(data_dir, quick, tracks, metric):
 
     --quick runs the two smallest-cost tracks (track5 en-en, track4a es-en).
     """
-    from xmine.benchmarks import sts
-
     track_list = common.parse_list(tracks) or (["track5", "track4a"] if quick else list(sts.TRACKS))
     sts.locate(data_dir)
     details = evaluate_variants(lambda v: sts.evaluate_sts(v.embed, data_dir, track_list))
@@ -199,8 +196,6 @@ def geometry_cmd(data_dir, quick, langs, pivot, rows):
     Alignment: mean squared distance of translation pairs (lower = closer). Uniformity: log mean
     exp(-2 squared distance) over all sentence pairs (lower = more evenly spread).
     """
-    from xmine.benchmarks import geometry
-
     lang_list = common.parse_list(langs) or (list(geometry.DEFAULT_LANGS[:3]) if quick else list(geometry.DEFAULT_LANGS))
     rows = rows or (geometry.QUICK_ROWS if quick else geometry.DEFAULT_ROWS)
     geometry.locate(data_dir)
@@ -240,12 +235,6 @@ def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick
     """FMDA's Tables 2 and 3 on MASSIVE: cross-lingual retrieval (test split, both directions) and
     monolingual template retrieval (generated slot-replacement pairs), raw vs DREAM vs FMDA's
     meaning, template and residual parts, each pair with the models trained on it."""
-    import sys
-
-    from xmine import massive
-    from xmine.benchmarks import fmda_tables
-    from xmine.encoders import load_encoder
-
     folder = massive.locate(data_dir)
     encoder = load_encoder(encoder_name, device=device, precision=precision)
     paths = fmda_tables.run(encoder, folder, _locale_dirs(fmda_dirs, "--fmda"), _locale_dirs(dream_dirs, "--dream"),
@@ -257,8 +246,6 @@ def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick
 
 def _mining_langs(ctx, param, value):
     """--langs of `bench mining`, checked while parsing (before the result JSON is claimed)."""
-    from xmine.benchmarks import mining
-
     langs = common.parse_list(value)
     unknown = [lg for lg in langs or () if lg not in mining.NEWS_SETS]
     if unknown:
@@ -302,8 +289,6 @@ def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, thr
     precision, recall and F1 at the best threshold and at each variant's default threshold (the
     calibrated one of its space, as `xmine mine` uses it), and the gap between the two F1.
     """
-    from xmine.benchmarks import mining, mining_noisy
-
     if threshold is not None and operating_point is not None:
         raise click.UsageError("give --threshold or --operating-point, not both")
     lang_list = common.parse_list(langs) or list(mining.QUICK_LANGS if quick else mining.DEFAULT_LANGS)
@@ -316,8 +301,6 @@ def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, thr
         click.echo(f"mining sets in {folder}", err=True)
 
     def evaluate(v):
-        from xmine.mining.filters import PairFilterConfig
-
         t, source, cap = mining.variant_threshold(v, threshold, encoder_name=current_encoder().name,
                                                   point=operating_point)
         r = (mining_noisy.evaluate(v.embed, data, lang_list, threshold=t, filter_config=PairFilterConfig(score_max=cap),
@@ -339,9 +322,6 @@ def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, thr
 
 
 def _noisy_finish(details, data, lang_list, settings, threshold, operating_point) -> None:
-    from xmine.benchmarks import mining_noisy
-    from xmine.mining.filters import PairFilterConfig
-
     columns, rows, extra = mining_noisy.tables(details)
     click.echo("averages over languages at each variant's default threshold: the clean sets (as is, after the "
                "pre-search cleaning, after --lang-filter and the cleaning), then the noisy sets without filters, "
@@ -365,8 +345,6 @@ def _noisy_finish(details, data, lang_list, settings, threshold, operating_point
 @click.option("--overwrite", is_flag=True, help="Replace the markdown file if it is an earlier xmine report.")
 def report_cmd(results_dir, out, overwrite):
     """Write benchmarks/RESULTS.md from the result JSONs (machine, date, one section per task)."""
-    from xmine.benchmarks import report
-
     path = report.write_report(results_dir, out, overwrite=overwrite)
     click.echo(f"wrote {path}", err=True)
 
@@ -391,9 +369,6 @@ def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out,
     Raw embeddings cluster by language; a good meaning part overlaps across languages; the
     language part separates them again.
     """
-    from xmine.benchmarks import geometry, plot
-    from xmine.outputs import claim_output
-
     out_path = Path(out) if out else (
         common.results_dir() / f"pca-{common.safe_name(encoder_name)}-{src_lang}-{tgt_lang}.png")
     with claim_output(out_path, kind=plot.PLOT_KIND, form="png", overwrite=overwrite,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import platform
 import re
 from pathlib import Path
@@ -20,9 +21,13 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from xmine.artefacts import file_fingerprint, provenance
+from xmine.corpus import truncate_for_encoding
+from xmine.embed_cache import cached_encode
 from xmine.fileio import atomic_write_json
 from xmine.errors import ConfigError, InputError
-from xmine.paths import REPO_ROOT
+from xmine.mining.margin import margin_score
+from xmine.paths import REPO_ROOT, resolve_data_dir
+from xmine.projection import DEFAULT, NONE, choose_projection, resolve_projection
 
 #: The `kind` of a benchmark result JSON (what marks it as one xmine may replace with --overwrite).
 RESULT_KIND = "xmine-benchmark-result"
@@ -49,9 +54,6 @@ class RawEmbedder:
     def __call__(self, sentences: Sequence[str]) -> np.ndarray:
         key = hashlib.sha1("\x00".join(sentences).encode("utf-8")).hexdigest()
         if key not in self._memo:
-            from xmine.corpus import truncate_for_encoding
-            from xmine.embed_cache import cached_encode
-
             # The same truncation as every other xmine command, so cache entries are shared.
             self._memo[key] = cached_encode(self.encoder, truncate_for_encoding(sentences),
                                             show_progress=self.show_progress)
@@ -110,8 +112,6 @@ def make_variants(
     "default") or `none` (nothing: raw is always the first row). `add_default`: put the default
     first when it applies to this encoder and no projection was named at all.
     """
-    from xmine.projection import DEFAULT, NONE, choose_projection, resolve_projection
-
     raw = RawEmbedder(encoder, show_progress=show_progress)
     variants = [Variant("raw", "raw", raw)]
     specs = [str(p) for p in projection_paths]
@@ -165,8 +165,6 @@ def margin_matrix(sims: np.ndarray, k: int = 4) -> np.ndarray:
     score(x, y) = cos(x, y) / ((mean of x's k best cos to Y + mean of y's k best cos to X) / 2),
     the Artetxe & Schwenk (2019) ratio margin, computed with xmine's mining formula.
     """
-    from xmine.mining.margin import margin_score
-
     sims = np.asarray(sims, dtype=np.float32)
     kx = min(k, sims.shape[1])
     ky = min(k, sims.shape[0])
@@ -283,8 +281,6 @@ def data_fingerprints(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
 
 def machine() -> dict[str, Any]:
     """CPU model, logical cores and RAM of this machine (Linux /proc when present)."""
-    import os
-
     cpu = platform.processor() or platform.machine()
     ram_gb = None
     try:
@@ -360,8 +356,6 @@ def flores_lines(folder: Path, code: str, *, rows: int | None = None) -> list[st
 def data_locator(needs: str, how_to_get: str) -> Callable[[str | Path | None], Path]:
     """`locate(data_dir)` of a data set: its folder (`needs`) under the data root, DataNotFoundError
     saying how to get it when missing (`xmine.paths.resolve_data_dir`)."""
-    from xmine.paths import resolve_data_dir
-
     return lambda data_dir: resolve_data_dir(data_dir, needs=needs, how_to_get=how_to_get)
 
 

@@ -17,14 +17,21 @@ so the models of three pairs and the raw vectors share one encoding pass.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from xmine.benchmarks import common
 from xmine.benchmarks.common import l2_normalise
+from xmine.benchmarks.massive_templates import build_template_pairs
+from xmine.disentangle import load_projection
+from xmine.disentangle.fmda_data import read_massive
+from xmine.encoders.tokens import build_token_store, share_sentence_vectors
 from xmine.errors import ConfigError
+from xmine.outputs import claim_output
 
 PIVOT = "en-US"
 
@@ -60,10 +67,6 @@ def _acc(x: np.ndarray, y: np.ndarray, y_text: list[str]) -> dict[str, float]:
 def evaluate(encoder, folder: str | Path, models: dict[str, dict[str, Any]], *, seed: int = 0,
              max_rows: int | None = None, show_progress: bool = True) -> dict[str, Any]:
     """Both tables. `models`: {partner locale: {"fmda": Projection, "dream": Projection}}."""
-    from xmine.benchmarks.massive_templates import build_template_pairs
-    from xmine.disentangle.fmda_data import read_massive
-    from xmine.encoders.tokens import build_token_store, share_sentence_vectors
-
     folder = Path(folder)
     partners = list(models)
     for p, m in models.items():
@@ -146,12 +149,6 @@ def run(encoder, folder, fmda_dirs: dict[str, str], dream_dirs: dict[str, str], 
     Both JSONs are claimed (`xmine.outputs.claim_output`) before any work: never an input or a
     foreign file, an earlier result replaced only with `overwrite`.
     """
-    import contextlib
-
-    from xmine.benchmarks import common
-    from xmine.disentangle import load_projection
-    from xmine.outputs import claim_output
-
     started = time.time()
     if set(fmda_dirs) != set(dream_dirs):
         raise ConfigError(f"give --fmda and --dream for the same locales (got {sorted(fmda_dirs)} and {sorted(dream_dirs)})")

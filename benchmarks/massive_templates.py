@@ -37,6 +37,7 @@ import numpy as np
 from xmine import massive as data
 from xmine.benchmarks.common import EmbedFn, cosine_matrix, retrieval_accuracy
 from xmine.errors import InputError
+from xmine.outputs import claim_output
 
 #: locales whose test split is annotated in the shared copy of MASSIVE 1.1 (FMDA: EN and DE)
 DEFAULT_LOCALES = ("en-US", "de-DE")
@@ -158,8 +159,6 @@ def write_pairs(path: str | Path, pairs: TemplatePairSet, *, overwrite: bool = F
     """The set as JSON lines (id, source, target, template, replacements), with the sidecar
     `PATH.json` (kind, generator summary, hash) that `xmine.outputs` uses to recognise it: an
     earlier pair file is replaced only with `overwrite`, any other file never."""
-    from xmine.outputs import claim_output
-
     lines = [json.dumps(dataclasses.asdict(p), ensure_ascii=False) for p in pairs.pairs]
     with claim_output(path, kind=PAIRS_KIND, form="tsv", inputs=[pairs.summary.get("file")],
                       overwrite=overwrite) as claim:

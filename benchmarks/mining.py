@@ -50,8 +50,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from xmine.artefacts import file_fingerprint
+from xmine.benchmarks.bucc import best_threshold, evaluate, mine_candidates, prf_curve, read_bucc_file, read_gold
 from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines, read_lines
-from xmine.errors import InputError
+from xmine.errors import DataNotFoundError, InputError, OutputError
+from xmine.fileio import atomic_write_json, atomic_write_text
+from xmine.mining.defaults import DEFAULT_OPERATING_POINT, UNCALIBRATED, space_defaults
+from xmine.output_state import read_json
+from xmine.outputs import claim_output
+from xmine.paths import default_data_dir, xmine_home
 
 #: xx (the BUCC-style short code used in file names) -> FLORES-200 code and newstest folders
 #: (under parallel/wmt-newstest/) holding xx-en / en-xx pairs of the held-out years.
@@ -90,9 +97,6 @@ HOW_TO_GET = ("`bench mining` needs parallel/flores200/devtest and parallel/wmt-
 
 def locate(data_dir: str | Path | None) -> Path:
     """The data root holding parallel/flores200/devtest and parallel/wmt-newstest."""
-    from xmine.errors import DataNotFoundError
-    from xmine.paths import default_data_dir
-
     root = Path(data_dir).expanduser() if data_dir else default_data_dir()
     needs = (str(FLORES_DEVTEST), "parallel/wmt-newstest")
     if root is None or not all((root / n).is_dir() for n in needs):
@@ -223,8 +227,6 @@ def set_files(root: Path, lang: str) -> dict[str, Path]:
 
 def write_set(ms: MiningSet, root: Path) -> dict[str, Path]:
     """Write a set in BUCC's format (atomically); returns its files."""
-    from xmine.fileio import atomic_write_text
-
     files = set_files(root, ms.lang)
 
     def clean(s: str) -> str:  # one sentence a line, whatever the source held
@@ -244,10 +246,6 @@ def build_sets(data: Path, langs: Sequence[str], *, sets_dir: Path | None = None
     The default folder is keyed by the settings and the sizes of the source files, so a changed
     setting never reuses another's files; files are rewritten each run (deterministically equal).
     """
-    from xmine.artefacts import file_fingerprint
-    from xmine.fileio import atomic_write_json
-    from xmine.paths import xmine_home
-
     settings = {"seed": seed, "gold_fraction": gold_fraction, "max_news": max_news, "flores_rows": flores_rows,
                 "split": SPLIT}
     built = {lang: build_set(data, lang, seed=seed, gold_fraction=gold_fraction, max_news=max_news,
@@ -258,9 +256,6 @@ def build_sets(data: Path, langs: Sequence[str], *, sets_dir: Path | None = None
         key = json.dumps([settings, [(f["sha256"]) for f in fps]], sort_keys=True)
         sets_dir = xmine_home() / "bench-mining" / hashlib.sha256(key.encode()).hexdigest()[:16]
     manifest = {"kind": SETS_KIND, "settings": settings, "languages": {}, "sources": fps}
-    from xmine.errors import OutputError
-    from xmine.output_state import read_json
-    from xmine.outputs import claim_output
 
     # Its own artefact only: a foreign or other-kind directory is refused; an earlier set folder is
     # rewritten only when it was built from the same data and settings (then the bytes are equal).
@@ -285,8 +280,6 @@ def variant_threshold(variant, given: float | None = None, *, margin: str = "rat
     --threshold: a projection's SHIPPED.json, raw `encoder_name`'s `mining/calibration.json`), else
     None (every pair kept: a space without a calibration, as `xmine mine` does). `point`: the
     operating point (default: balanced)."""
-    from xmine.mining.defaults import DEFAULT_OPERATING_POINT, UNCALIBRATED, space_defaults
-
     point = point or DEFAULT_OPERATING_POINT
     path = (variant.projection or {}).get("path")
     found, what = space_defaults(path, encoder_name if path is None else None)
@@ -301,8 +294,6 @@ def variant_threshold(variant, given: float | None = None, *, margin: str = "rat
 
 def curve(scores, correct, n_gold: int, thresholds: Sequence[float] = CURVE_THRESHOLDS) -> dict[str, list]:
     """Precision / recall / F1 / mined pairs of keeping the candidates scoring >= each threshold."""
-    from xmine.benchmarks.bucc import prf_curve
-
     c = prf_curve(scores, correct, n_gold, thresholds)
     return {"thresholds": [float(t) for t in thresholds]} | {
         m: [int(x) for x in c[m]] if m == "pairs" else [float(x) for x in c[m]] for m in ("precision", "recall", "f1", "pairs")}
@@ -313,8 +304,6 @@ def evaluate_set(embed_fn, files: dict[str, Path], *, threshold: float | None = 
     """P/R/F1 at the best threshold and at `threshold` (None: every pair kept) for one set, with
     `bench bucc`'s code, its gap (best F1 - F1 at `threshold`), its sizes, and (ratio margin) the
     curve over `CURVE_THRESHOLDS`."""
-    from xmine.benchmarks.bucc import best_threshold, evaluate, mine_candidates, read_bucc_file, read_gold
-
     gold = read_gold(files["gold"])
     cands, scores = mine_candidates(read_bucc_file(files["src"]), read_bucc_file(files["en"]), embed_fn,
                                     k=k, margin=margin, retrieval=retrieval)

@@ -28,9 +28,22 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+import re
 from typing import Any, Sequence
 
 import numpy as np
+
+from xmine.benchmarks.bucc import mine_candidates
+
+from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines
+
+from xmine.benchmarks.mining import NEWS_SETS, _rng as mining_rng, build_set
+
+from xmine.mining.filters import PairFilterConfig, RULES, apply_pair_filters
+
+from xmine.mining.langid import language_mask
+
+from xmine.mining.presearch import PreSearchConfig, clean_sides
 
 NOISE = {"copies": 0.08, "other_language": 0.04, "boilerplate": 0.02, "numbers_urls": 0.02, "near_duplicates": 0.02}
 OTHER_LANGS = ("fra_Latn", "spa_Latn", "ita_Latn", "nld_Latn", "tur_Latn", "ukr_Cyrl", "kor_Hang", "vie_Latn",
@@ -56,9 +69,7 @@ VARIANTS = ("clean", "clean_pre", "clean_lang", "noisy", "filtered", "pre_filter
 
 
 def _rng(seed: int, *keys: str) -> np.random.Generator:
-    from xmine.benchmarks.mining import _rng as rng
-
-    return rng(seed, "noisy", *keys)
+    return mining_rng(seed, "noisy", *keys)
 
 
 def _fill(template: str, rng: np.random.Generator) -> str:
@@ -69,8 +80,6 @@ def _fill(template: str, rng: np.random.Generator) -> str:
 
 
 def _change_number(text: str, rng: np.random.Generator) -> str | None:
-    import re
-
     groups = list(re.finditer(r"\d+", text))
     if not groups:
         return None
@@ -82,9 +91,6 @@ def _change_number(text: str, rng: np.random.Generator) -> str | None:
 def add_noise(ms, data: Path, *, seed: int = 0, noise: dict[str, float] = NOISE):
     """(src, en, kinds): the set's sides (ids, sentences) with noise lines appended, and the noise
     kind of every added id."""
-    from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines
-    from xmine.benchmarks.mining import NEWS_SETS
-
     lang = ms.lang
     src_ids, src = list(ms.src[0]), list(ms.src[1])
     en_ids, en = list(ms.en[0]), list(ms.en[1])
@@ -152,9 +158,6 @@ def _prf(pairs: Sequence[tuple[str, str]], gold: set) -> dict[str, float]:
 def evaluate_noisy(embed_fn, data: Path, ms, *, threshold: float, seed: int = 0, filter_config=None,
                    flores_code: str | None = None) -> dict[str, Any]:
     """One language: clean, noisy and noisy-filtered P/R/F1 at `threshold`, removals, score spreads."""
-    from xmine.benchmarks.bucc import mine_candidates
-    from xmine.mining.filters import RULES, PairFilterConfig, apply_pair_filters
-
     cfg = filter_config or PairFilterConfig()
     gold = set(ms.gold)
     cands, scores = mine_candidates(ms.src, ms.en, embed_fn)
@@ -202,11 +205,6 @@ def _mine_cleaned(src, en, embed_fn, threshold: float, langs, cfg, gold: set, *,
     """Mine (ids, sentences) sides as `xmine mine` does: `--lang-filter` when asked, the pre-search
     cleaning (`presearch.clean_sides`), the search, then the pair filters (when `filters`).
     P/R/F1, the rows each step removed per side (gold rows among them), the cleaning's record."""
-    from xmine.benchmarks.bucc import mine_candidates
-    from xmine.mining.filters import apply_pair_filters
-    from xmine.mining.langid import language_mask
-    from xmine.mining.presearch import PreSearchConfig, clean_sides
-
     pre_config = pre_config or PreSearchConfig()
     sides = [list(src[0]), list(src[1])], [list(en[0]), list(en[1])]
     removed: dict[str, dict[str, int]] = {}
@@ -241,8 +239,6 @@ def evaluate(embed_fn, data: Path, langs: Sequence[str], *, threshold: float | N
              gold_fraction: float, max_news: int, flores_rows: int | None, filter_config=None) -> dict[str, Any]:
     """Every language, then averages (x100) of each P/R/F1 over languages (`threshold` None: every
     pair kept)."""
-    from xmine.benchmarks.mining import NEWS_SETS, build_set
-
     threshold = -np.inf if threshold is None else threshold
     per = {}
     for lang in langs:
@@ -285,8 +281,5 @@ def tables(details: dict[str, dict]) -> tuple[list[str], list[list], list[dict]]
 
 def data_files(data: Path, langs: Sequence[str], settings: dict[str, Any]) -> list[str]:
     """Every file the noisy sets of `langs` read: their mining sets' sources and the other-language lines."""
-    from xmine.benchmarks.common import FLORES_DEVTEST
-    from xmine.benchmarks.mining import build_set
-
     return sorted({str(p) for lg in langs for p in build_set(data, lg, **settings).files}
                   | {str(data / FLORES_DEVTEST / f"{c}.devtest") for c in OTHER_LANGS})

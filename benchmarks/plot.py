@@ -15,6 +15,8 @@ from typing import Sequence
 import numpy as np
 
 from xmine.benchmarks.common import Variant
+from xmine.fileio import atomic_path
+from xmine.output_state import png_metadata
 
 #: The kind recorded in the PNG (a text chunk), which marks it as an xmine plot it may replace.
 PLOT_KIND = "pca-plot"
@@ -45,9 +47,6 @@ def plot_pca(variants: Sequence[Variant], src_sentences: Sequence[str], tgt_sent
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from xmine.fileio import atomic_path
-    from xmine.output_state import png_metadata
 
     n = len(src_sentences)
     fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 5.0), squeeze=False)

@@ -24,6 +24,7 @@ from typing import Any
 from xmine.fileio import atomic_write_text
 from xmine.output_state import md_header
 from xmine.benchmarks.common import machine, results_dir
+from xmine.outputs import claim_output
 
 log = logging.getLogger("xmine.benchmarks.report")
 
@@ -217,8 +218,6 @@ def write_report(results: str | Path | None = None, out: str | Path | None = Non
 
     An existing file is replaced only when it is an earlier report and `overwrite` is given.
     """
-    from xmine.outputs import claim_output
-
     out_path = Path(out) if out else results_dir().parent / "RESULTS.md"
     with claim_output(out_path, kind=REPORT_KIND, form="md", overwrite=overwrite):
         atomic_write_text(out_path, build_report(Path(results) if results else None))

@@ -17,7 +17,9 @@ from typing import Callable
 import click
 
 from xmine.benchmarks import common
+from xmine.encoders import load_encoder
 from xmine.encoders.options import precision_option
+from xmine.outputs import claim_output
 
 ENCODER_HELP = "Encoder: me5-small (default), use-m3, or any sentence-transformers name/path."
 PROJECTION_HELP = (
@@ -45,8 +47,6 @@ def _claimed_out(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def run(*args, **kw):
-        from xmine.outputs import claim_output
-
         task = name + ("_noisy" if kw.get("noisy") else "")  # `bench mining --noisy` has its own result
         out = Path(kw["out"]) if kw["out"] else common.default_out(task, kw["encoder_name"], quick=kw["quick"])
         with claim_output(out, kind=common.RESULT_KIND, form="json", overwrite=kw.pop("overwrite"),
@@ -80,8 +80,6 @@ def task_options(fn: Callable) -> Callable:
 def setup(encoder_name: str, projections: tuple[str, ...], device: str | None, precision: str,
           parts=("meaning", "language"), add_default: bool = False):
     """The encoder and its variants: raw, then each projection's `parts`."""
-    from xmine.encoders import load_encoder
-
     encoder = load_encoder(encoder_name, device=device, precision=precision)
     return encoder, common.make_variants(encoder, projections, parts=parts, add_default=add_default)
 

@@ -8,10 +8,25 @@ from pathlib import Path
 
 import click
 
-from xmine.cluster import ray_option
+from xmine.cluster import connect, ray_option
 
+from xmine.corpus import read_corpus, truncate_for_encoding
+from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
+from xmine.disentangle.language_trust import TrustRule, UNKNOWN, identify as identify_by_projection
+from xmine.disentangle.projection import load_projection
+from xmine.disentangle.st_export import export_portable
+from xmine.disentangle.trainer import TrainConfig, train
+from xmine.embed_cache import cached_encode
+from xmine.encoders import DEFAULT_ENCODER, load_encoder
+from xmine.encoders.ray_pool import RayPoolEncoder
+from xmine.errors import ConfigError
+from xmine.langs import is_known_lang, normalize_lang
+from xmine.massive import locate
+from xmine.mining.langid import identify as identify_by_library, supported_languages
 from xmine.options import Finite
 from xmine.encoders.options import precision_option
+from xmine.outputs import claim_output
+from xmine.projection import shipped_dir
 
 _METHODS = ("center", "dream", "meat", "oracle", "seed", "intra", "inter", "fmda")
 
@@ -19,7 +34,6 @@ _METHODS = ("center", "dream", "meat", "oracle", "seed", "intra", "inter", "fmda
 def _split_langs(value: str | None) -> list[str] | None:
     if not value:
         return None
-    from xmine.langs import is_known_lang
 
     codes = [v.strip() for v in value.split(",") if v.strip()]
     unknown = [c for c in codes if not is_known_lang(c)]
@@ -119,12 +133,7 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
           --langs deu,fra,rus,cmn,eng --max-pairs-per-lang 2000 -o proj-seed/
       xmine train --method dream --pairs ../shared/data/massive --langs deu,eng -o proj-massive-de/
     """
-    from xmine.encoders import load_encoder
-
     if method == "fmda":
-        from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
-        from xmine.massive import locate
-
         if len(pairs) != 1:
             raise click.UsageError("--method fmda takes one --pairs: the MASSIVE folder")
         partners = _split_langs(langs)
@@ -137,8 +146,6 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
                             max_train=max_pairs_per_lang, max_dev=max_valid_pairs, layers=layers,
                             contrastive=fmda_contrastive, select=fmda_select, meaning_init=fmda_meaning_init, seed=seed)
     else:
-        from xmine.disentangle.trainer import TrainConfig, train
-
         if (fmda_contrastive, fmda_select, fmda_meaning_init) != ("clamped", "dev-retrieval", "default"):
             raise click.UsageError("--fmda-contrastive, --fmda-select and --fmda-meaning-init apply to "
                                    "--method fmda only")
@@ -152,9 +159,6 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
     config.check()
     enc = load_encoder(encoder, precision=precision, lazy=ray_address is not None)  # Ray actors load it
     if ray_address is not None:
-        from xmine.cluster import connect
-        from xmine.encoders.ray_pool import RayPoolEncoder
-
         connect(ray_address)
         enc = RayPoolEncoder(enc)
     cfg = run(data, out_dir, encoder=enc, config=config, restart=restart, show_progress=not quiet, threads=threads,
@@ -214,16 +218,6 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
     and its confidence. With --eval: the accuracy, and the share of lines called unknown.
     benchmarks/RESULTS.md compares both on FLORES-200.
     """
-    from xmine.corpus import read_corpus, truncate_for_encoding
-    from xmine.disentangle.language_trust import UNKNOWN, TrustRule
-    from xmine.disentangle.language_trust import identify as identify_by_projection
-    from xmine.disentangle.projection import load_projection
-    from xmine.embed_cache import cached_encode
-    from xmine.encoders import load_encoder
-    from xmine.errors import ConfigError
-    from xmine.langs import normalize_lang
-    from xmine.outputs import claim_output
-
     if (projection_dir is None) == (lid is None):
         raise click.UsageError("give exactly one of --projection DIR and --lid BACKEND")
     claiming = (claim_output(output, kind="langid-result", form="tsv", overwrite=overwrite,
@@ -231,8 +225,6 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
                 if output is not None and not evaluate else contextlib.nullcontext())
     with claiming as claim:
         if lid is not None:
-            from xmine.mining.langid import identify as identify_by_library, supported_languages
-
             known = sorted(supported_languages(lid))
         else:
             projection = load_projection(projection_dir)
@@ -290,10 +282,6 @@ def export_st_command(projection, out, overwrite):
     Pooling, Normalize, Dense, Normalize): SentenceTransformer(OUT) loads it without xmine and
     encodes to the vectors xmine mine compares. The projection's meaning part must be one linear
     layer (the shipped one is)."""
-    from xmine.disentangle.st_export import export_portable
-    from xmine.encoders import DEFAULT_ENCODER
-    from xmine.projection import shipped_dir
-
     path = shipped_dir(DEFAULT_ENCODER) if projection == "default" else Path(projection)
     model = export_portable(path, out, overwrite=overwrite)
     click.echo(f"exported {', '.join(type(m).__name__ for m in model)} -> {out}", err=True)

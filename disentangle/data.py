@@ -33,8 +33,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from xmine.artefacts import file_fingerprint
 from xmine.errors import ConfigError, InputError
 from xmine.langs import normalize_lang
+from xmine.massive import PIVOT, available_locales, find_folder, train_rows
+from xmine.parallel_text import read_parallel
 
 _LANG_CODE = re.compile(r"^[a-z]{2,3}(_[A-Z][a-z]{3})?$")
 _NOT_LANG = {"md", "txt", "tsv", "csv", "json", "gz", "zip", "xml", "sgm", "py", "sh", "yml", "yaml",
@@ -66,11 +69,8 @@ class PairFiles:
         """The aligned sentences. MASSIVE: only train rows, checked against dev/test by id and
         partition (`xmine.massive.train_rows`)."""
         if self.massive is not None:
-            from xmine.massive import train_rows
-
             _, src, tgt = train_rows(self.src.parent, *self.massive)
             return src, tgt
-        from xmine.parallel_text import read_parallel
 
         return read_parallel(self.src, self.tgt)
 
@@ -130,8 +130,6 @@ def _parse_explicit(spec: str) -> PairFiles:
 
 def _massive_pairs(folder: Path) -> list[PairFiles]:
     """Every MASSIVE locale with en-US: `<locale>.jsonl` joined by id, train partition only."""
-    from xmine.massive import PIVOT, available_locales
-
     return [PairFiles(src=folder / f"{loc}.jsonl", tgt=folder / f"{PIVOT}.jsonl", src_lang=normalize_lang(loc),
                       tgt_lang=normalize_lang(PIVOT), massive=(loc, PIVOT))
             for loc in available_locales(folder) if loc != PIVOT]
@@ -139,8 +137,6 @@ def _massive_pairs(folder: Path) -> list[PairFiles]:
 
 def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) -> list[PairFiles]:
     """Every parallel file pair named by `specs` (directories or SRC:TGT), filtered by `langs`."""
-    from xmine.massive import find_folder
-
     wanted = {normalize_lang(l) for l in langs} if langs else None
     found: list[PairFiles] = []
     for spec in specs:
@@ -190,8 +186,6 @@ def sample_pairs(
     fingerprint_files: bool = True,
 ) -> PairSample:
     """Read, pool per language pair, deduplicate, sample and split (see the module doc)."""
-    from xmine.artefacts import file_fingerprint
-
     if not 0.0 < valid_fraction < 1.0:
         raise ConfigError(f"valid fraction must be in (0, 1), got {valid_fraction}")
     by_pair: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -95,8 +96,6 @@ class FMDA(nn.Module):
 
 def pad_batch(states: list, device: str = "cpu") -> tuple[Tensor, Tensor]:
     """Per-sentence (L_i, D) arrays -> padded float32 (B, L, D) and mask (B, L)."""
-    import numpy as np
-
     longest = max(len(s) for s in states)
     d = states[0].shape[1]
     h = np.zeros((len(states), longest, d), dtype=np.float32)

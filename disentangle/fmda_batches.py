@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from xmine.disentangle.fmda_prep import PIVOT
 from xmine.errors import ConfigError
 
 
@@ -39,7 +40,6 @@ class Stepper:
     def batch(self, partner: str, rows: np.ndarray, gen):
         import torch
 
-        from xmine.disentangle.fmda_prep import PIVOT
         from xmine.disentangle.methods import FmdaBatch
 
         d1, d2 = self.data.data[PIVOT], self.data.data[partner]

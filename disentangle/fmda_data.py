@@ -20,19 +20,17 @@ from typing import Sequence
 
 import numpy as np
 
+from xmine.massive import parse_annotation, read_locale
+
 
 def read_massive(folder: str | Path, locale: str):
     """All rows (`xmine.massive.Record`: id, partition, utt, annot_utt, line) of one locale, in file
     order, read and checked by the one MASSIVE reader (`xmine.massive`)."""
-    from xmine.massive import read_locale
-
     return list(read_locale(folder, locale).records)
 
 
 def slot_spans(annot_utt: str, utt: str, *, where: str = "") -> list[tuple[int, int, str]]:
     """(start, end, slot type) of each slot value inside `utt`; checks the annotation matches `utt`."""
-    from xmine.massive import parse_annotation
-
     ann = parse_annotation(annot_utt)
     if ann.utt != utt:
         raise ValueError(f"{where}annot_utt {annot_utt!r} does not strip to utt {utt!r}")

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from xmine.disentangle.fmda_batches import batches
+from xmine.disentangle.fmda_prep import PIVOT
+from xmine.disentangle.trainer import mean_terms
 
 
 def _part(stepper, loc: str, rows, part: str):
@@ -20,7 +22,6 @@ def _part(stepper, loc: str, rows, part: str):
 
 def dev_loss(stepper, data, config, trained: set[str]) -> tuple[float, dict[str, float]]:
     from xmine.disentangle.methods import fmda_terms
-    from xmine.disentangle.trainer import mean_terms
 
     def terms(unit, gen):
         values, _ = fmda_terms(stepper.batch(*unit, gen))
@@ -35,8 +36,6 @@ def dev_retrieval(stepper, data, config) -> float:
     """Accuracy@1 of the meaning part on the dev rows: each en-US row retrieves its partner row
     among all dev rows of the partner by cosine, and back; the mean over directions and partners."""
     import torch
-
-    from xmine.disentangle.fmda_prep import PIVOT
 
     stepper.model.eval()
     accs = []

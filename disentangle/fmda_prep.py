@@ -21,7 +21,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from xmine.artefacts import atomic_dir
+from xmine.disentangle.fmda_data import negative_pool, read_massive, template_and_residual_masks
+from xmine.encoders.tokens import build_token_store, share_sentence_vectors
 from xmine.errors import ConfigError, InputError
+from xmine.fileio import atomic_write_json, write_manifest
+from xmine.langs import normalize_lang
+from xmine.outputs import claim_output
+from xmine.paths import xmine_home
 
 PIVOT = "en-US"
 
@@ -57,10 +64,6 @@ class FmdaData:
 
 def pool_indices(utts: Sequence[str], locale: str, *, show_progress: bool) -> tuple[np.ndarray, dict]:
     """Negative pool of `utts` (indices), cached on disk."""
-    from xmine.fileio import atomic_write_json
-    from xmine.disentangle.fmda_data import negative_pool
-    from xmine.paths import xmine_home
-
     h = hashlib.sha256(("\x00".join(utts) + "|" + locale + "|v1").encode("utf-8")).hexdigest()[:24]
     path = xmine_home() / "fmda-pools" / f"{locale}-{h}.json"
     if path.is_file():
@@ -74,8 +77,6 @@ def pool_indices(utts: Sequence[str], locale: str, *, show_progress: bool) -> tu
 
 def _aligned_rows(folder: Path, partners: Sequence[str]) -> tuple[list[str], dict[str, list]]:
     """(en-US and the partner locales, their rows), checked to be aligned with en-US by id and partition."""
-    from xmine.disentangle.fmda_data import read_massive
-
     locales = [PIVOT] + [p for p in partners if p != PIVOT]
     rows = {loc: read_massive(folder, loc) for loc in locales}
     for loc in locales[1:]:
@@ -101,18 +102,12 @@ def write_sample_pairs(folder: str | Path, partners: Sequence[str], out_dir: str
     (it holds out its own validation share; pass --valid-fraction max_dev / (max_train + max_dev)).
     No test row is written. `out_dir` is claimed like every output (new or empty).
     """
-    from xmine.langs import normalize_lang
-    from xmine.outputs import claim_output
-
     folder = Path(folder)
     locales, rows = _aligned_rows(folder, partners)
     train_pos, dev_pos = sample_positions(rows[PIVOT], max_train=max_train, max_dev=max_dev, seed=seed)
     positions = np.concatenate([train_pos, dev_pos])
     counts = {}
     with claim_output(out_dir, kind="fmda-sample-pairs", form="dir", inputs=[folder / f"{l}.jsonl" for l in locales]):
-        from xmine.artefacts import atomic_dir
-        from xmine.fileio import write_manifest
-
         with atomic_dir(out_dir) as tmp:
             for loc in locales:
                 lines = [rows[loc][i].utt.replace("\n", " ") for i in positions]
@@ -128,9 +123,6 @@ def write_sample_pairs(folder: str | Path, partners: Sequence[str], out_dir: str
 def prepare(encoder, folder: str | Path, partners: Sequence[str], *, max_train: int | None, max_dev: int | None,
             seed: int, show_progress: bool = True, log=lambda m: None) -> FmdaData:
     """Read, sample, build pools, encode (cached). `partners`: the non-English locales (de-DE ...)."""
-    from xmine.disentangle.fmda_data import template_and_residual_masks
-    from xmine.encoders.tokens import build_token_store, share_sentence_vectors
-
     folder = Path(folder)
     if not [p for p in partners if p != PIVOT]:
         raise ConfigError("FMDA trains on language pairs with en-US: give at least one other locale (e.g. de-DE)")

@@ -33,9 +33,13 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
+import sys
 
+from xmine.artefacts import provenance
 from xmine.disentangle.fmda_batches import Stepper, batches
 from xmine.disentangle.fmda_eval import dev_loss, dev_retrieval, fit_langid
+from xmine.disentangle.fmda_prep import PIVOT, prepare
+from xmine.disentangle.projection import load_projection, save_projection
 from xmine.disentangle.train_checkpoint import checkpoint_in, fresh_state, resume, run_signature, save
 from xmine.disentangle.trainer import check_finite, check_loop_settings, run_epochs, training_output
 from xmine.errors import ConfigError
@@ -109,16 +113,11 @@ def train_fmda(massive_dir: str | Path, out_dir: str | Path, *, encoder, config:
 
 
 def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: bool, show_progress: bool):
-    import sys
-
     import torch
     from tqdm.auto import tqdm
 
-    from xmine.artefacts import provenance
     from xmine.disentangle.fmda import FMDA
-    from xmine.disentangle.fmda_prep import PIVOT, prepare
     from xmine.disentangle.methods import fmda_terms
-    from xmine.disentangle.projection import load_projection, save_projection
 
     out_dir = Path(out_dir)
     log = (lambda msg: tqdm.write(msg, file=sys.stderr)) if show_progress else (lambda msg: None)

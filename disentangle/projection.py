@@ -14,16 +14,21 @@ Directory layout:
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from xmine.disentangle.language_trust import identify, trust_table
+from xmine.disentangle.train_checkpoint import CHECKPOINT, LEGACY, verify_checkpoint
+from xmine.encoders import check_projection_encoder
 from xmine.fileio import atomic_path, atomic_write_json, sha256_file, write_manifest
 from xmine.errors import ArtefactError, ConfigError
+from xmine.langs import normalize_lang
 from xmine.projection import (
-    CONFIG, PROJECTION_FILES, PROJECTION_FORMAT, PROJECTION_KIND as KIND, SHIPPED_INFO, WEIGHTS, projection_files,
-    read_projection_json, read_shipped_json,
+    CONFIG, PROJECTION_FILES, PROJECTION_FORMAT, PROJECTION_KIND as KIND, SHIPPED_INFO, SHIPPED_ROOT, WEIGHTS,
+    projection_files, read_projection_json, read_shipped_json,
 )
 from xmine.records import FileRecord, ProjectionFingerprint
 
@@ -101,8 +106,6 @@ class Projection:
         """`xmine verify`: every file against its manifest's sha256 (checked again here) and the
         training checkpoint left in `.work/`, if any (it loads as tensors and JSON); a pickled
         checkpoint there is refused (xmine never loads one). The bytes checked."""
-        from xmine.disentangle.train_checkpoint import CHECKPOINT, LEGACY, verify_checkpoint
-
         work = Path(self.path) / ".work"
         if (work / LEGACY).exists() or (work / LEGACY).is_symlink():
             raise ArtefactError(f"{work / LEGACY}: a pickled training checkpoint (an older xmine's, or planted): "
@@ -116,8 +119,6 @@ class Projection:
     def fingerprint(self) -> dict[str, Any]:
         """{"path", "method", "id"[, "shipped"]}: id = hash of the weights (equal ids = same projection);
         "shipped" names the encoder whose default projection, shipped inside xmine, this is."""
-        from xmine.projection import SHIPPED_ROOT
-
         where = Path(self.path).resolve()
         return ProjectionFingerprint(path=str(self.path), method=self.method, id=self.config["weights_sha256"][:16],
                                      shipped=where.name if where.parent == SHIPPED_ROOT else None).to_dict()
@@ -127,8 +128,6 @@ class Projection:
 
         Those of the encoder it was trained on, at any precision (`xmine.encoders.check_projection_encoder`).
         """
-        from xmine.encoders import check_projection_encoder
-
         check_projection_encoder(self.config["encoder"], encoder_fingerprint, what=f"projection {self.path}")
 
     def _embeddings(self, emb: np.ndarray) -> np.ndarray:
@@ -142,14 +141,11 @@ class Projection:
 
         if lang is None or self.method != "center":  # only `center` uses the language
             return None
-        from xmine.langs import normalize_lang
 
         index = {l: i for i, l in enumerate(self.languages)}
         if isinstance(lang, str):
             code = normalize_lang(lang)
             if code not in index:
-                import logging
-
                 logging.getLogger("xmine.disentangle").warning(
                     f"projection {self.path} has no mean for language {lang!r} (it knows "
                     f"{', '.join(self.languages)}): subtracting the nearest language mean instead")
@@ -240,15 +236,11 @@ class Projection:
 
     def trust_table(self) -> dict[str, dict[str, Any]]:
         """Which of its languages `identify` trusts, and why not (`language_trust.trust_table`)."""
-        from xmine.disentangle.language_trust import trust_table
-
         return trust_table(self.config, self.languages)
 
     def identify(self, emb: np.ndarray) -> tuple[list[str], np.ndarray, list[str]]:
         """(labels, scores, nearest): `langid`, with "unknown" where the nearest language is not
         a trusted label (`xmine.disentangle.language_trust.identify`)."""
-        from xmine.disentangle.language_trust import identify
-
         return identify(self, emb)
 
 

@@ -15,7 +15,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from xmine import __version__
+from xmine.artefacts import atomic_dir, git_commit, provenance
+from xmine.disentangle.projection import load_projection
+from xmine.encoders import load_encoder
 from xmine.errors import ConfigError
+from xmine.fileio import write_manifest
+from xmine.outputs import claim_output
 
 PORTABLE_KIND = "sentence-transformer-portable"
 
@@ -52,13 +58,7 @@ def export_portable(projection_dir: str | Path, out_dir: str | Path, *, overwrit
     from sentence_transformers.sentence_transformer.modules import Dense, Normalize
     from torch import nn
 
-    from xmine.artefacts import atomic_dir, git_commit, provenance
-    from xmine.disentangle.projection import load_projection
     from xmine.disentangle.st_module import _sentence_transformer_for
-    from xmine.encoders import load_encoder
-    from xmine.fileio import write_manifest
-    from xmine.outputs import claim_output
-    from xmine import __version__
 
     out_dir = Path(out_dir)
     with claim_output(out_dir, kind=PORTABLE_KIND, form="dir", inputs=[projection_dir], overwrite=overwrite):

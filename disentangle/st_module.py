@@ -27,9 +27,15 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from sentence_transformers.base.modules.module import Module
 
+from xmine.artefacts import atomic_dir, provenance
 from xmine.disentangle.fmda import FMDA, PARTS as FMDA_PARTS
 from xmine.disentangle.model import Disentangler
+from xmine.disentangle.projection import load_projection
+from xmine.encoders import load_encoder
+from xmine.encoders.e5_q4 import ensure_me5_model
 from xmine.errors import EncoderError
+from xmine.fileio import write_manifest
+from xmine.outputs import claim_output
 
 
 class _SavedProjectionModule(Module):
@@ -148,8 +154,6 @@ def _sentence_transformer_for(encoder_name: str, encoder):
     if encoder_name == "use-m3":
         raise EncoderError("use-m3 is not a sentence-transformers model; only those can be exported with a projection")
     if encoder_name == "me5-small":
-        from xmine.encoders.e5_q4 import ensure_me5_model
-
         path, _ = ensure_me5_model()  # the rebuilt sentence-transformers folder the encoder itself loads
         st = SentenceTransformer(str(path), device="cpu")
     else:
@@ -176,19 +180,12 @@ def export_sentence_transformer(projection_dir: str | Path, encoder_name: str, o
     `out_dir` must be new or empty, or (with `overwrite`) an earlier export, replaced atomically;
     its `manifest.json` marks it as one.
     """
-    from xmine.outputs import claim_output
-
     with claim_output(out_dir, kind=EXPORT_KIND, form="dir", inputs=[projection_dir], overwrite=overwrite):
         return _export(projection_dir, encoder_name, Path(out_dir), part=part, overwrite=overwrite)
 
 
 def _export(projection_dir, encoder_name: str, out_dir: Path, *, part: str, overwrite: bool):
     from sentence_transformers import SentenceTransformer
-
-    from xmine.artefacts import atomic_dir, provenance
-    from xmine.fileio import write_manifest
-    from xmine.disentangle.projection import load_projection
-    from xmine.encoders import load_encoder
 
     projection = load_projection(projection_dir)
     # The exported pipeline runs the fp32 torch weights (its users pick their own dtype); a projection

@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 from pathlib import Path
+import struct
 from typing import Any
 
 from xmine.errors import ArtefactError, ConfigError
@@ -102,8 +103,6 @@ def read_header(path: Path) -> dict[str, Any]:
     """The checkpoint's JSON (signature, loop state, optimiser settings), read from the header
     alone: no tensor is loaded. ArtefactError naming the file when it is not a checkpoint xmine
     wrote."""
-    import struct
-
     try:
         with open(path, "rb") as f:
             head = f.read(8)

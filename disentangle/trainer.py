@@ -27,8 +27,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from xmine.artefacts import provenance
+from xmine.corpus import truncate_for_encoding
+from xmine.disentangle.data import discover_pairs, sample_pairs
+from xmine.disentangle.projection import load_projection, save_projection
 from xmine.disentangle.train_checkpoint import CHECKPOINT, checkpoint_in, fresh_state, resume, run_signature, save
+from xmine.embed_cache import cached_encode
 from xmine.errors import ConfigError
+from xmine.outputs import claim_output
 
 WORK = ".work"
 
@@ -252,8 +258,6 @@ def training_output(out_dir: str | Path, *, inputs: list, threads: int | None, o
     `threads` CPU threads (None: its default); the thread count is restored afterwards."""
     import torch
 
-    from xmine.outputs import claim_output
-
     before = torch.get_num_threads()
     try:
         if threads is not None:
@@ -287,8 +291,6 @@ def train(
     max_epochs continues with a higher limit) or, with `overwrite`, a finished projection to
     replace; never an input or another artefact, and never written by two runs at once.
     """
-    from xmine.disentangle.data import discover_pairs
-
     config.check()
     files = discover_pairs(pair_specs, langs=config.langs)
     inputs = [spec for spec in pair_specs if Path(spec).exists()] + [p for f in files for p in (f.src, f.tgt)]
@@ -302,14 +304,9 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
     import torch
     from tqdm.auto import tqdm
 
-    from xmine.artefacts import provenance
-    from xmine.corpus import truncate_for_encoding
-    from xmine.disentangle.data import sample_pairs
     from xmine.disentangle.losses import discriminator_loss
     from xmine.disentangle.methods import get_method
     from xmine.disentangle.model import Disentangler
-    from xmine.disentangle.projection import load_projection, save_projection
-    from xmine.embed_cache import cached_encode
 
     method = get_method(config.method, base=config.base)
     log = (lambda msg: tqdm.write(msg, file=__import__("sys").stderr)) if show_progress else (lambda msg: None)

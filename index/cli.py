@@ -6,13 +6,26 @@ import contextlib
 import json
 import sys
 from pathlib import Path
+import tempfile
 
 import click
+import numpy as np
 
+from xmine.artefacts import provenance
 from xmine.cluster import ray_option
+from xmine.encoders import check_same_encoder
 from xmine.encoders.options import precision_option
+from xmine.executor import executor_for
+from xmine.index.blocked_search import IndexDirShards, search_blocks
+from xmine.index.build import IndexConfig, build_index as _build
 from xmine.index.choose import INDEX_TYPES
+from xmine.index.faiss_gpu import gpu_count
+from xmine.index.faiss_index import IndexDir
+from xmine.input_encoders import Encoders, check_same_projection
+from xmine.inputs import check_split_languages, load_side
 from xmine.options import LANG, Finite, input_format_options
+from xmine.outputs import claim_output
+from xmine.store.rows import RowSubset
 
 
 @click.command("build-index")
@@ -65,14 +78,6 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     records the encoder and projection fingerprints and the sentences with their line numbers, so
     `xmine search` returns text and refuses queries from another encoder/projection.
     """
-    import tempfile
-
-    from xmine.executor import executor_for
-    from xmine.index.build import IndexConfig, build_index as _build
-    from xmine.input_encoders import Encoders
-    from xmine.inputs import check_split_languages, load_side
-    from xmine.outputs import claim_output
-
     if input_format.split_sentences:  # a missing language fails before anything is written
         check_split_languages([(source, lang, "--lang")], input_format)
     executor = executor_for(ray_address)  # join the cluster first: a wrong address fails before any work
@@ -133,9 +138,6 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
     Scores are inner products of L2-normalised embeddings (cosine, -1..1; for exact indexes) or
     FAISS's estimate of it (PQ indexes).
     """
-    from xmine.inputs import check_split_languages
-    from xmine.outputs import claim_output
-
     if input_format.split_sentences:  # a missing language fails before anything is written
         check_split_languages([(queries, lang, "--lang")], input_format)
     with (claim_output(out, kind="search-result", form="tsv", inputs=[index_dir, queries, projection],
@@ -148,17 +150,6 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
 
 def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision, input_format=None,
             lang=None) -> dict:
-    import numpy as np
-
-    from xmine.artefacts import provenance
-    from xmine.encoders import check_same_encoder
-    from xmine.index.blocked_search import IndexDirShards, search_blocks
-    from xmine.index.faiss_gpu import gpu_count
-    from xmine.index.faiss_index import IndexDir
-    from xmine.input_encoders import Encoders, check_same_projection
-    from xmine.inputs import load_side
-    from xmine.store.rows import RowSubset
-
     ix = IndexDir.open(index_dir)
     encoders = Encoders(encoder, projection, precision, inputs=[index_dir])
     check_same_encoder(ix.encoder, encoders.encoder.fingerprint(), what=f"index {index_dir}")

@@ -29,6 +29,7 @@ from xmine.records import EncoderFingerprint, FileRecord, ProjectionFingerprint,
 from xmine.index.choose import IndexChoice
 from xmine.index.faiss_gpu import gpu_count, to_gpu
 from xmine.store.layout import SENTENCE_INDEX
+from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
 from xmine.topk import merge_topk
 
 KIND = "index"
@@ -166,8 +167,6 @@ class IndexDir:
         """(the text column: row i's sentence by offset, `xmine.store.text.TextColumn`; its row index,
         `RowIndex`), scanned from `sentences.txt` once that file is checked against the manifest; a
         wrong line count names the file."""
-        from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
-
         path = self.path / SENTENCES
         self.content.check(SENTENCES)
         with open(path, "rb") as f:

@@ -24,9 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from xmine.corpus import iter_lines
 from xmine.delimited import column_index, delimited_rows, field_of
 from xmine.errors import ConfigError, InputError
+from xmine.langs import is_known_lang, normalize_lang
 from xmine.reader_base import MISSING, field_at, is_dataset_dir, stem_suffix
+from xmine.readers import jsonl_records
 
 BITEXT_FORMATS = ("tsv", "csv", "moses", "jsonl", "parquet", "hf")
 # Rows per batch read from Parquet / a dataset.
@@ -128,8 +131,6 @@ class Bitext:
                              tgt=field_of(fields, ti, self.path, number, what="target"), record=fields)
 
     def _moses(self) -> Iterator[BitextPair]:
-        from xmine.corpus import iter_lines
-
         src_path, tgt_path = self.paths
         number = 0
         # Closed when left early (a refused line): the reader's file is closed at once, not when collected.
@@ -174,8 +175,6 @@ class Bitext:
         return texts[0], texts[1]
 
     def _jsonl(self) -> Iterator[BitextPair]:
-        from xmine.readers import jsonl_records
-
         fields = None
         for number, record in jsonl_records(self.path):
             fields = fields or self._fields(record)
@@ -221,8 +220,6 @@ class Bitext:
 def _match_languages(keys: list[str], langs: tuple[str | None, str | None]) -> tuple[str, str] | None:
     """The two `translation` keys that are the source and target languages (codes compared
     normalised: de = deu = deu_Latn), or None."""
-    from xmine.langs import is_known_lang, normalize_lang
-
     if not all(langs):
         return None
     canon = {k: normalize_lang(k) for k in keys if is_known_lang(k)}

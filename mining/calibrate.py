@@ -23,6 +23,7 @@ the record is refused for another encoder or projection.
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,13 @@ import numpy as np
 
 from xmine.artefacts import provenance
 from xmine.calibration import SpaceDefaults, parse_defaults
+from xmine.encoders import DEFAULT_ENCODER, load_encoder
 from xmine.errors import ConfigError, InputError
 from xmine.fileio import atomic_write_json
+from xmine.langs import lang_script, normalize_lang
+from xmine.outputs import claim_output
+from xmine.paths import resolve_data_dir
+from xmine.projection import choose_projection, read_projection_json, resolve_projection
 
 CALIBRATION_KIND = "xmine-calibration"
 #: aligned pairs needed: a fifth of them are the gold, and a set needs >= 100 gold pairs
@@ -64,8 +70,6 @@ def threshold_sweep(scores: np.ndarray, correct: np.ndarray, n_gold: int):
 def flores_file(flores_dir: Path, lang: str) -> Path:
     """The FLORES-200 devtest file of `lang`: a FLORES code (`deu_Latn`) as it is, else the one
     file of its ISO 639-3 language (an error naming the candidates when there are several)."""
-    from xmine.langs import lang_script, normalize_lang
-
     if (flores_dir / f"{lang}.devtest").is_file():
         return flores_dir / f"{lang}.devtest"
     iso3, script = normalize_lang(lang).split("_")[0], lang_script(lang)
@@ -125,10 +129,8 @@ def operating_points(scores: np.ndarray, correct: np.ndarray, n_gold: int) -> di
 def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lang: str, tgt_lang: str,
               k: int = 4, data: dict, seed: int = 0) -> dict[str, Any]:
     """The calibration record of the space (encoder, projection) measured on `pairs`."""
-    from xmine.encoders import load_encoder
     from xmine.mining.knn import exact_knn_both
     from xmine.mining.select import MiningConfig, select_pairs
-    from xmine.projection import choose_projection, resolve_projection
 
     src, tgt, gold = split_set(pairs, seed)
     model = load_encoder(encoder)
@@ -168,8 +170,6 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
 def read_calibration(path: str | Path, *, encoder_name: str | None, projection_dir) -> SpaceDefaults:
     """The values of a record `xmine calibrate` wrote, for mining in the space (encoder_name,
     projection_dir); InputError naming the file when it is no record or belongs to another space."""
-    import json
-
     path = Path(path)
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
@@ -180,8 +180,6 @@ def read_calibration(path: str | Path, *, encoder_name: str | None, projection_d
     space = record["space"]
     weights = None
     if projection_dir is not None:
-        from xmine.projection import read_projection_json
-
         weights = read_projection_json(projection_dir, "config.json").get("weights_sha256")
     if space.get("encoder") != encoder_name or space.get("projection_weights_sha256") != weights:
         made = f"{space.get('encoder')} with " + ("projection " + str(space.get("projection")) if
@@ -216,10 +214,6 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
     Translations are hidden among distractors (a fifth of the pairs are the gold; FLORES-200
     devtest for the language pair, or --gold), mined exactly, and the thresholds read off the
     precision and recall of what was mined. Pass the record to `xmine mine --calibration`."""
-    from xmine.encoders import DEFAULT_ENCODER
-    from xmine.outputs import claim_output
-    from xmine.paths import resolve_data_dir
-
     encoder = encoder or DEFAULT_ENCODER
     if gold is not None:
         pairs, data = read_aligned(*gold), {"source": "gold pairs", "files": [str(p) for p in gold]}

@@ -31,8 +31,11 @@ from typing import Sequence
 
 import numpy as np
 
+from xmine.dedup import first_occurrences
 from xmine.errors import ConfigError
+from xmine.langs import normalize_lang
 from xmine.mining.filters import normalise
+from xmine.mining.langid import accepts, identify, supported_languages
 
 #: Step names in the order they run.
 STEPS = ("no_letters", "near_duplicates", "copies")
@@ -84,8 +87,6 @@ def text_keys(texts: Sequence[str]) -> np.ndarray:
 
 
 def _within_side(texts: Sequence[str], keys: np.ndarray, steps) -> SideClean:
-    from xmine.dedup import first_occurrences
-
     n = len(keys)
     keep = np.ones(n, dtype=bool)
     removed = {}
@@ -108,9 +109,6 @@ def _within_side(texts: Sequence[str], keys: np.ndarray, steps) -> SideClean:
 def _copies(src_texts, tgt_texts, src_keys, tgt_keys, src: SideClean, tgt: SideClean, langs, lid: str,
             min_confidence: float) -> dict:
     """Decide each text searched on both sides; update the keep masks; what the summary records."""
-    from xmine.langs import normalize_lang
-    from xmine.mining.langid import accepts, identify, supported_languages
-
     src.removed["copies"] = tgt.removed["copies"] = 0
     sk, tk = src_keys[src.keep], tgt_keys[tgt.keep]
     shared, s_first, _ = np.intersect1d(sk, tk, assume_unique=False, return_indices=True)

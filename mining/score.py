@@ -33,12 +33,19 @@ import numpy as np
 
 from xmine.artefacts import provenance
 from xmine.errors import InputError
-from xmine.mining.approximate import ApproximateConfig
+from xmine.input_encoders import Encoders
+from xmine.inputs import check_compatible, load_side
+from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.bitext import Bitext
-from xmine.mining.filters import RULES as FILTER_RULES
+from xmine.mining.filters import RULES as FILTER_RULES, apply_pair_filters
 from xmine.mining.filters import PairFilterConfig
-from xmine.mining.score_output import DROP_RULES, PairScores
+from xmine.mining.margin import margin_score
+from xmine.mining.rescore import exact_dot
+from xmine.mining.score_output import DROP_RULES, PairScores, resolve_score_format, write_scored
 from xmine.mining.select import MiningConfig
+from xmine.mining.writers import tsv_field
+from xmine.outputs import claim_output
+from xmine.records import to_json
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +57,6 @@ _CHUNK = 65_536
 def write_sides(bitext: Bitext, work: Path) -> tuple[Path, Path, int]:
     """Each side one sentence a line, pair i on line i (an empty text stays an empty line, which the
     store skips): the corpora the sides are embedded from. Returns the two files and the pair count."""
-    from xmine.mining.writers import tsv_field
-
     work.mkdir(parents=True, exist_ok=True)
     paths = work / "src.txt", work / "tgt.txt"
     n = 0
@@ -80,8 +85,6 @@ def _neighbour_means(queries, base, config: MiningConfig, *, approximate: Approx
     from xmine.mining.select import _masked_mean
 
     if approximate is not None:
-        from xmine.mining.approximate import approximate_knn_both
-
         fs, fi, bs, bi = approximate_knn_both(queries, base, config.k, config=approximate, work_dir=work / "ann",
                                               key=key, show_progress=show_progress)
     else:
@@ -100,10 +103,7 @@ def score_pairs(sx, sy, n: int, *, langs, config: MiningConfig, filters: PairFil
     `write_sides`' files). `corpora`: Sides whose rows form the neighbourhoods of the targets
     (source-language corpus) and of the sources (target-language corpus); None: the bitext's own."""
     from xmine.mining.filter_step import SideTexts
-    from xmine.mining.filters import apply_pair_filters
-    from xmine.mining.margin import margin_score
     from xmine.mining.mineable import Mineable
-    from xmine.mining.rescore import exact_dot
 
     plain = MiningConfig()  # distinct sentences, no length bounds: every row has a representative
     mx, my = Mineable(sx, plain, role="src"), Mineable(sy, plain, role="tgt")
@@ -183,11 +183,7 @@ def score_bitext(
     write only the kept pairs. `output_format`: tsv, csv, jsonl or parquet (None: by the name
     of `out`). `out` is claimed as `mine` claims its output (`xmine.outputs.claim_output`).
     """
-    from xmine.input_encoders import Encoders
-    from xmine.inputs import check_compatible, load_side
     from xmine.mining.pipeline import _threshold
-    from xmine.mining.score_output import resolve_score_format, write_scored
-    from xmine.outputs import claim_output
 
     out = Path(out)
     fmt = resolve_score_format(out, output_format)
@@ -250,8 +246,6 @@ def score_bitext(
 
 
 def _json(value):
-    from xmine.records import to_json
-
     return to_json(value)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from xmine.encoders.options import precision_option
-from xmine.mining.bitext import BITEXT_FORMATS
+from xmine.mining.bitext import BITEXT_FORMATS, Bitext, BitextFormat, parse_pairs_argument
 from xmine.mining.cli import ThresholdType
 from xmine.mining.cli_options import pair_filter_options
 from xmine.mining.margin import MARGINS
@@ -83,7 +83,6 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
     by default), or one of mine's pair filters (identical, score_max, script, urls, numbers,
     length_ratio, language). An interrupted run resumes from OUT.work/.
     """
-    from xmine.mining.bitext import Bitext, BitextFormat, parse_pairs_argument
     from xmine.mining.score import score_bitext
     from xmine.mining.select import MiningConfig
 

@@ -22,6 +22,8 @@ import numpy as np
 
 from xmine.errors import ConfigError, InputError
 from xmine.mining.filters import RULES as FILTER_RULES
+from xmine.mining.writers import tsv_field
+from xmine.reader_base import stem_suffix
 
 #: rule names of a dropped pair: its code in `PairScores.rule` is the index here
 DROP_RULES = ("empty", "threshold") + FILTER_RULES
@@ -57,7 +59,6 @@ def resolve_score_format(out: str | Path, fmt: str | None) -> str:
         if fmt not in SCORE_FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(SCORE_FORMATS)}, not {fmt!r}")
         return fmt
-    from xmine.reader_base import stem_suffix
 
     suffix = stem_suffix(Path(out))
     return {".csv": "csv", ".jsonl": "jsonl", ".parquet": "parquet", ".pq": "parquet"}.get(suffix, "tsv")
@@ -100,8 +101,6 @@ def _scored_rows(bitext, scores, *, kept_only: bool, as_dict: bool):
 
 def write_scored(claim, fmt: str, bitext, scores, *, kept_only: bool = False) -> int:
     """Write the scored bitext to the claimed output (atomically); returns the rows written."""
-    from xmine.mining.writers import tsv_field
-
     written = 0
     header = None
     if fmt in ("tsv", "csv"):

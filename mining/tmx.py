@@ -17,14 +17,13 @@ from typing import IO, Iterable, Sequence
 from xml.sax.saxutils import escape, quoteattr
 
 from xmine import __version__
+from xmine.langs import iso1_code, normalize_lang
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def tmx_lang(lang: str) -> str:
     """The BCP 47 tag of a language code (deu, de-DE, deu_Latn -> de; ace -> ace)."""
-    from xmine.langs import iso1_code, normalize_lang
-
     return iso1_code(lang) or normalize_lang(lang)
 
 

@@ -42,6 +42,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from xmine.errors import ConfigError
+from xmine.mining.tmx import tmx_lang, tmx_props, write_tmx
 
 OUTPUT_FORMATS = ("tsv", "moses", "jsonl", "parquet", "hf", "tmx")
 # Pairs per Parquet row group / batch: bounded memory whatever the number of pairs.
@@ -100,8 +101,6 @@ COMPANIONS = (".src", ".tgt")
 def moses_suffixes(src_lang: str | None, tgt_lang: str | None) -> tuple[str, str]:
     """The suffixes of the Moses files: `.de`, `.en` by language (ISO 639-1 where the language has
     one, else ISO 639-3), or `.src`, `.tgt` without both languages or for one language twice."""
-    from xmine.mining.tmx import tmx_lang
-
     ks, kt = translation_keys(src_lang, tgt_lang)
     if (ks, kt) == ("src", "tgt") or tmx_lang(ks) == tmx_lang(kt):
         return COMPANIONS
@@ -179,8 +178,6 @@ def _write_tsv(claim, rows: MinedRows, *, line_numbers: bool, fields: Sequence[P
 
 
 def _write_tmx(claim, rows: MinedRows, extra: Sequence[PairColumn]) -> None:
-    from xmine.mining.tmx import tmx_lang, tmx_props, write_tmx
-
     langs = [side.lang for side in (rows.sx, rows.sy)]
     if any(lang in (None, "und") for lang in langs):
         raise ConfigError("--format tmx needs the language of each side: give --src-lang and --tgt-lang")

@@ -6,6 +6,8 @@ folders: `xmine.mining` (mining/), `xmine.index` (index/), `xmine.disentangle` (
 and `xmine.benchmarks` (benchmarks/).
 """
 
+import importlib
+
 __version__ = "0.1.0"
 
 # The Python API (mining/api.py, docs/api.md) by name, imported on first use (as xmine/cli.py
@@ -15,8 +17,6 @@ _API = {"mine": "xmine.mining.api", "score": "xmine.mining.api", "embed": "xmine
 
 def __getattr__(name: str):
     if name in _API:
-        import importlib
-
         return getattr(importlib.import_module(_API[name]), name)
     raise AttributeError(f"module 'xmine' has no attribute {name!r}")
 

@@ -19,6 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import numpy
+
 from xmine import __version__
 from xmine.errors import ConfigError, OutputError
 from xmine.fileio import DIR_MODE, MANIFEST, sha256_file, swap_in_dir
@@ -142,8 +144,6 @@ def git_commit() -> str | None:
 
 def provenance(**parameters: Any) -> dict[str, Any]:
     """What made an artefact: versions, commit, date, host, and the given parameters."""
-    import numpy
-
     libs = {"numpy": numpy.__version__}
     for name in ("torch", "faiss", "sentence_transformers", "transformers"):
         mod = __import__("sys").modules.get(name)

@@ -3,15 +3,29 @@
 from __future__ import annotations
 
 import contextlib
+import platform
 import tempfile
+import time
 
 import click
 
 from xmine.cluster import ray_option
 from xmine.corpus import DEFAULT_MAX_CHARS
+from xmine.embed_cache import cache_file_info, cache_files, max_cache_mb, remove_cache_file
+from xmine.encoders import cpu_bf16_flag, list_encoders, load_encoder
+from xmine.encoders.external import ExternalEmbeddings
+from xmine.encoders.loader import load_encoder_now
+from xmine.encoders.runtime import openvino_installed, runtime_for_artefact, x86_cpu
+from xmine.encoders.suitability import suitability
 from xmine.errors import ConfigError
 from xmine.encoders.options import precision_option
+from xmine.input_artefacts import artefact_encoder, artefact_projection
 from xmine.options import LANG, input_format_options
+from xmine.paths import xmine_home
+from xmine.projection import choose_projection
+from xmine.stdin import is_stdin, spool_stdin
+from xmine.store import embed_corpus
+from xmine.verify import verify_artefact
 
 
 @click.command("encoders")
@@ -27,12 +41,7 @@ def encoders(check_name, precision) -> None:
     Besides these names, --encoder accepts any sentence-transformers model name or local path.
     With --check NAME: measure whether that encoder aligns translations.
     """
-    from xmine.encoders import list_encoders
-
     if check_name is not None:
-        from xmine.encoders.loader import load_encoder_now
-        from xmine.encoders.suitability import suitability
-
         verdict = suitability(load_encoder_now(check_name, precision=precision, check=False), fresh=True)
         if verdict.suitable:
             click.echo(verdict.describe())
@@ -58,10 +67,6 @@ def encoders(check_name, precision) -> None:
 
 def describe_auto_runtime() -> str:
     """One line: what --runtime auto means for transformer encoders on this machine's CPU, and why."""
-    import platform
-
-    from xmine.encoders.runtime import x86_cpu, openvino_installed
-
     if not x86_cpu():
         return f"--runtime auto on this CPU: torch (OpenVINO is used on x86 CPUs; this is {platform.machine()})"
     if not openvino_installed():
@@ -71,8 +76,6 @@ def describe_auto_runtime() -> str:
 
 def describe_auto_precision() -> str:
     """One line: what --precision auto means on this machine, and why."""
-    from xmine.encoders import cpu_bf16_flag
-
     flag = cpu_bf16_flag()
     line = ("--precision auto on this CPU: " + (f"bf16 (native bf16: {flag} in /proc/cpuinfo)" if flag else
                                                  "fp32 (no avx512_bf16/amx_bf16 in /proc/cpuinfo)"))
@@ -148,16 +151,8 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     Example:
       xmine embed news.de.txt.gz --lang de -o stores/news.de
     """
-    from xmine.encoders import load_encoder
-    from xmine.input_artefacts import artefact_projection
-    from xmine.projection import choose_projection
-    from xmine.store import embed_corpus
-
     # A finished store is returned as it is, so by default it is asked for at its own precision,
     # and with the projection it was made with.
-    from xmine.encoders.runtime import runtime_for_artefact
-    from xmine.input_artefacts import artefact_encoder
-
     finished = artefact_encoder([out_dir])
     if embeddings_file is not None:
         encoder = external_embeddings(embeddings_file, encoder_name=encoder_name_given, dim=dim,
@@ -172,7 +167,6 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
                                lazy=ray_address is not None)
     choice = choose_projection(projection, encoder_name=encoder_name, encoder_fp=encoder.fingerprint,
                                artefact_projection=artefact_projection([out_dir]) if finished else (False, None))
-    from xmine.stdin import is_stdin, spool_stdin
 
     # Standard input is copied first: a corpus is read twice (checked, then embedded).
     spooled = tempfile.TemporaryDirectory(prefix="xmine-stdin-") if is_stdin(corpus) else contextlib.nullcontext()
@@ -201,8 +195,6 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
 
 def external_embeddings(path: str, *, encoder_name: str | None, dim: int | None, column: str | None):
     """`embed --embeddings`: the file opened as an `ExternalEmbeddings`, its options checked."""
-    from xmine.encoders.external import ExternalEmbeddings
-
     if not encoder_name:
         raise ConfigError("--embeddings needs --encoder-name: the name of the encoder that made them (laser2, ...)")
     return ExternalEmbeddings(path, name=encoder_name, dim=dim, column=column)
@@ -221,10 +213,6 @@ def verify(paths) -> None:
     Opening an artefact checks small ones (up to 64 MiB) completely, and large ones file by file as
     they are first read; `verify` reads every byte now.
     """
-    import time
-
-    from xmine.verify import verify_artefact
-
     for path in paths:
         t0 = time.perf_counter()
         kind, nbytes, detail = verify_artefact(path)
@@ -245,9 +233,6 @@ def cache() -> None:
 @cache.command("info")
 def cache_info() -> None:
     """List the cache files: encoder, sentences held, size on disk, and the bound."""
-    from xmine.embed_cache import cache_file_info, cache_files, max_cache_mb
-    from xmine.paths import xmine_home
-
     found = [(f, *cache_file_info(f)) for f in cache_files()]
     click.echo(f"{xmine_home() / 'embeddings'}: {sum(i is not None for _, i, _ in found)} cache file(s), bound "
                f"{max_cache_mb():.0f} MB of vectors each (XMINE_CACHE_MAX_MB)")
@@ -265,8 +250,6 @@ def cache_info() -> None:
 def cache_clear(encoder_name, yes) -> None:
     """Delete cache files (the embeddings are recomputed when next needed). Only files that are
     provably xmine's cache are deleted; any other file there is named and left alone."""
-    from xmine.embed_cache import cache_file_info, cache_files, remove_cache_file
-
     found = [(f, *cache_file_info(f)) for f in cache_files()]
     for f, i, why in found:
         if i is None:

@@ -18,6 +18,8 @@ import io
 from pathlib import Path
 from typing import Iterator
 
+from xmine.compression import open_binary, read_errors
+from xmine.corpus import iter_lines
 from xmine.errors import InputError
 
 DELIMITED_FORMATS = ("tsv", "csv")
@@ -29,15 +31,12 @@ def delimited_rows(path: str | Path, fmt: str) -> Iterator[tuple[int, list[str]]
     """(line the record starts on, its fields) of every non-blank record of a TSV or CSV file."""
     path = Path(path)
     if fmt == "tsv":
-        from xmine.corpus import iter_lines
-
         for number, line in iter_lines(path, keep_tabs=True):
             if line.strip():
                 yield number, line.split("\t")
         return
     if fmt != "csv":
         raise ValueError(f"fmt must be one of {DELIMITED_FORMATS}, not {fmt!r}")
-    from xmine.compression import open_binary, read_errors
 
     csv.field_size_limit(_FIELD_LIMIT)
     with open_binary(path) as raw:

@@ -9,11 +9,14 @@ imports nothing of xmine but its errors, so any module may use it.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import errno
 import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Collection, Iterable, Iterator
@@ -80,10 +83,6 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 
 def _renameat2_exchange(a: Path, b: Path) -> bool:
     """Swap two paths in one step (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
-    import ctypes
-    import ctypes.util
-    import sys
-
     if not sys.platform.startswith("linux"):
         return False
     try:

@@ -10,16 +10,16 @@ from typing import Any
 
 from xmine.errors import ArtefactError, InputError
 from xmine.fileio import MANIFEST, load_manifest
+from xmine.output_state import dir_kind
+from xmine.reader_base import is_dataset_dir
 from xmine.records import EncoderFingerprint, ProjectionFingerprint, read_field
+from xmine.stdin import is_stdin
 
 
 def artefact_kind(path: str | Path, input_format: Any = None) -> str:
     """"text" for a corpus (a file, a Hugging Face dataset folder, or with `--input-format hf` a
     folder of data files: `xmine.readers`), else the `kind` in the directory's manifest
     ("embedding-store", "index")."""
-    from xmine.reader_base import is_dataset_dir
-    from xmine.stdin import is_stdin
-
     if is_stdin(path):  # standard input, copied into a work directory when read (xmine.stdin)
         return "text"
     p = Path(path)
@@ -29,8 +29,6 @@ def artefact_kind(path: str | Path, input_format: Any = None) -> str:
     if p.is_dir():
         m = p / MANIFEST
         if not m.is_file():
-            from xmine.output_state import dir_kind
-
             kind, _ = dir_kind(p)
             if kind is not None or (p / "progress.json").is_file():
                 what = (kind or "embedding-store").replace("-", " ")

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from xmine.encoders import DEFAULT_ENCODER, DEFAULT_PRECISION, check_same_encoder, encoder_precision, load_encoder
 from xmine.encoders.external import EXTERNAL_ID_PREFIX
+from xmine.encoders.runtime import runtime_for_artefact
 from xmine.errors import ConfigError, EncoderMismatchError
 from xmine.input_artefacts import artefact_encoder, artefact_projection
+from xmine.langs import same_language
 from xmine.projection import choose_projection, resolve_projection
 from xmine.records import EncoderFingerprint, ProjectionFingerprint
 
@@ -48,8 +51,6 @@ class Encoders:
     def choice(self):
         """The resolved `ProjectionChoice` (path or raw, and why)."""
         if self._choice is None:
-            from xmine.encoders import DEFAULT_ENCODER
-
             self._choice = choose_projection(
                 self.projection_spec, encoder_name=self.encoder_name or DEFAULT_ENCODER,
                 encoder_fp=lambda: self.encoder.fingerprint(), artefact_projection=self._artefact)
@@ -58,9 +59,6 @@ class Encoders:
     @property
     def encoder(self):
         if self._encoder is None:
-            from xmine.encoders import DEFAULT_ENCODER, DEFAULT_PRECISION, load_encoder
-            from xmine.encoders.runtime import runtime_for_artefact
-
             made = self._artefact_encoder
             name = self.encoder_name or DEFAULT_ENCODER
             if made is not None and made.name == name and made.id.startswith(EXTERNAL_ID_PREFIX):
@@ -90,8 +88,6 @@ class Encoders:
     def check_artefact_encoder(self, fp: EncoderFingerprint, *, what: str) -> None:
         """Refuse an artefact of another encoder than the one named (or the projection's), or of
         another precision than the one asked for."""
-        from xmine.encoders import check_same_encoder, encoder_precision
-
         if self.encoder_name is not None and self.encoder_name != fp.name:
             made = self._artefact_encoder  # embeddings made elsewhere: compared as recorded, nothing to load
             external = made is not None and made.name == self.encoder_name and made.id.startswith(EXTERNAL_ID_PREFIX)
@@ -109,7 +105,5 @@ class Encoders:
 def check_lang(given: str | None, recorded: str | None, what: str) -> None:
     """Refuse a language that differs from the artefact's; codes compare as one language in any
     form, keeping the script (de = deu = deu_Latn = de-DE; zho_Hans != zho_Hant: xmine.langs)."""
-    from xmine.langs import same_language
-
     if given and recorded and not same_language(given, recorded):
         raise ConfigError(f"{what} holds language {recorded!r}, but --lang/--*-lang says {given!r}")

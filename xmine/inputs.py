@@ -32,14 +32,19 @@ import numpy as np
 
 from xmine.artefacts import open_artefact
 from xmine.dedup import first_occurrences, normalise_whitespace
+from xmine.encoders import check_same_encoder
 from xmine.errors import ConfigError, EncoderMismatchError, InputError
 from xmine.fileio import atomic_path, atomic_write_json
 from xmine.input_artefacts import artefact_kind, manifest_hash
 from xmine.input_encoders import Encoders, check_lang, check_same_projection
 from xmine.projection import ProjectionLike
 from xmine.records import EncoderFingerprint, ProjectionFingerprint, to_json
+from xmine.sentences import sentence_splitter
+from xmine.stdin import is_stdin, spool_stdin
+from xmine.store import EmbeddingStore
 from xmine.store.rows import ShardRows
 from xmine.store.text import RowIndex, TextColumn
+from xmine.store.writer import UNDETERMINED, embed_corpus
 
 
 @dataclass(kw_only=True)
@@ -130,9 +135,6 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         work_dir = tmp.name
     work = Path(work_dir) if work_dir is not None else None
     if kind == "text":
-        from xmine.stdin import is_stdin, spool_stdin
-        from xmine.store.writer import UNDETERMINED, embed_corpus
-
         store = embed_corpus(spool_stdin(work) if is_stdin(path) else path, work / "store", encoder=encoders.encoder, lang=lang or UNDETERMINED,
                              projection=proj, part="meaning", show_progress=show_progress, overwrite=rebuild,
                              input_format=input_format)
@@ -140,8 +142,6 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         side._tmp = tmp
         return side
     if kind == "embedding-store":
-        from xmine.store import EmbeddingStore
-
         store = EmbeddingStore.open(path)
         what = f"embedding store {path}"
         encoders.check_artefact_encoder(store.manifest.encoder, what=what)
@@ -223,8 +223,6 @@ def _store_side(store, path: Path, lang: str | None, kind: str, *, fingerprint: 
 
 def check_compatible(a: Side, b: Side) -> None:
     """Both sides must live in the same space (same encoder, same projection, same part)."""
-    from xmine.encoders import check_same_encoder
-
     check_same_encoder(a.encoder, b.encoder, what=f"{a.path} (vs {b.path})")
     check_same_projection(a.projection, b.projection, what=f"{a.path} (vs {b.path})")
     if a.part != b.part:
@@ -234,8 +232,6 @@ def check_compatible(a: Side, b: Side) -> None:
 def check_split_languages(sides: Sequence[tuple[Any, str | None, str]], input_format: Any) -> None:
     """Before a command writes anything: every corpus side (path, lang, its option) that will be
     split has a language and the splitter can be loaded; stores and indexes are not split."""
-    from xmine.sentences import sentence_splitter
-
     for path, lang, option in sides:
         if artefact_kind(path, input_format) == "text":
             sentence_splitter(lang, what=str(path), option=option)

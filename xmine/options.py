@@ -12,6 +12,10 @@ import math
 
 import click
 
+from xmine.langs import is_known_lang
+
+from xmine.reader_base import FORMATS, InputFormat
+
 
 class FiniteFloat(click.FloatRange):
     """A finite float, optionally within [min, max] (or open bounds); NaN and +-inf are refused."""
@@ -41,8 +45,6 @@ class LangCode(click.ParamType):
     name = "lang"
 
     def convert(self, value, param, ctx):
-        from xmine.langs import is_known_lang
-
         if not isinstance(value, str) or not is_known_lang(value):
             self.fail(f"{value!r} is not a known language code (ISO 639-1 such as de, ISO 639-3 such as "
                       "deu, optionally with script or region: deu_Latn, zh-Hant, de-DE)", param, ctx)
@@ -61,7 +63,6 @@ def input_format_options(f=None, *, per_side: bool = False):
     for its side; `input_format` is then a (source, target) pair of InputFormats."""
     if f is None:
         return functools.partial(input_format_options, per_side=per_side)
-    from xmine.reader_base import FORMATS
 
     @click.option("--input-format", type=click.Choice(("auto",) + FORMATS), default="auto", show_default=True,
                   help="How to read a corpus: auto = by extension (.jsonl/.ndjson/.json: jsonl; .parquet: parquet; "
@@ -89,8 +90,6 @@ def input_format_options(f=None, *, per_side: bool = False):
                        "index in the record; mined outputs carry both.")
     @functools.wraps(f)
     def wrapper(*args, input_format, text_field, id_field, header, hf_split, split_sentences, **kwargs):
-        from xmine.reader_base import InputFormat
-
         given = {"--text-field": text_field, "--id-field": id_field, "--header": header, "--split": hf_split}
         shared = dict(format=input_format, text_field="text" if text_field is None else text_field, id_field=id_field,
                       header=header, split=hf_split, split_sentences=split_sentences,

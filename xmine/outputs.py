@@ -33,6 +33,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+import tempfile
 from typing import Any, Iterable, Iterator
 
 from xmine.errors import OutputError
@@ -134,8 +135,6 @@ class Claim:
     def atomic_dir(self) -> Iterator[Path]:
         """A temporary directory (a dataset folder) that `finish()` renames onto the output; a
         finished result being replaced stays whole until then."""
-        import tempfile
-
         self.mark_unfinished(self.path.name)
         tmp = Path(tempfile.mkdtemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp"))
         try:
@@ -216,8 +215,6 @@ def _swap_in(tmp: Path, target: Path) -> None:
 
 def _staging_path(target: Path) -> Path:
     """A new hidden temporary beside `target`, named as `atomic_path` names its temporaries."""
-    import tempfile
-
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}.", suffix=f".tmp{target.suffix}")
     os.close(fd)
     return Path(tmp)

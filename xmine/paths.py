@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from platformdirs import user_cache_dir
+
 from xmine.errors import DataNotFoundError
 
 # The checkout's root (the folder holding pyproject.toml), for the default data folder.
@@ -23,8 +25,6 @@ def xmine_home() -> Path:
     if env:
         home = Path(env).expanduser()
     else:
-        from platformdirs import user_cache_dir
-
         home = Path(user_cache_dir("xmine"))
     home.mkdir(parents=True, exist_ok=True)
     return home

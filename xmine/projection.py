@@ -42,7 +42,8 @@ import numpy as np
 
 from xmine.artefacts import open_artefact
 from xmine.calibration import SpaceDefaults, parse_defaults
-from xmine.errors import ArtefactError, ConfigError, InputError
+from xmine.encoders import check_projection_encoder
+from xmine.errors import ArtefactError, ConfigError, EncoderMismatchError, InputError
 from xmine.fileio import MANIFEST, VerifiedFiles, check_names, read_manifest
 from xmine.records import FileRecord, ProjectionFingerprint, read_field
 
@@ -168,9 +169,6 @@ def read_shipped_json(directory: str | Path) -> dict[str, Any]:
 def _takes(trained: dict, actual: dict, *, what: str) -> bool:
     """Whether a projection trained on `trained` applies to `actual`'s embeddings: the encoders'
     one rule (`check_projection_encoder`: the same weights and prefix, at any precision)."""
-    from xmine.encoders import check_projection_encoder
-    from xmine.errors import EncoderMismatchError
-
     try:
         check_projection_encoder(trained, actual, what=what)
     except EncoderMismatchError:

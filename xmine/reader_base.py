@@ -11,6 +11,8 @@ from typing import Any, Callable, Iterator
 
 from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats
 from xmine.errors import ConfigError, InputError
+from xmine.fileio import sha256_file
+from xmine.output_state import tree_record
 
 FORMATS = ("text", "jsonl", "parquet", "hf", "csv", "tsv")
 _COMPRESSED = (".gz", ".xz", ".zst", ".zstd", ".bz2")
@@ -60,9 +62,6 @@ def is_dataset_dir(path: str | Path) -> bool:
 
 def size_and_sha256(path: Path) -> tuple[int, str]:
     """(bytes, sha256) of a file, or of a folder over its files' names and sha256."""
-    from xmine.fileio import sha256_file
-    from xmine.output_state import tree_record
-
     if path.is_dir():
         tree = tree_record(path)
         return tree["bytes"], tree["sha256"]

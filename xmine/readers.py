@@ -33,6 +33,7 @@ id and its own 1-based index in the record.
 
 from __future__ import annotations
 
+from contextlib import closing
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -40,7 +41,9 @@ from typing import Any, Iterator
 
 from xmine.compression import count_lines
 from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats, iter_corpus, iter_lines
+from xmine.delimited import column_index, delimited_rows, field_of
 from xmine.errors import InputError
+from xmine.fileio import sha256_file
 from xmine.reader_base import CorpusReader, InputFormat, is_dataset_dir, stem_suffix, text_of
 from xmine.stdin import STDIN
 from xmine.table_readers import DatasetReader, ParquetReader
@@ -78,8 +81,6 @@ class TextReader(CorpusReader):
         self.count = count_lines(self.path)  # validates missing / empty; lines are checked as read
 
     def identity(self) -> dict[str, Any]:
-        from xmine.fileio import sha256_file
-
         return {"path": str(self.path.resolve()), "size": self.path.stat().st_size,
                 "sha256": sha256_file(self.path), "lines": self.count}
 
@@ -114,8 +115,6 @@ class JsonlReader(CorpusReader):
 def jsonl_records(path: Path, *, blank: bool = False) -> Iterator[tuple[int, Any]]:
     """(line number, parsed value) of every non-blank line of a JSON Lines file; invalid JSON is an
     InputError naming the line. `blank`: a blank line is (line number, None) too."""
-    from contextlib import closing
-
     with closing(iter_lines(path)) as lines:
         for number, line in lines:
             if not line.strip():
@@ -142,10 +141,6 @@ class DelimitedReader(CorpusReader):
         return self.spec.header if self.spec.header is not None else self.format == "csv"
 
     def records(self) -> Iterator[tuple[int, str, str | None]]:
-        from contextlib import closing
-
-        from xmine.delimited import column_index, delimited_rows, field_of
-
         with closing(delimited_rows(self.path, self.format)) as rows:
             names = None
             if self.has_header():

@@ -17,8 +17,11 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from xmine.delimited import delimited_rows
 from xmine.errors import ConfigError, InputError
+from xmine.input_artefacts import artefact_kind
 from xmine.reader_base import MISSING, InputFormat, field_at
+from xmine.readers import detect_format, jsonl_records, open_corpus
 
 #: formats whose records have fields (a text file's lines have none)
 FIELD_FORMATS = ("jsonl", "parquet", "hf", "csv", "tsv")
@@ -27,9 +30,6 @@ FIELD_FORMATS = ("jsonl", "parquet", "hf", "csv", "tsv")
 def check_fields_readable(path: str | Path, spec: InputFormat | None, names: Sequence[str], *, option: str) -> None:
     """Refuse `--keep-field` for an input whose records have no fields, or whose first record lacks
     one of `names` (before anything is written)."""
-    from xmine.input_artefacts import artefact_kind
-    from xmine.readers import detect_format
-
     path = Path(path)
     if artefact_kind(path, spec) != "text":
         raise ConfigError(f"{option}: {path} is an xmine artefact; the fields are read from a corpus: give the "
@@ -52,17 +52,11 @@ def _check_first(path: Path, record: dict, number: int, names: Sequence[str], op
 
 def _records(path: Path, spec: InputFormat) -> Iterator[tuple[int, dict]]:
     """(record number, record as a dict) of every record, numbered as the corpus readers number them."""
-    from xmine.readers import open_corpus
-
     reader = open_corpus(path, spec, check=False)
     fmt = reader.format
     if fmt == "jsonl":
-        from xmine.readers import jsonl_records
-
         yield from jsonl_records(path)
     elif fmt in ("csv", "tsv"):
-        from xmine.delimited import delimited_rows
-
         with closing(delimited_rows(path, fmt)) as rows:
             names = None
             for number, fields in rows:

@@ -22,11 +22,13 @@ A splitter returns the sentences of one record, white space at their ends remove
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from xmine import __version__
 from xmine.errors import ConfigError
 from xmine.langs import iso1_code, normalize_lang
 
@@ -100,8 +102,6 @@ class SentenceSplitter:
 def sentence_splitter(lang: str | None, *, what: str = "the corpus", option: str = "--lang") -> SentenceSplitter:
     """The chosen splitter for `lang`; ConfigError (one line) when no language is given or the
     library is not installed."""
-    from importlib.metadata import PackageNotFoundError, version
-
 
     if not lang or lang == "und":
         raise ConfigError(f"{what}: --split-sentences needs the language of the text (its splitter depends on "
@@ -111,8 +111,6 @@ def sentence_splitter(lang: str | None, *, what: str = "the corpus", option: str
         log.warning("%s: no measured sentence splitter finds %s sentence boundaries (no sentence punctuation); "
                     "records are split only where they hold terminal punctuation", what, code)
     if splitter_name(code) == "terminal":
-        from xmine import __version__
-
         return SentenceSplitter(lang=code, library="terminal", version=__version__, _split=split_terminal)
     try:
         from sentencex import segment

@@ -9,6 +9,10 @@ import shutil
 import sys
 from pathlib import Path
 
+from xmine.errors import InputError
+
+from xmine.fileio import atomic_path
+
 STDIN = "-"
 
 
@@ -18,9 +22,6 @@ def is_stdin(path) -> bool:
 
 def spool_stdin(directory: str | Path, name: str = "stdin") -> Path:
     """Copy standard input into `directory/name` (replacing an earlier copy) and return that path."""
-    from xmine.errors import InputError
-    from xmine.fileio import atomic_path
-
     target = Path(directory) / name
     target.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(target) as tmp, open(tmp, "wb") as f:

@@ -30,6 +30,7 @@ import numpy as np
 
 from xmine.encoders.base import Encoder
 from xmine.errors import ConfigError, EncoderError, InputError
+from xmine.reader_base import is_dataset_dir, size_and_sha256
 
 #: the fingerprint id of external embeddings starts with this, then the user's encoder name
 EXTERNAL_ID_PREFIX = "external:"
@@ -136,8 +137,6 @@ def _vectors(column, path: Path, lo: int) -> np.ndarray:
 
 
 def _open_rows(path: Path, *, dim: int | None, dtype: str | None, column: str | None) -> _Rows:
-    from xmine.reader_base import is_dataset_dir
-
     if not path.exists():
         raise InputError(path, "no such file or directory")
     suffix = path.suffix.lower()
@@ -196,8 +195,6 @@ class ExternalEmbeddings(Encoder):
 
     def identity(self) -> dict[str, Any]:
         """What identifies the file (a store made from it records this; resume compares it)."""
-        from xmine.reader_base import size_and_sha256
-
         size, digest = size_and_sha256(self.path)
         return {"path": str(self.path.resolve()), "size": size, "sha256": digest, "rows": self._rows.count,
                 "by": "line" if self._by_line else "sentence"}

@@ -18,6 +18,9 @@ import numpy as np
 from xmine.encoders.base import ME5_DEFAULT_PREFIX, Encoder
 from xmine.encoders.loader import check_device, encoder_precision, load_encoder_now
 from xmine.encoders.me5 import me5_fingerprint
+from xmine.encoders.prompts import asked_prompt
+from xmine.encoders.runtime import encoder_runtime
+from xmine.encoders.transformer import pick_device
 
 
 class LazyEncoder(Encoder):
@@ -26,10 +29,6 @@ class LazyEncoder(Encoder):
     def __init__(self, name: str, *, device: str | None = None, prefix: str | None = None,
                  threads: int | None = None, precision: str = "auto", runtime: str | None = None,
                  prompt_name: str | None = None):
-        from xmine.encoders.prompts import asked_prompt
-        from xmine.encoders.runtime import encoder_runtime
-        from xmine.encoders.transformer import pick_device
-
         check_device(device)
         prefix, prompt_name = asked_prompt(prefix, prompt_name)  # the command line's, in this process
         self.name = name

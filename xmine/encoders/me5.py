@@ -6,6 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from xmine.encoders.base import ME5_DEFAULT_PREFIX, Encoder
+from xmine.encoders.batching import default_batching
+from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model, model_identity
+from xmine.encoders.ov_build import build_key
+from xmine.encoders.transformer import TokenBatchedEncoder, token_batched_fingerprint
+from xmine.errors import EncoderError
 
 
 def load_me5(*, device: str, prefix: str, precision: str, tokenizer=None) -> Encoder:
@@ -14,11 +19,6 @@ def load_me5(*, device: str, prefix: str, precision: str, tokenizer=None) -> Enc
     import torch
     import transformers
     from transformers import AutoModel, AutoTokenizer
-
-    from xmine.encoders.batching import default_batching
-    from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model
-    from xmine.encoders.transformer import TokenBatchedEncoder
-    from xmine.errors import EncoderError
 
     path, manifest = ensure_me5_model()
     fp = me5_fingerprint(prefix=prefix, precision=precision, manifest=manifest)
@@ -45,16 +45,12 @@ def load_me5(*, device: str, prefix: str, precision: str, tokenizer=None) -> Enc
 def me5_fingerprint(*, prefix: str = ME5_DEFAULT_PREFIX, precision: str,
                     manifest: dict[str, Any] | None = None, runtime: str = "torch") -> dict[str, Any]:
     """me5-small's fingerprint at `precision` and `runtime` (concrete) from its manifest, without loading the model."""
-    from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model
-    from xmine.encoders.transformer import token_batched_fingerprint
-
     if manifest is None:
         manifest = ensure_me5_model()[1]
     settings = dict(name="me5-small", dim=int(manifest["dim"]), identity=me5_identity(manifest), pooling="mean",
                     max_length=MAX_SEQ_LENGTH)
     build = None
     if runtime == "openvino":  # the converted model's build key, from what it is converted from
-        from xmine.encoders.ov_build import build_key
 
         weights = token_batched_fingerprint(**settings, prefix="", precision="fp32")["id"]
         build = build_key(weights_id=weights, precision=precision)
@@ -62,6 +58,4 @@ def me5_fingerprint(*, prefix: str = ME5_DEFAULT_PREFIX, precision: str,
 
 
 def me5_identity(manifest: dict[str, Any]) -> str:
-    from xmine.encoders.e5_q4 import model_identity
-
     return f"me5-small-q4:{model_identity(manifest)}"

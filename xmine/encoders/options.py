@@ -8,7 +8,8 @@ from typing import Callable
 import click
 
 from xmine.encoders.base import DEFAULT_PRECISION, PRECISIONS
-from xmine.encoders.runtime import RUNTIMES
+from xmine.encoders.prompts import set_requested_prompt
+from xmine.encoders.runtime import RUNTIMES, set_requested_runtime
 
 PRECISION_HELP = (
     "Precision of a transformer encoder: auto = bf16 on CPUs with native bf16 (avx512_bf16/amx_bf16 "
@@ -36,8 +37,6 @@ PROMPT_NAME_HELP = "A prompt of the model's config by name (its 'prompts', e.g. 
 
 
 def _remember_prompt(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    from xmine.encoders.prompts import set_requested_prompt
-
     ctx.meta[f"xmine.{param.name}"] = value
     prompt, name = ctx.meta.get("xmine.prompt"), ctx.meta.get("xmine.prompt_name")
     if prompt is not None and name is not None:
@@ -57,8 +56,6 @@ def prompt_options(f: Callable) -> Callable:
 
 
 def _remember_runtime(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    from xmine.encoders.runtime import set_requested_runtime
-
     set_requested_runtime(value)
     # Only for this command: a process that runs several (tests, a notebook) must not carry it on.
     ctx.call_on_close(lambda: set_requested_runtime(None))

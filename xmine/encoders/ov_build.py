@@ -32,6 +32,7 @@ import functools
 import hashlib
 import json
 import logging
+import time
 import warnings
 from pathlib import Path
 from typing import Any, Callable
@@ -39,6 +40,10 @@ from typing import Any, Callable
 import numpy as np
 
 from xmine.artefacts import provenance
+from xmine.encoders.e5_q4 import build_cached_model, models_dir
+from xmine.encoders.ov_int8 import calibration_recipe, quantize
+from xmine.encoders.precision import cpu_bf16_flag
+from xmine.encoders.probe import PROBE_SENTENCES
 from xmine.fileio import MANIFEST, sha256_file, write_manifest
 from xmine.errors import EncoderError
 
@@ -59,8 +64,6 @@ def ov_config(precision: str, threads: int) -> dict[str, Any]:
     else f32. Threads are not pinned to cores: OpenVINO pins each process's threads from the
     first core, so one-thread encoder actors on one machine (`embed --ray`) would share a core.
     """
-    from xmine.encoders.precision import cpu_bf16_flag
-
     hint = {"fp32": "f32", "bf16": "bf16"}.get(precision, "bf16" if cpu_bf16_flag() else "f32")
     return {"INFERENCE_PRECISION_HINT": hint, "INFERENCE_NUM_THREADS": int(threads), "NUM_STREAMS": 1,
             "PERFORMANCE_HINT": "LATENCY", "ENABLE_CPU_PINNING": False}
@@ -73,8 +76,6 @@ def model_source(*, weights_id: str, precision: str) -> dict[str, Any]:
     source = {"weights_id": weights_id, "precision": precision, "openvino": openvino.__version__,
               "recipe": OV_RECIPE}
     if precision == "int8":
-        from xmine.encoders.ov_int8 import calibration_recipe
-
         source["int8"] = calibration_recipe()
     return source
 
@@ -153,8 +154,6 @@ def ensure_openvino_model(*, stem: str, weights_id: str, precision: str, torch_f
     back as the encoder its probe check compiled, its `model_xml` pointed at the final folder (the
     files were only renamed).
     """
-    from xmine.encoders.e5_q4 import build_cached_model, models_dir
-
     source = model_source(weights_id=weights_id, precision=precision)
     target = models_dir() / f"{stem}-openvino-{source['precision']}-{source_key(source)}"
     make = functools.partial(make_encoder, build=source_key(source))
@@ -180,11 +179,7 @@ def ensure_openvino_model(*, stem: str, weights_id: str, precision: str, torch_f
 
 def _build(folder: Path, *, source, precision, torch_fp32, make_encoder) -> Any:
     """Convert, check and write the model into `folder` (see the module doc); the checked encoder."""
-    import time
-
     import openvino as ov
-
-    from xmine.encoders.probe import PROBE_SENTENCES
 
     steps: dict[str, float] = {}
     start = last = time.perf_counter()
@@ -204,8 +199,6 @@ def _build(folder: Path, *, source, precision, torch_fp32, make_encoder) -> Any:
     step("convert")
     calibration = None
     if precision == "int8":
-        from xmine.encoders.ov_int8 import quantize
-
         model, calibration = quantize(model, reference)
         step("quantize")
     folder.mkdir(parents=True)

@@ -17,8 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from xmine.encoders.base import note_once
 from xmine.encoders.batching import BatchingConfig, default_batching
-from xmine.encoders.transformer import TokenBatchedEncoder
+from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model
+from xmine.encoders.me5 import load_me5, me5_fingerprint, me5_identity
+from xmine.encoders.ov_build import ensure_openvino_model, ov_config
+from xmine.encoders.transformer import SentenceTransformerEncoder, TokenBatchedEncoder, torch_dtype
 from xmine.errors import EncoderError
 
 
@@ -30,8 +34,6 @@ class OpenVINOEncoder(TokenBatchedEncoder):
         """`build`: the converted model's `ov_build.source_key`, part of the fingerprint."""
         import openvino as ov
         import torch
-
-        from xmine.encoders.ov_build import ov_config
 
         self._settings(name=name, tokenizer=tokenizer, pooling=pooling, prefix=prefix, identity=identity, device="cpu",
                        batching=batching, precision=precision, runtime="openvino", dim=dim)
@@ -69,10 +71,6 @@ def load_me5_openvino(*, prefix: str, precision: str, threads: int | None) -> Op
     """
     from transformers import AutoTokenizer
 
-    from xmine.encoders.me5 import load_me5, me5_fingerprint, me5_identity
-    from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model
-    from xmine.encoders.ov_build import ensure_openvino_model
-
     path, manifest = ensure_me5_model()
     tokenizer = AutoTokenizer.from_pretrained(str(path))
     identity = me5_identity(manifest)
@@ -99,10 +97,6 @@ def openvino_from_torch(encoder, *, precision: str, threads: int | None, explici
     """The OpenVINO version of a torch fp32 `TokenBatchedEncoder` (any sentence-transformers model on
     the fast path). Pipelines off the fast path stay on torch under `--runtime auto` (said once)
     and are refused under an explicit `--runtime openvino`."""
-    from xmine.encoders.base import note_once
-    from xmine.encoders.ov_build import ensure_openvino_model
-    from xmine.encoders.transformer import torch_dtype
-
     if not isinstance(encoder, TokenBatchedEncoder):
         if explicit:
             raise EncoderError(f"{encoder.name}: --runtime openvino runs Transformer -> Pooling pipelines only; "
@@ -110,8 +104,6 @@ def openvino_from_torch(encoder, *, precision: str, threads: int | None, explici
         note_once(("ov-pipeline", encoder.name), "%s: its pipeline is not Transformer -> Pooling, so it runs on "
                    "torch (--runtime auto)", encoder.name)
         if precision != "fp32":
-            from xmine.encoders.transformer import SentenceTransformerEncoder
-
             return SentenceTransformerEncoder(name=encoder.name, model=encoder.model, prefix=encoder.prefix,
                                               identity=encoder._identity, precision=precision)
         return encoder

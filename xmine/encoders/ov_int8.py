@@ -18,12 +18,16 @@ recorded in the model's manifest.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import random
 from pathlib import Path
 from typing import Any
 
+from xmine.encoders.batching import token_batches
 from xmine.errors import EncoderError
+from xmine.fileio import sha256_file
+from xmine.paths import default_data_dir
 
 CALIBRATION_SENTENCES = 320
 CALIBRATION_SEED = 0
@@ -57,7 +61,6 @@ def calibration_files() -> list[Path]:
         if not path.is_file():
             raise EncoderError(f"${ENV}={env}: no such file (one calibration sentence per line)")
         return [path]
-    from xmine.paths import default_data_dir
 
     root = default_data_dir()
     folder = root / DEFAULT_SOURCE if root else None
@@ -71,8 +74,6 @@ def calibration_files() -> list[Path]:
 
 def draw_calibration() -> tuple[list[str], dict[str, Any]]:
     """The seeded draw of calibration sentences and a record of it (files with sha256, count, seed)."""
-    from xmine.fileio import sha256_file
-
     files = calibration_files()
     lines: list[str] = []
     for f in files:
@@ -93,10 +94,6 @@ def draw_calibration() -> tuple[list[str], dict[str, Any]]:
 def quantize(model, reference) -> tuple[Any, dict[str, Any]]:
     """(the int8 `openvino.Model` of the float `model`, the calibration record); `reference` is the
     torch encoder whose tokenizer, prefix and batching make the calibration passes."""
-    import logging
-
-    from xmine.encoders.batching import token_batches
-
     nncf = _nncf()
     sentences, record = draw_calibration()
     ids = reference.tokenizer([reference.prefix + s for s in sentences], truncation=True,

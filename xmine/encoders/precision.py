@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import logging
 from functools import lru_cache
+import platform
 from typing import Any
 
 from xmine.encoders.base import PRECISIONS, note_once
-from xmine.errors import EncoderMismatchError
+from xmine.errors import EncoderError, EncoderMismatchError
 from xmine.records import EncoderFingerprint
 
 log = logging.getLogger("xmine.encoders")  # (the package's logger: one name for every encoder message)
@@ -27,8 +28,6 @@ def cpu_bf16_flag() -> str | None:
     CPUs with and without bf16 instructions), and oneDNN runs bf16 even without them, emulated
     and slower than fp32. Where /proc/cpuinfo does not exist (macOS, Windows), None.
     """
-    import platform
-
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             text = f.read()
@@ -62,8 +61,6 @@ def resolve_precision(precision: str, device: str, *, encoder_name: str = "") ->
     it) is an EncoderError, never a silent change; bf16 on a CPU without native bf16 and fp16 on
     a CPU run (emulated) with a warning, since the user asked for them.
     """
-    from xmine.errors import EncoderError
-
     if precision not in PRECISIONS:
         raise EncoderError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
     kind = device.split(":", 1)[0]

@@ -16,6 +16,7 @@ import numpy as np
 
 from xmine.cluster import get, require_ray
 from xmine.encoders.base import Encoder
+from xmine.encoders.loader import load_worker_encoder
 from xmine.executor import OnRay, PoolActor
 
 #: Fewer sentences than this per actor are not worth a round trip: they go to fewer actors.
@@ -24,8 +25,6 @@ MIN_SLICE = 256
 
 def _encode_on_worker(**kwargs):
     """What each actor holds (`xmine.executor.PoolActor`): the driver's encoder, loaded there."""
-    from xmine.encoders.loader import load_worker_encoder
-
     encoder = load_worker_encoder(**kwargs)
     return lambda sentences, batch_size: encoder.encode(sentences, batch_size=batch_size)
 

@@ -21,6 +21,8 @@ import logging
 import platform
 from importlib.util import find_spec
 
+from xmine.encoders.base import note_once
+from xmine.errors import EncoderError
 from xmine.records import EncoderFingerprint
 
 log = logging.getLogger(__name__)
@@ -37,8 +39,6 @@ def set_requested_runtime(runtime: str | None) -> None:
     """Record the `--runtime` the user gave (None: not given) for `load_encoder(runtime=None)`."""
     global _requested
     if runtime is not None and runtime not in RUNTIMES:
-        from xmine.errors import EncoderError
-
         raise EncoderError(f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
     _requested = runtime
 
@@ -64,8 +64,6 @@ def openvino_installed() -> bool:
 
 def require_openvino():
     """The imported `openvino` module, or an EncoderError in one line saying how to get it."""
-    from xmine.errors import EncoderError
-
     try:
         import openvino
     except ImportError as e:
@@ -85,9 +83,6 @@ def encoder_runtime(name: str, runtime: str | None, precision: str, *, device: s
     An explicit runtime that cannot run here (openvino not installed, on a GPU, for use-m3, or
     at a precision it lacks; int8 asked of torch) is an EncoderError, never a silent change.
     """
-    from xmine.encoders.base import note_once
-    from xmine.errors import EncoderError
-
     runtime = _requested if runtime is None else runtime
     runtime = runtime or DEFAULT_RUNTIME
     if runtime not in RUNTIMES:

@@ -27,6 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from xmine.fileio import atomic_write_json
+
+from xmine.paths import xmine_home
+
 log = logging.getLogger("xmine.encoders")
 
 #: below this share of translations found, the encoder is warned about
@@ -107,8 +111,6 @@ def measure(encoder: Any) -> Suitability:
 
 
 def _cache_path(fingerprint: dict[str, Any]):
-    from xmine.paths import xmine_home
-
     _, digest = check_sentences()
     key = hashlib.sha256(f"{fingerprint['id']}|{fingerprint['dim']}|{digest}".encode()).hexdigest()[:24]
     return xmine_home() / "suitability" / f"{key}.json"
@@ -116,8 +118,6 @@ def _cache_path(fingerprint: dict[str, Any]):
 
 def suitability(encoder: Any, *, fresh: bool = False) -> Suitability:
     """The cached verdict on `encoder`, measured now when there is none (or `fresh`)."""
-    from xmine.fileio import atomic_write_json
-
     path = _cache_path(encoder.fingerprint())
     if not fresh and path.is_file():
         try:

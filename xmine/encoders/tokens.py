@@ -28,7 +28,13 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from xmine.artefacts import atomic_dir
+from xmine.corpus import DEFAULT_MAX_CHARS
+from xmine.embed_cache import EmbeddingCache, _key
+from xmine.encoders.batching import token_batches
 from xmine.errors import ArtefactError, EncoderError
+from xmine.fileio import atomic_write_json
+from xmine.paths import xmine_home
 
 Spans = Sequence[tuple[int, int]]
 
@@ -79,8 +85,6 @@ def encode_token_states(encoder, sentences: Sequence[str], *, mask_spans: Sequen
     """Yield `TokenWindow`s covering `sentences` (see the module doc); needs a `TokenBatchedEncoder`
     (run by torch or OpenVINO: both give the last hidden states)."""
     from tqdm.auto import tqdm
-
-    from xmine.encoders.batching import token_batches
 
     if not hasattr(encoder, "tokenizer") or not hasattr(encoder, "token_states"):
         raise EncoderError(f"encoder {encoder.name!r} has no token-level output (it is not a Hugging Face "
@@ -164,9 +168,6 @@ def share_sentence_vectors(encoder, sentences: Sequence[str], store: TokenStore)
     the same forward pass) into the per-sentence embedding cache, so methods on pooled vectors
     (DREAM, SEED ...) trained or evaluated on the same sentences encode nothing again. Only
     unmasked stores, and only sentences the cache would not truncate. Returns how many."""
-    from xmine.corpus import DEFAULT_MAX_CHARS
-    from xmine.embed_cache import EmbeddingCache, _key
-
     if store.manifest.get("masked") or len(sentences) != len(store):
         raise ValueError("share_sentence_vectors needs the unmasked store of exactly these sentences")
     keep = [i for i, s in enumerate(sentences) if len(s) <= DEFAULT_MAX_CHARS]
@@ -184,10 +185,6 @@ def build_token_store(encoder, sentences: Sequence[str], *, mask_spans: Sequence
                       keep_tokens: bool = True, show_progress: bool = False, desc: str = "token states",
                       root: Path | None = None) -> TokenStore:
     """The store of `sentences` (built once, then reused: keyed by encoder, sentences and masks)."""
-    from xmine.artefacts import atomic_dir
-    from xmine.fileio import atomic_write_json
-    from xmine.paths import xmine_home
-
     sentences = list(sentences)
     fp = encoder.fingerprint()
     key = _content_key(fp, sentences, mask_spans, keep_tokens)

@@ -19,7 +19,9 @@ instead, which keeps their pooling and normalisation in float32.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 from typing import Any, Sequence
 
 import numpy as np
@@ -27,6 +29,8 @@ import numpy as np
 from xmine.encoders.base import Encoder
 from xmine.encoders.batching import BatchingConfig, default_batching, token_batches
 from xmine.encoders.precision import with_precision
+from xmine.encoders.prompts import model_prompt
+from xmine.encoders.tokens import encode_token_states
 from xmine.errors import EncoderError
 
 #: torch dtype name of each lower precision
@@ -116,8 +120,6 @@ class TokenBatchedEncoder(Encoder):
                       show_progress: bool = False):
         """Token-level output: windows of per-sentence last hidden states (L x D, float16) and pooled
         vectors (not normalised); see `xmine.encoders.tokens.encode_token_states`."""
-        from xmine.encoders.tokens import encode_token_states
-
         return encode_token_states(self, sentences, mask_spans=mask_spans, keep_tokens=keep_tokens,
                                    show_progress=show_progress)
 
@@ -186,8 +188,6 @@ class SentenceTransformerEncoder(Encoder):
                               self.precision)
 
     def encode(self, sentences: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
-        import contextlib
-
         import torch
 
         if len(sentences) == 0:
@@ -230,8 +230,6 @@ def load_sentence_transformer(name: str, *, prefix: str | None, device: str | No
     """Any sentence-transformers model by hub name or local path, on the fast path when possible,
     with the prompt `xmine.encoders.prompts.model_prompt` chooses (its config's default when
     `prefix` and `prompt_name` are None)."""
-    import os
-
     from sentence_transformers import SentenceTransformer
 
     device = pick_device(device)
@@ -246,7 +244,6 @@ def load_sentence_transformer(name: str, *, prefix: str | None, device: str | No
                "folders load; pass a local model folder, or download it on a connected machine first."
                if offline else "Check the name, or pass the path of a local model folder.")
         ) from e
-    from xmine.encoders.prompts import model_prompt
 
     prefix = model_prompt(name, prompts=getattr(st, "prompts", None) or {},
                           default_name=getattr(st, "default_prompt_name", None), prefix=prefix, prompt_name=prompt_name)

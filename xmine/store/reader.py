@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from xmine.fileio import MANIFEST, check_names, read_manifest
+from xmine.fileio import MANIFEST, VerifiedFiles, check_names, read_manifest
 from xmine.errors import ArtefactError, ConfigError
 from xmine.records import FileRecord, StoreManifest
 from xmine.store.layout import (
@@ -59,8 +59,6 @@ class EmbeddingStore:
         """The manifest's sha256 sums; small stores are checked on open, large ones file by file
         on first read (see xmine.fileio.VerifiedFiles)."""
         if getattr(self, "_content_check", None) is None:
-            from xmine.fileio import VerifiedFiles
-
             files = {s.file: FileRecord(bytes=s.bytes, sha256=s.sha256) for s in self.manifest.shards}
             files.update(self.manifest.files)
             self._content_check = VerifiedFiles(self.directory, files, what="embedding store")

@@ -13,6 +13,7 @@ from typing import Any
 
 from xmine.errors import ArtefactError
 from xmine.fileio import atomic_write_json, check_names, inside, sha256_file
+from xmine.langs import same_language
 from xmine.records import EncoderFingerprint, ProjectionFingerprint, ShardRecord, read_field
 from xmine.store.directory import clear_dir, remove_temporaries
 from xmine.store.layout import PROGRESS, shard_names
@@ -54,7 +55,6 @@ def identity_mismatch(old: dict[str, Any], new: dict[str, Any], *, where: str) -
         return f"it was made with encoder {was.name!r}, not {now.name!r}"
     if (was_p and was_p.id) != (now_p and now_p.id):
         return f"it was made with {was_p or 'no projection'}, not {now_p or 'no projection'}"
-    from xmine.langs import same_language
 
     if not same_language(old.get("lang") or "", new.get("lang") or ""):  # de = deu = deu_Latn, not zho_Hans = zho_Hant
         return f"it was made with lang={old.get('lang')!r}, not {new.get('lang')!r}"

@@ -11,6 +11,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 
 from xmine.corpus import truncate_for_encoding
+from xmine.encoders.loader import load_worker_encoder
 from xmine.errors import ArtefactError
 from xmine.fileio import atomic_path, atomic_write_text, sha256_file
 from xmine.records import ShardRecord
@@ -113,8 +114,6 @@ class ShardWriter:
     def on_worker(cls, *, encoder_name: str, encoder_kwargs: dict, fingerprint: dict, use_gpu: bool, threads: int,
                   projection_path: str | None, load_projection: Callable[[Path], Any] | None,
                   **settings) -> "ShardWriter":
-        from xmine.encoders.loader import load_worker_encoder
-
         encoder = load_worker_encoder(encoder_name, fingerprint=fingerprint, use_gpu=use_gpu, threads=threads,
                                       **encoder_kwargs)
         projection = load_projection(Path(projection_path)) if projection_path is not None else None

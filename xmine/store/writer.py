@@ -33,13 +33,16 @@ from typing import Any, Callable
 
 from xmine.artefacts import reader_for
 from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats
+from xmine.encoders.external import ExternalEmbeddings
 from xmine.errors import ArtefactError, ConfigError
 from xmine.executor import LOCAL, Executor, ShardProgress, executor_for
 from xmine.fileio import MANIFEST, read_manifest, swap_in_dir
 from xmine.output_state import MARKER
 from xmine.outputs import claim_output
+from xmine.readers import open_corpus
 from xmine.records import ShardRecord
 from xmine.projection import PROJECTION_KIND, resolve_projection
+from xmine.sentences import sentence_splitter
 from xmine.store.directory import clear_dir, lock_store_dir, rebuild_dir, refuse_foreign, remove_leftovers
 from xmine.store.finish import finalise
 from xmine.store.layout import DTYPES, LOCK, PARTS, PROGRESS, STORE_KIND
@@ -108,16 +111,12 @@ def _check_request(input_path: Path, *, encoder: Any, lang: str, projection: Any
         raise ConfigError("part 'language' needs a projection (raw embeddings have no language part)")
     else:
         stored_part = "raw"
-    from xmine.readers import open_corpus
 
     splitter = None
     if input_format is not None and input_format.split_sentences:
-        from xmine.sentences import sentence_splitter
-
         # Before the input is read: a missing language or splitter library fails at once.
         splitter = sentence_splitter(None if lang == UNDETERMINED else lang, what=str(input_path))
     reader = open_corpus(input_path, input_format)
-    from xmine.encoders.external import ExternalEmbeddings
 
     if isinstance(encoder, ExternalEmbeddings):  # rows from a file: one per line of the corpus
         if splitter is not None or ray is not None:

@@ -165,6 +165,38 @@ def test_fingerprints_from_before_precisions_read_as_fp32(usem3):
     assert (tagged.run_precision, tagged.run_runtime, tagged.weights_id) == ("bf16", "openvino", fp["id"])
 
 
+@pytest.mark.parametrize("text, parts", [
+    ("abc|pool=mean|prefix='query: '", ("abc|pool=mean|prefix='query: '", "fp32", "torch", None)),
+    ("abc|precision=bf16", ("abc", "bf16", "torch", None)),
+    ("abc|runtime=openvino+0f3a", ("abc", "fp32", "openvino", "0f3a")),
+    ("abc|precision=int8|runtime=openvino+0f3a", ("abc", "int8", "openvino", "0f3a")),
+    ("abc|precision=bf16|runtime=openvino", ("abc", "bf16", "openvino", None)),
+    # tags not of the form xmine writes (an explicit default, a build key that is no hex): all weights
+    ("abc|precision=fp32", ("abc|precision=fp32", "fp32", "torch", None)),
+    ("abc|runtime=openvino+XYZ", ("abc|runtime=openvino+XYZ", "fp32", "torch", None)),
+])
+def test_an_encoder_id_reads_as_typed_parts_and_writes_back_the_same_text(text, parts):
+    from xmine.records import EncoderId
+
+    found = EncoderId.parse(text)
+    assert (found.weights, found.precision, found.runtime, found.build) == parts
+    assert str(found) == text
+    rec = EncoderFingerprint.from_dict({"name": "e", "dim": 4, "id": text}, where="m")
+    assert rec.id == found and rec.to_dict() == {"name": "e", "dim": 4, "id": text}
+
+
+def test_fingerprints_the_encoders_make_are_their_typed_parts_written_as_text(usem3):
+    from xmine.encoders import with_precision
+
+    fp = with_precision({"name": "me5-small", "dim": 384, "id": "w|prefix='query: '"}, "int8", "openvino", "be7")
+    assert fp["id"] == "w|prefix='query: '|precision=int8|runtime=openvino+be7"
+    rec = EncoderFingerprint.from_dict(fp, where="x")
+    assert (rec.weights_id, rec.run_precision, rec.run_runtime, rec.id.build) == ("w|prefix='query: '", "int8",
+                                                                                 "openvino", "be7")
+    assert rec.to_dict() == fp
+    assert EncoderFingerprint.from_dict(usem3.fingerprint(), where="u").to_dict() == usem3.fingerprint()
+
+
 @pytest.fixture(scope="module")
 def cli_index(built, tmp_path_factory):
     """An index of the 45 German sentences built by `xmine build-index` (use-m3, 2 shards)."""

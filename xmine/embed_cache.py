@@ -64,7 +64,7 @@ def _key(sentence: str) -> bytes:
 def cache_path(encoder_fingerprint: dict) -> Path:
     """The SQLite file holding `encoder`'s embeddings."""
     fp = EncoderFingerprint.from_dict(encoder_fingerprint, where="the encoder's fingerprint")
-    return xmine_home() / "embeddings" / _file_name(fp.name, fp.id)
+    return xmine_home() / "embeddings" / _file_name(fp.name, str(fp.id))
 
 
 def _file_name(encoder_name: str, encoder_id: str) -> str:

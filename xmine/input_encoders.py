@@ -61,7 +61,7 @@ class Encoders:
         if self._encoder is None:
             made = self._artefact_encoder
             name = self.encoder_name or DEFAULT_ENCODER
-            if made is not None and made.name == name and made.id.startswith(EXTERNAL_ID_PREFIX):
+            if made is not None and made.name == name and made.id.weights.startswith(EXTERNAL_ID_PREFIX):
                 raise ConfigError(f"the embeddings of encoder {name!r} were made elsewhere (embed --embeddings), so "
                                   "xmine cannot encode text beside them: store the other side's vectors with "
                                   f"`xmine embed TEXT --embeddings FILE --encoder-name {name}` too")
@@ -90,7 +90,7 @@ class Encoders:
         another precision than the one asked for."""
         if self.encoder_name is not None and self.encoder_name != fp.name:
             made = self._artefact_encoder  # embeddings made elsewhere: compared as recorded, nothing to load
-            external = made is not None and made.name == self.encoder_name and made.id.startswith(EXTERNAL_ID_PREFIX)
+            external = made is not None and made.name == self.encoder_name and made.id.weights.startswith(EXTERNAL_ID_PREFIX)
             check_same_encoder(fp, made if external else self.encoder.fingerprint(), what=what)
         if self.precision is not None:
             made, asked = fp.run_precision, encoder_precision(fp.name, self.precision)

@@ -17,8 +17,6 @@ from typing import Any
 from xmine.errors import ArtefactError
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_PRECISION_TAG = re.compile(r"\|precision=([a-z0-9]+)(?=(\|runtime=[a-z0-9]+(\+[0-9a-f]+)?)?$)")
-_RUNTIME_TAG = re.compile(r"\|runtime=([a-z0-9]+)(\+[0-9a-f]+)?$")
 
 
 def _parse(v: Any, want: Any, where: str, name: str) -> Any:
@@ -28,6 +26,10 @@ def _parse(v: Any, want: Any, where: str, name: str) -> Any:
         return None if v is None else _parse(v, next(t for t in args if t is not type(None)), where, name)
     if isinstance(want, type) and issubclass(want, Record):
         return want.from_dict(v, where=f"{where}: {name}")
+    if want is EncoderId:
+        if not isinstance(v, str):
+            raise ArtefactError(f"{where}: field {name!r} is {repr(v)[:80]}, not str")
+        return EncoderId.parse(v)
     types = (list,) if origin is tuple else (dict,) if origin is dict else (want,)
     if not isinstance(v, types) or (isinstance(v, bool) and bool not in types):
         raise ArtefactError(f"{where}: field {name!r} is {repr(v)[:80]}, not {' or '.join(t.__name__ for t in types)}")
@@ -46,6 +48,8 @@ def to_json(v: Any) -> Any:
     """`v` with every record in it as its JSON."""
     if isinstance(v, Record):
         return v.to_dict()
+    if isinstance(v, EncoderId):
+        return str(v)
     if isinstance(v, (tuple, list)):
         return [to_json(x) for x in v]
     return {k: to_json(x) for k, x in v.items()} if isinstance(v, dict) else v
@@ -75,34 +79,75 @@ class Record:
                 if not (f.default is None and getattr(self, f.name) is None)}
 
 
+def _is_word(text: str) -> bool:
+    """A precision or runtime name as an id holds one: lower-case ASCII letters and digits."""
+    return text.isascii() and text.isalnum() and text == text.lower()
+
+
+@dataclass(frozen=True, kw_only=True)
+class EncoderId:
+    """An encoder fingerprint's `id`: the weights (with pooling and prefix) and the precision and
+    runtime that run them, kept apart; manifests hold it as one string (`str`, `parse`).
+
+    The string is the weights' identity, then "|precision=<p>" unless fp32 and "|runtime=<r>" unless
+    torch (with "+<build key>" for a converted model): so an fp32 torch id is the weights' alone,
+    and fingerprints written before precisions and runtimes existed read as fp32 on torch."""
+
+    weights: str  #: what identifies the weights, pooling and prefix
+    precision: str = "fp32"
+    runtime: str = "torch"
+    build: str | None = None  #: a converted model's build key (xmine.encoders.ov_build)
+
+    def __str__(self) -> str:
+        text = self.weights
+        if self.precision != "fp32":
+            text += f"|precision={self.precision}"
+        if self.runtime != "torch":
+            text += f"|runtime={self.runtime}" + (f"+{self.build}" if self.build else "")
+        return text
+
+    def __repr__(self) -> str:  # as messages have always shown an id: the string
+        return repr(str(self))
+
+    @classmethod
+    def parse(cls, text: str) -> "EncoderId":
+        """The id a manifest holds; text whose tags are not the form above is all weights."""
+        weights, precision, runtime, build = text, "fp32", "torch", None
+        head, _, tag = weights.rpartition("|runtime=")
+        name, _, key = tag.partition("+")
+        if head and _is_word(name) and (not key or all(c in "0123456789abcdef" for c in key)):
+            weights, runtime, build = head, name, key or None
+        head, _, tag = weights.rpartition("|precision=")
+        if head and _is_word(tag):
+            weights, precision = head, tag
+        found = cls(weights=weights, precision=precision, runtime=runtime, build=build)
+        return found if str(found) == text else cls(weights=text)
+
+
 @dataclass(frozen=True, kw_only=True)
 class EncoderFingerprint(Record):
     """What identifies an encoder's embeddings: equal `id` and `dim` = the same encoder."""
 
     name: str  #: the encoder's name ("me5-small")
     dim: int  #: embedding dimension
-    #: weights, pooling, prefix; then "|precision=<p>" unless fp32, "|runtime=<r>" unless torch (with
-    #: "+<build key>" for a converted model)
-    id: str
+    id: EncoderId  #: the weights, and the precision and runtime that ran them
     precision: str | None = None  #: the precision it runs at (absent in fingerprints older than precisions: fp32)
     runtime: str | None = None  #: the runtime, when not torch
 
     @property
     def run_precision(self) -> str:
         """The precision, "fp32" for fingerprints without one."""
-        m = _PRECISION_TAG.search(self.id)
-        return self.precision or (m.group(1) if m else "fp32")
+        return self.precision or self.id.precision
 
     @property
     def run_runtime(self) -> str:
         """The runtime the `id` records, "torch" without one."""
-        m = _RUNTIME_TAG.search(self.id)
-        return m.group(1) if m else "torch"
+        return self.id.runtime
 
     @property
     def weights_id(self) -> str:
-        """The `id` without precision and runtime: what identifies the weights (and prefix)."""
-        return _PRECISION_TAG.sub("", _RUNTIME_TAG.sub("", self.id))
+        """What identifies the weights (and prefix), whatever runs them."""
+        return self.id.weights
 
 
 @dataclass(frozen=True, kw_only=True)

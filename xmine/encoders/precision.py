@@ -11,7 +11,7 @@ from typing import Any
 
 from xmine.encoders.base import PRECISIONS, note_once
 from xmine.errors import EncoderError, EncoderMismatchError
-from xmine.records import EncoderFingerprint
+from xmine.records import EncoderFingerprint, EncoderId
 
 log = logging.getLogger("xmine.encoders")  # (the package's logger: one name for every encoder message)
 
@@ -105,11 +105,9 @@ def with_precision(fingerprint: dict[str, Any], precision: str, runtime: str = "
     in plain words.
     """
     fp = dict(fingerprint)
-    if precision != "fp32":
-        fp["id"] = f"{fp['id']}|precision={precision}"
+    fp["id"] = str(EncoderId(weights=fp["id"], precision=precision, runtime=runtime, build=build))
     fp["precision"] = precision
-    if runtime != "torch":  # a converted model's build key (xmine.encoders.ov_build) after a "+"
-        fp["id"] = f"{fp['id']}|runtime={runtime}" + (f"+{build}" if build else "")
+    if runtime != "torch":
         fp["runtime"] = runtime
     return fp
 

@@ -37,7 +37,7 @@ DATA_HELP = (
 #: encoder and variants wait for `evaluate_variants` and `finish` (click's context meta)
 _RUN = "xmine.bench.run"
 #: the options of `task_options` that only `evaluate_variants` reads
-_ENCODER_OPTIONS = ("encoder_name", "projections", "device", "precision")
+_ENCODER_OPTIONS = ("encoder_name", "projections", "device", "precision", "runtime")
 
 
 def _claimed_out(fn: Callable) -> Callable:
@@ -61,7 +61,7 @@ def _claimed_out(fn: Callable) -> Callable:
 
 def task_options(fn: Callable) -> Callable:
     """The options every task command has (encoder, projections, data, result JSON, --quick,
-    device, precision); the result JSON is claimed before the command runs."""
+    device, precision, runtime); the result JSON is claimed before the command runs."""
     fn = _claimed_out(fn)
     options = [
         click.option("--encoder", "encoder_name", default="me5-small", show_default=True, help=ENCODER_HELP),
@@ -78,9 +78,9 @@ def task_options(fn: Callable) -> Callable:
 
 
 def setup(encoder_name: str, projections: tuple[str, ...], device: str | None, precision: str,
-          parts=("meaning", "language"), add_default: bool = False):
+          runtime: str | None = None, parts=("meaning", "language"), add_default: bool = False):
     """The encoder and its variants: raw, then each projection's `parts`."""
-    encoder = load_encoder(encoder_name, device=device, precision=precision)
+    encoder = load_encoder(encoder_name, device=device, precision=precision, runtime=runtime)
     return encoder, common.make_variants(encoder, projections, parts=parts, add_default=add_default)
 
 

@@ -120,7 +120,7 @@ def _split_langs(value: str | None) -> list[str] | None:
             "training itself stays here)")
 def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_lang, max_valid_pairs, batch_size, lr,
                   max_epochs, patience, valid_fraction, layers, fmda_contrastive, fmda_select, fmda_meaning_init, seed,
-                  restart, overwrite, threads, precision, quiet, ray_address):
+                  restart, overwrite, threads, precision, runtime, quiet, ray_address):
     """Train a meaning/language projection (disentangler) on parallel sentences.
 
     One multilingual model is trained on all language pairs found. Embeddings come from the
@@ -157,7 +157,8 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
                              max_epochs=max_epochs, patience=patience, valid_fraction=valid_fraction,
                              max_pairs_per_lang=max_pairs_per_lang, langs=_split_langs(langs), seed=seed)
     config.check()
-    enc = load_encoder(encoder, precision=precision, lazy=ray_address is not None)  # Ray actors load it
+    # With --ray the actors load it.
+    enc = load_encoder(encoder, precision=precision, runtime=runtime, lazy=ray_address is not None)
     if ray_address is not None:
         connect(ray_address)
         enc = RayPoolEncoder(enc)
@@ -206,7 +207,7 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
                    "not trusted (instead of 'unknown').")
 @precision_option()
 @click.argument("files", nargs=-1, required=True)
-def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, guess, precision, files):
+def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, guess, precision, runtime, files):
     """Identify the language of each line of FILES (one sentence a line).
 
     With --projection: the nearest language centroid of the projection's language part, among the
@@ -229,7 +230,7 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
         else:
             projection = load_projection(projection_dir)
             known = projection.languages
-            enc = load_encoder(encoder or projection.config["encoder"]["name"], precision=precision)
+            enc = load_encoder(encoder or projection.config["encoder"]["name"], precision=precision, runtime=runtime)
             projection.check_encoder(enc.fingerprint())
         lines_out: list[str] = []
         total_ok = total_n = unknown = 0

@@ -13,7 +13,7 @@ import numpy as np
 
 from xmine.artefacts import provenance
 from xmine.cluster import ray_option
-from xmine.encoders import check_same_encoder
+from xmine.encoders import EncoderConfig, check_same_encoder
 from xmine.encoders.options import precision_option
 from xmine.executor import executor_for
 from xmine.index.blocked_search import IndexDirShards, search_blocks
@@ -70,7 +70,7 @@ from xmine.store.rows import RowSubset
             "its files; a text SOURCE is encoded here first (embed it with `xmine embed --ray` to encode "
             "on the cluster). The index is the same as without --ray")
 def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
-                encoder, projection, precision, cpu, quiet, ray_address, input_format):
+                encoder, projection, precision, runtime, cpu, quiet, ray_address, input_format):
     """Build a FAISS index over SOURCE's embeddings.
 
     SOURCE is a text file (one sentence a line; encoded with --encoder, cached) or an embedding
@@ -82,7 +82,8 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
         check_split_languages([(source, lang, "--lang")], input_format)
     executor = executor_for(ray_address)  # join the cluster first: a wrong address fails before any work
     with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
-        encoders = Encoders(encoder, projection, precision, inputs=[source])
+        encoders = Encoders(EncoderConfig(name=encoder, precision=precision, runtime=runtime), projection,
+                            inputs=[source])
         # A text SOURCE is embedded into a store (a raw store projected) in a hidden temporary
         # directory beside the index, removed at the end.
         with tempfile.TemporaryDirectory(prefix=f".{Path(out_dir).name}.work-", dir=Path(out_dir).parent) as work:
@@ -132,7 +133,8 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
 @click.option("--lang", type=LANG, default=None,
               help="Language code of QUERIES: needed to split them with --split-sentences.")
 @input_format_options
-def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection, precision, lang, input_format):
+def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection, precision, runtime, lang,
+           input_format):
     """Return the K nearest indexed sentences of every line of QUERIES, with cosine scores.
 
     Scores are inner products of L2-normalised embeddings (cosine, -1..1; for exact indexes) or
@@ -142,16 +144,17 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
         check_split_languages([(queries, lang, "--lang")], input_format)
     with (claim_output(out, kind="search-result", form="tsv", inputs=[index_dir, queries, projection],
                        overwrite=overwrite) if out is not None else contextlib.nullcontext()) as claim:
-        summary = _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision, input_format,
+        summary = _search(index_dir, queries, k, fmt, claim, nprobe,
+                          EncoderConfig(name=encoder, precision=precision, runtime=runtime), projection, input_format,
                           lang)
         if claim is not None:
             claim.finish(summary)
 
 
-def _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, precision, input_format=None,
+def _search(index_dir, queries, k, fmt, claim, nprobe, encoder: EncoderConfig, projection, input_format=None,
             lang=None) -> dict:
     ix = IndexDir.open(index_dir)
-    encoders = Encoders(encoder, projection, precision, inputs=[index_dir])
+    encoders = Encoders(encoder, projection, inputs=[index_dir])
     check_same_encoder(ix.encoder, encoders.encoder.fingerprint(), what=f"index {index_dir}")
     check_same_projection(ix.manifest.projection, encoders.projection_fp(), what=f"index {index_dir}")
     q = load_side(queries, lang=lang, encoders=encoders, show_progress=False,  # embedded in a temporary store

@@ -169,7 +169,7 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
          min_length, max_length,
          max_length_ratio, encoder, projection, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows,
          refine, allow_same_input, line_numbers, meta, block_rows, block_cols, workers, product, pair_filters,
-         lang_filter, pre_clean, no_pre_clean_step, keep_filtered, keep_fields, precision,
+         lang_filter, pre_clean, no_pre_clean_step, keep_filtered, keep_fields, precision, runtime,
          keep_work, quiet, ray_address, output_format, input_format):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.
 
@@ -198,7 +198,8 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
     approx = ApproximateConfig(index_type=index_type, nlist=nlist, nprobe=nprobe, pq_m=pq_m,
                                shard_rows=index_shard_rows, refine=refine)
     summary = _mine(src, tgt, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
-                    precision=precision, projection=projection, approximate=approximate, approximate_config=approx,
+                    precision=precision, runtime=runtime, projection=projection, approximate=approximate,
+                    approximate_config=approx,
                     line_numbers=line_numbers, meta=meta, keep_work=keep_work, overwrite=overwrite, ray=ray_address,
                     default_threshold=threshold != "none", operating_point=operating_point or DEFAULT_OPERATING_POINT,
                     calibration=calibration,

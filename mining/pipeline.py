@@ -39,6 +39,7 @@ from typing import Sequence
 import numpy as np
 
 from xmine.artefacts import provenance
+from xmine.encoders import EncoderConfig
 from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.executor import executor_for
 from xmine.mining.approximate import ApproximateConfig
@@ -71,6 +72,7 @@ def mine(
     config: MiningConfig = MiningConfig(),
     encoder: str | None = None,
     precision: str | None = None,
+    runtime: str | None = None,
     projection=None,
     approximate: bool = False,
     approximate_config: ApproximateConfig = ApproximateConfig(),
@@ -97,8 +99,8 @@ def mine(
     `out` is claimed first (`xmine.outputs.claim_output`): it must not be an input, an existing
     `out` (with `out.json`, `out.meta`, `out.work/`) must be an earlier mining result and is
     replaced only with `overwrite`, and a second run writing the same `out` is refused.
-    `encoder` and `precision` encode text sides; by default those of the artefact sides (stores,
-    indexes), else me5-small at "auto" precision.
+    `encoder`, `precision` and `runtime` encode text sides; by default those of the artefact sides
+    (stores, indexes), else me5-small at "auto" precision and runtime.
 
     `ray`: None runs in this process; "auto" or a cluster address runs the kNN search's units as
     Ray tasks (`xmine.executor`; exact: tiles of the product, `xmine.mining.knn_tiles`;
@@ -179,7 +181,8 @@ def mine(
                 claim.work_dir(".work")
             return work / tag
 
-        encoders = Encoders(encoder, projection, precision, inputs=[src, tgt])
+        encoders = Encoders(EncoderConfig(name=encoder, precision=precision, runtime=runtime), projection,
+                            inputs=[src, tgt])
         # OUT.work/ is this command's own to rebuild (a damaged work store, one of another input) with
         # --overwrite, and whenever OUT holds no finished result: then it is what a failed or
         # interrupted run left, which must not stand in the way of a corrected command.

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from xmine.artefacts import provenance
+from xmine.encoders import EncoderConfig
 from xmine.errors import InputError
 from xmine.input_encoders import Encoders
 from xmine.inputs import check_compatible, load_side
@@ -163,6 +164,7 @@ def score_bitext(
     config: MiningConfig = MiningConfig(),
     encoder: str | None = None,
     precision: str | None = None,
+    runtime: str | None = None,
     projection=None,
     default_threshold: bool = True,
     filters: PairFilterConfig = PairFilterConfig(),
@@ -197,7 +199,8 @@ def score_bitext(
             work = claim.work_dir(".work")
             (work / "sides").mkdir(exist_ok=True)
             src_txt, tgt_txt = (Path(shutil.move(p, work / "sides" / p.name)) for p in staged_sides)
-            encoders = Encoders(encoder, projection, precision, inputs=[p for p in corpora_paths if p is not None])
+            encoders = Encoders(EncoderConfig(name=encoder, precision=precision, runtime=runtime), projection,
+                                inputs=[p for p in corpora_paths if p is not None])
             sides = []
             try:
                 for path, lang, tag in ((src_txt, src_lang, "src"), (tgt_txt, tgt_lang, "tgt")):

@@ -72,7 +72,7 @@ from xmine.options import LANG
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars (the one-line summary is still printed).")
 def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field, tgt_field, header, hf_split,
           kept_only, overwrite, src_lang, tgt_lang, src_corpus, tgt_corpus, k, margin, threshold, encoder,
-          projection, approximate, pair_filters, precision, keep_work, quiet):
+          projection, approximate, pair_filters, precision, runtime, keep_work, quiet):
     """Score every pair of an existing bitext and say which to keep.
 
     PAIRS is a TSV (one pair a line), CSV, JSON Lines or Parquet file, a Hugging Face dataset
@@ -91,7 +91,8 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
                                         header=header, split=hf_split), langs=(src_lang, tgt_lang))
     config = MiningConfig(k=k, margin=margin, threshold=None if threshold == "none" else threshold)
     summary = score_bitext(bitext, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
-                           precision=precision, projection=projection, default_threshold=threshold != "none",
+                           precision=precision, runtime=runtime, projection=projection,
+                           default_threshold=threshold != "none",
                            filters=pair_filters, src_corpus=src_corpus, tgt_corpus=tgt_corpus,
                            approximate=approximate, kept_only=kept_only, output_format=output_format,
                            overwrite=overwrite, keep_work=keep_work, show_progress=not quiet)

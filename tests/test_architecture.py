@@ -261,7 +261,7 @@ LAZY_MODULES = {
 LAZY_IMPORTS_LEFT = {
     "xmine.cluster": 3,
     "xmine.disentangle.language_trust": 2,
-    "xmine.encoders.loader": 19,
+    "xmine.encoders.loader": 18,
     "xmine.executor": 7,
     "xmine.index.build": 1,
     "xmine.mining.ann_shards": 1,

@@ -267,10 +267,11 @@ def test_embed_index_search_follow_the_default(tmp_path, me5):
 def test_an_implicit_choice_is_made_and_told_once(tmp_path, monkeypatch, caplog):
     """Loading the encoder while the projection is being chosen (its fingerprint decides) must not
     choose, and log, a second time."""
+    from xmine.encoders import EncoderConfig
     from xmine.input_encoders import Encoders
 
     _shipped_copy(tmp_path, monkeypatch, False)
-    encoders = Encoders("me5-small", None)
+    encoders = Encoders(EncoderConfig(name="me5-small"), None)
     with caplog.at_level(logging.INFO, logger="xmine"):
         assert encoders.projection is None and encoders.encoder is not None
     told = [r for r in caplog.records if "using raw embeddings" in r.getMessage()]

@@ -72,10 +72,11 @@ def test_store_writer_round_trip_and_unique_rows(stores):
     src, _, _, _ = stores
     assert len(src) == 600 and [s.rows for s in src.manifest.shards] == [128] * 4 + [88]
     assert src.manifest.dtype == "float16" and src.manifest.input_stats["unique_sentences"] == 597
+    from xmine.encoders import EncoderConfig
     from xmine.input_encoders import Encoders
     from xmine.inputs import load_side
 
-    side = load_side(src.directory, lang=None, encoders=Encoders(None, "none"))
+    side = load_side(src.directory, lang=None, encoders=Encoders(EncoderConfig(), "none"))
     first, rep = side.unique_rows()
     assert len(first) == 597 and 400 not in first and rep[400] == 10 and rep[599] == 12 and rep[5] == 5
     side.close()

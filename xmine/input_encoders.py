@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from xmine.encoders import DEFAULT_ENCODER, DEFAULT_PRECISION, check_same_encoder, encoder_precision, load_encoder
+from xmine.encoders import (
+    DEFAULT_ENCODER, DEFAULT_PRECISION, EncoderConfig, check_same_encoder, encoder_precision, load_encoder,
+)
 from xmine.encoders.external import EXTERNAL_ID_PREFIX
 from xmine.encoders.runtime import runtime_for_artefact
 from xmine.errors import ConfigError, EncoderMismatchError
@@ -28,20 +30,20 @@ def check_same_projection(expected: ProjectionFingerprint | None, actual: Projec
 class Encoders:
     """Loads the encoder and projection once, only if a side needs them.
 
-    `encoder_name`: the `--encoder` value (None: the input artefacts' encoder, else the default one).
-    `projection`: the `--projection` value (None/"default", "none" or a directory), resolved by
+    `config`: the encoder asked for (`--encoder`, `--precision`, `--runtime`, `--device`); what is
+    not given is the input artefacts' (their encoder, and their precision and runtime, so that text
+    encoded beside a store or an index matches it), else the default. `projection`: the
+    `--projection` value (None/"default", "none" or a directory), resolved by
     `xmine.projection.choose_projection`; `inputs`: the paths named, so an implicit default
-    follows a store's or index's own projection. `precision`: what the user asked for (None: not
-    given: the input artefacts' precision, so that text encoded beside a store or an index matches
-    it, else "auto").
+    follows a store's or index's own projection.
     """
 
-    def __init__(self, encoder_name: str | None, projection: str | Path | None, precision: str | None = None,
-                 *, inputs=()):
+    def __init__(self, config: EncoderConfig, projection: str | Path | None, *, inputs=()):
         self._artefact_encoder = artefact_encoder(inputs)  # its name, precision and runtime are the defaults
-        self.encoder_name = encoder_name or (self._artefact_encoder.name if self._artefact_encoder else None)
+        self.config = config
+        self.encoder_name = config.name or (self._artefact_encoder.name if self._artefact_encoder else None)
         self.projection_spec = projection
-        self.precision = precision
+        self.precision = config.precision
         self._artefact = artefact_projection(inputs)
         self._choice = None
         self._encoder = None
@@ -66,8 +68,8 @@ class Encoders:
                                   "xmine cannot encode text beside them: store the other side's vectors with "
                                   f"`xmine embed TEXT --embeddings FILE --encoder-name {name}` too")
             precision = self.precision or (made.run_precision if made else DEFAULT_PRECISION)
-            self._encoder = load_encoder(name, precision=precision,
-                                         runtime=runtime_for_artefact(made))
+            self._encoder = load_encoder(name, precision=precision, device=self.config.device,
+                                         runtime=runtime_for_artefact(made, self.config.runtime))
             # Not through `self.projection`: choosing it may ask for this encoder's fingerprint
             # (and would then be chosen, and its notice logged, twice).
             if self._projection is not None:

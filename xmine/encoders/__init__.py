@@ -60,6 +60,7 @@ from xmine.encoders.base import (
     ME5_DEFAULT_PREFIX,
     PRECISIONS,
     Encoder,
+    EncoderConfig,
 )
 from xmine.encoders.lazy import LazyEncoder
 from xmine.encoders.loader import check_device, encoder_precision, list_encoders, load_encoder_now
@@ -116,7 +117,7 @@ def load_encoder(
 
 
 __all__ = [
-    "DEFAULT_ENCODER", "DEFAULT_PRECISION", "ME5_DEFAULT_PREFIX", "PRECISIONS", "Encoder", "LazyEncoder",
+    "DEFAULT_ENCODER", "DEFAULT_PRECISION", "ME5_DEFAULT_PREFIX", "PRECISIONS", "Encoder", "EncoderConfig", "LazyEncoder",
     "bf16_flag_in_cpuinfo", "check_device", "check_projection_encoder", "check_same_encoder", "cpu_bf16_flag",
     "encoder_precision", "list_encoders", "load_encoder", "me5_fingerprint", "resolve_precision", "with_precision",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import abc
 import logging
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -15,6 +16,19 @@ DEFAULT_ENCODER = "me5-small"
 #: what `precision=` accepts; "auto" resolves per device (`resolve_precision`)
 PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")
 DEFAULT_PRECISION = "auto"
+
+
+@dataclass(frozen=True, kw_only=True)
+class EncoderConfig:
+    """The encoder a command was asked for (`--encoder`, `--precision`, `--runtime`, `--device`), passed
+    on as one value to what loads it. None: not given, so the input artefacts' own encoder, precision
+    and runtime where there are some (`xmine.input_encoders.Encoders`), else the defaults (me5-small,
+    precision and runtime auto, CUDA when available)."""
+
+    name: str | None = None
+    precision: str | None = None
+    runtime: str | None = None
+    device: str | None = None
 
 
 #: The E5 prefix for symmetric tasks (bitext mining, STS, cross-lingual retrieval of sentences).

@@ -182,9 +182,7 @@ def _load_encoder(name: str, *, device: str | None, prefix: str | None, prompt_n
     if runtime == "openvino":
         from xmine.encoders.ov_encoder import openvino_from_torch
 
-        from xmine.encoders.runtime import requested_runtime
-
-        explicit = (runtime_asked or requested_runtime()) == "openvino"
+        explicit = runtime_asked == "openvino"
         return openvino_from_torch(encoder, precision=precision, threads=threads, explicit=explicit)
     return encoder
 

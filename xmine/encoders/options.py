@@ -9,7 +9,7 @@ import click
 
 from xmine.encoders.base import DEFAULT_PRECISION, PRECISIONS
 from xmine.encoders.prompts import set_requested_prompt
-from xmine.encoders.runtime import RUNTIMES, set_requested_runtime
+from xmine.encoders.runtime import RUNTIMES
 
 PRECISION_HELP = (
     "Precision of a transformer encoder: auto = bf16 on CPUs with native bf16 (avx512_bf16/amx_bf16 "
@@ -42,40 +42,32 @@ def _remember_prompt(ctx: click.Context, param: click.Parameter, value: str | No
     if prompt is not None and name is not None:
         raise click.UsageError("give --prompt TEXT or --prompt-name NAME, not both", ctx)
     set_requested_prompt(prompt, name)
-    ctx.call_on_close(lambda: set_requested_prompt(None, None))  # only for this command, as --runtime
+    ctx.call_on_close(lambda: set_requested_prompt(None, None))  # only for this command
     return value
 
 
 def prompt_options(f: Callable) -> Callable:
     """`--prompt TEXT` and `--prompt-name NAME`, recorded for `load_encoder` in this process
-    (`xmine.encoders.prompts.set_requested_prompt`), as `--runtime` is."""
+    (`xmine.encoders.prompts.set_requested_prompt`)."""
     f = click.option("--prompt-name", default=None, expose_value=False, callback=_remember_prompt,
                      is_eager=True, help=PROMPT_NAME_HELP)(f)
     return click.option("--prompt", default=None, expose_value=False, callback=_remember_prompt, is_eager=True,
                         help=PROMPT_HELP)(f)
 
 
-def _remember_runtime(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    set_requested_runtime(value)
-    # Only for this command: a process that runs several (tests, a notebook) must not carry it on.
-    ctx.call_on_close(lambda: set_requested_runtime(None))
-    return value
-
-
 def runtime_option(*, default_from: str | None = None) -> Callable:
-    """`--runtime` as a click option; its value is recorded for `load_encoder` in this process
-    (`xmine.encoders.runtime.set_requested_runtime`), so commands need not pass it along. Not
-    given: the runtime of the artefacts the command meets, else auto."""
+    """`--runtime` as a click option: the command's `runtime` argument, which it passes on with the
+    precision (`xmine.encoders.EncoderConfig`). Not given (None): the runtime of the artefacts the
+    command meets, else auto."""
     default = f"{default_from}, else auto" if default_from else "auto"
-    return click.option("--runtime", type=click.Choice(RUNTIMES), default=None, expose_value=False,
-                        callback=_remember_runtime, is_eager=True,
+    return click.option("--runtime", type=click.Choice(RUNTIMES), default=None,
                         help=f"{RUNTIME_HELP} [default: {default}]")
 
 
 def precision_option(*, default_from: str | None = None) -> Callable:
     """`--precision` (value: "auto", "fp32", "bf16", "fp16", "int8"; bad values exit 2), with
     `--runtime` (`runtime_option`), `--prompt` and `--prompt-name` (`prompt_options`) beside it:
-    the options of every command that encodes text.
+    the options of every command that encodes text, which receives `precision` and `runtime`.
 
     `default_from`: for commands that meet artefacts made earlier (stores, indexes): the default
     is None, which the command turns into the precision of those artefacts, else "auto", so that

@@ -9,10 +9,10 @@
   is installed (and the precision is one it runs), torch everywhere else (CUDA, other CPUs,
   use-m3). Where openvino is missing, `auto` says once that it falls back to torch.
 
-The `--runtime` option of the CLI records what the user asked for in this process
-(`set_requested_runtime`); `load_encoder(runtime=None)` uses it, and commands that meet earlier
-artefacts (stores, indexes) use the artefacts' runtime when none was asked for
-(`runtime_for_artefact`), as they do for the precision.
+A command passes the `--runtime` the user gave on with the precision (`EncoderConfig`);
+`load_encoder(runtime=None)` means auto. Commands that meet earlier artefacts (stores, indexes)
+use the artefacts' runtime when none was asked for (`runtime_for_artefact`), as they do for the
+precision.
 """
 
 from __future__ import annotations
@@ -32,26 +32,10 @@ DEFAULT_RUNTIME = "auto"
 #: precisions each concrete runtime runs
 RUNTIME_PRECISIONS = {"torch": ("fp32", "bf16", "fp16"), "openvino": ("fp32", "bf16", "int8")}
 
-_requested: str | None = None
-
-
-def set_requested_runtime(runtime: str | None) -> None:
-    """Record the `--runtime` the user gave (None: not given) for `load_encoder(runtime=None)`."""
-    global _requested
-    if runtime is not None and runtime not in RUNTIMES:
-        raise EncoderError(f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
-    _requested = runtime
-
-
-def requested_runtime() -> str | None:
-    """The runtime asked for by `--runtime` in this process, or None."""
-    return _requested
-
-
-def runtime_for_artefact(fingerprint: EncoderFingerprint | None) -> str | None:
-    """The runtime to encode with beside an artefact of `fingerprint`: the one asked for, else the
+def runtime_for_artefact(fingerprint: EncoderFingerprint | None, asked: str | None) -> str | None:
+    """The runtime to encode with beside an artefact of `fingerprint`: the one `asked` for, else the
     artefact's own (so text encoded next to a store or an index matches it), else None (auto)."""
-    return _requested if _requested is not None or fingerprint is None else fingerprint.run_runtime
+    return asked if asked is not None or fingerprint is None else fingerprint.run_runtime
 
 
 def openvino_installed() -> bool:
@@ -83,7 +67,6 @@ def encoder_runtime(name: str, runtime: str | None, precision: str, *, device: s
     An explicit runtime that cannot run here (openvino not installed, on a GPU, for use-m3, or
     at a precision it lacks; int8 asked of torch) is an EncoderError, never a silent change.
     """
-    runtime = _requested if runtime is None else runtime
     runtime = runtime or DEFAULT_RUNTIME
     if runtime not in RUNTIMES:
         raise EncoderError(f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -309,7 +310,7 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
     from xmine.disentangle.model import Disentangler
 
     method = get_method(config.method, base=config.base)
-    log = (lambda msg: tqdm.write(msg, file=__import__("sys").stderr)) if show_progress else (lambda msg: None)
+    log = (lambda msg: tqdm.write(msg, file=sys.stderr)) if show_progress else (lambda msg: None)
 
     sample = sample_pairs(files, max_pairs_per_lang=config.max_pairs_per_lang,
                           valid_fraction=config.valid_fraction, seed=config.seed)

@@ -348,6 +348,27 @@ def test_the_lazy_import_check_sees_imports_inside_nested_functions(tmp_path):
         ROOT = root
 
 
+#: The modules that import by name at run time (`importlib.import_module`, `__import__`), an edge no
+#: import statement shows: the lazy attributes of two packages, which keep `import xmine` and
+#: `import xmine.disentangle` from loading the API's and the trainers' heavy modules, and the
+#: encoder loader (its probes of optional packages; rewritten by the one-loader work in flight).
+DYNAMIC_IMPORTERS = {"xmine", "xmine.disentangle", "xmine.encoders.loader"}
+
+
+def test_only_the_listed_modules_import_by_name_at_run_time():
+    users = set()
+    for module, path in _package_modules().items():
+        if "lab" in path.relative_to(ROOT).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and (
+                    (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                    or (isinstance(node.func, ast.Name) and node.func.id in ("__import__", "import_module"))):
+                users.add(module)
+    assert users <= DYNAMIC_IMPORTERS, f"imports by name: {sorted(users - DYNAMIC_IMPORTERS)}"
+    assert {"xmine", "xmine.disentangle"} <= users  # the walk sees them
+
+
 #: The modules that talk to Ray: the engine (`xmine.cluster`), the executor that schedules every
 #: step's units on it, and the encoder pool of `train --ray`. A step calls an executor instead.
 RAY_MODULES = {"xmine.cluster", "xmine.executor", "xmine.encoders.ray_pool"}

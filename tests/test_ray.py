@@ -134,6 +134,25 @@ def test_embed_on_ray_never_loads_the_model_on_the_driver(cluster, corpora, tmp_
     _same_store(tmp_path / "local", tmp_path / "ray")
 
 
+def test_embed_on_ray_projects_with_the_reader_the_driver_passes(cluster, corpora, tmp_path):
+    # The actors open the projection with the loader handed to them (the CLI's registration does not
+    # reach a worker process): the meaning-space store equals the one made here.
+    from xmine.encoders import load_encoder
+    from xmine.projection import shipped_dir
+    from xmine.store import embed_corpus
+
+    text = tmp_path / "de.txt"
+    text.write_text("".join((corpora / "de.txt").read_text(encoding="utf-8").splitlines(True)[:45]), encoding="utf-8")
+    projection = shipped_dir("me5-small")
+    lazy = load_encoder("me5-small", device="cpu", precision="bf16", lazy=True)
+    on_ray = embed_corpus(text, tmp_path / "ray", encoder=lazy, lang="de", projection=projection, shard_rows=20,
+                          show_progress=False, ray=cluster)
+    local = embed_corpus(text, tmp_path / "local", encoder=load_encoder("me5-small", device="cpu", precision="bf16"),
+                         lang="de", projection=projection, shard_rows=20, show_progress=False)
+    assert on_ray.part == local.part == "meaning" and on_ray.manifest.projection == local.manifest.projection
+    _same_store(tmp_path / "local", tmp_path / "ray")
+
+
 def _mine_here_and_on_ray(common: list, tmp_path: Path, cluster: str, search: str) -> None:
     """`xmine mine *common` in one process and with --ray: byte-identical TSVs, most pairs mined
     (the pair filters off: the numbered test sentences are what the `numbers` rule drops)."""

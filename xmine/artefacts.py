@@ -15,6 +15,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -146,7 +147,7 @@ def provenance(**parameters: Any) -> dict[str, Any]:
     """What made an artefact: versions, commit, date, host, and the given parameters."""
     libs = {"numpy": numpy.__version__}
     for name in ("torch", "faiss", "sentence_transformers", "transformers"):
-        mod = __import__("sys").modules.get(name)
+        mod = sys.modules.get(name)
         if mod is not None:
             libs[name] = getattr(mod, "__version__", "?")
     return {

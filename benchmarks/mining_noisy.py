@@ -34,15 +34,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from xmine.benchmarks.bucc import mine_candidates
-
 from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines
-
 from xmine.benchmarks.mining import NEWS_SETS, _rng as mining_rng, build_set
-
 from xmine.mining.filters import PairFilterConfig, RULES, apply_pair_filters
-
 from xmine.mining.langid import language_mask
-
 from xmine.mining.presearch import PreSearchConfig, clean_sides
 
 NOISE = {"copies": 0.08, "other_language": 0.04, "boilerplate": 0.02, "numbers_urls": 0.02, "near_duplicates": 0.02}

@@ -9,7 +9,6 @@ from pathlib import Path
 import click
 
 from xmine.cluster import connect, ray_option
-
 from xmine.corpus import read_corpus, truncate_for_encoding
 from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
 from xmine.disentangle.language_trust import TrustRule, UNKNOWN, identify as identify_by_projection

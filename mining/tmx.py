@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from typing import IO, Iterable, Sequence
-
 from xml.sax.saxutils import escape, quoteattr
 
 from xmine import __version__

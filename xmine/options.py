@@ -13,7 +13,6 @@ import math
 import click
 
 from xmine.langs import is_known_lang
-
 from xmine.reader_base import FORMATS, InputFormat
 
 

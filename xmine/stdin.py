@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 from xmine.errors import InputError
-
 from xmine.fileio import atomic_path
 
 STDIN = "-"

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from xmine.fileio import atomic_write_json
-
 from xmine.paths import xmine_home
 
 log = logging.getLogger("xmine.encoders")

@@ -330,6 +330,15 @@ def test_function_level_imports_are_of_heavy_or_optional_modules_only():
                                           f"{ {m: n for m, n in counts.items() if n} }")
 
 
+def test_the_command_line_loads_no_heavy_module_before_a_command_runs():
+    # What `xmine --help` imports. numba (and the scipy it loads) are the exception today: the exact
+    # search's screening kernels (xmine.mining.screen) are compiled functions defined at import.
+    heavy = sorted(LAZY_MODULES - set(sys.stdlib_module_names))  # (shutil imports bz2 and lzma itself)
+    code = f"import sys, xmine.cli; print(*sorted({{m.split('.')[0] for m in sys.modules}} & set({heavy!r})))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["numba", "scipy"]
+
+
 def test_the_lazy_import_check_sees_imports_inside_nested_functions(tmp_path):
     sources = {"xmine.a": "import torch\n", "xmine.b": "import xmine.a\n",
                "xmine.c": ("import json\n\ndef f():\n    def g():\n        from xmine import b, d\n"

@@ -9,9 +9,9 @@ from pathlib import Path
 import click
 
 from xmine.cluster import ray_option
-
-from xmine.options import Finite
 from xmine.encoders.options import precision_option
+from xmine.mining.langid import LID_BACKENDS
+from xmine.options import Finite
 
 _METHODS = ("center", "dream", "meat", "oracle", "seed", "intra", "inter", "fmda")
 
@@ -185,7 +185,7 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
 @click.command("langid")
 @click.option("--projection", "projection_dir", default=None, type=click.Path(exists=True, file_okay=False),
               help="Projection directory from `xmine train`; its language part and stored centroids identify the language.")
-@click.option("--lid", default=None, type=click.Choice(("fasttext", "langid", "lingua")),
+@click.option("--lid", default=None, type=click.Choice(LID_BACKENDS),
               help="Identify with a library instead of a projection (xmine.mining.langid; the one "
                    "`xmine mine --lang-filter` and the language pair filter use). Give --projection or --lid.")
 @click.option("--encoder", default=None,
@@ -209,19 +209,19 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
     languages it was trained on; 'unknown' where that language is not a trusted label: one whose
     own held-out lines were identified less than 85% of the time at training time (or on fewer
     than 50 lines), since lines of languages the projection never saw fall onto exactly those
-    labels (xmine.disentangle.language_trust). The score is the cosine to the nearest centroid; it
+    labels (xmine.mining.langid.TrustRule). The score is the cosine to the nearest centroid; it
     does not tell unseen languages from seen ones. With --lid: a language identification library
     and its confidence. With --eval: the accuracy, and the share of lines called unknown.
     benchmarks/RESULTS.md compares both on FLORES-200.
     """
     from xmine.corpus import read_corpus, truncate_for_encoding
-    from xmine.disentangle.language_trust import UNKNOWN, TrustRule
-    from xmine.disentangle.language_trust import identify as identify_by_projection
     from xmine.disentangle.projection import load_projection
     from xmine.embed_cache import cached_encode
     from xmine.encoders import load_encoder
     from xmine.errors import ConfigError
     from xmine.langs import normalize_lang
+    from xmine.mining.langid import UNKNOWN, TrustRule, identify_by_projection, supported_languages
+    from xmine.mining.langid import identify as identify_by_library
     from xmine.outputs import claim_output
 
     if (projection_dir is None) == (lid is None):
@@ -231,8 +231,6 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
                 if output is not None and not evaluate else contextlib.nullcontext())
     with claiming as claim:
         if lid is not None:
-            from xmine.mining.langid import identify as identify_by_library, supported_languages
-
             known = sorted(supported_languages(lid))
         else:
             projection = load_projection(projection_dir)

@@ -384,9 +384,9 @@ def test_mine_through_indexes_matches_exact(tmp_path, flores_setup):
     # IVF with exact vectors, every list visited: approximate machinery, exact answer.
     approx = run("mine", de, en, "-o", tmp_path / "approx.tsv", "--approximate", "--index-type", "ivf",
                  "--nlist", "4", "--nprobe", "4", *common)
-    run("build-index", en, "--lang", "en", "--type", "hnsw", "--projection", "none", "-o", tmp_path / "idx")
+    run("build-index", en, "--lang", "en", "--index-type", "hnsw", "--projection", "none", "-o", tmp_path / "idx")
     via_index = run("mine", de, tmp_path / "idx", "-o", tmp_path / "via-index.tsv", *common)
-    run("build-index", en, "--lang", "en", "--type", "flat", "--projection", "none", "-o", tmp_path / "flat")
+    run("build-index", en, "--lang", "en", "--index-type", "flat", "--projection", "none", "-o", tmp_path / "flat")
     en_de = ["--src-lang", "en", "--tgt-lang", "de", *common[4:]]  # the index side as the source
     run("mine", tmp_path / "flat", de, "-o", tmp_path / "via-flat.tsv", *en_de)
     run("mine", en, de, "-o", tmp_path / "exact-en.tsv", *en_de)

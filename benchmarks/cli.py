@@ -242,7 +242,7 @@ def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick
     meaning, template and residual parts, each pair with the models trained on it."""
     import sys
 
-    from xmine import massive
+    from xmine.disentangle import massive
     from xmine.benchmarks import fmda_tables
     from xmine.encoders import load_encoder
 

@@ -123,7 +123,7 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
 
     if method == "fmda":
         from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
-        from xmine.massive import locate
+        from xmine.disentangle.massive import locate
 
         if len(pairs) != 1:
             raise click.UsageError("--method fmda takes one --pairs: the MASSIVE folder")

@@ -6,7 +6,7 @@ Pair discovery (`discover_pairs`), for each `--pairs` argument:
   given explicitly as `deu=A:eng=B`.
 - a MASSIVE folder (`<locale>.jsonl` with en-US, or a folder holding it in data/ or 1.1/data/):
   every locale paired with en-US by `id`, from the train partition only; no dev or test row can
-  enter (checked by id and by partition, `xmine.massive.train_rows`).
+  enter (checked by id and by partition, `xmine.disentangle.massive.train_rows`).
 - a directory: searched recursively (sorted, hidden entries skipped). In each folder, files
   are grouped by name: `STEM.LANG` (Tatoeba challenge `deu-eng.deu`, WMT `newstest2019.de`,
   FLORES v1 `wikipedia.dev.ne-en.ne`) groups by STEM; `LANG.SPLIT` (FLORES-200
@@ -64,9 +64,9 @@ class PairFiles:
 
     def read(self) -> tuple[list[str], list[str]]:
         """The aligned sentences. MASSIVE: only train rows, checked against dev/test by id and
-        partition (`xmine.massive.train_rows`)."""
+        partition (`xmine.disentangle.massive.train_rows`)."""
         if self.massive is not None:
-            from xmine.massive import train_rows
+            from xmine.disentangle.massive import train_rows
 
             _, src, tgt = train_rows(self.src.parent, *self.massive)
             return src, tgt
@@ -130,7 +130,7 @@ def _parse_explicit(spec: str) -> PairFiles:
 
 def _massive_pairs(folder: Path) -> list[PairFiles]:
     """Every MASSIVE locale with en-US: `<locale>.jsonl` joined by id, train partition only."""
-    from xmine.massive import PIVOT, available_locales
+    from xmine.disentangle.massive import PIVOT, available_locales
 
     return [PairFiles(src=folder / f"{loc}.jsonl", tgt=folder / f"{PIVOT}.jsonl", src_lang=normalize_lang(loc),
                       tgt_lang=normalize_lang(PIVOT), massive=(loc, PIVOT))
@@ -139,7 +139,7 @@ def _massive_pairs(folder: Path) -> list[PairFiles]:
 
 def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) -> list[PairFiles]:
     """Every parallel file pair named by `specs` (directories or SRC:TGT), filtered by `langs`."""
-    from xmine.massive import find_folder
+    from xmine.disentangle.massive import find_folder
 
     wanted = {normalize_lang(l) for l in langs} if langs else None
     found: list[PairFiles] = []

@@ -1,9 +1,9 @@
 """FMDA's data: MASSIVE rows with their slot annotation, masking spans, and BLEU negative pools.
 
-- `read_massive(folder, locale)`: every row of `<locale>.jsonl`, through `xmine.massive` (the
+- `read_massive(folder, locale)`: every row of `<locale>.jsonl`, through `xmine.disentangle.massive` (the
   one reader; errors name the file and line).
 - `slot_spans(annot_utt, utt)`: the character spans of the slot values in `utt`
-  (`xmine.massive.parse_annotation`); the annotation without brackets must be `utt` exactly.
+  (`xmine.disentangle.massive.parse_annotation`); the annotation without brackets must be `utt` exactly.
 - Reconstruction targets (FMDA Sec. 3.3, Fig. 3): the utterance re-encoded with its slot tokens
   masked is the TEMPLATE target; with its template (non-slot) tokens masked, the RESIDUAL target.
   An utterance without slots has the whole utterance as template target and an all-masked
@@ -22,16 +22,16 @@ import numpy as np
 
 
 def read_massive(folder: str | Path, locale: str):
-    """All rows (`xmine.massive.Record`: id, partition, utt, annot_utt, line) of one locale, in file
-    order, read and checked by the one MASSIVE reader (`xmine.massive`)."""
-    from xmine.massive import read_locale
+    """All rows (`xmine.disentangle.massive.Record`: id, partition, utt, annot_utt, line) of one locale, in file
+    order, read and checked by the one MASSIVE reader (`xmine.disentangle.massive`)."""
+    from xmine.disentangle.massive import read_locale
 
     return list(read_locale(folder, locale).records)
 
 
 def slot_spans(annot_utt: str, utt: str, *, where: str = "") -> list[tuple[int, int, str]]:
     """(start, end, slot type) of each slot value inside `utt`; checks the annotation matches `utt`."""
-    from xmine.massive import parse_annotation
+    from xmine.disentangle.massive import parse_annotation
 
     ann = parse_annotation(annot_utt)
     if ann.utt != utt:

@@ -22,6 +22,7 @@ from xmine.index.faiss_gpu import faiss_reason, to_cpu, to_gpu, units_use_gpus
 from xmine.index.faiss_index import FORMAT_VERSION, KIND, IndexDir, shard_name, shard_plan
 from xmine.records import EncoderFingerprint, ProjectionFingerprint, to_json
 from xmine.store.layout import SENTENCE_INDEX
+from xmine.store.rows import as_f32
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +62,6 @@ class IndexConfig:
                               f"{self.add_batch})")
         if self.memory_budget is not None and not self.memory_budget > 0:
             raise ConfigError(f"memory_budget must be > 0 bytes (got {self.memory_budget!r})")
-
-
-def as_f32(a) -> np.ndarray:
-    """A float32, C-contiguous copy of `a` (float16 or memory-mapped rows), as FAISS takes it."""
-    return np.ascontiguousarray(np.asarray(a, dtype=np.float32))
 
 
 #: Rows per add unit on a cluster when the index is kept as one shard (pieces merged at the end).

@@ -8,9 +8,10 @@ from __future__ import annotations
 import numpy as np
 
 from xmine.checkpoints import KeyedDir
-from xmine.index.build import add_unit, as_f32
+from xmine.index.build import add_unit
 from xmine.index.faiss_index import read_index
 from xmine.mining.rescore import exact_dot
+from xmine.store.rows import as_f32
 from xmine.topk import merge_topk
 
 

@@ -31,7 +31,7 @@ import logging
 import numpy as np
 
 from xmine.fileio import atomic_path
-from xmine.store.rows import RowSubset
+from xmine.store.rows import RowSubset, as_f32
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,6 @@ def _refine_rows(tag, queries, base, ids: np.ndarray, current: np.ndarray, *, pl
     `fetch_factor * k` and the `current` neighbours re-scored exactly; the best k (k = current's width)."""
     from tqdm.auto import tqdm
 
-    from xmine.index.build import as_f32
     from xmine.index.faiss_index import ivf_list_members, shard_plan
     from xmine.mining.ann_shards import drop_repeats, open_shard, rescore_candidates
     from xmine.topk import merge_topk

@@ -30,10 +30,10 @@ def encoders(check_name, precision) -> None:
     from xmine.encoders import list_encoders
 
     if check_name is not None:
-        from xmine.encoders.loader import load_encoder_now
+        from xmine.encoders.loader import load_encoder
         from xmine.encoders.suitability import suitability
 
-        verdict = suitability(load_encoder_now(check_name, precision=precision, check=False), fresh=True)
+        verdict = suitability(load_encoder(check_name, precision=precision, check=False), fresh=True)
         if verdict.suitable:
             click.echo(verdict.describe())
         else:

@@ -42,7 +42,7 @@ def _families(data: Path, languages, args) -> dict[str, dict[str, list[str]]]:
     """{"massive": {file label: lines}, "flores": {...}}: the first lines of each file."""
     from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines
     from xmine.langs import normalize_lang
-    from xmine.massive import available_locales, load_locale
+    from xmine.disentangle.massive import available_locales, load_locale
 
     folder = data / "massive" / "data"
     massive = {}

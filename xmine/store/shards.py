@@ -110,11 +110,11 @@ class ShardWriter:
     @classmethod
     def on_worker(cls, *, encoder_name: str, encoder_kwargs: dict, fingerprint: dict, use_gpu: bool, threads: int,
                   projection_path: str | None, **settings) -> "ShardWriter":
-        from xmine.encoders.loader import load_worker_encoder
+        from xmine.encoders.loader import load_encoder
         from xmine.projection import resolve_projection
 
-        encoder = load_worker_encoder(encoder_name, fingerprint=fingerprint, use_gpu=use_gpu, threads=threads,
-                                      **encoder_kwargs)
+        encoder = load_encoder(encoder_name, device="cuda" if use_gpu else "cpu", threads=None if use_gpu else threads,
+                               check=False, same_as=fingerprint, **encoder_kwargs)
         return cls(encoder=encoder, projection=resolve_projection(projection_path), **settings)
 
     def __call__(self, idx: int, sentences: list[str], lines: list[int], ids: list | None, positions: list | None,

@@ -30,7 +30,7 @@ from xmine.langs import normalize_lang
 from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.filters import PairFilterConfig, apply_pair_filters
 from xmine.mining.filters import counts as filter_counts
-from xmine.mining.langid import UNKNOWN, language_mask, supported_languages, thresholds_record
+from xmine.mining.langid import UNKNOWN, knows, language_mask, thresholds_record
 from xmine.mining.presearch import clean_sides
 from xmine.mining.select import MinedPairs
 from xmine.mining.writers import PairColumn, tsv_field
@@ -108,8 +108,7 @@ def lang_filter_langs(on: bool | None, langs, backend: str, min_confidence: floa
     if on and missing:
         raise ConfigError(f"--lang-filter needs the language of each side: give {' and '.join(missing)}")
     if on is None:
-        known = supported_languages(backend)
-        unknown = [] if missing else [lang for lang in langs if normalize_lang(lang) not in known]
+        unknown = [] if missing else [lang for lang in langs if not knows(backend, lang)]
         if missing or unknown:
             why = (f"{' and '.join(missing)} not given" if missing
                    else f"{', '.join(unknown)} not known to {backend}")

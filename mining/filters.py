@@ -229,10 +229,9 @@ def apply_pair_filters(src_texts: Sequence[str], tgt_texts: Sequence[str], score
     text_rules = [(RULES.index(r), _TEXT_RULES[r]) for r in active if r in _TEXT_RULES]
     lid_sides = [False, False]  # per side: whether `language` judges it (a language the backend knows)
     if "language" in active:
-        from xmine.mining.langid import supported_languages
+        from xmine.mining.langid import knows
 
-        known = supported_languages(config.lid)
-        lid_sides = [bool(lang) and normalize_lang(lang) in known for lang in langs]
+        lid_sides = [knows(config.lid, lang) for lang in langs]
     if lid_out is not None:
         for side, judged in zip(("src", "tgt"), lid_sides):
             if judged:

@@ -254,6 +254,11 @@ def supported_languages(backend: str) -> frozenset[str]:
     return labels | frozenset(c for c, group in ACCEPT_AS.items() if group & labels)
 
 
+def knows(backend: str, lang: str | None) -> bool:
+    """Whether `backend` judges a side declared as `lang` (None or '': no language given)."""
+    return bool(lang) and normalize_lang(lang) in supported_languages(backend)
+
+
 @functools.lru_cache(maxsize=4)
 def _backend_labels(backend: str) -> frozenset[str]:
     if backend == "fasttext":

@@ -11,7 +11,7 @@ candidates get identical embeddings, so no embedding can tell which copy is the 
 number counts a hit when the retrieved utterance's TEXT equals the gold utterance's text; the
 strict number (exact row only, as Tatoeba counts) is reported beside it.
 
-The data is read and checked by `xmine.massive` (one reader for benchmarks and training).
+The data is read and checked by `xmine.disentangle.massive` (one reader for benchmarks and training).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine import massive as data
+from xmine.disentangle import massive as data
 from xmine.benchmarks.common import EmbedFn, mean_of, retrieval_scores
 from xmine.errors import ConfigError
 

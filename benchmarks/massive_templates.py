@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine import massive as data
+from xmine.disentangle import massive as data
 from xmine.benchmarks.common import EmbedFn, cosine_matrix, retrieval_accuracy
 from xmine.errors import InputError
 from xmine.outputs import claim_output

@@ -11,7 +11,7 @@ import click
 from xmine.cluster import connect, ray_option
 from xmine.corpus import read_corpus, truncate_for_encoding
 from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
-from xmine.disentangle.language_trust import TrustRule, UNKNOWN, identify as identify_by_projection
+from xmine.mining.langid import UNKNOWN, TrustRule, identify_by_projection
 from xmine.disentangle.projection import load_projection
 from xmine.disentangle.st_export import export_portable
 from xmine.disentangle.trainer import TrainConfig, train
@@ -20,8 +20,8 @@ from xmine.encoders import DEFAULT_ENCODER, load_encoder
 from xmine.encoders.ray_pool import RayPoolEncoder
 from xmine.errors import ConfigError
 from xmine.langs import is_known_lang, normalize_lang
-from xmine.massive import locate
-from xmine.mining.langid import identify as identify_by_library, supported_languages
+from xmine.disentangle.massive import locate
+from xmine.mining.langid import LID_BACKENDS, identify as identify_by_library, supported_languages
 from xmine.options import Finite
 from xmine.encoders.options import precision_option
 from xmine.outputs import claim_output
@@ -189,7 +189,7 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
 @click.command("langid")
 @click.option("--projection", "projection_dir", default=None, type=click.Path(exists=True, file_okay=False),
               help="Projection directory from `xmine train`; its language part and stored centroids identify the language.")
-@click.option("--lid", default=None, type=click.Choice(("fasttext", "langid", "lingua")),
+@click.option("--lid", default=None, type=click.Choice(LID_BACKENDS),
               help="Identify with a library instead of a projection (xmine.mining.langid; the one "
                    "`xmine mine --lang-filter` and the language pair filter use). Give --projection or --lid.")
 @click.option("--encoder", default=None,
@@ -213,7 +213,7 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
     languages it was trained on; 'unknown' where that language is not a trusted label: one whose
     own held-out lines were identified less than 85% of the time at training time (or on fewer
     than 50 lines), since lines of languages the projection never saw fall onto exactly those
-    labels (xmine.disentangle.language_trust). The score is the cosine to the nearest centroid; it
+    labels (xmine.mining.langid.TrustRule). The score is the cosine to the nearest centroid; it
     does not tell unseen languages from seen ones. With --lid: a language identification library
     and its confidence. With --eval: the accuracy, and the share of lines called unknown.
     benchmarks/RESULTS.md compares both on FLORES-200.

@@ -6,7 +6,7 @@ Pair discovery (`discover_pairs`), for each `--pairs` argument:
   given explicitly as `deu=A:eng=B`.
 - a MASSIVE folder (`<locale>.jsonl` with en-US, or a folder holding it in data/ or 1.1/data/):
   every locale paired with en-US by `id`, from the train partition only; no dev or test row can
-  enter (checked by id and by partition, `xmine.massive.train_rows`).
+  enter (checked by id and by partition, `xmine.disentangle.massive.train_rows`).
 - a directory: searched recursively (sorted, hidden entries skipped). In each folder, files
   are grouped by name: `STEM.LANG` (Tatoeba challenge `deu-eng.deu`, WMT `newstest2019.de`,
   FLORES v1 `wikipedia.dev.ne-en.ne`) groups by STEM; `LANG.SPLIT` (FLORES-200
@@ -36,7 +36,7 @@ import numpy as np
 from xmine.artefacts import file_fingerprint
 from xmine.errors import ConfigError, InputError
 from xmine.langs import normalize_lang
-from xmine.massive import PIVOT, available_locales, find_folder, train_rows
+from xmine.disentangle.massive import PIVOT, available_locales, find_folder, train_rows
 from xmine.parallel_text import read_parallel
 
 _LANG_CODE = re.compile(r"^[a-z]{2,3}(_[A-Z][a-z]{3})?$")
@@ -67,7 +67,7 @@ class PairFiles:
 
     def read(self) -> tuple[list[str], list[str]]:
         """The aligned sentences. MASSIVE: only train rows, checked against dev/test by id and
-        partition (`xmine.massive.train_rows`)."""
+        partition (`xmine.disentangle.massive.train_rows`)."""
         if self.massive is not None:
             _, src, tgt = train_rows(self.src.parent, *self.massive)
             return src, tgt

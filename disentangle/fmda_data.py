@@ -1,9 +1,9 @@
 """FMDA's data: MASSIVE rows with their slot annotation, masking spans, and BLEU negative pools.
 
-- `read_massive(folder, locale)`: every row of `<locale>.jsonl`, through `xmine.massive` (the
+- `read_massive(folder, locale)`: every row of `<locale>.jsonl`, through `xmine.disentangle.massive` (the
   one reader; errors name the file and line).
 - `slot_spans(annot_utt, utt)`: the character spans of the slot values in `utt`
-  (`xmine.massive.parse_annotation`); the annotation without brackets must be `utt` exactly.
+  (`xmine.disentangle.massive.parse_annotation`); the annotation without brackets must be `utt` exactly.
 - Reconstruction targets (FMDA Sec. 3.3, Fig. 3): the utterance re-encoded with its slot tokens
   masked is the TEMPLATE target; with its template (non-slot) tokens masked, the RESIDUAL target.
   An utterance without slots has the whole utterance as template target and an all-masked
@@ -20,12 +20,12 @@ from typing import Sequence
 
 import numpy as np
 
-from xmine.massive import parse_annotation, read_locale
+from xmine.disentangle.massive import parse_annotation, read_locale
 
 
 def read_massive(folder: str | Path, locale: str):
-    """All rows (`xmine.massive.Record`: id, partition, utt, annot_utt, line) of one locale, in file
-    order, read and checked by the one MASSIVE reader (`xmine.massive`)."""
+    """All rows (`xmine.disentangle.massive.Record`: id, partition, utt, annot_utt, line) of one locale, in file
+    order, read and checked by the one MASSIVE reader (`xmine.disentangle.massive`)."""
     return list(read_locale(folder, locale).records)
 
 

@@ -34,7 +34,10 @@ PIVOT = "en-US"
 
 
 @dataclass(kw_only=True)
-class LocaleData:
+class PreparedLocale:
+    """One locale's FMDA training inputs (its MASSIVE rows are `massive.LocaleData`): the token
+    store of its utterances, the masked re-encodings' targets and its negative pool."""
+
     locale: str
     #: utterances in store order: train sample, dev sample, pool members (may repeat a train row)
     utts: list[str]
@@ -53,7 +56,7 @@ class LocaleData:
 class FmdaData:
     folder: Path
     locales: list[str]
-    data: dict[str, LocaleData]
+    data: dict[str, PreparedLocale]
     #: store rows of the train / dev samples (the same positions in every locale's store)
     train_rows: np.ndarray
     dev_rows: np.ndarray
@@ -130,7 +133,7 @@ def prepare(encoder, folder: str | Path, partners: Sequence[str], *, max_train: 
     base = rows[PIVOT]
     train_pos, dev_pos = sample_positions(base, max_train=max_train, max_dev=max_dev, seed=seed)
     n_tr, n_dev = len(train_pos), len(dev_pos)
-    out: dict[str, LocaleData] = {}
+    out: dict[str, PreparedLocale] = {}
     summary: dict[str, Any] = {"train_rows": n_tr, "dev_rows": n_dev, "seed": seed, "locales": {}}
     for loc in locales:
         r = rows[loc]
@@ -156,7 +159,7 @@ def prepare(encoder, folder: str | Path, partners: Sequence[str], *, max_train: 
                 target[ann_rows] = build_token_store(encoder, ann_utts, mask_spans=[m[k] for m in masks],
                                                      keep_tokens=False, show_progress=show_progress,
                                                      desc=f"{what} targets {loc}").pooled
-        out[loc] = LocaleData(locale=loc, utts=utts, store=store, template_target=tp_t, residual_target=rs_t,
+        out[loc] = PreparedLocale(locale=loc, utts=utts, store=store, template_target=tp_t, residual_target=rs_t,
                               annotated=annotated, pool_rows=np.arange(n_tr + n_dev, len(utts)), pool_stats=pool_stats)
         summary["locales"][loc] = {"file": str(folder / f"{loc}.jsonl"), "pool": pool_stats,
                                    "annotated_train": int(annotated[:n_tr].sum()),

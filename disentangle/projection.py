@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.disentangle.language_trust import identify, trust_table
+from xmine.mining.langid import identify_by_projection, trust_table
 from xmine.disentangle.train_checkpoint import CHECKPOINT, LEGACY, verify_checkpoint
 from xmine.encoders import check_projection_encoder
 from xmine.fileio import atomic_path, atomic_write_json, sha256_file, write_manifest
@@ -222,7 +222,7 @@ class Projection:
         language mean itself, whose cosine to its own centroid is always 1: there the cosine is
         that of the embedding (same nearest language), so the score still says how close it is.
         A line in a language the projection never saw still gets its nearest language here;
-        `xmine.disentangle.language_trust.identify` says "unknown" instead where that is unreliable.
+        `xmine.mining.langid.identify_by_projection` says "unknown" instead where that is unreliable.
         """
         if getattr(self.model, "architecture", None) == "centering":
             emb = self._embeddings(emb)
@@ -235,13 +235,13 @@ class Projection:
         return [self.languages[i] for i in best], sims[np.arange(len(best)), best]
 
     def trust_table(self) -> dict[str, dict[str, Any]]:
-        """Which of its languages `identify` trusts, and why not (`language_trust.trust_table`)."""
+        """Which of its languages `identify` trusts, and why not (`xmine.mining.langid.trust_table`)."""
         return trust_table(self.config, self.languages)
 
     def identify(self, emb: np.ndarray) -> tuple[list[str], np.ndarray, list[str]]:
         """(labels, scores, nearest): `langid`, with "unknown" where the nearest language is not
-        a trusted label (`xmine.disentangle.language_trust.identify`)."""
-        return identify(self, emb)
+        a trusted label (`xmine.mining.langid.identify_by_projection`)."""
+        return identify_by_projection(self, emb)
 
 
 #: config.json's fields every reader uses, and the JSON type each must have

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -21,6 +22,7 @@ from xmine.index.faiss_gpu import faiss_reason, to_cpu, to_gpu, units_use_gpus
 from xmine.index.faiss_index import FORMAT_VERSION, KIND, IndexDir, shard_name, shard_plan
 from xmine.records import EncoderFingerprint, ProjectionFingerprint, to_json
 from xmine.store.layout import SENTENCE_INDEX
+from xmine.store.rows import as_f32
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +62,6 @@ class IndexConfig:
                               f"{self.add_batch})")
         if self.memory_budget is not None and not self.memory_budget > 0:
             raise ConfigError(f"memory_budget must be > 0 bytes (got {self.memory_budget!r})")
-
-
-def as_f32(a) -> np.ndarray:
-    """A float32, C-contiguous copy of `a` (float16 or memory-mapped rows), as FAISS takes it."""
-    return np.ascontiguousarray(np.asarray(a, dtype=np.float32))
 
 
 #: Rows per add unit on a cluster when the index is kept as one shard (pieces merged at the end).
@@ -117,8 +114,8 @@ def build_index(
 
     rows = executor.share(embeddings)
     threads = executor.node_cpus()
-    trained = executor.call(with_threads, threads, train_index, rows, choice, config.seed, use_gpu, cpus=threads,
-                            gpus=gpus)
+    training = Training(factory=choice.factory, size=choice.train_size, seed=config.seed, gpu=use_gpu)
+    trained = executor.call(with_threads, threads, train_index, training, rows, cpus=threads, gpus=gpus)
     plan = shard_plan(n, shard_rows)
     merged = executor.distributed and config.shard_rows is None and choice.kind != "hnsw" and n > ADD_PIECE_ROWS
     pieces = shard_plan(n, ADD_PIECE_ROWS) if merged else plan
@@ -156,28 +153,73 @@ def resolve_choice(n: int, dim: int, config: IndexConfig, use_gpu: bool) -> tupl
     return choice, shard_rows
 
 
-def train_index(embeddings, choice: IndexChoice, seed: int, use_gpu: bool) -> bytes:
-    """The empty index `choice.factory`, trained on a seeded sample of `embeddings`, serialised.
+@dataclass(frozen=True, kw_only=True)
+class Training:
+    """What `train_index` trains and how it reports: the FAISS factory string, the rows sampled and
+    the seed, on a GPU or not; `sides` names the parts in a NonFiniteRowError (mining checks the
+    sample: FAISS would stop on it with a C++ message); `where` and `advice` frame the one-line
+    error when FAISS cannot train."""
 
-    The sample depends only on (n, seed), so every run (local or on Ray) trains on the same rows.
-    """
+    factory: str
+    size: int
+    seed: int
+    gpu: bool = False
+    sides: tuple[str, ...] | None = None
+    where: str = ""
+    advice: str = "use --index-type flat or hnsw, a smaller --nlist / --pq-m, or a larger corpus"
+
+
+def train_index(training: Training, *parts) -> bytes:
+    """The empty index `training.factory`, trained on a seeded sample of `training.size` rows of
+    `parts` (row views in one space: a corpus, or the two sides of a mining run), serialised.
+
+    The sample depends only on the parts' lengths, the size and the seed, so every run (local or on
+    Ray) trains on the same rows: each part but the last gives its share (size * n_i // N + 1), the
+    last what is left."""
     import faiss
 
-    n, dim = embeddings.shape
-    template = faiss.index_factory(dim, choice.factory, faiss.METRIC_INNER_PRODUCT)
-    if not template.is_trained:
-        rng = np.random.default_rng(seed)
-        sample = np.sort(rng.choice(n, size=choice.train_size, replace=False))
-        train = as_f32(embeddings[sample])
-        idx, res = to_gpu(template) if use_gpu else (template, None)
-        log.info("training %s on %d vectors", choice.factory, len(train))
-        try:
-            idx.train(train)
-        except RuntimeError as e:  # FAISS: too few training points for the centroids, etc.
-            raise ConfigError(f"cannot train {choice.factory} on {len(train):,} vectors ({faiss_reason(e)}); "
-                              "use --type flat or hnsw, a smaller --nlist / --pq-m, or a larger corpus") from None
-        template = to_cpu(idx, res)
-    return bytes(faiss.serialize_index(template))
+    template = faiss.index_factory(parts[0].shape[1], training.factory, faiss.METRIC_INNER_PRODUCT)
+    if template.is_trained:
+        return bytes(faiss.serialize_index(template))
+    rng = np.random.default_rng(training.seed)
+    total, picks = sum(len(p) for p in parts), []
+    for i, part in enumerate(parts):
+        taken = sum(len(ids) for ids in picks)
+        size = (min(len(part), training.size * len(part) // total + 1) if i < len(parts) - 1
+                else min(len(part), training.size - taken) if training.size > taken else 0)
+        picks.append(np.sort(rng.choice(len(part), size=size, replace=False)))
+    sample = _stacked_f32(list(zip(parts, picks)))
+    bad = np.flatnonzero(~np.isfinite(sample).all(axis=1)) if training.sides else ()
+    if len(bad):
+        part = int(np.searchsorted(np.cumsum([len(ids) for ids in picks]), bad[0], side="right"))
+        raise NonFiniteRowError(training.sides[part], int(picks[part][bad[0] - sum(map(len, picks[:part]))]))
+    idx, res = to_gpu(template) if training.gpu else (template, None)
+    t0 = time.perf_counter()
+    try:
+        idx.train(sample)
+    except RuntimeError as e:  # FAISS: too few training points for the centroids, etc.
+        raise ConfigError(f"{training.where}cannot train {training.factory} on {len(sample):,} vectors "
+                          f"({faiss_reason(e)}); {training.advice}") from None
+    log.info("trained %s on %d vectors in %.0f s", training.factory, len(sample), time.perf_counter() - t0)
+    return bytes(faiss.serialize_index(to_cpu(idx, res)))
+
+
+# Sampled rows read at once: a sorted sample is read as the span it covers (`store.rows`), a few
+# times its rows, so this bounds that read.
+_SAMPLE_READ = 4096
+
+
+def _stacked_f32(parts) -> np.ndarray:
+    """Rows `ids` of each (view, ids) in `parts`, stacked in one float32 array filled `_SAMPLE_READ`
+    rows at a time: memory is the sample itself, not copies of it in the stored dtype and float32."""
+    out = np.empty((sum(len(ids) for _, ids in parts), parts[0][0].shape[1]), dtype=np.float32)
+    at = 0
+    for view, ids in parts:
+        for c in range(0, len(ids), _SAMPLE_READ):
+            got = view[ids[c : c + _SAMPLE_READ]]
+            out[at : at + len(got)] = got
+            at += len(got)
+    return out
 
 
 def with_threads(threads: int | None, fn, *args):

@@ -9,6 +9,10 @@
   does (1024; 4096 past 250k; 32768 past 4M; 65536 past 10M; 262144 past 500M), kept within
   FAISS's 4*sqrt(N)..16*sqrt(N) and so that every list gets >= 39 training vectors.
 IVF indexes train on 30..256 vectors a list (a seeded sample) and search `nprobe` lists.
+
+The index types are xmine's one set (`INDEX_TYPES`), each built from the factory string
+`index_factory` gives; `build-index --index-type` offers `BUILD_TYPES` of them, `mine --approximate
+--index-type` `APPROXIMATE_TYPES`.
 """
 
 from __future__ import annotations
@@ -20,7 +24,14 @@ from dataclasses import dataclass
 from xmine.errors import ConfigError
 from xmine.records import Record
 
-INDEX_TYPES = ("auto", "flat", "ivf", "hnsw", "ivfpq", "opq")
+INDEX_TYPES = ("auto", "flat", "ivf", "hnsw", "ivfpq", "ivfpqfs", "opq")
+#: What `build-index` builds: all but ivfpqfs, whose fast-scan codes FAISS cannot reconstruct (it
+#: crashes), as an index directory read as a mining side must be.
+BUILD_TYPES = tuple(t for t in INDEX_TYPES if t != "ivfpqfs")
+#: What `mine --approximate` searches with: IVF indexes whose lists its refinement reads by the
+#: query itself (OPQ rotates queries before its lists; Flat and HNSW have none). ivfpqfs (4-bit PQ
+#: with fast-scan SIMD kernels) first: the fastest to search on CPU.
+APPROXIMATE_TYPES = ("ivfpqfs", "ivfpq", "ivf")
 FLAT_MAX = 10_000
 HNSW_MAX = 2_000_000
 HNSW_M = 32
@@ -60,12 +71,21 @@ def ivf_lists(n: int) -> int:
     return max(1, nlist)
 
 
-def pq_subquantisers(dim: int, preferred: int = 64) -> int:
-    """The largest m <= preferred dividing dim (PQ needs dim % m == 0)."""
-    for m in range(min(preferred, dim), 0, -1):
-        if dim % m == 0:
-            return m
-    return 1
+def pq_subquantisers(dim: int, preferred: int = 64, *, even: bool = False) -> int:
+    """The largest m <= preferred dividing dim (PQ needs dim % m == 0); `even`: the largest even one
+    (fast-scan packs codes in pairs) where m is odd."""
+    m = next(m for m in range(min(preferred, dim), 0, -1) if dim % m == 0)
+    if even and m % 2:
+        m = next(d for d in range(m, 0, -1) if dim % d == 0 and d % 2 == 0)
+    return m
+
+
+def index_factory(kind: str, nlist: int, m: int, pq_bits: int = 8) -> str:
+    """The FAISS index_factory string of IVF type `kind` ("ivf", "ivfpq", "ivfpqfs", "opq") with
+    `nlist` lists and `m` PQ sub-quantisers of `pq_bits` bits (ivfpqfs: always 4)."""
+    pq = f"PQ{m}" if pq_bits == 8 else f"PQ{m}x{pq_bits}"
+    return {"ivf": f"IVF{nlist},Flat", "ivfpq": f"IVF{nlist},{pq}", "ivfpqfs": f"IVF{nlist},PQ{m}x4fs",
+            "opq": f"OPQ{m},IVF{nlist},{pq}"}[kind]
 
 
 def choose_index(
@@ -79,15 +99,15 @@ def choose_index(
     pq_m: int = 64,
     pq_bits: int = 8,
 ) -> IndexChoice:
-    """Resolve `kind` ("auto", "flat", "ivf", "hnsw", "ivfpq", "opq") for n vectors of size dim.
+    """Resolve `kind` (one of `BUILD_TYPES`) for n vectors of size dim.
 
     memory_budget: bytes the index may use (default: a quarter of physical memory); only "auto"
     looks at it. nlist overrides the number of IVF lists; pq_m is the preferred number of PQ
     sub-quantisers (bytes per vector) for "ivfpq"/"opq"; pq_bits the bits of each code (8: 256
     centroids per sub-quantiser; 4 trains far faster on small corpora).
     """
-    if kind not in INDEX_TYPES:
-        raise ConfigError(f"unknown index type {kind!r}; choose one of {', '.join(INDEX_TYPES)}")
+    if kind not in BUILD_TYPES:
+        raise ConfigError(f"unknown index type {kind!r}; choose one of {', '.join(BUILD_TYPES)}")
     if n < 1 or dim < 1:
         raise ConfigError(f"cannot index {n} vectors of dimension {dim}")
     budget = memory_budget if memory_budget is not None else total_memory_bytes() // 4
@@ -119,8 +139,7 @@ def choose_index(
     if kind in ("ivfpq", "opq"):
         # PQ codebooks have 256 entries per sub-quantiser: train on at least ~40 points each.
         train = int(min(n, max(train, 2**pq_bits * MIN_TRAIN_PER_LIST)))
-    pq = f"PQ{m}" if pq_bits == 8 else f"PQ{m}x{pq_bits}"
-    factory = {"ivf": f"IVF{nl},Flat", "ivfpq": f"IVF{nl},{pq}", "opq": f"OPQ{m},IVF{nl},{pq}"}[kind]
+    factory = index_factory(kind, nl, m, pq_bits)
     # stopes searches 128 lists; never more than a quarter of them on small indexes.
     nprobe = max(1, min(128, nl // 4))
     lists_note = f"{nl} lists (4*sqrt(N)={4 * math.sqrt(n):.0f}..16*sqrt(N)={16 * math.sqrt(n):.0f})"

@@ -18,7 +18,7 @@ from xmine.encoders.options import precision_option
 from xmine.executor import executor_for
 from xmine.index.blocked_search import IndexDirShards, search_blocks
 from xmine.index.build import IndexConfig, build_index as _build
-from xmine.index.choose import INDEX_TYPES
+from xmine.index.choose import BUILD_TYPES
 from xmine.index.faiss_gpu import gpu_count
 from xmine.index.faiss_index import IndexDir
 from xmine.input_encoders import Encoders, check_same_projection
@@ -28,6 +28,13 @@ from xmine.outputs import claim_output
 from xmine.store.rows import RowSubset
 
 
+def _deprecated(old: str, new: str, value):
+    """A value given under an option's old name, with a one-line notice."""
+    if value is not None:
+        click.echo(f"xmine: {old} is deprecated; use {new} (the name mine --approximate takes too)", err=True)
+    return value
+
+
 @click.command("build-index")
 @click.argument("source", type=click.Path(exists=True, path_type=Path))
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(path_type=Path),
@@ -35,12 +42,14 @@ from xmine.store.rows import RowSubset
                    "xmine index, which is then replaced atomically; anything else is refused.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it is an xmine index already.")
 @click.option("--lang", type=LANG, default=None, help="Language code of the corpus (recorded; checked against a store's).")
-@click.option("--type", "kind", type=click.Choice(INDEX_TYPES), default="auto", show_default=True,
+@click.option("--index-type", "kind", type=click.Choice(BUILD_TYPES), default="auto", show_default=True,
               help="flat: exact inner product; ivf: IVF lists with exact vectors; hnsw: graph index "
                    "(fast, memory-hungry, CPU only); ivfpq: IVF with product-quantised vectors; opq: "
                    "OPQ rotation + IVF + PQ (stopes' choice for big corpora); auto: Flat up to 10k "
                    "vectors, HNSW while it fits the memory budget (no GPU), else OPQ/IVF/PQ with lists "
                    "by corpus size. The chosen index and the reason are printed.")
+@click.option("--type", "old_kind", type=click.Choice(BUILD_TYPES), default=None, hidden=True,
+              callback=lambda ctx, param, value: _deprecated("--type", "--index-type", value))
 @click.option("--shard-rows", type=click.IntRange(min=1), default=None,
               help="Split the index into shards of this many rows (each its own .faiss file), for "
                    "corpora whose index does not fit in memory at once; searches merge the shards' top-k.")
@@ -51,7 +60,7 @@ from xmine.store.rows import RowSubset
               help="PQ sub-quantisers = bytes per stored vector (ivfpq/opq); must divide the dimension "
                    "(the largest divisor below it is used).")
 @click.option("--memory-budget-gb", type=Finite(0.001, 1e6), default=None,
-              help="Memory the index may take, for --type auto, in GiB from 0.001 to 1000000 (default: a "
+              help="Memory the index may take, for --index-type auto, in GiB from 0.001 to 1000000 (default: a "
                    "quarter of RAM).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the training sample.")
 @click.option("--encoder", default=None,
@@ -69,7 +78,7 @@ from xmine.store.rows import RowSubset
             "--shard-rows, else pieces merged into one index). A store SOURCE is read by the workers from "
             "its files; a text SOURCE is encoded here first (embed it with `xmine embed --ray` to encode "
             "on the cluster). The index is the same as without --ray")
-def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
+def build_index(source, out_dir, overwrite, lang, kind, old_kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
                 encoder, projection, precision, runtime, cpu, quiet, ray_address, input_format):
     """Build a FAISS index over SOURCE's embeddings.
 
@@ -80,6 +89,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     """
     if input_format.split_sentences:  # a missing language fails before anything is written
         check_split_languages([(source, lang, "--lang")], input_format)
+    kind = old_kind or kind
     executor = executor_for(ray_address)  # join the cluster first: a wrong address fails before any work
     with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
         encoders = Encoders(EncoderConfig(name=encoder, precision=precision, runtime=runtime), projection,

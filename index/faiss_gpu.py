@@ -46,7 +46,7 @@ def to_gpu(index):
     except RuntimeError as e:
         reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         log.warning("%s stays on the CPU: FAISS cannot move it to the GPU even with float16 lookup "
-                    "tables (%s); use --type ivf/ivfpq/opq/flat for GPU search, or --cpu",
+                    "tables (%s); use --index-type ivf/ivfpq/opq/flat for GPU search, or --cpu",
                     type(index).__name__, reason)
         return index, None
 

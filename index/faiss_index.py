@@ -76,6 +76,17 @@ def shard_name(s: int) -> str:
     return f"shard_{s:05d}.faiss"
 
 
+def read_index(path, *, remedy: str = "the index is damaged, rebuild it"):
+    """The FAISS index in the file `path`; one FAISS cannot read is a one-line ArtefactError."""
+    import faiss
+
+    try:
+        return faiss.read_index(str(path))
+    except RuntimeError as e:
+        detail = str(e).strip().splitlines()[-1] if str(e).strip() else "FAISS could not read it"
+        raise ArtefactError(f"{path}: unreadable FAISS index ({detail}); {remedy}") from None
+
+
 class IndexDir:
     """An index directory on disk (see module doc)."""
 
@@ -174,16 +185,9 @@ class IndexDir:
         return TextColumn(path, row_index.offsets), row_index
 
     def _shard(self, shard: IndexShard):
-        import faiss
-
         path = self.path / shard.file
         self.content.check(shard.file)
-        try:
-            index = faiss.read_index(str(path))
-        except RuntimeError as e:
-            detail = str(e).strip().splitlines()[-1] if str(e).strip() else "FAISS could not read it"
-            raise ArtefactError(f"{path}: unreadable FAISS index ({detail}); the index is damaged, "
-                                "rebuild it") from None
+        index = read_index(path)
         if index.ntotal != shard.rows or index.d != self.dim:
             raise ArtefactError(f"{path}: holds {index.ntotal} vectors of dimension {index.d}, the manifest "
                                 f"says {shard.rows} of {self.dim}; the index is damaged, rebuild it")
@@ -237,3 +241,27 @@ def shard_searcher(index, shard: IndexShard, choice: IndexChoice, *, nprobe: int
         return s, np.where(i >= 0, i + shard.start, -1)
 
     return search
+
+
+def ivf_list_members(index, qv: np.ndarray, nprobe: int):
+    """For each IVF list that some query of `qv` visits (its `nprobe` nearest centroids, as the
+    index's own search visits them): (the queries visiting it, the list's row ids in the index).
+    Approximate mining's refinement compares those rows by their stored vectors."""
+    import faiss
+
+    ivf = faiss.extract_index_ivf(index)
+    _, lists = ivf.quantizer.search(qv, min(nprobe, ivf.nlist))
+    flat = lists.ravel()
+    order = np.argsort(flat, kind="stable")
+    qrow = order // lists.shape[1]
+    starts = np.flatnonzero(np.r_[True, flat[order][1:] != flat[order][:-1]])
+    invlists = ivf.invlists
+    for a, b in zip(starts, np.r_[starts[1:], len(order)]):
+        lst = int(flat[order[a]])
+        if lst < 0 or invlists.list_size(lst) == 0:  # -1: fewer lists than asked for
+            continue
+        size = invlists.list_size(lst)
+        ptr = invlists.get_ids(lst)
+        members = faiss.rev_swig_ptr(ptr, size).astype(np.int64)  # a copy
+        invlists.release_ids(lst, ptr)
+        yield np.unique(qrow[a:b]), members

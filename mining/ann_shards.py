@@ -8,9 +8,10 @@ from __future__ import annotations
 import numpy as np
 
 from xmine.checkpoints import KeyedDir
-from xmine.fileio import atomic_path
-from xmine.index.build import as_f32
+from xmine.index.build import add_unit
+from xmine.index.faiss_index import read_index
 from xmine.mining.rescore import exact_dot
+from xmine.store.rows import as_f32
 from xmine.topk import merge_topk
 
 
@@ -54,28 +55,27 @@ def drop_repeats(ids: np.ndarray) -> np.ndarray:
     return out
 
 
+#: what to do about a damaged index file in the work folder (written atomically: damaged from outside)
+WORK_REMEDY = "delete it: the next run builds it again"
+
+
 def shard_file(tag: str, s: int) -> str:
     return f"{tag}-shard{s:05d}.faiss"
 
 
 def open_shard(tag, s: int, lo: int, hi: int, *, base, trained: bytes, work: KeyedDir, config, show_progress,
                of: int | None = None):
-    """Shard s (base rows lo:hi) of direction `tag`: read from the work folder, or built there."""
-    import faiss
+    """Shard s (base rows lo:hi) of direction `tag`: read from the work folder, built there first
+    (`index.build.add_unit`) when it is not."""
     from tqdm.auto import tqdm
 
-    from xmine.index.build import add_rows
-
     index_file = work.path(shard_file(tag, s))
-    if index_file.is_file():
-        return faiss.read_index(str(index_file))
-    with tqdm(total=hi - lo, desc=f"indexing {tag} shard {s + 1}" + (f"/{of}" if of else ""), unit="rows",
-              disable=not show_progress, leave=False) as bar:
-        index = add_rows(trained, base, lo, hi, add_batch=config.query_block, use_gpu=False,
-                         on_rows=bar.update, side=base_side(tag))
-    with atomic_path(index_file) as tmp:
-        faiss.write_index(index, str(tmp))
-    return index
+    if not index_file.is_file():
+        with tqdm(total=hi - lo, desc=f"indexing {tag} shard {s + 1}" + (f"/{of}" if of else ""), unit="rows",
+                  disable=not show_progress, leave=False) as bar:
+            add_unit(trained, base, s, lo, hi, config.query_block, False, str(index_file), base_side(tag),
+                     on_rows=bar.update)
+    return read_index(index_file, remedy=WORK_REMEDY)
 
 
 __all__ = ["base_side", "drop_repeats", "open_shard", "rescore_candidates", "shard_file"]

@@ -39,7 +39,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -49,23 +48,22 @@ import numpy as np
 from xmine.checkpoints import KeyedDir
 from xmine.executor import LOCAL, Executor, ShardProgress
 from xmine.fileio import atomic_path
-from xmine.index.build import with_threads
-from xmine.index.faiss_index import IndexChoice, IndexShard, shard_plan
-from xmine.mining.ann_shards import base_side, rescore_candidates, shard_file
-from xmine.errors import ConfigError, NonFiniteRowError
+from xmine.index.build import Training, train_index, with_threads
+from xmine.index.choose import APPROXIMATE_TYPES, index_factory, ivf_lists, pq_subquantisers
+from xmine.index.faiss_index import IndexChoice, IndexShard, read_index, shard_plan
+from xmine.mining.ann_shards import WORK_REMEDY, base_side, rescore_candidates, shard_file
+from xmine.errors import ConfigError
 
 log = logging.getLogger(__name__)
-
-INDEX_TYPES = ("ivfpqfs", "ivfpq", "ivf")
 
 
 @dataclass(frozen=True, kw_only=True)
 class ApproximateConfig:
     """How approximate mining searches."""
 
-    #: "ivfpqfs" (IVF + 4-bit PQ with fast-scan SIMD kernels: the fastest to search on CPU), "ivfpq"
-    #: (8-bit PQ codes: more accurate, slower) or "ivf" (exact vectors: recall limited only by
-    #: nprobe, memory 4 * dim bytes a row)
+    #: one of `xmine.index.choose.APPROXIMATE_TYPES`: "ivfpqfs" (IVF + 4-bit PQ with fast-scan SIMD
+    #: kernels: the fastest to search on CPU), "ivfpq" (8-bit PQ codes: more accurate, slower) or
+    #: "ivf" (exact vectors: recall limited only by nprobe, memory 4 * dim bytes a row)
     index_type: str = "ivfpqfs"
     #: IVF lists (None: by the larger side's size, `xmine.index.choose.ivf_lists`, at most 4096)
     nlist: int | None = None
@@ -98,8 +96,8 @@ class ApproximateConfig:
     refine_nprobe_factor: int = 2
 
     def __post_init__(self):
-        if self.index_type not in INDEX_TYPES:
-            raise ConfigError(f"index type must be one of {', '.join(INDEX_TYPES)} (got {self.index_type!r})")
+        if self.index_type not in APPROXIMATE_TYPES:
+            raise ConfigError(f"index type must be one of {', '.join(APPROXIMATE_TYPES)} (got {self.index_type!r})")
         for name in ("nlist", "nprobe", "shard_rows"):
             v = getattr(self, name)
             if v is not None and v < 1:
@@ -111,17 +109,11 @@ class ApproximateConfig:
 
     def resolved(self, n_max: int, dim: int) -> dict:
         """nlist, nprobe and the FAISS factory string for a base of up to n_max rows."""
-        from xmine.index.choose import ivf_lists, pq_subquantisers
-
         nlist = self.nlist or min(4096, ivf_lists(n_max))
         nlist = max(1, min(nlist, n_max))
         nprobe = min(nlist, self.nprobe or max(32, nlist // 16))
-        m = pq_subquantisers(dim, self.pq_m)
-        if self.index_type == "ivfpqfs" and m % 2:
-            m = next(d for d in range(m, 0, -1) if dim % d == 0 and d % 2 == 0)
-        factory = {"ivfpqfs": f"IVF{nlist},PQ{m}x4fs", "ivfpq": f"IVF{nlist},PQ{m}",
-                   "ivf": f"IVF{nlist},Flat"}[self.index_type]
-        return {"nlist": nlist, "nprobe": nprobe, "factory": factory}
+        m = pq_subquantisers(dim, self.pq_m, even=self.index_type == "ivfpqfs")
+        return {"nlist": nlist, "nprobe": nprobe, "factory": index_factory(self.index_type, nlist, m)}
 
 
 #: what an approximate run writes in its work folder
@@ -160,8 +152,12 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
         trained_bytes = trained_file.read_bytes()
     else:
         threads = executor.node_cpus()
-        trained_bytes = executor.call(with_threads, threads, train_quantiser, executor.share(x), executor.share(y),
-                                      plan, config, cpus=threads)
+        want = min(n + m, max(plan["nlist"] * config.train_per_list, 256 * 40 if "PQ" in plan["factory"] else 0))
+        training = Training(factory=plan["factory"], size=want, seed=config.seed, sides=("src", "tgt"),
+                            where="--approximate: ", advice="use --index-type ivf or ivfpqfs, a smaller --nlist / "
+                            "--pq-m, or exact mining (no --approximate) for corpora this small")
+        trained_bytes = executor.call(with_threads, threads, train_index, training, executor.share(x),
+                                      executor.share(y), cpus=threads)
         with atomic_path(trained_file) as tmp:
             tmp.write_bytes(trained_bytes)
 
@@ -182,57 +178,6 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
         for s in range(shards if shards > 1 else 0):
             work.path(shard_file(tag, s)).unlink(missing_ok=True)
     return knn
-
-
-def train_quantiser(x, y, plan: dict, config: ApproximateConfig) -> bytes:
-    """The empty index `plan["factory"]` trained on a seeded sample of both sides, serialised.
-
-    The sample depends only on (len(x), len(y), the plan, the seed), so every run trains on the
-    same rows."""
-    import faiss
-
-    n, m = len(x), len(y)
-    trained = faiss.index_factory(x.shape[1], plan["factory"], faiss.METRIC_INNER_PRODUCT)
-    want = min(n + m, max(plan["nlist"] * config.train_per_list, 256 * 40 if "PQ" in plan["factory"] else 0))
-    rng = np.random.default_rng(config.seed)
-    tx = np.sort(rng.choice(n, size=min(n, want * n // (n + m) + 1), replace=False))
-    ty = np.sort(rng.choice(m, size=min(m, want - len(tx)) if want > len(tx) else 0, replace=False))
-    sample = _stacked_f32([(x, tx), (y, ty)])
-    bad = np.flatnonzero(~np.isfinite(sample).all(axis=1))
-    if len(bad):  # FAISS's training would stop with a C++ message; the base rows are checked when added
-        b = int(bad[0])
-        side, row = ("src", tx[b]) if b < len(tx) else ("tgt", ty[b - len(tx)])
-        raise NonFiniteRowError(side, int(row))
-    t0 = time.perf_counter()
-    try:
-        trained.train(sample)
-    except RuntimeError as e:  # FAISS: too few training points for the centroids, etc.
-        from xmine.index.faiss_gpu import faiss_reason
-
-        raise ConfigError(f"--approximate: cannot train {plan['factory']} on {len(sample):,} vectors "
-                          f"({faiss_reason(e)}); "
-                          "use --index-type ivf or ivfpqfs, a smaller --nlist / --pq-m, or exact mining "
-                          "(no --approximate) for corpora this small") from None
-    log.info("trained %s on %d vectors in %.0f s", plan["factory"], len(sample), time.perf_counter() - t0)
-    return bytes(faiss.serialize_index(trained))
-
-
-# Sampled rows read at once: a sorted sample is read as the span it covers (`store.rows`), a few
-# times its rows, so this bounds that read.
-_SAMPLE_READ = 4096
-
-
-def _stacked_f32(parts) -> np.ndarray:
-    """Rows `ids` of each (view, ids) in `parts`, stacked in one float32 array filled `_SAMPLE_READ`
-    rows at a time: memory is the sample itself, not copies of it in the stored dtype and float32."""
-    out = np.empty((sum(len(ids) for _, ids in parts), parts[0][0].shape[1]), dtype=np.float32)
-    at = 0
-    for view, ids in parts:
-        for c in range(0, len(ids), _SAMPLE_READ):
-            got = view[ids[c : c + _SAMPLE_READ]]
-            out[at : at + len(got)] = got
-            at += len(got)
-    return out
 
 
 def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work: KeyedDir, config, show_progress,
@@ -294,10 +239,8 @@ def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work:
 def open_work_shard(files: list[str], bounds: list[tuple[int, int]], choice: IndexChoice, s: int):
     """(index, shard, choice) of shard s of one direction in the work folder, by path (what a search
     unit opens), as `shard_searcher` takes them."""
-    import faiss
-
     lo, hi = bounds[s]
-    return faiss.read_index(files[s]), IndexShard(file=files[s], start=lo, rows=hi - lo), choice
+    return read_index(files[s], remedy=WORK_REMEDY), IndexShard(file=files[s], start=lo, rows=hi - lo), choice
 
 
-__all__ = ["ApproximateConfig", "INDEX_TYPES", "approximate_knn_both", "train_quantiser"]
+__all__ = ["ApproximateConfig", "approximate_knn_both"]

@@ -28,7 +28,7 @@ from xmine.corpus import iter_lines
 from xmine.delimited import column_index, delimited_rows, field_of
 from xmine.errors import ConfigError, InputError
 from xmine.langs import is_known_lang, normalize_lang
-from xmine.reader_base import MISSING, field_at, is_dataset_dir, stem_suffix
+from xmine.reader_base import MISSING, field_at, format_by_path
 from xmine.readers import jsonl_records
 
 BITEXT_FORMATS = ("tsv", "csv", "moses", "jsonl", "parquet", "hf")
@@ -74,15 +74,8 @@ def bitext_format(paths: tuple[Path, ...], spec: BitextFormat) -> str:
         if spec.format == "moses":
             raise ConfigError("a Moses bitext is two files: --src FILE --tgt FILE, or SRC_FILE:TGT_FILE")
         return spec.format
-    path = paths[0]
-    if path.is_dir():
-        if is_dataset_dir(path):
-            return "hf"
-        raise InputError(path, "a directory that is not a Hugging Face save_to_disk folder; name a TSV, CSV, "
-                               "JSON Lines or Parquet file")
-    suffix = stem_suffix(path)
-    return {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet": "parquet",
-            ".pq": "parquet"}.get(suffix, "tsv")
+    return format_by_path(paths[0], default="tsv", not_dataset="a directory that is not a Hugging Face save_to_disk "
+                          "folder; name a TSV, CSV, JSON Lines or Parquet file")
 
 
 class Bitext:

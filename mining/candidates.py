@@ -10,11 +10,7 @@ from xmine.errors import NonFiniteRowError
 from xmine.mining.products import RowTerms, eta, pair_bounds
 from xmine.mining.rescore import U32, exact_dot, gamma
 from xmine.mining.screen import screen_merge
-
-
-def as_f32(a, start: int, stop: int) -> np.ndarray:
-    block = np.asarray(a[start:stop])
-    return np.ascontiguousarray(block, dtype=np.float32)
+from xmine.store.rows import as_f32
 
 
 def merge_sparse(run_s: np.ndarray, run_i: np.ndarray, rows, vals, cols, *, by_index: bool = True) -> None:
@@ -145,7 +141,7 @@ def _rescore(a, a_rows, b, b_rows, na, nb, chunk: int = 1 << 14) -> np.ndarray:
 
 def side_terms(a, product, side: str, chunk: int = 8192) -> RowTerms:
     """Per-row norms of a side (one streaming pass); refuses non-finite rows."""
-    parts = [product.terms(as_f32(a, i, i + chunk)) for i in range(0, len(a), chunk)]
+    parts = [product.terms(as_f32(a[i:i + chunk])) for i in range(0, len(a), chunk)]
     terms = RowTerms(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("n", "nh", "r")),
                      tiny=any(p.tiny for p in parts))
     bad = np.flatnonzero(~np.isfinite(terms.n))

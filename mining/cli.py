@@ -8,7 +8,7 @@ import click
 
 from xmine.cluster import ray_option
 from xmine.encoders.options import precision_option
-from xmine.mining.approximate import INDEX_TYPES
+from xmine.index.choose import APPROXIMATE_TYPES
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
 from xmine.mining.cli_options import pair_filter_options
 from xmine.mining.defaults import DEFAULT_OPERATING_POINT, OPERATING_POINTS
@@ -93,7 +93,7 @@ class ThresholdType(click.ParamType):
                    "both sides, shards, resumable) instead of the exact blocked product; margin, one-to-one "
                    "and filters are the same. For corpora where exact search is too slow (its cost grows "
                    "with n x m). A side that is an index directory is always searched through its index.")
-@click.option("--index-type", type=click.Choice(INDEX_TYPES), default="ivfpqfs", show_default=True,
+@click.option("--index-type", type=click.Choice(APPROXIMATE_TYPES), default="ivfpqfs", show_default=True,
               help="With --approximate: ivfpqfs = IVF + 4-bit product quantisation with fast-scan kernels "
                    "(pq-m/2 bytes a row, fastest); ivfpq = IVF + 8-bit PQ (pq-m bytes, more accurate); "
                    "ivf = IVF with exact vectors (4 x dim bytes a row, recall limited only by nprobe).")

@@ -1,37 +1,76 @@
 """The filtering steps of `xmine mine` around the search (mining/pipeline.py calls them), in
-order: the language filter (`language_rows`, set up by `lang_filter_langs`), the cleaning of
-both sides (`pre_search`), and after the selection the pair filters (`filter_pairs`). Sentences
-are read from their side by offset (`SideTexts`), chunk by chunk; memory is one byte a row or
-pair beside the chunk.
+order: the language filter of each side (`language_filter`, set up by `lang_filter_langs`), the
+check of the declared languages (`check_declared_languages`), the cleaning of both sides
+(`pre_search`), and after the selection the pair filters (`filter_pairs`). Every language
+judgement is made by mining/langid.py. Sentences are read from their side by offset
+(`SideTexts`), chunk by chunk; memory is one byte a row or pair beside the chunk.
+
+The declared-language check: a declared language (--src-lang / --tgt-lang) is taken as given (it
+is recorded, compared with the artefacts' own, and a `center` projection subtracts its mean), so
+`--src-lang en --tgt-lang de` on German/English input would otherwise pass unnoticed. When the
+projection in use identifies languages, a sample of each side is labelled with it
+(`langid.identify_by_projection`) and one warning line names the side, the declared language and
+the language most of the sample looks like. It warns and never refuses: the labels are a model's
+guess. A declared language that is not one of the projection's, or one it does not identify
+reliably, is not checked (the summary says why), and only a trusted label can contradict it. The
+stored rows hold the meaning part only, so the sample (at most SAMPLE_ROWS rows a side, spread
+over the side) is encoded again, only when a language is declared.
 """
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
+from typing import Any
+
 import numpy as np
 
+from xmine.corpus import truncate_for_encoding
 from xmine.errors import ConfigError
 from xmine.langs import normalize_lang
 from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.filters import PairFilterConfig, apply_pair_filters
 from xmine.mining.filters import counts as filter_counts
-from xmine.mining.langid import language_mask, supported_languages, thresholds_record
+from xmine.mining.langid import UNKNOWN, knows, language_mask, thresholds_record
 from xmine.mining.presearch import clean_sides
 from xmine.mining.select import MinedPairs
 from xmine.mining.writers import PairColumn, tsv_field
 from xmine.store.writer import UNDETERMINED
 
+log = logging.getLogger(__name__)
+
 LANG_FILTER_CHUNK = 65536
+# The automatic language filter leaves a side alone when more than this share of it is identified
+# as another language (a wrong --src-lang/--tgt-lang, not noise).
+MISLABELLED_SHARE = 0.5
+#: rows labelled per side by the declared-language check: enough that a majority is clear (the
+#: share's standard error <= 3.5%)
+SAMPLE_ROWS = 200
+#: share of a sample that must look like one other (trusted) language before a declared language is doubted
+MISMATCH_SHARE = 0.5
 
 
-def language_rows(side, ids: np.ndarray, lang: str, backend: str, min_confidence: float | None) -> np.ndarray:
-    """keep[i]: row ids[i] of `side` is not identified as another language (`--lang-filter`;
-    `min_confidence` None: `lang`'s own threshold, `langid.min_confidence_for`)."""
+def language_filter(side, ids: np.ndarray, lang_filter: tuple[str, str, float | None], *, forced: bool = False,
+                    role: str = "src") -> tuple[np.ndarray, int, float | None]:
+    """(rows kept, rows dropped, share left alone) of the language filter over rows `ids` of `side`
+    (`lang_filter`: language, LID backend, min confidence; None: the language's own threshold,
+    `langid.min_confidence_for`): rows identified as another language are dropped. When more than
+    MISLABELLED_SHARE of the side is (and not `forced`), its --*-lang is more likely wrong than the
+    side is noise, and the filter would leave nothing to mine: the side is left as it is, with one
+    warning, and that share is returned third (else None)."""
+    lang, backend, min_confidence = lang_filter
     keep = np.zeros(len(ids), dtype=bool)
     for start in range(0, len(ids), LANG_FILTER_CHUNK):
         chunk = ids[start:start + LANG_FILTER_CHUNK]
         keep[start:start + len(chunk)], _ = language_mask([side.text[int(r)] for r in chunk], lang, backend,
                                                           min_confidence=min_confidence)
-    return keep
+    share = float((~keep).mean()) if len(keep) else 0.0
+    if share > MISLABELLED_SHARE and not forced:
+        log.warning("%s %s: %.0f%% of its sentences are identified as another language than "
+                    "--%s-lang %s; the automatic language filter leaves this side as it is (check "
+                    "--%s-lang; --lang-filter forces the filter)", role, side.path, 100 * share, role, lang, role)
+        return ids, 0, share
+    return ids[keep], int((~keep).sum()), None
 
 
 class SideTexts:
@@ -70,8 +109,7 @@ def lang_filter_langs(on: bool | None, langs, backend: str, min_confidence: floa
     if on and missing:
         raise ConfigError(f"--lang-filter needs the language of each side: give {' and '.join(missing)}")
     if on is None:
-        known = supported_languages(backend)
-        unknown = [] if missing else [lang for lang in langs if normalize_lang(lang) not in known]
+        unknown = [] if missing else [lang for lang in langs if not knows(backend, lang)]
         if missing or unknown:
             why = (f"{' and '.join(missing)} not given" if missing
                    else f"{', '.join(unknown)} not known to {backend}")
@@ -106,3 +144,70 @@ def filter_pairs(mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, langs, config
                       direction=mined.direction[keep])
     columns = [PairColumn(name=name, values=values[keep]) for name, values in lid.items()]
     return kept, src_rows[keep], tgt_rows[keep], record, columns
+
+
+def _sample_texts(side, ids: np.ndarray) -> list[str]:
+    """The text of up to SAMPLE_ROWS of `ids`, evenly spread (deterministic)."""
+    if len(ids) == 0:
+        return []
+    picks = np.unique(np.linspace(0, len(ids) - 1, min(SAMPLE_ROWS, len(ids))).round().astype(np.int64))
+    return [side.text[int(ids[i])] for i in picks]
+
+
+def check_declared_languages(sides, *, encoders) -> dict[str, Any]:
+    """{role: record} for each (role, side, mined row ids, declared language) whose language was
+    declared; warns (one line) for each side whose sample looks like another language.
+
+    A record is `check_declared`'s ("consistent", "mismatch" or "not-checked").
+    """
+    declared = [(role, side, ids, lang) for role, side, ids, lang in sides if lang]
+    if not declared:
+        return {}
+    projection = encoders.projection
+    if projection is None or not hasattr(projection, "identify") or getattr(projection, "token_level", False):
+        why = ("raw embeddings have no language part" if projection is None
+               else "the projection identifies no language from sentence vectors")
+        return {role: {"declared": lang, "status": "not-checked", "why": why} for role, _, _, lang in declared}
+    table = projection.trust_table()
+    out = {}
+    for role, side, ids, lang in declared:
+        code = normalize_lang(lang)
+        texts = _sample_texts(side, ids) if code in table and table[code]["trusted"] else []
+        labels = []
+        if texts:  # only what can be checked is encoded
+            emb = np.asarray(encoders.encoder.encode(truncate_for_encoding(texts)), dtype=np.float32)
+            labels, _, _ = projection.identify(emb)
+        record = check_declared(labels, lang, table)
+        if record["status"] == "mismatch":
+            log.warning(f"warning: {role} {side.path}: declared --{role}-lang {lang!r}, but {record['share']:.0%} of "
+                        f"{record['sample']} sampled lines look like {record['looks_like']!r} (mining goes on; "
+                        "recorded in the summary)")
+        out[role] = record
+    return out
+
+
+def check_declared(labels, declared: str, table: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Whether a sample's `labels` (the projection's `identify`: codes or "unknown") contradict
+    the `declared` language.
+
+    Returns {"status", "declared", "sample", ...}: "mismatch" (with "looks_like" and "share")
+    when more than MISMATCH_SHARE of the sample carries one trusted language other than the
+    declared one; "consistent" otherwise; "not-checked" (with "why") when the declared language
+    is not one of the projection's or its label is not trusted: the projection would then
+    mislabel correct text as often as not, and a false warning is worse than none.
+    """
+    code = normalize_lang(declared)
+    record: dict[str, Any] = {"declared": declared, "sample": len(labels)}
+    if code not in table:
+        return {**record, "status": "not-checked", "why": f"{code!r} is not one of the projection's languages"}
+    if not table[code]["trusted"]:
+        return {**record, "status": "not-checked", "why": f"the projection does not identify {code!r} reliably "
+                                                          f"({table[code]['why']})"}
+    counts = Counter(labels)
+    record["labels"] = dict(counts.most_common(5))
+    others = [(n, lang) for lang, n in counts.items() if lang not in (code, UNKNOWN)]
+    if others and labels:
+        n, lang = max(others)
+        if n / len(labels) > MISMATCH_SHARE:
+            return {**record, "status": "mismatch", "looks_like": lang, "share": round(n / len(labels), 3)}
+    return {**record, "status": "consistent"}

@@ -190,11 +190,11 @@ def length_ratio(src: str, tgt: str, score: float, langs, config: PairFilterConf
 
 def wrong_language(src_pred, tgt_pred, langs, config: PairFilterConfig, texts=(None, None)) -> bool:
     """`language` on predictions ((code, confidence) of each side, None where not identified)."""
-    from xmine.mining.langid import accepts, min_confidence_for
+    from xmine.mining.langid import is_other_language, min_confidence_for
 
     for pred, lang, text in zip((src_pred, tgt_pred), langs, texts):
-        if (pred is not None and lang and pred[0] and not accepts(lang, pred[0])
-                and pred[1] >= min_confidence_for(lang, config.lid, config.lid_min_confidence)):
+        if (pred is not None and lang and is_other_language(
+                lang, *pred, min_confidence_for(lang, config.lid, config.lid_min_confidence))):
             # Chinese written mostly in kanji-like characters is often labelled Japanese; Japanese
             # text nearly always holds kana.
             if pred[0] == "jpn" and normalize_lang(lang) == "cmn" and text is not None and not _KANA.search(text):
@@ -229,10 +229,9 @@ def apply_pair_filters(src_texts: Sequence[str], tgt_texts: Sequence[str], score
     text_rules = [(RULES.index(r), _TEXT_RULES[r]) for r in active if r in _TEXT_RULES]
     lid_sides = [False, False]  # per side: whether `language` judges it (a language the backend knows)
     if "language" in active:
-        from xmine.mining.langid import supported_languages
+        from xmine.mining.langid import knows
 
-        known = supported_languages(config.lid)
-        lid_sides = [bool(lang) and normalize_lang(lang) in known for lang in langs]
+        lid_sides = [knows(config.lid, lang) for lang in langs]
     if lid_out is not None:
         for side, judged in zip(("src", "tgt"), lid_sides):
             if judged:

@@ -49,11 +49,12 @@ from pathlib import Path
 import numpy as np
 
 from xmine.mining.candidates import (
-    as_f32, finalize_lists, merge_sparse, sample_floor, screen_into, screen_t, side_terms, tau_bound,
+    finalize_lists, merge_sparse, sample_floor, screen_into, screen_t, side_terms, tau_bound,
 )
 from xmine.mining.knn_checkpoint import KnnCheckpoint, load_valid_checkpoint
 from xmine.mining.products import make_product, resolve_product, row_bounds
 from xmine.mining.rescore import exact_dot
+from xmine.store.rows import as_f32
 from xmine.topk import merge_topk
 
 # A 1024 x 4096 float32 block (16 MB) stays in the 32-MB L3 cache between the product and the
@@ -247,7 +248,7 @@ def exact_knn_both(
     y32 = np.ascontiguousarray(y) if y_in_memory else None
 
     def y_block(j0: int, j1: int) -> np.ndarray:
-        return y32[j0:j1] if y32 is not None else as_f32(y, j0, j1)
+        return y32[j0:j1] if y32 is not None else as_f32(y[j0:j1])
 
     # y already in memory: its blocks are rounded for the product once, not once per row block (a
     # bf16 copy is half of y; a store read from disk is rounded block by block, memory bounded).
@@ -280,7 +281,7 @@ def exact_knn_both(
         w = idle.get()  # never waits: at most `workers` blocks run at once
         try:
             i1 = min(i0 + block_rows, n)
-            xb = as_f32(x, i0, i1)
+            xb = as_f32(x[i0:i1])
             px = prod.prepare(xb, tx.tiny)
             run_p = np.full((i1 - i0, wx), -np.inf, dtype=np.float32)
             run_i = np.full((i1 - i0, wx), -1, dtype=np.int64)
@@ -318,7 +319,7 @@ def exact_knn_both(
         top_s[where], top_i[where] = -np.inf, -1
         pa = prod.prepare(a_rows)  # flushes subnormals if any
         for j0 in range(0, nb, block):
-            bb = as_f32(b, j0, j0 + block)
+            bb = as_f32(b[j0:j0 + block])
             s = prod.scores(pa, prod.prepare(bb), buf)
             (r, c, _), _ = prod.screen(s, t, np.full(len(bb), np.inf))
             exact = exact_dot(a_rows[r], bb[c], a_norms[r], b_norms[j0 + c])

@@ -11,7 +11,9 @@ Backends (`LID_BACKENDS`), each returning one canonical ISO 639-3 code per sente
 - `langid`: langid.py (97 languages, model in its wheel).
 - `lingua`: lingua-language-detector (75 languages, models in its wheel; the slowest to load).
 - `projection`: the nearest language centroid of a projection's language part
-  (`Projection.langid`), from embeddings already computed; only the projection's training languages.
+  (`Projection.langid`), from embeddings already computed; only the projection's training
+  languages, and "unknown" instead of a label the projection cannot be trusted with
+  (`identify_by_projection`, below).
 
 The libraries are optional dependencies, imported where used; a missing one is a one-line
 `ConfigError` naming the package to install.
@@ -31,15 +33,30 @@ Indonesian, Norwegian from Danish, Mandarin from Wu or Cantonese in writing, the
 Arabic varieties), so a side declared as one of them accepts the others. fastText's labels are
 Wikipedia's codes; the one that is another language's ISO 639-3 code, `als` (Alemannic there,
 Tosk Albanian in ISO and FLORES), is read as `gsw`.
+
+A projection's label is trusted or "unknown" (`TrustRule`): the nearest centroid labels every line
+with one of the projection's languages, a line in a language it never saw too, with a cosine as
+high as an in-set line's (the cosine ranks in-set lines above out-of-set ones about as often as
+below: AUC 0.56 on MASSIVE, 0.47 on FLORES-200; benchmarks/lab/langid_unknown.py). The label does
+separate them: lines of unseen languages (and of poorly modelled seen ones) fall onto a few "sink"
+centroids, the training languages whose own held-out lines the projection identified worst. So a
+label is trusted when, at training time, its language's held-out lines were identified at least
+`min_recall` of the time over at least `min_heldout` lines, from the projection's config.json
+(`langid.per_language`, `training_data.counts`); a projection that lacks them trusts no label.
+
+This is the one home of language identification: the mining filters (mining/filter_step.py,
+filters.py, presearch.py) and `xmine langid` (disentangle/cli.py) and the projection's `identify`
+(disentangle/projection.py) all call it; it imports nothing of a feature, so both may.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -69,6 +86,12 @@ def accepts(declared: str, predicted: str) -> bool:
     """True when a sentence detected as `predicted` may stand on a side declared as `declared`."""
     d, p = normalize_lang(declared), normalize_lang(predicted)
     return d == p or p in ACCEPT_AS.get(d, ())
+
+
+def is_other_language(lang: str, code: str, confidence: float, min_confidence: float) -> bool:
+    """Whether a sentence identified as `code` with `confidence` is judged another language than
+    its side's `lang`: an answer (`code` not ''), sure enough, that `accepts` does not take."""
+    return bool(code) and confidence >= min_confidence and not accepts(lang, code)
 
 
 def _fasttext_code(label: str) -> str:
@@ -231,6 +254,11 @@ def supported_languages(backend: str) -> frozenset[str]:
     return labels | frozenset(c for c, group in ACCEPT_AS.items() if group & labels)
 
 
+def knows(backend: str, lang: str | None) -> bool:
+    """Whether `backend` judges a side declared as `lang` (None or '': no language given)."""
+    return bool(lang) and normalize_lang(lang) in supported_languages(backend)
+
+
 @functools.lru_cache(maxsize=4)
 def _backend_labels(backend: str) -> frozenset[str]:
     if backend == "fasttext":
@@ -257,5 +285,68 @@ def language_mask(texts: Sequence[str], lang: str, backend: str = DEFAULT_LID, *
         raise ConfigError(f"language identification '{backend}' does not know language {lang!r}")
     min_confidence = min_confidence_for(lang, backend, min_confidence)
     codes, conf = identify(texts, backend)
-    keep = [accepts(lang, c) or p < min_confidence or not c for c, p in zip(codes, conf.tolist())]
+    keep = [not is_other_language(lang, c, p, min_confidence) for c, p in zip(codes, conf.tolist())]
     return np.array(keep, dtype=bool), codes
+
+
+UNKNOWN = "unknown"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrustRule:
+    """When a projection's language label is trusted. The defaults were chosen on MASSIVE (short
+    utterances, 50 locales) and are reported on FLORES-200 (204 languages) in benchmarks/RESULTS.md
+    ("Unknown languages")."""
+
+    #: least held-out identification accuracy of the label's language at training time
+    min_recall: float = 0.85
+    #: least number of held-out lines that accuracy was measured on (fewer: too noisy to trust)
+    min_heldout: int = 50
+
+
+def heldout_lines(config: dict[str, Any]) -> dict[str, int]:
+    """Held-out (validation) lines per language at training time, from `training_data.counts`
+    ({"deu-eng": {"valid": 540, ...}}): each pair's held-out lines count for both its languages."""
+    out: dict[str, int] = {}
+    counts = (config.get("training_data") or {}).get("counts") or {}
+    for pair, c in counts.items():
+        valid = c.get("valid") if isinstance(c, dict) else None
+        if not isinstance(valid, int) or "-" not in pair:
+            continue
+        for lang in pair.split("-", 1):
+            code = normalize_lang(lang)
+            out[code] = out.get(code, 0) + valid
+    return out
+
+
+def trust_table(config: dict[str, Any], languages, rule: TrustRule = TrustRule()) -> dict[str, dict[str, Any]]:
+    """{language: {"recall", "heldout", "trusted", "why"}} for each of a projection's languages
+    (`config`: its config.json)."""
+    recall = {normalize_lang(k): v for k, v in ((config.get("langid") or {}).get("per_language") or {}).items()}
+    heldout = heldout_lines(config)
+    table = {}
+    for lang in languages:
+        r, n = recall.get(normalize_lang(lang)), heldout.get(normalize_lang(lang))
+        if r is None:
+            why = "no held-out identification accuracy recorded"
+        elif n is None:
+            why = "no held-out line count recorded"
+        elif n < rule.min_heldout:
+            why = f"held-out accuracy measured on {n} line(s) only (< {rule.min_heldout})"
+        elif r < rule.min_recall:
+            why = f"held-out accuracy {r:.2f} < {rule.min_recall:g}"
+        else:
+            why = None
+        table[lang] = {"recall": r, "heldout": n, "trusted": why is None, "why": why}
+    return table
+
+
+def identify_by_projection(projection, emb: np.ndarray, *, rule: TrustRule = TrustRule()
+                           ) -> tuple[list[str], np.ndarray, list[str]]:
+    """(labels, scores, nearest) of raw encoder embeddings `emb`: `nearest` is the projection's
+    nearest training language, `scores` its cosine, `labels` that language where it is trusted,
+    else `UNKNOWN`."""
+    nearest, scores = projection.langid(emb)
+    table = trust_table(projection.config, projection.languages, rule)
+    labels = [n if table[n]["trusted"] else UNKNOWN for n in nearest]
+    return labels, scores, nearest

@@ -4,19 +4,10 @@ cleaning keeps; with the map from every row to its representative among them."""
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 
-from xmine.mining.filter_step import language_rows
+from xmine.mining.filter_step import language_filter
 from xmine.mining.select import MiningConfig, length_mask
-
-log = logging.getLogger(__name__)
-
-
-# The automatic language filter leaves a side alone when more than this share of it is identified
-# as another language (a wrong --src-lang/--tgt-lang, not noise).
-MISLABELLED_SHARE = 0.5
 
 
 class Mineable:
@@ -30,22 +21,10 @@ class Mineable:
         lengths = np.asarray(side.row_index.lengths)
         ok = length_mask(lengths[first], config)
         self.ids = first[ok] if ok is not None else first
-        self.other_language = 0
-        self.lang_filter_skipped = None
+        self.other_language, self.lang_filter_skipped = 0, None
         if lang_filter is not None:  # (language, LID backend, min confidence): drop other languages
-            keep = language_rows(side, self.ids, *lang_filter)
-            share = float((~keep).mean()) if len(keep) else 0.0
-            if share > MISLABELLED_SHARE and not forced:
-                # Most of the side in another language: its --*-lang is more likely wrong than the
-                # side is noise; the automatic filter would leave nothing to mine.
-                self.lang_filter_skipped = share
-                log.warning("%s %s: %.0f%% of its sentences are identified as another language than "
-                            "--%s-lang %s; the automatic language filter leaves this side as it is (check "
-                            "--%s-lang; --lang-filter forces the filter)", role, side.path, 100 * share, role,
-                            lang_filter[0], role)
-            else:
-                self.other_language = int((~keep).sum())
-                self.ids = self.ids[keep]
+            self.ids, self.other_language, self.lang_filter_skipped = language_filter(
+                side, self.ids, lang_filter, forced=forced, role=role)
         self._index()
 
     def restrict(self, clean) -> None:

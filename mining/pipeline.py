@@ -44,9 +44,8 @@ from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.executor import executor_for
 from xmine.mining.approximate import ApproximateConfig
 from xmine.mining.defaults import DEFAULT_OPERATING_POINT
-from xmine.mining.filter_step import filter_pairs, lang_filter_langs, pre_search
+from xmine.mining.filter_step import check_declared_languages, filter_pairs, lang_filter_langs, pre_search
 from xmine.mining.filters import PairFilterConfig
-from xmine.mining.language_check import check_declared_languages
 from xmine.mining.mineable import Mineable
 from xmine.mining.presearch import PreSearchConfig
 from xmine.mining.products import resolve_product

@@ -115,7 +115,7 @@ def _copies(src_texts, tgt_texts, src_keys, tgt_keys, src: SideClean, tgt: SideC
     record = {"shared_texts": len(shared), "kept_on_src": 0, "kept_on_tgt": 0, "dropped_from_both": 0}
     if not len(shared):
         return record | {"method": None}
-    judged = all(lang for lang in langs) and all(normalize_lang(lang) in supported_languages(lid) for lang in langs)
+    judged = all(langs) and all(knows(lid, lang) for lang in langs)
     to_src = np.zeros(len(shared), dtype=bool)
     to_tgt = np.zeros(len(shared), dtype=bool)
     if judged:

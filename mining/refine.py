@@ -31,7 +31,7 @@ import logging
 import numpy as np
 
 from xmine.fileio import atomic_path
-from xmine.store.rows import RowSubset
+from xmine.store.rows import RowSubset, as_f32
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +88,7 @@ def _refine_rows(tag, queries, base, ids: np.ndarray, current: np.ndarray, *, pl
     `fetch_factor * k` and the `current` neighbours re-scored exactly; the best k (k = current's width)."""
     from tqdm.auto import tqdm
 
-    from xmine.index.faiss_index import shard_plan
-    from xmine.index.build import as_f32
+    from xmine.index.faiss_index import ivf_list_members, shard_plan
     from xmine.mining.ann_shards import drop_repeats, open_shard, rescore_candidates
     from xmine.topk import merge_topk
 
@@ -105,7 +104,7 @@ def _refine_rows(tag, queries, base, ids: np.ndarray, current: np.ndarray, *, pl
                            show_progress=show_progress)
         for c in range(0, len(ids), REFINE_CHUNK):
             qv = as_f32(queries[ids[c: c + REFINE_CHUNK]])
-            for rows, members in _list_members(index, qv, plan["nprobe"]):
+            for rows, members in ivf_list_members(index, qv, plan["nprobe"]):
                 vecs = as_f32(base[members + lo])
                 sims = qv[rows] @ vecs.T  # candidates only: the kept ones are re-scored exactly below
                 kk = min(fetch, len(members))
@@ -122,29 +121,6 @@ def _refine_rows(tag, queries, base, ids: np.ndarray, current: np.ndarray, *, pl
     # Rescored in blocks as large, in bytes, as the search's own rescoring.
     block = max(1, config.rescore_block * config.fetch_factor * k // cand.shape[1])
     return rescore_candidates(RowSubset(queries, ids), base, cand, k, block=block, show_progress=False, tag=f"{tag} (refined)")
-
-
-def _list_members(index, qv: np.ndarray, nprobe: int):
-    """For each IVF list that some query visits (its `nprobe` nearest centroids, as the index's own
-    search visits them): (the queries visiting it, the list's row ids in the shard)."""
-    import faiss
-
-    ivf = faiss.extract_index_ivf(index)
-    _, lists = ivf.quantizer.search(qv, min(nprobe, ivf.nlist))
-    flat = lists.ravel()
-    order = np.argsort(flat, kind="stable")
-    qrow = order // lists.shape[1]
-    starts = np.flatnonzero(np.r_[True, flat[order][1:] != flat[order][:-1]])
-    invlists = ivf.invlists
-    for a, b in zip(starts, np.r_[starts[1:], len(order)]):
-        lst = int(flat[order[a]])
-        if lst < 0 or invlists.list_size(lst) == 0:  # -1: fewer lists than asked for
-            continue
-        size = invlists.list_size(lst)
-        ptr = invlists.get_ids(lst)
-        members = faiss.rev_swig_ptr(ptr, size).astype(np.int64)  # a copy
-        invlists.release_ids(lst, ptr)
-        yield np.unique(qrow[a:b]), members
 
 
 __all__ = ["REFINE_CHUNK", "refine_passing"]

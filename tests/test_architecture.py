@@ -260,23 +260,20 @@ LAZY_MODULES = {
 #: converted leaves it.
 LAZY_IMPORTS_LEFT = {
     "xmine.cluster": 3,
-    "xmine.disentangle.language_trust": 2,
-    "xmine.encoders.loader": 18,
+    "xmine.encoders.loader": 12,
     "xmine.executor": 7,
     "xmine.index.build": 1,
-    "xmine.mining.ann_shards": 1,
     "xmine.mining.api": 7,
-    "xmine.mining.approximate": 5,
+    "xmine.mining.approximate": 3,
     "xmine.mining.cli": 5,
     "xmine.mining.filters": 3,
     "xmine.mining.knn": 3,
     "xmine.mining.knn_checkpoint": 2,
     "xmine.mining.knn_tiles": 1,
     "xmine.mining.langid": 1,
-    "xmine.mining.language_check": 1,
     "xmine.mining.mineable": 1,
     "xmine.mining.pipeline": 9,
-    "xmine.mining.refine": 4,
+    "xmine.mining.refine": 3,
     "xmine.mining.search_pairs": 2,
 }
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from xmine import massive
+from xmine.disentangle import massive
 from xmine.benchmarks import common
 from xmine.benchmarks import massive as bench_massive
 from xmine.benchmarks import massive_templates as mt

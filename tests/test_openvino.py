@@ -172,7 +172,7 @@ def test_runtime_resolution_refuses_what_cannot_run():
 def test_the_converted_models_build_is_part_of_the_fingerprint(ov_bf16, monkeypatch):
     from xmine.embed_cache import cache_path
     from xmine.encoders import ov_build
-    from xmine.encoders.lazy import LazyEncoder
+    from xmine.encoders import LazyEncoder
 
     fp = EncoderFingerprint.from_dict(ov_bf16.fingerprint(), where="ov")
     key = ov_bf16.model_xml.parent.name.rsplit("-", 1)[-1]  # the cached model's folder: ...-openvino-bf16-<key>

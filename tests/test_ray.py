@@ -184,7 +184,7 @@ def test_mine_approximate_on_ray_is_byte_identical(cluster, corpora, tmp_path):
     _mine_here_and_on_ray(common, tmp_path, cluster, "approximate")
 
 
-@pytest.mark.parametrize("index_args", [["--type", "flat"], ["--type", "ivf", "--nlist", 8, "--shard-rows", 100]])
+@pytest.mark.parametrize("index_args", [["--index-type", "flat"], ["--index-type", "ivf", "--nlist", 8, "--shard-rows", 100]])
 def test_mine_with_an_index_side_on_ray_is_byte_identical(cluster, corpora, local_store, tmp_path, monkeypatch,
                                                           index_args):
     import xmine.index.blocked_search as blocked
@@ -205,7 +205,7 @@ def test_build_index_on_ray_is_the_same_index(cluster, corpora, tmp_path, monkey
     monkeypatch.setattr(build, "ADD_PIECE_ROWS", 110)  # 3 pieces merged into one index
     store = tmp_path / "store"
     _run("embed", corpora / "en.txt", "--lang", "en", "--encoder", ENCODER, "-o", store, "-q")
-    common = [store, "--type", "ivf", "--nlist", 8] + (["--shard-rows", shard_rows] if shard_rows else [])
+    common = [store, "--index-type", "ivf", "--nlist", 8] + (["--shard-rows", shard_rows] if shard_rows else [])
     _run("build-index", *common, "-o", tmp_path / "local")
     _run("build-index", *common, "-o", tmp_path / "ray", "--ray", cluster)
     local = sorted((tmp_path / "local").glob("shard_*.faiss"))

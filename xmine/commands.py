@@ -14,7 +14,7 @@ from xmine.corpus import DEFAULT_MAX_CHARS
 from xmine.embed_cache import cache_file_info, cache_files, max_cache_mb, remove_cache_file
 from xmine.encoders import cpu_bf16_flag, list_encoders, load_encoder
 from xmine.encoders.external import ExternalEmbeddings
-from xmine.encoders.loader import load_encoder_now
+
 from xmine.encoders.runtime import openvino_installed, runtime_for_artefact, x86_cpu
 from xmine.encoders.suitability import suitability
 from xmine.errors import ConfigError
@@ -26,7 +26,6 @@ from xmine.projection import choose_projection
 from xmine.stdin import is_stdin, spool_stdin
 from xmine.store import embed_corpus
 from xmine.verify import verify_artefact
-
 
 @click.command("encoders")
 @click.option("--check", "check_name", default=None, metavar="NAME",
@@ -42,7 +41,7 @@ def encoders(check_name, precision, runtime) -> None:
     With --check NAME: measure whether that encoder aligns translations.
     """
     if check_name is not None:
-        verdict = suitability(load_encoder_now(check_name, precision=precision, runtime=runtime, check=False),
+        verdict = suitability(load_encoder(check_name, precision=precision, runtime=runtime, check=False),
                               fresh=True)
         if verdict.suitable:
             click.echo(verdict.describe())
@@ -65,7 +64,6 @@ def encoders(check_name, precision, runtime) -> None:
     click.echo(describe_auto_precision())
     click.echo(describe_auto_runtime())
 
-
 def describe_auto_runtime() -> str:
     """One line: what --runtime auto means for transformer encoders on this machine's CPU, and why."""
     if not x86_cpu():
@@ -73,7 +71,6 @@ def describe_auto_runtime() -> str:
     if not openvino_installed():
         return "--runtime auto on this CPU: torch (the openvino package is not installed: pip install openvino)"
     return "--runtime auto on this CPU: openvino at fp32/bf16/int8 (torch for fp16 and on CUDA)"
-
 
 def describe_auto_precision() -> str:
     """One line: what --precision auto means on this machine, and why."""
@@ -88,7 +85,6 @@ def describe_auto_precision() -> str:
     except ImportError:
         pass
     return line
-
 
 @click.command("embed")
 @click.argument("corpus", type=click.Path(dir_okay=True, path_type=str))
@@ -194,13 +190,11 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
         f"({rate:.1f} sentences/s) -> {out_dir}"
     )
 
-
 def external_embeddings(path: str, *, encoder_name: str | None, dim: int | None, column: str | None):
     """`embed --embeddings`: the file opened as an `ExternalEmbeddings`, its options checked."""
     if not encoder_name:
         raise ConfigError("--embeddings needs --encoder-name: the name of the encoder that made them (laser2, ...)")
     return ExternalEmbeddings(path, name=encoder_name, dim=dim, column=column)
-
 
 @click.command("verify")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
@@ -221,7 +215,6 @@ def verify(paths) -> None:
         click.echo(f"{path}: OK, an xmine {kind} ({detail}; {nbytes / 2**20:,.1f} MiB checked in "
                    f"{time.perf_counter() - t0:.1f}s)")
 
-
 @click.group("cache")
 def cache() -> None:
     """The per-sentence embedding cache used by benchmarks and training ($XMINE_HOME/embeddings).
@@ -230,7 +223,6 @@ def cache() -> None:
     4096); past it the least recently used sentences are evicted. Corpus-scale commands (embed,
     mine, build-index, search) never fill it.
     """
-
 
 @cache.command("info")
 def cache_info() -> None:
@@ -244,7 +236,6 @@ def cache_info() -> None:
         else:
             click.echo(f"  {f.name}: {i['encoder']} ({i['dim']}-d), {i['rows']:,} sentences, "
                        f"{i['bytes'] / 2**20:,.1f} MB on disk")
-
 
 @cache.command("clear")
 @click.option("--encoder", "encoder_name", default=None, help="Only this encoder's cache (default: all).")
@@ -266,6 +257,5 @@ def cache_clear(encoder_name, yes) -> None:
     for f, _ in files:
         remove_cache_file(f)
     click.echo(f"deleted {len(files)} cache file(s), {total / 2**20:,.1f} MB")
-
 
 COMMANDS = [encoders, embed, verify, cache]

@@ -76,6 +76,21 @@ def stem_suffix(path: Path) -> str:
     return suffixes[-1] if suffixes else ""
 
 
+_FORMAT_OF_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet",
+                     ".csv": "csv"}
+
+
+def format_by_path(path: Path, *, default: str, not_dataset: str) -> str:
+    """The format of an existing `path`: "hf" for a Hugging Face save_to_disk folder (another folder
+    is an InputError saying `not_dataset`), else what its extension names (`stem_suffix`: jsonl,
+    parquet, csv), else `default` (sentence inputs: text; bitexts: tsv)."""
+    if path.is_dir():
+        if is_dataset_dir(path):
+            return "hf"
+        raise InputError(path, not_dataset)
+    return _FORMAT_OF_SUFFIX.get(stem_suffix(path), default)
+
+
 def field_at(record: Any, dotted: str) -> Any:
     """The value at `dotted` (`meta.text`) in nested mappings; a key that itself holds dots wins."""
     if isinstance(record, dict) and dotted in record:

@@ -44,13 +44,9 @@ from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats, iter_corpus, iter_lines
 from xmine.delimited import column_index, delimited_rows, field_of
 from xmine.errors import InputError
 from xmine.fileio import sha256_file
-from xmine.reader_base import CorpusReader, InputFormat, is_dataset_dir, stem_suffix, text_of
+from xmine.reader_base import CorpusReader, InputFormat, format_by_path, text_of
 from xmine.stdin import STDIN
 from xmine.table_readers import DatasetReader, ParquetReader
-
-_JSONL = (".jsonl", ".ndjson", ".json")
-_PARQUET = (".parquet", ".pq")
-
 
 def detect_format(path: str | Path, spec: InputFormat | None = None) -> str:
     """The format to read `path` as: the named one, else by its extension or folder contents."""
@@ -59,19 +55,8 @@ def detect_format(path: str | Path, spec: InputFormat | None = None) -> str:
         raise InputError(p, "no such file or directory")
     if spec is not None and spec.format != "auto":
         return spec.format
-    if p.is_dir():
-        if is_dataset_dir(p):
-            return "hf"
-        raise InputError(p, "a directory that is neither an xmine artefact nor a Hugging Face save_to_disk "
-                            "folder; for a folder of data files pass --input-format hf")
-    suffix = stem_suffix(p)
-    if suffix in _JSONL:
-        return "jsonl"
-    if suffix in _PARQUET:
-        return "parquet"
-    if suffix == ".csv":
-        return "csv"
-    return "text"
+    return format_by_path(p, default="text", not_dataset="a directory that is neither an xmine artefact nor a "
+                          "Hugging Face save_to_disk folder; for a folder of data files pass --input-format hf")
 
 
 class TextReader(CorpusReader):

@@ -115,7 +115,7 @@ def check_faiss(tmp: Path, store: Path, queries: Path, kind: str) -> dict:
         # FAISS sees no GPU in the CPU run: both the build and the search stay on the CPU
         env = {"CUDA_VISIBLE_DEVICES": ""} if where == "cpu" else None
         idx = tmp / f"idx-{kind}-{where}"
-        timings[f"build_{where}_s"] = round(_run("build-index", store, "--type", kind, "-o", idx, env=env), 2)
+        timings[f"build_{where}_s"] = round(_run("build-index", store, "--index-type", kind, "-o", idx, env=env), 2)
         out = tmp / f"hits-{kind}-{where}.tsv"
         timings[f"search_{where}_s"] = round(_run("search", idx, queries, "-k", 10, "-o", out, env=env), 2)
         hits[where] = [tuple(r.split("\t")[:4:3]) for r in out.read_text(encoding="utf-8").splitlines()]
@@ -129,7 +129,7 @@ def check_ray(tmp: Path, de_store: Path, en_store: Path) -> dict:
     local, on_ray = tmp / "mined-local.tsv", tmp / "mined-ray.tsv"
     t_local = _run("mine", de_store, en_store, "-o", local)
     t_ray = _run("mine", de_store, en_store, "-o", on_ray, "--ray", "auto")
-    t_idx = _run("build-index", en_store, "--type", "ivf", "-o", tmp / "idx-ray", "--ray", "auto")
+    t_idx = _run("build-index", en_store, "--index-type", "ivf", "-o", tmp / "idx-ray", "--ray", "auto")
     same = local.read_bytes() == on_ray.read_bytes()
     return {"local_s": round(t_local, 2), "ray_s": round(t_ray, 2), "ray_build_index_s": round(t_idx, 2),
             "same_bytes": same, "ok": same}

@@ -1,5 +1,5 @@
 """How well `xmine langid` says "unknown" for languages a projection never saw, and how the
-declared-language check of `xmine mine` behaves (`xmine.disentangle.language_trust`).
+declared-language check of `xmine mine` behaves (`xmine.mining.langid.TrustRule`).
 
 Two data families, so the rule's thresholds are chosen on one and reported on the other:
 - choose: MASSIVE test utterances (`--massive-lines` per locale, 50 locales);
@@ -42,7 +42,7 @@ def _families(data: Path, languages, args) -> dict[str, dict[str, list[str]]]:
     """{"massive": {file label: lines}, "flores": {...}}: the first lines of each file."""
     from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines
     from xmine.langs import normalize_lang
-    from xmine.massive import available_locales, load_locale
+    from xmine.disentangle.massive import available_locales, load_locale
 
     folder = data / "massive" / "data"
     massive = {}
@@ -56,8 +56,9 @@ def _families(data: Path, languages, args) -> dict[str, dict[str, list[str]]]:
 
 
 def _measure(projection, family: dict[str, list[str]], embed, rule) -> dict:
-    from xmine.disentangle.language_trust import UNKNOWN, identify, trust_table
-    from xmine.mining.language_check import check_declared
+    from xmine.mining.filter_step import check_declared
+    from xmine.mining.langid import UNKNOWN, trust_table
+    from xmine.mining.langid import identify_by_projection as identify
     from xmine.langs import normalize_lang
 
     table = trust_table(projection.config, projection.languages, rule)
@@ -119,7 +120,7 @@ def command(**kw) -> None:
     from measure import write_result_json
     from xmine.artefacts import provenance
     from xmine.benchmarks.common import RawEmbedder, results_dir
-    from xmine.disentangle.language_trust import TrustRule
+    from xmine.mining.langid import TrustRule
     from xmine.disentangle.projection import load_projection
     from xmine.encoders import load_encoder
     from xmine.paths import default_data_dir

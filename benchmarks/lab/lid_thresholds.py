@@ -51,7 +51,7 @@ def flores_corpus(data: Path, rows: int | None = None) -> tuple[list[str], list[
 
 
 def _massive(data: Path) -> tuple[list[str], np.ndarray, list[str]]:
-    from xmine import massive
+    from xmine.disentangle import massive
     from xmine.langs import normalize_lang
 
     folder = massive.locate(data / "massive")

@@ -46,10 +46,10 @@ match, projections accept another runtime of the same weights with a notice.
 Modules: `base` (the `Encoder` contract, shared names and defaults), `precision` (precisions,
 fingerprints and the mixing rule), `batching` (token-length forward passes), `transformer` and
 `use_m3` (the encoders), `e5_q4` and `me5` (the default model), `runtime` and `ov_*` (OpenVINO),
-`loader` (`load_encoder_now`, `list_encoders`), `lazy` (`LazyEncoder`), `prompts` (the prompt each
+`loader` (`load_encoder`, `LazyEncoder`, `list_encoders`), `prompts` (the prompt each
 model gets: `--prompt`, `--prompt-name`, its config's default), `suitability` (the check that an
 encoder aligns translations, on first use), `external` (embeddings made elsewhere, `embed --embeddings`). This package gathers
-their public names and `load_encoder`; the modules import each other, never it.
+their public names; the modules import each other, never it.
 """
 
 from __future__ import annotations
@@ -62,8 +62,7 @@ from xmine.encoders.base import (
     Encoder,
     EncoderConfig,
 )
-from xmine.encoders.lazy import LazyEncoder
-from xmine.encoders.loader import check_device, encoder_precision, list_encoders, load_encoder_now
+from xmine.encoders.loader import LazyEncoder, check_device, encoder_precision, list_encoders, load_encoder
 from xmine.encoders.me5 import me5_fingerprint
 from xmine.encoders.precision import (
     bf16_flag_in_cpuinfo,
@@ -73,47 +72,6 @@ from xmine.encoders.precision import (
     resolve_precision,
     with_precision,
 )
-
-
-def load_encoder(
-    name: str = DEFAULT_ENCODER,
-    *,
-    device: str | None = None,
-    prefix: str | None = None,
-    threads: int | None = None,
-    precision: str = DEFAULT_PRECISION,
-    runtime: str | None = None,
-    lazy: bool = False,
-    prompt_name: str | None = None,
-) -> Encoder:
-    """Load an encoder by name (see the module doc).
-
-    - `device`: torch device ("cpu", "cuda", "cuda:1"); default CUDA when available, else CPU.
-      use-m3 is numpy-only and always runs on the CPU.
-    - `prefix`: the prompt, text put before every sentence (`--prompt`). Default: what `--prompt` /
-      `--prompt-name` asked for in this process, else "query: " for me5-small (what E5 expects for
-      symmetric tasks; use "passage: " for documents), a sentence-transformers model's own default
-      prompt (`default_prompt_name` in its config), else "" (`xmine.encoders.prompts`). It is part
-      of the fingerprint: embeddings made with another prefix are another encoder's.
-    - `prompt_name`: the prompt of that name in a sentence-transformers model's config (`--prompt-name`).
-    - `threads`: CPU threads (torch intra-op threads, or BLAS threads for use-m3); default: torch's
-      default (the physical cores) / all cores.
-    - `precision`: "auto" (default), "fp32", "bf16" or "fp16" (see the module doc); part of the
-      fingerprint. The encoder's `precision` attribute says what "auto" became.
-    - `runtime`: "auto", "torch" or "openvino" (`xmine.encoders.runtime`); None = what `--runtime`
-      asked for in this process, else "auto". Part of the fingerprint; the `runtime` attribute
-      says what "auto" became.
-    - `lazy`: return a `LazyEncoder` (xmine.encoders.lazy), which loads the model on first use;
-      for a process that only hands the encoding to others (`--ray`) and needs the fingerprint.
-
-    Raises EncoderError when the name or precision is unknown, or the model cannot be built or loaded.
-    An encoder already loaded in this process with the same name, device, prefix and precision is reused.
-    """
-    if lazy:
-        return LazyEncoder(name, device=device, prefix=prefix, threads=threads, precision=precision, runtime=runtime,
-                           prompt_name=prompt_name)
-    return load_encoder_now(name, device=device, prefix=prefix, threads=threads, precision=precision, runtime=runtime,
-                            prompt_name=prompt_name)
 
 
 __all__ = [

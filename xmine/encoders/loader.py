@@ -1,16 +1,23 @@
-"""Loading an encoder by name, now: the model cache of this process, the device and precision
-checks made before loading, and the list of encoders xmine knows (see `xmine.encoders`)."""
+"""Loading an encoder by name (`load_encoder`, the one loader: now, on first use as a
+`LazyEncoder`, or on a cluster worker as the driver's): the model cache of this process, the
+device and precision checks made before loading, and the list of encoders xmine knows (see
+`xmine.encoders`)."""
 
 from __future__ import annotations
 
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
+
+import numpy as np
 
 from xmine.encoders.base import DEFAULT_ENCODER, DEFAULT_PRECISION, ME5_DEFAULT_PREFIX, PRECISIONS, Encoder
-from xmine.encoders.me5 import load_me5
+from xmine.encoders.me5 import load_me5, me5_fingerprint
 from xmine.encoders.precision import resolve_precision
+from xmine.encoders.prompts import asked_prompt
+from xmine.encoders.runtime import encoder_runtime
+from xmine.errors import EncoderError
 from xmine.records import EncoderFingerprint
 
 _BUILTIN = {
@@ -34,7 +41,7 @@ _BUILTIN = {
 _LOADED: dict[tuple, Encoder] = {}
 
 
-def load_encoder_now(
+def load_encoder(
     name: str = DEFAULT_ENCODER,
     *,
     device: str | None = None,
@@ -42,18 +49,43 @@ def load_encoder_now(
     threads: int | None = None,
     precision: str = DEFAULT_PRECISION,
     runtime: str | None = None,
+    lazy: bool = False,
     prompt_name: str | None = None,
     check: bool = True,
+    same_as: dict | None = None,
 ) -> Encoder:
-    """`xmine.encoders.load_encoder` without `lazy`: the model loaded now, or the one this process
-    already loaded with the same name, device, prompt, precision and runtime.
+    """Load an encoder by name (see the module doc).
 
-    `check`: on the first load of an encoder xmine does not ship, run the suitability check
-    (`xmine.encoders.suitability`: measured once per fingerprint, a warning when it does not align
-    translations)."""
-    from xmine.encoders.prompts import asked_prompt
-    from xmine.encoders.runtime import encoder_runtime
+    - `device`: torch device ("cpu", "cuda", "cuda:1"); default CUDA when available, else CPU.
+      use-m3 is numpy-only and always runs on the CPU.
+    - `prefix`: the prompt, text put before every sentence (`--prompt`). Default: what `--prompt` /
+      `--prompt-name` asked for in this process, else "query: " for me5-small (what E5 expects for
+      symmetric tasks; use "passage: " for documents), a sentence-transformers model's own default
+      prompt (`default_prompt_name` in its config), else "" (`xmine.encoders.prompts`). It is part
+      of the fingerprint: embeddings made with another prefix are another encoder's.
+    - `prompt_name`: the prompt of that name in a sentence-transformers model's config (`--prompt-name`).
+    - `threads`: CPU threads (torch intra-op threads, or BLAS threads for use-m3); default: torch's
+      default (the physical cores) / all cores.
+    - `precision`: "auto" (default), "fp32", "bf16" or "fp16" (see the module doc); part of the
+      fingerprint. The encoder's `precision` attribute says what "auto" became.
+    - `runtime`: "auto", "torch" or "openvino" (`xmine.encoders.runtime`); None = what `--runtime`
+      asked for in this process, else "auto". Part of the fingerprint; the `runtime` attribute
+      says what "auto" became.
+    - `lazy`: return a `LazyEncoder`, which loads the model on first use; for a process that only
+      hands the encoding to others (`--ray`) and needs the fingerprint.
+    - `check`: on the first load of an encoder xmine does not ship, run the suitability check
+      (`xmine.encoders.suitability`: measured once per fingerprint, a warning when it does not
+      align translations).
+    - `same_as`: the fingerprint the loaded encoder must have, or an EncoderError (a cluster worker
+      loading the driver's encoder: a store or a training run is made by one encoder, the same
+      weights at the same precision, or none).
 
+    Raises EncoderError when the name or precision is unknown, or the model cannot be built or loaded.
+    An encoder already loaded in this process with the same name, device, prefix and precision is reused.
+    """
+    if lazy:
+        return LazyEncoder(name, device=device, prefix=prefix, threads=threads, precision=precision, runtime=runtime,
+                           prompt_name=prompt_name)
     check_device(device)
     prefix, prompt_name = asked_prompt(prefix, prompt_name)
     if name == "use-m3":
@@ -77,27 +109,12 @@ def load_encoder_now(
         import torch
 
         torch.set_num_threads(int(threads))
+    if same_as is not None:
+        here = EncoderFingerprint.from_dict(_LOADED[key].fingerprint(), where=f"encoder {name!r} on this worker")
+        there = EncoderFingerprint.from_dict(same_as, where="the driver's encoder")
+        if here.id != there.id:  # another build (or version) of the model on this worker
+            raise EncoderError(f"encoder {name!r} on this Ray worker is not the driver's ({here.id} vs {there.id})")
     return _LOADED[key]
-
-
-def load_worker_encoder(name: str, *, fingerprint: dict, use_gpu: bool, threads: int, precision: str,
-                        runtime: str = "torch", prefix: str | None = None) -> Encoder:
-    """The driver's encoder loaded on a cluster worker (one GPU, else `threads` CPU threads), or an
-    EncoderError: the same weights at the same precision as the driver's, or nothing, since a
-    store or a training run is made by one encoder."""
-    from xmine.errors import EncoderError
-
-    if not use_gpu:
-        import torch
-
-        torch.set_num_threads(threads)
-    encoder = load_encoder_now(name, device="cuda" if use_gpu else "cpu", threads=None if use_gpu else threads,
-                               precision=precision, runtime=runtime, prefix=prefix, check=False)
-    here = EncoderFingerprint.from_dict(encoder.fingerprint(), where=f"encoder {name!r} on this worker")
-    there = EncoderFingerprint.from_dict(fingerprint, where="the driver's encoder")
-    if here.id != there.id:  # another build (or version) of the model on this worker
-        raise EncoderError(f"encoder {name!r} on this Ray worker is not the driver's ({here.id} vs {there.id})")
-    return encoder
 
 
 def check_device(device: str | None) -> None:
@@ -105,8 +122,6 @@ def check_device(device: str | None) -> None:
     if device is None:
         return
     import torch
-
-    from xmine.errors import EncoderError
 
     try:
         d = torch.device(device)
@@ -130,8 +145,6 @@ def encoder_precision(name: str, precision: str, *, device: str | None = None) -
     Decided without loading the model, so that commands can check an artefact's precision first.
     use-m3 is numpy float32: "auto" means fp32 for it, bf16/fp16 are an EncoderError.
     """
-    from xmine.errors import EncoderError
-
     if precision not in PRECISIONS:
         raise EncoderError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
     if name == "use-m3":
@@ -147,8 +160,6 @@ def encoder_precision(name: str, precision: str, *, device: str | None = None) -
 def _load_encoder(name: str, *, device: str | None, prefix: str | None, prompt_name: str | None,
                   threads: int | None, precision: str, runtime: str = "torch",
                   runtime_asked: str | None = None) -> Encoder:
-    from xmine.errors import EncoderError
-
     if not isinstance(name, str) or not name.strip():
         raise EncoderError(f"encoder name must be a non-empty string, got {name!r}")
     if name == "use-m3":
@@ -198,8 +209,6 @@ def _check_model_reachable(name: str) -> None:
     HF_HUB_OFFLINE is set) answer one metadata request within 10 s; otherwise transformers would
     retry for minutes before failing with the same answer.
     """
-    from xmine.errors import EncoderError
-
     known = "not a known xmine encoder (me5-small, use-m3)"
     path = Path(name).expanduser()
     if path.exists():
@@ -270,3 +279,74 @@ def list_encoders() -> list[dict[str, Any]]:
               if offline else "hub names are downloaded on first use"),
     ))
     return rows
+
+
+class LazyEncoder(Encoder):
+    """`load_encoder(name, ...)`, loaded when first used.
+
+    A process that only hands the encoding to Ray actors (`embed --ray`, `train --ray`) needs the
+    encoder's name, precision, runtime, dimension and fingerprint, not its model; loading me5-small
+    costs seconds of imports and weights that every actor pays again. For me5-small all four come
+    from its manifest (`me5_fingerprint`), and `load_encoder` checks that the loaded model has
+    exactly that fingerprint. For other encoders the dimension and fingerprint load the model.
+    Anything else (`encode`, `truncated`, the tokenizer, ...) loads it too, so a LazyEncoder works
+    wherever an encoder does."""
+
+    def __init__(self, name: str, *, device: str | None = None, prefix: str | None = None,
+                 threads: int | None = None, precision: str = "auto", runtime: str | None = None,
+                 prompt_name: str | None = None):
+        from xmine.encoders.transformer import pick_device
+
+        check_device(device)
+        prefix, prompt_name = asked_prompt(prefix, prompt_name)  # the command line's, in this process
+        self.name = name
+        self.precision = encoder_precision(name, precision, device=device)  # validates it, too
+        self.runtime = encoder_runtime(name, runtime, self.precision,
+                                       device="cpu" if name == "use-m3" else pick_device(device))
+        self._load_kwargs = dict(device=device, prefix=prefix, prompt_name=prompt_name, threads=threads,
+                                 precision=self.precision, runtime=self.runtime)
+        self._fingerprint = (me5_fingerprint(prefix=ME5_DEFAULT_PREFIX if prefix is None else prefix,
+                                             precision=self.precision, runtime=self.runtime)
+                             if name == "me5-small" else None)
+        self._encoder: Encoder | None = None
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model has been loaded in this process."""
+        return self._encoder is not None
+
+    def model(self) -> Encoder:
+        """The loaded encoder (loading it now if needed)."""
+        if self._encoder is None:
+            self._encoder = load_encoder(self.name, **self._load_kwargs)
+        return self._encoder
+
+    @property
+    def dim(self) -> int:  # type: ignore[override]
+        return int(self._fingerprint["dim"]) if self._fingerprint else self.model().dim
+
+    @property
+    def prefix(self) -> str:
+        """The prompt (me5-small's known without loading it)."""
+        if self._fingerprint is not None and self._load_kwargs["prompt_name"] is None:
+            return ME5_DEFAULT_PREFIX if self._load_kwargs["prefix"] is None else self._load_kwargs["prefix"]
+        return self.model().prefix
+
+    @property
+    def max_tokens(self) -> int | None:  # type: ignore[override]
+        return self.model().max_tokens
+
+    def fingerprint(self) -> dict[str, Any]:
+        return dict(self._fingerprint) if self._fingerprint else self.model().fingerprint()
+
+    def encode(self, sentences: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
+        return self.model().encode(sentences, batch_size=batch_size, show_progress=show_progress)
+
+    def truncated(self, sentences: Sequence[str]) -> np.ndarray:
+        return self.model().truncated(sentences)
+
+    def __getattr__(self, attr: str) -> Any:
+        # Only called for attributes a LazyEncoder lacks (tokenizer, device, ...): the model's.
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        return getattr(self.model(), attr)

@@ -16,16 +16,17 @@ import numpy as np
 
 from xmine.cluster import get, require_ray
 from xmine.encoders.base import Encoder
-from xmine.encoders.loader import load_worker_encoder
+from xmine.encoders.loader import load_encoder
 from xmine.executor import OnRay, PoolActor
 
 #: Fewer sentences than this per actor are not worth a round trip: they go to fewer actors.
 MIN_SLICE = 256
 
 
-def _encode_on_worker(**kwargs):
+def _encode_on_worker(*, use_gpu: bool, threads: int, fingerprint: dict, **kwargs):
     """What each actor holds (`xmine.executor.PoolActor`): the driver's encoder, loaded there."""
-    encoder = load_worker_encoder(**kwargs)
+    encoder = load_encoder(device="cuda" if use_gpu else "cpu", threads=None if use_gpu else threads, check=False,
+                           same_as=fingerprint, **kwargs)
     return lambda sentences, batch_size: encoder.encode(sentences, batch_size=batch_size)
 
 

@@ -23,6 +23,12 @@ import numpy as np
 
 from xmine.errors import ArtefactError
 
+def as_f32(rows) -> np.ndarray:
+    """`rows` (an array, a memory map or a row view's block, any float dtype) as one float32,
+    C-contiguous array: what FAISS and the BLAS products take."""
+    return np.ascontiguousarray(np.asarray(rows, dtype=np.float32))
+
+
 # Rows scattered further apart than this are gathered row by row rather than read as one span.
 _SPAN_FACTOR = 4
 

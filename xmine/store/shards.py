@@ -11,7 +11,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 
 from xmine.corpus import truncate_for_encoding
-from xmine.encoders.loader import load_worker_encoder
+from xmine.encoders.loader import load_encoder
 from xmine.errors import ArtefactError
 from xmine.fileio import atomic_path, atomic_write_text, sha256_file
 from xmine.records import ShardRecord
@@ -114,8 +114,8 @@ class ShardWriter:
     def on_worker(cls, *, encoder_name: str, encoder_kwargs: dict, fingerprint: dict, use_gpu: bool, threads: int,
                   projection_path: str | None, load_projection: Callable[[Path], Any] | None,
                   **settings) -> "ShardWriter":
-        encoder = load_worker_encoder(encoder_name, fingerprint=fingerprint, use_gpu=use_gpu, threads=threads,
-                                      **encoder_kwargs)
+        encoder = load_encoder(encoder_name, device="cuda" if use_gpu else "cpu", threads=None if use_gpu else threads,
+                               check=False, same_as=fingerprint, **encoder_kwargs)
         projection = load_projection(Path(projection_path)) if projection_path is not None else None
         return cls(encoder=encoder, projection=projection, **settings)
 

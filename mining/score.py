@@ -35,6 +35,7 @@ from xmine.artefacts import provenance
 from xmine.errors import InputError
 from xmine.mining.approximate import ApproximateConfig
 from xmine.mining.bitext import Bitext
+from xmine.mining.defaults import DEFAULT_OPERATING_POINT
 from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.filters import PairFilterConfig
 from xmine.mining.score_output import DROP_RULES, PairScores
@@ -165,6 +166,8 @@ def score_bitext(
     precision: str | None = None,
     projection=None,
     default_threshold: bool = True,
+    operating_point: str = DEFAULT_OPERATING_POINT,
+    calibration: str | Path | None = None,
     filters: PairFilterConfig = PairFilterConfig(),
     src_corpus: str | Path | None = None,
     tgt_corpus: str | Path | None = None,
@@ -179,7 +182,8 @@ def score_bitext(
     """Score `bitext` into `out` (see the module doc); returns the summary (also `<out>.json`).
 
     `config`: k, margin, threshold (None: `mine`'s default in this space unless
-    `default_threshold` is False), search settings; `filters`: the pair filters. `kept_only`:
+    `default_threshold` is False), search settings; `operating_point`, `calibration`: which
+    calibrated threshold is the default, as for `mine` (`pipeline._threshold`); `filters`: the pair filters. `kept_only`:
     write only the kept pairs. `output_format`: tsv, csv, jsonl or parquet (None: by the name
     of `out`). `out` is claimed as `mine` claims its output (`xmine.outputs.claim_output`).
     """
@@ -195,7 +199,7 @@ def score_bitext(
     # The bitext is read (every row checked) before OUT is claimed: a malformed row leaves nothing behind.
     with tempfile.TemporaryDirectory(prefix="xmine-score-") as staged:
         *staged_sides, n = write_sides(bitext, Path(staged))
-        with claim_output(out, kind=SCORE_KIND, form="tsv", inputs=[*bitext.paths, *corpora_paths, projection],
+        with claim_output(out, kind=SCORE_KIND, form="tsv", inputs=[*bitext.paths, *corpora_paths, projection, calibration],
                           overwrite=overwrite, companions=(".work",)) as claim:
             out = claim.path
             work = claim.work_dir(".work")
@@ -220,7 +224,7 @@ def score_bitext(
                 # mine's threshold and score cap of the space scored in (default_threshold False: none)
                 config, filters, threshold_record = _threshold(
                     config, filters, encoders.choice.path if sx.projection else None, sx.encoder.name,
-                    default_threshold=default_threshold)
+                    default_threshold=default_threshold, operating_point=operating_point, calibration=calibration)
                 langs = (src_lang, tgt_lang)
                 scores = score_pairs(sx, sy, n, langs=langs, config=config, filters=filters, corpora=tuple(corpora),
                                      approximate=approximate_config if approximate else None, work=work / "search",

@@ -8,8 +8,7 @@ import click
 
 from xmine.encoders.options import precision_option
 from xmine.mining.bitext import BITEXT_FORMATS
-from xmine.mining.cli import ThresholdType
-from xmine.mining.cli_options import pair_filter_options
+from xmine.mining.cli_options import pair_filter_options, threshold_options
 from xmine.mining.margin import MARGINS
 from xmine.mining.score_output import SCORE_FORMATS
 from xmine.options import LANG
@@ -57,10 +56,11 @@ from xmine.options import LANG
 @click.option("--margin", type=click.Choice(MARGINS), default="ratio", show_default=True,
               help="ratio = cos / m, distance = cos - m, absolute = cos (m: the mean of both sides' k nearest "
                    "cosines; see xmine mine --help).")
-@click.option("--threshold", type=ThresholdType(), default=None, metavar="NUMBER|none",
-              help="Keep pairs whose margin is at least this. Default: the threshold xmine mine uses in the "
-                   "same space (the shipped projection's calibrated one; raw embeddings have none: no pair is "
-                   "dropped for its score). 'none': no threshold. OUT.json records which.")
+@threshold_options(
+    "Keep pairs whose margin is at least this. Default: the threshold xmine mine uses in the same space, "
+    "at --operating-point (the shipped projection's or raw me5-small/use-m3's calibrated one, or that of "
+    "--calibration; a space without a calibration drops no pair for its score). 'none': no threshold. "
+    "OUT.json records which, and why.")
 @click.option("--encoder", default=None, help="Encoder (default: the corpora's, else me5-small).")
 @click.option("--projection", default=None, metavar="default|none|DIR",
               help="Projection to score in, as for xmine mine (default: the shipped one of the default encoder).")
@@ -90,9 +90,10 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
     paths = parse_pairs_argument(pairs, src_file, tgt_file)
     bitext = Bitext(paths, BitextFormat(format=pairs_format, src_field=src_field, tgt_field=tgt_field,
                                         header=header, split=hf_split), langs=(src_lang, tgt_lang))
-    config = MiningConfig(k=k, margin=margin, threshold=None if threshold == "none" else threshold)
+    config = MiningConfig(k=k, margin=margin, threshold=threshold.value)
     summary = score_bitext(bitext, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
-                           precision=precision, projection=projection, default_threshold=threshold != "none",
+                           precision=precision, projection=projection, default_threshold=threshold.default,
+                           operating_point=threshold.operating_point, calibration=threshold.calibration,
                            filters=pair_filters, src_corpus=src_corpus, tgt_corpus=tgt_corpus,
                            approximate=approximate, kept_only=kept_only, output_format=output_format,
                            overwrite=overwrite, keep_work=keep_work, show_progress=not quiet)

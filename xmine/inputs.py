@@ -173,7 +173,9 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
 
 
 def _store_side(store, path: Path, lang: str | None, kind: str, *, fingerprint: dict) -> Side:
-    source = str(path) if kind == "text" else store.manifest.input.get("path") or str(path)
+    from xmine.stdin import shown_path
+
+    source = shown_path(path) if kind == "text" else store.manifest.input.get("path") or str(path)
     return Side(path=path, kind=kind, rows=store.rows(), row_index=store.row_index(), text=store.text_column(),
                 line_numbers=store.line_numbers, encoder=store.manifest.encoder,
                 projection=store.manifest.projection, part=store.part, lang=lang or store.lang,

@@ -42,7 +42,7 @@ from xmine.compression import count_lines
 from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats, iter_corpus, iter_lines
 from xmine.errors import InputError
 from xmine.reader_base import CorpusReader, InputFormat, is_dataset_dir, stem_suffix, text_of
-from xmine.stdin import STDIN
+from xmine.stdin import STDIN, origin_of
 from xmine.table_readers import DatasetReader, ParquetReader
 
 _JSONL = (".jsonl", ".ndjson", ".json")
@@ -80,7 +80,7 @@ class TextReader(CorpusReader):
     def identity(self) -> dict[str, Any]:
         from xmine.fileio import sha256_file
 
-        return {"path": str(self.path.resolve()), "size": self.path.stat().st_size,
+        return {"path": origin_of(self.path) or str(self.path.resolve()), "size": self.path.stat().st_size,
                 "sha256": sha256_file(self.path), "lines": self.count}
 
     def records(self) -> Iterator[tuple[int, str, str | None]]:

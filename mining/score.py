@@ -40,6 +40,7 @@ from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.filters import PairFilterConfig
 from xmine.mining.score_output import DROP_RULES, PairScores
 from xmine.mining.select import MiningConfig
+from xmine.stdin import shown_path
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +243,7 @@ def score_bitext(
                     "encoder": sx.encoder.to_dict(), "projection": _json(sx.projection), "part": sx.part,
                     "projection_choice": encoders.choice.record(),
                     "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang,
-                                             bitext=[str(p) for p in bitext.paths], bitext_format=bitext.format,
+                                             bitext=[shown_path(p) for p in bitext.paths], bitext_format=bitext.format,
                                              inputs=[s.fingerprint for s in sides]),
                 }
             finally:

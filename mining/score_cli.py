@@ -11,14 +11,14 @@ from xmine.mining.bitext import BITEXT_FORMATS
 from xmine.mining.cli_options import pair_filter_options, threshold_options
 from xmine.mining.margin import MARGINS
 from xmine.mining.score_output import SCORE_FORMATS
-from xmine.options import LANG
+from xmine.options import LANG, InputPath
 
 
 @click.command("score")
 @click.argument("pairs", required=False)
-@click.option("--src", "src_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--src", "src_file", type=InputPath(), default=None,
               help="A Moses bitext's source file (with --tgt; or PAIRS as SRC_FILE:TGT_FILE).")
-@click.option("--tgt", "tgt_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--tgt", "tgt_file", type=InputPath(), default=None,
               help="A Moses bitext's target file, line-aligned with --src.")
 @click.option("-o", "--out", required=True, type=click.Path(path_type=Path),
               help="Output: the bitext's rows in their order with the columns cosine, margin, keep (1/0) and "
@@ -76,13 +76,33 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
     """Score every pair of an existing bitext and say which to keep.
 
     PAIRS is a TSV (one pair a line), CSV, JSON Lines or Parquet file, a Hugging Face dataset
-    folder, or a Moses pair SRC_FILE:TGT_FILE (or --src/--tgt). Each pair gets its cosine and
+    folder, or a Moses pair SRC_FILE:TGT_FILE (or --src/--tgt); a file may be an fsspec URL
+    (s3://, hf://, https://, ...), copied as it streams, its URL recorded. Each pair gets its cosine and
     its margin against the neighbourhoods xmine mine would use (each source's k nearest targets
     and each target's k nearest sources, exact search, in the same space), then the first rule
     that drops it: empty (a side without text), threshold (margin below the threshold mine uses
     by default), or one of mine's pair filters (identical, score_max, script, urls, numbers,
     length_ratio, language). An interrupted run resumes from OUT.work/.
     """
+    import contextlib
+    import tempfile
+
+    from xmine.stdin import is_url, spool_url
+
+    with contextlib.ExitStack() as stack:
+        urls = [v for v in (pairs, src_file, tgt_file) if is_url(v)]
+        if urls:  # each copied as it streams (xmine.stdin), its URL recorded as the bitext's path
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="xmine-url-"))
+            pairs, src_file, tgt_file = (str(spool_url(v, tmp)) if is_url(v) else v for v in (pairs, src_file,
+                                                                                               tgt_file))
+        _score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field, tgt_field, header, hf_split,
+               kept_only, overwrite, src_lang, tgt_lang, src_corpus, tgt_corpus, k, margin, threshold, encoder,
+               projection, approximate, pair_filters, precision, keep_work, quiet)
+
+
+def _score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field, tgt_field, header, hf_split,
+           kept_only, overwrite, src_lang, tgt_lang, src_corpus, tgt_corpus, k, margin, threshold, encoder,
+           projection, approximate, pair_filters, precision, keep_work, quiet):
     from xmine.mining.bitext import Bitext, BitextFormat, parse_pairs_argument
     from xmine.mining.score import score_bitext
     from xmine.mining.select import MiningConfig

@@ -69,3 +69,17 @@ def test_an_unknown_protocol_or_a_missing_file_is_one_line(corpora, tmp_path, co
     refused(run(missing), missing, "no such file")
     refused(run(f"memory://{corpora['root']}"), "a folder")
     assert list(tmp_path.iterdir()) == [tmp_path / "de.txt", tmp_path / "en.txt.gz"]
+
+
+def test_score_reads_a_bitext_at_a_url(corpora, data_dir, tmp_path):
+    de, en = flores_lines(data_dir, "deu_Latn", 20), flores_lines(data_dir, "eng_Latn", 20)
+    tsv = "".join(f"{d}\t{e}\n" for d, e in zip(de, en[:10] + en[11:] + en[10:11]))
+    (tmp_path / "b.tsv").write_text(tsv, encoding="utf-8")
+    url = f"memory://{corpora['root']}/b.tsv"
+    fsspec.filesystem("memory").pipe(url.removeprefix("memory://"), tsv.encode())
+    args = ("--src-lang", "de", "--tgt-lang", "en", "-q")
+    ok(xm("score", tmp_path / "b.tsv", *args, "-o", tmp_path / "local.tsv"))
+    ok(xm("score", url, *args, "-o", tmp_path / "remote.tsv"))
+    assert (tmp_path / "remote.tsv").read_bytes() == (tmp_path / "local.tsv").read_bytes()
+    assert json.loads((tmp_path / "remote.tsv.json").read_text())["provenance"]["parameters"]["bitext"] == [url]
+    refused(xm("score", "nosuchproto://b.tsv", *args, "-o", tmp_path / "x.tsv"), "unknown protocol")

@@ -72,10 +72,39 @@ class Encoder(abc.ABC):
 
 
 _NOTICED: set[tuple] = set()
+#: markers of the notices already given on this machine, under $XMINE_HOME
+NOTICES_DIR = "notices"
 
 
-def note_once(key: tuple, message: str, *args) -> None:
-    """Log `message` at INFO the first time `key` is seen in this process."""
-    if key not in _NOTICED:
-        _NOTICED.add(key)
-        log.info(message, *args)
+def note_once(key: tuple, message: str, *args, per_machine: bool = False) -> None:
+    """Log `message` at INFO the first time `key` is seen in this process. `per_machine`: only the
+    first time this exact text is given on this machine (a marker under $XMINE_HOME/notices/):
+    a fact about the machine and the model (the precision --precision auto chose, a projection
+    applied to another runtime's embeddings) is news once, not on every run (OUT.json and store
+    manifests record it every time); when the text changes (another model, precision or reason)
+    it is news again. Later runs log it at DEBUG."""
+    if key in _NOTICED:
+        return
+    _NOTICED.add(key)
+    if per_machine and not _first_on_this_machine(message % args if args else message):
+        log.debug(message, *args)
+        return
+    log.info(message, *args)
+
+
+def _first_on_this_machine(text: str) -> bool:
+    """Whether `text` is given here for the first time; marks it given (an unwritable cache: every
+    run gives it, as before)."""
+    import hashlib
+
+    from xmine.paths import xmine_home
+
+    try:
+        marker = xmine_home() / NOTICES_DIR / hashlib.sha256(text.encode()).hexdigest()[:32]
+        if marker.is_file():
+            return False
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(text + "\n", encoding="utf-8")
+    except OSError:
+        pass
+    return True

@@ -27,12 +27,14 @@ import logging
 import shutil
 import tempfile
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from xmine.artefacts import provenance
 from xmine.errors import InputError
+from xmine.executor import LOCAL, Executor, executor_for
 from xmine.mining.approximate import ApproximateConfig
 from xmine.mining.bitext import Bitext
 from xmine.mining.defaults import DEFAULT_OPERATING_POINT
@@ -76,28 +78,33 @@ def _rows_of_pairs(side, n: int) -> np.ndarray:
 
 
 def _neighbour_means(queries, base, config: MiningConfig, *, approximate: ApproximateConfig | None, work: Path,
-                     key: str, show_progress: bool) -> tuple[np.ndarray, np.ndarray]:
+                     key: str, show_progress: bool, executor: Executor = LOCAL) -> tuple[np.ndarray, np.ndarray]:
     """(mean cosine of each query row's k nearest base rows, mean of each base row's k nearest queries):
-    the two neighbourhood means of the margin, by the search `mine` uses."""
+    the two neighbourhood means of the margin, by the search `mine` uses, here or as tasks on the
+    Ray cluster of `executor` (exact: tiles of the product; approximate: index shards), the same
+    numbers either way."""
     from xmine.mining.select import _masked_mean
 
     if approximate is not None:
         from xmine.mining.approximate import approximate_knn_both
 
         fs, fi, bs, bi = approximate_knn_both(queries, base, config.k, config=approximate, work_dir=work / "ann",
-                                              key=key, show_progress=show_progress)
+                                              key=key, show_progress=show_progress, executor=executor)
     else:
         from xmine.mining.knn import exact_knn_both
+        from xmine.mining.knn_tiles import tiled_knn_both
 
-        fs, fi, bs, bi = exact_knn_both(queries, base, config.k, block_rows=config.block_rows,
-                                        block_cols=config.block_cols, workers=config.workers, product=config.product,
-                                        checkpoint_dir=work / "knn", checkpoint_key=key, show_progress=show_progress)
+        knn = partial(tiled_knn_both, executor=executor) if executor.distributed else exact_knn_both
+        fs, fi, bs, bi = knn(queries, base, config.k, block_rows=config.block_rows, block_cols=config.block_cols,
+                             workers=config.workers, product=config.product,
+                             checkpoint_dir=work / ("knn-tiles" if executor.distributed else "knn"),
+                             checkpoint_key=key, show_progress=show_progress)
     return _masked_mean(fs, fi >= 0), _masked_mean(bs, bi >= 0)
 
 
 def score_pairs(sx, sy, n: int, *, langs, config: MiningConfig, filters: PairFilterConfig,
                 corpora=(None, None), approximate: ApproximateConfig | None = None, work: Path,
-                show_progress: bool = True) -> PairScores:
+                show_progress: bool = True, executor: Executor = LOCAL) -> PairScores:
     """Score the n pairs whose sides are rows of `sx`, `sy` (`xmine.inputs.Side`s embedded from
     `write_sides`' files). `corpora`: Sides whose rows form the neighbourhoods of the targets
     (source-language corpus) and of the sources (target-language corpus); None: the bitext's own."""
@@ -115,7 +122,7 @@ def score_pairs(sx, sy, n: int, *, langs, config: MiningConfig, filters: PairFil
     def key(*parts) -> str:
         return hashlib.sha256(json.dumps(base_key + list(parts), default=str).encode()).hexdigest()
 
-    search = dict(config=config, approximate=approximate, show_progress=show_progress)
+    search = dict(config=config, approximate=approximate, show_progress=show_progress, executor=executor)
     if src_corpus is None and tgt_corpus is None:
         mean_x, mean_y = _neighbour_means(mx.rows, my.rows, work=work / "own", key=key("own"), **search)
     else:
@@ -179,6 +186,7 @@ def score_bitext(
     overwrite: bool = False,
     keep_work: bool = False,
     show_progress: bool = True,
+    ray: str | None = None,
 ) -> dict:
     """Score `bitext` into `out` (see the module doc); returns the summary (also `<out>.json`).
 
@@ -187,6 +195,8 @@ def score_bitext(
     calibrated threshold is the default, as for `mine` (`pipeline._threshold`); `filters`: the pair filters. `kept_only`:
     write only the kept pairs. `output_format`: tsv, csv, jsonl or parquet (None: by the name
     of `out`). `out` is claimed as `mine` claims its output (`xmine.outputs.claim_output`).
+    `ray`: None searches in this process; "auto" or a cluster address runs the neighbourhood
+    search's units as Ray tasks (`xmine.executor`), as `mine --ray` does: the same output.
     """
     from xmine.input_encoders import Encoders
     from xmine.inputs import check_compatible, load_side
@@ -196,6 +206,7 @@ def score_bitext(
 
     out = Path(out)
     fmt = resolve_score_format(out, output_format)
+    executor = executor_for(ray)  # join the cluster first: a wrong address fails before anything is written
     corpora_paths = (src_corpus, tgt_corpus)
     # The bitext is read (every row checked) before OUT is claimed: a malformed row leaves nothing behind.
     with tempfile.TemporaryDirectory(prefix="xmine-score-") as staged:
@@ -229,7 +240,7 @@ def score_bitext(
                 langs = (src_lang, tgt_lang)
                 scores = score_pairs(sx, sy, n, langs=langs, config=config, filters=filters, corpora=tuple(corpora),
                                      approximate=approximate_config if approximate else None, work=work / "search",
-                                     show_progress=show_progress)
+                                     show_progress=show_progress, executor=executor)
                 written = write_scored(claim, fmt, bitext, scores, kept_only=kept_only)
                 summary = {
                     "output": str(out), "format": fmt, "pairs": n, "kept": int(scores.keep.sum()), "written": written,
@@ -238,6 +249,7 @@ def score_bitext(
                         "src": str(tgt_corpus) if tgt_corpus is not None else "the bitext's targets",
                         "tgt": str(src_corpus) if src_corpus is not None else "the bitext's sources",
                         "k": config.k, "search": "approximate" if approximate else "exact"},
+                    "ray": ray,
                     "threshold": threshold_record,
                     "filters": filters.record(config.margin) | {"languages": list(langs)},
                     "encoder": sx.encoder.to_dict(), "projection": _json(sx.projection), "part": sx.part,

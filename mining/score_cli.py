@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from xmine.cluster import ray_option
 from xmine.encoders.options import precision_option
 from xmine.mining.bitext import BITEXT_FORMATS
 from xmine.mining.cli_options import pair_filter_options, threshold_options
@@ -70,9 +71,12 @@ from xmine.options import LANG, InputPath
 @precision_option(default_from="the precision of the store or index corpora")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (the embedded sides, checkpoints) after success.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars (the one-line summary is still printed).")
+@ray_option("the neighbourhood search as xmine mine --ray does: exact, tiles of the product as tasks; "
+            "--approximate, the index shards built and searched as tasks. The output is byte for byte the one "
+            "without --ray")
 def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field, tgt_field, header, hf_split,
           kept_only, overwrite, src_lang, tgt_lang, src_corpus, tgt_corpus, k, margin, threshold, encoder,
-          projection, approximate, pair_filters, precision, keep_work, quiet):
+          projection, approximate, pair_filters, precision, keep_work, quiet, ray_address):
     """Score every pair of an existing bitext and say which to keep.
 
     PAIRS is a TSV (one pair a line), CSV, JSON Lines or Parquet file, a Hugging Face dataset
@@ -97,12 +101,12 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
                                                                                                tgt_file))
         _score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field, tgt_field, header, hf_split,
                kept_only, overwrite, src_lang, tgt_lang, src_corpus, tgt_corpus, k, margin, threshold, encoder,
-               projection, approximate, pair_filters, precision, keep_work, quiet)
+               projection, approximate, pair_filters, precision, keep_work, quiet, ray_address)
 
 
 def _score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field, tgt_field, header, hf_split,
            kept_only, overwrite, src_lang, tgt_lang, src_corpus, tgt_corpus, k, margin, threshold, encoder,
-           projection, approximate, pair_filters, precision, keep_work, quiet):
+           projection, approximate, pair_filters, precision, keep_work, quiet, ray_address):
     from xmine.mining.bitext import Bitext, BitextFormat, parse_pairs_argument
     from xmine.mining.score import score_bitext
     from xmine.mining.select import MiningConfig
@@ -116,7 +120,8 @@ def _score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_fiel
                            operating_point=threshold.operating_point, calibration=threshold.calibration,
                            filters=pair_filters, src_corpus=src_corpus, tgt_corpus=tgt_corpus,
                            approximate=approximate, kept_only=kept_only, output_format=output_format,
-                           overwrite=overwrite, keep_work=keep_work, show_progress=not quiet)
+                           overwrite=overwrite, keep_work=keep_work, show_progress=not quiet,
+                           ray=ray_address)
     t = summary["threshold"]
     rule = f"threshold {t['value']:g} ({t['source']})" if t["value"] is not None else t["source"]
     dropped = ", ".join(f"{n:,} {name}" for name, n in summary["dropped"].items() if n) or "none"

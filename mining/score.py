@@ -218,16 +218,20 @@ def score_bitext(
             (work / "sides").mkdir(exist_ok=True)
             src_txt, tgt_txt = (Path(shutil.move(p, work / "sides" / p.name)) for p in staged_sides)
             encoders = Encoders(encoder, projection, precision, inputs=[p for p in corpora_paths if p is not None])
+            # As `mine`: OUT.work/ is this command's own to rebuild (a damaged work store) with
+            # --overwrite and whenever OUT holds no finished result (what an interrupted run left);
+            # finished work stores of the same input are reused, so an interrupted run resumes.
+            rebuild = claim.overwrite or claim.state != "finished"
             sides = []
             try:
                 for path, lang, tag in ((src_txt, src_lang, "src"), (tgt_txt, tgt_lang, "tgt")):
                     sides.append(load_side(path, lang=lang, encoders=encoders, work_dir=work / tag,
-                                           show_progress=show_progress, rebuild=claim.overwrite))
+                                           show_progress=show_progress, rebuild=rebuild))
                 corpora = []
                 for path, lang, tag in ((src_corpus, src_lang, "src-corpus"), (tgt_corpus, tgt_lang, "tgt-corpus")):
                     corpora.append(None if path is None else load_side(
                         path, lang=lang, encoders=encoders, work_dir=work / tag, show_progress=show_progress,
-                        rebuild=claim.overwrite))
+                        rebuild=rebuild))
                     if path is not None:
                         sides.append(corpora[-1])
                 for side in sides[1:]:

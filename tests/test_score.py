@@ -195,3 +195,41 @@ def test_score_with_a_calibration_record_uses_and_records_its_threshold(data_dir
                         calibration=record, operating_point="precision")
     assert table.column("keep").to_pylist() == keep
     assert summary(table)["threshold"]["value"] == t["value"]
+
+
+def test_an_interrupted_score_resumes_from_its_work_without_encoding_again(data_dir, tmp_path, monkeypatch):
+    """A run that fails after both sides were embedded (here: while writing OUT) leaves OUT.work/;
+    the same command again reuses its stores (not one embedding file rewritten) and writes what an
+    uninterrupted run writes."""
+    import xmine.mining.score_output as score_output
+
+    rows = _bitext(data_dir, 30, 10)
+    tsv = tmp_path / "b.tsv"
+    tsv.write_text("".join(f"{de}\t{en}\n" for de, en, _ in rows), encoding="utf-8")
+    args = ("score", tsv, "--src-lang", "de", "--tgt-lang", "en", "-q", "--keep-work")
+    ok(xm(*args, "-o", tmp_path / "clean" / "s.tsv"))
+
+    def killed(*a, **k):
+        raise RuntimeError("killed while writing")
+
+    monkeypatch.setattr(score_output, "write_scored", killed)
+    out = tmp_path / "s.tsv"
+    assert xm(*args, "-o", out).exit_code != 0
+    monkeypatch.undo()
+    assert not out.exists()
+    embedded = {p: p.stat().st_mtime_ns for p in (tmp_path / "s.tsv.work").rglob("emb-*.npy")}
+    assert len(embedded) >= 2  # both sides' stores survived
+    ok(xm(*args, "-o", out))
+    assert {p: p.stat().st_mtime_ns for p in embedded} == embedded
+    assert out.read_bytes() == (tmp_path / "clean" / "s.tsv").read_bytes()
+
+    # A work store damaged by the interruption (a shard cut short) is built again, as `mine` does,
+    # not refused: OUT holds no finished result, so OUT.work/ is what a failed run left.
+    monkeypatch.setattr(score_output, "write_scored", killed)
+    out2 = tmp_path / "s2.tsv"
+    assert xm(*args, "-o", out2).exit_code != 0
+    monkeypatch.undo()
+    shard = sorted((tmp_path / "s2.tsv.work" / "tgt").rglob("emb-*.npy"))[0]
+    shard.write_bytes(shard.read_bytes()[:-100])
+    ok(xm(*args, "-o", out2))
+    assert out2.read_bytes() == out.read_bytes()

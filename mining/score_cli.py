@@ -71,9 +71,9 @@ from xmine.options import LANG, InputPath
 @precision_option(default_from="the precision of the store or index corpora")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (the embedded sides, checkpoints) after success.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars (the one-line summary is still printed).")
-@ray_option("the neighbourhood search as xmine mine --ray does: exact, tiles of the product as tasks; "
-            "--approximate, the index shards built and searched as tasks. The output is byte for byte the one "
-            "without --ray")
+@ray_option("the neighbourhood search, as xmine mine --ray does (exact: tiles of the product as tasks; "
+            "--approximate: the index shards built and searched as tasks; the output byte for byte the one "
+            "without --ray),")
 def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field, tgt_field, header, hf_split,
           kept_only, overwrite, src_lang, tgt_lang, src_corpus, tgt_corpus, k, margin, threshold, encoder,
           projection, approximate, pair_filters, precision, keep_work, quiet, ray_address):

@@ -13,6 +13,7 @@ from xmine.mining.cli_options import pair_filter_options, threshold_options
 from xmine.mining.margin import MARGINS
 from xmine.mining.score_output import SCORE_FORMATS
 from xmine.options import LANG, InputPath
+from xmine.stdin import with_local_inputs
 
 
 @click.command("score")
@@ -74,6 +75,7 @@ from xmine.options import LANG, InputPath
 @ray_option("the neighbourhood search, as xmine mine --ray does (exact: tiles of the product as tasks; "
             "--approximate: the index shards built and searched as tasks; the output byte for byte the one "
             "without --ray),")
+@with_local_inputs("pairs", "src_file", "tgt_file")  # a URL: copied as it streams, its URL recorded
 def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field, tgt_field, header, hf_split,
           kept_only, overwrite, src_lang, tgt_lang, src_corpus, tgt_corpus, k, margin, threshold, encoder,
           projection, approximate, pair_filters, precision, keep_work, quiet, ray_address):
@@ -88,25 +90,6 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
     by default), or one of mine's pair filters (identical, score_max, script, urls, numbers,
     length_ratio, language). An interrupted run resumes from OUT.work/.
     """
-    import contextlib
-    import tempfile
-
-    from xmine.stdin import is_url, spool_url
-
-    with contextlib.ExitStack() as stack:
-        urls = [v for v in (pairs, src_file, tgt_file) if is_url(v)]
-        if urls:  # each copied as it streams (xmine.stdin), its URL recorded as the bitext's path
-            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="xmine-url-"))
-            pairs, src_file, tgt_file = (str(spool_url(v, tmp)) if is_url(v) else v for v in (pairs, src_file,
-                                                                                               tgt_file))
-        _score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field, tgt_field, header, hf_split,
-               kept_only, overwrite, src_lang, tgt_lang, src_corpus, tgt_corpus, k, margin, threshold, encoder,
-               projection, approximate, pair_filters, precision, keep_work, quiet, ray_address)
-
-
-def _score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field, tgt_field, header, hf_split,
-           kept_only, overwrite, src_lang, tgt_lang, src_corpus, tgt_corpus, k, margin, threshold, encoder,
-           projection, approximate, pair_filters, precision, keep_work, quiet, ray_address):
     from xmine.mining.bitext import Bitext, BitextFormat, parse_pairs_argument
     from xmine.mining.score import score_bitext
     from xmine.mining.select import MiningConfig

@@ -25,6 +25,10 @@ SUMMARY_KEY = b"xmine"
 
 def _corpus(value: Source, directory: Path, name: str) -> tuple[Path, bool]:
     """A path to mine or score: the value itself, or a list of strings written one a line."""
+    from xmine.stdin import is_url
+
+    if is_url(value):  # an fsspec URL, kept as the string it is (`mine` copies it as it streams)
+        return value, False
     if isinstance(value, (str, Path)):
         return Path(value), False
     if not all(isinstance(s, str) for s in value):
@@ -78,8 +82,8 @@ def mine(src: Source, tgt: Source, *, src_lang: str | None = None, tgt_lang: str
          calibration: str | Path | None = None, show_progress: bool = False):
     """Mine `src` against `tgt` as `xmine mine` does; a pyarrow Table, best pair first.
 
-    `src`, `tgt`: lists of sentences, or what the command takes (a corpus file, a dataset folder,
-    an embedding store, an index). `threshold`: "default" (the command's default: the calibrated
+    `src`, `tgt`: lists of sentences, or what the command takes (a corpus file or its fsspec URL,
+    a dataset folder, an embedding store, an index). `threshold`: "default" (the command's default: the calibrated
     threshold of the shipped projection), None (keep every pair) or a number. `operating_point`:
     "balanced" (the default) or "precision", which calibrated threshold "default" means;
     `calibration`: a record of `xmine calibrate` whose thresholds and cap are the defaults

@@ -43,6 +43,12 @@ def test_mine_reads_urls_as_it_reads_the_files_and_records_the_urls(corpora, tmp
     summary = json.loads((tmp_path / "remote.tsv.json").read_text())
     assert (summary["src"]["path"], summary["tgt"]["path"]) == (corpora["de"], corpora["en"])
     assert str(tmp_path) not in json.dumps(summary["src"]) and "xmine-url-" not in json.dumps(summary)
+    # the Python API takes the URLs too, and gives the command's pairs
+    import xmine
+
+    table = xmine.mine(corpora["de"], corpora["en"], src_lang="de", tgt_lang="en")
+    assert [f"{s:.6f}" for s in table.column("score").to_pylist()] == \
+        [line.split(b"\t")[0].decode() for line in local.splitlines()]
     # a file:// URL is a URL too
     ok(xm("mine", (tmp_path / "de.txt").as_uri(), corpora["en"], *args, "-o", tmp_path / "file.tsv"))
     assert (tmp_path / "file.tsv").read_bytes() == local

@@ -34,6 +34,10 @@ SUMMARY_KEY = b"xmine"
 
 def _corpus(value: Source, directory: Path, name: str) -> tuple[Path, bool]:
     """A path to mine or score: the value itself, or a list of strings written one a line."""
+    from xmine.stdin import is_url
+
+    if is_url(value):  # an fsspec URL, kept as the string it is (`mine` copies it as it streams)
+        return value, False
     if isinstance(value, (str, Path)):
         return Path(value), False
     if not all(isinstance(s, str) for s in value):
@@ -60,6 +64,20 @@ def _table(path: Path, summary: dict, lists: dict[str, bool]):
     return table.replace_schema_metadata(meta)
 
 
+def _operating_point(threshold, operating_point: str | None) -> str:
+    """The operating point of the calibrated default; ValueError for one that is not, or with a
+    threshold that is not the default (the command's usage error)."""
+    from xmine.mining.defaults import DEFAULT_OPERATING_POINT, OPERATING_POINTS
+
+    if operating_point is None:
+        return DEFAULT_OPERATING_POINT
+    if operating_point not in OPERATING_POINTS:
+        raise ValueError(f"operating_point: one of {', '.join(OPERATING_POINTS)}, not {operating_point!r}")
+    if threshold != "default":
+        raise ValueError("give a threshold or an operating_point, not both")
+    return operating_point
+
+
 def summary(table) -> dict[str, Any]:
     """The summary `mine` or `score` attached to their result (what the command writes to OUT.json)."""
     return json.loads(table.schema.metadata[SUMMARY_KEY])
@@ -69,12 +87,16 @@ def mine(src: Source, tgt: Source, *, src_lang: str | None = None, tgt_lang: str
          threshold: float | str | None = "default", k: int = 4, margin: str = "ratio", retrieval: str = "max",
          encoder: str | None = None, projection: str | Path | None = None, filters: bool = True,
          lang_filter: bool | None = None, pre_clean: bool = True, approximate: bool = False,
-         keep_fields: Sequence[str] = (), show_progress: bool = False):
+         keep_fields: Sequence[str] = (), operating_point: str | None = None,
+         calibration: str | Path | None = None, show_progress: bool = False):
     """Mine `src` against `tgt` as `xmine mine` does; a pyarrow Table, best pair first.
 
-    `src`, `tgt`: lists of sentences, or what the command takes (a corpus file, a dataset folder,
-    an embedding store, an index). `threshold`: "default" (the command's default: the calibrated
-    threshold of the shipped projection), None (keep every pair) or a number. `filters`,
+    `src`, `tgt`: lists of sentences, or what the command takes (a corpus file or its fsspec URL,
+    a dataset folder, an embedding store, an index). `threshold`: "default" (the command's default: the calibrated
+    threshold of the shipped projection), None (keep every pair) or a number. `operating_point`:
+    "balanced" (the default) or "precision", which calibrated threshold "default" means;
+    `calibration`: a record of `xmine calibrate` whose thresholds and cap are the defaults
+    (as --operating-point and --calibration). `filters`,
     `lang_filter`, `pre_clean`: the command's pair filters, language filter and pre-search
     cleaning (their defaults are the command's); `keep_fields`: record fields to carry (files
     with fields only, as --keep-field). Columns: `translation` (a dict keyed by the two
@@ -86,6 +108,7 @@ def mine(src: Source, tgt: Source, *, src_lang: str | None = None, tgt_lang: str
     from xmine.mining.presearch import PreSearchConfig
     from xmine.mining.select import MiningConfig
 
+    point = _operating_point(threshold, operating_point)
     with tempfile.TemporaryDirectory(prefix="xmine-api-") as tmp:
         d = Path(tmp)
         src_path, src_list = _corpus(src, d, "src")
@@ -97,26 +120,29 @@ def mine(src: Source, tgt: Source, *, src_lang: str | None = None, tgt_lang: str
                           default_threshold=threshold == "default", show_progress=show_progress,
                           output_format="parquet", filters=PairFilterConfig(enabled=filters),
                           lang_filter=lang_filter, pre_clean=PreSearchConfig(enabled=pre_clean),
-                          keep_fields=keep_fields)
+                          keep_fields=keep_fields, operating_point=point, calibration=calibration)
         return _table(d / "mined.parquet", result, {"src": src_list, "tgt": tgt_list})
 
 
 def score(src: Source, tgt: Source | None = None, *, src_lang: str | None = None, tgt_lang: str | None = None,
           threshold: float | str | None = "default", k: int = 4, margin: str = "ratio",
           encoder: str | None = None, projection: str | Path | None = None, filters: bool = True,
-          kept_only: bool = False, show_progress: bool = False):
+          kept_only: bool = False, operating_point: str | None = None, calibration: str | Path | None = None,
+          show_progress: bool = False):
     """Score the pairs (src[i], tgt[i]) as `xmine score` does; a pyarrow Table in their order.
 
     `src`, `tgt`: two lists of sentences of the same length, or two line-aligned files (a Moses
     pair); or `src` alone: a bitext file or dataset folder `xmine score` reads (TSV, CSV, JSON
     Lines, Parquet, dataset). Columns: the pair's `src` and `tgt` (a bitext file: its own
     fields), `cosine`, `margin`, `keep` and `rule` (the rule that dropped the pair, "" if kept).
+    `threshold`, `operating_point`, `calibration`: as for `mine`.
     """
     from xmine.mining.bitext import Bitext
     from xmine.mining.filters import PairFilterConfig
     from xmine.mining.score import score_bitext
     from xmine.mining.select import MiningConfig
 
+    point = _operating_point(threshold, operating_point)
     if tgt is not None and not isinstance(src, (str, Path)) and len(src) != len(tgt):
         raise ValueError(f"{len(src)} source and {len(tgt)} target sentences: pairs need as many of each")
     with tempfile.TemporaryDirectory(prefix="xmine-api-") as tmp:
@@ -127,6 +153,7 @@ def score(src: Source, tgt: Source | None = None, *, src_lang: str | None = None
         result = score_bitext(Bitext(paths, langs=(src_lang, tgt_lang)), out=d / "scored.parquet",
                               src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                               projection=projection, default_threshold=threshold == "default",
+                              operating_point=point, calibration=calibration,
                               filters=PairFilterConfig(enabled=filters), kept_only=kept_only,
                               output_format="parquet", show_progress=show_progress)
         return _table(d / "scored.parquet", result, {})

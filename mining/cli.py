@@ -10,30 +10,18 @@ from xmine.cluster import ray_option
 from xmine.encoders.options import precision_option
 from xmine.index.choose import APPROXIMATE_TYPES
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
-from xmine.mining.cli_options import pair_filter_options
-from xmine.mining.defaults import DEFAULT_OPERATING_POINT, OPERATING_POINTS
+from xmine.mining.cli_options import pair_filter_options, threshold_options
 from xmine.mining.presearch import STEPS as PRE_SEARCH_STEPS
 from xmine.mining.margin import MARGINS
 from xmine.mining.products import PRODUCTS
 from xmine.mining.select import RETRIEVALS
 from xmine.mining.writers import OUTPUT_FORMATS
-from xmine.options import LANG, Finite, input_format_options
-
-
-class ThresholdType(click.ParamType):
-    """A finite number, or 'none' (keep every pair, even where a projection has a calibrated default)."""
-
-    name = "threshold"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, str) and value.strip().lower() == "none":
-            return "none"
-        return Finite().convert(value, param, ctx)
+from xmine.options import LANG, Finite, InputPath, input_format_options
 
 
 @click.command("mine")
-@click.argument("src", type=click.Path(exists=True, allow_dash=True, path_type=Path))
-@click.argument("tgt", type=click.Path(exists=True, allow_dash=True, path_type=Path))
+@click.argument("src", type=InputPath())
+@click.argument("tgt", type=InputPath())
 @click.option("-o", "--out", required=True, type=click.Path(path_type=Path),
               help="Output, highest score first (written atomically); TSV by default: score<TAB>src<TAB>tgt "
                    "(gzip when OUT ends in .gz). A summary with provenance goes to OUT.json, which also marks OUT "
@@ -58,22 +46,14 @@ class ThresholdType(click.ParamType):
               help="max: union of every source's and every target's best candidate, sorted by score, "
                    "then greedy one-to-one; fwd: each source's best target; bwd: each target's best "
                    "source; intersect: pairs that are each other's best in both directions.")
-@click.option("--threshold", type=ThresholdType(), default=None, metavar="NUMBER|none",
-              help="Keep pairs scoring at least this, in every retrieval mode. Default: the threshold "
-                   "calibrated for the space mined in (the shipped projection: its SHIPPED.json; raw "
-                   "me5-small or use-m3 embeddings: xmine/mining/calibration.json), for the margin in use and "
-                   "--operating-point (recorded in OUT.json and the summary line); a space without a "
-                   "calibration (your own projection, another encoder) keeps every pair, and says so: "
-                   "measure one with `xmine calibrate` and pass --calibration. 'none' keeps every pair. "
-                   "Scores are on each space's own scale (docs/mining.md).")
-@click.option("--calibration", type=click.Path(exists=True, dir_okay=False), default=None, metavar="RECORD",
-              help="A record of `xmine calibrate` for the space mined in (your encoder or projection): its "
-                   "thresholds and score cap are the defaults, at --operating-point. A record of another "
-                   "encoder or projection is refused.")
-@click.option("--operating-point", type=click.Choice(OPERATING_POINTS), default=None,
-              help="Which calibrated default threshold: balanced (default; the best F1 at a mean precision "
-                   ">= 0.85 on the calibration sets) or precision (a mean precision >= 0.95 on them, fewer "
-                   "pairs: for MT training data). Not with --threshold.")
+@threshold_options(
+    "Keep pairs scoring at least this, in every retrieval mode. Default: the threshold "
+    "calibrated for the space mined in (the shipped projection: its SHIPPED.json; raw "
+    "me5-small or use-m3 embeddings: xmine/mining/calibration.json), for the margin in use and "
+    "--operating-point (recorded in OUT.json and the summary line); a space without a "
+    "calibration (your own projection, another encoder) keeps every pair, and says so: "
+    "measure one with `xmine calibrate` and pass --calibration. 'none' keeps every pair. "
+    "Scores are on each space's own scale (docs/mining.md).")
 @click.option("--min-length", type=click.IntRange(min=0), default=0, show_default=True,
               help="Sentences shorter than this many characters are not mined.")
 @click.option("--max-length", type=click.IntRange(min=1), default=None, help="Sentences longer than this many characters are not mined.")
@@ -117,12 +97,14 @@ class ThresholdType(click.ParamType):
                    "with itself; refused without this flag, since it is usually a mistake).")
 @click.option("--line-numbers", is_flag=True, help="Add src and tgt line numbers as columns 4 and 5.")
 @click.option("--meta", is_flag=True,
-              help="Also write OUT.meta (stopes style): score, src file:line, tgt file:line, direction, then "
-                   "the --keep-field values.")
+              help="Also write OUT.meta in the layout of stopes' mined bimeta.tsv: score<TAB>src meta<TAB>tgt "
+                   "meta, line i for OUT's pair i. A side's meta: its record's --keep-field values (one field: the "
+                   "value; several: a JSON object), else its --id-field id, else file:line; #k added for a "
+                   "sentence split out of a record.")
 @click.option("--keep-field", "keep_fields", multiple=True, metavar="NAME",
               help="A field of the input records (dotted: meta.url) to carry with every pair, for each side as "
                    "src_NAME and tgt_NAME (dots become _): columns of jsonl, parquet and hf, props of tmx, "
-                   "columns after the others in tsv and OUT.meta (repeatable). Both sides must be JSON Lines, "
+                   "columns after the others in tsv, and each side's meta in OUT.meta (repeatable). Both sides must be JSON Lines, "
                    "Parquet, CSV/TSV or dataset corpora.")
 @click.option("--block-rows", type=click.IntRange(min=1), default=DEFAULT_BLOCK_ROWS, show_default=True,
               help="Source rows per block of the exact product (memory ~ block-rows x block-cols x 4 bytes).")
@@ -165,8 +147,7 @@ class ThresholdType(click.ParamType):
             "built and searched (query blocks x shards) as tasks; an index side, its shards searched by "
             "query blocks as tasks; top-k merged per row in every case. The TSV is byte for byte the one "
             "without --ray")
-def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, calibration, operating_point,
-         min_length, max_length,
+def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, threshold, min_length, max_length,
          max_length_ratio, encoder, projection, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows,
          refine, allow_same_input, line_numbers, meta, block_rows, block_cols, workers, product, pair_filters,
          lang_filter, pre_clean, no_pre_clean_step, keep_filtered, keep_fields, precision, runtime,
@@ -176,7 +157,8 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
     SRC and TGT are each a corpus (a text file, one sentence a line, plain or compressed; JSON
     Lines, Parquet or a Hugging Face dataset: see --input-format), an embedding store directory
     (xmine embed) or an index directory (xmine build-index); '-' reads one side from standard input
-    (copied into OUT.work/ first). Text files are embedded into stores in OUT.work/ first. Stores
+    (copied into OUT.work/ first); an fsspec URL (s3://, hf://, gcs://, https://, ...) one corpus
+    file (copied to a temporary file first, its URL and sha256 recorded). Text files are embedded into stores in OUT.work/ first. Stores
     are read block by block and sentences by offset, so memory does not grow with the corpora
     beyond the per-row state (a few hundred bytes a row: docs/scaling.md). Repeated sentences (64-bit hashes of the
     white-space-normalised text) are mined once. The exact search never holds the full similarity
@@ -188,9 +170,7 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
     from xmine.mining.presearch import PreSearchConfig
     from xmine.mining.select import MiningConfig
 
-    if operating_point is not None and threshold is not None:
-        raise click.UsageError("give --threshold or --operating-point, not both")
-    config = MiningConfig(k=k, margin=margin, retrieval=retrieval, threshold=None if threshold == "none" else threshold,
+    config = MiningConfig(k=k, margin=margin, retrieval=retrieval, threshold=threshold.value,
                           max_length_ratio=max_length_ratio, min_length=min_length, max_length=max_length,
                           block_rows=block_rows, block_cols=block_cols, workers=workers, product=product)
     if lang_filter:  # checked before anything is claimed or encoded
@@ -201,8 +181,8 @@ def mine(src, tgt, out, overwrite, src_lang, tgt_lang, k, margin, retrieval, thr
                     precision=precision, runtime=runtime, projection=projection, approximate=approximate,
                     approximate_config=approx,
                     line_numbers=line_numbers, meta=meta, keep_work=keep_work, overwrite=overwrite, ray=ray_address,
-                    default_threshold=threshold != "none", operating_point=operating_point or DEFAULT_OPERATING_POINT,
-                    calibration=calibration,
+                    default_threshold=threshold.default, operating_point=threshold.operating_point,
+                    calibration=threshold.calibration,
                     show_progress=not quiet, allow_same_input=allow_same_input,
                     output_format=output_format, input_format=input_format, filters=pair_filters,
                     keep_filtered=keep_filtered, lang_filter=lang_filter, keep_fields=keep_fields,

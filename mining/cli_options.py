@@ -1,15 +1,74 @@
-"""Options that several commands of xmine.mining share: the pair filters (`pair_filter_options`)."""
+"""Options that several commands of xmine.mining share: the threshold and where its default comes
+from (`threshold_options`: --threshold, --calibration, --operating-point) and the pair filters
+(`pair_filter_options`). `xmine mine` and `xmine score` both take them, so a threshold means the
+same in both and OUT.json records its origin the same way."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from pathlib import Path
 
 import click
 
+from xmine.mining.defaults import DEFAULT_OPERATING_POINT, OPERATING_POINTS
 from xmine.mining.filters import DEFAULT_MAX_LENGTH_RATIO, PairFilterConfig
 from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.langid import DEFAULT_LID, LID_BACKENDS
 from xmine.options import Finite
+
+
+class ThresholdType(click.ParamType):
+    """A finite number, or 'none' (keep every pair, even where a projection has a calibrated default)."""
+
+    name = "threshold"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value.strip().lower() == "none":
+            return "none"
+        return Finite().convert(value, param, ctx)
+
+
+@dataclasses.dataclass(frozen=True)
+class ThresholdChoice:
+    """What the user chose about the threshold: a number (`value`), none at all (`default` False), or
+    the calibrated default of the space (`value` None, `default` True) at `operating_point`, from the
+    record `calibration` when one is given (else the one xmine ships for the space)."""
+
+    value: float | None = None
+    default: bool = True
+    operating_point: str = DEFAULT_OPERATING_POINT
+    calibration: Path | None = None
+
+
+def threshold_options(threshold_help: str):
+    """--threshold (help: `threshold_help`), --calibration and --operating-point, handed to the command
+    as one `threshold` (a ThresholdChoice); --threshold with --operating-point is a usage error."""
+
+    def decorate(f):
+        @click.option("--threshold", type=ThresholdType(), default=None, metavar="NUMBER|none", help=threshold_help)
+        @click.option("--calibration", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+                      metavar="RECORD",
+                      help="A record of `xmine calibrate` for the space scored in (your encoder or projection): "
+                           "its thresholds and score cap are the defaults, at --operating-point. A record of "
+                           "another encoder or projection is refused.")
+        @click.option("--operating-point", type=click.Choice(OPERATING_POINTS), default=None,
+                      help="Which calibrated default threshold: balanced (default; the best F1 at a mean "
+                           "precision >= 0.85 on the calibration sets) or precision (a mean precision >= 0.95 on "
+                           "them, fewer pairs: for MT training data). Not with --threshold.")
+        @functools.wraps(f)
+        def wrapper(*args, threshold, calibration, operating_point, **kwargs):
+            if operating_point is not None and threshold is not None:
+                raise click.UsageError("give --threshold or --operating-point, not both")
+            choice = ThresholdChoice(value=None if threshold in (None, "none") else threshold,
+                                     default=threshold != "none",
+                                     operating_point=operating_point or DEFAULT_OPERATING_POINT,
+                                     calibration=calibration)
+            return f(*args, threshold=choice, **kwargs)
+
+        return wrapper
+
+    return decorate
 
 
 def pair_filter_options(f):
@@ -52,4 +111,4 @@ def pair_filter_options(f):
     return wrapper
 
 
-__all__ = ["pair_filter_options"]
+__all__ = ["ThresholdChoice", "ThresholdType", "pair_filter_options", "threshold_options"]

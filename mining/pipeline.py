@@ -44,6 +44,7 @@ from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.executor import executor_for
 from xmine.mining.approximate import ApproximateConfig
 from xmine.mining.defaults import DEFAULT_OPERATING_POINT
+from xmine.stdin import shown_path, with_local_inputs
 from xmine.mining.filter_step import check_declared_languages, filter_pairs, lang_filter_langs, pre_search
 from xmine.mining.filters import PairFilterConfig
 from xmine.mining.mineable import Mineable
@@ -61,6 +62,7 @@ MINING_KIND = "mining-result"
 FILTERED_KIND = "filtered-pairs"
 
 
+@with_local_inputs("src", "tgt")
 def mine(
     src: str | Path,
     tgt: str | Path,
@@ -247,7 +249,7 @@ def mine(
             summary = {
                 "output": str(out), "format": fmt, "pairs": len(mined),
                 "k_used": min(config.k, len(mx.ids), len(my.ids)),
-                **{role: {"path": str(side.path), "kind": side.kind, "sentences": len(side), "unique": m.unique,
+                **{role: {"path": shown_path(side.path), "kind": side.kind, "sentences": len(side), "unique": m.unique,
                           "mined_rows": len(m.ids), "other_language": m.other_language if lf_record["on"] else None}
                    for role, side, m in (("src", sx, mx), ("tgt", sy, my))},
                 "lang_filter": lf_record,

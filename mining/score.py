@@ -27,6 +27,7 @@ import logging
 import shutil
 import tempfile
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +40,10 @@ from xmine.inputs import check_compatible, load_side
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.bitext import Bitext
 from xmine.mining.filters import RULES as FILTER_RULES, apply_pair_filters
+from xmine.executor import LOCAL, Executor, executor_for
+from xmine.mining.approximate import ApproximateConfig
+from xmine.mining.defaults import DEFAULT_OPERATING_POINT
+from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.filters import PairFilterConfig
 from xmine.mining.margin import margin_score
 from xmine.mining.rescore import exact_dot
@@ -47,6 +52,7 @@ from xmine.mining.select import MiningConfig
 from xmine.mining.writers import tsv_field
 from xmine.outputs import claim_output
 from xmine.records import to_json
+from xmine.stdin import shown_path
 
 log = logging.getLogger(__name__)
 
@@ -80,26 +86,31 @@ def _rows_of_pairs(side, n: int) -> np.ndarray:
 
 
 def _neighbour_means(queries, base, config: MiningConfig, *, approximate: ApproximateConfig | None, work: Path,
-                     key: str, show_progress: bool) -> tuple[np.ndarray, np.ndarray]:
+                     key: str, show_progress: bool, executor: Executor = LOCAL) -> tuple[np.ndarray, np.ndarray]:
     """(mean cosine of each query row's k nearest base rows, mean of each base row's k nearest queries):
-    the two neighbourhood means of the margin, by the search `mine` uses."""
+    the two neighbourhood means of the margin, by the search `mine` uses, here or as tasks on the
+    Ray cluster of `executor` (exact: tiles of the product; approximate: index shards), the same
+    numbers either way."""
     from xmine.mining.select import _masked_mean
 
     if approximate is not None:
         fs, fi, bs, bi = approximate_knn_both(queries, base, config.k, config=approximate, work_dir=work / "ann",
-                                              key=key, show_progress=show_progress)
+                                              key=key, show_progress=show_progress, executor=executor)
     else:
         from xmine.mining.knn import exact_knn_both
+        from xmine.mining.knn_tiles import tiled_knn_both
 
-        fs, fi, bs, bi = exact_knn_both(queries, base, config.k, block_rows=config.block_rows,
-                                        block_cols=config.block_cols, workers=config.workers, product=config.product,
-                                        checkpoint_dir=work / "knn", checkpoint_key=key, show_progress=show_progress)
+        knn = partial(tiled_knn_both, executor=executor) if executor.distributed else exact_knn_both
+        fs, fi, bs, bi = knn(queries, base, config.k, block_rows=config.block_rows, block_cols=config.block_cols,
+                             workers=config.workers, product=config.product,
+                             checkpoint_dir=work / ("knn-tiles" if executor.distributed else "knn"),
+                             checkpoint_key=key, show_progress=show_progress)
     return _masked_mean(fs, fi >= 0), _masked_mean(bs, bi >= 0)
 
 
 def score_pairs(sx, sy, n: int, *, langs, config: MiningConfig, filters: PairFilterConfig,
                 corpora=(None, None), approximate: ApproximateConfig | None = None, work: Path,
-                show_progress: bool = True) -> PairScores:
+                show_progress: bool = True, executor: Executor = LOCAL) -> PairScores:
     """Score the n pairs whose sides are rows of `sx`, `sy` (`xmine.inputs.Side`s embedded from
     `write_sides`' files). `corpora`: Sides whose rows form the neighbourhoods of the targets
     (source-language corpus) and of the sources (target-language corpus); None: the bitext's own."""
@@ -114,7 +125,7 @@ def score_pairs(sx, sy, n: int, *, langs, config: MiningConfig, filters: PairFil
     def key(*parts) -> str:
         return hashlib.sha256(json.dumps(base_key + list(parts), default=str).encode()).hexdigest()
 
-    search = dict(config=config, approximate=approximate, show_progress=show_progress)
+    search = dict(config=config, approximate=approximate, show_progress=show_progress, executor=executor)
     if src_corpus is None and tgt_corpus is None:
         mean_x, mean_y = _neighbour_means(mx.rows, my.rows, work=work / "own", key=key("own"), **search)
     else:
@@ -167,6 +178,8 @@ def score_bitext(
     runtime: str | None = None,
     projection=None,
     default_threshold: bool = True,
+    operating_point: str = DEFAULT_OPERATING_POINT,
+    calibration: str | Path | None = None,
     filters: PairFilterConfig = PairFilterConfig(),
     src_corpus: str | Path | None = None,
     tgt_corpus: str | Path | None = None,
@@ -177,23 +190,28 @@ def score_bitext(
     overwrite: bool = False,
     keep_work: bool = False,
     show_progress: bool = True,
+    ray: str | None = None,
 ) -> dict:
     """Score `bitext` into `out` (see the module doc); returns the summary (also `<out>.json`).
 
     `config`: k, margin, threshold (None: `mine`'s default in this space unless
-    `default_threshold` is False), search settings; `filters`: the pair filters. `kept_only`:
+    `default_threshold` is False), search settings; `operating_point`, `calibration`: which
+    calibrated threshold is the default, as for `mine` (`pipeline._threshold`); `filters`: the pair filters. `kept_only`:
     write only the kept pairs. `output_format`: tsv, csv, jsonl or parquet (None: by the name
     of `out`). `out` is claimed as `mine` claims its output (`xmine.outputs.claim_output`).
+    `ray`: None searches in this process; "auto" or a cluster address runs the neighbourhood
+    search's units as Ray tasks (`xmine.executor`), as `mine --ray` does: the same output.
     """
     from xmine.mining.pipeline import _threshold
 
     out = Path(out)
     fmt = resolve_score_format(out, output_format)
+    executor = executor_for(ray)  # join the cluster first: a wrong address fails before anything is written
     corpora_paths = (src_corpus, tgt_corpus)
     # The bitext is read (every row checked) before OUT is claimed: a malformed row leaves nothing behind.
     with tempfile.TemporaryDirectory(prefix="xmine-score-") as staged:
         *staged_sides, n = write_sides(bitext, Path(staged))
-        with claim_output(out, kind=SCORE_KIND, form="tsv", inputs=[*bitext.paths, *corpora_paths, projection],
+        with claim_output(out, kind=SCORE_KIND, form="tsv", inputs=[*bitext.paths, *corpora_paths, projection, calibration],
                           overwrite=overwrite, companions=(".work",)) as claim:
             out = claim.path
             work = claim.work_dir(".work")
@@ -201,16 +219,20 @@ def score_bitext(
             src_txt, tgt_txt = (Path(shutil.move(p, work / "sides" / p.name)) for p in staged_sides)
             encoders = Encoders(EncoderConfig(name=encoder, precision=precision, runtime=runtime), projection,
                                 inputs=[p for p in corpora_paths if p is not None])
+            # As `mine`: OUT.work/ is this command's own to rebuild (a damaged work store) with
+            # --overwrite and whenever OUT holds no finished result (what an interrupted run left);
+            # finished work stores of the same input are reused, so an interrupted run resumes.
+            rebuild = claim.overwrite or claim.state != "finished"
             sides = []
             try:
                 for path, lang, tag in ((src_txt, src_lang, "src"), (tgt_txt, tgt_lang, "tgt")):
                     sides.append(load_side(path, lang=lang, encoders=encoders, work_dir=work / tag,
-                                           show_progress=show_progress, rebuild=claim.overwrite))
+                                           show_progress=show_progress, rebuild=rebuild))
                 corpora = []
                 for path, lang, tag in ((src_corpus, src_lang, "src-corpus"), (tgt_corpus, tgt_lang, "tgt-corpus")):
                     corpora.append(None if path is None else load_side(
                         path, lang=lang, encoders=encoders, work_dir=work / tag, show_progress=show_progress,
-                        rebuild=claim.overwrite))
+                        rebuild=rebuild))
                     if path is not None:
                         sides.append(corpora[-1])
                 for side in sides[1:]:
@@ -219,11 +241,11 @@ def score_bitext(
                 # mine's threshold and score cap of the space scored in (default_threshold False: none)
                 config, filters, threshold_record = _threshold(
                     config, filters, encoders.choice.path if sx.projection else None, sx.encoder.name,
-                    default_threshold=default_threshold)
+                    default_threshold=default_threshold, operating_point=operating_point, calibration=calibration)
                 langs = (src_lang, tgt_lang)
                 scores = score_pairs(sx, sy, n, langs=langs, config=config, filters=filters, corpora=tuple(corpora),
                                      approximate=approximate_config if approximate else None, work=work / "search",
-                                     show_progress=show_progress)
+                                     show_progress=show_progress, executor=executor)
                 written = write_scored(claim, fmt, bitext, scores, kept_only=kept_only)
                 summary = {
                     "output": str(out), "format": fmt, "pairs": n, "kept": int(scores.keep.sum()), "written": written,
@@ -232,12 +254,13 @@ def score_bitext(
                         "src": str(tgt_corpus) if tgt_corpus is not None else "the bitext's targets",
                         "tgt": str(src_corpus) if src_corpus is not None else "the bitext's sources",
                         "k": config.k, "search": "approximate" if approximate else "exact"},
+                    "ray": ray,
                     "threshold": threshold_record,
                     "filters": filters.record(config.margin) | {"languages": list(langs)},
                     "encoder": sx.encoder.to_dict(), "projection": _json(sx.projection), "part": sx.part,
                     "projection_choice": encoders.choice.record(),
                     "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang,
-                                             bitext=[str(p) for p in bitext.paths], bitext_format=bitext.format,
+                                             bitext=[shown_path(p) for p in bitext.paths], bitext_format=bitext.format,
                                              inputs=[s.fingerprint for s in sides]),
                 }
             finally:

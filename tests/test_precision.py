@@ -98,7 +98,8 @@ def test_precision_is_in_the_fingerprint_and_old_fingerprints_read_as_fp32(me5_f
 
 
 def test_a_projection_takes_another_precision_of_the_same_weights_only(me5_fp32, me5_bf16, usem3, caplog):
-    with caplog.at_level(logging.INFO, logger="xmine.encoders"):
+    # (DEBUG: the notice is INFO once per machine, DEBUG after: xmine.encoders.base.note_once)
+    with caplog.at_level(logging.DEBUG, logger="xmine.encoders"):
         check_projection_encoder(me5_fp32.fingerprint(), me5_bf16.fingerprint(), what="projection p/")
     assert any("projection p/ was trained on fp32" in r.getMessage() for r in caplog.records)
     check_projection_encoder(me5_bf16.fingerprint(), me5_bf16.fingerprint(), what="projection p/")

@@ -184,6 +184,24 @@ def test_mine_approximate_on_ray_is_byte_identical(cluster, corpora, tmp_path):
     _mine_here_and_on_ray(common, tmp_path, cluster, "approximate")
 
 
+@pytest.mark.parametrize("search", ["exact", "approximate"])
+def test_score_on_ray_is_byte_identical(cluster, corpora, tmp_path, search):
+    """`xmine score --ray`: the neighbourhoods searched as tasks (exact: tiles; approximate: index
+    shards), the same scored TSV as in one process."""
+    de = (corpora / "de.txt").read_text(encoding="utf-8").splitlines()
+    en = (corpora / "en.txt").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "b.tsv").write_text("".join(f"{d}\t{e}\n" for d, e in zip(de[:200], en[:200]) if d and e),
+                                    encoding="utf-8")
+    common = [tmp_path / "b.tsv", "--encoder", ENCODER, "--threshold", "none", "--no-filters", "-q",
+              *(["--approximate"] if search == "approximate" else [])]
+    _run("score", *common, "-o", tmp_path / "local.tsv")
+    _run("score", *common, "-o", tmp_path / "ray.tsv", "--ray", cluster)
+    local = (tmp_path / "local.tsv").read_bytes()
+    assert local.count(b"\n") >= 190 and local == (tmp_path / "ray.tsv").read_bytes()
+    summary = json.loads((tmp_path / "ray.tsv.json").read_text())
+    assert summary["ray"] == cluster and summary["neighbourhoods"]["search"] == search
+
+
 @pytest.mark.parametrize("index_args", [["--index-type", "flat"], ["--index-type", "ivf", "--nlist", 8, "--shard-rows", 100]])
 def test_mine_with_an_index_side_on_ray_is_byte_identical(cluster, corpora, local_store, tmp_path, monkeypatch,
                                                           index_args):

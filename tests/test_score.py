@@ -130,3 +130,106 @@ def test_score_a_mined_dataset_and_a_parquet_bitext(data_dir, tmp_path):
     table = pq.read_table(tmp_path / "s.parquet").to_pylist()
     assert [r["id"] for r in table] == [p[2] for p in pairs]
     assert [r["keep"] for r in table] == [True] * 30 + [False] and table[-1]["rule"] == "threshold"
+
+
+def test_score_takes_mines_operating_point_and_records_it(data_dir, tmp_path):
+    """--operating-point precision: the stricter calibrated threshold of the space, the same one
+    `xmine mine --operating-point precision` uses, named in OUT.json; with --threshold a usage error."""
+    rows = _bitext(data_dir, 30, 10)
+    tsv = tmp_path / "b.tsv"
+    tsv.write_text("".join(f"{de}\t{en}\n" for de, en, _ in rows), encoding="utf-8")
+    records = {}
+    for point in ("balanced", "precision"):
+        ok(xm("score", tsv, "--src-lang", "de", "--tgt-lang", "en", "--operating-point", point, "-q",
+              "-o", tmp_path / f"{point}.tsv"))
+        records[point] = json.loads((tmp_path / f"{point}.tsv.json").read_text())["threshold"]
+    assert records["precision"]["operating_point"] == "precision"
+    assert records["precision"]["value"] > records["balanced"]["value"]
+    assert "precision ratio threshold" in records["precision"]["source"]
+    assert "SHIPPED.json" in records["precision"]["source"]
+    kept = {p: [line.split("\t")[4] for line in (tmp_path / f"{p}.tsv").read_text(encoding="utf-8").splitlines()]
+            for p in records}
+    assert kept["precision"].count("1") <= kept["balanced"].count("1")
+    # mine's own precision threshold in the same space is the same number
+    (tmp_path / "de.txt").write_text("".join(r[0] + "\n" for r in rows), encoding="utf-8")
+    (tmp_path / "en.txt").write_text("".join(r[1] + "\n" for r in rows), encoding="utf-8")
+    ok(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--src-lang", "de", "--tgt-lang", "en",
+          "--operating-point", "precision", "-q", "-o", tmp_path / "m.tsv"))
+    assert json.loads((tmp_path / "m.tsv.json").read_text())["threshold"] == records["precision"]
+    refused(xm("score", tsv, "--threshold", "1.0", "--operating-point", "precision", "-o", tmp_path / "x.tsv"),
+            "--threshold", "--operating-point")
+    assert not (tmp_path / "x.tsv").exists()
+
+
+@pytest.mark.slow
+def test_score_with_a_calibration_record_uses_and_records_its_threshold(data_dir, tmp_path):
+    """A space xmine ships a calibration for is not needed: `xmine calibrate` on 500 gold pairs of raw
+    me5-small gives a record whose threshold and cap `xmine score --calibration` uses and names; a
+    record of another space is refused in one line; the API takes the same record."""
+    import xmine
+    from xmine.mining.api import summary
+
+    de, en = flores_lines(data_dir, "deu_Latn", 500, start=100), flores_lines(data_dir, "eng_Latn", 500, start=100)
+    (tmp_path / "g.de").write_text("\n".join(de) + "\n", encoding="utf-8")
+    (tmp_path / "g.en").write_text("\n".join(en) + "\n", encoding="utf-8")
+    record = tmp_path / "cal.json"
+    ok(xm("calibrate", "--projection", "none", "--src-lang", "de", "--tgt-lang", "en",
+          "--gold", tmp_path / "g.de", tmp_path / "g.en", "-o", record))
+    cal = json.loads(record.read_text())
+    rows = _bitext(data_dir, 40, 40)
+    tsv = tmp_path / "b.tsv"
+    tsv.write_text("".join(f"{de}\t{en}\n" for de, en, _ in rows), encoding="utf-8")
+    out = tmp_path / "s.tsv"
+    ok(xm("score", tsv, "--src-lang", "de", "--tgt-lang", "en", "--projection", "none", "--calibration", record,
+          "--operating-point", "precision", "-q", "-o", out))
+    t = json.loads((tmp_path / "s.tsv.json").read_text())["threshold"]
+    assert t["value"] == cal["operating_points"]["precision"]["ratio"] and t["operating_point"] == "precision"
+    assert "xmine calibrate" in t["source"] and str(record) in t["source"]
+    assert t["score_max"]["value"] == cal["score_max"]["ratio"]
+    margins = [float(line.split("\t")[3]) for line in out.read_text(encoding="utf-8").splitlines()]
+    keep = [line.split("\t")[4] == "1" for line in out.read_text(encoding="utf-8").splitlines()]
+    assert all(k <= (m >= t["value"]) for k, m in zip(keep, margins))  # nothing below the record's threshold kept
+    refused(xm("score", tsv, "--src-lang", "de", "--tgt-lang", "en", "--calibration", record, "-q",
+               "-o", tmp_path / "other.tsv"), "cal.json", "raw embeddings")
+    table = xmine.score([r[0] for r in rows], [r[1] for r in rows], src_lang="de", tgt_lang="en", projection="none",
+                        calibration=record, operating_point="precision")
+    assert table.column("keep").to_pylist() == keep
+    assert summary(table)["threshold"]["value"] == t["value"]
+
+
+def test_an_interrupted_score_resumes_from_its_work_without_encoding_again(data_dir, tmp_path, monkeypatch):
+    """A run that fails after both sides were embedded (here: while writing OUT) leaves OUT.work/;
+    the same command again reuses its stores (not one embedding file rewritten) and writes what an
+    uninterrupted run writes."""
+    import xmine.mining.score_output as score_output
+
+    rows = _bitext(data_dir, 30, 10)
+    tsv = tmp_path / "b.tsv"
+    tsv.write_text("".join(f"{de}\t{en}\n" for de, en, _ in rows), encoding="utf-8")
+    args = ("score", tsv, "--src-lang", "de", "--tgt-lang", "en", "-q", "--keep-work")
+    ok(xm(*args, "-o", tmp_path / "clean" / "s.tsv"))
+
+    def killed(*a, **k):
+        raise RuntimeError("killed while writing")
+
+    monkeypatch.setattr(score_output, "write_scored", killed)
+    out = tmp_path / "s.tsv"
+    assert xm(*args, "-o", out).exit_code != 0
+    monkeypatch.undo()
+    assert not out.exists()
+    embedded = {p: p.stat().st_mtime_ns for p in (tmp_path / "s.tsv.work").rglob("emb-*.npy")}
+    assert len(embedded) >= 2  # both sides' stores survived
+    ok(xm(*args, "-o", out))
+    assert {p: p.stat().st_mtime_ns for p in embedded} == embedded
+    assert out.read_bytes() == (tmp_path / "clean" / "s.tsv").read_bytes()
+
+    # A work store damaged by the interruption (a shard cut short) is built again, as `mine` does,
+    # not refused: OUT holds no finished result, so OUT.work/ is what a failed run left.
+    monkeypatch.setattr(score_output, "write_scored", killed)
+    out2 = tmp_path / "s2.tsv"
+    assert xm(*args, "-o", out2).exit_code != 0
+    monkeypatch.undo()
+    shard = sorted((tmp_path / "s2.tsv.work" / "tgt").rglob("emb-*.npy"))[0]
+    shard.write_bytes(shard.read_bytes()[:-100])
+    ok(xm(*args, "-o", out2))
+    assert out2.read_bytes() == out.read_bytes()

@@ -84,8 +84,10 @@ def test_documents_split_into_stores_and_mined_rows_keep_doc_and_sentence(tmp_pa
     for line in tsv:
         _, src, tgt, src_line, tgt_line, src_k, tgt_k = line.split("\t")
         assert (src, tgt) == (EN[int(src_line) - 1][int(src_k) - 1], DE[int(tgt_line) - 1][int(tgt_k) - 1])
-    meta = (tmp_path / "pairs.tsv.meta").read_text(encoding="utf-8").splitlines()
-    assert meta and all(len(m.split("\t")) == 8 for m in meta)
+    meta = [m.split("\t") for m in (tmp_path / "pairs.tsv.meta").read_text(encoding="utf-8").splitlines()]
+    # stopes' bimeta layout: score, then each sentence's record id and its index in the record
+    assert [m[1:] for m in meta] == [[f"en-{int(t[3]) - 1}#{t[5]}", f"de-{int(t[4]) - 1}#{t[6]}"]
+                                     for t in (line.split("\t") for line in tsv)]
 
 
 def test_store_split_and_unsplit_are_not_mixed(tmp_path):

@@ -23,7 +23,7 @@ from xmine.input_artefacts import artefact_encoder, artefact_projection
 from xmine.options import LANG, input_format_options
 from xmine.paths import xmine_home
 from xmine.projection import choose_projection
-from xmine.stdin import is_stdin, spool_stdin
+from xmine.stdin import is_stdin, is_url, spool_stdin, spool_url
 from xmine.store import embed_corpus
 from xmine.verify import verify_artefact
 
@@ -166,11 +166,13 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     choice = choose_projection(projection, encoder_name=encoder_name, encoder_fp=encoder.fingerprint,
                                artefact_projection=artefact_projection([out_dir]) if finished else (False, None))
 
-    # Standard input is copied first: a corpus is read twice (checked, then embedded).
-    spooled = tempfile.TemporaryDirectory(prefix="xmine-stdin-") if is_stdin(corpus) else contextlib.nullcontext()
+    # Standard input and a URL are copied first: a corpus is read twice (checked, then embedded).
+    stream = is_stdin(corpus) or is_url(corpus)
+    spooled = tempfile.TemporaryDirectory(prefix="xmine-input-") if stream else contextlib.nullcontext()
     with spooled as directory:
         store = embed_corpus(
-            spool_stdin(directory) if directory else corpus, out_dir, encoder=encoder, lang=lang,
+            (spool_stdin(directory) if is_stdin(corpus) else spool_url(corpus, directory)) if stream else corpus,
+            out_dir, encoder=encoder, lang=lang,
             projection=choice.path, part=part, dtype=dtype,
             shard_rows=shard_rows, batch_size=batch_size, max_chars=max_chars, overwrite=overwrite,
             show_progress=not quiet, ray=ray_address, input_format=input_format,

@@ -23,7 +23,9 @@ class InputError(XmineError):
         self.path = Path(path)
         self.line = line
         self.problem = problem
-        where = f"{self.path}:{line}" if line is not None else f"{self.path}"
+        # a URL as given (a Path would drop one of its slashes: s3:/bucket)
+        shown = path if isinstance(path, str) and "://" in path else self.path
+        where = f"{shown}:{line}" if line is not None else f"{shown}"
         super().__init__(f"{where}: {problem}")
 
 

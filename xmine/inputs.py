@@ -40,7 +40,7 @@ from xmine.input_encoders import Encoders, check_lang, check_same_projection
 from xmine.projection import ProjectionLike
 from xmine.records import EncoderFingerprint, ProjectionFingerprint, to_json
 from xmine.sentences import sentence_splitter
-from xmine.stdin import is_stdin, spool_stdin
+from xmine.stdin import is_stdin, shown_path, spool_stdin
 from xmine.store import EmbeddingStore
 from xmine.store.rows import ShardRows
 from xmine.store.text import RowIndex, TextColumn
@@ -214,7 +214,7 @@ def project_rows(store, projection: ProjectionLike, out: Path, *, lang: str | No
 
 
 def _store_side(store, path: Path, lang: str | None, kind: str, *, fingerprint: dict) -> Side:
-    source = str(path) if kind == "text" else store.manifest.input.get("path") or str(path)
+    source = shown_path(path) if kind == "text" else store.manifest.input.get("path") or str(path)
     return Side(path=path, kind=kind, rows=store.rows(), row_index=store.row_index(), text=store.text_column(),
                 line_numbers=store.line_numbers, encoder=store.manifest.encoder,
                 projection=store.manifest.projection, part=store.part, lang=lang or store.lang,

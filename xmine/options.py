@@ -1,7 +1,8 @@
 """click parameter types and options shared by xmine's commands, checked at the CLI boundary.
 
 `Finite(...)` is a float option that refuses NaN and infinities (click's FloatRange lets NaN
-through: every comparison with NaN is false); `LANG` a language code; `input_format_options`
+through: every comparison with NaN is false); `LANG` a language code; `InputPath` a corpus
+argument (a path, '-' or a URL); `input_format_options`
 the options saying how to read a corpus.
 """
 
@@ -9,11 +10,13 @@ from __future__ import annotations
 
 import functools
 import math
+from pathlib import Path
 
 import click
 
 from xmine.langs import is_known_lang
 from xmine.reader_base import FORMATS, InputFormat
+from xmine.stdin import is_url
 
 
 class FiniteFloat(click.FloatRange):
@@ -51,6 +54,21 @@ class LangCode(click.ParamType):
 
 
 LANG = LangCode()
+
+
+class InputPath(click.Path):
+    """An existing local path, '-' (standard input) or an fsspec URL (`s3://...`, `memory://...`),
+    which is given to the command as the string it is (a pathlib.Path would drop one of its
+    slashes) and opened when the input is read (`xmine.stdin.spool_url`: an unknown protocol or a
+    missing file is one error line there)."""
+
+    def __init__(self):
+        super().__init__(exists=True, allow_dash=True, path_type=Path)
+
+    def convert(self, value, param, ctx):
+        if is_url(value):
+            return value
+        return super().convert(value, param, ctx)
 
 
 def input_format_options(f=None, *, per_side: bool = False):

@@ -13,6 +13,7 @@ from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats
 from xmine.errors import ConfigError, InputError
 from xmine.fileio import sha256_file
 from xmine.output_state import tree_record
+from xmine.stdin import origin_of
 
 FORMATS = ("text", "jsonl", "parquet", "hf", "csv", "tsv")
 _COMPRESSED = (".gz", ".xz", ".zst", ".zstd", ".bz2")
@@ -152,7 +153,7 @@ class CorpusReader:
     def identity(self) -> dict[str, Any]:
         """What identifies the input (a store made from it records this; resume compares it)."""
         size, digest = size_and_sha256(self.path)
-        return {"path": str(self.path.resolve()), "size": size, "sha256": digest, "format": self.format,
+        return {"path": origin_of(self.path) or str(self.path.resolve()), "size": size, "sha256": digest, "format": self.format,
                 "text_field": self.spec.text_field, "id_field": self.spec.id_field, "split": self.spec.split,
                 "records": self.count}
 

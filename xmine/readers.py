@@ -45,7 +45,7 @@ from xmine.delimited import column_index, delimited_rows, field_of
 from xmine.errors import InputError
 from xmine.fileio import sha256_file
 from xmine.reader_base import CorpusReader, InputFormat, format_by_path, text_of
-from xmine.stdin import STDIN
+from xmine.stdin import STDIN, origin_of
 from xmine.table_readers import DatasetReader, ParquetReader
 
 def detect_format(path: str | Path, spec: InputFormat | None = None) -> str:
@@ -66,7 +66,7 @@ class TextReader(CorpusReader):
         self.count = count_lines(self.path)  # validates missing / empty; lines are checked as read
 
     def identity(self) -> dict[str, Any]:
-        return {"path": str(self.path.resolve()), "size": self.path.stat().st_size,
+        return {"path": origin_of(self.path) or str(self.path.resolve()), "size": self.path.stat().st_size,
                 "sha256": sha256_file(self.path), "lines": self.count}
 
     def records(self) -> Iterator[tuple[int, str, str | None]]:

@@ -1,22 +1,47 @@
-"""Standard input as a corpus (`-`): xmine reads an input more than once (checked, then embedded),
-so standard input is first copied, block by block, into a file of the command's own work
-directory, and read from there in any single-file format (--input-format; by default one
-sentence a line)."""
+"""Inputs that are streams rather than local files: standard input (`-`) and fsspec URLs
+(`s3://`, `hf://`, `gcs://`, `https://`, `memory://`, `file://`, ...).
+
+xmine reads an input more than once (checked, then embedded) and by offset, so a stream is first
+copied, block by block, into a local file, and read from there in any single-file format
+(--input-format; by default one sentence a line, compressed or not). Standard input goes into the
+command's own work directory. A URL is copied with fsspec (installed with `datasets`; a protocol
+whose package is missing, `s3fs` for s3://, is one error line saying so), its sha256 computed as
+it is read, and beside the copy a small record (`URL_ORIGIN`) of the URL, size and sha256: the
+readers record the URL, not the local copy, as the input's path (`origin_of`), so a store or a
+mining result says where its input really came from, and a later run from another copy resumes.
+A URL names one file: stores, indexes and dataset folders are read from local disk.
+"""
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import inspect
+import json
+import posixpath
+import re
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from xmine.errors import InputError
 from xmine.fileio import atomic_path
 
 STDIN = "-"
+#: the record of a URL's copy, beside it
+URL_ORIGIN = ".xmine-url-origin.json"
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_BLOCK = 1 << 20
 
 
 def is_stdin(path) -> bool:
     return str(path) == STDIN
+
+
+def is_url(path) -> bool:
+    """A string naming a protocol (`proto://...`). (A pathlib.Path has lost one slash already.)"""
+    return isinstance(path, str) and bool(_URL.match(path))
 
 
 def spool_stdin(directory: str | Path, name: str = "stdin") -> Path:
@@ -24,10 +49,90 @@ def spool_stdin(directory: str | Path, name: str = "stdin") -> Path:
     target = Path(directory) / name
     target.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(target) as tmp, open(tmp, "wb") as f:
-        shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
+        shutil.copyfileobj(sys.stdin.buffer, f, _BLOCK)
     if target.stat().st_size == 0:
         raise InputError(STDIN, "standard input is empty")
     return target
 
 
-__all__ = ["STDIN", "is_stdin", "spool_stdin"]
+def spool_url(url: str, directory: str | Path) -> Path:
+    """Copy the file at `url` into `directory` (under its own name, so that its extension still
+    says its format) with its origin record; the local copy's path. InputError (naming the URL)
+    for an unknown protocol, a missing package, a missing file, a folder or a failed read."""
+    protocol = url.split("://", 1)[0].lower()
+    try:
+        import fsspec
+
+        fsspec.get_filesystem_class(protocol)
+        fs, remote = fsspec.core.url_to_fs(url)
+    except ValueError:
+        raise InputError(url, f"unknown protocol {protocol!r} (not one fsspec knows)") from None
+    except ImportError as e:
+        raise InputError(url, f"protocol {protocol!r} needs a package that is not installed: {e}") from None
+    try:
+        if fs.isdir(remote):
+            raise InputError(url, "a folder: a URL input names one file (stores, indexes and dataset folders "
+                                  "are read from local disk)")
+        name = posixpath.basename(remote.rstrip("/")) or "input"
+        target = Path(directory) / hashlib.sha256(url.encode()).hexdigest()[:16] / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        digest, size = hashlib.sha256(), 0
+        with fs.open(remote, "rb") as source, atomic_path(target) as tmp, open(tmp, "wb") as f:
+            while block := source.read(_BLOCK):
+                digest.update(block)
+                size += len(block)
+                f.write(block)
+    except FileNotFoundError:
+        raise InputError(url, "no such file") from None
+    except OSError as e:
+        raise InputError(url, f"unreadable: {e}") from None
+    if size == 0:
+        raise InputError(url, "empty file")
+    (target.parent / URL_ORIGIN).write_text(json.dumps({"url": url, "file": name, "size": size,
+                                                        "sha256": digest.hexdigest()}), encoding="utf-8")
+    return target
+
+
+def origin_of(path) -> str | None:
+    """The URL a local copy made by `spool_url` came from, else None."""
+    if path is None or is_stdin(path) or is_url(path):
+        return path if is_url(path) else None
+    record = Path(path).parent / URL_ORIGIN
+    try:
+        origin = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return origin.get("url") if isinstance(origin, dict) and origin.get("file") == Path(path).name else None
+
+
+def shown_path(path) -> str:
+    """What to record as an input's path: its URL when it is a copy of one, else the path."""
+    return origin_of(path) or str(path)
+
+
+def with_local_inputs(*names: str):
+    """Decorate a function whose arguments `names` are inputs: a URL among them is copied
+    (`spool_url`) into a temporary directory, removed when the function returns, and the function
+    gets the local copy; paths are passed as they are."""
+
+    def decorate(f):
+        signature = inspect.signature(f)
+
+        @functools.wraps(f)
+        def wrapper(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            urls = [n for n in names if is_url(bound.arguments.get(n))]
+            if not urls:
+                return f(*args, **kwargs)
+            with tempfile.TemporaryDirectory(prefix="xmine-url-") as tmp:
+                for n in urls:
+                    bound.arguments[n] = spool_url(bound.arguments[n], tmp)
+                return f(*bound.args, **bound.kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+__all__ = ["STDIN", "URL_ORIGIN", "is_stdin", "is_url", "origin_of", "shown_path", "spool_stdin",
+           "spool_url", "with_local_inputs"]

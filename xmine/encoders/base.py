@@ -4,11 +4,14 @@ them, and the once-per-process notices they give (see `xmine.encoders` for the w
 from __future__ import annotations
 
 import abc
+import hashlib
 import logging
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+
+from xmine.paths import xmine_home
 
 log = logging.getLogger("xmine.encoders")  # (the package's logger: one name for every encoder message)
 
@@ -86,10 +89,35 @@ class Encoder(abc.ABC):
 
 
 _NOTICED: set[tuple] = set()
+#: markers of the notices already given on this machine, under $XMINE_HOME
+NOTICES_DIR = "notices"
 
 
-def note_once(key: tuple, message: str, *args) -> None:
-    """Log `message` at INFO the first time `key` is seen in this process."""
-    if key not in _NOTICED:
-        _NOTICED.add(key)
-        log.info(message, *args)
+def note_once(key: tuple, message: str, *args, per_machine: bool = False) -> None:
+    """Log `message` at INFO the first time `key` is seen in this process. `per_machine`: only the
+    first time this exact text is given on this machine (a marker under $XMINE_HOME/notices/):
+    a fact about the machine and the model (the precision --precision auto chose, a projection
+    applied to another runtime's embeddings) is news once, not on every run (OUT.json and store
+    manifests record it every time); when the text changes (another model, precision or reason)
+    it is news again. Later runs log it at DEBUG."""
+    if key in _NOTICED:
+        return
+    _NOTICED.add(key)
+    if per_machine and not _first_on_this_machine(message % args if args else message):
+        log.debug(message, *args)
+        return
+    log.info(message, *args)
+
+
+def _first_on_this_machine(text: str) -> bool:
+    """Whether `text` is given here for the first time; marks it given (an unwritable cache: every
+    run gives it, as before)."""
+    try:
+        marker = xmine_home() / NOTICES_DIR / hashlib.sha256(text.encode()).hexdigest()[:32]
+        if marker.is_file():
+            return False
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(text + "\n", encoding="utf-8")
+    except OSError:
+        pass
+    return True

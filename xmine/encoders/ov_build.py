@@ -28,6 +28,7 @@ one wanted (stale) is rebuilt, with a one-line warning.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -129,13 +130,28 @@ def hidden_state_module(model):
     return LastHiddenState(model).eval()
 
 
+@contextlib.contextmanager
+def quiet_transformers():
+    """transformers' warnings off inside the block. Tracing reads every property of the model,
+    `loss_function` among them, and an encoder has no loss: transformers then warns "`loss_type=None`
+    was set in the config but it is unrecognized" on every first build, about training, which an
+    encoder never does."""
+    logger = logging.getLogger("transformers")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def convert(torch_encoder) -> Any:
     """The float32 `openvino.Model` of a torch fp32 `TokenBatchedEncoder`'s transformer (dynamic shapes)."""
     import openvino as ov
     import torch
 
     example = {"input_ids": torch.ones(2, 8, dtype=torch.long), "attention_mask": torch.ones(2, 8, dtype=torch.long)}
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), quiet_transformers():
         # Tracing notes that Python booleans become constants; the ones in BERT's mask code are
         # constant for every shape (no cache, no causal mask). The probe check below verifies it.
         warnings.simplefilter("ignore")

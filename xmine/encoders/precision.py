@@ -73,7 +73,7 @@ def resolve_precision(precision: str, device: str, *, encoder_name: str = "") ->
         if precision == "auto":
             chosen = "bf16" if bf16_ok else "fp16"
             note_once(("auto-cuda", chosen), "%s runs at %s on %s (--precision auto)", encoder_name or "the encoder",
-                       chosen, device)
+                      chosen, device, per_machine=True)
             return chosen
         if precision == "bf16" and not bf16_ok:
             raise EncoderError(f"{encoder_name or 'encoder'}: precision bf16 asked for, but {device} "
@@ -84,7 +84,7 @@ def resolve_precision(precision: str, device: str, *, encoder_name: str = "") ->
         if precision == "auto":
             chosen = "bf16" if flag else "fp32"
             note_once(("auto", chosen), "%s runs at %s (--precision auto: %s)", encoder_name or "the encoder", chosen,
-                       f"{flag} in /proc/cpuinfo" if flag else "no native bf16 on this CPU")
+                      f"{flag} in /proc/cpuinfo" if flag else "no native bf16 on this CPU", per_machine=True)
             return chosen
         if precision == "bf16" and not flag:
             log.warning("precision bf16 on a CPU without native bf16 instructions (no avx512_bf16/amx_bf16 "
@@ -159,6 +159,6 @@ def check_projection_encoder(trained_fp: Fingerprint, actual_fp: Fingerprint, *,
         note_once((what.split()[-1], tr.id, act.id), "%s was trained on %s embeddings of %s; applying it to %s "
                   "embeddings of the same weights (they agree to cosine >= 0.995, checked when a runtime's model "
                   "is built)", what, f"{tr.run_precision}/{tr.run_runtime}", tr.name,
-                  f"{act.run_precision}/{act.run_runtime}")
+                  f"{act.run_precision}/{act.run_runtime}", per_machine=True)
         return
     check_same_encoder(tr, act, what=what)

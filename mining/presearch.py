@@ -33,9 +33,8 @@ import numpy as np
 
 from xmine.dedup import first_occurrences
 from xmine.errors import ConfigError
-from xmine.langs import normalize_lang
 from xmine.mining.filters import normalise
-from xmine.mining.langid import accepts, identify, supported_languages
+from xmine.mining.langid import accepts, identify, knows
 
 #: Step names in the order they run.
 STEPS = ("no_letters", "near_duplicates", "copies")

@@ -34,6 +34,7 @@ from xmine.artefacts import provenance
 from xmine.calibration import SpaceDefaults, parse_defaults
 from xmine.errors import ConfigError, InputError
 from xmine.fileio import atomic_write_json
+from xmine.options import projection_option
 
 CALIBRATION_KIND = "xmine-calibration"
 #: aligned pairs needed: a fifth of them are the gold, and a set needs >= 100 gold pairs
@@ -195,9 +196,7 @@ def read_calibration(path: str | Path, *, encoder_name: str | None, projection_d
 
 @click.command("calibrate")
 @click.option("--encoder", default=None, help="Encoder of the space to calibrate (default: me5-small).")
-@click.option("--projection", default=None, metavar="default|none|DIR",
-              help="Projection of the space: 'none' (raw embeddings), a projection directory, or 'default' "
-                   "(the shipped one, for me5-small). Default: as `xmine mine` chooses.")
+@projection_option("of the space to calibrate")
 @click.option("--src-lang", required=True, help="Source language: a FLORES-200 code (deu_Latn) or ISO 639-1/3.")
 @click.option("--tgt-lang", required=True, help="Target language.")
 @click.option("--gold", nargs=2, type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,

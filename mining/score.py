@@ -35,6 +35,8 @@ from xmine.artefacts import provenance
 from xmine.errors import InputError
 from xmine.mining.approximate import ApproximateConfig
 from xmine.mining.bitext import Bitext
+from xmine.mining.config import EncodingConfig, SearchConfig, SelectionConfig
+from xmine.mining.defaults import DEFAULT_OPERATING_POINT
 from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.filters import PairFilterConfig
 from xmine.mining.score_output import DROP_RULES, PairScores
@@ -160,16 +162,12 @@ def score_bitext(
     out: str | Path,
     src_lang: str | None = None,
     tgt_lang: str | None = None,
-    config: MiningConfig = MiningConfig(),
-    encoder: str | None = None,
-    precision: str | None = None,
-    projection=None,
-    default_threshold: bool = True,
+    encoding: EncodingConfig = EncodingConfig(),
+    search: SearchConfig = SearchConfig(),
+    selection: SelectionConfig = SelectionConfig(),
     filters: PairFilterConfig = PairFilterConfig(),
     src_corpus: str | Path | None = None,
     tgt_corpus: str | Path | None = None,
-    approximate: bool = False,
-    approximate_config: ApproximateConfig = ApproximateConfig(),
     kept_only: bool = False,
     output_format: str | None = None,
     overwrite: bool = False,
@@ -178,9 +176,10 @@ def score_bitext(
 ) -> dict:
     """Score `bitext` into `out` (see the module doc); returns the summary (also `<out>.json`).
 
-    `config`: k, margin, threshold (None: `mine`'s default in this space unless
-    `default_threshold` is False), search settings; `filters`: the pair filters. `kept_only`:
-    write only the kept pairs. `output_format`: tsv, csv, jsonl or parquet (None: by the name
+    The configs are `mine`'s (`xmine.mining.config`): `encoding` the space scored in; `search` k
+    and how the neighbourhoods are searched (exact or approximate); `selection` the margin and the
+    threshold ("default": `mine`'s calibrated one in this space); `filters`: the pair filters.
+    `kept_only`: write only the kept pairs. `output_format`: tsv, csv, jsonl or parquet (None: by the name
     of `out`). `out` is claimed as `mine` claims its output (`xmine.outputs.claim_output`).
     """
     from xmine.input_encoders import Encoders
@@ -190,6 +189,10 @@ def score_bitext(
     from xmine.outputs import claim_output
 
     out = Path(out)
+    projection = encoding.projection
+    config = MiningConfig(k=search.k, margin=selection.margin, threshold=selection.given_threshold,
+                          block_rows=search.block_rows, block_cols=search.block_cols, workers=search.workers,
+                          product=search.product)
     fmt = resolve_score_format(out, output_format)
     corpora_paths = (src_corpus, tgt_corpus)
     # The bitext is read (every row checked) before OUT is claimed: a malformed row leaves nothing behind.
@@ -201,7 +204,7 @@ def score_bitext(
             work = claim.work_dir(".work")
             (work / "sides").mkdir(exist_ok=True)
             src_txt, tgt_txt = (Path(shutil.move(p, work / "sides" / p.name)) for p in staged_sides)
-            encoders = Encoders(encoder, projection, precision, inputs=[p for p in corpora_paths if p is not None])
+            encoders = Encoders(encoding.encoder, projection, encoding.precision, inputs=[p for p in corpora_paths if p is not None])
             sides = []
             try:
                 for path, lang, tag in ((src_txt, src_lang, "src"), (tgt_txt, tgt_lang, "tgt")):
@@ -220,10 +223,12 @@ def score_bitext(
                 # mine's threshold and score cap of the space scored in (default_threshold False: none)
                 config, filters, threshold_record = _threshold(
                     config, filters, encoders.choice.path if sx.projection else None, sx.encoder.name,
-                    default_threshold=default_threshold)
+                    default_threshold=selection.calibrated,
+                    operating_point=selection.operating_point or DEFAULT_OPERATING_POINT,
+                    calibration=selection.calibration)
                 langs = (src_lang, tgt_lang)
                 scores = score_pairs(sx, sy, n, langs=langs, config=config, filters=filters, corpora=tuple(corpora),
-                                     approximate=approximate_config if approximate else None, work=work / "search",
+                                     approximate=search.approximate_config() if search.approximate else None, work=work / "search",
                                      show_progress=show_progress)
                 written = write_scored(claim, fmt, bitext, scores, kept_only=kept_only)
                 summary = {
@@ -232,7 +237,7 @@ def score_bitext(
                     "neighbourhoods": {
                         "src": str(tgt_corpus) if tgt_corpus is not None else "the bitext's targets",
                         "tgt": str(src_corpus) if src_corpus is not None else "the bitext's sources",
-                        "k": config.k, "search": "approximate" if approximate else "exact"},
+                        "k": config.k, "search": "approximate" if search.approximate else "exact"},
                     "threshold": threshold_record,
                     "filters": filters.record(config.margin) | {"languages": list(langs)},
                     "encoder": sx.encoder.to_dict(), "projection": _json(sx.projection), "part": sx.part,

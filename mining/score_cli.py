@@ -8,11 +8,10 @@ import click
 
 from xmine.encoders.options import precision_option
 from xmine.mining.bitext import BITEXT_FORMATS
-from xmine.mining.cli import ThresholdType
-from xmine.mining.cli_options import pair_filter_options
+from xmine.mining.cli_options import ThresholdType, pair_filter_options, threshold_setting
 from xmine.mining.margin import MARGINS
 from xmine.mining.score_output import SCORE_FORMATS
-from xmine.options import LANG
+from xmine.options import LANG, PROJECTION_CHOSEN, projection_option
 
 
 @click.command("score")
@@ -62,8 +61,8 @@ from xmine.options import LANG
                    "same space (the shipped projection's calibrated one; raw embeddings have none: no pair is "
                    "dropped for its score). 'none': no threshold. OUT.json records which.")
 @click.option("--encoder", default=None, help="Encoder (default: the corpora's, else me5-small).")
-@click.option("--projection", default=None, metavar="default|none|DIR",
-              help="Projection to score in, as for xmine mine (default: the shipped one of the default encoder).")
+@projection_option("to score in", default=f"{PROJECTION_CHOSEN} With a store or index corpus (--src-corpus, "
+                                         "--tgt-corpus), the default follows the projection it was made with.")
 @click.option("--approximate", is_flag=True,
               help="Search the neighbourhoods with IVF indexes (as xmine mine --approximate) instead of exactly.")
 @pair_filter_options
@@ -84,18 +83,19 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
     length_ratio, language). An interrupted run resumes from OUT.work/.
     """
     from xmine.mining.bitext import Bitext, BitextFormat, parse_pairs_argument
+    from xmine.mining.config import EncodingConfig, SearchConfig, SelectionConfig
     from xmine.mining.score import score_bitext
-    from xmine.mining.select import MiningConfig
 
     paths = parse_pairs_argument(pairs, src_file, tgt_file)
     bitext = Bitext(paths, BitextFormat(format=pairs_format, src_field=src_field, tgt_field=tgt_field,
                                         header=header, split=hf_split), langs=(src_lang, tgt_lang))
-    config = MiningConfig(k=k, margin=margin, threshold=None if threshold == "none" else threshold)
-    summary = score_bitext(bitext, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
-                           precision=precision, projection=projection, default_threshold=threshold != "none",
-                           filters=pair_filters, src_corpus=src_corpus, tgt_corpus=tgt_corpus,
-                           approximate=approximate, kept_only=kept_only, output_format=output_format,
-                           overwrite=overwrite, keep_work=keep_work, show_progress=not quiet)
+    summary = score_bitext(bitext, out=out, src_lang=src_lang, tgt_lang=tgt_lang,
+                           encoding=EncodingConfig(encoder=encoder, precision=precision, projection=projection),
+                           search=SearchConfig(k=k, approximate=approximate),
+                           selection=SelectionConfig(margin=margin, threshold=threshold_setting(threshold)),
+                           filters=pair_filters, src_corpus=src_corpus, tgt_corpus=tgt_corpus, kept_only=kept_only,
+                           output_format=output_format, overwrite=overwrite, keep_work=keep_work,
+                           show_progress=not quiet)
     t = summary["threshold"]
     rule = f"threshold {t['value']:g} ({t['source']})" if t["value"] is not None else t["source"]
     dropped = ", ".join(f"{n:,} {name}" for name, n in summary["dropped"].items() if n) or "none"

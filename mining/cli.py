@@ -28,7 +28,7 @@ from xmine.options import LANG, input_format_options
 @input_format_options(per_side=True)
 @selection_options
 @search_options
-@encoding_options
+@encoding_options(what="mine", inputs=("input", "inputs"))
 @pair_filter_options
 @filter_options
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars (the one-line summary is still printed).")

@@ -225,20 +225,27 @@ def search_options(f):
     return wrapper
 
 
-def encoding_options(f):
-    """--encoder, --projection and --precision (with --runtime, --prompt, --prompt-name) of
-    `xmine mine`, handed to it as one `encoding` (an EncodingConfig)."""
+def encoding_options(*, what: str, inputs: tuple[str, str]):
+    """--encoder, --projection and --precision (with --runtime, --prompt, --prompt-name), handed to
+    the command as one `encoding` (an EncodingConfig). `what`: "mine", "score"; `inputs`: the
+    inputs whose encoder, projection and precision are the defaults when they are stores or
+    indexes, singular and plural (("input", "inputs"), ("corpus", "corpora"))."""
+    one, many = inputs
 
-    @click.option("--encoder", default=None,
-                  help="Encoder for text inputs (default: the artefacts' encoder, else me5-small).")
-    @projection_option("to mine in", default=f"{PROJECTION_CHOSEN} With a store or index input, the default "
-                                             "follows the projection that input was made with.")
-    @precision_option(default_from="the precision of the store or index inputs")
-    @functools.wraps(f)
-    def wrapper(*args, encoder, projection, precision, **kwargs):
-        return f(*args, encoding=EncodingConfig(encoder=encoder, precision=precision, projection=projection), **kwargs)
+    def decorator(f):
+        @click.option("--encoder", default=None,
+                      help=f"Encoder for text (default: the encoder of the store or index {many}, else me5-small).")
+        @projection_option(f"to {what} in", default=f"{PROJECTION_CHOSEN} With a store or index {one}, "
+                                                    "the default follows the projection it was made with.")
+        @precision_option(default_from=f"the precision of the store or index {many}")
+        @functools.wraps(f)
+        def wrapper(*args, encoder, projection, precision, **kwargs):
+            encoding = EncodingConfig(encoder=encoder, precision=precision, projection=projection)
+            return f(*args, encoding=encoding, **kwargs)
 
-    return wrapper
+        return wrapper
+
+    return decorator
 
 
 def filter_options(f):

@@ -6,12 +6,11 @@ from pathlib import Path
 
 import click
 
-from xmine.encoders.options import precision_option
 from xmine.mining.bitext import BITEXT_FORMATS
-from xmine.mining.cli_options import ThresholdType, pair_filter_options, threshold_setting
+from xmine.mining.cli_options import ThresholdType, encoding_options, pair_filter_options, threshold_setting
 from xmine.mining.margin import MARGINS
 from xmine.mining.score_output import SCORE_FORMATS
-from xmine.options import LANG, PROJECTION_CHOSEN, projection_option
+from xmine.options import LANG
 
 
 @click.command("score")
@@ -60,18 +59,15 @@ from xmine.options import LANG, PROJECTION_CHOSEN, projection_option
               help="Keep pairs whose margin is at least this. Default: the threshold xmine mine uses in the "
                    "same space (the shipped projection's calibrated one; raw embeddings have none: no pair is "
                    "dropped for its score). 'none': no threshold. OUT.json records which.")
-@click.option("--encoder", default=None, help="Encoder (default: the corpora's, else me5-small).")
-@projection_option("to score in", default=f"{PROJECTION_CHOSEN} With a store or index corpus (--src-corpus, "
-                                         "--tgt-corpus), the default follows the projection it was made with.")
+@encoding_options(what="score", inputs=("corpus", "corpora"))
 @click.option("--approximate", is_flag=True,
               help="Search the neighbourhoods with IVF indexes (as xmine mine --approximate) instead of exactly.")
 @pair_filter_options
-@precision_option(default_from="the precision of the store or index corpora")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (the embedded sides, checkpoints) after success.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars (the one-line summary is still printed).")
 def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field, tgt_field, header, hf_split,
-          kept_only, overwrite, src_lang, tgt_lang, src_corpus, tgt_corpus, k, margin, threshold, encoder,
-          projection, approximate, pair_filters, precision, keep_work, quiet):
+          kept_only, overwrite, src_lang, tgt_lang, src_corpus, tgt_corpus, k, margin, threshold, encoding,
+          approximate, pair_filters, keep_work, quiet):
     """Score every pair of an existing bitext and say which to keep.
 
     PAIRS is a TSV (one pair a line), CSV, JSON Lines or Parquet file, a Hugging Face dataset
@@ -83,14 +79,14 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
     length_ratio, language). An interrupted run resumes from OUT.work/.
     """
     from xmine.mining.bitext import Bitext, BitextFormat, parse_pairs_argument
-    from xmine.mining.config import EncodingConfig, SearchConfig, SelectionConfig
+    from xmine.mining.config import SearchConfig, SelectionConfig
     from xmine.mining.score import score_bitext
 
     paths = parse_pairs_argument(pairs, src_file, tgt_file)
     bitext = Bitext(paths, BitextFormat(format=pairs_format, src_field=src_field, tgt_field=tgt_field,
                                         header=header, split=hf_split), langs=(src_lang, tgt_lang))
     summary = score_bitext(bitext, out=out, src_lang=src_lang, tgt_lang=tgt_lang,
-                           encoding=EncodingConfig(encoder=encoder, precision=precision, projection=projection),
+                           encoding=encoding,
                            search=SearchConfig(k=k, approximate=approximate),
                            selection=SelectionConfig(margin=margin, threshold=threshold_setting(threshold)),
                            filters=pair_filters, src_corpus=src_corpus, tgt_corpus=tgt_corpus, kept_only=kept_only,

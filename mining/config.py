@@ -13,37 +13,30 @@ concern, each checked when it is made, and `MineConfig` holding them all for one
 takes them as they are (mining/api.py), and `xmine.mining.pipeline.mine` runs a `MineConfig`;
 `xmine score` uses the encoding, search and selection configs. A bad value or combination is a
 `ConfigError` of one line; `OptionConflict` marks two settings that exclude each other, which
-the command line reports as a usage error, as click reports its own.
+the command line reports as a usage error, as click reports its own. The values the search and
+selection code take are checked by their own configs (`MiningConfig`, `ApproximateConfig`),
+which these build when they are made.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from xmine.errors import ConfigError
-from xmine.mining.approximate import INDEX_TYPES, ApproximateConfig
+from xmine.mining.approximate import ApproximateConfig
 from xmine.mining.defaults import OPERATING_POINTS
 from xmine.mining.filters import PairFilterConfig
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
-from xmine.mining.margin import MARGINS
 from xmine.mining.presearch import PreSearchConfig
-from xmine.mining.products import PRODUCTS
-from xmine.mining.select import RETRIEVALS, MiningConfig
+from xmine.mining.select import MiningConfig
 from xmine.mining.writers import OUTPUT_FORMATS
 from xmine.reader_base import InputFormat
 
 
 class OptionConflict(ConfigError):
     """Two settings that exclude each other (or one that needs another that is missing)."""
-
-
-def _positive(owner: str, **values) -> None:
-    for name, value in values.items():
-        if value is not None and value < 1:
-            raise ConfigError(f"{owner}: {name} must be >= 1 (got {value})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,13 +130,9 @@ class SearchConfig:
     ray: str | None = None
 
     def __post_init__(self):
-        _positive("search", k=self.k, block_rows=self.block_rows, block_cols=self.block_cols, workers=self.workers,
-                  nlist=self.nlist, nprobe=self.nprobe, pq_m=self.pq_m, shard_rows=self.shard_rows,
-                  query_block=self.query_block)
-        if self.product not in PRODUCTS:
-            raise ConfigError(f"search: product must be one of {', '.join(PRODUCTS)} (got {self.product!r})")
-        if self.index_type not in INDEX_TYPES:
-            raise ConfigError(f"search: index_type must be one of {', '.join(INDEX_TYPES)} (got {self.index_type!r})")
+        MiningConfig(k=self.k, block_rows=self.block_rows, block_cols=self.block_cols, workers=self.workers,
+                     product=self.product)
+        self.approximate_config()
 
     def approximate_config(self) -> ApproximateConfig:
         """The approximate search's settings (`xmine.mining.approximate`)."""
@@ -171,13 +160,10 @@ class SelectionConfig:
     calibration: str | Path | None = None
 
     def __post_init__(self):
-        if self.margin not in MARGINS:
-            raise ConfigError(f"margin must be one of {', '.join(MARGINS)} (got {self.margin!r})")
-        if self.retrieval not in RETRIEVALS:
-            raise ConfigError(f"retrieval must be one of {', '.join(RETRIEVALS)} (got {self.retrieval!r})")
         t = self.threshold
-        if t != "default" and t is not None and (isinstance(t, (str, bool)) or not math.isfinite(t)):
+        if t != "default" and t is not None and isinstance(t, (str, bool)):
             raise ConfigError(f"threshold must be a finite number, 'default' or None (got {t!r})")
+        MiningConfig(margin=self.margin, retrieval=self.retrieval, threshold=self.given_threshold)
         if self.operating_point is not None and self.operating_point not in OPERATING_POINTS:
             raise ConfigError(f"operating_point must be one of {', '.join(OPERATING_POINTS)} "
                               f"(got {self.operating_point!r})")
@@ -214,11 +200,7 @@ class FilterConfig:
     pairs: PairFilterConfig = field(default_factory=PairFilterConfig)
 
     def __post_init__(self):
-        if self.min_length < 0 or (self.max_length is not None and self.max_length < max(1, self.min_length)):
-            raise ConfigError(f"bad length bounds: min_length={self.min_length}, max_length={self.max_length}")
-        r = self.max_length_ratio
-        if r is not None and not (math.isfinite(r) and r >= 1):
-            raise ConfigError(f"max_length_ratio must be a finite number >= 1 (got {r})")
+        MiningConfig(min_length=self.min_length, max_length=self.max_length, max_length_ratio=self.max_length_ratio)
 
 
 @dataclass(frozen=True, kw_only=True)

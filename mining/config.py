@@ -177,6 +177,7 @@ class SelectionConfig:
 
     @property
     def given_threshold(self) -> float | None:
+        """The threshold as `MiningConfig` takes it: a number, or None (none given yet, or none at all)."""
         return None if self.threshold == "default" else self.threshold
 
 

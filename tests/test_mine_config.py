@@ -121,7 +121,7 @@ def test_the_command_and_the_api_mine_the_same_pairs_from_the_same_settings(data
                              pre_clean=PreSearchConfig(disabled=frozenset({"copies"}))),
         encoding=EncodingConfig(projection="none"))
     command = pq.read_table(out)
-    assert 0 < len(table) < len(de) and table.to_pylist() == command.to_pylist()
+    assert len(table) > 0 and table.to_pylist() == command.to_pylist()
     by_api, by_command = summary(table), json.loads(Path(f"{out}.json").read_text(encoding="utf-8"))
     for key in ("threshold", "filters", "lang_filter", "pre_search", "k_used", "search", "projection_choice"):
         assert by_api[key] == by_command[key], key

@@ -29,6 +29,7 @@ from xmine.encoders.options import precision_option
 from xmine.errors import DataNotFoundError, InputError
 from xmine.fileio import atomic_write_json
 from xmine.mining.calibrate import threshold_sweep
+from xmine.options import projection_option
 from xmine.outputs import claim_output
 from xmine.paths import resolve_data_dir
 from xmine.projection import choose_projection, resolve_projection
@@ -200,9 +201,8 @@ BUCC_KIND = "bucc-result"
                    "$XMINE_DATA/bucc2018.")
 @click.option("--pair", default="de-en", show_default=True, help="Language pair: de-en, fr-en, ru-en or zh-en.")
 @click.option("--encoder", default="me5-small", show_default=True, help="Encoder name or sentence-transformers path.")
-@click.option("--projection", default=None, metavar="DIR|default|none",
-              help="Mine on a projection's meaning part: a projection directory, or 'default' (the one shipped "
-                   "for the encoder). Default: raw embeddings, as BUCC results are usually reported.")
+@projection_option("to mine in (its meaning part)",
+                   default="Default: raw embeddings, as BUCC results are usually reported.")
 @click.option("-k", "--k", "k", type=click.IntRange(min=1), default=4, show_default=True, help="Margin neighbourhood size.")
 @click.option("--margin", type=click.Choice(["ratio", "distance", "absolute"]), default="ratio", show_default=True,
               help="Score (see `xmine mine --help`).")

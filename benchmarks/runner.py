@@ -19,14 +19,10 @@ import click
 from xmine.benchmarks import common
 from xmine.encoders import load_encoder
 from xmine.encoders.options import precision_option
+from xmine.options import projection_option
 from xmine.outputs import claim_output
 
 ENCODER_HELP = "Encoder: me5-small (default), use-m3, or any sentence-transformers name/path."
-PROJECTION_HELP = (
-    "A trained projection folder (xmine train), or 'default' (the projection shipped with xmine for "
-    "this encoder). Repeat to compare several in one table; the raw encoder output is always the "
-    "first row. `bench mining` adds the default by itself unless a projection (or 'none') is named."
-)
 DATA_HELP = (
     "The data root (holding tatoeba/, mlqe/, sts2017/, parallel/, massive/) or the data set's own "
     "folder. Default: $XMINE_DATA, else ../shared/data beside the checkout."
@@ -65,7 +61,10 @@ def task_options(fn: Callable) -> Callable:
     fn = _claimed_out(fn)
     options = [
         click.option("--encoder", "encoder_name", default="me5-small", show_default=True, help=ENCODER_HELP),
-        click.option("--projection", "projections", multiple=True, metavar="DIR|default|none", help=PROJECTION_HELP),
+        projection_option("to compare", multiple=True,
+                          default="Repeat to compare several in one table; the raw encoder output is always the "
+                                  "first row. `bench mining` adds the default by itself unless a projection (or "
+                                  "'none') is named."),
         click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=DATA_HELP),
         click.option("--out", type=click.Path(dir_okay=False), default=None,
                      help="Result JSON. Default: benchmarks/results/<task>-<encoder>[-quick].json."),

@@ -23,7 +23,7 @@ from xmine.index.faiss_gpu import gpu_count
 from xmine.index.faiss_index import IndexDir
 from xmine.input_encoders import Encoders, check_same_projection
 from xmine.inputs import check_split_languages, load_side
-from xmine.options import LANG, Finite, input_format_options
+from xmine.options import LANG, PROJECTION_CHOSEN, Finite, input_format_options, projection_option
 from xmine.outputs import claim_output
 from xmine.store.rows import RowSubset
 
@@ -65,11 +65,8 @@ def _deprecated(old: str, new: str, value):
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the training sample.")
 @click.option("--encoder", default=None,
               help="Encoder for a text SOURCE (default me5-small); for a store, must match the store's.")
-@click.option("--projection", default=None, metavar="default|none|DIR",
-              help="Projection to index in: 'default' (the projection shipped for me5-small, implicit once its SHIPPED.json says is_default; "
-                   "other encoders get raw embeddings, said in a log line), 'none' (raw embeddings), or a "
-                   "projection directory (xmine train). A store SOURCE keeps the projection it was made with "
-                   "unless one is given.")
+@projection_option("to index in", default=f"{PROJECTION_CHOSEN} A store SOURCE keeps the projection it was made "
+                                          "with unless one is given.")
 @precision_option(default_from="the precision of a store SOURCE")
 @click.option("--cpu", is_flag=True, help="Do not use GPUs even if FAISS reports some.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")

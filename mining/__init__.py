@@ -2,7 +2,8 @@
 
 Library API:
 - `mine_embeddings(x, y, *, config=MiningConfig(...)) -> MinedPairs` on arrays;
-- `mine(src, tgt, *, out, ...)` on files / embedding stores / index dirs (xmine.mining.pipeline);
+- `mine(MineConfig(...))` on files / embedding stores / index dirs (xmine.mining.pipeline; the configs:
+  xmine.mining.config);
 - `knn.exact_knn_both`, `margin.margin_score`, `select.select_pairs`, `select.greedy_one_to_one`.
 """
 

@@ -1,7 +1,9 @@
 """xmine from Python: `mine`, `score` and `embed` over lists of strings, files or stores, with the
 defaults and filters of the command line (docs/api.md).
 
-`mine` and `score` run the commands' own code (`xmine.mining.pipeline.mine`,
+`mine` and `score` take the commands' configs (`xmine.mining.config`: SideInput, SearchConfig,
+SelectionConfig, FilterConfig, EncodingConfig), or plain keywords that build them, and run the
+commands' own code (`xmine.mining.pipeline.mine`,
 `xmine.mining.score.score_bitext`) into a temporary directory and return the result as a
 `pyarrow.Table`, which `datasets.Dataset(table)` turns into a dataset and `table.to_pylist()` into
 dicts; the command's summary (threshold and where it came from, filter counts, provenance) is in
@@ -19,7 +21,13 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+from xmine.errors import ConfigError
+
+if TYPE_CHECKING:  # the configs are imported when a function is called
+    from xmine.mining.config import EncodingConfig, FilterConfig, SearchConfig, SelectionConfig, SideInput
+    from xmine.mining.filters import PairFilterConfig
 
 from xmine.artefacts import register_readers
 from xmine.disentangle.projection import load_projection
@@ -64,98 +72,132 @@ def _table(path: Path, summary: dict, lists: dict[str, bool]):
     return table.replace_schema_metadata(meta)
 
 
-def _operating_point(threshold, operating_point: str | None) -> str:
-    """The operating point of the calibrated default; ValueError for one that is not, or with a
-    threshold that is not the default (the command's usage error)."""
-    from xmine.mining.defaults import DEFAULT_OPERATING_POINT, OPERATING_POINTS
-
-    if operating_point is None:
-        return DEFAULT_OPERATING_POINT
-    if operating_point not in OPERATING_POINTS:
-        raise ValueError(f"operating_point: one of {', '.join(OPERATING_POINTS)}, not {operating_point!r}")
-    if threshold != "default":
-        raise ValueError("give a threshold or an operating_point, not both")
-    return operating_point
-
-
 def summary(table) -> dict[str, Any]:
     """The summary `mine` or `score` attached to their result (what the command writes to OUT.json)."""
     return json.loads(table.schema.metadata[SUMMARY_KEY])
 
 
-def mine(src: Source, tgt: Source, *, src_lang: str | None = None, tgt_lang: str | None = None,
-         threshold: float | str | None = "default", k: int = 4, margin: str = "ratio", retrieval: str = "max",
-         encoder: str | None = None, projection: str | Path | None = None, filters: bool = True,
-         lang_filter: bool | None = None, pre_clean: bool = True, approximate: bool = False,
-         keep_fields: Sequence[str] = (), operating_point: str | None = None,
-         calibration: str | Path | None = None, show_progress: bool = False):
+def _given(threshold="default", **keywords) -> dict:
+    """The plain keywords that were given: those not None, and a threshold other than "default"
+    (None is a threshold: keep every pair)."""
+    return {k: v for k, v in keywords.items() if v is not None} | (
+        {} if isinstance(threshold, str) and threshold == "default" else {"threshold": threshold})
+
+
+def _built(name: str, config, cls, given: dict):
+    """`config` (a `cls` given as `name=`), or a `cls` made of the plain keywords `given`; both at
+    once is a ConfigError naming the keywords."""
+    if config is None:
+        return cls(**given)
+    if not isinstance(config, cls):
+        raise TypeError(f"{name}: expected an xmine.mining.config.{cls.__name__}, not {type(config).__name__}")
+    if given:
+        raise ConfigError(f"give {', '.join(given)} inside {name}={cls.__name__}(...) or as keywords, not both")
+    return config
+
+
+def _side(value, directory: Path, role: str, lang: str | None, keep_fields: Sequence[str]):
+    """The SideInput of one side (a list written to a file first), and whether it was a list."""
+    from xmine.mining.config import SideInput
+
+    if isinstance(value, SideInput):
+        if lang is not None or keep_fields:
+            raise ConfigError(f"give the {role} side's language and fields inside its SideInput or as "
+                              f"{role}_lang= / keep_fields=, not both")
+        return value, False
+    path, was_list = _corpus(value, directory, role)
+    return SideInput(path=path, lang=lang, keep_fields=tuple(keep_fields)), was_list
+
+
+def mine(src: Source | SideInput, tgt: Source | SideInput, *, src_lang: str | None = None,
+         tgt_lang: str | None = None, threshold: float | str | None = "default", k: int | None = None,
+         margin: str | None = None, retrieval: str | None = None, encoder: str | None = None,
+         projection: str | Path | None = None, filters: bool | FilterConfig | None = None,
+         lang_filter: bool | None = None, pre_clean: bool | None = None, approximate: bool | None = None,
+         keep_fields: Sequence[str] = (), search: SearchConfig | None = None,
+         selection: SelectionConfig | None = None, encoding: EncodingConfig | None = None,
+         operating_point: str | None = None, calibration: str | Path | None = None, show_progress: bool = False):
     """Mine `src` against `tgt` as `xmine mine` does; a pyarrow Table, best pair first.
 
-    `src`, `tgt`: lists of sentences, or what the command takes (a corpus file or its fsspec URL,
-    a dataset folder, an embedding store, an index). `threshold`: "default" (the command's default: the calibrated
-    threshold of the shipped projection), None (keep every pair) or a number. `operating_point`:
-    "balanced" (the default) or "precision", which calibrated threshold "default" means;
-    `calibration`: a record of `xmine calibrate` whose thresholds and cap are the defaults
-    (as --operating-point and --calibration). `filters`,
-    `lang_filter`, `pre_clean`: the command's pair filters, language filter and pre-search
-    cleaning (their defaults are the command's); `keep_fields`: record fields to carry (files
-    with fields only, as --keep-field). Columns: `translation` (a dict keyed by the two
+    `src`, `tgt`: lists of sentences, what the command takes (a corpus file or its fsspec URL, a
+    dataset folder, an embedding store, an index), or a `SideInput` (path, language, input format, fields). The
+    settings are the command's configs (`xmine.mining.config`): `search` (SearchConfig: k,
+    exact or approximate, ...), `selection` (SelectionConfig: margin, retrieval, threshold,
+    operating point, calibration), `filters` (a FilterConfig; or True/False: the pair filters on
+    or off), `encoding` (EncodingConfig: encoder, precision, projection). Or, for short, plain
+    keywords that build them: `threshold` ("default": the calibrated threshold of the space, None
+    to keep every pair, or a number), `operating_point` ("balanced" or "precision": which
+    calibrated threshold "default" means), `calibration` (a record of `xmine calibrate`), `k`, `margin`, `retrieval`, `approximate`, `encoder`,
+    `projection`, `lang_filter`, `pre_clean`; a keyword together with the config that holds it is
+    a ConfigError. Left out, each is the command's default. `keep_fields`: record fields to carry
+    (files with fields only, as --keep-field). Columns: `translation` (a dict keyed by the two
     language codes), `score`, `direction`, where each sentence came from (`src_index` for a list,
     else `src_file` and `src_record`; the same for tgt), and the language filter's `*_lid` columns.
     """
+    from xmine.mining.config import (EncodingConfig, FilterConfig, MineConfig, OutputConfig, SearchConfig,
+                                     SelectionConfig)
     from xmine.mining.filters import PairFilterConfig
     from xmine.mining.pipeline import mine as run_mine
     from xmine.mining.presearch import PreSearchConfig
-    from xmine.mining.select import MiningConfig
 
-    point = _operating_point(threshold, operating_point)
+    search = _built("search", search, SearchConfig, _given(k=k, approximate=approximate))
+    selection = _built("selection", selection, SelectionConfig,
+                       _given(margin=margin, retrieval=retrieval, threshold=threshold,
+                              operating_point=operating_point, calibration=calibration))
+    encoding = _built("encoding", encoding, EncodingConfig, _given(encoder=encoder, projection=projection))
+    if isinstance(filters, FilterConfig):
+        filters = _built("filters", filters, FilterConfig, _given(lang_filter=lang_filter, pre_clean=pre_clean))
+    else:
+        filters = FilterConfig(pairs=PairFilterConfig(enabled=filters is not False), lang_filter=lang_filter,
+                               pre_clean=PreSearchConfig(enabled=pre_clean is not False))
     with tempfile.TemporaryDirectory(prefix="xmine-api-") as tmp:
         d = Path(tmp)
-        src_path, src_list = _corpus(src, d, "src")
-        tgt_path, tgt_list = _corpus(tgt, d, "tgt")
-        config = MiningConfig(k=k, margin=margin, retrieval=retrieval,
-                              threshold=threshold if isinstance(threshold, (int, float)) else None)
-        result = run_mine(src_path, tgt_path, out=d / "mined.parquet", src_lang=src_lang, tgt_lang=tgt_lang,
-                          config=config, encoder=encoder, projection=projection, approximate=approximate,
-                          default_threshold=threshold == "default", show_progress=show_progress,
-                          output_format="parquet", filters=PairFilterConfig(enabled=filters),
-                          lang_filter=lang_filter, pre_clean=PreSearchConfig(enabled=pre_clean),
-                          keep_fields=keep_fields, operating_point=point, calibration=calibration)
+        src_side, src_list = _side(src, d, "src", src_lang, keep_fields)
+        tgt_side, tgt_list = _side(tgt, d, "tgt", tgt_lang, keep_fields)
+        config = MineConfig(src=src_side, tgt=tgt_side, output=OutputConfig(path=d / "mined.parquet", format="parquet"),
+                            encoding=encoding, search=search, selection=selection, filters=filters)
+        result = run_mine(config, show_progress=show_progress)
         return _table(d / "mined.parquet", result, {"src": src_list, "tgt": tgt_list})
 
 
 def score(src: Source, tgt: Source | None = None, *, src_lang: str | None = None, tgt_lang: str | None = None,
-          threshold: float | str | None = "default", k: int = 4, margin: str = "ratio",
-          encoder: str | None = None, projection: str | Path | None = None, filters: bool = True,
-          kept_only: bool = False, operating_point: str | None = None, calibration: str | Path | None = None,
+          threshold: float | str | None = "default", k: int | None = None, margin: str | None = None,
+          encoder: str | None = None, projection: str | Path | None = None,
+          filters: bool | PairFilterConfig = True, kept_only: bool = False, search: SearchConfig | None = None,
+          selection: SelectionConfig | None = None, encoding: EncodingConfig | None = None,
+          operating_point: str | None = None, calibration: str | Path | None = None,
           show_progress: bool = False):
     """Score the pairs (src[i], tgt[i]) as `xmine score` does; a pyarrow Table in their order.
 
     `src`, `tgt`: two lists of sentences of the same length, or two line-aligned files (a Moses
     pair); or `src` alone: a bitext file or dataset folder `xmine score` reads (TSV, CSV, JSON
-    Lines, Parquet, dataset). Columns: the pair's `src` and `tgt` (a bitext file: its own
-    fields), `cosine`, `margin`, `keep` and `rule` (the rule that dropped the pair, "" if kept).
-    `threshold`, `operating_point`, `calibration`: as for `mine`.
+    Lines, Parquet, dataset). The settings are `mine`'s configs or keywords (the search's k and
+    approximate, the selection's margin, threshold, operating point and
+    calibration, the encoding; `filters` True/False or a
+    PairFilterConfig). Columns: the pair's `src` and `tgt` (a bitext file: its own fields),
+    `cosine`, `margin`, `keep` and `rule` (the rule that dropped the pair, "" if kept).
     """
     from xmine.mining.bitext import Bitext
+    from xmine.mining.config import EncodingConfig, SearchConfig, SelectionConfig
     from xmine.mining.filters import PairFilterConfig
     from xmine.mining.score import score_bitext
-    from xmine.mining.select import MiningConfig
 
-    point = _operating_point(threshold, operating_point)
     if tgt is not None and not isinstance(src, (str, Path)) and len(src) != len(tgt):
         raise ValueError(f"{len(src)} source and {len(tgt)} target sentences: pairs need as many of each")
+    search = _built("search", search, SearchConfig, _given(k=k))
+    selection = _built("selection", selection, SelectionConfig,
+                       _given(margin=margin, threshold=threshold, operating_point=operating_point,
+                              calibration=calibration))
+    encoding = _built("encoding", encoding, EncodingConfig, _given(encoder=encoder, projection=projection))
+    if not isinstance(filters, PairFilterConfig):
+        filters = PairFilterConfig(enabled=filters)
     with tempfile.TemporaryDirectory(prefix="xmine-api-") as tmp:
         d = Path(tmp)
         paths = (Path(src),) if tgt is None else (_corpus(src, d, "src")[0], _corpus(tgt, d, "tgt")[0])
-        config = MiningConfig(k=k, margin=margin,
-                              threshold=threshold if isinstance(threshold, (int, float)) else None)
         result = score_bitext(Bitext(paths, langs=(src_lang, tgt_lang)), out=d / "scored.parquet",
-                              src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
-                              projection=projection, default_threshold=threshold == "default",
-                              operating_point=point, calibration=calibration,
-                              filters=PairFilterConfig(enabled=filters), kept_only=kept_only,
-                              output_format="parquet", show_progress=show_progress)
+                              src_lang=src_lang, tgt_lang=tgt_lang, encoding=encoding, search=search,
+                              selection=selection, filters=filters, kept_only=kept_only, output_format="parquet",
+                              show_progress=show_progress)
         return _table(d / "scored.parquet", result, {})
 
 

@@ -37,6 +37,7 @@ from xmine.encoders import DEFAULT_ENCODER, load_encoder
 from xmine.errors import ConfigError, InputError
 from xmine.fileio import atomic_write_json
 from xmine.langs import lang_script, normalize_lang
+from xmine.options import projection_option
 from xmine.outputs import claim_output
 from xmine.paths import resolve_data_dir
 from xmine.projection import choose_projection, read_projection_json, resolve_projection
@@ -193,9 +194,7 @@ def read_calibration(path: str | Path, *, encoder_name: str | None, projection_d
 
 @click.command("calibrate")
 @click.option("--encoder", default=None, help="Encoder of the space to calibrate (default: me5-small).")
-@click.option("--projection", default=None, metavar="default|none|DIR",
-              help="Projection of the space: 'none' (raw embeddings), a projection directory, or 'default' "
-                   "(the shipped one, for me5-small). Default: as `xmine mine` chooses.")
+@projection_option("of the space to calibrate")
 @click.option("--src-lang", required=True, help="Source language: a FLORES-200 code (deu_Latn) or ISO 639-1/3.")
 @click.option("--tgt-lang", required=True, help="Target language.")
 @click.option("--gold", nargs=2, type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,

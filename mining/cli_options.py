@@ -1,21 +1,35 @@
-"""Options that several commands of xmine.mining share: the threshold and where its default comes
-from (`threshold_options`: --threshold, --calibration, --operating-point) and the pair filters
-(`pair_filter_options`). `xmine mine` and `xmine score` both take them, so a threshold means the
-same in both and OUT.json records its origin the same way."""
+"""The options of xmine.mining's commands, each group handed to the command as one config
+(`xmine.mining.config`): the pair filters (`pair_filter_options`) and the threshold
+(`threshold_options`), shared by mine and score so that a threshold means the same in both and
+OUT.json records its origin the same way, and mine's output, selection, search, encoding and
+filter options. A combination the configs refuse
+(`OptionConflict`) is reported as a usage error."""
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import functools
 from pathlib import Path
 
 import click
 
-from xmine.mining.defaults import DEFAULT_OPERATING_POINT, OPERATING_POINTS
+from xmine.cluster import ray_option
+from xmine.encoders.options import precision_option
+from xmine.index.choose import APPROXIMATE_TYPES
+from xmine.mining.config import (EncodingConfig, FilterConfig, OptionConflict, OutputConfig, SearchConfig,
+                                 SelectionConfig)
+from xmine.mining.defaults import OPERATING_POINTS
 from xmine.mining.filters import DEFAULT_MAX_LENGTH_RATIO, PairFilterConfig
 from xmine.mining.filters import RULES as FILTER_RULES
+from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
 from xmine.mining.langid import DEFAULT_LID, LID_BACKENDS
-from xmine.options import Finite
+from xmine.mining.margin import MARGINS
+from xmine.mining.presearch import STEPS as PRE_SEARCH_STEPS
+from xmine.mining.presearch import PreSearchConfig
+from xmine.mining.products import PRODUCTS
+from xmine.mining.select import RETRIEVALS
+from xmine.mining.writers import OUTPUT_FORMATS
+from xmine.options import PROJECTION_CHOSEN, Finite, projection_option
 
 
 class ThresholdType(click.ParamType):
@@ -29,27 +43,31 @@ class ThresholdType(click.ParamType):
         return Finite().convert(value, param, ctx)
 
 
-@dataclasses.dataclass(frozen=True)
-class ThresholdChoice:
-    """What the user chose about the threshold: a number (`value`), none at all (`default` False), or
-    the calibrated default of the space (`value` None, `default` True) at `operating_point`, from the
-    record `calibration` when one is given (else the one xmine ships for the space)."""
+def threshold_setting(value) -> float | str | None:
+    """A `ThresholdType` option's value as `SelectionConfig.threshold`: not given, the calibrated
+    "default"; 'none', None (every pair kept); a number, itself."""
+    return "default" if value is None else None if value == "none" else value
 
-    value: float | None = None
-    default: bool = True
-    operating_point: str = DEFAULT_OPERATING_POINT
-    calibration: Path | None = None
+
+@contextlib.contextmanager
+def conflicts_as_usage_errors():
+    """An `OptionConflict` raised while the configs are built, as click reports a usage error."""
+    try:
+        yield
+    except OptionConflict as e:
+        raise click.UsageError(str(e)) from None
 
 
 def threshold_options(threshold_help: str):
-    """--threshold (help: `threshold_help`), --calibration and --operating-point, handed to the command
-    as one `threshold` (a ThresholdChoice); --threshold with --operating-point is a usage error."""
+    """--threshold (help: `threshold_help`), --calibration and --operating-point, handed to the
+    command as `threshold` (`SelectionConfig.threshold`: "default", None or a number),
+    `calibration` and `operating_point`, which it puts in its SelectionConfig."""
 
     def decorate(f):
         @click.option("--threshold", type=ThresholdType(), default=None, metavar="NUMBER|none", help=threshold_help)
         @click.option("--calibration", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
                       metavar="RECORD",
-                      help="A record of `xmine calibrate` for the space scored in (your encoder or projection): "
+                      help="A record of `xmine calibrate` for the space searched in (your encoder or projection): "
                            "its thresholds and score cap are the defaults, at --operating-point. A record of "
                            "another encoder or projection is refused.")
         @click.option("--operating-point", type=click.Choice(OPERATING_POINTS), default=None,
@@ -57,14 +75,8 @@ def threshold_options(threshold_help: str):
                            "precision >= 0.85 on the calibration sets) or precision (a mean precision >= 0.95 on "
                            "them, fewer pairs: for MT training data). Not with --threshold.")
         @functools.wraps(f)
-        def wrapper(*args, threshold, calibration, operating_point, **kwargs):
-            if operating_point is not None and threshold is not None:
-                raise click.UsageError("give --threshold or --operating-point, not both")
-            choice = ThresholdChoice(value=None if threshold in (None, "none") else threshold,
-                                     default=threshold != "none",
-                                     operating_point=operating_point or DEFAULT_OPERATING_POINT,
-                                     calibration=calibration)
-            return f(*args, threshold=choice, **kwargs)
+        def wrapper(*args, threshold, **kwargs):
+            return f(*args, threshold=threshold_setting(threshold), **kwargs)
 
         return wrapper
 
@@ -111,4 +123,191 @@ def pair_filter_options(f):
     return wrapper
 
 
-__all__ = ["ThresholdChoice", "ThresholdType", "pair_filter_options", "threshold_options"]
+def output_options(f):
+    """-o/--out, --format, --overwrite, --meta, --line-numbers, --keep-filtered and --keep-work of
+    `xmine mine`, handed to it as one `output` (an OutputConfig)."""
+
+    @click.option("-o", "--out", required=True, type=click.Path(path_type=Path),
+                  help="Output, highest score first (written atomically); TSV by default: score<TAB>src<TAB>tgt "
+                       "(gzip when OUT ends in .gz). A summary with provenance goes to OUT.json, which also marks "
+                       "OUT as xmine's. An existing OUT is replaced only if it is an earlier mining result and "
+                       "--overwrite is given.")
+    @click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default=None,
+                  help="tsv; moses (OUT.src and OUT.tgt, line-aligned); jsonl, parquet or hf (a Hugging Face "
+                       "save_to_disk folder OUT with a dataset card): one row a pair with a translation dict keyed "
+                       "by the language codes, the score, and where each side came from (file, line/row, record "
+                       "id); tmx. Default: by OUT's extension (.jsonl, .parquet, else tsv).")
+    @click.option("--overwrite", is_flag=True,
+                  help="Replace OUT (and OUT.json, OUT.meta) if it is an earlier xmine mining result.")
+    @click.option("--line-numbers", is_flag=True, help="Add src and tgt line numbers as columns 4 and 5.")
+    @click.option("--meta", is_flag=True,
+                  help="Also write OUT.meta in the layout of stopes' mined bimeta.tsv: score<TAB>src meta<TAB>tgt "
+                       "meta, line i for OUT's pair i. A side's meta: its record's --keep-field values (one field: "
+                       "the value; several: a JSON object), else its --id-field id, else file:line; #k added for a "
+                       "sentence split out of a record.")
+    @click.option("--keep-filtered", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                  help="Also write the pairs the filters dropped here: score<TAB>src<TAB>tgt<TAB>rule "
+                       "(atomically; replaced only with --overwrite, like OUT).")
+    @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
+    @functools.wraps(f)
+    def wrapper(*args, out, output_format, overwrite, line_numbers, meta, keep_filtered, keep_work, **kwargs):
+        output = OutputConfig(path=out, format=output_format, overwrite=overwrite, meta=meta,
+                              line_numbers=line_numbers, keep_filtered=keep_filtered, keep_work=keep_work)
+        return f(*args, output=output, **kwargs)
+
+    return wrapper
+
+
+def selection_options(f):
+    """--margin, --retrieval, --threshold, --calibration and --operating-point of `xmine mine`,
+    handed to it as one `selection` (a SelectionConfig)."""
+
+    @click.option("--margin", type=click.Choice(MARGINS), default="ratio", show_default=True,
+                  help="ratio = cos / m (about 1.0 for an ordinary pair; translations usually 1.05-1.3); "
+                       "distance = cos - m (about 0; translations ~0.05-0.2); absolute = plain cosine "
+                       "(-1..1; no hubness correction). m = mean of the k nearest cosines of both sentences.")
+    @click.option("--retrieval", type=click.Choice(RETRIEVALS), default="max", show_default=True,
+                  help="max: union of every source's and every target's best candidate, sorted by score, "
+                       "then greedy one-to-one; fwd: each source's best target; bwd: each target's best "
+                       "source; intersect: pairs that are each other's best in both directions.")
+    @threshold_options(
+        "Keep pairs scoring at least this, in every retrieval mode. Default: the threshold calibrated for the "
+        "space mined in (the shipped projection: its SHIPPED.json; raw me5-small or use-m3 embeddings: "
+        "mining/calibration.json), for the margin in use and --operating-point (recorded in OUT.json and the "
+        "summary line); a space without a calibration (your own projection, another encoder) keeps every pair, "
+        "and says so: measure one with `xmine calibrate` and pass --calibration. 'none' keeps every pair. "
+        "Scores are on each space's own scale (docs/mining.md).")
+    @functools.wraps(f)
+    def wrapper(*args, margin, retrieval, threshold, calibration, operating_point, **kwargs):
+        with conflicts_as_usage_errors():
+            selection = SelectionConfig(margin=margin, retrieval=retrieval, threshold=threshold,
+                                        operating_point=operating_point, calibration=calibration)
+        return f(*args, selection=selection, **kwargs)
+
+    return wrapper
+
+
+def search_options(f):
+    """-k, --approximate and its index options, --block-rows/--block-cols, --workers, --product
+    and --ray of `xmine mine`, handed to it as one `search` (a SearchConfig)."""
+
+    @click.option("-k", "--k", "k", type=click.IntRange(min=1), default=4, show_default=True,
+                  help="Neighbours per sentence: the candidates considered and the neighbourhood whose mean "
+                       "cosine forms the margin.")
+    @click.option("--approximate", is_flag=True,
+                  help="Search neighbours with IVF / IVF-PQ indexes built in OUT.work/ (one quantiser trained on "
+                       "both sides, shards, resumable) instead of the exact blocked product; margin, one-to-one "
+                       "and filters are the same. For corpora where exact search is too slow (its cost grows "
+                       "with n x m). A side that is an index directory is always searched through its index.")
+    @click.option("--index-type", type=click.Choice(APPROXIMATE_TYPES), default="ivfpqfs", show_default=True,
+                  help="With --approximate: ivfpqfs = IVF + 4-bit product quantisation with fast-scan kernels "
+                       "(pq-m/2 bytes a row, fastest); ivfpq = IVF + 8-bit PQ (pq-m bytes, more accurate); "
+                       "ivf = IVF with exact vectors (4 x dim bytes a row, recall limited only by nprobe).")
+    @click.option("--nlist", type=click.IntRange(min=1), default=None,
+                  help="With --approximate: IVF lists (default: by corpus size, 4..16 x sqrt(N), at most 4096).")
+    @click.option("--nprobe", type=click.IntRange(min=1), default=None,
+                  help="With --approximate: lists visited per query (default: max(32, nlist/16)). Higher: "
+                       "better recall, slower; benchmarks/RESULTS.md has recall against exact mining.")
+    @click.option("--pq-m", type=click.IntRange(min=1), default=64, show_default=True,
+                  help="With --approximate and a PQ index type: sub-quantisers (must divide the dimension).")
+    @click.option("--index-shard-rows", type=click.IntRange(min=1), default=None,
+                  help="With --approximate: rows per index shard, searched one at a time (bounds the index "
+                       "memory; default: one shard per side).")
+    @click.option("--refine/--no-refine", default=True, show_default=True,
+                  help="With --approximate and a threshold: search the sentences of every candidate pair at or "
+                       "above it again, in 2 x nprobe lists with their stored vectors, so that neighbours the "
+                       "index missed do not lift margins (without it, approximate mining keeps pairs exact "
+                       "mining drops; benchmarks/RESULTS.md). Costs a search of those sentences only.")
+    @click.option("--block-rows", type=click.IntRange(min=1), default=DEFAULT_BLOCK_ROWS, show_default=True,
+                  help="Source rows per block of the exact product (memory ~ block-rows x block-cols x 4 bytes).")
+    @click.option("--block-cols", type=click.IntRange(min=1), default=DEFAULT_BLOCK_COLS, show_default=True,
+                  help="Target rows per block.")
+    @click.option("--workers", type=click.IntRange(min=1), default=None,
+                  help="Threads sharing the exact product, one BLAS thread each (default: as many as BLAS "
+                       "uses, normally one per core).")
+    @click.option("--product", type=click.Choice(PRODUCTS), default="auto", show_default=True,
+                  help="Block product that finds candidates for the exact search: auto = cuda if torch sees "
+                       "a GPU, else bf16 on CPUs with avx512_bf16 or AMX, else fp32. Every candidate is "
+                       "rescored exactly, with a proven bound on the product's error: the output is the "
+                       "same byte for byte whatever the product. cuda without a GPU is an error.")
+    @ray_option("the neighbour search: exact, tiles of the product as tasks; --approximate, the index shards "
+                "built and searched (query blocks x shards) as tasks; an index side, its shards searched by "
+                "query blocks as tasks; top-k merged per row in every case. The TSV is byte for byte the one "
+                "without --ray")
+    @functools.wraps(f)
+    def wrapper(*args, k, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows, refine, block_rows,
+                block_cols, workers, product, ray_address, **kwargs):
+        search = SearchConfig(k=k, approximate=approximate, product=product, block_rows=block_rows,
+                              block_cols=block_cols, workers=workers, index_type=index_type, nlist=nlist,
+                              nprobe=nprobe, pq_m=pq_m, shard_rows=index_shard_rows, refine=refine, ray=ray_address)
+        return f(*args, search=search, **kwargs)
+
+    return wrapper
+
+
+def encoding_options(*, what: str, inputs: tuple[str, str]):
+    """--encoder, --projection and --precision (with --runtime, --prompt, --prompt-name), handed to
+    the command as one `encoding` (an EncodingConfig). `what`: "mine", "score"; `inputs`: the
+    inputs whose encoder, projection and precision are the defaults when they are stores or
+    indexes, singular and plural (("input", "inputs"), ("corpus", "corpora"))."""
+    one, many = inputs
+
+    def decorator(f):
+        @click.option("--encoder", default=None,
+                      help=f"Encoder for text (default: the encoder of the store or index {many}, else me5-small).")
+        @projection_option(f"to {what} in", default=f"{PROJECTION_CHOSEN} With a store or index {one}, "
+                                                    "the default follows the projection it was made with.")
+        @precision_option(default_from=f"the precision of the store or index {many}")
+        @functools.wraps(f)
+        def wrapper(*args, encoder, projection, precision, runtime, **kwargs):
+            encoding = EncodingConfig(encoder=encoder, precision=precision, runtime=runtime, projection=projection)
+            return f(*args, encoding=encoding, **kwargs)
+
+        return wrapper
+
+    return decorator
+
+
+def filter_options(f):
+    """--min-length, --max-length, --max-length-ratio, --lang-filter, --pre-clean and
+    --no-pre-clean-step of `xmine mine`, handed to it with the pair filters (`pair_filter_options`,
+    which must come above this decorator) as one `filters` (a FilterConfig)."""
+
+    @click.option("--min-length", type=click.IntRange(min=0), default=0, show_default=True,
+                  help="Sentences shorter than this many characters are not mined.")
+    @click.option("--max-length", type=click.IntRange(min=1), default=None,
+                  help="Sentences longer than this many characters are not mined.")
+    @click.option("--max-length-ratio", type=Finite(1), default=None,
+                  help="Drop candidate pairs whose character lengths differ by more than this factor "
+                       "(e.g. 2.0), before one-to-one matching.")
+    @click.option("--lang-filter/--no-lang-filter", default=None,
+                  help="Before mining, drop the sentences of each side that --lid identifies as another "
+                       "language than --src-lang / --tgt-lang with confidence >= the language's threshold "
+                       "(--lid-min-confidence; close languages such as "
+                       "hr/sr/bs or ms/id count as one; unsure lines are kept). Removes copies of the other "
+                       "side and third-language lines before they can take a translation's place. Default: on "
+                       "when --src-lang and --tgt-lang are given and --lid knows both, else off; --lang-filter "
+                       "requires them. OUT.json's lang_filter says whether it ran; src/tgt.other_language count "
+                       "the sentences dropped.")
+    @click.option("--pre-clean/--no-pre-clean", default=True, show_default=True,
+                  help="Before the search (xmine.mining.presearch): drop rows with no letters (their pairs "
+                       "the identical filter drops anyway; only while it is on), mine near-duplicates (equal "
+                       "but for digits, punctuation, case) once through their first row, and keep a text present "
+                       "on both sides only on the side --lid identifies it as (with --src-lang and --tgt-lang; "
+                       "else, or when it fits neither, it leaves both). A copy of one side in the other then "
+                       "cannot take a translation's place. OUT.json's pre_search counts what each step removed.")
+    @click.option("--no-pre-clean-step", "no_pre_clean_step", multiple=True, type=click.Choice(PRE_SEARCH_STEPS),
+                  metavar="STEP", help=f"Switch one pre-search step off (repeatable): {', '.join(PRE_SEARCH_STEPS)}.")
+    @functools.wraps(f)
+    def wrapper(*args, min_length, max_length, max_length_ratio, lang_filter, pre_clean, no_pre_clean_step,
+                pair_filters, **kwargs):
+        filters = FilterConfig(min_length=min_length, max_length=max_length, max_length_ratio=max_length_ratio,
+                               lang_filter=lang_filter, pairs=pair_filters,
+                               pre_clean=PreSearchConfig(enabled=pre_clean, disabled=frozenset(no_pre_clean_step)))
+        return f(*args, filters=filters, **kwargs)
+
+    return wrapper
+
+
+__all__ = ["ThresholdType", "conflicts_as_usage_errors", "encoding_options", "filter_options", "output_options",
+           "pair_filter_options", "search_options", "selection_options", "threshold_options", "threshold_setting"]

@@ -32,9 +32,9 @@ import hashlib
 import json
 import logging
 import shutil
+import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -42,19 +42,26 @@ from xmine.artefacts import provenance
 from xmine.encoders import EncoderConfig
 from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.executor import executor_for
-from xmine.mining.approximate import ApproximateConfig
+from xmine.input_artefacts import artefact_kind
+from xmine.input_encoders import Encoders
+from xmine.inputs import check_compatible, check_split_languages, load_side
+from xmine.mining.config import MineConfig
 from xmine.mining.defaults import DEFAULT_OPERATING_POINT
-from xmine.stdin import shown_path, with_local_inputs
+from xmine.mining.defaults import UNCALIBRATED, space_defaults
 from xmine.mining.filter_step import check_declared_languages, filter_pairs, lang_filter_langs, pre_search
 from xmine.mining.filters import PairFilterConfig
 from xmine.mining.mineable import Mineable
-from xmine.mining.presearch import PreSearchConfig
 from xmine.mining.products import resolve_product
 from xmine.mining.search_pairs import search_pairs
-from xmine.records import to_json
 from xmine.mining.select import MiningConfig
+from xmine.mining.writers import COMPANIONS, moses_suffixes, output_format as resolve_format
 from xmine.mining.writers import MinedRows, PairColumn, write_meta, write_mined
+from xmine.output_state import same_file
+from xmine.outputs import claim_output
+from xmine.readers import for_each_input
 from xmine.record_fields import check_fields_readable, record_fields
+from xmine.records import to_json
+from xmine.stdin import is_url, shown_path, spool_url
 
 log = logging.getLogger(__name__)
 
@@ -62,113 +69,88 @@ MINING_KIND = "mining-result"
 FILTERED_KIND = "filtered-pairs"
 
 
-@with_local_inputs("src", "tgt")
-def mine(
-    src: str | Path,
-    tgt: str | Path,
-    *,
-    out: str | Path,
-    src_lang: str | None = None,
-    tgt_lang: str | None = None,
-    config: MiningConfig = MiningConfig(),
-    encoder: str | None = None,
-    precision: str | None = None,
-    runtime: str | None = None,
-    projection=None,
-    approximate: bool = False,
-    approximate_config: ApproximateConfig = ApproximateConfig(),
-    line_numbers: bool = False,
-    meta: bool = False,
-    keep_work: bool = False,
-    show_progress: bool = True,
-    overwrite: bool = False,
-    ray: str | None = None,
-    default_threshold: bool = True,
-    operating_point: str = DEFAULT_OPERATING_POINT,
-    calibration: str | Path | None = None,
-    allow_same_input: bool = False,
-    output_format: str | None = None,
-    input_format=None,
-    filters: PairFilterConfig = PairFilterConfig(),
-    keep_filtered: str | Path | None = None,
-    lang_filter: bool | None = None,
-    pre_clean: PreSearchConfig = PreSearchConfig(),
-    keep_fields: Sequence[str] = (),
-) -> dict:
-    """Mine `src` against `tgt` into `out`; returns a summary (also written to `<out>.json`).
+def mine(config: MineConfig, *, show_progress: bool = True) -> dict:
+    """Run `config` (`xmine.mining.config`: the two sides, the space, the search, the selection, the
+    filters, the output); returns a summary (also written to `<output.path>.json`).
 
-    `out` is claimed first (`xmine.outputs.claim_output`): it must not be an input, an existing
-    `out` (with `out.json`, `out.meta`, `out.work/`) must be an earlier mining result and is
-    replaced only with `overwrite`, and a second run writing the same `out` is refused.
-    `encoder`, `precision` and `runtime` encode text sides; by default those of the artefact sides
-    (stores, indexes), else me5-small at "auto" precision and runtime.
+    The output is claimed first (`xmine.outputs.claim_output`): it must not be an input, an
+    existing one (with `.json`, `.meta`, `.work/`) must be an earlier mining result and is
+    replaced only with `output.overwrite`, and a second run writing the same output is refused.
+    `encoding.encoder`, `encoding.precision` and `encoding.runtime` encode text sides; by
+    default those of the artefact sides (stores, indexes), else me5-small at "auto" precision and
+    runtime. A side at an fsspec URL is copied as it streams (`xmine.stdin.spool_url`) into a
+    temporary folder, removed when the run ends; its URL is what the outputs record.
 
-    `ray`: None runs in this process; "auto" or a cluster address runs the kNN search's units as
-    Ray tasks (`xmine.executor`; exact: tiles of the product, `xmine.mining.knn_tiles`;
+    `search.ray`: None runs in this process; "auto" or a cluster address runs the kNN search's
+    units as Ray tasks (`xmine.executor`; exact: tiles of the product, `xmine.mining.knn_tiles`;
     approximate and an index side: index shards x query blocks), with byte-identical output.
 
-    `default_threshold`: when `config.threshold` is None, mine with the calibrated threshold of the
-    space mined in (the projection's meaning space, else the encoder's raw embeddings) for
-    `config.margin` at `operating_point` ("balanced" or "precision": `xmine.mining.defaults`);
-    False keeps every pair. `filters.score_max` None: that space's calibrated cap. A space without
-    a calibration (a user's projection, an encoder xmine does not ship) keeps every pair, uncapped.
-    `calibration`: a record of `xmine calibrate` (`xmine.mining.calibrate`) for the space mined in,
-    used in place of the shipped values.
-    The summary's `threshold` records the threshold and the cap used and where they came from.
+    `selection.threshold` "default": mine with the calibrated threshold of the space mined in (the
+    projection's meaning space, else the encoder's raw embeddings) for the margin at
+    `selection.operating_point` (`xmine.mining.defaults`); None keeps every pair.
+    `filters.pairs.score_max` None: that space's calibrated cap. A space without a calibration (a
+    user's projection, an encoder xmine does not ship) keeps every pair, uncapped.
+    `selection.calibration`: a record of `xmine calibrate` (`xmine.mining.calibrate`) for the space
+    mined in, used in place of the shipped values. The summary's `threshold` records the threshold
+    and the cap used and where they came from.
 
-    `allow_same_input`: mine even when `src` and `tgt` are the same file or directory (refused
-    otherwise: every sentence would pair with itself).
-    `output_format`: tsv, moses, jsonl, parquet or hf (`xmine.mining.writers`); None: by the
-    name of `out`. `input_format` (xmine.reader_base.InputFormat): how to read corpus sides; a
-    (source, target) pair of them to read each its own way.
-    `filters`: the pair filters (`xmine.mining.filters`) run on the selected pairs before they are
-    written; the summary's `filters` counts what each rule removed. `keep_filtered`: also write the
-    dropped pairs there (`score<TAB>src<TAB>tgt<TAB>rule`, atomically, claimed like `out`).
-    `lang_filter`: before searching, drop the sentences of each side that `filters.lid` identifies
-    as another language with at least `filters.lid_min_confidence`
-    (`xmine.mining.langid.language_mask`). None (default): when both languages are given and the
-    backend knows them; True: both must be (else a ConfigError); False: never. The summary's
-    `lang_filter` says whether it ran and why.
-    `pre_clean`: the cleaning of both sides before the search (`xmine.mining.presearch`: rows
-    without letters, near-duplicates, texts on both sides); the summary's `pre_search` counts
-    what each step removed per side.
-    `keep_fields`: fields of the records (dotted, e.g. `url`, `meta.domain`) that every output
-    carries for each side as `src_NAME` / `tgt_NAME` (`xmine.record_fields`; both sides must be
-    JSON Lines, Parquet, CSV/TSV or dataset corpora).
+    `allow_same_input`: mine even when both sides are the same file or directory (refused
+    otherwise: every sentence would pair with itself). `output.format`: tsv, moses, jsonl,
+    parquet, hf or tmx (`xmine.mining.writers`); None: by the name of the output. Each side's
+    `input_format` (xmine.reader_base.InputFormat) says how to read a corpus side.
+    `filters.pairs`: the pair filters (`xmine.mining.filters`) run on the selected pairs before
+    they are written; the summary's `filters` counts what each rule removed.
+    `output.keep_filtered`: also write the dropped pairs there (`score<TAB>src<TAB>tgt<TAB>rule`,
+    atomically, claimed like the output). `filters.lang_filter`: before searching, drop the
+    sentences of each side that `filters.pairs.lid` identifies as another language with at least
+    `filters.pairs.lid_min_confidence` (`xmine.mining.langid.language_mask`). None (default): when
+    both languages are given and the backend knows them; True: both must be; False: never. The
+    summary's `lang_filter` says whether it ran and why. `filters.pre_clean`: the cleaning of both
+    sides before the search (`xmine.mining.presearch`: rows without letters, near-duplicates,
+    texts on both sides); the summary's `pre_search` counts what each step removed per side.
+    A side's `keep_fields`: fields of its records (dotted, e.g. `url`, `meta.domain`) that every
+    output carries as `src_NAME` / `tgt_NAME` (`xmine.record_fields`; JSON Lines, Parquet,
+    CSV/TSV or dataset corpora only).
     """
-    from xmine.input_artefacts import artefact_kind
-    from xmine.input_encoders import Encoders
-    from xmine.inputs import check_compatible, check_split_languages, load_side
-    from xmine.mining.writers import COMPANIONS, moses_suffixes, output_format as resolve_format
-    from xmine.output_state import same_file
-    from xmine.outputs import claim_output
-    from xmine.readers import for_each_input
+    urls = {role: side.path for role, side in (("src", config.src), ("tgt", config.tgt)) if is_url(side.path)}
+    if not urls:
+        return _mine(config, show_progress=show_progress)
+    with tempfile.TemporaryDirectory(prefix="xmine-url-") as tmp:
+        local = {role: replace(getattr(config, role), path=spool_url(url, tmp)) for role, url in urls.items()}
+        return _mine(replace(config, **local), show_progress=show_progress)
 
-    out = Path(out)
-    if not allow_same_input and (same_file(Path(src), Path(tgt)) or Path(src).resolve() == Path(tgt).resolve()):
+
+def _mine(config: MineConfig, *, show_progress: bool) -> dict:
+    """`mine` with every side a local path."""
+    src, tgt, out = config.src.path, config.tgt.path, config.output.path
+    src_lang, tgt_lang = config.src.lang, config.tgt.lang
+    projection, search_config, filters = config.encoding.projection, config.search, config.filters.pairs
+    if not config.allow_same_input and (same_file(Path(src), Path(tgt)) or Path(src).resolve() == Path(tgt).resolve()):
         raise ConfigError(f"{src}: given as both SRC and TGT, so every sentence would be mined with itself; "
                           "pass --allow-same-input if that is what you want")
-    fmt = resolve_format(out, output_format)
-    src_format, tgt_format = input_format if isinstance(input_format, tuple) else (input_format, input_format)
-    sides = ((src, src_lang, "--src-lang", src_format), (tgt, tgt_lang, "--tgt-lang", tgt_format))
+    fmt = resolve_format(out, config.output.format)
+    src_format, tgt_format = config.src.input_format, config.tgt.input_format
+    sides = ((config.src, "--src-lang"), (config.tgt, "--tgt-lang"))
     if fmt == "tmx":  # before anything is encoded: a text side has no language of its own
-        for path, lang, option, spec in sides:
-            if lang is None and artefact_kind(path, spec) == "text":
+        for side, option in sides:
+            if side.lang is None and artefact_kind(side.path, side.input_format) == "text":
                 raise ConfigError(f"--format tmx names each side's language: give {option}")
-    for path, lang, option, spec in sides:
-        if keep_fields:
-            check_fields_readable(path, spec, keep_fields, option="--keep-field")
-        if spec is not None and spec.split_sentences:  # a missing language: before anything
-            check_split_languages([(path, lang, option)], spec)
+    for side, option in sides:
+        if side.keep_fields:
+            check_fields_readable(side.path, side.input_format, side.keep_fields, option="--keep-field")
+        if side.input_format is not None and side.input_format.split_sentences:  # a missing language: now
+            check_split_languages([(side.path, side.lang, option)], side.input_format)
     # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU)
     # or the Ray cluster cannot be joined.
-    if not approximate:
-        resolve_product(config.product)
-    executor = executor_for(ray)
+    if not search_config.approximate:
+        resolve_product(search_config.product)
+    executor = executor_for(search_config.ray)
+    overwrite = config.output.overwrite
     with contextlib.ExitStack() as claims:
         claim = claims.enter_context(claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection],
                                                   overwrite=overwrite, companions=(".meta", ".work") + tuple(
                                                       dict.fromkeys(COMPANIONS + moses_suffixes(src_lang, tgt_lang)))))
+        keep_filtered = config.output.keep_filtered
         dropped_claim = None if keep_filtered is None else claims.enter_context(claim_output(
             keep_filtered, kind=FILTERED_KIND, form="tsv", inputs=[src, tgt, projection, out], overwrite=overwrite))
         out = claim.path
@@ -182,8 +164,8 @@ def mine(
                 claim.work_dir(".work")
             return work / tag
 
-        encoders = Encoders(EncoderConfig(name=encoder, precision=precision, runtime=runtime), projection,
-                            inputs=[src, tgt])
+        encoders = Encoders(EncoderConfig(name=config.encoding.encoder, precision=config.encoding.precision,
+                                          runtime=config.encoding.runtime), projection, inputs=[src, tgt])
         # OUT.work/ is this command's own to rebuild (a damaged work store, one of another input) with
         # --overwrite, and whenever OUT holds no finished result: then it is what a failed or
         # interrupted run left, which must not stand in the way of a corrected command.
@@ -198,39 +180,44 @@ def mine(
                        show_progress=show_progress, rebuild=rebuild, input_format=tgt_format)
         try:
             check_compatible(sx, sy)
-            config, filters, threshold_record = _threshold(
-                config, filters, encoders.choice.path if sx.projection else None, sx.encoder.name,
-                default_threshold=default_threshold, operating_point=operating_point, calibration=calibration)
+            selection = config.selection
+            mining, filters, threshold_record = _threshold(
+                config.mining_config(), filters, encoders.choice.path if sx.projection else None, sx.encoder.name,
+                default_threshold=selection.calibrated,
+                operating_point=selection.operating_point or DEFAULT_OPERATING_POINT,
+                calibration=selection.calibration)
             for side in (sx, sy):  # every shard's sha256 (large stores: now, before any search starts)
                 if hasattr(side.rows, "check_all"):
                     side.rows.check_all()
-            lf, lf_record = lang_filter_langs(lang_filter, (src_lang or sx.lang, tgt_lang or sy.lang), filters.lid,
+            langs = (src_lang or sx.lang, tgt_lang or sy.lang)
+            lf, lf_record = lang_filter_langs(config.filters.lang_filter, langs, filters.lid,
                                               filters.lid_min_confidence)
             forced = lf_record.get("source") == "--lang-filter"
-            mx = Mineable(sx, config, lang_filter=lf[0], forced=forced, role="src")
-            my = Mineable(sy, config, lang_filter=lf[1], forced=forced, role="tgt")
+            mx = Mineable(sx, mining, lang_filter=lf[0], forced=forced, role="src")
+            my = Mineable(sy, mining, lang_filter=lf[1], forced=forced, role="tgt")
             if lf_record["on"]:
                 lf_record["skipped"] = {role: round(m.lang_filter_skipped, 4) for role, m in (("src", mx), ("tgt", my))
                                         if m.lang_filter_skipped is not None}
             # Before the search, so a warning about a mislabelled side comes while it can still be stopped.
             language_check = check_declared_languages([("src", sx, mx.ids, src_lang), ("tgt", sy, my.ids, tgt_lang)],
                                                       encoders=encoders)
-            pre_record = pre_search(mx, my, langs=(src_lang or sx.lang, tgt_lang or sy.lang), config=pre_clean,
-                                    filters=filters, margin=config.margin)
+            pre_record = pre_search(mx, my, langs=langs, config=config.filters.pre_clean, filters=filters,
+                                    margin=mining.margin)
             search = "exact"
             if sx.index is not None or sy.index is not None:
                 search = "faiss-index"
-            elif approximate:
+            elif search_config.approximate:
                 search = "approximate"
             # Length bounds were applied above; the selection only needs the ratio filter.
-            select_config = config.replace(min_length=0, max_length=None)
+            select_config = mining.replace(min_length=0, max_length=None)
             key = hashlib.sha256(json.dumps(
-                [sx.fingerprint_key(), sy.fingerprint_key(), config.k, config.block_rows, config.block_cols,
-                 config.min_length, config.max_length, lf, pre_record], default=str).encode()).hexdigest()
+                [sx.fingerprint_key(), sy.fingerprint_key(), mining.k, mining.block_rows, mining.block_cols,
+                 mining.min_length, mining.max_length, lf, pre_record], default=str).encode()).hexdigest()
+            approximate_config = search_config.approximate_config()
             if search != "faiss-index":
                 claim.work_dir(".work")  # checkpoints
             try:
-                mined = search_pairs(search, mx, my, sx, sy, config=config, select_config=select_config,
+                mined = search_pairs(search, mx, my, sx, sy, config=mining, select_config=select_config,
                                       approximate_config=approximate_config, work=work, key=key, executor=executor,
                                       show_progress=show_progress)
             except NonFiniteRowError as e:
@@ -244,11 +231,11 @@ def mine(
             pair_langs = tuple(None if m.lang_filter_skipped is not None else lang
                                for m, lang in ((mx, src_lang or sx.lang), (my, tgt_lang or sy.lang)))
             mined, src_rows, tgt_rows, filter_record, lid_columns = filter_pairs(
-                mined, sx, sy, src_rows, tgt_rows, langs=pair_langs, config=filters, margin=config.margin,
+                mined, sx, sy, src_rows, tgt_rows, langs=pair_langs, config=filters, margin=mining.margin,
                 dropped_claim=dropped_claim)
             summary = {
                 "output": str(out), "format": fmt, "pairs": len(mined),
-                "k_used": min(config.k, len(mx.ids), len(my.ids)),
+                "k_used": min(mining.k, len(mx.ids), len(my.ids)),
                 **{role: {"path": shown_path(side.path), "kind": side.kind, "sentences": len(side), "unique": m.unique,
                           "mined_rows": len(m.ids), "other_language": m.other_language if lf_record["on"] else None}
                    for role, side, m in (("src", sx, mx), ("tgt", sy, my))},
@@ -263,28 +250,28 @@ def mine(
                 "filters": filter_record,
                 "language_check": language_check,
                 "search": search,
-                "ray": ray,
-                "product": resolve_product(config.product) if search == "exact" else None,
+                "ray": search_config.ray,
+                "product": resolve_product(mining.product) if search == "exact" else None,
                 "score_quantiles": ({q: float(np.quantile(mined.score, q)) for q in (0.1, 0.5, 0.9)}
                                     if len(mined) else {}),
-                "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang,
+                "provenance": provenance(**asdict(mining), src_lang=src_lang, tgt_lang=tgt_lang,
                                          approximate=(asdict(approximate_config) if search == "approximate" else None),
                                          inputs=[sx.fingerprint, sy.fingerprint]),
             }
-            sides_rows = (("src", sx, src_rows, src_format), ("tgt", sy, tgt_rows, tgt_format))
+            sides_rows = (("src", sx, src_rows, src_format, config.src.keep_fields),
+                          ("tgt", sy, tgt_rows, tgt_format, config.tgt.keep_fields))
             fields = [PairColumn(name=f"{role}_{name.replace('.', '_')}", values=values)
-                      for role, side, rows, spec in sides_rows if keep_fields
-                      for name, values in zip(keep_fields, record_fields(side.path, spec, keep_fields,
-                                                                         side.line_numbers[rows]))]
+                      for role, side, rows, spec, names in sides_rows if names
+                      for name, values in zip(names, record_fields(side.path, spec, names, side.line_numbers[rows]))]
             write_mined(claim, fmt, MinedRows(sx=sx, sy=sy, src_rows=src_rows, tgt_rows=tgt_rows, score=mined.score,
-                                              direction=mined.direction), line_numbers=line_numbers, summary=summary,
-                        extra=lid_columns, fields=fields)
-            if meta:  # (without it, the replaced result's own .meta is removed by claim.finish)
+                                              direction=mined.direction),
+                        line_numbers=config.output.line_numbers, summary=summary, extra=lid_columns, fields=fields)
+            if config.output.meta:  # (without it, the replaced result's own .meta is removed by claim.finish)
                 write_meta(claim, mined, sx, sy, src_rows, tgt_rows, fields=fields)
         finally:
             sx.close()
             sy.close()
-        if not keep_work:
+        if not config.output.keep_work:
             shutil.rmtree(work, ignore_errors=True)
         return claim.finish(summary)
 
@@ -295,7 +282,6 @@ def _threshold(config: MiningConfig, filters: PairFilterConfig, projection_dir, 
     cap (when none was given) of the space mined in, calibrated per operating point and margin
     (`xmine.mining.defaults`), and what the summary records about them. A space without a
     calibration keeps every pair and is not capped, and the record says so."""
-    from xmine.mining.defaults import UNCALIBRATED, space_defaults
 
     found, what = space_defaults(projection_dir, encoder_name)
     if calibration is not None:  # the user's own record (`xmine calibrate`) of this space comes first

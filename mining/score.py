@@ -35,16 +35,15 @@ import numpy as np
 from xmine.artefacts import provenance
 from xmine.encoders import EncoderConfig
 from xmine.errors import InputError
+from xmine.executor import LOCAL, Executor, executor_for
 from xmine.input_encoders import Encoders
 from xmine.inputs import check_compatible, load_side
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.bitext import Bitext
-from xmine.mining.filters import RULES as FILTER_RULES, apply_pair_filters
-from xmine.executor import LOCAL, Executor, executor_for
-from xmine.mining.approximate import ApproximateConfig
+from xmine.mining.config import EncodingConfig, SearchConfig, SelectionConfig
 from xmine.mining.defaults import DEFAULT_OPERATING_POINT
 from xmine.mining.filters import RULES as FILTER_RULES
-from xmine.mining.filters import PairFilterConfig
+from xmine.mining.filters import PairFilterConfig, apply_pair_filters
 from xmine.mining.margin import margin_score
 from xmine.mining.rescore import exact_dot
 from xmine.mining.score_output import DROP_RULES, PairScores, resolve_score_format, write_scored
@@ -172,52 +171,49 @@ def score_bitext(
     out: str | Path,
     src_lang: str | None = None,
     tgt_lang: str | None = None,
-    config: MiningConfig = MiningConfig(),
-    encoder: str | None = None,
-    precision: str | None = None,
-    runtime: str | None = None,
-    projection=None,
-    default_threshold: bool = True,
-    operating_point: str = DEFAULT_OPERATING_POINT,
-    calibration: str | Path | None = None,
+    encoding: EncodingConfig = EncodingConfig(),
+    search: SearchConfig = SearchConfig(),
+    selection: SelectionConfig = SelectionConfig(),
     filters: PairFilterConfig = PairFilterConfig(),
     src_corpus: str | Path | None = None,
     tgt_corpus: str | Path | None = None,
-    approximate: bool = False,
-    approximate_config: ApproximateConfig = ApproximateConfig(),
     kept_only: bool = False,
     output_format: str | None = None,
     overwrite: bool = False,
     keep_work: bool = False,
     show_progress: bool = True,
-    ray: str | None = None,
 ) -> dict:
     """Score `bitext` into `out` (see the module doc); returns the summary (also `<out>.json`).
 
-    `config`: k, margin, threshold (None: `mine`'s default in this space unless
-    `default_threshold` is False), search settings; `operating_point`, `calibration`: which
-    calibrated threshold is the default, as for `mine` (`pipeline._threshold`); `filters`: the pair filters. `kept_only`:
-    write only the kept pairs. `output_format`: tsv, csv, jsonl or parquet (None: by the name
+    The configs are `mine`'s (`xmine.mining.config`): `encoding` the space scored in; `search` k
+    and how the neighbourhoods are searched (exact or approximate; `search.ray`: None searches in
+    this process, "auto" or a cluster address runs the search's units as Ray tasks, as `mine --ray`
+    does, with the same output); `selection` the margin and the
+    threshold ("default": `mine`'s calibrated one in this space); `filters`: the pair filters.
+    `kept_only`: write only the kept pairs. `output_format`: tsv, csv, jsonl or parquet (None: by the name
     of `out`). `out` is claimed as `mine` claims its output (`xmine.outputs.claim_output`).
-    `ray`: None searches in this process; "auto" or a cluster address runs the neighbourhood
-    search's units as Ray tasks (`xmine.executor`), as `mine --ray` does: the same output.
     """
     from xmine.mining.pipeline import _threshold
 
     out = Path(out)
+    projection = encoding.projection
+    config = MiningConfig(k=search.k, margin=selection.margin, threshold=selection.given_threshold,
+                          block_rows=search.block_rows, block_cols=search.block_cols, workers=search.workers,
+                          product=search.product)
     fmt = resolve_score_format(out, output_format)
-    executor = executor_for(ray)  # join the cluster first: a wrong address fails before anything is written
+    executor = executor_for(search.ray)  # join the cluster first: a wrong address fails before anything is written
     corpora_paths = (src_corpus, tgt_corpus)
     # The bitext is read (every row checked) before OUT is claimed: a malformed row leaves nothing behind.
     with tempfile.TemporaryDirectory(prefix="xmine-score-") as staged:
         *staged_sides, n = write_sides(bitext, Path(staged))
-        with claim_output(out, kind=SCORE_KIND, form="tsv", inputs=[*bitext.paths, *corpora_paths, projection, calibration],
+        with claim_output(out, kind=SCORE_KIND, form="tsv", inputs=[*bitext.paths, *corpora_paths, projection, selection.calibration],
                           overwrite=overwrite, companions=(".work",)) as claim:
             out = claim.path
             work = claim.work_dir(".work")
             (work / "sides").mkdir(exist_ok=True)
             src_txt, tgt_txt = (Path(shutil.move(p, work / "sides" / p.name)) for p in staged_sides)
-            encoders = Encoders(EncoderConfig(name=encoder, precision=precision, runtime=runtime), projection,
+            encoders = Encoders(EncoderConfig(name=encoding.encoder, precision=encoding.precision,
+                                              runtime=encoding.runtime), projection,
                                 inputs=[p for p in corpora_paths if p is not None])
             # As `mine`: OUT.work/ is this command's own to rebuild (a damaged work store) with
             # --overwrite and whenever OUT holds no finished result (what an interrupted run left);
@@ -241,10 +237,12 @@ def score_bitext(
                 # mine's threshold and score cap of the space scored in (default_threshold False: none)
                 config, filters, threshold_record = _threshold(
                     config, filters, encoders.choice.path if sx.projection else None, sx.encoder.name,
-                    default_threshold=default_threshold, operating_point=operating_point, calibration=calibration)
+                    default_threshold=selection.calibrated,
+                    operating_point=selection.operating_point or DEFAULT_OPERATING_POINT,
+                    calibration=selection.calibration)
                 langs = (src_lang, tgt_lang)
                 scores = score_pairs(sx, sy, n, langs=langs, config=config, filters=filters, corpora=tuple(corpora),
-                                     approximate=approximate_config if approximate else None, work=work / "search",
+                                     approximate=search.approximate_config() if search.approximate else None, work=work / "search",
                                      show_progress=show_progress, executor=executor)
                 written = write_scored(claim, fmt, bitext, scores, kept_only=kept_only)
                 summary = {
@@ -253,8 +251,8 @@ def score_bitext(
                     "neighbourhoods": {
                         "src": str(tgt_corpus) if tgt_corpus is not None else "the bitext's targets",
                         "tgt": str(src_corpus) if src_corpus is not None else "the bitext's sources",
-                        "k": config.k, "search": "approximate" if approximate else "exact"},
-                    "ray": ray,
+                        "k": config.k, "search": "approximate" if search.approximate else "exact"},
+                    "ray": search.ray,
                     "threshold": threshold_record,
                     "filters": filters.record(config.margin) | {"languages": list(langs)},
                     "encoder": sx.encoder.to_dict(), "projection": _json(sx.projection), "part": sx.part,

@@ -7,9 +7,10 @@ from pathlib import Path
 import click
 
 from xmine.cluster import ray_option
-from xmine.encoders.options import precision_option
 from xmine.mining.bitext import BITEXT_FORMATS, Bitext, BitextFormat, parse_pairs_argument
-from xmine.mining.cli_options import pair_filter_options, threshold_options
+from xmine.mining.cli_options import (conflicts_as_usage_errors, encoding_options, pair_filter_options,
+                                      threshold_options)
+from xmine.mining.config import SearchConfig, SelectionConfig
 from xmine.mining.margin import MARGINS
 from xmine.mining.score_output import SCORE_FORMATS
 from xmine.options import LANG, InputPath
@@ -63,13 +64,10 @@ from xmine.stdin import with_local_inputs
     "at --operating-point (the shipped projection's or raw me5-small/use-m3's calibrated one, or that of "
     "--calibration; a space without a calibration drops no pair for its score). 'none': no threshold. "
     "OUT.json records which, and why.")
-@click.option("--encoder", default=None, help="Encoder (default: the corpora's, else me5-small).")
-@click.option("--projection", default=None, metavar="default|none|DIR",
-              help="Projection to score in, as for xmine mine (default: the shipped one of the default encoder).")
+@encoding_options(what="score", inputs=("corpus", "corpora"))
 @click.option("--approximate", is_flag=True,
               help="Search the neighbourhoods with IVF indexes (as xmine mine --approximate) instead of exactly.")
 @pair_filter_options
-@precision_option(default_from="the precision of the store or index corpora")
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (the embedded sides, checkpoints) after success.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars (the one-line summary is still printed).")
 @ray_option("the neighbourhood search, as xmine mine --ray does (exact: tiles of the product as tasks; "
@@ -77,8 +75,8 @@ from xmine.stdin import with_local_inputs
             "without --ray),")
 @with_local_inputs("pairs", "src_file", "tgt_file")  # a URL: copied as it streams, its URL recorded
 def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field, tgt_field, header, hf_split,
-          kept_only, overwrite, src_lang, tgt_lang, src_corpus, tgt_corpus, k, margin, threshold, encoder,
-          projection, approximate, pair_filters, precision, runtime, keep_work, quiet, ray_address):
+          kept_only, overwrite, src_lang, tgt_lang, src_corpus, tgt_corpus, k, margin, threshold, calibration,
+          operating_point, encoding, approximate, pair_filters, keep_work, quiet, ray_address):
     """Score every pair of an existing bitext and say which to keep.
 
     PAIRS is a TSV (one pair a line), CSV, JSON Lines or Parquet file, a Hugging Face dataset
@@ -91,20 +89,18 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
     length_ratio, language). An interrupted run resumes from OUT.work/.
     """
     from xmine.mining.score import score_bitext
-    from xmine.mining.select import MiningConfig
 
     paths = parse_pairs_argument(pairs, src_file, tgt_file)
     bitext = Bitext(paths, BitextFormat(format=pairs_format, src_field=src_field, tgt_field=tgt_field,
                                         header=header, split=hf_split), langs=(src_lang, tgt_lang))
-    config = MiningConfig(k=k, margin=margin, threshold=threshold.value)
-    summary = score_bitext(bitext, out=out, src_lang=src_lang, tgt_lang=tgt_lang, config=config, encoder=encoder,
-                           precision=precision, runtime=runtime, projection=projection,
-                           default_threshold=threshold.default,
-                           operating_point=threshold.operating_point, calibration=threshold.calibration,
-                           filters=pair_filters, src_corpus=src_corpus, tgt_corpus=tgt_corpus,
-                           approximate=approximate, kept_only=kept_only, output_format=output_format,
-                           overwrite=overwrite, keep_work=keep_work, show_progress=not quiet,
-                           ray=ray_address)
+    with conflicts_as_usage_errors():
+        selection = SelectionConfig(margin=margin, threshold=threshold, operating_point=operating_point,
+                                    calibration=calibration)
+    summary = score_bitext(bitext, out=out, src_lang=src_lang, tgt_lang=tgt_lang, encoding=encoding,
+                           search=SearchConfig(k=k, approximate=approximate, ray=ray_address), selection=selection,
+                           filters=pair_filters, src_corpus=src_corpus, tgt_corpus=tgt_corpus, kept_only=kept_only,
+                           output_format=output_format, overwrite=overwrite, keep_work=keep_work,
+                           show_progress=not quiet)
     t = summary["threshold"]
     rule = f"threshold {t['value']:g} ({t['source']})" if t["value"] is not None else t["source"]
     dropped = ", ".join(f"{n:,} {name}" for name, n in summary["dropped"].items() if n) or "none"

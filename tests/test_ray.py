@@ -422,13 +422,13 @@ def en_store(corpora, tmp_path_factory):
 # mid-search has merged some blocks and not others.
 _MINE_IN_SMALL_BLOCKS = """
 import sys
-from xmine.mining.approximate import ApproximateConfig
+from xmine.mining.config import MineConfig, OutputConfig, SearchConfig, SelectionConfig, SideInput
 from xmine.mining.pipeline import mine
-from xmine.mining.select import MiningConfig
 
 src, tgt, out, ray = sys.argv[1:5]
-mine(src, tgt, out=out, ray=None if ray == "-" else ray, approximate=True, keep_work=True, show_progress=False,
-     approximate_config=ApproximateConfig(nlist=8, shard_rows=100, query_block=5), config=MiningConfig(threshold=1.0))
+search = SearchConfig(approximate=True, nlist=8, shard_rows=100, query_block=5, ray=None if ray == "-" else ray)
+mine(MineConfig(src=SideInput(path=src), tgt=SideInput(path=tgt), output=OutputConfig(path=out, keep_work=True),
+                search=search, selection=SelectionConfig(threshold=1.0)), show_progress=False)
 """
 
 

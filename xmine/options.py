@@ -2,8 +2,9 @@
 
 `Finite(...)` is a float option that refuses NaN and infinities (click's FloatRange lets NaN
 through: every comparison with NaN is false); `LANG` a language code; `InputPath` a corpus
-argument (a path, '-' or a URL); `input_format_options`
-the options saying how to read a corpus.
+argument (a path, '-' or a URL); `input_format_options` the options saying how to read a corpus;
+`projection_option` the `--projection` of every command that embeds or compares in a projection's
+space.
 """
 
 from __future__ import annotations
@@ -71,6 +72,23 @@ class InputPath(click.Path):
         return super().convert(value, param, ctx)
 
 
+#: what the values of `--projection` mean (`xmine.projection.choose_projection`)
+PROJECTION_VALUES = ("'default' (the projection shipped with xmine for the encoder; me5-small has one), 'none' "
+                     "(raw encoder embeddings) or a projection directory (xmine train)")
+#: what no `--projection` means where the command chooses as `xmine mine` does
+PROJECTION_CHOSEN = ("Default: the shipped projection for me5-small once its SHIPPED.json says is_default; any other "
+                     "encoder gets raw embeddings, said in a log line.")
+
+
+def projection_option(what: str, *, default: str = PROJECTION_CHOSEN, multiple: bool = False):
+    """`--projection default|none|DIR`, handed to the command as `projection` (a string or None),
+    or with `multiple` as `projections` (a tuple, repeatable). `what` completes "Projection ..."
+    (e.g. "to mine in"); `default` says what leaving it out does."""
+    return click.option("--projection", "projections" if multiple else "projection", default=() if multiple else None,
+                        multiple=multiple, metavar="default|none|DIR",
+                        help=f"Projection {what}: {PROJECTION_VALUES}. {default}")
+
+
 def input_format_options(f=None, *, per_side: bool = False):
     """--input-format, --text-field/--text-column, --id-field, --header, --split and
     --split-sentences, handed to the command as one `input_format` (an
@@ -136,4 +154,5 @@ def input_format_options(f=None, *, per_side: bool = False):
     return wrapper
 
 
-__all__ = ["Finite", "FiniteFloat", "LANG", "LangCode", "input_format_options"]
+__all__ = ["Finite", "FiniteFloat", "LANG", "LangCode", "PROJECTION_CHOSEN", "PROJECTION_VALUES",
+           "input_format_options", "projection_option"]

@@ -1,0 +1,275 @@
+"""What a mining run is asked to do, as keyword-only config dataclasses (fairseq2-style): one per
+concern, each checked when it is made, and `MineConfig` holding them all for one run.
+
+- `SideInput`: one side to mine (path, language, how a corpus is read, record fields to carry);
+- `EncodingConfig`: the space mined in (encoder, precision, projection);
+- `SearchConfig`: the neighbour search (k, exact or approximate, its product, blocks, index);
+- `SelectionConfig`: margin, retrieval and the threshold (given, or calibrated per operating point);
+- `FilterConfig`: what is removed before the search (lengths, language, pre-search cleaning)
+  and after it (the pair filters, `xmine.mining.filters.PairFilterConfig`);
+- `OutputConfig`: where and how the result is written.
+
+`xmine mine` builds them from its options (mining/cli.py), `xmine.mine` from its keywords or
+takes them as they are (mining/api.py), and `xmine.mining.pipeline.mine` runs a `MineConfig`;
+`xmine score` uses the encoding, search and selection configs. A bad value or combination is a
+`ConfigError` of one line; `OptionConflict` marks two settings that exclude each other, which
+the command line reports as a usage error, as click reports its own. The values the search and
+selection code take are checked by their own configs (`MiningConfig`, `ApproximateConfig`),
+which these build when they are made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from xmine.encoders.base import PRECISIONS
+from xmine.errors import ConfigError
+from xmine.langs import is_known_lang, normalize_lang
+from xmine.mining.approximate import ApproximateConfig
+from xmine.mining.defaults import OPERATING_POINTS
+from xmine.mining.filters import PairFilterConfig
+from xmine.mining.langid import supported_languages
+from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
+from xmine.mining.presearch import PreSearchConfig
+from xmine.mining.select import MiningConfig
+from xmine.mining.writers import OUTPUT_FORMATS
+from xmine.reader_base import InputFormat
+from xmine.stdin import is_url
+
+
+class OptionConflict(ConfigError):
+    """Two settings that exclude each other (or one that needs another that is missing)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SideInput:
+    """One side of a mining run (SRC or TGT)."""
+
+    #: a corpus (text file, JSON Lines, Parquet, CSV/TSV, a dataset folder; "-": standard input),
+    #: an embedding store (`xmine embed`) or an index directory (`xmine build-index`); or a corpus
+    #: at an fsspec URL (s3://, hf://, ...: kept as the string it is, copied as it streams)
+    path: Path | str
+    #: its language code as the user writes it (`xmine.langs`); None: the artefact's recorded
+    #: one, else unknown (the language filter and the tmx format need it)
+    lang: str | None = None
+    #: how a corpus is read (format, text field, id field, header, split, sentence splitting);
+    #: None: by its extension, text in the field "text"
+    input_format: InputFormat | None = None
+    #: record fields (dotted: meta.url) every output carries for this side as `<role>_NAME`
+    #: (JSON Lines, Parquet, CSV/TSV or dataset corpora only)
+    keep_fields: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if not is_url(self.path):  # (a Path would drop one of a URL's slashes)
+            object.__setattr__(self, "path", Path(self.path))
+        if isinstance(self.keep_fields, str):
+            raise ConfigError(f"{self.path}: keep_fields must be a list of field names, not the string "
+                              f"{self.keep_fields!r}")
+        object.__setattr__(self, "keep_fields", tuple(self.keep_fields))
+        if not all(isinstance(name, str) and name.strip() for name in self.keep_fields):
+            raise ConfigError(f"{self.path}: keep_fields must be non-empty field names (got {list(self.keep_fields)})")
+        if self.lang is not None and not is_known_lang(self.lang):
+            raise ConfigError(f"{self.path}: {self.lang!r} is not a known language code")
+        if self.input_format is not None and not isinstance(self.input_format, InputFormat):
+            raise ConfigError(f"{self.path}: input_format must be an xmine.reader_base.InputFormat")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EncodingConfig:
+    """The space mined (or scored) in."""
+
+    #: the encoder of text inputs (`xmine encoders`); None: the artefact sides', else me5-small
+    encoder: str | None = None
+    #: its precision (auto, fp32, bf16, fp16, int8); None: the artefact sides', else auto
+    precision: str | None = None
+    #: the runtime that runs it (auto, torch, openvino: `xmine.encoders.runtime`); None: auto
+    runtime: str | None = None
+    #: "default" (the projection shipped for the default encoder), "none" (raw embeddings), a
+    #: projection directory (`xmine train`); None: as `xmine.projection.choose_projection` decides
+    projection: str | Path | None = None
+
+    def __post_init__(self):
+        if self.precision is not None and self.precision not in PRECISIONS:
+            raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)} (got {self.precision!r})")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchConfig:
+    """The neighbour search. The mined pairs are the same whatever `product`, `workers`, the block
+    sizes and `ray`; `approximate` and its index settings trade recall for speed."""
+
+    #: neighbours per sentence: the candidates considered and the neighbourhood whose mean cosine
+    #: forms the margin
+    k: int = 4
+    #: search with IVF / IVF-PQ indexes built in OUT.work/ instead of the exact blocked product
+    #: (a side that is an index directory is always searched through its index)
+    approximate: bool = False
+    #: exact search: the block product that finds candidates (auto, fp32, bf16, cuda:
+    #: `xmine.mining.products`); every candidate is rescored exactly
+    product: str = "auto"
+    #: exact search: source rows per block (memory ~ block_rows x block_cols x 4 bytes)
+    block_rows: int = DEFAULT_BLOCK_ROWS
+    #: exact search: target rows per block
+    block_cols: int = DEFAULT_BLOCK_COLS
+    #: exact search: threads sharing the product, one BLAS thread each (None: as many as BLAS uses)
+    workers: int | None = None
+    #: approximate: ivfpqfs (4-bit PQ, fast-scan), ivfpq (8-bit PQ) or ivf (exact vectors)
+    index_type: str = ApproximateConfig.index_type
+    #: approximate: query rows searched at once
+    query_block: int = ApproximateConfig.query_block
+    #: approximate: IVF lists (None: by corpus size, 4..16 x sqrt(N), at most 4096)
+    nlist: int | None = None
+    #: approximate: lists visited per query (None: max(32, nlist/16))
+    nprobe: int | None = None
+    #: approximate, PQ index types: sub-quantisers (must divide the dimension)
+    pq_m: int = ApproximateConfig.pq_m
+    #: approximate: rows per index shard, searched one at a time (None: one shard per side)
+    shard_rows: int | None = None
+    #: approximate with a threshold: search the sentences of every candidate pair at or above it
+    #: again, wider and with stored vectors (`xmine.mining.refine`)
+    refine: bool = True
+    #: None: search in this process; "auto" or a cluster address: the search's units as Ray tasks
+    ray: str | None = None
+
+    def __post_init__(self):
+        MiningConfig(k=self.k, block_rows=self.block_rows, block_cols=self.block_cols, workers=self.workers,
+                     product=self.product)
+        self.approximate_config()
+
+    def approximate_config(self) -> ApproximateConfig:
+        """The approximate search's settings (`xmine.mining.approximate`)."""
+        return ApproximateConfig(index_type=self.index_type, nlist=self.nlist, nprobe=self.nprobe, pq_m=self.pq_m,
+                                 shard_rows=self.shard_rows, query_block=self.query_block, refine=self.refine)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelectionConfig:
+    """From neighbours to pairs: the score, the retrieval mode and the threshold."""
+
+    #: ratio = cos / m, distance = cos - m, absolute = cos (m: the mean of both sentences' k
+    #: nearest cosines)
+    margin: str = "ratio"
+    #: max (union of both directions' best candidates, greedy one-to-one), fwd, bwd or intersect
+    retrieval: str = "max"
+    #: keep pairs scoring at least this: a number; "default": the threshold calibrated for the
+    #: space mined in, for `margin` at `operating_point` (a space without one keeps every pair);
+    #: None: keep every pair
+    threshold: float | Literal["default"] | None = "default"
+    #: which calibrated threshold: balanced or precision (None: balanced); only with "default"
+    operating_point: str | None = None
+    #: a record of `xmine calibrate` for the space mined in, used instead of the shipped values
+    #: (its thresholds and score cap)
+    calibration: str | Path | None = None
+
+    def __post_init__(self):
+        t = self.threshold
+        if t != "default" and t is not None and isinstance(t, (str, bool)):
+            raise ConfigError(f"threshold must be a finite number, 'default' or None (got {t!r})")
+        MiningConfig(margin=self.margin, retrieval=self.retrieval, threshold=self.given_threshold)
+        if self.operating_point is not None and self.operating_point not in OPERATING_POINTS:
+            raise ConfigError(f"operating_point must be one of {', '.join(OPERATING_POINTS)} "
+                              f"(got {self.operating_point!r})")
+        if self.operating_point is not None and t != "default":
+            raise OptionConflict("give --threshold or --operating-point, not both")
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether the threshold is the calibrated default of the space (not given, not none)."""
+        return self.threshold == "default"
+
+    @property
+    def given_threshold(self) -> float | None:
+        """The threshold as `MiningConfig` takes it: a number, or None (none given yet, or none at all)."""
+        return None if self.threshold == "default" else self.threshold
+
+
+@dataclass(frozen=True, kw_only=True)
+class FilterConfig:
+    """What is removed: sentences before the search, candidates before one-to-one, pairs after."""
+
+    #: sentences shorter than this many characters are not mined
+    min_length: int = 0
+    #: sentences longer than this many characters are not mined (None: no bound)
+    max_length: int | None = None
+    #: drop candidate pairs whose character lengths differ by more than this factor, before
+    #: one-to-one matching (None: none dropped)
+    max_length_ratio: float | None = None
+    #: drop the sentences of each side identified as another language before the search; None:
+    #: when both languages are given and known to `pairs.lid`; True needs both languages
+    lang_filter: bool | None = None
+    #: the cleaning of both sides before the search (`xmine.mining.presearch`)
+    pre_clean: PreSearchConfig = field(default_factory=PreSearchConfig)
+    #: the pair filters run on the selected pairs (`xmine.mining.filters`), the score cap included
+    pairs: PairFilterConfig = field(default_factory=PairFilterConfig)
+
+    def __post_init__(self):
+        MiningConfig(min_length=self.min_length, max_length=self.max_length, max_length_ratio=self.max_length_ratio)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutputConfig:
+    """Where and how the mined pairs are written (atomically, highest score first)."""
+
+    #: the output; OUT.json (summary, provenance) goes beside it
+    path: Path
+    #: tsv, moses, jsonl, parquet, hf or tmx (None: by the extension of `path`)
+    format: str | None = None
+    #: replace `path` (and its companions) when it is an earlier mining result
+    overwrite: bool = False
+    #: also write OUT.meta (stopes style: score, file:line of each side, direction, kept fields)
+    meta: bool = False
+    #: tsv: add the src and tgt line numbers as columns 4 and 5
+    line_numbers: bool = False
+    #: also write the pairs the pair filters dropped here (score, src, tgt, rule)
+    keep_filtered: Path | None = None
+    #: keep OUT.work/ (checkpoints, built indexes) after success
+    keep_work: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "path", Path(self.path))
+        if self.keep_filtered is not None:
+            object.__setattr__(self, "keep_filtered", Path(self.keep_filtered))
+        if self.format is not None and self.format not in OUTPUT_FORMATS:
+            raise ConfigError(f"{self.path}: format must be one of {', '.join(OUTPUT_FORMATS)} (got {self.format!r})")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MineConfig:
+    """One mining run: two sides, the space, the search, the selection, the filters and the output."""
+
+    src: SideInput
+    tgt: SideInput
+    output: OutputConfig
+    encoding: EncodingConfig = field(default_factory=EncodingConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    selection: SelectionConfig = field(default_factory=SelectionConfig)
+    filters: FilterConfig = field(default_factory=FilterConfig)
+    #: mine even when SRC and TGT are the same file or directory (every sentence then pairs with itself)
+    allow_same_input: bool = False
+
+    def __post_init__(self):
+        if self.filters.lang_filter:  # before anything is claimed or encoded
+            missing = [opt for opt, side in (("--src-lang", self.src), ("--tgt-lang", self.tgt)) if not side.lang]
+            if missing:
+                raise OptionConflict(f"--lang-filter needs the language of each side: give {' and '.join(missing)}")
+            lid = self.filters.pairs.lid
+            known = supported_languages(lid)
+            for lang in (self.src.lang, self.tgt.lang):  # the user's codes; identification's are canonical
+                if normalize_lang(lang) not in known:
+                    raise ConfigError(f"--lang-filter: language identification '{lid}' does not know language "
+                                      f"{lang!r}")
+
+    def mining_config(self) -> MiningConfig:
+        """The settings of the search and the selection (`xmine.mining.select.MiningConfig`), with the
+        threshold given (None while it is still to be calibrated)."""
+        s, f = self.search, self.filters
+        return MiningConfig(k=s.k, margin=self.selection.margin, retrieval=self.selection.retrieval,
+                            threshold=self.selection.given_threshold, max_length_ratio=f.max_length_ratio,
+                            min_length=f.min_length, max_length=f.max_length, block_rows=s.block_rows,
+                            block_cols=s.block_cols, workers=s.workers, product=s.product)
+
+
+__all__ = ["EncodingConfig", "FilterConfig", "MineConfig", "OptionConflict", "OutputConfig", "SearchConfig",
+           "SelectionConfig", "SideInput"]

@@ -1,0 +1,139 @@
+"""The configs of a mining run (mining/config.py): each refuses a bad value or combination in one
+line before anything is read, the command line reports a conflict as a usage error, the Python
+API refuses a keyword given beside the config that holds it, and the command and the API mine
+the same pairs from the same settings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.clitools import ok, refused, xm
+from xmine.errors import ConfigError
+from xmine.mining.config import (EncodingConfig, FilterConfig, MineConfig, OptionConflict, OutputConfig, SearchConfig,
+                                 SelectionConfig, SideInput)
+from xmine.mining.filters import PairFilterConfig
+
+
+def _run(side_a: Path, side_b: Path, **configs) -> MineConfig:
+    return MineConfig(src=SideInput(path=side_a, lang="de"), tgt=SideInput(path=side_b, lang="en"),
+                      output=OutputConfig(path=side_a.with_suffix(".out")), **configs)
+
+
+BAD = [
+    (lambda: SelectionConfig(threshold=1.1, operating_point="precision"), OptionConflict,
+     "give --threshold or --operating-point, not both"),
+    (lambda: SelectionConfig(threshold=None, operating_point="balanced"), OptionConflict, "not both"),
+    (lambda: SelectionConfig(threshold=float("nan")), ConfigError, "threshold must be a finite number"),
+    (lambda: SelectionConfig(threshold="1.05"), ConfigError, "threshold must be a finite number"),
+    (lambda: SelectionConfig(margin="cosine"), ConfigError, "margin must be one of ratio, distance, absolute"),
+    (lambda: SelectionConfig(retrieval="both"), ConfigError, "retrieval must be one of"),
+    (lambda: SelectionConfig(operating_point="recall"), ConfigError, "operating_point must be one of"),
+    (lambda: SearchConfig(k=0), ConfigError, "k must be >= 1 (got 0)"),
+    (lambda: SearchConfig(workers=0), ConfigError, "workers must be >= 1"),
+    (lambda: SearchConfig(product="tpu"), ConfigError, "product must be one of auto, fp32, bf16, cuda"),
+    (lambda: SearchConfig(approximate=True, index_type="hnsw"), ConfigError, "index type must be one of"),
+    (lambda: SearchConfig(approximate=True, nprobe=0), ConfigError, "nprobe must be >= 1"),
+    (lambda: FilterConfig(min_length=5, max_length=3), ConfigError, "bad length bounds: min_length=5, max_length=3"),
+    (lambda: FilterConfig(max_length_ratio=0.5), ConfigError, "max_length_ratio must be >= 1"),
+    (lambda: FilterConfig(max_length_ratio=float("inf")), ConfigError, "max_length_ratio must be a finite number"),
+    (lambda: OutputConfig(path="m.out", format="xlsx"), ConfigError, "m.out: format must be one of"),
+    (lambda: EncodingConfig(precision="fp8"), ConfigError, "precision must be one of"),
+    (lambda: SideInput(path="de.txt", lang="klingon"), ConfigError, "de.txt: 'klingon' is not a known language"),
+    (lambda: SideInput(path="de.txt", keep_fields="url"), ConfigError, "keep_fields must be a list of field names"),
+    (lambda: SideInput(path="de.txt", keep_fields=("url", "")), ConfigError, "non-empty field names"),
+]
+
+
+@pytest.mark.parametrize("make, kind, message", BAD, ids=[m for _, _, m in BAD])
+def test_a_config_refuses_a_bad_value_or_combination_in_one_line(make, kind, message):
+    with pytest.raises(kind) as caught:
+        make()
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_language_filter_needs_both_languages_and_known_ones(tmp_path):
+    a, b = tmp_path / "de.txt", tmp_path / "en.txt"
+    with pytest.raises(OptionConflict, match=r"^--lang-filter needs the language of each side: give --tgt-lang$"):
+        MineConfig(src=SideInput(path=a, lang="de"), tgt=SideInput(path=b), output=OutputConfig(path=tmp_path / "o"),
+                   filters=FilterConfig(lang_filter=True))
+    with pytest.raises(ConfigError, match="language identification 'fasttext' does not know language 'tlh'"):
+        MineConfig(src=SideInput(path=a, lang="de"), tgt=SideInput(path=b, lang="tlh"),
+                   output=OutputConfig(path=tmp_path / "o"), filters=FilterConfig(lang_filter=True))
+    # Off, or left to its default, it needs neither.
+    assert _run(a, b, filters=FilterConfig(lang_filter=False)).filters.lang_filter is False
+
+
+def test_the_command_reports_a_conflict_as_a_usage_error_before_reading_anything(tmp_path):
+    a, b = tmp_path / "de.txt", tmp_path / "en.txt"
+    a.write_text("Hallo.\n", encoding="utf-8")
+    b.write_text("Hello.\n", encoding="utf-8")
+    out = tmp_path / "m.tsv"
+    res = xm("mine", a, b, "-o", out, "--threshold", "none", "--operating-point", "precision")
+    assert refused(res, "give --threshold or --operating-point, not both").startswith("Error:")
+    refused(xm("mine", a, b, "-o", out, "--lang-filter", "--src-lang", "de"), "give --tgt-lang")
+    refused(xm("mine", a, b, "-o", out, "--min-length", "5", "--max-length", "3"), "bad length bounds")
+    assert not out.exists() and not Path(f"{out}.work").exists()
+
+
+def test_the_api_refuses_a_keyword_beside_the_config_that_holds_it(tmp_path):
+    import xmine
+
+    with pytest.raises(ConfigError, match=r"give k inside search=SearchConfig\(\.\.\.\) or as keywords, not both"):
+        xmine.mine(["Hallo."], ["Hello."], k=3, search=SearchConfig(k=3))
+    with pytest.raises(ConfigError, match="give margin, threshold inside selection=SelectionConfig"):  # None too
+        xmine.mine(["Hallo."], ["Hello."], margin="distance", threshold=None, selection=SelectionConfig())
+    with pytest.raises(ConfigError, match="give lang_filter inside filters=FilterConfig"):
+        xmine.mine(["Hallo."], ["Hello."], lang_filter=False, filters=FilterConfig())
+    with pytest.raises(ConfigError, match="src side's language and fields inside its SideInput"):
+        xmine.mine(SideInput(path=tmp_path / "de.txt"), ["Hello."], src_lang="de")
+    with pytest.raises(ConfigError, match="give k inside search="):
+        xmine.score(["Hallo."], ["Hello."], k=2, search=SearchConfig())
+
+
+@pytest.mark.slow
+def test_the_command_and_the_api_mine_the_same_pairs_from_the_same_settings(data_dir, tmp_path):
+    """Non-default settings of every config, given as options to `xmine mine` and as configs to
+    `xmine.mine`: the same rows, threshold record and filter counts."""
+    import pyarrow.parquet as pq
+
+    import xmine
+    from tests.flores import flores_lines
+    from xmine.mining.api import summary
+    from xmine.mining.presearch import PreSearchConfig
+
+    de, en = flores_lines(data_dir, "deu_Latn", 60), flores_lines(data_dir, "eng_Latn", 60)
+    (tmp_path / "de.txt").write_text("\n".join(de + [en[3]]) + "\n", encoding="utf-8")
+    (tmp_path / "en.txt").write_text("\n".join(en[::-1] + ["12 345", de[7]]) + "\n", encoding="utf-8")
+    src, tgt = tmp_path / "de.txt", tmp_path / "en.txt"
+    out = tmp_path / "m.parquet"
+    ok(xm("mine", src, tgt, "-o", out, "-q", "--src-lang", "de", "--tgt-lang", "en", "-k", "3", "--margin",
+          "distance", "--retrieval", "intersect", "--threshold", "0.01", "--min-length", "20", "--no-filter",
+          "numbers", "--no-pre-clean-step", "copies", "--block-rows", "7", "--block-cols", "11", "--projection",
+          "none"))
+    table = xmine.mine(
+        SideInput(path=src, lang="de"), SideInput(path=tgt, lang="en"),
+        search=SearchConfig(k=3, block_rows=7, block_cols=11),
+        selection=SelectionConfig(margin="distance", retrieval="intersect", threshold=0.01),
+        filters=FilterConfig(min_length=20, pairs=PairFilterConfig(disabled=frozenset({"numbers"})),
+                             pre_clean=PreSearchConfig(disabled=frozenset({"copies"}))),
+        encoding=EncodingConfig(projection="none"))
+    command = pq.read_table(out)
+    assert len(table) > 0 and table.to_pylist() == command.to_pylist()
+    by_api, by_command = summary(table), json.loads(Path(f"{out}.json").read_text(encoding="utf-8"))
+    for key in ("threshold", "filters", "lang_filter", "pre_search", "k_used", "search", "projection_choice"):
+        assert by_api[key] == by_command[key], key
+    assert by_api["threshold"]["value"] == 0.01 and by_api["filters"]["disabled"] == ["numbers"]
+    # The plain keywords build the same configs.
+    filters = FilterConfig(min_length=20, pairs=PairFilterConfig(disabled=frozenset({"numbers"})),
+                           pre_clean=PreSearchConfig(disabled=frozenset({"copies"})))
+    short = xmine.mine(SideInput(path=src, lang="de"), SideInput(path=tgt, lang="en"), k=3, margin="distance",
+                       retrieval="intersect", threshold=0.01, projection="none", filters=filters)
+    assert [(r["score"], r["translation"]) for r in short.to_pylist()] == \
+        [(r["score"], r["translation"]) for r in table.to_pylist()]
+    # threshold=None keeps every pair (it is not the calibrated default).
+    every = xmine.mine(SideInput(path=src, lang="de"), SideInput(path=tgt, lang="en"), threshold=None, k=3,
+                       projection="none")
+    assert summary(every)["threshold"]["source"] == "every pair kept (--threshold none)"

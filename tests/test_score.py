@@ -201,7 +201,7 @@ def test_an_interrupted_score_resumes_from_its_work_without_encoding_again(data_
     """A run that fails after both sides were embedded (here: while writing OUT) leaves OUT.work/;
     the same command again reuses its stores (not one embedding file rewritten) and writes what an
     uninterrupted run writes."""
-    import xmine.mining.score_output as score_output
+    import xmine.mining.score as score_module
 
     rows = _bitext(data_dir, 30, 10)
     tsv = tmp_path / "b.tsv"
@@ -212,7 +212,7 @@ def test_an_interrupted_score_resumes_from_its_work_without_encoding_again(data_
     def killed(*a, **k):
         raise RuntimeError("killed while writing")
 
-    monkeypatch.setattr(score_output, "write_scored", killed)
+    monkeypatch.setattr(score_module, "write_scored", killed)
     out = tmp_path / "s.tsv"
     assert xm(*args, "-o", out).exit_code != 0
     monkeypatch.undo()
@@ -225,7 +225,7 @@ def test_an_interrupted_score_resumes_from_its_work_without_encoding_again(data_
 
     # A work store damaged by the interruption (a shard cut short) is built again, as `mine` does,
     # not refused: OUT holds no finished result, so OUT.work/ is what a failed run left.
-    monkeypatch.setattr(score_output, "write_scored", killed)
+    monkeypatch.setattr(score_module, "write_scored", killed)
     out2 = tmp_path / "s2.tsv"
     assert xm(*args, "-o", out2).exit_code != 0
     monkeypatch.undo()

@@ -101,7 +101,7 @@ def mine(
     indexes), else me5-small at "auto" precision.
 
     `ray`: None runs in this process; "auto" or a cluster address runs the kNN search's units as
-    Ray tasks (`xmine.executor`; exact: tiles of the product, `xmine.mining.knn_tiles`;
+    Ray tasks (`xmine.executor`; exact: tiles of the product, `xmine.mining.knn`;
     approximate and an index side: index shards x query blocks), with byte-identical output.
 
     `default_threshold`: when `config.threshold` is None, mine with the calibrated threshold of the

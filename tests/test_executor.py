@@ -51,4 +51,4 @@ def test_local_actors_build_their_worker_once():
 
 
 def test_no_address_means_this_process():
-    assert executor_for(None) is LOCAL and not LOCAL.distributed and LOCAL.share(x := [1]) is x
+    assert executor_for(None) is LOCAL and LOCAL.share(x := [1]) is x

@@ -148,11 +148,11 @@ def _mine_here_and_on_ray(common: list, tmp_path: Path, cluster: str, search: st
 
 
 def test_mine_on_ray_is_byte_identical(cluster, corpora, tmp_path, monkeypatch):
-    import xmine.mining.knn_tiles as knn_tiles
+    import xmine.mining.knn as knn
 
     # One block per tile, so the 300 x 300 product is cut into 5 x 3 tiles merged on the driver.
-    monkeypatch.setattr(knn_tiles, "TILE_BLOCKS_ROWS", 1)
-    monkeypatch.setattr(knn_tiles, "TILE_BLOCKS_COLS", 1)
+    monkeypatch.setattr(knn, "TILE_BLOCKS_ROWS", 1)
+    monkeypatch.setattr(knn, "TILE_BLOCKS_COLS", 1)
     common = [corpora / "de.txt", corpora / "en.txt", "--encoder", ENCODER, "--block-rows", 64, "--block-cols", 128,
               "--threshold", 1.0, "--line-numbers"]
     _mine_here_and_on_ray(common, tmp_path, cluster, "exact")
@@ -267,7 +267,6 @@ def _kill_first(title: str, stop: threading.Event, killed: list[int]) -> None:
 def test_a_killed_worker_task_is_retried(cluster):
     from xmine.mining.knn import exact_knn_both
     from xmine.executor import OnRay
-    from xmine.mining.knn_tiles import tiled_knn_both
 
     rng = np.random.default_rng(1)
     x = rng.standard_normal((6000, 384), dtype=np.float32)
@@ -278,7 +277,7 @@ def test_a_killed_worker_task_is_retried(cluster):
     killer = threading.Thread(target=_kill_first, args=("ray::tile_knn", stop, killed))
     killer.start()
     try:
-        got = tiled_knn_both(x, y, 4, executor=OnRay(), tile_rows=2048, tile_cols=2048)
+        got = exact_knn_both(x, y, 4, executor=OnRay(), tile_rows=2048, tile_cols=2048)
     finally:
         stop.set()
         killer.join()

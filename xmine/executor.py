@@ -74,21 +74,23 @@ class ShardProgress:
 class Executor:
     """Runs a step's units (see the module doc). `LOCAL` is this process; `OnRay` a cluster."""
 
-    #: True when units run in other processes (they then read rows by path or from the object store)
-    distributed = False
     name = "local"
 
     def share(self, value: Any) -> Any:
         """What the units receive for a large argument passed to many of them."""
         return value
 
-    def gpus(self) -> int:
-        """GPUs the units can use (0 here: local GPU use is the step's own choice)."""
-        return 0
+    def gpus(self) -> int | None:
+        """GPUs the units can use (None here: the step counts this machine's own)."""
+        return None
 
     def slots(self, *, gpu: bool = False) -> int:
-        """Units that run at once."""
+        """Units that run at once (one here, using the machine's threads)."""
         return 1
+
+    def unit_threads(self, cpus: int) -> int | None:
+        """Threads a unit given `cpus` CPUs may use (None here: the machine's)."""
+        return None
 
     def node_cpus(self) -> int | None:
         """Threads of the largest machine, for a unit that must use as many as one process there
@@ -98,10 +100,7 @@ class Executor:
     def model_actors(self, threads: int) -> tuple[int, bool]:
         """(actors, on GPUs) for a pool of workers holding a model: one per GPU when there are
         GPUs, else one per `threads` CPUs (one here, using the machine's threads itself)."""
-        if not self.distributed:
-            return 1, False
-        gpus = self.gpus()
-        return (gpus, True) if gpus >= 1 else (max(1, self.slots() // threads), False)
+        return 1, False
 
     def call(self, fn: Callable, *args, cpus: int | None = None, gpus: int = 0) -> Any:
         """`fn(*args)` as one unit; `cpus`: the threads it may use (None: all of this machine's)."""
@@ -115,10 +114,12 @@ class Executor:
             yield fn(*unit, on_rows=on_rows)
 
     def map_actors(self, make: Callable, make_kwargs: dict, units: Iterable[tuple], *, actors: int = 1,
-                   cpus: int = 1, gpus: int = 0, progress: ShardProgress | None = None) -> Iterator[Any]:
+                   here: Callable | None = None, cpus: int = 1, gpus: int = 0,
+                   progress: ShardProgress | None = None) -> Iterator[Any]:
         """`worker(*unit)` for every unit, `worker = make(**make_kwargs)` built once per actor
-        (a loaded encoder), results as they finish."""
-        return self.map(make(**make_kwargs), units, progress=progress)
+        (a loaded encoder), results as they finish. `here()`: the worker built from what this
+        process holds already (the loaded model), used instead where the units run here."""
+        return self.map(here() if here is not None else make(**make_kwargs), units, progress=progress)
 
 
 LOCAL = Executor()
@@ -127,7 +128,6 @@ LOCAL = Executor()
 class OnRay(Executor):
     """The units as tasks on the connected Ray cluster (`xmine.cluster.connect`)."""
 
-    distributed = True
     name = "ray"
 
     def share(self, value: Any) -> Any:
@@ -148,6 +148,13 @@ class OnRay(Executor):
         res = cluster_resources()
         return max(1, int(res["GPU"] if gpu else res["CPU"]))
 
+    def unit_threads(self, cpus: int) -> int | None:
+        return cpus
+
+    def model_actors(self, threads: int) -> tuple[int, bool]:
+        gpus = self.gpus()
+        return (gpus, True) if gpus >= 1 else (max(1, self.slots() // threads), False)
+
     def node_cpus(self) -> int | None:
         from xmine.cluster import largest_node_cpus
 
@@ -166,7 +173,8 @@ class OnRay(Executor):
         return run_tasks(task.remote(*unit) for unit in units)
 
     def map_actors(self, make: Callable, make_kwargs: dict, units: Iterable[tuple], *, actors: int = 1,
-                   cpus: int = 1, gpus: int = 0, progress: ShardProgress | None = None) -> Iterator[Any]:
+                   here: Callable | None = None, cpus: int = 1, gpus: int = 0,
+                   progress: ShardProgress | None = None) -> Iterator[Any]:
         """A pool of `actors` Ray actors, each given one unit at a time; `units` is read lazily (at
         most one unit per actor is held), so a streamed corpus is never held whole. An actor that
         dies is restarted (its worker made again) and its unit re-run."""

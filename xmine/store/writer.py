@@ -324,23 +324,21 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
 
     settings = dict(out_dir=str(out_dir), part=job.part, dtype=job.dtype, batch_size=job.batch_size,
                     max_chars=job.max_chars, lang=None if job.lang == UNDETERMINED else job.lang)
-    if executor.distributed:  # each actor loads the driver's encoder by name (checked by fingerprint)
-        actors, use_gpu = executor.model_actors(ACTOR_THREADS)
-        make, make_kwargs = ShardWriter.on_worker, dict(
-            settings, encoder_name=job.encoder.name, fingerprint=job.encoder.fingerprint(), use_gpu=use_gpu,
-            threads=ACTOR_THREADS, projection_path=getattr(job.projection, "path", None),
-            encoder_kwargs={"precision": getattr(job.encoder, "precision", "fp32"),
-                            "runtime": getattr(job.encoder, "runtime", "torch"),
-                            "prefix": getattr(job.encoder, "prefix", None)})
-        if job.reader.count < 2 * actors * shard_rows:
-            log.warning(f"fewer than {2 * actors} shards of {shard_rows} rows for {actors} encoder actor(s): the last "
-                        "shards run while actors idle; a --shard-rows of a fraction of the corpus balances the work")
-    else:
-        use_gpu, actors = False, 1
-        make, make_kwargs = ShardWriter, dict(settings, encoder=job.encoder, projection=job.projection)
-    desc = f"embed {job.input_path.name}" + (f" ({executor.name}, {actors} actors)" if executor.distributed else "")
+    actors, use_gpu = executor.model_actors(ACTOR_THREADS)
+    # Actors elsewhere load the driver's encoder by name (checked by fingerprint); here it is used as loaded.
+    remote_kwargs = dict(
+        settings, encoder_name=job.encoder.name, fingerprint=job.encoder.fingerprint(), use_gpu=use_gpu,
+        threads=ACTOR_THREADS, projection_path=getattr(job.projection, "path", None),
+        encoder_kwargs={"precision": getattr(job.encoder, "precision", "fp32"),
+                        "runtime": getattr(job.encoder, "runtime", "torch"), "prefix": getattr(job.encoder, "prefix", None)})
+    if actors > 1 and job.reader.count < 2 * actors * shard_rows:
+        log.warning(f"fewer than {2 * actors} shards of {shard_rows} rows for {actors} encoder actor(s): the last "
+                    "shards run while actors idle; a --shard-rows of a fraction of the corpus balances the work")
+    desc = f"embed {job.input_path.name}" + (f" ({executor.name}, {actors} actors)" if actors > 1 else "")
     with ShardProgress(shards=None, rows=job.reader.count, desc=desc, unit=" lines", enabled=show_progress) as bar:
-        for result in executor.map_actors(make, make_kwargs, units(bar), actors=actors,
+        for result in executor.map_actors(ShardWriter.on_worker, remote_kwargs, units(bar), actors=actors,
+                                          here=lambda: ShardWriter(**settings, encoder=job.encoder,
+                                                                   projection=job.projection),
                                           cpus=0 if use_gpu else ACTOR_THREADS, gpus=int(use_gpu), progress=bar):
             finished[result.index], encoded[result.index] = result.record, result
             save_progress()

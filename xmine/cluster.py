@@ -1,8 +1,7 @@
 """The Ray calls: connect to a cluster, run functions as tasks, collect their results.
 
-xmine's distributed paths (`--ray` on embed, build-index and mine) run the same per-unit
-functions as the single-process paths; `xmine.executor.OnRay` schedules them through this
-module. It imports `ray` inside its functions, so the core works without the `ray` extra
+`--ray` on embed, build-index, mine and train runs the same per-unit functions as one process
+does; `xmine.executor.OnRay` schedules them through this module. It imports `ray` inside its functions, so the core works without the `ray` extra
 (`pip install 'xmine[ray]'`).
 
 - `connect(address)`: `"auto"` joins the cluster this machine belongs to (`ray start` here, or

@@ -1,12 +1,14 @@
 """Where a step's work units run: in this process, or as tasks on a Ray cluster.
 
-A step (a tile of the exact product, rows added to an index shard, a run of query blocks
+A step (a tile of the exact product, rows added to an index piece, a run of query blocks
 searched in one shard, a shard of a corpus embedded) is a plain function over one work unit. The
 step lists its units, leaves out those its checkpoint already holds, hands the rest to an
 executor and merges each result as it arrives, checkpointing it. Results may arrive in any order:
 every merge is order-independent (`xmine.topk.merge_topk` keeps one canonical order; shards are
 recorded by index). So the same step gives the same bytes here and on a cluster, as in Ray Data
-and autofaiss, where the engine only schedules.
+and autofaiss, where the engine only schedules. This module is the only one that knows where
+units run: a step asks it only how to size them (`slots`, `unit_threads`, `gpus`,
+`model_actors`); docs/development.md draws the shape.
 
 - `LOCAL`: the units one after another, in order, in this process. A unit uses the machine's
   threads itself (BLAS, FAISS's OpenMP, torch), and reports its rows as it goes (`on_rows`).

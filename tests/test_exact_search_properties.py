@@ -78,8 +78,9 @@ def draw_case(seed: int, max_rows: int):
     k = int(rng.choice([1, 2, 4, 8]))
     workers = int(rng.integers(1, 3))
     # Half the cases cut into up to 4 x 4 tiles (rounded to whole blocks), merged as on a cluster.
-    tiles = rng.random() < 0.5
-    tile_rows, tile_cols = (int(rng.integers(n // 4 + 1, n + 1)), int(rng.integers(m // 4 + 1, m + 1))) if tiles else (None, None)
+    tile_rows = tile_cols = None
+    if rng.random() < 0.5:
+        tile_rows, tile_cols = int(rng.integers(n // 4 + 1, n + 1)), int(rng.integers(m // 4 + 1, m + 1))
     return x, y, dict(k=k, block_rows=block_rows, block_cols=block_cols, workers=workers, tile_rows=tile_rows,
                       tile_cols=tile_cols)
 

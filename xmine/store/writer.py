@@ -330,7 +330,8 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
         settings, encoder_name=job.encoder.name, fingerprint=job.encoder.fingerprint(), use_gpu=use_gpu,
         threads=ACTOR_THREADS, projection_path=getattr(job.projection, "path", None),
         encoder_kwargs={"precision": getattr(job.encoder, "precision", "fp32"),
-                        "runtime": getattr(job.encoder, "runtime", "torch"), "prefix": getattr(job.encoder, "prefix", None)})
+                        "runtime": getattr(job.encoder, "runtime", "torch"),
+                        "prefix": getattr(job.encoder, "prefix", None)})
     if actors > 1 and job.reader.count < 2 * actors * shard_rows:
         log.warning(f"fewer than {2 * actors} shards of {shard_rows} rows for {actors} encoder actor(s): the last "
                     "shards run while actors idle; a --shard-rows of a fraction of the corpus balances the work")

@@ -234,7 +234,7 @@ def embed_corpus(
         store, build_dir = _finished_or_build_dir(out_dir, job.identity, overwrite)  # (a rebuild: beside it)
         info.already_done = store is not None
         if store is None:
-            progress = resume(build_dir, job.identity, overwrite, ray)
+            progress = resume(build_dir, job.identity, overwrite)
             info.resumed_rows = sum(s.rows for s in progress.shards)
             if info.resumed_rows:
                 log.info(f"{build_dir}: resuming after {len(progress.shards)} finished shard(s), "
@@ -275,7 +275,7 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
     others as "more_shards". Memory: the shard being read, and one per busy worker."""
     executor = job.executor
     finished: dict[int, ShardRecord] = dict(enumerate(progress.shards))
-    for i, record in progress.more.items():  # finished after a gap by an interrupted run on a cluster
+    for i, record in progress.more.items():  # finished after a gap by an interrupted run
         if shard_intact(out_dir, record):
             finished[i] = record
     spans: dict[int, int] = {}  # input lines each shard covers, for the progress bar

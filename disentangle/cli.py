@@ -151,12 +151,11 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
                              max_pairs_per_lang=max_pairs_per_lang, langs=_split_langs(langs), seed=seed)
     config.check()
     enc = load_encoder(encoder, precision=precision, lazy=ray_address is not None)  # Ray actors load it
-    if ray_address is not None:
-        from xmine.cluster import connect
-        from xmine.encoders.ray_pool import RayPoolEncoder
+    if ray_address is not None:  # encoded on the cluster's workers (`xmine.executor`)
+        from xmine.encoders.pool import PoolEncoder
+        from xmine.executor import executor_for
 
-        connect(ray_address)
-        enc = RayPoolEncoder(enc)
+        enc = PoolEncoder(enc, executor_for(ray_address))
     cfg = run(data, out_dir, encoder=enc, config=config, restart=restart, show_progress=not quiet, threads=threads,
               overwrite=overwrite).config
     if method == "fmda":

@@ -163,9 +163,9 @@ def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import(tmp_path
     assert _cycles(graph) == [["xmine.a", "xmine.b"]]
 
 
-#: The modules that talk to Ray: the engine (`xmine.cluster`), the executor that schedules every
-#: step's units on it, and the encoder pool of `train --ray`. A step calls an executor instead.
-RAY_MODULES = {"xmine.cluster", "xmine.executor", "xmine.encoders.ray_pool"}
+#: The modules that talk to Ray: the engine (`xmine.cluster`) and the executor that schedules every
+#: step's units on it. A step calls an executor instead.
+RAY_MODULES = {"xmine.cluster", "xmine.executor"}
 
 
 def test_only_the_executor_and_the_engine_use_ray():

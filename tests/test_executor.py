@@ -52,3 +52,15 @@ def test_local_actors_build_their_worker_once():
 
 def test_no_address_means_this_process():
     assert executor_for(None) is LOCAL and LOCAL.share(x := [1]) is x
+
+
+def test_the_pool_encoder_here_is_the_loaded_encoder_in_input_order(usem3):
+    import numpy as np
+
+    from xmine.encoders.pool import MIN_SLICE, PoolEncoder
+
+    sentences = [f"Satz Nummer {i}." for i in range(2 * MIN_SLICE + 7)]
+    pool = PoolEncoder(usem3, LOCAL)  # `train` without --ray: one worker, the encoder already loaded
+    assert pool.workers == 1 and pool.fingerprint() == usem3.fingerprint()
+    assert np.array_equal(pool.encode(sentences), usem3.encode(sentences))
+    assert pool.encode([]).shape == (0, usem3.dim)

@@ -211,11 +211,12 @@ def test_build_index_on_ray_is_the_same_index(cluster, corpora, tmp_path, monkey
 
 
 def test_the_pool_encoder_of_train_encodes_like_the_encoder(cluster, corpora, usem3):
-    from xmine.encoders.ray_pool import MIN_SLICE, RayPoolEncoder
+    from xmine.encoders.pool import MIN_SLICE, PoolEncoder
+    from xmine.executor import OnRay
 
     sentences = [s for s in (corpora / "de.txt").read_text(encoding="utf-8").splitlines() if s]
     assert 2 * len(sentences) >= 2 * MIN_SLICE  # both actors get a slice
-    pool = RayPoolEncoder(usem3)
+    pool = PoolEncoder(usem3, OnRay())
     try:
         got = pool.encode(sentences * 2)
     finally:

@@ -115,13 +115,37 @@ class Executor:
         for unit in units:
             yield fn(*unit, on_rows=on_rows)
 
+    def actor_pool(self, make: Callable, make_kwargs: dict, *, actors: int = 1, here: Callable | None = None,
+                   cpus: int = 1, gpus: int = 0) -> "LocalPool":
+        """Workers that keep a loaded model for many calls: `make(**make_kwargs)` built once per
+        actor, or `here()`, the worker built from what this process holds already (the loaded
+        model), where the units run here. `pool.map(units)` gives `worker(*unit)` for every unit,
+        results as they finish; `pool.close()` ends it."""
+        return LocalPool(here() if here is not None else make(**make_kwargs))
+
     def map_actors(self, make: Callable, make_kwargs: dict, units: Iterable[tuple], *, actors: int = 1,
                    here: Callable | None = None, cpus: int = 1, gpus: int = 0,
                    progress: ShardProgress | None = None) -> Iterator[Any]:
-        """`worker(*unit)` for every unit, `worker = make(**make_kwargs)` built once per actor
-        (a loaded encoder), results as they finish. `here()`: the worker built from what this
-        process holds already (the loaded model), used instead where the units run here."""
-        return self.map(here() if here is not None else make(**make_kwargs), units, progress=progress)
+        """`actor_pool(...).map(units)`, the pool closed at the end."""
+        pool = self.actor_pool(make, make_kwargs, actors=actors, here=here, cpus=cpus, gpus=gpus)
+        try:
+            yield from pool.map(units, progress=progress)
+        finally:
+            pool.close()
+
+
+class LocalPool:
+    """One worker in this process, the units one after another."""
+
+    def __init__(self, worker: Callable):
+        self.worker = worker
+
+    def map(self, units: Iterable[tuple], *, progress: ShardProgress | None = None) -> Iterator[Any]:
+        on_rows = progress.partial if progress is not None else None
+        return (self.worker(*unit, on_rows=on_rows) for unit in units)
+
+    def close(self) -> None:
+        pass
 
 
 LOCAL = Executor()
@@ -174,32 +198,45 @@ class OnRay(Executor):
         task = remote(fn, num_cpus=cpus, num_gpus=gpus)
         return run_tasks(task.remote(*unit) for unit in units)
 
-    def map_actors(self, make: Callable, make_kwargs: dict, units: Iterable[tuple], *, actors: int = 1,
-                   here: Callable | None = None, cpus: int = 1, gpus: int = 0,
-                   progress: ShardProgress | None = None) -> Iterator[Any]:
-        """A pool of `actors` Ray actors, each given one unit at a time; `units` is read lazily (at
-        most one unit per actor is held), so a streamed corpus is never held whole. An actor that
-        dies is restarted (its worker made again) and its unit re-run."""
+    def actor_pool(self, make: Callable, make_kwargs: dict, *, actors: int = 1, here: Callable | None = None,
+                   cpus: int = 1, gpus: int = 0) -> "RayPool":
+        return RayPool(make, make_kwargs, actors=actors, cpus=cpus, gpus=gpus)
+
+
+class RayPool:
+    """`actors` Ray actors, each holding one `make(**make_kwargs)` worker for its whole life; an
+    actor that dies is restarted (its worker made again) and its unit re-run."""
+
+    def __init__(self, make: Callable, make_kwargs: dict, *, actors: int, cpus: int, gpus: int):
+        import ray
+
+        actor = ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=-1)(PoolActor)
+        self.actors = [actor.remote(make, make_kwargs) for _ in range(max(1, actors))]
+
+    def map(self, units: Iterable[tuple], *, progress: ShardProgress | None = None) -> Iterator[Any]:
+        """Each actor given one unit at a time; `units` is read lazily (at most one unit per actor
+        is held), so a streamed corpus is never held whole."""
         import ray
 
         from xmine.cluster import get
 
-        actor = ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=-1)(PoolActor)
-        pool = [actor.remote(make, make_kwargs) for _ in range(max(1, actors))]
-        idle, running, todo = list(pool), {}, iter(units)
-        try:
-            while True:
-                while idle and (unit := next(todo, None)) is not None:
-                    a = idle.pop()
-                    running[a.run.remote(unit)] = a
-                if not running:
-                    return
-                ready, _ = ray.wait(list(running), num_returns=1)
-                idle.append(running.pop(ready[0]))
-                yield get(ready[0])
-        finally:
-            for a in pool:
-                ray.kill(a)
+        idle, running, todo = list(self.actors), {}, iter(units)
+        while True:
+            while idle and (unit := next(todo, None)) is not None:
+                a = idle.pop()
+                running[a.run.remote(unit)] = a
+            if not running:
+                return
+            ready, _ = ray.wait(list(running), num_returns=1)
+            idle.append(running.pop(ready[0]))
+            yield get(ready[0])
+
+    def close(self) -> None:
+        import ray
+
+        for a in self.actors:
+            ray.kill(a)
+        self.actors = []
 
 
 class PoolActor:

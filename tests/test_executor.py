@@ -33,6 +33,18 @@ def test_done_counts_the_rows_a_unit_did_not_report():
         assert (bar.bar.n, bar.shards_done) == (50, 2)
 
 
+def test_units_running_at_once_are_each_counted_once():
+    with ShardProgress(shards=2, rows=11, desc="t") as bar:
+        bar.partial(3)  # unit a, running
+        bar.partial(4)  # unit b, running beside it
+        bar.finishing(4)  # b finishes first: 4 of its 6 rows were reported
+        bar.done(6)
+        assert bar.bar.n == 9
+        bar.finishing(3)
+        bar.done(5)
+        assert (bar.bar.n, bar.shards_done) == (11, 2)
+
+
 class _Worker:
     made = 0
 

@@ -265,6 +265,26 @@ def _kill_first(title: str, stop: threading.Event, killed: list[int]) -> None:
         time.sleep(0.02)
 
 
+def test_units_on_ray_report_their_rows_as_they_go(cluster):
+    from xmine.executor import OnRay, ShardProgress
+
+    def unit(rows, on_rows=None):  # (defined here: Ray ships it by value)
+        for _ in range(rows):
+            on_rows(1)
+        return rows
+
+    class Recording(ShardProgress):
+        def partial(self, rows):
+            self.reported = getattr(self, "reported", 0) + rows
+            super().partial(rows)
+
+    with Recording(shards=4, rows=14, desc="t") as bar:
+        for rows in OnRay().map(unit, [(3,), (5,), (2,), (4,)], progress=bar):
+            bar.done(rows)
+        # every row reached the bar as its unit went, and counted once
+        assert (bar.reported, bar.bar.n, bar.shards_done) == (14, 14, 4)
+
+
 def test_a_killed_worker_task_is_retried(cluster):
     from xmine.mining.knn import exact_knn_both
     from xmine.executor import OnRay

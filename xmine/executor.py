@@ -32,15 +32,15 @@ import numpy as np
 class ShardProgress:
     """Progress of a step: rows (or pairs, queries) with rate and ETA, and "shards d/n" beside it.
 
-    `partial(rows)` as a unit goes (this process), `done(rows)` when a unit is finished: the bar
-    then counts what the unit did not report itself."""
+    `partial(rows)` as a unit goes (`on_rows`, here or from a Ray task), `done(rows)` when a unit is
+    finished: the bar then counts what the unit did not report itself."""
 
     def __init__(self, *, shards: int | None, rows: int, desc: str, unit: str = " sentences", enabled: bool = True,
                  shards_done: int = 0, rows_done: int = 0):
         """`shards`: how many units there are, None when a stream's count is not known up front."""
         from tqdm.auto import tqdm
 
-        self.shards, self.shards_done, self._partial = shards, shards_done, 0
+        self.shards, self.shards_done, self._partial, self._finishing = shards, shards_done, 0, None
         self.start = time.perf_counter()
         self.bar = tqdm(total=rows, initial=rows_done, desc=desc, unit=unit, disable=not enabled,
                         dynamic_ncols=True, smoothing=0.1)
@@ -53,10 +53,16 @@ class ShardProgress:
         self._partial += rows
         self.bar.update(rows)
 
+    def finishing(self, reported: int) -> None:
+        """The next `done` is of a unit that reported `reported` rows (where several run at once;
+        else a finished unit reported every partial row so far)."""
+        self._finishing = reported
+
     def done(self, rows: int) -> None:
+        reported = self._partial if self._finishing is None else self._finishing
         self.shards_done += 1
-        self.bar.update(max(0, rows - self._partial))
-        self._partial = 0
+        self.bar.update(max(0, rows - reported))
+        self._partial, self._finishing = self._partial - reported, None
         self.bar.set_postfix_str(self._postfix())
 
     def complete(self) -> None:
@@ -193,10 +199,38 @@ class OnRay(Executor):
 
     def map(self, fn: Callable, units: Iterable[tuple], *, cpus: int = 1, gpus: int = 0,
             progress: ShardProgress | None = None) -> Iterator[Any]:
-        from xmine.cluster import remote, run_tasks
+        """Each unit a task; with `progress`, the rows the tasks report (`on_rows`) reach the bar
+        as they go, gathered by a `RowCounter` actor, and each is counted once."""
+        import ray
+
+        from xmine.cluster import ReportRows, RowCounter, get, remote, run_tasks
 
         task = remote(fn, num_cpus=cpus, num_gpus=gpus)
-        return run_tasks(task.remote(*unit) for unit in units)
+        if progress is None:
+            yield from (result for _, result in run_tasks(task.remote(*unit) for unit in units))
+            return
+        counter = ray.remote(num_cpus=0)(RowCounter).remote()
+        reported, task_of = {}, {}
+
+        def submit():
+            for t, unit in enumerate(units):
+                ref = task.remote(*unit, on_rows=ReportRows(counter, t))
+                reported[t], task_of[ref] = 0, t
+                yield ref
+
+        def take():
+            for t, rows in get(counter.take.remote()).items():
+                if t in reported:  # (a task re-run after its worker died reports its rows again)
+                    reported[t] += rows
+                    progress.partial(rows)
+
+        try:
+            for ref, result in run_tasks(submit(), poll=take):
+                take()
+                progress.finishing(reported.pop(task_of.pop(ref)))
+                yield result
+        finally:
+            ray.kill(counter)
 
     def actor_pool(self, make: Callable, make_kwargs: dict, *, actors: int = 1, here: Callable | None = None,
                    cpus: int = 1, gpus: int = 0) -> "RayPool":

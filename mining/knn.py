@@ -109,8 +109,10 @@ def exact_knn_both(
         raise ValueError(f"workers must be >= 1 (got {workers})")
     kx, ky = min(k, m), min(k, n)
     tr = _whole_blocks(tile_rows or TILE_BLOCKS_ROWS * block_rows, block_rows)
-    wide = m if executor.slots() == 1 else TILE_BLOCKS_COLS * block_cols
-    tc = _whole_blocks(tile_cols or wide, block_cols)
+    if tile_cols:
+        tc = _whole_blocks(tile_cols, block_cols)
+    else:  # one unit at a time: all of y, whose y->x lists the unit keeps across its row blocks
+        tc = m if executor.slots() == 1 else _whole_blocks(TILE_BLOCKS_COLS * block_cols, block_cols)
     tiles = [(i0, min(i0 + tr, n), j0, min(j0 + tc, m)) for i0 in range(0, n, tr) for j0 in range(0, m, tc)]
 
     fwd_s = np.full((n, kx), -np.inf, dtype=np.float32)

@@ -264,6 +264,18 @@ def test_a_damaged_tile_is_recomputed_never_read(tmp_path, caplog, damage):
         np.testing.assert_array_equal(r, g)
 
 
+def test_in_this_process_a_tile_is_a_stripe_of_rows_against_all_of_y(monkeypatch):
+    import xmine.mining.knn as knn
+
+    ran, real = [], knn.tile_knn
+    monkeypatch.setattr(knn, "tile_knn", lambda *a, **kw: (ran.append(a[2:6]), real(*a, **kw))[1])
+    rng = np.random.default_rng(9)
+    x, y = rng.standard_normal((300, 8)).astype(np.float32), rng.standard_normal((5000, 8)).astype(np.float32)
+    knn.exact_knn_both(x, y, 4, block_rows=64, block_cols=4096)  # y: more than one block, not two
+    knn.exact_knn_both(x, y, 4, block_rows=64, block_cols=4096, tile_rows=128)
+    assert ran == [(0, 300, 0, 5000), (0, 128, 0, 5000), (128, 256, 0, 5000), (256, 300, 0, 5000)]
+
+
 def test_workers_share_row_blocks_without_changing_neighbours():
     rng = np.random.default_rng(8)
     x = rng.standard_normal((700, 16)).astype(np.float32)

@@ -14,7 +14,7 @@ units run: a step asks it only how to size them (`slots`, `unit_threads`, `gpus`
   threads itself (BLAS, FAISS's OpenMP, torch), and reports its rows as it goes (`on_rows`).
 - `OnRay()`: each unit a Ray task of `cpus` CPUs (or one GPU), at most a window in flight
   (`xmine.cluster.run_tasks`), or a call on a pool of actors that keep a loaded model
-  (`map_actors`); a task whose worker died is re-run, a dead actor restarted. Connect first
+  (`actor_pool`); a task whose worker died is re-run, a dead actor restarted. Connect first
   (`xmine.cluster.connect`).
 
 A unit function takes its unit's arguments and a keyword `on_rows` (a callback of a row count,
@@ -117,27 +117,15 @@ class Executor:
     def map(self, fn: Callable, units: Iterable[tuple], *, cpus: int = 1, gpus: int = 0,
             progress: ShardProgress | None = None) -> Iterator[Any]:
         """`fn(*unit)` for every unit, results as they finish."""
-        on_rows = progress.partial if progress is not None else None
-        for unit in units:
-            yield fn(*unit, on_rows=on_rows)
+        return LocalPool(fn).map(units, progress=progress)
 
     def actor_pool(self, make: Callable, make_kwargs: dict, *, actors: int = 1, here: Callable | None = None,
                    cpus: int = 1, gpus: int = 0) -> "LocalPool":
         """Workers that keep a loaded model for many calls: `make(**make_kwargs)` built once per
         actor, or `here()`, the worker built from what this process holds already (the loaded
         model), where the units run here. `pool.map(units)` gives `worker(*unit)` for every unit,
-        results as they finish; `pool.close()` ends it."""
+        results as they finish; `pool.close()` (or the end of `with pool`) ends it."""
         return LocalPool(here() if here is not None else make(**make_kwargs))
-
-    def map_actors(self, make: Callable, make_kwargs: dict, units: Iterable[tuple], *, actors: int = 1,
-                   here: Callable | None = None, cpus: int = 1, gpus: int = 0,
-                   progress: ShardProgress | None = None) -> Iterator[Any]:
-        """`actor_pool(...).map(units)`, the pool closed at the end."""
-        pool = self.actor_pool(make, make_kwargs, actors=actors, here=here, cpus=cpus, gpus=gpus)
-        try:
-            yield from pool.map(units, progress=progress)
-        finally:
-            pool.close()
 
 
 class LocalPool:
@@ -152,6 +140,12 @@ class LocalPool:
 
     def close(self) -> None:
         pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 LOCAL = Executor()
@@ -237,7 +231,7 @@ class OnRay(Executor):
         return RayPool(make, make_kwargs, actors=actors, cpus=cpus, gpus=gpus)
 
 
-class RayPool:
+class RayPool(LocalPool):
     """`actors` Ray actors, each holding one `make(**make_kwargs)` worker for its whole life; an
     actor that dies is restarted (its worker made again) and its unit re-run."""
 

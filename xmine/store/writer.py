@@ -336,11 +336,12 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
         log.warning(f"fewer than {2 * actors} shards of {shard_rows} rows for {actors} encoder actor(s): the last "
                     "shards run while actors idle; a --shard-rows of a fraction of the corpus balances the work")
     desc = f"embed {job.input_path.name}" + (f" ({executor.name}, {actors} actors)" if actors > 1 else "")
-    with ShardProgress(shards=None, rows=job.reader.count, desc=desc, unit=" lines", enabled=show_progress) as bar:
-        for result in executor.map_actors(ShardWriter.on_worker, remote_kwargs, units(bar), actors=actors,
-                                          here=lambda: ShardWriter(**settings, encoder=job.encoder,
-                                                                   projection=job.projection),
-                                          cpus=0 if use_gpu else ACTOR_THREADS, gpus=int(use_gpu), progress=bar):
+    pool = executor.actor_pool(ShardWriter.on_worker, remote_kwargs, actors=actors, gpus=int(use_gpu),
+                               cpus=0 if use_gpu else ACTOR_THREADS,
+                               here=lambda: ShardWriter(**settings, encoder=job.encoder, projection=job.projection))
+    with pool, ShardProgress(shards=None, rows=job.reader.count, desc=desc, unit=" lines",
+                             enabled=show_progress) as bar:
+        for result in pool.map(units(bar), progress=bar):
             finished[result.index], encoded[result.index] = result.record, result
             save_progress()
             info.encoded += result.record.rows

@@ -8,9 +8,9 @@ its true top-k, ties to the lower index, so the lists, and the mined TSV, are by
 whatever the tiling and wherever the units run (tests/test_ray.py).
 
 The executor (`xmine.executor`) runs the units: where one unit runs at a time (this process) it
-uses every thread and a tile spans all of y, a stripe of x rows over which one product keeps its
-y->x state; where several run at once (a Ray cluster), tiles are TILE_BLOCKS_ROWS x
-TILE_BLOCKS_COLS blocks of one CPU each. A unit reads its own rows (a store's row view travels
+uses every thread and a tile spans all of y, a stripe of STRIPE_BLOCKS_ROWS blocks of x rows
+over which one product keeps its y->x state; where several run at once (a Ray cluster), tiles
+are TILE_BLOCKS_ROWS x TILE_BLOCKS_COLS blocks of one CPU each. A unit reads its own rows (a store's row view travels
 as paths and row ids), so the driver holds the (n + m) x k results and never a side.
 
 With `checkpoint_dir`, each finished tile is saved (12 * k * (tile rows + tile columns) bytes)
@@ -44,6 +44,10 @@ log = logging.getLogger("xmine.mining")
 #: 100k rows a side (32 x 1024 by 16 x 4096 = 32,768 x 65,536 rows).
 TILE_BLOCKS_ROWS = 32
 TILE_BLOCKS_COLS = 16
+#: Stripe rows where one unit runs at a time, in blocks: each stripe starts its y->x lists, their
+#: floors and their rescoring afresh, which cost 10-25% more time than one product at 65k x 65k
+#: in stripes of 32 blocks (2 cores, busy); 128 blocks keep up to 131k rows one product.
+STRIPE_BLOCKS_ROWS = 128
 
 
 def tile_knn(x, y, i0: int, i1: int, j0: int, j1: int, k: int, block_rows: int, block_cols: int,
@@ -108,11 +112,13 @@ def exact_knn_both(
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be >= 1 (got {workers})")
     kx, ky = min(k, m), min(k, n)
-    tr = _whole_blocks(tile_rows or TILE_BLOCKS_ROWS * block_rows, block_rows)
+    one_at_a_time = executor.slots() == 1  # then a tile is a stripe: all of y, with every thread
+    tr = _whole_blocks(tile_rows or (STRIPE_BLOCKS_ROWS if one_at_a_time else TILE_BLOCKS_ROWS) * block_rows,
+                       block_rows)
     if tile_cols:
         tc = _whole_blocks(tile_cols, block_cols)
-    else:  # one unit at a time: all of y, whose y->x lists the unit keeps across its row blocks
-        tc = m if executor.slots() == 1 else _whole_blocks(TILE_BLOCKS_COLS * block_cols, block_cols)
+    else:  # the unit keeps its y->x lists across its row blocks
+        tc = m if one_at_a_time else _whole_blocks(TILE_BLOCKS_COLS * block_cols, block_cols)
     tiles = [(i0, min(i0 + tr, n), j0, min(j0 + tc, m)) for i0 in range(0, n, tr) for j0 in range(0, m, tc)]
 
     fwd_s = np.full((n, kx), -np.inf, dtype=np.float32)

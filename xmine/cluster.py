@@ -1,16 +1,17 @@
 """The Ray calls: connect to a cluster, run functions as tasks, collect their results.
 
 `--ray` on embed, build-index, mine and train runs the same per-unit functions as one process
-does; `xmine.executor.OnRay` schedules them through this module. It imports `ray` inside its functions, so the core works without the `ray` extra
-(`pip install 'xmine[ray]'`).
+does; `xmine.executor.OnRay` schedules them through this module. It imports `ray` inside its
+functions, so the core works without the `ray` extra (`pip install 'xmine[ray]'`).
 
 - `connect(address)`: `"auto"` joins the cluster this machine belongs to (`ray start` here, or
   `RAY_ADDRESS`) and otherwise starts a local one with this machine's CPUs; any other value is a
   cluster address (`host:6379` or `ray://host:10001`). A process that already called
   `ray.init` (a test session, a notebook) keeps its cluster.
 - `run_tasks`: submit remote calls, yield their results as they finish (so the driver writes a
-  checkpoint after each); a `RowCounter` takes the rows the tasks report as they go. Ray re-runs a task whose worker died (`max_retries`); an error raised
-  by the task itself is not retried and reaches the driver as the original exception.
+  checkpoint after each); a `RowCounter` takes the rows the tasks report as they go. Ray re-runs
+  a task whose worker died (`max_retries`); an error raised by the task itself is not retried
+  and reaches the driver as the original exception.
 - `cluster_resources`: CPUs and GPUs the cluster offers, to size actor pools.
 
 Workers must see the same paths as the driver (a shared file system, as on a SLURM cluster or a

@@ -58,8 +58,8 @@ class _Worker:
 
 def test_local_actors_build_their_worker_once():
     _Worker.made = 0
-    with LOCAL.actor_pool(_Worker, {"offset": 5}) as pool:
-        assert list(pool.map([(1,), (2,), (3,)])) == [6, 7, 8]
+    pool = LOCAL.actor_pool(_Worker, {"offset": 5})
+    assert list(pool.map([(1,), (2,), (3,)])) == [6, 7, 8]
     assert _Worker.made == 1
 
 

@@ -124,7 +124,7 @@ class Executor:
         """Workers that keep a loaded model for many calls: `make(**make_kwargs)` built once per
         actor, or `here()`, the worker built from what this process holds already (the loaded
         model), where the units run here. `pool.map(units)` gives `worker(*unit)` for every unit,
-        results as they finish; `pool.close()` (or the end of `with pool`) ends it."""
+        results as they finish; `pool.close()` ends it."""
         return LocalPool(here() if here is not None else make(**make_kwargs))
 
 
@@ -140,12 +140,6 @@ class LocalPool:
 
     def close(self) -> None:
         pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 LOCAL = Executor()
@@ -201,8 +195,7 @@ class OnRay(Executor):
 
         task = remote(fn, num_cpus=cpus, num_gpus=gpus)
         if progress is None:
-            yield from (result for _, result in run_tasks(task.remote(*unit) for unit in units))
-            return
+            progress = ShardProgress(shards=None, rows=0, desc="", enabled=False)  # (counts, never shown)
         counter = ray.remote(num_cpus=0)(RowCounter).remote()
         reported, task_of = {}, {}
 

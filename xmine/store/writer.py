@@ -339,7 +339,7 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
     pool = executor.actor_pool(ShardWriter.on_worker, remote_kwargs, actors=actors, gpus=int(use_gpu),
                                cpus=0 if use_gpu else ACTOR_THREADS,
                                here=lambda: ShardWriter(**settings, encoder=job.encoder, projection=job.projection))
-    with pool, ShardProgress(shards=None, rows=job.reader.count, desc=desc, unit=" lines",
+    with contextlib.closing(pool), ShardProgress(shards=None, rows=job.reader.count, desc=desc, unit=" lines",
                              enabled=show_progress) as bar:
         for result in pool.map(units(bar), progress=bar):
             finished[result.index], encoded[result.index] = result.record, result

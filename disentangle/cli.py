@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from xmine.cluster import connect, ray_option
+from xmine.cluster import ray_option
 from xmine.corpus import read_corpus, truncate_for_encoding
 from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
 from xmine.mining.langid import UNKNOWN, TrustRule, identify_by_projection
@@ -17,8 +17,9 @@ from xmine.disentangle.st_export import export_portable
 from xmine.disentangle.trainer import TrainConfig, train
 from xmine.embed_cache import cached_encode
 from xmine.encoders import DEFAULT_ENCODER, load_encoder
-from xmine.encoders.ray_pool import RayPoolEncoder
+from xmine.encoders.pool import PoolEncoder
 from xmine.errors import ConfigError
+from xmine.executor import executor_for
 from xmine.langs import is_known_lang, normalize_lang
 from xmine.disentangle.massive import locate
 from xmine.mining.langid import LID_BACKENDS, identify as identify_by_library, supported_languages
@@ -156,11 +157,9 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
                              max_epochs=max_epochs, patience=patience, valid_fraction=valid_fraction,
                              max_pairs_per_lang=max_pairs_per_lang, langs=_split_langs(langs), seed=seed)
     config.check()
-    # With --ray the actors load it.
-    enc = load_encoder(encoder, precision=precision, runtime=runtime, lazy=ray_address is not None)
-    if ray_address is not None:
-        connect(ray_address)
-        enc = RayPoolEncoder(enc)
+    enc = load_encoder(encoder, precision=precision, runtime=runtime, lazy=ray_address is not None)  # Ray actors load it
+    if ray_address is not None:  # encoded on the cluster's workers (`xmine.executor`)
+        enc = PoolEncoder(enc, executor_for(ray_address))
     cfg = run(data, out_dir, encoder=enc, config=config, restart=restart, show_progress=not quiet, threads=threads,
               overwrite=overwrite).config
     if method == "fmda":

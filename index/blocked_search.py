@@ -133,7 +133,7 @@ def search_blocks(open_shard, n_shards: int, queries, k: int, *, executor: Execu
     if not blocks:
         return out_s, out_i
     runs = -(-len(blocks) * block // QUERIES_PER_UNIT)
-    if executor.distributed:  # enough units to keep the cluster busy
+    if executor.slots(gpu=use_gpu) > 1:  # enough units to keep every slot busy
         runs = max(runs, -(-2 * executor.slots(gpu=use_gpu) // n_shards))
     groups = [[int(q) for q in g] for g in np.array_split(np.asarray(blocks), min(len(blocks), runs))]
     opener, shared = executor.share(open_shard), executor.share(queries)
@@ -142,7 +142,7 @@ def search_blocks(open_shard, n_shards: int, queries, k: int, *, executor: Execu
     todo_rows = sum(min(block, nq - q0) for q0 in blocks)
     with ShardProgress(shards=len(groups) * n_shards, rows=todo_rows * n_shards, desc=desc, unit=" queries",
                        enabled=show_progress) as bar:
-        for s, found in executor.map(search_unit, units, gpus=int(use_gpu and executor.distributed), progress=bar):
+        for s, found in executor.map(search_unit, units, gpus=int(use_gpu), progress=bar):
             for q0, sims, rows in found:
                 q1 = q0 + len(sims)
                 out_s[q0:q1], out_i[q0:q1] = merge_topk([out_s[q0:q1], sims], [out_i[q0:q1], rows], k)

@@ -64,7 +64,7 @@ class IndexConfig:
             raise ConfigError(f"memory_budget must be > 0 bytes (got {self.memory_budget!r})")
 
 
-#: Rows per add unit on a cluster when the index is kept as one shard (pieces merged at the end).
+#: Rows per add unit when the index is kept as one shard (the pieces merged in row order).
 ADD_PIECE_ROWS = 262_144
 
 
@@ -92,10 +92,10 @@ def build_index(
     As autofaiss and stopes do, on any `executor` (`xmine.executor`; the same directory here and
     on Ray): the index is trained in ONE unit on a seeded sample (`train_index`), then rows are
     added in units (`add_unit`), each on a copy of the trained index. With `shard_rows`, each unit
-    writes its shard (searched as one, like faiss's IndexShards). Without, on a cluster the rows
-    are added in pieces of ADD_PIECE_ROWS merged in row order into one index (`merge_pieces`),
-    which holds the same lists in the same order as adding every row to one index; HNSW graphs
-    cannot be merged, so a graph is built by one unit.
+    writes its shard (searched as one, like faiss's IndexShards). Without, the rows are added in
+    pieces of ADD_PIECE_ROWS, each merged into one index as soon as the pieces before it are
+    (`merge_piece`), which then holds the same lists in the same order as adding every row to one
+    index; HNSW graphs cannot be merged, so a graph is built by one unit.
 
     An existing `out_dir` is replaced only when it is an xmine index and `overwrite` is given
     (`xmine.artefacts.atomic_dir`); callers that take user paths claim it first
@@ -109,7 +109,7 @@ def build_index(
     if n_text != n or len(line_numbers) != n:
         raise ConfigError(f"{n} embeddings but {n_text} sentences / {len(line_numbers)} line numbers")
     use_gpu = config.gpu and units_use_gpus(executor)
-    gpus = int(use_gpu and executor.distributed)
+    gpus = int(use_gpu)
     choice, shard_rows = resolve_choice(n, dim, config, use_gpu)
 
     rows = executor.share(embeddings)
@@ -117,22 +117,24 @@ def build_index(
     training = Training(factory=choice.factory, size=choice.train_size, seed=config.seed, gpu=use_gpu)
     trained = executor.call(with_threads, threads, train_index, training, rows, cpus=threads, gpus=gpus)
     plan = shard_plan(n, shard_rows)
-    merged = executor.distributed and config.shard_rows is None and choice.kind != "hnsw" and n > ADD_PIECE_ROWS
+    merged = config.shard_rows is None and choice.kind != "hnsw" and n > ADD_PIECE_ROWS
     pieces = shard_plan(n, ADD_PIECE_ROWS) if merged else plan
     with atomic_dir(out_dir, kind=KIND, overwrite=overwrite) as tmp:
         trained_ref = executor.share(trained)
         units = ((trained_ref, rows, p, start, stop, config.add_batch, use_gpu,
                   None if merged else str(tmp / shard_name(p))) for p, (start, stop) in enumerate(pieces))
-        blobs: dict[int, bytes] = {}
+        index, next_piece, waiting = None, 0, {}  # pieces 0..next_piece-1 merged; later ones waiting
         # `with`: the bar ends its line before an error is printed, so the error stays one line.
         with ShardProgress(shards=len(pieces), rows=n, desc=f"indexing ({choice.factory}, {executor.name})",
                            unit=" vec", enabled=show_progress) as bar:
             for p, count, blob in executor.map(add_unit, units, gpus=gpus, progress=bar):
-                if blob is not None:
-                    blobs[p] = blob
+                if merged:  # in row order, each piece as soon as those before it are
+                    waiting[p] = blob
+                    while next_piece in waiting:
+                        index, next_piece = merge_piece(index, waiting.pop(next_piece)), next_piece + 1
                 bar.done(count)
         if merged:
-            faiss.write_index(merge_pieces([blobs.pop(p) for p in range(len(pieces))]), str(tmp / shard_name(0)))
+            faiss.write_index(index, str(tmp / shard_name(0)))
         write_index_files(tmp, plan, sentences=sentences, line_numbers=line_numbers, sentence_index=sentence_index,
                           encoder=encoder, projection=projection, part=part, lang=lang, dim=dim, choice=choice,
                           use_gpu=use_gpu, source=source, config=config)
@@ -251,21 +253,19 @@ def add_unit(trained: bytes, rows, piece: int, start: int, stop: int, add_batch:
     return piece, stop - start, bytes(faiss.serialize_index(index))
 
 
-def merge_pieces(pieces: list[bytes]):
-    """One index holding the pieces' vectors in piece order (ids shifted to follow each other)."""
+def merge_piece(dst, piece: bytes):
+    """`dst` (None before the first piece) with the serialised piece's vectors after its own (ids
+    shifted to follow them)."""
     import faiss
 
-    def load(b):
-        return faiss.deserialize_index(np.frombuffer(b, dtype=np.uint8))
-
-    dst = load(pieces[0])
-    for b in pieces[1:]:
-        src = load(b)
-        try:
-            ivf_dst, ivf_src = faiss.extract_index_ivf(dst), faiss.extract_index_ivf(src)
-        except RuntimeError:  # not IVF (Flat): plain concatenation of codes
-            dst.merge_from(src)
-            continue
+    src = faiss.deserialize_index(np.frombuffer(piece, dtype=np.uint8))
+    if dst is None:
+        return src
+    try:
+        ivf_dst, ivf_src = faiss.extract_index_ivf(dst), faiss.extract_index_ivf(src)
+    except RuntimeError:  # not IVF (Flat): plain concatenation of codes
+        dst.merge_from(src)
+    else:
         ivf_dst.merge_from(ivf_src, ivf_dst.ntotal)
         dst.ntotal = ivf_dst.ntotal  # an OPQ wrapper counts its own rows
     return dst

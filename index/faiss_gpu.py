@@ -26,9 +26,10 @@ def gpu_count() -> int:
 
 
 def units_use_gpus(executor) -> bool:
-    """Whether FAISS work units run on GPUs: the cluster's when `executor` is distributed (the
+    """Whether FAISS work units run on GPUs: the cluster's when `executor` knows them (the
     driver's own GPUs do not count there), else this machine's."""
-    return (executor.gpus() if executor.distributed else gpu_count()) > 0
+    gpus = executor.gpus()
+    return (gpu_count() if gpus is None else gpus) > 0
 
 
 def to_gpu(index):

@@ -82,7 +82,7 @@ def mine(config: MineConfig, *, show_progress: bool = True) -> dict:
     temporary folder, removed when the run ends; its URL is what the outputs record.
 
     `search.ray`: None runs in this process; "auto" or a cluster address runs the kNN search's
-    units as Ray tasks (`xmine.executor`; exact: tiles of the product, `xmine.mining.knn_tiles`;
+    units as Ray tasks (`xmine.executor`; exact: tiles of the product, `xmine.mining.knn`;
     approximate and an index side: index shards x query blocks), with byte-identical output.
 
     `selection.threshold` "default": mine with the calibrated threshold of the space mined in (the

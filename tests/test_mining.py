@@ -198,42 +198,85 @@ def test_float16_input_gives_same_neighbours():
         np.testing.assert_array_equal(u, v)
 
 
-@pytest.mark.parametrize("product", ["fp32", "bf16"])
-def test_checkpoint_resume_gives_identical_results(tmp_path, product, caplog, monkeypatch):
+class _Killed(Exception):
+    pass
+
+
+def test_checkpoint_resume_gives_identical_results(tmp_path, caplog, monkeypatch):
     import xmine.mining.knn as knn
 
     rng = np.random.default_rng(6)
     x = rng.standard_normal((500, 16)).astype(np.float32)
     y = rng.standard_normal((400, 16)).astype(np.float32)
-    ref = exact_knn_both(x, y, 4, block_rows=100, product=product)
-    ck = tmp_path / "ck"
-    exact_knn_both(x[:300], y, 4, block_rows=100, checkpoint_dir=ck, checkpoint_key="a", checkpoint_seconds=0,
-                   product=product)
-    # Same key, full x: resumes after the 300 rows already done (as after a crash at row 300),
-    # so only rows 300.. are read again.
-    read = []
-    real = knn.as_f32
+    ref = exact_knn_both(x, y, 4, block_rows=100)
+    ck, tiles = tmp_path / "ck", dict(block_rows=100, block_cols=100, tile_rows=200, tile_cols=300)
+    real = knn.tile_knn
+    ran, stop_at = [], [3]
 
-    def spy(rows):  # the x rows a block reads: a slice of x, found by its address
-        if isinstance(rows, np.ndarray) and rows.base is x:
-            i = (rows.__array_interface__["data"][0] - x.__array_interface__["data"][0]) // x.strides[0]
-            read.append((i, i + len(rows)))
-        return real(rows)
+    def tile_knn(*a, **kw):
+        ran.append(a[2:6])
+        if len(ran) in stop_at:
+            raise _Killed  # the run stops in its third tile
+        return real(*a, **kw)
 
-    monkeypatch.setattr(knn, "as_f32", spy)
-    got = exact_knn_both(x, y, 4, block_rows=100, checkpoint_dir=ck, checkpoint_key="a", checkpoint_seconds=0,
-                         product=product)
-    monkeypatch.undo()
+    monkeypatch.setattr(knn, "tile_knn", tile_knn)
+    with pytest.raises(_Killed):
+        exact_knn_both(x, y, 4, checkpoint_dir=ck, checkpoint_key="a", **tiles)
+    assert len(list(ck.glob("tile_*.npz"))) == 2
+    stop_at.clear()
+    # Same key, full x, another product: only the tiles not saved are computed (exact scores do
+    # not depend on the product).
+    ran.clear()
+    got = exact_knn_both(x, y, 4, checkpoint_dir=ck, checkpoint_key="a", product="bf16", **tiles)
     assert "damaged" not in caplog.text
-    assert sorted(i for i, j in read if j - i <= 100) == [300, 400]  # x's row blocks read
+    assert ran == [(200, 400, 0, 300), (200, 400, 300, 400), (400, 500, 0, 300), (400, 500, 300, 400)]
     for r, g in zip(ref, got):
         np.testing.assert_array_equal(r, g)
-    # Another key: the old state is discarded, results still right.
-    got = exact_knn_both(x, y, 4, block_rows=100, checkpoint_dir=ck, checkpoint_key="b", checkpoint_seconds=0)
-    np.testing.assert_array_equal(ref[1], got[1])
+    # Another key: the old tiles are discarded, results still right.
+    ran.clear()
+    got = exact_knn_both(x, y, 4, checkpoint_dir=ck, checkpoint_key="b", **tiles)
+    assert len(ran) == 6
+    for r, g in zip(ref, got):
+        np.testing.assert_array_equal(r, g)
 
 
-def test_workers_share_row_blocks_without_changing_neighbours(tmp_path):
+@pytest.mark.parametrize("damage", ["garbled", "indices out of the tile", "truncated lists"])
+def test_a_damaged_tile_is_recomputed_never_read(tmp_path, caplog, damage):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((300, 16)).astype(np.float32)
+    y = rng.standard_normal((200, 16)).astype(np.float32)
+    ck, tiles = tmp_path / "ck", dict(block_rows=50, block_cols=50, tile_rows=100, tile_cols=100)
+    ref = exact_knn_both(x, y, 4, checkpoint_dir=ck, **tiles)
+    path = sorted(ck.glob("tile_*.npz"))[1]
+    if damage == "garbled":
+        path.write_bytes(b"PK\x03\x04 not a zip")
+    else:
+        with np.load(path) as z:
+            saved = dict(z)
+        if damage.startswith("indices"):
+            saved["fi"] = saved["fi"] + 1000
+        else:
+            saved["bs"], saved["bi"] = saved["bs"][:-1], saved["bi"][:-1]
+        np.savez(path, **saved)
+    got = exact_knn_both(x, y, 4, checkpoint_dir=ck, **tiles)
+    assert f"{path}: damaged mining checkpoint" in caplog.text and "recomputing" in caplog.text
+    for r, g in zip(ref, got):
+        np.testing.assert_array_equal(r, g)
+
+
+def test_in_this_process_a_tile_is_a_stripe_of_rows_against_all_of_y(monkeypatch):
+    import xmine.mining.knn as knn
+
+    ran, real = [], knn.tile_knn
+    monkeypatch.setattr(knn, "tile_knn", lambda *a, **kw: (ran.append(a[2:6]), real(*a, **kw))[1])
+    rng = np.random.default_rng(9)
+    x, y = rng.standard_normal((300, 8)).astype(np.float32), rng.standard_normal((5000, 8)).astype(np.float32)
+    knn.exact_knn_both(x, y, 4, block_rows=64, block_cols=4096)  # y: more than one block, not two
+    knn.exact_knn_both(x, y, 4, block_rows=64, block_cols=4096, tile_rows=128)
+    assert ran == [(0, 300, 0, 5000), (0, 128, 0, 5000), (128, 256, 0, 5000), (256, 300, 0, 5000)]
+
+
+def test_workers_share_row_blocks_without_changing_neighbours():
     rng = np.random.default_rng(8)
     x = rng.standard_normal((700, 16)).astype(np.float32)
     y = rng.standard_normal((650, 16)).astype(np.float32)
@@ -241,20 +284,15 @@ def test_workers_share_row_blocks_without_changing_neighbours(tmp_path):
     three = exact_knn_both(x, y, 4, block_rows=64, block_cols=100, workers=3)
     for a, b in zip(one, three):
         np.testing.assert_array_equal(a, b)  # scores are canonical: no BLAS rounding to tolerate
-    # A run checkpointed with 3 workers resumes with 1 (the saved y->x state is the merged one).
-    ck = tmp_path / "ck"
-    exact_knn_both(x[:320], y, 4, block_rows=64, block_cols=100, workers=3, checkpoint_dir=ck,
-                   checkpoint_key="a", checkpoint_seconds=0)
-    got = exact_knn_both(x, y, 4, block_rows=64, block_cols=100, workers=1, checkpoint_dir=ck,
-                         checkpoint_key="a", checkpoint_seconds=0)
-    np.testing.assert_array_equal(one[1], got[1])
-    np.testing.assert_array_equal(one[3], got[3])
     with pytest.raises(ValueError, match="workers"):
         exact_knn_both(x, y, 4, workers=0)
 
 
-def test_merge_states_keeps_best_then_lowest_index():
-    from xmine.mining.knn import _merge_states
+def test_merged_worker_lists_keep_best_then_lowest_index():
+    from xmine.mining.knn_product import _merged_cols
+
+    def _merge_states(states):
+        return _merged_cols(states, 0, len(states[0][0]))
 
     a = (np.array([[0.9, 0.5, -np.inf]], np.float32), np.array([[7, 3, -1]]))
     b = (np.array([[0.9, 0.8, 0.5]], np.float32), np.array([[2, 9, 1]]))

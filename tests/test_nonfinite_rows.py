@@ -1,4 +1,4 @@
-"""A NaN row is reported by side and by its row in the whole side, also from a Ray tile."""
+"""A NaN row is reported by side and by its row in the whole side, also from a tile of the product."""
 
 import pickle
 
@@ -7,7 +7,7 @@ import pytest
 
 from xmine.errors import NonFiniteRowError
 from xmine.mining.knn import exact_knn_both
-from xmine.mining.knn_tiles import tile_knn
+from xmine.mining.knn import tile_knn
 
 
 def _unit(n, seed):
@@ -24,7 +24,7 @@ def test_exact_search_names_the_side_and_row(side, row):
     assert (e.value.side, e.value.row) == (side, row)
 
 
-def test_a_ray_tile_reports_the_row_of_the_whole_side():
+def test_a_tile_reports_the_row_of_the_whole_side():
     x, y = _unit(20, 0), _unit(40, 1)
     y[33, 0] = np.nan
     with pytest.raises(NonFiniteRowError) as e:

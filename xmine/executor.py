@@ -1,18 +1,20 @@
 """Where a step's work units run: in this process, or as tasks on a Ray cluster.
 
-A step (a tile of the exact product, rows added to an index shard, a run of query blocks
+A step (a tile of the exact product, rows added to an index piece, a run of query blocks
 searched in one shard, a shard of a corpus embedded) is a plain function over one work unit. The
 step lists its units, leaves out those its checkpoint already holds, hands the rest to an
 executor and merges each result as it arrives, checkpointing it. Results may arrive in any order:
 every merge is order-independent (`xmine.topk.merge_topk` keeps one canonical order; shards are
 recorded by index). So the same step gives the same bytes here and on a cluster, as in Ray Data
-and autofaiss, where the engine only schedules.
+and autofaiss, where the engine only schedules. This module is the only one that knows where
+units run: a step asks it only how to size them (`slots`, `unit_threads`, `gpus`,
+`model_actors`); docs/development.md draws the shape.
 
 - `LOCAL`: the units one after another, in order, in this process. A unit uses the machine's
   threads itself (BLAS, FAISS's OpenMP, torch), and reports its rows as it goes (`on_rows`).
 - `OnRay()`: each unit a Ray task of `cpus` CPUs (or one GPU), at most a window in flight
   (`xmine.cluster.run_tasks`), or a call on a pool of actors that keep a loaded model
-  (`map_actors`); a task whose worker died is re-run, a dead actor restarted. Connect first
+  (`actor_pool`); a task whose worker died is re-run, a dead actor restarted. Connect first
   (`xmine.cluster.connect`).
 
 A unit function takes its unit's arguments and a keyword `on_rows` (a callback of a row count,
@@ -30,15 +32,15 @@ import numpy as np
 class ShardProgress:
     """Progress of a step: rows (or pairs, queries) with rate and ETA, and "shards d/n" beside it.
 
-    `partial(rows)` as a unit goes (this process), `done(rows)` when a unit is finished: the bar
-    then counts what the unit did not report itself."""
+    `partial(rows)` as a unit goes (`on_rows`, here or from a Ray task), `done(rows)` when a unit is
+    finished: the bar then counts what the unit did not report itself."""
 
     def __init__(self, *, shards: int | None, rows: int, desc: str, unit: str = " sentences", enabled: bool = True,
                  shards_done: int = 0, rows_done: int = 0):
         """`shards`: how many units there are, None when a stream's count is not known up front."""
         from tqdm.auto import tqdm
 
-        self.shards, self.shards_done, self._partial = shards, shards_done, 0
+        self.shards, self.shards_done, self._partial, self._finishing = shards, shards_done, 0, None
         self.start = time.perf_counter()
         self.bar = tqdm(total=rows, initial=rows_done, desc=desc, unit=unit, disable=not enabled,
                         dynamic_ncols=True, smoothing=0.1)
@@ -51,10 +53,16 @@ class ShardProgress:
         self._partial += rows
         self.bar.update(rows)
 
+    def finishing(self, reported: int) -> None:
+        """The next `done` is of a unit that reported `reported` rows (where several run at once;
+        else a finished unit reported every partial row so far)."""
+        self._finishing = reported
+
     def done(self, rows: int) -> None:
+        reported = self._partial if self._finishing is None else self._finishing
         self.shards_done += 1
-        self.bar.update(max(0, rows - self._partial))
-        self._partial = 0
+        self.bar.update(max(0, rows - reported))
+        self._partial, self._finishing = self._partial - reported, None
         self.bar.set_postfix_str(self._postfix())
 
     def complete(self) -> None:
@@ -74,21 +82,23 @@ class ShardProgress:
 class Executor:
     """Runs a step's units (see the module doc). `LOCAL` is this process; `OnRay` a cluster."""
 
-    #: True when units run in other processes (they then read rows by path or from the object store)
-    distributed = False
     name = "local"
 
     def share(self, value: Any) -> Any:
         """What the units receive for a large argument passed to many of them."""
         return value
 
-    def gpus(self) -> int:
-        """GPUs the units can use (0 here: local GPU use is the step's own choice)."""
-        return 0
+    def gpus(self) -> int | None:
+        """GPUs the units can use (None here: the step counts this machine's own)."""
+        return None
 
     def slots(self, *, gpu: bool = False) -> int:
-        """Units that run at once."""
+        """Units that run at once (one here, using the machine's threads)."""
         return 1
+
+    def unit_threads(self, cpus: int) -> int | None:
+        """Threads a unit given `cpus` CPUs may use (None here: the machine's)."""
+        return None
 
     def node_cpus(self) -> int | None:
         """Threads of the largest machine, for a unit that must use as many as one process there
@@ -98,10 +108,7 @@ class Executor:
     def model_actors(self, threads: int) -> tuple[int, bool]:
         """(actors, on GPUs) for a pool of workers holding a model: one per GPU when there are
         GPUs, else one per `threads` CPUs (one here, using the machine's threads itself)."""
-        if not self.distributed:
-            return 1, False
-        gpus = self.gpus()
-        return (gpus, True) if gpus >= 1 else (max(1, self.slots() // threads), False)
+        return 1, False
 
     def call(self, fn: Callable, *args, cpus: int | None = None, gpus: int = 0) -> Any:
         """`fn(*args)` as one unit; `cpus`: the threads it may use (None: all of this machine's)."""
@@ -110,15 +117,29 @@ class Executor:
     def map(self, fn: Callable, units: Iterable[tuple], *, cpus: int = 1, gpus: int = 0,
             progress: ShardProgress | None = None) -> Iterator[Any]:
         """`fn(*unit)` for every unit, results as they finish."""
-        on_rows = progress.partial if progress is not None else None
-        for unit in units:
-            yield fn(*unit, on_rows=on_rows)
+        return LocalPool(fn).map(units, progress=progress)
 
-    def map_actors(self, make: Callable, make_kwargs: dict, units: Iterable[tuple], *, actors: int = 1,
-                   cpus: int = 1, gpus: int = 0, progress: ShardProgress | None = None) -> Iterator[Any]:
-        """`worker(*unit)` for every unit, `worker = make(**make_kwargs)` built once per actor
-        (a loaded encoder), results as they finish."""
-        return self.map(make(**make_kwargs), units, progress=progress)
+    def actor_pool(self, make: Callable, make_kwargs: dict, *, actors: int = 1, here: Callable | None = None,
+                   cpus: int = 1, gpus: int = 0) -> "LocalPool":
+        """Workers that keep a loaded model for many calls: `make(**make_kwargs)` built once per
+        actor, or `here()`, the worker built from what this process holds already (the loaded
+        model), where the units run here. `pool.map(units)` gives `worker(*unit)` for every unit,
+        results as they finish; `pool.close()` ends it."""
+        return LocalPool(here() if here is not None else make(**make_kwargs))
+
+
+class LocalPool:
+    """One worker in this process, the units one after another."""
+
+    def __init__(self, worker: Callable):
+        self.worker = worker
+
+    def map(self, units: Iterable[tuple], *, progress: ShardProgress | None = None) -> Iterator[Any]:
+        on_rows = progress.partial if progress is not None else None
+        return (self.worker(*unit, on_rows=on_rows) for unit in units)
+
+    def close(self) -> None:
+        pass
 
 
 LOCAL = Executor()
@@ -127,7 +148,6 @@ LOCAL = Executor()
 class OnRay(Executor):
     """The units as tasks on the connected Ray cluster (`xmine.cluster.connect`)."""
 
-    distributed = True
     name = "ray"
 
     def share(self, value: Any) -> Any:
@@ -148,6 +168,13 @@ class OnRay(Executor):
         res = cluster_resources()
         return max(1, int(res["GPU"] if gpu else res["CPU"]))
 
+    def unit_threads(self, cpus: int) -> int | None:
+        return cpus
+
+    def model_actors(self, threads: int) -> tuple[int, bool]:
+        gpus = self.gpus()
+        return (gpus, True) if gpus >= 1 else (max(1, self.slots() // threads), False)
+
     def node_cpus(self) -> int | None:
         from xmine.cluster import largest_node_cpus
 
@@ -160,36 +187,77 @@ class OnRay(Executor):
 
     def map(self, fn: Callable, units: Iterable[tuple], *, cpus: int = 1, gpus: int = 0,
             progress: ShardProgress | None = None) -> Iterator[Any]:
-        from xmine.cluster import remote, run_tasks
+        """Each unit a task; with `progress`, the rows the tasks report (`on_rows`) reach the bar
+        as they go, gathered by a `RowCounter` actor, and each is counted once."""
+        import ray
+
+        from xmine.cluster import ReportRows, RowCounter, get, remote, run_tasks
 
         task = remote(fn, num_cpus=cpus, num_gpus=gpus)
-        return run_tasks(task.remote(*unit) for unit in units)
+        if progress is None:
+            progress = ShardProgress(shards=None, rows=0, desc="", enabled=False)  # (counts, never shown)
+        counter = ray.remote(num_cpus=0)(RowCounter).remote()
+        reported, task_of = {}, {}
 
-    def map_actors(self, make: Callable, make_kwargs: dict, units: Iterable[tuple], *, actors: int = 1,
-                   cpus: int = 1, gpus: int = 0, progress: ShardProgress | None = None) -> Iterator[Any]:
-        """A pool of `actors` Ray actors, each given one unit at a time; `units` is read lazily (at
-        most one unit per actor is held), so a streamed corpus is never held whole. An actor that
-        dies is restarted (its worker made again) and its unit re-run."""
+        def submit():
+            for t, unit in enumerate(units):
+                ref = task.remote(*unit, on_rows=ReportRows(counter, t))
+                reported[t], task_of[ref] = 0, t
+                yield ref
+
+        def take():
+            for t, rows in get(counter.take.remote()).items():
+                if t in reported:  # (a task re-run after its worker died reports its rows again)
+                    reported[t] += rows
+                    progress.partial(rows)
+
+        try:
+            for ref, result in run_tasks(submit(), poll=take):
+                take()
+                progress.finishing(reported.pop(task_of.pop(ref)))
+                yield result
+        finally:
+            ray.kill(counter)
+
+    def actor_pool(self, make: Callable, make_kwargs: dict, *, actors: int = 1, here: Callable | None = None,
+                   cpus: int = 1, gpus: int = 0) -> "RayPool":
+        return RayPool(make, make_kwargs, actors=actors, cpus=cpus, gpus=gpus)
+
+
+class RayPool(LocalPool):
+    """`actors` Ray actors, each holding one `make(**make_kwargs)` worker for its whole life; an
+    actor that dies is restarted (its worker made again) and its unit re-run."""
+
+    def __init__(self, make: Callable, make_kwargs: dict, *, actors: int, cpus: int, gpus: int):
+        import ray
+
+        actor = ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=-1)(PoolActor)
+        self.actors = [actor.remote(make, make_kwargs) for _ in range(max(1, actors))]
+
+    def map(self, units: Iterable[tuple], *, progress: ShardProgress | None = None) -> Iterator[Any]:
+        """Each actor given one unit at a time; `units` is read lazily (at most one unit per actor
+        is held), so a streamed corpus is never held whole."""
         import ray
 
         from xmine.cluster import get
 
-        actor = ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=-1)(PoolActor)
-        pool = [actor.remote(make, make_kwargs) for _ in range(max(1, actors))]
-        idle, running, todo = list(pool), {}, iter(units)
-        try:
-            while True:
-                while idle and (unit := next(todo, None)) is not None:
-                    a = idle.pop()
-                    running[a.run.remote(unit)] = a
-                if not running:
-                    return
-                ready, _ = ray.wait(list(running), num_returns=1)
-                idle.append(running.pop(ready[0]))
-                yield get(ready[0])
-        finally:
-            for a in pool:
-                ray.kill(a)
+        idle, running, todo = list(self.actors), {}, iter(units)
+        while True:
+            while idle and (unit := next(todo, None)) is not None:
+                a = idle.pop()
+                running[a.run.remote(unit)] = a
+            if not running:
+                return
+            ready, _ = ray.wait(list(running), num_returns=1)
+            idle.append(running.pop(ready[0]))
+            yield get(ready[0])
+
+    def close(self) -> None:
+        import ray
+
+        for a in self.actors:
+            ray.kill(a)
+        self.actors = []
 
 
 class PoolActor:

@@ -44,7 +44,7 @@ from xmine.output_state import (FORMS, MARKER, check_not_input, dir_kind, kind_l
                                 sidecar_of, tree_record)
 
 #: files a run writes into its work directory before any result: the marker, and the key.json that
-#: ties checkpoints to their inputs (mining/knn.py, approximate.py, knn_tiles.py). A failed run that
+#: ties checkpoints to their inputs (mining/knn.py, approximate.py). A failed run that
 #: left only these has nothing to resume.
 SCAFFOLDING = frozenset({MARKER, "key.json"})
 

@@ -249,7 +249,7 @@ def calibrated_threshold(projection_dir: str | Path | None, margin: str,
     comes from; None if it has none (raw embeddings: `xmine.mining.defaults.encoder_defaults`; a
     projection that was not calibrated).
 
-    Margin scores in a meaning space are distributed unlike raw ones, so the threshold for raw
+    Margin scores in a meaning space have another distribution than raw ones, so the threshold for raw
     embeddings does not carry over. A shipped projection's SHIPPED.json records thresholds per
     operating point and margin calibrated on BUCC-style sets (`benchmarks/lab/calibrate_defaults.py`).
     """

@@ -7,7 +7,7 @@ what they wrote:
 - `encoder`: `xmine embed --device cpu` vs `--device cuda` (the CUDA encoder; fp32 and its auto
   precision): the minimum cosine between the two stores' rows;
 - `product`: `exact_knn_both` with the fp32 product vs the cuda product: the result must be the
-  same bytes (the exact search rescores every candidate, see mining/knn.py);
+  same bytes (the exact search rescores every candidate, see mining/knn_product.py);
 - `faiss-flat` / `faiss-ivf`: `xmine build-index` and `xmine search` with no GPU visible vs on the GPU:
   the flat hits must be the same; IVF hits are compared by their overlap (training and list
   assignment differ in rounding, so the lists may too);

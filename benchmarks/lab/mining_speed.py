@@ -5,7 +5,7 @@ shuffled x rows (the "translations"), the rest random. Each method runs in a fre
 so its peak memory (VmHWM; BLAS buffers included) is its own:
 - xmine: `mine_embeddings` (k=4, ratio, max) with the default product (`auto`: bf16 on CPUs with
   avx512_bf16/AMX): one blocked product finds both directions' candidates, which are rescored
-  exactly (mining/knn.py, mining/products.py);
+  exactly (mining/knn_product.py, mining/products.py);
 - xmine-fp32: the same with the float32 product (the reference path);
 - matmul: one plain numpy float32 product X @ Y.T, computed in blocks (nothing kept): the floor
   of any exact search in float32;

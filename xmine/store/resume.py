@@ -93,7 +93,7 @@ class Progress:
     path: Path
     identity: dict[str, Any]
     shards: list[ShardRecord] = field(default_factory=list)
-    #: shards finished after a gap (by shard index), by a run on a cluster
+    #: shards finished after a gap (by shard index): units finish in any order on a cluster
     more: dict[int, ShardRecord] = field(default_factory=dict)
 
     def save(self) -> None:
@@ -123,7 +123,7 @@ def _shard_record(d: Any, i: int, *, where: str) -> ShardRecord:
     return record
 
 
-def resume(out_dir: Path, identity: dict[str, Any], overwrite: bool, ray: str | None) -> Progress:
+def resume(out_dir: Path, identity: dict[str, Any], overwrite: bool) -> Progress:
     """The progress of an interrupted run of the same request in `out_dir` (its intact shards),
     or a fresh one; an interrupted run of another request is refused, or discarded with
     `overwrite`."""
@@ -148,8 +148,7 @@ def resume(out_dir: Path, identity: dict[str, Any], overwrite: bool, ray: str | 
             if len(intact) < len(progress.shards):  # kept: the prefix of the recorded shards intact on disk
                 damaged = progress.shards[len(intact)]
                 log.warning(f"{out_dir / damaged.file}: damaged or missing; re-encoding from there")
-            # Only a run on a cluster reads these (the single-process run re-encodes after the prefix).
-            if ray is None or len(intact) != len(progress.shards):
+            if len(intact) != len(progress.shards):  # re-encoded from the damaged shard on
                 progress.more = {}
             progress.shards = intact
     remove_temporaries(out_dir)

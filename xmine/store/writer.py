@@ -234,7 +234,7 @@ def embed_corpus(
         store, build_dir = _finished_or_build_dir(out_dir, job.identity, overwrite)  # (a rebuild: beside it)
         info.already_done = store is not None
         if store is None:
-            progress = resume(build_dir, job.identity, overwrite, ray)
+            progress = resume(build_dir, job.identity, overwrite)
             info.resumed_rows = sum(s.rows for s in progress.shards)
             if info.resumed_rows:
                 log.info(f"{build_dir}: resuming after {len(progress.shards)} finished shard(s), "
@@ -275,7 +275,7 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
     others as "more_shards". Memory: the shard being read, and one per busy worker."""
     executor = job.executor
     finished: dict[int, ShardRecord] = dict(enumerate(progress.shards))
-    for i, record in progress.more.items():  # finished after a gap by an interrupted run on a cluster
+    for i, record in progress.more.items():  # finished after a gap by an interrupted run
         if shard_intact(out_dir, record):
             finished[i] = record
     spans: dict[int, int] = {}  # input lines each shard covers, for the progress bar
@@ -324,25 +324,25 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
 
     settings = dict(out_dir=str(out_dir), part=job.part, dtype=job.dtype, batch_size=job.batch_size,
                     max_chars=job.max_chars, lang=None if job.lang == UNDETERMINED else job.lang)
-    if executor.distributed:  # each actor loads the driver's encoder by name (checked by fingerprint)
-        actors, use_gpu = executor.model_actors(ACTOR_THREADS)
-        make, make_kwargs = ShardWriter.on_worker, dict(
-            settings, encoder_name=job.encoder.name, fingerprint=job.encoder.fingerprint(), use_gpu=use_gpu,
-            threads=ACTOR_THREADS, projection_path=getattr(job.projection, "path", None),
-            load_projection=reader_for(PROJECTION_KIND) if job.projection is not None else None,
-            encoder_kwargs={"precision": getattr(job.encoder, "precision", "fp32"),
-                            "runtime": getattr(job.encoder, "runtime", "torch"),
-                            "prefix": getattr(job.encoder, "prefix", None)})
-        if job.reader.count < 2 * actors * shard_rows:
-            log.warning(f"fewer than {2 * actors} shards of {shard_rows} rows for {actors} encoder actor(s): the last "
-                        "shards run while actors idle; a --shard-rows of a fraction of the corpus balances the work")
-    else:
-        use_gpu, actors = False, 1
-        make, make_kwargs = ShardWriter, dict(settings, encoder=job.encoder, projection=job.projection)
-    desc = f"embed {job.input_path.name}" + (f" ({executor.name}, {actors} actors)" if executor.distributed else "")
-    with ShardProgress(shards=None, rows=job.reader.count, desc=desc, unit=" lines", enabled=show_progress) as bar:
-        for result in executor.map_actors(make, make_kwargs, units(bar), actors=actors,
-                                          cpus=0 if use_gpu else ACTOR_THREADS, gpus=int(use_gpu), progress=bar):
+    actors, use_gpu = executor.model_actors(ACTOR_THREADS)
+    # Actors elsewhere load the driver's encoder by name (checked by fingerprint); here it is used as loaded.
+    remote_kwargs = dict(
+        settings, encoder_name=job.encoder.name, fingerprint=job.encoder.fingerprint(), use_gpu=use_gpu,
+        threads=ACTOR_THREADS, projection_path=getattr(job.projection, "path", None),
+        load_projection=reader_for(PROJECTION_KIND) if job.projection is not None else None,
+        encoder_kwargs={"precision": getattr(job.encoder, "precision", "fp32"),
+                        "runtime": getattr(job.encoder, "runtime", "torch"),
+                        "prefix": getattr(job.encoder, "prefix", None)})
+    if actors > 1 and job.reader.count < 2 * actors * shard_rows:
+        log.warning(f"fewer than {2 * actors} shards of {shard_rows} rows for {actors} encoder actor(s): the last "
+                    "shards run while actors idle; a --shard-rows of a fraction of the corpus balances the work")
+    desc = f"embed {job.input_path.name}" + (f" ({executor.name}, {actors} actors)" if actors > 1 else "")
+    pool = executor.actor_pool(ShardWriter.on_worker, remote_kwargs, actors=actors, gpus=int(use_gpu),
+                               cpus=0 if use_gpu else ACTOR_THREADS,
+                               here=lambda: ShardWriter(**settings, encoder=job.encoder, projection=job.projection))
+    with contextlib.closing(pool), ShardProgress(shards=None, rows=job.reader.count, desc=desc, unit=" lines",
+                             enabled=show_progress) as bar:
+        for result in pool.map(units(bar), progress=bar):
             finished[result.index], encoded[result.index] = result.record, result
             save_progress()
             info.encoded += result.record.rows

@@ -1,0 +1,67 @@
+"""An encoder whose `encode` runs on an executor's pool of workers (the embedding step of
+`xmine train --ray`).
+
+`PoolEncoder(encoder, executor)` has the wrapped encoder's name, dimension and fingerprint; each
+call to `encode` cuts the sentences into one slice per worker, runs them as units of the pool
+(`xmine.executor`: on Ray, one actor per GPU, else one per `threads` CPUs, restarted and its
+slice re-run when killed) and gathers the vectors in input order. The workers load the encoder
+once, at the start, and keep it for every call. So code that takes an encoder (the embedding
+cache, the trainer) runs its encoding on the cluster unchanged. For whole corpora, `xmine embed
+--ray` streams shards through the same kind of pool (`xmine.store.writer`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from xmine.encoders.base import Encoder
+from xmine.encoders.loader import load_encoder
+from xmine.executor import Executor
+
+#: Fewer sentences than this per worker are not worth a round trip: they go to fewer workers.
+MIN_SLICE = 256
+
+
+def _encode_on_worker(*, name: str, use_gpu: bool, threads: int, fingerprint: dict, **kwargs):
+    """What each worker holds: the driver's encoder, loaded there (checked by fingerprint)."""
+    return _slice_encoder(load_encoder(name, device="cuda" if use_gpu else "cpu", threads=None if use_gpu else threads,
+                                       check=False, same_as=fingerprint, **kwargs))
+
+
+def _slice_encoder(encoder: Encoder):
+    """The unit function: (slice number, its vectors) of one slice of sentences."""
+    return lambda part, sentences, batch_size, on_rows=None: (part, encoder.encode(sentences, batch_size=batch_size))
+
+
+class PoolEncoder(Encoder):
+    """`encoder`'s `encode` on `executor`'s workers (same name, dimension and fingerprint)."""
+
+    def __init__(self, encoder: Encoder, executor: Executor, *, threads: int = 1):
+        self._local = encoder
+        self.name, self.dim = encoder.name, encoder.dim
+        self.precision = getattr(encoder, "precision", "fp32")
+        self.runtime = getattr(encoder, "runtime", "torch")
+        self.workers, use_gpu = executor.model_actors(threads)
+        worker = dict(name=encoder.name, use_gpu=use_gpu, threads=threads, precision=self.precision,
+                      fingerprint=encoder.fingerprint(), runtime=self.runtime, prefix=getattr(encoder, "prefix", None))
+        self._pool = executor.actor_pool(_encode_on_worker, worker, actors=self.workers,
+                                         here=lambda: _slice_encoder(encoder), cpus=0 if use_gpu else threads,
+                                         gpus=int(use_gpu))
+
+    def fingerprint(self) -> dict[str, Any]:
+        return self._local.fingerprint()
+
+    def encode(self, sentences: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
+        sentences = list(sentences)
+        if not sentences:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        parts = max(1, min(self.workers, len(sentences) // MIN_SLICE))
+        bounds = np.linspace(0, len(sentences), parts + 1).astype(int)
+        units = ((p, sentences[lo:hi], batch_size) for p, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])))
+        got = dict(self._pool.map(units))
+        return np.concatenate([np.asarray(got[p], dtype=np.float32) for p in range(parts)], axis=0)
+
+    def close(self) -> None:
+        self._pool.close()

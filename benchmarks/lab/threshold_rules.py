@@ -23,6 +23,13 @@ Rules (each a way to turn one run's candidates into a threshold):
   of a best-of-neighbours score, fitted to the lower part of the candidates' scores, whose upper
   tail is the translations), the threshold keeping the estimated-F1-best count, shifted by a
   chosen d (in MADs); its estimated precision of the kept pairs is reported against the truth.
+- `mixture-bounded`: `mixture` clipped to [t1 - w, t1 + w].
+- `mutual-linear`: t = a + b (t1 - 1) (m - centre) / 0.1, m the run's share of candidates that are
+  each other's best in both directions (no gold; lower where many sentences have near-duplicates on
+  the other side, as in templated corpora, whose translations' margins are lower too); a, b chosen,
+  centre the median share of the training sets.
+- `mutual-low-linear`: the same with the mutual share of the lower half of the candidates (mostly
+  sentences without a translation: the null's structure, not the number of translations).
 The gap is to each set's best F1 over every threshold with max retrieval (`calibrate_defaults`'
 reference), so the single rule's numbers are those of calibration-defaults.json.
 """
@@ -112,7 +119,7 @@ class Run:
             # translation: the null's own structure, not the number of translations)
             low = score < np.median(score)
             self.mutual_low = float(mutual[low].mean()) if low.any() else float(mutual.mean())
-            self.mutual_all = float(mutual.mean())
+            self.mutual_all = float(np.mean(mutual))
         s, p, r, f1, cut = threshold_sweep(score.astype(np.float64), correct, n_gold)
         self.s, self.p, self.r, self.f1 = s, p, r, f1
         self.best = float(f1[cut].max()) if len(s) else 0.0
@@ -247,16 +254,24 @@ def mutual_share(x: dict) -> float:
     """The share of the max-retrieval candidates that are mutual best pairs (no gold): lower where
     many sentences have near-duplicates on the other side (templated corpora), where the
     translations' margins are lower too."""
-    return len(x["intersect"].s) / max(len(x["max"].s), 1)
+    return x["max"].mutual_all  # the candidates marked "both" (select.BOTH): found in both directions
+
+
+#: shares below this are read as this (the rule is not extrapolated far below the shares it was
+#: chosen on, 0.55-0.85, where it would keep nearly every pair); fixed before the study
+SHARE_FLOOR = 0.5
 
 
 def rule_feature_linear(runs, t1: float, feature, centre: float):
-    """t = a + b (t1 - 1) (f - centre) / 0.1, f the run's feature (a share, no gold): a 0.1 lower share
-    moves the threshold b times the calibrated threshold's distance to 1."""
+    """t = a + b (t1 - 1) (f - centre) / 0.1, f the run's feature (a share, no gold, read as at least
+    SHARE_FLOOR): a 0.1 lower share moves the threshold b times the calibrated threshold's distance
+    to 1; t1 the single threshold chosen on the same families, a searched around it."""
+    centre = round(centre, 4)
     for a in np.round(t1 + np.arange(-0.2, 0.2001, 0.01) * (t1 - 1), 5):
         for b in np.round(np.arange(-0.5, 1.5001, 0.1), 2):
-            yield {"a": float(a), "b": float(b), "centre": round(centre, 4)}, {
-                n: ("max", float(a + b * (t1 - 1) * (feature(x) - centre) / 0.1)) for n, x in runs.items()}
+            yield {"a": float(a), "b": float(b), "centre": centre}, {
+                n: ("max", float(a + b * (t1 - 1) * (max(feature(x), SHARE_FLOOR) - centre) / 0.1))
+                for n, x in runs.items()}
 
 
 FEATURES = {"mutual": mutual_share, "mutual-low": lambda x: x["max"].mutual_low}
@@ -419,7 +434,6 @@ def table(result) -> str:
 def study_command(spaces, no_write):
     """Score every rule held out by family; write benchmarks/results/threshold-rules.json."""
     from calibration_sets import fingerprint
-    from xmine.fileio import atomic_write_json
 
     started = time.monotonic()
     sets = _sets()
@@ -432,9 +446,37 @@ def study_command(spaces, no_write):
         if str(arrays["sets_sha256"]) != sha:
             raise click.ClickException(f"{knn_path(space)}: made on other sets; run `knn` again")
         result["spaces"][space] = study_space(space, meta)
-    result["seconds"] = round(time.monotonic() - started, 1)
     click.echo(table(result))
-    if not no_write:
-        out = Path(__file__).resolve().parents[1] / "results" / "threshold-rules.json"
-        atomic_write_json(out, result)
-        click.echo(f"-> {out}")
+    if no_write:
+        return
+    from calibrate_defaults import DATA, _encoder, _projection
+    from calibration_sets import source_files
+    from xmine.benchmarks.common import RawEmbedder, Variant, results_dir, write_result
+
+    out = results_dir() / "threshold-rules.json"
+    enc = _encoder("me5-small")
+    raw = RawEmbedder(enc)
+    write_result(out, task="threshold_rules", encoder=enc,
+                 variants=[Variant("raw", "raw", raw), Variant("default", "meaning", raw, _projection(enc).fingerprint())],
+                 data_files=source_files(DATA), parameters={"command": result["command"], "k": KNN, "margin": MARGIN},
+                 columns=COLUMNS, rows=table_rows(result), details=result, seconds=time.monotonic() - started)
+    click.echo(f"-> {out}")
+
+
+COLUMNS = (["space", "rule"] + [f"{f} gap" for f in FAMILY_ORDER]
+           + ["mean gap", "worst gap", "sets > 8", "P", "R", "parameters (all families)"])
+
+
+def table_rows(result) -> list[list]:
+    """Per space and rule: the held-out gap per family, mean, worst, sets > 8 below their best, mean
+    precision and recall (x100), and the parameters chosen on every family."""
+    rows = []
+    for space, r in result["spaces"].items():
+        for rule, h in r["rules"].items():
+            m = h["mean"]
+            rows.append([space, rule] + [round(h["held_out"][f]["gap"], 1) if f in h["held_out"] else None
+                                         for f in FAMILY_ORDER]
+                        + [round(m["gap"], 1), round(m["worst_gap"], 1), m["over_8"], round(m["precision"], 1),
+                           round(m["recall"], 1), json.dumps(h["params_all"])])
+    return rows
+

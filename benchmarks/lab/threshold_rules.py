@@ -257,24 +257,41 @@ def mutual_share(x: dict) -> float:
     return x["max"].mutual_all  # the candidates marked "both" (select.BOTH): found in both directions
 
 
-#: shares below this are read as this (the rule is not extrapolated far below the shares it was
-#: chosen on, 0.55-0.85, where it would keep nearly every pair); fixed before the study
-SHARE_FLOOR = 0.5
+def product_rule(params: dict, t1: float, name: str) -> dict:
+    """The study's linear parameters (a, b, centre; b in units of (t1 - 1) per 0.1 of share) as the
+    product's rule: t = intercept + slope (clip(share, SHARE_FLOOR, SHARE_CEILING) - centre)."""
+    return {"rule": name, "intercept": round(params["a"], 5), "slope": round(params["b"] * (t1 - 1) / 0.1, 5),
+            "centre": params["centre"]}
 
 
 def rule_feature_linear(runs, t1: float, feature, centre: float):
-    """t = a + b (t1 - 1) (f - centre) / 0.1, f the run's feature (a share, no gold, read as at least
-    SHARE_FLOOR): a 0.1 lower share moves the threshold b times the calibrated threshold's distance
-    to 1; t1 the single threshold chosen on the same families, a searched around it."""
+    """t = a + b (t1 - 1) (f - centre) / 0.1, f the run's feature (a share, no gold, read as within
+    the product's [SHARE_FLOOR, SHARE_CEILING]): a 0.1 lower share moves the threshold b times the calibrated
+    threshold's distance to 1; t1 the single threshold chosen on the same families, a searched
+    around it. Computed as the product computes it (`threshold_rule.rule_threshold`)."""
+    from xmine.mining.threshold_rule import rule_threshold
+
     centre = round(centre, 4)
+    shares = {n: feature(x) for n, x in runs.items()}
     for a in np.round(t1 + np.arange(-0.2, 0.2001, 0.01) * (t1 - 1), 5):
         for b in np.round(np.arange(-0.5, 1.5001, 0.1), 2):
-            yield {"a": float(a), "b": float(b), "centre": centre}, {
-                n: ("max", float(a + b * (t1 - 1) * (max(feature(x), SHARE_FLOOR) - centre) / 0.1))
-                for n, x in runs.items()}
+            params = {"a": float(a), "b": float(b), "centre": centre}
+            rule = product_rule(params, t1, "")
+            yield params, {n: ("max", rule_threshold(rule, shares[n])) for n in runs}
 
 
-FEATURES = {"mutual": mutual_share, "mutual-low": lambda x: x["max"].mutual_low}
+def mutual_null_share(x: dict) -> float:
+    """The mutual share of the candidates the mixture does not count as translations: (mutual
+    candidates - estimated true pairs) / (candidates - estimated true pairs), true pairs being
+    mutual best pairs (no gold); as the product computes it (`threshold_rule.mutual_null_share`)."""
+    from xmine.mining.threshold_rule import estimate_true_pairs
+
+    r = x["max"]
+    n_true = estimate_true_pairs(r.s)
+    return float(np.clip((r.mutual_all * len(r.s) - n_true) / max(len(r.s) - n_true, 1), 0, 1))
+
+
+FEATURES = {"mutual": mutual_share, "mutual-low": lambda x: x["max"].mutual_low, "mutual-null": mutual_null_share}
 
 
 def rule_mixture(runs, est):
@@ -480,3 +497,69 @@ def table_rows(result) -> list[list]:
                            round(m["recall"], 1), json.dumps(h["params_all"])])
     return rows
 
+
+
+# ---------------------------------------------------------------- shipping the rule
+#: the study's rule `install` ships, and its name in the product (`xmine.mining.threshold_rule`)
+SHIPPED_RULE, PRODUCT_RULE = "mutual-null-linear", "mutual-null-share"
+#: space -> its record: the projection's SHIPPED.json, or the raw encoder's entry of mining/calibration.json
+RECORDS = {"projection": "projection", "raw-me5-small": "me5-small", "raw-use-m3": "use-m3"}
+
+
+def shipped(result: dict) -> dict:
+    """Per studied space, the rule to ship (balanced point, ratio margin, chosen on every family), or
+    None where it does not beat the single threshold held out (a smaller mean gap and worst gap)."""
+    out = {}
+    for space, r in result["spaces"].items():
+        rule, single = r["rules"][SHIPPED_RULE], r["rules"]["single"]
+        wins = rule["mean"]["gap"] < single["mean"]["gap"] and rule["mean"]["worst_gap"] < single["mean"]["worst_gap"]
+        out[space] = (product_rule(rule["params_all"], single["params_all"]["t"], PRODUCT_RULE) | {
+            "held_out": {"gap": round(rule["mean"]["gap"], 2), "worst_gap": round(rule["mean"]["worst_gap"], 2),
+                         "sets_over_8": rule["mean"]["over_8"], "precision": round(rule["mean"]["precision"], 2),
+                         "single_gap": round(single["mean"]["gap"], 2),
+                         "single_worst_gap": round(single["mean"]["worst_gap"], 2),
+                         "single_sets_over_8": single["mean"]["over_8"]}}) if wins else None
+    return out
+
+
+def install(result: dict, result_path: Path) -> list[str]:
+    """Each studied space's rule (`shipped`) into its record beside its single thresholds: the
+    projection's SHIPPED.json (and its manifest, which records SHIPPED.json's sha256), the raw
+    encoders' mining/calibration.json. A space whose rule does not win gets none (and loses an old one)."""
+    from xmine.disentangle.projection import write_projection_manifest
+    from xmine.fileio import atomic_write_json
+    from xmine.projection import SHIPPED_ROOT
+
+    root = Path(__file__).resolve().parents[2]
+    how = (f"{SHIPPED_RULE} of benchmarks/lab/threshold_rules.py (benchmarks/results/{result_path.name}): chosen on "
+           "every family of the calibration sets; held_out: leave one family out, against the single threshold")
+    done = []
+    for space, rule in shipped(result).items():
+        entry = {"balanced": {MARGIN: rule | {"how": how}}} if rule else None
+        if RECORDS[space] == "projection":
+            path = SHIPPED_ROOT / "me5-small" / "SHIPPED.json"
+            info = json.loads(path.read_text(encoding="utf-8"))
+            info.pop("threshold_rules", None)
+            atomic_write_json(path, info | ({"threshold_rules": entry} if entry else {}))
+            write_projection_manifest(path.parent, json.loads((path.parent / "config.json").read_text(encoding="utf-8")))
+        else:
+            path = root / "mining" / "calibration.json"
+            info = json.loads(path.read_text(encoding="utf-8"))
+            record = info["encoders"][RECORDS[space]]
+            record.pop("threshold_rules", None)
+            if entry:
+                record["threshold_rules"] = entry
+            atomic_write_json(path, info)
+        done.append(f"{space}: {rule['rule'] if rule else 'no rule (the single threshold)'} -> {path}")
+    return done
+
+
+@command.command("install")
+def install_command():
+    """Write each studied space's rule (benchmarks/results/threshold-rules.json) into its record."""
+    from xmine.benchmarks.common import results_dir
+
+    out = results_dir() / "threshold-rules.json"
+    result = json.loads(out.read_text(encoding="utf-8"))["details"]
+    for line in install(result, out):
+        click.echo(f"installed {line}")

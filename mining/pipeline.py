@@ -298,13 +298,13 @@ def mine(
 def _apply_rule(mined, rule: dict, record: dict):
     """The pairs of `mined` (every candidate, no threshold) at the threshold `rule` gives this run;
     `record` (the summary's threshold) then holds that threshold and the run's share."""
-    from xmine.mining.threshold_rule import SHARE_CEILING, SHARE_FLOOR, keep_at_least, mutual_null_share, rule_threshold
+    from xmine.mining.threshold_rule import keep_at_least, mutual_null_share, rule_threshold
 
     share = mutual_null_share(mined)
     value = rule_threshold(rule, share)
     record |= {"value": value, "share": round(share, 4),
-               "source": f"{record['source']}, moved by this run's {rule['rule']} {share:.3f} (rule: t = "
-                         f"{rule['intercept']:g} + {rule['slope']:g} (share in [{SHARE_FLOOR:g}, {SHARE_CEILING:g}] - "
+               "source": f"{record['source']}, from this run's {rule['rule']} {share:.3f} (rule: t = "
+                         f"{rule['intercept']:g} + {rule['slope']:g} (share in [{rule['floor']:g}, {rule['centre']:g}] - "
                          f"{rule['centre']:g}))"}
     log.info("threshold %s: %s", value, record["source"])
     return keep_at_least(mined, value)

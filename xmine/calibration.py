@@ -27,7 +27,7 @@ class SpaceDefaults:
     #: where the values come from (a file), for the summary
     source: str
     #: operating point -> margin -> a rule that moves the threshold with the run
-    #: (`xmine.mining.threshold_rule`): {"rule", "intercept", "slope", "centre"}
+    #: (`xmine.mining.threshold_rule`): {"rule", "intercept", "slope", "centre", "floor"}
     rules: dict = dataclasses.field(default_factory=dict)
 
     def threshold(self, margin: str, point: str) -> float | None:
@@ -68,7 +68,7 @@ def parse_defaults(record: dict, path: Path, where: str, source: str) -> SpaceDe
 
 
 #: the threshold rules a record may hold, and their numbers (`xmine.mining.threshold_rule`)
-RULES = {"mutual-null-share": ("intercept", "slope", "centre")}
+RULES = {"mutual-null-share": ("intercept", "slope", "centre", "floor")}
 
 
 def _rules(rules, path: Path, where: str) -> dict:

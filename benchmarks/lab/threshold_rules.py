@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/lab/run.py threshold-rules knn [--space S]   # kNN lists (embeddings cached)
     .venv/bin/python benchmarks/lab/run.py threshold-rules study             # -> benchmarks/results/threshold-rules.json
+    .venv/bin/python benchmarks/lab/run.py threshold-rules install           # the winning rule into the records
 
 Issue #39: with one calibrated threshold per space (`calibrate-defaults`), the held-out mean F1 gap
 to each set's best is 6-8 points, the templated (MASSIVE) family costing 13-23. This study scores
@@ -30,6 +31,10 @@ Rules (each a way to turn one run's candidates into a threshold):
   centre the median share of the training sets.
 - `mutual-low-linear`: the same with the mutual share of the lower half of the candidates (mostly
   sentences without a translation: the null's structure, not the number of translations).
+- `mutual-null-linear`: the same with the mutual share once the translations the mixture estimates
+  are taken out (the product's `threshold_rule.mutual_null_share`); `mutual-null-down`: the share
+  read as at most the centre (the threshold only lowered): the rule shipped (`install`).
+Every linear rule reads the share as at least the lowest share of its training sets.
 The gap is to each set's best F1 over every threshold with max retrieval (`calibrate_defaults`'
 reference), so the single rule's numbers are those of calibration-defaults.json.
 """
@@ -259,25 +264,27 @@ def mutual_share(x: dict) -> float:
 
 def product_rule(params: dict, t1: float, name: str) -> dict:
     """The study's linear parameters (a, b, centre; b in units of (t1 - 1) per 0.1 of share) as the
-    product's rule: t = intercept + slope (clip(share, SHARE_FLOOR, SHARE_CEILING) - centre)."""
+    product's rule: t = intercept + slope (min(max(share, floor), centre) - centre)."""
     return {"rule": name, "intercept": round(params["a"], 5), "slope": round(params["b"] * (t1 - 1) / 0.1, 5),
-            "centre": params["centre"]}
+            "centre": params["centre"], "floor": params["floor"]}
 
 
-def rule_feature_linear(runs, t1: float, feature, centre: float):
-    """t = a + b (t1 - 1) (f - centre) / 0.1, f the run's feature (a share, no gold, read as within
-    the product's [SHARE_FLOOR, SHARE_CEILING]): a 0.1 lower share moves the threshold b times the calibrated
-    threshold's distance to 1; t1 the single threshold chosen on the same families, a searched
-    around it. Computed as the product computes it (`threshold_rule.rule_threshold`)."""
+def rule_feature_linear(runs, t1: float, feature, centre: float, floor: float, down_only: bool = False):
+    """t = a + b (t1 - 1) (f - centre) / 0.1, f the run's feature (a share, no gold, read as at least
+    `floor`, the lowest share of the training sets, and at most 0.85): a 0.1 lower share moves the
+    threshold b times the calibrated threshold's distance to 1; t1 the single threshold chosen on
+    the same families, a searched around it. `down_only`: f read as at most the centre (never
+    above a), computed as the product computes it (`threshold_rule.rule_threshold`)."""
     from xmine.mining.threshold_rule import rule_threshold
 
-    centre = round(centre, 4)
+    centre, floor = round(centre, 4), round(floor, 4)
     shares = {n: feature(x) for n, x in runs.items()}
     for a in np.round(t1 + np.arange(-0.2, 0.2001, 0.01) * (t1 - 1), 5):
         for b in np.round(np.arange(-0.5, 1.5001, 0.1), 2):
-            params = {"a": float(a), "b": float(b), "centre": centre}
+            params = {"a": float(a), "b": float(b), "centre": centre, "floor": floor}
             rule = product_rule(params, t1, "")
-            yield params, {n: ("max", rule_threshold(rule, shares[n])) for n in runs}
+            yield params, {n: ("max", rule_threshold(rule, shares[n]) if down_only else float(
+                rule["intercept"] + rule["slope"] * (min(max(shares[n], floor), 0.85) - centre))) for n in runs}
 
 
 def mutual_null_share(x: dict) -> float:
@@ -390,12 +397,13 @@ def study_space(space: str, meta: list[dict]) -> dict:
     out["rules"]["mixture-bounded"] = held_out(mixture_bounded, runs, family)
 
     for name, feature in FEATURES.items():
-        def linear(fams, feature=feature):
-            t1 = choose(rule_single(runs), runs, family, fams)["t"]
-            centre = float(np.median([feature(x) for n, x in runs.items() if family[n] in fams]))
-            return rule_feature_linear(runs, t1, feature, centre)
+        for down_only in ((False, True) if name == "mutual-null" else (False,)):
+            def linear(fams, feature=feature, down_only=down_only):
+                t1 = choose(rule_single(runs), runs, family, fams)["t"]
+                train = [feature(x) for n, x in runs.items() if family[n] in fams]
+                return rule_feature_linear(runs, t1, feature, float(np.median(train)), float(min(train)), down_only)
 
-        out["rules"][f"{name}-linear"] = held_out(linear, runs, family)
+            out["rules"][f"{name}-{'down' if down_only else 'linear'}"] = held_out(linear, runs, family)
         out[f"{name}_share"] = {n: round(feature(x), 4) for n, x in runs.items()}
     # the estimated precision at each held-out threshold of the rules, against the truth
     out["precision_estimates"] = {}
@@ -501,7 +509,7 @@ def table_rows(result) -> list[list]:
 
 # ---------------------------------------------------------------- shipping the rule
 #: the study's rule `install` ships, and its name in the product (`xmine.mining.threshold_rule`)
-SHIPPED_RULE, PRODUCT_RULE = "mutual-null-linear", "mutual-null-share"
+SHIPPED_RULE, PRODUCT_RULE = "mutual-null-down", "mutual-null-share"
 #: space -> its record: the projection's SHIPPED.json, or the raw encoder's entry of mining/calibration.json
 RECORDS = {"projection": "projection", "raw-me5-small": "me5-small", "raw-use-m3": "use-m3"}
 

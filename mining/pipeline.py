@@ -244,6 +244,7 @@ def mine(
                                  "not finite (NaN or inf)") from None
             if rule is not None:
                 mined = _apply_rule(mined, rule, threshold_record)
+                config = config.replace(threshold=threshold_record["value"])  # what the provenance records
             src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
             # A side the language filter found mostly in another language is not judged by language
             # again after the search (its declared language is in doubt: the warning said so).

@@ -174,7 +174,9 @@ def selection_options(f):
         "Keep pairs scoring at least this, in every retrieval mode. Default: the threshold calibrated for the "
         "space mined in (the shipped projection: its SHIPPED.json; raw me5-small or use-m3 embeddings: "
         "mining/calibration.json), for the margin in use and --operating-point (recorded in OUT.json and the "
-        "summary line); a space without a calibration (your own projection, another encoder) keeps every pair, "
+        "summary line; the balanced ratio threshold of a shipped space is lowered where the run's candidates "
+        "have few mutual best pairs besides the translations, as in templated corpora: docs/mining.md); a space "
+        "without a calibration (your own projection, another encoder) keeps every pair, "
         "and says so: measure one with `xmine calibrate` and pass --calibration. 'none' keeps every pair. "
         "Scores are on each space's own scale (docs/mining.md).")
     @functools.wraps(f)

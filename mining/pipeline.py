@@ -54,6 +54,7 @@ from xmine.mining.mineable import Mineable
 from xmine.mining.products import resolve_product
 from xmine.mining.search_pairs import search_pairs
 from xmine.mining.select import MiningConfig
+from xmine.mining.threshold_rule import keep_at_least, mutual_null_share, rule_threshold
 from xmine.mining.writers import COMPANIONS, moses_suffixes, output_format as resolve_format
 from xmine.mining.writers import MinedRows, PairColumn, write_meta, write_mined
 from xmine.output_state import same_file
@@ -210,6 +211,14 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                 search = "approximate"
             # Length bounds were applied above; the selection only needs the ratio filter.
             select_config = mining.replace(min_length=0, max_length=None)
+            # A threshold rule reads the run's candidates before any threshold (mining/threshold_rule.py);
+            # approximate search needs its threshold before the search (its refine), so it keeps the
+            # calibrated single value.
+            rule = threshold_record.get("rule") if search != "approximate" else None
+            if rule is not None:
+                select_config = select_config.replace(threshold=None)
+            elif threshold_record.pop("rule", None) is not None:
+                threshold_record["source"] += " (approximate search: the single value, not the rule of the run)"
             key = hashlib.sha256(json.dumps(
                 [sx.fingerprint_key(), sy.fingerprint_key(), mining.k, mining.block_rows, mining.block_cols,
                  mining.min_length, mining.max_length, lf, pre_record], default=str).encode()).hexdigest()
@@ -225,6 +234,9 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                 row = int(mineable.ids[e.row])
                 raise InputError(side.path, f"embedding row {row} (input line {int(side.line_numbers[row])}) is "
                                  "not finite (NaN or inf)") from None
+            if rule is not None:
+                mined = _apply_rule(mined, rule, threshold_record)
+                mining = mining.replace(threshold=threshold_record["value"])  # what the provenance records
             src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
             # A side the language filter found mostly in another language is not judged by language
             # again after the search (its declared language is in doubt: the warning said so).
@@ -276,6 +288,19 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
         return claim.finish(summary)
 
 
+def _apply_rule(mined, rule: dict, record: dict):
+    """The pairs of `mined` (every candidate, no threshold) at the threshold `rule` gives this run;
+    `record` (the summary's threshold) then holds that threshold and the run's share."""
+    share = mutual_null_share(mined)
+    value = rule_threshold(rule, share)
+    record |= {"value": value, "share": round(share, 4),
+               "source": f"{record['source']}, from this run's {rule['rule']} {share:.3f} (rule: t = "
+                         f"{rule['intercept']:g} + {rule['slope']:g} (share in [{rule['floor']:g}, {rule['centre']:g}] - "
+                         f"{rule['centre']:g}))"}
+    log.info("threshold %s: %s", value, record["source"])
+    return keep_at_least(mined, value)
+
+
 def _threshold(config: MiningConfig, filters: PairFilterConfig, projection_dir, encoder_name: str | None, *,
                default_threshold: bool, operating_point: str = DEFAULT_OPERATING_POINT, calibration=None):
     """The config and filters to mine with: the threshold (when none was given) and the `score_max`
@@ -304,6 +329,9 @@ def _threshold(config: MiningConfig, filters: PairFilterConfig, projection_dir, 
             config = config.replace(threshold=value)
             record |= {"value": value, "operating_point": operating_point,
                        "source": f"the {operating_point} {config.margin} threshold {found.source}"}
+            rule = found.rule(config.margin, operating_point)
+            if rule is not None and config.retrieval == "max":  # moved with the run after the search
+                record["rule"] = {**rule, "calibrated_value": value}
     if filters.score_max is None:
         cap = None if found is None else found.score_max.get(filters.score_margin)
         filters = replace(filters, score_max=cap)

@@ -176,10 +176,18 @@ def test_mine_uses_the_default_and_its_threshold(tmp_path, monkeypatch, demo_raw
     assert summary["projection_choice"] == {"how": "default", "path": str(copy), "reason": summary["projection_choice"]["reason"]}
     calibrated = _shipped_info()["default_thresholds"]["ratio"]
     assert calibrated != 1.04  # its own scale: calibrated, not raw's WikiMatrix value
-    assert summary["threshold"]["value"] == calibrated and "calibrated" in summary["threshold"]["source"]
-    assert summary["provenance"]["parameters"]["threshold"] == calibrated
+    # the balanced threshold follows the run down from the calibrated one (mining/threshold_rule.py):
+    # the demo, 70% aligned, has a high share and gets the rule's intercept
+    from xmine.mining.threshold_rule import rule_threshold
+
+    rule = _shipped_info()["threshold_rules"]["balanced"]["ratio"]
+    t = summary["threshold"]
+    assert t["value"] == pytest.approx(rule_threshold(rule, t["share"]), abs=1e-4)
+    assert t["value"] <= rule["intercept"]
+    assert t["rule"]["calibrated_value"] == calibrated and "calibrated" in t["source"]
+    assert summary["provenance"]["parameters"]["threshold"] == t["value"]
     scores = [float(line.split("\t")[0]) for line in open(tmp_path / "default.tsv", encoding="utf-8")]
-    assert scores and min(scores) >= calibrated
+    assert scores and min(scores) >= t["value"] - 1e-6
 
     # the same text through raw stores: --projection none is raw, at raw me5-small's own calibrated
     # threshold (not the projection's: another scale)
@@ -187,7 +195,11 @@ def test_mine_uses_the_default_and_its_threshold(tmp_path, monkeypatch, demo_raw
 
     raw_def, _, _ = _mine(tmp_path, "rawdef", "--projection", "none", sides=demo_raw_stores)
     assert raw_def["projection"] is None and raw_def["part"] == "raw" and raw_def["projection_choice"]["how"] == "none"
-    assert raw_def["threshold"]["value"] == encoder_defaults("me5-small").threshold("ratio", "balanced") != calibrated
+    raw_rule = encoder_defaults("me5-small").rule("ratio", "balanced")
+    assert raw_def["threshold"]["value"] == pytest.approx(rule_threshold(raw_rule, raw_def["threshold"]["share"]),
+                                                          abs=1e-4)
+    assert raw_def["threshold"]["rule"]["calibrated_value"] == encoder_defaults("me5-small").threshold(
+        "ratio", "balanced") != calibrated
     assert "raw me5-small" in raw_def["threshold"]["source"]
     raw, f1_raw, _ = _mine(tmp_path, "raw", "--projection", "none", "--threshold", "none", sides=demo_raw_stores)
     assert raw["threshold"]["value"] is None and raw["provenance"]["parameters"]["threshold"] is None

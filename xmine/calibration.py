@@ -26,9 +26,15 @@ class SpaceDefaults:
     score_max: dict
     #: where the values come from (a file), for the summary
     source: str
+    #: operating point -> margin -> a rule that moves the threshold with the run
+    #: (`xmine.mining.threshold_rule`): {"rule", "intercept", "slope", "centre", "floor"}
+    rules: dict = dataclasses.field(default_factory=dict)
 
     def threshold(self, margin: str, point: str) -> float | None:
         return (self.thresholds.get(point) or {}).get(margin)
+
+    def rule(self, margin: str, point: str) -> dict | None:
+        return (self.rules.get(point) or {}).get(margin)
 
 
 def _number(value, path: Path, where: str) -> float:
@@ -57,7 +63,30 @@ def parse_defaults(record: dict, path: Path, where: str, source: str) -> SpaceDe
         label = f"{where}default_thresholds" if legacy else f"{where}operating_points.{point}"
         thresholds[point] = {m: _number(t, path, f"{label}.{m}") for m, t in per_margin.items()}
     return SpaceDefaults(thresholds=thresholds, score_max={m: _number(c, path, f"{where}score_max.{m}")
-                                                           for m, c in caps.items()}, source=source)
+                                                           for m, c in caps.items()}, source=source,
+                         rules=_rules(record.get("threshold_rules") or {}, path, where))
+
+
+#: the threshold rules a record may hold, and their numbers (`xmine.mining.threshold_rule`)
+RULES = {"mutual-null-share": ("intercept", "slope", "centre", "floor")}
+
+
+def _rules(rules, path: Path, where: str) -> dict:
+    """`threshold_rules`: {point: {margin: {"rule": name, number: value, ...}}}, each checked."""
+    if not isinstance(rules, dict):
+        raise InputError(path, f"{where}threshold_rules: expected an object")
+    parsed: dict = {}
+    for point, per_margin in rules.items():
+        if not isinstance(per_margin, dict):
+            raise InputError(path, f"{where}threshold_rules.{point}: expected an object")
+        for margin, rule in per_margin.items():
+            label = f"{where}threshold_rules.{point}.{margin}"
+            if not isinstance(rule, dict) or rule.get("rule") not in RULES:
+                got = rule.get("rule") if isinstance(rule, dict) else rule
+                raise InputError(path, f"{label}: expected a rule of {', '.join(RULES)}, not {got!r}")
+            parsed.setdefault(point, {})[margin] = {
+                "rule": rule["rule"], **{k: _number(rule.get(k), path, f"{label}.{k}") for k in RULES[rule["rule"]]}}
+    return parsed
 
 
 __all__ = ["SpaceDefaults", "parse_defaults"]

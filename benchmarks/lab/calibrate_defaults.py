@@ -407,6 +407,7 @@ def _record(space: dict) -> dict:
 
 def install_result(result: dict, result_path: Path) -> None:
     """The projection's values into its SHIPPED.json, the raw encoders' into mining/calibration.json."""
+    from xmine.disentangle.projection import write_projection_manifest
     from xmine.fileio import atomic_write_json
     from xmine.projection import SHIPPED_ROOT
 
@@ -427,10 +428,15 @@ def install_result(result: dict, result_path: Path) -> None:
     info["score_max"] = rec["score_max"]
     info["threshold_calibration"] = calibration | {"held_out_ratio": rec["held_out_ratio"], "sets": sets}
     atomic_write_json(path, info)
+    # the manifest records SHIPPED.json's sha256: rewritten with it, or the projection no longer loads
+    write_projection_manifest(path.parent, json.loads((path.parent / "config.json").read_text(encoding="utf-8")))
+    target = ROOT / "mining" / "calibration.json"
+    before = json.loads(target.read_text(encoding="utf-8")).get("encoders", {}) if target.is_file() else {}
     encoders = {}
     for space, name in (("raw-me5-small", "me5-small"), ("raw-use-m3", "use-m3")):
         enc = _encoder(name)
         encoders[name] = {"encoder_id": enc.fingerprint()["id"], **_record(result["spaces"][space])}
-    target = ROOT / "mining" / "calibration.json"
+        if "threshold_rules" in before.get(name, {}):  # `threshold-rules install`'s, kept (as in SHIPPED.json)
+            encoders[name]["threshold_rules"] = before[name]["threshold_rules"]
     atomic_write_json(target, {"kind": "xmine-mining-calibration", **calibration, "sets": sets, "encoders": encoders})
     click.echo(f"installed: {path}, {target}")

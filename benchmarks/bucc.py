@@ -21,18 +21,18 @@ from typing import Any
 import click
 import numpy as np
 
-from xmine.artefacts import provenance
-from xmine.dedup import dedup
-from xmine.embed_cache import cached_encode
+from xmine.artefacts.directory import provenance
+from xmine.io.dedup import dedup
+from xmine.encoders.embed_cache import cached_encode
 from xmine.encoders import load_encoder
 from xmine.encoders.options import precision_option
 from xmine.errors import DataNotFoundError, InputError
-from xmine.fileio import atomic_write_json
+from xmine.artefacts.fileio import atomic_write_json
 from xmine.mining.calibrate import threshold_sweep
 from xmine.options import projection_option
-from xmine.outputs import claim_output
+from xmine.artefacts.outputs import claim_output
 from xmine.paths import resolve_data_dir
-from xmine.projection import choose_projection, resolve_projection
+from xmine.encoders.projection import choose_projection, resolve_projection
 
 HOW_TO_GET = ("Download the BUCC 2018 data (https://comparable.limsi.fr/bucc2018/bucc2018-task.html): "
               "files like de-en.training.de, de-en.training.en, de-en.training.gold.")

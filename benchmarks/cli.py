@@ -22,7 +22,7 @@ from xmine.benchmarks.runner import DATA_HELP, ENCODER_HELP, current_encoder, ev
 from xmine.encoders import load_encoder
 from xmine.encoders.options import precision_option
 from xmine.mining.filters import PairFilterConfig
-from xmine.outputs import claim_output
+from xmine.artefacts.outputs import claim_output
 
 
 @click.group("bench", context_settings={"help_option_names": ["-h", "--help"]})

@@ -2,7 +2,7 @@
 
 A benchmark is measured for several *variants* of one encoder's embeddings in one run: the raw
 encoder output, and for each projection its meaning part and its language part. Raw embeddings
-come from `xmine.embed_cache.cached_encode`, so text is encoded once across runs, tasks and
+come from `xmine.encoders.embed_cache.cached_encode`, so text is encoded once across runs, tasks and
 projections; a projection is applied on top (cheap, never cached). The evaluation functions of
 each task take a single `embed_fn(sentences) -> (n, dim) float32 L2-normalised` so other code
 (the methods x tasks table) can call them with any embedding function.
@@ -20,14 +20,14 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from xmine.artefacts import file_fingerprint, provenance
-from xmine.corpus import truncate_for_encoding
-from xmine.embed_cache import cached_encode
-from xmine.fileio import atomic_write_json
+from xmine.artefacts.directory import file_fingerprint, provenance
+from xmine.io.corpus import truncate_for_encoding
+from xmine.encoders.embed_cache import cached_encode
+from xmine.artefacts.fileio import atomic_write_json
 from xmine.errors import ConfigError, InputError
 from xmine.mining.margin import margin_score
 from xmine.paths import REPO_ROOT, resolve_data_dir
-from xmine.projection import DEFAULT, NONE, choose_projection, resolve_projection
+from xmine.encoders.projection import DEFAULT, NONE, choose_projection, resolve_projection
 
 #: The `kind` of a benchmark result JSON (what marks it as one xmine may replace with --overwrite).
 RESULT_KIND = "xmine-benchmark-result"

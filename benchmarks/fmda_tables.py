@@ -31,7 +31,7 @@ from xmine.disentangle import load_projection
 from xmine.disentangle.fmda_data import read_massive
 from xmine.encoders.tokens import build_token_store, share_sentence_vectors
 from xmine.errors import ConfigError
-from xmine.outputs import claim_output
+from xmine.artefacts.outputs import claim_output
 
 PIVOT = "en-US"
 
@@ -146,7 +146,7 @@ def run(encoder, folder, fmda_dirs: dict[str, str], dream_dirs: dict[str, str], 
         quick: bool = False, overwrite: bool = False, command: str = "") -> list[Path]:
     """Evaluate and write fmda_table2 / fmda_table3 result JSONs; returns their paths.
 
-    Both JSONs are claimed (`xmine.outputs.claim_output`) before any work: never an input or a
+    Both JSONs are claimed (`xmine.artefacts.outputs.claim_output`) before any work: never an input or a
     foreign file, an earlier result replaced only with `overwrite`.
     """
     started = time.time()

@@ -37,7 +37,7 @@ import numpy as np
 from xmine.disentangle import massive as data
 from xmine.benchmarks.common import EmbedFn, cosine_matrix, retrieval_accuracy
 from xmine.errors import InputError
-from xmine.outputs import claim_output
+from xmine.artefacts.outputs import claim_output
 
 #: locales whose test split is annotated in the shared copy of MASSIVE 1.1 (FMDA: EN and DE)
 DEFAULT_LOCALES = ("en-US", "de-DE")
@@ -157,7 +157,7 @@ PAIRS_KIND = "massive-template-pairs"
 
 def write_pairs(path: str | Path, pairs: TemplatePairSet, *, overwrite: bool = False) -> None:
     """The set as JSON lines (id, source, target, template, replacements), with the sidecar
-    `PATH.json` (kind, generator summary, hash) that `xmine.outputs` uses to recognise it: an
+    `PATH.json` (kind, generator summary, hash) that `xmine.artefacts.outputs` uses to recognise it: an
     earlier pair file is replaced only with `overwrite`, any other file never."""
     lines = [json.dumps(dataclasses.asdict(p), ensure_ascii=False) for p in pairs.pairs]
     with claim_output(path, kind=PAIRS_KIND, form="tsv", inputs=[pairs.summary.get("file")],

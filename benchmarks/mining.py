@@ -50,14 +50,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.artefacts import file_fingerprint
+from xmine.artefacts.directory import file_fingerprint
 from xmine.benchmarks.bucc import best_threshold, evaluate, mine_candidates, prf_curve, read_bucc_file, read_gold
 from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines, read_lines
 from xmine.errors import DataNotFoundError, InputError, OutputError
-from xmine.fileio import atomic_write_json, atomic_write_text
+from xmine.artefacts.fileio import atomic_write_json, atomic_write_text
 from xmine.mining.defaults import DEFAULT_OPERATING_POINT, UNCALIBRATED, space_defaults
-from xmine.output_state import read_json
-from xmine.outputs import claim_output
+from xmine.artefacts.output_state import read_json
+from xmine.artefacts.outputs import claim_output
 from xmine.paths import default_data_dir, xmine_home
 
 #: xx (the BUCC-style short code used in file names) -> FLORES-200 code and newstest folders

@@ -15,8 +15,8 @@ from typing import Sequence
 import numpy as np
 
 from xmine.benchmarks.common import Variant
-from xmine.fileio import atomic_path
-from xmine.output_state import png_metadata
+from xmine.artefacts.fileio import atomic_path
+from xmine.artefacts.output_state import png_metadata
 
 #: The kind recorded in the PNG (a text chunk), which marks it as an xmine plot it may replace.
 PLOT_KIND = "pca-plot"

@@ -21,10 +21,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from xmine.fileio import atomic_write_text
-from xmine.output_state import md_header
+from xmine.artefacts.fileio import atomic_write_text
+from xmine.artefacts.output_state import md_header
 from xmine.benchmarks.common import machine, results_dir
-from xmine.outputs import claim_output
+from xmine.artefacts.outputs import claim_output
 
 log = logging.getLogger("xmine.benchmarks.report")
 
@@ -208,7 +208,7 @@ def build_report(results: Path | None = None) -> str:
     return "\n".join(lines)
 
 
-#: What marks a markdown file as an xmine report (its title line; xmine.outputs, form "md").
+#: What marks a markdown file as an xmine report (its title line; xmine.artefacts.outputs, form "md").
 REPORT_KIND = "benchmark-report"
 
 

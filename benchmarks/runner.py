@@ -20,7 +20,7 @@ from xmine.benchmarks import common
 from xmine.encoders import load_encoder
 from xmine.encoders.options import precision_option
 from xmine.options import projection_option
-from xmine.outputs import claim_output
+from xmine.artefacts.outputs import claim_output
 
 ENCODER_HELP = "Encoder: me5-small (default), use-m3, or any sentence-transformers name/path."
 DATA_HELP = (

@@ -8,25 +8,25 @@ from pathlib import Path
 
 import click
 
-from xmine.cluster import ray_option
-from xmine.corpus import read_corpus, truncate_for_encoding
+from xmine.exec.cluster import ray_option
+from xmine.io.corpus import read_corpus, truncate_for_encoding
 from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
 from xmine.mining.langid import UNKNOWN, TrustRule, identify_by_projection
 from xmine.disentangle.projection import load_projection
 from xmine.disentangle.st_export import export_portable
 from xmine.disentangle.trainer import TrainConfig, train
-from xmine.embed_cache import cached_encode
+from xmine.encoders.embed_cache import cached_encode
 from xmine.encoders import DEFAULT_ENCODER, load_encoder
 from xmine.encoders.pool import PoolEncoder
 from xmine.errors import ConfigError
-from xmine.executor import executor_for
+from xmine.exec.executor import executor_for
 from xmine.langs import is_known_lang, normalize_lang
 from xmine.disentangle.massive import locate
 from xmine.mining.langid import LID_BACKENDS, identify as identify_by_library, supported_languages
 from xmine.options import Finite
 from xmine.encoders.options import precision_option
-from xmine.outputs import claim_output
-from xmine.projection import shipped_dir
+from xmine.artefacts.outputs import claim_output
+from xmine.encoders.projection import shipped_dir
 
 _METHODS = ("center", "dream", "meat", "oracle", "seed", "intra", "inter", "fmda")
 
@@ -158,7 +158,7 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
                              max_pairs_per_lang=max_pairs_per_lang, langs=_split_langs(langs), seed=seed)
     config.check()
     enc = load_encoder(encoder, precision=precision, runtime=runtime, lazy=ray_address is not None)  # Ray actors load it
-    if ray_address is not None:  # encoded on the cluster's workers (`xmine.executor`)
+    if ray_address is not None:  # encoded on the cluster's workers (`xmine.exec.executor`)
         enc = PoolEncoder(enc, executor_for(ray_address))
     cfg = run(data, out_dir, encoder=enc, config=config, restart=restart, show_progress=not quiet, threads=threads,
               overwrite=overwrite).config

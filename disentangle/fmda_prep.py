@@ -21,13 +21,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.artefacts import atomic_dir
+from xmine.artefacts.directory import atomic_dir
 from xmine.disentangle.fmda_data import negative_pool, read_massive, template_and_residual_masks
 from xmine.encoders.tokens import build_token_store, share_sentence_vectors
 from xmine.errors import ConfigError, InputError
-from xmine.fileio import atomic_write_json, write_manifest
+from xmine.artefacts.fileio import atomic_write_json, write_manifest
 from xmine.langs import normalize_lang
-from xmine.outputs import claim_output
+from xmine.artefacts.outputs import claim_output
 from xmine.paths import xmine_home
 
 PIVOT = "en-US"

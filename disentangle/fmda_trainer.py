@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import sys
 
-from xmine.artefacts import provenance
+from xmine.artefacts.directory import provenance
 from xmine.disentangle.fmda_batches import Stepper, batches
 from xmine.disentangle.fmda_eval import dev_loss, dev_retrieval, fit_langid
 from xmine.disentangle.fmda_prep import PIVOT, prepare
@@ -102,7 +102,7 @@ def train_fmda(massive_dir: str | Path, out_dir: str | Path, *, encoder, config:
                show_progress: bool = True, threads: int | None = 1, overwrite: bool = False):
     """Train FMDA on MASSIVE's `massive_dir` (<locale>.jsonl files); write `out_dir`; return it loaded.
 
-    `out_dir` is claimed as `trainer.train` claims it (`xmine.outputs.claim_output`): new, empty,
+    `out_dir` is claimed as `trainer.train` claims it (`xmine.artefacts.outputs.claim_output`): new, empty,
     an unfinished run (resumed) or, with `overwrite`, a finished projection (replaced).
     """
     config.check()

@@ -5,9 +5,9 @@ Directory layout:
   the encoder fingerprint, hyper-parameters, training-data summary (files, hashes, counts), loss
   history, held-out language-identification accuracy, provenance.
 - `model.safetensors`: every weight and buffer of `model.Disentangler` (incl. langid centroids).
-- `manifest.json`: kind `projection` (xmine.fileio), format 2: with the size and sha256 of
+- `manifest.json`: kind `projection` (xmine.artefacts.fileio), format 2: with the size and sha256 of
   config.json, model.safetensors and (a shipped projection) SHIPPED.json, checked on every load
-  (`xmine.projection.projection_files`); written last.
+  (`xmine.encoders.projection.projection_files`); written last.
 - `.work/`: the trainer's checkpoint (resumable training, `train_checkpoint`: tensors and JSON,
   never a pickle); not needed to use the projection, checked by `verify`.
 """
@@ -23,14 +23,14 @@ import numpy as np
 from xmine.mining.langid import identify_by_projection, trust_table
 from xmine.disentangle.train_checkpoint import CHECKPOINT, LEGACY, verify_checkpoint
 from xmine.encoders import check_projection_encoder
-from xmine.fileio import atomic_path, atomic_write_json, sha256_file, write_manifest
+from xmine.artefacts.fileio import atomic_path, atomic_write_json, sha256_file, write_manifest
 from xmine.errors import ArtefactError, ConfigError
 from xmine.langs import normalize_lang
-from xmine.projection import (
-    CONFIG, PROJECTION_FILES, PROJECTION_FORMAT, PROJECTION_KIND as KIND, SHIPPED_INFO, SHIPPED_ROOT, WEIGHTS,
-    projection_files, read_projection_json, read_shipped_json,
+from xmine.encoders.projection import (
+    CONFIG, PROJECTION_FILES, PROJECTION_FORMAT, PROJECTION_KIND as KIND, SHIPPED_INFO, WEIGHTS, projection_files,
+    read_projection_json, read_shipped_json, shipped_encoder,
 )
-from xmine.records import FileRecord, ProjectionFingerprint
+from xmine.artefacts.records import FileRecord, ProjectionFingerprint
 
 PARTS = ("meaning", "language")
 FMDA_PARTS = ("meaning", "template", "residual", "language")
@@ -119,9 +119,8 @@ class Projection:
     def fingerprint(self) -> dict[str, Any]:
         """{"path", "method", "id"[, "shipped"]}: id = hash of the weights (equal ids = same projection);
         "shipped" names the encoder whose default projection, shipped inside xmine, this is."""
-        where = Path(self.path).resolve()
         return ProjectionFingerprint(path=str(self.path), method=self.method, id=self.config["weights_sha256"][:16],
-                                     shipped=where.name if where.parent == SHIPPED_ROOT else None).to_dict()
+                                     shipped=shipped_encoder(self.path)).to_dict()
 
     def check_encoder(self, encoder_fingerprint: dict[str, Any]) -> None:
         """Raise EncoderMismatchError unless embeddings of `encoder_fingerprint` may go through this projection.

@@ -16,12 +16,12 @@ import json
 from pathlib import Path
 
 from xmine import __version__
-from xmine.artefacts import atomic_dir, git_commit, provenance
+from xmine.artefacts.directory import atomic_dir, git_commit, provenance
 from xmine.disentangle.projection import load_projection
 from xmine.encoders import load_encoder
 from xmine.errors import ConfigError
-from xmine.fileio import write_manifest
-from xmine.outputs import claim_output
+from xmine.artefacts.fileio import write_manifest
+from xmine.artefacts.outputs import claim_output
 
 PORTABLE_KIND = "sentence-transformer-portable"
 

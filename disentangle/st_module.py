@@ -27,15 +27,15 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from sentence_transformers.base.modules.module import Module
 
-from xmine.artefacts import atomic_dir, provenance
+from xmine.artefacts.directory import atomic_dir, provenance
 from xmine.disentangle.fmda import FMDA, PARTS as FMDA_PARTS
 from xmine.disentangle.model import Disentangler
 from xmine.disentangle.projection import load_projection
 from xmine.encoders import load_encoder
 from xmine.encoders.e5_q4 import ensure_me5_model
 from xmine.errors import EncoderError
-from xmine.fileio import write_manifest
-from xmine.outputs import claim_output
+from xmine.artefacts.fileio import write_manifest
+from xmine.artefacts.outputs import claim_output
 
 
 class _SavedProjectionModule(Module):

@@ -19,7 +19,7 @@ import struct
 from typing import Any
 
 from xmine.errors import ArtefactError, ConfigError
-from xmine.fileio import atomic_path
+from xmine.artefacts.fileio import atomic_path
 
 CHECKPOINT = "checkpoint.safetensors"
 #: the pickled checkpoint of older xmine versions: never loaded (removed by `train`, refused by `verify`)

@@ -1,7 +1,7 @@
 """Train a disentangler on parallel data: sample, embed (cached), fit, early-stop, save, resume.
 
 The run: `discover_pairs` -> `sample_pairs` (seeded, 10% held out) -> raw embeddings through
-`xmine.embed_cache.cached_encode` -> epochs of Adam over batches -> the best (lowest validation
+`xmine.encoders.embed_cache.cached_encode` -> epochs of Adam over batches -> the best (lowest validation
 loss) weights saved as a projection directory (see `projection.py`).
 
 Batches: each batch holds pairs of ONE language pair (all sources one language, all targets
@@ -28,14 +28,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.artefacts import provenance
-from xmine.corpus import truncate_for_encoding
+from xmine.artefacts.directory import provenance
+from xmine.io.corpus import truncate_for_encoding
 from xmine.disentangle.data import discover_pairs, sample_pairs
 from xmine.disentangle.projection import load_projection, save_projection
 from xmine.disentangle.train_checkpoint import CHECKPOINT, checkpoint_in, fresh_state, resume, run_signature, save
-from xmine.embed_cache import cached_encode
+from xmine.encoders.embed_cache import cached_encode
 from xmine.errors import ConfigError
-from xmine.outputs import claim_output
+from xmine.artefacts.outputs import claim_output
 
 WORK = ".work"
 
@@ -255,7 +255,7 @@ def run_epochs(state: dict, model, *, config, desc: str, valid_name: str, show_p
 
 @contextlib.contextmanager
 def training_output(out_dir: str | Path, *, inputs: list, threads: int | None, overwrite: bool, reopen: bool = False):
-    """`out_dir` claimed for a projection (`xmine.outputs.claim_output`, see `train`) while torch runs
+    """`out_dir` claimed for a projection (`xmine.artefacts.outputs.claim_output`, see `train`) while torch runs
     `threads` CPU threads (None: its default); the thread count is restored afterwards."""
     import torch
 
@@ -287,7 +287,7 @@ def train(
     networks are small (d x d); one thread is nearly as fast as several and does not fight other
     jobs for cores.
 
-    `out_dir` is claimed first (`xmine.outputs.claim_output`): it must be new, empty, a run of
+    `out_dir` is claimed first (`xmine.artefacts.outputs.claim_output`): it must be new, empty, a run of
     `train` to resume (its checkpoint decides: other settings are refused; a run stopped by
     max_epochs continues with a higher limit) or, with `overwrite`, a finished projection to
     replace; never an input or another artefact, and never written by two runs at once.

@@ -4,7 +4,7 @@ FAISS's similarities can differ in the last bits with the number of queries in o
 picks other kernels for other shapes). So `search_blocks` cuts the queries the same way whatever
 runs it: blocks of `QUERY_BLOCK` rows, each searched in every shard by `shard_searcher` (what
 `IndexDir.search` runs), merged per query by `merge_topk`; its units (a run of blocks x one shard)
-run here or as Ray tasks (`xmine.executor`), with the same bytes.
+run here or as Ray tasks (`xmine.exec.executor`), with the same bytes.
 
 A "shard opener" is a picklable callable, `open_shard(s) -> (index, shard, choice)`, as
 `shard_searcher` takes them (an `IndexShard` and an `IndexChoice`):
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.executor import LOCAL, Executor, ShardProgress
+from xmine.exec.executor import LOCAL, Executor, ShardProgress
 from xmine.index.faiss_index import IndexChoice, IndexDir, IndexShard, shard_searcher
 from xmine.topk import merge_topk
 

@@ -13,14 +13,14 @@ from typing import Sequence
 
 import numpy as np
 
-from xmine.artefacts import atomic_dir, provenance
+from xmine.artefacts.directory import atomic_dir, provenance
 from xmine.errors import ConfigError, NonFiniteRowError
-from xmine.executor import LOCAL, Executor, ShardProgress
-from xmine.fileio import atomic_path, sha256_file, write_manifest
+from xmine.exec.executor import LOCAL, Executor, ShardProgress
+from xmine.artefacts.fileio import atomic_path, sha256_file, write_manifest
 from xmine.index.choose import IndexChoice, choose_index
 from xmine.index.faiss_gpu import faiss_reason, to_cpu, to_gpu, units_use_gpus
 from xmine.index.faiss_index import FORMAT_VERSION, KIND, IndexDir, shard_name, shard_plan
-from xmine.records import EncoderFingerprint, ProjectionFingerprint, to_json
+from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint, to_json
 from xmine.store.layout import SENTENCE_INDEX
 from xmine.store.rows import as_f32
 
@@ -89,7 +89,7 @@ def build_index(
     `out_dir`. `sentences`: the text of every row, as a list or as a file of one sentence a line
     (copied, e.g. a store's sentences.txt).
 
-    As autofaiss and stopes do, on any `executor` (`xmine.executor`; the same directory here and
+    As autofaiss and stopes do, on any `executor` (`xmine.exec.executor`; the same directory here and
     on Ray): the index is trained in ONE unit on a seeded sample (`train_index`), then rows are
     added in units (`add_unit`), each on a copy of the trained index. With `shard_rows`, each unit
     writes its shard (searched as one, like faiss's IndexShards). Without, the rows are added in
@@ -98,8 +98,8 @@ def build_index(
     index; HNSW graphs cannot be merged, so a graph is built by one unit.
 
     An existing `out_dir` is replaced only when it is an xmine index and `overwrite` is given
-    (`xmine.artefacts.atomic_dir`); callers that take user paths claim it first
-    (`xmine.outputs.claim_output`), which also refuses inputs and a second writer.
+    (`xmine.artefacts.directory.atomic_dir`); callers that take user paths claim it first
+    (`xmine.artefacts.outputs.claim_output`), which also refuses inputs and a second writer.
     """
     import faiss
 

@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 
 from xmine.errors import ConfigError
-from xmine.records import Record
+from xmine.artefacts.records import Record
 
 INDEX_TYPES = ("auto", "flat", "ivf", "hnsw", "ivfpq", "ivfpqfs", "opq")
 #: What `build-index` builds: all but ivfpqfs, whose fast-scan codes FAISS cannot reconstruct (it

@@ -11,20 +11,20 @@ import tempfile
 import click
 import numpy as np
 
-from xmine.artefacts import provenance
-from xmine.cluster import ray_option
+from xmine.artefacts.directory import provenance
+from xmine.exec.cluster import ray_option
 from xmine.encoders import EncoderConfig, check_same_encoder
 from xmine.encoders.options import precision_option
-from xmine.executor import executor_for
+from xmine.exec.executor import executor_for
 from xmine.index.blocked_search import IndexDirShards, search_blocks
 from xmine.index.build import IndexConfig, build_index as _build
 from xmine.index.choose import BUILD_TYPES
 from xmine.index.faiss_gpu import gpu_count
 from xmine.index.faiss_index import IndexDir
-from xmine.input_encoders import Encoders, check_same_projection
+from xmine.encoders.input_encoders import Encoders, check_same_projection
 from xmine.inputs import check_split_languages, load_side
 from xmine.options import LANG, PROJECTION_CHOSEN, Finite, input_format_options, projection_option
-from xmine.outputs import claim_output
+from xmine.artefacts.outputs import claim_output
 from xmine.store.rows import RowSubset
 
 

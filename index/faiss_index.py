@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from xmine.errors import ArtefactError, ConfigError
-from xmine.fileio import MANIFEST, VerifiedFiles, check_names, read_manifest
-from xmine.records import EncoderFingerprint, FileRecord, ProjectionFingerprint, Record
+from xmine.artefacts.fileio import MANIFEST, VerifiedFiles, check_names, read_manifest
+from xmine.artefacts.records import EncoderFingerprint, FileRecord, ProjectionFingerprint, Record
 from xmine.index.choose import IndexChoice
 from xmine.index.faiss_gpu import gpu_count, to_gpu
 from xmine.store.layout import SENTENCE_INDEX
@@ -64,7 +64,7 @@ class IndexManifest(Record):
     built_on_gpu: bool  #: whether FAISS trained and added on a GPU
     shards: tuple[IndexShard, ...]  #: the shards in row order
     source: dict | None  #: what was indexed (a text file or a store; `corpus`: what line numbers count in)
-    provenance: dict  #: what made it (xmine.artefacts.provenance)
+    provenance: dict  #: what made it (xmine.artefacts.directory.provenance)
 
 
 def shard_plan(n: int, shard_rows: int) -> list[tuple[int, int]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from xmine.checkpoints import KeyedDir
+from xmine.artefacts.checkpoints import KeyedDir
 from xmine.index.build import add_unit
 from xmine.index.faiss_index import read_index
 from xmine.mining.rescore import exact_dot

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # the configs are imported when a function is called
     from xmine.mining.config import EncodingConfig, FilterConfig, SearchConfig, SelectionConfig, SideInput
     from xmine.mining.filters import PairFilterConfig
 
-from xmine.artefacts import register_readers
+from xmine.artefacts.directory import register_readers
 from xmine.disentangle.projection import load_projection
 from xmine.index.faiss_index import IndexDir
 
@@ -42,7 +42,7 @@ SUMMARY_KEY = b"xmine"
 
 def _corpus(value: Source, directory: Path, name: str) -> tuple[Path, bool]:
     """A path to mine or score: the value itself, or a list of strings written one a line."""
-    from xmine.stdin import is_url
+    from xmine.io.stdin import is_url
 
     if is_url(value):  # an fsspec URL, kept as the string it is (`mine` copies it as it streams)
         return value, False
@@ -209,7 +209,7 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
     import numpy as np
 
     from xmine.encoders import DEFAULT_ENCODER, load_encoder
-    from xmine.projection import choose_projection, resolve_projection
+    from xmine.encoders.projection import choose_projection, resolve_projection
 
     name = encoder or DEFAULT_ENCODER
     model = load_encoder(name, precision=precision)

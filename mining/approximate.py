@@ -10,7 +10,7 @@ How: ONE coarse quantiser (and PQ codebook) is trained on a seeded sample of bot
 live in one space), then for each direction the base side is added to copies of that trained
 index, `shard_rows` rows per shard, and the other side is searched against each shard in blocks
 of `query_block` rows (`xmine.index.blocked_search.search_blocks`), each block's top-k merged
-across the shards. Each step is a set of units (`xmine.executor`): in this process one after
+across the shards. Each step is a set of units (`xmine.exec.executor`): in this process one after
 another, or as tasks on a Ray cluster, with the same result. Memory per running unit: one shard
 (IVF-PQ fast-scan: pq_m/2 + 8 bytes a row) and its answers; on the driver both directions'
 k-state ((n + m) * k * 12 bytes).
@@ -45,9 +45,9 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.checkpoints import KeyedDir
-from xmine.executor import LOCAL, Executor, ShardProgress
-from xmine.fileio import atomic_path
+from xmine.artefacts.checkpoints import KeyedDir
+from xmine.exec.executor import LOCAL, Executor, ShardProgress
+from xmine.artefacts.fileio import atomic_path
 from xmine.index.build import Training, train_index, with_threads
 from xmine.index.choose import APPROXIMATE_TYPES, index_factory, ivf_lists, pq_subquantisers
 from xmine.index.faiss_index import IndexChoice, IndexShard, read_index, shard_plan
@@ -126,7 +126,7 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
     """Approximate kNN x->y and y->x: (fwd_sims (n, kx), fwd_idx, bwd_sims (m, ky), bwd_idx), sorted,
     float32 / int64, -1 where fewer neighbours were found; kx = min(k, m), ky = min(k, n).
 
-    `executor`: where the training, adding and searching units run (`xmine.executor`: this
+    `executor`: where the training, adding and searching units run (`xmine.exec.executor`: this
     process, or tasks on the connected Ray cluster); the same result.
     `passing(fwd_sims, fwd_idx, bwd_sims, bwd_idx)`: (source mask, target mask) of the rows whose
     neighbourhood decides whether a pair passes the threshold (`select.passing_rows`), or None;

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from xmine.corpus import iter_lines
-from xmine.delimited import column_index, delimited_rows, field_of
+from xmine.io.corpus import iter_lines
+from xmine.io.delimited import column_index, delimited_rows, field_of
 from xmine.errors import ConfigError, InputError
 from xmine.langs import is_known_lang, normalize_lang
-from xmine.reader_base import MISSING, field_at, format_by_path
-from xmine.readers import jsonl_records
+from xmine.io.reader_base import MISSING, field_at, format_by_path
+from xmine.io.readers import jsonl_records
 
 BITEXT_FORMATS = ("tsv", "csv", "moses", "jsonl", "parquet", "hf")
 # Rows per batch read from Parquet / a dataset.

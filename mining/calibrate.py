@@ -31,16 +31,16 @@ from typing import Any
 import click
 import numpy as np
 
-from xmine.artefacts import provenance
+from xmine.artefacts.directory import provenance
 from xmine.calibration import SpaceDefaults, parse_defaults
 from xmine.encoders import DEFAULT_ENCODER, load_encoder
 from xmine.errors import ConfigError, InputError
-from xmine.fileio import atomic_write_json
+from xmine.artefacts.fileio import atomic_write_json
 from xmine.langs import lang_script, normalize_lang
 from xmine.options import projection_option
-from xmine.outputs import claim_output
+from xmine.artefacts.outputs import claim_output
 from xmine.paths import resolve_data_dir
-from xmine.projection import choose_projection, read_projection_json, resolve_projection
+from xmine.encoders.projection import choose_projection, read_projection_json, resolve_projection
 
 CALIBRATION_KIND = "xmine-calibration"
 #: aligned pairs needed: a fifth of them are the gold, and a set needs >= 100 gold pairs

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from xmine.cluster import ray_option
+from xmine.exec.cluster import ray_option
 from xmine.encoders.options import precision_option
 from xmine.index.choose import APPROXIMATE_TYPES
 from xmine.mining.config import (EncodingConfig, FilterConfig, OptionConflict, OutputConfig, SearchConfig,

@@ -35,8 +35,8 @@ from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
 from xmine.mining.presearch import PreSearchConfig
 from xmine.mining.select import MiningConfig
 from xmine.mining.writers import OUTPUT_FORMATS
-from xmine.reader_base import InputFormat
-from xmine.stdin import is_url
+from xmine.io.reader_base import InputFormat
+from xmine.io.stdin import is_url
 
 
 class OptionConflict(ConfigError):
@@ -73,7 +73,7 @@ class SideInput:
         if self.lang is not None and not is_known_lang(self.lang):
             raise ConfigError(f"{self.path}: {self.lang!r} is not a known language code")
         if self.input_format is not None and not isinstance(self.input_format, InputFormat):
-            raise ConfigError(f"{self.path}: input_format must be an xmine.reader_base.InputFormat")
+            raise ConfigError(f"{self.path}: input_format must be an xmine.io.reader_base.InputFormat")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,7 +87,7 @@ class EncodingConfig:
     #: the runtime that runs it (auto, torch, openvino: `xmine.encoders.runtime`); None: auto
     runtime: str | None = None
     #: "default" (the projection shipped for the default encoder), "none" (raw embeddings), a
-    #: projection directory (`xmine train`); None: as `xmine.projection.choose_projection` decides
+    #: projection directory (`xmine train`); None: as `xmine.encoders.projection.choose_projection` decides
     projection: str | Path | None = None
 
     def __post_init__(self):

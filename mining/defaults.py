@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from xmine.calibration import SpaceDefaults, parse_defaults
-from xmine.projection import projection_defaults
+from xmine.encoders.projection import projection_defaults
 from xmine.errors import InputError
 
 #: "balanced": the F1 default (mean precision >= 0.85 on the calibration sets); "precision": mean

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from xmine.corpus import truncate_for_encoding
+from xmine.io.corpus import truncate_for_encoding
 from xmine.errors import ConfigError
 from xmine.langs import normalize_lang
 from xmine.mining.filters import RULES as FILTER_RULES

@@ -7,7 +7,7 @@ The merge (`xmine.topk.merge_topk`) is order-free: a row's top-k over all tiles 
 its true top-k, ties to the lower index, so the lists, and the mined TSV, are byte-identical
 whatever the tiling and wherever the units run (tests/test_ray.py).
 
-The executor (`xmine.executor`) runs the units: where one unit runs at a time (this process) it
+The executor (`xmine.exec.executor`) runs the units: where one unit runs at a time (this process) it
 uses every thread and a tile spans all of y, a stripe of STRIPE_BLOCKS_ROWS blocks of x rows
 over which one product keeps its y->x state; where several run at once (a Ray cluster), tiles
 are TILE_BLOCKS_ROWS x TILE_BLOCKS_COLS blocks of one CPU each. A unit reads its own rows (a store's row view travels
@@ -29,10 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.checkpoints import KeyedDir
+from xmine.artefacts.checkpoints import KeyedDir
 from xmine.errors import NonFiniteRowError
-from xmine.executor import LOCAL, Executor, ShardProgress
-from xmine.fileio import atomic_path
+from xmine.exec.executor import LOCAL, Executor, ShardProgress
+from xmine.artefacts.fileio import atomic_path
 from xmine.mining.knn_product import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS, product_knn_both
 from xmine.store.rows import RowSubset
 from xmine.topk import merge_topk

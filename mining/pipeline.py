@@ -38,12 +38,12 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.artefacts import provenance
+from xmine.artefacts.directory import provenance
 from xmine.encoders import EncoderConfig
 from xmine.errors import ConfigError, InputError, NonFiniteRowError
-from xmine.executor import executor_for
-from xmine.input_artefacts import artefact_kind
-from xmine.input_encoders import Encoders
+from xmine.exec.executor import executor_for
+from xmine.artefacts.input_artefacts import artefact_kind
+from xmine.encoders.input_encoders import Encoders
 from xmine.inputs import check_compatible, check_split_languages, load_side
 from xmine.mining.config import MineConfig
 from xmine.mining.defaults import DEFAULT_OPERATING_POINT
@@ -57,12 +57,12 @@ from xmine.mining.select import MiningConfig
 from xmine.mining.threshold_rule import keep_at_least, mutual_null_share, rule_threshold
 from xmine.mining.writers import COMPANIONS, moses_suffixes, output_format as resolve_format
 from xmine.mining.writers import MinedRows, PairColumn, write_meta, write_mined
-from xmine.output_state import same_file
-from xmine.outputs import claim_output
-from xmine.readers import for_each_input
-from xmine.record_fields import check_fields_readable, record_fields
-from xmine.records import to_json
-from xmine.stdin import is_url, shown_path, spool_url
+from xmine.artefacts.output_state import same_file
+from xmine.artefacts.outputs import claim_output
+from xmine.io.readers import for_each_input
+from xmine.io.record_fields import check_fields_readable, record_fields
+from xmine.artefacts.records import to_json
+from xmine.io.stdin import is_url, shown_path, spool_url
 
 log = logging.getLogger(__name__)
 
@@ -74,16 +74,16 @@ def mine(config: MineConfig, *, show_progress: bool = True) -> dict:
     """Run `config` (`xmine.mining.config`: the two sides, the space, the search, the selection, the
     filters, the output); returns a summary (also written to `<output.path>.json`).
 
-    The output is claimed first (`xmine.outputs.claim_output`): it must not be an input, an
+    The output is claimed first (`xmine.artefacts.outputs.claim_output`): it must not be an input, an
     existing one (with `.json`, `.meta`, `.work/`) must be an earlier mining result and is
     replaced only with `output.overwrite`, and a second run writing the same output is refused.
     `encoding.encoder`, `encoding.precision` and `encoding.runtime` encode text sides; by
     default those of the artefact sides (stores, indexes), else me5-small at "auto" precision and
-    runtime. A side at an fsspec URL is copied as it streams (`xmine.stdin.spool_url`) into a
+    runtime. A side at an fsspec URL is copied as it streams (`xmine.io.stdin.spool_url`) into a
     temporary folder, removed when the run ends; its URL is what the outputs record.
 
     `search.ray`: None runs in this process; "auto" or a cluster address runs the kNN search's
-    units as Ray tasks (`xmine.executor`; exact: tiles of the product, `xmine.mining.knn`;
+    units as Ray tasks (`xmine.exec.executor`; exact: tiles of the product, `xmine.mining.knn`;
     approximate and an index side: index shards x query blocks), with byte-identical output.
 
     `selection.threshold` "default": mine with the calibrated threshold of the space mined in (the
@@ -98,7 +98,7 @@ def mine(config: MineConfig, *, show_progress: bool = True) -> dict:
     `allow_same_input`: mine even when both sides are the same file or directory (refused
     otherwise: every sentence would pair with itself). `output.format`: tsv, moses, jsonl,
     parquet, hf or tmx (`xmine.mining.writers`); None: by the name of the output. Each side's
-    `input_format` (xmine.reader_base.InputFormat) says how to read a corpus side.
+    `input_format` (xmine.io.reader_base.InputFormat) says how to read a corpus side.
     `filters.pairs`: the pair filters (`xmine.mining.filters`) run on the selected pairs before
     they are written; the summary's `filters` counts what each rule removed.
     `output.keep_filtered`: also write the dropped pairs there (`score<TAB>src<TAB>tgt<TAB>rule`,
@@ -110,7 +110,7 @@ def mine(config: MineConfig, *, show_progress: bool = True) -> dict:
     sides before the search (`xmine.mining.presearch`: rows without letters, near-duplicates,
     texts on both sides); the summary's `pre_search` counts what each step removed per side.
     A side's `keep_fields`: fields of its records (dotted, e.g. `url`, `meta.domain`) that every
-    output carries as `src_NAME` / `tgt_NAME` (`xmine.record_fields`; JSON Lines, Parquet,
+    output carries as `src_NAME` / `tgt_NAME` (`xmine.io.record_fields`; JSON Lines, Parquet,
     CSV/TSV or dataset corpora only).
     """
     urls = {role: side.path for role, side in (("src", config.src), ("tgt", config.tgt)) if is_url(side.path)}

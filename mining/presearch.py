@@ -11,7 +11,7 @@ so digits, punctuation and case do not count), steps in this order:
   with one is dropped by `identical`, so they are removed only while that filter is active.
 - `near_duplicates`: a row whose key equals an earlier row's of its side (a templated line with
   another number, a line differing in punctuation or case) is mined through that first row, as
-  exact repeats already are (`xmine.dedup.first_occurrences`, the same dedup).
+  exact repeats already are (`xmine.io.dedup.first_occurrences`, the same dedup).
 - `copies`: a key present on both sides. Each such text is identified (`langid.identify`, the
   pair filters' `lid` backend, its top language) when both languages are given and the backend
   knows them: a text identified as one side's language stays on that side only; a text given to
@@ -31,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
-from xmine.dedup import first_occurrences
+from xmine.io.dedup import first_occurrences
 from xmine.errors import ConfigError
 from xmine.mining.filters import normalise
 from xmine.mining.langid import accepts, identify, knows

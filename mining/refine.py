@@ -30,7 +30,7 @@ import logging
 
 import numpy as np
 
-from xmine.fileio import atomic_path
+from xmine.artefacts.fileio import atomic_path
 from xmine.store.rows import RowSubset, as_f32
 
 log = logging.getLogger(__name__)

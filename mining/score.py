@@ -31,11 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.artefacts import provenance
+from xmine.artefacts.directory import provenance
 from xmine.encoders import EncoderConfig
 from xmine.errors import InputError
-from xmine.executor import LOCAL, Executor, executor_for
-from xmine.input_encoders import Encoders
+from xmine.exec.executor import LOCAL, Executor, executor_for
+from xmine.encoders.input_encoders import Encoders
 from xmine.inputs import check_compatible, load_side
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.bitext import Bitext
@@ -49,9 +49,9 @@ from xmine.mining.score_output import DROP_RULES, PairScores, resolve_score_form
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.select import MiningConfig, _masked_mean
 from xmine.mining.writers import tsv_field
-from xmine.outputs import claim_output
-from xmine.records import to_json
-from xmine.stdin import shown_path
+from xmine.artefacts.outputs import claim_output
+from xmine.artefacts.records import to_json
+from xmine.io.stdin import shown_path
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ def score_bitext(
     does, with the same output); `selection` the margin and the
     threshold ("default": `mine`'s calibrated one in this space); `filters`: the pair filters.
     `kept_only`: write only the kept pairs. `output_format`: tsv, csv, jsonl or parquet (None: by the name
-    of `out`). `out` is claimed as `mine` claims its output (`xmine.outputs.claim_output`).
+    of `out`). `out` is claimed as `mine` claims its output (`xmine.artefacts.outputs.claim_output`).
     """
     from xmine.mining.pipeline import _threshold
 

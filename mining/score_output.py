@@ -23,7 +23,7 @@ import numpy as np
 from xmine.errors import ConfigError, InputError
 from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.writers import tsv_field
-from xmine.reader_base import stem_suffix
+from xmine.io.reader_base import stem_suffix
 
 #: rule names of a dropped pair: its code in `PairScores.rule` is the index here
 DROP_RULES = ("empty", "threshold") + FILTER_RULES

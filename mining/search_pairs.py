@@ -1,6 +1,6 @@
 """The search step of `xmine mine`: both directions' k nearest neighbours among the mined rows
 (`Mineable`) by the chosen search (exact blocked kNN, approximate IVF indexes, or a side's own
-index directory), its units here or on Ray (`xmine.executor`), then margin scoring and one-to-one
+index directory), its units here or on Ray (`xmine.exec.executor`), then margin scoring and one-to-one
 selection."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from functools import partial
 
 import numpy as np
 
-from xmine.executor import Executor
+from xmine.exec.executor import Executor
 from xmine.mining.ann_shards import drop_repeats, rescore_candidates
 from xmine.mining.approximate import approximate_knn_both
 from xmine.mining.mineable import Mineable

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from xmine.errors import ConfigError
-from xmine.executor import LOCAL, Executor
+from xmine.exec.executor import LOCAL, Executor
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS, exact_knn_both
 from xmine.mining.margin import MARGINS, margin_score
 from xmine.mining.products import PRODUCTS

@@ -1,7 +1,7 @@
 """Writing mined pairs: TSV (the default), Moses, JSON Lines, Parquet, a Hugging Face dataset.
 
 `write_mined` streams the pairs, best first, each sentence read from its side's store by offset,
-into the output the pipeline has claimed (`xmine.outputs.claim_output`, atomically):
+into the output the pipeline has claimed (`xmine.artefacts.outputs.claim_output`, atomically):
 
 - `tsv`: `score<TAB>src<TAB>tgt` (with `line_numbers`, the two line numbers after), gzip when the
   output ends in `.gz`; byte for byte what `xmine mine` always wrote.

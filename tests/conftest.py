@@ -15,7 +15,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from xmine.artefacts import register_readers  # noqa: E402
+from xmine.artefacts.directory import register_readers  # noqa: E402
 from xmine.disentangle.projection import load_projection  # noqa: E402
 from xmine.index.faiss_index import IndexDir  # noqa: E402
 from xmine.paths import default_data_dir  # noqa: E402

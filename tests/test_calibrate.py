@@ -11,7 +11,7 @@ import pytest
 from xmine.benchmarks import mining
 from xmine.benchmarks.bucc import best_threshold
 from xmine.errors import InputError
-from xmine.projection import calibrated_threshold
+from xmine.encoders.projection import calibrated_threshold
 
 from flores import flores_lines
 from labscripts import lab_module
@@ -77,7 +77,7 @@ def test_calibrated_threshold_is_read_and_checked(tmp_path):
 
     from xmine.disentangle.projection import write_projection_manifest
     from xmine.errors import ArtefactError
-    from xmine.projection import SHIPPED_ROOT
+    from xmine.encoders.projection import SHIPPED_ROOT
 
     proj = tmp_path / "p"
     shutil.copytree(SHIPPED_ROOT / "me5-small", proj)

@@ -1,8 +1,8 @@
-"""xmine.checkpoints.KeyedDir: the one keyed checkpoint folder of the resumable steps."""
+"""xmine.artefacts.checkpoints.KeyedDir: the one keyed checkpoint folder of the resumable steps."""
 
 import json
 
-from xmine.checkpoints import KeyedDir
+from xmine.artefacts.checkpoints import KeyedDir
 
 
 def _touch(path, text="x"):

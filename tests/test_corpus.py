@@ -1,4 +1,4 @@
-"""Reading corpora: the input policy of xmine.corpus, on small files written here."""
+"""Reading corpora: the input policy of xmine.io.corpus, on small files written here."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import logging
 import numpy as np
 import pytest
 
-from xmine.compression import count_lines
-from xmine.corpus import iter_corpus, read_corpus, truncate_for_encoding
-from xmine.dedup import dedup
-from xmine.parallel_text import read_parallel
+from xmine.io.compression import count_lines
+from xmine.io.corpus import iter_corpus, read_corpus, truncate_for_encoding
+from xmine.io.dedup import dedup
+from xmine.io.parallel_text import read_parallel
 from xmine.errors import InputError
 
 
@@ -23,7 +23,7 @@ def write(tmp_path, name, data: bytes):
 
 def test_empty_lines_keep_line_numbers_and_are_counted(tmp_path, caplog):
     p = write(tmp_path, "a.txt", b"eins\n\n   \nzwei\n\t\ndrei")
-    with caplog.at_level(logging.WARNING, logger="xmine.corpus"):
+    with caplog.at_level(logging.WARNING, logger="xmine.io.corpus"):
         c = read_corpus(p)
     assert c.sentences == ["eins", "zwei", "drei"]
     assert c.line_numbers.tolist() == [1, 4, 6]
@@ -127,7 +127,7 @@ def test_corrupt_gzip_is_an_input_error(tmp_path):
 def test_long_lines_warned_kept_whole_and_cut_for_encoding(tmp_path, caplog):
     long = "x" * 50
     p = write(tmp_path, "long.txt", f"short\n{long}\nok\n{long}y\n".encode())
-    with caplog.at_level(logging.WARNING, logger="xmine.corpus"):
+    with caplog.at_level(logging.WARNING, logger="xmine.io.corpus"):
         c = read_corpus(p, max_chars=20)
     assert c.sentences[1] == long  # the text is kept whole for output
     assert c.stats.long_count == 2 and c.stats.long_lines == [2, 4]

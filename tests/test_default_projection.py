@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from xmine.cli import main
-from xmine.projection import SHIPPED_INFO, SHIPPED_ROOT, choose_projection, shipped_dir
+from xmine.encoders.projection import SHIPPED_INFO, SHIPPED_ROOT, choose_projection, shipped_dir
 from xmine.errors import ConfigError, InputError
 from xmine.paths import REPO_ROOT
 
@@ -70,7 +70,7 @@ def test_default_applies_to_me5_small_only(me5, caplog):
 def _shipped_copy(tmp_path, monkeypatch, flag):
     """A copy of the shipped folder as xmine's shipped root, its SHIPPED.json is_default set to `flag`
     (None: no such key)."""
-    import xmine.projection as projection
+    import xmine.encoders.projection as projection
     from xmine.disentangle.projection import write_projection_manifest
 
     root = tmp_path / "projections"
@@ -112,7 +112,7 @@ def test_another_me5_variant_falls_back_to_raw(me5, caplog):
 
 def test_default_applies_at_every_precision(me5):
     from xmine.encoders import with_precision
-    from xmine.records import EncoderFingerprint
+    from xmine.artefacts.records import EncoderFingerprint
 
     fp32 = dict(me5.fingerprint(), id=EncoderFingerprint.from_dict(me5.fingerprint(), where="me5").weights_id)
     for precision in ("fp32", "bf16", "fp16"):
@@ -280,7 +280,7 @@ def test_an_implicit_choice_is_made_and_told_once(tmp_path, monkeypatch, caplog)
     """Loading the encoder while the projection is being chosen (its fingerprint decides) must not
     choose, and log, a second time."""
     from xmine.encoders import EncoderConfig
-    from xmine.input_encoders import Encoders
+    from xmine.encoders.input_encoders import Encoders
 
     _shipped_copy(tmp_path, monkeypatch, False)
     encoders = Encoders(EncoderConfig(name="me5-small"), None)

@@ -97,7 +97,7 @@ def test_center_means_and_reversibility(challenge, me5, tmp_path):
     means = proj.model.language_means.numpy()
     # The German mean is the mean of the German training sentences' embeddings.
     from xmine.disentangle.data import sample_pairs
-    from xmine.embed_cache import cached_encode
+    from xmine.encoders.embed_cache import cached_encode
 
     sample = sample_pairs(discover_pairs([challenge], langs=LANGS), max_pairs_per_lang=PAIRS, valid_fraction=0.1, seed=0)
     de = [s for s, g, v in zip(sample.src, sample.group, sample.valid) if not v and sample.lang_pairs[g][0] == "deu"]

@@ -187,7 +187,7 @@ def _flores(data_dir, lang: str, n: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def real(data_dir, me5):
-    from xmine.embed_cache import cached_encode
+    from xmine.encoders.embed_cache import cached_encode
 
     # The sentences test_mining embeds too (the embedding cache holds them).
     de, en = _flores(data_dir, "deu_Latn", 300), _flores(data_dir, "eng_Latn", 800)

@@ -1,10 +1,10 @@
-"""The executor in this process (`xmine.executor.LOCAL`): units in order, progress as they go.
+"""The executor in this process (`xmine.exec.executor.LOCAL`): units in order, progress as they go.
 
 Its Ray side (`OnRay`) runs the same units on a real cluster in tests/test_ray.py."""
 
 from __future__ import annotations
 
-from xmine.executor import LOCAL, ShardProgress, executor_for
+from xmine.exec.executor import LOCAL, ShardProgress, executor_for
 
 
 def _count_rows(start: int, stop: int, *, on_rows=None):

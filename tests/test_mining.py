@@ -328,7 +328,7 @@ def test_config_is_validated():
 
 
 def test_dedup_mapping_used_by_mining(tmp_path):
-    from xmine.dedup import dedup
+    from xmine.io.dedup import dedup
 
     unique, inverse, first = dedup(["a  b", "c", "a b", "c", "d"], return_first=True)
     assert unique == ["a  b", "c", "d"] and inverse.tolist() == [0, 1, 0, 1, 2] and first.tolist() == [0, 1, 4]
@@ -342,7 +342,7 @@ def _flores(data_dir: Path, lang: str) -> list[str]:
 @pytest.fixture(scope="module")
 def flores_setup(data_dir, me5):
     """300 German sentences; English: their 300 translations shuffled + 200 unrelated sentences."""
-    from xmine.embed_cache import cached_encode
+    from xmine.encoders.embed_cache import cached_encode
 
     de, en = _flores(data_dir, "deu_Latn"), _flores(data_dir, "eng_Latn")
     src = de[:300]

@@ -15,7 +15,7 @@ from xmine.mining.filters import PairFilterConfig
 from xmine.mining.margin import MARGINS
 from xmine.mining.pipeline import _threshold
 from xmine.mining.select import MiningConfig
-from xmine.projection import shipped_dir
+from xmine.encoders.projection import shipped_dir
 
 #: every space xmine ships: (projection dir, encoder)
 SHIPPED_SPACES = {"projection": (shipped_dir("me5-small"), "me5-small"), "raw me5-small": (None, "me5-small"),
@@ -73,7 +73,7 @@ def test_a_damaged_calibration_is_one_error(tmp_path):
     from xmine.disentangle.projection import write_projection_manifest
     from xmine.errors import InputError
     from xmine.mining.defaults import projection_defaults
-    from xmine.projection import shipped_dir
+    from xmine.encoders.projection import shipped_dir
 
     proj = tmp_path / "proj"
     shutil.copytree(shipped_dir("me5-small"), proj)

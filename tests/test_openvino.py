@@ -23,7 +23,7 @@ from xmine.encoders import (  # noqa: E402
     load_encoder,
 )
 from xmine.errors import EncoderError, EncoderMismatchError  # noqa: E402
-from xmine.records import EncoderFingerprint  # noqa: E402
+from xmine.artefacts.records import EncoderFingerprint  # noqa: E402
 from flores import SCRIPTS, flores_lines  # noqa: E402
 
 # Slow tier (`pytest -m "not slow"` is the fast one): OpenVINO model builds and int8 quantisation of the real encoder.
@@ -170,7 +170,7 @@ def test_runtime_resolution_refuses_what_cannot_run():
 
 
 def test_the_converted_models_build_is_part_of_the_fingerprint(ov_bf16, monkeypatch):
-    from xmine.embed_cache import cache_path
+    from xmine.encoders.embed_cache import cache_path
     from xmine.encoders import ov_build
     from xmine.encoders import LazyEncoder
 

@@ -17,7 +17,7 @@ from xmine.encoders import (
     resolve_precision,
 )
 from xmine.errors import EncoderError, EncoderMismatchError
-from xmine.records import EncoderFingerprint
+from xmine.artefacts.records import EncoderFingerprint
 from flores import SCRIPTS, flores_lines
 
 # Slow tier (`pytest -m "not slow"` is the fast one): the real encoder at every precision.
@@ -82,7 +82,7 @@ def test_unknown_precision_and_use_m3_in_bf16_are_refused():
 
 
 def test_precision_is_in_the_fingerprint_and_old_fingerprints_read_as_fp32(me5_fp32, me5_bf16):
-    from xmine.embed_cache import cache_path
+    from xmine.encoders.embed_cache import cache_path
 
     fp32, bf16 = me5_fp32.fingerprint(), me5_bf16.fingerprint()
     assert (fp32["precision"], bf16["precision"]) == ("fp32", "bf16")

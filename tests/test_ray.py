@@ -138,7 +138,7 @@ def test_embed_on_ray_projects_with_the_reader_the_driver_passes(cluster, corpor
     # The actors open the projection with the loader handed to them (the CLI's registration does not
     # reach a worker process): the meaning-space store equals the one made here.
     from xmine.encoders import load_encoder
-    from xmine.projection import shipped_dir
+    from xmine.encoders.projection import shipped_dir
     from xmine.store import embed_corpus
 
     text = tmp_path / "de.txt"
@@ -235,7 +235,7 @@ def test_build_index_on_ray_is_the_same_index(cluster, corpora, tmp_path, monkey
     assert hits[0] == hits[1] and hits[0].count("\n") == 900
     # Searching on Ray (tasks of query blocks x shards, merged per query) finds the same rows.
     import xmine.index.blocked_search as blocked
-    from xmine.executor import OnRay
+    from xmine.exec.executor import OnRay
     from xmine.index.faiss_index import IndexDir
 
     monkeypatch.setattr(blocked, "QUERY_BLOCK", 100)
@@ -249,7 +249,7 @@ def test_build_index_on_ray_is_the_same_index(cluster, corpora, tmp_path, monkey
 
 def test_the_pool_encoder_of_train_encodes_like_the_encoder(cluster, corpora, usem3):
     from xmine.encoders.pool import MIN_SLICE, PoolEncoder
-    from xmine.executor import OnRay
+    from xmine.exec.executor import OnRay
 
     sentences = [s for s in (corpora / "de.txt").read_text(encoding="utf-8").splitlines() if s]
     assert 2 * len(sentences) >= 2 * MIN_SLICE  # both actors get a slice
@@ -303,7 +303,7 @@ def _kill_first(title: str, stop: threading.Event, killed: list[int]) -> None:
 
 
 def test_units_on_ray_report_their_rows_as_they_go(cluster):
-    from xmine.executor import OnRay, ShardProgress
+    from xmine.exec.executor import OnRay, ShardProgress
 
     def unit(rows, on_rows=None):  # (defined here: Ray ships it by value)
         for _ in range(rows):
@@ -324,7 +324,7 @@ def test_units_on_ray_report_their_rows_as_they_go(cluster):
 
 def test_a_killed_worker_task_is_retried(cluster):
     from xmine.mining.knn import exact_knn_both
-    from xmine.executor import OnRay
+    from xmine.exec.executor import OnRay
 
     rng = np.random.default_rng(1)
     x = rng.standard_normal((6000, 384), dtype=np.float32)
@@ -412,7 +412,7 @@ def _unit_rows(seed: int, n: int, dim: int) -> np.ndarray:
 
 def test_a_killed_approximate_search_task_is_retried(cluster, tmp_path):
     from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
-    from xmine.executor import OnRay
+    from xmine.exec.executor import OnRay
 
     x, y = _unit_rows(2, 6000, 128), _unit_rows(3, 6000, 128)
     # IVF with exact vectors, every list visited: each (1000 queries x 3000 rows) task takes a while.
@@ -476,7 +476,7 @@ def test_a_killed_approximate_driver_resumes_from_finished_blocks(cluster, local
 def test_a_nonfinite_row_found_in_an_approximate_task_names_its_side_and_row(cluster, tmp_path):
     from xmine.errors import NonFiniteRowError
     from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
-    from xmine.executor import OnRay
+    from xmine.exec.executor import OnRay
 
     x, y = _unit_rows(4, 200, 16), _unit_rows(5, 200, 16)
     y[150, 3] = np.nan
@@ -489,7 +489,7 @@ def test_a_nonfinite_row_found_in_an_approximate_task_names_its_side_and_row(clu
 def test_a_row_view_over_files_reaches_the_tasks_as_its_paths(cluster, tmp_path):
     import pickle
 
-    from xmine.executor import LOCAL, OnRay
+    from xmine.exec.executor import LOCAL, OnRay
     from xmine.index.blocked_search import FlatChunks, search_blocks
     from xmine.store.rows import ShardRows
 

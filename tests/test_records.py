@@ -1,4 +1,4 @@
-"""The typed records (xmine.records) on real artefacts: a store written with the real encoder (and an
+"""The typed records (xmine.artefacts.records) on real artefacts: a store written with the real encoder (and an
 index of it, built by `xmine build-index`) reads back to exactly the JSON written, and a damaged
 manifest, shard record or progress file is refused in one line naming the file and the field."""
 
@@ -14,7 +14,7 @@ import pytest
 from xmine.errors import ArtefactError
 from xmine.index.build import IndexConfig, build_index
 from xmine.index.faiss_index import IndexDir, IndexManifest
-from xmine.records import EncoderFingerprint, ProjectionFingerprint, ShardRecord, StoreManifest
+from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint, ShardRecord, StoreManifest
 from xmine.store import EmbeddingStore, embed_corpus
 
 TATOEBA = "tatoeba/v1/tatoeba.deu-eng.deu"
@@ -176,7 +176,7 @@ def test_fingerprints_from_before_precisions_read_as_fp32(usem3):
     ("abc|runtime=openvino+XYZ", ("abc|runtime=openvino+XYZ", "fp32", "torch", None)),
 ])
 def test_an_encoder_id_reads_as_typed_parts_and_writes_back_the_same_text(text, parts):
-    from xmine.records import EncoderId
+    from xmine.artefacts.records import EncoderId
 
     found = EncoderId.parse(text)
     assert (found.weights, found.precision, found.runtime, found.build) == parts

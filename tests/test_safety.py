@@ -176,7 +176,7 @@ def test_mine_never_replaces_a_foreign_file_beside_its_output(ws, sidecar):
 
 
 def test_a_second_writer_of_the_same_output_is_refused_at_once(ws):
-    from xmine.outputs import claim_output
+    from xmine.artefacts.outputs import claim_output
 
     out = ws / "mined.tsv"
     # Another run holds the output (the lock is per open file, so this process counts as another).
@@ -286,7 +286,7 @@ def test_a_shard_changed_in_place_is_caught_before_anything_is_written(ws):
 
 def test_a_large_store_is_checked_on_first_read(ws, monkeypatch):
     # Above VERIFY_ON_OPEN_BYTES a store is not hashed on open but shard by shard as it is read.
-    from xmine import fileio
+    from xmine.artefacts import fileio
 
     monkeypatch.setattr(fileio, "VERIFY_ON_OPEN_BYTES", 0)
     _reorder_rows(ws / "store" / "emb-00002.npy")

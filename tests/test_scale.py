@@ -75,7 +75,7 @@ def test_store_writer_round_trip_and_unique_rows(stores):
     assert len(src) == 600 and [s.rows for s in src.manifest.shards] == [128] * 4 + [88]
     assert src.manifest.dtype == "float16" and src.manifest.input_stats["unique_sentences"] == 597
     from xmine.encoders import EncoderConfig
-    from xmine.input_encoders import Encoders
+    from xmine.encoders.input_encoders import Encoders
     from xmine.inputs import load_side
 
     side = load_side(src.directory, lang=None, encoders=Encoders(EncoderConfig(), "none"))
@@ -87,7 +87,7 @@ def test_store_writer_round_trip_and_unique_rows(stores):
 def test_mining_float16_stores_equals_float32_arrays(stores, tmp_path):
     """The pipeline reads stores block by block (float16, pread) with dedup by hashes; mining the same
     values as float32 arrays in memory, deduplicated by the string-based dedup, gives the same pairs."""
-    from xmine.dedup import dedup
+    from xmine.io.dedup import dedup
 
     src, tgt, gold, _ = stores
     cfg = MiningConfig(k=4, threshold=1.3, block_rows=64, block_cols=96)
@@ -173,7 +173,7 @@ def test_text_inputs_are_embedded_into_stores_in_the_work_dir(tmp_path, usem3):
 
 
 def test_cache_bound_evicts_least_recently_used(tmp_path, monkeypatch):
-    from xmine.embed_cache import EmbeddingCache
+    from xmine.encoders.embed_cache import EmbeddingCache
 
     fp = {"name": "toy-4", "dim": 4, "id": "toy-4"}
     row_mb = (4 * 4 + 48) / 2**20

@@ -80,7 +80,7 @@ def test_a_truncated_zst_is_refused_by_every_command_that_reads_text(ws, made, f
 def test_two_outputs_that_share_a_file_are_not_written_at_once(ws, held, second):
     from mining.pipeline import MINING_KIND
     from mining.writers import COMPANIONS
-    from xmine.outputs import claim_output
+    from xmine.artefacts.outputs import claim_output
 
     # Another run holds its output, as `mine` claims it (the lock is per open file, so this process
     # counts as another): `mine -o y --format moses` writes y.src, which `mine -o y.src` writes too.
@@ -122,7 +122,7 @@ def test_cache_info_and_clear_touch_only_xmines_own_cache_files(tmp_path, monkey
 
     import numpy as np
 
-    from xmine.embed_cache import EmbeddingCache, cache_path
+    from xmine.encoders.embed_cache import EmbeddingCache, cache_path
 
     monkeypatch.setenv("XMINE_HOME", str(tmp_path))
     fingerprint = {"name": "use-m3", "dim": 4, "id": "use-m3|test"}

@@ -180,7 +180,7 @@ FLORES_LANGS = ("zho_Hans", "jpn_Jpan", "khm_Khmr", "mya_Mymr", "amh_Ethi", "hin
 def test_chosen_splitter_recovers_flores_lines(data_dir, lang):
     """Three consecutive FLORES-200 devtest lines (6-8) joined as the benchmark joins them come back."""
     from labscripts import lab_module
-    from xmine.sentences import sentence_splitter
+    from xmine.io.sentences import sentence_splitter
 
     lines = flores_lines(data_dir, lang, 3, start=5)
     joiner = "" if lang.split("_")[1] in lab_module("splitters_flores").NO_SPACE_JOIN else " "
@@ -188,18 +188,18 @@ def test_chosen_splitter_recovers_flores_lines(data_dir, lang):
 
 
 def test_thai_is_not_split_and_says_so(data_dir, caplog):
-    from xmine.sentences import sentence_splitter
+    from xmine.io.sentences import sentence_splitter
 
     lines = flores_lines(data_dir, "tha_Thai", 3, start=5)
-    with caplog.at_level("WARNING", logger="xmine.corpus"):
+    with caplog.at_level("WARNING", logger="xmine.io.corpus"):
         split = sentence_splitter("th")
     assert "no measured sentence splitter" in caplog.text
     assert len(split(" ".join(s.strip() for s in lines))) < 3
 
 
 def test_product_choice_is_the_measured_one():
-    """xmine.sentences.OVERRIDES is what the committed FLORES-200 measurement's rule chose."""
-    from xmine.sentences import OVERRIDES
+    """xmine.io.sentences.OVERRIDES is what the committed FLORES-200 measurement's rule chose."""
+    from xmine.io.sentences import OVERRIDES
 
     result = json.loads((Path(__file__).resolve().parent.parent / "benchmarks" / "results" /
                          "splitters_flores.json").read_text(encoding="utf-8"))

@@ -443,7 +443,7 @@ def test_cli_embed_with_default_encoder(tmp_path, tatoeba_lines, me5):
     assert store.manifest.encoder.to_dict() == me5.fingerprint()
     assert [s.rows for s in store.manifest.shards] == [5, 5, 2]
     # by default: the meaning part of the projection shipped for me5-small, recorded as such
-    from xmine.projection import resolve_projection, shipped_dir
+    from xmine.encoders.projection import resolve_projection, shipped_dir
 
     assert store.manifest.part == "meaning" and store.manifest.projection.shipped == "me5-small"
     shipped = resolve_projection(shipped_dir("me5-small"))
@@ -474,7 +474,7 @@ def test_embedding_cache_from_before_the_lru_column_keeps_its_rows_and_takes_new
     LRU `used` column existed must keep its rows and take new ones."""
     import sqlite3
 
-    from xmine.embed_cache import EmbeddingCache
+    from xmine.encoders.embed_cache import EmbeddingCache
 
     path = tmp_path / "c.sqlite"
     db = sqlite3.connect(path)

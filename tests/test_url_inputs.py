@@ -1,4 +1,4 @@
-"""fsspec URLs as corpus inputs of `xmine mine` and `xmine embed` (xmine/stdin.py): the file is
+"""fsspec URLs as corpus inputs of `xmine mine` and `xmine embed` (xmine/io/stdin.py): the file is
 copied once as it streams and mined exactly as the local file; OUT.json and the store's manifest
 record the URL and the content's sha256, not the local copy; an unknown protocol or a missing
 file is one error line. The `memory://` filesystem is fsspec's in-process one (no network here),

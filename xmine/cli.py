@@ -15,7 +15,7 @@ import sys
 import click
 
 from xmine import __version__, commands
-from xmine.artefacts import register_readers
+from xmine.artefacts.directory import register_readers
 from xmine.benchmarks import cli as benchmarks_cli
 from xmine.disentangle import cli as disentangle_cli
 from xmine.disentangle.projection import load_projection

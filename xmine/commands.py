@@ -9,9 +9,9 @@ import time
 
 import click
 
-from xmine.cluster import ray_option
-from xmine.corpus import DEFAULT_MAX_CHARS
-from xmine.embed_cache import cache_file_info, cache_files, max_cache_mb, remove_cache_file
+from xmine.exec.cluster import ray_option
+from xmine.io.corpus import DEFAULT_MAX_CHARS
+from xmine.encoders.embed_cache import cache_file_info, cache_files, max_cache_mb, remove_cache_file
 from xmine.encoders import cpu_bf16_flag, list_encoders, load_encoder
 from xmine.encoders.external import ExternalEmbeddings
 
@@ -19,13 +19,13 @@ from xmine.encoders.runtime import openvino_installed, runtime_for_artefact, x86
 from xmine.encoders.suitability import suitability
 from xmine.errors import ConfigError
 from xmine.encoders.options import precision_option
-from xmine.input_artefacts import artefact_encoder, artefact_projection
+from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection
 from xmine.options import LANG, input_format_options, projection_option
 from xmine.paths import xmine_home
-from xmine.projection import choose_projection
-from xmine.stdin import is_stdin, is_url, spool_stdin, spool_url
+from xmine.encoders.projection import choose_projection
+from xmine.io.stdin import is_stdin, is_url, spool_stdin, spool_url
 from xmine.store import embed_corpus
-from xmine.verify import verify_artefact
+from xmine.artefacts.verify import verify_artefact
 
 @click.command("encoders")
 @click.option("--check", "check_name", default=None, metavar="NAME",

@@ -63,4 +63,4 @@ class ConfigError(XmineError):
 
 class OutputError(XmineError):
     """An output the command must not write: it is an input, it holds someone else's data, it
-    exists and --overwrite was not given, or another process is writing it (xmine.outputs)."""
+    exists and --overwrite was not given, or another process is writing it (xmine.artefacts.outputs)."""

@@ -16,7 +16,7 @@ Nothing in a Side grows with the corpus beyond a few bytes a row (offsets, hashe
   own, already built structure) and its text.
 
 Projections and indexes belong to feature packages; this module reaches them only through
-`xmine.projection.resolve_projection` and the registered artefact readers (`xmine.artefacts`).
+`xmine.encoders.projection.resolve_projection` and the registered artefact readers (`xmine.artefacts.directory`).
 """
 
 from __future__ import annotations
@@ -30,17 +30,17 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.artefacts import open_artefact
-from xmine.dedup import first_occurrences, normalise_whitespace
+from xmine.artefacts.directory import open_artefact
+from xmine.io.dedup import first_occurrences, normalise_whitespace
 from xmine.encoders import check_same_encoder
 from xmine.errors import ConfigError, EncoderMismatchError, InputError
-from xmine.fileio import atomic_path, atomic_write_json
-from xmine.input_artefacts import artefact_kind, manifest_hash
-from xmine.input_encoders import Encoders, check_lang, check_same_projection
-from xmine.projection import ProjectionLike
-from xmine.records import EncoderFingerprint, ProjectionFingerprint, to_json
-from xmine.sentences import sentence_splitter
-from xmine.stdin import is_stdin, shown_path, spool_stdin
+from xmine.artefacts.fileio import atomic_path, atomic_write_json
+from xmine.artefacts.input_artefacts import artefact_kind, manifest_hash
+from xmine.encoders.input_encoders import Encoders, check_lang, check_same_projection
+from xmine.encoders.projection import ProjectionLike
+from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint, to_json
+from xmine.io.sentences import sentence_splitter
+from xmine.io.stdin import is_stdin, shown_path, spool_stdin
 from xmine.store import EmbeddingStore
 from xmine.store.rows import ShardRows
 from xmine.store.text import RowIndex, TextColumn
@@ -74,10 +74,10 @@ class Side:
     index: Any = None
     #: what identifies the inputs (for checkpoint keys)
     fingerprint: dict = field(default_factory=dict)
-    #: row i's record id (inputs read with an id field, xmine.readers), else None
+    #: row i's record id (inputs read with an id field, xmine.io.readers), else None
     ids: Any = None
     #: int (n,) row i's 1-based index among its record's sentences (inputs read with
-    #: --split-sentences, xmine.sentences), else None
+    #: --split-sentences, xmine.io.sentences), else None
     sentence_index: Any = None
     #: the corpus the rows come from (a store's or index's recorded input; else `path`)
     source: str | None = None
@@ -124,7 +124,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
     `work_dir` holds what this side needs built (a corpus's store, a projected copy of a raw
     store's rows); an interrupted command resumes from it. `rebuild`: a damaged store found there
     is built again (the command's --overwrite) instead of refused. `input_format`
-    (xmine.reader_base.InputFormat) says how to read a corpus that is not one sentence a line.
+    (xmine.io.reader_base.InputFormat) says how to read a corpus that is not one sentence a line.
     """
     path = Path(path)
     kind = artefact_kind(path, input_format)

@@ -16,8 +16,8 @@ from pathlib import Path
 import click
 
 from xmine.langs import is_known_lang
-from xmine.reader_base import FORMATS, InputFormat
-from xmine.stdin import is_url
+from xmine.io.reader_base import FORMATS, InputFormat
+from xmine.io.stdin import is_url
 
 
 class FiniteFloat(click.FloatRange):
@@ -60,7 +60,7 @@ LANG = LangCode()
 class InputPath(click.Path):
     """An existing local path, '-' (standard input) or an fsspec URL (`s3://...`, `memory://...`),
     which is given to the command as the string it is (a pathlib.Path would drop one of its
-    slashes) and opened when the input is read (`xmine.stdin.spool_url`: an unknown protocol or a
+    slashes) and opened when the input is read (`xmine.io.stdin.spool_url`: an unknown protocol or a
     missing file is one error line there)."""
 
     def __init__(self):
@@ -72,7 +72,7 @@ class InputPath(click.Path):
         return super().convert(value, param, ctx)
 
 
-#: what the values of `--projection` mean (`xmine.projection.choose_projection`)
+#: what the values of `--projection` mean (`xmine.encoders.projection.choose_projection`)
 PROJECTION_VALUES = ("'default' (the projection shipped with xmine for the encoder; me5-small has one), 'none' "
                      "(raw encoder embeddings) or a projection directory (xmine train)")
 #: what no `--projection` means where the command chooses as `xmine mine` does
@@ -92,7 +92,7 @@ def projection_option(what: str, *, default: str = PROJECTION_CHOSEN, multiple: 
 def input_format_options(f=None, *, per_side: bool = False):
     """--input-format, --text-field/--text-column, --id-field, --header, --split and
     --split-sentences, handed to the command as one `input_format` (an
-    `xmine.reader_base.InputFormat`). `per_side` (commands reading a SRC and a TGT): also
+    `xmine.io.reader_base.InputFormat`). `per_side` (commands reading a SRC and a TGT): also
     --src-input-format/--tgt-input-format, --src-text-field/--tgt-text-field (--*-text-column),
     --src-id-field/--tgt-id-field and --src-split/--tgt-split, each overriding the shared option
     for its side; `input_format` is then a (source, target) pair of InputFormats."""

@@ -50,7 +50,7 @@ RUNS = {"exact": [], "approximate --pq-m 32 --nprobe 8 --no-refine": ["--approxi
 
 def write_side(data: Path, parts, out: Path) -> list[dict]:
     """Concatenate the line ranges `parts` of files under `data` into `out` (unless it holds them)."""
-    from xmine.fileio import atomic_write_text
+    from xmine.artefacts.fileio import atomic_write_text
     from xmine.benchmarks.common import data_fingerprints, read_lines
 
     lines = []
@@ -133,7 +133,7 @@ def _table(families: dict) -> dict:
               help="Result JSON (default: benchmarks/results/approximate_agreement.json).")
 def command(**kw) -> None:
     """Approximate against exact mining on real embeddings: pairs kept by both, only one."""
-    from xmine.artefacts import provenance
+    from xmine.artefacts.directory import provenance
     from measure import write_speed_result
     from xmine.benchmarks.common import machine, results_dir
     from xmine.benchmarks.mining import locate

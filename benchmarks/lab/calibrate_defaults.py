@@ -84,8 +84,8 @@ def embed(encoder_name: str, budget_s: float) -> int:
     """Encode the sets' sentences not cached yet, for at most about `budget_s` seconds; the number
     still missing afterwards (0: done). Resumable: the cache commits every chunk."""
     from calibration_sets import sentences
-    from xmine.corpus import truncate_for_encoding
-    from xmine.embed_cache import EmbeddingCache, _key, cached_encode
+    from xmine.io.corpus import truncate_for_encoding
+    from xmine.encoders.embed_cache import EmbeddingCache, _key, cached_encode
 
     enc = _encoder(encoder_name)
     texts = truncate_for_encoding(sentences(_sets()))
@@ -130,8 +130,8 @@ def embed_command(encoder_name, budget_s):
 # ---------------------------------------------------------------- step 2: candidates of every set and space
 def _vectors(space: str, texts: list[str]) -> np.ndarray:
     from xmine.benchmarks.common import l2_normalise
-    from xmine.corpus import truncate_for_encoding
-    from xmine.embed_cache import cached_encode
+    from xmine.io.corpus import truncate_for_encoding
+    from xmine.encoders.embed_cache import cached_encode
 
     encoder_name, projection = SPACES[space]
     enc = _encoder(encoder_name)
@@ -142,7 +142,7 @@ def _vectors(space: str, texts: list[str]) -> np.ndarray:
 
 
 def _projection(enc):
-    from xmine.projection import DEFAULT, choose_projection, resolve_projection
+    from xmine.encoders.projection import DEFAULT, choose_projection, resolve_projection
 
     return resolve_projection(choose_projection(DEFAULT, encoder_name=enc.name, encoder_fp=enc.fingerprint()).path)
 
@@ -408,8 +408,8 @@ def _record(space: dict) -> dict:
 def install_result(result: dict, result_path: Path) -> None:
     """The projection's values into its SHIPPED.json, the raw encoders' into mining/calibration.json."""
     from xmine.disentangle.projection import write_projection_manifest
-    from xmine.fileio import atomic_write_json
-    from xmine.projection import SHIPPED_ROOT
+    from xmine.artefacts.fileio import atomic_write_json
+    from xmine.encoders.projection import SHIPPED_ROOT
 
     how = (f"chosen leave-one-family-out on {len(result['sets'])} BUCC-style sets of four families (news: WMT "
            "newstest 2008-2021; wiki: FLORES-200 devtest; short: Tatoeba-challenge; templated: MASSIVE), "

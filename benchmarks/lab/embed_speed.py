@@ -223,7 +223,7 @@ def command(per_lang, rounds, variants, batch_size, seed, data_dir, out, load_me
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
-    from xmine.artefacts import provenance
+    from xmine.artefacts.directory import provenance
     from measure import write_speed_result
     from xmine.benchmarks.common import FLORES_DEVTEST
     from xmine.encoders import load_encoder, resolve_precision

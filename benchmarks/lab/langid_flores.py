@@ -88,9 +88,9 @@ def run(data: Path, *, rows: int = 300, projection_rows: int = 300, backends=("f
 
 
 def _projection(projection_dir, files, texts, truth, row_of, preds, known, projection_rows) -> dict:
-    from xmine.corpus import truncate_for_encoding
+    from xmine.io.corpus import truncate_for_encoding
     from xmine.disentangle.projection import load_projection
-    from xmine.embed_cache import cached_encode
+    from xmine.encoders.embed_cache import cached_encode
     from xmine.encoders import load_encoder
 
     proj = load_projection(projection_dir)
@@ -124,7 +124,7 @@ def command(**kw) -> None:
     from measure import write_result_json
     from xmine.benchmarks.common import machine, results_dir
     from xmine.benchmarks.mining import locate
-    from xmine.projection import SHIPPED_ROOT
+    from xmine.encoders.projection import SHIPPED_ROOT
 
     a = SimpleNamespace(**kw)
     started = time.time()

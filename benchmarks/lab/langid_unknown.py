@@ -13,7 +13,7 @@ declarations warned about (false warnings), and English lines declared as each o
 language, and each trusted language declared as English (warnings that should fire). The rule
 chosen on MASSIVE: the most "caught - lost" without a false warning. Also the AUC of the
 nearest-centroid cosine (in-set above out-of-set), the score a threshold would have to use.
-Raw embeddings come through the embedding cache (`xmine.embed_cache`).
+Raw embeddings come through the embedding cache (`xmine.encoders.embed_cache`).
 """
 
 from __future__ import annotations
@@ -118,13 +118,13 @@ def _cosine_auc(projection, family, embed) -> float:
 def command(**kw) -> None:
     """How well langid says "unknown" for unseen languages, and the declared-language check of mine."""
     from measure import write_result_json
-    from xmine.artefacts import provenance
+    from xmine.artefacts.directory import provenance
     from xmine.benchmarks.common import RawEmbedder, results_dir
     from xmine.mining.langid import TrustRule
     from xmine.disentangle.projection import load_projection
     from xmine.encoders import load_encoder
     from xmine.paths import default_data_dir
-    from xmine.projection import SHIPPED_ROOT
+    from xmine.encoders.projection import SHIPPED_ROOT
 
     args = SimpleNamespace(**kw)
     args.projection = args.projection or SHIPPED_ROOT / "me5-small"

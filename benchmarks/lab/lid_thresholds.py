@@ -193,10 +193,10 @@ def command(data_dir, target, floor, global_threshold, no_massive, write_table, 
     import sys
 
     from measure import write_result_json
-    from xmine.artefacts import provenance
+    from xmine.artefacts.directory import provenance
     from xmine.benchmarks.common import machine, results_dir
     from xmine.benchmarks.mining import locate
-    from xmine.fileio import atomic_write_json
+    from xmine.artefacts.fileio import atomic_write_json
     from xmine.mining.langid import THRESHOLDS_PATH
 
     started = time.time()

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from xmine.benchmarks.common import RESULT_KIND
-from xmine.fileio import atomic_write_json
+from xmine.artefacts.fileio import atomic_write_json
 
 
 def rss_mb(pid: int | str = "self", *, peak: bool = True) -> float:
@@ -59,9 +59,9 @@ def write_result_json(out: str | Path, result: dict[str, Any], *, kind: str = RE
     """Write a lab result JSON ({"kind": kind, **result}) atomically.
 
     These scripts exist to regenerate their own result file, so an earlier result of the same
-    kind is replaced; anything else at `out` is refused (xmine.outputs).
+    kind is replaced; anything else at `out` is refused (xmine.artefacts.outputs).
     """
-    from xmine.outputs import claim_output
+    from xmine.artefacts.outputs import claim_output
 
     with claim_output(out, kind=kind, form="json", overwrite=True):
         atomic_write_json(out, {"kind": kind, **result})

@@ -88,7 +88,7 @@ def command(small, large, other, paths, work, out) -> None:
 def save(out: Path, measurements: dict, stores: dict) -> None:
     """Write the results JSON: the measurements against the documented figures, the machine, BLAS,
     versions and provenance."""
-    from xmine.artefacts import provenance
+    from xmine.artefacts.directory import provenance
 
     for name, r in measurements.items():
         r["documented_bytes_a_row"] = DOCUMENTED[name]

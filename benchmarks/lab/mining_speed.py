@@ -165,7 +165,7 @@ def command(**kw) -> None:
         print(json.dumps(worker(args.worker, args.data, args.pairs_out)))
         return
 
-    from xmine.artefacts import provenance
+    from xmine.artefacts.directory import provenance
 
     with tempfile.TemporaryDirectory() as tmp:
         x, y = make_data(args.n, args.dim, seed=args.seed)

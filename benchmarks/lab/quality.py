@@ -27,7 +27,7 @@ What it does:
 3. Prints one table (rows: recipe/method/part, columns: tasks) and writes a JSON result with
    provenance, which `xmine bench report` turns into RESULTS.md.
 
-All text is embedded through the shared per-sentence cache (`xmine.embed_cache`), so a second
+All text is embedded through the shared per-sentence cache (`xmine.encoders.embed_cache`), so a second
 run, or another method, encodes nothing again; trained projections are kept in `--out-dir` and
 reused (training itself resumes from its checkpoint if interrupted).
 """
@@ -94,8 +94,8 @@ def _qe_test_sentences(data: Path) -> set[str]:
 
 def _write_filtered(src: Path, tgt: Path, exclude: set[str], dest: Path) -> tuple[Path, Path, int]:
     """Copy a line-aligned pair without lines whose either side is in `exclude` (derived data)."""
-    from xmine.fileio import atomic_write_text
-    from xmine.parallel_text import read_parallel
+    from xmine.artefacts.fileio import atomic_write_text
+    from xmine.io.parallel_text import read_parallel
 
     s, t = read_parallel(src, tgt)
     keep = [(a, b) for a, b in zip(s, t) if a not in exclude and b not in exclude]
@@ -146,7 +146,7 @@ def mixed_pair_specs(data: Path, work: Path, *, qe6_pairs: int, xtreme36_pairs: 
     sentences; the other XTREME-36 languages Tatoeba). Mixed domains and lengths, and, being a
     union of the other recipes' samples, nothing to encode that they did not already encode.
     """
-    from xmine.fileio import atomic_write_text
+    from xmine.artefacts.fileio import atomic_write_text
     from xmine.disentangle.data import discover_pairs, sample_pairs
 
     qe6_specs, extra = qe6_pair_specs(data, work)
@@ -263,7 +263,7 @@ def run(**options) -> dict[str, Any]:
     from xmine.disentangle.projection import load_projection
     from xmine.disentangle.trainer import TrainConfig, train
     from xmine.encoders import load_encoder
-    from xmine.outputs import claim_output
+    from xmine.artefacts.outputs import claim_output
 
     data = Path(args.data_dir) if args.data_dir else default_data_dir()
     if data is None:

@@ -165,7 +165,7 @@ def command(**kw) -> None:
                 first = len(LOADS)
                 run[what] = {**job(Path(tmp) / what), **measured, "load_average_at_starts": LOADS[first:]}
                 print(json.dumps(run[what], indent=1))
-    from xmine.artefacts import provenance
+    from xmine.artefacts.directory import provenance
 
     runs[key] = run
     result = {"machine": machine(), "runs": runs, "provenance": provenance(benchmark="ray_speed")}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from xmine.artefacts import register_readers
+from xmine.artefacts.directory import register_readers
 from xmine.disentangle.projection import load_projection
 from xmine.index.faiss_index import IndexDir
 

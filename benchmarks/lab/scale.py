@@ -176,8 +176,8 @@ def hidden_recall(mined_tsv: Path, hidden: np.ndarray) -> dict:
 
 def _save(section: str, result: dict, out: Path) -> None:
     """Merge one measurement into the results JSON (an earlier result of this benchmark is
-    extended, anything else refused: xmine.outputs), with machine and provenance."""
-    from xmine.artefacts import provenance
+    extended, anything else refused: xmine.artefacts.outputs), with machine and provenance."""
+    from xmine.artefacts.directory import provenance
     from xmine.benchmarks.common import machine
 
     data = json.loads(out.read_text()) if out.is_file() else {}

@@ -103,7 +103,7 @@ def command(n, nlist, out, one_to_one) -> None:
         result["exact_block"] = {"block": [1024, 4096], "pairs_per_s_one_thread": round(1024 * 4096 / dt),
                                  "gflops_one_thread": round(2 * 1024 * 4096 * 384 / dt / 1e9, 1)}
     result["one_to_one"] = [child_json(lab_command("scaling-inputs", "--one-to-one", n)) for n in (args.n, 4 * args.n)]
-    from xmine.artefacts import provenance
+    from xmine.artefacts.directory import provenance
 
     result = {"machine": machine(), **result, "provenance": provenance(benchmark="scaling_inputs", n=args.n)}
     write_speed_result(args.out, result, benchmark="scaling_inputs")

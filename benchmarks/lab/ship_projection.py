@@ -111,7 +111,7 @@ def gate_failures(paths: Sequence[Path], weights_id: str, ratio_threshold: float
 
 def source_files(data: Path) -> list[dict[str, Any]]:
     """sha256 of every data-folder file the recipe draws from (relative paths)."""
-    from xmine.fileio import sha256_file
+    from xmine.artefacts.fileio import sha256_file
     from quality import QE6_SOURCES, _heldout
     from xmine.benchmarks.tatoeba import XTREME36
     from xmine.langs import normalize_lang
@@ -231,9 +231,9 @@ def install(trained: Path, *, data: Path, results: Sequence[Path] = (), make_def
     """Copy `trained` into the package and write SHIPPED.json (with its calibrated thresholds);
     returns the installed folder. `make_default`: mark it the implicit default (`is_default`), only
     once the gate (raw against it on every benchmark, per language) has passed."""
-    from xmine.artefacts import git_commit
-    from xmine.fileio import atomic_write_json, sha256_file
-    from xmine.projection import SHIPPED_INFO, SHIPPED_ROOT
+    from xmine.artefacts.directory import git_commit
+    from xmine.artefacts.fileio import atomic_write_json, sha256_file
+    from xmine.encoders.projection import SHIPPED_INFO, SHIPPED_ROOT
     from xmine.disentangle import load_projection
     from xmine.disentangle.projection import write_projection_manifest
 
@@ -280,11 +280,11 @@ def recalibrate(*, data: Path, results: Sequence[Path] = (), make_default: bool 
     commit), benchmarks (from `results`) and is_default / why_not_default; everything else (recipe,
     training files, weights hash) stays as `--install` wrote it. `--install` gives the same
     thresholds, as it calibrates with the same code."""
-    from xmine.artefacts import git_commit
-    from xmine.fileio import atomic_write_json, sha256_file
+    from xmine.artefacts.directory import git_commit
+    from xmine.artefacts.fileio import atomic_write_json, sha256_file
     from xmine.disentangle import load_projection
     from xmine.disentangle.projection import write_projection_manifest
-    from xmine.projection import SHIPPED_INFO, SHIPPED_ROOT
+    from xmine.encoders.projection import SHIPPED_INFO, SHIPPED_ROOT
 
     dest = SHIPPED_ROOT / ENCODER
     proj = load_projection(dest)  # verifies every file against the manifest, the weights against config.json
@@ -338,7 +338,7 @@ def command(**args) -> None:
     from projection_check import evaluate
     from xmine.benchmarks.common import RESULT_KIND, parse_list
     from xmine.errors import ConfigError
-    from xmine.outputs import claim_output
+    from xmine.artefacts.outputs import claim_output
 
     args = SimpleNamespace(**args)
     data = Path(args.data_dir) if args.data_dir else default_data_dir()

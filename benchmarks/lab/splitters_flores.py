@@ -17,7 +17,7 @@ paragraph's lines (white space at its ends ignored). Per language:
   (costing exact and F1 but not Brec), so no candidate can reach 100 on the first two;
 - `ceiling` (report half): the share of paragraphs none of whose lines the splitter breaks when
   given the line alone, i.e. what `exact` could reach with every line boundary found.
-The lines are cut in two halves: the choice of `xmine.sentences` (its OVERRIDES: the baseline
+The lines are cut in two halves: the choice of `xmine.io.sentences` (its OVERRIDES: the baseline
 where it beats sentencex by 2 points on exact in every script of a language) is made on the
 first half's paragraphs, and the table reports the second half's: per script, the mean over its
 languages of each candidate and of the chosen splitter. `details.per_language` has every
@@ -28,7 +28,7 @@ rule-based splitter, language fallback chains), pysbd (its 23 languages, else En
 blingfire (language-neutral), sentence-splitter (Moses rules; its 24 languages, else English),
 syntok (European rules), spaCy's rule-based `sentencizer` on a blank multilingual pipeline, and
 a baseline: a break after terminal punctuation of any script followed by a space or a closing
-quote (`xmine.sentences.split_terminal`). A candidate that is not installed is reported missing
+quote (`xmine.io.sentences.split_terminal`). A candidate that is not installed is reported missing
 (`pip install sentencex pysbd blingfire sentence-splitter syntok spacy` installs them all).
 """
 
@@ -104,7 +104,7 @@ def make_splitter(name: str) -> Splitter:
         nlp.max_length = 10**7
         return lambda iso1, iso3, text: [s.text for s in nlp(text).sents]
     if name == "terminal":
-        from xmine.sentences import split_terminal
+        from xmine.io.sentences import split_terminal
 
         return lambda iso1, iso3, text: split_terminal(text)
     raise ValueError(f"unknown splitter {name!r} (known: {', '.join(CANDIDATES)})")
@@ -168,7 +168,7 @@ def measure(splitter: Splitter, lang: str, lines: list[str], spans: list[tuple[i
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Result JSON (default: benchmarks/results/splitters_flores.json).")
 def command(**kw) -> None:
-    """Sentence splitters on paragraphs rebuilt from FLORES-200 devtest (chooses xmine.sentences')."""
+    """Sentence splitters on paragraphs rebuilt from FLORES-200 devtest (chooses xmine.io.sentences')."""
     from xmine.benchmarks.common import FLORES_DEVTEST, results_dir
     from xmine.paths import resolve_data_dir
 
@@ -206,9 +206,9 @@ def command(**kw) -> None:
     result = summarise({lang: v["report"] for lang, v in per_lang.items()}, names)
     rule = rule_overrides({lang: v["choose"] for lang, v in per_lang.items()}) \
         if {"sentencex", "terminal"} <= set(names) else None
-    from xmine.artefacts import provenance
+    from xmine.artefacts.directory import provenance
     from xmine.langs import normalize_lang
-    from xmine.sentences import OVERRIDES
+    from xmine.io.sentences import OVERRIDES
 
     product = sorted(OVERRIDES & {normalize_lang(lang) for lang in per_lang})  # of the languages measured
 
@@ -232,7 +232,7 @@ def command(**kw) -> None:
     write_result_json(args.out, result)
     print(_text_table(result))
     if rule is not None and product != rule:
-        print(f"xmine.sentences.OVERRIDES differs from the rule's choice: {rule}")
+        print(f"xmine.io.sentences.OVERRIDES differs from the rule's choice: {rule}")
 
 
 # What the result JSON keeps of each language's measure (as a list, in this order).
@@ -256,7 +256,7 @@ def rule_overrides(choose: dict[str, dict]) -> list[str]:
 def _folder_hash(files: list[Path]) -> str:
     import hashlib
 
-    from xmine.fileio import sha256_file
+    from xmine.artefacts.fileio import sha256_file
 
     h = hashlib.sha256()
     for f in files:
@@ -266,7 +266,7 @@ def _folder_hash(files: list[Path]) -> str:
 
 def summarise(per_lang: dict[str, dict], names: list[str]) -> dict:
     """The table: per script, the mean exact/F1 of each candidate over its languages."""
-    from xmine.sentences import splitter_name
+    from xmine.io.sentences import splitter_name
 
     by_script: dict[str, list[str]] = {}
     for lang in per_lang:

@@ -64,8 +64,8 @@ def knn_path(space: str) -> Path:
 def _cached(space: str, sets) -> list:
     """The sets whose sentences are all in the embedding cache of the space's encoder."""
     from calibrate_defaults import _encoder
-    from xmine.corpus import truncate_for_encoding
-    from xmine.embed_cache import EmbeddingCache, _key
+    from xmine.io.corpus import truncate_for_encoding
+    from xmine.encoders.embed_cache import EmbeddingCache, _key
 
     enc = _encoder(SPACES[space][0])
     cache = EmbeddingCache(enc.fingerprint())
@@ -535,8 +535,8 @@ def install(result: dict, result_path: Path) -> list[str]:
     projection's SHIPPED.json (and its manifest, which records SHIPPED.json's sha256), the raw
     encoders' mining/calibration.json. A space whose rule does not win gets none (and loses an old one)."""
     from xmine.disentangle.projection import write_projection_manifest
-    from xmine.fileio import atomic_write_json
-    from xmine.projection import SHIPPED_ROOT
+    from xmine.artefacts.fileio import atomic_write_json
+    from xmine.encoders.projection import SHIPPED_ROOT
 
     root = Path(__file__).resolve().parents[2]
     how = (f"{SHIPPED_RULE} of benchmarks/lab/threshold_rules.py (benchmarks/results/{result_path.name}): chosen on "

@@ -105,9 +105,9 @@ def _self_best(x):
 
 def collect(families) -> None:
     from xmine.benchmarks.common import RawEmbedder, l2_normalise
-    from xmine.dedup import dedup
+    from xmine.io.dedup import dedup
     from xmine.encoders import load_encoder
-    from xmine.projection import DEFAULT, choose_projection, resolve_projection
+    from xmine.encoders.projection import DEFAULT, choose_projection, resolve_projection
 
     SETS.mkdir(parents=True, exist_ok=True)
     enc = load_encoder("me5-small")

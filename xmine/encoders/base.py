@@ -25,7 +25,7 @@ DEFAULT_PRECISION = "auto"
 class EncoderConfig:
     """The encoder a command was asked for (`--encoder`, `--precision`, `--runtime`, `--device`), passed
     on as one value to what loads it. None: not given, so the input artefacts' own encoder, precision
-    and runtime where there are some (`xmine.input_encoders.Encoders`), else the defaults (me5-small,
+    and runtime where there are some (`xmine.encoders.input_encoders.Encoders`), else the defaults (me5-small,
     precision and runtime auto, CUDA when available)."""
 
     name: str | None = None
@@ -63,7 +63,7 @@ class Encoder(abc.ABC):
     @abc.abstractmethod
     def fingerprint(self) -> dict[str, Any]:
         """A JSON-able identity of the weights and precision: the fields of
-        `xmine.records.EncoderFingerprint`; equal ids = same encoder (build it with `with_precision`)."""
+        `xmine.artefacts.records.EncoderFingerprint`; equal ids = same encoder (build it with `with_precision`)."""
 
     #: tokens the encoder sees per sentence (longer ones are cut); None when it has no such limit
     max_tokens: int | None = None

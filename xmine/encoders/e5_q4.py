@@ -28,8 +28,8 @@ from typing import Any, Callable
 import numpy as np
 from filelock import FileLock
 
-from xmine.artefacts import file_fingerprint, provenance
-from xmine.fileio import MANIFEST, write_manifest
+from xmine.artefacts.directory import file_fingerprint, provenance
+from xmine.artefacts.fileio import MANIFEST, write_manifest
 from xmine.encoders.q4_format import Q4File, read_q4_file
 from xmine.errors import EncoderError
 from xmine.paths import xmine_home

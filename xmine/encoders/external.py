@@ -30,7 +30,7 @@ import numpy as np
 
 from xmine.encoders.base import Encoder
 from xmine.errors import ConfigError, EncoderError, InputError
-from xmine.reader_base import is_dataset_dir, size_and_sha256
+from xmine.io.reader_base import is_dataset_dir, size_and_sha256
 
 #: the fingerprint id of external embeddings starts with this, then the user's encoder name
 EXTERNAL_ID_PREFIX = "external:"

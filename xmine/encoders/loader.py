@@ -18,7 +18,7 @@ from xmine.encoders.precision import resolve_precision
 from xmine.encoders.prompts import asked_prompt
 from xmine.encoders.runtime import encoder_runtime
 from xmine.errors import EncoderError
-from xmine.records import EncoderFingerprint
+from xmine.artefacts.records import EncoderFingerprint
 
 _BUILTIN = {
     "me5-small": {

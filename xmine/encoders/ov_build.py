@@ -40,12 +40,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from xmine.artefacts import provenance
+from xmine.artefacts.directory import provenance
 from xmine.encoders.e5_q4 import build_cached_model, models_dir
 from xmine.encoders.ov_int8 import calibration_recipe, quantize
 from xmine.encoders.precision import cpu_bf16_flag
 from xmine.encoders.probe import PROBE_SENTENCES
-from xmine.fileio import MANIFEST, sha256_file, write_manifest
+from xmine.artefacts.fileio import MANIFEST, sha256_file, write_manifest
 from xmine.errors import EncoderError
 
 log = logging.getLogger(__name__)

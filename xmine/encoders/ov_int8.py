@@ -26,7 +26,7 @@ from typing import Any
 
 from xmine.encoders.batching import token_batches
 from xmine.errors import EncoderError
-from xmine.fileio import sha256_file
+from xmine.artefacts.fileio import sha256_file
 from xmine.paths import default_data_dir
 
 CALIBRATION_SENTENCES = 320

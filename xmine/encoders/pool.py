@@ -3,7 +3,7 @@
 
 `PoolEncoder(encoder, executor)` has the wrapped encoder's name, dimension and fingerprint; each
 call to `encode` cuts the sentences into one slice per worker, runs them as units of the pool
-(`xmine.executor`: on Ray, one actor per GPU, else one per `threads` CPUs, restarted and its
+(`xmine.exec.executor`: on Ray, one actor per GPU, else one per `threads` CPUs, restarted and its
 slice re-run when killed) and gathers the vectors in input order. The workers load the encoder
 once, at the start, and keep it for every call. So code that takes an encoder (the embedding
 cache, the trainer) runs its encoding on the cluster unchanged. For whole corpora, `xmine embed
@@ -18,7 +18,7 @@ import numpy as np
 
 from xmine.encoders.base import Encoder
 from xmine.encoders.loader import load_encoder
-from xmine.executor import Executor
+from xmine.exec.executor import Executor
 
 #: Fewer sentences than this per worker are not worth a round trip: they go to fewer workers.
 MIN_SLICE = 256

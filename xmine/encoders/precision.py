@@ -11,7 +11,7 @@ from typing import Any
 
 from xmine.encoders.base import PRECISIONS, note_once
 from xmine.errors import EncoderError, EncoderMismatchError
-from xmine.records import EncoderFingerprint, EncoderId
+from xmine.artefacts.records import EncoderFingerprint, EncoderId
 
 log = logging.getLogger("xmine.encoders")  # (the package's logger: one name for every encoder message)
 

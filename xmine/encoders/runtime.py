@@ -23,7 +23,7 @@ from importlib.util import find_spec
 
 from xmine.encoders.base import note_once
 from xmine.errors import EncoderError
-from xmine.records import EncoderFingerprint
+from xmine.artefacts.records import EncoderFingerprint
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from xmine.fileio import atomic_write_json
+from xmine.artefacts.fileio import atomic_write_json
 from xmine.paths import xmine_home
 
 log = logging.getLogger("xmine.encoders")

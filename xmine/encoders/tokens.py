@@ -28,12 +28,12 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from xmine.artefacts import atomic_dir
-from xmine.corpus import DEFAULT_MAX_CHARS
-from xmine.embed_cache import EmbeddingCache, _key
+from xmine.artefacts.directory import atomic_dir
+from xmine.io.corpus import DEFAULT_MAX_CHARS
+from xmine.encoders.embed_cache import EmbeddingCache, _key
 from xmine.encoders.batching import token_batches
 from xmine.errors import ArtefactError, EncoderError
-from xmine.fileio import atomic_write_json
+from xmine.artefacts.fileio import atomic_write_json
 from xmine.paths import xmine_home
 
 Spans = Sequence[tuple[int, int]]

@@ -7,7 +7,7 @@ Layout of a finished store directory (names in `layout.py`):
                         bytes, sha256), reading stats, provenance
     emb-00000.npy ...   (rows, dim) float16 (default) or float32, rows in corpus order
     line_numbers.npy    int64, the 1-based input line of every row
-    sentences.txt       UTF-8, the text of every row, one per line (see xmine.corpus for how
+    sentences.txt       UTF-8, the text of every row, one per line (see xmine.io.corpus for how
                         tabs and stray line breaks were replaced)
     offsets.npy, hashes.npy, lengths.npy
                         the row index of sentences.txt (xmine.store.text); older stores lack it

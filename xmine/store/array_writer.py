@@ -10,8 +10,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from xmine.errors import ConfigError
-from xmine.outputs import claim_output
-from xmine.records import ShardRecord
+from xmine.artefacts.outputs import claim_output
+from xmine.artefacts.records import ShardRecord
 from xmine.store.directory import clear_dir, lock_store_dir
 from xmine.store.finish import finalise
 from xmine.store.layout import DTYPES, PARTS, STORE_KIND
@@ -29,7 +29,7 @@ class StoreWriter:
 
     Rows are buffered to `shard_rows` and written as `embed_corpus` writes them; `close()` (the
     end of the `with`) finalises the store. The directory is claimed like every output
-    (xmine.outputs): new or empty, an unfinished store (started again), or a finished one with
+    (xmine.artefacts.outputs): new or empty, an unfinished store (started again), or a finished one with
     `overwrite=True`; a foreign directory and a second writer are refused. Not resumable:
     `embed_corpus` is the resumable path from text. Memory: one shard.
     """
@@ -62,7 +62,7 @@ class StoreWriter:
 
     def __enter__(self) -> "StoreWriter":
         d = self.out_dir
-        # The same rules as every output (xmine.outputs): new, empty, an unfinished store (redone),
+        # The same rules as every output (xmine.artefacts.outputs): new, empty, an unfinished store (redone),
         # or a finished one with overwrite; never a foreign directory; one writer.
         claim = self._lock.enter_context(claim_output(d, kind=STORE_KIND, form="dir", in_place=True,
                                                       overwrite=self.overwrite))

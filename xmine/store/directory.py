@@ -14,8 +14,8 @@ from typing import Iterator
 from filelock import FileLock, Timeout
 
 from xmine.errors import ArtefactError, OutputError
-from xmine.fileio import MANIFEST, atomic_write_json
-from xmine.output_state import MARKER, dir_kind
+from xmine.artefacts.fileio import MANIFEST, atomic_write_json
+from xmine.artefacts.output_state import MARKER, dir_kind
 from xmine.store.layout import (
     HASHES, ID_OFFSETS, IDS, LENGTHS, LINE_NUMBERS, LOCK, OFFSETS, PROGRESS, SENTENCE_INDEX, SENTENCES, STORE_KIND,
 )

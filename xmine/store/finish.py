@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.artefacts import provenance
-from xmine.fileio import MANIFEST, atomic_path, atomic_write_json, sha256_file
-from xmine.records import EncoderFingerprint, FileRecord, ProjectionFingerprint, ShardRecord, StoreManifest, read_field
+from xmine.artefacts.directory import provenance
+from xmine.artefacts.fileio import MANIFEST, atomic_path, atomic_write_json, sha256_file
+from xmine.artefacts.records import EncoderFingerprint, FileRecord, ProjectionFingerprint, ShardRecord, StoreManifest, read_field
 from xmine.store.directory import remove_leftovers
 from xmine.store.layout import (
     FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, JOINED_FILES, LENGTHS, LINE_NUMBERS, OFFSETS, OPTIONAL_FILES,

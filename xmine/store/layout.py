@@ -11,11 +11,11 @@ LINE_NUMBERS = "line_numbers.npy"
 OFFSETS = "offsets.npy"
 HASHES = "hashes.npy"
 LENGTHS = "lengths.npy"
-# Each row's record id, for inputs read with an id field (xmine.readers): optional.
+# Each row's record id, for inputs read with an id field (xmine.io.readers): optional.
 IDS = "ids.txt"
 ID_OFFSETS = "id_offsets.npy"
 # Each row's 1-based index among the sentences of its record, for inputs split into sentences
-# (--split-sentences, xmine.sentences): optional.
+# (--split-sentences, xmine.io.sentences): optional.
 SENTENCE_INDEX = "sentence_index.npy"
 #: The files beside the shards that the manifest records: always, and only for some inputs.
 JOINED_FILES = (SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS)

@@ -16,9 +16,9 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from xmine.fileio import MANIFEST, VerifiedFiles, check_names, read_manifest
+from xmine.artefacts.fileio import MANIFEST, VerifiedFiles, check_names, read_manifest
 from xmine.errors import ArtefactError, ConfigError
-from xmine.records import FileRecord, StoreManifest
+from xmine.artefacts.records import FileRecord, StoreManifest
 from xmine.store.layout import (
     FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, JOINED_FILES, LENGTHS, LINE_NUMBERS, OFFSETS, OPTIONAL_FILES, PROGRESS,
     SENTENCE_INDEX, SENTENCES, STORE_KIND, shard_names,
@@ -57,7 +57,7 @@ class EmbeddingStore:
     @property
     def _content(self):
         """The manifest's sha256 sums; small stores are checked on open, large ones file by file
-        on first read (see xmine.fileio.VerifiedFiles)."""
+        on first read (see xmine.artefacts.fileio.VerifiedFiles)."""
         if getattr(self, "_content_check", None) is None:
             files = {s.file: FileRecord(bytes=s.bytes, sha256=s.sha256) for s in self.manifest.shards}
             files.update(self.manifest.files)

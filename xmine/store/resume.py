@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from xmine.errors import ArtefactError
-from xmine.fileio import atomic_write_json, check_names, inside, sha256_file
+from xmine.artefacts.fileio import atomic_write_json, check_names, inside, sha256_file
 from xmine.langs import same_language
-from xmine.records import EncoderFingerprint, ProjectionFingerprint, ShardRecord, read_field
+from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint, ShardRecord, read_field
 from xmine.store.directory import clear_dir, remove_temporaries
 from xmine.store.layout import PROGRESS, shard_names
 
@@ -35,7 +35,7 @@ def identity_mismatch(old: dict[str, Any], new: dict[str, Any], *, where: str) -
             (now_file and (now_file["size"], now_file["sha256"], now_file["by"])):
         return (f"it was made from {'embeddings ' + was_file['path'] if was_file else 'an encoder'}, not "
                 f"{'embeddings ' + now_file['path'] if now_file else 'an encoder'}, or that file changed")
-    # how the input was read (xmine.readers) and split into sentences (xmine.sentences)
+    # how the input was read (xmine.io.readers) and split into sentences (xmine.io.sentences)
     for key in ("format", "text_field", "id_field", "split", "split_sentences"):
         if old["input"].get(key) != new["input"].get(key):
             if key == "split_sentences":

@@ -10,11 +10,11 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from xmine.corpus import truncate_for_encoding
+from xmine.io.corpus import truncate_for_encoding
 from xmine.encoders.loader import load_encoder
 from xmine.errors import ArtefactError
-from xmine.fileio import atomic_path, atomic_write_text, sha256_file
-from xmine.records import ShardRecord
+from xmine.artefacts.fileio import atomic_path, atomic_write_text, sha256_file
+from xmine.artefacts.records import ShardRecord
 from xmine.store.layout import shard_names
 
 #: CPU threads per encoder actor on CPU-only clusters (one actor per `threads` CPUs). One thread per

@@ -22,7 +22,7 @@ from typing import BinaryIO, Iterable, Sequence
 
 import numpy as np
 
-from xmine.dedup import normalise_whitespace
+from xmine.io.dedup import normalise_whitespace
 from xmine.errors import ArtefactError
 
 # Lines hashed per numpy batch while scanning.

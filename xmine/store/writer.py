@@ -2,7 +2,7 @@
 
 How `embed_corpus` builds it: the corpus is streamed and cut into shards of `shard_rows`
 sentences, each encoded and written by a `ShardWriter` unit (xmine.store.shards) in this process
-or in an actor pool on a Ray cluster (`xmine.executor`), so memory stays bounded whatever the
+or in an actor pool on a Ray cluster (`xmine.exec.executor`), so memory stays bounded whatever the
 corpus size. Each finished shard (embeddings,
 line numbers and text) is written atomically and then recorded in `progress.json`; a run killed or
 interrupted midway is resumed by running it again: shards already recorded are checked (size,
@@ -31,18 +31,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from xmine.artefacts import reader_for
-from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats
+from xmine.artefacts.directory import reader_for
+from xmine.io.corpus import DEFAULT_MAX_CHARS, CorpusStats
 from xmine.encoders.external import ExternalEmbeddings
 from xmine.errors import ArtefactError, ConfigError
-from xmine.executor import LOCAL, Executor, ShardProgress, executor_for
-from xmine.fileio import MANIFEST, read_manifest, swap_in_dir
-from xmine.output_state import MARKER
-from xmine.outputs import claim_output
-from xmine.readers import open_corpus
-from xmine.records import ShardRecord
-from xmine.projection import PROJECTION_KIND, resolve_projection
-from xmine.sentences import sentence_splitter
+from xmine.exec.executor import LOCAL, Executor, ShardProgress, executor_for
+from xmine.artefacts.fileio import MANIFEST, read_manifest, swap_in_dir
+from xmine.artefacts.output_state import MARKER
+from xmine.artefacts.outputs import claim_output
+from xmine.io.readers import open_corpus
+from xmine.artefacts.records import ShardRecord
+from xmine.encoders.projection import PROJECTION_KIND, resolve_projection
+from xmine.io.sentences import sentence_splitter
 from xmine.store.directory import clear_dir, lock_store_dir, rebuild_dir, refuse_foreign, remove_leftovers
 from xmine.store.finish import finalise
 from xmine.store.layout import DTYPES, LOCK, PARTS, PROGRESS, STORE_KIND
@@ -192,7 +192,7 @@ def embed_corpus(
     ray: str | None = None,
     input_format: Any = None,
 ) -> EmbeddingStore:
-    """Embed a corpus (a text file, one sentence a line, or any format of `xmine.readers`) into an
+    """Embed a corpus (a text file, one sentence a line, or any format of `xmine.io.readers`) into an
     embedding store at `out_dir`.
 
     - `encoder`: an `xmine.encoders.Encoder`.
@@ -211,10 +211,10 @@ def embed_corpus(
     actor pool on that cluster (each actor loads the encoder once), writing the same store, for
     every input format.
 
-    `input_format`: an `xmine.reader_base.InputFormat` (format, text field, id field); None reads by
+    `input_format`: an `xmine.io.reader_base.InputFormat` (format, text field, id field); None reads by
     extension. Every record of a non-text input is checked before anything is written; a row's
     record number is stored as its line number, and its id (with an id field) in `ids.txt`. With
-    `split_sentences` each record is split by `lang`'s splitter (xmine.sentences; a ConfigError
+    `split_sentences` each record is split by `lang`'s splitter (xmine.io.sentences; a ConfigError
     before anything is written when `lang` is undetermined): a row per sentence, its 1-based index
     in the record in `sentence_index.npy`, the splitter in the input identity.
 

@@ -17,11 +17,11 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from xmine.delimited import delimited_rows
+from xmine.io.delimited import delimited_rows
 from xmine.errors import ConfigError, InputError
-from xmine.input_artefacts import artefact_kind
-from xmine.reader_base import MISSING, InputFormat, field_at
-from xmine.readers import detect_format, jsonl_records, open_corpus
+from xmine.artefacts.input_artefacts import artefact_kind
+from xmine.io.reader_base import MISSING, InputFormat, field_at
+from xmine.io.readers import detect_format, jsonl_records, open_corpus
 
 #: formats whose records have fields (a text file's lines have none)
 FIELD_FORMATS = ("jsonl", "parquet", "hf", "csv", "tsv")

@@ -1,5 +1,5 @@
 """One writer per file: an exclusive `fcntl` lock on `.NAME.lock` beside every file an output
-claims (the output, its summary, its companions), held while `xmine.outputs.claim_output`'s claim
+claims (the output, its summary, its companions), held while `xmine.artefacts.outputs.claim_output`'s claim
 lasts. Locking each file, not only the output's name, is what stops two runs whose outputs differ
 but share a file (`mine -o y --format moses` writes `y.src`; `mine -o y.src` too).
 

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from xmine.errors import InputError
-from xmine.fileio import atomic_path
+from xmine.artefacts.fileio import atomic_path
 
 STDIN = "-"
 #: the record of a URL's copy, beside it

@@ -5,7 +5,7 @@ writes its finished work units as files in a folder of its own, beside a `key.js
 inputs and parameters they were computed from. Opening the folder with another key drops the
 step's own earlier files (they describe other inputs) and records the new key; opening it with the
 same key keeps them, so the step resumes. Only the files the step declares as its own (`owned`
-glob patterns, and the hidden temporaries `xmine.fileio.atomic_path` makes for them) are ever
+glob patterns, and the hidden temporaries `xmine.artefacts.fileio.atomic_path` makes for them) are ever
 removed: anything else in the folder stays.
 """
 
@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-from xmine.fileio import atomic_write_json
+from xmine.artefacts.fileio import atomic_write_json
 
 KEY_FILE = "key.json"
 

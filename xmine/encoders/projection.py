@@ -4,7 +4,7 @@ A projection maps encoder embeddings to a part of them ("meaning" or "language")
 disentanglers of `xmine.disentangle` are one implementation. The core (store writer, input
 layer) only calls the three methods of `ProjectionLike`, so it never imports the feature
 package: a projection DIRECTORY is opened through the artefact reader registered for the
-kind "projection" (`xmine.artefacts.register_readers`, by the composition roots).
+kind "projection" (`xmine.artefacts.directory.register_readers`, by the composition roots).
 
 Which projection (`choose_projection`): xmine ships a small trained projection for its default
 encoder inside the package (`xmine/projections/<encoder>/`: a normal projection directory, plus
@@ -40,12 +40,12 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from xmine.artefacts import open_artefact
+from xmine.artefacts.directory import open_artefact
 from xmine.calibration import SpaceDefaults, parse_defaults
 from xmine.encoders import check_projection_encoder
 from xmine.errors import ArtefactError, ConfigError, EncoderMismatchError, InputError
-from xmine.fileio import MANIFEST, VerifiedFiles, check_names, read_manifest
-from xmine.records import FileRecord, ProjectionFingerprint, read_field
+from xmine.artefacts.fileio import MANIFEST, VerifiedFiles, check_names, read_manifest
+from xmine.artefacts.records import FileRecord, ProjectionFingerprint, read_field
 
 log = logging.getLogger("xmine")
 
@@ -141,6 +141,12 @@ def shipped_dir(encoder_name: str) -> Path | None:
         return None  # a model path or hub name: never a shipped one
     d = SHIPPED_ROOT / encoder_name
     return d if (d / "manifest.json").is_file() and (d / "config.json").is_file() else None
+
+
+def shipped_encoder(path: str | Path) -> str | None:
+    """The encoder whose shipped projection the folder `path` is, or None (any other projection)."""
+    where = Path(path).resolve()
+    return where.name if where.parent == SHIPPED_ROOT else None
 
 
 def shipped_info(encoder_name: str) -> dict[str, Any] | None:
@@ -263,4 +269,4 @@ def calibrated_threshold(projection_dir: str | Path | None, margin: str,
 __all__ = ["CONFIG", "DEFAULT", "NONE", "PROJECTION_FILES", "PROJECTION_FORMAT", "PROJECTION_KIND", "ProjectionChoice",
            "ProjectionLike", "SHIPPED_INFO", "SHIPPED_ROOT", "WEIGHTS", "calibrated_threshold", "choose_projection",
            "projection_defaults", "projection_files", "read_projection_json", "read_shipped_json",
-           "resolve_projection", "shipped_dir", "shipped_info"]
+           "resolve_projection", "shipped_dir", "shipped_encoder", "shipped_info"]

@@ -12,10 +12,10 @@ from xmine.encoders import (
 from xmine.encoders.external import EXTERNAL_ID_PREFIX
 from xmine.encoders.runtime import runtime_for_artefact
 from xmine.errors import ConfigError, EncoderMismatchError
-from xmine.input_artefacts import artefact_encoder, artefact_projection
+from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection
 from xmine.langs import same_language
-from xmine.projection import choose_projection, resolve_projection
-from xmine.records import EncoderFingerprint, ProjectionFingerprint
+from xmine.encoders.projection import choose_projection, resolve_projection
+from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint
 
 
 def check_same_projection(expected: ProjectionFingerprint | None, actual: ProjectionFingerprint | None, *,
@@ -34,7 +34,7 @@ class Encoders:
     not given is the input artefacts' (their encoder, and their precision and runtime, so that text
     encoded beside a store or an index matches it), else the default. `projection`: the
     `--projection` value (None/"default", "none" or a directory), resolved by
-    `xmine.projection.choose_projection`; `inputs`: the paths named, so an implicit default
+    `xmine.encoders.projection.choose_projection`; `inputs`: the paths named, so an implicit default
     follows a store's or index's own projection.
     """
 

@@ -1,6 +1,6 @@
 """Opening an input file for its bytes: gzip, xz, bzip2 and zstd detected by their magic bytes,
 whatever the file is called (zstd needs the `zstandard` package); lone `\\r` line ends sniffed;
-lines counted without decoding. `xmine.corpus` reads the lines of what this opens."""
+lines counted without decoding. `xmine.io.corpus` reads the lines of what this opens."""
 
 from __future__ import annotations
 

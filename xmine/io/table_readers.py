@@ -1,4 +1,4 @@
-"""Corpus readers of tables (`xmine.readers`): a Parquet file, and a Hugging Face dataset (a
+"""Corpus readers of tables (`xmine.io.readers`): a Parquet file, and a Hugging Face dataset (a
 `save_to_disk` folder, or data files read with streaming), one batch of rows at a time."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Iterator
 
 from xmine.errors import InputError
-from xmine.reader_base import CorpusReader, InputFormat, is_dataset_dir, stem_suffix, text_of
+from xmine.io.reader_base import CorpusReader, InputFormat, is_dataset_dir, stem_suffix, text_of
 
 # Data-file builders of `datasets`, by extension.
 _HF_BUILDERS = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "json", ".json": "json", ".ndjson": "json",

@@ -9,18 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from xmine.errors import ArtefactError, InputError
-from xmine.fileio import MANIFEST, load_manifest
-from xmine.output_state import dir_kind
-from xmine.reader_base import is_dataset_dir
-from xmine.records import EncoderFingerprint, ProjectionFingerprint, read_field
-from xmine.stdin import is_stdin
+from xmine.artefacts.fileio import MANIFEST, load_manifest
+from xmine.artefacts.output_state import dir_kind
+from xmine.io.reader_base import is_dataset_dir
+from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint, read_field
+from xmine.io.stdin import is_stdin
 
 
 def artefact_kind(path: str | Path, input_format: Any = None) -> str:
     """"text" for a corpus (a file, a Hugging Face dataset folder, or with `--input-format hf` a
-    folder of data files: `xmine.readers`), else the `kind` in the directory's manifest
+    folder of data files: `xmine.io.readers`), else the `kind` in the directory's manifest
     ("embedding-store", "index")."""
-    if is_stdin(path):  # standard input, copied into a work directory when read (xmine.stdin)
+    if is_stdin(path):  # standard input, copied into a work directory when read (xmine.io.stdin)
         return "text"
     p = Path(path)
     hf_files = getattr(input_format, "format", None) == "hf" and p.is_dir() and not (p / MANIFEST).is_file()

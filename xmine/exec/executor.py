@@ -13,9 +13,9 @@ units run: a step asks it only how to size them (`slots`, `unit_threads`, `gpus`
 - `LOCAL`: the units one after another, in order, in this process. A unit uses the machine's
   threads itself (BLAS, FAISS's OpenMP, torch), and reports its rows as it goes (`on_rows`).
 - `OnRay()`: each unit a Ray task of `cpus` CPUs (or one GPU), at most a window in flight
-  (`xmine.cluster.run_tasks`), or a call on a pool of actors that keep a loaded model
+  (`xmine.exec.cluster.run_tasks`), or a call on a pool of actors that keep a loaded model
   (`actor_pool`); a task whose worker died is re-run, a dead actor restarted. Connect first
-  (`xmine.cluster.connect`).
+  (`xmine.exec.cluster.connect`).
 
 A unit function takes its unit's arguments and a keyword `on_rows` (a callback of a row count,
 or None): `LOCAL` passes the progress bar's, Ray tasks none (their rows count when they finish).
@@ -146,7 +146,7 @@ LOCAL = Executor()
 
 
 class OnRay(Executor):
-    """The units as tasks on the connected Ray cluster (`xmine.cluster.connect`)."""
+    """The units as tasks on the connected Ray cluster (`xmine.exec.cluster.connect`)."""
 
     name = "ray"
 
@@ -158,12 +158,12 @@ class OnRay(Executor):
         return ray.put(value)  # a row view over files pickles as its paths (xmine.store.rows)
 
     def gpus(self) -> int:
-        from xmine.cluster import cluster_resources
+        from xmine.exec.cluster import cluster_resources
 
         return int(cluster_resources()["GPU"])
 
     def slots(self, *, gpu: bool = False) -> int:
-        from xmine.cluster import cluster_resources
+        from xmine.exec.cluster import cluster_resources
 
         res = cluster_resources()
         return max(1, int(res["GPU"] if gpu else res["CPU"]))
@@ -176,12 +176,12 @@ class OnRay(Executor):
         return (gpus, True) if gpus >= 1 else (max(1, self.slots() // threads), False)
 
     def node_cpus(self) -> int | None:
-        from xmine.cluster import largest_node_cpus
+        from xmine.exec.cluster import largest_node_cpus
 
         return largest_node_cpus()
 
     def call(self, fn: Callable, *args, cpus: int | None = None, gpus: int = 0) -> Any:
-        from xmine.cluster import get, remote
+        from xmine.exec.cluster import get, remote
 
         return get(remote(fn, num_cpus=cpus or self.node_cpus(), num_gpus=gpus).remote(*args))
 
@@ -191,7 +191,7 @@ class OnRay(Executor):
         as they go, gathered by a `RowCounter` actor, and each is counted once."""
         import ray
 
-        from xmine.cluster import ReportRows, RowCounter, get, remote, run_tasks
+        from xmine.exec.cluster import ReportRows, RowCounter, get, remote, run_tasks
 
         task = remote(fn, num_cpus=cpus, num_gpus=gpus)
         if progress is None:
@@ -239,7 +239,7 @@ class RayPool(LocalPool):
         is held), so a streamed corpus is never held whole."""
         import ray
 
-        from xmine.cluster import get
+        from xmine.exec.cluster import get
 
         idle, running, todo = list(self.actors), {}, iter(units)
         while True:
@@ -274,7 +274,7 @@ def executor_for(ray_address: str | None) -> Executor:
     """`LOCAL`, or (`--ray ADDRESS`) the Ray cluster there, connected."""
     if ray_address is None:
         return LOCAL
-    from xmine.cluster import connect
+    from xmine.exec.cluster import connect
 
     connect(ray_address)
     return OnRay()

@@ -2,7 +2,7 @@
 
 An embedding store against every sha256 its manifest records (`xmine.store.reader.verify_store`);
 a directory of a feature package's kind through its registered reader
-(`xmine.artefacts.open_artefact`), which validates on open; a TSV output against its `OUT.json` summary (`verify_output_file`);
+(`xmine.artefacts.directory.open_artefact`), which validates on open; a TSV output against its `OUT.json` summary (`verify_output_file`);
 a result JSON by its `kind`.
 """
 
@@ -13,9 +13,9 @@ import os
 from pathlib import Path
 
 from xmine.errors import ArtefactError, ConfigError
-from xmine.fileio import MANIFEST, load_manifest, read_manifest
-from xmine.output_state import MARKER, changed_files, dir_kind, own_output_name, read_json, sidecar_of
-from xmine.artefacts import open_artefact
+from xmine.artefacts.fileio import MANIFEST, load_manifest, read_manifest
+from xmine.artefacts.output_state import MARKER, changed_files, dir_kind, own_output_name, read_json, sidecar_of
+from xmine.artefacts.directory import open_artefact
 from xmine.store.reader import verify_store
 
 #: Directory artefacts xmine makes whose manifests record no sha256 sums, nor have a reader: a

@@ -18,8 +18,8 @@ import io
 from pathlib import Path
 from typing import Iterator
 
-from xmine.compression import open_binary, read_errors
-from xmine.corpus import iter_lines
+from xmine.io.compression import open_binary, read_errors
+from xmine.io.corpus import iter_lines
 from xmine.errors import InputError
 
 DELIMITED_FORMATS = ("tsv", "csv")

@@ -30,7 +30,7 @@ import numpy as np
 
 from xmine.errors import ConfigError
 from xmine.paths import xmine_home
-from xmine.records import EncoderFingerprint
+from xmine.artefacts.records import EncoderFingerprint
 
 # Sentences encoded between two commits: small enough that an interruption loses little,
 # large enough that length-sorted batching inside the encoder has material to work with.

@@ -8,13 +8,13 @@ lines: everything downstream (stores, resume, dedup, mining) is the same for eve
 Formats (`FORMATS`), chosen by `detect_format` from the name or the folder, or named
 (`--input-format`):
 
-- `text`: one sentence a line (`xmine.corpus`: plain, gzip, xz, bzip2 or zstd).
+- `text`: one sentence a line (`xmine.io.corpus`: plain, gzip, xz, bzip2 or zstd).
 - `jsonl`: JSON Lines (`.jsonl`, `.ndjson`, `.json`, also compressed): one JSON object a line,
   the text at `text_field`, a dotted path for nested objects (`meta.text`). Record = file line.
 - `csv` (`.csv`), `tsv` (named only: a `.tsv` file stays one sentence a line unless
   `--input-format tsv`): the column `text_field`, a name from the header line (csv: read by
   default; `header`) or a 1-based number; csv honours quotes (a quoted field may hold commas and
-  line breaks), tsv splits on tabs (`xmine.delimited`). Record = the line it starts on.
+  line breaks), tsv splits on tabs (`xmine.io.delimited`). Record = the line it starts on.
 - `parquet`: the column `text_field` (a dotted path reaches into a struct column), read one
   record batch at a time. Record = 1-based row.
 - `hf`: a Hugging Face dataset through `datasets`: a `save_to_disk` folder (Arrow, memory-mapped;
@@ -27,7 +27,7 @@ breaks inside a text become spaces, as in a text file. A missing field, a value 
 string, invalid JSON or an unreadable file raises `InputError` naming the file, the record and
 the problem. `id_field` keeps each record's own id (any JSON scalar, as a string) beside its
 number, as provenance. With `split_sentences` each record is a document or paragraph:
-`split_into_sentences` yields its sentences (xmine.sentences), each with the record's number and
+`split_into_sentences` yields its sentences (xmine.io.sentences), each with the record's number and
 id and its own 1-based index in the record.
 """
 
@@ -39,14 +39,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator
 
-from xmine.compression import count_lines
-from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats, iter_corpus, iter_lines
-from xmine.delimited import column_index, delimited_rows, field_of
+from xmine.io.compression import count_lines
+from xmine.io.corpus import DEFAULT_MAX_CHARS, CorpusStats, iter_corpus, iter_lines
+from xmine.io.delimited import column_index, delimited_rows, field_of
 from xmine.errors import InputError
-from xmine.fileio import sha256_file
-from xmine.reader_base import CorpusReader, InputFormat, format_by_path, text_of
-from xmine.stdin import STDIN, origin_of
-from xmine.table_readers import DatasetReader, ParquetReader
+from xmine.artefacts.fileio import sha256_file
+from xmine.io.reader_base import CorpusReader, InputFormat, format_by_path, text_of
+from xmine.io.stdin import STDIN, origin_of
+from xmine.io.table_readers import DatasetReader, ParquetReader
 
 def detect_format(path: str | Path, spec: InputFormat | None = None) -> str:
     """The format to read `path` as: the named one, else by its extension or folder contents."""
@@ -60,7 +60,7 @@ def detect_format(path: str | Path, spec: InputFormat | None = None) -> str:
 
 
 class TextReader(CorpusReader):
-    """One sentence a line (xmine.corpus); identity as a text file's always was."""
+    """One sentence a line (xmine.io.corpus); identity as a text file's always was."""
 
     def check(self) -> None:
         self.count = count_lines(self.path)  # validates missing / empty; lines are checked as read
@@ -113,7 +113,7 @@ def jsonl_records(path: Path, *, blank: bool = False) -> Iterator[tuple[int, Any
 
 
 class DelimitedReader(CorpusReader):
-    """A CSV or TSV file (`xmine.delimited`): the text in one column, chosen by name or number."""
+    """A CSV or TSV file (`xmine.io.delimited`): the text in one column, chosen by name or number."""
 
     def __init__(self, path: Path, spec: InputFormat):
         self.format = spec.format

@@ -1,4 +1,4 @@
-"""What every corpus reader shares (`xmine.readers`): the --input-format options, the base class
+"""What every corpus reader shares (`xmine.io.readers`): the --input-format options, the base class
 that streams `(record number, text, record id)` and cleans texts as a text file's lines are, and
 reading the text and id fields of one record."""
 
@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats
+from xmine.io.corpus import DEFAULT_MAX_CHARS, CorpusStats
 from xmine.errors import ConfigError, InputError
-from xmine.fileio import sha256_file
-from xmine.output_state import tree_record
-from xmine.stdin import origin_of
+from xmine.artefacts.fileio import sha256_file
+from xmine.artefacts.output_state import tree_record
+from xmine.io.stdin import origin_of
 
 FORMATS = ("text", "jsonl", "parquet", "hf", "csv", "tsv")
 _COMPRESSED = (".gz", ".xz", ".zst", ".zstd", ".bz2")
@@ -42,7 +42,7 @@ class InputFormat:
     #: (default "train")
     split: str | None = None
     #: split each record (line) into sentences with the corpus language's splitter
-    #: (xmine.sentences); each sentence becomes a row that keeps its record and its index in it
+    #: (xmine.io.sentences); each sentence becomes a row that keeps its record and its index in it
     split_sentences: bool = False
     #: the record options given on the command line ("--text-field", "--id-field", "--split"): each
     #: must apply to the input's format (`FIELD_OPTIONS`), not be ignored without a word
@@ -178,7 +178,7 @@ class CorpusReader:
     def split_into_sentences(self, split: Callable[[str], list[str]], *, max_chars: int = DEFAULT_MAX_CHARS,
                         stats: CorpusStats | None = None, ids: list | None = None,
                         positions: list | None = None) -> Iterator[tuple[int, str]]:
-        """`sentences()` with each record split by `split` (xmine.sentences): (record number,
+        """`sentences()` with each record split by `split` (xmine.io.sentences): (record number,
         sentence) of every sentence; with `ids`, each sentence's record id is appended to it
         first, with `positions` its 1-based index in its record. One record in memory at a time."""
         record_ids: list | None = [] if ids is not None else None

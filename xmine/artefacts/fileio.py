@@ -165,7 +165,7 @@ def inside(directory: str | Path, name: str, *, what: str) -> Path:
 class VerifiedFiles:
     """The sha256 sums an artefact's manifest records, checked against the files on disk.
 
-    `expected` maps file names (relative to `directory`) to their `xmine.records.FileRecord`;
+    `expected` maps file names (relative to `directory`) to their `xmine.artefacts.records.FileRecord`;
     the artefact's reader has checked the names (`check_names`), and a file that resolves outside
     `directory` (a symbolic link out) is refused (`inside`). A file is hashed at most once per
     process (while it stays the same inode, size and mtime). A mismatch raises ArtefactError

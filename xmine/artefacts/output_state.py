@@ -1,5 +1,5 @@
 """What is at an output path: nothing, an xmine artefact of some kind (finished or not), or
-something xmine must not touch. `xmine.outputs.claim_output` asks `output_state` before writing.
+something xmine must not touch. `xmine.artefacts.outputs.claim_output` asks `output_state` before writing.
 
 How an existing path is recognised as xmine's (`form`):
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Iterable
 
 from xmine.errors import OutputError
-from xmine.fileio import MANIFEST, sha256_file
+from xmine.artefacts.fileio import MANIFEST, sha256_file
 
 #: Written into a directory the claim creates for in-place building (stores, projections).
 MARKER = ".xmine-output.json"

@@ -3,8 +3,8 @@
 Input policy (what every xmine command does with a text file):
 
 - Compression: gzip, xz, bzip2 and zstd are detected by their magic bytes, whatever the file is
-  called (zstd needs the `zstandard` package; `xmine.compression`). Other input formats (JSON Lines, Parquet, Hugging
-  Face datasets) are read by `xmine.readers`, which uses this module for the lines of a file.
+  called (zstd needs the `zstandard` package; `xmine.io.compression`). Other input formats (JSON Lines, Parquet, Hugging
+  Face datasets) are read by `xmine.io.readers`, which uses this module for the lines of a file.
 - Encoding: UTF-8. A leading byte-order mark is stripped. Invalid UTF-8 raises `InputError`
   naming the file, the line, the byte offset within that line and a snippet of the bytes.
 - NUL bytes raise `InputError` with the line (they mean a binary or UTF-16 file).
@@ -24,7 +24,7 @@ Input policy (what every xmine command does with a text file):
   `InputError`. Parallel files whose line counts differ raise `InputError` naming both files and
   both counts.
 
-Warnings go through the `logging` logger "xmine.corpus" (level WARNING), once per file at the end
+Warnings go through the `logging` logger "xmine.io.corpus" (level WARNING), once per file at the end
 of the read, and are also counted in `CorpusStats` so code can act on them. The CLI prints
 WARNING records to stderr (Python's last-resort handler does so even when nothing configured
 logging).
@@ -40,10 +40,10 @@ from typing import BinaryIO, Iterator, Sequence
 
 import numpy as np
 
-from xmine.compression import compression_of, open_binary, read_error, read_errors, uses_cr_line_ends
+from xmine.io.compression import compression_of, open_binary, read_error, read_errors, uses_cr_line_ends
 from xmine.errors import InputError
 
-log = logging.getLogger("xmine.corpus")
+log = logging.getLogger("xmine.io.corpus")
 
 #: Characters per line beyond which the text is cut for encoding. multilingual-e5 sees at most 512
 #: tokens, roughly 2,000 characters of European text; longer lines are rarely sentences anyway.

@@ -1,7 +1,7 @@
 """The Ray calls: connect to a cluster, run functions as tasks, collect their results.
 
 `--ray` on embed, build-index, mine and train runs the same per-unit functions as one process
-does; `xmine.executor.OnRay` schedules them through this module. It imports `ray` inside its
+does; `xmine.exec.executor.OnRay` schedules them through this module. It imports `ray` inside its
 functions, so the core works without the `ray` extra (`pip install 'xmine[ray]'`).
 
 - `connect(address)`: `"auto"` joins the cluster this machine belongs to (`ray start` here, or
@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from xmine.errors import ConfigError
 
-log = logging.getLogger("xmine.cluster")
+log = logging.getLogger("xmine.exec.cluster")
 
 #: A worker that dies (killed, out of memory, node lost) has its task re-run this many times.
 TASK_RETRIES = 3

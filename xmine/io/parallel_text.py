@@ -1,5 +1,5 @@
 """Line-aligned parallel files (a source and a target file, line i of one the translation of line
-i of the other), read as `xmine.corpus` reads one file."""
+i of the other), read as `xmine.io.corpus` reads one file."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import logging
 from pathlib import Path
 from typing import Iterator
 
-from xmine.compression import count_lines
-from xmine.corpus import DEFAULT_MAX_CHARS, CorpusStats, iter_lines
+from xmine.io.compression import count_lines
+from xmine.io.corpus import DEFAULT_MAX_CHARS, CorpusStats, iter_lines
 from xmine.errors import InputError
 
-log = logging.getLogger("xmine.corpus")
+log = logging.getLogger("xmine.io.corpus")
 
 
 def iter_parallel(

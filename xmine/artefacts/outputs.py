@@ -23,7 +23,7 @@ The rules ("never lose a user's data"):
    file claimed with it (removed when the claim ends); a second writer of any of them fails at once.
 
 How an existing path is recognised as xmine's, and when it counts as finished:
-`xmine.output_state`.
+`xmine.artefacts.output_state`.
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ import tempfile
 from typing import Any, Iterable, Iterator
 
 from xmine.errors import OutputError
-from xmine.fileio import (DIR_MODE, FILE_MODE, MANIFEST, atomic_path, atomic_write_json, fsync_file, sha256_file,
+from xmine.artefacts.fileio import (DIR_MODE, FILE_MODE, MANIFEST, atomic_path, atomic_write_json, fsync_file, sha256_file,
                           swap_in_dir)
-from xmine.output_lock import lock_outputs
-from xmine.output_state import (FORMS, MARKER, check_not_input, dir_kind, kind_label, output_state, read_json,
+from xmine.artefacts.output_lock import lock_outputs
+from xmine.artefacts.output_state import (FORMS, MARKER, check_not_input, dir_kind, kind_label, output_state, read_json,
                                 sidecar_of, tree_record)
 
 #: files a run writes into its work directory before any result: the marker, and the key.json that

@@ -1,7 +1,7 @@
 """Artefact directories: replacing one atomically, telling its own files from others', and the
 provenance every saved artefact carries.
 
-Every artefact directory xmine writes holds a `manifest.json` (`xmine.fileio.write_manifest`)
+Every artefact directory xmine writes holds a `manifest.json` (`xmine.artefacts.fileio.write_manifest`)
 with `kind`, `format_version`, and `provenance` (xmine version, git commit, date, host, library
 versions, and the parameters that made it).
 """
@@ -24,8 +24,8 @@ import numpy
 
 from xmine import __version__
 from xmine.errors import ConfigError, OutputError
-from xmine.fileio import DIR_MODE, MANIFEST, sha256_file, swap_in_dir
-from xmine.output_state import MARKER, output_state
+from xmine.artefacts.fileio import DIR_MODE, MANIFEST, sha256_file, swap_in_dir
+from xmine.artefacts.output_state import MARKER, output_state
 
 
 #: The readers of the artefact kinds a feature package owns ("projection": xmine.disentangle,
@@ -82,7 +82,7 @@ def atomic_dir(path: str | Path, *, kind: str | None = None, overwrite: bool = F
     its own files (those its manifest records, or that the new one has too): a directory where
     someone put other files is refused, since replacing it would delete them. Anything else
     raises OutputError before any work is done and is never touched. The swap is atomic
-    (`swap_in_dir`). Callers claim the output first (`xmine.outputs.claim_output`), which also
+    (`swap_in_dir`). Callers claim the output first (`xmine.artefacts.outputs.claim_output`), which also
     locks it and refuses inputs.
     """
     path = Path(path)

@@ -32,7 +32,7 @@ from xmine import __version__
 from xmine.errors import ConfigError
 from xmine.langs import iso1_code, normalize_lang
 
-log = logging.getLogger("xmine.corpus")
+log = logging.getLogger("xmine.io.corpus")
 
 # Terminal punctuation of many scripts: Latin/Cyrillic/Greek . ! ? and the ellipsis; Devanagari and
 # Bengali danda । ॥; Ethiopic ። ፧; Burmese ။; Khmer ។ ៕; Arabic ؟ and Urdu ۔; Armenian ։; Tibetan །;

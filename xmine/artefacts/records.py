@@ -215,7 +215,7 @@ class StoreManifest(Record):
     input_stats: dict  #: what reading the input found (lines, empty lines, ...)
     shards: tuple[ShardFile, ...]  #: the shards in row order
     files: dict[str, FileRecord]  #: the store's other files by name
-    provenance: dict  #: what made it (xmine.artefacts.provenance)
+    provenance: dict  #: what made it (xmine.artefacts.directory.provenance)
 
 
 def read_field(d: dict[str, Any], name: str, want: Any, *, where: str) -> Any:

@@ -1,0 +1,7 @@
+"""What xmine writes and reads back: artefact directories and their manifests, atomic writes and
+hashes (`fileio`), claiming an output before writing it (`outputs`, `output_state`,
+`output_lock`), resumable checkpoints (`checkpoints`), the typed records manifests are made of
+(`records`), what an input artefact records (`input_artefacts`) and `xmine verify` (`verify`).
+
+`xmine.artefacts.directory` holds the registry through which the core opens the artefact kinds
+that features own (a projection, an index): the composition root registers their readers."""

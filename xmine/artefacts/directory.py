@@ -127,7 +127,7 @@ def file_fingerprint(path: str | Path) -> dict[str, Any]:
 
 def git_commit() -> str | None:
     """The checkout's commit (with `-dirty` when it has uncommitted changes), or None."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # the checkout (xmine/artefacts/directory.py)
     try:
         commit = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5

@@ -1,6 +1,6 @@
 """Train FMDA on MASSIVE: en-US paired with each locale given, token states in, four parts out.
 
-The run: `fmda_prep.prepare` (seeded sample of the train split, the dev split for early
+The run: `fmda_data.prepare` (seeded sample of the train split, the dev split for early
 stopping, BLEU negative pools, token states and masked targets, all cached) -> epochs of Adam
 -> the best epoch's weights (`FmdaConfig.select`: highest dev retrieval, or lowest dev loss) saved
 as a projection directory (projection.py), like every other method.
@@ -25,24 +25,30 @@ Targets and choices:
   locale. Several locales train one model on all their pairs (the paper's Appendix C).
 
 Checkpoint and resume as `trainer.py`: `OUT/.work/checkpoint.safetensors` after every epoch.
+
+Here too: the batches (`Stepper` builds each as a `methods.FmdaBatch`) and what training is
+judged on: the dev loss (the terms training optimises), the meaning part's dev retrieval, and the
+language part's centroids with their dev accuracy.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-import sys
+from typing import Any
+
+import numpy as np
 
 from xmine.artefacts.directory import provenance
-from xmine.disentangle.fmda_batches import Stepper, batches
-from xmine.disentangle.fmda_eval import dev_loss, dev_retrieval, fit_langid
-from xmine.disentangle.fmda_prep import PIVOT, prepare
+from xmine.disentangle.fmda_data import PIVOT, prepare
 from xmine.disentangle.projection import load_projection, save_projection
 from xmine.disentangle.train_checkpoint import checkpoint_in, fresh_state, resume, run_signature, save
-from xmine.disentangle.trainer import check_finite, check_loop_settings, run_epochs, training_output
+from xmine.disentangle.trainer import check_finite, check_loop_settings, mean_terms, run_epochs, training_output
 from xmine.errors import ConfigError
+
 
 WORK = ".work"
 
@@ -205,3 +211,132 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
     save_projection(out_dir, model, cfg)
     return load_projection(out_dir)
 
+
+class Stepper:
+    """Builds FmdaBatch objects from the prepared data (token stores, targets, pools)."""
+
+    def __init__(self, model, data, locales: list[str], contrastive: str = "clamped"):
+        self.model, self.data, self.lang_index = model, data, {l: i for i, l in enumerate(locales)}
+        self.contrastive = contrastive
+
+    def negatives(self, loc: str, rows: np.ndarray, gen) -> np.ndarray:
+        import torch
+
+        d = self.data.data[loc]
+        pool = d.pool_rows
+        if len(pool) < 2:
+            raise ConfigError(f"{loc}: negative pool has {len(pool)} utterance(s); too few to draw negatives")
+        pick = pool[torch.randint(0, len(pool), (len(rows),), generator=gen).numpy()]
+        for k, (r, p) in enumerate(zip(rows, pick)):  # never the positive itself
+            if d.utts[p] == d.utts[r]:
+                pick[k] = pool[(int(np.searchsorted(pool, p)) + 1) % len(pool)]
+        return pick
+
+    def parts(self, loc: str, rows: np.ndarray) -> dict:
+        from xmine.disentangle.fmda import pad_batch
+
+        store = self.data.data[loc].store
+        h, mask = pad_batch([store.token_states(int(r)) for r in rows])
+        return self.model(h, mask)
+
+    def batch(self, partner: str, rows: np.ndarray, gen):
+        import torch
+
+        from xmine.disentangle.methods import FmdaBatch
+
+        d1, d2 = self.data.data[PIVOT], self.data.data[partner]
+        n1, n2 = self.negatives(PIVOT, rows, gen), self.negatives(partner, rows, gen)
+
+        def targets(d):
+            if d.template_target is None:
+                z = torch.zeros(len(rows), d.store.pooled.shape[1])
+                return z, z, torch.zeros(len(rows), dtype=torch.bool)
+            return (torch.from_numpy(d.template_target[rows]), torch.from_numpy(d.residual_target[rows]),
+                    torch.from_numpy(d.annotated[rows]))
+
+        tp1, rs1, has1 = targets(d1)
+        tp2, rs2, has2 = targets(d2)
+        b = len(rows)
+        return FmdaBatch(
+            parts_l1=self.parts(PIVOT, rows), parts_l2=self.parts(partner, rows),
+            parts_l1_neg=self.parts(PIVOT, n1), parts_l2_neg=self.parts(partner, n2),
+            utt_l1=torch.from_numpy(np.asarray(d1.store.pooled[rows])),
+            utt_l2=torch.from_numpy(np.asarray(d2.store.pooled[rows])),
+            tp_tgt_l1=tp1, tp_tgt_l2=tp2, rs_tgt_l1=rs1, rs_tgt_l2=rs2, has_tgt_l1=has1, has_tgt_l2=has2,
+            lang_l1=torch.full((b,), self.lang_index[PIVOT], dtype=torch.long),
+            lang_l2=torch.full((b,), self.lang_index[partner], dtype=torch.long), model=self.model,
+            contrastive=self.contrastive)
+
+
+def batches(rows: np.ndarray, partners: list[str], batch_size: int, gen, *, shuffle: bool) -> list[tuple[str, np.ndarray]]:
+    import torch
+
+    out = []
+    for p in partners:
+        r = rows[torch.randperm(len(rows), generator=gen).numpy()] if shuffle else rows
+        chunks = [r[i:i + batch_size] for i in range(0, len(r), batch_size)]
+        if len(chunks) > 1 and len(chunks[-1]) < 2:
+            chunks[-2] = np.concatenate([chunks[-2], chunks.pop()])
+        out += [(p, c) for c in chunks if len(c) >= 2]
+    if shuffle:
+        out = [out[i] for i in torch.randperm(len(out), generator=gen).tolist()]
+    return out
+
+
+def _part(stepper, loc: str, rows, part: str):
+    """The L2-normalised `part` of `rows` of locale `loc`, 256 rows a forward pass."""
+    import torch
+    import torch.nn.functional as F
+
+    with torch.no_grad():
+        return F.normalize(torch.cat([stepper.parts(loc, rows[s:s + 256])[part] for s in range(0, len(rows), 256)]),
+                           dim=-1, eps=1e-12)
+
+
+def dev_loss(stepper, data, config, trained: set[str]) -> tuple[float, dict[str, float]]:
+    from xmine.disentangle.methods import fmda_terms
+
+    def terms(unit, gen):
+        values, _ = fmda_terms(stepper.batch(*unit, gen))
+        return {k: v for k, v in values.items() if k in trained}, len(unit[1])
+
+    means, _ = mean_terms(stepper.model, config.seed + 1,
+                          batches(data.dev_rows, config.partners, config.batch_size, None, shuffle=False), terms)
+    return sum(means.values()), means
+
+
+def dev_retrieval(stepper, data, config) -> float:
+    """Accuracy@1 of the meaning part on the dev rows: each en-US row retrieves its partner row
+    among all dev rows of the partner by cosine, and back; the mean over directions and partners."""
+    import torch
+
+    stepper.model.eval()
+    accs = []
+    gold = torch.arange(len(data.dev_rows))
+    for p in config.partners:
+        sim = _part(stepper, PIVOT, data.dev_rows, "meaning") @ _part(stepper, p, data.dev_rows, "meaning").T
+        accs += [float((sim.argmax(1) == gold).float().mean()), float((sim.argmax(0) == gold).float().mean())]
+    stepper.model.train()
+    return sum(accs) / len(accs)
+
+
+def fit_langid(stepper, data, locales) -> dict[str, Any]:
+    """Language-part centroids from train rows (stored for `langid`), accuracy on dev rows."""
+    import torch
+    import torch.nn.functional as F
+
+    model = stepper.model
+    model.eval()
+    cent = torch.zeros(len(locales), model.dim)
+    tr = data.train_rows[:2000]
+    for i, loc in enumerate(locales):
+        cent[i] = F.normalize(_part(stepper, loc, tr, "language").mean(0), dim=0, eps=1e-12)
+    model.langid_centroids.copy_(cent)
+    ok = total = 0
+    per = {}
+    for i, loc in enumerate(locales):
+        pred = (_part(stepper, loc, data.dev_rows, "language") @ cent.T).argmax(1)
+        per[loc] = float((pred == i).float().mean())
+        ok += int((pred == i).sum())
+        total += len(pred)
+    return {"accuracy": ok / max(total, 1), "per_language": per, "sentences": total}

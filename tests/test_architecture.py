@@ -440,8 +440,13 @@ def test_floors_file_pins_the_floors_pyproject_states():
 def test_no_product_module_is_longer_than_the_limit():
     # A module does one job its name says; past ~400 lines it is doing several. The lab
     # (benchmarks/lab/, not installed) is measuring scripts, not product.
+    # A module past it is allowed when it is still one job, named here with that job; it is not
+    # split into fragments to meet the number (issue #36).
     limit = 420
-    long = {str(path.relative_to(ROOT)): n for folder in PACKAGE_DIRS.values() for path in folder.rglob("*.py")
-            if "lab" not in path.relative_to(ROOT).parts
-            and (n := len(path.read_text(encoding="utf-8").splitlines())) > limit}
+    one_job = {"mining/knn_product.py": "one tile of the exact kNN: the blocked scan and the candidate lists it keeps"}
+    lengths = {str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines())
+               for folder in PACKAGE_DIRS.values() for path in folder.rglob("*.py")
+               if "lab" not in path.relative_to(ROOT).parts}
+    long = {name: n for name, n in lengths.items() if n > limit and name not in one_job}
     assert not long, f"modules over {limit} lines: {long}"
+    assert all(lengths.get(name, 0) > limit for name in one_job), "an allowed module is gone or short again"

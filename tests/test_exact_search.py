@@ -4,12 +4,12 @@ the product (fp32, bf16), block shape, worker count or band overflow; real me5 e
 
 from __future__ import annotations
 
+import sys
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
-import xmine.mining.candidates as candidates
 import xmine.mining.knn_product as knn_module
 from xmine.errors import ConfigError, NonFiniteRowError
 from xmine.mining.knn import exact_knn_both
@@ -142,7 +142,9 @@ def test_band_overflow_goes_through_the_exact_second_pass(monkeypatch):
     calls = []
     monkeypatch.setattr(knn_module, "candidate_width", lambda k: k)
     real = knn_module.exact_dot
-    monkeypatch.setattr(knn_module, "exact_dot", lambda *a: calls.append(len(a[0])) or real(*a))
+    # only the second pass's calls: the lists' own rescoring goes through exact_dot too
+    monkeypatch.setattr(knn_module, "exact_dot", lambda *a: (sys._getframe(1).f_code.co_name == "_second_pass"
+                                                             and calls.append(len(a[0]))) or real(*a))
     for product in PRODUCTS:
         _assert_same(want, exact_knn_both(x, y, 4, block_rows=64, block_cols=50, workers=2, product=product))
     assert calls, "no row or column overflowed: the test does not reach the second pass"
@@ -246,7 +248,7 @@ def test_compiled_screen_merges_what_numpys_passes_merge(cls, monkeypatch):
     """Random blocks and thresholds (negative, -inf, +inf, on tie values) into half-filled lists:
     the kernel's lists hold the same values as numpy's, and each listed index is an entry of the
     block with that value (which of several equal values at a list's end is kept may differ)."""
-    if candidates.screen_merge is None:
+    if knn_module.screen_merge is None:
         pytest.skip("numba is not installed: knn.py runs numpy's passes only")
     rng = np.random.default_rng(11)
     product = cls(48)
@@ -258,13 +260,13 @@ def test_compiled_screen_merges_what_numpys_passes_merge(cls, monkeypatch):
         lists = []
         for fused in (True, False):
             if not fused:
-                monkeypatch.setattr(candidates, "screen_merge", None)
+                monkeypatch.setattr(knn_module, "screen_merge", None)
             run_p = np.full((rows, 6), -np.inf, np.float32)
             run_p[:, :3] = [0.5, 0.25, 0.125]
             run_i = np.where(np.isfinite(run_p), 10**6, -1).astype(np.int64)
             cp = np.full((cols, 5), -np.inf, np.float32)
             ci = np.full((cols, 5), -1, np.int64)
-            candidates.screen_into(product, s, t_rows, t_cols, run_p, run_i, 1000, cp, ci, 7)
+            knn_module.screen_into(product, s, t_rows, t_cols, run_p, run_i, 1000, cp, ci, 7)
             lists.append((run_p, run_i, cp, ci))
             monkeypatch.undo()
         (fp, fi, fcp, fci), (npp, npi, ncp, nci) = lists
@@ -282,7 +284,7 @@ def test_numpys_passes_still_give_the_brute_force_result(monkeypatch):
     rng = np.random.default_rng(12)
     x, y = _near_ties(rng, 300, 250, 48)
     want = brute_force(x, y, 4)
-    monkeypatch.setattr(candidates, "screen_merge", None)
+    monkeypatch.setattr(knn_module, "screen_merge", None)
     for product in PRODUCTS:
         _assert_same(want, exact_knn_both(x, y, 4, block_rows=64, block_cols=100, workers=2, product=product))
 
@@ -290,15 +292,15 @@ def test_numpys_passes_still_give_the_brute_force_result(monkeypatch):
 def test_all_negative_scores_take_the_keyed_path(monkeypatch):
     """Rows opposite every target: their thresholds are negative, so the compiled pass compares
     keys (negative patterns reordered), not raw bit patterns; the result is still the brute force."""
-    if candidates.screen_merge is None:
+    if knn_module.screen_merge is None:
         pytest.skip("numba is not installed")
     rng = np.random.default_rng(13)
     c = rng.standard_normal(48)
     y = _unit(c + 0.3 * rng.standard_normal((200, 48)))
     x = _unit(-c + 0.3 * rng.standard_normal((150, 48)))
     keyed = []
-    real = candidates.screen_merge
-    monkeypatch.setattr(candidates, "screen_merge",
+    real = knn_module.screen_merge
+    monkeypatch.setattr(knn_module, "screen_merge",
                         lambda bits, sh, tr, tc, *a: keyed.append(min(tr.min(), tc.min()) < 1) or real(bits, sh, tr, tc, *a))
     want = brute_force(x, y, 4)
     for product in PRODUCTS:

@@ -274,8 +274,7 @@ def test_fmda_trains_from_the_cli_resumes_and_round_trips(tiny_massive, tmp_path
 def test_dev_retrieval_by_hand():
     from types import SimpleNamespace
 
-    from xmine.disentangle.fmda_eval import dev_retrieval
-    from xmine.disentangle.fmda_trainer import FmdaConfig
+    from xmine.disentangle.fmda_trainer import FmdaConfig, dev_retrieval
 
     vecs = {"en-US": torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
             "de-DE": torch.tensor([[1.0, 0.1], [1.0, 0.0], [0.0, 1.0]])}

@@ -1,6 +1,6 @@
 """What xmine writes and reads back: artefact directories and their manifests, atomic writes and
-hashes (`fileio`), claiming an output before writing it (`outputs`, `output_state`,
-`output_lock`), resumable checkpoints (`checkpoints`), the typed records manifests are made of
+hashes (`fileio`), claiming an output before writing it (`outputs`, with what is at a path in
+`output_state`), resumable checkpoints (`checkpoints`), the typed records manifests are made of
 (`records`), what an input artefact records (`input_artefacts`) and `xmine verify` (`verify`).
 
 `xmine.artefacts.directory` holds the registry through which the core opens the artefact kinds

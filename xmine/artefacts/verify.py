@@ -20,7 +20,7 @@ from xmine.store.reader import verify_store
 
 #: Directory artefacts xmine makes whose manifests record no sha256 sums, nor have a reader: a
 #: sentence-transformers export (xmine.disentangle.st_module), the converted encoder models of the
-#: cache (xmine.encoders: e5_q4, ov_build), FMDA's sampled pairs (xmine.disentangle.fmda_prep).
+#: cache (xmine.encoders: e5_q4, ov_build), FMDA's sampled pairs (xmine.disentangle.fmda_data).
 #: `verify` checks their manifest and lists their files; any other kind without a reader is refused.
 UNCHECKED_KINDS = ("sentence-transformer-export", "encoder-model", "openvino-model", "fmda-sample-pairs")
 #: The result files (JSON with a top-level `kind`) the benchmarks write (xmine.benchmarks).

@@ -102,7 +102,10 @@ def test_use_m3_keeps_its_translations_with_default_filters(data_dir, usem3, tmp
     ok(xm("mine", src, tgt, "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "-o", out, "-q"))
     pairs = {tuple(line.split("\t")[1:3]) for line in out.read_text(encoding="utf-8").splitlines()}
     found = len(pairs & gold)
-    assert found >= 145 and found / len(pairs) >= 0.95, (found, len(pairs))
+    # 143 of 150 at precision 1.0 with the shipped rule: its intercept (1.433, the run's high share
+    # leaves it) is above the single 1.368 and the 145 found there, the price of a held-out mean
+    # precision >= 0.85 (benchmarks/results/notes/threshold_rules.md); the cap removed all but one
+    assert found >= 140 and found / len(pairs) >= 0.95, (found, len(pairs))
     summary = json.loads(out.with_name("m.tsv.json").read_text(encoding="utf-8"))
     t = summary["threshold"]
     from xmine.mining.threshold_rule import rule_threshold

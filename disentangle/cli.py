@@ -77,7 +77,7 @@ def _split_langs(value: str | None) -> list[str] | None:
                    "the MASSIVE locales to pair with en-US (de-DE; several train one model on all pairs).")
 @click.option("--max-pairs-per-lang", type=click.IntRange(min=4), default=None,
               help="At most N sentence pairs per language pair, a seeded random sample (embedding is the "
-                   "slow part: ~150 sentences/s with me5-small on a CPU). [default: all] With --method fmda: "
+                   "slow part on a CPU: benchmarks/RESULTS.md, 'Encoding speed'). [default: all] With --method fmda: "
                    "train rows of MASSIVE (the same ids for every pair).")
 @click.option("--max-valid-pairs", type=click.IntRange(min=8), default=None,
               help="--method fmda only: at most N rows of MASSIVE's dev split for early stopping. [default: all]")

@@ -72,7 +72,7 @@ class ApproximateConfig:
     nprobe: int | None = None
     #: PQ sub-quantisers (must divide the dimension; fast-scan needs an even number). 64 at 384
     #: dimensions: with 32, PQ errors rank a real sentence's nearest neighbours so badly that
-    #: approximate mining lost 9% of exact mining's pairs (benchmarks/approximate_agreement.py)
+    #: approximate mining lost 9% of exact mining's pairs (benchmarks/lab/approximate_agreement.py)
     pq_m: int = 64
     #: rows per index shard (None: one shard per side)
     shard_rows: int | None = None

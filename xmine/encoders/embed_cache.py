@@ -1,7 +1,7 @@
 """A per-sentence cache of raw encoder embeddings, shared by benchmarks and training.
 
-Encoding is the slow part of everything xmine does on a CPU (~150 sentences/s for the default
-encoder), while benchmarks and trainers ask for the same sentences again and again (another
+Encoding is the slow part of everything xmine does on a CPU (benchmarks/RESULTS.md, "Encoding
+speed"), while benchmarks and trainers ask for the same sentences again and again (another
 projection, another method, another sample of the same corpus). So raw embeddings are kept in one
 SQLite file per encoder under `$XMINE_HOME/embeddings/`, keyed by the SHA-1 of the sentence.
 Projections are cheap and are applied on top, never cached.

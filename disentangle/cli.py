@@ -8,7 +8,6 @@ from pathlib import Path
 
 import click
 
-from xmine.exec.cluster import ray_option
 from xmine.io.corpus import read_corpus, truncate_for_encoding
 from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
 from xmine.mining.langid import UNKNOWN, TrustRule, identify_by_projection
@@ -23,7 +22,7 @@ from xmine.exec.executor import executor_for
 from xmine.langs import is_known_lang, normalize_lang
 from xmine.disentangle.massive import locate
 from xmine.mining.langid import LID_BACKENDS, identify as identify_by_library, supported_languages
-from xmine.options import Finite
+from xmine.options import Finite, ray_option
 from xmine.encoders.options import precision_option
 from xmine.artefacts.outputs import claim_output
 from xmine.encoders.projection import shipped_dir

@@ -12,7 +12,6 @@ import click
 import numpy as np
 
 from xmine.artefacts.directory import provenance
-from xmine.exec.cluster import ray_option
 from xmine.encoders import EncoderConfig, check_same_encoder
 from xmine.encoders.options import precision_option
 from xmine.exec.executor import executor_for
@@ -23,7 +22,7 @@ from xmine.index.faiss_gpu import gpu_count
 from xmine.index.faiss_index import IndexDir
 from xmine.encoders.input_encoders import Encoders, check_same_projection
 from xmine.inputs import check_split_languages, load_side
-from xmine.options import LANG, PROJECTION_CHOSEN, Finite, input_format_options, projection_option
+from xmine.options import LANG, PROJECTION_CHOSEN, Finite, input_format_options, projection_option, ray_option
 from xmine.artefacts.outputs import claim_output
 from xmine.store.rows import RowSubset
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import click
 
-from xmine.exec.cluster import ray_option
 from xmine.encoders.options import precision_option
 from xmine.index.choose import APPROXIMATE_TYPES
 from xmine.mining.config import (EncodingConfig, FilterConfig, OptionConflict, OutputConfig, SearchConfig,
@@ -29,7 +28,7 @@ from xmine.mining.presearch import PreSearchConfig
 from xmine.mining.products import PRODUCTS
 from xmine.mining.select import RETRIEVALS
 from xmine.mining.writers import OUTPUT_FORMATS
-from xmine.options import PROJECTION_CHOSEN, Finite, projection_option
+from xmine.options import PROJECTION_CHOSEN, Finite, projection_option, ray_option
 
 
 class ThresholdType(click.ParamType):

@@ -9,7 +9,6 @@ import time
 
 import click
 
-from xmine.exec.cluster import ray_option
 from xmine.io.corpus import DEFAULT_MAX_CHARS
 from xmine.encoders.embed_cache import cache_file_info, cache_files, max_cache_mb, remove_cache_file
 from xmine.encoders import cpu_bf16_flag, list_encoders, load_encoder
@@ -20,7 +19,7 @@ from xmine.encoders.suitability import suitability
 from xmine.errors import ConfigError
 from xmine.encoders.options import precision_option
 from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection
-from xmine.options import LANG, input_format_options, projection_option
+from xmine.options import LANG, input_format_options, projection_option, ray_option
 from xmine.paths import xmine_home
 from xmine.encoders.projection import choose_projection
 from xmine.io.stdin import is_stdin, is_url, spool_stdin, spool_url

@@ -260,8 +260,9 @@ def encoding_options(*, what: str, inputs: tuple[str, str]):
                                                     "the default follows the projection it was made with.")
         @precision_option(default_from=f"the precision of the store or index {many}")
         @functools.wraps(f)
-        def wrapper(*args, encoder, projection, precision, runtime, **kwargs):
-            encoding = EncodingConfig(encoder=encoder, precision=precision, runtime=runtime, projection=projection)
+        def wrapper(*args, encoder, projection, precision, runtime, prompt, prompt_name, **kwargs):
+            encoding = EncodingConfig(encoder=encoder, precision=precision, runtime=runtime, prompt=prompt,
+                                      prompt_name=prompt_name, projection=projection)
             return f(*args, encoding=encoding, **kwargs)
 
         return wrapper

@@ -167,7 +167,8 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
             return work / tag
 
         encoders = Encoders(EncoderConfig(name=config.encoding.encoder, precision=config.encoding.precision,
-                                          runtime=config.encoding.runtime), projection, inputs=[src, tgt])
+                                          runtime=config.encoding.runtime, prompt=config.encoding.prompt,
+                                          prompt_name=config.encoding.prompt_name), projection, inputs=[src, tgt])
         # OUT.work/ is this command's own to rebuild (a damaged work store, one of another input) with
         # --overwrite, and whenever OUT holds no finished result: then it is what a failed or
         # interrupted run left, which must not stand in the way of a corrected command.

@@ -19,7 +19,7 @@ from xmine.encoders.e5_q4 import E5_PROMPTS, build_sources, models_dir, sources_
 from xmine.encoders.me5 import load_me5, me5_fingerprint
 from xmine.encoders.ov_encoder import load_me5_openvino, openvino_from_torch
 from xmine.encoders.precision import resolve_precision
-from xmine.encoders.prompts import asked_prompt, model_prompt
+from xmine.encoders.prompts import check_prompt, model_prompt
 from xmine.encoders.runtime import encoder_runtime
 from xmine.encoders.suitability import check_on_first_use
 from xmine.encoders.transformer import load_sentence_transformer, pick_device
@@ -64,11 +64,11 @@ def load_encoder(
 
     - `device`: torch device ("cpu", "cuda", "cuda:1"); default CUDA when available, else CPU.
       use-m3 is numpy-only and always runs on the CPU.
-    - `prefix`: the prompt, text put before every sentence (`--prompt`). Default: what `--prompt` /
-      `--prompt-name` asked for in this process, else "query: " for me5-small (what E5 expects for
-      symmetric tasks; use "passage: " for documents), a sentence-transformers model's own default
-      prompt (`default_prompt_name` in its config), else "" (`xmine.encoders.prompts`). It is part
-      of the fingerprint: embeddings made with another prefix are another encoder's.
+    - `prefix`: the prompt, text put before every sentence (`--prompt`). Default: "query: " for
+      me5-small (what E5 expects for symmetric tasks; use "passage: " for documents), a
+      sentence-transformers model's own default prompt (`default_prompt_name` in its config), else
+      "" (`xmine.encoders.prompts`). It is part of the fingerprint: embeddings made with another
+      prefix are another encoder's.
     - `prompt_name`: the prompt of that name in a sentence-transformers model's config (`--prompt-name`).
     - `threads`: CPU threads (torch intra-op threads, or BLAS threads for use-m3); default: torch's
       default (the physical cores) / all cores.
@@ -93,7 +93,7 @@ def load_encoder(
         return LazyEncoder(name, device=device, prefix=prefix, threads=threads, precision=precision, runtime=runtime,
                            prompt_name=prompt_name)
     check_device(device)
-    prefix, prompt_name = asked_prompt(prefix, prompt_name)
+    check_prompt(prefix, prompt_name)
     if name == "use-m3":
         key: tuple = (name, None, prefix, prompt_name, threads, encoder_precision(name, precision))
         run = encoder_runtime(name, runtime, key[-1], device="cpu")
@@ -281,7 +281,7 @@ class LazyEncoder(Encoder):
                  threads: int | None = None, precision: str = "auto", runtime: str | None = None,
                  prompt_name: str | None = None):
         check_device(device)
-        prefix, prompt_name = asked_prompt(prefix, prompt_name)  # the command line's, in this process
+        check_prompt(prefix, prompt_name)
         self.name = name
         self.precision = encoder_precision(name, precision, device=device)  # validates it, too
         self.runtime = encoder_runtime(name, runtime, self.precision,

@@ -81,8 +81,9 @@ def resolve_projection(projection: "ProjectionLike | str | Path | None") -> Proj
 
 DEFAULT = "default"
 NONE = "none"
-#: The folder of shipped projections (package data), one sub-folder per encoder name.
-SHIPPED_ROOT = Path(__file__).resolve().parent / "projections"
+#: The folder of shipped projections (package data of `xmine`: xmine/projections/), one sub-folder per
+#: encoder name.
+SHIPPED_ROOT = Path(__file__).resolve().parent.parent / "projections"
 SHIPPED_INFO = "SHIPPED.json"
 #: The files a projection's manifest records: always, and (a shipped projection) SHIPPED.json.
 PROJECTION_FILES = (CONFIG, WEIGHTS)

@@ -141,7 +141,7 @@ def mine_candidates(src: tuple[list[str], list[str]], en: tuple[list[str], list[
 
 def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=None, k: int = 4,
              margin: str = "ratio", retrieval: str = "max", precision: str = "auto",
-             runtime: str | None = None) -> dict[str, Any]:
+             runtime: str | None = None, prompt: str | None = None, prompt_name: str | None = None) -> dict[str, Any]:
     """Mine BUCC's splits, tune the threshold on the training (or sample) gold, score the test split.
 
     `encoder`: an Encoder or a name (loaded at `precision` on `runtime`); `projection`: a Projection, a directory,
@@ -150,7 +150,7 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
     """
     root = resolve_data_dir(data_dir, needs="bucc2018", how_to_get=HOW_TO_GET)
     if isinstance(encoder, str):
-        encoder = load_encoder(encoder, precision=precision, runtime=runtime)
+        encoder = load_encoder(encoder, precision=precision, runtime=runtime, prefix=prompt, prompt_name=prompt_name)
     if projection is not None and not hasattr(projection, "transform"):
         # 'default' / 'none' / a directory, as everywhere (here raw unless a projection is named)
         projection = choose_projection(str(projection), encoder_name=encoder.name,
@@ -212,12 +212,14 @@ BUCC_KIND = "bucc-result"
               help="Write the result JSON (with provenance) here.")
 @click.option("--overwrite", is_flag=True, help="Replace --out if it is an earlier xmine BUCC result.")
 @precision_option()
-def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, overwrite, precision, runtime):
+def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, overwrite, precision, runtime, prompt,
+            prompt_name):
     """BUCC 2018: mine, tune the threshold for F1 on the training gold, report precision/recall/F1."""
     with (claim_output(out, kind=BUCC_KIND, form="json", overwrite=overwrite, inputs=[data_dir, projection])
           if out is not None else contextlib.nullcontext()):
         result = run_bucc(data_dir, pair=pair, encoder=encoder, projection=projection, k=k, margin=margin,
-                          retrieval=retrieval, precision=precision, runtime=runtime)
+                          retrieval=retrieval, precision=precision, runtime=runtime, prompt=prompt,
+                          prompt_name=prompt_name)
         for split in ("train", "test"):
             r = result[split]
             if r is not None:

@@ -232,12 +232,13 @@ def _locale_dirs(values: tuple[str, ...], what: str) -> dict[str, str]:
 @click.option("--device", default=None, help="Torch device for the encoder (cpu, cuda, ...). Default: auto.")
 @precision_option()
 def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick, overwrite, device, precision,
-             runtime):
+             runtime, prompt, prompt_name):
     """FMDA's Tables 2 and 3 on MASSIVE: cross-lingual retrieval (test split, both directions) and
     monolingual template retrieval (generated slot-replacement pairs), raw vs DREAM vs FMDA's
     meaning, template and residual parts, each pair with the models trained on it."""
     folder = massive.locate(data_dir)
-    encoder = load_encoder(encoder_name, device=device, precision=precision, runtime=runtime)
+    encoder = load_encoder(encoder_name, device=device, precision=precision, runtime=runtime, prefix=prompt,
+                           prompt_name=prompt_name)
     paths = fmda_tables.run(encoder, folder, _locale_dirs(fmda_dirs, "--fmda"), _locale_dirs(dream_dirs, "--dream"),
                             out_dir=out_dir or common.results_dir(), seed=seed, quick=quick, overwrite=overwrite,
                             command="xmine " + " ".join(sys.argv[1:]))
@@ -365,7 +366,7 @@ def report_cmd(results_dir, out, overwrite):
 @click.option("--device", default=None, help="Torch device for the encoder. Default: auto.")
 @precision_option()
 def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out, overwrite, device, precision,
-             runtime):
+             runtime, prompt, prompt_name):
     """PNG of a 2-D PCA of raw, meaning and language embeddings of one language pair.
 
     Raw embeddings cluster by language; a good meaning part overlaps across languages; the
@@ -376,7 +377,7 @@ def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out,
     with claim_output(out_path, kind=plot.PLOT_KIND, form="png", overwrite=overwrite,
                       inputs=[data_dir, *projections]):
         src, tgt, _ = geometry.flores_pairs(data_dir, src_lang, rows=rows, pivot=tgt_lang)
-        encoder, variants = setup(encoder_name, projections, device, precision, runtime)
+        encoder, variants = setup(encoder_name, projections, device, precision, runtime, prompt, prompt_name)
         sep = plot.plot_pca(variants, src, tgt, out_path, src_label=src_lang, tgt_label=tgt_lang, title=(
             f"PCA of {encoder.name} embeddings: {rows} FLORES-200 devtest sentences, {src_lang} and {tgt_lang}"))
     for name, s in sep.items():

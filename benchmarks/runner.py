@@ -33,7 +33,7 @@ DATA_HELP = (
 #: encoder and variants wait for `evaluate_variants` and `finish` (click's context meta)
 _RUN = "xmine.bench.run"
 #: the options of `task_options` that only `evaluate_variants` reads
-_ENCODER_OPTIONS = ("encoder_name", "projections", "device", "precision", "runtime")
+_ENCODER_OPTIONS = ("encoder_name", "projections", "device", "precision", "runtime", "prompt", "prompt_name")
 
 
 def _claimed_out(fn: Callable) -> Callable:
@@ -77,9 +77,11 @@ def task_options(fn: Callable) -> Callable:
 
 
 def setup(encoder_name: str, projections: tuple[str, ...], device: str | None, precision: str,
-          runtime: str | None = None, parts=("meaning", "language"), add_default: bool = False):
+          runtime: str | None = None, prompt: str | None = None, prompt_name: str | None = None,
+          parts=("meaning", "language"), add_default: bool = False):
     """The encoder and its variants: raw, then each projection's `parts`."""
-    encoder = load_encoder(encoder_name, device=device, precision=precision, runtime=runtime)
+    encoder = load_encoder(encoder_name, device=device, precision=precision, runtime=runtime, prefix=prompt,
+                           prompt_name=prompt_name)
     return encoder, common.make_variants(encoder, projections, parts=parts, add_default=add_default)
 
 

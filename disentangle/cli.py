@@ -8,7 +8,6 @@ from pathlib import Path
 
 import click
 
-from xmine.exec.cluster import ray_option
 from xmine.io.corpus import read_corpus, truncate_for_encoding
 from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
 from xmine.mining.langid import UNKNOWN, TrustRule, identify_by_projection
@@ -23,7 +22,7 @@ from xmine.exec.executor import executor_for
 from xmine.langs import is_known_lang, normalize_lang
 from xmine.disentangle.massive import locate
 from xmine.mining.langid import LID_BACKENDS, identify as identify_by_library, supported_languages
-from xmine.options import Finite
+from xmine.options import Finite, ray_option
 from xmine.encoders.options import precision_option
 from xmine.artefacts.outputs import claim_output
 from xmine.encoders.projection import shipped_dir
@@ -120,7 +119,7 @@ def _split_langs(value: str | None) -> list[str] | None:
             "training itself stays here)")
 def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_lang, max_valid_pairs, batch_size, lr,
                   max_epochs, patience, valid_fraction, layers, fmda_contrastive, fmda_select, fmda_meaning_init, seed,
-                  restart, overwrite, threads, precision, runtime, quiet, ray_address):
+                  restart, overwrite, threads, precision, runtime, prompt, prompt_name, quiet, ray_address):
     """Train a meaning/language projection (disentangler) on parallel sentences.
 
     One multilingual model is trained on all language pairs found. Embeddings come from the
@@ -157,7 +156,8 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
                              max_epochs=max_epochs, patience=patience, valid_fraction=valid_fraction,
                              max_pairs_per_lang=max_pairs_per_lang, langs=_split_langs(langs), seed=seed)
     config.check()
-    enc = load_encoder(encoder, precision=precision, runtime=runtime, lazy=ray_address is not None)  # Ray actors load it
+    enc = load_encoder(encoder, precision=precision, runtime=runtime, prefix=prompt, prompt_name=prompt_name,
+                       lazy=ray_address is not None)  # Ray actors load it
     if ray_address is not None:  # encoded on the cluster's workers (`xmine.exec.executor`)
         enc = PoolEncoder(enc, executor_for(ray_address))
     cfg = run(data, out_dir, encoder=enc, config=config, restart=restart, show_progress=not quiet, threads=threads,
@@ -205,7 +205,8 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
                    "not trusted (instead of 'unknown').")
 @precision_option()
 @click.argument("files", nargs=-1, required=True)
-def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, guess, precision, runtime, files):
+def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, guess, precision, runtime, prompt,
+                   prompt_name, files):
     """Identify the language of each line of FILES (one sentence a line).
 
     With --projection: the nearest language centroid of the projection's language part, among the
@@ -228,7 +229,8 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
         else:
             projection = load_projection(projection_dir)
             known = projection.languages
-            enc = load_encoder(encoder or projection.config["encoder"]["name"], precision=precision, runtime=runtime)
+            enc = load_encoder(encoder or projection.config["encoder"]["name"], precision=precision, runtime=runtime,
+                               prefix=prompt, prompt_name=prompt_name)
             projection.check_encoder(enc.fingerprint())
         lines_out: list[str] = []
         total_ok = total_n = unknown = 0

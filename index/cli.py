@@ -12,7 +12,6 @@ import click
 import numpy as np
 
 from xmine.artefacts.directory import provenance
-from xmine.exec.cluster import ray_option
 from xmine.encoders import EncoderConfig, check_same_encoder
 from xmine.encoders.options import precision_option
 from xmine.exec.executor import executor_for
@@ -23,7 +22,7 @@ from xmine.index.faiss_gpu import gpu_count
 from xmine.index.faiss_index import IndexDir
 from xmine.encoders.input_encoders import Encoders, check_same_projection
 from xmine.inputs import check_split_languages, load_side
-from xmine.options import LANG, PROJECTION_CHOSEN, Finite, input_format_options, projection_option
+from xmine.options import LANG, PROJECTION_CHOSEN, Finite, input_format_options, projection_option, ray_option
 from xmine.artefacts.outputs import claim_output
 from xmine.store.rows import RowSubset
 
@@ -76,7 +75,7 @@ def _deprecated(old: str, new: str, value):
             "its files; a text SOURCE is encoded here first (embed it with `xmine embed --ray` to encode "
             "on the cluster). The index is the same as without --ray")
 def build_index(source, out_dir, overwrite, lang, kind, old_kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
-                encoder, projection, precision, runtime, cpu, quiet, ray_address, input_format):
+                encoder, projection, precision, runtime, prompt, prompt_name, cpu, quiet, ray_address, input_format):
     """Build a FAISS index over SOURCE's embeddings.
 
     SOURCE is a text file (one sentence a line; encoded with --encoder, cached) or an embedding
@@ -89,7 +88,7 @@ def build_index(source, out_dir, overwrite, lang, kind, old_kind, shard_rows, nl
     kind = old_kind or kind
     executor = executor_for(ray_address)  # join the cluster first: a wrong address fails before any work
     with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
-        encoders = Encoders(EncoderConfig(name=encoder, precision=precision, runtime=runtime), projection,
+        encoders = Encoders(EncoderConfig(name=encoder, precision=precision, runtime=runtime, prompt=prompt, prompt_name=prompt_name), projection,
                             inputs=[source])
         # A text SOURCE is embedded into a store (a raw store projected) in a hidden temporary
         # directory beside the index, removed at the end.
@@ -140,7 +139,8 @@ def build_index(source, out_dir, overwrite, lang, kind, old_kind, shard_rows, nl
 @click.option("--lang", type=LANG, default=None,
               help="Language code of QUERIES: needed to split them with --split-sentences.")
 @input_format_options
-def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection, precision, runtime, lang,
+def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection, precision, runtime, prompt,
+           prompt_name, lang,
            input_format):
     """Return the K nearest indexed sentences of every line of QUERIES, with cosine scores.
 
@@ -152,7 +152,7 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
     with (claim_output(out, kind="search-result", form="tsv", inputs=[index_dir, queries, projection],
                        overwrite=overwrite) if out is not None else contextlib.nullcontext()) as claim:
         summary = _search(index_dir, queries, k, fmt, claim, nprobe,
-                          EncoderConfig(name=encoder, precision=precision, runtime=runtime), projection, input_format,
+                          EncoderConfig(name=encoder, precision=precision, runtime=runtime, prompt=prompt, prompt_name=prompt_name), projection, input_format,
                           lang)
         if claim is not None:
             claim.finish(summary)

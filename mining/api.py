@@ -23,15 +23,21 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from xmine.errors import ConfigError
-
-if TYPE_CHECKING:  # the configs are imported when a function is called
-    from xmine.mining.config import EncodingConfig, FilterConfig, SearchConfig, SelectionConfig, SideInput
-    from xmine.mining.filters import PairFilterConfig
+import numpy as np
 
 from xmine.artefacts.directory import register_readers
 from xmine.disentangle.projection import load_projection
+from xmine.encoders import DEFAULT_ENCODER, load_encoder
+from xmine.encoders.projection import choose_projection, resolve_projection
+from xmine.errors import ConfigError
 from xmine.index.faiss_index import IndexDir
+from xmine.io.stdin import is_url
+from xmine.mining.bitext import Bitext
+from xmine.mining.filters import PairFilterConfig
+from xmine.mining.presearch import PreSearchConfig
+
+if TYPE_CHECKING:  # the configs are imported when a function is called
+    from xmine.mining.config import EncodingConfig, FilterConfig, SearchConfig, SelectionConfig, SideInput
 
 register_readers(projection=load_projection, index=IndexDir.open)
 
@@ -42,8 +48,6 @@ SUMMARY_KEY = b"xmine"
 
 def _corpus(value: Source, directory: Path, name: str) -> tuple[Path, bool]:
     """A path to mine or score: the value itself, or a list of strings written one a line."""
-    from xmine.io.stdin import is_url
-
     if is_url(value):  # an fsspec URL, kept as the string it is (`mine` copies it as it streams)
         return value, False
     if isinstance(value, (str, Path)):
@@ -136,9 +140,7 @@ def mine(src: Source | SideInput, tgt: Source | SideInput, *, src_lang: str | No
     """
     from xmine.mining.config import (EncodingConfig, FilterConfig, MineConfig, OutputConfig, SearchConfig,
                                      SelectionConfig)
-    from xmine.mining.filters import PairFilterConfig
     from xmine.mining.pipeline import mine as run_mine
-    from xmine.mining.presearch import PreSearchConfig
 
     search = _built("search", search, SearchConfig, _given(k=k, approximate=approximate))
     selection = _built("selection", selection, SelectionConfig,
@@ -177,9 +179,7 @@ def score(src: Source, tgt: Source | None = None, *, src_lang: str | None = None
     PairFilterConfig). Columns: the pair's `src` and `tgt` (a bitext file: its own fields),
     `cosine`, `margin`, `keep` and `rule` (the rule that dropped the pair, "" if kept).
     """
-    from xmine.mining.bitext import Bitext
     from xmine.mining.config import EncodingConfig, SearchConfig, SelectionConfig
-    from xmine.mining.filters import PairFilterConfig
     from xmine.mining.score import score_bitext
 
     if tgt is not None and not isinstance(src, (str, Path)) and len(src) != len(tgt):
@@ -206,10 +206,6 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
     """The vectors `mine` compares for `texts`: a float32 numpy array (len(texts), dim), rows of
     unit length. By default the meaning part of the shipped projection of the default encoder
     (the space `xmine mine` searches); `projection="none"`: the encoder's raw embeddings."""
-    import numpy as np
-
-    from xmine.encoders import DEFAULT_ENCODER, load_encoder
-    from xmine.encoders.projection import choose_projection, resolve_projection
 
     name = encoder or DEFAULT_ENCODER
     model = load_encoder(name, precision=precision)

@@ -46,13 +46,15 @@ from pathlib import Path
 import numpy as np
 
 from xmine.artefacts.checkpoints import KeyedDir
-from xmine.exec.executor import LOCAL, Executor, ShardProgress
 from xmine.artefacts.fileio import atomic_path
-from xmine.index.build import Training, train_index, with_threads
+from xmine.errors import ConfigError
+from xmine.exec.executor import LOCAL, Executor, ShardProgress
+from xmine.index.blocked_search import search_blocks
+from xmine.index.build import Training, add_unit, train_index, with_threads
 from xmine.index.choose import APPROXIMATE_TYPES, index_factory, ivf_lists, pq_subquantisers
 from xmine.index.faiss_index import IndexChoice, IndexShard, read_index, shard_plan
 from xmine.mining.ann_shards import WORK_REMEDY, base_side, rescore_candidates, shard_file
-from xmine.errors import ConfigError
+from xmine.mining.refine import refine_passing
 
 log = logging.getLogger(__name__)
 
@@ -169,8 +171,6 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
                      trained=trained_bytes, work=work, config=config, show_progress=show_progress, executor=executor)
     knn = (fwd[0], fwd[1], bwd[0], bwd[1])
     if refine:
-        from xmine.mining.refine import refine_passing
-
         knn = refine_passing(x, y, knn, passing=passing, key=passing_key, plan=plan, shard_rows=shard_rows,
                              trained=trained_bytes, work=work, config=config, show_progress=show_progress)
     for tag, nb in (("fwd", m), ("bwd", n)):  # searched (and refined): the states resume past them
@@ -187,9 +187,6 @@ def _direction(tag, *, queries, base, k, fetch, plan, shard_rows, trained, work:
     (`add_unit`, one unit each, written to the work folder), then every shard searched by the
     queries in blocks of `config.query_block` (`search_blocks`), each block's merged top-k saved
     as it completes. A rerun builds only the missing shards and searches only the missing blocks."""
-    from xmine.index.blocked_search import search_blocks
-    from xmine.index.build import add_unit
-
     final = work.path(f"{tag}-rescored.npz")
     if final.is_file():
         with np.load(final) as st:

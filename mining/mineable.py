@@ -8,6 +8,7 @@ import numpy as np
 
 from xmine.mining.filter_step import language_filter
 from xmine.mining.select import MiningConfig, length_mask
+from xmine.store.rows import RowSubset
 
 
 class Mineable:
@@ -37,8 +38,6 @@ class Mineable:
         self._index()
 
     def _index(self) -> None:
-        from xmine.store.rows import RowSubset
-
         lengths = np.asarray(self.side.row_index.lengths)
         self.lengths = lengths[self.ids].astype(np.int64)
         self.rows = RowSubset(self.side.rows, self.ids)

@@ -45,6 +45,7 @@ from xmine.exec.executor import executor_for
 from xmine.artefacts.input_artefacts import artefact_kind
 from xmine.encoders.input_encoders import Encoders
 from xmine.inputs import check_compatible, check_split_languages, load_side
+from xmine.mining.calibrate import read_calibration
 from xmine.mining.config import MineConfig
 from xmine.mining.defaults import DEFAULT_OPERATING_POINT
 from xmine.mining.defaults import UNCALIBRATED, space_defaults
@@ -166,7 +167,8 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
             return work / tag
 
         encoders = Encoders(EncoderConfig(name=config.encoding.encoder, precision=config.encoding.precision,
-                                          runtime=config.encoding.runtime), projection, inputs=[src, tgt])
+                                          runtime=config.encoding.runtime, prompt=config.encoding.prompt,
+                                          prompt_name=config.encoding.prompt_name), projection, inputs=[src, tgt])
         # OUT.work/ is this command's own to rebuild (a damaged work store, one of another input) with
         # --overwrite, and whenever OUT holds no finished result: then it is what a failed or
         # interrupted run left, which must not stand in the way of a corrected command.
@@ -310,8 +312,6 @@ def _threshold(config: MiningConfig, filters: PairFilterConfig, projection_dir, 
 
     found, what = space_defaults(projection_dir, encoder_name)
     if calibration is not None:  # the user's own record (`xmine calibrate`) of this space comes first
-        from xmine.mining.calibrate import read_calibration
-
         found = read_calibration(calibration, encoder_name=encoder_name, projection_dir=projection_dir)
     record = {"value": config.threshold, "margin": config.margin, "operating_point": None}
     if config.threshold is not None:

@@ -31,7 +31,10 @@ import logging
 import numpy as np
 
 from xmine.artefacts.fileio import atomic_path
+from xmine.index.faiss_index import ivf_list_members, shard_plan
+from xmine.mining.ann_shards import drop_repeats, open_shard, rescore_candidates
 from xmine.store.rows import RowSubset, as_f32
+from xmine.topk import merge_topk
 
 log = logging.getLogger(__name__)
 
@@ -87,10 +90,6 @@ def _refine_rows(tag, queries, base, ids: np.ndarray, current: np.ndarray, *, pl
     of them (all shards of direction `tag`) compared by its stored vector, the best
     `fetch_factor * k` and the `current` neighbours re-scored exactly; the best k (k = current's width)."""
     from tqdm.auto import tqdm
-
-    from xmine.index.faiss_index import ivf_list_members, shard_plan
-    from xmine.mining.ann_shards import drop_repeats, open_shard, rescore_candidates
-    from xmine.topk import merge_topk
 
     k = current.shape[1]
     fetch = min(len(base), max(config.fetch_factor, 1) * k)

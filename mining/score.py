@@ -207,7 +207,8 @@ def score_bitext(
             (work / "sides").mkdir(exist_ok=True)
             src_txt, tgt_txt = (Path(shutil.move(p, work / "sides" / p.name)) for p in staged_sides)
             encoders = Encoders(EncoderConfig(name=encoding.encoder, precision=encoding.precision,
-                                              runtime=encoding.runtime), projection,
+                                              runtime=encoding.runtime, prompt=encoding.prompt,
+                                              prompt_name=encoding.prompt_name), projection,
                                 inputs=[p for p in corpora_paths if p is not None])
             # As `mine`: OUT.work/ is this command's own to rebuild (a damaged work store) with
             # --overwrite and whenever OUT holds no finished result (what an interrupted run left);

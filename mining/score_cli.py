@@ -6,14 +6,13 @@ from pathlib import Path
 
 import click
 
-from xmine.exec.cluster import ray_option
 from xmine.mining.bitext import BITEXT_FORMATS, Bitext, BitextFormat, parse_pairs_argument
 from xmine.mining.cli_options import (conflicts_as_usage_errors, encoding_options, pair_filter_options,
                                       threshold_options)
 from xmine.mining.config import SearchConfig, SelectionConfig
 from xmine.mining.margin import MARGINS
 from xmine.mining.score_output import SCORE_FORMATS
-from xmine.options import LANG, InputPath
+from xmine.options import LANG, InputPath, ray_option
 from xmine.io.stdin import with_local_inputs
 
 

@@ -11,6 +11,8 @@ from functools import partial
 import numpy as np
 
 from xmine.exec.executor import Executor
+from xmine.index.blocked_search import FlatChunks, IndexDirShards, search_blocks
+from xmine.index.faiss_gpu import units_use_gpus
 from xmine.mining.ann_shards import drop_repeats, rescore_candidates
 from xmine.mining.approximate import approximate_knn_both
 from xmine.mining.mineable import Mineable
@@ -31,9 +33,6 @@ def _neighbours(base_side, base: Mineable, queries, k: int, *, executor: Executo
     bytes are the same (xmine.index.blocked_search). The candidates are then rescored with the
     exact path's scorer (`rescore.exact_dot`, on the rows the exact path would compare), so a
     pair found by any search has the same score."""
-    from xmine.index.blocked_search import FlatChunks, IndexDirShards, search_blocks
-    from xmine.index.faiss_gpu import units_use_gpus
-
     kk = min(k, len(base.ids))
     if base_side.index is not None:
         opener, fetch = IndexDirShards(base_side.index), kk + 2 * k

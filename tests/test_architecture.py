@@ -255,26 +255,6 @@ LAZY_MODULES = {
     "zstandard",  # only .zst inputs need it, and a missing one is one line (xmine.io.compression)
 }
 
-#: Modules that still import light modules (xmine's own, the standard library) inside functions,
-#: with how many such imports: the modules that other work in flight rewrites (the executor and
-#: exact kNN, the one home of language ID, of FAISS and of the encoder loader, mine's option
-#: configs), converted once it has landed. This list only shrinks: nothing joins it, and a module
-#: converted leaves it.
-LAZY_IMPORTS_LEFT = {
-    "xmine.exec.cluster": 3,
-    "xmine.encoders.loader": 12,
-    "xmine.exec.executor": 7,
-    "xmine.mining.api": 8,
-    "xmine.mining.approximate": 3,
-    "xmine.mining.filters": 3,
-    "xmine.mining.langid": 1,
-    "xmine.mining.mineable": 1,
-    "xmine.mining.pipeline": 1,
-    "xmine.mining.refine": 3,
-    "xmine.mining.search_pairs": 2,
-}
-
-
 def _heavy_modules(modules: dict[str, Path]) -> set[str]:
     """The package's modules whose import loads a LAZY_MODULES module: one they import at module
     level, or through another of the package's modules they import at module level."""
@@ -316,12 +296,8 @@ def test_function_level_imports_are_of_heavy_or_optional_modules_only():
     assert {"xmine.disentangle.model", "xmine.mining.screen"} <= heavy  # torch, numba at module level
     assert "xmine.errors" not in heavy
     found = _lazy_imports(modules)
-    unlisted = {m: lines for m, lines in found.items() if m not in LAZY_IMPORTS_LEFT}
-    assert not unlisted, "imports inside functions of light modules (move them to the module's head):\n" + "\n".join(
-        f"{m}: {lines}" for m, lines in sorted(unlisted.items()))
-    counts = {m: len(found.get(m, [])) for m in LAZY_IMPORTS_LEFT}
-    assert counts == LAZY_IMPORTS_LEFT, ("LAZY_IMPORTS_LEFT only shrinks; set it to what is left: "
-                                          f"{ {m: n for m, n in counts.items() if n} }")
+    assert not found, "imports inside functions of light modules (move them to the module's head):\n" + "\n".join(
+        f"{m}: {lines}" for m, lines in sorted(found.items()))
 
 
 def test_the_command_line_loads_no_heavy_module_before_a_command_runs():
@@ -353,9 +329,8 @@ def test_the_lazy_import_check_sees_imports_inside_nested_functions(tmp_path):
 
 #: The modules that import by name at run time (`importlib.import_module`, `__import__`), an edge no
 #: import statement shows: the lazy attributes of two packages, which keep `import xmine` and
-#: `import xmine.disentangle` from loading the API's and the trainers' heavy modules, and the
-#: encoder loader (its probes of optional packages; rewritten by the one-loader work in flight).
-DYNAMIC_IMPORTERS = {"xmine", "xmine.disentangle", "xmine.encoders.loader"}
+#: `import xmine.disentangle` from loading the API's and the trainers' heavy modules.
+DYNAMIC_IMPORTERS = {"xmine", "xmine.disentangle"}
 
 
 def test_only_the_listed_modules_import_by_name_at_run_time():

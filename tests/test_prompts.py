@@ -92,9 +92,16 @@ def test_the_cli_prompt_options_reach_the_encoder_and_the_store(model_dir, sente
     res = xm("embed", corpus, "--lang", "en", "-o", tmp_path / "both", "--prompt", "x", "--prompt-name", "query",
              *common)
     assert res.exit_code == 2 and "not both" in res.output
-    # Text mined beside a store of another prompt is refused, not mixed.
+    # Text mined beside a store of another prompt is refused, not mixed; of the same prompt, mined: the
+    # prompt travels with the encoder's config (EncodingConfig -> EncoderConfig) to the text side.
     refused(xm("mine", tmp_path / "passage", corpus, "-o", tmp_path / "m.tsv", "--src-lang", "en", "--tgt-lang",
                "en", "--prompt-name", "query"), "prefix")
+    ok(xm("mine", tmp_path / "passage", corpus, "-o", tmp_path / "m.tsv", "--src-lang", "en", "--tgt-lang",
+          "en", "--prompt-name", "passage", "-q"))
+    # A command's prompt is its own: nothing is left behind in the process for the next load.
+    from xmine.encoders import load_encoder
+
+    assert load_encoder(str(model_dir), device="cpu", precision="fp32", runtime="torch").prefix == "query: "
 
 
 def test_use_m3_refuses_a_prompt(tmp_path):

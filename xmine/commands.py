@@ -9,7 +9,6 @@ import time
 
 import click
 
-from xmine.exec.cluster import ray_option
 from xmine.io.corpus import DEFAULT_MAX_CHARS
 from xmine.encoders.embed_cache import cache_file_info, cache_files, max_cache_mb, remove_cache_file
 from xmine.encoders import cpu_bf16_flag, list_encoders, load_encoder
@@ -20,7 +19,7 @@ from xmine.encoders.suitability import suitability
 from xmine.errors import ConfigError
 from xmine.encoders.options import precision_option
 from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection
-from xmine.options import LANG, input_format_options, projection_option
+from xmine.options import LANG, input_format_options, projection_option, ray_option
 from xmine.paths import xmine_home
 from xmine.encoders.projection import choose_projection
 from xmine.io.stdin import is_stdin, is_url, spool_stdin, spool_url
@@ -34,14 +33,15 @@ from xmine.artefacts.verify import verify_artefact
                    "(a warning below 80%). Also run, once per encoder, on the first use of any encoder xmine does "
                    "not ship.")
 @precision_option()
-def encoders(check_name, precision, runtime) -> None:
+def encoders(check_name, precision, runtime, prompt, prompt_name) -> None:
     """List the sentence encoders xmine knows and whether they can run on this machine.
 
     Besides these names, --encoder accepts any sentence-transformers model name or local path.
     With --check NAME: measure whether that encoder aligns translations.
     """
     if check_name is not None:
-        verdict = suitability(load_encoder(check_name, precision=precision, runtime=runtime, check=False),
+        verdict = suitability(load_encoder(check_name, precision=precision, runtime=runtime, prefix=prompt, prompt_name=prompt_name,
+                                             check=False),
                               fresh=True)
         if verdict.suitable:
             click.echo(verdict.describe())
@@ -125,7 +125,7 @@ def describe_auto_precision() -> str:
 @ray_option("the encoding (an actor pool of encoders, one shard at a time each, any input format; choose "
             "--shard-rows so that each actor gets several shards). The store is the same as without --ray")
 def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_size, shard_rows,
-          max_chars, overwrite, device, precision, runtime, quiet, embeddings_file, encoder_name_given, dim,
+          max_chars, overwrite, device, precision, runtime, prompt, prompt_name, quiet, embeddings_file, encoder_name_given, dim,
           embeddings_column,
           ray_address, input_format) -> None:
     """Embed CORPUS into an embedding store: a text file (one sentence per line, UTF-8, plain or
@@ -158,7 +158,7 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
         # With --ray the actors encode; this process needs only the fingerprint (no model load for me5-small).
         encoder = load_encoder(encoder_name, device=device, runtime=runtime_for_artefact(finished, runtime),
                                precision=precision or (finished.run_precision if finished else "auto"),
-                               lazy=ray_address is not None)
+                               prefix=prompt, prompt_name=prompt_name, lazy=ray_address is not None)
     choice = choose_projection(projection, encoder_name=encoder_name, encoder_fp=encoder.fingerprint,
                                artefact_projection=artefact_projection([out_dir]) if finished else (False, None))
 

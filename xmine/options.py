@@ -4,7 +4,7 @@
 through: every comparison with NaN is false); `LANG` a language code; `InputPath` a corpus
 argument (a path, '-' or a URL); `input_format_options` the options saying how to read a corpus;
 `projection_option` the `--projection` of every command that embeds or compares in a projection's
-space.
+space; `ray_option` the `--ray` of every command that can run on a Ray cluster.
 """
 
 from __future__ import annotations
@@ -78,6 +78,15 @@ PROJECTION_VALUES = ("'default' (the projection shipped with xmine for the encod
 #: what no `--projection` means where the command chooses as `xmine mine` does
 PROJECTION_CHOSEN = ("Default: the shipped projection for me5-small once its SHIPPED.json says is_default; any other "
                      "encoder gets raw embeddings, said in a log line.")
+
+
+def ray_option(what: str):
+    """The `--ray [auto|ADDRESS]` click option; `what` says what runs on the cluster."""
+    return click.option(
+        "--ray", "ray_address", is_flag=False, flag_value="auto", default=None, metavar="[auto|ADDRESS]",
+        help=f"Run {what} on a Ray cluster (needs the ray extra). `--ray` or `--ray auto`: the cluster "
+             "this machine belongs to (`ray start`, RAY_ADDRESS), else a local one with this machine's "
+             "CPUs; `--ray HOST:6379`: that cluster. Workers must see the same paths.")
 
 
 def projection_option(what: str, *, default: str = PROJECTION_CHOSEN, multiple: bool = False):

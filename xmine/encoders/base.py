@@ -23,15 +23,20 @@ DEFAULT_PRECISION = "auto"
 
 @dataclass(frozen=True, kw_only=True)
 class EncoderConfig:
-    """The encoder a command was asked for (`--encoder`, `--precision`, `--runtime`, `--device`), passed
-    on as one value to what loads it. None: not given, so the input artefacts' own encoder, precision
-    and runtime where there are some (`xmine.encoders.input_encoders.Encoders`), else the defaults (me5-small,
-    precision and runtime auto, CUDA when available)."""
+    """The encoder a command was asked for (`--encoder`, `--precision`, `--runtime`, `--device`,
+    `--prompt`, `--prompt-name`), passed on as one value to what loads it. None: not given, so the
+    input artefacts' own encoder, precision and runtime where there are some
+    (`xmine.encoders.input_encoders.Encoders`), else the defaults (me5-small, precision and runtime
+    auto, CUDA when available, the model's own prompt: `xmine.encoders.prompts`)."""
 
     name: str | None = None
     precision: str | None = None
     runtime: str | None = None
     device: str | None = None
+    #: the text put before every sentence ("" = none; `load_encoder(prefix=)`)
+    prompt: str | None = None
+    #: a prompt of the model's config by name (`load_encoder(prompt_name=)`); not with `prompt`
+    prompt_name: str | None = None
 
 
 #: The E5 prefix for symmetric tasks (bitext mining, STS, cross-lingual retrieval of sentences).

@@ -69,6 +69,7 @@ class Encoders:
                                   f"`xmine embed TEXT --embeddings FILE --encoder-name {name}` too")
             precision = self.precision or (made.run_precision if made else DEFAULT_PRECISION)
             self._encoder = load_encoder(name, precision=precision, device=self.config.device,
+                                         prefix=self.config.prompt, prompt_name=self.config.prompt_name,
                                          runtime=runtime_for_artefact(made, self.config.runtime))
             # Not through `self.projection`: choosing it may ask for this encoder's fingerprint
             # (and would then be chosen, and its notice logged, twice).

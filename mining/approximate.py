@@ -54,6 +54,7 @@ from xmine.index.build import Training, add_unit, train_index, with_threads
 from xmine.index.choose import APPROXIMATE_TYPES, index_factory, ivf_lists, pq_subquantisers
 from xmine.index.faiss_index import IndexChoice, IndexShard, read_index, shard_plan
 from xmine.mining.ann_shards import WORK_REMEDY, base_side, rescore_candidates, shard_file
+from xmine.mining.knn import check_knn_inputs
 from xmine.mining.refine import refine_passing
 
 log = logging.getLogger(__name__)
@@ -134,11 +135,7 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
     neighbourhood decides whether a pair passes the threshold (`select.passing_rows`), or None;
     those rows are searched again wider (mining/refine.py; needs `rescore`). `passing_key` names
     what `passing` depends on, for resuming."""
-    n, m = len(x), len(y)
-    if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]:
-        raise ValueError(f"x {x.shape} and y {y.shape} must be 2-D with the same dimension")
-    if k < 1 or n == 0 or m == 0:
-        raise ValueError(f"need k >= 1 and non-empty inputs (k={k}, n={n}, m={m})")
+    n, m = check_knn_inputs(x, y, k)
     dim = x.shape[1]
     shard_rows = config.shard_rows or max(n, m)
     plan = config.resolved(min(shard_rows, max(n, m)), dim)

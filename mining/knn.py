@@ -77,6 +77,17 @@ def _rows(a, lo: int, hi: int):
     return a[lo:hi] if isinstance(a, np.ndarray) else RowSubset(a, np.arange(lo, hi))
 
 
+def check_knn_inputs(x, y, k: int) -> tuple[int, int]:
+    """(n, m): the sizes of the two sides of a kNN search (exact or approximate), or a ValueError
+    for sides that are not 2-D rows of one dimension, an empty side or k < 1."""
+    n, m = len(x), len(y)
+    if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]:
+        raise ValueError(f"x {x.shape} and y {y.shape} must be 2-D with the same dimension")
+    if k < 1 or n == 0 or m == 0:
+        raise ValueError(f"need k >= 1 and non-empty inputs (k={k}, n={n}, m={m})")
+    return n, m
+
+
 def exact_knn_both(
     x: np.ndarray,
     y: np.ndarray,
@@ -102,11 +113,7 @@ def exact_knn_both(
     a unit here; None: `knn_product.default_workers`), the tiling (`tile_rows`/`tile_cols`,
     rounded to whole blocks) and the executor change the work, never the result.
     """
-    n, m = len(x), len(y)
-    if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]:
-        raise ValueError(f"x {x.shape} and y {y.shape} must be 2-D with the same dimension")
-    if k < 1 or n == 0 or m == 0:
-        raise ValueError(f"need k >= 1 and non-empty inputs (k={k}, n={n}, m={m})")
+    n, m = check_knn_inputs(x, y, k)
     if block_rows < 1 or block_cols < 1:
         raise ValueError("block sizes must be >= 1")
     if workers is not None and workers < 1:

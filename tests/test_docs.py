@@ -92,6 +92,25 @@ def test_every_command_is_in_the_readme_table():
     assert not missing, f"commands without a row in README.md's command table: {missing}"
 
 
+def _commands(group, prefix=()):
+    """(path, command) of every command under `group`, subcommands of groups included."""
+    for name, command in group.commands.items():
+        yield (*prefix, name), command
+        if hasattr(command, "commands"):
+            yield from _commands(command, (*prefix, name))
+
+
+def test_every_help_renders_without_placeholder_text():
+    # click prints an unbounded number range as "[x<=None]"; a help text is read, so it says only
+    # what is true of the option
+    from click.testing import CliRunner
+
+    for path, _ in _commands(main):
+        result = CliRunner().invoke(main, [*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+        assert "None]" not in result.output, (path, [line for line in result.output.splitlines() if "None]" in line])
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_no_dates_or_history(page):
     text = _text(page)

@@ -31,6 +31,10 @@ class FiniteFloat(click.FloatRange):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return super().convert(number, param, ctx)
 
+    def _describe_range(self) -> str:
+        # click describes an unbounded range as "x<=None" in --help; an unbounded one says nothing
+        return "" if self.min is None and self.max is None else super()._describe_range()
+
 
 def Finite(min: float | None = None, max: float | None = None, *, min_open: bool = False,
            max_open: bool = False) -> FiniteFloat:

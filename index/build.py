@@ -21,7 +21,7 @@ from xmine.index.choose import IndexChoice, choose_index
 from xmine.index.faiss_gpu import faiss_reason, to_cpu, to_gpu, units_use_gpus
 from xmine.index.faiss_index import FORMAT_VERSION, KIND, IndexDir, shard_name, shard_plan
 from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint, to_json
-from xmine.store.layout import SENTENCE_INDEX
+from xmine.store.layout import LINE_NUMBERS, SENTENCE_INDEX, SENTENCES
 from xmine.store.rows import as_f32
 
 log = logging.getLogger(__name__)
@@ -299,10 +299,10 @@ def write_index_files(tmp: Path, plan, *, sentences, line_numbers, encoder, proj
     of an index directory whose shards are written."""
     n = plan[-1][1]
     if isinstance(sentences, (str, Path)):  # the text file of a store or of the input
-        shutil.copyfile(sentences, tmp / "sentences.txt")
+        shutil.copyfile(sentences, tmp / SENTENCES)
     else:
-        (tmp / "sentences.txt").write_text("".join(f"{t}\n" for t in sentences), encoding="utf-8")
-    np.save(tmp / "line_numbers.npy", np.asarray(line_numbers, dtype=np.int64))
+        (tmp / SENTENCES).write_text("".join(f"{t}\n" for t in sentences), encoding="utf-8")
+    np.save(tmp / LINE_NUMBERS, np.asarray(line_numbers, dtype=np.int64))
     if sentence_index is not None:
         if len(sentence_index) != n:
             raise ConfigError(f"{n} rows but {len(sentence_index)} sentence indices")

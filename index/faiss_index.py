@@ -28,14 +28,12 @@ from xmine.artefacts.fileio import MANIFEST, VerifiedFiles, check_names, read_ma
 from xmine.artefacts.records import EncoderFingerprint, FileRecord, ProjectionFingerprint, Record
 from xmine.index.choose import IndexChoice
 from xmine.index.faiss_gpu import gpu_count, to_gpu
-from xmine.store.layout import SENTENCE_INDEX
-from xmine.store.text import RowIndex, TextColumn, iter_raw_lines
+from xmine.store.layout import LINE_NUMBERS, SENTENCE_INDEX, SENTENCES
+from xmine.store.text import RowIndex, TextColumn, read_sentences
 from xmine.topk import merge_topk
 
 KIND = "index"
 FORMAT_VERSION = 2
-SENTENCES = "sentences.txt"
-LINE_NUMBERS = "line_numbers.npy"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -162,17 +160,8 @@ class IndexDir:
         return self._integers(SENTENCE_INDEX, "sentence indices") if SENTENCE_INDEX in self.files else None
 
     def sentences(self) -> list[str]:
-        path = self.path / SENTENCES
-        self.content.check(path.name)
-        try:
-            sentences = path.read_text(encoding="utf-8").split("\n")[:-1]
-        except FileNotFoundError:
-            raise ArtefactError(f"{path}: missing; the index is damaged, rebuild it") from None
-        except UnicodeDecodeError as e:
-            raise ArtefactError(f"{path}: not UTF-8 ({e.reason}); the index is damaged, rebuild it") from None
-        if len(sentences) != len(self):
-            raise ArtefactError(f"{path}: {len(sentences)} lines, expected {len(self)}")
-        return sentences
+        self.content.check(SENTENCES)
+        return read_sentences(self.path / SENTENCES, len(self), "index")
 
     def text_column(self) -> tuple:
         """(the text column: row i's sentence by offset, `xmine.store.text.TextColumn`; its row index,
@@ -181,7 +170,7 @@ class IndexDir:
         path = self.path / SENTENCES
         self.content.check(SENTENCES)
         with open(path, "rb") as f:
-            row_index = RowIndex.scan(iter_raw_lines(f), count=len(self), where=path)
+            row_index = RowIndex.scan(f, count=len(self), where=path)
         return TextColumn(path, row_index.offsets), row_index
 
     def _shard(self, shard: IndexShard):

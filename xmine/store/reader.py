@@ -24,7 +24,7 @@ from xmine.store.layout import (
     SENTENCE_INDEX, SENTENCES, STORE_KIND, shard_names,
 )
 from xmine.store.rows import ShardRows
-from xmine.store.text import RowIndex, TextColumn
+from xmine.store.text import RowIndex, TextColumn, read_sentences
 
 
 class EmbeddingStore:
@@ -132,15 +132,7 @@ class EmbeddingStore:
     def sentences(self) -> list[str]:
         """The text of every row, in order."""
         self._content.check(SENTENCES)
-        path = self.directory / SENTENCES
-        with open(path, encoding="utf-8", newline="\n") as f:
-            try:
-                out = [line[:-1] if line.endswith("\n") else line for line in f]
-            except UnicodeDecodeError as e:
-                raise ArtefactError(f"{path}: not UTF-8 ({e.reason}); the store is damaged, rebuild it") from None
-        if len(out) != len(self):
-            raise ArtefactError(f"{self.directory / SENTENCES}: {len(out)} lines, expected {len(self)}")
-        return out
+        return read_sentences(self.directory / SENTENCES, len(self), "store")
 
     # --- the embeddings
     def _array(self, name: str) -> np.ndarray:

@@ -18,7 +18,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -112,10 +112,17 @@ class TextColumn:
             pass
 
 
-def iter_raw_lines(f: BinaryIO) -> Iterable[bytes]:
-    """The lines of a binary file, newline kept (a last line without one gets it added)."""
-    for raw in f:
-        yield raw if raw.endswith(b"\n") else raw + b"\n"
+def read_sentences(path: Path, count: int, what: str) -> list[str]:
+    """Every line of a `sentences.txt`, in order; ArtefactError naming the file when it is not UTF-8
+    or does not hold `count` lines (`what`: the store or index it belongs to)."""
+    with open(path, encoding="utf-8", newline="\n") as f:
+        try:
+            out = [line[:-1] if line.endswith("\n") else line for line in f]
+        except UnicodeDecodeError as e:
+            raise ArtefactError(f"{path}: not UTF-8 ({e.reason}); the {what} is damaged, rebuild it") from None
+    if len(out) != count:
+        raise ArtefactError(f"{path}: {len(out)} lines, expected {count}")
+    return out
 
 
-__all__ = ["RowIndex", "TextColumn", "sentence_hash", "sentence_hashes"]
+__all__ = ["RowIndex", "TextColumn", "read_sentences", "sentence_hash", "sentence_hashes"]

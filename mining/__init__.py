@@ -2,16 +2,9 @@
 
 Library API:
 - `mine_embeddings(x, y, *, config=MiningConfig(...)) -> MinedPairs` on arrays;
-- `mine(MineConfig(...))` on files / embedding stores / index dirs (xmine.mining.pipeline; the configs:
-  xmine.mining.config);
+- `xmine.mining.pipeline.mine(MineConfig(...))` on files / embedding stores / index dirs (the
+  configs: xmine.mining.config);
 - `knn.exact_knn_both`, `margin.margin_score`, `select.select_pairs`, `select.greedy_one_to_one`.
 """
 
 from xmine.mining.select import MinedPairs, MiningConfig, mine_embeddings, select_pairs  # noqa: F401
-
-
-def mine(*args, **kwargs):
-    """File-level mining; see `xmine.mining.pipeline.mine`."""
-    from xmine.mining.pipeline import mine as _mine
-
-    return _mine(*args, **kwargs)

@@ -1,31 +1,14 @@
-"""Writing mined pairs: TSV (the default), Moses, JSON Lines, Parquet, a Hugging Face dataset.
+"""Writing mined pairs: TSV (the default), Moses, TMX, JSON Lines, Parquet, a Hugging Face dataset.
 
 `write_mined` streams the pairs, best first, each sentence read from its side's store by offset,
-into the output the pipeline has claimed (`xmine.artefacts.outputs.claim_output`, atomically):
+into the output the pipeline has claimed (`xmine.artefacts.outputs.claim_output`, atomically).
+What each format holds (columns, Moses file names by language, the dataset card) is described in
+docs/inputs-outputs.md, "Outputs of `xmine mine`"; TSV is byte for byte what `xmine mine` always
+wrote, TMX is written by `mining.tmx`, and the `translation` keys are `translation_keys`.
 
-- `tsv`: `score<TAB>src<TAB>tgt` (with `line_numbers`, the two line numbers after), gzip when the
-  output ends in `.gz`; byte for byte what `xmine mine` always wrote.
-- `moses`: two line-aligned files named by language, `OUT.de` and `OUT.en` (`moses_suffixes`: the
-  ISO 639-1 code where the language has one, as OPUS names its files; `OUT.src` and `OUT.tgt`
-  when the command was not given both languages or they are the same), what MT toolkits read.
-- `tmx`: TMX 1.4b (`mining.tmx`), one translation unit a pair with its score as a prop.
-- `jsonl`, `parquet`, `hf`: one row a pair: `translation` (a dict keyed by the two language codes,
-  canonical ISO 639-3 as `xmine.langs` gives them; "src"/"tgt" when a side's language is unknown
-  or both are the same), `score`, `direction` (which search found the pair), and provenance:
-  `src_file`/`tgt_file` (the corpus), `src_record`/`tgt_record` (1-based line of a text or JSONL
-  file, row of a Parquet file or dataset), for inputs read with an id field `src_id`/`tgt_id`,
-  and for inputs split into sentences (--split-sentences) `src_sentence_index`/
-  `tgt_sentence_index`, the sentence's 1-based index in its record. `hf` is a `save_to_disk`
-  folder (`datasets.load_from_disk(OUT)`) with a dataset card, README.md, saying what made it
-  (no local paths: file names only); its `translation` column is a `datasets.Translation`
-  feature of the two keys.
-  TSV with `line_numbers` adds the two sentence indices after the two line numbers when a side
-  was split (empty for a side that was not).
-
-Further per-pair columns are `PairColumn`s handed to `write_mined`: the pipeline adds
-`src_lid`/`src_lid_score` and `tgt_lid`/`tgt_lid_score` (the language the pair filters'
-identification found and its confidence) when the `language` filter judged that side. They go
-into the jsonl, parquet and hf rows (TSV and Moses stay as they are).
+Further per-pair columns are `PairColumn`s handed to `write_mined` (the language filter's
+`*_lid`/`*_lid_score`, the records' kept fields): the jsonl, parquet and hf rows and the TMX
+props carry them, TSV the kept fields only, Moses none.
 """
 
 from __future__ import annotations

@@ -5,22 +5,12 @@ which picks the format and checks every record before anything is written, then 
 `sentences()` to the store writer (`xmine.store.writer.embed_corpus`) exactly as a text file's
 lines: everything downstream (stores, resume, dedup, mining) is the same for every format.
 
-Formats (`FORMATS`), chosen by `detect_format` from the name or the folder, or named
-(`--input-format`):
-
-- `text`: one sentence a line (`xmine.io.corpus`: plain, gzip, xz, bzip2 or zstd).
-- `jsonl`: JSON Lines (`.jsonl`, `.ndjson`, `.json`, also compressed): one JSON object a line,
-  the text at `text_field`, a dotted path for nested objects (`meta.text`). Record = file line.
-- `csv` (`.csv`), `tsv` (named only: a `.tsv` file stays one sentence a line unless
-  `--input-format tsv`): the column `text_field`, a name from the header line (csv: read by
-  default; `header`) or a 1-based number; csv honours quotes (a quoted field may hold commas and
-  line breaks), tsv splits on tabs (`xmine.io.delimited`). Record = the line it starts on.
-- `parquet`: the column `text_field` (a dotted path reaches into a struct column), read one
-  record batch at a time. Record = 1-based row.
-- `hf`: a Hugging Face dataset through `datasets`: a `save_to_disk` folder (Arrow, memory-mapped;
-  a DatasetDict needs `split` unless it has one split), or data files (a `.parquet`, `.jsonl`,
-  `.csv`, `.txt` file or a folder of them, with `--input-format hf`) read with streaming.
-  Record = 1-based row of the split.
+Formats (`FORMATS`; the options that go with each: docs/inputs-outputs.md), chosen by
+`detect_format` from the name or the folder, or named (`--input-format`). What a record number
+counts: the file line for `text` and `jsonl`; the line a record starts on for `csv` and `tsv`
+(`xmine.io.delimited`: a quoted csv field may hold line breaks); the 1-based row for `parquet`
+(read one record batch at a time) and for `hf` (of the split; a `save_to_disk` folder is
+memory-mapped, data files are streamed).
 
 A record whose text is empty or white space is skipped (counted, its number kept); tabs and line
 breaks inside a text become spaces, as in a text file. A missing field, a value that is not a

@@ -19,7 +19,8 @@ from xmine import __version__
 from xmine.artefacts.directory import atomic_dir, git_commit, provenance
 from xmine.disentangle.projection import load_projection
 from xmine.encoders import load_encoder
-from xmine.errors import ConfigError
+from xmine.encoders.e5_q4 import ensure_me5_model
+from xmine.errors import ConfigError, EncoderError
 from xmine.artefacts.fileio import write_manifest
 from xmine.artefacts.outputs import claim_output
 
@@ -51,6 +52,47 @@ def _linear_meaning(projection):
     return layers[0]
 
 
+def base_model(projection, encoder_name: str):
+    """(the encoder as a SentenceTransformer, its prompts, the default prompt's name): the fp32
+    torch weights of `encoder_name`, which must be the projection's encoder (EncoderMismatchError
+    otherwise), with the encoder's text prefix as the default prompt."""
+    from sentence_transformers import SentenceTransformer
+
+    # The exported pipeline runs the fp32 torch weights (its users pick their own dtype); a projection
+    # trained at another precision or runtime of them is accepted (xmine.encoders.check_projection_encoder).
+    encoder = load_encoder(encoder_name, device="cpu", precision="fp32", runtime="torch")
+    projection.check_encoder(encoder.fingerprint())
+    if encoder_name == "use-m3":
+        raise EncoderError("use-m3 is not a sentence-transformers model; only those can be exported with a projection")
+    if encoder_name == "me5-small":
+        path, _ = ensure_me5_model()  # the rebuilt sentence-transformers folder the encoder itself loads
+        st = SentenceTransformer(str(path), device="cpu")
+    else:
+        st = SentenceTransformer(encoder_name, device="cpu")
+    prompts = dict(st.prompts or {})
+    default = None
+    prefix = getattr(encoder, "prefix", "") or ""
+    if prefix:  # e.g. multilingual-e5's "query: ": make it the default so encode() matches xmine's
+        default = next((k for k, v in prompts.items() if v == prefix), "xmine_prefix")
+        prompts[default] = prefix
+    return st, prompts, default
+
+
+def save_export(model, tmp: Path, kind: str, projection, *, part: str, card: str, parameters: dict) -> None:
+    """Write an exported `model` into the folder `tmp`: its modules, `card` after its README.md,
+    `xmine_projection.json` and a manifest of `kind` (its provenance records `parameters`)."""
+    model.save(str(tmp))
+    if card:
+        readme = Path(tmp) / "README.md"
+        text = readme.read_text(encoding="utf-8") if readme.is_file() else ""
+        readme.write_text(text + card, encoding="utf-8")
+    fingerprint = projection.fingerprint()
+    (Path(tmp) / "xmine_projection.json").write_text(
+        json.dumps({"projection": fingerprint, "encoder": projection.config["encoder"], "part": part},
+                   indent=2) + "\n", encoding="utf-8")
+    write_manifest(tmp, kind, {"projection": fingerprint, "part": part, "provenance": provenance(**parameters)})
+
+
 def export_portable(projection_dir: str | Path, out_dir: str | Path, *, overwrite: bool = False):
     """Write the encoder + the projection's linear meaning layer as standard sentence-transformers
     modules into `out_dir` (claimed like every output: new, or an earlier export with `overwrite`)."""
@@ -58,16 +100,12 @@ def export_portable(projection_dir: str | Path, out_dir: str | Path, *, overwrit
     from sentence_transformers.sentence_transformer.modules import Dense, Normalize
     from torch import nn
 
-    from xmine.disentangle.st_module import _sentence_transformer_for
-
     out_dir = Path(out_dir)
     with claim_output(out_dir, kind=PORTABLE_KIND, form="dir", inputs=[projection_dir], overwrite=overwrite):
         projection = load_projection(projection_dir)
         linear = _linear_meaning(projection)
         name = projection.config["encoder"]["name"]
-        encoder = load_encoder(name, device="cpu", precision="fp32", runtime="torch")
-        projection.check_encoder(encoder.fingerprint())
-        st, prompts, default = _sentence_transformer_for(name, encoder)
+        st, prompts, default = base_model(projection, name)
         modules = list(st)
         if not isinstance(modules[-1], Normalize):
             modules.append(Normalize())
@@ -76,20 +114,12 @@ def export_portable(projection_dir: str | Path, out_dir: str | Path, *, overwrit
                       init_bias=None if linear.bias is None else linear.bias.detach().clone())
         model = SentenceTransformer(modules=[*modules, dense, Normalize()], device="cpu", prompts=prompts,
                                     default_prompt_name=default)
-        fingerprint = projection.fingerprint()
+        card = CARD.format(encoder=name, projection_id=projection.fingerprint()["id"], method=projection.method,
+                           version=__version__, commit=git_commit(), prefix=prompts.get(default, "") if default else "")
         with atomic_dir(out_dir, kind=PORTABLE_KIND, overwrite=overwrite) as tmp:
-            model.save(str(tmp))
-            card = Path(tmp) / "README.md"
-            text = card.read_text(encoding="utf-8") if card.is_file() else ""
-            card.write_text(text + CARD.format(encoder=name, projection_id=fingerprint["id"], method=projection.method,
-                                               version=__version__, commit=git_commit(),
-                                               prefix=prompts.get(default, "") if default else ""), encoding="utf-8")
-            (Path(tmp) / "xmine_projection.json").write_text(
-                json.dumps({"projection": fingerprint, "encoder": projection.config["encoder"], "part": "meaning"},
-                           indent=2) + "\n", encoding="utf-8")
-            write_manifest(tmp, PORTABLE_KIND, {"projection": fingerprint, "part": "meaning",
-                                                "provenance": provenance(encoder=name, projection=str(projection_dir))})
+            save_export(model, tmp, PORTABLE_KIND, projection, part="meaning", card=card,
+                        parameters={"encoder": name, "projection": str(projection_dir)})
         return model
 
 
-__all__ = ["PORTABLE_KIND", "export_portable"]
+__all__ = ["PORTABLE_KIND", "base_model", "export_portable", "save_export"]

@@ -17,7 +17,6 @@ says so.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -27,14 +26,12 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from sentence_transformers.base.modules.module import Module
 
-from xmine.artefacts.directory import atomic_dir, provenance
+from xmine.artefacts.directory import atomic_dir
 from xmine.disentangle.fmda import FMDA, PARTS as FMDA_PARTS
 from xmine.disentangle.model import Disentangler
 from xmine.disentangle.projection import load_projection
-from xmine.encoders import load_encoder
-from xmine.encoders.e5_q4 import ensure_me5_model
+from xmine.disentangle.st_export import base_model, save_export
 from xmine.errors import EncoderError
-from xmine.artefacts.fileio import write_manifest
 from xmine.artefacts.outputs import claim_output
 
 
@@ -147,26 +144,6 @@ installed. Projection id: `{projection_id}`; encoder: `{encoder}`.
 """
 
 
-def _sentence_transformer_for(encoder_name: str, encoder):
-    """The encoder as a SentenceTransformer, with the encoder's text prefix as its default prompt."""
-    from sentence_transformers import SentenceTransformer
-
-    if encoder_name == "use-m3":
-        raise EncoderError("use-m3 is not a sentence-transformers model; only those can be exported with a projection")
-    if encoder_name == "me5-small":
-        path, _ = ensure_me5_model()  # the rebuilt sentence-transformers folder the encoder itself loads
-        st = SentenceTransformer(str(path), device="cpu")
-    else:
-        st = SentenceTransformer(encoder_name, device="cpu")
-    prompts = dict(st.prompts or {})
-    default = None
-    prefix = getattr(encoder, "prefix", "") or ""
-    if prefix:  # e.g. multilingual-e5's "query: ": make it the default so encode() matches xmine's
-        default = next((k for k, v in prompts.items() if v == prefix), "xmine_prefix")
-        prompts[default] = prefix
-    return st, prompts, default
-
-
 EXPORT_KIND = "sentence-transformer-export"
 
 
@@ -188,24 +165,12 @@ def _export(projection_dir, encoder_name: str, out_dir: Path, *, part: str, over
     from sentence_transformers import SentenceTransformer
 
     projection = load_projection(projection_dir)
-    # The exported pipeline runs the fp32 torch weights (its users pick their own dtype); a projection
-    # trained at another precision or runtime of them is accepted (xmine.encoders.check_projection_encoder).
-    encoder = load_encoder(encoder_name, device="cpu", precision="fp32", runtime="torch")
-    projection.check_encoder(encoder.fingerprint())
-    st, prompts, default = _sentence_transformer_for(encoder_name, encoder)
+    st, prompts, default = base_model(projection, encoder_name)
     head = (FMDAProjection if projection.token_level else MeaningProjection).from_projection(projection, part=part)
     model = SentenceTransformer(modules=[*st, head], device="cpu", prompts=prompts, default_prompt_name=default)
+    card = FMDA_MODEL_CARD.format(part=part, projection_id=projection.fingerprint()["id"],
+                                  encoder=projection.config["encoder"].get("name")) if projection.token_level else ""
     with atomic_dir(out_dir, kind=EXPORT_KIND, overwrite=overwrite) as tmp:
-        model.save(str(tmp))
-        if projection.token_level:
-            card = Path(tmp) / "README.md"
-            text = card.read_text(encoding="utf-8") if card.is_file() else ""
-            card.write_text(text + FMDA_MODEL_CARD.format(part=part, projection_id=projection.fingerprint()["id"],
-                                                          encoder=projection.config["encoder"].get("name")),
-                            encoding="utf-8")
-        (Path(tmp) / "xmine_projection.json").write_text(
-            json.dumps({"projection": projection.fingerprint(), "encoder": projection.config["encoder"], "part": part},
-                       indent=2) + "\n", encoding="utf-8")
-        write_manifest(tmp, EXPORT_KIND, {"projection": projection.fingerprint(), "part": part,
-                                          "provenance": provenance(encoder=encoder_name, part=part)})
+        save_export(model, tmp, EXPORT_KIND, projection, part=part, card=card,
+                    parameters={"encoder": encoder_name, "part": part})
     return model

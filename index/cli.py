@@ -132,9 +132,8 @@ def build_index(source, out_dir, overwrite, lang, kind, old_kind, shard_rows, nl
 @click.option("--nprobe", type=click.IntRange(min=1), default=None, help="IVF lists to visit (default: the index's own).")
 @click.option("--encoder", default=None,
               help="Encoder for the queries (default: the index's); another encoder is refused.")
-@click.option("--projection", default=None, metavar="default|none|DIR",
-              help="Projection of the queries. Default: the one the index was made with (the shipped "
-                   "default projection, raw, or else it must be given); another one is refused.")
+@projection_option("of the queries", default="Default: the one the index was made with (the shipped default "
+                                               "projection, raw, or else it must be given); another one is refused.")
 @precision_option(default_from="the index's precision")
 @click.option("--lang", type=LANG, default=None,
               help="Language code of QUERIES: needed to split them with --split-sentences.")

@@ -45,12 +45,9 @@ import numpy as np
 from xmine.artefacts.directory import provenance
 from xmine.disentangle.fmda_data import PIVOT, prepare
 from xmine.disentangle.projection import load_projection, save_projection
-from xmine.disentangle.train_checkpoint import checkpoint_in, fresh_state, resume, run_signature, save
+from xmine.disentangle.train_checkpoint import WORK, checkpoint_in, fresh_state, resume, run_signature, save
 from xmine.disentangle.trainer import check_finite, check_loop_settings, mean_terms, run_epochs, training_output
 from xmine.errors import ConfigError
-
-
-WORK = ".work"
 
 
 @dataclass(kw_only=True)

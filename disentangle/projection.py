@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from xmine.mining.langid import identify_by_projection, trust_table
-from xmine.disentangle.train_checkpoint import CHECKPOINT, LEGACY, verify_checkpoint
+from xmine.disentangle.train_checkpoint import CHECKPOINT, LEGACY, WORK, verify_checkpoint
 from xmine.encoders import check_projection_encoder
 from xmine.artefacts.fileio import atomic_path, atomic_write_json, sha256_file, write_manifest
 from xmine.errors import ArtefactError, ConfigError
@@ -106,7 +106,7 @@ class Projection:
         """`xmine verify`: every file against its manifest's sha256 (checked again here) and the
         training checkpoint left in `.work/`, if any (it loads as tensors and JSON); a pickled
         checkpoint there is refused (xmine never loads one). The bytes checked."""
-        work = Path(self.path) / ".work"
+        work = Path(self.path) / WORK
         if (work / LEGACY).exists() or (work / LEGACY).is_symlink():
             raise ArtefactError(f"{work / LEGACY}: a pickled training checkpoint (an older xmine's, or planted): "
                                 "xmine never loads one; delete it")

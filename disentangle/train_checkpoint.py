@@ -21,6 +21,8 @@ from typing import Any
 from xmine.errors import ArtefactError, ConfigError
 from xmine.artefacts.fileio import atomic_path
 
+#: the folder inside a projection output that holds its training checkpoint
+WORK = ".work"
 CHECKPOINT = "checkpoint.safetensors"
 #: the pickled checkpoint of older xmine versions: never loaded (removed by `train`, refused by `verify`)
 LEGACY = "checkpoint.pt"

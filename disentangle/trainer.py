@@ -32,12 +32,10 @@ from xmine.artefacts.directory import provenance
 from xmine.io.corpus import truncate_for_encoding
 from xmine.disentangle.data import discover_pairs, sample_pairs
 from xmine.disentangle.projection import load_projection, save_projection
-from xmine.disentangle.train_checkpoint import CHECKPOINT, checkpoint_in, fresh_state, resume, run_signature, save
+from xmine.disentangle.train_checkpoint import CHECKPOINT, WORK, checkpoint_in, fresh_state, resume, run_signature, save
 from xmine.encoders.embed_cache import cached_encode
 from xmine.errors import ConfigError
 from xmine.artefacts.outputs import claim_output
-
-WORK = ".work"
 
 
 @dataclass(kw_only=True)

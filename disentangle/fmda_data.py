@@ -36,7 +36,7 @@ import numpy as np
 from xmine.artefacts.directory import atomic_dir
 from xmine.artefacts.fileio import atomic_write_json, write_manifest
 from xmine.artefacts.outputs import claim_output
-from xmine.disentangle.massive import parse_annotation, read_locale
+from xmine.disentangle.massive import PIVOT, parse_annotation, read_locale
 from xmine.encoders.tokens import build_token_store, share_sentence_vectors
 from xmine.errors import ConfigError, InputError
 from xmine.langs import normalize_lang
@@ -221,9 +221,6 @@ def negative_pool(utterances: Sequence[str], lang: str, *, block: int = 512, sho
                      sacrebleu_calls=scored, all_pairs=n * (n - 1), tokenizer=tok_name,
                      sacrebleu_version=sacrebleu.__version__)
     return np.flatnonzero(~out)
-
-
-PIVOT = "en-US"
 
 
 @dataclass(kw_only=True)

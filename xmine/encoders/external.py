@@ -39,12 +39,6 @@ RAW_DTYPES = {".f32": "float32", ".f16": "float16"}
 DEFAULT_COLUMN = "embedding"
 
 
-def is_external(fingerprint: Any) -> bool:
-    """True for the fingerprint (record or dict) of embeddings made elsewhere."""
-    fp_id = fingerprint.get("id") if isinstance(fingerprint, dict) else getattr(fingerprint, "id", "")
-    return str(fp_id or "").startswith(EXTERNAL_ID_PREFIX)
-
-
 class _Rows:
     """Random access to contiguous row ranges of one embeddings file, as float32."""
 
@@ -232,4 +226,4 @@ class ExternalEmbeddings(Encoder):
         return block / norms[:, None]
 
 
-__all__ = ["DEFAULT_COLUMN", "EXTERNAL_ID_PREFIX", "ExternalEmbeddings", "RAW_DTYPES", "is_external"]
+__all__ = ["DEFAULT_COLUMN", "EXTERNAL_ID_PREFIX", "ExternalEmbeddings", "RAW_DTYPES"]

@@ -113,8 +113,8 @@ def write_scored(claim, fmt: str, bitext, scores, *, kept_only: bool = False) ->
                               else ["src", "tgt"] if bitext.columns or fmt == "csv" else [])
                     if header:
                         header += list(SCORE_COLUMNS)
-                        _write_row(f, writer, header, tsv_field)
-                _write_row(f, writer, row, tsv_field)
+                        _write_row(f, writer, header)
+                _write_row(f, writer, row)
                 written += 1
     elif fmt == "jsonl":
         with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
@@ -154,7 +154,7 @@ def write_scored(claim, fmt: str, bitext, scores, *, kept_only: bool = False) ->
     return written
 
 
-def _write_row(f, writer, row, tsv_field) -> None:
+def _write_row(f, writer, row) -> None:
     if writer is not None:
         writer.writerow(row)
     else:

@@ -33,13 +33,11 @@ from __future__ import annotations
 from xmine.encoders.base import (
     DEFAULT_ENCODER,
     DEFAULT_PRECISION,
-    ME5_DEFAULT_PREFIX,
     PRECISIONS,
     Encoder,
     EncoderConfig,
 )
-from xmine.encoders.loader import LazyEncoder, check_device, encoder_precision, list_encoders, load_encoder
-from xmine.encoders.me5 import me5_fingerprint
+from xmine.encoders.loader import LazyEncoder, encoder_precision, list_encoders, load_encoder
 from xmine.encoders.precision import (
     bf16_flag_in_cpuinfo,
     check_projection_encoder,
@@ -51,7 +49,7 @@ from xmine.encoders.precision import (
 
 
 __all__ = [
-    "DEFAULT_ENCODER", "DEFAULT_PRECISION", "ME5_DEFAULT_PREFIX", "PRECISIONS", "Encoder", "EncoderConfig", "LazyEncoder",
-    "bf16_flag_in_cpuinfo", "check_device", "check_projection_encoder", "check_same_encoder", "cpu_bf16_flag",
-    "encoder_precision", "list_encoders", "load_encoder", "me5_fingerprint", "resolve_precision", "with_precision",
+    "DEFAULT_ENCODER", "DEFAULT_PRECISION", "PRECISIONS", "Encoder", "EncoderConfig", "LazyEncoder",
+    "bf16_flag_in_cpuinfo", "check_projection_encoder", "check_same_encoder", "cpu_bf16_flag",
+    "encoder_precision", "list_encoders", "load_encoder", "resolve_precision", "with_precision",
 ]

@@ -20,9 +20,8 @@ Layout of a finished store directory (names in `layout.py`):
 - `text.py`: the text column read by offset, and the row index (offsets, 64-bit hashes, lengths).
 """
 
-from xmine.store.layout import STORE_KIND
 from xmine.store.reader import EmbeddingStore
 from xmine.store.array_writer import StoreWriter
-from xmine.store.writer import BuildInfo, embed_corpus
+from xmine.store.writer import embed_corpus
 
-__all__ = ["BuildInfo", "EmbeddingStore", "StoreWriter", "embed_corpus", "STORE_KIND"]
+__all__ = ["EmbeddingStore", "StoreWriter", "embed_corpus"]

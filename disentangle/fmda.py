@@ -94,7 +94,7 @@ class FMDA(nn.Module):
         return self.utterance_decoder(parts["language"] + parts["template"] + parts["residual"])
 
 
-def pad_batch(states: list, device: str = "cpu") -> tuple[Tensor, Tensor]:
+def pad_batch(states: list) -> tuple[Tensor, Tensor]:
     """Per-sentence (L_i, D) arrays -> padded float32 (B, L, D) and mask (B, L)."""
     longest = max(len(s) for s in states)
     d = states[0].shape[1]
@@ -103,4 +103,4 @@ def pad_batch(states: list, device: str = "cpu") -> tuple[Tensor, Tensor]:
     for i, s in enumerate(states):
         h[i, :len(s)] = s
         m[i, :len(s)] = True
-    return torch.from_numpy(h).to(device), torch.from_numpy(m).to(device)
+    return torch.from_numpy(h), torch.from_numpy(m)

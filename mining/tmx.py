@@ -30,13 +30,12 @@ def _text(value) -> str:
     return escape(_NOT_XML.sub("", str(value)))
 
 
-def write_tmx(f: IO[str], units: Iterable[tuple[str, str, dict]], *, langs: tuple[str, str],
-              tool: str = "xmine") -> None:
+def write_tmx(f: IO[str], units: Iterable[tuple[str, str, dict]], *, langs: tuple[str, str]) -> None:
     """Write `units` ((source text, target text, props)) as a TMX 1.4b document to `f`;
     `langs`: the two sides' BCP 47 tags (`tmx_lang`)."""
     src, tgt = langs
     f.write('<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE tmx SYSTEM "tmx14.dtd">\n<tmx version="1.4">\n')
-    f.write(f'  <header creationtool={quoteattr(tool)} creationtoolversion={quoteattr(__version__)} '
+    f.write(f'  <header creationtool="xmine" creationtoolversion={quoteattr(__version__)} '
             f'datatype="plaintext" segtype="sentence" adminlang="en" srclang={quoteattr(src)} o-tmf="xmine"/>\n')
     f.write("  <body>\n")
     for i, (s, t, props) in enumerate(units, 1):

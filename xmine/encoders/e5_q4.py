@@ -273,18 +273,15 @@ def build_cached_model(target: Path, ready: Callable[[], bool], build: Callable[
     return built
 
 
-def ensure_me5_model(*, rebuild: bool = False) -> tuple[Path, dict[str, Any]]:
+def ensure_me5_model() -> tuple[Path, dict[str, Any]]:
     """The rebuilt model folder (built on first use by `build_cached_model`: safe against concurrent
     callers and crashes) and its manifest."""
     sources = build_sources()
     target = models_dir() / f"me5-small-q4-{sources_hash(sources)}"
     manifest_path = target / MANIFEST
 
-    def ready() -> bool:
-        return manifest_path.is_file() and not rebuild
-
-    if not ready():
-        build_cached_model(target, ready, lambda folder: build_model_dir(folder, sources=sources))
+    if not manifest_path.is_file():
+        build_cached_model(target, manifest_path.is_file, lambda folder: build_model_dir(folder, sources=sources))
     return target, json.loads(manifest_path.read_text(encoding="utf-8"))
 
 

@@ -116,12 +116,10 @@ class TokenBatchedEncoder(Encoder):
                 out[start : start + len(chunk)] = self._encode_window(chunk, max(1, batch_size), bar)
         return out
 
-    def encode_tokens(self, sentences: Sequence[str], *, mask_spans=None, keep_tokens: bool = True,
-                      show_progress: bool = False):
+    def encode_tokens(self, sentences: Sequence[str], *, show_progress: bool = False):
         """Token-level output: windows of per-sentence last hidden states (L x D, float16) and pooled
         vectors (not normalised); see `xmine.encoders.tokens.encode_token_states`."""
-        return encode_token_states(self, sentences, mask_spans=mask_spans, keep_tokens=keep_tokens,
-                                   show_progress=show_progress)
+        return encode_token_states(self, sentences, show_progress=show_progress)
 
     def _encode_window(self, sentences: list[str], max_rows: int, bar) -> np.ndarray:
         ids = self.tokenizer(

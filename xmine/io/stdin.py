@@ -44,9 +44,9 @@ def is_url(path) -> bool:
     return isinstance(path, str) and bool(_URL.match(path))
 
 
-def spool_stdin(directory: str | Path, name: str = "stdin") -> Path:
-    """Copy standard input into `directory/name` (replacing an earlier copy) and return that path."""
-    target = Path(directory) / name
+def spool_stdin(directory: str | Path) -> Path:
+    """Copy standard input into `directory/stdin` (replacing an earlier copy) and return that path."""
+    target = Path(directory) / "stdin"
     target.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(target) as tmp, open(tmp, "wb") as f:
         shutil.copyfileobj(sys.stdin.buffer, f, _BLOCK)

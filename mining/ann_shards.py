@@ -63,15 +63,14 @@ def shard_file(tag: str, s: int) -> str:
     return f"{tag}-shard{s:05d}.faiss"
 
 
-def open_shard(tag, s: int, lo: int, hi: int, *, base, trained: bytes, work: KeyedDir, config, show_progress,
-               of: int | None = None):
+def open_shard(tag, s: int, lo: int, hi: int, *, base, trained: bytes, work: KeyedDir, config, show_progress):
     """Shard s (base rows lo:hi) of direction `tag`: read from the work folder, built there first
     (`index.build.add_unit`) when it is not."""
     from tqdm.auto import tqdm
 
     index_file = work.path(shard_file(tag, s))
     if not index_file.is_file():
-        with tqdm(total=hi - lo, desc=f"indexing {tag} shard {s + 1}" + (f"/{of}" if of else ""), unit="rows",
+        with tqdm(total=hi - lo, desc=f"indexing {tag} shard {s + 1}", unit="rows",
                   disable=not show_progress, leave=False) as bar:
             add_unit(trained, base, s, lo, hi, config.query_block, False, str(index_file), base_side(tag),
                      on_rows=bar.update)

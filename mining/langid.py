@@ -340,12 +340,11 @@ def trust_table(config: dict[str, Any], languages, rule: TrustRule = TrustRule()
     return table
 
 
-def identify_by_projection(projection, emb: np.ndarray, *, rule: TrustRule = TrustRule()
-                           ) -> tuple[list[str], np.ndarray, list[str]]:
+def identify_by_projection(projection, emb: np.ndarray) -> tuple[list[str], np.ndarray, list[str]]:
     """(labels, scores, nearest) of raw encoder embeddings `emb`: `nearest` is the projection's
     nearest training language, `scores` its cosine, `labels` that language where it is trusted,
     else `UNKNOWN`."""
     nearest, scores = projection.langid(emb)
-    table = trust_table(projection.config, projection.languages, rule)
+    table = trust_table(projection.config, projection.languages)
     labels = [n if table[n]["trusted"] else UNKNOWN for n in nearest]
     return labels, scores, nearest

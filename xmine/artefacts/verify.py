@@ -51,8 +51,7 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
             raise ArtefactError(f"{p}: an unfinished xmine {kind.replace('-', ' ')} (no {MANIFEST}); run the "
                                 "command that made it again to finish it")
         if kind == "embedding-store":
-            nbytes, detail = verify_store(p)
-            return kind, nbytes, detail
+            return (kind, *verify_store(p))
         if kind in UNCHECKED_KINDS:  # its manifest and files
             read_manifest(p, kind)
             files = [e for e in p.rglob("*") if e.is_file() and e.name != MARKER]
@@ -67,8 +66,7 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
         files = [e for e in p.rglob("*") if e.is_file()]
         return kind, sum(e.stat().st_size for e in files), "loads, and its reader's checks pass"
     if sidecar_of(p).is_file():
-        kind, nbytes, detail = verify_output_file(p)
-        return kind, nbytes, detail
+        return verify_output_file(p)
     if p.suffix == ".json":
         try:
             kind = json.loads(p.read_text(encoding="utf-8")).get("kind")

@@ -14,7 +14,7 @@ meaning space by default when its SHIPPED.json says `"is_default": true` (exactl
 projection becomes the default only after it is at least raw on every benchmark (until then,
 `why_not_default` says what is missing, an implicit choice gives raw embeddings with that line in
 the log, and `--projection default` opts in). Its SHIPPED.json also holds its own calibrated
-mining thresholds (`calibrated_threshold`), which `xmine mine` uses when no `--threshold` is given:
+mining thresholds (`projection_defaults`), which `xmine mine` uses when no `--threshold` is given:
 
 - not given (`None`) or `default`: the shipped projection of the encoder in use, when there is one
   and the encoder is the one it was trained on (the same weights and prefix, at any precision:

@@ -251,6 +251,6 @@ def get_method(name: str, *, base: str | None = None) -> Method:
                       summary=f"ORACLE (Ki+ 2024) on {base}: + L_IC + L_IS")
     if name not in METHODS:
         raise ConfigError(f"unknown method {name!r}; choose one of {', '.join(sorted(set(METHODS) | {'oracle'}))}")
-    if base is not None and name != "oracle":
+    if base is not None:
         raise ConfigError(f"--base applies to --method oracle only (got --method {name})")
     return METHODS[name]

@@ -81,10 +81,7 @@ class EmbeddingStore:
         total = 0
         for shard in m.shards:
             path = d / shard.file
-            try:
-                arr = np.load(path, mmap_mode="r")
-            except (ValueError, OSError, EOFError) as e:
-                raise ArtefactError(f"{path}: unreadable shard ({e}); the store is damaged, rebuild it") from None
+            arr = _mapped(path, "unreadable shard")
             if arr.shape != (shard.rows, m.dim) or arr.dtype != np.dtype(m.dtype):
                 raise ArtefactError(f"{path}: array {arr.shape} {arr.dtype}, expected ({shard.rows}, {m.dim}) "
                                     f"{m.dtype}")
@@ -92,10 +89,7 @@ class EmbeddingStore:
         if total != m.count:
             raise ArtefactError(f"{d}: shards hold {total} rows, the manifest says {m.count}")
         lines = d / LINE_NUMBERS
-        try:
-            shape = np.load(lines, mmap_mode="r").shape if lines.is_file() else None
-        except (ValueError, OSError, EOFError) as e:
-            raise ArtefactError(f"{lines}: unreadable ({e}); the store is damaged, rebuild it") from None
+        shape = _mapped(lines).shape if lines.is_file() else None
         if shape != (m.count,):
             raise ArtefactError(f"{lines}: missing or not {m.count} line numbers")
 
@@ -139,11 +133,7 @@ class EmbeddingStore:
         """The store's .npy file `name`, memory-mapped read-only; its sha256 is checked against the
         manifest the first time (once per process), before any of it is used."""
         self._content.check(name)
-        try:
-            return np.load(self.directory / name, mmap_mode="r")
-        except (ValueError, OSError, EOFError) as e:
-            raise ArtefactError(f"{self.directory / name}: unreadable ({e}); the store is damaged, rebuild it"
-                                ) from None
+        return _mapped(self.directory / name)
 
     def shard(self, i: int) -> np.ndarray:
         """Shard i in its stored dtype (see `_array`)."""
@@ -220,6 +210,14 @@ class EmbeddingStore:
         m = self.manifest
         return (f"EmbeddingStore({str(self.directory)!r}, count={m.count}, dim={m.dim}, dtype={m.dtype}, "
                 f"lang={m.lang!r}, encoder={m.encoder.name!r}, part={m.part!r})")
+
+
+def _mapped(path: Path, problem: str = "unreadable") -> np.ndarray:
+    """The .npy file `path`, memory-mapped read-only; ArtefactError naming it when it cannot be read."""
+    try:
+        return np.load(path, mmap_mode="r")
+    except (ValueError, OSError, EOFError) as e:
+        raise ArtefactError(f"{path}: {problem} ({e}); the store is damaged, rebuild it") from None
 
 
 __all__ = ["EmbeddingStore"]

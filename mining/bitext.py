@@ -30,9 +30,10 @@ from xmine.errors import ConfigError, InputError
 from xmine.langs import is_known_lang, normalize_lang
 from xmine.io.reader_base import MISSING, field_at, format_by_path
 from xmine.io.readers import jsonl_records
+from xmine.io.table_readers import open_parquet, parquet_rows
 
 BITEXT_FORMATS = ("tsv", "csv", "moses", "jsonl", "parquet", "hf")
-# Rows per batch read from Parquet / a dataset.
+# Rows per batch read from a dataset.
 _BATCH = 4096
 
 
@@ -184,14 +185,8 @@ class Bitext:
                 yield BitextPair(number=number, src=src, tgt=tgt, record=record)
 
     def _parquet(self) -> Iterator[BitextPair]:
-        import pyarrow.parquet as pq
-
-        try:
-            f = pq.ParquetFile(self.path)
-        except Exception as e:  # noqa: BLE001  (pyarrow raises ArrowInvalid, OSError, ...)
-            raise InputError(self.path, f"not a readable Parquet file ({' '.join(str(e).split())[:200]})") from None
-        self.columns = f.schema_arrow.names
-        yield from self._table_pairs(b.to_pylist() for b in f.iter_batches(batch_size=_BATCH))
+        f, self.columns = open_parquet(self.path)
+        yield from self._table_pairs(parquet_rows(f, self.path))
 
     def _dataset(self) -> Iterator[BitextPair]:
         import datasets

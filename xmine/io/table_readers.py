@@ -48,33 +48,41 @@ def _table_records(batches: Iterator[list[dict]], spec: InputFormat, path: Path,
             yield number, text, rid
 
 
+def open_parquet(path: Path):
+    """(the `pyarrow.parquet.ParquetFile` at `path`, its column names); InputError when pyarrow is
+    missing or the file is not readable Parquet."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise InputError(path, "reading Parquet needs the pyarrow package (pip install pyarrow)") from None
+    try:
+        f = pq.ParquetFile(path)
+        return f, f.schema_arrow.names
+    except Exception as e:  # noqa: BLE001  (pyarrow raises ArrowInvalid, OSError, ...)
+        raise InputError(path, f"not a readable Parquet file ({_one_line(e)})") from None
+
+
+def parquet_rows(f, path: Path, columns: list[str] | None = None) -> Iterator[list[dict]]:
+    """The rows of the opened Parquet file `f` (only `columns`; None: all) as dicts, one record
+    batch at a time; InputError naming the row after which the data is damaged."""
+    done = 0
+    try:
+        for batch in f.iter_batches(batch_size=_BATCH, columns=columns):
+            done += batch.num_rows
+            yield batch.to_pylist()
+    except Exception as e:  # noqa: BLE001
+        raise InputError(path, f"damaged Parquet data after row {done} ({_one_line(e)})") from None
+
+
 class ParquetReader(CorpusReader):
     """A Parquet file, one record batch at a time, only the columns needed."""
 
     format = "parquet"
 
     def records(self) -> Iterator[tuple[int, str, str | None]]:
-        try:
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise InputError(self.path, "reading Parquet needs the pyarrow package (pip install pyarrow)") from None
-        try:
-            f = pq.ParquetFile(self.path)
-            names = f.schema_arrow.names
-        except Exception as e:  # noqa: BLE001  (pyarrow raises ArrowInvalid, OSError, ...)
-            raise InputError(self.path, f"not a readable Parquet file ({_one_line(e)})") from None
-        columns = _columns(self.spec, names)
-
-        def batches() -> Iterator[list[dict]]:
-            done = 0
-            try:
-                for batch in f.iter_batches(batch_size=_BATCH, columns=columns):
-                    done += batch.num_rows
-                    yield batch.to_pylist()
-            except Exception as e:  # noqa: BLE001
-                raise InputError(self.path, f"damaged Parquet data after row {done} ({_one_line(e)})") from None
-
-        yield from _table_records(batches(), self.spec, self.path, names)
+        f, names = open_parquet(self.path)
+        rows = parquet_rows(f, self.path, _columns(self.spec, names))
+        yield from _table_records(rows, self.spec, self.path, names)
 
 
 class DatasetReader(CorpusReader):

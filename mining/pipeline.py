@@ -215,7 +215,7 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                 del threshold_record["rule"]
                 rule = None
                 threshold_record["source"] += " (approximate search: the single value, not the rule of the run)"
-                log.info("threshold %s: %s", threshold_record["value"], threshold_record["source"])
+                log.info("threshold %g: %s", threshold_record["value"], threshold_record["source"])
             if rule is not None:
                 select_config = select_config.replace(threshold=None)
             key = hashlib.sha256(json.dumps(

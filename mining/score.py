@@ -236,7 +236,8 @@ def score_bitext(
                     threshold_record["source"] += (
                         ": every pair kept; pass --threshold or --calibration to choose one" if rule["rule"] == ESTIMATED
                         else " (the single value: the rule of a mining run reads its candidates)")
-                    log.info("threshold %s: %s", threshold_record["value"] or "none", threshold_record["source"])
+                    log.info("threshold %s: %s", "none" if threshold_record["value"] is None
+                             else f"{threshold_record['value']:g}", threshold_record["source"])
                 langs = (src_lang, tgt_lang)
                 scores = score_pairs(sx, sy, n, langs=langs, config=config, filters=filters, corpora=tuple(corpora),
                                      approximate=search.approximate_config() if search.approximate else None, work=work / "search",

@@ -181,7 +181,7 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
     else:
         record["score_max"] = {"value": filters.score_max, "source": "given (--score-max)"}
     if record["value"] is not None and "rule" not in record:  # a rule's value is logged once it is known
-        log.info("threshold %s: %s", record["value"], record["source"])
+        log.info("threshold %g: %s", record["value"], record["source"])
     return config, filters, record
 
 
@@ -207,7 +207,7 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
                    "source": f"{record['source']}, from this run's {rule['rule']} {share:.3f} (rule: t = "
                              f"{rule['intercept']:g} + {rule['slope']:g} (share in [{rule['floor']:g}, "
                              f"{rule['centre']:g}] - {rule['centre']:g}))"}
-    log.info("threshold %s: %s", record["value"], record["source"])
+    log.info("threshold %g: %s", record["value"], record["source"])
     return keep_at_least(mined, record["value"])
 
 

@@ -90,6 +90,11 @@ def test_a_space_without_calibration_mines_at_a_threshold_estimated_from_the_run
     assert len(set(everything) - gold) > 2 * len(set(kept) - gold) + 10, (len(everything), len(kept))
     scores = [float(line.split("\t")[0]) for line in (tmp_path / "m.tsv").read_text(encoding="utf-8").splitlines()]
     assert min(scores) >= np.float32(t["value"])
+    # approximate search: no calibrated value to refine around, so the run's estimate is taken after it too
+    ok(xm("mine", tmp_path / "s.de", tmp_path / "s.en", "-o", tmp_path / "a.tsv", "--src-lang", "de",
+          "--tgt-lang", "en", "-q", "--approximate"))
+    ta = json.loads((tmp_path / "a.tsv.json").read_text())["threshold"]
+    assert ta["rule"] == {"rule": "estimated-from-run"} and len(set(_pairs(tmp_path / "a.tsv")) & gold) >= 115
 
 
 def flores_lines_of(corpus, name: str) -> list[str]:

@@ -616,7 +616,7 @@ def uncalibrated_command(spaces, no_write):
     from xmine.benchmarks.common import RawEmbedder, Variant, results_dir, write_result
 
     out = results_dir() / "threshold-uncalibrated.json"
-    enc = _encoder("me5-small")
+    enc = _encoder(SPACES[next(iter(result["spaces"]))][0])  # the encoder of the (first) space measured
     write_result(out, task="threshold_uncalibrated", encoder=enc, variants=[Variant("raw", "raw", RawEmbedder(enc))],
                  data_files=source_files(DATA), parameters={"command": result["command"], "k": KNN, "margin": MARGIN},
                  columns=COLUMNS[:-1], rows=rows_out, details=result, seconds=time.monotonic() - started)

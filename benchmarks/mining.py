@@ -55,7 +55,8 @@ from xmine.benchmarks.bucc import best_threshold, evaluate, mine_candidates, prf
 from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines, read_lines
 from xmine.errors import DataNotFoundError, InputError, OutputError
 from xmine.artefacts.fileio import atomic_write_json, atomic_write_text
-from xmine.mining.defaults import DEFAULT_OPERATING_POINT, UNCALIBRATED, space_defaults
+from xmine.mining.defaults import DEFAULT_OPERATING_POINT, space_defaults
+from xmine.mining.threshold_rule import ESTIMATED, estimated_threshold
 from xmine.artefacts.output_state import read_json
 from xmine.artefacts.outputs import claim_output
 from xmine.paths import default_data_dir, xmine_home
@@ -274,12 +275,12 @@ def build_sets(data: Path, langs: Sequence[str], *, sets_dir: Path | None = None
 
 
 def variant_threshold(variant, given: float | None = None, *, margin: str = "ratio", encoder_name: str | None = None,
-                      point: str | None = None) -> tuple[float | None, str, float | None]:
+                      point: str | None = None) -> tuple[float | str, str, float | None]:
     """The threshold a variant is scored at besides its best, where it comes from, and its score cap:
     `given`, else the calibrated default of the variant's space (what `xmine mine` uses without
     --threshold: a projection's SHIPPED.json, raw `encoder_name`'s `mining/calibration.json`), else
-    None (every pair kept: a space without a calibration, as `xmine mine` does). `point`: the
-    operating point (default: balanced)."""
+    `ESTIMATED` (a space without a calibration: each set's threshold estimated from its own
+    candidates, as `xmine mine` does). `point`: the operating point (default: balanced)."""
     point = point or DEFAULT_OPERATING_POINT
     path = (variant.projection or {}).get("path")
     found, what = space_defaults(path, encoder_name if path is None else None)
@@ -288,7 +289,7 @@ def variant_threshold(variant, given: float | None = None, *, margin: str = "rat
         return given, "--threshold", cap
     t = found.threshold(margin, point) if found is not None else None
     if t is None:
-        return None, UNCALIBRATED.format(what=what), cap
+        return ESTIMATED, f"no calibrated default for this space ({what}): estimated from each set's run", cap
     return t, f"the {point} {margin} threshold {found.source}", cap
 
 
@@ -299,16 +300,19 @@ def curve(scores, correct, n_gold: int, thresholds: Sequence[float] = CURVE_THRE
         m: [int(x) for x in c[m]] if m == "pairs" else [float(x) for x in c[m]] for m in ("precision", "recall", "f1", "pairs")}
 
 
-def evaluate_set(embed_fn, files: dict[str, Path], *, threshold: float | None = DEFAULT_THRESHOLD, k: int = 4,
+def evaluate_set(embed_fn, files: dict[str, Path], *, threshold: float | str | None = DEFAULT_THRESHOLD, k: int = 4,
                  margin: str = "ratio", retrieval: str = "max") -> dict[str, Any]:
-    """P/R/F1 at the best threshold and at `threshold` (None: every pair kept) for one set, with
-    `bench bucc`'s code, its gap (best F1 - F1 at `threshold`), its sizes, and (ratio margin) the
-    curve over `CURVE_THRESHOLDS`."""
+    """P/R/F1 at the best threshold and at `threshold` (None: every pair kept; `ESTIMATED`: the
+    set's own estimate, `threshold_rule.estimated_threshold`) for one set, with `bench bucc`'s code,
+    its gap (best F1 - F1 at `threshold`), its sizes, and (ratio margin) the curve over
+    `CURVE_THRESHOLDS`."""
     gold = read_gold(files["gold"])
     cands, scores = mine_candidates(read_bucc_file(files["src"]), read_bucc_file(files["en"]), embed_fn,
                                     k=k, margin=margin, retrieval=retrieval)
     correct = np.array([c in gold for c in cands], dtype=bool)
     best_t, _ = best_threshold(scores, correct, len(gold))
+    if threshold == ESTIMATED:
+        threshold = estimated_threshold(np.asarray(scores, dtype=np.float32))
     best = evaluate({c for c, s in zip(cands, scores) if s >= best_t}, gold)
     at_default = evaluate({c for c, s in zip(cands, scores) if threshold is None or s >= threshold}, gold)
     out = {"best": {"threshold": best_t, **best}, "default": {"threshold": threshold, **at_default},
@@ -341,7 +345,7 @@ def table_rows(details: dict[str, Any], langs: Sequence[str]) -> list[list]:
     rows = []
     for name, r in details.items():
         t = r["default_threshold"]["value"]
-        label = "all" if t is None else f"{t:g}"
+        label = "all" if t is None else t if t == ESTIMATED else f"{t:g}"
         for lg in langs:
             x = r["per_lang"][lg]
             rows.append([name, label, lg, x["sizes"]["src"], x["sizes"]["en"], x["sizes"]["gold"], 100 * x["best"]["f1"],

@@ -39,6 +39,7 @@ from xmine.benchmarks.mining import NEWS_SETS, _rng as mining_rng, build_set
 from xmine.mining.filters import PairFilterConfig, RULES, apply_pair_filters
 from xmine.mining.langid import language_mask
 from xmine.mining.presearch import PreSearchConfig, clean_sides
+from xmine.mining.threshold_rule import ESTIMATED, estimated_threshold
 
 NOISE = {"copies": 0.08, "other_language": 0.04, "boilerplate": 0.02, "numbers_urls": 0.02, "near_duplicates": 0.02}
 OTHER_LANGS = ("fra_Latn", "spa_Latn", "ita_Latn", "nld_Latn", "tur_Latn", "ukr_Cyrl", "kor_Hang", "vie_Latn",
@@ -150,17 +151,20 @@ def _prf(pairs: Sequence[tuple[str, str]], gold: set) -> dict[str, float]:
     return {"precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0, "pairs": len(pairs)}
 
 
-def evaluate_noisy(embed_fn, data: Path, ms, *, threshold: float, seed: int = 0, filter_config=None,
+def evaluate_noisy(embed_fn, data: Path, ms, *, threshold: float | str, seed: int = 0, filter_config=None,
                    flores_code: str | None = None) -> dict[str, Any]:
-    """One language: clean, noisy and noisy-filtered P/R/F1 at `threshold`, removals, score spreads."""
+    """One language: clean, noisy and noisy-filtered P/R/F1 at `threshold` (`ESTIMATED`: estimated
+    from the noisy run's candidates, as `xmine mine` would on it), removals, score spreads."""
     cfg = filter_config or PairFilterConfig()
     gold = set(ms.gold)
-    cands, scores = mine_candidates(ms.src, ms.en, embed_fn)
-    clean = _prf([c for c, s in zip(cands, scores) if s >= threshold], gold)
-
     src, en, kinds = add_noise(ms, data, seed=seed)
     text_s, text_e = dict(zip(*src)), dict(zip(*en))
     cands, scores = mine_candidates(src, en, embed_fn)
+    if threshold == ESTIMATED:
+        threshold = estimated_threshold(np.asarray(scores, dtype=np.float32))
+        threshold = -np.inf if threshold is None else threshold
+    clean_cands, clean_scores = mine_candidates(ms.src, ms.en, embed_fn)
+    clean = _prf([c for c, s in zip(clean_cands, clean_scores) if s >= threshold], gold)
     at = [(c, s) for c, s in zip(cands, scores) if s >= threshold]
     noisy = _prf([c for c, _ in at], gold)
     keep, reasons = apply_pair_filters([text_s[a] for (a, _), _ in at], [text_e[b] for (_, b), _ in at],
@@ -230,10 +234,10 @@ def _mine_cleaned(src, en, embed_fn, threshold: float, langs, cfg, gold: set, *,
     return {"prf": _prf([c for c, _ in at], gold), "removed": removed, "record": record}
 
 
-def evaluate(embed_fn, data: Path, langs: Sequence[str], *, threshold: float | None, seed: int = 0,
+def evaluate(embed_fn, data: Path, langs: Sequence[str], *, threshold: float | str | None, seed: int = 0,
              gold_fraction: float, max_news: int, flores_rows: int | None, filter_config=None) -> dict[str, Any]:
     """Every language, then averages (x100) of each P/R/F1 over languages (`threshold` None: every
-    pair kept)."""
+    pair kept; `ESTIMATED`: each language's own, `evaluate_noisy`)."""
     threshold = -np.inf if threshold is None else threshold
     per = {}
     for lang in langs:

@@ -48,6 +48,7 @@ TASK_TITLES = {
     "scale": "Corpora larger than memory: peak memory, time, approximate recall",
     "memory_per_row": "Peak memory a mined row costs, per search path (growth from 20k to 200k rows)",
     "threshold_study": "Choosing the mining threshold without gold (a study)",
+    "threshold_uncalibrated": "The default threshold of a space without a calibration, estimated from the run",
     "langid_unknown": "Language identification: 'unknown' for unseen languages, declared-language check",
     "lid_thresholds": "Language filter: per-language confidence thresholds (chosen on FLORES-200 lines 0-505)",
     "splitters_flores": "Sentence splitters on paragraphs rebuilt from FLORES-200 devtest: "
@@ -58,7 +59,7 @@ PAPER_TASKS = ("quality", "tatoeba", "massive", "massive_templates", "fmda_table
                "geometry", "bucc", "mining", "default_projection")
 TASK_ORDER = ("mining", "mining_noisy", "langid", "lid_thresholds", "langid_unknown", "default_projection", "quality", "tatoeba",
               "massive", "massive_templates", "fmda_table2", "fmda_table3", "qe", "sts", "geometry", "bucc",
-              "threshold_study", "approximate_agreement", "embed_speed", "mining_speed", "scale", "memory_per_row")
+              "threshold_study", "threshold_uncalibrated", "approximate_agreement", "embed_speed", "mining_speed", "scale", "memory_per_row")
 
 
 def _cell(v: Any, decimals: int) -> str:

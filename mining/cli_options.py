@@ -176,8 +176,8 @@ def selection_options(f):
         "mining/calibration.json), for the margin in use and --operating-point (recorded in OUT.json and the "
         "summary line; the balanced ratio threshold of a shipped space is lowered where the run's candidates "
         "have few mutual best pairs besides the translations, as in templated corpora: docs/mining.md); a space "
-        "without a calibration (your own projection, another encoder) keeps every pair, "
-        "and says so: measure one with `xmine calibrate` and pass --calibration. 'none' keeps every pair. "
+        "without a calibration (your own projection, another encoder) gets a threshold estimated from the run's "
+        "own scores, and says so: measure one with `xmine calibrate` and pass --calibration. 'none' keeps every pair. "
         "Scores are on each space's own scale (docs/mining.md).")
     @functools.wraps(f)
     def wrapper(*args, margin, retrieval, threshold, calibration, operating_point, **kwargs):

@@ -160,7 +160,7 @@ class SelectionConfig:
     #: max (union of both directions' best candidates, greedy one-to-one), fwd, bwd or intersect
     retrieval: str = "max"
     #: keep pairs scoring at least this: a number; "default": the threshold calibrated for the
-    #: space mined in, for `margin` at `operating_point` (a space without one keeps every pair);
+    #: space mined in, for `margin` at `operating_point` (a space without one: estimated from the run);
     #: None: keep every pair
     threshold: float | Literal["default"] | None = "default"
     #: which calibrated threshold: balanced or precision (None: balanced); only with "default"

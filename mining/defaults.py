@@ -8,8 +8,9 @@ operating point (`OPERATING_POINTS`):
 - a shipped projection: its SHIPPED.json (`operating_points`, `score_max`; older files:
   `default_thresholds`, the balanced point alone);
 - raw embeddings of a shipped encoder: `calibration.json` beside this module, by encoder name.
-A space without a calibration (a user's projection, an encoder xmine does not ship) gets
-`UNCALIBRATED`: every pair kept and no score cap, said in the summary line and OUT.json.
+A space without a calibration (a user's projection, an encoder xmine does not ship) has none
+here: its threshold is estimated from the run (`xmine.mining.threshold_rule`), without a score cap,
+said in the summary line and OUT.json.
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ OPERATING_POINTS = ("balanced", "precision")
 DEFAULT_OPERATING_POINT = "balanced"
 #: the raw encoders' calibration (package data)
 CALIBRATION = Path(__file__).with_name("calibration.json")
-UNCALIBRATED = ("no calibrated default for this space ({what}): every pair kept and no score cap; "
-                "pass --threshold to choose one")
 
 
 @functools.lru_cache(maxsize=1)
@@ -61,5 +60,5 @@ def space_defaults(projection_dir, encoder_name: str | None) -> tuple[SpaceDefau
     return encoder_defaults(encoder_name), f"raw {encoder_name or 'unknown-encoder'} embeddings"
 
 
-__all__ = ["DEFAULT_OPERATING_POINT", "OPERATING_POINTS", "SpaceDefaults", "UNCALIBRATED", "encoder_defaults",
+__all__ = ["DEFAULT_OPERATING_POINT", "OPERATING_POINTS", "SpaceDefaults", "encoder_defaults",
            "projection_defaults", "space_defaults"]

@@ -45,17 +45,12 @@ from xmine.exec.executor import executor_for
 from xmine.artefacts.input_artefacts import artefact_kind
 from xmine.encoders.input_encoders import Encoders
 from xmine.inputs import check_compatible, check_split_languages, load_side
-from xmine.mining.calibrate import read_calibration
 from xmine.mining.config import MineConfig
-from xmine.mining.defaults import DEFAULT_OPERATING_POINT
-from xmine.mining.defaults import UNCALIBRATED, space_defaults
 from xmine.mining.filter_step import check_declared_languages, filter_pairs, lang_filter_langs, pre_search
-from xmine.mining.filters import PairFilterConfig
 from xmine.mining.mineable import Mineable
 from xmine.mining.products import resolve_product
 from xmine.mining.search_pairs import search_pairs
-from xmine.mining.select import MiningConfig
-from xmine.mining.threshold_rule import keep_at_least, mutual_null_share, rule_threshold
+from xmine.mining.threshold_rule import ESTIMATED, apply_run_threshold, run_threshold
 from xmine.mining.writers import COMPANIONS, moses_suffixes, output_format as resolve_format
 from xmine.mining.writers import MinedRows, PairColumn, write_meta, write_mined
 from xmine.artefacts.output_state import same_file
@@ -91,7 +86,8 @@ def mine(config: MineConfig, *, show_progress: bool = True) -> dict:
     projection's meaning space, else the encoder's raw embeddings) for the margin at
     `selection.operating_point` (`xmine.mining.defaults`); None keeps every pair.
     `filters.pairs.score_max` None: that space's calibrated cap. A space without a calibration (a
-    user's projection, an encoder xmine does not ship) keeps every pair, uncapped.
+    user's projection, an encoder xmine does not ship) gets a threshold estimated from the run's
+    own candidates (`threshold_rule.estimated_threshold`), uncapped.
     `selection.calibration`: a record of `xmine calibrate` (`xmine.mining.calibrate`) for the space
     mined in, used in place of the shipped values. The summary's `threshold` records the threshold
     and the cap used and where they came from.
@@ -183,12 +179,9 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                        show_progress=show_progress, rebuild=rebuild, input_format=tgt_format)
         try:
             check_compatible(sx, sy)
-            selection = config.selection
-            mining, filters, threshold_record = _threshold(
-                config.mining_config(), filters, encoders.choice.path if sx.projection else None, sx.encoder.name,
-                default_threshold=selection.calibrated,
-                operating_point=selection.operating_point or DEFAULT_OPERATING_POINT,
-                calibration=selection.calibration)
+            mining, filters, threshold_record = run_threshold(
+                config.selection, config.mining_config(), filters, encoders.choice.path if sx.projection else None,
+                sx.encoder.name)
             for side in (sx, sy):  # every shard's sha256 (large stores: now, before any search starts)
                 if hasattr(side.rows, "check_all"):
                     side.rows.check_all()
@@ -213,14 +206,18 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                 search = "approximate"
             # Length bounds were applied above; the selection only needs the ratio filter.
             select_config = mining.replace(min_length=0, max_length=None)
-            # A threshold rule reads the run's candidates before any threshold (mining/threshold_rule.py);
-            # approximate search needs its threshold before the search (its refine), so it keeps the
-            # calibrated single value.
-            rule = threshold_record.get("rule") if search != "approximate" else None
+            # A threshold rule reads the run's candidates before any threshold (mining/threshold_rule.py).
+            # Approximate search refines the neighbourhoods around its threshold, so it needs that before
+            # the search: it keeps a calibrated space's single value; a space without one has no value
+            # to refine around, and its estimate is taken after the search as everywhere.
+            rule = threshold_record.get("rule")
+            if search == "approximate" and rule is not None and rule["rule"] != ESTIMATED:
+                del threshold_record["rule"]
+                rule = None
+                threshold_record["source"] += " (approximate search: the single value, not the rule of the run)"
+                log.info("threshold %g: %s", threshold_record["value"], threshold_record["source"])
             if rule is not None:
                 select_config = select_config.replace(threshold=None)
-            elif threshold_record.pop("rule", None) is not None:
-                threshold_record["source"] += " (approximate search: the single value, not the rule of the run)"
             key = hashlib.sha256(json.dumps(
                 [sx.fingerprint_key(), sy.fingerprint_key(), mining.k, mining.block_rows, mining.block_cols,
                  mining.min_length, mining.max_length, lf, pre_record], default=str).encode()).hexdigest()
@@ -237,7 +234,7 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                 raise InputError(side.path, f"embedding row {row} (input line {int(side.line_numbers[row])}) is "
                                  "not finite (NaN or inf)") from None
             if rule is not None:
-                mined = _apply_rule(mined, rule, threshold_record)
+                mined = apply_run_threshold(mined, threshold_record)
                 mining = mining.replace(threshold=threshold_record["value"])  # what the provenance records
             src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
             # A side the language filter found mostly in another language is not judged by language
@@ -288,57 +285,3 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
         if not config.output.keep_work:
             shutil.rmtree(work, ignore_errors=True)
         return claim.finish(summary)
-
-
-def _apply_rule(mined, rule: dict, record: dict):
-    """The pairs of `mined` (every candidate, no threshold) at the threshold `rule` gives this run;
-    `record` (the summary's threshold) then holds that threshold and the run's share."""
-    share = mutual_null_share(mined)
-    value = rule_threshold(rule, share)
-    record |= {"value": value, "share": round(share, 4),
-               "source": f"{record['source']}, from this run's {rule['rule']} {share:.3f} (rule: t = "
-                         f"{rule['intercept']:g} + {rule['slope']:g} (share in [{rule['floor']:g}, {rule['centre']:g}] - "
-                         f"{rule['centre']:g}))"}
-    log.info("threshold %s: %s", value, record["source"])
-    return keep_at_least(mined, value)
-
-
-def _threshold(config: MiningConfig, filters: PairFilterConfig, projection_dir, encoder_name: str | None, *,
-               default_threshold: bool, operating_point: str = DEFAULT_OPERATING_POINT, calibration=None):
-    """The config and filters to mine with: the threshold (when none was given) and the `score_max`
-    cap (when none was given) of the space mined in, calibrated per operating point and margin
-    (`xmine.mining.defaults`), and what the summary records about them. A space without a
-    calibration keeps every pair and is not capped, and the record says so."""
-
-    found, what = space_defaults(projection_dir, encoder_name)
-    if calibration is not None:  # the user's own record (`xmine calibrate`) of this space comes first
-        found = read_calibration(calibration, encoder_name=encoder_name, projection_dir=projection_dir)
-    record = {"value": config.threshold, "margin": config.margin, "operating_point": None}
-    if config.threshold is not None:
-        record["source"] = "given (--threshold)"
-    elif not default_threshold:
-        record["source"] = "every pair kept (--threshold none)"
-    elif found is None:
-        record["source"] = UNCALIBRATED.format(what=what)
-    else:
-        value = found.threshold(config.margin, operating_point)
-        if value is None:
-            record["source"] = (f"every pair kept: {what} has no calibrated {config.margin} threshold for the "
-                                f"{operating_point} operating point; pass --threshold to choose one")
-        else:
-            config = config.replace(threshold=value)
-            record |= {"value": value, "operating_point": operating_point,
-                       "source": f"the {operating_point} {config.margin} threshold {found.source}"}
-            rule = found.rule(config.margin, operating_point)
-            if rule is not None and config.retrieval == "max":  # moved with the run after the search
-                record["rule"] = {**rule, "calibrated_value": value}
-    if filters.score_max is None:
-        cap = None if found is None else found.score_max.get(filters.score_margin)
-        filters = replace(filters, score_max=cap)
-        record["score_max"] = {"value": cap, "source": f"{found.source}" if cap is not None else
-                               f"no calibrated {filters.score_margin} cap for {what}: not applied"}
-    else:
-        record["score_max"] = {"value": filters.score_max, "source": "given (--score-max)"}
-    if record["value"] is not None:
-        log.info("threshold %s: %s", record["value"], record["source"])
-    return config, filters, record

@@ -12,7 +12,7 @@ or drops it (LASER's `mine_bitexts.py --mode score`, for a bitext one already ha
 3. Per pair: its cosine (`rescore.exact_dot`, the score the search gives), the margin with
    the two neighbourhood means (`margin.margin_score`), and the first rule that drops it:
    `empty` (a side without text), `threshold` (margin below the threshold `mine` uses in this
-   space: `pipeline._threshold`), then the pair filters of `mine` (`filters.apply_pair_filters`,
+   space: `threshold_rule.run_threshold`, its single value), then the pair filters of `mine` (`filters.apply_pair_filters`,
    the language rule included).
 4. The bitext is read again and written with four columns added (`mining.score_output`).
 
@@ -40,7 +40,6 @@ from xmine.inputs import check_compatible, load_side
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.bitext import Bitext
 from xmine.mining.config import EncodingConfig, SearchConfig, SelectionConfig
-from xmine.mining.defaults import DEFAULT_OPERATING_POINT
 from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.filters import PairFilterConfig, apply_pair_filters
 from xmine.mining.margin import margin_score
@@ -48,6 +47,7 @@ from xmine.mining.rescore import exact_dot
 from xmine.mining.score_output import DROP_RULES, PairScores, resolve_score_format, write_scored
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.select import MiningConfig, _masked_mean
+from xmine.mining.threshold_rule import ESTIMATED, run_threshold
 from xmine.mining.writers import tsv_field
 from xmine.artefacts.outputs import claim_output
 from xmine.artefacts.records import to_json
@@ -187,8 +187,6 @@ def score_bitext(
     `kept_only`: write only the kept pairs. `output_format`: tsv, csv, jsonl or parquet (None: by the name
     of `out`). `out` is claimed as `mine` claims its output (`xmine.artefacts.outputs.claim_output`).
     """
-    from xmine.mining.pipeline import _threshold
-
     out = Path(out)
     projection = encoding.projection
     config = MiningConfig(k=search.k, margin=selection.margin, threshold=selection.given_threshold,
@@ -229,12 +227,17 @@ def score_bitext(
                 for side in sides[1:]:
                     check_compatible(sides[0], side)
                 sx, sy = sides[0], sides[1]
-                # mine's threshold and score cap of the space scored in (default_threshold False: none)
-                config, filters, threshold_record = _threshold(
-                    config, filters, encoders.choice.path if sx.projection else None, sx.encoder.name,
-                    default_threshold=selection.calibrated,
-                    operating_point=selection.operating_point or DEFAULT_OPERATING_POINT,
-                    calibration=selection.calibration)
+                # mine's threshold and score cap of the space scored in. A rule of a run reads a mining
+                # run's candidates, which a bitext's own pairs are not: a calibrated space keeps its
+                # single value, and a space without one keeps every pair.
+                config, filters, threshold_record = run_threshold(
+                    selection, config, filters, encoders.choice.path if sx.projection else None, sx.encoder.name)
+                if (rule := threshold_record.pop("rule", None)) is not None:
+                    threshold_record["source"] += (
+                        ": every pair kept; pass --threshold or --calibration to choose one" if rule["rule"] == ESTIMATED
+                        else " (the single value: the rule of a mining run reads its candidates)")
+                    log.info("threshold %s: %s", "none" if threshold_record["value"] is None
+                             else f"{threshold_record['value']:g}", threshold_record["source"])
                 langs = (src_lang, tgt_lang)
                 scores = score_pairs(sx, sy, n, langs=langs, config=config, filters=filters, corpora=tuple(corpora),
                                      approximate=search.approximate_config() if search.approximate else None, work=work / "search",

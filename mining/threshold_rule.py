@@ -1,17 +1,25 @@
-"""A default threshold that follows the run: the calibrated threshold moved by the run's own scores.
+"""The threshold a run of `xmine mine` keeps pairs at, and the rules that move it with the run.
 
-One threshold per space leaves corpora of near-duplicates far from their best F1 (issue #39): where
-many sentences have near-duplicates on the other side (virtual-assistant utterances, boilerplate),
-a translation's margin is small, and few of the candidates that are no translation are each
-other's best in both directions. That share is read off the run itself, without gold, and the
-threshold moves down with it, linearly (`rule_threshold`):
+`run_threshold` decides before the search: a threshold given, none, or the default of the space
+mined in (`xmine.mining.defaults`: the calibrated value per margin and operating point, and the
+`score_max` cap), and whether a rule will replace that value once the run's candidates are known;
+`apply_run_threshold` applies such a rule to the candidates (selected without a threshold). The
+summary line and OUT.json record which it was and why.
+
+**A calibrated space** (balanced point, max retrieval) follows the run: one threshold per space
+leaves corpora of near-duplicates far from their best F1 (issue #39): where many sentences have
+near-duplicates on the other side (virtual-assistant utterances, boilerplate), a translation's
+margin is small, and few of the candidates that are no translation are each other's best in both
+directions. That share is read off the run itself, without gold, and the threshold moves down with
+it, linearly (`rule_threshold`):
 
     t = intercept + slope * (min(max(share, floor), centre) - centre)
 
-Only down: a share above the centre leaves the calibrated intercept. Moved up too, the rule did
-better still on the calibration sets (held out), but corpora denser in translations than any of
-them (the demo: 70% of the sentences have theirs) read as high shares and lost a tenth of their
-translations (benchmarks/results/notes/threshold_rules.md).
+Only down: a share above the centre leaves the rule's intercept (which is the value the rule was
+calibrated around, not necessarily the space's single calibrated threshold: the two are chosen
+apart, benchmarks/results/notes/threshold_rules.md). Moved up too, the rule did better still on the
+calibration sets (held out), but corpora denser in translations than any of them (the demo: 70% of
+the sentences have theirs) read as high shares and lost a tenth of their translations.
 
 `share` (`mutual_null_share`): among the candidates of max retrieval (each source's and each
 target's best, one to one, before any threshold), the share found in both directions
@@ -25,15 +33,32 @@ candidates that are no translation, the rest above it counted as translations.
 it would keep nearly every pair). The intercept, slope, centre and floor are calibrated per space with its other defaults
 (`benchmarks/lab/threshold_rules.py`, held out by family) and recorded beside its single
 thresholds as `threshold_rules` (`xmine.calibration.SpaceDefaults.rules`).
+
+**A space without a calibration** (a user's projection, an encoder xmine ships no values for) has
+no scale to read a threshold on, so its default is estimated from the run alone
+(`estimated_threshold`): the cut of the largest estimated F1 under the same Gumbel null. It
+underestimates the translations of corpora whose translations lie inside the null's bulk (short
+and templated sentences), so it errs towards fewer, cleaner pairs; it never keeps every pair.
 """
 
 from __future__ import annotations
 
+import logging
+from dataclasses import replace
+
 import numpy as np
 
-from xmine.mining.select import BOTH, MinedPairs
+from xmine.mining.calibrate import read_calibration
+from xmine.mining.config import SelectionConfig
+from xmine.mining.defaults import DEFAULT_OPERATING_POINT, space_defaults
+from xmine.mining.filters import PairFilterConfig
+from xmine.mining.select import BOTH, MinedPairs, MiningConfig
+
+log = logging.getLogger(__name__)
 
 RULE_NAME = "mutual-null-share"
+#: the rule of a space without a calibration (`estimated_threshold`)
+ESTIMATED = "estimated-from-run"
 #: the quantiles of the no-translation law the Gumbel is matched at (both in its bulk)
 GUMBEL_LO, GUMBEL_HI = 0.05, 0.5
 #: the no-translation law's quantile below which its share of the candidates is counted
@@ -46,16 +71,17 @@ def _gumbel_q(p: float) -> float:
     return float(-np.log(-np.log(p)))
 
 
-def estimate_true_pairs(scores: np.ndarray, iterations: int = 20) -> float:
-    """The estimated number of translations among candidates scoring `scores` (no gold).
+def null_fit(scores: np.ndarray, iterations: int = 20) -> tuple[float, float, float]:
+    """(mu, beta, n_true): the Gumbel law (location mu, scale beta) of the candidates scoring
+    `scores` that are no translation, and the estimated number of translations (no gold).
 
     The candidates that are no translation hold a share pi0 of them; their law is a Gumbel matched
     at its GUMBEL_LO and GUMBEL_HI quantiles, which are the observed quantiles pi0 * q when the
     translations lie above them; pi0 is the observed share below that law's NULL_SHARE_Q quantile
-    over NULL_SHARE_Q, iterated from 1."""
+    over NULL_SHARE_Q, iterated from 1. Fewer than MIN_CANDIDATES scores: no fit (nan, nan, 0)."""
     n = len(scores)
     if n < MIN_CANDIDATES:
-        return 0.0
+        return float("nan"), float("nan"), 0.0
     asc = np.sort(np.asarray(scores, dtype=np.float64))
     pi0 = 1.0
     for _ in range(iterations):
@@ -68,7 +94,27 @@ def estimate_true_pairs(scores: np.ndarray, iterations: int = 20) -> float:
         pi0 = new
         if done:
             break
-    return n * (1 - pi0)
+    return float(mu), float(beta), n * (1 - pi0)
+
+
+def estimate_true_pairs(scores: np.ndarray) -> float:
+    """The estimated number of translations among candidates scoring `scores` (`null_fit`)."""
+    return null_fit(scores)[2]
+
+
+def estimated_threshold(scores: np.ndarray) -> float | None:
+    """The threshold of a space without a calibration: among the candidates scoring `scores`, the
+    cut that keeps the largest estimated F1, the false pairs above a cut counted by `null_fit`'s
+    null and the translations by its estimate. None: too few candidates to fit (MIN_CANDIDATES)."""
+    mu, beta, n_true = null_fit(scores)
+    if not np.isfinite(mu):
+        return None
+    desc = np.sort(np.asarray(scores, dtype=np.float64))[::-1]
+    kept = np.arange(1, len(desc) + 1)
+    null_above = (len(desc) - n_true) * -np.expm1(-np.exp(-(desc - mu) / beta))
+    true_kept = np.clip(kept - null_above, 0, None)
+    f1 = 2 * true_kept / (kept + max(n_true, 1.0))
+    return float(np.float32(desc[int(np.argmax(f1))]))
 
 
 def mutual_null_share(mined: MinedPairs) -> float:
@@ -96,4 +142,74 @@ def keep_at_least(mined: MinedPairs, threshold: float) -> MinedPairs:
                       direction=mined.direction[:n])
 
 
-__all__ = ["RULE_NAME", "estimate_true_pairs", "keep_at_least", "mutual_null_share", "rule_threshold"]
+def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: PairFilterConfig, projection_dir,
+                  encoder_name: str | None) -> tuple[MiningConfig, PairFilterConfig, dict]:
+    """The config and filters to search and select with, and the summary's `threshold` record.
+
+    `selection.threshold` a number or None: that (None: every pair kept). "default": the space's
+    calibrated value (`selection.calibration`, the user's `xmine calibrate` record, before the
+    shipped ones) at `selection.operating_point` for `config.margin`; where the space has a rule
+    for it (max retrieval), `record["rule"]` says so and `apply_run_threshold` replaces the value
+    after the search. A space without a calibration gets the `ESTIMATED` rule. `filters.score_max`
+    None: the space's calibrated cap for `filters.score_margin` (none without a calibration)."""
+    found, what = space_defaults(projection_dir, encoder_name)
+    if selection.calibration is not None:
+        found = read_calibration(selection.calibration, encoder_name=encoder_name, projection_dir=projection_dir)
+    point = selection.operating_point or DEFAULT_OPERATING_POINT
+    record = {"value": config.threshold, "margin": config.margin, "operating_point": None}
+    if config.threshold is not None:
+        record["source"] = "given (--threshold)"
+    elif not selection.calibrated:
+        record["source"] = "every pair kept (--threshold none)"
+    elif found is None:
+        record |= {"source": f"no calibrated default for this space ({what})", "rule": {"rule": ESTIMATED}}
+    elif (value := found.threshold(config.margin, point)) is None:
+        record["source"] = (f"every pair kept: {what} has no calibrated {config.margin} threshold for the "
+                            f"{point} operating point; pass --threshold to choose one")
+    else:
+        config = config.replace(threshold=value)
+        record |= {"value": value, "operating_point": point,
+                   "source": f"the {point} {config.margin} threshold {found.source}"}
+        rule = found.rule(config.margin, point)
+        if rule is not None and config.retrieval == "max":
+            record["rule"] = {**rule, "calibrated_value": value}
+    if filters.score_max is None:
+        cap = None if found is None else found.score_max.get(filters.score_margin)
+        filters = replace(filters, score_max=cap)
+        record["score_max"] = {"value": cap, "source": f"{found.source}" if cap is not None else
+                               f"no calibrated {filters.score_margin} cap for {what}: not applied"}
+    else:
+        record["score_max"] = {"value": filters.score_max, "source": "given (--score-max)"}
+    if record["value"] is not None and "rule" not in record:  # a rule's value is logged once it is known
+        log.info("threshold %g: %s", record["value"], record["source"])
+    return config, filters, record
+
+
+def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
+    """The pairs of `mined` (every candidate, no threshold) at the threshold `record["rule"]` gives
+    this run; `record` (`run_threshold`'s) then holds that threshold and how it was found."""
+    rule = record["rule"]
+    if rule["rule"] == ESTIMATED:
+        value = estimated_threshold(mined.score)
+        if value is None:
+            record["source"] += (f": every pair kept (too few candidates, {len(mined)}, to estimate a threshold "
+                                 "from the run); pass --threshold to choose one")
+            log.info("%s", record["source"])
+            return mined
+        record |= {"value": value, "estimated_translations": round(estimate_true_pairs(mined.score), 1),
+                   "source": f"{record['source']}: estimated from this run's scores (the cut of the largest "
+                             f"estimated F1 among its {len(mined):,} candidates); pass --threshold or "
+                             "--calibration to choose one"}
+    else:
+        share = mutual_null_share(mined)
+        value = rule_threshold(rule, share)
+        record |= {"value": value, "share": round(share, 4),
+                   "source": f"{record['source']}, from this run's {rule['rule']} {share:.3f} (rule: t = "
+                             f"{rule['intercept']:g} + {rule['slope']:g} (share in [{rule['floor']:g}, "
+                             f"{rule['centre']:g}] - {rule['centre']:g}))"}
+    log.info("threshold %g: %s", record["value"], record["source"])
+    return keep_at_least(mined, record["value"])
+
+
+__all__ = ["ESTIMATED", "RULE_NAME", "apply_run_threshold", "estimate_true_pairs", "estimated_threshold",
+           "keep_at_least", "mutual_null_share", "null_fit", "rule_threshold", "run_threshold"]

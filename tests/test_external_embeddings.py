@@ -67,6 +67,50 @@ def test_laser_f32_embeddings_mine_to_the_pairs_of_the_same_vectors_embedded_in_
                "--tgt-lang", "en"), "made elsewhere", "--encoder-name laser-test")
 
 
+def test_a_space_without_calibration_mines_at_a_threshold_estimated_from_the_run(corpus, tmp_path):
+    """Vectors made elsewhere (an encoder name xmine ships no calibration for): plain `xmine mine`
+    keeps neither every pair nor none, but the pairs above the threshold the run's own scores give,
+    and the summary line and OUT.json say that the threshold was estimated and how to choose one."""
+    for lang in ("de", "en"):
+        ok(_embed_external(corpus, lang, tmp_path / f"s.{lang}"))
+    gold = set(zip(flores_lines_of(corpus, "de")[:150], flores_lines_of(corpus, "en_sorted")[:150]))
+    run = ok(xm("mine", tmp_path / "s.de", tmp_path / "s.en", "-o", tmp_path / "m.tsv", "--src-lang", "de",
+                "--tgt-lang", "en", "-q"))
+    assert "estimated from this run's scores" in run.output and "--threshold" in run.output, run.output
+    t = json.loads((tmp_path / "m.tsv.json").read_text())["threshold"]
+    assert t["rule"] == {"rule": "estimated-from-run"} and t["value"] is not None and t["score_max"]["value"] is None
+    kept = _pairs(tmp_path / "m.tsv")
+    every = tmp_path / "all.tsv"
+    ok(xm("mine", tmp_path / "s.de", tmp_path / "s.en", "-o", every, "--src-lang", "de", "--tgt-lang", "en", "-q",
+          "--threshold", "none"))
+    everything = _pairs(every)
+    found = len(set(kept) & gold)
+    # measured: 125 of the 150 kept, all correct; every pair kept: ~190 pairs, a fifth of them wrong
+    assert found >= 115 and found / len(kept) >= 0.95, (found, len(kept))
+    assert len(set(everything) - gold) > 2 * len(set(kept) - gold) + 10, (len(everything), len(kept))
+    scores = [float(line.split("\t")[0]) for line in (tmp_path / "m.tsv").read_text(encoding="utf-8").splitlines()]
+    assert min(scores) >= np.float32(t["value"])
+    # approximate search: no calibrated value to refine around, so the run's estimate is taken after it too
+    ok(xm("mine", tmp_path / "s.de", tmp_path / "s.en", "-o", tmp_path / "a.tsv", "--src-lang", "de",
+          "--tgt-lang", "en", "-q", "--approximate"))
+    ta = json.loads((tmp_path / "a.tsv.json").read_text())["threshold"]
+    assert ta["rule"] == {"rule": "estimated-from-run"} and len(set(_pairs(tmp_path / "a.tsv")) & gold) >= 115
+
+
+def flores_lines_of(corpus, name: str) -> list[str]:
+    """The fixture's lines: "de" as written; "en_sorted" the English lines back in FLORES order (the
+    150 translations first, as the German side has them)."""
+    if name == "de":
+        return (corpus / "de.txt").read_text(encoding="utf-8").splitlines()
+    en = (corpus / "en.txt").read_text(encoding="utf-8").splitlines()
+    order = list(range(200))
+    random.Random(0).shuffle(order)
+    back = [""] * 200
+    for i, j in enumerate(order):
+        back[j] = en[i]
+    return back
+
+
 def test_every_format_stores_the_same_vectors(corpus, tmp_path):
     import datasets
     import pyarrow as pa

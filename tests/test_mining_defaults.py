@@ -13,8 +13,9 @@ from flores import flores_lines
 from xmine.mining.defaults import CALIBRATION, OPERATING_POINTS, encoder_defaults, space_defaults
 from xmine.mining.filters import PairFilterConfig
 from xmine.mining.margin import MARGINS
-from xmine.mining.pipeline import _threshold
+from xmine.mining.config import SelectionConfig
 from xmine.mining.select import MiningConfig
+from xmine.mining.threshold_rule import ESTIMATED, run_threshold
 from xmine.encoders.projection import shipped_dir
 
 #: every space xmine ships: (projection dir, encoder)
@@ -30,13 +31,14 @@ def test_every_shipped_space_has_a_default_threshold_and_cap(space):
     for margin in MARGINS:
         got = {}
         for point in OPERATING_POINTS:
-            config, filters, record = _threshold(MiningConfig(margin=margin), PairFilterConfig(), projection_dir,
-                                                 encoder, default_threshold=True, operating_point=point)
+            config, filters, record = run_threshold(SelectionConfig(margin=margin, operating_point=point),
+                                                    MiningConfig(margin=margin), PairFilterConfig(), projection_dir,
+                                                    encoder)
             assert config.threshold is not None and record["value"] == config.threshold, record
             assert record["operating_point"] == point and "calibrated" in record["source"]
             got[point] = config.threshold
         assert got["precision"] > got["balanced"], (space, margin, got)
-    _, filters, record = _threshold(MiningConfig(), PairFilterConfig(), projection_dir, encoder, default_threshold=True)
+    _, filters, record = run_threshold(SelectionConfig(), MiningConfig(), PairFilterConfig(), projection_dir, encoder)
     assert filters.score_max is not None and filters.score_max > config.threshold
     assert record["score_max"]["value"] == filters.score_max and "calibrated" in record["score_max"]["source"]
 
@@ -51,18 +53,44 @@ def test_the_spaces_have_their_own_values():
     assert encoder_defaults("use-m3").thresholds == recorded["use-m3"]["operating_points"]
 
 
-def test_a_space_without_calibration_says_so(tmp_path):
-    """A user's projection (no SHIPPED.json) or an unknown encoder: every pair kept, uncapped, and
-    the record says why and what to pass."""
+def test_a_space_without_calibration_gets_a_threshold_from_the_run(tmp_path):
+    """A user's projection (no SHIPPED.json) or an unknown encoder: no calibrated value and no cap,
+    so the threshold is left to the run's own estimate (`ESTIMATED`), and the record says why; a
+    threshold and cap given are used as given."""
     for projection_dir, encoder in ((tmp_path, "me5-small"), (None, "my-encoder")):
-        config, filters, record = _threshold(MiningConfig(), PairFilterConfig(), projection_dir, encoder,
-                                             default_threshold=True)
+        config, filters, record = run_threshold(SelectionConfig(), MiningConfig(), PairFilterConfig(), projection_dir,
+                                                encoder)
         assert config.threshold is None and filters.score_max is None
-        assert "no calibrated default" in record["source"] and "--threshold" in record["source"]
+        assert record["rule"] == {"rule": ESTIMATED} and "no calibrated default" in record["source"]
         assert "not applied" in record["score_max"]["source"]
-    config, filters, record = _threshold(MiningConfig(threshold=1.3), PairFilterConfig(score_max=2.5), None, "use-m3",
-                                         default_threshold=True)
+    config, filters, record = run_threshold(SelectionConfig(threshold=1.3), MiningConfig(threshold=1.3),
+                                            PairFilterConfig(score_max=2.5), None, "use-m3")
     assert (config.threshold, filters.score_max) == (1.3, 2.5) and "given" in record["score_max"]["source"]
+    assert "rule" not in record
+
+
+def test_the_estimated_threshold_keeps_near_the_best_f1_of_a_mixture():
+    """Candidates that are no translation drawn from a Gumbel law (a best-of-neighbours score) and
+    translations above them: the threshold estimated without gold keeps an F1 within a few points of
+    the best cut's, far above keeping every candidate; too few candidates give no estimate."""
+    import numpy as np
+
+    from xmine.mining.calibrate import threshold_sweep
+    from xmine.mining.threshold_rule import estimated_threshold
+
+    rng = np.random.default_rng(3)
+    for n_null, n_true, gap in ((5000, 100, 0.05), (2000, 500, 0.04), (20000, 300, 0.06)):
+        score = np.concatenate([rng.gumbel(1.0, 0.008, n_null), rng.normal(1.0 + gap, 0.015, n_true)])
+        correct = np.arange(len(score)) >= n_null
+        order = np.argsort(-score, kind="stable")
+        _, _, _, f1, cut = threshold_sweep(score[order], correct[order], n_true)
+        t = estimated_threshold(score.astype(np.float32))
+        kept = score.astype(np.float32) >= np.float32(t)
+        tp = int(np.count_nonzero(kept & correct))
+        f1_at = 2 * tp / (kept.sum() + n_true)
+        assert f1_at >= f1[cut].max() - 0.05, (n_null, n_true, t, f1_at, f1[cut].max())
+        assert f1_at > 2 * 2 * n_true / (len(score) + n_true)  # far above keeping every candidate
+    assert estimated_threshold(np.array([1.1, 1.0, 0.9], np.float32)) is None
 
 
 def test_a_damaged_calibration_is_one_error(tmp_path):

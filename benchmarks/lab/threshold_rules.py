@@ -555,6 +555,74 @@ def table_rows(result) -> list[list]:
 
 
 
+# ---------------------------------------------------------------- a space without a calibration
+@command.command("uncalibrated")
+@click.option("--space", "spaces", type=click.Choice(list(SPACES)), multiple=True, help="Default: those with kNN lists.")
+@click.option("--no-write", is_flag=True, help="Print the table only.")
+def uncalibrated_command(spaces, no_write):
+    """The default of a space without a calibration (`threshold_rule.estimated_threshold`, the run's
+    own estimate) on every set of every space taken as uncalibrated, beside keeping every pair;
+    write benchmarks/results/threshold-uncalibrated.json.
+
+    Nothing is chosen here (the estimate has no parameter fitted to these sets; its Gumbel quantiles
+    are those of the shipped rule's translation count), so every set is reported, per family."""
+    from calibration_sets import fingerprint
+    from xmine.mining.threshold_rule import estimated_threshold
+
+    started = time.monotonic()
+    sets = _sets()
+    meta = [dict(name=s.name, **s.counts) for s in sets]
+    sha = fingerprint(sets)
+    result = {"command": "python benchmarks/lab/run.py threshold-rules uncalibrated", "k": KNN, "margin": MARGIN,
+              "retrieval": "max", "sets_sha256": sha, "spaces": {}}
+    for space in spaces or [s for s in SPACES if knn_path(s).exists()]:
+        arrays = np.load(knn_path(space))
+        if str(arrays["sets_sha256"]) != sha:
+            raise click.ClickException(f"{knn_path(space)}: made on other sets; run `knn` again")
+        langs = SPACE_LANGUAGES.get(space)  # the languages the space is calibrated on, as `study`
+        runs = runs_of(space, [m for m in meta if langs is None or m["iso"] in langs])
+        family = {m["name"]: m["family"] for m in meta}
+        per_rule = {}
+        for rule in ("every pair kept", "estimated from the run"):
+            rows = []
+            for n, by_mode in runs.items():
+                run = by_mode["max"]
+                t = float(run.s[-1]) if rule == "every pair kept" else estimated_threshold(run.s.astype(np.float32))
+                t = float(run.s[-1]) if t is None else t
+                rows.extend(evaluate(runs, family, {n: ("max", t)}))
+            per_rule[rule] = {"families": {f: summarise([r for r in rows if r["family"] == f]) for f in FAMILY_ORDER
+                                           if any(r["family"] == f for r in rows)},
+                              "mean": summarise(rows), "sets": rows}
+        result["spaces"][space] = per_rule
+    lines = [f"{'space':<14} {'rule':<23} " + " ".join(f"{f:>9}" for f in FAMILY_ORDER)
+             + f" {'mean':>6} {'worst':>6} {'>8':>3} {'P':>5} {'P3':>5} {'R':>5}"]
+    rows_out = []
+    for space, per_rule in result["spaces"].items():
+        for rule, h in per_rule.items():
+            m = h["mean"]
+            cells = [h["families"][f]["gap"] if f in h["families"] else None for f in FAMILY_ORDER]
+            lines.append(f"{space:<14} {rule:<23} " + " ".join(f"{c:9.1f}" if c is not None else f"{'-':>9}"
+                                                                for c in cells)
+                         + f" {m['gap']:6.1f} {m['worst_gap']:6.1f} {m['over_8']:3d} {m['precision']:5.1f} "
+                           f"{m['precision_families']:5.1f} {m['recall']:5.1f}")
+            rows_out.append([space, rule] + [None if c is None else round(c, 1) for c in cells]
+                            + [round(m["gap"], 1), round(m["worst_gap"], 1), m["over_8"], round(m["precision"], 1),
+                               round(m["precision_families"], 1), round(m["recall"], 1)])
+    click.echo("\n".join(lines))
+    if no_write:
+        return
+    from calibrate_defaults import DATA, _encoder
+    from calibration_sets import source_files
+    from xmine.benchmarks.common import RawEmbedder, Variant, results_dir, write_result
+
+    out = results_dir() / "threshold-uncalibrated.json"
+    enc = _encoder(SPACES[next(iter(result["spaces"]))][0])  # the encoder of the (first) space measured
+    write_result(out, task="threshold_uncalibrated", encoder=enc, variants=[Variant("raw", "raw", RawEmbedder(enc))],
+                 data_files=source_files(DATA), parameters={"command": result["command"], "k": KNN, "margin": MARGIN},
+                 columns=COLUMNS[:-1], rows=rows_out, details=result, seconds=time.monotonic() - started)
+    click.echo(f"-> {out}")
+
+
 # ---------------------------------------------------------------- shipping the rule
 #: the study's rule `install` ships, and its name in the product (`xmine.mining.threshold_rule`)
 SHIPPED_RULE, PRODUCT_RULE = "mutual-null-down-nested", "mutual-null-share"

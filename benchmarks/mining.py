@@ -312,7 +312,8 @@ def evaluate_set(embed_fn, files: dict[str, Path], *, threshold: float | str | N
     correct = np.array([c in gold for c in cands], dtype=bool)
     best_t, _ = best_threshold(scores, correct, len(gold))
     if threshold == ESTIMATED:
-        threshold = estimated_threshold(np.asarray(scores, dtype=np.float32))
+        estimate = estimated_threshold(np.asarray(scores, dtype=np.float32))
+        threshold = None if estimate is None else estimate[0]
     best = evaluate({c for c, s in zip(cands, scores) if s >= best_t}, gold)
     at_default = evaluate({c for c, s in zip(cands, scores) if threshold is None or s >= threshold}, gold)
     out = {"best": {"threshold": best_t, **best}, "default": {"threshold": threshold, **at_default},

@@ -161,8 +161,8 @@ def evaluate_noisy(embed_fn, data: Path, ms, *, threshold: float | str, seed: in
     text_s, text_e = dict(zip(*src)), dict(zip(*en))
     cands, scores = mine_candidates(src, en, embed_fn)
     if threshold == ESTIMATED:
-        threshold = estimated_threshold(np.asarray(scores, dtype=np.float32))
-        threshold = -np.inf if threshold is None else threshold
+        estimate = estimated_threshold(np.asarray(scores, dtype=np.float32))
+        threshold = -np.inf if estimate is None else estimate[0]
     clean_cands, clean_scores = mine_candidates(ms.src, ms.en, embed_fn)
     clean = _prf([c for c, s in zip(clean_cands, clean_scores) if s >= threshold], gold)
     at = [(c, s) for c, s in zip(cands, scores) if s >= threshold]

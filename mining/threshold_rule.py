@@ -102,10 +102,11 @@ def estimate_true_pairs(scores: np.ndarray) -> float:
     return null_fit(scores)[2]
 
 
-def estimated_threshold(scores: np.ndarray) -> float | None:
-    """The threshold of a space without a calibration: among the candidates scoring `scores`, the
-    cut that keeps the largest estimated F1, the false pairs above a cut counted by `null_fit`'s
-    null and the translations by its estimate. None: too few candidates to fit (MIN_CANDIDATES)."""
+def estimated_threshold(scores: np.ndarray) -> tuple[float, float] | None:
+    """The threshold of a space without a calibration and the estimated number of translations:
+    among the candidates scoring `scores`, the cut that keeps the largest estimated F1, the false
+    pairs above a cut counted by `null_fit`'s null and the translations by its estimate. None: too
+    few candidates to fit (MIN_CANDIDATES)."""
     mu, beta, n_true = null_fit(scores)
     if not np.isfinite(mu):
         return None
@@ -114,7 +115,7 @@ def estimated_threshold(scores: np.ndarray) -> float | None:
     null_above = (len(desc) - n_true) * -np.expm1(-np.exp(-(desc - mu) / beta))
     true_kept = np.clip(kept - null_above, 0, None)
     f1 = 2 * true_kept / (kept + max(n_true, 1.0))
-    return float(np.float32(desc[int(np.argmax(f1))]))
+    return float(np.float32(desc[int(np.argmax(f1))])), n_true
 
 
 def mutual_null_share(mined: MinedPairs) -> float:
@@ -190,13 +191,13 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
     this run; `record` (`run_threshold`'s) then holds that threshold and how it was found."""
     rule = record["rule"]
     if rule["rule"] == ESTIMATED:
-        value = estimated_threshold(mined.score)
-        if value is None:
+        estimate = estimated_threshold(mined.score)
+        if estimate is None:
             record["source"] += (f": every pair kept (too few candidates, {len(mined)}, to estimate a threshold "
                                  "from the run); pass --threshold to choose one")
             log.info("%s", record["source"])
             return mined
-        record |= {"value": value, "estimated_translations": round(estimate_true_pairs(mined.score), 1),
+        record |= {"value": estimate[0], "estimated_translations": round(estimate[1], 1),
                    "source": f"{record['source']}: estimated from this run's scores (the cut of the largest "
                              f"estimated F1 among its {len(mined):,} candidates); pass --threshold or "
                              "--calibration to choose one"}

@@ -84,12 +84,13 @@ def test_the_estimated_threshold_keeps_near_the_best_f1_of_a_mixture():
         correct = np.arange(len(score)) >= n_null
         order = np.argsort(-score, kind="stable")
         _, _, _, f1, cut = threshold_sweep(score[order], correct[order], n_true)
-        t = estimated_threshold(score.astype(np.float32))
+        t, n_est = estimated_threshold(score.astype(np.float32))
         kept = score.astype(np.float32) >= np.float32(t)
         tp = int(np.count_nonzero(kept & correct))
         f1_at = 2 * tp / (kept.sum() + n_true)
         assert f1_at >= f1[cut].max() - 0.05, (n_null, n_true, t, f1_at, f1[cut].max())
         assert f1_at > 2 * 2 * n_true / (len(score) + n_true)  # far above keeping every candidate
+        assert 0 < n_est < len(score) / 2, n_est
     assert estimated_threshold(np.array([1.1, 1.0, 0.9], np.float32)) is None
 
 

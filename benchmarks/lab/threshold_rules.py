@@ -587,8 +587,8 @@ def uncalibrated_command(spaces, no_write):
             rows = []
             for n, by_mode in runs.items():
                 run = by_mode["max"]
-                t = float(run.s[-1]) if rule == "every pair kept" else estimated_threshold(run.s.astype(np.float32))
-                t = float(run.s[-1]) if t is None else t
+                estimate = None if rule == "every pair kept" else estimated_threshold(run.s.astype(np.float32))
+                t = float(run.s[-1]) if estimate is None else estimate[0]
                 rows.extend(evaluate(runs, family, {n: ("max", t)}))
             per_rule[rule] = {"families": {f: summarise([r for r in rows if r["family"] == f]) for f in FAMILY_ORDER
                                            if any(r["family"] == f for r in rows)},

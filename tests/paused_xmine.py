@@ -1,7 +1,7 @@
 """`xmine` in a child process that stops at a known point until the test lets it go on.
 
 The kill tests interrupt a command mid-run. They wait on an event, never on time: the child
-(this file run as a script) wraps one function of xmine, `MODULE:NAME`, so that when its Nth
+(this file run as a script) wraps one function of xmine, `MODULE:NAME` (or `MODULE:CLASS.METHOD`), so that when its Nth
 call has returned it writes one line to a pipe the test reads and then blocks reading a second
 pipe whose writing end only the test holds. The test's blocking read returns that line (the
 child is now stopped at that point and cannot go further), or end-of-file when the child ended
@@ -24,8 +24,11 @@ from typing import Iterator
 
 def _run_paused(at: str, nth: int, ready_fd: int, go_fd: int, args: list[str]) -> None:
     module_name, name = at.split(":")
-    module = importlib.import_module(module_name)
-    original = getattr(module, name)
+    owner = importlib.import_module(module_name)
+    *path, name = name.split(".")  # "Class.method" wraps the method on its class
+    for part in path:
+        owner = getattr(owner, part)
+    original = getattr(owner, name)
     calls = 0
 
     def paused(*a, **kw):
@@ -37,7 +40,7 @@ def _run_paused(at: str, nth: int, ready_fd: int, go_fd: int, args: list[str]) -
             os.read(go_fd, 1)  # blocks until the test writes or closes its end (or a signal ends us)
         return result
 
-    setattr(module, name, paused)
+    setattr(owner, name, paused)
     from xmine.cli import main
 
     sys.argv = ["xmine", *args]
@@ -47,7 +50,7 @@ def _run_paused(at: str, nth: int, ready_fd: int, go_fd: int, args: list[str]) -
 @contextlib.contextmanager
 def paused_xmine(at: str, nth: int, *args) -> Iterator[subprocess.Popen]:
     """`xmine ARGS` in a child, stopped after the `nth` call of `at` ("module:function", looked up
-    where it is called from) has returned; yields the stopped child. Fails when the child ends
+    where it is called from, or "module:Class.method") has returned; yields the stopped child. Fails when the child ends
     before it gets there. On leaving, a child still running is killed."""
     ready_r, ready_w = os.pipe()
     go_r, go_w = os.pipe()

@@ -34,6 +34,7 @@ def corpora(data_dir, tmp_path):
     fs.rm(f"/{root}", recursive=True)
 
 
+@pytest.mark.slow
 def test_mine_reads_urls_as_it_reads_the_files_and_records_the_urls(corpora, tmp_path):
     args = ("--src-lang", "de", "--tgt-lang", "en", "-q")
     ok(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt.gz", *args, "-o", tmp_path / "local.tsv"))

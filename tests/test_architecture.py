@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +14,21 @@ CORE = Path(__file__).resolve().parent.parent / "xmine"
 FEATURES = ("xmine.disentangle", "xmine.index", "xmine.mining", "xmine.benchmarks")
 
 
+@functools.lru_cache(maxsize=None)
+def _parsed(path: Path, stamp: tuple[int, int]) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+def _tree(path: Path) -> ast.Module:
+    """The module's syntax tree, parsed once per version of the file (the checks below walk every
+    module several times; none changes a tree)."""
+    st = path.stat()
+    return _parsed(path, (st.st_mtime_ns, st.st_size))
+
+
 def _imports(path: Path) -> set[str]:
     names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
@@ -147,7 +160,7 @@ def _import_graph(modules: dict[str, Path], *, module_level_only: bool = False) 
     for module, path in modules.items():
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         found: set[str] = set()
-        for node, in_function in _import_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        for node, in_function in _import_nodes(_tree(path)):
             if not (module_level_only and in_function):
                 found |= _imported(node, package, modules)
         for target in list(found):
@@ -260,7 +273,7 @@ def _heavy_modules(modules: dict[str, Path]) -> set[str]:
     level, or through another of the package's modules they import at module level."""
     heavy = {module for module, path in modules.items()
              if any(not in_function and _third_party(node) & LAZY_MODULES
-                    for node, in_function in _import_nodes(ast.parse(path.read_text(encoding="utf-8"))))}
+                    for node, in_function in _import_nodes(_tree(path)))}
     graph = _import_graph(modules, module_level_only=True)
     grown = True
     while grown:
@@ -279,7 +292,7 @@ def _lazy_imports(modules: dict[str, Path]) -> dict[str, list[str]]:
         if "lab" in path.relative_to(ROOT).parts:
             continue  # the lab's scripts, not installed
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-        for node, in_function in _import_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        for node, in_function in _import_nodes(_tree(path)):
             if not in_function:
                 continue
             light = sorted((_third_party(node) - LAZY_MODULES) | (_imported(node, package, modules) - heavy))
@@ -338,7 +351,7 @@ def test_only_the_listed_modules_import_by_name_at_run_time():
     for module, path in _package_modules().items():
         if "lab" in path.relative_to(ROOT).parts:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.Call) and (
                     (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
                     or (isinstance(node.func, ast.Name) and node.func.id in ("__import__", "import_module"))):
@@ -355,7 +368,7 @@ RAY_MODULES = {"xmine.exec.cluster", "xmine.exec.executor"}
 def test_only_the_executor_and_the_engine_use_ray():
     users = set()
     for module, path in _package_modules().items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_tree(path)):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
             if any(n == "ray" or n.startswith("ray.") for n in names):
@@ -373,7 +386,7 @@ def test_every_imported_name_exists_where_it_is_imported_from():
     missing = []
     for module, path in sorted(modules.items()):
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_tree(path)):
             if not isinstance(node, ast.ImportFrom):
                 continue
             base = _from_module(node, package)

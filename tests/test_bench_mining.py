@@ -64,6 +64,7 @@ def test_unknown_language_is_refused(data_dir):
     assert r.exit_code == 2 and "xx" in r.output
 
 
+@pytest.mark.slow
 def test_quick_run_matches_bench_bucc(data_dir, tmp_path):
     """The quick form end to end with the real encoder; `bench bucc` on the same files agrees."""
     from xmine.cli import main

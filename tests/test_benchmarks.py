@@ -156,6 +156,7 @@ def _cli():
     return main
 
 
+@pytest.mark.slow
 def test_cli_bench_tatoeba_quick_with_default_encoder_and_report(tmp_path, data_dir):
     out = tmp_path / "tatoeba.json"
     res = CliRunner().invoke(

@@ -48,6 +48,7 @@ def _write_split(root, split, de, en, n_par, n_noise, seed):
     (root / f"de-en.{split}.gold").write_text("".join(f"{a}\t{b}\n" for a, b in gold), encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_bucc_on_hidden_flores_translations(tmp_path, data_dir, me5):
     de, en = flores_lines(data_dir, "deu_Latn"), flores_lines(data_dir, "eng_Latn")
     root = tmp_path / "bucc2018"

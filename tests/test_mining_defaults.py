@@ -218,6 +218,7 @@ def test_no_shipped_rule_keeps_every_pair(space):
         assert 1.0 < rule_threshold(rule, share) < found.score_max["ratio"], (share, rule)
 
 
+@pytest.mark.slow
 def test_mine_states_the_rule_and_the_threshold_it_gave(data_dir, tmp_path):
     """`xmine mine` at the default (the shipped projection, balanced): the threshold the space's rule
     gives this run, stated in OUT.json with the run's share, every pair kept at or above it; the

@@ -216,6 +216,7 @@ def test_langid_command_with_a_library(data_dir, tmp_path):
     assert r.exit_code == 2
 
 
+@pytest.mark.slow
 def test_lang_filter_drops_other_language_lines_before_mining(data_dir, tmp_path):
     """--lang-filter: English lines on the German side leave it before the search (counted in
     OUT.json); it needs both languages, checked before anything is written."""

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from paused_xmine import paused_xmine
 from xmine.cli import main
 
 # Slow tier (`pytest -m "not slow"` is the fast one): a real local Ray cluster, started once for the module.
@@ -31,17 +32,37 @@ ray = pytest.importorskip("ray") if os.environ.get("CI", "").lower() != "true" e
 ENCODER = "use-m3"
 
 
+#: The processes `ray.init` started for the `cluster` fixture (its GCS server, raylet and helpers):
+#: the kill tests act only on their descendants, never on another cluster's processes.
+CLUSTER_ROOTS: set[int] = set()
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        stat = (Path("/proc") / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])  # the field after the name is the state, then the ppid
+
+
+def _children(pid: int) -> set[int]:
+    return {int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit() and _parent(int(d.name)) == pid}
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """A local Ray cluster with 2 CPUs for this module; its address lets a subprocess join it."""
     started = not ray.is_initialized()
     if started:
+        before = _children(os.getpid())
         ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING",
                  runtime_env={"env_vars": {k: os.environ[k] for k in ("XMINE_HOME", "HF_HUB_OFFLINE",
                                                                        "TRANSFORMERS_OFFLINE") if k in os.environ}})
+        CLUSTER_ROOTS.update(_children(os.getpid()) - before)
     yield ray.get_runtime_context().gcs_address
     if started:
         ray.shutdown()
+        CLUSTER_ROOTS.clear()
 
 
 def _run(*args, ok=True):
@@ -264,29 +285,25 @@ def test_the_pool_encoder_of_train_encodes_like_the_encoder(cluster, corpora, us
     assert np.abs(got - want).max() < 1e-5  # other batches: the same vectors up to float rounding
 
 
-def _descends_from_this_test(pid: int) -> bool:
-    """Whether `pid` is a descendant of this test process (its Ray cluster's workers are: `ray.init`
-    starts the raylet as a child); a process of any other Ray cluster on the machine is not."""
-    me = os.getpid()
-    while pid > 1:
-        try:
-            stat = (Path("/proc") / str(pid) / "stat").read_text()
-        except OSError:
-            return False
-        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the name is the state, then the ppid
-        if pid == me:
+def _of_this_cluster(pid: int) -> bool:
+    """Whether `pid` descends from a process `ray.init` started for this module's cluster (its
+    workers are the raylet's children); a process of any other Ray cluster on the machine, or any
+    other process of this test session, is not."""
+    while pid is not None and pid > 1:
+        if pid in CLUSTER_ROOTS:
             return True
+        pid = _parent(pid)
     return False
 
 
 def _processes(title: str) -> list[int]:
-    """PIDs of the processes of THIS test's cluster whose command line starts with `title` (Ray
+    """PIDs of the processes of THIS module's cluster whose command line starts with `title` (Ray
     sets a worker's title to ray::<task> while it runs one); never another session's."""
     pids = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                if (d / "cmdline").read_bytes().startswith(title.encode()) and _descends_from_this_test(int(d.name)):
+                if (d / "cmdline").read_bytes().startswith(title.encode()) and _of_this_cluster(int(d.name)):
                     pids.append(int(d.name))
             except OSError:
                 continue
@@ -333,6 +350,7 @@ def test_a_killed_worker_task_is_retried(cluster):
     y /= np.linalg.norm(y, axis=1, keepdims=True)
     stop, killed = threading.Event(), []
     killer = threading.Thread(target=_kill_first, args=("ray::tile_knn", stop, killed))
+    assert CLUSTER_ROOTS, "the kill tests act on the cluster this module starts; Ray was already running"
     killer.start()
     try:
         got = exact_knn_both(x, y, 4, executor=OnRay(), tile_rows=2048, tile_cols=2048)
@@ -349,6 +367,7 @@ def test_a_killed_encoder_actor_is_restarted(cluster, corpora, local_store, tmp_
     stop, killed = threading.Event(), []
     killer = threading.Thread(target=_kill_first, args=("ray::PoolActor", stop, killed))
     on_ray = tmp_path / "ray"
+    assert CLUSTER_ROOTS, "the kill tests act on the cluster this module starts; Ray was already running"
     killer.start()
     try:
         _run("embed", *_embed_args(corpora), "-o", on_ray, "--ray", cluster)
@@ -376,17 +395,14 @@ def _kill_when(driver: subprocess.Popen, ready, *, timeout: float) -> None:
 def test_a_killed_driver_resumes_from_finished_shards(cluster, corpora, local_store, tmp_path):
     on_ray = tmp_path / "ray"
     common = _embed_args(corpora)
-    driver = subprocess.Popen([sys.executable, "-m", "xmine.cli", "embed", *map(str, common), "-o", str(on_ray),
-                               "--ray", cluster], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def two_shards_done() -> bool:
-        try:
-            p = json.loads((on_ray / "progress.json").read_text())
-        except (OSError, ValueError):
-            return False
-        return len(p.get("shards", [])) + len(p.get("more_shards", [])) >= 2
-
-    _kill_when(driver, two_shards_done, timeout=240)
+    # The driver stops itself once progress.json is saved the third time (at the start, then after
+    # each of two finished shards) and is killed there: no race with the rest of the run.
+    with paused_xmine("xmine.store.resume:Progress.save", 3, "embed", *common, "-o", on_ray,
+                      "--ray", cluster) as driver:
+        p = json.loads((on_ray / "progress.json").read_text())
+        assert len(p["shards"]) + len(p["more_shards"]) == 2, p
+        driver.send_signal(signal.SIGKILL)
+        assert driver.wait(timeout=60) == -9
     out = _run("embed", *common, "-o", on_ray, "--ray", cluster).output
     resumed = re.search(r"(\d+) resumed from an earlier run", out)
     done_before = int(resumed.group(1)) if resumed else 0
@@ -419,6 +435,7 @@ def test_a_killed_approximate_search_task_is_retried(cluster, tmp_path):
     config = ApproximateConfig(index_type="ivf", nlist=8, nprobe=8, shard_rows=3000, query_block=1000)
     stop, killed = threading.Event(), []
     killer = threading.Thread(target=_kill_first, args=("ray::search_unit", stop, killed))
+    assert CLUSTER_ROOTS, "the kill tests act on the cluster this module starts; Ray was already running"
     killer.start()
     try:
         got = approximate_knn_both(x, y, 4, config=config, work_dir=tmp_path / "ray", executor=OnRay())

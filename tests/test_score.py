@@ -105,6 +105,7 @@ def test_moses_files_of_different_lengths_are_refused_naming_the_line(tmp_path):
             "a.en:3", "ends at line 2")
 
 
+@pytest.mark.slow
 def test_score_a_mined_dataset_and_a_parquet_bitext(data_dir, tmp_path):
     """xmine's own hf output scored again (its Translation column found by the languages): every
     mined pair is kept; a Parquet bitext gives Parquet rows with its own columns and the scores."""
@@ -132,6 +133,7 @@ def test_score_a_mined_dataset_and_a_parquet_bitext(data_dir, tmp_path):
     assert [r["keep"] for r in table] == [True] * 30 + [False] and table[-1]["rule"] == "threshold"
 
 
+@pytest.mark.slow
 def test_score_takes_mines_operating_point_and_records_it(data_dir, tmp_path):
     """--operating-point precision: the stricter calibrated threshold of the space, the same one
     `xmine mine --operating-point precision` uses, named in OUT.json; with --threshold a usage error."""
@@ -197,6 +199,7 @@ def test_score_with_a_calibration_record_uses_and_records_its_threshold(data_dir
     assert summary(table)["threshold"]["value"] == t["value"]
 
 
+@pytest.mark.slow
 def test_an_interrupted_score_resumes_from_its_work_without_encoding_again(data_dir, tmp_path, monkeypatch):
     """A run that fails after both sides were embedded (here: while writing OUT) leaves OUT.work/;
     the same command again reuses its stores (not one embedding file rewritten) and writes what an

@@ -34,6 +34,7 @@ def corpora(data_dir, tmp_path):
     fs.rm(f"/{root}", recursive=True)
 
 
+@pytest.mark.slow
 def test_mine_reads_urls_as_it_reads_the_files_and_records_the_urls(corpora, tmp_path):
     args = ("--src-lang", "de", "--tgt-lang", "en", "-q")
     ok(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt.gz", *args, "-o", tmp_path / "local.tsv"))
@@ -77,6 +78,7 @@ def test_an_unknown_protocol_or_a_missing_file_is_one_line(corpora, tmp_path, co
     assert list(tmp_path.iterdir()) == [tmp_path / "de.txt", tmp_path / "en.txt.gz"]
 
 
+@pytest.mark.slow
 def test_score_reads_a_bitext_at_a_url(corpora, data_dir, tmp_path):
     de, en = flores_lines(data_dir, "deu_Latn", 20), flores_lines(data_dir, "eng_Latn", 20)
     tsv = "".join(f"{d}\t{e}\n" for d, e in zip(de, en[:10] + en[11:] + en[10:11]))

@@ -4,7 +4,10 @@ Its Ray side (`OnRay`) runs the same units on a real cluster in tests/test_ray.p
 
 from __future__ import annotations
 
-from xmine.exec.executor import LOCAL, ShardProgress, executor_for
+import functools
+import pickle
+
+from xmine.exec.executor import LOCAL, Recipe, ShardProgress, executor_for
 
 
 def _count_rows(start: int, stop: int, *, on_rows=None):
@@ -61,6 +64,12 @@ def test_local_actors_build_their_worker_once():
     pool = LOCAL.actor_pool(_Worker, {"offset": 5})
     assert list(pool.map([(1,), (2,), (3,)])) == [6, 7, 8]
     assert _Worker.made == 1
+
+
+def test_a_recipe_gives_the_value_held_here_and_travels_as_the_recipe_only():
+    recipe = Recipe(functools.partial(dict, made="by the worker"), made={"made": "by the driver"})
+    assert recipe.get() == {"made": "by the driver"}  # a worker in this process: the driver's loaded model
+    assert pickle.loads(pickle.dumps(recipe)).get() == {"made": "by the worker"}  # a Ray actor: made there
 
 
 def test_no_address_means_this_process():

@@ -204,9 +204,9 @@ BUCC_KIND = "bucc-result"
 @click.option("--encoder", default="me5-small", show_default=True, help="Encoder name or sentence-transformers path.")
 @projection_option("to mine in (its meaning part)",
                    default="Default: raw embeddings, as BUCC results are usually reported.")
-@k_option("Margin neighbourhood size.")
-@margin_option("Score (see `xmine mine --help`).")
-@retrieval_option("Retrieval mode (see `xmine mine --help`).")
+@k_option(help="Margin neighbourhood size.")
+@margin_option(help="Score (see `xmine mine --help`).")
+@retrieval_option(help="Retrieval mode (see `xmine mine --help`).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the result JSON (with provenance) here.")
 @click.option("--overwrite", is_flag=True, help="Replace --out if it is an earlier xmine BUCC result.")

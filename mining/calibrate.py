@@ -203,7 +203,7 @@ def read_calibration(path: str | Path, *, encoder_name: str | None, projection_d
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder of the data sets (holding parallel/flores200/devtest); default: $XMINE_DATA or "
                    "../shared/data beside the checkout.")
-@k_option("Neighbours of the margin, as mine's -k.")
+@k_option(help="Neighbours of the margin, as mine's -k.")
 @click.option("-o", "--out", required=True, type=click.Path(path_type=Path),
               help="Calibration record to write (JSON); `xmine mine --calibration OUT` uses it.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it is an earlier calibration record.")

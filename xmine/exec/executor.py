@@ -133,11 +133,10 @@ class Executor:
 
 
 class Recipe:
-    """How a worker gets a value its units use (a loaded encoder, a projection), the same wherever
-    the executor runs it: `make()`, once per worker. The process that holds the value already (the
-    driver's loaded encoder, given as `made`) uses it instead of making it again, an optimisation
-    (and the only way for an encoder `make` cannot load, such as one handed to the Python API,
-    which then runs here only): a Recipe travels to another process (a Ray actor) without it."""
+    """How a worker gets a value its units use (a loaded encoder, a projection), one way wherever the
+    executor runs it: `make()`, once per worker. It travels to another process (a Ray actor) as the
+    recipe only; the process that holds the value already (`made`: the driver's loaded encoder) uses
+    it, an optimisation (and the only way for an encoder `make` cannot load, which then runs here only)."""
 
     def __init__(self, make: Callable[[], Any], *, made: Any = None):
         self.make, self._made = make, made

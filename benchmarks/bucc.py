@@ -29,6 +29,7 @@ from xmine.encoders.options import precision_option
 from xmine.errors import DataNotFoundError, InputError
 from xmine.artefacts.fileio import atomic_write_json
 from xmine.mining.calibrate import threshold_sweep
+from xmine.mining.cli_options import k_option, margin_option, retrieval_option
 from xmine.options import projection_option
 from xmine.artefacts.outputs import claim_output
 from xmine.paths import resolve_data_dir
@@ -203,11 +204,9 @@ BUCC_KIND = "bucc-result"
 @click.option("--encoder", default="me5-small", show_default=True, help="Encoder name or sentence-transformers path.")
 @projection_option("to mine in (its meaning part)",
                    default="Default: raw embeddings, as BUCC results are usually reported.")
-@click.option("-k", "--k", "k", type=click.IntRange(min=1), default=4, show_default=True, help="Margin neighbourhood size.")
-@click.option("--margin", type=click.Choice(["ratio", "distance", "absolute"]), default="ratio", show_default=True,
-              help="Score (see `xmine mine --help`).")
-@click.option("--retrieval", type=click.Choice(["max", "fwd", "bwd", "intersect"]), default="max",
-              show_default=True, help="Retrieval mode (see `xmine mine --help`).")
+@k_option(help="Margin neighbourhood size.")
+@margin_option(help="Score (see `xmine mine --help`).")
+@retrieval_option(help="Retrieval mode (see `xmine mine --help`).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the result JSON (with provenance) here.")
 @click.option("--overwrite", is_flag=True, help="Replace --out if it is an earlier xmine BUCC result.")

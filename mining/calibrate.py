@@ -37,6 +37,7 @@ from xmine.encoders import DEFAULT_ENCODER, load_encoder
 from xmine.errors import ConfigError, InputError
 from xmine.artefacts.fileio import atomic_write_json
 from xmine.langs import lang_script, normalize_lang
+from xmine.mining.cli_options import k_option
 from xmine.options import projection_option
 from xmine.artefacts.outputs import claim_output
 from xmine.paths import resolve_data_dir
@@ -202,7 +203,7 @@ def read_calibration(path: str | Path, *, encoder_name: str | None, projection_d
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder of the data sets (holding parallel/flores200/devtest); default: $XMINE_DATA or "
                    "../shared/data beside the checkout.")
-@click.option("-k", default=4, show_default=True, type=click.IntRange(1), help="Neighbours of the margin, as mine's -k.")
+@k_option(help="Neighbours of the margin, as mine's -k.")
 @click.option("-o", "--out", required=True, type=click.Path(path_type=Path),
               help="Calibration record to write (JSON); `xmine mine --calibration OUT` uses it.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it is an earlier calibration record.")

@@ -57,6 +57,18 @@ def conflicts_as_usage_errors():
         raise click.UsageError(str(e)) from None
 
 
+# The search and selection options that mine, score, calibrate and bench bucc share, each defined once
+# (names, type, default: the config's, so the Python API and the command line agree); each command
+# gives its own help=.
+k_option = functools.partial(click.option, "-k", "--k", "k", type=click.IntRange(min=1), default=SearchConfig.k,
+                             show_default=True)
+approximate_option = functools.partial(click.option, "--approximate", is_flag=True)
+margin_option = functools.partial(click.option, "--margin", type=click.Choice(MARGINS), default=SelectionConfig.margin,
+                                  show_default=True)
+retrieval_option = functools.partial(click.option, "--retrieval", type=click.Choice(RETRIEVALS),
+                                     default=SelectionConfig.retrieval, show_default=True)
+
+
 def threshold_options(threshold_help: str):
     """--threshold (help: `threshold_help`), --calibration and --operating-point, handed to the
     command as `threshold` (`SelectionConfig.threshold`: "default", None or a number),
@@ -162,14 +174,12 @@ def selection_options(f):
     """--margin, --retrieval, --threshold, --calibration and --operating-point of `xmine mine`,
     handed to it as one `selection` (a SelectionConfig)."""
 
-    @click.option("--margin", type=click.Choice(MARGINS), default="ratio", show_default=True,
-                  help="ratio = cos / m (about 1.0 for an ordinary pair; translations usually 1.05-1.3); "
-                       "distance = cos - m (about 0; translations ~0.05-0.2); absolute = plain cosine "
-                       "(-1..1; no hubness correction). m = mean of the k nearest cosines of both sentences.")
-    @click.option("--retrieval", type=click.Choice(RETRIEVALS), default="max", show_default=True,
-                  help="max: union of every source's and every target's best candidate, sorted by score, "
-                       "then greedy one-to-one; fwd: each source's best target; bwd: each target's best "
-                       "source; intersect: pairs that are each other's best in both directions.")
+    @margin_option(help="ratio = cos / m (about 1.0 for an ordinary pair; translations usually 1.05-1.3); distance = "
+                        "cos - m (about 0; translations ~0.05-0.2); absolute = plain cosine (-1..1; no hubness "
+                        "correction). m = mean of the k nearest cosines of both sentences.")
+    @retrieval_option(help="max: union of every source's and every target's best candidate, sorted by score, then "
+                           "greedy one-to-one; fwd: each source's best target; bwd: each target's best source; "
+                           "intersect: pairs that are each other's best in both directions.")
     @threshold_options(
         "Keep pairs scoring at least this, in every retrieval mode. Default: the threshold calibrated for the "
         "space mined in (the shipped projection: its SHIPPED.json; raw me5-small or use-m3 embeddings: "
@@ -193,14 +203,12 @@ def search_options(f):
     """-k, --approximate and its index options, --block-rows/--block-cols, --workers, --product
     and --ray of `xmine mine`, handed to it as one `search` (a SearchConfig)."""
 
-    @click.option("-k", "--k", "k", type=click.IntRange(min=1), default=4, show_default=True,
-                  help="Neighbours per sentence: the candidates considered and the neighbourhood whose mean "
-                       "cosine forms the margin.")
-    @click.option("--approximate", is_flag=True,
-                  help="Search neighbours with IVF / IVF-PQ indexes built in OUT.work/ (one quantiser trained on "
-                       "both sides, shards, resumable) instead of the exact blocked product; margin, one-to-one "
-                       "and filters are the same. For corpora where exact search is too slow (its cost grows "
-                       "with n x m). A side that is an index directory is always searched through its index.")
+    @k_option(help="Neighbours per sentence: the candidates considered and the neighbourhood whose mean cosine forms "
+                   "the margin.")
+    @approximate_option(help="Search neighbours with IVF / IVF-PQ indexes built in OUT.work/ (one quantiser trained on "
+                             "both sides, shards, resumable) instead of the exact blocked product; margin, one-to-one "
+                             "and filters are the same. For corpora where exact search is too slow (its cost grows "
+                             "with n x m). A side that is an index directory is always searched through its index.")
     @click.option("--index-type", type=click.Choice(APPROXIMATE_TYPES), default="ivfpqfs", show_default=True,
                   help="With --approximate: ivfpqfs = IVF + 4-bit product quantisation with fast-scan kernels "
                        "(pq-m/2 bytes a row, fastest); ivfpq = IVF + 8-bit PQ (pq-m bytes, more accurate); "
@@ -312,5 +320,6 @@ def filter_options(f):
     return wrapper
 
 
-__all__ = ["ThresholdType", "conflicts_as_usage_errors", "encoding_options", "filter_options", "output_options",
-           "pair_filter_options", "search_options", "selection_options", "threshold_options", "threshold_setting"]
+__all__ = ["ThresholdType", "approximate_option", "conflicts_as_usage_errors", "encoding_options", "filter_options",
+           "k_option", "margin_option", "output_options", "pair_filter_options", "retrieval_option", "search_options",
+           "selection_options", "threshold_options", "threshold_setting"]

@@ -7,10 +7,9 @@ from pathlib import Path
 import click
 
 from xmine.mining.bitext import BITEXT_FORMATS, Bitext, BitextFormat, parse_pairs_argument
-from xmine.mining.cli_options import (conflicts_as_usage_errors, encoding_options, pair_filter_options,
-                                      threshold_options)
+from xmine.mining.cli_options import (approximate_option, conflicts_as_usage_errors, encoding_options, k_option,
+                                      margin_option, pair_filter_options, threshold_options)
 from xmine.mining.config import SearchConfig, SelectionConfig
-from xmine.mining.margin import MARGINS
 from xmine.mining.score_output import SCORE_FORMATS
 from xmine.options import LANG, InputPath, ray_option
 from xmine.io.stdin import with_local_inputs
@@ -53,19 +52,16 @@ from xmine.io.stdin import with_local_inputs
 @click.option("--tgt-corpus", type=click.Path(exists=True, path_type=Path), default=None,
               help="A target-language corpus, store or index forming each source's neighbourhood (default: the "
                    "bitext's own targets).")
-@click.option("-k", "--k", "k", type=click.IntRange(min=1), default=4, show_default=True,
-              help="Neighbours whose mean cosine forms each side's margin neighbourhood (as in xmine mine).")
-@click.option("--margin", type=click.Choice(MARGINS), default="ratio", show_default=True,
-              help="ratio = cos / m, distance = cos - m, absolute = cos (m: the mean of both sides' k nearest "
-                   "cosines; see xmine mine --help).")
+@k_option(help="Neighbours whose mean cosine forms each side's margin neighbourhood (as in xmine mine).")
+@margin_option(help="ratio = cos / m, distance = cos - m, absolute = cos (m: the mean of both sides' k nearest "
+                    "cosines; see xmine mine --help).")
 @threshold_options(
     "Keep pairs whose margin is at least this. Default: the threshold xmine mine uses in the same space, "
     "at --operating-point (the shipped projection's or raw me5-small/use-m3's calibrated one, or that of "
     "--calibration; a space without a calibration drops no pair for its score). 'none': no threshold. "
     "OUT.json records which, and why.")
 @encoding_options(what="score", inputs=("corpus", "corpora"))
-@click.option("--approximate", is_flag=True,
-              help="Search the neighbourhoods with IVF indexes (as xmine mine --approximate) instead of exactly.")
+@approximate_option(help="Search the neighbourhoods with IVF indexes (as xmine mine --approximate) instead of exactly.")
 @pair_filter_options
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (the embedded sides, checkpoints) after success.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars (the one-line summary is still printed).")

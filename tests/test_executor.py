@@ -4,13 +4,15 @@ Its Ray side (`OnRay`) runs the same units on a real cluster in tests/test_ray.p
 
 from __future__ import annotations
 
+import functools
 import os
+import pickle
 import threading
 
 import numpy as np
 import pytest
 
-from xmine.exec.executor import LOCAL, ShardProgress, executor_for
+from xmine.exec.executor import LOCAL, Recipe, ShardProgress, executor_for
 
 
 def _count_rows(start: int, stop: int, *, on_rows=None):
@@ -85,6 +87,12 @@ def test_no_address_runs_the_units_here_without_a_cluster(monkeypatch):
     assert executor.slots() == 1
     big = np.zeros(3)
     assert executor.share(big) is big
+
+
+def test_a_recipe_gives_the_value_held_here_and_travels_as_the_recipe_only():
+    recipe = Recipe(functools.partial(dict, made="by the worker"), made={"made": "by the driver"})
+    assert recipe.get() == {"made": "by the driver"}  # a worker in this process: the driver's loaded model
+    assert pickle.loads(pickle.dumps(recipe)).get() == {"made": "by the worker"}  # a Ray actor: made there
 
 
 def test_the_pool_encoder_here_is_the_loaded_encoder_in_input_order(usem3):

@@ -78,6 +78,27 @@ def test_the_command_reports_a_conflict_as_a_usage_error_before_reading_anything
     assert not out.exists() and not Path(f"{out}.work").exists()
 
 
+#: The options several commands take, each defined once (mining/cli_options.py), the config's default
+SHARED_OPTIONS = {"k": SearchConfig().k, "approximate": SearchConfig().approximate,
+                  "margin": SelectionConfig().margin, "retrieval": SelectionConfig().retrieval}
+
+
+def test_an_option_several_commands_take_has_one_definition_and_the_configs_default():
+    from xmine.cli import main
+
+    commands = {"mine": main.commands["mine"], "score": main.commands["score"],
+                "calibrate": main.commands["calibrate"], "bench bucc": main.commands["bench"].commands["bucc"]}
+    for name, default in SHARED_OPTIONS.items():
+        found = {}  # each command's definition of the option: everything but its help
+        for command, cmd in commands.items():
+            for p in cmd.params:
+                if p.name == name:
+                    found[command] = {k: v for k, v in p.to_info_dict().items() if k != "help"}
+        assert len(found) >= 2, (name, found)
+        first = next(iter(found.values()))
+        assert all(d == first for d in found.values()), (name, found)
+        assert first["default"] == default, (name, first)
+
 def test_the_api_refuses_a_keyword_beside_the_config_that_holds_it(tmp_path):
     import xmine
 

@@ -12,26 +12,33 @@ cache, the trainer) runs its encoding on the cluster unchanged. For whole corpor
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Sequence
 
 import numpy as np
 
 from xmine.encoders.base import Encoder
 from xmine.encoders.loader import load_encoder
-from xmine.exec.executor import Executor
+from xmine.exec.executor import Executor, Recipe
 
 #: Fewer sentences than this per worker are not worth a round trip: they go to fewer workers.
 MIN_SLICE = 256
 
 
-def _encode_on_worker(*, name: str, use_gpu: bool, threads: int, fingerprint: dict, **kwargs):
-    """What each worker holds: the driver's encoder, loaded there (checked by fingerprint)."""
-    return _slice_encoder(load_encoder(name, device="cuda" if use_gpu else "cpu", threads=None if use_gpu else threads,
-                                       check=False, same_as=fingerprint, **kwargs))
+def worker_encoder(encoder: Encoder, *, use_gpu: bool, threads: int) -> Recipe:
+    """How a step's worker gets the driver's `encoder` (a `Recipe`): loaded by name at its
+    precision, runtime and prompt, on a GPU or `threads` CPUs, and refused unless its fingerprint is
+    the driver's (a store or a training run is made by one encoder); in the driver's process, itself."""
+    load = functools.partial(load_encoder, encoder.name, device="cuda" if use_gpu else "cpu",
+                             threads=None if use_gpu else threads, check=False, same_as=encoder.fingerprint(),
+                             precision=getattr(encoder, "precision", "fp32"),
+                             runtime=getattr(encoder, "runtime", "torch"), prefix=getattr(encoder, "prefix", None))
+    return Recipe(load, made=encoder)
 
 
-def _slice_encoder(encoder: Encoder):
-    """The unit function: (slice number, its vectors) of one slice of sentences."""
+def _slice_encoder(encoder: Recipe):
+    """A worker's unit function: (slice number, its vectors) of one slice of sentences."""
+    encoder = encoder.get()
     return lambda part, sentences, batch_size, on_rows=None: (part, encoder.encode(sentences, batch_size=batch_size))
 
 
@@ -44,11 +51,9 @@ class PoolEncoder(Encoder):
         self.precision = getattr(encoder, "precision", "fp32")
         self.runtime = getattr(encoder, "runtime", "torch")
         self.workers, use_gpu = executor.model_actors(threads)
-        worker = dict(name=encoder.name, use_gpu=use_gpu, threads=threads, precision=self.precision,
-                      fingerprint=encoder.fingerprint(), runtime=self.runtime, prefix=getattr(encoder, "prefix", None))
-        self._pool = executor.actor_pool(_encode_on_worker, worker, actors=self.workers,
-                                         here=lambda: _slice_encoder(encoder), cpus=0 if use_gpu else threads,
-                                         gpus=int(use_gpu))
+        worker = worker_encoder(encoder, use_gpu=use_gpu, threads=threads)
+        self._pool = executor.actor_pool(_slice_encoder, {"encoder": worker}, actors=self.workers,
+                                         cpus=0 if use_gpu else threads, gpus=int(use_gpu))
 
     def fingerprint(self) -> dict[str, Any]:
         return self._local.fingerprint()

@@ -17,6 +17,8 @@ units run: a step asks it only how to size them (`slots`, `unit_threads`, `gpus`
   (`actor_pool`); a task whose worker died is re-run, a dead actor restarted. Connect first
   (`xmine.exec.cluster.connect`).
 
+A worker gets what its units use (a loaded model) one way wherever it runs: from a `Recipe`.
+
 A unit function takes its unit's arguments and a keyword `on_rows` (a callback of a row count,
 or None): `LOCAL` passes the progress bar's, Ray tasks none (their rows count when they finish).
 """
@@ -122,13 +124,30 @@ class Executor:
         """`fn(*unit)` for every unit, results as they finish."""
         return LocalPool(fn).map(units, progress=progress)
 
-    def actor_pool(self, make: Callable, make_kwargs: dict, *, actors: int = 1, here: Callable | None = None,
-                   cpus: int = 1, gpus: int = 0) -> "LocalPool":
+    def actor_pool(self, make: Callable, make_kwargs: dict, *, actors: int = 1, cpus: int = 1,
+                   gpus: int = 0) -> "LocalPool":
         """Workers that keep a loaded model for many calls: `make(**make_kwargs)` built once per
-        actor, or `here()`, the worker built from what this process holds already (the loaded
-        model), where the units run here. `pool.map(units)` gives `worker(*unit)` for every unit,
-        results as they finish; `pool.close()` ends it."""
-        return LocalPool(here() if here is not None else make(**make_kwargs))
+        actor (its model from a `Recipe` among `make_kwargs`). `pool.map(units)` gives
+        `worker(*unit)` for every unit, results as they finish; `pool.close()` ends it."""
+        return LocalPool(make(**make_kwargs))
+
+
+class Recipe:
+    """How a worker gets a value its units use (a loaded encoder, a projection), one way wherever the
+    executor runs it: `make()`, once per worker. It travels to another process (a Ray actor) as the
+    recipe only; the process that holds the value already (`made`: the driver's loaded encoder) uses
+    it, an optimisation (and the only way for an encoder `make` cannot load, which then runs here only)."""
+
+    def __init__(self, make: Callable[[], Any], *, made: Any = None):
+        self.make, self._made = make, made
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_made": None}
+
+    def get(self) -> Any:
+        if self._made is None:
+            self._made = self.make()
+        return self._made
 
 
 class LocalPool:
@@ -212,8 +231,8 @@ class OnRay(Executor):
         finally:
             ray.kill(counter)
 
-    def actor_pool(self, make: Callable, make_kwargs: dict, *, actors: int = 1, here: Callable | None = None,
-                   cpus: int = 1, gpus: int = 0) -> "RayPool":
+    def actor_pool(self, make: Callable, make_kwargs: dict, *, actors: int = 1, cpus: int = 1,
+                   gpus: int = 0) -> "RayPool":
         return RayPool(make, make_kwargs, actors=actors, cpus=cpus, gpus=gpus)
 
 
@@ -269,4 +288,4 @@ def executor_for(ray_address: str | None) -> Executor:
     return OnRay()
 
 
-__all__ = ["Executor", "LOCAL", "OnRay", "ShardProgress", "executor_for"]
+__all__ = ["Executor", "LOCAL", "OnRay", "Recipe", "ShardProgress", "executor_for"]

@@ -6,15 +6,15 @@ a Ray actor, so a shard's files are the same whoever made them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
 from xmine.io.corpus import truncate_for_encoding
-from xmine.encoders.loader import load_encoder
 from xmine.errors import ArtefactError
 from xmine.artefacts.fileio import atomic_path, atomic_write_text, sha256_file
 from xmine.artefacts.records import ShardRecord
+from xmine.exec.executor import Recipe
 from xmine.store.layout import shard_names
 
 #: CPU threads per encoder actor on CPU-only clusters (one actor per `threads` CPUs). One thread per
@@ -100,24 +100,15 @@ class EncodedShard(NamedTuple):
 class ShardWriter:
     """The unit of `embed`: a shard's sentences encoded (and projected) and written into `out_dir`.
 
-    Built once per worker (the encoder is loaded once), here with the driver's own encoder or on a
-    cluster by `on_worker`, which loads the driver's encoder by name and checks its fingerprint, and
-    opens the projection with the reader the driver hands it (`load_projection`, a module-level
-    function, so it travels to the worker by name)."""
+    Built once per worker (the encoder is loaded once) wherever the executor runs it: the encoder
+    and the projection come from their recipes (`xmine.exec.executor.Recipe`: in the driver's
+    process its own; on a cluster's actor, loaded there, the encoder checked by fingerprint)."""
 
-    def __init__(self, *, encoder: Any, projection: Any, out_dir: str | Path, part: str, dtype: str,
+    def __init__(self, *, encoder: Recipe, projection: Recipe | None, out_dir: str | Path, part: str, dtype: str,
                  batch_size: int, max_chars: int, lang: str | None):
-        self.encoder, self.projection, self.out_dir = encoder, projection, Path(out_dir)
+        self.encoder, self.out_dir = encoder.get(), Path(out_dir)
+        self.projection = projection.get() if projection is not None else None
         self.part, self.dtype, self.batch_size, self.max_chars, self.lang = part, dtype, batch_size, max_chars, lang
-
-    @classmethod
-    def on_worker(cls, *, encoder_name: str, encoder_kwargs: dict, fingerprint: dict, use_gpu: bool, threads: int,
-                  projection_path: str | None, load_projection: Callable[[Path], Any] | None,
-                  **settings) -> "ShardWriter":
-        encoder = load_encoder(encoder_name, device="cuda" if use_gpu else "cpu", threads=None if use_gpu else threads,
-                               check=False, same_as=fingerprint, **encoder_kwargs)
-        projection = load_projection(Path(projection_path)) if projection_path is not None else None
-        return cls(encoder=encoder, projection=projection, **settings)
 
     def __call__(self, idx: int, sentences: list[str], lines: list[int], ids: list | None, positions: list | None,
                  last_line: int, on_rows=None) -> EncodedShard:

@@ -23,6 +23,7 @@ The steps, in order: `_check_request`, `_finished_or_build_dir`, `resume` (xmine
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import logging
 import shutil
@@ -34,8 +35,9 @@ from typing import Any, Callable
 from xmine.artefacts.directory import reader_for
 from xmine.io.corpus import DEFAULT_MAX_CHARS, CorpusStats
 from xmine.encoders.external import ExternalEmbeddings
+from xmine.encoders.pool import worker_encoder
 from xmine.errors import ArtefactError, ConfigError
-from xmine.exec.executor import LOCAL, Executor, ShardProgress, executor_for
+from xmine.exec.executor import LOCAL, Executor, Recipe, ShardProgress, executor_for
 from xmine.artefacts.fileio import MANIFEST, read_manifest, swap_in_dir
 from xmine.artefacts.output_state import MARKER
 from xmine.artefacts.outputs import claim_output
@@ -322,24 +324,18 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
             i: r for i, r in sorted(finished.items()) if i >= len(prefix)}
         progress.save()
 
-    settings = dict(out_dir=str(out_dir), part=job.part, dtype=job.dtype, batch_size=job.batch_size,
-                    max_chars=job.max_chars, lang=None if job.lang == UNDETERMINED else job.lang)
     actors, use_gpu = executor.model_actors(ACTOR_THREADS)
-    # Actors elsewhere load the driver's encoder by name (checked by fingerprint); here it is used as loaded.
-    remote_kwargs = dict(
-        settings, encoder_name=job.encoder.name, fingerprint=job.encoder.fingerprint(), use_gpu=use_gpu,
-        threads=ACTOR_THREADS, projection_path=getattr(job.projection, "path", None),
-        load_projection=reader_for(PROJECTION_KIND) if job.projection is not None else None,
-        encoder_kwargs={"precision": getattr(job.encoder, "precision", "fp32"),
-                        "runtime": getattr(job.encoder, "runtime", "torch"),
-                        "prefix": getattr(job.encoder, "prefix", None)})
+    projection = None if job.projection is None else Recipe(
+        functools.partial(reader_for(PROJECTION_KIND), getattr(job.projection, "path", None)), made=job.projection)
+    worker = dict(encoder=worker_encoder(job.encoder, use_gpu=use_gpu, threads=ACTOR_THREADS), projection=projection,
+                  out_dir=str(out_dir), part=job.part, dtype=job.dtype, batch_size=job.batch_size,
+                  max_chars=job.max_chars, lang=None if job.lang == UNDETERMINED else job.lang)
     if actors > 1 and job.reader.count < 2 * actors * shard_rows:
         log.warning(f"fewer than {2 * actors} shards of {shard_rows} rows for {actors} encoder actor(s): the last "
                     "shards run while actors idle; a --shard-rows of a fraction of the corpus balances the work")
     desc = f"embed {job.input_path.name}" + (f" ({executor.name}, {actors} actors)" if actors > 1 else "")
-    pool = executor.actor_pool(ShardWriter.on_worker, remote_kwargs, actors=actors, gpus=int(use_gpu),
-                               cpus=0 if use_gpu else ACTOR_THREADS,
-                               here=lambda: ShardWriter(**settings, encoder=job.encoder, projection=job.projection))
+    pool = executor.actor_pool(ShardWriter, worker, actors=actors, gpus=int(use_gpu),
+                               cpus=0 if use_gpu else ACTOR_THREADS)
     with contextlib.closing(pool), ShardProgress(shards=None, rows=job.reader.count, desc=desc, unit=" lines",
                              enabled=show_progress) as bar:
         for result in pool.map(units(bar), progress=bar):

@@ -49,6 +49,22 @@ def _children(pid: int) -> set[int]:
     return {int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit() and _parent(int(d.name)) == pid}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_process_at_the_actors_blas_threads():
+    """The one-process runs of this module encode with the BLAS thread count of the Ray actors
+    (`ACTOR_THREADS`), so that each comparison is of the same encoder settings here and on Ray: on
+    some CPUs (OpenBLAS's Haswell kernel: AVX2 without AVX-512) use-m3's numbers move in the last
+    bits with the thread count, and a store is byte for byte the same only where the encoder
+    computes the same numbers (docs/scaling.md). A cache of loaded encoders of this module's own."""
+    from xmine.encoders import loader, use_m3
+    from xmine.store.shards import ACTOR_THREADS
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(loader, "_LOADED", {})
+        mp.setattr(loader, "UseM3Encoder", lambda *, threads=None: use_m3.UseM3Encoder(threads=threads or ACTOR_THREADS))
+        yield
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """A local Ray cluster with 2 CPUs for this module; its address lets a subprocess join it."""

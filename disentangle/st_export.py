@@ -13,6 +13,7 @@ projections need xmine's own module (`st_module.export_sentence_transformer`).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from xmine import __version__
@@ -21,10 +22,14 @@ from xmine.disentangle.projection import load_projection
 from xmine.encoders import load_encoder
 from xmine.encoders.e5_q4 import ensure_me5_model
 from xmine.errors import ConfigError, EncoderError
-from xmine.artefacts.fileio import write_manifest
+from xmine.artefacts.fileio import MANIFEST, sha256_file, write_manifest
+from xmine.artefacts.records import FileRecord
 from xmine.artefacts.outputs import claim_output
 
 PORTABLE_KIND = "sentence-transformer-portable"
+#: The manifest of an export records the size and sha256 of every file in it from format 2 on
+#: (`xmine verify` checks them: xmine.artefacts.verify.check_recorded_files).
+EXPORT_FORMAT = 2
 
 CARD = """
 ## Made by xmine
@@ -80,7 +85,8 @@ def base_model(projection, encoder_name: str):
 
 def save_export(model, tmp: Path, kind: str, projection, *, part: str, card: str, parameters: dict) -> None:
     """Write an exported `model` into the folder `tmp`: its modules, `card` after its README.md,
-    `xmine_projection.json` and a manifest of `kind` (its provenance records `parameters`)."""
+    `xmine_projection.json` and a manifest of `kind` (its provenance records `parameters`) that
+    records the size and sha256 of every other file, by its path relative to `tmp`."""
     model.save(str(tmp))
     if card:
         readme = Path(tmp) / "README.md"
@@ -90,7 +96,15 @@ def save_export(model, tmp: Path, kind: str, projection, *, part: str, card: str
     (Path(tmp) / "xmine_projection.json").write_text(
         json.dumps({"projection": fingerprint, "encoder": projection.config["encoder"], "part": part},
                    indent=2) + "\n", encoding="utf-8")
-    write_manifest(tmp, kind, {"projection": fingerprint, "part": part, "provenance": provenance(**parameters)})
+    files = {}
+    for root, _, names in os.walk(tmp):
+        for name in names:
+            path = Path(root) / name
+            rel = path.relative_to(tmp).as_posix()
+            if rel != MANIFEST:
+                files[rel] = FileRecord(bytes=path.stat().st_size, sha256=sha256_file(path)).to_dict()
+    write_manifest(tmp, kind, {"projection": fingerprint, "part": part, "files": dict(sorted(files.items())),
+                               "provenance": provenance(**parameters)}, format_version=EXPORT_FORMAT)
 
 
 def export_portable(projection_dir: str | Path, out_dir: str | Path, *, overwrite: bool = False):
@@ -122,4 +136,4 @@ def export_portable(projection_dir: str | Path, out_dir: str | Path, *, overwrit
         return model
 
 
-__all__ = ["PORTABLE_KIND", "base_model", "export_portable", "save_export"]
+__all__ = ["EXPORT_FORMAT", "PORTABLE_KIND", "base_model", "export_portable", "save_export"]

@@ -1,5 +1,6 @@
 """`xmine export-st`: the shipped projection as standard sentence-transformers modules, loaded in
-a process where xmine cannot be imported, gives xmine's meaning vectors."""
+a process where xmine cannot be imported, gives xmine's meaning vectors; `xmine verify` checks
+every file of the export against the size and sha256 its manifest records."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.clitools import ok, refused, xm
+from tests.clitools import ok, refused, untouched, xm
 from tests.flores import flores_lines
 
 LOAD = """
@@ -23,12 +24,20 @@ print(json.dumps({"modules": [type(m).__name__ for m in model],
 """
 
 
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """One real export of the shipped projection (minutes of CPU), shared by this module's tests;
+    a test that damages it puts it back."""
+    out = tmp_path_factory.mktemp("export") / "st"
+    ok(xm("export-st", "default", out))
+    return out
+
+
 @pytest.mark.slow
-def test_export_st_loads_without_xmine_and_gives_the_meaning_vectors(data_dir, tmp_path):
+def test_export_st_loads_without_xmine_and_gives_the_meaning_vectors(exported, data_dir, tmp_path):
     import xmine
 
-    out = tmp_path / "st"
-    ok(xm("export-st", "default", out))
+    out = exported
     texts = flores_lines(data_dir, "deu_Latn", 4) + flores_lines(data_dir, "jpn_Jpan", 4)
     (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
     run = subprocess.run([sys.executable, "-c", LOAD, str(out), str(tmp_path / "texts.json")], capture_output=True,
@@ -42,3 +51,73 @@ def test_export_st_loads_without_xmine_and_gives_the_meaning_vectors(data_dir, t
     card = (out / "README.md").read_text(encoding="utf-8")
     assert "xmine export-st" in card and json.loads((out / "xmine_projection.json").read_text())["part"] == "meaning"
     refused(xm("export-st", "default", out), "already exists")
+
+
+def _flip_byte(path, offset: int) -> bytes:
+    """Flip one byte of `path` in place (same size); return the original byte."""
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        old = f.read(1)
+        f.seek(offset)
+        f.write(bytes([old[0] ^ 0xFF]))
+    return old
+
+
+@pytest.mark.slow
+def test_verify_checks_every_file_of_the_export(exported):
+    out = exported
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["kind"] == "sentence-transformer-portable" and manifest["format_version"] == 2
+    on_disk = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()} - {"manifest.json"}
+    assert set(manifest["files"]) == on_disk and "3_Dense/model.safetensors" in on_disk
+    res = ok(xm("verify", out))
+    assert f"OK, an xmine sentence-transformer-portable ({len(on_disk)} files match" in res.output
+
+    dense, encoder = out / "3_Dense" / "model.safetensors", out / "model.safetensors"
+    size = dense.stat().st_size
+    old = _flip_byte(dense, size // 2)  # a weight of the meaning layer
+    try:
+        with untouched(out):
+            line = refused(xm("verify", out), str(dense), "sha256 mismatch")
+        assert line.startswith(f"xmine: error: {dense}: ")
+        # every problem gets its own line naming its file
+        old_encoder = _flip_byte(encoder, encoder.stat().st_size - 7)
+        (out / "extra.bin").write_bytes(b"x")
+        try:
+            res = xm("verify", out)
+            refused(res, str(dense))
+            lines = [ln for ln in res.output.splitlines() if ln.strip()]
+            assert len(lines) == 3, res.output
+            assert lines[1].startswith(f"{encoder}: content differs") and "sha256 mismatch" in lines[1]
+            assert lines[2].startswith(f"{out / 'extra.bin'}: not recorded in the manifest.json")
+        finally:
+            (out / "extra.bin").unlink()
+            with open(encoder, "r+b") as f:
+                f.seek(encoder.stat().st_size - 7)
+                f.write(old_encoder)
+    finally:
+        with open(dense, "r+b") as f:
+            f.seek(size // 2)
+            f.write(old)
+    ok(xm("verify", out))
+
+
+def test_verify_refuses_an_export_manifest_naming_a_file_outside(tmp_path):
+    from xmine.artefacts.fileio import sha256_file
+
+    outside = tmp_path / "secret.bin"
+    outside.write_bytes(b"secret")
+    out = tmp_path / "st"
+    (out / "3_Dense").mkdir(parents=True)
+    (out / "3_Dense" / "model.safetensors").write_bytes(b"weights")
+    record = {"bytes": 7, "sha256": sha256_file(out / "3_Dense" / "model.safetensors")}
+    for name in ("../secret.bin", str(outside), "3_Dense/../../secret.bin"):
+        (out / "manifest.json").write_text(json.dumps(
+            {"kind": "sentence-transformer-portable", "format_version": 2,
+             "files": {"3_Dense/model.safetensors": record, name: {"bytes": 6, "sha256": sha256_file(outside)}}}))
+        refused(xm("verify", out), "names the file", "which is not a file of an xmine sentence-transformers export")
+    (out / "manifest.json").write_text(json.dumps(
+        {"kind": "sentence-transformer-portable", "format_version": 2, "files": {"3_Dense/model.safetensors": record}}))
+    assert "OK, an xmine sentence-transformer-portable (1 files match" in ok(xm("verify", out)).output
+    (out / "link.bin").symlink_to(outside)
+    refused(xm("verify", out), f"{out / 'link.bin'}: not recorded")

@@ -2,8 +2,9 @@
 
 An embedding store against every sha256 its manifest records (`xmine.store.reader.verify_store`);
 a directory of a feature package's kind through its registered reader
-(`xmine.artefacts.directory.open_artefact`), which validates on open; a TSV output against its `OUT.json` summary (`verify_output_file`);
-a result JSON by its `kind`.
+(`xmine.artefacts.directory.open_artefact`), which validates on open; a sentence-transformers
+export against the size and sha256 of every file its manifest records (`check_recorded_files`);
+a TSV output against its `OUT.json` summary (`verify_output_file`); a result JSON by its `kind`.
 """
 
 from __future__ import annotations
@@ -13,16 +14,23 @@ import os
 from pathlib import Path
 
 from xmine.errors import ArtefactError, ConfigError
-from xmine.artefacts.fileio import MANIFEST, load_manifest, read_manifest
+from xmine.artefacts.fileio import MANIFEST, inside, load_manifest, read_manifest, sha256_file
+from xmine.artefacts.records import FileRecord, read_field
 from xmine.artefacts.output_state import MARKER, changed_files, dir_kind, own_output_name, read_json, sidecar_of
 from xmine.artefacts.directory import open_artefact
 from xmine.store.reader import verify_store
 
-#: Directory artefacts xmine makes whose manifests record no sha256 sums, nor have a reader: a
-#: sentence-transformers export (xmine.disentangle.st_module), the converted encoder models of the
-#: cache (xmine.encoders: e5_q4, ov_build), FMDA's sampled pairs (xmine.disentangle.fmda_data).
-#: `verify` checks their manifest and lists their files; any other kind without a reader is refused.
-UNCHECKED_KINDS = ("sentence-transformer-export", "encoder-model", "openvino-model", "fmda-sample-pairs")
+#: Directory artefacts xmine makes whose manifests record no sha256 sums, nor have a reader: the
+#: converted encoder models of the cache (xmine.encoders: e5_q4, ov_build), FMDA's sampled pairs
+#: (xmine.disentangle.fmda_data). `verify` checks their manifest and lists their files; any other
+#: kind without a reader is refused.
+UNCHECKED_KINDS = ("encoder-model", "openvino-model", "fmda-sample-pairs")
+#: Directory artefacts without a reader whose manifest records, from the format given on, the size
+#: and sha256 of every file in them by its path relative to the directory (`files`): the
+#: sentence-transformers exports of `xmine export-st` (xmine.disentangle.st_export, st_module).
+#: `verify` checks every recorded file and that no other file was added; an export made before
+#: that format records no sums, and is only listed (as an unchecked kind is).
+RECORDED_KINDS = {"sentence-transformer-portable": 2, "sentence-transformer-export": 2}
 #: The result files (JSON with a top-level `kind`) the benchmarks write (xmine.benchmarks).
 RESULT_KINDS = ("xmine-benchmark-result", "bucc-result", "speed-benchmark-result")
 
@@ -52,10 +60,16 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
                                 "command that made it again to finish it")
         if kind == "embedding-store":
             return (kind, *verify_store(p))
-        if kind in UNCHECKED_KINDS:  # its manifest and files
+        if kind in RECORDED_KINDS:
+            manifest = read_manifest(p, kind)
+            if manifest.get("format_version", 1) >= RECORDED_KINDS[kind]:
+                nbytes, count = check_recorded_files(p, manifest, what="sentence-transformers export")
+                return kind, nbytes, f"{count} files match their recorded size and sha256"
+        if kind in UNCHECKED_KINDS or kind in RECORDED_KINDS:  # its manifest and files
             read_manifest(p, kind)
             files = [e for e in p.rglob("*") if e.is_file() and e.name != MARKER]
-            return kind, sum(e.stat().st_size for e in files), f"{len(files)} files present (no sums recorded)"
+            older = " (written by an older xmine; export it again to record them)" if kind in RECORDED_KINDS else ""
+            return kind, sum(e.stat().st_size for e in files), f"{len(files)} files present (no sums recorded{older})"
         try:
             artefact = open_artefact(p, kind)  # the owning package's reader validates on open
         except ConfigError:
@@ -78,6 +92,58 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
             raise ArtefactError(f"{p}: kind {str(kind)[:80]!r} is no kind of result this xmine writes; nothing in it "
                                 "can be checked")
     raise ArtefactError(f"{p}: not an xmine artefact (no {MANIFEST}, no {sidecar_of(p).name} summary)")
+
+
+def _recorded_name(name) -> bool:
+    """A name an export's manifest may record: a relative path inside it, in plain components."""
+    return (isinstance(name, str) and name != MANIFEST and not name.startswith("/") and "\\" not in name
+            and all(part not in ("", ".", "..") for part in name.split("/")))
+
+
+def check_recorded_files(directory: str | Path, manifest: dict, *, what: str) -> tuple[int, int]:
+    """Check every file the manifest of the artefact `directory` records in `files` (path relative
+    to it -> size, sha256), and that it holds no other file; return (bytes checked, files).
+
+    Every problem is found before any is reported: ArtefactError with one line per problem, each
+    naming its file (missing, not a file, another size, another sha256, not recorded). A name
+    that is not a plain relative path inside the artefact is refused before any path is made of
+    it, with the same line whether such a file exists or not; a file that is a symbolic link out
+    of the artefact is refused unread (`inside`)."""
+    directory = Path(directory)
+    where = directory / MANIFEST
+    files = read_field(manifest, "files", dict[str, FileRecord], where=str(where))
+    bad = next((name for name in files if not _recorded_name(name)), None)
+    if bad is not None:
+        raise ArtefactError(f"{where}: files: names the file {repr(bad)[:80]}, which is not a file of an xmine {what}; "
+                            "refusing to read it")
+    problems: list[str] = []
+    for name, rec in files.items():
+        try:
+            path = inside(directory, name, what=what)
+        except ArtefactError as e:
+            problems.append(str(e))
+            continue
+        if not os.path.lexists(path):
+            problems.append(f"{path}: missing from the {what} (its {MANIFEST} records {rec.bytes} bytes)")
+        elif not path.is_file():
+            problems.append(f"{path}: not a file, but the {MANIFEST} of the {what} records one of {rec.bytes} bytes")
+        elif path.stat().st_size != rec.bytes:
+            problems.append(f"{path}: {path.stat().st_size} bytes, the {MANIFEST} of the {what} records {rec.bytes} "
+                            "(damaged or replaced)")
+        elif sha256_file(path) != rec.sha256:
+            problems.append(f"{path}: content differs from the {MANIFEST} of the {what} (sha256 mismatch): changed or "
+                            "damaged since xmine wrote it")
+    for root, dirs, names in os.walk(directory):  # symbolic links to directories are not followed
+        dirs.sort()
+        links = [d for d in dirs if os.path.islink(os.path.join(root, d))]  # listed, never entered
+        for name in sorted(names + links):
+            rel = (Path(root) / name).relative_to(directory).as_posix()
+            if rel not in files and rel not in (MANIFEST, MARKER):
+                problems.append(f"{directory / rel}: not recorded in the {MANIFEST} of the {what} (added or "
+                                "renamed since xmine wrote it)")
+    if problems:
+        raise ArtefactError("\n".join(problems))
+    return sum(rec.bytes for rec in files.values()), len(files)
 
 
 def verify_output_file(path: str | Path) -> tuple[str, int, str]:

@@ -38,7 +38,6 @@ from pathlib import Path
 import numpy as np
 
 from xmine.artefacts.directory import provenance
-from xmine.encoders import EncoderConfig
 from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.exec.executor import executor_for
 from xmine.artefacts.input_artefacts import artefact_kind
@@ -160,9 +159,7 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                 claim.work_dir(".work")
             return work / tag
 
-        encoders = Encoders(EncoderConfig(name=config.encoding.encoder, precision=config.encoding.precision,
-                                          runtime=config.encoding.runtime, prompt=config.encoding.prompt,
-                                          prompt_name=config.encoding.prompt_name), projection, inputs=[src, tgt])
+        encoders = Encoders(config.encoding.encoder_config(), projection, inputs=[src, tgt])
         # OUT.work/ is this command's own to rebuild (a damaged work store, one of another input) with
         # --overwrite, and whenever OUT holds no finished result: then it is what a failed or
         # interrupted run left, which must not stand in the way of a corrected command.

@@ -31,7 +31,6 @@ from pathlib import Path
 import numpy as np
 
 from xmine.artefacts.directory import provenance
-from xmine.encoders import EncoderConfig
 from xmine.errors import InputError
 from xmine.exec.executor import LOCAL, Executor, executor_for
 from xmine.encoders.input_encoders import Encoders
@@ -202,9 +201,7 @@ def score_bitext(
             work = claim.work_dir(".work")
             (work / "sides").mkdir(exist_ok=True)
             src_txt, tgt_txt = (Path(shutil.move(p, work / "sides" / p.name)) for p in staged_sides)
-            encoders = Encoders(EncoderConfig(name=encoding.encoder, precision=encoding.precision,
-                                              runtime=encoding.runtime, prompt=encoding.prompt,
-                                              prompt_name=encoding.prompt_name), projection,
+            encoders = Encoders(encoding.encoder_config(), projection,
                                 inputs=[p for p in corpora_paths if p is not None])
             # As `mine`: OUT.work/ is this command's own to rebuild (a damaged work store) with
             # --overwrite and whenever OUT holds no finished result (what an interrupted run left);
@@ -244,7 +241,7 @@ def score_bitext(
                     "ray": search.ray,
                     "threshold": threshold_record,
                     "filters": filters.record(config.margin) | {"languages": list(langs)},
-                    "encoder": sx.encoder.to_dict(), "projection": _json(sx.projection), "part": sx.part,
+                    "encoder": sx.encoder.to_dict(), "projection": to_json(sx.projection), "part": sx.part,
                     "projection_choice": encoders.choice.record(),
                     "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang,
                                              bitext=[shown_path(p) for p in bitext.paths], bitext_format=bitext.format,
@@ -256,10 +253,6 @@ def score_bitext(
             if not keep_work:
                 shutil.rmtree(work, ignore_errors=True)
             return claim.finish(summary)
-
-
-def _json(value):
-    return to_json(value)
 
 
 __all__ = ["DROP_RULES", "PairScores", "SCORE_KIND", "score_bitext", "score_pairs", "write_sides"]

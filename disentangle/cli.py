@@ -22,7 +22,7 @@ from xmine.exec.executor import executor_for
 from xmine.langs import is_known_lang, normalize_lang
 from xmine.disentangle.massive import locate
 from xmine.mining.langid import LID_BACKENDS, identify as identify_by_library, supported_languages
-from xmine.options import Finite, ray_option
+from xmine.options import Finite, quiet_option, ray_option
 from xmine.encoders.options import precision_option
 from xmine.artefacts.outputs import claim_output
 from xmine.encoders.projection import shipped_dir
@@ -114,7 +114,7 @@ def _split_langs(value: str | None) -> list[str] | None:
               help="CPU threads for training the (small, d x d) networks; more rarely helps and contends "
                    "with other jobs. Embedding uses the encoder's own setting.")
 @precision_option()
-@click.option("-q", "--quiet", is_flag=True, help="No progress bars or per-epoch lines.")
+@quiet_option(help="No progress bars or per-epoch lines.")
 @ray_option("the embedding step (sentences not in the cache yet are encoded by a pool of encoder actors; "
             "training itself stays here)")
 def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_lang, max_valid_pairs, batch_size, lr,

@@ -22,7 +22,8 @@ from xmine.index.faiss_gpu import gpu_count
 from xmine.index.faiss_index import IndexDir
 from xmine.encoders.input_encoders import Encoders, check_same_projection
 from xmine.inputs import check_split_languages, load_side
-from xmine.options import LANG, PROJECTION_CHOSEN, Finite, input_format_options, projection_option, ray_option
+from xmine.options import (LANG, PROJECTION_CHOSEN, Finite, input_format_options, projection_option, quiet_option,
+                           ray_option)
 from xmine.artefacts.outputs import claim_output
 from xmine.store.rows import RowSubset
 
@@ -68,7 +69,7 @@ def _deprecated(old: str, new: str, value):
                                           "with unless one is given.")
 @precision_option(default_from="the precision of a store SOURCE")
 @click.option("--cpu", is_flag=True, help="Do not use GPUs even if FAISS reports some.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
+@quiet_option(help="No progress bars.")
 @input_format_options
 @ray_option("the build: training in one task, adding rows in parallel tasks (each shard a task with "
             "--shard-rows, else pieces merged into one index). A store SOURCE is read by the workers from "

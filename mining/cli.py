@@ -5,18 +5,19 @@ from __future__ import annotations
 import click
 
 from xmine.mining.cli_options import (conflicts_as_usage_errors, encoding_options, filter_options, output_options,
-                                     pair_filter_options, search_options, selection_options)
+                                     pair_filter_options, search_options, selection_options, src_lang_option,
+                                     tgt_lang_option)
 from xmine.mining.config import MineConfig, SideInput
 from xmine.mining.pipeline import mine as run_mine
-from xmine.options import LANG, InputPath, input_format_options
+from xmine.options import InputPath, input_format_options, quiet_option
 
 
 @click.command("mine")
 @click.argument("src", type=InputPath())
 @click.argument("tgt", type=InputPath())
 @output_options
-@click.option("--src-lang", type=LANG, default=None, help="Language code of SRC (recorded; checked against artefacts).")
-@click.option("--tgt-lang", type=LANG, default=None, help="Language code of TGT.")
+@src_lang_option(help="Language code of SRC (recorded; checked against artefacts).")
+@tgt_lang_option(help="Language code of TGT.")
 @click.option("--keep-field", "keep_fields", multiple=True, metavar="NAME",
               help="A field of the input records (dotted: meta.url) to carry with every pair, for each side as "
                    "src_NAME and tgt_NAME (dots become _): columns of jsonl, parquet and hf, props of tmx, "
@@ -31,7 +32,7 @@ from xmine.options import LANG, InputPath, input_format_options
 @encoding_options(what="mine", inputs=("input", "inputs"))
 @pair_filter_options
 @filter_options
-@click.option("-q", "--quiet", is_flag=True, help="No progress bars (the one-line summary is still printed).")
+@quiet_option(help="No progress bars (the one-line summary is still printed).")
 def mine(src, tgt, output, src_lang, tgt_lang, keep_fields, allow_same_input, input_format, selection, search,
          encoding, filters, quiet):
     """Mine parallel sentence pairs between SRC and TGT with margin-based scoring.

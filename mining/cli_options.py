@@ -28,7 +28,7 @@ from xmine.mining.presearch import PreSearchConfig
 from xmine.mining.products import PRODUCTS
 from xmine.mining.select import RETRIEVALS
 from xmine.mining.writers import OUTPUT_FORMATS
-from xmine.options import PROJECTION_CHOSEN, Finite, projection_option, ray_option
+from xmine.options import LANG, PROJECTION_CHOSEN, Finite, projection_option, ray_option
 
 
 class ThresholdType(click.ParamType):
@@ -67,6 +67,9 @@ margin_option = functools.partial(click.option, "--margin", type=click.Choice(MA
                                   show_default=True)
 retrieval_option = functools.partial(click.option, "--retrieval", type=click.Choice(RETRIEVALS),
                                      default=SelectionConfig.retrieval, show_default=True)
+# The languages of the two sides (mine, score; calibrate's take any FLORES-200 code, type=str).
+src_lang_option = functools.partial(click.option, "--src-lang", type=LANG, default=None)
+tgt_lang_option = functools.partial(click.option, "--tgt-lang", type=LANG, default=None)
 
 
 def threshold_options(threshold_help: str):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from xmine.encoders.base import PRECISIONS
+from xmine.encoders.base import PRECISIONS, EncoderConfig
 from xmine.encoders.prompts import check_prompt
 from xmine.errors import ConfigError
 from xmine.langs import is_known_lang, normalize_lang
@@ -99,6 +99,11 @@ class EncodingConfig:
         if self.precision is not None and self.precision not in PRECISIONS:
             raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)} (got {self.precision!r})")
         check_prompt(self.prompt, self.prompt_name)
+
+    def encoder_config(self) -> EncoderConfig:
+        """The encoder of this space, as `xmine.encoders` loads it."""
+        return EncoderConfig(name=self.encoder, precision=self.precision, runtime=self.runtime, prompt=self.prompt,
+                             prompt_name=self.prompt_name)
 
 
 @dataclass(frozen=True, kw_only=True)

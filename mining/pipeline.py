@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import logging
 import shutil
 import tempfile
 from dataclasses import asdict, replace
@@ -39,7 +38,6 @@ from pathlib import Path
 import numpy as np
 
 from xmine.artefacts.directory import provenance
-from xmine.encoders import EncoderConfig
 from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.exec.executor import executor_for
 from xmine.artefacts.input_artefacts import artefact_kind
@@ -50,7 +48,7 @@ from xmine.mining.filter_step import check_declared_languages, filter_pairs, lan
 from xmine.mining.mineable import Mineable
 from xmine.mining.products import resolve_product
 from xmine.mining.search_pairs import search_pairs
-from xmine.mining.threshold_rule import ESTIMATED, apply_run_threshold, run_threshold
+from xmine.mining.threshold_rule import RuleUse, apply_run_threshold, run_threshold
 from xmine.mining.writers import COMPANIONS, moses_suffixes, output_format as resolve_format
 from xmine.mining.writers import MinedRows, PairColumn, write_meta, write_mined
 from xmine.artefacts.output_state import same_file
@@ -60,7 +58,6 @@ from xmine.io.record_fields import check_fields_readable, record_fields
 from xmine.artefacts.records import to_json
 from xmine.io.stdin import is_url, shown_path, spool_url
 
-log = logging.getLogger(__name__)
 
 MINING_KIND = "mining-result"
 FILTERED_KIND = "filtered-pairs"
@@ -162,9 +159,7 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                 claim.work_dir(".work")
             return work / tag
 
-        encoders = Encoders(EncoderConfig(name=config.encoding.encoder, precision=config.encoding.precision,
-                                          runtime=config.encoding.runtime, prompt=config.encoding.prompt,
-                                          prompt_name=config.encoding.prompt_name), projection, inputs=[src, tgt])
+        encoders = Encoders(config.encoding.encoder_config(), projection, inputs=[src, tgt])
         # OUT.work/ is this command's own to rebuild (a damaged work store, one of another input) with
         # --overwrite, and whenever OUT holds no finished result: then it is what a failed or
         # interrupted run left, which must not stand in the way of a corrected command.
@@ -179,9 +174,16 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                        show_progress=show_progress, rebuild=rebuild, input_format=tgt_format)
         try:
             check_compatible(sx, sy)
+            search = "exact"
+            if sx.index is not None or sy.index is not None:
+                search = "faiss-index"
+            elif search_config.approximate:
+                search = "approximate"
+            # A threshold rule reads the run's candidates before any threshold (mining/threshold_rule.py);
+            # approximate search refines the neighbourhoods around its threshold, before that.
             mining, filters, threshold_record = run_threshold(
                 config.selection, config.mining_config(), filters, encoders.choice.path if sx.projection else None,
-                sx.encoder.name)
+                sx.encoder.name, rules=RuleUse.ESTIMATE_ONLY if search == "approximate" else RuleUse.AFTER_SEARCH)
             for side in (sx, sy):  # every shard's sha256 (large stores: now, before any search starts)
                 if hasattr(side.rows, "check_all"):
                     side.rows.check_all()
@@ -199,23 +201,9 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                                                       encoders=encoders)
             pre_record = pre_search(mx, my, langs=langs, config=config.filters.pre_clean, filters=filters,
                                     margin=mining.margin)
-            search = "exact"
-            if sx.index is not None or sy.index is not None:
-                search = "faiss-index"
-            elif search_config.approximate:
-                search = "approximate"
             # Length bounds were applied above; the selection only needs the ratio filter.
             select_config = mining.replace(min_length=0, max_length=None)
-            # A threshold rule reads the run's candidates before any threshold (mining/threshold_rule.py).
-            # Approximate search refines the neighbourhoods around its threshold, so it needs that before
-            # the search: it keeps a calibrated space's single value; a space without one has no value
-            # to refine around, and its estimate is taken after the search as everywhere.
             rule = threshold_record.get("rule")
-            if search == "approximate" and rule is not None and rule["rule"] != ESTIMATED:
-                del threshold_record["rule"]
-                rule = None
-                threshold_record["source"] += " (approximate search: the single value, not the rule of the run)"
-                log.info("threshold %g: %s", threshold_record["value"], threshold_record["source"])
             if rule is not None:
                 select_config = select_config.replace(threshold=None)
             key = hashlib.sha256(json.dumps(

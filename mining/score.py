@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import shutil
 import tempfile
 from dataclasses import asdict
@@ -32,7 +31,6 @@ from pathlib import Path
 import numpy as np
 
 from xmine.artefacts.directory import provenance
-from xmine.encoders import EncoderConfig
 from xmine.errors import InputError
 from xmine.exec.executor import LOCAL, Executor, executor_for
 from xmine.encoders.input_encoders import Encoders
@@ -47,13 +45,12 @@ from xmine.mining.rescore import exact_dot
 from xmine.mining.score_output import DROP_RULES, PairScores, resolve_score_format, write_scored
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.select import MiningConfig, _masked_mean
-from xmine.mining.threshold_rule import ESTIMATED, run_threshold
+from xmine.mining.threshold_rule import RuleUse, run_threshold
 from xmine.mining.writers import tsv_field
 from xmine.artefacts.outputs import claim_output
 from xmine.artefacts.records import to_json
 from xmine.io.stdin import shown_path
 
-log = logging.getLogger(__name__)
 
 SCORE_KIND = "scored-pairs"
 #: pairs whose rows are read and scored at once
@@ -204,9 +201,7 @@ def score_bitext(
             work = claim.work_dir(".work")
             (work / "sides").mkdir(exist_ok=True)
             src_txt, tgt_txt = (Path(shutil.move(p, work / "sides" / p.name)) for p in staged_sides)
-            encoders = Encoders(EncoderConfig(name=encoding.encoder, precision=encoding.precision,
-                                              runtime=encoding.runtime, prompt=encoding.prompt,
-                                              prompt_name=encoding.prompt_name), projection,
+            encoders = Encoders(encoding.encoder_config(), projection,
                                 inputs=[p for p in corpora_paths if p is not None])
             # As `mine`: OUT.work/ is this command's own to rebuild (a damaged work store) with
             # --overwrite and whenever OUT holds no finished result (what an interrupted run left);
@@ -227,17 +222,10 @@ def score_bitext(
                 for side in sides[1:]:
                     check_compatible(sides[0], side)
                 sx, sy = sides[0], sides[1]
-                # mine's threshold and score cap of the space scored in. A rule of a run reads a mining
-                # run's candidates, which a bitext's own pairs are not: a calibrated space keeps its
-                # single value, and a space without one keeps every pair.
+                # mine's threshold and score cap of the space scored in; no rule of a run (`RuleUse.NONE`)
                 config, filters, threshold_record = run_threshold(
-                    selection, config, filters, encoders.choice.path if sx.projection else None, sx.encoder.name)
-                if (rule := threshold_record.pop("rule", None)) is not None:
-                    threshold_record["source"] += (
-                        ": every pair kept; pass --threshold or --calibration to choose one" if rule["rule"] == ESTIMATED
-                        else " (the single value: the rule of a mining run reads its candidates)")
-                    log.info("threshold %s: %s", "none" if threshold_record["value"] is None
-                             else f"{threshold_record['value']:g}", threshold_record["source"])
+                    selection, config, filters, encoders.choice.path if sx.projection else None, sx.encoder.name,
+                    rules=RuleUse.NONE)
                 langs = (src_lang, tgt_lang)
                 scores = score_pairs(sx, sy, n, langs=langs, config=config, filters=filters, corpora=tuple(corpora),
                                      approximate=search.approximate_config() if search.approximate else None, work=work / "search",
@@ -253,7 +241,7 @@ def score_bitext(
                     "ray": search.ray,
                     "threshold": threshold_record,
                     "filters": filters.record(config.margin) | {"languages": list(langs)},
-                    "encoder": sx.encoder.to_dict(), "projection": _json(sx.projection), "part": sx.part,
+                    "encoder": sx.encoder.to_dict(), "projection": to_json(sx.projection), "part": sx.part,
                     "projection_choice": encoders.choice.record(),
                     "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang,
                                              bitext=[shown_path(p) for p in bitext.paths], bitext_format=bitext.format,
@@ -265,10 +253,6 @@ def score_bitext(
             if not keep_work:
                 shutil.rmtree(work, ignore_errors=True)
             return claim.finish(summary)
-
-
-def _json(value):
-    return to_json(value)
 
 
 __all__ = ["DROP_RULES", "PairScores", "SCORE_KIND", "score_bitext", "score_pairs", "write_sides"]

@@ -8,10 +8,11 @@ import click
 
 from xmine.mining.bitext import BITEXT_FORMATS, Bitext, BitextFormat, parse_pairs_argument
 from xmine.mining.cli_options import (approximate_option, conflicts_as_usage_errors, encoding_options, k_option,
-                                      margin_option, pair_filter_options, threshold_options)
+                                      margin_option, pair_filter_options, src_lang_option, tgt_lang_option,
+                                      threshold_options)
 from xmine.mining.config import SearchConfig, SelectionConfig
 from xmine.mining.score_output import SCORE_FORMATS
-from xmine.options import LANG, InputPath, ray_option
+from xmine.options import InputPath, quiet_option, ray_option
 from xmine.io.stdin import with_local_inputs
 
 
@@ -43,9 +44,8 @@ from xmine.io.stdin import with_local_inputs
 @click.option("--split", "hf_split", default=None, help="hf: the split to read (default: the only one, else train).")
 @click.option("--kept-only", is_flag=True, help="Write only the pairs that are kept.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT (and OUT.json) if it is an earlier xmine score result.")
-@click.option("--src-lang", type=LANG, default=None,
-              help="Language of the source side (the script and language filters judge it by this).")
-@click.option("--tgt-lang", type=LANG, default=None, help="Language of the target side.")
+@src_lang_option(help="Language of the source side (the script and language filters judge it by this).")
+@tgt_lang_option(help="Language of the target side.")
 @click.option("--src-corpus", type=click.Path(exists=True, path_type=Path), default=None,
               help="A source-language corpus, embedding store or index whose sentences form each target's "
                    "neighbourhood (default: the bitext's own sources).")
@@ -64,7 +64,7 @@ from xmine.io.stdin import with_local_inputs
 @approximate_option(help="Search the neighbourhoods with IVF indexes (as xmine mine --approximate) instead of exactly.")
 @pair_filter_options
 @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (the embedded sides, checkpoints) after success.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress bars (the one-line summary is still printed).")
+@quiet_option(help="No progress bars (the one-line summary is still printed).")
 @ray_option("the neighbourhood search, as xmine mine --ray does (exact: tiles of the product as tasks; "
             "--approximate: the index shards built and searched as tasks; the output byte for byte the one "
             "without --ray),")

@@ -43,6 +43,7 @@ and templated sentences), so it errs towards fewer, cleaner pairs; it never keep
 
 from __future__ import annotations
 
+import enum
 import logging
 from dataclasses import replace
 
@@ -65,6 +66,20 @@ GUMBEL_LO, GUMBEL_HI = 0.05, 0.5
 NULL_SHARE_Q = 0.9
 #: fewer candidates than this: no estimate (every candidate is taken for no translation)
 MIN_CANDIDATES = 20
+
+
+class RuleUse(enum.Enum):
+    """What a caller of `run_threshold` can do with a rule of the run; the value is what a threshold
+    record's source then says of a calibrated space's rule the caller cannot apply."""
+
+    #: `xmine mine`: either rule, on its candidates after the search (`apply_run_threshold`)
+    AFTER_SEARCH = ""
+    #: `xmine mine --approximate`: the search refines around the threshold, so a calibrated space
+    #: keeps its single value; the estimate of a space without one is taken after the search
+    ESTIMATE_ONLY = " (approximate search: the single value, not the rule of the run)"
+    #: `xmine score`: a bitext's own pairs are no run's candidates, so a calibrated space keeps its
+    #: single value, and a space without one keeps every pair
+    NONE = " (the single value: the rule of a mining run reads its candidates)"
 
 
 def _gumbel_q(p: float) -> float:
@@ -144,15 +159,18 @@ def keep_at_least(mined: MinedPairs, threshold: float) -> MinedPairs:
 
 
 def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: PairFilterConfig, projection_dir,
-                  encoder_name: str | None) -> tuple[MiningConfig, PairFilterConfig, dict]:
+                  encoder_name: str | None, *, rules: RuleUse = RuleUse.AFTER_SEARCH,
+                  ) -> tuple[MiningConfig, PairFilterConfig, dict]:
     """The config and filters to search and select with, and the summary's `threshold` record.
 
     `selection.threshold` a number or None: that (None: every pair kept). "default": the space's
     calibrated value (`selection.calibration`, the user's `xmine calibrate` record, before the
     shipped ones) at `selection.operating_point` for `config.margin`; where the space has a rule
     for it (max retrieval), `record["rule"]` says so and `apply_run_threshold` replaces the value
-    after the search. A space without a calibration gets the `ESTIMATED` rule. `filters.score_max`
-    None: the space's calibrated cap for `filters.score_margin` (none without a calibration)."""
+    after the search. A space without a calibration gets the `ESTIMATED` rule. Only the rules the
+    caller can apply (`rules`) are given; without one, the record's source says what holds instead.
+    `filters.score_max` None: the space's calibrated cap for `filters.score_margin` (none without a
+    calibration)."""
     found, what = space_defaults(projection_dir, encoder_name)
     if selection.calibration is not None:
         found = read_calibration(selection.calibration, encoder_name=encoder_name, projection_dir=projection_dir)
@@ -163,7 +181,12 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
     elif not selection.calibrated:
         record["source"] = "every pair kept (--threshold none)"
     elif found is None:
-        record |= {"source": f"no calibrated default for this space ({what})", "rule": {"rule": ESTIMATED}}
+        record["source"] = f"no calibrated default for this space ({what})"
+        if rules is RuleUse.NONE:
+            record["source"] += ": every pair kept; pass --threshold or --calibration to choose one"
+            log.info("threshold none: %s", record["source"])
+        else:
+            record["rule"] = {"rule": ESTIMATED}
     elif (value := found.threshold(config.margin, point)) is None:
         record["source"] = (f"every pair kept: {what} has no calibrated {config.margin} threshold for the "
                             f"{point} operating point; pass --threshold to choose one")
@@ -173,7 +196,10 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
                    "source": f"the {point} {config.margin} threshold {found.source}"}
         rule = found.rule(config.margin, point)
         if rule is not None and config.retrieval == "max":
-            record["rule"] = {**rule, "calibrated_value": value}
+            if rules is RuleUse.AFTER_SEARCH:
+                record["rule"] = {**rule, "calibrated_value": value}
+            else:
+                record["source"] += rules.value
     if filters.score_max is None:
         cap = None if found is None else found.score_max.get(filters.score_margin)
         filters = replace(filters, score_max=cap)
@@ -212,5 +238,5 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
     return keep_at_least(mined, record["value"])
 
 
-__all__ = ["ESTIMATED", "RULE_NAME", "apply_run_threshold", "estimate_true_pairs", "estimated_threshold",
+__all__ = ["ESTIMATED", "RULE_NAME", "RuleUse", "apply_run_threshold", "estimate_true_pairs", "estimated_threshold",
            "keep_at_least", "mutual_null_share", "null_fit", "rule_threshold", "run_threshold"]

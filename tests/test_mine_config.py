@@ -99,6 +99,22 @@ def test_an_option_several_commands_take_has_one_definition_and_the_configs_defa
         assert all(d == first for d in found.values()), (name, found)
         assert first["default"] == default, (name, first)
 
+
+def test_quiet_and_the_languages_of_the_sides_have_one_definition():
+    # -q/--quiet (xmine.options) wherever a command takes it; --src-lang/--tgt-lang (mining/cli_options.py)
+    # in mine and score, and under the same names in calibrate (bench bucc's are options of their own).
+    from xmine.cli import main
+
+    def definition(command, name):
+        return next({k: v for k, v in p.to_info_dict().items() if k != "help"} for p in command.params if p.name == name)
+
+    quiet = [definition(cmd, "quiet") for cmd in main.commands.values() if any(p.name == "quiet" for p in cmd.params)]
+    assert len(quiet) >= 5 and all(d == quiet[0] for d in quiet) and quiet[0]["opts"] == ["-q", "--quiet"], quiet
+    for name in ("src_lang", "tgt_lang"):
+        mine, score, calibrate = (definition(main.commands[c], name) for c in ("mine", "score", "calibrate"))
+        assert mine == score and mine["type"]["param_type"] == "LangCode", (mine, score)
+        assert calibrate["opts"] == mine["opts"] and calibrate["required"], calibrate
+
 def test_the_api_refuses_a_keyword_beside_the_config_that_holds_it(tmp_path):
     import xmine
 

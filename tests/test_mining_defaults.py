@@ -15,7 +15,7 @@ from xmine.mining.filters import PairFilterConfig
 from xmine.mining.margin import MARGINS
 from xmine.mining.config import SelectionConfig
 from xmine.mining.select import MiningConfig
-from xmine.mining.threshold_rule import ESTIMATED, run_threshold
+from xmine.mining.threshold_rule import ESTIMATED, RULE_NAME, RuleUse, run_threshold
 from xmine.encoders.projection import shipped_dir
 
 #: every space xmine ships: (projection dir, encoder)
@@ -68,6 +68,26 @@ def test_a_space_without_calibration_gets_a_threshold_from_the_run(tmp_path):
     assert (config.threshold, filters.score_max) == (1.3, 2.5) and "given" in record["score_max"]["source"]
     assert "rule" not in record
 
+
+
+def test_a_caller_gets_only_the_rules_of_the_run_it_can_apply():
+    """mine applies either rule after its search; mine --approximate only the estimate (it refines
+    around a calibrated value); score neither: the record then holds the single value, or every pair
+    kept, and its source says so."""
+    calibrated, bare = SHIPPED_SPACES["raw me5-small"], (None, "my-encoder")
+    records = {(space, rules): run_threshold(SelectionConfig(), MiningConfig(), PairFilterConfig(), *dirs,
+                                             rules=rules)[2]
+               for space, dirs in (("calibrated", calibrated), ("bare", bare)) for rules in RuleUse}
+    assert records["calibrated", RuleUse.AFTER_SEARCH]["rule"]["rule"] == RULE_NAME
+    assert records["bare", RuleUse.AFTER_SEARCH]["rule"] == records["bare", RuleUse.ESTIMATE_ONLY]["rule"] == {
+        "rule": ESTIMATED}
+    for rules in (RuleUse.ESTIMATE_ONLY, RuleUse.NONE):
+        single = records["calibrated", rules]
+        assert "rule" not in single and single["value"] == records["calibrated", RuleUse.AFTER_SEARCH]["value"]
+        assert single["source"].endswith(rules.value)
+    assert "rule" not in records["bare", RuleUse.NONE] and records["bare", RuleUse.NONE]["value"] is None
+    assert records["bare", RuleUse.NONE]["source"].endswith(": every pair kept; pass --threshold or --calibration "
+                                                             "to choose one")
 
 def test_the_estimated_threshold_keeps_near_the_best_f1_of_a_mixture():
     """Candidates that are no translation drawn from a Gumbel law (a best-of-neighbours score) and

@@ -19,7 +19,7 @@ from xmine.encoders.suitability import suitability
 from xmine.errors import ConfigError
 from xmine.encoders.options import precision_option
 from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection
-from xmine.options import LANG, input_format_options, projection_option, ray_option
+from xmine.options import LANG, input_format_options, projection_option, quiet_option, ray_option
 from xmine.paths import xmine_home
 from xmine.encoders.projection import choose_projection
 from xmine.io.stdin import is_stdin, is_url, spool_stdin, spool_url
@@ -109,7 +109,7 @@ def describe_auto_precision() -> str:
                    "instead of refusing.")
 @click.option("--device", default=None, help="Torch device for the encoder (default: cuda if present, else cpu).")
 @precision_option(default_from="the precision of the finished store OUT")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@quiet_option(help="No progress bar.")
 @click.option("--embeddings", "embeddings_file", default=None, type=click.Path(path_type=str),
               help="Store these embeddings made elsewhere instead of encoding: LASER's raw .f32/.f16 rows (with "
                    "--dim), a .npy array, a Parquet file or Hugging Face save_to_disk folder (--embeddings-column); "

@@ -4,7 +4,8 @@
 through: every comparison with NaN is false); `LANG` a language code; `InputPath` a corpus
 argument (a path, '-' or a URL); `input_format_options` the options saying how to read a corpus;
 `projection_option` the `--projection` of every command that embeds or compares in a projection's
-space; `ray_option` the `--ray` of every command that can run on a Ray cluster.
+space; `ray_option` the `--ray` of every command that can run on a Ray cluster; `quiet_option` the
+`-q/--quiet` of every command that shows progress bars.
 """
 
 from __future__ import annotations
@@ -82,6 +83,10 @@ PROJECTION_VALUES = ("'default' (the projection shipped with xmine for the encod
 #: what no `--projection` means where the command chooses as `xmine mine` does
 PROJECTION_CHOSEN = ("Default: the shipped projection for me5-small once its SHIPPED.json says is_default; any other "
                      "encoder gets raw embeddings, said in a log line.")
+
+
+#: `-q/--quiet`, handed to the command as `quiet`; each command gives its own help= (what it silences)
+quiet_option = functools.partial(click.option, "-q", "--quiet", is_flag=True)
 
 
 def ray_option(what: str):
@@ -168,4 +173,4 @@ def input_format_options(f=None, *, per_side: bool = False):
 
 
 __all__ = ["Finite", "FiniteFloat", "LANG", "LangCode", "PROJECTION_CHOSEN", "PROJECTION_VALUES",
-           "input_format_options", "projection_option"]
+           "input_format_options", "projection_option", "quiet_option", "ray_option"]

@@ -2,26 +2,31 @@
 
 One Ray session is shared by every test here (starting Ray costs seconds). Real data, the real
 encoder (use-m3: pure numpy, quick to load in each actor), real FAISS; the faults are real
-(a worker process killed with SIGKILL, a driver process killed mid-run).
+(a worker process killed with SIGKILL, a driver process killed mid-run), each at a point the
+test waits for (an event, never a time): a worker stopped inside a chosen call (tests/ray_traps.py),
+a driver stopped after a chosen call (tests/paused_xmine.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
-import threading
-import time
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from paused_xmine import paused_xmine
+import ray_traps
+from paused_xmine import paused_script, paused_xmine
 from xmine.cli import main
 
 # Slow tier (`pytest -m "not slow"` is the fast one): a real local Ray cluster, started once for the module.
@@ -35,6 +40,16 @@ ENCODER = "use-m3"
 #: The processes `ray.init` started for the `cluster` fixture (its GCS server, raylet and helpers):
 #: the kill tests act only on their descendants, never on another cluster's processes.
 CLUSTER_ROOTS: set[int] = set()
+
+#: Where a kill test stops a worker (tests/ray_traps.py): wrapped in every worker process of the
+#: module's cluster, these run as usual until a test arms one.
+TRAP_TARGETS = {
+    "tile": "xmine.mining.knn:tile_knn",  # a tile of the exact product (a task)
+    "search": "xmine.index.blocked_search:search_unit",  # query blocks x one index shard (a task)
+    "encode": "xmine.exec.executor:PoolActor.run",  # a shard encoded by a pool actor (an actor call)
+}
+#: The folder of the module's traps (set while the `cluster` fixture's cluster runs).
+TRAPS_DIR: list[str] = []
 
 
 def _parent(pid: int) -> int | None:
@@ -71,14 +86,20 @@ def cluster():
     started = not ray.is_initialized()
     if started:
         before = _children(os.getpid())
+        traps = tempfile.mkdtemp(prefix="xmine-traps-")  # short: a Unix socket's path is at most 107 bytes
+        ray.cloudpickle.register_pickle_by_value(ray_traps)  # the workers need not import tests/
         ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING",
                  runtime_env={"env_vars": {k: os.environ[k] for k in ("XMINE_HOME", "HF_HUB_OFFLINE",
-                                                                       "TRANSFORMERS_OFFLINE") if k in os.environ}})
+                                                                       "TRANSFORMERS_OFFLINE") if k in os.environ},
+                              "worker_process_setup_hook": ray_traps.setup_hook(traps, list(TRAP_TARGETS.values()))})
         CLUSTER_ROOTS.update(_children(os.getpid()) - before)
+        TRAPS_DIR.append(traps)
     yield ray.get_runtime_context().gcs_address
     if started:
         ray.shutdown()
         CLUSTER_ROOTS.clear()
+        TRAPS_DIR.clear()
+        shutil.rmtree(traps, ignore_errors=True)
 
 
 def _run(*args, ok=True):
@@ -312,27 +333,16 @@ def _of_this_cluster(pid: int) -> bool:
     return False
 
 
-def _processes(title: str) -> list[int]:
-    """PIDs of the processes of THIS module's cluster whose command line starts with `title` (Ray
-    sets a worker's title to ray::<task> while it runs one); never another session's."""
-    pids = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                if (d / "cmdline").read_bytes().startswith(title.encode()) and _of_this_cluster(int(d.name)):
-                    pids.append(int(d.name))
-            except OSError:
-                continue
-    return pids
-
-
-def _kill_first(title: str, stop: threading.Event, killed: list[int]) -> None:
-    while not stop.is_set() and not killed:
-        pids = _processes(title)
-        if pids:
-            os.kill(pids[0], signal.SIGKILL)
-            killed.append(pids[0])
-        time.sleep(0.02)
+@contextlib.contextmanager
+def _first_call_killed(trap: str) -> Iterator[ray_traps.Trap]:
+    """The first call of `TRAP_TARGETS[trap]` in a worker of this module's cluster, made while the
+    block runs, is SIGKILLed while it runs (the worker stops inside it and waits: no race); fails
+    when no such call came. Only a process of this cluster is killed (`_of_this_cluster`)."""
+    assert CLUSTER_ROOTS and TRAPS_DIR, "the kill tests act on the cluster this module starts; Ray was already running"
+    with ray_traps.first_call_killed(TRAPS_DIR[0], TRAP_TARGETS[trap], ours=_of_this_cluster) as caught:
+        yield caught
+    assert not caught.not_ours, f"{caught.said}: not a process of this module's cluster, not killed"
+    assert caught.killed, f"no call of {caught.target} was made in a worker of this module's cluster"
 
 
 def test_units_on_ray_report_their_rows_as_they_go(cluster):
@@ -359,53 +369,22 @@ def test_a_killed_worker_task_is_retried(cluster):
     from xmine.mining.knn import exact_knn_both
     from xmine.exec.executor import OnRay
 
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((6000, 384), dtype=np.float32)
-    y = rng.standard_normal((6000, 384), dtype=np.float32)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    y /= np.linalg.norm(y, axis=1, keepdims=True)
-    stop, killed = threading.Event(), []
-    killer = threading.Thread(target=_kill_first, args=("ray::tile_knn", stop, killed))
-    assert CLUSTER_ROOTS, "the kill tests act on the cluster this module starts; Ray was already running"
-    killer.start()
-    try:
-        got = exact_knn_both(x, y, 4, executor=OnRay(), tile_rows=2048, tile_cols=2048)
-    finally:
-        stop.set()
-        killer.join()
-    assert killed, "no tile task was caught running"
+    x, y = _unit_rows(1, 1500, 64), _unit_rows(8, 1400, 64)
+    # 3 x 3 tiles; the worker running the first is killed inside it, so that tile is Ray's re-run.
+    with _first_call_killed("tile"):
+        got = exact_knn_both(x, y, 4, executor=OnRay(), tile_rows=512, tile_cols=512)
     want = exact_knn_both(x, y, 4)
     for a, b in zip(want, got):
         assert np.array_equal(a, b)
 
 
 def test_a_killed_encoder_actor_is_restarted(cluster, corpora, local_store, tmp_path):
-    stop, killed = threading.Event(), []
-    killer = threading.Thread(target=_kill_first, args=("ray::PoolActor", stop, killed))
     on_ray = tmp_path / "ray"
-    assert CLUSTER_ROOTS, "the kill tests act on the cluster this module starts; Ray was already running"
-    killer.start()
-    try:
+    # The actor encoding the first shard is killed inside that call: Ray restarts it (its encoder
+    # loaded again) and re-runs the call.
+    with _first_call_killed("encode"):
         _run("embed", *_embed_args(corpora), "-o", on_ray, "--ray", cluster)
-    finally:
-        stop.set()
-        killer.join()
-    assert killed, "no encoder actor was caught running"
     _same_store(local_store, on_ray)
-
-
-def _kill_when(driver: subprocess.Popen, ready, *, timeout: float) -> None:
-    """SIGKILL the driver process as soon as `ready()` (polled); fail if it finished first."""
-    try:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and driver.poll() is None and not ready():
-            time.sleep(0.02)
-        assert driver.poll() is None, "the driver finished before it could be killed"
-        driver.send_signal(signal.SIGKILL)
-        driver.wait()
-    finally:
-        if driver.poll() is None:
-            driver.kill()
 
 
 def test_a_killed_driver_resumes_from_finished_shards(cluster, corpora, local_store, tmp_path):
@@ -446,19 +425,12 @@ def test_a_killed_approximate_search_task_is_retried(cluster, tmp_path):
     from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
     from xmine.exec.executor import OnRay
 
-    x, y = _unit_rows(2, 6000, 128), _unit_rows(3, 6000, 128)
-    # IVF with exact vectors, every list visited: each (1000 queries x 3000 rows) task takes a while.
-    config = ApproximateConfig(index_type="ivf", nlist=8, nprobe=8, shard_rows=3000, query_block=1000)
-    stop, killed = threading.Event(), []
-    killer = threading.Thread(target=_kill_first, args=("ray::search_unit", stop, killed))
-    assert CLUSTER_ROOTS, "the kill tests act on the cluster this module starts; Ray was already running"
-    killer.start()
-    try:
+    x, y = _unit_rows(2, 1200, 64), _unit_rows(3, 1200, 64)
+    # IVF with exact vectors, every list visited; each direction: 2 shards x query blocks of 200,
+    # searched by several tasks. The worker running the first is killed inside it: Ray re-runs it.
+    config = ApproximateConfig(index_type="ivf", nlist=8, nprobe=8, shard_rows=600, query_block=200)
+    with _first_call_killed("search"):
         got = approximate_knn_both(x, y, 4, config=config, work_dir=tmp_path / "ray", executor=OnRay())
-    finally:
-        stop.set()
-        killer.join()
-    assert killed, "no search task was caught running"
     want = approximate_knn_both(x, y, 4, config=config, work_dir=tmp_path / "local")
     for a, b in zip(want, got):
         assert np.array_equal(a, b)
@@ -492,12 +464,17 @@ def _mine_in_small_blocks(src, tgt, out, ray: str | None, **popen) -> subprocess
 
 def test_a_killed_approximate_driver_resumes_from_finished_blocks(cluster, local_store, en_store, tmp_path):
     out = tmp_path / "ray.tsv"
-    driver = _mine_in_small_blocks(local_store, en_store, out, cluster)
     blocks = Path(str(out) + ".work") / "ann"
-    _kill_when(driver, lambda: len(list(blocks.glob("fwd-block-*"))) >= 3, timeout=120)
-    # Finished blocks only: the kill may leave a hidden temporary of the block being written.
-    finished = {p.name: p.stat().st_mtime_ns for p in blocks.glob("[fb]wd-block-*.npz")}
-    assert 3 <= len(finished) < 120
+    # The driver saves each file of its search in turn (xmine.mining.approximate's atomic_path: the
+    # trained index, then each query block once every shard has answered it). It stops itself as
+    # it begins the fifth: the index and three finished blocks are on disk; it is killed there.
+    with paused_script("xmine.mining.approximate:atomic_path", 5, _MINE_IN_SMALL_BLOCKS, local_store, en_store,
+                       out, cluster, before=True) as driver:
+        finished = {p.name: p.stat().st_mtime_ns for p in blocks.glob("[fb]wd-block-*.npz")}
+        assert (blocks / "trained.faiss").is_file() and len(finished) == 3, sorted(os.listdir(blocks))
+        assert all(name.startswith("fwd-block-") for name in finished), sorted(finished)
+        driver.send_signal(signal.SIGKILL)
+        assert driver.wait(timeout=60) == -9
     for args in ((out, cluster), (tmp_path / "local.tsv", None)):  # resumed on Ray; in one process
         assert _mine_in_small_blocks(local_store, en_store, *args).wait(timeout=120) == 0
     assert out.read_bytes() == (tmp_path / "local.tsv").read_bytes()

@@ -53,3 +53,17 @@ def usem3():
     from xmine.encoders import load_encoder
 
     return load_encoder("use-m3")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _git_commit_once():
+    """Every artefact records the checkout's commit (`provenance`), which runs `git rev-parse` and
+    `git status` each time: some 600 subprocesses over the fast tier. The tests change no tracked
+    file, so the answer is the same all session: asked of git once, here, and handed back."""
+    from xmine.artefacts import directory
+
+    real = directory.git_commit
+    commit = real()
+    directory.git_commit = lambda: commit
+    yield
+    directory.git_commit = real

@@ -111,9 +111,11 @@ def _from_module(node: ast.ImportFrom, package: str) -> str:
     return f"{anchor}.{base}" if base else anchor
 
 
-def _import_nodes(tree: ast.AST) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
+@functools.lru_cache(maxsize=None)
+def _import_nodes(tree: ast.AST) -> tuple[tuple[ast.Import | ast.ImportFrom, bool], ...]:
     """Every import statement of a module, and whether it sits inside a function (it runs when the
-    function is called) rather than at module level (it runs when the module is imported)."""
+    function is called) rather than at module level (it runs when the module is imported). Found
+    once per tree (`_tree` hands back the same tree while the file is unchanged)."""
     found = []
 
     def visit(node: ast.AST, in_function: bool) -> None:
@@ -123,7 +125,7 @@ def _import_nodes(tree: ast.AST) -> list[tuple[ast.Import | ast.ImportFrom, bool
             visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
 
     visit(tree, False)
-    return found
+    return tuple(found)
 
 
 def _owner(name: str, modules) -> str:

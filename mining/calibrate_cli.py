@@ -18,8 +18,8 @@ from xmine.paths import resolve_data_dir
 @click.command("calibrate")
 @click.option("--encoder", default=None, help="Encoder of the space to calibrate (default: me5-small).")
 @projection_option("of the space to calibrate")
-@src_lang_option(type=str, required=True, help="Source language: a FLORES-200 code (deu_Latn) or ISO 639-1/3.")
-@tgt_lang_option(type=str, required=True, help="Target language.")
+@src_lang_option(required=True, help="Source language: a FLORES-200 code (deu_Latn) or ISO 639-1/3.")
+@tgt_lang_option(required=True, help="Target language.")
 @click.option("--gold", nargs=2, type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               metavar="SRC TGT", help="Your own line-aligned translations (>= 500 pairs) instead of FLORES-200.")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,

@@ -24,6 +24,14 @@ def test_what_is_not_a_code_is_refused(code):
     assert not is_known_lang(code)
 
 
+def test_every_flores200_code_is_known(data_dir):
+    """Every language of FLORES-200 devtest (calibration reads it; users name their data by it),
+    `ajp_Arab` too, whose ISO 639-3 code was retired in 2023."""
+    codes = sorted(p.name.split(".")[0] for p in (data_dir / "parallel" / "flores200" / "devtest").glob("*.devtest"))
+    assert len(codes) >= 200
+    assert [c for c in codes if not is_known_lang(c)] == []
+
+
 def test_codes_compare_as_one_language_keeping_the_script():
     assert lang_script("zho_Hant") == lang_script("zh-Hant") == "Hant" and lang_script("de-DE") is None
     assert same_language("de", "deu_Latn") and same_language("de-DE", "deu")

@@ -66,7 +66,7 @@ def test_calibrate_then_mine_with_the_record(data_dir, tmp_path):
     refused(xm("calibrate", "--encoder", "use-m3", "--projection", "none", "--src-lang", "de", "--tgt-lang", "en",
                "--data-dir", data_dir, "-o", record), "cal.json")
     refused(xm("calibrate", "--encoder", "use-m3", "--src-lang", "xx", "--tgt-lang", "en", "--data-dir", data_dir,
-               "-o", tmp_path / "x.json"))
+               "-o", tmp_path / "x.json"), "'xx' is not a known language code")
 
 
 @pytest.mark.slow

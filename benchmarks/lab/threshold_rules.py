@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/lab/run.py threshold-rules study             # -> benchmarks/results/threshold-rules.json
     .venv/bin/python benchmarks/lab/run.py threshold-rules install           # the winning rule into the records
     .venv/bin/python benchmarks/lab/run.py threshold-rules uncalibrated      # -> threshold-uncalibrated.json
-    .venv/bin/python benchmarks/lab/run.py threshold-rules per-language|per-language-joint|decoys   # looks, printed
+    .venv/bin/python benchmarks/lab/run.py threshold-rules per-language|per-language-joint|length|decoys   # looks, printed
 
 Issue #39: with one calibrated threshold per space (`calibrate-defaults`), the held-out mean F1 gap
 to each set's best is 6-8 points, the templated (MASSIVE) family costing 13-23. This study scores
@@ -687,6 +687,60 @@ def per_language_joint_command(spaces):
                   f"(news/short {m['precision_families']:.1f}) R {m['recall']:.1f} [{'; '.join(chosen)}]")
         click.echo(f"{space:<14} offsets {dict(sorted((k, round(v, 4)) for k, v in offset.items()))} "
                    f"({time.monotonic() - t0:.0f} s)")
+
+
+#: the length term's slopes `length` chooses among, in units of (t1 - 1) per unit of log length
+LENGTH_SLOPES = tuple(np.round(np.arange(0, 0.501, 0.05), 2))
+
+
+@command.command("length")
+@click.option("--space", "spaces", type=click.Choice(list(SPACES)), multiple=True, help="Default: those with kNN lists.")
+def length_command(spaces):
+    """The shipped rule with a down-only term in the run's sentence length: the log of the median
+    length in characters of the shorter side (short sentences' translations have low margins),
+    read as at most the training sets' median and at least their lowest, its slope chosen with the
+    rule's intercept and slope at the nested precision floor, each family held out; beside the
+    rule alone chosen the same way (prints the table: a look, nothing written)."""
+    from xmine.mining.threshold_rule import rule_threshold
+
+    sets = _sets()
+    meta = [dict(name=s.name, **s.counts) for s in sets]
+    log_len = {s.name: float(np.log(min(np.median([len(x) for x in s.xx]), np.median([len(x) for x in s.en]))))
+               for s in sets}
+    for space in spaces or [s for s in SPACES if knn_path(s).exists()]:
+        t0 = time.monotonic()
+        langs = SPACE_LANGUAGES.get(space)
+        smeta = [m for m in meta if langs is None or m["iso"] in langs]
+        runs = runs_of(space, smeta)
+        family = {m["name"]: m["family"] for m in smeta if m["name"] in runs}
+        shares = {n: mutual_null_share(x) for n, x in runs.items()}
+
+        def make(fams, floor=PRECISION_FLOOR, slopes=LENGTH_SLOPES):
+            t1 = choose(rule_single(runs), runs, family, fams, floor)["t"]
+            train = [shares[n] for n in runs if family[n] in fams]
+            centre, low = round(float(np.median(train)), 4), round(float(min(train)), 4)
+            lengths = [log_len[n] for n in runs if family[n] in fams]
+            l_centre, l_low = float(np.median(lengths)), float(min(lengths))
+            for a in np.round(t1 + np.arange(-0.2, 0.2001, 0.01) * (t1 - 1), 5):
+                for b in np.round(np.arange(-0.5, 1.5001, 0.1), 2):
+                    rule = product_rule({"a": float(a), "b": float(b), "centre": centre, "floor": low, "t1": float(t1)},
+                                        t1, "")
+                    base = {n: rule_threshold(rule, shares[n]) for n in runs}
+                    for c in slopes:
+                        yield ({"a": float(a), "b": float(b), "c": float(c)},
+                               {n: ("max", base[n] + c * (t1 - 1) * (min(max(log_len[n], l_low), l_centre) - l_centre))
+                                for n in runs})
+
+        for label, slopes in (("rule alone", (0.0,)), ("rule + length", LENGTH_SLOPES)):
+            res = held_out(lambda fams, floor=PRECISION_FLOOR, slopes=slopes: make(fams, floor, slopes), runs, family,
+                           nested=True)
+            m = res["mean"]
+            click.echo(f"{space:<14} {label:<14} " + " ".join(f"{f} {h['gap']:.1f}" for f, h in res["held_out"].items())
+                       + f" | mean {m['gap']:.1f} worst {m['worst_gap']:.1f} >8 {m['over_8']} P3 "
+                         f"{m['precision_families']:.1f} P48 {m['precision']:.1f} R {m['recall']:.1f} ["
+                       + "; ".join(f"{f}: c {h['params']['c']:g} at floor {h['params']['precision_floor']:.2f}"
+                                   for f, h in res["held_out"].items()) + "]")
+        click.echo(f"{space:<14} ({time.monotonic() - t0:.0f} s)")
 
 
 # ---------------------------------------------------------------- a null from decoys: each sentence's second best

@@ -18,6 +18,7 @@ from xmine.errors import ConfigError, NonFiniteRowError
 from xmine.exec.executor import LOCAL, Executor, ShardProgress
 from xmine.artefacts.fileio import atomic_path, sha256_file, write_manifest
 from xmine.index.choose import IndexChoice, choose_index
+from xmine.io.compression import count_lines
 from xmine.index.faiss_gpu import faiss_reason, to_cpu, to_gpu, units_use_gpus
 from xmine.index.faiss_index import FORMAT_VERSION, KIND, IndexDir, shard_name, shard_plan
 from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint, to_json
@@ -105,7 +106,7 @@ def build_index(
 
     n, dim = embeddings.shape
     text_file = Path(sentences) if isinstance(sentences, (str, Path)) else None
-    n_text = count_newlines(text_file) if text_file is not None else len(sentences)
+    n_text = count_lines(text_file) if text_file is not None else len(sentences)
     if n_text != n or len(line_numbers) != n:
         raise ConfigError(f"{n} embeddings but {n_text} sentences / {len(line_numbers)} line numbers")
     use_gpu = config.gpu and units_use_gpus(executor)
@@ -317,11 +318,3 @@ def write_index_files(tmp: Path, plan, *, sentences, line_numbers, encoder, proj
         "provenance": provenance(kind=config.kind, shard_rows=config.shard_rows, nlist=config.nlist,
                                  nprobe=config.nprobe, pq_m=config.pq_m, seed=config.seed),
     }, format_version=FORMAT_VERSION)
-
-
-def count_newlines(path: Path) -> int:
-    n = 0
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            n += block.count(b"\n")
-    return n

@@ -30,11 +30,9 @@ from xmine.errors import ConfigError, InputError
 from xmine.langs import is_known_lang, normalize_lang
 from xmine.io.reader_base import MISSING, field_at, format_by_path
 from xmine.io.readers import jsonl_records
-from xmine.io.table_readers import open_parquet, parquet_rows
+from xmine.io.table_readers import dataset_rows, open_parquet, parquet_rows
 
 BITEXT_FORMATS = ("tsv", "csv", "moses", "jsonl", "parquet", "hf")
-# Rows per batch read from a dataset.
-_BATCH = 4096
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -106,23 +104,20 @@ class Bitext:
         return reader()
 
     def _delimited(self) -> Iterator[BitextPair]:
-        with closing(delimited_rows(self.path, self.format)) as rows:
-            yield from self._delimited_pairs(rows)
-
-    def _delimited_pairs(self, rows) -> Iterator[BitextPair]:
         header = self.spec.header if self.spec.header is not None else self.format == "csv"
         names = None
-        if header:
-            first = next(rows, None)
-            if first is None:
-                raise InputError(self.path, "no header line (the file is empty)")
-            names = [n.strip() for n in first[1]]
-            self.columns = first[1]
-        si = column_index(self.spec.src_field or "1", names, self.path, option="--src-field")
-        ti = column_index(self.spec.tgt_field or "2", names, self.path, option="--tgt-field")
-        for number, fields in rows:
-            yield BitextPair(number=number, src=field_of(fields, si, self.path, number, what="source"),
-                             tgt=field_of(fields, ti, self.path, number, what="target"), record=fields)
+        with closing(delimited_rows(self.path, self.format)) as rows:
+            if header:
+                first = next(rows, None)
+                if first is None:
+                    raise InputError(self.path, "no header line (the file is empty)")
+                names = [n.strip() for n in first[1]]
+                self.columns = first[1]
+            si = column_index(self.spec.src_field or "1", names, self.path, option="--src-field")
+            ti = column_index(self.spec.tgt_field or "2", names, self.path, option="--tgt-field")
+            for number, fields in rows:
+                yield BitextPair(number=number, src=field_of(fields, si, self.path, number, what="source"),
+                                 tgt=field_of(fields, ti, self.path, number, what="target"), record=fields)
 
     def _moses(self) -> Iterator[BitextPair]:
         src_path, tgt_path = self.paths
@@ -201,8 +196,7 @@ class Bitext:
                                             "--split")
             ds = ds[split]
         self.columns = list(ds.column_names)
-        yield from self._table_pairs(ds.select(range(lo, min(lo + _BATCH, len(ds)))).to_list()
-                                     for lo in range(0, len(ds), _BATCH))
+        yield from self._table_pairs(dataset_rows(ds, self.path))
 
 
 def _match_languages(keys: list[str], langs: tuple[str | None, str | None]) -> tuple[str, str] | None:

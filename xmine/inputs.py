@@ -36,6 +36,7 @@ from xmine.encoders import check_same_encoder
 from xmine.errors import ConfigError, EncoderMismatchError, InputError
 from xmine.artefacts.fileio import atomic_path, atomic_write_json
 from xmine.artefacts.input_artefacts import artefact_kind, manifest_hash
+from xmine.artefacts.output_state import read_json
 from xmine.encoders.input_encoders import Encoders, check_lang, check_same_projection
 from xmine.encoders.projection import ProjectionLike
 from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint, to_json
@@ -188,12 +189,8 @@ def project_rows(store, projection: ProjectionLike, out: Path, *, lang: str | No
     marker = out.with_suffix(".json")
     want = {"store": manifest_hash(store.directory), "projection": projection.fingerprint()["id"],
             "rows": len(store), "lang": lang}
-    if marker.is_file() and out.is_file():
-        try:
-            if json.loads(marker.read_text(encoding="utf-8")) == want:
-                return ShardRows([out])
-        except ValueError:
-            pass
+    if out.is_file() and read_json(marker) == want:
+        return ShardRows([out])
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = store.rows()
     first = projection.transform(rows[0:1].astype(np.float32), "meaning", lang=lang)

@@ -11,11 +11,11 @@ removed: anything else in the folder stays.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Sequence
 
 from xmine.artefacts.fileio import atomic_write_json
+from xmine.artefacts.output_state import read_json
 
 KEY_FILE = "key.json"
 
@@ -35,10 +35,7 @@ class KeyedDir:
             atomic_write_json(self.dir / KEY_FILE, {"key": key})
 
     def recorded_key(self) -> str | None:
-        try:
-            return json.loads((self.dir / KEY_FILE).read_text(encoding="utf-8"))["key"]
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+        return (read_json(self.dir / KEY_FILE) or {}).get("key")
 
     def path(self, name: str) -> Path:
         return self.dir / name

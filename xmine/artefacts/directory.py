@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import json
 import os
 import platform
 import shutil
@@ -25,7 +24,7 @@ import numpy
 from xmine import __version__
 from xmine.errors import ConfigError, OutputError
 from xmine.artefacts.fileio import DIR_MODE, MANIFEST, sha256_file, swap_in_dir
-from xmine.artefacts.output_state import MARKER, output_state
+from xmine.artefacts.output_state import MARKER, output_state, read_json
 
 
 #: The readers of the artefact kinds a feature package owns ("projection": xmine.disentangle,
@@ -58,10 +57,7 @@ def open_artefact(path: str | Path, kind: str) -> Any:
 def foreign_entries(path: Path, own: set[str] | None = None) -> list[str]:
     """Names in the xmine directory artefact `path` that are not its own files: not its manifest
     or marker, not a file its manifest records, not in `own` (the names its writer makes)."""
-    try:
-        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        manifest = {}
+    manifest = read_json(path / MANIFEST) or {}
     recorded = {MANIFEST, MARKER, ".lock"} | set(own or ())
     if own is None and not (isinstance(manifest, dict) and ("files" in manifest or "shards" in manifest)):
         return []  # a manifest that lists no files: only the new artefact's names can tell (own)

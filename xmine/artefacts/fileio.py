@@ -65,10 +65,9 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}")
-    os.close(fd)
+    tmp = temporary_beside(path)
     try:
-        yield Path(tmp)
+        yield tmp
         fsync_file(tmp)  # on disk before the rename, so a crash cannot leave `path` naming an empty file
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
@@ -79,6 +78,21 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             # Name the file the user asked for, not the hidden temporary that was being written.
             raise OSError(e.errno, e.strerror, str(path)) from e
         raise
+
+
+def temporary_beside(path: Path) -> Path:
+    """A new hidden temporary file beside `path`, named after it, with its suffix."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}")
+    os.close(fd)
+    return Path(tmp)
+
+
+def remove_path(path: Path) -> None:
+    """Remove a file or a folder (a link: the link itself), whichever `path` is."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _renameat2_exchange(a: Path, b: Path) -> bool:
@@ -108,11 +122,7 @@ def swap_in_dir(new: Path, path: Path) -> None:
     moved to a hidden name first and put back if the second move fails."""
     new, path = Path(new), Path(path)
     if _renameat2_exchange(new, path):
-        # (the old entry, now at the temporary's name)
-        if new.is_dir() and not new.is_symlink():
-            shutil.rmtree(new, ignore_errors=True)
-        else:
-            new.unlink(missing_ok=True)
+        remove_path(new)  # (the old entry, now at the temporary's name)
         return
     old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
     os.replace(path, old / "x")

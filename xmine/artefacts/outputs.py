@@ -38,8 +38,8 @@ import tempfile
 from typing import Any, Iterable, Iterator
 
 from xmine.errors import OutputError
-from xmine.artefacts.fileio import (DIR_MODE, FILE_MODE, MANIFEST, atomic_path, atomic_write_json, fsync_file, sha256_file,
-                          swap_in_dir)
+from xmine.artefacts.fileio import (DIR_MODE, FILE_MODE, MANIFEST, atomic_path, atomic_write_json, fsync_file,
+                                    remove_path, sha256_file, swap_in_dir, temporary_beside)
 from xmine.artefacts.output_state import (FORMS, MARKER, check_not_input, dir_kind, kind_label, output_state, read_json,
                                 sidecar_of, tree_record)
 
@@ -113,7 +113,7 @@ class Claim:
             with atomic_path(target) as tmp:
                 yield tmp
             return
-        tmp = _staging_path(target)
+        tmp = temporary_beside(target)
         try:
             yield tmp
             fsync_file(tmp)
@@ -122,13 +122,13 @@ class Claim:
                 tmp.unlink()
             raise
         if (old := self._staged.pop(target, None)) is not None:  # written twice: the later file wins
-            _remove(old)
+            remove_path(old)
         self._staged[target] = tmp
 
     def discard_staged(self) -> None:
         """Remove the staged files of a replacement that did not finish (the old result stays)."""
         for tmp in self._staged.values():
-            _remove(tmp)
+            remove_path(tmp)
         self._staged.clear()
 
     @contextlib.contextmanager
@@ -143,7 +143,7 @@ class Claim:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         if (old := self._staged.pop(self.path, None)) is not None:
-            _remove(old)
+            remove_path(old)
         self._staged[self.path] = tmp
 
     def write_text(self, text: str, suffix: str = "") -> None:
@@ -187,20 +187,12 @@ class Claim:
         self._staged.clear()
         for p in stale:
             if os.path.lexists(p):
-                _remove(p)
+                remove_path(p)
         body = {**(summary or {}), "kind": self.kind, "format_version": 1, "state": "finished",
                 "output_files": files}
         atomic_write_json(self.sidecar, body)
         self._marked = True
         return body
-
-
-def _remove(path: Path) -> None:
-    """Remove one of this claim's own files or folders (a staged temporary, a replaced output)."""
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
 
 
 def _swap_in(tmp: Path, target: Path) -> None:
@@ -211,13 +203,6 @@ def _swap_in(tmp: Path, target: Path) -> None:
         os.replace(tmp, target)
     else:
         swap_in_dir(tmp, target)
-
-
-def _staging_path(target: Path) -> Path:
-    """A new hidden temporary beside `target`, named as `atomic_path` names its temporaries."""
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}.", suffix=f".tmp{target.suffix}")
-    os.close(fd)
-    return Path(tmp)
 
 
 def _check_not_inside_an_artefact(path: Path) -> None:

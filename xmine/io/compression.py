@@ -79,7 +79,6 @@ class _ZstdFrames(io.RawIOBase):
 
     def __init__(self, path: Path, zstandard) -> None:  # noqa: ANN001 (an optional module)
         self._file = open(path, "rb")
-        self._zstd = zstandard
         self._dctx = zstandard.ZstdDecompressor()
         self._frame = None  # the decompressor of the frame being read; None between frames
         self._out = b""  # decompressed bytes not returned yet, from `self._at` on

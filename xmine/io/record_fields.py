@@ -22,6 +22,7 @@ from xmine.errors import ConfigError, InputError
 from xmine.artefacts.input_artefacts import artefact_kind
 from xmine.io.reader_base import MISSING, InputFormat, field_at
 from xmine.io.readers import detect_format, jsonl_records, open_corpus
+from xmine.io.table_readers import dataset_rows, open_parquet, parquet_rows
 
 #: formats whose records have fields (a text file's lines have none)
 FIELD_FORMATS = ("jsonl", "parquet", "hf", "csv", "tsv")
@@ -65,22 +66,10 @@ def _records(path: Path, spec: InputFormat) -> Iterator[tuple[int, dict]]:
                     continue
                 keys = names or [str(i) for i in range(1, len(fields) + 1)]
                 yield number, dict(zip(keys, fields))
-    elif fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        number = 0
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=4096):
-            for row in batch.to_pylist():
-                number += 1
-                yield number, row
-    elif fmt == "hf":
-        ds, _ = reader.open_dataset()
-        number = 0
-        for batch in ds.iter(batch_size=4096):
-            n = len(next(iter(batch.values()))) if batch else 0
-            for i in range(n):
-                number += 1
-                yield number, {c: batch[c][i] for c in batch}
+    elif fmt in ("parquet", "hf"):
+        batches = (parquet_rows(open_parquet(path)[0], path) if fmt == "parquet" else
+                   dataset_rows(reader.open_dataset()[0], path))
+        yield from enumerate((row for batch in batches for row in batch), 1)
     else:
         raise ConfigError(f"{path} is read as plain text, whose lines have no fields")
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from xmine.errors import InputError
 from xmine.artefacts.fileio import atomic_path
+from xmine.artefacts.output_state import read_json
 
 STDIN = "-"
 #: the record of a URL's copy, beside it
@@ -97,12 +98,8 @@ def origin_of(path) -> str | None:
     """The URL a local copy made by `spool_url` came from, else None."""
     if path is None or is_stdin(path) or is_url(path):
         return path if is_url(path) else None
-    record = Path(path).parent / URL_ORIGIN
-    try:
-        origin = json.loads(record.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return origin.get("url") if isinstance(origin, dict) and origin.get("file") == Path(path).name else None
+    origin = read_json(Path(path).parent / URL_ORIGIN) or {}
+    return origin.get("url") if origin.get("file") == Path(path).name else None
 
 
 def shown_path(path) -> str:

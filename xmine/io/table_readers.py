@@ -74,6 +74,19 @@ def parquet_rows(f, path: Path, columns: list[str] | None = None) -> Iterator[li
         raise InputError(path, f"damaged Parquet data after row {done} ({_one_line(e)})") from None
 
 
+def dataset_rows(ds, path: Path, columns: list[str] | None = None) -> Iterator[list[dict]]:
+    """The rows of the opened dataset `ds` (only `columns`; None: all) as dicts, `_BATCH` at a time;
+    InputError when it cannot be read."""
+    try:
+        for batch in (ds if columns is None else ds.select_columns(columns)).iter(batch_size=_BATCH):
+            n = len(next(iter(batch.values()))) if batch else 0
+            yield [{c: batch[c][i] for c in batch} for i in range(n)]
+    except InputError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise InputError(path, f"cannot read the dataset ({_one_line(e)})") from None
+
+
 class ParquetReader(CorpusReader):
     """A Parquet file, one record batch at a time, only the columns needed."""
 
@@ -134,16 +147,5 @@ class DatasetReader(CorpusReader):
 
     def records(self) -> Iterator[tuple[int, str, str | None]]:
         ds, names = self.open_dataset()
-        columns = _columns(self.spec, names)
-
-        def batches() -> Iterator[list[dict]]:
-            try:
-                for batch in ds.select_columns(columns).iter(batch_size=_BATCH):
-                    n = len(next(iter(batch.values()))) if batch else 0
-                    yield [{c: batch[c][i] for c in batch} for i in range(n)]
-            except InputError:
-                raise
-            except Exception as e:  # noqa: BLE001
-                raise InputError(self.path, f"cannot read the dataset ({_one_line(e)})") from None
-
-        yield from _table_records(batches(), self.spec, self.path, names)
+        rows = dataset_rows(ds, self.path, _columns(self.spec, names))
+        yield from _table_records(rows, self.spec, self.path, names)

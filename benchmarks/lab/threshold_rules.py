@@ -592,6 +592,14 @@ def per_language_offsets(result: dict, runs, meta: list[dict]) -> dict:
     return out
 
 
+def space_runs(space: str, meta: list[dict]):
+    """(the sets of the space's languages, their Runs, their families)."""
+    langs = SPACE_LANGUAGES.get(space)
+    smeta = [m for m in meta if langs is None or m["iso"] in langs]
+    runs = runs_of(space, smeta)
+    return smeta, runs, {m["name"]: m["family"] for m in smeta if m["name"] in runs}
+
+
 @command.command("per-language")
 @click.option("--space", "spaces", type=click.Choice(list(SPACES)), multiple=True, help="Default: those with kNN lists.")
 def per_language_command(spaces):
@@ -603,10 +611,7 @@ def per_language_command(spaces):
     click.echo(f"{'space':<14} {'shrink':>6} {'sets':>4} " + " ".join(f"{f:>9}" for f in FAMILY_ORDER)
                + f" {'mean':>6} {'worst':>6} {'>8':>3} {'P':>5} {'R':>5}")
     for space in spaces or [s for s in SPACES if knn_path(s).exists()]:
-        langs = SPACE_LANGUAGES.get(space)
-        smeta = [m for m in meta if langs is None or m["iso"] in langs]
-        runs = runs_of(space, smeta)
-        family = {m["name"]: m["family"] for m in smeta if m["name"] in runs}
+        smeta, runs, family = space_runs(space, meta)
         result = {"rules": {}}
         t0 = time.monotonic()
 
@@ -625,6 +630,24 @@ def per_language_command(spaces):
         click.echo(f"{space:<14} offsets {pl['offsets']} ({time.monotonic() - t0:.0f} s)")
 
 
+def rule_plus_term(runs, family, shares, fams, floor, values, term):
+    """Candidates of the shipped rule's form (a, b around the single threshold t1 chosen on `fams`
+    at `floor`, the share's centre and floor from them) plus v * term(n, t1, fams) for v in
+    `values`: an extra feature of the run chosen jointly with the rule."""
+    from xmine.mining.threshold_rule import rule_threshold
+
+    t1 = choose(rule_single(runs), runs, family, fams, floor)["t"]
+    train = [shares[n] for n in runs if family[n] in fams]
+    centre, low = round(float(np.median(train)), 4), round(float(min(train)), 4)
+    x = {n: term(n, t1, fams) for n in runs}
+    for a in np.round(t1 + np.arange(-0.2, 0.2001, 0.01) * (t1 - 1), 5):
+        for b in np.round(np.arange(-0.5, 1.5001, 0.1), 2):
+            rule = product_rule({"a": float(a), "b": float(b), "centre": centre, "floor": low, "t1": float(t1)}, t1, "")
+            base = {n: rule_threshold(rule, shares[n]) for n in runs}
+            for v in values:
+                yield {"a": float(a), "b": float(b), "v": float(v)}, {n: ("max", base[n] + v * x[n]) for n in runs}
+
+
 #: the shrinkages of the per-language offsets `per-language-joint` chooses among
 JOINT_SHRINKS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
@@ -639,16 +662,12 @@ def per_language_joint_command(spaces):
     family gives the offsets, so it is no training family: news, short and templated are each
     reported at the choice made on the other two, beside the rule alone chosen the same way
     (prints the table: a look, nothing written)."""
-    from xmine.mining.threshold_rule import rule_threshold
 
     sets = _sets()
     meta = [dict(name=s.name, **s.counts) for s in sets]
     for space in spaces or [s for s in SPACES if knn_path(s).exists()]:
         t0 = time.monotonic()
-        langs = SPACE_LANGUAGES.get(space)
-        smeta = [m for m in meta if langs is None or m["iso"] in langs]
-        runs = runs_of(space, smeta)
-        family = {m["name"]: m["family"] for m in smeta if m["name"] in runs}
+        smeta, runs, family = space_runs(space, meta)
         iso = {m["name"]: m["iso"] for m in smeta}
         best_t = {iso[n]: float(x["max"].s[int(np.argmax(x["max"].f1))]) for n, x in runs.items()
                   if family[n] == "wiki" and not n.endswith("-in-news") and len(x["max"].s)}
@@ -658,17 +677,8 @@ def per_language_joint_command(spaces):
         report = [f for f in ("news", "short", "templated") if f in set(family.values())]
 
         def make(fams, floor=PRECISION_FLOOR, shrinks=JOINT_SHRINKS):
-            t1 = choose(rule_single(runs), runs, family, fams, floor)["t"]
-            train = [shares[n] for n in runs if family[n] in fams]
-            centre, low = round(float(np.median(train)), 4), round(float(min(train)), 4)
-            for a in np.round(t1 + np.arange(-0.2, 0.2001, 0.01) * (t1 - 1), 5):
-                for b in np.round(np.arange(-0.5, 1.5001, 0.1), 2):
-                    rule = product_rule({"a": float(a), "b": float(b), "centre": centre, "floor": low, "t1": float(t1)},
-                                        t1, "")
-                    base = {n: rule_threshold(rule, shares[n]) for n in runs}
-                    for shrink in shrinks:
-                        yield ({"a": float(a), "b": float(b), "shrink": shrink},
-                               {n: ("max", base[n] + shrink * offset.get(iso[n], 0.0)) for n in runs})
+            return rule_plus_term(runs, family, shares, fams, floor, shrinks,
+                                  lambda n, t1, fams: offset.get(iso[n], 0.0))
 
         for label, shrinks in (("rule alone", (0.0,)), ("rule + offsets", JOINT_SHRINKS)):
             rows, chosen = [], []
@@ -679,7 +689,7 @@ def per_language_joint_command(spaces):
                 params = choose(cands(train, floor), runs, family, train, floor)
                 th = _params_thresholds(cands(train, floor), params)
                 rows += evaluate(runs, family, {n: th[n] for n in runs if family[n] == f and iso[n] in offset})
-                chosen.append(f"{f}: shrink {params['shrink']:g} at floor {floor:.2f}")
+                chosen.append(f"{f}: shrink {params['v']:g} at floor {floor:.2f}")
             m = summarise(rows)
             click.echo(f"{space:<14} {label:<15} {m['sets']:3d} sets: " + " ".join(
                 f"{f} {summarise([r for r in rows if r['family'] == f])['gap']:.1f}" for f in report)
@@ -701,7 +711,6 @@ def length_command(spaces):
     read as at most the training sets' median and at least their lowest, its slope chosen with the
     rule's intercept and slope at the nested precision floor, each family held out; beside the
     rule alone chosen the same way (prints the table: a look, nothing written)."""
-    from xmine.mining.threshold_rule import rule_threshold
 
     sets = _sets()
     meta = [dict(name=s.name, **s.counts) for s in sets]
@@ -709,27 +718,16 @@ def length_command(spaces):
                for s in sets}
     for space in spaces or [s for s in SPACES if knn_path(s).exists()]:
         t0 = time.monotonic()
-        langs = SPACE_LANGUAGES.get(space)
-        smeta = [m for m in meta if langs is None or m["iso"] in langs]
-        runs = runs_of(space, smeta)
-        family = {m["name"]: m["family"] for m in smeta if m["name"] in runs}
+        _, runs, family = space_runs(space, meta)
         shares = {n: mutual_null_share(x) for n, x in runs.items()}
 
+        def length_term(n, t1, fams):
+            lengths = [log_len[m] for m in runs if family[m] in fams]
+            centre = float(np.median(lengths))
+            return (t1 - 1) * (min(max(log_len[n], min(lengths)), centre) - centre)
+
         def make(fams, floor=PRECISION_FLOOR, slopes=LENGTH_SLOPES):
-            t1 = choose(rule_single(runs), runs, family, fams, floor)["t"]
-            train = [shares[n] for n in runs if family[n] in fams]
-            centre, low = round(float(np.median(train)), 4), round(float(min(train)), 4)
-            lengths = [log_len[n] for n in runs if family[n] in fams]
-            l_centre, l_low = float(np.median(lengths)), float(min(lengths))
-            for a in np.round(t1 + np.arange(-0.2, 0.2001, 0.01) * (t1 - 1), 5):
-                for b in np.round(np.arange(-0.5, 1.5001, 0.1), 2):
-                    rule = product_rule({"a": float(a), "b": float(b), "centre": centre, "floor": low, "t1": float(t1)},
-                                        t1, "")
-                    base = {n: rule_threshold(rule, shares[n]) for n in runs}
-                    for c in slopes:
-                        yield ({"a": float(a), "b": float(b), "c": float(c)},
-                               {n: ("max", base[n] + c * (t1 - 1) * (min(max(log_len[n], l_low), l_centre) - l_centre))
-                                for n in runs})
+            return rule_plus_term(runs, family, shares, fams, floor, slopes, length_term)
 
         for label, slopes in (("rule alone", (0.0,)), ("rule + length", LENGTH_SLOPES)):
             res = held_out(lambda fams, floor=PRECISION_FLOOR, slopes=slopes: make(fams, floor, slopes), runs, family,
@@ -738,7 +736,7 @@ def length_command(spaces):
             click.echo(f"{space:<14} {label:<14} " + " ".join(f"{f} {h['gap']:.1f}" for f, h in res["held_out"].items())
                        + f" | mean {m['gap']:.1f} worst {m['worst_gap']:.1f} >8 {m['over_8']} P3 "
                          f"{m['precision_families']:.1f} P48 {m['precision']:.1f} R {m['recall']:.1f} ["
-                       + "; ".join(f"{f}: c {h['params']['c']:g} at floor {h['params']['precision_floor']:.2f}"
+                       + "; ".join(f"{f}: c {h['params']['v']:g} at floor {h['params']['precision_floor']:.2f}"
                                    for f, h in res["held_out"].items()) + "]")
         click.echo(f"{space:<14} ({time.monotonic() - t0:.0f} s)")
 

@@ -143,7 +143,13 @@ def _mined(pairs):
     return list(zip(pairs.src_idx.tolist(), pairs.tgt_idx.tolist(), pairs.score.tolist(), pairs.direction.tolist()))
 
 
-@pytest.mark.parametrize("seed", range(16))
+# The three seeds that draw the largest sides take 1.2-2.4 s each on a 2-core AVX2 machine, nearly
+# half of the test's time: they run with the slow tier; the other 13 check the same property in the fast one.
+SLOW_MINING_SEEDS = {8, 12, 14}
+
+
+@pytest.mark.parametrize("seed", [pytest.param(s, marks=pytest.mark.slow) if s in SLOW_MINING_SEEDS else s
+                                  for s in range(16)])
 def test_mining_equals_selection_over_brute_force(seed):
     """mine_embeddings (blocked search, any product and blocks) == the same selection over the
     brute-force neighbours, for every margin and retrieval mode and thresholds none to high."""

@@ -40,6 +40,27 @@ def corpus(tmp_path_factory):
     return {"dir": d, "de": de, "en": en, "gold": {de[i]: en[perm[i]] for i in range(N)}}
 
 
+@pytest.fixture(scope="module")
+def plain_tsv(corpus, tmp_path_factory) -> str:
+    """The TSV `mine` writes for the plain text sides (de, en). Several tests compare another input
+    or output form against it: mined once here, as each of them would mine it (each `mine` encodes
+    both sides twice: the stores, then the language check's sample)."""
+    d, out = corpus["dir"], tmp_path_factory.mktemp("plain") / "plain.tsv"
+    ok(xm("mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", out))
+    return out.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def stores(corpus, tmp_path_factory) -> tuple[Path, Path]:
+    """Embedding stores of the plain text sides (de, en), each encoded once. The tests of an output
+    format mine these: what they check is the writer, and a store side carries its language, so no
+    --src-lang/--tgt-lang (and no language check encoding a sample of each side again) is needed."""
+    d, out = corpus["dir"], tmp_path_factory.mktemp("stores")
+    for lang in ("de", "en"):
+        ok(xm("embed", d / f"{lang}.txt", "--lang", lang, "-q", "-o", out / lang))
+    return out / "de", out / "en"
+
+
 def _jsonl(path: Path, texts: list[str], prefix: str) -> Path:
     """Nested text and an id; a blank line after the third record (record numbers are file lines)."""
     lines = [json.dumps({"id": f"{prefix}{i}", "meta": {"text": t, "len": len(t)}}, ensure_ascii=False)
@@ -195,15 +216,13 @@ def test_hf_data_files_streamed_and_index_search(corpus, tmp_path):
 # ----------------------------------------------------------------------------------------- outputs
 
 
-def test_tsv_default_gz_and_moses(corpus, tmp_path):
+def test_tsv_default_gz_and_moses(corpus, plain_tsv, stores, tmp_path):
     d = corpus["dir"]
-    ok(xm("mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", tmp_path / "a.tsv"))
-    tsv = (tmp_path / "a.tsv").read_text(encoding="utf-8")
+    tsv = plain_tsv
     lines = tsv.splitlines()
     assert len(lines) >= N - 2 and all(re.fullmatch(r"\d+\.\d{6}\t[^\t]+\t[^\t]+", line) for line in lines)
     assert _precision([tuple(line.split("\t")[1:]) for line in lines], corpus["gold"]) == 1.0
-    ok(xm("mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q",
-          "-o", tmp_path / "b.tsv.gz"))
+    ok(xm("mine", *stores, "-q", "-o", tmp_path / "b.tsv.gz"))
     assert gzip.decompress((tmp_path / "b.tsv.gz").read_bytes()).decode("utf-8") == tsv
     ok(xm("mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q", "--format", "moses",
           "-o", tmp_path / "c"))
@@ -249,14 +268,12 @@ def test_overwrite_across_formats_replaces_only_the_old_result(corpus, tmp_path)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") and not p.name.endswith(".lock")]
 
 
-def test_tmx_is_read_back_by_a_tmx_reader_to_the_same_pairs(corpus, tmp_path):
+def test_tmx_is_read_back_by_a_tmx_reader_to_the_same_pairs(corpus, plain_tsv, stores, tmp_path):
     """translate-toolkit's TMX reader (the `dev` extra) parses xmine's TMX into the pairs of the TSV."""
     tmx = pytest.importorskip("translate.storage.tmx")
     d = corpus["dir"]
-    args = ["mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q"]
-    ok(xm(*args, "-o", tmp_path / "m.tsv"))
-    ok(xm(*args, "-o", tmp_path / "m.tmx"))  # by the extension
-    expected = [tuple(line.split("\t")) for line in (tmp_path / "m.tsv").read_text(encoding="utf-8").splitlines()]
+    ok(xm("mine", *stores, "-q", "-o", tmp_path / "m.tmx"))  # by the extension; the stores name the languages
+    expected = [tuple(line.split("\t")) for line in plain_tsv.splitlines()]
     store = tmx.tmxfile((tmp_path / "m.tmx").read_bytes(), sourcelanguage="de", targetlanguage="en")
     units = [u for u in store.units if not u.isheader()]
     assert [(u.source, u.target) for u in units] == [(s, t) for _, s, t in expected]
@@ -266,16 +283,14 @@ def test_tmx_is_read_back_by_a_tmx_reader_to_the_same_pairs(corpus, tmp_path):
     refused(xm("mine", d / "de.txt", d / "en.txt", "-q", "-o", tmp_path / "n.tmx"), "tmx", "--src-lang")
 
 
-def test_per_side_input_options_read_each_side_its_own_way(corpus, tmp_path):
+def test_per_side_input_options_read_each_side_its_own_way(corpus, plain_tsv, tmp_path):
     """A JSONL side (text at meta.text) mined against a Parquet side (column `sentence`): each
     side's --*-text-field; the same pairs as the plain text files."""
-    d = corpus["dir"]
     de = _jsonl(tmp_path / "de.jsonl", corpus["de"], "de-")
     en = _parquet(tmp_path / "en.parquet", corpus["en"])
     ok(xm("mine", de, en, "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", tmp_path / "a.tsv",
           "--src-text-field", "meta.text", "--tgt-text-column", "sentence"))
-    ok(xm("mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", tmp_path / "b.tsv"))
-    assert (tmp_path / "a.tsv").read_text(encoding="utf-8") == (tmp_path / "b.tsv").read_text(encoding="utf-8")
+    assert (tmp_path / "a.tsv").read_text(encoding="utf-8") == plain_tsv
     # The shared option is the default of both sides: the Parquet side has no column meta.text.
     refused(xm("mine", de, en, "-q", "-o", tmp_path / "c.tsv", "--text-field", "meta.text"),
             "en.parquet", "no column 'meta'")
@@ -403,17 +418,16 @@ def test_pairs_from_an_index_name_the_corpus_their_records_are_in(corpus, tmp_pa
         assert corpus["de"][r["src_record"] - 1] == r["translation"]["de"]
 
 
-def test_standard_input_is_a_corpus_for_mine_and_embed(corpus, tmp_path):
+def test_standard_input_is_a_corpus_for_mine_and_embed(corpus, plain_tsv, tmp_path):
     """`-` reads a side from standard input: the same pairs as from the file; embed stores it."""
     from click.testing import CliRunner
 
     from xmine.cli import main
 
     d = corpus["dir"]
-    ok(xm("mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", tmp_path / "a.tsv"))
     args = ["mine", str(d / "de.txt"), "-", "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", str(tmp_path / "b.tsv")]
     ok(CliRunner().invoke(main, args, input=(d / "en.txt").read_bytes()))
-    assert (tmp_path / "b.tsv").read_text(encoding="utf-8") == (tmp_path / "a.tsv").read_text(encoding="utf-8")
+    assert (tmp_path / "b.tsv").read_text(encoding="utf-8") == plain_tsv
     jsonl = "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in corpus["de"])
     ok(CliRunner().invoke(main, ["embed", "-", "--lang", "de", "--input-format", "jsonl", "-q",
                                  "-o", str(tmp_path / "store")], input=jsonl.encode()))

@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from clitools import tree, untouched
+from paused_xmine import log_of, paused_xmine
 from xmine.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
@@ -548,22 +548,6 @@ def test_ship_projection_calibration_out_needs_a_calibration(tmp_path, data_dir)
 # ------------------------------------------- what --overwrite and a rerun may delete (issue #23)
 
 
-def _wait_for(pattern_dir: Path, pattern: str, proc: subprocess.Popen, timeout: float = 120) -> None:
-    """Return as soon as a file matching `pattern` exists under `pattern_dir` (the observable
-    point to interrupt at); fail when the process ends first or the time runs out."""
-    deadline = time.monotonic() + timeout
-    while not list(pattern_dir.glob(pattern)):
-        assert proc.poll() is None, f"ended before {pattern} appeared: " + proc.stderr.read()
-        assert time.monotonic() < deadline, f"{pattern} did not appear"
-        time.sleep(0.002)
-
-
-def _xmine_process(*args) -> subprocess.Popen:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
-    return subprocess.Popen([sys.executable, "-m", "xmine.cli", *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-
-
 def _numbered(src: Path, dest: Path, n: int) -> Path:
     """`n` distinct lines made from `src`'s (enough work that a run can be interrupted midway)."""
     lines = src.read_text(encoding="utf-8").splitlines()
@@ -610,11 +594,12 @@ def test_an_interrupted_embed_overwrite_leaves_the_old_store_whole(tmp_path, sig
     args = ["embed", big, "--lang", "de", "--encoder", "use-m3", "--shard-rows", 50, "-q", "-o", store]
     ok(xm(*args))
     before = tree(store)
-    proc = _xmine_process(*args, "--dtype", "float32", "--overwrite")
-    _wait_for(tmp_path, ".store.xmine-rebuild/emb-00001.npy", proc)  # the rebuild is under way
-    proc.send_signal(sig)
-    proc.wait(timeout=60)
-    assert proc.returncode == (-9 if sig == signal.SIGKILL else 130), proc.stderr.read()
+    # stopped as the rebuild's progress is saved the 3rd time: two shards written beside the old store
+    with paused_xmine("xmine.store.resume:Progress.save", 3, *args, "--dtype", "float32", "--overwrite") as proc:
+        assert (tmp_path / ".store.xmine-rebuild" / "emb-00001.npy").is_file()
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+        assert proc.returncode == (-9 if sig == signal.SIGKILL else 130), log_of(proc)
     assert tree(store) == before  # the old store, whole
     ok(xm("verify", store))
     ok(xm("mine", store, store, "--allow-same-input", "-o", tmp_path / "m.tsv"))
@@ -660,11 +645,14 @@ def test_an_interrupted_mine_overwrite_keeps_the_old_result(tmp_path):
     out = tmp_path / "m.tsv"
     ok(xm("mine", de, en, "--encoder", "use-m3", "--meta", "-o", out))
     before = {k: v for k, v in tree(tmp_path).items()}
-    proc = _xmine_process("mine", de, en, "--encoder", "use-m3", "-k", 2, "--overwrite", "-o", out)
-    _wait_for(tmp_path, "m.tsv.work/src/store/manifest.json", proc)  # one side embedded, the other under way
-    proc.kill()
-    proc.wait(timeout=60)
-    assert proc.returncode == -9
+    # stopped as progress is saved the 4th time: the source side embedded, the target's store begun
+    with paused_xmine("xmine.store.resume:Progress.save", 4, "mine", de, en, "--encoder", "use-m3", "-k", 2,
+                      "--overwrite", "-o", out) as proc:
+        assert (tmp_path / "m.tsv.work" / "src" / "store" / "manifest.json").is_file()
+        assert (tmp_path / "m.tsv.work" / "tgt" / "store" / "progress.json").is_file()
+        proc.kill()
+        proc.wait(timeout=60)
+        assert proc.returncode == -9
     after = tree(tmp_path)
     assert {k: after.get(k) for k in before} == before  # every earlier file, byte-identical
     ok(xm("verify", out))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -112,5 +113,9 @@ def log_of(proc: subprocess.Popen) -> str:
 
 
 if __name__ == "__main__":
+    # SIGINT as a user's terminal delivers it (a KeyboardInterrupt), even where the test runner was
+    # started with SIGINT ignored (a background job of a non-interactive shell ignores it, and the
+    # children inherit that): the tests that send it check what xmine does with it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     _run_paused(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "before", int(sys.argv[4]), int(sys.argv[5]),
                 sys.argv[6:])

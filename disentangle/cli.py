@@ -27,6 +27,8 @@ from xmine.encoders.options import precision_option
 from xmine.artefacts.outputs import claim_output
 from xmine.encoders.projection import shipped_dir
 
+# methods.METHOD_NAMES, spelled out: importing methods loads torch, and `xmine --help` must not
+# (tests/test_disentangle.py checks that the two agree).
 _METHODS = ("center", "dream", "meat", "oracle", "seed", "intra", "inter", "fmda")
 
 

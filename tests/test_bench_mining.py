@@ -78,9 +78,9 @@ def test_quick_run_matches_bench_bucc(data_dir, tmp_path):
     # raw, then the shipped default projection (added by itself for me5-small), per set and averaged,
     # each at its best threshold and at its default one: the one calibrated for its space
     from xmine.mining.defaults import encoder_defaults
-    from xmine.encoders.projection import calibrated_threshold, shipped_dir
+    from xmine.encoders.projection import projection_defaults, shipped_dir
 
-    calibrated, _ = calibrated_threshold(shipped_dir("me5-small"), "ratio")
+    calibrated = projection_defaults(shipped_dir("me5-small")).threshold("ratio", "balanced")
     raw_default = encoder_defaults("me5-small").threshold("ratio", "balanced")
     rows = res["table"]["rows"]
     n = len(mining.QUICK_LANGS)

@@ -11,7 +11,7 @@ import pytest
 from xmine.benchmarks import mining
 from xmine.benchmarks.bucc import best_threshold
 from xmine.errors import InputError
-from xmine.encoders.projection import calibrated_threshold
+from xmine.encoders.projection import projection_defaults
 
 from flores import flores_lines
 from labscripts import lab_module
@@ -72,7 +72,7 @@ def test_calibration_sets_are_disjoint_from_the_benchmarks(data_dir):
         assert all("2019" not in str(f) and "2020" not in str(f) and "2021" not in str(f) for f in ms.files)
 
 
-def test_calibrated_threshold_is_read_and_checked(tmp_path):
+def test_projection_defaults_are_read_and_checked(tmp_path):
     import shutil
 
     from xmine.disentangle.projection import write_projection_manifest
@@ -87,18 +87,17 @@ def test_calibrated_threshold_is_read_and_checked(tmp_path):
         (proj / "SHIPPED.json").write_text(json.dumps(info))
         write_projection_manifest(proj, json.loads((proj / "config.json").read_text()))
 
-    assert calibrated_threshold(None, "ratio") is None
-    assert calibrated_threshold(proj, "ratio") is None  # no SHIPPED.json: not calibrated
+    assert projection_defaults(proj) is None  # no SHIPPED.json: not calibrated
     shipped({"default_thresholds": {"ratio": 1.071}})
-    t, source = calibrated_threshold(proj, "ratio")
-    assert t == 1.071 and "ratio" in source and str(proj) in source
-    assert calibrated_threshold(proj, "distance") is None
+    found = projection_defaults(proj)
+    assert found.threshold("ratio", "balanced") == 1.071 and str(proj) in found.source
+    assert found.threshold("distance", "balanced") is None
     shipped({"default_thresholds": {"ratio": "high"}})
     with pytest.raises(InputError, match="default_thresholds.ratio"):
-        calibrated_threshold(proj, "ratio")
+        projection_defaults(proj)
     (proj / "SHIPPED.json").write_text(json.dumps({"default_thresholds": {"ratio": 1.5}}))  # edited, not recorded
     with pytest.raises(ArtefactError, match="SHIPPED.json: .* the manifest of the projection"):
-        calibrated_threshold(proj, "ratio")
+        projection_defaults(proj)
 
 
 def _mining_result(path, raw_f1, default_f1, weights_id="abc"):

@@ -40,6 +40,15 @@ def _weights(path):
 
 # --- pair discovery -------------------------------------------------------------------------------
 
+def test_train_offers_every_method_there_is():
+    # `xmine train --method` spells the names out so that `xmine --help` does not import torch.
+    from xmine.disentangle.cli import train_command
+    from xmine.disentangle.methods import METHOD_NAMES
+
+    method = next(p for p in train_command.params if p.name == "method")
+    assert tuple(method.type.choices) == METHOD_NAMES
+
+
 def test_discovery_rule_on_the_shared_layouts(data_dir):
     par = data_dir / "parallel"
     found = discover_pairs([str(par / "tatoeba-challenge")], langs=["deu", "fra", "eng"])

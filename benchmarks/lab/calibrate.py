@@ -5,7 +5,7 @@ ratio margin sits lower (the F1-best thresholds of the shipped projection on `be
 1.018-1.039 per language, raw's 1.024-1.056), so the ratio margin 1.04 of WikiMatrix tuned for raw
 embeddings (`mining.DEFAULT_THRESHOLD`) is the wrong one for a projection. `xmine mine` uses a
 projection's calibrated threshold when no `--threshold` is given
-(`xmine.encoders.projection.calibrated_threshold`); raw embeddings keep their own default.
+(`xmine.encoders.projection.projection_defaults`); raw embeddings keep their own default.
 
 Calibration sets (`CALIBRATION_SETS`) are BUCC-style sets built exactly as `bench mining`'s
 (`mining.compose_set`: 5% of each side has a translation, the distractors are real sentences of

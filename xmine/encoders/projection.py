@@ -249,24 +249,7 @@ def projection_defaults(projection_dir: str | Path) -> SpaceDefaults | None:
     return found if found.thresholds else None
 
 
-def calibrated_threshold(projection_dir: str | Path | None, margin: str,
-                         point: str = "balanced") -> tuple[float, str] | None:
-    """A projection's own default mining threshold for `margin` at operating `point`, and where it
-    comes from; None if it has none (raw embeddings: `xmine.mining.defaults.encoder_defaults`; a
-    projection that was not calibrated).
-
-    Margin scores in a meaning space have another distribution than raw ones, so the threshold for raw
-    embeddings does not carry over. A shipped projection's SHIPPED.json records thresholds per
-    operating point and margin calibrated on BUCC-style sets (`benchmarks/lab/calibrate_defaults.py`).
-    """
-    found = projection_defaults(projection_dir) if projection_dir is not None else None
-    t = found.threshold(margin, point) if found is not None else None
-    if t is None:
-        return None
-    return t, f"the {point} {margin} threshold {found.source}"
-
-
 __all__ = ["CONFIG", "DEFAULT", "NONE", "PROJECTION_FILES", "PROJECTION_FORMAT", "PROJECTION_KIND", "ProjectionChoice",
-           "ProjectionLike", "SHIPPED_INFO", "SHIPPED_ROOT", "WEIGHTS", "calibrated_threshold", "choose_projection",
+           "ProjectionLike", "SHIPPED_INFO", "SHIPPED_ROOT", "WEIGHTS", "choose_projection",
            "projection_defaults", "projection_files", "read_projection_json", "read_shipped_json",
            "resolve_projection", "shipped_dir", "shipped_encoder", "shipped_info"]

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/lab/run.py threshold-rules study             # -> benchmarks/results/threshold-rules.json
     .venv/bin/python benchmarks/lab/run.py threshold-rules install           # the winning rule into the records
     .venv/bin/python benchmarks/lab/run.py threshold-rules uncalibrated      # -> threshold-uncalibrated.json
-    .venv/bin/python benchmarks/lab/run.py threshold-rules per-language|per-language-joint|length|decoys   # looks, printed
+    .venv/bin/python benchmarks/lab/run.py threshold-rules per-language|per-language-joint|length|size|decoys|decoy-term|oracle   # looks, printed
 
 Issue #39: with one calibrated threshold per space (`calibrate-defaults`), the held-out mean F1 gap
 to each set's best is 6-8 points, the templated (MASSIVE) family costing 13-23. This study scores
@@ -699,46 +699,67 @@ def per_language_joint_command(spaces):
                    f"({time.monotonic() - t0:.0f} s)")
 
 
-#: the length term's slopes `length` chooses among, in units of (t1 - 1) per unit of log length
-LENGTH_SLOPES = tuple(np.round(np.arange(0, 0.501, 0.05), 2))
+#: the slopes `length` and `size` choose among, in units of (t1 - 1) per unit of the run's feature
+TERM_SLOPES = tuple(np.round(np.arange(0, 0.501, 0.05), 2))
+#: `size` tries both signs: larger runs of the me5-small spaces want a higher threshold, use-m3's a lower one
+SIZE_SLOPES = tuple(np.round(np.arange(-0.5, 0.501, 0.05), 2))
+
+
+def term_study(spaces, feature, down_only: bool, slopes, label: str) -> None:
+    """The shipped rule plus a term in a feature of the run (no gold), its slope chosen with the
+    rule's intercept and slope at the nested precision floor, each family held out, beside the rule
+    alone chosen the same way. The feature is read within the training sets' range (at most their
+    median with `down_only`) and centred at their median; prints the table (a look: nothing written).
+    `feature`: set name -> value, or `feature(space, runs)` giving `f(set name, t1)` (a feature
+    read at the single threshold)."""
+    sets = _sets()
+    meta = [dict(name=s.name, **s.counts) for s in sets]
+    for space in spaces or [s for s in SPACES if knn_path(s).exists()]:
+        t0 = time.monotonic()
+        _, runs, family = space_runs(space, meta)
+        shares = {n: mutual_null_share(x) for n, x in runs.items()}
+        value = feature(space, runs) if callable(feature) else (lambda n, t1: feature[n])
+
+        def term(n, t1, fams):
+            train = [value(m, t1) for m in runs if family[m] in fams]
+            centre = float(np.median(train))
+            return (t1 - 1) * (min(max(value(n, t1), min(train)), centre if down_only else max(train)) - centre)
+
+        def make(fams, floor=PRECISION_FLOOR, values=slopes):
+            return rule_plus_term(runs, family, shares, fams, floor, values, term)
+
+        for name, values in (("rule alone", (0.0,)), (f"rule + {label}", slopes)):
+            res = held_out(lambda fams, floor=PRECISION_FLOOR, values=values: make(fams, floor, values), runs, family,
+                           nested=True)
+            m = res["mean"]
+            click.echo(f"{space:<14} {name:<14} " + " ".join(f"{f} {h['gap']:.1f}" for f, h in res["held_out"].items())
+                       + f" | mean {m['gap']:.1f} worst {m['worst_gap']:.1f} >8 {m['over_8']} P3 "
+                         f"{m['precision_families']:.1f} P48 {m['precision']:.1f} R {m['recall']:.1f} ["
+                       + "; ".join(f"{f}: c {h['params']['v']:g} at floor {h['params']['precision_floor']:.2f}"
+                                   for f, h in res["held_out"].items()) + "]")
+        click.echo(f"{space:<14} ({time.monotonic() - t0:.0f} s)")
 
 
 @command.command("length")
 @click.option("--space", "spaces", type=click.Choice(list(SPACES)), multiple=True, help="Default: those with kNN lists.")
 def length_command(spaces):
     """The shipped rule with a down-only term in the run's sentence length: the log of the median
-    length in characters of the shorter side (short sentences' translations have low margins),
-    read as at most the training sets' median and at least their lowest, its slope chosen with the
-    rule's intercept and slope at the nested precision floor, each family held out; beside the
-    rule alone chosen the same way (prints the table: a look, nothing written)."""
-
+    length in characters of the shorter side (short sentences' translations have low margins)."""
     sets = _sets()
-    meta = [dict(name=s.name, **s.counts) for s in sets]
     log_len = {s.name: float(np.log(min(np.median([len(x) for x in s.xx]), np.median([len(x) for x in s.en]))))
                for s in sets}
-    for space in spaces or [s for s in SPACES if knn_path(s).exists()]:
-        t0 = time.monotonic()
-        _, runs, family = space_runs(space, meta)
-        shares = {n: mutual_null_share(x) for n, x in runs.items()}
+    term_study(spaces, log_len, True, TERM_SLOPES, "length")
 
-        def length_term(n, t1, fams):
-            lengths = [log_len[m] for m in runs if family[m] in fams]
-            centre = float(np.median(lengths))
-            return (t1 - 1) * (min(max(log_len[n], min(lengths)), centre) - centre)
 
-        def make(fams, floor=PRECISION_FLOOR, slopes=LENGTH_SLOPES):
-            return rule_plus_term(runs, family, shares, fams, floor, slopes, length_term)
-
-        for label, slopes in (("rule alone", (0.0,)), ("rule + length", LENGTH_SLOPES)):
-            res = held_out(lambda fams, floor=PRECISION_FLOOR, slopes=slopes: make(fams, floor, slopes), runs, family,
-                           nested=True)
-            m = res["mean"]
-            click.echo(f"{space:<14} {label:<14} " + " ".join(f"{f} {h['gap']:.1f}" for f, h in res["held_out"].items())
-                       + f" | mean {m['gap']:.1f} worst {m['worst_gap']:.1f} >8 {m['over_8']} P3 "
-                         f"{m['precision_families']:.1f} P48 {m['precision']:.1f} R {m['recall']:.1f} ["
-                       + "; ".join(f"{f}: c {h['params']['v']:g} at floor {h['params']['precision_floor']:.2f}"
-                                   for f, h in res["held_out"].items()) + "]")
-        click.echo(f"{space:<14} ({time.monotonic() - t0:.0f} s)")
+@command.command("size")
+@click.option("--space", "spaces", type=click.Choice(list(SPACES)), multiple=True, help="Default: those with kNN lists.")
+def size_command(spaces):
+    """The shipped rule with a term in the run's size: log10 of the geometric mean of the two
+    sides' sentence counts (a sentence without a translation has its best neighbour among more
+    candidates in a larger run, and larger corpora hold a smaller share of translations)."""
+    sets = _sets()
+    term_study(spaces, {s.name: 0.5 * float(np.log10(len(s.xx) * len(s.en))) for s in sets}, False, SIZE_SLOPES,
+               "size")
 
 
 # ---------------------------------------------------------------- a null from decoys: each sentence's second best
@@ -821,6 +842,37 @@ def decoys_command(spaces, scales):
                     cells.append(f"{fam} bias {err.mean():+.3f} |err| {np.abs(err).mean():.3f} "
                                  f"within 0.05 {np.mean(np.abs(err) <= 0.05):.2f}")
             click.echo(f"{space:<14} {name:<12} " + " | ".join(cells))
+
+
+@command.command("decoy-term")
+@click.option("--space", "spaces", type=click.Choice(list(SPACES)), multiple=True, help="Default: those with kNN lists.")
+def decoy_term_command(spaces):
+    """The shipped rule with a term in the run's estimated precision at the single threshold t1
+    (the decoys' spacing estimate at scale 1, `decoy_null_estimates`): not within 0.05 of the truth
+    as a number, but perhaps in the right order, and a run whose kept pairs look precise can afford
+    a lower threshold (prints the table: a look, nothing written)."""
+    from functools import lru_cache
+
+    from xmine.mining.select import MiningConfig, candidate_scores
+
+    cfg = MiningConfig(k=KNN, margin=MARGIN, retrieval="max")
+
+    def feature(space, runs):
+        arrays = np.load(knn_path(space))
+        both = {n: candidate_scores(*(arrays[f"{n}|{a}"] for a in ("fs", "fi", "bs", "bi")), config=cfg,
+                                    report=False)[0::2] for n in runs}
+
+        @lru_cache(maxsize=None)
+        def estimated_precision_at(n, t1):
+            kept = runs[n]["max"].at(t1)[3]
+            if kept == 0:
+                return 1.0
+            false = np.mean([decoy_null_estimates(d, t1, 1.0)["spacing"] for d in both[n]])
+            return 1 - min(float(kept), false) / kept
+
+        return estimated_precision_at
+
+    term_study(spaces, feature, False, SIZE_SLOPES, "decoy P")
 
 
 # ---------------------------------------------------------------- a space without a calibration
@@ -960,3 +1012,78 @@ def install_command():
     result = json.loads(out.read_text(encoding="utf-8"))["details"]
     for line in install(result, out):
         click.echo(f"installed {line}")
+
+
+# ---------------------------------------------------------------- how far any rule could go: thresholds chosen with the gold
+def oracle_choice(runs, family: dict, lam: float) -> dict[str, int]:
+    """Per set, the number of candidates to keep (>= 1) that maximises F1 + lam * weight * precision,
+    weight the set's share of the family-weighted precision over PRECISION_FAMILIES relative to its
+    share of the mean gap (0 for the templated sets): the Lagrangian of "smallest mean gap at a
+    mean precision >= the floor", solved set by set."""
+    fams = [f for f in PRECISION_FAMILIES if f in set(family.values())]
+    size = {f: sum(family[n] == f for n in runs) for f in fams}
+    kept = {}
+    for n, x in runs.items():
+        run = x["max"]
+        w = len(runs) / (len(fams) * size[family[n]]) if family[n] in size else 0.0
+        kept[n] = int(np.argmax(run.f1 + lam * w * run.p)) + 1
+    return kept
+
+
+def oracle_rows(runs, family: dict, kept: dict[str, int]) -> list[dict]:
+    rows = []
+    for n, k in kept.items():
+        run = runs[n]["max"]
+        rows.append({"set": n, "family": family[n], "threshold": float(run.s[k - 1]), "precision": float(run.p[k - 1]),
+                     "recall": float(run.r[k - 1]), "f1": float(run.f1[k - 1]), "kept": k, "best_f1": run.best,
+                     "gap": run.best - float(run.f1[k - 1])})
+    return rows
+
+
+def oracle_bound(runs, family: dict, floor: float = PRECISION_FLOOR) -> dict:
+    """The smallest mean gap that thresholds chosen per set WITH the gold reach at a mean precision
+    >= `floor` over PRECISION_FAMILIES: no rule without gold does better. `achieved` is the
+    Lagrangian point at the smallest multiplier that meets the floor (bisection), `lower_bound`
+    the dual bound max over the multipliers of min (mean gap - lam' (P - floor)) (the exact
+    optimum lies between: the per-set curves are not concave)."""
+    fams = [f for f in PRECISION_FAMILIES if f in set(family.values())]
+
+    def point(lam):
+        rows = oracle_rows(runs, family, oracle_choice(runs, family, lam))
+        gap = float(np.mean([r["gap"] for r in rows]))
+        return rows, gap, _fam_mean(rows, "precision", fams)
+
+    rows, gap, prec = point(0.0)
+    at_best = summarise(rows)
+    lo, hi = 0.0, 1.0
+    while point(hi)[2] < floor and hi < 1e4:
+        hi *= 2
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if point(mid)[2] >= floor else (mid, hi)
+    rows, gap, prec = point(hi)
+    # weak duality: for every multiplier, the per-set maximiser gives min over all choices of
+    # mean gap - lam (P3 - floor), which is at most the constrained optimum
+    dual = max(g - lam * (p - floor) for lam in np.linspace(0, hi, 41) for _, g, p in [point(lam)])
+    return {"at_each_best": at_best, "achieved": summarise(rows), "multiplier": hi,
+            "lower_bound": 100 * dual, "per_set": rows}
+
+
+@command.command("oracle")
+@click.option("--space", "spaces", type=click.Choice(list(SPACES)), multiple=True, help="Default: those with kNN lists.")
+def oracle_command(spaces):
+    """How far any threshold rule could go: per set, the threshold chosen WITH the gold, at the
+    issue's mean precision floor over news/wiki/short; beside it every set at its own best F1
+    (whatever its precision). A rule without gold can at most reach these (prints: a look)."""
+    sets = _sets()
+    meta = [dict(name=s.name, **s.counts) for s in sets]
+    for space in spaces or [s for s in SPACES if knn_path(s).exists()]:
+        _, runs, family = space_runs(space, meta)
+        res = oracle_bound(runs, family)
+        for label, m in (("each set's best", res["at_each_best"]), ("oracle at P3 >= 0.85", res["achieved"])):
+            fam_gap = {f: np.mean([r["gap"] for r in res["per_set"] if r["family"] == f]) * 100
+                       for f in FAMILY_ORDER} if label.startswith("oracle") else {}
+            click.echo(f"{space:<14} {label:<22} mean gap {m['gap']:.1f} worst {m['worst_gap']:.1f} >8 {m['over_8']:2d} "
+                       f"P3 {m['precision_families']:.1f} P48 {m['precision']:.1f} R {m['recall']:.1f}"
+                       + (" | " + " ".join(f"{f} {g:.1f}" for f, g in fam_gap.items()) if fam_gap else ""))
+        click.echo(f"{space:<14} lower bound on the mean gap at P3 >= 0.85: {res['lower_bound']:.2f}")

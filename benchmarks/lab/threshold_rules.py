@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/lab/run.py threshold-rules study             # -> benchmarks/results/threshold-rules.json
     .venv/bin/python benchmarks/lab/run.py threshold-rules install           # the winning rule into the records
     .venv/bin/python benchmarks/lab/run.py threshold-rules uncalibrated      # -> threshold-uncalibrated.json
-    .venv/bin/python benchmarks/lab/run.py threshold-rules per-language|per-language-joint|length|size|decoys|decoy-term|oracle   # looks, printed
+    .venv/bin/python benchmarks/lab/run.py threshold-rules per-language|per-language-joint|length|size|density|decoys|decoy-term|oracle   # looks, printed
 
 Issue #39: with one calibrated threshold per space (`calibrate-defaults`), the held-out mean F1 gap
 to each set's best is 6-8 points, the templated (MASSIVE) family costing 13-23. This study scores
@@ -842,6 +842,23 @@ def decoys_command(spaces, scales):
                     cells.append(f"{fam} bias {err.mean():+.3f} |err| {np.abs(err).mean():.3f} "
                                  f"within 0.05 {np.mean(np.abs(err) <= 0.05):.2f}")
             click.echo(f"{space:<14} {name:<12} " + " | ".join(cells))
+
+
+@command.command("density")
+@click.option("--space", "spaces", type=click.Choice(list(SPACES)), multiple=True, help="Default: those with kNN lists.")
+def density_command(spaces):
+    """The shipped rule with a term in the run's estimated density of translations: log10 of the
+    translations the product's mixture estimates (`threshold_rule.estimate_true_pairs`) over the
+    candidates. Dense runs (FLORES sets, 26% gold) want a lower threshold than the rule's, sparse
+    large ones (1%) a higher one (`oracle`'s per-set look); prints the table (a look)."""
+    from xmine.mining.threshold_rule import estimate_true_pairs
+
+    def feature(space, runs):
+        density = {n: float(np.log10(max(estimate_true_pairs(x["max"].s), 1.0) / max(len(x["max"].s), 1)))
+                   for n, x in runs.items()}
+        return lambda n, t1: density[n]
+
+    term_study(spaces, feature, False, SIZE_SLOPES, "density")
 
 
 @command.command("decoy-term")

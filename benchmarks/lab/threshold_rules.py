@@ -699,10 +699,12 @@ def per_language_joint_command(spaces):
                    f"({time.monotonic() - t0:.0f} s)")
 
 
-#: the slopes `length` and `size` choose among, in units of (t1 - 1) per unit of the run's feature
+#: the slopes a term study chooses among, in units of (t1 - 1) per unit of the run's feature:
+#: `length`'s (down only), and both signs for the features whose direction is not known beforehand
+#: (`size`: larger runs of the me5-small spaces want a higher threshold, use-m3's a lower one;
+#: `density`, `decoy-term`)
 TERM_SLOPES = tuple(np.round(np.arange(0, 0.501, 0.05), 2))
-#: `size` tries both signs: larger runs of the me5-small spaces want a higher threshold, use-m3's a lower one
-SIZE_SLOPES = tuple(np.round(np.arange(-0.5, 0.501, 0.05), 2))
+SIGNED_SLOPES = tuple(np.round(np.arange(-0.5, 0.501, 0.05), 2))
 
 
 def term_study(spaces, feature, down_only: bool, slopes, label: str) -> None:
@@ -758,7 +760,7 @@ def size_command(spaces):
     sides' sentence counts (a sentence without a translation has its best neighbour among more
     candidates in a larger run, and larger corpora hold a smaller share of translations)."""
     sets = _sets()
-    term_study(spaces, {s.name: 0.5 * float(np.log10(len(s.xx) * len(s.en))) for s in sets}, False, SIZE_SLOPES,
+    term_study(spaces, {s.name: 0.5 * float(np.log10(len(s.xx) * len(s.en))) for s in sets}, False, SIGNED_SLOPES,
                "size")
 
 
@@ -858,7 +860,7 @@ def density_command(spaces):
                    for n, x in runs.items()}
         return lambda n, t1: density[n]
 
-    term_study(spaces, feature, False, SIZE_SLOPES, "density")
+    term_study(spaces, feature, False, SIGNED_SLOPES, "density")
 
 
 @command.command("decoy-term")
@@ -889,7 +891,7 @@ def decoy_term_command(spaces):
 
         return estimated_precision_at
 
-    term_study(spaces, feature, False, SIZE_SLOPES, "decoy P")
+    term_study(spaces, feature, False, SIGNED_SLOPES, "decoy P")
 
 
 # ---------------------------------------------------------------- a space without a calibration
@@ -1061,7 +1063,7 @@ def oracle_bound(runs, family: dict, floor: float = PRECISION_FLOOR) -> dict:
     """The smallest mean gap that thresholds chosen per set WITH the gold reach at a mean precision
     >= `floor` over PRECISION_FAMILIES: no rule without gold does better. `achieved` is the
     Lagrangian point at the smallest multiplier that meets the floor (bisection), `lower_bound`
-    the dual bound max over the multipliers of min (mean gap - lam' (P - floor)) (the exact
+    the dual bound, max over the multipliers lam of min (mean gap - lam (P - floor)) (the exact
     optimum lies between: the per-set curves are not concave)."""
     fams = [f for f in PRECISION_FAMILIES if f in set(family.values())]
 
@@ -1070,15 +1072,14 @@ def oracle_bound(runs, family: dict, floor: float = PRECISION_FLOOR) -> dict:
         gap = float(np.mean([r["gap"] for r in rows]))
         return rows, gap, _fam_mean(rows, "precision", fams)
 
-    rows, gap, prec = point(0.0)
-    at_best = summarise(rows)
+    at_best = summarise(point(0.0)[0])
     lo, hi = 0.0, 1.0
     while point(hi)[2] < floor and hi < 1e4:
         hi *= 2
     for _ in range(40):
         mid = (lo + hi) / 2
         lo, hi = (lo, mid) if point(mid)[2] >= floor else (mid, hi)
-    rows, gap, prec = point(hi)
+    rows = point(hi)[0]
     # weak duality: for every multiplier, the per-set maximiser gives min over all choices of
     # mean gap - lam (P3 - floor), which is at most the constrained optimum
     dual = max(g - lam * (p - floor) for lam in np.linspace(0, hi, 41) for _, g, p in [point(lam)])

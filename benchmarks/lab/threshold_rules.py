@@ -1099,12 +1099,12 @@ def oracle_command(spaces):
     for space in spaces or [s for s in SPACES if knn_path(s).exists()]:
         _, runs, family = space_runs(space, meta)
         res = oracle_bound(runs, family)
-        for label, m in (("each set's best", res["at_each_best"]), ("oracle at P3 >= 0.85", res["achieved"])):
-            fam_gap = {f: np.mean([r["gap"] for r in res["per_set"] if r["family"] == f]) * 100
-                       for f in FAMILY_ORDER} if label.startswith("oracle") else {}
+        per_family = " ".join(f"{f} {summarise([r for r in res['per_set'] if r['family'] == f])['gap']:.1f}"
+                              for f in FAMILY_ORDER if f in set(family.values()))
+        for label, m, more in (("each set's best", res["at_each_best"], ""),
+                               ("oracle at P3 >= 0.85", res["achieved"], f" | {per_family}")):
             click.echo(f"{space:<14} {label:<22} mean gap {m['gap']:.1f} worst {m['worst_gap']:.1f} >8 {m['over_8']:2d} "
-                       f"P3 {m['precision_families']:.1f} P48 {m['precision']:.1f} R {m['recall']:.1f}"
-                       + (" | " + " ".join(f"{f} {g:.1f}" for f, g in fam_gap.items()) if fam_gap else ""))
+                       f"P3 {m['precision_families']:.1f} P48 {m['precision']:.1f} R {m['recall']:.1f}{more}")
         click.echo(f"{space:<14} lower bound on the mean gap at P3 >= 0.85: {res['lower_bound']:.2f}")
         # one threshold per family, chosen on that family with its gold (precision >= the floor
         # on news/wiki/short): how much the family alone would tell a rule

@@ -113,8 +113,10 @@ def evaluate(pairs: set[tuple[str, str]], gold: set[tuple[str, str]]) -> dict:
 
 
 def mine_candidates(src: tuple[list[str], list[str]], en: tuple[list[str], list[str]], embed_fn, *, k: int = 4,
-                    margin: str = "ratio", retrieval: str = "max") -> tuple[list[tuple[str, str]], np.ndarray]:
-    """Mine one split given as (ids, sentences) per side; every candidate (src-id, en-id) with its score.
+                    margin: str = "ratio", retrieval: str = "max", threshold: float | dict | None = None,
+                    ) -> tuple[list[tuple[str, str]], np.ndarray, float | None]:
+    """Mine one split given as (ids, sentences) per side; every candidate (src-id, en-id) with its
+    score, and the threshold `xmine mine` would keep this run's candidates at (`run_threshold_of`).
 
     `embed_fn(sentences) -> (n, dim)` L2-normalised embeddings (raw or a projection's meaning part).
     Shared by `bench bucc` and `bench mining`, so their numbers come from the same code.
@@ -137,7 +139,30 @@ def mine_candidates(src: tuple[list[str], list[str]], en: tuple[list[str], list[
             for eid in ids_of_e[b]:
                 cands.append((sid, eid))
                 scores.append(sc)
-    return cands, np.asarray(scores, dtype=np.float64)
+    return cands, np.asarray(scores, dtype=np.float64), run_threshold_of(mined, threshold)
+
+
+def run_threshold_of(mined, threshold: float | dict | None) -> float | None:
+    """The threshold `xmine mine` keeps the candidates `mined` (every one, unique sentences) at:
+    `threshold` a number or None (every pair kept) as it is; a `threshold_rule.run_threshold` record,
+    its value, or where it has a rule (the run-following rule of a calibrated space, or the estimate
+    of a space without a calibration) the value that rule gives this run (`apply_run_threshold`)."""
+    if not isinstance(threshold, dict):
+        return threshold
+    if "rule" not in threshold:
+        return threshold["value"]
+    from xmine.mining.threshold_rule import apply_run_threshold
+
+    record = dict(threshold)
+    apply_run_threshold(mined, record)
+    return record["value"]
+
+
+def at_least(scores, threshold: float | None) -> np.ndarray:
+    """Which of `scores` are kept at `threshold` (None: all), compared in float32 as `xmine mine`
+    compares (`select_pairs`): the scores are float32 values, a threshold need not be one."""
+    scores = np.asarray(scores, dtype=np.float64)
+    return np.ones(len(scores), bool) if threshold is None else scores >= np.float32(threshold)
 
 
 def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=None, k: int = 4,
@@ -176,7 +201,7 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
         return mine_candidates(read_bucc_file(files["src"]), read_bucc_file(files["en"]), embed, k=k, margin=margin,
                                retrieval=retrieval)
 
-    cands, scores = mine_split(tf)
+    cands, scores, _ = mine_split(tf)
     correct = np.array([c in gold for c in cands], dtype=bool)
     threshold, _ = best_threshold(scores, correct, len(gold))
     kept = {c for c, s in zip(cands, scores) if s >= threshold}
@@ -187,7 +212,7 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
     }
     test = _split_files(root, pair, "test")
     if test is not None and test["gold"].is_file():
-        cands, scores = mine_split(test)
+        cands, scores, _ = mine_split(test)
         result["test"] = {"split": "test", **evaluate({c for c, s in zip(cands, scores) if s >= threshold},
                                                        read_gold(test["gold"]))}
     return result

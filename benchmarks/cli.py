@@ -269,7 +269,8 @@ def _mining_langs(ctx, param, value):
 @click.option("--threshold", type=float, default=None,
               help="The fixed ratio-margin threshold reported beside the best one, for every variant. Default: "
                    "each variant's own default, as `xmine mine` uses it: the balanced threshold calibrated for "
-                   "its space (a projection's SHIPPED.json, raw embeddings' xmine/mining/calibration.json).")
+                   "its space (a projection's SHIPPED.json, raw embeddings' xmine/mining/calibration.json), "
+                   "moved with each set by the space's rule as `xmine mine` moves it with each run.")
 @click.option("--operating-point", type=click.Choice(["balanced", "precision"]), default=None,
               help="Which calibrated default each variant is scored at (as `xmine mine --operating-point`); "
                    "default balanced. Not with --threshold.")
@@ -288,8 +289,9 @@ def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, thr
     Per language, FLORES-200 devtest and held-out newstest pairs (2019-2021) are hidden among
     distractors of the same language and domain (5% of sentences have a translation), written in
     BUCC's format, mined (k=4, ratio margin, max retrieval) and scored with `bench bucc`'s code:
-    precision, recall and F1 at the best threshold and at each variant's default threshold (the
-    calibrated one of its space, as `xmine mine` uses it), and the gap between the two F1.
+    precision, recall and F1 at the best threshold and at each variant's default threshold (the one
+    plain `xmine mine` keeps that set at: the calibrated rule of its space applied to the set's own
+    candidates), and the gap between the two F1.
     """
     if threshold is not None and operating_point is not None:
         raise click.UsageError("give --threshold or --operating-point, not both")
@@ -303,19 +305,20 @@ def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, thr
         click.echo(f"mining sets in {folder}", err=True)
 
     def evaluate(v):
-        t, source, cap = mining.variant_threshold(v, threshold, encoder_name=current_encoder().name,
-                                                  point=operating_point)
-        r = (mining_noisy.evaluate(v.embed, data, lang_list, threshold=t, filter_config=PairFilterConfig(score_max=cap),
-                                   **settings) if noisy
-             else mining.evaluate_mining(v.embed, folder, lang_list, threshold=t))
-        return r | {"default_threshold": {"value": t, "source": source}, "score_max": cap}
+        record = mining.variant_threshold(v, threshold, encoder_name=current_encoder().name, point=operating_point)
+        cap = record["score_max"]["value"]
+        r = (mining_noisy.evaluate(v.embed, data, lang_list, threshold=record,
+                                   filter_config=PairFilterConfig(score_max=cap), **settings) if noisy
+             else mining.evaluate_mining(v.embed, folder, lang_list, threshold=record))
+        return r | {"default_threshold": {k: record[k] for k in ("value", "source", "rule") if k in record},
+                    "score_max": cap}
 
     details = evaluate_variants(evaluate, parts=("meaning",), add_default=True)
     if noisy:
         return _noisy_finish(details, data, lang_list, settings, threshold, operating_point)
-    click.echo("per variant and set: F1 at the set's best threshold, then F1, precision and recall at the variant's "
-               "default threshold (what `xmine mine` uses without --threshold: the calibrated one of its space; "
-               "'all': none, every pair kept) and the gap between the two F1")
+    click.echo("per variant and set: F1 at the set's best threshold, then F1, precision and recall at the threshold "
+               "plain `xmine mine` keeps that set at (the rule of the variant's space applied to the set's own "
+               "candidates, or its calibrated value; 'all': every pair kept) and the gap between the two F1")
     finish("mining", details | {"sets": manifest}, rows=mining.table_rows(details, lang_list),
            columns=mining.TABLE_COLUMNS,
            parameters=settings | {"langs": lang_list, "threshold": threshold, "operating_point": operating_point,

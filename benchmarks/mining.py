@@ -31,10 +31,9 @@ The sets are written under `$XMINE_HOME/bench-mining/<hash of data and settings>
 
 Reported, per language and averaged, for raw embeddings and each projection's meaning part:
 precision, recall and F1 at the threshold that maximises F1 (the oracle threshold, as BUCC papers
-report) and at the default threshold (`DEFAULT_THRESHOLD`, the ratio margin 1.04 of WikiMatrix that
-the README's demo uses for raw embeddings; a projection with a calibrated threshold,
-`benchmarks/lab/calibrate.py`, is scored at that one), with k = 4, ratio margin and max retrieval as
-`xmine mine` defaults. Each language's result also holds its curve: precision, recall, F1 and the
+report) and at the threshold plain `xmine mine` keeps that set at (`variant_threshold`: the same
+`run_threshold` record, and its rule applied to the set's own candidates as `mine` applies it), with
+k = 4, ratio margin and max retrieval as `xmine mine` defaults. Each language's result also holds its curve: precision, recall, F1 and the
 number of mined pairs at every ratio threshold of `CURVE_THRESHOLDS` (1.000-1.080, step 0.001), so
 a default threshold can be judged against the whole curve, not one point.
 """
@@ -51,12 +50,15 @@ from typing import Any, Sequence
 import numpy as np
 
 from xmine.artefacts.directory import file_fingerprint
-from xmine.benchmarks.bucc import best_threshold, evaluate, mine_candidates, prf_curve, read_bucc_file, read_gold
+from xmine.benchmarks.bucc import (at_least, best_threshold, evaluate, mine_candidates, prf_curve, read_bucc_file,
+                                   read_gold)
 from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines, read_lines
 from xmine.errors import DataNotFoundError, InputError, OutputError
 from xmine.artefacts.fileio import atomic_write_json, atomic_write_text
-from xmine.mining.defaults import DEFAULT_OPERATING_POINT, space_defaults
-from xmine.mining.threshold_rule import ESTIMATED, estimated_threshold
+from xmine.mining.config import SelectionConfig
+from xmine.mining.filters import PairFilterConfig
+from xmine.mining.select import MiningConfig
+from xmine.mining.threshold_rule import run_threshold
 from xmine.artefacts.output_state import read_json
 from xmine.artefacts.outputs import claim_output
 from xmine.paths import default_data_dir, xmine_home
@@ -275,23 +277,24 @@ def build_sets(data: Path, langs: Sequence[str], *, sets_dir: Path | None = None
 
 
 def variant_threshold(variant, given: float | None = None, *, margin: str = "ratio", encoder_name: str | None = None,
-                      point: str | None = None) -> tuple[float | str, str, float | None]:
-    """The threshold a variant is scored at besides its best, where it comes from, and its score cap:
-    `given`, else the calibrated default of the variant's space (what `xmine mine` uses without
-    --threshold: a projection's SHIPPED.json, raw `encoder_name`'s `mining/calibration.json`), else
-    `ESTIMATED` (a space without a calibration: each set's threshold estimated from its own
-    candidates, as `xmine mine` does). `point`: the operating point (default: balanced)."""
-    point = point or DEFAULT_OPERATING_POINT
+                      point: str | None = None) -> dict[str, Any]:
+    """The threshold record `xmine mine` makes for a variant's space (`threshold_rule.run_threshold`,
+    the same call): `given`, else the calibrated default of the space at `point` (default: balanced;
+    a projection's SHIPPED.json, raw `encoder_name`'s `mining/calibration.json`) with the rule that
+    moves it with each run where the space has one, else the rule that estimates it from each run (a
+    space without a calibration). Its "value" before a run, "source", "rule" (where a run decides:
+    `bucc.run_threshold_of`) and "score_max" (the cap, {"value", "source"})."""
     path = (variant.projection or {}).get("path")
-    found, what = space_defaults(path, encoder_name if path is None else None)
-    cap = found.score_max.get("ratio") if found is not None else None
-    if given is not None:
-        return given, "--threshold", cap
-    t = found.threshold(margin, point) if found is not None else None
-    if t is None:
-        return ESTIMATED, f"no calibrated default for this space ({what}): estimated from each set's run", cap
-    return t, f"the {point} {margin} threshold {found.source}", cap
+    selection = SelectionConfig(threshold="default" if given is None else given, operating_point=point)
+    config = MiningConfig(k=4, margin=margin, retrieval="max", threshold=selection.given_threshold)
+    return run_threshold(selection, config, PairFilterConfig(), path, encoder_name)[2]
 
+
+def threshold_label(record: dict[str, Any]) -> str:
+    """How a table names a variant's default: the rule each run's threshold comes from
+    ("mutual-null-share", "estimated-from-run"), else the value, or "all" (every pair kept)."""
+    rule = (record.get("rule") or {}).get("rule")
+    return rule or ("all" if record["value"] is None else f"{record['value']:g}")
 
 def curve(scores, correct, n_gold: int, thresholds: Sequence[float] = CURVE_THRESHOLDS) -> dict[str, list]:
     """Precision / recall / F1 / mined pairs of keeping the candidates scoring >= each threshold."""
@@ -300,22 +303,19 @@ def curve(scores, correct, n_gold: int, thresholds: Sequence[float] = CURVE_THRE
         m: [int(x) for x in c[m]] if m == "pairs" else [float(x) for x in c[m]] for m in ("precision", "recall", "f1", "pairs")}
 
 
-def evaluate_set(embed_fn, files: dict[str, Path], *, threshold: float | str | None = DEFAULT_THRESHOLD, k: int = 4,
+def evaluate_set(embed_fn, files: dict[str, Path], *, threshold: float | dict | None = DEFAULT_THRESHOLD, k: int = 4,
                  margin: str = "ratio", retrieval: str = "max") -> dict[str, Any]:
-    """P/R/F1 at the best threshold and at `threshold` (None: every pair kept; `ESTIMATED`: the
-    set's own estimate, `threshold_rule.estimated_threshold`) for one set, with `bench bucc`'s code,
-    its gap (best F1 - F1 at `threshold`), its sizes, and (ratio margin) the curve over
-    `CURVE_THRESHOLDS`."""
+    """P/R/F1 at the best threshold and at `threshold` (None: every pair kept; a `variant_threshold`
+    record: what `xmine mine` keeps this set at, its rule applied to the set's own candidates) for one
+    set, with `bench bucc`'s code, its gap (best F1 - F1 at `threshold`), its sizes, and (ratio margin)
+    the curve over `CURVE_THRESHOLDS`."""
     gold = read_gold(files["gold"])
-    cands, scores = mine_candidates(read_bucc_file(files["src"]), read_bucc_file(files["en"]), embed_fn,
-                                    k=k, margin=margin, retrieval=retrieval)
+    cands, scores, threshold = mine_candidates(read_bucc_file(files["src"]), read_bucc_file(files["en"]), embed_fn,
+                                               k=k, margin=margin, retrieval=retrieval, threshold=threshold)
     correct = np.array([c in gold for c in cands], dtype=bool)
     best_t, _ = best_threshold(scores, correct, len(gold))
-    if threshold == ESTIMATED:
-        estimate = estimated_threshold(np.asarray(scores, dtype=np.float32))
-        threshold = None if estimate is None else estimate[0]
     best = evaluate({c for c, s in zip(cands, scores) if s >= best_t}, gold)
-    at_default = evaluate({c for c, s in zip(cands, scores) if threshold is None or s >= threshold}, gold)
+    at_default = evaluate({c for c, kept in zip(cands, at_least(scores, threshold)) if kept}, gold)
     out = {"best": {"threshold": best_t, **best}, "default": {"threshold": threshold, **at_default},
            "gap": best["f1"] - at_default["f1"], "candidates": len(cands),
            "sizes": {"src": sum(1 for _ in open(files["src"], encoding="utf-8")),
@@ -340,19 +340,18 @@ TABLE_COLUMNS = ["variant", "default", "set", "xx", "en", "gold", "F1 best", "F1
 
 
 def table_rows(details: dict[str, Any], langs: Sequence[str]) -> list[list]:
-    """Per variant (its `evaluate_mining` result with `default_threshold`) and set: the threshold
-    ('all': every pair kept), the sizes, F1 at the best and at the default, the gap, P and R at the
+    """Per variant (its `evaluate_mining` result with `default_threshold`) and set: the threshold it
+    was kept at ('all': every pair kept; the average row: the variant's rule), the sizes, F1 at the best and at the default, the gap, P and R at the
     default (x100); then the averages."""
     rows = []
     for name, r in details.items():
-        t = r["default_threshold"]["value"]
-        label = "all" if t is None else t if t == ESTIMATED else f"{t:g}"
         for lg in langs:
             x = r["per_lang"][lg]
-            rows.append([name, label, lg, x["sizes"]["src"], x["sizes"]["en"], x["sizes"]["gold"], 100 * x["best"]["f1"],
-                         100 * x["default"]["f1"], 100 * x["gap"], 100 * x["default"]["precision"],
-                         100 * x["default"]["recall"]])
+            t = x["default"]["threshold"]
+            rows.append([name, "all" if t is None else f"{t:.4f}", lg, x["sizes"]["src"], x["sizes"]["en"],
+                         x["sizes"]["gold"], 100 * x["best"]["f1"], 100 * x["default"]["f1"], 100 * x["gap"],
+                         100 * x["default"]["precision"], 100 * x["default"]["recall"]])
         a = r["average"]
-        rows.append([name, label, "average", "", "", "", a["best"]["f1"], a["default"]["f1"], a["gap"],
-                     a["default"]["precision"], a["default"]["recall"]])
+        rows.append([name, threshold_label(r["default_threshold"]), "average", "", "", "", a["best"]["f1"],
+                     a["default"]["f1"], a["gap"], a["default"]["precision"], a["default"]["recall"]])
     return rows

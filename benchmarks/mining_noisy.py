@@ -33,13 +33,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.benchmarks.bucc import mine_candidates
+from xmine.benchmarks.bucc import at_least, mine_candidates
 from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines
-from xmine.benchmarks.mining import NEWS_SETS, _rng as mining_rng, build_set
+from xmine.benchmarks.mining import NEWS_SETS, _rng as mining_rng, build_set, threshold_label
 from xmine.mining.filters import PairFilterConfig, RULES, apply_pair_filters
 from xmine.mining.langid import language_mask
 from xmine.mining.presearch import PreSearchConfig, clean_sides
-from xmine.mining.threshold_rule import ESTIMATED, estimated_threshold
 
 NOISE = {"copies": 0.08, "other_language": 0.04, "boilerplate": 0.02, "numbers_urls": 0.02, "near_duplicates": 0.02}
 OTHER_LANGS = ("fra_Latn", "spa_Latn", "ita_Latn", "nld_Latn", "tur_Latn", "ukr_Cyrl", "kor_Hang", "vie_Latn",
@@ -151,21 +150,19 @@ def _prf(pairs: Sequence[tuple[str, str]], gold: set) -> dict[str, float]:
     return {"precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0, "pairs": len(pairs)}
 
 
-def evaluate_noisy(embed_fn, data: Path, ms, *, threshold: float | str, seed: int = 0, filter_config=None,
+def evaluate_noisy(embed_fn, data: Path, ms, *, threshold: float | dict | None, seed: int = 0, filter_config=None,
                    flores_code: str | None = None) -> dict[str, Any]:
-    """One language: clean, noisy and noisy-filtered P/R/F1 at `threshold` (`ESTIMATED`: estimated
-    from the noisy run's candidates, as `xmine mine` would on it), removals, score spreads."""
+    """One language: clean, noisy and noisy-filtered P/R/F1 at `threshold` (a number, None: every
+    pair kept, or a `mining.variant_threshold` record: each run kept where `xmine mine` would keep it,
+    its rule applied to that run's own candidates), removals, score spreads."""
     cfg = filter_config or PairFilterConfig()
     gold = set(ms.gold)
     src, en, kinds = add_noise(ms, data, seed=seed)
     text_s, text_e = dict(zip(*src)), dict(zip(*en))
-    cands, scores = mine_candidates(src, en, embed_fn)
-    if threshold == ESTIMATED:
-        estimate = estimated_threshold(np.asarray(scores, dtype=np.float32))
-        threshold = -np.inf if estimate is None else estimate[0]
-    clean_cands, clean_scores = mine_candidates(ms.src, ms.en, embed_fn)
-    clean = _prf([c for c, s in zip(clean_cands, clean_scores) if s >= threshold], gold)
-    at = [(c, s) for c, s in zip(cands, scores) if s >= threshold]
+    cands, scores, t = mine_candidates(src, en, embed_fn, threshold=threshold)
+    clean_cands, clean_scores, clean_t = mine_candidates(ms.src, ms.en, embed_fn, threshold=threshold)
+    clean = _prf([c for c, kept in zip(clean_cands, at_least(clean_scores, clean_t)) if kept], gold)
+    at = [(c, s) for c, s, kept in zip(cands, scores, at_least(scores, t)) if kept]
     noisy = _prf([c for c, _ in at], gold)
     keep, reasons = apply_pair_filters([text_s[a] for (a, _), _ in at], [text_e[b] for (_, b), _ in at],
                                        [s for _, s in at], langs=(flores_code, "eng_Latn"), config=cfg)
@@ -199,7 +196,7 @@ def evaluate_noisy(embed_fn, data: Path, ms, *, threshold: float | str, seed: in
             "sizes": {"src": len(src[0]), "en": len(en[0]), "noise_lines": len(kinds), "gold": len(gold)}}
 
 
-def _mine_cleaned(src, en, embed_fn, threshold: float, langs, cfg, gold: set, *, lang_filter: bool,
+def _mine_cleaned(src, en, embed_fn, threshold: float | dict | None, langs, cfg, gold: set, *, lang_filter: bool,
                   filters: bool = True, pre_config=None) -> dict[str, Any]:
     """Mine (ids, sentences) sides as `xmine mine` does: `--lang-filter` when asked, the pre-search
     cleaning (`presearch.clean_sides`), the search, then the pair filters (when `filters`).
@@ -224,8 +221,8 @@ def _mine_cleaned(src, en, embed_fn, threshold: float, langs, cfg, gold: set, *,
                                lid=cfg.lid)
     drop("pre_search", 0, s.keep)
     drop("pre_search", 1, t.keep)
-    cands, scores = mine_candidates(tuple(sides[0]), tuple(sides[1]), embed_fn)
-    at = [(c, sc) for c, sc in zip(cands, scores) if sc >= threshold]
+    cands, scores, t = mine_candidates(tuple(sides[0]), tuple(sides[1]), embed_fn, threshold=threshold)
+    at = [(c, sc) for c, sc, kept in zip(cands, scores, at_least(scores, t)) if kept]
     if filters:
         text_s, text_e = dict(zip(*src)), dict(zip(*en))
         keep, _ = apply_pair_filters([text_s[a] for (a, _), _ in at], [text_e[b] for (_, b), _ in at],
@@ -234,11 +231,10 @@ def _mine_cleaned(src, en, embed_fn, threshold: float, langs, cfg, gold: set, *,
     return {"prf": _prf([c for c, _ in at], gold), "removed": removed, "record": record}
 
 
-def evaluate(embed_fn, data: Path, langs: Sequence[str], *, threshold: float | str | None, seed: int = 0,
+def evaluate(embed_fn, data: Path, langs: Sequence[str], *, threshold: float | dict | None, seed: int = 0,
              gold_fraction: float, max_news: int, flores_rows: int | None, filter_config=None) -> dict[str, Any]:
-    """Every language, then averages (x100) of each P/R/F1 over languages (`threshold` None: every
-    pair kept; `ESTIMATED`: each language's own, `evaluate_noisy`)."""
-    threshold = -np.inf if threshold is None else threshold
+    """Every language, then averages (x100) of each P/R/F1 over languages (`threshold`: as
+    `evaluate_noisy` takes it)."""
     per = {}
     for lang in langs:
         ms = build_set(data, lang, seed=seed, gold_fraction=gold_fraction, max_news=max_news, flores_rows=flores_rows)
@@ -264,7 +260,7 @@ def _before_search(removed: dict, step: str = "pre_search") -> str:
 def tables(details: dict[str, dict]) -> tuple[list[str], list[list], list[dict]]:
     """`bench mining --noisy`'s table (one row per variant, at its default threshold) and one
     per-language table per variant, from each variant's `evaluate` result with its `default_threshold`."""
-    rows = [[f"{name} @{r['default_threshold']['value'] if r['default_threshold']['value'] is not None else 'all':}"] + [r["average"][var][m] for var, m in COLUMNS]
+    rows = [[f"{name} @{threshold_label(r['default_threshold'])}"] + [r["average"][var][m] for var, m in COLUMNS]
             + [min(100 * x[var]["precision"] for x in r["per_lang"].values()) for var in ("pre_filtered", "lang_filtered")]
             for name, r in details.items()]
     extra = [{"title": f"{name}: per language (x100); rows removed before the search (gold among them) "

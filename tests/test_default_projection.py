@@ -118,7 +118,7 @@ def test_default_applies_at_every_precision(me5):
     from xmine.encoders import with_precision
     from xmine.artefacts.records import EncoderFingerprint
 
-    fp32 = dict(me5.fingerprint(), id=EncoderFingerprint.from_dict(me5.fingerprint(), where="me5").weights_id)
+    fp32 = dict(me5.fingerprint(), id=EncoderFingerprint.from_dict(me5.fingerprint(), where="me5").id.weights)
     for precision in ("fp32", "bf16", "fp16"):
         fp = with_precision(fp32, precision)
         assert choose_projection("default", encoder_name="me5-small", encoder_fp=fp).how == "default", precision

@@ -246,23 +246,23 @@ def test_lazy_me5_knows_its_fingerprint_without_loading(precision):
     # loaded model's, or every actor would refuse (or, worse, a store would mix encoders).
     lazy = load_encoder("me5-small", device="cpu", precision=precision, lazy=True)
     fp = lazy.fingerprint()
-    assert not lazy.loaded and lazy.dim == 384 and lazy.precision == precision
+    assert lazy._encoder is None and lazy.dim == 384 and lazy.precision == precision
     assert fp == load_encoder("me5-small", device="cpu", precision=precision).fingerprint()
     other = load_encoder("me5-small", device="cpu", precision=precision, prefix="passage: ", lazy=True)
-    assert other.fingerprint()["id"] != fp["id"] and not other.loaded
+    assert other.fingerprint()["id"] != fp["id"] and other._encoder is None
 
 
 @pytest.mark.parametrize("precision", ["fp32", BF16_SLOW])
 def test_lazy_encoder_loads_on_first_use(data_dir, precision):
     lazy = load_encoder("use-m3", lazy=True)
-    assert not lazy.loaded
+    assert lazy._encoder is None
     assert lazy.fingerprint() == load_encoder("use-m3").fingerprint()  # no cheap form for use-m3: loads
-    assert lazy.loaded
+    assert lazy._encoder is not None
     lazy = load_encoder("me5-small", device="cpu", precision=precision, lazy=True)
     sentences = flores_lines(data_dir, "deu_Latn", 4)
     np.testing.assert_array_equal(lazy.encode(sentences),
                                   load_encoder("me5-small", device="cpu", precision=precision).encode(sentences))
-    assert lazy.loaded and lazy.tokenizer is not None  # other attributes are the model's
+    assert lazy._encoder is not None and lazy.tokenizer is not None  # other attributes are the model's
 
 
 def test_lazy_encoder_refuses_a_bad_precision_at_once():

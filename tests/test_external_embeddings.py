@@ -125,7 +125,7 @@ def test_every_format_stores_the_same_vectors(corpus, tmp_path):
                        ("hf", ())):
         out = tmp_path / fmt
         ok(_embed_external(corpus, "de", out, fmt, "laser-test", "--dtype", "float32", "--shard-rows", 64, *extra))
-        stored = EmbeddingStore.open(out).to_array()
+        stored = EmbeddingStore.open(out).rows()[:].astype(np.float32)
         assert np.abs(stored - vectors).max() < (2e-3 if fmt == "f16" else 1e-6), fmt
 
 
@@ -168,7 +168,7 @@ def test_rows_follow_lines_or_non_empty_lines(corpus, tmp_path):
               "--dim", 512, "--encoder-name", "x", "--dtype", "float32", "--shard-rows", 3))
         store = EmbeddingStore.open(tmp_path / name)
         assert list(store.line_numbers) == [1, 2, 3, 4, 6, 7, 8, 9, 10, 11]
-        assert np.abs(store.to_array() - vectors).max() < 1e-6, name
+        assert np.abs(store.rows()[:].astype(np.float32) - vectors).max() < 1e-6, name
 
 
 def test_stores_mine_together_only_with_the_same_encoder_name_and_dimension(corpus, tmp_path):

@@ -140,12 +140,12 @@ def test_slot_spans_and_masks():
 
 
 def test_masking_replaces_exactly_the_slot_tokens(me5):
-    from xmine.encoders.tokens import _tokenize
+    from xmine.encoders.tokens import token_ids
 
     utt = "wake me up at five am this week"
     slots, template = template_and_residual_masks("wake me up at [time : five am] [date : this week]", utt)
-    plain, = _tokenize(me5, [utt], None)
-    masked_slots, masked_template = _tokenize(me5, [utt, utt], [slots, template])
+    plain, = token_ids(me5, [utt], None)
+    masked_slots, masked_template = token_ids(me5, [utt, utt], [slots, template])
     tok = me5.tokenizer.convert_ids_to_tokens
     mask_id = me5.tokenizer.mask_token_id
     kept = [t for t, i in zip(tok(plain), masked_slots) if i != mask_id]

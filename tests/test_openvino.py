@@ -57,8 +57,8 @@ def test_openvino_bf16_equals_torch_fp32_within_the_checked_cosine(ov_bf16, torc
     # input order is kept whatever the length-sorted passes were
     np.testing.assert_allclose(ov_bf16.encode(sentences[::-1])[::-1], a, atol=1e-6)
     fp = ov_bf16.fingerprint()
-    assert (ov_bf16.runtime, fp["runtime"], _fp(fp).run_runtime) == ("openvino",) * 3
-    assert _fp(fp).weights_id == _fp(torch_fp32.fingerprint()).weights_id == torch_fp32.fingerprint()["id"]
+    assert (ov_bf16.runtime, fp["runtime"], _fp(fp).id.runtime) == ("openvino",) * 3
+    assert _fp(fp).id.weights == _fp(torch_fp32.fingerprint()).id.weights == torch_fp32.fingerprint()["id"]
 
 
 def test_token_states_come_from_openvino_too(ov_bf16, torch_fp32, data_dir):
@@ -148,7 +148,7 @@ def test_without_openvino_explicit_is_one_line_exit_2_and_auto_falls_back(runtim
         said = [ln for ln in res.stderr.splitlines() if "not installed" in ln]
         assert len(said) == 1 and "torch" in said[0], res.stderr
         manifest = json.loads((tmp_path / "s" / "manifest.json").read_text(encoding="utf-8"))
-        assert _fp(manifest["encoder"]).run_runtime == "torch"
+        assert _fp(manifest["encoder"]).id.runtime == "torch"
 
 
 def test_runtime_resolution_refuses_what_cannot_run():
@@ -177,15 +177,15 @@ def test_the_converted_models_build_is_part_of_the_fingerprint(ov_bf16, monkeypa
     fp = EncoderFingerprint.from_dict(ov_bf16.fingerprint(), where="ov")
     key = ov_bf16.model_xml.parent.name.rsplit("-", 1)[-1]  # the cached model's folder: ...-openvino-bf16-<key>
     assert ov_bf16.fingerprint()["id"].endswith(f"|precision=bf16|runtime=openvino+{key}")
-    assert (fp.run_precision, fp.run_runtime, fp.id.build) == ("bf16", "openvino", key)
-    assert fp.weights_id == ov_bf16.fingerprint()["id"].split("|precision")[0]
+    assert (fp.run_precision, fp.id.runtime, fp.id.build) == ("bf16", "openvino", key)
+    assert fp.id.weights == ov_bf16.fingerprint()["id"].split("|precision")[0]
     # Known without converting or loading anything, as `embed --ray` and the cache need it.
     assert LazyEncoder("me5-small", precision="bf16", runtime="openvino").fingerprint() == ov_bf16.fingerprint()
     # Another build (a new openvino, recipe or int8 draw) is another encoder: its embeddings are
     # cached apart and a store of the old build is not mixed with it.
     monkeypatch.setattr(ov_build, "OV_RECIPE", ov_build.OV_RECIPE + 1)
     other = LazyEncoder("me5-small", precision="bf16", runtime="openvino").fingerprint()
-    assert other["id"] != str(fp.id) and EncoderFingerprint.from_dict(other, where="o").weights_id == fp.weights_id
+    assert other["id"] != str(fp.id) and EncoderFingerprint.from_dict(other, where="o").id.weights == fp.id.weights
     assert cache_path(other) != cache_path(ov_bf16.fingerprint())
     with pytest.raises(EncoderMismatchError):
         check_same_encoder(ov_bf16.fingerprint(), other, what="store s/")

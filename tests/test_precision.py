@@ -86,7 +86,7 @@ def test_precision_is_in_the_fingerprint_and_old_fingerprints_read_as_fp32(me5_f
 
     fp32, bf16 = me5_fp32.fingerprint(), me5_bf16.fingerprint()
     assert (fp32["precision"], bf16["precision"]) == ("fp32", "bf16")
-    assert fp32["id"] != bf16["id"] and _fp(fp32).weights_id == _fp(bf16).weights_id == fp32["id"]
+    assert fp32["id"] != bf16["id"] and _fp(fp32).id.weights == _fp(bf16).id.weights == fp32["id"]
     # A fingerprint written before precisions existed: no key, fp32 id. It is this fp32 encoder.
     legacy = {k: v for k, v in fp32.items() if k != "precision"}
     assert _fp(legacy).run_precision == "fp32" and _fp(bf16).run_precision == "bf16"

@@ -140,7 +140,7 @@ def test_resume_from_intact_records_gives_the_same_store(built, tmp_path, usem3)
 
 def test_index_of_the_store_reads_its_encoder_and_files_as_records(built, tmp_path):
     store, _, _ = built
-    ix = build_index(store.to_array(), tmp_path / "ix", sentences=store.sentences(),
+    ix = build_index(store.rows()[:].astype(np.float32), tmp_path / "ix", sentences=store.sentences(),
                      line_numbers=np.asarray(store.line_numbers), encoder=store.manifest.encoder.to_dict(),
                      projection=None, part="raw", lang="de", config=IndexConfig(kind="flat", gpu=False),
                      show_progress=False)
@@ -162,7 +162,7 @@ def test_fingerprints_from_before_precisions_read_as_fp32(usem3):
     rec = EncoderFingerprint.from_dict(fp, where="old store")
     assert rec.precision is None and rec.run_precision == "fp32" and rec.to_dict() == fp
     tagged = EncoderFingerprint.from_dict(dict(fp, id=fp["id"] + "|precision=bf16|runtime=openvino"), where="x")
-    assert (tagged.run_precision, tagged.run_runtime, tagged.weights_id) == ("bf16", "openvino", fp["id"])
+    assert (tagged.run_precision, tagged.id.runtime, tagged.id.weights) == ("bf16", "openvino", fp["id"])
 
 
 @pytest.mark.parametrize("text, parts", [
@@ -191,7 +191,7 @@ def test_fingerprints_the_encoders_make_are_their_typed_parts_written_as_text(us
     fp = with_precision({"name": "me5-small", "dim": 384, "id": "w|prefix='query: '"}, "int8", "openvino", "be7")
     assert fp["id"] == "w|prefix='query: '|precision=int8|runtime=openvino+be7"
     rec = EncoderFingerprint.from_dict(fp, where="x")
-    assert (rec.weights_id, rec.run_precision, rec.run_runtime, rec.id.build) == ("w|prefix='query: '", "int8",
+    assert (rec.id.weights, rec.run_precision, rec.id.runtime, rec.id.build) == ("w|prefix='query: '", "int8",
                                                                                  "openvino", "be7")
     assert rec.to_dict() == fp
     assert EncoderFingerprint.from_dict(usem3.fingerprint(), where="u").to_dict() == usem3.fingerprint()

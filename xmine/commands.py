@@ -149,8 +149,7 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     # and with the projection it was made with.
     finished = artefact_encoder([out_dir])
     if embeddings_file is not None:
-        encoder = external_embeddings(embeddings_file, encoder_name=encoder_name_given, dim=dim,
-                                      column=embeddings_column)
+        encoder = ExternalEmbeddings(embeddings_file, name=encoder_name_given or "", dim=dim, column=embeddings_column)
         encoder_name = encoder.name
     else:
         if encoder_name_given or dim or embeddings_column:
@@ -187,12 +186,6 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
         + f", in {info.seconds:.1f}s "
         f"({rate:.1f} sentences/s) -> {out_dir}"
     )
-
-def external_embeddings(path: str, *, encoder_name: str | None, dim: int | None, column: str | None):
-    """`embed --embeddings`: the file opened as an `ExternalEmbeddings`, its options checked."""
-    if not encoder_name:
-        raise ConfigError("--embeddings needs --encoder-name: the name of the encoder that made them (laser2, ...)")
-    return ExternalEmbeddings(path, name=encoder_name, dim=dim, column=column)
 
 @click.command("verify")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))

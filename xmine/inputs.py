@@ -196,13 +196,12 @@ def project_rows(store, projection: ProjectionLike, out: Path, *, lang: str | No
     first = projection.transform(rows[0:1].astype(np.float32), "meaning", lang=lang)
     with atomic_path(out) as tmp:
         dst = np.lib.format.open_memmap(tmp, mode="w+", dtype=rows.dtype, shape=(len(store), first.shape[1]))
-        bar = tqdm(total=len(store), desc=f"projecting {store.directory.name}", unit="rows",
-                   disable=not show_progress, leave=False)
-        for start in range(0, len(store), PROJECT_BLOCK):
-            block = rows[start: start + PROJECT_BLOCK].astype(np.float32)
-            dst[start: start + len(block)] = projection.transform(block, "meaning", lang=lang)
-            bar.update(len(block))
-        bar.close()
+        with tqdm(total=len(store), desc=f"projecting {store.directory.name}", unit="rows",
+                  disable=not show_progress, leave=False) as bar:
+            for start in range(0, len(store), PROJECT_BLOCK):
+                block = rows[start: start + PROJECT_BLOCK].astype(np.float32)
+                dst[start: start + len(block)] = projection.transform(block, "meaning", lang=lang)
+                bar.update(len(block))
         dst.flush()
         del dst
     rows.close()

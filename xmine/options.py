@@ -21,8 +21,9 @@ from xmine.io.reader_base import FORMATS, InputFormat
 from xmine.io.stdin import is_url
 
 
-class FiniteFloat(click.FloatRange):
-    """A finite float, optionally within [min, max] (or open bounds); NaN and +-inf are refused."""
+class Finite(click.FloatRange):
+    """A finite float, optionally within [min, max] (or open bounds, e.g. `Finite(0, min_open=True)` for
+    > 0); NaN and +-inf are refused."""
 
     name = "number"
 
@@ -35,12 +36,6 @@ class FiniteFloat(click.FloatRange):
     def _describe_range(self) -> str:
         # click describes an unbounded range as "x<=None" in --help; an unbounded one says nothing
         return "" if self.min is None and self.max is None else super()._describe_range()
-
-
-def Finite(min: float | None = None, max: float | None = None, *, min_open: bool = False,
-           max_open: bool = False) -> FiniteFloat:
-    """A finite float option type with optional bounds, e.g. `Finite(0, min_open=True)` for > 0."""
-    return FiniteFloat(min=min, max=max, min_open=min_open, max_open=max_open)
 
 
 class LangCode(click.ParamType):
@@ -72,9 +67,7 @@ class InputPath(click.Path):
         super().__init__(exists=True, allow_dash=True, path_type=Path)
 
     def convert(self, value, param, ctx):
-        if is_url(value):
-            return value
-        return super().convert(value, param, ctx)
+        return value if is_url(value) else super().convert(value, param, ctx)
 
 
 #: what the values of `--projection` mean (`xmine.encoders.projection.choose_projection`)
@@ -172,5 +165,5 @@ def input_format_options(f=None, *, per_side: bool = False):
     return wrapper
 
 
-__all__ = ["Finite", "FiniteFloat", "LANG", "LangCode", "PROJECTION_CHOSEN", "PROJECTION_VALUES",
+__all__ = ["Finite", "LANG", "LangCode", "PROJECTION_CHOSEN", "PROJECTION_VALUES",
            "input_format_options", "projection_option", "quiet_option", "ray_option"]

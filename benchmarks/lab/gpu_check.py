@@ -87,7 +87,7 @@ def check_encoder(tmp: Path, de: Path) -> dict:
             result[f"{precision}_{device}_s"] = round(_run("embed", de, "--lang", "de", "--device", device,
                                                            "--precision", precision, "--dtype", "float32", "-q",
                                                            "-o", stores[device]), 2)
-        a, b = (EmbeddingStore.open(stores[d]).to_array() for d in ("cpu", "cuda"))
+        a, b = (EmbeddingStore.open(stores[d]).rows()[:].astype(np.float32) for d in ("cpu", "cuda"))
         result[f"{precision}_min_cosine"] = float((a * b).sum(axis=1).min())
     result["ok"] = result["fp32_min_cosine"] >= 0.999
     return result

@@ -27,12 +27,9 @@ class KeyedDir:
         self.dir = Path(directory)
         self.key = key
         self.owned = tuple(owned)
-        same = self.recorded_key() == key
-        if not same:  # other inputs or parameters: earlier partial results do not apply
+        if self.recorded_key() != key:  # other inputs or parameters: earlier partial results do not apply
             self.clear()
-        self.dir.mkdir(parents=True, exist_ok=True)
-        if not same:
-            atomic_write_json(self.dir / KEY_FILE, {"key": key})
+            atomic_write_json(self.dir / KEY_FILE, {"key": key})  # (creates the folder)
 
     def recorded_key(self) -> str | None:
         return (read_json(self.dir / KEY_FILE) or {}).get("key")

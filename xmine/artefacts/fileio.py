@@ -253,6 +253,15 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
     return manifest
 
 
+def manifest_kind(directory: Path) -> str:
+    """The `kind` the manifest of the artefact `directory` records (`load_manifest`'s errors, or one
+    when it records none)."""
+    kind = load_manifest(directory / MANIFEST).get("kind")
+    if not isinstance(kind, str):
+        raise ArtefactError(f"{directory / MANIFEST}: records no kind (field 'kind' is {kind!r}); not an xmine artefact")
+    return kind
+
+
 def read_manifest(directory: str | Path, kind: str | tuple[str, ...], *,
                   format_version: int | None = None) -> dict[str, Any]:
     """Read and check `directory/manifest.json`; raise ArtefactError if absent, of another kind or

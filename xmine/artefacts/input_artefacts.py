@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from xmine.errors import ArtefactError, InputError
-from xmine.artefacts.fileio import MANIFEST, load_manifest
+from xmine.artefacts.fileio import MANIFEST, manifest_kind
 from xmine.artefacts.output_state import dir_kind
 from xmine.io.reader_base import is_dataset_dir
 from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint, read_field
@@ -27,8 +27,7 @@ def artefact_kind(path: str | Path, input_format: Any = None) -> str:
     if p.is_file() or is_dataset_dir(p) or hf_files:
         return "text"
     if p.is_dir():
-        m = p / MANIFEST
-        if not m.is_file():
+        if not (p / MANIFEST).is_file():
             kind, _ = dir_kind(p)
             if kind is not None or (p / "progress.json").is_file():
                 what = (kind or "embedding-store").replace("-", " ")
@@ -37,10 +36,7 @@ def artefact_kind(path: str | Path, input_format: Any = None) -> str:
             raise InputError(p, "a directory without manifest.json: expected a corpus file, a Hugging Face "
                                 "save_to_disk folder, an embedding store (xmine embed) or an index (xmine "
                                 "build-index); for a folder of data files pass --input-format hf")
-        kind = load_manifest(m).get("kind")
-        if not isinstance(kind, str):
-            raise ArtefactError(f"{m}: records no kind (field 'kind' is {kind!r}); not an xmine artefact")
-        return kind
+        return manifest_kind(p)
     if p.exists():  # a pipe, process substitution or device: inputs are read more than once
         raise InputError(p, "is a pipe or another non-regular file, which is not supported as input; "
                             "save it to a file first")

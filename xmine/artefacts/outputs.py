@@ -113,13 +113,17 @@ class Claim:
             with atomic_path(target) as tmp:
                 yield tmp
             return
-        tmp = temporary_beside(target)
-        try:
+        with self._staging(target, temporary_beside(target)) as tmp:
             yield tmp
             fsync_file(tmp)
+
+    @contextlib.contextmanager
+    def _staging(self, target: Path, tmp: Path) -> Iterator[Path]:
+        """`tmp` (a file or folder) staged to replace `target` at `finish()`; removed on failure."""
+        try:
+            yield tmp
         except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+            remove_path(tmp)
             raise
         if (old := self._staged.pop(target, None)) is not None:  # written twice: the later file wins
             remove_path(old)
@@ -137,14 +141,8 @@ class Claim:
         finished result being replaced stays whole until then."""
         self.mark_unfinished(self.path.name)
         tmp = Path(tempfile.mkdtemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp"))
-        try:
-            yield tmp
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        if (old := self._staged.pop(self.path, None)) is not None:
-            remove_path(old)
-        self._staged[self.path] = tmp
+        with self._staging(self.path, tmp) as staged:
+            yield staged
 
     def write_text(self, text: str, suffix: str = "") -> None:
         with self.atomic_file(suffix) as tmp:
@@ -219,17 +217,9 @@ def _check_not_inside_an_artefact(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def claim_output(
-    path: str | Path,
-    *,
-    kind: str,
-    form: str,
-    inputs: Iterable[str | Path | None] = (),
-    overwrite: bool = False,
-    reopen: bool = False,
-    in_place: bool = False,
-    companions: Iterable[str] = (),
-) -> Iterator[Claim]:
+def claim_output(path: str | Path, *, kind: str, form: str, inputs: Iterable[str | Path | None] = (),
+                 overwrite: bool = False, reopen: bool = False, in_place: bool = False,
+                 companions: Iterable[str] = ()) -> Iterator[Claim]:
     """Claim `path` for writing an artefact of `kind` (see the module doc for the rules).
 
     - `form`: how the artefact is recognised: "dir", "tsv", "json", "png" or "md".

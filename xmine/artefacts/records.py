@@ -139,16 +139,6 @@ class EncoderFingerprint(Record):
         """The precision, "fp32" for fingerprints without one."""
         return self.precision or self.id.precision
 
-    @property
-    def run_runtime(self) -> str:
-        """The runtime the `id` records, "torch" without one."""
-        return self.id.runtime
-
-    @property
-    def weights_id(self) -> str:
-        """What identifies the weights (and prefix), whatever runs them."""
-        return self.id.weights
-
 
 @dataclass(frozen=True, kw_only=True)
 class ProjectionFingerprint(Record):

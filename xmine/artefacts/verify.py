@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from xmine.errors import ArtefactError, ConfigError
-from xmine.artefacts.fileio import MANIFEST, inside, load_manifest, read_manifest, sha256_file
+from xmine.artefacts.fileio import MANIFEST, inside, manifest_kind, read_manifest, sha256_file
 from xmine.artefacts.records import FileRecord, read_field
 from xmine.artefacts.output_state import MARKER, changed_files, dir_kind, own_output_name, read_json, sidecar_of
 from xmine.artefacts.directory import open_artefact
@@ -48,10 +48,7 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
         return verify_output_file(p.with_suffix(""))  # one file of a Moses pair: the pair is checked
     if p.is_dir():
         if (p / MANIFEST).is_file():
-            kind = load_manifest(p / MANIFEST).get("kind")  # an unparseable one says so, and where
-            if not isinstance(kind, str):
-                raise ArtefactError(f"{p / MANIFEST}: records no kind (field 'kind' is {kind!r}); not an xmine "
-                                    "artefact")
+            kind = manifest_kind(p)  # an unparseable manifest says so, and where
         else:
             kind, _ = dir_kind(p)
             if kind is None:

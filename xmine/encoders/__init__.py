@@ -30,22 +30,10 @@ their public names; the modules import each other, never it.
 
 from __future__ import annotations
 
-from xmine.encoders.base import (
-    DEFAULT_ENCODER,
-    DEFAULT_PRECISION,
-    PRECISIONS,
-    Encoder,
-    EncoderConfig,
-)
+from xmine.encoders.base import DEFAULT_ENCODER, DEFAULT_PRECISION, PRECISIONS, Encoder, EncoderConfig
 from xmine.encoders.loader import LazyEncoder, encoder_precision, list_encoders, load_encoder
-from xmine.encoders.precision import (
-    bf16_flag_in_cpuinfo,
-    check_projection_encoder,
-    check_same_encoder,
-    cpu_bf16_flag,
-    resolve_precision,
-    with_precision,
-)
+from xmine.encoders.precision import (bf16_flag_in_cpuinfo, check_projection_encoder, check_same_encoder, cpu_bf16_flag,
+                                     resolve_precision, with_precision)
 
 
 __all__ = [

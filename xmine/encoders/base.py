@@ -4,10 +4,11 @@ them, and the once-per-process notices they give (see `xmine.encoders` for the w
 from __future__ import annotations
 
 import abc
+import contextlib
 import hashlib
 import logging
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -56,13 +57,7 @@ class Encoder(abc.ABC):
     runtime: str = "torch"
 
     @abc.abstractmethod
-    def encode(
-        self,
-        sentences: Sequence[str],
-        *,
-        batch_size: int = 64,
-        show_progress: bool = False,
-    ) -> np.ndarray:
+    def encode(self, sentences: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
         """Embed `sentences`; (len(sentences), dim) float32, rows L2-normalised, input order."""
 
     @abc.abstractmethod
@@ -112,6 +107,18 @@ def note_once(key: tuple, message: str, *args, per_machine: bool = False) -> Non
         log.debug(message, *args)
         return
     log.info(message, *args)
+
+
+@contextlib.contextmanager
+def quiet_logger(name: str, level: int) -> Iterator[None]:
+    """The logger `name` at `level` inside the block (a library's chatter that is not the user's business)."""
+    logger = logging.getLogger(name)
+    before = logger.level
+    logger.setLevel(level)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
 
 
 def _first_on_this_machine(text: str) -> bool:

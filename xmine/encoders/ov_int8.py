@@ -24,7 +24,9 @@ import random
 from pathlib import Path
 from typing import Any
 
+from xmine.encoders.base import quiet_logger
 from xmine.encoders.batching import token_batches
+from xmine.encoders.tokens import token_ids
 from xmine.errors import EncoderError
 from xmine.artefacts.fileio import sha256_file
 from xmine.paths import default_data_dir
@@ -96,20 +98,13 @@ def quantize(model, reference) -> tuple[Any, dict[str, Any]]:
     torch encoder whose tokenizer, prefix and batching make the calibration passes."""
     nncf = _nncf()
     sentences, record = draw_calibration()
-    ids = reference.tokenizer([reference.prefix + s for s in sentences], truncation=True,
-                              max_length=reference.batching.max_length, add_special_tokens=True,
-                              return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+    ids = token_ids(reference, sentences)
     passes = [{"input_ids": i, "attention_mask": m}
               for _, i, m in token_batches(ids, pad_id=reference._pad_id,
                                            token_budget=reference.batching.token_budget, max_rows=64)]
-    nncf_log = logging.getLogger("nncf")
-    level = nncf_log.level
-    nncf_log.setLevel(logging.WARNING)  # its per-step INFO lines and progress bars are not the user's business
-    try:
+    with quiet_logger("nncf", logging.WARNING):  # its per-step INFO lines and progress bars
         quantized = nncf.quantize(model, nncf.Dataset(passes), preset=nncf.QuantizationPreset.MIXED,
                                   model_type=nncf.ModelType.TRANSFORMER, subset_size=len(passes),
                                   advanced_parameters=nncf.AdvancedQuantizationParameters(disable_bias_correction=True))
-    finally:
-        nncf_log.setLevel(level)
     record["passes"] = len(passes)
     return quantized, record

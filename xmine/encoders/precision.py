@@ -129,13 +129,13 @@ def check_same_encoder(expected_fp: Fingerprint, actual_fp: Fingerprint, *, what
     exp, act = _record(expected_fp, what), _record(actual_fp, what)
     if exp.id == act.id and exp.dim == act.dim:
         return
-    p_exp, p_act, r_exp, r_act = exp.run_precision, act.run_precision, exp.run_runtime, act.run_runtime
-    if exp.weights_id == act.weights_id and p_exp == p_act and r_exp != r_act:
+    p_exp, p_act, r_exp, r_act = exp.run_precision, act.run_precision, exp.id.runtime, act.id.runtime
+    if exp.id.weights == act.id.weights and p_exp == p_act and r_exp != r_act:
         raise EncoderMismatchError(
             f"{what} was made with {exp.name!r} run by {r_exp}, but embeddings run by {r_act} "
             f"meet it here; two runtimes are never mixed: use --runtime {r_exp} for both (or rebuild it with {r_act})"
         )
-    if exp.weights_id == act.weights_id and p_exp != p_act:
+    if exp.id.weights == act.id.weights and p_exp != p_act:
         raise EncoderMismatchError(
             f"{what} was made with {exp.name!r} at precision {p_exp}, but {p_act} embeddings "
             f"meet it here; two precisions are never mixed: use --precision {p_exp} for both (or rebuild it at {p_act})"
@@ -154,11 +154,11 @@ def check_projection_encoder(trained_fp: Fingerprint, actual_fp: Fingerprint, *,
     fingerprints); anything else is refused as `check_same_encoder` refuses it.
     """
     tr, act = _record(trained_fp, what), _record(actual_fp, what)
-    if tr.id != act.id and tr.dim == act.dim and tr.weights_id == act.weights_id:
+    if tr.id != act.id and tr.dim == act.dim and tr.id.weights == act.id.weights:
         # Once per projection (its path: the last word of `what`, however a command names it) and pair.
         note_once((what.split()[-1], tr.id, act.id), "%s was trained on %s embeddings of %s; applying it to %s "
                   "embeddings of the same weights (they agree to cosine >= 0.995, checked when a runtime's model "
-                  "is built)", what, f"{tr.run_precision}/{tr.run_runtime}", tr.name,
-                  f"{act.run_precision}/{act.run_runtime}", per_machine=True)
+                  "is built)", what, f"{tr.run_precision}/{tr.id.runtime}", tr.name,
+                  f"{act.run_precision}/{act.id.runtime}", per_machine=True)
         return
     check_same_encoder(tr, act, what=what)

@@ -153,9 +153,7 @@ def shipped_info(encoder_name: str) -> dict[str, Any] | None:
     """SHIPPED.json of the shipped projection (recipe, data hashes, commit, numbers), checked
     against its manifest."""
     d = shipped_dir(encoder_name)
-    if d is None or not (d / SHIPPED_INFO).is_file():
-        return None
-    return read_shipped_json(d)
+    return read_shipped_json(d) if d is not None and (d / SHIPPED_INFO).is_file() else None
 
 
 def read_shipped_json(directory: str | Path) -> dict[str, Any]:

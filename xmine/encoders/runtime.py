@@ -35,7 +35,7 @@ RUNTIME_PRECISIONS = {"torch": ("fp32", "bf16", "fp16"), "openvino": ("fp32", "b
 def runtime_for_artefact(fingerprint: EncoderFingerprint | None, asked: str | None) -> str | None:
     """The runtime to encode with beside an artefact of `fingerprint`: the one `asked` for, else the
     artefact's own (so text encoded next to a store or an index matches it), else None (auto)."""
-    return asked if asked is not None or fingerprint is None else fingerprint.run_runtime
+    return asked if asked is not None or fingerprint is None else fingerprint.id.runtime
 
 
 def openvino_installed() -> bool:

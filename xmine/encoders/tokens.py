@@ -50,7 +50,10 @@ class TokenWindow:
     pooled: np.ndarray
 
 
-def _tokenize(encoder, sentences: Sequence[str], mask_spans: Sequence[Spans] | None) -> list[list[int]]:
+def token_ids(encoder, sentences: Sequence[str], mask_spans: Sequence[Spans] | None = None) -> list[list[int]]:
+    """The token ids of each sentence as `encoder` (a `TokenBatchedEncoder`) feeds it to its model: its
+    prefix before it, special tokens added, cut at its `max_length`; `mask_spans` (`mask_spans` in the
+    module doc): the tokens overlapping each sentence's spans replaced by the mask token."""
     tok = encoder.tokenizer
     prefix = encoder.prefix
     texts = [prefix + s for s in sentences]
@@ -98,7 +101,7 @@ def encode_token_states(encoder, sentences: Sequence[str], *, mask_spans: Sequen
         for start in range(0, len(sentences), window):
             chunk = sentences[start:start + window]
             spans = None if mask_spans is None else mask_spans[start:start + window]
-            ids = _tokenize(encoder, chunk, spans)
+            ids = token_ids(encoder, chunk, spans)
             lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
             pooled = np.empty((len(chunk), encoder.dim), dtype=np.float32)
             tokens: list[np.ndarray | None] = [None] * len(chunk)
@@ -192,7 +195,7 @@ def build_token_store(encoder, sentences: Sequence[str], *, mask_spans: Sequence
     if (path / MANIFEST).is_file():
         return TokenStore(path)
     # Token counts first (tokenizing is cheap), so the flat array can be sized before encoding.
-    lengths = np.concatenate([np.fromiter((len(x) for x in _tokenize(encoder, sentences[s:s + 8192],
+    lengths = np.concatenate([np.fromiter((len(x) for x in token_ids(encoder, sentences[s:s + 8192],
                                                                      None if mask_spans is None else mask_spans[s:s + 8192])),
                                           dtype=np.int64)
                               for s in range(0, len(sentences), 8192)]) if sentences else np.zeros(0, np.int64)

@@ -30,7 +30,7 @@ from xmine.encoders.base import Encoder
 from xmine.encoders.batching import BatchingConfig, default_batching, token_batches
 from xmine.encoders.precision import with_precision
 from xmine.encoders.prompts import model_prompt
-from xmine.encoders.tokens import encode_token_states
+from xmine.encoders.tokens import encode_token_states, token_ids
 from xmine.errors import EncoderError
 
 #: torch dtype name of each lower precision
@@ -122,10 +122,7 @@ class TokenBatchedEncoder(Encoder):
         return encode_token_states(self, sentences, show_progress=show_progress)
 
     def _encode_window(self, sentences: list[str], max_rows: int, bar) -> np.ndarray:
-        ids = self.tokenizer(
-            [self.prefix + s for s in sentences], truncation=True, max_length=self.batching.max_length,
-            add_special_tokens=True, return_attention_mask=False, return_token_type_ids=False,
-        )["input_ids"]
+        ids = token_ids(self, sentences)
         out = np.empty((len(sentences), self.dim), dtype=np.float32)
         for batch, input_ids, mask in token_batches(ids, pad_id=self._pad_id, token_budget=self.batching.token_budget,
                                                     max_rows=max_rows):

@@ -159,21 +159,14 @@ def _raw_lines(f: BinaryIO, cr: bool) -> Iterator[bytes]:
 def _decode(raw: bytes, path: Path, line_no: int) -> str:
     if b"\x00" in raw:
         col = raw.index(b"\x00")
-        raise InputError(
-            path,
-            f"NUL byte at byte {col} of the line: binary data or a UTF-16 file, expected UTF-8 text",
-            line=line_no,
-        )
+        raise InputError(path, f"NUL byte at byte {col} of the line: binary data or a UTF-16 file, expected UTF-8 text",
+                         line=line_no)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         snippet = raw[max(0, e.start - 10): e.end + 10]
-        raise InputError(
-            path,
-            f"invalid UTF-8 at byte {e.start} of the line ({e.reason}; bytes near it: {snippet!r}); "
-            "convert the file to UTF-8, e.g. with iconv",
-            line=line_no,
-        ) from None
+        raise InputError(path, f"invalid UTF-8 at byte {e.start} of the line ({e.reason}; bytes near it: {snippet!r}); "
+                               "convert the file to UTF-8, e.g. with iconv", line=line_no) from None
 
 
 def iter_lines(path: str | Path, *, stats: CorpusStats | None = None,
@@ -211,13 +204,8 @@ def iter_lines(path: str | Path, *, stats: CorpusStats | None = None,
             raise read_error(path, e, st.compression, st.lines + 1) from None
 
 
-def iter_corpus(
-    path: str | Path,
-    *,
-    max_chars: int = DEFAULT_MAX_CHARS,
-    stats: CorpusStats | None = None,
-    warn: bool = True,
-) -> Iterator[tuple[int, str]]:
+def iter_corpus(path: str | Path, *, max_chars: int = DEFAULT_MAX_CHARS, stats: CorpusStats | None = None,
+                warn: bool = True) -> Iterator[tuple[int, str]]:
     """Stream the sentences of a corpus: yield (line_number, sentence) for each non-empty line.
 
     Memory stays bounded whatever the file size. Pass a `CorpusStats` to see what was skipped;

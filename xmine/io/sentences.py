@@ -60,21 +60,13 @@ def split_terminal(text: str) -> list[str]:
     """Break after terminal punctuation of any script followed by white space (full-width
     Chinese/Japanese marks need none), closing quotes kept with the sentence; no abbreviation
     rules."""
-    out, start = [], 0
-    for m in _BREAK.finditer(text):
-        piece = text[start: m.end()].strip()
-        if piece:
-            out.append(piece)
-        start = m.end()
-    rest = text[start:].strip()
-    if rest:
-        out.append(rest)
-    return out
+    ends = [m.end() for m in _BREAK.finditer(text)]
+    pieces = (text[start:end].strip() for start, end in zip([0, *ends], [*ends, len(text)]))
+    return [piece for piece in pieces if piece]
 
 
 def splitter_name(lang: str) -> str:
     """The splitter chosen for `lang` (any code xmine.langs reads): "terminal" or "sentencex"."""
-
     return "terminal" if normalize_lang(lang) in OVERRIDES else "sentencex"
 
 
@@ -102,7 +94,6 @@ class SentenceSplitter:
 def sentence_splitter(lang: str | None, *, what: str = "the corpus", option: str = "--lang") -> SentenceSplitter:
     """The chosen splitter for `lang`; ConfigError (one line) when no language is given or the
     library is not installed."""
-
     if not lang or lang == "und":
         raise ConfigError(f"{what}: --split-sentences needs the language of the text (its splitter depends on "
                           f"it): pass {option}")

@@ -2,22 +2,22 @@
 
 `EmbeddingStore.open(dir)` validates the manifest and every file (existence, size, array shape and
 dtype) and, for stores up to `fileio.VERIFY_ON_OPEN_BYTES`, their sha256. In a larger store each
-file's sha256 is checked the first time it is read (`shard(i)`, `rows()`, `iter_blocks`,
-`line_numbers`, `row_index`, `text_column`), once per process, so a changed or damaged file raises
-ArtefactError before anything computed from it is written; `verify()` checks everything now.
-`rows()` is a view of all rows read on demand, `iter_blocks` streams them as float32 blocks,
-`row_index()` and `text_column()` give the text by offset.
+file's sha256 is checked the first time it is read (`shard(i)`, `rows()`, `line_numbers`,
+`row_index`, `text_column`), once per process, so a changed or damaged file raises ArtefactError
+before anything computed from it is written; `verify()` checks everything now. `rows()` is a view
+of all rows read on demand, `row_index()` and `text_column()` give the text by offset.
 """
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from xmine.artefacts.fileio import MANIFEST, VerifiedFiles, check_names, read_manifest
-from xmine.errors import ArtefactError, ConfigError
+from xmine.errors import ArtefactError
 from xmine.artefacts.records import FileRecord, StoreManifest
 from xmine.store.layout import (
     FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, JOINED_FILES, LENGTHS, LINE_NUMBERS, OFFSETS, OPTIONAL_FILES, PROGRESS,
@@ -34,9 +34,7 @@ class EmbeddingStore:
         self.directory = directory
         self.manifest = manifest
         self.build_info: Any = None  # what built it, when opened by embed_corpus (writer.BuildInfo)
-        self._line_numbers: np.ndarray | None = None
         self._row_index: RowIndex | None = None
-        self._shard_starts = np.cumsum([0] + [s.rows for s in manifest.shards])
 
     @classmethod
     def open(cls, directory: str | Path) -> "EmbeddingStore":
@@ -54,15 +52,12 @@ class EmbeddingStore:
         store._content.check_if_small()
         return store
 
-    @property
-    def _content(self):
+    @functools.cached_property
+    def _content(self) -> VerifiedFiles:
         """The manifest's sha256 sums; small stores are checked on open, large ones file by file
         on first read (see xmine.artefacts.fileio.VerifiedFiles)."""
-        if getattr(self, "_content_check", None) is None:
-            files = {s.file: FileRecord(bytes=s.bytes, sha256=s.sha256) for s in self.manifest.shards}
-            files.update(self.manifest.files)
-            self._content_check = VerifiedFiles(self.directory, files, what="embedding store")
-        return self._content_check
+        files = {s.file: FileRecord(bytes=s.bytes, sha256=s.sha256) for s in self.manifest.shards}
+        return VerifiedFiles(self.directory, {**files, **self.manifest.files}, what="embedding store")
 
     def _check_names(self) -> None:
         """Every file the manifest names is one the writer makes, by its exact name (shard i:
@@ -116,12 +111,10 @@ class EmbeddingStore:
         return self.manifest.lang
 
     # --- the text
-    @property
+    @functools.cached_property
     def line_numbers(self) -> np.ndarray:
         """int64 (count,), memory-mapped: the 1-based input line of every row."""
-        if self._line_numbers is None:
-            self._line_numbers = self._array(LINE_NUMBERS)
-        return self._line_numbers
+        return self._array(LINE_NUMBERS)
 
     def sentences(self) -> list[str]:
         """The text of every row, in order."""
@@ -149,19 +142,6 @@ class EmbeddingStore:
         shards = self.manifest.shards
         return ShardRows([self.directory / s.file for s in shards],
                          on_first_read=lambda i: self._content.check(shards[i].file))
-
-    def iter_blocks(self, block_rows: int = 65536) -> Iterator[tuple[int, np.ndarray]]:
-        """Yield (start_row, float32 array of up to `block_rows` rows) over the whole store.
-
-        Blocks have exactly `block_rows` rows (except the last) whatever the shard boundaries;
-        only one block is in memory at a time.
-        """
-        if block_rows < 1:
-            raise ConfigError(f"block_rows must be >= 1, got {block_rows}")
-        rows = self.rows()
-        for start in range(0, len(self), block_rows):
-            yield start, rows[start: start + block_rows].astype(np.float32)
-        rows.close()
 
     # --- the row index of the text (offsets, 64-bit hashes, lengths)
     def row_index(self) -> RowIndex:
@@ -198,13 +178,6 @@ class EmbeddingStore:
         if arr.shape != (len(self),):
             raise ArtefactError(f"{self.directory / SENTENCE_INDEX}: {arr.shape[0]} rows, expected {len(self)}")
         return arr
-
-    def to_array(self, dtype: Any = np.float32) -> np.ndarray:
-        """All embeddings in one (count, dim) array of `dtype` (float32 by default)."""
-        out = np.empty((len(self), self.dim), dtype=dtype)
-        for start, arr in zip(self._shard_starts, self.shard_arrays()):
-            out[start: start + len(arr)] = arr
-        return out
 
     def __repr__(self) -> str:
         m = self.manifest

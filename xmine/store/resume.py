@@ -49,7 +49,7 @@ def identity_mismatch(old: dict[str, Any], new: dict[str, Any], *, where: str) -
     now = EncoderFingerprint.from_dict(new["encoder"], where="the encoder's fingerprint")
     now_p = read_field(new, "projection", ProjectionFingerprint | None, where="the projection's fingerprint")
     if was.id != now.id:
-        if was.weights_id == now.weights_id:
+        if was.id.weights == now.id.weights:
             p_old, p_new = was.run_precision, now.run_precision
             return f"it was made at encoder precision {p_old} (--precision {p_old}), not {p_new}"
         return f"it was made with encoder {was.name!r}, not {now.name!r}"
@@ -148,8 +148,7 @@ def resume(out_dir: Path, identity: dict[str, Any], overwrite: bool) -> Progress
             if len(intact) < len(progress.shards):  # kept: the prefix of the recorded shards intact on disk
                 damaged = progress.shards[len(intact)]
                 log.warning(f"{out_dir / damaged.file}: damaged or missing; re-encoding from there")
-            if len(intact) != len(progress.shards):  # re-encoded from the damaged shard on
-                progress.more = {}
+                progress.more = {}  # re-encoded from the damaged shard on
             progress.shards = intact
     remove_temporaries(out_dir)
     return progress

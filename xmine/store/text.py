@@ -18,7 +18,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import numpy as np
 
@@ -33,11 +33,6 @@ def sentence_hash(sentence: str) -> int:
     """64-bit hash of a sentence after white-space normalisation (the dedup key)."""
     key = normalise_whitespace(sentence).encode("utf-8")
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
-
-
-def sentence_hashes(sentences: Sequence[str]) -> np.ndarray:
-    """`sentence_hash` of each sentence, uint64."""
-    return np.fromiter((sentence_hash(s) for s in sentences), dtype=np.uint64, count=len(sentences))
 
 
 @dataclass(kw_only=True)
@@ -62,7 +57,7 @@ class RowIndex:
             offsets.append(pos + np.cumsum(sizes, dtype=np.uint64))
             pos += int(sizes.sum())
             texts = [b[:-1].decode("utf-8") for b in batch]
-            hashes.append(sentence_hashes(texts))
+            hashes.append(np.fromiter(map(sentence_hash, texts), dtype=np.uint64, count=len(texts)))
             lengths.append(np.fromiter((len(t) for t in texts), dtype=np.int32, count=len(texts)))
             batch.clear()
 
@@ -125,4 +120,4 @@ def read_sentences(path: Path, count: int, what: str) -> list[str]:
     return out
 
 
-__all__ = ["RowIndex", "TextColumn", "read_sentences", "sentence_hash", "sentence_hashes"]
+__all__ = ["RowIndex", "TextColumn", "read_sentences", "sentence_hash"]

@@ -176,24 +176,11 @@ def _finished_or_build_dir(out_dir: Path, identity: dict[str, Any], overwrite: b
     return None, rebuild_dir(out_dir)
 
 
-def embed_corpus(
-    input_path: str | Path,
-    out_dir: str | Path,
-    *,
-    encoder: Any,
-    lang: str,
-    projection: Any = None,
-    part: str = "meaning",
-    dtype: str = "float16",
-    shard_rows: int = 50_000,
-    batch_size: int = 64,
-    max_chars: int = DEFAULT_MAX_CHARS,
-    overwrite: bool = False,
-    show_progress: bool = True,
-    on_shard_done: Callable[[int, int], None] | None = None,
-    ray: str | None = None,
-    input_format: Any = None,
-) -> EmbeddingStore:
+def embed_corpus(input_path: str | Path, out_dir: str | Path, *, encoder: Any, lang: str, projection: Any = None,
+                 part: str = "meaning", dtype: str = "float16", shard_rows: int = 50_000, batch_size: int = 64,
+                 max_chars: int = DEFAULT_MAX_CHARS, overwrite: bool = False, show_progress: bool = True,
+                 on_shard_done: Callable[[int, int], None] | None = None, ray: str | None = None,
+                 input_format: Any = None) -> EmbeddingStore:
     """Embed a corpus (a text file, one sentence a line, or any format of `xmine.io.readers`) into an
     embedding store at `out_dir`.
 
@@ -277,9 +264,8 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
     others as "more_shards". Memory: the shard being read, and one per busy worker."""
     executor = job.executor
     finished: dict[int, ShardRecord] = dict(enumerate(progress.shards))
-    for i, record in progress.more.items():  # finished after a gap by an interrupted run
-        if shard_intact(out_dir, record):
-            finished[i] = record
+    # and those an interrupted run finished after a gap
+    finished.update((i, record) for i, record in progress.more.items() if shard_intact(out_dir, record))
     spans: dict[int, int] = {}  # input lines each shard covers, for the progress bar
     encoded: dict[int, EncodedShard] = {}
 

@@ -42,12 +42,6 @@ class ThresholdType(click.ParamType):
         return Finite().convert(value, param, ctx)
 
 
-def threshold_setting(value) -> float | str | None:
-    """A `ThresholdType` option's value as `SelectionConfig.threshold`: not given, the calibrated
-    "default"; 'none', None (every pair kept); a number, itself."""
-    return "default" if value is None else None if value == "none" else value
-
-
 @contextlib.contextmanager
 def conflicts_as_usage_errors():
     """An `OptionConflict` raised while the configs are built, as click reports a usage error."""
@@ -89,8 +83,9 @@ def threshold_options(threshold_help: str):
                            "precision >= 0.85 on the calibration sets) or precision (a mean precision >= 0.95 on "
                            "them, fewer pairs: for MT training data). Not with --threshold.")
         @functools.wraps(f)
-        def wrapper(*args, threshold, **kwargs):
-            return f(*args, threshold=threshold_setting(threshold), **kwargs)
+        def wrapper(*args, threshold, **kwargs):  # not given: the calibrated "default"; 'none': None (every pair kept)
+            return f(*args, threshold="default" if threshold is None else None if threshold == "none" else threshold,
+                     **kwargs)
 
         return wrapper
 
@@ -325,4 +320,4 @@ def filter_options(f):
 
 __all__ = ["ThresholdType", "approximate_option", "conflicts_as_usage_errors", "encoding_options", "filter_options",
            "k_option", "margin_option", "output_options", "pair_filter_options", "retrieval_option", "search_options",
-           "selection_options", "threshold_options", "threshold_setting"]
+           "selection_options", "threshold_options"]

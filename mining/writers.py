@@ -64,15 +64,10 @@ def output_format(out: str | Path, fmt: str | None) -> str:
             raise ConfigError(f"--format must be one of {', '.join(OUTPUT_FORMATS)}, not {fmt!r}")
         return fmt
     name = Path(out).name.lower()
-    if name.endswith(".jsonl"):
-        return "jsonl"
-    if name.endswith(".tmx"):
-        return "tmx"
-    if name.endswith((".parquet", ".pq")):
-        return "parquet"
-    if Path(out).is_dir():
-        return "hf"
-    return "tsv"
+    for by_name, endings in (("jsonl", (".jsonl",)), ("tmx", (".tmx",)), ("parquet", (".parquet", ".pq"))):
+        if name.endswith(endings):
+            return by_name
+    return "hf" if Path(out).is_dir() else "tsv"
 
 
 # Files written beside OUT instead of it (Moses without both languages: OUT.src, OUT.tgt). Every
@@ -205,9 +200,7 @@ def _record_batches(rows: MinedRows, extra: Sequence[PairColumn]) -> Iterator[li
             rec.update({f"{p}_id": side.ids[r] for p, side, r in sides if side.ids is not None})
             rec.update({f"{p}_sentence_index": int(side.sentence_index[r]) for p, side, r in sides
                         if side.sentence_index is not None})
-            for col in extra:
-                rec[col.name] = _plain(col.values[i])
-            batch.append(rec)
+            batch.append(rec | {col.name: _plain(col.values[i]) for col in extra})
         yield batch
 
 

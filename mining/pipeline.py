@@ -198,11 +198,11 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                                                       encoders=encoders)
             pre_record = pre_search(mx, my, langs=langs, config=config.filters.pre_clean, filters=filters,
                                     margin=mining.margin)
-            # Length bounds were applied above; the selection only needs the ratio filter.
-            select_config = mining.replace(min_length=0, max_length=None)
+            # Length bounds were applied above; the selection only needs the ratio filter (and no
+            # threshold where a rule gives it after the search).
             rule = threshold_record.get("rule")
-            if rule is not None:
-                select_config = select_config.replace(threshold=None)
+            select_config = mining.replace(min_length=0, max_length=None,
+                                           threshold=mining.threshold if rule is None else None)
             key = hashlib.sha256(json.dumps(
                 [sx.fingerprint_key(), sy.fingerprint_key(), mining.k, mining.block_rows, mining.block_cols,
                  mining.min_length, mining.max_length, lf, pre_record], default=str).encode()).hexdigest()
@@ -224,8 +224,7 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
             src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
             # A side the language filter found mostly in another language is not judged by language
             # again after the search (its declared language is in doubt: the warning said so).
-            pair_langs = tuple(None if m.lang_filter_skipped is not None else lang
-                               for m, lang in ((mx, src_lang or sx.lang), (my, tgt_lang or sy.lang)))
+            pair_langs = tuple(None if m.lang_filter_skipped is not None else lang for m, lang in zip((mx, my), langs))
             mined, src_rows, tgt_rows, filter_record, lid_columns = filter_pairs(
                 mined, sx, sy, src_rows, tgt_rows, langs=pair_langs, config=filters, margin=mining.margin,
                 dropped_claim=dropped_claim)

@@ -239,8 +239,7 @@ def select_pairs(
     elif r == "bwd":
         src, tgt, sc, d = bwd_best, rows_y, bwd_best_score, np.full(m, BWD)
     elif r == "intersect":
-        mutual = fwd_best[bwd_best] == rows_y
-        mutual &= np.isfinite(bwd_best_score)
+        mutual = (fwd_best[bwd_best] == rows_y) & np.isfinite(bwd_best_score)
         src, tgt, sc = bwd_best[mutual], rows_y[mutual], bwd_best_score[mutual]
         d = np.full(len(sc), BOTH)
     else:  # max: union of both directions' best candidates, then greedy one-to-one

@@ -133,10 +133,9 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
     model = load_encoder(encoder)
     choice = choose_projection(projection, encoder_name=encoder, encoder_fp=model.fingerprint)
     proj = resolve_projection(choice.path) if choice.path is not None else None
-    sides = []
-    for texts, lang in ((src, src_lang), (tgt, tgt_lang)):
-        emb = np.asarray(model.encode(texts), dtype=np.float32)
-        sides.append(proj.transform(emb, "meaning", lang=lang) if proj is not None else emb)
+    sides = [np.asarray(model.encode(texts), dtype=np.float32) for texts in (src, tgt)]
+    if proj is not None:  # the space mined in: the projection's meaning part
+        sides = [proj.transform(emb, "meaning", lang=lang) for emb, lang in zip(sides, (src_lang, tgt_lang))]
     neighbours = exact_knn_both(*sides, k)
     points, measured, cap = {}, {}, {}
     for margin in ("ratio", "distance"):

@@ -213,10 +213,6 @@ def thresholds_record(langs, backend: str, override: float | None = None) -> dic
                                for lang in langs if lang}}
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())  # fastText reads one line; newlines would split the input
-
-
 def identify(texts: Sequence[str], backend: str = DEFAULT_LID) -> tuple[list[str], np.ndarray]:
     """(codes, confidences) of `texts` by a library backend; '' with confidence 0 where a text is
     empty or the library declines to answer."""
@@ -227,7 +223,8 @@ def identify(texts: Sequence[str], backend: str = DEFAULT_LID) -> tuple[list[str
             labels, probs = model.predict(t, k=1)
             return _fasttext_code(labels[0]), min(float(probs[0]), 1.0)
 
-        out = [fasttext_top(t) if t else ("", 0.0) for t in map(_one_line, texts)]
+        # (one line each: fastText reads one line, newlines would split the input)
+        out = [fasttext_top(t) if t else ("", 0.0) for t in (" ".join(text.split()) for text in texts)]
     elif backend == "langid":
         out = [_detector("langid").classify(t) if t.strip() else ("", 0.0) for t in texts]
         out = [(normalize_lang(c) if c else "", p) for c, p in out]

@@ -64,48 +64,27 @@ FILTERED_KIND = "filtered-pairs"
 
 
 def mine(config: MineConfig, *, show_progress: bool = True) -> dict:
-    """Run `config` (`xmine.mining.config`: the two sides, the space, the search, the selection, the
-    filters, the output); returns a summary (also written to `<output.path>.json`).
+    """Run `config` (`xmine.mining.config`, whose fields say what each setting does); returns a
+    summary (also written to `<output.path>.json`).
 
     The output is claimed first (`xmine.artefacts.outputs.claim_output`): it must not be an input, an
     existing one (with `.json`, `.meta`, `.work/`) must be an earlier mining result and is
     replaced only with `output.overwrite`, and a second run writing the same output is refused.
-    `encoding.encoder`, `encoding.precision` and `encoding.runtime` encode text sides; by
-    default those of the artefact sides (stores, indexes), else me5-small at "auto" precision and
-    runtime. A side at an fsspec URL is copied as it streams (`xmine.io.stdin.spool_url`) into a
-    temporary folder, removed when the run ends; its URL is what the outputs record.
+    Text sides are encoded by `encoding`, by default with the encoder, precision and runtime of the
+    artefact sides (stores, indexes), else me5-small at "auto". A side at an fsspec URL is copied as
+    it streams (`xmine.io.stdin.spool_url`) into a temporary folder, removed when the run ends; its
+    URL is what the outputs record. `search.ray` runs the search's units as Ray tasks
+    (`xmine.exec.executor`), with byte-identical output.
 
-    `search.ray`: None runs in this process; "auto" or a cluster address runs the kNN search's
-    units as Ray tasks (`xmine.exec.executor`; exact: tiles of the product, `xmine.mining.knn`;
-    approximate and an index side: index shards x query blocks), with byte-identical output.
-
-    `selection.threshold` "default": mine with the calibrated threshold of the space mined in (the
-    projection's meaning space, else the encoder's raw embeddings) for the margin at
-    `selection.operating_point` (`xmine.mining.defaults`); None keeps every pair.
-    `filters.pairs.score_max` None: that space's calibrated cap. A space without a calibration (a
-    user's projection, an encoder xmine does not ship) gets a threshold estimated from the run's
-    own candidates (`threshold_rule.estimated_threshold`), uncapped.
-    `selection.calibration`: a record of `xmine calibrate` (`xmine.mining.calibrate`) for the space
-    mined in, used in place of the shipped values. The summary's `threshold` records the threshold
-    and the cap used and where they came from.
-
-    `allow_same_input`: mine even when both sides are the same file or directory (refused
-    otherwise: every sentence would pair with itself). `output.format`: tsv, moses, jsonl,
-    parquet, hf or tmx (`xmine.mining.writers`); None: by the name of the output. Each side's
-    `input_format` (xmine.io.reader_base.InputFormat) says how to read a corpus side.
-    `filters.pairs`: the pair filters (`xmine.mining.filters`) run on the selected pairs before
-    they are written; the summary's `filters` counts what each rule removed.
-    `output.keep_filtered`: also write the dropped pairs there (`score<TAB>src<TAB>tgt<TAB>rule`,
-    atomically, claimed like the output). `filters.lang_filter`: before searching, drop the
-    sentences of each side that `filters.pairs.lid` identifies as another language with at least
-    `filters.pairs.lid_min_confidence` (`xmine.mining.langid.language_mask`). None (default): when
-    both languages are given and the backend knows them; True: both must be; False: never. The
-    summary's `lang_filter` says whether it ran and why. `filters.pre_clean`: the cleaning of both
-    sides before the search (`xmine.mining.presearch`: rows without letters, near-duplicates,
-    texts on both sides); the summary's `pre_search` counts what each step removed per side.
-    A side's `keep_fields`: fields of its records (dotted, e.g. `url`, `meta.domain`) that every
-    output carries as `src_NAME` / `tgt_NAME` (`xmine.io.record_fields`; JSON Lines, Parquet,
-    CSV/TSV or dataset corpora only).
+    `selection.threshold` "default": the calibrated threshold of the space mined in (the
+    projection's meaning space, else the encoder's raw embeddings; `selection.calibration`, a record
+    of `xmine calibrate`, in place of the shipped values) for the margin at
+    `selection.operating_point` (`xmine.mining.defaults`), moved by the run's rule where the space
+    has one (`xmine.mining.threshold_rule`); `filters.pairs.score_max` None: that space's cap. A
+    space without a calibration gets a threshold estimated from the run's own candidates, uncapped.
+    The summary records the threshold and the cap used and where they came from (`threshold`), and
+    what the language filter (`lang_filter`), the pre-search cleaning (`pre_search`) and each pair
+    filter (`filters`) removed.
     """
     urls = {role: side.path for role, side in (("src", config.src), ("tgt", config.tgt)) if is_url(side.path)}
     if not urls:

@@ -115,8 +115,7 @@ def _copies(src_texts, tgt_texts, src_keys, tgt_keys, src: SideClean, tgt: SideC
     if not len(shared):
         return record | {"method": None}
     judged = all(langs) and all(knows(lid, lang) for lang in langs)
-    to_src = np.zeros(len(shared), dtype=bool)
-    to_tgt = np.zeros(len(shared), dtype=bool)
+    to_src, to_tgt = np.zeros(len(shared), dtype=bool), np.zeros(len(shared), dtype=bool)
     if judged:
         rows = np.flatnonzero(src.keep)[s_first]
         codes, conf = identify([src_texts[int(r)] for r in rows], lid)

@@ -173,13 +173,10 @@ def score_bitext(
 ) -> dict:
     """Score `bitext` into `out` (see the module doc); returns the summary (also `<out>.json`).
 
-    The configs are `mine`'s (`xmine.mining.config`): `encoding` the space scored in; `search` k
-    and how the neighbourhoods are searched (exact or approximate; `search.ray`: None searches in
-    this process, "auto" or a cluster address runs the search's units as Ray tasks, as `mine --ray`
-    does, with the same output); `selection` the margin and the
-    threshold ("default": `mine`'s calibrated one in this space); `filters`: the pair filters.
-    `kept_only`: write only the kept pairs. `output_format`: tsv, csv, jsonl or parquet (None: by the name
-    of `out`). `out` is claimed as `mine` claims its output (`xmine.artefacts.outputs.claim_output`).
+    The configs are `mine`'s (`xmine.mining.config`; a threshold "default" is `mine`'s calibrated one
+    in this space), `filters` the pair filters. `kept_only`: write only the kept pairs.
+    `output_format`: tsv, csv, jsonl or parquet (None: by the name of `out`). `out` is claimed as
+    `mine` claims its output (`xmine.artefacts.outputs.claim_output`).
     """
     out = Path(out)
     projection = encoding.projection

@@ -19,6 +19,7 @@ import io
 import json
 import tempfile
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -117,14 +118,12 @@ def write_mined(claim, fmt: str, rows: MinedRows, *, line_numbers: bool = False,
             suffixes = COMPANIONS
         for suffix, side, picked in zip(suffixes, (rows.sx, rows.sy), (rows.src_rows, rows.tgt_rows)):
             with claim.atomic_file(suffix) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
-                for r in picked.tolist():
-                    f.write(tsv_field(side.text[r]) + "\n")
+                f.writelines(tsv_field(side.text[r]) + "\n" for r in picked.tolist())
     elif fmt == "jsonl":
         with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            for batch in _record_batches(rows, extra):
-                for rec in batch:
-                    rec["score"] = round(rec["score"], 6)
-                    f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            for rec in chain.from_iterable(_record_batches(rows, extra)):
+                rec["score"] = round(rec["score"], 6)
+                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
     elif fmt == "parquet":
         with claim.atomic_file() as tmp:
             _write_parquet(tmp, rows, extra)

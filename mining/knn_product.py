@@ -167,20 +167,12 @@ class _Worker:
         self.buf = buffer
 
 
-def product_knn_both(
-    x: np.ndarray,
-    y: np.ndarray,
-    k: int,
-    *,
-    block_rows: int = DEFAULT_BLOCK_ROWS,
-    block_cols: int = DEFAULT_BLOCK_COLS,
-    workers: int | None = None,
-    product: str = "auto",
-    on_rows=None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def product_knn_both(x: np.ndarray, y: np.ndarray, k: int, *, block_rows: int, block_cols: int, workers: int | None,
+                     product: str, on_rows) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Exact inner-product kNN x->y and y->x from one blocked product: what `knn.exact_knn_both`
-    returns (it checks the arguments), for one tile. `workers` threads share the row blocks
-    (None: `default_workers`); `on_rows(rows)` as blocks of x rows finish.
+    returns (it checks the arguments and gives the defaults), for one tile (`knn.tile_knn`).
+    `workers` threads share the row blocks (None: `default_workers`); `on_rows(rows)` (or None) as
+    blocks of x rows finish.
     """
     n, m = len(x), len(y)
     kx, ky = min(k, m), min(k, n)

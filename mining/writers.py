@@ -255,10 +255,8 @@ def dataset_card(summary: dict, *, keys: tuple[str, str], pairs: int, columns: S
     """README.md of a mined dataset: what made it (encoder, projection, threshold and where it came
     from, what the filters removed, the inputs' names and hashes). Local paths are given by their
     last part only: a card is published, the machine it was made on is not."""
-    enc = summary.get("encoder") or {}
+    enc, thr, prov = (summary.get(part) or {} for part in ("encoder", "threshold", "provenance"))
     proj = summary.get("projection")
-    thr = summary.get("threshold") or {}
-    prov = summary.get("provenance") or {}
     params = prov.get("parameters") or {}
     inputs = params.get("inputs") or []
     local = [p for p in [(proj or {}).get("path"), *(i.get("path") for i in inputs if i)] if p]

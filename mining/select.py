@@ -114,13 +114,6 @@ class MinedPairs:
         return cls(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
 
 
-def _sorted_pairs(src, tgt, score, direction) -> MinedPairs:
-    # Sort by score descending; ties broken by (src, tgt) so the output is reproducible.
-    order = np.lexsort((tgt, src, -score.astype(np.float64)))
-    return MinedPairs(src_idx=src[order].astype(np.int64), tgt_idx=tgt[order].astype(np.int64),
-                      score=score[order].astype(np.float32), direction=direction[order].astype(np.int8))
-
-
 def greedy_one_to_one(src: np.ndarray, tgt: np.ndarray, score: np.ndarray) -> np.ndarray:
     """Positions of the candidates kept by greedy one-to-one matching, in the greedy order.
 
@@ -261,7 +254,11 @@ def select_pairs(
     ok = np.isfinite(sc)
     if config.threshold is not None:
         ok &= sc >= config.threshold
-    return _sorted_pairs(np.asarray(src)[ok], np.asarray(tgt)[ok], np.asarray(sc)[ok], np.asarray(d)[ok])
+    src, tgt, sc, d = (np.asarray(a)[ok] for a in (src, tgt, sc, d))
+    # Sorted by score descending; ties broken by (src, tgt) so the output is reproducible.
+    order = np.lexsort((tgt, src, -sc.astype(np.float64)))
+    return MinedPairs(src_idx=src[order].astype(np.int64), tgt_idx=tgt[order].astype(np.int64),
+                      score=sc[order].astype(np.float32), direction=d[order].astype(np.int8))
 
 
 def _masked_mean(sims: np.ndarray, valid: np.ndarray) -> np.ndarray:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -140,8 +140,7 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
     shard_rows = config.shard_rows or max(n, m)
     plan = config.resolved(min(shard_rows, max(n, m)), dim)
     if plan["nlist"] > min(n, m, shard_rows):
-        plan = ApproximateConfig(**{**asdict(config), "nlist": max(1, min(n, m, shard_rows))}).resolved(
-            min(shard_rows, max(n, m)), dim)
+        plan = replace(config, nlist=max(1, min(n, m, shard_rows))).resolved(min(shard_rows, max(n, m)), dim)
     full_key = hashlib.sha256(json.dumps([key, n, m, k, asdict(config), plan], sort_keys=True).encode()).hexdigest()
     work = KeyedDir(work_dir, full_key, owned=WORK_FILES)
     log.info("approximate kNN: %s, nprobe %d, shards of %d rows", plan["factory"], plan["nprobe"], shard_rows)
@@ -161,15 +160,12 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
             tmp.write_bytes(trained_bytes)
 
     fetch = config.fetch_factor if config.rescore else 1
-    refine = passing is not None and config.rescore and config.refine
-    fwd = _direction("fwd", queries=x, base=y, k=min(k, m), fetch=fetch, plan=plan, shard_rows=shard_rows,
-                     trained=trained_bytes, work=work, config=config, show_progress=show_progress, executor=executor)
-    bwd = _direction("bwd", queries=y, base=x, k=min(k, n), fetch=fetch, plan=plan, shard_rows=shard_rows,
-                     trained=trained_bytes, work=work, config=config, show_progress=show_progress, executor=executor)
-    knn = (fwd[0], fwd[1], bwd[0], bwd[1])
-    if refine:
-        knn = refine_passing(x, y, knn, passing=passing, key=passing_key, plan=plan, shard_rows=shard_rows,
-                             trained=trained_bytes, work=work, config=config, show_progress=show_progress)
+    shared = dict(plan=plan, shard_rows=shard_rows, trained=trained_bytes, work=work, config=config,
+                  show_progress=show_progress)
+    knn = (*_direction("fwd", queries=x, base=y, k=min(k, m), fetch=fetch, executor=executor, **shared),
+           *_direction("bwd", queries=y, base=x, k=min(k, n), fetch=fetch, executor=executor, **shared))
+    if passing is not None and config.rescore and config.refine:
+        knn = refine_passing(x, y, knn, passing=passing, key=passing_key, **shared)
     for tag, nb in (("fwd", m), ("bwd", n)):  # searched (and refined): the states resume past them
         shards = len(shard_plan(nb, shard_rows))
         for s in range(shards if shards > 1 else 0):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from contextlib import closing
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -99,9 +100,10 @@ class Bitext:
         return self.paths[0]
 
     def pairs(self) -> Iterator[BitextPair]:
-        reader = {"tsv": self._delimited, "csv": self._delimited, "moses": self._moses, "jsonl": self._jsonl,
-                  "parquet": self._parquet, "hf": self._dataset}[self.format]
-        return reader()
+        if self.format == "jsonl":
+            return self._record_pairs(jsonl_records(self.path))
+        return {"tsv": self._delimited, "csv": self._delimited, "moses": self._moses, "parquet": self._parquet,
+                "hf": self._dataset}[self.format]()
 
     def _delimited(self) -> Iterator[BitextPair]:
         header = self.spec.header if self.spec.header is not None else self.format == "csv"
@@ -163,25 +165,17 @@ class Bitext:
             texts.append(value)
         return texts[0], texts[1]
 
-    def _jsonl(self) -> Iterator[BitextPair]:
+    def _record_pairs(self, records: Iterator[tuple[int, Any]], *, rows: bool = False) -> Iterator[BitextPair]:
+        """The pairs of numbered records: JSON Lines lines, or (`rows`) table rows, as errors name them."""
         fields = None
-        for number, record in jsonl_records(self.path):
+        for number, record in records:
             fields = fields or self._fields(record)
-            src, tgt = self._texts(record, fields, "", number)
+            src, tgt = self._texts(record, fields, f"row {number}: " if rows else "", None if rows else number)
             yield BitextPair(number=number, src=src, tgt=tgt, record=record)
-
-    def _table_pairs(self, batches: Iterator[list[dict]]) -> Iterator[BitextPair]:
-        fields, number = None, 0
-        for batch in batches:
-            for record in batch:
-                number += 1
-                fields = fields or self._fields(record)
-                src, tgt = self._texts(record, fields, f"row {number}: ", None)
-                yield BitextPair(number=number, src=src, tgt=tgt, record=record)
 
     def _parquet(self) -> Iterator[BitextPair]:
         f, self.columns = open_parquet(self.path)
-        yield from self._table_pairs(parquet_rows(f, self.path))
+        yield from self._record_pairs(enumerate(chain.from_iterable(parquet_rows(f, self.path)), 1), rows=True)
 
     def _dataset(self) -> Iterator[BitextPair]:
         import datasets
@@ -196,7 +190,7 @@ class Bitext:
                                             "--split")
             ds = ds[split]
         self.columns = list(ds.column_names)
-        yield from self._table_pairs(dataset_rows(ds, self.path))
+        yield from self._record_pairs(enumerate(chain.from_iterable(dataset_rows(ds, self.path)), 1), rows=True)
 
 
 def _match_languages(keys: list[str], langs: tuple[str | None, str | None]) -> tuple[str, str] | None:

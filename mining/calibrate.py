@@ -133,14 +133,11 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
     model = load_encoder(encoder)
     choice = choose_projection(projection, encoder_name=encoder, encoder_fp=model.fingerprint)
     proj = resolve_projection(choice.path) if choice.path is not None else None
-    sides = []
-    for texts, lang in ((src, src_lang), (tgt, tgt_lang)):
-        emb = np.asarray(model.encode(texts), dtype=np.float32)
-        sides.append(proj.transform(emb, "meaning", lang=lang) if proj is not None else emb)
+    sides = [np.asarray(model.encode(texts), dtype=np.float32) for texts in (src, tgt)]
+    if proj is not None:  # the space mined in: the projection's meaning part
+        sides = [proj.transform(emb, "meaning", lang=lang) for emb, lang in zip(sides, (src_lang, tgt_lang))]
     neighbours = exact_knn_both(*sides, k)
-    points: dict[str, dict] = {}
-    measured: dict[str, dict] = {}
-    cap = {}
+    points, measured, cap = {}, {}, {}
     for margin in ("ratio", "distance"):
         mined = select_pairs(*neighbours, config=MiningConfig(k=k, margin=margin))
         correct = np.array([p in gold for p in zip(mined.src_idx.tolist(), mined.tgt_idx.tolist())])
@@ -175,9 +172,8 @@ def read_calibration(path: str | Path, *, encoder_name: str | None, projection_d
     if not isinstance(record, dict) or record.get("kind") != CALIBRATION_KIND or not isinstance(record.get("space"), dict):
         raise InputError(path, "not a calibration record of `xmine calibrate`")
     space = record["space"]
-    weights = None
-    if projection_dir is not None:
-        weights = read_projection_json(projection_dir, "config.json").get("weights_sha256")
+    weights = (None if projection_dir is None
+               else read_projection_json(projection_dir, "config.json").get("weights_sha256"))
     if space.get("encoder") != encoder_name or space.get("projection_weights_sha256") != weights:
         made = f"{space.get('encoder')} with " + ("projection " + str(space.get("projection")) if
                                                    space.get("projection_weights_sha256") else "raw embeddings")

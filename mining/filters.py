@@ -120,11 +120,9 @@ def score_max(src: str, tgt: str, score: float, langs, config: PairFilterConfig)
 
 def script(src: str, tgt: str, score: float, langs, config: PairFilterConfig) -> bool:
     for text, lang in zip((src, tgt), langs):
-        want = expected_scripts(lang) if lang else None
-        if want:
-            share = script_share(text, want)
-            if share is not None and share < config.min_script_share:
-                return True
+        share = script_share(text, want) if lang and (want := expected_scripts(lang)) else None
+        if share is not None and share < config.min_script_share:
+            return True
     return False
 
 
@@ -226,9 +224,8 @@ def apply_pair_filters(src_texts: Sequence[str], tgt_texts: Sequence[str], score
     reasons = np.full(n, -1, dtype=np.int8)
     active = config.active(margin)
     text_rules = [(RULES.index(r), _TEXT_RULES[r]) for r in active if r in _TEXT_RULES]
-    lid_sides = [False, False]  # per side: whether `language` judges it (a language the backend knows)
-    if "language" in active:
-        lid_sides = [knows(config.lid, lang) for lang in langs]
+    # per side: whether `language` judges it (a language the backend knows)
+    lid_sides = ["language" in active and knows(config.lid, lang) for lang in langs]
     if lid_out is not None:
         for side, judged in zip(("src", "tgt"), lid_sides):
             if judged:

@@ -167,34 +167,23 @@ class _Worker:
         self.buf = buffer
 
 
-def product_knn_both(
-    x: np.ndarray,
-    y: np.ndarray,
-    k: int,
-    *,
-    block_rows: int = DEFAULT_BLOCK_ROWS,
-    block_cols: int = DEFAULT_BLOCK_COLS,
-    workers: int | None = None,
-    product: str = "auto",
-    on_rows=None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def product_knn_both(x: np.ndarray, y: np.ndarray, k: int, *, block_rows: int, block_cols: int, workers: int | None,
+                     product: str, on_rows) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Exact inner-product kNN x->y and y->x from one blocked product: what `knn.exact_knn_both`
-    returns (it checks the arguments), for one tile. `workers` threads share the row blocks
-    (None: `default_workers`); `on_rows(rows)` as blocks of x rows finish.
+    returns (it checks the arguments and gives the defaults), for one tile (`knn.tile_knn`).
+    `workers` threads share the row blocks (None: `default_workers`); `on_rows(rows)` (or None) as
+    blocks of x rows finish.
     """
     n, m = len(x), len(y)
     kx, ky = min(k, m), min(k, n)
     # Row lists live for one row block only: wider costs little memory and rarely overflows (an
     # overflowing row costs a pass over y; an overflowing column, only at the end, one over x).
     wx, wy = min(candidate_width(k) + k, m), min(candidate_width(k), n)
-    n_blocks = -(-n // block_rows)
     prod = make_product(resolve_product(product), x.shape[1])
     if workers is None:
         workers = 1 if prod.name == "cuda" else default_workers(m, ky)
-    workers = min(workers, n_blocks)
-
-    fwd_sims = np.empty((n, kx), dtype=np.float32)
-    fwd_idx = np.empty((n, kx), dtype=np.int64)
+    workers = min(workers, -(-n // block_rows))  # at most one per row block
+    fwd_sims, fwd_idx = np.empty((n, kx), dtype=np.float32), np.empty((n, kx), dtype=np.int64)
 
     # Per-row norms of both sides and each row's bound E-bar over the whole other side.
     tx, ty = side_terms(x, prod, "src"), side_terms(y, prod, "tgt")
@@ -207,9 +196,8 @@ def product_knn_both(
 
     # y already in memory: its blocks are rounded for the product once, not once per row block (a
     # bf16 copy is half of y; a store read from disk is rounded block by block, memory bounded).
-    y_prepared = {}
-    if y32 is not None and prod.name != "cuda" and n > block_rows:
-        y_prepared = {j0: prod.prepare(y_block(j0, j0 + block_cols), ty.tiny) for j0 in range(0, m, block_cols)}
+    y_prepared = ({j0: prod.prepare(y_block(j0, j0 + block_cols), ty.tiny) for j0 in range(0, m, block_cols)}
+                  if y32 is not None and prod.name != "cuda" and n > block_rows else {})
 
     def y_block_prepared(j0: int, j1: int):
         p = y_prepared.get(j0)
@@ -284,8 +272,7 @@ def product_knn_both(
         for r0 in range(0, n, block_rows * workers):
             starts = range(r0, min(r0 + block_rows * workers, n), block_rows)
             for i0, (top_s, top_i) in zip(starts, ex.map(row_block, starts)):
-                fwd_sims[i0 : i0 + len(top_s)] = top_s
-                fwd_idx[i0 : i0 + len(top_i)] = top_i
+                fwd_sims[i0 : i0 + len(top_s)], fwd_idx[i0 : i0 + len(top_i)] = top_s, top_i
                 if on_rows is not None:
                     on_rows(len(top_s))
             release_freed_memory()

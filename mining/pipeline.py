@@ -64,48 +64,27 @@ FILTERED_KIND = "filtered-pairs"
 
 
 def mine(config: MineConfig, *, show_progress: bool = True) -> dict:
-    """Run `config` (`xmine.mining.config`: the two sides, the space, the search, the selection, the
-    filters, the output); returns a summary (also written to `<output.path>.json`).
+    """Run `config` (`xmine.mining.config`, whose fields say what each setting does); returns a
+    summary (also written to `<output.path>.json`).
 
     The output is claimed first (`xmine.artefacts.outputs.claim_output`): it must not be an input, an
     existing one (with `.json`, `.meta`, `.work/`) must be an earlier mining result and is
     replaced only with `output.overwrite`, and a second run writing the same output is refused.
-    `encoding.encoder`, `encoding.precision` and `encoding.runtime` encode text sides; by
-    default those of the artefact sides (stores, indexes), else me5-small at "auto" precision and
-    runtime. A side at an fsspec URL is copied as it streams (`xmine.io.stdin.spool_url`) into a
-    temporary folder, removed when the run ends; its URL is what the outputs record.
+    Text sides are encoded by `encoding`, by default with the encoder, precision and runtime of the
+    artefact sides (stores, indexes), else me5-small at "auto". A side at an fsspec URL is copied as
+    it streams (`xmine.io.stdin.spool_url`) into a temporary folder, removed when the run ends; its
+    URL is what the outputs record. `search.ray` runs the search's units as Ray tasks
+    (`xmine.exec.executor`), with byte-identical output.
 
-    `search.ray`: None runs in this process; "auto" or a cluster address runs the kNN search's
-    units as Ray tasks (`xmine.exec.executor`; exact: tiles of the product, `xmine.mining.knn`;
-    approximate and an index side: index shards x query blocks), with byte-identical output.
-
-    `selection.threshold` "default": mine with the calibrated threshold of the space mined in (the
-    projection's meaning space, else the encoder's raw embeddings) for the margin at
-    `selection.operating_point` (`xmine.mining.defaults`); None keeps every pair.
-    `filters.pairs.score_max` None: that space's calibrated cap. A space without a calibration (a
-    user's projection, an encoder xmine does not ship) gets a threshold estimated from the run's
-    own candidates (`threshold_rule.estimated_threshold`), uncapped.
-    `selection.calibration`: a record of `xmine calibrate` (`xmine.mining.calibrate`) for the space
-    mined in, used in place of the shipped values. The summary's `threshold` records the threshold
-    and the cap used and where they came from.
-
-    `allow_same_input`: mine even when both sides are the same file or directory (refused
-    otherwise: every sentence would pair with itself). `output.format`: tsv, moses, jsonl,
-    parquet, hf or tmx (`xmine.mining.writers`); None: by the name of the output. Each side's
-    `input_format` (xmine.io.reader_base.InputFormat) says how to read a corpus side.
-    `filters.pairs`: the pair filters (`xmine.mining.filters`) run on the selected pairs before
-    they are written; the summary's `filters` counts what each rule removed.
-    `output.keep_filtered`: also write the dropped pairs there (`score<TAB>src<TAB>tgt<TAB>rule`,
-    atomically, claimed like the output). `filters.lang_filter`: before searching, drop the
-    sentences of each side that `filters.pairs.lid` identifies as another language with at least
-    `filters.pairs.lid_min_confidence` (`xmine.mining.langid.language_mask`). None (default): when
-    both languages are given and the backend knows them; True: both must be; False: never. The
-    summary's `lang_filter` says whether it ran and why. `filters.pre_clean`: the cleaning of both
-    sides before the search (`xmine.mining.presearch`: rows without letters, near-duplicates,
-    texts on both sides); the summary's `pre_search` counts what each step removed per side.
-    A side's `keep_fields`: fields of its records (dotted, e.g. `url`, `meta.domain`) that every
-    output carries as `src_NAME` / `tgt_NAME` (`xmine.io.record_fields`; JSON Lines, Parquet,
-    CSV/TSV or dataset corpora only).
+    `selection.threshold` "default": the calibrated threshold of the space mined in (the
+    projection's meaning space, else the encoder's raw embeddings; `selection.calibration`, a record
+    of `xmine calibrate`, in place of the shipped values) for the margin at
+    `selection.operating_point` (`xmine.mining.defaults`), moved by the run's rule where the space
+    has one (`xmine.mining.threshold_rule`); `filters.pairs.score_max` None: that space's cap. A
+    space without a calibration gets a threshold estimated from the run's own candidates, uncapped.
+    The summary records the threshold and the cap used and where they came from (`threshold`), and
+    what the language filter (`lang_filter`), the pre-search cleaning (`pre_search`) and each pair
+    filter (`filters`) removed.
     """
     urls = {role: side.path for role, side in (("src", config.src), ("tgt", config.tgt)) if is_url(side.path)}
     if not urls:
@@ -174,11 +153,8 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                        show_progress=show_progress, rebuild=rebuild, input_format=tgt_format)
         try:
             check_compatible(sx, sy)
-            search = "exact"
-            if sx.index is not None or sy.index is not None:
-                search = "faiss-index"
-            elif search_config.approximate:
-                search = "approximate"
+            search = ("faiss-index" if sx.index is not None or sy.index is not None
+                      else "approximate" if search_config.approximate else "exact")
             # A threshold rule reads the run's candidates before any threshold (mining/threshold_rule.py);
             # approximate search refines the neighbourhoods around its threshold, before that.
             mining, filters, threshold_record = run_threshold(
@@ -201,11 +177,11 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                                                       encoders=encoders)
             pre_record = pre_search(mx, my, langs=langs, config=config.filters.pre_clean, filters=filters,
                                     margin=mining.margin)
-            # Length bounds were applied above; the selection only needs the ratio filter.
-            select_config = mining.replace(min_length=0, max_length=None)
+            # Length bounds were applied above; the selection only needs the ratio filter (and no
+            # threshold where a rule gives it after the search).
             rule = threshold_record.get("rule")
-            if rule is not None:
-                select_config = select_config.replace(threshold=None)
+            select_config = mining.replace(min_length=0, max_length=None,
+                                           threshold=mining.threshold if rule is None else None)
             key = hashlib.sha256(json.dumps(
                 [sx.fingerprint_key(), sy.fingerprint_key(), mining.k, mining.block_rows, mining.block_cols,
                  mining.min_length, mining.max_length, lf, pre_record], default=str).encode()).hexdigest()
@@ -227,8 +203,7 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
             src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
             # A side the language filter found mostly in another language is not judged by language
             # again after the search (its declared language is in doubt: the warning said so).
-            pair_langs = tuple(None if m.lang_filter_skipped is not None else lang
-                               for m, lang in ((mx, src_lang or sx.lang), (my, tgt_lang or sy.lang)))
+            pair_langs = tuple(None if m.lang_filter_skipped is not None else lang for m, lang in zip((mx, my), langs))
             mined, src_rows, tgt_rows, filter_record, lid_columns = filter_pairs(
                 mined, sx, sy, src_rows, tgt_rows, langs=pair_langs, config=filters, margin=mining.margin,
                 dropped_claim=dropped_claim)

@@ -105,7 +105,7 @@ def _within_side(texts: Sequence[str], keys: np.ndarray, steps) -> SideClean:
     return SideClean(keep=keep, representative=representative, removed=removed)
 
 
-def _copies(src_texts, tgt_texts, src_keys, tgt_keys, src: SideClean, tgt: SideClean, langs, lid: str,
+def _copies(src_texts, src_keys, tgt_keys, src: SideClean, tgt: SideClean, langs, lid: str,
             min_confidence: float) -> dict:
     """Decide each text searched on both sides; update the keep masks; what the summary records."""
     src.removed["copies"] = tgt.removed["copies"] = 0
@@ -115,8 +115,7 @@ def _copies(src_texts, tgt_texts, src_keys, tgt_keys, src: SideClean, tgt: SideC
     if not len(shared):
         return record | {"method": None}
     judged = all(langs) and all(knows(lid, lang) for lang in langs)
-    to_src = np.zeros(len(shared), dtype=bool)
-    to_tgt = np.zeros(len(shared), dtype=bool)
+    to_src, to_tgt = np.zeros(len(shared), dtype=bool), np.zeros(len(shared), dtype=bool)
     if judged:
         rows = np.flatnonzero(src.keep)[s_first]
         codes, conf = identify([src_texts[int(r)] for r in rows], lid)
@@ -148,9 +147,8 @@ def clean_sides(src_texts: Sequence[str], tgt_texts: Sequence[str], *, langs=(No
     # No step, no keys to compute (that reads every text): every row is searched as itself.
     src_keys, tgt_keys = (text_keys(t) if steps else np.zeros(len(t), np.uint64) for t in (src_texts, tgt_texts))
     sides = [_within_side(t, k, steps) for t, k in ((src_texts, src_keys), (tgt_texts, tgt_keys))]
-    copies = None
-    if "copies" in steps:
-        copies = _copies(src_texts, tgt_texts, src_keys, tgt_keys, *sides, langs, lid, config.copies_min_confidence)
+    copies = (_copies(src_texts, src_keys, tgt_keys, *sides, langs, lid, config.copies_min_confidence)
+              if "copies" in steps else None)
     record = {"enabled": config.enabled, "disabled": sorted(config.disabled), "active": list(steps),
               "copies_min_confidence": config.copies_min_confidence,
               "removed": {"src": sides[0].removed, "tgt": sides[1].removed}, "copies": copies}

@@ -58,10 +58,7 @@ def refine_passing(x, y, knn, *, passing, key: str, plan: dict, shard_rows: int,
                 done_x, done_y = st["done_x"], st["done_y"]
     wide = {**plan, "nprobe": min(plan["nlist"], plan["nprobe"] * config.refine_nprobe_factor)}
     rounds = 0
-    while True:
-        need = passing(fwd_s, fwd_i, bwd_s, bwd_i)
-        if need is None:
-            break
+    while (need := passing(fwd_s, fwd_i, bwd_s, bwd_i)) is not None:
         new_x, new_y = np.flatnonzero(need[0] & ~done_x), np.flatnonzero(need[1] & ~done_y)
         if not len(new_x) and not len(new_y):
             break

@@ -116,33 +116,28 @@ def score_pairs(sx, sy, n: int, *, langs, config: MiningConfig, filters: PairFil
         return hashlib.sha256(json.dumps(base_key + list(parts), default=str).encode()).hexdigest()
 
     search = dict(config=config, approximate=approximate, show_progress=show_progress, executor=executor)
-    if src_corpus is None and tgt_corpus is None:
-        mean_x, mean_y = _neighbour_means(mx.rows, my.rows, work=work / "own", key=key("own"), **search)
-    else:
-        mean_x = mean_y = None
-        if tgt_corpus is not None:  # each source's neighbours among the target-language corpus
-            mt = Mineable(tgt_corpus, plain, role="tgt")
-            mean_x, _ = _neighbour_means(mx.rows, mt.rows, work=work / "tgt-corpus",
-                                         key=key("tgt-corpus", tgt_corpus.fingerprint_key()), **search)
-        if src_corpus is not None:
-            ms = Mineable(src_corpus, plain, role="src")
-            mean_y, _ = _neighbour_means(my.rows, ms.rows, work=work / "src-corpus",
-                                         key=key("src-corpus", src_corpus.fingerprint_key()), **search)
-        if mean_x is None or mean_y is None:
-            own_x, own_y = _neighbour_means(mx.rows, my.rows, work=work / "own", key=key("own"), **search)
-            mean_x, mean_y = (own_x if mean_x is None else mean_x), (own_y if mean_y is None else mean_y)
+    mean_x = mean_y = None
+    if tgt_corpus is not None:  # each source's neighbours among the target-language corpus
+        mt = Mineable(tgt_corpus, plain, role="tgt")
+        mean_x, _ = _neighbour_means(mx.rows, mt.rows, work=work / "tgt-corpus",
+                                     key=key("tgt-corpus", tgt_corpus.fingerprint_key()), **search)
+    if src_corpus is not None:
+        ms = Mineable(src_corpus, plain, role="src")
+        mean_y, _ = _neighbour_means(my.rows, ms.rows, work=work / "src-corpus",
+                                     key=key("src-corpus", src_corpus.fingerprint_key()), **search)
+    if mean_x is None or mean_y is None:  # the bitext's own other side
+        own_x, own_y = _neighbour_means(mx.rows, my.rows, work=work / "own", key=key("own"), **search)
+        mean_x, mean_y = (own_x if mean_x is None else mean_x), (own_y if mean_y is None else mean_y)
 
     src_rows, tgt_rows = _rows_of_pairs(sx, n), _rows_of_pairs(sy, n)
-    cosine = np.full(n, np.nan, dtype=np.float32)
-    margin = np.full(n, np.nan, dtype=np.float32)
+    cosine, margin = np.full(n, np.nan, dtype=np.float32), np.full(n, np.nan, dtype=np.float32)
     rule = np.full(n, -1, dtype=np.int8)
     both = np.flatnonzero((src_rows >= 0) & (tgt_rows >= 0))
     rule[(src_rows < 0) | (tgt_rows < 0)] = DROP_RULES.index("empty")
     for lo in range(0, len(both), _CHUNK):
         pairs = both[lo:lo + _CHUNK]
         s, t = src_rows[pairs], tgt_rows[pairs]
-        cos = exact_dot(sx.rows[s], sy.rows[t])
-        cosine[pairs] = cos
+        cosine[pairs] = cos = exact_dot(sx.rows[s], sy.rows[t])
         margin[pairs] = margin_score(cos, mean_x[mx.position_of_row[s]], mean_y[my.position_of_row[t]],
                                      config.margin)
     if config.threshold is not None:
@@ -176,13 +171,10 @@ def score_bitext(
 ) -> dict:
     """Score `bitext` into `out` (see the module doc); returns the summary (also `<out>.json`).
 
-    The configs are `mine`'s (`xmine.mining.config`): `encoding` the space scored in; `search` k
-    and how the neighbourhoods are searched (exact or approximate; `search.ray`: None searches in
-    this process, "auto" or a cluster address runs the search's units as Ray tasks, as `mine --ray`
-    does, with the same output); `selection` the margin and the
-    threshold ("default": `mine`'s calibrated one in this space); `filters`: the pair filters.
-    `kept_only`: write only the kept pairs. `output_format`: tsv, csv, jsonl or parquet (None: by the name
-    of `out`). `out` is claimed as `mine` claims its output (`xmine.artefacts.outputs.claim_output`).
+    The configs are `mine`'s (`xmine.mining.config`; a threshold "default" is `mine`'s calibrated one
+    in this space), `filters` the pair filters. `kept_only`: write only the kept pairs.
+    `output_format`: tsv, csv, jsonl or parquet (None: by the name of `out`). `out` is claimed as
+    `mine` claims its output (`xmine.artefacts.outputs.claim_output`).
     """
     out = Path(out)
     projection = encoding.projection
@@ -207,21 +199,17 @@ def score_bitext(
             # --overwrite and whenever OUT holds no finished result (what an interrupted run left);
             # finished work stores of the same input are reused, so an interrupted run resumes.
             rebuild = claim.overwrite or claim.state != "finished"
-            sides = []
+            loaded = []  # the two sides, then the corpora (None: not given)
             try:
-                for path, lang, tag in ((src_txt, src_lang, "src"), (tgt_txt, tgt_lang, "tgt")):
-                    sides.append(load_side(path, lang=lang, encoders=encoders, work_dir=work / tag,
-                                           show_progress=show_progress, rebuild=rebuild))
-                corpora = []
-                for path, lang, tag in ((src_corpus, src_lang, "src-corpus"), (tgt_corpus, tgt_lang, "tgt-corpus")):
-                    corpora.append(None if path is None else load_side(
+                for path, lang, tag in ((src_txt, src_lang, "src"), (tgt_txt, tgt_lang, "tgt"),
+                                        (src_corpus, src_lang, "src-corpus"), (tgt_corpus, tgt_lang, "tgt-corpus")):
+                    loaded.append(None if path is None else load_side(
                         path, lang=lang, encoders=encoders, work_dir=work / tag, show_progress=show_progress,
                         rebuild=rebuild))
-                    if path is not None:
-                        sides.append(corpora[-1])
+                sides = [side for side in loaded if side is not None]
                 for side in sides[1:]:
                     check_compatible(sides[0], side)
-                sx, sy = sides[0], sides[1]
+                sx, sy, *corpora = loaded
                 # mine's threshold and score cap of the space scored in; no rule of a run (`RuleUse.NONE`)
                 config, filters, threshold_record = run_threshold(
                     selection, config, filters, encoders.choice.path if sx.projection else None, sx.encoder.name,
@@ -248,8 +236,9 @@ def score_bitext(
                                              inputs=[s.fingerprint for s in sides]),
                 }
             finally:
-                for side in sides:
-                    side.close()
+                for side in loaded:
+                    if side is not None:
+                        side.close()
             if not keep_work:
                 shutil.rmtree(work, ignore_errors=True)
             return claim.finish(summary)

@@ -13,6 +13,7 @@ added: `cosine`, `margin`, `keep` and `rule` (the rule that dropped the pair; em
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 from dataclasses import dataclass
@@ -81,12 +82,9 @@ def _scored_rows(bitext, scores, *, kept_only: bool, as_dict: bool):
             continue
         added = (_number(cosine[i]), _number(margin[i]), bool(keep[i]), DROP_RULES[rule[i]] if rule[i] >= 0 else "")
         if as_dict:
-            if isinstance(pair.record, dict):
-                record = dict(pair.record)
-            elif isinstance(pair.record, list) and bitext.columns:
-                record = dict(zip(bitext.columns, pair.record))
-            else:
-                record = {"src": pair.src, "tgt": pair.tgt}
+            record = (dict(pair.record) if isinstance(pair.record, dict)
+                      else dict(zip(bitext.columns, pair.record)) if isinstance(pair.record, list) and bitext.columns
+                      else {"src": pair.src, "tgt": pair.tgt})
             clash = [c for c in SCORE_COLUMNS if c in record]
             if clash:
                 raise InputError(bitext.path, f"already has a field {clash[0]!r}, which the scores would replace; "
@@ -126,28 +124,16 @@ def write_scored(claim, fmt: str, bitext, scores, *, kept_only: bool = False) ->
         import pyarrow.parquet as pq
 
         with claim.atomic_file() as tmp:
-            writer, batch = None, []
-
-            def flush():
-                nonlocal writer
+            writer, records = None, _scored_rows(bitext, scores, kept_only=kept_only, as_dict=True)
+            while batch := list(itertools.islice(records, _BATCH)):
                 table = pa.Table.from_pylist(batch, schema=writer.schema if writer else None)
-                if writer is None:
-                    writer = pq.ParquetWriter(tmp, table.schema)
+                writer = writer or pq.ParquetWriter(tmp, table.schema)
                 writer.write_table(table)
-                batch.clear()
-
-            for record in _scored_rows(bitext, scores, kept_only=kept_only, as_dict=True):
-                batch.append(record)
-                written += 1
-                if len(batch) >= _BATCH:
-                    flush()
-            if batch or writer is None:
-                if not batch:  # no row kept: an empty file with the score columns
-                    writer = pq.ParquetWriter(tmp, pa.schema([("src", pa.string()), ("tgt", pa.string()),
-                                                              ("cosine", pa.float64()), ("margin", pa.float64()),
-                                                              ("keep", pa.bool_()), ("rule", pa.string())]))
-                else:
-                    flush()
+                written += len(batch)
+            if writer is None:  # no row kept: an empty file with the score columns
+                writer = pq.ParquetWriter(tmp, pa.schema([("src", pa.string()), ("tgt", pa.string()),
+                                                          ("cosine", pa.float64()), ("margin", pa.float64()),
+                                                          ("keep", pa.bool_()), ("rule", pa.string())]))
             writer.close()
     else:
         raise ConfigError(f"--format must be one of {', '.join(SCORE_FORMATS)}, not {fmt!r}")

@@ -66,10 +66,8 @@ def script_share(text: str, scripts: set[str]) -> float | None:
     has no letters."""
     tally: dict[str, float] = {}
     for ch in unicodedata.normalize("NFKC", text):
-        if ch.isalpha():
-            s = _script_of(ch)
-            if s is not None:
-                tally[s] = tally.get(s, 0.0) + DENSE_SCRIPTS.get(s, 1.0)
+        if ch.isalpha() and (s := _script_of(ch)) is not None:
+            tally[s] = tally.get(s, 0.0) + DENSE_SCRIPTS.get(s, 1.0)
     total = sum(tally.values())
     return sum(v for k, v in tally.items() if k in scripts) / total if total else None
 
@@ -77,12 +75,8 @@ def script_share(text: str, scripts: set[str]) -> float | None:
 def text_length(text: str) -> float:
     """Length comparable across scripts: characters without white space and format characters
     (zero-width spaces, as Khmer and Thai text holds), dense scripts' letters weighted."""
-    n = 0.0
-    for ch in text:
-        if ch.isspace() or unicodedata.category(ch) == "Cf":
-            continue
-        n += DENSE_SCRIPTS.get(_script_of(ch), 1.0) if ch.isalpha() else 1.0
-    return n
+    return sum((DENSE_SCRIPTS.get(_script_of(ch), 1.0) if ch.isalpha() else 1.0 for ch in text
+                if not (ch.isspace() or unicodedata.category(ch) == "Cf")), 0.0)
 
 
 def expected_scripts(lang: str) -> set[str] | None:

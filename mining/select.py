@@ -114,13 +114,6 @@ class MinedPairs:
         return cls(src_idx=e, tgt_idx=e, score=np.zeros(0, np.float32), direction=np.zeros(0, np.int8))
 
 
-def _sorted_pairs(src, tgt, score, direction) -> MinedPairs:
-    # Sort by score descending; ties broken by (src, tgt) so the output is reproducible.
-    order = np.lexsort((tgt, src, -score.astype(np.float64)))
-    return MinedPairs(src_idx=src[order].astype(np.int64), tgt_idx=tgt[order].astype(np.int64),
-                      score=score[order].astype(np.float32), direction=direction[order].astype(np.int8))
-
-
 def greedy_one_to_one(src: np.ndarray, tgt: np.ndarray, score: np.ndarray) -> np.ndarray:
     """Positions of the candidates kept by greedy one-to-one matching, in the greedy order.
 
@@ -143,8 +136,7 @@ def greedy_one_to_one(src: np.ndarray, tgt: np.ndarray, score: np.ndarray) -> np
         win = first_s & first_t
         kept.append(alive[win])
         gone = np.isin(as_, as_[win]) | np.isin(at, at[win])
-        before = len(alive)
-        alive = alive[~gone]
+        alive, before = alive[~gone], len(alive)
         if before - len(alive) < 0.02 * before:  # long chains: the plain walk is cheaper now
             break
     done = np.concatenate(kept) if kept else np.zeros(0, np.int64)
@@ -239,8 +231,7 @@ def select_pairs(
     elif r == "bwd":
         src, tgt, sc, d = bwd_best, rows_y, bwd_best_score, np.full(m, BWD)
     elif r == "intersect":
-        mutual = fwd_best[bwd_best] == rows_y
-        mutual &= np.isfinite(bwd_best_score)
+        mutual = (fwd_best[bwd_best] == rows_y) & np.isfinite(bwd_best_score)
         src, tgt, sc = bwd_best[mutual], rows_y[mutual], bwd_best_score[mutual]
         d = np.full(len(sc), BOTH)
     else:  # max: union of both directions' best candidates, then greedy one-to-one
@@ -263,7 +254,11 @@ def select_pairs(
     ok = np.isfinite(sc)
     if config.threshold is not None:
         ok &= sc >= config.threshold
-    return _sorted_pairs(np.asarray(src)[ok], np.asarray(tgt)[ok], np.asarray(sc)[ok], np.asarray(d)[ok])
+    src, tgt, sc, d = (np.asarray(a)[ok] for a in (src, tgt, sc, d))
+    # Sorted by score descending; ties broken by (src, tgt) so the output is reproducible.
+    order = np.lexsort((tgt, src, -sc.astype(np.float64)))
+    return MinedPairs(src_idx=src[order].astype(np.int64), tgt_idx=tgt[order].astype(np.int64),
+                      score=sc[order].astype(np.float32), direction=d[order].astype(np.int8))
 
 
 def _masked_mean(sims: np.ndarray, valid: np.ndarray) -> np.ndarray:

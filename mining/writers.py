@@ -19,6 +19,7 @@ import io
 import json
 import tempfile
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -64,15 +65,10 @@ def output_format(out: str | Path, fmt: str | None) -> str:
             raise ConfigError(f"--format must be one of {', '.join(OUTPUT_FORMATS)}, not {fmt!r}")
         return fmt
     name = Path(out).name.lower()
-    if name.endswith(".jsonl"):
-        return "jsonl"
-    if name.endswith(".tmx"):
-        return "tmx"
-    if name.endswith((".parquet", ".pq")):
-        return "parquet"
-    if Path(out).is_dir():
-        return "hf"
-    return "tsv"
+    for by_name, endings in (("jsonl", (".jsonl",)), ("tmx", (".tmx",)), ("parquet", (".parquet", ".pq"))):
+        if name.endswith(endings):
+            return by_name
+    return "hf" if Path(out).is_dir() else "tsv"
 
 
 # Files written beside OUT instead of it (Moses without both languages: OUT.src, OUT.tgt). Every
@@ -122,14 +118,12 @@ def write_mined(claim, fmt: str, rows: MinedRows, *, line_numbers: bool = False,
             suffixes = COMPANIONS
         for suffix, side, picked in zip(suffixes, (rows.sx, rows.sy), (rows.src_rows, rows.tgt_rows)):
             with claim.atomic_file(suffix) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
-                for r in picked.tolist():
-                    f.write(tsv_field(side.text[r]) + "\n")
+                f.writelines(tsv_field(side.text[r]) + "\n" for r in picked.tolist())
     elif fmt == "jsonl":
         with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            for batch in _record_batches(rows, extra):
-                for rec in batch:
-                    rec["score"] = round(rec["score"], 6)
-                    f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            for rec in chain.from_iterable(_record_batches(rows, extra)):
+                rec["score"] = round(rec["score"], 6)
+                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
     elif fmt == "parquet":
         with claim.atomic_file() as tmp:
             _write_parquet(tmp, rows, extra)
@@ -205,9 +199,7 @@ def _record_batches(rows: MinedRows, extra: Sequence[PairColumn]) -> Iterator[li
             rec.update({f"{p}_id": side.ids[r] for p, side, r in sides if side.ids is not None})
             rec.update({f"{p}_sentence_index": int(side.sentence_index[r]) for p, side, r in sides
                         if side.sentence_index is not None})
-            for col in extra:
-                rec[col.name] = _plain(col.values[i])
-            batch.append(rec)
+            batch.append(rec | {col.name: _plain(col.values[i]) for col in extra})
         yield batch
 
 
@@ -263,10 +255,8 @@ def dataset_card(summary: dict, *, keys: tuple[str, str], pairs: int, columns: S
     """README.md of a mined dataset: what made it (encoder, projection, threshold and where it came
     from, what the filters removed, the inputs' names and hashes). Local paths are given by their
     last part only: a card is published, the machine it was made on is not."""
-    enc = summary.get("encoder") or {}
+    enc, thr, prov = (summary.get(part) or {} for part in ("encoder", "threshold", "provenance"))
     proj = summary.get("projection")
-    thr = summary.get("threshold") or {}
-    prov = summary.get("provenance") or {}
     params = prov.get("parameters") or {}
     inputs = params.get("inputs") or []
     local = [p for p in [(proj or {}).get("path"), *(i.get("path") for i in inputs if i)] if p]

@@ -75,9 +75,11 @@ def mine(src, tgt, output, src_lang, tgt_lang, keep_fields, allow_same_input, in
 def _before_search(summary: dict) -> str:
     """What the language filter and the pre-search cleaning removed, for the summary line."""
     lf = summary["lang_filter"]
-    gone = (f"language filter removed {summary['src']['other_language']:,} src, "
-            f"{summary['tgt']['other_language']:,} tgt sentences" if lf["on"]
-            else f"language filter off: {lf['source'].removeprefix('default, off: ')}")
+    if lf["on"]:
+        gone = (f"language filter removed {summary['src']['other_language']:,} src, "
+                f"{summary['tgt']['other_language']:,} tgt sentences")
+    else:
+        gone = f"language filter off: {lf['source'].removeprefix('default, off: ')}"
     removed = (summary.get("pre_search") or {}).get("removed") or {}
     if removed:
         src, tgt = (removed.get(role, {}) for role in ("src", "tgt"))

@@ -120,9 +120,11 @@ def score_max(src: str, tgt: str, score: float, langs, config: PairFilterConfig)
 
 def script(src: str, tgt: str, score: float, langs, config: PairFilterConfig) -> bool:
     for text, lang in zip((src, tgt), langs):
-        share = script_share(text, want) if lang and (want := expected_scripts(lang)) else None
-        if share is not None and share < config.min_script_share:
-            return True
+        want = expected_scripts(lang) if lang else None
+        if want:
+            share = script_share(text, want)
+            if share is not None and share < config.min_script_share:
+                return True
     return False
 
 

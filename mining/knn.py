@@ -122,8 +122,10 @@ def exact_knn_both(
     one_at_a_time = executor.slots() == 1  # then a tile is a stripe: all of y, with every thread
     tr = _whole_blocks(tile_rows or (STRIPE_BLOCKS_ROWS if one_at_a_time else TILE_BLOCKS_ROWS) * block_rows,
                        block_rows)
-    # (one at a time: all of y, so the unit keeps its y->x lists across its row blocks)
-    tc = _whole_blocks(tile_cols, block_cols) if tile_cols else m if one_at_a_time else TILE_BLOCKS_COLS * block_cols
+    if tile_cols:
+        tc = _whole_blocks(tile_cols, block_cols)
+    else:  # one at a time: all of y, so the unit keeps its y->x lists across its row blocks
+        tc = m if one_at_a_time else TILE_BLOCKS_COLS * block_cols
     tiles = [(i0, min(i0 + tr, n), j0, min(j0 + tc, m)) for i0 in range(0, n, tr) for j0 in range(0, m, tc)]
 
     fwd_s = np.full((n, kx), -np.inf, dtype=np.float32)

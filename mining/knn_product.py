@@ -272,7 +272,8 @@ def product_knn_both(x: np.ndarray, y: np.ndarray, k: int, *, block_rows: int, b
         for r0 in range(0, n, block_rows * workers):
             starts = range(r0, min(r0 + block_rows * workers, n), block_rows)
             for i0, (top_s, top_i) in zip(starts, ex.map(row_block, starts)):
-                fwd_sims[i0 : i0 + len(top_s)], fwd_idx[i0 : i0 + len(top_i)] = top_s, top_i
+                fwd_sims[i0 : i0 + len(top_s)] = top_s
+                fwd_idx[i0 : i0 + len(top_i)] = top_i
                 if on_rows is not None:
                     on_rows(len(top_s))
             release_freed_memory()

@@ -152,8 +152,10 @@ def group_floor(s: np.ndarray, k: int, axis: int, *, reduce_groups: bool = True)
     reductions instead of a partition: a third of the cost on a 1024 x 4096 block. With
     `reduce_groups=False`, the (k, ...) group maxima themselves."""
     g = s.shape[axis] // k
-    maxima = (s[:, : g * k].reshape(len(s), k, g).max(axis=2).T if axis == 1
-              else s[: g * k].reshape(k, g, s.shape[1]).max(axis=1))
+    if axis == 1:
+        maxima = s[:, : g * k].reshape(len(s), k, g).max(axis=2).T
+    else:
+        maxima = s[: g * k].reshape(k, g, s.shape[1]).max(axis=1)
     return maxima.min(axis=0) if reduce_groups else maxima
 
 
@@ -207,8 +209,9 @@ class Fp32Product:
     def screen(self, s, t_rows, t_cols):
         """Two (rows, cols, values float32) triples: every entry whose accumulator may be >= its
         row's t (first) and its column's t (second). A threshold of +inf skips that side."""
-        return tuple(_split(s, extract(s, t, axis), np.asarray) if t.min(initial=np.inf) < np.inf else _EMPTY
-                     for t, axis in ((_round_down_f32(t_rows), 1), (_round_down_f32(t_cols), 0)))
+        tr, tc = _round_down_f32(t_rows), _round_down_f32(t_cols)
+        return (_split(s, extract(s, tr, 1), np.asarray) if tr.min(initial=np.inf) < np.inf else _EMPTY,
+                _split(s, extract(s, tc, 0), np.asarray) if tc.min(initial=np.inf) < np.inf else _EMPTY)
 
     def keyed(self, s, t_rows, t_cols):
         """The block and its thresholds for `screen.screen_merge`: (block bit patterns, row threshold

@@ -82,9 +82,12 @@ def _scored_rows(bitext, scores, *, kept_only: bool, as_dict: bool):
             continue
         added = (_number(cosine[i]), _number(margin[i]), bool(keep[i]), DROP_RULES[rule[i]] if rule[i] >= 0 else "")
         if as_dict:
-            record = (dict(pair.record) if isinstance(pair.record, dict)
-                      else dict(zip(bitext.columns, pair.record)) if isinstance(pair.record, list) and bitext.columns
-                      else {"src": pair.src, "tgt": pair.tgt})
+            if isinstance(pair.record, dict):
+                record = dict(pair.record)
+            elif isinstance(pair.record, list) and bitext.columns:
+                record = dict(zip(bitext.columns, pair.record))
+            else:
+                record = {"src": pair.src, "tgt": pair.tgt}
             clash = [c for c in SCORE_COLUMNS if c in record]
             if clash:
                 raise InputError(bitext.path, f"already has a field {clash[0]!r}, which the scores would replace; "

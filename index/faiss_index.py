@@ -23,14 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.errors import ArtefactError, ConfigError
+from xmine.errors import ArtefactError
 from xmine.artefacts.fileio import MANIFEST, VerifiedFiles, check_names, read_manifest
 from xmine.artefacts.records import EncoderFingerprint, FileRecord, ProjectionFingerprint, Record
 from xmine.index.choose import IndexChoice
-from xmine.index.faiss_gpu import gpu_count, to_gpu
+from xmine.index.faiss_gpu import to_gpu
 from xmine.store.layout import LINE_NUMBERS, SENTENCE_INDEX, SENTENCES
 from xmine.store.text import RowIndex, TextColumn, read_sentences
-from xmine.topk import merge_topk
 
 KIND = "index"
 FORMAT_VERSION = 2
@@ -181,17 +180,6 @@ class IndexDir:
             raise ArtefactError(f"{path}: holds {index.ntotal} vectors of dimension {index.d}, the manifest "
                                 f"says {shard.rows} of {self.dim}; the index is damaged, rebuild it")
         return index
-
-    def search(self, queries: np.ndarray, k: int, *, nprobe: int | None = None,
-               gpu: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k (sims, rows) of each query over all shards, highest first; rows -1 when fewer hits.
-        One shard in memory at a time (read from disk for each search)."""
-        queries = np.ascontiguousarray(np.asarray(queries, dtype=np.float32))
-        if queries.ndim != 2 or queries.shape[1] != self.dim:
-            raise ConfigError(f"queries have shape {queries.shape}, index dimension is {self.dim}")
-        found = [shard_searcher(self._shard(shard), shard, self.manifest.choice, nprobe=nprobe,
-                                use_gpu=gpu and gpu_count() > 0)(queries, k) for shard in self.manifest.shards]
-        return merge_topk([s for s, _ in found], [i for _, i in found], k)
 
     def load_shard(self, s: int):
         """Shard number s as a FAISS index (read from disk; not kept)."""

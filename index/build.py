@@ -110,13 +110,19 @@ def build_index(
     if n_text != n or len(line_numbers) != n:
         raise ConfigError(f"{n} embeddings but {n_text} sentences / {len(line_numbers)} line numbers")
     use_gpu = config.gpu and units_use_gpus(executor)
-    gpus = int(use_gpu)
-    choice, shard_rows = resolve_choice(n, dim, config, use_gpu)
+    choice = choose_index(n, dim, kind=config.kind, gpu=use_gpu, memory_budget=config.memory_budget,
+                          nlist=config.nlist, pq_m=config.pq_m, pq_bits=config.pq_bits)
+    if config.nprobe:
+        choice = IndexChoice(**{**choice.to_dict(), "nprobe": int(config.nprobe)})
+    shard_rows = int(config.shard_rows or n)  # >= 1: IndexConfig checks it, choose_index checks n
+    if choice.nlist and shard_rows < choice.nlist:
+        raise ConfigError(f"shards of {shard_rows} rows cannot fill {choice.nlist} IVF lists; "
+                          "use larger shards or --nlist")
 
     rows = executor.share(embeddings)
     threads = executor.node_cpus()
     training = Training(factory=choice.factory, size=choice.train_size, seed=config.seed, gpu=use_gpu)
-    trained = executor.call(with_threads, threads, train_index, training, rows, cpus=threads, gpus=gpus)
+    trained = executor.call(with_threads, threads, train_index, training, rows, cpus=threads, gpus=int(use_gpu))
     plan = shard_plan(n, shard_rows)
     merged = config.shard_rows is None and choice.kind != "hnsw" and n > ADD_PIECE_ROWS
     pieces = shard_plan(n, ADD_PIECE_ROWS) if merged else plan
@@ -128,7 +134,7 @@ def build_index(
         # `with`: the bar ends its line before an error is printed, so the error stays one line.
         with ShardProgress(shards=len(pieces), rows=n, desc=f"indexing ({choice.factory}, {executor.name})",
                            unit=" vec", enabled=show_progress) as bar:
-            for p, count, blob in executor.map(add_unit, units, gpus=gpus, progress=bar):
+            for p, count, blob in executor.map(add_unit, units, gpus=int(use_gpu), progress=bar):
                 if merged:  # in row order, each piece as soon as those before it are
                     waiting[p] = blob
                     while next_piece in waiting:
@@ -141,19 +147,6 @@ def build_index(
                           use_gpu=use_gpu, source=source, config=config)
     log.info("index: %s (%s)", choice.factory, choice.reason)
     return IndexDir.open(out_dir)
-
-
-def resolve_choice(n: int, dim: int, config: IndexConfig, use_gpu: bool) -> tuple[IndexChoice, int]:
-    """The index to build for n vectors of dim (see xmine.index.choose) and the rows per shard."""
-    choice = choose_index(n, dim, kind=config.kind, gpu=use_gpu, memory_budget=config.memory_budget,
-                          nlist=config.nlist, pq_m=config.pq_m, pq_bits=config.pq_bits)
-    if config.nprobe:
-        choice = IndexChoice(**{**choice.to_dict(), "nprobe": int(config.nprobe)})
-    shard_rows = int(config.shard_rows or n)  # >= 1: IndexConfig checks it, choose_index checks n
-    if choice.nlist and shard_rows < choice.nlist:
-        raise ConfigError(f"shards of {shard_rows} rows cannot fill {choice.nlist} IVF lists; "
-                          "use larger shards or --nlist")
-    return choice, shard_rows
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -97,22 +97,28 @@ class _Data:
     valid_idx: np.ndarray
 
 
-def _batches(idx: np.ndarray, group: np.ndarray, batch_size: int, gen, *, shuffle: bool) -> list[np.ndarray]:
-    """Index arrays of batches, each within one language pair (see module doc)."""
+def batches(groups, batch_size: int, gen, *, shuffle: bool) -> list[tuple[Any, np.ndarray]]:
+    """(key, rows) batches of each (key, rows) of `groups`, never across two groups; with `shuffle`
+    the rows of each group, then all batches, in an order drawn from `gen`."""
     import torch
 
-    batches: list[np.ndarray] = []
-    for g in np.unique(group[idx]):
-        members = idx[group[idx] == g]
+    out = []
+    for key, members in groups:
         if shuffle:
             members = members[torch.randperm(len(members), generator=gen).numpy()]
         chunks = [members[i:i + batch_size] for i in range(0, len(members), batch_size)]
         if len(chunks) > 1 and len(chunks[-1]) < 2:  # a lone pair has no partner: join the previous batch
             chunks[-2] = np.concatenate([chunks[-2], chunks.pop()])
-        batches += [c for c in chunks if len(c) >= 2]
-    if shuffle and batches:
-        batches = [batches[i] for i in torch.randperm(len(batches), generator=gen).tolist()]
-    return batches
+        out += [(key, c) for c in chunks if len(c) >= 2]
+    if shuffle and out:
+        out = [out[i] for i in torch.randperm(len(out), generator=gen).tolist()]
+    return out
+
+
+def _batches(idx: np.ndarray, group: np.ndarray, batch_size: int, gen, *, shuffle: bool) -> list[np.ndarray]:
+    """Index arrays of batches, each within one language pair (see module doc)."""
+    groups = [(g, idx[group[idx] == g]) for g in np.unique(group[idx])]
+    return [rows for _, rows in batches(groups, batch_size, gen, shuffle=shuffle)]
 
 
 def _make_batch(model, data: _Data, rows: np.ndarray, gen):

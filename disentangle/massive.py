@@ -131,10 +131,7 @@ class Record:
     """One row of a locale file."""
 
     id: str
-    locale: str
     partition: str
-    scenario: str
-    intent: str
     utt: str
     #: the slot markup, None where the release (or this copy of it) has no annotation
     annot_utt: str | None
@@ -157,10 +154,6 @@ class LocaleData:
 
     def partition(self, name: str) -> list[Record]:
         return [r for r in self.records if r.partition == name]
-
-    def utterances(self, partition: str) -> dict[str, str]:
-        """{id: utt} of one partition, in file order."""
-        return {r.id: r.utt for r in self.records if r.partition == partition}
 
     def annotated(self, partition: str | None = None) -> list[Record]:
         """Rows with an `annot_utt` (of one partition, or all)."""
@@ -246,14 +239,13 @@ def _parse_line(path: Path, line_no: int, line: str, locale: str) -> Record:
             raise InputError(path, f"annot_utt: {e}", line=line_no) from None
         if parsed.utt != utt:
             raise InputError(path, f"annot_utt without its brackets is {parsed.utt!r}, not the utt {utt!r}", line=line_no)
-    return Record(id=str(obj["id"]), locale=locale, partition=obj["partition"], scenario=str(obj.get("scenario", "")),
-                  intent=str(obj.get("intent", "")), utt=utt, annot_utt=annot, line=line_no)
+    return Record(id=str(obj["id"]), partition=obj["partition"], utt=utt, annot_utt=annot, line=line_no)
 
 
 def load_locale(folder: str | Path, locale: str, *, partition: str = "test") -> dict[str, str]:
     """{id: utt} of one locale's `partition` (InputError when it has no rows)."""
     data = read_locale(folder, locale)
-    out = data.utterances(partition)
+    out = {r.id: r.utt for r in data.records if r.partition == partition}
     if not out:
         raise InputError(data.path, f"no utterances in partition {partition!r}")
     return out

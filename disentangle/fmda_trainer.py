@@ -46,8 +46,7 @@ from xmine.artefacts.directory import provenance
 from xmine.disentangle.fmda_data import PIVOT, prepare
 from xmine.disentangle.projection import load_projection, save_projection
 from xmine.disentangle.train_checkpoint import WORK, checkpoint_in, fresh_state, resume, run_signature, save
-from xmine.disentangle.trainer import (batches, check_finite, check_loop_settings, mean_terms, run_epochs,
-                                       training_output)
+from xmine.disentangle.trainer import batches, check_loop_settings, mean_terms, run_epochs, step, training_output
 from xmine.errors import ConfigError
 
 
@@ -170,12 +169,7 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
         for partner, rows in batches([(p, data.train_rows) for p in config.partners], config.batch_size, gen,
                                      shuffle=True):
             terms, counts = fmda_terms(stepper.batch(partner, rows, gen))
-            loss = sum(terms.values())  # Eq. 5
-            check_finite(loss, state, config.lr)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            total += loss.item() * len(rows)
+            total += step(opt, sum(terms.values()), state, config.lr) * len(rows)  # Eq. 5
             n += len(rows)
             for k, c in counts.items():
                 rows_seen[k] = rows_seen.get(k, 0) + c

@@ -197,13 +197,18 @@ def _fit_langid(model, data: _Data, languages: list[str]) -> dict[str, Any]:
             "per_language": per_lang}
 
 
-def check_finite(loss, state: dict, lr: float) -> None:
-    """A ConfigError when a step's loss is NaN or inf (the run diverged)."""
+def step(opt, loss, state: dict, lr: float) -> float:
+    """One step of `opt` down `loss`, whose value it returns; a ConfigError when the loss is NaN or
+    inf (the run diverged)."""
     import torch
 
     if not bool(torch.isfinite(loss)):
         raise ConfigError(f"training diverged in epoch {state['epoch'] + 1}: the loss is not finite "
                           f"(NaN or inf) at --lr {lr:g}; lower --lr")
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss.item()
 
 
 def check_improved(state: dict, lr: float) -> None:
@@ -377,12 +382,7 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
                               + discriminator_loss(model.discriminator(batch.m_t.detach()), batch.lang_t))
                     d_loss.backward()
                     opt_disc.step()
-                opt.zero_grad()
-                loss = sum(method.terms(batch).values())
-                check_finite(loss, state, config.lr)
-                loss.backward()
-                opt.step()
-                total += loss.item() * len(rows)
+                total += step(opt, sum(method.terms(batch).values()), state, config.lr) * len(rows)
                 n += len(rows)
             v, terms = validation_loss(model, method, data, config)
             return dict(train_loss=total / max(n, 1), valid_loss=v, valid_terms=terms)

@@ -130,8 +130,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
               help="Language code of QUERIES: needed to split them with --split-sentences.")
 @input_format_options
 def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection, precision, runtime, prompt,
-           prompt_name, lang,
-           input_format):
+           prompt_name, lang, input_format):
     """Return the K nearest indexed sentences of every line of QUERIES, with cosine scores.
 
     Scores are inner products of L2-normalised embeddings (cosine, -1..1; for exact indexes) or
@@ -141,9 +140,8 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
         check_split_languages([(queries, lang, "--lang")], input_format)
     with (claim_output(out, kind="search-result", form="tsv", inputs=[index_dir, queries, projection],
                        overwrite=overwrite) if out is not None else contextlib.nullcontext()) as claim:
-        summary = _search(index_dir, queries, k, fmt, claim, nprobe,
-                          EncoderConfig(name=encoder, precision=precision, runtime=runtime, prompt=prompt, prompt_name=prompt_name), projection, input_format,
-                          lang)
+        encoder = EncoderConfig(name=encoder, precision=precision, runtime=runtime, prompt=prompt, prompt_name=prompt_name)
+        summary = _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, input_format, lang)
         if claim is not None:
             claim.finish(summary)
 

@@ -123,8 +123,8 @@ class IndexDir:
     def verify(self) -> int:
         """Check every file against the manifest's sha256 and load every shard; return bytes checked."""
         n = self.content.check_all()
-        for shard in self.manifest.shards:
-            self._shard(shard)
+        for s in range(len(self.manifest.shards)):
+            self.load_shard(s)
         self.sentences()
         self.line_numbers  # noqa: B018 - loads and checks it
         return n
@@ -172,7 +172,9 @@ class IndexDir:
             row_index = RowIndex.scan(f, count=len(self), where=path)
         return TextColumn(path, row_index.offsets), row_index
 
-    def _shard(self, shard: IndexShard):
+    def load_shard(self, s: int):
+        """Shard number s as a FAISS index (read from disk and checked; not kept)."""
+        shard = self.manifest.shards[s]
         path = self.path / shard.file
         self.content.check(shard.file)
         index = read_index(path)
@@ -181,17 +183,13 @@ class IndexDir:
                                 f"says {shard.rows} of {self.dim}; the index is damaged, rebuild it")
         return index
 
-    def load_shard(self, s: int):
-        """Shard number s as a FAISS index (read from disk; not kept)."""
-        return self._shard(self.manifest.shards[s])
-
     def reconstruct(self) -> np.ndarray:
         """The stored vectors (exact for Flat/HNSW/IVF-Flat, approximate for PQ), float32 (n, dim)."""
         import faiss
 
         out = np.empty((len(self), self.dim), dtype=np.float32)
-        for shard in self.manifest.shards:
-            index = self._shard(shard)
+        for s, shard in enumerate(self.manifest.shards):
+            index = self.load_shard(s)
             try:
                 faiss.extract_index_ivf(index).make_direct_map()
             except RuntimeError:

@@ -155,8 +155,7 @@ def negative_pool(utterances: Sequence[str], lang: str, *, block: int = 512, sho
     from tqdm.auto import tqdm
 
     tok_name = bleu_tokenizer_for(lang)
-    bleu = BLEU(tokenize=tok_name, effective_order=True, smooth_method="exp")
-    tokenizer = bleu.tokenizer
+    tokenizer = BLEU(tokenize=tok_name, effective_order=True, smooth_method="exp").tokenizer
     toks = [tokenizer(u.rstrip()).split() for u in utterances]
     n = len(toks)
     lengths = np.asarray([len(t) for t in toks], dtype=np.int64)
@@ -176,17 +175,15 @@ def negative_pool(utterances: Sequence[str], lang: str, *, block: int = 512, sho
         return b_table[np.minimum(u1, h), np.minimum(u2, h), h] * bp_table[h, r]
 
     out = np.zeros(n, dtype=bool)  # True: has a partner with BLEU >= 0.1
-    scored = 0
-    candidates_total = 0
+    scored = candidates_total = 0
     cache: dict[tuple[int, int], float] = {}
 
     def score(i: int, j: int) -> float:
         nonlocal scored
-        key = (i, j)
-        if key not in cache:
+        if (i, j) not in cache:
             scored += 1
-            cache[key] = sacrebleu.sentence_bleu(utterances[i], [utterances[j]], tokenize=tok_name).score / 100.0
-        return cache[key]
+            cache[i, j] = sacrebleu.sentence_bleu(utterances[i], [utterances[j]], tokenize=tok_name).score / 100.0
+        return cache[i, j]
 
     for start in tqdm(range(0, n, block), desc=f"BLEU negative pool ({lang})", disable=not show_progress):
         rows = slice(start, min(n, start + block))
@@ -317,12 +314,10 @@ def prepare(encoder, folder: str | Path, partners: Sequence[str], *, max_train: 
     summary: dict[str, Any] = {"train_rows": n_tr, "dev_rows": n_dev, "seed": seed, "locales": {}}
     for loc in locales:
         r = rows[loc]
-        all_train = [x.utt for x in r if x.partition == "train"]
-        log(f"{loc}: negative pool over {len(all_train)} train utterances (BLEU < 0.1 to all others)")
-        pool_idx, pool_stats = pool_indices(all_train, loc, show_progress=show_progress)
         train_global = np.asarray([i for i, x in enumerate(r) if x.partition == "train"])
-        pool_pos = train_global[pool_idx]
-        positions = np.concatenate([train_pos, dev_pos, pool_pos]).astype(np.int64)
+        log(f"{loc}: negative pool over {len(train_global)} train utterances (BLEU < 0.1 to all others)")
+        pool_idx, pool_stats = pool_indices([r[i].utt for i in train_global], loc, show_progress=show_progress)
+        positions = np.concatenate([train_pos, dev_pos, train_global[pool_idx]]).astype(np.int64)
         utts = [r[i].utt for i in positions]
         store = build_token_store(encoder, utts, show_progress=show_progress, desc=f"token states {loc}")
         share_sentence_vectors(encoder, utts, store)  # the pooled baselines (DREAM) read these

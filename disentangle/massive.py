@@ -91,7 +91,7 @@ def parse_annotation(annot_utt: str) -> Annotation:
     """
     utt: list[str] = []
     slots: list[Slot] = []
-    length = pos = 0
+    pos = 0
     while True:
         open_ = annot_utt.find("[", pos)
         close = annot_utt.find("]", pos)
@@ -106,17 +106,13 @@ def parse_annotation(annot_utt: str) -> Annotation:
         inner = annot_utt[open_ + 1:close]
         if "[" in inner:
             raise ValueError(f"nested '[' in the slot at character {open_}")
-        type_, sep, value = inner.partition(" : ")
-        type_ = type_.strip()
-        if not sep or not _SLOT_TYPE.match(type_) or not value.strip():
+        type_, sep, value = (part.strip() for part in inner.partition(" : "))
+        if not sep or not _SLOT_TYPE.match(type_) or not value:
             raise ValueError(f"slot {annot_utt[open_:close + 1]!r} is not '[slot_type : value]'")
-        value = value.strip()
-        before = annot_utt[pos:open_]
-        utt.append(before)
-        length += len(before)
-        slots.append(Slot(type_, value, length, length + len(value)))
+        utt.append(annot_utt[pos:open_])
+        start = sum(map(len, utt))  # where the value begins in the plain utterance
+        slots.append(Slot(type_, value, start, start + len(value)))
         utt.append(value)
-        length += len(value)
         pos = close + 1
     return Annotation("".join(utt), tuple(slots))
 

@@ -273,10 +273,7 @@ def aligned(folder: str | Path, locales: Sequence[str], partition: str) -> tuple
 
 def eval_ids(folder: str | Path, locales: Iterable[str]) -> set[str]:
     """Every id that is a dev or test row in any of `locales`' files."""
-    out: set[str] = set()
-    for loc in locales:
-        out |= {r.id for r in read_locale(folder, loc).records if r.partition != "train"}
-    return out
+    return {r.id for loc in locales for r in read_locale(folder, loc).records if r.partition != "train"}
 
 
 def train_rows(folder: str | Path, src: str, tgt: str = PIVOT) -> tuple[list[str], list[str], list[str]]:

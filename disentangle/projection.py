@@ -170,8 +170,7 @@ class Projection:
             for start in range(0, len(emb), block_rows):
                 e = torch.from_numpy(emb[start:start + block_rows])
                 ids = None if lang_ids is None else lang_ids[start:start + block_rows]
-                m, l = self.model(e, ids)
-                x = m if part == "meaning" else l
+                x = self.model(e, ids)[PARTS.index(part)]  # (meaning, language)
                 out[start:start + len(e)] = F.normalize(x, dim=-1, eps=1e-12).numpy()
         return out
 

@@ -69,9 +69,7 @@ class PairFiles:
         """The aligned sentences. MASSIVE: only train rows, checked against dev/test by id and
         partition (`xmine.disentangle.massive.train_rows`)."""
         if self.massive is not None:
-            _, src, tgt = train_rows(self.src.parent, *self.massive)
-            return src, tgt
-
+            return train_rows(self.src.parent, *self.massive)[1:]  # (ids, src, tgt)
         return read_parallel(self.src, self.tgt)
 
 

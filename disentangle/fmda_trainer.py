@@ -229,8 +229,7 @@ class Stepper:
         from xmine.disentangle.fmda import pad_batch
 
         store = self.data.data[loc].store
-        h, mask = pad_batch([store.token_states(int(r)) for r in rows])
-        return self.model(h, mask)
+        return self.model(*pad_batch([store.token_states(int(r)) for r in rows]))  # (states, mask)
 
     def batch(self, partner: str, rows: np.ndarray, gen):
         import torch

@@ -43,10 +43,7 @@ _LOCALE_FILE = re.compile(r"^[a-z]{2,3}-[A-Z]{2}$")
 _SLOT_TYPE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
-# --------------------------------------------------------------------------------------------
-# Slot annotations
-# --------------------------------------------------------------------------------------------
-
+# --- Slot annotations ----------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
 class Slot:
@@ -117,10 +114,7 @@ def parse_annotation(annot_utt: str) -> Annotation:
     return Annotation("".join(utt), tuple(slots))
 
 
-# --------------------------------------------------------------------------------------------
-# Files
-# --------------------------------------------------------------------------------------------
-
+# --- Files ---------------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
 class Record:
@@ -247,10 +241,7 @@ def load_locale(folder: str | Path, locale: str, *, partition: str = "test") -> 
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# Joining locales by id
-# --------------------------------------------------------------------------------------------
-
+# --- Joining locales by id -----------------------------------------------------------------------
 
 def aligned(folder: str | Path, locales: Sequence[str], partition: str) -> tuple[list[str], dict[str, list[str]]]:
     """The ids of `partition` present in every locale (in the first locale's file order) and each

@@ -45,13 +45,11 @@ class Disentangler(nn.Module):
     def __init__(self, spec: dict[str, Any]):
         super().__init__()
         self.spec = dict(spec)
-        dim = int(spec["dim"])
-        arch = spec["architecture"]
+        self.dim = dim = int(spec["dim"])
+        self.architecture = arch = spec["architecture"]
         if arch not in ARCHITECTURES:
             raise ValueError(f"unknown architecture {arch!r}")
         n_langs = max(1, len(spec.get("languages", [])))
-        self.dim = dim
-        self.architecture = arch
         self.meaning = mlp(dim, int(spec.get("layers", 1))) if arch != "centering" else None
         self.language = mlp(dim, int(spec.get("layers", 1))) if arch == "two_networks" else None
         self.language_classifier = nn.Linear(dim, n_langs) if spec.get("language_classifier") else None

@@ -142,9 +142,26 @@ def build_index(
                 bar.done(count)
         if merged:
             faiss.write_index(index, str(tmp / shard_name(0)))
-        write_index_files(tmp, plan, sentences=sentences, line_numbers=line_numbers, sentence_index=sentence_index,
-                          encoder=encoder, projection=projection, part=part, lang=lang, dim=dim, choice=choice,
-                          use_gpu=use_gpu, source=source, config=config)
+        # beside the shards: the text, line numbers (and sentence indices of a corpus split into sentences), manifest
+        if text_file is not None:  # the text file of a store or of the input
+            shutil.copyfile(text_file, tmp / SENTENCES)
+        else:
+            (tmp / SENTENCES).write_text("".join(f"{t}\n" for t in sentences), encoding="utf-8")
+        np.save(tmp / LINE_NUMBERS, np.asarray(line_numbers, dtype=np.int64))
+        if sentence_index is not None:
+            if len(sentence_index) != n:
+                raise ConfigError(f"{n} rows but {len(sentence_index)} sentence indices")
+            np.save(tmp / SENTENCE_INDEX, np.asarray(sentence_index, dtype=np.int32))
+        shards = [{"file": shard_name(s), "start": start, "rows": stop - start} for s, (start, stop) in enumerate(plan)]
+        files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(tmp.iterdir())}
+        write_manifest(tmp, KIND, {
+            "files": files,
+            "encoder": to_json(encoder), "projection": to_json(projection), "part": part, "lang": lang,
+            "count": n, "dim": dim, "choice": choice.to_dict(), "built_on_gpu": use_gpu,
+            "shards": shards, "source": source,
+            "provenance": provenance(kind=config.kind, shard_rows=config.shard_rows, nlist=config.nlist,
+                                     nprobe=config.nprobe, pq_m=config.pq_m, seed=config.seed),
+        }, format_version=FORMAT_VERSION)
     log.info("index: %s (%s)", choice.factory, choice.reason)
     return IndexDir.open(out_dir)
 
@@ -284,30 +301,3 @@ def add_rows(trained: bytes, embeddings, start: int, stop: int, *, add_batch: in
         if on_rows is not None:
             on_rows(min(b + add_batch, stop) - b)
     return to_cpu(idx, res)  # a GPU index must be on CPU before write_index
-
-
-def write_index_files(tmp: Path, plan, *, sentences, line_numbers, encoder, projection, part, lang, dim: int,
-                      choice: IndexChoice, use_gpu: bool, source, config: IndexConfig,
-                      sentence_index: np.ndarray | None = None) -> None:
-    """The text, line numbers (and sentence indices of a corpus split into sentences) and manifest
-    of an index directory whose shards are written."""
-    n = plan[-1][1]
-    if isinstance(sentences, (str, Path)):  # the text file of a store or of the input
-        shutil.copyfile(sentences, tmp / SENTENCES)
-    else:
-        (tmp / SENTENCES).write_text("".join(f"{t}\n" for t in sentences), encoding="utf-8")
-    np.save(tmp / LINE_NUMBERS, np.asarray(line_numbers, dtype=np.int64))
-    if sentence_index is not None:
-        if len(sentence_index) != n:
-            raise ConfigError(f"{n} rows but {len(sentence_index)} sentence indices")
-        np.save(tmp / SENTENCE_INDEX, np.asarray(sentence_index, dtype=np.int32))
-    shards = [{"file": shard_name(s), "start": start, "rows": stop - start} for s, (start, stop) in enumerate(plan)]
-    files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(tmp.iterdir())}
-    write_manifest(tmp, KIND, {
-        "files": files,
-        "encoder": to_json(encoder), "projection": to_json(projection), "part": part, "lang": lang,
-        "count": n, "dim": dim, "choice": choice.to_dict(), "built_on_gpu": use_gpu,
-        "shards": shards, "source": source,
-        "provenance": provenance(kind=config.kind, shard_rows=config.shard_rows, nlist=config.nlist,
-                                 nprobe=config.nprobe, pq_m=config.pq_m, seed=config.seed),
-    }, format_version=FORMAT_VERSION)

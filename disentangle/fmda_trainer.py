@@ -304,10 +304,8 @@ def fit_langid(stepper, data, locales) -> dict[str, Any]:
 
     model = stepper.model
     model.eval()
-    cent = torch.zeros(len(locales), model.dim)
     tr = data.train_rows[:2000]
-    for i, loc in enumerate(locales):
-        cent[i] = F.normalize(_part(stepper, loc, tr, "language").mean(0), dim=0, eps=1e-12)
+    cent = torch.stack([F.normalize(_part(stepper, loc, tr, "language").mean(0), dim=0, eps=1e-12) for loc in locales])
     model.langid_centroids.copy_(cent)
     hits = [(_part(stepper, loc, data.dev_rows, "language") @ cent.T).argmax(1) == i for i, loc in enumerate(locales)]
     total = sum(len(h) for h in hits)

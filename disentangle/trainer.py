@@ -211,17 +211,6 @@ def step(opt, loss, state: dict, lr: float) -> float:
     return loss.item()
 
 
-def check_improved(state: dict, lr: float) -> None:
-    """A ConfigError when no epoch's validation loss came below the untrained model's: such a
-    projection is worse than none (a --lr too high, typically), so it is not written, rather than
-    written with exit 0 and no word (a warning is easily missed, and the file would be used)."""
-    untrained = state.get("initial_valid_loss")
-    if untrained is not None and state["best_loss"] >= untrained:
-        raise ConfigError(f"training never improved on the untrained model: best validation loss "
-                          f"{state['best_loss']:.4f} (epoch {state['best_epoch']}), untrained {untrained:.4f}, "
-                          f"at --lr {lr:g}; lower --lr or train for more epochs (no projection written)")
-
-
 def run_epochs(state: dict, model, *, config, desc: str, valid_name: str, show_progress: bool, log, checkpoint,
                epoch) -> None:
     """The early-stopping loop of every trainer. `epoch()` trains one epoch and returns its history
@@ -390,7 +379,13 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
                    show_progress=show_progress, log=log, epoch=epoch,
                    checkpoint=lambda: save(ckpt_path, signature, model=model, optimizers=optimizers, gen=gen,
                                            state=state))
-        check_improved(state, config.lr)
+        untrained = state.get("initial_valid_loss")
+        # No epoch below the untrained model: such a projection is worse than none (a --lr too high, typically), so
+        # it is refused rather than written with exit 0 and no word (a warning is easily missed, the file used).
+        if untrained is not None and state["best_loss"] >= untrained:
+            raise ConfigError(f"training never improved on the untrained model: best validation loss "
+                              f"{state['best_loss']:.4f} (epoch {state['best_epoch']}), untrained {untrained:.4f}, "
+                              f"at --lr {config.lr:g}; lower --lr or train for more epochs (no projection written)")
 
     langid = _fit_langid(model, data, sample.languages)
     log(f"held-out language identification accuracy: {langid['accuracy']:.4f}")

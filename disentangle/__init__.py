@@ -34,6 +34,5 @@ __all__ = sorted(_LAZY)
 
 def __getattr__(name: str):
     if name in _LAZY:
-        module = importlib.import_module(f"{__name__}.{_LAZY[name]}")
-        return getattr(module, name)
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -69,9 +69,7 @@ class PairFiles:
         """The aligned sentences. MASSIVE: only train rows, checked against dev/test by id and
         partition (`xmine.disentangle.massive.train_rows`)."""
         if self.massive is not None:
-            _, src, tgt = train_rows(self.src.parent, *self.massive)
-            return src, tgt
-
+            return train_rows(self.src.parent, *self.massive)[1:]  # (ids, src, tgt)
         return read_parallel(self.src, self.tgt)
 
 
@@ -209,18 +207,15 @@ def sample_pairs(
     counts = {}
     for g, key in enumerate(lang_pairs):
         pool = list(dict.fromkeys(by_pair[key]))  # exact duplicates out, first-seen order kept
-        order = rng.permutation(len(pool))
-        if max_pairs_per_lang is not None:
-            order = order[:max_pairs_per_lang]
+        order = rng.permutation(len(pool))[:max_pairs_per_lang]  # None: all
         n = len(order)
         n_valid = max(1, int(round(n * valid_fraction))) if n >= 4 else 0
-        for rank, i in enumerate(order):
-            src.append(pool[i][0])
-            tgt.append(pool[i][1])
-            s_lang.append(lang_index[key[0]])
-            t_lang.append(lang_index[key[1]])
-            group.append(g)
-            valid.append(rank < n_valid)
+        src += [pool[i][0] for i in order]
+        tgt += [pool[i][1] for i in order]
+        s_lang += [lang_index[key[0]]] * n
+        t_lang += [lang_index[key[1]]] * n
+        group += [g] * n
+        valid += [rank < n_valid for rank in range(n)]
         counts[f"{key[0]}-{key[1]}"] = {"available": len(pool), "train": n - n_valid, "valid": n_valid}
     return PairSample(
         src=src, tgt=tgt, src_lang=np.asarray(s_lang, dtype=np.int64), tgt_lang=np.asarray(t_lang, dtype=np.int64),

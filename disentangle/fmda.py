@@ -56,8 +56,7 @@ class FMDA(nn.Module):
         super().__init__()
         layers = int(spec.get("layers", LEGACY_LAYERS))  # (checked by `mlp`)
         self.spec = dict(spec, architecture="fmda", layers=layers)
-        d = int(spec["dim"])
-        self.dim = d
+        self.dim = d = int(spec["dim"])
         n_langs = max(1, len(spec.get("languages", [])))
         self.query_tp = nn.Linear(d, d)
         self.key_tp = nn.Linear(d, d)

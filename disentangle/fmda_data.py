@@ -3,8 +3,8 @@ prepared token states and targets.
 
 - `read_massive(folder, locale)`: every row of `<locale>.jsonl`, through `xmine.disentangle.massive` (the
   one reader; errors name the file and line).
-- `slot_spans(annot_utt, utt)`: the character spans of the slot values in `utt`
-  (`xmine.disentangle.massive.parse_annotation`); the annotation without brackets must be `utt` exactly.
+- `template_and_residual_masks(annotation)`: the character spans masked for each target, from the
+  slot spans of `xmine.disentangle.massive.parse_annotation` (which checks them against `utt`).
 - Reconstruction targets (FMDA Sec. 3.3, Fig. 3): the utterance re-encoded with its slot tokens
   masked is the TEMPLATE target; with its template (non-slot) tokens masked, the RESIDUAL target.
   An utterance without slots has the whole utterance as template target and an all-masked
@@ -36,7 +36,7 @@ import numpy as np
 from xmine.artefacts.directory import atomic_dir
 from xmine.artefacts.fileio import atomic_write_json, write_manifest
 from xmine.artefacts.outputs import claim_output
-from xmine.disentangle.massive import PIVOT, parse_annotation, read_locale
+from xmine.disentangle.massive import PIVOT, Annotation, read_locale
 from xmine.encoders.tokens import build_token_store, share_sentence_vectors
 from xmine.errors import ConfigError, InputError
 from xmine.langs import normalize_lang
@@ -49,20 +49,13 @@ def read_massive(folder: str | Path, locale: str):
     return list(read_locale(folder, locale).records)
 
 
-def slot_spans(annot_utt: str, utt: str, *, where: str = "") -> list[tuple[int, int, str]]:
-    """(start, end, slot type) of each slot value inside `utt`; checks the annotation matches `utt`."""
-    ann = parse_annotation(annot_utt)
-    if ann.utt != utt:
-        raise ValueError(f"{where}annot_utt {annot_utt!r} does not strip to utt {utt!r}")
-    return [(s.start, s.end, s.type) for s in ann.slots]
-
-
-def template_and_residual_masks(annot_utt: str, utt: str, *, where: str = "") -> tuple[list, list]:
-    """(spans masked for the template target, spans masked for the residual target), FMDA Fig. 3.
+def template_and_residual_masks(ann: Annotation) -> tuple[list, list]:
+    """(spans masked for the template target, spans masked for the residual target) of the
+    utterance `ann.utt`, FMDA Fig. 3.
 
     Template target: the slot values masked. Residual target: every non-slot stretch masked.
     """
-    slots = [(s, e) for s, e, _ in slot_spans(annot_utt, utt, where=where)]
+    utt, slots = ann.utt, [(s.start, s.end) for s in ann.slots]
     template, prev = [], 0
     for s, e in slots + [(len(utt), len(utt))]:
         a, b = prev, s
@@ -162,8 +155,7 @@ def negative_pool(utterances: Sequence[str], lang: str, *, block: int = 512, sho
     from tqdm.auto import tqdm
 
     tok_name = bleu_tokenizer_for(lang)
-    bleu = BLEU(tokenize=tok_name, effective_order=True, smooth_method="exp")
-    tokenizer = bleu.tokenizer
+    tokenizer = BLEU(tokenize=tok_name, effective_order=True, smooth_method="exp").tokenizer
     toks = [tokenizer(u.rstrip()).split() for u in utterances]
     n = len(toks)
     lengths = np.asarray([len(t) for t in toks], dtype=np.int64)
@@ -183,17 +175,15 @@ def negative_pool(utterances: Sequence[str], lang: str, *, block: int = 512, sho
         return b_table[np.minimum(u1, h), np.minimum(u2, h), h] * bp_table[h, r]
 
     out = np.zeros(n, dtype=bool)  # True: has a partner with BLEU >= 0.1
-    scored = 0
-    candidates_total = 0
+    scored = candidates_total = 0
     cache: dict[tuple[int, int], float] = {}
 
     def score(i: int, j: int) -> float:
         nonlocal scored
-        key = (i, j)
-        if key not in cache:
+        if (i, j) not in cache:
             scored += 1
-            cache[key] = sacrebleu.sentence_bleu(utterances[i], [utterances[j]], tokenize=tok_name).score / 100.0
-        return cache[key]
+            cache[i, j] = sacrebleu.sentence_bleu(utterances[i], [utterances[j]], tokenize=tok_name).score / 100.0
+        return cache[i, j]
 
     for start in tqdm(range(0, n, block), desc=f"BLEU negative pool ({lang})", disable=not show_progress):
         rows = slice(start, min(n, start + block))
@@ -228,7 +218,6 @@ class PreparedLocale:
     """One locale's FMDA training inputs (its MASSIVE rows are `massive.LocaleData`): the token
     store of its utterances, the masked re-encodings' targets and its negative pool."""
 
-    locale: str
     #: utterances in store order: train sample, dev sample, pool members (may repeat a train row)
     utts: list[str]
     store: Any  # TokenStore
@@ -239,12 +228,10 @@ class PreparedLocale:
     annotated: np.ndarray
     #: store rows of the negative pool
     pool_rows: np.ndarray
-    pool_stats: dict
 
 
 @dataclass(kw_only=True)
 class FmdaData:
-    folder: Path
     locales: list[str]
     data: dict[str, PreparedLocale]
     #: store rows of the train / dev samples (the same positions in every locale's store)
@@ -327,12 +314,10 @@ def prepare(encoder, folder: str | Path, partners: Sequence[str], *, max_train: 
     summary: dict[str, Any] = {"train_rows": n_tr, "dev_rows": n_dev, "seed": seed, "locales": {}}
     for loc in locales:
         r = rows[loc]
-        all_train = [x.utt for x in r if x.partition == "train"]
-        log(f"{loc}: negative pool over {len(all_train)} train utterances (BLEU < 0.1 to all others)")
-        pool_idx, pool_stats = pool_indices(all_train, loc, show_progress=show_progress)
         train_global = np.asarray([i for i, x in enumerate(r) if x.partition == "train"])
-        pool_pos = train_global[pool_idx]
-        positions = np.concatenate([train_pos, dev_pos, pool_pos]).astype(np.int64)
+        log(f"{loc}: negative pool over {len(train_global)} train utterances (BLEU < 0.1 to all others)")
+        pool_idx, pool_stats = pool_indices([r[i].utt for i in train_global], loc, show_progress=show_progress)
+        positions = np.concatenate([train_pos, dev_pos, train_global[pool_idx]]).astype(np.int64)
         utts = [r[i].utt for i in positions]
         store = build_token_store(encoder, utts, show_progress=show_progress, desc=f"token states {loc}")
         share_sentence_vectors(encoder, utts, store)  # the pooled baselines (DREAM) read these
@@ -340,20 +325,18 @@ def prepare(encoder, folder: str | Path, partners: Sequence[str], *, max_train: 
         tp_t = rs_t = None
         if annotated.any():
             ann_rows = np.flatnonzero(annotated)
-            masks = [template_and_residual_masks(r[positions[k]].annot_utt, r[positions[k]].utt,
-                                                 where=f"{folder / (loc + '.jsonl')}:{r[positions[k]].line}: ")
-                     for k in ann_rows]
+            masks = [template_and_residual_masks(r[positions[k]].annotation) for k in ann_rows]
             ann_utts = [utts[k] for k in ann_rows]
             tp_t, rs_t = np.zeros((2, len(utts), encoder.dim), np.float32)
             for k, (target, what) in enumerate(((tp_t, "template"), (rs_t, "residual"))):
                 target[ann_rows] = build_token_store(encoder, ann_utts, mask_spans=[m[k] for m in masks],
                                                      keep_tokens=False, show_progress=show_progress,
                                                      desc=f"{what} targets {loc}").pooled
-        out[loc] = PreparedLocale(locale=loc, utts=utts, store=store, template_target=tp_t, residual_target=rs_t,
-                              annotated=annotated, pool_rows=np.arange(n_tr + n_dev, len(utts)), pool_stats=pool_stats)
+        out[loc] = PreparedLocale(utts=utts, store=store, template_target=tp_t, residual_target=rs_t,
+                                  annotated=annotated, pool_rows=np.arange(n_tr + n_dev, len(utts)))
         summary["locales"][loc] = {"file": str(folder / f"{loc}.jsonl"), "pool": pool_stats,
                                    "annotated_train": int(annotated[:n_tr].sum()),
                                    "annotated_dev": int(annotated[n_tr:n_tr + n_dev].sum())}
-    return FmdaData(folder=folder, locales=locales, data=out, train_rows=np.arange(n_tr),
+    return FmdaData(locales=locales, data=out, train_rows=np.arange(n_tr),
                     dev_rows=np.arange(n_tr, n_tr + n_dev), ids_train=[base[i].id for i in train_pos],
                     ids_dev=[base[i].id for i in dev_pos], summary=summary)

@@ -46,7 +46,7 @@ from xmine.artefacts.directory import provenance
 from xmine.disentangle.fmda_data import PIVOT, prepare
 from xmine.disentangle.projection import load_projection, save_projection
 from xmine.disentangle.train_checkpoint import WORK, checkpoint_in, fresh_state, resume, run_signature, save
-from xmine.disentangle.trainer import check_finite, check_loop_settings, mean_terms, run_epochs, training_output
+from xmine.disentangle.trainer import batches, check_loop_settings, mean_terms, run_epochs, step, training_output
 from xmine.errors import ConfigError
 
 
@@ -166,14 +166,10 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
     def epoch() -> dict:
         total, n = 0.0, 0
         rows_seen: dict[str, int] = {}
-        for partner, rows in batches(data.train_rows, config.partners, config.batch_size, gen, shuffle=True):
+        for partner, rows in batches([(p, data.train_rows) for p in config.partners], config.batch_size, gen,
+                                     shuffle=True):
             terms, counts = fmda_terms(stepper.batch(partner, rows, gen))
-            loss = sum(terms.values())  # Eq. 5
-            check_finite(loss, state, config.lr)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            total += loss.item() * len(rows)
+            total += step(opt, sum(terms.values()), state, config.lr) * len(rows)  # Eq. 5
             n += len(rows)
             for k, c in counts.items():
                 rows_seen[k] = rows_seen.get(k, 0) + c
@@ -233,8 +229,7 @@ class Stepper:
         from xmine.disentangle.fmda import pad_batch
 
         store = self.data.data[loc].store
-        h, mask = pad_batch([store.token_states(int(r)) for r in rows])
-        return self.model(h, mask)
+        return self.model(*pad_batch([store.token_states(int(r)) for r in rows]))  # (states, mask)
 
     def batch(self, partner: str, rows: np.ndarray, gen):
         import torch
@@ -265,21 +260,6 @@ class Stepper:
             contrastive=self.contrastive)
 
 
-def batches(rows: np.ndarray, partners: list[str], batch_size: int, gen, *, shuffle: bool) -> list[tuple[str, np.ndarray]]:
-    import torch
-
-    out = []
-    for p in partners:
-        r = rows[torch.randperm(len(rows), generator=gen).numpy()] if shuffle else rows
-        chunks = [r[i:i + batch_size] for i in range(0, len(r), batch_size)]
-        if len(chunks) > 1 and len(chunks[-1]) < 2:
-            chunks[-2] = np.concatenate([chunks[-2], chunks.pop()])
-        out += [(p, c) for c in chunks if len(c) >= 2]
-    if shuffle:
-        out = [out[i] for i in torch.randperm(len(out), generator=gen).tolist()]
-    return out
-
-
 def _part(stepper, loc: str, rows, part: str):
     """The L2-normalised `part` of `rows` of locale `loc`, 256 rows a forward pass."""
     import torch
@@ -297,8 +277,8 @@ def dev_loss(stepper, data, config, trained: set[str]) -> tuple[float, dict[str,
         values, _ = fmda_terms(stepper.batch(*unit, gen))
         return {k: v for k, v in values.items() if k in trained}, len(unit[1])
 
-    means, _ = mean_terms(stepper.model, config.seed + 1,
-                          batches(data.dev_rows, config.partners, config.batch_size, None, shuffle=False), terms)
+    units = batches([(p, data.dev_rows) for p in config.partners], config.batch_size, None, shuffle=False)
+    means, _ = mean_terms(stepper.model, config.seed + 1, units, terms)
     return sum(means.values()), means
 
 
@@ -324,16 +304,10 @@ def fit_langid(stepper, data, locales) -> dict[str, Any]:
 
     model = stepper.model
     model.eval()
-    cent = torch.zeros(len(locales), model.dim)
     tr = data.train_rows[:2000]
-    for i, loc in enumerate(locales):
-        cent[i] = F.normalize(_part(stepper, loc, tr, "language").mean(0), dim=0, eps=1e-12)
+    cent = torch.stack([F.normalize(_part(stepper, loc, tr, "language").mean(0), dim=0, eps=1e-12) for loc in locales])
     model.langid_centroids.copy_(cent)
-    ok = total = 0
-    per = {}
-    for i, loc in enumerate(locales):
-        pred = (_part(stepper, loc, data.dev_rows, "language") @ cent.T).argmax(1)
-        per[loc] = float((pred == i).float().mean())
-        ok += int((pred == i).sum())
-        total += len(pred)
-    return {"accuracy": ok / max(total, 1), "per_language": per, "sentences": total}
+    hits = [(_part(stepper, loc, data.dev_rows, "language") @ cent.T).argmax(1) == i for i, loc in enumerate(locales)]
+    total = sum(len(h) for h in hits)
+    return {"accuracy": sum(int(h.sum()) for h in hits) / max(total, 1),
+            "per_language": {loc: float(h.float().mean()) for loc, h in zip(locales, hits)}, "sentences": total}

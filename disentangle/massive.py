@@ -43,10 +43,7 @@ _LOCALE_FILE = re.compile(r"^[a-z]{2,3}-[A-Z]{2}$")
 _SLOT_TYPE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
-# --------------------------------------------------------------------------------------------
-# Slot annotations
-# --------------------------------------------------------------------------------------------
-
+# --- Slot annotations ----------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
 class Slot:
@@ -91,7 +88,7 @@ def parse_annotation(annot_utt: str) -> Annotation:
     """
     utt: list[str] = []
     slots: list[Slot] = []
-    length = pos = 0
+    pos = 0
     while True:
         open_ = annot_utt.find("[", pos)
         close = annot_utt.find("]", pos)
@@ -106,35 +103,25 @@ def parse_annotation(annot_utt: str) -> Annotation:
         inner = annot_utt[open_ + 1:close]
         if "[" in inner:
             raise ValueError(f"nested '[' in the slot at character {open_}")
-        type_, sep, value = inner.partition(" : ")
-        type_ = type_.strip()
-        if not sep or not _SLOT_TYPE.match(type_) or not value.strip():
+        type_, sep, value = (part.strip() for part in inner.partition(" : "))
+        if not sep or not _SLOT_TYPE.match(type_) or not value:
             raise ValueError(f"slot {annot_utt[open_:close + 1]!r} is not '[slot_type : value]'")
-        value = value.strip()
-        before = annot_utt[pos:open_]
-        utt.append(before)
-        length += len(before)
-        slots.append(Slot(type_, value, length, length + len(value)))
+        utt.append(annot_utt[pos:open_])
+        start = sum(map(len, utt))  # where the value begins in the plain utterance
+        slots.append(Slot(type_, value, start, start + len(value)))
         utt.append(value)
-        length += len(value)
         pos = close + 1
     return Annotation("".join(utt), tuple(slots))
 
 
-# --------------------------------------------------------------------------------------------
-# Files
-# --------------------------------------------------------------------------------------------
-
+# --- Files ---------------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
 class Record:
     """One row of a locale file."""
 
     id: str
-    locale: str
     partition: str
-    scenario: str
-    intent: str
     utt: str
     #: the slot markup, None where the release (or this copy of it) has no annotation
     annot_utt: str | None
@@ -157,10 +144,6 @@ class LocaleData:
 
     def partition(self, name: str) -> list[Record]:
         return [r for r in self.records if r.partition == name]
-
-    def utterances(self, partition: str) -> dict[str, str]:
-        """{id: utt} of one partition, in file order."""
-        return {r.id: r.utt for r in self.records if r.partition == partition}
 
     def annotated(self, partition: str | None = None) -> list[Record]:
         """Rows with an `annot_utt` (of one partition, or all)."""
@@ -246,23 +229,19 @@ def _parse_line(path: Path, line_no: int, line: str, locale: str) -> Record:
             raise InputError(path, f"annot_utt: {e}", line=line_no) from None
         if parsed.utt != utt:
             raise InputError(path, f"annot_utt without its brackets is {parsed.utt!r}, not the utt {utt!r}", line=line_no)
-    return Record(id=str(obj["id"]), locale=locale, partition=obj["partition"], scenario=str(obj.get("scenario", "")),
-                  intent=str(obj.get("intent", "")), utt=utt, annot_utt=annot, line=line_no)
+    return Record(id=str(obj["id"]), partition=obj["partition"], utt=utt, annot_utt=annot, line=line_no)
 
 
 def load_locale(folder: str | Path, locale: str, *, partition: str = "test") -> dict[str, str]:
     """{id: utt} of one locale's `partition` (InputError when it has no rows)."""
     data = read_locale(folder, locale)
-    out = data.utterances(partition)
+    out = {r.id: r.utt for r in data.records if r.partition == partition}
     if not out:
         raise InputError(data.path, f"no utterances in partition {partition!r}")
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# Joining locales by id
-# --------------------------------------------------------------------------------------------
-
+# --- Joining locales by id -----------------------------------------------------------------------
 
 def aligned(folder: str | Path, locales: Sequence[str], partition: str) -> tuple[list[str], dict[str, list[str]]]:
     """The ids of `partition` present in every locale (in the first locale's file order) and each
@@ -285,10 +264,7 @@ def aligned(folder: str | Path, locales: Sequence[str], partition: str) -> tuple
 
 def eval_ids(folder: str | Path, locales: Iterable[str]) -> set[str]:
     """Every id that is a dev or test row in any of `locales`' files."""
-    out: set[str] = set()
-    for loc in locales:
-        out |= {r.id for r in read_locale(folder, loc).records if r.partition != "train"}
-    return out
+    return {r.id for loc in locales for r in read_locale(folder, loc).records if r.partition != "train"}
 
 
 def train_rows(folder: str | Path, src: str, tgt: str = PIVOT) -> tuple[list[str], list[str], list[str]]:

@@ -18,7 +18,7 @@ Choices:
 - Validation loss (early stopping) is the training loss without the adversarial term L_A, which
   depends on a discriminator that moves every step and so is not comparable across epochs.
 - New methods plug in with `register_method`: give an architecture and a `terms` function;
-  trainer, projection, CLI pick them up by name. A `token_level` method (FMDA) reads the
+  trainer, projection, CLI pick them up by name. A token-level method (FMDA) reads the
   encoder's token states, not pooled vectors: its terms read an `FmdaBatch` and it trains with
   `fmda_trainer`, on MASSIVE.
 """
@@ -84,8 +84,6 @@ class Method:
     adversarial: bool = False
     #: `oracle` only: the method it is added to
     base: str | None = None
-    #: reads token states (FMDA): its own batch (FmdaBatch) and trainer (fmda_trainer)
-    token_level: bool = False
 
 
 # --- term compositions ---------------------------------------------------------------------------
@@ -231,7 +229,7 @@ register_method(Method(name="intra", architecture="residual", terms=intra_terms,
                        summary="SEED's intra-component constraints only: L_mean + L_lang"))
 register_method(Method(name="inter", architecture="residual", terms=inter_terms,
                        summary="SEED's inter-component constraints only: L_cross + L_sep"))
-register_method(Method(name="fmda", architecture="fmda", terms=fmda_terms, token_level=True, language_classifier=True,
+register_method(Method(name="fmda", architecture="fmda", terms=fmda_terms, language_classifier=True,
                        summary="FMDA: token-level template/residual/language/meaning, reconstruction + contrastive "
                                "losses (trains on MASSIVE)"))
 # `oracle` needs a base; `get_method("oracle", base=...)` builds it.

@@ -45,13 +45,11 @@ class Disentangler(nn.Module):
     def __init__(self, spec: dict[str, Any]):
         super().__init__()
         self.spec = dict(spec)
-        dim = int(spec["dim"])
-        arch = spec["architecture"]
+        self.dim = dim = int(spec["dim"])
+        self.architecture = arch = spec["architecture"]
         if arch not in ARCHITECTURES:
             raise ValueError(f"unknown architecture {arch!r}")
         n_langs = max(1, len(spec.get("languages", [])))
-        self.dim = dim
-        self.architecture = arch
         self.meaning = mlp(dim, int(spec.get("layers", 1))) if arch != "centering" else None
         self.language = mlp(dim, int(spec.get("layers", 1))) if arch == "two_networks" else None
         self.language_classifier = nn.Linear(dim, n_langs) if spec.get("language_classifier") else None
@@ -60,11 +58,6 @@ class Disentangler(nn.Module):
         if arch == "centering":
             self.register_buffer("language_means", torch.zeros(n_langs, dim))
 
-    def nearest_mean(self, e: Tensor) -> Tensor:
-        """Index of the language mean closest (cosine) to each row of e (centering only)."""
-        means = F.normalize(self.language_means, dim=-1, eps=1e-8)
-        return (F.normalize(e, dim=-1, eps=1e-8) @ means.T).argmax(dim=-1)
-
     def forward(self, e: Tensor, lang: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """(meaning, language) parts of e (B, d); not normalised. `lang`: class ids, centering only."""
         if self.architecture == "two_networks":
@@ -72,6 +65,8 @@ class Disentangler(nn.Module):
         if self.architecture == "residual":
             m = self.meaning(e)
             return m, e - m
-        idx = lang if lang is not None else self.nearest_mean(e)
-        mu = self.language_means[idx]
+        if lang is None:  # the language mean closest (cosine) to each row
+            means = F.normalize(self.language_means, dim=-1, eps=1e-8)
+            lang = (F.normalize(e, dim=-1, eps=1e-8) @ means.T).argmax(dim=-1)
+        mu = self.language_means[lang]
         return e - mu, mu

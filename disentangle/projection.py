@@ -78,16 +78,6 @@ def non_finite_weight(state: dict) -> str | None:
     return None
 
 
-def build_model(spec: dict[str, Any]):
-    if spec.get("architecture") == "fmda":
-        from xmine.disentangle.fmda import FMDA
-
-        return FMDA(spec)
-    from xmine.disentangle.model import Disentangler
-
-    return Disentangler(spec)
-
-
 class Projection:
     """A loaded projection: `transform(emb, part)` -> float32 L2-normalised parts."""
 
@@ -180,8 +170,7 @@ class Projection:
             for start in range(0, len(emb), block_rows):
                 e = torch.from_numpy(emb[start:start + block_rows])
                 ids = None if lang_ids is None else lang_ids[start:start + block_rows]
-                m, l = self.model(e, ids)
-                x = m if part == "meaning" else l
+                x = self.model(e, ids)[PARTS.index(part)]  # (meaning, language)
                 out[start:start + len(e)] = F.normalize(x, dim=-1, eps=1e-12).numpy()
         return out
 
@@ -268,6 +257,9 @@ def load_projection(path: str | Path) -> Projection:
     """Load a projection directory written by `xmine train` (refuses other artefacts)."""
     from safetensors.torch import load_file
 
+    from xmine.disentangle.fmda import FMDA
+    from xmine.disentangle.model import Disentangler
+
     path = Path(path)
     content = projection_files(path)  # every file's sha256, as the manifest records them
     content.check_all()
@@ -279,7 +271,7 @@ def load_projection(path: str | Path) -> Projection:
     if content.expected[WEIGHTS].sha256 != config["weights_sha256"]:  # (the file's sha256, checked above)
         raise ArtefactError(f"{weights}: weights do not match config.json (corrupt or replaced)")
     try:
-        model = build_model(config["spec"])
+        model = (FMDA if config["spec"].get("architecture") == "fmda" else Disentangler)(config["spec"])
     except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
         raise ArtefactError(f"{path / CONFIG}: its model spec cannot be built ({type(e).__name__}: "
                             f"{str(e)[:120]})") from None

@@ -13,7 +13,6 @@ projections need xmine's own module (`st_module.export_sentence_transformer`).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from xmine import __version__
@@ -96,14 +95,10 @@ def save_export(model, tmp: Path, kind: str, projection, *, part: str, card: str
     (Path(tmp) / "xmine_projection.json").write_text(
         json.dumps({"projection": fingerprint, "encoder": projection.config["encoder"], "part": part},
                    indent=2) + "\n", encoding="utf-8")
-    files = {}
-    for root, _, names in os.walk(tmp):
-        for name in names:
-            path = Path(root) / name
-            rel = path.relative_to(tmp).as_posix()
-            if rel != MANIFEST:
-                files[rel] = FileRecord(bytes=path.stat().st_size, sha256=sha256_file(path)).to_dict()
-    write_manifest(tmp, kind, {"projection": fingerprint, "part": part, "files": dict(sorted(files.items())),
+    paths = {p.relative_to(tmp).as_posix(): p for p in Path(tmp).rglob("*") if p.is_file()}
+    files = {rel: FileRecord(bytes=p.stat().st_size, sha256=sha256_file(p)).to_dict()
+             for rel, p in sorted(paths.items()) if rel != MANIFEST}
+    write_manifest(tmp, kind, {"projection": fingerprint, "part": part, "files": files,
                                "provenance": provenance(**parameters)}, format_version=EXPORT_FORMAT)
 
 

@@ -157,20 +157,16 @@ def export_sentence_transformer(projection_dir: str | Path, encoder_name: str, o
     `out_dir` must be new or empty, or (with `overwrite`) an earlier export, replaced atomically;
     its `manifest.json` marks it as one.
     """
-    with claim_output(out_dir, kind=EXPORT_KIND, form="dir", inputs=[projection_dir], overwrite=overwrite):
-        return _export(projection_dir, encoder_name, Path(out_dir), part=part, overwrite=overwrite)
-
-
-def _export(projection_dir, encoder_name: str, out_dir: Path, *, part: str, overwrite: bool):
     from sentence_transformers import SentenceTransformer
 
-    projection = load_projection(projection_dir)
-    st, prompts, default = base_model(projection, encoder_name)
-    head = (FMDAProjection if projection.token_level else MeaningProjection).from_projection(projection, part=part)
-    model = SentenceTransformer(modules=[*st, head], device="cpu", prompts=prompts, default_prompt_name=default)
-    card = FMDA_MODEL_CARD.format(part=part, projection_id=projection.fingerprint()["id"],
-                                  encoder=projection.config["encoder"].get("name")) if projection.token_level else ""
-    with atomic_dir(out_dir, kind=EXPORT_KIND, overwrite=overwrite) as tmp:
-        save_export(model, tmp, EXPORT_KIND, projection, part=part, card=card,
-                    parameters={"encoder": encoder_name, "part": part})
-    return model
+    with claim_output(out_dir, kind=EXPORT_KIND, form="dir", inputs=[projection_dir], overwrite=overwrite):
+        projection = load_projection(projection_dir)
+        st, prompts, default = base_model(projection, encoder_name)
+        head = (FMDAProjection if projection.token_level else MeaningProjection).from_projection(projection, part=part)
+        model = SentenceTransformer(modules=[*st, head], device="cpu", prompts=prompts, default_prompt_name=default)
+        card = FMDA_MODEL_CARD.format(part=part, projection_id=projection.fingerprint()["id"],
+                                      encoder=projection.config["encoder"].get("name")) if projection.token_level else ""
+        with atomic_dir(out_dir, kind=EXPORT_KIND, overwrite=overwrite) as tmp:
+            save_export(model, tmp, EXPORT_KIND, projection, part=part, card=card,
+                        parameters={"encoder": encoder_name, "part": part})
+        return model

@@ -65,8 +65,11 @@ def fresh_state() -> dict[str, Any]:
             "history": []}
 
 
-def _flatten(model, optimizers: dict, gen, state: dict) -> tuple[dict, dict]:
-    """(tensors by name, the JSON of everything else)."""
+def save(path: Path, signature: str, *, model, optimizers: dict, gen, state: dict) -> None:
+    """Write the checkpoint atomically (a crash leaves the previous one): the tensors by name, the
+    JSON of everything else in the header."""
+    from safetensors.torch import save_file
+
     tensors = {f"model/{k}": v for k, v in model.state_dict().items()}
     if state.get("best_state") is not None:
         tensors.update({f"best/{k}": v for k, v in state["best_state"].items()})
@@ -86,19 +89,11 @@ def _flatten(model, optimizers: dict, gen, state: dict) -> tuple[dict, dict]:
                     numbers.setdefault(str(pid), {})[key] = value
         opts[name] = {"param_groups": sd["param_groups"], "numbers": numbers}
     loop = {k: v for k, v in state.items() if k != "best_state"}
-    meta = {"format": _FORMAT, "version": 1, "signature": None, "state": loop,
+    meta = {"format": _FORMAT, "version": 1, "signature": signature, "state": loop,
             "has_best_state": state.get("best_state") is not None, "optimizers": opts}
-    return {k: v.detach().contiguous().clone() for k, v in tensors.items()}, meta
-
-
-def save(path: Path, signature: str, *, model, optimizers: dict, gen, state: dict) -> None:
-    """Write the checkpoint atomically (a crash leaves the previous one)."""
-    from safetensors.torch import save_file
-
-    tensors, meta = _flatten(model, optimizers, gen, state)
-    meta["signature"] = signature
     with atomic_path(path) as tmp:
-        save_file(tensors, str(tmp), metadata={_META: json.dumps(meta)})
+        save_file({k: v.detach().contiguous().clone() for k, v in tensors.items()}, str(tmp),
+                  metadata={_META: json.dumps(meta)})
 
 
 def read_header(path: Path) -> dict[str, Any]:

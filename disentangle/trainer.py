@@ -97,22 +97,28 @@ class _Data:
     valid_idx: np.ndarray
 
 
-def _batches(idx: np.ndarray, group: np.ndarray, batch_size: int, gen, *, shuffle: bool) -> list[np.ndarray]:
-    """Index arrays of batches, each within one language pair (see module doc)."""
+def batches(groups, batch_size: int, gen, *, shuffle: bool) -> list[tuple[Any, np.ndarray]]:
+    """(key, rows) batches of each (key, rows) of `groups`, never across two groups; with `shuffle`
+    the rows of each group, then all batches, in an order drawn from `gen`."""
     import torch
 
-    batches: list[np.ndarray] = []
-    for g in np.unique(group[idx]):
-        members = idx[group[idx] == g]
+    out = []
+    for key, members in groups:
         if shuffle:
             members = members[torch.randperm(len(members), generator=gen).numpy()]
         chunks = [members[i:i + batch_size] for i in range(0, len(members), batch_size)]
         if len(chunks) > 1 and len(chunks[-1]) < 2:  # a lone pair has no partner: join the previous batch
             chunks[-2] = np.concatenate([chunks[-2], chunks.pop()])
-        batches += [c for c in chunks if len(c) >= 2]
-    if shuffle and batches:
-        batches = [batches[i] for i in torch.randperm(len(batches), generator=gen).tolist()]
-    return batches
+        out += [(key, c) for c in chunks if len(c) >= 2]
+    if shuffle and out:
+        out = [out[i] for i in torch.randperm(len(out), generator=gen).tolist()]
+    return out
+
+
+def _batches(idx: np.ndarray, group: np.ndarray, batch_size: int, gen, *, shuffle: bool) -> list[np.ndarray]:
+    """Index arrays of batches, each within one language pair (see module doc)."""
+    groups = [(g, idx[group[idx] == g]) for g in np.unique(group[idx])]
+    return [rows for _, rows in batches(groups, batch_size, gen, shuffle=shuffle)]
 
 
 def _make_batch(model, data: _Data, rows: np.ndarray, gen):
@@ -191,24 +197,18 @@ def _fit_langid(model, data: _Data, languages: list[str]) -> dict[str, Any]:
             "per_language": per_lang}
 
 
-def check_finite(loss, state: dict, lr: float) -> None:
-    """A ConfigError when a step's loss is NaN or inf (the run diverged)."""
+def step(opt, loss, state: dict, lr: float) -> float:
+    """One step of `opt` down `loss`, whose value it returns; a ConfigError when the loss is NaN or
+    inf (the run diverged)."""
     import torch
 
     if not bool(torch.isfinite(loss)):
         raise ConfigError(f"training diverged in epoch {state['epoch'] + 1}: the loss is not finite "
                           f"(NaN or inf) at --lr {lr:g}; lower --lr")
-
-
-def check_improved(state: dict, lr: float) -> None:
-    """A ConfigError when no epoch's validation loss came below the untrained model's: such a
-    projection is worse than none (a --lr too high, typically), so it is not written, rather than
-    written with exit 0 and no word (a warning is easily missed, and the file would be used)."""
-    untrained = state.get("initial_valid_loss")
-    if untrained is not None and state["best_loss"] >= untrained:
-        raise ConfigError(f"training never improved on the untrained model: best validation loss "
-                          f"{state['best_loss']:.4f} (epoch {state['best_epoch']}), untrained {untrained:.4f}, "
-                          f"at --lr {lr:g}; lower --lr or train for more epochs (no projection written)")
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss.item()
 
 
 def run_epochs(state: dict, model, *, config, desc: str, valid_name: str, show_progress: bool, log, checkpoint,
@@ -357,8 +357,7 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
         model.language_means.copy_(sums / counts.clamp(min=1).unsqueeze(1).float())
     else:
         if state["epoch"] == 0 and not state["history"]:
-            v0, _ = validation_loss(model, method, data, config)
-            state["initial_valid_loss"] = v0
+            state["initial_valid_loss"] = v0 = validation_loss(model, method, data, config)[0]
             log(f"epoch 0: valid loss {v0:.4f} (untrained)")
 
         def epoch() -> dict[str, Any]:
@@ -371,12 +370,7 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
                               + discriminator_loss(model.discriminator(batch.m_t.detach()), batch.lang_t))
                     d_loss.backward()
                     opt_disc.step()
-                opt.zero_grad()
-                loss = sum(method.terms(batch).values())
-                check_finite(loss, state, config.lr)
-                loss.backward()
-                opt.step()
-                total += loss.item() * len(rows)
+                total += step(opt, sum(method.terms(batch).values()), state, config.lr) * len(rows)
                 n += len(rows)
             v, terms = validation_loss(model, method, data, config)
             return dict(train_loss=total / max(n, 1), valid_loss=v, valid_terms=terms)
@@ -385,7 +379,13 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
                    show_progress=show_progress, log=log, epoch=epoch,
                    checkpoint=lambda: save(ckpt_path, signature, model=model, optimizers=optimizers, gen=gen,
                                            state=state))
-        check_improved(state, config.lr)
+        untrained = state.get("initial_valid_loss")
+        # No epoch below the untrained model: such a projection is worse than none (a --lr too high, typically), so
+        # it is refused rather than written with exit 0 and no word (a warning is easily missed, the file used).
+        if untrained is not None and state["best_loss"] >= untrained:
+            raise ConfigError(f"training never improved on the untrained model: best validation loss "
+                              f"{state['best_loss']:.4f} (epoch {state['best_epoch']}), untrained {untrained:.4f}, "
+                              f"at --lr {config.lr:g}; lower --lr or train for more epochs (no projection written)")
 
     langid = _fit_langid(model, data, sample.languages)
     log(f"held-out language identification accuracy: {langid['accuracy']:.4f}")

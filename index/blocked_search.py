@@ -2,9 +2,9 @@
 
 FAISS's similarities can differ in the last bits with the number of queries in one call (BLAS
 picks other kernels for other shapes). So `search_blocks` cuts the queries the same way whatever
-runs it: blocks of `QUERY_BLOCK` rows, each searched in every shard by `shard_searcher` (what
-`IndexDir.search` runs), merged per query by `merge_topk`; its units (a run of blocks x one shard)
-run here or as Ray tasks (`xmine.exec.executor`), with the same bytes.
+runs it: blocks of `QUERY_BLOCK` rows, each searched in every shard by `shard_searcher`, merged
+per query by `merge_topk`; its units (a run of blocks x one shard) run here or as Ray tasks
+(`xmine.exec.executor`), with the same bytes.
 
 A "shard opener" is a picklable callable, `open_shard(s) -> (index, shard, choice)`, as
 `shard_searcher` takes them (an `IndexShard` and an `IndexChoice`):

@@ -110,13 +110,19 @@ def build_index(
     if n_text != n or len(line_numbers) != n:
         raise ConfigError(f"{n} embeddings but {n_text} sentences / {len(line_numbers)} line numbers")
     use_gpu = config.gpu and units_use_gpus(executor)
-    gpus = int(use_gpu)
-    choice, shard_rows = resolve_choice(n, dim, config, use_gpu)
+    choice = choose_index(n, dim, kind=config.kind, gpu=use_gpu, memory_budget=config.memory_budget,
+                          nlist=config.nlist, pq_m=config.pq_m, pq_bits=config.pq_bits)
+    if config.nprobe:
+        choice = IndexChoice(**{**choice.to_dict(), "nprobe": int(config.nprobe)})
+    shard_rows = int(config.shard_rows or n)  # >= 1: IndexConfig checks it, choose_index checks n
+    if choice.nlist and shard_rows < choice.nlist:
+        raise ConfigError(f"shards of {shard_rows} rows cannot fill {choice.nlist} IVF lists; "
+                          "use larger shards or --nlist")
 
     rows = executor.share(embeddings)
     threads = executor.node_cpus()
     training = Training(factory=choice.factory, size=choice.train_size, seed=config.seed, gpu=use_gpu)
-    trained = executor.call(with_threads, threads, train_index, training, rows, cpus=threads, gpus=gpus)
+    trained = executor.call(with_threads, threads, train_index, training, rows, cpus=threads, gpus=int(use_gpu))
     plan = shard_plan(n, shard_rows)
     merged = config.shard_rows is None and choice.kind != "hnsw" and n > ADD_PIECE_ROWS
     pieces = shard_plan(n, ADD_PIECE_ROWS) if merged else plan
@@ -128,7 +134,7 @@ def build_index(
         # `with`: the bar ends its line before an error is printed, so the error stays one line.
         with ShardProgress(shards=len(pieces), rows=n, desc=f"indexing ({choice.factory}, {executor.name})",
                            unit=" vec", enabled=show_progress) as bar:
-            for p, count, blob in executor.map(add_unit, units, gpus=gpus, progress=bar):
+            for p, count, blob in executor.map(add_unit, units, gpus=int(use_gpu), progress=bar):
                 if merged:  # in row order, each piece as soon as those before it are
                     waiting[p] = blob
                     while next_piece in waiting:
@@ -136,24 +142,28 @@ def build_index(
                 bar.done(count)
         if merged:
             faiss.write_index(index, str(tmp / shard_name(0)))
-        write_index_files(tmp, plan, sentences=sentences, line_numbers=line_numbers, sentence_index=sentence_index,
-                          encoder=encoder, projection=projection, part=part, lang=lang, dim=dim, choice=choice,
-                          use_gpu=use_gpu, source=source, config=config)
+        # beside the shards: the text, line numbers (and sentence indices of a corpus split into sentences), manifest
+        if text_file is not None:  # the text file of a store or of the input
+            shutil.copyfile(text_file, tmp / SENTENCES)
+        else:
+            (tmp / SENTENCES).write_text("".join(f"{t}\n" for t in sentences), encoding="utf-8")
+        np.save(tmp / LINE_NUMBERS, np.asarray(line_numbers, dtype=np.int64))
+        if sentence_index is not None:
+            if len(sentence_index) != n:
+                raise ConfigError(f"{n} rows but {len(sentence_index)} sentence indices")
+            np.save(tmp / SENTENCE_INDEX, np.asarray(sentence_index, dtype=np.int32))
+        shards = [{"file": shard_name(s), "start": start, "rows": stop - start} for s, (start, stop) in enumerate(plan)]
+        files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(tmp.iterdir())}
+        write_manifest(tmp, KIND, {
+            "files": files,
+            "encoder": to_json(encoder), "projection": to_json(projection), "part": part, "lang": lang,
+            "count": n, "dim": dim, "choice": choice.to_dict(), "built_on_gpu": use_gpu,
+            "shards": shards, "source": source,
+            "provenance": provenance(kind=config.kind, shard_rows=config.shard_rows, nlist=config.nlist,
+                                     nprobe=config.nprobe, pq_m=config.pq_m, seed=config.seed),
+        }, format_version=FORMAT_VERSION)
     log.info("index: %s (%s)", choice.factory, choice.reason)
     return IndexDir.open(out_dir)
-
-
-def resolve_choice(n: int, dim: int, config: IndexConfig, use_gpu: bool) -> tuple[IndexChoice, int]:
-    """The index to build for n vectors of dim (see xmine.index.choose) and the rows per shard."""
-    choice = choose_index(n, dim, kind=config.kind, gpu=use_gpu, memory_budget=config.memory_budget,
-                          nlist=config.nlist, pq_m=config.pq_m, pq_bits=config.pq_bits)
-    if config.nprobe:
-        choice = IndexChoice(**{**choice.to_dict(), "nprobe": int(config.nprobe)})
-    shard_rows = int(config.shard_rows or n)  # >= 1: IndexConfig checks it, choose_index checks n
-    if choice.nlist and shard_rows < choice.nlist:
-        raise ConfigError(f"shards of {shard_rows} rows cannot fill {choice.nlist} IVF lists; "
-                          "use larger shards or --nlist")
-    return choice, shard_rows
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -291,30 +301,3 @@ def add_rows(trained: bytes, embeddings, start: int, stop: int, *, add_batch: in
         if on_rows is not None:
             on_rows(min(b + add_batch, stop) - b)
     return to_cpu(idx, res)  # a GPU index must be on CPU before write_index
-
-
-def write_index_files(tmp: Path, plan, *, sentences, line_numbers, encoder, projection, part, lang, dim: int,
-                      choice: IndexChoice, use_gpu: bool, source, config: IndexConfig,
-                      sentence_index: np.ndarray | None = None) -> None:
-    """The text, line numbers (and sentence indices of a corpus split into sentences) and manifest
-    of an index directory whose shards are written."""
-    n = plan[-1][1]
-    if isinstance(sentences, (str, Path)):  # the text file of a store or of the input
-        shutil.copyfile(sentences, tmp / SENTENCES)
-    else:
-        (tmp / SENTENCES).write_text("".join(f"{t}\n" for t in sentences), encoding="utf-8")
-    np.save(tmp / LINE_NUMBERS, np.asarray(line_numbers, dtype=np.int64))
-    if sentence_index is not None:
-        if len(sentence_index) != n:
-            raise ConfigError(f"{n} rows but {len(sentence_index)} sentence indices")
-        np.save(tmp / SENTENCE_INDEX, np.asarray(sentence_index, dtype=np.int32))
-    shards = [{"file": shard_name(s), "start": start, "rows": stop - start} for s, (start, stop) in enumerate(plan)]
-    files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(tmp.iterdir())}
-    write_manifest(tmp, KIND, {
-        "files": files,
-        "encoder": to_json(encoder), "projection": to_json(projection), "part": part, "lang": lang,
-        "count": n, "dim": dim, "choice": choice.to_dict(), "built_on_gpu": use_gpu,
-        "shards": shards, "source": source,
-        "provenance": provenance(kind=config.kind, shard_rows=config.shard_rows, nlist=config.nlist,
-                                 nprobe=config.nprobe, pq_m=config.pq_m, seed=config.seed),
-    }, format_version=FORMAT_VERSION)

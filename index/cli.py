@@ -28,13 +28,6 @@ from xmine.artefacts.outputs import claim_output
 from xmine.store.rows import RowSubset
 
 
-def _deprecated(old: str, new: str, value):
-    """A value given under an option's old name, with a one-line notice."""
-    if value is not None:
-        click.echo(f"xmine: {old} is deprecated; use {new} (the name mine --approximate takes too)", err=True)
-    return value
-
-
 @click.command("build-index")
 @click.argument("source", type=click.Path(exists=True, path_type=Path))
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(path_type=Path),
@@ -48,8 +41,6 @@ def _deprecated(old: str, new: str, value):
                    "OPQ rotation + IVF + PQ (stopes' choice for big corpora); auto: Flat up to 10k "
                    "vectors, HNSW while it fits the memory budget (no GPU), else OPQ/IVF/PQ with lists "
                    "by corpus size. The chosen index and the reason are printed.")
-@click.option("--type", "old_kind", type=click.Choice(BUILD_TYPES), default=None, hidden=True,
-              callback=lambda ctx, param, value: _deprecated("--type", "--index-type", value))
 @click.option("--shard-rows", type=click.IntRange(min=1), default=None,
               help="Split the index into shards of this many rows (each its own .faiss file), for "
                    "corpora whose index does not fit in memory at once; searches merge the shards' top-k.")
@@ -75,7 +66,7 @@ def _deprecated(old: str, new: str, value):
             "--shard-rows, else pieces merged into one index). A store SOURCE is read by the workers from "
             "its files; a text SOURCE is encoded here first (embed it with `xmine embed --ray` to encode "
             "on the cluster). The index is the same as without --ray")
-def build_index(source, out_dir, overwrite, lang, kind, old_kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
+def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
                 encoder, projection, precision, runtime, prompt, prompt_name, cpu, quiet, ray_address, input_format):
     """Build a FAISS index over SOURCE's embeddings.
 
@@ -86,7 +77,6 @@ def build_index(source, out_dir, overwrite, lang, kind, old_kind, shard_rows, nl
     """
     if input_format.split_sentences:  # a missing language fails before anything is written
         check_split_languages([(source, lang, "--lang")], input_format)
-    kind = old_kind or kind
     executor = executor_for(ray_address)  # join the cluster first: a wrong address fails before any work
     with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
         encoders = Encoders(EncoderConfig(name=encoder, precision=precision, runtime=runtime, prompt=prompt, prompt_name=prompt_name), projection,
@@ -140,8 +130,7 @@ def build_index(source, out_dir, overwrite, lang, kind, old_kind, shard_rows, nl
               help="Language code of QUERIES: needed to split them with --split-sentences.")
 @input_format_options
 def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection, precision, runtime, prompt,
-           prompt_name, lang,
-           input_format):
+           prompt_name, lang, input_format):
     """Return the K nearest indexed sentences of every line of QUERIES, with cosine scores.
 
     Scores are inner products of L2-normalised embeddings (cosine, -1..1; for exact indexes) or
@@ -151,9 +140,8 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
         check_split_languages([(queries, lang, "--lang")], input_format)
     with (claim_output(out, kind="search-result", form="tsv", inputs=[index_dir, queries, projection],
                        overwrite=overwrite) if out is not None else contextlib.nullcontext()) as claim:
-        summary = _search(index_dir, queries, k, fmt, claim, nprobe,
-                          EncoderConfig(name=encoder, precision=precision, runtime=runtime, prompt=prompt, prompt_name=prompt_name), projection, input_format,
-                          lang)
+        encoder = EncoderConfig(name=encoder, precision=precision, runtime=runtime, prompt=prompt, prompt_name=prompt_name)
+        summary = _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, input_format, lang)
         if claim is not None:
             claim.finish(summary)
 

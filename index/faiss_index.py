@@ -23,14 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from xmine.errors import ArtefactError, ConfigError
+from xmine.errors import ArtefactError
 from xmine.artefacts.fileio import MANIFEST, VerifiedFiles, check_names, read_manifest
 from xmine.artefacts.records import EncoderFingerprint, FileRecord, ProjectionFingerprint, Record
 from xmine.index.choose import IndexChoice
-from xmine.index.faiss_gpu import gpu_count, to_gpu
+from xmine.index.faiss_gpu import to_gpu
 from xmine.store.layout import LINE_NUMBERS, SENTENCE_INDEX, SENTENCES
 from xmine.store.text import RowIndex, TextColumn, read_sentences
-from xmine.topk import merge_topk
 
 KIND = "index"
 FORMAT_VERSION = 2
@@ -124,8 +123,8 @@ class IndexDir:
     def verify(self) -> int:
         """Check every file against the manifest's sha256 and load every shard; return bytes checked."""
         n = self.content.check_all()
-        for shard in self.manifest.shards:
-            self._shard(shard)
+        for s in range(len(self.manifest.shards)):
+            self.load_shard(s)
         self.sentences()
         self.line_numbers  # noqa: B018 - loads and checks it
         return n
@@ -173,7 +172,9 @@ class IndexDir:
             row_index = RowIndex.scan(f, count=len(self), where=path)
         return TextColumn(path, row_index.offsets), row_index
 
-    def _shard(self, shard: IndexShard):
+    def load_shard(self, s: int):
+        """Shard number s as a FAISS index (read from disk and checked; not kept)."""
+        shard = self.manifest.shards[s]
         path = self.path / shard.file
         self.content.check(shard.file)
         index = read_index(path)
@@ -182,28 +183,13 @@ class IndexDir:
                                 f"says {shard.rows} of {self.dim}; the index is damaged, rebuild it")
         return index
 
-    def search(self, queries: np.ndarray, k: int, *, nprobe: int | None = None,
-               gpu: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k (sims, rows) of each query over all shards, highest first; rows -1 when fewer hits.
-        One shard in memory at a time (read from disk for each search)."""
-        queries = np.ascontiguousarray(np.asarray(queries, dtype=np.float32))
-        if queries.ndim != 2 or queries.shape[1] != self.dim:
-            raise ConfigError(f"queries have shape {queries.shape}, index dimension is {self.dim}")
-        found = [shard_searcher(self._shard(shard), shard, self.manifest.choice, nprobe=nprobe,
-                                use_gpu=gpu and gpu_count() > 0)(queries, k) for shard in self.manifest.shards]
-        return merge_topk([s for s, _ in found], [i for _, i in found], k)
-
-    def load_shard(self, s: int):
-        """Shard number s as a FAISS index (read from disk; not kept)."""
-        return self._shard(self.manifest.shards[s])
-
     def reconstruct(self) -> np.ndarray:
         """The stored vectors (exact for Flat/HNSW/IVF-Flat, approximate for PQ), float32 (n, dim)."""
         import faiss
 
         out = np.empty((len(self), self.dim), dtype=np.float32)
-        for shard in self.manifest.shards:
-            index = self._shard(shard)
+        for s, shard in enumerate(self.manifest.shards):
+            index = self.load_shard(s)
             try:
                 faiss.extract_index_ivf(index).make_direct_map()
             except RuntimeError:

@@ -58,9 +58,7 @@ def test_laser_f32_embeddings_mine_to_the_pairs_of_the_same_vectors_embedded_in_
     assert (manifest["encoder"]["name"], manifest["encoder"]["dim"]) == ("laser-test", 512)
     assert manifest["input"]["embeddings"]["path"].endswith("de.f32")
     # indexes and verifies like any store; text cannot be encoded beside it
-    # (under build-index's old option name for --index-type: it still works, with one notice line)
-    built = ok(xm("build-index", tmp_path / "s.en", "-o", tmp_path / "idx.en", "--type", "flat"))
-    assert built.output.count("xmine: --type is deprecated; use --index-type") == 1, built.output
+    ok(xm("build-index", tmp_path / "s.en", "-o", tmp_path / "idx.en", "--index-type", "flat"))
     assert json.loads((tmp_path / "idx.en" / "manifest.json").read_text())["choice"]["kind"] == "flat"
     ok(xm("verify", tmp_path / "s.de", tmp_path / "idx.en"))
     refused(xm("mine", tmp_path / "s.de", corpus / "en.txt", "-o", tmp_path / "x.tsv", "--src-lang", "de",

@@ -15,7 +15,8 @@ from click.testing import CliRunner
 from xmine.disentangle import losses as L
 from xmine.disentangle.fmda import FMDA, pad_batch
 from xmine.disentangle.fmda_data import (THRESHOLD, _bleu_upper_bound, bleu_tokenizer_for, negative_pool,
-                                         read_massive, slot_spans, template_and_residual_masks)
+                                         read_massive, template_and_residual_masks)
+from xmine.disentangle.massive import parse_annotation
 from xmine.disentangle.methods import FmdaBatch, fmda_terms
 
 # Slow tier (`pytest -m "not slow"` is the fast one): FMDA training on token states of the real encoder.
@@ -131,19 +132,17 @@ def test_fmda_terms_leave_out_unannotated_targets():
 def test_slot_spans_and_masks():
     utt = "wake me up at five am this week"
     annot = "wake me up at [time : five am] [date : this week]"
-    assert slot_spans(annot, utt) == [(14, 21, "time"), (22, 31, "date")]
-    slots, template = template_and_residual_masks(annot, utt)
-    assert [utt[s:e] for s, e in slots] == ["five am", "this week"]
+    slots, template = template_and_residual_masks(parse_annotation(annot))
+    assert slots == [(14, 21), (22, 31)] and [utt[s:e] for s, e in slots] == ["five am", "this week"]
     assert [utt[s:e] for s, e in template] == ["wake me up at"]
-    with pytest.raises(ValueError, match="does not strip"):
-        slot_spans(annot, "wake me up at six am this week")
 
 
 def test_masking_replaces_exactly_the_slot_tokens(me5):
     from xmine.encoders.tokens import token_ids
 
     utt = "wake me up at five am this week"
-    slots, template = template_and_residual_masks("wake me up at [time : five am] [date : this week]", utt)
+    annot = parse_annotation("wake me up at [time : five am] [date : this week]")
+    slots, template = template_and_residual_masks(annot)
     plain, = token_ids(me5, [utt], None)
     masked_slots, masked_template = token_ids(me5, [utt, utt], [slots, template])
     tok = me5.tokenizer.convert_ids_to_tokens

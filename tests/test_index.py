@@ -8,6 +8,7 @@ from click.testing import CliRunner
 
 from xmine.errors import ConfigError, EncoderMismatchError
 from xmine.index.choose import choose_index, ivf_lists
+from xmine.index.blocked_search import IndexDirShards, search_blocks
 from xmine.index.build import IndexConfig, build_index
 from xmine.index.faiss_index import IndexDir
 from xmine.topk import merge_topk
@@ -30,6 +31,11 @@ def clustered():
     return base, q, true
 
 
+def _search(ix, q, k):
+    """Top-k of the queries `q` over every shard of `ix`, as `xmine search` finds them."""
+    return search_blocks(IndexDirShards(ix), len(ix.manifest.shards), q, k)
+
+
 def _build(base, path, **cfg):
     n = len(base)
     return build_index(base, path, sentences=[f"s{i}" for i in range(n)], line_numbers=np.arange(1, n + 1),
@@ -41,7 +47,7 @@ def test_each_type_finds_the_neighbours(tmp_path, clustered, kind, min_recall):
     base, q, true = clustered
     # 4-bit codes: PQ training with 256 centroids each takes minutes on a loaded 2-core box.
     ix = _build(base, tmp_path / kind, kind=kind, pq_m=16, pq_bits=4)
-    sims, rows = ix.search(q, 10)
+    sims, rows = _search(ix, q, 10)
     recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(rows, true)])
     assert recall >= min_recall, (kind, recall)
     assert (rows[:, 0] == true[:, 0]).mean() >= min_recall
@@ -54,7 +60,7 @@ def test_opq_index_builds_and_finds_stored_vectors(tmp_path, clustered):
     base = clustered[0][:1500]
     ix = _build(base, tmp_path / "opq", kind="opq", nlist=8, nprobe=8, pq_m=8, pq_bits=4)
     assert ix.manifest.choice.factory == "OPQ8,IVF8,PQ8x4"
-    _, rows = IndexDir.open(tmp_path / "opq").search(base[:100], 5)
+    _, rows = _search(IndexDir.open(tmp_path / "opq"), base[:100], 5)
     # 8 bytes a vector is coarse: measured 0.53 (chance: 5/1500 = 0.003).
     assert np.mean([i in r for i, r in enumerate(rows)]) >= 0.4
 
@@ -84,8 +90,8 @@ def test_sharded_search_equals_unsharded(tmp_path, clustered):
     one = _build(base, tmp_path / "one", kind="flat")
     many = _build(base, tmp_path / "many", kind="flat", shard_rows=1300)
     assert len(many.manifest.shards) == 5 and len(list((tmp_path / "many").glob("*.faiss"))) == 5
-    s1, r1 = one.search(q, 7)
-    s2, r2 = many.search(q, 7)
+    s1, r1 = _search(one, q, 7)
+    s2, r2 = _search(many, q, 7)
     np.testing.assert_array_equal(r1, r2)
     np.testing.assert_allclose(s1, s2, atol=1e-6)
 
@@ -115,7 +121,7 @@ def test_round_trip_and_reconstruct(tmp_path, clustered):
     assert again.manifest.encoder.to_dict() == FP and again.manifest.choice.nprobe == 32
     np.testing.assert_allclose(again.reconstruct(), base, atol=1e-6)
     # nprobe = nlist visits every list: exact results.
-    s, r = again.search(q, 5)
+    s, r = _search(again, q, 5)
     np.testing.assert_array_equal(r, np.argsort(-(q @ base.T), axis=1)[:, :5])
     assert ix.manifest.provenance["parameters"]["kind"] == "ivf"
 

@@ -308,7 +308,7 @@ def test_build_index_on_ray_is_the_same_index(cluster, corpora, tmp_path, monkey
     ix = IndexDir.open(tmp_path / "ray")
     q = np.random.default_rng(0).standard_normal((250, ix.dim)).astype(np.float32)
     q /= np.linalg.norm(q, axis=1, keepdims=True)
-    want = ix.search(q, 5)
+    want = blocked.search_blocks(blocked.IndexDirShards(ix), len(ix.manifest.shards), q, 5)
     got = blocked.search_blocks(blocked.IndexDirShards(ix), len(ix.manifest.shards), q, 5, executor=OnRay())
     assert np.array_equal(want[1], got[1]) and np.allclose(want[0], got[0], atol=1e-5)
 

@@ -54,14 +54,9 @@ from xmine.store.rows import as_f32
 from xmine.topk import merge_topk
 
 # A 1024 x 4096 float32 block (16 MB) stays in the 32-MB L3 cache between the product and the
-# row/column passes that follow it; numpy runs those passes on one core, so re-reading a 268-MB
-# block (4096 x 16384) from memory cost as much as the product itself. Measured at 40k x 40k:
-# 1.9x the time of one plain product with these blocks, 3.0x with 4096 x 16384. (Other shapes
-# of 2-8M entries measured within noise of this one.) With two workers, their two blocks together
-# fill that cache; smaller blocks per worker were still slower (16k x 100k, 2 workers: 13.2 s with
-# 1024 x 4096, 13.7 s with 512 x 4096, 14.4 s with 1024 x 2048). These were measured when numpy
-# ran the passes after the product; the compiled screen (`screen.py`) also wants the block in
-# cache, and the sizes have not been re-tuned for it.
+# row/column passes that follow it, which then need not read it from memory again; with two workers
+# their two blocks together fill that cache. The measurements behind the choice (made before the
+# compiled screen, which also wants the block in cache) are in benchmarks/results/notes/mining_speed.md.
 DEFAULT_BLOCK_ROWS = 1024
 DEFAULT_BLOCK_COLS = 4096
 

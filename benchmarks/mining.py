@@ -33,9 +33,10 @@ Reported, per language and averaged, for raw embeddings and each projection's me
 precision, recall and F1 at the threshold that maximises F1 (the oracle threshold, as BUCC papers
 report) and at the threshold plain `xmine mine` keeps that set at (`variant_threshold`: the same
 `run_threshold` record, and its rule applied to the set's own candidates as `mine` applies it), with
-k = 4, ratio margin and max retrieval as `xmine mine` defaults. Each language's result also holds its curve: precision, recall, F1 and the
-number of mined pairs at every ratio threshold of `CURVE_THRESHOLDS` (1.000-1.080, step 0.001), so
-a default threshold can be judged against the whole curve, not one point.
+k = 4, ratio margin and max retrieval as `xmine mine` defaults. Each language's result also holds
+its curve: precision, recall, F1 and the number of mined pairs at every ratio threshold of
+`CURVE_THRESHOLDS` (1.000-1.080, step 0.001), so a default threshold can be judged against the
+whole curve, not one point.
 """
 
 from __future__ import annotations
@@ -296,6 +297,7 @@ def threshold_label(record: dict[str, Any]) -> str:
     rule = (record.get("rule") or {}).get("rule")
     return rule or ("all" if record["value"] is None else f"{record['value']:g}")
 
+
 def curve(scores, correct, n_gold: int, thresholds: Sequence[float] = CURVE_THRESHOLDS) -> dict[str, list]:
     """Precision / recall / F1 / mined pairs of keeping the candidates scoring >= each threshold."""
     c = prf_curve(scores, correct, n_gold, thresholds)
@@ -341,8 +343,8 @@ TABLE_COLUMNS = ["variant", "default", "set", "xx", "en", "gold", "F1 best", "F1
 
 def table_rows(details: dict[str, Any], langs: Sequence[str]) -> list[list]:
     """Per variant (its `evaluate_mining` result with `default_threshold`) and set: the threshold it
-    was kept at ('all': every pair kept; the average row: the variant's rule), the sizes, F1 at the best and at the default, the gap, P and R at the
-    default (x100); then the averages."""
+    was kept at ('all': every pair kept; the average row: the variant's rule), the sizes, F1 at the
+    best and at the default, the gap, P and R at the default (x100); then the averages."""
     rows = []
     for name, r in details.items():
         for lg in langs:

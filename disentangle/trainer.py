@@ -357,7 +357,8 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
         model.language_means.copy_(sums / counts.clamp(min=1).unsqueeze(1).float())
     else:
         if state["epoch"] == 0 and not state["history"]:
-            state["initial_valid_loss"] = v0 = validation_loss(model, method, data, config)[0]
+            v0, _ = validation_loss(model, method, data, config)
+            state["initial_valid_loss"] = v0
             log(f"epoch 0: valid loss {v0:.4f} (untrained)")
 
         def epoch() -> dict[str, Any]:

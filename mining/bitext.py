@@ -100,10 +100,9 @@ class Bitext:
         return self.paths[0]
 
     def pairs(self) -> Iterator[BitextPair]:
-        if self.format == "jsonl":
-            return self._record_pairs(jsonl_records(self.path))
-        return {"tsv": self._delimited, "csv": self._delimited, "moses": self._moses, "parquet": self._parquet,
-                "hf": self._dataset}[self.format]()
+        reader = {"tsv": self._delimited, "csv": self._delimited, "moses": self._moses, "jsonl": self._jsonl,
+                  "parquet": self._parquet, "hf": self._dataset}[self.format]
+        return reader()
 
     def _delimited(self) -> Iterator[BitextPair]:
         header = self.spec.header if self.spec.header is not None else self.format == "csv"
@@ -172,6 +171,9 @@ class Bitext:
             fields = fields or self._fields(record)
             src, tgt = self._texts(record, fields, f"row {number}: " if rows else "", None if rows else number)
             yield BitextPair(number=number, src=src, tgt=tgt, record=record)
+
+    def _jsonl(self) -> Iterator[BitextPair]:
+        return self._record_pairs(jsonl_records(self.path))
 
     def _parquet(self) -> Iterator[BitextPair]:
         f, self.columns = open_parquet(self.path)

@@ -85,13 +85,20 @@ src_lang_option = functools.partial(click.option, "--src-lang", type=LANG, defau
 tgt_lang_option = functools.partial(click.option, "--tgt-lang", type=LANG, default=None)
 
 
+def _threshold_setting(threshold) -> float | str | None:
+    """--threshold's value as `SelectionConfig.threshold`: not given, the calibrated "default";
+    'none', None (every pair kept); a number, itself."""
+    if threshold is None:
+        return "default"
+    return None if threshold == "none" else threshold
+
+
 def threshold_options(threshold_help: str):
     """--threshold (help: `threshold_help`), --calibration and --operating-point, handed to the
     command as `threshold` (`SelectionConfig.threshold`: "default", None or a number),
     `calibration` and `operating_point`, which it puts in its SelectionConfig."""
-    # not given: the calibrated "default"; 'none': None (every pair kept)
     return _options(
-        "threshold", lambda threshold: "default" if threshold is None else None if threshold == "none" else threshold,
+        "threshold", _threshold_setting,
         click.option("--threshold", type=ThresholdType(), default=None, metavar="NUMBER|none", help=threshold_help),
         click.option("--calibration", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
                      metavar="RECORD",

@@ -178,7 +178,8 @@ def product_knn_both(x: np.ndarray, y: np.ndarray, k: int, *, block_rows: int, b
     if workers is None:
         workers = 1 if prod.name == "cuda" else default_workers(m, ky)
     workers = min(workers, -(-n // block_rows))  # at most one per row block
-    fwd_sims, fwd_idx = np.empty((n, kx), dtype=np.float32), np.empty((n, kx), dtype=np.int64)
+    fwd_sims = np.empty((n, kx), dtype=np.float32)
+    fwd_idx = np.empty((n, kx), dtype=np.int64)
 
     # Per-row norms of both sides and each row's bound E-bar over the whole other side.
     tx, ty = side_terms(x, prod, "src"), side_terms(y, prod, "tgt")

@@ -153,8 +153,11 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                        show_progress=show_progress, rebuild=rebuild, input_format=tgt_format)
         try:
             check_compatible(sx, sy)
-            search = ("faiss-index" if sx.index is not None or sy.index is not None
-                      else "approximate" if search_config.approximate else "exact")
+            search = "exact"
+            if sx.index is not None or sy.index is not None:
+                search = "faiss-index"
+            elif search_config.approximate:
+                search = "approximate"
             # A threshold rule reads the run's candidates before any threshold (mining/threshold_rule.py);
             # approximate search refines the neighbourhoods around its threshold, before that.
             mining, filters, threshold_record = run_threshold(

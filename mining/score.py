@@ -130,14 +130,16 @@ def score_pairs(sx, sy, n: int, *, langs, config: MiningConfig, filters: PairFil
         mean_x, mean_y = (own_x if mean_x is None else mean_x), (own_y if mean_y is None else mean_y)
 
     src_rows, tgt_rows = _rows_of_pairs(sx, n), _rows_of_pairs(sy, n)
-    cosine, margin = np.full(n, np.nan, dtype=np.float32), np.full(n, np.nan, dtype=np.float32)
+    cosine = np.full(n, np.nan, dtype=np.float32)
+    margin = np.full(n, np.nan, dtype=np.float32)
     rule = np.full(n, -1, dtype=np.int8)
     both = np.flatnonzero((src_rows >= 0) & (tgt_rows >= 0))
     rule[(src_rows < 0) | (tgt_rows < 0)] = DROP_RULES.index("empty")
     for lo in range(0, len(both), _CHUNK):
         pairs = both[lo:lo + _CHUNK]
         s, t = src_rows[pairs], tgt_rows[pairs]
-        cosine[pairs] = cos = exact_dot(sx.rows[s], sy.rows[t])
+        cos = exact_dot(sx.rows[s], sy.rows[t])
+        cosine[pairs] = cos
         margin[pairs] = margin_score(cos, mean_x[mx.position_of_row[s]], mean_y[my.position_of_row[t]],
                                      config.margin)
     if config.threshold is not None:

@@ -75,8 +75,12 @@ def script_share(text: str, scripts: set[str]) -> float | None:
 def text_length(text: str) -> float:
     """Length comparable across scripts: characters without white space and format characters
     (zero-width spaces, as Khmer and Thai text holds), dense scripts' letters weighted."""
-    return sum((DENSE_SCRIPTS.get(_script_of(ch), 1.0) if ch.isalpha() else 1.0 for ch in text
-                if not (ch.isspace() or unicodedata.category(ch) == "Cf")), 0.0)
+    n = 0.0
+    for ch in text:
+        if ch.isspace() or unicodedata.category(ch) == "Cf":
+            continue
+        n += DENSE_SCRIPTS.get(_script_of(ch), 1.0) if ch.isalpha() else 1.0
+    return n
 
 
 def expected_scripts(lang: str) -> set[str] | None:

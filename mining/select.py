@@ -136,7 +136,8 @@ def greedy_one_to_one(src: np.ndarray, tgt: np.ndarray, score: np.ndarray) -> np
         win = first_s & first_t
         kept.append(alive[win])
         gone = np.isin(as_, as_[win]) | np.isin(at, at[win])
-        alive, before = alive[~gone], len(alive)
+        before = len(alive)
+        alive = alive[~gone]
         if before - len(alive) < 0.02 * before:  # long chains: the plain walk is cheaper now
             break
     done = np.concatenate(kept) if kept else np.zeros(0, np.int64)

@@ -23,6 +23,7 @@ import numpy as np
 
 from xmine.artefacts.directory import provenance
 from xmine.io.dedup import dedup
+from xmine.store.layout import DEFAULT_DTYPE
 from xmine.encoders.embed_cache import cached_encode
 from xmine.encoders import load_encoder
 from xmine.encoders.options import precision_option
@@ -118,7 +119,9 @@ def mine_candidates(src: tuple[list[str], list[str]], en: tuple[list[str], list[
     """Mine one split given as (ids, sentences) per side; every candidate (src-id, en-id) with its
     score, and the threshold `xmine mine` would keep this run's candidates at (`run_threshold_of`).
 
-    `embed_fn(sentences) -> (n, dim)` L2-normalised embeddings (raw or a projection's meaning part).
+    `embed_fn(sentences) -> (n, dim)` L2-normalised embeddings (raw or a projection's meaning part),
+    rounded to the dtype `xmine mine` keeps a text side's rows in (`DEFAULT_DTYPE`): the rounding
+    moves a candidate or two, and with them the share the threshold rule reads.
     Shared by `bench bucc` and `bench mining`, so their numbers come from the same code.
     """
     from xmine.mining import MiningConfig, mine_embeddings
@@ -127,7 +130,7 @@ def mine_candidates(src: tuple[list[str], list[str]], en: tuple[list[str], list[
     # Mine on unique sentences; a mined sentence stands for every id carrying it (as LASER does).
     us, inv_s = dedup(src_sents)
     ue, inv_e = dedup(en_sents)
-    x, y = embed_fn(us), embed_fn(ue)
+    x, y = (np.asarray(embed_fn(u)).astype(DEFAULT_DTYPE).astype(np.float32) for u in (us, ue))
     mined = mine_embeddings(x, y, config=MiningConfig(k=k, margin=margin, retrieval=retrieval))
     ids_of_s, ids_of_e = [[] for _ in us], [[] for _ in ue]
     for ids_of, ids, inverse in ((ids_of_s, src_ids, inv_s), (ids_of_e, en_ids, inv_e)):

@@ -24,6 +24,7 @@ from xmine.paths import xmine_home
 from xmine.encoders.projection import choose_projection
 from xmine.io.stdin import is_stdin, is_url, spool_stdin, spool_url
 from xmine.store import embed_corpus
+from xmine.store.layout import DEFAULT_DTYPE, DTYPES
 from xmine.artefacts.verify import verify_artefact
 
 @click.command("encoders")
@@ -96,7 +97,7 @@ def describe_auto_precision() -> str:
 @projection_option("to embed in (its --part is stored)")
 @click.option("--part", type=click.Choice(["meaning", "language"]), default="meaning", show_default=True,
               help="Which part of the projection to store (needs --projection for 'language').")
-@click.option("--dtype", type=click.Choice(["float16", "float32"]), default="float16", show_default=True,
+@click.option("--dtype", type=click.Choice(DTYPES), default=DEFAULT_DTYPE, show_default=True,
               help="On-disk precision: float16 halves the size (error ~1e-3 on unit vectors).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
               help="Sentences per encoder batch.")

@@ -14,7 +14,7 @@ from xmine.artefacts.outputs import claim_output
 from xmine.artefacts.records import ShardRecord
 from xmine.store.directory import clear_dir, lock_store_dir
 from xmine.store.finish import finalise
-from xmine.store.layout import DTYPES, PARTS, STORE_KIND
+from xmine.store.layout import DEFAULT_DTYPE, DTYPES, PARTS, STORE_KIND
 from xmine.store.reader import EmbeddingStore
 from xmine.store.shards import write_shard_record
 
@@ -35,7 +35,7 @@ class StoreWriter:
     """
 
     def __init__(self, out_dir: str | Path, *, encoder: dict[str, Any], lang: str, dim: int,
-                 part: str = "raw", projection: dict[str, Any] | None = None, dtype: str = "float16",
+                 part: str = "raw", projection: dict[str, Any] | None = None, dtype: str = DEFAULT_DTYPE,
                  shard_rows: int = 50_000, source: dict[str, Any] | None = None,
                  params: dict[str, Any] | None = None, overwrite: bool = False):
         if dtype not in DTYPES:

@@ -22,6 +22,9 @@ JOINED_FILES = (SENTENCES, LINE_NUMBERS, OFFSETS, HASHES, LENGTHS)
 OPTIONAL_FILES = (IDS, ID_OFFSETS, SENTENCE_INDEX)
 LOCK = ".lock"
 DTYPES = ("float16", "float32")
+#: What a store keeps its rows in unless told: `xmine mine` encodes a text side into such a store, so
+#: a benchmark that scores what `mine` keeps rounds its rows to it too (`xmine.benchmarks.bucc`).
+DEFAULT_DTYPE = "float16"
 PARTS = ("meaning", "language")
 
 

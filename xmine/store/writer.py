@@ -47,7 +47,7 @@ from xmine.encoders.projection import PROJECTION_KIND, resolve_projection
 from xmine.io.sentences import sentence_splitter
 from xmine.store.directory import clear_dir, lock_store_dir, rebuild_dir, refuse_foreign, remove_leftovers
 from xmine.store.finish import finalise
-from xmine.store.layout import DTYPES, LOCK, PARTS, PROGRESS, STORE_KIND
+from xmine.store.layout import DEFAULT_DTYPE, DTYPES, LOCK, PARTS, PROGRESS, STORE_KIND
 from xmine.store.reader import EmbeddingStore
 from xmine.store.resume import Progress, identity_mismatch, resume, shard_intact
 from xmine.store.shards import ACTOR_THREADS, EncodedShard, ShardWriter
@@ -177,7 +177,7 @@ def _finished_or_build_dir(out_dir: Path, identity: dict[str, Any], overwrite: b
 
 
 def embed_corpus(input_path: str | Path, out_dir: str | Path, *, encoder: Any, lang: str, projection: Any = None,
-                 part: str = "meaning", dtype: str = "float16", shard_rows: int = 50_000, batch_size: int = 64,
+                 part: str = "meaning", dtype: str = DEFAULT_DTYPE, shard_rows: int = 50_000, batch_size: int = 64,
                  max_chars: int = DEFAULT_MAX_CHARS, overwrite: bool = False, show_progress: bool = True,
                  on_shard_done: Callable[[int, int], None] | None = None, ray: str | None = None,
                  input_format: Any = None) -> EmbeddingStore:

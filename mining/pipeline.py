@@ -11,7 +11,7 @@ sides (mining/presearch.py, default on), so either search sees exactly the rows 
 mined: its k neighbours are k real candidates. Then:
 - exact (default): the blocked kNN (mining/knn.py), checkpointed in `<out>.work/knn/`;
 - approximate: IVF / IVF-PQ indexes (mining/approximate.py), checkpointed in `<out>.work/ann/`;
-  with a threshold, the neighbourhoods that decide a pair are searched again wider (mining/refine.py);
+  with a threshold, the neighbourhoods that decide a pair are searched again wider (`refine_passing`);
 - a side that is an index directory: searched through that index (over-fetching 2k to absorb
   its duplicate and filtered rows).
 Margin scoring and selection are shared (select.select_pairs). The pair filters

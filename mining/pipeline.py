@@ -44,8 +44,7 @@ from xmine.artefacts.input_artefacts import artefact_kind
 from xmine.encoders.input_encoders import Encoders
 from xmine.inputs import check_compatible, check_split_languages, load_side
 from xmine.mining.config import MineConfig
-from xmine.mining.filter_step import check_declared_languages, filter_pairs, lang_filter_langs, pre_search
-from xmine.mining.mineable import Mineable
+from xmine.mining.filter_step import Mineable, check_declared_languages, filter_pairs, lang_filter_langs, pre_search
 from xmine.mining.products import resolve_product
 from xmine.mining.search_pairs import search_pairs
 from xmine.mining.threshold_rule import RuleUse, apply_run_threshold, run_threshold

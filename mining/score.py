@@ -103,8 +103,7 @@ def score_pairs(sx, sy, n: int, *, langs, config: MiningConfig, filters: PairFil
     """Score the n pairs whose sides are rows of `sx`, `sy` (`xmine.inputs.Side`s embedded from
     `write_sides`' files). `corpora`: Sides whose rows form the neighbourhoods of the targets
     (source-language corpus) and of the sources (target-language corpus); None: the bitext's own."""
-    from xmine.mining.filter_step import SideTexts
-    from xmine.mining.mineable import Mineable
+    from xmine.mining.filter_step import Mineable, SideTexts
 
     plain = MiningConfig()  # distinct sentences, no length bounds: every row has a representative
     mx, my = Mineable(sx, plain, role="src"), Mineable(sy, plain, role="tgt")

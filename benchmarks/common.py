@@ -25,7 +25,7 @@ from xmine.io.corpus import truncate_for_encoding
 from xmine.encoders.embed_cache import cached_encode
 from xmine.artefacts.fileio import atomic_write_json
 from xmine.errors import ConfigError, InputError
-from xmine.mining.margin import margin_score
+from xmine.mining.select import margin_score
 from xmine.paths import REPO_ROOT, resolve_data_dir
 from xmine.encoders.projection import DEFAULT, NONE, choose_projection, resolve_projection
 

@@ -1,4 +1,7 @@
-"""Approximate k nearest neighbours in both directions through IVF / IVF-PQ indexes, resumable.
+"""Approximate k nearest neighbours in both directions through IVF / IVF-PQ indexes, resumable:
+the index shards of each direction in the work folder (where they live, how one is opened or
+built), their search, the exact rescoring of each query's candidates, and the refinement of the
+neighbourhoods where the threshold decides.
 
 The approximate twin of `knn.exact_knn_both`: the same inputs (two row views in one space, rows
 L2-normalised) and the same output (each side's k best neighbours on the other side), so margin
@@ -18,20 +21,40 @@ k-state ((n + m) * k * 12 bytes).
 Exact rescoring (default): the index proposes `fetch_factor * k` candidates per row by its
 approximate (PQ) similarity; their exact cosines are then computed from the rows themselves with
 the exact path's scorer (`rescore.exact_dot`: a pair both paths find has the same score, bit for
-bit) and the best k kept. PQ similarities of 16-32 bytes a vector err by several hundredths of a cosine,
-which moves a margin ratio by 0.1 or more (measured on the synthetic benchmark: unrelated pairs
-scored up to 1.68 against 1.27 exactly); rescored, the margin is the exact path's margin over the
-candidates found, and the same threshold means the same thing.
+bit) and the best k kept (`rescore_candidates`, which the search of a side's own index in
+mining/search_pairs.py shares). PQ similarities of 16-32 bytes a vector err by several
+hundredths of a cosine, which moves a margin ratio by 0.1 or more (measured on the synthetic
+benchmark: unrelated pairs scored up to 1.68 against 1.27 exactly); rescored, the margin is the
+exact path's margin over the candidates found, and the same threshold means the same thing.
 
-Refinement (`passing`, mining/refine.py): candidates found this way are scored exactly, but
-neighbours the index missed leave a sentence's neighbourhood mean too low and its margin too
-high; so the rows of every candidate pair at or above the threshold are searched again in
-`refine_nprobe_factor * nprobe` lists by their stored vectors. The index shards stay in the work
-folder until then.
+Refinement (`passing`, `refine_passing`): the neighbourhoods, searched again wider where the
+threshold decides. Why: an approximate search misses some of a sentence's true neighbours (lists
+it does not visit, PQ similarities that rank a true neighbour below the candidates fetched). Every
+neighbour it keeps is re-scored exactly, so a missed one is replaced by a lower one: the
+neighbourhood mean, the margin's denominator, is too low and the margin too high, and pairs the
+exact search drops pass the threshold. A fuller neighbourhood can only raise the mean (the k best
+of a larger set of exact similarities are at least as high), so the margin can only fall: a pair
+below the threshold stays below it. Only pairs at or above it can be wrong.
+
+How: the rows of every candidate pair scoring at least the threshold (`select.passing_rows`)
+are searched again in the same index shards (they stay in the work folder until then), visiting
+`refine_nprobe_factor` times as many IVF lists, and every row in those lists is compared by its
+stored vector (read from the store), not by its PQ code, whose errors (a few hundredths of a
+cosine) are larger than the gaps between a real sentence's nearest neighbours. The best
+`fetch_factor * k` of them and the row's current k neighbours are re-scored exactly
+(`rescore_candidates`) and the best k kept. A refined row may gain a new best candidate whose
+other side was never refined, so rounds repeat until every row of a passing candidate has been
+refined (each round only the new rows).
+
+Cost: for the refined rows only (about twice the mined pairs, not the corpus), a product with
+the rows of the lists they visit (refine_nprobe_factor * nprobe / nlist of the other side each),
+list by list. Memory: one shard, one list's rows, one chunk of `REFINE_CHUNK` query rows, and the
+refined rows' candidates (fetch_factor * k a row, as the search's own).
 
 Resuming (`work_dir`): the trained index, every built shard and every query block once all
 shards have answered it are written atomically; a second call with the same inputs builds and
-searches only what is missing.
+searches only what is missing. The refinement writes the lists after each round to the work
+folder (`refined.npz`, with what they were refined for).
 """
 
 from __future__ import annotations
@@ -52,12 +75,16 @@ from xmine.exec.executor import LOCAL, Executor, ShardProgress
 from xmine.index.blocked_search import search_blocks
 from xmine.index.build import Training, add_unit, train_index, with_threads
 from xmine.index.choose import APPROXIMATE_TYPES, index_factory, ivf_lists, pq_subquantisers
-from xmine.index.faiss_index import IndexChoice, IndexShard, read_index, shard_plan
-from xmine.mining.ann_shards import WORK_REMEDY, base_side, rescore_candidates, shard_file
+from xmine.index.faiss_index import IndexChoice, IndexShard, ivf_list_members, read_index, shard_plan
 from xmine.mining.knn import check_knn_inputs
-from xmine.mining.refine import refine_passing
+from xmine.mining.rescore import exact_dot
+from xmine.store.rows import RowSubset, as_f32
+from xmine.topk import merge_topk
 
 log = logging.getLogger(__name__)
+
+# Refined rows searched at once (their float32 vectors: REFINE_CHUNK x dim x 4 bytes).
+REFINE_CHUNK = 16_384
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,7 +118,7 @@ class ApproximateConfig:
     fetch_factor: int = 2
     #: query rows rescored at once (memory: rescore_block * fetch_factor * k * dim * 4 bytes)
     rescore_block: int = 8192
-    #: search the rows of candidate pairs at or above the threshold again (mining/refine.py), so
+    #: search the rows of candidate pairs at or above the threshold again (`refine_passing`), so
     #: missed neighbours do not lift their margins (needs `rescore`)
     refine: bool = True
     #: ... in this many times `nprobe` IVF lists (at most all), every row there compared by its
@@ -121,6 +148,8 @@ class ApproximateConfig:
 
 #: what an approximate run writes in its work folder
 WORK_FILES = ("trained.faiss", "*-shard*.faiss", "*-block-*.npz", "*-rescored.npz", "refined.npz")
+#: what to do about a damaged index file in the work folder (written atomically: damaged from outside)
+WORK_REMEDY = "delete it: the next run builds it again"
 
 
 def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = ApproximateConfig(),
@@ -133,7 +162,7 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
     process, or tasks on the connected Ray cluster); the same result.
     `passing(fwd_sims, fwd_idx, bwd_sims, bwd_idx)`: (source mask, target mask) of the rows whose
     neighbourhood decides whether a pair passes the threshold (`select.passing_rows`), or None;
-    those rows are searched again wider (mining/refine.py; needs `rescore`). `passing_key` names
+    those rows are searched again wider (`refine_passing`; needs `rescore`). `passing_key` names
     what `passing` depends on, for resuming."""
     n, m = check_knn_inputs(x, y, k)
     dim = x.shape[1]
@@ -233,4 +262,140 @@ def open_work_shard(files: list[str], bounds: list[tuple[int, int]], choice: Ind
     return read_index(files[s], remedy=WORK_REMEDY), IndexShard(file=files[s], start=lo, rows=hi - lo), choice
 
 
-__all__ = ["ApproximateConfig", "approximate_knn_both"]
+def base_side(tag: str) -> str:
+    """The side ("src"/"tgt") whose rows are the index of direction `tag` (fwd: x -> y)."""
+    return "tgt" if tag == "fwd" else "src"
+
+
+def rescore_candidates(queries, base, cand: np.ndarray, k: int, *, block: int, show_progress: bool, tag: str):
+    """Exact similarities of each query with its candidates (ids, -1 none); the best k, sorted."""
+    from tqdm.auto import tqdm
+
+    nq = len(queries)
+    out_s = np.full((nq, k), -np.inf, dtype=np.float32)
+    out_i = np.full((nq, k), -1, dtype=np.int64)
+    bar = tqdm(total=nq, desc=f"rescoring {tag}", unit="rows", disable=not show_progress, leave=False)
+    for q in range(0, nq, block):
+        qe = min(nq, q + block)
+        ids = cand[q:qe]
+        valid = ids >= 0
+        uniq, inv = np.unique(ids[valid], return_inverse=True)
+        vecs = as_f32(base[uniq])
+        qv = as_f32(queries[q:qe])
+        rows = np.nonzero(valid)[0]
+        sims = np.full(ids.shape, -np.inf, dtype=np.float32)
+        sims[valid] = exact_dot(qv[rows], vecs[inv.reshape(-1)])  # the exact path's scorer
+        out_s[q:qe], out_i[q:qe] = merge_topk([sims], [ids], k)  # the exact path's order
+        bar.update(qe - q)
+    bar.close()
+    return out_s, out_i
+
+
+def drop_repeats(ids: np.ndarray) -> np.ndarray:
+    """Each row's ids with every repeat of an earlier id replaced by -1 (scored once)."""
+    order = np.argsort(ids, axis=1, kind="stable")
+    srt = np.take_along_axis(ids, order, axis=1)
+    rep = np.zeros(ids.shape, bool)
+    rep[:, 1:] = (srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)
+    out = ids.copy()
+    np.put_along_axis(out, order, np.where(rep, -1, srt), axis=1)
+    return out
+
+
+def shard_file(tag: str, s: int) -> str:
+    return f"{tag}-shard{s:05d}.faiss"
+
+
+def open_shard(tag, s: int, lo: int, hi: int, *, base, trained: bytes, work: KeyedDir, config, show_progress):
+    """Shard s (base rows lo:hi) of direction `tag`: read from the work folder, built there first
+    (`index.build.add_unit`) when it is not."""
+    from tqdm.auto import tqdm
+
+    index_file = work.path(shard_file(tag, s))
+    if not index_file.is_file():
+        with tqdm(total=hi - lo, desc=f"indexing {tag} shard {s + 1}", unit="rows",
+                  disable=not show_progress, leave=False) as bar:
+            add_unit(trained, base, s, lo, hi, config.query_block, False, str(index_file), base_side(tag),
+                     on_rows=bar.update)
+    return read_index(index_file, remedy=WORK_REMEDY)
+
+
+def refine_passing(x, y, knn, *, passing, key: str, plan: dict, shard_rows: int, trained: bytes, work,
+                   config, show_progress: bool = False):
+    """`knn` (fwd_sims, fwd_idx, bwd_sims, bwd_idx, exact similarities) with the neighbourhoods of
+    every row of a passing candidate searched again wider (module doc). `passing(*knn)` gives
+    (source mask, target mask) of the rows that matter, or None (then nothing is refined); `key`
+    names what decides passing (threshold, margin, filters), checked when resuming."""
+    fwd_s, fwd_i, bwd_s, bwd_i = (np.array(a) for a in knn)
+    done_x, done_y = np.zeros(len(x), bool), np.zeros(len(y), bool)
+    state = work.path("refined.npz")
+    if state.is_file():
+        with np.load(state) as st:
+            if str(st["key"]) == key:
+                fwd_s, fwd_i, bwd_s, bwd_i = st["fwd_s"], st["fwd_i"], st["bwd_s"], st["bwd_i"]
+                done_x, done_y = st["done_x"], st["done_y"]
+    wide = {**plan, "nprobe": min(plan["nlist"], plan["nprobe"] * config.refine_nprobe_factor)}
+    rounds = 0
+    while (need := passing(fwd_s, fwd_i, bwd_s, bwd_i)) is not None:
+        new_x, new_y = np.flatnonzero(need[0] & ~done_x), np.flatnonzero(need[1] & ~done_y)
+        if not len(new_x) and not len(new_y):
+            break
+        rounds += 1
+        log.info("refining the neighbourhoods of %d source and %d target rows (%d lists each)",
+                 len(new_x), len(new_y), wide["nprobe"])
+        for tag, queries, base, ids, sims, idx in (("fwd", x, y, new_x, fwd_s, fwd_i),
+                                                  ("bwd", y, x, new_y, bwd_s, bwd_i)):
+            if len(ids):
+                sims[ids], idx[ids] = _refine_rows(tag, queries, base, ids, idx[ids], plan=wide,
+                                                   shard_rows=shard_rows, trained=trained, work=work,
+                                                   config=config, show_progress=show_progress)
+        done_x[new_x], done_y[new_y] = True, True
+        with atomic_path(state) as tmp, open(tmp, "wb") as f:
+            np.savez(f, key=np.str_(key), fwd_s=fwd_s, fwd_i=fwd_i, bwd_s=bwd_s, bwd_i=bwd_i, done_x=done_x,
+                     done_y=done_y)
+    if rounds:
+        log.info("refined %d source and %d target rows in %d round(s)", int(done_x.sum()), int(done_y.sum()),
+                 rounds)
+    return fwd_s, fwd_i, bwd_s, bwd_i
+
+
+def _refine_rows(tag, queries, base, ids: np.ndarray, current: np.ndarray, *, plan, shard_rows, trained, work,
+                 config, show_progress):
+    """Rows `ids` of `queries`: every base row in the `plan["nprobe"]` IVF lists nearest to each
+    of them (all shards of direction `tag`) compared by its stored vector, the best
+    `fetch_factor * k` and the `current` neighbours re-scored exactly; the best k (k = current's width)."""
+    from tqdm.auto import tqdm
+
+    k = current.shape[1]
+    fetch = min(len(base), max(config.fetch_factor, 1) * k)
+    bounds = shard_plan(len(base), shard_rows)
+    run_s = np.full((len(ids), fetch), -np.inf, dtype=np.float32)
+    run_i = np.full((len(ids), fetch), -1, dtype=np.int64)
+    bar = tqdm(total=len(ids) * len(bounds), desc=f"refining {tag}", unit="rows", disable=not show_progress,
+               leave=False)
+    for s, (lo, hi) in enumerate(bounds):  # one shard in memory, read once
+        index = open_shard(tag, s, lo, hi, base=base, trained=trained, work=work, config=config,
+                           show_progress=show_progress)
+        for c in range(0, len(ids), REFINE_CHUNK):
+            qv = as_f32(queries[ids[c: c + REFINE_CHUNK]])
+            for rows, members in ivf_list_members(index, qv, plan["nprobe"]):
+                vecs = as_f32(base[members + lo])
+                sims = qv[rows] @ vecs.T  # candidates only: the kept ones are re-scored exactly below
+                kk = min(fetch, len(members))
+                top = np.argpartition(-sims, kk - 1, axis=1)[:, :kk] if kk < len(members) else \
+                    np.broadcast_to(np.arange(len(members)), sims.shape)
+                at = rows + c
+                run_s[at], run_i[at] = merge_topk([run_s[at], np.take_along_axis(sims, top, axis=1)],
+                                                  [run_i[at], members[top] + lo], fetch)
+            bar.update(len(qv))
+        del index
+    bar.close()
+    cand = drop_repeats(np.concatenate([current, run_i], axis=1))
+    del run_s, run_i
+    # Rescored in blocks as large, in bytes, as the search's own rescoring.
+    block = max(1, config.rescore_block * config.fetch_factor * k // cand.shape[1])
+    return rescore_candidates(RowSubset(queries, ids), base, cand, k, block=block, show_progress=False, tag=f"{tag} (refined)")
+
+
+__all__ = ["REFINE_CHUNK", "ApproximateConfig", "approximate_knn_both", "base_side", "drop_repeats", "open_shard",
+           "refine_passing", "rescore_candidates", "shard_file"]

@@ -1,5 +1,5 @@
 """Measuring the mining thresholds of a space xmine has no calibration for (`xmine calibrate`,
-whose command is `calibrate_cli`), and reading the record back (`read_calibration`).
+whose command is in `mining/cli.py`), and reading the record back (`read_calibration`).
 
 Each space has its own margin scale (docs/mining.md, "Default thresholds"), and xmine ships
 calibrated values only for its own spaces. For any other encoder, or a projection a user trained,

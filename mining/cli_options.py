@@ -23,11 +23,10 @@ from xmine.mining.filters import DEFAULT_MAX_LENGTH_RATIO, PairFilterConfig
 from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
 from xmine.mining.langid import DEFAULT_LID, LID_BACKENDS
-from xmine.mining.margin import MARGINS
 from xmine.mining.presearch import STEPS as PRE_SEARCH_STEPS
 from xmine.mining.presearch import PreSearchConfig
 from xmine.mining.products import PRODUCTS
-from xmine.mining.select import RETRIEVALS
+from xmine.mining.select import MARGINS, RETRIEVALS
 from xmine.mining.writers import OUTPUT_FORMATS
 from xmine.options import LANG, PROJECTION_CHOSEN, Finite, projection_option, ray_option
 

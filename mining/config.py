@@ -139,7 +139,7 @@ class SearchConfig:
     #: approximate: rows per index shard, searched one at a time (None: one shard per side)
     shard_rows: int | None = None
     #: approximate with a threshold: search the sentences of every candidate pair at or above it
-    #: again, wider and with stored vectors (`xmine.mining.refine`)
+    #: again, wider and with stored vectors (`xmine.mining.approximate.refine_passing`)
     refine: bool = True
     #: None: search in this process; "auto" or a cluster address: the search's units as Ray tasks
     ray: str | None = None

@@ -5,6 +5,11 @@ check of the declared languages (`check_declared_languages`), the cleaning of bo
 judgement is made by mining/langid.py. Sentences are read from their side by offset
 (`SideTexts`), chunk by chunk; memory is one byte a row or pair beside the chunk.
 
+What the steps before the search leave of a side is its `Mineable` rows, the rows that take part
+in mining: first occurrences of each sentence, within the length bounds, in the side's language
+(the automatic language filter), then what the pre-search cleaning keeps; with the map from every
+row to its representative among them.
+
 The declared-language check: a declared language (--src-lang / --tgt-lang) is taken as given (it
 is recorded, compared with the artefacts' own, and a `center` projection subtracts its mean), so
 `--src-lang en --tgt-lang de` on German/English input would otherwise pass unnoticed. When the
@@ -32,8 +37,9 @@ from xmine.mining.filters import PairFilterConfig, apply_pair_filters
 from xmine.mining.filters import counts as filter_counts
 from xmine.mining.langid import UNKNOWN, knows, language_mask, thresholds_record
 from xmine.mining.presearch import clean_sides
-from xmine.mining.select import MinedPairs
+from xmine.mining.select import MinedPairs, MiningConfig, length_mask
 from xmine.mining.writers import PairColumn, tsv_field
+from xmine.store.rows import RowSubset
 from xmine.store.writer import UNDETERMINED
 
 log = logging.getLogger(__name__)
@@ -85,8 +91,44 @@ class SideTexts:
         return self.side.text[int(self.rows[i])]
 
 
+class Mineable:
+    """A side's rows that take part: first occurrences within the length bounds (then `restrict`)."""
+
+    def __init__(self, side, config: MiningConfig, *, lang_filter: tuple[str, str, float] | None = None,
+                 forced: bool = False, role: str = "src"):
+        first, self.representative = side.unique_rows()
+        self.side = side
+        self.unique = len(first)
+        lengths = np.asarray(side.row_index.lengths)
+        ok = length_mask(lengths[first], config)
+        self.ids = first[ok] if ok is not None else first
+        self.other_language, self.lang_filter_skipped = 0, None
+        if lang_filter is not None:  # (language, LID backend, min confidence): drop other languages
+            self.ids, self.other_language, self.lang_filter_skipped = language_filter(
+                side, self.ids, lang_filter, forced=forced, role=role)
+        self._index()
+
+    def restrict(self, clean) -> None:
+        """Search only the rows the pre-search cleaning keeps (`presearch.SideClean` over `ids`);
+        a near-duplicate's rows stand for its representative, as an exact repeat's do."""
+        to = np.arange(len(self.representative), dtype=np.int64)
+        to[self.ids] = self.ids[clean.representative]
+        self.representative = to[self.representative]
+        self.ids = self.ids[clean.keep]
+        self._index()
+
+    def _index(self) -> None:
+        lengths = np.asarray(self.side.row_index.lengths)
+        self.lengths = lengths[self.ids].astype(np.int64)
+        self.rows = RowSubset(self.side.rows, self.ids)
+        # For a side's own index: row -> position of its representative among self.ids (-1: not mined)
+        pos = np.full(len(lengths), -1, dtype=np.int64)
+        pos[self.ids] = np.arange(len(self.ids))
+        self.position_of_row = pos[self.representative]
+
+
 def pre_search(mx, my, *, langs, config, filters: PairFilterConfig, margin: str) -> dict:
-    """Clean the rows `mx`, `my` (`mineable.Mineable`s) would search (`presearch.clean_sides`),
+    """Clean the rows `mx`, `my` (`Mineable`s) would search (`presearch.clean_sides`),
     restrict them to what it keeps; what the summary records."""
     langs = tuple(None if lang in (None, UNDETERMINED) else lang for lang in langs)
     src, tgt, record = clean_sides(SideTexts(mx.side, mx.ids), SideTexts(my.side, my.ids), langs=langs, config=config,

@@ -11,7 +11,7 @@ sides (mining/presearch.py, default on), so either search sees exactly the rows 
 mined: its k neighbours are k real candidates. Then:
 - exact (default): the blocked kNN (mining/knn.py), checkpointed in `<out>.work/knn/`;
 - approximate: IVF / IVF-PQ indexes (mining/approximate.py), checkpointed in `<out>.work/ann/`;
-  with a threshold, the neighbourhoods that decide a pair are searched again wider (mining/refine.py);
+  with a threshold, the neighbourhoods that decide a pair are searched again wider (`refine_passing`);
 - a side that is an index directory: searched through that index (over-fetching 2k to absorb
   its duplicate and filtered rows).
 Margin scoring and selection are shared (select.select_pairs). The pair filters
@@ -44,8 +44,7 @@ from xmine.artefacts.input_artefacts import artefact_kind
 from xmine.encoders.input_encoders import Encoders
 from xmine.inputs import check_compatible, check_split_languages, load_side
 from xmine.mining.config import MineConfig
-from xmine.mining.filter_step import check_declared_languages, filter_pairs, lang_filter_langs, pre_search
-from xmine.mining.mineable import Mineable
+from xmine.mining.filter_step import Mineable, check_declared_languages, filter_pairs, lang_filter_langs, pre_search
 from xmine.mining.products import resolve_product
 from xmine.mining.search_pairs import search_pairs
 from xmine.mining.threshold_rule import RuleUse, apply_run_threshold, run_threshold

@@ -10,7 +10,7 @@ or drops it (LASER's `mine_bitexts.py --mode score`, for a bitext one already ha
    other side of the bitext itself, or among the stores or corpora `src_corpus`/`tgt_corpus`
    (a target's neighbours are looked for in the source corpus and vice versa).
 3. Per pair: its cosine (`rescore.exact_dot`, the score the search gives), the margin with
-   the two neighbourhood means (`margin.margin_score`), and the first rule that drops it:
+   the two neighbourhood means (`select.margin_score`), and the first rule that drops it:
    `empty` (a side without text), `threshold` (margin below the threshold `mine` uses in this
    space: `threshold_rule.run_threshold`, its single value), then the pair filters of `mine` (`filters.apply_pair_filters`,
    the language rule included).
@@ -40,11 +40,10 @@ from xmine.mining.bitext import Bitext
 from xmine.mining.config import EncodingConfig, SearchConfig, SelectionConfig
 from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.filters import PairFilterConfig, apply_pair_filters
-from xmine.mining.margin import margin_score
 from xmine.mining.rescore import exact_dot
 from xmine.mining.score_output import DROP_RULES, PairScores, resolve_score_format, write_scored
 from xmine.mining.knn import exact_knn_both
-from xmine.mining.select import MiningConfig, _masked_mean
+from xmine.mining.select import MiningConfig, _masked_mean, margin_score
 from xmine.mining.threshold_rule import RuleUse, run_threshold
 from xmine.mining.writers import tsv_field
 from xmine.artefacts.outputs import claim_output
@@ -104,8 +103,7 @@ def score_pairs(sx, sy, n: int, *, langs, config: MiningConfig, filters: PairFil
     """Score the n pairs whose sides are rows of `sx`, `sy` (`xmine.inputs.Side`s embedded from
     `write_sides`' files). `corpora`: Sides whose rows form the neighbourhoods of the targets
     (source-language corpus) and of the sources (target-language corpus); None: the bitext's own."""
-    from xmine.mining.filter_step import SideTexts
-    from xmine.mining.mineable import Mineable
+    from xmine.mining.filter_step import Mineable, SideTexts
 
     plain = MiningConfig()  # distinct sentences, no length bounds: every row has a representative
     mx, my = Mineable(sx, plain, role="src"), Mineable(sy, plain, role="tgt")

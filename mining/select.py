@@ -1,5 +1,19 @@
 """From kNN lists to mined pairs: margin scores, retrieval modes, one-to-one, threshold, filters.
 
+Margin scores (Artetxe & Schwenk 2019, "Margin-based Parallel Corpus Mining", `margin_score`):
+for a candidate pair (x, y) with cosine c, the neighbourhood mean is
+    m = (mean of x's k nearest target cosines + mean of y's k nearest source cosines) / 2
+and the scores are
+    ratio    = c / m     (default; ~1.0 for an unremarkable pair, 1.04-1.06 a typical threshold)
+    distance = c - m     (~0.0 for an unremarkable pair)
+    absolute = c         (plain cosine, no margin: ignores hubness)
+
+The ratio is defined only where m > 0. Where m <= 0 (both neighbourhoods are unrelated or
+anti-correlated, seen with some projections' meaning parts) c / m would flip sign or explode and
+rank nonsense first, so such candidates get the score -inf: they are never mined with `ratio`
+(select_pairs counts and reports them; `distance` scores them). Exact and approximate mining
+share this function, and both average exactly k neighbours (the k nearest allowed ones).
+
 Everything here is vectorised over candidates (no Python loop per pair), except the tail of the
 greedy one-to-one matching, which is inherently sequential and only runs on what the vectorised
 rounds leave (see `greedy_one_to_one`).
@@ -17,10 +31,10 @@ import numpy as np
 from xmine.errors import ConfigError
 from xmine.exec.executor import LOCAL, Executor
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS, exact_knn_both
-from xmine.mining.margin import MARGINS, margin_score
 from xmine.mining.products import PRODUCTS
 from xmine.store.rows import RowSubset
 
+MARGINS = ("ratio", "distance", "absolute")
 RETRIEVALS = ("max", "fwd", "bwd", "intersect")
 # Direction codes in MinedPairs.direction (what found a pair).
 FWD, BWD, BOTH = 0, 1, 2
@@ -151,6 +165,20 @@ def greedy_one_to_one(src: np.ndarray, tgt: np.ndarray, score: np.ndarray) -> np
             tail.append(p)
     chosen = np.sort(np.concatenate((done, np.asarray(tail, dtype=np.int64))))
     return order[chosen]
+
+
+def margin_score(cos, mean_x, mean_y, kind: str = "ratio") -> np.ndarray:
+    """Vectorised margin score; arguments broadcast against each other."""
+    cos = np.asarray(cos, dtype=np.float32)
+    if kind == "absolute":
+        return cos.copy()
+    m = (np.asarray(mean_x, dtype=np.float32) + np.asarray(mean_y, dtype=np.float32)) / 2
+    if kind == "ratio":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(m > 0, cos / np.where(m > 0, m, 1), -np.inf).astype(np.float32)
+    if kind == "distance":
+        return cos - m
+    raise ValueError(f"unknown margin {kind!r}; choose one of {', '.join(MARGINS)}")
 
 
 def candidate_scores(fwd_sims, fwd_idx, bwd_sims, bwd_idx, *, config: MiningConfig, src_lengths=None,

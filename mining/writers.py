@@ -4,11 +4,20 @@
 into the output the pipeline has claimed (`xmine.artefacts.outputs.claim_output`, atomically).
 What each format holds (columns, Moses file names by language, the dataset card) is described in
 docs/inputs-outputs.md, "Outputs of `xmine mine`"; TSV is byte for byte what `xmine mine` always
-wrote, TMX is written by `mining.tmx`, and the `translation` keys are `translation_keys`.
+wrote, and the `translation` keys are `translation_keys`.
 
 Further per-pair columns are `PairColumn`s handed to `write_mined` (the language filter's
 `*_lid`/`*_lid_score`, the records' kept fields): the jsonl, parquet and hf rows and the TMX
 props carry them, TSV the kept fields only, Moses none.
+
+TMX 1.4b (Translation Memory eXchange, `write_tmx`), the format OPUS tools and CAT tools read:
+one `<tu>` a pair, best first: a `<prop type="x-score">` with the score (and further `x-NAME`
+props, e.g. carried document fields), then one `<tuv xml:lang="...">` per side. The structure
+follows the TMX 1.4b DTD (`tmx14.dtd`): `tmx (header, body)`, `tu ((note|prop)*, tuv+)`, `tuv
+((note|prop)*, seg)`; the header's required attributes are all set. Language tags are BCP 47
+(`tmx_lang`): the ISO 639-1 code where a language has one (de), else its ISO 639-3 code. Text is
+escaped, and the characters XML 1.0 forbids (C0 controls but tab, line feed, carriage return)
+are dropped, so that every reader parses the file.
 """
 
 from __future__ import annotations
@@ -17,16 +26,19 @@ import contextlib
 import gzip
 import io
 import json
+import re
 import tempfile
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import IO, Any, Iterable, Iterator, Sequence
+from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 
+from xmine import __version__
 from xmine.errors import ConfigError
-from xmine.mining.tmx import tmx_lang, tmx_props, write_tmx
+from xmine.langs import iso1_code, normalize_lang
 
 OUTPUT_FORMATS = ("tsv", "moses", "jsonl", "parquet", "hf", "tmx")
 # Pairs per Parquet row group / batch: bounded memory whatever the number of pairs.
@@ -163,6 +175,43 @@ def _write_tmx(claim, rows: MinedRows, extra: Sequence[PairColumn]) -> None:
              for i, (s, t, sc) in enumerate(zip(rows.src_rows, rows.tgt_rows, rows.score)))
     with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
         write_tmx(f, units, langs=(tmx_lang(langs[0]), tmx_lang(langs[1])))
+
+
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def tmx_lang(lang: str) -> str:
+    """The BCP 47 tag of a language code (deu, de-DE, deu_Latn -> de; ace -> ace)."""
+    return iso1_code(lang) or normalize_lang(lang)
+
+
+def _text(value) -> str:
+    return escape(_NOT_XML.sub("", str(value)))
+
+
+def write_tmx(f: IO[str], units: Iterable[tuple[str, str, dict]], *, langs: tuple[str, str]) -> None:
+    """Write `units` ((source text, target text, props)) as a TMX 1.4b document to `f`;
+    `langs`: the two sides' BCP 47 tags (`tmx_lang`)."""
+    src, tgt = langs
+    f.write('<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE tmx SYSTEM "tmx14.dtd">\n<tmx version="1.4">\n')
+    f.write(f'  <header creationtool="xmine" creationtoolversion={quoteattr(__version__)} '
+            f'datatype="plaintext" segtype="sentence" adminlang="en" srclang={quoteattr(src)} o-tmf="xmine"/>\n')
+    f.write("  <body>\n")
+    for i, (s, t, props) in enumerate(units, 1):
+        f.write(f'    <tu tuid="{i}">\n')
+        for name, value in props.items():
+            if value is not None and value != "":
+                f.write(f"      <prop type={quoteattr(name)}>{_text(value)}</prop>\n")
+        for lang, text in ((src, s), (tgt, t)):
+            f.write(f'      <tuv xml:lang={quoteattr(lang)}><seg>{_text(text)}</seg></tuv>\n')
+        f.write("    </tu>\n")
+    f.write("  </body>\n</tmx>\n")
+
+
+def tmx_props(score: float, extra: Sequence[tuple[str, object]] = ()) -> dict:
+    """A pair's `<prop>`s: `x-score`, then `x-NAME` for each further (name, value)."""
+    return {"x-score": f"{score:.6f}", **{f"x-{name}": value for name, value in extra}}
+
 
 
 def _plain(value):
@@ -345,5 +394,5 @@ def _sentence_meta(side, row: int, fields: Sequence[PairColumn], i: int, prefix:
     return cell if side.sentence_index is None else f"{cell}#{int(side.sentence_index[row])}"
 
 
-__all__ = ["COMPANIONS", "OUTPUT_FORMATS", "MinedRows", "PairColumn", "dataset_card", "output_format",
-           "translation_keys", "write_meta", "write_mined"]
+__all__ = ["COMPANIONS", "OUTPUT_FORMATS", "MinedRows", "PairColumn", "dataset_card", "output_format", "tmx_lang",
+           "tmx_props", "translation_keys", "write_meta", "write_mined", "write_tmx"]

@@ -1,5 +1,6 @@
 """Approximate mining at a threshold keeps what exact mining keeps: the neighbourhoods that decide
-a pair are searched again wider (mining/refine.py), so missed neighbours do not lift margins."""
+a pair are searched again wider (mining/approximate.py, `refine_passing`), so missed neighbours
+do not lift margins."""
 
 from __future__ import annotations
 

@@ -257,7 +257,7 @@ def test_the_cycle_finder_finds_a_cycle_through_a_package_init(tmp_path):
 
 
 def test_the_python_api_loads_no_command_line_module():
-    # A command's module imports its library (mining/calibrate_cli.py -> mining/calibrate.py), never
+    # A command's module imports its library (mining/cli.py -> mining/calibrate.py), never
     # the reverse: the Python API (xmine.mining.api and what its functions import) loads neither
     # click nor a module of commands or options.
     modules = _package_modules()
@@ -269,8 +269,8 @@ def test_the_python_api_loads_no_command_line_module():
             todo.extend(graph[module])
     assert "xmine.mining.threshold_rule" in loaded  # the walk went down the layers
     cli = sorted(m for m in loaded if m.rpartition(".")[2] in ("cli", "commands", "options", "cli_options")
-                 or m.endswith("_cli") or any("click" in _third_party(node) for node, in_function in
-                                              _import_nodes(_tree(modules[m])) if not in_function))
+                 or any("click" in _third_party(node) for node, in_function in
+                        _import_nodes(_tree(modules[m])) if not in_function))
     assert not cli, f"the Python API loads command-line modules: {cli}"
 
 #: The modules outside xmine that may be imported inside a function, where the one command that

@@ -13,8 +13,7 @@ import pytest
 from xmine.errors import ConfigError
 from xmine.mining import MiningConfig, mine_embeddings, select_pairs
 from xmine.mining.knn import exact_knn_both
-from xmine.mining.margin import margin_score
-from xmine.mining.select import BOTH, FWD, RETRIEVALS, greedy_one_to_one
+from xmine.mining.select import BOTH, FWD, RETRIEVALS, greedy_one_to_one, margin_score
 
 from flores import flores_lines
 

@@ -12,9 +12,8 @@ from clitools import ok, refused, xm
 from flores import flores_lines
 from xmine.mining.defaults import CALIBRATION, OPERATING_POINTS, encoder_defaults, space_defaults
 from xmine.mining.filters import PairFilterConfig
-from xmine.mining.margin import MARGINS
 from xmine.mining.config import SelectionConfig
-from xmine.mining.select import MiningConfig
+from xmine.mining.select import MARGINS, MiningConfig
 from xmine.mining.threshold_rule import ESTIMATED, RULE_NAME, RuleUse, run_threshold
 from xmine.encoders.projection import shipped_dir
 

@@ -22,7 +22,6 @@ from xmine.disentangle.projection import load_projection
 from xmine.errors import XmineError
 from xmine.index import cli as index_cli
 from xmine.index.faiss_index import IndexDir
-from xmine.mining import calibrate_cli, score_cli
 from xmine.mining import cli as mining_cli
 
 register_readers(projection=load_projection, index=IndexDir.open)
@@ -31,9 +30,7 @@ register_readers(projection=load_projection, index=IndexDir.open)
 _COMMAND_MODULES = (
     commands,            # encoders, embed, verify, cache
     index_cli,           # build-index, search
-    mining_cli,          # mine
-    score_cli,           # score
-    calibrate_cli,       # calibrate
+    mining_cli,          # mine, score, calibrate
     disentangle_cli,     # train, langid, export-st
     benchmarks_cli,      # bench, plot
 )

@@ -6,7 +6,7 @@ as text files, embedded with `xmine embed` (the default encoder, runtime and pro
 finished store is reused), then mined with `xmine mine` at the defaults (the projection's
 calibrated threshold, k = 4): exact; approximate with the former defaults (`--pq-m 32 --nprobe 8
 --no-refine`); `--approximate --no-refine` (today's search alone); and `--approximate` (with the
-refinement of mining/refine.py). Each command runs in a fresh process, timed, its peak RSS read
+refinement of mining/approximate.py). Each command runs in a fresh process, timed, its peak RSS read
 from /proc (`scale.run_measured`); pairs are compared by line numbers.
 
 Target: approximate mining keeps >= 98% of exact's pairs and adds <= 2% (of exact's count) that

@@ -96,7 +96,7 @@ def _knn(a, b, k, *, exclude_self=False):
 
 def _self_best(x):
     """Same-side decoy: each sentence's best ratio margin against its own side, self excluded."""
-    from xmine.mining.margin import margin_score
+    from xmine.mining.select import margin_score
 
     c, idx = _knn(x, x, K, exclude_self=True)
     mean = c.mean(1)
@@ -144,8 +144,7 @@ class MiningCase:
     """One set in one space: the mined candidates, their truth, and each direction's best margins."""
 
     def __init__(self, d, space: str):
-        from xmine.mining.margin import margin_score
-        from xmine.mining.select import MiningConfig, select_pairs
+        from xmine.mining.select import MiningConfig, margin_score, select_pairs
 
         self.d, self.space = d, space
         fs, fi, bs, bi = (d[f"{space}_{n}"] for n in ("fs", "fi", "bs", "bi"))

@@ -41,17 +41,17 @@ def fmda_parts_from_store(projection, store, *, batch_rows: int = 256) -> dict[s
     import torch
     import torch.nn.functional as F
 
-    from xmine.disentangle.fmda import PARTS, pad_batch
+    from xmine.disentangle.model import FMDA_PARTS, pad_batch
 
     n = len(store)
-    out = {p: np.empty((n, projection.dim), np.float32) for p in PARTS}
+    out = {p: np.empty((n, projection.dim), np.float32) for p in FMDA_PARTS}
     order = np.argsort(store.lengths(), kind="stable")  # similar lengths together: little padding
     with torch.no_grad():
         for s in range(0, n, batch_rows):
             rows = order[s:s + batch_rows]
             h, mask = pad_batch([store.token_states(int(r)) for r in rows])
             res = projection.model(h, mask)
-            for p in PARTS:
+            for p in FMDA_PARTS:
                 out[p][rows] = F.normalize(res[p], dim=-1, eps=1e-12).numpy()
     return out
 

@@ -9,7 +9,7 @@ Public API (heavy modules are imported on first use, so `import xmine.disentangl
 - `MeaningProjection` (a sentence-transformers module) and
   `export_sentence_transformer(projection_dir, encoder_name, out_dir, part="meaning")` (st_module.py).
 - `discover_pairs` (data.py: the rule that finds parallel files in a directory).
-- FMDA (token-level; fmda.py, fmda_trainer.py): `train_fmda(massive_dir, out, encoder=...,
+- FMDA (token-level; model.py, fmda_trainer.py): `train_fmda(massive_dir, out, encoder=...,
   config=FmdaConfig(...))`; its projection's `embed_texts(encoder, texts, parts)` gives the
   meaning, template, residual and language parts; `FMDAProjection` is its sentence-transformers
   module (reads token embeddings).
@@ -26,7 +26,7 @@ _LAZY = {
     "Method": "methods",
     "MeaningProjection": "st_module", "export_sentence_transformer": "st_module",
     "discover_pairs": "data", "sample_pairs": "data",
-    "FMDA": "fmda", "FmdaConfig": "fmda_trainer", "train_fmda": "fmda_trainer", "FMDAProjection": "st_module",
+    "FMDA": "model", "FmdaConfig": "fmda_trainer", "train_fmda": "fmda_trainer", "FMDAProjection": "st_module",
 }
 
 __all__ = sorted(_LAZY)

@@ -37,7 +37,7 @@ from xmine.artefacts.directory import file_fingerprint
 from xmine.errors import ConfigError, InputError
 from xmine.langs import normalize_lang
 from xmine.disentangle.massive import PIVOT, available_locales, find_folder, train_rows
-from xmine.io.parallel_text import read_parallel
+from xmine.io.corpus import read_parallel
 
 _LANG_CODE = re.compile(r"^[a-z]{2,3}(_[A-Z][a-z]{3})?$")
 _NOT_LANG = {"md", "txt", "tsv", "csv", "json", "gz", "zip", "xml", "sgm", "py", "sh", "yml", "yaml",

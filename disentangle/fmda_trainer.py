@@ -60,7 +60,7 @@ class FmdaConfig:
     batch_size: int = 64
     #: Adam learning rate
     lr: float = 1e-4
-    #: linear layers per MLP (language, meaning, utterance decoder); see fmda.py
+    #: linear layers per MLP (language, meaning, utterance decoder); see model.py
     layers: int = 1
     #: Loss_con^tp / Loss_con^m (Eqs. 3-4): "clamped" (negatives clamped at 0, pool + in-batch
     #: negatives; the default, see losses.fmda_contrastive_loss) or "paper" (the printed equations)
@@ -119,7 +119,7 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
     import torch
     from tqdm.auto import tqdm
 
-    from xmine.disentangle.fmda import FMDA
+    from xmine.disentangle.model import FMDA
     from xmine.disentangle.methods import fmda_terms
 
     out_dir = Path(out_dir)
@@ -226,7 +226,7 @@ class Stepper:
         return pick
 
     def parts(self, loc: str, rows: np.ndarray) -> dict:
-        from xmine.disentangle.fmda import pad_batch
+        from xmine.disentangle.model import pad_batch
 
         store = self.data.data[loc].store
         return self.model(*pad_batch([store.token_states(int(r)) for r in rows]))  # (states, mask)

@@ -15,7 +15,7 @@ Papers (plain text in ../shared/papers):
 - FMDA: "Fine-grained Multilingual Disentangled Autoencoder" (../shared/papers/fmda-*.txt;
   its authors are not in that text), Sec. 3.2-3.5, Eqs. 1-5. Its
   terms read per-sentence parts (template tp, residual rs, language lang, meaning m) of the
-  token-level model in fmda.py; the names follow the paper (Loss_lang, Loss_rec^utt,
+  token-level model in model.py; the names follow the paper (Loss_lang, Loss_rec^utt,
   Loss_rec^tp, Loss_rec^rs and their -CL versions, Loss_con^tp, Loss_con^m).
 
 Choices (where a paper leaves room):
@@ -175,7 +175,7 @@ def seed_combined_loss(
     )
 
 
-# --- FMDA (token-level model in fmda.py) -------------------------------------------
+# --- FMDA (token-level model in model.py) ------------------------------------------
 
 def fmda_language_loss(logits: Tensor, labels: Tensor) -> Tensor:
     """Loss_lang = CrossEntropy(P, L) (FMDA Sec. 3.2), batch mean."""

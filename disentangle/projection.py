@@ -183,7 +183,7 @@ class Projection:
         import torch
         import torch.nn.functional as F
 
-        from xmine.disentangle.fmda import pad_batch
+        from xmine.disentangle.model import pad_batch
 
         if not self.token_level:
             raise ArtefactError(f"projection {self.path} ({self.method}) works on sentence vectors: use transform")
@@ -257,8 +257,7 @@ def load_projection(path: str | Path) -> Projection:
     """Load a projection directory written by `xmine train` (refuses other artefacts)."""
     from safetensors.torch import load_file
 
-    from xmine.disentangle.fmda import FMDA
-    from xmine.disentangle.model import Disentangler
+    from xmine.disentangle.model import FMDA, Disentangler
 
     path = Path(path)
     content = projection_files(path)  # every file's sha256, as the manifest records them

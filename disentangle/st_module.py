@@ -27,8 +27,7 @@ from safetensors.torch import load_file, save_file
 from sentence_transformers.base.modules.module import Module
 
 from xmine.artefacts.directory import atomic_dir
-from xmine.disentangle.fmda import FMDA, PARTS as FMDA_PARTS
-from xmine.disentangle.model import Disentangler
+from xmine.disentangle.model import FMDA, FMDA_PARTS, Disentangler
 from xmine.disentangle.projection import load_projection
 from xmine.disentangle.st_export import base_model, save_export
 from xmine.errors import EncoderError

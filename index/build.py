@@ -19,8 +19,8 @@ from xmine.exec.executor import LOCAL, Executor, ShardProgress
 from xmine.artefacts.fileio import atomic_path, sha256_file, write_manifest
 from xmine.index.choose import IndexChoice, choose_index
 from xmine.io.compression import count_lines
-from xmine.index.faiss_gpu import faiss_reason, to_cpu, to_gpu, units_use_gpus
-from xmine.index.faiss_index import FORMAT_VERSION, KIND, IndexDir, shard_name, shard_plan
+from xmine.index.faiss_index import (FORMAT_VERSION, KIND, IndexDir, faiss_reason, shard_name, shard_plan, to_cpu, to_gpu,
+                                     units_use_gpus)
 from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint, to_json
 from xmine.store.layout import LINE_NUMBERS, SENTENCE_INDEX, SENTENCES
 from xmine.store.rows import as_f32

@@ -18,8 +18,7 @@ from xmine.exec.executor import executor_for
 from xmine.index.blocked_search import IndexDirShards, search_blocks
 from xmine.index.build import IndexConfig, build_index as _build
 from xmine.index.choose import BUILD_TYPES
-from xmine.index.faiss_gpu import gpu_count
-from xmine.index.faiss_index import IndexDir
+from xmine.index.faiss_index import IndexDir, gpu_count
 from xmine.encoders.input_encoders import Encoders, check_same_projection
 from xmine.inputs import check_split_languages, load_side
 from xmine.options import (LANG, PROJECTION_CHOSEN, Finite, input_format_options, projection_option, quiet_option,

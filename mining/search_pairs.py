@@ -12,7 +12,7 @@ import numpy as np
 
 from xmine.exec.executor import Executor
 from xmine.index.blocked_search import FlatChunks, IndexDirShards, search_blocks
-from xmine.index.faiss_gpu import units_use_gpus
+from xmine.index.faiss_index import units_use_gpus
 from xmine.mining.approximate import approximate_knn_both, drop_repeats, rescore_candidates
 from xmine.mining.filter_step import Mineable
 from xmine.mining.select import MinedPairs, mine_embeddings, passing_rows, select_pairs

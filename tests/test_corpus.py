@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 from xmine.io.compression import count_lines
-from xmine.io.corpus import iter_corpus, read_corpus, truncate_for_encoding
+from xmine.io.corpus import iter_corpus, read_corpus, read_parallel, truncate_for_encoding
 from xmine.io.dedup import dedup
-from xmine.io.parallel_text import read_parallel
 from xmine.errors import InputError
 
 

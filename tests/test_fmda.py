@@ -13,7 +13,7 @@ import torch
 from click.testing import CliRunner
 
 from xmine.disentangle import losses as L
-from xmine.disentangle.fmda import FMDA, pad_batch
+from xmine.disentangle.model import FMDA, pad_batch
 from xmine.disentangle.fmda_data import (THRESHOLD, _bleu_upper_bound, bleu_tokenizer_for, negative_pool,
                                          read_massive, template_and_residual_masks)
 from xmine.disentangle.massive import parse_annotation

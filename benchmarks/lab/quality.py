@@ -95,7 +95,7 @@ def _qe_test_sentences(data: Path) -> set[str]:
 def _write_filtered(src: Path, tgt: Path, exclude: set[str], dest: Path) -> tuple[Path, Path, int]:
     """Copy a line-aligned pair without lines whose either side is in `exclude` (derived data)."""
     from xmine.artefacts.fileio import atomic_write_text
-    from xmine.io.parallel_text import read_parallel
+    from xmine.io.corpus import read_parallel
 
     s, t = read_parallel(src, tgt)
     keep = [(a, b) for a, b in zip(s, t) if a not in exclude and b not in exclude]

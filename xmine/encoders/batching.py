@@ -2,7 +2,7 @@
 
 `token_batches` cuts token id lists, longest first, into passes of at most `token_budget`
 padded tokens; the torch and OpenVINO encoders (`transformer`, `ov_encoder`), token-level
-outputs (`tokens`) and int8 calibration (`ov_int8`) all batch through it.
+outputs (`tokens`) and int8 calibration (`ov_build`) all batch through it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 - `torch`: eager PyTorch (`TokenBatchedEncoder`), every device, precisions fp32/bf16/fp16.
 - `openvino`: the same model converted once to OpenVINO IR and compiled by its CPU plugin (fused
   attention and matrix-product kernels; `xmine.encoders.ov_encoder`). CPU only; precisions fp32,
-  bf16 (`INFERENCE_PRECISION_HINT`) and int8 (NNCF post-training quantisation, `ov_int8`).
+  bf16 (`INFERENCE_PRECISION_HINT`) and int8 (NNCF post-training quantisation, `ov_build`).
   Tokenisation, length-sorted token batches and float32 pooling are torch's, unchanged.
 - `auto` (default): openvino for transformer encoders on an x86 CPU when the `openvino` package
   is installed (and the precision is one it runs), torch everywhere else (CUDA, other CPUs,

@@ -1,4 +1,6 @@
-"""Reading sentence corpora: one sentence per line, plain text or compressed, validated, streamed.
+"""Reading sentence corpora: one sentence per line, plain text or compressed, validated, streamed;
+and line-aligned parallel files (a source and a target file, line i of one the translation of
+line i of the other), read as one file is.
 
 Input policy (what every xmine command does with a text file):
 
@@ -40,7 +42,7 @@ from typing import BinaryIO, Iterator, Sequence
 
 import numpy as np
 
-from xmine.io.compression import compression_of, open_binary, read_error, read_errors, uses_cr_line_ends
+from xmine.io.compression import compression_of, count_lines, open_binary, read_error, read_errors, uses_cr_line_ends
 from xmine.errors import InputError
 
 log = logging.getLogger("xmine.io.corpus")
@@ -233,12 +235,55 @@ def read_corpus(path: str | Path, *, max_chars: int = DEFAULT_MAX_CHARS) -> Corp
     return Corpus(path=path, sentences=list(sentences), line_numbers=np.asarray(numbers, dtype=np.int64), stats=stats)
 
 
+def iter_parallel(
+    src_path: str | Path, tgt_path: str | Path, *, max_chars: int = DEFAULT_MAX_CHARS
+) -> Iterator[tuple[int, str, str]]:
+    """Stream line-aligned parallel files: yield (line_number, src, tgt) for the lines where both
+    sides are non-empty. Lines empty on either side are skipped on both (counted in a warning).
+
+    Raises `InputError` naming both files and both line counts when their lengths differ
+    (checked before anything is yielded, so a caller never sees half an answer).
+    """
+    src_path, tgt_path = Path(src_path), Path(tgt_path)
+    n_src, n_tgt = count_lines(src_path), count_lines(tgt_path)
+    if n_src != n_tgt:
+        raise InputError(
+            src_path,
+            f"parallel files differ in length: {src_path} has {n_src} line(s), {tgt_path} has {n_tgt}",
+        )
+    s_stats, t_stats = CorpusStats(path=src_path), CorpusStats(path=tgt_path)
+    skipped = 0
+    for (line_no, s), (_, t) in zip(iter_lines(src_path, stats=s_stats), iter_lines(tgt_path, stats=t_stats)):
+        if not s.strip() or not t.strip():
+            skipped += 1
+            continue
+        s_stats.note_line(line_no, s, max_chars)
+        t_stats.note_line(line_no, t, max_chars)  # (counts the pairs as its sentences)
+        yield line_no, s, t
+    if s_stats.sentences == 0:
+        raise InputError(src_path, f"no sentence pair with both sides non-empty in {src_path} and {tgt_path}")
+    if skipped:
+        log.warning(f"{src_path} / {tgt_path}: {skipped} line(s) empty on one or both sides skipped")
+    for st in (s_stats, t_stats):
+        for message in st.warnings(max_chars):
+            if "empty line" not in message:
+                log.warning(message)
+
+
+def read_parallel(
+    src_path: str | Path, tgt_path: str | Path, *, max_chars: int = DEFAULT_MAX_CHARS
+) -> tuple[list[str], list[str]]:
+    """Read line-aligned parallel files into two equally long lists (see `iter_parallel`)."""
+    _, src, tgt = zip(*iter_parallel(src_path, tgt_path, max_chars=max_chars))  # (never empty: it raises)
+    return list(src), list(tgt)
+
+
 def truncate_for_encoding(sentences: Sequence[str], max_chars: int = DEFAULT_MAX_CHARS) -> list[str]:
     """The sentences cut to `max_chars` characters each (the text to give the encoder)."""
     return [s if len(s) <= max_chars else s[:max_chars] for s in sentences]
 
 
 __all__ = [
-    "DEFAULT_MAX_CHARS", "Corpus", "CorpusStats", "iter_corpus", "iter_lines", "read_corpus",
-    "truncate_for_encoding",
+    "DEFAULT_MAX_CHARS", "Corpus", "CorpusStats", "iter_corpus", "iter_lines", "iter_parallel", "read_corpus",
+    "read_parallel", "truncate_for_encoding",
 ]

@@ -12,8 +12,7 @@ import numpy as np
 from xmine.errors import ConfigError
 from xmine.artefacts.outputs import claim_output
 from xmine.artefacts.records import ShardRecord
-from xmine.store.directory import clear_dir, lock_store_dir
-from xmine.store.finish import finalise
+from xmine.store.directory import clear_dir, finalise, lock_store_dir
 from xmine.store.layout import DEFAULT_DTYPE, DTYPES, PARTS, STORE_KIND
 from xmine.store.reader import EmbeddingStore
 from xmine.store.shards import write_shard_record

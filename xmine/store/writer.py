@@ -17,7 +17,7 @@ Without a projection the raw encoder embeddings are stored and the manifest's pa
 one, `projection.transform(raw, part)` ("meaning" or "language") is stored.
 
 The steps, in order: `_check_request`, `_finished_or_build_dir`, `resume` (xmine.store.resume),
-`_encode_shards`, `finalise` (xmine.store.finish).
+`_encode_shards`, `finalise` (xmine.store.directory).
 """
 
 from __future__ import annotations
@@ -45,8 +45,7 @@ from xmine.io.readers import open_corpus
 from xmine.artefacts.records import ShardRecord
 from xmine.encoders.projection import PROJECTION_KIND, resolve_projection
 from xmine.io.sentences import sentence_splitter
-from xmine.store.directory import clear_dir, lock_store_dir, rebuild_dir, refuse_foreign, remove_leftovers
-from xmine.store.finish import finalise
+from xmine.store.directory import clear_dir, finalise, lock_store_dir, rebuild_dir, refuse_foreign, remove_leftovers
 from xmine.store.layout import DEFAULT_DTYPE, DTYPES, LOCK, PARTS, PROGRESS, STORE_KIND
 from xmine.store.reader import EmbeddingStore
 from xmine.store.resume import Progress, identity_mismatch, resume, shard_intact

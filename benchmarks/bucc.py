@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 import numpy as np
@@ -113,9 +113,22 @@ def evaluate(pairs: set[tuple[str, str]], gold: set[tuple[str, str]]) -> dict:
             "gold": len(gold)}
 
 
+class Candidates(NamedTuple):
+    """What `mine_candidates` mined of one split."""
+
+    #: every candidate (src-id, en-id), each id carrying a mined sentence
+    pairs: list[tuple[str, str]]
+    #: their scores (float32 values)
+    scores: np.ndarray
+    #: the threshold `xmine mine` keeps them at (None: every pair)
+    threshold: float | None
+    #: the share the threshold's rule read off this run (`mutual_null_share`), None without a rule
+    share: float | None
+
+
 def mine_candidates(src: tuple[list[str], list[str]], en: tuple[list[str], list[str]], embed_fn, *, k: int = 4,
                     margin: str = "ratio", retrieval: str = "max", threshold: float | dict | None = None,
-                    ) -> tuple[list[tuple[str, str]], np.ndarray, float | None]:
+                    ) -> Candidates:
     """Mine one split given as (ids, sentences) per side; every candidate (src-id, en-id) with its
     score, and the threshold `xmine mine` would keep this run's candidates at (`run_threshold_of`).
 
@@ -142,23 +155,24 @@ def mine_candidates(src: tuple[list[str], list[str]], en: tuple[list[str], list[
             for eid in ids_of_e[b]:
                 cands.append((sid, eid))
                 scores.append(sc)
-    return cands, np.asarray(scores, dtype=np.float64), run_threshold_of(mined, threshold)
+    return Candidates(cands, np.asarray(scores, dtype=np.float64), *run_threshold_of(mined, threshold))
 
 
-def run_threshold_of(mined, threshold: float | dict | None) -> float | None:
-    """The threshold `xmine mine` keeps the candidates `mined` (every one, unique sentences) at:
-    `threshold` a number or None (every pair kept) as it is; a `threshold_rule.run_threshold` record,
-    its value, or where it has a rule (the run-following rule of a calibrated space, or the estimate
-    of a space without a calibration) the value that rule gives this run (`apply_run_threshold`)."""
+def run_threshold_of(mined, threshold: float | dict | None) -> tuple[float | None, float | None]:
+    """The threshold `xmine mine` keeps the candidates `mined` (every one, unique sentences) at, and
+    the share its rule read (None where no rule applies): `threshold` a number or None (every pair
+    kept) as it is; a `threshold_rule.run_threshold` record, its value, or where it has a rule (the
+    run-following rule of a calibrated space, or the estimate of a space without a calibration) the
+    value that rule gives this run (`apply_run_threshold`)."""
     if not isinstance(threshold, dict):
-        return threshold
+        return threshold, None
     if "rule" not in threshold:
-        return threshold["value"]
+        return threshold["value"], None
     from xmine.mining.threshold_rule import apply_run_threshold
 
     record = dict(threshold)
     apply_run_threshold(mined, record)
-    return record["value"]
+    return record["value"], record.get("share")
 
 
 def at_least(scores, threshold: float | None) -> np.ndarray:
@@ -204,7 +218,7 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
         return mine_candidates(read_bucc_file(files["src"]), read_bucc_file(files["en"]), embed, k=k, margin=margin,
                                retrieval=retrieval)
 
-    cands, scores, _ = mine_split(tf)
+    cands, scores, _, _ = mine_split(tf)
     correct = np.array([c in gold for c in cands], dtype=bool)
     threshold, _ = best_threshold(scores, correct, len(gold))
     kept = {c for c, s in zip(cands, scores) if s >= threshold}
@@ -215,7 +229,7 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
     }
     test = _split_files(root, pair, "test")
     if test is not None and test["gold"].is_file():
-        cands, scores, _ = mine_split(test)
+        cands, scores, _, _ = mine_split(test)
         result["test"] = {"split": "test", **evaluate({c for c, s in zip(cands, scores) if s >= threshold},
                                                        read_gold(test["gold"]))}
     return result

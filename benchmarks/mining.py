@@ -314,15 +314,17 @@ def evaluate_set(embed_fn, files: dict[str, Path], *, threshold: float | dict | 
     """P/R/F1 at the best threshold and at `threshold` (None: every pair kept; a `variant_threshold`
     record: what `xmine mine` keeps this set at, its rule applied to the set's own candidates) for one
     set, with `bench bucc`'s code, its gap (best F1 - F1 at `threshold`), its sizes, and (ratio margin)
-    the curve over `CURVE_THRESHOLDS`."""
+    the curve over `CURVE_THRESHOLDS`. The default's record holds the share its rule read (`share`,
+    as `xmine mine`'s OUT.json does; None without a rule)."""
     gold = read_gold(files["gold"])
-    cands, scores, threshold = mine_candidates(read_bucc_file(files["src"]), read_bucc_file(files["en"]), embed_fn,
-                                               k=k, margin=margin, retrieval=retrieval, threshold=threshold)
+    cands, scores, threshold, share = mine_candidates(read_bucc_file(files["src"]), read_bucc_file(files["en"]),
+                                                      embed_fn, k=k, margin=margin, retrieval=retrieval,
+                                                      threshold=threshold)
     correct = np.array([c in gold for c in cands], dtype=bool)
     best_t, _ = best_threshold(scores, correct, len(gold))
     best = evaluate({c for c, s in zip(cands, scores) if s >= best_t}, gold)
     at_default = evaluate({c for c, kept in zip(cands, at_least(scores, threshold)) if kept}, gold)
-    out = {"best": {"threshold": best_t, **best}, "default": {"threshold": threshold, **at_default},
+    out = {"best": {"threshold": best_t, **best}, "default": {"threshold": threshold, "share": share, **at_default},
            "gap": best["f1"] - at_default["f1"], "candidates": len(cands),
            "sizes": {"src": sum(1 for _ in open(files["src"], encoding="utf-8")),
                      "en": sum(1 for _ in open(files["en"], encoding="utf-8")), "gold": len(gold)}}

@@ -159,8 +159,8 @@ def evaluate_noisy(embed_fn, data: Path, ms, *, threshold: float | dict | None, 
     gold = set(ms.gold)
     src, en, kinds = add_noise(ms, data, seed=seed)
     text_s, text_e = dict(zip(*src)), dict(zip(*en))
-    cands, scores, t = mine_candidates(src, en, embed_fn, threshold=threshold)
-    clean_cands, clean_scores, clean_t = mine_candidates(ms.src, ms.en, embed_fn, threshold=threshold)
+    cands, scores, t, _ = mine_candidates(src, en, embed_fn, threshold=threshold)
+    clean_cands, clean_scores, clean_t, _ = mine_candidates(ms.src, ms.en, embed_fn, threshold=threshold)
     clean = _prf([c for c, kept in zip(clean_cands, at_least(clean_scores, clean_t)) if kept], gold)
     at = [(c, s) for c, s, kept in zip(cands, scores, at_least(scores, t)) if kept]
     noisy = _prf([c for c, _ in at], gold)
@@ -221,7 +221,7 @@ def _mine_cleaned(src, en, embed_fn, threshold: float | dict | None, langs, cfg,
                                lid=cfg.lid)
     drop("pre_search", 0, s.keep)
     drop("pre_search", 1, t.keep)
-    cands, scores, t = mine_candidates(tuple(sides[0]), tuple(sides[1]), embed_fn, threshold=threshold)
+    cands, scores, t, _ = mine_candidates(tuple(sides[0]), tuple(sides[1]), embed_fn, threshold=threshold)
     at = [(c, sc) for c, sc, kept in zip(cands, scores, at_least(scores, t)) if kept]
     if filters:
         text_s, text_e = dict(zip(*src)), dict(zip(*en))

@@ -116,7 +116,7 @@ def candidate_runs(embed, sets: dict[str, Any], *, margin: str, k: int = 4, retr
     runs = {}
     for lg, ms in sets.items():
         gold = set(ms.gold)
-        cands, scores, _ = mine_candidates(ms.src, ms.en, embed, k=k, margin=margin, retrieval=retrieval)
+        cands, scores, _, _ = mine_candidates(ms.src, ms.en, embed, k=k, margin=margin, retrieval=retrieval)
         runs[lg] = (np.asarray(scores, np.float64), np.array([c in gold for c in cands], bool), len(gold))
     return runs
 

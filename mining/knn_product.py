@@ -192,8 +192,9 @@ def product_knn_both(x: np.ndarray, y: np.ndarray, k: int, *, block_rows: int, b
 
     # y already in memory: its blocks are rounded for the product once, not once per row block (a
     # bf16 copy is half of y; a store read from disk is rounded block by block, memory bounded).
-    y_prepared = ({j0: prod.prepare(y_block(j0, j0 + block_cols), ty.tiny) for j0 in range(0, m, block_cols)}
-                  if y32 is not None and prod.name != "cuda" and n > block_rows else {})
+    y_prepared = {}
+    if y32 is not None and prod.name != "cuda" and n > block_rows:
+        y_prepared = {j0: prod.prepare(y_block(j0, j0 + block_cols), ty.tiny) for j0 in range(0, m, block_cols)}
 
     def y_block_prepared(j0: int, j1: int):
         p = y_prepared.get(j0)

@@ -104,8 +104,10 @@ def null_fit(scores: np.ndarray, iterations: int = 20) -> tuple[float, float, fl
         beta = max((qb - qa) / (_gumbel_q(GUMBEL_HI) - _gumbel_q(GUMBEL_LO)), 1e-9)
         mu = qa - beta * _gumbel_q(GUMBEL_LO)
         below = np.searchsorted(asc, mu + beta * _gumbel_q(NULL_SHARE_Q), side="right") / n
-        pi0, before = float(np.clip(below / NULL_SHARE_Q, 0.05, 1.0)), pi0
-        if abs(pi0 - before) < 1e-4:
+        new = float(np.clip(below / NULL_SHARE_Q, 0.05, 1.0))
+        done = abs(new - pi0) < 1e-4
+        pi0 = new
+        if done:
             break
     return float(mu), float(beta), n * (1 - pi0)
 

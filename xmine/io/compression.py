@@ -48,11 +48,16 @@ def open_binary(path: str | Path) -> BinaryIO:
     path = Path(path)
     check_input_file(path)
     kind = compression_of(path)
-    if kind in ("gzip", "xz", "bzip2"):
-        import bz2
+    if kind == "gzip":
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    if kind == "xz":
         import lzma
 
-        return {"gzip": gzip, "xz": lzma, "bzip2": bz2}[kind].open(path, "rb")  # type: ignore[return-value]
+        return lzma.open(path, "rb")  # type: ignore[return-value]
+    if kind == "bzip2":
+        import bz2
+
+        return bz2.open(path, "rb")  # type: ignore[return-value]
     if kind == "zstd":
         try:
             import zstandard

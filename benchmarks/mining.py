@@ -37,10 +37,9 @@ rows rounded as `mine`'s store keeps them), with k = 4, ratio margin and max ret
 mine` defaults. The sets are mined as they are, without `mine`'s language filter and pre-search
 cleaning (they hold no noise; `--noisy` measures both): where the language filter drops a row of a
 clean set (2 of 256 Japanese lines of the quick set), `mine`'s candidates, and so its threshold,
-differ by those rows. Each language's result also holds
-its curve: precision, recall, F1 and the number of mined pairs at every ratio threshold of
-`CURVE_THRESHOLDS` (1.000-1.080, step 0.001), so a default threshold can be judged against the
-whole curve, not one point.
+differ by those rows. Each language's result also holds its curve: precision, recall, F1 and the
+number of mined pairs at every ratio threshold of `CURVE_THRESHOLDS` (1.000-1.080, step 0.001), so
+a default threshold can be judged against the whole curve, not one point.
 """
 
 from __future__ import annotations
@@ -317,14 +316,14 @@ def evaluate_set(embed_fn, files: dict[str, Path], *, threshold: float | dict | 
     the curve over `CURVE_THRESHOLDS`. The default's record holds the share its rule read (`share`,
     as `xmine mine`'s OUT.json does; None without a rule)."""
     gold = read_gold(files["gold"])
-    cands, scores, threshold, share = mine_candidates(read_bucc_file(files["src"]), read_bucc_file(files["en"]),
-                                                      embed_fn, k=k, margin=margin, retrieval=retrieval,
-                                                      threshold=threshold)
+    cands, scores, kept_at, share = mine_candidates(read_bucc_file(files["src"]), read_bucc_file(files["en"]),
+                                                    embed_fn, k=k, margin=margin, retrieval=retrieval,
+                                                    threshold=threshold)
     correct = np.array([c in gold for c in cands], dtype=bool)
     best_t, _ = best_threshold(scores, correct, len(gold))
     best = evaluate({c for c, s in zip(cands, scores) if s >= best_t}, gold)
-    at_default = evaluate({c for c, kept in zip(cands, at_least(scores, threshold)) if kept}, gold)
-    out = {"best": {"threshold": best_t, **best}, "default": {"threshold": threshold, "share": share, **at_default},
+    at_default = evaluate({c for c, kept in zip(cands, at_least(scores, kept_at)) if kept}, gold)
+    out = {"best": {"threshold": best_t, **best}, "default": {"threshold": kept_at, "share": share, **at_default},
            "gap": best["f1"] - at_default["f1"], "candidates": len(cands),
            "sizes": {"src": sum(1 for _ in open(files["src"], encoding="utf-8")),
                      "en": sum(1 for _ in open(files["en"], encoding="utf-8")), "gold": len(gold)}}

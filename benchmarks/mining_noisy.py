@@ -221,8 +221,8 @@ def _mine_cleaned(src, en, embed_fn, threshold: float | dict | None, langs, cfg,
                                lid=cfg.lid)
     drop("pre_search", 0, s.keep)
     drop("pre_search", 1, t.keep)
-    cands, scores, t, _ = mine_candidates(tuple(sides[0]), tuple(sides[1]), embed_fn, threshold=threshold)
-    at = [(c, sc) for c, sc, kept in zip(cands, scores, at_least(scores, t)) if kept]
+    cands, scores, kept_at, _ = mine_candidates(tuple(sides[0]), tuple(sides[1]), embed_fn, threshold=threshold)
+    at = [(c, sc) for c, sc, kept in zip(cands, scores, at_least(scores, kept_at)) if kept]
     if filters:
         text_s, text_e = dict(zip(*src)), dict(zip(*en))
         keep, _ = apply_pair_filters([text_s[a] for (a, _), _ in at], [text_e[b] for (_, b), _ in at],

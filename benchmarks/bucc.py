@@ -22,6 +22,7 @@ import click
 import numpy as np
 
 from xmine.artefacts.directory import provenance
+from xmine.calibration import DEFAULT_MARGIN
 from xmine.io.dedup import dedup
 from xmine.store.layout import DEFAULT_DTYPE
 from xmine.encoders.embed_cache import cached_encode
@@ -126,11 +127,20 @@ class Candidates(NamedTuple):
     share: float | None
 
 
+def margin_of(threshold: float | dict | None, margin: str | None = None) -> str:
+    """The margin a run scores with: `margin` where given, else the one `xmine mine` would use with
+    `threshold` (a `threshold_rule.run_threshold` record says it), else ratio."""
+    if margin is not None:
+        return margin
+    return threshold.get("margin", DEFAULT_MARGIN) if isinstance(threshold, dict) else DEFAULT_MARGIN
+
+
 def mine_candidates(src: tuple[list[str], list[str]], en: tuple[list[str], list[str]], embed_fn, *, k: int = 4,
-                    margin: str = "ratio", retrieval: str = "max", threshold: float | dict | None = None,
+                    margin: str | None = None, retrieval: str = "max", threshold: float | dict | None = None,
                     ) -> Candidates:
     """Mine one split given as (ids, sentences) per side; every candidate (src-id, en-id) with its
-    score, and the threshold `xmine mine` would keep this run's candidates at (`run_threshold_of`).
+    score (`margin_of` the threshold), and the threshold `xmine mine` would keep this run's
+    candidates at (`run_threshold_of`).
 
     `embed_fn(sentences) -> (n, dim)` L2-normalised embeddings (raw or a projection's meaning part),
     rounded to the dtype `xmine mine` keeps a text side's rows in (`DEFAULT_DTYPE`): the rounding
@@ -144,7 +154,7 @@ def mine_candidates(src: tuple[list[str], list[str]], en: tuple[list[str], list[
     us, inv_s = dedup(src_sents)
     ue, inv_e = dedup(en_sents)
     x, y = (np.asarray(embed_fn(u)).astype(DEFAULT_DTYPE).astype(np.float32) for u in (us, ue))
-    mined = mine_embeddings(x, y, config=MiningConfig(k=k, margin=margin, retrieval=retrieval))
+    mined = mine_embeddings(x, y, config=MiningConfig(k=k, margin=margin_of(threshold, margin), retrieval=retrieval))
     ids_of_s, ids_of_e = [[] for _ in us], [[] for _ in ue]
     for ids_of, ids, inverse in ((ids_of_s, src_ids, inv_s), (ids_of_e, en_ids, inv_e)):
         for i, u in zip(ids, inverse):
@@ -183,15 +193,17 @@ def at_least(scores, threshold: float | None) -> np.ndarray:
 
 
 def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=None, k: int = 4,
-             margin: str = "ratio", retrieval: str = "max", precision: str = "auto",
+             margin: str | None = None, retrieval: str = "max", precision: str = "auto",
              runtime: str | None = None, prompt: str | None = None, prompt_name: str | None = None) -> dict[str, Any]:
     """Mine BUCC's splits, tune the threshold on the training (or sample) gold, score the test split.
+    `margin` None: ratio, as `xmine mine` with a threshold that is not the calibrated one.
 
     `encoder`: an Encoder or a name (loaded at `precision` on `runtime`); `projection`: a Projection, a directory,
     or None (raw).
     Returns {"pair", "threshold", "train": {split, precision, recall, f1, ...}, "test": {...} | None}.
     """
     root = resolve_data_dir(data_dir, needs="bucc2018", how_to_get=HOW_TO_GET)
+    margin = margin_of(None, margin)
     if isinstance(encoder, str):
         encoder = load_encoder(encoder, precision=precision, runtime=runtime, prefix=prompt, prompt_name=prompt_name)
     if projection is not None and not hasattr(projection, "transform"):
@@ -247,7 +259,8 @@ BUCC_KIND = "bucc-result"
 @projection_option("to mine in (its meaning part)",
                    default="Default: raw embeddings, as BUCC results are usually reported.")
 @k_option(help="Margin neighbourhood size.")
-@margin_option(help="Score (see `xmine mine --help`).")
+@margin_option(help="Score (see `xmine mine --help`). Default: ratio, LASER's (the threshold is tuned on the gold, "
+                    "not calibrated, so no space's calibrated margin applies).")
 @retrieval_option(help="Retrieval mode (see `xmine mine --help`).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the result JSON (with provenance) here.")
@@ -271,6 +284,6 @@ def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, over
         if out is not None:
             result["provenance"] = provenance(
                 data_dir=str(data_dir) if data_dir else None, pair=pair, encoder=encoder,
-                projection=str(projection) if projection else None, k=k, margin=margin, retrieval=retrieval,
+                projection=str(projection) if projection else None, k=k, margin=result["margin"], retrieval=retrieval,
                 encoder_precision=result["encoder"].get("precision"))
             atomic_write_json(out, {"kind": BUCC_KIND, **result})

@@ -308,7 +308,8 @@ def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, thr
         record = mining.variant_threshold(v, threshold, encoder_name=current_encoder().name, point=operating_point)
         cap = record["score_max"]["value"]
         r = (mining_noisy.evaluate(v.embed, data, lang_list, threshold=record,
-                                   filter_config=PairFilterConfig(score_max=cap), **settings) if noisy
+                                   filter_config=PairFilterConfig(score_max=cap, score_margin=record["margin"]),
+                                   **settings) if noisy
              else mining.evaluate_mining(v.embed, folder, lang_list, threshold=record))
         return r | {"default_threshold": {k: record[k] for k in ("value", "source", "rule") if k in record},
                     "score_max": cap}

@@ -54,8 +54,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from xmine.artefacts.directory import file_fingerprint
-from xmine.benchmarks.bucc import (at_least, best_threshold, evaluate, mine_candidates, prf_curve, read_bucc_file,
-                                   read_gold)
+from xmine.calibration import DEFAULT_MARGIN
+from xmine.benchmarks.bucc import (at_least, best_threshold, evaluate, margin_of, mine_candidates, prf_curve,
+                                   read_bucc_file, read_gold)
 from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines, read_lines
 from xmine.errors import DataNotFoundError, InputError, OutputError
 from xmine.artefacts.fileio import atomic_write_json, atomic_write_text
@@ -280,8 +281,8 @@ def build_sets(data: Path, langs: Sequence[str], *, sets_dir: Path | None = None
     return sets_dir, manifest
 
 
-def variant_threshold(variant, given: float | None = None, *, margin: str = "ratio", encoder_name: str | None = None,
-                      point: str | None = None) -> dict[str, Any]:
+def variant_threshold(variant, given: float | None = None, *, margin: str | None = None,
+                      encoder_name: str | None = None, point: str | None = None) -> dict[str, Any]:
     """The threshold record `xmine mine` makes for a variant's space (`threshold_rule.run_threshold`,
     the same call): `given`, else the calibrated default of the space at `point` (default: balanced;
     a projection's SHIPPED.json, raw `encoder_name`'s `mining/calibration.json`) with the rule that
@@ -289,8 +290,8 @@ def variant_threshold(variant, given: float | None = None, *, margin: str = "rat
     space without a calibration). Its "value" before a run, "source", "rule" (where a run decides:
     `bucc.run_threshold_of`) and "score_max" (the cap, {"value", "source"})."""
     path = (variant.projection or {}).get("path")
-    selection = SelectionConfig(threshold="default" if given is None else given, operating_point=point)
-    config = MiningConfig(k=4, margin=margin, retrieval="max", threshold=selection.given_threshold)
+    selection = SelectionConfig(margin=margin, threshold="default" if given is None else given, operating_point=point)
+    config = MiningConfig(k=4, margin=margin or DEFAULT_MARGIN, retrieval="max", threshold=selection.given_threshold)
     return run_threshold(selection, config, PairFilterConfig(), path, encoder_name)[2]
 
 
@@ -309,13 +310,14 @@ def curve(scores, correct, n_gold: int, thresholds: Sequence[float] = CURVE_THRE
 
 
 def evaluate_set(embed_fn, files: dict[str, Path], *, threshold: float | dict | None = DEFAULT_THRESHOLD, k: int = 4,
-                 margin: str = "ratio", retrieval: str = "max") -> dict[str, Any]:
+                 margin: str | None = None, retrieval: str = "max") -> dict[str, Any]:
     """P/R/F1 at the best threshold and at `threshold` (None: every pair kept; a `variant_threshold`
     record: what `xmine mine` keeps this set at, its rule applied to the set's own candidates) for one
     set, with `bench bucc`'s code, its gap (best F1 - F1 at `threshold`), its sizes, and (ratio margin)
     the curve over `CURVE_THRESHOLDS`. The default's record holds the share its rule read (`share`,
     as `xmine mine`'s OUT.json does; None without a rule)."""
     gold = read_gold(files["gold"])
+    margin = margin_of(threshold, margin)
     cands, scores, kept_at, share = mine_candidates(read_bucc_file(files["src"]), read_bucc_file(files["en"]),
                                                     embed_fn, k=k, margin=margin, retrieval=retrieval,
                                                     threshold=threshold)

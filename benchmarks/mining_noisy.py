@@ -33,7 +33,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.benchmarks.bucc import at_least, mine_candidates
+from xmine.benchmarks.bucc import at_least, margin_of, mine_candidates
 from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines
 from xmine.benchmarks.mining import NEWS_SETS, _rng as mining_rng, build_set, threshold_label
 from xmine.mining.filters import PairFilterConfig, RULES, apply_pair_filters
@@ -165,7 +165,8 @@ def evaluate_noisy(embed_fn, data: Path, ms, *, threshold: float | dict | None, 
     at = [(c, s) for c, s, kept in zip(cands, scores, at_least(scores, t)) if kept]
     noisy = _prf([c for c, _ in at], gold)
     keep, reasons = apply_pair_filters([text_s[a] for (a, _), _ in at], [text_e[b] for (_, b), _ in at],
-                                       [s for _, s in at], langs=(flores_code, "eng_Latn"), config=cfg)
+                                       [s for _, s in at], langs=(flores_code, "eng_Latn"), config=cfg,
+                                       margin=margin_of(threshold))
     filtered = _prf([c for (c, _), k in zip(at, keep) if k], gold)
     # As `xmine mine` now runs: the pre-search cleaning (mining/presearch.py), then mining, then the
     # filters; with --lang-filter the language filter first. On the clean sets too: their cost.
@@ -226,7 +227,7 @@ def _mine_cleaned(src, en, embed_fn, threshold: float | dict | None, langs, cfg,
     if filters:
         text_s, text_e = dict(zip(*src)), dict(zip(*en))
         keep, _ = apply_pair_filters([text_s[a] for (a, _), _ in at], [text_e[b] for (_, b), _ in at],
-                                     [sc for _, sc in at], langs=langs, config=cfg)
+                                     [sc for _, sc in at], langs=langs, config=cfg, margin=margin_of(threshold))
         at = [x for x, k in zip(at, keep) if k]
     return {"prf": _prf([c for c, _ in at], gold), "removed": removed, "record": record}
 

@@ -42,14 +42,18 @@ CALIBRATION_KIND = "xmine-calibration"
 #: aligned pairs needed: a fifth of them are the gold, and a set needs >= 100 gold pairs
 MIN_PAIRS = 500
 PRECISION_POINT = 0.95
-#: the ratio margin's score cap is this many times as far above 1 as the highest gold pair's margin
+#: a margin's score cap is this many times as far above its NEUTRAL score as the highest gold pair's margin
 CAP_FACTOR = 2.0
+#: the score of a margin that says nothing (a pair no closer than its neighbourhoods: cos = m): a
+#: cap, and a threshold rule's steps, are measured from it
+NEUTRAL = {"ratio": 1.0, "distance": 0.0}
 
 
-def score_cap(gold_max: float) -> float:
-    """The `score_max` of a space whose highest gold ratio margin is `gold_max`, rounded up to 0.01
+def score_cap(gold_max: float, margin: str = "ratio") -> float:
+    """The `score_max` of a space whose highest gold `margin` score is `gold_max`, rounded up to 0.01
     (the rule of the shipped calibration too, `benchmarks/lab/calibrate_defaults.py`)."""
-    return float(np.ceil((1 + CAP_FACTOR * (gold_max - 1)) * 100) / 100)
+    neutral = NEUTRAL[margin]
+    return float(np.ceil((neutral + CAP_FACTOR * (gold_max - neutral)) * 100) / 100)
 
 
 def threshold_sweep(scores: np.ndarray, correct: np.ndarray, n_gold: int):
@@ -145,8 +149,8 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
         measured[margin] = found
         for point, values in found.items():
             points.setdefault(point, {})[margin] = values["threshold"]
-        if margin == "ratio" and correct.any():
-            cap["ratio"] = score_cap(float(mined.score[correct].max()))
+        if correct.any():
+            cap[margin] = score_cap(float(mined.score[correct].max()), margin)
     return {
         "kind": CALIBRATION_KIND, "format_version": 1,
         "space": {"encoder": encoder, "projection": str(choice.path) if choice.path else None,

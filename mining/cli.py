@@ -75,6 +75,8 @@ def mine(src, tgt, output, src_lang, tgt_lang, keep_fields, allow_same_input, in
         kept += f"; score cap {cap['value']:g}"
     elif cap["value"] is None and summary["filters"]["enabled"] and "no score cap" not in kept:
         kept += f"; {cap['source']}"
+    elif summary["filters"]["enabled"] and "score_max" not in summary["filters"]["disabled"]:
+        kept += f"; score cap {cap['value']:g} {cap['source']}"
     removed = summary["filters"]["removed"]
     if removed:
         kept += "; filtered out " + ", ".join(f"{n:,} {rule}" for rule, n in removed.items() if n) if any(
@@ -141,7 +143,8 @@ def _before_search(summary: dict) -> str:
                    "bitext's own targets).")
 @k_option(help="Neighbours whose mean cosine forms each side's margin neighbourhood (as in xmine mine).")
 @margin_option(help="ratio = cos / m, distance = cos - m, absolute = cos (m: the mean of both sides' k nearest "
-                    "cosines; see xmine mine --help).")
+                    "cosines; see xmine mine --help). Default: as xmine mine (the space's calibrated margin with "
+                    "the calibrated threshold, else ratio).")
 @threshold_options(
     "Keep pairs whose margin is at least this. Default: the threshold xmine mine uses in the same space, "
     "at --operating-point (the shipped projection's or raw me5-small/use-m3's calibrated one, or that of "

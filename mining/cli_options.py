@@ -75,8 +75,7 @@ def _options(name: str, build, *options):
 k_option = functools.partial(click.option, "-k", "--k", "k", type=click.IntRange(min=1), default=SearchConfig.k,
                              show_default=True)
 approximate_option = functools.partial(click.option, "--approximate", is_flag=True)
-margin_option = functools.partial(click.option, "--margin", type=click.Choice(MARGINS), default=SelectionConfig.margin,
-                                  show_default=True)
+margin_option = functools.partial(click.option, "--margin", type=click.Choice(MARGINS), default=SelectionConfig.margin)
 retrieval_option = functools.partial(click.option, "--retrieval", type=click.Choice(RETRIEVALS),
                                      default=SelectionConfig.retrieval, show_default=True)
 # The languages of the two sides (mine, score; calibrate's take any FLORES-200 code, type=str).
@@ -185,7 +184,9 @@ selection_options = _options(
         calibration=calibration),
     margin_option(help="ratio = cos / m (about 1.0 for an ordinary pair; translations usually 1.05-1.3); distance = "
                        "cos - m (about 0; translations ~0.05-0.2); absolute = plain cosine (-1..1; no hubness "
-                       "correction). m = mean of the k nearest cosines of both sentences."),
+                       "correction). m = mean of the k nearest cosines of both sentences. Default: with the "
+                       "calibrated threshold, the margin calibrated for the space mined in (distance for raw "
+                       "use-m3, ratio for the others: docs/mining.md); with --threshold given or none, ratio."),
     retrieval_option(help="max: union of every source's and every target's best candidate, sorted by score, then "
                           "greedy one-to-one; fwd: each source's best target; bwd: each target's best source; "
                           "intersect: pairs that are each other's best in both directions."),

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from xmine.calibration import DEFAULT_MARGIN
 from xmine.encoders.base import PRECISIONS, EncoderConfig
 from xmine.encoders.prompts import check_prompt
 from xmine.errors import ConfigError
@@ -160,8 +161,10 @@ class SelectionConfig:
     """From neighbours to pairs: the score, the retrieval mode and the threshold."""
 
     #: ratio = cos / m, distance = cos - m, absolute = cos (m: the mean of both sentences' k
-    #: nearest cosines)
-    margin: str = "ratio"
+    #: nearest cosines). None: with the calibrated threshold ("default"), the margin calibrated for
+    #: the space mined in (`SpaceDefaults.margin`); with a threshold given or none, ratio (the scale
+    #: a number is given on unless a margin is named)
+    margin: str | None = None
     #: max (union of both directions' best candidates, greedy one-to-one), fwd, bwd or intersect
     retrieval: str = "max"
     #: keep pairs scoring at least this: a number; "default": the threshold calibrated for the
@@ -178,7 +181,7 @@ class SelectionConfig:
         t = self.threshold
         if t != "default" and t is not None and isinstance(t, (str, bool)):
             raise ConfigError(f"threshold must be a finite number, 'default' or None (got {t!r})")
-        MiningConfig(margin=self.margin, retrieval=self.retrieval, threshold=self.given_threshold)
+        MiningConfig(margin=self.margin or DEFAULT_MARGIN, retrieval=self.retrieval, threshold=self.given_threshold)
         if self.operating_point is not None and self.operating_point not in OPERATING_POINTS:
             raise ConfigError(f"operating_point must be one of {', '.join(OPERATING_POINTS)} "
                               f"(got {self.operating_point!r})")
@@ -276,7 +279,7 @@ class MineConfig:
         """The settings of the search and the selection (`xmine.mining.select.MiningConfig`), with the
         threshold given (None while it is still to be calibrated)."""
         s, f = self.search, self.filters
-        return MiningConfig(k=s.k, margin=self.selection.margin, retrieval=self.selection.retrieval,
+        return MiningConfig(k=s.k, margin=self.selection.margin or DEFAULT_MARGIN, retrieval=self.selection.retrieval,
                             threshold=self.selection.given_threshold, max_length_ratio=f.max_length_ratio,
                             min_length=f.min_length, max_length=f.max_length, block_rows=s.block_rows,
                             block_cols=s.block_cols, workers=s.workers, product=s.product)

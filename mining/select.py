@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from xmine.calibration import DEFAULT_MARGIN  # a calibrated space may record another (SpaceDefaults.margin)
 from xmine.errors import ConfigError
 from xmine.exec.executor import LOCAL, Executor
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS, exact_knn_both
@@ -49,7 +50,7 @@ class MiningConfig:
     #: whose mean cosine forms the margin (Artetxe & Schwenk 2019 use 4).
     k: int = 4
     #: score: "ratio" (c/m, ~1 for an unremarkable pair), "distance" (c-m, ~0), "absolute" (c).
-    margin: str = "ratio"
+    margin: str = DEFAULT_MARGIN
     #: "max": union of each source's and each target's best candidate, sorted by score, then greedy
     #: one-to-one; "fwd": each source's best target; "bwd": each target's best source;
     #: "intersect": pairs that are each other's best in both directions.

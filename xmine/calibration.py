@@ -3,8 +3,8 @@
 A space's margin scores have their own scale, so its defaults are recorded beside it: a shipped
 projection's in its SHIPPED.json, a raw encoder's in `xmine/mining/calibration.json`
 (`xmine.mining.defaults`). This module reads one record: thresholds per operating point and
-margin, and the `score_max` cap per margin, each a finite number (else one InputError naming the
-file and the field).
+margin, the `score_max` cap per margin, each a finite number, and the margin the space mines with
+by default (else one InputError naming the file and the field).
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ import math
 from pathlib import Path
 
 from xmine.errors import InputError
+
+#: the margin of a search that names none and of a space whose record names none: LASER's ratio
+DEFAULT_MARGIN = "ratio"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -29,6 +32,9 @@ class SpaceDefaults:
     #: operating point -> margin -> a rule that moves the threshold with the run
     #: (`xmine.mining.threshold_rule`): {"rule", "intercept", "slope", "centre", "floor"}
     rules: dict = dataclasses.field(default_factory=dict)
+    #: the margin a search in this space scores with unless one is given (`default_margin` in the
+    #: record; DEFAULT_MARGIN where it records none)
+    margin: str = DEFAULT_MARGIN
 
     def threshold(self, margin: str, point: str) -> float | None:
         return (self.thresholds.get(point) or {}).get(margin)
@@ -62,9 +68,12 @@ def parse_defaults(record: dict, path: Path, where: str, source: str) -> SpaceDe
             raise InputError(path, f"{where}operating_points.{point}: expected an object")
         label = f"{where}default_thresholds" if legacy else f"{where}operating_points.{point}"
         thresholds[point] = {m: _number(t, path, f"{label}.{m}") for m, t in per_margin.items()}
+    margin = record.get("default_margin", DEFAULT_MARGIN)
+    if "default_margin" in record and margin not in thresholds.get("balanced", {}):  # it comes with its threshold
+        raise InputError(path, f"{where}default_margin: {margin!r} is not a margin of {where}operating_points.balanced")
     return SpaceDefaults(thresholds=thresholds, score_max={m: _number(c, path, f"{where}score_max.{m}")
                                                            for m, c in caps.items()}, source=source,
-                         rules=_rules(record.get("threshold_rules") or {}, path, where))
+                         rules=_rules(record.get("threshold_rules") or {}, path, where), margin=margin)
 
 
 #: the threshold rules a record may hold, and their numbers (`xmine.mining.threshold_rule`)
@@ -89,4 +98,4 @@ def _rules(rules, path: Path, where: str) -> dict:
     return parsed
 
 
-__all__ = ["SpaceDefaults", "parse_defaults"]
+__all__ = ["DEFAULT_MARGIN", "SpaceDefaults", "parse_defaults"]

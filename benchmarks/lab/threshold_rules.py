@@ -58,7 +58,7 @@ import numpy as np
 
 from calibrate_defaults import (KNN, PRECISION_FAMILIES, PRECISION_FLOOR, SPACE_LANGUAGES, SPACES, WORK, _sets,
                                 _vectors, exact_knn)
-from xmine.mining.calibrate import threshold_sweep
+from xmine.mining.calibrate import NEUTRAL, score_cap, threshold_sweep
 
 RETRIEVALS = ("max", "intersect", "fwd", "bwd")
 FAMILY_ORDER = ("news", "wiki", "short", "templated")
@@ -147,8 +147,9 @@ class Run:
         return float(self.p[n - 1]), float(self.r[n - 1]), float(self.f1[n - 1]), n
 
 
-def runs_of(space: str, sets_meta: list[dict]) -> dict[str, dict[str, Run]]:
-    """Per set name and retrieval mode, its Run."""
+def runs_of(space: str, sets_meta: list[dict], margin: str = MARGIN,
+            retrievals: tuple[str, ...] = RETRIEVALS) -> dict[str, dict[str, Run]]:
+    """Per set name and retrieval mode, its Run (candidates scored by `margin`)."""
     from xmine.mining.select import BOTH, MiningConfig, select_pairs
 
     arrays = np.load(knn_path(space))
@@ -162,8 +163,8 @@ def runs_of(space: str, sets_meta: list[dict]) -> dict[str, dict[str, Run]]:
         gold_of = np.full(len(fs), -1)
         gold_of[gold[:, 0]] = gold[:, 1]
         out[n] = {}
-        for r in RETRIEVALS:
-            mined = select_pairs(fs, fi, bs, bi, config=MiningConfig(k=KNN, margin=MARGIN, retrieval=r))
+        for r in retrievals:
+            mined = select_pairs(fs, fi, bs, bi, config=MiningConfig(k=KNN, margin=margin, retrieval=r))
             out[n][r] = Run(mined.score, gold_of[mined.src_idx] == mined.tgt_idx, len(gold),
                             mutual=mined.direction == BOTH)
     return out
@@ -270,29 +271,33 @@ def mutual_share(x: dict) -> float:
     return x["max"].mutual_all  # the candidates marked "both" (select.BOTH): found in both directions
 
 
-def product_rule(params: dict, t1: float, name: str) -> dict:
-    """The study's linear parameters (a, b, centre; b in units of (t1 - 1) per 0.1 of share, t1 the
-    single threshold they were searched around, recorded in `params` where known) as the product's
-    rule: t = intercept + slope (min(max(share, floor), centre) - centre)."""
+def product_rule(params: dict, t1: float, name: str, margin: str = MARGIN) -> dict:
+    """The study's linear parameters (a, b, centre; b in units of the distance of t1 from the
+    margin's NEUTRAL score per 0.1 of share, t1 the single threshold they were searched around,
+    recorded in `params` where known) as the product's rule: t = intercept + slope (min(max(share,
+    floor), centre) - centre)."""
     t1 = params.get("t1", t1)
-    return {"rule": name, "intercept": round(params["a"], 5), "slope": round(params["b"] * (t1 - 1) / 0.1, 5),
-            "centre": params["centre"], "floor": params["floor"]}
+    slope = params["b"] * (t1 - NEUTRAL[margin]) / 0.1
+    return {"rule": name, "intercept": round(params["a"], 5), "slope": round(slope, 5), "centre": params["centre"],
+            "floor": params["floor"]}
 
 
-def rule_feature_linear(runs, t1: float, feature, centre: float, floor: float, down_only: bool = False):
-    """t = a + b (t1 - 1) (f - centre) / 0.1, f the run's feature (a share, no gold, read as at least
-    `floor`, the lowest share of the training sets, and at most 0.85): a 0.1 lower share moves the
-    threshold b times the calibrated threshold's distance to 1; t1 the single threshold chosen on
-    the same families, a searched around it. `down_only`: f read as at most the centre (never
-    above a), computed as the product computes it (`threshold_rule.rule_threshold`)."""
+def rule_feature_linear(runs, t1: float, feature, centre: float, floor: float, down_only: bool = False,
+                        margin: str = MARGIN):
+    """t = a + b (t1 - n) (f - centre) / 0.1, f the run's feature (a share, no gold, read as at least
+    `floor`, the lowest share of the training sets, and at most 0.85), n the margin's NEUTRAL score
+    (1 for ratio): a 0.1 lower share moves the threshold b times the calibrated threshold's distance
+    to n; t1 the single threshold chosen on the same families, a searched around it. `down_only`: f
+    read as at most the centre (never above a), computed as the product computes it
+    (`threshold_rule.rule_threshold`)."""
     from xmine.mining.threshold_rule import rule_threshold
 
     centre, floor = round(centre, 4), round(floor, 4)
     shares = {n: feature(x) for n, x in runs.items()}
-    for a in np.round(t1 + np.arange(-0.2, 0.2001, 0.01) * (t1 - 1), 5):
+    for a in np.round(t1 + np.arange(-0.2, 0.2001, 0.01) * (t1 - NEUTRAL[margin]), 5):
         for b in np.round(np.arange(-0.5, 1.5001, 0.1), 2):
             params = {"a": float(a), "b": float(b), "centre": centre, "floor": floor, "t1": float(t1)}
-            rule = product_rule(params, t1, "")
+            rule = product_rule(params, t1, "", margin)
             yield params, {n: ("max", rule_threshold(rule, shares[n]) if down_only else float(
                 rule["intercept"] + rule["slope"] * (min(max(shares[n], floor), 0.85) - centre))) for n in runs}
 
@@ -521,21 +526,26 @@ def study_command(spaces, no_write):
             raise click.ClickException(f"{knn_path(space)}: made on other sets; run `knn` again")
         result["spaces"][space] = study_space(space, meta)
     click.echo(table(result))
-    if no_write:
-        return
+    if not no_write:
+        _write(result, "threshold-rules.json", "threshold_rules", started, table_rows(result), COLUMNS)
+
+
+def _write(result: dict, name: str, task: str, started: float, rows: list, columns: list) -> None:
+    """`result` as benchmarks/results/`name`, with the machine, data and encoders that made it."""
     from calibrate_defaults import DATA, _encoder, _projection
     from calibration_sets import source_files
     from xmine.benchmarks.common import RawEmbedder, Variant, results_dir, write_result
 
-    out = results_dir() / "threshold-rules.json"
+    out = results_dir() / name
     # the record's top-level encoder and variants are me5-small's; `encoders` names each space's own
     result["encoders"] = {space: _encoder(SPACES[space][0]).fingerprint() for space in result["spaces"]}
     enc = _encoder("me5-small")
     raw = RawEmbedder(enc)
-    write_result(out, task="threshold_rules", encoder=enc,
+    write_result(out, task=task, encoder=enc,
                  variants=[Variant("raw", "raw", raw), Variant("default", "meaning", raw, _projection(enc).fingerprint())],
-                 data_files=source_files(DATA), parameters={"command": result["command"], "k": KNN, "margin": MARGIN},
-                 columns=COLUMNS, rows=table_rows(result), details=result, seconds=time.monotonic() - started)
+                 data_files=source_files(DATA), parameters={"command": result["command"], "k": KNN,
+                                                            "margin": result.get("margin", result.get("margins"))},
+                 columns=columns, rows=rows, details=result, seconds=time.monotonic() - started)
     click.echo(f"-> {out}")
 
 
@@ -971,15 +981,17 @@ SHIPPED_RULE, PRODUCT_RULE = "mutual-null-down-nested", "mutual-null-share"
 RECORDS = {"projection": "projection", "raw-me5-small": "me5-small", "raw-use-m3": "use-m3"}
 
 
-def shipped(result: dict) -> dict:
-    """Per studied space, the rule to ship (balanced point, ratio margin, chosen on every family), or
-    None where it does not beat the single threshold held out (a smaller mean gap and worst gap)."""
+def shipped(studies: dict, margin: str = MARGIN) -> dict:
+    """Per studied space (`studies`: space -> its held-out rules), the rule to ship in `margin`
+    (balanced point, chosen on every family), or None where it does not beat that margin's single
+    threshold held out (a smaller mean gap and worst gap, a mean precision >= the floor over
+    news/wiki/short)."""
     out = {}
-    for space, r in result["spaces"].items():
-        rule, single = r["rules"][SHIPPED_RULE], r["rules"]["single"]
+    for space, rules in studies.items():
+        rule, single = rules[SHIPPED_RULE], rules["single"]
         wins = (rule["mean"]["gap"] < single["mean"]["gap"] and rule["mean"]["worst_gap"] < single["mean"]["worst_gap"]
                 and rule["mean"]["precision_families"] >= 100 * PRECISION_FLOOR)
-        out[space] = (product_rule(rule["params_all"], single["params_all"]["t"], PRODUCT_RULE) | {
+        out[space] = (product_rule(rule["params_all"], single["params_all"]["t"], PRODUCT_RULE, margin) | {
             "held_out": {"gap": round(rule["mean"]["gap"], 2), "worst_gap": round(rule["mean"]["worst_gap"], 2),
                          "sets_over_8": rule["mean"]["over_8"], "precision": round(rule["mean"]["precision"], 2),
                          "precision_news_wiki_short": round(rule["mean"]["precision_families"], 2),
@@ -990,35 +1002,72 @@ def shipped(result: dict) -> dict:
     return out
 
 
-def install(result: dict, result_path: Path) -> list[str]:
-    """Each studied space's rule (`shipped`) into its record beside its single thresholds: the
-    projection's SHIPPED.json (and its manifest, which records SHIPPED.json's sha256), the raw
-    encoders' mining/calibration.json. A space whose rule does not win gets none (and loses an old one)."""
+def update_record(space: str, update) -> Path:
+    """Apply `update(record)` (in place) to the space's record and write it atomically: the
+    projection's SHIPPED.json (and its manifest, which records SHIPPED.json's sha256), a raw
+    encoder's entry of mining/calibration.json."""
     from xmine.disentangle.projection import write_projection_manifest
     from xmine.artefacts.fileio import atomic_write_json
     from xmine.encoders.projection import SHIPPED_ROOT
 
-    root = Path(__file__).resolve().parents[2]
+    if RECORDS[space] == "projection":
+        path = SHIPPED_ROOT / "me5-small" / "SHIPPED.json"
+        info = json.loads(path.read_text(encoding="utf-8"))
+        update(info)
+        atomic_write_json(path, info)
+        write_projection_manifest(path.parent, json.loads((path.parent / "config.json").read_text(encoding="utf-8")))
+    else:
+        path = Path(__file__).resolve().parents[2] / "mining" / "calibration.json"
+        info = json.loads(path.read_text(encoding="utf-8"))
+        update(info["encoders"][RECORDS[space]])
+        atomic_write_json(path, info)
+    return path
+
+
+def _set_rule(record: dict, margin: str, rule: dict | None) -> None:
+    """The balanced point's rule of `margin` in `record` (None: none), the other margins' kept."""
+    rules = record.pop("threshold_rules", None) or {}
+    balanced = rules.setdefault("balanced", {})
+    balanced.pop(margin, None)
+    if rule:
+        balanced[margin] = rule
+    if any(rules.values()):
+        record["threshold_rules"] = {p: v for p, v in rules.items() if v}
+
+
+def install(result: dict, result_path: Path) -> list[str]:
+    """Each studied space's ratio-margin rule (`shipped`) into its record beside its single thresholds.
+    A space whose rule does not win gets none (and loses an old one)."""
     how = (f"{SHIPPED_RULE} of benchmarks/lab/threshold_rules.py (benchmarks/results/{result_path.name}): chosen on "
            "every family of the calibration sets; held_out: leave one family out, against the single threshold")
     done = []
-    for space, rule in shipped(result).items():
-        entry = {"balanced": {MARGIN: rule | {"how": how}}} if rule else None
-        if RECORDS[space] == "projection":
-            path = SHIPPED_ROOT / "me5-small" / "SHIPPED.json"
-            info = json.loads(path.read_text(encoding="utf-8"))
-            info.pop("threshold_rules", None)
-            atomic_write_json(path, info | ({"threshold_rules": entry} if entry else {}))
-            write_projection_manifest(path.parent, json.loads((path.parent / "config.json").read_text(encoding="utf-8")))
-        else:
-            path = root / "mining" / "calibration.json"
-            info = json.loads(path.read_text(encoding="utf-8"))
-            record = info["encoders"][RECORDS[space]]
-            record.pop("threshold_rules", None)
-            if entry:
-                record["threshold_rules"] = entry
-            atomic_write_json(path, info)
+    for space, rule in shipped({space: r["rules"] for space, r in result["spaces"].items()}).items():
+        path = update_record(space, lambda record, rule=rule: _set_rule(record, MARGIN, rule and rule | {"how": how}))
         done.append(f"{space}: {rule['rule'] if rule else 'no rule (the single threshold)'} -> {path}")
+    return done
+
+
+def install_margins(result: dict, result_path: Path) -> list[str]:
+    """Each studied space's distance-margin rule (`shipped`, against the distance single threshold),
+    its distance score cap, and its default margin (`default_margin`; ratio is left unrecorded)."""
+    how = (f"{SHIPPED_RULE} of benchmarks/lab/threshold_rules.py margins (benchmarks/results/{result_path.name}): "
+           "chosen on every family of the calibration sets; held_out: leave one family out, against the single "
+           "threshold, every gap to the set's best F1 over both margins")
+    done = []
+    rules = shipped({space: r["margins"]["distance"]["rules"] for space, r in result["spaces"].items()}, "distance")
+    for space, rule in rules.items():
+        r = result["spaces"][space]
+
+        def update(record, rule=rule, r=r):
+            _set_rule(record, "distance", rule and rule | {"how": how})
+            record["score_max"] = record.get("score_max", {}) | {"distance": r["margins"]["distance"]["score_max"]}
+            record.pop("default_margin", None)
+            if r["default_margin"] != "ratio":
+                record["default_margin"] = r["default_margin"]
+
+        path = update_record(space, update)
+        done.append(f"{space}: distance {rule['rule'] if rule else 'single threshold'}, cap "
+                    f"{r['margins']['distance']['score_max']:g}, default margin {r['default_margin']} -> {path}")
     return done
 
 
@@ -1116,3 +1165,149 @@ def oracle_command(spaces):
         m = summarise(evaluate(runs, family, th))
         click.echo(f"{space:<14} one threshold per family, in sample: mean gap {m['gap']:.1f} worst {m['worst_gap']:.1f} "
                    f"P3 {m['precision_families']:.1f}")
+
+
+#: the margins `margins` chooses among (`xmine mine --margin`)
+MARGINS = ("ratio", "distance")
+
+
+def margin_runs(space: str, meta: list[dict]):
+    """(runs, family) for `margins`: per set, the max-retrieval Run of each margin (keyed by the
+    margin's name; "max" is the ratio margin's, as every rule's reference) and each Run's `best` the
+    set's best F1 over both margins, so that the gaps of either margin are to the same number."""
+    langs = SPACE_LANGUAGES.get(space)
+    smeta = [m for m in meta if langs is None or m["iso"] in langs]
+    by_margin = {m: runs_of(space, smeta, m, ("max",)) for m in MARGINS}
+    runs = {}
+    for n in by_margin[MARGINS[0]]:
+        per = {m: by_margin[m][n]["max"] for m in MARGINS}
+        best = max(r.best for r in per.values())
+        for r in per.values():
+            r.best = best
+        runs[n] = per | {"max": per["ratio"]}
+    return runs, {m["name"]: m["family"] for m in smeta if m["name"] in runs}
+
+
+def shipped_rule_of(runs, family, margins):
+    """`make(fams, floor)` for `held_out(nested=True)`: the shipped rule's candidates (mutual share
+    of the null, down only, around the single threshold chosen on `fams` at `floor`) in each of
+    `margins`, its parameters tagged with the margin, so that choosing among them chooses the margin."""
+    def make(fams, floor=PRECISION_FLOOR):
+        for m in margins:
+            view = {n: {"max": x[m]} for n, x in runs.items()}
+            t1 = choose(rule_single(view), view, family, fams, floor)["t"]
+            train = [mutual_null_share(x) for n, x in view.items() if family[n] in fams]
+            for params, th in rule_feature_linear(view, t1, mutual_null_share, float(np.median(train)),
+                                                  float(min(train)), True, m):
+                yield params | {"margin": m}, {n: (m, t) for n, (_, t) in th.items()}
+    return make
+
+
+def margins_study(space: str, meta: list[dict], gold_max: dict) -> dict:
+    """Per margin, the single threshold and the shipped rule held out (every gap to the set's best
+    over both margins), that margin's score cap (`gold_max`: its highest gold margin over the
+    calibration sets, from calibration-defaults.json); and the rule with the margin chosen with its
+    parameters (`margin_chosen`)."""
+    runs, family = margin_runs(space, meta)
+    out = {"sets": len(runs), "margins": {}}
+    for m in MARGINS:
+        view = {n: {"max": x[m]} for n, x in runs.items()}
+        out["margins"][m] = {"rules": {"single": held_out(lambda fams, view=view: rule_single(view), view, family),
+                                       SHIPPED_RULE: held_out(shipped_rule_of(runs, family, (m,)), runs, family,
+                                                              nested=True)},
+                             "score_max": score_cap(gold_max[m], m), "gold_max": gold_max[m]}
+    out["margin_chosen"] = held_out(shipped_rule_of(runs, family, MARGINS), runs, family, nested=True)
+    return out
+
+
+def shipped_in(study: dict, margin: str) -> str:
+    """What a space would ship in `margin`: its rule where the rule beats that margin's single
+    threshold held out (`shipped`), else the single threshold."""
+    return SHIPPED_RULE if shipped({"": study["margins"][margin]["rules"]}, margin)[""] else "single"
+
+
+def default_margin(study: dict) -> str:
+    """The margin `xmine mine` uses by default in a space: the one chosen with the rule's parameters
+    on every family, where what would ship in it (`shipped_in`) has, held out, a smaller mean and
+    worst gap than what ships in the ratio margin and a mean precision >= the floor over
+    news/wiki/short; else ratio."""
+    chosen = study["margin_chosen"]["params_all"]["margin"]
+    a, b = (study["margins"][m]["rules"][shipped_in(study, m)]["mean"] for m in (chosen, "ratio"))
+    wins = (a["gap"] < b["gap"] and a["worst_gap"] < b["worst_gap"]
+            and a["precision_families"] >= 100 * PRECISION_FLOOR)
+    return chosen if wins else "ratio"
+
+
+def margins_table(result: dict) -> str:
+    lines = []
+    for space, r in result["spaces"].items():
+        rows = [(f"{m} {rule}", r["margins"][m]["rules"][rule]) for m in MARGINS for rule in ("single", SHIPPED_RULE)]
+        for label, h in rows + [("margin chosen", r["margin_chosen"])]:
+            m = h["mean"]
+            chosen = "; ".join(f"{f}: {p['params'].get('margin', '')}" for f, p in h["held_out"].items())
+            gaps = " ".join(f"{f} {x['gap']:5.2f}" for f, x in h["held_out"].items())
+            lines.append(f"{space:<14} {label:<34} {gaps}"
+                         + f" | mean {m['gap']:.2f} worst {m['worst_gap']:.1f} >8 {m['over_8']:2d} "
+                           f"P3 {m['precision_families']:.1f} P48 {m['precision']:.1f} R {m['recall']:.1f}"
+                         + (f" [{chosen}]" if label == "margin chosen" else ""))
+        lines.append(f"{space:<14} shipped: " + ", ".join(f"{m} {shipped_in(r, m)}" for m in MARGINS)
+                     + f"; default margin: {r['default_margin']}; caps "
+                     + ", ".join(f"{m} {r['margins'][m]['score_max']:g}" for m in MARGINS))
+    return "\n".join(lines)
+
+
+@command.command("margins")
+@click.option("--space", "spaces", type=click.Choice(list(SPACES)), multiple=True, help="Default: those with kNN lists.")
+@click.option("--no-write", is_flag=True, help="Print the table only.")
+def margins_command(spaces, no_write):
+    """The shipped rule in each margin (ratio, distance) and with the margin chosen with its parameters,
+    each family held out (nested precision floor), every gap to the set's best F1 over both margins;
+    writes benchmarks/results/threshold-margins.json, which `install-margins` installs."""
+    from calibration_sets import fingerprint
+    from xmine.benchmarks.common import results_dir
+
+    started = time.monotonic()
+    sets = _sets()
+    meta = [dict(name=s.name, **s.counts) for s in sets]
+    sha = fingerprint(sets)
+    calibration = json.loads((results_dir() / "calibration-defaults.json").read_text(encoding="utf-8"))["details"]
+    result = {"command": "python benchmarks/lab/run.py threshold-rules margins", "k": KNN, "margins": list(MARGINS),
+              "precision_floor": PRECISION_FLOOR, "sets_sha256": sha, "spaces": {}}
+    for space in spaces or [s for s in SPACES if knn_path(s).exists()]:
+        if str(np.load(knn_path(space))["sets_sha256"]) != sha:
+            raise click.ClickException(f"{knn_path(space)}: made on other sets; run `knn` again")
+        gold_max = {m: calibration["spaces"][space]["margins"][m]["gold_max"] for m in MARGINS}
+        study = margins_study(space, meta, gold_max)
+        result["spaces"][space] = study | {"default_margin": default_margin(study)}
+    click.echo(margins_table(result))
+    if no_write:
+        return
+    _write(result, "threshold-margins.json", "threshold_margins", started, margins_rows(result),
+           ["space", "margin", "rule"] + [f"{f} gap" for f in FAMILY_ORDER]
+           + ["mean gap", "worst gap", "sets > 8", "P", "P news/wiki/short", "R"])
+
+
+def margins_rows(result: dict) -> list[list]:
+    """The result table: per space, each margin's single threshold and rule, then the margin chosen."""
+    rows = []
+    for space, r in result["spaces"].items():
+        studied = [(m, rule, r["margins"][m]["rules"][rule]) for m in MARGINS for rule in ("single", SHIPPED_RULE)]
+        for m, rule, h in studied + [("chosen", SHIPPED_RULE, r["margin_chosen"])]:
+            mean = h["mean"]
+            rows.append([space, m, rule, *(round(h["held_out"][f]["gap"], 2) if f in h["held_out"] else None
+                                           for f in FAMILY_ORDER),
+                         round(mean["gap"], 2), round(mean["worst_gap"], 2), mean["over_8"],
+                         round(mean["precision"], 2), round(mean["precision_families"], 2), round(mean["recall"], 2)])
+    return rows
+
+
+@command.command("install-margins")
+def install_margins_command():
+    """Write each space's distance-margin rule and cap and its default margin
+    (benchmarks/results/threshold-margins.json) into its record, beside the ratio margin's."""
+    from xmine.benchmarks.common import results_dir
+
+    out = results_dir() / "threshold-margins.json"
+    result = json.loads(out.read_text(encoding="utf-8"))["details"]
+    for line in install_margins(result, out):
+        click.echo(f"installed {line}")

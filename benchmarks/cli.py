@@ -288,7 +288,8 @@ def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, thr
 
     Per language, FLORES-200 devtest and held-out newstest pairs (2019-2021) are hidden among
     distractors of the same language and domain (5% of sentences have a translation), written in
-    BUCC's format, mined (k=4, ratio margin, max retrieval) and scored with `bench bucc`'s code:
+    BUCC's format, mined (k=4, max retrieval, the margin `xmine mine` uses in the variant's space:
+    ratio, distance for raw use-m3) and scored with `bench bucc`'s code:
     precision, recall and F1 at the best threshold and at each variant's default threshold (the one
     plain `xmine mine` keeps that set at: the calibrated rule of its space applied to the set's own
     candidates), and the gap between the two F1.

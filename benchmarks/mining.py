@@ -33,8 +33,8 @@ Reported, per language and averaged, for raw embeddings and each projection's me
 precision, recall and F1 at the threshold that maximises F1 (the oracle threshold, as BUCC papers
 report) and at the threshold plain `xmine mine` keeps that set at (`variant_threshold`: the same
 `run_threshold` record, and its rule applied to the set's own candidates as `mine` applies it, the
-rows rounded as `mine`'s store keeps them), with k = 4, ratio margin and max retrieval as `xmine
-mine` defaults. The sets are mined as they are, without `mine`'s language filter and pre-search
+rows rounded as `mine`'s store keeps them), with k = 4, max retrieval and the margin `xmine mine`
+uses in the variant's space (ratio; distance for raw use-m3), as its defaults. The sets are mined as they are, without `mine`'s language filter and pre-search
 cleaning (they hold no noise; `--noisy` measures both): where the language filter drops a row of a
 clean set (2 of 256 Japanese lines of the quick set), `mine`'s candidates, and so its threshold,
 differ by those rows. Each language's result also holds its curve: precision, recall, F1 and the

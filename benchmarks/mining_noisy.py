@@ -13,7 +13,7 @@ same-language distractors) gets, seeded, in these proportions of its side's clea
 - `near_duplicates`: copies of a side's own lines holding a number, with that number changed (as
   templated news pages repeat a story with another figure).
 Every pair that is not a gold pair is wrong. Mining, the threshold and scoring are `bench mining`'s
-(`bucc.mine_candidates`, k = 4, ratio margin, max retrieval, each variant's default threshold);
+(`bucc.mine_candidates`, k = 4, max retrieval, each variant's default margin and threshold);
 then the pair filters (`mining.filters.apply_pair_filters`, default `PairFilterConfig`) run on the
 mined pairs; then as `xmine mine` runs by default: the pre-search cleaning
 (`mining.presearch.clean_sides`) before mining, then the filters; and with the language filter

@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/lab/run.py threshold-rules knn [--space S]   # kNN lists (embeddings cached)
     .venv/bin/python benchmarks/lab/run.py threshold-rules study             # -> benchmarks/results/threshold-rules.json
     .venv/bin/python benchmarks/lab/run.py threshold-rules install           # the winning rule into the records
+    .venv/bin/python benchmarks/lab/run.py threshold-rules margins           # -> threshold-margins.json (ratio vs distance)
+    .venv/bin/python benchmarks/lab/run.py threshold-rules install-margins   # the distance rules, caps, default margins
     .venv/bin/python benchmarks/lab/run.py threshold-rules uncalibrated      # -> threshold-uncalibrated.json
     .venv/bin/python benchmarks/lab/run.py threshold-rules per-language|per-language-joint|length|size|density|decoys|decoy-term|oracle   # looks, printed
 
@@ -43,6 +45,10 @@ Rules (each a way to turn one run's candidates into a threshold):
   edge and misses it held out (0.84-0.85 over news/wiki/short, issue #39);
   `mutual-null-down-nested` is the rule shipped (`install`).
 Every linear rule reads the share as at least the lowest share of its training sets.
+`margins` scores the shipped rule in the ratio and the distance margin, and with the margin chosen
+with its parameters (each family held out, every gap to the set's best over both margins); a
+space mines with the distance margin by default only where what ships in it beats what ships in
+ratio held out (`default_margin`).
 The gap is to each set's best F1 over every threshold with max retrieval (`calibrate_defaults`'
 reference), so the single rule's numbers are those of calibration-defaults.json.
 """

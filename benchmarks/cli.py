@@ -21,6 +21,7 @@ from xmine.benchmarks import (
 from xmine.benchmarks.runner import DATA_HELP, ENCODER_HELP, current_encoder, evaluate_variants, finish, setup, task_options
 from xmine.encoders import load_encoder
 from xmine.encoders.options import precision_option
+from xmine.mining.cli_options import margin_option
 from xmine.mining.filters import PairFilterConfig
 from xmine.artefacts.outputs import claim_output
 
@@ -266,8 +267,11 @@ def _mining_langs(ctx, param, value):
               help="At most this many WMT newstest pairs per language (default 1500; --quick: 250).")
 @click.option("--flores-rows", type=click.IntRange(min=10), default=None,
               help="Draw only N of the 1,012 FLORES-200 devtest lines per language (seeded; --quick: 250).")
+@margin_option(help="Score with this margin (as `xmine mine --margin`). Default: the margin `xmine mine` uses "
+                    "in each variant's space (ratio; distance for raw use-m3), or ratio with --threshold.")
 @click.option("--threshold", type=float, default=None,
-              help="The fixed ratio-margin threshold reported beside the best one, for every variant. Default: "
+              help="The fixed threshold (on the scale of --margin, ratio unless given) reported beside the best "
+                   "one, for every variant. Default: "
                    "each variant's own default, as `xmine mine` uses it: the balanced threshold calibrated for "
                    "its space (a projection's SHIPPED.json, raw embeddings' xmine/mining/calibration.json), "
                    "moved with each set by the space's rule as `xmine mine` moves it with each run.")
@@ -282,8 +286,8 @@ def _mining_langs(ctx, param, value):
                    "boilerplate, number/URL lines, near-duplicates; benchmarks/mining_noisy.py) and report "
                    "precision/recall/F1 at the default threshold: clean, noisy, and noisy after the pair "
                    "filters of `xmine mine`, with what each filter removed. Result: mining_noisy-<encoder>.json.")
-def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, threshold, operating_point, seed, sets_dir,
-               noisy):
+def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, margin, threshold, operating_point, seed,
+               sets_dir, noisy):
     """BUCC-style mining F1 on sets built from FLORES-200 and WMT newstest (see benchmarks/mining.py).
 
     Per language, FLORES-200 devtest and held-out newstest pairs (2019-2021) are hidden among
@@ -306,7 +310,8 @@ def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, thr
         click.echo(f"mining sets in {folder}", err=True)
 
     def evaluate(v):
-        record = mining.variant_threshold(v, threshold, encoder_name=current_encoder().name, point=operating_point)
+        record = mining.variant_threshold(v, threshold, margin=margin, encoder_name=current_encoder().name,
+                                          point=operating_point)
         cap = record["score_max"]["value"]
         r = (mining_noisy.evaluate(v.embed, data, lang_list, threshold=record,
                                    filter_config=PairFilterConfig(score_max=cap, score_margin=record["margin"]),
@@ -317,26 +322,26 @@ def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, thr
 
     details = evaluate_variants(evaluate, parts=("meaning",), add_default=True)
     if noisy:
-        return _noisy_finish(details, data, lang_list, settings, threshold, operating_point)
+        return _noisy_finish(details, data, lang_list, settings, margin, threshold, operating_point)
     click.echo("per variant and set: F1 at the set's best threshold, then F1, precision and recall at the threshold "
                "plain `xmine mine` keeps that set at (the rule of the variant's space applied to the set's own "
                "candidates, or its calibrated value; 'all': every pair kept) and the gap between the two F1")
     finish("mining", details | {"sets": manifest}, rows=mining.table_rows(details, lang_list),
            columns=mining.TABLE_COLUMNS,
-           parameters=settings | {"langs": lang_list, "threshold": threshold, "operating_point": operating_point,
-                                  "sets_dir": str(folder)},
+           parameters=settings | {"langs": lang_list, "margin": margin, "threshold": threshold,
+                                  "operating_point": operating_point, "sets_dir": str(folder)},
            files=[f["path"] for f in manifest["sources"]])
 
 
-def _noisy_finish(details, data, lang_list, settings, threshold, operating_point) -> None:
+def _noisy_finish(details, data, lang_list, settings, margin, threshold, operating_point) -> None:
     columns, rows, extra = mining_noisy.tables(details)
     click.echo("averages over languages at each variant's default threshold: the clean sets (as is, after the "
                "pre-search cleaning, after --lang-filter and the cleaning), then the noisy sets without filters, "
                "with the pair filters only, with the cleaning and the filters (xmine mine's default), and with "
                "--lang-filter too")
     finish("mining_noisy", details, columns=columns, rows=rows, extra_tables=extra,
-           parameters=settings | {"langs": lang_list, "threshold": threshold, "operating_point": operating_point,
-                                  "noise": mining_noisy.NOISE,
+           parameters=settings | {"langs": lang_list, "margin": margin, "threshold": threshold,
+                                  "operating_point": operating_point, "noise": mining_noisy.NOISE,
                                   "filters": PairFilterConfig().record("ratio"),
                                   "score_max": {name: r["score_max"] for name, r in details.items()}},
            files=mining_noisy.data_files(data, lang_list, settings))

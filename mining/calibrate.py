@@ -24,6 +24,7 @@ the record is refused for another encoder or projection.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from xmine.artefacts.directory import provenance
-from xmine.calibration import SpaceDefaults, parse_defaults
+from xmine.calibration import DEFAULT_MARGIN, SpaceDefaults, parse_defaults
 from xmine.encoders import load_encoder
 from xmine.errors import ConfigError, InputError
 from xmine.langs import lang_script, normalize_lang
@@ -165,9 +166,12 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
     }
 
 
-def read_calibration(path: str | Path, *, encoder_name: str | None, projection_dir) -> SpaceDefaults:
+def read_calibration(path: str | Path, *, encoder_name: str | None, projection_dir,
+                     margin: str = DEFAULT_MARGIN) -> SpaceDefaults:
     """The values of a record `xmine calibrate` wrote, for mining in the space (encoder_name,
-    projection_dir); InputError naming the file when it is no record or belongs to another space."""
+    projection_dir); InputError naming the file when it is no record or belongs to another space.
+    `margin`: the space's margin where the record names none (the shipped space's calibrated one:
+    the record measures the space's thresholds again, not which margin suits it)."""
     path = Path(path)
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
@@ -184,5 +188,8 @@ def read_calibration(path: str | Path, *, encoder_name: str | None, projection_d
         here = f"{encoder_name} with " + (f"projection {projection_dir}" if projection_dir else "raw embeddings")
         raise InputError(path, f"calibrated for {made}, but this run mines {here}")
     data = record.get("data") or {}
-    return parse_defaults(record, path, "", f"measured by xmine calibrate on {data.get('source', '?')} "
-                                            f"{data.get('src_lang')}-{data.get('tgt_lang')} ({path})")
+    found = parse_defaults(record, path, "", f"measured by xmine calibrate on {data.get('source', '?')} "
+                                             f"{data.get('src_lang')}-{data.get('tgt_lang')} ({path})")
+    if "default_margin" in record or found.threshold(margin, "balanced") is None:
+        return found
+    return dataclasses.replace(found, margin=margin)

@@ -49,6 +49,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from xmine.calibration import DEFAULT_MARGIN
 from xmine.mining.calibrate import read_calibration
 from xmine.mining.config import SelectionConfig
 from xmine.mining.defaults import DEFAULT_OPERATING_POINT, space_defaults
@@ -174,7 +175,8 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
     calibration)."""
     found, what = space_defaults(projection_dir, encoder_name)
     if selection.calibration is not None:
-        found = read_calibration(selection.calibration, encoder_name=encoder_name, projection_dir=projection_dir)
+        found = read_calibration(selection.calibration, encoder_name=encoder_name, projection_dir=projection_dir,
+                                 margin=found.margin if found is not None else DEFAULT_MARGIN)
     point = selection.operating_point or DEFAULT_OPERATING_POINT
     if selection.margin is not None:
         margin_source = "given (--margin)"

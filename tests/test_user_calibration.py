@@ -54,9 +54,11 @@ def test_calibrate_then_mine_with_the_record(data_dir, tmp_path):
     ok(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "--encoder",
           "use-m3", "--calibration", record, "-q", "-o", out))
     summary = json.loads((tmp_path / "m.tsv.json").read_text())
-    assert summary["threshold"]["value"] == balanced["threshold"]
+    # the record measures the space's thresholds again; the margin stays the space's (use-m3: distance)
+    assert summary["threshold"]["margin"] == "distance"
+    assert summary["threshold"]["value"] == cal["measured"]["distance"]["balanced"]["threshold"]
     assert "xmine calibrate" in summary["threshold"]["source"] and str(record) in summary["threshold"]["source"]
-    assert summary["threshold"]["score_max"]["value"] == cal["score_max"]["ratio"]
+    assert summary["threshold"]["score_max"]["value"] == cal["score_max"]["distance"]
     pairs = {tuple(r.split("\t")[1:3]) for r in out.read_text(encoding="utf-8").splitlines()}
     assert len(pairs & set(zip(de[:150], en[:150]))) >= 140 and len(pairs) <= 160
     # a record of another space is refused in one line; an existing record needs --overwrite
@@ -87,3 +89,24 @@ def test_calibrate_never_writes_over_a_foreign_file_or_its_input_and_mine_refuse
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
     refused(xm("mine", de, en, "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "--calibration",
                notes, "-q", "-o", tmp_path / "m.tsv"), "notes.json", "not a calibration record")
+
+
+def test_a_record_keeps_the_space_s_margin_unless_it_names_one(tmp_path):
+    """A record of `xmine calibrate` re-measures a space's thresholds, not which margin suits it: mining
+    with it keeps the space's calibrated margin (raw use-m3: distance) unless the record names one."""
+    from xmine.mining.calibrate import CALIBRATION_KIND
+    from xmine.mining.config import SelectionConfig
+    from xmine.mining.filters import PairFilterConfig
+    from xmine.mining.select import MiningConfig
+    from xmine.mining.threshold_rule import run_threshold
+
+    record = {"kind": CALIBRATION_KIND, "space": {"encoder": "use-m3", "projection": None,
+                                                  "projection_weights_sha256": None},
+              "operating_points": {"balanced": {"ratio": 1.41, "distance": 0.19}}, "score_max": {"ratio": 3.0}}
+    for named, margin, value in ((None, "distance", 0.19), ("ratio", "ratio", 1.41)):
+        path = tmp_path / f"{named}.json"
+        path.write_text(json.dumps(record | ({"default_margin": named} if named else {})))
+        config, filters, got = run_threshold(SelectionConfig(calibration=path), MiningConfig(), PairFilterConfig(),
+                                             None, "use-m3")
+        assert (config.margin, config.threshold) == (margin, value), got
+        assert filters.score_max == record["score_max"].get(margin)  # no distance cap recorded: none applied

@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/lab/run.py threshold-rules install           # the winning rule into the records
     .venv/bin/python benchmarks/lab/run.py threshold-rules margins           # -> threshold-margins.json (ratio vs distance)
     .venv/bin/python benchmarks/lab/run.py threshold-rules install-margins   # the distance rules, caps, default margins
+    .venv/bin/python benchmarks/lab/run.py threshold-rules uncalibrated-margins   # an unknown space's estimate per margin
     .venv/bin/python benchmarks/lab/run.py threshold-rules uncalibrated      # -> threshold-uncalibrated.json
     .venv/bin/python benchmarks/lab/run.py threshold-rules per-language|per-language-joint|length|size|density|decoys|decoy-term|oracle   # looks, printed
 
@@ -1317,3 +1318,30 @@ def install_margins_command():
     result = json.loads(out.read_text(encoding="utf-8"))["details"]
     for line in install_margins(result, out):
         click.echo(f"installed {line}")
+
+
+@command.command("uncalibrated-margins")
+@click.option("--space", "spaces", type=click.Choice(list(SPACES)), multiple=True, help="Default: those with kNN lists.")
+def uncalibrated_margins_command(spaces):
+    """The default of a space without a calibration (`threshold_rule.estimated_threshold`) in each
+    margin, every gap to the set's best over both margins (prints: a look). Which margin an
+    unknown encoder should mine with: the one that does better in every space taken as uncalibrated."""
+    from xmine.mining.threshold_rule import estimated_threshold
+
+    sets = _sets()
+    meta = [dict(name=s.name, **s.counts) for s in sets]
+    for space in spaces or [s for s in SPACES if knn_path(s).exists()]:
+        runs, family = margin_runs(space, meta)
+        for m in MARGINS:
+            view = {n: {"max": x[m]} for n, x in runs.items()}
+            th = {}
+            for n, x in view.items():
+                estimate = estimated_threshold(x["max"].s.astype(np.float32))
+                th[n] = ("max", float(x["max"].s[-1]) if estimate is None else estimate[0])
+            rows = evaluate(view, family, th)
+            s = summarise(rows)
+            gaps = " ".join(f"{f} {summarise([r for r in rows if r['family'] == f])['gap']:5.1f}"
+                            for f in FAMILY_ORDER if f in set(family.values()))
+            click.echo(f"{space:<14} {m:<9} {gaps}"
+                       + f" | mean {s['gap']:.2f} worst {s['worst_gap']:.1f} >8 {s['over_8']} "
+                         f"P3 {s['precision_families']:.1f} P48 {s['precision']:.1f} R {s['recall']:.1f}")

@@ -186,7 +186,7 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
         margin_source = f"the default: no calibration for {what}"
     else:
         config = config.replace(margin=found.margin)
-        margin_source = f"calibrated {found.source}"
+        margin_source = f"the calibrated margin of {what}"
     record = {"value": config.threshold, "margin": config.margin, "margin_source": margin_source,
               "operating_point": None}
     if config.threshold is not None:

@@ -290,7 +290,8 @@ def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, mar
                sets_dir, noisy):
     """BUCC-style mining F1 on sets built from FLORES-200 and WMT newstest (see benchmarks/mining.py).
 
-    Per language, FLORES-200 devtest and held-out newstest pairs (2019-2021) are hidden among
+    Per language, FLORES-200 devtest and newstest pairs of 2019-2021 (held out from training, not
+    from the threshold calibration) are hidden among
     distractors of the same language and domain (5% of sentences have a translation), written in
     BUCC's format, mined (k=4, max retrieval, the margin `xmine mine` uses in the variant's space:
     ratio, distance for raw use-m3) and scored with `bench bucc`'s code:

@@ -440,3 +440,32 @@ def install_result(result: dict, result_path: Path) -> None:
             encoders[name]["threshold_rules"] = before[name]["threshold_rules"]
     atomic_write_json(target, {"kind": "xmine-mining-calibration", **calibration, "sets": sets, "encoders": encoders})
     click.echo(f"installed: {path}, {target}")
+
+
+@command.command("overlap")
+@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def overlap_command(results):
+    """How much of the `bench mining` sets behind RESULTS (their result JSONs) the calibration sets
+    hold: per language, the share of the sets' sentences found on either side of any calibration
+    set, and of their gold pairs with both sides found. Both draw on FLORES-200 devtest and WMT
+    newstest, so `bench mining` is not data the calibration never read (prints: a look)."""
+    seen = set()
+    for st in _sets():
+        seen.update(st.xx)
+        seen.update(st.en)
+    for path in results:
+        result = json.loads(path.read_text(encoding="utf-8"))
+        params = result.get("parameters") or result["provenance"]["parameters"]
+        for lang in params["langs"]:
+            folder = Path(params["sets_dir"]) / f"{lang}-en"
+
+            def side(suffix: str) -> dict[str, str]:
+                text = (folder / f"{lang}-en.sample.{suffix}").read_text(encoding="utf-8")
+                return dict(line.split("\t", 1) for line in text.splitlines())
+
+            xx, en = side(lang), side("en")
+            gold = [line.split("\t") for line in
+                    (folder / f"{lang}-en.sample.gold").read_text(encoding="utf-8").splitlines()]
+            texts = [*xx.values(), *en.values()]
+            click.echo(f"{path.name} {lang}: sentences {np.mean([t in seen for t in texts]):.2f}, gold pairs "
+                       f"{np.mean([xx[a] in seen and en[b] in seen for a, b in gold]):.2f}")

@@ -43,10 +43,11 @@ def french_pairs(data: Path) -> list[tuple[str, str]]:
     """The (fr, en) pairs of the FRENCH folders whose English is in no other newstest file and no
     calibration set, and whose French is in no other newstest file."""
     root = data / NEWSTEST
-    mine = {root / y / d for y, d in FRENCH}
-    pairs = _clean_pairs(p for folder in sorted(mine) for f in sorted(folder.glob("*.fr"))
+    read_here = {root / y / d for y, d in FRENCH}
+    pairs = _clean_pairs(p for folder in sorted(read_here) for f in sorted(folder.glob("*.fr"))
                          for p in zip(_lines(f), _lines(f.with_suffix(".en"))))
-    others = [f for f in sorted(root.rglob("*")) if f.is_file() and f.parent not in mine and f.suffix in (".en", ".fr")]
+    others = [f for f in sorted(root.rglob("*"))
+              if f.is_file() and f.parent not in read_here and f.suffix in (".en", ".fr")]
     english = {" ".join(s.split()) for f in others if f.suffix == ".en" for s in _lines(f)}
     french = {" ".join(s.split()) for f in others if f.suffix == ".fr" for s in _lines(f)}
     for st in _sets():
@@ -107,7 +108,8 @@ def command():
         raw = RawEmbedder(enc)
         if projection:
             proj = _projection(enc)
-            variant, space = Variant("default", "meaning", projected(raw, proj, "meaning"), proj.fingerprint()), "projection"
+            variant = Variant("default", "meaning", projected(raw, proj, "meaning"), proj.fingerprint())
+            space = "projection"
         else:
             variant, space = Variant("raw", "raw", raw), f"raw {encoder_name}"
         for margin in margins:

@@ -190,9 +190,9 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
     record = {"value": config.threshold, "margin": config.margin, "margin_source": margin_source,
               "operating_point": None}
     if config.threshold is not None:
-        record["source"] = "given (--threshold)"
+        record["source"] = f"given (--threshold), on the {config.margin} margin"
     elif not selection.calibrated:
-        record["source"] = "every pair kept (--threshold none)"
+        record["source"] = f"every pair kept (--threshold none), scored with the {config.margin} margin"
     elif found is None:
         record["source"] = f"no calibrated default for this space ({what})"
         if rules is RuleUse.NONE:

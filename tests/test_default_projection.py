@@ -231,7 +231,7 @@ def test_threshold_none_and_given(tmp_path, demo_raw_stores):
     assert min(scores) < _shipped_info()["default_thresholds"]["ratio"]  # nothing cut at the calibrated one
     given, _, _ = _mine(tmp_path, "given", "--projection", "default", "--threshold", "1.2", sides=demo_raw_stores)
     assert {k: given["threshold"][k] for k in ("value", "margin", "source")} == {
-        "value": 1.2, "margin": "ratio", "source": "given (--threshold)"}
+        "value": 1.2, "margin": "ratio", "source": "given (--threshold), on the ratio margin"}
     # the calibrated threshold is per margin: distance has its own
     dist, _, _ = _mine(tmp_path, "dist", "--projection", "default", "--margin", "distance", sides=demo_raw_stores)
     assert dist["threshold"]["value"] == _shipped_info()["default_thresholds"]["distance"]

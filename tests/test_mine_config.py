@@ -173,4 +173,4 @@ def test_the_command_and_the_api_mine_the_same_pairs_from_the_same_settings(data
     # threshold=None keeps every pair (it is not the calibrated default).
     every = xmine.mine(SideInput(path=src, lang="de"), SideInput(path=tgt, lang="en"), threshold=None, k=3,
                        projection="none")
-    assert summary(every)["threshold"]["source"] == "every pair kept (--threshold none)"
+    assert summary(every)["threshold"]["source"] == "every pair kept (--threshold none), scored with the ratio margin"

@@ -128,10 +128,9 @@ pair_filter_options = _options(
     click.option("--no-filter", "no_filter", multiple=True, type=click.Choice(FILTER_RULES), metavar="RULE",
                  help=f"Switch one pair filter off (repeatable): {', '.join(FILTER_RULES)}."),
     click.option("--score-max", type=Finite(), default=None,
-                 help="score_max filter: drop pairs with a ratio margin above this (not applied, and said so, "
-                      "when mining with another margin). Default: the cap calibrated for the space and margin "
-                      "mined in (far above its translations' margins); a space without a calibration is not "
-                      "capped."),
+                 help="score_max filter: drop pairs with a ratio margin above this (said not to apply with another "
+                      "margin). Default: the cap calibrated for the space and margin mined in (far above its "
+                      "translations' margins); a space without a calibration is not capped."),
     click.option("--filter-length-ratio", type=Finite(1), default=DEFAULT_MAX_LENGTH_RATIO, show_default=True,
                  help="length_ratio filter: the most one side's UTF-8 bytes may exceed the other's, as a factor."),
     click.option("--lid", type=click.Choice(LID_BACKENDS), default=DEFAULT_LID, show_default=True,

@@ -144,13 +144,20 @@ def test_quick_run_matches_bench_bucc(data_dir, tmp_path):
     assert bucc["projection"]["shipped"] == "me5-small"
     assert bucc["train"]["f1"] == pytest.approx(res["details"]["default:meaning"]["per_lang"]["de"]["best"]["f1"])
 
-    # --projection none: raw only
+    # --projection none: raw only; --margin: scored with that margin, at the space's threshold for it
+    # (raw me5-small's distance default is its single calibrated value: no distance rule ships for it)
     out2 = tmp_path / "raw-only.json"
     r = CliRunner().invoke(main, ["bench", "mining", "--quick", "--langs", ",".join(langs), "--data-dir", str(data_dir),
-                                  "--out", str(out2), "--sets-dir", str(sets), "--projection", "none"],
-                           catch_exceptions=False)
+                                  "--out", str(out2), "--sets-dir", str(sets), "--projection", "none",
+                                  "--margin", "distance"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
-    assert {row[0] for row in json.loads(out2.read_text())["table"]["rows"]} == {"raw"}
+    res2 = json.loads(out2.read_text())
+    assert {row[0] for row in res2["table"]["rows"]} == {"raw"}
+    assert res2["provenance"]["parameters"]["margin"] == "distance"
+    record = res2["details"]["raw"]["default_threshold"]
+    assert record["value"] == encoder_defaults("me5-small").threshold("distance", "balanced") and "rule" not in record
+    assert all(v["default"]["threshold"] == record["value"] and v["best"]["threshold"] < 0.5
+               for v in res2["details"]["raw"]["per_lang"].values())  # distance margins: about 0, not 1
 
 
 def test_curve_counts_like_evaluate():

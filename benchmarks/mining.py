@@ -34,12 +34,13 @@ precision, recall and F1 at the threshold that maximises F1 (the oracle threshol
 report) and at the threshold plain `xmine mine` keeps that set at (`variant_threshold`: the same
 `run_threshold` record, and its rule applied to the set's own candidates as `mine` applies it, the
 rows rounded as `mine`'s store keeps them), with k = 4, max retrieval and the margin `xmine mine`
-uses in the variant's space (ratio; distance for raw use-m3), as its defaults. The sets are mined as they are, without `mine`'s language filter and pre-search
-cleaning (they hold no noise; `--noisy` measures both): where the language filter drops a row of a
-clean set (2 of 256 Japanese lines of the quick set), `mine`'s candidates, and so its threshold,
-differ by those rows. Each language's result also holds its curve: precision, recall, F1 and the
-number of mined pairs at every ratio threshold of `CURVE_THRESHOLDS` (1.000-1.080, step 0.001), so
-a default threshold can be judged against the whole curve, not one point.
+uses in the variant's space (ratio; distance for raw use-m3), as its defaults. The sets are mined
+as they are, without `mine`'s language filter and pre-search cleaning (they hold no noise;
+`--noisy` measures both): where the language filter drops a row of a clean set (2 of 256 Japanese
+lines of the quick set), `mine`'s candidates, and so its threshold, differ by those rows. Each
+language's result also holds its curve: precision, recall, F1 and the number of mined pairs at
+every ratio threshold of `CURVE_THRESHOLDS` (1.000-1.080, step 0.001), so a default threshold can
+be judged against the whole curve, not one point.
 """
 
 from __future__ import annotations
@@ -54,7 +55,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from xmine.artefacts.directory import file_fingerprint
-from xmine.calibration import DEFAULT_MARGIN
 from xmine.benchmarks.bucc import (at_least, best_threshold, evaluate, margin_of, mine_candidates, prf_curve,
                                    read_bucc_file, read_gold)
 from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines, read_lines
@@ -291,7 +291,7 @@ def variant_threshold(variant, given: float | None = None, *, margin: str | None
     `bucc.run_threshold_of`) and "score_max" (the cap, {"value", "source"})."""
     path = (variant.projection or {}).get("path")
     selection = SelectionConfig(margin=margin, threshold="default" if given is None else given, operating_point=point)
-    config = MiningConfig(k=4, margin=margin or DEFAULT_MARGIN, retrieval="max", threshold=selection.given_threshold)
+    config = MiningConfig(k=4, margin=selection.given_margin, retrieval="max", threshold=selection.given_threshold)
     return run_threshold(selection, config, PairFilterConfig(), path, encoder_name)[2]
 
 

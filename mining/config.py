@@ -181,7 +181,7 @@ class SelectionConfig:
         t = self.threshold
         if t != "default" and t is not None and isinstance(t, (str, bool)):
             raise ConfigError(f"threshold must be a finite number, 'default' or None (got {t!r})")
-        MiningConfig(margin=self.margin or DEFAULT_MARGIN, retrieval=self.retrieval, threshold=self.given_threshold)
+        MiningConfig(margin=self.given_margin, retrieval=self.retrieval, threshold=self.given_threshold)
         if self.operating_point is not None and self.operating_point not in OPERATING_POINTS:
             raise ConfigError(f"operating_point must be one of {', '.join(OPERATING_POINTS)} "
                               f"(got {self.operating_point!r})")
@@ -197,6 +197,12 @@ class SelectionConfig:
     def given_threshold(self) -> float | None:
         """The threshold as `MiningConfig` takes it: a number, or None (none given yet, or none at all)."""
         return None if self.threshold == "default" else self.threshold
+
+    @property
+    def given_margin(self) -> str:
+        """The margin as `MiningConfig` takes it before the space is known: the one given, else
+        DEFAULT_MARGIN (`threshold_rule.run_threshold` then puts the space's calibrated one in its place)."""
+        return self.margin or DEFAULT_MARGIN
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -279,7 +285,7 @@ class MineConfig:
         """The settings of the search and the selection (`xmine.mining.select.MiningConfig`), with the
         threshold given (None while it is still to be calibrated)."""
         s, f = self.search, self.filters
-        return MiningConfig(k=s.k, margin=self.selection.margin or DEFAULT_MARGIN, retrieval=self.selection.retrieval,
+        return MiningConfig(k=s.k, margin=self.selection.given_margin, retrieval=self.selection.retrieval,
                             threshold=self.selection.given_threshold, max_length_ratio=f.max_length_ratio,
                             min_length=f.min_length, max_length=f.max_length, block_rows=s.block_rows,
                             block_cols=s.block_cols, workers=s.workers, product=s.product)

@@ -31,7 +31,6 @@ from pathlib import Path
 import numpy as np
 
 from xmine.artefacts.directory import provenance
-from xmine.calibration import DEFAULT_MARGIN
 from xmine.errors import InputError
 from xmine.exec.executor import LOCAL, Executor, executor_for
 from xmine.encoders.input_encoders import Encoders
@@ -179,7 +178,7 @@ def score_bitext(
     """
     out = Path(out)
     projection = encoding.projection
-    config = MiningConfig(k=search.k, margin=selection.margin or DEFAULT_MARGIN, threshold=selection.given_threshold,
+    config = MiningConfig(k=search.k, margin=selection.given_margin, threshold=selection.given_threshold,
                           block_rows=search.block_rows, block_cols=search.block_cols, workers=search.workers,
                           product=search.product)
     fmt = resolve_score_format(out, output_format)

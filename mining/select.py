@@ -168,7 +168,7 @@ def greedy_one_to_one(src: np.ndarray, tgt: np.ndarray, score: np.ndarray) -> np
     return order[chosen]
 
 
-def margin_score(cos, mean_x, mean_y, kind: str = "ratio") -> np.ndarray:
+def margin_score(cos, mean_x, mean_y, kind: str = DEFAULT_MARGIN) -> np.ndarray:
     """Vectorised margin score; arguments broadcast against each other."""
     cos = np.asarray(cos, dtype=np.float32)
     if kind == "absolute":

@@ -309,6 +309,14 @@ def rule_feature_linear(runs, t1: float, feature, centre: float, floor: float, d
                 rule["intercept"] + rule["slope"] * (min(max(shares[n], floor), 0.85) - centre))) for n in runs}
 
 
+def linear_rule(runs, family, fams, floor: float, feature, down_only: bool = False, margin: str = MARGIN):
+    """`rule_feature_linear`'s candidates around the single threshold chosen on `fams` at `floor`,
+    the feature's centre and floor those of the `fams` sets: the candidates `held_out` chooses among."""
+    t1 = choose(rule_single(runs), runs, family, fams, floor)["t"]
+    train = [feature(x) for n, x in runs.items() if family[n] in fams]
+    return rule_feature_linear(runs, t1, feature, float(np.median(train)), float(min(train)), down_only, margin)
+
+
 def mutual_null_share(x: dict) -> float:
     """The mutual share of the candidates the mixture does not count as translations: (mutual
     candidates - estimated true pairs) / (candidates - estimated true pairs), true pairs being
@@ -321,6 +329,18 @@ def mutual_null_share(x: dict) -> float:
 
 
 FEATURES = {"mutual": mutual_share, "mutual-low": lambda x: x["max"].mutual_low, "mutual-null": mutual_null_share}
+
+
+def estimated_thresholds(runs) -> dict[str, tuple[str, float]]:
+    """Per set, the default of a space without a calibration (`threshold_rule.estimated_threshold`
+    of its max-retrieval candidates; where too few to estimate, every pair kept)."""
+    from xmine.mining.threshold_rule import estimated_threshold
+
+    out = {}
+    for n, x in runs.items():
+        estimate = estimated_threshold(x["max"].s.astype(np.float32))
+        out[n] = ("max", float(x["max"].s[-1]) if estimate is None else estimate[0])
+    return out
 
 
 def rule_mixture(runs, est):
@@ -456,9 +476,7 @@ def study_space(space: str, meta: list[dict]) -> dict:
     for name, feature in FEATURES.items():
         for down_only in ((False, True) if name == "mutual-null" else (False,)):
             def linear(fams, floor=PRECISION_FLOOR, feature=feature, down_only=down_only):
-                t1 = choose(rule_single(runs), runs, family, fams, floor)["t"]
-                train = [feature(x) for n, x in runs.items() if family[n] in fams]
-                return rule_feature_linear(runs, t1, feature, float(np.median(train)), float(min(train)), down_only)
+                return linear_rule(runs, family, fams, floor, feature, down_only)
 
             out["rules"][f"{name}-{'down' if down_only else 'linear'}"] = held_out(linear, runs, family)
             if name == "mutual-null" and down_only:
@@ -633,9 +651,7 @@ def per_language_command(spaces):
         t0 = time.monotonic()
 
         def linear(fams, floor=PRECISION_FLOOR):
-            t1 = choose(rule_single(runs), runs, family, fams, floor)["t"]
-            train = [mutual_null_share(x) for n, x in runs.items() if family[n] in fams]
-            return rule_feature_linear(runs, t1, mutual_null_share, float(np.median(train)), float(min(train)), True)
+            return linear_rule(runs, family, fams, floor, mutual_null_share, True)
 
         result["rules"][SHIPPED_RULE] = held_out(linear, runs, family, nested=True)
         pl = per_language_offsets(result, runs, smeta)
@@ -923,7 +939,6 @@ def uncalibrated_command(spaces, no_write):
     Nothing is chosen here (the estimate has no parameter fitted to these sets; its Gumbel quantiles
     are those of the shipped rule's translation count), so every set is reported, per family."""
     from calibration_sets import fingerprint
-    from xmine.mining.threshold_rule import estimated_threshold
 
     started = time.monotonic()
     sets = _sets()
@@ -939,13 +954,10 @@ def uncalibrated_command(spaces, no_write):
         runs = runs_of(space, [m for m in meta if langs is None or m["iso"] in langs])
         family = {m["name"]: m["family"] for m in meta}
         per_rule = {}
-        for rule in ("every pair kept", "estimated from the run"):
-            rows = []
-            for n, by_mode in runs.items():
-                run = by_mode["max"]
-                estimate = None if rule == "every pair kept" else estimated_threshold(run.s.astype(np.float32))
-                t = float(run.s[-1]) if estimate is None else estimate[0]
-                rows.extend(evaluate(runs, family, {n: ("max", t)}))
+        kept = {"every pair kept": {n: ("max", float(x["max"].s[-1])) for n, x in runs.items()},
+                "estimated from the run": estimated_thresholds(runs)}
+        for rule, thresholds in kept.items():
+            rows = evaluate(runs, family, thresholds)
             per_rule[rule] = {"families": {f: summarise([r for r in rows if r["family"] == f]) for f in FAMILY_ORDER
                                            if any(r["family"] == f for r in rows)},
                               "mean": summarise(rows), "sets": rows}
@@ -1202,10 +1214,7 @@ def shipped_rule_of(runs, family, margins):
     def make(fams, floor=PRECISION_FLOOR):
         for m in margins:
             view = {n: {"max": x[m]} for n, x in runs.items()}
-            t1 = choose(rule_single(view), view, family, fams, floor)["t"]
-            train = [mutual_null_share(x) for n, x in view.items() if family[n] in fams]
-            for params, th in rule_feature_linear(view, t1, mutual_null_share, float(np.median(train)),
-                                                  float(min(train)), True, m):
+            for params, th in linear_rule(view, family, fams, floor, mutual_null_share, True, m):
                 yield params | {"margin": m}, {n: (m, t) for n, (_, t) in th.items()}
     return make
 
@@ -1245,18 +1254,25 @@ def default_margin(study: dict) -> str:
     return chosen if wins else "ratio"
 
 
+def margin_entries(study: dict) -> list[tuple[str, str, dict]]:
+    """(margin, rule, held-out result) of a space's `margins_study`: each margin's single threshold
+    and rule, then the rule with the margin chosen (margin "chosen")."""
+    return ([(m, rule, study["margins"][m]["rules"][rule]) for m in MARGINS for rule in ("single", SHIPPED_RULE)]
+            + [("chosen", SHIPPED_RULE, study["margin_chosen"])])
+
+
 def margins_table(result: dict) -> str:
     lines = []
     for space, r in result["spaces"].items():
-        rows = [(f"{m} {rule}", r["margins"][m]["rules"][rule]) for m in MARGINS for rule in ("single", SHIPPED_RULE)]
-        for label, h in rows + [("margin chosen", r["margin_chosen"])]:
+        for margin, rule, h in margin_entries(r):
             m = h["mean"]
+            label = "margin chosen" if margin == "chosen" else f"{margin} {rule}"
             chosen = "; ".join(f"{f}: {p['params'].get('margin', '')}" for f, p in h["held_out"].items())
             gaps = " ".join(f"{f} {x['gap']:5.2f}" for f, x in h["held_out"].items())
             lines.append(f"{space:<14} {label:<34} {gaps}"
                          + f" | mean {m['gap']:.2f} worst {m['worst_gap']:.1f} >8 {m['over_8']:2d} "
                            f"P3 {m['precision_families']:.1f} P48 {m['precision']:.1f} R {m['recall']:.1f}"
-                         + (f" [{chosen}]" if label == "margin chosen" else ""))
+                         + (f" [{chosen}]" if margin == "chosen" else ""))
         lines.append(f"{space:<14} shipped: " + ", ".join(f"{m} {shipped_in(r, m)}" for m in MARGINS)
                      + f"; default margin: {r['default_margin']}; caps "
                      + ", ".join(f"{m} {r['margins'][m]['score_max']:g}" for m in MARGINS))
@@ -1298,8 +1314,7 @@ def margins_rows(result: dict) -> list[list]:
     """The result table: per space, each margin's single threshold and rule, then the margin chosen."""
     rows = []
     for space, r in result["spaces"].items():
-        studied = [(m, rule, r["margins"][m]["rules"][rule]) for m in MARGINS for rule in ("single", SHIPPED_RULE)]
-        for m, rule, h in studied + [("chosen", SHIPPED_RULE, r["margin_chosen"])]:
+        for m, rule, h in margin_entries(r):
             mean = h["mean"]
             rows.append([space, m, rule, *(round(h["held_out"][f]["gap"], 2) if f in h["held_out"] else None
                                            for f in FAMILY_ORDER),
@@ -1326,19 +1341,13 @@ def uncalibrated_margins_command(spaces):
     """The default of a space without a calibration (`threshold_rule.estimated_threshold`) in each
     margin, every gap to the set's best over both margins (prints: a look). Which margin an
     unknown encoder should mine with: the one that does better in every space taken as uncalibrated."""
-    from xmine.mining.threshold_rule import estimated_threshold
-
     sets = _sets()
     meta = [dict(name=s.name, **s.counts) for s in sets]
     for space in spaces or [s for s in SPACES if knn_path(s).exists()]:
         runs, family = margin_runs(space, meta)
         for m in MARGINS:
             view = {n: {"max": x[m]} for n, x in runs.items()}
-            th = {}
-            for n, x in view.items():
-                estimate = estimated_threshold(x["max"].s.astype(np.float32))
-                th[n] = ("max", float(x["max"].s[-1]) if estimate is None else estimate[0])
-            rows = evaluate(view, family, th)
+            rows = evaluate(view, family, estimated_thresholds(view))
             s = summarise(rows)
             gaps = " ".join(f"{f} {summarise([r for r in rows if r['family'] == f])['gap']:5.1f}"
                             for f in FAMILY_ORDER if f in set(family.values()))

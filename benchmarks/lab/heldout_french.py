@@ -31,7 +31,7 @@ import click
 import numpy as np
 
 from calibrate_defaults import DATA, WORK, _encoder, _projection, _sets
-from calibration_sets import NEWSTEST, _clean_pairs, _lines, _rng, source_files
+from calibration_sets import NEWSTEST, _clean_pairs, _lines, _rng, compose, source_files
 
 #: the newstest folders read here (and nowhere else)
 FRENCH = (("2014", "fr-en"), ("2014", "en-fr"), ("2015", "fr-en"), ("2015", "en-fr"))
@@ -57,37 +57,27 @@ def french_pairs(data: Path) -> list[tuple[str, str]]:
 
 
 def build(data: Path, folder: Path) -> dict:
-    """The two sets in BUCC's format under `folder` (`{name}-en/`); their counts."""
+    """The two sets in BUCC's format under `folder` (`{name}-en/`), composed as the calibration
+    composes its sets (`calibration_sets.compose`); their counts."""
     from xmine.benchmarks.mining import MiningSet, write_set
 
     pairs = french_pairs(data)
-    # one text on each side once: a French (or English) text of two pairs stays in one
-    seen_fr, seen_en, unique = set(), set(), []
-    for fr, en in pairs:
-        if fr not in seen_fr and en not in seen_en:
-            seen_fr.add(fr)
-            seen_en.add(en)
-            unique.append((fr, en))
-    counts = {"pairs_read": len(pairs), "pairs_unique": len(unique), "sets": {}}
+    counts = {"pairs": len(pairs), "sets": {}}
     for name, share in SETS:
         # every pair of the pool in each set (the two sets differ in their density, not their
         # sentences): G gold, the rest alternately French-only and English-only, so that a
         # side's share of gold, G / (G + (n - G) / 2), is `share`
-        idx = _rng(0, "heldout-french", name).permutation(len(unique))
-        n_gold = int(round(share * len(idx) / (2 - share)))
-        gold_idx, rest = idx[:n_gold], idx[n_gold:]
-        fr_only, en_only = rest[0::2], rest[1::2]
-        src = [unique[i][0] for i in np.concatenate([gold_idx, fr_only])]
-        en = [unique[i][1] for i in np.concatenate([gold_idx, en_only])]
-        rng = _rng(0, "heldout-french", name, "order")
-        src_order, en_order = rng.permutation(len(src)), rng.permutation(len(en))
-        src_ids = {int(j): f"{name}-fr-{k:06d}" for k, j in enumerate(src_order)}
-        en_ids = {int(j): f"{name}-en-{k:06d}" for k, j in enumerate(en_order)}
-        ms = MiningSet(lang=name, src=([src_ids[int(j)] for j in src_order], [src[int(j)] for j in src_order]),
-                       en=([en_ids[int(j)] for j in en_order], [en[int(j)] for j in en_order]),
-                       gold=[(src_ids[g], en_ids[g]) for g in range(n_gold)], counts={}, files=[])
-        write_set(ms, folder)
-        counts["sets"][name] = {"fr": len(src), "en": len(en), "gold": n_gold}
+        order = _rng(0, "heldout-french", name).permutation(len(pairs))
+        n_gold = int(round(share * len(pairs) / (2 - share)))
+        rest = [pairs[i] for i in order[n_gold:]]
+        st = compose(name, "heldout", "fr", gold=[pairs[i] for i in order[:n_gold]],
+                     xx_distractors=[fr for fr, _ in rest[0::2]], en_distractors=[en for _, en in rest[1::2]],
+                     aligned=pairs, xx_size=len(pairs), en_size=len(pairs))
+        fr_ids = [f"{name}-fr-{i:06d}" for i in range(len(st.xx))]
+        en_ids = [f"{name}-en-{i:06d}" for i in range(len(st.en))]
+        write_set(MiningSet(lang=name, src=(fr_ids, st.xx), en=(en_ids, st.en),
+                            gold=[(fr_ids[a], en_ids[b]) for a, b in st.gold], counts={}, files=[]), folder)
+        counts["sets"][name] = {"fr": len(st.xx), "en": len(st.en), "gold": len(st.gold), "dropped": st.dropped}
     return counts
 
 

@@ -213,7 +213,9 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
 
     Translations are hidden among distractors (a fifth of the pairs are the gold; FLORES-200
     devtest for the language pair, or --gold), mined exactly, and the thresholds read off the
-    precision and recall of what was mined. Pass the record to `xmine mine --calibration`."""
+    precision and recall of what was mined. Pass the record to `xmine mine --calibration`, which
+    mines in the margin the record names: distance, in which one corpus's threshold transfers best
+    to another (docs/mining.md)."""
     encoder = encoder or DEFAULT_ENCODER
     if gold is not None:
         inputs, data = list(gold), {"source": "gold pairs", "files": [str(p) for p in gold]}
@@ -232,7 +234,9 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
                          for point, v in found.items())
         click.echo(f"{margin}: {line}", err=True)
     click.echo(f"calibrated {encoder} ({'projection ' + record['space']['projection'] if record['space']['projection'] else 'raw'}) "
-               f"on {record['data']['gold_pairs']} gold pairs -> {out}; mine with --calibration {out}", err=True)
+               f"on {record['data']['gold_pairs']} gold pairs -> {out}; mine with --calibration {out}"
+               + (f" (it mines in the {record['default_margin']} margin)" if "default_margin" in record else ""),
+               err=True)
 
 
 COMMANDS = [mine, score, calibrate_command]

@@ -42,6 +42,7 @@ def test_calibrate_then_mine_with_the_record(data_dir, tmp_path):
           "--data-dir", data_dir, "-o", record))
     cal = json.loads(record.read_text())
     assert cal["space"] == {"encoder": "use-m3", "projection": None, "projection_weights_sha256": None}
+    assert cal["default_margin"] == "distance"  # the margin a record's thresholds transfer best in
     assert cal["data"]["gold_pairs"] >= 200 and cal["data"]["files"] == ["deu_Latn.devtest", "eng_Latn.devtest"]
     balanced = cal["measured"]["ratio"]["balanced"]
     assert balanced["f1"] >= 0.9 and cal["operating_points"]["balanced"]["ratio"] == balanced["threshold"]
@@ -54,7 +55,7 @@ def test_calibrate_then_mine_with_the_record(data_dir, tmp_path):
     ok(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "--encoder",
           "use-m3", "--calibration", record, "-q", "-o", out))
     summary = json.loads((tmp_path / "m.tsv.json").read_text())
-    # the record measures the space's thresholds again; the margin stays the space's (use-m3: distance)
+    # the record's margin
     assert summary["threshold"]["margin"] == "distance"
     assert summary["threshold"]["value"] == cal["measured"]["distance"]["balanced"]["threshold"]
     assert "xmine calibrate" in summary["threshold"]["source"] and str(record) in summary["threshold"]["source"]
@@ -91,9 +92,10 @@ def test_calibrate_never_writes_over_a_foreign_file_or_its_input_and_mine_refuse
                notes, "-q", "-o", tmp_path / "m.tsv"), "notes.json", "not a calibration record")
 
 
-def test_a_record_keeps_the_space_s_margin_unless_it_names_one(tmp_path):
-    """A record of `xmine calibrate` re-measures a space's thresholds, not which margin suits it: mining
-    with it keeps the space's calibrated margin (raw use-m3: distance) unless the record names one."""
+def test_a_record_mines_in_the_margin_it_names_else_in_the_space_s(tmp_path):
+    """Mining with a record uses the margin it names (`xmine calibrate` names distance); a record that
+    names none (written before records named it) keeps the space's calibrated margin (raw use-m3:
+    distance; raw me5-small: ratio)."""
     from xmine.mining.calibrate import CALIBRATION_KIND
     from xmine.mining.config import SelectionConfig
     from xmine.mining.filters import PairFilterConfig
@@ -110,3 +112,11 @@ def test_a_record_keeps_the_space_s_margin_unless_it_names_one(tmp_path):
                                              None, "use-m3")
         assert (config.margin, config.threshold) == (margin, value), got
         assert filters.score_max == record["score_max"].get(margin)  # no distance cap recorded: none applied
+    me5 = record | {"space": record["space"] | {"encoder": "me5-small"}}
+    for named, margin, value in ((None, "ratio", 1.41), ("distance", "distance", 0.19)):
+        path = tmp_path / f"me5-{named}.json"
+        path.write_text(json.dumps(me5 | ({"default_margin": named} if named else {})))
+        config, _, got = run_threshold(SelectionConfig(calibration=path), MiningConfig(), PairFilterConfig(),
+                                       None, "me5-small")
+        assert (config.margin, config.threshold) == (margin, value), got
+        assert "xmine calibrate" in got["source"]

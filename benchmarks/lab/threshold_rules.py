@@ -6,6 +6,7 @@
     .venv/bin/python benchmarks/lab/run.py threshold-rules margins           # -> threshold-margins.json (ratio vs distance)
     .venv/bin/python benchmarks/lab/run.py threshold-rules install-margins   # the distance rules, caps, default margins
     .venv/bin/python benchmarks/lab/run.py threshold-rules uncalibrated-margins   # an unknown space's estimate per margin
+    .venv/bin/python benchmarks/lab/run.py threshold-rules calibrate-margin  # -> threshold-calibrate-margin.json (xmine calibrate)
     .venv/bin/python benchmarks/lab/run.py threshold-rules uncalibrated      # -> threshold-uncalibrated.json
     .venv/bin/python benchmarks/lab/run.py threshold-rules per-language|per-language-joint|length|size|density|decoys|decoy-term|oracle   # looks, printed
 
@@ -1354,3 +1355,72 @@ def uncalibrated_margins_command(spaces):
             click.echo(f"{space:<14} {m:<9} {gaps}"
                        + f" | mean {s['gap']:.2f} worst {s['worst_gap']:.1f} >8 {s['over_8']} "
                          f"P3 {s['precision_families']:.1f} P48 {s['precision']:.1f} R {s['recall']:.1f}")
+
+
+# ---------------------------------------------------------------- the margin of `xmine calibrate`'s records
+def best_f1_threshold(run: Run) -> float:
+    """The threshold of `run`'s best F1 at a cut (`xmine calibrate`'s balanced point)."""
+    cut = np.append(run.s[1:] != run.s[:-1], True)
+    return float(run.s[int(np.argmax(np.where(cut, run.f1, -1)))])
+
+
+def calibrated_margin_rows(space: str, meta: list[dict]) -> list[dict]:
+    """Each set of a language with a FLORES-200 wiki set (`wiki-<code>`, as `xmine calibrate` builds
+    from FLORES-200 devtest: 581 a side, 150 gold), other than that set and its `-in-news` sets
+    (which hide the same FLORES lines), at the best-F1 threshold of the language's wiki set in each
+    margin: its gap to its best over both margins, and its precision."""
+    runs, family = margin_runs(space, meta)
+    iso = {m["name"]: m["iso"] for m in meta}
+    rows = []
+    for cal in (n for n in runs if family[n] == "wiki" and not n.endswith("-in-news")):
+        t = {m: best_f1_threshold(runs[cal][m]) for m in MARGINS}
+        for n in runs:
+            if iso[n] != iso[cal] or family[n] == "wiki":
+                continue
+            at = {m: runs[n][m].at(t[m]) for m in MARGINS}
+            rows.append({"calibrated_on": cal, "set": n, "family": family[n],
+                         **{f"{m}_threshold": t[m] for m in MARGINS},
+                         **{f"{m}_gap": runs[n][m].best - at[m][2] for m in MARGINS},
+                         **{f"{m}_precision": at[m][0] for m in MARGINS}})
+    return rows
+
+
+@command.command("calibrate-margin")
+@click.option("--no-write", is_flag=True, help="Print the table only.")
+def calibrate_margin_command(no_write):
+    """Which margin the thresholds of `xmine calibrate` (one FLORES-200 set of a language) transfer
+    in: each space taken as a space xmine ships no calibration for, each language's other sets mined at
+    its FLORES set's best-F1 threshold in each margin (-> threshold-calibrate-margin.json). A
+    margin other than ratio is chosen only where it has the smaller mean gap in every space."""
+    from calibration_sets import fingerprint
+
+    started = time.monotonic()
+    sets = _sets()
+    meta = [dict(name=s.name, **s.counts) for s in sets]
+    result = {"command": "python benchmarks/lab/run.py threshold-rules calibrate-margin", "k": KNN,
+              "margins": list(MARGINS), "sets_sha256": fingerprint(sets), "spaces": {}}
+    table = []
+    for space in [s for s in SPACES if knn_path(s).exists()]:
+        rows = calibrated_margin_rows(space, meta)
+        summary = {}
+        for fam in ("all", *FAMILY_ORDER):
+            sub = [r for r in rows if fam == "all" or r["family"] == fam]
+            if not sub:
+                continue
+            summary[fam] = {m: {"sets": len(sub), "gap": round(100 * float(np.mean([r[f"{m}_gap"] for r in sub])), 2),
+                                "worst_gap": round(100 * max(r[f"{m}_gap"] for r in sub), 2),
+                                "precision": round(100 * float(np.mean([r[f"{m}_precision"] for r in sub])), 1)}
+                            for m in MARGINS}
+            table.append([space, fam, len(sub)] + [summary[fam][m][k] for m in MARGINS
+                                                    for k in ("gap", "worst_gap", "precision")])
+        result["spaces"][space] = {"summary": summary, "per_set": rows,
+                                   "languages": sorted({r["calibrated_on"] for r in rows})}
+    wins = {m: all(r["summary"]["all"][m]["gap"] < r["summary"]["all"]["ratio"]["gap"]
+                   for r in result["spaces"].values()) for m in MARGINS if m != "ratio"}
+    result["chosen"] = next((m for m, w in wins.items() if w), "ratio")
+    columns = ["space", "family", "sets"] + [f"{m} {k}" for m in MARGINS for k in ("gap", "worst", "P")]
+    for row in [columns] + table:
+        click.echo("  ".join(f"{c!s:>14}" for c in row))
+    click.echo(f"chosen: {result['chosen']}")
+    if not no_write:
+        _write(result, "threshold-calibrate-margin.json", "threshold_calibrate_margin", started, table, columns)

@@ -8,7 +8,7 @@
     .venv/bin/python benchmarks/lab/run.py threshold-rules uncalibrated-margins   # an unknown space's estimate per margin
     .venv/bin/python benchmarks/lab/run.py threshold-rules calibrate-margin  # -> threshold-calibrate-margin.json (xmine calibrate)
     .venv/bin/python benchmarks/lab/run.py threshold-rules uncalibrated      # -> threshold-uncalibrated.json
-    .venv/bin/python benchmarks/lab/run.py threshold-rules per-language|per-language-joint|length|size|density|decoys|decoy-term|oracle   # looks, printed
+    .venv/bin/python benchmarks/lab/run.py threshold-rules per-language|per-language-joint|per-language-distance|length|size|density|decoys|decoy-term|oracle   # looks, printed
 
 Issue #39: with one calibrated threshold per space (`calibrate-defaults`), the held-out mean F1 gap
 to each set's best is 6-8 points, the templated (MASSIVE) family costing 13-23. This study scores
@@ -1424,3 +1424,68 @@ def calibrate_margin_command(no_write):
     click.echo(f"chosen: {result['chosen']}")
     if not no_write:
         _write(result, "threshold-calibrate-margin.json", "threshold_calibrate_margin", started, table, columns)
+
+
+@command.command("per-language-distance")
+def per_language_distance_command():
+    """Per-language intercepts in the distance margin (prints: a look): each language's FLORES-200
+    set's best-F1 threshold, shifted by delta times its distance from 0, as the intercept of the
+    shipped distance rule (its share term chosen without the reported family), on the language's
+    sets of the other families. Delta chosen held out (on the two other families of news, short,
+    templated, at a mean precision >= 0.85 over news and short among them), then the whole
+    trade-off (one delta for all) beside the shipped rule's point."""
+    from xmine.benchmarks.common import results_dir
+    from xmine.mining.threshold_rule import rule_threshold
+
+    sets = _sets()
+    meta = [dict(name=s.name, **s.counts) for s in sets]
+    margins = json.loads((results_dir() / "threshold-margins.json").read_text(encoding="utf-8"))["details"]["spaces"]
+    fams, deltas = ("news", "short", "templated"), np.round(np.arange(-0.3, 0.5001, 0.02), 2)
+    for space, study in margins.items():
+        runs, family = margin_runs(space, meta)
+        iso = {m["name"]: m["iso"] for m in meta}
+        flores = {iso[n]: best_f1_threshold(runs[n]["distance"]) for n in runs
+                  if family[n] == "wiki" and not n.endswith("-in-news")}
+        names = [n for n in runs if family[n] in fams and iso[n] in flores]
+        shipped_margin = study["default_margin"]
+
+        def rule(margin: str, held_out_of: str) -> dict:
+            p = study["margins"][margin]["rules"][SHIPPED_RULE]["held_out"][held_out_of]["params"]
+            return product_rule(p, p.get("t1"), "", margin)
+
+        def at(n: str, margin: str, t: float) -> tuple[float, float]:
+            precision, _, f1, _ = runs[n][margin].at(t)
+            return runs[n][margin].best - f1, precision
+
+        def per_language(n: str, delta: float) -> tuple[float, float]:
+            t = flores[iso[n]] * (1 + delta)  # the distance margin's neutral score is 0
+            return at(n, "distance", rule_threshold(rule("distance", family[n]) | {"intercept": t},
+                                                    mutual_null_share({"max": runs[n]["distance"]})))
+
+        def report(label: str, rows: dict) -> None:
+            gap = {f: 100 * np.mean([rows[n][0] for n in rows if family[n] == f]) for f in fams}
+            prec = {f: 100 * np.mean([rows[n][1] for n in rows if family[n] == f]) for f in fams}
+            click.echo(f"{space:<14} {label:<24} " + " ".join(f"{f} {gap[f]:5.2f}" for f in fams)
+                       + f" | mean {100 * np.mean([r[0] for r in rows.values()]):.2f} worst "
+                         f"{100 * max(r[0] for r in rows.values()):.1f} P(news, short) "
+                         f"{np.mean([prec['news'], prec['short']]):.1f}")
+
+        shipped_rows = {n: at(n, shipped_margin, rule_threshold(rule(shipped_margin, family[n]), mutual_null_share(
+            {"max": runs[n][shipped_margin]}))) for n in names}
+        report(f"shipped ({shipped_margin})", shipped_rows)
+        held, chosen = {}, {}
+        for fam in fams:
+            train = [f for f in fams if f != fam]
+            best = None
+            for d in deltas:
+                rows = {n: per_language(n, d) for n in names if family[n] in train}
+                gap = np.mean([np.mean([rows[n][0] for n in rows if family[n] == f]) for f in train])
+                prec = np.mean([np.mean([rows[n][1] for n in rows if family[n] == f]) for f in train if f != "templated"])
+                if prec >= PRECISION_FLOOR and (best is None or gap < best[0]):
+                    best = (gap, d)
+            chosen[fam] = float(best[1] if best else deltas[-1])
+            held.update({n: per_language(n, chosen[fam]) for n in names if family[n] == fam})
+        report("per-language, held out", held)
+        click.echo(f"{space:<14} delta chosen without each family: {chosen}")
+        for d in deltas[::4]:
+            report(f"per-language, delta {d:+.2f}", {n: per_language(n, d) for n in names})

@@ -102,21 +102,16 @@ def test_a_record_mines_in_the_margin_it_names_else_in_the_space_s(tmp_path):
     from xmine.mining.select import MiningConfig
     from xmine.mining.threshold_rule import run_threshold
 
-    record = {"kind": CALIBRATION_KIND, "space": {"encoder": "use-m3", "projection": None,
-                                                  "projection_weights_sha256": None},
+    record = {"kind": CALIBRATION_KIND, "space": {"projection": None, "projection_weights_sha256": None},
               "operating_points": {"balanced": {"ratio": 1.41, "distance": 0.19}}, "score_max": {"ratio": 3.0}}
-    for named, margin, value in ((None, "distance", 0.19), ("ratio", "ratio", 1.41)):
-        path = tmp_path / f"{named}.json"
-        path.write_text(json.dumps(record | ({"default_margin": named} if named else {})))
+    value = record["operating_points"]["balanced"]
+    for encoder, named, margin in (("use-m3", None, "distance"), ("use-m3", "ratio", "ratio"),
+                                   ("me5-small", None, "ratio"), ("me5-small", "distance", "distance")):
+        path = tmp_path / f"{encoder}-{named}.json"
+        path.write_text(json.dumps(record | {"space": record["space"] | {"encoder": encoder}}
+                                   | ({"default_margin": named} if named else {})))
         config, filters, got = run_threshold(SelectionConfig(calibration=path), MiningConfig(), PairFilterConfig(),
-                                             None, "use-m3")
-        assert (config.margin, config.threshold) == (margin, value), got
+                                             None, encoder)
+        assert (config.margin, config.threshold) == (margin, value[margin]), got
         assert filters.score_max == record["score_max"].get(margin)  # no distance cap recorded: none applied
-    me5 = record | {"space": record["space"] | {"encoder": "me5-small"}}
-    for named, margin, value in ((None, "ratio", 1.41), ("distance", "distance", 0.19)):
-        path = tmp_path / f"me5-{named}.json"
-        path.write_text(json.dumps(me5 | ({"default_margin": named} if named else {})))
-        config, _, got = run_threshold(SelectionConfig(calibration=path), MiningConfig(), PairFilterConfig(),
-                                       None, "me5-small")
-        assert (config.margin, config.threshold) == (margin, value), got
         assert "xmine calibrate" in got["source"]

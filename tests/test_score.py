@@ -185,12 +185,15 @@ def test_score_with_a_calibration_record_uses_and_records_its_threshold(data_dir
     ok(xm("score", tsv, "--src-lang", "de", "--tgt-lang", "en", "--projection", "none", "--calibration", record,
           "--operating-point", "precision", "-q", "-o", out))
     t = json.loads((tmp_path / "s.tsv.json").read_text())["threshold"]
-    assert t["value"] == cal["operating_points"]["precision"]["ratio"] and t["operating_point"] == "precision"
+    margin = cal["default_margin"]  # the margin the record names: its scores, value and cap are that margin's
+    assert t["margin"] == margin == "distance"
+    assert t["value"] == cal["operating_points"]["precision"][margin] and t["operating_point"] == "precision"
     assert "xmine calibrate" in t["source"] and str(record) in t["source"]
-    assert t["score_max"]["value"] == cal["score_max"]["ratio"]
+    assert t["score_max"]["value"] == cal["score_max"][margin]
     margins = [float(line.split("\t")[3]) for line in out.read_text(encoding="utf-8").splitlines()]
     keep = [line.split("\t")[4] == "1" for line in out.read_text(encoding="utf-8").splitlines()]
     assert all(k <= (m >= t["value"]) for k, m in zip(keep, margins))  # nothing below the record's threshold kept
+    assert all(abs(m) < 0.5 for m in margins) and any(keep)  # distance margins (cos - neighbourhood mean), not ratios
     refused(xm("score", tsv, "--src-lang", "de", "--tgt-lang", "en", "--calibration", record, "-q",
                "-o", tmp_path / "other.tsv"), "cal.json", "raw embeddings")
     table = xmine.score([r[0] for r in rows], [r[1] for r in rows], src_lang="de", tgt_lang="en", projection="none",

@@ -15,9 +15,9 @@ each margin the record holds:
 - `balanced`: the threshold of the best F1;
 - `precision`: the lowest threshold at which precision is at least 0.95, and not below `balanced`
   (absent if precision never reaches 0.95);
-- the `score_max` cap of the ratio margin: 1 + 2 (m - 1) rounded up to 0.01, m the highest margin of
-  a gold pair (`score_cap`, the shipped calibration's rule: far above the translations, where
-  copies and boilerplate score).
+- the `score_max` cap: twice as far from the margin's neutral score (`NEUTRAL`: 1 ratio, 0 distance)
+  as the highest margin of a gold pair, rounded up to 0.01 (`score_cap`, the shipped calibration's
+  rule: far above the translations, where copies and boilerplate score).
 The record names the margin `xmine mine --calibration RECORD` mines in (`default_margin`:
 `CALIBRATED_MARGIN`, distance), and mine states where its values came from; the record is refused
 for another encoder or projection.

@@ -262,7 +262,8 @@ def _mining_langs(ctx, param, value):
               help="Comma-separated languages paired with English, from: de,cs,ru,zh,ja,fi,kk,pl,lt,km,ha,is. "
                    "Default: de,cs,ru,zh,ja,fi,kk,pl,lt,km (--quick: de,zh,lt).")
 @click.option("--gold-fraction", type=click.FloatRange(min=0.001, max=0.5), default=None,
-              help="Share of each side's sentences that have a translation (default 0.08, >= 100 gold pairs a set; BUCC's is 0.02-0.03).")
+              help="Share of each side's sentences that have a translation (default 0.08, >= 100 gold pairs "
+                   "a set; BUCC's is 0.02-0.03).")
 @click.option("--max-news", type=click.IntRange(min=0), default=None,
               help="At most this many WMT newstest pairs per language (default 1500; --quick: 250).")
 @click.option("--flores-rows", type=click.IntRange(min=10), default=None,

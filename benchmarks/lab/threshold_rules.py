@@ -6,9 +6,10 @@
     .venv/bin/python benchmarks/lab/run.py threshold-rules margins           # -> threshold-margins.json (ratio vs distance)
     .venv/bin/python benchmarks/lab/run.py threshold-rules install-margins   # the distance rules, caps, default margins
     .venv/bin/python benchmarks/lab/run.py threshold-rules uncalibrated-margins   # an unknown space's estimate per margin
-    .venv/bin/python benchmarks/lab/run.py threshold-rules calibrate-margin  # -> threshold-calibrate-margin.json (xmine calibrate)
+    .venv/bin/python benchmarks/lab/run.py threshold-rules calibrate-margin  # -> threshold-calibrate-margin.json
     .venv/bin/python benchmarks/lab/run.py threshold-rules uncalibrated      # -> threshold-uncalibrated.json
-    .venv/bin/python benchmarks/lab/run.py threshold-rules per-language|per-language-joint|per-language-distance|length|size|density|decoys|decoy-term|oracle   # looks, printed
+    .venv/bin/python benchmarks/lab/run.py threshold-rules per-language|per-language-joint|per-language-distance   # looks, printed
+    .venv/bin/python benchmarks/lab/run.py threshold-rules length|size|density|decoys|decoy-term|oracle   # looks, printed
 
 Issue #39: with one calibrated threshold per space (`calibrate-defaults`), the held-out mean F1 gap
 to each set's best is 6-8 points, the templated (MASSIVE) family costing 13-23. This study scores
@@ -1480,7 +1481,8 @@ def per_language_distance_command():
             for d in deltas:
                 rows = {n: per_language(n, d) for n in names if family[n] in train}
                 gap = np.mean([np.mean([rows[n][0] for n in rows if family[n] == f]) for f in train])
-                prec = np.mean([np.mean([rows[n][1] for n in rows if family[n] == f]) for f in train if f != "templated"])
+                prec = np.mean([np.mean([rows[n][1] for n in rows if family[n] == f])
+                                for f in train if f != "templated"])
                 if prec >= PRECISION_FLOOR and (best is None or gap < best[0]):
                     best = (gap, d)
             chosen[fam] = float(best[1] if best else deltas[-1])

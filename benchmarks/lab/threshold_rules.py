@@ -8,7 +8,7 @@
     .venv/bin/python benchmarks/lab/run.py threshold-rules uncalibrated-margins   # an unknown space's estimate per margin
     .venv/bin/python benchmarks/lab/run.py threshold-rules calibrate-margin  # -> threshold-calibrate-margin.json
     .venv/bin/python benchmarks/lab/run.py threshold-rules uncalibrated      # -> threshold-uncalibrated.json
-    .venv/bin/python benchmarks/lab/run.py threshold-rules per-language|per-language-joint|per-language-distance   # looks, printed
+    .venv/bin/python benchmarks/lab/run.py threshold-rules per-language|per-language-joint|per-language-distance  # printed
     .venv/bin/python benchmarks/lab/run.py threshold-rules length|size|density|decoys|decoy-term|oracle   # looks, printed
 
 Issue #39: with one calibrated threshold per space (`calibrate-defaults`), the held-out mean F1 gap

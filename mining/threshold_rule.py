@@ -186,7 +186,8 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
         margin_source = f"the default: no calibration for {what}"
     else:
         config = config.replace(margin=found.margin)
-        margin_source = f"the calibrated margin of {what}"
+        margin_source = (f"the calibrated margin of {what}" if selection.calibration is None
+                         else f"the calibration record's: {found.source}")
     record = {"value": config.threshold, "margin": config.margin, "margin_source": margin_source,
               "operating_point": None}
     if config.threshold is not None:

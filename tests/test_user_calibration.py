@@ -114,4 +114,4 @@ def test_a_record_mines_in_the_margin_it_names_else_in_the_space_s(tmp_path):
                                              None, encoder)
         assert (config.margin, config.threshold) == (margin, value[margin]), got
         assert filters.score_max == record["score_max"].get(margin)  # no distance cap recorded: none applied
-        assert "xmine calibrate" in got["source"]
+        assert "xmine calibrate" in got["source"] and "xmine calibrate" in got["margin_source"]

@@ -162,24 +162,25 @@ def calibrated(space: str, encoder_name: str, projection, variant, names: list[s
                              round(100 * r["gap"], 1), round(100 * r["precision"], 1), round(100 * r["recall"], 1)])
             log(f"{space} calibrated {name:<10} " + "  ".join(
                 f"{m} t {r['threshold']:.4f} gap {r['gap']:.3f} P {r['precision']:.3f}" for m, r in per[name].items()))
-    summary = {m: {"sets": len(per), "mean_gap": round(100 * float(np.mean([r[m]["gap"] for r in per.values()])), 2),
-                   "worst_gap": round(100 * max(r[m]["gap"] for r in per.values()), 2),
-                   "over_8": sum(r[m]["gap"] > 0.08 for r in per.values()),
-                   "precision": round(100 * float(np.mean([r[m]["precision"] for r in per.values()])), 1),
-                   "recall": round(100 * float(np.mean([r[m]["recall"] for r in per.values()])), 1)}
-               for m in ("ratio", "distance")}
+    summary = {m: stats([r[m] for r in per.values()]) for m in ("ratio", "distance")}
     log(f"{space} calibrated: {summary}")
     return {"sets": per, "summary": summary}, rows
 
 
-def summarise(per: dict, sets: dict) -> dict:
-    """Mean and worst gap, sets more than 8 below their best, mean P and R at the default (x100)."""
-    gaps = np.array([100 * per[n]["gap"] for n in per])
-    return {"sets": len(per), "mean_gap": round(float(gaps.mean()), 2), "worst_gap": round(float(gaps.max()), 2),
+def stats(rows: list[dict]) -> dict:
+    """Over `rows` (each one set's "gap", "precision" and "recall", fractions): the mean and worst gap,
+    the sets more than 8 below their best, the mean P and R (x100)."""
+    gaps = np.array([100 * r["gap"] for r in rows])
+    return {"sets": len(rows), "mean_gap": round(float(gaps.mean()), 2), "worst_gap": round(float(gaps.max()), 2),
             "over_8": int((gaps > 8).sum()),
-            "precision": round(float(np.mean([100 * per[n]["default"]["precision"] for n in per])), 1),
-            "recall": round(float(np.mean([100 * per[n]["default"]["recall"] for n in per])), 1),
-            "gold": int(sum(sets[n]["gold"] for n in per))}
+            "precision": round(float(np.mean([100 * r["precision"] for r in rows])), 1),
+            "recall": round(float(np.mean([100 * r["recall"] for r in rows])), 1)}
+
+
+def summarise(per: dict, sets: dict) -> dict:
+    """`stats` of `evaluate_set` results at their default, and the gold pairs they hold."""
+    return stats([{"gap": r["gap"], **r["default"]} for r in per.values()]) | {
+        "gold": int(sum(sets[n]["gold"] for n in per))}
 
 
 @click.command("heldout-news")

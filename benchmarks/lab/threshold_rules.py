@@ -143,7 +143,7 @@ class Run:
             self.mutual_low = float(mutual[low].mean()) if low.any() else float(mutual.mean())
             self.mutual_all = float(np.mean(mutual))
         s, p, r, f1, cut = threshold_sweep(score.astype(np.float64), correct, n_gold)
-        self.s, self.p, self.r, self.f1 = s, p, r, f1
+        self.s, self.p, self.r, self.f1, self.cut = s, p, r, f1, cut
         self.best = float(f1[cut].max()) if len(s) else 0.0
         self.med = float(np.median(s)) if len(s) else 0.0
         self.mad = float(np.median(np.abs(s - self.med))) * 1.4826 if len(s) else 1.0
@@ -1361,8 +1361,7 @@ def uncalibrated_margins_command(spaces):
 # ---------------------------------------------------------------- the margin of `xmine calibrate`'s records
 def best_f1_threshold(run: Run) -> float:
     """The threshold of `run`'s best F1 at a cut (`xmine calibrate`'s balanced point)."""
-    cut = np.append(run.s[1:] != run.s[:-1], True)
-    return float(run.s[int(np.argmax(np.where(cut, run.f1, -1)))])
+    return float(run.s[int(np.argmax(np.where(run.cut, run.f1, -1)))])
 
 
 def calibrated_margin_rows(space: str, meta: list[dict]) -> list[dict]:

@@ -1448,6 +1448,8 @@ def per_language_distance_command():
                   if family[n] == "wiki" and not n.endswith("-in-news")}
         names = [n for n in runs if family[n] in fams and iso[n] in flores]
         shipped_margin = study["default_margin"]
+        # each set's share, in the two margins the rules read it in (once: every delta reads the same)
+        share = {m: {n: mutual_null_share({"max": runs[n][m]}) for n in names} for m in {"distance", shipped_margin}}
 
         def rule(margin: str, held_out_of: str) -> dict:
             p = study["margins"][margin]["rules"][SHIPPED_RULE]["held_out"][held_out_of]["params"]
@@ -1460,7 +1462,7 @@ def per_language_distance_command():
         def per_language(n: str, delta: float) -> tuple[float, float]:
             t = flores[iso[n]] * (1 + delta)  # the distance margin's neutral score is 0
             return at(n, "distance", rule_threshold(rule("distance", family[n]) | {"intercept": t},
-                                                    mutual_null_share({"max": runs[n]["distance"]})))
+                                                    share["distance"][n]))
 
         def report(label: str, rows: dict) -> None:
             gap = {f: 100 * np.mean([rows[n][0] for n in rows if family[n] == f]) for f in fams}
@@ -1470,8 +1472,8 @@ def per_language_distance_command():
                          f"{100 * max(r[0] for r in rows.values()):.1f} P(news, short) "
                          f"{np.mean([prec['news'], prec['short']]):.1f}")
 
-        shipped_rows = {n: at(n, shipped_margin, rule_threshold(rule(shipped_margin, family[n]), mutual_null_share(
-            {"max": runs[n][shipped_margin]}))) for n in names}
+        shipped_rows = {n: at(n, shipped_margin, rule_threshold(rule(shipped_margin, family[n]),
+                                                                share[shipped_margin][n])) for n in names}
         report(f"shipped ({shipped_margin})", shipped_rows)
         held, chosen = {}, {}
         for fam in fams:

@@ -53,7 +53,7 @@ from calibration_sets import NEWSTEST, _lines, _rng, compose, news_pairs
 #: the languages whose newstest pairs are read here (xx-en / en-xx folders and the multi-way years)
 LANGS = ("fr", "es", "it", "hu", "ro", "lv", "hi", "gu", "ta", "ps")
 #: FLORES-200 codes where the ISO 639-1 code names a macrolanguage FLORES files under another code
-FLORES_CODES = {"lv": "lvs_Latn", "ps": "pbt_Arab"}
+FLORES_CODES = {"lv": "lvs_Latn", "ps": "pbt_Arab", "km": "khm_Khmr"}
 #: languages the shipped calibration reads in other text (FLORES-200, MASSIVE, Tatoeba)
 IN_CALIBRATION = frozenset({"hi", "ta", "it"})
 #: the English side of the sparse sets, and the languages with a large set too
@@ -90,38 +90,47 @@ def english_pool(data: Path, unread) -> list[str]:
 
 def build(data: Path, folder: Path) -> dict:
     """Every set of every language in BUCC's format under `folder` (`{name}-en/`); their counts."""
-    from xmine.benchmarks.mining import MiningSet, write_set
-
     calibration, bench = _read_elsewhere(data)
     pool = english_pool(data, lambda en: en not in calibration and en not in bench)
     counts: dict = {"english_pool": len(pool), "languages": {}, "sets": {}}
     for lang in LANGS:
-        aligned = news_pairs(data, lang)  # every pair of the language: what may translate what
-        pairs = [(xx, en) for xx, en in aligned if xx not in calibration and en not in calibration and en not in bench]
-        order = _rng(0, "heldout-news", lang).permutation(len(pairs))
-        pairs = [pairs[i] for i in order]
-        n_gold = min(MAX_GOLD, max(MIN_GOLD, len(pairs) // 5))
-        gold, rest = pairs[:n_gold], pairs[n_gold:]
-        xx_rest, en_rest = [xx for xx, _ in rest[0::2]], [en for _, en in rest[1::2]]
-        counts["languages"][lang] = {"pairs": len(aligned), "kept": len(pairs), "gold": n_gold}
-        shapes = [("dense", n_gold + len(en_rest)), ("sparse", SPARSE_EN)]
-        if lang in LARGE:
-            shapes.append(("large", n_gold + len(en_rest) + len(pool)))
-        for shape, en_size in shapes:
-            name = f"{lang}-{shape}"
-            st = compose(name, "heldout", lang, gold=gold, xx_distractors=xx_rest, en_distractors=en_rest + pool,
-                         aligned=aligned, xx_size=n_gold + len(xx_rest), en_size=en_size)
-            xx_ids = [f"{name}-{lang}-{i:06d}" for i in range(len(st.xx))]
-            en_ids = [f"{name}-en-{i:06d}" for i in range(len(st.en))]
-            write_set(MiningSet(lang=name, src=(xx_ids, st.xx), en=(en_ids, st.en),
-                                gold=[(xx_ids[a], en_ids[b]) for a, b in st.gold], counts={}, files=[]), folder)
-            # what the filters promise, checked on the set as written: no sentence read elsewhere
-            read = sum(s in calibration for s in st.xx + st.en) + sum(s in bench for s in st.en)
-            if read:
-                raise RuntimeError(f"{name}: {read} sentences of the set are read elsewhere")
-            counts["sets"][name] = {"lang": lang, "shape": shape, "xx": len(st.xx), "en": len(st.en),
-                                    "gold": len(st.gold), "dropped": st.dropped, "read_elsewhere": read}
+        write_sets(folder, lang, news_pairs(data, lang), pool, calibration, bench, counts,
+                   large=lang in LARGE, key="heldout-news")
     return counts
+
+
+def write_sets(folder: Path, lang: str, aligned: list, pool: list[str], calibration: set[str], bench: set[str],
+               counts: dict, *, large: bool, key: str, sparse_en: int | None = SPARSE_EN) -> None:
+    """The sets of one language (module doc) from its `aligned` pairs (every pair of its source:
+    what may translate what), those read elsewhere left out, and the English `pool`, written under
+    `folder` and counted in `counts`; each set checked against `calibration` and `bench` as written.
+    `sparse_en` None: the sparse set's English side filled with the whole pool."""
+    from xmine.benchmarks.mining import MiningSet, write_set
+
+    pairs = [(xx, en) for xx, en in aligned if xx not in calibration and en not in calibration and en not in bench]
+    order = _rng(0, key, lang).permutation(len(pairs))
+    pairs = [pairs[i] for i in order]
+    n_gold = min(MAX_GOLD, max(MIN_GOLD, len(pairs) // 5))
+    gold, rest = pairs[:n_gold], pairs[n_gold:]
+    xx_rest, en_rest = [xx for xx, _ in rest[0::2]], [en for _, en in rest[1::2]]
+    counts["languages"][lang] = {"pairs": len(aligned), "kept": len(pairs), "gold": n_gold}
+    shapes = [("dense", n_gold + len(en_rest)), ("sparse", sparse_en or n_gold + len(en_rest) + len(pool))]
+    if large:
+        shapes.append(("large", n_gold + len(en_rest) + len(pool)))
+    for shape, en_size in shapes:
+        name = f"{lang}-{shape}"
+        st = compose(name, "heldout", lang, gold=gold, xx_distractors=xx_rest, en_distractors=en_rest + pool,
+                     aligned=aligned, xx_size=n_gold + len(xx_rest), en_size=en_size)
+        xx_ids = [f"{name}-{lang}-{i:06d}" for i in range(len(st.xx))]
+        en_ids = [f"{name}-en-{i:06d}" for i in range(len(st.en))]
+        write_set(MiningSet(lang=name, src=(xx_ids, st.xx), en=(en_ids, st.en),
+                            gold=[(xx_ids[a], en_ids[b]) for a, b in st.gold], counts={}, files=[]), folder)
+        # what the filters promise, checked on the set as written: no sentence read elsewhere
+        read = sum(s in calibration for s in st.xx + st.en) + sum(s in bench for s in st.en)
+        if read:
+            raise RuntimeError(f"{name}: {read} sentences of the set are read elsewhere")
+        counts["sets"][name] = {"lang": lang, "shape": shape, "xx": len(st.xx), "en": len(st.en),
+                                "gold": len(st.gold), "dropped": st.dropped, "read_elsewhere": read}
 
 
 #: the thresholds each space is mined at: (margin, operating point); None: what plain `xmine mine` uses
@@ -134,21 +143,28 @@ def _spaces():
             ("raw use-m3", "use-m3", None, (*POINTS, ("ratio", None))))
 
 
-def calibrated(space: str, encoder_name: str, projection, variant, names: list[str], counts: dict, folder: Path,
-               log) -> tuple[dict, list[list]]:
-    """Per language of `names`, the `xmine calibrate` record on FLORES-200 devtest of LANG-eng_Latn,
-    and its sets at the record's balanced threshold in each margin (gaps to the best over both)."""
-    from xmine.benchmarks.mining import evaluate_set, set_files
-    from xmine.mining.calibrate import calibrate, flores_file, read_aligned
+def flores200_devtest(lang: str) -> tuple[list[Path], str]:
+    """The files `xmine calibrate --src-lang LANG --tgt-lang eng_Latn` reads (FLORES-200 devtest), and their name."""
+    from xmine.mining.calibrate import flores_file
 
     flores = DATA / "parallel/flores200/devtest"
+    return [flores_file(flores, FLORES_CODES.get(lang, lang)), flores_file(flores, "eng_Latn")], "FLORES-200 devtest"
+
+
+def calibrated(space: str, encoder_name: str, projection, variant, names: list[str], counts: dict, folder: Path,
+               log, source=flores200_devtest) -> tuple[dict, list[list]]:
+    """Per language of `names`, the `xmine calibrate` record on the aligned files `source(lang)`
+    gives (FLORES-200 devtest of LANG-eng_Latn, as the command reads it without --gold), and its sets
+    at the record's balanced threshold in each margin (gaps to the best over both)."""
+    from xmine.benchmarks.mining import evaluate_set, set_files
+    from xmine.mining.calibrate import calibrate, read_aligned
+
     per, rows = {}, []
     for lang in dict.fromkeys(counts[n]["lang"] for n in names):
-        code = FLORES_CODES.get(lang, lang)
-        files = [flores_file(flores, code), flores_file(flores, "eng_Latn")]
+        files, name_of_source = source(lang)
         record = calibrate(read_aligned(*files), encoder=encoder_name, projection=projection or "none",
-                           src_lang=code, tgt_lang="eng_Latn", data={"source": "FLORES-200 devtest",
-                                                                     "files": [f.name for f in files]})
+                           src_lang=FLORES_CODES.get(lang, lang), tgt_lang="eng_Latn",
+                           data={"source": name_of_source, "files": [f.name for f in files]})
         balanced = record["operating_points"]["balanced"]
         for name in (n for n in names if counts[n]["lang"] == lang):
             runs = {m: evaluate_set(variant.embed, set_files(folder, name), threshold=balanced[m], margin=m)
@@ -160,7 +176,7 @@ def calibrated(space: str, encoder_name: str, projection, variant, names: list[s
             for m, r in per[name].items():
                 rows.append([space, m, name, round(r["threshold"], 4), round(100 * best, 1), round(100 * r["f1"], 1),
                              round(100 * r["gap"], 1), round(100 * r["precision"], 1), round(100 * r["recall"], 1)])
-            log(f"{space} calibrated {name:<10} " + "  ".join(
+            log(f"{space} calibrated ({name_of_source}) {name:<10} " + "  ".join(
                 f"{m} t {r['threshold']:.4f} gap {r['gap']:.3f} P {r['precision']:.3f}" for m, r in per[name].items()))
     summary = {m: stats([r[m] for r in per.values()]) for m in ("ratio", "distance")}
     log(f"{space} calibrated: {summary}")
@@ -183,19 +199,22 @@ def summarise(per: dict, sets: dict) -> dict:
         "gold": int(sum(sets[n]["gold"] for n in per))}
 
 
-@click.command("heldout-news")
-def command():
-    """The mining defaults of every space on newstest of ten languages that nothing else in the project reads."""
-    from xmine.benchmarks.common import RawEmbedder, Variant, projected, results_dir, write_result
+def measure(folder: Path, counts: dict, *, languages_in_calibration=IN_CALIBRATION,
+            sources=(("calibrated", flores200_devtest),)) -> tuple[list, dict, dict[str, list]]:
+    """Every set of `counts` (written under `folder`) mined in each space at each of its points, and
+    at the `xmine calibrate` records made from each of `sources` ((details key, `calibrated`'s
+    source)): (the rows, the details, per source key its rows)."""
+    from xmine.benchmarks.common import RawEmbedder, Variant, projected
     from xmine.benchmarks.mining import evaluate_set, set_files, variant_threshold
     from xmine.langs import normalize_lang
 
-    started = time.monotonic()
-    folder = WORK / "heldout-news"
-    counts = build(DATA, folder)
-    click.echo(f"sets in {folder}: {counts['languages']}")
-    rows, details, calibrated_rows = [], {"counts": counts, "spaces": {}, "summary": {}, "calibrated": {}}, []
+    rows, details = [], {"counts": counts, "spaces": {}, "summary": {}} | {key: {} for key, _ in sources}
+    calibrated_rows: dict[str, list] = {key: [] for key, _ in sources}
     for space, encoder_name, projection, points in _spaces():
+        names = [n for n, c in counts["sets"].items()
+                 if encoder_name != "use-m3" or normalize_lang(c["lang"]) in USE_M3_LANGUAGES]
+        if not names:
+            continue
         enc = _encoder(encoder_name)
         raw = RawEmbedder(enc, show_progress=False)
         if projection:
@@ -203,8 +222,6 @@ def command():
             variant = Variant("default", "meaning", projected(raw, proj, "meaning"), proj.fingerprint())
         else:
             variant = Variant("raw", "raw", raw)
-        names = [n for n, c in counts["sets"].items()
-                 if encoder_name != "use-m3" or normalize_lang(c["lang"]) in USE_M3_LANGUAGES]
         for margin, point in points:
             record = variant_threshold(variant, None, margin=margin, encoder_name=encoder_name, point=point)
             how = "precision point" if point else "default" if margin is None else "given"
@@ -226,13 +243,36 @@ def command():
                 "all": summarise(per, counts["sets"]),
                 **{shape: summarise({n: r for n, r in per.items() if counts["sets"][n]["shape"] == shape},
                                     counts["sets"]) for shape in ("dense", "sparse", "large")
-                   if any(counts["sets"][n]["shape"] == shape for n in per)},
-                "languages_not_in_calibration": summarise(
-                    {n: r for n, r in per.items() if counts["sets"][n]["lang"] not in IN_CALIBRATION}, counts["sets"])}
+                   if any(counts["sets"][n]["shape"] == shape for n in per)}}
+            outside = {n: r for n, r in per.items() if counts["sets"][n]["lang"] not in languages_in_calibration}
+            if outside:
+                details["summary"][label]["languages_not_in_calibration"] = summarise(outside, counts["sets"])
             click.echo(f"{label}: {details['summary'][label]}")
-        details["calibrated"][space], more = calibrated(space, encoder_name, projection, variant, names,
-                                                        counts["sets"], folder, click.echo)
-        calibrated_rows += more
+        for key, source in sources:
+            details[key][space], more = calibrated(space, encoder_name, projection, variant, names, counts["sets"],
+                                                   folder, click.echo, source)
+            calibrated_rows[key] += more
+    return rows, details, calibrated_rows
+
+
+#: the result's columns, and its second table's
+COLUMNS = ["space", "margin", "threshold", "set", "xx", "en", "gold", "F1 best", "F1 default", "gap", "P default",
+           "R default"]
+CALIBRATED_TABLE = {"title": "At the balanced threshold of `xmine calibrate` on FLORES-200 devtest, in each margin "
+                             "(gap to the best over both margins)",
+                    "columns": ["space", "margin", "set", "threshold", "F1 best", "F1", "gap", "P", "R"]}
+
+
+@click.command("heldout-news")
+def command():
+    """The mining defaults of every space on newstest of ten languages that nothing else in the project reads."""
+    from xmine.benchmarks.common import RawEmbedder, Variant, results_dir, write_result
+
+    started = time.monotonic()
+    folder = WORK / "heldout-news"
+    counts = build(DATA, folder)
+    click.echo(f"sets in {folder}: {counts['languages']}")
+    rows, details, calibrated_rows = measure(folder, counts)
     out = results_dir() / "heldout-news.json"
     enc = _encoder("me5-small")
     files = sorted({f for lang in LANGS for f in (DATA / NEWSTEST).rglob(f"*.{lang}")} |
@@ -241,11 +281,6 @@ def command():
                  data_files=files,
                  parameters={"command": "python benchmarks/lab/run.py heldout-news", "languages": list(LANGS),
                              "sparse_en": SPARSE_EN, "large": list(LARGE), "gold": [MIN_GOLD, MAX_GOLD]},
-                 columns=["space", "margin", "threshold", "set", "xx", "en", "gold", "F1 best", "F1 default", "gap",
-                          "P default", "R default"],
-                 rows=rows, details=details, seconds=time.monotonic() - started,
-                 extra_tables=[{"title": "At the balanced threshold of `xmine calibrate` on FLORES-200 devtest, "
-                                         "in each margin (gap to the best over both margins)",
-                                "columns": ["space", "margin", "set", "threshold", "F1 best", "F1", "gap", "P", "R"],
-                                "rows": calibrated_rows}])
+                 columns=COLUMNS, rows=rows, details=details, seconds=time.monotonic() - started,
+                 extra_tables=[CALIBRATED_TABLE | {"rows": calibrated_rows["calibrated"]}])
     click.echo(f"-> {out}")

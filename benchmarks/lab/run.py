@@ -26,7 +26,8 @@ LAB = Path(__file__).resolve().parent
 #: the modules whose `command` makes up the group, in the order --help lists them
 MODULES = ("quality", "ship_projection", "embed_speed", "mining_speed", "ray_speed", "scale", "memory_per_row",
            "scaling_inputs", "approximate_agreement", "splitters_flores", "langid_flores", "langid_unknown",
-           "lid_thresholds", "threshold_study", "calibrate_defaults", "threshold_rules", "heldout_news", "gpu_check")
+           "lid_thresholds", "threshold_study", "calibrate_defaults", "threshold_rules", "heldout_news", "heldout_wiki",
+           "gpu_check")
 
 
 class _LabGroup(click.Group):

@@ -47,7 +47,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from calibrate_defaults import DATA, USE_M3_LANGUAGES, WORK, _encoder, _projection, _sets
+from calibrate_defaults import DATA, PRECISION_FLOOR, USE_M3_LANGUAGES, WORK, _encoder, _projection, _sets
 from calibration_sets import NEWSTEST, _lines, _rng, compose, news_pairs
 
 #: the languages whose newstest pairs are read here (xx-en / en-xx folders and the multi-way years)
@@ -193,10 +193,27 @@ def stats(rows: list[dict]) -> dict:
             "recall": round(float(np.mean([100 * r["recall"] for r in rows])), 1)}
 
 
+def best_at_floor(curve: dict) -> dict | None:
+    """The best F1 of a set's ratio-margin curve (`bench mining`'s grid, steps of 0.001) among the
+    thresholds that keep a precision of at least PRECISION_FLOOR: what a threshold can reach on
+    the set at the precision the defaults are held to (None where none does)."""
+    ok = [i for i, (p, n) in enumerate(zip(curve["precision"], curve["pairs"])) if p >= PRECISION_FLOOR and n > 0]
+    if not ok:
+        return None
+    i = max(ok, key=lambda j: curve["f1"][j])
+    return {m: curve[m][i] for m in ("precision", "recall", "f1")} | {"threshold": curve["thresholds"][i]}
+
+
 def summarise(per: dict, sets: dict) -> dict:
-    """`stats` of `evaluate_set` results at their default, and the gold pairs they hold."""
-    return stats([{"gap": r["gap"], **r["default"]} for r in per.values()]) | {
+    """`stats` of `evaluate_set` results at their default, and the gold pairs they hold; with the
+    ratio margin's curve, the mean gap to each set's best F1 at the precision floor (`best_at_floor`;
+    no less than 0: the curve's grid is coarser than the default's threshold)."""
+    out = stats([{"gap": r["gap"], **r["default"]} for r in per.values()]) | {
         "gold": int(sum(sets[n]["gold"] for n in per))}
+    if all(r.get("best_at_floor") for r in per.values()):
+        out["mean_gap_at_floor"] = round(float(np.mean(
+            [100 * max(r["best_at_floor"]["f1"] - r["default"]["f1"], 0.0) for r in per.values()])), 2)
+    return out
 
 
 def measure(folder: Path, counts: dict, *, languages_in_calibration=IN_CALIBRATION,
@@ -229,7 +246,9 @@ def measure(folder: Path, counts: dict, *, languages_in_calibration=IN_CALIBRATI
             per = {}
             for name in names:
                 r = evaluate_set(variant.embed, set_files(folder, name), threshold=record)
-                r.pop("curve", None)  # the P/R/F1 curve of every set: not what this check reports
+                curve = r.pop("curve", None)  # the P/R/F1 curve of every set: not what this check reports
+                if curve is not None:
+                    r["best_at_floor"] = best_at_floor(curve)
                 per[name] = r
                 rows.append([space, record["margin"], how, name,
                              r["sizes"]["src"], r["sizes"]["en"], r["sizes"]["gold"], round(100 * r["best"]["f1"], 1),

@@ -143,6 +143,10 @@ def _spaces():
             ("raw use-m3", "use-m3", None, (*POINTS, ("ratio", None))))
 
 
+#: `calibrated`'s key of the record's precision point (in its default margin, `CALIBRATED_MARGIN`)
+PRECISION_KEY = "distance, precision point"
+
+
 def flores200_devtest(lang: str) -> tuple[list[Path], str]:
     """The files `xmine calibrate --src-lang LANG --tgt-lang eng_Latn` reads (FLORES-200 devtest), and their name."""
     from xmine.mining.calibrate import flores_file
@@ -155,7 +159,8 @@ def calibrated(space: str, encoder_name: str, projection, variant, names: list[s
                log, source=flores200_devtest) -> tuple[dict, list[list]]:
     """Per language of `names`, the `xmine calibrate` record on the aligned files `source(lang)`
     gives (FLORES-200 devtest of LANG-eng_Latn, as the command reads it without --gold), and its sets
-    at the record's balanced threshold in each margin (gaps to the best over both)."""
+    at the record's balanced threshold in each margin and at its precision point in its default
+    margin (`PRECISION_KEY`; gaps to the best over the two margins)."""
     from xmine.benchmarks.mining import evaluate_set, set_files
     from xmine.mining.calibrate import calibrate, read_aligned
 
@@ -166,19 +171,26 @@ def calibrated(space: str, encoder_name: str, projection, variant, names: list[s
                            src_lang=FLORES_CODES.get(lang, lang), tgt_lang="eng_Latn",
                            data={"source": name_of_source, "files": [f.name for f in files]})
         balanced = record["operating_points"]["balanced"]
+        # the record's precision point in the margin `mine --calibration` mines in
+        mined_in = record.get("default_margin", "ratio")
+        precise = record["operating_points"].get("precision", {}).get(mined_in)
         for name in (n for n in names if counts[n]["lang"] == lang):
-            runs = {m: evaluate_set(variant.embed, set_files(folder, name), threshold=balanced[m], margin=m)
-                    for m in ("ratio", "distance")}
-            best = max(r["best"]["f1"] for r in runs.values())
-            per[name] = {m: {"threshold": balanced[m], "f1": r["default"]["f1"], "best_f1": best,
-                             "gap": best - r["default"]["f1"], "precision": r["default"]["precision"],
-                             "recall": r["default"]["recall"]} for m, r in runs.items()}
+            at = {m: (m, balanced[m]) for m in ("ratio", "distance")}
+            if precise is not None:
+                at[PRECISION_KEY] = (mined_in, precise)
+            runs = {key: evaluate_set(variant.embed, set_files(folder, name), threshold=t, margin=m)
+                    for key, (m, t) in at.items()}
+            best = max(runs[m]["best"]["f1"] for m in ("ratio", "distance"))
+            per[name] = {key: {"threshold": at[key][1], "f1": r["default"]["f1"], "best_f1": best,
+                               "gap": best - r["default"]["f1"], "precision": r["default"]["precision"],
+                               "recall": r["default"]["recall"]} for key, r in runs.items()}
             for m, r in per[name].items():
                 rows.append([space, m, name, round(r["threshold"], 4), round(100 * best, 1), round(100 * r["f1"], 1),
                              round(100 * r["gap"], 1), round(100 * r["precision"], 1), round(100 * r["recall"], 1)])
             log(f"{space} calibrated ({name_of_source}) {name:<10} " + "  ".join(
                 f"{m} t {r['threshold']:.4f} gap {r['gap']:.3f} P {r['precision']:.3f}" for m, r in per[name].items()))
-    summary = {m: stats([r[m] for r in per.values()]) for m in ("ratio", "distance")}
+    summary = {m: stats([r[m] for r in per.values() if m in r]) for m in ("ratio", "distance", PRECISION_KEY)
+               if any(m in r for r in per.values())}
     log(f"{space} calibrated: {summary}")
     return {"sets": per, "summary": summary}, rows
 

@@ -209,7 +209,9 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it is an earlier calibration record.")
 def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k, out, overwrite):
     """Measure the mining thresholds (balanced and precision-first, per margin) and the score cap of
-    a space xmine has no calibration for: an encoder you bring, or a projection you trained.
+    a space for one language pair: a space xmine has no calibration for (an encoder you bring, or a
+    projection you trained), or a shipped one for a language its encoder knows poorly, whose
+    translations score below what the shipped defaults keep (docs/mining.md).
 
     Translations are hidden among distractors (a fifth of the pairs are the gold; FLORES-200
     devtest for the language pair, or --gold), mined exactly, and the thresholds read off the

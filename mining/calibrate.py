@@ -137,8 +137,9 @@ def operating_points(scores: np.ndarray, correct: np.ndarray, n_gold: int) -> di
 
 
 def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lang: str, tgt_lang: str,
-              k: int = 4, data: dict, seed: int = 0) -> dict[str, Any]:
-    """The calibration record of the space (encoder, projection) measured on `pairs`."""
+              k: int = 4, data: dict, seed: int = 0, encode=None) -> dict[str, Any]:
+    """The calibration record of the space (encoder, projection) measured on `pairs`. `encode`:
+    texts -> the encoder's embeddings, where a caller has its own (a cache); default the encoder's."""
     from xmine.mining.knn import exact_knn_both
     from xmine.mining.select import MiningConfig, select_pairs
 
@@ -146,7 +147,7 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
     model = load_encoder(encoder)
     choice = choose_projection(projection, encoder_name=encoder, encoder_fp=model.fingerprint)
     proj = resolve_projection(choice.path) if choice.path is not None else None
-    sides = [np.asarray(model.encode(texts), dtype=np.float32) for texts in (src, tgt)]
+    sides = [np.asarray((encode or model.encode)(texts), dtype=np.float32) for texts in (src, tgt)]
     if proj is not None:  # the space mined in: the projection's meaning part
         sides = [proj.transform(emb, "meaning", lang=lang) for emb, lang in zip(sides, (src_lang, tgt_lang))]
     neighbours = exact_knn_both(*sides, k)

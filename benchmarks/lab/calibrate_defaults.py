@@ -405,6 +405,11 @@ def _record(space: dict) -> dict:
                                for p in ("balanced", "precision")}}
 
 
+#: what other installers write into a raw encoder's record: `threshold-rules install` and
+#: `install-margins`, and `languages --install`
+INSTALLED_ELSEWHERE = ("threshold_rules", "default_margin", "languages")
+
+
 def install_result(result: dict, result_path: Path) -> None:
     """The projection's values into its SHIPPED.json, the raw encoders' into mining/calibration.json."""
     from xmine.disentangle.projection import write_projection_manifest
@@ -436,10 +441,96 @@ def install_result(result: dict, result_path: Path) -> None:
     for space, name in (("raw-me5-small", "me5-small"), ("raw-use-m3", "use-m3")):
         enc = _encoder(name)
         encoders[name] = {"encoder_id": enc.fingerprint()["id"], **_record(result["spaces"][space])}
-        if "threshold_rules" in before.get(name, {}):  # `threshold-rules install`'s, kept (as in SHIPPED.json)
-            encoders[name]["threshold_rules"] = before[name]["threshold_rules"]
+        for key in INSTALLED_ELSEWHERE:  # other installers' values, kept (as in SHIPPED.json)
+            if key in before.get(name, {}):
+                encoders[name][key] = before[name][key]
     atomic_write_json(target, {"kind": "xmine-mining-calibration", **calibration, "sets": sets, "encoders": encoders})
     click.echo(f"installed: {path}, {target}")
+
+
+# ---------------------------------------------------------------- per language: where the calibration's languages lie
+def language_records(space: str, codes: list[str], log=click.echo) -> dict[str, dict]:
+    """Per FLORES-200 code of `codes`: the balanced thresholds (per margin) of the record `xmine
+    calibrate --src-lang CODE --tgt-lang eng_Latn` writes for `space` (`mining.calibrate.calibrate`,
+    the command's own path, its embeddings from the lab's cache)."""
+    from xmine.encoders.embed_cache import cached_encode
+    from xmine.io.corpus import truncate_for_encoding
+    from xmine.mining.calibrate import calibrate, flores_file, read_aligned
+
+    flores = DATA / FLORES_DEVTEST
+    encoder_name, projection = SPACES[space]
+    enc = _encoder(encoder_name)
+    out = {}
+    for i, code in enumerate(codes):
+        record = calibrate(read_aligned(flores_file(flores, code), flores_file(flores, "eng_Latn")),
+                           encoder=encoder_name, projection=projection or "none", src_lang=code, tgt_lang="eng_Latn",
+                           data={"source": "FLORES-200 devtest"},
+                           encode=lambda texts: cached_encode(enc, truncate_for_encoding(texts), show_progress=False))
+        out[code] = {m: round(t, 5) for m, t in record["operating_points"]["balanced"].items()}
+        if i % 20 == 0:
+            log(f"{space}: {i + 1}/{len(codes)} {code} {out[code]}")
+    return out
+
+
+#: FLORES-200 devtest under the data folder
+FLORES_DEVTEST = "parallel/flores200/devtest"
+#: the record's name in each space's calibration (SHIPPED.json, mining/calibration.json)
+LANGUAGES_KEY = "languages"
+
+
+@command.command("languages")
+@click.option("--install", is_flag=True, help="Write each space's values into its record (SHIPPED.json, "
+                                              "xmine/mining/calibration.json), which `xmine mine` reads.")
+def languages_command(install):
+    """Where each language lies against the calibration's: per shipped space and FLORES-200 language
+    (use-m3: its own), the balanced thresholds of the language's `xmine calibrate` record against
+    English, and their range over the languages of the calibration sets. A language below that
+    range is one whose translations score lower than any the defaults were calibrated on: the
+    defaults keep too few of its pairs (benchmarks/results/notes/heldout_wiki.md), and `xmine mine`
+    says so (`threshold_rule.language_notice`). Writes benchmarks/results/language-thresholds.json."""
+    from xmine.benchmarks.common import RawEmbedder, Variant, results_dir, write_result
+    from xmine.langs import normalize_lang
+
+    started = time.monotonic()
+    flores = DATA / FLORES_DEVTEST
+    codes = sorted(p.stem for p in flores.glob("*.devtest") if p.stem != "eng_Latn")
+    calibration_iso = {s.iso for s in _sets()}
+    result = {"command": "python benchmarks/lab/run.py calibrate-defaults languages", "spaces": {}}
+    rows = []
+    for space in SPACES:
+        langs = SPACE_LANGUAGES.get(space)
+        mine = [c for c in codes if langs is None or normalize_lang(c) in langs]
+        values = language_records(space, mine)
+        inside = sorted(c for c in values if normalize_lang(c) in calibration_iso)
+        span = {m: [min(values[c][m] for c in inside), max(values[c][m] for c in inside)] for m in values[inside[0]]}
+        below = sorted(c for c in values if values[c]["ratio"] < span["ratio"][0])
+        result["spaces"][space] = {"values": values, "calibration_languages": inside, "calibration_range": span,
+                                   "below_range_ratio": below}
+        click.echo(f"{space}: {len(values)} languages; calibration's {len(inside)}: {span}; below in ratio: "
+                   f"{len(below)}")
+        rows += [[space, c, values[c]["ratio"], values[c]["distance"], c in inside,
+                  values[c]["ratio"] < span["ratio"][0]] for c in sorted(values)]
+    out = results_dir() / "language-thresholds.json"
+    enc = _encoder("me5-small")
+    write_result(out, task="language_thresholds", encoder=enc, variants=[Variant("raw", "raw", RawEmbedder(enc))],
+                 data_files=sorted(flores.glob("*.devtest")), parameters={"command": result["command"]},
+                 columns=["space", "language", "ratio", "distance", "calibration language", "below the range (ratio)"],
+                 rows=rows, details=result, seconds=time.monotonic() - started)
+    click.echo(f"-> {out}")
+    if install:
+        install_languages(result, out)
+
+
+def install_languages(result: dict, result_path: Path) -> None:
+    """Each space's per-language values and its calibration languages' range into its record."""
+    from threshold_rules import update_record
+
+    for space, found in result["spaces"].items():
+        record = {"source": "the balanced thresholds of `xmine calibrate --src-lang LANG --tgt-lang eng_Latn` on "
+                            "FLORES-200 devtest, per FLORES code", "command": result["command"] + " --install",
+                  "result": f"benchmarks/results/{result_path.name}",
+                  "calibration_range": found["calibration_range"], "values": found["values"]}
+        click.echo(f"installed: {update_record(space, lambda info, record=record: info.update({LANGUAGES_KEY: record}))}")
 
 
 @command.command("overlap")

@@ -159,13 +159,14 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                 search = "approximate"
             # A threshold rule reads the run's candidates before any threshold (mining/threshold_rule.py);
             # approximate search refines the neighbourhoods around its threshold, before that.
+            langs = (src_lang or sx.lang, tgt_lang or sy.lang)
             mining, filters, threshold_record = run_threshold(
                 config.selection, config.mining_config(), filters, encoders.choice.path if sx.projection else None,
-                sx.encoder.name, rules=RuleUse.ESTIMATE_ONLY if search == "approximate" else RuleUse.AFTER_SEARCH)
+                sx.encoder.name, rules=RuleUse.ESTIMATE_ONLY if search == "approximate" else RuleUse.AFTER_SEARCH,
+                langs=langs)
             for side in (sx, sy):  # every shard's sha256 (large stores: now, before any search starts)
                 if hasattr(side.rows, "check_all"):
                     side.rows.check_all()
-            langs = (src_lang or sx.lang, tgt_lang or sy.lang)
             lf, lf_record = lang_filter_langs(config.filters.lang_filter, langs, filters.lid,
                                               filters.lid_min_confidence)
             forced = lf_record.get("source") == "--lang-filter"

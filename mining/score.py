@@ -211,10 +211,10 @@ def score_bitext(
                     check_compatible(sides[0], side)
                 sx, sy, *corpora = loaded
                 # mine's threshold and score cap of the space scored in; no rule of a run (`RuleUse.NONE`)
+                langs = (src_lang, tgt_lang)
                 config, filters, threshold_record = run_threshold(
                     selection, config, filters, encoders.choice.path if sx.projection else None, sx.encoder.name,
-                    rules=RuleUse.NONE)
-                langs = (src_lang, tgt_lang)
+                    rules=RuleUse.NONE, langs=langs)
                 scores = score_pairs(sx, sy, n, langs=langs, config=config, filters=filters, corpora=tuple(corpora),
                                      approximate=search.approximate_config() if search.approximate else None, work=work / "search",
                                      show_progress=show_progress, executor=executor)

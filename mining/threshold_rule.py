@@ -50,6 +50,7 @@ from dataclasses import replace
 import numpy as np
 
 from xmine.calibration import DEFAULT_MARGIN
+from xmine.langs import same_language
 from xmine.mining.calibrate import read_calibration
 from xmine.mining.config import SelectionConfig
 from xmine.mining.defaults import DEFAULT_OPERATING_POINT, space_defaults
@@ -151,6 +152,32 @@ def rule_threshold(rule: dict, share: float) -> float:
     return float(rule["intercept"] + rule["slope"] * (min(max(share, rule["floor"]), rule["centre"]) - rule["centre"]))
 
 
+def language_notes(found, margin: str, langs: tuple[str | None, str | None], what: str) -> list[dict]:
+    """What the run's languages mean for the default of a shipped space (`found`, a SpaceDefaults):
+    for each language whose FLORES-200 threshold (`found.languages`, its `xmine calibrate` record
+    against English) lies below those of every language the space was calibrated on
+    (`found.language_range`), a note: its translations score lower than any the default was fitted
+    to, so the default is likely to keep too few of them (on held-out Wikipedia text of two such
+    languages it kept a third to half: benchmarks/results/notes/heldout_wiki.md), and its own
+    calibration is one command away: {"language",
+    "flores_threshold", "calibration_range", "note"}. A language without a FLORES-200 value (or
+    English, the values' other side) gets none."""
+    span = found.language_range.get(margin)
+    if not span or not found.languages:
+        return []
+    notes = []
+    for lang, other in ((langs[0], langs[1]), (langs[1], langs[0])):
+        codes = [c for c in found.languages if lang and same_language(c, lang)]
+        value = found.languages[codes[0]].get(margin) if len(codes) == 1 else None
+        if value is not None and value < span[0]:
+            notes.append({"language": codes[0], "flores_threshold": value, "calibration_range": span, "note": (
+                f"{codes[0]}: its translations score lower in {what} than those of every language its default "
+                f"was calibrated on (its FLORES-200 {margin} threshold {value:g}, theirs {span[0]:g}-{span[1]:g}), "
+                f"so the default is likely to keep too few of them; `xmine calibrate --src-lang {lang} --tgt-lang "
+                f"{other or 'eng_Latn'}` measures its own, for --calibration")})
+    return notes
+
+
 def keep_at_least(mined: MinedPairs, threshold: float) -> MinedPairs:
     """The pairs of `mined` scoring >= threshold (it is sorted by score, highest first), compared in
     float32 as `select_pairs` compares."""
@@ -161,6 +188,7 @@ def keep_at_least(mined: MinedPairs, threshold: float) -> MinedPairs:
 
 def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: PairFilterConfig, projection_dir,
                   encoder_name: str | None, *, rules: RuleUse = RuleUse.AFTER_SEARCH,
+                  langs: tuple[str | None, str | None] = (None, None),
                   ) -> tuple[MiningConfig, PairFilterConfig, dict]:
     """The config and filters to search and select with, and the summary's `threshold` record.
 
@@ -172,7 +200,8 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
     search. A space without a calibration gets the `ESTIMATED` rule. Only the rules the caller can
     apply (`rules`) are given; without one, the record's source says what holds instead.
     `filters.score_max` None: the space's calibrated cap for the margin mined in (none without a
-    calibration)."""
+    calibration). A shipped space's default for languages (`langs`, source and target) its
+    calibration does not reach: `language_notes`, logged and recorded (`language_notes`)."""
     found, what = space_defaults(projection_dir, encoder_name)
     if selection.calibration is not None:
         found = read_calibration(selection.calibration, encoder_name=encoder_name, projection_dir=projection_dir,
@@ -208,6 +237,12 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
         config = config.replace(threshold=value)
         record |= {"value": value, "operating_point": point,
                    "source": f"the {point} {config.margin} threshold {found.source}"}
+        if selection.calibration is None:  # a record of the user's own is the language pair's already
+            notes = language_notes(found, config.margin, langs, what)
+            if notes:
+                record["language_notes"] = notes
+                for note in notes:
+                    log.warning("%s", note["note"])
         rule = found.rule(config.margin, point)
         if rule is not None and config.retrieval == "max":
             if rules is RuleUse.AFTER_SEARCH:
@@ -256,4 +291,4 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
 
 
 __all__ = ["ESTIMATED", "RULE_NAME", "RuleUse", "apply_run_threshold", "estimate_true_pairs", "estimated_threshold",
-           "keep_at_least", "mutual_null_share", "null_fit", "rule_threshold", "run_threshold"]
+           "keep_at_least", "language_notes", "mutual_null_share", "null_fit", "rule_threshold", "run_threshold"]

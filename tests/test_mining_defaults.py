@@ -314,3 +314,64 @@ def test_mine_states_the_rule_and_the_threshold_it_gave(data_dir, tmp_path):
         t = json.loads((tmp_path / f"{name}.json").read_text(encoding="utf-8"))["threshold"]
         point = "precision" if "--operating-point" in extra else "balanced"
         assert t["value"] == found.threshold("ratio", point) and "share" not in t and not t.get("rule"), (extra, t)
+
+
+def test_a_language_below_the_calibrations_gets_a_note(tmp_path):
+    """A shipped default for a language whose FLORES-200 threshold lies below every calibration
+    language's (its translations score lower: the default keeps too few of them) is said, naming
+    the language and the command that calibrates it; a language within the range, English, a
+    language without a value, or a record of the user's own get no note; a damaged table is one
+    error naming its field."""
+    from xmine.calibration import parse_defaults
+    from xmine.errors import InputError
+    from xmine.mining.threshold_rule import language_notes
+
+    record = {"operating_points": {"balanced": {"ratio": 1.03, "distance": 0.03}},
+              "languages": {"values": {"khm_Khmr": {"ratio": 1.0167, "distance": 0.015},
+                                       "deu_Latn": {"ratio": 1.0296, "distance": 0.0276},
+                                       "zho_Hans": {"ratio": 1.01}, "zho_Hant": {"ratio": 1.01}},
+                            "calibration_range": {"ratio": [1.022, 1.034], "distance": [0.02, 0.03]}}}
+    found = parse_defaults(record, tmp_path / "rec.json", "", "test")
+    notes = language_notes(found, "ratio", ("km", "en"), "the space")
+    assert [n["language"] for n in notes] == ["khm_Khmr"] and notes[0]["flores_threshold"] == 1.0167
+    assert "xmine calibrate --src-lang km --tgt-lang en" in notes[0]["note"]
+    assert [n["language"] for n in language_notes(found, "ratio", ("en", "khm_Khmr"), "x")] == ["khm_Khmr"]
+    assert language_notes(found, "distance", ("km", "en"), "x")[0]["flores_threshold"] == 0.015
+    for langs in (("de", "en"), ("en", "de"), ("xx", "en"), (None, None), ("zh", "en")):  # zh: two scripts, no guess
+        assert language_notes(found, "ratio", langs, "x") == [], langs
+    assert [n["language"] for n in language_notes(found, "ratio", ("zho_Hant", "en"), "x")] == ["zho_Hant"]
+    assert language_notes(found, "absolute", ("km", "en"), "x") == []  # no range for the margin
+    bad = record | {"languages": {"values": {"khm_Khmr": {"ratio": "low"}}, "calibration_range": {"ratio": [1, 2]}}}
+    with pytest.raises(InputError, match="languages.values.khm_Khmr.ratio"):
+        parse_defaults(bad, tmp_path / "rec.json", "", "test")
+    bad = record | {"languages": {"values": {}, "calibration_range": {"ratio": [1.02]}}}
+    with pytest.raises(InputError, match=r"languages.calibration_range.ratio: expected \[low, high\]"):
+        parse_defaults(bad, tmp_path / "rec.json", "", "test")
+
+
+@pytest.mark.parametrize("space", ["projection", "raw me5-small"])
+def test_the_shipped_spaces_note_the_languages_their_defaults_miss(space, tmp_path):
+    """The shipped records hold every FLORES-200 language's value (`calibrate-defaults languages
+    --install`): Tibetan, whose translations score far below every calibration language's in both
+    me5-small spaces, is noted; German, a calibration language, is not; a record of the user's own
+    (`--calibration`) is the pair's calibration already: no note."""
+    projection_dir, encoder = SHIPPED_SPACES[space]
+    found = space_defaults(projection_dir, encoder)[0]
+    assert len(found.languages) > 150 and found.language_range["ratio"][0] < found.language_range["ratio"][1]
+    assert found.languages["deu_Latn"]["ratio"] >= found.language_range["ratio"][0]
+    _, _, record = run_threshold(SelectionConfig(), MiningConfig(), PairFilterConfig(), projection_dir, encoder,
+                                 langs=("bo", "en"))
+    assert [n["language"] for n in record["language_notes"]] == ["bod_Tibt"], record
+    _, _, record = run_threshold(SelectionConfig(), MiningConfig(), PairFilterConfig(), projection_dir, encoder,
+                                 langs=("de", "en"))
+    assert "language_notes" not in record
+    from xmine.mining.calibrate import CALIBRATION_KIND
+
+    weights = None if projection_dir is None else json.loads((projection_dir / "config.json").read_text())["weights_sha256"]
+    user = tmp_path / "cal.json"
+    user.write_text(json.dumps({"kind": CALIBRATION_KIND, "operating_points": {"balanced": {"ratio": 1.012}},
+                                "space": {"encoder": encoder, "projection_weights_sha256": weights},
+                                "data": {"source": "gold pairs", "src_lang": "bo", "tgt_lang": "en"}}))
+    config, _, record = run_threshold(SelectionConfig(calibration=user), MiningConfig(), PairFilterConfig(),
+                                      projection_dir, encoder, langs=("bo", "en"))
+    assert config.threshold == 1.012 and "language_notes" not in record

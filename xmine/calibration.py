@@ -35,6 +35,12 @@ class SpaceDefaults:
     #: the margin a search in this space scores with unless one is given (`default_margin` in the
     #: record; DEFAULT_MARGIN where it records none)
     margin: str = DEFAULT_MARGIN
+    #: per FLORES-200 code and margin, the balanced threshold of the language's `xmine calibrate`
+    #: record against English (`languages.values` in the record)
+    languages: dict = dataclasses.field(default_factory=dict)
+    #: margin -> [lowest, highest] of those thresholds over the languages of the calibration sets
+    #: (`languages.calibration_range`): a language below it lies outside what the defaults were fitted on
+    language_range: dict = dataclasses.field(default_factory=dict)
 
     def threshold(self, margin: str, point: str) -> float | None:
         return (self.thresholds.get(point) or {}).get(margin)
@@ -71,9 +77,32 @@ def parse_defaults(record: dict, path: Path, where: str, source: str) -> SpaceDe
     margin = record.get("default_margin", DEFAULT_MARGIN)
     if "default_margin" in record and margin not in thresholds.get("balanced", {}):  # it comes with its threshold
         raise InputError(path, f"{where}default_margin: {margin!r} is not a margin of {where}operating_points.balanced")
+    languages, language_range = _languages(record.get("languages"), path, f"{where}languages")
     return SpaceDefaults(thresholds=thresholds, score_max={m: _number(c, path, f"{where}score_max.{m}")
                                                            for m, c in caps.items()}, source=source,
-                         rules=_rules(record.get("threshold_rules") or {}, path, where), margin=margin)
+                         rules=_rules(record.get("threshold_rules") or {}, path, where), margin=margin,
+                         languages=languages, language_range=language_range)
+
+
+def _languages(record, path: Path, where: str) -> tuple[dict, dict]:
+    """`languages`: {"values": {code: {margin: t}}, "calibration_range": {margin: [low, high]}}, each
+    number checked; none recorded: ({}, {})."""
+    if record is None:
+        return {}, {}
+    if not isinstance(record, dict) or not isinstance(record.get("values"), dict) \
+            or not isinstance(record.get("calibration_range"), dict):
+        raise InputError(path, f"{where}: expected an object with 'values' and 'calibration_range'")
+    values = {}
+    for code, per_margin in record["values"].items():
+        if not isinstance(per_margin, dict):
+            raise InputError(path, f"{where}.values.{code}: expected an object")
+        values[code] = {m: _number(t, path, f"{where}.values.{code}.{m}") for m, t in per_margin.items()}
+    span = {}
+    for margin, pair in record["calibration_range"].items():
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise InputError(path, f"{where}.calibration_range.{margin}: expected [low, high]")
+        span[margin] = [_number(x, path, f"{where}.calibration_range.{margin}") for x in pair]
+    return values, span
 
 
 #: the threshold rules a record may hold, and their numbers (`xmine.mining.threshold_rule`)

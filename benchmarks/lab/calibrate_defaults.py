@@ -472,6 +472,25 @@ def language_records(space: str, codes: list[str], log=click.echo) -> dict[str, 
     return out
 
 
+def calibration_codes(codes: list[str]) -> set[str]:
+    """The FLORES-200 codes of the calibration sets' languages, in the script their sets are written
+    in: a wiki set's own code (`calibration_sets.WIKI`, `WIKI_IN_NEWS`), else the language's one
+    code; a language with several and no wiki set is left out, said (FLORES-200 also has Arabic in
+    Latin script, arb_Latn, which no calibration set is written in)."""
+    from calibration_sets import WIKI, WIKI_IN_NEWS
+    from xmine.langs import normalize_lang
+
+    named = set(WIKI) | {c for c, *_ in WIKI_IN_NEWS}
+    out = set()
+    for iso in sorted({s.iso for s in _sets()}):
+        found = [c for c in codes if normalize_lang(c) == iso]
+        chosen = [c for c in found if c in named] or (found if len(found) == 1 else [])
+        if not chosen:
+            click.echo(f"calibration language {iso}: FLORES-200 codes {found}, none taken")
+        out.update(chosen)
+    return out
+
+
 #: FLORES-200 devtest under the data folder
 FLORES_DEVTEST = "parallel/flores200/devtest"
 #: the record's name in each space's calibration (SHIPPED.json, mining/calibration.json)
@@ -494,14 +513,14 @@ def languages_command(install):
     started = time.monotonic()
     flores = DATA / FLORES_DEVTEST
     codes = sorted(p.stem for p in flores.glob("*.devtest") if p.stem != "eng_Latn")
-    calibration_iso = {s.iso for s in _sets()}
+    calibration = calibration_codes(codes)
     result = {"command": "python benchmarks/lab/run.py calibrate-defaults languages", "spaces": {}}
     rows = []
     for space in SPACES:
         langs = SPACE_LANGUAGES.get(space)
         mine = [c for c in codes if langs is None or normalize_lang(c) in langs]
         values = language_records(space, mine)
-        inside = sorted(c for c in values if normalize_lang(c) in calibration_iso)
+        inside = sorted(c for c in values if c in calibration)
         span = {m: [min(values[c][m] for c in inside), max(values[c][m] for c in inside)] for m in values[inside[0]]}
         below = sorted(c for c in values if values[c]["ratio"] < span["ratio"][0])
         result["spaces"][space] = {"values": values, "calibration_languages": inside, "calibration_range": span,

@@ -78,7 +78,7 @@ def mine(src, tgt, output, src_lang, tgt_lang, keep_fields, allow_same_input, in
     elif summary["filters"]["enabled"] and "score_max" not in summary["filters"]["disabled"]:
         kept += f"; score cap {cap['value']:g} {cap['source']}"
     for note in t.get("language_notes", []):
-        kept += f"; {note['language']} lies below the calibration's languages: few of its pairs kept (above)"
+        kept += f"; {note['language']}: below the calibration's languages, see above"
     removed = summary["filters"]["removed"]
     if removed:
         kept += "; filtered out " + ", ".join(f"{n:,} {rule}" for rule, n in removed.items() if n) if any(

@@ -286,32 +286,41 @@ def measure(folder: Path, counts: dict, *, languages_in_calibration=IN_CALIBRATI
     return rows, details, calibrated_rows
 
 
-#: the result's columns, and its second table's
+#: the result's columns, and the title of each `calibrated` source's table
 COLUMNS = ["space", "margin", "threshold", "set", "xx", "en", "gold", "F1 best", "F1 default", "gap", "P default",
            "R default"]
-CALIBRATED_TABLE = {"title": "At the balanced threshold of `xmine calibrate` on FLORES-200 devtest, in each margin "
-                             "(gap to the best over both margins)",
-                    "columns": ["space", "margin", "set", "threshold", "F1 best", "F1", "gap", "P", "R"]}
+CALIBRATED_COLUMNS = ["space", "margin", "set", "threshold", "F1 best", "F1", "gap", "P", "R"]
+CALIBRATED_TITLE = ("At the balanced threshold of `xmine calibrate` on FLORES-200 devtest, in each margin (gap to the "
+                    "best over both margins)")
+
+
+def run_check(name: str, build_sets, data_files: list[Path], parameters: dict, *,
+              sources=(("calibrated", flores200_devtest, CALIBRATED_TITLE),), **measure_options) -> None:
+    """One held-out check: its sets (`build_sets(folder)` -> their counts) under WORK/`name`, measured
+    (`measure`, with `sources`: (details key, `calibrated`'s source, its table's title)), written as
+    benchmarks/results/`name`.json."""
+    from xmine.benchmarks.common import RawEmbedder, Variant, results_dir, write_result
+
+    started = time.monotonic()
+    folder = WORK / name
+    counts = build_sets(folder)
+    click.echo(f"sets in {folder}: {counts['sets']}")
+    rows, details, calibrated_rows = measure(folder, counts, sources=[(key, source) for key, source, _ in sources],
+                                             **measure_options)
+    out = results_dir() / f"{name}.json"
+    enc = _encoder("me5-small")
+    write_result(out, task=name.replace("-", "_"), encoder=enc, variants=[Variant("raw", "raw", RawEmbedder(enc))],
+                 data_files=data_files, parameters={"command": f"python benchmarks/lab/run.py {name}", **parameters},
+                 columns=COLUMNS, rows=rows, details=details, seconds=time.monotonic() - started,
+                 extra_tables=[{"title": title, "columns": CALIBRATED_COLUMNS, "rows": calibrated_rows[key]}
+                               for key, _, title in sources])
+    click.echo(f"-> {out}")
 
 
 @click.command("heldout-news")
 def command():
     """The mining defaults of every space on newstest of ten languages that nothing else in the project reads."""
-    from xmine.benchmarks.common import RawEmbedder, Variant, results_dir, write_result
-
-    started = time.monotonic()
-    folder = WORK / "heldout-news"
-    counts = build(DATA, folder)
-    click.echo(f"sets in {folder}: {counts['languages']}")
-    rows, details, calibrated_rows = measure(folder, counts)
-    out = results_dir() / "heldout-news.json"
-    enc = _encoder("me5-small")
     files = sorted({f for lang in LANGS for f in (DATA / NEWSTEST).rglob(f"*.{lang}")} |
                    {f for f in (DATA / NEWSTEST).rglob("*.en")})
-    write_result(out, task="heldout_news", encoder=enc, variants=[Variant("raw", "raw", RawEmbedder(enc))],
-                 data_files=files,
-                 parameters={"command": "python benchmarks/lab/run.py heldout-news", "languages": list(LANGS),
-                             "sparse_en": SPARSE_EN, "large": list(LARGE), "gold": [MIN_GOLD, MAX_GOLD]},
-                 columns=COLUMNS, rows=rows, details=details, seconds=time.monotonic() - started,
-                 extra_tables=[CALIBRATED_TABLE | {"rows": calibrated_rows["calibrated"]}])
-    click.echo(f"-> {out}")
+    run_check("heldout-news", lambda folder: build(DATA, folder), files,
+              {"languages": list(LANGS), "sparse_en": SPARSE_EN, "large": list(LARGE), "gold": [MIN_GOLD, MAX_GOLD]})

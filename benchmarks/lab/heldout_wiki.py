@@ -30,14 +30,13 @@ language (other sentences, same source and translators; `calibrated_dev`).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import click
 
-from calibrate_defaults import DATA, WORK, _encoder
+from calibrate_defaults import DATA
 from calibration_sets import _clean_pairs, _lines, _rng
-from heldout_news import CALIBRATED_TABLE, COLUMNS, _read_elsewhere, flores200_devtest, measure, write_sets
+from heldout_news import CALIBRATED_TITLE, _read_elsewhere, flores200_devtest, run_check, write_sets
 
 #: FLORES v1's Wikipedia test sets, and the languages whose devtest is read here
 FLORES_V1 = Path("parallel/flores-v1/flores_test_sets")
@@ -78,24 +77,10 @@ def dev_files(lang: str) -> tuple[list[Path], str]:
 @click.command("heldout-wiki")
 def command():
     """The mining defaults of the me5-small spaces on FLORES v1 Wikipedia text (Khmer, Pashto) nothing else reads."""
-    from xmine.benchmarks.common import RawEmbedder, Variant, results_dir, write_result
-
-    started = time.monotonic()
-    folder = WORK / "heldout-wiki"
-    counts = build(DATA, folder)
-    click.echo(f"sets in {folder}: {counts['sets']}")
-    rows, details, calibrated_rows = measure(folder, counts, languages_in_calibration=frozenset(),
-                                             sources=(("calibrated", flores200_devtest), ("calibrated_dev", dev_files)))
-    out = results_dir() / "heldout-wiki.json"
-    enc = _encoder("me5-small")
     files = sorted(f for lang in LANGS for f in (DATA / FLORES_V1).glob(f"wikipedia.dev*.{lang}-en.*"))
-    write_result(out, task="heldout_wiki", encoder=enc, variants=[Variant("raw", "raw", RawEmbedder(enc))],
-                 data_files=files,
-                 parameters={"command": "python benchmarks/lab/run.py heldout-wiki", "languages": list(LANGS)},
-                 columns=COLUMNS, rows=rows, details=details, seconds=time.monotonic() - started,
-                 extra_tables=[CALIBRATED_TABLE | {"rows": calibrated_rows["calibrated"]},
-                               CALIBRATED_TABLE | {"title": "At the balanced threshold of `xmine calibrate --gold` on "
-                                                            "the same source's dev set (FLORES v1 dev), in each margin "
-                                                            "(gap to the best over both margins)",
-                                                   "rows": calibrated_rows["calibrated_dev"]}])
-    click.echo(f"-> {out}")
+    run_check("heldout-wiki", lambda folder: build(DATA, folder), files, {"languages": list(LANGS)},
+              languages_in_calibration=frozenset(),
+              sources=(("calibrated", flores200_devtest, CALIBRATED_TITLE),
+                       ("calibrated_dev", dev_files, "At the balanced threshold of `xmine calibrate --gold` on the "
+                                                     "same source's dev set (FLORES v1 dev), in each margin (gap "
+                                                     "to the best over both margins)")))

@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/lab/run.py calibrate-defaults embed --encoder use-m3
     .venv/bin/python benchmarks/lab/run.py calibrate-defaults mine                        # kNN lists
     .venv/bin/python benchmarks/lab/run.py calibrate-defaults choose [--install]
+    .venv/bin/python benchmarks/lab/run.py calibrate-defaults languages [--install]   # per FLORES-200 language
 
 Sets: `calibration_sets` (four families, 48 sets, >= 100 gold each, 1k to 50k sentences a side).
 Spaces: every one xmine ships: raw me5-small, the shipped projection's meaning space (on top of
@@ -449,6 +450,12 @@ def install_result(result: dict, result_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- per language: where the calibration's languages lie
+#: FLORES-200 devtest under the data folder
+FLORES_DEVTEST = "parallel/flores200/devtest"
+#: the record's name in each space's calibration (SHIPPED.json, mining/calibration.json)
+LANGUAGES_KEY = "languages"
+
+
 def language_records(space: str, codes: list[str], log=click.echo) -> dict[str, dict]:
     """Per FLORES-200 code of `codes`: the balanced thresholds (per margin) of the record `xmine
     calibrate --src-lang CODE --tgt-lang eng_Latn` writes for `space` (`mining.calibrate.calibrate`,
@@ -491,12 +498,6 @@ def calibration_codes(codes: list[str]) -> set[str]:
     return out
 
 
-#: FLORES-200 devtest under the data folder
-FLORES_DEVTEST = "parallel/flores200/devtest"
-#: the record's name in each space's calibration (SHIPPED.json, mining/calibration.json)
-LANGUAGES_KEY = "languages"
-
-
 @command.command("languages")
 @click.option("--install", is_flag=True, help="Write each space's values into its record (SHIPPED.json, "
                                               "xmine/mining/calibration.json), which `xmine mine` reads.")
@@ -504,9 +505,10 @@ def languages_command(install):
     """Where each language lies against the calibration's: per shipped space and FLORES-200 language
     (use-m3: its own), the balanced thresholds of the language's `xmine calibrate` record against
     English, and their range over the languages of the calibration sets. A language below that
-    range is one whose translations score lower than any the defaults were calibrated on: the
-    defaults keep too few of its pairs (benchmarks/results/notes/heldout_wiki.md), and `xmine mine`
-    says so (`threshold_rule.language_notice`). Writes benchmarks/results/language-thresholds.json."""
+    range is one whose translations score lower than any the defaults were calibrated on, so the
+    defaults are likely to keep too few of its pairs (benchmarks/results/notes/heldout_wiki.md), and
+    `xmine mine` says so (`threshold_rule.language_notes`). Writes
+    benchmarks/results/language-thresholds.json."""
     from xmine.benchmarks.common import RawEmbedder, Variant, results_dir, write_result
     from xmine.langs import normalize_lang
 

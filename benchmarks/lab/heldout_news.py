@@ -28,15 +28,17 @@ retrieval, unique sentences) in each space xmine ships, at the default `xmine mi
 (the space's margin and rule, `variant_threshold`); raw use-m3 only on the languages it was
 trained on (`USE_M3_LANGUAGES`: French, Spanish, Italian here), and also at its ratio rule. Reported
 per set and per space: F1 at the set's best threshold and at the default, the gap, precision and
-recall at the default; and at the precision point (`--operating-point precision`). Nothing is
-chosen on these sets.
+recall at the default, and (ratio margin) how far the default is from the best F1 of the
+thresholds that keep a precision of 0.85 (`best_at_floor`); and at the precision point
+(`--operating-point precision`). Nothing is chosen on these sets.
 
 Second, what a user of `xmine calibrate` gets (`calibrated`): per space and language, the record
 `xmine calibrate --src-lang LANG --tgt-lang eng_Latn` writes from FLORES-200 devtest
 (`mining.calibrate.calibrate`, as the command runs it), and each of the language's sets mined at
 that record's balanced threshold in the ratio and in the distance margin, each gap to the set's
-best F1 over both margins. This is the path of a space xmine ships no calibration for (the three
-spaces are measured as if it shipped none).
+best F1 over both margins, and at the record's precision point. This is the path of a space xmine
+ships no calibration for (the three spaces are measured as if it shipped none). `heldout_wiki`
+runs the same check (`run_check`) on another domain.
 """
 
 from __future__ import annotations

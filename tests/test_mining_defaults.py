@@ -5,6 +5,7 @@ calibration says so."""
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -375,3 +376,30 @@ def test_the_shipped_spaces_note_the_languages_their_defaults_miss(space, tmp_pa
     config, _, record = run_threshold(SelectionConfig(calibration=user), MiningConfig(), PairFilterConfig(),
                                       projection_dir, encoder, langs=("bo", "en"))
     assert config.threshold == 1.012 and "language_notes" not in record
+
+
+@pytest.mark.slow
+def test_mine_says_when_a_language_lies_below_the_calibration(tmp_path, caplog):
+    """Through the command line: a side declared in a language below the calibration's range
+    (Tibetan) gets the warning before the search, the note in OUT.json and the language named in
+    the summary line; declared German it gets none. (The demo's German text, declared Tibetan
+    with the language checks off: the note reads the declared languages, not the text.)"""
+    from xmine.paths import REPO_ROOT
+
+    demo = REPO_ROOT / "demo"
+    quiet = ("--no-lang-filter", "--no-pre-clean", "--no-filters", "-q")
+    out = tmp_path / "bo.tsv"
+    with caplog.at_level(logging.INFO, logger="xmine"):
+        res = ok(xm("mine", demo / "de.txt", demo / "en.txt", "--src-lang", "bo", "--tgt-lang", "en", "-o", out,
+                    *quiet))
+    notes = json.loads(out.with_name("bo.tsv.json").read_text(encoding="utf-8"))["threshold"]["language_notes"]
+    assert [n["language"] for n in notes] == ["bod_Tibt"] and "xmine calibrate --src-lang bo" in notes[0]["note"]
+    warned = [r for r in caplog.records if "bod_Tibt: its translations score lower" in r.getMessage()]
+    assert [r.levelno for r in warned] == [logging.WARNING]
+    assert caplog.records.index(warned[0]) < next(i for i, r in enumerate(caplog.records)
+                                                  if r.getMessage().startswith("threshold "))  # before the search
+    assert "bod_Tibt: below the calibration's languages" in res.output.splitlines()[-1]
+    out = tmp_path / "de.tsv"
+    res = ok(xm("mine", demo / "de.txt", demo / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-o", out, *quiet))
+    assert "language_notes" not in json.loads(out.with_name("de.tsv.json").read_text(encoding="utf-8"))["threshold"]
+    assert "below the calibration" not in res.output

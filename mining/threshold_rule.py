@@ -119,6 +119,12 @@ def estimate_true_pairs(scores: np.ndarray) -> float:
     return null_fit(scores)[2]
 
 
+def null_above(desc: np.ndarray, mu: float, beta: float, n_true: float) -> np.ndarray:
+    """For each score of `desc` (candidates' scores, descending), how many of the candidates that are
+    no translation score at or above it under `null_fit`'s Gumbel null (mu, beta) and estimate n_true."""
+    return (len(desc) - n_true) * -np.expm1(-np.exp(-(desc - mu) / beta))
+
+
 def estimated_threshold(scores: np.ndarray) -> tuple[float, float] | None:
     """The threshold of a space without a calibration and the estimated number of translations:
     among the candidates scoring `scores`, the cut that keeps the largest estimated F1, the false
@@ -129,8 +135,7 @@ def estimated_threshold(scores: np.ndarray) -> tuple[float, float] | None:
         return None
     desc = np.sort(np.asarray(scores, dtype=np.float64))[::-1]
     kept = np.arange(1, len(desc) + 1)
-    null_above = (len(desc) - n_true) * -np.expm1(-np.exp(-(desc - mu) / beta))
-    true_kept = np.clip(kept - null_above, 0, None)
+    true_kept = np.clip(kept - null_above(desc, mu, beta, n_true), 0, None)
     f1 = 2 * true_kept / (kept + max(n_true, 1.0))
     return float(np.float32(desc[int(np.argmax(f1))])), n_true
 
@@ -291,4 +296,5 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
 
 
 __all__ = ["ESTIMATED", "RULE_NAME", "RuleUse", "apply_run_threshold", "estimate_true_pairs", "estimated_threshold",
-           "keep_at_least", "language_notes", "mutual_null_share", "null_fit", "rule_threshold", "run_threshold"]
+           "keep_at_least", "language_notes", "mutual_null_share", "null_above", "null_fit", "rule_threshold",
+           "run_threshold"]

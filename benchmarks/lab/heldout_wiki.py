@@ -36,7 +36,7 @@ import click
 
 from calibrate_defaults import DATA
 from calibration_sets import _clean_pairs, _lines, _rng
-from heldout_news import CALIBRATED_TITLE, _read_elsewhere, flores200_devtest, run_check, write_sets
+from heldout_news import CALIBRATED_TITLE, _norm, _read_elsewhere, flores200_devtest, run_check, write_sets
 
 #: FLORES v1's Wikipedia test sets, and the languages whose devtest is read here
 FLORES_V1 = Path("parallel/flores-v1/flores_test_sets")
@@ -54,7 +54,7 @@ def build(data: Path, folder: Path) -> dict:
     """Every set of both languages in BUCC's format under `folder`; their counts."""
     calibration, bench = _read_elsewhere(data)
     # the dev sets the first calibration read: no devtest sentence may be one of them
-    dev = {" ".join(s.split()) for lang in LANGS for f in sorted((data / FLORES_V1).glob(f"wikipedia.dev.{lang}-en.*"))
+    dev = {_norm(s) for lang in LANGS for f in sorted((data / FLORES_V1).glob(f"wikipedia.dev.{lang}-en.*"))
            for s in _lines(f)}
     read = calibration | dev
     counts: dict = {"languages": {}, "sets": {}, "dev_sentences": len(dev)}

@@ -934,13 +934,12 @@ def mixture_precision_cut(scores: np.ndarray, precision: float) -> float:
     """The lowest of the candidates' `scores` (descending) at which the product's Gumbel null
     (`threshold_rule.null_fit`) estimates the precision of the candidates kept at or above it to be
     at least `precision` (no gold); inf where it is nowhere (or too few candidates to fit)."""
-    from xmine.mining.threshold_rule import null_fit
+    from xmine.mining.threshold_rule import null_above, null_fit
 
     mu, beta, n_true = null_fit(scores)
     if not np.isfinite(mu):
         return float("inf")
-    kept = np.arange(1, len(scores) + 1)
-    estimated = 1 - (len(scores) - n_true) * -np.expm1(-np.exp(-(scores - mu) / beta)) / kept
+    estimated = 1 - null_above(scores, mu, beta, n_true) / np.arange(1, len(scores) + 1)
     ok = np.flatnonzero(estimated >= precision)
     return float(scores[ok[-1]]) if len(ok) else float("inf")
 

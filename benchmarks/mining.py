@@ -284,17 +284,19 @@ def build_sets(data: Path, langs: Sequence[str], *, sets_dir: Path | None = None
 
 
 def variant_threshold(variant, given: float | None = None, *, margin: str | None = None,
-                      encoder_name: str | None = None, point: str | None = None) -> dict[str, Any]:
+                      encoder_name: str | None = None, point: str | None = None,
+                      langs: tuple[str | None, str | None] = (None, None)) -> dict[str, Any]:
     """The threshold record `xmine mine` makes for a variant's space (`threshold_rule.run_threshold`,
     the same call): `given`, else the calibrated default of the space at `point` (default: balanced;
     a projection's SHIPPED.json, raw `encoder_name`'s `mining/calibration.json`) with the rule that
     moves it with each run where the space has one, else the rule that estimates it from each run (a
     space without a calibration). Its "value" before a run, "source", "rule" (where a run decides:
-    `bucc.run_threshold_of`) and "score_max" (the cap, {"value", "source"})."""
+    `bucc.run_threshold_of`), "score_max" (the cap, {"value", "source"}) and, for `langs` (source and
+    target) the calibration does not reach, "language_notes"."""
     path = (variant.projection or {}).get("path")
     selection = SelectionConfig(margin=margin, threshold="default" if given is None else given, operating_point=point)
     config = MiningConfig(k=4, margin=selection.given_margin, retrieval="max", threshold=selection.given_threshold)
-    return run_threshold(selection, config, PairFilterConfig(), path, encoder_name)[2]
+    return run_threshold(selection, config, PairFilterConfig(), path, encoder_name, langs=langs)[2]
 
 
 def threshold_label(record: dict[str, Any]) -> str:

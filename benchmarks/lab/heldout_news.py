@@ -102,20 +102,24 @@ def build(data: Path, folder: Path) -> dict:
 
 
 def write_sets(folder: Path, lang: str, aligned: list, pool: list[str], calibration: set[str], bench: set[str],
-               counts: dict, *, large: bool, key: str, sparse_en: int | None = SPARSE_EN) -> None:
+               counts: dict, *, large: bool, key: str, sparse_en: int | None = SPARSE_EN,
+               max_pairs: int | None = None) -> None:
     """The sets of one language (module doc) from its `aligned` pairs (every pair of its source:
     what may translate what), those read elsewhere left out, and the English `pool`, written under
     `folder` and counted in `counts`; each set checked against `calibration` and `bench` as written.
-    `sparse_en` None: the sparse set's English side filled with the whole pool."""
+    `sparse_en` None: the sparse set's English side filled with the whole pool. `max_pairs`: the
+    kept pairs drawn from, at most (the first of the seeded order; every pair stays `aligned`)."""
     from xmine.benchmarks.mining import MiningSet, write_set
 
     pairs = [(xx, en) for xx, en in aligned if xx not in calibration and en not in calibration and en not in bench]
     order = _rng(0, key, lang).permutation(len(pairs))
-    pairs = [pairs[i] for i in order]
+    kept = len(pairs)
+    pairs = [pairs[i] for i in order][:max_pairs]
     n_gold = min(MAX_GOLD, max(MIN_GOLD, len(pairs) // 5))
     gold, rest = pairs[:n_gold], pairs[n_gold:]
     xx_rest, en_rest = [xx for xx, _ in rest[0::2]], [en for _, en in rest[1::2]]
-    counts["languages"][lang] = {"pairs": len(aligned), "kept": len(pairs), "gold": n_gold}
+    counts["languages"][lang] = {"pairs": len(aligned), "kept": kept, "gold": n_gold} | (
+        {"drawn": len(pairs)} if max_pairs is not None else {})
     shapes = [("dense", n_gold + len(en_rest)), ("sparse", sparse_en or n_gold + len(en_rest) + len(pool))]
     if large:
         shapes.append(("large", n_gold + len(en_rest) + len(pool)))
@@ -257,9 +261,15 @@ def measure(folder: Path, counts: dict, *, languages_in_calibration=IN_CALIBRATI
             record = variant_threshold(variant, None, margin=margin, encoder_name=encoder_name, point=point)
             how = "precision point" if point else "default" if margin is None else "given"
             label = f"{space} ({record['margin']}{', the ' + how if how != 'given' else ''})"
-            per = {}
+            per, noted = {}, {}
             for name in names:
                 r = evaluate_set(variant.embed, set_files(folder, name), threshold=record)
+                lang = counts["sets"][name]["lang"]
+                if lang not in noted:  # the note `xmine mine --src-lang LANG --tgt-lang en` gives
+                    noted[lang] = [n["language"] for n in variant_threshold(
+                        variant, None, margin=margin, encoder_name=encoder_name, point=point,
+                        langs=(FLORES_CODES.get(lang, lang), "eng_Latn")).get("language_notes", [])]
+                r["language_notes"] = noted[lang]
                 curve = r.pop("curve", None)  # the P/R/F1 curve of every set: not what this check reports
                 if curve is not None:
                     r["best_at_floor"] = best_at_floor(curve)
@@ -280,6 +290,11 @@ def measure(folder: Path, counts: dict, *, languages_in_calibration=IN_CALIBRATI
             outside = {n: r for n, r in per.items() if counts["sets"][n]["lang"] not in languages_in_calibration}
             if outside:
                 details["summary"][label]["languages_not_in_calibration"] = summarise(outside, counts["sets"])
+            # whether the language note marks the sets the default misses
+            for key, want in (("language_noted", True), ("language_not_noted", False)):
+                subset = {n: r for n, r in per.items() if bool(r["language_notes"]) is want}
+                if subset and len(subset) < len(per):
+                    details["summary"][label][key] = summarise(subset, counts["sets"])
             click.echo(f"{label}: {details['summary'][label]}")
         for key, source in sources:
             details[key][space], more = calibrated(space, encoder_name, projection, variant, names, counts["sets"],

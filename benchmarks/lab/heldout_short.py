@@ -1,0 +1,84 @@
+"""`heldout-short`: the mining defaults on short everyday sentences of 16 languages nothing else reads.
+
+    .venv/bin/python benchmarks/lab/run.py heldout-short      # -> benchmarks/results/heldout-short.json
+
+`heldout-news` and `heldout-wiki` check the defaults on news and Wikipedia text in ten and two
+languages. This is the same check (`heldout_news.run_check`: its sets, spaces, points and `xmine
+calibrate` records) on a third domain and on many more languages, most of them low-resource:
+Tatoeba-challenge pairs (short everyday sentences) of 16 languages in 4 scripts (`LANGS`), none of
+them in any calibration family, in `bench tatoeba` (whose sentences the data folder already removed
+from Tatoeba-challenge) or in the projection's recipe (which reads the Tatoeba-challenge pairs of
+the XTREME-36 languages). Their English sentences are shared with other Tatoeba pairs, so a pair is
+kept only where neither sentence is in a calibration set and its English is in neither the
+projection's training files (the recipe's Tatoeba pairs) nor a `bench mining` folder; every set
+written is checked against all of them.
+
+Per language, at most `MAX_DRAWN` of its kept pairs in one seeded order: a fifth of them (100 to
+300) gold, the rest alternately xx-only and English-only distractors (`calibration_sets.compose`:
+no unlisted translation of the same source is left). `{lang}-dense`: those sentences alone (an
+eighth to a third of each side gold); `{lang}-sparse`: the English side filled to 10,000 with the
+English of the other languages' kept pairs (one seeded pool; those aligned to the xx side dropped),
+1-3% of it with a translation. Tatoeba links one English sentence to one translation, but another
+English sentence of the pool can still translate an xx sentence (a paraphrase: "I'm hungry." and "I
+am hungry."): such a pair counts as false, as in the calibration's short family. raw use-m3 knows
+none of the languages, so only the me5-small spaces are measured. Each set also records whether
+`xmine mine` notes its language as below the calibration's range (`language_notes`), and the
+summary splits the sets by it. Armenian and Irish, whose unread pairs hold fewer than 100 gold
+once each text is kept once, are left out. Nothing is chosen on these sets.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from calibrate_defaults import DATA
+from calibration_sets import TATOEBA, _rng, tatoeba_pairs
+from heldout_news import _read_elsewhere, run_check, write_sets
+
+#: Tatoeba-challenge folder -> the FLORES-200 code its language is written under (the sets' language)
+LANGS = {"eng-ukr": "ukr_Cyrl", "eng-mkd": "mkd_Cyrl", "bel-eng": "bel_Cyrl", "eng-tat": "tat_Cyrl",
+         "dan-eng": "dan_Latn", "eng-swe": "swe_Latn", "eng-isl": "isl_Latn", "eng-slv": "slv_Latn",
+         "cat-eng": "cat_Latn", "eng-gle": "gle_Latn", "aze-eng": "azj_Latn", "eng-tuk": "tuk_Latn",
+         "eng-kab": "kab_Latn", "eng-run": "run_Latn", "eng-ilo": "ilo_Latn", "eng-uig": "uig_Arab",
+         "eng-yid": "ydd_Hebr"}
+#: the kept pairs a language's sets are drawn from, at most (its sets a few thousand a side)
+MAX_DRAWN = 4_000
+SPARSE_EN = 10_000
+
+
+def recipe_english(data: Path) -> set[str]:
+    """Every English sentence of the Tatoeba-challenge pairs the projection's recipe reads (its
+    training data: `ship_projection.source_files`)."""
+    from ship_projection import source_files
+
+    return {en for f in source_files(data) if f["path"].startswith(str(TATOEBA)) and f["path"].endswith(".eng")
+            for _, en in tatoeba_pairs(data, Path(f["path"]).parent.name)}
+
+
+def build(data: Path, folder: Path) -> dict:
+    """Every set of every language in BUCC's format under `folder`; their counts."""
+    calibration, bench = _read_elsewhere(data)
+    training = recipe_english(data)
+    read = calibration | training
+    aligned = {pair: tatoeba_pairs(data, pair) for pair in LANGS}
+    unread = sorted({en for pairs in aligned.values() for xx, en in pairs
+                     if xx not in read and en not in read and en not in bench})
+    pool = [unread[i] for i in _rng(0, "heldout-short", "english").permutation(len(unread))]
+    counts: dict = {"languages": {}, "sets": {}, "training_english": len(training), "english_pool": len(pool)}
+    for pair, code in LANGS.items():
+        # the pool without this language's own English: its sparse side's added sentences are others'
+        own = {en for _, en in aligned[pair]}
+        write_sets(folder, code, aligned[pair], [en for en in pool if en not in own], read, bench, counts,
+                   large=False, key="heldout-short", sparse_en=SPARSE_EN, max_pairs=MAX_DRAWN)
+    return counts
+
+
+@click.command("heldout-short")
+def command():
+    """The mining defaults of the me5-small spaces on Tatoeba sentences of 16 languages nothing else reads."""
+    files = sorted(f for pair in LANGS for f in (DATA / TATOEBA / pair).iterdir())
+    run_check("heldout-short", lambda folder: build(DATA, folder), files,
+              {"languages": LANGS, "max_drawn": MAX_DRAWN, "sparse_en": SPARSE_EN},
+              languages_in_calibration=frozenset())

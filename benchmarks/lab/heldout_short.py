@@ -40,7 +40,7 @@ from heldout_news import _read_elsewhere, run_check, write_sets
 #: Tatoeba-challenge folder -> the FLORES-200 code its language is written under (the sets' language)
 LANGS = {"eng-ukr": "ukr_Cyrl", "eng-mkd": "mkd_Cyrl", "bel-eng": "bel_Cyrl", "eng-tat": "tat_Cyrl",
          "dan-eng": "dan_Latn", "eng-swe": "swe_Latn", "eng-isl": "isl_Latn", "eng-slv": "slv_Latn",
-         "cat-eng": "cat_Latn", "eng-gle": "gle_Latn", "aze-eng": "azj_Latn", "eng-tuk": "tuk_Latn",
+         "cat-eng": "cat_Latn", "aze-eng": "azj_Latn", "eng-tuk": "tuk_Latn",
          "eng-kab": "kab_Latn", "eng-run": "run_Latn", "eng-ilo": "ilo_Latn", "eng-uig": "uig_Arab",
          "eng-yid": "ydd_Hebr"}
 #: the kept pairs a language's sets are drawn from, at most (its sets a few thousand a side)

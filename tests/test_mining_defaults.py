@@ -403,3 +403,16 @@ def test_mine_says_when_a_language_lies_below_the_calibration(tmp_path, caplog):
     res = ok(xm("mine", demo / "de.txt", demo / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-o", out, *quiet))
     assert "language_notes" not in json.loads(out.with_name("de.tsv.json").read_text(encoding="utf-8"))["threshold"]
     assert "below the calibration" not in res.output
+
+
+def test_bench_mining_thresholds_note_a_language_as_xmine_mine_does():
+    """`bench mining`'s threshold record (what the held-out checks mine each set at) is the one `xmine
+    mine` makes: given the set's languages it carries the same note; without them, none."""
+    from xmine.benchmarks.common import Variant
+    from xmine.benchmarks.mining import variant_threshold
+
+    raw = Variant("raw", "raw", lambda sentences: None)
+    noted = variant_threshold(raw, None, encoder_name="me5-small", langs=("bod_Tibt", "eng_Latn"))
+    assert [n["language"] for n in noted["language_notes"]] == ["bod_Tibt"]
+    assert "language_notes" not in variant_threshold(raw, None, encoder_name="me5-small")
+    assert "language_notes" not in variant_threshold(raw, None, encoder_name="me5-small", langs=("deu_Latn", "eng_Latn"))

@@ -1,7 +1,8 @@
 """`language-shift`: would the default keep more of a poorly known language's pairs if it moved down
 with the language's FLORES-200 threshold? Chosen on `heldout-short`, reported on the other checks.
 
-    .venv/bin/python benchmarks/lab/run.py language-shift     # -> benchmarks/results/language-shift.json
+    .venv/bin/python benchmarks/lab/run.py language-shift short      # -> benchmarks/results/language-shift.json
+    .venv/bin/python benchmarks/lab/run.py language-shift long-text  # -> benchmarks/results/language-shift-long.json
 
 Needs the sets of `heldout-short`, `heldout-news` and `heldout-wiki` (run those first). The held-out
 checks show the defaults missing, on the safe side, the languages whose FLORES-200 threshold (each
@@ -100,23 +101,14 @@ def language_value(values: dict, lang: str) -> float | None:
     return values[codes[0]]["ratio"] if len(codes) == 1 else None
 
 
-def evaluate(sets: list[dict], values: dict, c: float, lam: float) -> dict:
-    """Mean gap, worst, P, R (x100) over `sets` at t_rule + lam * min(0, r_lang - c)."""
-    rows = []
-    for s in sets:
-        r = language_value(values, s["lang"])
-        t = s["t_rule"] + lam * min(0.0, (r - c) if r is not None else 0.0)
-        rows.append(_curve(s["scores"], s["correct"], s["n_gold"], t) | {"best": s["best"]})
-    gaps = [100 * (r["best"] - r["f1"]) for r in rows]
-    return {"mean_gap": round(float(np.mean(gaps)), 2), "worst_gap": round(float(np.max(gaps)), 2),
-            "over_8": int(sum(g > 8 for g in gaps)),
-            "precision": round(float(np.mean([100 * r["precision"] for r in rows])), 1),
-            "recall": round(float(np.mean([100 * r["recall"] for r in rows])), 1)}
+@click.group("language-shift")
+def command() -> None:
+    """A down-only shift of the default by the language's FLORES-200 threshold (module doc)."""
 
 
-@click.command("language-shift")
-def command():
-    """A down-only shift of the default by the language's FLORES-200 threshold: chosen on heldout-short, reported on heldout-news and heldout-wiki."""
+@command.command("short")
+def short_command():
+    """The shift chosen on heldout-short, reported on heldout-news and heldout-wiki."""
     from xmine.benchmarks.common import RawEmbedder, Variant, write_result
 
     started = time.monotonic()
@@ -148,11 +140,122 @@ def command():
     enc = _encoder("me5-small")
     out = ROOT_RESULTS / "language-shift.json"
     write_result(out, task="language_shift", encoder=enc, variants=[Variant("raw", "raw", RawEmbedder(enc))],
-                 data_files=[], parameters={"command": "python benchmarks/lab/run.py language-shift",
+                 data_files=[], parameters={"command": "python benchmarks/lab/run.py language-shift short",
                                             "choose_on": CHOOSE_ON, "checks": list(CHECKS)},
                  columns=["space", "reference", "lambda", "check", "mean gap", "worst", "sets > 8", "P", "R",
                           "chosen"], rows=rows, details=details, seconds=time.monotonic() - started)
     click.echo(f"-> {out}")
+
+
+#: the gate of `long-text`: the shift applies where a side's median sentence is at least this long
+#: (characters; the larger of the two sides' medians). The calibration's families fall on either
+#: side of it with room: short and templated 27-37, news and wiki 102-156; the value is their
+#: geometric middle, sqrt(37 * 102) = 61, rounded (no gold read).
+LONG_TEXT_CHARS = 60
+
+
+def median_chars(a: list[str], b: list[str]) -> float:
+    """The larger of two sides' median sentence lengths, in characters."""
+    return float(max(np.median([len(x) for x in a]), np.median([len(x) for x in b])))
+
+
+def _heldout_lengths(check: str) -> dict[str, float]:
+    from xmine.benchmarks.bucc import read_bucc_file
+    from xmine.benchmarks.mining import set_files
+
+    counts = json.loads((ROOT_RESULTS / f"{check}.json").read_text())["details"]["counts"]["sets"]
+    out = {}
+    for name in counts:
+        files = set_files(WORK / check, name)
+        out[name] = median_chars(read_bucc_file(files["src"])[1], read_bucc_file(files["en"])[1])
+    return out
+
+
+def _gated(sets: list[dict], lengths: dict[str, float]) -> list[dict]:
+    """`sets` with the shift off (language None) where the text is short."""
+    return [s if lengths[s["set"]] >= LONG_TEXT_CHARS else s | {"lang": None} for s in sets]
+
+
+@command.command("long-text")
+def long_text_command():
+    """The shift gated on long sentences, chosen on the calibration's news family (the rule held out
+    of it), reported on heldout-news, heldout-wiki and heldout-short."""
+    from calibrate_defaults import _sets
+    from threshold_rules import SHIPPED_RULE, mutual_null_share, product_rule, space_runs
+    from xmine.benchmarks.common import RawEmbedder, Variant, write_result
+    from xmine.mining.threshold_rule import rule_threshold
+
+    started = time.monotonic()
+    shipped = json.loads((ROOT_RESULTS / "language-thresholds.json").read_text())["details"]["spaces"]
+    study = json.loads((ROOT_RESULTS / "threshold-rules.json").read_text())["details"]["spaces"]
+    studysets = _sets()
+    meta = [dict(name=st.name, **st.counts) for st in studysets]
+    lengths = {st.name: median_chars(st.xx, st.en) for st in studysets}
+    for check in CHECKS:
+        lengths |= {f"{check}/{n}": v for n, v in _heldout_lengths(check).items()}
+    rows, details = [], {"long_text_chars": LONG_TEXT_CHARS, "lambdas": list(map(float, LAMBDAS)), "spaces": {},
+                         "lengths": {k: round(v, 1) for k, v in lengths.items()}}
+    for space, key in (("projection", "projection"), ("raw me5-small", "raw-me5-small")):
+        values = shipped[key]["values"]
+        c = float(np.median([values[code]["ratio"] for code in shipped[key]["calibration_languages"]]))
+        # the calibration's families, each at the rule chosen without it (threshold-rules.json)
+        smeta, runs, family = space_runs(key, meta)
+        held = study[key]["rules"][SHIPPED_RULE]["held_out"]
+        iso = {m["name"]: m["iso"] for m in smeta}
+        families = {}
+        for fam, h in held.items():
+            rule = product_rule(h["params"], h["params"]["t1"], "")
+            families[f"calibration {fam}"] = [
+                {"set": n, "lang": iso[n] if lengths[n] >= LONG_TEXT_CHARS else None, "run": runs[n]["max"],
+                 "t_rule": rule_threshold(rule, mutual_null_share(runs[n]))} for n in runs if family[n] == fam]
+        for check in CHECKS:
+            families[check] = _gated(candidates(check, space), {n.split("/", 1)[1]: v for n, v in lengths.items()
+                                                                if n.startswith(check + "/")})
+        grid = {float(lam): {f: evaluate(sets, values, c, lam) for f, sets in families.items()} for lam in LAMBDAS}
+        choose_on = "calibration news"
+        base = grid[0.0][choose_on]
+        floor = min(100 * PRECISION_FLOOR, base["precision"])
+        lam = min((lm for lm in grid if grid[lm][choose_on]["precision"] >= floor),
+                  key=lambda lm: (grid[lm][choose_on]["mean_gap"], lm))
+        details["spaces"][space] = {"reference": c, "precision_floor": floor, "chosen_lambda": lam,
+                                    "shifted_sets": {f: sum(s["lang"] is not None for s in sets)
+                                                     for f, sets in families.items()}, "grid": grid}
+        click.echo(f"{space}: reference {c:.5f}, floor {floor}, chosen lam {lam}, sets the gate lets shift: "
+                   f"{details['spaces'][space]['shifted_sets']}")
+        for f in families:
+            click.echo(f"  {f:<22} rule {grid[0.0][f]}  chosen {grid[lam][f]}")
+            for lm in LAMBDAS:
+                e = grid[float(lm)][f]
+                rows.append([space, float(lm), f, e["mean_gap"], e["worst_gap"], e["over_8"], e["precision"],
+                             e["recall"], "chosen" if float(lm) == lam else ""])
+    enc = _encoder("me5-small")
+    out = ROOT_RESULTS / "language-shift-long.json"
+    write_result(out, task="language_shift_long", encoder=enc, variants=[Variant("raw", "raw", RawEmbedder(enc))],
+                 data_files=[], parameters={"command": "python benchmarks/lab/run.py language-shift long-text",
+                                            "long_text_chars": LONG_TEXT_CHARS, "choose_on": "calibration news"},
+                 columns=["space", "lambda", "sets", "mean gap", "worst", "sets > 8", "P", "R", "chosen"],
+                 rows=rows, details=details, seconds=time.monotonic() - started)
+    click.echo(f"-> {out}")
+
+
+def evaluate(sets: list[dict], values: dict, c: float, lam: float) -> dict:
+    """Mean gap, worst, sets > 8, P, R (x100) over `sets` at t_rule + lam * min(0, r_lang - c) (no shift
+    where a set's language is None or has no value); a set given as a study Run (`run`) or as its
+    candidates' scores and gold flags."""
+    rows = []
+    for s in sets:
+        r = language_value(values, s["lang"]) if s["lang"] else None
+        t = s["t_rule"] + lam * min(0.0, (r - c) if r is not None else 0.0)
+        if "run" in s:
+            p, rec, f1, _ = s["run"].at(t)
+            rows.append({"precision": p, "recall": rec, "f1": f1, "best": s["run"].best})
+        else:
+            rows.append(_curve(s["scores"], s["correct"], s["n_gold"], t) | {"best": s["best"]})
+    gaps = [100 * (r["best"] - r["f1"]) for r in rows]
+    return {"sets": len(rows), "mean_gap": round(float(np.mean(gaps)), 2), "worst_gap": round(float(np.max(gaps)), 2),
+            "over_8": int(sum(g > 8 for g in gaps)),
+            "precision": round(float(np.mean([100 * r["precision"] for r in rows])), 1),
+            "recall": round(float(np.mean([100 * r["recall"] for r in rows])), 1)}
 
 
 from xmine.benchmarks.common import results_dir as _results_dir  # noqa: E402

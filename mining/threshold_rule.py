@@ -163,8 +163,9 @@ def language_notes(found, margin: str, langs: tuple[str | None, str | None], wha
     against English) lies below those of every language the space was calibrated on
     (`found.language_range`), a note: its translations score lower than any the default was fitted
     to, so the default is likely to keep too few of them (on held-out Wikipedia text of two such
-    languages it kept a third to half: benchmarks/results/notes/heldout_wiki.md), and its own
-    calibration is one command away: {"language",
+    languages it kept a third to half: benchmarks/results/notes/heldout_wiki.md; on held-out short
+    sentences of five to seven, 15-19%, and where the encoder barely knows the language its precision
+    fell to 11-31% on three sets, raw me5-small on Kabyle and Turkmen: heldout_short.md), and its own calibration is one command away: {"language",
     "flores_threshold", "calibration_range", "note"}. A language without a FLORES-200 value (or
     English, the values' other side) gets none."""
     span = found.language_range.get(margin)
@@ -178,7 +179,8 @@ def language_notes(found, margin: str, langs: tuple[str | None, str | None], wha
             notes.append({"language": codes[0], "flores_threshold": value, "calibration_range": span, "note": (
                 f"{codes[0]}: its translations score lower in {what} than those of every language its default "
                 f"was calibrated on (its FLORES-200 {margin} threshold {value:g}, theirs {span[0]:g}-{span[1]:g}), "
-                f"so the default is likely to keep too few of them; `xmine calibrate --src-lang {lang} --tgt-lang "
+                f"so the default is likely to keep too few of them (and, where the encoder barely knows the language, "
+                f"many false pairs); `xmine calibrate --src-lang {lang} --tgt-lang "
                 f"{other or 'eng_Latn'}` measures its own, for --calibration")})
     return notes
 

@@ -238,7 +238,8 @@ def measure(folder: Path, counts: dict, *, languages_in_calibration=IN_CALIBRATI
             sources=(("calibrated", flores200_devtest),)) -> tuple[list, dict, dict[str, list]]:
     """Every set of `counts` (written under `folder`) mined in each space at each of its points, and
     at the `xmine calibrate` records made from each of `sources` ((details key, `calibrated`'s
-    source)): (the rows, the details, per source key its rows)."""
+    source)): (the rows, the details, per source key its rows). A set whose counts name `spaces` is
+    measured in those only."""
     from xmine.benchmarks.common import RawEmbedder, Variant, projected
     from xmine.benchmarks.mining import evaluate_set, set_files, variant_threshold
     from xmine.langs import normalize_lang
@@ -247,7 +248,8 @@ def measure(folder: Path, counts: dict, *, languages_in_calibration=IN_CALIBRATI
     calibrated_rows: dict[str, list] = {key: [] for key, _ in sources}
     for space, encoder_name, projection, points in _spaces():
         names = [n for n, c in counts["sets"].items()
-                 if encoder_name != "use-m3" or normalize_lang(c["lang"]) in USE_M3_LANGUAGES]
+                 if (encoder_name != "use-m3" or normalize_lang(c["lang"]) in USE_M3_LANGUAGES)
+                 and space in c.get("spaces", [space])]
         if not names:
             continue
         enc = _encoder(encoder_name)

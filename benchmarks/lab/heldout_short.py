@@ -21,7 +21,11 @@ English of the other languages' kept pairs (one seeded pool; those aligned to th
 1-3% of it with a translation. Tatoeba links one English sentence to one translation, but another
 English sentence of the pool can still translate an xx sentence (a paraphrase: "I'm hungry." and "I
 am hungry."): such a pair counts as false, as in the calibration's short family. raw use-m3 knows
-none of the languages, so only the me5-small spaces are measured. Each set also records whether
+none of the 16 languages, so they are measured in the me5-small spaces; six languages use-m3 was
+trained on and the calibration's short family does not read (French, Spanish, Portuguese, Dutch,
+Korean, Chinese: `USE_M3_LANGS`) give raw use-m3 its sets the same way, measured in that space
+only (the projection's recipe trains on their Tatoeba pairs; use-m3 is no recipe's, so only the
+calibration's sentences are left out of them). Each set also records whether
 `xmine mine` notes its language as below the calibration's range (`language_notes`), and the
 summary splits the sets by it. Armenian and Irish, whose unread pairs hold fewer than 100 gold
 once each text is kept once, are left out. Nothing is chosen on these sets.
@@ -43,6 +47,10 @@ LANGS = {"eng-ukr": "ukr_Cyrl", "eng-mkd": "mkd_Cyrl", "bel-eng": "bel_Cyrl", "e
          "cat-eng": "cat_Latn", "aze-eng": "azj_Latn", "eng-tuk": "tuk_Latn",
          "eng-kab": "kab_Latn", "eng-run": "run_Latn", "eng-ilo": "ilo_Latn", "eng-uig": "uig_Arab",
          "eng-yid": "ydd_Hebr"}
+#: languages raw use-m3 was trained on (none of LANGS is), measured in that space only: the
+#: projection's recipe trains on their Tatoeba pairs, so for the me5-small spaces they are not held out
+USE_M3_LANGS = {"eng-fra": "fra_Latn", "eng-spa": "spa_Latn", "eng-por": "por_Latn", "eng-nld": "nld_Latn",
+                "eng-kor": "kor_Hang", "eng-cmn_Hans": "zho_Hans"}
 #: the kept pairs a language's sets are drawn from, at most (its sets a few thousand a side)
 MAX_DRAWN = 4_000
 SPARSE_EN = 10_000
@@ -58,27 +66,35 @@ def recipe_english(data: Path) -> set[str]:
 
 
 def build(data: Path, folder: Path) -> dict:
-    """Every set of every language in BUCC's format under `folder`; their counts."""
+    """Every set of every language in BUCC's format under `folder`; their counts (a set of
+    `USE_M3_LANGS` says the one space it is measured in: `spaces`)."""
     calibration, bench = _read_elsewhere(data)
     training = recipe_english(data)
-    read = calibration | training
-    aligned = {pair: tatoeba_pairs(data, pair) for pair in LANGS}
-    unread = sorted({en for pairs in aligned.values() for xx, en in pairs
-                     if xx not in read and en not in read and en not in bench})
-    pool = [unread[i] for i in _rng(0, "heldout-short", "english").permutation(len(unread))]
-    counts: dict = {"languages": {}, "sets": {}, "training_english": len(training), "english_pool": len(pool)}
-    for pair, code in LANGS.items():
-        # the pool without this language's own English: its sparse side's added sentences are others'
-        own = {en for _, en in aligned[pair]}
-        write_sets(folder, code, aligned[pair], [en for en in pool if en not in own], read, bench, counts,
-                   large=False, key="heldout-short", sparse_en=SPARSE_EN, max_pairs=MAX_DRAWN)
+    counts: dict = {"languages": {}, "sets": {}, "training_english": len(training)}
+    # raw use-m3 is no recipe's: its languages' sets need only be unread by the calibration
+    for langs, read, key, spaces in ((LANGS, calibration | training, "english_pool", None),
+                                     (USE_M3_LANGS, calibration, "english_pool_use_m3", ["raw use-m3"])):
+        aligned = {pair: tatoeba_pairs(data, pair) for pair in langs}
+        unread = sorted({en for pairs in aligned.values() for xx, en in pairs
+                         if xx not in read and en not in read and en not in bench})
+        pool = [unread[i] for i in _rng(0, "heldout-short", "english").permutation(len(unread))]
+        counts[key] = len(pool)
+        for pair, code in langs.items():
+            # the pool without this language's own English: its sparse side's added sentences are others'
+            own = {en for _, en in aligned[pair]}
+            before = set(counts["sets"])
+            write_sets(folder, code, aligned[pair], [en for en in pool if en not in own], read, bench, counts,
+                       large=False, key="heldout-short", sparse_en=SPARSE_EN, max_pairs=MAX_DRAWN)
+            for name in set(counts["sets"]) - before:
+                if spaces is not None:
+                    counts["sets"][name]["spaces"] = spaces
     return counts
 
 
 @click.command("heldout-short")
 def command():
-    """The mining defaults of the me5-small spaces on Tatoeba sentences of 16 languages nothing else reads."""
-    files = sorted(f for pair in LANGS for f in (DATA / TATOEBA / pair).iterdir())
+    """The mining defaults on Tatoeba sentences nothing else reads: 16 languages (me5-small spaces), 6 (raw use-m3)."""
+    files = sorted(f for pair in (*LANGS, *USE_M3_LANGS) for f in (DATA / TATOEBA / pair).iterdir())
     run_check("heldout-short", lambda folder: build(DATA, folder), files,
-              {"languages": LANGS, "max_drawn": MAX_DRAWN, "sparse_en": SPARSE_EN},
+              {"languages": LANGS, "use_m3_languages": USE_M3_LANGS, "max_drawn": MAX_DRAWN, "sparse_en": SPARSE_EN},
               languages_in_calibration=frozenset())

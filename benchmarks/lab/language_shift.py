@@ -81,7 +81,7 @@ def candidates(check: str, space: str) -> list[dict]:
         variant = Variant("raw", "raw", raw)
     record = variant_threshold(variant, None, encoder_name="me5-small")
     out = []
-    for name in counts:
+    for name in (n for n in counts if n in reported):  # the sets measured in the space
         files = set_files(WORK / check, name)
         gold = read_gold(files["gold"])
         c = mine_candidates(read_bucc_file(files["src"]), read_bucc_file(files["en"]), variant.embed,

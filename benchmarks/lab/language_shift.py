@@ -104,6 +104,26 @@ def language_value(values: dict, lang: str) -> float | None:
     return values[codes[0]]["ratio"] if len(codes) == 1 else None
 
 
+def evaluate(sets: list[dict], values: dict, c: float, lam: float) -> dict:
+    """Mean gap, worst, sets > 8, P, R (x100) over `sets` at t_rule + lam * min(0, r_lang - c) (no shift
+    where a set's language is None or has no value); a set given as a study Run (`run`) or as its
+    candidates' scores and gold flags."""
+    rows = []
+    for s in sets:
+        r = language_value(values, s["lang"]) if s["lang"] else None
+        t = s["t_rule"] + lam * min(0.0, (r - c) if r is not None else 0.0)
+        if "run" in s:
+            p, rec, f1, _ = s["run"].at(t)
+            rows.append({"precision": p, "recall": rec, "f1": f1, "best": s["run"].best})
+        else:
+            rows.append(_curve(s["scores"], s["correct"], s["n_gold"], t) | {"best": s["best"]})
+    gaps = [100 * (r["best"] - r["f1"]) for r in rows]
+    return {"sets": len(rows), "mean_gap": round(float(np.mean(gaps)), 2), "worst_gap": round(float(np.max(gaps)), 2),
+            "over_8": int(sum(g > 8 for g in gaps)),
+            "precision": round(float(np.mean([100 * r["precision"] for r in rows])), 1),
+            "recall": round(float(np.mean([100 * r["recall"] for r in rows])), 1)}
+
+
 @click.group("language-shift")
 def command() -> None:
     """A down-only shift of the default by the language's FLORES-200 threshold (module doc)."""
@@ -239,24 +259,3 @@ def long_text_command():
                  columns=["space", "lambda", "sets", "mean gap", "worst", "sets > 8", "P", "R", "chosen"],
                  rows=rows, details=details, seconds=time.monotonic() - started)
     click.echo(f"-> {out}")
-
-
-def evaluate(sets: list[dict], values: dict, c: float, lam: float) -> dict:
-    """Mean gap, worst, sets > 8, P, R (x100) over `sets` at t_rule + lam * min(0, r_lang - c) (no shift
-    where a set's language is None or has no value); a set given as a study Run (`run`) or as its
-    candidates' scores and gold flags."""
-    rows = []
-    for s in sets:
-        r = language_value(values, s["lang"]) if s["lang"] else None
-        t = s["t_rule"] + lam * min(0.0, (r - c) if r is not None else 0.0)
-        if "run" in s:
-            p, rec, f1, _ = s["run"].at(t)
-            rows.append({"precision": p, "recall": rec, "f1": f1, "best": s["run"].best})
-        else:
-            rows.append(_curve(s["scores"], s["correct"], s["n_gold"], t) | {"best": s["best"]})
-    gaps = [100 * (r["best"] - r["f1"]) for r in rows]
-    return {"sets": len(rows), "mean_gap": round(float(np.mean(gaps)), 2), "worst_gap": round(float(np.max(gaps)), 2),
-            "over_8": int(sum(g > 8 for g in gaps)),
-            "precision": round(float(np.mean([100 * r["precision"] for r in rows])), 1),
-            "recall": round(float(np.mean([100 * r["recall"] for r in rows])), 1)}
-

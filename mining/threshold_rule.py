@@ -165,9 +165,9 @@ def language_notes(found, margin: str, langs: tuple[str | None, str | None], wha
     to, so the default is likely to keep too few of them (on held-out Wikipedia text of two such
     languages it kept a third to half: benchmarks/results/notes/heldout_wiki.md; on held-out short
     sentences of five to seven, 15-19%, and where the encoder barely knows the language its precision
-    fell to 11-31% on three sets, raw me5-small on Kabyle and Turkmen: heldout_short.md), and its own calibration is one command away: {"language",
-    "flores_threshold", "calibration_range", "note"}. A language without a FLORES-200 value (or
-    English, the values' other side) gets none."""
+    fell to 11-31% on three sets, raw me5-small on Kabyle and Turkmen: heldout_short.md), and its own
+    calibration is one command away: {"language", "flores_threshold", "calibration_range", "note"}.
+    A language without a FLORES-200 value (or English, the values' other side) gets none."""
     span = found.language_range.get(margin)
     if not span or not found.languages:
         return []

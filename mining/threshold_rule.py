@@ -49,8 +49,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from xmine.calibration import DEFAULT_MARGIN
-from xmine.langs import same_language
+from xmine.calibration import DEFAULT_MARGIN, language_threshold
 from xmine.mining.calibrate import read_calibration
 from xmine.mining.config import SelectionConfig
 from xmine.mining.defaults import DEFAULT_OPERATING_POINT, space_defaults
@@ -173,11 +172,11 @@ def language_notes(found, margin: str, langs: tuple[str | None, str | None], wha
         return []
     notes = []
     for lang, other in ((langs[0], langs[1]), (langs[1], langs[0])):
-        codes = [c for c in found.languages if lang and same_language(c, lang)]
-        value = found.languages[codes[0]].get(margin) if len(codes) == 1 else None
-        if value is not None and value < span[0]:
-            notes.append({"language": codes[0], "flores_threshold": value, "calibration_range": span, "note": (
-                f"{codes[0]}: its translations score lower in {what} than those of every language its default "
+        found_lang = language_threshold(found.languages, lang, margin)
+        if found_lang is not None and found_lang[1] < span[0]:
+            code, value = found_lang
+            notes.append({"language": code, "flores_threshold": value, "calibration_range": span, "note": (
+                f"{code}: its translations score lower in {what} than those of every language its default "
                 f"was calibrated on (its FLORES-200 {margin} threshold {value:g}, theirs {span[0]:g}-{span[1]:g}), "
                 f"so the default is likely to keep too few of them (and, where the encoder barely knows the language, "
                 f"many false pairs); `xmine calibrate --src-lang {lang} --tgt-lang "

@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 
 from xmine.errors import InputError
+from xmine.langs import same_language
 
 #: the margin of a search that names none and of a space whose record names none: LASER's ratio
 DEFAULT_MARGIN = "ratio"
@@ -84,6 +85,16 @@ def parse_defaults(record: dict, path: Path, where: str, source: str) -> SpaceDe
                          languages=languages, language_range=language_range)
 
 
+def language_threshold(values: dict, lang: str | None, margin: str) -> tuple[str, float] | None:
+    """(FLORES-200 code, threshold) of `lang` in `values` (`SpaceDefaults.languages`: code -> margin ->
+    threshold): the one code of that language, script-aware (`langs.same_language`); None where no
+    code or several match (`zh`: Simplified and Traditional) or that code has no value for `margin`."""
+    codes = [c for c in values if lang and same_language(c, lang)]
+    if len(codes) != 1 or margin not in values[codes[0]]:
+        return None
+    return codes[0], values[codes[0]][margin]
+
+
 def _languages(record, path: Path, where: str) -> tuple[dict, dict]:
     """`languages`: {"values": {code: {margin: t}}, "calibration_range": {margin: [low, high]}}, each
     number checked; none recorded: ({}, {})."""
@@ -127,4 +138,4 @@ def _rules(rules, path: Path, where: str) -> dict:
     return parsed
 
 
-__all__ = ["DEFAULT_MARGIN", "SpaceDefaults", "parse_defaults"]
+__all__ = ["DEFAULT_MARGIN", "SpaceDefaults", "language_threshold", "parse_defaults"]

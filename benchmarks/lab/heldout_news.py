@@ -103,12 +103,13 @@ def build(data: Path, folder: Path) -> dict:
 
 def write_sets(folder: Path, lang: str, aligned: list, pool: list[str], calibration: set[str], bench: set[str],
                counts: dict, *, large: bool, key: str, sparse_en: int | None = SPARSE_EN,
-               max_pairs: int | None = None) -> None:
+               max_pairs: int | None = None, spaces: list[str] | None = None) -> None:
     """The sets of one language (module doc) from its `aligned` pairs (every pair of its source:
     what may translate what), those read elsewhere left out, and the English `pool`, written under
     `folder` and counted in `counts`; each set checked against `calibration` and `bench` as written.
     `sparse_en` None: the sparse set's English side filled with the whole pool. `max_pairs`: the
-    kept pairs drawn from, at most (the first of the seeded order; every pair stays `aligned`)."""
+    kept pairs drawn from, at most (the first of the seeded order; every pair stays `aligned`).
+    `spaces`: the only spaces the sets are measured in (`measure`; None: every space)."""
     from xmine.benchmarks.mining import MiningSet, write_set
 
     pairs = [(xx, en) for xx, en in aligned if xx not in calibration and en not in calibration and en not in bench]
@@ -136,7 +137,8 @@ def write_sets(folder: Path, lang: str, aligned: list, pool: list[str], calibrat
         if read:
             raise RuntimeError(f"{name}: {read} sentences of the set are read elsewhere")
         counts["sets"][name] = {"lang": lang, "shape": shape, "xx": len(st.xx), "en": len(st.en),
-                                "gold": len(st.gold), "dropped": st.dropped, "read_elsewhere": read}
+                                "gold": len(st.gold), "dropped": st.dropped, "read_elsewhere": read} | (
+                                   {"spaces": spaces} if spaces is not None else {})
 
 
 #: the thresholds each space is mined at: (margin, operating point); None: what plain `xmine mine` uses

@@ -58,11 +58,11 @@ SPARSE_EN = 10_000
 
 def recipe_english(data: Path) -> set[str]:
     """Every English sentence of the Tatoeba-challenge pairs the projection's recipe reads (its
-    training data: `ship_projection.source_files`)."""
-    from ship_projection import source_files
+    training data: `ship_projection.recipe_files`)."""
+    from ship_projection import recipe_files
 
-    return {en for f in source_files(data) if f["path"].startswith(str(TATOEBA)) and f["path"].endswith(".eng")
-            for _, en in tatoeba_pairs(data, Path(f["path"]).parent.name)}
+    return {en for f in recipe_files(data) if f.parent.parent == data / TATOEBA and f.suffix == ".eng"
+            for _, en in tatoeba_pairs(data, f.parent.name)}
 
 
 def build(data: Path, folder: Path) -> dict:
@@ -82,12 +82,8 @@ def build(data: Path, folder: Path) -> dict:
         for pair, code in langs.items():
             # the pool without this language's own English: its sparse side's added sentences are others'
             own = {en for _, en in aligned[pair]}
-            before = set(counts["sets"])
             write_sets(folder, code, aligned[pair], [en for en in pool if en not in own], read, bench, counts,
-                       large=False, key="heldout-short", sparse_en=SPARSE_EN, max_pairs=MAX_DRAWN)
-            for name in set(counts["sets"]) - before:
-                if spaces is not None:
-                    counts["sets"][name]["spaces"] = spaces
+                       large=False, key="heldout-short", sparse_en=SPARSE_EN, max_pairs=MAX_DRAWN, spaces=spaces)
     return counts
 
 

@@ -52,18 +52,11 @@ LAMBDAS = tuple(np.round(np.arange(0, 3.01, 0.25), 2))
 REFERENCES = ("lo", "median")
 
 
-def _curve(scores: np.ndarray, correct: np.ndarray, n_gold: int, threshold: float) -> dict:
-    from xmine.benchmarks.bucc import at_least
-
-    kept = at_least(scores, threshold)
-    tp, n = int(correct[kept].sum()), int(kept.sum())
-    p, r = (tp / n if n else 1.0), tp / max(n_gold, 1)
-    return {"precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0}
-
-
 def candidates(check: str, space: str) -> list[dict]:
-    """Every set of `check` mined once in `space`: its scores, which are gold, the shipped rule's
-    threshold for it, and its language."""
+    """Every set of `check` measured in `space`, mined once: its candidates (a study `Run`), the
+    shipped rule's threshold for it (as `xmine mine` compares it: float32), its language and its
+    sentences' median length (`median_chars`)."""
+    from threshold_rules import Run
     from xmine.benchmarks.bucc import mine_candidates, read_bucc_file, read_gold
     from xmine.benchmarks.common import RawEmbedder, Variant, projected
     from xmine.benchmarks.mining import set_files, variant_threshold
@@ -84,39 +77,32 @@ def candidates(check: str, space: str) -> list[dict]:
     for name in (n for n in counts if n in reported):  # the sets measured in the space
         files = set_files(WORK / check, name)
         gold = read_gold(files["gold"])
-        c = mine_candidates(read_bucc_file(files["src"]), read_bucc_file(files["en"]), variant.embed,
-                            k=4, threshold=record)
-        correct = np.array([p in gold for p in c.pairs], dtype=bool)
-        at_rule = _curve(c.scores, correct, len(gold), c.threshold)
-        if abs(at_rule["f1"] - reported[name]["default"]["f1"]) > 1e-9:
-            raise RuntimeError(f"{check} {name}: F1 at the rule {at_rule['f1']} != the check's "
-                               f"{reported[name]['default']['f1']}")
+        src, en = read_bucc_file(files["src"]), read_bucc_file(files["en"])
+        c = mine_candidates(src, en, variant.embed, k=4, threshold=record)
+        run = Run(c.scores, np.array([p in gold for p in c.pairs], dtype=bool), len(gold))
+        t_rule = float(np.float32(c.threshold))
+        for what, got, want in (("F1 at the rule", run.at(t_rule)[2], reported[name]["default"]["f1"]),
+                                ("best F1", run.best, reported[name]["best"]["f1"])):
+            if abs(got - want) > 1e-9:
+                raise RuntimeError(f"{check} {name}: {what} {got} != the check's {want}")
         lang = counts[name]["lang"]
-        out.append({"set": name, "lang": FLORES_CODES.get(lang, lang), "scores": c.scores, "correct": correct,
-                    "n_gold": len(gold), "t_rule": c.threshold, "best": reported[name]["best"]["f1"]})
+        out.append({"set": name, "lang": FLORES_CODES.get(lang, lang), "run": run, "t_rule": t_rule,
+                    "chars": median_chars(src[1], en[1])})
     return out
 
 
-def language_value(values: dict, lang: str) -> float | None:
-    from xmine.langs import same_language
-
-    codes = [c for c in values if same_language(c, lang)]
-    return values[codes[0]]["ratio"] if len(codes) == 1 else None
-
-
 def evaluate(sets: list[dict], values: dict, c: float, lam: float) -> dict:
-    """Mean gap, worst, sets > 8, P, R (x100) over `sets` at t_rule + lam * min(0, r_lang - c) (no shift
-    where a set's language is None or has no value); a set given as a study Run (`run`) or as its
-    candidates' scores and gold flags."""
+    """Mean gap, worst, sets > 8, P, R (x100) over `sets` (each a study `Run`, its rule's threshold and
+    language) at t_rule + lam * min(0, r_lang - c), r_lang the language's ratio threshold in `values`
+    (no shift where a set's language is None or has no value)."""
+    from xmine.calibration import language_threshold
+
     rows = []
     for s in sets:
-        r = language_value(values, s["lang"]) if s["lang"] else None
-        t = s["t_rule"] + lam * min(0.0, (r - c) if r is not None else 0.0)
-        if "run" in s:
-            p, rec, f1, _ = s["run"].at(t)
-            rows.append({"precision": p, "recall": rec, "f1": f1, "best": s["run"].best})
-        else:
-            rows.append(_curve(s["scores"], s["correct"], s["n_gold"], t) | {"best": s["best"]})
+        found = language_threshold(values, s["lang"], "ratio")
+        t = s["t_rule"] + lam * min(0.0, (found[1] - c) if found is not None else 0.0)
+        p, rec, f1, _ = s["run"].at(t)
+        rows.append({"precision": p, "recall": rec, "f1": f1, "best": s["run"].best})
     gaps = [100 * (r["best"] - r["f1"]) for r in rows]
     return {"sets": len(rows), "mean_gap": round(float(np.mean(gaps)), 2), "worst_gap": round(float(np.max(gaps)), 2),
             "over_8": int(sum(g > 8 for g in gaps)),
@@ -182,21 +168,9 @@ def median_chars(a: list[str], b: list[str]) -> float:
     return float(max(np.median([len(x) for x in a]), np.median([len(x) for x in b])))
 
 
-def _heldout_lengths(check: str) -> dict[str, float]:
-    from xmine.benchmarks.bucc import read_bucc_file
-    from xmine.benchmarks.mining import set_files
-
-    counts = json.loads((ROOT_RESULTS / f"{check}.json").read_text())["details"]["counts"]["sets"]
-    out = {}
-    for name in counts:
-        files = set_files(WORK / check, name)
-        out[name] = median_chars(read_bucc_file(files["src"])[1], read_bucc_file(files["en"])[1])
-    return out
-
-
-def _gated(sets: list[dict], lengths: dict[str, float]) -> list[dict]:
+def _gated(sets: list[dict]) -> list[dict]:
     """`sets` with the shift off (language None) where the text is short."""
-    return [s if lengths[s["set"]] >= LONG_TEXT_CHARS else s | {"lang": None} for s in sets]
+    return [s if s["chars"] >= LONG_TEXT_CHARS else s | {"lang": None} for s in sets]
 
 
 @command.command("long-text")
@@ -213,11 +187,9 @@ def long_text_command():
     study = json.loads((ROOT_RESULTS / "threshold-rules.json").read_text())["details"]["spaces"]
     studysets = _sets()
     meta = [dict(name=st.name, **st.counts) for st in studysets]
-    lengths = {st.name: median_chars(st.xx, st.en) for st in studysets}
-    for check in CHECKS:
-        lengths |= {f"{check}/{n}": v for n, v in _heldout_lengths(check).items()}
+    chars = {st.name: median_chars(st.xx, st.en) for st in studysets}
     rows, details = [], {"long_text_chars": LONG_TEXT_CHARS, "lambdas": list(map(float, LAMBDAS)), "spaces": {},
-                         "lengths": {k: round(v, 1) for k, v in lengths.items()}}
+                         "lengths": {}}
     for space, key in (("projection", "projection"), ("raw me5-small", "raw-me5-small")):
         values = shipped[key]["values"]
         c = float(np.median([values[code]["ratio"] for code in shipped[key]["calibration_languages"]]))
@@ -228,12 +200,13 @@ def long_text_command():
         families = {}
         for fam, h in held.items():
             rule = product_rule(h["params"], h["params"]["t1"], "")
-            families[f"calibration {fam}"] = [
-                {"set": n, "lang": iso[n] if lengths[n] >= LONG_TEXT_CHARS else None, "run": runs[n]["max"],
-                 "t_rule": rule_threshold(rule, mutual_null_share(runs[n]))} for n in runs if family[n] == fam]
+            families[f"calibration {fam}"] = _gated([
+                {"set": n, "lang": iso[n], "run": runs[n]["max"], "chars": chars[n],
+                 "t_rule": rule_threshold(rule, mutual_null_share(runs[n]))} for n in runs if family[n] == fam])
         for check in CHECKS:
-            families[check] = _gated(candidates(check, space), {n.split("/", 1)[1]: v for n, v in lengths.items()
-                                                                if n.startswith(check + "/")})
+            families[check] = _gated(candidates(check, space))
+        for f, sets in families.items():
+            details["lengths"].setdefault(f, {}).update({st["set"]: round(st["chars"], 1) for st in sets})
         grid = {float(lam): {f: evaluate(sets, values, c, lam) for f, sets in families.items()} for lam in LAMBDAS}
         choose_on = "calibration news"
         base = grid[0.0][choose_on]

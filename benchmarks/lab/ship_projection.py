@@ -109,9 +109,8 @@ def gate_failures(paths: Sequence[Path], weights_id: str, ratio_threshold: float
     return failures
 
 
-def source_files(data: Path) -> list[dict[str, Any]]:
-    """sha256 of every data-folder file the recipe draws from (relative paths)."""
-    from xmine.artefacts.fileio import sha256_file
+def recipe_files(data: Path) -> list[Path]:
+    """Every data-folder file the recipe draws from, sorted."""
     from quality import QE6_SOURCES, _heldout
     from xmine.benchmarks.tatoeba import XTREME36
     from xmine.langs import normalize_lang
@@ -128,7 +127,14 @@ def source_files(data: Path) -> list[dict[str, Any]]:
         langs = {normalize_lang(c.split("_")[0]) for c in d.name.split("-")}
         if d.is_dir() and langs - {"eng"} and langs - {"eng"} <= xtreme:
             found.update(f for f in d.iterdir() if f.is_file())
-    return [{"path": str(f.relative_to(data)), "sha256": sha256_file(f)} for f in sorted(found)]
+    return sorted(found)
+
+
+def source_files(data: Path) -> list[dict[str, Any]]:
+    """sha256 of every data-folder file the recipe draws from (relative paths)."""
+    from xmine.artefacts.fileio import sha256_file
+
+    return [{"path": str(f.relative_to(data)), "sha256": sha256_file(f)} for f in recipe_files(data)]
 
 
 def calibrate_thresholds(trained: Path, data: Path, out: Path | None = None) -> dict[str, Any]:

@@ -40,7 +40,7 @@ import click
 import numpy as np
 
 from calibrate_defaults import PRECISION_FLOOR, WORK, _encoder, _projection
-from heldout_news import FLORES_CODES
+from heldout_news import FLORES_CODES, stats
 from xmine.benchmarks.common import results_dir
 
 ROOT_RESULTS = results_dir()
@@ -102,12 +102,8 @@ def evaluate(sets: list[dict], values: dict, c: float, lam: float) -> dict:
         found = language_threshold(values, s["lang"], "ratio")
         t = s["t_rule"] + lam * min(0.0, (found[1] - c) if found is not None else 0.0)
         p, rec, f1, _ = s["run"].at(t)
-        rows.append({"precision": p, "recall": rec, "f1": f1, "best": s["run"].best})
-    gaps = [100 * (r["best"] - r["f1"]) for r in rows]
-    return {"sets": len(rows), "mean_gap": round(float(np.mean(gaps)), 2), "worst_gap": round(float(np.max(gaps)), 2),
-            "over_8": int(sum(g > 8 for g in gaps)),
-            "precision": round(float(np.mean([100 * r["precision"] for r in rows])), 1),
-            "recall": round(float(np.mean([100 * r["recall"] for r in rows])), 1)}
+        rows.append({"gap": s["run"].best - f1, "precision": p, "recall": rec})
+    return stats(rows)
 
 
 @click.group("language-shift")

@@ -54,7 +54,7 @@ REFERENCES = ("lo", "median")
 
 def candidates(check: str, space: str) -> list[dict]:
     """Every set of `check` measured in `space`, mined once: its candidates (a study `Run`), the
-    shipped rule's threshold for it (as `xmine mine` compares it: float32), its language and its
+    shipped rule's threshold for it, its language and its
     sentences' median length (`median_chars`)."""
     from threshold_rules import Run
     from xmine.benchmarks.bucc import mine_candidates, read_bucc_file, read_gold
@@ -80,8 +80,9 @@ def candidates(check: str, space: str) -> list[dict]:
         src, en = read_bucc_file(files["src"]), read_bucc_file(files["en"])
         c = mine_candidates(src, en, variant.embed, k=4, threshold=record)
         run = Run(c.scores, np.array([p in gold for p in c.pairs], dtype=bool), len(gold))
-        t_rule = float(np.float32(c.threshold))
-        for what, got, want in (("F1 at the rule", run.at(t_rule)[2], reported[name]["default"]["f1"]),
+        t_rule = c.threshold
+        at_rule = run.at(float(np.float32(t_rule)))[2]  # compared as `xmine mine` compares (float32)
+        for what, got, want in (("F1 at the rule", at_rule, reported[name]["default"]["f1"]),
                                 ("best F1", run.best, reported[name]["best"]["f1"])):
             if abs(got - want) > 1e-9:
                 raise RuntimeError(f"{check} {name}: {what} {got} != the check's {want}")
@@ -101,7 +102,7 @@ def evaluate(sets: list[dict], values: dict, c: float, lam: float) -> dict:
     for s in sets:
         found = language_threshold(values, s["lang"], "ratio")
         t = s["t_rule"] + lam * min(0.0, (found[1] - c) if found is not None else 0.0)
-        p, rec, f1, _ = s["run"].at(t)
+        p, rec, f1, _ = s["run"].at(float(np.float32(t)))  # as `xmine mine` compares
         rows.append({"gap": s["run"].best - f1, "precision": p, "recall": rec})
     return stats(rows)
 

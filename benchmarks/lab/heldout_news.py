@@ -43,6 +43,7 @@ runs the same check (`run_check`) on another domain.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -236,13 +237,63 @@ def summarise(per: dict, sets: dict) -> dict:
     return out
 
 
+def variant_of(encoder_name: str, projection):
+    """The `bench mining` variant of a space: its encoder's raw embeddings, or its projection's meaning part."""
+    from xmine.benchmarks.common import RawEmbedder, Variant, projected
+
+    enc = _encoder(encoder_name)
+    raw = RawEmbedder(enc, show_progress=False)
+    if projection:
+        proj = _projection(enc)
+        return Variant("default", "meaning", projected(raw, proj, "meaning"), proj.fingerprint())
+    return Variant("raw", "raw", raw)
+
+
+def median_chars(a: list[str], b: list[str]) -> float:
+    """The larger of two sides' median sentence lengths, in characters."""
+    return float(max(np.median([len(x) for x in a]), np.median([len(x) for x in b])))
+
+
+def check_candidates(check: str, space: str) -> list[dict]:
+    """Every set of the held-out `check` (its sets under WORK, its result JSON) measured in `space` (a
+    label of `_spaces`), mined once at the space's default: its candidates (a study `Run`), the
+    threshold the shipped default gives it, its language and its sentences' median length
+    (`median_chars`). The default's F1 and the best F1 are checked against the check's own result."""
+    from threshold_rules import Run
+    from xmine.benchmarks.bucc import mine_candidates, read_bucc_file, read_gold
+    from xmine.benchmarks.common import results_dir
+    from xmine.benchmarks.mining import set_files, variant_threshold
+
+    result = json.loads((results_dir() / f"{check}.json").read_text())
+    counts = result["details"]["counts"]["sets"]
+    _, encoder_name, projection, _ = next(s for s in _spaces() if s[0] == space)
+    variant = variant_of(encoder_name, projection)
+    record = variant_threshold(variant, None, encoder_name=encoder_name)
+    reported = result["details"]["spaces"].get(f"{space} ({record['margin']}, the default)", {})
+    out = []
+    for name in (n for n in counts if n in reported):  # the sets measured in the space
+        files = set_files(WORK / check, name)
+        gold = read_gold(files["gold"])
+        src, en = read_bucc_file(files["src"]), read_bucc_file(files["en"])
+        c = mine_candidates(src, en, variant.embed, k=4, threshold=record)
+        run = Run(c.scores, np.array([p in gold for p in c.pairs], dtype=bool), len(gold))
+        at_default = run.at(float(np.float32(c.threshold)))[2]  # compared as `xmine mine` compares (float32)
+        for what, got, want in (("F1 at the default", at_default, reported[name]["default"]["f1"]),
+                                ("best F1", run.best, reported[name]["best"]["f1"])):
+            if abs(got - want) > 1e-9:
+                raise RuntimeError(f"{check} {name}: {what} {got} != the check's {want}")
+        lang = counts[name]["lang"]
+        out.append({"set": name, "lang": FLORES_CODES.get(lang, lang), "run": run, "t_rule": c.threshold,
+                    "chars": median_chars(src[1], en[1])})
+    return out
+
+
 def measure(folder: Path, counts: dict, *, languages_in_calibration=IN_CALIBRATION,
             sources=(("calibrated", flores200_devtest),)) -> tuple[list, dict, dict[str, list]]:
     """Every set of `counts` (written under `folder`) mined in each space at each of its points, and
     at the `xmine calibrate` records made from each of `sources` ((details key, `calibrated`'s
     source)): (the rows, the details, per source key its rows). A set whose counts name `spaces` is
     measured in those only."""
-    from xmine.benchmarks.common import RawEmbedder, Variant, projected
     from xmine.benchmarks.mining import evaluate_set, set_files, variant_threshold
     from xmine.langs import normalize_lang
 
@@ -254,13 +305,7 @@ def measure(folder: Path, counts: dict, *, languages_in_calibration=IN_CALIBRATI
                  and space in c.get("spaces", [space])]
         if not names:
             continue
-        enc = _encoder(encoder_name)
-        raw = RawEmbedder(enc, show_progress=False)
-        if projection:
-            proj = _projection(enc)
-            variant = Variant("default", "meaning", projected(raw, proj, "meaning"), proj.fingerprint())
-        else:
-            variant = Variant("raw", "raw", raw)
+        variant = variant_of(encoder_name, projection)
         for margin, point in points:
             record = variant_threshold(variant, None, margin=margin, encoder_name=encoder_name, point=point)
             how = "precision point" if point else "default" if margin is None else "given"

@@ -39,8 +39,8 @@ import time
 import click
 import numpy as np
 
-from calibrate_defaults import PRECISION_FLOOR, WORK, _encoder, _projection
-from heldout_news import FLORES_CODES, stats
+from calibrate_defaults import PRECISION_FLOOR, _encoder
+from heldout_news import check_candidates, median_chars, stats
 from xmine.benchmarks.common import results_dir
 
 ROOT_RESULTS = results_dir()
@@ -50,46 +50,6 @@ CHECKS = ("heldout-short", "heldout-news", "heldout-wiki")
 CHOOSE_ON = "heldout-short"
 LAMBDAS = tuple(np.round(np.arange(0, 3.01, 0.25), 2))
 REFERENCES = ("lo", "median")
-
-
-def candidates(check: str, space: str) -> list[dict]:
-    """Every set of `check` measured in `space`, mined once: its candidates (a study `Run`), the
-    shipped rule's threshold for it, its language and its
-    sentences' median length (`median_chars`)."""
-    from threshold_rules import Run
-    from xmine.benchmarks.bucc import mine_candidates, read_bucc_file, read_gold
-    from xmine.benchmarks.common import RawEmbedder, Variant, projected
-    from xmine.benchmarks.mining import set_files, variant_threshold
-
-    result = json.loads((ROOT_RESULTS / f"{check}.json").read_text())
-    counts = result["details"]["counts"]["sets"]
-    label = f"{space} (ratio, the default)"
-    reported = result["details"]["spaces"][label]
-    enc = _encoder("me5-small")
-    raw = RawEmbedder(enc, show_progress=False)
-    if space == "projection":
-        proj = _projection(enc)
-        variant = Variant("default", "meaning", projected(raw, proj, "meaning"), proj.fingerprint())
-    else:
-        variant = Variant("raw", "raw", raw)
-    record = variant_threshold(variant, None, encoder_name="me5-small")
-    out = []
-    for name in (n for n in counts if n in reported):  # the sets measured in the space
-        files = set_files(WORK / check, name)
-        gold = read_gold(files["gold"])
-        src, en = read_bucc_file(files["src"]), read_bucc_file(files["en"])
-        c = mine_candidates(src, en, variant.embed, k=4, threshold=record)
-        run = Run(c.scores, np.array([p in gold for p in c.pairs], dtype=bool), len(gold))
-        t_rule = c.threshold
-        at_rule = run.at(float(np.float32(t_rule)))[2]  # compared as `xmine mine` compares (float32)
-        for what, got, want in (("F1 at the rule", at_rule, reported[name]["default"]["f1"]),
-                                ("best F1", run.best, reported[name]["best"]["f1"])):
-            if abs(got - want) > 1e-9:
-                raise RuntimeError(f"{check} {name}: {what} {got} != the check's {want}")
-        lang = counts[name]["lang"]
-        out.append({"set": name, "lang": FLORES_CODES.get(lang, lang), "run": run, "t_rule": t_rule,
-                    "chars": median_chars(src[1], en[1])})
-    return out
 
 
 def evaluate(sets: list[dict], values: dict, c: float, lam: float) -> dict:
@@ -124,7 +84,7 @@ def short_command():
         values = shipped[key]["values"]
         calib = [values[c]["ratio"] for c in shipped[key]["calibration_languages"]]
         refs = {"lo": min(calib), "median": float(np.median(calib))}
-        sets = {check: candidates(check, space) for check in CHECKS}
+        sets = {check: check_candidates(check, space) for check in CHECKS}
         grid = {ref: {float(lam): {check: evaluate(sets[check], values, refs[ref], lam) for check in CHECKS}
                       for lam in LAMBDAS} for ref in REFERENCES}
         base = grid["lo"][0.0][CHOOSE_ON]
@@ -158,11 +118,6 @@ def short_command():
 #: side of it with room: short and templated 27-37, news and wiki 102-156; the value is their
 #: geometric middle, sqrt(37 * 102) = 61, rounded (no gold read).
 LONG_TEXT_CHARS = 60
-
-
-def median_chars(a: list[str], b: list[str]) -> float:
-    """The larger of two sides' median sentence lengths, in characters."""
-    return float(max(np.median([len(x) for x in a]), np.median([len(x) for x in b])))
 
 
 def _gated(sets: list[dict]) -> list[dict]:
@@ -201,7 +156,7 @@ def long_text_command():
                 {"set": n, "lang": iso[n], "run": runs[n]["max"], "chars": chars[n],
                  "t_rule": rule_threshold(rule, mutual_null_share(runs[n]))} for n in runs if family[n] == fam])
         for check in CHECKS:
-            families[check] = _gated(candidates(check, space))
+            families[check] = _gated(check_candidates(check, space))
         for f, sets in families.items():
             details["lengths"].setdefault(f, {}).update({st["set"]: round(st["chars"], 1) for st in sets})
         grid = {float(lam): {f: evaluate(sets, values, c, lam) for f, sets in families.items()} for lam in LAMBDAS}

@@ -40,12 +40,8 @@ import click
 import numpy as np
 
 from calibrate_defaults import DATA, KNN, SPACE_LANGUAGES, SPACES, _sets, _vectors
-from threshold_rules import _write, knn_path, runs_of
-from xmine.benchmarks.common import results_dir
+from threshold_rules import _write, default_margin_of, held_out_thresholds, knn_path, runs_of
 from xmine.mining.calibrate import NEUTRAL
-
-#: the held-out study of the shipped rule: each space's default margin and each set's held-out threshold
-RESULTS_MARGINS = results_dir() / "threshold-margins.json"
 
 #: the plants per set (FLORES-200 devtest has 1,012 lines)
 PLANTS = 200
@@ -54,11 +50,6 @@ R0 = (0.5, 0.8)
 FAMILIES = ("news", "short", "templated")
 #: the FLORES-200 file of a set language that FLORES writes in two scripts: the script of the set's text
 FLORES_OF = {"cmn": "zho_Hans", "ara": "arb_Arab"}
-
-
-def default_margin(space: str) -> str:
-    """The margin `xmine mine` scores the space with by default (its record's, threshold-margins.json)."""
-    return json.loads(RESULTS_MARGINS.read_text())["details"]["spaces"][space]["default_margin"]
 
 
 def flores_pairs(iso: str) -> list[tuple[str, str]] | None:
@@ -116,20 +107,13 @@ def estimated_threshold(run, plant_r: np.ndarray, r0: float | None) -> float:
     return float(run.s[int(np.argmax(f1))])
 
 
-def rule_thresholds(space: str, margin: str) -> dict[str, float]:
-    """The shipped rule's held-out threshold of each calibration set (leave one family out)."""
-    study = json.loads(RESULTS_MARGINS.read_text())["details"]["spaces"][space]["margins"][margin]
-    held = study["rules"]["mutual-null-down-nested"]["held_out"]
-    return {row["set"]: row["threshold"] for fam in held.values() for row in fam["per_set"]}
-
-
 def measure_space(space: str, sets, click_echo) -> list[dict]:
-    margin = default_margin(space)
+    margin = default_margin_of(space)
     langs = SPACE_LANGUAGES.get(space)
     mine = [s for s in sets if s.family in FAMILIES and (langs is None or s.iso in langs)]
     runs = runs_of(space, [{"name": s.name} for s in mine], margin, ("max",))
     arrays = np.load(knn_path(space))
-    rule = rule_thresholds(space, margin)
+    rule = held_out_thresholds(space, margin)
     neutral = NEUTRAL[margin]
     rows = []
     for st in mine:
@@ -201,7 +185,7 @@ def command(spaces):
     table = []
     for space in spaces or SPACES:
         rows = measure_space(space, sets, click.echo)
-        result["margins"][space] = default_margin(space)
+        result["margins"][space] = default_margin_of(space)
         result["spaces"][space] = {"summary": summary(rows), "per_set": rows}
         for fam, s in result["spaces"][space]["summary"].items():
             for label, v in s["thresholds"].items():

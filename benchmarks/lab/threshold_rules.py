@@ -630,6 +630,24 @@ def per_language_offsets(result: dict, runs, meta: list[dict]) -> dict:
     return out
 
 
+def held_out_thresholds(space: str, margin: str) -> dict[str, float]:
+    """The shipped rule's threshold of each calibration set, chosen without the set's family
+    (threshold-margins.json, the rule in `margin`)."""
+    from xmine.benchmarks.common import results_dir
+
+    study = json.loads((results_dir() / "threshold-margins.json").read_text())["details"]["spaces"][space]
+    held = study["margins"][margin]["rules"][SHIPPED_RULE]["held_out"]
+    return {row["set"]: row["threshold"] for fam in held.values() for row in fam["per_set"]}
+
+
+def default_margin_of(space: str) -> str:
+    """The margin `xmine mine` scores the space with by default (threshold-margins.json's choice)."""
+    from xmine.benchmarks.common import results_dir
+
+    return json.loads((results_dir() / "threshold-margins.json").read_text())["details"]["spaces"][space][
+        "default_margin"]
+
+
 def space_runs(space: str, meta: list[dict]):
     """(the sets of the space's languages, their Runs, their families)."""
     langs = SPACE_LANGUAGES.get(space)
@@ -1171,18 +1189,22 @@ def install_command():
 
 
 # ---------------------------------------------------------------- how far any rule could go: thresholds chosen with the gold
-def oracle_choice(runs, family: dict, lam: float) -> dict[str, int]:
+def oracle_choice(runs, family: dict, lam: float, max_gap: float | None = None) -> dict[str, int]:
     """Per set, the number of candidates to keep (>= 1) that maximises F1 + lam * weight * precision,
     weight the set's share of the family-weighted precision over PRECISION_FAMILIES relative to its
     share of the mean gap (0 for the templated sets): the Lagrangian of "smallest mean gap at a
-    mean precision >= the floor", solved set by set."""
+    mean precision >= the floor", solved set by set. `max_gap`: only counts whose F1 is at most that
+    far below the set's best (the issue's "no set more than 8 below")."""
     fams = [f for f in PRECISION_FAMILIES if f in set(family.values())]
     size = {f: sum(family[n] == f for n in runs) for f in fams}
     kept = {}
     for n, x in runs.items():
         run = x["max"]
         w = len(runs) / (len(fams) * size[family[n]]) if family[n] in size else 0.0
-        kept[n] = int(np.argmax(run.f1 + lam * w * run.p)) + 1
+        objective = run.f1 + lam * w * run.p
+        if max_gap is not None:
+            objective = np.where(run.best - run.f1 <= max_gap, objective, -np.inf)
+        kept[n] = int(np.argmax(objective)) + 1
     return kept
 
 
@@ -1196,16 +1218,18 @@ def oracle_rows(runs, family: dict, kept: dict[str, int]) -> list[dict]:
     return rows
 
 
-def oracle_bound(runs, family: dict, floor: float = PRECISION_FLOOR) -> dict:
+def oracle_bound(runs, family: dict, floor: float = PRECISION_FLOOR, max_gap: float | None = None) -> dict:
     """The smallest mean gap that thresholds chosen per set WITH the gold reach at a mean precision
     >= `floor` over PRECISION_FAMILIES: no rule without gold does better. `achieved` is the
     Lagrangian point at the smallest multiplier that meets the floor (bisection), `lower_bound`
     the dual bound, max over the multipliers lam of min (mean gap - lam (P - floor)) (the exact
-    optimum lies between: the per-set curves are not concave)."""
+    optimum lies between: the per-set curves are not concave). `max_gap`: every set kept within it
+    of its best (`oracle_choice`); where no multiplier meets the floor, `achieved` is the point of
+    the largest one tried (its precision says by how much it misses)."""
     fams = [f for f in PRECISION_FAMILIES if f in set(family.values())]
 
     def point(lam):
-        rows = oracle_rows(runs, family, oracle_choice(runs, family, lam))
+        rows = oracle_rows(runs, family, oracle_choice(runs, family, lam, max_gap))
         gap = float(np.mean([r["gap"] for r in rows]))
         return rows, gap, _fam_mean(rows, "precision", fams)
 

@@ -300,14 +300,14 @@ def dev_retrieval(stepper, data, config) -> float:
 def fit_langid(stepper, data, locales) -> dict[str, Any]:
     """Language-part centroids from train rows (stored for `langid`), accuracy on dev rows."""
     import torch
-    import torch.nn.functional as F
 
-    model = stepper.model
-    model.eval()
-    tr = data.train_rows[:2000]
-    cent = torch.stack([F.normalize(_part(stepper, loc, tr, "language").mean(0), dim=0, eps=1e-12) for loc in locales])
-    model.langid_centroids.copy_(cent)
-    hits = [(_part(stepper, loc, data.dev_rows, "language") @ cent.T).argmax(1) == i for i, loc in enumerate(locales)]
-    total = sum(len(h) for h in hits)
-    return {"accuracy": sum(int(h.sum()) for h in hits) / max(total, 1),
-            "per_language": {loc: float(h.float().mean()) for loc, h in zip(locales, hits)}, "sentences": total}
+    from xmine.disentangle.model import fit_langid_centroids, langid_report
+
+    stepper.model.eval()
+
+    def parts(rows):
+        per = [_part(stepper, loc, rows, "language") for loc in locales]
+        return torch.cat(per), torch.cat([torch.full((len(p),), i, dtype=torch.long) for i, p in enumerate(per)])
+
+    cent = fit_langid_centroids(stepper.model, *parts(data.train_rows[:2000]))
+    return langid_report(*parts(data.dev_rows), cent, locales)

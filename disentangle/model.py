@@ -153,6 +153,26 @@ class FMDA(nn.Module):
         return self.utterance_decoder(parts["language"] + parts["template"] + parts["residual"])
 
 
+def fit_langid_centroids(model: nn.Module, parts: Tensor, labels: Tensor) -> Tensor:
+    """Store in `model.langid_centroids` each language's normalised mean language part (`parts` (n,
+    d), `labels` (n,) the row of each part's language) and return them."""
+    cent = torch.zeros_like(model.langid_centroids)
+    cent.index_add_(0, labels, parts.to(cent.dtype))
+    cent = F.normalize(cent, dim=-1, eps=1e-12)
+    model.langid_centroids.copy_(cent)
+    return cent
+
+
+def langid_report(parts: Tensor, labels: Tensor, centroids: Tensor, languages: list[str]) -> dict[str, Any]:
+    """Nearest-centroid language identification of held-out language parts against their labels:
+    {"accuracy", "per_language" (the languages with rows), "sentences"}."""
+    pred = (parts @ centroids.T).argmax(dim=1)
+    return {"accuracy": float((pred == labels).float().mean()) if len(labels) else 0.0,
+            "per_language": {lang: float((pred[labels == i] == i).float().mean())
+                             for i, lang in enumerate(languages) if bool((labels == i).any())},
+            "sentences": int(len(labels))}
+
+
 def pad_batch(states: list) -> tuple[Tensor, Tensor]:
     """Per-sentence (L_i, D) arrays -> padded float32 (B, L, D) and mask (B, L)."""
     longest = max(len(s) for s in states)

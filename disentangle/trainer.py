@@ -178,23 +178,17 @@ def _fit_langid(model, data: _Data, languages: list[str]) -> dict[str, Any]:
     """Store language-part centroids (training rows) and measure langid on held-out rows."""
     import torch
 
+    from xmine.disentangle.model import fit_langid_centroids, langid_report
+
     tr = torch.from_numpy(data.train_idx)
-    parts = torch.cat([_language_parts(model, data.e_s[tr], data.lang_s[tr]),
-                       _language_parts(model, data.e_t[tr], data.lang_t[tr])])
-    labels = torch.cat([data.lang_s[tr], data.lang_t[tr]])
-    cent = torch.zeros(len(languages), parts.shape[1])
-    cent.index_add_(0, labels, parts)
-    cent = torch.nn.functional.normalize(cent, dim=-1, eps=1e-12)
-    model.langid_centroids.copy_(cent)
+    cent = fit_langid_centroids(model, torch.cat([_language_parts(model, data.e_s[tr], data.lang_s[tr]),
+                                                  _language_parts(model, data.e_t[tr], data.lang_t[tr])]),
+                                torch.cat([data.lang_s[tr], data.lang_t[tr]]))
     va = torch.from_numpy(data.valid_idx)
     # Held-out rows: the language is NOT given (centering infers it, like at use time).
-    vparts = torch.cat([_language_parts(model, data.e_s[va], None), _language_parts(model, data.e_t[va], None)])
-    vlabels = torch.cat([data.lang_s[va], data.lang_t[va]])
-    pred = (vparts @ cent.T).argmax(dim=1)
-    per_lang = {lang: float((pred[vlabels == i] == i).float().mean())
-                for i, lang in enumerate(languages) if (vlabels == i).any()}
-    return {"accuracy": float((pred == vlabels).float().mean()), "sentences": int(len(vlabels)),
-            "per_language": per_lang}
+    return langid_report(torch.cat([_language_parts(model, data.e_s[va], None),
+                                    _language_parts(model, data.e_t[va], None)]),
+                         torch.cat([data.lang_s[va], data.lang_t[va]]), cent, languages)
 
 
 def step(opt, loss, state: dict, lr: float) -> float:

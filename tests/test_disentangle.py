@@ -192,6 +192,28 @@ def test_seeded_reproducibility_and_resume(challenge, me5, tmp_path):
         _train(challenge, tmp_path / "r", me5, max_epochs=4, seed=7, lr=1e-3)
 
 
+def test_langid_centroids_are_each_languages_mean_direction_and_identify_it():
+    # The trainers' shared langid step: a language's centroid is the direction of the mean of its
+    # parts (whatever their lengths), and held-out parts go to the nearest centroid.
+    import torch
+
+    from xmine.disentangle.model import Disentangler, fit_langid_centroids, langid_report
+
+    model = Disentangler({"dim": 8, "architecture": "residual", "languages": ["deu", "fra", "eng"]})
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(3, 8)) * 4
+    labels = np.array([0] * 5 + [1] * 7 + [2] * 3)
+    parts = centres[labels] + rng.normal(size=(len(labels), 8)) * rng.uniform(0.1, 3, size=(len(labels), 1))
+    cent = fit_langid_centroids(model, torch.tensor(parts, dtype=torch.float32), torch.tensor(labels))
+    for i in range(3):
+        mean = parts[labels == i].mean(axis=0)
+        np.testing.assert_allclose(cent[i].numpy(), mean / np.linalg.norm(mean), atol=1e-6)
+    assert torch.equal(model.langid_centroids, cent)
+    held = torch.tensor(centres[[0, 2, 2, 1]], dtype=torch.float32)
+    report = langid_report(held, torch.tensor([0, 2, 1, 1]), cent, ["deu", "fra", "eng"])
+    assert report == {"accuracy": 0.75, "per_language": {"deu": 1.0, "fra": 0.5, "eng": 1.0}, "sentences": 4}
+
+
 def test_langid_command(challenge, me5, data_dir, tmp_path):
     from xmine.cli import main
 

@@ -257,8 +257,9 @@ def median_chars(a: list[str], b: list[str]) -> float:
 def check_candidates(check: str, space: str) -> list[dict]:
     """Every set of the held-out `check` (its sets under WORK, its result JSON) measured in `space` (a
     label of `_spaces`), mined once at the space's default: its candidates (a study `Run`), the
-    threshold the shipped default gives it, its language and its sentences' median length
-    (`median_chars`). The default's F1 and the best F1 are checked against the check's own result."""
+    threshold the shipped default gives it (and the share its rule read), its language and its
+    sentences' median length (`median_chars`). The default's F1 and the best F1 are checked against
+    the check's own result."""
     from threshold_rules import Run
     from xmine.benchmarks.bucc import mine_candidates, read_bucc_file, read_gold
     from xmine.benchmarks.common import results_dir
@@ -284,7 +285,7 @@ def check_candidates(check: str, space: str) -> list[dict]:
                 raise RuntimeError(f"{check} {name}: {what} {got} != the check's {want}")
         lang = counts[name]["lang"]
         out.append({"set": name, "lang": FLORES_CODES.get(lang, lang), "run": run, "t_rule": c.threshold,
-                    "chars": median_chars(src[1], en[1])})
+                    "share": c.share, "chars": median_chars(src[1], en[1])})
     return out
 
 

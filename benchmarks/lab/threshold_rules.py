@@ -401,13 +401,13 @@ def summarise(rows) -> dict:
 FLOOR_GRID = (0.85, 0.86, 0.87, 0.88, 0.89, 0.90, 0.91, 0.92)
 
 
-def nested_floor(make, runs, family, fams) -> float:
-    """The lowest in-sample precision floor (FLOOR_GRID) at which the choice, held out within `fams`
+def nested_floor(make, runs, family, fams, target: float = PRECISION_FLOOR, grid=FLOOR_GRID) -> float:
+    """The lowest in-sample precision floor (`grid`) at which the choice, held out within `fams`
     (leave one of them out, chosen on the others at that floor), reaches a mean precision >=
-    PRECISION_FLOOR over the precision families among `fams` (each weighing the same): a floor met
+    `target` over the precision families among `fams` (each weighing the same): a floor met
     in sample is missed held out (the choice sits at the floor's edge), so the margin it needs is
     itself chosen without the family reported. `make(train, floor)` gives the candidates."""
-    for floor in FLOOR_GRID:
+    for floor in grid:
         prec = []
         for g in fams:
             if g not in PRECISION_FAMILIES:
@@ -416,19 +416,20 @@ def nested_floor(make, runs, family, fams) -> float:
             params = choose(make(train, floor), runs, family, train, floor)
             th = _params_thresholds(make(train, floor), params)
             prec.append(np.mean([runs[n][th[n][0]].at(th[n][1])[0] for n in runs if family[n] == g]))
-        if prec and np.mean(prec) >= PRECISION_FLOOR:
+        if prec and np.mean(prec) >= target:
             return floor
-    return FLOOR_GRID[-1]
+    return grid[-1]
 
 
-def held_out(make, runs, family, nested: bool = False) -> dict:
+def held_out(make, runs, family, nested: bool = False, target: float = PRECISION_FLOOR, grid=FLOOR_GRID) -> dict:
     """Leave one family out: `make(train_runs)` gives the candidates (a fresh generator each call).
     `nested`: the precision floor of each choice is `nested_floor` on its training families
-    (`make(train_runs, floor)`), recorded in its parameters as `precision_floor`."""
+    (`make(train_runs, floor)`, the floors of `grid`, each held out against `target`), recorded in
+    its parameters as `precision_floor`; else every choice is made at `target` in sample."""
     fams = [f for f in FAMILY_ORDER if f in set(family.values())]
 
     def fit(train):
-        floor = nested_floor(make, runs, family, train) if nested else PRECISION_FLOOR
+        floor = nested_floor(make, runs, family, train, target, grid) if nested else target
         cands = (lambda: make(train, floor)) if nested else (lambda: make(train))
         params = choose(cands(), runs, family, train, floor)
         return (params | {"precision_floor": floor} if nested else params), dict(_params_thresholds(cands(), params))
@@ -1087,16 +1088,16 @@ SHIPPED_RULE, PRODUCT_RULE = "mutual-null-down-nested", "mutual-null-share"
 RECORDS = {"projection": "projection", "raw-me5-small": "me5-small", "raw-use-m3": "use-m3"}
 
 
-def shipped(studies: dict, margin: str = MARGIN) -> dict:
+def shipped(studies: dict, margin: str = MARGIN, floor: float = PRECISION_FLOOR) -> dict:
     """Per studied space (`studies`: space -> its held-out rules), the rule to ship in `margin`
-    (balanced point, chosen on every family), or None where it does not beat that margin's single
-    threshold held out (a smaller mean gap and worst gap, a mean precision >= the floor over
-    news/wiki/short)."""
+    (chosen on every family), or None where it does not beat that margin's single threshold held
+    out (a smaller mean gap and worst gap, a mean precision >= `floor` over news/wiki/short: the
+    balanced point's floor, or the precision point's target)."""
     out = {}
     for space, rules in studies.items():
         rule, single = rules[SHIPPED_RULE], rules["single"]
         wins = (rule["mean"]["gap"] < single["mean"]["gap"] and rule["mean"]["worst_gap"] < single["mean"]["worst_gap"]
-                and rule["mean"]["precision_families"] >= 100 * PRECISION_FLOOR)
+                and rule["mean"]["precision_families"] >= 100 * floor)
         out[space] = (product_rule(rule["params_all"], single["params_all"]["t"], PRODUCT_RULE, margin) | {
             "held_out": {"gap": round(rule["mean"]["gap"], 2), "worst_gap": round(rule["mean"]["worst_gap"], 2),
                          "sets_over_8": rule["mean"]["over_8"], "precision": round(rule["mean"]["precision"], 2),
@@ -1130,13 +1131,13 @@ def update_record(space: str, update) -> Path:
     return path
 
 
-def _set_rule(record: dict, margin: str, rule: dict | None) -> None:
-    """The balanced point's rule of `margin` in `record` (None: none), the other margins' kept."""
+def _set_rule(record: dict, margin: str, rule: dict | None, point: str = "balanced") -> None:
+    """The rule of `point` and `margin` in `record` (None: none), the other points' and margins' kept."""
     rules = record.pop("threshold_rules", None) or {}
-    balanced = rules.setdefault("balanced", {})
-    balanced.pop(margin, None)
+    at_point = rules.setdefault(point, {})
+    at_point.pop(margin, None)
     if rule:
-        balanced[margin] = rule
+        at_point[margin] = rule
     if any(rules.values()):
         record["threshold_rules"] = {p: v for p, v in rules.items() if v}
 
@@ -1583,3 +1584,101 @@ def per_language_distance_command():
         click.echo(f"{space:<14} delta chosen without each family: {chosen}")
         for d in deltas[::4]:
             report(f"per-language, delta {d:+.2f}", {n: per_language(n, d) for n in names})
+
+
+# ---------------------------------------------------------------- the precision operating point as a rule
+#: the precision point's target (calibrate_defaults.PRECISION_TARGET), and the in-sample floors its
+#: nested choice tries (the balanced point's FLOOR_GRID, moved up to the target)
+PRECISION_POINT_TARGET = 0.95
+PRECISION_POINT_GRID = (0.95, 0.955, 0.96, 0.965, 0.97, 0.975, 0.98, 0.985, 0.99)
+
+
+def precision_point_study(space: str, meta: list[dict]) -> dict:
+    """The precision point held out in the space's default margin, as the shipped balanced rule is
+    (`single`: one threshold chosen in sample at the target, as `calibrate-defaults` ships it;
+    `single-nested` and SHIPPED_RULE: at an in-sample floor chosen held out against the target)."""
+    margin = default_margin_of(space)
+    langs = SPACE_LANGUAGES.get(space)
+    meta = [s for s in meta if langs is None or s["iso"] in langs]
+    runs = runs_of(space, meta, margin, ("max",))
+    family = {s["name"]: s["family"] for s in meta if s["name"] in runs}
+    at = {"target": PRECISION_POINT_TARGET, "grid": PRECISION_POINT_GRID}
+
+    def rule(fams, floor):
+        return linear_rule(runs, family, fams, floor, mutual_null_share, True, margin)
+
+    rules = {"single": held_out(lambda fams: rule_single(runs), runs, family, target=PRECISION_POINT_TARGET),
+             "single-nested": held_out(lambda fams, floor: rule_single(runs), runs, family, nested=True, **at),
+             SHIPPED_RULE: held_out(rule, runs, family, nested=True, **at)}
+    return {"margin": margin, "sets": len(runs), "rules": rules,
+            "shipped": shipped({space: rules}, margin, PRECISION_POINT_TARGET)[space]}
+
+
+#: the study's name of a space -> its label in the held-out checks
+CHECK_SPACES = {"projection": "projection", "raw-me5-small": "raw me5-small", "raw-use-m3": "raw use-m3"}
+
+
+def precision_point_checks(space: str, study: dict) -> dict:
+    """Each held-out check at the shipped precision point (its single value) and at the rule chosen
+    on every calibration family (the share each set's rule reads: `check_candidates`): nothing is
+    chosen here."""
+    from heldout_news import check_candidates, stats
+    from xmine.benchmarks.common import results_dir
+    from xmine.mining.threshold_rule import rule_threshold
+
+    h = study["rules"][SHIPPED_RULE]
+    rule = product_rule(h["params_all"], h["params_all"]["t1"], PRODUCT_RULE, study["margin"])
+    out = {}
+    for check in ("heldout-news", "heldout-wiki", "heldout-short"):
+        found = check_candidates(check, CHECK_SPACES[space])
+        if not found:
+            continue
+        reported = json.loads((results_dir() / f"{check}.json").read_text())["details"]["spaces"][
+            f"{CHECK_SPACES[space]} ({study['margin']}, the precision point)"]
+        rows = {"single": [], "rule": []}
+        for s in found:
+            run = s["run"]
+            for key, t in (("single", reported[s["set"]]["default"]["threshold"]),
+                           ("rule", rule_threshold(rule, s["share"]))):
+                p, r, f1, _ = run.at(float(np.float32(t)))
+                rows[key].append({"gap": run.best - f1, "precision": p, "recall": r})
+            if abs(rows["single"][-1]["recall"] - reported[s["set"]]["default"]["recall"]) > 1e-9:
+                raise RuntimeError(f"{check} {s['set']}: the precision point's recall differs from the check's")
+        out[check] = {key: stats(v) for key, v in rows.items()}
+    return out
+
+
+@command.command("precision-point")
+@click.option("--space", "spaces", type=click.Choice(list(SPACES)), multiple=True, help="Default: every space.")
+@click.option("--no-write", is_flag=True, help="Print only.")
+def precision_point_command(spaces, no_write):
+    """The precision operating point as a rule (the balanced point's, chosen for precision >= 0.95),
+    held out by family; reported on the held-out checks (-> threshold-precision.json)."""
+    from calibration_sets import fingerprint
+
+    started = time.monotonic()
+    sets = _sets()
+    meta = [dict(name=s.name, **s.counts) for s in sets]
+    result = {"command": "python benchmarks/lab/run.py threshold-rules precision-point", "k": KNN,
+              "target": PRECISION_POINT_TARGET, "floor_grid": list(PRECISION_POINT_GRID),
+              "sets_sha256": fingerprint(sets), "margins": {}, "spaces": {}}
+    rows = []
+    for space in spaces or SPACES:
+        study = precision_point_study(space, meta)
+        study["checks"] = precision_point_checks(space, study)
+        result["margins"][space] = study["margin"]
+        result["spaces"][space] = study
+        for name, h in study["rules"].items():
+            m = h["mean"]
+            rows.append([space, study["margin"], name] + [round(h["held_out"][f]["gap"], 2) if f in h["held_out"]
+                                                          else None for f in FAMILY_ORDER]
+                        + [round(m["gap"], 2), round(m["worst_gap"], 1), m["over_8"],
+                           round(m["precision_families"], 1), round(m["recall"], 1), str(h["params_all"])])
+            click.echo("  ".join(str(v) for v in rows[-1]))
+        for check, c in study["checks"].items():
+            click.echo(f"  {check}: single {c['single']}  rule {c['rule']}")
+        click.echo(f"  ships: {study['shipped']}")
+    if not no_write:
+        _write(result, "threshold-precision.json", "threshold_precision", started, rows,
+               ["space", "margin", "rule"] + [f"{f} gap" for f in FAMILY_ORDER]
+               + ["mean gap", "worst", "sets > 8", "P news/wiki/short", "R", "parameters (all families)"])

@@ -11,6 +11,7 @@
     .venv/bin/python benchmarks/lab/run.py threshold-rules per-language|per-language-joint|per-language-distance  # printed
     .venv/bin/python benchmarks/lab/run.py threshold-rules length|size|density|decoys|decoy-term|oracle   # looks, printed
     .venv/bin/python benchmarks/lab/run.py threshold-rules mixture-down     # a look, printed
+    .venv/bin/python benchmarks/lab/run.py threshold-rules precision-point  # -> threshold-precision.json
 
 Issue #39: with one calibrated threshold per space (`calibrate-defaults`), the held-out mean F1 gap
 to each set's best is 6-8 points, the templated (MASSIVE) family costing 13-23. This study scores
@@ -1640,10 +1641,12 @@ def precision_point_checks(space: str, study: dict) -> dict:
             run = s["run"]
             for key, t in (("single", reported[s["set"]]["default"]["threshold"]),
                            ("rule", rule_threshold(rule, s["share"]))):
-                p, r, f1, _ = run.at(float(np.float32(t)))
-                rows[key].append({"gap": run.best - f1, "precision": p, "recall": r})
-            if abs(rows["single"][-1]["recall"] - reported[s["set"]]["default"]["recall"]) > 1e-9:
-                raise RuntimeError(f"{check} {s['set']}: the precision point's recall differs from the check's")
+                p, r, f1, kept = run.at(float(np.float32(t)))
+                # an empty output's precision counts as 0, as the checks count it (`bucc.evaluate`)
+                rows[key].append({"gap": run.best - f1, "precision": p if kept else 0.0, "recall": r})
+            want = reported[s["set"]]["default"]
+            if any(abs(rows["single"][-1][m] - want[m]) > 1e-9 for m in ("precision", "recall")):
+                raise RuntimeError(f"{check} {s['set']}: the precision point's figures differ from the check's")
         out[check] = {key: stats(v) for key, v in rows.items()}
     return out
 

@@ -1132,13 +1132,13 @@ def update_record(space: str, update) -> Path:
     return path
 
 
-def _set_rule(record: dict, margin: str, rule: dict | None, point: str = "balanced") -> None:
-    """The rule of `point` and `margin` in `record` (None: none), the other points' and margins' kept."""
+def _set_rule(record: dict, margin: str, rule: dict | None) -> None:
+    """The balanced point's rule of `margin` in `record` (None: none), the other margins' kept."""
     rules = record.pop("threshold_rules", None) or {}
-    at_point = rules.setdefault(point, {})
-    at_point.pop(margin, None)
+    balanced = rules.setdefault("balanced", {})
+    balanced.pop(margin, None)
     if rule:
-        at_point[margin] = rule
+        balanced[margin] = rule
     if any(rules.values()):
         record["threshold_rules"] = {p: v for p, v in rules.items() if v}
 

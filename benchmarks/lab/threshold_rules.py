@@ -9,7 +9,7 @@
     .venv/bin/python benchmarks/lab/run.py threshold-rules calibrate-margin  # -> threshold-calibrate-margin.json
     .venv/bin/python benchmarks/lab/run.py threshold-rules uncalibrated      # -> threshold-uncalibrated.json
     .venv/bin/python benchmarks/lab/run.py threshold-rules per-language|per-language-joint|per-language-distance  # printed
-    .venv/bin/python benchmarks/lab/run.py threshold-rules length|size|density|decoys|decoy-term|oracle   # looks, printed
+    .venv/bin/python benchmarks/lab/run.py threshold-rules length|size|cosine|density|decoys|decoy-term|oracle  # printed
     .venv/bin/python benchmarks/lab/run.py threshold-rules mixture-down     # a look, printed
     .venv/bin/python benchmarks/lab/run.py threshold-rules precision-point  # -> threshold-precision.json
 
@@ -818,6 +818,27 @@ def size_command(spaces):
     sets = _sets()
     term_study(spaces, {s.name: 0.5 * float(np.log10(len(s.xx) * len(s.en))) for s in sets}, False, SIGNED_SLOPES,
                "size")
+
+
+#: how many of a side's highest best-neighbour cosines `cosine` reads (every set holds >= 100 translations)
+TOP_COSINES = 100
+
+
+@command.command("cosine")
+@click.option("--space", "spaces", type=click.Choice(list(SPACES)), multiple=True, help="Default: those with kNN lists.")
+def cosine_command(spaces):
+    """The shipped rule with a term in how close the run's closest pairs are: the median of the
+    TOP_COSINES highest best-neighbour cosines of each side, averaged over the two (no gold; in a
+    run with >= 100 translations these are mostly translations, so the value says how well the
+    encoder brings this language and text together, where the margins divide that out)."""
+    def feature(space, runs):
+        arrays = np.load(knn_path(space))
+        # in hundredths of a cosine: the sets span 0.04-0.07, so that SIGNED_SLOPES can move the threshold
+        top = {n: 100 * float(np.mean([np.median(np.sort(arrays[f"{n}|{d}"][:, 0])[-TOP_COSINES:])
+                                       for d in ("fs", "bs")])) for n in runs}
+        return lambda n, t1: top[n]
+
+    term_study(spaces, feature, False, SIGNED_SLOPES, "cosine")
 
 
 # ---------------------------------------------------------------- a null from decoys: each sentence's second best

@@ -107,7 +107,8 @@ def estimated_threshold(run, plant_r: np.ndarray, r0: float | None) -> float:
     return float(run.s[int(np.argmax(f1))])
 
 
-def measure_space(space: str, sets, click_echo) -> list[dict]:
+def measure_space(space: str, sets, log) -> list[dict]:
+    """One row per set of FAMILIES that FLORES-200 has the language of (module doc), each line `log`ged."""
     margin = default_margin_of(space)
     langs = SPACE_LANGUAGES.get(space)
     mine = [s for s in sets if s.family in FAMILIES and (langs is None or s.iso in langs)]
@@ -149,7 +150,7 @@ def measure_space(space: str, sets, click_echo) -> list[dict]:
             p, r, f1, _ = run.at(float(np.float32(t)))
             row["thresholds"][label] = {"threshold": t, "precision": p, "recall": r, "f1": f1, "gap": run.best - f1}
         rows.append(row)
-        click_echo(f"{space:<14} {st.name:<22} excess {row['excess']:.2f}  plants' R at best {plant_r[best_i]:.2f} "
+        log(f"{space:<14} {st.name:<22} excess {row['excess']:.2f}  plants' R at best {plant_r[best_i]:.2f} "
                    f"(true {run.r[best_i]:.2f})  " + "  ".join(
                        f"{k.split(' (')[0]} gap {100 * v['gap']:.1f}" for k, v in row["thresholds"].items()))
     return rows

@@ -9,7 +9,8 @@
     .venv/bin/python benchmarks/lab/run.py threshold-rules calibrate-margin  # -> threshold-calibrate-margin.json
     .venv/bin/python benchmarks/lab/run.py threshold-rules uncalibrated      # -> threshold-uncalibrated.json
     .venv/bin/python benchmarks/lab/run.py threshold-rules per-language|per-language-joint|per-language-distance  # printed
-    .venv/bin/python benchmarks/lab/run.py threshold-rules length|size|cosine|density|decoys|decoy-term|oracle  # printed
+    .venv/bin/python benchmarks/lab/run.py threshold-rules length|size|size-smaller|cosine|density  # looks, printed
+    .venv/bin/python benchmarks/lab/run.py threshold-rules decoys|decoy-term|oracle                 # looks, printed
     .venv/bin/python benchmarks/lab/run.py threshold-rules mixture-down     # a look, printed
     .venv/bin/python benchmarks/lab/run.py threshold-rules precision-point  # -> threshold-precision.json
 
@@ -818,6 +819,18 @@ def size_command(spaces):
     sets = _sets()
     term_study(spaces, {s.name: 0.5 * float(np.log10(len(s.xx) * len(s.en))) for s in sets}, False, SIGNED_SLOPES,
                "size")
+
+
+@command.command("size-smaller")
+@click.option("--space", "spaces", type=click.Choice(list(SPACES)), multiple=True, help="Default: those with kNN lists.")
+def size_smaller_command(spaces):
+    """The shipped rule with a term in log10 of the smaller side's sentence count: each sentence of
+    the smaller side without a translation can add one false pair, so that side, not the sides'
+    geometric mean (`size`), bounds the false pairs (a small language mined against a large English
+    crawl has a small side)."""
+    sets = _sets()
+    term_study(spaces, {s.name: float(np.log10(min(len(s.xx), len(s.en)))) for s in sets}, False, SIGNED_SLOPES,
+               "smaller side")
 
 
 #: how many of a side's highest best-neighbour cosines `cosine` reads (every set holds >= 100 translations)

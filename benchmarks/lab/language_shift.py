@@ -41,6 +41,7 @@ import numpy as np
 
 from calibrate_defaults import PRECISION_FLOOR, _encoder
 from heldout_news import check_candidates, median_chars, stats
+from threshold_rules import CHECK_SPACES
 from xmine.benchmarks.common import results_dir
 
 ROOT_RESULTS = results_dir()
@@ -80,7 +81,8 @@ def short_command():
     started = time.monotonic()
     shipped = json.loads((ROOT_RESULTS / "language-thresholds.json").read_text())["details"]["spaces"]
     rows, details = [], {"choose_on": CHOOSE_ON, "lambdas": list(map(float, LAMBDAS)), "spaces": {}}
-    for space, key in (("projection", "projection"), ("raw me5-small", "raw-me5-small")):
+    for key in ("projection", "raw-me5-small"):  # the me5-small spaces
+        space = CHECK_SPACES[key]
         values = shipped[key]["values"]
         calib = [values[c]["ratio"] for c in shipped[key]["calibration_languages"]]
         refs = {"lo": min(calib), "median": float(np.median(calib))}
@@ -142,7 +144,8 @@ def long_text_command():
     chars = {st.name: median_chars(st.xx, st.en) for st in studysets}
     rows, details = [], {"long_text_chars": LONG_TEXT_CHARS, "lambdas": list(map(float, LAMBDAS)), "spaces": {},
                          "lengths": {}}
-    for space, key in (("projection", "projection"), ("raw me5-small", "raw-me5-small")):
+    for key in ("projection", "raw-me5-small"):  # the me5-small spaces
+        space = CHECK_SPACES[key]
         values = shipped[key]["values"]
         c = float(np.median([values[code]["ratio"] for code in shipped[key]["calibration_languages"]]))
         # the calibration's families, each at the rule chosen without it (threshold-rules.json)

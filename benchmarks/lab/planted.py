@@ -39,7 +39,7 @@ import time
 import click
 import numpy as np
 
-from calibrate_defaults import DATA, KNN, SPACE_LANGUAGES, SPACES, _sets, _vectors
+from calibrate_defaults import DATA, KNN, SPACE_LANGUAGES, SPACES, _sets, _vectors, exact_knn
 from threshold_rules import _write, default_margin_of, held_out_thresholds, knn_path, runs_of
 from xmine.mining.calibrate import NEUTRAL
 
@@ -65,11 +65,6 @@ def flores_pairs(iso: str) -> list[tuple[str, str]] | None:
     return read_aligned(flores_file(folder, code), flores_file(folder, "eng_Latn"))
 
 
-def _top(sims: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    idx = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-    return np.take_along_axis(sims, idx, 1), idx
-
-
 def plant_scores(xp, yp, x, y, mean_x, mean_y, margin: str) -> tuple[np.ndarray, np.ndarray]:
     """Each plant (row i of xp with row i of yp) scored as if planted alone among x and y, whose rows'
     neighbourhood means are mean_x and mean_y: (its margin, whether it is the best candidate of
@@ -77,8 +72,8 @@ def plant_scores(xp, yp, x, y, mean_x, mean_y, margin: str) -> tuple[np.ndarray,
     from xmine.mining.select import margin_score
 
     c = np.sum(xp * yp, axis=1)
-    fs, fi = _top(xp @ y.T, KNN)
-    bs, bi = _top(yp @ x.T, KNN)
+    fs, fi = exact_knn(xp, y, KNN)
+    bs, bi = exact_knn(yp, x, KNN)
     # a plant's neighbourhood: its k nearest among the other side and its partner
     m_xp = -np.sort(-np.concatenate([fs, c[:, None]], axis=1), axis=1)[:, :KNN].mean(axis=1)
     m_yp = -np.sort(-np.concatenate([bs, c[:, None]], axis=1), axis=1)[:, :KNN].mean(axis=1)

@@ -30,14 +30,12 @@ import numpy as np
 
 from calibrate_defaults import PRECISION_FAMILIES, PRECISION_FLOOR, _sets
 from heldout_news import check_candidates
-from threshold_rules import (CHECK_SPACES, _fam_mean, _write, default_margin_of, held_out_thresholds, oracle_bound,
-                             runs_of, summarise)
+from threshold_rules import (CHECK_SPACES, CHECKS, _fam_mean, _write, default_margin_of, held_out_thresholds,
+                             oracle_bound, space_runs, summarise)
 
 #: the issue's targets: mean gap per space (F1 points), the worst set, the mean precision
 MEAN_TARGET = {"projection": 3.0, "raw-me5-small": 4.0, "raw-use-m3": 4.0}
 WORST_TARGET = 0.08
-#: each held-out check and the family its sets count as
-CHECKS = {"heldout-news": "news", "heldout-wiki": "wiki", "heldout-short": "short"}
 
 
 def min_worst_gap(runs, family: dict, floor: float = PRECISION_FLOOR) -> dict:
@@ -88,15 +86,10 @@ def bounds(runs, family: dict, space: str, shipped: dict[str, float]) -> dict:
             "shipped_default": summarise(at_default)}
 
 
-def calibration_runs(space: str, sets) -> tuple[dict, dict, dict]:
+def calibration_runs(space: str, meta: list[dict]) -> tuple[dict, dict, dict]:
     """The calibration sets of the space in its default margin: (runs, family, held-out rule thresholds)."""
-    from calibrate_defaults import SPACE_LANGUAGES
-
-    langs = SPACE_LANGUAGES.get(space)
-    meta = [{"name": s.name} for s in sets if langs is None or s.iso in langs]
     margin = default_margin_of(space)
-    runs = {n: {"max": x["max"]} for n, x in runs_of(space, meta, margin, ("max",)).items()}
-    family = {s.name: s.family for s in sets if s.name in runs}
+    _, runs, family = space_runs(space, meta, margin, ("max",))
     return runs, family, held_out_thresholds(space, margin)
 
 
@@ -104,13 +97,13 @@ def calibration_runs(space: str, sets) -> tuple[dict, dict, dict]:
 def command():
     """Which of issue #39's targets thresholds chosen with the gold meet, on the calibration and each held-out check."""
     started = time.monotonic()
-    sets = _sets()
+    meta = [dict(name=s.name, **s.counts) for s in _sets()]
     result = {"command": "python benchmarks/lab/run.py target-bounds", "precision_floor": PRECISION_FLOOR,
               "mean_target": MEAN_TARGET, "worst_target": WORST_TARGET,
               "margins": {space: default_margin_of(space) for space in MEAN_TARGET}, "spaces": {}}
     table = []
     for space in MEAN_TARGET:
-        groups = {"calibration": calibration_runs(space, sets)}
+        groups = {"calibration": calibration_runs(space, meta)}
         for check, fam in CHECKS.items():
             found = check_candidates(check, CHECK_SPACES[space])
             if found:

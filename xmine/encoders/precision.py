@@ -130,19 +130,22 @@ def check_same_encoder(expected_fp: Fingerprint, actual_fp: Fingerprint, *, what
     if exp.id == act.id and exp.dim == act.dim:
         return
     p_exp, p_act, r_exp, r_act = exp.run_precision, act.run_precision, exp.id.runtime, act.id.runtime
-    if exp.id.weights == act.id.weights and p_exp == p_act and r_exp != r_act:
+    # Runtime and precision explain a mismatch only where the rest agrees: other dimensions (a record
+    # edited or damaged by hand) are named as such, not as a runtime to switch.
+    same_weights_and_dim = exp.id.weights == act.id.weights and exp.dim == act.dim
+    if same_weights_and_dim and p_exp == p_act and r_exp != r_act:
         raise EncoderMismatchError(
             f"{what} was made with {exp.name!r} run by {r_exp}, but embeddings run by {r_act} "
             f"meet it here; two runtimes are never mixed: use --runtime {r_exp} for both (or rebuild it with {r_act})"
         )
-    if exp.id.weights == act.id.weights and p_exp != p_act:
+    if same_weights_and_dim and p_exp != p_act:
         raise EncoderMismatchError(
             f"{what} was made with {exp.name!r} at precision {p_exp}, but {p_act} embeddings "
             f"meet it here; two precisions are never mixed: use --precision {p_exp} for both (or rebuild it at {p_act})"
         )
     raise EncoderMismatchError(
-        f"{what} was made with encoder {exp.name!r} (id {exp.id!r}, dim {exp.dim}), but the encoder given is "
-        f"{act.name!r} (id {act.id!r}, dim {act.dim}); use the same encoder (and prefix)"
+        f"{what} was made with encoder {exp.name!r} (id {exp.id!r}, dim {exp.dim}), but embeddings of "
+        f"{act.name!r} (id {act.id!r}, dim {act.dim}) meet it here; use the same encoder (and prefix)"
     )
 
 

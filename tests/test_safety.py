@@ -188,6 +188,21 @@ def test_a_second_writer_of_the_same_output_is_refused_at_once(ws):
     assert not list(ws.glob(".*lock"))
 
 
+def test_a_benchmark_result_is_named_once_as_xmine_s_when_refused(tmp_path):
+    from xmine.artefacts.outputs import claim_output
+    from xmine.artefacts.fileio import atomic_write_json
+    from xmine.benchmarks.common import RESULT_KIND
+    from xmine.errors import OutputError
+
+    out = tmp_path / "tatoeba.json"
+    with claim_output(out, kind=RESULT_KIND, form="json"):  # as `xmine bench` claims and writes it
+        atomic_write_json(out, {"kind": RESULT_KIND, "task": "tatoeba"})
+    with pytest.raises(OutputError) as e:
+        with claim_output(out, kind=RESULT_KIND, form="json"):
+            pass
+    assert "already exists (an xmine benchmark result)" in str(e.value), e.value
+
+
 def test_search_result_is_recognised_and_replaced_only_when_asked(ws):
     out = ws / "hits.tsv"
     ok(xm("search", ws / "index", ws / "de.txt", "-k", 3, "-o", out))

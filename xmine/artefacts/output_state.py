@@ -34,8 +34,9 @@ _PNG_KEY = "xmine-kind"
 
 
 def kind_label(kind: str) -> str:
-    """How a kind reads in a message: "embedding-store" -> "embedding store"."""
-    return str(kind).replace("-", " ")
+    """How a kind reads in a message, after "an xmine": "embedding-store" -> "embedding store",
+    "xmine-benchmark-result" -> "benchmark result" (not "an xmine xmine benchmark result")."""
+    return str(kind).removeprefix("xmine-").replace("-", " ")
 
 
 def png_metadata(kind: str) -> dict[str, str]:

@@ -188,9 +188,9 @@ def test_a_second_writer_of_the_same_output_is_refused_at_once(ws):
     assert not list(ws.glob(".*lock"))
 
 
-def test_a_benchmark_result_is_named_once_as_xmine_s_when_refused(tmp_path):
-    from xmine.artefacts.outputs import claim_output
+def test_a_refused_benchmark_result_says_xmine_once(tmp_path):
     from xmine.artefacts.fileio import atomic_write_json
+    from xmine.artefacts.outputs import claim_output
     from xmine.benchmarks.common import RESULT_KIND
     from xmine.errors import OutputError
 

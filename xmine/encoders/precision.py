@@ -120,6 +120,11 @@ def _record(fingerprint: Fingerprint, what: str) -> EncoderFingerprint:
     return EncoderFingerprint.from_dict(fingerprint, where=what)
 
 
+def _same_weights_and_dim(a: EncoderFingerprint, b: EncoderFingerprint) -> bool:
+    """Whether `a` and `b` differ at most in the precision or runtime they were run at."""
+    return a.id.weights == b.id.weights and a.dim == b.dim
+
+
 def check_same_encoder(expected_fp: Fingerprint, actual_fp: Fingerprint, *, what: str) -> None:
     """Raise EncoderMismatchError unless both fingerprints are the same encoder at the same precision.
 
@@ -132,7 +137,7 @@ def check_same_encoder(expected_fp: Fingerprint, actual_fp: Fingerprint, *, what
     p_exp, p_act, r_exp, r_act = exp.run_precision, act.run_precision, exp.id.runtime, act.id.runtime
     # Runtime and precision explain a mismatch only where the rest agrees: other dimensions (a record
     # edited or damaged by hand) are named as such, not as a runtime to switch.
-    same_weights_and_dim = exp.id.weights == act.id.weights and exp.dim == act.dim
+    same_weights_and_dim = _same_weights_and_dim(exp, act)
     if same_weights_and_dim and p_exp == p_act and r_exp != r_act:
         raise EncoderMismatchError(
             f"{what} was made with {exp.name!r} run by {r_exp}, but embeddings run by {r_act} "
@@ -157,7 +162,7 @@ def check_projection_encoder(trained_fp: Fingerprint, actual_fp: Fingerprint, *,
     fingerprints); anything else is refused as `check_same_encoder` refuses it.
     """
     tr, act = _record(trained_fp, what), _record(actual_fp, what)
-    if tr.id != act.id and tr.dim == act.dim and tr.id.weights == act.id.weights:
+    if tr.id != act.id and _same_weights_and_dim(tr, act):
         # Once per projection (its path: the last word of `what`, however a command names it) and pair.
         note_once((what.split()[-1], tr.id, act.id), "%s was trained on %s embeddings of %s; applying it to %s "
                   "embeddings of the same weights (they agree to cosine >= 0.995, checked when a runtime's model "

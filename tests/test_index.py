@@ -128,13 +128,11 @@ def test_round_trip_and_reconstruct(tmp_path, clustered):
 
 
 def test_an_index_of_an_older_format_is_one_error(tmp_path, clustered):
-    import json
-
+    from tests.manifests import rewrite_manifest
     from xmine.errors import ArtefactError
 
     _build(clustered[0][:200], tmp_path / "ix", kind="flat")
-    manifest = tmp_path / "ix" / "manifest.json"
-    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "format_version": 1}))
+    rewrite_manifest(tmp_path / "ix" / "manifest.json", lambda m: m.update(format_version=1), sealed=False)
     with pytest.raises(ArtefactError, match=r"ix: made by an older xmine \(index format 1, this xmine reads "
                                             r"format 2\); rebuild it$"):
         IndexDir.open(tmp_path / "ix")

@@ -11,6 +11,8 @@ import shutil
 import numpy as np
 import pytest
 
+from tests.manifests import rewrite_manifest
+from xmine.artefacts.fileio import SELF_CHECKSUM, load_manifest, manifest_digest
 from xmine.errors import ArtefactError
 from xmine.index.build import IndexConfig, build_index
 from xmine.index.faiss_index import IndexDir, IndexManifest
@@ -39,20 +41,25 @@ def built(tmp_path_factory, data_dir, usem3):
 
 
 def _damaged_copy(src, dst, change):
+    """A copy of the artefact `src` whose manifest's content is damaged by `change`, its checksum
+    made to hold (the content's own checks are under test)."""
     shutil.copytree(src, dst)
-    m = json.loads((dst / "manifest.json").read_text(encoding="utf-8"))
-    change(m)
-    (dst / "manifest.json").write_text(json.dumps(m, indent=2) + "\n", encoding="utf-8")
+    rewrite_manifest(dst / "manifest.json", change)
     return dst
+
+
+def _written(manifest) -> str:
+    """The text of the manifest file xmine writes for the record `manifest`: its JSON, then its checksum."""
+    body = manifest.to_dict()
+    return json.dumps({**body, SELF_CHECKSUM: manifest_digest(body)}, indent=2, ensure_ascii=False) + "\n"
 
 
 def test_records_give_back_exactly_the_json_written(built, usem3):
     store, partial, _ = built
-    raw = json.loads((store.directory / "manifest.json").read_text(encoding="utf-8"))
+    raw = load_manifest(store.directory / "manifest.json")
     manifest = StoreManifest.from_dict(raw, where="m")
     assert manifest.to_dict() == raw and list(manifest.to_dict()) == list(raw)  # same keys, same order
-    assert json.dumps(manifest.to_dict(), indent=2, ensure_ascii=False) + "\n" == \
-        (store.directory / "manifest.json").read_text(encoding="utf-8")  # byte-identical when written again
+    assert _written(manifest) == (store.directory / "manifest.json").read_text(encoding="utf-8")  # byte-identical
     assert store.manifest == manifest and [s.rows for s in manifest.shards] == [20, 20, 5]
     fp = usem3.fingerprint()
     assert EncoderFingerprint.from_dict(fp, where="x").to_dict() == fp == manifest.encoder.to_dict()
@@ -144,15 +151,13 @@ def test_index_of_the_store_reads_its_encoder_and_files_as_records(built, tmp_pa
                      line_numbers=np.asarray(store.line_numbers), encoder=store.manifest.encoder.to_dict(),
                      projection=None, part="raw", lang="de", config=IndexConfig(kind="flat", gpu=False),
                      show_progress=False)
-    raw = json.loads((ix.path / "manifest.json").read_text(encoding="utf-8"))
+    raw = load_manifest(ix.path / "manifest.json")
     opened = IndexDir.open(ix.path)
     assert opened.encoder == store.manifest.encoder and opened.encoder.to_dict() == raw["encoder"]
     assert {n: r.to_dict() for n, r in opened.files.items()} == raw["files"]
     opened.verify()
     bad = tmp_path / "bad"
-    shutil.copytree(ix.path, bad)
-    raw["files"]["line_numbers.npy"]["bytes"] = -5
-    (bad / "manifest.json").write_text(json.dumps(raw), encoding="utf-8")
+    _damaged_copy(ix.path, bad, lambda m: m["files"]["line_numbers.npy"].update(bytes=-5))
     with pytest.raises(ArtefactError, match=r"manifest\.json: files\['line_numbers\.npy'\]: field 'bytes' is -5"):
         IndexDir.open(bad)
 
@@ -215,8 +220,8 @@ def cli_index(built, tmp_path_factory):
 def test_index_manifest_gives_back_exactly_the_json_written(cli_index):
     ix_dir, corpus = cli_index
     text = (ix_dir / "manifest.json").read_text(encoding="utf-8")
-    manifest = IndexManifest.from_dict(json.loads(text), where="m")
-    assert json.dumps(manifest.to_dict(), indent=2, ensure_ascii=False) + "\n" == text  # byte-identical
+    manifest = IndexManifest.from_dict(load_manifest(ix_dir / "manifest.json"), where="m")
+    assert _written(manifest) == text  # byte-identical
     assert IndexDir.open(ix_dir).manifest == manifest and manifest.projection is None and manifest.lang == "de"  # the code as given
     assert [(s.file, s.start, s.rows) for s in manifest.shards] == [("shard_00000.faiss", 0, 30),
                                                                    ("shard_00001.faiss", 30, 15)]

@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from clitools import tree, untouched
+from manifests import rewrite_manifest
 from paused_xmine import log_of, paused_xmine
 from xmine.cli import main
 
@@ -329,9 +330,7 @@ def test_a_damaged_index_is_one_clear_error(ws, damage):
         data[:64] = b"\x00" * 64
         target.write_bytes(bytes(data))
         if "no sums" in damage:  # a manifest that records no sums is damaged itself
-            m = json.loads((ix / "manifest.json").read_text())
-            del m["files"]
-            (ix / "manifest.json").write_text(json.dumps(m))
+            rewrite_manifest(ix / "manifest.json", lambda m: m.pop("files"))
             target = ix / "manifest.json"
     else:
         target = ix / "sentences.txt"
@@ -491,9 +490,8 @@ def _store_with_a_nan_row(path: Path, row: int) -> Path:
     rows = np.load(shard)
     rows[row, 3] = np.nan
     np.save(shard, rows)
-    manifest = json.loads((path / "manifest.json").read_text())
-    manifest["shards"][0].update(bytes=shard.stat().st_size, sha256=hashlib.sha256(shard.read_bytes()).hexdigest())
-    (path / "manifest.json").write_text(json.dumps(manifest))
+    rewrite_manifest(path / "manifest.json", lambda m: m["shards"][0].update(
+        bytes=shard.stat().st_size, sha256=hashlib.sha256(shard.read_bytes()).hexdigest()))
     return path
 
 
@@ -514,10 +512,9 @@ def test_a_non_finite_row_is_one_error_naming_store_row_and_line(tmp_path, searc
     a = _store_with_a_nan_row(tmp_path / "a", 7)
     b = _store_with_a_nan_row(tmp_path / "b", 0)
     np.save(b / "emb-00000.npy", np.nan_to_num(np.load(b / "emb-00000.npy")) + np.eye(40, 8, dtype=np.float16))
-    manifest = json.loads((b / "manifest.json").read_text())
     shard = b / "emb-00000.npy"
-    manifest["shards"][0].update(bytes=shard.stat().st_size, sha256=hashlib.sha256(shard.read_bytes()).hexdigest())
-    (b / "manifest.json").write_text(json.dumps(manifest))
+    rewrite_manifest(b / "manifest.json", lambda m: m["shards"][0].update(
+        bytes=shard.stat().st_size, sha256=hashlib.sha256(shard.read_bytes()).hexdigest()))
     with untouched(tmp_path):
         # (--no-pre-clean: the synthetic sentences "s0".."s39" are near-duplicates of one another)
         refused(xm("mine", b, a, "-o", tmp_path / "m.tsv", "--no-pre-clean", *search),

@@ -20,6 +20,7 @@ from click.testing import CliRunner
 
 from xmine.errors import OutputError, ArtefactError, ConfigError, InputError
 from xmine.store import EmbeddingStore, embed_corpus
+from tests.manifests import rewrite_manifest
 
 TATOEBA = "tatoeba/v1/tatoeba.deu-eng.deu"
 
@@ -134,9 +135,7 @@ def test_row_index_and_text_by_offset(built, tmp_path):
 
 def test_a_store_of_an_older_format_is_one_error_and_is_rebuilt_with_overwrite(tmp_path, tiny_file, usem3):
     store = embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", show_progress=False)
-    manifest = store.directory / "manifest.json"
-    old = {**json.loads(manifest.read_text(encoding="utf-8")), "format_version": 1}
-    manifest.write_text(json.dumps(old), encoding="utf-8")
+    rewrite_manifest(store.directory / "manifest.json", lambda m: m.update(format_version=1), sealed=False)
     with pytest.raises(ArtefactError, match=r"st: made by an older xmine \(embedding-store format 1, this xmine "
                                             r"reads format 2\); rebuild it$"):
         EmbeddingStore.open(store.directory)

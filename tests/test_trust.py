@@ -21,6 +21,7 @@ import pytest
 
 from clitools import ok, refused, xm
 from flores import flores_lines
+from manifests import rewrite_manifest
 
 N = 40  # lines a side
 
@@ -68,12 +69,6 @@ def ws(made, tmp_path):
     shutil.copy2(made / "store" / "emb-00000.npy", outside / "victim.npy")  # a valid array: it would be mined
     shutil.copy2(made / "index" / "shard_00000.faiss", outside / "planted.faiss")  # a valid FAISS index
     return tmp_path
-
-
-def _edit(manifest: Path, change) -> None:
-    m = json.loads(manifest.read_text(encoding="utf-8"))
-    change(m)
-    manifest.write_text(json.dumps(m), encoding="utf-8")
 
 
 def _refused_everywhere(ws: Path, commands: list[list], *fragments: str) -> None:
@@ -159,7 +154,7 @@ def test_a_store_manifest_naming_a_file_outside_is_refused(ws, where):
         if victim.exists():  # the outside file's own size and sha256: only the name can tell
             m["shards"][0]["bytes"] = victim.stat().st_size
             m["shards"][0]["sha256"] = hashlib.sha256(victim.read_bytes()).hexdigest()
-    _edit(ws / "store" / "manifest.json", change)
+    rewrite_manifest(ws / "store" / "manifest.json", change)
     _refused_everywhere(ws, [["verify", ws / "store"], ["mine", ws / "store", ws / "en.txt", "-o", ws / "m.tsv"],
                              ["build-index", ws / "store", "-o", ws / "ix"]],
                         "manifest.json", "names the file", "not a file of an xmine embedding store")
@@ -167,7 +162,7 @@ def test_a_store_manifest_naming_a_file_outside_is_refused(ws, where):
 
 @pytest.mark.parametrize("where", list(_OUT))
 def test_a_store_files_entry_outside_is_refused(ws, where):
-    _edit(ws / "store" / "manifest.json", lambda m: m["files"].update({_OUT[where](ws): m["files"]["hashes.npy"]}))
+    rewrite_manifest(ws / "store" / "manifest.json", lambda m: m["files"].update({_OUT[where](ws): m["files"]["hashes.npy"]}))
     _refused_everywhere(ws, [["verify", ws / "store"], ["mine", ws / "store", ws / "en.txt", "-o", ws / "m.tsv"]],
                         "names the file", "not a file of an xmine embedding store")
 
@@ -207,14 +202,14 @@ def test_an_index_manifest_naming_a_file_outside_is_refused(ws, where):
     def change(m):
         m["shards"][0]["file"] = name
         m["files"][name] = {"bytes": planted.stat().st_size, "sha256": hashlib.sha256(planted.read_bytes()).hexdigest()}
-    _edit(ws / "index" / "manifest.json", change)
+    rewrite_manifest(ws / "index" / "manifest.json", change)
     _refused_everywhere(ws, [["verify", ws / "index"], ["search", ws / "index", ws / "de.txt", "-o", ws / "h.tsv"]],
                         "manifest.json", "names the file", "not a file of an xmine index")
 
 
 def test_an_index_shard_left_out_of_its_files_is_refused(ws):
     """A shard the manifest's sums do not cover would be parsed by FAISS unchecked."""
-    _edit(ws / "index" / "manifest.json", lambda m: m["files"].pop("shard_00001.faiss"))
+    rewrite_manifest(ws / "index" / "manifest.json", lambda m: m["files"].pop("shard_00001.faiss"))
     _refused_everywhere(ws, [["verify", ws / "index"], ["search", ws / "index", ws / "de.txt", "-o", ws / "h.tsv"]],
                         "manifest.json", "shard_00001.faiss is not recorded")
 
@@ -235,11 +230,11 @@ def test_a_projection_file_outside_is_refused(ws, where):
     record = {"bytes": outside.stat().st_size, "sha256": hashlib.sha256(outside.read_bytes()).hexdigest()}
     if where == "symlink":
         (proj / "SHIPPED.json").symlink_to(outside)
-        _edit(proj / "manifest.json", lambda m: m.setdefault("files", {}).update({"SHIPPED.json": record}))
+        rewrite_manifest(proj / "manifest.json", lambda m: m.setdefault("files", {}).update({"SHIPPED.json": record}))
         fragments = ("SHIPPED.json", "symbolic link out of the projection")
     else:
         name = "../user/SHIPPED.json" if where == "../" else str(outside)
-        _edit(proj / "manifest.json", lambda m: m.setdefault("files", {}).update({name: record}))
+        rewrite_manifest(proj / "manifest.json", lambda m: m.setdefault("files", {}).update({name: record}))
         fragments = ("manifest.json", "names the file", "not a file of an xmine projection")
     _refused_everywhere(ws, [["verify", proj],
                              ["mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--projection", proj,
@@ -264,7 +259,9 @@ def test_a_sidecar_naming_a_file_outside_is_refused(ws, where):
     victim = ws / "user" / "victim.npy"
     name = "../user/victim.npy" if where == "../" else str(victim)
     record = {"bytes": victim.stat().st_size, "sha256": hashlib.sha256(victim.read_bytes()).hexdigest()}
-    _edit(ws / "m.tsv.json", lambda m: m["output_files"].update({name: record}))
+    summary = json.loads((ws / "m.tsv.json").read_text(encoding="utf-8"))
+    summary["output_files"][name] = record
+    (ws / "m.tsv.json").write_text(json.dumps(summary), encoding="utf-8")
     _refused_everywhere(ws, [["verify", ws / "m.tsv"]], "m.tsv.json", "names the file", "not a file of the output")
     _refused_everywhere(ws, [["mine", ws / "store", ws / "en.txt", "-o", ws / "m.tsv", "--overwrite"]],
                         "m.tsv", "changed since xmine wrote it")
@@ -282,17 +279,49 @@ def test_verify_refuses_an_unknown_kind(ws):
     refused(xm("verify", ws / "result.json"), "'foo'", "nothing in it can be checked")
 
 
+@pytest.mark.parametrize("artefact", ["store", "index", "proj"])
+def test_a_manifest_edited_where_it_stays_valid_json_is_refused(ws, artefact):
+    """A manifest is what its artefact's files are checked against, so its own content is checked
+    first (its checksum): a provenance string edited by hand, still valid JSON, is refused by
+    `verify` and by the command that reads the artefact; the command that made it replaces it
+    only with --overwrite. One written before xmine recorded the checksum is read as before."""
+    manifest = ws / artefact / "manifest.json"
+    text = manifest.read_text(encoding="utf-8")
+    unsealed = json.loads(text)
+    unsealed.pop("manifest_sha256")
+    manifest.write_text(json.dumps(unsealed, indent=2), encoding="utf-8")
+    ok(xm("verify", ws / artefact))
+
+    edited = text.replace('"xmine_version": "', '"xmine_version": "9', 1)
+    assert edited != text
+    manifest.write_text(edited, encoding="utf-8")
+    reads = {"store": ["mine", ws / "store", ws / "en.txt", "-o", ws / "m.tsv"],
+             "index": ["search", ws / "index", ws / "de.txt", "-o", ws / "hits.tsv"],
+             "proj": ["mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--projection", ws / "proj",
+                      "-o", ws / "m.tsv"]}[artefact]
+    _refused_everywhere(ws, [["verify", ws / artefact], reads], str(manifest), "checksum", "edited or damaged")
+    makes = {"store": ["embed", ws / "de.txt", "--lang", "de", "--shard-rows", 16],
+             "index": ["build-index", ws / "en.txt", "--lang", "en", "--shard-rows", 16],
+             "proj": ["train", "--method", "seed", "--pairs", f"{ws / 'pairs.de'}:{ws / 'pairs.en'}",
+                      "--max-epochs", 2, "--batch-size", 16]}[artefact]
+    makes += ["--encoder", "use-m3", "-q", "-o", ws / artefact]
+    _refused_everywhere(ws, [makes], {"store": "--overwrite", "index": "--overwrite", "proj": "--restart"}[artefact])
+    ok(xm(*makes, "--overwrite", *(["--restart"] if artefact == "proj" else [])))
+    ok(xm("verify", ws / artefact))
+    assert "manifest_sha256" in json.loads(manifest.read_text(encoding="utf-8"))
+
+
 def test_verify_checks_a_store_relabelled_by_its_kind(ws):
     for kind, fragment in (("faiss-index", "nothing in it can be checked"), ("index", "unknown field"),
                            ("projection", "not a file of an xmine projection")):
-        _edit(ws / "store" / "manifest.json", lambda m: m.update(kind=kind))
+        rewrite_manifest(ws / "store" / "manifest.json", lambda m: m.update(kind=kind))
         refused(xm("verify", ws / "store"), fragment)
 
 
 def _record(artefact: Path, name: str) -> None:
     """Record file `name`'s size and sha256 in the artefact's manifest, as its writer would."""
     data = (artefact / name).read_bytes()
-    _edit(artefact / "manifest.json", lambda m: m.setdefault("files", {}).update(
+    rewrite_manifest(artefact / "manifest.json", lambda m: m.setdefault("files", {}).update(
         {name: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}}))
 
 
@@ -319,7 +348,7 @@ def test_an_edited_shipped_json_is_refused_not_used(ws):
 
 def test_a_projection_without_recorded_sums_is_refused(ws):
     """A projection manifest of format 1 recorded no sums: nothing in it could be checked."""
-    _edit(ws / "proj" / "manifest.json", lambda m: (m.pop("files"), m.update(format_version=1)))
+    rewrite_manifest(ws / "proj" / "manifest.json", lambda m: (m.pop("files"), m.update(format_version=1)))
     _refused_everywhere(ws, [["verify", ws / "proj"], ["langid", "--projection", ws / "proj", ws / "de.txt"]],
                         "made by an older xmine", "projection format 1")
 
@@ -368,7 +397,7 @@ def test_search_names_the_text_file_with_a_wrong_line_count(ws):
     """sentences.txt with lines added and the manifest's sums rewritten to match: its count is off."""
     text = ws / "index" / "sentences.txt"
     text.write_text(text.read_text(encoding="utf-8") + "one more\nand another\n", encoding="utf-8")
-    _edit(ws / "index" / "manifest.json", lambda m: m["files"]["sentences.txt"].update(
+    rewrite_manifest(ws / "index" / "manifest.json", lambda m: m["files"]["sentences.txt"].update(
         bytes=text.stat().st_size, sha256=hashlib.sha256(text.read_bytes()).hexdigest()))
     refused(xm("search", ws / "index", ws / "de.txt", "-o", ws / "h.tsv"), str(text), "42 lines of text, expected 40")
 

@@ -57,6 +57,20 @@ class ArtefactError(XmineError):
     """An artefact directory on disk is incomplete, corrupt or of an unexpected kind/version."""
 
 
+class DamagedManifestError(ArtefactError):
+    """The manifest file `path` no longer matches the checksum it was written with
+    (`xmine.artefacts.fileio.load_manifest`): nothing it records can be trusted, but its writer may
+    replace the artefact when asked (--overwrite). `advice` ends the message: what to do."""
+
+    def __init__(self, path: str | Path, advice: str = "rebuild the artefact"):
+        self.path, self.advice = Path(path), advice
+        super().__init__(f"{path}: content differs from the checksum it was written with: edited or damaged "
+                         f"since xmine wrote it; {advice}")
+
+    def __reduce__(self):  # crosses process boundaries (Ray tasks) intact
+        return type(self), (self.path, self.advice)
+
+
 class ConfigError(XmineError):
     """Options that contradict each other or are out of range."""
 

@@ -2,8 +2,10 @@
 
 Every artefact directory xmine writes (embedding store, projection, index, benchmark result)
 holds a `manifest.json` with `kind` (what it is), `format_version`, and what it records of its
-files (sizes, sha256); `VerifiedFiles` checks those sums against the files on disk. This module
-imports nothing of xmine but its errors, so any module may use it.
+files (sizes, sha256); `VerifiedFiles` checks those sums against the files on disk. The manifest
+is the root of those checks, so it carries a checksum of its own content (`SELF_CHECKSUM`), which
+`load_manifest` checks before anything in it is trusted. This module imports nothing of xmine but
+its errors, so any module may use it.
 """
 
 from __future__ import annotations
@@ -21,9 +23,14 @@ import tempfile
 from pathlib import Path
 from typing import Any, Collection, Iterable, Iterator
 
-from xmine.errors import ArtefactError
+from xmine.errors import ArtefactError, DamagedManifestError
 
 MANIFEST = "manifest.json"
+#: The field of a manifest that holds the sha256 of the rest of it (`manifest_digest`). It catches a
+#: manifest damaged or edited where it stays valid JSON (a flipped digit in a size, a provenance
+#: string changed), which nothing else could: the manifest is what the files are checked against.
+#: A manifest without it (one written before xmine recorded it, or by hand) is read as before.
+SELF_CHECKSUM = "manifest_sha256"
 
 
 def _umask() -> int:
@@ -232,16 +239,35 @@ class VerifiedFiles:
             self.check_all()
 
 
+def manifest_digest(manifest: dict[str, Any]) -> str:
+    """sha256 of a manifest's content without its `SELF_CHECKSUM`: of its canonical JSON (keys
+    sorted, no spaces, UTF-8), so that neither the indentation nor the order of keys counts."""
+    body = {k: v for k, v in manifest.items() if k != SELF_CHECKSUM}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def atomic_write_manifest(path: str | Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Write the manifest file `path` atomically with its `SELF_CHECKSUM` last; return it as read back.
+
+    The digest is taken over the manifest as JSON will read it back (tuples as lists, keys as
+    strings, other objects as their `str`), so a reader recomputes the same digest from the file."""
+    as_read = json.loads(json.dumps(manifest, ensure_ascii=False, default=str))
+    as_read.pop(SELF_CHECKSUM, None)
+    as_read[SELF_CHECKSUM] = manifest_digest(as_read)
+    atomic_write_json(path, as_read)
+    return as_read
+
+
 def write_manifest(directory: str | Path, kind: str, body: dict[str, Any], *, format_version: int = 1) -> dict:
-    """Write `directory/manifest.json` atomically: {kind, format_version, **body}."""
-    manifest = {"kind": kind, "format_version": format_version, **body}
-    atomic_write_json(Path(directory) / MANIFEST, manifest)
-    return manifest
+    """Write `directory/manifest.json` atomically: {kind, format_version, **body, SELF_CHECKSUM}."""
+    return atomic_write_manifest(Path(directory) / MANIFEST, {"kind": kind, "format_version": format_version, **body})
 
 
 def load_manifest(path: str | Path) -> dict[str, Any]:
-    """The JSON object in the manifest file `path`; ArtefactError when it cannot be read, is not
-    valid JSON (where it fails: line, column) or is not an object."""
+    """The JSON object in the manifest file `path`, without its `SELF_CHECKSUM`; ArtefactError when
+    it cannot be read, is not valid JSON (where it fails: line, column), is not an object, or its
+    content no longer matches the checksum it was written with."""
     try:
         manifest = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
@@ -250,6 +276,10 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
         raise ArtefactError(f"{path}: unreadable manifest ({e})") from None
     if not isinstance(manifest, dict):
         raise ArtefactError(f"{path}: a JSON {type(manifest).__name__}, not the object an xmine manifest is")
+    if SELF_CHECKSUM in manifest:
+        recorded = manifest.pop(SELF_CHECKSUM)
+        if recorded != manifest_digest(manifest):
+            raise DamagedManifestError(path)
     return manifest
 
 

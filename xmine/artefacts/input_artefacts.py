@@ -4,12 +4,11 @@ input's manifest records: its encoder, precision and projection."""
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
 from xmine.errors import ArtefactError, InputError
-from xmine.artefacts.fileio import MANIFEST, manifest_kind
+from xmine.artefacts.fileio import MANIFEST, load_manifest, manifest_kind
 from xmine.artefacts.output_state import dir_kind
 from xmine.io.reader_base import is_dataset_dir
 from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint, read_field
@@ -48,7 +47,7 @@ def _recorded(paths, name: str, want) -> tuple[bool, Any]:
     for p in paths:
         if Path(p).is_dir() and (Path(p) / MANIFEST).is_file():
             try:
-                return True, read_field(json.loads((Path(p) / MANIFEST).read_text(encoding="utf-8")), name, want,
+                return True, read_field(load_manifest(Path(p) / MANIFEST), name, want,
                                         where=str(Path(p) / MANIFEST))
             except (ValueError, TypeError, ArtefactError):
                 continue

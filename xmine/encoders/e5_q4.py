@@ -29,7 +29,7 @@ import numpy as np
 from filelock import FileLock
 
 from xmine.artefacts.directory import file_fingerprint, provenance
-from xmine.artefacts.fileio import MANIFEST, write_manifest
+from xmine.artefacts.fileio import MANIFEST, load_manifest, write_manifest
 from xmine.encoders.q4_format import Q4File, read_q4_file
 from xmine.errors import EncoderError
 from xmine.paths import xmine_home
@@ -282,7 +282,7 @@ def ensure_me5_model() -> tuple[Path, dict[str, Any]]:
 
     if not manifest_path.is_file():
         build_cached_model(target, manifest_path.is_file, lambda folder: build_model_dir(folder, sources=sources))
-    return target, json.loads(manifest_path.read_text(encoding="utf-8"))
+    return target, load_manifest(manifest_path)
 
 
 def model_identity(manifest: dict[str, Any]) -> str:

@@ -68,8 +68,8 @@ from xmine.encoders.batching import token_batches
 from xmine.encoders.e5_q4 import build_cached_model, models_dir
 from xmine.encoders.precision import cpu_bf16_flag
 from xmine.encoders.tokens import token_ids
-from xmine.artefacts.fileio import MANIFEST, sha256_file, write_manifest
-from xmine.errors import EncoderError
+from xmine.artefacts.fileio import MANIFEST, load_manifest, sha256_file, write_manifest
+from xmine.errors import ArtefactError, EncoderError
 from xmine.paths import default_data_dir
 
 log = logging.getLogger(__name__)
@@ -163,10 +163,10 @@ def build_key(*, weights_id: str, precision: str) -> str:
 def problem_with(folder: Path, source: dict[str, Any]) -> str | None:
     """Why the cached model in `folder` cannot be used (None: it can): absent, stale or broken."""
     try:
-        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return "absent"
-    except (OSError, ValueError) as e:
+        if not (folder / MANIFEST).is_file():
+            return "absent"
+        manifest = load_manifest(folder / MANIFEST)
+    except ArtefactError as e:
         return f"unreadable manifest ({e})"
     if manifest.get("kind") != MODEL_KIND or manifest.get("source") != source:
         return "stale: made from another source than the one wanted"
@@ -239,7 +239,7 @@ def ensure_openvino_model(*, stem: str, weights_id: str, precision: str, torch_f
     if problem_with(target, source) is not None:
         checked = build_cached_model(target, ready, functools.partial(
             _build, source=source, precision=precision, torch_fp32=torch_fp32, make_encoder=make))
-    manifest = json.loads((target / MANIFEST).read_text(encoding="utf-8"))
+    manifest = load_manifest(target / MANIFEST)
     if checked is None:  # cached already (or built meanwhile by another process)
         return make(target), manifest
     checked.model_xml = target / "model.xml"  # compiled from the staging copy of these very files

@@ -32,8 +32,8 @@ from xmine.artefacts.directory import atomic_dir
 from xmine.io.corpus import DEFAULT_MAX_CHARS
 from xmine.encoders.embed_cache import EmbeddingCache, _key
 from xmine.encoders.batching import token_batches
-from xmine.errors import ArtefactError, EncoderError
-from xmine.artefacts.fileio import atomic_write_json
+from xmine.errors import ArtefactError, DamagedManifestError, EncoderError
+from xmine.artefacts.fileio import atomic_write_manifest, load_manifest
 from xmine.paths import xmine_home
 
 Spans = Sequence[tuple[int, int]]
@@ -142,13 +142,15 @@ class TokenStore:
     def __init__(self, path: Path):
         self.path = Path(path)
         try:
-            self.manifest = json.loads((self.path / MANIFEST).read_text(encoding="utf-8"))
+            self.manifest = load_manifest(self.path / MANIFEST)
             self.pooled = np.load(self.path / POOLED, mmap_mode="r")
             self.has_tokens = bool(self.manifest["keep_tokens"])
             if self.has_tokens:
                 self.offsets = np.load(self.path / OFFSETS)
                 self.tokens = np.load(self.path / TOKENS, mmap_mode="r")
-        except (OSError, ValueError, KeyError, json.JSONDecodeError) as e:
+        except DamagedManifestError as e:
+            raise DamagedManifestError(e.path, f"delete {self.path} to rebuild the token store") from None
+        except (OSError, ValueError, KeyError, ArtefactError) as e:
             raise ArtefactError(f"{self.path}: damaged token store ({e}); delete this folder to rebuild it") from e
         n = int(self.manifest["sentences"])
         if self.pooled.shape[0] != n or (self.has_tokens and (len(self.offsets) != n + 1
@@ -218,7 +220,7 @@ def build_token_store(encoder, sentences: Sequence[str], *, mask_spans: Sequence
             flat.flush()
             del flat
             np.save(tmp / OFFSETS, offsets)
-        atomic_write_json(tmp / MANIFEST, {"kind": "token-store", "encoder": fp, "sentences": len(sentences),
-                                           "tokens": int(offsets[-1]), "keep_tokens": keep_tokens,
-                                           "masked": mask_spans is not None, "key": key})
+        atomic_write_manifest(tmp / MANIFEST, {"kind": "token-store", "encoder": fp, "sentences": len(sentences),
+                                               "tokens": int(offsets[-1]), "keep_tokens": keep_tokens,
+                                               "masked": mask_spans is not None, "key": key})
     return TokenStore(path)

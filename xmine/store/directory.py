@@ -17,7 +17,7 @@ from filelock import FileLock, Timeout
 
 from xmine.errors import ArtefactError, OutputError
 from xmine.artefacts.directory import provenance
-from xmine.artefacts.fileio import MANIFEST, atomic_path, atomic_write_json, sha256_file
+from xmine.artefacts.fileio import MANIFEST, atomic_path, atomic_write_json, atomic_write_manifest, sha256_file
 from xmine.artefacts.output_state import MARKER, dir_kind
 from xmine.artefacts.records import EncoderFingerprint, FileRecord, ProjectionFingerprint, ShardRecord, StoreManifest, read_field
 from xmine.store.layout import (
@@ -158,8 +158,7 @@ def finalise(out_dir: Path, identity: dict, shards: list[ShardRecord], stats: di
         files={name: FileRecord(bytes=(out_dir / name).stat().st_size, sha256=sha256_file(out_dir / name))
                for name in JOINED_FILES + OPTIONAL_FILES if name in JOINED_FILES or (out_dir / name).is_file()},
         provenance=provenance(**params))
-    body = manifest.to_dict()
-    atomic_write_json(out_dir / MANIFEST, body)
+    body = atomic_write_manifest(out_dir / MANIFEST, manifest.to_dict())
     remove_leftovers(out_dir, body)
 
 

@@ -36,10 +36,10 @@ from xmine.artefacts.directory import reader_for
 from xmine.io.corpus import DEFAULT_MAX_CHARS, CorpusStats
 from xmine.encoders.external import ExternalEmbeddings
 from xmine.encoders.pool import worker_encoder
-from xmine.errors import ArtefactError, ConfigError
+from xmine.errors import ArtefactError, ConfigError, DamagedManifestError
 from xmine.exec.executor import LOCAL, Executor, Recipe, ShardProgress, executor_for
 from xmine.artefacts.fileio import MANIFEST, read_manifest, swap_in_dir
-from xmine.artefacts.output_state import MARKER
+from xmine.artefacts.output_state import MARKER, dir_kind
 from xmine.artefacts.outputs import claim_output
 from xmine.io.readers import open_corpus
 from xmine.artefacts.records import ShardRecord
@@ -153,7 +153,15 @@ def _finished_or_build_dir(out_dir: Path, identity: dict[str, Any], overwrite: b
         clear_dir(out_dir)
     if not has_manifest:
         return None, out_dir
-    manifest = read_manifest(out_dir, STORE_KIND)  # refuses a directory of another kind
+    try:
+        manifest = read_manifest(out_dir, STORE_KIND)  # refuses a directory of another kind
+    except DamagedManifestError as e:
+        if dir_kind(out_dir)[0] != STORE_KIND:  # (the kind it records, unchecked) not a store's manifest
+            raise
+        if not overwrite:
+            raise DamagedManifestError(e.path, "pass --overwrite to rebuild the store") from None
+        refuse_foreign(out_dir)
+        return None, rebuild_dir(out_dir)
     why = identity_mismatch(manifest, identity, where=str(out_dir / MANIFEST))
     if why is None:
         try:

@@ -189,7 +189,7 @@ def test_a_second_writer_of_the_same_output_is_refused_at_once(ws):
     assert not list(ws.glob(".*lock"))
 
 
-def test_a_refused_benchmark_result_says_xmine_once(tmp_path):
+def test_a_refused_output_names_its_kind_as_a_phrase(tmp_path):
     from xmine.artefacts.fileio import atomic_write_json
     from xmine.artefacts.outputs import claim_output
     from xmine.benchmarks.common import RESULT_KIND
@@ -202,6 +202,13 @@ def test_a_refused_benchmark_result_says_xmine_once(tmp_path):
         with claim_output(out, kind=RESULT_KIND, form="json"):
             pass
     assert "already exists (an xmine benchmark result)" in str(e.value), e.value
+    export = tmp_path / "st"
+    export.mkdir()
+    (export / "user.txt").write_text("a user's file")
+    with pytest.raises(OutputError) as e:  # the kind of `xmine export-st`, read as a phrase
+        with claim_output(export, kind="sentence-transformer-portable", form="dir"):
+            pass
+    assert "is not an xmine portable sentence-transformers export" in str(e.value), e.value
 
 
 def test_search_result_is_recognised_and_replaced_only_when_asked(ws):

@@ -33,10 +33,15 @@ _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PNG_KEY = "xmine-kind"
 
 
+#: Kinds whose names, their dashes read as spaces, are no phrase ("an xmine sentence transformer portable").
+_KIND_PHRASES = {"sentence-transformer-portable": "portable sentence-transformers export",
+                 "sentence-transformer-export": "sentence-transformers export"}
+
+
 def kind_label(kind: str) -> str:
     """How a kind reads in a message, after "an xmine": "embedding-store" -> "embedding store",
     "xmine-benchmark-result" -> "benchmark result" (not "an xmine xmine benchmark result")."""
-    return str(kind).removeprefix("xmine-").replace("-", " ")
+    return _KIND_PHRASES.get(str(kind)) or str(kind).removeprefix("xmine-").replace("-", " ")
 
 
 def png_metadata(kind: str) -> dict[str, str]:

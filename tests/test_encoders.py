@@ -111,6 +111,35 @@ def test_interrupted_build_leaves_nothing(tmp_path, monkeypatch):
     assert [p.name for p in models.iterdir() if not p.name.endswith(".lock")] == []
 
 
+def test_a_cached_model_whose_manifest_was_edited_is_rebuilt(tmp_path, monkeypatch, caplog):
+    """The cache's own entry: a manifest that fails its checksum is rebuilt whole, with a warning."""
+    import logging
+
+    import xmine.encoders.e5_q4 as e5_q4
+    from xmine.artefacts.fileio import write_manifest
+
+    monkeypatch.setenv("XMINE_HOME", str(tmp_path))
+    target = tmp_path / "models" / f"me5-small-q4-{sources_hash(build_sources())}"
+    target.mkdir(parents=True)
+    write_manifest(target, e5_q4.MODEL_KIND, {"name": "me5-small", "dim": 384})
+    manifest = target / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"dim": 384', '"dim": 385'))
+    builds = []
+
+    def build(out_dir, *, sources):  # the real build takes a minute; what is checked is the decision
+        builds.append(out_dir)
+        out_dir.mkdir(parents=True)
+        write_manifest(out_dir, e5_q4.MODEL_KIND, {"name": "me5-small", "dim": 384, "rebuilt": True})
+
+    monkeypatch.setattr(e5_q4, "build_model_dir", build)
+    with caplog.at_level(logging.WARNING, logger="xmine.encoders.e5_q4"):
+        path, found = e5_q4.ensure_me5_model()
+    assert len(builds) == 1 and path == target and found["rebuilt"] is True and found["dim"] == 384
+    assert any("edited or damaged" in r.getMessage() and "rebuilding" in r.getMessage() for r in caplog.records)
+    e5_q4.ensure_me5_model()
+    assert len(builds) == 1  # the rebuilt one is used as it is
+
+
 def test_sources_hash_follows_weights_and_recipe():
     sources = build_sources()
     base = sources_hash(sources)

@@ -162,7 +162,8 @@ def test_a_store_manifest_naming_a_file_outside_is_refused(ws, where):
 
 @pytest.mark.parametrize("where", list(_OUT))
 def test_a_store_files_entry_outside_is_refused(ws, where):
-    rewrite_manifest(ws / "store" / "manifest.json", lambda m: m["files"].update({_OUT[where](ws): m["files"]["hashes.npy"]}))
+    rewrite_manifest(ws / "store" / "manifest.json",
+                     lambda m: m["files"].update({_OUT[where](ws): m["files"]["hashes.npy"]}))
     _refused_everywhere(ws, [["verify", ws / "store"], ["mine", ws / "store", ws / "en.txt", "-o", ws / "m.tsv"]],
                         "names the file", "not a file of an xmine embedding store")
 
@@ -230,7 +231,8 @@ def test_a_projection_file_outside_is_refused(ws, where):
     record = {"bytes": outside.stat().st_size, "sha256": hashlib.sha256(outside.read_bytes()).hexdigest()}
     if where == "symlink":
         (proj / "SHIPPED.json").symlink_to(outside)
-        rewrite_manifest(proj / "manifest.json", lambda m: m.setdefault("files", {}).update({"SHIPPED.json": record}))
+        rewrite_manifest(proj / "manifest.json",
+                         lambda m: m.setdefault("files", {}).update({"SHIPPED.json": record}))
         fragments = ("SHIPPED.json", "symbolic link out of the projection")
     else:
         name = "../user/SHIPPED.json" if where == "../" else str(outside)
@@ -348,7 +350,8 @@ def test_an_edited_shipped_json_is_refused_not_used(ws):
 
 def test_a_projection_without_recorded_sums_is_refused(ws):
     """A projection manifest of format 1 recorded no sums: nothing in it could be checked."""
-    rewrite_manifest(ws / "proj" / "manifest.json", lambda m: (m.pop("files"), m.update(format_version=1)))
+    rewrite_manifest(ws / "proj" / "manifest.json", lambda m: (m.pop("files"), m.update(format_version=1)),
+                     sealed=False)
     _refused_everywhere(ws, [["verify", ws / "proj"], ["langid", "--projection", ws / "proj", ws / "de.txt"]],
                         "made by an older xmine", "projection format 1")
 

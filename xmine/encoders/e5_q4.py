@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -31,8 +32,10 @@ from filelock import FileLock
 from xmine.artefacts.directory import file_fingerprint, provenance
 from xmine.artefacts.fileio import MANIFEST, load_manifest, write_manifest
 from xmine.encoders.q4_format import Q4File, read_q4_file
-from xmine.errors import EncoderError
+from xmine.errors import ArtefactError, DamagedManifestError, EncoderError
 from xmine.paths import xmine_home
+
+log = logging.getLogger(__name__)
 
 #: Bump when the rebuild recipe changes; it is part of the cache folder's hash.
 BUILD_RECIPE = 2
@@ -280,8 +283,21 @@ def ensure_me5_model() -> tuple[Path, dict[str, Any]]:
     target = models_dir() / f"me5-small-q4-{sources_hash(sources)}"
     manifest_path = target / MANIFEST
 
-    if not manifest_path.is_file():
-        build_cached_model(target, manifest_path.is_file, lambda folder: build_model_dir(folder, sources=sources))
+    def ready() -> bool:  # a damaged one is the cache's own entry: rebuilt whole (build_cached_model)
+        if not manifest_path.is_file():
+            return False
+        try:
+            load_manifest(manifest_path)
+        except DamagedManifestError:
+            log.warning("%s: its %s was edited or damaged since xmine wrote it; rebuilding it", target, MANIFEST)
+            return False
+        except ArtefactError as e:  # not valid JSON, unreadable
+            log.warning("%s; rebuilding %s", e, target)
+            return False
+        return True
+
+    if not ready():
+        build_cached_model(target, ready, lambda folder: build_model_dir(folder, sources=sources))
     return target, load_manifest(manifest_path)
 
 

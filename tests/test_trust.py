@@ -261,12 +261,31 @@ def test_a_sidecar_naming_a_file_outside_is_refused(ws, where):
     victim = ws / "user" / "victim.npy"
     name = "../user/victim.npy" if where == "../" else str(victim)
     record = {"bytes": victim.stat().st_size, "sha256": hashlib.sha256(victim.read_bytes()).hexdigest()}
-    summary = json.loads((ws / "m.tsv.json").read_text(encoding="utf-8"))
-    summary["output_files"][name] = record
-    (ws / "m.tsv.json").write_text(json.dumps(summary), encoding="utf-8")
+    rewrite_manifest(ws / "m.tsv.json", lambda summary: summary["output_files"].update({name: record}))
     _refused_everywhere(ws, [["verify", ws / "m.tsv"]], "m.tsv.json", "names the file", "not a file of the output")
     _refused_everywhere(ws, [["mine", ws / "store", ws / "en.txt", "-o", ws / "m.tsv", "--overwrite"]],
                         "m.tsv", "changed since xmine wrote it")
+
+
+def test_a_summary_edited_where_it_stays_valid_json_is_refused_and_never_replaced(ws):
+    """A text output's OUT.json is what `verify` checks the output against and what says how it was
+    made, so it checks itself as a manifest does: its threshold edited by hand, still valid JSON,
+    is refused by `verify`, and `mine --overwrite` leaves both files alone, as for an edited
+    output file. One written before xmine recorded the checksum verifies as before."""
+    ok(xm("mine", ws / "store", ws / "en.txt", "-o", ws / "m.tsv"))
+    summary = ws / "m.tsv.json"
+    text = summary.read_text(encoding="utf-8")
+    assert '"manifest_sha256"' in text
+    rewrite_manifest(summary, lambda s: None, sealed=False)
+    ok(xm("verify", ws / "m.tsv"))
+
+    threshold = json.loads(text)["threshold"]["value"]
+    edited = text.replace(f'"value": {threshold}', f'"value": {threshold + 0.5}', 1)
+    assert edited != text
+    summary.write_text(edited, encoding="utf-8")
+    _refused_everywhere(ws, [["verify", ws / "m.tsv"]], "m.tsv.json", "checksum", "edited or damaged")
+    _refused_everywhere(ws, [["mine", ws / "store", ws / "en.txt", "-o", ws / "m.tsv", "--overwrite"]],
+                        "m.tsv.json", "checksum", "move both away first")
 
 
 # ------------------------------------------------------ 6. verify says OK only to what it checked

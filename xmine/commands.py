@@ -19,6 +19,7 @@ from xmine.encoders.suitability import suitability
 from xmine.errors import ConfigError
 from xmine.encoders.options import precision_option
 from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection
+from xmine.artefacts.output_state import kind_label
 from xmine.options import LANG, input_format_options, projection_option, quiet_option, ray_option
 from xmine.paths import xmine_home
 from xmine.encoders.projection import choose_projection
@@ -204,7 +205,7 @@ def verify(paths) -> None:
     for path in paths:
         t0 = time.perf_counter()
         kind, nbytes, detail = verify_artefact(path)
-        click.echo(f"{path}: OK, an xmine {kind} ({detail}; {nbytes / 2**20:,.1f} MiB checked in "
+        click.echo(f"{path}: OK, an xmine {kind_label(kind)} ({detail}; {nbytes / 2**20:,.1f} MiB checked in "
                    f"{time.perf_counter() - t0:.1f}s)")
 
 @click.group("cache")

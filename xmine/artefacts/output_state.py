@@ -7,8 +7,9 @@ How an existing path is recognised as xmine's (`form`):
   being built in place gets the marker `.xmine-output.json` the moment the claim creates it, so
   an unfinished one is recognised too.
 - `"tsv"` (mined pairs, search hits, langid): the sidecar `OUT.json` names the kind and records
-  the size and sha256 of the file (and of its companions). A file that no longer matches its
-  sidecar was edited by someone: it is refused.
+  the size and sha256 of the file (and of its companions), and carries a checksum of its own
+  content, as a manifest does. A file that no longer matches its sidecar, or a sidecar that no
+  longer matches its checksum, was edited by someone: it is refused.
 - `"json"` (benchmark results): the file's own top-level `kind`.
 - `"png"` (plots): a PNG text chunk `xmine-kind` (`png_metadata(kind)` gives it to matplotlib).
 - `"md"` (the benchmark report): its first line is `md_header(kind)`'s.
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Iterable
 
 from xmine.errors import OutputError
-from xmine.artefacts.fileio import MANIFEST, sha256_file
+from xmine.artefacts.fileio import MANIFEST, SELF_CHECKSUM, manifest_digest, sha256_file
 
 #: Written into a directory the claim creates for in-place building (stores, projections).
 MARKER = ".xmine-output.json"
@@ -92,6 +93,12 @@ def _png_kind(path: Path) -> str | None:
 def sidecar_of(path: str | Path) -> Path:
     """`OUT.json`: the summary that marks a TSV output as xmine's."""
     return Path(str(path) + ".json")
+
+
+def sidecar_intact(side: dict) -> bool:
+    """Whether a summary read from `OUT.json` still matches the checksum it was written with. One
+    without a checksum (written by an xmine from before it recorded one) counts as intact."""
+    return SELF_CHECKSUM not in side or side[SELF_CHECKSUM] == manifest_digest(side)
 
 
 def dir_kind(path: Path) -> tuple[str | None, bool]:
@@ -227,6 +234,9 @@ def output_state(path: Path, kind: str, form: str, companions: tuple[str, ...],
                 raise OutputError(f"{e}: exists and is not part of an xmine {kind_label(kind)}; refusing to replace it "
                                   "(choose another output)")
             return "unfinished" if extra else "new"
+        if not sidecar_intact(side):
+            raise OutputError(f"{side_path}: content differs from the checksum it was written with: edited or damaged "
+                              f"since xmine wrote it; refusing to replace {path.name} (move both away first)")
         foreign = _foreign_companion(path, kind, companions, side)
         if foreign is not None:
             raise OutputError(f"{foreign}: exists and is not part of the xmine {kind_label(kind)} {path.name} "
@@ -278,4 +288,4 @@ def _foreign_companion(path: Path, kind: str, companions: tuple[str, ...], side:
 
 
 __all__ = ["FORMS", "MARKER", "changed_files", "check_not_input", "dir_kind", "kind_label", "md_header", "own_output_name",
-           "output_state", "png_metadata", "read_json", "same_file", "sidecar_of", "tree_record"]
+           "output_state", "png_metadata", "read_json", "same_file", "sidecar_intact", "sidecar_of", "tree_record"]

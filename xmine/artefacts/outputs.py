@@ -38,8 +38,8 @@ import tempfile
 from typing import Any, Iterable, Iterator
 
 from xmine.errors import OutputError
-from xmine.artefacts.fileio import (DIR_MODE, FILE_MODE, MANIFEST, atomic_path, atomic_write_json, fsync_file,
-                                    remove_path, sha256_file, swap_in_dir, temporary_beside)
+from xmine.artefacts.fileio import (DIR_MODE, FILE_MODE, MANIFEST, atomic_path, atomic_write_json, atomic_write_manifest,
+                                    fsync_file, remove_path, sha256_file, swap_in_dir, temporary_beside)
 from xmine.artefacts.output_state import (FORMS, MARKER, check_not_input, dir_kind, kind_label, output_state, read_json,
                                 sidecar_of, tree_record)
 
@@ -100,7 +100,7 @@ class Claim:
             self._written.append(writing)
         if self.form != "tsv" or self.replacing or (self._marked and not new_name):
             return
-        atomic_write_json(self.sidecar, {"kind": self.kind, "state": "unfinished", "writing": list(self._written)})
+        atomic_write_manifest(self.sidecar, {"kind": self.kind, "state": "unfinished", "writing": list(self._written)})
         self._marked = True
 
     @contextlib.contextmanager
@@ -178,7 +178,7 @@ class Claim:
                 files[p.name] = {"bytes": src.stat().st_size, "sha256": sha256_file(src)}
         if self.replacing:
             # The old summary, told which files are coming, stays valid while they are moved in.
-            atomic_write_json(self.sidecar, {**(self._old_side or {}), "replacing": files})
+            atomic_write_manifest(self.sidecar, {**(self._old_side or {}), "replacing": files})
         for target, tmp in self._staged.items():  # a folder is staged even for a new output
             os.chmod(tmp, DIR_MODE if tmp.is_dir() else FILE_MODE)
             _swap_in(tmp, target)
@@ -188,7 +188,7 @@ class Claim:
                 remove_path(p)
         body = {**(summary or {}), "kind": self.kind, "format_version": 1, "state": "finished",
                 "output_files": files}
-        atomic_write_json(self.sidecar, body)
+        atomic_write_manifest(self.sidecar, body)
         self._marked = True
         return body
 

@@ -13,10 +13,11 @@ import json
 import os
 from pathlib import Path
 
-from xmine.errors import ArtefactError, ConfigError
+from xmine.errors import ArtefactError, ConfigError, DamagedManifestError
 from xmine.artefacts.fileio import MANIFEST, inside, manifest_kind, read_manifest, sha256_file
 from xmine.artefacts.records import FileRecord, read_field
-from xmine.artefacts.output_state import MARKER, changed_files, dir_kind, own_output_name, read_json, sidecar_of
+from xmine.artefacts.output_state import (MARKER, changed_files, dir_kind, own_output_name, read_json, sidecar_intact,
+                                          sidecar_of)
 from xmine.artefacts.directory import open_artefact
 from xmine.store.reader import verify_store
 
@@ -61,12 +62,12 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
             manifest = read_manifest(p, kind)
             if manifest.get("format_version", 1) >= RECORDED_KINDS[kind]:
                 nbytes, count = check_recorded_files(p, manifest, what="sentence-transformers export")
-                return kind, nbytes, f"{count} files match their recorded size and sha256"
+                return kind, nbytes, _match(count, "recorded size and sha256")
         if kind in UNCHECKED_KINDS or kind in RECORDED_KINDS:  # its manifest and files
             read_manifest(p, kind)
             files = [e for e in p.rglob("*") if e.is_file() and e.name != MARKER]
             older = " (written by an older xmine; export it again to record them)" if kind in RECORDED_KINDS else ""
-            return kind, sum(e.stat().st_size for e in files), f"{len(files)} files present (no sums recorded{older})"
+            return kind, sum(e.stat().st_size for e in files), f"{_files(len(files))} present (no sums recorded{older})"
         try:
             artefact = open_artefact(p, kind)  # the owning package's reader validates on open
         except ConfigError:
@@ -89,6 +90,14 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
             raise ArtefactError(f"{p}: kind {str(kind)[:80]!r} is no kind of result this xmine writes; nothing in it "
                                 "can be checked")
     raise ArtefactError(f"{p}: not an xmine artefact (no {MANIFEST}, no {sidecar_of(p).name} summary)")
+
+
+def _files(n: int) -> str:
+    return f"{n} file" if n == 1 else f"{n} files"
+
+
+def _match(n: int, what: str) -> str:
+    return f"1 file matches its {what}" if n == 1 else f"{n} files match their {what}"
 
 
 def _recorded_name(name) -> bool:
@@ -149,6 +158,9 @@ def verify_output_file(path: str | Path) -> tuple[str, int, str]:
     side = read_json(sidecar_of(path))
     if side is None or "kind" not in side:
         raise ArtefactError(f"{sidecar_of(path)}: not an xmine summary (unreadable, or no kind)")
+    if not sidecar_intact(side):
+        raise DamagedManifestError(sidecar_of(path), advice="nothing it records of the output can be trusted "
+                                   "(move both away and run the command again)")
     if side.get("state") != "finished":
         raise ArtefactError(f"{path}: unfinished (its run was interrupted); run the same command again")
     if "replacing" in side:
@@ -165,4 +177,4 @@ def verify_output_file(path: str | Path) -> tuple[str, int, str]:
     if changed:
         raise ArtefactError(f"{path.parent / changed[0]}: size or sha256 differs from {sidecar_of(path).name}: "
                             "changed or damaged since xmine wrote it")
-    return side["kind"], sum(int(r["bytes"]) for r in files.values()), f"{len(files)} file(s) match their sha256"
+    return side["kind"], sum(int(r["bytes"]) for r in files.values()), _match(len(files), "sha256")

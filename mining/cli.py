@@ -79,6 +79,8 @@ def mine(src, tgt, output, src_lang, tgt_lang, keep_fields, allow_same_input, in
         kept += f"; score cap {cap['value']:g} {cap['source']}"
     for note in t.get("language_notes", []):
         kept += f"; {note['language']}: below the calibration's languages, see above"
+    if "few_neighbours" in t:
+        kept += "; too few sentences for k neighbours, see above"
     removed = summary["filters"]["removed"]
     if removed:
         kept += "; filtered out " + ", ".join(f"{n:,} {rule}" for rule, n in removed.items() if n) if any(
@@ -190,6 +192,8 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
                            show_progress=not quiet)
     t = summary["threshold"]
     rule = f"threshold {t['value']:g} ({t['source']})" if t["value"] is not None else t["source"]
+    if "few_neighbours" in t:
+        rule += "; too few sentences for k neighbours, see above"
     dropped = ", ".join(f"{n:,} {name}" for name, n in summary["dropped"].items() if n) or "none"
     click.echo(f"kept {summary['kept']:,} of {summary['pairs']:,} pairs ({rule}; dropped: {dropped}) -> {out}",
                err=True)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import shutil
 import tempfile
 from dataclasses import asdict
@@ -44,11 +45,13 @@ from xmine.mining.rescore import exact_dot
 from xmine.mining.score_output import DROP_RULES, PairScores, resolve_score_format, write_scored
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.select import MiningConfig, _masked_mean, margin_score
-from xmine.mining.threshold_rule import RuleUse, run_threshold
+from xmine.mining.threshold_rule import RuleUse, few_neighbours_note, run_threshold
 from xmine.mining.writers import tsv_field
 from xmine.artefacts.outputs import claim_output
 from xmine.artefacts.records import to_json
 from xmine.io.stdin import shown_path
+
+log = logging.getLogger(__name__)
 
 
 SCORE_KIND = "scored-pairs"
@@ -126,6 +129,11 @@ def score_pairs(sx, sy, n: int, *, langs, config: MiningConfig, filters: PairFil
     if mean_x is None or mean_y is None:  # the bitext's own other side
         own_x, own_y = _neighbour_means(mx.rows, my.rows, work=work / "own", key=key("own"), **search)
         mean_x, mean_y = (own_x if mean_x is None else mean_x), (own_y if mean_y is None else mean_y)
+    # what the sources' and the targets' neighbours are drawn from -> its distinct sentences
+    neighbourhoods = dict([("target-language corpus", len(mt.ids)) if tgt_corpus is not None
+                           else ("bitext's target side", len(my.ids)),
+                           ("source-language corpus", len(ms.ids)) if src_corpus is not None
+                           else ("bitext's source side", len(mx.ids))])
 
     src_rows, tgt_rows = _rows_of_pairs(sx, n), _rows_of_pairs(sy, n)
     cosine = np.full(n, np.nan, dtype=np.float32)
@@ -148,7 +156,7 @@ def score_pairs(sx, sy, n: int, *, langs, config: MiningConfig, filters: PairFil
                                     margin[judged], langs=langs, config=filters, margin=config.margin)
     dropped = reasons >= 0
     rule[judged[dropped]] = (reasons[dropped] + DROP_RULES.index(FILTER_RULES[0])).astype(np.int8)
-    return PairScores(cosine=cosine, margin=margin, rule=rule)
+    return PairScores(cosine=cosine, margin=margin, rule=rule, neighbourhoods=neighbourhoods)
 
 
 def score_bitext(
@@ -218,6 +226,13 @@ def score_bitext(
                 scores = score_pairs(sx, sy, n, langs=langs, config=config, filters=filters, corpora=tuple(corpora),
                                      approximate=search.approximate_config() if search.approximate else None, work=work / "search",
                                      show_progress=show_progress, executor=executor)
+                if config.threshold is not None:
+                    note = few_neighbours_note(scores.neighbourhoods, config.k, remedy=(
+                        "--src-corpus and --tgt-corpus (monolingual text of each language) give every pair "
+                        "neighbourhoods of k"))
+                    if note is not None:
+                        threshold_record["few_neighbours"] = note
+                        log.warning("%s", note)
                 written = write_scored(claim, fmt, bitext, scores, kept_only=kept_only)
                 summary = {
                     "output": str(out), "format": fmt, "pairs": n, "kept": int(scores.keep.sum()), "written": written,

@@ -40,6 +40,9 @@ class PairScores:
     margin: np.ndarray
     #: -1 kept, else the index in DROP_RULES of the first rule that dropped the pair
     rule: np.ndarray
+    #: what each side's neighbourhoods were drawn from -> its distinct sentences (the sources'
+    #: neighbours come from the targets or the target-language corpus, and the other way round)
+    neighbourhoods: dict[str, int]
 
     @property
     def keep(self) -> np.ndarray:

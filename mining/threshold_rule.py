@@ -184,6 +184,23 @@ def language_notes(found, margin: str, langs: tuple[str | None, str | None], wha
     return notes
 
 
+def few_neighbours_note(neighbourhoods: dict[str, int], k: int, *, remedy: str) -> str | None:
+    """A note when a threshold is applied to margins taken over fewer than `k` neighbours.
+
+    `neighbourhoods`: what each side's neighbourhoods are drawn from -> how many distinct sentences
+    it holds (e.g. {"target side": 1}). A margin compares a pair's cosine with the mean cosine of
+    each side's k nearest neighbours, the pair's own among them; where fewer than k are there, that
+    mean leans on the pair itself (one sentence: it is the pair's cosine, and every ratio margin is
+    exactly 1), so margins run lower than on the sides of thousands every threshold was set on, and
+    the threshold drops pairs it would keep in a larger corpus. None when every side has k."""
+    short = {name: n for name, n in neighbourhoods.items() if n < k}
+    if not short:
+        return None
+    sides = " and ".join(f"the {name} holds {n:,} distinct sentence{'' if n == 1 else 's'}" for name, n in short.items())
+    return (f"{sides}, fewer than k={k}: margins over so few neighbours run lower than those the threshold was "
+            f"set for, so it may drop pairs it would keep in a larger corpus; {remedy}")
+
+
 def keep_at_least(mined: MinedPairs, threshold: float) -> MinedPairs:
     """The pairs of `mined` scoring >= threshold (it is sorted by score, highest first), compared in
     float32 as `select_pairs` compares."""
@@ -297,5 +314,5 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
 
 
 __all__ = ["ESTIMATED", "RULE_NAME", "RuleUse", "apply_run_threshold", "estimate_true_pairs", "estimated_threshold",
-           "keep_at_least", "language_notes", "mutual_null_share", "null_above", "null_fit", "rule_threshold",
+           "few_neighbours_note", "keep_at_least", "language_notes", "mutual_null_share", "null_above", "null_fit", "rule_threshold",
            "run_threshold"]

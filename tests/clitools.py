@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 from pathlib import Path
 
@@ -30,6 +31,12 @@ def refused(res, *fragments: str) -> str:
     for f in fragments:
         assert f in errors[0], errors[0]
     return errors[0]
+
+
+def warned(caplog, message: str) -> bool:
+    """Whether `message` was logged as a warning: what the command line prints to stderr as
+    "xmine: ..." (in-process, `xm`'s output holds only what click echoes)."""
+    return any(r.levelno == logging.WARNING and r.getMessage() == message for r in caplog.records)
 
 
 def files_under(root: Path) -> set[str]:

@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from clitools import ok, refused, xm
+from clitools import ok, refused, warned, xm
 from flores import flores_lines
 from xmine.mining.defaults import CALIBRATION, OPERATING_POINTS, encoder_defaults, space_defaults
 from xmine.mining.filters import PairFilterConfig
@@ -416,3 +416,31 @@ def test_bench_mining_thresholds_note_a_language_as_xmine_mine_does():
     assert [n["language"] for n in noted["language_notes"]] == ["bod_Tibt"]
     assert "language_notes" not in variant_threshold(raw, None, encoder_name="me5-small")
     assert "language_notes" not in variant_threshold(raw, None, encoder_name="me5-small", langs=("deu_Latn", "eng_Latn"))
+
+
+def test_mine_notes_a_side_smaller_than_k_and_threshold_none_keeps_its_pair(data_dir, tmp_path, caplog):
+    """One German sentence against three English ones, its translation among them: every margin is
+    taken over the whole of each side, one of them the pair itself, and the calibrated threshold
+    drops the translation. The run says why (stderr, OUT.json, the summary line) and that
+    `--threshold none` keeps the pair, which it does; four sentences a side (k) get no note."""
+    de, en = flores_lines(data_dir, "deu_Latn", 8), flores_lines(data_dir, "eng_Latn", 8)
+    (tmp_path / "de1.txt").write_text(f"{de[5]}\n", encoding="utf-8")
+    (tmp_path / "en3.txt").write_text("".join(f"{s}\n" for s in en[5:8]), encoding="utf-8")
+    args = ["mine", tmp_path / "de1.txt", tmp_path / "en3.txt", "--src-lang", "de", "--tgt-lang", "en", "-q"]
+    res = ok(xm(*args, "-o", tmp_path / "m.tsv"))
+    t = json.loads((tmp_path / "m.tsv.json").read_text(encoding="utf-8"))["threshold"]
+    note = t["few_neighbours"]
+    assert "the target side holds 3 distinct sentences and the source side holds 1 distinct sentence" in note
+    assert "fewer than k=4" in note and "--threshold none" in note and warned(caplog, note)
+    assert "too few sentences for k neighbours" in res.output.splitlines()[-1]
+    ok(xm(*args, "--threshold", "none", "-o", tmp_path / "all.tsv"))
+    assert [line.split("\t")[1:3] for line in (tmp_path / "all.tsv").read_text(encoding="utf-8").splitlines()] == \
+        [[de[5], en[5]]]
+    assert "few_neighbours" not in json.loads((tmp_path / "all.tsv.json").read_text(encoding="utf-8"))["threshold"]
+
+    for lang, lines in (("de", de), ("en", en)):
+        (tmp_path / f"{lang}4.txt").write_text("".join(f"{s}\n" for s in lines[:4]), encoding="utf-8")
+    res = ok(xm("mine", tmp_path / "de4.txt", tmp_path / "en4.txt", "--src-lang", "de", "--tgt-lang", "en", "-q",
+                "-o", tmp_path / "four.tsv"))
+    assert "few_neighbours" not in json.loads((tmp_path / "four.tsv.json").read_text(encoding="utf-8"))["threshold"]
+    assert "too few sentences" not in res.output

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.clitools import ok, refused, xm
+from tests.clitools import ok, refused, warned, xm
 from tests.flores import flores_lines
 
 
@@ -239,3 +239,33 @@ def test_an_interrupted_score_resumes_from_its_work_without_encoding_again(data_
     shard.write_bytes(shard.read_bytes()[:-100])
     ok(xm(*args, "-o", out2))
     assert out2.read_bytes() == out.read_bytes()
+
+
+def test_a_bitext_smaller_than_k_is_noted_and_corpora_give_its_pairs_their_neighbourhoods(data_dir, tmp_path, caplog):
+    """A one-pair bitext's margin compares the pair with itself alone (ratio exactly 1), so mine's
+    threshold drops even a true translation: the run says so (stderr, OUT.json, the summary line)
+    and names the remedy, monolingual corpora for the neighbourhoods, which then keep the pair
+    without the note. A bitext of k pairs and more gets no note."""
+    de, en = flores_lines(data_dir, "deu_Latn", 60), flores_lines(data_dir, "eng_Latn", 60)
+    one = tmp_path / "one.tsv"
+    one.write_text(f"{de[5]}\t{en[5]}\n", encoding="utf-8")
+    res = ok(xm("score", one, "--src-lang", "de", "--tgt-lang", "en", "-o", tmp_path / "a.tsv", "-q"))
+    summary = json.loads((tmp_path / "a.tsv.json").read_text(encoding="utf-8"))
+    assert summary["kept"] == 0 and summary["dropped"]["threshold"] == 1
+    assert float((tmp_path / "a.tsv").read_text(encoding="utf-8").split("\t")[3]) == pytest.approx(1.0, abs=1e-5)
+    note = summary["threshold"]["few_neighbours"]
+    assert "holds 1 distinct sentence" in note and "fewer than k=4" in note and "--src-corpus" in note
+    assert warned(caplog, note) and "too few sentences for k neighbours" in res.output.splitlines()[-1]
+
+    (tmp_path / "de.txt").write_text("".join(f"{s}\n" for s in de[20:60]), encoding="utf-8")
+    (tmp_path / "en.txt").write_text("".join(f"{s}\n" for s in en[20:60]), encoding="utf-8")
+    res = ok(xm("score", one, "--src-lang", "de", "--tgt-lang", "en", "-o", tmp_path / "b.tsv", "-q",
+                "--src-corpus", tmp_path / "de.txt", "--tgt-corpus", tmp_path / "en.txt"))
+    summary = json.loads((tmp_path / "b.tsv.json").read_text(encoding="utf-8"))
+    assert summary["kept"] == 1 and "few_neighbours" not in summary["threshold"]
+    assert "too few sentences" not in res.output
+
+    four = tmp_path / "four.tsv"
+    four.write_text("".join(f"{de[i]}\t{en[i]}\n" for i in range(4)), encoding="utf-8")
+    ok(xm("score", four, "--src-lang", "de", "--tgt-lang", "en", "-o", tmp_path / "c.tsv", "-q"))
+    assert "few_neighbours" not in json.loads((tmp_path / "c.tsv.json").read_text(encoding="utf-8"))["threshold"]

@@ -35,7 +35,7 @@ import numpy as np
 
 from xmine.artefacts.directory import file_fingerprint
 from xmine.errors import ConfigError, InputError
-from xmine.langs import normalize_lang
+from xmine.langs import is_known_lang, normalize_lang
 from xmine.disentangle.massive import PIVOT, available_locales, find_folder, train_rows
 from xmine.io.corpus import read_parallel
 
@@ -117,8 +117,13 @@ def _parse_explicit(spec: str) -> PairFiles:
         path = Path(file).expanduser()
         if not path.is_file():
             raise InputError(path, "parallel file not found")
-        if not lang or not re.match(r"^[A-Za-z_-]+$", lang):
-            raise ConfigError(f"--pairs {spec!r}: cannot tell the language of {file}; write LANG={file}")
+        if not eq and not (_is_lang(lang) and is_known_lang(lang)):
+            # "de.txt:en.txt" would otherwise pair language "txt" with itself
+            raise ConfigError(f"--pairs {spec!r}: cannot tell the language of {file} from its name (its extension "
+                              f"{lang!r} is no language code); name it STEM.LANG (news.de) or write LANG={file}")
+        if not is_known_lang(lang):
+            raise ConfigError(f"--pairs {spec!r}: {lang!r} is not a known language code (ISO 639-1 such as de, "
+                              "ISO 639-3 such as deu, or deu_Latn)")
         sides.append((normalize_lang(lang), path))
     if sides[0][0] == sides[1][0]:
         raise ConfigError(f"--pairs {spec!r}: both sides are language {sides[0][0]!r}")

@@ -176,12 +176,11 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
     }
 
 
-def read_calibration(path: str | Path, *, encoder_name: str | None, projection_dir,
-                     margin: str = DEFAULT_MARGIN) -> SpaceDefaults:
-    """The values of a record `xmine calibrate` wrote, for mining in the space (encoder_name,
-    projection_dir); InputError naming the file when it is no record or belongs to another space.
-    `margin`: the margin where the record names none (a record written before records named it:
-    the space's calibrated margin, ratio for a space xmine ships no calibration for)."""
+def check_calibration_record(path: str | Path) -> dict:
+    """The record `xmine calibrate` wrote at `path`, its values checked; InputError naming the file
+    when it is unreadable, no such record, or its values are malformed. `mine` and `score` call it
+    before they claim an output or encode anything (which space it belongs to is known only once
+    the inputs are open: `read_calibration`)."""
     path = Path(path)
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
@@ -189,6 +188,18 @@ def read_calibration(path: str | Path, *, encoder_name: str | None, projection_d
         raise InputError(path, f"unreadable calibration record ({e})") from None
     if not isinstance(record, dict) or record.get("kind") != CALIBRATION_KIND or not isinstance(record.get("space"), dict):
         raise InputError(path, "not a calibration record of `xmine calibrate`")
+    parse_defaults(record, path, "", "")
+    return record
+
+
+def read_calibration(path: str | Path, *, encoder_name: str | None, projection_dir,
+                     margin: str = DEFAULT_MARGIN) -> SpaceDefaults:
+    """The values of a record `xmine calibrate` wrote, for mining in the space (encoder_name,
+    projection_dir); InputError naming the file when it is no record or belongs to another space.
+    `margin`: the margin where the record names none (a record written before records named it:
+    the space's calibrated margin, ratio for a space xmine ships no calibration for)."""
+    path = Path(path)
+    record = check_calibration_record(path)
     space = record["space"]
     weights = (None if projection_dir is None
                else read_projection_json(projection_dir, "config.json").get("weights_sha256"))

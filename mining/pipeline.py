@@ -44,6 +44,7 @@ from xmine.exec.executor import executor_for
 from xmine.artefacts.input_artefacts import artefact_kind
 from xmine.encoders.input_encoders import Encoders
 from xmine.inputs import check_compatible, check_split_languages, load_side
+from xmine.mining.calibrate import check_calibration_record
 from xmine.mining.config import MineConfig
 from xmine.mining.filter_step import Mineable, check_declared_languages, filter_pairs, lang_filter_langs, pre_search
 from xmine.mining.products import resolve_product
@@ -116,6 +117,8 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
             check_fields_readable(side.path, side.input_format, side.keep_fields, option="--keep-field")
         if side.input_format is not None and side.input_format.split_sentences:  # a missing language: now
             check_split_languages([(side.path, side.lang, option)], side.input_format)
+    if config.selection.calibration is not None:  # a wrong file fails now, not after both sides are encoded
+        check_calibration_record(config.selection.calibration)
     # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU)
     # or the Ray cluster cannot be joined.
     if not search_config.approximate:

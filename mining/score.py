@@ -43,6 +43,7 @@ from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.filters import PairFilterConfig, apply_pair_filters
 from xmine.mining.rescore import exact_dot
 from xmine.mining.score_output import DROP_RULES, PairScores, resolve_score_format, write_scored
+from xmine.mining.calibrate import check_calibration_record
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.select import MiningConfig, _masked_mean, margin_score
 from xmine.mining.threshold_rule import RuleUse, few_neighbours_note, run_threshold
@@ -190,6 +191,8 @@ def score_bitext(
                           block_rows=search.block_rows, block_cols=search.block_cols, workers=search.workers,
                           product=search.product)
     fmt = resolve_score_format(out, output_format)
+    if selection.calibration is not None:  # a wrong file fails now, not after the bitext is encoded
+        check_calibration_record(selection.calibration)
     executor = executor_for(search.ray)  # join the cluster first: a wrong address fails before anything is written
     corpora_paths = (src_corpus, tgt_corpus)
     # The bitext is read (every row checked) before OUT is claimed: a malformed row leaves nothing behind.

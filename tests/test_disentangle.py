@@ -80,6 +80,13 @@ def test_explicit_pairs_and_bad_input(tmp_path):
 
     with pytest.raises(InputError, match="differ in length"):
         sample_pairs([pair], max_pairs_per_lang=None, valid_fraction=0.1, seed=0)
+    # A language read from a name must be one: "de.txt:en.txt" is no pair of language "txt" with itself.
+    for name in ("de.txt", "en.txt"):
+        (tmp_path / name).write_text("Hallo\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"cannot tell the language of .*de\.txt from its name .*'txt'"):
+        discover_pairs([f"{tmp_path / 'de.txt'}:{tmp_path / 'en.txt'}"])
+    with pytest.raises(ConfigError, match="'xx' is not a known language code"):
+        discover_pairs([f"xx={tmp_path / 'de.txt'}:en={tmp_path / 'en.txt'}"])
 
 
 # --- training -------------------------------------------------------------------------------------

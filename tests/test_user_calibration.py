@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.clitools import ok, refused, xm
+from tests.clitools import ok, refused, tree, xm
 from xmine.mining.calibrate import operating_points, split_set
 
 from flores import flores_lines
@@ -88,8 +88,18 @@ def test_calibrate_never_writes_over_a_foreign_file_or_its_input_and_mine_refuse
     refused(xm(*args[:-2], tmp_path / "de.txt", tmp_path / "notes.json", "-o", tmp_path / "c.json"),
             "notes.json", "line-aligned")
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
-    refused(xm("mine", de, en, "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "--calibration",
-               notes, "-q", "-o", tmp_path / "m.tsv"), "notes.json", "not a calibration record")
+    # A wrong or malformed record fails before the output is claimed or a side encoded: nothing is left.
+    malformed = tmp_path / "malformed.json"
+    malformed.write_text(json.dumps({"kind": "xmine-calibration", "space": {"encoder": "use-m3"},
+                                     "operating_points": {"balanced": {"distance": "high"}}}))
+    before = tree(tmp_path)
+    for record, fragments in ((notes, ("notes.json", "not a calibration record")),
+                              (malformed, ("malformed.json", "operating_points.balanced.distance"))):
+        refused(xm("mine", de, en, "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "--calibration",
+                   record, "-q", "-o", tmp_path / "m.tsv"), *fragments)
+        refused(xm("score", f"{de}:{en}", "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3",
+                   "--calibration", record, "-q", "-o", tmp_path / "s.tsv"), *fragments)
+    assert tree(tmp_path) == before
 
 
 def test_a_record_mines_in_the_margin_it_names_else_in_the_space_s(tmp_path):

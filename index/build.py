@@ -179,7 +179,7 @@ class Training:
     gpu: bool = False
     sides: tuple[str, ...] | None = None
     where: str = ""
-    advice: str = "use --index-type flat or hnsw, a smaller --nlist / --pq-m, or a larger corpus"
+    advice: str = "use --index-type flat or hnsw, a smaller --nlist, or a larger corpus"
 
 
 def train_index(training: Training, *parts) -> bytes:
@@ -211,8 +211,12 @@ def train_index(training: Training, *parts) -> bytes:
     try:
         idx.train(sample)
     except RuntimeError as e:  # FAISS: too few training points for the centroids, etc.
+        advice = training.advice
+        codebook = 16 if "x4" in training.factory else 256  # centroids per PQ sub-quantiser (8 or 4 bits)
+        if "PQ" in training.factory and len(sample) < codebook:  # a smaller --pq-m would not help
+            advice = f"PQ learns {codebook} centroids per sub-quantiser, so it needs at least {codebook} vectors; {advice}"
         raise ConfigError(f"{training.where}cannot train {training.factory} on {len(sample):,} vectors "
-                          f"({faiss_reason(e)}); {training.advice}") from None
+                          f"({faiss_reason(e)}); {advice}") from None
     log.info("trained %s on %d vectors in %.0f s", training.factory, len(sample), time.perf_counter() - t0)
     return bytes(faiss.serialize_index(to_cpu(idx, res)))
 

@@ -181,8 +181,8 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
         threads = executor.node_cpus()
         want = min(n + m, max(plan["nlist"] * config.train_per_list, 256 * 40 if "PQ" in plan["factory"] else 0))
         training = Training(factory=plan["factory"], size=want, seed=config.seed, sides=("src", "tgt"),
-                            where="--approximate: ", advice="use --index-type ivf or ivfpqfs, a smaller --nlist / "
-                            "--pq-m, or exact mining (no --approximate) for corpora this small")
+                            where="--approximate: ", advice="use --index-type ivf or ivfpqfs, a smaller --nlist, or "
+                            "exact mining (no --approximate) for corpora this small")
         trained_bytes = executor.call(with_threads, threads, train_index, training, executor.share(x),
                                       executor.share(y), cpus=threads)
         with atomic_path(trained_file) as tmp:

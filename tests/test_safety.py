@@ -263,7 +263,8 @@ def test_bad_option_is_one_clear_error(ws, argv, fragment):
 def test_too_small_for_a_pq_index_is_one_clear_error(ws):
     with untouched(ws):
         refused(xm("build-index", ws / "en.txt", "--encoder", "use-m3", "--index-type", "ivfpq", "-o", ws / "pq"),
-                "cannot train", f"on {N} vectors", "should be at least as large as number of clusters (256)")
+                "cannot train", f"on {N} vectors", "should be at least as large as number of clusters (256)",
+                "needs at least 256 vectors")
 
 
 def test_unknown_encoder_fails_fast_offline(ws, monkeypatch):

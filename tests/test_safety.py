@@ -189,7 +189,7 @@ def test_a_second_writer_of_the_same_output_is_refused_at_once(ws):
     assert not list(ws.glob(".*lock"))
 
 
-def test_a_refused_output_names_its_kind_as_a_phrase(tmp_path):
+def test_a_refused_artefact_names_its_kind_as_a_phrase(tmp_path):
     from xmine.artefacts.fileio import atomic_write_json
     from xmine.artefacts.outputs import claim_output
     from xmine.benchmarks.common import RESULT_KIND
@@ -209,6 +209,20 @@ def test_a_refused_output_names_its_kind_as_a_phrase(tmp_path):
         with claim_output(export, kind="sentence-transformer-portable", form="dir"):
             pass
     assert "is not an xmine portable sentence-transformers export" in str(e.value), e.value
+
+    # An input of another kind reads as phrases too ("is an xmine embedding store, not an xmine projection").
+    from xmine.artefacts.fileio import read_manifest, write_manifest
+    from xmine.errors import ArtefactError
+
+    store = tmp_path / "store"
+    store.mkdir()
+    write_manifest(store, "embedding-store", {})
+    with pytest.raises(ArtefactError) as e:
+        read_manifest(store, "projection")
+    assert str(e.value) == f"{store}: is an xmine embedding store, not an xmine projection", e.value
+    with pytest.raises(ArtefactError) as e:
+        read_manifest(tmp_path / "nothing", ("embedding-store", "faiss-index"))
+    assert "not an xmine embedding store or faiss index (no manifest.json)" in str(e.value), e.value
 
 
 def test_search_result_is_recognised_and_replaced_only_when_asked(ws):

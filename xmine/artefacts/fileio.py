@@ -239,6 +239,17 @@ class VerifiedFiles:
             self.check_all()
 
 
+#: Kinds whose names, their dashes read as spaces, are no phrase ("an xmine sentence transformer portable").
+_KIND_PHRASES = {"sentence-transformer-portable": "portable sentence-transformers export",
+                 "sentence-transformer-export": "sentence-transformers export"}
+
+
+def kind_label(kind: str) -> str:
+    """How a kind reads in a message, after "an xmine": "embedding-store" -> "embedding store",
+    "xmine-benchmark-result" -> "benchmark result" (not "an xmine xmine benchmark result")."""
+    return _KIND_PHRASES.get(str(kind)) or str(kind).removeprefix("xmine-").replace("-", " ")
+
+
 def manifest_digest(manifest: dict[str, Any]) -> str:
     """sha256 of a manifest's content without its `SELF_CHECKSUM`: of its canonical JSON (keys
     sorted, no spaces, UTF-8), so that neither the indentation nor the order of keys counts."""
@@ -299,12 +310,12 @@ def read_manifest(directory: str | Path, kind: str | tuple[str, ...], *,
     path = Path(directory) / MANIFEST
     kinds = (kind,) if isinstance(kind, str) else kind
     if not path.is_file():
-        raise ArtefactError(f"{directory}: not an xmine {' or '.join(kinds)} (no {MANIFEST})")
+        raise ArtefactError(f"{directory}: not an xmine {' or '.join(map(kind_label, kinds))} (no {MANIFEST})")
     manifest = load_manifest(path)
     if manifest.get("kind") not in kinds:
-        raise ArtefactError(
-            f"{directory}: is an xmine {manifest.get('kind')!r}, expected {' or '.join(kinds)}"
-        )
+        found = manifest.get("kind")
+        what = f"an xmine {kind_label(found)}" if isinstance(found, str) else f"of no kind xmine knows ({found!r})"
+        raise ArtefactError(f"{directory}: is {what}, not an xmine {' or '.join(map(kind_label, kinds))}")
     found = manifest.get("format_version")
     if format_version is not None and found != format_version:
         if isinstance(found, int) and found < format_version:

@@ -25,24 +25,13 @@ from pathlib import Path
 from typing import Iterable
 
 from xmine.errors import OutputError
-from xmine.artefacts.fileio import MANIFEST, SELF_CHECKSUM, manifest_digest, sha256_file
+from xmine.artefacts.fileio import MANIFEST, SELF_CHECKSUM, kind_label, manifest_digest, sha256_file
 
 #: Written into a directory the claim creates for in-place building (stores, projections).
 MARKER = ".xmine-output.json"
 FORMS = ("dir", "tsv", "json", "png", "md")
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PNG_KEY = "xmine-kind"
-
-
-#: Kinds whose names, their dashes read as spaces, are no phrase ("an xmine sentence transformer portable").
-_KIND_PHRASES = {"sentence-transformer-portable": "portable sentence-transformers export",
-                 "sentence-transformer-export": "sentence-transformers export"}
-
-
-def kind_label(kind: str) -> str:
-    """How a kind reads in a message, after "an xmine": "embedding-store" -> "embedding store",
-    "xmine-benchmark-result" -> "benchmark result" (not "an xmine xmine benchmark result")."""
-    return _KIND_PHRASES.get(str(kind)) or str(kind).removeprefix("xmine-").replace("-", " ")
 
 
 def png_metadata(kind: str) -> dict[str, str]:

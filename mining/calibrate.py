@@ -176,20 +176,25 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
     }
 
 
-def check_calibration_record(path: str | Path) -> dict:
-    """The record `xmine calibrate` wrote at `path`, its values checked; InputError naming the file
-    when it is unreadable, no such record, or its values are malformed. `mine` and `score` call it
-    before they claim an output or encode anything (which space it belongs to is known only once
-    the inputs are open: `read_calibration`)."""
-    path = Path(path)
+def _calibration_record(path: Path) -> dict:
+    """The JSON object at `path` if it is a record `xmine calibrate` wrote (its values unchecked);
+    InputError naming the file when it is unreadable or no such record."""
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise InputError(path, f"unreadable calibration record ({e})") from None
     if not isinstance(record, dict) or record.get("kind") != CALIBRATION_KIND or not isinstance(record.get("space"), dict):
         raise InputError(path, "not a calibration record of `xmine calibrate`")
-    parse_defaults(record, path, "", "")
     return record
+
+
+def check_calibration_record(path: str | Path) -> None:
+    """Check the record `xmine calibrate` wrote at `path` and its values; InputError naming the file
+    when it is unreadable, no such record, or its values are malformed. `mine` and `score` call it
+    before they claim an output or encode anything (which space it belongs to is known only once
+    the inputs are open: `read_calibration`)."""
+    path = Path(path)
+    parse_defaults(_calibration_record(path), path, "", "")
 
 
 def read_calibration(path: str | Path, *, encoder_name: str | None, projection_dir,
@@ -199,7 +204,7 @@ def read_calibration(path: str | Path, *, encoder_name: str | None, projection_d
     `margin`: the margin where the record names none (a record written before records named it:
     the space's calibrated margin, ratio for a space xmine ships no calibration for)."""
     path = Path(path)
-    record = check_calibration_record(path)
+    record = _calibration_record(path)
     space = record["space"]
     weights = (None if projection_dir is None
                else read_projection_json(projection_dir, "config.json").get("weights_sha256"))

@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import logging
 import shutil
 import tempfile
 from dataclasses import asdict, replace
@@ -49,7 +48,7 @@ from xmine.mining.config import MineConfig
 from xmine.mining.filter_step import Mineable, check_declared_languages, filter_pairs, lang_filter_langs, pre_search
 from xmine.mining.products import resolve_product
 from xmine.mining.search_pairs import search_pairs
-from xmine.mining.threshold_rule import RuleUse, apply_run_threshold, few_neighbours_note, run_threshold
+from xmine.mining.threshold_rule import RuleUse, apply_run_threshold, note_few_neighbours, run_threshold
 from xmine.mining.writers import COMPANIONS, moses_suffixes, output_format as resolve_format
 from xmine.mining.writers import MinedRows, PairColumn, write_meta, write_mined
 from xmine.artefacts.output_state import same_file
@@ -58,8 +57,6 @@ from xmine.io.readers import for_each_input
 from xmine.io.record_fields import check_fields_readable, record_fields
 from xmine.artefacts.records import to_json
 from xmine.io.stdin import is_url, shown_path, spool_url
-
-log = logging.getLogger(__name__)
 
 
 MINING_KIND = "mining-result"
@@ -209,12 +206,8 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
             if rule is not None:
                 mined = apply_run_threshold(mined, threshold_record)
                 mining = mining.replace(threshold=threshold_record["value"])  # what the provenance records
-            if mining.threshold is not None:
-                note = few_neighbours_note({"target side": len(my.ids), "source side": len(mx.ids)}, mining.k,
-                                           remedy="`--threshold none` keeps every pair with its margin")
-                if note is not None:
-                    threshold_record["few_neighbours"] = note
-                    log.warning("%s", note)
+            note_few_neighbours(threshold_record, {"target side": len(my.ids), "source side": len(mx.ids)}, mining.k,
+                                remedy="`--threshold none` keeps every pair with its margin")
             src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
             # A side the language filter found mostly in another language is not judged by language
             # again after the search (its declared language is in doubt: the warning said so).

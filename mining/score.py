@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import shutil
 import tempfile
 from dataclasses import asdict
@@ -46,13 +45,11 @@ from xmine.mining.score_output import DROP_RULES, PairScores, resolve_score_form
 from xmine.mining.calibrate import check_calibration_record
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.select import MiningConfig, _masked_mean, margin_score
-from xmine.mining.threshold_rule import RuleUse, few_neighbours_note, run_threshold
+from xmine.mining.threshold_rule import RuleUse, note_few_neighbours, run_threshold
 from xmine.mining.writers import tsv_field
 from xmine.artefacts.outputs import claim_output
 from xmine.artefacts.records import to_json
 from xmine.io.stdin import shown_path
-
-log = logging.getLogger(__name__)
 
 
 SCORE_KIND = "scored-pairs"
@@ -229,13 +226,9 @@ def score_bitext(
                 scores = score_pairs(sx, sy, n, langs=langs, config=config, filters=filters, corpora=tuple(corpora),
                                      approximate=search.approximate_config() if search.approximate else None, work=work / "search",
                                      show_progress=show_progress, executor=executor)
-                if config.threshold is not None:
-                    note = few_neighbours_note(scores.neighbourhoods, config.k, remedy=(
-                        "--src-corpus and --tgt-corpus (monolingual text of each language) give every pair "
-                        "neighbourhoods of k"))
-                    if note is not None:
-                        threshold_record["few_neighbours"] = note
-                        log.warning("%s", note)
+                note_few_neighbours(threshold_record, scores.neighbourhoods, config.k, remedy=(
+                    "--src-corpus and --tgt-corpus (monolingual text of each language) give every pair "
+                    "neighbourhoods of k"))
                 written = write_scored(claim, fmt, bitext, scores, kept_only=kept_only)
                 summary = {
                     "output": str(out), "format": fmt, "pairs": n, "kept": int(scores.keep.sum()), "written": written,

@@ -184,21 +184,24 @@ def language_notes(found, margin: str, langs: tuple[str | None, str | None], wha
     return notes
 
 
-def few_neighbours_note(neighbourhoods: dict[str, int], k: int, *, remedy: str) -> str | None:
-    """A note when a threshold is applied to margins taken over fewer than `k` neighbours.
+def note_few_neighbours(record: dict, neighbourhoods: dict[str, int], k: int, *, remedy: str) -> None:
+    """Where a threshold applies (`record`: `run_threshold`'s, its value final) to margins taken over
+    fewer than `k` neighbours: the note why it may drop translations, with `remedy`, logged as a
+    warning and recorded (`record["few_neighbours"]`).
 
     `neighbourhoods`: what each side's neighbourhoods are drawn from -> how many distinct sentences
     it holds (e.g. {"target side": 1}). A margin compares a pair's cosine with the mean cosine of
     each side's k nearest neighbours, the pair's own among them; where fewer than k are there, that
-    mean leans on the pair itself (one sentence: it is the pair's cosine, and every ratio margin is
-    exactly 1), so margins run lower than on the sides of thousands every threshold was set on, and
-    the threshold drops pairs it would keep in a larger corpus. None when every side has k."""
+    mean leans on the pair itself (one sentence a side: both means are the pair's cosine, and the
+    ratio margin is exactly 1), so margins run lower than on the sides of thousands every threshold
+    was set on, and the threshold drops pairs it would keep in a larger corpus."""
     short = {name: n for name, n in neighbourhoods.items() if n < k}
-    if not short:
-        return None
+    if record["value"] is None or not short:
+        return
     sides = " and ".join(f"the {name} holds {n:,} distinct sentence{'' if n == 1 else 's'}" for name, n in short.items())
-    return (f"{sides}, fewer than k={k}: margins over so few neighbours run lower than those the threshold was "
-            f"set for, so it may drop pairs it would keep in a larger corpus; {remedy}")
+    record["few_neighbours"] = (f"{sides}, fewer than k={k}: margins over so few neighbours run lower than those the "
+                                f"threshold was set for, so it may drop pairs it would keep in a larger corpus; {remedy}")
+    log.warning("%s", record["few_neighbours"])
 
 
 def keep_at_least(mined: MinedPairs, threshold: float) -> MinedPairs:
@@ -314,5 +317,5 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
 
 
 __all__ = ["ESTIMATED", "RULE_NAME", "RuleUse", "apply_run_threshold", "estimate_true_pairs", "estimated_threshold",
-           "few_neighbours_note", "keep_at_least", "language_notes", "mutual_null_share", "null_above", "null_fit", "rule_threshold",
-           "run_threshold"]
+           "keep_at_least", "language_notes", "mutual_null_share", "note_few_neighbours", "null_above", "null_fit",
+           "rule_threshold", "run_threshold"]

@@ -19,7 +19,7 @@ from xmine.encoders.suitability import suitability
 from xmine.errors import ConfigError
 from xmine.encoders.options import precision_option
 from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection
-from xmine.artefacts.output_state import kind_label
+from xmine.artefacts.fileio import kind_label
 from xmine.options import LANG, input_format_options, projection_option, quiet_option, ray_option
 from xmine.paths import xmine_home
 from xmine.encoders.projection import choose_projection

@@ -276,5 +276,5 @@ def _foreign_companion(path: Path, kind: str, companions: tuple[str, ...], side:
     return None
 
 
-__all__ = ["FORMS", "MARKER", "changed_files", "check_not_input", "dir_kind", "kind_label", "md_header", "own_output_name",
+__all__ = ["FORMS", "MARKER", "changed_files", "check_not_input", "dir_kind", "md_header", "own_output_name",
            "output_state", "png_metadata", "read_json", "same_file", "sidecar_intact", "sidecar_of", "tree_record"]

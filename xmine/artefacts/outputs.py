@@ -39,8 +39,8 @@ from typing import Any, Iterable, Iterator
 
 from xmine.errors import OutputError
 from xmine.artefacts.fileio import (DIR_MODE, FILE_MODE, MANIFEST, atomic_path, atomic_write_json, atomic_write_manifest,
-                                    fsync_file, remove_path, sha256_file, swap_in_dir, temporary_beside)
-from xmine.artefacts.output_state import (FORMS, MARKER, check_not_input, dir_kind, kind_label, output_state, read_json,
+                                    fsync_file, kind_label, remove_path, sha256_file, swap_in_dir, temporary_beside)
+from xmine.artefacts.output_state import (FORMS, MARKER, check_not_input, dir_kind, output_state, read_json,
                                 sidecar_of, tree_record)
 
 #: files a run writes into its work directory before any result: the marker, and the key.json that

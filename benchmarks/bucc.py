@@ -29,7 +29,7 @@ from xmine.encoders.embed_cache import cached_encode
 from xmine.encoders import load_encoder
 from xmine.encoders.options import precision_option
 from xmine.errors import DataNotFoundError, InputError
-from xmine.artefacts.fileio import atomic_write_json
+from xmine.artefacts.fileio import atomic_write_manifest
 from xmine.mining.calibrate import threshold_sweep
 from xmine.mining.cli_options import k_option, margin_option, retrieval_option
 from xmine.options import projection_option
@@ -286,4 +286,4 @@ def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, over
                 data_dir=str(data_dir) if data_dir else None, pair=pair, encoder=encoder,
                 projection=str(projection) if projection else None, k=k, margin=result["margin"], retrieval=retrieval,
                 encoder_precision=result["encoder"].get("precision"))
-            atomic_write_json(out, {"kind": BUCC_KIND, **result})
+            atomic_write_manifest(out, {"kind": BUCC_KIND, **result})

@@ -23,8 +23,9 @@ import numpy as np
 from xmine.artefacts.directory import file_fingerprint, provenance
 from xmine.io.corpus import truncate_for_encoding
 from xmine.encoders.embed_cache import cached_encode
-from xmine.artefacts.fileio import atomic_write_json
-from xmine.errors import ConfigError, InputError
+from xmine.artefacts.fileio import atomic_write_manifest, load_manifest
+from xmine.artefacts.verify import RESULT_DAMAGED_ADVICE, RESULT_KINDS
+from xmine.errors import ArtefactError, ConfigError, DamagedManifestError, InputError
 from xmine.mining.select import margin_score
 from xmine.paths import REPO_ROOT, resolve_data_dir
 from xmine.encoders.projection import DEFAULT, NONE, choose_projection, resolve_projection
@@ -301,7 +302,8 @@ def write_result(out: str | Path, *, task: str, encoder, variants: Sequence[Vari
                  parameters: dict[str, Any], columns: Sequence[str], rows: Sequence[Sequence[Any]],
                  details: dict[str, Any], seconds: float,
                  extra_tables: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Write a benchmark result JSON atomically (with full provenance) and return it.
+    """Write a benchmark result JSON atomically (with full provenance, ending with the checksum of
+    its own content that `read_result`, `xmine verify` and `xmine bench report` check) and return it.
 
     `extra_tables`: further tables ({"title", "columns", "rows"}) that `xmine bench report` shows
     under the main one (e.g. MASSIVE per locale).
@@ -320,7 +322,26 @@ def write_result(out: str | Path, *, task: str, encoder, variants: Sequence[Vari
         "details": details,
         "provenance": provenance(task=task, encoder=encoder.name, **parameters),
     }
-    atomic_write_json(out, result)
+    atomic_write_manifest(out, result)  # ends with the checksum of its own content, as manifests do
+    return result
+
+
+def read_result(path: str | Path) -> dict[str, Any]:
+    """The result JSON at `path` (any kind `xmine verify` knows as a result), checked before
+    anything in it is used: ArtefactError (one line naming the file) when it is missing, not valid
+    JSON, no result, or edited or damaged since it was written (its content no longer matches the
+    checksum it ends with). A result without that checksum, written before results recorded one,
+    is read as before. What the lab chains from one result into the next (a calibration into the
+    shipped records, a study into its report) is read through here, never with a bare json.loads."""
+    path = Path(path)
+    if not path.is_file():
+        raise ArtefactError(f"{path}: no such result file; run the benchmark that writes it first")
+    try:
+        result = load_manifest(path, what="result")
+    except DamagedManifestError:
+        raise DamagedManifestError(path, advice=RESULT_DAMAGED_ADVICE) from None
+    if result.get("kind") not in RESULT_KINDS:
+        raise ArtefactError(f"{path}: records kind {str(result.get('kind'))[:80]!r}, not that of a result xmine writes")
     return result
 
 

@@ -5,7 +5,8 @@ file (its printed table), with the encoder, projections, parameters, data, commi
 time; the machine (CPU, cores, RAM) heads the file.
 Results of other benchmarks (BUCC, speed) are included too: as their own table when their JSON
 carries a `table` ({"columns", "rows"}) like ours, else as a key/value table of their numbers.
-A JSON file that is no result (unreadable, not an object, a malformed table) is left out with a
+A JSON file that is no result (unreadable, not an object, a malformed table, or edited since it
+was written: its content no longer matches the checksum a result ends with) is left out with a
 warning naming it and why, and listed with that reason at the end of the report.
 
 Hand-written analysis (how the numbers compare with the papers, why they differ) lives beside
@@ -21,10 +22,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from xmine.artefacts.fileio import atomic_write_text
+from xmine.artefacts.fileio import atomic_write_text, unseal
 from xmine.artefacts.output_state import md_header
 from xmine.benchmarks.common import machine, results_dir
 from xmine.artefacts.outputs import claim_output
+from xmine.errors import DamagedManifestError
 
 log = logging.getLogger("xmine.benchmarks.report")
 
@@ -138,6 +140,11 @@ def _read_result(path: Path) -> tuple[dict[str, Any] | None, str | None]:
         return None, f"not valid JSON ({e})"
     if not isinstance(res, dict):
         return None, f"a JSON {type(res).__name__}, not a result object"
+    try:
+        unseal(res, path)  # (a result written before results recorded a checksum is shown as before)
+    except DamagedManifestError:
+        return None, ("edited or damaged since xmine wrote it (its content no longer matches the checksum it was "
+                      "written with); none of its numbers can be trusted")
     table = res.get("table")
     if isinstance(table, dict) and "columns" in table and "rows" in table and not (
             isinstance(table["columns"], list) and isinstance(table["rows"], list)

@@ -10,7 +10,7 @@ import pytest
 
 from xmine.benchmarks import mining
 from xmine.benchmarks.bucc import best_threshold
-from xmine.errors import InputError
+from xmine.errors import ArtefactError, DamagedManifestError, InputError
 from xmine.encoders.projection import projection_defaults
 
 from flores import flores_lines
@@ -73,10 +73,7 @@ def test_calibration_sets_are_disjoint_from_the_benchmarks(data_dir):
 
 
 def test_projection_defaults_are_read_and_checked(tmp_path):
-    import shutil
-
     from xmine.disentangle.projection import write_projection_manifest
-    from xmine.errors import ArtefactError
     from xmine.encoders.projection import SHIPPED_ROOT
 
     proj = tmp_path / "p"
@@ -100,14 +97,20 @@ def test_projection_defaults_are_read_and_checked(tmp_path):
         projection_defaults(proj)
 
 
-def _mining_result(path, raw_f1, default_f1, weights_id="abc"):
+def _mining_result(path, raw_f1, default_f1, weights_id="abc", default_threshold=None):
+    """A `bench mining` result, written as `write_result` writes one (sealed with its checksum)."""
+    from xmine.artefacts.fileio import atomic_write_manifest
+    from xmine.benchmarks.common import RESULT_KIND
+
     def lang(f1, t):
         return {"best": {"f1": f1, "threshold": t}, "default": {"f1": f1, "threshold": t}}
 
-    res = {"task": "mining", "projections": {"default": {"id": weights_id}},
+    res = {"kind": RESULT_KIND, "task": "mining", "projections": {"default": {"id": weights_id}},
            "details": {"raw": {"per_lang": {lg: lang(f, 1.04) for lg, f in raw_f1.items()}},
                        "default:meaning": {"per_lang": {lg: lang(f, 1.02) for lg, f in default_f1.items()}}}}
-    path.write_text(json.dumps(res))
+    if default_threshold is not None:
+        res["details"]["default:meaning"]["default_threshold"] = {"value": default_threshold}
+    atomic_write_manifest(path, res)
     return path
 
 
@@ -124,6 +127,27 @@ def test_gate_compares_the_average_with_raw_and_refuses_other_weights(tmp_path):
     assert len(failures) == 2 and all(f.startswith("bench mining average F1") for f in failures)
     with pytest.raises(SystemExit, match="not this one"):
         gate_failures([ok], "other")
+
+
+def test_the_gate_refuses_a_result_edited_after_it_was_written(tmp_path):
+    """The gate reads what `bench mining` wrote, checked: a projection below raw does not pass
+    because someone raised its F1 in the result file (valid JSON, every field in place)."""
+    gate_failures = lab_module("ship_projection").gate_failures
+
+    bad = _mining_result(tmp_path / "bad.json", {"de": 0.8, "ru": 0.9}, {"de": 0.79, "ru": 0.9})
+    assert len(gate_failures([bad], "abc")) == 2
+    bad.write_text(bad.read_text().replace("0.79", "0.99"))
+    with pytest.raises(DamagedManifestError, match=f"{bad}: content differs from the checksum it was written with.*"
+                                                   "run the benchmark that wrote it again"):
+        gate_failures([bad], "abc")
+    unsealed = _mining_result(tmp_path / "old.json", {"de": 0.8}, {"de": 0.9})  # written before results were sealed
+    record = json.loads(unsealed.read_text())
+    del record["manifest_sha256"]
+    unsealed.write_text(json.dumps(record))
+    assert gate_failures([unsealed], "abc") == []
+    (tmp_path / "other.json").write_text(json.dumps({"kind": "xmine-projection", "task": "mining"}))
+    with pytest.raises(ArtefactError, match="other.json: records kind 'xmine-projection', not that of a result"):
+        gate_failures([tmp_path / "other.json"], "abc")
 
 
 def test_rules_against_brute_force():
@@ -161,10 +185,7 @@ def test_rules_against_brute_force():
 def test_gate_refuses_a_mining_result_at_another_threshold(tmp_path):
     gate_failures = lab_module("ship_projection").gate_failures
 
-    ok = _mining_result(tmp_path / "ok.json", {"de": 0.8}, {"de": 0.9})
-    res = json.loads(ok.read_text())
-    res["details"]["default:meaning"]["default_threshold"] = {"value": 1.025}
-    ok.write_text(json.dumps(res))
+    ok = _mining_result(tmp_path / "ok.json", {"de": 0.8}, {"de": 0.9}, default_threshold=1.025)
     assert gate_failures([ok], "abc") == [] and gate_failures([ok], "abc", 1.025) == []
     failures = gate_failures([ok], "abc", 1.029)
     assert len(failures) == 1 and "1.025" in failures[0] and "1.029" in failures[0]

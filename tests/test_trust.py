@@ -288,6 +288,50 @@ def test_a_summary_edited_where_it_stays_valid_json_is_refused_and_never_replace
                         "m.tsv.json", "checksum", "move both away first")
 
 
+def test_a_benchmark_result_edited_where_it_stays_valid_json_is_refused(ws):
+    """A result's numbers are what RESULTS.md shows and what the lab builds on (the ship gate, the
+    calibration), so a result ends with the checksum of its own content as a manifest does: a
+    number edited by hand, still valid JSON, is refused by `verify` and left out of `bench
+    report`, which names it and why; the benchmark replaces it with --overwrite. One written
+    before results recorded the checksum verifies as before, and says so."""
+    results = ws / "results"
+    out = results / "sts-use-m3.json"
+    ok(xm("bench", "sts", "--encoder", "use-m3", "--tracks", "track5", "--out", out))
+    text = out.read_text(encoding="utf-8")
+    record = json.loads(text)
+    assert list(record)[-1] == "manifest_sha256"
+    assert "its content matches the checksum it was written with" in ok(xm("verify", out)).output
+
+    pearson = record["details"]["raw"]["per_track"]["track5"]["pearson"]
+    edited = text.replace(f'"pearson": {pearson}', f'"pearson": {round(pearson + 9.5, 4)}', 1)
+    assert edited != text
+    out.write_text(edited, encoding="utf-8")
+    _refused_everywhere(ws, [["verify", out]], str(out), "checksum it was written with", "edited or damaged",
+                        "run the benchmark that wrote it again")
+    ok(xm("bench", "report", "--results", results, "--out", ws / "RESULTS.md"))
+    md = (ws / "RESULTS.md").read_text(encoding="utf-8")
+    assert "- `sts-use-m3.json`: edited or damaged since xmine wrote it" in md and "SemEval-2017 STS" not in md
+    ok(xm("bench", "sts", "--encoder", "use-m3", "--tracks", "track5", "--out", out, "--overwrite"))
+    ok(xm("verify", out))
+    ok(xm("bench", "report", "--results", results, "--out", ws / "RESULTS.md", "--overwrite"))
+    assert "SemEval-2017 STS" in (ws / "RESULTS.md").read_text(encoding="utf-8")
+
+    del record["manifest_sha256"]
+    out.write_text(json.dumps(record, indent=2), encoding="utf-8")
+    assert "written before results recorded a checksum, so not checked" in ok(xm("verify", out)).output
+
+
+def test_every_result_the_project_keeps_verifies():
+    """`verify` knows the kind of every result in benchmarks/results (the threshold study's was
+    refused as "no kind of result this xmine writes")."""
+    from xmine.benchmarks.common import results_dir
+
+    results = sorted(results_dir().glob("*.json"))
+    assert len(results) > 40
+    for path in results:
+        assert ": OK, an xmine " in ok(xm("verify", path)).output
+
+
 # ------------------------------------------------------ 6. verify says OK only to what it checked
 
 

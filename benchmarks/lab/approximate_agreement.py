@@ -76,6 +76,7 @@ def agreement(exact: set, approx: set) -> dict:
 
 def run_family(name: str, data: Path, work: Path, extra: list[str]) -> dict:
     from scale import _xmine, run_measured
+    from xmine.artefacts.fileio import load_manifest
 
     what, sides = FAMILIES[name]
     files, stores = [], {}
@@ -96,7 +97,7 @@ def run_family(name: str, data: Path, work: Path, extra: list[str]) -> dict:
         cmd = _xmine("mine", src, tgt, "-o", out, "--line-numbers", "--overwrite", "-q",
                      *flags, *(extra if flags and "--nprobe" not in flags else []))
         r = run_measured(cmd)
-        summary = json.loads(Path(f"{out}.json").read_text(encoding="utf-8"))
+        summary = load_manifest(Path(f"{out}.json"), what="summary")
         pairs = mined_pairs(out)
         r.pop("stdout")
         r.update(threshold=summary["threshold"]["value"], src_rows=summary["src"]["mined_rows"],

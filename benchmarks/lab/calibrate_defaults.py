@@ -561,12 +561,14 @@ def overlap_command(results):
     hold: per language, the share of the sets' sentences found on either side of any calibration
     set, and of their gold pairs with both sides found. Both draw on FLORES-200 devtest and WMT
     newstest, so `bench mining` is not data the calibration never read (prints: a look)."""
+    from xmine.benchmarks.common import read_result
+
     seen = set()
     for st in _sets():
         seen.update(st.xx)
         seen.update(st.en)
     for path in results:
-        result = json.loads(path.read_text(encoding="utf-8"))
+        result = read_result(path)
         params = result.get("parameters") or result["provenance"]["parameters"]
         for lang in params["langs"]:
             folder = Path(params["sets_dir"]) / f"{lang}-en"

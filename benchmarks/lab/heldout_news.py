@@ -43,7 +43,6 @@ runs the same check (`run_check`) on another domain.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -262,10 +261,10 @@ def check_candidates(check: str, space: str) -> list[dict]:
     the check's own result."""
     from threshold_rules import Run
     from xmine.benchmarks.bucc import mine_candidates, read_bucc_file, read_gold
-    from xmine.benchmarks.common import results_dir
+    from xmine.benchmarks.common import read_result, results_dir
     from xmine.benchmarks.mining import set_files, variant_threshold
 
-    result = json.loads((results_dir() / f"{check}.json").read_text())
+    result = read_result(results_dir() / f"{check}.json")
     counts = result["details"]["counts"]["sets"]
     _, encoder_name, projection, _ = next(s for s in _spaces() if s[0] == space)
     variant = variant_of(encoder_name, projection)

@@ -33,7 +33,6 @@ are read on: shown, not chosen on).
 
 from __future__ import annotations
 
-import json
 import time
 
 import click
@@ -42,7 +41,7 @@ import numpy as np
 from calibrate_defaults import PRECISION_FLOOR, _encoder
 from heldout_news import check_candidates, median_chars, stats
 from threshold_rules import CHECK_SPACES
-from xmine.benchmarks.common import results_dir
+from xmine.benchmarks.common import read_result, results_dir
 
 ROOT_RESULTS = results_dir()
 
@@ -79,7 +78,7 @@ def short_command():
     from xmine.benchmarks.common import RawEmbedder, Variant, write_result
 
     started = time.monotonic()
-    shipped = json.loads((ROOT_RESULTS / "language-thresholds.json").read_text())["details"]["spaces"]
+    shipped = read_result(ROOT_RESULTS / "language-thresholds.json")["details"]["spaces"]
     rows, details = [], {"choose_on": CHOOSE_ON, "lambdas": list(map(float, LAMBDAS)), "spaces": {}}
     for key in ("projection", "raw-me5-small"):  # the me5-small spaces
         space = CHECK_SPACES[key]
@@ -137,8 +136,8 @@ def long_text_command():
     from xmine.mining.threshold_rule import rule_threshold
 
     started = time.monotonic()
-    shipped = json.loads((ROOT_RESULTS / "language-thresholds.json").read_text())["details"]["spaces"]
-    study = json.loads((ROOT_RESULTS / "threshold-rules.json").read_text())["details"]["spaces"]
+    shipped = read_result(ROOT_RESULTS / "language-thresholds.json")["details"]["spaces"]
+    study = read_result(ROOT_RESULTS / "threshold-rules.json")["details"]["spaces"]
     studysets = _sets()
     meta = [dict(name=st.name, **st.counts) for st in studysets]
     chars = {st.name: median_chars(st.xx, st.en) for st in studysets}

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from xmine.benchmarks.common import RESULT_KIND
-from xmine.artefacts.fileio import atomic_write_json
+from xmine.artefacts.fileio import atomic_write_manifest
 
 
 def rss_mb(pid: int | str = "self", *, peak: bool = True) -> float:
@@ -64,7 +64,7 @@ def write_result_json(out: str | Path, result: dict[str, Any], *, kind: str = RE
     from xmine.artefacts.outputs import claim_output
 
     with claim_output(out, kind=kind, form="json", overwrite=True):
-        atomic_write_json(out, {"kind": kind, **result})
+        atomic_write_manifest(out, {"kind": kind, **result})
 
 
 def write_speed_result(out: str | Path, result: dict[str, Any], *, benchmark: str) -> None:

@@ -13,7 +13,6 @@ would show as 4 x dim bytes a row. The result JSON records the machine, the BLAS
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -58,13 +57,13 @@ def _environment() -> dict:
               help="Results JSON, merged (default: benchmarks/results/memory_per_row.json).")
 def command(small, large, other, paths, work, out) -> None:
     """Peak-memory cost of a mined row per search path (either side larger), against the documented figure."""
-    from xmine.benchmarks.common import results_dir
+    from xmine.benchmarks.common import read_result, results_dir
     from xmine.store import EmbeddingStore
 
     out = out or results_dir() / "memory_per_row.json"
     rows = {p: len(EmbeddingStore.open(p)) for p in (small, large, other)}
     work.mkdir(parents=True, exist_ok=True)
-    data = json.loads(out.read_text()) if out.is_file() else {}
+    data = read_result(out) if out.is_file() else {}
     measurements = data.get("measurements", {})
     for name in paths.split(","):
         peaks = {}

@@ -35,7 +35,7 @@ import click
 import numpy as np
 
 from measure import child_json, write_speed_result
-from xmine.benchmarks.common import machine, results_dir
+from xmine.benchmarks.common import machine, read_result, results_dir
 
 XMINE = [sys.executable, "-m", "xmine.cli"]
 LOADS: list[float | None] = []  # load average at the start of each timed command
@@ -150,7 +150,7 @@ def command(**kw) -> None:
     args.out = args.out or results_dir() / "ray_speed.json"
     unset = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if args.unset_openblas else ()
     env = {k: v for k, v in os.environ.items() if k not in unset}
-    previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    previous = read_result(args.out) if args.out.is_file() else {}
     key = "unset_openblas" if args.unset_openblas else "machine_env"
     runs = previous.get("runs", {})
     run = dict(runs.get(key, {}))

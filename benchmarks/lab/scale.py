@@ -178,9 +178,9 @@ def _save(section: str, result: dict, out: Path) -> None:
     """Merge one measurement into the results JSON (an earlier result of this benchmark is
     extended, anything else refused: xmine.artefacts.outputs), with machine and provenance."""
     from xmine.artefacts.directory import provenance
-    from xmine.benchmarks.common import machine
+    from xmine.benchmarks.common import machine, read_result
 
-    data = json.loads(out.read_text()) if out.is_file() else {}
+    data = read_result(out) if out.is_file() else {}
     measurements = {**data.get("measurements", {}), section: result}
     write_speed_result(out, {"task": "scale", "measurements": measurements, "machine": machine(),
                              "provenance": provenance(benchmark="scale"), "table": _table(measurements)},
@@ -229,10 +229,12 @@ def embed_child_cmd(corpus, out) -> None:
 @click.pass_obj
 def collect_cmd(out: Path, files) -> None:
     """Merge the measurements of other result files into --out."""
+    from xmine.benchmarks.common import read_result
+
     for f in files:
-        for section, result in json.loads(Path(f).read_text())["measurements"].items():
+        for section, result in read_result(f)["measurements"].items():
             _save(section, result, out)
-    print(f"{out}: {len(json.loads(out.read_text())['measurements'])} measurements")
+    print(f"{out}: {len(read_result(out)['measurements'])} measurements")
 
 
 @command.command("embed-memory")
@@ -276,6 +278,8 @@ def embed_memory_cmd(out: Path, lines, work) -> None:
 @click.pass_obj
 def mine_cmd(out_json: Path, **kw) -> None:
     """Peak RSS and time of `xmine mine` on synthetic stores (made if absent)."""
+    from xmine.artefacts.fileio import load_manifest
+
     args = SimpleNamespace(**kw)
     d = args.data
     if not (d / "hidden.npy").is_file():
@@ -291,7 +295,7 @@ def mine_cmd(out_json: Path, **kw) -> None:
     r.update(rec, rows=f"{args.n:,} x {args.m:,}",
              note=("approximate" if args.approximate else "exact") + f", threshold {args.threshold}, "
                   f"hidden-pair recall {rec['recall']:.4f}, precision {rec['precision']:.4f}")
-    summary = json.loads(Path(str(out) + ".json").read_text())
+    summary = load_manifest(Path(str(out) + ".json"), what="summary")
     r["search"] = summary["search"]
     r["provenance_parameters"] = summary["provenance"].get("parameters")
     other = d / ("mined-exact.tsv" if args.approximate else "mined-approx.tsv")

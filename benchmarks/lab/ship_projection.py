@@ -62,9 +62,11 @@ def train(data: Path, work: Path) -> Path:
 
 def _numbers(paths: Sequence[Path]) -> dict[str, Any]:
     """The raw and default rows of benchmark result JSONs (table columns and per-language details)."""
+    from xmine.benchmarks.common import read_result
+
     out = {}
     for p in paths:
-        res = json.loads(Path(p).read_text(encoding="utf-8"))
+        res = read_result(p)
         cols = res["table"]["columns"]
         rows = {r[0]: dict(zip(cols[1:], r[1:])) for r in res["table"]["rows"]
                 if str(r[0]).split(" @")[0] == "raw" or str(r[0]).startswith("default")}
@@ -84,9 +86,11 @@ def gate_failures(paths: Sequence[Path], weights_id: str, ratio_threshold: float
     with `ratio_threshold` (the projection's calibrated ratio threshold, the one it ships with), a
     `bench mining` result that scored it at another default threshold is a failure too.
     """
+    from xmine.benchmarks.common import read_result
+
     failures = []
     for p in paths:
-        res = json.loads(Path(p).read_text(encoding="utf-8"))
+        res = read_result(p)
         ids = {v.get("id") for v in (res.get("projections") or {}).values() if v}
         if weights_id not in ids:
             raise SystemExit(f"{p}: measured projection(s) {sorted(map(str, ids))}, not this one ({weights_id})")

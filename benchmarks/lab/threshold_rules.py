@@ -636,18 +636,18 @@ def per_language_offsets(result: dict, runs, meta: list[dict]) -> dict:
 def held_out_thresholds(space: str, margin: str) -> dict[str, float]:
     """The shipped rule's threshold of each calibration set, chosen without the set's family
     (threshold-margins.json, the rule in `margin`)."""
-    from xmine.benchmarks.common import results_dir
+    from xmine.benchmarks.common import read_result, results_dir
 
-    study = json.loads((results_dir() / "threshold-margins.json").read_text())["details"]["spaces"][space]
+    study = read_result(results_dir() / "threshold-margins.json")["details"]["spaces"][space]
     held = study["margins"][margin]["rules"][SHIPPED_RULE]["held_out"]
     return {row["set"]: row["threshold"] for fam in held.values() for row in fam["per_set"]}
 
 
 def default_margin_of(space: str) -> str:
     """The margin `xmine mine` scores the space with by default (threshold-margins.json's choice)."""
-    from xmine.benchmarks.common import results_dir
+    from xmine.benchmarks.common import read_result, results_dir
 
-    return json.loads((results_dir() / "threshold-margins.json").read_text())["details"]["spaces"][space][
+    return read_result(results_dir() / "threshold-margins.json")["details"]["spaces"][space][
         "default_margin"]
 
 
@@ -896,10 +896,10 @@ def decoys_command(spaces, scales):
     """The estimated precision of the kept pairs from a null of decoys (each sentence's second-best
     neighbour), at the shipped rule's held-out thresholds (threshold-rules.json), against the
     truth; prints the table (a look: nothing is written, nothing shipped)."""
-    from xmine.benchmarks.common import results_dir
+    from xmine.benchmarks.common import read_result, results_dir
     from xmine.mining.select import MiningConfig, candidate_scores, select_pairs
 
-    study = json.loads((results_dir() / "threshold-rules.json").read_text())["details"]["spaces"]
+    study = read_result(results_dir() / "threshold-rules.json")["details"]["spaces"]
     cfg = MiningConfig(k=KNN, margin=MARGIN, retrieval="max")
     for space in spaces or [s for s in SPACES if knn_path(s).exists()]:
         arrays = np.load(knn_path(space))
@@ -1014,10 +1014,10 @@ def mixture_down_command(spaces):
     lies high and the rule stands, so the move is down only. (p*, w) are chosen per fold on the
     training families at the fold's own nested floor, over the rule's held-out parameters of that
     fold (threshold-rules.json); printed beside the rule alone (a look: nothing written)."""
-    from xmine.benchmarks.common import results_dir
+    from xmine.benchmarks.common import read_result, results_dir
     from xmine.mining.threshold_rule import rule_threshold
 
-    study = json.loads((results_dir() / "threshold-rules.json").read_text())["details"]["spaces"]
+    study = read_result(results_dir() / "threshold-rules.json")["details"]["spaces"]
     meta = [dict(name=s.name, **s.counts) for s in _sets()]
     for space in spaces or [s for s in SPACES if knn_path(s).exists()]:
         _, runs, family = space_runs(space, meta)
@@ -1216,10 +1216,10 @@ def install_margins(result: dict, result_path: Path) -> list[str]:
 @command.command("install")
 def install_command():
     """Write each studied space's rule (benchmarks/results/threshold-rules.json) into its record."""
-    from xmine.benchmarks.common import results_dir
+    from xmine.benchmarks.common import read_result, results_dir
 
     out = results_dir() / "threshold-rules.json"
-    result = json.loads(out.read_text(encoding="utf-8"))["details"]
+    result = read_result(out)["details"]
     for line in install(result, out):
         click.echo(f"installed {line}")
 
@@ -1416,13 +1416,13 @@ def margins_command(spaces, no_write):
     each family held out (nested precision floor), every gap to the set's best F1 over both margins;
     writes benchmarks/results/threshold-margins.json, which `install-margins` installs."""
     from calibration_sets import fingerprint
-    from xmine.benchmarks.common import results_dir
+    from xmine.benchmarks.common import read_result, results_dir
 
     started = time.monotonic()
     sets = _sets()
     meta = [dict(name=s.name, **s.counts) for s in sets]
     sha = fingerprint(sets)
-    calibration = json.loads((results_dir() / "calibration-defaults.json").read_text(encoding="utf-8"))["details"]
+    calibration = read_result(results_dir() / "calibration-defaults.json")["details"]
     result = {"command": "python benchmarks/lab/run.py threshold-rules margins", "k": KNN, "margins": list(MARGINS),
               "precision_floor": PRECISION_FLOOR, "sets_sha256": sha, "spaces": {}}
     for space in spaces or [s for s in SPACES if knn_path(s).exists()]:
@@ -1456,10 +1456,10 @@ def margins_rows(result: dict) -> list[list]:
 def install_margins_command():
     """Write each space's distance-margin rule and cap and its default margin
     (benchmarks/results/threshold-margins.json) into its record, beside the ratio margin's."""
-    from xmine.benchmarks.common import results_dir
+    from xmine.benchmarks.common import read_result, results_dir
 
     out = results_dir() / "threshold-margins.json"
-    result = json.loads(out.read_text(encoding="utf-8"))["details"]
+    result = read_result(out)["details"]
     for line in install_margins(result, out):
         click.echo(f"installed {line}")
 
@@ -1561,12 +1561,12 @@ def per_language_distance_command():
     sets of the other families. Delta chosen held out (on the two other families of news, short,
     templated, at a mean precision >= 0.85 over news and short among them), then the whole
     trade-off (one delta for all) beside the shipped rule's point."""
-    from xmine.benchmarks.common import results_dir
+    from xmine.benchmarks.common import read_result, results_dir
     from xmine.mining.threshold_rule import rule_threshold
 
     sets = _sets()
     meta = [dict(name=s.name, **s.counts) for s in sets]
-    margins = json.loads((results_dir() / "threshold-margins.json").read_text(encoding="utf-8"))["details"]["spaces"]
+    margins = read_result(results_dir() / "threshold-margins.json")["details"]["spaces"]
     fams, deltas = ("news", "short", "templated"), np.round(np.arange(-0.3, 0.5001, 0.02), 2)
     for space, study in margins.items():
         runs, family = margin_runs(space, meta)
@@ -1657,7 +1657,7 @@ def precision_point_checks(space: str, study: dict) -> dict:
     on every calibration family (the share each set's rule reads: `check_candidates`): nothing is
     chosen here."""
     from heldout_news import check_candidates, stats
-    from xmine.benchmarks.common import results_dir
+    from xmine.benchmarks.common import read_result, results_dir
     from xmine.mining.threshold_rule import rule_threshold
 
     h = study["rules"][SHIPPED_RULE]
@@ -1667,7 +1667,7 @@ def precision_point_checks(space: str, study: dict) -> dict:
         found = check_candidates(check, CHECK_SPACES[space])
         if not found:
             continue
-        reported = json.loads((results_dir() / f"{check}.json").read_text())["details"]["spaces"][
+        reported = read_result(results_dir() / f"{check}.json")["details"]["spaces"][
             f"{CHECK_SPACES[space]} ({study['margin']}, the precision point)"]
         rows = {"single": [], "rule": []}
         for s in found:

@@ -45,6 +45,8 @@ import click
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
+#: the `kind` of this study's result JSON (xmine.artefacts.verify.RESULT_KINDS)
+STUDY_KIND = "threshold-study"
 DATA = Path(__import__("os").environ.get("XMINE_DATA", ROOT.parent / "shared" / "data"))
 SETS = Path(__import__("os").environ.get("XMINE_STUDY_DIR", ROOT / "out" / "threshold-study"))
 K, KNN = 4, 8
@@ -369,12 +371,15 @@ def command(step, families):
     if step == "collect":
         collect(list(families) or list(FAMILIES))
         return
+    from measure import write_result_json
+    from xmine.benchmarks.common import read_result
+
     dest = ROOT / "benchmarks" / "results" / "threshold_study.json"
     if step == "bounds":
-        result = json.loads(dest.read_text()) | {"bounds": bounds()}
+        result = read_result(dest) | {"bounds": bounds()}
         for key, v in result["bounds"].items():
             print(f"{key:24s} " + "  ".join(f"{k} {x:5.1f}" for k, x in v.items()))
-        dest.write_text(json.dumps(result, indent=1) + "\n")
+        write_result_json(dest, result, kind=STUDY_KIND)
         print(f"wrote {dest}", file=sys.stderr)
         return
     res = report()
@@ -382,6 +387,6 @@ def command(step, families):
     for key, v in res.items():
         err = "" if v["est_minus_true_precision"] is None else f"{v['est_minus_true_precision']:+.3f}"
         print(f"{key:42s} {v['best_f1']:6.1f} {v['rule_f1']:6.1f} {v['gap_mean']:6.1f} {v['gap_max']:6.1f} {err:>7s}")
-    dest.write_text(json.dumps({"kind": "threshold-study", "sets_per_cell": "10 languages x 3 seeds",
-                                "fixed_thresholds": FIXED, "k": K, "results": res}, indent=1) + "\n")
+    write_result_json(dest, {"sets_per_cell": "10 languages x 3 seeds", "fixed_thresholds": FIXED, "k": K, "results": res},
+                      kind=STUDY_KIND)
     print(f"wrote {dest}", file=sys.stderr)

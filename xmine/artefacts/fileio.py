@@ -1,11 +1,12 @@
 """Atomic writes, sha256 hashing and manifests: the files layer every artefact stands on.
 
-Every artefact directory xmine writes (embedding store, projection, index, benchmark result)
+Every artefact directory xmine writes (embedding store, projection, index, `bench mining` sets)
 holds a `manifest.json` with `kind` (what it is), `format_version`, and what it records of its
 files (sizes, sha256); `VerifiedFiles` checks those sums against the files on disk. The manifest
 is the root of those checks, so it carries a checksum of its own content (`SELF_CHECKSUM`), which
-`load_manifest` checks before anything in it is trusted. This module imports nothing of xmine but
-its errors, so any module may use it.
+`load_manifest` checks before anything in it is trusted. The JSON records xmine reads back that
+stand alone (a text output's `OUT.json` summary, a benchmark result) are written and checked the
+same way. This module imports nothing of xmine but its errors, so any module may use it.
 """
 
 from __future__ import annotations
@@ -275,23 +276,34 @@ def write_manifest(directory: str | Path, kind: str, body: dict[str, Any], *, fo
     return atomic_write_manifest(Path(directory) / MANIFEST, {"kind": kind, "format_version": format_version, **body})
 
 
-def load_manifest(path: str | Path) -> dict[str, Any]:
+def load_manifest(path: str | Path, *, what: str = "manifest") -> dict[str, Any]:
     """The JSON object in the manifest file `path`, without its `SELF_CHECKSUM`; ArtefactError when
     it cannot be read, is not valid JSON (where it fails: line, column), is not an object, or its
-    content no longer matches the checksum it was written with."""
+    content no longer matches the checksum it was written with. `what` names the file in those
+    messages: every JSON record xmine writes through `atomic_write_manifest` (a benchmark result,
+    an output's summary) is read back here."""
     try:
         manifest = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
-        raise ArtefactError(f"{path}: unparseable manifest, not valid JSON ({e})") from None
+        raise ArtefactError(f"{path}: unparseable {what}, not valid JSON ({e})") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise ArtefactError(f"{path}: unreadable manifest ({e})") from None
+        raise ArtefactError(f"{path}: unreadable {what} ({e})") from None
     if not isinstance(manifest, dict):
-        raise ArtefactError(f"{path}: a JSON {type(manifest).__name__}, not the object an xmine manifest is")
-    if SELF_CHECKSUM in manifest:
-        recorded = manifest.pop(SELF_CHECKSUM)
-        if recorded != manifest_digest(manifest):
-            raise DamagedManifestError(path)
+        raise ArtefactError(f"{path}: a JSON {type(manifest).__name__}, not the object an xmine {what} is")
+    unseal(manifest, path)
     return manifest
+
+
+def unseal(record: dict[str, Any], path: str | Path) -> bool:
+    """Remove `SELF_CHECKSUM` from `record` (a JSON object read from the file `path`) and check it;
+    DamagedManifestError when the content no longer matches it. False when `record` has none (one
+    written before xmine recorded it, or by hand): it is read as before, and a caller may say so."""
+    if SELF_CHECKSUM not in record:
+        return False
+    recorded = record.pop(SELF_CHECKSUM)
+    if recorded != manifest_digest(record):
+        raise DamagedManifestError(path)
+    return True
 
 
 def manifest_kind(directory: Path) -> str:

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from xmine.errors import ArtefactError, ConfigError, DamagedManifestError
-from xmine.artefacts.fileio import MANIFEST, inside, manifest_kind, read_manifest, sha256_file
+from xmine.artefacts.fileio import MANIFEST, inside, manifest_kind, read_manifest, sha256_file, unseal
 from xmine.artefacts.records import FileRecord, read_field
 from xmine.artefacts.output_state import (MARKER, changed_files, dir_kind, own_output_name, read_json, sidecar_intact,
                                           sidecar_of)
@@ -32,8 +32,12 @@ UNCHECKED_KINDS = ("encoder-model", "openvino-model", "fmda-sample-pairs")
 #: `verify` checks every recorded file and that no other file was added; an export made before
 #: that format records no sums, and is only listed (as an unchecked kind is).
 RECORDED_KINDS = {"sentence-transformer-portable": 2, "sentence-transformer-export": 2}
-#: The result files (JSON with a top-level `kind`) the benchmarks write (xmine.benchmarks).
-RESULT_KINDS = ("xmine-benchmark-result", "bucc-result", "speed-benchmark-result")
+#: The result files (JSON with a top-level `kind`) the benchmarks and the lab write
+#: (xmine.benchmarks, benchmarks/lab). From this version on each ends with the checksum of its own
+#: content (`atomic_write_manifest`), which `verify`, `bench report` and the lab check on reading.
+RESULT_KINDS = ("xmine-benchmark-result", "bucc-result", "speed-benchmark-result", "threshold-study")
+#: What a damaged result's refusal advises (`verify`, `bench report`, the lab's readers).
+RESULT_DAMAGED_ADVICE = "none of its numbers can be trusted; run the benchmark that wrote it again"
 
 
 def verify_artefact(path: str | Path) -> tuple[str, int, str]:
@@ -81,11 +85,18 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
         return verify_output_file(p)
     if p.suffix == ".json":
         try:
-            kind = json.loads(p.read_text(encoding="utf-8")).get("kind")
+            record = json.loads(p.read_text(encoding="utf-8"))
+            kind = record.get("kind")
         except (OSError, ValueError, AttributeError) as e:
             raise ArtefactError(f"{p}: not an xmine artefact (unreadable JSON: {e})") from None
         if kind in RESULT_KINDS:
-            return kind, p.stat().st_size, "readable JSON (results record no sums)"
+            try:
+                sealed = unseal(record, p)
+            except DamagedManifestError:
+                raise DamagedManifestError(p, advice=RESULT_DAMAGED_ADVICE) from None
+            if sealed:
+                return kind, p.stat().st_size, "its content matches the checksum it was written with"
+            return kind, p.stat().st_size, "readable JSON, written before results recorded a checksum, so not checked"
         if kind:
             raise ArtefactError(f"{p}: kind {str(kind)[:80]!r} is no kind of result this xmine writes; nothing in it "
                                 "can be checked")

@@ -34,9 +34,10 @@ from typing import Any
 import numpy as np
 
 from xmine.artefacts.directory import provenance
+from xmine.artefacts.fileio import unseal
 from xmine.calibration import DEFAULT_MARGIN, SpaceDefaults, parse_defaults
 from xmine.encoders import load_encoder
-from xmine.errors import ConfigError, InputError
+from xmine.errors import ConfigError, DamagedManifestError, InputError
 from xmine.langs import lang_script, normalize_lang
 from xmine.encoders.projection import choose_projection, read_projection_json, resolve_projection
 
@@ -92,20 +93,40 @@ def flores_file(flores_dir: Path, lang: str) -> Path:
 
 
 def read_aligned(src: Path, tgt: Path) -> list[tuple[str, str]]:
-    """Line-aligned pairs of two files, both sides non-empty; an error when the line counts differ."""
+    """Line-aligned pairs of two files, both sides non-empty; an error when the line counts differ,
+    or when the two are one file (FLORES-200 has one text per language: a pair of one language
+    with itself names the same file), whose pairs would be each sentence with itself."""
+    if src.resolve() == tgt.resolve():
+        raise InputError(tgt, f"the same file as the source side ({src}): calibration measures how translations "
+                              "score, and each pair would be a sentence with itself; give two languages' files")
     a, b = (p.read_text(encoding="utf-8").splitlines() for p in (src, tgt))
     if len(a) != len(b):
         raise InputError(src, f"{len(a)} lines, but {tgt} has {len(b)}: gold pairs must be line-aligned")
     return [(s.strip(), t.strip()) for s, t in zip(a, b) if s.strip() and t.strip()]
 
 
+#: a set whose pairs hold the same text on both sides more often than this is no set of translations
+#: (a copy of one side, or one file twice under two names): its thresholds would be those of copies.
+#: Translations hold far fewer: FLORES-200 devtest against English, none in any of its 203 languages;
+#: the 151 Tatoeba-challenge pairs of ../shared, at most 0.4% (Gronings-English).
+MAX_IDENTICAL_SHARE = 0.2
+
+
 def split_set(pairs: list[tuple[str, str]], seed: int = 0):
     """(source sentences, target sentences, gold (src_row, tgt_row) set): a fifth of the pairs
-    hidden among the source sides of two fifths and the target sides of the other two."""
-    if len(pairs) < MIN_PAIRS:
-        raise ConfigError(f"calibration needs at least {MIN_PAIRS} aligned pairs (a fifth of them, >= 100, are "
-                          f"the gold); got {len(pairs)}")
+    hidden among the source sides of two fifths and the target sides of the other two. Refused
+    (ConfigError) with fewer than `MIN_PAIRS` distinct pairs, or with more than
+    `MAX_IDENTICAL_SHARE` of them the same text on both sides."""
+    given = len(pairs)
     pairs = list(dict.fromkeys(pairs))  # a repeated pair would be two gold rows for one sentence
+    if len(pairs) < MIN_PAIRS:
+        repeated = f" ({given - len(pairs)} of the {given} repeat another)" if given > len(pairs) else ""
+        raise ConfigError(f"calibration needs at least {MIN_PAIRS} distinct aligned pairs (a fifth of them, >= 100, "
+                          f"are the gold); got {len(pairs)}{repeated}")
+    identical = sum(s == t for s, t in pairs)
+    if identical > MAX_IDENTICAL_SHARE * len(pairs):
+        raise ConfigError(f"{identical} of the {len(pairs)} pairs have the same text on both sides: not translations "
+                          "(a copy of one side?); calibration measures how translations score")
     random.Random(seed).shuffle(pairs)
     g = len(pairs) // 5
     rest = pairs[g:]
@@ -144,6 +165,10 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
     from xmine.mining.select import MiningConfig, select_pairs
 
     src, tgt, gold = split_set(pairs, seed)
+    if k > min(len(src), len(tgt)):  # every margin's neighbourhood would be a whole side
+        raise ConfigError(f"-k {k}: the calibration set holds {len(src)} source and {len(tgt)} target sentences, "
+                          f"fewer than k; a margin needs k neighbours among them (use a smaller -k, or more --gold "
+                          "pairs)")
     model = load_encoder(encoder)
     choice = choose_projection(projection, encoder_name=encoder, encoder_fp=model.fingerprint)
     proj = resolve_projection(choice.path) if choice.path is not None else None
@@ -178,13 +203,20 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
 
 def _calibration_record(path: Path) -> dict:
     """The JSON object at `path` if it is a record `xmine calibrate` wrote (its values unchecked);
-    InputError naming the file when it is unreadable or no such record."""
+    InputError naming the file when it is unreadable or no such record, DamagedManifestError when
+    it no longer matches the checksum it was written with (a threshold edited by hand). A record
+    written before records carried the checksum is read as before."""
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise InputError(path, f"unreadable calibration record ({e})") from None
     if not isinstance(record, dict) or record.get("kind") != CALIBRATION_KIND or not isinstance(record.get("space"), dict):
         raise InputError(path, "not a calibration record of `xmine calibrate`")
+    try:
+        unseal(record, path)
+    except DamagedManifestError:
+        raise DamagedManifestError(path, advice="none of its thresholds can be trusted; run xmine calibrate again "
+                                                "(--overwrite replaces it)") from None
     return record
 
 

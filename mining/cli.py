@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from xmine.artefacts.fileio import atomic_write_json
+from xmine.artefacts.fileio import atomic_write_manifest
 from xmine.artefacts.outputs import claim_output
 from xmine.encoders import DEFAULT_ENCODER
 from xmine.io.stdin import with_local_inputs
@@ -81,6 +81,8 @@ def mine(src, tgt, output, src_lang, tgt_lang, keep_fields, allow_same_input, in
         kept += f"; {note['language']}: below the calibration's languages, see above"
     if "few_neighbours" in t:
         kept += "; too few sentences for k neighbours, see above"
+    if "other_k" in t:
+        kept += f"; calibrated at k={t['other_k']['calibrated_k']}, see above"
     removed = summary["filters"]["removed"]
     if removed:
         kept += "; filtered out " + ", ".join(f"{n:,} {rule}" for rule, n in removed.items() if n) if any(
@@ -194,6 +196,8 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
     rule = f"threshold {t['value']:g} ({t['source']})" if t["value"] is not None else t["source"]
     if "few_neighbours" in t:
         rule += "; too few sentences for k neighbours, see above"
+    if "other_k" in t:
+        rule += f"; calibrated at k={t['other_k']['calibrated_k']}, see above"
     dropped = ", ".join(f"{n:,} {name}" for name, n in summary["dropped"].items() if n) or "none"
     click.echo(f"kept {summary['kept']:,} of {summary['pairs']:,} pairs ({rule}; dropped: {dropped}) -> {out}",
                err=True)
@@ -231,12 +235,16 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
         flores = resolve_data_dir(data_dir, needs="parallel/flores200/devtest",
                                   how_to_get="FLORES-200 (facebook/flores, flores200_dataset/devtest)")
         inputs = [flores_file(flores, lang) for lang in (src_lang, tgt_lang)]
+        if inputs[0] == inputs[1]:
+            raise click.UsageError(f"--src-lang {src_lang} and --tgt-lang {tgt_lang} are one FLORES-200 language "
+                                   f"({inputs[0].name}): its pairs would be each sentence with itself; calibrate a "
+                                   "language pair")
         data = {"source": "FLORES-200 devtest", "files": [p.name for p in inputs]}
     pairs = read_aligned(*inputs)
     with claim_output(out, kind=CALIBRATION_KIND, form="json", inputs=inputs, overwrite=overwrite):
         record = calibrate(pairs, encoder=encoder, projection=projection, src_lang=src_lang, tgt_lang=tgt_lang,
                            k=k, data=data)
-        atomic_write_json(out, record)
+        atomic_write_manifest(out, record)  # ends with its own checksum: mine refuses an edited record
     for margin, found in record["measured"].items():
         line = ", ".join(f"{point} {v['threshold']:.4f} (P {v['precision']:.2f} R {v['recall']:.2f} F1 {v['f1']:.2f})"
                          for point, v in found.items())

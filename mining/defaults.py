@@ -15,6 +15,7 @@ said in the summary line and OUT.json.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from pathlib import Path
@@ -29,6 +30,10 @@ OPERATING_POINTS = ("balanced", "precision")
 DEFAULT_OPERATING_POINT = "balanced"
 #: the raw encoders' calibration (package data)
 CALIBRATION = Path(__file__).with_name("calibration.json")
+#: the margin's neighbours (k) every shipped value was measured with, `xmine mine`'s default -k: the
+#: shipped records do not repeat it; the results they were installed from record it
+#: (benchmarks/results/calibration-defaults.json, threshold-rules.json, threshold-margins.json: k 4)
+SHIPPED_K = 4
 
 
 @functools.lru_cache(maxsize=1)
@@ -56,9 +61,13 @@ def space_defaults(projection_dir, encoder_name: str | None) -> tuple[SpaceDefau
     """The calibrated values of the space mined in (`projection_dir`'s meaning space, else raw
     `encoder_name`), and what that space is, in words."""
     if projection_dir is not None:
-        return projection_defaults(projection_dir), f"projection {projection_dir}"
-    return encoder_defaults(encoder_name), f"raw {encoder_name or 'unknown-encoder'} embeddings"
+        found, what = projection_defaults(projection_dir), f"projection {projection_dir}"
+    else:
+        found, what = encoder_defaults(encoder_name), f"raw {encoder_name or 'unknown-encoder'} embeddings"
+    if found is not None and found.k is None:
+        found = dataclasses.replace(found, k=SHIPPED_K)
+    return found, what
 
 
-__all__ = ["DEFAULT_OPERATING_POINT", "OPERATING_POINTS", "SpaceDefaults", "encoder_defaults",
+__all__ = ["DEFAULT_OPERATING_POINT", "OPERATING_POINTS", "SHIPPED_K", "SpaceDefaults", "encoder_defaults",
            "projection_defaults", "space_defaults"]

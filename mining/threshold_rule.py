@@ -49,7 +49,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from xmine.calibration import DEFAULT_MARGIN, language_threshold
+from xmine.calibration import DEFAULT_MARGIN, SpaceDefaults, language_threshold
 from xmine.mining.calibrate import read_calibration
 from xmine.mining.config import SelectionConfig
 from xmine.mining.defaults import DEFAULT_OPERATING_POINT, space_defaults
@@ -285,9 +285,39 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
         if filters.score_margin != config.margin:
             record["score_max"]["source"] += (f", on the {filters.score_margin} scale: not applied when mining "
                                               f"with the {config.margin} margin")
+    if found is not None:
+        note_other_k(record, found, config.k, what, cap_applies="score_max" in filters.active(config.margin))
     if record["value"] is not None and "rule" not in record:  # a rule's value is logged once it is known
         log.info("threshold %g: %s", record["value"], record["source"])
     return config, filters, record
+
+
+def note_other_k(record: dict, found: SpaceDefaults, k: int, what: str, *, cap_applies: bool) -> None:
+    """Where a calibrated value the run uses (`record`: `run_threshold`'s; the threshold, or the
+    score cap where it applies) was measured with another k than the run's: the note why it does
+    not fit, with the remedies, logged as a warning and recorded (`record["other_k"]`).
+
+    A margin divides (ratio) or offsets (distance) a pair's cosine by the mean cosine of each side's
+    k nearest neighbours; with more neighbours that mean is lower and every margin higher, so a
+    threshold set at k=4 keeps more at k=16, and precision falls (measured: docs/mining.md, "The
+    margin")."""
+    uses = [name for name, used in (
+        ("threshold", record.get("operating_point") is not None),
+        ("score cap", cap_applies and record["score_max"]["source"] == found.source))
+        if used]
+    if found.k is None or found.k == k or not uses:
+        return
+    higher = k > found.k
+    effects = {"threshold": f"keeps pairs it would drop at k={found.k}" if higher else
+                            f"drops translations it would keep at k={found.k}",
+               "score cap": "drops pairs it would keep" if higher else "keeps pairs it would drop"}
+    note = (f"-k {k}: the calibrated {' and '.join(uses)} of {what} {'were' if len(uses) > 1 else 'was'} measured with "
+            f"k={found.k} neighbours; margins over {k} run {'higher' if higher else 'lower'}, so "
+            + " and ".join(f"the {use} {effects[use]}" for use in uses)
+            + f": mine with -k {found.k}, calibrate the space at -k {k} (xmine calibrate -k {k}, then --calibration), "
+              "or pass " + " and ".join({"threshold": "--threshold", "score cap": "--score-max"}[use] for use in uses))
+    record["other_k"] = {"k": k, "calibrated_k": found.k, "note": note}
+    log.warning("%s", note)
 
 
 def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
@@ -317,5 +347,5 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
 
 
 __all__ = ["ESTIMATED", "RULE_NAME", "RuleUse", "apply_run_threshold", "estimate_true_pairs", "estimated_threshold",
-           "keep_at_least", "language_notes", "mutual_null_share", "note_few_neighbours", "null_above", "null_fit",
-           "rule_threshold", "run_threshold"]
+           "keep_at_least", "language_notes", "mutual_null_share", "note_few_neighbours", "note_other_k", "null_above",
+           "null_fit", "rule_threshold", "run_threshold"]

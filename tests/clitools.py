@@ -44,14 +44,19 @@ def files_under(root: Path) -> set[str]:
 
 
 def tree(root: Path) -> dict[str, str]:
-    """Every file (hidden ones too) under root -> sha256; every directory -> "dir"."""
+    """Every file (hidden ones too) under root -> sha256; every directory -> "dir"; every symbolic
+    link -> its target text, not followed (a link out of root is compared as a link, never read)."""
     out = {}
     for dirpath, dirnames, filenames in os.walk(root):
-        for d in dirnames:
-            out[os.path.relpath(os.path.join(dirpath, d), root)] = "dir"
-        for f in filenames:
-            p = os.path.join(dirpath, f)
-            out[os.path.relpath(p, root)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            key = os.path.relpath(p, root)
+            if os.path.islink(p):
+                out[key] = "link:" + os.readlink(p)
+            elif name in dirnames:
+                out[key] = "dir"
+            else:
+                out[key] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
     return out
 
 

@@ -444,3 +444,72 @@ def test_mine_notes_a_side_smaller_than_k_and_threshold_none_keeps_its_pair(data
                 "-o", tmp_path / "four.tsv"))
     assert "few_neighbours" not in json.loads((tmp_path / "four.tsv.json").read_text(encoding="utf-8"))["threshold"]
     assert "too few sentences" not in res.output
+
+
+@pytest.mark.parametrize("space", SHIPPED_SPACES)
+def test_a_calibrated_value_used_at_another_k_is_noted(space):
+    """Every shipped value was measured with k=4 neighbours; a run with another -k that uses one
+    (the threshold, the cap where it applies) gets the note, naming what it uses and the remedies;
+    a run at k=4, or one that uses no calibrated value, gets none."""
+    projection_dir, encoder = SHIPPED_SPACES[space]
+    assert space_defaults(projection_dir, encoder)[0].k == 4
+    _, _, record = run_threshold(SelectionConfig(), MiningConfig(k=4), PairFilterConfig(), projection_dir, encoder)
+    assert "other_k" not in record
+    _, _, record = run_threshold(SelectionConfig(), MiningConfig(k=16), PairFilterConfig(), projection_dir, encoder)
+    other = record["other_k"]
+    assert (other["k"], other["calibrated_k"]) == (16, 4)
+    assert other["note"].startswith("-k 16: the calibrated threshold and score cap of ")
+    assert "margins over 16 run higher, so the threshold keeps pairs it would drop at k=4" in other["note"]
+    assert "xmine calibrate -k 16" in other["note"] and "pass --threshold and --score-max" in other["note"]
+    _, _, record = run_threshold(SelectionConfig(), MiningConfig(k=2), PairFilterConfig(), projection_dir, encoder)
+    assert "margins over 2 run lower, so the threshold drops translations it would keep at k=4" in \
+        record["other_k"]["note"]
+    given = SelectionConfig(threshold=1.5)
+    _, _, record = run_threshold(given, MiningConfig(k=16, margin="ratio", threshold=1.5), PairFilterConfig(),
+                                 projection_dir, encoder)
+    assert "the calibrated score cap of" in record["other_k"]["note"] and "--threshold" not in record["other_k"]["note"]
+    _, _, record = run_threshold(given, MiningConfig(k=16, margin="ratio", threshold=1.5),
+                                 PairFilterConfig(enabled=False), projection_dir, encoder)
+    assert "other_k" not in record
+
+
+def test_the_k_of_the_shipped_values_is_the_k_they_were_measured_with():
+    """SHIPPED_K is what the results the shipped values were installed from record."""
+    from xmine.benchmarks.common import read_result, results_dir
+    from xmine.mining.defaults import SHIPPED_K
+
+    for name in ("calibration-defaults", "threshold-rules", "threshold-margins"):
+        assert read_result(results_dir() / f"{name}.json")["details"]["k"] == SHIPPED_K, name
+
+
+@pytest.mark.slow
+def test_mining_at_another_k_says_so_and_a_record_of_that_k_mines_right(data_dir, tmp_path, caplog):
+    """FLORES-200 de-en, 100 translations among 400 x 712 sentences, raw use-m3: at -k 16 the k=4
+    default keeps far more than its translations, and the run says why (stderr, OUT.json, the
+    summary line); `xmine calibrate -k 16` gives a record that mines at -k 16 as the default does at
+    k=4, with no note."""
+    (tmp_path / "de.txt").write_text("".join(f"{s}\n" for s in flores_lines(data_dir, "deu_Latn", 400)),
+                                     encoding="utf-8")
+    (tmp_path / "en.txt").write_text("".join(f"{s}\n" for s in flores_lines(data_dir, "eng_Latn", start=300)),
+                                     encoding="utf-8")
+    mine = ["mine", tmp_path / "de.txt", tmp_path / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "--encoder",
+            "use-m3", "--line-numbers", "-q"]
+
+    def precision(out):
+        pairs = [tuple(map(int, line.split("\t")[-2:])) for line in out.read_text(encoding="utf-8").splitlines()]
+        found = sum(s == t + 300 for s, t in pairs)
+        return found / len(pairs), found
+
+    ok(xm(*mine, "-o", tmp_path / "k4.tsv"))
+    res = ok(xm(*mine, "-k", 16, "-o", tmp_path / "k16.tsv"))
+    note = json.loads((tmp_path / "k16.tsv.json").read_text(encoding="utf-8"))["threshold"]["other_k"]["note"]
+    assert warned(caplog, note) and "calibrated at k=4, see above" in res.output.splitlines()[-1]
+    assert "other_k" not in json.loads((tmp_path / "k4.tsv.json").read_text(encoding="utf-8"))["threshold"]
+    (p4, found4), (p16, _) = precision(tmp_path / "k4.tsv"), precision(tmp_path / "k16.tsv")
+    assert p4 >= 0.95 and found4 >= 95 and p16 < 0.8
+    ok(xm("calibrate", "--encoder", "use-m3", "--src-lang", "de", "--tgt-lang", "en", "--data-dir", data_dir,
+          "-k", 16, "-o", tmp_path / "k16.json"))
+    res = ok(xm(*mine, "-k", 16, "--calibration", tmp_path / "k16.json", "-o", tmp_path / "cal16.tsv"))
+    assert "other_k" not in json.loads((tmp_path / "cal16.tsv.json").read_text(encoding="utf-8"))["threshold"]
+    p, found = precision(tmp_path / "cal16.tsv")
+    assert p >= 0.95 and found >= 85

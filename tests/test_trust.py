@@ -10,36 +10,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from clitools import ok, refused, xm
+from clitools import ok, refused, tree, xm
 from flores import flores_lines
 from manifests import rewrite_manifest
 
 N = 40  # lines a side
-
-
-def _tree(root: Path) -> dict[str, str]:
-    """Every entry under root (links as their target text, not followed) -> its content's sha256."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = Path(dirpath) / name
-            key = str(p.relative_to(root))
-            if p.is_symlink():
-                out[key] = "link:" + os.readlink(p)
-            elif p.is_file():
-                out[key] = hashlib.sha256(p.read_bytes()).hexdigest()
-            else:
-                out[key] = "dir"
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -73,10 +55,10 @@ def ws(made, tmp_path):
 
 def _refused_everywhere(ws: Path, commands: list[list], *fragments: str) -> None:
     """Each command is refused in one line naming every fragment; nothing changes anywhere."""
-    before = _tree(ws)
+    before = tree(ws)
     for args in commands:
         refused(xm(*args), *fragments)
-    assert _tree(ws) == before
+    assert tree(ws) == before
 
 
 # ------------------------------------------------------------------ 1. code from a checkpoint
@@ -118,11 +100,11 @@ def test_a_planted_pickle_checkpoint_never_runs(ws, planted):
         _plant_pickle(evil / ".work" / planted, pwned)
         refused(xm("verify", evil), "checkpoint.pt", "pickled", "never loads")
     else:
-        before = _tree(ws)
+        before = tree(ws)
         refused(xm(*train, "--max-epochs", 3), "checkpoint.safetensors", "not a training checkpoint xmine wrote",
                 "--restart")
         refused(xm("verify", evil), "checkpoint.safetensors", "not a training checkpoint xmine wrote")
-        assert _tree(ws) == before
+        assert tree(ws) == before
     assert not pwned.exists()
 
 
@@ -189,10 +171,10 @@ def test_an_interrupted_store_naming_a_file_outside_is_not_resumed(ws):
                                                  "max_chars")},
                 "shards": [{**m["shards"][0], **names}], "more_shards": []}
     (store / "progress.json").write_text(json.dumps(progress))
-    before = _tree(ws)
+    before = tree(ws)
     refused(xm("embed", ws / "de.txt", "--lang", "de", "--encoder", "use-m3", "--shard-rows", 16, "-q", "-o", store),
             "progress.json", "text_file", "names the file", "--overwrite")
-    assert _tree(ws) == before
+    assert tree(ws) == before
 
 
 @pytest.mark.parametrize("where", ["../", "absolute"])
@@ -342,6 +324,8 @@ def test_verify_refuses_an_unknown_kind(ws):
     (ws / "result.json").write_text('{"kind": "foo"}')
     refused(xm("verify", foo), "manifest.json", "'foo'", "nothing in it can be checked")
     refused(xm("verify", ws / "result.json"), "'foo'", "nothing in it can be checked")
+    (ws / "list.json").write_text("[1, 2]")
+    refused(xm("verify", ws / "list.json"), "list.json: a JSON list, not an xmine artefact")
 
 
 @pytest.mark.parametrize("artefact", ["store", "index", "proj"])

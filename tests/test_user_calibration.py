@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tests.clitools import ok, refused, tree, xm
+from xmine.errors import ConfigError
 from xmine.mining.calibrate import operating_points, split_set
 
 from flores import flores_lines
@@ -33,6 +34,36 @@ def test_the_set_hides_a_fifth_of_the_pairs_among_distractors():
     assert len({s[1:] for s in src} & {t[1:] for t in tgt}) == 200  # no distractor has its translation
     with pytest.raises(Exception, match="at least 500"):
         split_set(pairs[:499])
+    # repeats are counted once, and said
+    with pytest.raises(ConfigError, match="at least 500 distinct aligned pairs .* got 450 \\(450 of the 900 repeat"):
+        split_set(pairs[:450] * 2)
+    # a copy of one side is no set of translations; translations sharing a few lines are (FLORES-200: none)
+    copies = [(s, s) for s, _ in pairs[:201]] + pairs[201:]
+    with pytest.raises(ConfigError, match="201 of the 1000 pairs have the same text on both sides: not translations"):
+        split_set(copies)
+    assert len(split_set([(s, s) for s, _ in pairs[:200]] + pairs[200:])[2]) == 200
+
+
+@pytest.mark.parametrize("case", ["one FLORES language", "one file twice", "a copy", "k beyond the set"])
+def test_calibrate_refuses_a_set_that_is_no_translations_or_too_small_for_k(data_dir, tmp_path, case):
+    """What would calibrate copies (each sentence with itself: precision 1 at any threshold, a
+    record that keeps far too much) or a margin whose neighbourhoods are a whole side is refused in
+    one line before anything is encoded, and nothing is written."""
+    de = tmp_path / "de.txt"
+    de.write_text("\n".join(flores_lines(data_dir, "deu_Latn", 600)) + "\n", encoding="utf-8")
+    (tmp_path / "copy.txt").write_bytes(de.read_bytes())
+    base = ["calibrate", "--encoder", "use-m3", "--src-lang", "de", "--tgt-lang", "en", "-o", tmp_path / "c.json"]
+    args, fragments = {
+        "one FLORES language": (base[:5] + ["--tgt-lang", "deu_Latn", "--data-dir", data_dir, *base[7:]],
+                                ("--src-lang de and --tgt-lang deu_Latn are one FLORES-200 language",)),
+        "one file twice": (base + ["--gold", de, de], ("de.txt: the same file as the source side",)),
+        "a copy": (base + ["--gold", de, tmp_path / "copy.txt"], ("600 of the 600 pairs have the same text",)),
+        "k beyond the set": (base + ["--data-dir", data_dir, "-k", 700],
+                             ("-k 700: the calibration set holds 607 source and 607 target sentences, fewer than k",)),
+    }[case]
+    before = tree(tmp_path)
+    refused(xm(*args), *fragments)
+    assert tree(tmp_path) == before
 
 
 @pytest.mark.slow
@@ -100,6 +131,23 @@ def test_calibrate_never_writes_over_a_foreign_file_or_its_input_and_mine_refuse
         refused(xm("score", f"{de}:{en}", "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3",
                    "--calibration", record, "-q", "-o", tmp_path / "s.tsv"), *fragments)
     assert tree(tmp_path) == before
+    # A record checks itself: a threshold edited by hand (valid JSON, a number) is refused, not mined
+    # with; `calibrate --overwrite` replaces it.
+    record = tmp_path / "c.json"
+    ok(xm(*args, "-o", record))
+    text = record.read_text(encoding="utf-8")
+    assert list(json.loads(text))[-1] == "manifest_sha256"
+    balanced = json.loads(text)["operating_points"]["balanced"]["distance"]
+    record.write_text(text.replace(f'"distance": {balanced}', '"distance": 0.01', 1), encoding="utf-8")
+    before = tree(tmp_path)
+    for command in (["mine", de, en, "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "-o",
+                     tmp_path / "m.tsv"], ["score", f"{de}:{en}", "--src-lang", "de", "--tgt-lang", "en", "--encoder",
+                                           "use-m3", "-o", tmp_path / "s.tsv"]):
+        refused(xm(*command, "--calibration", record, "-q"), "c.json: content differs from the checksum it was "
+                "written with", "run xmine calibrate again")
+    assert tree(tmp_path) == before
+    ok(xm(*args, "-o", record, "--overwrite"))
+    assert json.loads(record.read_text(encoding="utf-8"))["operating_points"]["balanced"]["distance"] == balanced
 
 
 def test_a_record_mines_in_the_margin_it_names_else_in_the_space_s(tmp_path):

@@ -42,6 +42,10 @@ class SpaceDefaults:
     #: margin -> [lowest, highest] of those thresholds over the languages of the calibration sets
     #: (`languages.calibration_range`): a language below it lies outside what the defaults were fitted on
     language_range: dict = dataclasses.field(default_factory=dict)
+    #: the neighbours (k) of the margins the values were measured with (`k`, or a calibration
+    #: record's `data.k`); None where the record does not say. Margins over another k run on
+    #: another scale (higher with more neighbours), so the values hold for that k only.
+    k: int | None = None
 
     def threshold(self, margin: str, point: str) -> float | None:
         return (self.thresholds.get(point) or {}).get(margin)
@@ -82,7 +86,21 @@ def parse_defaults(record: dict, path: Path, where: str, source: str) -> SpaceDe
     return SpaceDefaults(thresholds=thresholds, score_max={m: _number(c, path, f"{where}score_max.{m}")
                                                            for m, c in caps.items()}, source=source,
                          rules=_rules(record.get("threshold_rules") or {}, path, where), margin=margin,
-                         languages=languages, language_range=language_range)
+                         languages=languages, language_range=language_range, k=_k(record, path, where))
+
+
+def _k(record: dict, path: Path, where: str) -> int | None:
+    """The `k` a record's values were measured with: its own `k`, or `data.k` (the records of
+    `xmine calibrate`); None where it records neither."""
+    if "k" in record:
+        label, k = f"{where}k", record["k"]
+    elif isinstance(record.get("data"), dict):
+        label, k = f"{where}data.k", record["data"].get("k")
+    else:
+        return None
+    if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
+        raise InputError(path, f"{label}: expected a whole number of neighbours >= 1, not {k!r}")
+    return k
 
 
 def language_threshold(values: dict, lang: str | None, margin: str) -> tuple[str, float] | None:

@@ -86,9 +86,11 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
     if p.suffix == ".json":
         try:
             record = json.loads(p.read_text(encoding="utf-8"))
-            kind = record.get("kind")
-        except (OSError, ValueError, AttributeError) as e:
+        except (OSError, ValueError) as e:
             raise ArtefactError(f"{p}: not an xmine artefact (unreadable JSON: {e})") from None
+        if not isinstance(record, dict):
+            raise ArtefactError(f"{p}: a JSON {type(record).__name__}, not an xmine artefact (a result is an object)")
+        kind = record.get("kind")
         if kind in RESULT_KINDS:
             try:
                 sealed = unseal(record, p)

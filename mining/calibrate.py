@@ -37,6 +37,7 @@ from xmine.artefacts.directory import provenance
 from xmine.artefacts.fileio import unseal
 from xmine.calibration import DEFAULT_MARGIN, SpaceDefaults, parse_defaults
 from xmine.encoders import load_encoder
+from xmine.encoders.base import DEFAULT_PRECISION, EncoderConfig
 from xmine.errors import ConfigError, DamagedManifestError, InputError
 from xmine.langs import lang_script, normalize_lang
 from xmine.encoders.projection import choose_projection, read_projection_json, resolve_projection
@@ -158,9 +159,11 @@ def operating_points(scores: np.ndarray, correct: np.ndarray, n_gold: int) -> di
 
 
 def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lang: str, tgt_lang: str,
-              k: int = 4, data: dict, seed: int = 0, encode=None) -> dict[str, Any]:
+              k: int = 4, data: dict, seed: int = 0, encode=None,
+              encoder_config: EncoderConfig | None = None) -> dict[str, Any]:
     """The calibration record of the space (encoder, projection) measured on `pairs`. `encode`:
-    texts -> the encoder's embeddings, where a caller has its own (a cache); default the encoder's."""
+    texts -> the encoder's embeddings, where a caller has its own (a cache); default the encoder's,
+    loaded with `encoder_config`'s precision, runtime and prompt (default: the encoder's own)."""
     from xmine.mining.knn import exact_knn_both
     from xmine.mining.select import MiningConfig, select_pairs
 
@@ -169,7 +172,9 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
         raise ConfigError(f"-k {k}: the calibration set holds {len(src)} source and {len(tgt)} target sentences, "
                           f"fewer than k; a margin needs k neighbours among them (use a smaller -k, or more --gold "
                           "pairs)")
-    model = load_encoder(encoder)
+    cfg = encoder_config or EncoderConfig()
+    model = load_encoder(encoder, precision=cfg.precision or DEFAULT_PRECISION, runtime=cfg.runtime, device=cfg.device,
+                         prefix=cfg.prompt, prompt_name=cfg.prompt_name)
     choice = choose_projection(projection, encoder_name=encoder, encoder_fp=model.fingerprint)
     proj = resolve_projection(choice.path) if choice.path is not None else None
     sides = [np.asarray((encode or model.encode)(texts), dtype=np.float32) for texts in (src, tgt)]

@@ -10,6 +10,8 @@ import click
 from xmine.artefacts.fileio import atomic_write_manifest
 from xmine.artefacts.outputs import claim_output
 from xmine.encoders import DEFAULT_ENCODER
+from xmine.encoders.base import EncoderConfig
+from xmine.encoders.options import precision_option
 from xmine.io.stdin import with_local_inputs
 from xmine.mining.bitext import BITEXT_FORMATS, Bitext, BitextFormat, parse_pairs_argument
 from xmine.mining.calibrate import CALIBRATION_KIND, calibrate, flores_file, read_aligned
@@ -83,6 +85,8 @@ def mine(src, tgt, output, src_lang, tgt_lang, keep_fields, allow_same_input, in
         kept += "; too few sentences for k neighbours, see above"
     if "other_k" in t:
         kept += f"; calibrated at k={t['other_k']['calibrated_k']}, see above"
+    if "other_encoder" in t:
+        kept += "; calibrated with other embeddings, see above"
     removed = summary["filters"]["removed"]
     if removed:
         kept += "; filtered out " + ", ".join(f"{n:,} {rule}" for rule, n in removed.items() if n) if any(
@@ -198,6 +202,8 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
         rule += "; too few sentences for k neighbours, see above"
     if "other_k" in t:
         rule += f"; calibrated at k={t['other_k']['calibrated_k']}, see above"
+    if "other_encoder" in t:
+        rule += "; calibrated with other embeddings, see above"
     dropped = ", ".join(f"{n:,} {name}" for name, n in summary["dropped"].items() if n) or "none"
     click.echo(f"kept {summary['kept']:,} of {summary['pairs']:,} pairs ({rule}; dropped: {dropped}) -> {out}",
                err=True)
@@ -217,7 +223,9 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
 @click.option("-o", "--out", required=True, type=click.Path(path_type=Path),
               help="Calibration record to write (JSON); `xmine mine --calibration OUT` uses it.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it is an earlier calibration record.")
-def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k, out, overwrite):
+@precision_option()
+def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k, out, overwrite, precision, runtime,
+                      prompt, prompt_name):
     """Measure the mining thresholds (balanced and precision-first, per margin) and the score cap of
     a space for one language pair: a space xmine has no calibration for (an encoder you bring, or a
     projection you trained), or a shipped one for a language its encoder knows poorly, whose
@@ -227,7 +235,8 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
     devtest for the language pair, or --gold), mined exactly, and the thresholds read off the
     precision and recall of what was mined. Pass the record to `xmine mine --calibration`, which
     mines in the margin the record names: distance, in which one corpus's threshold transfers best
-    to another (docs/mining.md)."""
+    to another (docs/mining.md). Calibrate with the -k, --prompt (or --prompt-name) you mine with:
+    margins over other neighbours, or embeddings of another prompt, are on another scale."""
     encoder = encoder or DEFAULT_ENCODER
     if gold is not None:
         inputs, data = list(gold), {"source": "gold pairs", "files": [str(p) for p in gold]}
@@ -243,7 +252,9 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
     pairs = read_aligned(*inputs)
     with claim_output(out, kind=CALIBRATION_KIND, form="json", inputs=inputs, overwrite=overwrite):
         record = calibrate(pairs, encoder=encoder, projection=projection, src_lang=src_lang, tgt_lang=tgt_lang,
-                           k=k, data=data)
+                           k=k, data=data, encoder_config=EncoderConfig(name=encoder, precision=precision,
+                                                                        runtime=runtime, prompt=prompt,
+                                                                        prompt_name=prompt_name))
         atomic_write_manifest(out, record)  # ends with its own checksum: mine refuses an edited record
     for margin, found in record["measured"].items():
         line = ", ".join(f"{point} {v['threshold']:.4f} (P {v['precision']:.2f} R {v['recall']:.2f} F1 {v['f1']:.2f})"

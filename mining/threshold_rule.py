@@ -49,6 +49,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from xmine.artefacts.records import EncoderId
 from xmine.calibration import DEFAULT_MARGIN, SpaceDefaults, language_threshold
 from xmine.mining.calibrate import read_calibration
 from xmine.mining.config import SelectionConfig
@@ -214,7 +215,7 @@ def keep_at_least(mined: MinedPairs, threshold: float) -> MinedPairs:
 
 def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: PairFilterConfig, projection_dir,
                   encoder_name: str | None, *, rules: RuleUse = RuleUse.AFTER_SEARCH,
-                  langs: tuple[str | None, str | None] = (None, None),
+                  langs: tuple[str | None, str | None] = (None, None), encoder_id: EncoderId | None = None,
                   ) -> tuple[MiningConfig, PairFilterConfig, dict]:
     """The config and filters to search and select with, and the summary's `threshold` record.
 
@@ -227,7 +228,9 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
     apply (`rules`) are given; without one, the record's source says what holds instead.
     `filters.score_max` None: the space's calibrated cap for the margin mined in (none without a
     calibration). A shipped space's default for languages (`langs`, source and target) its
-    calibration does not reach: `language_notes`, logged and recorded (`language_notes`)."""
+    calibration does not reach: `language_notes`, logged and recorded (`language_notes`). Calibrated
+    values the run uses that were measured at another k, or (given the run's `encoder_id`) with
+    embeddings of other weights or another prompt: `note_other_k`, `note_other_encoder`."""
     found, what = space_defaults(projection_dir, encoder_name)
     if selection.calibration is not None:
         found = read_calibration(selection.calibration, encoder_name=encoder_name, projection_dir=projection_dir,
@@ -286,25 +289,58 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
             record["score_max"]["source"] += (f", on the {filters.score_margin} scale: not applied when mining "
                                               f"with the {config.margin} margin")
     if found is not None:
-        note_other_k(record, found, config.k, what, cap_applies="score_max" in filters.active(config.margin))
+        uses = calibrated_uses(record, found, cap_applies="score_max" in filters.active(config.margin))
+        note_other_k(record, found, config.k, what, uses)
+        if encoder_id is not None:
+            note_other_encoder(record, found, encoder_id, what, uses)
     if record["value"] is not None and "rule" not in record:  # a rule's value is logged once it is known
         log.info("threshold %g: %s", record["value"], record["source"])
     return config, filters, record
 
 
-def note_other_k(record: dict, found: SpaceDefaults, k: int, what: str, *, cap_applies: bool) -> None:
-    """Where a calibrated value the run uses (`record`: `run_threshold`'s; the threshold, or the
-    score cap where it applies) was measured with another k than the run's: the note why it does
-    not fit, with the remedies, logged as a warning and recorded (`record["other_k"]`).
+def calibrated_uses(record: dict, found: SpaceDefaults, *, cap_applies: bool) -> list[str]:
+    """Which of the calibrated values `found` the run (`record`: `run_threshold`'s) uses: "threshold"
+    (the threshold, or the rule it starts from), "score cap" (where the cap applies)."""
+    return [name for name, used in (
+        ("threshold", record.get("operating_point") is not None),
+        ("score cap", cap_applies and record["score_max"]["source"] == found.source)) if used]
+
+
+def _remedy_flags(uses: list[str]) -> str:
+    return " and ".join({"threshold": "--threshold", "score cap": "--score-max"}[use] for use in uses)
+
+
+def note_other_encoder(record: dict, found: SpaceDefaults, encoder_id: EncoderId, what: str, uses: list[str]) -> None:
+    """Where the calibrated values the run uses (`uses`, `calibrated_uses`) were measured with
+    embeddings of other weights, pooling or prompt than the run's (`encoder_id`): the note, logged as
+    a warning and recorded (`record["other_encoder"]`). Another prompt is another space, whose
+    margins the values do not fit (measured: docs/mining.md, "The margin")."""
+    if found.encoder_weights is None or found.encoder_weights == encoder_id.weights or not uses:
+        return
+    calibrated, run = found.encoder_weights.split("|"), encoder_id.weights.split("|")
+    differs = ([f"{a} (this run: {b})" for a, b in zip(calibrated, run) if a != b]
+               if len(calibrated) == len(run) and calibrated[0] == run[0] else [found.encoder_weights])
+    several = len(uses) > 1
+    note = (f"the calibrated {' and '.join(uses)} of {what} {'were' if several else 'was'} measured with "
+            f"{', '.join(differs)}: embeddings of other weights or another prompt score on another scale, so "
+            f"{'they keep' if several else 'it keeps'} pairs that are no translations or "
+            f"{'drop' if several else 'drops'} translations unpredictably; embed as the calibration did, calibrate "
+            f"the space as this run embeds "
+            f"(xmine calibrate with the same --prompt or --prompt-name, then --calibration), or pass "
+            f"{_remedy_flags(uses)}")
+    record["other_encoder"] = {"calibrated": found.encoder_weights, "run": encoder_id.weights, "note": note}
+    log.warning("%s", note)
+
+
+def note_other_k(record: dict, found: SpaceDefaults, k: int, what: str, uses: list[str]) -> None:
+    """Where the calibrated values the run uses (`uses`, `calibrated_uses`) were measured with
+    another k than the run's: the note why they do not fit, with the remedies, logged as a warning
+    and recorded (`record["other_k"]`).
 
     A margin divides (ratio) or offsets (distance) a pair's cosine by the mean cosine of each side's
     k nearest neighbours; with more neighbours that mean is lower and every margin higher, so a
     threshold set at k=4 keeps more at k=16, and precision falls (measured: docs/mining.md, "The
     margin")."""
-    uses = [name for name, used in (
-        ("threshold", record.get("operating_point") is not None),
-        ("score cap", cap_applies and record["score_max"]["source"] == found.source))
-        if used]
     if found.k is None or found.k == k or not uses:
         return
     higher = k > found.k
@@ -315,7 +351,7 @@ def note_other_k(record: dict, found: SpaceDefaults, k: int, what: str, *, cap_a
             f"k={found.k} neighbours; margins over {k} run {'higher' if higher else 'lower'}, so "
             + " and ".join(f"the {use} {effects[use]}" for use in uses)
             + f": mine with -k {found.k}, calibrate the space at -k {k} (xmine calibrate -k {k}, then --calibration), "
-              "or pass " + " and ".join({"threshold": "--threshold", "score cap": "--score-max"}[use] for use in uses))
+              f"or pass {_remedy_flags(uses)}")
     record["other_k"] = {"k": k, "calibrated_k": found.k, "note": note}
     log.warning("%s", note)
 
@@ -346,6 +382,6 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
     return keep_at_least(mined, record["value"])
 
 
-__all__ = ["ESTIMATED", "RULE_NAME", "RuleUse", "apply_run_threshold", "estimate_true_pairs", "estimated_threshold",
-           "keep_at_least", "language_notes", "mutual_null_share", "note_few_neighbours", "note_other_k", "null_above",
-           "null_fit", "rule_threshold", "run_threshold"]
+__all__ = ["ESTIMATED", "RULE_NAME", "RuleUse", "apply_run_threshold", "calibrated_uses", "estimate_true_pairs",
+           "estimated_threshold", "keep_at_least", "language_notes", "mutual_null_share", "note_few_neighbours",
+           "note_other_encoder", "note_other_k", "null_above", "null_fit", "rule_threshold", "run_threshold"]

@@ -513,3 +513,60 @@ def test_mining_at_another_k_says_so_and_a_record_of_that_k_mines_right(data_dir
     assert "other_k" not in json.loads((tmp_path / "cal16.tsv.json").read_text(encoding="utf-8"))["threshold"]
     p, found = precision(tmp_path / "cal16.tsv")
     assert p >= 0.95 and found >= 85
+
+
+def test_a_calibrated_value_of_other_embeddings_is_noted():
+    """The raw encoders' values record the encoder they were measured with; a run whose embeddings
+    have other weights, pooling or prompt gets the note naming what differs, one of another
+    precision or runtime (the same space, a few pairs apart) none, and so does a space whose
+    record names no encoder (a projection is refused for another encoder before it is mined in)."""
+    from xmine.artefacts.records import EncoderId
+
+    found = space_defaults(None, "me5-small")[0]
+    calibrated = EncoderId.parse(json.loads(CALIBRATION.read_text(encoding="utf-8"))["encoders"]["me5-small"]["encoder_id"])
+    assert found.encoder_weights == calibrated.weights and "prefix='query: '" in calibrated.weights
+
+    def record(encoder_id, projection_dir=None, encoder="me5-small"):
+        return run_threshold(SelectionConfig(), MiningConfig(), PairFilterConfig(), projection_dir, encoder,
+                             encoder_id=encoder_id)[2]
+
+    other = EncoderId(weights=calibrated.weights.replace("prefix='query: '", "prefix=''"), precision="bf16")
+    note = record(other)["other_encoder"]["note"]
+    assert note.startswith("the calibrated threshold and score cap of raw me5-small embeddings were measured with "
+                           "prefix='query: ' (this run: prefix='')")
+    assert "xmine calibrate with the same --prompt" in note and "pass --threshold and --score-max" in note
+    assert "other_encoder" not in record(EncoderId(weights=calibrated.weights, precision="int8", runtime="openvino"))
+    assert "other_encoder" not in record(other, projection_dir=shipped_dir("me5-small"))
+    assert "other_encoder" not in record(None)
+    elsewhere = EncoderId(weights="my-model:0123|pool=cls")
+    assert "measured with me5-small-q4:" in record(elsewhere)["other_encoder"]["note"]
+
+
+@pytest.mark.slow
+def test_mining_with_another_prompt_says_so_and_a_record_of_that_prompt_mines_right(data_dir, tmp_path, caplog):
+    """me5-small without its 'query: ' prompt is another space (the shipped projection is refused
+    for it, said): the raw default, measured with the prompt, keeps far more than the translations
+    (FLORES-200 de-en, 100 among 400 x 712), and the run says why; `xmine calibrate --prompt ''`
+    gives a record that mines these embeddings at precision >= 0.95, with no note."""
+    (tmp_path / "de.txt").write_text("".join(f"{s}\n" for s in flores_lines(data_dir, "deu_Latn", 400)),
+                                     encoding="utf-8")
+    (tmp_path / "en.txt").write_text("".join(f"{s}\n" for s in flores_lines(data_dir, "eng_Latn", start=300)),
+                                     encoding="utf-8")
+    mine = ["mine", tmp_path / "de.txt", tmp_path / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "--prompt", "",
+            "--line-numbers", "-q"]
+
+    def precision(out):
+        pairs = [tuple(map(int, line.split("\t")[-2:])) for line in out.read_text(encoding="utf-8").splitlines()]
+        found = sum(s == t + 300 for s, t in pairs)
+        return found / len(pairs), found
+
+    res = ok(xm(*mine, "-o", tmp_path / "raw.tsv"))
+    note = json.loads((tmp_path / "raw.tsv.json").read_text(encoding="utf-8"))["threshold"]["other_encoder"]["note"]
+    assert warned(caplog, note) and "calibrated with other embeddings, see above" in res.output.splitlines()[-1]
+    assert precision(tmp_path / "raw.tsv")[0] < 0.93
+    ok(xm("calibrate", "--src-lang", "de", "--tgt-lang", "en", "--prompt", "", "--data-dir", data_dir,
+          "-o", tmp_path / "noprompt.json"))
+    ok(xm(*mine, "--calibration", tmp_path / "noprompt.json", "-o", tmp_path / "cal.tsv"))
+    assert "other_encoder" not in json.loads((tmp_path / "cal.tsv.json").read_text(encoding="utf-8"))["threshold"]
+    p, found = precision(tmp_path / "cal.tsv")
+    assert p >= 0.95 and found >= 85

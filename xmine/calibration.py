@@ -13,6 +13,7 @@ import dataclasses
 import math
 from pathlib import Path
 
+from xmine.artefacts.records import EncoderId
 from xmine.errors import InputError
 from xmine.langs import same_language
 
@@ -46,6 +47,13 @@ class SpaceDefaults:
     #: record's `data.k`); None where the record does not say. Margins over another k run on
     #: another scale (higher with more neighbours), so the values hold for that k only.
     k: int | None = None
+    #: the weights, pooling and prompt of the encoder the values were measured with
+    #: (`EncoderId.weights` of the record's `encoder_id`, or of a calibration record's
+    #: `encoder_fingerprint.id`); None where the record does not say. Embeddings of other weights or
+    #: another prompt are another space. Precision and runtime are not part of it: they move few
+    #: pairs across a threshold (int8 against bf16: 65 of about 3,970 mined pairs differ,
+    #: benchmarks/results/notes/embed_speed.md, "End to end").
+    encoder_weights: str | None = None
 
     def threshold(self, margin: str, point: str) -> float | None:
         return (self.thresholds.get(point) or {}).get(margin)
@@ -86,7 +94,23 @@ def parse_defaults(record: dict, path: Path, where: str, source: str) -> SpaceDe
     return SpaceDefaults(thresholds=thresholds, score_max={m: _number(c, path, f"{where}score_max.{m}")
                                                            for m, c in caps.items()}, source=source,
                          rules=_rules(record.get("threshold_rules") or {}, path, where), margin=margin,
-                         languages=languages, language_range=language_range, k=_k(record, path, where))
+                         languages=languages, language_range=language_range, k=_k(record, path, where),
+                         encoder_weights=_encoder_weights(record, path, where))
+
+
+def _encoder_weights(record: dict, path: Path, where: str) -> str | None:
+    """`EncoderId.weights` of the encoder a record's values were measured with: its `encoder_id`,
+    or `encoder_fingerprint.id` (the records of `xmine calibrate`); None where it records neither."""
+    fingerprint = record.get("encoder_fingerprint")
+    if "encoder_id" in record:
+        label, text = f"{where}encoder_id", record["encoder_id"]
+    elif isinstance(fingerprint, dict) and "id" in fingerprint:
+        label, text = f"{where}encoder_fingerprint.id", fingerprint["id"]
+    else:
+        return None
+    if not isinstance(text, str):
+        raise InputError(path, f"{label}: expected an encoder id (a string), not {text!r}")
+    return EncoderId.parse(text).weights
 
 
 def _k(record: dict, path: Path, where: str) -> int | None:

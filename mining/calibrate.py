@@ -35,14 +35,14 @@ import numpy as np
 
 from xmine.artefacts.directory import provenance
 from xmine.artefacts.fileio import unseal
-from xmine.calibration import DEFAULT_MARGIN, SpaceDefaults, parse_defaults
+from xmine.calibration import (CALIBRATION_DAMAGED_ADVICE, CALIBRATION_KIND, DEFAULT_MARGIN, SpaceDefaults,
+                               parse_defaults)
 from xmine.encoders import load_encoder
 from xmine.encoders.base import DEFAULT_PRECISION, EncoderConfig
 from xmine.errors import ConfigError, DamagedManifestError, InputError
 from xmine.langs import lang_script, normalize_lang
 from xmine.encoders.projection import choose_projection, read_projection_json, resolve_projection
 
-CALIBRATION_KIND = "xmine-calibration"
 #: aligned pairs needed: a fifth of them are the gold, and a set needs >= 100 gold pairs
 MIN_PAIRS = 500
 PRECISION_POINT = 0.95
@@ -220,8 +220,7 @@ def _calibration_record(path: Path) -> dict:
     try:
         unseal(record, path)
     except DamagedManifestError:
-        raise DamagedManifestError(path, advice="none of its thresholds can be trusted; run xmine calibrate again "
-                                                "(--overwrite replaces it)") from None
+        raise DamagedManifestError(path, advice=CALIBRATION_DAMAGED_ADVICE) from None
     return record
 
 

@@ -14,7 +14,8 @@ from xmine.encoders.base import EncoderConfig
 from xmine.encoders.options import precision_option
 from xmine.io.stdin import with_local_inputs
 from xmine.mining.bitext import BITEXT_FORMATS, Bitext, BitextFormat, parse_pairs_argument
-from xmine.mining.calibrate import CALIBRATION_KIND, calibrate, flores_file, read_aligned
+from xmine.calibration import CALIBRATION_KIND
+from xmine.mining.calibrate import calibrate, flores_file, read_aligned
 from xmine.mining.cli_options import (approximate_option, conflicts_as_usage_errors, encoding_options, filter_options,
                                       k_option, margin_option, output_options, pair_filter_options, search_options,
                                       selection_options, src_lang_option, tgt_lang_option, threshold_options)

@@ -300,7 +300,7 @@ def test_a_benchmark_result_edited_where_it_stays_valid_json_is_refused(ws):
 
     del record["manifest_sha256"]
     out.write_text(json.dumps(record, indent=2), encoding="utf-8")
-    assert "written before results recorded a checksum, so not checked" in ok(xm("verify", out)).output
+    assert "written before it recorded a checksum, so not checked" in ok(xm("verify", out)).output
 
 
 def test_every_result_the_project_keeps_verifies():

@@ -137,6 +137,7 @@ def test_calibrate_never_writes_over_a_foreign_file_or_its_input_and_mine_refuse
     ok(xm(*args, "-o", record))
     text = record.read_text(encoding="utf-8")
     assert list(json.loads(text))[-1] == "manifest_sha256"
+    assert "OK, an xmine calibration (its content matches the checksum" in ok(xm("verify", record)).output
     balanced = json.loads(text)["operating_points"]["balanced"]["distance"]
     record.write_text(text.replace(f'"distance": {balanced}', '"distance": 0.01', 1), encoding="utf-8")
     before = tree(tmp_path)
@@ -145,6 +146,7 @@ def test_calibrate_never_writes_over_a_foreign_file_or_its_input_and_mine_refuse
                                            "use-m3", "-o", tmp_path / "s.tsv"]):
         refused(xm(*command, "--calibration", record, "-q"), "c.json: content differs from the checksum it was "
                 "written with", "run xmine calibrate again")
+    refused(xm("verify", record), "c.json: content differs from the checksum", "run xmine calibrate again")
     assert tree(tmp_path) == before
     ok(xm(*args, "-o", record, "--overwrite"))
     assert json.loads(record.read_text(encoding="utf-8"))["operating_points"]["balanced"]["distance"] == balanced

@@ -19,6 +19,10 @@ from xmine.langs import same_language
 
 #: the margin of a search that names none and of a space whose record names none: LASER's ratio
 DEFAULT_MARGIN = "ratio"
+#: the `kind` of the record `xmine calibrate` writes (xmine.mining.calibrate), which `xmine verify`
+#: checks too, and what to do with one edited or damaged since it was written
+CALIBRATION_KIND = "xmine-calibration"
+CALIBRATION_DAMAGED_ADVICE = "none of its thresholds can be trusted; run xmine calibrate again (--overwrite replaces it)"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -180,4 +184,4 @@ def _rules(rules, path: Path, where: str) -> dict:
     return parsed
 
 
-__all__ = ["DEFAULT_MARGIN", "SpaceDefaults", "language_threshold", "parse_defaults"]
+__all__ = ["CALIBRATION_DAMAGED_ADVICE", "CALIBRATION_KIND", "DEFAULT_MARGIN", "SpaceDefaults", "language_threshold", "parse_defaults"]

@@ -4,7 +4,8 @@ An embedding store against every sha256 its manifest records (`xmine.store.reade
 a directory of a feature package's kind through its registered reader
 (`xmine.artefacts.directory.open_artefact`), which validates on open; a sentence-transformers
 export against the size and sha256 of every file its manifest records (`check_recorded_files`);
-a TSV output against its `OUT.json` summary (`verify_output_file`); a result JSON by its `kind`.
+a TSV output against its `OUT.json` summary (`verify_output_file`); a JSON record xmine writes on its own
+(a benchmark result, a calibration record) by the checksum it ends with (`JSON_KINDS`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 from pathlib import Path
 
+from xmine.calibration import CALIBRATION_DAMAGED_ADVICE, CALIBRATION_KIND, parse_defaults
 from xmine.errors import ArtefactError, ConfigError, DamagedManifestError
 from xmine.artefacts.fileio import MANIFEST, inside, manifest_kind, read_manifest, sha256_file, unseal
 from xmine.artefacts.records import FileRecord, read_field
@@ -38,6 +40,10 @@ RECORDED_KINDS = {"sentence-transformer-portable": 2, "sentence-transformer-expo
 RESULT_KINDS = ("xmine-benchmark-result", "bucc-result", "speed-benchmark-result", "threshold-study")
 #: What a damaged result's refusal advises (`verify`, `bench report`, the lab's readers).
 RESULT_DAMAGED_ADVICE = "none of its numbers can be trusted; run the benchmark that wrote it again"
+#: Every JSON record xmine writes on its own (a `kind` at the top, its checksum at the end), which
+#: `verify` checks by that checksum: the results and the records of `xmine calibrate`, each with
+#: what its refusal advises.
+JSON_KINDS = {**dict.fromkeys(RESULT_KINDS, RESULT_DAMAGED_ADVICE), CALIBRATION_KIND: CALIBRATION_DAMAGED_ADVICE}
 
 
 def verify_artefact(path: str | Path) -> tuple[str, int, str]:
@@ -91,16 +97,18 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
         if not isinstance(record, dict):
             raise ArtefactError(f"{p}: a JSON {type(record).__name__}, not an xmine artefact (a result is an object)")
         kind = record.get("kind")
-        if kind in RESULT_KINDS:
+        if kind in JSON_KINDS:
             try:
                 sealed = unseal(record, p)
             except DamagedManifestError:
-                raise DamagedManifestError(p, advice=RESULT_DAMAGED_ADVICE) from None
+                raise DamagedManifestError(p, advice=JSON_KINDS[kind]) from None
+            if kind == CALIBRATION_KIND:  # its values, as `mine --calibration` reads them (one line naming a field)
+                parse_defaults(record, p, "", "")
             if sealed:
                 return kind, p.stat().st_size, "its content matches the checksum it was written with"
-            return kind, p.stat().st_size, "readable JSON, written before results recorded a checksum, so not checked"
+            return kind, p.stat().st_size, "readable JSON, written before it recorded a checksum, so not checked"
         if kind:
-            raise ArtefactError(f"{p}: kind {str(kind)[:80]!r} is no kind of result this xmine writes; nothing in it "
+            raise ArtefactError(f"{p}: kind {str(kind)[:80]!r} is no kind of record this xmine writes; nothing in it "
                                 "can be checked")
     raise ArtefactError(f"{p}: not an xmine artefact (no {MANIFEST}, no {sidecar_of(p).name} summary)")
 

@@ -25,7 +25,7 @@ from xmine.io.corpus import truncate_for_encoding
 from xmine.encoders.embed_cache import cached_encode
 from xmine.artefacts.fileio import atomic_write_manifest, load_manifest
 from xmine.artefacts.verify import RESULT_DAMAGED_ADVICE, RESULT_KINDS
-from xmine.errors import ArtefactError, ConfigError, DamagedManifestError, InputError
+from xmine.errors import ArtefactError, ConfigError, InputError
 from xmine.mining.select import margin_score
 from xmine.paths import REPO_ROOT, resolve_data_dir
 from xmine.encoders.projection import DEFAULT, NONE, choose_projection, resolve_projection
@@ -336,10 +336,7 @@ def read_result(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ArtefactError(f"{path}: no such result file; run the benchmark that writes it first")
-    try:
-        result = load_manifest(path, what="result")
-    except DamagedManifestError:
-        raise DamagedManifestError(path, advice=RESULT_DAMAGED_ADVICE) from None
+    result = load_manifest(path, what="result", advice=RESULT_DAMAGED_ADVICE)
     if result.get("kind") not in RESULT_KINDS:
         raise ArtefactError(f"{path}: records kind {str(result.get('kind'))[:80]!r}, not that of a result xmine writes")
     return result

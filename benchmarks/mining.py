@@ -60,7 +60,7 @@ from xmine.artefacts.directory import file_fingerprint
 from xmine.benchmarks.bucc import (at_least, best_threshold, evaluate, margin_of, mine_candidates, prf_curve,
                                    read_bucc_file, read_gold)
 from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines, read_lines
-from xmine.errors import DamagedManifestError, DataNotFoundError, InputError, OutputError
+from xmine.errors import DataNotFoundError, InputError, OutputError
 from xmine.artefacts.fileio import atomic_write_manifest, atomic_write_text, load_manifest
 from xmine.mining.config import SelectionConfig
 from xmine.mining.filters import PairFilterConfig
@@ -269,10 +269,8 @@ def build_sets(data: Path, langs: Sequence[str], *, sets_dir: Path | None = None
     # Its own artefact only: a foreign or other-kind directory is refused; an earlier set folder is
     # rewritten only when it was built from the same data and settings (then the bytes are equal).
     with claim_output(sets_dir, kind=SETS_KIND, form="dir", in_place=True, reopen=True, inputs=sources):
-        try:
-            old = load_manifest(sets_dir / "manifest.json") if (sets_dir / "manifest.json").is_file() else None
-        except DamagedManifestError as e:
-            raise DamagedManifestError(e.path, "delete the folder or choose another --sets-dir") from None
+        old = (load_manifest(sets_dir / "manifest.json", advice="delete the folder or choose another --sets-dir")
+               if (sets_dir / "manifest.json").is_file() else None)
         if old is not None and (old.get("settings") != settings or old.get("sources") != fps):
             raise OutputError(f"{sets_dir}: holds mining sets of other settings or data; choose another --sets-dir")
         for lang, ms in built.items():

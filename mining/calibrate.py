@@ -39,7 +39,7 @@ from xmine.calibration import (CALIBRATION_DAMAGED_ADVICE, CALIBRATION_KIND, DEF
                                parse_defaults)
 from xmine.encoders import load_encoder
 from xmine.encoders.base import DEFAULT_PRECISION, EncoderConfig
-from xmine.errors import ConfigError, DamagedManifestError, InputError
+from xmine.errors import ConfigError, InputError
 from xmine.langs import lang_script, normalize_lang
 from xmine.encoders.projection import choose_projection, read_projection_json, resolve_projection
 
@@ -217,10 +217,7 @@ def _calibration_record(path: Path) -> dict:
         raise InputError(path, f"unreadable calibration record ({e})") from None
     if not isinstance(record, dict) or record.get("kind") != CALIBRATION_KIND or not isinstance(record.get("space"), dict):
         raise InputError(path, "not a calibration record of `xmine calibrate`")
-    try:
-        unseal(record, path)
-    except DamagedManifestError:
-        raise DamagedManifestError(path, advice=CALIBRATION_DAMAGED_ADVICE) from None
+    unseal(record, path, advice=CALIBRATION_DAMAGED_ADVICE)
     return record
 
 

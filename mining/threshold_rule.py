@@ -278,7 +278,8 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
                 record["rule"] = {**rule, "calibrated_value": value}
             else:
                 record["source"] += rules.value
-    if filters.score_max is None:
+    cap_calibrated = filters.score_max is None  # (else given: --score-max)
+    if cap_calibrated:
         cap = None if found is None else found.score_max.get(config.margin)
         filters = replace(filters, score_max=cap, score_margin=config.margin)
         record["score_max"] = {"value": cap, "source": f"{found.source}" if cap is not None else
@@ -289,7 +290,7 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
             record["score_max"]["source"] += (f", on the {filters.score_margin} scale: not applied when mining "
                                               f"with the {config.margin} margin")
     if found is not None:
-        uses = calibrated_uses(record, found, cap_applies="score_max" in filters.active(config.margin))
+        uses = calibrated_uses(record, cap=cap_calibrated and "score_max" in filters.active(config.margin))
         note_other_k(record, found, config.k, what, uses)
         if encoder_id is not None:
             note_other_encoder(record, found, encoder_id, what, uses)
@@ -298,12 +299,11 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
     return config, filters, record
 
 
-def calibrated_uses(record: dict, found: SpaceDefaults, *, cap_applies: bool) -> list[str]:
-    """Which of the calibrated values `found` the run (`record`: `run_threshold`'s) uses: "threshold"
-    (the threshold, or the rule it starts from), "score cap" (where the cap applies)."""
-    return [name for name, used in (
-        ("threshold", record.get("operating_point") is not None),
-        ("score cap", cap_applies and record["score_max"]["source"] == found.source)) if used]
+def calibrated_uses(record: dict, *, cap: bool) -> list[str]:
+    """Which calibrated values the run (`record`: `run_threshold`'s) uses: "threshold" (the
+    threshold, or the rule it starts from), "score cap" (`cap`: a calibrated cap applies)."""
+    return [name for name, used in (("threshold", record.get("operating_point") is not None), ("score cap", cap))
+            if used]
 
 
 def _remedy_flags(uses: list[str]) -> str:

@@ -276,12 +276,12 @@ def write_manifest(directory: str | Path, kind: str, body: dict[str, Any], *, fo
     return atomic_write_manifest(Path(directory) / MANIFEST, {"kind": kind, "format_version": format_version, **body})
 
 
-def load_manifest(path: str | Path, *, what: str = "manifest") -> dict[str, Any]:
+def load_manifest(path: str | Path, *, what: str = "manifest", advice: str | None = None) -> dict[str, Any]:
     """The JSON object in the manifest file `path`, without its `SELF_CHECKSUM`; ArtefactError when
     it cannot be read, is not valid JSON (where it fails: line, column), is not an object, or its
     content no longer matches the checksum it was written with. `what` names the file in those
     messages: every JSON record xmine writes through `atomic_write_manifest` (a benchmark result,
-    an output's summary) is read back here."""
+    an output's summary) is read back here; `advice` ends a damaged one's refusal (`unseal`)."""
     try:
         manifest = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
@@ -290,20 +290,25 @@ def load_manifest(path: str | Path, *, what: str = "manifest") -> dict[str, Any]
         raise ArtefactError(f"{path}: unreadable {what} ({e})") from None
     if not isinstance(manifest, dict):
         raise ArtefactError(f"{path}: a JSON {type(manifest).__name__}, not the object an xmine {what} is")
-    unseal(manifest, path)
+    unseal(manifest, path, advice=advice)
     return manifest
 
 
-def unseal(record: dict[str, Any], path: str | Path) -> bool:
+def intact(record: dict[str, Any]) -> bool:
+    """Whether a JSON object read from a file still matches the `SELF_CHECKSUM` it was written
+    with; one without it (written before xmine recorded it, or by hand) counts as intact."""
+    return SELF_CHECKSUM not in record or record[SELF_CHECKSUM] == manifest_digest(record)
+
+
+def unseal(record: dict[str, Any], path: str | Path, *, advice: str | None = None) -> bool:
     """Remove `SELF_CHECKSUM` from `record` (a JSON object read from the file `path`) and check it;
-    DamagedManifestError when the content no longer matches it. False when `record` has none (one
-    written before xmine recorded it, or by hand): it is read as before, and a caller may say so."""
-    if SELF_CHECKSUM not in record:
-        return False
-    recorded = record.pop(SELF_CHECKSUM)
-    if recorded != manifest_digest(record):
-        raise DamagedManifestError(path)
-    return True
+    DamagedManifestError when the content no longer matches it, its message ending with `advice`
+    (what to do with that kind of file; default: rebuild the artefact). False when `record` has
+    none (one written before xmine recorded it, or by hand): it is read as before, and a caller may
+    say so."""
+    if not intact(record):
+        raise DamagedManifestError(path) if advice is None else DamagedManifestError(path, advice)
+    return record.pop(SELF_CHECKSUM, None) is not None
 
 
 def manifest_kind(directory: Path) -> str:

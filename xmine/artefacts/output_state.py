@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Iterable
 
 from xmine.errors import OutputError
-from xmine.artefacts.fileio import MANIFEST, SELF_CHECKSUM, kind_label, manifest_digest, sha256_file
+from xmine.artefacts.fileio import MANIFEST, intact, kind_label, sha256_file
 
 #: Written into a directory the claim creates for in-place building (stores, projections).
 MARKER = ".xmine-output.json"
@@ -82,12 +82,6 @@ def _png_kind(path: Path) -> str | None:
 def sidecar_of(path: str | Path) -> Path:
     """`OUT.json`: the summary that marks a TSV output as xmine's."""
     return Path(str(path) + ".json")
-
-
-def sidecar_intact(side: dict) -> bool:
-    """Whether a summary read from `OUT.json` still matches the checksum it was written with. One
-    without a checksum (written by an xmine from before it recorded one) counts as intact."""
-    return SELF_CHECKSUM not in side or side[SELF_CHECKSUM] == manifest_digest(side)
 
 
 def dir_kind(path: Path) -> tuple[str | None, bool]:
@@ -223,7 +217,7 @@ def output_state(path: Path, kind: str, form: str, companions: tuple[str, ...],
                 raise OutputError(f"{e}: exists and is not part of an xmine {kind_label(kind)}; refusing to replace it "
                                   "(choose another output)")
             return "unfinished" if extra else "new"
-        if not sidecar_intact(side):
+        if not intact(side):  # (a summary edited since it was written)
             raise OutputError(f"{side_path}: content differs from the checksum it was written with: edited or damaged "
                               f"since xmine wrote it; refusing to replace {path.name} (move both away first)")
         foreign = _foreign_companion(path, kind, companions, side)
@@ -277,4 +271,4 @@ def _foreign_companion(path: Path, kind: str, companions: tuple[str, ...], side:
 
 
 __all__ = ["FORMS", "MARKER", "changed_files", "check_not_input", "dir_kind", "md_header", "own_output_name",
-           "output_state", "png_metadata", "read_json", "same_file", "sidecar_intact", "sidecar_of", "tree_record"]
+           "output_state", "png_metadata", "read_json", "same_file", "sidecar_of", "tree_record"]

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from xmine.calibration import CALIBRATION_DAMAGED_ADVICE, CALIBRATION_KIND, parse_defaults
 from xmine.errors import ArtefactError, ConfigError, DamagedManifestError
-from xmine.artefacts.fileio import MANIFEST, inside, manifest_kind, read_manifest, sha256_file, unseal
+from xmine.artefacts.fileio import MANIFEST, inside, intact, manifest_kind, read_manifest, sha256_file, unseal
 from xmine.artefacts.records import FileRecord, read_field
-from xmine.artefacts.output_state import (MARKER, changed_files, dir_kind, own_output_name, read_json, sidecar_intact,
+from xmine.artefacts.output_state import (MARKER, changed_files, dir_kind, own_output_name, read_json,
                                           sidecar_of)
 from xmine.artefacts.directory import open_artefact
 from xmine.store.reader import verify_store
@@ -98,10 +98,7 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
             raise ArtefactError(f"{p}: a JSON {type(record).__name__}, not an xmine artefact (a result is an object)")
         kind = record.get("kind")
         if kind in JSON_KINDS:
-            try:
-                sealed = unseal(record, p)
-            except DamagedManifestError:
-                raise DamagedManifestError(p, advice=JSON_KINDS[kind]) from None
+            sealed = unseal(record, p, advice=JSON_KINDS[kind])
             if kind == CALIBRATION_KIND:  # its values, as `mine --calibration` reads them (one line naming a field)
                 parse_defaults(record, p, "", "")
             if sealed:
@@ -179,7 +176,7 @@ def verify_output_file(path: str | Path) -> tuple[str, int, str]:
     side = read_json(sidecar_of(path))
     if side is None or "kind" not in side:
         raise ArtefactError(f"{sidecar_of(path)}: not an xmine summary (unreadable, or no kind)")
-    if not sidecar_intact(side):
+    if not intact(side):
         raise DamagedManifestError(sidecar_of(path), advice="nothing it records of the output can be trusted "
                                    "(move both away and run the command again)")
     if side.get("state") != "finished":

@@ -35,7 +35,7 @@ Reported, per language and averaged, for raw embeddings and each projection's me
 precision, recall and F1 at the threshold that maximises F1 (the oracle threshold, as BUCC papers
 report) and at the threshold plain `xmine mine` keeps that set at (`variant_threshold`: the same
 `run_threshold` record, and its rule applied to the set's own candidates as `mine` applies it, the
-rows rounded as `mine`'s store keeps them), with k = 4, max retrieval and the margin `xmine mine`
+rows rounded as `mine`'s store keeps them), with k = 4 (`SHIPPED_K`), max retrieval and the margin `xmine mine`
 uses in the variant's space (ratio; distance for raw use-m3), as its defaults. The sets are mined
 as they are, without `mine`'s language filter and pre-search cleaning (they hold no noise;
 `--noisy` measures both): where the language filter drops a row of a clean set (2 of 256 Japanese
@@ -63,6 +63,7 @@ from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines, read_lines
 from xmine.errors import DataNotFoundError, InputError, OutputError
 from xmine.artefacts.fileio import atomic_write_manifest, atomic_write_text, load_manifest
 from xmine.mining.config import SelectionConfig
+from xmine.mining.defaults import SHIPPED_K
 from xmine.mining.filters import PairFilterConfig
 from xmine.mining.select import MiningConfig
 from xmine.mining.threshold_rule import run_threshold
@@ -295,7 +296,8 @@ def variant_threshold(variant, given: float | None = None, *, margin: str | None
     target) the calibration does not reach, "language_notes"."""
     path = (variant.projection or {}).get("path")
     selection = SelectionConfig(margin=margin, threshold="default" if given is None else given, operating_point=point)
-    config = MiningConfig(k=4, margin=selection.given_margin, retrieval="max", threshold=selection.given_threshold)
+    config = MiningConfig(k=SHIPPED_K, margin=selection.given_margin, retrieval="max",
+                          threshold=selection.given_threshold)
     return run_threshold(selection, config, PairFilterConfig(), path, encoder_name, langs=langs)[2]
 
 
@@ -313,8 +315,8 @@ def curve(scores, correct, n_gold: int, thresholds: Sequence[float] = CURVE_THRE
         m: [int(x) for x in c[m]] if m == "pairs" else [float(x) for x in c[m]] for m in ("precision", "recall", "f1", "pairs")}
 
 
-def evaluate_set(embed_fn, files: dict[str, Path], *, threshold: float | dict | None = DEFAULT_THRESHOLD, k: int = 4,
-                 margin: str | None = None, retrieval: str = "max") -> dict[str, Any]:
+def evaluate_set(embed_fn, files: dict[str, Path], *, threshold: float | dict | None = DEFAULT_THRESHOLD,
+                 k: int = SHIPPED_K, margin: str | None = None, retrieval: str = "max") -> dict[str, Any]:
     """P/R/F1 at the best threshold and at `threshold` (None: every pair kept; a `variant_threshold`
     record: what `xmine mine` keeps this set at, its rule applied to the set's own candidates) for one
     set, with `bench bucc`'s code, its gap (best F1 - F1 at `threshold`), its sizes, and (ratio margin)

@@ -7,4 +7,6 @@ Library API:
 - `knn.exact_knn_both`, `select.margin_score`, `select.select_pairs`, `select.greedy_one_to_one`.
 """
 
-from xmine.mining.select import MinedPairs, MiningConfig, mine_embeddings, select_pairs  # noqa: F401
+from xmine.mining.select import MinedPairs, MiningConfig, mine_embeddings, select_pairs
+
+__all__ = ["MinedPairs", "MiningConfig", "mine_embeddings", "select_pairs"]

@@ -58,6 +58,7 @@ def test_select_pairs_each_mode_by_hand():
     assert sorted(fwd.score.tolist(), reverse=True) == pytest.approx([s22, s10, s01], rel=1e-5)
     bwd = select_pairs(*knn, config=cfg.replace(retrieval="bwd"))
     # y0: candidates x0 (s00) and x1 (s10) -> x1; y1: x0 (s01) vs x1 (.2/(.525+.5)*2) -> x0; y2: x2
+    assert s00 < s10
     assert dict(zip(bwd.tgt_idx.tolist(), bwd.src_idx.tolist())) == {0: 1, 1: 0, 2: 2}
     inter = select_pairs(*knn, config=cfg.replace(retrieval="intersect"))
     assert inter.pairs() == {(0, 1), (1, 0), (2, 2)}

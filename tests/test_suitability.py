@@ -36,8 +36,8 @@ def test_a_random_bert_is_warned_once_on_first_use_and_the_verdict_is_cached(ran
     monkeypatch.setattr(suitability, "measure", lambda enc: measured.append(enc.name) or real_measure(enc))
     corpus = tmp_path / "c.txt"
     corpus.write_text("Ein Satz.\nNoch einer.\n", encoding="utf-8")
-    res = ok(xm("embed", corpus, "--lang", "de", "-o", tmp_path / "s", "--encoder", random_bert, "--runtime", "torch",
-                "--precision", "fp32", "-q"))
+    ok(xm("embed", corpus, "--lang", "de", "-o", tmp_path / "s", "--encoder", random_bert, "--runtime", "torch",
+          "--precision", "fp32", "-q"))
     lines = _warnings("\n".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING"))
     assert len(lines) == 1 and "does not align translations" in lines[0], caplog.text
     accuracy = int(re.search(r"found (\d+)%", lines[0]).group(1))

@@ -463,3 +463,31 @@ def test_the_tree_unpickles_nothing():
                 if bad in text:
                     found.append(f"{p.relative_to(root)}: {bad}")
     assert not found, found
+
+
+def test_a_damaged_token_store_is_refused_with_how_to_rebuild_it(tmp_path, me5):
+    """FMDA's token-state store (real encoder states of three sentences): a manifest edited where it
+    stays valid JSON fails its checksum, one that is no JSON, and a pooled file cut short, are each
+    one error naming the store and the remedy, never read as states."""
+    from xmine.encoders.tokens import MANIFEST, POOLED, TokenStore, build_token_store
+    from xmine.errors import ArtefactError, DamagedManifestError
+
+    store = build_token_store(me5, ["Ein Satz.", "Noch einer, etwas länger.", "Drei."], root=tmp_path)
+    assert len(TokenStore(store.path)) == 3 and store.token_states(1).shape[0] == store.lengths()[1] > 0
+    manifest = store.path / MANIFEST
+    sealed = manifest.read_text(encoding="utf-8")
+
+    manifest.write_text(sealed.replace('"sentences": 3', '"sentences": 2'), encoding="utf-8")
+    assert manifest.read_text(encoding="utf-8") != sealed
+    with pytest.raises(DamagedManifestError, match=f"delete {store.path} to rebuild the token store"):
+        TokenStore(store.path)
+
+    manifest.write_text(sealed[:-5], encoding="utf-8")
+    with pytest.raises(ArtefactError, match="damaged token store .*not valid JSON.*delete this folder to rebuild"):
+        TokenStore(store.path)
+
+    manifest.write_text(sealed, encoding="utf-8")
+    pooled = store.path / POOLED
+    pooled.write_bytes(pooled.read_bytes()[:-8])
+    with pytest.raises(ArtefactError, match="damaged token store"):
+        TokenStore(store.path)

@@ -33,7 +33,7 @@ import hashlib
 import json
 import zlib
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 

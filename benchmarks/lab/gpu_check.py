@@ -20,7 +20,6 @@ versions and every timing.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

@@ -33,7 +33,6 @@ precision >= 0.85 over the news and short sets; it would then be reported on the
 
 from __future__ import annotations
 
-import json
 import time
 
 import click

@@ -142,17 +142,18 @@ class TokenStore:
     def __init__(self, path: Path):
         self.path = Path(path)
         try:
-            self.manifest = load_manifest(self.path / MANIFEST)
+            self.manifest = load_manifest(self.path / MANIFEST,
+                                          advice=f"delete {self.path} to rebuild the token store")
+            n = int(self.manifest["sentences"])
             self.pooled = np.load(self.path / POOLED, mmap_mode="r")
             self.has_tokens = bool(self.manifest["keep_tokens"])
             if self.has_tokens:
                 self.offsets = np.load(self.path / OFFSETS)
                 self.tokens = np.load(self.path / TOKENS, mmap_mode="r")
-        except DamagedManifestError as e:
-            raise DamagedManifestError(e.path, f"delete {self.path} to rebuild the token store") from None
-        except (OSError, ValueError, KeyError, ArtefactError) as e:
+        except DamagedManifestError:
+            raise  # its refusal already names the manifest and the remedy
+        except (OSError, ValueError, TypeError, KeyError, ArtefactError) as e:
             raise ArtefactError(f"{self.path}: damaged token store ({e}); delete this folder to rebuild it") from e
-        n = int(self.manifest["sentences"])
         if self.pooled.shape[0] != n or (self.has_tokens and (len(self.offsets) != n + 1
                                                              or self.tokens.shape[0] != int(self.offsets[-1]))):
             raise ArtefactError(f"{self.path}: token store sizes disagree with its manifest; delete it to rebuild")

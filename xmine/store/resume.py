@@ -117,9 +117,10 @@ def _shard_record(d: Any, i: int, *, where: str) -> ShardRecord:
     """Shard i's record read from `progress.json`: its files must be shard i's own names."""
     record = ShardRecord.from_dict(d, where=where)
     names = shard_names(i)
-    for field, key in _RECORD_FILES:
-        if getattr(record, field) is not None:
-            check_names([getattr(record, field)], {names[key]}, where=f"{where}: {field}", what="embedding store")
+    for attribute, key in _RECORD_FILES:
+        if getattr(record, attribute) is not None:
+            check_names([getattr(record, attribute)], {names[key]}, where=f"{where}: {attribute}",
+                        what="embedding store")
     return record
 
 

@@ -68,7 +68,8 @@ def _split_langs(value: str | None) -> list[str] | None:
                    "SRC:TGT (languages from their last suffix: a.de:a.en) or LANG=SRC:LANG=TGT.")
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Projection directory to write (config.json, model.safetensors, manifest.json). Its "
-                   ".work/ holds the per-epoch checkpoint: rerun the same command to resume.")
+                   ".work/ holds the per-epoch checkpoint: rerun the same command to resume an interrupted "
+                   "run; a finished one continues with a higher --max-epochs and --overwrite.")
 @click.option("--encoder", default="me5-small", show_default=True,
               help="Encoder whose embeddings are disentangled (me5-small, use-m3, or a sentence-transformers "
                    "name/path). The projection only accepts this encoder later.")
@@ -111,7 +112,8 @@ def _split_langs(value: str | None) -> list[str] | None:
               help="Seed of sampling, split, initialisation, batch order and negatives: same seed, same weights.")
 @click.option("--restart", is_flag=True, help="Discard a checkpoint left in OUTPUT/.work instead of resuming it.")
 @click.option("--overwrite", is_flag=True,
-              help="Replace OUTPUT if it is a finished xmine projection already (anything else is refused).")
+              help="Replace OUTPUT if it is a finished xmine projection already (anything else is refused). "
+                   "Its checkpoint is resumed where the settings match; add --restart to train from scratch.")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="CPU threads for training the (small, d x d) networks; more rarely helps and contends "
                    "with other jobs. Embedding uses the encoder's own setting.")

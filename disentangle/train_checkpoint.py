@@ -1,6 +1,7 @@
 """The resumable checkpoint both trainers keep in their work folder (`checkpoint.safetensors`):
 model, optimisers, RNG state and the loop's state, tied by a signature to one configuration,
-encoder and data, so a rerun resumes only the run it belongs to.
+encoder and data, so a rerun resumes only the run it belongs to, and sealed by a checksum of its
+record and every tensor, so a damaged or edited checkpoint is refused, never trained on.
 
 Nothing in it is code: tensors (weights, optimiser moments, the generator's state as uint8) in a
 safetensors file, and the numbers (signature, epoch, losses, history, optimiser settings) as JSON
@@ -65,6 +66,21 @@ def fresh_state() -> dict[str, Any]:
             "history": []}
 
 
+def _content_digest(meta: dict[str, Any], tensors: dict[str, Any]) -> str:
+    """sha256 of a checkpoint's record (without its own checksum) and of every tensor (name, dtype,
+    shape, bytes, in name order): what `save` seals and `resume`/`verify` check. One value byte
+    changed anywhere, in the loop's numbers or in a weight, changes it."""
+    import torch
+
+    h = hashlib.sha256(json.dumps({k: v for k, v in meta.items() if k != "content_sha256"},
+                                  sort_keys=True).encode())
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous()
+        h.update(f"\x00{name}\x00{t.dtype}\x00{tuple(t.shape)}\x00".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
 def save(path: Path, signature: str, *, model, optimizers: dict, gen, state: dict) -> None:
     """Write the checkpoint atomically (a crash leaves the previous one): the tensors by name, the
     JSON of everything else in the header."""
@@ -91,9 +107,10 @@ def save(path: Path, signature: str, *, model, optimizers: dict, gen, state: dic
     loop = {k: v for k, v in state.items() if k != "best_state"}
     meta = {"format": _FORMAT, "version": 1, "signature": signature, "state": loop,
             "has_best_state": state.get("best_state") is not None, "optimizers": opts}
+    tensors = {k: v.detach().contiguous().clone() for k, v in tensors.items()}
+    meta["content_sha256"] = _content_digest(meta, tensors)
     with atomic_path(path) as tmp:
-        save_file({k: v.detach().contiguous().clone() for k, v in tensors.items()}, str(tmp),
-                  metadata={_META: json.dumps(meta)})
+        save_file(tensors, str(tmp), metadata={_META: json.dumps(meta)})
 
 
 def read_header(path: Path) -> dict[str, Any]:
@@ -118,28 +135,40 @@ def read_header(path: Path) -> dict[str, Any]:
     return meta
 
 
-def _tensors(path: Path) -> dict[str, Any]:
+def _tensors(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
+    """Every tensor of the checkpoint, checked against the checksum `save` sealed it with (one
+    written before checkpoints recorded it is loaded as it is)."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     try:
-        return load_file(str(path), device="cpu")
+        tensors = load_file(str(path), device="cpu")
     except (SafetensorError, OSError, ValueError) as e:
         raise ArtefactError(f"{path}: damaged training checkpoint ({e}); pass --restart to discard it") from None
+    if "content_sha256" in meta and meta["content_sha256"] != _content_digest(meta, tensors):
+        raise ArtefactError(f"{path}: training checkpoint differs from the checksum it was written with: edited or "
+                            "damaged since xmine wrote it; pass --restart to discard it")
+    return tensors
 
 
-def resume(path: Path, signature: str, *, model, optimizers: dict, gen) -> dict[str, Any] | None:
+def resume(path: Path, signature: str, *, max_epochs: int, model, optimizers: dict, gen) -> dict[str, Any] | None:
     """Load the checkpoint at `path` into `model`, the `optimizers` (name -> optimiser or None) and
     the generator `gen`, and return the loop's state; None when there is none. A checkpoint of
-    another run is a ConfigError (found from its header, before its tensors are read); a damaged
-    one an ArtefactError."""
+    another run, or of this run trained beyond `max_epochs` (the one setting the signature leaves
+    out, so that a higher limit continues a run), is a ConfigError (found from its header, before
+    its tensors are read); a damaged one an ArtefactError."""
     if not path.is_file():
         return None
     meta = read_header(path)
     if meta["signature"] != signature:
         raise ConfigError(f"{path}: holds a run with other settings or data; pass --restart to discard "
                           "it or choose another output directory")
-    tensors = _tensors(path)
+    done = meta["state"].get("epoch")
+    if isinstance(done, int) and done > max_epochs:
+        # Resumed, it would train nothing and write its later epochs' weights under this limit.
+        raise ConfigError(f"{path}: holds this run trained for {done} epochs, more than --max-epochs {max_epochs}; "
+                          f"pass --restart to train from scratch, or --max-epochs {done} or more to keep it")
+    tensors = _tensors(path, meta)
     state = dict(meta["state"])
     try:
         model.load_state_dict(_part(tensors, "model/"))
@@ -166,8 +195,7 @@ def _part(tensors: dict, prefix: str) -> dict:
 
 
 def verify_checkpoint(path: Path) -> int:
-    """`xmine verify` of a projection's checkpoint: its header is xmine's and every tensor loads;
-    the bytes read."""
-    read_header(path)
-    _tensors(path)
+    """`xmine verify` of a projection's checkpoint: its header is xmine's and every tensor loads and
+    matches the checksum it was written with; the bytes read."""
+    _tensors(path, read_header(path))
     return path.stat().st_size

@@ -32,7 +32,7 @@ from xmine.artefacts.directory import provenance
 from xmine.io.corpus import truncate_for_encoding
 from xmine.disentangle.data import discover_pairs, sample_pairs
 from xmine.disentangle.projection import load_projection, save_projection
-from xmine.disentangle.train_checkpoint import CHECKPOINT, WORK, checkpoint_in, fresh_state, resume, run_signature, save
+from xmine.disentangle.train_checkpoint import WORK, checkpoint_in, fresh_state, resume, run_signature, save
 from xmine.encoders.embed_cache import cached_encode
 from xmine.errors import ConfigError
 from xmine.artefacts.outputs import claim_output
@@ -246,7 +246,7 @@ def run_epochs(state: dict, model, *, config, desc: str, valid_name: str, show_p
 
 
 @contextlib.contextmanager
-def training_output(out_dir: str | Path, *, inputs: list, threads: int | None, overwrite: bool, reopen: bool = False):
+def training_output(out_dir: str | Path, *, inputs: list, threads: int | None, overwrite: bool):
     """`out_dir` claimed for a projection (`xmine.artefacts.outputs.claim_output`, see `train`) while torch runs
     `threads` CPU threads (None: its default); the thread count is restored afterwards."""
     import torch
@@ -256,7 +256,7 @@ def training_output(out_dir: str | Path, *, inputs: list, threads: int | None, o
         if threads is not None:
             torch.set_num_threads(threads)
         with claim_output(out_dir, kind="projection", form="dir", in_place=True, overwrite=overwrite,
-                          reopen=reopen, inputs=inputs):
+                          inputs=inputs):
             yield
     finally:
         torch.set_num_threads(before)
@@ -279,16 +279,16 @@ def train(
     networks are small (d x d); one thread is nearly as fast as several and does not fight other
     jobs for cores.
 
-    `out_dir` is claimed first (`xmine.artefacts.outputs.claim_output`): it must be new, empty, a run of
-    `train` to resume (its checkpoint decides: other settings are refused; a run stopped by
-    max_epochs continues with a higher limit) or, with `overwrite`, a finished projection to
-    replace; never an input or another artefact, and never written by two runs at once.
+    `out_dir` is claimed first (`xmine.artefacts.outputs.claim_output`): it must be new, empty, an
+    unfinished run of `train` to resume (its checkpoint decides: other settings are refused) or,
+    with `overwrite`, a finished projection to replace (its checkpoint is resumed as well: a run
+    stopped by max_epochs continues with a higher limit; `restart` trains from scratch); never an
+    input or another artefact, and never written by two runs at once.
     """
     config.check()
     files = discover_pairs(pair_specs, langs=config.langs)
     inputs = [spec for spec in pair_specs if Path(spec).exists()] + [p for f in files for p in (f.src, f.tgt)]
-    resumable = not restart and (Path(out_dir) / WORK / CHECKPOINT).is_file()
-    with training_output(out_dir, inputs=inputs, threads=threads, overwrite=overwrite, reopen=resumable):
+    with training_output(out_dir, inputs=inputs, threads=threads, overwrite=overwrite):
         return _train(files, pair_specs, Path(out_dir), encoder=encoder, config=config, restart=restart,
                       show_progress=show_progress)
 
@@ -337,7 +337,8 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
     signature = run_signature(config, encoder_fp, sample.summary)
     ckpt_path = checkpoint_in(out_dir / WORK)
     optimizers = {"opt": opt, "opt_disc": opt_disc}
-    state = None if restart else resume(ckpt_path, signature, model=model, optimizers=optimizers, gen=gen)
+    state = None if restart else resume(ckpt_path, signature, max_epochs=config.max_epochs, model=model,
+                                        optimizers=optimizers, gen=gen)
     if state is not None:
         log(f"resuming from {ckpt_path} after epoch {state['epoch']} (best valid loss {state['best_loss']:.4f})")
     state = state or fresh_state()

@@ -30,8 +30,8 @@ def _config(method="seed", **kw):
     return TrainConfig(**base)
 
 
-def _train(challenge, out, me5, **kw):
-    return train([challenge], out, encoder=me5, config=_config(**kw), show_progress=False)
+def _train(challenge, out, me5, *, overwrite=False, **kw):
+    return train([challenge], out, encoder=me5, config=_config(**kw), show_progress=False, overwrite=overwrite)
 
 
 def _weights(path):
@@ -191,12 +191,12 @@ def test_seeded_reproducibility_and_resume(challenge, me5, tmp_path):
     assert _weights(tmp_path / "a") != _weights(tmp_path / "c")
     # Stop after 2 epochs, then continue to 4 from the checkpoint: same weights as the straight run.
     _train(challenge, tmp_path / "r", me5, max_epochs=2, seed=7)
-    resumed = _train(challenge, tmp_path / "r", me5, max_epochs=4, seed=7)
+    resumed = _train(challenge, tmp_path / "r", me5, max_epochs=4, seed=7, overwrite=True)
     assert [h["epoch"] for h in resumed.config["history"]] == [1, 2, 3, 4]
     assert _weights(tmp_path / "r") == _weights(tmp_path / "a")
     # Other settings on the same output directory are refused (no silent mixing of runs).
     with pytest.raises(ConfigError, match="other settings"):
-        _train(challenge, tmp_path / "r", me5, max_epochs=4, seed=7, lr=1e-3)
+        _train(challenge, tmp_path / "r", me5, max_epochs=4, seed=7, lr=1e-3, overwrite=True)
 
 
 def test_langid_centroids_are_each_languages_mean_direction_and_identify_it():
@@ -281,10 +281,12 @@ def test_training_checkpoint_resumes_only_its_own_run(tmp_path):
     model, opts, gen = parts(0)
     state = fresh_state() | {"epoch": 3}
     path = tmp_path / "checkpoint.pt"
-    assert resume(path, sig, model=model, optimizers=opts, gen=gen) is None
+    assert resume(path, sig, max_epochs=3, model=model, optimizers=opts, gen=gen) is None
     save(path, sig, model=model, optimizers=opts, gen=gen, state=state)
     model2, opts2, gen2 = parts(1)
     with pytest.raises(ConfigError, match="other settings or data"):
-        resume(path, other, model=model2, optimizers=opts2, gen=gen2)
-    assert resume(path, sig, model=model2, optimizers=opts2, gen=gen2)["epoch"] == 3
+        resume(path, other, max_epochs=3, model=model2, optimizers=opts2, gen=gen2)
+    with pytest.raises(ConfigError, match="trained for 3 epochs, more than --max-epochs 2"):
+        resume(path, sig, max_epochs=2, model=model2, optimizers=opts2, gen=gen2)
+    assert resume(path, sig, max_epochs=3, model=model2, optimizers=opts2, gen=gen2)["epoch"] == 3
     assert torch.equal(model2.weight, model.weight) and torch.equal(gen2.get_state(), gen.get_state())

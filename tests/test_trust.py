@@ -91,7 +91,7 @@ def test_a_planted_pickle_checkpoint_never_runs(ws, planted):
     _plant_pickle(evil / ".work" / planted, pwned)
     train.append(evil)
     if planted == "checkpoint.pt":
-        res = xm(*train, "--max-epochs", 3)
+        res = xm(*train, "--max-epochs", 3, "--overwrite")
         assert not pwned.exists(), "the planted pickle ran"
         ok(res)  # resumed after epoch 2 from the safetensors checkpoint
         assert not (evil / ".work" / "checkpoint.pt").exists()
@@ -101,8 +101,8 @@ def test_a_planted_pickle_checkpoint_never_runs(ws, planted):
         refused(xm("verify", evil), "checkpoint.pt", "pickled", "never loads")
     else:
         before = tree(ws)
-        refused(xm(*train, "--max-epochs", 3), "checkpoint.safetensors", "not a training checkpoint xmine wrote",
-                "--restart")
+        refused(xm(*train, "--max-epochs", 3, "--overwrite"), "checkpoint.safetensors",
+                "not a training checkpoint xmine wrote", "--restart")
         refused(xm("verify", evil), "checkpoint.safetensors", "not a training checkpoint xmine wrote")
         assert tree(ws) == before
     assert not pwned.exists()
@@ -115,6 +115,59 @@ def test_a_finished_projection_keeps_a_checkpoint_verify_checks(ws):
     ok(xm("verify", ws / "proj"))
     (work / "checkpoint.safetensors").write_bytes(head[:len(head) // 2])  # truncated: the tensors are cut
     refused(xm("verify", ws / "proj"), "checkpoint.safetensors", "damaged training checkpoint")
+
+
+def _edit_a_weight(checkpoint: Path) -> None:
+    """One float of the checkpoint's first model tensor changed in place: the file stays a valid
+    safetensors file of the same size, its header untouched."""
+    import struct
+
+    data = bytearray(checkpoint.read_bytes())
+    size = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + size])
+    name = min(k for k in header if k.startswith("model/"))
+    start = 8 + size + header[name]["data_offsets"][0]
+    value = struct.unpack("<f", data[start:start + 4])[0]
+    data[start:start + 4] = struct.pack("<f", value + 0.5)
+    checkpoint.write_bytes(bytes(data))
+
+
+_TRAIN = ["train", "--method", "seed", "--encoder", "use-m3", "--batch-size", 16, "-q"]
+
+
+def test_a_finished_projection_is_replaced_only_with_overwrite_and_never_by_a_longer_checkpoint(ws):
+    """Its checkpoint stays in .work/ (a higher --max-epochs continues the run), but a rerun never
+    replaces the finished projection without --overwrite, and a checkpoint trained beyond a lower
+    --max-epochs is refused, not written as a run of that limit."""
+    pairs = f"{ws / 'pairs.de'}:{ws / 'pairs.en'}"
+    shutil.rmtree(ws / "proj")  # `made`'s, trained on the same lines at other paths: another run's data
+    ok(xm(*_TRAIN, "--pairs", pairs, "--max-epochs", 2, "-o", ws / "proj"))
+    before = tree(ws)
+    refused(xm(*_TRAIN, "--pairs", pairs, "--max-epochs", 3, "-o", ws / "proj"), "proj: already exists",
+            "--overwrite")
+    refused(xm(*_TRAIN, "--pairs", pairs, "--max-epochs", 1, "--overwrite", "-o", ws / "proj"),
+            "checkpoint.safetensors", "trained for 2 epochs, more than --max-epochs 1", "--restart")
+    assert tree(ws) == before
+    ok(xm(*_TRAIN, "--pairs", pairs, "--max-epochs", 3, "--overwrite", "-o", ws / "proj"))
+    assert [h["epoch"] for h in json.loads((ws / "proj" / "config.json").read_text())["history"]] == [1, 2, 3]
+    ok(xm(*_TRAIN, "--pairs", pairs, "--max-epochs", 1, "--overwrite", "--restart", "-o", ws / "proj"))
+    config = json.loads((ws / "proj" / "config.json").read_text())
+    assert [h["epoch"] for h in config["history"]] == [1] and config["best_epoch"] == 1
+
+
+def test_an_edited_checkpoint_is_neither_resumed_nor_verified(ws):
+    """One weight of the checkpoint changed, the file still valid safetensors: training refuses to
+    resume from it (it would train on, and write, weights nobody trained) and verify refuses it."""
+    shutil.rmtree(ws / "proj")
+    ok(xm(*_TRAIN, "--pairs", f"{ws / 'pairs.de'}:{ws / 'pairs.en'}", "--max-epochs", 2, "-o", ws / "proj"))
+    checkpoint = ws / "proj" / ".work" / "checkpoint.safetensors"
+    _edit_a_weight(checkpoint)
+    before = tree(ws)
+    refused(xm(*_TRAIN, "--pairs", f"{ws / 'pairs.de'}:{ws / 'pairs.en'}", "--max-epochs", 3, "--overwrite",
+               "-o", ws / "proj"), "checkpoint.safetensors", "differs from the checksum it was written with",
+            "--restart")
+    refused(xm("verify", ws / "proj"), "checkpoint.safetensors", "differs from the checksum it was written with")
+    assert tree(ws) == before
 
 
 # ------------------------------------------- 2, 3. manifests naming files outside the artefact
@@ -231,7 +284,8 @@ def test_a_checkpoint_work_folder_that_is_a_symlink_out_is_refused(ws):
     (ws / "proj" / ".work").symlink_to(outside)
     _refused_everywhere(ws, [["verify", ws / "proj"],
                              ["train", "--method", "seed", "--pairs", f"{ws / 'pairs.de'}:{ws / 'pairs.en'}", "--encoder",
-                              "use-m3", "--batch-size", 16, "--max-epochs", 3, "-q", "-o", ws / "proj"]],
+                              "use-m3", "--batch-size", 16, "--max-epochs", 3, "--overwrite", "-q", "-o",
+                              ws / "proj"]],
                         ".work", "symbolic link")
 
 
@@ -354,7 +408,7 @@ def test_a_manifest_edited_where_it_stays_valid_json_is_refused(ws, artefact):
              "proj": ["train", "--method", "seed", "--pairs", f"{ws / 'pairs.de'}:{ws / 'pairs.en'}",
                       "--max-epochs", 2, "--batch-size", 16]}[artefact]
     makes += ["--encoder", "use-m3", "-q", "-o", ws / artefact]
-    _refused_everywhere(ws, [makes], {"store": "--overwrite", "index": "--overwrite", "proj": "--restart"}[artefact])
+    _refused_everywhere(ws, [makes], "--overwrite")
     ok(xm(*makes, "--overwrite", *(["--restart"] if artefact == "proj" else [])))
     ok(xm("verify", ws / artefact))
     assert "manifest_sha256" in json.loads(manifest.read_text(encoding="utf-8"))

@@ -153,6 +153,9 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder: EncoderConfig, p
     check_same_projection(ix.manifest.projection, encoders.projection_fp(), what=f"index {index_dir}")
     q = load_side(queries, lang=lang, encoders=encoders, show_progress=False,  # embedded in a temporary store
                   input_format=input_format)
+    # Queries given as a store were embedded elsewhere: their encoder run (prompt, precision,
+    # runtime) must be the index's, or the scores compare two spaces (load_side checked the projection).
+    check_same_encoder(ix.encoder, q.encoder, what=f"index {index_dir} (vs queries {queries})")
     hits_text, _ = ix.text_column()
     lines = ix.line_numbers
     hit_sent, q_sent = ix.sentence_index, q.sentence_index

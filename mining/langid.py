@@ -258,8 +258,10 @@ def _backend_labels(backend: str) -> frozenset[str]:
     if backend == "langid":
         return frozenset(normalize_lang(c) for c in _detector("langid").nb_classes)
     if backend == "lingua":
-        from lingua import Language
-
+        try:
+            from lingua import Language
+        except ImportError:
+            raise _missing(_PACKAGES[backend], backend) from None
         return frozenset(normalize_lang(lg.iso_code_639_3.name.lower()) for lg in Language.all())
     raise ConfigError(f"unknown language identification backend {backend!r}; choose from {', '.join(LID_BACKENDS)}")
 

@@ -280,6 +280,37 @@ def test_embed_index_search_follow_the_default(tmp_path, me5):
     assert s["projection"] is None and s["projection_choice"]["how"] == "artefact"
 
 
+def test_a_store_meets_an_index_or_a_request_only_in_its_own_space(tmp_path, me5):
+    """A store is never used in a space it was not made in: as QUERIES of `search` against an
+    index of another projection or encoder run (prompt), and as the SOURCE of `build-index` asked
+    for raw embeddings or another prompt. Such queries used to be searched and scored (a German
+    sentence against its own raw embedding: cosine -0.31), such an index built as asked."""
+    from clitools import ok, refused, tree, xm
+
+    for name in ("de.txt", "en.txt"):
+        lines = (DEMO / name).read_text(encoding="utf-8").splitlines(keepends=True)[:40]
+        (tmp_path / name).write_text("".join(lines), encoding="utf-8")
+    de, en = tmp_path / "de.txt", tmp_path / "en.txt"
+    ok(xm("embed", de, "--lang", "de", "-q", "-o", tmp_path / "meaning.de"))  # the default projection
+    ok(xm("embed", de, "--lang", "de", "-q", "--projection", "none", "-o", tmp_path / "raw.de"))
+    ok(xm("embed", de, "--lang", "de", "-q", "--projection", "none", "--prompt", "passage: ",
+          "-o", tmp_path / "passage.de"))
+    ok(xm("build-index", en, "--lang", "en", "-q", "--projection", "none", "-o", tmp_path / "raw.en"))
+    before = tree(tmp_path)
+    refused(xm("search", tmp_path / "raw.en", tmp_path / "meaning.de", "-k", 1), "meaning.de", "projection")
+    refused(xm("search", tmp_path / "raw.en", tmp_path / "passage.de", "-k", 1), "raw.en", "passage.de",
+            "same encoder (and prefix)")
+    refused(xm("build-index", tmp_path / "meaning.de", "--projection", "none", "-o", tmp_path / "x"),
+            "meaning.de", "no projection (raw embeddings) was given")
+    refused(xm("build-index", tmp_path / "raw.de", "--prompt", "passage: ", "-o", tmp_path / "x"),
+            "raw.de", "same encoder (and prefix)")
+    assert tree(tmp_path) == before
+    # The same queries as a store of the index's own space score as the text does.
+    as_store = ok(xm("search", tmp_path / "raw.en", tmp_path / "raw.de", "-k", 1)).output
+    as_text = ok(xm("search", tmp_path / "raw.en", de, "-k", 1)).output
+    assert as_store == as_text and len(as_store.splitlines()) == 40
+
+
 def test_an_implicit_choice_is_made_and_told_once(tmp_path, monkeypatch, caplog):
     """Loading the encoder while the projection is being chosen (its fingerprint decides) must not
     choose, and log, a second time."""

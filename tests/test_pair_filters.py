@@ -247,3 +247,19 @@ def test_lang_filter_drops_other_language_lines_before_mining(data_dir, tmp_path
     assert r.exit_code == 2 and "--tgt-lang" in r.output and not list(tmp_path.glob("p.tsv*"))
     r = CliRunner().invoke(main, base + ["--src-lang", "de", "--tgt-lang", "hau", "-o", str(tmp_path / "p.tsv")])
     assert r.exit_code == 2 and "hau" in r.output and not list(tmp_path.glob("p.tsv*"))
+
+
+@pytest.mark.parametrize("backend", ["langid", "lingua"])
+def test_an_optional_backend_not_installed_is_one_line_saying_how_to_install_it(backend, tmp_path):
+    """`langid --lid lingua` without lingua ended in a ModuleNotFoundError traceback (the list of
+    its languages imported it directly), `--lid langid` did not."""
+    import importlib.util
+
+    from clitools import refused, xm
+
+    if importlib.util.find_spec(backend) is not None:
+        pytest.skip(f"{backend} is installed here")
+    text = tmp_path / "de.txt"
+    text.write_text("Das ist ein Satz.\n", encoding="utf-8")
+    for args in (["langid", "--lid", backend, text], ["langid", "--lid", backend, "--eval", text]):
+        refused(xm(*args), f"'{backend}' needs the package", "pip install")

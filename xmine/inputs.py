@@ -154,7 +154,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
             side.rows = project_rows(store, proj, work / "projected-rows.npy", lang=lang or store.lang,
                                      show_progress=show_progress)
             side.projection, side.part = encoders.projection_fp(), "meaning"
-        elif proj is not None:
+        else:  # used as it is: it must already be in the space asked for (a projected store is never raw)
             check_same_projection(store.manifest.projection, encoders.projection_fp(), what=what)
         side._tmp = tmp
         return side
@@ -162,8 +162,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         ix = open_artefact(path, "index")  # xmine.index's IndexDir
         what = f"index {path}"
         encoders.check_artefact_encoder(ix.encoder, what=what)
-        if proj is not None:
-            check_same_projection(ix.manifest.projection, encoders.projection_fp(), what=what)
+        check_same_projection(ix.manifest.projection, encoders.projection_fp(), what=what)
         check_lang(lang, ix.manifest.lang, what)
         text, row_index = ix.text_column()
         return Side(path=path, kind=kind, rows=ix.reconstruct(), row_index=row_index,

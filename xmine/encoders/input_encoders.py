@@ -87,8 +87,12 @@ class Encoders:
 
     def check_artefact_encoder(self, fp: EncoderFingerprint, *, what: str) -> None:
         """Refuse an artefact of another encoder than the one named (or the projection's), or of
-        another precision than the one asked for."""
-        if self.encoder_name is not None and self.encoder_name != fp.name:
+        another precision, prompt or runtime than the one asked for."""
+        # The same name: the encoder is loaded to compare only when a prompt or runtime is asked for
+        # (a store-only command loads none); precision is compared from the record below.
+        asked_run = self.config.prompt is not None or self.config.prompt_name is not None \
+            or self.config.runtime not in (None, "auto")
+        if self.encoder_name is not None and (self.encoder_name != fp.name or asked_run):
             made = self._artefact_encoder  # embeddings made elsewhere: compared as recorded, nothing to load
             external = made is not None and made.name == self.encoder_name and made.id.weights.startswith(EXTERNAL_ID_PREFIX)
             check_same_encoder(fp, made if external else self.encoder.fingerprint(), what=what)

@@ -199,10 +199,11 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
               help="Encoder name; must be the projection's. [default: the one the projection was trained on]")
 @click.option("--eval", "evaluate", is_flag=True,
               help="The files are labelled: report accuracy per file and overall instead of per-line output. "
-                   "The true language is the file's last suffix (tatoeba.deu-eng.deu -> deu) or given as LANG=FILE.")
+                   "The true language is the file's last suffix (tatoeba.deu-eng.deu -> deu) or given as LANG=FILE. "
+                   "A line called 'unknown' counts as a miss (with --guess, the nearest language is scored).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write `file<TAB>line<TAB>lang<TAB>score` here instead of stdout (atomically, with a summary "
-                   "in OUTPUT.json that marks it as xmine's).")
+              help="Write `file<TAB>line<TAB>lang<TAB>score` (with --eval: the report) here instead of stdout "
+                   "(atomically, with a summary in OUTPUT.json that marks it as xmine's).")
 @click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it is an earlier xmine langid result.")
 @click.option("--guess", is_flag=True,
               help="With --projection: print the nearest training language for every line, even where it is "
@@ -226,7 +227,7 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
         raise click.UsageError("give exactly one of --projection DIR and --lid BACKEND")
     claiming = (claim_output(output, kind="langid-result", form="tsv", overwrite=overwrite,
                              inputs=[projection_dir] + [_labelled(spec)[0] for spec in files])
-                if output is not None and not evaluate else contextlib.nullcontext())
+                if output is not None else contextlib.nullcontext())
     with claiming as claim:
         if lid is not None:
             known = sorted(supported_languages(lid))
@@ -248,26 +249,28 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
                 emb = cached_encode(enc, truncate_for_encoding(corpus.sentences), show_progress=True, desc=path.name)
                 labels, score, pred = identify_by_projection(projection, emb)
                 unknown += labels.count(UNKNOWN)
+            shown = pred if guess else labels  # what the command answers, and so what --eval scores
             if evaluate:
                 truth = normalize_lang(lang or path.name.rpartition(".")[2])
                 if truth not in known:
                     raise ConfigError(f"{path}: language {truth!r} is not one the {'library' if lid else 'projection'} "
                                       f"knows ({', '.join(known)}); write LANG=FILE to label it")
-                ok = sum(p == truth for p in pred)
+                ok = sum(p == truth for p in shown)
                 total_ok += ok
-                total_n += len(pred)
-                click.echo(f"{path}\t{truth}\taccuracy {ok / len(pred):.4f}\t({ok}/{len(pred)})\t"
-                           f"unknown {list(labels).count(UNKNOWN) / len(pred):.4f}")
+                total_n += len(shown)
+                lines_out.append(f"{path}\t{truth}\taccuracy {ok / len(shown):.4f}\t({ok}/{len(shown)})\t"
+                                 f"unknown {list(labels).count(UNKNOWN) / len(shown):.4f}")
             else:
-                shown = pred if guess else labels
                 lines_out += [f"{path}\t{n}\t{p}\t{s:.4f}" for n, p, s in zip(corpus.line_numbers, shown, score)]
         if evaluate:
-            click.echo(f"overall\taccuracy {total_ok / max(total_n, 1):.4f}\t({total_ok}/{total_n})\t"
-                       f"unknown {unknown / max(total_n, 1):.4f}")
-        elif claim is not None:
+            lines_out.append(f"overall\taccuracy {total_ok / max(total_n, 1):.4f}\t({total_ok}/{total_n})\t"
+                             f"unknown {unknown / max(total_n, 1):.4f}")
+        if claim is not None:
             claim.write_text("".join(l + "\n" for l in lines_out))
             claim.finish({"projection": projection.fingerprint() if lid is None else None, "lid": lid,
-                          "inputs": list(files), "lines": len(lines_out), "unknown": 0 if guess else unknown,
+                          "inputs": list(files), "evaluation": evaluate, "guess": guess,
+                          "lines": total_n if evaluate else len(lines_out), "unknown": 0 if guess else unknown,
+                          **({"accuracy": total_ok / max(total_n, 1)} if evaluate else {}),
                           "unknown_rule": vars(TrustRule()) if lid is None else None})
         else:
             sys.stdout.write("".join(l + "\n" for l in lines_out))

@@ -91,6 +91,9 @@ class Bitext:
             if not p.exists():
                 raise InputError(p, "no such file or directory")
         self.spec, self.langs = spec, langs
+        if spec.src_field is not None and spec.src_field == spec.tgt_field:
+            raise ConfigError(f"--src-field and --tgt-field both name {spec.src_field!r}: every pair would be a "
+                              "sentence against itself")
         self.format = bitext_format(self.paths, spec)
         #: tsv/csv with a header: the column names; jsonl/tables: filled as read (None before)
         self.columns: list[str] | None = None
@@ -116,9 +119,22 @@ class Bitext:
                 self.columns = first[1]
             si = column_index(self.spec.src_field or "1", names, self.path, option="--src-field")
             ti = column_index(self.spec.tgt_field or "2", names, self.path, option="--tgt-field")
+            if si == ti:
+                raise ConfigError(f"--src-field and --tgt-field both name column {si + 1} of {self.path}: every "
+                                  "pair would be a sentence against itself")
+            # Every record has the file's column count (the header's, else the first record's):
+            # the scores are written after a record's own columns, so one more or less shifts them.
+            width, first_line = (len(names), 1) if names is not None else (None, None)
             for number, fields in rows:
-                yield BitextPair(number=number, src=field_of(fields, si, self.path, number, what="source"),
-                                 tgt=field_of(fields, ti, self.path, number, what="target"), record=fields)
+                src = field_of(fields, si, self.path, number, what="source")
+                tgt = field_of(fields, ti, self.path, number, what="target")
+                if width is None:
+                    width, first_line = len(fields), number
+                elif len(fields) != width:
+                    raise InputError(self.path, f"{len(fields)} column(s), but line {first_line} has {width}: "
+                                                "every line needs the same columns (a tab inside a sentence?)",
+                                     line=number)
+                yield BitextPair(number=number, src=src, tgt=tgt, record=fields)
 
     def _moses(self) -> Iterator[BitextPair]:
         src_path, tgt_path = self.paths

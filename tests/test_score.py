@@ -86,6 +86,9 @@ def test_score_a_moses_pair_with_the_neighbourhoods_of_other_corpora(data_dir, t
 
 @pytest.mark.parametrize("name, content, fragments", [
     ("b.tsv", "Hallo\tHello\nnur eine Spalte\nGut\tGood\n", ("b.tsv:2", "1 column(s)", "column 2")),
+    # one more: the scores would be written one column further right on that line alone
+    ("b.tsv", "Hallo\tHello\nGut\tGood\ta\nJa\tYes\n", ("b.tsv:2", "3 column(s), but line 1 has 2")),
+    ("b.csv", 'de,en\nHallo,Hello\nGut,Good,x\n', ("b.csv:3", "3 column(s), but line 1 has 2")),
     ("b.jsonl", '{"src": "a", "tgt": "b"}\n{"src": "a", \n', ("b.jsonl:2", "invalid JSON")),
     ("b.jsonl", '{"src": "a", "tgt": "b"}\n{"src": "a", "tgt": 3}\n', ("b.jsonl:2", "'tgt'", "not a string")),
     ("b.csv", 'de,en\n"Hallo, Welt",Hello\n"offen,x\n', ("b.csv:3", "malformed CSV")),
@@ -96,6 +99,17 @@ def test_a_malformed_row_is_one_line_naming_file_and_line(tmp_path, name, conten
     out = tmp_path / "out.tsv"
     refused(xm("score", path, "-o", out), *fragments)
     assert not out.exists() and not (tmp_path / "out.tsv.json").exists()
+
+
+def test_one_column_for_both_sides_is_refused(tmp_path):
+    path = tmp_path / "b.tsv"
+    path.write_text("Hallo\tHello\nGut\tGood\n", encoding="utf-8")
+    refused(xm("score", path, "--src-column", 2, "--tgt-column", 2, "-o", tmp_path / "o.tsv"), "both name '2'")
+    named = tmp_path / "b.csv"
+    named.write_text("de,en\nHallo,Hello\n", encoding="utf-8")
+    refused(xm("score", named, "--src-field", "de", "--tgt-field", 1, "-o", tmp_path / "o.tsv"),
+            "both name column 1 of", "b.csv")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.csv", "b.tsv"]
 
 
 def test_moses_files_of_different_lengths_are_refused_naming_the_line(tmp_path):

@@ -12,6 +12,7 @@ import click
 import numpy as np
 
 from xmine.artefacts.directory import provenance
+from xmine.errors import ConfigError
 from xmine.encoders import EncoderConfig, check_same_encoder
 from xmine.encoders.options import precision_option
 from xmine.exec.executor import executor_for
@@ -25,6 +26,14 @@ from xmine.options import (LANG, PROJECTION_CHOSEN, Finite, input_format_options
                            ray_option)
 from xmine.artefacts.outputs import claim_output
 from xmine.store.rows import RowSubset
+
+
+def _refuse_ids(input_format, command: str) -> None:
+    """An index keeps each sentence's text and line number, not the ids of a table's records, so
+    --id-field would be read and then dropped without a word."""
+    if input_format.id_field is not None:
+        raise ConfigError(f"--id-field: an index keeps each sentence's text and line number, not ids, so {command} "
+                          "would drop them; leave it out (xmine embed and xmine mine keep ids)")
 
 
 @click.command("build-index")
@@ -74,6 +83,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     records the encoder and projection fingerprints and the sentences with their line numbers, so
     `xmine search` returns text and refuses queries from another encoder/projection.
     """
+    _refuse_ids(input_format, "build-index")
     if input_format.split_sentences:  # a missing language fails before anything is written
         check_split_languages([(source, lang, "--lang")], input_format)
     executor = executor_for(ray_address)  # join the cluster first: a wrong address fails before any work
@@ -135,6 +145,7 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
     Scores are inner products of L2-normalised embeddings (cosine, -1..1; for exact indexes) or
     FAISS's estimate of it (PQ indexes).
     """
+    _refuse_ids(input_format, "search")
     if input_format.split_sentences:  # a missing language fails before anything is written
         check_split_languages([(queries, lang, "--lang")], input_format)
     with (claim_output(out, kind="search-result", form="tsv", inputs=[index_dir, queries, projection],

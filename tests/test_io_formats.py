@@ -211,6 +211,12 @@ def test_hf_data_files_streamed_and_index_search(corpus, tmp_path):
         q = int(query_line)
         correct += corpus["gold"][corpus["de"][q - 1 - (q > 4)]] == hit
     assert correct >= N - 1
+    # An index keeps no ids: --id-field was read and dropped without a word; now it is refused.
+    refused(xm("search", tmp_path / "idx", de, "--text-field", "meta.text", "--id-field", "id", "-k", 1),
+            "--id-field", "an index keeps", "not ids")
+    refused(xm("build-index", de, "--text-field", "meta.text", "--id-field", "id", "--lang", "de",
+               "-o", tmp_path / "idx-ids"), "--id-field", "an index keeps", "not ids")
+    assert not (tmp_path / "idx-ids").exists()
 
 
 # ----------------------------------------------------------------------------------------- outputs

@@ -124,7 +124,7 @@ class Bitext:
                                   "pair would be a sentence against itself")
             # Every record has the file's column count (the header's, else the first record's):
             # the scores are written after a record's own columns, so one more or less shifts them.
-            width, first_line = (len(names), 1) if names is not None else (None, None)
+            width, first_line = (len(names), first[0]) if names is not None else (None, None)
             for number, fields in rows:
                 src = field_of(fields, si, self.path, number, what="source")
                 tgt = field_of(fields, ti, self.path, number, what="target")

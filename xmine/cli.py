@@ -13,6 +13,7 @@ import logging
 import sys
 
 import click
+from click.exceptions import NoArgsIsHelpError
 
 from xmine import __version__, commands
 from xmine.artefacts.directory import register_readers
@@ -76,13 +77,40 @@ def _os_error_message(e: OSError) -> str | None:
     return f"{e.filename}: {what}" if e.filename is not None else what
 
 
+def _usage_error_line(e: click.UsageError) -> str:
+    """Click's own refusal of an option or argument (a value of the wrong type, a missing argument,
+    an unknown option or command) as one line: which command, what is wrong, where the help is.
+    Click prints usage, a hint and the error on three lines; xmine's errors are one line each."""
+    path = e.ctx.command_path if e.ctx is not None else "xmine"
+    return f"{path}: {e.format_message().rstrip('.')} (see '{path} --help')"
+
+
+def _exit_on_usage_error(e: click.UsageError) -> None:
+    if isinstance(e, NoArgsIsHelpError):  # a bare group: its help is the answer
+        raise e
+    click.secho(f"xmine: error: {_usage_error_line(e)}", fg="red", err=True)
+    sys.exit(2)
+
+
 class _XmineGroup(click.Group):
-    """Turns XmineError into a one-line message and exit status 2 instead of a traceback."""
+    """Turns XmineError and click's usage errors into a one-line message and exit status 2 instead
+    of a traceback or a usage block."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:  # the top level's own options (`xmine --bad`)
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:
+            _exit_on_usage_error(e)
 
     def invoke(self, ctx: click.Context):
         _show_log_messages()
         try:
             return super().invoke(ctx)
+        except click.UsageError as e:  # a command's options, `xmine nope`, a nested group's commands
+            _exit_on_usage_error(e)
+        except click.Abort:  # a confirmation declined, or asked where no one can answer
+            click.secho("xmine: error: not confirmed; nothing was changed", fg="red", err=True)
+            sys.exit(2)
         except XmineError as e:
             click.secho(f"xmine: error: {e}", fg="red", err=True)
             sys.exit(2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import platform
+import sys
 import tempfile
 import time
 
@@ -221,7 +222,7 @@ def cache() -> None:
 def cache_info() -> None:
     """List the cache files: encoder, sentences held, size on disk, and the bound."""
     found = [(f, *cache_file_info(f)) for f in cache_files()]
-    click.echo(f"{xmine_home() / 'embeddings'}: {sum(i is not None for _, i, _ in found)} cache file(s), bound "
+    click.echo(f"{xmine_home(create=False) / 'embeddings'}: {sum(i is not None for _, i, _ in found)} cache file(s), bound "
                f"{max_cache_mb():.0f} MB of vectors each (XMINE_CACHE_MAX_MB)")
     for f, i, why in found:
         if i is None:
@@ -240,12 +241,19 @@ def cache_clear(encoder_name, yes) -> None:
     for f, i, why in found:
         if i is None:
             click.echo(f"left alone: {f} ({why})", err=True)
+    held = sorted({i["encoder"] for _, i, _ in found if i is not None})
     files = [(f, i) for f, i, _ in found if i is not None and encoder_name in (None, i["encoder"])]
     if not files:
-        click.echo("nothing to clear")
+        if encoder_name is not None and held:  # a misspelt name must not read as "already clear"
+            raise ConfigError(f"--encoder {encoder_name}: no cache of this encoder; the cache holds "
+                              f"{', '.join(held)}")
+        click.echo("nothing to clear" + (f": no cache of encoder {encoder_name!r}" if encoder_name else ""))
         return
     total = sum(i["bytes"] for _, i in files)
     if not yes:
+        if not sys.stdin.isatty():  # no one to answer: refuse before deleting rather than abort mid-way
+            raise ConfigError(f"cache clear would delete {len(files)} cache file(s), {total / 2**20:,.1f} MB; "
+                              "with no terminal to confirm on, give --yes")
         click.confirm(f"delete {len(files)} cache file(s), {total / 2**20:,.1f} MB?", abort=True)
     for f, _ in files:
         remove_cache_file(f)

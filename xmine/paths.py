@@ -19,14 +19,15 @@ from xmine.errors import DataNotFoundError
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def xmine_home() -> Path:
-    """The cache folder (created on demand)."""
+def xmine_home(*, create: bool = True) -> Path:
+    """The cache folder (created on demand; `create=False` for a command that only looks)."""
     env = os.environ.get("XMINE_HOME")
     if env:
         home = Path(env).expanduser()
     else:
         home = Path(user_cache_dir("xmine"))
-    home.mkdir(parents=True, exist_ok=True)
+    if create:
+        home.mkdir(parents=True, exist_ok=True)
     return home
 
 

@@ -170,7 +170,7 @@ class EmbeddingCache:
 def cache_files() -> list[Path]:
     """The `*.sqlite` files under $XMINE_HOME/embeddings: xmine's cache files, and whatever else a
     user put there (`cache_file_info` tells them apart)."""
-    d = xmine_home() / "embeddings"
+    d = xmine_home(create=False) / "embeddings"
     return sorted(d.glob("*.sqlite")) if d.is_dir() else []
 
 

@@ -29,7 +29,8 @@ from xmine.io.corpus import iter_lines
 from xmine.io.delimited import column_index, delimited_rows, field_of
 from xmine.errors import ConfigError, InputError
 from xmine.langs import is_known_lang, normalize_lang
-from xmine.io.reader_base import MISSING, field_at, format_by_path
+from xmine.io.reader_base import MISSING, field_at, format_by_path, size_and_sha256
+from xmine.io.stdin import shown_path
 from xmine.io.readers import jsonl_records
 from xmine.io.table_readers import dataset_rows, open_parquet, parquet_rows
 
@@ -101,6 +102,16 @@ class Bitext:
     @property
     def path(self) -> Path:
         return self.paths[0]
+
+    def identity(self) -> dict[str, Any]:
+        """What identifies the bitext read (an output records it): each file's path, size and sha256
+        (a dataset folder's over its files), the format and the fields the sides were read from."""
+        files = []
+        for p in self.paths:
+            size, digest = size_and_sha256(p)
+            files.append({"path": shown_path(p), "size": size, "sha256": digest})
+        return {"files": files, "format": self.format, "src_field": self.spec.src_field,
+                "tgt_field": self.spec.tgt_field, "header": self.spec.header, "split": self.spec.split}
 
     def pairs(self) -> Iterator[BitextPair]:
         reader = {"tsv": self._delimited, "csv": self._delimited, "moses": self._moses, "jsonl": self._jsonl,

@@ -3,7 +3,9 @@ or drops it (LASER's `mine_bitexts.py --mode score`, for a bitext one already ha
 
 1. The two sides are written one sentence a line (pair i on line i) into `OUT.work/` and embedded
    into stores there by the one encoding path (`xmine.inputs.load_side`: resumable, in the space
-   `mine` would use, the shipped projection by default).
+   `mine` would use, the shipped projection by default). What reading them finds (lines cut for
+   encoding, tabs or line breaks inside a field) is reported of the bitext's own file and lines;
+   OUT.json records the bitext (each file's sha256, the format and fields), not these copies.
 2. Neighbourhoods, as `mine` computes them: the k nearest targets of each distinct source
    sentence and the k nearest sources of each distinct target sentence, by the same exact
    search (`knn.exact_knn_both`; `approximate`: the IVF search of `--approximate`), among the
@@ -25,16 +27,22 @@ import hashlib
 import json
 import shutil
 import tempfile
-from dataclasses import asdict
+from array import array
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
-from xmine.artefacts.directory import provenance
+from xmine.artefacts.directory import open_artefact, provenance
+from xmine.artefacts.input_artefacts import artefact_kind
 from xmine.errors import InputError
+from xmine.io.corpus import CorpusStats
+from xmine.io.reader_base import one_line
 from xmine.exec.executor import LOCAL, Executor, executor_for
 from xmine.encoders.input_encoders import Encoders
 from xmine.inputs import check_compatible, load_side
+from xmine.store.reader import EmbeddingStore
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.bitext import Bitext
 from xmine.mining.config import EncodingConfig, SearchConfig, SelectionConfig
@@ -46,10 +54,8 @@ from xmine.mining.calibrate import check_calibration_record
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.select import MiningConfig, _masked_mean, margin_score
 from xmine.mining.threshold_rule import RuleUse, note_few_neighbours, run_threshold
-from xmine.mining.writers import tsv_field
 from xmine.artefacts.outputs import claim_output
 from xmine.artefacts.records import to_json
-from xmine.io.stdin import shown_path
 
 
 SCORE_KIND = "scored-pairs"
@@ -57,21 +63,68 @@ SCORE_KIND = "scored-pairs"
 _CHUNK = 65_536
 
 
-def write_sides(bitext: Bitext, work: Path) -> tuple[Path, Path, int]:
+@dataclass(kw_only=True)
+class StagedSides:
+    """The bitext's two sides, one sentence a line (pair i on line i), to embed; and how to name
+    what reading them finds in the user's terms."""
+
+    src: Path
+    tgt: Path
+    #: int64, per pair its line (or row) in the bitext
+    numbers: np.ndarray
+    #: per side, the pairs (indexes) whose text held a tab or line break, which became a space
+    flattened: tuple[list[int], list[int]]
+
+    def __len__(self) -> int:
+        return len(self.numbers)
+
+    def reported_as(self, bitext: Bitext, role: str) -> Callable[[CorpusStats], CorpusStats]:
+        """What the warnings of embedding side `role` ("src"/"tgt") say: the bitext's file and its
+        lines, not the staged file's (pair i's line there is i). Its empty lines are not warned
+        about: such a pair is reported by the `empty` rule."""
+        side = "source" if role == "src" else "target"
+        flat = self.flattened[0 if role == "src" else 1]
+
+        def shown(stats: CorpusStats) -> CorpusStats:
+            lines = [int(self.numbers[i - 1]) for i in stats.long_lines], \
+                [int(self.numbers[i - 1]) for i in stats.token_cut_lines]
+            return replace(stats, path=Path(f"{bitext.path} ({side} side)"), empty_lines=0, long_lines=lines[0],
+                           token_cut_lines=lines[1], replaced_count=len(flat))
+        return shown
+
+
+def write_sides(bitext: Bitext, work: Path) -> StagedSides:
     """Each side one sentence a line, pair i on line i (an empty text stays an empty line, which the
-    store skips): the corpora the sides are embedded from. Returns the two files and the pair count."""
+    store skips): the corpora the sides are embedded from."""
     work.mkdir(parents=True, exist_ok=True)
     paths = work / "src.txt", work / "tgt.txt"
-    n = 0
+    numbers = array("q")
+    flattened: tuple[list[int], list[int]] = ([], [])
     with open(paths[0], "w", encoding="utf-8", newline="\n") as fs, \
             open(paths[1], "w", encoding="utf-8", newline="\n") as ft:
         for pair in bitext.pairs():
-            fs.write(tsv_field(pair.src).strip() + "\n")
-            ft.write(tsv_field(pair.tgt).strip() + "\n")
-            n += 1
-    if n == 0:
+            for text, f, flat in ((pair.src, fs, flattened[0]), (pair.tgt, ft, flattened[1])):
+                line = one_line(text)
+                if line != text:
+                    flat.append(len(numbers))
+                f.write(line.strip() + "\n")
+            numbers.append(pair.number)
+    if not numbers:
         raise InputError(bitext.path, "no pair in the bitext")
-    return paths[0], paths[1], n
+    return StagedSides(src=paths[0], tgt=paths[1], numbers=np.frombuffer(numbers, dtype=np.int64), flattened=flattened)
+
+
+def check_corpora(paths) -> None:
+    """Refuse a missing corpus, and open each that is an artefact (its reader validates it), before
+    the output is claimed: a wrong --src-corpus or --tgt-corpus leaves nothing behind."""
+    for path in paths:
+        if path is None:
+            continue
+        kind = artefact_kind(path)  # (a missing file, an unfinished artefact: refused here)
+        if kind == "embedding-store":
+            EmbeddingStore.open(path)
+        elif kind == "index":
+            open_artefact(path, "index")
 
 
 def _rows_of_pairs(side, n: int) -> np.ndarray:
@@ -192,15 +245,18 @@ def score_bitext(
         check_calibration_record(selection.calibration)
     executor = executor_for(search.ray)  # join the cluster first: a wrong address fails before anything is written
     corpora_paths = (src_corpus, tgt_corpus)
+    check_corpora(corpora_paths)
     # The bitext is read (every row checked) before OUT is claimed: a malformed row leaves nothing behind.
     with tempfile.TemporaryDirectory(prefix="xmine-score-") as staged:
-        *staged_sides, n = write_sides(bitext, Path(staged))
+        staged_sides = write_sides(bitext, Path(staged))
+        n = len(staged_sides)
         with claim_output(out, kind=SCORE_KIND, form="tsv", inputs=[*bitext.paths, *corpora_paths, projection, selection.calibration],
                           overwrite=overwrite, companions=(".work",)) as claim:
             out = claim.path
             work = claim.work_dir(".work")
             (work / "sides").mkdir(exist_ok=True)
-            src_txt, tgt_txt = (Path(shutil.move(p, work / "sides" / p.name)) for p in staged_sides)
+            src_txt, tgt_txt = (Path(shutil.move(p, work / "sides" / p.name))
+                                for p in (staged_sides.src, staged_sides.tgt))
             encoders = Encoders(encoding.encoder_config(), projection,
                                 inputs=[p for p in corpora_paths if p is not None])
             # As `mine`: OUT.work/ is this command's own to rebuild (a damaged work store) with
@@ -213,7 +269,8 @@ def score_bitext(
                                         (src_corpus, src_lang, "src-corpus"), (tgt_corpus, tgt_lang, "tgt-corpus")):
                     loaded.append(None if path is None else load_side(
                         path, lang=lang, encoders=encoders, work_dir=work / tag, show_progress=show_progress,
-                        rebuild=rebuild))
+                        rebuild=rebuild, reported_as=staged_sides.reported_as(bitext, tag)
+                        if tag in ("src", "tgt") else None))
                 sides = [side for side in loaded if side is not None]
                 for side in sides[1:]:
                     check_compatible(sides[0], side)
@@ -242,9 +299,10 @@ def score_bitext(
                     "filters": filters.record(config.margin) | {"languages": list(langs)},
                     "encoder": sx.encoder.to_dict(), "projection": to_json(sx.projection), "part": sx.part,
                     "projection_choice": encoders.choice.record(),
+                    # the user's bitext, not the sides staged from it (removed when done)
                     "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang,
-                                             bitext=[shown_path(p) for p in bitext.paths], bitext_format=bitext.format,
-                                             inputs=[s.fingerprint for s in sides]),
+                                             bitext=bitext.identity(),
+                                             corpora=[None if c is None else c.fingerprint for c in corpora]),
                 }
             finally:
                 for side in loaded:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import itertools
 import json
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,8 @@ from xmine.errors import ConfigError, InputError
 from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.writers import tsv_field
 from xmine.io.reader_base import stem_suffix
+
+log = logging.getLogger(__name__)
 
 #: rule names of a dropped pair: its code in `PairScores.rule` is the index here
 DROP_RULES = ("empty", "threshold") + FILTER_RULES
@@ -74,7 +77,8 @@ def _number(value: float) -> float | None:
 
 
 def _scored_rows(bitext, scores, *, kept_only: bool, as_dict: bool):
-    """(record with the score columns, as a list of strings or a dict) of every pair written."""
+    """(line or row number, record with the score columns as a list of strings or a dict) of every
+    pair written."""
     keep, rule = scores.keep, scores.rule
     cosine, margin = scores.cosine.tolist(), scores.margin.tolist()
     for i, pair in enumerate(bitext.pairs()):
@@ -96,33 +100,41 @@ def _scored_rows(bitext, scores, *, kept_only: bool, as_dict: bool):
                 raise InputError(bitext.path, f"already has a field {clash[0]!r}, which the scores would replace; "
                                               "rename it", line=pair.number)
             record.update(zip(SCORE_COLUMNS, added))
-            yield record
+            yield pair.number, record
         else:
             fields = list(pair.record) if isinstance(pair.record, list) else [pair.src, pair.tgt]
-            yield fields + ["" if v is None else f"{v:.6f}" if isinstance(v, float) else str(int(v))
+            yield pair.number, fields + ["" if v is None else f"{v:.6f}" if isinstance(v, float) else str(int(v))
                             if isinstance(v, bool) else v for v in added]
 
 
 def write_scored(claim, fmt: str, bitext, scores, *, kept_only: bool = False) -> int:
-    """Write the scored bitext to the claimed output (atomically); returns the rows written."""
+    """Write the scored bitext to the claimed output (atomically); returns the rows written. A TSV
+    row whose cell holds a tab or a line break (a CSV or JSON input's) is written with a space
+    there, as TSV has no quoting; a warning says how many and where the first was."""
     written = 0
+    flattened: list[int] = []  # line (or row) numbers of the pairs written with a cell flattened
     header = None
     if fmt in ("tsv", "csv"):
         rows = _scored_rows(bitext, scores, kept_only=kept_only, as_dict=False)
         with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
             writer = csv.writer(f, lineterminator="\n") if fmt == "csv" else None
-            for row in rows:
+            for number, row in rows:
                 if header is None:
                     header = (list(bitext.columns) if bitext.columns and bitext.format in ("tsv", "csv")
                               else ["src", "tgt"] if bitext.columns or fmt == "csv" else [])
                     if header:
                         header += list(SCORE_COLUMNS)
                         _write_row(f, writer, header)
-                _write_row(f, writer, row)
+                if _write_row(f, writer, row):
+                    flattened.append(number)
                 written += 1
+        if flattened:
+            log.warning(f"{bitext.path}: {len(flattened)} pair(s) hold a tab or line break inside a field, written "
+                        f"as a space in the TSV output (first at line {flattened[0]}); write CSV, JSON Lines or "
+                        "Parquet (--format) to keep them")
     elif fmt == "jsonl":
         with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            for record in _scored_rows(bitext, scores, kept_only=kept_only, as_dict=True):
+            for _, record in _scored_rows(bitext, scores, kept_only=kept_only, as_dict=True):
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
                 written += 1
     elif fmt == "parquet":
@@ -130,7 +142,7 @@ def write_scored(claim, fmt: str, bitext, scores, *, kept_only: bool = False) ->
         import pyarrow.parquet as pq
 
         with claim.atomic_file() as tmp:
-            writer, records = None, _scored_rows(bitext, scores, kept_only=kept_only, as_dict=True)
+            writer, records = None, (r for _, r in _scored_rows(bitext, scores, kept_only=kept_only, as_dict=True))
             while batch := list(itertools.islice(records, _BATCH)):
                 table = pa.Table.from_pylist(batch, schema=writer.schema if writer else None)
                 writer = writer or pq.ParquetWriter(tmp, table.schema)
@@ -146,11 +158,15 @@ def write_scored(claim, fmt: str, bitext, scores, *, kept_only: bool = False) ->
     return written
 
 
-def _write_row(f, writer, row) -> None:
+def _write_row(f, writer, row) -> bool:
+    """Write one row; True where a TSV cell's tab or line break became a space."""
     if writer is not None:
         writer.writerow(row)
-    else:
-        f.write("\t".join(tsv_field(str(v)) for v in row) + "\n")
+        return False
+    cells = [str(v) for v in row]
+    flat = [tsv_field(c) for c in cells]
+    f.write("\t".join(flat) + "\n")
+    return flat != cells
 
 
 __all__ = ["DROP_RULES", "PairScores", "SCORE_COLUMNS", "SCORE_FORMATS", "resolve_score_format", "write_scored"]

@@ -107,8 +107,9 @@ def translation_keys(src_lang: str | None, tgt_lang: str | None) -> tuple[str, s
 
 
 def tsv_field(text: str) -> str:
-    # A tab or newline inside a sentence would break the TSV; corpora read by xmine have none.
-    return text.replace("\t", " ").replace("\n", " ")
+    # A tab or line break inside a sentence would break the TSV; corpora read by xmine have none
+    # (they are replaced on reading), a CSV or JSON bitext given to `score` may.
+    return text.replace("\t", " ").replace("\n", " ").replace("\r", " ")
 
 
 def write_mined(claim, fmt: str, rows: MinedRows, *, line_numbers: bool = False,

@@ -284,3 +284,61 @@ def test_a_bitext_smaller_than_k_is_noted_and_corpora_give_its_pairs_their_neigh
     four.write_text("".join(f"{de[i]}\t{en[i]}\n" for i in range(4)), encoding="utf-8")
     ok(xm("score", four, "--src-lang", "de", "--tgt-lang", "en", "-o", tmp_path / "c.tsv", "-q"))
     assert "few_neighbours" not in json.loads((tmp_path / "c.tsv.json").read_text(encoding="utf-8"))["threshold"]
+
+
+def test_scores_warnings_and_record_name_the_users_bitext_and_its_lines(data_dir, tmp_path, caplog):
+    """`score` embeds a staged copy of each side; what reading it finds is said of the user's
+    file and its lines, and OUT.json records the user's bitext (its sha256, format, fields), not
+    the staged copy (was: `OUT.work/sides/src.txt: ... (lines 3)`, and the staged file's hash)."""
+    import csv
+    import hashlib
+
+    de, en = flores_lines(data_dir, "deu_Latn", 12), flores_lines(data_dir, "eng_Latn", 12)
+    de[2] = " ".join([de[2]] * 40)  # longer than 2000 characters: cut for encoding
+    en[5] = en[5].replace(" ", "\n", 1)  # a quoted line break inside a cell
+    bitext = tmp_path / "pairs.csv"
+    with open(bitext, "w", encoding="utf-8", newline="") as f:
+        f.write("\n")  # a blank line before the header: the user's line numbers are not pair numbers
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["german", "english"])
+        w.writerows(zip(de, en))
+    first_line = {i: 3 + i + (i > 5) for i in range(12)}  # pair 5 spans two lines
+    out = tmp_path / "scored.tsv"
+    with caplog.at_level("WARNING", logger="xmine"):
+        ok(xm("score", bitext, "--src-lang", "de", "--tgt-lang", "en", "--src-field", "german",
+              "--tgt-field", "english", "-o", out, "-q"))
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert not any(".work" in m for m in said), said
+    assert any(m.startswith(f"{bitext} (source side): 1 line(s) longer than 2000 characters")
+               and m.endswith(f"(lines {first_line[2]})") for m in said), said
+    assert f"{bitext} (target side): tabs or line-break characters inside 1 line(s) replaced by spaces" in said
+    assert any(m.startswith(f"{bitext}: 1 pair(s) hold a tab or line break inside a field, written as a space "
+                            f"in the TSV output (first at line {first_line[5]})") for m in said), said
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 13 and lines[1 + 5].split("\t")[1] == en[5].replace("\n", " ")
+
+    made = json.loads((tmp_path / "scored.tsv.json").read_text(encoding="utf-8"))["provenance"]["parameters"]
+    assert made["bitext"] == {
+        "files": [{"path": str(bitext), "size": bitext.stat().st_size,
+                   "sha256": hashlib.sha256(bitext.read_bytes()).hexdigest()}],
+        "format": "csv", "src_field": "german", "tgt_field": "english", "header": None, "split": None}
+    assert made["corpora"] == [None, None]
+
+
+def test_a_damaged_corpus_store_is_refused_before_the_output_is_claimed(data_dir, tmp_path):
+    """(was: refused after the claim, leaving an unfinished OUT.json and OUT.work/ behind)"""
+    from tests.clitools import untouched
+
+    de, en = flores_lines(data_dir, "deu_Latn", 30), flores_lines(data_dir, "eng_Latn", 30)
+    bitext = tmp_path / "pairs.tsv"
+    bitext.write_text("".join(f"{a}\t{b}\n" for a, b in zip(de[:6], en[:6])), encoding="utf-8")
+    (tmp_path / "en.txt").write_text("".join(f"{s}\n" for s in en[6:]), encoding="utf-8")
+    store = tmp_path / "en.store"
+    ok(xm("embed", tmp_path / "en.txt", "--lang", "en", "-o", store, "-q"))
+    shard = next(p for p in sorted(store.iterdir()) if p.suffix == ".npy")
+    shard.write_bytes(shard.read_bytes()[:-8])  # cut short
+    with untouched(tmp_path):
+        refused(xm("score", bitext, "--src-lang", "de", "--tgt-lang", "en", "-o", tmp_path / "scored.tsv", "-q",
+                   "--tgt-corpus", store), str(shard.name))
+        refused(xm("score", bitext, "--src-lang", "de", "--tgt-lang", "en", "-o", tmp_path / "scored.tsv", "-q",
+                   "--src-corpus", tmp_path / "nowhere.txt"), "nowhere.txt")

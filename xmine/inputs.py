@@ -119,13 +119,15 @@ class Side:
 
 
 def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_dir: str | Path | None = None,
-              show_progress: bool = True, rebuild: bool = False, input_format: Any = None) -> Side:
+              show_progress: bool = True, rebuild: bool = False, input_format: Any = None,
+              reported_as: Any = None) -> Side:
     """Open `path` (a corpus, embedding store or index dir) as a Side in the requested space.
 
     `work_dir` holds what this side needs built (a corpus's store, a projected copy of a raw
     store's rows); an interrupted command resumes from it. `rebuild`: a damaged store found there
     is built again (the command's --overwrite) instead of refused. `input_format`
-    (xmine.io.reader_base.InputFormat) says how to read a corpus that is not one sentence a line.
+    (xmine.io.reader_base.InputFormat) says how to read a corpus that is not one sentence a line;
+    `reported_as`, what its warnings name (`xmine.store.embed_corpus`).
     """
     path = Path(path)
     kind = artefact_kind(path, input_format)
@@ -138,7 +140,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
     if kind == "text":
         store = embed_corpus(spool_stdin(work) if is_stdin(path) else path, work / "store", encoder=encoders.encoder, lang=lang or UNDETERMINED,
                              projection=proj, part="meaning", show_progress=show_progress, overwrite=rebuild,
-                             input_format=input_format)
+                             input_format=input_format, reported_as=reported_as)
         side = _store_side(store, path, lang, kind, fingerprint=store.manifest.input)
         side._tmp = tmp
         return side

@@ -26,6 +26,11 @@ MISSING = object()
 _BREAKERS = re.compile("[\t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
+def one_line(text: str) -> str:
+    """`text` with each tab and line break a space (one for one: the length stays)."""
+    return _BREAKERS.sub(" ", text)
+
+
 @dataclass(kw_only=True, frozen=True)
 class InputFormat:
     """How to read a corpus file or folder (the --input-format options)."""
@@ -167,7 +172,7 @@ class CorpusReader:
             if not st.note_line(number, text, max_chars):
                 continue
             if _BREAKERS.search(text):  # one space for one character: the length counted stays
-                text = _BREAKERS.sub(" ", text)
+                text = one_line(text)
                 st.replaced_count += 1
             if ids is not None:
                 ids.append(rid)

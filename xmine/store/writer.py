@@ -185,7 +185,8 @@ def embed_corpus(input_path: str | Path, out_dir: str | Path, *, encoder: Any, l
                  part: str = "meaning", dtype: str = DEFAULT_DTYPE, shard_rows: int = 50_000, batch_size: int = 64,
                  max_chars: int = DEFAULT_MAX_CHARS, overwrite: bool = False, show_progress: bool = True,
                  on_shard_done: Callable[[int, int], None] | None = None, ray: str | None = None,
-                 input_format: Any = None) -> EmbeddingStore:
+                 input_format: Any = None,
+                 reported_as: Callable[[CorpusStats], CorpusStats] | None = None) -> EmbeddingStore:
     """Embed a corpus (a text file, one sentence a line, or any format of `xmine.io.readers`) into an
     embedding store at `out_dir`.
 
@@ -204,6 +205,10 @@ def embed_corpus(input_path: str | Path, out_dir: str | Path, *, encoder: Any, l
     `ray`: None encodes in this process; "auto" or a Ray cluster address encodes the shards in an
     actor pool on that cluster (each actor loads the encoder once), writing the same store, for
     every input format.
+
+    `reported_as`: what the read's warnings (lines cut, characters replaced) say, given what it
+    found: the same counts with the file and lines the user knows (`xmine score` embeds a staged
+    copy of a bitext's side and names the bitext's own lines). None: the input as read.
 
     `input_format`: an `xmine.io.reader_base.InputFormat` (format, text field, id field); None reads by
     extension. Every record of a non-text input is checked before anything is written; a row's
@@ -246,7 +251,8 @@ def embed_corpus(input_path: str | Path, out_dir: str | Path, *, encoder: Any, l
                     if build_dir != out_dir and {e.name for e in build_dir.iterdir()} <= {MARKER, LOCK}:
                         shutil.rmtree(build_dir, ignore_errors=True)
                 raise
-            for message in stats.warnings(max_chars):  # after the bar, so the lines do not mix
+            shown = reported_as(stats) if reported_as is not None else stats
+            for message in shown.warnings(max_chars):  # after the bar, so the lines do not mix
                 log.warning(message)
             finalise(build_dir, job.identity, progress.shards, _input_stats(stats, job), params={
                 "input": str(input_path), "lang": lang, "part": job.identity["part"], "dtype": dtype,

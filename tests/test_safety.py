@@ -904,3 +904,25 @@ def test_langid_says_unknown_for_a_language_the_projection_never_saw(ws, me5, da
     scores = [float(l.split("\t")[3]) for l in res.output.splitlines() if l.startswith(str(ws))]
     assert len(scores) == N and max(scores) < 0.9999 and len(set(scores)) > 1
     assert f"xmine: {N} of {N} line(s) 'unknown'" in res.output
+
+
+@pytest.mark.parametrize("command", ["build-index", "search"])
+def test_sigterm_ends_a_command_cleanly_leaving_no_hidden_work(ws, monkeypatch, command):
+    """SIGTERM (a scheduler's stop, `kill`) is handled as Ctrl-C is: clean-up runs, exit 143, and no
+    hidden work folder is left (was: the process ended on the spot, leaving `.IDX.work-*` beside
+    the index or `xmine-side-*` in the temporary folder, which no later run removes)."""
+    tmp = ws / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))  # the child's temporary folder, to look into
+    text = _numbered(REPO / "demo" / "en.txt", ws / "big.txt", 200)
+    before = tree(ws)
+    args = (["build-index", text, "--lang", "en", "--encoder", "use-m3", "--shard-rows", 50, "-q", "-o", ws / "idx"]
+            if command == "build-index" else ["search", ws / "index", text, "-o", ws / "hits.tsv"])
+    # stopped as the text's store saves its progress the 2nd time: one shard encoded
+    with paused_xmine("xmine.store.resume:Progress.save", 2, *args) as proc:
+        assert any(p.name.startswith((".idx.work-", "xmine-side-")) for p in [*ws.iterdir(), *tmp.iterdir()])
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        assert proc.returncode == 143, log_of(proc)
+        assert "xmine: terminated; nothing was written, run the same command again." in log_of(proc)
+    assert tree(ws) == before

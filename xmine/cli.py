@@ -7,10 +7,13 @@ imported inside the commands, so `xmine --help` stays fast.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import logging
+import signal
 import sys
+import threading
 
 import click
 from click.exceptions import NoArgsIsHelpError
@@ -92,6 +95,42 @@ def _exit_on_usage_error(e: click.UsageError) -> None:
     sys.exit(2)
 
 
+#: the commands that keep their finished work when interrupted and resume it when run again
+_RESUMING = frozenset({"embed", "mine", "score", "train"})
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's or `kill`'s stop), raised where the command is, as Ctrl-C's
+    KeyboardInterrupt is: the same clean-up runs (work folders removed, claims released) instead
+    of the process ending on the spot and leaving its hidden work behind."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """While a command runs, SIGTERM raises `Terminated`; only where the handler is the default
+    (a program that embeds xmine and handles SIGTERM itself keeps its own) and in the main thread."""
+    install = (threading.current_thread() is threading.main_thread()
+               and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+    if install:
+        signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        if install:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _interrupted_message(command: str | None, terminated: bool) -> str:
+    what = "terminated" if terminated else "interrupted"
+    if command in _RESUMING:
+        return f"xmine: {what}; finished work is kept, run the same command again to resume."
+    return f"xmine: {what}; nothing was written, run the same command again."
+
+
 class _XmineGroup(click.Group):
     """Turns XmineError and click's usage errors into a one-line message and exit status 2 instead
     of a traceback or a usage block."""
@@ -105,7 +144,8 @@ class _XmineGroup(click.Group):
     def invoke(self, ctx: click.Context):
         _show_log_messages()
         try:
-            return super().invoke(ctx)
+            with _sigterm_as_interrupt():
+                return super().invoke(ctx)
         except click.UsageError as e:  # a command's options, `xmine nope`, a nested group's commands
             _exit_on_usage_error(e)
         except click.Abort:  # a confirmation declined, or asked where no one can answer
@@ -122,10 +162,10 @@ class _XmineGroup(click.Group):
                 raise
             click.secho(f"xmine: error: {message}", fg="red", err=True)
             sys.exit(2)
-        except KeyboardInterrupt:
-            click.secho("xmine: interrupted; finished work is kept, run the same command again to resume.",
-                        fg="yellow", err=True)
-            sys.exit(130)
+        except KeyboardInterrupt as e:
+            terminated = isinstance(e, Terminated)
+            click.secho(_interrupted_message(ctx.invoked_subcommand, terminated), fg="yellow", err=True)
+            sys.exit(128 + (signal.SIGTERM if terminated else signal.SIGINT))
 
     def list_commands(self, ctx):
         # Keep the order of _COMMAND_MODULES rather than click's alphabetical order.

@@ -125,12 +125,23 @@ def text_of(record: Any, spec: InputFormat, path: Path, where: str, line: int | 
     rid = None
     if spec.id_field is not None:
         value = field_at(record, spec.id_field)
-        if value is MISSING or value is None or isinstance(value, (dict, list)):
+        # a boolean is not an id (str() would store JSON's true as "True")
+        if value is MISSING or value is None or isinstance(value, (dict, list, bool)):
             what = "missing" if value is MISSING else "null" if value is None else f"a {type(value).__name__}"
             raise InputError(path, f"{where}id field {spec.id_field!r} is {what}, expected a string or number",
                              line=line)
-        rid = _BREAKERS.sub(" ", str(value))
+        rid = record_id(str(value), spec.id_field, path, where, line)
     return text, rid
+
+
+def record_id(value: str, field: str, path: Path, where: str, line: int | None) -> str:
+    """A record's id as kept (one a line in a store's ids.txt, a column of the outputs), or
+    InputError: an id holding a tab or line break cannot be kept as it is, and one changed would
+    no longer name its record."""
+    if _BREAKERS.search(value):
+        raise InputError(path, f"{where}id field {field!r} holds a tab or line break ({value[:40]!r}); ids are kept "
+                               "one a line, so they must not", line=line)
+    return value
 
 
 class CorpusReader:

@@ -15,8 +15,8 @@ memory-mapped, data files are streamed).
 A record whose text is empty or white space is skipped (counted, its number kept); tabs and line
 breaks inside a text become spaces, as in a text file. A missing field, a value that is not a
 string, invalid JSON or an unreadable file raises `InputError` naming the file, the record and
-the problem. `id_field` keeps each record's own id (any JSON scalar, as a string) beside its
-number, as provenance. With `split_sentences` each record is a document or paragraph:
+the problem. `id_field` keeps each record's own id (a string or number, as a string; one holding a tab or
+line break is refused, as a boolean is) beside its number, as provenance. With `split_sentences` each record is a document or paragraph:
 `split_into_sentences` yields its sentences (xmine.io.sentences), each with the record's number and
 id and its own 1-based index in the record.
 """
@@ -34,7 +34,7 @@ from xmine.io.corpus import DEFAULT_MAX_CHARS, CorpusStats, iter_corpus, iter_li
 from xmine.io.delimited import column_index, delimited_rows, field_of
 from xmine.errors import InputError
 from xmine.artefacts.fileio import sha256_file
-from xmine.io.reader_base import CorpusReader, InputFormat, format_by_path, text_of
+from xmine.io.reader_base import CorpusReader, InputFormat, format_by_path, record_id, text_of
 from xmine.io.stdin import STDIN, origin_of
 from xmine.io.table_readers import DatasetReader, ParquetReader
 
@@ -126,7 +126,8 @@ class DelimitedReader(CorpusReader):
                                                                         option="--id-field")
             for number, fields in rows:
                 yield (number, field_of(fields, text, self.path, number, what="text"),
-                       None if rid is None else field_of(fields, rid, self.path, number, what="id"))
+                       None if rid is None else record_id(field_of(fields, rid, self.path, number, what="id"),
+                                                          self.spec.id_field, self.path, "", number))
 
 
 _READERS = {"text": TextReader, "jsonl": JsonlReader, "parquet": ParquetReader, "hf": DatasetReader,

@@ -25,6 +25,7 @@ duplicates dropped, then at most `max_pairs_per_lang` are drawn with a seeded ge
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ from xmine.errors import ConfigError, InputError
 from xmine.langs import is_known_lang, normalize_lang
 from xmine.disentangle.massive import PIVOT, available_locales, find_folder, train_rows
 from xmine.io.corpus import read_parallel
+
+log = logging.getLogger(__name__)
 
 _LANG_CODE = re.compile(r"^[a-z]{2,3}(_[A-Z][a-z]{3})?$")
 _NOT_LANG = {"md", "txt", "tsv", "csv", "json", "gz", "zip", "xml", "sgm", "py", "sh", "yml", "yaml",
@@ -184,6 +187,11 @@ class PairSample:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
+def _held_out(n: int, valid_fraction: float) -> int:
+    """Of `n` pairs of a language pair, how many are held out for validation (none below 4)."""
+    return max(1, int(round(n * valid_fraction))) if n >= 4 else 0
+
+
 def sample_pairs(
     files: Sequence[PairFiles], *, max_pairs_per_lang: int | None, valid_fraction: float, seed: int,
     fingerprint_files: bool = True,
@@ -212,16 +220,30 @@ def sample_pairs(
     counts = {}
     for g, key in enumerate(lang_pairs):
         pool = list(dict.fromkeys(by_pair[key]))  # exact duplicates out, first-seen order kept
+        if len(pool) < len(by_pair[key]):  # a pair seen twice would weigh twice, or sit on both sides of the split
+            log.info(f"{key[0]}-{key[1]}: {len(by_pair[key]) - len(pool)} repeated pair(s) dropped; "
+                     f"{len(pool)} distinct pairs are used")
         order = rng.permutation(len(pool))[:max_pairs_per_lang]  # None: all
         n = len(order)
-        n_valid = max(1, int(round(n * valid_fraction))) if n >= 4 else 0
+        n_valid = _held_out(n, valid_fraction)
         src += [pool[i][0] for i in order]
         tgt += [pool[i][1] for i in order]
         s_lang += [lang_index[key[0]]] * n
         t_lang += [lang_index[key[1]]] * n
         group += [g] * n
         valid += [rank < n_valid for rank in range(n)]
-        counts[f"{key[0]}-{key[1]}"] = {"available": len(pool), "train": n - n_valid, "valid": n_valid}
+        counts[f"{key[0]}-{key[1]}"] = {"available": len(pool), "repeated": len(by_pair[key]) - len(pool),
+                                        "train": n - n_valid, "valid": n_valid}
+    if not (any(c["valid"] >= 2 for c in counts.values()) and any(c["train"] >= 2 for c in counts.values())):
+        # a batch needs two pairs (each pair's partner is another pair of its batch); checked before
+        # anything is encoded (was: "no validation batch" once the pairs were embedded)
+        need = next(n for n in range(4, 10**6) if _held_out(n, valid_fraction) >= 2 and n - _held_out(n, valid_fraction) >= 2)
+        shown = ", ".join(f"{k}: {c['available']}" + (f" ({c['repeated']} repeated dropped)" if c["repeated"] else "")
+                          for k, c in counts.items())
+        names = "; ".join(f"{i['src']}:{i['tgt']}" for i in file_info)
+        raise ConfigError(f"{names}: too few distinct pairs to train and validate ({shown}); at --valid-fraction "
+                          f"{valid_fraction} a language pair needs at least {need}, so that 2 are held out for "
+                          "validation and 2 train")
     return PairSample(
         src=src, tgt=tgt, src_lang=np.asarray(s_lang, dtype=np.int64), tgt_lang=np.asarray(t_lang, dtype=np.int64),
         group=np.asarray(group, dtype=np.int64), valid=np.asarray(valid, dtype=bool),

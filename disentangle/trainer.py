@@ -144,7 +144,7 @@ def validation_loss(model, method, data: _Data, config: TrainConfig) -> tuple[fl
                                                            shuffle=False),
                           lambda rows, gen: (method.terms(_make_batch(model, data, rows, gen)), len(rows)))
     if n == 0:
-        raise ConfigError("no validation batch (too few pairs per language pair; need >= 20)")
+        raise ConfigError("no validation batch: no language pair holds out 2 pairs (sample_pairs refuses such data)")
     return sum(v for k, v in means.items() if k != "L_A"), means
 
 

@@ -99,7 +99,8 @@ def test_training_lowers_validation_loss(challenge, me5, tmp_path, method, base)
     assert len(cfg["history"]) == 3
     assert cfg["best_valid_loss"] < cfg["initial_valid_loss"], cfg["history"]
     assert cfg["languages"] == ["deu", "eng", "fra"]
-    assert cfg["training_data"]["counts"]["deu-eng"] == {"available": pytest.approx(15962, abs=500), "train": 135, "valid": 15}
+    assert cfg["training_data"]["counts"]["deu-eng"] == {"available": pytest.approx(15962, abs=500), "train": 135, "valid": 15,
+                                                         "repeated": cfg["training_data"]["counts"]["deu-eng"]["repeated"]}
     assert 0.0 <= cfg["langid"]["accuracy"] <= 1.0
     emb = me5.encode(["Das ist ein Haus.", "This is a house."])
     for part in ("meaning", "language"):
@@ -302,3 +303,26 @@ def test_training_checkpoint_resumes_only_its_own_run(tmp_path):
         resume(path, sig, max_epochs=2, model=model2, optimizers=opts2, gen=gen2)
     assert resume(path, sig, max_epochs=3, model=model2, optimizers=opts2, gen=gen2)["epoch"] == 3
     assert torch.equal(model2.weight, model.weight) and torch.equal(gen2.get_state(), gen.get_state())
+
+
+def test_too_few_distinct_pairs_are_refused_before_encoding_and_repeats_are_said(data_dir, tmp_path, caplog):
+    """(was: "no validation batch (too few pairs per language pair; need >= 20)" after the pairs
+    were embedded, naming no file, the true minimum 15, and repeated pairs dropped without a word)"""
+    from tests.clitools import ok, refused, untouched, xm
+    from tests.flores import flores_lines
+
+    de, en = flores_lines(data_dir, "deu_Latn", 40), flores_lines(data_dir, "eng_Latn", 40)
+    for n, repeats in ((12, 3), (30, 5)):
+        (tmp_path / f"p{n}.de").write_text("".join(f"{s}\n" for s in de[:n] + de[:repeats]), encoding="utf-8")
+        (tmp_path / f"p{n}.en").write_text("".join(f"{s}\n" for s in en[:n] + en[:repeats]), encoding="utf-8")
+    train = ["train", "--method", "seed", "--encoder", "use-m3", "--max-epochs", 1, "--batch-size", 8, "-q"]
+    with untouched(tmp_path):
+        refused(xm(*train, "--pairs", f"{tmp_path / 'p12.de'}:{tmp_path / 'p12.en'}", "-o", tmp_path / "a"),
+                f"{tmp_path / 'p12.de'}:{tmp_path / 'p12.en'}: too few distinct pairs",
+                "deu-eng: 12 (3 repeated dropped)", "--valid-fraction 0.1 a language pair needs at least 15")
+    with caplog.at_level("INFO", logger="xmine"):
+        ok(xm(*train, "--pairs", f"{tmp_path / 'p30.de'}:{tmp_path / 'p30.en'}", "-o", tmp_path / "b"))
+    assert any(r.getMessage() == "deu-eng: 5 repeated pair(s) dropped; 30 distinct pairs are used"
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
+    counts = load_projection(tmp_path / "b").config["training_data"]["counts"]["deu-eng"]
+    assert counts == {"available": 30, "repeated": 5, "train": 27, "valid": 3}

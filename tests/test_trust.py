@@ -382,6 +382,24 @@ def test_verify_refuses_an_unknown_kind(ws):
     refused(xm("verify", ws / "list.json"), "list.json: a JSON list, not an xmine artefact")
 
 
+
+def test_verify_given_a_summary_checks_its_output_and_names_a_renamed_one(ws):
+    """(was: `verify OUT.json` refused as "no kind of record this xmine writes", and an output
+    renamed with its summary said to be "written by an older xmine")"""
+    import shutil
+
+    out = ws / "m.tsv"
+    ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-q", "-o", out))
+    said = ok(xm("verify", ws / "m.tsv.json")).output
+    assert said.startswith(f"{ws / 'm.tsv.json'}: OK, an xmine mining result (the summary of m.tsv: 1 file matches")
+    written = out.read_bytes()
+    out.write_bytes(written + b"0.9\tx\ty\n")
+    refused(xm("verify", ws / "m.tsv.json"), "m.tsv: size or sha256 differs from m.tsv.json")
+    out.write_bytes(written)
+    shutil.copy(out, ws / "kept.tsv")
+    shutil.copy(ws / "m.tsv.json", ws / "kept.tsv.json")
+    refused(xm("verify", ws / "kept.tsv"), "kept.tsv.json: records the files m.tsv, not kept.tsv: renamed")
+
 @pytest.mark.parametrize("artefact", ["store", "index", "proj"])
 def test_a_manifest_edited_where_it_stays_valid_json_is_refused(ws, artefact):
     """A manifest is what its artefact's files are checked against, so its own content is checked

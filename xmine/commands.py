@@ -197,7 +197,7 @@ def verify(paths) -> None:
 
     PATHS may be embedding stores, indexes, projections, sentence-transformers exports, or outputs
     with their OUT.json summary (mined pairs in any format: OUT of a Moses pair checks OUT.src and
-    OUT.tgt; search hits, langid). Exit 2 with a one-line
+    OUT.tgt; search hits, langid; naming OUT.json checks OUT). Exit 2 with a one-line
     error naming the first damaged file; 0 when everything matches.
 
     Opening an artefact checks small ones (up to 64 MiB) completely, and large ones file by file as

@@ -4,7 +4,7 @@ An embedding store against every sha256 its manifest records (`xmine.store.reade
 a directory of a feature package's kind through its registered reader
 (`xmine.artefacts.directory.open_artefact`), which validates on open; a sentence-transformers
 export against the size and sha256 of every file its manifest records (`check_recorded_files`);
-a TSV output against its `OUT.json` summary (`verify_output_file`); a JSON record xmine writes on its own
+a TSV output against its `OUT.json` summary (`verify_output_file`; the summary named checks its output); a JSON record xmine writes on its own
 (a benchmark result, a calibration record) by the checksum it ends with (`JSON_KINDS`).
 """
 
@@ -104,6 +104,9 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
             if sealed:
                 return kind, p.stat().st_size, "its content matches the checksum it was written with"
             return kind, p.stat().st_size, "readable JSON, written before it recorded a checksum, so not checked"
+        if kind and "output_files" in record:  # OUT.json, the summary of an output: the output is checked
+            kind, nbytes, detail = verify_output_file(Path(str(p)[:-len(".json")]))
+            return kind, nbytes, f"the summary of {p.name[:-len('.json')]}: {detail}"
         if kind:
             raise ArtefactError(f"{p}: kind {str(kind)[:80]!r} is no kind of record this xmine writes; nothing in it "
                                 "can be checked")
@@ -186,6 +189,10 @@ def verify_output_file(path: str | Path) -> tuple[str, int, str]:
                             "run the same command again with --overwrite")
     files = side.get("output_files") or {}
     if path.name not in files and not any(name.startswith(path.name + ".") for name in files):
+        if files:  # an output and its summary renamed: the summary still names what it was written as
+            shown = ", ".join(sorted(str(n)[:80] for n in files)[:3])
+            raise ArtefactError(f"{sidecar_of(path)}: records the files {shown}, not {path.name}: renamed since xmine "
+                                "wrote them? Verify them under the names they were written with")
         raise ArtefactError(f"{sidecar_of(path)}: records no sha256 of {path.name} (written by an older xmine)")
     foreign = next((name for name in files if not own_output_name(path, name)), None)
     if foreign is not None:

@@ -20,6 +20,7 @@ from xmine.benchmarks import (
 )
 from xmine.benchmarks.runner import DATA_HELP, ENCODER_HELP, current_encoder, evaluate_variants, finish, setup, task_options
 from xmine.encoders import load_encoder
+from xmine.errors import ConfigError
 from xmine.encoders.options import precision_option
 from xmine.mining.cli_options import margin_option
 from xmine.mining.filters import PairFilterConfig
@@ -384,14 +385,19 @@ def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out,
     Raw embeddings cluster by language; a good meaning part overlaps across languages; the
     language part separates them again.
     """
+    if src_lang == tgt_lang:  # one cloud drawn twice: no separation to see
+        raise ConfigError(f"--src-lang and --tgt-lang are both {src_lang}: the plot compares two languages")
     out_path = Path(out) if out else (
         common.results_dir() / f"pca-{common.safe_name(encoder_name)}-{src_lang}-{tgt_lang}.png")
     with claim_output(out_path, kind=plot.PLOT_KIND, form="png", overwrite=overwrite,
                       inputs=[data_dir, *projections]):
         src, tgt, _ = geometry.flores_pairs(data_dir, src_lang, rows=rows, pivot=tgt_lang)
+        if len(src) < rows:
+            click.echo(f"--rows {rows}: FLORES-200 devtest holds {len(src):,} sentences a language; plotting all of "
+                       "them", err=True)
         encoder, variants = setup(encoder_name, projections, device, precision, runtime, prompt, prompt_name)
         sep = plot.plot_pca(variants, src, tgt, out_path, src_label=src_lang, tgt_label=tgt_lang, title=(
-            f"PCA of {encoder.name} embeddings: {rows} FLORES-200 devtest sentences, {src_lang} and {tgt_lang}"))
+            f"PCA of {encoder.name} embeddings: {len(src):,} FLORES-200 devtest sentences, {src_lang} and {tgt_lang}"))
     for name, s in sep.items():
         click.echo(f"{name}: language separation {s:.2f} (centroid distance / mean spread)")
     click.echo(f"wrote {out_path}", err=True)

@@ -237,6 +237,14 @@ def test_cli_plot_and_encoder_mismatch(tmp_path, data_dir, center_projection):
     assert res.exit_code == 0, res.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
     assert res.output.count("language separation") == 3
+    # more rows than FLORES-200 holds: all are plotted, and said (was: the title claimed 5,000)
+    res = CliRunner().invoke(_cli(), ["plot", "--encoder", "use-m3", "--rows", "5000", "--out", str(png), "--overwrite"])
+    assert res.exit_code == 0, res.output
+    assert "--rows 5000: FLORES-200 devtest holds 1,012 sentences a language; plotting all of them" in res.output
+    # one language against itself (was: accepted, one cloud drawn twice)
+    res = CliRunner().invoke(_cli(), ["plot", "--encoder", "use-m3", "--src-lang", "eng_Latn", "--out",
+                                      str(tmp_path / "same.png")])
+    assert res.exit_code == 2 and "both eng_Latn" in res.output and not (tmp_path / "same.png").exists()
     # a use-m3 projection refuses another encoder, with a one-line error
     res = CliRunner().invoke(_cli(), ["bench", "sts", "--encoder", "me5-small", "--tracks", "track5",
                                       "--projection", str(center_projection), "--out", str(tmp_path / "x.json")])

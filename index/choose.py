@@ -8,7 +8,8 @@
   sub-quantisers (or the largest divisor of dim below it) and n lists by corpus size as stopes
   does (1024; 4096 past 250k; 32768 past 4M; 65536 past 10M; 262144 past 500M), kept within
   FAISS's 4*sqrt(N)..16*sqrt(N) and so that every list gets >= 39 training vectors.
-IVF indexes train on 30..256 vectors a list (a seeded sample) and search `nprobe` lists.
+IVF indexes train on 30..256 vectors a list (a seeded sample) and search `nprobe` lists: a quarter
+of them, at least 8 (all of fewer), at most 128.
 
 The index types are xmine's one set (`INDEX_TYPES`), each built from the factory string
 `index_factory` gives; `build-index --index-type` offers `BUILD_TYPES` of them, `mine --approximate
@@ -17,12 +18,15 @@ The index types are xmine's one set (`INDEX_TYPES`), each built from the factory
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from dataclasses import dataclass
 
 from xmine.errors import ConfigError
 from xmine.artefacts.records import Record
+
+log = logging.getLogger(__name__)
 
 INDEX_TYPES = ("auto", "flat", "ivf", "hnsw", "ivfpq", "ivfpqfs", "opq")
 #: What `build-index` builds: all but ivfpqfs, whose fast-scan codes FAISS cannot reconstruct (it
@@ -139,9 +143,23 @@ def choose_index(
     if kind in ("ivfpq", "opq"):
         # PQ codebooks have 256 entries per sub-quantiser: train on at least ~40 points each.
         train = int(min(n, max(train, 2**pq_bits * MIN_TRAIN_PER_LIST)))
+        codebook = 2**pq_bits * MIN_TRAIN_PER_LIST
+        if n < codebook:  # k-means of 2**bits centroids per sub-quantiser on too few points: slow, and poor
+            log.warning(f"PQ{m}: {m} codebooks of {2**pq_bits} centroids trained on {n:,} vectors (FAISS advises >= "
+                        f"{codebook:,}): training is slow and the codes are coarse; for so few vectors "
+                        "--index-type flat or ivf is exact or close to it, and fast")
     factory = index_factory(kind, nl, m, pq_bits)
-    # stopes searches 128 lists; never more than a quarter of them on small indexes.
-    nprobe = max(1, min(128, nl // 4))
-    lists_note = f"{nl} lists (4*sqrt(N)={4 * math.sqrt(n):.0f}..16*sqrt(N)={16 * math.sqrt(n):.0f})"
+    # stopes searches 128 lists; a quarter of them on smaller indexes, but at least 8 (all of a
+    # handful: searching one list of two would miss half the neighbours).
+    nprobe = min(nl, max(8, min(128, nl // 4)))
+    lo, hi = 4 * math.sqrt(n), 16 * math.sqrt(n)
+    if nlist:
+        lists_note = f"{nl} lists (as given)"
+    elif nl < lo:
+        lists_note = (f"{nl} lists (fewer than 4*sqrt(N)={lo:.0f}, so that each trains on >= {MIN_TRAIN_PER_LIST} "
+                      "vectors)")
+    else:
+        lists_note = f"{nl} lists (4*sqrt(N)={lo:.0f}..16*sqrt(N)={hi:.0f})"
     return IndexChoice(kind=kind, factory=factory, nlist=nl, nprobe=nprobe, train_size=train,
-                       reason=(reason + "; " if reason else "") + lists_note + f", trained on {train:,} vectors")
+                       reason=(reason + "; " if reason else "") + lists_note
+                       + f", {nprobe} searched a query, trained on {train:,} vectors")

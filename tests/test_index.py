@@ -65,6 +65,20 @@ def test_opq_index_builds_and_finds_stored_vectors(tmp_path, clustered):
     assert np.mean([i in r for i, r in enumerate(rows)]) >= 0.4
 
 
+def test_a_small_ivf_searches_enough_lists_and_says_why_it_has_so_few(caplog):
+    """(was: 100 vectors -> 2 lists "(4*sqrt(N)=40..16*sqrt(N)=160)", searching 1 of them: half the
+    neighbours missed; and PQ codebooks trained on 400 vectors for minutes without a word)"""
+    small = choose_index(100, 384, kind="ivf")
+    assert (small.nlist, small.nprobe) == (2, 2)
+    assert "2 lists (fewer than 4*sqrt(N)=40, so that each trains on >= 39 vectors), 2 searched" in small.reason
+    assert [(c.nlist, c.nprobe) for c in (choose_index(n, 384, kind="ivf") for n in (1_000, 5_000, 20_000))] == [
+        (25, 8), (128, 32), (512, 128)]
+    with caplog.at_level("WARNING", logger="xmine"):
+        assert not choose_index(20_000, 384, kind="ivfpq").reason.startswith("PQ") and not caplog.records
+        choose_index(400, 384, kind="opq", pq_m=384)
+    assert [r.getMessage()[:60] for r in caplog.records] == [
+        "PQ384: 384 codebooks of 256 centroids trained on 400 vectors"]
+
 def test_auto_choice_by_size():
     assert choose_index(5_000, 384).kind == "flat"
     assert choose_index(10_000, 384).kind == "flat"

@@ -926,3 +926,15 @@ def test_sigterm_ends_a_command_cleanly_leaving_no_hidden_work(ws, monkeypatch, 
         assert proc.returncode == 143, log_of(proc)
         assert "xmine: terminated; nothing was written, run the same command again." in log_of(proc)
     assert tree(ws) == before
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(ws):
+    """`xmine search ... | head`: the reader has what it wanted (was: "xmine: error: broken pipe",
+    exit 2). Exit 141, as a program ended by SIGPIPE, and nothing on stderr."""
+    proc = subprocess.Popen([sys.executable, "-m", "xmine.cli", "search", ws / "index", ws / "de.txt", "-k", "40"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    first = proc.stdout.readline()
+    proc.stdout.close()  # 1,600 lines of hits: more than the pipe holds, so the writer meets the closed end
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert first.count(b"\t") >= 4 and "error" not in err and "Traceback" not in err, err

@@ -124,6 +124,15 @@ def _sigterm_as_interrupt():
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+def _discard_stdout() -> None:
+    """Point standard output at /dev/null, so that flushing it at exit does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (an in-process runner's buffer)
+        pass
+
+
 def _interrupted_message(command: str | None, terminated: bool) -> str:
     what = "terminated" if terminated else "interrupted"
     if command in _RESUMING:
@@ -154,6 +163,11 @@ class _XmineGroup(click.Group):
         except XmineError as e:
             click.secho(f"xmine: error: {e}", fg="red", err=True)
             sys.exit(2)
+        except BrokenPipeError:
+            # The reader of standard output stopped early (`xmine search ... | head`): what it
+            # wanted was written. End quietly, as a program killed by SIGPIPE does.
+            _discard_stdout()
+            sys.exit(128 + signal.SIGPIPE)
         except OSError as e:
             # The machine refused (disk full, no permission, read-only file system): one line
             # naming the file. Partial outputs were written atomically, so nothing half-done is left.

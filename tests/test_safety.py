@@ -938,3 +938,29 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(ws):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err
     assert first.count(b"\t") >= 4 and "error" not in err and "Traceback" not in err, err
+
+
+def test_the_hidden_work_a_killed_run_left_is_removed_by_the_next_run_of_that_output(ws, caplog):
+    """SIGKILL runs no clean-up: build-index's `.IDX.work-*` (a partial store) stayed for good,
+    as did `.OUT.*.tmp` of the atomic writers. The next run of the same output holds its locks, so
+    no live writer owns them: it removes them and says so. Names that only look alike stay."""
+    text = _numbered(REPO / "demo" / "en.txt", ws / "big.txt", 200)
+    args = ["build-index", text, "--lang", "en", "--encoder", "use-m3", "--shard-rows", 50, "-q", "-o", ws / "idx"]
+    with paused_xmine("xmine.store.resume:Progress.save", 2, *args) as proc:
+        proc.kill()
+        proc.wait(timeout=60)
+    left = [p.name for p in ws.iterdir() if p.name.startswith(".idx.work-")]
+    assert len(left) == 1, sorted(p.name for p in ws.iterdir())
+    (ws / ".m.tsv.k2j3x9_a.tmp").mkdir()  # an atomic_dir's (a dataset folder output)
+    (ws / ".m.tsv.k2j3x9_a.tmp" / "data.arrow").write_bytes(b"x" * 1000)
+    (ws / ".m.q8w7e6r5.tmp.tsv").write_text("half a TSV\n")  # an atomic_path's
+    alike = [".m.tsv.notes.tmp", ".m.tsv.k2j3x9_a.tmp.bak", ".idx.work-mine", ".other.q8w7e6r5.tmp.tsv"]
+    for name in alike:
+        (ws / name).write_text("the user's\n")
+    with caplog.at_level("INFO", logger="xmine"):
+        ok(xm(*args))
+        ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-q", "-o", ws / "m.tsv"))
+    assert not [p for p in ws.iterdir() if p.name.startswith(".idx.work-") and p.name != ".idx.work-mine"]
+    assert sorted(p.name for p in ws.iterdir() if p.name.startswith(".") and not p.name.endswith(".lock")) == sorted(alike)
+    said = [r.getMessage() for r in caplog.records if "removed, the hidden work" in r.getMessage()]
+    assert len(said) == 3 and f"{ws / left[0]}: removed, the hidden work of an earlier run of idx that was killed" in said[0]

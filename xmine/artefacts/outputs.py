@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +44,8 @@ from xmine.artefacts.fileio import (DIR_MODE, FILE_MODE, MANIFEST, atomic_path, 
                                     fsync_file, kind_label, remove_path, sha256_file, swap_in_dir, temporary_beside)
 from xmine.artefacts.output_state import (FORMS, MARKER, check_not_input, dir_kind, output_state, read_json,
                                 sidecar_of, tree_record)
+
+log = logging.getLogger(__name__)
 
 #: files a run writes into its work directory before any result: the marker, and the key.json that
 #: ties checkpoints to their inputs (mining/knn.py, approximate.py). A failed run that
@@ -250,6 +254,7 @@ def claim_output(path: str | Path, *, kind: str, form: str, inputs: Iterable[str
     try:
         with lock_outputs(path, claimed):
             try:
+                _remove_leftover_temporaries(claimed)
                 state = output_state(path, kind, form, companions, in_place=in_place)
                 if state == "finished" and not (overwrite or reopen):
                     raise OutputError(f"{path}: already exists (an xmine {kind_label(kind)}); pass --overwrite to "
@@ -281,6 +286,35 @@ def claim_output(path: str | Path, *, kind: str, form: str, inputs: Iterable[str
             for d in reversed(made):
                 with contextlib.suppress(OSError):
                     d.rmdir()
+
+
+#: `tempfile`'s random part of a name (8 characters of its alphabet)
+_RANDOM = "[a-z0-9_]{8}"
+
+
+def _temporary_names(path: Path) -> re.Pattern:
+    """The hidden temporaries a writer of `path` makes beside it: `atomic_path`'s
+    `.STEM.XXXXXXXX.tmpSUFFIX`, `atomic_dir`'s `.NAME.XXXXXXXX.tmp`, build-index's work folder
+    `.NAME.work-XXXXXXXX`."""
+    return re.compile("|".join((re.escape(f".{path.name}.") + _RANDOM + re.escape(".tmp"),
+                                re.escape(f".{path.stem}.") + _RANDOM + re.escape(f".tmp{path.suffix}"),
+                                re.escape(f".{path.name}.work-") + _RANDOM)))
+
+
+def _remove_leftover_temporaries(claimed: list[Path]) -> None:
+    """Remove the hidden temporaries of the claimed outputs that a killed writer left (SIGKILL, a
+    power cut: no clean-up ran). Called with every claimed path locked, so no live writer of them
+    exists; each removal is said, with its size."""
+    for path in claimed:
+        names = _temporary_names(path)
+        with contextlib.suppress(OSError):
+            for entry in path.parent.iterdir():
+                if names.fullmatch(entry.name) and not entry.is_symlink():
+                    size = (sum(f.stat().st_size for f in entry.rglob("*") if f.is_file()) if entry.is_dir()
+                            else entry.stat().st_size)
+                    remove_path(entry)
+                    log.info(f"{entry}: removed, the hidden work of an earlier run of {path.name} that was killed "
+                             f"({size / 2**20:,.1f} MB)")
 
 
 def _only_a_stub(path: Path, companions: tuple[str, ...]) -> bool:

@@ -924,7 +924,7 @@ def test_sigterm_ends_a_command_cleanly_leaving_no_hidden_work(ws, monkeypatch, 
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
         assert proc.returncode == 143, log_of(proc)
-        assert "xmine: terminated; nothing was written, run the same command again." in log_of(proc)
+        assert "xmine: terminated; its output was not written, run the same command again." in log_of(proc)
     assert tree(ws) == before
 
 

@@ -137,7 +137,7 @@ def _interrupted_message(command: str | None, terminated: bool) -> str:
     what = "terminated" if terminated else "interrupted"
     if command in _RESUMING:
         return f"xmine: {what}; finished work is kept, run the same command again to resume."
-    return f"xmine: {what}; nothing was written, run the same command again."
+    return f"xmine: {what}; its output was not written, run the same command again."
 
 
 class _XmineGroup(click.Group):
@@ -157,9 +157,9 @@ class _XmineGroup(click.Group):
                 return super().invoke(ctx)
         except click.UsageError as e:  # a command's options, `xmine nope`, a nested group's commands
             _exit_on_usage_error(e)
-        except click.Abort:  # a confirmation declined, or asked where no one can answer
-            click.secho("xmine: error: not confirmed; nothing was changed", fg="red", err=True)
-            sys.exit(2)
+        except click.Abort:  # a confirmation declined: not an error, but nothing done
+            click.secho("xmine: not confirmed; nothing was changed", fg="yellow", err=True)
+            sys.exit(1)
         except XmineError as e:
             click.secho(f"xmine: error: {e}", fg="red", err=True)
             sys.exit(2)

@@ -72,8 +72,8 @@ class StagedSides:
     tgt: Path
     #: int64, per pair its line (or row) in the bitext
     numbers: np.ndarray
-    #: per side, the pairs (indexes) whose text held a tab or line break, which became a space
-    flattened: tuple[list[int], list[int]]
+    #: per side (src, tgt), how many pairs' text held a tab or line break, which became a space
+    flattened: list[int]
 
     def __len__(self) -> int:
         return len(self.numbers)
@@ -89,7 +89,7 @@ class StagedSides:
             lines = [int(self.numbers[i - 1]) for i in stats.long_lines], \
                 [int(self.numbers[i - 1]) for i in stats.token_cut_lines]
             return replace(stats, path=Path(f"{bitext.path} ({side} side)"), empty_lines=0, long_lines=lines[0],
-                           token_cut_lines=lines[1], replaced_count=len(flat))
+                           token_cut_lines=lines[1], replaced_count=flat)
         return shown
 
 
@@ -99,14 +99,13 @@ def write_sides(bitext: Bitext, work: Path) -> StagedSides:
     work.mkdir(parents=True, exist_ok=True)
     paths = work / "src.txt", work / "tgt.txt"
     numbers = array("q")
-    flattened: tuple[list[int], list[int]] = ([], [])
+    flattened = [0, 0]
     with open(paths[0], "w", encoding="utf-8", newline="\n") as fs, \
             open(paths[1], "w", encoding="utf-8", newline="\n") as ft:
         for pair in bitext.pairs():
-            for text, f, flat in ((pair.src, fs, flattened[0]), (pair.tgt, ft, flattened[1])):
+            for side, (text, f) in enumerate(((pair.src, fs), (pair.tgt, ft))):
                 line = one_line(text)
-                if line != text:
-                    flat.append(len(numbers))
+                flattened[side] += line != text
                 f.write(line.strip() + "\n")
             numbers.append(pair.number)
     if not numbers:

@@ -112,7 +112,7 @@ def write_scored(claim, fmt: str, bitext, scores, *, kept_only: bool = False) ->
     row whose cell holds a tab or a line break (a CSV or JSON input's) is written with a space
     there, as TSV has no quoting; a warning says how many and where the first was."""
     written = 0
-    flattened: list[int] = []  # line (or row) numbers of the pairs written with a cell flattened
+    flattened, first_flattened = 0, None  # pairs written with a cell flattened, and the first one's line (or row)
     header = None
     if fmt in ("tsv", "csv"):
         rows = _scored_rows(bitext, scores, kept_only=kept_only, as_dict=False)
@@ -126,12 +126,14 @@ def write_scored(claim, fmt: str, bitext, scores, *, kept_only: bool = False) ->
                         header += list(SCORE_COLUMNS)
                         _write_row(f, writer, header)
                 if _write_row(f, writer, row):
-                    flattened.append(number)
+                    flattened += 1
+                    first_flattened = first_flattened or number
                 written += 1
         if flattened:
-            log.warning(f"{bitext.path}: {len(flattened)} pair(s) hold a tab or line break inside a field, written "
-                        f"as a space in the TSV output (first at line {flattened[0]}); write CSV, JSON Lines or "
-                        "Parquet (--format) to keep them")
+            where = "row" if bitext.format in ("parquet", "hf") else "line"
+            log.warning(f"{bitext.path}: {flattened} pair(s) hold a tab or line break inside a field, written "
+                        f"as a space in the TSV output (first at {where} {first_flattened}); write CSV, JSON Lines "
+                        "or Parquet (--format) to keep them")
     elif fmt == "jsonl":
         with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
             for _, record in _scored_rows(bitext, scores, kept_only=kept_only, as_dict=True):

@@ -26,6 +26,7 @@ duplicates dropped, then at most `max_pairs_per_lang` are drawn with a seeded ge
 from __future__ import annotations
 
 import logging
+import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -192,6 +193,14 @@ def _held_out(n: int, valid_fraction: float) -> int:
     return max(1, int(round(n * valid_fraction))) if n >= 4 else 0
 
 
+def _least_pairs(valid_fraction: float) -> int:
+    """The fewest pairs of a language pair that give 2 to validate and 2 to train."""
+    n = max(4, math.floor(1.5 / valid_fraction) - 1, math.floor(1.5 / (1 - valid_fraction)) - 1)
+    while _held_out(n, valid_fraction) < 2 or n - _held_out(n, valid_fraction) < 2:
+        n += 1
+    return n
+
+
 def sample_pairs(
     files: Sequence[PairFiles], *, max_pairs_per_lang: int | None, valid_fraction: float, seed: int,
     fingerprint_files: bool = True,
@@ -237,7 +246,7 @@ def sample_pairs(
     if not (any(c["valid"] >= 2 for c in counts.values()) and any(c["train"] >= 2 for c in counts.values())):
         # a batch needs two pairs (each pair's partner is another pair of its batch); checked before
         # anything is encoded (was: "no validation batch" once the pairs were embedded)
-        need = next(n for n in range(4, 10**6) if _held_out(n, valid_fraction) >= 2 and n - _held_out(n, valid_fraction) >= 2)
+        need = _least_pairs(valid_fraction)
         shown = ", ".join(f"{k}: {c['available']}" + (f" ({c['repeated']} repeated dropped)" if c["repeated"] else "")
                           for k, c in counts.items())
         names = "; ".join(f"{i['src']}:{i['tgt']}" for i in file_info)

@@ -26,11 +26,12 @@ import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from xmine.artefacts.directory import open_artefact
+from xmine.io.corpus import CorpusStats
 from xmine.io.dedup import first_occurrences, normalise_whitespace
 from xmine.encoders import check_same_encoder
 from xmine.errors import ConfigError, EncoderMismatchError, InputError
@@ -120,7 +121,7 @@ class Side:
 
 def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_dir: str | Path | None = None,
               show_progress: bool = True, rebuild: bool = False, input_format: Any = None,
-              reported_as: Any = None) -> Side:
+              reported_as: Callable[[CorpusStats], CorpusStats] | None = None) -> Side:
     """Open `path` (a corpus, embedding store or index dir) as a Side in the requested space.
 
     `work_dir` holds what this side needs built (a corpus's store, a projected copy of a raw

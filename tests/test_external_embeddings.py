@@ -151,6 +151,41 @@ def test_sizes_and_values_are_checked_before_anything_is_written(corpus, tmp_pat
     assert not (tmp_path / "e" / "manifest.json").exists()
 
 
+
+def test_a_parquet_file_of_vectors_is_read_by_a_fresh_process(corpus, tmp_path):
+    """(was: AttributeError "module 'pyarrow' has no attribute 'compute'", a traceback, whenever
+    nothing else in the process had loaded pyarrow.compute: the in-process tests above had)"""
+    import os
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from xmine.store import EmbeddingStore
+
+    vectors = np.load(corpus / "de.npy")
+    pq.write_table(pa.table({"embedding": list(vectors)}), tmp_path / "de.parquet")
+    run = subprocess.run([sys.executable, "-m", "xmine.cli", "embed", str(corpus / "de.txt"), "--lang", "de", "-q",
+                          "--dtype", "float32", "-o", str(tmp_path / "store"), "--embeddings", str(tmp_path / "de.parquet"),
+                          "--encoder-name", "laser-test"], capture_output=True, text=True,
+                         env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    assert run.returncode == 0, run.stderr
+    assert np.abs(EmbeddingStore.open(tmp_path / "store").rows()[:] - vectors).max() < 1e-6
+
+
+def test_options_of_encoding_are_refused_with_vectors_made_elsewhere(corpus, tmp_path):
+    """Nothing is encoded, so --encoder and the encoder's options would be read and dropped
+    (was: `--encoder use-m3` accepted, the file's vectors stored); --ray is refused before a
+    cluster is started."""
+    from clitools import untouched
+
+    with untouched(tmp_path):
+        for extra, named in ((("--encoder", "use-m3"), "--encoder"), (("--precision", "fp32"), "--precision"),
+                             (("--prompt", "query: ", "--batch-size", 8), "--prompt, --batch-size"),
+                             (("--ray", "auto"), "neither --split-sentences nor --ray")):
+            refused(_embed_external(corpus, "de", tmp_path / "s", "npy", "laser-test", *extra), named)
+
 def test_rows_follow_lines_or_non_empty_lines(corpus, tmp_path):
     from xmine.store import EmbeddingStore
 

@@ -152,6 +152,14 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     # and with the projection it was made with.
     finished = artefact_encoder([out_dir])
     if embeddings_file is not None:
+        ctx = click.get_current_context()
+        given = [f"--{name.replace('_', '-')}" for name in ("encoder", "device", "precision", "runtime", "prompt",
+                                                              "prompt_name", "batch_size")
+                 if ctx.get_parameter_source("encoder_name" if name == "encoder" else name)
+                 is click.core.ParameterSource.COMMANDLINE]
+        if given:  # nothing is encoded: an encoder's options would be read and dropped
+            raise ConfigError(f"{', '.join(given)}: options of encoding, but --embeddings FILE stores vectors made "
+                              "elsewhere (name their encoder with --encoder-name)")
         encoder = ExternalEmbeddings(embeddings_file, name=encoder_name_given or "", dim=dim, column=embeddings_column)
         encoder_name = encoder.name
     else:

@@ -114,6 +114,7 @@ class _DatasetRows(_Rows):
 def _vectors(column, path: Path, lo: int) -> np.ndarray:
     """An Arrow (chunked) list column as an (n, dim) float32 array; InputError for ragged rows."""
     import pyarrow as pa
+    import pyarrow.compute as pc  # (a submodule: `import pyarrow` alone does not load it)
 
     column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)
@@ -121,7 +122,7 @@ def _vectors(column, path: Path, lo: int) -> np.ndarray:
         raise InputError(path, f"the embeddings column is {column.type}, not a list of floats")
     if column.null_count:
         raise InputError(path, f"row {lo + column.is_null().index(True).as_py()}: no vector (null)")
-    lengths = pa.compute.list_value_length(column).to_numpy(zero_copy_only=False)
+    lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
     if len(lengths) and (lengths != lengths[0]).any():
         bad = int(np.flatnonzero(lengths != lengths[0])[0])
         raise InputError(path, f"row {lo + bad} has {lengths[bad]} values, row {lo} {lengths[0]}: rows of one "

@@ -102,6 +102,9 @@ def _check_request(input_path: Path, *, encoder: Any, lang: str, projection: Any
         raise ConfigError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
     if shard_rows < 1 or batch_size < 1 or max_chars < 1:
         raise ConfigError("shard_rows, batch_size and max_chars must be >= 1")
+    if isinstance(encoder, ExternalEmbeddings) and ray is not None:  # before a cluster is started for nothing
+        raise ConfigError("--embeddings stores the vectors of the corpus' lines as they are: it takes neither "
+                          "--split-sentences nor --ray")
     executor = executor_for(ray)  # join the cluster first: a wrong address fails before any work
     projection = resolve_projection(projection)
     enc_fp = encoder.fingerprint()
@@ -120,7 +123,7 @@ def _check_request(input_path: Path, *, encoder: Any, lang: str, projection: Any
     reader = open_corpus(input_path, input_format)
 
     if isinstance(encoder, ExternalEmbeddings):  # rows from a file: one per line of the corpus
-        if splitter is not None or ray is not None:
+        if splitter is not None:
             raise ConfigError("--embeddings stores the vectors of the corpus' lines as they are: it takes neither "
                               "--split-sentences nor --ray")
         encoder.bind(reader, shard_rows=shard_rows)

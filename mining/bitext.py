@@ -218,6 +218,9 @@ class Bitext:
                 raise InputError(self.path, f"no split {split!r} (splits: {', '.join(splits)}); choose one with "
                                             "--split")
             ds = ds[split]
+        elif self.spec.split is not None:  # a single Dataset: the split asked for is not there
+            raise InputError(self.path, f"a single Dataset, without splits: --split {self.spec.split} names none of "
+                                        "its rows (leave it out to read them all)")
         self.columns = list(ds.column_names)
         yield from self._record_pairs(enumerate(chain.from_iterable(dataset_rows(ds, self.path)), 1), rows=True)
 

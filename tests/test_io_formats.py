@@ -394,6 +394,10 @@ BAD = {
     "id with a line break in csv": ("de.csv", lambda p: p.write_text('text,id\nEin Satz.,1\nZwei.,"x\ny"\n'),
                                     ["--text-column", "text", "--id-field", "id"],
                                     ["de.csv:3", "holds a tab or line break ('x\\ny')"]),
+    # (was: --split read every row of a dataset that has no splits)
+    "split of a single dataset": ("de_hf", lambda p: __import__("datasets").Dataset.from_dict(
+        {"text": ["Ein Satz.", "Zwei."]}).save_to_disk(str(p)), ["--split", "test"],
+        ["de_hf", "a single Dataset, without splits: --split test"]),
     "broken parquet": ("de.parquet", lambda p: p.write_bytes(b"PAR1 this is not parquet PAR1"),
                        [], ["de.parquet", "not a readable Parquet file"]),
     "null in parquet": ("de.parquet", _bad_parquet_null, [], ["de.parquet", "row 2", "null, not a string"]),

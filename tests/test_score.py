@@ -113,6 +113,16 @@ def test_one_column_for_both_sides_is_refused(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.csv", "b.tsv"]
 
 
+def test_a_split_of_a_dataset_without_splits_is_refused(tmp_path):
+    """(was: --split ignored, every row of the single Dataset scored)"""
+    import datasets
+
+    datasets.Dataset.from_dict({"src": ["Hallo.", "Gut."], "tgt": ["Hello.", "Good."]}).save_to_disk(
+        str(tmp_path / "pairs"))
+    refused(xm("score", tmp_path / "pairs", "--split", "test", "-o", tmp_path / "o.tsv"),
+            "a single Dataset, without splits: --split test")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pairs"]
+
 def test_moses_files_of_different_lengths_are_refused_naming_the_line(tmp_path):
     (tmp_path / "a.de").write_text("eins\nzwei\ndrei\n", encoding="utf-8")
     (tmp_path / "a.en").write_text("one\ntwo\n", encoding="utf-8")

@@ -114,6 +114,9 @@ class DatasetReader(CorpusReader):
                 ds = datasets.load_from_disk(str(self.path))
                 if isinstance(ds, datasets.DatasetDict):
                     ds = ds[self._split(list(ds))]
+                elif self.spec.split is not None:  # a single Dataset: the split asked for is not there
+                    raise InputError(self.path, f"a single Dataset, without splits: --split {self.spec.split} "
+                                                "names none of its rows (leave it out to read them all)")
                 return ds, list(ds.column_names)
             if self.path.is_dir():
                 ds = datasets.load_dataset(str(self.path), split=self.spec.split or "train", streaming=True)

@@ -259,6 +259,8 @@ BAD_OPTIONS = [
     (["embed", "{de}", "--lang", "de", "-o", "{o}", "--device", "foo"], "not a torch device"),
     (["embed", "{de}", "--lang", "de", "-o", "{o}", "--device", "cuda"], "CUDA is not available"),
     (["embed", "{de}", "--lang", "zz", "-o", "{o}"], "'zz' is not a known language code"),
+    # (was: read and dropped without a word)
+    (["encoders", "--precision", "int8", "--prompt", "q: "], "--precision, --prompt: options of running an encoder"),
     # click's own refusals, one line too (was: usage, a hint and the error on three lines)
     (["mine", "{de}", "-o", "{o}"], "mine: Missing argument 'TGT' (see '"),
     (["mine", "{de}", "{en}", "-o", "{o}", "--threshold", "abc"], "'abc' is not a valid float"),

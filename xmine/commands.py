@@ -21,7 +21,8 @@ from xmine.errors import ConfigError
 from xmine.encoders.options import precision_option
 from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection
 from xmine.artefacts.fileio import kind_label
-from xmine.options import LANG, input_format_options, projection_option, quiet_option, ray_option
+from xmine.options import (LANG, given_on_command_line, input_format_options, projection_option, quiet_option,
+                           ray_option)
 from xmine.paths import xmine_home
 from xmine.encoders.projection import choose_projection
 from xmine.io.stdin import is_stdin, is_url, spool_stdin, spool_url
@@ -42,6 +43,9 @@ def encoders(check_name, precision, runtime, prompt, prompt_name) -> None:
     Besides these names, --encoder accepts any sentence-transformers model name or local path.
     With --check NAME: measure whether that encoder aligns translations.
     """
+    if check_name is None and (given := given_on_command_line("precision", "runtime", "prompt", "prompt_name")):
+        # the list says what each encoder can do, not how one would run: these need --check
+        raise ConfigError(f"{', '.join(given)}: options of running an encoder, which go with --check NAME")
     if check_name is not None:
         verdict = suitability(load_encoder(check_name, precision=precision, runtime=runtime, prefix=prompt, prompt_name=prompt_name,
                                              check=False),
@@ -152,11 +156,8 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     # and with the projection it was made with.
     finished = artefact_encoder([out_dir])
     if embeddings_file is not None:
-        ctx = click.get_current_context()
-        given = [f"--{name.replace('_', '-')}" for name in ("encoder", "device", "precision", "runtime", "prompt",
-                                                              "prompt_name", "batch_size")
-                 if ctx.get_parameter_source("encoder_name" if name == "encoder" else name)
-                 is click.core.ParameterSource.COMMANDLINE]
+        given = [o.replace("--encoder-name", "--encoder") for o in given_on_command_line(
+            "encoder_name", "device", "precision", "runtime", "prompt", "prompt_name", "batch_size")]
         if given:  # nothing is encoded: an encoder's options would be read and dropped
             raise ConfigError(f"{', '.join(given)}: options of encoding, but --embeddings FILE stores vectors made "
                               "elsewhere (name their encoder with --encoder-name)")

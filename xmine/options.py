@@ -82,6 +82,14 @@ PROJECTION_CHOSEN = ("Default: the shipped projection for me5-small once its SHI
 quiet_option = functools.partial(click.option, "-q", "--quiet", is_flag=True)
 
 
+def given_on_command_line(*params: str) -> list[str]:
+    """The options among `params` (parameter names) that the user gave on the command line, as
+    `--option-name`: for refusing options that the rest of the command makes meaningless."""
+    ctx = click.get_current_context()
+    return [f"--{name.replace('_', '-')}" for name in params
+            if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
+
+
 def ray_option(what: str):
     """The `--ray [auto|ADDRESS]` click option; `what` says what runs on the cluster."""
     return click.option(

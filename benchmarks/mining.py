@@ -60,8 +60,10 @@ from xmine.artefacts.directory import file_fingerprint
 from xmine.benchmarks.bucc import (at_least, best_threshold, evaluate, margin_of, mine_candidates, prf_curve,
                                    read_bucc_file, read_gold)
 from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines, read_lines
-from xmine.errors import DataNotFoundError, InputError, OutputError
-from xmine.artefacts.fileio import atomic_write_manifest, atomic_write_text, load_manifest
+from xmine.errors import ArtefactError, DataNotFoundError, InputError, OutputError
+from xmine.artefacts.fileio import (atomic_write_manifest, atomic_write_text, load_manifest, read_manifest,
+                                    sha256_file)
+from xmine.artefacts.output_state import MARKER
 from xmine.mining.config import SelectionConfig
 from xmine.mining.defaults import SHIPPED_K
 from xmine.mining.filters import PairFilterConfig
@@ -282,6 +284,33 @@ def build_sets(data: Path, langs: Sequence[str], *, sets_dir: Path | None = None
             manifest["languages"] = old.get("languages", {}) | manifest["languages"]
         atomic_write_manifest(sets_dir / "manifest.json", manifest)
     return sets_dir, manifest
+
+
+class MiningSets:
+    """A folder of sets `build_sets` wrote, opened to be checked (`xmine verify`): every file its
+    manifest records, by name in the folder, has the recorded size and sha256, and no other file is
+    there."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.manifest = read_manifest(self.path, SETS_KIND)
+
+    def verify(self) -> int:
+        """Bytes checked; ArtefactError naming the first file that differs."""
+        recorded = {}  # file -> its fingerprint, where the folder is now (`set_files`' layout)
+        for lang, entry in sorted((self.manifest.get("languages") or {}).items()):
+            where = set_files(self.path, lang)
+            recorded.update({where[k]: fp for k, fp in (entry.get("files") or {}).items() if k in where})
+        for f, fp in recorded.items():
+            if not f.is_file() or f.stat().st_size != fp["size"] or sha256_file(f) != fp["sha256"]:
+                raise ArtefactError(f"{f}: missing, or its size or sha256 differs from {self.path / 'manifest.json'}: "
+                                    "changed or damaged since xmine wrote it")
+        own = set(recorded) | {self.path / "manifest.json", self.path / MARKER}
+        extra = sorted(e for e in self.path.rglob("*") if e.is_file() and e not in own)
+        if extra:
+            raise ArtefactError(f"{extra[0]}: not recorded in {self.path / 'manifest.json'} (added since xmine wrote "
+                                "the sets)")
+        return sum(int(fp["size"]) for fp in recorded.values())
 
 
 def variant_threshold(variant, given: float | None = None, *, margin: str | None = None,

@@ -225,3 +225,18 @@ def test_noisy_small_run_filters_copies_and_boilerplate(data_dir, tmp_path):
             before = v["removed_before_search"]
             assert before["pre"]["pre_search"]["src"] > 0 and before["clean_pre"]["pre_search"]["gold_src"] == 0
             assert v["pre_filtered"]["recall"] >= v["filtered"]["recall"]
+
+
+def test_verify_checks_a_folder_of_sets(data_dir, tmp_path):
+    """(was: "kind 'mining-sets' is no kind of artefact this xmine makes or reads")"""
+    from clitools import ok, refused, xm
+
+    folder, _ = mining.build_sets(data_dir, ["de"], sets_dir=tmp_path / "sets")
+    moved = tmp_path / "moved"
+    folder.rename(moved)  # checked where it is now
+    assert "OK, an xmine folder of `bench mining` sets" in ok(xm("verify", moved)).output
+    gold = mining.set_files(moved, "de")["gold"]
+    gold.write_text(gold.read_text() + "de-1\ten-1\n")
+    refused(xm("verify", moved), str(gold), "differs from")
+    gold.unlink()
+    refused(xm("verify", moved), str(gold), "missing")

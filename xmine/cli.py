@@ -21,6 +21,7 @@ from click.exceptions import NoArgsIsHelpError
 from xmine import __version__, commands
 from xmine.artefacts.directory import register_readers
 from xmine.benchmarks import cli as benchmarks_cli
+from xmine.benchmarks.mining import SETS_KIND, MiningSets
 from xmine.disentangle import cli as disentangle_cli
 from xmine.disentangle.projection import load_projection
 from xmine.errors import XmineError
@@ -28,7 +29,7 @@ from xmine.index import cli as index_cli
 from xmine.index.faiss_index import IndexDir
 from xmine.mining import cli as mining_cli
 
-register_readers(projection=load_projection, index=IndexDir.open)
+register_readers(projection=load_projection, index=IndexDir.open, **{SETS_KIND: MiningSets})
 
 # The modules whose COMMANDS make up the CLI, in the order `xmine --help` lists them.
 _COMMAND_MODULES = (

@@ -242,7 +242,8 @@ class VerifiedFiles:
 
 #: Kinds whose names, their dashes read as spaces, are no phrase ("an xmine sentence transformer portable").
 _KIND_PHRASES = {"sentence-transformer-portable": "portable sentence-transformers export",
-                 "sentence-transformer-export": "sentence-transformers export"}
+                 "sentence-transformer-export": "sentence-transformers export",
+                 "mining-sets": "folder of `bench mining` sets"}
 
 
 def kind_label(kind: str) -> str:

@@ -263,8 +263,8 @@ def _mining_langs(ctx, param, value):
               help="Comma-separated languages paired with English, from: de,cs,ru,zh,ja,fi,kk,pl,lt,km,ha,is. "
                    "Default: de,cs,ru,zh,ja,fi,kk,pl,lt,km (--quick: de,zh,lt).")
 @click.option("--gold-fraction", type=click.FloatRange(min=0.001, max=0.5), default=None,
-              help="Share of each side's sentences that have a translation (default 0.08, >= 100 gold pairs "
-                   "a set; BUCC's is 0.02-0.03).")
+              help="Share of each side's sentences that have a translation (default 0.08: >= 100 gold pairs "
+                   "a set at the default sizes; BUCC's is 0.02-0.03). A set with fewer is warned about.")
 @click.option("--max-news", type=click.IntRange(min=0), default=None,
               help="At most this many WMT newstest pairs per language (default 1500; --quick: 250).")
 @click.option("--flores-rows", type=click.IntRange(min=10), default=None,
@@ -311,6 +311,12 @@ def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, mar
     if not noisy:
         folder, manifest = mining.build_sets(data, lang_list, sets_dir=Path(sets_dir) if sets_dir else None, **settings)
         click.echo(f"mining sets in {folder}", err=True)
+        small = {lang: manifest["languages"][lang]["counts"]["gold"] for lang in lang_list
+                 if manifest["languages"][lang]["counts"]["gold"] < mining.MIN_GOLD}
+        if small:  # one pair then moves F1 by a point or more: say so beside the numbers
+            click.secho(f"xmine: warning: {', '.join(f'{k}: {v}' for k, v in small.items())} gold pairs, fewer than "
+                        f"{mining.MIN_GOLD}: one pair moves a set's F1 by {100 / min(small.values()):.1f} points or "
+                        "more (the default sizes, without --quick, give each set >= 100)", fg="yellow", err=True)
 
     def evaluate(v):
         record = mining.variant_threshold(v, threshold, margin=margin, encoder_name=current_encoder().name,

@@ -102,6 +102,8 @@ DEFAULT_THRESHOLD = 1.04
 CURVE_THRESHOLDS = tuple(round(1.0 + 0.001 * i, 3) for i in range(81))
 SPLIT = "sample"
 SETS_KIND = "mining-sets"
+#: gold pairs below which a set's F1 moves by more than a point per pair (warned about)
+MIN_GOLD = 100
 
 HOW_TO_GET = ("`bench mining` needs parallel/flores200/devtest and parallel/wmt-newstest of the xmine data "
               "folder (see ../shared/data/README.md).")

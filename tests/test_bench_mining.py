@@ -80,6 +80,8 @@ def test_quick_run_matches_bench_bucc(data_dir, tmp_path, monkeypatch):
     r = CliRunner().invoke(main, ["bench", "mining", "--quick", "--langs", ",".join(langs), "--data-dir", str(data_dir),
                                   "--out", str(out), "--sets-dir", str(sets)], catch_exceptions=False)
     assert r.exit_code == 0, r.output
+    # --quick sets hold 20-40 gold pairs: said beside the numbers (was: the help's ">= 100" alone)
+    assert "gold pairs, fewer than 100: one pair moves a set's F1 by" in r.output
     res = json.loads(out.read_text())
     # raw, then the shipped default projection (added by itself for me5-small), per set and averaged,
     # each at its best threshold and at its default one: the one calibrated for its space

@@ -199,10 +199,16 @@ def geometry_cmd(data_dir, quick, langs, pivot, rows):
     exp(-2 squared distance) over all sentence pairs (lower = more evenly spread).
     """
     lang_list = common.parse_list(langs) or (list(geometry.DEFAULT_LANGS[:3]) if quick else list(geometry.DEFAULT_LANGS))
+    if pivot in lang_list:  # a language's alignment with itself is 0: a number that measures nothing
+        raise ConfigError(f"--langs holds the pivot {pivot}: each language is paired with the pivot, not itself")
     rows = rows or (geometry.QUICK_ROWS if quick else geometry.DEFAULT_ROWS)
     geometry.locate(data_dir)
     details = evaluate_variants(lambda v: geometry.evaluate_geometry(v.embed, data_dir, lang_list, rows=rows,
                                                                      pivot=pivot))
+    used = sorted({pair["rows"] for r in details.values() for pair in r["per_pair"].values()})
+    if rows is not None and used != [rows]:  # FLORES-200 devtest ends first: record what was measured
+        click.echo(f"--rows {rows}: FLORES-200 devtest holds {used[-1]:,} lines a language; all were used", err=True)
+        rows = used[0] if len(used) == 1 else used
     finish("geometry", details, columns=["variant", "alignment", "uniformity"],
            rows=[[name, r["average"]["alignment"], r["average"]["uniformity"]] for name, r in details.items()],
            parameters={"langs": lang_list, "pivot": pivot, "rows": rows}, digits=3)

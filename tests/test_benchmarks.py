@@ -249,3 +249,17 @@ def test_cli_plot_and_encoder_mismatch(tmp_path, data_dir, center_projection):
     res = CliRunner().invoke(_cli(), ["bench", "sts", "--encoder", "me5-small", "--tracks", "track5",
                                       "--projection", str(center_projection), "--out", str(tmp_path / "x.json")])
     assert res.exit_code == 2 and "encoder" in res.output and not (tmp_path / "x.json").exists()
+
+
+def test_cli_geometry_records_the_rows_it_measured_and_refuses_a_language_against_itself(tmp_path, data_dir):
+    """(was: `--rows 5000` recorded as given when 1,012 lines were used; `--pivot deu_Latn --langs
+    deu_Latn` reported alignment 0.000)"""
+    out = tmp_path / "geo.json"
+    res = CliRunner().invoke(_cli(), ["bench", "geometry", "--encoder", "use-m3", "--langs", "deu_Latn", "--rows", "5000",
+                                      "--data-dir", str(data_dir), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "--rows 5000: FLORES-200 devtest holds 1,012 lines a language; all were used" in res.output
+    assert json.loads(out.read_text())["provenance"]["parameters"]["rows"] == 1012
+    res = CliRunner().invoke(_cli(), ["bench", "geometry", "--encoder", "use-m3", "--langs", "deu_Latn", "--pivot",
+                                      "deu_Latn", "--data-dir", str(data_dir), "--out", str(tmp_path / "same.json")])
+    assert res.exit_code == 2 and "holds the pivot deu_Latn" in res.output and not (tmp_path / "same.json").exists()

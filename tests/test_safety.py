@@ -966,3 +966,18 @@ def test_the_hidden_work_a_killed_run_left_is_removed_by_the_next_run_of_that_ou
     assert sorted(p.name for p in ws.iterdir() if p.name.startswith(".") and not p.name.endswith(".lock")) == sorted(alike)
     said = [r.getMessage() for r in caplog.records if "removed, the hidden work" in r.getMessage()]
     assert len(said) == 3 and f"{ws / left[0]}: removed, the hidden work of an earlier run of idx that was killed" in said[0]
+
+
+def test_resuming_at_another_shard_size_is_refused_not_redone_under_a_resuming_message(ws):
+    """(was: "resuming after 2 finished shard(s)", then every shard encoded again, one warning each)"""
+    big = _numbered(REPO / "demo" / "de.txt", ws / "big.txt", 300)
+    args = ["embed", big, "--lang", "de", "--encoder", "use-m3", "-q", "-o", ws / "s"]
+    with paused_xmine("xmine.store.resume:Progress.save", 3, *args, "--shard-rows", 50) as proc:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        assert proc.returncode == 130, log_of(proc)
+    with untouched(ws):
+        refused(xm(*args, "--shard-rows", 60), "cut into shards of 50 rows, not --shard-rows 60",
+                "run with --shard-rows 50 to resume its 2 finished shard(s)", "--overwrite")
+    res = ok(xm(*args, "--shard-rows", 50))
+    assert "100 resumed from an earlier run" in res.output

@@ -237,6 +237,7 @@ def embed_corpus(input_path: str | Path, out_dir: str | Path, *, encoder: Any, l
         info.already_done = store is not None
         if store is None:
             progress = resume(build_dir, job.identity, overwrite)
+            _check_same_cut(build_dir, progress, shard_rows, overwrite)
             info.resumed_rows = sum(s.rows for s in progress.shards)
             if info.resumed_rows:
                 log.info(f"{build_dir}: resuming after {len(progress.shards)} finished shard(s), "
@@ -267,6 +268,19 @@ def embed_corpus(input_path: str | Path, out_dir: str | Path, *, encoder: Any, l
         info.seconds = time.perf_counter() - t0
         store.build_info = info
         return store
+
+
+def _check_same_cut(out_dir: Path, progress: Progress, shard_rows: int, overwrite: bool) -> None:
+    """Refuse to resume shards cut at another --shard-rows: none of them would be kept, so the run
+    would encode everything again under a message saying it resumes. Every finished shard but the
+    input's last holds exactly the rows of its cut, so two short ones, or one too long, tell."""
+    rows = [s.rows for s in [*progress.shards, *progress.more.values()]]
+    if overwrite or not rows:
+        return
+    if max(rows) > shard_rows or sum(r < shard_rows for r in rows) > 1:
+        raise ConfigError(f"{out_dir}: holds an interrupted run cut into shards of {max(rows)} rows, not --shard-rows "
+                          f"{shard_rows}: run with --shard-rows {max(rows)} to resume its {len(rows)} finished "
+                          "shard(s), or pass --overwrite to encode everything again")
 
 
 def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo, stats: CorpusStats, *,

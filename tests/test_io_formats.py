@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import hashlib
 import json
 import lzma
 import random
@@ -453,5 +454,10 @@ def test_standard_input_is_a_corpus_for_mine_and_embed(corpus, plain_tsv, tmp_pa
 
     store = EmbeddingStore.open(tmp_path / "store")
     assert len(store) == N and [store.text_column()[i] for i in range(N)] == corpus["de"]
+    # the input recorded is standard input, with the hash of what came (was: the removed temporary copy)
+    assert store.manifest.input["path"] == "-"
+    assert store.manifest.input["sha256"] == hashlib.sha256(jsonl.encode()).hexdigest()
+    mined = json.loads((tmp_path / "b.tsv.json").read_text(encoding="utf-8"))
+    assert "xmine-input-" not in json.dumps(mined) and "/stdin" not in json.dumps(mined)
     refused(CliRunner().invoke(main, ["mine", "-", "-", "-q", "-o", str(tmp_path / "c.tsv")], input=b"x\n"),
             "both SRC and TGT")

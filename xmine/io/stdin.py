@@ -20,7 +20,6 @@ import inspect
 import json
 import posixpath
 import re
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -46,13 +45,20 @@ def is_url(path) -> bool:
 
 
 def spool_stdin(directory: str | Path) -> Path:
-    """Copy standard input into `directory/stdin` (replacing an earlier copy) and return that path."""
+    """Copy standard input into `directory/stdin` (replacing an earlier copy) and return that path.
+    Its origin record says it is standard input, so the readers record `-`, not the copy."""
     target = Path(directory) / "stdin"
     target.parent.mkdir(parents=True, exist_ok=True)
+    digest, size = hashlib.sha256(), 0
     with atomic_path(target) as tmp, open(tmp, "wb") as f:
-        shutil.copyfileobj(sys.stdin.buffer, f, _BLOCK)
-    if target.stat().st_size == 0:
+        while block := sys.stdin.buffer.read(_BLOCK):
+            digest.update(block)
+            size += len(block)
+            f.write(block)
+    if size == 0:
         raise InputError(STDIN, "standard input is empty")
+    (target.parent / URL_ORIGIN).write_text(json.dumps({"url": STDIN, "file": target.name, "size": size,
+                                                        "sha256": digest.hexdigest()}), encoding="utf-8")
     return target
 
 
@@ -95,7 +101,7 @@ def spool_url(url: str, directory: str | Path) -> Path:
 
 
 def origin_of(path) -> str | None:
-    """The URL a local copy made by `spool_url` came from, else None."""
+    """The URL a local copy made by `spool_url` came from (`-` for `spool_stdin`'s), else None."""
     if path is None or is_stdin(path) or is_url(path):
         return path if is_url(path) else None
     origin = read_json(Path(path).parent / URL_ORIGIN) or {}

@@ -42,6 +42,7 @@ from xmine.artefacts.fileio import MANIFEST, read_manifest, swap_in_dir
 from xmine.artefacts.output_state import MARKER
 from xmine.artefacts.outputs import claim_output
 from xmine.io.readers import open_corpus
+from xmine.io.stdin import shown_path
 from xmine.artefacts.records import ShardRecord
 from xmine.encoders.projection import PROJECTION_KIND, resolve_projection
 from xmine.io.sentences import sentence_splitter
@@ -243,7 +244,7 @@ def embed_corpus(input_path: str | Path, out_dir: str | Path, *, encoder: Any, l
                 log.info(f"{build_dir}: resuming after {len(progress.shards)} finished shard(s), "
                          f"{info.resumed_rows} sentences")
             progress.save()
-            stats = CorpusStats(path=input_path)
+            stats = CorpusStats(path=Path(shown_path(input_path)))  # warnings name a URL or `-`, not a local copy
             try:
                 _encode_shards(job, build_dir, progress, info, stats, shard_rows=shard_rows,
                                show_progress=show_progress, on_shard_done=on_shard_done)
@@ -259,7 +260,7 @@ def embed_corpus(input_path: str | Path, out_dir: str | Path, *, encoder: Any, l
             for message in shown.warnings(max_chars):  # after the bar, so the lines do not mix
                 log.warning(message)
             finalise(build_dir, job.identity, progress.shards, _input_stats(stats, job), params={
-                "input": str(input_path), "lang": lang, "part": job.identity["part"], "dtype": dtype,
+                "input": shown_path(input_path), "lang": lang, "part": job.identity["part"], "dtype": dtype,
                 "shard_rows": shard_rows, "batch_size": batch_size, "max_chars": max_chars, "ray": ray,
             })
             if build_dir != out_dir:

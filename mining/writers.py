@@ -291,11 +291,18 @@ def _write_dataset(claim, rows: MinedRows, extra: Sequence[PairColumn], summary:
                                                                 prefix=f".{claim.path.name}.", suffix=".build") as b:
         parquet = Path(b) / "pairs.parquet"
         _write_parquet(parquet, rows, extra)
-        ds = datasets.Dataset.from_parquet(str(parquet), cache_dir=str(Path(b) / "cache"))
         ks, kt = translation_keys(rows.sx.lang, rows.sy.lang)
         # The feature MT recipes look for (its struct's fields are sorted by name).
-        ds = ds.cast_column("translation", datasets.Translation(languages=[ks, kt]))
-        ds.save_to_disk(str(tmp))
+        translation = datasets.Translation(languages=[ks, kt])
+        if len(rows.score):
+            ds = datasets.Dataset.from_parquet(str(parquet), cache_dir=str(Path(b) / "cache"))
+            ds = ds.cast_column("translation", translation)
+        else:  # (datasets fails on a Parquet file of no rows, and casts no column of an empty dataset)
+            features = datasets.Features.from_arrow_schema(_schema(rows, extra))
+            features["translation"] = translation
+            ds = datasets.Dataset.from_dict({name: [] for name in features}, features=features)
+        # (of no rows, datasets writes no data file unless told to write one, and cannot load the folder)
+        ds.save_to_disk(str(tmp), **({} if len(rows.score) else {"num_shards": 1}))
         del ds
         (Path(tmp) / "README.md").write_text(dataset_card(summary, keys=(ks, kt), pairs=len(rows.score),
                                                           columns=_schema(rows, extra).names), encoding="utf-8")

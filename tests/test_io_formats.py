@@ -183,6 +183,21 @@ def test_hf_folder_into_hf_dataset_with_card(corpus, tmp_path):
     refused(xm(*args, "--overwrite"), "changed since xmine wrote it")
 
 
+def test_no_pair_kept_is_an_empty_dataset_folder_that_loads(corpus, tmp_path):
+    """(was: a traceback from datasets, "BatchSize must be greater than 0", an unfinished OUT.json,
+    and the --keep-filtered file written as finished)"""
+    import datasets
+
+    out = tmp_path / "none"
+    ok(xm("mine", corpus["dir"] / "de.txt", corpus["dir"] / "en.txt", "--src-lang", "de", "--tgt-lang", "en",
+          "--threshold", "50", "--margin", "distance", "--format", "hf", "-q", "-o", out,
+          "--keep-filtered", tmp_path / "dropped.tsv"))
+    ds = datasets.load_from_disk(str(out))
+    assert len(ds) == 0 and ds.features["translation"] == datasets.Translation(languages=["de", "en"])
+    assert "0 sentence pairs" in (out / "README.md").read_text(encoding="utf-8")
+    ok(xm("verify", out))
+    ok(xm("verify", tmp_path / "dropped.tsv"))
+
 def test_hf_data_files_streamed_and_index_search(corpus, tmp_path):
     de = _jsonl(tmp_path / "de.jsonl", corpus["de"], "de-")
     ok(xm("embed", de, "--lang", "de", "--text-field", "meta.text", "-q", "-o", tmp_path / "by-jsonl"))

@@ -70,17 +70,40 @@ class MinedRows:
 
 
 def output_format(out: str | Path, fmt: str | None) -> str:
-    """The format to write: the named one, else by the name of `out` (.jsonl, .parquet; an
-    existing directory: hf), else tsv (.tsv, .tsv.gz, anything else)."""
+    """The format to write: the named one, else by the name of `out` (.jsonl, .tmx, .parquet, each
+    also with .gz; an existing directory: hf), else tsv (.tsv, .tsv.gz, anything else). A name
+    ending in .gz is written gzip-compressed (tsv, jsonl, tmx); Parquet and dataset folders
+    compress inside, so they are refused such a name rather than written uncompressed under it."""
+    name = Path(out).name.lower()
     if fmt is not None:
         if fmt not in OUTPUT_FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(OUTPUT_FORMATS)}, not {fmt!r}")
-        return fmt
-    name = Path(out).name.lower()
-    for by_name, endings in (("jsonl", (".jsonl",)), ("tmx", (".tmx",)), ("parquet", (".parquet", ".pq"))):
-        if name.endswith(endings):
-            return by_name
-    return "hf" if Path(out).is_dir() else "tsv"
+    else:
+        fmt = "hf" if Path(out).is_dir() else "tsv"
+        for by_name, endings in (("jsonl", (".jsonl",)), ("tmx", (".tmx",)), ("parquet", (".parquet", ".pq"))):
+            if name.removesuffix(".gz").endswith(endings):
+                fmt = by_name
+    if name.endswith(".gz") and fmt not in GZIP_FORMATS:
+        raise ConfigError(f"{out}: a {fmt} output is not gzip-compressed (only {', '.join(GZIP_FORMATS)} are); "
+                          "name it without .gz")
+    return fmt
+
+
+#: the formats written gzip-compressed when the output's name ends in .gz
+GZIP_FORMATS = ("tsv", "jsonl", "tmx")
+
+
+@contextlib.contextmanager
+def _text_output(claim):
+    """The claimed output opened for text (UTF-8, \n), gzip-compressed when its name ends in .gz
+    (mtime 0: the same pairs give the same bytes); written atomically."""
+    with claim.atomic_file() as tmp, contextlib.ExitStack() as stack:
+        if claim.path.name.lower().endswith(".gz"):
+            raw = stack.enter_context(open(tmp, "wb"))
+            gz = stack.enter_context(gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0))
+            yield stack.enter_context(io.TextIOWrapper(gz, encoding="utf-8", newline="\n"))
+        else:
+            yield stack.enter_context(open(tmp, "w", encoding="utf-8", newline="\n"))
 
 
 # Files written beside OUT instead of it (Moses without both languages: OUT.src, OUT.tgt). Every
@@ -133,7 +156,7 @@ def write_mined(claim, fmt: str, rows: MinedRows, *, line_numbers: bool = False,
             with claim.atomic_file(suffix) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
                 f.writelines(tsv_field(side.text[r]) + "\n" for r in picked.tolist())
     elif fmt == "jsonl":
-        with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        with _text_output(claim) as f:
             for rec in chain.from_iterable(_record_batches(rows, extra)):
                 rec["score"] = round(rec["score"], 6)
                 f.write(json.dumps(rec, ensure_ascii=False) + "\n")
@@ -151,13 +174,7 @@ def write_mined(claim, fmt: str, rows: MinedRows, *, line_numbers: bool = False,
 def _write_tsv(claim, rows: MinedRows, *, line_numbers: bool, fields: Sequence[PairColumn] = ()) -> None:
     sx, sy = rows.sx, rows.sy
     split = sx.sentence_index is not None or sy.sentence_index is not None
-    with claim.atomic_file() as tmp, contextlib.ExitStack() as stack:
-        if claim.path.name.lower().endswith(".gz"):  # mtime 0: the same pairs give the same bytes
-            raw = stack.enter_context(open(tmp, "wb"))
-            gz = stack.enter_context(gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0))
-            f = stack.enter_context(io.TextIOWrapper(gz, encoding="utf-8", newline="\n"))
-        else:
-            f = stack.enter_context(open(tmp, "w", encoding="utf-8", newline="\n"))
+    with _text_output(claim) as f:
         for i, (s, t, sc) in enumerate(zip(rows.src_rows.tolist(), rows.tgt_rows.tolist(), rows.score.tolist())):
             row = f"{sc:.6f}\t{tsv_field(sx.text[s])}\t{tsv_field(sy.text[t])}"
             if line_numbers:
@@ -174,7 +191,7 @@ def _write_tmx(claim, rows: MinedRows, extra: Sequence[PairColumn]) -> None:
     units = ((rows.sx.text[int(s)], rows.sy.text[int(t)],
               tmx_props(float(sc), [(col.name, _plain(col.values[i])) for col in extra]))
              for i, (s, t, sc) in enumerate(zip(rows.src_rows, rows.tgt_rows, rows.score)))
-    with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+    with _text_output(claim) as f:
         write_tmx(f, units, langs=(tmx_lang(langs[0]), tmx_lang(langs[1])))
 
 

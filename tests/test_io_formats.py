@@ -246,6 +246,15 @@ def test_tsv_default_gz_and_moses(corpus, plain_tsv, stores, tmp_path):
     assert _precision([tuple(line.split("\t")[1:]) for line in lines], corpus["gold"]) == 1.0
     ok(xm("mine", *stores, "-q", "-o", tmp_path / "b.tsv.gz"))
     assert gzip.decompress((tmp_path / "b.tsv.gz").read_bytes()).decode("utf-8") == tsv
+    # JSON Lines and TMX named .gz are compressed, by name or by --format (was: x.jsonl.gz held
+    # gzipped TSV, and with --format jsonl plain JSON under the .gz name); Parquet is refused one
+    ok(xm("mine", *stores, "-q", "-o", tmp_path / "b.jsonl"))
+    ok(xm("mine", *stores, "-q", "-o", tmp_path / "b.jsonl.gz"))
+    ok(xm("mine", *stores, "-q", "--format", "jsonl", "-o", tmp_path / "c.gz"))
+    for name in ("b.jsonl.gz", "c.gz"):
+        assert gzip.decompress((tmp_path / name).read_bytes()) == (tmp_path / "b.jsonl").read_bytes()
+    assert json.loads((tmp_path / "b.jsonl.gz.json").read_text())["format"] == "jsonl"
+    refused(xm("mine", *stores, "-q", "-o", tmp_path / "b.parquet.gz"), "a parquet output is not gzip-compressed")
     ok(xm("mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q", "--format", "moses",
           "-o", tmp_path / "c"))
     assert not (tmp_path / "c").exists()

@@ -38,8 +38,10 @@ from xmine.paths import resolve_data_dir
                    "columns after the others in tsv, and each side's meta in OUT.meta (repeatable). Both sides "
                    "must be JSON Lines, Parquet, CSV/TSV or dataset corpora.")
 @click.option("--allow-same-input", is_flag=True,
-              help="Mine even when SRC and TGT are the same file or directory (every sentence then pairs "
-                   "with itself; refused without this flag, since it is usually a mistake).")
+              help="Mine even when SRC and TGT are the same file or directory (refused without this flag, "
+                   "since it is usually a mistake). Every sentence is then on both sides: the pre-search "
+                   "cleaning removes such copies and the identical filter a sentence paired with itself; "
+                   "--no-pre-clean-step copies --no-filter identical keep them.")
 @input_format_options(per_side=True)
 @selection_options
 @search_options

@@ -135,6 +135,16 @@ def pre_search(mx, my, *, langs, config, filters: PairFilterConfig, margin: str)
                                    identical_filter="identical" in filters.active(margin), lid=filters.lid)
     mx.restrict(src)
     my.restrict(tgt)
+    emptied = [(role, side) for role, m, side in (("source", mx, src), ("target", my, tgt))
+               if len(m.ids) == 0 and any(side.removed.values())]
+    if emptied:  # say why nothing can be mined, and how to keep them
+        steps = "; ".join(f"{role}: " + ", ".join(f"{n} by {step}" for step, n in side.removed.items() if n)
+                          for role, side in emptied)
+        hint = (": each is also on the other side (the same input?); --no-pre-clean-step copies keeps them, "
+                "and --no-filter identical a sentence paired with itself"
+                if any(side.removed.get("copies") for _, side in emptied) else "")
+        log.warning(f"the pre-search cleaning removed every sentence of the {' and '.join(r for r, _ in emptied)} "
+                    f"side{'s' if len(emptied) > 1 else ''} ({steps}){hint}")
     return record
 
 

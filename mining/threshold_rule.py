@@ -197,7 +197,7 @@ def note_few_neighbours(record: dict, neighbourhoods: dict[str, int], k: int, *,
     ratio margin is exactly 1), so margins run lower than on the sides of thousands every threshold
     was set on, and the threshold drops pairs it would keep in a larger corpus."""
     short = {name: n for name, n in neighbourhoods.items() if n < k}
-    if record["value"] is None or not short:
+    if record["value"] is None or not short or 0 in short.values():  # (no sentence: nothing to drop)
         return
     sides = " and ".join(f"the {name} holds {n:,} distinct sentence{'' if n == 1 else 's'}" for name, n in short.items())
     record["few_neighbours"] = (f"{sides}, fewer than k={k}: margins over so few neighbours run lower than those the "
@@ -371,6 +371,10 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
                    "source": f"{record['source']}: estimated from this run's scores (the cut of the largest "
                              f"estimated F1 among its {len(mined):,} candidates); pass --threshold or "
                              "--calibration to choose one"}
+    elif len(mined) == 0:  # no candidate to read a share off: the rule's value where it does not move
+        record |= {"value": float(rule["intercept"]), "share": None,
+                   "source": f"{record['source']}, the rule's intercept (no candidates to read this run's "
+                             f"{rule['rule']} from)"}
     else:
         share = mutual_null_share(mined)
         value = rule_threshold(rule, share)

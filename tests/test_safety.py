@@ -715,13 +715,25 @@ def test_a_file_named_like_the_lock_is_left_alone(ws):
     assert lock.read_text() == "my file\n"
 
 
-def test_mining_a_side_against_itself_needs_allow_same_input(ws):
+def test_mining_a_side_against_itself_needs_allow_same_input(ws, caplog):
     with untouched(ws):
         refused(xm("mine", ws / "de.txt", ws / "de.txt", "--encoder", "use-m3", "-o", ws / "m.tsv"),
                 "given as both SRC and TGT", "--allow-same-input")
         refused(xm("mine", ws / "store", ws / "store/", "-o", ws / "m.tsv"), "--allow-same-input")
+    caplog.set_level("INFO", logger="xmine")
     ok(xm("mine", ws / "de.txt", ws / "de.txt", "--encoder", "use-m3", "--allow-same-input", "-o", ws / "m.tsv"))
     assert "--allow-same-input" in ok(xm("mine", "--help")).output
+    # every sentence is a copy of the other side's: the cleaning removes them, and says so (was: a note
+    # about "0 distinct sentences, fewer than k" and a threshold read off a share of no candidates)
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith(f"the pre-search cleaning removed every sentence of the source and target sides "
+                            f"(source: {N} by copies; target: {N} by copies): each is also on the other side")
+               for m in said), said
+    assert not any("fewer than k=" in m or "share 0.000" in m for m in said), said
+    assert (ws / "m.tsv").read_text() == "" and json.loads((ws / "m.tsv.json").read_text())["threshold"]["share"] is None
+    ok(xm("mine", ws / "de.txt", ws / "de.txt", "--encoder", "use-m3", "--allow-same-input", "-o", ws / "k.tsv",
+          "--no-pre-clean-step", "copies", "--no-filter", "identical"))
+    assert [line.split("\t")[1] == line.split("\t")[2] for line in (ws / "k.tsv").read_text().splitlines()] == [True] * N
 
 
 def test_a_diverged_training_stops_with_one_line(ws):

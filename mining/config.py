@@ -20,7 +20,7 @@ which these build when they are made.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
@@ -107,6 +107,13 @@ class EncodingConfig:
                              prompt_name=self.prompt_name)
 
 
+#: SearchConfig fields that only the approximate search reads, and only the exact one: their options
+_APPROXIMATE_ONLY = {"index_type": "--index-type", "nlist": "--nlist", "nprobe": "--nprobe", "pq_m": "--pq-m",
+                     "shard_rows": "--index-shard-rows", "refine": "--no-refine", "query_block": "query_block"}
+_EXACT_ONLY = {"product": "--product", "block_rows": "--block-rows", "block_cols": "--block-cols",
+               "workers": "--workers"}
+
+
 @dataclass(frozen=True, kw_only=True)
 class SearchConfig:
     """The neighbour search. The mined pairs are the same whatever `product`, `workers`, the block
@@ -149,6 +156,14 @@ class SearchConfig:
         MiningConfig(k=self.k, block_rows=self.block_rows, block_cols=self.block_cols, workers=self.workers,
                      product=self.product)
         self.approximate_config()
+        # Settings of the search not run would be read and dropped without a word: refused instead.
+        unused = _APPROXIMATE_ONLY if not self.approximate else _EXACT_ONLY
+        given = [option for name, option in unused.items()
+                 if getattr(self, name) != next(f.default for f in fields(self) if f.name == name)]
+        if given:
+            raise ConfigError(f"{', '.join(given)}: " + (
+                "settings of the approximate search, which runs with --approximate" if not self.approximate else
+                "settings of the exact search, which --approximate replaces"))
 
     def approximate_config(self) -> ApproximateConfig:
         """The approximate search's settings (`xmine.mining.approximate`)."""

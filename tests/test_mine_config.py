@@ -36,6 +36,11 @@ BAD = [
     (lambda: SearchConfig(product="tpu"), ConfigError, "product must be one of auto, fp32, bf16, cuda"),
     (lambda: SearchConfig(approximate=True, index_type="hnsw"), ConfigError, "index type must be one of"),
     (lambda: SearchConfig(approximate=True, nprobe=0), ConfigError, "nprobe must be >= 1"),
+    # the settings of the search not run (was: read and dropped without a word)
+    (lambda: SearchConfig(nlist=8, refine=False), ConfigError,
+     "--nlist, --no-refine: settings of the approximate search, which runs with --approximate"),
+    (lambda: SearchConfig(approximate=True, workers=2, product="fp32"), ConfigError,
+     "--product, --workers: settings of the exact search, which --approximate replaces"),
     (lambda: FilterConfig(min_length=5, max_length=3), ConfigError, "bad length bounds: min_length=5, max_length=3"),
     (lambda: FilterConfig(max_length_ratio=0.5), ConfigError, "max_length_ratio must be >= 1"),
     (lambda: FilterConfig(max_length_ratio=float("inf")), ConfigError, "max_length_ratio must be a finite number"),

@@ -122,11 +122,18 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
         resolve_product(search_config.product)
     executor = executor_for(search_config.ray)
     overwrite = config.output.overwrite
+    companions = (".meta", ".work") + tuple(dict.fromkeys(COMPANIONS + moses_suffixes(src_lang, tgt_lang)))
+    keep_filtered = config.output.keep_filtered
+    if keep_filtered is not None:  # (else its claim meets the output's own lock: "another process is writing")
+        written = {Path(f"{out}{suffix}").absolute(): f"OUT{suffix}" for suffix in ("", ".json", *companions)}
+        clash = [written[p] for p in (Path(keep_filtered).absolute(), Path(f"{keep_filtered}.json").absolute())
+                 if p in written]
+        if clash:
+            raise ConfigError(f"--keep-filtered {keep_filtered}: it or its summary is {clash[0]} of this command "
+                              f"(-o {out}); choose another name")
     with contextlib.ExitStack() as claims:
         claim = claims.enter_context(claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection],
-                                                  overwrite=overwrite, companions=(".meta", ".work") + tuple(
-                                                      dict.fromkeys(COMPANIONS + moses_suffixes(src_lang, tgt_lang)))))
-        keep_filtered = config.output.keep_filtered
+                                                  overwrite=overwrite, companions=companions))
         dropped_claim = None if keep_filtered is None else claims.enter_context(claim_output(
             keep_filtered, kind=FILTERED_KIND, form="tsv", inputs=[src, tgt, projection, out], overwrite=overwrite))
         out = claim.path

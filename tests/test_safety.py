@@ -261,6 +261,13 @@ BAD_OPTIONS = [
     (["embed", "{de}", "--lang", "zz", "-o", "{o}"], "'zz' is not a known language code"),
     # (was: read and dropped without a word)
     (["encoders", "--precision", "int8", "--prompt", "q: "], "--precision, --prompt: options of running an encoder"),
+    # --keep-filtered naming a file of the output (was: "is an input", or "another xmine process is writing")
+    (["mine", "{de}", "{en}", "--encoder", "use-m3", "-o", "{o}.tsv", "--keep-filtered", "{o}.tsv"],
+     "it or its summary is OUT of this command"),
+    (["mine", "{de}", "{en}", "--encoder", "use-m3", "-o", "{o}.tsv", "--meta", "--keep-filtered", "{o}.tsv.meta"],
+     "it or its summary is OUT.meta of this command"),
+    (["mine", "{de}", "{en}", "--encoder", "use-m3", "-o", "{o}", "--format", "moses", "--keep-filtered", "{o}.src"],
+     "it or its summary is OUT.src of this command"),
     # click's own refusals, one line too (was: usage, a hint and the error on three lines)
     (["mine", "{de}", "-o", "{o}"], "mine: Missing argument 'TGT' (see '"),
     (["mine", "{de}", "{en}", "-o", "{o}", "--threshold", "abc"], "'abc' is not a valid float"),

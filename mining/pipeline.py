@@ -224,7 +224,10 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                 dropped_claim=dropped_claim)
             summary = {
                 "output": str(out), "format": fmt, "pairs": len(mined),
+                # a source's neighbours are targets and a target's are sources: where one side is
+                # smaller than k, the other side's sentences have that many; k_used is the least
                 "k_used": min(mining.k, len(mx.ids), len(my.ids)),
+                "k_used_per_side": {"src": min(mining.k, len(my.ids)), "tgt": min(mining.k, len(mx.ids))},
                 **{role: {"path": shown_path(side.path), "kind": side.kind, "sentences": len(side), "unique": m.unique,
                           "mined_rows": len(m.ids), "other_language": m.other_language if lf_record["on"] else None}
                    for role, side, m in (("src", sx, mx), ("tgt", sy, my))},

@@ -473,6 +473,12 @@ def test_language_codes_compare_normalised_and_k_is_recorded_as_used(ws):
     ok(xm("mine", ws / "store", ws / "en.txt", "--src-lang", "deu", "--tgt-lang", "eng_Latn", "-k", 100, "-o", out))
     summary = json.loads((ws / "m.tsv.json").read_text())
     assert summary["provenance"]["parameters"]["k"] == 100 and summary["k_used"] == N
+    # one side smaller than k: the other side's sentences have that many neighbours, its own have k
+    (ws / "five.txt").write_text("".join((ws / "en.txt").read_text(encoding="utf-8").splitlines(True)[:5]))
+    ok(xm("mine", ws / "store", ws / "five.txt", "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3",
+          "-k", 8, "--threshold", "none", "-o", ws / "m5.tsv"))
+    small = json.loads((ws / "m5.tsv.json").read_text())
+    assert small["k_used"] == 5 and small["k_used_per_side"] == {"src": 5, "tgt": 8}
     with untouched(ws):
         refused(xm("mine", ws / "store", ws / "en.txt", "--src-lang", "fr", "-o", ws / "m2.tsv"), "holds language 'de'")
 

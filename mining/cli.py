@@ -94,8 +94,12 @@ def mine(src, tgt, output, src_lang, tgt_lang, keep_fields, allow_same_input, in
     if removed:
         kept += "; filtered out " + ", ".join(f"{n:,} {rule}" for rule, n in removed.items() if n) if any(
             removed.values()) else "; no pair filtered out"
+    searched = [summary[role]["mined_rows"] for role in ("src", "tgt")]
+    # what the length bounds, the language filter and the cleaning left (was: only the unique counts)
+    rows = ("" if searched == [summary["src"]["unique"], summary["tgt"]["unique"]]
+            else f"{searched[0]:,} x {searched[1]:,} searched; ")
     click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "
-               f"unique sentences ({summary['search']}; {_before_search(summary)}; {kept}) -> {out}", err=True)
+               f"unique sentences ({rows}{summary['search']}; {_before_search(summary)}; {kept}) -> {out}", err=True)
 
 
 def _before_search(summary: dict) -> str:

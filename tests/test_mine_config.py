@@ -179,3 +179,15 @@ def test_the_command_and_the_api_mine_the_same_pairs_from_the_same_settings(data
     every = xmine.mine(SideInput(path=src, lang="de"), SideInput(path=tgt, lang="en"), threshold=None, k=3,
                        projection="none")
     assert summary(every)["threshold"]["source"] == "every pair kept (--threshold none), scored with the ratio margin"
+
+
+def test_the_summary_line_says_how_many_sentences_were_searched(tmp_path):
+    """(was: "from 60 x 60 unique sentences" with length bounds that left far fewer to search)"""
+    lines = [f"{'word ' * (i % 12 + 1)}{i}." for i in range(60)]
+    (tmp_path / "a.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "b.txt").write_text("\n".join(reversed(lines)) + "\n", encoding="utf-8")
+    res = ok(xm("mine", tmp_path / "a.txt", tmp_path / "b.txt", "--encoder", "use-m3", "--min-length", "30",
+                "--threshold", "none", "--no-pre-clean", "-o", tmp_path / "m.tsv", "-q"))
+    summary = json.loads((tmp_path / "m.tsv.json").read_text(encoding="utf-8"))
+    n = summary["src"]["mined_rows"]
+    assert n < 60 and f"from 60 x 60 unique sentences ({n} x {n} searched; exact;" in res.output

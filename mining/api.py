@@ -29,7 +29,7 @@ from xmine.artefacts.directory import register_readers
 from xmine.disentangle.projection import load_projection
 from xmine.encoders import DEFAULT_ENCODER, load_encoder
 from xmine.encoders.projection import choose_projection, resolve_projection
-from xmine.errors import ConfigError
+from xmine.errors import ConfigError, InputError
 from xmine.index.faiss_index import IndexDir
 from xmine.io.stdin import is_url
 from xmine.mining.bitext import Bitext
@@ -52,24 +52,30 @@ def _corpus(value: Source, directory: Path, name: str) -> tuple[Path, bool]:
         return value, False
     if isinstance(value, (str, Path)):
         return Path(value), False
-    if not all(isinstance(s, str) for s in value):
-        raise TypeError(f"{name}: expected a path or a sequence of strings")
     path = directory / f"{name}.txt"
+    n = 0
     with open(path, "w", encoding="utf-8", newline="\n") as f:
-        for text in value:
+        for text in value:  # once: an iterator (a generator) is read as it is written
+            if not isinstance(text, str):
+                raise TypeError(f"{name}: expected a path or a sequence of strings; item {n} is a "
+                                f"{type(text).__name__}")
             f.write(" ".join(text.splitlines()) + "\n")
+            n += 1
+    if n == 0:
+        raise InputError(name, "no sentence: an empty sequence")
     return path, True
 
 
 def _table(path: Path, summary: dict, lists: dict[str, bool]):
     """The result file as a pyarrow Table with the summary in its metadata; positions for list inputs."""
     import pyarrow as pa
+    import pyarrow.compute as pc  # (a submodule: `import pyarrow` alone does not load it)
     import pyarrow.parquet as pq
 
     table = pq.read_table(path)
     for side, was_list in lists.items():
         if was_list and f"{side}_record" in table.column_names:
-            index = pa.compute.subtract(table[f"{side}_record"], 1)
+            index = pc.subtract(table[f"{side}_record"], 1)
             at = table.column_names.index(f"{side}_file")
             table = table.drop_columns([f"{side}_file", f"{side}_record"]).add_column(at, f"{side}_index", index)
     meta = {**(table.schema.metadata or {}), SUMMARY_KEY: json.dumps(summary, default=str).encode()}

@@ -51,3 +51,24 @@ def test_import_xmine_loads_nothing_heavy():
     code = ("import sys, xmine; heavy = [m for m in ('numpy', 'torch', 'pyarrow', 'faiss', 'click', 'datasets') "
             "if m in sys.modules]; assert not heavy, heavy; assert callable(xmine.mine)")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+def test_api_takes_any_iterable_of_sentences_and_says_what_is_wrong_with_one(data_dir):
+    """(was: a generator emptied by a type check and then mined as an empty file, "file is empty",
+    naming a temporary path; and, in a fresh process, pyarrow.compute unloaded for a list's index)"""
+    import xmine
+    from tests.flores import flores_lines
+    from xmine.errors import InputError
+
+    de, en = flores_lines(data_dir, "deu_Latn", 20), flores_lines(data_dir, "eng_Latn", 20)
+    listed = xmine.mine(de, en, src_lang="de", tgt_lang="en", encoder="use-m3").to_pylist()
+    generated = xmine.mine((s for s in de), iter(en), src_lang="de", tgt_lang="en", encoder="use-m3").to_pylist()
+    assert listed and generated == listed
+    with pytest.raises(InputError, match="^src: no sentence: an empty sequence$"):
+        xmine.mine([], en, encoder="use-m3")
+    with pytest.raises(TypeError, match="tgt: expected a path or a sequence of strings; item 1 is a int"):
+        xmine.mine(de, ["a", 2], encoder="use-m3")
+    code = ("import xmine; t = xmine.mine(['Hallo Welt.', 'Guten Morgen.'], ['Hello world.', 'Good morning.'], "
+            "encoder='use-m3', threshold=None); assert 'src_index' in t.column_names, t.column_names")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, capture_output=True,
+                   env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})

@@ -72,3 +72,19 @@ def test_api_takes_any_iterable_of_sentences_and_says_what_is_wrong_with_one(dat
             "encoder='use-m3', threshold=None); assert 'src_index' in t.column_names, t.column_names")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, capture_output=True,
                    env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+
+
+def test_api_refuses_record_options_its_input_has_no_use_for(tmp_path):
+    """As the command refuses `--text-field` on a text file (was: read and dropped in Python, where
+    `InputFormat.given` stayed empty)."""
+    import xmine
+    from xmine.errors import InputError
+    from xmine.io.reader_base import InputFormat
+    from xmine.mining.config import SideInput
+
+    (tmp_path / "de.txt").write_text("Hallo Welt.\nGuten Morgen.\n", encoding="utf-8")
+    assert InputFormat(text_field="body", id_field="id").given == {"--text-field", "--id-field"}
+    assert InputFormat().given == frozenset()
+    with pytest.raises(InputError, match="--text-field does not apply to a text input"):
+        xmine.mine(SideInput(path=tmp_path / "de.txt", lang="de", input_format=InputFormat(text_field="body")),
+                   ["Hello world."], tgt_lang="en", encoder="use-m3")

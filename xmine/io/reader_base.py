@@ -50,14 +50,19 @@ class InputFormat:
     #: (xmine.io.sentences); each sentence becomes a row that keeps its record and its index in it
     split_sentences: bool = False
     #: the record options given on the command line ("--text-field", "--id-field", "--split"): each
-    #: must apply to the input's format (`FIELD_OPTIONS`), not be ignored without a word
-    given: frozenset[str] = frozenset()
+    #: must apply to the input's format (`FIELD_OPTIONS`), not be ignored without a word. None (an
+    #: InputFormat made in Python): those whose value is not the default
+    given: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         if self.format not in ("auto",) + FORMATS:
             raise ConfigError(f"--input-format must be auto or one of {', '.join(FORMATS)}, not {self.format!r}")
         if not self.text_field:
             raise ConfigError("--text-field must not be empty")
+        if self.given is None:  # (frozen: set once, here)
+            set_ = {"--text-field": self.text_field != "text", "--id-field": self.id_field is not None,
+                    "--header": self.header is not None, "--split": self.split is not None}
+            object.__setattr__(self, "given", frozenset(o for o, is_set in set_.items() if is_set))
 
 
 def is_dataset_dir(path: str | Path) -> bool:

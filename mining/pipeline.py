@@ -56,7 +56,7 @@ from xmine.artefacts.outputs import claim_output
 from xmine.io.readers import for_each_input
 from xmine.io.record_fields import check_fields_readable, record_fields
 from xmine.artefacts.records import to_json
-from xmine.io.stdin import is_url, shown_path, spool_url
+from xmine.io.stdin import is_stdin, is_url, shown_path, spool_url
 
 
 MINING_KIND = "mining-result"
@@ -99,6 +99,8 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
     src, tgt, out = config.src.path, config.tgt.path, config.output.path
     src_lang, tgt_lang = config.src.lang, config.tgt.lang
     projection, search_config, filters = config.encoding.projection, config.search, config.filters.pairs
+    if is_stdin(src) and is_stdin(tgt):  # (one stream: the second side would read it empty)
+        raise ConfigError("SRC and TGT are both '-': standard input can be one side only")
     if not config.allow_same_input and (same_file(Path(src), Path(tgt)) or Path(src).resolve() == Path(tgt).resolve()):
         raise ConfigError(f"{src}: given as both SRC and TGT, so every sentence would be mined with itself; "
                           "pass --allow-same-input if that is what you want")

@@ -483,5 +483,6 @@ def test_standard_input_is_a_corpus_for_mine_and_embed(corpus, plain_tsv, tmp_pa
     assert store.manifest.input["sha256"] == hashlib.sha256(jsonl.encode()).hexdigest()
     mined = json.loads((tmp_path / "b.tsv.json").read_text(encoding="utf-8"))
     assert "xmine-input-" not in json.dumps(mined) and "/stdin" not in json.dumps(mined)
-    refused(CliRunner().invoke(main, ["mine", "-", "-", "-q", "-o", str(tmp_path / "c.tsv")], input=b"x\n"),
-            "both SRC and TGT")
+    for same in ([], ["--allow-same-input"]):  # (was, with the flag: "-: standard input is empty")
+        refused(CliRunner().invoke(main, ["mine", "-", "-", "-q", "-o", str(tmp_path / "c.tsv"), *same],
+                                   input=b"x\n"), "SRC and TGT are both '-': standard input can be one side only")

@@ -68,7 +68,6 @@ def _corpus(value: Source, directory: Path, name: str) -> tuple[Path, bool]:
 
 def _table(path: Path, summary: dict, lists: dict[str, bool]):
     """The result file as a pyarrow Table with the summary in its metadata; positions for list inputs."""
-    import pyarrow as pa
     import pyarrow.compute as pc  # (a submodule: `import pyarrow` alone does not load it)
     import pyarrow.parquet as pq
 

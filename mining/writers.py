@@ -39,6 +39,7 @@ import numpy as np
 from xmine import __version__
 from xmine.errors import ConfigError
 from xmine.langs import iso1_code, normalize_lang
+from xmine.mining.dataset_card import dataset_card
 
 OUTPUT_FORMATS = ("tsv", "moses", "jsonl", "parquet", "hf", "tmx")
 # Pairs per Parquet row group / batch: bounded memory whatever the number of pairs.
@@ -325,74 +326,6 @@ def _write_dataset(claim, rows: MinedRows, extra: Sequence[PairColumn], summary:
                                                           columns=_schema(rows, extra).names), encoding="utf-8")
 
 
-def dataset_card(summary: dict, *, keys: tuple[str, str], pairs: int, columns: Sequence[str]) -> str:
-    """README.md of a mined dataset: what made it (encoder, projection, threshold and where it came
-    from, what the filters removed, the inputs' names and hashes). Local paths are given by their
-    last part only: a card is published, the machine it was made on is not."""
-    enc, thr, prov = (summary.get(part) or {} for part in ("encoder", "threshold", "provenance"))
-    proj = summary.get("projection")
-    params = prov.get("parameters") or {}
-    inputs = params.get("inputs") or []
-    local = [p for p in [(proj or {}).get("path"), *(i.get("path") for i in inputs if i)] if p]
-    proj = f"{_public(proj.get('path'), local)} (id {proj.get('id')})" if proj else "none (raw embeddings)"
-    langs = [k for k in keys if k not in ("src", "tgt")]
-    lines = ["---"]
-    if langs:
-        lines += ["language:"] + [f"- {k}" for k in langs]
-    lines += ["task_categories:", "- translation", "tags:", "- bitext", "- xmine", "---", "",
-              f"# Mined bitext {keys[0]}-{keys[1]}", "",
-              f"{pairs} sentence pairs mined by `xmine mine` with margin scoring, best first. Load with "
-              "`datasets.load_from_disk(PATH)`.", "", "| what | value |", "|---|---|",
-              f"| encoder | {enc.get('name')} (id {enc.get('id')}) |",
-              f"| projection | {proj} |",
-              f"| space | {summary.get('part')} |",
-              f"| margin, threshold | {thr.get('margin')}, {thr.get('value')} "
-              f"({_public(thr.get('source'), local)}) |",
-              f"| k, retrieval | {params.get('k')}, {params.get('retrieval')} |",
-              f"| search | {summary.get('search')} |"]
-    lines += _filter_lines(summary)
-    for tag, inp in zip(("source", "target"), inputs):
-        ident = ", ".join(f"{k} {_public(v, local) if k == 'path' else v}" for k, v in (inp or {}).items()
-                          if k in ("path", "format", "sha256", "manifest"))
-        lines.append(f"| {tag} input | {ident} |")
-    lines.append(f"| xmine | {prov.get('xmine_version')}, commit {prov.get('git_commit')} |")
-    lines += ["", "Columns: " + ", ".join(f"`{c}`" for c in columns) + ". `src_record`/`tgt_record` are 1-based "
-              "lines of a text or JSON Lines input, rows of a Parquet input or dataset; `src_sentence_index`/"
-              "`tgt_sentence_index` (inputs split into sentences) the 1-based index of the sentence in that "
-              "record.", ""]
-    return "\n".join(lines)
-
-
-def _filter_lines(summary: dict) -> list[str]:
-    """The card's rows on what the language filter, the pre-search cleaning and the pair filters removed."""
-    lines = []
-    lf = summary.get("lang_filter") or {}
-    if lf:
-        removed = [f"{role} {summary[role].get('other_language')}" for role in ("src", "tgt")
-                   if (summary.get(role) or {}).get("other_language") is not None]
-        what = f"on, sentences removed: {', '.join(removed)}" if lf.get("on") else f"off ({lf.get('source')})"
-        lines.append(f"| language filter | {what} |")
-    removed = (summary.get("pre_search") or {}).get("removed") or {}
-    if removed:
-        lines.append("| pre-search cleaning, sentences removed | " + "; ".join(
-            f"{role}: " + (", ".join(f"{step} {n}" for step, n in counts.items()) or "none")
-            for role, counts in removed.items()) + " |")
-    filters = summary.get("filters") or {}
-    if "removed" in filters:
-        removed = ", ".join(f"{rule} {n}" for rule, n in filters["removed"].items()) or "none active"
-        lines.append(f"| pair filters | {filters.get('pairs_before')} pairs selected; removed: {removed} |")
-    return lines
-
-
-def _public(text, local_paths: Sequence[str]):
-    """`text` with every local path in it replaced by its last part."""
-    if not isinstance(text, str):
-        return text
-    for p in sorted(local_paths, key=len, reverse=True):
-        text = text.replace(str(p), Path(p).name)
-    return text
-
-
 def write_meta(claim, mined, sx, sy, src_rows, tgt_rows, *, fields: Sequence[PairColumn] = ()) -> None:
     """OUT.meta in the layout of stopes' mined `bimeta.tsv`: `score<TAB>src_meta<TAB>tgt_meta`, row i
     the metadata of OUT's pair i. stopes carries the user's own per-sentence metadata (a line of a
@@ -419,5 +352,5 @@ def _sentence_meta(side, row: int, fields: Sequence[PairColumn], i: int, prefix:
     return cell if side.sentence_index is None else f"{cell}#{int(side.sentence_index[row])}"
 
 
-__all__ = ["COMPANIONS", "OUTPUT_FORMATS", "MinedRows", "PairColumn", "dataset_card", "output_format", "tmx_lang",
+__all__ = ["COMPANIONS", "OUTPUT_FORMATS", "MinedRows", "PairColumn", "output_format", "tmx_lang",
            "tmx_props", "translation_keys", "write_meta", "write_mined", "write_tmx"]

@@ -191,3 +191,20 @@ def test_the_summary_line_says_how_many_sentences_were_searched(tmp_path):
     summary = json.loads((tmp_path / "m.tsv.json").read_text(encoding="utf-8"))
     n = summary["src"]["mined_rows"]
     assert n < 60 and f"from 60 x 60 unique sentences ({n} x {n} searched; exact;" in res.output
+
+
+def test_a_language_the_encoder_was_not_trained_on_is_said(data_dir, tmp_path, caplog):
+    """(was: use-m3 on Swedish kept 12% of FLORES' translations without a word)"""
+    from tests.flores import flores_lines
+
+    for lang, code in (("sv", "swe_Latn"), ("de", "deu_Latn"), ("en", "eng_Latn")):
+        (tmp_path / f"{lang}.txt").write_text("\n".join(flores_lines(data_dir, code, 30)) + "\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="xmine"):
+        ok(xm("mine", tmp_path / "sv.txt", tmp_path / "en.txt", "--src-lang", "sv", "--tgt-lang", "en", "--encoder",
+              "use-m3", "-q", "-o", tmp_path / "a.tsv"))
+    said = json.loads((tmp_path / "a.tsv.json").read_text(encoding="utf-8"))["encoder_languages"]
+    assert said["untrained"] == ["sv"] and said["note"].startswith("use-m3 was not trained on sv")
+    assert any(r.getMessage() == said["note"] for r in caplog.records)
+    ok(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "--encoder",
+          "use-m3", "-q", "-o", tmp_path / "b.tsv"))
+    assert "encoder_languages" not in json.loads((tmp_path / "b.tsv.json").read_text(encoding="utf-8"))

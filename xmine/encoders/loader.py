@@ -20,6 +20,7 @@ from xmine.encoders.me5 import load_me5, me5_fingerprint
 from xmine.encoders.ov_encoder import load_me5_openvino, openvino_from_torch
 from xmine.encoders.precision import resolve_precision
 from xmine.encoders.prompts import check_prompt, model_prompt
+from xmine.langs import normalize_lang
 from xmine.encoders.runtime import encoder_runtime
 from xmine.encoders.suitability import check_on_first_use
 from xmine.encoders.transformer import load_sentence_transformer, pick_device
@@ -40,6 +41,20 @@ _BUILTIN = {
         "languages": "16: ar de en es fr it ja ko nl pl pt ru th tr zh-cn zh-tw",
     },
 }
+
+#: The languages an encoder was trained on, as `xmine.langs.normalize_lang` gives them, where it
+#: names them (use-m3's 16; me5-small's ~100 are not listed one by one)
+TRAINED_LANGUAGES = {
+    "use-m3": frozenset({"ara", "deu", "eng", "spa", "fra", "ita", "jpn", "kor", "nld", "pol", "por", "rus", "tha",
+                         "tur", "cmn"}),
+}
+
+
+def untrained_languages(encoder_name: str, langs) -> list[str]:
+    """Those of `langs` (codes as given; None skipped) that encoder `encoder_name` lists and was
+    not trained on: its embeddings of them align translations poorly."""
+    known = TRAINED_LANGUAGES.get(encoder_name)
+    return [] if known is None else [lang for lang in langs if lang and normalize_lang(lang) not in known]
 
 
 # Loaded encoders of this process, by (name, device, prefix, precision, runtime): a model is read

@@ -162,7 +162,7 @@ def _same_store(a: Path, b: Path) -> None:
 def test_embed_on_ray_writes_the_same_store(cluster, corpora, local_store, tmp_path):
     on_ray = tmp_path / "ray"
     out = _run("embed", *_embed_args(corpora), "-o", on_ray, "--ray", cluster).output
-    assert "300 encoded now" in out
+    assert "300 in this run" in out
     _same_store(local_store, on_ray)
     assert len(list(on_ray.glob("emb-*.npy"))) == 5
     assert json.loads((on_ray / "manifest.json").read_text())["provenance"]["parameters"]["ray"] == cluster

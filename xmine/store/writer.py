@@ -345,7 +345,8 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
     worker = dict(encoder=worker_encoder(job.encoder, use_gpu=use_gpu, threads=ACTOR_THREADS), projection=projection,
                   out_dir=str(out_dir), part=job.part, dtype=job.dtype, batch_size=job.batch_size,
                   max_chars=job.max_chars, lang=None if job.lang == UNDETERMINED else job.lang)
-    if actors > 1 and job.reader.count < 2 * actors * shard_rows:
+    # (a count of records: split into sentences they make more rows, not known before the split)
+    if actors > 1 and job.splitter is None and job.reader.count < 2 * actors * shard_rows:
         log.warning(f"fewer than {2 * actors} shards of {shard_rows} rows for {actors} encoder actor(s): the last "
                     "shards run while actors idle; a --shard-rows of a fraction of the corpus balances the work")
     desc = f"embed {job.input_path.name}" + (f" ({executor.name}, {actors} actors)" if actors > 1 else "")

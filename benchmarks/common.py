@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import os
 import platform
 import re
@@ -322,8 +323,21 @@ def write_result(out: str | Path, *, task: str, encoder, variants: Sequence[Vari
         "details": details,
         "provenance": provenance(task=task, encoder=encoder.name, **parameters),
     }
+    result = _null_for_undefined(result)
     atomic_write_manifest(out, result)  # ends with the checksum of its own content, as manifests do
     return result
+
+
+def _null_for_undefined(value: Any) -> Any:
+    """`value` with every NaN or infinite number (an undefined correlation of a constant track) as
+    None: JSON has no NaN, and strict readers (jq, JSON.parse) refuse Python's bare `NaN`."""
+    if isinstance(value, dict):
+        return {k: _null_for_undefined(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_null_for_undefined(v) for v in value]
+    if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+        return None
+    return value
 
 
 def read_result(path: str | Path) -> dict[str, Any]:

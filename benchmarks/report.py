@@ -65,8 +65,10 @@ TASK_ORDER = ("mining", "mining_noisy", "langid", "lid_thresholds", "langid_unkn
 
 
 def _cell(v: Any, decimals: int) -> str:
+    if v is None or (isinstance(v, float) and v != v):  # (an undefined number is written as null)
+        return "n/a"
     if isinstance(v, float):
-        return "n/a" if v != v else f"{v:.{decimals}f}"
+        return f"{v:.{decimals}f}"
     return str(v).replace("|", "\\|")
 
 

@@ -196,6 +196,18 @@ def test_cli_bench_sts_with_use_m3(tmp_path, data_dir):
     # use-m3 measured here: track5 en-en r = 84.8, track6 tr-en r = 73.1 (first 250 input lines)
     assert r["per_track"]["track5"]["pearson"] > 75 and r["per_track"]["track6"]["pearson"] > 60
     assert r["crosslingual"]["tracks"] == 1 and r["monolingual"]["tracks"] == 1
+    # no monolingual track: its mean is undefined, written as null (was: a bare NaN, not JSON)
+    out6 = tmp_path / "sts6.json"
+    res = CliRunner().invoke(_cli(), ["bench", "sts", "--encoder", "use-m3", "--tracks", "track6", "--out", str(out6)])
+    assert res.exit_code == 0, res.output
+
+    def refuse(constant):
+        raise ValueError(f"not JSON: {constant}")
+
+    r6 = json.loads(out6.read_text(), parse_constant=refuse)["details"]["raw"]
+    assert r6["monolingual"]["pearson"] is None and r6["crosslingual"]["pearson"] > 60
+    ok_res = CliRunner().invoke(_cli(), ["verify", str(out6)])
+    assert ok_res.exit_code == 0, ok_res.output
 
 
 def test_cli_missing_data_is_a_clear_error(tmp_path):

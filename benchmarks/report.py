@@ -89,12 +89,19 @@ def markdown_table(columns: list[str], rows: list[list[Any]], *, per_cell: bool 
     return "\n".join(lines)
 
 
+def _quick(name: str, res: dict[str, Any]) -> bool:
+    """A --quick smoke run: by its parameters (or, for results that record none, its name)."""
+    return (res.get("provenance", {}).get("parameters") or {}).get("quick") is True or "-quick" in name
+
+
 def _describe(res: dict[str, Any], name: str) -> list[str]:
     """Two lines saying what made a result: encoder, projections, data, commit, date, parameters."""
     prov = res.get("provenance", {})
     enc = res.get("encoder", {})
     projs = res.get("projections") or {}
     head = f"*{name}*" + (f": encoder `{enc.get('name', '?')}` (dim {enc.get('dim', '?')})" if enc else "")
+    if (prov.get("parameters") or {}).get("quick") is True and "-quick" not in name:
+        head += "; **a --quick smoke run**, not comparable with papers"  # (its name does not say so)
     if projs:
         head += "; projections: " + ", ".join(f"`{k}` ({(v or {}).get('method', '?')})" for k, v in projs.items())
     if res.get("data"):
@@ -198,7 +205,7 @@ def build_report(results: Path | None = None) -> str:
         lines += [summary, ""]
     for task in [t for t in TASK_ORDER if t in by_task] + sorted(t for t in by_task if t not in TASK_ORDER):
         lines += [f"## {TASK_TITLES.get(task, task)}", ""]
-        for name, res in sorted(by_task[task], key=lambda nr: ("-quick" in nr[0], nr[0])):
+        for name, res in sorted(by_task[task], key=lambda nr: (_quick(*nr), nr[0])):
             table = res["table"]
             per_cell = table["columns"] == ["measure", "value"]
             lines += _describe(res, name) + ["", markdown_table(table["columns"], table["rows"], per_cell=per_cell), ""]

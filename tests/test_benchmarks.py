@@ -178,6 +178,8 @@ def test_cli_bench_tatoeba_quick_with_default_encoder_and_report(tmp_path, data_
 
     md = report.write_report(tmp_path, tmp_path / "RESULTS.md").read_text()
     assert "## Tatoeba retrieval accuracy@1 (%)" in md and "| raw |" in md and "logical cores" in md
+    # a --quick run is marked by its parameters, whatever its file is called (was: by a -quick name only)
+    assert "*tatoeba.json*: encoder `me5-small` (dim 384); **a --quick smoke run**, not comparable" in md
     from xmine.errors import OutputError
 
     with pytest.raises(OutputError, match="already exists"):  # replaced only when asked

@@ -64,6 +64,8 @@ def test_documents_split_into_stores_and_mined_rows_keep_doc_and_sentence(tmp_pa
     manifest = json.loads((tmp_path / "de.store" / "manifest.json").read_text())
     assert manifest["input"]["split_sentences"]["library"] == "sentencex"
     assert manifest["input"]["split_sentences"]["lang"] == "deu"
+    # the rows the records gave, beside the records (was: `sentences` counted the records)
+    assert manifest["input_stats"]["records"] == len(DE) and manifest["input_stats"]["sentences"] == manifest["count"]
     ok(xm("verify", tmp_path / "de.store"))
 
     # mine reads the two JSON Lines files itself (text sides embedded in OUT.work).

@@ -259,7 +259,8 @@ def embed_corpus(input_path: str | Path, out_dir: str | Path, *, encoder: Any, l
             shown = reported_as(stats) if reported_as is not None else stats
             for message in shown.warnings(max_chars):  # after the bar, so the lines do not mix
                 log.warning(message)
-            finalise(build_dir, job.identity, progress.shards, _input_stats(stats, job), params={
+            finalise(build_dir, job.identity, progress.shards,
+                     _input_stats(stats, job, rows=sum(s.rows for s in progress.shards)), params={
                 "input": shown_path(input_path), "lang": lang, "part": job.identity["part"], "dtype": dtype,
                 "shard_rows": shard_rows, "batch_size": batch_size, "max_chars": max_chars, "ray": ray,
             })
@@ -369,15 +370,15 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
             stats.note_token_cuts(encoded[i].token_cut_lines, encoded[i].max_tokens)
 
 
-def _input_stats(stats: CorpusStats, job: _Job) -> dict[str, Any]:
-    """What the manifest records about the input as read."""
+def _input_stats(stats: CorpusStats, job: _Job, rows: int) -> dict[str, Any]:
+    """What the manifest records about the input as read (`rows`: the store's)."""
     input_stats = {
         "lines": stats.lines, "sentences": stats.sentences, "empty_lines": stats.empty_lines,
         "long_lines": stats.long_count, "replaced": stats.replaced_count, "gzip": stats.gzip,
         "token_cut_lines": stats.token_cut_count, "compression": stats.compression, "format": job.reader.format,
     }
-    if job.splitter is not None:  # the records split: `sentences` counts them, the store's count the rows
-        input_stats["split_sentences"] = job.splitter.describe()
+    if job.splitter is not None:  # records split into sentences: `sentences` counts the rows they gave
+        input_stats.update(records=stats.sentences, sentences=rows, split_sentences=job.splitter.describe())
     return input_stats
 
 

@@ -98,6 +98,8 @@ class Bitext:
         self.format = bitext_format(self.paths, spec)
         #: tsv/csv with a header: the column names; jsonl/tables: filled as read (None before)
         self.columns: list[str] | None = None
+        #: the source's and target's field (dotted) or column (1-based) as read (None before)
+        self.read_fields: tuple[str, str] | None = None
 
     @property
     def path(self) -> Path:
@@ -111,7 +113,8 @@ class Bitext:
             size, digest = size_and_sha256(p)
             files.append({"path": shown_path(p), "size": size, "sha256": digest})
         return {"files": files, "format": self.format, "src_field": self.spec.src_field,
-                "tgt_field": self.spec.tgt_field, "header": self.spec.header, "split": self.spec.split}
+                "tgt_field": self.spec.tgt_field, "header": self.spec.header, "split": self.spec.split,
+                "fields_read": None if self.read_fields is None else list(self.read_fields)}
 
     def pairs(self) -> Iterator[BitextPair]:
         reader = {"tsv": self._delimited, "csv": self._delimited, "moses": self._moses, "jsonl": self._jsonl,
@@ -121,7 +124,7 @@ class Bitext:
     def _delimited(self) -> Iterator[BitextPair]:
         header = self.spec.header if self.spec.header is not None else self.format == "csv"
         names = None
-        with closing(delimited_rows(self.path, self.format)) as rows:
+        with closing(delimited_rows(self.path, self.format, blank_fields=True)) as rows:
             if header:
                 first = next(rows, None)
                 if first is None:
@@ -133,6 +136,7 @@ class Bitext:
             if si == ti:
                 raise ConfigError(f"--src-field and --tgt-field both name column {si + 1} of {self.path}: every "
                                   "pair would be a sentence against itself")
+            self.read_fields = (str(si + 1), str(ti + 1))
             # Every record has the file's column count (the header's, else the first record's):
             # the scores are written after a record's own columns, so one more or less shifts them.
             width, first_line = (len(names), first[0]) if names is not None else (None, None)
@@ -167,7 +171,13 @@ class Bitext:
         translation = record.get("translation") if isinstance(record, dict) else None
         if isinstance(translation, dict) and len(translation) >= 2:
             keys = list(translation)
-            picked = _match_languages(keys, self.langs) or (keys[:2] if len(keys) == 2 else None)
+            picked = _match_languages(keys, self.langs)
+            if picked is None and all(self.langs) and not (self.spec.src_field or self.spec.tgt_field):
+                # (was: its first two entries, whatever they hold: German read as "French")
+                raise InputError(self.path, f"its `translation` objects hold no entries for {self.langs[0]} and "
+                                            f"{self.langs[1]} (entries: {', '.join(map(str, keys[:8]))}); name them "
+                                            "with --src-field translation.KEY --tgt-field translation.KEY")
+            picked = picked or (keys[:2] if len(keys) == 2 else None)
             if picked:
                 s, t = (f"translation.{k}" for k in picked)
                 return self.spec.src_field or s, self.spec.tgt_field or t
@@ -196,6 +206,7 @@ class Bitext:
         fields = None
         for number, record in records:
             fields = fields or self._fields(record)
+            self.read_fields = fields
             src, tgt = self._texts(record, fields, f"row {number}: " if rows else "", None if rows else number)
             yield BitextPair(number=number, src=src, tgt=tgt, record=record)
 

@@ -331,7 +331,8 @@ def test_scores_warnings_and_record_name_the_users_bitext_and_its_lines(data_dir
     assert made["bitext"] == {
         "files": [{"path": str(bitext), "size": bitext.stat().st_size,
                    "sha256": hashlib.sha256(bitext.read_bytes()).hexdigest()}],
-        "format": "csv", "src_field": "german", "tgt_field": "english", "header": None, "split": None}
+        "format": "csv", "src_field": "german", "tgt_field": "english", "header": None, "split": None,
+        "fields_read": ["1", "2"]}
     assert made["corpora"] == [None, None]
 
 
@@ -352,3 +353,31 @@ def test_a_damaged_corpus_store_is_refused_before_the_output_is_claimed(data_dir
                    "--tgt-corpus", store), str(shard.name))
         refused(xm("score", bitext, "--src-lang", "de", "--tgt-lang", "en", "-o", tmp_path / "scored.tsv", "-q",
                    "--src-corpus", tmp_path / "nowhere.txt"), "nowhere.txt")
+
+
+def test_blank_rows_are_kept_as_empty_pairs_and_translation_entries_must_match_the_languages(tmp_path):
+    """(was: a row of two blank fields left out of the output, so it no longer matched the input
+    row for row; and a `translation` object read from its first two entries whatever the
+    languages: German scored as "French")"""
+    rows = ["Hallo Welt.\tHello world.", "\t", " \t ", "Guten Morgen.\tGood morning.", "", "\tThe cat."]
+    tsv = tmp_path / "b.tsv"
+    tsv.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    ok(xm("score", tsv, "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "-o", tmp_path / "o.tsv", "-q"))
+    out = (tmp_path / "o.tsv").read_text(encoding="utf-8").splitlines()
+    assert [line.split("\t")[-1] == "empty" for line in out] == [False, True, True, False, True]
+    assert json.loads((tmp_path / "o.tsv.json").read_text())["pairs"] == 5  # the empty line: no fields, no pair
+    csv_file = tmp_path / "b.csv"
+    csv_file.write_text("de,en\nHallo Welt.,Hello world.\n,\nGuten Morgen.,Good morning.\n", encoding="utf-8")
+    ok(xm("score", csv_file, "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "-o", tmp_path / "c.csv",
+          "-q"))
+    assert len((tmp_path / "c.csv").read_text(encoding="utf-8").splitlines()) == 4
+
+    jsonl = tmp_path / "t.jsonl"
+    jsonl.write_text("".join(json.dumps({"translation": {"en": e, "de": d}}) + "\n"
+                             for d, e in (("Hallo.", "Hello."), ("Gut.", "Good."))), encoding="utf-8")
+    refused(xm("score", jsonl, "--src-lang", "fr", "--tgt-lang", "en", "--encoder", "use-m3", "-o", tmp_path / "f.tsv"),
+            "hold no entries for fr and en (entries: en, de)", "--src-field translation.KEY")
+    ok(xm("score", jsonl, "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "-o", tmp_path / "d.jsonl",
+          "-q"))
+    made = json.loads((tmp_path / "d.jsonl.json").read_text())["provenance"]["parameters"]["bitext"]
+    assert made["fields_read"] == ["translation.de", "translation.en"]

@@ -27,12 +27,14 @@ DELIMITED_FORMATS = ("tsv", "csv")
 _FIELD_LIMIT = 1 << 30
 
 
-def delimited_rows(path: str | Path, fmt: str) -> Iterator[tuple[int, list[str]]]:
-    """(line the record starts on, its fields) of every non-blank record of a TSV or CSV file."""
+def delimited_rows(path: str | Path, fmt: str, *, blank_fields: bool = False) -> Iterator[tuple[int, list[str]]]:
+    """(line the record starts on, its fields) of every non-blank record of a TSV or CSV file.
+    `blank_fields`: also the records of several fields that are all blank (`\t`, `,`): a bitext's
+    pair of two empty sides is one of its rows. An empty line (no field at all) never is."""
     path = Path(path)
     if fmt == "tsv":
         for number, line in iter_lines(path, keep_tabs=True):
-            if line.strip():
+            if line.strip() or (blank_fields and "\t" in line):
                 yield number, line.split("\t")
         return
     if fmt != "csv":
@@ -45,7 +47,7 @@ def delimited_rows(path: str | Path, fmt: str) -> Iterator[tuple[int, list[str]]
         start = 1
         try:
             for fields in reader:
-                if any(f.strip() for f in fields):
+                if any(f.strip() for f in fields) or (blank_fields and len(fields) > 1):
                     yield start, fields
                 start = reader.line_num + 1
         except UnicodeDecodeError as e:

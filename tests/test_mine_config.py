@@ -77,7 +77,7 @@ def test_the_command_reports_a_conflict_as_a_usage_error_before_reading_anything
     b.write_text("Hello.\n", encoding="utf-8")
     out = tmp_path / "m.tsv"
     res = xm("mine", a, b, "-o", out, "--threshold", "none", "--operating-point", "precision")
-    assert refused(res, "give --threshold or --operating-point, not both").startswith("xmine: error: main mine: ")
+    assert refused(res, "give --threshold or --operating-point, not both").startswith("xmine: error: mine: ")
     refused(xm("mine", a, b, "-o", out, "--lang-filter", "--src-lang", "de"), "give --tgt-lang")
     refused(xm("mine", a, b, "-o", out, "--min-length", "5", "--max-length", "3"), "bad length bounds")
     assert not out.exists() and not Path(f"{out}.work").exists()

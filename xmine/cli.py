@@ -86,7 +86,8 @@ def _usage_error_line(e: click.UsageError) -> str:
     an unknown option or command) as one line: which command, what is wrong, where the help is.
     Click prints usage, a hint and the error on three lines; xmine's errors are one line each."""
     path = e.ctx.command_path if e.ctx is not None else "xmine"
-    return f"{path}: {e.format_message().rstrip('.')} (see '{path} --help')"
+    command = path.partition(" ")[2]  # (the line starts "xmine: error:" already)
+    return f"{command + ': ' if command else ''}{e.format_message().rstrip('.')} (see '{path} --help')"
 
 
 def _exit_on_usage_error(e: click.UsageError) -> None:

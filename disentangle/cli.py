@@ -17,12 +17,13 @@ from xmine.disentangle.trainer import TrainConfig, train
 from xmine.encoders.embed_cache import cached_encode
 from xmine.encoders import DEFAULT_ENCODER, load_encoder
 from xmine.encoders.pool import PoolEncoder
+from xmine.encoders.tokens import require_token_states
 from xmine.errors import ConfigError
 from xmine.exec.executor import executor_for
 from xmine.langs import is_known_lang, normalize_lang
 from xmine.disentangle.massive import locate
 from xmine.mining.langid import LID_BACKENDS, identify as identify_by_library, supported_languages
-from xmine.options import Finite, quiet_option, ray_option
+from xmine.options import Finite, given_on_command_line, quiet_option, ray_option
 from xmine.encoders.options import precision_option
 from xmine.artefacts.outputs import claim_output
 from xmine.encoders.projection import shipped_dir
@@ -144,6 +145,10 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
             raise click.UsageError("--method fmda needs --langs: the MASSIVE locales to pair with en-US (e.g. de-DE)")
         if ray_address is not None:  # FMDA trains on token states, which the encoder actors do not return
             raise click.UsageError("--ray applies to the methods other than fmda")
+        ignored = given_on_command_line("base", "valid_fraction")  # (FMDA holds out MASSIVE's dev split)
+        if ignored:
+            raise click.UsageError(f"{', '.join(ignored)}: not used by --method fmda (it holds out MASSIVE's dev "
+                                   "split, --max-valid-pairs rows of it)")
         data, run = locate(pairs[0]), train_fmda
         config = FmdaConfig(partners=partners, batch_size=batch_size, lr=lr, max_epochs=max_epochs, patience=patience,
                             max_train=max_pairs_per_lang, max_dev=max_valid_pairs, layers=layers,
@@ -162,6 +167,8 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
     config.check()
     enc = load_encoder(encoder, precision=precision, runtime=runtime, prefix=prompt, prompt_name=prompt_name,
                        lazy=ray_address is not None)  # Ray actors load it
+    if method == "fmda":  # before MASSIVE is read and its negative pools built
+        require_token_states(enc)
     if ray_address is not None:  # encoded on the cluster's workers (`xmine.exec.executor`)
         enc = PoolEncoder(enc, executor_for(ray_address))
     cfg = run(data, out_dir, encoder=enc, config=config, restart=restart, show_progress=not quiet, threads=threads,

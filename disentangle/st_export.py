@@ -47,12 +47,17 @@ def _linear_meaning(projection):
     import torch.nn as nn
 
     model = projection.model
+    own = ("export it with xmine's own module instead (xmine.disentangle.st_module.export_sentence_transformer, "
+           "docs/disentangle.md)")
+    if projection.token_level:  # (FMDA's model has no `architecture`: it was read here, a traceback)
+        raise ConfigError(f"{projection.path}: an FMDA projection reads the encoder's token states, which standard "
+                          f"sentence-transformers modules cannot express; {own}")
     layers = [m for m in (getattr(model, "meaning", None) or []) if isinstance(m, nn.Module)]
-    if projection.token_level or model.architecture not in ("residual", "two_networks") or \
-            len(layers) != 1 or not isinstance(layers[0], nn.Linear):
+    if model.architecture not in ("residual", "two_networks") or len(layers) != 1 or \
+            not isinstance(layers[0], nn.Linear):
         raise ConfigError(f"{projection.path}: its meaning part is not one linear layer ({model.architecture}, "
                           f"layers {projection.config['spec'].get('layers')}), which standard modules cannot express; "
-                          "export it with xmine's own module instead")
+                          f"{own}")
     return layers[0]
 
 

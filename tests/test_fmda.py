@@ -248,6 +248,18 @@ def test_fmda_trains_from_the_cli_resumes_and_round_trips(tiny_massive, tmp_path
                                     "--ray", "-o", str(tmp_path / "fmda-ray")])
     assert res.exit_code == 2 and "--ray applies to the methods other than fmda" in res.output
     assert not (tmp_path / "fmda-ray").exists()
+    # an encoder without token states, and options FMDA has no use for: one line before any work
+    # (was: a traceback from the token store after the negative pools were built; --valid-fraction
+    # and --base read and dropped)
+    for extra, said in ((["--encoder", "use-m3"], "encoder 'use-m3' has no token-level output"),
+                        (["--valid-fraction", "0.5", "--base", "meat"], "--base, --valid-fraction: not used by")):
+        res = CliRunner().invoke(main, ["train", "--method", "fmda", "--pairs", str(tiny_massive), "--langs", "de-DE",
+                                        *extra, "-o", str(tmp_path / "fmda-no")])
+        assert res.exit_code == 2 and said in res.output and "Traceback" not in res.output, res.output
+    assert not (tmp_path / "fmda-no").exists()
+    # export-st writes standard modules only: FMDA's is refused in one line (was: AttributeError)
+    res = CliRunner().invoke(main, ["export-st", str(out), str(tmp_path / "st-fmda")])
+    assert res.exit_code == 2 and "an FMDA projection reads the encoder's token states" in res.output, res.output
 
     proj = load_projection(out)
     assert proj.token_level

@@ -89,9 +89,7 @@ def encode_token_states(encoder, sentences: Sequence[str], *, mask_spans: Sequen
     (run by torch or OpenVINO: both give the last hidden states)."""
     from tqdm.auto import tqdm
 
-    if not hasattr(encoder, "tokenizer") or not hasattr(encoder, "token_states"):
-        raise EncoderError(f"encoder {encoder.name!r} has no token-level output (it is not a Hugging Face "
-                           "transformer run by xmine's TokenBatchedEncoder)")
+    require_token_states(encoder)
     sentences = list(sentences)
     if mask_spans is not None and len(mask_spans) != len(sentences):
         raise ValueError("mask_spans needs one entry per sentence")
@@ -187,10 +185,19 @@ def share_sentence_vectors(encoder, sentences: Sequence[str], store: TokenStore)
     return len(keep)
 
 
+def require_token_states(encoder) -> None:
+    """EncoderError unless `encoder` gives token-level output (a Hugging Face transformer run by
+    xmine's TokenBatchedEncoder, torch or OpenVINO; not use-m3, nor vectors made elsewhere)."""
+    if not hasattr(encoder, "tokenizer") or not hasattr(encoder, "token_states"):
+        raise EncoderError(f"encoder {encoder.name!r} has no token-level output (it is not a Hugging Face "
+                           "transformer run by xmine's TokenBatchedEncoder), which FMDA reads; use me5-small")
+
+
 def build_token_store(encoder, sentences: Sequence[str], *, mask_spans: Sequence[Spans] | None = None,
                       keep_tokens: bool = True, show_progress: bool = False, desc: str = "token states",
                       root: Path | None = None) -> TokenStore:
     """The store of `sentences` (built once, then reused: keyed by encoder, sentences and masks)."""
+    require_token_states(encoder)
     sentences = list(sentences)
     fp = encoder.fingerprint()
     key = _content_key(fp, sentences, mask_spans, keep_tokens)

@@ -100,6 +100,7 @@ def write_sides(bitext: Bitext, work: Path) -> StagedSides:
     paths = work / "src.txt", work / "tgt.txt"
     numbers = array("q")
     flattened = [0, 0]
+    src_texts = tgt_texts = 0
     with open(paths[0], "w", encoding="utf-8", newline="\n") as fs, \
             open(paths[1], "w", encoding="utf-8", newline="\n") as ft:
         for pair in bitext.pairs():
@@ -107,9 +108,14 @@ def write_sides(bitext: Bitext, work: Path) -> StagedSides:
                 line = one_line(text)
                 flattened[side] += line != text
                 f.write(line.strip() + "\n")
+            src_texts += bool(pair.src.strip())
+            tgt_texts += bool(pair.tgt.strip())
             numbers.append(pair.number)
     if not numbers:
         raise InputError(bitext.path, "no pair in the bitext")
+    for side, count in (("source", src_texts), ("target", tgt_texts)):
+        if count == 0:  # (was refused later, naming the staged file OUT.work/sides/*.txt)
+            raise InputError(bitext.path, f"no pair has a {side} text ({len(numbers)} pair(s), every {side} empty)")
     return StagedSides(src=paths[0], tgt=paths[1], numbers=np.frombuffer(numbers, dtype=np.int64), flattened=flattened)
 
 

@@ -372,6 +372,12 @@ def test_blank_rows_are_kept_as_empty_pairs_and_translation_entries_must_match_t
           "-q"))
     assert len((tmp_path / "c.csv").read_text(encoding="utf-8").splitlines()) == 4
 
+    empty = tmp_path / "e.tsv"  # every source empty (was: an error naming OUT.work/sides/src.txt)
+    empty.write_text("\tHello.\n \tGood.\n", encoding="utf-8")
+    refused(xm("score", empty, "--encoder", "use-m3", "-o", tmp_path / "e-out.tsv"),
+            str(empty), "no pair has a source text (2 pair(s), every source empty)")
+    assert not (tmp_path / "e-out.tsv.json").exists()
+
     jsonl = tmp_path / "t.jsonl"
     jsonl.write_text("".join(json.dumps({"translation": {"en": e, "de": d}}) + "\n"
                              for d, e in (("Hallo.", "Hello."), ("Gut.", "Good."))), encoding="utf-8")

@@ -17,7 +17,7 @@ from xmine.artefacts.directory import atomic_dir, provenance
 from xmine.errors import ConfigError, NonFiniteRowError
 from xmine.exec.executor import LOCAL, Executor, ShardProgress
 from xmine.artefacts.fileio import atomic_path, sha256_file, write_manifest
-from xmine.index.choose import IndexChoice, choose_index
+from xmine.index.choose import choose_index
 from xmine.io.compression import count_lines
 from xmine.index.faiss_index import (FORMAT_VERSION, KIND, IndexDir, faiss_reason, shard_name, shard_plan, to_cpu, to_gpu,
                                      units_use_gpus)
@@ -111,9 +111,7 @@ def build_index(
         raise ConfigError(f"{n} embeddings but {n_text} sentences / {len(line_numbers)} line numbers")
     use_gpu = config.gpu and units_use_gpus(executor)
     choice = choose_index(n, dim, kind=config.kind, gpu=use_gpu, memory_budget=config.memory_budget,
-                          nlist=config.nlist, pq_m=config.pq_m, pq_bits=config.pq_bits)
-    if config.nprobe:
-        choice = IndexChoice(**{**choice.to_dict(), "nprobe": int(config.nprobe)})
+                          nlist=config.nlist, nprobe=config.nprobe, pq_m=config.pq_m, pq_bits=config.pq_bits)
     shard_rows = int(config.shard_rows or n)  # >= 1: IndexConfig checks it, choose_index checks n
     if choice.nlist and shard_rows < choice.nlist:
         raise ConfigError(f"shards of {shard_rows} rows cannot fill {choice.nlist} IVF lists; "

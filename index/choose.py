@@ -100,13 +100,15 @@ def choose_index(
     gpu: bool = False,
     memory_budget: int | None = None,
     nlist: int | None = None,
+    nprobe: int | None = None,
     pq_m: int = 64,
     pq_bits: int = 8,
 ) -> IndexChoice:
     """Resolve `kind` (one of `BUILD_TYPES`) for n vectors of size dim.
 
     memory_budget: bytes the index may use (default: a quarter of physical memory); only "auto"
-    looks at it. nlist overrides the number of IVF lists; pq_m is the preferred number of PQ
+    looks at it. nlist overrides the number of IVF lists, nprobe the lists searched a query (both
+    refused for an index without lists, and nprobe above nlist); pq_m is the preferred number of PQ
     sub-quantisers (bytes per vector) for "ivfpq"/"opq"; pq_bits the bits of each code (8: 256
     centroids per sub-quantiser; 4 trains far faster on small corpora).
     """
@@ -129,6 +131,10 @@ def choose_index(
             why = "GPU present" if gpu else (f"> {HNSW_MAX:,} vectors" if n > HNSW_MAX else
                                               f"HNSW would need {hnsw_bytes / 2**30:.2f} GiB > budget")
             reason = f"{n:,} vectors, {why}: compressed OPQ+IVF+PQ index (stopes' choice)"
+    if kind in ("flat", "hnsw") and (nlist or nprobe):  # (was: read and dropped without a word)
+        given = " and ".join(o for o, v in (("--nlist", nlist), ("--nprobe", nprobe)) if v)
+        why = f"the index chosen for {n:,} vectors is {kind}" if reason else f"a {kind} index"
+        raise ConfigError(f"{given}: {why} has no IVF lists (give --index-type ivf, ivfpq or opq)")
     if kind == "flat":
         return IndexChoice(kind="flat", factory="Flat", reason=reason or "exact inner product")
     if kind == "hnsw":
@@ -151,7 +157,10 @@ def choose_index(
     factory = index_factory(kind, nl, m, pq_bits)
     # stopes searches 128 lists; a quarter of them on smaller indexes, but at least 8 (all of a
     # handful: searching one list of two would miss half the neighbours).
-    nprobe = min(nl, max(8, min(128, nl // 4)))
+    if nprobe and nprobe > nl:
+        raise ConfigError(f"--nprobe {nprobe} is more than the index's {nl} lists")
+    nprobe_given = bool(nprobe)
+    nprobe = int(nprobe) if nprobe else min(nl, max(8, min(128, nl // 4)))
     lo, hi = 4 * math.sqrt(n), 16 * math.sqrt(n)
     if nlist:
         lists_note = f"{nl} lists (as given)"
@@ -162,4 +171,5 @@ def choose_index(
         lists_note = f"{nl} lists (4*sqrt(N)={lo:.0f}..16*sqrt(N)={hi:.0f})"
     return IndexChoice(kind=kind, factory=factory, nlist=nl, nprobe=nprobe, train_size=train,
                        reason=(reason + "; " if reason else "") + lists_note
-                       + f", {nprobe} searched a query, trained on {train:,} vectors")
+                       + f", {nprobe} searched a query{' (as given)' if nprobe_given else ''}, trained on "
+                       f"{train:,} vectors")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sys
 from pathlib import Path
 import tempfile
@@ -26,6 +27,8 @@ from xmine.options import (LANG, PROJECTION_CHOSEN, Finite, input_format_options
                            ray_option)
 from xmine.artefacts.outputs import claim_output
 from xmine.store.rows import RowSubset
+
+log = logging.getLogger(__name__)
 
 
 def _refuse_ids(input_format, command: str) -> None:
@@ -54,7 +57,8 @@ def _refuse_ids(input_format, command: str) -> None:
                    "corpora whose index does not fit in memory at once; searches merge the shards' top-k.")
 @click.option("--nlist", type=click.IntRange(min=1), default=None, help="IVF lists (default: by corpus size, 4-16 x sqrt(N)).")
 @click.option("--nprobe", type=click.IntRange(min=1), default=None,
-              help="IVF lists searched per query, recorded as the index default (default: min(128, nlist/4)).")
+              help="IVF lists searched per query, recorded as the index default (default: a quarter of the lists, at "
+                   "least 8 (all of fewer), at most 128).")
 @click.option("--pq-m", type=click.IntRange(min=1), default=64, show_default=True,
               help="PQ sub-quantisers = bytes per stored vector (ivfpq/opq); must divide the dimension "
                    "(the largest divisor below it is used).")
@@ -159,6 +163,8 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
 def _search(index_dir, queries, k, fmt, claim, nprobe, encoder: EncoderConfig, projection, input_format=None,
             lang=None) -> dict:
     ix = IndexDir.open(index_dir)
+    if nprobe is not None and not ix.manifest.choice.nlist:  # (was: recorded as used, and ignored)
+        raise ConfigError(f"--nprobe: index {index_dir} is {ix.manifest.choice.factory}, which has no IVF lists")
     encoders = Encoders(encoder, projection, inputs=[index_dir])
     check_same_encoder(ix.encoder, encoders.encoder.fingerprint(), what=f"index {index_dir}")
     check_same_projection(ix.manifest.projection, encoders.projection_fp(), what=f"index {index_dir}")
@@ -178,7 +184,7 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder: EncoderConfig, p
         else:
             sink = sys.stdout
         stack.callback(q.close)
-        written = 0
+        written, fewest = 0, None  # fewest hits a query got
         shards = IndexDirShards(ix)
         # Runs of queries, each searched shard by shard (every shard read once per run), then
         # written: memory holds one run's hits, not all of them. There are no more hits than
@@ -194,6 +200,7 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder: EncoderConfig, p
                 hits = [(r + 1, float(s), int(lines[j]), hits_text[j],
                          int(hit_sent[j]) if hit_sent is not None else None)
                         for r, (s, j) in enumerate(zip(sims[off], rows[off])) if j >= 0]
+                fewest = len(hits) if fewest is None else min(fewest, len(hits))
                 ql = int(q.line_numbers[qi])
                 qs = int(q_sent[qi]) if q_sent is not None else None
                 if fmt == "tsv":
@@ -210,10 +217,14 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder: EncoderConfig, p
                         for rank, s, line, t, hs in hits]}
                     sink.write(json.dumps(record, ensure_ascii=False) + "\n")
                     written += 1
+    if fewest is not None and fewest < k_used:  # an IVF index returns only the rows of the lists it visits
+        log.warning(f"some queries got fewer than k={k_used} hits (the fewest {fewest}): the index searches "
+                    f"{ix.manifest.choice.nprobe if nprobe is None else nprobe} of its {ix.manifest.choice.nlist} "
+                    "lists a query; a larger --nprobe returns more")
     if claim is None:
         return {}
     return {"index": str(index_dir), "queries": str(queries), "format": fmt, "k": k,
-            "k_used": min(k, len(ix)), "lines": written,
+            "k_used": min(k, len(ix)), "fewest_hits": fewest, "lines": written,
             "provenance": provenance(index=str(index_dir), queries=str(queries), k=k, nprobe=nprobe, format=fmt)}
 
 

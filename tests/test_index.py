@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -65,6 +66,20 @@ def test_opq_index_builds_and_finds_stored_vectors(tmp_path, clustered):
     assert np.mean([i in r for i, r in enumerate(rows)]) >= 0.4
 
 
+def test_list_settings_are_refused_where_an_index_has_no_lists_and_nprobe_is_said_as_given():
+    """(was: --nlist on a flat index dropped; --nprobe 50 of 10 lists recorded while the reason
+    said "8 searched a query")"""
+    for kind in ("flat", "hnsw"):
+        with pytest.raises(ConfigError, match=f"--nlist: a {kind} index has no IVF lists"):
+            choose_index(5_000, 384, kind=kind, nlist=5)
+    with pytest.raises(ConfigError, match="--nprobe: the index chosen for 5,000 vectors is flat"):
+        choose_index(5_000, 384, nprobe=4)
+    with pytest.raises(ConfigError, match="--nprobe 50 is more than the index's 10 lists"):
+        choose_index(1_000, 384, kind="ivf", nlist=10, nprobe=50)
+    given = choose_index(1_000, 384, kind="ivf", nlist=10, nprobe=6)
+    assert given.nprobe == 6 and "10 lists (as given), 6 searched a query (as given)" in given.reason
+
+
 def test_a_small_ivf_searches_enough_lists_and_says_why_it_has_so_few(caplog):
     """(was: 100 vectors -> 2 lists "(4*sqrt(N)=40..16*sqrt(N)=160)", searching 1 of them: half the
     neighbours missed; and PQ codebooks trained on 400 vectors for minutes without a word)"""
@@ -115,9 +130,10 @@ def test_an_index_added_in_pieces_is_the_index_added_at_once(tmp_path, clustered
     import xmine.index.build as build
 
     base = clustered[0]
-    _build(base, tmp_path / "once", kind=kind, nlist=16)
+    lists = {"nlist": 16} if kind == "ivf" else {}
+    _build(base, tmp_path / "once", kind=kind, **lists)
     monkeypatch.setattr(build, "ADD_PIECE_ROWS", 1000)  # 6 pieces, merged in row order
-    _build(base, tmp_path / "pieces", kind=kind, nlist=16)
+    _build(base, tmp_path / "pieces", kind=kind, **lists)
     once, pieces = ((tmp_path / d / "shard_00000.faiss").read_bytes() for d in ("once", "pieces"))
     assert len(list((tmp_path / "pieces").glob("*.faiss"))) == 1 and once == pieces
 
@@ -151,7 +167,7 @@ def test_an_index_of_an_older_format_is_one_error(tmp_path, clustered):
                                             r"format 2\); rebuild it$"):
         IndexDir.open(tmp_path / "ix")
 
-def test_cli_build_search_and_encoder_mismatch(tmp_path, data_dir, usem3, monkeypatch):
+def test_cli_build_search_and_encoder_mismatch(tmp_path, data_dir, usem3, monkeypatch, caplog):
     """Real sentences through the CLI: English FLORES indexed with use-m3, German queries find
     their translations; querying with another encoder is refused with a one-line error."""
     from xmine.cli import main
@@ -182,6 +198,22 @@ def test_cli_build_search_and_encoder_mismatch(tmp_path, data_dir, usem3, monkey
     monkeypatch.undo()
     res = runner.invoke(main, ["search", str(tmp_path / "idx"), str(tmp_path / "de.txt"), "--format", "jsonl"])
     assert res.exit_code == 0 and res.stdout.count("\n") == 50  # stderr carries the progress bar
+    # --nprobe on an index without lists (was: recorded as used)
+    res = runner.invoke(main, ["search", str(tmp_path / "idx"), str(tmp_path / "de.txt"), "--nprobe", "5"])
+    assert res.exit_code == 2 and "--nprobe: index" in res.output and "has no IVF lists" in res.output
+    # an IVF index returns only the rows of the lists it visits: fewer than k is said and recorded
+    # (was: k_used 200 whatever came back)
+    res = runner.invoke(main, ["build-index", str(tmp_path / "en.txt"), "--lang", "en", "-o", str(tmp_path / "ivf"),
+                               "--encoder", "use-m3", "--index-type", "ivf", "--nlist", "4", "--nprobe", "1"])
+    assert res.exit_code == 0, res.output
+    with caplog.at_level("WARNING", logger="xmine"):
+        res = runner.invoke(main, ["search", str(tmp_path / "ivf"), str(tmp_path / "de.txt"), "-k", "200", "-o",
+                                   str(tmp_path / "hits.tsv")])
+    assert res.exit_code == 0, res.output
+    summary = json.loads((tmp_path / "hits.tsv.json").read_text())
+    assert summary["k_used"] == 200 and summary["fewest_hits"] < 200
+    assert any(f"the fewest {summary['fewest_hits']}): the index searches 1 of its 4 lists" in r.getMessage()
+               for r in caplog.records)
     # An index made with another encoder is refused.
     base = np.random.default_rng(0).standard_normal((20, 64)).astype(np.float32)
     _build(base, tmp_path / "toy", kind="flat")

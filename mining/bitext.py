@@ -49,7 +49,7 @@ class BitextFormat:
     tgt_field: str | None = None
     #: tsv/csv: whether the first line names the columns (None: csv yes, tsv no)
     header: bool | None = None
-    #: hf: the split of a DatasetDict (default: the only one, else train)
+    #: hf: the split of a DatasetDict (default: the only one; several need it)
     split: str | None = None
 
 
@@ -224,7 +224,9 @@ class Bitext:
         ds = datasets.load_from_disk(str(self.path))
         if isinstance(ds, datasets.DatasetDict):
             splits = list(ds)
-            split = self.spec.split or (splits[0] if len(splits) == 1 else "train")
+            if self.spec.split is None and len(splits) > 1:  # (was: train, without a word; corpora refuse too)
+                raise InputError(self.path, f"a DatasetDict with splits {', '.join(splits)}: choose one with --split")
+            split = self.spec.split or splits[0]
             if split not in ds:
                 raise InputError(self.path, f"no split {split!r} (splits: {', '.join(splits)}); choose one with "
                                             "--split")

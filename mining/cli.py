@@ -147,7 +147,7 @@ def _before_search(summary: dict) -> str:
               help="The target text, likewise [default: column 2; the target's 'translation' entry, else 'tgt'].")
 @click.option("--header/--no-header", default=None,
               help="tsv/csv: the first line names the columns [default: csv yes, tsv no].")
-@click.option("--split", "hf_split", default=None, help="hf: the split to read (default: the only one, else train).")
+@click.option("--split", "hf_split", default=None, help="hf: the split to read (default: the only one; a DatasetDict of several needs it).")
 @click.option("--kept-only", is_flag=True, help="Write only the pairs that are kept.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT (and OUT.json) if it is an earlier xmine score result.")
 @src_lang_option(help="Language of the source side (the script and language filters judge it by this).")

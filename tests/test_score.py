@@ -121,7 +121,11 @@ def test_a_split_of_a_dataset_without_splits_is_refused(tmp_path):
         str(tmp_path / "pairs"))
     refused(xm("score", tmp_path / "pairs", "--split", "test", "-o", tmp_path / "o.tsv"),
             "a single Dataset, without splits: --split test")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["pairs"]
+    # several splits and none named (was: train, without a word)
+    pairs = datasets.Dataset.from_dict({"src": ["Hallo."], "tgt": ["Hello."]})
+    datasets.DatasetDict({"train": pairs, "test": pairs}).save_to_disk(str(tmp_path / "dd"))
+    refused(xm("score", tmp_path / "dd", "-o", tmp_path / "o.tsv"), "splits train, test: choose one with --split")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dd", "pairs"]
 
 def test_moses_files_of_different_lengths_are_refused_naming_the_line(tmp_path):
     (tmp_path / "a.de").write_text("eins\nzwei\ndrei\n", encoding="utf-8")

@@ -232,6 +232,9 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
     """
     if (projection_dir is None) == (lid is None):
         raise click.UsageError("give exactly one of --projection DIR and --lid BACKEND")
+    if lid is not None and (unused := given_on_command_line("guess", "encoder", "precision", "runtime", "prompt",
+                                                            "prompt_name")):  # (was: read and dropped)
+        raise click.UsageError(f"{', '.join(unused)}: options of --projection, not of --lid")
     claiming = (claim_output(output, kind="langid-result", form="tsv", overwrite=overwrite,
                              inputs=[projection_dir] + [_labelled(spec)[0] for spec in files])
                 if output is not None else contextlib.nullcontext())
@@ -244,6 +247,14 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
             enc = load_encoder(encoder or projection.config["encoder"]["name"], precision=precision, runtime=runtime,
                                prefix=prompt, prompt_name=prompt_name)
             projection.check_encoder(enc.fingerprint())
+        if evaluate:  # every file's language first: refused before anything is encoded
+            for spec in files:
+                path, lang = _labelled(spec)
+                truth = normalize_lang(lang or path.name.rpartition(".")[2])
+                if truth not in known:  # (was: "write LANG=FILE to label it", which changed nothing)
+                    raise ConfigError(f"{path}: language {truth!r} is not one the {'library' if lid else 'projection'} "
+                                      f"knows ({', '.join(known)}), so --eval cannot score it; without --eval, the "
+                                      "answers for its lines are shown")
         lines_out: list[str] = []
         total_ok = total_n = unknown = 0
         for spec in files:
@@ -259,9 +270,6 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
             shown = pred if guess else labels  # what the command answers, and so what --eval scores
             if evaluate:
                 truth = normalize_lang(lang or path.name.rpartition(".")[2])
-                if truth not in known:
-                    raise ConfigError(f"{path}: language {truth!r} is not one the {'library' if lid else 'projection'} "
-                                      f"knows ({', '.join(known)}); write LANG=FILE to label it")
                 ok = sum(p == truth for p in shown)
                 total_ok += ok
                 total_n += len(shown)

@@ -220,6 +220,8 @@ def _locale_dirs(values: tuple[str, ...], what: str) -> dict[str, str]:
         loc, eq, path = v.partition("=")
         if not eq or not loc or not path:
             raise click.BadParameter(f"{v!r} is not LOCALE=DIR (e.g. de-DE=proj-fmda-de)", param_hint=what)
+        if loc in out:  # (was: the last one kept without a word)
+            raise click.BadParameter(f"{loc} given twice ({out[loc]} and {path})", param_hint=what)
         out[loc] = path
     return out
 

@@ -28,6 +28,7 @@ from xmine.benchmarks import common
 from xmine.benchmarks.common import l2_normalise
 from xmine.benchmarks.massive_templates import build_template_pairs
 from xmine.disentangle import load_projection
+from xmine.langs import normalize_lang
 from xmine.disentangle.fmda_data import read_massive
 from xmine.encoders.tokens import build_token_store, share_sentence_vectors
 from xmine.errors import ConfigError
@@ -162,6 +163,11 @@ def run(encoder, folder, fmda_dirs: dict[str, str], dream_dirs: dict[str, str], 
             claims.enter_context(claim_output(outs[t], kind=common.RESULT_KIND, form="json", overwrite=overwrite,
                                               inputs=inputs))
         models = {p: {"fmda": load_projection(fmda_dirs[p]), "dream": load_projection(dream_dirs[p])} for p in fmda_dirs}
+        for loc, pair in models.items():  # each pair with the models trained on it (was: any model taken)
+            for kind, projection in pair.items():
+                if normalize_lang(loc) not in {normalize_lang(lang) for lang in projection.languages}:
+                    raise ConfigError(f"--{kind} {loc}={projection.path}: trained on "
+                                      f"{', '.join(projection.languages)}, not on {loc}")
         res = evaluate(encoder, folder, models, seed=seed, max_rows=300 if quick else None)
         variants = [common.Variant(f"{kind}-{p}", kind, None, m[kind].fingerprint() | {"path": str(m[kind].path)})
                     for p, m in models.items() for kind in ("fmda", "dream")]

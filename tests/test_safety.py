@@ -268,6 +268,9 @@ BAD_OPTIONS = [
      "it or its summary is OUT.meta of this command"),
     (["mine", "{de}", "{en}", "--encoder", "use-m3", "-o", "{o}", "--format", "moses", "--keep-filtered", "{o}.src"],
      "it or its summary is OUT.src of this command"),
+    # a locale given twice (was: the last one kept without a word)
+    (["bench", "fmda", "--fmda", "de-DE={o}", "--fmda", "de-DE={index}", "--dream", "de-DE={o}"],
+     "de-DE given twice"),
     # click's own refusals, one line too (was: usage, a hint and the error on three lines)
     (["mine", "{de}", "-o", "{o}"], "mine: Missing argument 'TGT' (see '"),
     (["mine", "{de}", "{en}", "-o", "{o}", "--threshold", "abc"], "'abc' is not a valid float"),

@@ -319,12 +319,8 @@ def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, mar
     if not noisy:
         folder, manifest = mining.build_sets(data, lang_list, sets_dir=Path(sets_dir) if sets_dir else None, **settings)
         click.echo(f"mining sets in {folder}", err=True)
-        small = {lang: manifest["languages"][lang]["counts"]["gold"] for lang in lang_list
-                 if manifest["languages"][lang]["counts"]["gold"] < mining.MIN_GOLD}
-        if small:  # one pair then moves F1 by a point or more: say so beside the numbers
-            click.secho(f"xmine: warning: {', '.join(f'{k}: {v}' for k, v in small.items())} gold pairs, fewer than "
-                        f"{mining.MIN_GOLD}: one pair moves a set's F1 by {100 / min(small.values()):.1f} points or "
-                        "more (the default sizes, without --quick, give each set >= 100)", fg="yellow", err=True)
+        if note := mining.small_sets_note(manifest, lang_list):
+            click.secho(f"xmine: warning: {note}", fg="yellow", err=True)
 
     def evaluate(v):
         record = mining.variant_threshold(v, threshold, margin=margin, encoder_name=current_encoder().name,

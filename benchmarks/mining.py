@@ -288,6 +288,18 @@ def build_sets(data: Path, langs: Sequence[str], *, sets_dir: Path | None = None
     return sets_dir, manifest
 
 
+def small_sets_note(manifest: dict[str, Any], langs: Sequence[str]) -> str | None:
+    """What to say of the sets of `langs` (in `build_sets`' manifest) that hold fewer than MIN_GOLD
+    gold pairs: one pair then moves a set's F1 by a point or more. None when every set holds enough."""
+    small = {lang: manifest["languages"][lang]["counts"]["gold"] for lang in langs
+             if manifest["languages"][lang]["counts"]["gold"] < MIN_GOLD}
+    if not small:
+        return None
+    return (f"{', '.join(f'{k}: {v}' for k, v in small.items())} gold pairs, fewer than {MIN_GOLD}: one pair moves a "
+            f"set's F1 by {100 / min(small.values()):.1f} points or more (the default sizes, without --quick, give "
+            "each set >= 100)")
+
+
 class MiningSets:
     """A folder of sets `build_sets` wrote, opened to be checked (`xmine verify`): every file its
     manifest records, by name in the folder, has the recorded size and sha256, and no other file is

@@ -13,6 +13,7 @@ projections need xmine's own module (`st_module.export_sentence_transformer`).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from xmine import __version__
@@ -21,7 +22,7 @@ from xmine.disentangle.projection import load_projection
 from xmine.encoders import load_encoder
 from xmine.encoders.e5_q4 import ensure_me5_model
 from xmine.errors import ConfigError, EncoderError
-from xmine.artefacts.fileio import MANIFEST, sha256_file, write_manifest
+from xmine.artefacts.fileio import FILE_MODE, MANIFEST, sha256_file, write_manifest
 from xmine.artefacts.records import FileRecord
 from xmine.artefacts.outputs import claim_output
 
@@ -37,8 +38,8 @@ This model is `{encoder}` followed by the meaning part of the xmine projection `
 ({method}), written by `xmine export-st` (xmine {version}, commit {commit}). The projection is one
 linear layer, stored as a standard `Dense` module between two `Normalize` modules, so the model
 loads with sentence-transformers alone. Its vectors are the ones `xmine mine` compares (the
-encoder's prefix `{prefix}` is the default prompt). Training and calibration of the projection:
-its `config.json` and `SHIPPED.json` in xmine.
+encoder's prefix `{prefix}` is the default prompt). How the projection was trained: its
+`config.json` (and, for a projection xmine ships, how it was calibrated: its `SHIPPED.json`).
 """
 
 
@@ -101,6 +102,8 @@ def save_export(model, tmp: Path, kind: str, projection, *, part: str, card: str
         json.dumps({"projection": fingerprint, "encoder": projection.config["encoder"], "part": part},
                    indent=2) + "\n", encoding="utf-8")
     paths = {p.relative_to(tmp).as_posix(): p for p in Path(tmp).rglob("*") if p.is_file()}
+    for p in paths.values():  # (safetensors writes through mkstemp: 0600, unlike the files beside it)
+        os.chmod(p, FILE_MODE)
     files = {rel: FileRecord(bytes=p.stat().st_size, sha256=sha256_file(p)).to_dict()
              for rel, p in sorted(paths.items()) if rel != MANIFEST}
     write_manifest(tmp, kind, {"projection": fingerprint, "part": part, "files": files,

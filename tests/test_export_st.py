@@ -71,7 +71,9 @@ def test_verify_checks_every_file_of_the_export(exported):
     on_disk = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()} - {"manifest.json"}
     assert set(manifest["files"]) == on_disk and "3_Dense/model.safetensors" in on_disk
     # shared like every other file of it (was: the weights 0600, written through mkstemp)
-    assert {oct((out / rel).stat().st_mode & 0o777) for rel in on_disk} == {"0o644"}
+    from xmine.artefacts.fileio import FILE_MODE
+
+    assert {(out / rel).stat().st_mode & 0o777 for rel in on_disk} == {FILE_MODE}
     res = ok(xm("verify", out))
     assert f"OK, an xmine portable sentence-transformers export ({len(on_disk)} files match" in res.output
 

@@ -1009,3 +1009,14 @@ def test_resuming_at_another_shard_size_is_refused_not_redone_under_a_resuming_m
                 "run with --shard-rows 50 to resume its 2 finished shard(s)", "--overwrite")
     res = ok(xm(*args, "--shard-rows", 50))
     assert "100 resumed from an earlier run" in res.output
+
+
+def test_a_projection_made_for_another_encoder_names_the_encoder_to_use(ws):
+    """`mine --projection DIR` without --encoder uses the encoder the projection was trained on, as
+    `langid --projection` does (was: the default me5-small's embeddings met a use-m3 projection and
+    were refused); an --encoder given that does not match is still refused."""
+    ok(xm("mine", ws / "de.txt", ws / "en.txt", "--projection", ws / "proj", "-q", "-o", ws / "m.tsv"))
+    assert json.loads((ws / "m.tsv.json").read_text())["encoder"]["name"] == "use-m3"
+    with untouched(ws):
+        refused(xm("mine", ws / "de.txt", ws / "en.txt", "--projection", ws / "proj", "--encoder", "me5-small",
+                   "-q", "-o", ws / "m2.tsv"), "was made with encoder 'use-m3'")

@@ -43,6 +43,11 @@ class Encoders:
         self._artefact_encoder = artefact_encoder(inputs)  # its name, precision and runtime are the defaults
         self.config = config
         self.encoder_name = config.name or (self._artefact_encoder.name if self._artefact_encoder else None)
+        if self.encoder_name is None and projection not in (None, "default", "none") and Path(projection).is_dir():
+            # a projection made for another encoder names its own (as `langid --projection` reads it),
+            # rather than meeting the default encoder's embeddings and being refused
+            made_for = artefact_encoder([projection])
+            self.encoder_name = made_for.name if made_for is not None else None
         self.projection_spec = projection
         self.precision = config.precision
         self._artefact = artefact_projection(inputs)

@@ -89,5 +89,6 @@ def test_score_reads_a_bitext_at_a_url(corpora, data_dir, tmp_path):
     ok(xm("score", tmp_path / "b.tsv", *args, "-o", tmp_path / "local.tsv"))
     ok(xm("score", url, *args, "-o", tmp_path / "remote.tsv"))
     assert (tmp_path / "remote.tsv").read_bytes() == (tmp_path / "local.tsv").read_bytes()
-    assert json.loads((tmp_path / "remote.tsv.json").read_text())["provenance"]["parameters"]["bitext"] == [url]
+    bitext = json.loads((tmp_path / "remote.tsv.json").read_text())["provenance"]["parameters"]["bitext"]
+    assert bitext["files"] == [{"path": url, "size": len(tsv.encode()), "sha256": hashlib.sha256(tsv.encode()).hexdigest()}]
     refused(xm("score", "nosuchproto://b.tsv", *args, "-o", tmp_path / "x.tsv"), "unknown protocol")

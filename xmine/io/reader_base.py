@@ -60,9 +60,9 @@ class InputFormat:
         if not self.text_field:
             raise ConfigError("--text-field must not be empty")
         if self.given is None:  # (frozen: set once, here)
-            set_ = {"--text-field": self.text_field != "text", "--id-field": self.id_field is not None,
-                    "--header": self.header is not None, "--split": self.split is not None}
-            object.__setattr__(self, "given", frozenset(o for o, is_set in set_.items() if is_set))
+            not_default = {"--text-field": self.text_field != "text", "--id-field": self.id_field is not None,
+                           "--header": self.header is not None, "--split": self.split is not None}
+            object.__setattr__(self, "given", frozenset(o for o, differs in not_default.items() if differs))
 
 
 def is_dataset_dir(path: str | Path) -> bool:

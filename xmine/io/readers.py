@@ -15,10 +15,11 @@ memory-mapped, data files are streamed).
 A record whose text is empty or white space is skipped (counted, its number kept); tabs and line
 breaks inside a text become spaces, as in a text file. A missing field, a value that is not a
 string, invalid JSON or an unreadable file raises `InputError` naming the file, the record and
-the problem. `id_field` keeps each record's own id (a string or number, as a string; one holding a tab or
-line break is refused, as a boolean is) beside its number, as provenance. With `split_sentences` each record is a document or paragraph:
-`split_into_sentences` yields its sentences (xmine.io.sentences), each with the record's number and
-id and its own 1-based index in the record.
+the problem. `id_field` keeps each record's own id (a string or number, as a string; one holding
+a tab or line break is refused, as a boolean is) beside its number, as provenance. With
+`split_sentences` each record is a document or paragraph: `split_into_sentences` yields its
+sentences (xmine.io.sentences), each with the record's number and id and its own 1-based index in
+the record.
 """
 
 from __future__ import annotations

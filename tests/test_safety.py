@@ -1020,3 +1020,11 @@ def test_a_projection_made_for_another_encoder_names_the_encoder_to_use(ws):
     with untouched(ws):
         refused(xm("mine", ws / "de.txt", ws / "en.txt", "--projection", ws / "proj", "--encoder", "me5-small",
                    "-q", "-o", ws / "m2.tsv"), "was made with encoder 'use-m3'")
+
+
+def test_embed_with_a_projection_made_for_another_encoder_uses_that_encoder(ws):
+    """`embed --projection DIR` without --encoder embeds with the projection's encoder, as mine,
+    score and build-index do (was: refused, me5-small's embeddings meeting a use-m3 projection)."""
+    ok(xm("embed", ws / "de.txt", "--lang", "de", "--projection", ws / "proj", "-q", "-o", ws / "st"))
+    manifest = json.loads((ws / "st" / "manifest.json").read_text())
+    assert manifest["encoder"]["name"] == "use-m3" and manifest["part"] == "meaning"

@@ -7,6 +7,7 @@ import platform
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import click
 
@@ -99,7 +100,8 @@ def describe_auto_precision() -> str:
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=str),
               help="Store directory to create (or to resume, or to return at once if already finished).")
 @click.option("--encoder", "encoder_name", default="me5-small", show_default=True,
-              help="Encoder name (see `xmine encoders`) or any sentence-transformers model name/path.")
+              help="Encoder name (see `xmine encoders`) or any sentence-transformers model name/path; with "
+                   "--projection DIR, the encoder that projection was made for unless given.")
 @projection_option("to embed in (its --part is stored)")
 @click.option("--part", type=click.Choice(["meaning", "language"]), default="meaning", show_default=True,
               help="Which part of the projection to store (needs --projection for 'language').")
@@ -166,6 +168,11 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     else:
         if encoder_name_given or dim or embeddings_column:
             raise ConfigError("--encoder-name, --dim and --embeddings-column go with --embeddings FILE")
+        if not given_on_command_line("encoder_name") and projection not in (None, "default", "none") \
+                and Path(projection).is_dir():
+            # a projection made for another encoder names its own, as mine, score and build-index read it
+            made_for = artefact_encoder([projection])
+            encoder_name = made_for.name if made_for is not None else encoder_name
         # With --ray the actors encode; this process needs only the fingerprint (no model load for me5-small).
         encoder = load_encoder(encoder_name, device=device, runtime=runtime_for_artefact(finished, runtime),
                                precision=precision or (finished.run_precision if finished else "auto"),

@@ -24,7 +24,7 @@ from xmine.langs import is_known_lang, normalize_lang
 from xmine.disentangle.massive import locate
 from xmine.mining.langid import LID_BACKENDS, identify as identify_by_library, supported_languages
 from xmine.options import Finite, given_on_command_line, quiet_option, ray_option
-from xmine.encoders.options import precision_option
+from xmine.encoders.options import precision_option, prompt_options
 from xmine.artefacts.outputs import claim_output
 from xmine.encoders.projection import shipped_dir
 
@@ -299,14 +299,16 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
 @click.argument("projection", metavar="PROJ")
 @click.argument("out", type=click.Path(path_type=Path))
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it is an earlier export-st result.")
-def export_st_command(projection, out, overwrite):
+@prompt_options
+def export_st_command(projection, out, overwrite, prompt, prompt_name):
     """Write PROJ (a projection directory, or 'default': the one shipped for me5-small) with its
     encoder as a sentence-transformers model in OUT made of standard modules only (Transformer,
     Pooling, Normalize, Dense, Normalize): SentenceTransformer(OUT) loads it without xmine and
     encodes to the vectors xmine mine compares. The projection's meaning part must be one linear
-    layer (the shipped one is)."""
+    layer (the shipped one is). A projection trained with --prompt or --prompt-name is exported with
+    the same option, which becomes the model's default prompt."""
     path = shipped_dir(DEFAULT_ENCODER) if projection == "default" else Path(projection)
-    model = export_portable(path, out, overwrite=overwrite)
+    model = export_portable(path, out, overwrite=overwrite, prompt=prompt, prompt_name=prompt_name)
     click.echo(f"exported {', '.join(type(m).__name__ for m in model)} -> {out}", err=True)
 
 

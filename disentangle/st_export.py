@@ -62,15 +62,17 @@ def _linear_meaning(projection):
     return layers[0]
 
 
-def base_model(projection, encoder_name: str):
+def base_model(projection, encoder_name: str, *, prompt: str | None = None, prompt_name: str | None = None):
     """(the encoder as a SentenceTransformer, its prompts, the default prompt's name): the fp32
     torch weights of `encoder_name`, which must be the projection's encoder (EncoderMismatchError
-    otherwise), with the encoder's text prefix as the default prompt."""
+    otherwise), with the encoder's text prefix as the default prompt: `prompt` or the prompt named
+    `prompt_name` where the projection was trained with one (None: the encoder's default)."""
     from sentence_transformers import SentenceTransformer
 
     # The exported pipeline runs the fp32 torch weights (its users pick their own dtype); a projection
     # trained at another precision or runtime of them is accepted (xmine.encoders.check_projection_encoder).
-    encoder = load_encoder(encoder_name, device="cpu", precision="fp32", runtime="torch")
+    encoder = load_encoder(encoder_name, device="cpu", precision="fp32", runtime="torch", prefix=prompt,
+                           prompt_name=prompt_name)
     projection.check_encoder(encoder.fingerprint())
     if encoder_name == "use-m3":
         raise EncoderError("use-m3 is not a sentence-transformers model; only those can be exported with a projection")
@@ -110,9 +112,12 @@ def save_export(model, tmp: Path, kind: str, projection, *, part: str, card: str
                                "provenance": provenance(**parameters)}, format_version=EXPORT_FORMAT)
 
 
-def export_portable(projection_dir: str | Path, out_dir: str | Path, *, overwrite: bool = False):
+def export_portable(projection_dir: str | Path, out_dir: str | Path, *, overwrite: bool = False,
+                    prompt: str | None = None, prompt_name: str | None = None):
     """Write the encoder + the projection's linear meaning layer as standard sentence-transformers
-    modules into `out_dir` (claimed like every output: new, or an earlier export with `overwrite`)."""
+    modules into `out_dir` (claimed like every output: new, or an earlier export with `overwrite`).
+    `prompt`/`prompt_name`: the encoder's prompt the projection was trained with, where not its
+    default; it becomes the exported model's default prompt."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Dense, Normalize
     from torch import nn
@@ -122,7 +127,7 @@ def export_portable(projection_dir: str | Path, out_dir: str | Path, *, overwrit
         projection = load_projection(projection_dir)
         linear = _linear_meaning(projection)
         name = projection.config["encoder"]["name"]
-        st, prompts, default = base_model(projection, name)
+        st, prompts, default = base_model(projection, name, prompt=prompt, prompt_name=prompt_name)
         modules = list(st)
         if not isinstance(modules[-1], Normalize):
             modules.append(Normalize())

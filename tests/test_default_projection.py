@@ -299,11 +299,12 @@ def test_a_store_meets_an_index_or_a_request_only_in_its_own_space(tmp_path, me5
     before = tree(tmp_path)
     refused(xm("search", tmp_path / "raw.en", tmp_path / "meaning.de", "-k", 1), "meaning.de", "projection")
     refused(xm("search", tmp_path / "raw.en", tmp_path / "passage.de", "-k", 1), "raw.en", "passage.de",
-            "same encoder (and prefix)")
+            "was made with 'me5-small' and the prompt 'query: ', but embeddings with the prompt 'passage: '",
+            "(--prompt 'query: ')")
     refused(xm("build-index", tmp_path / "meaning.de", "--projection", "none", "-o", tmp_path / "x"),
             "meaning.de", "no projection (raw embeddings) was given")
     refused(xm("build-index", tmp_path / "raw.de", "--prompt", "passage: ", "-o", tmp_path / "x"),
-            "raw.de", "same encoder (and prefix)")
+            "raw.de", "(--prompt 'query: ')")
     assert tree(tmp_path) == before
     # The same queries as a store of the index's own space score as the text does.
     as_store = ok(xm("search", tmp_path / "raw.en", tmp_path / "raw.de", "-k", 1)).output

@@ -125,3 +125,32 @@ def test_verify_refuses_an_export_manifest_naming_a_file_outside(tmp_path):
     assert "OK, an xmine portable sentence-transformers export (1 file matches" in ok(xm("verify", out)).output
     (out / "link.bin").symlink_to(outside)
     refused(xm("verify", out), f"{out / 'link.bin'}: not recorded")
+
+
+@pytest.mark.slow
+def test_a_projection_trained_with_a_prompt_is_exported_with_it(data_dir, tmp_path):
+    """A projection trained with --prompt is exported with the same --prompt, which becomes the
+    model's default prompt (was: refused, with no option to give it); the export gives xmine's
+    vectors for that prompt."""
+    from xmine.disentangle.projection import load_projection
+    from xmine.encoders import load_encoder
+
+    de, en = flores_lines(data_dir, "deu_Latn", 200), flores_lines(data_dir, "eng_Latn", 200)
+    (tmp_path / "p.de").write_text("".join(t + "\n" for t in de), encoding="utf-8")
+    (tmp_path / "p.en").write_text("".join(t + "\n" for t in en), encoding="utf-8")
+    proj, out = tmp_path / "proj", tmp_path / "st"
+    ok(xm("train", "--method", "dream", "--max-epochs", 1, "--pairs", f"{tmp_path / 'p.de'}:{tmp_path / 'p.en'}",
+          "--prompt", "passage: ", "-q", "-o", proj))
+    with untouched(tmp_path):
+        refused(xm("export-st", proj, out), "the prompt 'passage: '", "(--prompt 'passage: ')")
+    ok(xm("export-st", proj, out, "--prompt", "passage: "))
+    assert json.loads((out / "config_sentence_transformers.json").read_text())["default_prompt_name"] == "passage"
+    texts = de[:4]
+    (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
+    run = subprocess.run([sys.executable, "-c", LOAD, str(out), str(tmp_path / "texts.json")], capture_output=True,
+                         text=True, check=True)
+    exported = np.asarray(json.loads(run.stdout.splitlines()[-1])["vectors"], dtype=np.float32)
+    encoder = load_encoder("me5-small", precision="fp32", runtime="torch", prefix="passage: ")
+    ours = load_projection(proj).transform(np.asarray(encoder.encode(texts), dtype=np.float32), "meaning")
+    cosines = (exported * ours).sum(axis=1) / np.linalg.norm(exported, axis=1) / np.linalg.norm(ours, axis=1)
+    assert cosines.min() >= 0.9999, cosines

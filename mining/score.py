@@ -119,17 +119,20 @@ def write_sides(bitext: Bitext, work: Path) -> StagedSides:
     return StagedSides(src=paths[0], tgt=paths[1], numbers=np.frombuffer(numbers, dtype=np.int64), flattened=flattened)
 
 
-def check_corpora(paths) -> None:
+def check_corpora(paths) -> dict:
     """Refuse a missing corpus, and open each that is an artefact (its reader validates it), before
-    the output is claimed: a wrong --src-corpus or --tgt-corpus leaves nothing behind."""
+    the output is claimed: a wrong --src-corpus or --tgt-corpus leaves nothing behind. Returns the
+    stores and indexes opened, by path, for loading them without opening them again."""
+    opened = {}
     for path in paths:
         if path is None:
             continue
         kind = artefact_kind(path)  # (a missing file, an unfinished artefact: refused here)
         if kind == "embedding-store":
-            EmbeddingStore.open(path)
+            opened[path] = EmbeddingStore.open(path)
         elif kind == "index":
-            open_artefact(path, "index")
+            opened[path] = open_artefact(path, "index")
+    return opened
 
 
 def _rows_of_pairs(side, n: int) -> np.ndarray:
@@ -250,7 +253,7 @@ def score_bitext(
         check_calibration_record(selection.calibration)
     executor = executor_for(search.ray)  # join the cluster first: a wrong address fails before anything is written
     corpora_paths = (src_corpus, tgt_corpus)
-    check_corpora(corpora_paths)
+    opened_corpora = check_corpora(corpora_paths)
     # The bitext is read (every row checked) before OUT is claimed: a malformed row leaves nothing behind.
     with tempfile.TemporaryDirectory(prefix="xmine-score-") as staged:
         staged_sides = write_sides(bitext, Path(staged))
@@ -275,7 +278,7 @@ def score_bitext(
                     loaded.append(None if path is None else load_side(
                         path, lang=lang, encoders=encoders, work_dir=work / tag, show_progress=show_progress,
                         rebuild=rebuild, reported_as=staged_sides.reported_as(bitext, tag)
-                        if tag in ("src", "tgt") else None))
+                        if tag in ("src", "tgt") else None, opened=opened_corpora.get(path)))
                 sides = [side for side in loaded if side is not None]
                 for side in sides[1:]:
                     check_compatible(sides[0], side)

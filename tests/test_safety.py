@@ -970,7 +970,7 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(ws):
     assert first.count(b"\t") >= 4 and "error" not in err and "Traceback" not in err, err
 
 
-def test_the_hidden_work_a_killed_run_left_is_removed_by_the_next_run_of_that_output(ws, caplog):
+def test_the_hidden_work_a_killed_run_left_is_removed_by_the_next_run_of_that_output(ws, caplog, monkeypatch):
     """SIGKILL runs no clean-up: build-index's `.IDX.work-*` (a partial store) stayed for good,
     as did `.OUT.*.tmp` of the atomic writers. The next run of the same output holds its locks, so
     no live writer owns them: it removes them and says so. Names that only look alike stay."""
@@ -987,9 +987,19 @@ def test_the_hidden_work_a_killed_run_left_is_removed_by_the_next_run_of_that_ou
     alike = [".m.tsv.notes.tmp", ".m.tsv.k2j3x9_a.tmp.bak", ".idx.work-mine", ".other.q8w7e6r5.tmp.tsv"]
     for name in alike:
         (ws / name).write_text("the user's\n")
+    listed, real_iterdir = [], Path.iterdir
+
+    def counting_iterdir(self):
+        listed.append(self)
+        return real_iterdir(self)
+
     with caplog.at_level("INFO", logger="xmine"):
         ok(xm(*args))
+        monkeypatch.setattr(Path, "iterdir", counting_iterdir)
         ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-q", "-o", ws / "m.tsv"))
+        monkeypatch.undo()
+    # the output's folder listed once for the temporaries of all its claimed files (was: once each)
+    assert listed.count(ws) == 1, listed
     assert not [p for p in ws.iterdir() if p.name.startswith(".idx.work-") and p.name != ".idx.work-mine"]
     assert sorted(p.name for p in ws.iterdir() if p.name.startswith(".") and not p.name.endswith(".lock")) == sorted(alike)
     said = [r.getMessage() for r in caplog.records if "removed, the hidden work" in r.getMessage()]

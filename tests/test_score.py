@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -357,6 +358,29 @@ def test_a_damaged_corpus_store_is_refused_before_the_output_is_claimed(data_dir
                    "--tgt-corpus", store), str(shard.name))
         refused(xm("score", bitext, "--src-lang", "de", "--tgt-lang", "en", "-o", tmp_path / "scored.tsv", "-q",
                    "--src-corpus", tmp_path / "nowhere.txt"), "nowhere.txt")
+
+
+def test_a_corpus_store_is_opened_once(data_dir, tmp_path, monkeypatch):
+    """The store checked before the claim is the one scored with (was: opened, and its files up to
+    64 MiB hashed, twice)."""
+    from xmine.store import EmbeddingStore
+
+    de, en = flores_lines(data_dir, "deu_Latn", 30), flores_lines(data_dir, "eng_Latn", 30)
+    bitext = tmp_path / "pairs.tsv"
+    bitext.write_text("".join(f"{a}\t{b}\n" for a, b in zip(de[:6], en[:6])), encoding="utf-8")
+    (tmp_path / "en.txt").write_text("".join(f"{s}\n" for s in en[6:]), encoding="utf-8")
+    store = tmp_path / "en.store"
+    ok(xm("embed", tmp_path / "en.txt", "--lang", "en", "-o", store, "-q"))
+    opened, real_open = [], EmbeddingStore.open.__func__
+
+    def counting_open(cls, path, *args, **kwargs):
+        opened.append(Path(path))
+        return real_open(cls, path, *args, **kwargs)
+
+    monkeypatch.setattr(EmbeddingStore, "open", classmethod(counting_open))
+    ok(xm("score", bitext, "--src-lang", "de", "--tgt-lang", "en", "-o", tmp_path / "scored.tsv", "-q",
+          "--tgt-corpus", store))
+    assert opened.count(store) == 1, opened
 
 
 def test_blank_rows_are_kept_as_empty_pairs_and_translation_entries_must_match_the_languages(tmp_path):

@@ -121,14 +121,15 @@ class Side:
 
 def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_dir: str | Path | None = None,
               show_progress: bool = True, rebuild: bool = False, input_format: Any = None,
-              reported_as: Callable[[CorpusStats], CorpusStats] | None = None) -> Side:
+              reported_as: Callable[[CorpusStats], CorpusStats] | None = None, opened: Any = None) -> Side:
     """Open `path` (a corpus, embedding store or index dir) as a Side in the requested space.
 
     `work_dir` holds what this side needs built (a corpus's store, a projected copy of a raw
     store's rows); an interrupted command resumes from it. `rebuild`: a damaged store found there
     is built again (the command's --overwrite) instead of refused. `input_format`
     (xmine.io.reader_base.InputFormat) says how to read a corpus that is not one sentence a line;
-    `reported_as`, what its warnings name (`xmine.store.embed_corpus`).
+    `reported_as`, what its warnings name (`xmine.store.embed_corpus`); `opened`, the store or index
+    at `path` where the caller has opened (and so checked) it already.
     """
     path = Path(path)
     kind = artefact_kind(path, input_format)
@@ -146,7 +147,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         side._tmp = tmp
         return side
     if kind == "embedding-store":
-        store = EmbeddingStore.open(path)
+        store = opened if opened is not None else EmbeddingStore.open(path)
         what = f"embedding store {path}"
         encoders.check_artefact_encoder(store.manifest.encoder, what=what)
         if store.part == "language":
@@ -162,7 +163,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         side._tmp = tmp
         return side
     if kind == "index":
-        ix = open_artefact(path, "index")  # xmine.index's IndexDir
+        ix = opened if opened is not None else open_artefact(path, "index")  # xmine.index's IndexDir
         what = f"index {path}"
         encoders.check_artefact_encoder(ix.encoder, what=what)
         check_same_projection(ix.manifest.projection, encoders.projection_fp(), what=what)

@@ -305,15 +305,19 @@ def _remove_leftover_temporaries(claimed: list[Path]) -> None:
     """Remove the hidden temporaries of the claimed outputs that a killed writer left (SIGKILL, a
     power cut: no clean-up ran). Called with every claimed path locked, so no live writer of them
     exists; each removal is said, with its size."""
-    for path in claimed:
-        names = _temporary_names(path)
+    by_folder: dict[Path, list[Path]] = {}
+    for path in claimed:  # each folder is listed once, however many of its files are claimed
+        by_folder.setdefault(path.parent, []).append(path)
+    for folder, paths in by_folder.items():
+        patterns = [(path, _temporary_names(path)) for path in paths]
         with contextlib.suppress(OSError):
-            for entry in path.parent.iterdir():
-                if names.fullmatch(entry.name) and not entry.is_symlink():
+            for entry in folder.iterdir():
+                owner = next((path for path, names in patterns if names.fullmatch(entry.name)), None)
+                if owner is not None and not entry.is_symlink():
                     size = (sum(f.stat().st_size for f in entry.rglob("*") if f.is_file()) if entry.is_dir()
                             else entry.stat().st_size)
                     remove_path(entry)
-                    log.info(f"{entry}: removed, the hidden work of an earlier run of {path.name} that was killed "
+                    log.info(f"{entry}: removed, the hidden work of an earlier run of {owner.name} that was killed "
                              f"({size / 2**20:,.1f} MB)")
 
 

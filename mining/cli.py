@@ -86,6 +86,8 @@ def mine(src, tgt, output, src_lang, tgt_lang, keep_fields, allow_same_input, in
         kept += f"; {note['language']}: below the calibration's languages, see above"
     if "few_neighbours" in t:
         kept += "; too few sentences for k neighbours, see above"
+    if "estimate_note" in t:
+        kept += "; no share of translations apart in the scores, the estimate is not to be trusted, see above"
     if "other_k" in t:
         kept += f"; calibrated at k={t['other_k']['calibrated_k']}, see above"
     if "other_encoder" in t:
@@ -207,6 +209,8 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
     rule = f"threshold {t['value']:g} ({t['source']})" if t["value"] is not None else t["source"]
     if "few_neighbours" in t:
         rule += "; too few sentences for k neighbours, see above"
+    if "estimate_note" in t:
+        rule += "; no share of translations apart in the scores, the estimate is not to be trusted, see above"
     if "other_k" in t:
         rule += f"; calibrated at k={t['other_k']['calibrated_k']}, see above"
     if "other_encoder" in t:

@@ -28,7 +28,7 @@ from xmine.mining.presearch import PreSearchConfig
 from xmine.mining.products import PRODUCTS
 from xmine.mining.select import MARGINS, RETRIEVALS
 from xmine.mining.writers import OUTPUT_FORMATS
-from xmine.options import LANG, PROJECTION_CHOSEN, Finite, projection_option, ray_option
+from xmine.options import LANG, PROJECTION_CHOSEN, Finite, given_on_command_line, projection_option, ray_option
 
 
 class ThresholdType(click.ParamType):
@@ -111,11 +111,24 @@ def threshold_options(threshold_help: str):
 
 #: --filters/--no-filters, --no-filter, --score-max, --filter-length-ratio, --lid and --lid-min-confidence,
 #: handed to the command as one `pair_filters` (a PairFilterConfig)
+def _pair_filter_config(filters, no_filter, score_max, filter_length_ratio, lid, lid_min_confidence):
+    """The PairFilterConfig of the options; a filter's limit given for a filter switched off is
+    refused (it would be read and dropped). --lid and --lid-min-confidence also serve --lang-filter."""
+    limits = {"score_max": "--score-max", "length_ratio": "--filter-length-ratio"}
+    given = given_on_command_line("score_max", "filter_length_ratio")
+    if not filters and (given or no_filter):
+        raise OptionConflict(f"--no-filters switches every pair filter off: {', '.join(given or ['--no-filter'])} "
+                             "would do nothing")
+    for rule, option in limits.items():
+        if rule in no_filter and option in given:
+            raise OptionConflict(f"--no-filter {rule} switches off the filter whose limit {option} gives")
+    return PairFilterConfig(enabled=filters, disabled=frozenset(no_filter), score_max=score_max,
+                            max_length_ratio=filter_length_ratio, lid=lid, lid_min_confidence=lid_min_confidence)
+
+
 pair_filter_options = _options(
     "pair_filters",
-    lambda filters, no_filter, score_max, filter_length_ratio, lid, lid_min_confidence: PairFilterConfig(
-        enabled=filters, disabled=frozenset(no_filter), score_max=score_max, max_length_ratio=filter_length_ratio,
-        lid=lid, lid_min_confidence=lid_min_confidence),
+    _pair_filter_config,
     click.option("--filters/--no-filters", default=True, show_default=True,
                  help="Pair filters after mining (xmine.mining.filters), each dropping pairs that are no "
                       "translations whatever their score: identical (equal sides after removing case, "
@@ -128,8 +141,8 @@ pair_filter_options = _options(
     click.option("--no-filter", "no_filter", multiple=True, type=click.Choice(FILTER_RULES), metavar="RULE",
                  help=f"Switch one pair filter off (repeatable): {', '.join(FILTER_RULES)}."),
     click.option("--score-max", type=Finite(), default=None,
-                 help="score_max filter: drop pairs with a ratio margin above this (said not to apply with another "
-                      "margin). Default: the cap calibrated for the space and margin mined in (far above its "
+                 help="score_max filter: drop pairs with a ratio margin above this (refused with --margin distance or "
+                      "absolute; said not to apply where a calibration mines with another margin). Default: the cap calibrated for the space and margin mined in (far above its "
                       "translations' margins); a space without a calibration is not capped."),
     click.option("--filter-length-ratio", type=Finite(1), default=DEFAULT_MAX_LENGTH_RATIO, show_default=True,
                  help="length_ratio filter: the most one side's UTF-8 bytes may exceed the other's, as a factor."),

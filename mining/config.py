@@ -220,6 +220,15 @@ class SelectionConfig:
         return self.margin or DEFAULT_MARGIN
 
 
+def check_score_cap(selection: SelectionConfig, pairs: PairFilterConfig) -> None:
+    """Refuse a score cap given on one margin's scale for mining with another margin named: the
+    cap would drop nothing. (A margin that a calibration chooses is known only with the space; the
+    run then says that the cap does not apply.)"""
+    if pairs.score_max is not None and selection.margin is not None and selection.margin != pairs.score_margin:
+        raise OptionConflict(f"--score-max caps the {pairs.score_margin} margin; with --margin {selection.margin} "
+                             "it would drop nothing")
+
+
 @dataclass(frozen=True, kw_only=True)
 class FilterConfig:
     """What is removed: sentences before the search, candidates before one-to-one, pairs after."""
@@ -285,6 +294,7 @@ class MineConfig:
     allow_same_input: bool = False
 
     def __post_init__(self):
+        check_score_cap(self.selection, self.filters.pairs)
         if self.filters.lang_filter:  # before anything is claimed or encoded
             missing = [opt for opt, side in (("--src-lang", self.src), ("--tgt-lang", self.tgt)) if not side.lang]
             if missing:
@@ -306,5 +316,5 @@ class MineConfig:
                             block_cols=s.block_cols, workers=s.workers, product=s.product)
 
 
-__all__ = ["EncodingConfig", "FilterConfig", "MineConfig", "OptionConflict", "OutputConfig", "SearchConfig",
+__all__ = ["EncodingConfig", "check_score_cap", "FilterConfig", "MineConfig", "OptionConflict", "OutputConfig", "SearchConfig",
            "SelectionConfig", "SideInput"]

@@ -46,6 +46,7 @@ from __future__ import annotations
 import enum
 import logging
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -125,11 +126,26 @@ def null_above(desc: np.ndarray, mu: float, beta: float, n_true: float) -> np.nd
     return (len(desc) - n_true) * -np.expm1(-np.exp(-(desc - mu) / beta))
 
 
-def estimated_threshold(scores: np.ndarray) -> tuple[float, float] | None:
-    """The threshold of a space without a calibration and the estimated number of translations:
-    among the candidates scoring `scores`, the cut that keeps the largest estimated F1, the false
-    pairs above a cut counted by `null_fit`'s null and the translations by its estimate. None: too
-    few candidates to fit (MIN_CANDIDATES)."""
+class ThresholdEstimate(NamedTuple):
+    """A threshold estimated from a run's own scores (`estimated_threshold`)."""
+
+    value: float  #: the cut
+    translations: float  #: the estimated translations among the candidates
+    translations_kept: float  #: the estimated translations among the candidates the cut keeps
+    #: whether the fit found a share of translations (pi0 < 1); where it did not, the translations
+    #: may be most of the candidates, and neither the cut nor the counts are to be trusted
+    mixture_found: bool
+
+
+def estimated_threshold(scores: np.ndarray) -> ThresholdEstimate | None:
+    """The threshold of a space without a calibration, with the estimated translations: among the
+    candidates scoring `scores`, the cut that keeps the largest estimated F1, the false pairs above
+    a cut counted by `null_fit`'s null and the translations by its estimate. None: too few
+    candidates to fit (MIN_CANDIDATES).
+
+    The translations kept are the excess of the kept over the null's count above the cut. Where the
+    fit's share of translations is below that excess (pi0 stops at 1 when the translations barely
+    move the quantiles it is read from), the total is at least the kept: that is reported."""
     mu, beta, n_true = null_fit(scores)
     if not np.isfinite(mu):
         return None
@@ -137,7 +153,9 @@ def estimated_threshold(scores: np.ndarray) -> tuple[float, float] | None:
     kept = np.arange(1, len(desc) + 1)
     true_kept = np.clip(kept - null_above(desc, mu, beta, n_true), 0, None)
     f1 = 2 * true_kept / (kept + max(n_true, 1.0))
-    return float(np.float32(desc[int(np.argmax(f1))])), n_true
+    cut = int(np.argmax(f1))
+    return ThresholdEstimate(value=float(np.float32(desc[cut])), translations=max(n_true, float(true_kept[cut])),
+                             translations_kept=float(true_kept[cut]), mixture_found=n_true > 0)
 
 
 def mutual_null_share(mined: MinedPairs) -> float:
@@ -367,10 +385,20 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
                                  "from the run); pass --threshold to choose one")
             log.info("%s", record["source"])
             return mined
-        record |= {"value": estimate[0], "estimated_translations": round(estimate[1], 1),
+        found = estimate.mixture_found  # (else the counts are not estimated: recorded as null)
+        record |= {"value": estimate.value,
+                   "estimated_translations": round(estimate.translations, 1) if found else None,
+                   "estimated_translations_kept": round(estimate.translations_kept, 1) if found else None,
                    "source": f"{record['source']}: estimated from this run's scores (the cut of the largest "
                              f"estimated F1 among its {len(mined):,} candidates); pass --threshold or "
                              "--calibration to choose one"}
+        if not estimate.mixture_found:
+            record["estimate_note"] = (
+                f"this run's {len(mined):,} candidate scores show no share of translations apart from the "
+                "rest (the null law fits them all, as when translations are most of the candidates): the "
+                "threshold read from them is not to be trusted, and the translations are not estimated; pass "
+                "--threshold or --calibration")
+            log.warning("%s", record["estimate_note"])
     elif len(mined) == 0:  # no candidate to read a share off: the rule's value where it does not move
         record |= {"value": float(rule["intercept"]), "share": None,
                    "source": f"{record['source']}, the rule's intercept (no candidates to read this run's "
@@ -386,6 +414,6 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
     return keep_at_least(mined, record["value"])
 
 
-__all__ = ["ESTIMATED", "RULE_NAME", "RuleUse", "apply_run_threshold", "calibrated_uses", "estimate_true_pairs",
+__all__ = ["ESTIMATED", "RULE_NAME", "RuleUse", "ThresholdEstimate", "apply_run_threshold", "calibrated_uses", "estimate_true_pairs",
            "estimated_threshold", "keep_at_least", "language_notes", "mutual_null_share", "note_few_neighbours",
            "note_other_encoder", "note_other_k", "null_above", "null_fit", "rule_threshold", "run_threshold"]

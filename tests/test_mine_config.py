@@ -80,6 +80,16 @@ def test_the_command_reports_a_conflict_as_a_usage_error_before_reading_anything
     assert refused(res, "give --threshold or --operating-point, not both").startswith("xmine: error: mine: ")
     refused(xm("mine", a, b, "-o", out, "--lang-filter", "--src-lang", "de"), "give --tgt-lang")
     refused(xm("mine", a, b, "-o", out, "--min-length", "5", "--max-length", "3"), "bad length bounds")
+    # a filter's limit for a filter switched off, a ratio cap for another margin (was: read and dropped)
+    refused(xm("mine", a, b, "-o", out, "--margin", "distance", "--score-max", "1.3"),
+            "--score-max caps the ratio margin; with --margin distance it would drop nothing")
+    refused(xm("mine", a, b, "-o", out, "--no-filters", "--score-max", "1.3"),
+            "--no-filters switches every pair filter off: --score-max would do nothing")
+    refused(xm("mine", a, b, "-o", out, "--no-filters", "--no-filter", "urls"), "--no-filter would do nothing")
+    refused(xm("mine", a, b, "-o", out, "--no-filter", "length_ratio", "--filter-length-ratio", "3"),
+            "--no-filter length_ratio switches off the filter whose limit --filter-length-ratio gives")
+    refused(xm("score", f"{a}:{b}", "-o", out, "--margin", "absolute", "--score-max", "1.3"),
+            "--score-max caps the ratio margin; with --margin absolute")
     assert not out.exists() and not Path(f"{out}.work").exists()
 
 

@@ -148,7 +148,7 @@ def test_the_estimated_threshold_keeps_near_the_best_f1_of_a_mixture():
         correct = np.arange(len(score)) >= n_null
         order = np.argsort(-score, kind="stable")
         _, _, _, f1, cut = threshold_sweep(score[order], correct[order], n_true)
-        t, n_est = estimated_threshold(score.astype(np.float32))
+        t, n_est, *_ = estimated_threshold(score.astype(np.float32))
         kept = score.astype(np.float32) >= np.float32(t)
         tp = int(np.count_nonzero(kept & correct))
         f1_at = 2 * tp / (kept.sum() + n_true)
@@ -156,6 +156,35 @@ def test_the_estimated_threshold_keeps_near_the_best_f1_of_a_mixture():
         assert f1_at > 2 * 2 * n_true / (len(score) + n_true)  # far above keeping every candidate
         assert 0 < n_est < len(score) / 2, n_est
     assert estimated_threshold(np.array([1.1, 1.0, 0.9], np.float32)) is None
+
+
+def test_the_estimated_translations_are_at_least_those_kept_and_not_given_where_the_fit_finds_none(caplog):
+    """The total of translations estimated is at least those the cut keeps (was: the fit's share
+    alone, 36.7 where 50 are kept of 50); where translations are most of the candidates the null law
+    fits them all (pi0 = 1): the counts are recorded as not estimated, and the run says the threshold
+    is not to be trusted (was: "estimated_translations": 0 beside a cut chosen on ~111)."""
+    import numpy as np
+
+    from xmine.mining.select import MinedPairs
+    from xmine.mining.threshold_rule import apply_run_threshold, estimated_threshold
+
+    rng = np.random.default_rng(1)
+    score = np.concatenate([rng.gumbel(1.0, 0.008, 500), rng.normal(1.2, 0.05, 50)]).astype(np.float32)
+    estimate = estimated_threshold(score)
+    assert estimate.mixture_found and estimate.translations >= estimate.translations_kept
+    assert abs(estimate.translations - 50) < 3, estimate
+
+    rng = np.random.default_rng(0)
+    score = np.sort(np.concatenate([rng.gumbel(1.0, 0.008, 60), rng.normal(1.1, 0.02, 111)]))[::-1]
+    n = len(score)
+    mined = MinedPairs(src_idx=np.arange(n), tgt_idx=np.arange(n), score=score.astype(np.float32),
+                       direction=np.full(n, 2, np.int8))
+    record = {"rule": {"rule": ESTIMATED}, "source": "no calibrated default for this space"}
+    with caplog.at_level("WARNING", logger="xmine"):
+        apply_run_threshold(mined, record)
+    assert record["estimated_translations"] is None and record["estimated_translations_kept"] is None
+    assert "show no share of translations apart from the rest" in record["estimate_note"]
+    assert any(r.getMessage() == record["estimate_note"] for r in caplog.records)
 
 
 def test_a_damaged_calibration_is_one_error(tmp_path):

@@ -13,6 +13,7 @@ from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
 from xmine.mining.langid import UNKNOWN, TrustRule, identify_by_projection
 from xmine.disentangle.projection import load_projection
 from xmine.disentangle.st_export import export_portable
+from xmine.disentangle.data import VALID_SPLITS
 from xmine.disentangle.trainer import TrainConfig, train
 from xmine.encoders.embed_cache import cached_encode
 from xmine.encoders import DEFAULT_ENCODER, load_encoder
@@ -95,6 +96,11 @@ def _split_langs(value: str | None) -> list[str] | None:
                    "--fmda-select); the best epoch is kept.")
 @click.option("--valid-fraction", type=Finite(0, 1, min_open=True, max_open=True), default=0.1, show_default=True,
               help="Share of each language pair held out for validation (early stopping, langid accuracy).")
+@click.option("--valid-split", type=click.Choice(VALID_SPLITS), default="disjoint", show_default=True,
+              help="disjoint: no sentence of a held-out pair is trained on (multi-way data such as a FLORES "
+                   "folder share each English line between language pairs: a pair holding a held-out sentence is "
+                   "held out too); per-pair: each language pair split on its own (the shipped projection's "
+                   "recipe; held-out sentences may then be trained on in another language pair).")
 @click.option("--layers", type=click.IntRange(min=1), default=1, show_default=True,
               help="Linear layers per MLP (the papers use 1; more adds ReLU between them).")
 @click.option("--fmda-contrastive", type=click.Choice(("clamped", "paper")), default="clamped", show_default=True,
@@ -123,7 +129,7 @@ def _split_langs(value: str | None) -> list[str] | None:
 @ray_option("the embedding step (sentences not in the cache yet are encoded by a pool of encoder actors; "
             "training itself stays here)")
 def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_lang, max_valid_pairs, batch_size, lr,
-                  max_epochs, patience, valid_fraction, layers, fmda_contrastive, fmda_select, fmda_meaning_init, seed,
+                  max_epochs, patience, valid_fraction, valid_split, layers, fmda_contrastive, fmda_select, fmda_meaning_init, seed,
                   restart, overwrite, threads, precision, runtime, prompt, prompt_name, quiet, ray_address):
     """Train a meaning/language projection (disentangler) on parallel sentences.
 
@@ -145,7 +151,7 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
             raise click.UsageError("--method fmda needs --langs: the MASSIVE locales to pair with en-US (e.g. de-DE)")
         if ray_address is not None:  # FMDA trains on token states, which the encoder actors do not return
             raise click.UsageError("--ray applies to the methods other than fmda")
-        ignored = given_on_command_line("base", "valid_fraction")  # (FMDA holds out MASSIVE's dev split)
+        ignored = given_on_command_line("base", "valid_fraction", "valid_split")  # (FMDA holds out MASSIVE's dev split)
         if ignored:
             raise click.UsageError(f"{', '.join(ignored)}: not used by --method fmda (it holds out MASSIVE's dev "
                                    "split, --max-valid-pairs rows of it)")
@@ -163,6 +169,7 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
         data, run = list(pairs), train
         config = TrainConfig(method=method, base=base, layers=layers, batch_size=batch_size, lr=lr,
                              max_epochs=max_epochs, patience=patience, valid_fraction=valid_fraction,
+                             valid_split=valid_split,
                              max_pairs_per_lang=max_pairs_per_lang, langs=_split_langs(langs), seed=seed)
     config.check()
     enc = load_encoder(encoder, precision=precision, runtime=runtime, prefix=prompt, prompt_name=prompt_name,

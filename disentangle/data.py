@@ -21,6 +21,15 @@ Pair discovery (`discover_pairs`), for each `--pairs` argument:
 Sampling: all sentence pairs of one language pair (over all its files) are pooled, exact
 duplicates dropped, then at most `max_pairs_per_lang` are drawn with a seeded generator.
 10% (`valid_fraction`) of each language pair is held out for validation, also seeded.
+
+The split is sentence-disjoint (`VALID_SPLITS`, "disjoint"): no sentence of a held-out pair is
+trained on. Multi-way data share sentences between language pairs (the English line of a FLORES
+folder is in every xx-eng pair), so a split of each language pair on its own would validate on
+training sentences. Language pairs are split in order; a pair holding a sentence held out by an
+earlier one is held out too, one holding a sentence trained on is trained on, and one holding both
+is used for neither (counted as `shared_dropped`); the rest are split by the seeded draw up to the
+share. Without shared sentences this is exactly the per-pair split ("per-pair", which the shipped
+projection's recipe was trained with, kept to reproduce it).
 """
 
 from __future__ import annotations
@@ -201,13 +210,47 @@ def _least_pairs(valid_fraction: float) -> int:
     return n
 
 
+#: how held-out pairs are chosen (see the module doc): "disjoint" (no held-out sentence trained on)
+#: or "per-pair" (each language pair on its own, as before; multi-way data then share sentences)
+VALID_SPLITS = ("disjoint", "per-pair")
+
+
+def _split_disjoint(items: list[tuple[str, str]], key: tuple[str, str], n_valid: int,
+                    seen: dict[str, dict[str, bool]]) -> tuple[list[bool | None], int]:
+    """(per item, True held out, False trained, None used for neither; how many are neither):
+    `items` in the seeded draw's order, `seen[lang][text]` whether an earlier pair held the
+    sentence out, updated with this language pair's. Items sharing nothing take the first free
+    places up to `n_valid` held out, as the per-pair split does."""
+    forced = []
+    for item in items:
+        marks = {seen[lang][text] for lang, text in zip(key, item) if text in seen[lang]}
+        forced.append(None if len(marks) > 1 else next(iter(marks)) if marks else "free")
+    free_valid = max(0, n_valid - sum(f is True for f in forced))
+    out: list[bool | None] = []
+    for f in forced:
+        if f == "free":
+            f, free_valid = free_valid > 0, free_valid - 1
+        out.append(f)
+    # a sentence twice within this language pair (two translations of one line), on both sides of
+    # the split: its trained pairs are dropped
+    held = [{t for t, v in zip(side, out) if v} for side in zip(*items)] if items else [set(), set()]
+    out = [None if v is False and any(t in held[i] for i, t in enumerate(item)) else v for item, v in zip(items, out)]
+    for item, v in zip(items, out):
+        if v is not None:
+            for lang, text in zip(key, item):
+                seen[lang].setdefault(text, v)
+    return out, sum(v is None for v in out)
+
+
 def sample_pairs(
     files: Sequence[PairFiles], *, max_pairs_per_lang: int | None, valid_fraction: float, seed: int,
-    fingerprint_files: bool = True,
+    fingerprint_files: bool = True, valid_split: str = "disjoint",
 ) -> PairSample:
     """Read, pool per language pair, deduplicate, sample and split (see the module doc)."""
     if not 0.0 < valid_fraction < 1.0:
         raise ConfigError(f"valid fraction must be in (0, 1), got {valid_fraction}")
+    if valid_split not in VALID_SPLITS:
+        raise ConfigError(f"valid split must be one of {', '.join(VALID_SPLITS)} (got {valid_split!r})")
     by_pair: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
     file_info = []
     for f in files:
@@ -227,22 +270,30 @@ def sample_pairs(
     rng = np.random.default_rng(seed)
     src, tgt, s_lang, t_lang, group, valid = [], [], [], [], [], []
     counts = {}
+    seen: dict[str, dict[str, bool]] = defaultdict(dict)  # language -> sentence -> held out
     for g, key in enumerate(lang_pairs):
         pool = list(dict.fromkeys(by_pair[key]))  # exact duplicates out, first-seen order kept
         if len(pool) < len(by_pair[key]):  # a pair seen twice would weigh twice, or sit on both sides of the split
             log.info(f"{key[0]}-{key[1]}: {len(by_pair[key]) - len(pool)} repeated pair(s) dropped; "
                      f"{len(pool)} distinct pairs are used")
         order = rng.permutation(len(pool))[:max_pairs_per_lang]  # None: all
-        n = len(order)
-        n_valid = _held_out(n, valid_fraction)
-        src += [pool[i][0] for i in order]
-        tgt += [pool[i][1] for i in order]
+        n_valid = _held_out(len(order), valid_fraction)
+        drawn = [pool[i] for i in order]
+        if valid_split == "disjoint":
+            split, dropped = _split_disjoint(drawn, key, n_valid, seen)
+        else:
+            split, dropped = [rank < n_valid for rank in range(len(drawn))], 0
+        kept = [(item, v) for item, v in zip(drawn, split) if v is not None]
+        n, n_valid = len(kept), sum(v for _, v in kept)
+        src += [item[0] for item, _ in kept]
+        tgt += [item[1] for item, _ in kept]
         s_lang += [lang_index[key[0]]] * n
         t_lang += [lang_index[key[1]]] * n
         group += [g] * n
-        valid += [rank < n_valid for rank in range(n)]
+        valid += [bool(v) for _, v in kept]
         counts[f"{key[0]}-{key[1]}"] = {"available": len(pool), "repeated": len(by_pair[key]) - len(pool),
-                                        "train": n - n_valid, "valid": n_valid}
+                                        "train": n - n_valid, "valid": n_valid} | (
+                                            {"shared_dropped": dropped} if dropped else {})
     if not (any(c["valid"] >= 2 for c in counts.values()) and any(c["train"] >= 2 for c in counts.values())):
         # a batch needs two pairs (each pair's partner is another pair of its batch); checked before
         # anything is encoded (was: "no validation batch" once the pairs were embedded)
@@ -258,5 +309,5 @@ def sample_pairs(
         group=np.asarray(group, dtype=np.int64), valid=np.asarray(valid, dtype=bool),
         languages=languages, lang_pairs=lang_pairs,
         summary={"files": file_info, "counts": counts, "max_pairs_per_lang": max_pairs_per_lang,
-                 "valid_fraction": valid_fraction, "seed": seed},
+                 "valid_fraction": valid_fraction, "valid_split": valid_split, "seed": seed},
     )

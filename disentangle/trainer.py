@@ -30,7 +30,7 @@ import numpy as np
 
 from xmine.artefacts.directory import provenance
 from xmine.io.corpus import truncate_for_encoding
-from xmine.disentangle.data import discover_pairs, sample_pairs
+from xmine.disentangle.data import VALID_SPLITS, discover_pairs, sample_pairs
 from xmine.disentangle.projection import load_projection, save_projection
 from xmine.disentangle.train_checkpoint import WORK, checkpoint_in, fresh_state, resume, run_signature, save
 from xmine.encoders.embed_cache import cached_encode
@@ -58,6 +58,10 @@ class TrainConfig:
     patience: int = 5
     #: share of each language pair held out for validation (papers: 10%)
     valid_fraction: float = 0.1
+    #: how held-out pairs are chosen (`xmine.disentangle.data.VALID_SPLITS`): "disjoint", no held-out
+    #: sentence trained on (multi-way data share sentences between language pairs); "per-pair",
+    #: each language pair split on its own (the shipped projection's recipe)
+    valid_split: str = "disjoint"
     #: at most this many sentence pairs per language pair (seeded sample); None = all
     max_pairs_per_lang: int | None = None
     #: keep only language pairs whose two languages are both listed; None = all found
@@ -72,6 +76,8 @@ class TrainConfig:
         check_loop_settings(self)
         if self.max_pairs_per_lang is not None and self.max_pairs_per_lang < 4:
             raise ConfigError("max pairs per language must be >= 4")
+        if self.valid_split not in VALID_SPLITS:
+            raise ConfigError(f"valid split must be one of {', '.join(VALID_SPLITS)} (got {self.valid_split!r})")
 
 
 def check_loop_settings(config) -> None:
@@ -305,7 +311,7 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
     log = (lambda msg: tqdm.write(msg, file=sys.stderr)) if show_progress else (lambda msg: None)
 
     sample = sample_pairs(files, max_pairs_per_lang=config.max_pairs_per_lang,
-                          valid_fraction=config.valid_fraction, seed=config.seed)
+                          valid_fraction=config.valid_fraction, seed=config.seed, valid_split=config.valid_split)
     log(f"training data: {len(files)} file pair(s), {len(sample.lang_pairs)} language pair(s), "
         f"{len(sample.src)} sentence pairs ({int(sample.valid.sum())} held out), languages {', '.join(sample.languages)}")
 

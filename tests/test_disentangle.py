@@ -336,3 +336,45 @@ def test_too_few_distinct_pairs_are_refused_before_encoding_and_repeats_are_said
                for r in caplog.records), [r.getMessage() for r in caplog.records]
     counts = load_projection(tmp_path / "b").config["training_data"]["counts"]["deu-eng"]
     assert counts == {"available": 30, "repeated": 5, "train": 27, "valid": 3}
+
+
+def test_no_held_out_sentence_is_trained_on_in_multi_way_data(data_dir):
+    """FLORES-200 is multi-way: every xx-eng pair holds the same English lines. Each language pair
+    split on its own ("per-pair", was the only split) validated on English sentences that other
+    language pairs trained on; the default split holds out the same lines for every pair, loses no
+    pair, and is the per-pair split where no sentence is shared (the shipped recipe's data aside)."""
+    from collections import defaultdict
+
+    from xmine.disentangle.data import sample_pairs
+
+    def leaks(sample) -> int:
+        held, trained = defaultdict(set), defaultdict(set)
+        for i, (s, t) in enumerate(zip(sample.src, sample.tgt)):
+            a, b = (sample.languages[sample.src_lang[i]], sample.languages[sample.tgt_lang[i]])
+            for lang, text in ((a, s), (b, t)):
+                (held if sample.valid[i] else trained)[lang].add(text)
+        return sum(len(held[lang] & trained[lang]) for lang in held)
+
+    flores = discover_pairs([str(data_dir / "parallel" / "flores200" / "devtest")], langs=["de", "fr", "ru", "en"])
+    args = dict(max_pairs_per_lang=None, valid_fraction=0.1, seed=0, fingerprint_files=False)
+    per_pair, disjoint = (sample_pairs(flores, **args, valid_split=split) for split in ("per-pair", "disjoint"))
+    assert leaks(per_pair) > 100  # the leak: ~10% of lines held out in one pair, trained in the others
+    assert leaks(disjoint) == 0
+    assert {k: (c["train"], c["valid"]) for k, c in disjoint.summary["counts"].items()} == {
+        k: (c["train"], c["valid"]) for k, c in per_pair.summary["counts"].items()}  # nothing lost
+    held = [{t for t, v, g in zip(disjoint.tgt, disjoint.valid, disjoint.group) if v and g == k} for k in range(3)]
+    assert held[0] == held[1] == held[2]  # the same English lines held out in every pair
+
+    # 500 Tatoeba pairs of one language pair, no sentence twice: exactly the per-pair split.
+    tatoeba = discover_pairs([str(data_dir / "parallel" / "tatoeba-challenge")], langs=["deu", "eng"])
+    a, b = (sample_pairs(tatoeba, **args | {"max_pairs_per_lang": 500}, valid_split=split)
+            for split in ("per-pair", "disjoint"))
+    assert leaks(a) == 0 and (a.src, a.tgt, a.valid.tolist()) == (b.src, b.tgt, b.valid.tolist())
+    # All of them: an English sentence with two German translations sits on both sides of the
+    # per-pair split; the default drops its trained pairs, and holds out as many.
+    a, b = (sample_pairs(tatoeba, **args, valid_split=split) for split in ("per-pair", "disjoint"))
+    (ca,), (cb,) = a.summary["counts"].values(), b.summary["counts"].values()
+    assert leaks(a) > 0 and leaks(b) == 0 and ca["valid"] == cb["valid"]
+    assert cb["shared_dropped"] == ca["train"] - cb["train"] > 0
+    with pytest.raises(ConfigError, match="valid split must be one of disjoint, per-pair"):
+        sample_pairs(flores, **args, valid_split="random")

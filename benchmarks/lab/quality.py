@@ -158,7 +158,7 @@ def mixed_pair_specs(data: Path, work: Path, *, qe6_pairs: int, xtreme36_pairs: 
     counts = {}
     for recipe, (files, per_lang) in parts.items():
         sample = sample_pairs(files, max_pairs_per_lang=per_lang, valid_fraction=0.1, seed=seed,
-                              fingerprint_files=False)
+                              fingerprint_files=False, valid_split="per-pair")
         for g, (a, b) in enumerate(sample.lang_pairs):
             rows = np.flatnonzero(sample.group == g)
             folder = dest / f"{a}-{b}"
@@ -305,8 +305,10 @@ def run(**options) -> dict[str, Any]:
                 "" if paper else "".join(f"-{k}{v}" for k, v in sorted(overrides.items())))
             settings = {} if paper else RECIPE_SETTINGS.get(recipe, {}) | overrides
             out_dir = work / tag / recipe / method
+            # (the split the shipped projection was trained with: its recipe reproduces it)
             config = TrainConfig(method=method, base="dream" if method == "oracle" else None,
-                                 max_pairs_per_lang=per_lang, langs=langs, seed=args.seed, **settings)
+                                 max_pairs_per_lang=per_lang, langs=langs, seed=args.seed, valid_split="per-pair",
+                                 **settings)
             t0 = time.time()
             # Its own work folder: a finished projection there resumes from its checkpoint (a no-op).
             train(specs, out_dir, encoder=encoder, config=config, overwrite=True)

@@ -180,6 +180,25 @@ class Training:
     advice: str = "use --index-type flat or hnsw, a smaller --nlist, or a larger corpus"
 
 
+def _fewer_than_faiss_wants(template, n: int) -> str:
+    """What of `template` (an untrained index) `n` training vectors leave short of FAISS's 39 per
+    centroid ("" when nothing): said here once, and FAISS's own warning, printed once per
+    sub-quantiser (64 lines for PQ64), turned off; it changes nothing but the warning."""
+    import faiss
+
+    try:
+        ivf = faiss.downcast_index(faiss.extract_index_ivf(template))
+    except RuntimeError:  # no inverted lists (HNSW, Flat are trained already)
+        return ""
+    short = []
+    for name, params, centroids in (("the coarse quantiser", ivf.cp, ivf.nlist),
+                                    *((("each PQ codebook", ivf.pq.cp, ivf.pq.ksub),) if hasattr(ivf, "pq") else ())):
+        if n < params.min_points_per_centroid * centroids:
+            short.append(f"{name} wants {params.min_points_per_centroid * centroids:,} for {centroids} centroids")
+            params.min_points_per_centroid = 1
+    return "; ".join(short)
+
+
 def train_index(training: Training, *parts) -> bytes:
     """The empty index `training.factory`, trained on a seeded sample of `training.size` rows of
     `parts` (row views in one space: a corpus, or the two sides of a mining run), serialised.
@@ -204,6 +223,10 @@ def train_index(training: Training, *parts) -> bytes:
     if len(bad):
         part = int(np.searchsorted(np.cumsum([len(ids) for ids in picks]), bad[0], side="right"))
         raise NonFiniteRowError(training.sides[part], int(picks[part][bad[0] - sum(map(len, picks[:part]))]))
+    short = _fewer_than_faiss_wants(template, len(sample))
+    if short:
+        log.warning(f"{training.where}training {training.factory} on {len(sample):,} vectors: fewer than FAISS's "
+                    f"39 per centroid ({short}), so its centroids are coarse; {training.advice}")
     idx, res = to_gpu(template) if training.gpu else (template, None)
     t0 = time.perf_counter()
     try:

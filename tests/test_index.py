@@ -224,3 +224,27 @@ def test_cli_build_search_and_encoder_mismatch(tmp_path, data_dir, usem3, monkey
         from xmine.encoders import check_same_encoder
 
         check_same_encoder(FP, usem3.fingerprint(), what="index")
+
+
+def test_training_on_fewer_vectors_than_faiss_wants_is_said_once_and_trains_the_same(capfd, caplog):
+    """FAISS warned once per PQ sub-quantiser (64 lines "WARNING clustering 334 points to 16
+    centroids" on a small --approximate run); it is now one line of xmine's naming the shortfall,
+    and the trained index is byte for byte the one FAISS trains with its warning on."""
+    import faiss
+
+    from xmine.index.build import Training, train_index
+
+    x = np.random.default_rng(0).standard_normal((334, 64)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    with caplog.at_level("WARNING", logger="xmine"):
+        trained = train_index(Training(factory="IVF4,PQ16x4fs", size=334, seed=0, advice="the advice"), x)
+    err = capfd.readouterr().err
+    assert "WARNING clustering" not in err, err
+    said = [r.getMessage() for r in caplog.records if "fewer than FAISS's 39 per centroid" in r.getMessage()]
+    assert said == ["training IVF4,PQ16x4fs on 334 vectors: fewer than FAISS's 39 per centroid (each PQ codebook "
+                    "wants 624 for 16 centroids), so its centroids are coarse; the advice"]
+    reference = faiss.index_factory(64, "IVF4,PQ16x4fs", faiss.METRIC_INNER_PRODUCT)
+    sample = x[np.sort(np.random.default_rng(0).choice(334, size=334, replace=False))]
+    reference.train(sample)
+    assert "WARNING clustering" in capfd.readouterr().err  # (FAISS's own, as it was)
+    assert trained == bytes(faiss.serialize_index(reference))

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,8 @@ from xmine.disentangle.projection import load_projection, save_projection
 from xmine.disentangle.train_checkpoint import WORK, checkpoint_in, fresh_state, resume, run_signature, save
 from xmine.disentangle.trainer import batches, check_loop_settings, mean_terms, run_epochs, step, training_output
 from xmine.errors import ConfigError
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(kw_only=True)
@@ -183,11 +186,20 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
                log=log, epoch=epoch,
                checkpoint=lambda: save(ckpt_path, signature, model=model, optimizers={"opt": opt}, gen=gen,
                                        state=state))
+    best = state["history"][state["best_epoch"] - 1] if state["best_epoch"] else {}
+    untrained = state.get("initial_dev_retrieval")
+    no_gain = None
+    if untrained is not None and best.get("dev_retrieval") is not None and best["dev_retrieval"] <= untrained:
+        # not refused as `train` refuses a loss that never fell: a tiny dev set the untrained model already
+        # retrieves in full ties; but a projection that retrieves no better than none is said to be one
+        no_gain = (f"no epoch retrieved the dev rows better than the untrained model (dev retrieval "
+                   f"{best['dev_retrieval']:.4f}, untrained {untrained:.4f}): the projection written is no better "
+                   "than none for retrieval; train longer, change --lr, or try --fmda-meaning-init identity")
+        logger.warning("%s", no_gain)
     langid = fit_langid(stepper, data, locales)
     log(f"dev language identification accuracy (language part, nearest centroid): {langid['accuracy']:.4f}")
     hyper = dataclasses.asdict(config)
     term_rows = state["history"][-1]["term_rows"] if state["history"] else {}
-    best = state["history"][state["best_epoch"] - 1] if state["best_epoch"] else {}
     cfg = {
         "method": "fmda", "base": None, "token_level": True,
         "summary": "FMDA: template/residual/language/meaning parts from the encoder's token states",
@@ -200,6 +212,7 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
         "initial_dev_retrieval": state.get("initial_dev_retrieval"),
         "best_epoch": state["best_epoch"], "best_valid_loss": best.get("valid_loss"),
         "best_dev_retrieval": best.get("dev_retrieval"), "selected_on": config.select, "langid": langid,
+        **({"note": no_gain} if no_gain else {}),
         "provenance": provenance(massive=str(massive_dir), encoder=encoder_fp, **hyper),
     }
     save_projection(out_dir, model, cfg)

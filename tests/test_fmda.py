@@ -330,3 +330,18 @@ def test_selection_keeps_the_epoch_with_the_best_dev_retrieval(tiny_massive, tmp
             assert torch.equal(saved[k], v), k
     assert not torch.equal(saved["meaning_mlp.0.weight"], snapshots[5]["meaning_mlp.0.weight"])
     assert load_projection(tmp_path / "sel").config["best_epoch"] == 2
+
+
+def test_a_projection_retrieving_no_better_than_untrained_is_said(tiny_massive, tmp_path, me5, monkeypatch, caplog):
+    """(was: written with exit 0 and no word, the numbers only in the last line)"""
+    from xmine.disentangle import fmda_trainer as T
+
+    script = iter([0.5, 0.4, 0.5, 0.3])  # untrained, then epochs 1-3: never above 0.5
+    monkeypatch.setattr(T, "dev_retrieval", lambda stepper, data, config: next(script))
+    config = T.FmdaConfig(partners=["de-DE"], batch_size=16, lr=1e-3, max_epochs=3, patience=3)
+    with caplog.at_level("WARNING", logger="xmine"):
+        proj = T.train_fmda(tiny_massive, tmp_path / "flat", encoder=me5, config=config, show_progress=False)
+    note = proj.config["note"]
+    assert note.startswith("no epoch retrieved the dev rows better than the untrained model (dev retrieval 0.5000, "
+                           "untrained 0.5000)")
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [note]

@@ -15,7 +15,8 @@ one `<tu>` a pair, best first: a `<prop type="x-score">` with the score (and fur
 props, e.g. carried document fields), then one `<tuv xml:lang="...">` per side. The structure
 follows the TMX 1.4b DTD (`tmx14.dtd`): `tmx (header, body)`, `tu ((note|prop)*, tuv+)`, `tuv
 ((note|prop)*, seg)`; the header's required attributes are all set. Language tags are BCP 47
-(`tmx_lang`): the ISO 639-1 code where a language has one (de), else its ISO 639-3 code. Text is
+(`tmx_lang`): the ISO 639-1 code where a language has one (de), else its ISO 639-3 code, with the
+region and script given (pt-BR, zh-Hant). Text is
 escaped, and the characters XML 1.0 forbids (C0 controls but tab, line feed, carriage return)
 are dropped, so that every reader parses the file.
 """
@@ -38,7 +39,7 @@ import numpy as np
 
 from xmine import __version__
 from xmine.errors import ConfigError
-from xmine.langs import iso1_code, normalize_lang
+from xmine.langs import iso1_code, lang_script, normalize_lang
 from xmine.mining.dataset_card import dataset_card
 
 OUTPUT_FORMATS = ("tsv", "moses", "jsonl", "parquet", "hf", "tmx")
@@ -117,9 +118,9 @@ def moses_suffixes(src_lang: str | None, tgt_lang: str | None) -> tuple[str, str
     """The suffixes of the Moses files: `.de`, `.en` by language (ISO 639-1 where the language has
     one, else ISO 639-3), or `.src`, `.tgt` without both languages or for one language twice."""
     ks, kt = translation_keys(src_lang, tgt_lang)
-    if (ks, kt) == ("src", "tgt") or tmx_lang(ks) == tmx_lang(kt):
+    if (ks, kt) == ("src", "tgt") or language_subtag(ks) == language_subtag(kt):
         return COMPANIONS
-    return f".{tmx_lang(ks)}", f".{tmx_lang(kt)}"
+    return f".{language_subtag(ks)}", f".{language_subtag(kt)}"
 
 
 def translation_keys(src_lang: str | None, tgt_lang: str | None) -> tuple[str, str]:
@@ -199,9 +200,30 @@ def _write_tmx(claim, rows: MinedRows, extra: Sequence[PairColumn]) -> None:
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
-def tmx_lang(lang: str) -> str:
-    """The BCP 47 tag of a language code (deu, de-DE, deu_Latn -> de; ace -> ace)."""
+def language_subtag(lang: str) -> str:
+    """The language alone of a code, as BCP 47 writes it (deu, de-DE, deu_Latn -> de; ace -> ace):
+    Moses file suffixes."""
     return iso1_code(lang) or normalize_lang(lang)
+
+
+#: languages FLORES-200 holds in two scripts (ace_Arab, ace_Latn; zho_Hans, zho_Hant ...), as
+#: `normalize_lang` names them (arb -> ara, zho -> cmn): their FLORES code's script is kept
+_SEVERAL_SCRIPTS = frozenset({"ace", "ara", "bjn", "kas", "knc", "min", "taq", "cmn"})
+
+
+def tmx_lang(lang: str) -> str:
+    """The BCP 47 tag of a language code: its language subtag, with the region given (pt-BR ->
+    pt-BR, de-DE -> de-DE: the variant a translation memory is for) and a script given in BCP 47
+    form (zh-Hant, sr-Latn) or in a FLORES code of a language FLORES writes in two scripts (zho_Hant
+    -> zh-Hant, ace_Arab -> ace-Arab). Any other FLORES code's script is its language's usual one
+    (deu_Latn -> de), which BCP 47 leaves out."""
+    parts = re.split(r"[_-]", lang.strip())
+    tag = language_subtag(lang)
+    script = lang_script(lang)
+    if script and ("-" in lang or normalize_lang(lang) in _SEVERAL_SCRIPTS):
+        tag += f"-{script}"
+    region = next((p for p in parts[1:] if (len(p) == 2 and p.isalpha()) or (len(p) == 3 and p.isdigit())), None)
+    return f"{tag}-{region.upper()}" if region else tag
 
 
 def _text(value) -> str:

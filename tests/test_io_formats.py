@@ -314,6 +314,19 @@ def test_tmx_is_read_back_by_a_tmx_reader_to_the_same_pairs(corpus, plain_tsv, s
     refused(xm("mine", d / "de.txt", d / "en.txt", "-q", "-o", tmp_path / "n.tmx"), "tmx", "--src-lang")
 
 
+def test_tmx_language_tags_keep_the_region_and_a_script_that_tells_apart():
+    """(was: pt-BR and pt-PT both written as "pt", zho_Hant and zho_Hans both as "zh")"""
+    from xmine.mining.writers import moses_suffixes, tmx_lang
+
+    tags = {code: tmx_lang(code) for code in ("de", "deu", "deu_Latn", "de-DE", "pt-BR", "pt_PT", "en-us", "es-419",
+                                              "zho_Hant", "cmn_Hans", "zh-Hant-TW", "sr-Latn", "srp_Cyrl", "ace_Arab")}
+    assert tags == {"de": "de", "deu": "de", "deu_Latn": "de", "de-DE": "de-DE", "pt-BR": "pt-BR", "pt_PT": "pt-PT",
+                    "en-us": "en-US", "es-419": "es-419", "zho_Hant": "zh-Hant", "cmn_Hans": "zh-Hans",
+                    "zh-Hant-TW": "zh-Hant-TW", "sr-Latn": "sr-Latn", "srp_Cyrl": "sr", "ace_Arab": "ace-Arab"}
+    # Moses file names stay by language alone, as Moses corpora are named
+    assert moses_suffixes("de-DE", "en-US") == (".de", ".en") and moses_suffixes("pt-BR", "pt-PT") == (".src", ".tgt")
+
+
 def test_per_side_input_options_read_each_side_its_own_way(corpus, plain_tsv, tmp_path):
     """A JSONL side (text at meta.text) mined against a Parquet side (column `sentence`): each
     side's --*-text-field; the same pairs as the plain text files."""

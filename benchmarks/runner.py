@@ -10,6 +10,7 @@ provenance.
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from pathlib import Path
 from typing import Callable
@@ -18,9 +19,12 @@ import click
 
 from xmine.benchmarks import common
 from xmine.encoders import load_encoder
+from xmine.encoders.loader import untrained_languages
 from xmine.encoders.options import precision_option
 from xmine.options import projection_option
 from xmine.artefacts.outputs import claim_output
+
+log = logging.getLogger(__name__)
 
 ENCODER_HELP = "Encoder: me5-small (default), use-m3, or any sentence-transformers name/path."
 DATA_HELP = (
@@ -98,10 +102,33 @@ def current_encoder():
     return click.get_current_context().meta[_RUN]["encoder"]
 
 
+def _languages_read(parameters: dict) -> list[str]:
+    """The languages a task's `parameters` name: its langs or locales (with a pivot), or the two
+    sides of its language pairs ("en-de")."""
+    langs = list(parameters.get("langs") or parameters.get("locales") or [])
+    langs += [side for pair in parameters.get("pairs") or [] for side in str(pair).split("-")[:2]]
+    if parameters.get("pivot"):
+        langs.append(parameters["pivot"])
+    return list(dict.fromkeys(langs))
+
+
+def note_untrained_languages(encoder_name: str, parameters: dict) -> dict:
+    """`parameters` with the languages the task read that the encoder was not trained on (use-m3
+    lists 15), said as a warning: its rows for them measure an encoder outside its languages."""
+    langs = _languages_read(parameters)
+    untrained = untrained_languages(encoder_name, langs)
+    if not untrained:
+        return parameters
+    log.warning(f"{encoder_name} was not trained on {', '.join(untrained)} ({len(untrained)} of the {len(langs)} "
+                "languages read): its numbers there measure an encoder outside its languages")
+    return parameters | {"encoder_untrained_languages": untrained}
+
+
 def finish(task, details, *, parameters, columns, rows, files=None, digits: int = 1, extra_tables=None) -> None:
     """Print the table and write the result JSON the command claimed (files: the data read, by
     default the first variant's `files`)."""
     run = click.get_current_context().meta[_RUN]
+    parameters = note_untrained_languages(run["encoder"].name, parameters)
     click.echo(common.format_table(columns, rows, digits=digits))
     common.write_result(run["out"], task=task, encoder=run["encoder"], variants=run["variants"],
                         data_files=next(iter(details.values()))["files"] if files is None else files,

@@ -212,6 +212,18 @@ def test_cli_bench_sts_with_use_m3(tmp_path, data_dir):
     assert ok_res.exit_code == 0, ok_res.output
 
 
+def test_a_bench_on_languages_the_encoder_was_not_trained_on_says_so(tmp_path, caplog):
+    """use-m3 on Swahili and Finnish (was: their low rows without a word, as `mine` warns)"""
+    out = tmp_path / "tat.json"
+    with caplog.at_level("WARNING", logger="xmine"):
+        res = CliRunner().invoke(_cli(), ["bench", "tatoeba", "--encoder", "use-m3", "--langs", "deu,swh,fin",
+                                          "--max-pairs", "100", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert json.loads(out.read_text())["provenance"]["parameters"]["encoder_untrained_languages"] == ["swh", "fin"]
+    assert any(r.getMessage().startswith("use-m3 was not trained on swh, fin (2 of the 3 languages read)")
+               for r in caplog.records)
+
+
 def test_cli_missing_data_is_a_clear_error(tmp_path):
     res = CliRunner().invoke(_cli(), ["bench", "qe", "--data-dir", str(tmp_path / "none"), "--quick"])
     assert res.exit_code == 2

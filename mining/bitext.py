@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from xmine.io.corpus import iter_lines
-from xmine.io.delimited import column_index, delimited_rows, field_of
+from xmine.io.delimited import column_index, delimited_rows, field_of, same_width
 from xmine.errors import ConfigError, InputError
 from xmine.langs import is_known_lang, normalize_lang
 from xmine.io.reader_base import MISSING, field_at, format_by_path, size_and_sha256
@@ -139,16 +139,9 @@ class Bitext:
             self.read_fields = (str(si + 1), str(ti + 1))
             # Every record has the file's column count (the header's, else the first record's):
             # the scores are written after a record's own columns, so one more or less shifts them.
-            width, first_line = (len(names), first[0]) if names is not None else (None, None)
-            for number, fields in rows:
+            for number, fields in same_width(rows, self.path, self.format, header=first if header else None):
                 src = field_of(fields, si, self.path, number, what="source")
                 tgt = field_of(fields, ti, self.path, number, what="target")
-                if width is None:
-                    width, first_line = len(fields), number
-                elif len(fields) != width:
-                    raise InputError(self.path, f"{len(fields)} column(s), but line {first_line} has {width}: "
-                                                "every line needs the same columns (a tab inside a sentence?)",
-                                     line=number)
                 yield BitextPair(number=number, src=src, tgt=tgt, record=fields)
 
     def _moses(self) -> Iterator[BitextPair]:

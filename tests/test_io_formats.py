@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clitools import files_under, ok, refused, xm
+from clitools import files_under, ok, refused, untouched, xm
+from xmine.errors import InputError
 
 REPO = Path(__file__).resolve().parent.parent
 N = 16
@@ -361,6 +362,26 @@ def test_csv_input_reads_the_header_and_honours_quotes(corpus, tmp_path):
         assert de[int(r["src_id"])] == r["translation"]["de"] and r["src_record"] == int(r["src_id"]) + 2
     refused(xm("mine", tmp_path / "de.csv", d / "en.txt", "-q", "--src-text-column", "satz", "-o", tmp_path / "b"),
             "de.csv", "'satz'", "columns: id, text")
+
+
+def test_a_record_cut_by_an_unquoted_comma_or_a_tab_is_refused_not_read_in_part(tmp_path):
+    """(was: `Hallo, Welt` in a one-column CSV stored as "Hallo", the rest dropped without a word;
+    a bitext refused the same, naming a tab for a CSV)"""
+    from xmine.io.reader_base import InputFormat
+    from xmine.io.readers import open_corpus
+
+    (tmp_path / "c.csv").write_text('text\nGuten Tag\nHallo, Welt\n"Hallo, Welt"\n', encoding="utf-8")
+    with untouched(tmp_path):
+        refused(xm("embed", tmp_path / "c.csv", "--lang", "de", "--encoder", "use-m3", "--text-column", "text", "-q",
+                   "-o", tmp_path / "st"),
+                f"{tmp_path / 'c.csv'}:3: 2 column(s), but line 1 has 1: every line needs the same columns "
+                '(a comma inside an unquoted field? quote it: "Hallo, Welt")')
+    (tmp_path / "c.tsv").write_text("Guten Tag\t1\nHallo\tWelt\t2\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"c\.tsv:2: 3 column\(s\), but line 1 has 2: .*\(a tab inside a sentence\?\)"):
+        list(open_corpus(tmp_path / "c.tsv", InputFormat(format="tsv", text_field="1")).records())
+    (tmp_path / "pairs.csv").write_text("de,en\nGuten Tag,Good day\nHallo, Welt,Hello world\n", encoding="utf-8")
+    refused(xm("score", tmp_path / "pairs.csv", "--src-field", "de", "--tgt-field", "en", "-o", tmp_path / "s.tsv"),
+            "pairs.csv:3: 3 column(s), but line 1 has 2", "a comma inside an unquoted field?")
 
 
 def test_keep_field_carries_document_metadata_to_every_output(corpus, tmp_path):

@@ -58,6 +58,26 @@ def delimited_rows(path: str | Path, fmt: str, *, blank_fields: bool = False) ->
             raise InputError(path, f"cannot read (corrupt or truncated file?): {e}", line=start) from None
 
 
+#: what most often gives a record more columns than the rest
+_EXTRA_COLUMN = {"tsv": "a tab inside a sentence?",
+                 "csv": 'a comma inside an unquoted field? quote it: "Hallo, Welt"'}
+
+
+def same_width(rows: Iterator[tuple[int, list[str]]], path: Path, fmt: str, *,
+               header: tuple[int, list[str]] | None = None) -> Iterator[tuple[int, list[str]]]:
+    """The records of `rows` (`delimited_rows`), each refused unless it has the file's column count:
+    the `header`'s (line, names), else the first record's. A sentence cut at an unquoted comma (or
+    a tab) would otherwise be read as its first part, the rest dropped without a word."""
+    width_line, width = (header[0], len(header[1])) if header is not None else (None, None)
+    for number, fields in rows:
+        if width is None:
+            width_line, width = number, len(fields)
+        elif len(fields) != width:
+            raise InputError(path, f"{len(fields)} column(s), but line {width_line} has {width}: every line needs "
+                                   f"the same columns ({_EXTRA_COLUMN[fmt]})", line=number)
+        yield number, fields
+
+
 def column_index(column: str, header: list[str] | None, path: Path, *, option: str) -> int:
     """The 0-based index of `column`: a 1-based number, or with a header a column name."""
     if header is not None and column in header:
@@ -79,4 +99,4 @@ def field_of(fields: list[str], index: int, path: Path, line: int, *, what: str)
     return fields[index]
 
 
-__all__ = ["DELIMITED_FORMATS", "column_index", "delimited_rows", "field_of"]
+__all__ = ["DELIMITED_FORMATS", "column_index", "delimited_rows", "field_of", "same_width"]

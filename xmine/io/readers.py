@@ -32,7 +32,7 @@ from typing import Any, Iterator
 
 from xmine.io.compression import count_lines
 from xmine.io.corpus import DEFAULT_MAX_CHARS, CorpusStats, iter_corpus, iter_lines
-from xmine.io.delimited import column_index, delimited_rows, field_of
+from xmine.io.delimited import column_index, delimited_rows, field_of, same_width
 from xmine.errors import InputError
 from xmine.artefacts.fileio import sha256_file
 from xmine.io.reader_base import CorpusReader, InputFormat, format_by_path, record_id, text_of
@@ -118,14 +118,14 @@ class DelimitedReader(CorpusReader):
 
     def records(self) -> Iterator[tuple[int, str, str | None]]:
         with closing(delimited_rows(self.path, self.format)) as rows:
-            names = None
+            names, first = None, None
             if self.has_header():
                 first = next(rows, None)
                 names = [n.strip() for n in first[1]] if first is not None else []
             text = column_index(self.spec.text_field, names, self.path, option="--text-column")
             rid = None if self.spec.id_field is None else column_index(self.spec.id_field, names, self.path,
                                                                         option="--id-field")
-            for number, fields in rows:
+            for number, fields in same_width(rows, self.path, self.format, header=first):
                 yield (number, field_of(fields, text, self.path, number, what="text"),
                        None if rid is None else record_id(field_of(fields, rid, self.path, number, what="id"),
                                                           self.spec.id_field, self.path, "", number))

@@ -17,7 +17,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from xmine.io.delimited import delimited_rows
+from xmine.io.delimited import delimited_rows, same_width
 from xmine.errors import ConfigError, InputError
 from xmine.artefacts.input_artefacts import artefact_kind
 from xmine.io.reader_base import MISSING, InputFormat, field_at
@@ -59,11 +59,9 @@ def _records(path: Path, spec: InputFormat) -> Iterator[tuple[int, dict]]:
         yield from jsonl_records(path)
     elif fmt in ("csv", "tsv"):
         with closing(delimited_rows(path, fmt)) as rows:
-            names = None
-            for number, fields in rows:
-                if names is None and reader.has_header():
-                    names = [n.strip() for n in fields]
-                    continue
+            header = next(rows, None) if reader.has_header() else None
+            names = [n.strip() for n in header[1]] if header is not None else None
+            for number, fields in same_width(rows, path, fmt, header=header):
                 keys = names or [str(i) for i in range(1, len(fields) + 1)]
                 yield number, dict(zip(keys, fields))
     elif fmt in ("parquet", "hf"):

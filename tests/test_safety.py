@@ -1038,3 +1038,15 @@ def test_embed_with_a_projection_made_for_another_encoder_uses_that_encoder(ws):
     ok(xm("embed", ws / "de.txt", "--lang", "de", "--projection", ws / "proj", "-q", "-o", ws / "st"))
     manifest = json.loads((ws / "st" / "manifest.json").read_text())
     assert manifest["encoder"]["name"] == "use-m3" and manifest["part"] == "meaning"
+
+
+def test_a_store_made_with_another_encoder_or_prompt_names_the_option_that_resumes_it(ws):
+    """(was: "it was made with encoder 'use-m3', not 'me5-small'", and a store of another prompt
+    named as one of another encoder)"""
+    with untouched(ws):
+        refused(xm("embed", ws / "de.txt", "--lang", "de", "--shard-rows", 16, "-q", "-o", ws / "store"),
+                "it was made with encoder 'use-m3' (--encoder use-m3), not 'me5-small'", "--overwrite")
+    ok(xm("embed", ws / "de.txt", "--lang", "de", "--prompt", "passage: ", "-q", "-o", ws / "passage"))
+    with untouched(ws):
+        refused(xm("embed", ws / "de.txt", "--lang", "de", "-q", "-o", ws / "passage"),
+                "it was made with the prompt 'passage: ' (--prompt 'passage: '), not 'query: '")

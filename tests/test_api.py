@@ -88,3 +88,22 @@ def test_api_refuses_record_options_its_input_has_no_use_for(tmp_path):
     with pytest.raises(InputError, match="--text-field does not apply to a text input"):
         xmine.mine(SideInput(path=tmp_path / "de.txt", lang="de", input_format=InputFormat(text_field="body")),
                    ["Hello world."], tgt_lang="en", encoder="use-m3")
+
+
+def test_api_embed_in_a_projection_uses_the_encoder_it_was_made_for(tmp_path):
+    """(was: the default me5-small's embeddings met a use-m3 projection and were refused)"""
+    import numpy as np
+
+    import xmine
+    from xmine.disentangle.projection import load_projection
+    from xmine.encoders import load_encoder
+
+    lines = (REPO / "demo" / "de.txt").read_text(encoding="utf-8").splitlines()[:30]
+    en = (REPO / "demo" / "en.txt").read_text(encoding="utf-8").splitlines()[:30]
+    (tmp_path / "p.de").write_text("".join(t + "\n" for t in lines), encoding="utf-8")
+    (tmp_path / "p.en").write_text("".join(t + "\n" for t in en), encoding="utf-8")
+    ok(xm("train", "--method", "center", "--pairs", f"{tmp_path / 'p.de'}:{tmp_path / 'p.en'}", "--encoder", "use-m3",
+          "-q", "-o", tmp_path / "proj"))
+    got = xmine.embed(lines[:3], lang="de", projection=tmp_path / "proj")
+    want = load_projection(tmp_path / "proj").transform(load_encoder("use-m3").encode(lines[:3]), "meaning", lang="de")
+    assert got.shape == (3, 512) and np.allclose(got, want, atol=1e-6)

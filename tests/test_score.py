@@ -341,16 +341,22 @@ def test_scores_warnings_and_record_name_the_users_bitext_and_its_lines(data_dir
     assert made["corpora"] == [None, None]
 
 
-def test_a_damaged_corpus_store_is_refused_before_the_output_is_claimed(data_dir, tmp_path):
-    """(was: refused after the claim, leaving an unfinished OUT.json and OUT.work/ behind)"""
-    from tests.clitools import untouched
-
+def _bitext_and_corpus_store(data_dir, tmp_path):
+    """(6 German-English FLORES pairs as a TSV bitext, a store of 24 other English sentences)"""
     de, en = flores_lines(data_dir, "deu_Latn", 30), flores_lines(data_dir, "eng_Latn", 30)
     bitext = tmp_path / "pairs.tsv"
     bitext.write_text("".join(f"{a}\t{b}\n" for a, b in zip(de[:6], en[:6])), encoding="utf-8")
     (tmp_path / "en.txt").write_text("".join(f"{s}\n" for s in en[6:]), encoding="utf-8")
     store = tmp_path / "en.store"
     ok(xm("embed", tmp_path / "en.txt", "--lang", "en", "-o", store, "-q"))
+    return bitext, store
+
+
+def test_a_damaged_corpus_store_is_refused_before_the_output_is_claimed(data_dir, tmp_path):
+    """(was: refused after the claim, leaving an unfinished OUT.json and OUT.work/ behind)"""
+    from tests.clitools import untouched
+
+    bitext, store = _bitext_and_corpus_store(data_dir, tmp_path)
     shard = next(p for p in sorted(store.iterdir()) if p.suffix == ".npy")
     shard.write_bytes(shard.read_bytes()[:-8])  # cut short
     with untouched(tmp_path):
@@ -365,12 +371,7 @@ def test_a_corpus_store_is_opened_once(data_dir, tmp_path, monkeypatch):
     64 MiB hashed, twice)."""
     from xmine.store import EmbeddingStore
 
-    de, en = flores_lines(data_dir, "deu_Latn", 30), flores_lines(data_dir, "eng_Latn", 30)
-    bitext = tmp_path / "pairs.tsv"
-    bitext.write_text("".join(f"{a}\t{b}\n" for a, b in zip(de[:6], en[:6])), encoding="utf-8")
-    (tmp_path / "en.txt").write_text("".join(f"{s}\n" for s in en[6:]), encoding="utf-8")
-    store = tmp_path / "en.store"
-    ok(xm("embed", tmp_path / "en.txt", "--lang", "en", "-o", store, "-q"))
+    bitext, store = _bitext_and_corpus_store(data_dir, tmp_path)
     opened, real_open = [], EmbeddingStore.open.__func__
 
     def counting_open(cls, path, *args, **kwargs):

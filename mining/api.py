@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from xmine.artefacts.directory import register_readers
-from xmine.artefacts.input_artefacts import artefact_encoder
+from xmine.artefacts.input_artefacts import projection_encoder
 from xmine.disentangle.projection import load_projection
 from xmine.encoders import DEFAULT_ENCODER, load_encoder
 from xmine.encoders.projection import choose_projection, resolve_projection
@@ -214,9 +214,7 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
     (the space `xmine mine` searches); `projection="none"`: the encoder's raw embeddings; a
     projection directory without `encoder`: its meaning part, with the encoder it was made for."""
 
-    made_for = (artefact_encoder([projection]) if encoder is None and projection not in (None, "default", "none")
-                and Path(projection).is_dir() else None)  # a projection names its encoder, as in `mine`
-    name = encoder or (made_for.name if made_for is not None else DEFAULT_ENCODER)
+    name = encoder or projection_encoder(projection) or DEFAULT_ENCODER  # (a projection names its own, as in `mine`)
     model = load_encoder(name, precision=precision)
     choice = choose_projection(projection, encoder_name=name, encoder_fp=model.fingerprint)
     emb = np.asarray(model.encode(list(texts), batch_size=batch_size), dtype=np.float32)

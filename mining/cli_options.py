@@ -109,8 +109,6 @@ def threshold_options(threshold_help: str):
                           "them, fewer pairs: for MT training data). Not with --threshold."))
 
 
-#: --filters/--no-filters, --no-filter, --score-max, --filter-length-ratio, --lid and --lid-min-confidence,
-#: handed to the command as one `pair_filters` (a PairFilterConfig)
 def _pair_filter_config(filters, no_filter, score_max, filter_length_ratio, lid, lid_min_confidence):
     """The PairFilterConfig of the options; a filter's limit given for a filter switched off is
     refused (it would be read and dropped). --lid and --lid-min-confidence also serve --lang-filter."""
@@ -126,6 +124,8 @@ def _pair_filter_config(filters, no_filter, score_max, filter_length_ratio, lid,
                             max_length_ratio=filter_length_ratio, lid=lid, lid_min_confidence=lid_min_confidence)
 
 
+#: --filters/--no-filters, --no-filter, --score-max, --filter-length-ratio, --lid and --lid-min-confidence,
+#: handed to the command as one `pair_filters` (a PairFilterConfig)
 pair_filter_options = _options(
     "pair_filters",
     _pair_filter_config,
@@ -142,8 +142,9 @@ pair_filter_options = _options(
                  help=f"Switch one pair filter off (repeatable): {', '.join(FILTER_RULES)}."),
     click.option("--score-max", type=Finite(), default=None,
                  help="score_max filter: drop pairs with a ratio margin above this (refused with --margin distance or "
-                      "absolute; said not to apply where a calibration mines with another margin). Default: the cap calibrated for the space and margin mined in (far above its "
-                      "translations' margins); a space without a calibration is not capped."),
+                      "absolute; said not to apply where a calibration mines with another margin). Default: the "
+                      "cap calibrated for the space and margin mined in (far above its translations' margins); a "
+                      "space without a calibration is not capped."),
     click.option("--filter-length-ratio", type=Finite(1), default=DEFAULT_MAX_LENGTH_RATIO, show_default=True,
                  help="length_ratio filter: the most one side's UTF-8 bytes may exceed the other's, as a factor."),
     click.option("--lid", type=click.Choice(LID_BACKENDS), default=DEFAULT_LID, show_default=True,

@@ -316,5 +316,5 @@ class MineConfig:
                             block_cols=s.block_cols, workers=s.workers, product=s.product)
 
 
-__all__ = ["EncodingConfig", "check_score_cap", "FilterConfig", "MineConfig", "OptionConflict", "OutputConfig", "SearchConfig",
-           "SelectionConfig", "SideInput"]
+__all__ = ["EncodingConfig", "FilterConfig", "MineConfig", "OptionConflict", "OutputConfig", "SearchConfig",
+           "SelectionConfig", "SideInput", "check_score_cap"]

@@ -414,6 +414,7 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
     return keep_at_least(mined, record["value"])
 
 
-__all__ = ["ESTIMATED", "RULE_NAME", "RuleUse", "ThresholdEstimate", "apply_run_threshold", "calibrated_uses", "estimate_true_pairs",
-           "estimated_threshold", "keep_at_least", "language_notes", "mutual_null_share", "note_few_neighbours",
-           "note_other_encoder", "note_other_k", "null_above", "null_fit", "rule_threshold", "run_threshold"]
+__all__ = ["ESTIMATED", "RULE_NAME", "RuleUse", "ThresholdEstimate", "apply_run_threshold", "calibrated_uses",
+           "estimate_true_pairs", "estimated_threshold", "keep_at_least", "language_notes", "mutual_null_share",
+           "note_few_neighbours", "note_other_encoder", "note_other_k", "null_above", "null_fit", "rule_threshold",
+           "run_threshold"]

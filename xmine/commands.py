@@ -7,7 +7,6 @@ import platform
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import click
 
@@ -20,7 +19,7 @@ from xmine.encoders.runtime import openvino_installed, runtime_for_artefact, x86
 from xmine.encoders.suitability import suitability
 from xmine.errors import ConfigError
 from xmine.encoders.options import precision_option
-from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection
+from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection, projection_encoder
 from xmine.artefacts.fileio import kind_label
 from xmine.options import (LANG, given_on_command_line, input_format_options, projection_option, quiet_option,
                            ray_option)
@@ -168,11 +167,8 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     else:
         if encoder_name_given or dim or embeddings_column:
             raise ConfigError("--encoder-name, --dim and --embeddings-column go with --embeddings FILE")
-        if not given_on_command_line("encoder_name") and projection not in (None, "default", "none") \
-                and Path(projection).is_dir():
-            # a projection made for another encoder names its own, as mine, score and build-index read it
-            made_for = artefact_encoder([projection])
-            encoder_name = made_for.name if made_for is not None else encoder_name
+        if not given_on_command_line("encoder_name"):  # as mine, score and build-index read it
+            encoder_name = projection_encoder(projection) or encoder_name
         # With --ray the actors encode; this process needs only the fingerprint (no model load for me5-small).
         encoder = load_encoder(encoder_name, device=device, runtime=runtime_for_artefact(finished, runtime),
                                precision=precision or (finished.run_precision if finished else "auto"),

@@ -59,6 +59,16 @@ def artefact_encoder(paths) -> EncoderFingerprint | None:
     return _recorded(paths, "encoder", EncoderFingerprint)[1]
 
 
+def projection_encoder(projection) -> str | None:
+    """The name of the encoder a projection directory was made for (None: `projection` is None,
+    "default", "none", or no projection directory): the encoder to use where none is given, rather
+    than meeting the default encoder's embeddings and being refused."""
+    if projection in (None, "default", "none") or not Path(projection).is_dir():
+        return None
+    made_for = artefact_encoder([projection])
+    return made_for.name if made_for is not None else None
+
+
 def artefact_projection(paths) -> tuple[bool, ProjectionFingerprint | None]:
     """(whether one of `paths` is a store/index, the projection fingerprint the first one records)."""
     return _recorded(paths, "projection", ProjectionFingerprint | None)

@@ -13,7 +13,7 @@ from xmine.encoders import (
 from xmine.encoders.external import EXTERNAL_ID_PREFIX
 from xmine.encoders.runtime import runtime_for_artefact
 from xmine.errors import ConfigError, EncoderMismatchError
-from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection
+from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection, projection_encoder
 from xmine.langs import same_language
 from xmine.encoders.projection import choose_projection, resolve_projection
 from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint
@@ -43,11 +43,8 @@ class Encoders:
         self._artefact_encoder = artefact_encoder(inputs)  # its name, precision and runtime are the defaults
         self.config = config
         self.encoder_name = config.name or (self._artefact_encoder.name if self._artefact_encoder else None)
-        if self.encoder_name is None and projection not in (None, "default", "none") and Path(projection).is_dir():
-            # a projection made for another encoder names its own (as `langid --projection` reads it),
-            # rather than meeting the default encoder's embeddings and being refused
-            made_for = artefact_encoder([projection])
-            self.encoder_name = made_for.name if made_for is not None else None
+        if self.encoder_name is None:  # (as `langid --projection` reads it)
+            self.encoder_name = projection_encoder(projection)
         self.projection_spec = projection
         self.precision = config.precision
         self._artefact = artefact_projection(inputs)

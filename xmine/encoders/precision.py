@@ -148,11 +148,10 @@ def check_same_encoder(expected_fp: Fingerprint, actual_fp: Fingerprint, *, what
             f"{what} was made with {exp.name!r} at precision {p_exp}, but {p_act} embeddings "
             f"meet it here; two precisions are never mixed: use --precision {p_exp} for both (or rebuild it at {p_act})"
         )
-    # A transformer's id ends in "|prefix=<repr>": the same weights with another prompt are named as
-    # such, with the option that gives the prompt, not as another encoder.
-    weights_exp, _, prompt_exp = exp.id.weights.rpartition("|prefix=")
-    weights_act, _, prompt_act = act.id.weights.rpartition("|prefix=")
-    if weights_exp and weights_exp == weights_act and exp.dim == act.dim:
+    # the same weights with another prompt: named as such, with the option that gives the prompt
+    prompts = exp.id.other_prompt_only(act.id)
+    if prompts is not None and exp.dim == act.dim:
+        prompt_exp, prompt_act = prompts
         raise EncoderMismatchError(
             f"{what} was made with {exp.name!r} and the prompt {prompt_exp}, but embeddings with the prompt "
             f"{prompt_act} meet it here; the prompt is part of the embeddings: make both with the same prompt "

@@ -52,10 +52,9 @@ def identity_mismatch(old: dict[str, Any], new: dict[str, Any], *, where: str) -
         if was.id.weights == now.id.weights:
             p_old, p_new = was.run_precision, now.run_precision
             return f"it was made at encoder precision {p_old} (--precision {p_old}), not {p_new}"
-        was_w, _, was_prompt = was.id.weights.rpartition("|prefix=")
-        now_w, _, now_prompt = now.id.weights.rpartition("|prefix=")
-        if was_w and was_w == now_w:  # the same weights with another prompt
-            return f"it was made with the prompt {was_prompt} (--prompt {was_prompt}), not {now_prompt}"
+        prompts = was.id.other_prompt_only(now.id)
+        if prompts is not None:
+            return f"it was made with the prompt {prompts[0]} (--prompt {prompts[0]}), not {prompts[1]}"
         return f"it was made with encoder {was.name!r} (--encoder {was.name}), not {now.name!r}"
     if (was_p and was_p.id) != (now_p and now_p.id):
         return f"it was made with {was_p or 'no projection'}, not {now_p or 'no projection'}"

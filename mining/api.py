@@ -19,7 +19,6 @@ packages' artefact readers with the core.
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -36,6 +35,7 @@ from xmine.io.stdin import is_url
 from xmine.mining.bitext import Bitext
 from xmine.mining.filters import PairFilterConfig
 from xmine.mining.presearch import PreSearchConfig
+from xmine.tempdirs import temporary_directory
 
 if TYPE_CHECKING:  # the configs are imported when a function is called
     from xmine.mining.config import EncodingConfig, FilterConfig, SearchConfig, SelectionConfig, SideInput
@@ -158,7 +158,7 @@ def mine(src: Source | SideInput, tgt: Source | SideInput, *, src_lang: str | No
     else:
         filters = FilterConfig(pairs=PairFilterConfig(enabled=filters is not False), lang_filter=lang_filter,
                                pre_clean=PreSearchConfig(enabled=pre_clean is not False))
-    with tempfile.TemporaryDirectory(prefix="xmine-api-") as tmp:
+    with temporary_directory("api") as tmp:
         d = Path(tmp)
         src_side, src_list = _side(src, d, "src", src_lang, keep_fields)
         tgt_side, tgt_list = _side(tgt, d, "tgt", tgt_lang, keep_fields)
@@ -197,7 +197,7 @@ def score(src: Source, tgt: Source | None = None, *, src_lang: str | None = None
     encoding = _built("encoding", encoding, EncodingConfig, _given(encoder=encoder, projection=projection))
     if not isinstance(filters, PairFilterConfig):
         filters = PairFilterConfig(enabled=filters)
-    with tempfile.TemporaryDirectory(prefix="xmine-api-") as tmp:
+    with temporary_directory("api") as tmp:
         d = Path(tmp)
         paths = (Path(src),) if tgt is None else (_corpus(src, d, "src")[0], _corpus(tgt, d, "tgt")[0])
         result = score_bitext(Bitext(paths, langs=(src_lang, tgt_lang)), out=d / "scored.parquet",

@@ -32,7 +32,6 @@ import hashlib
 import json
 import logging
 import shutil
-import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -60,6 +59,7 @@ from xmine.artefacts.records import to_json
 from xmine.encoders.loader import untrained_languages
 from xmine.store.writer import UNDETERMINED
 from xmine.io.stdin import is_stdin, is_url, shown_path, spool_url
+from xmine.tempdirs import temporary_directory
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def mine(config: MineConfig, *, show_progress: bool = True) -> dict:
     urls = {role: side.path for role, side in (("src", config.src), ("tgt", config.tgt)) if is_url(side.path)}
     if not urls:
         return _mine(config, show_progress=show_progress)
-    with tempfile.TemporaryDirectory(prefix="xmine-url-") as tmp:
+    with temporary_directory("url") as tmp:
         local = {role: replace(getattr(config, role), path=spool_url(url, tmp)) for role, url in urls.items()}
         return _mine(replace(config, **local), show_progress=show_progress)
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import tempfile
 from array import array
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -56,6 +55,7 @@ from xmine.mining.select import MiningConfig, _masked_mean, margin_score
 from xmine.mining.threshold_rule import RuleUse, note_few_neighbours, run_threshold
 from xmine.artefacts.outputs import claim_output
 from xmine.artefacts.records import to_json
+from xmine.tempdirs import temporary_directory
 
 
 SCORE_KIND = "scored-pairs"
@@ -256,7 +256,7 @@ def score_bitext(
     corpora_paths = (src_corpus, tgt_corpus)
     opened_corpora = check_corpora(corpora_paths)
     # The bitext is read (every row checked) before OUT is claimed: a malformed row leaves nothing behind.
-    with tempfile.TemporaryDirectory(prefix="xmine-score-") as staged:
+    with temporary_directory("score") as staged:
         staged_sides = write_sides(bitext, Path(staged))
         n = len(staged_sides)
         with claim_output(out, kind=SCORE_KIND, form="tsv", inputs=[*bitext.paths, *corpora_paths, projection, selection.calibration],

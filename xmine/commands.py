@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import platform
 import sys
-import tempfile
 import time
 
 import click
@@ -29,6 +28,7 @@ from xmine.io.stdin import is_stdin, is_url, spool_stdin, spool_url
 from xmine.store import embed_corpus
 from xmine.store.layout import DEFAULT_DTYPE, DTYPES
 from xmine.artefacts.verify import verify_artefact
+from xmine.tempdirs import temporary_directory
 
 @click.command("encoders")
 @click.option("--check", "check_name", default=None, metavar="NAME",
@@ -178,7 +178,7 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
 
     # Standard input and a URL are copied first: a corpus is read twice (checked, then embedded).
     stream = is_stdin(corpus) or is_url(corpus)
-    spooled = tempfile.TemporaryDirectory(prefix="xmine-input-") if stream else contextlib.nullcontext()
+    spooled = temporary_directory("input") if stream else contextlib.nullcontext()
     with spooled as directory:
         store = embed_corpus(
             (spool_stdin(directory) if is_stdin(corpus) else spool_url(corpus, directory)) if stream else corpus,

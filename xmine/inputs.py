@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -47,6 +46,7 @@ from xmine.store import EmbeddingStore
 from xmine.store.rows import ShardRows
 from xmine.store.text import RowIndex, TextColumn
 from xmine.store.writer import UNDETERMINED, embed_corpus
+from xmine.tempdirs import temporary_directory
 
 
 @dataclass(kw_only=True)
@@ -136,7 +136,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
     proj = encoders.projection
     tmp = None
     if work_dir is None and (kind == "text" or (kind == "embedding-store" and proj is not None)):
-        tmp = tempfile.TemporaryDirectory(prefix="xmine-side-")
+        tmp = temporary_directory("side")
         work_dir = tmp.name
     work = Path(work_dir) if work_dir is not None else None
     if kind == "text":

@@ -21,12 +21,12 @@ import json
 import posixpath
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 from xmine.errors import InputError
 from xmine.artefacts.fileio import atomic_path
 from xmine.artefacts.output_state import read_json
+from xmine.tempdirs import temporary_directory
 
 STDIN = "-"
 #: the record of a URL's copy, beside it
@@ -127,7 +127,7 @@ def with_local_inputs(*names: str):
             urls = [n for n in names if is_url(bound.arguments.get(n))]
             if not urls:
                 return f(*args, **kwargs)
-            with tempfile.TemporaryDirectory(prefix="xmine-url-") as tmp:
+            with temporary_directory("url") as tmp:
                 for n in urls:
                     bound.arguments[n] = spool_url(bound.arguments[n], tmp)
                 return f(*bound.args, **bound.kwargs)

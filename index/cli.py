@@ -123,8 +123,8 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
 @click.argument("index_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("queries", type=click.Path(exists=True, path_type=Path))
 @click.option("-k", type=click.IntRange(min=1), default=10, show_default=True, help="Neighbours returned per query.")
-@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl"]), default="tsv", show_default=True,
-              help="tsv: one hit a line: query_line, rank, score, hit_line, hit_sentence; when the queries or "
+@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl"]), default=None,
+              help="Default: jsonl for an OUT named .jsonl, else tsv. tsv: one hit a line: query_line, rank, score, hit_line, hit_sentence; when the queries or "
                    "the index were split into sentences (--split-sentences), then query_sentence_index and "
                    "hit_sentence_index (1-based in their record; empty for a side not split). "
                    "jsonl: one object per query with its hits (and those indices).")
@@ -150,6 +150,7 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
     FAISS's estimate of it (PQ indexes).
     """
     _refuse_ids(input_format, "search")
+    fmt = _search_format(out, fmt)
     if input_format.split_sentences:  # a missing language fails before anything is written
         check_split_languages([(queries, lang, "--lang")], input_format)
     with (claim_output(out, kind="search-result", form="tsv", inputs=[index_dir, queries, projection],
@@ -158,6 +159,17 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
         summary = _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, input_format, lang)
         if claim is not None:
             claim.finish(summary)
+
+
+def _search_format(out: Path | None, fmt: str | None) -> str:
+    """The format named, else by OUT's name (.jsonl: jsonl), else tsv; a name ending in .gz is
+    refused: search writes plain text (was: TSV written under a .jsonl or .gz name)."""
+    if out is not None and out.name.lower().endswith(".gz"):
+        raise ConfigError(f"{out}: search writes plain text, not gzip; name it without .gz (or pipe the standard "
+                          "output through gzip)")
+    if fmt is not None:
+        return fmt
+    return "jsonl" if out is not None and out.name.lower().endswith(".jsonl") else "tsv"
 
 
 def _search(index_dir, queries, k, fmt, claim, nprobe, encoder: EncoderConfig, projection, input_format=None,

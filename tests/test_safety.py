@@ -166,6 +166,15 @@ def test_mine_refuses_its_own_result_without_overwrite_and_an_edited_one_always(
     with untouched(ws):
         refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--overwrite", "-o", out),
                 "changed since xmine wrote it")
+    # A result deleted by hand leaves xmine's own summary: replaced with --overwrite (was: refused
+    # as "changed since xmine wrote it (move it away first)", with nothing to move)
+    out.unlink()
+    with untouched(ws):
+        refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-o", out),
+                "already exists (an xmine mining result, its files removed since: mined.tsv.json is left); "
+                "pass --overwrite")
+    ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--overwrite", "-o", out))
+    assert out.is_file()
 
 
 @pytest.mark.parametrize("sidecar", [".json", ".meta"])

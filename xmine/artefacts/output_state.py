@@ -227,7 +227,9 @@ def output_state(path: Path, kind: str, form: str, companions: tuple[str, ...],
                               "(move it away or choose another output)")
         if side.get("state") != "finished":
             return "unfinished"
-        changed = changed_files(side, path)
+        # A file of it deleted by hand is no user's data: what is left is xmine's own (its summary),
+        # replaced with --overwrite; one edited since is the user's, and refused.
+        changed = [name for name in changed_files(side, path) if os.path.lexists(path.parent / name)]
         if changed:
             raise OutputError(f"{path}: {', '.join(changed)} changed since xmine wrote it (size or sha256 "
                               f"differs from {side_path.name}); refusing to replace it (move it away first)")

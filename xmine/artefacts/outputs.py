@@ -257,8 +257,11 @@ def claim_output(path: str | Path, *, kind: str, form: str, inputs: Iterable[str
                 _remove_leftover_temporaries(claimed)
                 state = output_state(path, kind, form, companions, in_place=in_place)
                 if state == "finished" and not (overwrite or reopen):
-                    raise OutputError(f"{path}: already exists (an xmine {kind_label(kind)}); pass --overwrite to "
-                                      "replace it or choose another output")
+                    recorded = (read_json(sidecar_of(path)) or {}).get("output_files") or {} if form == "tsv" else {}
+                    gone = (f", its files removed since: {sidecar_of(path).name} is left" if recorded and not any(
+                        os.path.lexists(path.parent / name) for name in recorded) else "")
+                    raise OutputError(f"{path}: already exists (an xmine {kind_label(kind)}{gone}); pass --overwrite "
+                                      "to replace it or choose another output")
                 claim = Claim(path=path, kind=kind, form=form, state=state, overwrite=overwrite,
                               companions=companions,
                               _old_side=read_json(sidecar_of(path)) if form == "tsv" and state == "finished" else None)

@@ -1059,3 +1059,16 @@ def test_a_store_made_with_another_encoder_or_prompt_names_the_option_that_resum
     with untouched(ws):
         refused(xm("embed", ws / "de.txt", "--lang", "de", "-q", "-o", ws / "passage"),
                 "it was made with the prompt 'passage: ' (--prompt 'passage: '), not 'query: '")
+
+
+def test_verify_names_a_shard_copied_into_a_store_or_an_index(ws):
+    """A shard the manifest does not record is never read, but says that two runs were mixed (was:
+    `verify` said OK, though docs/reliability.md calls such a file refused)."""
+    store_shards = sorted(ws.joinpath("store").glob("emb-*.npy"))
+    shutil.copy(store_shards[0], ws / "store" / "emb-00099.npy")
+    shutil.copy(ws / "index" / "shard_00000.faiss", ws / "index" / "shard_00007.faiss")
+    for artefact, stray in (("store", "emb-00099.npy"), ("index", "shard_00007.faiss")):
+        refused(xm("verify", ws / artefact), f"{ws / artefact / stray}: named as a shard of the",
+                "not recorded in its manifest.json")
+        (ws / artefact / stray).unlink()
+        ok(xm("verify", ws / artefact))

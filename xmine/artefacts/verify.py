@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from xmine.calibration import CALIBRATION_DAMAGED_ADVICE, CALIBRATION_KIND, parse_defaults
@@ -44,6 +45,34 @@ RESULT_DAMAGED_ADVICE = "none of its numbers can be trusted; run the benchmark t
 #: `verify` checks by that checksum: the results and the records of `xmine calibrate`, each with
 #: what its refusal advises.
 JSON_KINDS = {**dict.fromkeys(RESULT_KINDS, RESULT_DAMAGED_ADVICE), CALIBRATION_KIND: CALIBRATION_DAMAGED_ADVICE}
+#: The names a store's or an index's writer gives its per-shard files (`xmine.store.layout.shard_names`,
+#: `xmine.index.faiss_index.shard_name`): one such file its manifest does not record is never read,
+#: but it says that two runs or copies were mixed, which `verify` reports.
+SHARD_NAMES = {"embedding-store": re.compile(r"(emb|lines|text|ids|sent)-\d{5}\.(npy|txt)"),
+               "index": re.compile(r"shard_\d{5}\.faiss")}
+
+
+def _names_in(value) -> set[str]:
+    """Every string in a manifest's values: the file names it records, wherever it records them."""
+    if isinstance(value, dict):
+        return set().union(*map(_names_in, value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*map(_names_in, value)) if value else set()
+    return {value} if isinstance(value, str) else set()
+
+
+def check_no_stray_shards(directory: Path, kind: str) -> None:
+    """ArtefactError naming each file of `directory` (a store or an index) that bears a shard's name
+    and is not recorded in its manifest (a shard copied in from another run)."""
+    pattern = SHARD_NAMES.get(kind)
+    if pattern is None:
+        return
+    recorded = _names_in(json.loads((directory / MANIFEST).read_text(encoding="utf-8")))
+    stray = sorted(p.name for p in directory.iterdir() if pattern.fullmatch(p.name) and p.name not in recorded)
+    if stray:
+        raise ArtefactError("\n".join(
+            f"{directory / name}: named as a shard of the {kind.replace('-', ' ')}, but not recorded in its {MANIFEST}: "
+            "never read, but a copy from another run or another artefact; remove it" for name in stray))
 
 
 def verify_artefact(path: str | Path) -> tuple[str, int, str]:
@@ -67,7 +96,9 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
             raise ArtefactError(f"{p}: an unfinished xmine {kind.replace('-', ' ')} (no {MANIFEST}); run the "
                                 "command that made it again to finish it")
         if kind == "embedding-store":
-            return (kind, *verify_store(p))
+            checked = verify_store(p)
+            check_no_stray_shards(p, kind)  # (after its manifest and files are checked)
+            return (kind, *checked)
         if kind in RECORDED_KINDS:
             manifest = read_manifest(p, kind)
             if manifest.get("format_version", 1) >= RECORDED_KINDS[kind]:
@@ -84,7 +115,9 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
             raise ArtefactError(f"{p / MANIFEST}: kind {kind[:80]!r} is no kind of artefact this xmine makes or "
                                 "reads; nothing in it can be checked") from None
         if hasattr(artefact, "verify"):
-            return kind, int(artefact.verify()), "every recorded sha256 matches, every part loads"
+            nbytes = int(artefact.verify())
+            check_no_stray_shards(p, kind)
+            return kind, nbytes, "every recorded sha256 matches, every part loads"
         files = [e for e in p.rglob("*") if e.is_file()]
         return kind, sum(e.stat().st_size for e in files), "loads, and its reader's checks pass"
     if sidecar_of(p).is_file():

@@ -115,6 +115,8 @@ def _side(value, directory: Path, role: str, lang: str | None, keep_fields: Sequ
             raise ConfigError(f"give the {role} side's language and fields inside its SideInput or as "
                               f"{role}_lang= / keep_fields=, not both")
         return value, False
+    if not (is_url(value) or isinstance(value, (str, Path))):  # a list: its language checked under its own name
+        SideInput(path=f"{role} (the list given)", lang=lang, keep_fields=tuple(keep_fields))
     path, was_list = _corpus(value, directory, role)
     return SideInput(path=path, lang=lang, keep_fields=tuple(keep_fields)), was_list
 

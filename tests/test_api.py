@@ -68,6 +68,10 @@ def test_api_takes_any_iterable_of_sentences_and_says_what_is_wrong_with_one(dat
         xmine.mine([], en, encoder="use-m3")
     with pytest.raises(TypeError, match="tgt: expected a path or a sequence of strings; item 1 is a int"):
         xmine.mine(de, ["a", 2], encoder="use-m3")
+    from xmine.errors import ConfigError  # (was: named the temporary file the list was written to)
+
+    with pytest.raises(ConfigError, match=r"^src \(the list given\): 'zz' is not a known language code"):
+        xmine.mine(de, en, src_lang="zz", encoder="use-m3")
     code = ("import xmine; t = xmine.mine(['Hallo Welt.', 'Guten Morgen.'], ['Hello world.', 'Good morning.'], "
             "encoder='use-m3', threshold=None); assert 'src_index' in t.column_names, t.column_names")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, capture_output=True,

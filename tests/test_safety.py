@@ -1072,3 +1072,17 @@ def test_verify_names_a_shard_copied_into_a_store_or_an_index(ws):
                 "not recorded in its manifest.json")
         (ws / artefact / stray).unlink()
         ok(xm("verify", ws / artefact))
+
+
+def test_refusals_name_the_output_and_what_it_is(ws):
+    """(were: a link to a store named "not a directory"; a mining result's summary named instead of
+    the result; the lock file of an output in a folder that cannot hold it named instead of it)"""
+    ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-q", "-o", ws / "r.tsv"))
+    (ws / "link").symlink_to(ws / "store")
+    with untouched(ws):
+        refused(xm("build-index", ws / "en.txt", "--encoder", "use-m3", "--overwrite", "-o", ws / "link"),
+                f"{ws / 'link'}: exists and is a symbolic link; refusing to replace it")
+        refused(xm("search", ws / "index", ws / "de.txt", "--overwrite", "-o", ws / "r.tsv"),
+                f"{ws / 'r.tsv'}: is an xmine mining result (says r.tsv.json), not an xmine search result")
+    refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-q", "-o", "/proc/xmine-out.tsv"),
+            "/proc/xmine-out.tsv: cannot write in /proc (")

@@ -120,6 +120,13 @@ def own_output_name(base: Path, name: object) -> bool:
             and (name == base.name or name.startswith(base.name + ".")))
 
 
+def removed_by_hand(path: Path) -> bool:
+    """Whether every file the summary of the text output `path` records is gone, its summary left."""
+    side = read_json(sidecar_of(path)) if sidecar_of(path).is_file() else None
+    names = [name for name in ((side or {}).get("output_files") or {}) if own_output_name(path, name)]
+    return bool(names) and not any(os.path.lexists(path.parent / name) for name in names)
+
+
 def changed_files(side: dict, base: Path) -> list[str]:
     """Files (and directory outputs) a finished sidecar records whose size or sha256 no longer
     match. While a replacement is being put in place (`replacing`: the new files' records), a file
@@ -183,8 +190,8 @@ def output_state(path: Path, kind: str, form: str, companions: tuple[str, ...],
         if not exists:
             return "new"
         if (path.is_symlink() and not in_place) or not path.is_dir():
-            raise OutputError(f"{path}: exists and is not a directory; refusing to replace it "
-                              "(choose another output)")
+            what = "a symbolic link" if path.is_symlink() else "not a directory"
+            raise OutputError(f"{path}: exists and is {what}; refusing to replace it (choose another output)")
         if not any(path.iterdir()):
             return "new"
         found, finished = dir_kind(path)
@@ -205,8 +212,10 @@ def output_state(path: Path, kind: str, form: str, companions: tuple[str, ...],
         extra = [Path(str(path) + s) for s in companions if os.path.lexists(str(path) + s)]
         if side is None or side.get("kind") != kind:
             if os.path.lexists(side_path):
-                what = f"an xmine {kind_label(side['kind'])}" if side and side.get("kind") else "not an xmine summary"
-                raise OutputError(f"{side_path}: exists and is {what}; refusing to replace it "
+                if side and side.get("kind"):  # the summary of another kind of output: named as that output
+                    raise OutputError(f"{path}: is an xmine {kind_label(side['kind'])} (says {side_path.name}), not an "
+                                      f"xmine {kind_label(kind)}; refusing to replace it (choose another output)")
+                raise OutputError(f"{side_path}: exists and is not an xmine summary; refusing to replace it "
                                   "(choose another output)")
             if exists:
                 raise OutputError(f"{path}: exists and is not an xmine {kind_label(kind)} (no {side_path.name} beside it); "
@@ -229,7 +238,9 @@ def output_state(path: Path, kind: str, form: str, companions: tuple[str, ...],
             return "unfinished"
         # A file of it deleted by hand is no user's data: what is left is xmine's own (its summary),
         # replaced with --overwrite; one edited since is the user's, and refused.
-        changed = [name for name in changed_files(side, path) if os.path.lexists(path.parent / name)]
+        # (a name not of this output is never looked at: it stays refused)
+        changed = [name for name in changed_files(side, path)
+                   if not own_output_name(path, name) or os.path.lexists(path.parent / name)]
         if changed:
             raise OutputError(f"{path}: {', '.join(changed)} changed since xmine wrote it (size or sha256 "
                               f"differs from {side_path.name}); refusing to replace it (move it away first)")

@@ -43,7 +43,7 @@ from xmine.errors import OutputError
 from xmine.artefacts.fileio import (DIR_MODE, FILE_MODE, MANIFEST, atomic_path, atomic_write_json, atomic_write_manifest,
                                     fsync_file, kind_label, remove_path, sha256_file, swap_in_dir, temporary_beside)
 from xmine.artefacts.output_state import (FORMS, MARKER, check_not_input, dir_kind, output_state, read_json,
-                                sidecar_of, tree_record)
+                                removed_by_hand, sidecar_of, tree_record)
 
 log = logging.getLogger(__name__)
 
@@ -257,9 +257,7 @@ def claim_output(path: str | Path, *, kind: str, form: str, inputs: Iterable[str
                 _remove_leftover_temporaries(claimed)
                 state = output_state(path, kind, form, companions, in_place=in_place)
                 if state == "finished" and not (overwrite or reopen):
-                    recorded = (read_json(sidecar_of(path)) or {}).get("output_files") or {} if form == "tsv" else {}
-                    gone = (f", its files removed since: {sidecar_of(path).name} is left" if recorded and not any(
-                        os.path.lexists(path.parent / name) for name in recorded) else "")
+                    gone = f", its files removed since: {sidecar_of(path).name} is left" if removed_by_hand(path) else ""
                     raise OutputError(f"{path}: already exists (an xmine {kind_label(kind)}{gone}); pass --overwrite "
                                       "to replace it or choose another output")
                 claim = Claim(path=path, kind=kind, form=form, state=state, overwrite=overwrite,
@@ -308,11 +306,8 @@ def _remove_leftover_temporaries(claimed: list[Path]) -> None:
     """Remove the hidden temporaries of the claimed outputs that a killed writer left (SIGKILL, a
     power cut: no clean-up ran). Called with every claimed path locked, so no live writer of them
     exists; each removal is said, with its size."""
-    by_folder: dict[Path, list[Path]] = {}
-    for path in claimed:  # each folder is listed once, however many of its files are claimed
-        by_folder.setdefault(path.parent, []).append(path)
-    for folder, paths in by_folder.items():
-        patterns = [(path, _temporary_names(path)) for path in paths]
+    for folder in dict.fromkeys(path.parent for path in claimed):  # each listed once, for all its claimed files
+        patterns = [(path, _temporary_names(path)) for path in claimed if path.parent == folder]
         with contextlib.suppress(OSError):
             for entry in folder.iterdir():
                 owner = next((path for path, names in patterns if names.fullmatch(entry.name)), None)
@@ -394,7 +389,11 @@ def _lock_file(output: Path, path: Path) -> Iterator[None]:
     locked as it is and left in place."""
     lock = path.parent / f".{path.name}.lock"
     while True:
-        fd, created = _open_lock(lock)
+        try:  # (the first file made beside the output: its folder's trouble, named as the output's)
+            fd, created = _open_lock(lock)
+        except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as e:
+            raise OutputError(f"{output}: cannot write in {path.parent} ({e.strerror.lower()}); choose another output") \
+                from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -266,6 +266,11 @@ def test_tsv_default_gz_and_moses(corpus, plain_tsv, stores, tmp_path):
     summary = json.loads((tmp_path / "c.json").read_text())
     assert summary["format"] == "moses" and {"c.de", "c.en"} <= set(summary["output_files"])
     refused(xm("mine", d / "de.txt", d / "en.txt", "-q", "--format", "moses", "-o", tmp_path / "c"), "already exists")
+    # either file of the pair verifies the pair (was: "not an xmine artefact" but for .src/.tgt)
+    assert "c.en: OK, an xmine mining result (2 files match" in ok(xm("verify", tmp_path / "c.en")).output
+    with open(tmp_path / "c.de", "a", encoding="utf-8") as f:
+        f.write("mine\n")
+    refused(xm("verify", tmp_path / "c.en"), "c.de")
 
 
 def test_overwrite_across_formats_replaces_only_the_old_result(corpus, tmp_path):

@@ -208,8 +208,8 @@ def verify(paths) -> None:
     """Check xmine artefacts completely: every file against the sha256 its manifest records.
 
     PATHS may be embedding stores, indexes, projections, sentence-transformers exports, or outputs
-    with their OUT.json summary (mined pairs in any format: OUT of a Moses pair checks OUT.src and
-    OUT.tgt; search hits, langid; naming OUT.json checks OUT). Exit 2 with a one-line
+    with their OUT.json summary (mined pairs in any format: OUT of a Moses pair, or either of its
+    files, checks both, OUT.de and OUT.en; search hits, langid; naming OUT.json checks OUT). Exit 2 with a one-line
     error naming the first damaged file; 0 when everything matches.
 
     Opening an artefact checks small ones (up to 64 MiB) completely, and large ones file by file as

@@ -84,8 +84,10 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
         if sidecar_of(p).is_file():  # OUT of a result written beside it (Moses: OUT.src, OUT.tgt)
             return verify_output_file(p)
         raise ArtefactError(f"{p}: does not exist")
-    if p.suffix in (".src", ".tgt") and not sidecar_of(p).is_file() and sidecar_of(p.with_suffix("")).is_file():
-        return verify_output_file(p.with_suffix(""))  # one file of a Moses pair: the pair is checked
+    base = p.with_suffix("")
+    if p.suffix and not sidecar_of(p).is_file() and sidecar_of(base).is_file() and p.name in (
+            (read_json(sidecar_of(base)) or {}).get("output_files") or {}):
+        return verify_output_file(base)  # one file of a Moses pair (OUT.src, OUT.de): the pair is checked
     if p.is_dir():
         if (p / MANIFEST).is_file():
             kind = manifest_kind(p)  # an unparseable manifest says so, and where

@@ -145,7 +145,9 @@ def test_cache_info_and_clear_touch_only_xmines_own_cache_files(tmp_path, monkey
     left_alone = [  # (was: a traceback, "no such table: emb"; and `clear` deleted mydata.sqlite)
         ("backup.sqlite", "not named ENCODER-HASH.sqlite"), ("mydata.sqlite", "not named ENCODER-HASH.sqlite"),
         ("notes-0123456789abcdef.sqlite", "file is not a database"),
-        ("use-m3-0123456789abcdef.sqlite", "the encoder recorded in it (use-m3) is not this file's name"),
+        # (was: "the encoder recorded in it (use-m3) is not this file's name": it is; the hash is not)
+        ("use-m3-0123456789abcdef.sqlite", f"renamed; the cache of the encoder recorded in it (use-m3) is named "
+                                           f"{cache_path(fingerprint).name}"),
         ("user-0123456789abcdef.sqlite", "no such table: meta")]
 
     info = re.sub(r"[\d.]+ MB on disk", "N MB on disk", ok(xm("cache", "info")).output).splitlines()

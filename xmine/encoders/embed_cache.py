@@ -205,8 +205,9 @@ def cache_file_info(path: Path) -> tuple[dict | None, str | None]:
         encoder = None
     if not (isinstance(encoder, dict) and isinstance(encoder.get("name"), str) and isinstance(encoder.get("id"), str)):
         return None, "not an xmine cache file: no encoder recorded in it"
-    if _file_name(encoder["name"], encoder["id"]) != path.name:
-        return None, f"not an xmine cache file: the encoder recorded in it ({encoder['name']}) is not this file's name"
+    if _file_name(encoder["name"], encoder["id"]) != path.name:  # (a copy renamed, or another build of it)
+        return None, (f"not an xmine cache file: renamed; the cache of the encoder recorded in it ({encoder['name']}) "
+                      f"is named {_file_name(encoder['name'], encoder['id'])}")
     size = sum(part.stat().st_size for part in _parts(path) if part.is_file())
     return {"path": str(path), "encoder": encoder["name"], "dim": encoder.get("dim"), "rows": rows,
             "bytes": size}, None

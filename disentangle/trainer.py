@@ -387,7 +387,9 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
         if untrained is not None and state["best_loss"] >= untrained:
             raise ConfigError(f"training never improved on the untrained model: best validation loss "
                               f"{state['best_loss']:.4f} (epoch {state['best_epoch']}), untrained {untrained:.4f}, "
-                              f"at --lr {config.lr:g}; lower --lr or train for more epochs (no projection written)")
+                              f"at --lr {config.lr:g}; no projection written: lower --lr (with --restart, as its "
+                              f"checkpoint in {ckpt_path.parent} is of this --lr) or raise --max-epochs (resumed "
+                              "from it)")
 
     langid = _fit_langid(model, data, sample.languages)
     log(f"held-out language identification accuracy: {langid['accuracy']:.4f}")

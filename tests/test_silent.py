@@ -335,8 +335,12 @@ def test_a_training_that_never_beats_the_untrained_model_writes_no_projection(ma
     pairs = f"{made / 'pairs.de'}:{made / 'pairs.en'}"
     # was: exit 0, best validation loss 5.69 against 2.84 untrained, no word
     refused(xm("train", "--method", "seed", "--pairs", pairs, "--encoder", "use-m3", "--lr", 10, "--max-epochs", 2,
-               "-q", "-o", tmp_path / "p"), "never improved on the untrained model", "--lr 10")
+               "-q", "-o", tmp_path / "p"), "never improved on the untrained model", "--lr 10",
+            "lower --lr (with --restart")
     assert not (tmp_path / "p" / "manifest.json").exists()
+    # the advice works as said (was: "lower --lr", which was then refused for the checkpoint's other --lr)
+    ok(xm("train", "--method", "seed", "--pairs", pairs, "--encoder", "use-m3", "--max-epochs", 2, "--restart",
+          "-q", "-o", tmp_path / "p"))
     ok(xm("train", "--method", "seed", "--pairs", pairs, "--encoder", "use-m3", "--max-epochs", 2, "-q",
           "-o", tmp_path / "q"))
     config = json.loads((tmp_path / "q" / "config.json").read_text())

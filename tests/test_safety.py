@@ -1086,3 +1086,11 @@ def test_refusals_name_the_output_and_what_it_is(ws):
                 f"{ws / 'r.tsv'}: is an xmine mining result (says r.tsv.json), not an xmine search result")
     refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-q", "-o", "/proc/xmine-out.tsv"),
             "/proc/xmine-out.tsv: cannot write in /proc (")
+
+
+def test_a_refused_embed_leaves_no_lock_file_in_a_folder_marked_by_hand(ws):
+    """(was: `.lock` added to the user's folder, though the run was refused)"""
+    shutil.copy(ws / "store" / ".xmine-output.json", ws / "thesis" / ".xmine-output.json")
+    with untouched(ws):
+        refused(xm("embed", ws / "de.txt", "--lang", "de", "--encoder", "use-m3", "-q", "-o", ws / "thesis"),
+                "thesis")

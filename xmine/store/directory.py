@@ -32,14 +32,19 @@ from xmine.store.text import RowIndex
 def lock_store_dir(out_dir: Path) -> Iterator[None]:
     """Hold an exclusive lock on the store directory, so two runs cannot write it at once."""
     lock = FileLock(out_dir / LOCK, timeout=0)  # the lock file is the store's own (_OWN_NAMES)
+    made = not (out_dir / LOCK).exists()
     try:
         lock.acquire()
     except Timeout:
         raise ArtefactError(f"{out_dir}: another xmine process is writing this embedding store") from None
+    written = False
     try:
         yield
+        written = True
     finally:
         lock.release()
+        if made and not written:  # a refused or failed run leaves no lock file of its own behind (the
+            (out_dir / LOCK).unlink(missing_ok=True)  # claim's lock beside the store still holds writers off)
 
 
 # The names the writer itself makes, exactly: per-shard files, the joined files, and the hidden

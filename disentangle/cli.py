@@ -130,7 +130,8 @@ def _split_langs(value: str | None) -> list[str] | None:
             "training itself stays here)")
 def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_lang, max_valid_pairs, batch_size, lr,
                   max_epochs, patience, valid_fraction, valid_split, layers, fmda_contrastive, fmda_select,
-                  fmda_meaning_init, seed, restart, overwrite, threads, precision, runtime, prompt, prompt_name, quiet, ray_address):
+                  fmda_meaning_init, seed, restart, overwrite, threads, precision, runtime, prompt, prompt_name, quiet,
+                  ray_address):
     """Train a meaning/language projection (disentangler) on parallel sentences.
 
     One multilingual model is trained on all language pairs found. Embeddings come from the

@@ -124,7 +124,8 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
 @click.argument("queries", type=click.Path(exists=True, path_type=Path))
 @click.option("-k", type=click.IntRange(min=1), default=10, show_default=True, help="Neighbours returned per query.")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl"]), default=None,
-              help="Default: jsonl for an OUT named .jsonl, else tsv. tsv: one hit a line: query_line, rank, score, hit_line, hit_sentence; when the queries or "
+              help="Default: jsonl for an OUT named .jsonl, else tsv. tsv: one hit a line: query_line, rank, "
+                   "score, hit_line, hit_sentence; when the queries or "
                    "the index were split into sentences (--split-sentences), then query_sentence_index and "
                    "hit_sentence_index (1-based in their record; empty for a side not split). "
                    "jsonl: one object per query with its hits (and those indices).")

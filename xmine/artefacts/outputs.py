@@ -257,7 +257,8 @@ def claim_output(path: str | Path, *, kind: str, form: str, inputs: Iterable[str
                 _remove_leftover_temporaries(claimed)
                 state = output_state(path, kind, form, companions, in_place=in_place)
                 if state == "finished" and not (overwrite or reopen):
-                    gone = f", its files removed since: {sidecar_of(path).name} is left" if removed_by_hand(path) else ""
+                    gone = (f", its files removed since: {sidecar_of(path).name} is left" if removed_by_hand(path)
+                            else "")
                     raise OutputError(f"{path}: already exists (an xmine {kind_label(kind)}{gone}); pass --overwrite "
                                       "to replace it or choose another output")
                 claim = Claim(path=path, kind=kind, form=form, state=state, overwrite=overwrite,
@@ -392,8 +393,8 @@ def _lock_file(output: Path, path: Path) -> Iterator[None]:
         try:  # (the first file made beside the output: its folder's trouble, named as the output's)
             fd, created = _open_lock(lock)
         except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as e:
-            raise OutputError(f"{output}: cannot write in {path.parent} ({e.strerror.lower()}); choose another output") \
-                from None
+            raise OutputError(f"{output}: cannot write in {path.parent} ({e.strerror.lower()}); choose another "
+                              "output") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

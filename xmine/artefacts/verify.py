@@ -71,8 +71,8 @@ def check_no_stray_shards(directory: Path, kind: str) -> None:
     stray = sorted(p.name for p in directory.iterdir() if pattern.fullmatch(p.name) and p.name not in recorded)
     if stray:
         raise ArtefactError("\n".join(
-            f"{directory / name}: named as a shard of the {kind.replace('-', ' ')}, but not recorded in its {MANIFEST}: "
-            "never read, but a copy from another run or another artefact; remove it" for name in stray))
+            f"{directory / name}: named as a shard of the {kind.replace('-', ' ')}, but not recorded in its "
+            f"{MANIFEST}: never read, but a copy from another run or another artefact; remove it" for name in stray))
 
 
 def verify_artefact(path: str | Path) -> tuple[str, int, str]:

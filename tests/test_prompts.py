@@ -95,7 +95,8 @@ def test_the_cli_prompt_options_reach_the_encoder_and_the_store(model_dir, sente
     # Text mined beside a store of another prompt is refused, not mixed; of the same prompt, mined: the
     # prompt travels with the encoder's config (EncodingConfig -> EncoderConfig) to the text side.
     refused(xm("mine", tmp_path / "passage", corpus, "-o", tmp_path / "m.tsv", "--src-lang", "en", "--tgt-lang",
-               "en", "--prompt-name", "query"), "prefix")
+               "en", "--prompt-name", "query"), "and the prompt 'passage: ', but embeddings with the prompt 'query: '",
+            "(--prompt 'passage: ')")
     ok(xm("mine", tmp_path / "passage", corpus, "-o", tmp_path / "m.tsv", "--src-lang", "en", "--tgt-lang",
           "en", "--prompt-name", "passage", "-q"))
     # A command's prompt is its own: nothing is left behind in the process for the next load.

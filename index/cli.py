@@ -163,11 +163,11 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
 
 
 def _search_format(out: Path | None, fmt: str | None) -> str:
-    """The format named, else by OUT's name (.jsonl: jsonl), else tsv; a name ending in .gz is
-    refused: search writes plain text (was: TSV written under a .jsonl or .gz name)."""
-    if out is not None and out.name.lower().endswith(".gz"):
-        raise ConfigError(f"{out}: search writes plain text, not gzip; name it without .gz (or pipe the standard "
-                          "output through gzip)")
+    """The format named, else by OUT's name (.jsonl: jsonl), else tsv; a compressed name (.gz, .xz,
+    .bz2, .zst) is refused: search writes plain text (was: TSV written under a .jsonl or .gz name)."""
+    if out is not None and out.name.lower().endswith((".gz", ".xz", ".bz2", ".zst")):
+        raise ConfigError(f"{out}: search writes plain text, not compressed; name it without {out.suffix} (or pipe "
+                          "the standard output through a compressor)")
     if fmt is not None:
         return fmt
     return "jsonl" if out is not None and out.name.lower().endswith(".jsonl") else "tsv"

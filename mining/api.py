@@ -210,18 +210,24 @@ def score(src: Source, tgt: Source | None = None, *, src_lang: str | None = None
 
 
 def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None = None,
-          projection: str | Path | None = None, precision: str = "auto", batch_size: int = 64):
+          projection: str | Path | None = None, precision: str = "auto", batch_size: int = 64,
+          prompt: str | None = None):
     """The vectors `mine` compares for `texts`: a float32 numpy array (len(texts), dim), rows of
     unit length. By default the meaning part of the shipped projection of the default encoder
     (the space `xmine mine` searches); `projection="none"`: the encoder's raw embeddings; a
-    projection directory without `encoder`: its meaning part, with the encoder it was made for."""
+    projection directory without `encoder`: its meaning part, with the encoder it was made for.
+    `prompt`: the text put before every sentence (None: the encoder's default); a projection trained
+    with another refuses the embeddings (EncoderMismatchError), as `xmine embed` does."""
 
     name = encoder or projection_encoder(projection) or DEFAULT_ENCODER  # (a projection names its own, as in `mine`)
-    model = load_encoder(name, precision=precision)
+    model = load_encoder(name, precision=precision, prefix=prompt)
     choice = choose_projection(projection, encoder_name=name, encoder_fp=model.fingerprint)
+    proj = resolve_projection(choice.path) if choice.path is not None else None
+    if proj is not None:  # (was: a projection of another prompt applied without a word)
+        proj.check_encoder(model.fingerprint())
     emb = np.asarray(model.encode(list(texts), batch_size=batch_size), dtype=np.float32)
-    if choice.path is not None:
-        emb = resolve_projection(choice.path).transform(emb, "meaning", lang=lang)
+    if proj is not None:
+        emb = proj.transform(emb, "meaning", lang=lang)
     return emb
 
 

@@ -32,7 +32,7 @@ from xmine.langs import is_known_lang, normalize_lang
 from xmine.mining.approximate import ApproximateConfig
 from xmine.mining.defaults import OPERATING_POINTS
 from xmine.mining.filters import PairFilterConfig
-from xmine.mining.langid import supported_languages
+from xmine.mining.langid import check_installed, supported_languages
 from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
 from xmine.mining.presearch import PreSearchConfig
 from xmine.mining.select import MiningConfig
@@ -295,6 +295,7 @@ class MineConfig:
 
     def __post_init__(self):
         check_score_cap(self.selection, self.filters.pairs)
+        check_installed(self.filters.pairs.lid)  # (it serves the pre-search cleaning and the language filter too)
         if self.filters.lang_filter:  # before anything is claimed or encoded
             missing = [opt for opt, side in (("--src-lang", self.src), ("--tgt-lang", self.tgt)) if not side.lang]
             if missing:

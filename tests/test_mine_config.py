@@ -98,6 +98,20 @@ SHARED_OPTIONS = {"k": SearchConfig().k, "approximate": SearchConfig().approxima
                   "margin": SelectionConfig().margin, "retrieval": SelectionConfig().retrieval}
 
 
+def test_a_language_identification_package_not_installed_is_refused_before_any_work(tmp_path, monkeypatch):
+    """(was: both sides embedded, then "needs the package langid", leaving an unfinished OUT.json)"""
+    import xmine.mining.langid as langid
+
+    monkeypatch.setitem(langid._MODULES, "langid", "xmine_no_such_module")  # whether or not langid is installed
+    a, b = tmp_path / "de.txt", tmp_path / "en.txt"
+    a.write_text("Hallo.\n", encoding="utf-8")
+    b.write_text("Hello.\n", encoding="utf-8")
+    for command in (["mine", a, b], ["score", f"{a}:{b}"]):
+        refused(xm(*command, "--lid", "langid", "--no-filter", "language", "-o", tmp_path / "o.tsv"),
+                "language identification 'langid' needs the package langid: pip install langid")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["de.txt", "en.txt"]
+
+
 def test_an_option_several_commands_take_has_one_definition_and_the_configs_default():
     from xmine.cli import main
 

@@ -86,7 +86,8 @@ def test_score_a_moses_pair_with_the_neighbourhoods_of_other_corpora(data_dir, t
 
 
 @pytest.mark.parametrize("name, content, fragments", [
-    ("b.tsv", "Hallo\tHello\nnur eine Spalte\nGut\tGood\n", ("b.tsv:2", "1 column(s), but line 1 has 2")),
+    ("b.tsv", "Hallo\tHello\nnur eine Spalte\nGut\tGood\n", ("b.tsv:2", "1 column(s), but line 1 has 2",
+                                                               "(a field and its tab missing?)")),
     # one more: the scores would be written one column further right on that line alone
     ("b.tsv", "Hallo\tHello\nGut\tGood\ta\nJa\tYes\n", ("b.tsv:2", "3 column(s), but line 1 has 2")),
     ("b.csv", 'de,en\nHallo,Hello\nGut,Good,x\n', ("b.csv:3", "3 column(s), but line 1 has 2")),

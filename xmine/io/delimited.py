@@ -61,6 +61,8 @@ def delimited_rows(path: str | Path, fmt: str, *, blank_fields: bool = False) ->
 #: what most often gives a record more columns than the rest
 _EXTRA_COLUMN = {"tsv": "a tab inside a sentence?",
                  "csv": 'a comma inside an unquoted field? quote it: "Hallo, Welt"'}
+#: and fewer
+_MISSING_COLUMN = {"tsv": "a field and its tab missing?", "csv": "a field and its comma missing?"}
 
 
 def same_width(rows: Iterator[tuple[int, list[str]]], path: Path, fmt: str, *,
@@ -73,8 +75,9 @@ def same_width(rows: Iterator[tuple[int, list[str]]], path: Path, fmt: str, *,
         if width is None:
             width_line, width = number, len(fields)
         elif len(fields) != width:
+            cause = (_EXTRA_COLUMN if len(fields) > width else _MISSING_COLUMN)[fmt]
             raise InputError(path, f"{len(fields)} column(s), but line {width_line} has {width}: every line needs "
-                                   f"the same columns ({_EXTRA_COLUMN[fmt]})", line=number)
+                                   f"the same columns ({cause})", line=number)
         yield number, fields
 
 

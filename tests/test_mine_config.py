@@ -89,7 +89,7 @@ def test_the_command_reports_a_conflict_as_a_usage_error_before_reading_anything
     refused(xm("mine", a, b, "-o", out, "--no-filter", "length_ratio", "--filter-length-ratio", "3"),
             "--no-filter length_ratio switches off the filter whose limit --filter-length-ratio gives")
     refused(xm("score", f"{a}:{b}", "-o", out, "--margin", "absolute", "--score-max", "1.3"),
-            "--score-max caps the ratio margin; with --margin absolute")
+            "xmine: error: score: --score-max caps the ratio margin; with --margin absolute")
     assert not out.exists() and not Path(f"{out}.work").exists()
 
 

@@ -123,7 +123,7 @@ class Bitext:
 
     def _delimited(self) -> Iterator[BitextPair]:
         header = self.spec.header if self.spec.header is not None else self.format == "csv"
-        names = None
+        names, first = None, None
         with closing(delimited_rows(self.path, self.format, blank_fields=True)) as rows:
             if header:
                 first = next(rows, None)
@@ -139,7 +139,7 @@ class Bitext:
             self.read_fields = (str(si + 1), str(ti + 1))
             # Every record has the file's column count (the header's, else the first record's):
             # the scores are written after a record's own columns, so one more or less shifts them.
-            for number, fields in same_width(rows, self.path, self.format, header=first if header else None):
+            for number, fields in same_width(rows, self.path, self.format, header=first):
                 src = field_of(fields, si, self.path, number, what="source")
                 tgt = field_of(fields, ti, self.path, number, what="target")
                 yield BitextPair(number=number, src=src, tgt=tgt, record=fields)

@@ -39,7 +39,7 @@ import numpy as np
 
 from xmine import __version__
 from xmine.errors import ConfigError
-from xmine.langs import iso1_code, lang_script, normalize_lang
+from xmine.langs import iso1_code, lang_region, lang_script, normalize_lang
 from xmine.mining.dataset_card import dataset_card
 
 OUTPUT_FORMATS = ("tsv", "moses", "jsonl", "parquet", "hf", "tmx")
@@ -217,13 +217,11 @@ def tmx_lang(lang: str) -> str:
     form (zh-Hant, sr-Latn) or in a FLORES code of a language FLORES writes in two scripts (zho_Hant
     -> zh-Hant, ace_Arab -> ace-Arab). Any other FLORES code's script is its language's usual one
     (deu_Latn -> de), which BCP 47 leaves out."""
-    parts = re.split(r"[_-]", lang.strip())
     tag = language_subtag(lang)
-    script = lang_script(lang)
+    script, region = lang_script(lang), lang_region(lang)
     if script and ("-" in lang or normalize_lang(lang) in _SEVERAL_SCRIPTS):
         tag += f"-{script}"
-    region = next((p for p in parts[1:] if (len(p) == 2 and p.isalpha()) or (len(p) == 3 and p.isdigit())), None)
-    return f"{tag}-{region.upper()}" if region else tag
+    return f"{tag}-{region}" if region else tag
 
 
 def _text(value) -> str:

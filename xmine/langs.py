@@ -60,6 +60,15 @@ def lang_script(code: str) -> str | None:
     return None
 
 
+def lang_region(code: str) -> str | None:
+    """The region a code names (ISO 3166 letters or a UN M.49 number), or None: `pt-BR`, `pt_br`,
+    `zh-Hant-TW`, `es-419` -> BR, BR, TW, 419; `de`, `deu_Latn` -> None."""
+    for part in re.split(r"[_-]", code.strip())[1:]:
+        if (len(part) == 2 and part.isalpha()) or (len(part) == 3 and part.isdigit()):
+            return part.upper()
+    return None
+
+
 def same_language(a: str, b: str) -> bool:
     """Whether two codes name one language: the same `normalize_lang` code and, where both name a
     script, the same script (`de` = `deu` = `deu_Latn` = `de-DE`; `zho_Hans` != `zho_Hant` = `zh-Hant`)."""

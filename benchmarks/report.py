@@ -56,12 +56,14 @@ TASK_TITLES = {
     "splitters_flores": "Sentence splitters on paragraphs rebuilt from FLORES-200 devtest: "
                         "exact / F1 / boundary recall (%)",
     "approximate_agreement": "Approximate against exact mining on real embeddings",
+    "gpu_check": "GPU paths against their CPU results",
 }
 PAPER_TASKS = ("quality", "tatoeba", "massive", "massive_templates", "fmda_table2", "fmda_table3", "qe", "sts",
                "geometry", "bucc", "mining", "default_projection")
 TASK_ORDER = ("mining", "mining_noisy", "langid", "lid_thresholds", "langid_unknown", "default_projection", "quality", "tatoeba",
               "massive", "massive_templates", "fmda_table2", "fmda_table3", "qe", "sts", "geometry", "bucc",
-              "threshold_study", "threshold_uncalibrated", "approximate_agreement", "embed_speed", "mining_speed", "scale", "memory_per_row")
+              "threshold_study", "threshold_uncalibrated", "approximate_agreement", "embed_speed", "mining_speed", "scale", "memory_per_row",
+              "gpu_check")
 
 
 def _cell(v: Any, decimals: int) -> str:

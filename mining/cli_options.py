@@ -21,7 +21,7 @@ from xmine.mining.config import (EncodingConfig, FilterConfig, OptionConflict, O
 from xmine.mining.defaults import OPERATING_POINTS
 from xmine.mining.filters import DEFAULT_MAX_LENGTH_RATIO, PairFilterConfig
 from xmine.mining.filters import RULES as FILTER_RULES
-from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
+from xmine.mining.knn_product import CUDA_BLOCK_COLS, CUDA_BLOCK_ROWS, DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
 from xmine.mining.langid import DEFAULT_LID, LID_BACKENDS
 from xmine.mining.presearch import STEPS as PRE_SEARCH_STEPS
 from xmine.mining.presearch import PreSearchConfig
@@ -249,10 +249,11 @@ search_options = _options(
                       "above it again, in 2 x nprobe lists with their stored vectors, so that neighbours the "
                       "index missed do not lift margins (without it, approximate mining keeps pairs exact "
                       "mining drops; benchmarks/RESULTS.md). Costs a search of those sentences only."),
-    click.option("--block-rows", type=click.IntRange(min=1), default=DEFAULT_BLOCK_ROWS, show_default=True,
-                 help="Source rows per block of the exact product (memory ~ block-rows x block-cols x 4 bytes)."),
-    click.option("--block-cols", type=click.IntRange(min=1), default=DEFAULT_BLOCK_COLS, show_default=True,
-                 help="Target rows per block."),
+    click.option("--block-rows", type=click.IntRange(min=1), default=None,
+                 help=f"Source rows per block of the exact product (memory ~ block-rows x block-cols x 4 bytes; "
+                      f"default {DEFAULT_BLOCK_ROWS}, {CUDA_BLOCK_ROWS} with the cuda product)."),
+    click.option("--block-cols", type=click.IntRange(min=1), default=None,
+                 help=f"Target rows per block (default {DEFAULT_BLOCK_COLS}, {CUDA_BLOCK_COLS} with the cuda product)."),
     click.option("--workers", type=click.IntRange(min=1), default=None,
                  help="Threads sharing the exact product, one BLAS thread each (default: as many as BLAS "
                       "uses, normally one per core)."),

@@ -33,7 +33,6 @@ from xmine.mining.approximate import ApproximateConfig
 from xmine.mining.defaults import OPERATING_POINTS
 from xmine.mining.filters import PairFilterConfig
 from xmine.mining.langid import check_installed, supported_languages
-from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
 from xmine.mining.presearch import PreSearchConfig
 from xmine.mining.select import MiningConfig
 from xmine.mining.writers import OUTPUT_FORMATS
@@ -128,10 +127,11 @@ class SearchConfig:
     #: exact search: the block product that finds candidates (auto, fp32, bf16, cuda:
     #: `xmine.mining.products`); every candidate is rescored exactly
     product: str = "auto"
-    #: exact search: source rows per block (memory ~ block_rows x block_cols x 4 bytes)
-    block_rows: int = DEFAULT_BLOCK_ROWS
-    #: exact search: target rows per block
-    block_cols: int = DEFAULT_BLOCK_COLS
+    #: exact search: source rows per block (memory ~ block_rows x block_cols x 4 bytes; None: the
+    #: product's, `xmine.mining.knn_product.default_blocks`)
+    block_rows: int | None = None
+    #: exact search: target rows per block (None: the product's)
+    block_cols: int | None = None
     #: exact search: threads sharing the product, one BLAS thread each (None: as many as BLAS uses)
     workers: int | None = None
     #: approximate: ivfpqfs (4-bit PQ, fast-scan), ivfpq (8-bit PQ) or ivf (exact vectors)

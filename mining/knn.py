@@ -33,7 +33,7 @@ from xmine.artefacts.checkpoints import KeyedDir
 from xmine.errors import NonFiniteRowError
 from xmine.exec.executor import LOCAL, Executor, ShardProgress
 from xmine.artefacts.fileio import atomic_path
-from xmine.mining.knn_product import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS, product_knn_both
+from xmine.mining.knn_product import default_blocks, product_knn_both
 from xmine.store.rows import RowSubset
 from xmine.topk import merge_topk
 
@@ -93,8 +93,8 @@ def exact_knn_both(
     y: np.ndarray,
     k: int,
     *,
-    block_rows: int = DEFAULT_BLOCK_ROWS,
-    block_cols: int = DEFAULT_BLOCK_COLS,
+    block_rows: int | None = None,
+    block_cols: int | None = None,
     workers: int | None = None,
     product: str = "auto",
     executor: Executor = LOCAL,
@@ -109,11 +109,15 @@ def exact_knn_both(
     index; scores float32 (`rescore.exact_dot`), indices int64. Rows of x and y should be
     L2-normalised (then scores are cosines).
 
-    `product` ("auto", "fp32", "bf16", "cuda": `products.py`), the blocks, `workers` (threads of
+    `product` ("auto", "fp32", "bf16", "cuda": `products.py`), the blocks (None: the product's,
+    `knn_product.default_blocks`), `workers` (threads of
     a unit here; None: `knn_product.default_workers`), the tiling (`tile_rows`/`tile_cols`,
     rounded to whole blocks) and the executor change the work, never the result.
     """
     n, m = check_knn_inputs(x, y, k)
+    rows, cols = default_blocks(product)
+    block_rows = rows if block_rows is None else block_rows
+    block_cols = cols if block_cols is None else block_cols
     if block_rows < 1 or block_cols < 1:
         raise ValueError("block sizes must be >= 1")
     if workers is not None and workers < 1:

@@ -59,6 +59,19 @@ from xmine.topk import merge_topk
 # compiled screen, which also wants the block in cache) are in benchmarks/results/notes/mining_speed.md.
 DEFAULT_BLOCK_ROWS = 1024
 DEFAULT_BLOCK_COLS = 4096
+# On a GPU a block's product takes microseconds, and what each block costs on the host (screening
+# its candidates into the lists, the thresholds) decides the speed: blocks 16 times larger (256 MB
+# of float32 scores on the GPU per worker thread). Measured on an H200 against the CPU blocks and
+# larger ones: benchmarks/results/notes/gpu_check.md.
+CUDA_BLOCK_ROWS = 4096
+CUDA_BLOCK_COLS = 16384
+
+
+def default_blocks(product: str) -> tuple[int, int]:
+    """(block_rows, block_cols) of the exact search with `product` ("auto" is resolved here)."""
+    if resolve_product(product) == "cuda":
+        return CUDA_BLOCK_ROWS, CUDA_BLOCK_COLS
+    return DEFAULT_BLOCK_ROWS, DEFAULT_BLOCK_COLS
 
 
 def candidate_width(k: int) -> int:
@@ -176,7 +189,7 @@ def product_knn_both(x: np.ndarray, y: np.ndarray, k: int, *, block_rows: int, b
     wx, wy = min(candidate_width(k) + k, m), min(candidate_width(k), n)
     prod = make_product(resolve_product(product), x.shape[1])
     if workers is None:
-        workers = 1 if prod.name == "cuda" else default_workers(m, ky)
+        workers = min(default_workers(m, ky), prod.max_workers(block_rows * block_cols) or n)
     workers = min(workers, -(-n // block_rows))  # at most one per row block
     fwd_sims = np.empty((n, kx), dtype=np.float32)
     fwd_idx = np.empty((n, kx), dtype=np.int64)
@@ -191,9 +204,10 @@ def product_knn_both(x: np.ndarray, y: np.ndarray, k: int, *, block_rows: int, b
         return y32[j0:j1] if y32 is not None else as_f32(y[j0:j1])
 
     # y already in memory: its blocks are rounded for the product once, not once per row block (a
-    # bf16 copy is half of y; a store read from disk is rounded block by block, memory bounded).
+    # bf16 copy is half of y; on a GPU, fp16 and only where it fits; a store read from disk is
+    # rounded block by block, memory bounded).
     y_prepared = {}
-    if y32 is not None and prod.name != "cuda" and n > block_rows:
+    if y32 is not None and n > block_rows and prod.fits_prepared(y32):
         y_prepared = {j0: prod.prepare(y_block(j0, j0 + block_cols), ty.tiny) for j0 in range(0, m, block_cols)}
 
     def y_block_prepared(j0: int, j1: int):

@@ -198,6 +198,16 @@ class Fp32Product:
     def prepare(self, rows: np.ndarray, flush: bool = False):
         return rows
 
+    def fits_prepared(self, rows: np.ndarray) -> bool:
+        """Whether a prepared copy of all of `rows` (held in memory already) may be kept for the
+        whole search: on the CPU its copy is at most as large as the rows themselves."""
+        return True
+
+    def max_workers(self, block_entries: int) -> int | None:
+        """The most worker threads whose blocks of `block_entries` fit beside each other (None: no
+        limit but the CPUs; the product runs in host memory)."""
+        return None
+
     def buffer(self, size: int):
         return np.empty(size, dtype=np.float32)
 
@@ -331,6 +341,19 @@ class CudaProduct(Fp32Product):
 
     def prepare(self, rows: np.ndarray, flush: bool = True):
         return self.torch.from_numpy(self._round(rows)).to(self.device, non_blocking=False)
+
+    def fits_prepared(self, rows: np.ndarray) -> bool:
+        """Whether `rows` in fp16 take at most a quarter of the GPU's free memory (then they are
+        copied once, not once per row block)."""
+        free, _ = self.torch.cuda.mem_get_info(self.device)
+        return rows.size * 2 <= free // 4
+
+    def max_workers(self, block_entries: int) -> int | None:
+        """Workers whose blocks fit in three quarters of the GPU's free memory (a quarter is for the
+        prepared other side): each holds its float32 block and the screen's masks and copies, under
+        twice the block (measured: benchmarks/results/notes/gpu_check.md)."""
+        free, _ = self.torch.cuda.mem_get_info(self.device)
+        return max(1, (free * 3 // 4) // (2 * 4 * block_entries))
 
     def buffer(self, size: int):
         return None

@@ -31,7 +31,7 @@ import numpy as np
 from xmine.calibration import DEFAULT_MARGIN  # a calibrated space may record another (SpaceDefaults.margin)
 from xmine.errors import ConfigError
 from xmine.exec.executor import LOCAL, Executor
-from xmine.mining.knn import DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS, exact_knn_both
+from xmine.mining.knn import exact_knn_both
 from xmine.mining.products import PRODUCTS
 from xmine.store.rows import RowSubset
 
@@ -64,10 +64,11 @@ class MiningConfig:
     min_length: int = 0
     #: sentences longer than this many characters are not mined (None disables).
     max_length: int | None = None
-    #: rows of X per block of the exact product (memory: block_rows * block_cols * 4 bytes).
-    block_rows: int = DEFAULT_BLOCK_ROWS
-    #: rows of Y per block of the exact product.
-    block_cols: int = DEFAULT_BLOCK_COLS
+    #: rows of X per block of the exact product (memory: block_rows * block_cols * 4 bytes; None:
+    #: the product's, `knn_product.default_blocks`).
+    block_rows: int | None = None
+    #: rows of Y per block of the exact product (None: the product's).
+    block_cols: int | None = None
     #: threads sharing the exact product's row blocks, each with one BLAS thread (None: as many
     #: as BLAS would use, see `knn.default_workers`). Does not change the mined pairs.
     workers: int | None = None
@@ -92,7 +93,7 @@ class MiningConfig:
             raise ConfigError(f"max_length_ratio must be >= 1 (got {self.max_length_ratio})")
         if self.min_length < 0 or (self.max_length is not None and self.max_length < max(1, self.min_length)):
             raise ConfigError(f"bad length bounds: min_length={self.min_length}, max_length={self.max_length}")
-        if self.block_rows < 1 or self.block_cols < 1:
+        if any(b is not None and b < 1 for b in (self.block_rows, self.block_cols)):
             raise ConfigError("block_rows and block_cols must be >= 1")
         if self.workers is not None and self.workers < 1:
             raise ConfigError(f"workers must be >= 1 (got {self.workers})")

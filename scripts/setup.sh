@@ -43,7 +43,11 @@ pip_q -e ".[$EXTRAS]"
 if [ "$has_gpu" = 1 ]; then
     echo "[setup] NVIDIA GPU found: replacing faiss-cpu with faiss-gpu" >&2
     "$VENV/bin/python" -m pip uninstall -q -y faiss-cpu || true
-    pip_q --force-reinstall --no-deps "faiss-gpu>=1.8"
+    # With its dependencies: the faiss-gpu wheel links the CUDA 12 runtime and cuBLAS wheels
+    # (nvidia-*-cu12), which a torch built for another CUDA does not bring.
+    pip_q "faiss-gpu>=1.8"
+    "$VENV/bin/python" -c "import faiss, sys; sys.exit(faiss.get_num_gpus() < 1)" \
+        || { echo "[setup] faiss-gpu was installed but sees no GPU (see pip output above); pip install faiss-cpu to mine on the CPU" >&2; exit 1; }
 fi
 echo "$want" > "$STAMP"
 echo "[setup] done: $VENV/bin/xmine" >&2

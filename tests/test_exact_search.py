@@ -182,6 +182,50 @@ def test_cuda_without_a_gpu_is_a_clear_error():
     assert resolve_product("auto") in ("bf16", "fp32")
 
 
+def test_blocks_default_to_the_products():
+    """No block sizes given: the product's (cache-sized on the CPU, 16 times larger for cuda, whose
+    host work per block dominated with the CPU's blocks: benchmarks/results/notes/gpu_check.md).
+    Asking for cuda without a GPU stays a one-line error, now raised when the blocks are chosen."""
+    torch = pytest.importorskip("torch")
+    from xmine.mining.knn_product import CUDA_BLOCK_COLS, CUDA_BLOCK_ROWS, DEFAULT_BLOCK_COLS, DEFAULT_BLOCK_ROWS
+    from xmine.mining.knn_product import default_blocks
+
+    assert default_blocks("fp32") == default_blocks("bf16") == (DEFAULT_BLOCK_ROWS, DEFAULT_BLOCK_COLS)
+    x, y = np.eye(3, 8, dtype=np.float32), np.eye(5, 8, dtype=np.float32)
+    if torch.cuda.is_available():
+        assert default_blocks("auto") == (CUDA_BLOCK_ROWS, CUDA_BLOCK_COLS)
+        return
+    assert default_blocks("auto") == (DEFAULT_BLOCK_ROWS, DEFAULT_BLOCK_COLS)
+    with pytest.raises(ConfigError, match="no CUDA device"):
+        exact_knn_both(x, y, 2, product="cuda")
+    with pytest.raises(ConfigError, match="no CUDA device"):  # explicit blocks: the product is still refused
+        exact_knn_both(x, y, 2, product="cuda", block_rows=2, block_cols=2)
+
+
+def test_gpu_check_chooses_its_checks_and_refuses_without_a_gpu():
+    """`run.py gpu-check --checks` names an unknown check; without a GPU it refuses in one line (no
+    CPU fallback), and it no longer needs faiss when the faiss checks are left out."""
+    import subprocess
+    import sys
+
+    from labscripts import RUN
+
+    torch = pytest.importorskip("torch")
+
+    def lab(*args):
+        return subprocess.run([sys.executable, str(RUN), "gpu-check", *args], capture_output=True, text=True)
+
+    bad = lab("--checks", "product,faiss-hnsw")
+    assert bad.returncode == 2 and "faiss-hnsw: choose from encoder, product, faiss-flat" in bad.stderr
+    if torch.cuda.is_available():
+        return
+    for checks in ("product", "faiss-flat"):
+        proc = lab("--checks", checks)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.strip().splitlines() == ["lab: error: no CUDA GPU is visible to torch: the GPU paths "
+                                                    "cannot be checked on this machine"]
+
+
 # ---------------------------------------------------------------- real embeddings
 def _flores(data_dir, lang: str, n: int) -> list[str]:
     return flores_lines(data_dir, lang, n)

@@ -34,18 +34,40 @@ ROOT = Path(__file__).resolve().parents[2]
 XMINE = [sys.executable, "-m", "xmine.cli"]
 
 
-def _gpu_or_exit() -> str:
-    import faiss
+CHECKS = ("encoder", "product", "faiss-flat", "faiss-ivf", "ray-gpu")
+
+
+def _gpu_or_exit(checks: tuple[str, ...]) -> str:
     import torch
 
     from xmine.errors import ConfigError
 
     if not torch.cuda.is_available():
         raise ConfigError("no CUDA GPU is visible to torch: the GPU paths cannot be checked on this machine")
-    if getattr(faiss, "get_num_gpus", lambda: 0)() < 1:
-        raise ConfigError("faiss reports no GPU (is faiss-gpu installed in place of faiss-cpu? see "
-                                   "docs/encoders.md#gpu)")
+    if any(c.startswith("faiss-") for c in checks):
+        try:
+            import faiss
+        except ImportError:
+            raise ConfigError("the faiss checks need faiss-gpu, and faiss is not installed "
+                              "(see docs/encoders.md#gpu; or leave them out with --checks)") from None
+        if getattr(faiss, "get_num_gpus", lambda: 0)() < 1:
+            raise ConfigError("faiss reports no GPU (is faiss-gpu installed in place of faiss-cpu? see "
+                              "docs/encoders.md#gpu; or leave the faiss checks out with --checks)")
     return torch.cuda.get_device_name(0)
+
+
+def _cuda_version() -> str | None:
+    import torch
+
+    return torch.version.cuda
+
+
+def _checks(value: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    unknown = [n for n in names if n not in CHECKS]
+    if unknown or not names:
+        raise click.BadParameter(f"{', '.join(unknown) or 'nothing'}: choose from {', '.join(CHECKS)}")
+    return names
 
 
 def _run(*args, env=None) -> float:
@@ -123,46 +145,70 @@ def check_faiss(tmp: Path, store: Path, queries: Path, kind: str) -> dict:
     return {**timings, "hit_overlap": round(overlap, 4), "ok": ok}
 
 
-def check_ray(tmp: Path, de_store: Path, en_store: Path) -> dict:
-    """`--ray auto` starts a local cluster of this machine, its GPU included (Ray detects it)."""
+def check_ray(tmp: Path, de_store: Path, en_store: Path, with_index: bool) -> dict:
+    """`--ray auto` starts a local cluster of this machine, its GPU included (Ray detects it).
+    `with_index`: also build an IVF index on Ray (needs faiss)."""
     local, on_ray = tmp / "mined-local.tsv", tmp / "mined-ray.tsv"
-    t_local = _run("mine", de_store, en_store, "-o", local)
-    t_ray = _run("mine", de_store, en_store, "-o", on_ray, "--ray", "auto")
-    t_idx = _run("build-index", en_store, "--index-type", "ivf", "-o", tmp / "idx-ray", "--ray", "auto")
+    result = {"local_s": round(_run("mine", de_store, en_store, "-o", local), 2),
+              "ray_s": round(_run("mine", de_store, en_store, "-o", on_ray, "--ray", "auto"), 2)}
+    if with_index:
+        result["ray_build_index_s"] = round(_run("build-index", en_store, "--index-type", "ivf", "-o", tmp / "idx-ray",
+                                                 "--ray", "auto"), 2)
     same = local.read_bytes() == on_ray.read_bytes()
-    return {"local_s": round(t_local, 2), "ray_s": round(t_ray, 2), "ray_build_index_s": round(t_idx, 2),
-            "same_bytes": same, "ok": same}
+    pairs = len(local.read_text(encoding="utf-8").splitlines())
+    return {**result, "pairs": pairs, "same_bytes": same, "ok": same and pairs > 0}
 
 
 @click.command("gpu-check")
 @click.option("--lines", default=20000, show_default=True, help="News sentences a side for the encoder, index and mining checks.")
 @click.option("--product-rows", default=100000, show_default=True, help="Rows a side of the exact-product check.")
+@click.option("--checks", "chosen", default=",".join(CHECKS), show_default=True, callback=lambda c, p, v: _checks(v),
+              help="Comma-separated checks to run (a machine without faiss-gpu or Ray can run the others); "
+                   "the result JSON lists those left out.")
 @click.option("--out", default=str(ROOT / "benchmarks" / "results" / "gpu-check.json"), show_default=True,
               help="Result JSON to write.")
-def command(lines: int, product_rows: int, out: str) -> None:
+def command(lines: int, product_rows: int, chosen: tuple[str, ...], out: str) -> None:
     """Run every GPU path (CUDA encoder, cuda product, faiss-gpu flat and IVF, Ray with a GPU)
     against the CPU result and print the timings; exit 1 when a GPU result differs."""
-    gpu = _gpu_or_exit()
-    from measure import installed_version, write_speed_result
+    gpu = _gpu_or_exit(chosen)
+    from measure import blas_info, installed_version, write_speed_result
+    from xmine.artefacts.directory import provenance
     from xmine.benchmarks.common import machine
 
-    checks = {}
+    checks: dict[str, dict] = {}
+
+    def run_check(name: str, check, *args) -> None:
+        """Run one check; a failure is its result (the others still run), printed as it ends."""
+        try:
+            checks[name] = check(*args)
+        except Exception as e:  # noqa: BLE001 - a failed check is a result of this lab run, not its end
+            checks[name] = {"error": f"{type(e).__name__}: {str(e)[-1500:]}", "ok": False}
+        c = checks[name]
+        click.echo(f"{name:12s} {'OK  ' if c['ok'] else 'DIFF'} " + ", ".join(f"{k}={v}" for k, v in c.items() if k != "ok"))
+
     with tempfile.TemporaryDirectory(prefix="xmine-gpu-check-") as d:
         tmp = Path(d)
         de, en = _corpus(tmp, lines)
-        checks["encoder"] = check_encoder(tmp, de)
-        checks["product"] = check_product(product_rows)
+        if "encoder" in chosen:
+            run_check("encoder", check_encoder, tmp, de)
+        if "product" in chosen:
+            run_check("product", check_product, product_rows)
         stores = {}
-        for lang, path in (("de", de), ("en", en)):
-            stores[lang] = tmp / f"store-{lang}"
-            _run("embed", path, "--lang", lang, "-q", "-o", stores[lang])
+        if {"faiss-flat", "faiss-ivf", "ray-gpu"} & set(chosen):
+            for lang, path in (("de", de), ("en", en)):
+                stores[lang] = tmp / f"store-{lang}"
+                _run("embed", path, "--lang", lang, "-q", "-o", stores[lang])
         for kind in ("flat", "ivf"):
-            checks[f"faiss-{kind}"] = check_faiss(tmp, stores["en"], de, kind)
-        checks["ray-gpu"] = check_ray(tmp, stores["de"], stores["en"])
-    for name, c in checks.items():
-        click.echo(f"{name:12s} {'OK  ' if c['ok'] else 'DIFF'} " + ", ".join(f"{k}={v}" for k, v in c.items() if k != "ok"))
-    write_speed_result(out, {"gpu": gpu, "machine": machine(), "lines": lines, "checks": checks,
-                             "versions": {p: installed_version(p) for p in ("torch", "faiss-gpu", "faiss-cpu", "ray")}},
+            if f"faiss-{kind}" in chosen:
+                run_check(f"faiss-{kind}", check_faiss, tmp, stores["en"], de, kind)
+        if "ray-gpu" in chosen:
+            run_check("ray-gpu", check_ray, tmp, stores["de"], stores["en"], "faiss-ivf" in chosen)
+    write_speed_result(out, {"task": "gpu_check", "gpu": gpu, "machine": machine(), "lines": lines, "checks": checks,
+                             "not_run": [c for c in CHECKS if c not in chosen],
+                             "provenance": provenance(benchmark="gpu-check", lines=lines, product_rows=product_rows,
+                                                      checks=list(chosen), blas=blas_info()),
+                             "cuda": _cuda_version(), "versions": {p: installed_version(p) for p in (
+                                 "torch", "transformers", "sentence-transformers", "faiss-gpu", "faiss-cpu", "ray")}},
                        benchmark="gpu-check")
     click.echo(f"wrote {out}")
     if not all(c["ok"] for c in checks.values()):

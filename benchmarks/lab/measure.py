@@ -37,6 +37,16 @@ def installed_version(dist: str) -> str | None:
         return None
 
 
+def blas_info() -> dict:
+    """The BLAS numpy uses here (threadpoolctl): library, kernel (architecture), threads, version."""
+    from threadpoolctl import threadpool_info
+
+    for p in threadpool_info():
+        if p.get("user_api") == "blas":
+            return {k: p.get(k) for k in ("internal_api", "architecture", "num_threads", "version")}
+    return {}
+
+
 def lab_command(*args) -> list[str]:
     """The command line running `benchmarks/lab/run.py ARGS` in a fresh Python process."""
     return [sys.executable, str(Path(__file__).with_name("run.py")), *map(str, args)]

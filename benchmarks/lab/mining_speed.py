@@ -32,7 +32,7 @@ from types import SimpleNamespace
 import click
 import numpy as np
 
-from measure import child_json, lab_command, rss_mb, write_speed_result
+from measure import blas_info, child_json, lab_command, rss_mb, write_speed_result
 from xmine.benchmarks.common import results_dir
 
 METHODS = ("xmine", "xmine-fp32", "matmul", "straightforward")
@@ -58,16 +58,6 @@ def _run_xmine(x, y, product: str = "auto"):
 
     m = mine_embeddings(x, y, config=MiningConfig(k=4, margin="ratio", retrieval="max", product=product))
     return m.src_idx, m.tgt_idx, m.score
-
-
-def blas_info() -> dict:
-    """The BLAS numpy uses here (threadpoolctl): library, kernel (architecture), threads, version."""
-    from threadpoolctl import threadpool_info
-
-    for p in threadpool_info():
-        if p.get("user_api") == "blas":
-            return {k: p.get(k) for k in ("internal_api", "architecture", "num_threads", "version")}
-    return {}
 
 
 def _run_matmul(x, y, block_rows: int = 4096, block_cols: int = 16384):

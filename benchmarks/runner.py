@@ -10,6 +10,7 @@ provenance.
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import time
 from pathlib import Path
@@ -40,6 +41,38 @@ _RUN = "xmine.bench.run"
 _ENCODER_OPTIONS = ("encoder_name", "projections", "device", "precision", "runtime", "prompt", "prompt_name")
 
 
+#: options that change what is printed, where inputs or side outputs live, or the task's own name
+#: (`--noisy`), not which result it is: they leave the default result name alone
+_NOT_VARIANTS = {"out", "overwrite", "quick", "data_dir", "encoder_name", "projections", "device", "noisy",
+                 "per_lang", "per_locale", "spearman", "write_pairs", "sets_dir"}
+
+
+def variant_tag() -> str:
+    """The running bench command's options given on its command line (or environment) that make its
+    result a variant of the default run: "-bf16-langsdeu_fra-maxpairs300" for `--precision bf16
+    --langs deu,fra --max-pairs 300` (a flag by its name, a choice by its value, the rest name and
+    value; over 60 characters, a hash). "" for the default run."""
+    ctx = click.get_current_context()
+    tags = []
+    for param in ctx.command.params:
+        if param.name in _NOT_VARIANTS or ctx.get_parameter_source(param.name) in (
+                None, click.core.ParameterSource.DEFAULT, click.core.ParameterSource.DEFAULT_MAP):
+            continue
+        value = ctx.params[param.name]
+        if isinstance(value, (list, tuple)):
+            value = "_".join(map(str, value))
+        if getattr(param, "is_flag", False):
+            tags.append(param.name.replace("_", "") if value else f"no{param.name.replace('_', '')}")
+        elif isinstance(param.type, click.Choice):
+            tags.append(str(value))
+        else:
+            tags.append(param.name.replace("_", "") + str(value).replace(",", "_"))
+    tag = common.safe_name("-".join(tags)) if tags else ""
+    if len(tag) > 60:
+        tag = hashlib.sha256(tag.encode()).hexdigest()[:12]
+    return f"-{tag}" if tag else ""
+
+
 def _claimed_out(fn: Callable) -> Callable:
     """Claim the result JSON (--out, or the default path) before the benchmark runs, so a refused
     output costs nothing: never an input, never a foreign file, replaced only with --overwrite."""
@@ -48,7 +81,9 @@ def _claimed_out(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def run(*args, **kw):
         task = name + ("_noisy" if kw.get("noisy") else "")  # `bench mining --noisy` has its own result
-        out = Path(kw["out"]) if kw["out"] else common.default_out(task, kw["encoder_name"], quick=kw["quick"])
+        # a subset or another setting of a task is not its default result: it gets a name of its own
+        out = Path(kw["out"]) if kw["out"] else common.default_out(task, kw["encoder_name"] + variant_tag(),
+                                                                   quick=kw["quick"])
         with claim_output(out, kind=common.RESULT_KIND, form="json", overwrite=kw.pop("overwrite"),
                           inputs=[kw["data_dir"], *kw["projections"]]):
             del kw["out"]
@@ -71,7 +106,8 @@ def task_options(fn: Callable) -> Callable:
                                   "'none') is named."),
         click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=DATA_HELP),
         click.option("--out", type=click.Path(dir_okay=False), default=None,
-                     help="Result JSON. Default: benchmarks/results/<task>-<encoder>[-quick].json."),
+                     help="Result JSON. Default: benchmarks/results/<task>-<encoder>[-<options given>][-quick].json, "
+                          "e.g. tatoeba-me5-small-maxpairs300.json for --max-pairs 300."),
         click.option("--overwrite", is_flag=True, help="Replace the result JSON if it is an earlier xmine result."),
         click.option("--quick", is_flag=True, help="A small fixed subset, for smoke runs (seconds, not minutes)."),
         click.option("--device", default=None, help="Torch device for the encoder (cpu, cuda, ...). Default: auto."),

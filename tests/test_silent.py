@@ -345,3 +345,22 @@ def test_a_training_that_never_beats_the_untrained_model_writes_no_projection(ma
           "-o", tmp_path / "q"))
     config = json.loads((tmp_path / "q" / "config.json").read_text())
     assert config["best_valid_loss"] < config["initial_valid_loss"]
+
+
+def test_a_bench_subset_or_setting_gets_a_result_name_of_its_own():
+    """`bench tatoeba --langs deu --max-pairs 300` is not the default run: its default result name
+    says so, so that it is never refused as "the result exists" nor replaces the full run's with
+    --overwrite. Options that only print more, or read data from elsewhere, keep the name."""
+    from xmine.benchmarks.cli import bench
+    from xmine.benchmarks.runner import variant_tag
+
+    def tag(command: str, *args: str) -> str:
+        with bench.commands[command].make_context(command, list(args)) as ctx, ctx.scope():
+            return variant_tag()
+
+    assert tag("tatoeba") == "" == tag("tatoeba", "--per-lang", "--data-dir", "/tmp", "--quick")
+    assert tag("tatoeba", "--langs", "deu,fra", "--max-pairs", "300") == "-langsdeu_fra-maxpairs300"
+    assert tag("tatoeba", "--max-pairs", "300", "--precision", "bf16", "--margin") == "-bf16-maxpairs300-margin"
+    assert tag("mining", "--noisy", "--operating-point", "precision") == "-precision"
+    assert tag("mining", "--seed", "1") == "-seed1"
+    assert len(tag("tatoeba", "--langs", ",".join(["deu", "fra", "rus", "cmn", "ara", "swh"] * 5))) == 13

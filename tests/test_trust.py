@@ -383,6 +383,15 @@ def test_verify_refuses_an_unknown_kind(ws):
 
 
 
+def test_verify_names_a_deleted_file_of_a_moses_output_as_missing(ws):
+    """(was: "out.de: size or sha256 differs", for a file that is not there at all)"""
+    ok(xm("mine", ws / "de.txt", ws / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3",
+          "--format", "moses", "-q", "-o", ws / "out"))
+    (ws / "out.de").unlink()
+    for given in ("out", "out.json", "out.en"):
+        refused(xm("verify", ws / given), f"{ws / 'out.de'}: missing; out.json records it as a file of out")
+
+
 def test_verify_given_a_summary_checks_its_output_and_names_a_renamed_one(ws):
     """(was: `verify OUT.json` refused as "no kind of record this xmine writes", and an output
     renamed with its summary said to be "written by an older xmine")"""

@@ -235,6 +235,10 @@ def verify_output_file(path: str | Path) -> tuple[str, int, str]:
                             f"the output {path.name}; refusing to read it")
     changed = changed_files(side, path)
     if changed:
-        raise ArtefactError(f"{path.parent / changed[0]}: size or sha256 differs from {sidecar_of(path).name}: "
+        first = path.parent / changed[0]
+        if not first.exists():
+            raise ArtefactError(f"{first}: missing; {sidecar_of(path).name} records it as a file of {path.name} "
+                                "(deleted or moved since xmine wrote it)")
+        raise ArtefactError(f"{first}: size or sha256 differs from {sidecar_of(path).name}: "
                             "changed or damaged since xmine wrote it")
     return side["kind"], sum(int(r["bytes"]) for r in files.values()), _match(len(files), "sha256")

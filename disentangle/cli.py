@@ -314,7 +314,7 @@ def export_st_command(projection, out, overwrite, prompt, prompt_name):
     Pooling, Normalize, Dense, Normalize): SentenceTransformer(OUT) loads it without xmine and
     encodes to the vectors xmine mine compares. The projection's meaning part must be one linear
     layer (the shipped one is). A projection trained with --prompt or --prompt-name is exported with
-    the same option, which becomes the model's default prompt."""
+    that prompt, which becomes the model's default prompt (another one is refused)."""
     path = shipped_dir(DEFAULT_ENCODER) if projection == "default" else Path(projection)
     model = export_portable(path, out, overwrite=overwrite, prompt=prompt, prompt_name=prompt_name)
     click.echo(f"exported {', '.join(type(m).__name__ for m in model)} -> {out}", err=True)

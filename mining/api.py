@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from xmine.artefacts.directory import register_readers
-from xmine.artefacts.input_artefacts import projection_encoder
+from xmine.artefacts.input_artefacts import projection_encoder, projection_prompt
 from xmine.disentangle.projection import load_projection
 from xmine.encoders import DEFAULT_ENCODER, load_encoder
 from xmine.encoders.projection import choose_projection, resolve_projection
@@ -220,6 +220,8 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
     with another refuses the embeddings (EncoderMismatchError), as `xmine embed` does."""
 
     name = encoder or projection_encoder(projection) or DEFAULT_ENCODER  # (a projection names its own, as in `mine`)
+    if prompt is None and projection_encoder(projection) == name:  # as `xmine embed`: the projection's prompt
+        prompt = projection_prompt(projection)
     model = load_encoder(name, precision=precision, prefix=prompt)
     choice = choose_projection(projection, encoder_name=name, encoder_fp=model.fingerprint)
     proj = resolve_projection(choice.path) if choice.path is not None else None

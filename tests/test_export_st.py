@@ -129,9 +129,10 @@ def test_verify_refuses_an_export_manifest_naming_a_file_outside(tmp_path):
 
 @pytest.mark.slow
 def test_a_projection_trained_with_a_prompt_is_exported_with_it(data_dir, tmp_path):
-    """A projection trained with --prompt is exported with the same --prompt, which becomes the
-    model's default prompt (was: refused, with no option to give it); the export gives xmine's
-    vectors for that prompt."""
+    """A projection trained with --prompt is exported with that prompt, which becomes the model's
+    default prompt (was: refused, with no option to give it; then: refused unless the prompt was
+    given again); another prompt is refused; the export gives xmine's vectors for that prompt.
+    `xmine embed` and the Python API take the projection's prompt by default too."""
     from xmine.disentangle.projection import load_projection
     from xmine.encoders import load_encoder
 
@@ -142,8 +143,8 @@ def test_a_projection_trained_with_a_prompt_is_exported_with_it(data_dir, tmp_pa
     ok(xm("train", "--method", "dream", "--max-epochs", 1, "--pairs", f"{tmp_path / 'p.de'}:{tmp_path / 'p.en'}",
           "--prompt", "passage: ", "-q", "-o", proj))
     with untouched(tmp_path):
-        refused(xm("export-st", proj, out), "the prompt 'passage: '", "(--prompt 'passage: ')")
-    ok(xm("export-st", proj, out, "--prompt", "passage: "))
+        refused(xm("export-st", proj, out, "--prompt", "query: "), "the prompt 'passage: '", "(--prompt 'passage: ')")
+    ok(xm("export-st", proj, out))
     assert json.loads((out / "config_sentence_transformers.json").read_text())["default_prompt_name"] == "passage"
     texts = de[:4]
     (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
@@ -160,6 +161,9 @@ def test_a_projection_trained_with_a_prompt_is_exported_with_it(data_dir, tmp_pa
     from xmine.errors import EncoderMismatchError
 
     with pytest.raises(EncoderMismatchError, match="the prompt 'passage: '"):
-        xmine.embed(texts, projection=proj, precision="fp32")
-    api = xmine.embed(texts, projection=proj, precision="fp32", prompt="passage: ")
+        xmine.embed(texts, projection=proj, precision="fp32", prompt="query: ")
+    api = xmine.embed(texts, projection=proj, precision="fp32")  # the projection's prompt by default
     assert np.allclose(api, ours / np.linalg.norm(ours, axis=1, keepdims=True), atol=1e-4)
+    ok(xm("embed", tmp_path / "p.de", "--lang", "de", "--projection", proj, "-q", "-o", tmp_path / "store"))
+    made = json.loads((tmp_path / "store" / "manifest.json").read_text())["encoder"]["id"]
+    assert "prefix='passage: '" in made, made

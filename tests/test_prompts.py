@@ -99,6 +99,10 @@ def test_the_cli_prompt_options_reach_the_encoder_and_the_store(model_dir, sente
             "(--prompt 'passage: ')")
     ok(xm("mine", tmp_path / "passage", corpus, "-o", tmp_path / "m.tsv", "--src-lang", "en", "--tgt-lang",
           "en", "--prompt-name", "passage", "-q"))
+    # No prompt given: the text is encoded with the store's, as with its precision (was: refused, to be
+    # given again)
+    ok(xm("mine", tmp_path / "passage", corpus, "-o", tmp_path / "m2.tsv", "--src-lang", "en", "--tgt-lang", "en", "-q"))
+    assert (tmp_path / "m2.tsv").read_bytes() == (tmp_path / "m.tsv").read_bytes()
     # A command's prompt is its own: nothing is left behind in the process for the next load.
     from xmine.encoders import load_encoder
 

@@ -200,6 +200,18 @@ def test_two_ids_differing_in_their_prompt_alone_say_so():
     assert query.other_prompt_only(other) is None and EncoderId.parse("use-m3:1").other_prompt_only(other) is None
 
 
+def test_an_id_gives_the_prompt_its_encoder_ran_with():
+    """What `embed --projection`, export-st and text beside a store encode with by default."""
+    from xmine.artefacts.records import EncoderId
+
+    assert EncoderId.parse("w|pool=mean|max_len=512|prefix='passage: '|precision=bf16|runtime=openvino").prompt == \
+        "passage: "
+    assert EncoderId.parse("w|pool=mean|prefix=''").prompt == ""
+    assert EncoderId.parse("w|pool=mean|prefix='a|prefix=b'").prompt == "a|prefix=b"
+    assert EncoderId.parse("use-m3:1").prompt is None  # no prompt recorded: the encoder's default
+    assert EncoderId.parse("w|prefix=not-a-literal").prompt is None
+
+
 def test_fingerprints_the_encoders_make_are_their_typed_parts_written_as_text(usem3):
     from xmine.encoders import with_precision
 

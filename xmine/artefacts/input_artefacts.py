@@ -69,6 +69,16 @@ def projection_encoder(projection) -> str | None:
     return made_for.name if made_for is not None else None
 
 
+def projection_prompt(projection) -> str | None:
+    """The prompt the encoder of a projection directory ran with (None: as `projection_encoder`, or
+    none recorded): the prompt to encode with where none is given, since the projection was
+    trained on embeddings made with it."""
+    if projection in (None, "default", "none") or not Path(projection).is_dir():
+        return None
+    made_for = artefact_encoder([projection])
+    return made_for.id.prompt if made_for is not None else None
+
+
 def artefact_projection(paths) -> tuple[bool, ProjectionFingerprint | None]:
     """(whether one of `paths` is a store/index, the projection fingerprint the first one records)."""
     return _recorded(paths, "projection", ProjectionFingerprint | None)

@@ -9,6 +9,7 @@ ArtefactError in one line naming `where` (the file, and the entry in it) and the
 
 from __future__ import annotations
 
+import ast
 import re
 import typing
 from dataclasses import MISSING, dataclass, fields
@@ -115,6 +116,19 @@ class EncoderId:
         mine, _, prompt = self.weights.rpartition("|prefix=")
         theirs, _, other_prompt = other.weights.rpartition("|prefix=")
         return (prompt, other_prompt) if mine and mine == theirs and prompt != other_prompt else None
+
+    @property
+    def prompt(self) -> str | None:
+        """The text prefix (prompt) the encoder ran with, as a transformer's weights record it
+        ("|prefix=<repr>"); None where the id records none (use-m3, vectors made elsewhere)."""
+        head, found, written = self.weights.partition("|prefix=")  # the first: the prompt itself may hold one
+        if not found:
+            return None
+        try:
+            value = ast.literal_eval(written)
+        except (ValueError, SyntaxError):
+            return None
+        return value if isinstance(value, str) else None
 
     @classmethod
     def parse(cls, text: str) -> "EncoderId":

@@ -110,9 +110,9 @@ def exact_knn_both(
     L2-normalised (then scores are cosines).
 
     `product` ("auto", "fp32", "bf16", "cuda": `products.py`), the blocks (None: the product's,
-    `knn_product.default_blocks`), `workers` (threads of
-    a unit here; None: `knn_product.default_workers`), the tiling (`tile_rows`/`tile_cols`,
-    rounded to whole blocks) and the executor change the work, never the result.
+    `knn_product.default_blocks`), `workers` (threads of a unit here; None:
+    `knn_product.default_workers`), the tiling (`tile_rows`/`tile_cols`, rounded to whole blocks)
+    and the executor change the work, never the result.
     """
     n, m = check_knn_inputs(x, y, k)
     rows, cols = default_blocks(product)

@@ -31,9 +31,10 @@ def check_same_projection(expected: ProjectionFingerprint | None, actual: Projec
 class Encoders:
     """Loads the encoder and projection once, only if a side needs them.
 
-    `config`: the encoder asked for (`--encoder`, `--precision`, `--runtime`, `--device`); what is
-    not given is the input artefacts' (their encoder, and their precision and runtime, so that text
-    encoded beside a store or an index matches it), else the default. `projection`: the
+    `config`: the encoder asked for (`--encoder`, `--precision`, `--runtime`, `--device`, the
+    prompt); what is not given is the input artefacts' (their encoder, and their precision, runtime
+    and prompt, so that text encoded beside a store or an index matches it; the prompt otherwise
+    the projection's), else the default. `projection`: the
     `--projection` value (None/"default", "none" or a directory), resolved by
     `xmine.encoders.projection.choose_projection`; `inputs`: the paths named, so an implicit default
     follows a store's or index's own projection.

@@ -23,6 +23,7 @@ from xmine.encoders import load_encoder
 from xmine.encoders.loader import untrained_languages
 from xmine.encoders.options import precision_option
 from xmine.options import projection_option
+from xmine.artefacts.input_artefacts import projection_prompt
 from xmine.artefacts.outputs import claim_output
 
 log = logging.getLogger(__name__)
@@ -43,22 +44,29 @@ _ENCODER_OPTIONS = ("encoder_name", "projections", "device", "precision", "runti
 
 #: options that change what is printed, where inputs or side outputs live, or the task's own name
 #: (`--noisy`), not which result it is: they leave the default result name alone
-_NOT_VARIANTS = {"out", "overwrite", "quick", "data_dir", "encoder_name", "projections", "device", "noisy",
+_NOT_VARIANTS = {"out", "overwrite", "quick", "data_dir", "encoder_name", "device", "noisy",
                  "per_lang", "per_locale", "spearman", "write_pairs", "sets_dir"}
 
 
 def variant_tag() -> str:
-    """The running bench command's options given on its command line (or environment) that make its
-    result a variant of the default run: "-bf16-langsdeu_fra-maxpairs300" for `--precision bf16
-    --langs deu,fra --max-pairs 300` (a flag by its name, a choice by its value, the rest name and
-    value; over 60 characters, a hash). "" for the default run."""
+    """The running bench command's options given on its command line (or environment), at other
+    than their defaults, that make its result a variant of the default run:
+    "-bf16-langsdeu_fra-maxpairs300" for `--precision bf16 --langs deu,fra --max-pairs 300` (a flag
+    by its name, a choice by its value, projection directories as "proj" and their names, the rest
+    name and value; over 60 characters, a hash). "" for the default run. ("default" and "none" as
+    --projection choose rows of the default run's table, which say which they are.)"""
     ctx = click.get_current_context()
     tags = []
     for param in ctx.command.params:
-        if param.name in _NOT_VARIANTS or ctx.get_parameter_source(param.name) in (
+        value = ctx.params.get(param.name)
+        if param.name in _NOT_VARIANTS or value == param.default or ctx.get_parameter_source(param.name) in (
                 None, click.core.ParameterSource.DEFAULT, click.core.ParameterSource.DEFAULT_MAP):
             continue
-        value = ctx.params[param.name]
+        if param.name == "projections":
+            dirs = [Path(v).name for v in value if v not in ("default", "none")]
+            if dirs:
+                tags.append("proj" + "_".join(dirs))
+            continue
         if isinstance(value, (list, tuple)):
             value = "_".join(map(str, value))
         if getattr(param, "is_flag", False):
@@ -119,7 +127,10 @@ def task_options(fn: Callable) -> Callable:
 def setup(encoder_name: str, projections: tuple[str, ...], device: str | None, precision: str,
           runtime: str | None = None, prompt: str | None = None, prompt_name: str | None = None,
           parts=("meaning", "language"), add_default: bool = False):
-    """The encoder and its variants: raw, then each projection's `parts`."""
+    """The encoder and its variants: raw, then each projection's `parts`. No prompt given: the
+    first projection directory's, as `xmine embed --projection` takes it."""
+    if prompt is None and prompt_name is None:
+        prompt = next((p for p in (projection_prompt(d, encoder_name) for d in projections) if p is not None), None)
     encoder = load_encoder(encoder_name, device=device, precision=precision, runtime=runtime, prefix=prompt,
                            prompt_name=prompt_name)
     return encoder, common.make_variants(encoder, projections, parts=parts, add_default=add_default)

@@ -364,3 +364,8 @@ def test_a_bench_subset_or_setting_gets_a_result_name_of_its_own():
     assert tag("mining", "--noisy", "--operating-point", "precision") == "-precision"
     assert tag("mining", "--seed", "1") == "-seed1"
     assert len(tag("tatoeba", "--langs", ",".join(["deu", "fra", "rus", "cmn", "ara", "swh"] * 5))) == 13
+    # a user's projection is not the default run (was: `bench tatoeba --projection proj/` refused as
+    # the existing default result, or replacing it with --overwrite); "default"/"none" choose its rows
+    assert tag("tatoeba", "--projection", str(Path(__file__).parent)) == "-projtests"
+    assert tag("tatoeba", "--projection", "default", "--projection", "none") == ""
+    assert tag("mining", "--seed", "0", "--precision", "auto") == ""  # defaults named: the default run

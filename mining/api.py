@@ -220,8 +220,8 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
     with another refuses the embeddings (EncoderMismatchError), as `xmine embed` does."""
 
     name = encoder or projection_encoder(projection) or DEFAULT_ENCODER  # (a projection names its own, as in `mine`)
-    if prompt is None and projection_encoder(projection) == name:  # as `xmine embed`: the projection's prompt
-        prompt = projection_prompt(projection)
+    if prompt is None:  # as `xmine embed`: the projection's prompt
+        prompt = projection_prompt(projection, name)
     model = load_encoder(name, precision=precision, prefix=prompt)
     choice = choose_projection(projection, encoder_name=name, encoder_fp=model.fingerprint)
     proj = resolve_projection(choice.path) if choice.path is not None else None

@@ -165,5 +165,6 @@ def test_a_projection_trained_with_a_prompt_is_exported_with_it(data_dir, tmp_pa
     api = xmine.embed(texts, projection=proj, precision="fp32")  # the projection's prompt by default
     assert np.allclose(api, ours / np.linalg.norm(ours, axis=1, keepdims=True), atol=1e-4)
     ok(xm("embed", tmp_path / "p.de", "--lang", "de", "--projection", proj, "-q", "-o", tmp_path / "store"))
+    ok(xm("plot", "--projection", proj, "--rows", 20, "--data-dir", data_dir, "--out", tmp_path / "pca.png"))
     made = json.loads((tmp_path / "store" / "manifest.json").read_text())["encoder"]["id"]
     assert "prefix='passage: '" in made, made

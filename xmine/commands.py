@@ -169,8 +169,8 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
             raise ConfigError("--encoder-name, --dim and --embeddings-column go with --embeddings FILE")
         if not given_on_command_line("encoder_name"):  # as mine, score and build-index read it
             encoder_name = projection_encoder(projection) or encoder_name
-        if prompt is None and prompt_name is None and projection_encoder(projection) == encoder_name:
-            prompt = projection_prompt(projection)  # the one its training embeddings were made with
+        if prompt is None and prompt_name is None:  # the one the projection's training embeddings were made with
+            prompt = projection_prompt(projection, encoder_name)
         # With --ray the actors encode; this process needs only the fingerprint (no model load for me5-small).
         encoder = load_encoder(encoder_name, device=device, runtime=runtime_for_artefact(finished, runtime),
                                precision=precision or (finished.run_precision if finished else "auto"),

@@ -69,14 +69,17 @@ def projection_encoder(projection) -> str | None:
     return made_for.name if made_for is not None else None
 
 
-def projection_prompt(projection) -> str | None:
-    """The prompt the encoder of a projection directory ran with (None: as `projection_encoder`, or
-    none recorded): the prompt to encode with where none is given, since the projection was
-    trained on embeddings made with it."""
+def projection_prompt(projection, encoder_name: str | None = None) -> str | None:
+    """The prompt the encoder of a projection directory ran with: the prompt to encode with where
+    none is given, since the projection was trained on embeddings made with it. None: not a
+    projection directory (as `projection_encoder`), made for another encoder than `encoder_name`
+    (where given), or no prompt recorded."""
     if projection in (None, "default", "none") or not Path(projection).is_dir():
         return None
     made_for = artefact_encoder([projection])
-    return made_for.id.prompt if made_for is not None else None
+    if made_for is None or (encoder_name is not None and made_for.name != encoder_name):
+        return None
+    return made_for.id.prompt
 
 
 def artefact_projection(paths) -> tuple[bool, ProjectionFingerprint | None]:

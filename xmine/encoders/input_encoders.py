@@ -72,8 +72,8 @@ class Encoders:
             if prompt is None and self.config.prompt_name is None:  # as the precision: the inputs', or the projection's
                 if made is not None and made.name == name:
                     prompt = made.id.prompt
-                elif projection_encoder(self.projection_spec) == name:
-                    prompt = projection_prompt(self.projection_spec)
+                else:
+                    prompt = projection_prompt(self.projection_spec, name)
             self._encoder = load_encoder(name, precision=precision, device=self.config.device,
                                          prefix=prompt, prompt_name=self.config.prompt_name,
                                          runtime=runtime_for_artefact(made, self.config.runtime))

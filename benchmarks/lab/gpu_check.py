@@ -160,8 +160,10 @@ def check_ray(tmp: Path, de_store: Path, en_store: Path, with_index: bool) -> di
 
 
 @click.command("gpu-check")
-@click.option("--lines", default=20000, show_default=True, help="News sentences a side for the encoder, index and mining checks.")
-@click.option("--product-rows", default=100000, show_default=True, help="Rows a side of the exact-product check.")
+@click.option("--lines", type=click.IntRange(min=1), default=20000, show_default=True,
+              help="News sentences a side for the encoder, index and mining checks.")
+@click.option("--product-rows", type=click.IntRange(min=1), default=100000, show_default=True,
+              help="Rows a side of the exact-product check.")
 @click.option("--checks", "chosen", default=",".join(CHECKS), show_default=True, callback=lambda c, p, v: _checks(v),
               help="Comma-separated checks to run (a machine without faiss-gpu or Ray can run the others); "
                    "the result JSON lists those left out.")

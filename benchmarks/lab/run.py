@@ -32,7 +32,8 @@ MODULES = ("quality", "ship_projection", "embed_speed", "mining_speed", "ray_spe
 
 
 class _LabGroup(click.Group):
-    """An xmine error (bad input, refused output) is one line and exit status 2, not a traceback."""
+    """An xmine error (bad input, refused output) or a bad option of a command is one line and exit
+    status 2, not a traceback or a usage block."""
 
     def invoke(self, ctx: click.Context):
         from xmine.errors import XmineError
@@ -41,6 +42,10 @@ class _LabGroup(click.Group):
             return super().invoke(ctx)
         except XmineError as e:
             click.echo(f"lab: error: {e}", err=True)
+            sys.exit(2)
+        except click.UsageError as e:
+            command = f"{e.ctx.command_path}: " if e.ctx is not None else ""
+            click.echo(f"lab: error: {command}{e.format_message()} (see --help)", err=True)
             sys.exit(2)
 
 

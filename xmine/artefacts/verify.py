@@ -10,6 +10,7 @@ a TSV output against its `OUT.json` summary (`verify_output_file`; the summary n
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -83,6 +84,10 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
     if not os.path.lexists(p):
         if sidecar_of(p).is_file():  # OUT of a result written beside it (Moses: OUT.src, OUT.tgt)
             return verify_output_file(p)
+        beside = sorted(q.name for q in p.parent.glob(glob.escape(p.name) + ".*"))
+        if beside:  # (was: "does not exist", though its files are there)
+            raise ArtefactError(f"{p}: does not exist; {', '.join(beside[:3])} beside it, but not {sidecar_of(p).name}, "
+                                "the summary that records an xmine output's files (deleted or moved?)")
         raise ArtefactError(f"{p}: does not exist")
     base = p.with_suffix("")
     if p.suffix and not sidecar_of(p).is_file() and sidecar_of(base).is_file() and p.name in (

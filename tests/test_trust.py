@@ -391,7 +391,7 @@ def test_verify_names_a_deleted_file_of_a_moses_output_as_missing(ws):
     for given in ("out", "out.json", "out.en"):
         refused(xm("verify", ws / given), f"{ws / 'out.de'}: missing; out.json records it as a file of out")
     (ws / "out.json").unlink()  # (was: "out: does not exist", nothing said of out.en beside it)
-    refused(xm("verify", ws / "out"), f"{ws / 'out'}: does not exist; out.en beside it, but not out.json")
+    refused(xm("verify", ws / "out"), f"{ws / 'out'}: does not exist (out.en beside it", "its summary out.json")
 
 
 def test_verify_given_a_summary_checks_its_output_and_names_a_renamed_one(ws):

@@ -86,8 +86,9 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
             return verify_output_file(p)
         beside = sorted(q.name for q in p.parent.glob(glob.escape(p.name) + ".*"))
         if beside:  # (was: "does not exist", though its files are there)
-            raise ArtefactError(f"{p}: does not exist; {', '.join(beside[:3])} beside it, but not {sidecar_of(p).name}, "
-                                "the summary that records an xmine output's files (deleted or moved?)")
+            which = "they are the files" if len(beside) > 1 else "it is a file"
+            raise ArtefactError(f"{p}: does not exist ({', '.join(beside[:3])} beside it: if {which} of an xmine "
+                                f"output, its summary {sidecar_of(p).name} is missing)")
         raise ArtefactError(f"{p}: does not exist")
     base = p.with_suffix("")
     if p.suffix and not sidecar_of(p).is_file() and sidecar_of(base).is_file() and p.name in (

@@ -15,9 +15,10 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 from pathlib import Path
 import struct
-from typing import Any
+from typing import Any, NamedTuple
 
 from xmine.errors import ArtefactError, ConfigError
 from xmine.artefacts.fileio import atomic_path
@@ -51,13 +52,44 @@ def checkpoint_in(work: Path) -> Path:
     return work / CHECKPOINT
 
 
-def run_signature(config: Any, encoder: dict, data: dict) -> str:
-    """sha256 of the configuration (a dataclass; `max_epochs` left out, so raising the epoch limit
-    continues a run), the encoder's identity and the data's summary."""
+class RunSignature(NamedTuple):
+    """What ties a checkpoint to one run: the sha256 `digest` of its `settings` (as JSON), which a
+    checkpoint records too, so that another run's can be told apart by name."""
+
+    digest: str
+    settings: dict
+
+
+def run_signature(config: Any, encoder: dict, data: dict) -> RunSignature:
+    """The signature of the configuration (a dataclass; `max_epochs` left out, so raising the epoch
+    limit continues a run), the encoder's identity and the data's summary."""
     cfg = dataclasses.asdict(config)
     cfg.pop("max_epochs")
     blob = json.dumps({"config": cfg, "encoder": encoder, "data": data}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return RunSignature(hashlib.sha256(blob.encode()).hexdigest(), json.loads(blob))
+
+
+def _differences(there: Any, here: Any, where: str = "", limit: int = 3) -> list[str]:
+    """Up to `limit` settings that differ between a checkpoint's (`there`) and this run's (`here`),
+    each "name: value there, value here" (a long text from where the two part)."""
+    if isinstance(there, dict) and isinstance(here, dict):
+        found: list[str] = []
+        for key in sorted(set(there) | set(here)):
+            found += _differences(there.get(key), here.get(key), f"{where}.{key}" if where else key, limit)
+        return found[:limit]
+    if there == here:
+        return []
+
+    def shown(v: Any) -> str:
+        text = repr(v)
+        if isinstance(there, str) and isinstance(here, str):  # from the last "|" field (an encoder id's) they share
+            common = len(os.path.commonprefix([there, here]))
+            bar = there.rfind("|", 0, common) + 1
+            cut = bar if bar and common - bar <= 40 else max(0, common - 12)
+            text = ("..." if cut else "") + repr(v[cut:])
+        return text if len(text) <= 70 else text[:67] + "..."
+
+    return [f"{where}: {shown(there)} there, {shown(here)} here"]
 
 
 def fresh_state() -> dict[str, Any]:
@@ -81,7 +113,7 @@ def _content_digest(meta: dict[str, Any], tensors: dict[str, Any]) -> str:
     return h.hexdigest()
 
 
-def save(path: Path, signature: str, *, model, optimizers: dict, gen, state: dict) -> None:
+def save(path: Path, signature: RunSignature, *, model, optimizers: dict, gen, state: dict) -> None:
     """Write the checkpoint atomically (a crash leaves the previous one): the tensors by name, the
     JSON of everything else in the header."""
     from safetensors.torch import save_file
@@ -105,7 +137,8 @@ def save(path: Path, signature: str, *, model, optimizers: dict, gen, state: dic
                     numbers.setdefault(str(pid), {})[key] = value
         opts[name] = {"param_groups": sd["param_groups"], "numbers": numbers}
     loop = {k: v for k, v in state.items() if k != "best_state"}
-    meta = {"format": _FORMAT, "version": 1, "signature": signature, "state": loop,
+    meta = {"format": _FORMAT, "version": 1, "signature": signature.digest, "settings": signature.settings,
+            "state": loop,
             "has_best_state": state.get("best_state") is not None, "optimizers": opts}
     tensors = {k: v.detach().contiguous().clone() for k, v in tensors.items()}
     meta["content_sha256"] = _content_digest(meta, tensors)
@@ -151,7 +184,8 @@ def _tensors(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
     return tensors
 
 
-def resume(path: Path, signature: str, *, max_epochs: int, model, optimizers: dict, gen) -> dict[str, Any] | None:
+def resume(path: Path, signature: RunSignature, *, max_epochs: int, model, optimizers: dict,
+           gen) -> dict[str, Any] | None:
     """Load the checkpoint at `path` into `model`, the `optimizers` (name -> optimiser or None) and
     the generator `gen`, and return the loop's state; None when there is none. A checkpoint of
     another run, or of this run trained beyond `max_epochs` (the one setting the signature leaves
@@ -160,9 +194,11 @@ def resume(path: Path, signature: str, *, max_epochs: int, model, optimizers: di
     if not path.is_file():
         return None
     meta = read_header(path)
-    if meta["signature"] != signature:
-        raise ConfigError(f"{path}: holds a run with other settings or data; pass --restart to discard "
-                          "it or choose another output directory")
+    if meta["signature"] != signature.digest:
+        # (checkpoints written before they recorded their settings are named without them)
+        named = _differences(meta["settings"], signature.settings) if isinstance(meta.get("settings"), dict) else []
+        raise ConfigError(f"{path}: holds a run with other settings or data" + (f" ({'; '.join(named)})" if named else "")
+                          + "; pass --restart to discard it or choose another output directory")
     done = meta["state"].get("epoch")
     if isinstance(done, int) and done > max_epochs:
         # Resumed, it would train nothing and write its later epochs' weights under this limit.

@@ -298,17 +298,22 @@ def test_training_checkpoint_resumes_only_its_own_run(tmp_path):
         model = torch.nn.Linear(4, 4)
         return model, {"opt": torch.optim.Adam(model.parameters())}, torch.Generator().manual_seed(seed)
 
-    sig = run_signature(TrainConfig(method="dream"), {"id": "enc"}, {"rows": 10})
-    assert sig == run_signature(TrainConfig(method="dream", max_epochs=99), {"id": "enc"}, {"rows": 10})
-    other = run_signature(TrainConfig(method="dream", lr=0.5), {"id": "enc"}, {"rows": 10})
+    enc = {"id": "me5-small-q4:abc|pool=mean|prefix='passage: '"}
+    sig = run_signature(TrainConfig(method="dream"), enc, {"rows": 10})
+    assert sig == run_signature(TrainConfig(method="dream", max_epochs=99), enc, {"rows": 10})
+    other = run_signature(TrainConfig(method="dream", lr=0.5), enc, {"rows": 10})
     model, opts, gen = parts(0)
     state = fresh_state() | {"epoch": 3}
     path = tmp_path / "checkpoint.pt"
     assert resume(path, sig, max_epochs=3, model=model, optimizers=opts, gen=gen) is None
     save(path, sig, model=model, optimizers=opts, gen=gen, state=state)
     model2, opts2, gen2 = parts(1)
-    with pytest.raises(ConfigError, match="other settings or data"):
+    with pytest.raises(ConfigError, match=r"other settings or data \(config.lr: 0.0001 there, 0.5 here\)"):
         resume(path, other, max_epochs=3, model=model2, optimizers=opts2, gen=gen2)
+    prompt = run_signature(TrainConfig(method="dream"), {"id": "me5-small-q4:abc|pool=mean|prefix='query: '"}, {"rows": 10})
+    with pytest.raises(ConfigError, match=r"\(encoder.id: \.\.\.\"prefix='passage: '\" there, "
+                                          r"\.\.\.\"prefix='query: '\" here\)"):
+        resume(path, prompt, max_epochs=3, model=model2, optimizers=opts2, gen=gen2)
     with pytest.raises(ConfigError, match="trained for 3 epochs, more than --max-epochs 2"):
         resume(path, sig, max_epochs=2, model=model2, optimizers=opts2, gen=gen2)
     assert resume(path, sig, max_epochs=3, model=model2, optimizers=opts2, gen=gen2)["epoch"] == 3

@@ -202,6 +202,19 @@ def test_blocks_default_to_the_products():
         exact_knn_both(x, y, 2, product="cuda", block_rows=2, block_cols=2)
 
 
+def test_gpu_check_reads_the_encoding_rate_embed_reports(tmp_path):
+    """The encoder check's rate is embed's own (encoding alone): its wall times held the process
+    start and the model load, the first also the model's rebuild (benchmarks/results/notes/gpu_check.md)."""
+    from labscripts import lab_module
+
+    gpu_check = lab_module("gpu_check")
+    (tmp_path / "de.txt").write_text("Guten Morgen.\nWie geht es dir?\nDas Wetter ist schön.\n", encoding="utf-8")
+    wall, printed = gpu_check._run_output("embed", tmp_path / "de.txt", "--lang", "de", "--encoder", "use-m3", "-q",
+                                          "-o", tmp_path / "store")
+    rate = gpu_check._encoding_rate(printed)
+    assert rate is not None and rate > 3 / wall, printed  # faster than the whole command's 3 sentences / wall
+
+
 def test_gpu_check_chooses_its_checks_and_refuses_without_a_gpu():
     """`run.py gpu-check --checks` names an unknown check; without a GPU it refuses in one line (no
     CPU fallback), and it no longer needs faiss when the faiss checks are left out."""

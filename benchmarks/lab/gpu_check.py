@@ -5,7 +5,8 @@
 Each check runs the same public command twice, on the CPU and on the GPU, times both and compares
 what they wrote:
 - `encoder`: `xmine embed --device cpu` vs `--device cuda` (the CUDA encoder; fp32 and its auto
-  precision): the minimum cosine between the two stores' rows;
+  precision): the minimum cosine between the two stores' rows, each command's wall time and the
+  encoding rate it reports (without the process start and model load);
 - `product`: `exact_knn_both` with the fp32 product vs the cuda product: the result must be the
   same bytes (the exact search rescores every candidate, see mining/knn_product.py);
 - `faiss-flat` / `faiss-ivf`: `xmine build-index` and `xmine search` with no GPU visible vs on the GPU:
@@ -21,6 +22,7 @@ versions and every timing.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -72,12 +74,25 @@ def _checks(value: str) -> tuple[str, ...]:
 
 def _run(*args, env=None) -> float:
     """Run one xmine command (raises with its stderr on failure); its wall time in seconds."""
+    return _run_output(*args, env=env)[0]
+
+
+def _run_output(*args, env=None) -> tuple[float, str]:
+    """Run one xmine command (raises with its stderr on failure): (its wall time in seconds, what it
+    printed)."""
     t = time.perf_counter()
     proc = subprocess.run([*XMINE, *map(str, args)], capture_output=True, text=True,
                           env={**os.environ, **(env or {})})
     if proc.returncode != 0:
         raise click.ClickException(f"xmine {' '.join(map(str, args))} failed:\n{proc.stderr[-2000:]}")
-    return time.perf_counter() - t
+    return time.perf_counter() - t, proc.stdout + proc.stderr
+
+
+def _encoding_rate(printed: str) -> float | None:
+    """The sentences a second `xmine embed` reports for its encoding alone (its summary line), which
+    leaves out the process start and the model load that its wall time holds."""
+    found = re.search(r"\(([0-9.]+) sentences/s\)", printed)
+    return float(found.group(1)) if found else None
 
 
 def _corpus(tmp: Path, lines: int) -> tuple[Path, Path]:
@@ -105,9 +120,10 @@ def check_encoder(tmp: Path, de: Path) -> dict:
         stores = {}
         for device in ("cpu", "cuda"):
             stores[device] = tmp / f"enc-{precision}-{device}"
-            result[f"{precision}_{device}_s"] = round(_run("embed", de, "--lang", "de", "--device", device,
-                                                           "--precision", precision, "--dtype", "float32", "-q",
-                                                           "-o", stores[device]), 2)
+            wall, printed = _run_output("embed", de, "--lang", "de", "--device", device, "--precision", precision,
+                                        "--dtype", "float32", "-q", "-o", stores[device])
+            result[f"{precision}_{device}_s"] = round(wall, 2)
+            result[f"{precision}_{device}_sentences_per_s"] = _encoding_rate(printed)
         a, b = (EmbeddingStore.open(stores[d]).rows()[:].astype(np.float32) for d in ("cpu", "cuda"))
         result[f"{precision}_min_cosine"] = float((a * b).sum(axis=1).min())
     result["ok"] = result["fp32_min_cosine"] >= 0.999

@@ -59,13 +59,19 @@ def artefact_encoder(paths) -> EncoderFingerprint | None:
     return _recorded(paths, "encoder", EncoderFingerprint)[1]
 
 
+def _projection_made_for(projection) -> EncoderFingerprint | None:
+    """The encoder fingerprint a projection directory records (None: `projection` is None,
+    "default", "none", or no projection directory)."""
+    if projection in (None, "default", "none") or not Path(projection).is_dir():
+        return None
+    return artefact_encoder([projection])
+
+
 def projection_encoder(projection) -> str | None:
     """The name of the encoder a projection directory was made for (None: `projection` is None,
     "default", "none", or no projection directory): the encoder to use where none is given, rather
     than meeting the default encoder's embeddings and being refused."""
-    if projection in (None, "default", "none") or not Path(projection).is_dir():
-        return None
-    made_for = artefact_encoder([projection])
+    made_for = _projection_made_for(projection)
     return made_for.name if made_for is not None else None
 
 
@@ -74,9 +80,7 @@ def projection_prompt(projection, encoder_name: str | None = None) -> str | None
     none is given, since the projection was trained on embeddings made with it. None: not a
     projection directory (as `projection_encoder`), made for another encoder than `encoder_name`
     (where given), or no prompt recorded."""
-    if projection in (None, "default", "none") or not Path(projection).is_dir():
-        return None
-    made_for = artefact_encoder([projection])
+    made_for = _projection_made_for(projection)
     if made_for is None or (encoder_name is not None and made_for.name != encoder_name):
         return None
     return made_for.id.prompt

@@ -87,7 +87,7 @@ def mine(src, tgt, output, src_lang, tgt_lang, keep_fields, allow_same_input, in
     if "few_neighbours" in t:
         kept += "; too few sentences for k neighbours, see above"
     if "estimate_note" in t:
-        kept += "; no share of translations apart in the scores, the estimate is not to be trusted, see above"
+        kept += f"; {t['estimate_summary']}, see above"
     if "other_k" in t:
         kept += f"; calibrated at k={t['other_k']['calibrated_k']}, see above"
     if "other_encoder" in t:
@@ -211,7 +211,7 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
     if "few_neighbours" in t:
         rule += "; too few sentences for k neighbours, see above"
     if "estimate_note" in t:
-        rule += "; no share of translations apart in the scores, the estimate is not to be trusted, see above"
+        rule += f"; {t['estimate_summary']}, see above"
     if "other_k" in t:
         rule += f"; calibrated at k={t['other_k']['calibrated_k']}, see above"
     if "other_encoder" in t:

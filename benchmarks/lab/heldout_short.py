@@ -87,10 +87,14 @@ def build(data: Path, folder: Path) -> dict:
     return counts
 
 
+def data_files() -> list[Path]:
+    """The files the sets are built from."""
+    return sorted(f for pair in (*LANGS, *USE_M3_LANGS) for f in (DATA / TATOEBA / pair).iterdir())
+
+
 @click.command("heldout-short")
 def command():
     """The mining defaults on Tatoeba sentences nothing else reads: 16 languages (me5-small spaces), 6 (raw use-m3)."""
-    files = sorted(f for pair in (*LANGS, *USE_M3_LANGS) for f in (DATA / TATOEBA / pair).iterdir())
-    run_check("heldout-short", lambda folder: build(DATA, folder), files,
+    run_check("heldout-short", lambda folder: build(DATA, folder), data_files(),
               {"languages": LANGS, "use_m3_languages": USE_M3_LANGS, "max_drawn": MAX_DRAWN, "sparse_en": SPARSE_EN},
               languages_in_calibration=frozenset())

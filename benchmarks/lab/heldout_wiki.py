@@ -74,11 +74,15 @@ def dev_files(lang: str) -> tuple[list[Path], str]:
     return [base / f"wikipedia.dev.{lang}-en.{lang}", base / f"wikipedia.dev.{lang}-en.en"], "FLORES v1 dev"
 
 
+def data_files() -> list[Path]:
+    """The files the sets are built from."""
+    return sorted(f for lang in LANGS for f in (DATA / FLORES_V1).glob(f"wikipedia.dev*.{lang}-en.*"))
+
+
 @click.command("heldout-wiki")
 def command():
     """The mining defaults of the me5-small spaces on FLORES v1 Wikipedia text (Khmer, Pashto) nothing else reads."""
-    files = sorted(f for lang in LANGS for f in (DATA / FLORES_V1).glob(f"wikipedia.dev*.{lang}-en.*"))
-    run_check("heldout-wiki", lambda folder: build(DATA, folder), files, {"languages": list(LANGS)},
+    run_check("heldout-wiki", lambda folder: build(DATA, folder), data_files(), {"languages": list(LANGS)},
               languages_in_calibration=frozenset(),
               sources=(("calibrated", flores200_devtest, CALIBRATED_TITLE),
                        ("calibrated_dev", dev_files, "At the balanced threshold of `xmine calibrate --gold` on the "

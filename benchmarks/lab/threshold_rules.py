@@ -326,7 +326,7 @@ def mutual_null_share(x: dict) -> float:
     """The mutual share of the candidates the mixture does not count as translations: (mutual
     candidates - estimated true pairs) / (candidates - estimated true pairs), true pairs being
     mutual best pairs (no gold); as the product computes it (`threshold_rule.mutual_null_share`)."""
-    from xmine.mining.threshold_rule import estimate_true_pairs
+    from xmine.mining.run_estimate import estimate_true_pairs
 
     r = x["max"]
     n_true = estimate_true_pairs(r.s)
@@ -337,13 +337,14 @@ FEATURES = {"mutual": mutual_share, "mutual-low": lambda x: x["max"].mutual_low,
 
 
 def estimated_thresholds(runs) -> dict[str, tuple[str, float]]:
-    """Per set, the default of a space without a calibration (`threshold_rule.estimated_threshold`
-    of its max-retrieval candidates; where too few to estimate, every pair kept)."""
-    from xmine.mining.threshold_rule import estimated_threshold
+    """Per set, the default of a space without a calibration (`run_estimate.estimated_threshold`
+    of its max-retrieval candidates, with their low-half mutual share as `xmine mine` gives it;
+    where too few to estimate, every pair kept)."""
+    from xmine.mining.run_estimate import estimated_threshold
 
     out = {}
     for n, x in runs.items():
-        estimate = estimated_threshold(x["max"].s.astype(np.float32))
+        estimate = estimated_threshold(x["max"].s.astype(np.float32), mutual_low=getattr(x["max"], "mutual_low", None))
         out[n] = ("max", float(x["max"].s[-1]) if estimate is None else estimate[0])
     return out
 
@@ -940,10 +941,10 @@ def decoys_command(spaces, scales):
 @click.option("--space", "spaces", type=click.Choice(list(SPACES)), multiple=True, help="Default: those with kNN lists.")
 def density_command(spaces):
     """The shipped rule with a term in the run's estimated density of translations: log10 of the
-    translations the product's mixture estimates (`threshold_rule.estimate_true_pairs`) over the
+    translations the product's mixture estimates (`run_estimate.estimate_true_pairs`) over the
     candidates. Dense runs (FLORES sets, 26% gold) want a lower threshold than the rule's, sparse
     large ones (1%) a higher one (`oracle`'s per-set look); prints the table (a look)."""
-    from xmine.mining.threshold_rule import estimate_true_pairs
+    from xmine.mining.run_estimate import estimate_true_pairs
 
     def feature(space, runs):
         density = {n: float(np.log10(max(estimate_true_pairs(x["max"].s), 1.0) / max(len(x["max"].s), 1)))
@@ -986,9 +987,9 @@ def decoy_term_command(spaces):
 
 def mixture_precision_cut(scores: np.ndarray, precision: float) -> float:
     """The lowest of the candidates' `scores` (descending) at which the product's Gumbel null
-    (`threshold_rule.null_fit`) estimates the precision of the candidates kept at or above it to be
+    (`run_estimate.null_fit`) estimates the precision of the candidates kept at or above it to be
     at least `precision` (no gold); inf where it is nowhere (or too few candidates to fit)."""
-    from xmine.mining.threshold_rule import null_above, null_fit
+    from xmine.mining.run_estimate import null_above, null_fit
 
     mu, beta, n_true = null_fit(scores)
     if not np.isfinite(mu):
@@ -1055,7 +1056,7 @@ def mixture_down_command(spaces):
 @click.option("--space", "spaces", type=click.Choice(list(SPACES)), multiple=True, help="Default: those with kNN lists.")
 @click.option("--no-write", is_flag=True, help="Print the table only.")
 def uncalibrated_command(spaces, no_write):
-    """The default of a space without a calibration (`threshold_rule.estimated_threshold`, the run's
+    """The default of a space without a calibration (`run_estimate.estimated_threshold`, the run's
     own estimate) on every set of every space taken as uncalibrated, beside keeping every pair;
     write benchmarks/results/threshold-uncalibrated.json.
 
@@ -1467,7 +1468,7 @@ def install_margins_command():
 @command.command("uncalibrated-margins")
 @click.option("--space", "spaces", type=click.Choice(list(SPACES)), multiple=True, help="Default: those with kNN lists.")
 def uncalibrated_margins_command(spaces):
-    """The default of a space without a calibration (`threshold_rule.estimated_threshold`) in each
+    """The default of a space without a calibration (`run_estimate.estimated_threshold`) in each
     margin, every gap to the set's best over both margins (prints: a look). Which margin an
     unknown encoder should mine with: the one that does better in every space taken as uncalibrated."""
     sets = _sets()

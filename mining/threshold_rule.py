@@ -321,18 +321,19 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
         if estimate.tail_cut:
             record["estimate_note"] = (
                 f"this run's {len(mined):,} candidate scores show no share of translations apart from the rest, "
-                f"and only {mutual_low:.0%} of the lower-scoring ones are each other's best in both directions "
-                f"(translations nearly all are; {MUTUAL_LOW_TRANSLATIONS:.0%} or more is read as translations): "
+                f"and only {mutual_low:.2f} of the lower-scoring ones are each other's best in both directions "
+                f"(translations nearly all are; {MUTUAL_LOW_TRANSLATIONS:.2f} or more is read as translations): "
                 "they are taken for no translation, and only pairs above the tail of their scores' law are kept, "
-                "where about one would lie by chance; if the sides do hold translations, pass --threshold or "
-                "--calibration")
+                "where about one would lie by chance; if the sides do hold translations (sentences the encoder "
+                "knows poorly can read so), pass --threshold or --calibration")
             record["estimate_summary"] = "the candidates look like no translation, only the tail of their scores kept"
         elif not estimate.mixture_found:
             record["estimate_note"] = (
                 f"this run's {len(mined):,} candidate scores show no share of translations apart from the "
-                f"rest (the null law fits them all), and {mutual_low:.0%} of the lower-scoring ones are each "
+                f"rest (the null law fits them all), and {mutual_low:.2f} of the lower-scoring ones are each "
                 "other's best in both directions, as when translations are most of the candidates: the "
-                "threshold read from them is not to be trusted, and the translations are not estimated; pass "
+                "threshold read from them is not to be trusted (where the sides hold no translation after all, "
+                "it keeps most candidates, all false), and the translations are not estimated; pass "
                 "--threshold or --calibration")
             record["estimate_summary"] = "no share of translations apart in the scores, the estimate is not to be trusted"
         if "estimate_note" in record:

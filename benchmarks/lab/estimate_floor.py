@@ -1,31 +1,35 @@
-"""`estimate-floor`: the threshold of a space without a calibration where its run holds no translation, or nearly only translations.
+"""`estimate-floor`: the threshold of a space without a calibration where its run holds no translation, or mostly translations.
 
     .venv/bin/python benchmarks/lab/run.py estimate-floor      # -> benchmarks/results/estimate-floor.json
 
 A space xmine ships no calibration for (a user's projection, an encoder of the user's) keeps the
-cut its run's own scores give (`run_estimate.estimated_threshold`: the largest estimated F1 under
-a Gumbel null fitted to the candidates). Where that null fits every score (no share of translations
-found), the run holds either nearly only translations or none, and that cut keeps most candidates
-either way. The rule shipped: the share of mutual best pairs among the candidates below the median
-score (`mutual_low_share`) tells them apart; below `MUTUAL_LOW_TRANSLATIONS` the candidates are taken
-for no translation and only the tail of their scores' law is kept (its quantile 1 - 1/n).
+cut its run's own scores give (`run_estimate.estimated_threshold`: the largest estimated F1 under a
+Gumbel null fitted to the candidates). Where that null fits every score (no share of translations
+found), the run holds either no translation or mostly translations, and that cut keeps most
+candidates either way. Two rules are studied here:
+- `shipped`: where no share is found, the share of mutual best pairs among the candidates below the
+  median score (`run_estimate.mutual_low_share`) decides; below `MUTUAL_LOW_TRANSLATIONS` the
+  candidates are taken for no translation and only the tail of their scores' law is kept (its
+  quantile 1 - 1/n). The cutoff is chosen leave one family out (`choice`: on the runs where no
+  share is found, the value that gets fewest pairs wrong on the other two families, translations
+  dropped that the old cut kept plus false pairs kept, the two alike as in F1; the middle of the
+  tied values), and the shipped value is what the families give;
+- `floor where found` (not shipped): where a share is found but the fit's own count puts its best
+  cut's precision below 0.5, the same tail cut.
 
-This command measures it on real text, each me5-small space taken as uncalibrated (the shipped
-projection and raw), on every me5-small set of the held-out checks (`heldout-news`, `heldout-wiki`,
+Measured on real text, each me5-small space taken as uncalibrated (the shipped projection and
+raw), on every me5-small set of the held-out checks (`heldout-news`, `heldout-wiki`,
 `heldout-short`: their sets rebuilt as they build them), mined as `xmine mine` mines (max
-retrieval, ratio margin, k = 4, unique sentences) in three forms:
+retrieval, ratio margin, k = 4, unique sentences) in four forms:
 - `with gold`: the set as it is (a fifth to a third of a side has its translation);
 - `without gold`: its gold pairs taken out (the distractors are drawn so that no unlisted
   translation is left): every pair kept is false;
-- `gold only`: only its gold pairs' sentences (a bitext nearly parallel already).
-Per form and rule (`RULES`): F1, precision, recall, pairs kept and false. `choice`: the cutoff chosen
-leave one family out (a family is a check) among the runs where the null fits every score: the
-value that gets fewest pairs wrong on the other two families (translations dropped that the cut of
-the largest F1 kept, plus false pairs kept: the two errors weigh alike, as in F1), and its errors
-on the held-out family. Also studied and not shipped (`floor where found`): where a share is found
-but the fit's own count puts its best cut's precision below 0.5, the tail cut too; on Gumbel draws
-alone (`gumbel`, no translation) it removes most false pairs, but on real text it removes few and
-drops real translations of short sentences.
+- `mostly gold`: its gold pairs' sentences and as many distractors a side as make 30% of it (the
+  README demo's share);
+- `gold only`: only its gold pairs' sentences (a bitext parallel already);
+and the README demo itself (`demo/`: 117 translations among 167 lines a side). Per form and rule:
+F1, precision, recall, pairs kept and false, and the low-half mutual shares where no share is
+found. Also `gumbel`: scores drawn from a Gumbel law alone, the pairs each rule keeps.
 """
 
 from __future__ import annotations
@@ -35,16 +39,18 @@ import time
 import click
 import numpy as np
 
-from calibrate_defaults import DATA, WORK
+from calibrate_defaults import DATA, ROOT, WORK
 from heldout_news import _spaces, variant_of
 
 #: the held-out checks whose sets are read (their lab modules' `build` and `data_files`)
 CHECKS = ("heldout-news", "heldout-wiki", "heldout-short")
 SPACES = ("projection", "raw me5-small")
-FORMS = ("with gold", "without gold", "gold only")
+FORMS = ("with gold", "without gold", "mostly gold", "gold only")
+#: `mostly gold`: the distractors' share of each side
+MOSTLY_GOLD_DISTRACTORS = 0.3
 #: the studied floor on the estimated precision of the best cut where a share is found (not shipped)
 FLOOR = 0.5
-#: the thresholds compared: before the rule, the rule shipped, and the floor studied
+#: the thresholds compared: the product's before the rule, with it, and the floor studied
 RULES = ("before", "shipped", "floor where found")
 #: the cutoffs the leave-one-family-out choice ranges over
 GRID = np.round(np.arange(0.50, 1.0001, 0.01), 2)
@@ -58,8 +64,8 @@ def _check_module(check: str):
 
 def thresholds(scores: np.ndarray, mutual_low: float | None) -> tuple[dict, dict]:
     """Per rule of RULES its threshold (None: no estimate, every pair kept), and the estimate's own
-    figures: whether a share was found, its best cut's estimated precision, whether the shipped rule
-    took the run for no translation, and the tail cut such a run gets (where no share is found)."""
+    figures: whether a share was found, its best cut's estimated precision, and the tail cut (None
+    where a share is found)."""
     from xmine.mining.run_estimate import estimated_threshold, null_above, null_fit
 
     before = estimated_threshold(scores)
@@ -75,10 +81,11 @@ def thresholds(scores: np.ndarray, mutual_low: float | None) -> tuple[dict, dict
     tail = max(before.value, _tail(desc))
     if float(np.float32(desc[cut])) != before.value or (shipped.tail_cut and shipped.value != tail):
         raise RuntimeError("the study's cuts are not the product's")
-    floored = tail if before.mixture_found and precision < FLOOR else before.value
-    return ({"before": before.value, "shipped": shipped.value, "floor where found": floored},
-            {"mixture_found": before.mixture_found, "estimated_precision": round(precision, 4),
-             "tail_cut": shipped.tail_cut, "tail": None if before.mixture_found else tail})
+    found = before.mixture_found
+    return ({"before": before.value, "shipped": shipped.value,
+             "floor where found": tail if found and precision < FLOOR else before.value},
+            {"mixture_found": found, "estimated_precision": round(precision, 4), "tail_cut": shipped.tail_cut,
+             "tail": None if found else tail})
 
 
 def _tail(desc: np.ndarray) -> float:
@@ -99,22 +106,38 @@ def _at(score: np.ndarray, correct: np.ndarray, n_gold: int, t: float | None) ->
 
 
 def measure_set(embed, files: dict, form: str) -> dict:
-    """One set (BUCC files) in one of FORMS, mined as `xmine mine` mines, every candidate kept: its
-    sizes, the estimate's figures, the low-half mutual share, and each rule's threshold and result."""
+    """One set (BUCC files) in one of FORMS (`measure`)."""
     from xmine.benchmarks.bucc import read_bucc_file, read_gold
-    from xmine.mining import MiningConfig, mine_embeddings
-    from xmine.mining.select import BOTH
-    from xmine.mining.run_estimate import mutual_low_share
 
     (src_ids, src), (en_ids, en) = read_bucc_file(files["src"]), read_bucc_file(files["en"])
     text_src, text_en = dict(zip(src_ids, src)), dict(zip(en_ids, en))
-    gold = {(text_src[a], text_en[b]) for a, b in read_gold(files["gold"])}
-    gold_src, gold_en = {a for a, _ in gold}, {b for _, b in gold}
-    keep_src, keep_en = {"with gold": (lambda s: True, lambda s: True),
-                         "without gold": (lambda s: s not in gold_src, lambda s: s not in gold_en),
-                         "gold only": (lambda s: s in gold_src, lambda s: s in gold_en)}[form]
-    us, ue = sorted({s for s in src if keep_src(s)}), sorted({s for s in en if keep_en(s)})
-    gold = set() if form == "without gold" else gold
+    return measure(embed, src, en, {(text_src[a], text_en[b]) for a, b in read_gold(files["gold"])}, form)
+
+
+def _form(side: list[str], gold_side: set[str], form: str) -> list[str]:
+    """The unique sentences of one side that `form` keeps (the distractors in the side's order)."""
+    unique = list(dict.fromkeys(side))
+    if form == "with gold":
+        return sorted(unique)
+    if form == "without gold":
+        return sorted(s for s in unique if s not in gold_side)
+    if form == "gold only":
+        return sorted(s for s in unique if s in gold_side)
+    gold = [s for s in unique if s in gold_side]
+    extra = round(len(gold) * MOSTLY_GOLD_DISTRACTORS / (1 - MOSTLY_GOLD_DISTRACTORS))
+    return sorted(gold + [s for s in unique if s not in gold_side][:extra])
+
+
+def measure(embed, src: list[str], en: list[str], gold: set[tuple[str, str]], form: str) -> dict:
+    """Two sides and their gold (sentence pairs) in one of FORMS, mined as `xmine mine` mines, every
+    candidate kept: sizes, the estimate's figures, the low-half mutual share, and each rule's
+    threshold and result (and the tail cut's, where no share is found)."""
+    from xmine.mining import MiningConfig, mine_embeddings
+    from xmine.mining.run_estimate import mutual_low_share
+    from xmine.mining.select import BOTH
+
+    us, ue = _form(src, {a for a, _ in gold}, form), _form(en, {b for _, b in gold}, form)
+    gold = {(a, b) for a, b in gold if a in set(us) and b in set(ue)}
     x, y = (np.asarray(embed(u), np.float32) for u in (us, ue))
     mined = mine_embeddings(x, y, config=MiningConfig(k=4, margin="ratio", retrieval="max"))
     score = mined.score.astype(np.float32)
@@ -126,6 +149,17 @@ def measure_set(embed, files: dict, form: str) -> dict:
             "mutual_low": None if mutual_low is None else round(mutual_low, 4)} | figures | {
         rule: {"threshold": t} | _at(score, correct, len(gold), t) for rule, t in ts.items()} | (
         {"tail": {"threshold": tail} | _at(score, correct, len(gold), tail)} if tail is not None else {})
+
+
+def demo_set() -> tuple[list[str], list[str], set[tuple[str, str]]]:
+    """The README demo (demo/de.txt, demo/en.txt, demo/gold.tsv: 1-based line numbers, a header)."""
+    import csv
+
+    folder = ROOT / "demo"
+    de, en = ((folder / f"{lang}.txt").read_text(encoding="utf-8").splitlines() for lang in ("de", "en"))
+    with open(folder / "gold.tsv", encoding="utf-8") as f:
+        rows = list(csv.reader(f, delimiter="\t"))[1:]
+    return de, en, {(de[int(a) - 1], en[int(b) - 1]) for a, b in rows}
 
 
 def gumbel_draws(sizes=(1_000, 5_000, 20_000, 100_000), draws: int = 30) -> dict:
@@ -193,7 +227,8 @@ def summarise(per: dict) -> dict:
 @click.option("--checks", default=",".join(CHECKS), show_default=True,
               help="Comma-separated held-out checks whose sets are read.")
 def command(checks: str):
-    """The estimated threshold of a space without a calibration on runs with no translation or nearly only translations."""
+    """The estimated threshold of a space without a calibration on runs with no translation or mostly translations."""
+    from xmine.mining.run_estimate import MUTUAL_LOW_TRANSLATIONS
     from xmine.benchmarks.common import RawEmbedder, Variant, results_dir, write_result
     from xmine.benchmarks.mining import set_files
     from calibrate_defaults import _encoder
@@ -204,7 +239,7 @@ def command(checks: str):
         raise click.BadParameter(f"unknown check(s) {', '.join(unknown)}; known: {', '.join(CHECKS)}",
                                  param_hint="--checks")
     started = time.monotonic()
-    rows, details, files = [], {"sets": {}, "summary": {}, "gumbel": gumbel_draws()}, []
+    rows, details, files = [], {"sets": {}, "summary": {}, "demo": {}, "gumbel": gumbel_draws()}, []
     click.echo(f"Gumbel draws: {details['gumbel']}")
     for check in names:
         module = _check_module(check)
@@ -232,8 +267,11 @@ def command(checks: str):
                                                              round(100 * summary[f"{rule}: f1"], 1),
                                                              round(100 * summary[f"{rule}: precision"], 1)))])
                 click.echo(f"{key}: {details['summary'][key]}")
-    from xmine.mining.run_estimate import MUTUAL_LOW_TRANSLATIONS
-
+    de, en, gold = demo_set()
+    for space, encoder_name, projection, _ in _spaces():
+        if space in SPACES:
+            r = details["demo"][space] = measure(variant_of(encoder_name, projection).embed, de, en, gold, "with gold")
+            click.echo(f"demo {space}: {r}")
     no_share: dict[str, list[tuple]] = {}
     for key, per in details["sets"].items():
         no_share.setdefault(key.split(" | ")[0], []).extend(
@@ -243,9 +281,10 @@ def command(checks: str):
     out = results_dir() / "estimate-floor.json"
     enc = _encoder("me5-small")
     write_result(out, task="estimate_floor", encoder=enc, variants=[Variant("raw", "raw", RawEmbedder(enc))],
-                 data_files=sorted(set(files)), parameters={"command": "python benchmarks/lab/run.py estimate-floor",
+                 data_files=sorted(set(files)) + [ROOT / "demo" / f for f in ("de.txt", "en.txt", "gold.tsv")], parameters={"command": "python benchmarks/lab/run.py estimate-floor",
                                                             "checks": names, "spaces": list(SPACES), "floor": FLOOR,
-                                                            "mutual_low_translations": MUTUAL_LOW_TRANSLATIONS},
+                                                            "mutual_low_translations": MUTUAL_LOW_TRANSLATIONS,
+                                                            "mostly_gold_distractors": MOSTLY_GOLD_DISTRACTORS},
                  columns=["check", "space", "form", "sets", "no share found",
                           *(f"{rule}: {what}" for rule in RULES for what in ("kept", "false", "F1", "P"))],
                  rows=rows, details=details, seconds=time.monotonic() - started)

@@ -111,3 +111,16 @@ def test_api_embed_in_a_projection_uses_the_encoder_it_was_made_for(tmp_path):
     got = xmine.embed(lines[:3], lang="de", projection=tmp_path / "proj")
     want = load_projection(tmp_path / "proj").transform(load_encoder("use-m3").encode(lines[:3]), "meaning", lang="de")
     assert got.shape == (3, 512) and np.allclose(got, want, atol=1e-6)
+
+
+def test_api_names_its_own_argument_where_a_prompt_does_not_fit():
+    """A projection trained with one prompt refuses embeddings made with another, and the message
+    names what fixes it in Python too (was: only the command line's `--prompt`)."""
+    import pytest
+
+    import xmine
+    from xmine.encoders.projection import shipped_dir
+    from xmine.errors import EncoderMismatchError
+
+    with pytest.raises(EncoderMismatchError, match=r"prompt='query: ' in Python"):
+        xmine.embed(["Hallo Welt"], lang="de", prompt="passage: ", projection=shipped_dir("me5-small"))

@@ -300,11 +300,11 @@ def test_a_store_meets_an_index_or_a_request_only_in_its_own_space(tmp_path, me5
     refused(xm("search", tmp_path / "raw.en", tmp_path / "meaning.de", "-k", 1), "meaning.de", "projection")
     refused(xm("search", tmp_path / "raw.en", tmp_path / "passage.de", "-k", 1), "raw.en", "passage.de",
             "was made with 'me5-small' and the prompt 'query: ', but embeddings with the prompt 'passage: '",
-            "(--prompt 'query: ')")
+            "(--prompt 'query: '; prompt='query: ' in Python)")
     refused(xm("build-index", tmp_path / "meaning.de", "--projection", "none", "-o", tmp_path / "x"),
             "meaning.de", "no projection (raw embeddings) was given")
     refused(xm("build-index", tmp_path / "raw.de", "--prompt", "passage: ", "-o", tmp_path / "x"),
-            "raw.de", "(--prompt 'query: ')")
+            "raw.de", "(--prompt 'query: '; prompt='query: ' in Python)")
     assert tree(tmp_path) == before
     # The same queries as a store of the index's own space score as the text does.
     as_store = ok(xm("search", tmp_path / "raw.en", tmp_path / "raw.de", "-k", 1)).output

@@ -143,7 +143,8 @@ def test_a_projection_trained_with_a_prompt_is_exported_with_it(data_dir, tmp_pa
     ok(xm("train", "--method", "dream", "--max-epochs", 1, "--pairs", f"{tmp_path / 'p.de'}:{tmp_path / 'p.en'}",
           "--prompt", "passage: ", "-q", "-o", proj))
     with untouched(tmp_path):
-        refused(xm("export-st", proj, out, "--prompt", "query: "), "the prompt 'passage: '", "(--prompt 'passage: ')")
+        refused(xm("export-st", proj, out, "--prompt", "query: "), "the prompt 'passage: '",
+                "(--prompt 'passage: '; prompt='passage: ' in Python)")
     ok(xm("export-st", proj, out))
     assert json.loads((out / "config_sentence_transformers.json").read_text())["default_prompt_name"] == "passage"
     texts = de[:4]

@@ -96,7 +96,7 @@ def test_the_cli_prompt_options_reach_the_encoder_and_the_store(model_dir, sente
     # prompt travels with the encoder's config (EncodingConfig -> EncoderConfig) to the text side.
     refused(xm("mine", tmp_path / "passage", corpus, "-o", tmp_path / "m.tsv", "--src-lang", "en", "--tgt-lang",
                "en", "--prompt-name", "query"), "and the prompt 'passage: ', but embeddings with the prompt 'query: '",
-            "(--prompt 'passage: ')")
+            "(--prompt 'passage: '; prompt='passage: ' in Python)")
     ok(xm("mine", tmp_path / "passage", corpus, "-o", tmp_path / "m.tsv", "--src-lang", "en", "--tgt-lang",
           "en", "--prompt-name", "passage", "-q"))
     # No prompt given: the text is encoded with the store's, as with its precision (was: refused, to be

@@ -141,12 +141,14 @@ def check_same_encoder(expected_fp: Fingerprint, actual_fp: Fingerprint, *, what
     if same_weights_and_dim and p_exp == p_act and r_exp != r_act:
         raise EncoderMismatchError(
             f"{what} was made with {exp.name!r} run by {r_exp}, but embeddings run by {r_act} "
-            f"meet it here; two runtimes are never mixed: use --runtime {r_exp} for both (or rebuild it with {r_act})"
+            f"meet it here; two runtimes are never mixed: use --runtime {r_exp} for both "
+            f"(runtime={r_exp!r} in Python; or rebuild it with {r_act})"
         )
     if same_weights_and_dim and p_exp != p_act:
         raise EncoderMismatchError(
             f"{what} was made with {exp.name!r} at precision {p_exp}, but {p_act} embeddings "
-            f"meet it here; two precisions are never mixed: use --precision {p_exp} for both (or rebuild it at {p_act})"
+            f"meet it here; two precisions are never mixed: use --precision {p_exp} for both "
+            f"(precision={p_exp!r} in Python; or rebuild it at {p_act})"
         )
     # the same weights with another prompt: named as such, with the option that gives the prompt
     prompts = exp.id.other_prompt_only(act.id)
@@ -155,7 +157,7 @@ def check_same_encoder(expected_fp: Fingerprint, actual_fp: Fingerprint, *, what
         raise EncoderMismatchError(
             f"{what} was made with {exp.name!r} and the prompt {prompt_exp}, but embeddings with the prompt "
             f"{prompt_act} meet it here; the prompt is part of the embeddings: make both with the same prompt "
-            f"(--prompt {prompt_exp})"
+            f"(--prompt {prompt_exp}; prompt={prompt_exp} in Python)"
         )
     raise EncoderMismatchError(
         f"{what} was made with encoder {exp.name!r} (id {exp.id!r}, dim {exp.dim}), but embeddings of "

@@ -144,8 +144,9 @@ def evaluate(encoder, folder: str | Path, models: dict[str, dict[str, Any]], *, 
 
 
 def run(encoder, folder, fmda_dirs: dict[str, str], dream_dirs: dict[str, str], *, out_dir: Path, seed: int = 0,
-        quick: bool = False, overwrite: bool = False, command: str = "") -> list[Path]:
-    """Evaluate and write fmda_table2 / fmda_table3 result JSONs; returns their paths.
+        quick: bool = False, overwrite: bool = False, command: str = "", tag: str = "") -> list[Path]:
+    """Evaluate and write fmda_table2 / fmda_table3 result JSONs; returns their paths. `tag`: what the
+    names carry after the encoder's for a variant of the default run (`runner.variant_tag`).
 
     Both JSONs are claimed (`xmine.artefacts.outputs.claim_output`) before any work: never an input or a
     foreign file, an earlier result replaced only with `overwrite`.
@@ -154,7 +155,7 @@ def run(encoder, folder, fmda_dirs: dict[str, str], dream_dirs: dict[str, str], 
     if set(fmda_dirs) != set(dream_dirs):
         raise ConfigError(f"give --fmda and --dream for the same locales (got {sorted(fmda_dirs)} and {sorted(dream_dirs)})")
     tasks = ("fmda_table2", "fmda_table3")
-    outs = {t: Path(out_dir) / common.default_out(t, encoder.name, quick=quick, precision=encoder.precision,
+    outs = {t: Path(out_dir) / common.default_out(t, encoder.name + tag, quick=quick, precision=encoder.precision,
                                                       runtime=getattr(encoder, "runtime", "torch")).name
             for t in tasks}
     inputs = [folder, *fmda_dirs.values(), *dream_dirs.values()]

@@ -48,18 +48,19 @@ _NOT_VARIANTS = {"out", "overwrite", "quick", "data_dir", "encoder_name", "devic
                  "per_lang", "per_locale", "spearman", "write_pairs", "sets_dir"}
 
 
-def variant_tag() -> str:
+def variant_tag(*, exclude: tuple[str, ...] = ()) -> str:
     """The running bench command's options given on its command line (or environment), at other
     than their defaults, that make its result a variant of the default run:
     "-bf16-langsdeu_fra-maxpairs300" for `--precision bf16 --langs deu,fra --max-pairs 300` (a flag
     by its name, a choice by its value, projection directories as "proj" and their names, the rest
     name and value; over 60 characters, a hash). "" for the default run. ("default" and "none" as
-    --projection choose rows of the default run's table, which say which they are.)"""
+    --projection choose rows of the default run's table, which say which they are.) `exclude`: more
+    options that leave the name alone (a command's own naming of them, or its required inputs)."""
     ctx = click.get_current_context()
     tags = []
     for param in ctx.command.params:
         value = ctx.params.get(param.name)
-        if param.name in _NOT_VARIANTS or value == param.default or ctx.get_parameter_source(param.name) in (
+        if param.name in _NOT_VARIANTS or param.name in exclude or value == param.default or ctx.get_parameter_source(param.name) in (
                 None, click.core.ParameterSource.DEFAULT, click.core.ParameterSource.DEFAULT_MAP):
             continue
         if param.name == "projections":

@@ -250,8 +250,6 @@ def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick
     folder = massive.locate(data_dir)
     encoder = load_encoder(encoder_name, device=device, precision=precision, runtime=runtime, prefix=prompt,
                            prompt_name=prompt_name)
-    # another seed or prompt is another result (was: the default run's name, refused or replaced);
-    # the models are the run's required inputs, and precision and runtime are named by `default_out`
     tag = variant_tag(exclude=("fmda_dirs", "dream_dirs", "out_dir", "precision", "runtime"))
     paths = fmda_tables.run(encoder, folder, _locale_dirs(fmda_dirs, "--fmda"), _locale_dirs(dream_dirs, "--dream"),
                             out_dir=out_dir or common.results_dir(), seed=seed, quick=quick, overwrite=overwrite,

@@ -212,7 +212,9 @@ selection_options = _options(
        "summary line; the balanced ratio threshold of a shipped space is lowered where the run's candidates "
        "have few mutual best pairs besides the translations, as in templated corpora: docs/mining.md); a space "
        "without a calibration (your own projection, another encoder) gets a threshold estimated from the run's "
-       "own scores, and says so: measure one with `xmine calibrate` and pass --calibration. 'none' keeps every pair. "
+       "own scores (where they show no share of translations and few mutual best pairs, as sides that translate "
+       "nothing of each other, only their tail; with under 20 candidates every pair), and says so, and where "
+       "not to trust it: measure one with `xmine calibrate` and pass --calibration. 'none' keeps every pair. "
        "Scores are on each space's own scale (docs/mining.md)."))
 
 #: -k, --approximate and its index options, --block-rows/--block-cols, --workers, --product and --ray of

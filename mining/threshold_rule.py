@@ -306,7 +306,8 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
     if rule["rule"] == ESTIMATED:
         mutual_low = mutual_low_share(mined.score, mined.direction == BOTH)
         estimate = estimated_threshold(mined.score, mutual_low=mutual_low)
-        if estimate is None:
+        if estimate is None:  # (the record keeps its shape: what was not estimated is null)
+            record |= {"mutual_low": None, "estimated_translations": None, "estimated_translations_kept": None}
             record["source"] += (f": every pair kept (too few candidates, {len(mined)}, to estimate a threshold "
                                  "from the run); pass --threshold to choose one")
             log.info("%s", record["source"])
@@ -319,14 +320,17 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
                    "source": f"{record['source']}: estimated from this run's scores ({cut} its {len(mined):,} "
                              "candidates); pass --threshold or --calibration to choose one"}
         if estimate.tail_cut:
+            above = int(np.count_nonzero(mined.score >= np.float32(estimate.value)))
             record["estimate_note"] = (
                 f"this run's {len(mined):,} candidate scores show no share of translations apart from the rest, "
                 f"and only {mutual_low:.2f} of the lower-scoring ones are each other's best in both directions "
-                f"(translations nearly all are; {MUTUAL_LOW_TRANSLATIONS:.2f} or more is read as translations): "
-                "they are taken for no translation, and only pairs above the tail of their scores' law are kept, "
-                "where about one would lie by chance; if the sides do hold translations (sentences the encoder "
-                "knows poorly can read so), pass --threshold or --calibration")
-            record["estimate_summary"] = "the candidates look like no translation, only the tail of their scores kept"
+                f"(translations nearly all are; {MUTUAL_LOW_TRANSLATIONS:.2f} or more is read as mostly "
+                "translations): the candidates are taken to be mostly no translation, and only the pairs above the "
+                f"tail of their scores' law are kept ({above:,} here, where about one would lie by chance: those "
+                "that stand out are likely translations); if the sides hold more translations than that (sentences "
+                "the encoder knows poorly can read so), pass --threshold or --calibration")
+            record["estimate_summary"] = (f"no share of translations apart in the scores and few mutual pairs, only the "
+                                          f"{above:,} above the tail of their law kept")
         elif not estimate.mixture_found:
             record["estimate_note"] = (
                 f"this run's {len(mined):,} candidate scores show no share of translations apart from the "

@@ -112,8 +112,9 @@ def test_a_space_without_calibration_keeps_almost_nothing_of_sides_that_hold_no_
     t = json.loads((tmp_path / "m.tsv.json").read_text())["threshold"]
     kept = _pairs(tmp_path / "m.tsv")
     assert len(kept) <= 3, (len(kept), t)
-    assert "taken for no translation" in t["estimate_note"] and t["mutual_low"] < 0.66, t
-    assert "look like no translation" in run.output and "--threshold" in run.output, run.output
+    assert "taken to be mostly no translation" in t["estimate_note"] and t["mutual_low"] < 0.66, t
+    assert f"only the {len(kept)} above the tail of their law kept" in run.output, run.output
+    assert "--threshold" in run.output
     assert warned(caplog, t["estimate_note"])  # the warning, in full
 
 

@@ -213,7 +213,7 @@ def test_where_the_null_fits_every_score_the_mutual_share_decides_between_tail_a
         with caplog.at_level("WARNING", logger="xmine"):
             kept[label] = len(apply_run_threshold(mined, record))
         assert record["estimated_translations"] is None and warned(caplog, record["estimate_note"])
-        assert ("taken for no translation" in record["estimate_note"]) is (label == "few mutual"), record
+        assert ("taken to be mostly no translation" in record["estimate_note"]) is (label == "few mutual"), record
     assert (record["mutual_low"], kept["all mutual"]) == (1.0, 3521) and kept["few mutual"] <= 3, kept
     assert 0.39 < MUTUAL_LOW_TRANSLATIONS < 1.0
 
@@ -228,6 +228,25 @@ def test_where_the_null_fits_every_score_the_mutual_share_decides_between_tail_a
     bitext = apply_run_threshold(mined, record)
     assert record["mutual_low"] >= MUTUAL_LOW_TRANSLATIONS and "not to be trusted" in record["estimate_note"]
     assert len(bitext) >= 600 and np.array_equal(bitext.src_idx, bitext.tgt_idx), len(bitext)
+
+
+def test_a_run_too_small_to_estimate_keeps_every_pair_and_the_record_its_shape():
+    """Under MIN_CANDIDATES candidates no threshold is estimated: every pair is kept, the source says
+    why, and the record holds the estimate's fields as null (was: absent, so that a reader of OUT.json
+    met another shape on small runs)."""
+    import numpy as np
+
+    from xmine.mining.select import MinedPairs
+    from xmine.mining.threshold_rule import apply_run_threshold
+
+    n = 5
+    mined = MinedPairs(src_idx=np.arange(n), tgt_idx=np.arange(n), score=np.linspace(1.0, 1.1, n).astype(np.float32),
+                       direction=np.full(n, 2, np.int8))
+    record = {"rule": {"rule": ESTIMATED}, "source": "no calibrated default for this space"}
+    assert len(apply_run_threshold(mined, record)) == n
+    assert "too few candidates, 5" in record["source"]
+    fields = ("mutual_low", "estimated_translations", "estimated_translations_kept")
+    assert {k: record[k] for k in fields} == dict.fromkeys(fields)
 
 
 def test_a_damaged_calibration_is_one_error(tmp_path):

@@ -5,8 +5,8 @@ The candidates that are no translation (best of neighbours) are taken to follow 
 fitted to the lower quantiles of the scores (`null_fit`); the rest above it are counted as
 translations (`estimate_true_pairs`, which the run-following rule of a calibrated space reads,
 `threshold_rule.mutual_null_share`). A space without a calibration keeps the cut of the largest
-estimated F1 under that law (`estimated_threshold`), unless the law fits every score and the
-candidates look like no translation at all (`mutual_low_share`): then only the tail of their law.
+estimated F1 under that law (`estimated_threshold`), unless the law fits every score and few of
+the candidates are mutual best pairs (`mutual_low_share`): then only the tail of their law.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class ThresholdEstimate(NamedTuple):
     #: whether the fit found a share of translations (pi0 < 1); where it did not, the translations
     #: may be most of the candidates, and neither the cut nor the counts are to be trusted
     mixture_found: bool
-    #: whether the candidates were taken for no translation at all (no share found, and too few
+    #: whether the candidates were taken to be mostly no translation (no share found, and too few
     #: mutual best pairs among the lower scores), so the cut is the tail of their law
     tail_cut: bool = False
 
@@ -87,7 +87,7 @@ class ThresholdEstimate(NamedTuple):
 #: where the fit finds no share of translations, the least share of mutual best pairs among the
 #: candidates scoring below their median (`mutual_low_share`) for them to be taken for translations
 #: (nearly all translations are mutual; among candidates that are none, fewer are): below it, the
-#: candidates are taken for no translation. Chosen leave one family out on real text of three
+#: candidates are taken to be mostly no translation. Chosen leave one family out on real text of three
 #: families, with no, some, mostly and only translations, for fewest pairs wrong (`python
 #: benchmarks/lab/run.py estimate-floor`, benchmarks/results/notes/estimate_floor.md): each held-out
 #: family's choice lies in 0.63-0.68. The shares of the two kinds overlap (no translation 0.09-0.89,
@@ -119,9 +119,10 @@ def estimated_threshold(scores: np.ndarray, *, mutual_low: float | None = None) 
     other), and the scores alone cannot tell which: the cut of the largest F1 then keeps most
     candidates either way (on real text without translations, 60-80% of them, all false).
     `mutual_low` (`mutual_low_share` of the candidates) tells them apart: below
-    MUTUAL_LOW_TRANSLATIONS the candidates are taken for no translation, and the cut is raised to the
-    tail of the Gumbel law matched to all of them, where one is expected above by chance
-    (`tail_cut`). None: not told apart (the cut of the largest F1)."""
+    MUTUAL_LOW_TRANSLATIONS the candidates are taken to be mostly no translation, and the cut is raised
+    to the tail of the Gumbel law matched to all of them, where one is expected above by chance: what
+    stands out there is likely a translation (`tail_cut`). None: not told apart (the cut of the largest
+    F1)."""
     mu, beta, n_true = null_fit(scores)
     if not np.isfinite(mu):
         return None

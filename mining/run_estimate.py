@@ -87,10 +87,10 @@ class ThresholdEstimate(NamedTuple):
 #: where the fit finds no share of translations, the least share of mutual best pairs among the
 #: candidates scoring below their median (`mutual_low_share`) for them to be taken for translations
 #: (nearly all translations are mutual; among candidates that are none, fewer are): below it, the
-#: candidates are taken to be mostly no translation. Chosen leave one family out on real text of three
-#: families, with no, some, mostly and only translations, for fewest pairs wrong (`python
-#: benchmarks/lab/run.py estimate-floor`, benchmarks/results/notes/estimate_floor.md): each held-out
-#: family's choice lies in 0.63-0.68. The shares of the two kinds overlap (no translation 0.09-0.89,
+#: candidates are taken to be mostly no translation. Chosen leave one family out on real text of
+#: three families, with no, some, mostly and only translations, for fewest pairs wrong (`python
+#: benchmarks/lab/run.py estimate-no-share`, benchmarks/results/notes/estimate_no_share.md): each
+#: held-out family's choice lies in 0.63-0.68. The shares of the two kinds overlap (no translation 0.09-0.89,
 #: 70% translations 0.39-0.92), so some runs of either kind are misread: said in the run's note.
 MUTUAL_LOW_TRANSLATIONS = 0.66
 

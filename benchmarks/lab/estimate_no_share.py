@@ -1,6 +1,6 @@
-"""`estimate-floor`: the threshold of a space without a calibration where its run holds no translation, or mostly translations.
+"""`estimate-no-share`: a space without a calibration on runs whose scores show no share of translations.
 
-    .venv/bin/python benchmarks/lab/run.py estimate-floor      # -> benchmarks/results/estimate-floor.json
+    .venv/bin/python benchmarks/lab/run.py estimate-no-share      # -> benchmarks/results/estimate-no-share.json
 
 A space xmine ships no calibration for (a user's projection, an encoder of the user's) keeps the
 cut its run's own scores give (`run_estimate.estimated_threshold`: the largest estimated F1 under a
@@ -223,7 +223,7 @@ def summarise(per: dict) -> dict:
     return out
 
 
-@click.command("estimate-floor")
+@click.command("estimate-no-share")
 @click.option("--checks", default=",".join(CHECKS), show_default=True,
               help="Comma-separated held-out checks whose sets are read.")
 def command(checks: str):
@@ -278,13 +278,14 @@ def command(checks: str):
             (r["mutual_low"], r["before"], r["tail"]) for r in per.values() if "tail" in r)
     details["choice"] = choose_cutoff(no_share) | {"shipped": MUTUAL_LOW_TRANSLATIONS}
     click.echo(f"the cutoff, leave one family out: {details['choice']}")
-    out = results_dir() / "estimate-floor.json"
+    out = results_dir() / "estimate-no-share.json"
     enc = _encoder("me5-small")
-    write_result(out, task="estimate_floor", encoder=enc, variants=[Variant("raw", "raw", RawEmbedder(enc))],
-                 data_files=sorted(set(files)) + [ROOT / "demo" / f for f in ("de.txt", "en.txt", "gold.tsv")], parameters={"command": "python benchmarks/lab/run.py estimate-floor",
-                                                            "checks": names, "spaces": list(SPACES), "floor": FLOOR,
-                                                            "mutual_low_translations": MUTUAL_LOW_TRANSLATIONS,
-                                                            "mostly_gold_distractors": MOSTLY_GOLD_DISTRACTORS},
+    parameters = {"command": "python benchmarks/lab/run.py estimate-no-share", "checks": names, "spaces": list(SPACES),
+                  "floor": FLOOR, "mutual_low_translations": MUTUAL_LOW_TRANSLATIONS,
+                  "mostly_gold_distractors": MOSTLY_GOLD_DISTRACTORS}
+    write_result(out, task="estimate_no_share", encoder=enc, variants=[Variant("raw", "raw", RawEmbedder(enc))],
+                 data_files=sorted(set(files)) + [ROOT / "demo" / f for f in ("de.txt", "en.txt", "gold.tsv")],
+                 parameters=parameters,
                  columns=["check", "space", "form", "sets", "no share found",
                           *(f"{rule}: {what}" for rule in RULES for what in ("kept", "false", "F1", "P"))],
                  rows=rows, details=details, seconds=time.monotonic() - started)

@@ -231,6 +231,9 @@ def _mine_here_and_on_ray(common: list, tmp_path: Path, cluster: str, search: st
     assert local.count(b"\n") > 200  # most of the 300 translations are mined
     summary = json.loads((tmp_path / "ray.tsv.json").read_text())
     assert summary["ray"] == cluster and summary["search"] == search
+    if search == "exact":  # the tasks pick their product; the driver's would be no record of theirs
+        assert summary["product"].startswith("auto, resolved by each Ray task"), summary["product"]
+        assert json.loads((tmp_path / "local.tsv.json").read_text())["product"] in ("bf16", "fp32", "cuda")
 
 
 def test_mine_on_ray_is_byte_identical(cluster, corpora, tmp_path, monkeypatch):

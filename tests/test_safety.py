@@ -277,6 +277,9 @@ BAD_OPTIONS = [
      "it or its summary is OUT.meta of this command"),
     (["mine", "{de}", "{en}", "--encoder", "use-m3", "-o", "{o}", "--format", "moses", "--keep-filtered", "{o}.src"],
      "it or its summary is OUT.src of this command"),
+    # the cuda product on Ray's CPU tasks (was, on a GPU machine: a failure inside every task)
+    (["mine", "{de}", "{en}", "-o", "{o}.tsv", "--product", "cuda", "--ray", "127.0.0.1:1"],
+     "--product cuda with --ray: Ray's tiles run as CPU tasks"),
     # a locale given twice (was: the last one kept without a word)
     (["bench", "fmda", "--fmda", "de-DE={o}", "--fmda", "de-DE={index}", "--dream", "de-DE={o}"],
      "de-DE given twice"),

@@ -76,7 +76,8 @@ def evaluate(encoder, folder: str | Path, models: dict[str, dict[str, Any]], *, 
                 raise ConfigError(f"no --{kind} projection given for {p}")
             m[kind].check_encoder(encoder.fingerprint())
         if m["fmda"].method != "fmda":
-            raise ConfigError(f"--fmda {p}: {m['fmda'].path} is a {m['fmda'].method} projection, not fmda")
+            raise ConfigError(f"--fmda {p}: {m['fmda'].path} is a projection of method {m['fmda'].method}, "
+                              "not fmda")
     locales = [PIVOT] + partners
     rows = {loc: read_massive(folder, loc) for loc in locales}
     test = {loc: [r for r in rows[loc] if r.partition == "test"][:max_rows] for loc in locales}

@@ -219,6 +219,8 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
     `prompt`: the text put before every sentence (None: the encoder's default); a projection trained
     with another refuses the embeddings (EncoderMismatchError), as `xmine embed` does."""
 
+    if isinstance(texts, (str, bytes)):  # (was: each character embedded as a sentence)
+        raise ConfigError(f"texts: one string ({str(texts)[:40]!r}), not a sequence of sentences; pass [text]")
     name = encoder or projection_encoder(projection) or DEFAULT_ENCODER  # (a projection names its own, as in `mine`)
     if prompt is None:  # as `xmine embed`: the projection's prompt
         prompt = projection_prompt(projection, name)

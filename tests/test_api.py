@@ -124,3 +124,14 @@ def test_api_names_its_own_argument_where_a_prompt_does_not_fit():
 
     with pytest.raises(EncoderMismatchError, match=r"prompt='query: ' in Python"):
         xmine.embed(["Hallo Welt"], lang="de", prompt="passage: ", projection=shipped_dir("me5-small"))
+
+
+def test_api_embed_refuses_one_string_for_a_list_of_sentences():
+    """`xmine.embed("Hallo")` is one string, not sentences (was: each character embedded, shape (5, 384))."""
+    import pytest
+
+    import xmine
+    from xmine.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"not a sequence of sentences; pass \[text\]"):
+        xmine.embed("Hallo", lang="de")

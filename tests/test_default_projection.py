@@ -110,8 +110,11 @@ def test_another_me5_variant_falls_back_to_raw(me5, caplog):
     with caplog.at_level(logging.INFO, logger="xmine"):
         choice = choose_projection(None, encoder_name="me5-small", encoder_fp=fp)
     assert choice.path is None and "raw" in caplog.text
-    with pytest.raises(ConfigError):
+    # asked for by name it is refused, and the refusal does not say raw embeddings are used (was:
+    # "...: using raw embeddings" on an error that stopped the command)
+    with pytest.raises(ConfigError) as refusal:
         choose_projection("default", encoder_name="me5-small", encoder_fp=fp)
+    assert "using raw embeddings" not in str(refusal.value) and "--projection none" in str(refusal.value)
 
 
 def test_default_applies_at_every_precision(me5):

@@ -428,6 +428,19 @@ def test_an_unreachable_cluster_is_a_one_line_error(corpora, tmp_path):
     assert not (tmp_path / "out.tsv").exists()
 
 
+def test_a_dead_ray_address_in_the_environment_is_a_one_line_error(corpora, tmp_path):
+    """`--ray auto` with RAY_ADDRESS naming a dead cluster: one line naming RAY_ADDRESS, within
+    seconds (was: Ray retried for minutes, printing its own warnings)."""
+    env = {**os.environ, "RAY_ADDRESS": "127.0.0.1:1"}
+    proc = subprocess.run([sys.executable, "-m", "xmine.cli", "mine", str(corpora / "de.txt"), str(corpora / "en.txt"),
+                           "-o", str(tmp_path / "out.tsv"), "--ray", "auto"], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("xmine: error:")]
+    assert len(errors) == 1 and "--ray auto: RAY_ADDRESS=127.0.0.1:1: no Ray cluster answers" in errors[0], proc.stderr
+    assert "unset RAY_ADDRESS" in errors[0] and not (tmp_path / "out.tsv").exists()
+
+
 def _unit_rows(seed: int, n: int, dim: int) -> np.ndarray:
     x = np.random.default_rng(seed).standard_normal((n, dim), dtype=np.float32)
     return x / np.linalg.norm(x, axis=1, keepdims=True)

@@ -222,10 +222,11 @@ def choose_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp=
     actual = encoder_fp() if callable(encoder_fp) else encoder_fp
     if actual is not None and not _takes(trained, actual, what=f"the shipped projection {d}"):
         msg = (f"the shipped projection was trained on encoder {trained.get('name')!r} id {trained.get('id')!r}, "
-               f"not {actual.get('name')!r} id {actual.get('id')!r} (other weights or prefix): "
-               "using raw embeddings")
-        if explicit:
-            raise ConfigError(f"--projection default: {msg}")
+               f"not {actual.get('name')!r} id {actual.get('id')!r} (other weights or prefix)")
+        if explicit:  # (asked for by name: refused, not replaced by raw embeddings)
+            raise ConfigError(f"--projection default: {msg}; encode with the encoder and prompt it was trained "
+                              "with, or pass --projection none for raw embeddings")
+        msg += ": using raw embeddings"
         log.info(msg)
         return ProjectionChoice(None, "default-unavailable", msg)
     info = shipped_info(encoder_name) or {}

@@ -62,6 +62,10 @@ def connect(address: str = "auto") -> dict[str, float]:
             runtime_env={"env_vars": {k: os.environ[k] for k in _FORWARDED_ENV if k in os.environ}},
         )
         if address == "auto":
+            named = os.environ.get("RAY_ADDRESS", "")
+            if named and named != "auto":  # (else Ray retries a dead address for minutes)
+                _check_reachable(named, what=f"--ray auto: RAY_ADDRESS={named}",
+                                 remedy="unset RAY_ADDRESS to start a local cluster")
             try:
                 ray.init(address="auto", **kwargs)
                 log.info("ray: joined the running cluster")
@@ -77,17 +81,18 @@ def connect(address: str = "auto") -> dict[str, float]:
     return cluster_resources()
 
 
-def _check_reachable(address: str, timeout: float = 5.0) -> None:
+def _check_reachable(address: str, timeout: float = 5.0, *, what: str | None = None,
+                     remedy: str = "or use --ray auto") -> None:
     """A one-line error within seconds when nothing listens at HOST:PORT (Ray itself retries for
-    minutes before it gives up)."""
+    minutes before it gives up). `what`: how the error names the address (default "--ray ADDRESS")."""
     host, sep, port = address.rpartition(":")
     if address.startswith("ray://") or not sep or not port.isdigit():
         return  # a Ray client address or a name Ray resolves itself
     try:
         socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as e:
-        raise ConfigError(f"--ray {address}: no Ray cluster answers there ({e.strerror or e}); start one with "
-                          f"`ray start --head --port {port}` on {host}, or use --ray auto") from None
+        raise ConfigError(f"{what or f'--ray {address}'}: no Ray cluster answers there ({e.strerror or e}); start "
+                          f"one with `ray start --head --port {port}` on {host}, {remedy}") from None
 
 
 def cluster_resources() -> dict[str, float]:

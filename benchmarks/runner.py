@@ -60,8 +60,9 @@ def variant_tag(*, exclude: tuple[str, ...] = ()) -> str:
     tags = []
     for param in ctx.command.params:
         value = ctx.params.get(param.name)
-        if param.name in _NOT_VARIANTS or param.name in exclude or value == param.default or ctx.get_parameter_source(param.name) in (
-                None, click.core.ParameterSource.DEFAULT, click.core.ParameterSource.DEFAULT_MAP):
+        if (param.name in _NOT_VARIANTS or param.name in exclude or value == param.default
+                or ctx.get_parameter_source(param.name) in (None, click.core.ParameterSource.DEFAULT,
+                                                            click.core.ParameterSource.DEFAULT_MAP)):
             continue
         if param.name == "projections":
             dirs = [Path(v).name for v in value if v not in ("default", "none")]

@@ -164,6 +164,10 @@ class SearchConfig:
             raise ConfigError(f"{', '.join(given)}: " + (
                 "settings of the approximate search, which runs with --approximate" if not self.approximate else
                 "settings of the exact search, which --approximate replaces"))
+        if self.product == "cuda" and self.ray is not None:
+            raise ConfigError("--product cuda with --ray: Ray's tiles run as CPU tasks (they ask for no GPU), so "
+                              "the cuda product cannot run in them; use --product auto, bf16 or fp32 with --ray, "
+                              "or drop --ray to search on this machine's GPU")
 
     def approximate_config(self) -> ApproximateConfig:
         """The approximate search's settings (`xmine.mining.approximate`)."""

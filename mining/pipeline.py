@@ -126,10 +126,6 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
     # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU)
     # or the Ray cluster cannot be joined.
     if not search_config.approximate:
-        if search_config.product == "cuda" and search_config.ray is not None:
-            raise ConfigError("--product cuda with --ray: Ray's tiles run as CPU tasks (they ask for no GPU), so "
-                              "the cuda product cannot run in them; use --product auto, bf16 or fp32 with --ray, "
-                              "or drop --ray to search on this machine's GPU")
         resolve_product(search_config.product)
     executor = executor_for(search_config.ray)
     overwrite = config.output.overwrite
@@ -262,9 +258,10 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                 **({"encoder_languages": {"untrained": untrained, "note": untrained_note}} if untrained else {}),
                 "search": search,
                 "ray": search_config.ray,
-                "product": (None if search != "exact" else resolve_product(mining.product) if not search_config.ray
-                            else f"{mining.product}, resolved by each Ray task on its worker (CPU: they ask for no GPU)"
-                            if mining.product == "auto" else mining.product),
+                # (Ray's tasks resolve "auto" on their workers: the driver's choice is no record of theirs)
+                "product": (None if search != "exact" else
+                            "auto, resolved by each Ray task on its worker (CPU: they ask for no GPU)"
+                            if search_config.ray and mining.product == "auto" else resolve_product(mining.product)),
                 "score_quantiles": ({q: float(np.quantile(mined.score, q)) for q in (0.1, 0.5, 0.9)}
                                     if len(mined) else {}),
                 "provenance": provenance(**asdict(mining), src_lang=src_lang, tgt_lang=tgt_lang,

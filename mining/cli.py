@@ -3,6 +3,7 @@ one already has; and `xmine calibrate`, the command of `xmine.mining.calibrate`.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -19,7 +20,7 @@ from xmine.mining.calibrate import calibrate, flores_file, read_aligned
 from xmine.mining.cli_options import (approximate_option, conflicts_as_usage_errors, encoding_options, filter_options,
                                       k_option, margin_option, output_options, pair_filter_options, search_options,
                                       selection_options, src_lang_option, tgt_lang_option, threshold_options)
-from xmine.mining.config import MineConfig, SearchConfig, SelectionConfig, SideInput, check_score_cap
+from xmine.mining.config import MineConfig, SearchConfig, SelectionConfig, SideInput, score_cap_on_margin
 from xmine.mining.pipeline import mine as run_mine
 from xmine.mining.score_output import SCORE_FORMATS
 from xmine.options import InputPath, input_format_options, projection_option, quiet_option, ray_option
@@ -69,7 +70,8 @@ def mine(src, tgt, output, src_lang, tgt_lang, keep_fields, allow_same_input, in
         config = MineConfig(
             src=SideInput(path=src, lang=src_lang, input_format=src_format, keep_fields=keep_fields),
             tgt=SideInput(path=tgt, lang=tgt_lang, input_format=tgt_format, keep_fields=keep_fields),
-            output=output, encoding=encoding, search=search, selection=selection, filters=filters,
+            output=output, encoding=encoding, search=search, selection=selection,
+            filters=replace(filters, pairs=score_cap_on_margin(selection, filters.pairs)),
             allow_same_input=allow_same_input)
     summary = run_mine(config, show_progress=not quiet)
     out = output.path
@@ -200,7 +202,7 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
     with conflicts_as_usage_errors():
         selection = SelectionConfig(margin=margin, threshold=threshold, operating_point=operating_point,
                                     calibration=calibration)
-        check_score_cap(selection, pair_filters)
+        pair_filters = score_cap_on_margin(selection, pair_filters)
     summary = score_bitext(bitext, out=out, src_lang=src_lang, tgt_lang=tgt_lang, encoding=encoding,
                            search=SearchConfig(k=k, approximate=approximate, ray=ray_address), selection=selection,
                            filters=pair_filters, src_corpus=src_corpus, tgt_corpus=tgt_corpus, kept_only=kept_only,

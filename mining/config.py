@@ -20,7 +20,7 @@ which these build when they are made.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Literal
 
@@ -224,6 +224,25 @@ class SelectionConfig:
         return self.margin or DEFAULT_MARGIN
 
 
+#: The highest score a margin can give: a cosine (absolute) is at most 1, a cosine less its
+#: neighbours' mean cosine (distance) at most 2; the ratio has no bound.
+_MARGIN_CEILING = {"distance": 2.0, "absolute": 1.0}
+
+
+def score_cap_on_margin(selection: SelectionConfig, pairs: PairFilterConfig) -> PairFilterConfig:
+    """`pairs` with a cap given on the command line read on the scale of the margin named
+    (`--margin distance --score-max 0.2` caps distance margins at 0.2); without a margin named, on
+    the ratio scale, stopes' (a calibration that then mines with another margin says the cap does
+    not apply). A cap above what the margin named can score is refused: it is another scale's."""
+    if pairs.score_max is None or selection.margin is None:
+        return pairs
+    ceiling = _MARGIN_CEILING.get(selection.margin)
+    if ceiling is not None and pairs.score_max >= ceiling:
+        raise OptionConflict(f"--score-max {pairs.score_max:g} is on the scale of --margin {selection.margin}, whose "
+                             f"scores are at most {ceiling:g}: it would drop nothing (a ratio margin's cap?)")
+    return replace(pairs, score_margin=selection.margin)
+
+
 def check_score_cap(selection: SelectionConfig, pairs: PairFilterConfig) -> None:
     """Refuse a score cap given on one margin's scale for mining with another margin named: the
     cap would drop nothing. (A margin that a calibration chooses is known only with the space; the
@@ -322,4 +341,4 @@ class MineConfig:
 
 
 __all__ = ["EncodingConfig", "FilterConfig", "MineConfig", "OptionConflict", "OutputConfig", "SearchConfig",
-           "SelectionConfig", "SideInput", "check_score_cap"]
+           "SelectionConfig", "SideInput", "check_score_cap", "score_cap_on_margin"]

@@ -81,15 +81,15 @@ def test_the_command_reports_a_conflict_as_a_usage_error_before_reading_anything
     refused(xm("mine", a, b, "-o", out, "--lang-filter", "--src-lang", "de"), "give --tgt-lang")
     refused(xm("mine", a, b, "-o", out, "--min-length", "5", "--max-length", "3"), "bad length bounds")
     # a filter's limit for a filter switched off, a ratio cap for another margin (was: read and dropped)
-    refused(xm("mine", a, b, "-o", out, "--margin", "distance", "--score-max", "1.3"),
-            "--score-max caps the ratio margin; with --margin distance it would drop nothing")
+    refused(xm("mine", a, b, "-o", out, "--margin", "absolute", "--score-max", "1.3"),
+            "--score-max 1.3 is on the scale of --margin absolute, whose scores are at most 1: it would drop nothing")
     refused(xm("mine", a, b, "-o", out, "--no-filters", "--score-max", "1.3"),
             "--no-filters switches every pair filter off: --score-max would do nothing")
     refused(xm("mine", a, b, "-o", out, "--no-filters", "--no-filter", "urls"), "--no-filter would do nothing")
     refused(xm("mine", a, b, "-o", out, "--no-filter", "length_ratio", "--filter-length-ratio", "3"),
             "--no-filter length_ratio switches off the filter whose limit --filter-length-ratio gives")
-    refused(xm("score", f"{a}:{b}", "-o", out, "--margin", "absolute", "--score-max", "1.3"),
-            "xmine: error: score: --score-max caps the ratio margin; with --margin absolute")
+    refused(xm("score", f"{a}:{b}", "-o", out, "--margin", "distance", "--score-max", "2.5"),
+            "xmine: error: score: --score-max 2.5 is on the scale of --margin distance, whose scores are at most 2")
     assert not out.exists() and not Path(f"{out}.work").exists()
 
 

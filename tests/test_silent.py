@@ -262,6 +262,33 @@ def test_times_and_decimals_compare_equal_whatever_separates_them():
     assert numbers_of("12,50 €") == numbers_of("$12.50") != numbers_of("12.5")
 
 
+def test_numbers_a_translation_writes_otherwise_do_not_drop_it():
+    from xmine.mining.filters import PairFilterConfig, numbers
+
+    config = PairFilterConfig()
+    kept = [  # each was dropped before number_readings (FLORES devtest lines and their kind)
+        ("de", "um 12:00 Uhr GMT", "at approximately 1200 GMT"),
+        ("pl", "w związku z wynikiem 6:6 konieczny był tie-break", "after reaching 6-6"),
+        ("pt", "6 mil de um grupo de 330 mil indivíduos", "6,000 of the total 330,000 people"),
+        ("pl", "ponad 800 tysięcy sowieckiej Armii", "over 800,000 soldiers"),
+        ("fi", "Puolan puolustus oli jo murtunut 17.9.1939 mennessä", "By September 17, 1939, the defense"),
+        ("th", "ในปี พ.ศ. 2499 Słania ย้ายไปอยู่ที่สวีเดน", "In 1956 Słania moved to Sweden"),
+    ]
+    for lang, src, tgt in kept:
+        assert not numbers(src, tgt, 1.0, (lang, "en"), config), (lang, src)
+    dropped = [
+        ("de", "25 Menschen starben.", "24 people died."),
+        ("de", "Am 3. Mai 2019.", "On 4 May 2019."),
+        ("de", "um 12:00 Uhr GMT", "at approximately 1300 GMT"),
+        ("pl", "wygrali 3:1", "they won 3-0"),
+        ("pt", "6 mil pessoas", "60,000 people"),
+        ("de", "im Jahr 2499", "in 1956"),  # the Buddhist era is Thai only
+        ("de", "Es sind 3.5.", "There are 5."),  # a decimal ending a sentence, not a date
+    ]
+    for lang, src, tgt in dropped:
+        assert numbers(src, tgt, 1.0, (lang, "en"), config), (lang, src)
+
+
 def test_the_numbers_filter_keeps_flores_translations_and_still_catches_wrong_pairs(data_dir):
     from xmine.mining.filters import PairFilterConfig, numbers, numbers_of
 
@@ -274,9 +301,29 @@ def test_the_numbers_filter_keeps_flores_translations_and_still_catches_wrong_pa
         dropped = sum(numbers(x, e, 1.0, (code, "eng"), config) for x, e in zip(xs, en))
         wrong = [(x, e) for x, e in zip(xs, en[1:]) if numbers_of(x) and numbers_of(e)]
         caught = sum(numbers(x, e, 1.0, (code, "eng"), config) for x, e in wrong)
-        # Measured: true pairs dropped 5/13/7/6/5 before, 3/5/5/4/3 after; wrong pairs caught unchanged.
-        assert dropped <= 5, (code, dropped)
+        # Measured: true pairs dropped 5/13/7/6/5 at first, 3/5/5/4/3 with clock times, 1/4/4/2/0 with
+        # number_readings; wrong pairs caught unchanged.
+        assert dropped <= 4, (code, dropped)
         assert caught >= 0.85 * len(wrong), (code, caught, len(wrong))
+
+
+# ------------------------------------------------------------------ a score cap on the margin mined in
+
+
+def test_a_score_cap_given_with_a_margin_is_on_that_margins_scale(ws):
+    # The summary names the distance margin's calibrated cap; a user's own cap for that margin was
+    # refused as a ratio margin's ("--score-max caps the ratio margin; with --margin distance ...").
+    out = ws / "m.tsv"
+    ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--margin", "distance", "-q", "-o", out))
+    scores = sorted(float(line.split("\t")[0]) for line in out.read_text(encoding="utf-8").splitlines())
+    cap = scores[len(scores) // 2]
+    res = ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--margin", "distance",
+                "--score-max", f"{cap}", "-q", "-o", ws / "capped.tsv"))
+    kept = [float(line.split("\t")[0]) for line in (ws / "capped.tsv").read_text(encoding="utf-8").splitlines()]
+    summary = json.loads((ws / "capped.tsv.json").read_text(encoding="utf-8"))
+    assert max(kept) <= cap and len(kept) + summary["filters"]["removed"]["score_max"] == len(scores)
+    assert summary["filters"]["score_margin"] == "distance" and summary["threshold"]["score_max"]["value"] == cap
+    assert f"score cap {cap:g}" in res.output
 
 
 # ------------------------------------------------------------------ what a summary leaves out

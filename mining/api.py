@@ -19,6 +19,7 @@ packages' artefact readers with the core.
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -28,10 +29,11 @@ from xmine.artefacts.directory import register_readers
 from xmine.artefacts.input_artefacts import projection_encoder, projection_prompt
 from xmine.disentangle.projection import load_projection
 from xmine.encoders import DEFAULT_ENCODER, load_encoder
-from xmine.encoders.projection import choose_projection, resolve_projection
+from xmine.encoders.projection import choose_projection, resolve_projection, shipped_dir
 from xmine.errors import ConfigError, InputError
 from xmine.index.faiss_index import IndexDir
 from xmine.io.stdin import is_url
+from xmine.langs import is_known_lang
 from xmine.mining.bitext import Bitext
 from xmine.mining.filters import PairFilterConfig
 from xmine.mining.presearch import PreSearchConfig
@@ -221,11 +223,17 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
 
     if isinstance(texts, (str, bytes)):  # (was: each character embedded as a sentence)
         raise ConfigError(f"texts: one string ({str(texts)[:40]!r}), not a sequence of sentences; pass [text]")
+    if lang is not None and not is_known_lang(lang):  # (was: accepted, and ignored by most projections)
+        raise ConfigError(f"lang={lang!r}: not a known language code")
     name = encoder or projection_encoder(projection) or DEFAULT_ENCODER  # (a projection names its own, as in `mine`)
     if prompt is None:  # as `xmine embed`: the projection's prompt
         prompt = projection_prompt(projection, name)
     model = load_encoder(name, precision=precision, prefix=prompt)
     choice = choose_projection(projection, encoder_name=name, encoder_fp=model.fingerprint)
+    if choice.how == "default-unavailable" and shipped_dir(name) is not None:
+        # (was: raw embeddings without a word, the command line only logging it): the shipped
+        # projection exists but does not take this prompt or these weights
+        warnings.warn(f"{choice.reason}; pass projection='none' to ask for raw embeddings", stacklevel=2)
     proj = resolve_projection(choice.path) if choice.path is not None else None
     if proj is not None:  # (was: a projection of another prompt applied without a word)
         proj.check_encoder(model.fingerprint())

@@ -70,7 +70,7 @@ import numpy as np
 
 from xmine.artefacts.checkpoints import KeyedDir
 from xmine.artefacts.fileio import atomic_path
-from xmine.errors import ConfigError
+from xmine.errors import ConfigError, check_field_types
 from xmine.exec.executor import LOCAL, Executor, ShardProgress
 from xmine.index.blocked_search import search_blocks
 from xmine.index.build import Training, add_unit, train_index, with_threads
@@ -126,6 +126,8 @@ class ApproximateConfig:
     refine_nprobe_factor: int = 2
 
     def __post_init__(self):
+        check_field_types(self, integers=("nlist", "nprobe", "shard_rows", "pq_m", "query_block", "train_per_list",
+                                          "fetch_factor", "rescore_block", "refine_nprobe_factor", "seed"))
         if self.index_type not in APPROXIMATE_TYPES:
             raise ConfigError(f"index type must be one of {', '.join(APPROXIMATE_TYPES)} (got {self.index_type!r})")
         for name in ("nlist", "nprobe", "shard_rows"):

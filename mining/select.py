@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from xmine.calibration import DEFAULT_MARGIN  # a calibrated space may record another (SpaceDefaults.margin)
-from xmine.errors import ConfigError
+from xmine.errors import ConfigError, check_field_types
 from xmine.exec.executor import LOCAL, Executor
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.products import PRODUCTS
@@ -79,6 +79,8 @@ class MiningConfig:
     product: str = "auto"
 
     def __post_init__(self):
+        check_field_types(self, integers=("k", "min_length", "max_length", "block_rows", "block_cols", "workers"),
+                          reals=("threshold", "max_length_ratio"))
         if self.k < 1:
             raise ConfigError(f"k must be >= 1 (got {self.k})")
         if self.margin not in MARGINS:

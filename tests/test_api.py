@@ -135,3 +135,50 @@ def test_api_embed_refuses_one_string_for_a_list_of_sentences():
 
     with pytest.raises(ConfigError, match=r"not a sequence of sentences; pass \[text\]"):
         xmine.embed("Hallo", lang="de")
+
+
+def test_api_embed_warns_where_a_prompt_leaves_the_shipped_projection_out():
+    """The default space is the shipped projection's; a prompt it was not trained with gives raw
+    embeddings, and Python now says so (was: without a word; the command line only logged it)."""
+    import warnings
+
+    import numpy as np
+    import pytest
+
+    import xmine
+
+    with pytest.warns(UserWarning, match=r"shipped projection was trained on .*pass projection='none'"):
+        got = xmine.embed(["Hallo Welt"], lang="de", prompt="passage: ")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # asked for by name: no warning
+        raw = xmine.embed(["Hallo Welt"], lang="de", prompt="passage: ", projection="none")
+        xmine.embed(["Hallo Welt"], lang="de")  # the default prompt: the shipped projection, no warning
+    assert np.allclose(got, raw, atol=1e-6)
+
+
+def test_api_refuses_values_of_the_wrong_type_in_one_line():
+    """What the command line parses, Python callers may give as any object: a string for a number
+    (was: TypeError "'<' not supported between instances of 'str' and 'int'") or a language code no
+    language has (was: accepted by `embed`)."""
+    import numpy as np
+    import pytest
+
+    import xmine
+    from xmine.errors import ConfigError
+    from xmine.mining.approximate import ApproximateConfig
+    from xmine.mining.config import SearchConfig
+    from xmine.mining.select import MiningConfig
+
+    with pytest.raises(ConfigError, match=r"^k must be an integer \(got '4'\)$"):
+        xmine.mine(["Hallo"], ["Hello"], k="4", encoder="use-m3")
+    with pytest.raises(ConfigError, match=r"^k must be an integer \(got True\)$"):
+        xmine.score(["Hallo"], ["Hello"], k=True, encoder="use-m3")
+    with pytest.raises(ConfigError, match=r"^max_length_ratio must be a number \(got '3'\)$"):
+        MiningConfig(max_length_ratio="3")
+    with pytest.raises(ConfigError, match=r"^block_rows must be an integer \(got 2.5\)$"):
+        SearchConfig(block_rows=2.5)
+    with pytest.raises(ConfigError, match=r"^nprobe must be an integer \(got '8'\)$"):
+        ApproximateConfig(nprobe="8")
+    assert SearchConfig(k=np.int64(4), block_rows=None).k == 4  # numpy integers are integers
+    with pytest.raises(ConfigError, match=r"^lang='zzz': not a known language code$"):
+        xmine.embed(["Hallo"], lang="zzz", encoder="use-m3")

@@ -6,6 +6,8 @@ and exits with status 2. Messages name the file, the line and the problem.
 
 from __future__ import annotations
 
+import dataclasses
+import numbers
 from pathlib import Path
 
 
@@ -73,6 +75,21 @@ class DamagedManifestError(ArtefactError):
 
 class ConfigError(XmineError):
     """Options that contradict each other or are out of range."""
+
+
+def check_field_types(config, *, integers: tuple[str, ...] = (), reals: tuple[str, ...] = ()) -> None:
+    """A ConfigError naming the first field of the dataclass `config` in `integers` that is not an
+    integer, or in `reals` that is not a real number (a bool is neither; None passes where it is the
+    field's default). Python callers give configs what the command line parses: `k="4"` is refused
+    here, not met as a TypeError in the first comparison."""
+    defaults = {f.name: f.default for f in dataclasses.fields(config)}
+    for name in (*integers, *reals):
+        value = getattr(config, name)
+        if value is None and name in defaults and defaults[name] is None:
+            continue
+        integer = name in integers
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral if integer else numbers.Real):
+            raise ConfigError(f"{name} must be {'an integer' if integer else 'a number'} (got {value!r})")
 
 
 class OutputError(XmineError):

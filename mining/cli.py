@@ -76,12 +76,13 @@ def mine(src, tgt, output, src_lang, tgt_lang, keep_fields, allow_same_input, in
     summary = run_mine(config, show_progress=not quiet)
     out = output.path
     t = summary["threshold"]
-    kept = f"threshold {t['value']:g} ({t['source']})" if t["value"] is not None else t["source"]
+    # (the threshold's whole source, with its rule and advice, is the log line above and OUT.json's)
+    kept = f"threshold {t['value']:g} ({t.get('source_brief', t['source'])})" if t["value"] is not None else t["source"]
     cap = t["score_max"]
     if "score_max" in summary["filters"]["active"]:
         kept += f"; score cap {cap['value']:g}"
     elif cap["value"] is None and summary["filters"]["enabled"] and "no score cap" not in kept:
-        kept += f"; {cap['source']}"
+        kept += "; no calibrated score cap"
     elif summary["filters"]["enabled"] and "score_max" not in summary["filters"]["disabled"]:
         kept += f"; score cap {cap['value']:g} {cap['source']}"
     for note in t.get("language_notes", []):
@@ -209,7 +210,7 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
                            output_format=output_format, overwrite=overwrite, keep_work=keep_work,
                            show_progress=not quiet)
     t = summary["threshold"]
-    rule = f"threshold {t['value']:g} ({t['source']})" if t["value"] is not None else t["source"]
+    rule = f"threshold {t['value']:g} ({t.get('source_brief', t['source'])})" if t["value"] is not None else t["source"]
     if "few_neighbours" in t:
         rule += "; too few sentences for k neighbours, see above"
     if "estimate_note" in t:

@@ -318,7 +318,8 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
                    "estimated_translations": round(estimate.translations, 1) if found else None,
                    "estimated_translations_kept": round(estimate.translations_kept, 1) if found else None,
                    "source": f"{record['source']}: estimated from this run's scores ({cut} its {len(mined):,} "
-                             "candidates); pass --threshold or --calibration to choose one"}
+                             "candidates); pass --threshold or --calibration to choose one",
+                   "source_brief": f"estimated from this run's scores: {record['source']}; --threshold chooses one"}
         if estimate.tail_cut:
             above = int(np.count_nonzero(mined.score >= np.float32(estimate.value)))
             record["estimate_note"] = (
@@ -350,6 +351,7 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
         share = mutual_null_share(mined)
         value = rule_threshold(rule, share)
         record |= {"value": value, "share": round(share, 4),
+                   "source_brief": f"{record['source']}, from this run's {rule['rule']} {share:.3f}",
                    "source": f"{record['source']}, from this run's {rule['rule']} {share:.3f} (rule: t = "
                              f"{rule['intercept']:g} + {rule['slope']:g} (share in [{rule['floor']:g}, "
                              f"{rule['centre']:g}] - {rule['centre']:g}))"}

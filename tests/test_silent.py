@@ -6,6 +6,7 @@ files that existed before byte-identical afterwards."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 
@@ -327,6 +328,22 @@ def test_a_score_cap_given_with_a_margin_is_on_that_margins_scale(ws):
 
 
 # ------------------------------------------------------------------ what a summary leaves out
+
+
+def test_the_summary_line_names_the_thresholds_source_briefly_and_the_log_line_in_full(made, ws, caplog):
+    # (was: the whole source, rule formula and advice, repeated from the log line: about 560 characters)
+    for extra in (["--projection", made / "proj"], ["--encoder", "use-m3"]):
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            res = ok(xm("mine", ws / "de.txt", ws / "en.txt", *extra, "-q", "--overwrite", "-o", ws / "m.tsv"))
+        t = json.loads((ws / "m.tsv.json").read_text(encoding="utf-8"))["threshold"]
+        source = t["source"]
+        assert f"threshold {t['value']:g}: {source}" in [r.getMessage() for r in caplog.records]
+        assert "pass --threshold" in source or "(rule: t =" in source, source
+        line = [line for line in res.output.splitlines() if line.startswith("mined ")][0]
+        assert "pass --threshold or --calibration" not in line and "(rule: t =" not in line, line
+        assert len(line.replace(str(made), "").replace(str(ws), "")) < 480, line  # (was about 560; paths left out)
+        assert "estimated from this run's scores" in line or "from this run's mutual-null-share" in line, line
 
 
 def test_mining_a_file_against_its_copy_says_what_removed_every_sentence(ws):

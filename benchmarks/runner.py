@@ -23,7 +23,7 @@ from xmine.encoders import load_encoder
 from xmine.encoders.loader import untrained_languages
 from xmine.encoders.options import precision_option
 from xmine.options import projection_option
-from xmine.artefacts.input_artefacts import projection_prompt
+from xmine.artefacts.input_artefacts import encoding_prompt
 from xmine.artefacts.outputs import claim_output
 
 log = logging.getLogger(__name__)
@@ -131,8 +131,7 @@ def setup(encoder_name: str, projections: tuple[str, ...], device: str | None, p
           parts=("meaning", "language"), add_default: bool = False):
     """The encoder and its variants: raw, then each projection's `parts`. No prompt given: the
     first projection directory's, as `xmine embed --projection` takes it."""
-    if prompt is None and prompt_name is None:
-        prompt = next((p for p in (projection_prompt(d, encoder_name) for d in projections) if p is not None), None)
+    prompt = encoding_prompt(prompt, prompt_name, projections, encoder_name)
     encoder = load_encoder(encoder_name, device=device, precision=precision, runtime=runtime, prefix=prompt,
                            prompt_name=prompt_name)
     return encoder, common.make_variants(encoder, projections, parts=parts, add_default=add_default)

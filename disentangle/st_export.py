@@ -23,7 +23,7 @@ from xmine.encoders import load_encoder
 from xmine.encoders.e5_q4 import ensure_me5_model
 from xmine.errors import ConfigError, EncoderError
 from xmine.artefacts.fileio import FILE_MODE, MANIFEST, sha256_file, write_manifest
-from xmine.artefacts.input_artefacts import projection_prompt
+from xmine.artefacts.input_artefacts import encoding_prompt
 from xmine.artefacts.records import FileRecord
 from xmine.artefacts.outputs import claim_output
 
@@ -128,8 +128,7 @@ def export_portable(projection_dir: str | Path, out_dir: str | Path, *, overwrit
         projection = load_projection(projection_dir)
         linear = _linear_meaning(projection)
         name = projection.config["encoder"]["name"]
-        if prompt is None and prompt_name is None:  # the prompt its training embeddings were made with
-            prompt = projection_prompt(projection_dir)
+        prompt = encoding_prompt(prompt, prompt_name, (projection_dir,))
         st, prompts, default = base_model(projection, name, prompt=prompt, prompt_name=prompt_name)
         modules = list(st)
         if not isinstance(modules[-1], Normalize):

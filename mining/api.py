@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from xmine.artefacts.directory import register_readers
-from xmine.artefacts.input_artefacts import projection_encoder, projection_prompt
+from xmine.artefacts.input_artefacts import encoding_prompt, projection_encoder
 from xmine.disentangle.projection import load_projection
 from xmine.encoders import DEFAULT_ENCODER, load_encoder
 from xmine.encoders.projection import choose_projection, resolve_projection, shipped_dir
@@ -226,8 +226,7 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
     if lang is not None and not is_known_lang(lang):  # (was: accepted, and ignored by most projections)
         raise ConfigError(f"lang={lang!r}: not a known language code")
     name = encoder or projection_encoder(projection) or DEFAULT_ENCODER  # (a projection names its own, as in `mine`)
-    if prompt is None:  # as `xmine embed`: the projection's prompt
-        prompt = projection_prompt(projection, name)
+    prompt = encoding_prompt(prompt, None, (projection,), name)  # as `xmine embed`
     model = load_encoder(name, precision=precision, prefix=prompt)
     choice = choose_projection(projection, encoder_name=name, encoder_fp=model.fingerprint)
     if choice.how == "default-unavailable" and shipped_dir(name) is not None:

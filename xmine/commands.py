@@ -18,7 +18,7 @@ from xmine.encoders.runtime import openvino_installed, runtime_for_artefact, x86
 from xmine.encoders.suitability import suitability
 from xmine.errors import ConfigError
 from xmine.encoders.options import precision_option
-from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection, projection_encoder, projection_prompt
+from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection, encoding_prompt, projection_encoder
 from xmine.artefacts.fileio import kind_label
 from xmine.options import (LANG, given_on_command_line, input_format_options, projection_option, quiet_option,
                            ray_option)
@@ -169,8 +169,7 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
             raise ConfigError("--encoder-name, --dim and --embeddings-column go with --embeddings FILE")
         if not given_on_command_line("encoder_name"):  # as mine, score and build-index read it
             encoder_name = projection_encoder(projection) or encoder_name
-        if prompt is None and prompt_name is None:  # the one the projection's training embeddings were made with
-            prompt = projection_prompt(projection, encoder_name)
+        prompt = encoding_prompt(prompt, prompt_name, (projection,), encoder_name)
         # With --ray the actors encode; this process needs only the fingerprint (no model load for me5-small).
         encoder = load_encoder(encoder_name, device=device, runtime=runtime_for_artefact(finished, runtime),
                                precision=precision or (finished.run_precision if finished else "auto"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from xmine.errors import ArtefactError, InputError
 from xmine.artefacts.fileio import MANIFEST, load_manifest, manifest_kind
@@ -84,6 +84,16 @@ def projection_prompt(projection, encoder_name: str | None = None) -> str | None
     if made_for is None or (encoder_name is not None and made_for.name != encoder_name):
         return None
     return made_for.id.prompt
+
+
+def encoding_prompt(prompt: str | None, prompt_name: str | None, projections: Sequence,
+                    encoder_name: str | None = None) -> str | None:
+    """The prompt to encode with: `prompt` where given; where neither it nor a prompt name is, the
+    first of the projection directories `projections` that records one (`projection_prompt`: the
+    prompt its training embeddings were made with, so the projection meets the embeddings it expects)."""
+    if prompt is not None or prompt_name is not None:
+        return prompt
+    return next((p for p in (projection_prompt(d, encoder_name) for d in projections) if p is not None), None)
 
 
 def artefact_projection(paths) -> tuple[bool, ProjectionFingerprint | None]:

@@ -13,7 +13,7 @@ from xmine.encoders import (
 from xmine.encoders.external import EXTERNAL_ID_PREFIX
 from xmine.encoders.runtime import runtime_for_artefact
 from xmine.errors import ConfigError, EncoderMismatchError
-from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection, projection_encoder, projection_prompt
+from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection, encoding_prompt, projection_encoder
 from xmine.langs import same_language
 from xmine.encoders.projection import choose_projection, resolve_projection
 from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint
@@ -68,12 +68,11 @@ class Encoders:
                                   "xmine cannot encode text beside them: store the other side's vectors with "
                                   f"`xmine embed TEXT --embeddings FILE --encoder-name {name}` too")
             precision = self.precision or (made.run_precision if made else DEFAULT_PRECISION)
-            prompt = self.config.prompt
-            if prompt is None and self.config.prompt_name is None:  # as the precision: the inputs', or the projection's
-                if made is not None and made.name == name:
-                    prompt = made.id.prompt
-                else:
-                    prompt = projection_prompt(self.projection_spec, name)
+            given = self.config.prompt is not None or self.config.prompt_name is not None
+            if made is not None and made.name == name and not given:  # as the precision: the inputs' first
+                prompt = made.id.prompt
+            else:  # the prompt given, else the projection's
+                prompt = encoding_prompt(self.config.prompt, self.config.prompt_name, (self.projection_spec,), name)
             self._encoder = load_encoder(name, precision=precision, device=self.config.device,
                                          prefix=prompt, prompt_name=self.config.prompt_name,
                                          runtime=runtime_for_artefact(made, self.config.runtime))

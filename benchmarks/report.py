@@ -55,6 +55,7 @@ TASK_TITLES = {
     "lid_thresholds": "Language filter: per-language confidence thresholds (chosen on FLORES-200 lines 0-505)",
     "splitters_flores": "Sentence splitters on paragraphs rebuilt from FLORES-200 devtest: "
                         "exact / F1 / boundary recall (%)",
+    "numbers_filter": "The numbers pair filter against its digits alone: translations dropped, near-misses kept",
     "approximate_agreement": "Approximate against exact mining on real embeddings",
     "gpu_check": "GPU paths against their CPU results",
 }

@@ -89,6 +89,8 @@ def mine(src, tgt, output, src_lang, tgt_lang, keep_fields, allow_same_input, in
         kept += f"; {note['language']}: below the calibration's languages, see above"
     if "few_neighbours" in t:
         kept += "; too few sentences for k neighbours, see above"
+    if "cap_note" in t:
+        kept += "; the score cap is not above the threshold, see above"
     if "estimate_note" in t:
         kept += f"; {t['estimate_summary']}, see above"
     if "other_k" in t:
@@ -213,6 +215,8 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
     rule = f"threshold {t['value']:g} ({t.get('source_brief', t['source'])})" if t["value"] is not None else t["source"]
     if "few_neighbours" in t:
         rule += "; too few sentences for k neighbours, see above"
+    if "cap_note" in t:
+        rule += "; the score cap is not above the threshold, see above"
     if "estimate_note" in t:
         rule += f"; {t['estimate_summary']}, see above"
     if "other_k" in t:

@@ -200,8 +200,9 @@ selection_options = _options(
     lambda margin, retrieval, threshold, calibration, operating_point: SelectionConfig(
         margin=margin, retrieval=retrieval, threshold=threshold, operating_point=operating_point,
         calibration=calibration),
-    margin_option(help="ratio = cos / m (about 1.0 for an ordinary pair; translations usually 1.05-1.3); distance = "
-                       "cos - m (about 0; translations ~0.05-0.2); absolute = plain cosine (-1..1; no hubness "
+    margin_option(help="ratio = cos / m (about 1.0 for an ordinary pair; how far above it translations lie depends "
+                       "on the encoder: me5-small's from about 1.02, use-m3's 1.4-2.0); distance = cos - m (about 0; "
+                       "translations me5-small's from about 0.02, use-m3's 0.2-0.5); absolute = plain cosine (-1..1; no hubness "
                        "correction). m = mean of the k nearest cosines of both sentences. Default: with the "
                        "calibrated threshold, the margin calibrated for the space mined in (distance for raw "
                        "use-m3, ratio for the others: docs/mining.md); with --threshold given or none, ratio."),

@@ -244,12 +244,19 @@ def score_cap_on_margin(selection: SelectionConfig, pairs: PairFilterConfig) -> 
 
 
 def check_score_cap(selection: SelectionConfig, pairs: PairFilterConfig) -> None:
-    """Refuse a score cap given on one margin's scale for mining with another margin named: the
-    cap would drop nothing. (A margin that a calibration chooses is known only with the space; the
-    run then says that the cap does not apply.)"""
+    """Refuse a score cap given on one margin's scale for mining with another margin named (the
+    cap would drop nothing), and one not above the threshold given (it would drop every pair). (A
+    margin or threshold that a calibration chooses is known only with the space: the run then says
+    that the cap does not apply, or warns, `threshold_rule.note_cap_not_above`.)"""
     if pairs.score_max is not None and selection.margin is not None and selection.margin != pairs.score_margin:
         raise OptionConflict(f"--score-max caps the {pairs.score_margin} margin; with --margin {selection.margin} "
                              "it would drop nothing")
+    threshold = selection.given_threshold
+    if (pairs.enabled and "score_max" not in pairs.disabled and pairs.score_max is not None and threshold is not None
+            and selection.given_margin == pairs.score_margin and pairs.score_max <= threshold):
+        raise OptionConflict(f"--score-max {pairs.score_max:g} is not above --threshold {threshold:g}: it would "
+                             "drop every pair the threshold keeps (a cap is for copies and boilerplate, far above "
+                             "translations)")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -48,7 +48,8 @@ from xmine.mining.config import MineConfig
 from xmine.mining.filter_step import Mineable, check_declared_languages, filter_pairs, lang_filter_langs, pre_search
 from xmine.mining.products import resolve_product
 from xmine.mining.search_pairs import search_pairs
-from xmine.mining.threshold_rule import RuleUse, apply_run_threshold, note_few_neighbours, run_threshold
+from xmine.mining.threshold_rule import (RuleUse, apply_run_threshold, note_cap_not_above, note_few_neighbours,
+                                        run_threshold)
 from xmine.mining.writers import COMPANIONS, moses_suffixes, output_format as resolve_format
 from xmine.mining.writers import MinedRows, PairColumn, write_meta, write_mined
 from xmine.artefacts.output_state import same_file
@@ -229,6 +230,7 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                 mining = mining.replace(threshold=threshold_record["value"])  # what the provenance records
             note_few_neighbours(threshold_record, {"target side": len(my.ids), "source side": len(mx.ids)}, mining.k,
                                 remedy="`--threshold none` keeps every pair with its margin")
+            note_cap_not_above(threshold_record, filters, mining.margin)
             src_rows, tgt_rows = mx.ids[mined.src_idx], my.ids[mined.tgt_idx]
             # A side the language filter found mostly in another language is not judged by language
             # again after the search (its declared language is in doubt: the warning said so).

@@ -53,7 +53,7 @@ from xmine.mining.score_output import DROP_RULES, PairScores, resolve_score_form
 from xmine.mining.calibrate import check_calibration_record
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.select import MiningConfig, _masked_mean, margin_score
-from xmine.mining.threshold_rule import RuleUse, note_few_neighbours, run_threshold
+from xmine.mining.threshold_rule import RuleUse, note_cap_not_above, note_few_neighbours, run_threshold
 from xmine.artefacts.outputs import claim_output
 from xmine.artefacts.records import to_json
 from xmine.tempdirs import temporary_directory
@@ -297,6 +297,7 @@ def score_bitext(
                 note_few_neighbours(threshold_record, scores.neighbourhoods, config.k, remedy=(
                     "--src-corpus and --tgt-corpus (monolingual text of each language) give every pair "
                     "neighbourhoods of k"))
+                note_cap_not_above(threshold_record, filters, config.margin)
                 written = write_scored(claim, fmt, bitext, scores, kept_only=kept_only)
                 summary = {
                     "output": str(out), "format": fmt, "pairs": n, "kept": int(scores.keep.sum()), "written": written,

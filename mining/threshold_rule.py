@@ -148,6 +148,19 @@ def note_few_neighbours(record: dict, neighbourhoods: dict[str, int], k: int, *,
     log.warning("%s", record["few_neighbours"])
 
 
+def note_cap_not_above(record: dict, filters: PairFilterConfig, margin: str) -> None:
+    """Where the score cap is not above the threshold (`record`: `run_threshold`'s, its value
+    final): the cap then drops every pair the threshold keeps. Logged as a warning and recorded
+    (`record["cap_note"]`); a threshold given beside the cap is refused before (`check_score_cap`)."""
+    value = record["value"]
+    if value is None or "score_max" not in filters.active(margin) or filters.score_max > value:
+        return
+    record["cap_note"] = (f"the score cap {filters.score_max:g} is not above the threshold {value:g}: it drops every "
+                          "pair the threshold keeps (a cap is for copies and boilerplate, far above translations; "
+                          "the summary names the calibrated one)")
+    log.warning("%s", record["cap_note"])
+
+
 def keep_at_least(mined: MinedPairs, threshold: float) -> MinedPairs:
     """The pairs of `mined` scoring >= threshold (it is sorted by score, highest first), compared in
     float32 as `select_pairs` compares."""
@@ -360,5 +373,6 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
 
 
 __all__ = ["ESTIMATED", "RULE_NAME", "RuleUse", "apply_run_threshold", "calibrated_uses", "keep_at_least",
-           "language_notes", "mutual_null_share", "note_few_neighbours", "note_other_encoder", "note_other_k",
+           "language_notes", "mutual_null_share", "note_cap_not_above", "note_few_neighbours", "note_other_encoder",
+           "note_other_k",
            "rule_threshold", "run_threshold"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from clitools import ok, refused, tree, untouched, xm
+from clitools import ok, refused, tree, untouched, warned, xm
 from flores import flores_lines
 
 N = 300  # FLORES lines per side
@@ -274,6 +274,13 @@ def test_numbers_a_translation_writes_otherwise_do_not_drop_it():
         ("pl", "ponad 800 tysięcy sowieckiej Armii", "over 800,000 soldiers"),
         ("fi", "Puolan puolustus oli jo murtunut 17.9.1939 mennessä", "By September 17, 1939, the defense"),
         ("th", "ในปี พ.ศ. 2499 Słania ย้ายไปอยู่ที่สวีเดน", "In 1956 Słania moved to Sweden"),
+        ("pl", "o wymiarach 29,75 na 24,5 cala", "it measures 29¾ inches by 24½ inches"),  # (was 293, 4, 21)
+        # newstest: a score before a comma, a decimal before a scale word, the 12-hour dial, decades
+        ("de", "Siegemund führte 6:3, 4:2 gegen die an Nummer 13 gesetzte", "Siegemund led 6-3, 4-2 against rank 13"),
+        ("fr", "une capacité de 1,8 milliard de mètres cubes", "a capacity of 1,800 million cubic metres"),
+        ("de", "Der Folktreff beginnt um 19.30 Uhr, Einlass um 19 Uhr.", "It starts at 7:30 pm, admission at 7 pm."),
+        ("es", "Durante los años 60, Brzezinski trabajó", "Throughout 1960s, Brzezinski worked"),
+        ("fi", "Siltalan edellinen kausi oli 2006-07", "Siltala's previous season was 2006-2007"),
     ]
     for lang, src, tgt in kept:
         assert not numbers(src, tgt, 1.0, (lang, "en"), config), (lang, src)
@@ -285,6 +292,15 @@ def test_numbers_a_translation_writes_otherwise_do_not_drop_it():
         ("pt", "6 mil pessoas", "60,000 people"),
         ("de", "im Jahr 2499", "in 1956"),  # the Buddhist era is Thai only
         ("de", "Es sind 3.5.", "There are 5."),  # a decimal ending a sentence, not a date
+        # near-misses a first version of the readings kept (a helper's user test): a round number
+        # read as a time and as thousands at once, a pair's parts met one by one, a date's parts as a set
+        ("de", "Mehr als 1.500 Feuerwehrleute.", "More than 3,000 firefighters."),
+        ("de", "Rund 1000 Menschen", "Around 10,000 people"),
+        ("de", "25.000 Menschen", "25 people"),
+        ("de", "Das Spiel endete 2:2.", "The match ended 2-0."),
+        ("de", "Am 3.4.2021", "On 4.3.2021"),
+        ("de", "Am 1.5.2020", "On May 5, 2020"),
+        ("fi", "17.9.1939 mennessä", "By September 9, 1939"),
     ]
     for lang, src, tgt in dropped:
         assert numbers(src, tgt, 1.0, (lang, "en"), config), (lang, src)
@@ -302,9 +318,9 @@ def test_the_numbers_filter_keeps_flores_translations_and_still_catches_wrong_pa
         dropped = sum(numbers(x, e, 1.0, (code, "eng"), config) for x, e in zip(xs, en))
         wrong = [(x, e) for x, e in zip(xs, en[1:]) if numbers_of(x) and numbers_of(e)]
         caught = sum(numbers(x, e, 1.0, (code, "eng"), config) for x, e in wrong)
-        # Measured: true pairs dropped 5/13/7/6/5 at first, 3/5/5/4/3 with clock times, 1/4/4/2/0 with
+        # Measured: true pairs dropped 5/13/7/6/5 at first, 3/5/5/4/3 with clock times, 0/3/2/2/0 with
         # number_readings; wrong pairs caught unchanged.
-        assert dropped <= 4, (code, dropped)
+        assert dropped <= 3, (code, dropped)
         assert caught >= 0.85 * len(wrong), (code, caught, len(wrong))
 
 
@@ -325,6 +341,22 @@ def test_a_score_cap_given_with_a_margin_is_on_that_margins_scale(ws):
     assert max(kept) <= cap and len(kept) + summary["filters"]["removed"]["score_max"] == len(scores)
     assert summary["filters"]["score_margin"] == "distance" and summary["threshold"]["score_max"]["value"] == cap
     assert f"score cap {cap:g}" in res.output
+
+
+def test_a_score_cap_not_above_the_threshold_is_refused_or_warned(ws, caplog):
+    # (was: every pair dropped by the cap, exit 0, "mined 0 pairs ... filtered out 149 score_max")
+    out = ws / "m.tsv"
+    refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--threshold", "1.4", "--score-max", "1.3",
+               "-o", out), "--score-max 1.3 is not above --threshold 1.4: it would drop every pair the threshold keeps")
+    refused(xm("score", f"{ws / 'de.txt'}:{ws / 'en.txt'}", "--encoder", "use-m3", "--margin", "distance",
+               "--threshold", "0.1", "--score-max", "0", "-o", out), "--score-max 0 is not above --threshold 0.1")
+    assert not out.exists()
+    with caplog.at_level(logging.WARNING):  # the calibrated threshold is known only with the space
+        res = ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--margin", "distance",
+                    "--score-max", "0.1", "-q", "-o", out))
+    t = json.loads((ws / "m.tsv.json").read_text(encoding="utf-8"))["threshold"]
+    assert t["cap_note"].startswith(f"the score cap 0.1 is not above the threshold {t['value']:g}: it drops every pair")
+    assert warned(caplog, t["cap_note"]) and "the score cap is not above the threshold, see above" in res.output
 
 
 # ------------------------------------------------------------------ what a summary leaves out

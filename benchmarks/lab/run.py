@@ -25,7 +25,7 @@ register_readers(projection=load_projection, index=IndexDir.open)
 LAB = Path(__file__).resolve().parent
 #: the modules whose `command` makes up the group, in the order --help lists them
 MODULES = ("quality", "ship_projection", "embed_speed", "mining_speed", "ray_speed", "scale", "memory_per_row",
-           "scaling_inputs", "approximate_agreement", "splitters_flores", "langid_flores", "langid_unknown",
+           "scaling_inputs", "approximate_agreement", "splitters_flores", "numbers_filter", "langid_flores", "langid_unknown",
            "lid_thresholds", "threshold_study", "calibrate_defaults", "threshold_rules", "heldout_news", "heldout_wiki",
            "heldout_short", "estimate_no_share", "language_shift", "planted", "target_bounds",
            "gpu_check")

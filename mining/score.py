@@ -301,7 +301,7 @@ def score_bitext(
                 written = write_scored(claim, fmt, bitext, scores, kept_only=kept_only)
                 summary = {
                     "output": str(out), "format": fmt, "pairs": n, "kept": int(scores.keep.sum()), "written": written,
-                    "dropped": scores.counts(),
+                    "dropped": scores.counts(filters.active(config.margin)),
                     "neighbourhoods": {
                         "src": str(tgt_corpus) if tgt_corpus is not None else "the bitext's targets",
                         "tgt": str(src_corpus) if src_corpus is not None else "the bitext's sources",

@@ -19,6 +19,7 @@ import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -51,8 +52,11 @@ class PairScores:
     def keep(self) -> np.ndarray:
         return self.rule < 0
 
-    def counts(self) -> dict[str, int]:
-        return {name: int((self.rule == i).sum()) for i, name in enumerate(DROP_RULES)}
+    def counts(self, active_filters: Sequence[str]) -> dict[str, int]:
+        """Pairs dropped by each rule: empty, threshold and the pair filters that ran (one that did
+        not, as a cap on another margin's scale, is left out rather than read as dropping none)."""
+        return {name: int((self.rule == i).sum()) for i, name in enumerate(DROP_RULES)
+                if name in ("empty", "threshold") or name in active_filters}
 
 
 SCORE_FORMATS = ("tsv", "csv", "jsonl", "parquet")

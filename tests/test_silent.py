@@ -359,6 +359,16 @@ def test_a_score_cap_not_above_the_threshold_is_refused_or_warned(ws, caplog):
     assert warned(caplog, t["cap_note"]) and "the score cap is not above the threshold, see above" in res.output
 
 
+def test_score_counts_only_the_filters_that_ran(ws):
+    # use-m3's calibration scores with the distance margin: a ratio cap given without --margin does
+    # not apply (was: OUT.json's dropped.score_max 0, as if it had run and dropped nothing)
+    ok(xm("score", f"{ws / 'de.txt'}:{ws / 'en.txt'}", "--encoder", "use-m3", "--score-max", "1.2", "-q",
+          "-o", ws / "s.tsv"))
+    summary = json.loads((ws / "s.tsv.json").read_text(encoding="utf-8"))
+    assert summary["threshold"]["score_max"]["source"].endswith("not applied when mining with the distance margin")
+    assert "score_max" not in summary["dropped"] and {"empty", "threshold", "identical"} <= set(summary["dropped"])
+
+
 # ------------------------------------------------------------------ what a summary leaves out
 
 

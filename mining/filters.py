@@ -185,13 +185,13 @@ _WORD = re.compile(r"\s?([^\W\d_]+)")
 # and newstest write so.
 _SCALE_WORDS = {"mil": 3, "mille": 3, "mila": 3, "bin": 3, "tsd": 3, "mln": 6, "bn": 9, "mrd": 9}
 _SCALE_PREFIXES = (
-    ("billion", 9), ("milliard", 9), ("miliard", 9), ("miljard", 9), ("milyar", 9), ("млрд", 9), ("миллиард", 9),
-    ("мільярд", 9), ("million", 6), ("millón", 6), ("millon", 6), ("milhão", 6), ("milhõ", 6), ("milion", 6),
-    ("miljon", 6), ("miljoen", 6), ("milyon", 6), ("millió", 6), ("milijon", 6), ("миллион", 6), ("мільйон", 6),
-    ("милион", 6), ("εκατομ", 6), ("triệu", 6), ("juta", 6), ("thousand", 3), ("tausend", 3), ("tys", 3),
-    ("тыс", 3), ("тис", 3), ("хиляд", 3), ("tisíc", 3), ("tisuć", 3), ("tisoč", 3), ("tūkst", 3), ("tuhat", 3),
-    ("tuhann", 3), ("ezer", 3), ("duizend", 3), ("tusen", 3), ("tusind", 3), ("χιλιάδ", 3), ("ngàn", 3),
-    ("nghìn", 3), ("ribu", 3), ("elfu", 3), ("hazar", 3), ("هزار", 3), ("ألف", 3), ("آلاف", 3))
+    ("billion", 9), ("milliard", 9), ("miliard", 9), ("miljard", 9), ("milyar", 9), ("млрд", 9),
+    ("миллиард", 9), ("мільярд", 9), ("million", 6), ("millón", 6), ("millon", 6), ("milhão", 6), ("milhõ", 6),
+    ("milion", 6), ("miljon", 6), ("miljoen", 6), ("milyon", 6), ("millió", 6), ("milijon", 6), ("миллион", 6),
+    ("мільйон", 6), ("милион", 6), ("εκατομ", 6), ("triệu", 6), ("juta", 6), ("thousand", 3), ("tausend", 3),
+    ("tys", 3), ("тыс", 3), ("тис", 3), ("хиляд", 3), ("tisíc", 3), ("tisuć", 3), ("tisoč", 3), ("tūkst", 3),
+    ("tuhat", 3), ("tuhann", 3), ("ezer", 3), ("duizend", 3), ("tusen", 3), ("tusind", 3), ("χιλιάδ", 3),
+    ("ngàn", 3), ("nghìn", 3), ("ribu", 3), ("elfu", 3), ("hazar", 3), ("هزار", 3), ("ألف", 3), ("آلاف", 3))
 
 
 def _scaled(group: str, following: str) -> str | None:
@@ -214,11 +214,11 @@ def number_readings(text: str, lang: str | None = None) -> list[set[frozenset[st
     ordered pair ("6:6" as "6-6", "11:50" as "11-50"); a date's day and year ("17.9.1939" as
     "September 17, 1939"); a number before a scale word as its value ("6 mil" as "6,000"); four
     digits before a time zone as a 24-hour time ("1200 GMT" as "12:00"); an hour before "pm" on the
-    24-hour dial ("7 pm" as "19 Uhr"); a decade ("1960s" as the
-    "60" of "años 60"); the end of a year range ("2006-12" as 2006-2012); a Thai year of the Buddhist
-    era as the common era's (2499 as 1956). `pairs_written` gives the pairs a side holds. With them
-    the rule drops 630 of FLORES-200 devtest's translations into English where the digits alone drop
-    892, and keeps 12 more of 24,241 near-miss wrong pairs (`python benchmarks/lab/run.py numbers-filter`)."""
+    24-hour dial ("7 pm" as "19 Uhr"); a decade ("1960s" as the "60" of "años 60"); the end of a
+    year range ("2006-12" as 2006-2012); a Thai year of the Buddhist era as the common era's (2499
+    as 1956). `pairs_written` gives the pairs a side holds. With them the rule drops 630 of
+    FLORES-200 devtest's translations into English where the digits alone drop 892, and keeps 12
+    more of 24,241 near-miss wrong pairs (`python benchmarks/lab/run.py numbers-filter`)."""
     t = _H_TIME.sub(r"\1:\2", _ascii_digits(text))
     thai = bool(lang) and normalize_lang(lang) == "tha"
     out = []

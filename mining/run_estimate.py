@@ -76,6 +76,8 @@ class ThresholdEstimate(NamedTuple):
     value: float  #: the cut
     translations: float  #: the estimated translations among the candidates
     translations_kept: float  #: the estimated translations among the candidates the cut keeps
+    #: the estimated precision of the cut of the largest estimated F1 (before any tail cut)
+    f1_cut_precision: float
     #: whether the fit found a share of translations (pi0 < 1); where it did not, the translations
     #: may be most of the candidates, and neither the cut nor the counts are to be trusted
     mixture_found: bool
@@ -133,13 +135,20 @@ def estimated_threshold(scores: np.ndarray, *, mutual_low: float | None = None) 
     cut = int(np.argmax(f1))
     value, tail_cut = float(desc[cut]), False
     if n_true == 0 and mutual_low is not None and mutual_low < MUTUAL_LOW_TRANSLATIONS:
-        mu_all, beta_all = gumbel_matched(desc[::-1], 1.0)
-        tail = mu_all - beta_all * np.log(-np.log1p(-1 / len(desc)))  # the law's quantile 1 - 1/n
-        value, tail_cut = max(value, float(tail)), True
+        value, tail_cut = max(value, null_tail(desc)), True
     return ThresholdEstimate(value=float(np.float32(value)), translations=max(n_true, float(true_kept[cut])),
-                             translations_kept=float(true_kept[cut]), mixture_found=n_true > 0, tail_cut=tail_cut)
+                             translations_kept=float(true_kept[cut]),
+                             f1_cut_precision=float(true_kept[cut] / kept[cut]), mixture_found=n_true > 0,
+                             tail_cut=tail_cut)
+
+
+def null_tail(scores: np.ndarray) -> float:
+    """The quantile 1 - 1/n of the Gumbel law matched to all n `scores` (as `null_fit` matches it
+    with pi0 = 1): where about one of them lies by chance."""
+    mu, beta = gumbel_matched(np.sort(np.asarray(scores, dtype=np.float64)), 1.0)
+    return float(mu - beta * np.log(-np.log1p(-1 / len(scores))))
 
 
 __all__ = ["GUMBEL_HI", "GUMBEL_LO", "MIN_CANDIDATES", "MUTUAL_LOW_TRANSLATIONS", "NULL_SHARE_Q", "ThresholdEstimate",
            "estimate_true_pairs", "estimated_threshold", "gumbel_matched", "mutual_low_share", "null_above",
-           "null_fit"]
+           "null_fit", "null_tail"]

@@ -158,6 +158,25 @@ def test_the_estimated_threshold_keeps_near_the_best_f1_of_a_mixture():
     assert estimated_threshold(np.array([1.1, 1.0, 0.9], np.float32)) is None
 
 
+def test_the_estimates_precision_and_tail_against_the_draws_they_describe():
+    """What the lab reads off the estimate (it recomputed both before): the estimated precision of
+    the F1 cut is near the true one on mixtures, and about one pure Gumbel draw in n lies above the
+    tail (`null_tail`)."""
+    import numpy as np
+
+    from xmine.mining.run_estimate import estimated_threshold, null_tail
+
+    rng = np.random.default_rng(5)
+    for n_null, n_true, gap in ((5000, 100, 0.05), (2000, 500, 0.04), (20000, 300, 0.06)):
+        score = np.concatenate([rng.gumbel(1.0, 0.008, n_null), rng.normal(1.0 + gap, 0.015, n_true)])
+        estimate = estimated_threshold(score := score.astype(np.float32))
+        kept = score >= np.float32(estimate.value)
+        true_precision = np.count_nonzero(kept[n_null:]) / np.count_nonzero(kept)
+        assert abs(estimate.f1_cut_precision - true_precision) < 0.05, (n_null, estimate, true_precision)
+    above = [np.count_nonzero((d := rng.gumbel(1.0, 0.01, n)) > null_tail(d)) for n in (2000, 10000) for _ in range(40)]
+    assert 0.5 < np.mean(above) < 2.0, np.mean(above)
+
+
 def test_the_estimated_translations_are_at_least_those_kept_and_not_given_where_the_fit_finds_none(caplog):
     """The total of translations estimated is at least those the cut keeps (was: the fit's share
     alone, 36.7 where 50 are kept of 50); where translations are most of the candidates the null law

@@ -66,34 +66,19 @@ def thresholds(scores: np.ndarray, mutual_low: float | None) -> tuple[dict, dict
     """Per rule of RULES its threshold (None: no estimate, every pair kept), and the estimate's own
     figures: whether a share was found, its best cut's estimated precision, and the tail cut (None
     where a share is found)."""
-    from xmine.mining.run_estimate import estimated_threshold, null_above, null_fit
+    from xmine.mining.run_estimate import estimated_threshold, null_tail
 
     before = estimated_threshold(scores)
     if before is None:
         return dict.fromkeys(RULES), {}
     shipped = estimated_threshold(scores, mutual_low=mutual_low)
-    mu, beta, n_true = null_fit(scores)
-    desc = np.sort(scores.astype(np.float64))[::-1]
-    kept = np.arange(1, len(desc) + 1)
-    true_kept = np.clip(kept - null_above(desc, mu, beta, n_true), 0, None)
-    cut = int(np.argmax(2 * true_kept / (kept + max(n_true, 1.0))))  # as `estimated_threshold` chooses it
-    precision = float(true_kept[cut] / kept[cut])
-    tail = max(before.value, _tail(desc))
-    if float(np.float32(desc[cut])) != before.value or (shipped.tail_cut and shipped.value != tail):
-        raise RuntimeError("the study's cuts are not the product's")
+    precision = before.f1_cut_precision
+    tail = float(np.float32(max(before.value, null_tail(scores))))
     found = before.mixture_found
     return ({"before": before.value, "shipped": shipped.value,
              "floor where found": tail if found and precision < FLOOR else before.value},
             {"mixture_found": found, "estimated_precision": round(precision, 4), "tail_cut": shipped.tail_cut,
              "tail": None if found else tail})
-
-
-def _tail(desc: np.ndarray) -> float:
-    """The quantile 1 - 1/n of the Gumbel law matched (as `null_fit` matches it, pi0 = 1) to the n scores."""
-    from xmine.mining.run_estimate import gumbel_matched
-
-    mu, beta = gumbel_matched(desc[::-1], 1.0)
-    return float(np.float32(mu - beta * np.log(-np.log1p(-1 / len(desc)))))
 
 
 def _at(score: np.ndarray, correct: np.ndarray, n_gold: int, t: float | None) -> dict:

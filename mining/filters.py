@@ -9,10 +9,11 @@ either may be None), on by default and switched off by name (`PairFilterConfig.d
 
 - `identical`: the two sides are equal after `normalise` (NFKC, case folding, punctuation,
   symbols, digits and white space removed), or one side has nothing left after it;
-- `score_max`: a ratio margin above `score_max` (stopes' `score_max`): far above any translation,
-  it is a copy, a near-copy or boilerplate. The cap is on the scale of the space mined in (use-m3's
-  translations score 1.45-1.97, me5-small's far lower), so `xmine mine` takes each shipped space's
-  calibrated cap (`mining.defaults`); a space without one is not capped;
+- `score_max`: a margin above `score_max` (stopes' `score_max`, on the scale of `score_margin`):
+  far above any translation, it is a copy, a near-copy or boilerplate. The cap is on the scale of
+  the space mined in (use-m3's translations score 1.45-1.97 on the ratio margin, me5-small's far
+  lower), so `xmine mine` takes each shipped space's calibrated cap (`mining.defaults`); a space
+  without one is not capped;
 - `script`: a side with less than `min_script_share` of its letters in a script its language is
   written in (`scripts.expected_scripts`; a language it does not know passes);
 - `urls`: the sides' URLs and e-mail addresses differ;
@@ -33,13 +34,14 @@ the others.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import unicodedata
 from typing import Sequence
 
 import numpy as np
 
-from xmine.errors import ConfigError
+from xmine.errors import ConfigError, check_field_types
 from xmine.langs import normalize_lang
 from xmine.mining.langid import identify, is_other_language, knows, min_confidence_for
 from xmine.mining.scripts import expected_scripts, script_share, text_length
@@ -81,6 +83,9 @@ class PairFilterConfig:
     lid_min_confidence: float | None = None
 
     def __post_init__(self):
+        check_field_types(self, reals=("score_max", "max_length_ratio", "min_script_share", "lid_min_confidence"))
+        if self.score_max is not None and not math.isfinite(self.score_max):
+            raise ConfigError(f"score_max must be a finite number (got {self.score_max})")
         unknown = set(self.disabled) - set(RULES)
         if unknown:
             raise ConfigError(f"unknown pair filter(s) {', '.join(sorted(unknown))}; known: {', '.join(RULES)}")

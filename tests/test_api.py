@@ -167,6 +167,7 @@ def test_api_refuses_values_of_the_wrong_type_in_one_line():
     from xmine.errors import ConfigError
     from xmine.mining.approximate import ApproximateConfig
     from xmine.mining.config import SearchConfig
+    from xmine.mining.filters import PairFilterConfig
     from xmine.mining.select import MiningConfig
 
     with pytest.raises(ConfigError, match=r"^k must be an integer \(got '4'\)$"):
@@ -179,6 +180,12 @@ def test_api_refuses_values_of_the_wrong_type_in_one_line():
         SearchConfig(block_rows=2.5)
     with pytest.raises(ConfigError, match=r"^nprobe must be an integer \(got '8'\)$"):
         ApproximateConfig(nprobe="8")
+    with pytest.raises(ConfigError, match=r"^score_max must be a number \(got '1.2'\)$"):
+        xmine.score(["Hallo"], ["Hello"], filters=PairFilterConfig(score_max="1.2"), encoder="use-m3")
+    with pytest.raises(ConfigError, match=r"^score_max must be a finite number \(got nan\)$"):
+        PairFilterConfig(score_max=float("nan"))
+    with pytest.raises(ConfigError, match=r"^min_script_share must be a number \(got 'x'\)$"):
+        PairFilterConfig(min_script_share="x")
     assert SearchConfig(k=np.int64(4), block_rows=None).k == 4  # numpy integers are integers
     with pytest.raises(ConfigError, match=r"^lang='zzz': not a known language code$"):
         xmine.embed(["Hallo"], lang="zzz", encoder="use-m3")

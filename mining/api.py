@@ -18,6 +18,7 @@ packages' artefact readers with the core.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import warnings
 from pathlib import Path
@@ -55,13 +56,15 @@ def _corpus(value: Source, directory: Path, name: str) -> tuple[Path, bool]:
         return value, False
     if isinstance(value, (str, Path)):
         return Path(value), False
+    if isinstance(value, (bytes, dict)) or not hasattr(value, "__iter__"):
+        raise ConfigError(f"{name}: expected a path or a sequence of strings, not {type(value).__name__}")
     path = directory / f"{name}.txt"
     n = 0
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         for text in value:  # once: an iterator (a generator) is read as it is written
             if not isinstance(text, str):
-                raise TypeError(f"{name}: expected a path or a sequence of strings; item {n} is a "
-                                f"{type(text).__name__}")
+                raise ConfigError(f"{name}: expected a path or a sequence of strings; item {n} is a "
+                                  f"{type(text).__name__}")
             f.write(" ".join(text.splitlines()) + "\n")
             n += 1
     if n == 0:
@@ -85,8 +88,13 @@ def _table(path: Path, summary: dict, lists: dict[str, bool]):
 
 
 def summary(table) -> dict[str, Any]:
-    """The summary `mine` or `score` attached to their result (what the command writes to OUT.json)."""
-    return json.loads(table.schema.metadata[SUMMARY_KEY])
+    """The summary `mine` or `score` attached to their result (what the command writes to OUT.json).
+    Read it from the table they return: `datasets.Dataset(table)` keeps no schema metadata."""
+    metadata = getattr(getattr(table, "schema", None), "metadata", None) or {}
+    if SUMMARY_KEY not in metadata:
+        raise ConfigError("summary: not a table xmine.mine or xmine.score returned (no xmine summary in its "
+                          "schema metadata; a datasets.Dataset made from one drops it)")
+    return json.loads(metadata[SUMMARY_KEY])
 
 
 def _given(threshold="default", **keywords) -> dict:
@@ -96,13 +104,46 @@ def _given(threshold="default", **keywords) -> dict:
         {} if isinstance(threshold, str) and threshold == "default" else {"threshold": threshold})
 
 
+def _check_flags(**flags) -> None:
+    """Each keyword True or False; given as (value, cls), also None or a `cls` (cls None: None only).
+    A ConfigError otherwise (was: any object taken for its truth, `approximate="no"` for True)."""
+    for name, value in flags.items():
+        optional = isinstance(value, tuple)
+        value, cls = value if optional else (value, None)
+        if isinstance(value, bool) or (optional and (value is None or (cls is not None and isinstance(value, cls)))):
+            continue
+        other = f", None or a {cls.__name__}" if cls is not None else " or None" if optional else ""
+        raise ConfigError(f"{name} must be True or False{other} (got {value!r})")
+
+
+def _listed(value, name: str) -> list:
+    """A sequence of sentences as a list (an iterator read once); anything else a ConfigError."""
+    if isinstance(value, (bytes, dict)) or not hasattr(value, "__iter__"):
+        raise ConfigError(f"{name}: expected a path or a sequence of strings, not {type(value).__name__}")
+    return list(value)
+
+
+@contextlib.contextmanager
+def _lists_named(directory: Path):
+    """An InputError about a file the API wrote from a list names the list (`src`, `tgt`), not the
+    temporary file (was: "/tmp/xmine-api-.../src.txt: no sentence in the file")."""
+    try:
+        yield
+    except InputError as e:
+        if e.path.parent != directory or e.path.suffix != ".txt":
+            raise
+        item = f"item {e.line - 1}: " if e.line is not None else ""  # (the file's line n is item n - 1)
+        problem = e.problem.replace("in the file", "in the list").replace("line(s)", "item(s)")
+        raise InputError(f"{e.path.stem} (the list given)", item + problem) from None
+
+
 def _built(name: str, config, cls, given: dict):
     """`config` (a `cls` given as `name=`), or a `cls` made of the plain keywords `given`; both at
     once is a ConfigError naming the keywords."""
     if config is None:
         return cls(**given)
     if not isinstance(config, cls):
-        raise TypeError(f"{name}: expected an xmine.mining.config.{cls.__name__}, not {type(config).__name__}")
+        raise ConfigError(f"{name}: expected an xmine.mining.config.{cls.__name__}, not {type(config).__name__}")
     if given:
         raise ConfigError(f"give {', '.join(given)} inside {name}={cls.__name__}(...) or as keywords, not both")
     return config
@@ -157,6 +198,7 @@ def mine(src: Source | SideInput, tgt: Source | SideInput, *, src_lang: str | No
                        _given(margin=margin, retrieval=retrieval, threshold=threshold,
                               operating_point=operating_point, calibration=calibration))
     encoding = _built("encoding", encoding, EncodingConfig, _given(encoder=encoder, projection=projection))
+    _check_flags(filters=(filters, FilterConfig), pre_clean=(pre_clean, None), show_progress=show_progress)
     if isinstance(filters, FilterConfig):
         filters = _built("filters", filters, FilterConfig, _given(lang_filter=lang_filter, pre_clean=pre_clean))
     else:
@@ -168,7 +210,8 @@ def mine(src: Source | SideInput, tgt: Source | SideInput, *, src_lang: str | No
         tgt_side, tgt_list = _side(tgt, d, "tgt", tgt_lang, keep_fields)
         config = MineConfig(src=src_side, tgt=tgt_side, output=OutputConfig(path=d / "mined.parquet", format="parquet"),
                             encoding=encoding, search=search, selection=selection, filters=filters)
-        result = run_mine(config, show_progress=show_progress)
+        with _lists_named(d):
+            result = run_mine(config, show_progress=show_progress)
         return _table(d / "mined.parquet", result, {"src": src_list, "tgt": tgt_list})
 
 
@@ -192,22 +235,31 @@ def score(src: Source, tgt: Source | None = None, *, src_lang: str | None = None
     from xmine.mining.config import EncodingConfig, SearchConfig, SelectionConfig
     from xmine.mining.score import score_bitext
 
-    if tgt is not None and not isinstance(src, (str, Path)) and len(src) != len(tgt):
-        raise ValueError(f"{len(src)} source and {len(tgt)} target sentences: pairs need as many of each")
+    _check_flags(filters=(filters, PairFilterConfig), kept_only=kept_only, show_progress=show_progress)
+    for name, lang in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):  # (as mine's SideInput checks them)
+        if lang is not None and not is_known_lang(lang):
+            raise ConfigError(f"{name}={lang!r}: not a known language code")
+    if tgt is None and not isinstance(src, (str, Path)):
+        raise ConfigError("score: a list of sources needs its targets (tgt=); src alone is a bitext file or folder")
+    if tgt is not None and not isinstance(src, (str, Path)):  # (a generator is read once, as in mine)
+        src, tgt = _listed(src, "src"), _listed(tgt, "tgt")
+        if len(src) != len(tgt):
+            raise ConfigError(f"{len(src)} source and {len(tgt)} target sentences: pairs need as many of each")
     search = _built("search", search, SearchConfig, _given(k=k))
     selection = _built("selection", selection, SelectionConfig,
                        _given(margin=margin, threshold=threshold, operating_point=operating_point,
                               calibration=calibration))
     encoding = _built("encoding", encoding, EncodingConfig, _given(encoder=encoder, projection=projection))
     if not isinstance(filters, PairFilterConfig):
-        filters = PairFilterConfig(enabled=filters)
+        filters = PairFilterConfig(enabled=filters is not False)
     with temporary_directory("api") as tmp:
         d = Path(tmp)
         paths = (Path(src),) if tgt is None else (_corpus(src, d, "src")[0], _corpus(tgt, d, "tgt")[0])
-        result = score_bitext(Bitext(paths, langs=(src_lang, tgt_lang)), out=d / "scored.parquet",
-                              src_lang=src_lang, tgt_lang=tgt_lang, encoding=encoding, search=search,
-                              selection=selection, filters=filters, kept_only=kept_only, output_format="parquet",
-                              show_progress=show_progress)
+        with _lists_named(d):
+            result = score_bitext(Bitext(paths, langs=(src_lang, tgt_lang)), out=d / "scored.parquet",
+                                  src_lang=src_lang, tgt_lang=tgt_lang, encoding=encoding, search=search,
+                                  selection=selection, filters=filters, kept_only=kept_only,
+                                  output_format="parquet", show_progress=show_progress)
         return _table(d / "scored.parquet", result, {})
 
 
@@ -225,6 +277,14 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
         raise ConfigError(f"texts: one string ({str(texts)[:40]!r}), not a sequence of sentences; pass [text]")
     if lang is not None and not is_known_lang(lang):  # (was: accepted, and ignored by most projections)
         raise ConfigError(f"lang={lang!r}: not a known language code")
+    texts = _listed(texts, "texts")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):  # (was: a TypeError from the tokenizer's prompt)
+            raise ConfigError(f"texts: item {i} is a {type(text).__name__}, not a string")
+    if prompt is not None and not isinstance(prompt, str):
+        raise ConfigError(f"prompt must be a string or None (got {prompt!r})")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"batch_size must be an integer >= 1 (got {batch_size!r})")
     name = encoder or projection_encoder(projection) or DEFAULT_ENCODER  # (a projection names its own, as in `mine`)
     prompt = encoding_prompt(prompt, None, (projection,), name)  # as `xmine embed`
     model = load_encoder(name, precision=precision, prefix=prompt)

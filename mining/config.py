@@ -27,7 +27,7 @@ from typing import Literal
 from xmine.calibration import DEFAULT_MARGIN
 from xmine.encoders.base import PRECISIONS, EncoderConfig
 from xmine.encoders.prompts import check_prompt
-from xmine.errors import ConfigError
+from xmine.errors import ConfigError, check_field_types
 from xmine.langs import is_known_lang, normalize_lang
 from xmine.mining.approximate import ApproximateConfig
 from xmine.mining.defaults import OPERATING_POINTS
@@ -96,6 +96,8 @@ class EncodingConfig:
     projection: str | Path | None = None
 
     def __post_init__(self):
+        check_field_types(self, strings=("encoder", "precision", "runtime", "prompt", "prompt_name"),
+                          paths=("projection",))
         if self.precision is not None and self.precision not in PRECISIONS:
             raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)} (got {self.precision!r})")
         check_prompt(self.prompt, self.prompt_name)
@@ -153,6 +155,7 @@ class SearchConfig:
     ray: str | None = None
 
     def __post_init__(self):
+        check_field_types(self, booleans=("approximate", "refine"), strings=("product", "index_type"))
         MiningConfig(k=self.k, block_rows=self.block_rows, block_cols=self.block_cols, workers=self.workers,
                      product=self.product)
         self.approximate_config()
@@ -197,6 +200,7 @@ class SelectionConfig:
     calibration: str | Path | None = None
 
     def __post_init__(self):
+        check_field_types(self, paths=("calibration",))
         t = self.threshold
         if t != "default" and t is not None and isinstance(t, (str, bool)):
             raise ConfigError(f"threshold must be a finite number, 'default' or None (got {t!r})")
@@ -279,6 +283,7 @@ class FilterConfig:
     pairs: PairFilterConfig = field(default_factory=PairFilterConfig)
 
     def __post_init__(self):
+        check_field_types(self, booleans=("lang_filter",))
         MiningConfig(min_length=self.min_length, max_length=self.max_length, max_length_ratio=self.max_length_ratio)
 
 

@@ -83,7 +83,8 @@ class PairFilterConfig:
     lid_min_confidence: float | None = None
 
     def __post_init__(self):
-        check_field_types(self, reals=("score_max", "max_length_ratio", "min_script_share", "lid_min_confidence"))
+        check_field_types(self, booleans=("enabled",), strings=("lid",),
+                          reals=("score_max", "max_length_ratio", "min_script_share", "lid_min_confidence"))
         if self.score_max is not None and not math.isfinite(self.score_max):
             raise ConfigError(f"score_max must be a finite number (got {self.score_max})")
         unknown = set(self.disabled) - set(RULES)

@@ -32,7 +32,7 @@ from typing import Sequence
 import numpy as np
 
 from xmine.io.dedup import first_occurrences
-from xmine.errors import ConfigError
+from xmine.errors import ConfigError, check_field_types
 from xmine.mining.filters import normalise
 from xmine.mining.langid import accepts, identify, knows
 
@@ -56,6 +56,7 @@ class PreSearchConfig:
     copies_min_confidence: float = 0.0
 
     def __post_init__(self):
+        check_field_types(self, booleans=("enabled",), reals=("copies_min_confidence",))
         unknown = set(self.disabled) - set(STEPS)
         if unknown:
             raise ConfigError(f"unknown pre-search step(s) {', '.join(sorted(unknown))}; known: {', '.join(STEPS)}")

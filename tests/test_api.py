@@ -58,7 +58,7 @@ def test_api_takes_any_iterable_of_sentences_and_says_what_is_wrong_with_one(dat
     naming a temporary path; and, in a fresh process, pyarrow.compute unloaded for a list's index)"""
     import xmine
     from tests.flores import flores_lines
-    from xmine.errors import InputError
+    from xmine.errors import ConfigError, InputError
 
     de, en = flores_lines(data_dir, "deu_Latn", 20), flores_lines(data_dir, "eng_Latn", 20)
     listed = xmine.mine(de, en, src_lang="de", tgt_lang="en", encoder="use-m3").to_pylist()
@@ -66,10 +66,9 @@ def test_api_takes_any_iterable_of_sentences_and_says_what_is_wrong_with_one(dat
     assert listed and generated == listed
     with pytest.raises(InputError, match="^src: no sentence: an empty sequence$"):
         xmine.mine([], en, encoder="use-m3")
-    with pytest.raises(TypeError, match="tgt: expected a path or a sequence of strings; item 1 is a int"):
+    with pytest.raises(ConfigError, match="tgt: expected a path or a sequence of strings; item 1 is a int"):
         xmine.mine(de, ["a", 2], encoder="use-m3")
-    from xmine.errors import ConfigError  # (was: named the temporary file the list was written to)
-
+    # (was: named the temporary file the list was written to)
     with pytest.raises(ConfigError, match=r"^src \(the list given\): 'zz' is not a known language code"):
         xmine.mine(de, en, src_lang="zz", encoder="use-m3")
     code = ("import xmine; t = xmine.mine(['Hallo Welt.', 'Guten Morgen.'], ['Hello world.', 'Good morning.'], "
@@ -189,3 +188,64 @@ def test_api_refuses_values_of_the_wrong_type_in_one_line():
     assert SearchConfig(k=np.int64(4), block_rows=None).k == 4  # numpy integers are integers
     with pytest.raises(ConfigError, match=r"^lang='zzz': not a known language code$"):
         xmine.embed(["Hallo"], lang="zzz", encoder="use-m3")
+
+
+def test_encoding_writes_nothing_to_the_users_home(tmp_path):
+    """Importing OpenVINO wrote ~/intel/openvino_ga_cid and ~/intel/stats on every run (its tools'
+    usage telemetry, sent unless the user opted out): xmine runs it with the library's stub. In a
+    subprocess whose HOME is empty, outside CI (the telemetry switches itself off where CI=true)."""
+    import os
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "TF_BUILD", "JENKINS_URL")}
+    real_home = Path.home()
+    env.setdefault("XMINE_HOME", str(real_home / ".cache" / "xmine"))
+    env.setdefault("HF_HOME", str(real_home / ".cache" / "huggingface"))
+    env["HOME"] = str(home)
+    code = ("import xmine; v = xmine.embed(['Hallo Welt'], lang='de', precision='fp32'); "
+            "from xmine.encoders.runtime import require_openvino; require_openvino(); print(v.shape)")
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert sorted(p.name for p in home.iterdir()) == [], sorted(str(p) for p in home.rglob("*"))
+
+
+def test_api_checks_what_python_callers_pass_before_anything_runs(tmp_path):
+    """From a user test of the API: a string for a flag was taken for its truth (`approximate="no"`
+    turned the approximate search on), `score` took any language code, and the rest failed deep
+    inside with bare TypeErrors (from the tokenizer, pathlib, `len` of a generator)."""
+    import pytest
+
+    import xmine
+    from xmine.errors import ConfigError, InputError
+    from xmine.mining.api import summary
+    from xmine.mining.config import EncodingConfig
+
+    de, en = ["Der Hund schläft.", "Es regnet."], ["The dog sleeps.", "It rains."]
+    refusals = [
+        (lambda: xmine.mine(de, en, approximate="no"), r"^approximate must be True or False \(got 'no'\)$"),
+        (lambda: xmine.mine(de, en, lang_filter="x"), r"^lang_filter must be True or False \(got 'x'\)$"),
+        (lambda: xmine.mine(de, en, filters="yes"), r"^filters must be True or False, None or a FilterConfig"),
+        (lambda: xmine.score(de, en, kept_only="yes"), r"^kept_only must be True or False \(got 'yes'\)$"),
+        (lambda: xmine.score(de, en, src_lang="xx"), r"^src_lang='xx': not a known language code$"),
+        (lambda: xmine.score(de, en[:1]), r"^2 source and 1 target sentences: pairs need as many of each$"),
+        (lambda: xmine.score(de), r"^score: a list of sources needs its targets \(tgt=\)"),
+        (lambda: xmine.mine(de + [5], en), r"^src: expected a path or a sequence of strings; item 2 is a int$"),
+        (lambda: xmine.mine(5, en), r"^src: expected a path or a sequence of strings, not int$"),
+        (lambda: xmine.mine(de, en, search={"k": 3}), r"^search: expected an xmine.mining.config.SearchConfig"),
+        (lambda: EncodingConfig(encoder=3), r"^encoder must be a string \(got 3\)$"),
+        (lambda: xmine.mine(de, en, projection=5), r"^projection must be a string or path \(got 5\)$"),
+        (lambda: xmine.embed([1, 2]), r"^texts: item 0 is a int, not a string$"),
+        (lambda: xmine.embed(de, prompt=5), r"^prompt must be a string or None \(got 5\)$"),
+        (lambda: xmine.embed(de, batch_size=0), r"^batch_size must be an integer >= 1 \(got 0\)$"),
+        (lambda: summary([1]), r"^summary: not a table xmine.mine or xmine.score returned"),
+    ]
+    for call, message in refusals:
+        with pytest.raises(ConfigError, match=message):
+            call()
+    # a list with no sentence is named as the list, not as the temporary file written from it
+    with pytest.raises(InputError, match=r"^src \(the list given\): no sentence in the list \(2 item\(s\)"):
+        xmine.mine(["", "  "], en, encoder="use-m3")
+    # a generator is read once, in score as in mine
+    table = xmine.score((s for s in de), (s for s in en), src_lang="de", tgt_lang="en", encoder="use-m3")
+    assert table.num_rows == 2 and summary(table)["pairs"] == 2

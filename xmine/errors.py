@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import os
 from pathlib import Path
 
 
@@ -77,19 +78,26 @@ class ConfigError(XmineError):
     """Options that contradict each other or are out of range."""
 
 
-def check_field_types(config, *, integers: tuple[str, ...] = (), reals: tuple[str, ...] = ()) -> None:
-    """A ConfigError naming the first field of the dataclass `config` in `integers` that is not an
-    integer, or in `reals` that is not a real number (a bool is neither; None passes where it is the
-    field's default). Python callers give configs what the command line parses: `k="4"` is refused
-    here, not met as a TypeError in the first comparison."""
+def check_field_types(config, *, integers: tuple[str, ...] = (), reals: tuple[str, ...] = (),
+                      booleans: tuple[str, ...] = (), strings: tuple[str, ...] = (),
+                      paths: tuple[str, ...] = ()) -> None:
+    """A ConfigError naming the first field of the dataclass `config` whose value is not of its kind:
+    an integer (`integers`), a real number (`reals`; a bool is neither), True or False (`booleans`),
+    a string (`strings`), a string or path (`paths`); None passes where it is the field's default.
+    Python callers give configs what the command line parses: `k="4"` is refused here, not met as a
+    TypeError in the first comparison, and `approximate="no"` is not taken as true."""
+    kinds = {"an integer": (integers, numbers.Integral), "a number": (reals, numbers.Real),
+             "True or False": (booleans, bool), "a string": (strings, str),
+             "a string or path": (paths, (str, os.PathLike))}
     defaults = {f.name: f.default for f in dataclasses.fields(config)}
-    for name in (*integers, *reals):
-        value = getattr(config, name)
-        if value is None and name in defaults and defaults[name] is None:
-            continue
-        integer = name in integers
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral if integer else numbers.Real):
-            raise ConfigError(f"{name} must be {'an integer' if integer else 'a number'} (got {value!r})")
+    for kind, (names, types) in kinds.items():
+        for name in names:
+            value = getattr(config, name)
+            if value is None and name in defaults and defaults[name] is None:
+                continue
+            numeric = types in (numbers.Integral, numbers.Real)
+            if not isinstance(value, types) or (numeric and isinstance(value, bool)):
+                raise ConfigError(f"{name} must be {kind} (got {value!r})")
 
 
 class OutputError(XmineError):

@@ -67,6 +67,7 @@ from xmine.encoders.base import quiet_logger
 from xmine.encoders.batching import token_batches
 from xmine.encoders.e5_q4 import build_cached_model, models_dir
 from xmine.encoders.precision import cpu_bf16_flag
+from xmine.encoders.runtime import require_openvino, without_telemetry
 from xmine.encoders.tokens import token_ids
 from xmine.artefacts.fileio import MANIFEST, load_manifest, sha256_file, write_manifest
 from xmine.errors import ArtefactError, EncoderError
@@ -139,7 +140,7 @@ def ov_config(precision: str, threads: int) -> dict[str, Any]:
 
 def model_source(*, weights_id: str, precision: str) -> dict[str, Any]:
     """What a converted model is made from; equal sources = interchangeable models."""
-    import openvino
+    openvino = require_openvino()
 
     source = {"weights_id": weights_id, "precision": precision, "openvino": openvino.__version__,
               "recipe": OV_RECIPE}
@@ -199,7 +200,7 @@ def hidden_state_module(model):
 
 def convert(torch_encoder) -> Any:
     """The float32 `openvino.Model` of a torch fp32 `TokenBatchedEncoder`'s transformer (dynamic shapes)."""
-    import openvino as ov
+    ov = require_openvino()
     import torch
 
     example = {"input_ids": torch.ones(2, 8, dtype=torch.long), "attention_mask": torch.ones(2, 8, dtype=torch.long)}
@@ -250,7 +251,7 @@ def ensure_openvino_model(*, stem: str, weights_id: str, precision: str, torch_f
 
 def _build(folder: Path, *, source, precision, torch_fp32, make_encoder) -> Any:
     """Convert, check and write the model into `folder` (see the module doc); the checked encoder."""
-    import openvino as ov
+    ov = require_openvino()
 
     steps: dict[str, float] = {}
     start = last = time.perf_counter()
@@ -306,6 +307,7 @@ def _build(folder: Path, *, source, precision, torch_fp32, make_encoder) -> Any:
 
 
 def _nncf():
+    without_telemetry()
     try:
         import nncf
     except ImportError as e:

@@ -22,6 +22,7 @@ from xmine.encoders.batching import BatchingConfig, default_batching
 from xmine.encoders.e5_q4 import MAX_SEQ_LENGTH, ensure_me5_model
 from xmine.encoders.me5 import load_me5, me5_fingerprint, me5_identity
 from xmine.encoders.ov_build import ensure_openvino_model, ov_config
+from xmine.encoders.runtime import require_openvino
 from xmine.encoders.transformer import SentenceTransformerEncoder, TokenBatchedEncoder, torch_dtype
 from xmine.errors import EncoderError
 
@@ -32,8 +33,9 @@ class OpenVINOEncoder(TokenBatchedEncoder):
     def __init__(self, *, name: str, model_xml: Path, tokenizer, pooling: str, prefix: str, identity: str,
                  dim: int, batching: BatchingConfig, precision: str, build: str, threads: int | None = None):
         """`build`: the converted model's `ov_build.source_key`, part of the fingerprint."""
-        import openvino as ov
         import torch
+
+        ov = require_openvino()
 
         self._settings(name=name, tokenizer=tokenizer, pooling=pooling, prefix=prefix, identity=identity, device="cpu",
                        batching=batching, precision=precision, runtime="openvino", dim=dim)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import platform
+import sys
 from importlib.util import find_spec
 
 from xmine.encoders.base import note_once
@@ -46,8 +47,18 @@ def openvino_installed() -> bool:
         return False
 
 
+def without_telemetry() -> None:
+    """Keep OpenVINO's usage telemetry out of xmine's runs: importing `openvino` imports its tools'
+    telemetry, which writes ~/intel and, where the user has not opted out, sends usage data (Google
+    Analytics; opt-out, not opt-in). A command writes only what it was asked to write, so the stub
+    OpenVINO and NNCF fall back to where `openvino-telemetry` is not installed stands in for it (a
+    process that imported the package itself keeps it). Called before each import of openvino or nncf."""
+    sys.modules.setdefault("openvino_telemetry", None)
+
+
 def require_openvino():
     """The imported `openvino` module, or an EncoderError in one line saying how to get it."""
+    without_telemetry()
     try:
         import openvino
     except ImportError as e:

@@ -39,7 +39,9 @@ from xmine.errors import InputError
 from xmine.io.corpus import CorpusStats
 from xmine.io.reader_base import one_line
 from xmine.exec.executor import LOCAL, Executor, executor_for
+from xmine.encoders import DEFAULT_ENCODER
 from xmine.encoders.input_encoders import Encoders
+from xmine.encoders.loader import check_encoder_loadable
 from xmine.inputs import check_compatible, load_side
 from xmine.store.reader import EmbeddingStore
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
@@ -257,7 +259,10 @@ def score_bitext(
     executor = executor_for(search.ray)  # join the cluster first: a wrong address fails before anything is written
     corpora_paths = (src_corpus, tgt_corpus)
     opened_corpora = check_corpora(corpora_paths)
-    # The bitext is read (every row checked) before OUT is claimed: a malformed row leaves nothing behind.
+    # The encoder named and the bitext (every row checked) before OUT is claimed: a name that cannot
+    # load or a malformed row leaves nothing behind.
+    encoders = Encoders(encoding.encoder_config(), projection, inputs=[p for p in corpora_paths if p is not None])
+    check_encoder_loadable(encoders.encoder_name or DEFAULT_ENCODER)
     with temporary_directory("score") as staged:
         staged_sides = write_sides(bitext, Path(staged))
         n = len(staged_sides)
@@ -268,8 +273,6 @@ def score_bitext(
             (work / "sides").mkdir(exist_ok=True)
             src_txt, tgt_txt = (Path(shutil.move(p, work / "sides" / p.name))
                                 for p in (staged_sides.src, staged_sides.tgt))
-            encoders = Encoders(encoding.encoder_config(), projection,
-                                inputs=[p for p in corpora_paths if p is not None])
             # As `mine`: OUT.work/ is this command's own to rebuild (a damaged work store) with
             # --overwrite and whenever OUT holds no finished result (what an interrupted run left);
             # finished work stores of the same input are reused, so an interrupted run resumes.

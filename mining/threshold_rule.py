@@ -80,7 +80,8 @@ class RuleUse(enum.Enum):
     ESTIMATE_ONLY = " (approximate search: the single value, not the rule of the run)"
     #: `xmine score`: a bitext's own pairs are no run's candidates, so a calibrated space keeps its
     #: single value, and a space without one keeps every pair
-    NONE = " (the single value: the rule of a mining run reads its candidates)"
+    NONE = (" (its single value: mine moves it with the share of translations among a run's candidates, "
+            "which a bitext's own pairs are not)")
 
 
 def mutual_null_share(mined: MinedPairs) -> float:

@@ -359,6 +359,13 @@ def test_a_score_cap_not_above_the_threshold_is_refused_or_warned(ws, caplog):
     assert warned(caplog, t["cap_note"]) and "the score cap is not above the threshold, see above" in res.output
 
 
+def test_score_with_an_encoder_that_cannot_load_leaves_nothing(ws):
+    # (was: the one-line error, after OUT.json "unfinished" and OUT.work/ were written)
+    with untouched(ws):
+        refused(xm("score", f"{ws / 'de.txt'}:{ws / 'en.txt'}", "--encoder", "no-such-encoder", "-o", ws / "s.tsv"),
+                "encoder 'no-such-encoder': not a known xmine encoder")
+
+
 def test_score_counts_only_the_filters_that_ran(ws):
     # use-m3's calibration scores with the distance margin: a ratio cap given without --margin does
     # not apply (was: OUT.json's dropped.score_max 0, as if it had run and dropped nothing)

@@ -86,7 +86,7 @@ def mine(src, tgt, output, src_lang, tgt_lang, keep_fields, allow_same_input, in
     elif summary["filters"]["enabled"] and "score_max" not in summary["filters"]["disabled"]:
         kept += f"; score cap {cap['value']:g} {cap['source']}"
     for note in t.get("language_notes", []):
-        kept += f"; {note['language']}: below the calibration's languages, see above"
+        kept += f"; {note['summary']}"
     if "few_neighbours" in t:
         kept += "; too few sentences for k neighbours, see above"
     if "cap_note" in t:

@@ -452,6 +452,10 @@ def test_a_language_below_the_calibrations_gets_a_note(tmp_path):
         assert language_notes(found, "ratio", langs, "x") == [], langs
     assert [n["language"] for n in language_notes(found, "ratio", ("zho_Hant", "en"), "x")] == ["zho_Hant"]
     assert language_notes(found, "absolute", ("km", "en"), "x") == []  # no range for the margin
+    # a pair with no English side: noted as a pair, beside its languages' own notes
+    assert [n["language"] for n in language_notes(found, "ratio", ("de", "fr"), "x")] == ["de-fr"]
+    assert [n["language"] for n in language_notes(found, "ratio", ("km", "fr"), "x")] == ["km-fr", "khm_Khmr"]
+    assert [n["language"] for n in language_notes(found, "absolute", ("de", "und"), "x")] == []
     bad = record | {"languages": {"values": {"khm_Khmr": {"ratio": "low"}}, "calibration_range": {"ratio": [1, 2]}}}
     with pytest.raises(InputError, match="languages.values.khm_Khmr.ratio"):
         parse_defaults(bad, tmp_path / "rec.json", "", "test")

@@ -359,6 +359,21 @@ def test_a_score_cap_not_above_the_threshold_is_refused_or_warned(ws, caplog):
     assert warned(caplog, t["cap_note"]) and "the score cap is not above the threshold, see above" in res.output
 
 
+def test_a_pair_without_english_is_noted_as_beyond_the_calibration(ws, data_dir, caplog):
+    # (was: nothing said; on FLORES-200 the default keeps 34-89% of such a pair's translations,
+    # against 82-99% of each language's with English)
+    (ws / "fr.txt").write_text("".join(s + "\n" for s in flores_lines(data_dir, "fra_Latn", N)), encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        res = ok(xm("mine", ws / "de.txt", ws / "fr.txt", "--src-lang", "de", "--tgt-lang", "fr", "--encoder", "use-m3",
+                    "-q", "-o", ws / "m.tsv"))
+    notes = json.loads((ws / "m.tsv.json").read_text(encoding="utf-8"))["threshold"]["language_notes"]
+    assert [n["language"] for n in notes] == ["de-fr"] and warned(caplog, notes[0]["note"])
+    assert "`xmine calibrate --src-lang de --tgt-lang fr`" in notes[0]["note"] and "de-fr: no English side" in res.output
+    ok(xm("mine", ws / "de.txt", ws / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3",
+          "-q", "-o", ws / "e.tsv"))
+    assert "language_notes" not in json.loads((ws / "e.tsv.json").read_text(encoding="utf-8"))["threshold"]
+
+
 def test_score_with_an_encoder_that_cannot_load_leaves_nothing(ws):
     # (was: the one-line error, after OUT.json "unfinished" and OUT.work/ were written)
     with untouched(ws):

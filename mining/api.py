@@ -221,7 +221,7 @@ def score(src: Source, tgt: Source | None = None, *, src_lang: str | None = None
           filters: bool | PairFilterConfig = True, kept_only: bool = False, search: SearchConfig | None = None,
           selection: SelectionConfig | None = None, encoding: EncodingConfig | None = None,
           operating_point: str | None = None, calibration: str | Path | None = None,
-          show_progress: bool = False):
+          src_corpus: Source | None = None, tgt_corpus: Source | None = None, show_progress: bool = False):
     """Score the pairs (src[i], tgt[i]) as `xmine score` does; a pyarrow Table in their order.
 
     `src`, `tgt`: two lists of sentences of the same length, or two line-aligned files (a Moses
@@ -229,7 +229,9 @@ def score(src: Source, tgt: Source | None = None, *, src_lang: str | None = None
     Lines, Parquet, dataset). The settings are `mine`'s configs or keywords (the search's k and
     approximate, the selection's margin, threshold, operating point and
     calibration, the encoding; `filters` True/False or a
-    PairFilterConfig). Columns: the pair's `src` and `tgt` (a bitext file: its own fields),
+    PairFilterConfig). `src_corpus`, `tgt_corpus`: monolingual text (a list or what `xmine score
+    --src-corpus` takes) of each language forming the pairs' neighbourhoods, as the command's
+    options (default: the bitext's own sides). Columns: the pair's `src` and `tgt` (a bitext file: its own fields),
     `cosine`, `margin`, `keep` and `rule` (the rule that dropped the pair, "" if kept).
     """
     from xmine.mining.config import EncodingConfig, SearchConfig, SelectionConfig
@@ -255,11 +257,14 @@ def score(src: Source, tgt: Source | None = None, *, src_lang: str | None = None
     with temporary_directory("api") as tmp:
         d = Path(tmp)
         paths = (Path(src),) if tgt is None else (_corpus(src, d, "src")[0], _corpus(tgt, d, "tgt")[0])
+        corpora = [None if c is None else _corpus(c, d, name)[0]
+                   for c, name in ((src_corpus, "src_corpus"), (tgt_corpus, "tgt_corpus"))]
         with _lists_named(d):
             result = score_bitext(Bitext(paths, langs=(src_lang, tgt_lang)), out=d / "scored.parquet",
                                   src_lang=src_lang, tgt_lang=tgt_lang, encoding=encoding, search=search,
                                   selection=selection, filters=filters, kept_only=kept_only,
-                                  output_format="parquet", show_progress=show_progress)
+                                  src_corpus=corpora[0], tgt_corpus=corpora[1], output_format="parquet",
+                                  show_progress=show_progress)
         return _table(d / "scored.parquet", result, {})
 
 

@@ -249,3 +249,19 @@ def test_api_checks_what_python_callers_pass_before_anything_runs(tmp_path):
     # a generator is read once, in score as in mine
     table = xmine.score((s for s in de), (s for s in en), src_lang="de", tgt_lang="en", encoder="use-m3")
     assert table.num_rows == 2 and summary(table)["pairs"] == 2
+
+
+def test_api_score_takes_the_corpora_its_note_advises(data_dir):
+    """Three pairs are too few for neighbourhoods of k=4: the note advises corpora of each language,
+    which `xmine.score` now takes as `xmine score --src-corpus/--tgt-corpus` does (was: no such keyword)."""
+    import xmine
+    from tests.flores import flores_lines
+    from xmine.mining.api import summary
+
+    de, en = flores_lines(data_dir, "deu_Latn", 3), flores_lines(data_dir, "eng_Latn", 3)
+    alone = summary(xmine.score(de, en, src_lang="de", tgt_lang="en", encoder="use-m3"))
+    assert "--src-corpus and --tgt-corpus" in alone["threshold"]["few_neighbours"]
+    table = xmine.score(de, en, src_lang="de", tgt_lang="en", encoder="use-m3",
+                        src_corpus=flores_lines(data_dir, "deu_Latn", 200, start=300),
+                        tgt_corpus=flores_lines(data_dir, "eng_Latn", 200, start=300))
+    assert "few_neighbours" not in summary(table)["threshold"] and table.column("keep").to_pylist() == [True] * 3

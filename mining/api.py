@@ -243,9 +243,9 @@ def score(src: Source, tgt: Source | None = None, *, src_lang: str | None = None
             raise ConfigError(f"{name}={lang!r}: not a known language code")
     if tgt is None and not isinstance(src, (str, Path)):
         raise ConfigError("score: a list of sources needs its targets (tgt=); src alone is a bitext file or folder")
-    if tgt is not None and not isinstance(src, (str, Path)):  # (a generator is read once, as in mine)
-        src, tgt = _listed(src, "src"), _listed(tgt, "tgt")
-        if len(src) != len(tgt):
+    if tgt is not None:  # (a generator is read once, as in mine)
+        src, tgt = (v if isinstance(v, (str, Path)) else _listed(v, name) for v, name in ((src, "src"), (tgt, "tgt")))
+        if isinstance(src, list) and isinstance(tgt, list) and len(src) != len(tgt):
             raise ConfigError(f"{len(src)} source and {len(tgt)} target sentences: pairs need as many of each")
     search = _built("search", search, SearchConfig, _given(k=k))
     selection = _built("selection", selection, SelectionConfig,

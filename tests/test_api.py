@@ -249,6 +249,9 @@ def test_api_checks_what_python_callers_pass_before_anything_runs(tmp_path):
     # a generator is read once, in score as in mine
     table = xmine.score((s for s in de), (s for s in en), src_lang="de", tgt_lang="en", encoder="use-m3")
     assert table.num_rows == 2 and summary(table)["pairs"] == 2
+    (tmp_path / "en.txt").write_text("".join(s + "\n" for s in en), encoding="utf-8")  # a list beside a file
+    table = xmine.score(de, tmp_path / "en.txt", src_lang="de", tgt_lang="en", encoder="use-m3")
+    assert table.column("tgt").to_pylist() == en
 
 
 def test_api_score_takes_the_corpora_its_note_advises(data_dir):

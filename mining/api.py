@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import numbers
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -288,8 +289,9 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
             raise ConfigError(f"texts: item {i} is a {type(text).__name__}, not a string")
     if prompt is not None and not isinstance(prompt, str):
         raise ConfigError(f"prompt must be a string or None (got {prompt!r})")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
         raise ConfigError(f"batch_size must be an integer >= 1 (got {batch_size!r})")
+    batch_size = int(batch_size)
     name = encoder or projection_encoder(projection) or DEFAULT_ENCODER  # (a projection names its own, as in `mine`)
     prompt = encoding_prompt(prompt, None, (projection,), name)  # as `xmine embed`
     model = load_encoder(name, precision=precision, prefix=prompt)

@@ -40,7 +40,7 @@ from xmine.calibration import (CALIBRATION_DAMAGED_ADVICE, CALIBRATION_KIND, DEF
 from xmine.encoders import load_encoder
 from xmine.encoders.base import DEFAULT_PRECISION, EncoderConfig
 from xmine.errors import ConfigError, InputError
-from xmine.langs import lang_script, normalize_lang
+from xmine.langs import lang_script, normalize_lang, same_language
 from xmine.encoders.projection import choose_projection, read_projection_json, resolve_projection
 
 #: aligned pairs needed: a fifth of them are the gold, and a set needs >= 100 gold pairs
@@ -228,6 +228,24 @@ def check_calibration_record(path: str | Path) -> None:
     the inputs are open: `read_calibration`)."""
     path = Path(path)
     parse_defaults(_calibration_record(path), path, "", "")
+
+
+def calibration_pair_note(path: str | Path, langs: tuple[str | None, str | None]) -> dict | None:
+    """Where the record at `path` was measured on another language pair than the run's `langs`
+    (both known on both sides; either order): a language note (as `threshold_rule.language_notes`)
+    saying so. A record's thresholds are its pair's: another pair's translations may score otherwise."""
+    data = _calibration_record(Path(path)).get("data") or {}
+    pair = (data.get("src_lang"), data.get("tgt_lang"))
+    if not all(isinstance(lang, str) and lang and normalize_lang(lang) != "und" for lang in (*pair, *langs)):
+        return None
+    if any(all(same_language(a, b) for a, b in zip(pair, order)) for order in (langs, langs[::-1])):
+        return None
+    run, made = f"{langs[0]}-{langs[1]}", f"{pair[0]}-{pair[1]}"
+    return {"language": run, "summary": f"{run}: calibrated on {made}, see above", "note": (
+        f"{run}: the calibration record {path} was measured on {made}, not on this run's pair; another pair's "
+        "translations may score otherwise (a pair with no English side lower than either language's with English), "
+        f"so its threshold may keep too few or too many; `xmine calibrate --src-lang {langs[0]} --tgt-lang {langs[1]}` "
+        "measures this pair's own")}
 
 
 def read_calibration(path: str | Path, *, encoder_name: str | None, projection_dir,

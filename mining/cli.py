@@ -213,6 +213,8 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
                            show_progress=not quiet)
     t = summary["threshold"]
     rule = f"threshold {t['value']:g} ({t.get('source_brief', t['source'])})" if t["value"] is not None else t["source"]
+    for note in t.get("language_notes", []):
+        rule += f"; {note['summary']}"
     if "few_neighbours" in t:
         rule += "; too few sentences for k neighbours, see above"
     if "cap_note" in t:

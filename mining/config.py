@@ -20,6 +20,7 @@ which these build when they are made.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Literal
@@ -30,6 +31,7 @@ from xmine.encoders.prompts import check_prompt
 from xmine.errors import ConfigError, check_field_types
 from xmine.langs import is_known_lang, normalize_lang
 from xmine.mining.approximate import ApproximateConfig
+from xmine.mining.calibrate import NEUTRAL
 from xmine.mining.defaults import OPERATING_POINTS
 from xmine.mining.filters import PairFilterConfig
 from xmine.mining.langid import check_installed, supported_languages
@@ -155,7 +157,9 @@ class SearchConfig:
     ray: str | None = None
 
     def __post_init__(self):
-        check_field_types(self, booleans=("approximate", "refine"), strings=("product", "index_type"))
+        check_field_types(self, booleans=("approximate", "refine"), strings=("product", "index_type"),
+                          integers=("k", "block_rows", "block_cols", "workers", "query_block", "nlist", "nprobe",
+                                    "pq_m", "shard_rows"))
         MiningConfig(k=self.k, block_rows=self.block_rows, block_cols=self.block_cols, workers=self.workers,
                      product=self.product)
         self.approximate_config()
@@ -202,6 +206,8 @@ class SelectionConfig:
     def __post_init__(self):
         check_field_types(self, paths=("calibration",))
         t = self.threshold
+        if isinstance(t, numbers.Real) and not isinstance(t, (bool, int, float)):  # a numpy number: Python's
+            object.__setattr__(self, "threshold", t := float(t))
         if t != "default" and t is not None and isinstance(t, (str, bool)):
             raise ConfigError(f"threshold must be a finite number, 'default' or None (got {t!r})")
         MiningConfig(margin=self.given_margin, retrieval=self.retrieval, threshold=self.given_threshold)
@@ -255,9 +261,15 @@ def check_score_cap(selection: SelectionConfig, pairs: PairFilterConfig) -> None
     if pairs.score_max is not None and selection.margin is not None and selection.margin != pairs.score_margin:
         raise OptionConflict(f"--score-max caps the {pairs.score_margin} margin; with --margin {selection.margin} "
                              "it would drop nothing")
+    applies = pairs.enabled and "score_max" not in pairs.disabled and pairs.score_max is not None
+    neutral = NEUTRAL.get(pairs.score_margin)
+    if applies and neutral is not None and pairs.score_max <= neutral:
+        raise OptionConflict(f"--score-max {pairs.score_max:g} is not above an ordinary pair's {pairs.score_margin} "
+                             f"margin ({neutral:g}): it would drop nearly every pair (a cap is for copies and "
+                             "boilerplate, far above translations)")
     threshold = selection.given_threshold
-    if (pairs.enabled and "score_max" not in pairs.disabled and pairs.score_max is not None and threshold is not None
-            and selection.given_margin == pairs.score_margin and pairs.score_max <= threshold):
+    if (applies and threshold is not None and selection.given_margin == pairs.score_margin
+            and pairs.score_max <= threshold):
         raise OptionConflict(f"--score-max {pairs.score_max:g} is not above --threshold {threshold:g}: it would "
                              "drop every pair the threshold keeps (a cap is for copies and boilerplate, far above "
                              "translations)")
@@ -283,7 +295,8 @@ class FilterConfig:
     pairs: PairFilterConfig = field(default_factory=PairFilterConfig)
 
     def __post_init__(self):
-        check_field_types(self, booleans=("lang_filter",))
+        check_field_types(self, booleans=("lang_filter",), integers=("min_length", "max_length"),
+                          reals=("max_length_ratio",))
         MiningConfig(min_length=self.min_length, max_length=self.max_length, max_length_ratio=self.max_length_ratio)
 
 

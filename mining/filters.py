@@ -166,14 +166,16 @@ def numbers_of(text: str) -> set[str]:
 
 def _ascii_digits(text: str) -> str:
     # A vulgar fraction as its decimal first ("29¾" is 29.75; NFKC would make it "293⁄4")
-    t = _FRACTION.sub(lambda m: (m[1] or "0") + _FRACTIONS[m[2]], text)
+    t = _FRACTION.sub(lambda m: (m[1] or "0") + _FRACTIONS[m[2]], text) if _FRACTION_CHARS & set(text) else text
     t = unicodedata.normalize("NFKC", t)
     return "".join(str(unicodedata.digit(ch)) if ch.isdigit() and not ch.isascii() else ch for ch in t)
 
 
 _FRACTIONS = {"½": ".5", "¼": ".25", "¾": ".75", "⅛": ".125", "⅜": ".375", "⅝": ".625", "⅞": ".875",
               "⅕": ".2", "⅖": ".4", "⅗": ".6", "⅘": ".8", "⅒": ".1"}
-_FRACTION = re.compile(f"(\\d*)\\s?([{''.join(_FRACTIONS)}])")
+_FRACTION_CHARS = set(_FRACTIONS)
+# (from the first digit of a run only: a long run of digits is scanned once, not from each digit)
+_FRACTION = re.compile(f"(?<!\\d)(\\d*)\\s?([{''.join(_FRACTIONS)}])")
 # Two numbers joined by a colon or a dash ("6:6", "6-6", "11-50" for 11:50): read as one pair,
 # in order, on both sides (a score, a ratio, a time).
 _PAIR = re.compile(r"(?<!\d)(?<!\d[.,:])(\d{1,3})\s?[-–—:]\s?(\d{1,3})(?!\d)(?![.,:]\d)")
@@ -186,6 +188,8 @@ _TIME_WORD = re.compile(r"\s?(?:GMT|UTC|Z|h|hrs|hours|Uhr)\b")
 # An hour on the 12-hour dial after noon ("7 pm").
 _PM = re.compile(r"\s?(?:pm|p\.m\.|PM|P\.M\.)")
 _WORD = re.compile(r"\s?([^\W\d_]+)")
+#: digits of the longest number read otherwise than as written (a trillion in digits is 13)
+_MAX_READ_DIGITS = 15
 # A number before a scale word is that many thousands, millions or billions ("6 mil" is 6,000,
 # "1,8 milliard" 1,800,000,000): words (lower-cased) and their prefixes, of the languages FLORES-200
 # and newstest write so.
@@ -232,6 +236,9 @@ def number_readings(text: str, lang: str | None = None) -> list[set[frozenset[st
         group, after = match.group(), t[match.end():]
         number = _canonical(group)
         readings = {frozenset({number})}
+        if len(number) > _MAX_READ_DIGITS:  # (an ID or a hash: no other reading, and no int() of it)
+            out.append(readings)
+            continue
         if (scaled := _scaled(group, after)) is not None:
             readings.add(frozenset({scaled}))
         if len(number) == 4 and int(number[:2]) < 24 and int(number[2:]) < 60 and _TIME_WORD.match(after):

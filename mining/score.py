@@ -263,6 +263,9 @@ def score_bitext(
     # load or a malformed row leaves nothing behind.
     encoders = Encoders(encoding.encoder_config(), projection, inputs=[p for p in corpora_paths if p is not None])
     check_encoder_loadable(encoders.encoder_name or DEFAULT_ENCODER)
+    if projection is not None and str(projection).lower() not in ("default", "none"):
+        # a projection directory given: read, and checked against its encoder, now
+        _ = encoders.projection, encoders.encoder
     with temporary_directory("score") as staged:
         staged_sides = write_sides(bitext, Path(staged))
         n = len(staged_sides)

@@ -55,7 +55,7 @@ import numpy as np
 from xmine.artefacts.records import EncoderId
 from xmine.calibration import DEFAULT_MARGIN, SpaceDefaults, language_threshold
 from xmine.langs import normalize_lang
-from xmine.mining.calibrate import read_calibration
+from xmine.mining.calibrate import calibration_pair_note, read_calibration
 from xmine.mining.config import SelectionConfig
 from xmine.mining.defaults import DEFAULT_OPERATING_POINT, space_defaults
 from xmine.mining.filters import PairFilterConfig
@@ -237,12 +237,14 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
         config = config.replace(threshold=value)
         record |= {"value": value, "operating_point": point,
                    "source": f"the {point} {config.margin} threshold {found.source}"}
-        if selection.calibration is None:  # a record of the user's own is the language pair's already
+        if selection.calibration is None:
             notes = language_notes(found, config.margin, langs, what)
-            if notes:
-                record["language_notes"] = notes
-                for note in notes:
-                    log.warning("%s", note["note"])
+        else:  # a record of the user's own: noted only where it is another language pair's
+            notes = [n for n in (calibration_pair_note(selection.calibration, langs),) if n is not None]
+        if notes:
+            record["language_notes"] = notes
+            for note in notes:
+                log.warning("%s", note["note"])
         rule = found.rule(config.margin, point)
         if rule is not None and config.retrieval == "max":
             if rules is RuleUse.AFTER_SEARCH:

@@ -166,6 +166,7 @@ def test_api_refuses_values_of_the_wrong_type_in_one_line():
     from xmine.errors import ConfigError
     from xmine.mining.approximate import ApproximateConfig
     from xmine.mining.config import SearchConfig
+    from xmine.mining.api import summary
     from xmine.mining.filters import PairFilterConfig
     from xmine.mining.select import MiningConfig
 
@@ -186,6 +187,11 @@ def test_api_refuses_values_of_the_wrong_type_in_one_line():
     with pytest.raises(ConfigError, match=r"^min_script_share must be a number \(got 'x'\)$"):
         PairFilterConfig(min_script_share="x")
     assert SearchConfig(k=np.int64(4), block_rows=None).k == 4  # numpy integers are integers
+    # ... and become Python's: k=np.int64(3) passed the check, then failed in json.dumps of the
+    # search's checkpoint key after the embedding ("Object of type int64 is not JSON serializable")
+    table = xmine.mine(["Hallo Welt.", "Es regnet."], ["Hello world.", "It rains."], encoder="use-m3", k=np.int64(3),
+                       threshold=np.float32(0.5), search=None)
+    assert type(summary(table)["k_used"]) is int
     with pytest.raises(ConfigError, match=r"^lang='zzz': not a known language code$"):
         xmine.embed(["Hallo"], lang="zzz", encoder="use-m3")
 

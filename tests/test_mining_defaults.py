@@ -490,6 +490,14 @@ def test_the_shipped_spaces_note_the_languages_their_defaults_miss(space, tmp_pa
     config, _, record = run_threshold(SelectionConfig(calibration=user), MiningConfig(), PairFilterConfig(),
                                       projection_dir, encoder, langs=("bo", "en"))
     assert config.threshold == 1.012 and "language_notes" not in record
+    # a record of another pair is used, and said to be another pair's (was: without a word)
+    for langs in (("en", "bo"), ("bod_Tibt", "eng_Latn"), (None, "en"), ("und", "en")):
+        assert "language_notes" not in run_threshold(SelectionConfig(calibration=user), MiningConfig(),
+                                                     PairFilterConfig(), projection_dir, encoder, langs=langs)[2]
+    config, _, record = run_threshold(SelectionConfig(calibration=user), MiningConfig(), PairFilterConfig(),
+                                      projection_dir, encoder, langs=("de", "fr"))
+    assert config.threshold == 1.012 and [n["summary"] for n in record["language_notes"]] == [
+        "de-fr: calibrated on bo-en, see above"]
 
 
 @pytest.mark.slow

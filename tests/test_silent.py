@@ -306,6 +306,19 @@ def test_numbers_a_translation_writes_otherwise_do_not_drop_it():
         assert numbers(src, tgt, 1.0, (lang, "en"), config), (lang, src)
 
 
+def test_numbers_of_any_length_are_compared_without_error():
+    # A web line of 5,000 digits (a hash dump) was read as a time and a year: int() of it raised
+    # "Exceeds the limit (4300 digits)" and ended the run; a run of 100,000 was scanned from each
+    # digit for a vulgar fraction (minutes)
+    from xmine.mining.filters import PairFilterConfig, numbers, numbers_of
+
+    for n in (5_000, 100_000):
+        digits = "1" * n
+        assert numbers(f"{digits} 7", f"{digits}2 x 5", 1.0, ("de", "en"), PairFilterConfig())
+        assert not numbers(f"{digits} 7", f"{digits} 7", 1.0, ("de", "en"), PairFilterConfig())
+    assert numbers_of("29¾ inches") == numbers_of("29 ¾ inches") == {"2975"}
+
+
 def test_the_numbers_filter_keeps_flores_translations_and_still_catches_wrong_pairs(data_dir):
     from xmine.mining.filters import PairFilterConfig, numbers, numbers_of
 
@@ -349,7 +362,9 @@ def test_a_score_cap_not_above_the_threshold_is_refused_or_warned(ws, caplog):
     refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--threshold", "1.4", "--score-max", "1.3",
                "-o", out), "--score-max 1.3 is not above --threshold 1.4: it would drop every pair the threshold keeps")
     refused(xm("score", f"{ws / 'de.txt'}:{ws / 'en.txt'}", "--encoder", "use-m3", "--margin", "distance",
-               "--threshold", "0.1", "--score-max", "0", "-o", out), "--score-max 0 is not above --threshold 0.1")
+               "--threshold", "0.1", "--score-max", "0.05", "-o", out), "--score-max 0.05 is not above --threshold 0.1")
+    refused(xm("mine", ws / "de.txt", ws / "en.txt", "--threshold", "none", "--score-max", "0.3", "-o", out),
+            "--score-max 0.3 is not above an ordinary pair's ratio margin (1): it would drop nearly every pair")
     assert not out.exists()
     with caplog.at_level(logging.WARNING):  # the calibrated threshold is known only with the space
         res = ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--margin", "distance",
@@ -369,6 +384,9 @@ def test_a_pair_without_english_is_noted_as_beyond_the_calibration(ws, data_dir,
     notes = json.loads((ws / "m.tsv.json").read_text(encoding="utf-8"))["threshold"]["language_notes"]
     assert [n["language"] for n in notes] == ["de-fr"] and warned(caplog, notes[0]["note"])
     assert "`xmine calibrate --src-lang de --tgt-lang fr`" in notes[0]["note"] and "de-fr: no English side" in res.output
+    res = ok(xm("score", f"{ws / 'de.txt'}:{ws / 'fr.txt'}", "--src-lang", "de", "--tgt-lang", "fr", "--encoder", "use-m3",
+                "-q", "-o", ws / "s.tsv"))
+    assert "de-fr: no English side" in res.output.splitlines()[-1], res.output
     ok(xm("mine", ws / "de.txt", ws / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3",
           "-q", "-o", ws / "e.tsv"))
     assert "language_notes" not in json.loads((ws / "e.tsv.json").read_text(encoding="utf-8"))["threshold"]
@@ -379,6 +397,14 @@ def test_score_with_an_encoder_that_cannot_load_leaves_nothing(ws):
     with untouched(ws):
         refused(xm("score", f"{ws / 'de.txt'}:{ws / 'en.txt'}", "--encoder", "no-such-encoder", "-o", ws / "s.tsv"),
                 "encoder 'no-such-encoder': not a known xmine encoder")
+    (ws / "not-a-projection").mkdir()  # nor with a projection directory that is none, or another encoder's
+    from xmine.encoders.projection import shipped_dir
+
+    for projection, fragment in ((ws / "not-a-projection", "not an xmine projection (no manifest.json)"),
+                                 (shipped_dir("me5-small"), "was made with encoder 'me5-small'")):
+        with untouched(ws):
+            refused(xm("score", f"{ws / 'de.txt'}:{ws / 'en.txt'}", "--encoder", "use-m3", "--projection", projection,
+                       "-o", ws / "s.tsv"), fragment)
 
 
 def test_score_counts_only_the_filters_that_ran(ws):

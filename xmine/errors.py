@@ -85,7 +85,8 @@ def check_field_types(config, *, integers: tuple[str, ...] = (), reals: tuple[st
     an integer (`integers`), a real number (`reals`; a bool is neither), True or False (`booleans`),
     a string (`strings`), a string or path (`paths`); None passes where it is the field's default.
     Python callers give configs what the command line parses: `k="4"` is refused here, not met as a
-    TypeError in the first comparison, and `approximate="no"` is not taken as true."""
+    TypeError in the first comparison, and `approximate="no"` is not taken as true. A numpy number
+    is made the Python number it equals (it is written to JSON records and checkpoints)."""
     kinds = {"an integer": (integers, numbers.Integral), "a number": (reals, numbers.Real),
              "True or False": (booleans, bool), "a string": (strings, str),
              "a string or path": (paths, (str, os.PathLike))}
@@ -98,6 +99,8 @@ def check_field_types(config, *, integers: tuple[str, ...] = (), reals: tuple[st
             numeric = types in (numbers.Integral, numbers.Real)
             if not isinstance(value, types) or (numeric and isinstance(value, bool)):
                 raise ConfigError(f"{name} must be {kind} (got {value!r})")
+            if numeric and type(value) not in (int, float):  # a numpy scalar: as Python's (JSON, checkpoints)
+                object.__setattr__(config, name, int(value) if types is numbers.Integral else float(value))
 
 
 class OutputError(XmineError):

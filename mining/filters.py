@@ -233,7 +233,9 @@ def number_readings(text: str, lang: str | None = None) -> list[set[frozenset[st
     thai = bool(lang) and normalize_lang(lang) == "tha"
     out = []
     for match in _NUMBER.finditer(t):
-        group, after = match.group(), t[match.end():]
+        # (what follows and precedes, in windows: a line of many numbers is read in linear time)
+        group, after = match.group(), t[match.end():match.end() + 32]
+        before = t[max(0, match.start() - 8):match.start()]
         number = _canonical(group)
         readings = {frozenset({number})}
         if len(number) > _MAX_READ_DIGITS:  # (an ID or a hash: no other reading, and no int() of it)
@@ -247,7 +249,7 @@ def number_readings(text: str, lang: str | None = None) -> list[set[frozenset[st
             readings.add(frozenset({str(int(number) + 12)}))  # "7 pm" as "19 Uhr"
         if len(number) == 4 and number[2] != "0" and number[3] == "0" and re.match(r"(?:['’]?s)\b", after):
             readings.add(frozenset({number[2:]}))  # the 1960s
-        if len(group) == 2 and (start := re.search(r"(\d\d)\d\d\s?[-–/]\s?$", t[:match.start()])):
+        if len(group) == 2 and (start := re.search(r"(?<!\d)(\d\d)\d\d\s?[-–/]\s?$", before)):
             readings.add(frozenset({start[1] + group}))  # 2006-12
         if thai and len(number) == 4 and 2400 <= int(number) < 2700:
             readings.add(frozenset({str(int(number) - 543)}))

@@ -48,11 +48,11 @@ def openvino_installed() -> bool:
 
 
 def without_telemetry() -> None:
-    """Keep OpenVINO's usage telemetry out of xmine's runs: importing `openvino` imports its tools'
-    telemetry, which writes ~/intel and, where the user has not opted out, sends usage data (Google
-    Analytics; opt-out, not opt-in). A command writes only what it was asked to write, so the stub
-    OpenVINO and NNCF fall back to where `openvino-telemetry` is not installed stands in for it (a
-    process that imported the package itself keeps it). Called before each import of openvino or nncf."""
+    """Keep OpenVINO's usage telemetry out of xmine's runs. Importing `openvino` imports its tools'
+    telemetry, which writes ~/intel and, where the user has not opted out, sends usage data (opt-out,
+    not opt-in). A command writes only what it was asked to write: OpenVINO and NNCF then use the stub
+    they use where `openvino-telemetry` is not installed (a process that imported the package itself
+    keeps it). Called before each import of openvino or nncf."""
     sys.modules.setdefault("openvino_telemetry", None)
 
 

@@ -131,6 +131,9 @@ def check_corpora(paths) -> dict:
         if path is None:
             continue
         kind = artefact_kind(path)  # (a missing file, an unfinished artefact: refused here)
+        if kind == "text" and Path(path).is_file() and Path(path).stat().st_size == 0:
+            # (was: refused after both sides of the bitext were embedded, their work left behind)
+            raise InputError(path, "file is empty: a corpus forms the pairs' neighbourhoods, it needs sentences")
         if kind == "embedding-store":
             opened[path] = EmbeddingStore.open(path)
         elif kind == "index":

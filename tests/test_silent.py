@@ -397,6 +397,10 @@ def test_score_with_an_encoder_that_cannot_load_leaves_nothing(ws):
     with untouched(ws):
         refused(xm("score", f"{ws / 'de.txt'}:{ws / 'en.txt'}", "--encoder", "no-such-encoder", "-o", ws / "s.tsv"),
                 "encoder 'no-such-encoder': not a known xmine encoder")
+    (ws / "empty.txt").write_bytes(b"")  # nor with an empty corpus (was: refused after both sides were embedded)
+    with untouched(ws):
+        refused(xm("score", f"{ws / 'de.txt'}:{ws / 'en.txt'}", "--encoder", "use-m3", "--src-corpus", ws / "empty.txt",
+                   "-o", ws / "s.tsv"), "empty.txt: file is empty")
     (ws / "not-a-projection").mkdir()  # nor with a projection directory that is none, or another encoder's
     from xmine.encoders.projection import shipped_dir
 

@@ -57,8 +57,7 @@ def _corpus(value: Source, directory: Path, name: str) -> tuple[Path, bool]:
         return value, False
     if isinstance(value, (str, Path)):
         return Path(value), False
-    if isinstance(value, (bytes, dict)) or not hasattr(value, "__iter__"):
-        raise ConfigError(f"{name}: expected a path or a sequence of strings, not {type(value).__name__}")
+    _check_sequence(value, name)
     path = directory / f"{name}.txt"
     n = 0
     with open(path, "w", encoding="utf-8", newline="\n") as f:
@@ -117,11 +116,22 @@ def _check_flags(**flags) -> None:
         raise ConfigError(f"{name} must be True or False{other} (got {value!r})")
 
 
-def _listed(value, name: str) -> list:
-    """A sequence of sentences as a list (an iterator read once); anything else a ConfigError."""
+def _check_sequence(value, name: str) -> None:
+    """A ConfigError unless `value` can be a sequence of sentences (bytes and dicts iterate, but not so)."""
     if isinstance(value, (bytes, dict)) or not hasattr(value, "__iter__"):
         raise ConfigError(f"{name}: expected a path or a sequence of strings, not {type(value).__name__}")
+
+
+def _listed(value, name: str) -> list:
+    """A sequence of sentences as a list (an iterator read once); anything else a ConfigError."""
+    _check_sequence(value, name)
     return list(value)
+
+
+def _check_lang(name: str, lang: str | None) -> None:
+    """A ConfigError naming the argument for a language code no language has (None: not given)."""
+    if lang is not None and not is_known_lang(lang):
+        raise ConfigError(f"{name}={lang!r}: not a known language code")
 
 
 @contextlib.contextmanager
@@ -239,9 +249,8 @@ def score(src: Source, tgt: Source | None = None, *, src_lang: str | None = None
     from xmine.mining.score import score_bitext
 
     _check_flags(filters=(filters, PairFilterConfig), kept_only=kept_only, show_progress=show_progress)
-    for name, lang in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):  # (as mine's SideInput checks them)
-        if lang is not None and not is_known_lang(lang):
-            raise ConfigError(f"{name}={lang!r}: not a known language code")
+    _check_lang("src_lang", src_lang)  # (as mine's SideInput checks them)
+    _check_lang("tgt_lang", tgt_lang)
     if tgt is None and not isinstance(src, (str, Path)):
         raise ConfigError("score: a list of sources needs its targets (tgt=); src alone is a bitext file or folder")
     if tgt is not None:  # (a generator is read once, as in mine)
@@ -281,8 +290,7 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
 
     if isinstance(texts, (str, bytes)):  # (was: each character embedded as a sentence)
         raise ConfigError(f"texts: one string ({str(texts)[:40]!r}), not a sequence of sentences; pass [text]")
-    if lang is not None and not is_known_lang(lang):  # (was: accepted, and ignored by most projections)
-        raise ConfigError(f"lang={lang!r}: not a known language code")
+    _check_lang("lang", lang)  # (was: accepted, and ignored by most projections)
     texts = _listed(texts, "texts")
     for i, text in enumerate(texts):
         if not isinstance(text, str):  # (was: a TypeError from the tokenizer's prompt)

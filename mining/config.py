@@ -243,25 +243,26 @@ def score_cap_on_margin(selection: SelectionConfig, pairs: PairFilterConfig) -> 
     """`pairs` with a cap given on the command line read on the scale of the margin named
     (`--margin distance --score-max 0.2` caps distance margins at 0.2); without a margin named, on
     the ratio scale, stopes' (a calibration that then mines with another margin says the cap does
-    not apply). A cap above what the margin named can score is refused: it is another scale's."""
+    not apply). `check_score_cap` then refuses a cap that scale makes useless."""
     if pairs.score_max is None or selection.margin is None:
         return pairs
-    ceiling = _MARGIN_CEILING.get(selection.margin)
-    if ceiling is not None and pairs.score_max >= ceiling:
-        raise OptionConflict(f"--score-max {pairs.score_max:g} is on the scale of --margin {selection.margin}, whose "
-                             f"scores are at most {ceiling:g}: it would drop nothing (a ratio margin's cap?)")
     return replace(pairs, score_margin=selection.margin)
 
 
 def check_score_cap(selection: SelectionConfig, pairs: PairFilterConfig) -> None:
-    """Refuse a score cap given on one margin's scale for mining with another margin named (the
-    cap would drop nothing), and one not above the threshold given (it would drop every pair). (A
+    """Refuse a score cap given on one margin's scale for mining with another margin named, or at or
+    above what its margin can score (the cap would drop nothing), and one not above an ordinary
+    pair's margin or the threshold given (it would drop every pair). (A
     margin or threshold that a calibration chooses is known only with the space: the run then says
     that the cap does not apply, or warns, `threshold_rule.note_cap_not_above`.)"""
     if pairs.score_max is not None and selection.margin is not None and selection.margin != pairs.score_margin:
         raise OptionConflict(f"--score-max caps the {pairs.score_margin} margin; with --margin {selection.margin} "
                              "it would drop nothing")
     applies = pairs.enabled and "score_max" not in pairs.disabled and pairs.score_max is not None
+    ceiling = _MARGIN_CEILING.get(pairs.score_margin)
+    if applies and ceiling is not None and pairs.score_max >= ceiling:
+        raise OptionConflict(f"--score-max {pairs.score_max:g} is on the scale of --margin {pairs.score_margin}, "
+                             f"whose scores are at most {ceiling:g}: it would drop nothing (a ratio margin's cap?)")
     neutral = NEUTRAL.get(pairs.score_margin)
     if applies and neutral is not None and pairs.score_max <= neutral:
         raise OptionConflict(f"--score-max {pairs.score_max:g} is not above an ordinary pair's {pairs.score_margin} "

@@ -169,8 +169,7 @@ def _load_encoder(name: str, *, device: str | None, prefix: str | None, prompt_n
         if prefix or prompt_name:
             raise EncoderError("use-m3 takes no prompt or prefix (it was not trained with one)")
         return UseM3Encoder(threads=threads)
-    if name != "me5-small":
-        _check_model_reachable(name)  # seconds, not minutes of retries, for a name that cannot load
+    check_encoder_loadable(name)  # seconds, not minutes of retries, for a name that cannot load
     import torch
 
     if threads:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import numbers
+import os
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -46,16 +47,21 @@ if TYPE_CHECKING:  # the configs are imported when a function is called
 
 register_readers(projection=load_projection, index=IndexDir.open)
 
-Source = str | Path | Sequence[str]
+Source = str | os.PathLike | Sequence[str]
 #: the schema metadata key that holds a result's summary
 SUMMARY_KEY = b"xmine"
+
+
+def _is_path(value) -> bool:
+    """A path rather than a sequence of sentences: a string, or any os.PathLike (was: pathlib's only)."""
+    return isinstance(value, (str, os.PathLike))
 
 
 def _corpus(value: Source, directory: Path, name: str) -> tuple[Path, bool]:
     """A path to mine or score: the value itself, or a list of strings written one a line."""
     if is_url(value):  # an fsspec URL, kept as the string it is (`mine` copies it as it streams)
         return value, False
-    if isinstance(value, (str, Path)):
+    if _is_path(value):
         return Path(value), False
     _check_sequence(value, name)
     path = directory / f"{name}.txt"
@@ -169,8 +175,14 @@ def _side(value, directory: Path, role: str, lang: str | None, keep_fields: Sequ
             raise ConfigError(f"give the {role} side's language and fields inside its SideInput or as "
                               f"{role}_lang= / keep_fields=, not both")
         return value, False
-    if not (is_url(value) or isinstance(value, (str, Path))):  # a list: its language checked under its own name
-        SideInput(path=f"{role} (the list given)", lang=lang, keep_fields=tuple(keep_fields))
+    if isinstance(keep_fields, str):  # (was: "id" taken as the fields "i" and "d")
+        raise ConfigError(f"keep_fields must be a list of field names, not the string {keep_fields!r}; "
+                          f"pass [{keep_fields!r}]")
+    if not _is_path(value):  # a list: its language checked under its own name
+        if keep_fields:  # (was: an error naming --keep-field and the temporary file written from the list)
+            raise ConfigError(f"keep_fields: {role} is a list of sentences, which has no fields; keep_fields "
+                              "takes the fields of records read from a file (JSON Lines, CSV, TSV, Parquet)")
+        SideInput(path=f"{role} (the list given)", lang=lang)
     path, was_list = _corpus(value, directory, role)
     return SideInput(path=path, lang=lang, keep_fields=tuple(keep_fields)), was_list
 
@@ -251,10 +263,10 @@ def score(src: Source, tgt: Source | None = None, *, src_lang: str | None = None
     _check_flags(filters=(filters, PairFilterConfig), kept_only=kept_only, show_progress=show_progress)
     _check_lang("src_lang", src_lang)  # (as mine's SideInput checks them)
     _check_lang("tgt_lang", tgt_lang)
-    if tgt is None and not isinstance(src, (str, Path)):
+    if tgt is None and not _is_path(src):
         raise ConfigError("score: a list of sources needs its targets (tgt=); src alone is a bitext file or folder")
     if tgt is not None:  # (a generator is read once, as in mine)
-        src, tgt = (v if isinstance(v, (str, Path)) else _listed(v, name) for v, name in ((src, "src"), (tgt, "tgt")))
+        src, tgt = (v if _is_path(v) else _listed(v, name) for v, name in ((src, "src"), (tgt, "tgt")))
         if isinstance(src, list) and isinstance(tgt, list) and len(src) != len(tgt):
             raise ConfigError(f"{len(src)} source and {len(tgt)} target sentences: pairs need as many of each")
     search = _built("search", search, SearchConfig, _given(k=k))

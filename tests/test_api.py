@@ -274,3 +274,34 @@ def test_api_score_takes_the_corpora_its_note_advises(data_dir):
                         src_corpus=flores_lines(data_dir, "deu_Latn", 200, start=300),
                         tgt_corpus=flores_lines(data_dir, "eng_Latn", 200, start=300))
     assert "few_neighbours" not in summary(table)["threshold"] and table.column("keep").to_pylist() == [True] * 3
+
+
+def test_api_takes_any_os_pathlike_and_refuses_fields_a_list_has_not(tmp_path):
+    """(was: an os.PathLike other than pathlib's refused as "not a sequence of strings"; keep_fields="id"
+    taken as the fields "i" and "d"; keep_fields with a list named --keep-field and the temporary file)"""
+    import os
+
+    import xmine
+    from xmine.errors import ConfigError
+    from xmine.mining.api import summary
+
+    class UserPath(os.PathLike):  # e.g. a cloud library's local path object
+        def __init__(self, path):
+            self.path = str(path)
+
+        def __fspath__(self):
+            return self.path
+
+    de, en = ["Der Hund schläft.", "Es regnet."], ["The dog sleeps.", "It rains."]
+    for name, lines in (("de.txt", de), ("en.txt", en)):
+        (tmp_path / name).write_text("".join(s + "\n" for s in lines), encoding="utf-8")
+    table = xmine.score(UserPath(tmp_path / "de.txt"), UserPath(tmp_path / "en.txt"), src_lang="de",
+                        tgt_lang="en", encoder="use-m3")
+    assert table.column("src").to_pylist() == de and summary(table)["pairs"] == 2
+    mined = xmine.mine(UserPath(tmp_path / "de.txt"), en, src_lang="de", tgt_lang="en", encoder="use-m3",
+                       threshold=None)
+    assert set(mined.column("src_file").to_pylist()) == {str(tmp_path / "de.txt")}
+    with pytest.raises(ConfigError, match=r"^keep_fields must be a list of field names, not the string 'id'"):
+        xmine.mine(tmp_path / "de.txt", en, keep_fields="id", encoder="use-m3")
+    with pytest.raises(ConfigError, match=r"^keep_fields: src is a list of sentences, which has no fields"):
+        xmine.mine(de, en, keep_fields=["id"], encoder="use-m3")

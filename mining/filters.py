@@ -180,6 +180,9 @@ _FRACTION = re.compile(f"(?<!\\d)(\\d*)\\s?([{''.join(_FRACTIONS)}])")
 # in order, on both sides (a score, a ratio, a time).
 _PAIR = re.compile(r"(?<!\d)(?<!\d[.,:])(\d{1,3})\s?[-–—:]\s?(\d{1,3})(?!\d)(?![.,:]\d)")
 _COLON_PAIR = re.compile(r"(\d{1,3}):(\d{1,3})")
+# Three or more numbers joined by commas, not in groups of thousands: a list ("1,2,3" as "1, 2, 3").
+_LIST = re.compile(r"\d+(?:,\d+){2,}")
+_THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+")
 # A day.month. date ("17.9.1939", "24.8.–"): its day and year, the numbers a translation that
 # writes the month as a word holds ("September 17, 1939").
 _DAY_MONTH = re.compile(r"(\d{1,2})\.(\d{1,2})(?:\.(\d{4}))?")
@@ -225,7 +228,8 @@ def number_readings(text: str, lang: str | None = None) -> list[set[frozenset[st
     "September 17, 1939"); a number before a scale word as its value ("6 mil" as "6,000"); four
     digits before a time zone as a 24-hour time ("1200 GMT" as "12:00"); an hour before "pm" on the
     24-hour dial ("7 pm" as "19 Uhr"); a decade ("1960s" as the "60" of "años 60"); the end of a
-    year range ("2006-12" as 2006-2012); a Thai year of the Buddhist era as the common era's (2499
+    year range ("2006-12" as 2006-2012); three or more numbers joined by commas, not as thousands, as
+    a list ("1,2,3" as "1, 2, 3"); a Thai year of the Buddhist era as the common era's (2499
     as 1956). `pairs_written` gives the pairs a side holds. With them the rule drops 630 of
     FLORES-200 devtest's translations into English where the digits alone drop 892, and keeps 12
     more of 24,241 near-miss wrong pairs (`python benchmarks/lab/run.py numbers-filter`)."""
@@ -253,6 +257,8 @@ def number_readings(text: str, lang: str | None = None) -> list[set[frozenset[st
             readings.add(frozenset({start[1] + group}))  # 2006-12
         if thai and len(number) == 4 and 2400 <= int(number) < 2700:
             readings.add(frozenset({str(int(number) - 543)}))
+        if _LIST.fullmatch(group) and not _THOUSANDS.fullmatch(group):  # "1,2,3" as 1, 2 and 3
+            readings.add(frozenset(p.lstrip("0") or "0" for p in group.split(",")))
         if pair := _COLON_PAIR.fullmatch(group):
             readings.add(frozenset({f"{int(pair[1])}:{int(pair[2])}"}))
         # (without a year, only where a dot and no space follow, "24.8.–5.9.": not a decimal ending

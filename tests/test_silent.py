@@ -281,6 +281,7 @@ def test_numbers_a_translation_writes_otherwise_do_not_drop_it():
         ("de", "Der Folktreff beginnt um 19.30 Uhr, Einlass um 19 Uhr.", "It starts at 7:30 pm, admission at 7 pm."),
         ("es", "Durante los años 60, Brzezinski trabajó", "Throughout 1960s, Brzezinski worked"),
         ("fi", "Siltalan edellinen kausi oli 2006-07", "Siltala's previous season was 2006-2007"),
+        ("de", "Zählen Sie 1 2 3 ... 10.", "Count 1,2,3,...,10."),  # a list, not 123 (a helper's user test)
     ]
     for lang, src, tgt in kept:
         assert not numbers(src, tgt, 1.0, (lang, "en"), config), (lang, src)
@@ -301,6 +302,8 @@ def test_numbers_a_translation_writes_otherwise_do_not_drop_it():
         ("de", "Am 3.4.2021", "On 4.3.2021"),
         ("de", "Am 1.5.2020", "On May 5, 2020"),
         ("fi", "17.9.1939 mennessä", "By September 9, 1939"),
+        ("de", "Die Sitze 1, 2 und 4.", "Seats 1,2,3."),
+        ("de", "1 2 3 Menschen", "1,234,567 people"),  # thousands, not a list
     ]
     for lang, src, tgt in dropped:
         assert numbers(src, tgt, 1.0, (lang, "en"), config), (lang, src)

@@ -21,8 +21,8 @@ from xmine.benchmarks import (
 from xmine.benchmarks.runner import (DATA_HELP, ENCODER_HELP, current_encoder, evaluate_variants, finish, setup,
                                      task_options, variant_tag)
 from xmine.encoders import load_encoder
-from xmine.errors import ConfigError
 from xmine.encoders.options import precision_option
+from xmine.options import comma_list
 from xmine.mining.cli_options import margin_option
 from xmine.mining.filters import PairFilterConfig
 from xmine.artefacts.outputs import claim_output
@@ -39,7 +39,7 @@ def bench() -> None:
 
 @bench.command("tatoeba")
 @task_options
-@click.option("--langs", default=None,
+@click.option("--langs", default=None, callback=comma_list,
               help="Comma-separated Tatoeba codes (deu,fra,...), or 'xtreme36'. Default: all 112 "
                    "(--quick: deu,fra,rus,cmn,ara,swh).")
 @click.option("--max-pairs", type=click.IntRange(min=1), default=None,
@@ -75,7 +75,7 @@ def tatoeba_cmd(data_dir, quick, langs, max_pairs, margin, per_lang):
 
 @bench.command("massive")
 @task_options
-@click.option("--locales", default=None,
+@click.option("--locales", default=None, callback=comma_list,
               help="Comma-separated MASSIVE locales, each paired with en-US both ways (de-DE,ja-JP), "
                    "'fmda' (de-DE,es-ES,ja-JP) or 'all'. Default: all 49 (--quick: de-DE,es-ES,ja-JP,km-KH).")
 @click.option("--partition", default="test", show_default=True, type=click.Choice(["train", "dev", "test"]),
@@ -109,7 +109,7 @@ def massive_cmd(data_dir, quick, locales, partition, max_rows, per_locale):
 
 @bench.command("massive-templates")
 @task_options
-@click.option("--locales", default=",".join(("en-US", "de-DE")), show_default=True,
+@click.option("--locales", default=",".join(("en-US", "de-DE")), show_default=True, callback=comma_list,
               help="Locales with an annotated test split (annot_utt): en-US, de-DE, sw-KE in the shared copy.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the slot-value draws.")
 @click.option("--write-pairs", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -143,7 +143,7 @@ def massive_templates_cmd(data_dir, quick, locales, seed, write_pairs):
 
 @bench.command("qe")
 @task_options
-@click.option("--pairs", default=None, help="Comma-separated WMT20 pairs. Default: en-de,en-zh,et-en,ne-en,ro-en,si-en.")
+@click.option("--pairs", default=None, callback=comma_list, help="Comma-separated WMT20 pairs. Default: en-de,en-zh,et-en,ne-en,ro-en,si-en.")
 @click.option("--max-rows", type=click.IntRange(min=3), default=None, help="Use only the first N rows of each pair (--quick: 200).")
 @click.option("--spearman", is_flag=True, help="Print Spearman per pair too (always in the JSON).")
 def qe_cmd(data_dir, quick, pairs, max_rows, spearman):
@@ -167,7 +167,7 @@ def qe_cmd(data_dir, quick, pairs, max_rows, spearman):
 
 @bench.command("sts")
 @task_options
-@click.option("--tracks", default=None, help="Comma-separated tracks (track1 ... track6, track4a, track4b). Default: all.")
+@click.option("--tracks", default=None, callback=comma_list, help="Comma-separated tracks (track1 ... track6, track4a, track4b). Default: all.")
 @click.option("--metric", type=click.Choice(["pearson", "spearman"]), default="pearson", show_default=True,
               help="Which correlation the per-track columns show (both are in the JSON).")
 def sts_cmd(data_dir, quick, tracks, metric):
@@ -188,8 +188,8 @@ def sts_cmd(data_dir, quick, tracks, metric):
 
 @bench.command("geometry")
 @task_options
-@click.option("--langs", default=None,
-              help="FLORES-200 codes paired with --pivot. Default: deu_Latn,fra_Latn,rus_Cyrl,zho_Hans,arb_Arab,swh_Latn.")
+@click.option("--langs", default=None, callback=comma_list,
+              help="FLORES-200 or ISO codes paired with --pivot. Default: deu_Latn,fra_Latn,rus_Cyrl,zho_Hans,arb_Arab,swh_Latn.")
 @click.option("--pivot", default="eng_Latn", show_default=True, help="The language every --langs entry is paired with.")
 @click.option("--rows", type=click.IntRange(min=2), default=None,
               help="First N FLORES-200 devtest lines per language (default all 1012; --quick: 200).")
@@ -200,10 +200,8 @@ def geometry_cmd(data_dir, quick, langs, pivot, rows):
     exp(-2 squared distance) over all sentence pairs (lower = more evenly spread).
     """
     lang_list = common.parse_list(langs) or (list(geometry.DEFAULT_LANGS[:3]) if quick else list(geometry.DEFAULT_LANGS))
-    if pivot in lang_list:  # a language's alignment with itself is 0: a number that measures nothing
-        raise ConfigError(f"--langs holds the pivot {pivot}: each language is paired with the pivot, not itself")
+    lang_list, pivot = geometry.measured_languages(data_dir, lang_list, pivot)
     rows = rows or (geometry.QUICK_ROWS if quick else geometry.DEFAULT_ROWS)
-    geometry.locate(data_dir)
     details = evaluate_variants(lambda v: geometry.evaluate_geometry(v.embed, data_dir, lang_list, rows=rows,
                                                                      pivot=pivot))
     used = sorted({pair["rows"] for r in details.values() for pair in r["per_pair"].values()})
@@ -260,7 +258,7 @@ def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick
 
 def _mining_langs(ctx, param, value):
     """--langs of `bench mining`, checked while parsing (before the result JSON is claimed)."""
-    langs = common.parse_list(value)
+    langs = common.parse_list(comma_list(ctx, param, value))
     unknown = [lg for lg in langs or () if lg not in mining.NEWS_SETS]
     if unknown:
         raise click.BadParameter(f"unknown language(s) {', '.join(unknown)}; choose from {', '.join(mining.NEWS_SETS)}")
@@ -380,8 +378,8 @@ def report_cmd(results_dir, out, overwrite):
 @click.option("--encoder", "encoder_name", default="me5-small", show_default=True, help=ENCODER_HELP)
 @click.option("--projection", "projections", multiple=True, type=click.Path(exists=True),
               help="A projection folder: adds its meaning and language panels. Repeatable.")
-@click.option("--src-lang", default="deu_Latn", show_default=True, help="FLORES-200 code of the first language.")
-@click.option("--tgt-lang", default="eng_Latn", show_default=True, help="FLORES-200 code of the second language.")
+@click.option("--src-lang", default="deu_Latn", show_default=True, help="The first language (deu_Latn, deu or de).")
+@click.option("--tgt-lang", default="eng_Latn", show_default=True, help="The second language (FLORES-200 or ISO code).")
 @click.option("--rows", type=click.IntRange(min=3), default=200, show_default=True,
               help="How many FLORES-200 devtest sentences (per language) to plot.")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=DATA_HELP)
@@ -397,8 +395,7 @@ def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out,
     Raw embeddings cluster by language; a good meaning part overlaps across languages; the
     language part separates them again.
     """
-    if src_lang == tgt_lang:  # one cloud drawn twice: no separation to see
-        raise ConfigError(f"--src-lang and --tgt-lang are both {src_lang}: the plot compares two languages")
+    src_lang, tgt_lang = plot.plotted_languages(data_dir, src_lang, tgt_lang, out)
     out_path = Path(out) if out else (
         common.results_dir() / f"pca-{common.safe_name(encoder_name)}-{src_lang}-{tgt_lang}.png")
     with claim_output(out_path, kind=plot.PLOT_KIND, form="png", overwrite=overwrite,

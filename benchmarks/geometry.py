@@ -17,6 +17,7 @@ import numpy as np
 
 from xmine.benchmarks.common import EmbedFn, FLORES_DEVTEST, data_locator, flores_lines, l2_normalise, mean_of
 from xmine.errors import ConfigError, InputError
+from xmine.mining.calibrate import flores_file
 
 NEEDS = str(FLORES_DEVTEST)
 HOW_TO_GET = (
@@ -56,6 +57,22 @@ def load_flores(folder: Path, lang: str, *, rows: int | None = None) -> list[str
         if not line.strip():
             raise InputError(folder / f"{lang}.devtest", "empty line in a multi-way parallel file", line=i)
     return lines[:rows or None]
+
+
+def flores_codes(data_dir: str | Path | None, langs: Sequence[str], *, option: str) -> list[str]:
+    """The FLORES-200 codes of `langs` as `xmine calibrate` reads them: a code as it is, an ISO code
+    by its language's one file ("de" is deu_Latn; was: refused as "missing FLORES-200 file for 'de'")."""
+    folder = locate(data_dir)
+    return [flores_file(folder, lang, option=option).stem for lang in langs]
+
+
+def measured_languages(data_dir: str | Path | None, langs: Sequence[str], pivot: str) -> tuple[list[str], str]:
+    """`bench geometry`'s --langs and --pivot as FLORES-200 codes (`flores_codes`), the pivot not
+    among the languages."""
+    langs, [pivot] = flores_codes(data_dir, langs, option="--langs"), flores_codes(data_dir, [pivot], option="--pivot")
+    if pivot in langs:  # a language's alignment with itself is 0: a number that measures nothing
+        raise ConfigError(f"--langs holds the pivot {pivot}: each language is paired with the pivot, not itself")
+    return langs, pivot
 
 
 def flores_pairs(data_dir: str | Path | None, lang: str, *, rows: int | None = None, pivot: str = PIVOT):

@@ -15,13 +15,27 @@ from typing import Sequence
 import numpy as np
 
 from xmine.benchmarks.common import Variant
+from xmine.benchmarks.geometry import flores_codes
 from xmine.artefacts.fileio import atomic_path
 from xmine.artefacts.output_state import png_metadata
+from xmine.errors import ConfigError
 
 #: The kind recorded in the PNG (a text chunk), which marks it as an xmine plot it may replace.
 PLOT_KIND = "pca-plot"
 LANG_COLOURS = ("#1f77b4", "#d62728")
 LINKED_PAIRS = 12
+
+
+def plotted_languages(data_dir, src_lang: str, tgt_lang: str, out: str | None) -> tuple[str, str]:
+    """The FLORES-200 codes of `xmine plot`'s two languages (ISO codes too, as `bench geometry`
+    takes them), checked with its --out before anything is claimed or encoded."""
+    [src], [tgt] = (flores_codes(data_dir, [code], option=o) for code, o in ((src_lang, "--src-lang"),
+                                                                           (tgt_lang, "--tgt-lang")))
+    if src == tgt:  # one cloud drawn twice: no separation to see
+        raise ConfigError(f"--src-lang and --tgt-lang are both {src}: the plot compares two languages")
+    if out is not None and Path(out).suffix.lower() != ".png":  # (was: a PNG written to p.txt without a word)
+        raise ConfigError(f"--out {out}: the plot is a PNG image; give a file name ending in .png")
+    return src, tgt
 
 
 def pca_2d(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from xmine.io.corpus import read_corpus, truncate_for_encoding
+from xmine.options import comma_list
 from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
 from xmine.mining.langid import UNKNOWN, TrustRule, identify_by_projection
 from xmine.disentangle.projection import load_projection
@@ -75,7 +76,7 @@ def _split_langs(value: str | None) -> list[str] | None:
 @click.option("--encoder", default="me5-small", show_default=True,
               help="Encoder whose embeddings are disentangled (me5-small, use-m3, or a sentence-transformers "
                    "name/path). The projection only accepts this encoder later.")
-@click.option("--langs", default=None, metavar="L1,L2,...",
+@click.option("--langs", default=None, metavar="L1,L2,...", callback=comma_list,
               help="Keep only language pairs whose two languages are both listed (any code form: de, deu, "
                    "deu_Latn; include English, e.g. deu,fra,eng). [default: all found] With --method fmda: "
                    "the MASSIVE locales to pair with en-US (de-DE; several train one model on all pairs).")

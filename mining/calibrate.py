@@ -79,16 +79,25 @@ def threshold_sweep(scores: np.ndarray, correct: np.ndarray, n_gold: int):
     return s, precision, recall, f1, np.append(s[1:] != s[:-1], True)
 
 
-def flores_file(flores_dir: Path, lang: str) -> Path:
+#: macrolanguages FLORES-200 holds one member of, which their ISO 639-1 codes name: Latvian (lv) is
+#: its lvs_Latn, Albanian (sq) als_Latn, Mongolian (mn) khk_Cyrl, and so on
+_FLORES_MEMBER = {"lav": "lvs", "sqi": "als", "mon": "khk", "mlg": "plt", "ori": "ory", "orm": "gaz", "que": "quy",
+                  "yid": "ydd", "aym": "ayr", "kau": "knc"}
+
+
+def flores_file(flores_dir: Path, lang: str, *, option: str = "--src-lang/--tgt-lang") -> Path:
     """The FLORES-200 devtest file of `lang`: a FLORES code (`deu_Latn`) as it is, else the one
-    file of its ISO 639-3 language (an error naming the candidates when there are several)."""
+    file of its ISO 639-3 language (an error naming `option` and the candidates when there are several)."""
     if (flores_dir / f"{lang}.devtest").is_file():
         return flores_dir / f"{lang}.devtest"
-    iso3, script = normalize_lang(lang).split("_")[0], lang_script(lang)
-    found = sorted(p for p in flores_dir.glob(f"{iso3}_*.devtest") if script is None or p.stem.endswith(script))
+    # (by `same_language`: was the ISO 639-3 code as the file's prefix, so "zh" (cmn) and "ar" (ara)
+    # found no file of FLORES's zho_Hans and arb_Arab)
+    code = _FLORES_MEMBER.get(normalize_lang(lang))
+    code = code + (f"_{lang_script(lang)}" if lang_script(lang) else "") if code else lang
+    found = sorted(p for p in flores_dir.glob("*_*.devtest") if same_language(code, p.stem))
     if len(found) != 1:
         some = ", ".join(p.stem for p in found) or "none"
-        raise ConfigError(f"--src-lang/--tgt-lang {lang!r}: {len(found)} FLORES-200 files match in {flores_dir} "
+        raise ConfigError(f"{option} {lang!r}: {len(found)} FLORES-200 files match in {flores_dir} "
                           f"({some}); give a FLORES code (e.g. deu_Latn) or your own --gold pairs")
     return found[0]
 

@@ -289,3 +289,42 @@ def test_cli_geometry_records_the_rows_it_measured_and_refuses_a_language_agains
     res = CliRunner().invoke(_cli(), ["bench", "geometry", "--encoder", "use-m3", "--langs", "deu_Latn", "--pivot",
                                       "deu_Latn", "--data-dir", str(data_dir), "--out", str(tmp_path / "same.json")])
     assert res.exit_code == 2 and "holds the pivot deu_Latn" in res.output and not (tmp_path / "same.json").exists()
+    # ISO codes, as `xmine calibrate` takes them (was: "missing FLORES-200 file for 'de'"), the
+    # pivot among them by its code
+    assert geometry.measured_languages(data_dir, ["de", "fra_Latn", "rus"], "en") == (
+        ["deu_Latn", "fra_Latn", "rus_Cyrl"], "eng_Latn")
+    with pytest.raises(ConfigError, match="--langs holds the pivot deu_Latn"):
+        geometry.measured_languages(data_dir, ["de"], "deu_Latn")
+    with pytest.raises(ConfigError, match="^--pivot 'zho': 2 FLORES-200 files match"):
+        geometry.measured_languages(data_dir, ["de"], "zho")
+
+
+def test_cli_plot_takes_iso_codes_and_writes_only_a_png(tmp_path, data_dir):
+    from xmine.benchmarks.plot import plotted_languages
+
+    assert plotted_languages(data_dir, "de", "eng_Latn", None) == ("deu_Latn", "eng_Latn")
+    # the same language by two codes; a PNG under another suffix (was: written to p.txt without a word)
+    for args, message in ((["--src-lang", "en", "--out", str(tmp_path / "p.png")], "both eng_Latn"),
+                          (["--src-lang", "de", "--out", str(tmp_path / "p.txt")], "--out " + str(tmp_path / "p.txt"))):
+        res = CliRunner().invoke(_cli(), ["plot", "--encoder", "use-m3", "--data-dir", str(data_dir), *args])
+        assert res.exit_code == 2 and message in res.output, res.output
+    assert not list(tmp_path.iterdir())
+
+
+def test_list_options_refuse_an_empty_list_and_an_item_listed_twice(tmp_path):
+    """(was: `bench tatoeba --langs ""` ran all 112 languages, `--langs deu,deu` counted German twice in
+    the averages, `train --langs ""` trained on every language found)"""
+    from tests.clitools import refused, xm
+
+    out = tmp_path / "x.json"
+    for args, fragment in (
+            (("bench", "tatoeba", "--langs", "", "--out", out), "an empty list"),
+            (("bench", "tatoeba", "--langs", "deu,fra,deu", "--out", out), "deu listed twice"),
+            (("bench", "geometry", "--langs", " , ", "--out", out), "an empty list"),
+            (("bench", "massive", "--locales", "de-DE,de-DE", "--out", out), "de-DE listed twice"),
+            (("bench", "qe", "--pairs", "en-de,en-de", "--out", out), "en-de listed twice"),
+            (("bench", "sts", "--tracks", "", "--out", out), "an empty list"),
+            (("bench", "mining", "--langs", "de,de", "--out", out), "de listed twice"),
+            (("train", "--pairs", tmp_path, "--langs", "", "-o", tmp_path / "proj"), "an empty list")):
+        refused(xm(*args), fragment)
+    assert not list(tmp_path.iterdir())

@@ -175,3 +175,21 @@ def test_a_record_mines_in_the_margin_it_names_else_in_the_space_s(tmp_path):
         assert (config.margin, config.threshold) == (margin, value[margin]), got
         assert filters.score_max == record["score_max"].get(margin)  # no distance cap recorded: none applied
         assert "xmine calibrate" in got["source"] and "xmine calibrate" in got["margin_source"]
+
+
+def test_a_language_finds_its_flores_file_under_any_of_its_codes(data_dir):
+    """(was: the ISO 639-3 code as the file name's prefix: "zh" (cmn) and "ar" (ara) found no file,
+    nor "lv", whose FLORES-200 file is its member Standard Latvian's, lvs_Latn)"""
+    from xmine.mining.calibrate import flores_file
+    from xmine.paths import resolve_data_dir
+
+    folder = resolve_data_dir(data_dir, needs="parallel/flores200/devtest", how_to_get="")
+    found = {code: flores_file(folder, code).stem for code in ("de", "deu", "zh-Hant", "zho_Hans", "lv", "sq", "mn",
+                                                               "fa", "nb", "yue")}
+    assert found == {"de": "deu_Latn", "deu": "deu_Latn", "zh-Hant": "zho_Hant", "zho_Hans": "zho_Hans",
+                     "lv": "lvs_Latn", "sq": "als_Latn", "mn": "khk_Cyrl", "fa": "pes_Arab", "nb": "nob_Latn",
+                     "yue": "yue_Hant"}
+    for code, files in (("zh", "zho_Hans, zho_Hant"), ("ar", "arb_Arab, arb_Latn")):  # which script: the user's choice
+        with pytest.raises(ConfigError, match=f"'{code}': 2 FLORES-200 files match in .* \\({files}\\)"):
+            flores_file(folder, code)
+

@@ -82,6 +82,22 @@ PROJECTION_CHOSEN = ("Default: the shipped projection for me5-small once its SHI
 quiet_option = functools.partial(click.option, "-q", "--quiet", is_flag=True)
 
 
+def comma_list(ctx, param, value: str | None) -> str | None:
+    """A click callback checking a comma-separated list option while parsing, before any output is
+    claimed: no item, or an item listed twice, is a usage error naming the option (was: `--langs ""`
+    ran every language, and `--langs deu,deu` counted German twice in the averages). The value is
+    returned as given."""
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise click.BadParameter(f"an empty list ({value!r}); leave the option out for its default")
+    twice = sorted({item for item in items if items.count(item) > 1})
+    if twice:
+        raise click.BadParameter(f"{', '.join(twice)} listed twice")
+    return value
+
+
 def given_on_command_line(*params: str) -> list[str]:
     """The options among `params` (parameter names) that the user gave on the command line, as
     `--option-name`: for refusing options that the rest of the command makes meaningless."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import random
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,8 @@ from xmine.encoders.base import DEFAULT_PRECISION, EncoderConfig
 from xmine.errors import ConfigError, InputError
 from xmine.langs import lang_script, normalize_lang, same_language
 from xmine.encoders.projection import choose_projection, read_projection_json, resolve_projection
+
+log = logging.getLogger(__name__)
 
 #: aligned pairs needed: a fifth of them are the gold, and a set needs >= 100 gold pairs
 MIN_PAIRS = 500
@@ -187,6 +190,7 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
     choice = choose_projection(projection, encoder_name=encoder, encoder_fp=model.fingerprint)
     proj = resolve_projection(choice.path) if choice.path is not None else None
     sides = [np.asarray((encode or model.encode)(texts), dtype=np.float32) for texts in (src, tgt)]
+    language_check = _check_languages(proj, sides, (src_lang, tgt_lang))
     if proj is not None:  # the space mined in: the projection's meaning part
         sides = [proj.transform(emb, "meaning", lang=lang) for emb, lang in zip(sides, (src_lang, tgt_lang))]
     neighbours = exact_knn_both(*sides, k)
@@ -209,10 +213,30 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
         **margin, "operating_points": points, "score_max": cap,
         "measured": measured,
         "data": {**data, "gold_pairs": len(gold), "src_sentences": len(src), "tgt_sentences": len(tgt),
-                 "src_lang": src_lang, "tgt_lang": tgt_lang, "seed": seed, "k": k},
+                 "src_lang": src_lang, "tgt_lang": tgt_lang, "seed": seed, "k": k, "language_check": language_check},
         "provenance": provenance(encoder=encoder, projection=str(choice.path) if choice.path else None,
                                  src_lang=src_lang, tgt_lang=tgt_lang, k=k, seed=seed),
     }
+
+
+def _check_languages(proj, sides, langs) -> dict[str, Any]:
+    """{role: `check_declared`'s record} of a sample of each side's embeddings, as `xmine mine` checks
+    its sides, warning where one looks like another language than declared (was: German gold
+    pairs given as French made an "fr-en" record without a word). {} where the space identifies no
+    language (raw embeddings, a token-level projection)."""
+    from xmine.mining.filter_step import SAMPLE_ROWS, check_declared
+
+    if proj is None or not hasattr(proj, "identify") or getattr(proj, "token_level", False):
+        return {}
+    table, out = proj.trust_table(), {}
+    for role, emb, lang in zip(("src", "tgt"), sides, langs):
+        labels, _, _ = proj.identify(emb[:SAMPLE_ROWS])
+        out[role] = record = check_declared(list(labels), lang, table)
+        if record["status"] == "mismatch":
+            log.warning(f"warning: the {role} side is declared --{role}-lang {lang!r}, but {record['share']:.0%} of "
+                        f"{record['sample']} sampled sentences look like {record['looks_like']!r}: the record would "
+                        f"hold that language's thresholds under {lang!r} (recorded in data.language_check)")
+    return out
 
 
 def _calibration_record(path: Path) -> dict:
@@ -272,6 +296,8 @@ def read_calibration(path: str | Path, *, encoder_name: str | None, projection_d
         made = f"{space.get('encoder')} with " + ("projection " + str(space.get("projection")) if
                                                    space.get("projection_weights_sha256") else "raw embeddings")
         here = f"{encoder_name} with " + (f"projection {projection_dir}" if projection_dir else "raw embeddings")
+        if space.get("encoder") == encoder_name and space.get("projection_weights_sha256") and weights:
+            here += " (another projection's weights, whatever its name)"  # (was: two paths alone, one name)
         raise InputError(path, f"calibrated for {made}, but this run mines {here}")
     data = record.get("data") or {}
     found = parse_defaults(record, path, "", f"measured by xmine calibrate on {data.get('source', '?')} "

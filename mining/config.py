@@ -211,11 +211,32 @@ class SelectionConfig:
         if t != "default" and t is not None and isinstance(t, (str, bool)):
             raise ConfigError(f"threshold must be a finite number, 'default' or None (got {t!r})")
         MiningConfig(margin=self.given_margin, retrieval=self.retrieval, threshold=self.given_threshold)
+        self._check_threshold_scale()
         if self.operating_point is not None and self.operating_point not in OPERATING_POINTS:
             raise ConfigError(f"operating_point must be one of {', '.join(OPERATING_POINTS)} "
                               f"(got {self.operating_point!r})")
         if self.operating_point is not None and t != "default":
             raise OptionConflict("give --threshold or --operating-point, not both")
+
+    def _check_threshold_scale(self) -> None:
+        """Refuse a threshold whose scale is not known or that keeps nearly every candidate: beside a
+        calibration, whose record mines in its own margin, the margin must be named (was: taken on
+        the ratio scale, `--calibration C --threshold 0.02` kept every candidate at the record's ratio
+        cap, where the user read the record's distance thresholds); and a number not above an
+        ordinary pair's margin (ratio 1, distance 0) is another margin's value or a way to keep
+        every pair, which --threshold none says."""
+        t = self.given_threshold
+        if t is None:
+            return
+        if self.calibration is not None and self.margin is None:
+            raise OptionConflict(f"--threshold {t:g} with --calibration: name the margin it is on (--margin distance, "
+                                 "the one a record of `xmine calibrate` mines in, or --margin ratio)")
+        neutral = NEUTRAL.get(self.given_margin)
+        if neutral is not None and t <= neutral:
+            other = "a distance margin's value? add --margin distance; " if self.margin is None else ""
+            raise OptionConflict(f"--threshold {t:g} is not above an ordinary pair's {self.given_margin} margin "
+                                 f"({neutral:g}): it would keep nearly every candidate ({other}to keep every pair: "
+                                 "--threshold none)")
 
     @property
     def calibrated(self) -> bool:

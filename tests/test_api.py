@@ -190,7 +190,7 @@ def test_api_refuses_values_of_the_wrong_type_in_one_line():
     # ... and become Python's: k=np.int64(3) passed the check, then failed in json.dumps of the
     # search's checkpoint key after the embedding ("Object of type int64 is not JSON serializable")
     table = xmine.mine(["Hallo Welt.", "Es regnet."], ["Hello world.", "It rains."], encoder="use-m3", k=np.int64(3),
-                       threshold=np.float32(0.5), search=None)
+                       threshold=np.float32(1.5), search=None)
     assert type(summary(table)["k_used"]) is int
     with pytest.raises(ConfigError, match=r"^lang='zzz': not a known language code$"):
         xmine.embed(["Hallo"], lang="zzz", encoder="use-m3")

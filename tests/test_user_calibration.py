@@ -93,6 +93,18 @@ def test_calibrate_then_mine_with_the_record(data_dir, tmp_path):
     assert summary["threshold"]["score_max"]["value"] == cal["score_max"]["distance"]
     pairs = {tuple(r.split("\t")[1:3]) for r in out.read_text(encoding="utf-8").splitlines()}
     assert len(pairs & set(zip(de[:150], en[:150]))) >= 140 and len(pairs) <= 160
+    # a number beside the record: on which margin's scale is said, not taken as ratio (was: 0.02, read
+    # from the record's distance thresholds, kept every candidate as a ratio threshold); on the ratio
+    # scale, a number not above an ordinary pair's is another margin's or "keep every pair"
+    mine_args = ("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--encoder", "use-m3", "-q")
+    refused(xm(*mine_args, "--calibration", record, "--threshold", "0.02", "-o", tmp_path / "m3.tsv"),
+            "--threshold 0.02 with --calibration: name the margin it is on (--margin distance")
+    refused(xm(*mine_args, "--threshold", "0.02", "-o", tmp_path / "m3.tsv"),
+            "--threshold 0.02 is not above an ordinary pair's ratio margin (1)", "add --margin distance")
+    refused(xm(*mine_args, "--margin", "distance", "--threshold", "-0.1", "-o", tmp_path / "m3.tsv"),
+            "--threshold -0.1 is not above an ordinary pair's distance margin (0)")
+    ok(xm(*mine_args, "--calibration", record, "--margin", "distance", "--threshold", "0.02", "-o", tmp_path / "m3.tsv"))
+    assert json.loads((tmp_path / "m3.tsv.json").read_text())["threshold"]["margin"] == "distance"
     # a record of another space is refused in one line; an existing record needs --overwrite
     refused(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--src-lang", "de", "--tgt-lang", "en",
                "--projection", "none", "--calibration", record, "-q", "-o", tmp_path / "m2.tsv"),
@@ -193,3 +205,20 @@ def test_a_language_finds_its_flores_file_under_any_of_its_codes(data_dir):
         with pytest.raises(ConfigError, match=f"'{code}': 2 FLORES-200 files match in .* \\({files}\\)"):
             flores_file(folder, code)
 
+
+@pytest.mark.slow
+def test_calibrate_says_where_a_side_is_another_language_than_declared(data_dir, tmp_path, caplog):
+    """(was: German gold pairs given as French made an "fr-en" record without a word)"""
+    import logging
+
+    de, en = flores_lines(data_dir, "deu_Latn", 600), flores_lines(data_dir, "eng_Latn", 600)
+    (tmp_path / "g.de").write_text("\n".join(de) + "\n", encoding="utf-8")
+    (tmp_path / "g.en").write_text("\n".join(en) + "\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        ok(xm("calibrate", "--src-lang", "fr", "--tgt-lang", "en", "--gold", tmp_path / "g.de", tmp_path / "g.en",
+              "-o", tmp_path / "c.json"))
+    check = json.loads((tmp_path / "c.json").read_text())["data"]["language_check"]
+    assert check["src"]["status"] == "mismatch" and check["src"]["looks_like"] == "deu"
+    assert check["tgt"]["status"] == "consistent"
+    assert any("declared --src-lang 'fr'" in r.getMessage() and "look like 'deu'" in r.getMessage()
+               for r in caplog.records)

@@ -1097,3 +1097,19 @@ def test_a_refused_embed_leaves_no_lock_file_in_a_folder_marked_by_hand(ws):
     with untouched(ws):
         refused(xm("embed", ws / "de.txt", "--lang", "de", "--encoder", "use-m3", "-q", "-o", ws / "thesis"),
                 "thesis")
+
+
+def test_verify_names_an_interrupted_run_by_its_summary_as_by_its_output(tmp_path):
+    """A run killed (SIGKILL) after its claim leaves OUT.json saying "unfinished" and no OUT; `verify
+    OUT.json` says what `verify OUT` says (was: "kind 'mining-result' is no kind of record this xmine
+    writes")."""
+    from xmine.artefacts.fileio import atomic_write_manifest
+    from xmine.mining.pipeline import MINING_KIND
+
+    out = tmp_path / "ka.tsv"
+    # what the claim writes before a run's first output (xmine.artefacts.outputs)
+    atomic_write_manifest(tmp_path / "ka.tsv.json", {"kind": MINING_KIND, "state": "unfinished", "writing": []})
+    for path in (out, tmp_path / "ka.tsv.json"):
+        res = CliRunner().invoke(main, ["verify", str(path)])
+        assert res.exit_code == 2 and f"{out}: unfinished (its run was interrupted); run the same command again" \
+            in res.output, res.output

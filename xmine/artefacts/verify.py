@@ -18,7 +18,7 @@ from pathlib import Path
 
 from xmine.calibration import CALIBRATION_DAMAGED_ADVICE, CALIBRATION_KIND, parse_defaults
 from xmine.errors import ArtefactError, ConfigError, DamagedManifestError
-from xmine.artefacts.fileio import MANIFEST, inside, intact, manifest_kind, read_manifest, sha256_file, unseal
+from xmine.artefacts.fileio import MANIFEST, SELF_CHECKSUM, inside, intact, manifest_kind, read_manifest, sha256_file, unseal
 from xmine.artefacts.records import FileRecord, read_field
 from xmine.artefacts.output_state import (MARKER, changed_files, dir_kind, own_output_name, read_json,
                                           sidecar_of)
@@ -77,8 +77,19 @@ def check_no_stray_shards(directory: Path, kind: str) -> None:
 
 
 def verify_artefact(path: str | Path) -> tuple[str, int, str]:
-    """Check an artefact completely; return (kind, bytes checked, detail) or raise ArtefactError."""
-    p = Path(path)
+    """Check an artefact completely; return (kind, bytes checked, detail) or raise ArtefactError.
+    A directory whose manifest carries no checksum of its own is read as before (`unseal`), and
+    the detail says that the manifest itself went unchecked (was: "every sha256 matches" for a
+    manifest whose checksum had been removed and its language edited)."""
+    kind, nbytes, detail = _verify(Path(path))
+    manifest = Path(path) / MANIFEST
+    if manifest.is_file() and SELF_CHECKSUM not in (read_json(manifest) or {}):
+        detail += (f"; but its {MANIFEST} records no checksum of its own ({SELF_CHECKSUM}: written by hand, or "
+                   "by an xmine before manifests recorded one), so what the manifest says is not checked")
+    return kind, nbytes, detail
+
+
+def _verify(p: Path) -> tuple[str, int, str]:
     if p.is_dir() and not (p / MANIFEST).is_file() and sidecar_of(p).is_file():  # a dataset folder output
         return verify_output_file(p)
     if not os.path.lexists(p):
@@ -145,7 +156,9 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
             if sealed:
                 return kind, p.stat().st_size, "its content matches the checksum it was written with"
             return kind, p.stat().st_size, "readable JSON, written before it recorded a checksum, so not checked"
-        if kind and "output_files" in record:  # OUT.json, the summary of an output: the output is checked
+        # OUT.json, the summary of an output: the output is checked (an unfinished run's summary
+        # records no files yet: was "no kind of record this xmine writes")
+        if kind and ("output_files" in record or record.get("state") == "unfinished"):
             kind, nbytes, detail = verify_output_file(Path(str(p)[:-len(".json")]))
             return kind, nbytes, f"the summary of {p.name[:-len('.json')]}: {detail}"
         if kind:

@@ -164,6 +164,8 @@ def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) 
             found += _scan_directory(p)
         elif ":" in spec:
             found.append(_parse_explicit(spec))
+        elif not p.exists():  # (was: "not a directory and not SRC:TGT parallel files" for a typo)
+            raise InputError(p, "does not exist (--pairs takes a directory of parallel files, or SRC:TGT)")
         else:
             raise InputError(p, "not a directory and not SRC:TGT parallel files")
     if wanted is not None:
@@ -302,8 +304,8 @@ def sample_pairs(
                           for k, c in counts.items())
         names = "; ".join(f"{i['src']}:{i['tgt']}" for i in file_info)
         raise ConfigError(f"{names}: too few distinct pairs to train and validate ({shown}); at --valid-fraction "
-                          f"{valid_fraction} a language pair needs at least {need}, so that 2 are held out for "
-                          "validation and 2 train")
+                          f"{valid_fraction} a language pair needs at least {need}, so that at least 2 are held out for "
+                          "validation (a batch needs two) and the rest train")
     return PairSample(
         src=src, tgt=tgt, src_lang=np.asarray(s_lang, dtype=np.int64), tgt_lang=np.asarray(t_lang, dtype=np.int64),
         group=np.asarray(group, dtype=np.int64), valid=np.asarray(valid, dtype=bool),

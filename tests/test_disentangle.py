@@ -383,3 +383,12 @@ def test_no_held_out_sentence_is_trained_on_in_multi_way_data(data_dir):
     assert cb["shared_dropped"] == ca["train"] - cb["train"] > 0
     with pytest.raises(ConfigError, match="valid split must be one of disjoint, per-pair"):
         sample_pairs(flores, **args, valid_split="random")
+
+
+def test_train_names_a_pairs_path_that_does_not_exist(tmp_path):
+    """(was: "not a directory and not SRC:TGT parallel files" for a mistyped path)"""
+    from tests.clitools import refused, xm
+
+    refused(xm("train", "--pairs", tmp_path / "nope", "-o", tmp_path / "proj"), str(tmp_path / "nope"),
+            "does not exist")
+    assert not list(tmp_path.iterdir())

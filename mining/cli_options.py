@@ -205,7 +205,8 @@ selection_options = _options(
                        "translations me5-small's from about 0.02, use-m3's 0.2-0.5); absolute = plain cosine (-1..1; no hubness "
                        "correction). m = mean of the k nearest cosines of both sentences. Default: with the "
                        "calibrated threshold, the margin calibrated for the space mined in (distance for raw "
-                       "use-m3, ratio for the others: docs/mining.md); with --threshold given or none, ratio."),
+                       "use-m3, ratio for the others: docs/mining.md); with --threshold given or none, ratio (beside "
+                       "--calibration, name it: a record mines in the distance margin)."),
     retrieval_option(help="max: union of every source's and every target's best candidate, sorted by score, then "
                           "greedy one-to-one; fwd: each source's best target; bwd: each target's best source; "
                           "intersect: pairs that are each other's best in both directions."),

@@ -144,6 +144,21 @@ def test_a_store_of_an_older_format_is_one_error_and_is_rebuilt_with_overwrite(t
     again = embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", show_progress=False, overwrite=True)
     assert again.manifest.format_version == 2 and np.array_equal(again.rows()[:], store.rows()[:])
 
+
+def test_a_damaged_finished_store_rebuilt_with_overwrite_says_so(tmp_path, tiny_file, usem3, caplog):
+    """As `mine` rebuilds the damaged work store of an unfinished run (was: re-encoded without a word)."""
+    import logging
+
+    store = embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", show_progress=False)
+    shard = sorted(store.directory.glob("emb-*.npy"))[0]
+    data = bytearray(shard.read_bytes())
+    data[-64:] = bytes(64)
+    shard.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING):
+        again = embed_corpus(tiny_file, tmp_path / "st", encoder=usem3, lang="de", show_progress=False, overwrite=True)
+    assert any(shard.name in r.getMessage() and "building the store again" in r.getMessage() for r in caplog.records)
+    again.verify()  # built again, whole
+
 def test_rows_view_reads_slices_and_row_lists_across_shards(built):
     from xmine.store.rows import RowSubset
 

@@ -162,6 +162,7 @@ def _finished_or_build_dir(out_dir: Path, identity: dict[str, Any], overwrite: b
     except DamagedManifestError as e:  # (a store by the kind it records: the caller's claim_output checked)
         if not overwrite:
             raise DamagedManifestError(e.path, "pass --overwrite to rebuild the store") from None
+        log.warning(f"{e}; building the store again")
         refuse_foreign(out_dir)
         return None, rebuild_dir(out_dir)
     why = identity_mismatch(manifest, identity, where=str(out_dir / MANIFEST))
@@ -173,6 +174,8 @@ def _finished_or_build_dir(out_dir: Path, identity: dict[str, Any], overwrite: b
             if not overwrite:
                 raise ArtefactError(f"{e}; pass --overwrite to rebuild the store") from None
             why = str(e)
+            # (was: silent, where `mine` rebuilds the damaged work store of an unfinished run)
+            log.warning(f"{why}; building the store again")
         else:
             remove_leftovers(out_dir, store.manifest.to_dict())  # its names checked by the open
             return store, out_dir

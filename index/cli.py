@@ -160,6 +160,9 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
         summary = _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, input_format, lang)
         if claim is not None:
             claim.finish(summary)
+    if out is not None:  # (was: nothing said, where mine, embed and build-index say what they wrote)
+        click.echo(f"searched {summary['queries_searched']:,} queries against {index_dir} ({summary['k_used']} "
+                   f"nearest each) -> {out}", err=True)
 
 
 def _search_format(out: Path | None, fmt: str | None) -> str:
@@ -190,6 +193,7 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder: EncoderConfig, p
     lines = ix.line_numbers
     hit_sent, q_sent = ix.sentence_index, q.sentence_index
     split = hit_sent is not None or q_sent is not None
+    n_queries = len(q)
     with contextlib.ExitStack() as stack:
         if claim is not None:
             tmp = stack.enter_context(claim.atomic_file())
@@ -237,7 +241,7 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder: EncoderConfig, p
     if claim is None:
         return {}
     return {"index": str(index_dir), "queries": str(queries), "format": fmt, "k": k,
-            "k_used": min(k, len(ix)), "fewest_hits": fewest, "lines": written,
+            "k_used": min(k, len(ix)), "fewest_hits": fewest, "lines": written, "queries_searched": n_queries,
             "provenance": provenance(index=str(index_dir), queries=str(queries), k=k, nprobe=nprobe, format=fmt)}
 
 

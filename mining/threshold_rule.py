@@ -383,8 +383,8 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
         record |= {"value": value, "share": round(share, 4),
                    "source_brief": f"{record['source']}, from this run's {rule['rule']} {share:.3f}",
                    "source": f"{record['source']}, from this run's {rule['rule']} {share:.3f} (rule: t = "
-                             f"{rule['intercept']:g} + {rule['slope']:g} (share in [{rule['floor']:g}, "
-                             f"{rule['centre']:g}] - {rule['centre']:g}))"}
+                             f"{rule['intercept']:g} + {rule['slope']:g} x (s - {rule['centre']:g}), s the share held "
+                             f"to [{rule['floor']:g}, {rule['centre']:g}])"}
     log.info("threshold %g: %s", record["value"], record["source"])
     return keep_at_least(mined, record["value"])
 

@@ -179,6 +179,9 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
     from xmine.mining.knn import exact_knn_both
     from xmine.mining.select import MiningConfig, select_pairs
 
+    if k < 2:  # (a pair's one neighbour is its partner: every margin at most an ordinary pair's, mine's refusal)
+        raise ConfigError(f"-k {k}: the record's margins need k >= 2 (a pair's one neighbour is the pair itself, so "
+                          "no margin rises above an ordinary pair's); 4 is LASER's and xmine mine's")
     src, tgt, gold = split_set(pairs, seed)
     if k > min(len(src), len(tgt)):  # every margin's neighbourhood would be a whole side
         raise ConfigError(f"-k {k}: the calibration set holds {len(src)} source and {len(tgt)} target sentences, "

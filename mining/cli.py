@@ -20,8 +20,8 @@ from xmine.mining.calibrate import calibrate, flores_file, read_aligned
 from xmine.mining.cli_options import (approximate_option, conflicts_as_usage_errors, encoding_options, filter_options,
                                       k_option, margin_option, output_options, pair_filter_options, search_options,
                                       selection_options, src_lang_option, tgt_lang_option, threshold_options)
-from xmine.mining.config import (MineConfig, SearchConfig, SelectionConfig, SideInput, check_score_cap,
-                                 score_cap_on_margin)
+from xmine.mining.config import (MineConfig, SearchConfig, SelectionConfig, SideInput, check_k_for_margin,
+                                 check_score_cap, score_cap_on_margin)
 from xmine.mining.pipeline import mine as run_mine
 from xmine.mining.score_output import SCORE_FORMATS
 from xmine.options import InputPath, input_format_options, projection_option, quiet_option, ray_option
@@ -208,6 +208,7 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
                                     calibration=calibration)
         pair_filters = score_cap_on_margin(selection, pair_filters)
         check_score_cap(selection, pair_filters)  # (score_bitext checks again: as usage errors here)
+        check_k_for_margin(SearchConfig(k=k), selection)
     summary = score_bitext(bitext, out=out, src_lang=src_lang, tgt_lang=tgt_lang, encoding=encoding,
                            search=SearchConfig(k=k, approximate=approximate, ray=ray_address), selection=selection,
                            filters=pair_filters, src_corpus=src_corpus, tgt_corpus=tgt_corpus, kept_only=kept_only,

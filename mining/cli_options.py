@@ -16,7 +16,7 @@ import click
 
 from xmine.encoders.options import precision_option
 from xmine.index.choose import APPROXIMATE_TYPES
-from xmine.mining.config import (EncodingConfig, FilterConfig, OptionConflict, OutputConfig, SearchConfig,
+from xmine.mining.config import (MAX_K, EncodingConfig, FilterConfig, OptionConflict, OutputConfig, SearchConfig,
                                  SelectionConfig)
 from xmine.mining.defaults import OPERATING_POINTS
 from xmine.mining.filters import DEFAULT_MAX_LENGTH_RATIO, PairFilterConfig
@@ -72,7 +72,7 @@ def _options(name: str, build, *options):
 # The search and selection options that mine, score, calibrate and bench bucc share, each defined once
 # (names, type, default: the config's, so the Python API and the command line agree); each command
 # gives its own help=.
-k_option = functools.partial(click.option, "-k", "--k", "k", type=click.IntRange(min=1), default=SearchConfig.k,
+k_option = functools.partial(click.option, "-k", "--k", "k", type=click.IntRange(min=1, max=MAX_K), default=SearchConfig.k,
                              show_default=True)
 approximate_option = functools.partial(click.option, "--approximate", is_flag=True)
 margin_option = functools.partial(click.option, "--margin", type=click.Choice(MARGINS), default=SelectionConfig.margin)

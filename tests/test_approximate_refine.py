@@ -139,3 +139,25 @@ def test_agreement_benchmark_counts_pairs_by_line_numbers(tmp_path):
     files = bench.write_side(tmp_path, [("a.txt", 2, None), ("b.txt", 1, 1)], tmp_path / "side.txt")
     assert (tmp_path / "side.txt").read_text(encoding="utf-8") == "two\nthree\nfour\n"
     assert len(files) == 2 and all(len(f["sha256"]) == 64 for f in files)
+
+
+def test_settings_the_index_cannot_take_as_given_are_said(tmp_path, caplog):
+    """(was: --nlist 50000 on 300 rows made IVF299, --nprobe 100 of 16 lists visited 16, --pq-m 7
+    made PQ6 (7 does not divide the dimension), each without a word)"""
+    import logging
+
+    x, y = _clustered(300, dim=32, pairs=50)
+    runs = [(ApproximateConfig(index_type="ivf", nlist=50_000), "--nlist 50000: 300 used"),
+            (ApproximateConfig(index_type="ivf", nlist=16, nprobe=100), "--nprobe 100: 16 used"),
+            (ApproximateConfig(index_type="ivfpq", nlist=4, pq_m=7), "--pq-m 7: 4 used (the sub-quantisers must "
+                                                                       "divide the dimension 32)")]
+    for i, (config, message) in enumerate(runs):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="xmine"):
+            approximate_knn_both(x, y, 4, config=config, work_dir=tmp_path / str(i), key="k")
+        assert any(r.getMessage().startswith(message) for r in caplog.records), [r.getMessage() for r in caplog.records]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="xmine"):  # what it takes as given: no word
+        approximate_knn_both(x, y, 4, config=ApproximateConfig(index_type="ivf", nlist=8, nprobe=4),
+                             work_dir=tmp_path / "ok", key="k")
+    assert not [r for r in caplog.records if " used (" in r.getMessage()]

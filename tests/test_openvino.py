@@ -94,6 +94,11 @@ def test_a_broken_or_stale_cached_model_is_detected_and_rebuilt(ov_bf16, tmp_pat
         f.seek(1 << 20)
         f.write(b"\x00" * 64)
     assert problem_with(copy, source).startswith("broken: model.bin")
+    # `verify` checks the sums its manifest records (was: "no sums recorded", exit 0)
+    from tests.clitools import ok, refused, xm
+
+    assert "2 files match their recorded size and sha256" in ok(xm("verify", real)).output
+    refused(xm("verify", copy), f"{copy / 'model.bin'}: content differs from the manifest.json of the OpenVINO model")
     monkeypatch.setenv("XMINE_HOME", str(tmp_path))
     from xmine.encoders.ov_encoder import OpenVINOEncoder, load_me5_openvino
 

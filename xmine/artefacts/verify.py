@@ -26,16 +26,18 @@ from xmine.artefacts.directory import open_artefact
 from xmine.store.reader import verify_store
 
 #: Directory artefacts xmine makes whose manifests record no sha256 sums, nor have a reader: the
-#: converted encoder models of the cache (xmine.encoders: e5_q4, ov_build), FMDA's sampled pairs
+#: converted encoder model of the cache (xmine.encoders.e5_q4), FMDA's sampled pairs
 #: (xmine.disentangle.fmda_data). `verify` checks their manifest and lists their files; any other
 #: kind without a reader is refused.
-UNCHECKED_KINDS = ("encoder-model", "openvino-model", "fmda-sample-pairs")
+UNCHECKED_KINDS = ("encoder-model", "fmda-sample-pairs")
 #: Directory artefacts without a reader whose manifest records, from the format given on, the size
 #: and sha256 of every file in them by its path relative to the directory (`files`): the
-#: sentence-transformers exports of `xmine export-st` (xmine.disentangle.st_export, st_module).
-#: `verify` checks every recorded file and that no other file was added; an export made before
-#: that format records no sums, and is only listed (as an unchecked kind is).
-RECORDED_KINDS = {"sentence-transformer-portable": 2, "sentence-transformer-export": 2}
+#: sentence-transformers exports of `xmine export-st` (xmine.disentangle.st_export, st_module) and
+#: the OpenVINO models of the cache (xmine.encoders.ov_build; was: listed, "no sums recorded",
+#: a flipped byte of model.bin passed). `verify` checks every recorded file and that no other
+#: file was added; an export made before that format records no sums, and is only listed (as an
+#: unchecked kind is).
+RECORDED_KINDS = {"sentence-transformer-portable": 2, "sentence-transformer-export": 2, "openvino-model": 1}
 #: The result files (JSON with a top-level `kind`) the benchmarks and the lab write
 #: (xmine.benchmarks, benchmarks/lab). From this version on each ends with the checksum of its own
 #: content (`atomic_write_manifest`), which `verify`, `bench report` and the lab check on reading.
@@ -121,7 +123,13 @@ def _verify(p: Path) -> tuple[str, int, str]:
         if kind in RECORDED_KINDS:
             manifest = read_manifest(p, kind)
             if manifest.get("format_version", 1) >= RECORDED_KINDS[kind]:
-                nbytes, count = check_recorded_files(p, manifest, what="sentence-transformers export")
+                what = "sentence-transformers export"
+                if kind == "openvino-model":  # (ov_build records a file's bytes as "size")
+                    what, files = "OpenVINO model", manifest.get("files")
+                    if isinstance(files, dict):
+                        manifest = {**manifest, "files": {name: {("bytes" if k == "size" else k): v for k, v in r.items()}
+                                                          if isinstance(r, dict) else r for name, r in files.items()}}
+                nbytes, count = check_recorded_files(p, manifest, what=what)
                 return kind, nbytes, _match(count, "recorded size and sha256")
         if kind in UNCHECKED_KINDS or kind in RECORDED_KINDS:  # its manifest and files
             read_manifest(p, kind)

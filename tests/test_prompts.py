@@ -114,3 +114,14 @@ def test_use_m3_refuses_a_prompt(tmp_path):
     corpus.write_text("Hallo Welt.\n", encoding="utf-8")
     refused(xm("embed", corpus, "--lang", "de", "-o", tmp_path / "s", "--encoder", "use-m3", "--prompt", "q: "),
             "use-m3 takes no prompt")
+
+
+def test_another_encoder_beside_a_store_is_named_not_the_store_s_precision(tmp_path, data_dir):
+    """(was: a me5-small store at bf16 mined with --encoder use-m3 said "use-m3 runs in numpy float32
+    only; precision bf16 is not available for it", a precision nobody gave)"""
+    (tmp_path / "de.txt").write_text("\n".join(flores_lines(data_dir, "deu_Latn", 12)) + "\n", encoding="utf-8")
+    (tmp_path / "en.txt").write_text("\n".join(flores_lines(data_dir, "eng_Latn", 12)) + "\n", encoding="utf-8")
+    ok(xm("embed", tmp_path / "de.txt", "--lang", "de", "--projection", "none", "--precision", "bf16", "-q",
+          "-o", tmp_path / "st"))
+    refused(xm("mine", tmp_path / "st", tmp_path / "en.txt", "--tgt-lang", "en", "--encoder", "use-m3", "-q",
+               "-o", tmp_path / "m.tsv"), "was made with encoder 'me5-small'", "but embeddings of 'use-m3'")

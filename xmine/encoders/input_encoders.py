@@ -67,15 +67,18 @@ class Encoders:
                 raise ConfigError(f"the embeddings of encoder {name!r} were made elsewhere (embed --embeddings), so "
                                   "xmine cannot encode text beside them: store the other side's vectors with "
                                   f"`xmine embed TEXT --embeddings FILE --encoder-name {name}` too")
-            precision = self.precision or (made.run_precision if made else DEFAULT_PRECISION)
+            # The inputs' precision and runtime are the defaults only for their own encoder (was: a
+            # bf16 store's precision asked of use-m3, which refused it, hiding that the encoders differ)
+            same = made if made is not None and made.name == name else None
+            precision = self.precision or (same.run_precision if same else DEFAULT_PRECISION)
             given = self.config.prompt is not None or self.config.prompt_name is not None
-            if made is not None and made.name == name and not given:  # as the precision: the inputs' first
+            if same is not None and not given:  # as the precision: the inputs' first
                 prompt = made.id.prompt
             else:  # the prompt given, else the projection's
                 prompt = encoding_prompt(self.config.prompt, self.config.prompt_name, (self.projection_spec,), name)
             self._encoder = load_encoder(name, precision=precision, device=self.config.device,
                                          prefix=prompt, prompt_name=self.config.prompt_name,
-                                         runtime=runtime_for_artefact(made, self.config.runtime))
+                                         runtime=runtime_for_artefact(same, self.config.runtime))
             # Not through `self.projection`: choosing it may ask for this encoder's fingerprint
             # (and would then be chosen, and its notice logged, twice).
             if self._projection is not None:

@@ -292,13 +292,16 @@ def score(src: Source, tgt: Source | None = None, *, src_lang: str | None = None
 
 def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None = None,
           projection: str | Path | None = None, precision: str = "auto", batch_size: int = 64,
-          prompt: str | None = None):
+          prompt: str | None = None, prompt_name: str | None = None, runtime: str | None = None,
+          device: str | None = None):
     """The vectors `mine` compares for `texts`: a float32 numpy array (len(texts), dim), rows of
     unit length. By default the meaning part of the shipped projection of the default encoder
     (the space `xmine mine` searches); `projection="none"`: the encoder's raw embeddings; a
     projection directory without `encoder`: its meaning part, with the encoder it was made for.
-    `prompt`: the text put before every sentence (None: the encoder's default); a projection trained
-    with another refuses the embeddings (EncoderMismatchError), as `xmine embed` does."""
+    `prompt`: the text put before every sentence (None: the encoder's default), or `prompt_name`: one
+    of the encoder's named prompts; a projection trained with another refuses the embeddings
+    (EncoderMismatchError), as `xmine embed` does. `runtime` (torch, openvino; None: auto) and
+    `device` (cpu, cuda, ...; None: auto) as `xmine embed --runtime/--device`."""
 
     if isinstance(texts, (str, bytes)):  # (was: each character embedded as a sentence)
         raise ConfigError(f"texts: one string ({str(texts)[:40]!r}), not a sequence of sentences; pass [text]")
@@ -307,14 +310,16 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
     for i, text in enumerate(texts):
         if not isinstance(text, str):  # (was: a TypeError from the tokenizer's prompt)
             raise ConfigError(f"texts: item {i} is a {type(text).__name__}, not a string")
-    if prompt is not None and not isinstance(prompt, str):
-        raise ConfigError(f"prompt must be a string or None (got {prompt!r})")
+    for name, value in (("prompt", prompt), ("prompt_name", prompt_name), ("runtime", runtime), ("device", device)):
+        if value is not None and not isinstance(value, str):  # (runtime, prompt_name, device: was not taken)
+            raise ConfigError(f"{name} must be a string or None (got {value!r})")
     if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
         raise ConfigError(f"batch_size must be an integer >= 1 (got {batch_size!r})")
     batch_size = int(batch_size)
     name = encoder or projection_encoder(projection) or DEFAULT_ENCODER  # (a projection names its own, as in `mine`)
-    prompt = encoding_prompt(prompt, None, (projection,), name)  # as `xmine embed`
-    model = load_encoder(name, precision=precision, prefix=prompt)
+    prompt = encoding_prompt(prompt, prompt_name, (projection,), name)  # as `xmine embed`
+    model = load_encoder(name, precision=precision, prefix=prompt, prompt_name=prompt_name, runtime=runtime,
+                         device=device)
     choice = choose_projection(projection, encoder_name=name, encoder_fp=model.fingerprint)
     if choice.how == "default-unavailable" and shipped_dir(name) is not None:
         # (was: raw embeddings without a word, the command line only logging it): the shipped

@@ -153,6 +153,12 @@ def test_api_embed_warns_where_a_prompt_leaves_the_shipped_projection_out():
         raw = xmine.embed(["Hallo Welt"], lang="de", prompt="passage: ", projection="none")
         xmine.embed(["Hallo Welt"], lang="de")  # the default prompt: the shipped projection, no warning
     assert np.allclose(got, raw, atol=1e-6)
+    # the command's other encoding options, by their names (was: TypeError, unexpected keyword)
+    named = xmine.embed(["Hallo Welt"], lang="de", prompt_name="passage", projection="none", runtime="torch",
+                        device="cpu", precision="fp32")
+    assert float(named[0] @ raw[0]) > 0.999
+    with pytest.raises(xmine.errors.ConfigError, match=r"^runtime must be a string or None \(got 3\)$"):
+        xmine.embed(["Hallo Welt"], runtime=3)
 
 
 def test_api_refuses_values_of_the_wrong_type_in_one_line():

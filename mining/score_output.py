@@ -65,14 +65,17 @@ _BATCH = 65_536
 
 
 def resolve_score_format(out: str | Path, fmt: str | None) -> str:
-    """The named format, else by the name of `out` (.csv, .jsonl, .parquet; else tsv)."""
+    """The named format, else by the name of `out` (.csv, .jsonl, .parquet; else tsv); a format named
+    against what the name says is refused (was: JSON Lines written into out.parquet)."""
+    named = {".csv": "csv", ".jsonl": "jsonl", ".parquet": "parquet", ".pq": "parquet"}.get(stem_suffix(Path(out)))
     if fmt is not None:
         if fmt not in SCORE_FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(SCORE_FORMATS)}, not {fmt!r}")
+        if named is not None and named != fmt:
+            raise ConfigError(f"{out}: its name says {named}, but --format {fmt} was given; name the output for "
+                              "the format it holds, or leave --format out")
         return fmt
-
-    suffix = stem_suffix(Path(out))
-    return {".csv": "csv", ".jsonl": "jsonl", ".parquet": "parquet", ".pq": "parquet"}.get(suffix, "tsv")
+    return named or "tsv"
 
 
 def _number(value: float) -> float | None:

@@ -77,20 +77,23 @@ def output_format(out: str | Path, fmt: str | None) -> str:
     ending in .gz is written gzip-compressed (tsv, jsonl, tmx); Parquet and dataset folders
     compress inside, so they are refused such a name rather than written uncompressed under it."""
     name = Path(out).name.lower()
+    named = next((by_name for by_name, endings in _NAMED_BY.items() if name.removesuffix(".gz").endswith(endings)), None)
     if fmt is not None:
         if fmt not in OUTPUT_FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(OUTPUT_FORMATS)}, not {fmt!r}")
+        if named is not None and named != fmt:  # (was: JSON Lines written into out.parquet without a word)
+            raise ConfigError(f"{out}: its name says {named}, but --format {fmt} was given; name the output for "
+                              "the format it holds, or leave --format out")
     else:
-        fmt = "hf" if Path(out).is_dir() else "tsv"
-        for by_name, endings in (("jsonl", (".jsonl",)), ("tmx", (".tmx",)), ("parquet", (".parquet", ".pq"))):
-            if name.removesuffix(".gz").endswith(endings):
-                fmt = by_name
+        fmt = named or ("hf" if Path(out).is_dir() else "tsv")
     if name.endswith(".gz") and fmt not in GZIP_FORMATS:
         raise ConfigError(f"{out}: a {fmt} output is not gzip-compressed (only {', '.join(GZIP_FORMATS)} are); "
                           "name it without .gz")
     return fmt
 
 
+#: the formats an output's name says (its ending, also before .gz)
+_NAMED_BY = {"jsonl": (".jsonl",), "tmx": (".tmx",), "parquet": (".parquet", ".pq")}
 #: the formats written gzip-compressed when the output's name ends in .gz
 GZIP_FORMATS = ("tsv", "jsonl", "tmx")
 

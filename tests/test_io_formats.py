@@ -256,6 +256,12 @@ def test_tsv_default_gz_and_moses(corpus, plain_tsv, stores, tmp_path):
         assert gzip.decompress((tmp_path / name).read_bytes()) == (tmp_path / "b.jsonl").read_bytes()
     assert json.loads((tmp_path / "b.jsonl.gz.json").read_text())["format"] == "jsonl"
     refused(xm("mine", *stores, "-q", "-o", tmp_path / "b.parquet.gz"), "a parquet output is not gzip-compressed")
+    # a --format against what the name says (was: JSON Lines written into c.parquet without a word)
+    refused(xm("mine", *stores, "-q", "--format", "jsonl", "-o", tmp_path / "c.parquet"),
+            "c.parquet: its name says parquet, but --format jsonl was given")
+    refused(xm("score", f"{corpus['dir'] / 'de.txt'}:{corpus['dir'] / 'en.txt'}", "-q", "--format", "csv", "-o",
+               tmp_path / "s.jsonl"), "s.jsonl: its name says jsonl, but --format csv was given")
+    assert not (tmp_path / "c.parquet").exists() and not (tmp_path / "s.jsonl").exists()
     ok(xm("mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q", "--format", "moses",
           "-o", tmp_path / "c"))
     assert not (tmp_path / "c").exists()

@@ -195,7 +195,8 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     rate = info.encoded / info.seconds if info and info.seconds > 0 else float("nan")
     resumed = f", {info.resumed_rows} resumed from an earlier run" if info and info.resumed_rows else ""
     click.echo(
-        f"embedded {len(store)} sentences ({info.encoded if info else len(store)} in this run{resumed}), "
+        f"embedded {len(store)} sentence{'' if len(store) == 1 else 's'} ({info.encoded if info else len(store)} "
+        f"in this run{resumed}), "
         f"dim {store.dim}, {store.manifest.dtype}, part {store.part}, "
         + (f"vectors of {encoder.name!r} read from {embeddings_file}" if embeddings_file is not None else
            f"encoder at {encoder.precision} on {getattr(encoder, 'runtime', 'torch')}")

@@ -274,7 +274,7 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
                 labels = pred
             else:
                 emb = cached_encode(enc, truncate_for_encoding(corpus.sentences), show_progress=True, desc=path.name)
-                labels, score, pred = identify_by_projection(projection, emb)
+                labels, score, pred = identify_by_projection(projection, emb, corpus.sentences)
                 unknown += labels.count(UNKNOWN)
             shown = pred if guess else labels  # what the command answers, and so what --eval scores
             if evaluate:

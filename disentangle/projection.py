@@ -226,10 +226,10 @@ class Projection:
         """Which of its languages `identify` trusts, and why not (`xmine.mining.langid.trust_table`)."""
         return trust_table(self.config, self.languages)
 
-    def identify(self, emb: np.ndarray) -> tuple[list[str], np.ndarray, list[str]]:
+    def identify(self, emb: np.ndarray, texts=None) -> tuple[list[str], np.ndarray, list[str]]:
         """(labels, scores, nearest): `langid`, with "unknown" where the nearest language is not
-        a trusted label (`xmine.mining.langid.identify_by_projection`)."""
-        return identify_by_projection(self, emb)
+        a trusted label, or where `texts` (given) holds no letter (`xmine.mining.langid.identify_by_projection`)."""
+        return identify_by_projection(self, emb, texts)
 
 
 #: config.json's fields every reader uses, and the JSON type each must have

@@ -225,7 +225,7 @@ def check_declared_languages(sides, *, encoders) -> dict[str, Any]:
         labels = []
         if texts:  # only what can be checked is encoded
             emb = np.asarray(encoders.encoder.encode(truncate_for_encoding(texts)), dtype=np.float32)
-            labels, _, _ = projection.identify(emb)
+            labels, _, _ = projection.identify(emb, texts)
         record = check_declared(labels, lang, table)
         if record["status"] == "mismatch":
             log.warning(f"warning: {role} {side.path}: declared --{role}-lang {lang!r}, but {record['share']:.0%} of "

@@ -343,11 +343,14 @@ def trust_table(config: dict[str, Any], languages, rule: TrustRule = TrustRule()
     return table
 
 
-def identify_by_projection(projection, emb: np.ndarray) -> tuple[list[str], np.ndarray, list[str]]:
+def identify_by_projection(projection, emb: np.ndarray, texts=None) -> tuple[list[str], np.ndarray, list[str]]:
     """(labels, scores, nearest) of raw encoder embeddings `emb`: `nearest` is the projection's
     nearest training language, `scores` its cosine, `labels` that language where it is trusted,
-    else `UNKNOWN`."""
+    else `UNKNOWN`; also `UNKNOWN` where `texts` (the sentences of `emb`, where given) holds no
+    letter: digits and signs name no language (was: "12345 !!!" labelled Spanish at 0.99)."""
     nearest, scores = projection.langid(emb)
     table = trust_table(projection.config, projection.languages)
     labels = [n if table[n]["trusted"] else UNKNOWN for n in nearest]
+    if texts is not None:
+        labels = [UNKNOWN if not any(ch.isalpha() for ch in text) else label for label, text in zip(labels, texts)]
     return labels, scores, nearest

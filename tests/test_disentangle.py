@@ -392,3 +392,15 @@ def test_train_names_a_pairs_path_that_does_not_exist(tmp_path):
     refused(xm("train", "--pairs", tmp_path / "nope", "-o", tmp_path / "proj"), str(tmp_path / "nope"),
             "does not exist")
     assert not list(tmp_path.iterdir())
+
+
+def test_langid_says_unknown_for_a_line_without_a_letter(tmp_path):
+    """(was: "12345 !!!" labelled Spanish at 0.99 by the shipped projection)"""
+    from tests.clitools import ok, xm
+    from xmine.encoders.projection import shipped_dir
+
+    lines = ["12345 !!!", "Das ist ein ganz gewöhnlicher deutscher Satz.", "-- 42 --"]
+    (tmp_path / "mixed.txt").write_text("".join(s + "\n" for s in lines), encoding="utf-8")
+    out = ok(xm("langid", "--projection", shipped_dir("me5-small"), tmp_path / "mixed.txt")).stdout
+    labels = [row.split("\t")[2] for row in out.splitlines()]
+    assert labels == ["unknown", "deu", "unknown"], out

@@ -21,6 +21,7 @@ from xmine.artefacts.directory import atomic_dir, git_commit, provenance
 from xmine.disentangle.projection import load_projection
 from xmine.encoders import load_encoder
 from xmine.encoders.e5_q4 import ensure_me5_model
+from xmine.encoders.transformer import library_quiet
 from xmine.errors import ConfigError, EncoderError
 from xmine.artefacts.fileio import FILE_MODE, MANIFEST, sha256_file, write_manifest
 from xmine.artefacts.input_artefacts import encoding_prompt
@@ -77,11 +78,12 @@ def base_model(projection, encoder_name: str, *, prompt: str | None = None, prom
     projection.check_encoder(encoder.fingerprint())
     if encoder_name == "use-m3":
         raise EncoderError("use-m3 is not a sentence-transformers model; only those can be exported with a projection")
-    if encoder_name == "me5-small":
-        path, _ = ensure_me5_model()  # the rebuilt sentence-transformers folder the encoder itself loads
-        st = SentenceTransformer(str(path), device="cpu")
-    else:
-        st = SentenceTransformer(encoder_name, device="cpu")
+    with library_quiet():
+        if encoder_name == "me5-small":
+            path, _ = ensure_me5_model()  # the rebuilt sentence-transformers folder the encoder itself loads
+            st = SentenceTransformer(str(path), device="cpu")
+        else:
+            st = SentenceTransformer(encoder_name, device="cpu")
     prompts = dict(st.prompts or {})
     default = None
     prefix = getattr(encoder, "prefix", "") or ""
@@ -95,7 +97,8 @@ def save_export(model, tmp: Path, kind: str, projection, *, part: str, card: str
     """Write an exported `model` into the folder `tmp`: its modules, `card` after its README.md,
     `xmine_projection.json` and a manifest of `kind` (its provenance records `parameters`) that
     records the size and sha256 of every other file, by its path relative to `tmp`."""
-    model.save(str(tmp))
+    with library_quiet():  # (its "Writing model shards" bar: xmine says what it exported)
+        model.save(str(tmp))
     if card:
         readme = Path(tmp) / "README.md"
         text = readme.read_text(encoding="utf-8") if readme.is_file() else ""
@@ -136,8 +139,9 @@ def export_portable(projection_dir: str | Path, out_dir: str | Path, *, overwrit
         dense = Dense(linear.in_features, linear.out_features, bias=linear.bias is not None,
                       activation_function=nn.Identity(), init_weight=linear.weight.detach().clone(),
                       init_bias=None if linear.bias is None else linear.bias.detach().clone())
-        model = SentenceTransformer(modules=[*modules, dense, Normalize()], device="cpu", prompts=prompts,
-                                    default_prompt_name=default)
+        with library_quiet():
+            model = SentenceTransformer(modules=[*modules, dense, Normalize()], device="cpu", prompts=prompts,
+                                        default_prompt_name=default)
         card = CARD.format(encoder=name, projection_id=projection.fingerprint()["id"], method=projection.method,
                            version=__version__, commit=git_commit(), prefix=prompts.get(default, "") if default else "")
         with atomic_dir(out_dir, kind=PORTABLE_KIND, overwrite=overwrite) as tmp:

@@ -30,6 +30,7 @@ from xmine.artefacts.directory import atomic_dir
 from xmine.disentangle.model import FMDA, FMDA_PARTS, Disentangler
 from xmine.disentangle.projection import load_projection
 from xmine.disentangle.st_export import base_model, save_export
+from xmine.encoders.transformer import library_quiet
 from xmine.errors import EncoderError
 from xmine.artefacts.outputs import claim_output
 
@@ -162,7 +163,8 @@ def export_sentence_transformer(projection_dir: str | Path, encoder_name: str, o
         projection = load_projection(projection_dir)
         st, prompts, default = base_model(projection, encoder_name)
         head = (FMDAProjection if projection.token_level else MeaningProjection).from_projection(projection, part=part)
-        model = SentenceTransformer(modules=[*st, head], device="cpu", prompts=prompts, default_prompt_name=default)
+        with library_quiet():
+            model = SentenceTransformer(modules=[*st, head], device="cpu", prompts=prompts, default_prompt_name=default)
         card = FMDA_MODEL_CARD.format(part=part, projection_id=projection.fingerprint()["id"],
                                       encoder=projection.config["encoder"].get("name")) if projection.token_level else ""
         with atomic_dir(out_dir, kind=EXPORT_KIND, overwrite=overwrite) as tmp:

@@ -296,3 +296,21 @@ def test_lazy_encoder_loads_on_first_use(data_dir, precision):
 def test_lazy_encoder_refuses_a_bad_precision_at_once():
     with pytest.raises(EncoderError, match="precision"):
         load_encoder("use-m3", precision="bf16", lazy=True)
+
+
+def test_loading_a_sentence_transformer_silences_the_libraries_chatter_and_restores_it():
+    """(was: "Loading weights"/"Writing model shards" bars and "Default prompt name is set to 'query'"
+    printed on every load of a folder encoder and every export, -q or not)"""
+    import logging
+
+    from transformers.utils import logging as hf_logging
+
+    from xmine.encoders.transformer import library_quiet
+
+    before = hf_logging.is_progress_bar_enabled(), logging.getLogger("sentence_transformers").level
+    with library_quiet():
+        assert not hf_logging.is_progress_bar_enabled()
+        for name in ("sentence_transformers.base.model", "transformers.modeling_utils"):
+            assert not logging.getLogger(name).isEnabledFor(logging.WARNING)
+        assert logging.getLogger("sentence_transformers.base.model").isEnabledFor(logging.ERROR)
+    assert (hf_logging.is_progress_bar_enabled(), logging.getLogger("sentence_transformers").level) == before

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 from typing import Any, Sequence
 
@@ -220,6 +221,33 @@ def fast_path_pooling(st_model) -> str | None:
     return mode if mode in ("mean", "cls") else None
 
 
+@contextlib.contextmanager
+def library_quiet():
+    """Loading and saving a sentence-transformers model without the libraries' own chatter: their
+    progress bars ("Loading weights", "Writing model shards") and notes ("Default prompt name is
+    set to 'query'") printed under -q too, where xmine says what it uses itself (the prompt, the
+    runtime). Errors still show."""
+    loggers = [logging.getLogger(name) for name in ("sentence_transformers", "transformers")]
+    levels = [logger.level for logger in loggers]
+    hf_logging = None
+    try:
+        from transformers.utils import logging as hf_logging
+
+        bars_were_on = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+        if hf_logging is not None and bars_were_on:
+            hf_logging.enable_progress_bar()
+
+
 def load_sentence_transformer(name: str, *, prefix: str | None, device: str | None, precision: str = "fp32",
                               prompt_name: str | None = None) -> Encoder:
     """Any sentence-transformers model by hub name or local path, on the fast path when possible,
@@ -229,7 +257,8 @@ def load_sentence_transformer(name: str, *, prefix: str | None, device: str | No
 
     device = pick_device(device)
     try:
-        st = SentenceTransformer(name, device=device)
+        with library_quiet():
+            st = SentenceTransformer(name, device=device)
     except Exception as e:  # OSError/ValueError/HF errors: all mean "cannot get this model"
         offline = os.environ.get("HF_HUB_OFFLINE") == "1"
         raise EncoderError(

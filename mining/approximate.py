@@ -155,18 +155,22 @@ WORK_FILES = ("trained.faiss", "*-shard*.faiss", "*-block-*.npz", "*-rescored.np
 WORK_REMEDY = "delete it: the next run builds it again"
 
 
-def _say_what_was_changed(config: ApproximateConfig, plan: dict, dim: int) -> None:
-    """A warning for each setting given that the index could not take as given (was: --nlist 50000
-    on 300 sentences made IVF299, --nprobe 100 of 16 lists 16, --pq-m 7 PQ6, without a word)."""
-    m = int(re.search(r"PQ(\d+)", plan["factory"])[1]) if "PQ" in plan["factory"] else None
+def approximate_plan(config: ApproximateConfig, n: int, m: int, dim: int) -> dict:
+    """{nlist, nprobe, factory} of the indexes searching `n` x `m` rows of `dim`, warning of each setting
+    given that it cannot take as given (was: --nlist 50000 on 300 rows made IVF299 without a word)."""
+    shard_rows = config.shard_rows or max(n, m)
+    plan = config.resolved(min(shard_rows, max(n, m)), dim)
+    if plan["nlist"] > min(n, m, shard_rows):
+        plan = replace(config, nlist=max(1, min(n, m, shard_rows))).resolved(min(shard_rows, max(n, m)), dim)
+    pq = int(re.search(r"PQ(\d+)", plan["factory"])[1]) if "PQ" in plan["factory"] else None
     for option, given, used, why in (
             ("--nlist", config.nlist, plan["nlist"], "an IVF list needs a row of the side (or shard) to train on"),
             ("--nprobe", config.nprobe, plan["nprobe"], "a query visits at most every list"),
-            ("--pq-m", config.pq_m if config.pq_m != ApproximateConfig.pq_m else None, m,
-             f"the sub-quantisers must divide the dimension {dim}" + (" in an even number (fast-scan)"
-                                                                       if config.index_type == "ivfpqfs" else ""))):
+            ("--pq-m", config.pq_m if config.pq_m != ApproximateConfig.pq_m else None, pq, f"the sub-quantisers "
+             f"must divide the dimension {dim}" + (" in an even number (fast-scan)" * (config.index_type == "ivfpqfs")))):
         if given is not None and used is not None and used != given:
             log.warning(f"{option} {given}: {used} used ({why})")
+    return plan
 
 
 def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = ApproximateConfig(),
@@ -184,10 +188,7 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
     n, m = check_knn_inputs(x, y, k)
     dim = x.shape[1]
     shard_rows = config.shard_rows or max(n, m)
-    plan = config.resolved(min(shard_rows, max(n, m)), dim)
-    if plan["nlist"] > min(n, m, shard_rows):
-        plan = replace(config, nlist=max(1, min(n, m, shard_rows))).resolved(min(shard_rows, max(n, m)), dim)
-    _say_what_was_changed(config, plan, dim)
+    plan = approximate_plan(config, n, m, dim)
     full_key = hashlib.sha256(json.dumps([key, n, m, k, asdict(config), plan], sort_keys=True).encode()).hexdigest()
     work = KeyedDir(work_dir, full_key, owned=WORK_FILES)
     log.info("approximate kNN: %s, nprobe %d, shards of %d rows", plan["factory"], plan["nprobe"], shard_rows)
@@ -415,5 +416,5 @@ def _refine_rows(tag, queries, base, ids: np.ndarray, current: np.ndarray, *, pl
     return rescore_candidates(RowSubset(queries, ids), base, cand, k, block=block, show_progress=False, tag=f"{tag} (refined)")
 
 
-__all__ = ["REFINE_CHUNK", "ApproximateConfig", "approximate_knn_both", "base_side", "drop_repeats", "open_shard",
-           "refine_passing", "rescore_candidates", "shard_file"]
+__all__ = ["REFINE_CHUNK", "ApproximateConfig", "approximate_knn_both", "approximate_plan", "base_side",
+           "drop_repeats", "open_shard", "refine_passing", "rescore_candidates", "shard_file"]

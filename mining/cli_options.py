@@ -72,8 +72,8 @@ def _options(name: str, build, *options):
 # The search and selection options that mine, score, calibrate and bench bucc share, each defined once
 # (names, type, default: the config's, so the Python API and the command line agree); each command
 # gives its own help=.
-k_option = functools.partial(click.option, "-k", "--k", "k", type=click.IntRange(min=1, max=MAX_K), default=SearchConfig.k,
-                             show_default=True)
+k_option = functools.partial(click.option, "-k", "--k", "k", type=click.IntRange(min=1, max=MAX_K),
+                             default=SearchConfig.k, show_default=True)
 approximate_option = functools.partial(click.option, "--approximate", is_flag=True)
 margin_option = functools.partial(click.option, "--margin", type=click.Choice(MARGINS), default=SelectionConfig.margin)
 retrieval_option = functools.partial(click.option, "--retrieval", type=click.Choice(RETRIEVALS),

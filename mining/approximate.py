@@ -51,11 +51,9 @@ the rows of the lists they visit (refine_nprobe_factor * nprobe / nlist of the o
 list by list. Memory: one shard, one list's rows, one chunk of `REFINE_CHUNK` query rows, and the
 refined rows' candidates (fetch_factor * k a row, as the search's own).
 
-Resuming (`work_dir`): the trained index, every built shard and every query block once all
-shards have answered it are written atomically; a second call with the same inputs builds and
-searches only what is missing. The refinement writes the lists after each round to the work
-folder (`refined.npz`, with what they were refined for).
-"""
+Resuming (`work_dir`): the trained index, every built shard and every answered query block are
+written atomically; a second call builds and searches only what is missing. The refinement
+writes its lists after each round (`refined.npz`, with what they were refined for)."""
 
 from __future__ import annotations
 
@@ -175,7 +173,7 @@ def approximate_plan(config: ApproximateConfig, n: int, m: int, dim: int) -> dic
 
 def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = ApproximateConfig(),
                          work_dir: str | Path, key: str = "", show_progress: bool = False,
-                         executor: Executor = LOCAL, passing=None, passing_key: str = ""):
+                         executor: Executor = LOCAL, passing=None, passing_key: str = "", used: dict | None = None):
     """Approximate kNN x->y and y->x: (fwd_sims (n, kx), fwd_idx, bwd_sims (m, ky), bwd_idx), sorted,
     float32 / int64, -1 where fewer neighbours were found; kx = min(k, m), ky = min(k, n).
 
@@ -184,11 +182,12 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
     `passing(fwd_sims, fwd_idx, bwd_sims, bwd_idx)`: (source mask, target mask) of the rows whose
     neighbourhood decides whether a pair passes the threshold (`select.passing_rows`), or None;
     those rows are searched again wider (`refine_passing`; needs `rescore`). `passing_key` names
-    what `passing` depends on, for resuming."""
+    what `passing` depends on, for resuming. `used` (a dict), where given, receives the indexes' plan."""
     n, m = check_knn_inputs(x, y, k)
     dim = x.shape[1]
     shard_rows = config.shard_rows or max(n, m)
     plan = approximate_plan(config, n, m, dim)
+    (used if used is not None else {}).update(plan)  # (what OUT.json records: the lists and probes used)
     full_key = hashlib.sha256(json.dumps([key, n, m, k, asdict(config), plan], sort_keys=True).encode()).hexdigest()
     work = KeyedDir(work_dir, full_key, owned=WORK_FILES)
     log.info("approximate kNN: %s, nprobe %d, shards of %d rows", plan["factory"], plan["nprobe"], shard_rows)

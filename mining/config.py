@@ -231,9 +231,9 @@ class SelectionConfig:
         """Refuse a threshold whose scale is not known or that keeps nearly every candidate: beside a
         calibration, whose record mines in its own margin, the margin must be named (was: taken on
         the ratio scale, `--calibration C --threshold 0.02` kept every candidate at the record's ratio
-        cap, where the user read the record's distance thresholds); and a number not above an
-        ordinary pair's margin (ratio 1, distance 0) is another margin's value or a way to keep
-        every pair, which --threshold none says."""
+        cap, where the user read the record's distance thresholds); and a number below an ordinary
+        pair's margin (ratio 1, distance 0) is another margin's value or a way to keep every pair,
+        which --threshold none says."""
         t = self.given_threshold
         if t is None:
             return
@@ -241,9 +241,9 @@ class SelectionConfig:
             raise OptionConflict(f"--threshold {t:g} with --calibration: name the margin it is on (--margin distance, "
                                  "the one a record of `xmine calibrate` mines in, or --margin ratio)")
         neutral = NEUTRAL.get(self.given_margin)
-        if neutral is not None and t <= neutral:
+        if neutral is not None and t < neutral:
             other = "a distance margin's value? add --margin distance; " if self.margin is None else ""
-            raise OptionConflict(f"--threshold {t:g} is not above an ordinary pair's {self.given_margin} margin "
+            raise OptionConflict(f"--threshold {t:g} is below an ordinary pair's {self.given_margin} margin "
                                  f"({neutral:g}): it would keep nearly every candidate ({other}to keep every pair: "
                                  "--threshold none)")
 

@@ -219,13 +219,13 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
             key = hashlib.sha256(json.dumps(
                 [sx.fingerprint_key(), sy.fingerprint_key(), mining.k, mining.block_rows, mining.block_cols,
                  mining.min_length, mining.max_length, lf, pre_record], default=str).encode()).hexdigest()
-            approximate_config = search_config.approximate_config()
+            approximate_config, approximate_used = search_config.approximate_config(), {}
             if search != "faiss-index":
                 claim.work_dir(".work")  # checkpoints
             try:
                 mined = search_pairs(search, mx, my, sx, sy, config=mining, select_config=select_config,
                                       approximate_config=approximate_config, work=work, key=key, executor=executor,
-                                      show_progress=show_progress)
+                                      show_progress=show_progress, used=approximate_used)
             except NonFiniteRowError as e:
                 side, mineable = (sx, mx) if e.side == "src" else (sy, my)
                 row = int(mineable.ids[e.row])
@@ -266,6 +266,8 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                 **({"index_notes": index_notes} if index_notes else {}),
                 **({"encoder_languages": {"untrained": untrained, "note": untrained_note}} if untrained else {}),
                 "search": search,
+                # the indexes the approximate search built (was: only the settings as given, nlist None)
+                **({"approximate_index": approximate_used} if approximate_used else {}),
                 "ray": search_config.ray,
                 # (Ray's tasks resolve "auto" on their workers: the driver's choice is no record of theirs)
                 "product": (None if search != "exact" else

@@ -69,8 +69,9 @@ def _neighbours(base_side, base: Mineable, queries, k: int, *, executor: Executo
 
 
 def search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_config, work, key, executor,
-                 show_progress) -> MinedPairs:
-    """Both directions' neighbours by the chosen search, then margin and one-to-one selection."""
+                 show_progress, used: dict | None = None) -> MinedPairs:
+    """Both directions' neighbours by the chosen search, then margin and one-to-one selection;
+    `used` receives the approximate search's index plan (lists, probes, factory)."""
     lengths = {"src_lengths": mx.lengths, "tgt_lengths": my.lengths}
     if len(mx.ids) == 0 or len(my.ids) == 0:
         return MinedPairs.empty()
@@ -81,7 +82,7 @@ def search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_c
                             tag="searching src"))
     elif search == "approximate":  # `passing`: rows whose neighbourhood decides a pair, searched again wider
         knn = approximate_knn_both(mx.rows, my.rows, config.k, config=approximate_config, work_dir=work / "ann",
-                                   key=key, show_progress=show_progress, executor=executor,
+                                   key=key, show_progress=show_progress, executor=executor, used=used,
                                    passing=partial(passing_rows, config=select_config, **lengths),
                                    passing_key=json.dumps({f: getattr(select_config, f) for f in (
                                        "threshold", "margin", "retrieval", "max_length_ratio")}, sort_keys=True,

@@ -441,4 +441,10 @@ def test_mine_through_indexes_matches_exact(tmp_path, flores_setup):
     # Every search scores its candidates with the exact path's scorer: where the index's answer is
     # exact, the files are the same bytes, scores included.
     assert (tmp_path / "approx.tsv").read_bytes() == (tmp_path / "exact.tsv").read_bytes()
+    # OUT.json records the indexes the approximate search built (was: its settings as given only)
+    import json
+
+    used = json.loads((tmp_path / "approx.tsv.json").read_text())["approximate_index"]
+    assert used == {"nlist": 4, "nprobe": 4, "factory": "IVF4,Flat"}
+    assert "approximate_index" not in json.loads((tmp_path / "exact.tsv.json").read_text())
     assert (tmp_path / "via-flat.tsv").read_bytes() == (tmp_path / "exact-en.tsv").read_bytes()

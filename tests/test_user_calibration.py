@@ -95,14 +95,18 @@ def test_calibrate_then_mine_with_the_record(data_dir, tmp_path):
     assert len(pairs & set(zip(de[:150], en[:150]))) >= 140 and len(pairs) <= 160
     # a number beside the record: on which margin's scale is said, not taken as ratio (was: 0.02, read
     # from the record's distance thresholds, kept every candidate as a ratio threshold); on the ratio
-    # scale, a number not above an ordinary pair's is another margin's or "keep every pair"
+    # scale, a number below an ordinary pair's is another margin's or "keep every pair"
     mine_args = ("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--encoder", "use-m3", "-q")
     refused(xm(*mine_args, "--calibration", record, "--threshold", "0.02", "-o", tmp_path / "m3.tsv"),
             "--threshold 0.02 with --calibration: name the margin it is on (--margin distance")
     refused(xm(*mine_args, "--threshold", "0.02", "-o", tmp_path / "m3.tsv"),
-            "--threshold 0.02 is not above an ordinary pair's ratio margin (1)", "add --margin distance")
+            "--threshold 0.02 is below an ordinary pair's ratio margin (1)", "add --margin distance")
     refused(xm(*mine_args, "--margin", "distance", "--threshold", "-0.1", "-o", tmp_path / "m3.tsv"),
-            "--threshold -0.1 is not above an ordinary pair's distance margin (0)")
+            "--threshold -0.1 is below an ordinary pair's distance margin (0)")
+    # exactly an ordinary pair's margin is a threshold like another (the Ray tests mine at ratio 1)
+    from xmine.mining.config import SelectionConfig
+
+    SelectionConfig(threshold=1.0), SelectionConfig(margin="distance", threshold=0.0)
     ok(xm(*mine_args, "--calibration", record, "--margin", "distance", "--threshold", "0.02", "-o", tmp_path / "m3.tsv"))
     assert json.loads((tmp_path / "m3.tsv.json").read_text())["threshold"]["margin"] == "distance"
     # a record of another space is refused in one line; an existing record needs --overwrite

@@ -531,3 +531,19 @@ def test_standard_input_is_a_corpus_for_mine_and_embed(corpus, plain_tsv, tmp_pa
     for same in ([], ["--allow-same-input"]):  # (was, with the flag: "-: standard input is empty")
         refused(CliRunner().invoke(main, ["mine", "-", "-", "-q", "-o", str(tmp_path / "c.tsv"), *same],
                                    input=b"x\n"), "SRC and TGT are both '-': standard input can be one side only")
+
+
+def test_fields_of_a_file_read_as_text_are_refused_with_the_option_that_reads_records(tmp_path):
+    """(a helper: `mine de.csv en.tsv --keep-field url --header` was refused as plain text without
+    saying that --tgt-input-format tsv reads it as records)"""
+    (tmp_path / "de.jsonl").write_text('{"text": "Hallo Welt.", "url": "http://b"}\n', encoding="utf-8")
+    (tmp_path / "en.tsv").write_text("text\turl\nHello world.\thttp://a\n", encoding="utf-8")
+    refused(xm("mine", tmp_path / "de.jsonl", tmp_path / "en.tsv", "--keep-field", "url", "-o", tmp_path / "m.tsv"),
+            f"{tmp_path / 'en.tsv'} is read as plain text", "--tgt-input-format")
+    assert not (tmp_path / "m.tsv").exists()
+    # ... which, with the TSV side's own header flag, reads it (was: --header only, for both sides,
+    # which the JSON Lines side refuses)
+    ok(xm("mine", tmp_path / "de.jsonl", tmp_path / "en.tsv", "--keep-field", "url", "--tgt-input-format", "tsv",
+          "--tgt-header", "--encoder", "use-m3", "--threshold", "none", "-q", "-o", tmp_path / "m.tsv"))
+    assert (tmp_path / "m.tsv").read_text(encoding="utf-8").split("\t")[1:] == [
+        "Hallo Welt.", "Hello world.", "http://b", "http://a\n"]

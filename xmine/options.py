@@ -129,8 +129,10 @@ def input_format_options(f=None, *, per_side: bool = False):
     --split-sentences, handed to the command as one `input_format` (an
     `xmine.io.reader_base.InputFormat`). `per_side` (commands reading a SRC and a TGT): also
     --src-input-format/--tgt-input-format, --src-text-field/--tgt-text-field (--*-text-column),
-    --src-id-field/--tgt-id-field and --src-split/--tgt-split, each overriding the shared option
-    for its side; `input_format` is then a (source, target) pair of InputFormats."""
+    --src-id-field/--tgt-id-field, --src-header/--tgt-header and --src-split/--tgt-split, each
+    overriding the shared option for its side (was: no per-side header, so a JSON Lines side beside
+    a TSV side with a header line could not be read); `input_format` is then a (source, target)
+    pair of InputFormats."""
     if f is None:
         return functools.partial(input_format_options, per_side=per_side)
 
@@ -168,7 +170,8 @@ def input_format_options(f=None, *, per_side: bool = False):
             return f(*args, input_format=InputFormat(**shared), **kwargs)
         specs = []
         for side in ("src", "tgt"):
-            own = {name: kwargs.pop(f"{side}_{name}") for name in ("format", "text_field", "id_field", "split")}
+            own = {name: kwargs.pop(f"{side}_{name}")
+                   for name in ("format", "text_field", "id_field", "split", "header")}
             own_given = frozenset(f"--{side}-{name.replace('_', '-')}" for name, value in own.items()
                                   if value is not None and name != "format")
             specs.append(InputFormat(**{**shared, **{k: v for k, v in own.items() if v is not None},
@@ -179,6 +182,8 @@ def input_format_options(f=None, *, per_side: bool = False):
         for side, name in (("tgt", "TGT"), ("src", "SRC")):
             wrapper = click.option(f"--{side}-split", f"{side}_split", default=None,
                                    help=f"--split for {name} only.")(wrapper)
+            wrapper = click.option(f"--{side}-header/--{side}-no-header", f"{side}_header", default=None,
+                                   help=f"--header for {name} only.")(wrapper)
             wrapper = click.option(f"--{side}-id-field", f"{side}_id_field", default=None,
                                    help=f"--id-field for {name} only.")(wrapper)
             wrapper = click.option(f"--{side}-text-field", f"--{side}-text-column", f"{side}_text_field",

@@ -106,7 +106,8 @@ def mine(src, tgt, output, src_lang, tgt_lang, keep_fields, allow_same_input, in
     # what the length bounds, the language filter and the cleaning left (was: only the unique counts)
     rows = ("" if searched == [summary["src"]["unique"], summary["tgt"]["unique"]]
             else f"{searched[0]:,} x {searched[1]:,} searched; ")
-    click.echo(f"mined {summary['pairs']:,} pairs from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "
+    pairs = f"{summary['pairs']:,} pair" + ("" if summary["pairs"] == 1 else "s")
+    click.echo(f"mined {pairs} from {summary['src']['unique']:,} x {summary['tgt']['unique']:,} "
                f"unique sentences ({rows}{summary['search']}; {_before_search(summary)}; {kept}) -> {out}", err=True)
 
 

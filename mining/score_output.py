@@ -25,7 +25,7 @@ import numpy as np
 
 from xmine.errors import ConfigError, InputError
 from xmine.mining.filters import RULES as FILTER_RULES
-from xmine.mining.writers import tsv_field
+from xmine.mining.writers import check_named_format, tsv_field
 from xmine.io.reader_base import stem_suffix
 
 log = logging.getLogger(__name__)
@@ -71,9 +71,7 @@ def resolve_score_format(out: str | Path, fmt: str | None) -> str:
     if fmt is not None:
         if fmt not in SCORE_FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(SCORE_FORMATS)}, not {fmt!r}")
-        if named is not None and named != fmt:
-            raise ConfigError(f"{out}: its name says {named}, but --format {fmt} was given; name the output for "
-                              "the format it holds, or leave --format out")
+        check_named_format(out, fmt, named)
         return fmt
     return named or "tsv"
 

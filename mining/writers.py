@@ -81,15 +81,21 @@ def output_format(out: str | Path, fmt: str | None) -> str:
     if fmt is not None:
         if fmt not in OUTPUT_FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(OUTPUT_FORMATS)}, not {fmt!r}")
-        if named is not None and named != fmt:  # (was: JSON Lines written into out.parquet without a word)
-            raise ConfigError(f"{out}: its name says {named}, but --format {fmt} was given; name the output for "
-                              "the format it holds, or leave --format out")
+        check_named_format(out, fmt, named)
     else:
         fmt = named or ("hf" if Path(out).is_dir() else "tsv")
     if name.endswith(".gz") and fmt not in GZIP_FORMATS:
         raise ConfigError(f"{out}: a {fmt} output is not gzip-compressed (only {', '.join(GZIP_FORMATS)} are); "
                           "name it without .gz")
     return fmt
+
+
+def check_named_format(out: str | Path, fmt: str, named: str | None) -> None:
+    """Refuse a --format `fmt` other than the format `named` by the output's name (was: JSON Lines
+    written into out.parquet without a word); `mine`'s and `score`'s outputs both."""
+    if named is not None and named != fmt:
+        raise ConfigError(f"{out}: its name says {named}, but --format {fmt} was given; name the output for "
+                          "the format it holds, or leave --format out")
 
 
 #: the formats an output's name says (its ending, also before .gz)
@@ -375,5 +381,5 @@ def _sentence_meta(side, row: int, fields: Sequence[PairColumn], i: int, prefix:
     return cell if side.sentence_index is None else f"{cell}#{int(side.sentence_index[row])}"
 
 
-__all__ = ["COMPANIONS", "OUTPUT_FORMATS", "MinedRows", "PairColumn", "output_format", "tmx_lang",
-           "tmx_props", "translation_keys", "write_meta", "write_mined", "write_tmx"]
+__all__ = ["COMPANIONS", "OUTPUT_FORMATS", "MinedRows", "PairColumn", "check_named_format", "output_format",
+           "tmx_lang", "tmx_props", "translation_keys", "write_meta", "write_mined", "write_tmx"]

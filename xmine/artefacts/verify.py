@@ -18,7 +18,8 @@ from pathlib import Path
 
 from xmine.calibration import CALIBRATION_DAMAGED_ADVICE, CALIBRATION_KIND, parse_defaults
 from xmine.errors import ArtefactError, ConfigError, DamagedManifestError
-from xmine.artefacts.fileio import MANIFEST, SELF_CHECKSUM, inside, intact, manifest_kind, read_manifest, sha256_file, unseal
+from xmine.artefacts.fileio import (MANIFEST, SELF_CHECKSUM, inside, intact, manifest_kind, read_manifest, sha256_file,
+                                    unseal)
 from xmine.artefacts.records import FileRecord, read_field
 from xmine.artefacts.output_state import (MARKER, changed_files, dir_kind, own_output_name, read_json,
                                           sidecar_of)

@@ -193,7 +193,7 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
     choice = choose_projection(projection, encoder_name=encoder, encoder_fp=model.fingerprint)
     proj = resolve_projection(choice.path) if choice.path is not None else None
     sides = [np.asarray((encode or model.encode)(texts), dtype=np.float32) for texts in (src, tgt)]
-    language_check = _check_languages(proj, sides, (src_lang, tgt_lang))
+    language_check = _check_languages(proj, sides, (src, tgt), (src_lang, tgt_lang))
     if proj is not None:  # the space mined in: the projection's meaning part
         sides = [proj.transform(emb, "meaning", lang=lang) for emb, lang in zip(sides, (src_lang, tgt_lang))]
     neighbours = exact_knn_both(*sides, k)
@@ -222,7 +222,7 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
     }
 
 
-def _check_languages(proj, sides, langs) -> dict[str, Any]:
+def _check_languages(proj, sides, texts, langs) -> dict[str, Any]:
     """{role: `check_declared`'s record} of a sample of each side's embeddings, as `xmine mine` checks
     its sides, warning where one looks like another language than declared (was: German gold
     pairs given as French made an "fr-en" record without a word). {} where the space identifies no
@@ -232,8 +232,9 @@ def _check_languages(proj, sides, langs) -> dict[str, Any]:
     if proj is None or not hasattr(proj, "identify") or getattr(proj, "token_level", False):
         return {}
     table, out = proj.trust_table(), {}
-    for role, emb, lang in zip(("src", "tgt"), sides, langs):
-        labels, _, _ = proj.identify(emb[:SAMPLE_ROWS])
+    for role, emb, sentences, lang in zip(("src", "tgt"), sides, texts, langs):
+        # (the sentences too, as mine's check gives them: a line without a letter names no language)
+        labels, _, _ = proj.identify(emb[:SAMPLE_ROWS], sentences[:SAMPLE_ROWS])
         out[role] = record = check_declared(list(labels), lang, table)
         if record["status"] == "mismatch":
             log.warning(f"warning: the {role} side is declared --{role}-lang {lang!r}, but {record['share']:.0%} of "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 
@@ -91,6 +92,8 @@ def test_rebuilt_model_is_reused_and_recorded(me5):
     assert path.name == f"me5-small-q4-{sources_hash(built)}"
     for module_file in ("modules.json", "config.json", "tokenizer.json", "1_Pooling/config.json"):
         assert (path / module_file).is_file()
+    st_config = json.loads((path / "config_sentence_transformers.json").read_text())
+    assert st_config["default_prompt_name"] == "query" and st_config["prompts"]["query"] == "query: "
 
 
 def test_interrupted_build_leaves_nothing(tmp_path, monkeypatch):
@@ -128,6 +131,7 @@ def test_a_cached_model_whose_manifest_was_edited_is_rebuilt(tmp_path, monkeypat
     def build(out_dir, *, sources):  # the real build takes a minute; what is checked is the decision
         builds.append(out_dir)
         out_dir.mkdir(parents=True)
+        (out_dir / "config_sentence_transformers.json").write_text(json.dumps({"default_prompt_name": "query"}))
         write_manifest(out_dir, e5_q4.MODEL_KIND, {"name": "me5-small", "dim": 384, "rebuilt": True})
 
     monkeypatch.setattr(e5_q4, "build_model_dir", build)
@@ -137,6 +141,36 @@ def test_a_cached_model_whose_manifest_was_edited_is_rebuilt(tmp_path, monkeypat
     assert any("edited or damaged" in r.getMessage() and "rebuilding" in r.getMessage() for r in caplog.records)
     e5_q4.ensure_me5_model()
     assert len(builds) == 1  # the rebuilt one is used as it is
+
+
+def test_a_cached_model_without_its_default_prompt_is_rebuilt(tmp_path, monkeypatch, caplog):
+    """A folder built before its config named "query" its default prompt embedded without "query: "
+    when used as `--encoder PATH`: it is rebuilt once (the weights, and so the encoder id, are the same)."""
+    import logging
+
+    import xmine.encoders.e5_q4 as e5_q4
+    from xmine.artefacts.fileio import write_manifest
+
+    monkeypatch.setenv("XMINE_HOME", str(tmp_path))
+    target = tmp_path / "models" / f"me5-small-q4-{sources_hash(build_sources())}"
+    target.mkdir(parents=True)
+    (target / "config_sentence_transformers.json").write_text(json.dumps({"default_prompt_name": None}))
+    write_manifest(target, e5_q4.MODEL_KIND, {"name": "me5-small", "dim": 384})
+    builds = []
+
+    def build(out_dir, *, sources):
+        builds.append(out_dir)
+        out_dir.mkdir(parents=True)
+        (out_dir / "config_sentence_transformers.json").write_text(json.dumps({"default_prompt_name": "query"}))
+        write_manifest(out_dir, e5_q4.MODEL_KIND, {"name": "me5-small", "dim": 384})
+
+    monkeypatch.setattr(e5_q4, "build_model_dir", build)
+    with caplog.at_level(logging.WARNING, logger="xmine.encoders.e5_q4"):
+        e5_q4.ensure_me5_model()
+    assert len(builds) == 1
+    assert any("default prompt" in r.getMessage() and "rebuilding" in r.getMessage() for r in caplog.records)
+    e5_q4.ensure_me5_model()
+    assert len(builds) == 1
 
 
 def test_sources_hash_follows_weights_and_recipe():
@@ -223,6 +257,9 @@ def test_any_sentence_transformers_folder_loads_on_the_fast_path():
     assert type(plain).__name__ == "TokenBatchedEncoder" and plain.dim == 384
     sentences = ["Der Hund schläft.", "The dog is asleep.", "Собака спит."]
     np.testing.assert_allclose(plain.encode(sentences), me5.encode(sentences), atol=1e-5)
+    # With no prompt given, the folder's own default ("query") is me5-small's.
+    own_default = load_encoder(str(path), device="cpu", runtime="torch")
+    np.testing.assert_allclose(own_default.encode(sentences), me5.encode(sentences), atol=1e-5)
 
 
 def test_unknown_encoder_is_an_encoder_error(tmp_path, monkeypatch):

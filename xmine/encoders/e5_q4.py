@@ -42,6 +42,9 @@ BUILD_RECIPE = 2
 MODEL_KIND = "encoder-model"
 #: The E5 text prefixes (the model card's `query: ` / `passage: `).
 E5_PROMPTS = {"query": "query: ", "passage": "passage: "}
+#: The prompt the folder's config names as its default, so that the folder used as `--encoder PATH`
+#: (or by sentence-transformers itself) embeds as `me5-small` does (`ME5_DEFAULT_PREFIX`).
+DEFAULT_PROMPT_NAME = "query"
 MAX_SEQ_LENGTH = 512
 # The class that loads tokenizer.json exactly as written, in transformers 4 and 5 alike. (In
 # transformers 5, "XLMRobertaTokenizer" rebuilds its own pipeline and tokenizes some text
@@ -229,7 +232,7 @@ def build_model_dir(out_dir: Path, *, sources: dict[str, Any]) -> None:
             transformer = Transformer(hf, max_seq_length=MAX_SEQ_LENGTH, model_kwargs={"dtype": torch.float32})
             model = SentenceTransformer(
                 modules=[transformer, Pooling(transformer.get_embedding_dimension(), "mean"), Normalize()],
-                device="cpu", prompts=dict(E5_PROMPTS),
+                device="cpu", prompts=dict(E5_PROMPTS), default_prompt_name=DEFAULT_PROMPT_NAME,
             )
             model.save(str(out_dir))
     tok_config_path = out_dir / "tokenizer_config.json"
@@ -294,11 +297,24 @@ def ensure_me5_model() -> tuple[Path, dict[str, Any]]:
         except ArtefactError as e:  # not valid JSON, unreadable
             log.warning("%s; rebuilding %s", e, target)
             return False
+        if _default_prompt_name(target) != DEFAULT_PROMPT_NAME:
+            log.warning("%s: built before its config named %r its default prompt; rebuilding it", target,
+                        DEFAULT_PROMPT_NAME)
+            return False
         return True
 
     if not ready():
         build_cached_model(target, ready, lambda folder: build_model_dir(folder, sources=sources))
     return target, load_manifest(manifest_path)
+
+
+def _default_prompt_name(folder: Path) -> str | None:
+    """The default prompt a sentence-transformers folder's config names (None: none, or no config)."""
+    try:
+        config = json.loads((folder / "config_sentence_transformers.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return config.get("default_prompt_name") if isinstance(config, dict) else None
 
 
 def model_identity(manifest: dict[str, Any]) -> str:

@@ -294,8 +294,9 @@ def _mining_langs(ctx, param, value):
 @click.option("--noisy", is_flag=True,
               help="Add web-like noise to each set (copies of the other side, other-language lines, shared "
                    "boilerplate, number/URL lines, near-duplicates; benchmarks/mining_noisy.py) and report "
-                   "precision/recall/F1 at the default threshold: clean, noisy, and noisy after the pair "
-                   "filters of `xmine mine`, with what each filter removed. Result: mining_noisy-<encoder>.json.")
+                   "precision and recall at the default threshold: clean, noisy, and noisy after the pair "
+                   "filters of `xmine mine` (F1 of its default; all three in the result JSON), with what each "
+                   "filter removed. Result: mining_noisy-<encoder>.json.")
 def mining_cmd(data_dir, quick, langs, gold_fraction, max_news, flores_rows, margin, threshold, operating_point, seed,
                sets_dir, noisy):
     """BUCC-style mining F1 on sets built from FLORES-200 and WMT newstest (see benchmarks/mining.py).

@@ -105,17 +105,19 @@ SETS_KIND = "mining-sets"
 #: gold pairs below which a set's F1 moves by more than a point per pair (warned about)
 MIN_GOLD = 100
 
-HOW_TO_GET = ("`bench mining` needs parallel/flores200/devtest and parallel/wmt-newstest of the xmine data "
-              "folder (see ../shared/data/README.md).")
+HOW_TO_GET = ("Get FLORES-200 devtest (github.com/facebookresearch/flores) into parallel/flores200/devtest/ and WMT "
+              "newstest 2019-2021 (statmt.org) into parallel/wmt-newstest/<year>/<xx>-en/ (or en-<xx>/), as "
+              "newstest<year>.<xx> and newstest<year>.en, line-aligned.")
 
 
 def locate(data_dir: str | Path | None) -> Path:
     """The data root holding parallel/flores200/devtest and parallel/wmt-newstest."""
     root = Path(data_dir).expanduser() if data_dir else default_data_dir()
     needs = (str(FLORES_DEVTEST), "parallel/wmt-newstest")
-    if root is None or not all((root / n).is_dir() for n in needs):
+    missing = list(needs) if root is None else [n for n in needs if not (root / n).is_dir()]
+    if missing:
         raise DataNotFoundError(f"{root or '(no --data-dir, no $XMINE_DATA, no ../shared/data)'}: no "
-                                f"{' or '.join(needs)}. {HOW_TO_GET} Pass --data-dir DIR or set XMINE_DATA.")
+                                f"{' and no '.join(missing)}. {HOW_TO_GET} Pass --data-dir DIR or set XMINE_DATA.")
     return root
 
 
@@ -394,13 +396,15 @@ def evaluate_mining(embed_fn, sets_dir: Path, langs: Sequence[str], **kwargs) ->
 
 
 #: `bench mining`'s table: one row per variant and set, then the variant's averages
-TABLE_COLUMNS = ["variant", "default", "set", "xx", "en", "gold", "F1 best", "F1 default", "gap", "P default", "R default"]
+TABLE_COLUMNS = ["variant", "default", "set", "xx", "en", "gold", "F1 best", "F1 default", "gap", "P default", "R default",
+                 "best at"]
 
 
 def table_rows(details: dict[str, Any], langs: Sequence[str]) -> list[list]:
     """Per variant (its `evaluate_mining` result with `default_threshold`) and set: the threshold it
-    was kept at ('all': every pair kept; the average row: the variant's rule), the sizes, F1 at the
-    best and at the default, the gap, P and R at the default (x100); then the averages."""
+    was kept at ('all': every pair kept; the average row: "rule: NAME" where each set's comes from the
+    variant's rule, else its one value), the sizes, F1 at the best and at the default, the gap, P and R
+    at the default (x100), the best threshold; then the averages."""
     rows = []
     for name, r in details.items():
         for lg in langs:
@@ -408,8 +412,9 @@ def table_rows(details: dict[str, Any], langs: Sequence[str]) -> list[list]:
             t = x["default"]["threshold"]
             rows.append([name, "all" if t is None else f"{t:.4f}", lg, x["sizes"]["src"], x["sizes"]["en"],
                          x["sizes"]["gold"], 100 * x["best"]["f1"], 100 * x["default"]["f1"], 100 * x["gap"],
-                         100 * x["default"]["precision"], 100 * x["default"]["recall"]])
-        a = r["average"]
-        rows.append([name, threshold_label(r["default_threshold"]), "average", "", "", "", a["best"]["f1"],
-                     a["default"]["f1"], a["gap"], a["default"]["precision"], a["default"]["recall"]])
+                         100 * x["default"]["precision"], 100 * x["default"]["recall"], f"{x['best']['threshold']:.4f}"])
+        a, label = r["average"], threshold_label(r["default_threshold"])
+        rows.append([name, f"rule: {label}" if (r["default_threshold"].get("rule") or {}).get("rule") else label,
+                     "average", "", "", "", a["best"]["f1"], a["default"]["f1"], a["gap"], a["default"]["precision"],
+                     a["default"]["recall"], ""])
     return rows

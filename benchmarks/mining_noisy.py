@@ -263,6 +263,7 @@ def tables(details: dict[str, dict]) -> tuple[list[str], list[list], list[dict]]
     per-language table per variant, from each variant's `evaluate` result with its `default_threshold`."""
     rows = [[f"{name} @{threshold_label(r['default_threshold'])}"] + [r["average"][var][m] for var, m in COLUMNS]
             + [min(100 * x[var]["precision"] for x in r["per_lang"].values()) for var in ("pre_filtered", "lang_filtered")]
+            + [r["average"]["pre_filtered"]["f1"]]
             for name, r in details.items()]
     extra = [{"title": f"{name}: per language (x100); rows removed before the search (gold among them) "
                        "on the noisy set by the cleaning, and on the clean set by the cleaning / --lang-filter",
@@ -272,7 +273,21 @@ def tables(details: dict[str, dict]) -> tuple[list[str], list[list], list[dict]]
                           _before_search(x["removed_before_search"]["clean_pre"]) + " / "
                           + _before_search(x["removed_before_search"]["clean_lang"], "language")]
                        for lg, x in r["per_lang"].items()]} for name, r in details.items()]
-    return ["variant @threshold"] + LABELS + ["+pre min P", "+lang min P"], rows, extra
+    extra += [_removed_table(name, r) for name, r in details.items()]
+    return ["variant @threshold"] + LABELS + ["+pre min P", "+lang min P", "+pre F1"], rows, extra
+
+
+def _removed_table(name: str, result: dict) -> dict:
+    """What each pair filter removed from the noisy sets' kept pairs (mined without the cleaning),
+    summed over languages, by kind of pair: gold, a distractor, or the kind of noise line it holds."""
+    removed: dict[str, Counter] = {}
+    for x in result["per_lang"].values():
+        for rule, kinds in x["removed"].items():
+            removed.setdefault(rule, Counter()).update(kinds)
+    kinds = sorted({k for c in removed.values() for k in c}, key=lambda k: (k != "gold", k != "distractor", k))
+    return {"title": f"{name}: pairs each pair filter removed on the noisy sets (mined without the cleaning), summed "
+                     "over languages, by kind of pair",
+            "columns": ["filter"] + kinds, "rows": [[rule] + [c.get(k, 0) for k in kinds] for rule, c in removed.items()]}
 
 
 def data_files(data: Path, langs: Sequence[str], settings: dict[str, Any]) -> list[str]:

@@ -125,8 +125,8 @@ class Bitext:
         header = self.spec.header if self.spec.header is not None else self.format == "csv"
         names, first = None, None
         with closing(delimited_rows(self.path, self.format, blank_fields=True)) as rows:
-            if header:
-                first = next(rows, None)
+            if header:  # (blank lines before it are no pairs: the pairs start after it)
+                first = next((row for row in rows if row[1]), None)
                 if first is None:
                     raise InputError(self.path, "no header line (the file is empty)")
                 names = [n.strip() for n in first[1]]

@@ -30,7 +30,7 @@ def dataset_card(summary: dict, *, keys: tuple[str, str], pairs: int, columns: S
               f"| encoder | {enc.get('name')} (id {enc.get('id')}) |",
               f"| projection | {proj} |",
               f"| space | {summary.get('part')} |",
-              f"| margin, threshold | {thr.get('margin')}, {thr.get('value')} "
+              f"| margin, threshold | {thr.get('margin')}, {_or_none(thr.get('value'))} "
               f"({_public(thr.get('source'), local)}) |",
               f"| k, retrieval | {params.get('k')}, {params.get('retrieval')} |",
               f"| search | {summary.get('search')} |"]
@@ -45,6 +45,11 @@ def dataset_card(summary: dict, *, keys: tuple[str, str], pairs: int, columns: S
               "`tgt_sentence_index` (inputs split into sentences) the 1-based index of the sentence in that "
               "record.", ""]
     return "\n".join(lines)
+
+
+def _or_none(value) -> str:
+    """A value as a card shows it: "none" for a missing one (not Python's "None")."""
+    return "none" if value is None else str(value)
 
 
 def _filter_lines(summary: dict) -> list[str]:

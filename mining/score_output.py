@@ -2,9 +2,10 @@
 added: `cosine`, `margin`, `keep` and `rule` (the rule that dropped the pair; empty when kept).
 
 - `tsv`: a TSV or CSV input's fields as they were, then the four columns (after a header line
-  when the input had one); other inputs give `src<TAB>tgt` first. `keep` is 1 or 0; a score
-  that does not exist (a side without text) is empty.
-- `csv`: the same as CSV (quoted where needed).
+  when the input had one); other inputs give `src<TAB>tgt` first, without a header line. `keep`
+  is 1 or 0; a score that does not exist (a side without text) is empty. TSV has no quoting: a
+  tab or line break inside a field is written as a space, with a warning.
+- `csv`: the same as CSV (quoted where needed), always after a header line.
 - `jsonl`, `parquet`: a JSON Lines, Parquet or dataset input's records with the four fields
   added; other inputs give `src` and `tgt` (a TSV/CSV with a header: its named columns). `keep`
   is a boolean; a score that does not exist is null.
@@ -125,8 +126,10 @@ def write_scored(claim, fmt: str, bitext, scores, *, kept_only: bool = False) ->
             writer = csv.writer(f, lineterminator="\n") if fmt == "csv" else None
             for number, row in rows:
                 if header is None:
+                    # TSV has a header line only where the input had one (its rows then stay the
+                    # input's lines); CSV always has one, as CSV readers expect
                     header = (list(bitext.columns) if bitext.columns and bitext.format in ("tsv", "csv")
-                              else ["src", "tgt"] if bitext.columns or fmt == "csv" else [])
+                              else ["src", "tgt"] if fmt == "csv" else [])
                     if header:
                         header += list(SCORE_COLUMNS)
                         _write_row(f, writer, header)

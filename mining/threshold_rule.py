@@ -250,6 +250,8 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
             if rules is RuleUse.AFTER_SEARCH:
                 record["rule"] = {**rule, "calibrated_value": value}
             else:
+                # the summary line says where the value came from; why it is not moved is logged once
+                record["source_brief"] = record["source"]
                 record["source"] += rules.value
     cap_calibrated = filters.score_max is None  # (else given: --score-max)
     if cap_calibrated:

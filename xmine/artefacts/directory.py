@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import importlib.metadata
 import os
 import platform
 import shutil
@@ -139,13 +140,31 @@ def git_commit() -> str | None:
         return None
 
 
+#: the libraries a record names (import name -> the distributions that install it)
+_LIBRARIES = {"torch": ("torch",), "faiss": ("faiss-cpu", "faiss-gpu", "faiss-gpu-cu12", "faiss-gpu-cu11", "faiss"),
+              "sentence_transformers": ("sentence-transformers",), "transformers": ("transformers",)}
+
+
+def _installed(distributions: tuple[str, ...]) -> str | None:
+    """The version of the first of `distributions` installed, or None."""
+    for dist in distributions:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
 def provenance(**parameters: Any) -> dict[str, Any]:
-    """What made an artefact: versions, commit, date, host, and the given parameters."""
+    """What made an artefact: versions, commit, date, host, and the given parameters. A library is
+    recorded where this process imported it or where it is installed: a step run on Ray loads the
+    encoder in its workers, and its record is the one of the same step run here."""
     libs = {"numpy": numpy.__version__}
-    for name in ("torch", "faiss", "sentence_transformers", "transformers"):
+    for name, distributions in _LIBRARIES.items():
         mod = sys.modules.get(name)
-        if mod is not None:
-            libs[name] = getattr(mod, "__version__", "?")
+        found = getattr(mod, "__version__", "?") if mod is not None else _installed(distributions)
+        if found is not None:
+            libs[name] = found
     return {
         "xmine_version": __version__,
         "git_commit": git_commit(),

@@ -7,7 +7,9 @@ functions, so the core works without the `ray` extra (`pip install 'xmine[ray]'`
 - `connect(address)`: `"auto"` joins the cluster this machine belongs to (`ray start` here, or
   `RAY_ADDRESS`) and otherwise starts a local one with this machine's CPUs; any other value is a
   cluster address (`host:6379` or `ray://host:10001`). A process that already called
-  `ray.init` (a test session, a notebook) keeps its cluster.
+  `ray.init` (a test session, a notebook, an earlier `--ray auto` call) keeps its cluster for
+  "auto"; another address than that cluster's is refused (Ray joins one cluster a process), never
+  dropped for the one the process is in.
 - `run_tasks`: submit remote calls, yield their results as they finish (so the driver writes a
   checkpoint after each); a `RowCounter` takes the rows the tasks report as they go. Ray re-runs
   a task whose worker died (`max_retries`); an error raised by the task itself is not retried
@@ -21,6 +23,7 @@ descriptions and results travel through Ray's object store.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -30,6 +33,8 @@ from typing import Any, Callable, Iterable, Iterator
 from xmine.errors import ConfigError, XmineError
 
 log = logging.getLogger("xmine.exec.cluster")
+#: the address this process joined a Ray cluster by through `connect` ("address"), where it did
+_joined: dict[str, str] = {}
 
 #: A worker that dies (killed, out of memory, node lost) has its task re-run this many times.
 TASK_RETRIES = 3
@@ -53,8 +58,14 @@ def connect(address: str = "auto") -> dict[str, float]:
     "auto": the cluster of `RAY_ADDRESS` or of a `ray start` on this machine if there is one,
     else a new local cluster with this machine's CPUs. Anything else: that cluster's address.
     """
+    if not isinstance(address, str) or not address.strip():
+        raise ConfigError(f"ray must be 'auto' or a Ray cluster's address (host:port, ray://host:port), "
+                          f"not {address!r}")
     ray = require_ray()
-    if not ray.is_initialized():
+    if ray.is_initialized():
+        _check_same_cluster(ray, address)
+    else:
+        _joined.clear()
         kwargs: dict[str, Any] = dict(
             include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True,
             configure_logging=True,
@@ -78,7 +89,35 @@ def connect(address: str = "auto") -> dict[str, float]:
                 ray.init(address=address, **kwargs)
             except (ConnectionError, ValueError, RuntimeError) as e:
                 raise ConfigError(f"--ray {address}: cannot join that Ray cluster ({e})") from None
+            _joined["address"] = address
     return cluster_resources()
+
+
+def _check_same_cluster(ray, address: str) -> None:
+    """A ConfigError where the process is in a Ray cluster (`ray.init` called before) and `address`
+    names another: Ray cannot join a second one, and running in the first would leave the work where
+    it was not asked to run, with a record naming the address asked."""
+    if address == "auto" or address == _joined.get("address"):
+        return
+    try:
+        current = ray.get_runtime_context().gcs_address
+    except Exception:  # (a Ray client connection has no GCS address of its own)
+        current = _joined.get("address")
+    if current and _host_port(address) == _host_port(current):
+        return
+    raise ConfigError(f"--ray {address}: this process is already in the Ray cluster at {current or 'another address'} "
+                      "(ray.init was called before, here or by an earlier --ray); ray.shutdown() first to run on "
+                      "another cluster, or pass that cluster's address or 'auto'")
+
+
+def _host_port(address: str) -> tuple[str, str]:
+    """(IP address, port) of HOST:PORT, the host resolved where it can be, to compare two spellings."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        host = socket.gethostbyname(host)
+    except (OSError, UnicodeError):
+        pass
+    return host, port
 
 
 def _check_reachable(address: str, timeout: float = 5.0, *, what: str | None = None,
@@ -129,13 +168,32 @@ def run_tasks(refs: Iterable[Any], *, window: int | None = None, poll: Callable[
         window = max(2, 2 * int(cluster_resources()["CPU"] or 1))
     it = iter(refs)
     pending = list(itertools.islice(it, window))
-    while pending:
-        ready, pending = ray.wait(pending, num_returns=1, timeout=None if poll is None else poll_seconds)
-        if not ready:
-            poll()
-            continue
-        pending += itertools.islice(it, window - len(pending))
-        yield ready[0], get(ready[0])
+    try:
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1, timeout=None if poll is None else poll_seconds)
+            if not ready:
+                poll()
+                continue
+            pending += itertools.islice(it, window - len(pending))
+            yield ready[0], get(ready[0])
+    except BaseException:  # stopped (Ctrl-C, a task's error) or left early
+        cancel_tasks(pending)
+        raise
+
+
+def cancel_tasks(refs: list, *, timeout: float = 10.0) -> None:
+    """Cancel the tasks of `refs` and take their outcomes. A task left running when its run was
+    stopped fails later (the run's `RowCounter` is gone), and Ray prints each failure no one took
+    as an "Unhandled error" with its traceback, after xmine's one-line message."""
+    ray = require_ray()
+    for ref in refs:
+        with contextlib.suppress(Exception):
+            ray.cancel(ref, force=True)
+    with contextlib.suppress(Exception):
+        ray.wait(refs, num_returns=len(refs), timeout=timeout)
+    for ref in refs:
+        with contextlib.suppress(Exception):
+            ray.get(ref, timeout=0)
 
 
 class RowCounter:
@@ -174,5 +232,5 @@ def get(ref: Any) -> Any:
         raise
 
 
-__all__ = ["TASK_RETRIES", "ReportRows", "RowCounter", "cluster_resources", "connect", "get", "largest_node_cpus",
-           "remote", "require_ray", "run_tasks"]
+__all__ = ["TASK_RETRIES", "ReportRows", "RowCounter", "cancel_tasks", "cluster_resources", "connect", "get",
+           "largest_node_cpus", "remote", "require_ray", "run_tasks"]

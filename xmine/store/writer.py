@@ -252,11 +252,14 @@ def embed_corpus(input_path: str | Path, out_dir: str | Path, *, encoder: Any, l
                 _encode_shards(job, build_dir, progress, info, stats, shard_rows=shard_rows,
                                show_progress=show_progress, on_shard_done=on_shard_done)
             except BaseException:
-                # Nothing finished: no progress file to mistake for a store.
-                if not progress.shards and not progress.more:
+                # Nothing recorded and nothing written: no progress file to mistake for a store. A shard
+                # written but not yet recorded (an actor finished as the run was stopped) keeps it, so
+                # the same command resumes (that shard is encoded again) rather than refusing the folder.
+                if not progress.shards and not progress.more and {e.name for e in build_dir.iterdir()} <= {
+                        MARKER, LOCK, progress.path.name}:
                     with contextlib.suppress(FileNotFoundError):
                         progress.path.unlink()
-                    if build_dir != out_dir and {e.name for e in build_dir.iterdir()} <= {MARKER, LOCK}:
+                    if build_dir != out_dir:
                         shutil.rmtree(build_dir, ignore_errors=True)
                 raise
             shown = reported_as(stats) if reported_as is not None else stats

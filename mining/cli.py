@@ -142,9 +142,10 @@ def _before_search(summary: dict) -> str:
                    "rule (the rule that dropped the pair) added; a summary with the counts goes to OUT.json. "
                    "Replaced only with --overwrite when it is an earlier score result.")
 @click.option("--format", "output_format", type=click.Choice(SCORE_FORMATS), default=None,
-              help="tsv (a TSV/CSV input's own columns, else src and tgt, then the score columns), csv, jsonl "
-                   "or parquet (a JSON Lines, Parquet or dataset input's records with the score fields). "
-                   "Default: by OUT's extension (.csv, .jsonl, .parquet, else tsv).")
+              help="tsv (a TSV/CSV input's own columns, else src and tgt, then the score columns), csv, jsonl, "
+                   "parquet or hf (a Hugging Face save_to_disk folder): a JSON Lines, Parquet or dataset input's "
+                   "records with the score fields. Default: by OUT's extension (.csv, .jsonl, .parquet; an "
+                   "existing directory: hf; else tsv).")
 @click.option("--pairs-format", type=click.Choice(("auto",) + BITEXT_FORMATS), default="auto", show_default=True,
               help="How to read PAIRS: auto = by extension (.csv; .jsonl/.ndjson/.json; .parquet; a dataset "
                    "folder: hf; anything else: tsv, one pair a line, tab-separated, no quoting).")

@@ -6,9 +6,9 @@ added: `cosine`, `margin`, `keep` and `rule` (the rule that dropped the pair; em
   is 1 or 0; a score that does not exist (a side without text) is empty. TSV has no quoting: a
   tab or line break inside a field is written as a space, with a warning.
 - `csv`: the same as CSV (quoted where needed), always after a header line.
-- `jsonl`, `parquet`: a JSON Lines, Parquet or dataset input's records with the four fields
-  added; other inputs give `src` and `tgt` (a TSV/CSV with a header: its named columns). `keep`
-  is a boolean; a score that does not exist is null.
+- `jsonl`, `parquet`, `hf` (a `save_to_disk` folder): a JSON Lines, Parquet or dataset input's
+  records with the four fields added; other inputs give `src` and `tgt` (a TSV/CSV with a header:
+  its named columns). `keep` is a boolean; a score that does not exist is null.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import itertools
 import json
 import logging
 import math
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -26,7 +27,7 @@ import numpy as np
 
 from xmine.errors import ConfigError, InputError
 from xmine.mining.filters import RULES as FILTER_RULES
-from xmine.mining.writers import check_named_format, tsv_field
+from xmine.mining.writers import check_named_format, parquet_to_dataset, tsv_field
 from xmine.io.reader_base import stem_suffix
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ class PairScores:
                 if name in ("empty", "threshold") or name in active_filters}
 
 
-SCORE_FORMATS = ("tsv", "csv", "jsonl", "parquet")
+SCORE_FORMATS = ("tsv", "csv", "jsonl", "parquet", "hf")
 SCORE_COLUMNS = ("cosine", "margin", "keep", "rule")
 _BATCH = 65_536
 
@@ -69,6 +70,8 @@ def resolve_score_format(out: str | Path, fmt: str | None) -> str:
     """The named format, else by the name of `out` (.csv, .jsonl, .parquet; else tsv); a format named
     against what the name says is refused (was: JSON Lines written into out.parquet)."""
     named = {".csv": "csv", ".jsonl": "jsonl", ".parquet": "parquet", ".pq": "parquet"}.get(stem_suffix(Path(out)))
+    if named is None and Path(out).is_dir():  # an existing directory: an earlier dataset (as `mine` reads it)
+        named = "hf"
     if fmt is not None:
         if fmt not in SCORE_FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(SCORE_FORMATS)}, not {fmt!r}")
@@ -148,23 +151,57 @@ def write_scored(claim, fmt: str, bitext, scores, *, kept_only: bool = False) ->
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
                 written += 1
     elif fmt == "parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
         with claim.atomic_file() as tmp:
-            writer, records = None, (r for _, r in _scored_rows(bitext, scores, kept_only=kept_only, as_dict=True))
-            while batch := list(itertools.islice(records, _BATCH)):
-                table = pa.Table.from_pylist(batch, schema=writer.schema if writer else None)
-                writer = writer or pq.ParquetWriter(tmp, table.schema)
-                writer.write_table(table)
-                written += len(batch)
-            if writer is None:  # no row kept: an empty file with the score columns
-                writer = pq.ParquetWriter(tmp, pa.schema([("src", pa.string()), ("tgt", pa.string()),
-                                                          ("cosine", pa.float64()), ("margin", pa.float64()),
-                                                          ("keep", pa.bool_()), ("rule", pa.string())]))
-            writer.close()
+            written = _write_parquet(tmp, bitext, scores, kept_only=kept_only)
+    elif fmt == "hf":
+        written = _write_dataset(claim, bitext, scores, kept_only=kept_only)
     else:
         raise ConfigError(f"--format must be one of {', '.join(SCORE_FORMATS)}, not {fmt!r}")
+    return written
+
+
+def _write_parquet(path, bitext, scores, *, kept_only: bool) -> int:
+    """The scored records as a Parquet file at `path`, a batch at a time; returns the rows written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    written, writer = 0, None
+    records = (r for _, r in _scored_rows(bitext, scores, kept_only=kept_only, as_dict=True))
+    while batch := list(itertools.islice(records, _BATCH)):
+        table = pa.Table.from_pylist(batch, schema=writer.schema if writer else None)
+        writer = writer or pq.ParquetWriter(path, table.schema)
+        writer.write_table(table)
+        written += len(batch)
+    if writer is None:  # no row kept: an empty file with the score columns
+        writer = pq.ParquetWriter(path, pa.schema([("src", pa.string()), ("tgt", pa.string()),
+                                                   ("cosine", pa.float64()), ("margin", pa.float64()),
+                                                   ("keep", pa.bool_()), ("rule", pa.string())]))
+    writer.close()
+    return written
+
+
+def _write_dataset(claim, bitext, scores, *, kept_only: bool) -> int:
+    """The scored records as a Hugging Face `save_to_disk` folder (built beside OUT, renamed onto it),
+    with a README.md; a `translation` column of two languages keeps the `Translation` feature."""
+    import datasets
+    import pyarrow.parquet as pq
+
+    with claim.atomic_dir() as tmp, tempfile.TemporaryDirectory(dir=claim.path.parent, prefix=f".{claim.path.name}.",
+                                                                suffix=".build") as build:
+        parquet = Path(build) / "scored.parquet"
+        written = _write_parquet(parquet, bitext, scores, kept_only=kept_only)
+        features = datasets.Features.from_arrow_schema(pq.read_schema(parquet))
+        translation = features.get("translation")
+        if isinstance(translation, dict) and len(translation) == 2 and all(
+                getattr(v, "dtype", None) == "string" for v in translation.values()):
+            features["translation"] = datasets.Translation(languages=sorted(translation))
+        parquet_to_dataset(parquet, tmp, features=features, rows=written, build_dir=build)
+        (Path(tmp) / "README.md").write_text(
+            f"# Scored bitext\n\n{written} sentence pairs of `{Path(bitext.path).name}` scored by `xmine score`"
+            f"{' (the kept ones)' if kept_only else ''}: each record with `cosine`, `margin`, `keep` and `rule` (the "
+            "rule that dropped the pair, empty when kept). Load with `datasets.load_from_disk(PATH)`; what made it "
+            "(encoder, space, threshold, filters, inputs) is in the record written beside it (OUT.json).\n",
+            encoding="utf-8")
     return written
 
 

@@ -333,26 +333,31 @@ def _write_dataset(claim, rows: MinedRows, extra: Sequence[PairColumn], summary:
     """A `save_to_disk` folder with README.md, built beside OUT and renamed onto it."""
     import datasets
 
-    datasets.disable_progress_bars()
     with claim.atomic_dir() as tmp, tempfile.TemporaryDirectory(dir=claim.path.parent,
                                                                 prefix=f".{claim.path.name}.", suffix=".build") as b:
         parquet = Path(b) / "pairs.parquet"
         _write_parquet(parquet, rows, extra)
         ks, kt = translation_keys(rows.sx.lang, rows.sy.lang)
+        features = datasets.Features.from_arrow_schema(_schema(rows, extra))
         # The feature MT recipes look for (its struct's fields are sorted by name).
-        translation = datasets.Translation(languages=[ks, kt])
-        if len(rows.score):
-            ds = datasets.Dataset.from_parquet(str(parquet), cache_dir=str(Path(b) / "cache"))
-            ds = ds.cast_column("translation", translation)
-        else:  # (datasets fails on a Parquet file of no rows, and casts no column of an empty dataset)
-            features = datasets.Features.from_arrow_schema(_schema(rows, extra))
-            features["translation"] = translation
-            ds = datasets.Dataset.from_dict({name: [] for name in features}, features=features)
-        # (of no rows, datasets writes no data file unless told to write one, and cannot load the folder)
-        ds.save_to_disk(str(tmp), **({} if len(rows.score) else {"num_shards": 1}))
-        del ds
+        features["translation"] = datasets.Translation(languages=[ks, kt])
+        parquet_to_dataset(parquet, tmp, features=features, rows=len(rows.score), build_dir=b)
         (Path(tmp) / "README.md").write_text(dataset_card(summary, keys=(ks, kt), pairs=len(rows.score),
                                                           columns=_schema(rows, extra).names), encoding="utf-8")
+
+
+def parquet_to_dataset(parquet: Path, out_dir, *, features, rows: int, build_dir) -> None:
+    """The Parquet file of `rows` rows as a Hugging Face `save_to_disk` folder `out_dir`, its columns
+    of `features` (a `Translation` among them), `build_dir` holding datasets' cache meanwhile."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    if rows:
+        ds = datasets.Dataset.from_parquet(str(parquet), cache_dir=str(Path(build_dir) / "cache"), features=features)
+    else:  # (datasets fails on a Parquet file of no rows)
+        ds = datasets.Dataset.from_dict({name: [] for name in features}, features=features)
+    # (of no rows, datasets writes no data file unless told to write one, and cannot load the folder)
+    ds.save_to_disk(str(out_dir), **({} if rows else {"num_shards": 1}))
 
 
 def write_meta(claim, mined, sx, sy, src_rows, tgt_rows, *, fields: Sequence[PairColumn] = ()) -> None:
@@ -382,4 +387,4 @@ def _sentence_meta(side, row: int, fields: Sequence[PairColumn], i: int, prefix:
 
 
 __all__ = ["COMPANIONS", "OUTPUT_FORMATS", "MinedRows", "PairColumn", "check_named_format", "output_format",
-           "tmx_lang", "tmx_props", "translation_keys", "write_meta", "write_mined", "write_tmx"]
+           "parquet_to_dataset", "tmx_lang", "tmx_props", "translation_keys", "write_meta", "write_mined", "write_tmx"]

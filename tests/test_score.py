@@ -421,6 +421,32 @@ def test_the_summary_line_says_where_the_threshold_came_from_once(tmp_path):
     assert "its single value" not in line and "calibrated for raw use-m3" in line, line
 
 
+def test_a_scored_dataset_is_written_as_a_dataset(tmp_path):
+    """`--format hf`: a dataset in, a dataset out, its `Translation` feature kept (was: no hf output;
+    Parquet gave a plain struct)."""
+    import datasets
+
+    pairs = [("Hallo Welt.", "Hello world."), ("Guten Morgen.", "Good morning."), ("Die Katze schläft.", "The cat sleeps."),
+             ("Es regnet heute.", "The train is late.")]
+    features = datasets.Features({"id": datasets.Value("int64"),
+                                  "translation": datasets.Translation(languages=["de", "en"])})
+    datasets.Dataset.from_dict({"id": list(range(len(pairs))), "translation": [{"de": d, "en": e} for d, e in pairs]},
+                               features=features).save_to_disk(str(tmp_path / "bt"))
+    out = tmp_path / "scored"
+    ok(xm("score", tmp_path / "bt", "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "--format", "hf",
+          "-o", out, "-q"))
+    ds = datasets.load_from_disk(str(out))
+    assert ds.features["translation"] == datasets.Translation(languages=["de", "en"])
+    assert ds["id"] == [0, 1, 2, 3] and ds["translation"][2] == {"de": "Die Katze schläft.", "en": "The cat sleeps."}
+    assert set(ds.column_names) == {"id", "translation", "cosine", "margin", "keep", "rule"}
+    assert "scored by `xmine score`" in (out / "README.md").read_text(encoding="utf-8")
+    ok(xm("verify", out))
+    # an existing dataset folder is written as one again without --format (with --overwrite)
+    ok(xm("score", tmp_path / "bt", "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "-o", out,
+          "--overwrite", "--threshold", "5", "--margin", "distance", "--kept-only", "-q"))
+    assert len(datasets.load_from_disk(str(out))) == 0  # none kept: an empty dataset that loads
+
+
 def test_blank_rows_are_kept_as_empty_pairs_and_translation_entries_must_match_the_languages(tmp_path):
     """(was: a row of two blank fields left out of the output, so it no longer matched the input
     row for row; later, a line with no field at all likewise, without a word; and a `translation`

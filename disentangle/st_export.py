@@ -21,6 +21,7 @@ from xmine.artefacts.directory import atomic_dir, git_commit, provenance
 from xmine.disentangle.projection import load_projection
 from xmine.encoders import load_encoder
 from xmine.encoders.e5_q4 import ensure_me5_model
+from xmine.encoders.exported import PORTABLE_KIND
 from xmine.encoders.transformer import library_quiet
 from xmine.errors import ConfigError, EncoderError
 from xmine.artefacts.fileio import FILE_MODE, MANIFEST, sha256_file, write_manifest
@@ -28,7 +29,6 @@ from xmine.artefacts.input_artefacts import encoding_prompt
 from xmine.artefacts.records import FileRecord
 from xmine.artefacts.outputs import claim_output
 
-PORTABLE_KIND = "sentence-transformer-portable"
 #: The manifest of an export records the size and sha256 of every file in it from format 2 on
 #: (`xmine verify` checks them: xmine.artefacts.verify.check_recorded_files).
 EXPORT_FORMAT = 2

@@ -202,7 +202,7 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
     calibration does not reach: `language_notes`, logged and recorded (`language_notes`). Calibrated
     values the run uses that were measured at another k, or (given the run's `encoder_id`) with
     embeddings of other weights or another prompt: `note_other_k`, `note_other_encoder`."""
-    found, what = space_defaults(projection_dir, encoder_name)
+    found, what = space_defaults(projection_dir, encoder_name, encoder_id=encoder_id)
     if selection.calibration is not None:
         found = read_calibration(selection.calibration, encoder_name=encoder_name, projection_dir=projection_dir,
                                  margin=found.margin if found is not None else DEFAULT_MARGIN)

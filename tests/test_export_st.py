@@ -169,3 +169,38 @@ def test_a_projection_trained_with_a_prompt_is_exported_with_it(data_dir, tmp_pa
     ok(xm("plot", "--projection", proj, "--rows", 20, "--data-dir", data_dir, "--out", tmp_path / "pca.png"))
     made = json.loads((tmp_path / "store" / "manifest.json").read_text())["encoder"]["id"]
     assert "prefix='passage: '" in made, made
+
+
+@pytest.mark.slow
+def test_an_export_used_as_the_encoder_mines_at_its_projections_defaults(exported, data_dir, tmp_path, caplog):
+    """`mine --encoder EXPORT` is the shipped projection's space: its calibrated default, not the
+    estimate of a space without one (was: the estimated threshold, 76 of 99 translations kept where
+    the shipped projection keeps 99); an export changed since is not that space."""
+    from xmine.encoders.projection import projection_defaults, shipped_dir
+
+    de, en = flores_lines(data_dir, "deu_Latn", 60), flores_lines(data_dir, "eng_Latn", 120)
+    (tmp_path / "de.txt").write_text("\n".join(de) + "\n", encoding="utf-8")
+    (tmp_path / "en.txt").write_text("\n".join(en[60:] + en[:60]) + "\n", encoding="utf-8")  # 60 gold, 60 others
+    common = ("--src-lang", "de", "--tgt-lang", "en", "--no-lang-filter", "-q")
+    ok(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--encoder", exported, *common, "-o", tmp_path / "x.tsv"))
+    t = json.loads((tmp_path / "x.tsv.json").read_text(encoding="utf-8"))["threshold"]
+    shipped = projection_defaults(shipped_dir("me5-small"))
+    assert t["rule"]["calibrated_value"] == shipped.threshold("ratio", "balanced") and t["margin"] == "ratio"
+    assert f"{exported} (an xmine export-st of the projection" in t["margin_source"]
+    assert "other_encoder" not in t and t["score_max"]["value"] == shipped.score_max["ratio"]
+    pairs = [line.split("\t")[1:3] for line in (tmp_path / "x.tsv").read_text(encoding="utf-8").splitlines()]
+    assert sum(en.index(e) == de.index(d) for d, e in pairs) >= 57, len(pairs)
+
+    dense = exported / "3_Dense" / "model.safetensors"
+    old = _flip_byte(dense, dense.stat().st_size // 2)
+    try:
+        with caplog.at_level("WARNING", logger="xmine"):
+            ok(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--encoder", exported, *common,
+                  "-o", tmp_path / "y.tsv"))
+        assert any("changed since xmine exported it" in r.getMessage() for r in caplog.records)
+        t = json.loads((tmp_path / "y.tsv.json").read_text(encoding="utf-8"))["threshold"]
+        assert "no calibrated default for this space" in t["source"]
+    finally:
+        with open(dense, "r+b") as f:
+            f.seek(dense.stat().st_size // 2)
+            f.write(old)

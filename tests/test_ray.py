@@ -442,6 +442,21 @@ def test_another_address_in_a_process_already_in_a_cluster_is_refused(cluster):
         connect(f"{host}:{int(port) + 1}")
 
 
+def test_rays_token_auth_notice_is_left_out_and_its_warning_kept(cluster, caplog):
+    """(was: "Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled to opt
+    out..." before every `--ray auto` run's own lines)"""
+    import logging
+
+    from xmine.exec.cluster import connect
+
+    connect(cluster)
+    auth = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    with caplog.at_level(logging.WARNING, logger=auth.name):
+        auth.warning("Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled to opt out.")
+        auth.warning("Token authentication is disabled for this Ray cluster. Anyone with network access ...")
+    assert [r.getMessage()[:34] for r in caplog.records if r.name == auth.name] == ["Token authentication is disabled f"]
+
+
 def test_tasks_still_running_when_a_run_stops_are_cancelled(cluster, tmp_path):
     """A run left early (Ctrl-C, an error) cancels the tasks it started and takes their outcomes
     (was: they ran on, failed on the run's stopped row counter, and Ray printed each failure with

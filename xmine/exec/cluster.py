@@ -52,6 +52,18 @@ def require_ray():
     return ray
 
 
+class _TokenAuthNotice(logging.Filter):
+    """Leaves out Ray's notice that a cluster it starts uses token authentication, its safe default
+    with nothing to act on, printed before every `--ray auto` run's own lines; its warning that a
+    cluster runs without it stays."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Token authentication is enabled")
+
+
+_RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
 def connect(address: str = "auto") -> dict[str, float]:
     """Join (or start) the Ray cluster named by `address`; return its resources.
 
@@ -62,6 +74,9 @@ def connect(address: str = "auto") -> dict[str, float]:
         raise ConfigError(f"ray must be 'auto' or a Ray cluster's address (host:port, ray://host:port), "
                           f"not {address!r}")
     ray = require_ray()
+    auth_log = logging.getLogger(_RAY_AUTH_LOGGER)
+    if not any(isinstance(f, _TokenAuthNotice) for f in auth_log.filters):
+        auth_log.addFilter(_TokenAuthNotice())
     if ray.is_initialized():
         _check_same_cluster(ray, address)
     else:

@@ -403,8 +403,8 @@ def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out,
                       inputs=[data_dir, *projections]):
         src, tgt, _ = geometry.flores_pairs(data_dir, src_lang, rows=rows, pivot=tgt_lang)
         if len(src) < rows:
-            click.echo(f"--rows {rows}: FLORES-200 devtest holds {len(src):,} sentences a language; plotting all of "
-                       "them", err=True)
+            click.echo(f"xmine: warning: --rows {rows}: FLORES-200 devtest holds {len(src):,} sentences a language; "
+                       "plotting all of them", err=True)
         encoder, variants = setup(encoder_name, projections, device, precision, runtime, prompt, prompt_name)
         sep = plot.plot_pca(variants, src, tgt, out_path, src_label=src_lang, tgt_label=tgt_lang, title=(
             f"PCA of {encoder.name} embeddings: {len(src):,} FLORES-200 devtest sentences, {src_lang} and {tgt_lang}"))

@@ -60,7 +60,7 @@ from xmine.artefacts.directory import file_fingerprint
 from xmine.benchmarks.bucc import (at_least, best_threshold, evaluate, margin_of, mine_candidates, prf_curve,
                                    read_bucc_file, read_gold)
 from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines, read_lines
-from xmine.errors import ArtefactError, DataNotFoundError, InputError, OutputError
+from xmine.errors import ArtefactError, ConfigError, DataNotFoundError, InputError, OutputError
 from xmine.artefacts.fileio import (atomic_write_manifest, atomic_write_text, load_manifest, read_manifest,
                                     sha256_file)
 from xmine.artefacts.output_state import MARKER
@@ -207,7 +207,9 @@ def compose_set(lang: str, sources: Sequence[tuple[str, list[tuple[str, str]]]],
         src_only += [pairs[i] for i in rest[0::2]]
         en_only += [pairs[i] for i in rest[1::2]]
         counts[source] = {"pairs": n, "gold": g}
-
+    if not gold:  # (was: a ZeroDivisionError in the small sets' note; F1 has no meaning without one)
+        raise ConfigError(f"the {lang} set would hold no gold pair ({sum(len(p) for _, p in sources)} pairs at a gold "
+                          f"fraction of {gold_fraction:g}): raise --flores-rows, --max-news or --gold-fraction")
     # No distractor may repeat a gold sentence of its side, or have its translation on the other side.
     gold_src, gold_en = {s for s, _ in gold}, {t for _, t in gold}
     src_only_en = {t for _, t in src_only}
@@ -291,8 +293,7 @@ def build_sets(data: Path, langs: Sequence[str], *, sets_dir: Path | None = None
 
 
 def small_sets_note(manifest: dict[str, Any], langs: Sequence[str]) -> str | None:
-    """What to say of the sets of `langs` (in `build_sets`' manifest) that hold fewer than MIN_GOLD
-    gold pairs: one pair then moves a set's F1 by a point or more. None when every set holds enough."""
+    """The note on the sets of `langs` with fewer than MIN_GOLD gold pairs (None: none): one moves F1 by >= 1."""
     small = {lang: manifest["languages"][lang]["counts"]["gold"] for lang in langs
              if manifest["languages"][lang]["counts"]["gold"] < MIN_GOLD}
     if not small:
@@ -408,8 +409,7 @@ def table_rows(details: dict[str, Any], langs: Sequence[str]) -> list[list]:
     rows = []
     for name, r in details.items():
         for lg in langs:
-            x = r["per_lang"][lg]
-            t = x["default"]["threshold"]
+            x, t = r["per_lang"][lg], r["per_lang"][lg]["default"]["threshold"]
             rows.append([name, "all" if t is None else f"{t:.4f}", lg, x["sizes"]["src"], x["sizes"]["en"],
                          x["sizes"]["gold"], 100 * x["best"]["f1"], 100 * x["default"]["f1"], 100 * x["gap"],
                          100 * x["default"]["precision"], 100 * x["default"]["recall"], f"{x['best']['threshold']:.4f}"])

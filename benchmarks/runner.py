@@ -107,17 +107,18 @@ def _claimed_out(fn: Callable) -> Callable:
 def task_options(fn: Callable) -> Callable:
     """The options every task command has (encoder, projections, data, result JSON, --quick,
     device, precision, runtime); the result JSON is claimed before the command runs."""
+    task = fn.__name__.removesuffix("_cmd")
     fn = _claimed_out(fn)
     options = [
         click.option("--encoder", "encoder_name", default="me5-small", show_default=True, help=ENCODER_HELP),
         projection_option("to compare", multiple=True,
                           default="Repeat to compare several in one table; the raw encoder output is always the "
-                                  "first row. `bench mining` adds the default by itself unless a projection (or "
-                                  "'none') is named."),
+                                  "first row." + (" The default projection is added by itself unless a projection "
+                                                  "(or 'none') is named." if task == "mining" else "")),
         click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=DATA_HELP),
         click.option("--out", type=click.Path(dir_okay=False), default=None,
-                     help="Result JSON. Default: benchmarks/results/<task>-<encoder>[-<options given>][-quick].json, "
-                          "e.g. tatoeba-me5-small-maxpairs300.json for --max-pairs 300."),
+                     help=f"Result JSON. Default: benchmarks/results/{task}-<encoder>[-<options given>][-quick].json, "
+                          f"e.g. {task}-me5-small-bf16-quick.json for --precision bf16 --quick."),
         click.option("--overwrite", is_flag=True, help="Replace the result JSON if it is an earlier xmine result."),
         click.option("--quick", is_flag=True, help="A small fixed subset, for smoke runs (seconds, not minutes)."),
         click.option("--device", default=None, help="Torch device for the encoder (cpu, cuda, ...). Default: auto."),

@@ -69,7 +69,7 @@ def _split_langs(value: str | None) -> list[str] | None:
                    "(<locale>.jsonl files) gives every locale x en-US from the train split only (never a "
                    "dev or test row). Or two files "
                    "SRC:TGT (languages from their last suffix: a.de:a.en) or LANG=SRC:LANG=TGT.")
-@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+@click.option("-o", "--out", "--output", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Projection directory to write (config.json, model.safetensors, manifest.json). Its "
                    ".work/ holds the per-epoch checkpoint: rerun the same command to resume an interrupted "
                    "run; a finished one continues with a higher --max-epochs and --overwrite.")
@@ -217,7 +217,7 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
               help="The files are labelled: report accuracy per file and overall instead of per-line output. "
                    "The true language is the file's last suffix (tatoeba.deu-eng.deu -> deu) or given as LANG=FILE. "
                    "A line called 'unknown' counts as a miss (with --guess, the nearest language is scored).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("-o", "--out", "--output", "output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write `file<TAB>line<TAB>lang<TAB>score` (with --eval: the report) here instead of stdout "
                    "(atomically, with a summary in OUTPUT.json that marks it as xmine's).")
 @click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it is an earlier xmine langid result.")
@@ -243,7 +243,8 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
         raise click.UsageError("give exactly one of --projection DIR and --lid BACKEND")
     if lid is not None and (unused := given_on_command_line("guess", "encoder", "precision", "runtime", "prompt",
                                                             "prompt_name")):  # (was: read and dropped)
-        raise click.UsageError(f"{', '.join(unused)}: options of --projection, not of --lid")
+        raise click.UsageError(f"{', '.join(unused)}: {'an option' if len(unused) == 1 else 'options'} of "
+                               "--projection, not of --lid")
     claiming = (claim_output(output, kind="langid-result", form="tsv", overwrite=overwrite,
                              inputs=[projection_dir] + [_labelled(spec)[0] for spec in files])
                 if output is not None else contextlib.nullcontext())

@@ -122,7 +122,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
 @click.command("search")
 @click.argument("index_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("queries", type=click.Path(exists=True, path_type=Path))
-@click.option("-k", type=click.IntRange(min=1), default=10, show_default=True, help="Neighbours returned per query.")
+@click.option("-k", "--k", type=click.IntRange(min=1), default=10, show_default=True, help="Neighbours returned per query.")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl"]), default=None,
               help="Default: jsonl for an OUT named .jsonl, else tsv. tsv: one hit a line: query_line, rank, "
                    "score, hit_line, hit_sentence; when the queries or "

@@ -88,9 +88,10 @@ _FLORES_MEMBER = {"lav": "lvs", "sqi": "als", "mon": "khk", "mlg": "plt", "ori":
                   "yid": "ydd", "aym": "ayr", "kau": "knc"}
 
 
-def flores_file(flores_dir: Path, lang: str, *, option: str = "--src-lang/--tgt-lang") -> Path:
+def flores_file(flores_dir: Path, lang: str, *, option: str = "--src-lang/--tgt-lang", other: str = "") -> Path:
     """The FLORES-200 devtest file of `lang`: a FLORES code (`deu_Latn`) as it is, else the one
-    file of its ISO 639-3 language (an error naming `option` and the candidates when there are several)."""
+    file of its ISO 639-3 language (an error naming `option` and the candidates when there are several,
+    and `other`, what else the command takes)."""
     if (flores_dir / f"{lang}.devtest").is_file():
         return flores_dir / f"{lang}.devtest"
     # (by `same_language`: was the ISO 639-3 code as the file's prefix, so "zh" (cmn) and "ar" (ara)
@@ -101,7 +102,7 @@ def flores_file(flores_dir: Path, lang: str, *, option: str = "--src-lang/--tgt-
     if len(found) != 1:
         some = ", ".join(p.stem for p in found) or "none"
         raise ConfigError(f"{option} {lang!r}: {len(found)} FLORES-200 files match in {flores_dir} "
-                          f"({some}); give a FLORES code (e.g. deu_Latn) or your own --gold pairs")
+                          f"({some}); give a FLORES code (e.g. deu_Latn){other}")
     return found[0]
 
 

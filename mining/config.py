@@ -95,12 +95,14 @@ class EncodingConfig:
     prompt: str | None = None
     #: a prompt of the encoder's config by name, instead of `prompt`
     prompt_name: str | None = None
+    #: the torch device that encodes text (cpu, cuda, cuda:1, ...); None: CUDA when available, else cpu
+    device: str | None = None
     #: "default" (the projection shipped for the default encoder), "none" (raw embeddings), a
     #: projection directory (`xmine train`); None: as `xmine.encoders.projection.choose_projection` decides
     projection: str | Path | None = None
 
     def __post_init__(self):
-        check_field_types(self, strings=("encoder", "precision", "runtime", "prompt", "prompt_name"),
+        check_field_types(self, strings=("encoder", "precision", "runtime", "prompt", "prompt_name", "device"),
                           paths=("projection",))
         if self.precision is not None and self.precision not in PRECISIONS:
             raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)} (got {self.precision!r})")
@@ -109,7 +111,7 @@ class EncodingConfig:
     def encoder_config(self) -> EncoderConfig:
         """The encoder of this space, as `xmine.encoders` loads it."""
         return EncoderConfig(name=self.encoder, precision=self.precision, runtime=self.runtime, prompt=self.prompt,
-                             prompt_name=self.prompt_name)
+                             prompt_name=self.prompt_name, device=self.device)
 
 
 #: SearchConfig fields that only the approximate search reads, and only the exact one: their options

@@ -54,7 +54,7 @@ from xmine.mining.writers import COMPANIONS, moses_suffixes, output_format as re
 from xmine.mining.writers import MinedRows, PairColumn, write_meta, write_mined
 from xmine.artefacts.output_state import same_file
 from xmine.artefacts.outputs import claim_output
-from xmine.io.readers import for_each_input
+from xmine.io.readers import check_has_text, for_each_input
 from xmine.io.record_fields import check_fields_readable, record_fields
 from xmine.artefacts.records import to_json
 from xmine.encoders.loader import untrained_languages
@@ -117,7 +117,13 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
         for side, option in sides:
             if side.lang is None and artefact_kind(side.path, side.input_format) == "text":
                 raise ConfigError(f"--format tmx names each side's language: give {option}")
-    for side, option in sides:
+    if src_format is not None and tgt_format is not None:  # each side's own (an option for the other refused)
+        src_format, tgt_format = for_each_input(
+            [src_format, tgt_format],
+            [p if artefact_kind(p, spec) == "text" else None for p, spec in ((src, src_format), (tgt, tgt_format))])
+    for (side, option), spec in zip(sides, (src_format, tgt_format)):
+        if not is_stdin(side.path) and artefact_kind(side.path, spec) == "text":
+            check_has_text(side.path, spec)  # an empty TGT: before SRC is encoded
         if side.keep_fields:
             check_fields_readable(side.path, side.input_format, side.keep_fields, option="--keep-field")
         if side.input_format is not None and side.input_format.split_sentences:  # a missing language: now
@@ -160,10 +166,6 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
         # --overwrite, and whenever OUT holds no finished result: then it is what a failed or
         # interrupted run left, which must not stand in the way of a corrected command.
         rebuild = claim.overwrite or claim.state != "finished"
-        if src_format is not None and tgt_format is not None:
-            src_format, tgt_format = for_each_input(
-                [src_format, tgt_format],
-                [p if artefact_kind(p, spec) == "text" else None for p, spec in ((src, src_format), (tgt, tgt_format))])
         sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src", src_format),
                        show_progress=show_progress, rebuild=rebuild, input_format=src_format)
         sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt", tgt_format),

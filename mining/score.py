@@ -266,7 +266,7 @@ def score_bitext(
     # The encoder named and the bitext (every row checked) before OUT is claimed: a name that cannot
     # load or a malformed row leaves nothing behind.
     encoders = Encoders(encoding.encoder_config(), projection, inputs=[p for p in corpora_paths if p is not None])
-    check_encoder_loadable(encoders.encoder_name or DEFAULT_ENCODER)
+    check_encoder_loadable(encoders.encoder_name or DEFAULT_ENCODER, device=encoding.device)
     if projection is not None and str(projection).lower() not in ("default", "none"):
         # a projection directory given: read, and checked against its encoder, now
         _ = encoders.projection, encoders.encoder

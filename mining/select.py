@@ -93,8 +93,12 @@ class MiningConfig:
                 raise ConfigError(f"{name} must be a finite number (got {value})")
         if self.max_length_ratio is not None and self.max_length_ratio < 1:
             raise ConfigError(f"max_length_ratio must be >= 1 (got {self.max_length_ratio})")
-        if self.min_length < 0 or (self.max_length is not None and self.max_length < max(1, self.min_length)):
-            raise ConfigError(f"bad length bounds: min_length={self.min_length}, max_length={self.max_length}")
+        if self.min_length < 0:
+            raise ConfigError(f"min_length (--min-length) must be >= 0 (got {self.min_length})")
+        if self.max_length is not None and self.max_length < max(1, self.min_length):
+            raise ConfigError(f"max_length (--max-length) {self.max_length} is below " + (
+                f"min_length (--min-length) {self.min_length}: no sentence could be kept" if self.min_length else
+                "1: no sentence could be kept"))
         if any(b is not None and b < 1 for b in (self.block_rows, self.block_cols)):
             raise ConfigError("block_rows and block_cols must be >= 1")
         if self.workers is not None and self.workers < 1:

@@ -269,3 +269,12 @@ def test_missing_data_names_what_is_missing(data_dir, tmp_path):
     assert f"{partial}: no parallel/wmt-newstest. Get FLORES-200" in str(e.value) and "flores200/devtest and" not in str(e.value)
     with pytest.raises(DataNotFoundError, match="no parallel/flores200/devtest and no parallel/wmt-newstest"):
         mining.locate(tmp_path)
+
+
+def test_a_set_without_gold_pairs_is_refused(data_dir, tmp_path):
+    """(was: a ZeroDivisionError traceback from the small sets' note, exit 1, for --max-news 0
+    --flores-rows 10: values inside their ranges)"""
+    from xmine.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="the de set would hold no gold pair .* raise --flores-rows"):
+        mining.build_sets(data_dir, ["de"], sets_dir=tmp_path / "sets", max_news=0, flores_rows=10)

@@ -133,3 +133,35 @@ def test_named_paths_exist(page):
     missing = sorted({path for path in REPO_PATH.findall(_text(page))
                       if not (any(ROOT.glob(path)) if "*" in path else (ROOT / path).exists())})
     assert not missing, f"{page.relative_to(ROOT)} names paths that do not exist: {missing}"
+
+
+def test_a_help_names_only_its_own_options_or_another_commands_by_name():
+    """Every --option a command's help names is the command's own, or is written with the command it
+    belongs to (`xmine mine --calibration`) (was: score's help sent users to --lang-filter, embed's
+    --split-sentences to --src-lang/--tgt-lang, options those commands do not have)."""
+    import re
+
+    from click.testing import CliRunner
+
+    elsewhere = {("encoders", "--encoder")}  # "Besides these names, --encoder accepts ..." (every command's)
+    wrong = []
+    for path, command in _commands(main):
+        if hasattr(command, "commands"):
+            continue
+        own = {o for p in command.params for o in [*getattr(p, "opts", []), *getattr(p, "secondary_opts", [])]}
+        text = CliRunner().invoke(main, [*path, "--help"], terminal_width=10_000).output
+        text = re.sub(r"`xmine [^`]*`|\(xmine [a-z-]+ [^)]*\)", "", text)  # options named with their command
+        for option in set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*[a-z0-9]", text)) - own - {"--help"}:
+            if (" ".join(path), option) not in elsewhere:
+                wrong.append(f"xmine {' '.join(path)}: {option}")
+    assert not wrong, wrong
+
+
+def test_one_concept_has_one_option_name_on_every_command():
+    """(was: `train --out` and `langid --out` refused, those two took only --output; `search --k` refused)"""
+    for path, command in _commands(main):
+        names = {o for p in command.params for o in getattr(p, "opts", [])}
+        if "-o" in names:
+            assert "--out" in names, path
+        if "-k" in names:
+            assert "--k" in names, path

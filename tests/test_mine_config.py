@@ -43,11 +43,13 @@ BAD = [
      "--nlist, --no-refine: settings of the approximate search, which runs with --approximate"),
     (lambda: SearchConfig(approximate=True, workers=2, product="fp32"), ConfigError,
      "--product, --workers: settings of the exact search, which --approximate replaces"),
-    (lambda: FilterConfig(min_length=5, max_length=3), ConfigError, "bad length bounds: min_length=5, max_length=3"),
+    (lambda: FilterConfig(min_length=5, max_length=3), ConfigError,
+     "max_length (--max-length) 3 is below min_length (--min-length) 5: no sentence could be kept"),
     (lambda: FilterConfig(max_length_ratio=0.5), ConfigError, "max_length_ratio must be >= 1"),
     (lambda: FilterConfig(max_length_ratio=float("inf")), ConfigError, "max_length_ratio must be a finite number"),
     (lambda: OutputConfig(path="m.out", format="xlsx"), ConfigError, "m.out: format must be one of"),
     (lambda: EncodingConfig(precision="fp8"), ConfigError, "precision must be one of"),
+    (lambda: EncodingConfig(device=3), ConfigError, "device must be a string (got 3)"),
     (lambda: SideInput(path="de.txt", lang="klingon"), ConfigError, "de.txt: 'klingon' is not a known language"),
     (lambda: SideInput(path="de.txt", keep_fields="url"), ConfigError, "keep_fields must be a list of field names"),
     (lambda: SideInput(path="de.txt", keep_fields=("url", "")), ConfigError, "non-empty field names"),
@@ -83,7 +85,7 @@ def test_the_command_reports_a_conflict_as_a_usage_error_before_reading_anything
     res = xm("mine", a, b, "-o", out, "--threshold", "none", "--operating-point", "precision")
     assert refused(res, "give --threshold or --operating-point, not both").startswith("xmine: error: mine: ")
     refused(xm("mine", a, b, "-o", out, "--lang-filter", "--src-lang", "de"), "give --tgt-lang")
-    refused(xm("mine", a, b, "-o", out, "--min-length", "5", "--max-length", "3"), "bad length bounds")
+    refused(xm("mine", a, b, "-o", out, "--min-length", "5", "--max-length", "3"), "--max-length) 3 is below min_length")
     # a filter's limit for a filter switched off, a ratio cap for another margin (was: read and dropped)
     refused(xm("mine", a, b, "-o", out, "--margin", "absolute", "--score-max", "1.3"),
             "--score-max 1.3 is on the scale of --margin absolute, whose scores are at most 1: it would drop nothing")

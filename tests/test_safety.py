@@ -229,9 +229,13 @@ def test_a_refused_artefact_names_its_kind_as_a_phrase(tmp_path):
     with pytest.raises(ArtefactError) as e:
         read_manifest(store, "projection")
     assert str(e.value) == f"{store}: is an xmine embedding store, not an xmine projection", e.value
+    (tmp_path / "nothing").mkdir()
     with pytest.raises(ArtefactError) as e:
         read_manifest(tmp_path / "nothing", ("embedding-store", "faiss-index"))
     assert "not an xmine embedding store or faiss index (no manifest.json)" in str(e.value), e.value
+    with pytest.raises(ArtefactError) as e:  # (was: the same "not an xmine ..." for a path that is not there)
+        read_manifest(tmp_path / "typo", "projection")
+    assert str(e.value) == f"{tmp_path / 'typo'}: no such file or directory", e.value
 
 
 def test_search_result_is_recognised_and_replaced_only_when_asked(ws):

@@ -229,7 +229,11 @@ def _jsonl(path: Path, texts: list[str], field: str) -> Path:
 def test_a_failed_mine_does_not_stand_in_the_way_of_the_corrected_command(ws):
     de_lines, en_lines = (ws / "de.txt").read_text().splitlines(), (ws / "en.txt").read_text().splitlines()
     de = _jsonl(ws / "de.jsonl", de_lines[:60], "text")
-    en_wrong = _jsonl(ws / "en-wrong.jsonl", en_lines[:60], "sentence")  # no field "text"
+    # its last record has no field "text": found once the German side is encoded (an empty side, or a
+    # bad first record, is refused before: test_mine_refuses_an_empty_or_blank_tgt_before_encoding_the_src)
+    en_wrong = _jsonl(ws / "en-wrong.jsonl", en_lines[:59], "text")
+    with open(en_wrong, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"sentence": en_lines[59]}) + "\n")
     out = ws / "m.tsv"
     refused(xm("mine", de, en_wrong, "--text-field", "text", "--encoder", "use-m3", "-q", "-o", out),
             "en-wrong.jsonl", "no field 'text'")
@@ -395,6 +399,15 @@ def test_a_pair_without_english_is_noted_as_beyond_the_calibration(ws, data_dir,
     assert "language_notes" not in json.loads((ws / "e.tsv.json").read_text(encoding="utf-8"))["threshold"]
 
 
+def test_mine_refuses_an_empty_or_blank_tgt_before_encoding_the_src(ws):
+    """(was: SRC encoded, then "empty.txt: file is empty", leaving OUT.json "unfinished" and OUT.work/)"""
+    (ws / "empty.txt").write_bytes(b"")
+    (ws / "blank.txt").write_text("\n  \n\n", encoding="utf-8")
+    for tgt, said in (("empty.txt", "empty.txt: file is empty"), ("blank.txt", "blank.txt: no sentence in the file")):
+        with untouched(ws):
+            refused(xm("mine", ws / "de.txt", ws / tgt, "--encoder", "use-m3", "-o", ws / "m.tsv"), said)
+
+
 def test_score_with_an_encoder_that_cannot_load_leaves_nothing(ws):
     # (was: the one-line error, after OUT.json "unfinished" and OUT.work/ were written)
     with untouched(ws):
@@ -519,7 +532,7 @@ def test_bench_fmda_with_another_seed_is_a_result_of_its_own(tmp_path, data_dir)
             "--out-dir", out, "--data-dir", data_dir / "massive", "--precision", "fp32", "--runtime", "torch"]
     with untouched(tmp_path):
         refused(xm(*args), "fmda_table2-me5-small.json", "exists")
-        refused(xm(*args, "--seed", "1"), "no-fmda", "not an xmine projection")
+        refused(xm(*args, "--seed", "1"), "no-fmda", "no such file or directory")
 
 
 def test_a_bench_subset_or_setting_gets_a_result_name_of_its_own():
@@ -545,3 +558,20 @@ def test_a_bench_subset_or_setting_gets_a_result_name_of_its_own():
     assert tag("tatoeba", "--projection", str(Path(__file__).parent)) == "-projtests"
     assert tag("tatoeba", "--projection", "default", "--projection", "none") == ""
     assert tag("mining", "--seed", "0", "--precision", "auto") == ""  # defaults named: the default run
+
+
+def test_a_missing_artefact_path_is_said_to_be_missing(tmp_path):
+    # (was: "missing: not an xmine projection (no manifest.json)" for a mistyped path)
+    with untouched(tmp_path):
+        refused(xm("export-st", tmp_path / "missing", tmp_path / "ex"), f"{tmp_path / 'missing'}: no such file or directory")
+
+
+def test_mine_and_score_take_the_device_that_encodes(ws):
+    """(was: no --device on mine and score: a GPU user could not pick cpu or cuda:1)"""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: --device cuda would run")
+    for command in (["mine", ws / "de.txt", ws / "en.txt"], ["score", f"{ws / 'de.txt'}:{ws / 'en.txt'}"]):
+        with untouched(ws):
+            refused(xm(*command, "--device", "cuda", "-o", ws / "out.tsv"), "--device cuda: CUDA is not available here")

@@ -157,9 +157,10 @@ def input_format_options(f=None, *, per_side: bool = False):
                        "needs it; data files: train).")
     @click.option("--split-sentences", is_flag=True,
                   help="Each record or line is a document or paragraph: split it into sentences with the "
-                       "splitter chosen for the corpus language (needs --lang, --src-lang/--tgt-lang). Every "
-                       "sentence is a row that keeps its record number (or --id-field id) and its 1-based "
-                       "index in the record; mined outputs carry both.")
+                       "splitter chosen for the corpus language (needs "
+                       f"{'--src-lang/--tgt-lang' if per_side else '--lang'}). Every sentence is a row that "
+                       "keeps its record number (or --id-field id) and its 1-based index in the record; mined "
+                       "outputs carry both.")
     @functools.wraps(f)
     def wrapper(*args, input_format, text_field, id_field, header, hf_split, split_sentences, **kwargs):
         given = {"--text-field": text_field, "--id-field": id_field, "--header": header, "--split": hf_split}

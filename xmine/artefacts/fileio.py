@@ -243,7 +243,8 @@ class VerifiedFiles:
 #: Kinds whose names, their dashes read as spaces, are no phrase ("an xmine sentence transformer portable").
 _KIND_PHRASES = {"sentence-transformer-portable": "portable sentence-transformers export",
                  "sentence-transformer-export": "sentence-transformers export",
-                 "mining-sets": "folder of `bench mining` sets"}
+                 "mining-sets": "folder of `bench mining` sets",
+                 "scored-pairs": "scored bitext (xmine score)"}
 
 
 def kind_label(kind: str) -> str:
@@ -327,6 +328,8 @@ def read_manifest(directory: str | Path, kind: str | tuple[str, ...], *,
     (with `format_version`) of another format: one made by an older xmine is rebuilt, not read."""
     path = Path(directory) / MANIFEST
     kinds = (kind,) if isinstance(kind, str) else kind
+    if not os.path.lexists(directory):  # (was: "not an xmine projection (no manifest.json)" for a typo)
+        raise ArtefactError(f"{directory}: no such file or directory")
     if not path.is_file():
         raise ArtefactError(f"{directory}: not an xmine {' or '.join(map(kind_label, kinds))} (no {MANIFEST})")
     manifest = load_manifest(path)

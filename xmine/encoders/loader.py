@@ -189,12 +189,14 @@ def _load_encoder(name: str, *, device: str | None, prefix: str | None, prompt_n
     return encoder
 
 
-def check_encoder_loadable(name: str) -> None:
+def check_encoder_loadable(name: str, *, device: str | None = None) -> None:
     """An EncoderError now (seconds, nothing loaded) for an encoder name that cannot load: neither
-    one xmine ships nor a model folder or Hugging Face model found (`_check_model_reachable`).
-    Commands call it before they claim their output, so such a name leaves nothing behind."""
+    one xmine ships nor a model folder or Hugging Face model found (`_check_model_reachable`), or
+    for a `device` that is not here (`check_device`). Commands call it before they claim their
+    output, so such a name or device leaves nothing behind."""
     if name not in ("me5-small", "use-m3"):
         _check_model_reachable(name)
+    check_device(device)
 
 
 _HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")

@@ -29,8 +29,8 @@ RUNTIME_HELP = (
 
 PROMPT_HELP = (
     "Text put before every sentence a transformer encoder embeds (E5: 'query: ', the default of me5-small; "
-    "'' = none). Default: the prompt the store, index or projection directory given was made with, else the "
-    "one the model's config names in default_prompt_name, as SentenceTransformer.encode uses it. Part of the "
+    "'' = none). Default: the prompt of the store, index or projection given (where the command takes one), "
+    "else the one the model's config names in default_prompt_name, as SentenceTransformer.encode uses it. Part of the "
     "fingerprint: stores and indexes of one prompt refuse another."
 )
 PROMPT_NAME_HELP = "A prompt of the model's config by name (its 'prompts', e.g. query or passage), instead of --prompt."

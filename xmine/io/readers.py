@@ -24,8 +24,8 @@ the record.
 
 from __future__ import annotations
 
-from contextlib import closing
 import json
+from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator
@@ -196,4 +196,12 @@ def open_corpus(path: str | Path, spec: InputFormat | None = None, *, check: boo
     return reader
 
 
-__all__ = ["FIELD_OPTIONS", "detect_format", "for_each_input", "jsonl_records", "open_corpus"]
+def check_has_text(path: str | Path, spec: InputFormat | None = None) -> None:
+    """InputError, reading no further than its first sentence, where the corpus at `path` holds none
+    (an empty file, only empty records): a command that reads two inputs fails on either before it
+    encodes the other (was: `mine` encoded SRC, then refused an empty TGT, leaving its work)."""
+    with closing(open_corpus(path, spec, check=False).sentences()) as sentences:
+        next(sentences, None)
+
+
+__all__ = ["FIELD_OPTIONS", "check_has_text", "detect_format", "for_each_input", "jsonl_records", "open_corpus"]

@@ -224,9 +224,10 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
 @click.option("--guess", is_flag=True,
               help="With --projection: print the nearest training language for every line, even where it is "
                    "not trusted (instead of 'unknown').")
+@quiet_option(help="No progress bar (--projection encodes each file with one).")
 @precision_option()
 @click.argument("files", nargs=-1, required=True)
-def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, guess, precision, runtime, prompt,
+def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, guess, quiet, precision, runtime, prompt,
                    prompt_name, files):
     """Identify the language of each line of FILES (one sentence a line).
 
@@ -274,7 +275,8 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
                 pred, score = identify_by_library(corpus.sentences, lid)
                 labels = pred
             else:
-                emb = cached_encode(enc, truncate_for_encoding(corpus.sentences), show_progress=True, desc=path.name)
+                emb = cached_encode(enc, truncate_for_encoding(corpus.sentences), show_progress=not quiet,
+                                    desc=path.name)
                 labels, score, pred = identify_by_projection(projection, emb, corpus.sentences)
                 unknown += labels.count(UNKNOWN)
             shown = pred if guess else labels  # what the command answers, and so what --eval scores

@@ -401,6 +401,8 @@ def test_langid_says_unknown_for_a_line_without_a_letter(tmp_path):
 
     lines = ["12345 !!!", "Das ist ein ganz gewöhnlicher deutscher Satz.", "-- 42 --"]
     (tmp_path / "mixed.txt").write_text("".join(s + "\n" for s in lines), encoding="utf-8")
-    out = ok(xm("langid", "--projection", shipped_dir("me5-small"), tmp_path / "mixed.txt")).stdout
-    labels = [row.split("\t")[2] for row in out.splitlines()]
-    assert labels == ["unknown", "deu", "unknown"], out
+    res = ok(xm("langid", "--projection", shipped_dir("me5-small"), tmp_path / "mixed.txt"))
+    labels = [row.split("\t")[2] for row in res.stdout.splitlines()]
+    assert labels == ["unknown", "deu", "unknown"], res.stdout
+    # -q, as on the other commands that draw progress bars (was: no such option, a bar always drawn)
+    assert ok(xm("langid", "--projection", shipped_dir("me5-small"), tmp_path / "mixed.txt", "-q")).stdout == res.stdout

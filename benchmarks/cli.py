@@ -22,7 +22,7 @@ from xmine.benchmarks.runner import (DATA_HELP, ENCODER_HELP, current_encoder, e
                                      task_options, variant_tag)
 from xmine.encoders import load_encoder
 from xmine.encoders.options import precision_option
-from xmine.options import comma_list
+from xmine.options import comma_list, projection_option
 from xmine.mining.cli_options import margin_option
 from xmine.mining.filters import PairFilterConfig
 from xmine.artefacts.outputs import claim_output
@@ -377,8 +377,8 @@ def report_cmd(results_dir, out, overwrite):
 
 @click.command("plot")
 @click.option("--encoder", "encoder_name", default="me5-small", show_default=True, help=ENCODER_HELP)
-@click.option("--projection", "projections", multiple=True, type=click.Path(exists=True),
-              help="A projection folder: adds its meaning and language panels. Repeatable.")
+@projection_option("to plot", multiple=True, default="Each adds its meaning and language panels; repeatable. "
+                   "Default: raw embeddings alone.")
 @click.option("--src-lang", default="deu_Latn", show_default=True, help="The first language (deu_Latn, deu or de).")
 @click.option("--tgt-lang", default="eng_Latn", show_default=True, help="The second language (FLORES-200 or ISO code).")
 @click.option("--rows", type=click.IntRange(min=3), default=200, show_default=True,

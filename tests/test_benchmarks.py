@@ -266,7 +266,12 @@ def test_cli_plot_and_encoder_mismatch(tmp_path, data_dir, center_projection):
     # more rows than FLORES-200 holds: all are plotted, and said (was: the title claimed 5,000)
     res = CliRunner().invoke(_cli(), ["plot", "--encoder", "use-m3", "--rows", "5000", "--out", str(png), "--overwrite"])
     assert res.exit_code == 0, res.output
-    assert "--rows 5000: FLORES-200 devtest holds 1,012 sentences a language; plotting all of them" in res.output
+    assert "xmine: warning: --rows 5000: FLORES-200 devtest holds 1,012 sentences a language; plotting all of them" \
+        in res.output
+    # --projection none is raw alone, as in every other command (was: "Path 'none' does not exist")
+    res = CliRunner().invoke(_cli(), ["plot", "--encoder", "use-m3", "--projection", "none", "--rows", "20",
+                                      "--out", str(tmp_path / "raw.png")])
+    assert res.exit_code == 0 and res.output.count("language separation") == 1, res.output
     # one language against itself (was: accepted, one cloud drawn twice)
     res = CliRunner().invoke(_cli(), ["plot", "--encoder", "use-m3", "--src-lang", "eng_Latn", "--out",
                                       str(tmp_path / "same.png")])

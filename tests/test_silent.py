@@ -575,3 +575,11 @@ def test_mine_and_score_take_the_device_that_encodes(ws):
     for command in (["mine", ws / "de.txt", ws / "en.txt"], ["score", f"{ws / 'de.txt'}:{ws / 'en.txt'}"]):
         with untouched(ws):
             refused(xm(*command, "--device", "cuda", "-o", ws / "out.tsv"), "--device cuda: CUDA is not available here")
+
+
+def test_a_cache_folder_that_is_a_file_is_refused(tmp_path, monkeypatch):
+    # (was: `xmine cache info` reported ".../file/embeddings: 0 cache file(s)", exit 0)
+    (tmp_path / "file").write_text("a user's file")
+    monkeypatch.setenv("XMINE_HOME", str(tmp_path / "file"))
+    with untouched(tmp_path):
+        refused(xm("cache", "info"), "XMINE_HOME (xmine's cache folder) names something that is not a directory")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from platformdirs import user_cache_dir
 
-from xmine.errors import DataNotFoundError
+from xmine.errors import ConfigError, DataNotFoundError
 
 # The checkout's root (the folder holding pyproject.toml), for the default data folder.
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -26,6 +26,9 @@ def xmine_home(*, create: bool = True) -> Path:
         home = Path(env).expanduser()
     else:
         home = Path(user_cache_dir("xmine"))
+    if os.path.lexists(home) and not home.is_dir():  # (was: "0 cache file(s)" under a file, exit 0)
+        raise ConfigError(f"{home}: XMINE_HOME (xmine's cache folder) names something that is not a directory; "
+                          "point it at a directory" if env else f"{home}: xmine's cache folder is not a directory")
     if create:
         home.mkdir(parents=True, exist_ok=True)
     return home

@@ -249,9 +249,11 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
 @click.option("-o", "--out", required=True, type=click.Path(path_type=Path),
               help="Calibration record to write (JSON); `xmine mine --calibration OUT` uses it.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it is an earlier calibration record.")
+@click.option("--device", default=None,
+              help="Torch device that encodes the sentences (cpu, cuda, cuda:1, ...). Default: cuda if present, else cpu.")
 @precision_option()
-def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k, out, overwrite, precision, runtime,
-                      prompt, prompt_name):
+def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k, out, overwrite, device, precision,
+                      runtime, prompt, prompt_name):
     """Measure the mining thresholds (balanced and precision-first, per margin) and the score cap of
     a space for one language pair: a space xmine has no calibration for (an encoder you bring, or a
     projection you trained), or a shipped one for a language its encoder knows poorly, whose
@@ -281,7 +283,7 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
         record = calibrate(pairs, encoder=encoder, projection=projection, src_lang=src_lang, tgt_lang=tgt_lang,
                            k=k, data=data, encoder_config=EncoderConfig(name=encoder, precision=precision,
                                                                         runtime=runtime, prompt=prompt,
-                                                                        prompt_name=prompt_name))
+                                                                        prompt_name=prompt_name, device=device))
         atomic_write_manifest(out, record)  # ends with its own checksum: mine refuses an edited record
     for margin, found in record["measured"].items():
         line = ", ".join(f"{point} {v['threshold']:.4f} (P {v['precision']:.2f} R {v['recall']:.2f} F1 {v['f1']:.2f})"

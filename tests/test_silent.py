@@ -566,13 +566,14 @@ def test_a_missing_artefact_path_is_said_to_be_missing(tmp_path):
         refused(xm("export-st", tmp_path / "missing", tmp_path / "ex"), f"{tmp_path / 'missing'}: no such file or directory")
 
 
-def test_mine_and_score_take_the_device_that_encodes(ws):
-    """(was: no --device on mine and score: a GPU user could not pick cpu or cuda:1)"""
+def test_mine_score_and_calibrate_take_the_device_that_encodes(ws):
+    """(was: no --device on mine, score and calibrate: a GPU user could not pick cpu or cuda:1)"""
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is here: --device cuda would run")
-    for command in (["mine", ws / "de.txt", ws / "en.txt"], ["score", f"{ws / 'de.txt'}:{ws / 'en.txt'}"]):
+    for command in (["mine", ws / "de.txt", ws / "en.txt"], ["score", f"{ws / 'de.txt'}:{ws / 'en.txt'}"],
+                    ["calibrate", "--src-lang", "de", "--tgt-lang", "en"]):  # (FLORES-200 from the data folder)
         with untouched(ws):
             refused(xm(*command, "--device", "cuda", "-o", ws / "out.tsv"), "--device cuda: CUDA is not available here")
 

@@ -74,7 +74,7 @@ def _corpus(value: Source, directory: Path, name: str) -> tuple[Path, bool]:
             f.write(" ".join(text.splitlines()) + "\n")
             n += 1
     if n == 0:
-        raise InputError(name, "no sentence: an empty sequence")
+        raise InputError(f"{name} (the list given)", "no sentence: an empty sequence")
     return path, True
 
 
@@ -182,7 +182,7 @@ def _side(value, directory: Path, role: str, lang: str | None, keep_fields: Sequ
         if keep_fields:  # (was: an error naming --keep-field and the temporary file written from the list)
             raise ConfigError(f"keep_fields: {role} is a list of sentences, which has no fields; keep_fields "
                               "takes the fields of records read from a file (JSON Lines, CSV, TSV, Parquet)")
-        SideInput(path=f"{role} (the list given)", lang=lang)
+        _check_lang(f"{role}_lang", lang)  # (was: named "src (the list given)", not the argument)
     path, was_list = _corpus(value, directory, role)
     return SideInput(path=path, lang=lang, keep_fields=tuple(keep_fields)), was_list
 
@@ -317,7 +317,8 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
         if not text.strip():  # (was: the vector of the prompt alone, near every short sentence's)
             raise ConfigError(f"texts: item {i} is empty: it has no meaning to embed (mine and embed skip empty "
                               "lines); leave it out")
-    for name, value in (("prompt", prompt), ("prompt_name", prompt_name), ("runtime", runtime), ("device", device)):
+    for name, value in (("prompt", prompt), ("prompt_name", prompt_name), ("runtime", runtime), ("device", device),
+                        ("precision", precision)):
         if value is not None and not isinstance(value, str):  # (runtime, prompt_name, device: was not taken)
             raise ConfigError(f"{name} must be a string or None (got {value!r})")
     if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:

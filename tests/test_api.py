@@ -64,12 +64,12 @@ def test_api_takes_any_iterable_of_sentences_and_says_what_is_wrong_with_one(dat
     listed = xmine.mine(de, en, src_lang="de", tgt_lang="en", encoder="use-m3").to_pylist()
     generated = xmine.mine((s for s in de), iter(en), src_lang="de", tgt_lang="en", encoder="use-m3").to_pylist()
     assert listed and generated == listed
-    with pytest.raises(InputError, match="^src: no sentence: an empty sequence$"):
+    with pytest.raises(InputError, match=r"^src \(the list given\): no sentence: an empty sequence$"):
         xmine.mine([], en, encoder="use-m3")
     with pytest.raises(ConfigError, match="tgt: expected a path or a sequence of strings; item 1 is a int"):
         xmine.mine(de, ["a", 2], encoder="use-m3")
     # (was: named the temporary file the list was written to)
-    with pytest.raises(ConfigError, match=r"^src \(the list given\): 'zz' is not a known language code"):
+    with pytest.raises(ConfigError, match=r"^src_lang='zz': not a known language code"):
         xmine.mine(de, en, src_lang="zz", encoder="use-m3")
     code = ("import xmine; t = xmine.mine(['Hallo Welt.', 'Guten Morgen.'], ['Hello world.', 'Good morning.'], "
             "encoder='use-m3', threshold=None); assert 'src_index' in t.column_names, t.column_names")
@@ -251,6 +251,10 @@ def test_api_checks_what_python_callers_pass_before_anything_runs(tmp_path):
         (lambda: xmine.mine(de, en, filters="yes"), r"^filters must be True or False, None or a FilterConfig"),
         (lambda: xmine.score(de, en, kept_only="yes"), r"^kept_only must be True or False \(got 'yes'\)$"),
         (lambda: xmine.score(de, en, src_lang="xx"), r"^src_lang='xx': not a known language code$"),
+        # (was: "src (the list given): 'xx' is not a known language code", not naming the argument)
+        (lambda: xmine.mine(de, en, src_lang="xx", tgt_lang="en"), r"^src_lang='xx': not a known language code$"),
+        # (was: an EncoderError, which `except ConfigError` does not catch)
+        (lambda: xmine.embed(de, precision=3), r"^precision must be a string or None \(got 3\)$"),
         (lambda: xmine.score(de, en[:1]), r"^2 source and 1 target sentences: pairs need as many of each$"),
         (lambda: xmine.score(de), r"^score: a list of sources needs its targets \(tgt=\)"),
         (lambda: xmine.mine(de + [5], en), r"^src: expected a path or a sequence of strings; item 2 is a int$"),

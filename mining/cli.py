@@ -12,7 +12,7 @@ from xmine.artefacts.fileio import atomic_write_manifest
 from xmine.artefacts.outputs import claim_output
 from xmine.encoders import DEFAULT_ENCODER
 from xmine.encoders.base import EncoderConfig
-from xmine.encoders.options import precision_option
+from xmine.encoders.options import device_option, precision_option
 from xmine.io.stdin import with_local_inputs
 from xmine.mining.bitext import BITEXT_FORMATS, Bitext, BitextFormat, parse_pairs_argument
 from xmine.calibration import CALIBRATION_KIND
@@ -249,8 +249,7 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
 @click.option("-o", "--out", required=True, type=click.Path(path_type=Path),
               help="Calibration record to write (JSON); `xmine mine --calibration OUT` uses it.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it is an earlier calibration record.")
-@click.option("--device", default=None,
-              help="Torch device that encodes the sentences (cpu, cuda, cuda:1, ...). Default: cuda if present, else cpu.")
+@device_option()
 @precision_option()
 def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k, out, overwrite, device, precision,
                       runtime, prompt, prompt_name):

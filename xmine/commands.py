@@ -17,7 +17,7 @@ from xmine.encoders.external import ExternalEmbeddings
 from xmine.encoders.runtime import openvino_installed, runtime_for_artefact, x86_cpu
 from xmine.encoders.suitability import suitability
 from xmine.errors import ConfigError
-from xmine.encoders.options import precision_option
+from xmine.encoders.options import device_option, precision_option
 from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection, encoding_prompt, projection_encoder
 from xmine.artefacts.fileio import kind_label
 from xmine.options import (LANG, given_on_command_line, input_format_options, projection_option, quiet_option,
@@ -115,7 +115,7 @@ def describe_auto_precision() -> str:
 @click.option("--overwrite", is_flag=True,
               help="Rebuild the store (or discard an interrupted run) made from another input or settings, "
                    "instead of refusing.")
-@click.option("--device", default=None, help="Torch device for the encoder (default: cuda if present, else cpu).")
+@device_option()
 @precision_option(default_from="the precision of the finished store OUT")
 @quiet_option(help="No progress bar.")
 @click.option("--embeddings", "embeddings_file", default=None, type=click.Path(path_type=str),

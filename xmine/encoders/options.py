@@ -36,6 +36,15 @@ PROMPT_HELP = (
 PROMPT_NAME_HELP = "A prompt of the model's config by name (its 'prompts', e.g. query or passage), instead of --prompt."
 
 
+DEVICE_HELP = "Torch device that encodes text (cpu, cuda, cuda:1, mps). Default: cuda if present, else cpu."
+
+
+def device_option() -> Callable:
+    """`--device` as a click option: the command's `device` argument (None: auto), the one definition
+    for every command that encodes text."""
+    return click.option("--device", default=None, help=DEVICE_HELP)
+
+
 def _one_prompt(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     ctx.meta[f"xmine.{param.name}"] = value
     if ctx.meta.get("xmine.prompt") is not None and ctx.meta.get("xmine.prompt_name") is not None:

@@ -194,18 +194,20 @@ def at_least(scores, threshold: float | None) -> np.ndarray:
 
 def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=None, k: int = 4,
              margin: str | None = None, retrieval: str = "max", precision: str = "auto",
-             runtime: str | None = None, prompt: str | None = None, prompt_name: str | None = None) -> dict[str, Any]:
+             runtime: str | None = None, prompt: str | None = None, prompt_name: str | None = None,
+             device: str | None = None) -> dict[str, Any]:
     """Mine BUCC's splits, tune the threshold on the training (or sample) gold, score the test split.
     `margin` None: ratio, as `xmine mine` with a threshold that is not the calibrated one.
 
-    `encoder`: an Encoder or a name (loaded at `precision` on `runtime`); `projection`: a Projection, a directory,
+    `encoder`: an Encoder or a name (loaded at `precision` on `runtime`, on `device`); `projection`: a Projection, a directory,
     or None (raw).
     Returns {"pair", "threshold", "train": {split, precision, recall, f1, ...}, "test": {...} | None}.
     """
     root = resolve_data_dir(data_dir, needs="bucc2018", how_to_get=HOW_TO_GET)
     margin = margin_of(None, margin)
     if isinstance(encoder, str):
-        encoder = load_encoder(encoder, precision=precision, runtime=runtime, prefix=prompt, prompt_name=prompt_name)
+        encoder = load_encoder(encoder, precision=precision, runtime=runtime, prefix=prompt, prompt_name=prompt_name,
+                               device=device)
     if projection is not None and not hasattr(projection, "transform"):
         # 'default' / 'none' / a directory, as everywhere (here raw unless a projection is named)
         projection = choose_projection(str(projection), encoder_name=encoder.name,
@@ -267,13 +269,13 @@ BUCC_KIND = "bucc-result"
 @click.option("--overwrite", is_flag=True, help="Replace --out if it is an earlier xmine BUCC result.")
 @precision_option()
 def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, overwrite, precision, runtime, prompt,
-            prompt_name):
+            prompt_name, device):
     """BUCC 2018: mine, tune the threshold for F1 on the training gold, report precision/recall/F1."""
     with (claim_output(out, kind=BUCC_KIND, form="json", overwrite=overwrite, inputs=[data_dir, projection])
           if out is not None else contextlib.nullcontext()):
         result = run_bucc(data_dir, pair=pair, encoder=encoder, projection=projection, k=k, margin=margin,
                           retrieval=retrieval, precision=precision, runtime=runtime, prompt=prompt,
-                          prompt_name=prompt_name)
+                          prompt_name=prompt_name, device=device)
         for split in ("train", "test"):
             r = result[split]
             if r is not None:

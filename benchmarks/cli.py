@@ -21,7 +21,7 @@ from xmine.benchmarks import (
 from xmine.benchmarks.runner import (DATA_HELP, ENCODER_HELP, current_encoder, evaluate_variants, finish, setup,
                                      task_options, variant_tag)
 from xmine.encoders import load_encoder
-from xmine.encoders.options import device_option, precision_option
+from xmine.encoders.options import precision_option
 from xmine.options import comma_list, projection_option
 from xmine.mining.cli_options import margin_option
 from xmine.mining.filters import PairFilterConfig
@@ -238,7 +238,6 @@ def _locale_dirs(values: tuple[str, ...], what: str) -> dict[str, str]:
               help="Folder for fmda_table2-*.json and fmda_table3-*.json. [default: benchmarks/results]")
 @click.option("--quick", is_flag=True, help="The first 300 test rows only (smoke runs).")
 @click.option("--overwrite", is_flag=True, help="Replace the result JSONs if they are earlier xmine results.")
-@device_option()
 @precision_option()
 def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick, overwrite, device, precision,
              runtime, prompt, prompt_name):
@@ -387,7 +386,6 @@ def report_cmd(results_dir, out, overwrite):
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="PNG file. Default: benchmarks/results/pca-<encoder>-<src>-<tgt>.png.")
 @click.option("--overwrite", is_flag=True, help="Replace the PNG if it is an earlier xmine plot.")
-@device_option()
 @precision_option()
 def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out, overwrite, device, precision,
              runtime, prompt, prompt_name):

@@ -21,7 +21,7 @@ import click
 from xmine.benchmarks import common
 from xmine.encoders import load_encoder
 from xmine.encoders.loader import untrained_languages
-from xmine.encoders.options import device_option, precision_option
+from xmine.encoders.options import precision_option
 from xmine.options import projection_option
 from xmine.artefacts.input_artefacts import encoding_prompt
 from xmine.artefacts.outputs import claim_output
@@ -121,7 +121,6 @@ def task_options(fn: Callable) -> Callable:
                           f"e.g. {task}-me5-small-bf16-quick.json for --precision bf16 --quick."),
         click.option("--overwrite", is_flag=True, help="Replace the result JSON if it is an earlier xmine result."),
         click.option("--quick", is_flag=True, help="A small fixed subset, for smoke runs (seconds, not minutes)."),
-        device_option(),
         precision_option(),
     ]
     return functools.reduce(lambda f, option: option(f), reversed(options), fn)

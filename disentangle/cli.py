@@ -131,8 +131,8 @@ def _split_langs(value: str | None) -> list[str] | None:
             "training itself stays here)")
 def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_lang, max_valid_pairs, batch_size, lr,
                   max_epochs, patience, valid_fraction, valid_split, layers, fmda_contrastive, fmda_select,
-                  fmda_meaning_init, seed, restart, overwrite, threads, precision, runtime, prompt, prompt_name, quiet,
-                  ray_address):
+                  fmda_meaning_init, seed, restart, overwrite, threads, precision, runtime, prompt, prompt_name, device,
+                  quiet, ray_address):
     """Train a meaning/language projection (disentangler) on parallel sentences.
 
     One multilingual model is trained on all language pairs found. Embeddings come from the
@@ -175,7 +175,7 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
                              max_pairs_per_lang=max_pairs_per_lang, langs=_split_langs(langs), seed=seed)
     config.check()
     enc = load_encoder(encoder, precision=precision, runtime=runtime, prefix=prompt, prompt_name=prompt_name,
-                       lazy=ray_address is not None)  # Ray actors load it
+                       device=device, lazy=ray_address is not None)  # Ray actors load it
     if method == "fmda":  # before MASSIVE is read and its negative pools built
         require_token_states(enc)
     if ray_address is not None:  # encoded on the cluster's workers (`xmine.exec.executor`)
@@ -228,7 +228,7 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
 @precision_option()
 @click.argument("files", nargs=-1, required=True)
 def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, guess, quiet, precision, runtime, prompt,
-                   prompt_name, files):
+                   prompt_name, device, files):
     """Identify the language of each line of FILES (one sentence a line).
 
     With --projection: the nearest language centroid of the projection's language part, among the
@@ -243,7 +243,7 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
     if (projection_dir is None) == (lid is None):
         raise click.UsageError("give exactly one of --projection DIR and --lid BACKEND")
     if lid is not None and (unused := given_on_command_line("guess", "encoder", "precision", "runtime", "prompt",
-                                                            "prompt_name")):  # (was: read and dropped)
+                                                            "prompt_name", "device")):  # (was: read and dropped)
         raise click.UsageError(f"{', '.join(unused)}: {'an option' if len(unused) == 1 else 'options'} of "
                                "--projection, not of --lid")
     claiming = (claim_output(output, kind="langid-result", form="tsv", overwrite=overwrite,
@@ -256,7 +256,7 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
             projection = load_projection(projection_dir)
             known = projection.languages
             enc = load_encoder(encoder or projection.config["encoder"]["name"], precision=precision, runtime=runtime,
-                               prefix=prompt, prompt_name=prompt_name)
+                               prefix=prompt, prompt_name=prompt_name, device=device)
             projection.check_encoder(enc.fingerprint())
         if evaluate:  # every file's language first: refused before anything is encoded
             for spec in files:

@@ -21,7 +21,7 @@ from xmine.artefacts.directory import atomic_dir, git_commit, provenance
 from xmine.disentangle.projection import load_projection
 from xmine.encoders import load_encoder
 from xmine.encoders.e5_q4 import ensure_me5_model
-from xmine.encoders.exported import PORTABLE_KIND
+from xmine.encoders.exported import EXPORT_RECORD, PORTABLE_KIND
 from xmine.encoders.transformer import library_quiet
 from xmine.errors import ConfigError, EncoderError
 from xmine.artefacts.fileio import FILE_MODE, MANIFEST, sha256_file, write_manifest
@@ -104,7 +104,7 @@ def save_export(model, tmp: Path, kind: str, projection, *, part: str, card: str
         text = readme.read_text(encoding="utf-8") if readme.is_file() else ""
         readme.write_text(text + card, encoding="utf-8")
     fingerprint = projection.fingerprint()
-    (Path(tmp) / "xmine_projection.json").write_text(
+    (Path(tmp) / EXPORT_RECORD).write_text(
         json.dumps({"projection": fingerprint, "encoder": projection.config["encoder"], "part": part},
                    indent=2) + "\n", encoding="utf-8")
     paths = {p.relative_to(tmp).as_posix(): p for p in Path(tmp).rglob("*") if p.is_file()}

@@ -79,7 +79,8 @@ def _refuse_ids(input_format, command: str) -> None:
             "its files; a text SOURCE is encoded here first (embed it with `xmine embed --ray` to encode "
             "on the cluster). The index is the same as without --ray")
 def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
-                encoder, projection, precision, runtime, prompt, prompt_name, cpu, quiet, ray_address, input_format):
+                encoder, projection, precision, runtime, prompt, prompt_name, device, cpu, quiet, ray_address,
+                input_format):
     """Build a FAISS index over SOURCE's embeddings.
 
     SOURCE is a text file (one sentence a line; encoded with --encoder, cached) or an embedding
@@ -92,8 +93,8 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
         check_split_languages([(source, lang, "--lang")], input_format)
     executor = executor_for(ray_address)  # join the cluster first: a wrong address fails before any work
     with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
-        encoders = Encoders(EncoderConfig(name=encoder, precision=precision, runtime=runtime, prompt=prompt, prompt_name=prompt_name), projection,
-                            inputs=[source])
+        encoders = Encoders(EncoderConfig(name=encoder, precision=precision, runtime=runtime, prompt=prompt,
+                                          prompt_name=prompt_name, device=device), projection, inputs=[source])
         # A text SOURCE is embedded into a store (a raw store projected) in a hidden temporary
         # directory beside the index, removed at the end.
         with tempfile.TemporaryDirectory(prefix=f".{Path(out_dir).name}.work-", dir=Path(out_dir).parent) as work:
@@ -142,9 +143,10 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
 @precision_option(default_from="the index's precision")
 @click.option("--lang", type=LANG, default=None,
               help="Language code of QUERIES: needed to split them with --split-sentences.")
+@quiet_option(help="No progress bars (encoding the queries, searching them).")
 @input_format_options
 def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection, precision, runtime, prompt,
-           prompt_name, lang, input_format):
+           prompt_name, device, lang, quiet, input_format):
     """Return the K nearest indexed sentences of every line of QUERIES, with cosine scores.
 
     Scores are inner products of L2-normalised embeddings (cosine, -1..1; for exact indexes) or
@@ -156,8 +158,10 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
         check_split_languages([(queries, lang, "--lang")], input_format)
     with (claim_output(out, kind="search-result", form="tsv", inputs=[index_dir, queries, projection],
                        overwrite=overwrite) if out is not None else contextlib.nullcontext()) as claim:
-        encoder = EncoderConfig(name=encoder, precision=precision, runtime=runtime, prompt=prompt, prompt_name=prompt_name)
-        summary = _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, input_format, lang)
+        encoder = EncoderConfig(name=encoder, precision=precision, runtime=runtime, prompt=prompt,
+                                prompt_name=prompt_name, device=device)
+        summary = _search(index_dir, queries, k, fmt, claim, nprobe, encoder, projection, input_format, lang,
+                          show_progress=not quiet)
         if claim is not None:
             claim.finish(summary)
     if out is not None:  # (was: nothing said, where mine, embed and build-index say what they wrote)
@@ -177,14 +181,16 @@ def _search_format(out: Path | None, fmt: str | None) -> str:
 
 
 def _search(index_dir, queries, k, fmt, claim, nprobe, encoder: EncoderConfig, projection, input_format=None,
-            lang=None) -> dict:
+            lang=None, *, show_progress: bool = False) -> dict:
+    from tqdm.auto import tqdm
+
     ix = IndexDir.open(index_dir)
     if nprobe is not None and not ix.manifest.choice.nlist:  # (was: recorded as used, and ignored)
         raise ConfigError(f"--nprobe: index {index_dir} is {ix.manifest.choice.factory}, which has no IVF lists")
     encoders = Encoders(encoder, projection, inputs=[index_dir])
     check_same_encoder(ix.encoder, encoders.encoder.fingerprint(), what=f"index {index_dir}")
     check_same_projection(ix.manifest.projection, encoders.projection_fp(), what=f"index {index_dir}")
-    q = load_side(queries, lang=lang, encoders=encoders, show_progress=False,  # embedded in a temporary store
+    q = load_side(queries, lang=lang, encoders=encoders, show_progress=show_progress,  # in a temporary store
                   input_format=input_format)
     # Queries given as a store were embedded elsewhere: their encoder run (prompt, precision,
     # runtime) must be the index's, or the scores compare two spaces (load_side checked the projection).
@@ -201,6 +207,9 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder: EncoderConfig, p
         else:
             sink = sys.stdout
         stack.callback(q.close)
+        # (entered after the output: the bar ends its line before an error is printed)
+        bar = stack.enter_context(tqdm(total=len(q), desc=f"searching {ix.manifest.choice.factory}", unit=" queries",
+                                       disable=not show_progress, leave=False))
         written, fewest = 0, None  # fewest hits a query got
         shards = IndexDirShards(ix)
         # Runs of queries, each searched shard by shard (every shard read once per run), then
@@ -234,6 +243,7 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder: EncoderConfig, p
                         for rank, s, line, t, hs in hits]}
                     sink.write(json.dumps(record, ensure_ascii=False) + "\n")
                     written += 1
+            bar.update(len(sims))
     if fewest is not None and fewest < k_used:  # an IVF index returns only the rows of the lists it visits
         log.warning(f"some queries got fewer than k={k_used} hits (the fewest {fewest}): the index searches "
                     f"{ix.manifest.choice.nprobe if nprobe is None else nprobe} of its {ix.manifest.choice.nlist} "

@@ -26,6 +26,7 @@ for another encoder or projection.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import random
@@ -40,6 +41,7 @@ from xmine.calibration import (CALIBRATION_DAMAGED_ADVICE, CALIBRATION_KIND, DEF
                                parse_defaults)
 from xmine.encoders import load_encoder
 from xmine.encoders.base import DEFAULT_PRECISION, EncoderConfig
+from xmine.encoders.exported import exported_space
 from xmine.errors import ConfigError, InputError
 from xmine.langs import lang_script, normalize_lang, same_language
 from xmine.encoders.projection import choose_projection, read_projection_json, resolve_projection
@@ -173,10 +175,11 @@ def operating_points(scores: np.ndarray, correct: np.ndarray, n_gold: int) -> di
 
 def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lang: str, tgt_lang: str,
               k: int = 4, data: dict, seed: int = 0, encode=None,
-              encoder_config: EncoderConfig | None = None) -> dict[str, Any]:
+              encoder_config: EncoderConfig | None = None, show_progress: bool = False) -> dict[str, Any]:
     """The calibration record of the space (encoder, projection) measured on `pairs`. `encode`:
     texts -> the encoder's embeddings, where a caller has its own (a cache); default the encoder's,
-    loaded with `encoder_config`'s precision, runtime and prompt (default: the encoder's own)."""
+    loaded with `encoder_config`'s precision, runtime and prompt (default: the encoder's own), with a
+    progress bar where `show_progress`."""
     from xmine.mining.knn import exact_knn_both
     from xmine.mining.select import MiningConfig, select_pairs
 
@@ -193,7 +196,8 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
                          prefix=cfg.prompt, prompt_name=cfg.prompt_name)
     choice = choose_projection(projection, encoder_name=encoder, encoder_fp=model.fingerprint)
     proj = resolve_projection(choice.path) if choice.path is not None else None
-    sides = [np.asarray((encode or model.encode)(texts), dtype=np.float32) for texts in (src, tgt)]
+    encode = encode or functools.partial(model.encode, show_progress=show_progress)
+    sides = [np.asarray(encode(texts), dtype=np.float32) for texts in (src, tgt)]
     language_check = _check_languages(proj, sides, (src, tgt), (src_lang, tgt_lang))
     if proj is not None:  # the space mined in: the projection's meaning part
         sides = [proj.transform(emb, "meaning", lang=lang) for emb, lang in zip(sides, (src_lang, tgt_lang))]
@@ -262,8 +266,8 @@ def _calibration_record(path: Path) -> dict:
 def check_calibration_record(path: str | Path) -> None:
     """Check the record `xmine calibrate` wrote at `path` and its values; InputError naming the file
     when it is unreadable, no such record, or its values are malformed. `mine` and `score` call it
-    before they claim an output or encode anything (which space it belongs to is known only once
-    the inputs are open: `read_calibration`)."""
+    before they claim an output or encode anything (whether it is of the space mined in:
+    `check_calibration_space`)."""
     path = Path(path)
     parse_defaults(_calibration_record(path), path, "", "")
 
@@ -286,24 +290,44 @@ def calibration_pair_note(path: str | Path, langs: tuple[str | None, str | None]
         "measures this pair's own")}
 
 
-def read_calibration(path: str | Path, *, encoder_name: str | None, projection_dir,
-                     margin: str = DEFAULT_MARGIN) -> SpaceDefaults:
-    """The values of a record `xmine calibrate` wrote, for mining in the space (encoder_name,
-    projection_dir); InputError naming the file when it is no record or belongs to another space.
-    `margin`: the margin where the record names none (a record written before records named it:
-    the space's calibrated margin, ratio for a space xmine ships no calibration for)."""
+def _space_key(encoder: str | None, projection_weights_sha256: str | None) -> tuple:
+    """A space as (encoder, projection id): an `xmine export-st` folder mined raw is its projection's
+    space (`exported_space`); an encoder folder is named by its absolute path."""
+    if projection_weights_sha256 is None and (export := exported_space(encoder)) is not None:
+        return export.encoder, export.projection_id
+    if encoder and Path(encoder).is_dir():  # (`./enc` at calibrate time, `/data/enc` at mine time)
+        encoder = str(Path(encoder).resolve())
+    return encoder, (projection_weights_sha256 or "")[:16] or None
+
+
+def check_calibration_space(path: str | Path, *, encoder_name: str | None, projection_dir) -> dict:
+    """The record `xmine calibrate` wrote at `path`, where it was measured in the space
+    (encoder_name, projection_dir): InputError naming the file when it was measured in another (its
+    thresholds are on another scale). `mine` calls it before it encodes a side."""
     path = Path(path)
     record = _calibration_record(path)
     space = record["space"]
     weights = (None if projection_dir is None
                else read_projection_json(projection_dir, "config.json").get("weights_sha256"))
-    if space.get("encoder") != encoder_name or space.get("projection_weights_sha256") != weights:
+    if _space_key(space.get("encoder"), space.get("projection_weights_sha256")) != _space_key(encoder_name, weights):
         made = f"{space.get('encoder')} with " + ("projection " + str(space.get("projection")) if
                                                    space.get("projection_weights_sha256") else "raw embeddings")
         here = f"{encoder_name} with " + (f"projection {projection_dir}" if projection_dir else "raw embeddings")
         if space.get("encoder") == encoder_name and space.get("projection_weights_sha256") and weights:
             here += " (another projection's weights, whatever its name)"  # (was: two paths alone, one name)
         raise InputError(path, f"calibrated for {made}, but this run mines {here}")
+    return record
+
+
+def read_calibration(path: str | Path, *, encoder_name: str | None, projection_dir,
+                     margin: str = DEFAULT_MARGIN) -> SpaceDefaults:
+    """The values of a record `xmine calibrate` wrote, for mining in the space (encoder_name,
+    projection_dir); InputError naming the file when it is no record or belongs to another space
+    (`check_calibration_space`). `margin`: the margin where the record names none (a record written
+    before records named it: the space's calibrated margin, ratio for a space xmine ships no
+    calibration for)."""
+    path = Path(path)
+    record = check_calibration_space(path, encoder_name=encoder_name, projection_dir=projection_dir)
     data = record.get("data") or {}
     found = parse_defaults(record, path, "", f"measured by xmine calibrate on {data.get('source', '?')} "
                                              f"{data.get('src_lang')}-{data.get('tgt_lang')} ({path})")

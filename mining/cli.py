@@ -12,7 +12,7 @@ from xmine.artefacts.fileio import atomic_write_manifest
 from xmine.artefacts.outputs import claim_output
 from xmine.encoders import DEFAULT_ENCODER
 from xmine.encoders.base import EncoderConfig
-from xmine.encoders.options import device_option, precision_option
+from xmine.encoders.options import precision_option
 from xmine.io.stdin import with_local_inputs
 from xmine.mining.bitext import BITEXT_FORMATS, Bitext, BitextFormat, parse_pairs_argument
 from xmine.calibration import CALIBRATION_KIND
@@ -249,10 +249,10 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
 @click.option("-o", "--out", required=True, type=click.Path(path_type=Path),
               help="Calibration record to write (JSON); `xmine mine --calibration OUT` uses it.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it is an earlier calibration record.")
-@device_option()
 @precision_option()
+@quiet_option(help="No progress bars (the thresholds found are still printed).")
 def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k, out, overwrite, device, precision,
-                      runtime, prompt, prompt_name):
+                      runtime, prompt, prompt_name, quiet):
     """Measure the mining thresholds (balanced and precision-first, per margin) and the score cap of
     a space for one language pair: a space xmine has no calibration for (an encoder you bring, or a
     projection you trained), or a shipped one for a language its encoder knows poorly, whose
@@ -282,7 +282,8 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
         record = calibrate(pairs, encoder=encoder, projection=projection, src_lang=src_lang, tgt_lang=tgt_lang,
                            k=k, data=data, encoder_config=EncoderConfig(name=encoder, precision=precision,
                                                                         runtime=runtime, prompt=prompt,
-                                                                        prompt_name=prompt_name, device=device))
+                                                                        prompt_name=prompt_name, device=device),
+                           show_progress=not quiet)
         atomic_write_manifest(out, record)  # ends with its own checksum: mine refuses an edited record
     for margin, found in record["measured"].items():
         line = ", ".join(f"{point} {v['threshold']:.4f} (P {v['precision']:.2f} R {v['recall']:.2f} F1 {v['f1']:.2f})"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from xmine.encoders.options import device_option, precision_option
+from xmine.encoders.options import precision_option
 from xmine.index.choose import APPROXIMATE_TYPES
 from xmine.mining.config import (MAX_K, EncodingConfig, FilterConfig, OptionConflict, OutputConfig, SearchConfig,
                                  SelectionConfig)
@@ -290,8 +290,7 @@ def encoding_options(*, what: str, inputs: tuple[str, str]):
                      help=f"Encoder for text (default: the encoder of the store or index {many}, else me5-small)."),
         projection_option(f"to {what} in", default=f"{PROJECTION_CHOSEN} With a store or index {one}, "
                                                    "the default follows the projection it was made with."),
-        precision_option(default_from=f"the precision of the store or index {many}"),
-        device_option())
+        precision_option(default_from=f"the precision of the store or index {many}"))
 
 
 #: --min-length, --max-length, --max-length-ratio, --lang-filter, --pre-clean and --no-pre-clean-step of

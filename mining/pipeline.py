@@ -43,7 +43,7 @@ from xmine.exec.executor import executor_for
 from xmine.artefacts.input_artefacts import artefact_kind
 from xmine.encoders.input_encoders import Encoders
 from xmine.inputs import check_compatible, check_split_languages, load_side
-from xmine.mining.calibrate import check_calibration_record
+from xmine.mining.calibrate import check_calibration_record, check_calibration_space
 from xmine.mining.config import MineConfig
 from xmine.mining.filter_step import Mineable, check_declared_languages, filter_pairs, lang_filter_langs, pre_search
 from xmine.mining.products import resolve_product
@@ -145,6 +145,10 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
         if clash:
             raise ConfigError(f"--keep-filtered {keep_filtered}: it or its summary is {clash[0]} of this command "
                               f"(-o {out}); choose another name")
+    encoders = Encoders(config.encoding.encoder_config(), projection, inputs=[src, tgt])
+    calibration = config.selection.calibration
+    if calibration is not None and artefact_kind(src, src_format) == "text":  # its space: before SRC is encoded
+        check_calibration_space(calibration, encoder_name=encoders.encoder.name, projection_dir=encoders.choice.path)
     with contextlib.ExitStack() as claims:
         claim = claims.enter_context(claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection],
                                                   overwrite=overwrite, companions=companions))
@@ -161,13 +165,15 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                 claim.work_dir(".work")
             return work / tag
 
-        encoders = Encoders(config.encoding.encoder_config(), projection, inputs=[src, tgt])
         # OUT.work/ is this command's own to rebuild (a damaged work store, one of another input) with
         # --overwrite, and whenever OUT holds no finished result: then it is what a failed or
         # interrupted run left, which must not stand in the way of a corrected command.
         rebuild = claim.overwrite or claim.state != "finished"
         sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src", src_format),
                        show_progress=show_progress, rebuild=rebuild, input_format=src_format)
+        if calibration is not None and artefact_kind(tgt, tgt_format) == "text":  # before TGT is encoded
+            check_calibration_space(calibration, encoder_name=sx.encoder.name,
+                                    projection_dir=encoders.choice.path if sx.projection else None)
         sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt", tgt_format),
                        show_progress=show_progress, rebuild=rebuild, input_format=tgt_format)
         try:

@@ -52,7 +52,7 @@ from xmine.mining.filters import PairFilterConfig, apply_pair_filters
 from xmine.mining.langid import check_installed
 from xmine.mining.rescore import exact_dot
 from xmine.mining.score_output import DROP_RULES, PairScores, resolve_score_format, write_scored
-from xmine.mining.calibrate import check_calibration_record
+from xmine.mining.calibrate import check_calibration_record, check_calibration_space
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.select import MiningConfig, _masked_mean, margin_score
 from xmine.mining.threshold_rule import RuleUse, note_cap_not_above, note_few_neighbours, run_threshold
@@ -270,6 +270,9 @@ def score_bitext(
     if projection is not None and str(projection).lower() not in ("default", "none"):
         # a projection directory given: read, and checked against its encoder, now
         _ = encoders.projection, encoders.encoder
+    if selection.calibration is not None:  # of the space scored in: before the bitext is encoded
+        check_calibration_space(selection.calibration, encoder_name=encoders.encoder.name,
+                                projection_dir=encoders.choice.path)
     with temporary_directory("score") as staged:
         staged_sides = write_sides(bitext, Path(staged))
         n = len(staged_sides)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from xmine.artefacts.fileio import atomic_write_manifest
+from xmine.calibration import CALIBRATION_KIND
 from xmine.cli import main
 
 
@@ -66,3 +68,12 @@ def untouched(root: Path):
     before = tree(root)
     yield
     assert tree(root) == before
+
+
+def calibration_record(path, space: dict) -> None:
+    """A calibration record as `xmine calibrate` writes it (sealed), of the space `space`."""
+    atomic_write_manifest(path, {
+        "kind": CALIBRATION_KIND, "format_version": 1, "space": space, "default_margin": "ratio",
+        "operating_points": {"balanced": {"ratio": 1.06}}, "score_max": {"ratio": 1.4},
+        "data": {"source": "test", "src_lang": "de", "tgt_lang": "en", "k": 4, "gold_pairs": 200}})
+

@@ -310,8 +310,8 @@ def test_a_store_meets_an_index_or_a_request_only_in_its_own_space(tmp_path, me5
             "raw.de", "(--prompt 'query: '; prompt='query: ' in Python)")
     assert tree(tmp_path) == before
     # The same queries as a store of the index's own space score as the text does.
-    as_store = ok(xm("search", tmp_path / "raw.en", tmp_path / "raw.de", "-k", 1)).output
-    as_text = ok(xm("search", tmp_path / "raw.en", de, "-k", 1)).output
+    as_store = ok(xm("search", tmp_path / "raw.en", tmp_path / "raw.de", "-k", 1, "-q")).output
+    as_text = ok(xm("search", tmp_path / "raw.en", de, "-k", 1, "-q")).output
     assert as_store == as_text and len(as_store.splitlines()) == 40
 
 

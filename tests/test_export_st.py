@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.clitools import ok, refused, untouched, xm
+from tests.clitools import calibration_record, ok, refused, untouched, xm
 from tests.flores import flores_lines
 
 LOAD = """
@@ -204,3 +204,27 @@ def test_an_export_used_as_the_encoder_mines_at_its_projections_defaults(exporte
         with open(dense, "r+b") as f:
             f.seek(dense.stat().st_size // 2)
             f.write(old)
+
+
+@pytest.mark.slow
+def test_a_calibration_record_of_the_projection_holds_for_its_export(exported, data_dir, tmp_path):
+    """`xmine calibrate --projection P` measures P's meaning space, which `xmine export-st P` computes
+    as an encoder: the record is used with `--encoder EXPORT` (was: refused as another space, a
+    user's projection having no other calibration for its export); a record of raw embeddings is not."""
+    from xmine.encoders.projection import read_projection_json, shipped_dir
+
+    sha = read_projection_json(shipped_dir("me5-small"), "config.json")["weights_sha256"]
+    projected, raw = tmp_path / "projected.json", tmp_path / "raw.json"
+    calibration_record(projected, {"encoder": "me5-small", "projection": "/elsewhere/my-projection",
+                           "projection_weights_sha256": sha})
+    calibration_record(raw, {"encoder": "me5-small", "projection": None, "projection_weights_sha256": None})
+    de, en = flores_lines(data_dir, "deu_Latn", 60), flores_lines(data_dir, "eng_Latn", 60)
+    (tmp_path / "de.txt").write_text("\n".join(de) + "\n", encoding="utf-8")
+    (tmp_path / "en.txt").write_text("\n".join(en) + "\n", encoding="utf-8")
+    args = ("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--encoder", exported, "--src-lang", "de",
+            "--tgt-lang", "en", "-q")
+    ok(xm(*args, "--calibration", projected, "-o", tmp_path / "x.tsv"))
+    t = json.loads((tmp_path / "x.tsv.json").read_text(encoding="utf-8"))["threshold"]
+    assert t["value"] == 1.06 and str(projected) in t["source"], t
+    refused(xm(*args, "--calibration", raw, "-o", tmp_path / "y.tsv"), "raw.json", "calibrated for me5-small with raw")
+    assert not (tmp_path / "y.tsv").exists() and not (tmp_path / "y.tsv.work").exists()

@@ -566,16 +566,32 @@ def test_a_missing_artefact_path_is_said_to_be_missing(tmp_path):
         refused(xm("export-st", tmp_path / "missing", tmp_path / "ex"), f"{tmp_path / 'missing'}: no such file or directory")
 
 
-def test_mine_score_and_calibrate_take_the_device_that_encodes(ws):
-    """(was: no --device on mine, score and calibrate: a GPU user could not pick cpu or cuda:1)"""
+def test_every_command_that_encodes_takes_the_device_and_refuses_one_not_here(ws, data_dir):
+    """(was: no --device on mine, score and calibrate, then on build-index, search, train, langid,
+    `encoders --check` and bench bucc: a GPU user could not pick cpu or cuda:1.) A device that is not
+    here is refused while the command line is read, before anything is read or written."""
     import torch
+
+    from xmine.encoders.projection import shipped_dir
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is here: --device cuda would run")
-    for command in (["mine", ws / "de.txt", ws / "en.txt"], ["score", f"{ws / 'de.txt'}:{ws / 'en.txt'}"],
-                    ["calibrate", "--src-lang", "de", "--tgt-lang", "en"]):  # (FLORES-200 from the data folder)
+    commands = [["mine", ws / "de.txt", ws / "en.txt", "-o", ws / "out.tsv"],
+                ["score", f"{ws / 'de.txt'}:{ws / 'en.txt'}", "-o", ws / "out.tsv"],
+                ["calibrate", "--src-lang", "de", "--tgt-lang", "en", "-o", ws / "out.json"],
+                ["embed", ws / "de.txt", "--lang", "de", "-o", ws / "store"],
+                ["build-index", ws / "de.txt", ws / "index"],
+                ["search", ws, ws / "en.txt", "-o", ws / "hits.tsv"],
+                ["train", "--pairs", data_dir / "massive", "--langs", "deu,eng", "-o", ws / "proj"],
+                ["langid", "--projection", shipped_dir("me5-small"), ws / "de.txt", "-o", ws / "langs.tsv"],
+                ["encoders", "--check", "me5-small"],
+                ["bench", "bucc", "--out", ws / "bucc.json"],
+                ["plot", "--out", ws / "plot.png"]]
+    for command in commands:
         with untouched(ws):
-            refused(xm(*command, "--device", "cuda", "-o", ws / "out.tsv"), "--device cuda: CUDA is not available here")
+            refused(xm(*command, "--device", "cuda"), "--device cuda: CUDA is not available here")
+    with untouched(ws):
+        refused(xm("encoders", "--device", "cpu"), "--device: options of running an encoder, which go with --check")
 
 
 def test_a_cache_folder_that_is_a_file_is_refused(tmp_path, monkeypatch):

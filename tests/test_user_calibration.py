@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.clitools import ok, refused, tree, xm
+from tests.clitools import calibration_record, ok, refused, tree, xm
 from xmine.errors import ConfigError
 from xmine.mining.calibrate import operating_points, split_set
 
@@ -229,3 +229,24 @@ def test_calibrate_says_where_a_side_is_another_language_than_declared(data_dir,
     assert check["tgt"]["status"] == "consistent"
     assert any("declared --src-lang 'fr'" in r.getMessage() and "look like 'deu'" in r.getMessage()
                for r in caplog.records)
+
+
+def test_a_record_of_another_space_is_refused_before_a_side_is_encoded(data_dir, tmp_path):
+    """Which space a record belongs to is known before anything is encoded: the encoder asked for
+    and the projection chosen (was: refused after both sides were encoded, hours on a corpus,
+    leaving OUT.json unfinished and OUT.work/ behind)."""
+    record = tmp_path / "cal.json"
+    calibration_record(record, {"encoder": "use-m3", "projection": None, "projection_weights_sha256": None})
+    de, en = tmp_path / "de.txt", tmp_path / "en.txt"
+    de.write_text("\n".join(flores_lines(data_dir, "deu_Latn", 300)) + "\n", encoding="utf-8")
+    en.write_text("\n".join(flores_lines(data_dir, "eng_Latn", 300)) + "\n", encoding="utf-8")
+    bitext = tmp_path / "bitext.tsv"
+    bitext.write_text("".join(f"{d}\t{e}\n" for d, e in zip(de.read_text().splitlines()[:20],
+                                                               en.read_text().splitlines()[:20])), encoding="utf-8")
+    before = tree(tmp_path)
+    for projection, here in (("default", "mines me5-small with projection"), ("none", "mines me5-small with raw")):
+        refused(xm("mine", de, en, "--src-lang", "de", "--tgt-lang", "en", "--projection", projection,
+                   "--calibration", record, "-q", "-o", tmp_path / "m.tsv"), "cal.json", "calibrated for use-m3", here)
+        refused(xm("score", bitext, "--src-lang", "de", "--tgt-lang", "en", "--projection", projection,
+                   "--calibration", record, "-q", "-o", tmp_path / "s.tsv"), "cal.json", "calibrated for use-m3", here)
+    assert tree(tmp_path) == before  # no OUT.json, no OUT.work/

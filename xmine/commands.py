@@ -17,7 +17,7 @@ from xmine.encoders.external import ExternalEmbeddings
 from xmine.encoders.runtime import openvino_installed, runtime_for_artefact, x86_cpu
 from xmine.encoders.suitability import suitability
 from xmine.errors import ConfigError
-from xmine.encoders.options import device_option, precision_option
+from xmine.encoders.options import precision_option
 from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection, encoding_prompt, projection_encoder
 from xmine.artefacts.fileio import kind_label
 from xmine.options import (LANG, given_on_command_line, input_format_options, projection_option, quiet_option,
@@ -37,18 +37,18 @@ from xmine.tempdirs import temporary_directory
                    "(a warning below 80%). Also run, once per encoder, on the first use of any encoder xmine does "
                    "not ship.")
 @precision_option()
-def encoders(check_name, precision, runtime, prompt, prompt_name) -> None:
+def encoders(check_name, precision, runtime, prompt, prompt_name, device) -> None:
     """List the sentence encoders xmine knows and whether they can run on this machine.
 
     Besides these names, --encoder accepts any sentence-transformers model name or local path.
     With --check NAME: measure whether that encoder aligns translations.
     """
-    if check_name is None and (given := given_on_command_line("precision", "runtime", "prompt", "prompt_name")):
+    if check_name is None and (given := given_on_command_line("precision", "runtime", "prompt", "prompt_name", "device")):
         # the list says what each encoder can do, not how one would run: these need --check
         raise ConfigError(f"{', '.join(given)}: options of running an encoder, which go with --check NAME")
     if check_name is not None:
-        verdict = suitability(load_encoder(check_name, precision=precision, runtime=runtime, prefix=prompt, prompt_name=prompt_name,
-                                             check=False),
+        verdict = suitability(load_encoder(check_name, precision=precision, runtime=runtime, prefix=prompt,
+                                           prompt_name=prompt_name, device=device, check=False),
                               fresh=True)
         if verdict.suitable:
             click.echo(verdict.describe())
@@ -115,7 +115,6 @@ def describe_auto_precision() -> str:
 @click.option("--overwrite", is_flag=True,
               help="Rebuild the store (or discard an interrupted run) made from another input or settings, "
                    "instead of refusing.")
-@device_option()
 @precision_option(default_from="the precision of the finished store OUT")
 @quiet_option(help="No progress bar.")
 @click.option("--embeddings", "embeddings_file", default=None, type=click.Path(path_type=str),

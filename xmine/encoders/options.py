@@ -1,5 +1,5 @@
-"""The `--precision`, `--runtime`, `--prompt` and `--prompt-name` options, the same on every command
-that encodes text."""
+"""The `--precision`, `--runtime`, `--prompt`, `--prompt-name` and `--device` options, the same on
+every command that encodes text."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Callable
 import click
 
 from xmine.encoders.base import DEFAULT_PRECISION, PRECISIONS
+from xmine.encoders.loader import check_device
 from xmine.encoders.runtime import RUNTIMES
 
 PRECISION_HELP = (
@@ -39,10 +40,15 @@ PROMPT_NAME_HELP = "A prompt of the model's config by name (its 'prompts', e.g. 
 DEVICE_HELP = "Torch device that encodes text (cpu, cuda, cuda:1, mps). Default: cuda if present, else cpu."
 
 
+def _present_device(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    check_device(value)  # a device that is not here: refused while the command line is read, before any work
+    return value
+
+
 def device_option() -> Callable:
-    """`--device` as a click option: the command's `device` argument (None: auto), the one definition
-    for every command that encodes text."""
-    return click.option("--device", default=None, help=DEVICE_HELP)
+    """`--device` as a click option: the command's `device` argument (None: auto), checked to be a
+    device of this machine; `precision_option` adds it to every command that encodes text."""
+    return click.option("--device", default=None, callback=_present_device, help=DEVICE_HELP)
 
 
 def _one_prompt(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -70,9 +76,9 @@ def runtime_option(*, default_from: str | None = None) -> Callable:
 
 def precision_option(*, default_from: str | None = None) -> Callable:
     """`--precision` (value: "auto", "fp32", "bf16", "fp16", "int8"; bad values exit 2), with
-    `--runtime` (`runtime_option`), `--prompt` and `--prompt-name` (`prompt_options`) beside it:
-    the options of every command that encodes text, which receives `precision`, `runtime`, `prompt`
-    and `prompt_name`.
+    `--runtime` (`runtime_option`), `--prompt` and `--prompt-name` (`prompt_options`) and `--device`
+    (`device_option`) beside it: the options of every command that encodes text, which receives
+    `precision`, `runtime`, `prompt`, `prompt_name` and `device`.
 
     `default_from`: for commands that meet artefacts made earlier (stores, indexes): the default
     is None, which the command turns into the precision of those artefacts, else "auto", so that
@@ -86,7 +92,7 @@ def precision_option(*, default_from: str | None = None) -> Callable:
                                  show_default=True, help=PRECISION_HELP)
     runtime = runtime_option(default_from=default_from.replace("precision", "runtime") if default_from else None)
 
-    def both(f: Callable) -> Callable:
-        return precision(runtime(prompt_options(f)))
+    def together(f: Callable) -> Callable:
+        return device_option()(precision(runtime(prompt_options(f))))
 
-    return both
+    return together

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from xmine.benchmarks.common import EmbedFn, data_locator, mean_of, read_lines, retrieval_scores
-from xmine.errors import ConfigError, InputError
+from xmine.errors import ConfigError, DataNotFoundError, InputError
 
 NEEDS = "tatoeba/v1"
 HOW_TO_GET = (
@@ -73,6 +73,9 @@ def evaluate_tatoeba(embed_fn: EmbedFn, data_dir: str | Path | None = None, lang
     """
     folder = locate(data_dir)
     have = available_languages(folder)
+    if not have:  # (a --data-dir holding other files: was "unknown Tatoeba language(s) deu, ...; /tmp has: ")
+        raise DataNotFoundError(f"{folder}: no Tatoeba test files in it ({NEEDS}). {HOW_TO_GET} Then pass --data-dir "
+                                "DIR or set XMINE_DATA.")
     langs = list(langs) if langs else have
     unknown = [lang for lang in langs if lang not in have]
     if unknown:

@@ -194,7 +194,8 @@ def _fewer_than_faiss_wants(template, n: int) -> str:
     for name, params, centroids in (("the coarse quantiser", ivf.cp, ivf.nlist),
                                     *((("each PQ codebook", ivf.pq.cp, ivf.pq.ksub),) if hasattr(ivf, "pq") else ())):
         if n < params.min_points_per_centroid * centroids:
-            short.append(f"{name} wants {params.min_points_per_centroid * centroids:,} for {centroids} centroids")
+            short.append(f"{name} wants {params.min_points_per_centroid * centroids:,} for its {centroids} "
+                         f"centroid{'s' if centroids > 1 else ''}")
             params.min_points_per_centroid = 1
     return "; ".join(short)
 
@@ -225,8 +226,9 @@ def train_index(training: Training, *parts) -> bytes:
         raise NonFiniteRowError(training.sides[part], int(picks[part][bad[0] - sum(map(len, picks[:part]))]))
     short = _fewer_than_faiss_wants(template, len(sample))
     if short:
-        log.warning(f"{training.where}training {training.factory} on {len(sample):,} vectors: fewer than FAISS's "
-                    f"39 per centroid ({short}), so its centroids are coarse; {training.advice}")
+        # (was: "fewer than FAISS's 39 per centroid" for IVF1 on 117 vectors, where the codebook was short)
+        log.warning(f"{training.where}training {training.factory} on {len(sample):,} vectors, fewer than FAISS wants "
+                    f"at 39 a centroid ({short}), so its centroids are coarse; {training.advice}")
     idx, res = to_gpu(template) if training.gpu else (template, None)
     t0 = time.perf_counter()
     try:

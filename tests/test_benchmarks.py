@@ -228,6 +228,14 @@ def test_cli_missing_data_is_a_clear_error(tmp_path):
     res = CliRunner().invoke(_cli(), ["bench", "qe", "--data-dir", str(tmp_path / "none"), "--quick"])
     assert res.exit_code == 2
     assert "data not found" in res.output and "mlqe" in res.output
+    # a folder that is there but holds no test set: said so (was: "unknown Tatoeba language(s) deu, fra, ...;
+    # /tmp has: ", the quick languages named as if they were the mistake)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "notes.txt").write_text("a user's file\n")
+    res = CliRunner().invoke(_cli(), ["bench", "tatoeba", "--data-dir", str(tmp_path / "data"), "--quick",
+                                      "--out", str(tmp_path / "t.json")])
+    assert res.exit_code == 2 and f"{tmp_path / 'data'}: no Tatoeba test files in it" in res.output, res.output
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["data", "notes.txt"]
 
 
 @pytest.fixture(scope="module")

@@ -108,6 +108,8 @@ def test_a_projection_takes_another_precision_of_the_same_weights_only(me5_fp32,
     with caplog.at_level(logging.DEBUG, logger="xmine.encoders"):
         check_projection_encoder(me5_fp32.fingerprint(), me5_bf16.fingerprint(), what="projection p/")
     assert any("projection p/ was trained on fp32" in r.getMessage() for r in caplog.records)
+    # the agreement quoted is the precisions' own (was: 0.995, the int8 bar, for fp32 and bf16)
+    assert any("cosine >= 0.999," in r.getMessage() for r in caplog.records), caplog.text
     check_projection_encoder(me5_bf16.fingerprint(), me5_bf16.fingerprint(), what="projection p/")
     with pytest.raises(EncoderMismatchError):
         check_projection_encoder(me5_fp32.fingerprint(), usem3.fingerprint(), what="projection p/")

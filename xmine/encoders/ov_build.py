@@ -66,7 +66,7 @@ from xmine.artefacts.directory import provenance
 from xmine.encoders.base import quiet_logger
 from xmine.encoders.batching import token_batches
 from xmine.encoders.e5_q4 import build_cached_model, models_dir
-from xmine.encoders.precision import cpu_bf16_flag
+from xmine.encoders.precision import MIN_COSINE, cpu_bf16_flag
 from xmine.encoders.runtime import require_openvino, without_telemetry
 from xmine.encoders.tokens import token_ids
 from xmine.artefacts.fileio import MANIFEST, load_manifest, sha256_file, write_manifest
@@ -79,8 +79,6 @@ log = logging.getLogger(__name__)
 OV_RECIPE = 1
 MODEL_KIND = "openvino-model"
 FILES = ("model.xml", "model.bin")
-#: least cosine to torch fp32 on the probe set for the converted model to be used
-MIN_COSINE = {"fp32": 0.9999, "bf16": 0.999, "int8": 0.995}
 CALIBRATION_SENTENCES = 320
 CALIBRATION_SEED = 0
 #: the default calibration source, inside the data folder

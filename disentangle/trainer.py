@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import logging
 import sys
 import time
 from dataclasses import dataclass
@@ -30,12 +31,14 @@ import numpy as np
 
 from xmine.artefacts.directory import provenance
 from xmine.io.corpus import truncate_for_encoding
-from xmine.disentangle.data import VALID_SPLITS, discover_pairs, sample_pairs
+from xmine.disentangle.data import VALID_SPLITS, check_alignment, discover_pairs, sample_pairs
 from xmine.disentangle.projection import load_projection, save_projection
 from xmine.disentangle.train_checkpoint import WORK, checkpoint_in, fresh_state, resume, run_signature, save
 from xmine.encoders.embed_cache import cached_encode
 from xmine.errors import ConfigError
 from xmine.artefacts.outputs import claim_output
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(kw_only=True)
@@ -249,6 +252,11 @@ def run_epochs(state: dict, model, *, config, desc: str, valid_name: str, show_p
                    else f"  ({state['bad_epochs']} without improvement)"))
     if state["best_state"] is not None:
         model.load_state_dict(state["best_state"])
+    if state["epoch"] >= config.max_epochs and state["best_epoch"] == state["epoch"] and state["epoch"] > 1:
+        # (was: unsaid; a small run kept its last epoch, the loss still falling, as if it had converged)
+        logger.warning(f"training stopped at --max-epochs {config.max_epochs} with its {valid_name} loss still falling "
+                       "(the last epoch is the best): more epochs would likely train it further; the same command "
+                       "with a higher --max-epochs and --overwrite resumes from its checkpoint")
 
 
 @contextlib.contextmanager
@@ -327,6 +335,7 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
         group=sample.group, train_idx=np.flatnonzero(~sample.valid), valid_idx=np.flatnonzero(sample.valid),
     )
 
+    aligned = check_alignment(data.e_s.numpy(), data.e_t.numpy(), sample)  # (not in the run's signature)
     encoder_fp = encoder.fingerprint()
     if int(encoder_fp["dim"]) != emb.shape[1]:
         raise ConfigError(f"encoder {encoder_fp.get('name')} reports dim {encoder_fp['dim']} but produced {emb.shape[1]}")
@@ -398,7 +407,7 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
         "method": config.method, "base": method.base, "summary": method.summary,
         "encoder": encoder_fp, "dim": spec["dim"], "languages": sample.languages,
         "language_pairs": [f"{a}-{b}" for a, b in sample.lang_pairs],
-        "hyperparameters": hyper, "training_data": sample.summary,
+        "hyperparameters": hyper, "training_data": {**sample.summary, "aligned_share": aligned},
         "history": state["history"], "initial_valid_loss": state.get("initial_valid_loss"),
         "best_epoch": state["best_epoch"], "best_valid_loss": None if method.terms is None else state["best_loss"],
         "langid": langid,

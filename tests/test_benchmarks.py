@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 
 import numpy as np
 import pytest
@@ -341,3 +342,15 @@ def test_list_options_refuse_an_empty_list_and_an_item_listed_twice(tmp_path):
             (("train", "--pairs", tmp_path, "--langs", "", "-o", tmp_path / "proj"), "an empty list")):
         refused(xm(*args), fragment)
     assert not list(tmp_path.iterdir())
+
+
+def test_quiet_bench_shows_no_progress_bar(tmp_path):
+    """`bench TASK -q` as `mine -q` (was: no -q on bench: a bar per variant and language in logs)."""
+    # a prompt of its own (the embedding cache is keyed by it): its sentences are encoded, not read from the cache
+    prompt = f"quiet {uuid.uuid4().hex[:12]}: "
+    args = ["bench", "tatoeba", "--langs", "deu", "--max-pairs", "20", "--projection", "none", "--prompt", prompt]
+    res = CliRunner().invoke(_cli(), [*args, "-q", "--out", str(tmp_path / "q.json")])
+    assert res.exit_code == 0, res.output
+    assert "sent/s" not in res.stderr and "raw" in res.stdout, res.stderr
+    res = CliRunner().invoke(_cli(), [*args[:-1], prompt + "again: ", "--out", str(tmp_path / "bars.json")])
+    assert res.exit_code == 0 and "sent/s" in res.stderr, res.stderr  # (the same run, bars on: they show)

@@ -67,7 +67,8 @@ def _refuse_ids(input_format, command: str) -> None:
                    "quarter of RAM).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the training sample.")
 @click.option("--encoder", default=None,
-              help="Encoder for a text SOURCE (default me5-small); for a store, must match the store's.")
+              help="Encoder for a text SOURCE (default: the one a --projection DIR was trained on, else me5-small); "
+                   "for a store, must match the store's.")
 @projection_option("to index in", default=f"{PROJECTION_CHOSEN} A store SOURCE keeps the projection it was made "
                                           "with unless one is given.")
 @precision_option(default_from="the precision of a store SOURCE")

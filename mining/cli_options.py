@@ -287,7 +287,8 @@ def encoding_options(*, what: str, inputs: tuple[str, str]):
             encoder=encoder, precision=precision, runtime=runtime, prompt=prompt, prompt_name=prompt_name,
             projection=projection, device=device),
         click.option("--encoder", default=None,
-                     help=f"Encoder for text (default: the encoder of the store or index {many}, else me5-small)."),
+                     help=f"Encoder for text (default: the encoder of the store or index {many}, else the one a "
+                          "--projection DIR was trained on, else me5-small)."),
         projection_option(f"to {what} in", default=f"{PROJECTION_CHOSEN} With a store or index {one}, "
                                                    "the default follows the projection it was made with."),
         precision_option(default_from=f"the precision of the store or index {many}"))

@@ -37,6 +37,7 @@ import numpy as np
 
 from xmine.artefacts.directory import provenance
 from xmine.artefacts.fileio import unseal
+from xmine.artefacts.records import EncoderId
 from xmine.calibration import (CALIBRATION_DAMAGED_ADVICE, CALIBRATION_KIND, DEFAULT_MARGIN, SpaceDefaults,
                                parse_defaults)
 from xmine.encoders import load_encoder
@@ -290,44 +291,73 @@ def calibration_pair_note(path: str | Path, langs: tuple[str | None, str | None]
         "measures this pair's own")}
 
 
-def _space_key(encoder: str | None, projection_weights_sha256: str | None) -> tuple:
-    """A space as (encoder, projection id): an `xmine export-st` folder mined raw is its projection's
-    space (`exported_space`); an encoder folder is named by its absolute path."""
-    if projection_weights_sha256 is None and (export := exported_space(encoder)) is not None:
-        return export.encoder, export.projection_id
-    if encoder and Path(encoder).is_dir():  # (`./enc` at calibrate time, `/data/enc` at mine time)
-        encoder = str(Path(encoder).resolve())
-    return encoder, (projection_weights_sha256 or "")[:16] or None
+def _model(encoder_id: str | EncoderId) -> str:
+    """The model of an encoder id: its weights and pooling, without the prompt, precision or runtime
+    (another prompt is noted where the values are used: `threshold_rule.note_other_encoder`)."""
+    return (encoder_id if isinstance(encoder_id, EncoderId) else EncoderId.parse(encoder_id)).weights.partition(
+        "|prefix=")[0]
 
 
-def check_calibration_space(path: str | Path, *, encoder_name: str | None, projection_dir) -> dict:
-    """The record `xmine calibrate` wrote at `path`, where it was measured in the space
-    (encoder_name, projection_dir): InputError naming the file when it was measured in another (its
-    thresholds are on another scale). `mine` calls it before it encodes a side."""
+def _named(encoder: str | None) -> str | None:
+    """An encoder as a name: a folder by its absolute path (`./enc` at calibrate time, `/data/enc` at mine time)."""
+    return str(Path(encoder).resolve()) if encoder and Path(encoder).is_dir() else encoder
+
+
+def _same_space(record: dict, encoder_name: str | None, encoder_id, weights: str | None) -> bool:
+    """Whether `record` was measured in the space of the encoder (`encoder_name`, its id
+    `encoder_id` where known) and the projection of `weights` (its weights' sha256; None: raw).
+    The model decides, not the name it was given by (a folder under two paths is one model; another
+    model copied under a folder's name is not); an `xmine export-st` folder mined raw is the space of
+    the projection it was made of (`exported_space`); a record without the encoder's id is read by name."""
+    space, fingerprint = record["space"], record.get("encoder_fingerprint")
+    proj_record = (space.get("projection_weights_sha256") or "")[:16] or None
+    proj_run = (weights or "")[:16] or None
+    model_record = (_model(fingerprint["id"]) if isinstance(fingerprint, dict) and isinstance(fingerprint.get("id"), str)
+                    else None)
+    model_run = _model(encoder_id) if encoder_id is not None else None
+    if model_record and model_run and (model_record, proj_record) == (model_run, proj_run):
+        return True
+    if proj_run is None and (export := exported_space(encoder_name)) is not None:
+        return (space.get("encoder"), proj_record) == (export.encoder, export.projection_id)
+    if model_record and model_run:
+        return False
+    return (_named(space.get("encoder")), proj_record) == (_named(encoder_name), proj_run)
+
+
+def check_calibration_space(path: str | Path, *, encoder_name: str | None, projection_dir,
+                            encoder_id: str | EncoderId | None = None) -> dict:
+    """The record `xmine calibrate` wrote at `path`, where it was measured in the space of the
+    encoder (`encoder_name`; `encoder_id`, its fingerprint's id, where known) and `projection_dir`
+    (`_same_space`): InputError naming the file when it was measured in another (its thresholds are
+    on another scale). `mine` and `score` call it before they encode a side."""
     path = Path(path)
     record = _calibration_record(path)
     space = record["space"]
     weights = (None if projection_dir is None
                else read_projection_json(projection_dir, "config.json").get("weights_sha256"))
-    if _space_key(space.get("encoder"), space.get("projection_weights_sha256")) != _space_key(encoder_name, weights):
+    if not _same_space(record, encoder_name, encoder_id, weights):
         made = f"{space.get('encoder')} with " + ("projection " + str(space.get("projection")) if
                                                    space.get("projection_weights_sha256") else "raw embeddings")
         here = f"{encoder_name} with " + (f"projection {projection_dir}" if projection_dir else "raw embeddings")
-        if space.get("encoder") == encoder_name and space.get("projection_weights_sha256") and weights:
-            here += " (another projection's weights, whatever its name)"  # (was: two paths alone, one name)
+        if _named(space.get("encoder")) == _named(encoder_name):
+            if space.get("projection_weights_sha256") and weights:
+                here += " (another projection's weights, whatever its name)"  # (was: two paths alone, one name)
+            elif (space.get("projection_weights_sha256") is None) == (weights is None):
+                here += " (another model under that name: its weights differ)"
         raise InputError(path, f"calibrated for {made}, but this run mines {here}")
     return record
 
 
 def read_calibration(path: str | Path, *, encoder_name: str | None, projection_dir,
-                     margin: str = DEFAULT_MARGIN) -> SpaceDefaults:
+                     margin: str = DEFAULT_MARGIN, encoder_id: str | EncoderId | None = None) -> SpaceDefaults:
     """The values of a record `xmine calibrate` wrote, for mining in the space (encoder_name,
     projection_dir); InputError naming the file when it is no record or belongs to another space
     (`check_calibration_space`). `margin`: the margin where the record names none (a record written
     before records named it: the space's calibrated margin, ratio for a space xmine ships no
     calibration for)."""
     path = Path(path)
-    record = check_calibration_space(path, encoder_name=encoder_name, projection_dir=projection_dir)
+    record = check_calibration_space(path, encoder_name=encoder_name, projection_dir=projection_dir,
+                                     encoder_id=encoder_id)
     data = record.get("data") or {}
     found = parse_defaults(record, path, "", f"measured by xmine calibrate on {data.get('source', '?')} "
                                              f"{data.get('src_lang')}-{data.get('tgt_lang')} ({path})")

@@ -148,7 +148,8 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
     encoders = Encoders(config.encoding.encoder_config(), projection, inputs=[src, tgt])
     calibration = config.selection.calibration
     if calibration is not None and artefact_kind(src, src_format) == "text":  # its space: before SRC is encoded
-        check_calibration_space(calibration, encoder_name=encoders.encoder.name, projection_dir=encoders.choice.path)
+        check_calibration_space(calibration, encoder_name=encoders.encoder.name, projection_dir=encoders.choice.path,
+                                encoder_id=encoders.encoder.fingerprint()["id"])
     with contextlib.ExitStack() as claims:
         claim = claims.enter_context(claim_output(out, kind=MINING_KIND, form="tsv", inputs=[src, tgt, projection],
                                                   overwrite=overwrite, companions=companions))
@@ -172,7 +173,7 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
         sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src", src_format),
                        show_progress=show_progress, rebuild=rebuild, input_format=src_format)
         if calibration is not None and artefact_kind(tgt, tgt_format) == "text":  # before TGT is encoded
-            check_calibration_space(calibration, encoder_name=sx.encoder.name,
+            check_calibration_space(calibration, encoder_name=sx.encoder.name, encoder_id=sx.encoder.id,
                                     projection_dir=encoders.choice.path if sx.projection else None)
         sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt", tgt_format),
                        show_progress=show_progress, rebuild=rebuild, input_format=tgt_format)

@@ -272,7 +272,7 @@ def score_bitext(
         _ = encoders.projection, encoders.encoder
     if selection.calibration is not None:  # of the space scored in: before the bitext is encoded
         check_calibration_space(selection.calibration, encoder_name=encoders.encoder.name,
-                                projection_dir=encoders.choice.path)
+                                projection_dir=encoders.choice.path, encoder_id=encoders.encoder.fingerprint()["id"])
     with temporary_directory("score") as staged:
         staged_sides = write_sides(bitext, Path(staged))
         n = len(staged_sides)

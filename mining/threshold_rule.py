@@ -205,7 +205,7 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
     found, what = space_defaults(projection_dir, encoder_name, encoder_id=encoder_id)
     if selection.calibration is not None:
         found = read_calibration(selection.calibration, encoder_name=encoder_name, projection_dir=projection_dir,
-                                 margin=found.margin if found is not None else DEFAULT_MARGIN)
+                                 margin=found.margin if found is not None else DEFAULT_MARGIN, encoder_id=encoder_id)
     point = selection.operating_point or DEFAULT_OPERATING_POINT
     if selection.margin is not None:
         margin_source = "given (--margin)"

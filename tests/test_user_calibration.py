@@ -250,3 +250,27 @@ def test_a_record_of_another_space_is_refused_before_a_side_is_encoded(data_dir,
         refused(xm("score", bitext, "--src-lang", "de", "--tgt-lang", "en", "--projection", projection,
                    "--calibration", record, "-q", "-o", tmp_path / "s.tsv"), "cal.json", "calibrated for use-m3", here)
     assert tree(tmp_path) == before  # no OUT.json, no OUT.work/
+
+
+def test_a_record_belongs_to_the_model_not_to_the_name_it_was_given_by(tmp_path, monkeypatch):
+    """(was: a record of `--encoder ./byo` refused for the same folder named /abs/byo, and used for
+    another model copied to ./byo, whose scores are on another scale: 0 pairs mined.)"""
+    from xmine.errors import InputError
+    from xmine.mining.calibrate import check_calibration_space
+
+    (tmp_path / "byo").mkdir()
+    monkeypatch.chdir(tmp_path)
+    record = tmp_path / "cal.json"
+    calibration_record(record, {"encoder": "./byo", "projection": None, "projection_weights_sha256": None},
+                       encoder_id="st:1111|prefix=''")
+    # the same model: under another path, at another precision and runtime
+    for name, run_id in (("./byo", "st:1111|prefix=''"), (str(tmp_path / "byo"), "st:1111|prefix=''|precision=bf16"),
+                         ("/elsewhere/byo-copy", "st:1111|prefix=''|runtime=openvino")):
+        check_calibration_space(record, encoder_name=name, encoder_id=run_id, projection_dir=None)
+    with pytest.raises(InputError, match="calibrated for ./byo with raw embeddings, but this run mines ./byo with raw "
+                                         "embeddings \\(another model under that name: its weights differ\\)"):
+        check_calibration_space(record, encoder_name="./byo", encoder_id="st:2222|prefix=''", projection_dir=None)
+    # without the run's id (a caller that has none), by name: the folder wherever it is named from
+    check_calibration_space(record, encoder_name=str(tmp_path / "byo"), projection_dir=None)
+    with pytest.raises(InputError, match="calibrated for ./byo"):
+        check_calibration_space(record, encoder_name="me5-small", projection_dir=None)

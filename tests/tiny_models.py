@@ -10,10 +10,10 @@ from typing import Iterable
 
 def build_tiny_bert(out_dir: Path, sentences: Iterable[str], *, prompts: dict[str, str] | None = None,
                     default_prompt_name: str | None = None, seed: int = 0, hidden: int = 64,
-                    init_std: float = 0.5) -> Path:
+                    init_std: float = 0.5, vocab_size: int | None = None) -> Path:
     """A random-weights BERT sentence-transformers model (mean pooling, Normalize) in `out_dir`;
     `init_std` well above BERT's 0.02 makes its embeddings of different texts differ (with 0.02 they
-    all point nearly one way)."""
+    all point nearly one way). `vocab_size`: the model's, where not its tokenizer's (a mismatch)."""
     import torch
     from sentence_transformers import SentenceTransformer
     from transformers import BertConfig, BertModel, BertTokenizerFast
@@ -30,8 +30,11 @@ def build_tiny_bert(out_dir: Path, sentences: Iterable[str], *, prompts: dict[st
     hf.mkdir(parents=True, exist_ok=True)
     (hf / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     tokenizer = BertTokenizerFast(vocab_file=str(hf / "vocab.txt"), do_lower_case=False, model_max_length=128)
+    if len(tokenizer) < len(vocab):  # transformers 5 reads `vocab` and ignores `vocab_file` (was: 5 tokens, all [UNK])
+        tokenizer = BertTokenizerFast(vocab=str(hf / "vocab.txt"), do_lower_case=False, model_max_length=128)
+    assert len(tokenizer) == len(vocab), (len(tokenizer), len(vocab))
     torch.manual_seed(seed)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=2, num_attention_heads=4,
+    config = BertConfig(vocab_size=vocab_size or len(vocab), hidden_size=hidden, num_hidden_layers=2, num_attention_heads=4,
                         intermediate_size=2 * hidden, max_position_embeddings=128, initializer_range=init_std)
     BertModel(config).save_pretrained(hf)
     tokenizer.save_pretrained(hf)

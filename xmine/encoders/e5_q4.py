@@ -279,6 +279,22 @@ def build_cached_model(target: Path, ready: Callable[[], bool], build: Callable[
     return built
 
 
+def is_rebuilt_me5_folder(name: str | Path | None) -> bool:
+    """Whether `name` is the folder xmine rebuilds me5-small into, as it is built now (its
+    manifest's kind and name, and its place under `models_dir()` for the current sources): the same
+    weights, tokenizer and prompt as `me5-small`, so an encoder given as that folder is me5-small."""
+    folder = Path(name) if name else None
+    if folder is None or not (folder / MANIFEST).is_file():
+        return False
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(manifest, dict) or manifest.get("kind") != MODEL_KIND or manifest.get("name") != "me5-small":
+        return False
+    return folder.resolve() == (models_dir() / f"me5-small-q4-{sources_hash(build_sources())}").resolve()
+
+
 def ensure_me5_model() -> tuple[Path, dict[str, Any]]:
     """The rebuilt model folder (built on first use by `build_cached_model`: safe against concurrent
     callers and crashes) and its manifest."""

@@ -11,6 +11,7 @@ from xmine.encoders import (
     DEFAULT_ENCODER, DEFAULT_PRECISION, EncoderConfig, check_same_encoder, encoder_precision, load_encoder,
 )
 from xmine.encoders.external import EXTERNAL_ID_PREFIX
+from xmine.encoders.loader import known_encoder_name
 from xmine.encoders.runtime import runtime_for_artefact
 from xmine.errors import ConfigError, EncoderMismatchError
 from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection, encoding_prompt, projection_encoder
@@ -43,7 +44,8 @@ class Encoders:
     def __init__(self, config: EncoderConfig, projection: str | Path | None, *, inputs=()):
         self._artefact_encoder = artefact_encoder(inputs)  # its name, precision and runtime are the defaults
         self.config = config
-        self.encoder_name = config.name or (self._artefact_encoder.name if self._artefact_encoder else None)
+        self.encoder_name = known_encoder_name(config.name) or (self._artefact_encoder.name if self._artefact_encoder
+                                                                else None)
         if self.encoder_name is None:  # (as `langid --projection` reads it)
             self.encoder_name = projection_encoder(projection)
         self.projection_spec = projection

@@ -14,8 +14,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from xmine.artefacts.records import EncoderFingerprint
-from xmine.encoders.base import DEFAULT_ENCODER, DEFAULT_PRECISION, ME5_DEFAULT_PREFIX, PRECISIONS, Encoder
-from xmine.encoders.e5_q4 import E5_PROMPTS, build_sources, models_dir, sources_hash
+from xmine.encoders.base import DEFAULT_ENCODER, DEFAULT_PRECISION, ME5_DEFAULT_PREFIX, PRECISIONS, Encoder, note_once
+from xmine.encoders.e5_q4 import E5_PROMPTS, build_sources, is_rebuilt_me5_folder, models_dir, sources_hash
 from xmine.encoders.me5 import load_me5, me5_fingerprint
 from xmine.encoders.ov_encoder import load_me5_openvino, openvino_from_torch
 from xmine.encoders.precision import resolve_precision
@@ -62,6 +62,16 @@ def untrained_languages(encoder_name: str, langs) -> list[str]:
 _LOADED: dict[tuple, Encoder] = {}
 
 
+def known_encoder_name(name: str | None) -> str | None:
+    """The name xmine knows an encoder by: `me5-small` for the folder it rebuilds me5-small into
+    (that folder given as `--encoder DIR` is me5-small: its projection, calibrated defaults and
+    embedding cache; was: a model of its own, mined at an estimated threshold), else `name`."""
+    if name and name not in _BUILTIN and is_rebuilt_me5_folder(name):
+        note_once(("rebuilt-me5", name), "%s is the folder xmine rebuilt me5-small into: used as me5-small", name)
+        return "me5-small"
+    return name
+
+
 def load_encoder(name: str = DEFAULT_ENCODER, *, device: str | None = None, prefix: str | None = None,
                  threads: int | None = None, precision: str = DEFAULT_PRECISION, runtime: str | None = None,
                  lazy: bool = False, prompt_name: str | None = None, check: bool = True,
@@ -95,6 +105,7 @@ def load_encoder(name: str = DEFAULT_ENCODER, *, device: str | None = None, pref
     Raises EncoderError when the name or precision is unknown, or the model cannot be built or loaded.
     An encoder already loaded in this process with the same name, device, prefix and precision is reused.
     """
+    name = known_encoder_name(name)
     if lazy:
         return LazyEncoder(name, device=device, prefix=prefix, threads=threads, precision=precision, runtime=runtime,
                            prompt_name=prompt_name)

@@ -4,11 +4,13 @@ a bare JSONDecodeError, an IndexError in the forward pass)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
 
-from clitools import refused, xm
+from clitools import ok, refused, untouched, xm
+from xmine.encoders import loader
 from tiny_models import build_tiny_bert
 
 SENTENCES = ["Ein kleiner Satz.", "A small sentence."]
@@ -62,3 +64,29 @@ def test_a_tokenizer_of_another_model_is_refused_before_anything_is_encoded(tmp_
     refused(xm("embed", corpus, "--lang", "de", "--encoder", folder, "--runtime", "torch", "-q", "-o", tmp_path / "s"),
             "its tokenizer has", "tokens but the model embeds 3 (vocab_size)")
     assert not (tmp_path / "s").exists()
+
+
+def test_a_store_records_its_model_folder_wherever_it_is_read_from(tmp_path, monkeypatch):
+    """(was: `embed --encoder ./enc` recorded './enc'; read from another folder holding another ./enc,
+    text was encoded with that model, then refused, leaving OUT.json unfinished and OUT.work/.) The
+    folder is recorded by its absolute path; where the folder itself changed since, the model it now
+    holds is refused before anything is encoded."""
+    made, other = tmp_path / "made", tmp_path / "other"
+    build_tiny_bert(made / "enc", SENTENCES, seed=0)
+    build_tiny_bert(other / "enc", SENTENCES, seed=1)
+    (tmp_path / "de.txt").write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    (tmp_path / "en.txt").write_text("Ein Satz.\nA sentence.\n", encoding="utf-8")
+    monkeypatch.chdir(made)
+    common = ("--runtime", "torch", "-q")
+    ok(xm("embed", tmp_path / "de.txt", "--lang", "de", "--encoder", "./enc", *common, "-o", tmp_path / "store"))
+    manifest = json.loads((tmp_path / "store" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["encoder"]["name"] == str(made / "enc")
+    monkeypatch.chdir(other)  # its ./enc is another model: the store's own is found
+    ok(xm("mine", tmp_path / "store", tmp_path / "en.txt", *common, "--threshold", "none", "-o", tmp_path / "m.tsv"))
+    shutil.rmtree(made / "enc")
+    shutil.copytree(other / "enc", made / "enc")  # the folder changed since
+    monkeypatch.setattr(loader, "_LOADED", {})  # (a new process: this one keeps the model it loaded)
+    with untouched(tmp_path):
+        refused(xm("mine", tmp_path / "store", tmp_path / "en.txt", *common, "--threshold", "none",
+                   "-o", tmp_path / "m2.tsv"),
+                f"{tmp_path / 'store'} was made with encoder '{made / 'enc'}'", "but that name loads another model here")

@@ -17,6 +17,7 @@ from xmine.errors import ConfigError, EncoderMismatchError
 from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection, encoding_prompt, projection_encoder
 from xmine.langs import same_language
 from xmine.encoders.projection import choose_projection, resolve_projection
+from xmine.artefacts.fileio import MANIFEST
 from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint
 
 
@@ -43,6 +44,7 @@ class Encoders:
 
     def __init__(self, config: EncoderConfig, projection: str | Path | None, *, inputs=()):
         self._artefact_encoder = artefact_encoder(inputs)  # its name, precision and runtime are the defaults
+        self._inputs = list(inputs)
         self.config = config
         self.encoder_name = known_encoder_name(config.name) or (self._artefact_encoder.name if self._artefact_encoder
                                                                 else None)
@@ -81,11 +83,28 @@ class Encoders:
             self._encoder = load_encoder(name, precision=precision, device=self.config.device,
                                          prefix=prompt, prompt_name=self.config.prompt_name,
                                          runtime=runtime_for_artefact(same, self.config.runtime))
+            if same is not None:  # the model that name loads here: before any text is encoded beside it
+                self._check_same_model(same)
             # Not through `self.projection`: choosing it may ask for this encoder's fingerprint
             # (and would then be chosen, and its notice logged, twice).
             if self._projection is not None:
                 self._projection.check_encoder(self._encoder.fingerprint())
         return self._encoder
+
+    def _check_same_model(self, made: EncoderFingerprint) -> None:
+        """EncoderMismatchError where the encoder name an input artefact records (`made`) loads
+        another model here (was: found once the other side was encoded): a model folder recorded by
+        a relative path (before xmine recorded folders absolute) read from another folder, or a
+        folder changed since. Precision, runtime and prompt are compared where the sides meet."""
+        loaded = EncoderFingerprint.from_dict(self._encoder.fingerprint(), where="the loaded encoder")
+        if loaded.id.weights.partition("|prefix=")[0] == made.id.weights.partition("|prefix=")[0]:
+            return
+        where = next((str(p) for p in self._inputs if Path(p).is_dir() and (Path(p) / MANIFEST).is_file()), "an input")
+        relative = " (a relative path, read from this folder)" if not Path(made.name).is_absolute() and \
+            Path(made.name).exists() else ""
+        raise EncoderMismatchError(f"{where} was made with encoder {made.name!r} ({made.id.weights}), but that name "
+                                   f"loads another model here{relative} ({loaded.id.weights}): give --encoder with the "
+                                   "model it was made with")
 
     @property
     def projection(self):

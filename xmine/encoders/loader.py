@@ -65,11 +65,15 @@ _LOADED: dict[tuple, Encoder] = {}
 def known_encoder_name(name: str | None) -> str | None:
     """The name xmine knows an encoder by: `me5-small` for the folder it rebuilds me5-small into
     (that folder given as `--encoder DIR` is me5-small: its projection, calibrated defaults and
-    embedding cache; was: a model of its own, mined at an estimated threshold), else `name`."""
-    if name and name not in _BUILTIN and is_rebuilt_me5_folder(name):
+    embedding cache; was: a model of its own, mined at an estimated threshold), a model folder by
+    its absolute path (what stores and results record: `./enc` read from another folder is another
+    model, or none), else `name`."""
+    if not name or name in _BUILTIN or not Path(name).is_dir():
+        return name
+    if is_rebuilt_me5_folder(name):
         note_once(("rebuilt-me5", name), "%s is the folder xmine rebuilt me5-small into: used as me5-small", name)
         return "me5-small"
-    return name
+    return str(Path(name).resolve())
 
 
 def load_encoder(name: str = DEFAULT_ENCODER, *, device: str | None = None, prefix: str | None = None,

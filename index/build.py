@@ -180,10 +180,23 @@ class Training:
     advice: str = "use --index-type flat or hnsw, a smaller --nlist, or a larger corpus"
 
 
-def _fewer_than_faiss_wants(template, n: int) -> str:
+def few_rows_advice(plan: dict, otherwise: str) -> str:
+    """What to do where an index of `plan` ({factory, nlist}) cannot be trained on the rows there
+    are: only what would change something (was: "use ivfpqfs, a smaller --nlist" to an ivfpqfs
+    run at nlist 1), then `otherwise`."""
+    pq, fast_scan = "PQ" in plan["factory"], "x4fs" in plan["factory"]
+    remedies = ["--index-type ivf (no codebook to train)"] * pq
+    remedies += ["--index-type ivfpqfs (16 centroids a codebook, not 256)"] * (pq and not fast_scan)
+    remedies += ["a smaller --nlist"] * (plan["nlist"] > 1)
+    return f"use {', '.join(remedies)}{', or ' if remedies else ''}{otherwise} for corpora this small"
+
+
+def _fewer_than_faiss_wants(template, n: int, keep: list) -> str:
     """What of `template` (an untrained index) `n` training vectors leave short of FAISS's 39 per
     centroid ("" when nothing): said here once, and FAISS's own warning, printed once per
-    sub-quantiser (64 lines for PQ64), turned off; it changes nothing but the warning."""
+    sub-quantiser (64 lines for PQ64), turned off; it changes nothing but the warning. Objects the
+    index now points at are put in `keep`, which must outlive its training (SWIG frees them with
+    their last Python reference)."""
     import faiss
 
     try:
@@ -191,6 +204,15 @@ def _fewer_than_faiss_wants(template, n: int) -> str:
     except RuntimeError:  # no inverted lists (HNSW, Flat are trained already)
         return ""
     short = []
+    opq = _opq_of(template)
+    if opq is not None:  # it trains a PQ of its own, 8 bits, per iteration: one warning a sub-quantiser each time
+        pq = faiss.ProductQuantizer(opq.d_out, opq.M, 8)
+        if n < pq.cp.min_points_per_centroid * pq.ksub:
+            short.append(f"the OPQ rotation's PQ wants {pq.cp.min_points_per_centroid * pq.ksub:,} for its "
+                         f"{pq.ksub} centroids")
+            pq.cp.min_points_per_centroid = 1
+            opq.pq = pq
+            keep.append(pq)
     for name, params, centroids in (("the coarse quantiser", ivf.cp, ivf.nlist),
                                     *((("each PQ codebook", ivf.pq.cp, ivf.pq.ksub),) if hasattr(ivf, "pq") else ())):
         if n < params.min_points_per_centroid * centroids:
@@ -198,6 +220,21 @@ def _fewer_than_faiss_wants(template, n: int) -> str:
                          f"centroid{'s' if centroids > 1 else ''}")
             params.min_points_per_centroid = 1
     return "; ".join(short)
+
+
+def _opq_of(template):
+    """The OPQ rotation an index factory string put before the index (OPQ16,IVF...), else None."""
+    import faiss
+
+    if not isinstance(template, faiss.IndexPreTransform):
+        template = faiss.downcast_index(template)
+    if not isinstance(template, faiss.IndexPreTransform):
+        return None
+    for i in range(template.chain.size()):
+        transform = faiss.downcast_VectorTransform(template.chain.at(i))
+        if isinstance(transform, faiss.OPQMatrix):
+            return transform
+    return None
 
 
 def train_index(training: Training, *parts) -> bytes:
@@ -224,7 +261,8 @@ def train_index(training: Training, *parts) -> bytes:
     if len(bad):
         part = int(np.searchsorted(np.cumsum([len(ids) for ids in picks]), bad[0], side="right"))
         raise NonFiniteRowError(training.sides[part], int(picks[part][bad[0] - sum(map(len, picks[:part]))]))
-    short = _fewer_than_faiss_wants(template, len(sample))
+    keep: list = []
+    short = _fewer_than_faiss_wants(template, len(sample), keep)
     if short:
         # (was: "fewer than FAISS's 39 per centroid" for IVF1 on 117 vectors, where the codebook was short)
         log.warning(f"{training.where}training {training.factory} on {len(sample):,} vectors, fewer than FAISS wants "

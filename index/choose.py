@@ -165,8 +165,8 @@ def choose_index(
     if nlist:
         lists_note = f"{nl} lists (as given)"
     elif nl < lo:
-        lists_note = (f"{nl} lists (fewer than 4*sqrt(N)={lo:.0f}, so that each trains on >= {MIN_TRAIN_PER_LIST} "
-                      "vectors)")
+        lists_note = (f"{nl} list{'s' * (nl != 1)} (fewer than 4*sqrt(N)={lo:.0f}, so that each trains on >= "
+                      f"{MIN_TRAIN_PER_LIST} vectors)")
     else:
         lists_note = f"{nl} lists (4*sqrt(N)={lo:.0f}..16*sqrt(N)={hi:.0f})"
     return IndexChoice(kind=kind, factory=factory, nlist=nl, nprobe=nprobe, train_size=train,

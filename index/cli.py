@@ -116,7 +116,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
             finally:
                 side.close()
     m = ix.manifest
-    click.echo(f"indexed {len(ix):,} sentences ({ix.dim}-d, {side.part}) into {out_dir}: {m.choice.factory} "
+    click.echo(f"indexed {len(ix):,} sentence{'s' * (len(ix) != 1)} ({ix.dim}-d, {side.part}) into {out_dir}: {m.choice.factory} "
                f"in {len(m.shards)} shard(s)" + (" on GPU" if m.built_on_gpu else ""), err=True)
     click.echo(f"  why: {m.choice.reason}", err=True)
 

@@ -72,7 +72,7 @@ from xmine.artefacts.fileio import atomic_path
 from xmine.errors import ConfigError, check_field_types
 from xmine.exec.executor import LOCAL, Executor, ShardProgress
 from xmine.index.blocked_search import search_blocks
-from xmine.index.build import Training, add_unit, train_index, with_threads
+from xmine.index.build import Training, add_unit, few_rows_advice, train_index, with_threads
 from xmine.index.choose import APPROXIMATE_TYPES, index_factory, ivf_lists, pq_subquantisers
 from xmine.index.faiss_index import IndexChoice, IndexShard, ivf_list_members, read_index, shard_plan
 from xmine.mining.knn import check_knn_inputs
@@ -199,8 +199,7 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
         threads = executor.node_cpus()
         want = min(n + m, max(plan["nlist"] * config.train_per_list, 256 * 40 if "PQ" in plan["factory"] else 0))
         training = Training(factory=plan["factory"], size=want, seed=config.seed, sides=("src", "tgt"),
-                            where="--approximate: ", advice="use --index-type ivf or ivfpqfs, a smaller --nlist, or "
-                            "exact mining (no --approximate) for corpora this small")
+                            where="--approximate: ", advice=few_rows_advice(plan, "exact mining (no --approximate)"))
         trained_bytes = executor.call(with_threads, threads, train_index, training, executor.share(x),
                                       executor.share(y), cpus=threads)
         with atomic_path(trained_file) as tmp:

@@ -242,12 +242,14 @@ search_options = _options(
                       "(pq-m/2 bytes a row, fastest); ivfpq = IVF + 8-bit PQ (pq-m bytes, more accurate); "
                       "ivf = IVF with exact vectors (4 x dim bytes a row, recall limited only by nprobe)."),
     click.option("--nlist", type=click.IntRange(min=1), default=None,
-                 help="With --approximate: IVF lists (default: by corpus size, 4..16 x sqrt(N), at most 4096)."),
+                 help="With --approximate: IVF lists of each index (default: by the rows it holds, a side or "
+                      "--index-shard-rows, 4..16 x sqrt(N), at most 4096)."),
     click.option("--nprobe", type=click.IntRange(min=1), default=None,
                  help="With --approximate: lists visited per query (default: max(32, nlist/16)). Higher: "
                       "better recall, slower; benchmarks/RESULTS.md has recall against exact mining."),
     click.option("--pq-m", type=click.IntRange(min=1), default=64, show_default=True,
-                 help="With --approximate and a PQ index type: sub-quantisers (must divide the dimension)."),
+                 help="With --approximate and a PQ index type: sub-quantisers (the largest divisor of the dimension "
+                      "at most this is used; fewer: coarser codes, fewer pairs found)."),
     click.option("--index-shard-rows", type=click.IntRange(min=1), default=None,
                  help="With --approximate: rows per index shard, searched one at a time (bounds the index "
                       "memory; default: one shard per side)."),

@@ -276,3 +276,14 @@ def test_training_on_fewer_vectors_than_faiss_wants_is_said_once_and_trains_the_
     reference.train(sample)
     assert "WARNING clustering" in capfd.readouterr().err  # (FAISS's own, as it was)
     assert trained == bytes(faiss.serialize_index(reference))
+    # OPQ trains a PQ of its own each iteration: 3,200 FAISS lines on a 2,998-row build-index, -q or not
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="xmine"):
+        trained = train_index(Training(factory="OPQ4,IVF4,PQ4", size=334, seed=0, advice="the advice"), x)
+    assert "WARNING clustering" not in capfd.readouterr().err
+    said = [r.getMessage() for r in caplog.records if "fewer than FAISS wants" in r.getMessage()]
+    assert len(said) == 1 and "the OPQ rotation's PQ wants 9,984 for its 256 centroids" in said[0], said
+    reference = faiss.index_factory(64, "OPQ4,IVF4,PQ4", faiss.METRIC_INNER_PRODUCT)
+    reference.train(sample)
+    assert "WARNING clustering" in capfd.readouterr().err
+    assert trained == bytes(faiss.serialize_index(reference))

@@ -823,9 +823,16 @@ def test_search_with_a_huge_k_returns_every_row(ws):
 def test_approximate_mining_too_small_for_pq_is_one_line(ws):
     before = tree(ws)
     refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--approximate", "--index-type",
-               "ivfpq", "-o", ws / "m.tsv"), "--approximate: cannot train", "ivfpqfs")
+               "ivfpq", "-o", ws / "m.tsv"), "--approximate: cannot train", "use --index-type ivf (no codebook to "
+            "train), --index-type ivfpqfs (16 centroids a codebook, not 256), or exact mining (no --approximate)")
     after = tree(ws)
     assert {k: after.get(k) for k in before} == before  # (the sides embedded in m.tsv.work/ are kept)
+    # 3 x 3 lines at the default (fast-scan) and nlist 1: only what would help (was: "use --index-type
+    # ivf or ivfpqfs, a smaller --nlist", two of which are what the run used)
+    for side in ("de", "en"):
+        (ws / f"three.{side}").write_text("".join((ws / f"{side}.txt").read_text().splitlines(keepends=True)[:3]))
+    refused(xm("mine", ws / "three.de", ws / "three.en", "--encoder", "use-m3", "--approximate", "-o", ws / "t.tsv"),
+            "use --index-type ivf (no codebook to train), or exact mining (no --approximate)")
 
 
 @pytest.mark.parametrize("where", ["notes.txt/m.tsv", "notes.txt/sub/m.tsv", ""])

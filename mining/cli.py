@@ -3,6 +3,7 @@ one already has; and `xmine calibrate`, the command of `xmine.mining.calibrate`.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,10 +14,11 @@ from xmine.artefacts.outputs import claim_output
 from xmine.encoders import DEFAULT_ENCODER
 from xmine.encoders.base import EncoderConfig
 from xmine.encoders.options import precision_option
+from xmine.errors import ConfigError
 from xmine.io.stdin import with_local_inputs
 from xmine.mining.bitext import BITEXT_FORMATS, Bitext, BitextFormat, parse_pairs_argument
 from xmine.calibration import CALIBRATION_KIND
-from xmine.mining.calibrate import calibrate, flores_file, read_aligned
+from xmine.mining.calibrate import WEAK_CALIBRATION_F1, calibrate, flores_file, read_aligned, split_set
 from xmine.mining.cli_options import (approximate_option, conflicts_as_usage_errors, encoding_options, filter_options,
                                       k_option, margin_option, output_options, pair_filter_options, search_options,
                                       selection_options, src_lang_option, tgt_lang_option, threshold_options)
@@ -26,6 +28,8 @@ from xmine.mining.pipeline import mine as run_mine
 from xmine.mining.score_output import SCORE_FORMATS
 from xmine.options import InputPath, input_format_options, projection_option, quiet_option, ray_option
 from xmine.paths import resolve_data_dir
+
+log = logging.getLogger(__name__)
 
 
 @click.command("mine")
@@ -278,6 +282,10 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
                                    "language pair")
         data = {"source": "FLORES-200 devtest", "files": [p.name for p in inputs]}
     pairs = read_aligned(*inputs)
+    try:  # too few pairs, or copies: said with the files, before anything is claimed or encoded
+        split_set(pairs)
+    except ConfigError as e:
+        raise ConfigError(f"{inputs[0]} and {inputs[1]}: {e}") from None
     with claim_output(out, kind=CALIBRATION_KIND, form="json", inputs=inputs, overwrite=overwrite):
         record = calibrate(pairs, encoder=encoder, projection=projection, src_lang=src_lang, tgt_lang=tgt_lang,
                            k=k, data=data, encoder_config=EncoderConfig(name=encoder, precision=precision,
@@ -285,6 +293,10 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
                                                                         prompt_name=prompt_name, device=device),
                            show_progress=not quiet)
         atomic_write_manifest(out, record)  # ends with its own checksum: mine refuses an edited record
+    best = max((v["f1"] for found in record["measured"].values() for v in found.values()), default=0.0)
+    if best < WEAK_CALIBRATION_F1:  # (was: a record of F1 0.05 written with "mine with --calibration" alone)
+        log.warning(f"the best F1 on these pairs is {best:.2f}: {encoder} finds few of their translations (`xmine encoders "
+                    f"--check {encoder}` says whether it aligns languages); its thresholds keep mostly wrong pairs")
     for margin, found in record["measured"].items():
         line = ", ".join(f"{point} {v['threshold']:.4f} (P {v['precision']:.2f} R {v['recall']:.2f} F1 {v['f1']:.2f})"
                          for point, v in found.items())

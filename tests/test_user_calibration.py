@@ -8,11 +8,12 @@ import json
 import numpy as np
 import pytest
 
-from tests.clitools import calibration_record, ok, refused, tree, xm
+from tests.clitools import calibration_record, ok, refused, tree, untouched, xm
 from xmine.errors import ConfigError
 from xmine.mining.calibrate import operating_points, split_set
 
 from flores import flores_lines
+from tiny_models import build_tiny_bert
 
 
 def test_operating_points_read_the_precision_and_recall_of_the_mined_pairs():
@@ -274,3 +275,26 @@ def test_a_record_belongs_to_the_model_not_to_the_name_it_was_given_by(tmp_path,
     check_calibration_space(record, encoder_name=str(tmp_path / "byo"), projection_dir=None)
     with pytest.raises(InputError, match="calibrated for ./byo"):
         check_calibration_space(record, encoder_name="me5-small", projection_dir=None)
+
+
+def test_a_space_that_finds_few_translations_is_said_and_a_short_gold_set_names_its_files(data_dir, tmp_path,
+                                                                                             caplog):
+    """(was: a random BERT's record, best F1 0.05, written with "mine with --calibration" alone;
+    "needs at least 500 ... got 167" naming neither file)"""
+    de, en = flores_lines(data_dir, "deu_Latn", 600), flores_lines(data_dir, "eng_Latn", 600)
+    (tmp_path / "de.txt").write_text("\n".join(de) + "\n", encoding="utf-8")
+    (tmp_path / "en.txt").write_text("\n".join(en) + "\n", encoding="utf-8")
+    model = build_tiny_bert(tmp_path / "random", de + en)
+    args = ("calibrate", "--encoder", model, "--runtime", "torch", "--precision", "fp32", "--src-lang", "de",
+            "--tgt-lang", "en", "-q")
+    with caplog.at_level("WARNING", logger="xmine"):
+        ok(xm(*args, "--gold", tmp_path / "de.txt", tmp_path / "en.txt", "-o", tmp_path / "c.json"))
+    assert any("finds few of their translations" in r.getMessage() for r in caplog.records), caplog.text
+    best = max(v["f1"] for found in json.loads((tmp_path / "c.json").read_text())["measured"].values()
+               for v in found.values())
+    assert best < 0.5
+    (tmp_path / "de167.txt").write_text("\n".join(de[:167]) + "\n", encoding="utf-8")
+    (tmp_path / "en167.txt").write_text("\n".join(en[:167]) + "\n", encoding="utf-8")
+    with untouched(tmp_path):
+        refused(xm(*args, "--gold", tmp_path / "de167.txt", tmp_path / "en167.txt", "-o", tmp_path / "d.json"),
+                f"{tmp_path / 'de167.txt'} and {tmp_path / 'en167.txt'}: calibration needs at least 500")

@@ -90,3 +90,14 @@ def test_a_store_records_its_model_folder_wherever_it_is_read_from(tmp_path, mon
         refused(xm("mine", tmp_path / "store", tmp_path / "en.txt", *common, "--threshold", "none",
                    "-o", tmp_path / "m2.tsv"),
                 f"{tmp_path / 'store'} was made with encoder '{made / 'enc'}'", "but that name loads another model here")
+
+
+def test_an_encoder_that_is_not_there_is_the_only_line(tmp_path, caplog):
+    """(was: "no shipped projection for encoder './missing': using raw embeddings" before the error)"""
+    (tmp_path / "de.txt").write_text("Ein Satz.\n", encoding="utf-8")
+    for command in (["mine", tmp_path / "de.txt", tmp_path / "de.txt", "--allow-same-input", "-o", tmp_path / "m.tsv"],
+                    ["build-index", tmp_path / "de.txt", "-o", tmp_path / "index"]):
+        caplog.clear()
+        with untouched(tmp_path), caplog.at_level("INFO", logger="xmine"):
+            refused(xm(*command, "--encoder", tmp_path / "missing"), "no such model folder exists")
+        assert not caplog.records, caplog.text

@@ -11,7 +11,7 @@ from xmine.encoders import (
     DEFAULT_ENCODER, DEFAULT_PRECISION, EncoderConfig, check_same_encoder, encoder_precision, load_encoder,
 )
 from xmine.encoders.external import EXTERNAL_ID_PREFIX
-from xmine.encoders.loader import known_encoder_name
+from xmine.encoders.loader import check_encoder_loadable, known_encoder_name
 from xmine.encoders.runtime import runtime_for_artefact
 from xmine.errors import ConfigError, EncoderMismatchError
 from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection, encoding_prompt, projection_encoder
@@ -44,6 +44,8 @@ class Encoders:
 
     def __init__(self, config: EncoderConfig, projection: str | Path | None, *, inputs=()):
         self._artefact_encoder = artefact_encoder(inputs)  # its name, precision and runtime are the defaults
+        if config.name is not None and self._artefact_encoder is None:  # (beside a store: compared with its own)
+            check_encoder_loadable(known_encoder_name(config.name))  # before a projection is chosen or work begins
         self._inputs = list(inputs)
         self.config = config
         self.encoder_name = known_encoder_name(config.name) or (self._artefact_encoder.name if self._artefact_encoder

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from xmine.artefacts.directory import provenance
+from xmine.artefacts.directory import file_fingerprint, provenance
 from xmine.artefacts.fileio import unseal
 from xmine.artefacts.records import EncoderId
 from xmine.calibration import (CALIBRATION_DAMAGED_ADVICE, CALIBRATION_KIND, DEFAULT_MARGIN, SpaceDefaults,
@@ -132,6 +132,17 @@ MAX_IDENTICAL_SHARE = 0.2
 #: below this best F1 on its own gold, a calibration record is said to be of a space that does not
 #: align the pair (FLORES-200 de-en: 0.9 and more for every shipped space; a random BERT: 0.05)
 WEAK_CALIBRATION_F1 = 0.5
+
+
+def trained_on(projection_dir, inputs) -> list[str]:
+    """Those of the files `inputs` the projection at `projection_dir` (None: raw) was trained on, by
+    the sha256 its config records of every training file: thresholds measured on a projection's own
+    training pairs are optimistic (they score higher than pairs it never saw)."""
+    if projection_dir is None:
+        return []
+    files = (read_projection_json(projection_dir, "config.json").get("training_data") or {}).get("files") or []
+    seen = {f.get(key) for f in files if isinstance(f, dict) for key in ("src_sha256", "tgt_sha256")}
+    return [str(p) for p in inputs if file_fingerprint(p)["sha256"] in seen]
 
 
 def split_set(pairs: list[tuple[str, str]], seed: int = 0):

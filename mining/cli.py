@@ -18,7 +18,7 @@ from xmine.errors import ConfigError
 from xmine.io.stdin import with_local_inputs
 from xmine.mining.bitext import BITEXT_FORMATS, Bitext, BitextFormat, parse_pairs_argument
 from xmine.calibration import CALIBRATION_KIND
-from xmine.mining.calibrate import WEAK_CALIBRATION_F1, calibrate, flores_file, read_aligned, split_set
+from xmine.mining.calibrate import WEAK_CALIBRATION_F1, calibrate, flores_file, read_aligned, split_set, trained_on
 from xmine.mining.cli_options import (approximate_option, conflicts_as_usage_errors, encoding_options, filter_options,
                                       k_option, margin_option, output_options, pair_filter_options, search_options,
                                       selection_options, src_lang_option, tgt_lang_option, threshold_options)
@@ -292,8 +292,13 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
                                                                         runtime=runtime, prompt=prompt,
                                                                         prompt_name=prompt_name, device=device),
                            show_progress=not quiet)
+        record["data"]["projection_trained_on"] = trained_on(record["space"]["projection"], inputs)
         atomic_write_manifest(out, record)  # ends with its own checksum: mine refuses an edited record
     best = max((v["f1"] for found in record["measured"].values() for v in found.values()), default=0.0)
+    if record["data"]["projection_trained_on"]:  # (was: unsaid)
+        log.warning(f"the projection {record['space']['projection']} was trained on "
+                    f"{' and '.join(record['data']['projection_trained_on'])}: thresholds measured on its own training "
+                    "pairs are optimistic (they score higher than pairs it never saw); calibrate on other pairs")
     if best < WEAK_CALIBRATION_F1:  # (was: a record of F1 0.05 written with "mine with --calibration" alone)
         log.warning(f"the best F1 on these pairs is {best:.2f}: {encoder} finds few of their translations (`xmine encoders "
                     f"--check {encoder}` says whether it aligns languages); its thresholds keep mostly wrong pairs")

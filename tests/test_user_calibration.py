@@ -298,3 +298,24 @@ def test_a_space_that_finds_few_translations_is_said_and_a_short_gold_set_names_
     with untouched(tmp_path):
         refused(xm(*args, "--gold", tmp_path / "de167.txt", tmp_path / "en167.txt", "-o", tmp_path / "d.json"),
                 f"{tmp_path / 'de167.txt'} and {tmp_path / 'en167.txt'}: calibration needs at least 500")
+
+
+@pytest.mark.slow
+def test_calibrating_a_projection_on_its_own_training_pairs_is_said_and_recorded(data_dir, tmp_path, caplog):
+    """(was: unsaid: a projection's training pairs score higher than pairs it never saw)"""
+    de, en = flores_lines(data_dir, "deu_Latn", 600), flores_lines(data_dir, "eng_Latn", 600)
+    (tmp_path / "x.de").write_text("\n".join(de) + "\n", encoding="utf-8")
+    (tmp_path / "x.en").write_text("\n".join(en) + "\n", encoding="utf-8")
+    ok(xm("train", "--method", "seed", "--pairs", f"{tmp_path / 'x.de'}:{tmp_path / 'x.en'}", "--max-epochs", "1",
+          "-q", "-o", tmp_path / "proj"))
+    args = ("calibrate", "--projection", tmp_path / "proj", "--src-lang", "de", "--tgt-lang", "en", "-q")
+    with caplog.at_level("WARNING", logger="xmine"):
+        ok(xm(*args, "--gold", tmp_path / "x.de", tmp_path / "x.en", "-o", tmp_path / "own.json"))
+    assert any("was trained on" in r.getMessage() and "optimistic" in r.getMessage() for r in caplog.records)
+    record = json.loads((tmp_path / "own.json").read_text())
+    assert record["data"]["projection_trained_on"] == [str(tmp_path / "x.de"), str(tmp_path / "x.en")]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="xmine"):  # FLORES-200 devtest: pairs it never saw
+        ok(xm(*args, "--data-dir", data_dir, "-o", tmp_path / "flores.json"))
+    assert not any("was trained on" in r.getMessage() for r in caplog.records)
+    assert json.loads((tmp_path / "flores.json").read_text())["data"]["projection_trained_on"] == []

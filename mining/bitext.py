@@ -19,6 +19,9 @@ and its line (or row).
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import logging
 from contextlib import closing
 from dataclasses import dataclass
 from itertools import chain
@@ -33,6 +36,9 @@ from xmine.io.reader_base import MISSING, field_at, format_by_path, size_and_sha
 from xmine.io.stdin import shown_path
 from xmine.io.readers import jsonl_records
 from xmine.io.table_readers import dataset_rows, open_parquet, parquet_rows
+from xmine.mining.writers import MINED_TSV_TEXT_COLUMNS, MINING_KIND
+
+log = logging.getLogger(__name__)
 
 BITEXT_FORMATS = ("tsv", "csv", "moses", "jsonl", "parquet", "hf")
 
@@ -71,6 +77,9 @@ def bitext_format(paths: tuple[Path, ...], spec: BitextFormat) -> str:
         if spec.format not in ("auto", "moses"):
             raise ConfigError(f"two files (a Moses pair) cannot be read as {spec.format}")
         return "moses"
+    if spec.format == "auto" and paths[0].name.lower().endswith((".tmx", ".tmx.gz")):  # (was: read as TSV columns)
+        raise InputError(paths[0], "TMX is not a format xmine score reads; mine to jsonl or tsv (or export the TMX "
+                                   "as TSV) to score a bitext")
     if spec.format != "auto":
         if spec.format == "moses":
             raise ConfigError("a Moses bitext is two files: --src FILE --tgt FILE, or SRC_FILE:TGT_FILE")
@@ -96,6 +105,12 @@ class Bitext:
             raise ConfigError(f"--src-field and --tgt-field both name {spec.src_field!r}: every pair would be a "
                               "sentence against itself")
         self.format = bitext_format(self.paths, spec)
+        if self.format == "tsv" and spec.src_field is None and spec.tgt_field is None and _is_mined_tsv(self.path):
+            # (was: its score column read as the source: "kept 0 of 91 pairs", exit 0)
+            log.info("%s is an xmine mining result: its sentences are columns %s and %s", self.path,
+                     *MINED_TSV_TEXT_COLUMNS)
+            self.spec = spec = dataclasses.replace(spec, src_field=MINED_TSV_TEXT_COLUMNS[0],
+                                                   tgt_field=MINED_TSV_TEXT_COLUMNS[1])
         #: tsv/csv with a header: the column names; jsonl/tables: filled as read (None before)
         self.columns: list[str] | None = None
         #: the source's and target's field (dotted) or column (1-based) as read (None before)
@@ -239,6 +254,15 @@ def _match_languages(keys: list[str], langs: tuple[str | None, str | None]) -> t
     canon = {k: normalize_lang(k) for k in keys if is_known_lang(k)}
     picked = [next((k for k, c in canon.items() if c == normalize_lang(lang)), None) for lang in langs]
     return (picked[0], picked[1]) if None not in picked and picked[0] != picked[1] else None
+
+
+def _is_mined_tsv(path: Path) -> bool:
+    """Whether `path` is the TSV output of `xmine mine` (its OUT.json beside it says so)."""
+    try:
+        summary = json.loads(Path(f"{path}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(summary, dict) and summary.get("kind") == MINING_KIND and summary.get("format") == "tsv"
 
 
 def parse_pairs_argument(pairs: str | None, src: Path | None, tgt: Path | None) -> tuple[Path, ...]:

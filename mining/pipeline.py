@@ -50,7 +50,7 @@ from xmine.mining.products import resolve_product
 from xmine.mining.search_pairs import index_side_note, search_pairs
 from xmine.mining.threshold_rule import (RuleUse, apply_run_threshold, note_cap_not_above, note_few_neighbours,
                                         run_threshold)
-from xmine.mining.writers import COMPANIONS, moses_suffixes, output_format as resolve_format
+from xmine.mining.writers import COMPANIONS, MINING_KIND, moses_suffixes, output_format as resolve_format
 from xmine.mining.writers import MinedRows, PairColumn, write_meta, write_mined
 from xmine.artefacts.output_state import same_file
 from xmine.artefacts.outputs import claim_output
@@ -65,7 +65,8 @@ from xmine.tempdirs import temporary_directory
 log = logging.getLogger(__name__)
 
 
-MINING_KIND = "mining-result"
+#: names --keep-filtered's TSV must not have: another format's or a compressor's
+_NOT_TSV = (".jsonl", ".ndjson", ".json", ".parquet", ".pq", ".csv", ".tmx", ".gz", ".xz", ".bz2", ".zst")
 FILTERED_KIND = "filtered-pairs"
 
 
@@ -139,6 +140,9 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
     companions = (".meta", ".work") + tuple(dict.fromkeys(COMPANIONS + moses_suffixes(src_lang, tgt_lang)))
     keep_filtered = config.output.keep_filtered
     if keep_filtered is not None:  # (else its claim meets the output's own lock: "another process is writing")
+        if Path(keep_filtered).suffix.lower() in _NOT_TSV:  # (was: TSV written under a .jsonl name)
+            raise ConfigError(f"--keep-filtered {keep_filtered}: it is written as TSV (score, src, tgt, rule), "
+                              f"not {Path(keep_filtered).suffix}; name it .tsv")
         written = {Path(f"{out}{suffix}").absolute(): f"OUT{suffix}" for suffix in ("", ".json", *companions)}
         clash = [written[p] for p in (Path(keep_filtered).absolute(), Path(f"{keep_filtered}.json").absolute())
                  if p in written]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from array import array
 from dataclasses import asdict, dataclass, replace
@@ -96,6 +97,10 @@ class StagedSides:
         return shown
 
 
+#: a text that is a number alone (a score, a count)
+_NUMBER = re.compile(r"[-+]?(\d+([.,]\d*)?|[.,]\d+)([eE][-+]?\d+)?")
+
+
 def write_sides(bitext: Bitext, work: Path) -> StagedSides:
     """Each side one sentence a line, pair i on line i (an empty text stays an empty line, which the
     store skips): the corpora the sides are embedded from."""
@@ -104,12 +109,14 @@ def write_sides(bitext: Bitext, work: Path) -> StagedSides:
     numbers = array("q")
     flattened = [0, 0]
     src_texts = tgt_texts = 0
+    numeric = [0, 0]  # texts that are a number alone: a score column read as a side
     with open(paths[0], "w", encoding="utf-8", newline="\n") as fs, \
             open(paths[1], "w", encoding="utf-8", newline="\n") as ft:
         for pair in bitext.pairs():
             for side, (text, f) in enumerate(((pair.src, fs), (pair.tgt, ft))):
                 line = one_line(text)
                 flattened[side] += line != text
+                numeric[side] += _NUMBER.fullmatch(line.strip()) is not None
                 f.write(line.strip() + "\n")
             src_texts += bool(pair.src.strip())
             tgt_texts += bool(pair.tgt.strip())
@@ -119,6 +126,12 @@ def write_sides(bitext: Bitext, work: Path) -> StagedSides:
     for side, count in (("source", src_texts), ("target", tgt_texts)):
         if count == 0:  # (was refused later, naming the staged file OUT.work/sides/*.txt)
             raise InputError(bitext.path, f"no pair has a {side} text ({len(numbers)} pair(s), every {side} empty)")
+    for side, (count, texts) in enumerate(((numeric[0], src_texts), (numeric[1], tgt_texts))):
+        if count == texts and texts > 1:  # (LASER's and stopes' score<TAB>src<TAB>tgt: was scored as a side, 0 kept)
+            column = (bitext.read_fields or ("?", "?"))[side]
+            raise InputError(bitext.path, f"every {('source', 'target')[side]} text is a number (column or field "
+                                          f"{column}: a score?); name the sentences' columns with --src-field and "
+                                          "--tgt-field")
     return StagedSides(src=paths[0], tgt=paths[1], numbers=np.frombuffer(numbers, dtype=np.int64), flattened=flattened)
 
 

@@ -43,6 +43,10 @@ from xmine.langs import iso1_code, lang_region, lang_script, normalize_lang
 from xmine.mining.dataset_card import dataset_card
 
 OUTPUT_FORMATS = ("tsv", "moses", "jsonl", "parquet", "hf", "tmx")
+#: the kind `xmine mine` records in its OUT.json; its TSV's columns are the score, the source and
+#: the target (then line numbers and fields: `_write_tsv`), so its sentences are these columns
+MINING_KIND = "mining-result"
+MINED_TSV_TEXT_COLUMNS = ("2", "3")
 # Pairs per Parquet row group / batch: bounded memory whatever the number of pairs.
 _BATCH = 65_536
 

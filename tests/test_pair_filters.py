@@ -180,6 +180,11 @@ def test_mine_filters_copies_and_boilerplate_through_the_cli(data_dir, tmp_path)
     # a second run may not replace the dropped-pairs file without --overwrite
     r = CliRunner().invoke(main, args + ["-o", str(tmp_path / "other.tsv"), "--keep-filtered", str(dropped)])
     assert r.exit_code == 2 and not (tmp_path / "other.tsv").exists()
+    # it is TSV: a name of another format is refused (was: TSV written as dropped.jsonl)
+    r = CliRunner().invoke(main, args + ["-o", str(tmp_path / "other.tsv"), "--keep-filtered",
+                                         str(tmp_path / "dropped.jsonl")])
+    assert r.exit_code == 2 and "it is written as TSV (score, src, tgt, rule), not .jsonl" in r.output
+    assert not (tmp_path / "other.tsv").exists() and not (tmp_path / "dropped.jsonl").exists()
 
     r = CliRunner().invoke(main, args + ["-o", str(tmp_path / "raw.tsv"), "--no-filters"], catch_exceptions=False)
     assert r.exit_code == 0, r.output

@@ -482,3 +482,25 @@ def test_blank_rows_are_kept_as_empty_pairs_and_translation_entries_must_match_t
           "-q"))
     made = json.loads((tmp_path / "d.jsonl.json").read_text())["provenance"]["parameters"]["bitext"]
     assert made["fields_read"] == ["translation.de", "translation.en"]
+
+
+def test_a_mined_tsv_is_scored_by_its_sentences_and_a_score_column_is_never_a_side(data_dir, tmp_path):
+    """(was: `score m.tsv` of mine's own TSV read its score column as the source: "kept 0 of 30 pairs",
+    exit 0.) Its OUT.json names it a mining result, so its sentences are columns 2 and 3; the same
+    score<TAB>src<TAB>tgt without it (LASER's and stopes' layout) is refused, naming the options."""
+    de, en = flores_lines(data_dir, "deu_Latn", 30), flores_lines(data_dir, "eng_Latn", 30)
+    (tmp_path / "de.txt").write_text("\n".join(de) + "\n", encoding="utf-8")
+    (tmp_path / "en.txt").write_text("\n".join(en[::-1]) + "\n", encoding="utf-8")
+    common = ("--src-lang", "de", "--tgt-lang", "en", "-q")
+    ok(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt", *common, "--line-numbers", "-o", tmp_path / "m.tsv"))
+    mined = [line.split("\t") for line in (tmp_path / "m.tsv").read_text(encoding="utf-8").splitlines()]
+    ok(xm("score", tmp_path / "m.tsv", *common, "-o", tmp_path / "s.tsv"))
+    scored = [line.split("\t") for line in (tmp_path / "s.tsv").read_text(encoding="utf-8").splitlines()]
+    assert len(scored) == len(mined) >= 28 and all(row[-2] == "1" for row in scored), scored[:3]
+    assert all(abs(float(s[6]) - float(m[0])) < 1e-3 for s, m in zip(scored, mined))  # mine's margins
+    (tmp_path / "laser.tsv").write_bytes((tmp_path / "m.tsv").read_bytes())  # (no OUT.json beside it)
+    refused(xm("score", tmp_path / "laser.tsv", *common, "-o", tmp_path / "l.tsv"), "laser.tsv",
+            "every source text is a number (column or field 1: a score?)", "--src-field and --tgt-field")
+    assert not (tmp_path / "l.tsv").exists()
+    (tmp_path / "m.tmx").write_text("<tmx version='1.4'><body></body></tmx>\n", encoding="utf-8")
+    refused(xm("score", tmp_path / "m.tmx", *common, "-o", tmp_path / "t.tsv"), "m.tmx", "TMX is not a format")

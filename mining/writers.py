@@ -88,6 +88,9 @@ def output_format(out: str | Path, fmt: str | None) -> str:
         check_named_format(out, fmt, named)
     else:
         fmt = named or ("hf" if Path(out).is_dir() else "tsv")
+        if named is None and name.endswith(_NOT_WRITTEN):  # (was: TSV written under out.csv or out.tsv.xz)
+            raise ConfigError(f"{out}: mine writes {', '.join(OUTPUT_FORMATS)} (tsv, jsonl and tmx also gzip-compressed, "
+                              f"as .gz), not what its name says; choose a name (or --format) of one of them")
     if name.endswith(".gz") and fmt not in GZIP_FORMATS:
         raise ConfigError(f"{out}: a {fmt} output is not gzip-compressed (only {', '.join(GZIP_FORMATS)} are); "
                           "name it without .gz")
@@ -104,6 +107,8 @@ def check_named_format(out: str | Path, fmt: str, named: str | None) -> None:
 
 #: the formats an output's name says (its ending, also before .gz)
 _NAMED_BY = {"jsonl": (".jsonl",), "tmx": (".tmx",), "parquet": (".parquet", ".pq")}
+#: names of formats and compressions mine does not write (rather than TSV under such a name)
+_NOT_WRITTEN = (".csv", ".json", ".ndjson", ".xz", ".bz2", ".zst")
 #: the formats written gzip-compressed when the output's name ends in .gz
 GZIP_FORMATS = ("tsv", "jsonl", "tmx")
 

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from clitools import files_under, ok, refused, untouched, xm
-from xmine.errors import InputError
+from xmine.errors import ConfigError, InputError
+from xmine.mining.writers import output_format
 
 REPO = Path(__file__).resolve().parent.parent
 N = 16
@@ -556,3 +557,12 @@ def test_a_dataset_card_says_none_for_no_threshold():
     summary = {"threshold": {"margin": "ratio", "value": None, "source": "every pair kept (--threshold none)"}}
     card = dataset_card(summary, keys=("de", "en"), pairs=3, columns=["translation", "score"])
     assert "| margin, threshold | ratio, none (every pair kept (--threshold none)) |" in card
+
+
+def test_mine_refuses_an_output_name_of_a_format_it_does_not_write(tmp_path):
+    """(was: TSV written under out.csv, out.json or out.tsv.xz without a word)"""
+    for name in ("out.csv", "out.json", "out.tsv.xz", "out.jsonl.zst"):
+        with pytest.raises(ConfigError, match="not what its name says"):
+            output_format(tmp_path / name, None)
+    assert [output_format(tmp_path / n, None) for n in ("a.tsv", "a.txt", "a", "a.jsonl.gz", "a.tmx")] == \
+        ["tsv", "tsv", "tsv", "jsonl", "tmx"]

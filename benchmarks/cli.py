@@ -22,7 +22,7 @@ from xmine.benchmarks.runner import (DATA_HELP, ENCODER_HELP, current_encoder, e
                                      task_options, variant_tag)
 from xmine.encoders import load_encoder
 from xmine.encoders.options import precision_option
-from xmine.options import comma_list, projection_option
+from xmine.options import comma_list, projection_option, quiet_option
 from xmine.mining.cli_options import margin_option
 from xmine.mining.filters import PairFilterConfig
 from xmine.artefacts.outputs import claim_output
@@ -239,8 +239,9 @@ def _locale_dirs(values: tuple[str, ...], what: str) -> dict[str, str]:
 @click.option("--quick", is_flag=True, help="The first 300 test rows only (smoke runs).")
 @click.option("--overwrite", is_flag=True, help="Replace the result JSONs if they are earlier xmine results.")
 @precision_option()
+@quiet_option(help="No progress bars (the tables are still printed).")
 def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick, overwrite, device, precision,
-             runtime, prompt, prompt_name):
+             runtime, prompt, prompt_name, quiet):
     """FMDA's Tables 2 and 3 on MASSIVE: cross-lingual retrieval (test split, both directions) and
     monolingual template retrieval (generated slot-replacement pairs), raw vs DREAM vs FMDA's
     meaning, template and residual parts, each pair with the models trained on it."""
@@ -250,7 +251,7 @@ def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick
     tag = variant_tag(exclude=("fmda_dirs", "dream_dirs", "out_dir", "precision", "runtime"))
     paths = fmda_tables.run(encoder, folder, _locale_dirs(fmda_dirs, "--fmda"), _locale_dirs(dream_dirs, "--dream"),
                             out_dir=out_dir or common.results_dir(), seed=seed, quick=quick, overwrite=overwrite,
-                            command="xmine " + " ".join(sys.argv[1:]), tag=tag)
+                            command="xmine " + " ".join(sys.argv[1:]), tag=tag, show_progress=not quiet)
     for p in paths:
         click.echo(f"wrote {p}", err=True)
 

@@ -145,7 +145,8 @@ def evaluate(encoder, folder: str | Path, models: dict[str, dict[str, Any]], *, 
 
 
 def run(encoder, folder, fmda_dirs: dict[str, str], dream_dirs: dict[str, str], *, out_dir: Path, seed: int = 0,
-        quick: bool = False, overwrite: bool = False, command: str = "", tag: str = "") -> list[Path]:
+        quick: bool = False, overwrite: bool = False, command: str = "", tag: str = "",
+        show_progress: bool = True) -> list[Path]:
     """Evaluate and write fmda_table2 / fmda_table3 result JSONs; returns their paths. `tag`: what the
     names carry after the encoder's for a variant of the default run (`runner.variant_tag`).
 
@@ -170,7 +171,7 @@ def run(encoder, folder, fmda_dirs: dict[str, str], dream_dirs: dict[str, str], 
                 if normalize_lang(loc) not in {normalize_lang(lang) for lang in projection.languages}:
                     raise ConfigError(f"--{kind} {loc}={projection.path}: trained on "
                                       f"{', '.join(projection.languages)}, not on {loc}")
-        res = evaluate(encoder, folder, models, seed=seed, max_rows=300 if quick else None)
+        res = evaluate(encoder, folder, models, seed=seed, max_rows=300 if quick else None, show_progress=show_progress)
         variants = [common.Variant(f"{kind}-{p}", kind, None, m[kind].fingerprint() | {"path": str(m[kind].path)})
                     for p, m in models.items() for kind in ("fmda", "dream")]
         for task in tasks:

@@ -43,7 +43,8 @@ def _split_langs(value: str | None) -> list[str] | None:
     unknown = [c for c in codes if not is_known_lang(c)]
     if unknown:
         raise click.BadParameter(f"not known language code(s): {', '.join(unknown)} (use ISO 639-1 or 639-3, "
-                                 "optionally with script: de, deu, deu_Latn)", param_hint="--langs")
+                                 "optionally with script: de, deu, deu_Latn; with --method fmda, MASSIVE locales: "
+                                 "de-DE)", param_hint="--langs")
     return codes
 
 
@@ -91,7 +92,8 @@ def _split_langs(value: str | None) -> list[str] | None:
                    "partners (s', t') the losses need are drawn inside it.")
 @click.option("--lr", type=Finite(0, min_open=True), default=1e-4, show_default=True, help="Adam learning rate.")
 @click.option("--max-epochs", type=click.IntRange(min=1), default=200, show_default=True,
-              help="Upper bound on epochs; training normally ends by early stopping.")
+              help="Upper bound on epochs: training ends by early stopping (--patience) or here (said where "
+                   "its last epoch is still its best).")
 @click.option("--patience", type=click.IntRange(min=1), default=5, show_default=True,
               help="Stop after this many epochs without a lower validation loss (--method fmda: see "
                    "--fmda-select); the best epoch is kept.")
@@ -206,8 +208,9 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
 
 
 @click.command("langid")
-@click.option("--projection", "projection_dir", default=None, type=click.Path(exists=True, file_okay=False),
-              help="Projection directory from `xmine train`; its language part and stored centroids identify the language.")
+@click.option("--projection", "projection_dir", default=None, metavar="default|DIR",
+              help="Projection directory from `xmine train`, or 'default' (the one shipped for the encoder); its "
+                   "language part and stored centroids identify the language.")
 @click.option("--lid", default=None, type=click.Choice(LID_BACKENDS),
               help="Identify with a library instead of a projection (xmine.mining.langid; the one "
                    "`xmine mine --lang-filter` and the language pair filter use). Give --projection or --lid.")
@@ -242,6 +245,13 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
     """
     if (projection_dir is None) == (lid is None):
         raise click.UsageError("give exactly one of --projection DIR and --lid BACKEND")
+    if projection_dir == "default":  # (was: "Directory 'default' does not exist", where every other command takes it)
+        projection_dir = shipped_dir(encoder or DEFAULT_ENCODER)
+        if projection_dir is None:
+            raise click.BadParameter(f"xmine ships no projection for encoder {encoder!r}", param_hint="--projection")
+    elif projection_dir is not None and not Path(projection_dir).is_dir():
+        raise click.BadParameter(f"{projection_dir}: no such directory (a projection from `xmine train`, or "
+                                 "'default')", param_hint="--projection")
     if lid is not None and (unused := given_on_command_line("guess", "encoder", "precision", "runtime", "prompt",
                                                             "prompt_name", "device")):  # (was: read and dropped)
         raise click.UsageError(f"{', '.join(unused)}: {'an option' if len(unused) == 1 else 'options'} of "

@@ -276,8 +276,10 @@ def sample_pairs(
     for g, key in enumerate(lang_pairs):
         pool = list(dict.fromkeys(by_pair[key]))  # exact duplicates out, first-seen order kept
         if len(pool) < len(by_pair[key]):  # a pair seen twice would weigh twice, or sit on both sides of the split
+            drawn_from = "" if max_pairs_per_lang is None or max_pairs_per_lang >= len(pool) else \
+                f" ({max_pairs_per_lang} drawn from them, --max-pairs-per-lang)"  # (was: "11509 ... are used" of 300)
             log.info(f"{key[0]}-{key[1]}: {len(by_pair[key]) - len(pool)} repeated pair(s) dropped; "
-                     f"{len(pool)} distinct pairs are used")
+                     f"{len(pool)} distinct pairs remain{drawn_from}")
         order = rng.permutation(len(pool))[:max_pairs_per_lang]  # None: all
         n_valid = _held_out(len(order), valid_fraction)
         drawn = [pool[i] for i in order]

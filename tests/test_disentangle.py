@@ -342,7 +342,7 @@ def test_too_few_distinct_pairs_are_refused_before_encoding_and_repeats_are_said
                 "deu-eng: 12 (3 repeated dropped)", "--valid-fraction 0.1 a language pair needs at least 15")
     with caplog.at_level("INFO", logger="xmine"):
         ok(xm(*train, "--pairs", f"{tmp_path / 'p30.de'}:{tmp_path / 'p30.en'}", "-o", tmp_path / "b"))
-    assert any(r.getMessage() == "deu-eng: 5 repeated pair(s) dropped; 30 distinct pairs are used"
+    assert any(r.getMessage() == "deu-eng: 5 repeated pair(s) dropped; 30 distinct pairs remain"
                for r in caplog.records), [r.getMessage() for r in caplog.records]
     counts = load_projection(tmp_path / "b").config["training_data"]["counts"]["deu-eng"]
     assert counts == {"available": 30, "repeated": 5, "train": 27, "valid": 3}
@@ -411,6 +411,10 @@ def test_langid_says_unknown_for_a_line_without_a_letter(tmp_path):
     assert labels == ["unknown", "deu", "unknown"], res.stdout
     # -q, as on the other commands that draw progress bars (was: no such option, a bar always drawn)
     assert ok(xm("langid", "--projection", shipped_dir("me5-small"), tmp_path / "mixed.txt", "-q")).stdout == res.stdout
+    # 'default', as every other command takes it (was: "Directory 'default' does not exist")
+    assert ok(xm("langid", "--projection", "default", tmp_path / "mixed.txt", "-q")).stdout == res.stdout
+    res = xm("langid", "--projection", tmp_path / "nothere", tmp_path / "mixed.txt")
+    assert res.exit_code == 2 and "nothere: no such directory" in res.output
 
 
 def test_pairs_that_are_not_aligned_translations_are_said_to_be_and_the_share_recorded(data_dir, me5, tmp_path,

@@ -345,3 +345,17 @@ def test_a_projection_retrieving_no_better_than_untrained_is_said(tiny_massive, 
     assert note.startswith("no epoch retrieved the dev rows better than the untrained model (dev retrieval 0.5000, "
                            "untrained 0.5000)")
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [note]
+
+
+def test_a_projection_retrieving_worse_than_untrained_is_refused(tiny_massive, tmp_path, me5, monkeypatch):
+    """As `train` refuses a loss that never fell (was: written with a warning, exit 0)."""
+    from xmine.disentangle import fmda_trainer as T
+    from xmine.errors import ConfigError
+
+    script = iter([0.5, 0.4, 0.3, 0.2])  # untrained, then epochs 1-3: every one below it
+    monkeypatch.setattr(T, "dev_retrieval", lambda stepper, data, config: next(script))
+    config = T.FmdaConfig(partners=["de-DE"], batch_size=16, lr=1e-3, max_epochs=3, patience=3)
+    with pytest.raises(ConfigError, match="no epoch retrieved the dev rows as well as the untrained model \\(best "
+                                          "dev retrieval 0.4000, untrained 0.5000\\); no projection written"):
+        T.train_fmda(tiny_massive, tmp_path / "worse", encoder=me5, config=config, show_progress=False)
+    assert not (tmp_path / "worse" / "model.safetensors").exists()

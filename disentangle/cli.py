@@ -200,6 +200,21 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
                + f", held-out langid accuracy {cfg['langid']['accuracy']:.4f}", err=True)
 
 
+def _truth(spec: str) -> tuple[Path, str]:
+    """The file of an --eval FILE and its language: LANG=FILE's, else the file's last suffix
+    (tatoeba.deu-eng.deu), else its name before the first dot (deu_Latn.devtest, deu_Latn.txt)."""
+    path, lang = _labelled(spec)
+    if lang:
+        return path, normalize_lang(lang)
+    suffix, stem = path.name.rpartition(".")[2], path.name.partition(".")[0]
+    named = is_known_lang(suffix) and suffix.lower() not in _NOT_LANGUAGES
+    return path, normalize_lang(suffix if named or not is_known_lang(stem) else stem)
+
+
+#: file suffixes that are also ISO 639-3 codes (txt: Tita, dev: Gwede), read as suffixes
+_NOT_LANGUAGES = {"txt", "tsv", "csv", "dev", "tok", "src", "tgt", "bin", "xml", "raw"}
+
+
 def _labelled(spec: str) -> tuple[Path, str | None]:
     lang, eq, file = spec.partition("=")
     if eq and not Path(spec).exists():
@@ -218,8 +233,10 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
               help="Encoder name; must be the projection's. [default: the one the projection was trained on]")
 @click.option("--eval", "evaluate", is_flag=True,
               help="The files are labelled: report accuracy per file and overall instead of per-line output. "
-                   "The true language is the file's last suffix (tatoeba.deu-eng.deu -> deu) or given as LANG=FILE. "
-                   "A line called 'unknown' counts as a miss (with --guess, the nearest language is scored).")
+                   "The true language is given as LANG=FILE, else the file's last suffix (tatoeba.deu-eng.deu -> "
+                   "deu), else its name before the first dot (deu_Latn.devtest). A line called 'unknown' counts as "
+                   "a miss (with --guess, the nearest language is scored); for a language the projection never saw, "
+                   "a line is right when called 'unknown'.")
 @click.option("-o", "--out", "--output", "output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write `file<TAB>line<TAB>lang<TAB>score` (with --eval: the report) here instead of stdout "
                    "(atomically, with a summary in OUTPUT.json that marks it as xmine's).")
@@ -270,12 +287,14 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
             projection.check_encoder(enc.fingerprint())
         if evaluate:  # every file's language first: refused before anything is encoded
             for spec in files:
-                path, lang = _labelled(spec)
-                truth = normalize_lang(lang or path.name.rpartition(".")[2])
-                if truth not in known:  # (was: "write LANG=FILE to label it", which changed nothing)
+                path, truth = _truth(spec)
+                # A language the projection never saw is scored by the lines called unknown (what its trust
+                # rule is for); a library's, or --guess, always answers a language it knows.
+                if truth not in known and (lid is not None or guess):
                     raise ConfigError(f"{path}: language {truth!r} is not one the {'library' if lid else 'projection'} "
-                                      f"knows ({', '.join(known)}), so --eval cannot score it; without --eval, the "
-                                      "answers for its lines are shown")
+                                      f"knows ({', '.join(known)}), so --eval cannot score it"
+                                      + (" with --guess (without it, a line is right when called unknown)"
+                                         if guess else "") + "; without --eval, the answers for its lines are shown")
         lines_out: list[str] = []
         total_ok = total_n = unknown = 0
         for spec in files:
@@ -291,11 +310,12 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
                 unknown += labels.count(UNKNOWN)
             shown = pred if guess else labels  # what the command answers, and so what --eval scores
             if evaluate:
-                truth = normalize_lang(lang or path.name.rpartition(".")[2])
-                ok = sum(p == truth for p in shown)
+                _, truth = _truth(spec)
+                ok = sum(p == (truth if truth in known else UNKNOWN) for p in shown)
                 total_ok += ok
                 total_n += len(shown)
-                lines_out.append(f"{path}\t{truth}\taccuracy {ok / len(shown):.4f}\t({ok}/{len(shown)})\t"
+                lines_out.append(f"{path}\t{truth}{'' if truth in known else ' (unseen: right when unknown)'}\t"
+                                 f"accuracy {ok / len(shown):.4f}\t({ok}/{len(shown)})\t"
                                  f"unknown {list(labels).count(UNKNOWN) / len(shown):.4f}")
             else:
                 lines_out += [f"{path}\t{n}\t{p}\t{s:.4f}" for n, p, s in zip(corpus.line_numbers, shown, score)]

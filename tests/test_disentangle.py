@@ -259,13 +259,17 @@ def test_langid_command(challenge, me5, data_dir, tmp_path):
     assert res.exit_code == 0 and len([l for l in res.output.splitlines() if l.startswith(files[0])]) == 40
     res = CliRunner().invoke(main, ["langid", "--projection", str(tmp_path / "p"), "--encoder", "use-m3", files[0]])
     assert res.exit_code == 2 and "was made with encoder" in res.output
-    # a language the projection does not know: refused before encoding, with advice that works
-    # (was: refused after every file was encoded, "write LANG=FILE to label it", which changed nothing)
+    # a language the projection does not know: with --guess (always a known language) refused before
+    # encoding (was: refused after every file was encoded, "write LANG=FILE to label it", which changed
+    # nothing); without it, a line is right when called unknown
     rus = tmp_path / "lines.rus"
     rus.write_text("Привет.\nКак дела?\n", encoding="utf-8")
-    res = CliRunner().invoke(main, ["langid", "--projection", str(tmp_path / "p"), "--eval", files[0], str(rus)])
+    res = CliRunner().invoke(main, ["langid", "--projection", str(tmp_path / "p"), "--eval", "--guess", files[0],
+                                    str(rus)])
     assert res.exit_code == 2 and "language 'rus' is not one the projection knows" in res.output, res.output
-    assert "so --eval cannot score it" in res.output
+    assert "so --eval cannot score it with --guess" in res.output
+    res = CliRunner().invoke(main, ["langid", "--projection", str(tmp_path / "p"), "--eval", "-q", str(rus)])
+    assert res.exit_code == 0 and f"{rus}\trus (unseen: right when unknown)\taccuracy " in res.output, res.output
     # options of a projection are refused with --lid (was: --guess recorded, --encoder ignored)
     res = CliRunner().invoke(main, ["langid", "--lid", "fasttext", "--guess", "--encoder", "use-m3", files[0]])
     assert res.exit_code == 2 and "--guess, --encoder: options of --projection, not of --lid" in res.output

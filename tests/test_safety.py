@@ -950,6 +950,17 @@ def test_langid_says_unknown_for_a_language_the_projection_never_saw(ws, me5, da
         res = ok(xm("langid", "--projection", SHIPPED, "--guess", ws / "amh.txt"))
     guessed = [l.split("\t")[2] for l in res.output.splitlines() if l.startswith(str(ws))]
     assert len(guessed) == N and "unknown" not in guessed and "'unknown'" not in res.output
+    # --eval of a language it never saw scores the lines called unknown (was: refused, so the case its
+    # trust rule exists for could not be measured); the language by the file's name before its dot
+    (ws / "amh_Ethi.txt").write_bytes((ws / "amh.txt").read_bytes())
+    with untouched(ws):
+        res = ok(xm("langid", "--projection", SHIPPED, "--eval", ws / "amh_Ethi.txt", "-q"))
+    row = next(l for l in res.output.splitlines() if l.startswith(str(ws)))
+    assert row.startswith(f"{ws / 'amh_Ethi.txt'}\tamh (unseen: right when unknown)\taccuracy "), row
+    assert f"({amh.count('unknown')}/{N})" in row
+    with untouched(ws):
+        refused(xm("langid", "--projection", SHIPPED, "--eval", "--guess", ws / "amh_Ethi.txt"), "amh_Ethi.txt",
+                "language 'amh' is not one the projection knows", "with --guess")
     # `center`'s score is the embedding's cosine to its language, not the constant 1.0000 of its
     # language part; a projection trained on ~100 pairs has no trusted label at all.
     with untouched(ws):

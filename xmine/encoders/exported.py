@@ -54,7 +54,7 @@ def exported_space(encoder_name: str | None) -> ExportedSpace | None:
         return None
     # Every file's sha256 takes seconds for an encoder's weights, so it is computed once per state of
     # the folder: a file's size or modification time changing is a new state.
-    state = tuple(sorted((str(p), s.st_size, s.st_mtime_ns) for p in folder.rglob("*") if (s := p.stat())))
+    state = tuple(sorted((str(p), s.st_size, s.st_mtime_ns) for p in folder.rglob("*") if (s := p.lstat())))
     return _exported_space(folder.resolve(), state)
 
 

@@ -44,12 +44,12 @@ class Encoders:
 
     def __init__(self, config: EncoderConfig, projection: str | Path | None, *, inputs=()):
         self._artefact_encoder = artefact_encoder(inputs)  # its name, precision and runtime are the defaults
-        if config.name is not None and self._artefact_encoder is None:  # (beside a store: compared with its own)
-            check_encoder_loadable(known_encoder_name(config.name))  # before a projection is chosen or work begins
+        named = known_encoder_name(config.name)
+        if named is not None and self._artefact_encoder is None:  # (beside a store: compared with its own)
+            check_encoder_loadable(named)  # before a projection is chosen or work begins
         self._inputs = list(inputs)
         self.config = config
-        self.encoder_name = known_encoder_name(config.name) or (self._artefact_encoder.name if self._artefact_encoder
-                                                                else None)
+        self.encoder_name = named or (self._artefact_encoder.name if self._artefact_encoder else None)
         if self.encoder_name is None:  # (as `langid --projection` reads it)
             self.encoder_name = projection_encoder(projection)
         self.projection_spec = projection

@@ -319,8 +319,8 @@ filter_options = _options(
                       "hr/sr/bs or ms/id count as one; unsure lines are kept). Removes copies of the other "
                       "side and third-language lines before they can take a translation's place. Default: on "
                       "when --src-lang and --tgt-lang are given and --lid knows both, else off; --lang-filter "
-                      "requires them. OUT.json's lang_filter says whether it ran; src/tgt.other_language count "
-                      "the sentences dropped."),
+                      "requires them. OUT.json's lang_filter says whether it ran and lists the input lines of the "
+                      "first 100 sentences it dropped per side (dropped_lines); src/tgt.other_language count them."),
     click.option("--pre-clean/--no-pre-clean", default=True, show_default=True,
                  help="Before the search (xmine.mining.presearch): drop rows with no letters (their pairs "
                       "the identical filter drops anyway; only while it is on), mine near-duplicates (equal "

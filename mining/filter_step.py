@@ -56,7 +56,7 @@ MISMATCH_SHARE = 0.5
 
 
 def language_filter(side, ids: np.ndarray, lang_filter: tuple[str, str, float | None], *, forced: bool = False,
-                    role: str = "src") -> tuple[np.ndarray, int, float | None]:
+                    role: str = "src") -> tuple[np.ndarray, np.ndarray, float | None]:
     """(rows kept, rows dropped, share left alone) of the language filter over rows `ids` of `side`
     (`lang_filter`: language, LID backend, min confidence; None: the language's own threshold,
     `langid.min_confidence_for`): rows identified as another language are dropped. When more than
@@ -74,8 +74,13 @@ def language_filter(side, ids: np.ndarray, lang_filter: tuple[str, str, float | 
         log.warning("%s %s: %.0f%% of its sentences are identified as another language than "
                     "--%s-lang %s; the automatic language filter leaves this side as it is (check "
                     "--%s-lang; --lang-filter forces the filter)", role, side.path, 100 * share, role, lang, role)
-        return ids, 0, share
-    return ids[keep], int((~keep).sum()), None
+        return ids, ids[:0], share
+    return ids[keep], ids[~keep], None
+
+
+#: the dropped sentences' line numbers OUT.json lists per side (was: counts alone, so a true
+#: sentence the language filter dropped could not be found without mining again)
+AUDITED_LINES = 100
 
 
 class SideTexts:
@@ -103,9 +108,13 @@ class Mineable:
         ok = length_mask(lengths[first], config)
         self.ids = first[ok] if ok is not None else first
         self.other_language, self.lang_filter_skipped = 0, None
+        #: input line numbers of the first AUDITED_LINES sentences the language filter dropped
+        self.other_language_lines: list[int] = []
         if lang_filter is not None:  # (language, LID backend, min confidence): drop other languages
-            self.ids, self.other_language, self.lang_filter_skipped = language_filter(
+            self.ids, dropped, self.lang_filter_skipped = language_filter(
                 side, self.ids, lang_filter, forced=forced, role=role)
+            self.other_language = len(dropped)
+            self.other_language_lines = [int(n) for n in np.asarray(side.line_numbers)[dropped[:AUDITED_LINES]]]
         self._index()
 
     def restrict(self, clean) -> None:

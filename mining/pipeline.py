@@ -210,6 +210,8 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
             mx = Mineable(sx, mining, lang_filter=lf[0], forced=forced, role="src")
             my = Mineable(sy, mining, lang_filter=lf[1], forced=forced, role="tgt")
             if lf_record["on"]:
+                # the input lines of the first sentences it dropped, each side (an audit: true sentences dropped?)
+                lf_record["dropped_lines"] = {role: m.other_language_lines for role, m in (("src", mx), ("tgt", my))}
                 lf_record["skipped"] = {role: round(m.lang_filter_skipped, 4) for role, m in (("src", mx), ("tgt", my))
                                         if m.lang_filter_skipped is not None}
             # Before the search, so a warning about a mislabelled side comes while it can still be stopped.

@@ -93,6 +93,10 @@ def test_copies_no_longer_take_their_gold_pair_through_the_cli(data_dir, tmp_pat
     assert summary["lang_filter"]["on"] and summary["lang_filter"]["source"].startswith("default")
     # the French boilerplate leaves both sides there too
     assert summary["src"]["other_language"] >= len(copied) and summary["tgt"]["other_language"] == 1
+    # which lines it dropped, for an audit (was: counts alone): the copies (lines 31-34), the French boilerplate
+    dropped = summary["lang_filter"]["dropped_lines"]
+    assert {31, 32, 33, 34} <= set(dropped["src"]) and len(dropped["src"]) == summary["src"]["other_language"]
+    assert dropped["tgt"] == [len(en) + len(extra_en) + 2]
     rows = [line.split("\t") for line in (tmp_path / "auto.tsv").read_text(encoding="utf-8").splitlines()]
     assert gold <= {(s, t) for _, s, t in rows}
     r = CliRunner().invoke(main, args[:3] + ["-q", "--projection", "default", "-o", str(tmp_path / "nolang.tsv")],

@@ -443,3 +443,16 @@ def test_pairs_that_are_not_aligned_translations_are_said_to_be_and_the_share_re
         warned = [r.getMessage() for r in caplog.records if "are not line-aligned translations" in r.getMessage()]
         assert len(warned) == (name == "shifted"), warned
     assert shares["aligned"] > 0.9 and shares["shifted"] < 0.02, shares
+    # a sample of a larger set shifted by one: its sources' true translations are among the pair's
+    # targets, not only the sample's (was: Tatoeba deu-eng, 2,000 pairs shifted by one, 0.116, unsaid)
+    tat = data_dir / "parallel" / "tatoeba-challenge" / "deu-eng"
+    de = (tat / "deu-eng.deu").read_text(encoding="utf-8").splitlines()[:2000]
+    en = (tat / "deu-eng.eng").read_text(encoding="utf-8").splitlines()[1:2001]
+    (tmp_path / "big.de").write_text("\n".join(de) + "\n", encoding="utf-8")
+    (tmp_path / "big.en").write_text("\n".join(en) + "\n", encoding="utf-8")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="xmine"):
+        proj = train([f"{tmp_path / 'big.de'}:{tmp_path / 'big.en'}"], tmp_path / "p-big", encoder=me5,
+                     config=config, show_progress=False)
+    assert proj.config["training_data"]["aligned_share"]["deu-eng"] < 0.1
+    assert any("are not line-aligned translations" in r.getMessage() for r in caplog.records)

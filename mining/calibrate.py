@@ -333,8 +333,11 @@ def _same_space(record: dict, encoder_name: str | None, encoder_id, weights: str
     model_run = _model(encoder_id) if encoder_id is not None else None
     if model_record and model_run and (model_record, proj_record) == (model_run, proj_run):
         return True
+    # an export mined raw, or measured raw: its projection's space, on either side
     if proj_run is None and (export := exported_space(encoder_name)) is not None:
         return (space.get("encoder"), proj_record) == (export.encoder, export.projection_id)
+    if proj_record is None and (export := exported_space(space.get("encoder"))) is not None:
+        return (export.encoder, export.projection_id) == (encoder_name, proj_run)
     if model_record and model_run:
         return False
     return (_named(space.get("encoder")), proj_record) == (_named(encoder_name), proj_run)
@@ -377,6 +380,8 @@ def read_calibration(path: str | Path, *, encoder_name: str | None, projection_d
     data = record.get("data") or {}
     found = parse_defaults(record, path, "", f"measured by xmine calibrate on {data.get('source', '?')} "
                                              f"{data.get('src_lang')}-{data.get('tgt_lang')} ({path})")
+    if projection_dir is None and exported_space(encoder_name) is not None:  # (its weights under the export's id:
+        found = dataclasses.replace(found, encoder_weights=None)  # not "other embeddings", as `_export_values`)
     if "default_margin" in record or found.threshold(margin, "balanced") is None:
         return found
     return dataclasses.replace(found, margin=margin)

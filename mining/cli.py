@@ -13,6 +13,7 @@ from xmine.artefacts.fileio import atomic_write_manifest
 from xmine.artefacts.outputs import claim_output
 from xmine.encoders import DEFAULT_ENCODER
 from xmine.encoders.base import EncoderConfig
+from xmine.encoders.loader import known_encoder_name
 from xmine.encoders.options import precision_option
 from xmine.errors import ConfigError
 from xmine.io.stdin import with_local_inputs
@@ -268,7 +269,7 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
     mines in the margin the record names: distance, in which one corpus's threshold transfers best
     to another (docs/mining.md). Calibrate with the -k, --prompt (or --prompt-name) you mine with:
     margins over other neighbours, or embeddings of another prompt, are on another scale."""
-    encoder = encoder or DEFAULT_ENCODER
+    encoder = known_encoder_name(encoder) or DEFAULT_ENCODER  # (a folder by its absolute path, as stores record it)
     if gold is not None:
         inputs, data = list(gold), {"source": "gold pairs", "files": [str(p) for p in gold]}
     else:

@@ -226,5 +226,12 @@ def test_a_calibration_record_of_the_projection_holds_for_its_export(exported, d
     ok(xm(*args, "--calibration", projected, "-o", tmp_path / "x.tsv"))
     t = json.loads((tmp_path / "x.tsv.json").read_text(encoding="utf-8"))["threshold"]
     assert t["value"] == 1.06 and str(projected) in t["source"], t
+    assert "other_encoder" not in t  # (was: "measured with other embeddings", the projection's own weights)
+    # the other way round: a record measured with the export as the encoder holds for the projection
+    exported_record = tmp_path / "exported.json"
+    calibration_record(exported_record, {"encoder": str(exported), "projection": None,
+                                         "projection_weights_sha256": None})
+    ok(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--projection", shipped_dir("me5-small"), "--src-lang",
+          "de", "--tgt-lang", "en", "-q", "--calibration", exported_record, "-o", tmp_path / "r.tsv"))
     refused(xm(*args, "--calibration", raw, "-o", tmp_path / "y.tsv"), "raw.json", "calibrated for me5-small with raw")
     assert not (tmp_path / "y.tsv").exists() and not (tmp_path / "y.tsv.work").exists()

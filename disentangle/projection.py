@@ -253,6 +253,29 @@ def _check_config(config: dict[str, Any], where: Path) -> None:
 _JSON_NAMES = {str: "string", dict: "object", int: "integer", list: "list"}
 
 
+def _weight_shapes(weights: Path) -> list[list[int]]:
+    """The shapes the safetensors header of `weights` declares (read without loading a tensor);
+    ArtefactError naming the file when it is no safetensors file (a pickle, a damaged header)."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(weights), framework="pt") as f:
+            return [list(f.get_slice(name).get_shape()) for name in f.keys()]
+    except Exception as e:  # noqa: BLE001 - SafetensorError, OSError: its own words, then the file's name
+        raise ArtefactError(f"{weights}: not a readable safetensors file ({str(e).splitlines()[0][:160]})") from None
+
+
+def _check_spec_fits(spec: dict, shapes: list[list[int]], config: Path, weights: Path) -> None:
+    """ArtefactError where the spec declares a model larger than its weights: the model is built
+    from the spec before the weights are loaded into it, so a spec of dim 60,000 or 10^7 layers
+    would allocate gigabytes first (a config.json edited, its sums made to agree)."""
+    largest = max((d for shape in shapes for d in shape), default=0)
+    layers = spec.get("layers", 1)
+    if spec["dim"] > largest or not isinstance(layers, int) or isinstance(layers, bool) or not 1 <= layers <= len(shapes):
+        raise ArtefactError(f"{config}: its spec (dim {spec['dim']}, layers {layers!r}) declares more than {weights} "
+                            f"holds ({len(shapes)} tensors, the largest dimension {largest}); the projection is damaged")
+
+
 def load_projection(path: str | Path) -> Projection:
     """Load a projection directory written by `xmine train` (refuses other artefacts)."""
     from safetensors.torch import load_file
@@ -269,12 +292,16 @@ def load_projection(path: str | Path) -> Projection:
     weights = path / WEIGHTS
     if content.expected[WEIGHTS].sha256 != config["weights_sha256"]:  # (the file's sha256, checked above)
         raise ArtefactError(f"{weights}: weights do not match config.json (corrupt or replaced)")
+    _check_spec_fits(config["spec"], _weight_shapes(weights), path / CONFIG, weights)
     try:
         model = (FMDA if config["spec"].get("architecture") == "fmda" else Disentangler)(config["spec"])
     except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
         raise ArtefactError(f"{path / CONFIG}: its model spec cannot be built ({type(e).__name__}: "
                             f"{str(e)[:120]})") from None
-    state = load_file(str(weights))
+    try:
+        state = load_file(str(weights))
+    except Exception as e:  # noqa: BLE001 - SafetensorError and the like: a file its sums vouch for, yet not one
+        raise ArtefactError(f"{weights}: not a readable safetensors file ({str(e).splitlines()[0][:160]})") from None
     bad = non_finite_weight(state)
     if bad is not None:
         raise ArtefactError(f"{weights}: weight {bad!r} is not finite (NaN or inf): a diverged training run; "

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -575,3 +577,45 @@ def test_a_damaged_token_store_is_refused_with_how_to_rebuild_it(tmp_path, me5):
     pooled.write_bytes(pooled.read_bytes()[:-8])
     with pytest.raises(ArtefactError, match="damaged token store"):
         TokenStore(store.path)
+
+
+def _consistent(proj: Path, name: str) -> None:
+    """The projection's manifest (and, for the weights, config.json's weights_sha256) made to agree
+    with its file `name` as it now is: a malicious but self-consistent artefact."""
+    digest = hashlib.sha256((proj / name).read_bytes()).hexdigest()
+    if name == "model.safetensors":
+        config = json.loads((proj / "config.json").read_text(encoding="utf-8"))
+        config["weights_sha256"] = digest
+        (proj / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        _consistent(proj, "config.json")
+
+    def change(manifest):
+        manifest["files"][name] = {"bytes": (proj / name).stat().st_size, "sha256": digest}
+    rewrite_manifest(proj / "manifest.json", change)
+
+
+@pytest.mark.parametrize("damage, fragment", [
+    ("header", "model.safetensors: not a readable safetensors file (Error while deserializing header"),
+    ("pickle", "model.safetensors: not a readable safetensors file"),
+    ("spec_dim", "config.json: its spec (dim 60000, layers 1) declares more than"),
+    ("spec_layers", "config.json: its spec (dim 512, layers 10000000) declares more than"),
+])
+def test_a_self_consistent_damaged_projection_is_one_line_before_anything_is_allocated(ws, damage, fragment):
+    """(was: a SafetensorError traceback once the sums agreed; a spec of dim 60,000 or 10^7 layers
+    built, gigabytes allocated, before the weights were looked at)"""
+    proj = ws / "proj"
+    weights = proj / "model.safetensors"
+    if damage == "header":
+        data = weights.read_bytes()
+        weights.write_bytes(struct.pack("<Q", 2**62) + data[8:])
+        _consistent(proj, "model.safetensors")
+    elif damage == "pickle":
+        weights.write_bytes(pickle.dumps({"a": 1}))
+        _consistent(proj, "model.safetensors")
+    else:
+        config = json.loads((proj / "config.json").read_text(encoding="utf-8"))
+        config["spec"]["dim" if damage == "spec_dim" else "layers"] = 60000 if damage == "spec_dim" else 10**7
+        (proj / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        _consistent(proj, "config.json")
+    for command in (["verify", proj], ["langid", "--projection", proj, ws / "de.txt"]):
+        refused(xm(*command), fragment)

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from clitools import ok, refused, tree, xm
@@ -619,3 +620,19 @@ def test_a_self_consistent_damaged_projection_is_one_line_before_anything_is_all
         _consistent(proj, "config.json")
     for command in (["verify", proj], ["langid", "--projection", proj, ws / "de.txt"]):
         refused(xm(*command), fragment)
+
+
+@pytest.mark.parametrize("offset, fragment", [(10**15, "outside the file's"), (5, "out of order")])
+def test_a_store_whose_offsets_point_outside_its_text_is_one_line(ws, offset, fragment):
+    """A self-consistent store (its sums made to agree) whose offsets.npy is damaged: (was: a petabyte
+    asked of pread, a MemoryError traceback; offsets out of order: "invalid argument", no file named)"""
+    offsets = np.load(ws / "store" / "offsets.npy")
+    offsets[10] = offset
+    np.save(ws / "store" / "offsets.npy", offsets)
+
+    def change(manifest):
+        data = (ws / "store" / "offsets.npy").read_bytes()
+        manifest["files"]["offsets.npy"] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    rewrite_manifest(ws / "store" / "manifest.json", change)
+    refused(xm("mine", ws / "store", ws / "en.txt", "--encoder", "use-m3", "-q", "-o", ws / "m.tsv"),
+            "store/sentences.txt: line", "by offsets.npy", fragment)

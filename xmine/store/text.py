@@ -89,7 +89,11 @@ class TextColumn:
     def __getitem__(self, i: int) -> str:
         if self._fd is None:
             self._fd = os.open(self.path, os.O_RDONLY)
+            self._size = os.fstat(self._fd).st_size
         lo, hi = int(self.offsets[i]), int(self.offsets[i + 1])
+        if not 0 <= lo < hi <= self._size:  # (was: a petabyte asked of pread, a MemoryError; or EINVAL, no file named)
+            raise ArtefactError(f"{self.path}: line {i + 1} is at bytes {lo}..{hi} by offsets.npy, outside the file's "
+                                f"{self._size} bytes or out of order (offsets.npy damaged, or the file changed)")
         raw = os.pread(self._fd, hi - lo, lo)
         if len(raw) != hi - lo or not raw.endswith(b"\n"):
             raise ArtefactError(f"{self.path}: line {i + 1} is not where offsets.npy says (file changed?)")

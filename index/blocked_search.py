@@ -15,6 +15,8 @@ A "shard opener" is a picklable callable, `open_shard(s) -> (index, shard, choic
 
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +55,8 @@ class IndexDirShards:
     def __call__(self, s: int):
         """(index, shard, choice) of shard s, as `shard_searcher` takes them."""
         ix = self._open()
-        return ix.load_shard(s), ix.manifest.shards[s], ix.manifest.choice
+        shard = dataclasses.replace(ix.manifest.shards[s], file=str(ix.path / ix.manifest.shards[s].file))  # (named)
+        return ix.load_shard(s), shard, ix.manifest.choice
 
 
 class FlatChunks:

@@ -167,6 +167,15 @@ class IndexDir:
         missing = [n for n in (SENTENCES, LINE_NUMBERS, *own) if n not in self.files]
         if missing:
             raise ArtefactError(f"{where}: files: {missing[0]} is not recorded; the index is damaged, rebuild it")
+        start = 0  # the shards hold the rows in order, each after the last (was: start 5 read rows past the end)
+        for i, shard in enumerate(m.shards):
+            if shard.start != start or shard.rows < 0:
+                raise ArtefactError(f"{where}: shards[{i}] starts at row {shard.start} with {shard.rows} rows, where "
+                                    f"the shards before it end at row {start}; the index is damaged, rebuild it")
+            start += shard.rows
+        if start != m.count:
+            raise ArtefactError(f"{where}: its shards hold {start} rows, not its count {m.count}; the index is "
+                                "damaged, rebuild it")
 
     @property
     def content(self) -> VerifiedFiles:
@@ -266,6 +275,9 @@ def shard_searcher(index, shard: IndexShard, choice: IndexChoice, *, nprobe: int
     def search(queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         _ = res  # the GPU resources live as long as the index on them
         s, i = idx.search(queries, min(k, shard.rows))
+        if (i >= shard.rows).any():  # (an id map's ids: was an IndexError where the text is looked up)
+            raise ArtefactError(f"{shard.file}: returned row {int(i.max())} of a shard of {shard.rows} rows: not a "
+                                "shard xmine built (its ids are not its rows); rebuild the index")
         return s, np.where(i >= 0, i + shard.start, -1)
 
     return search

@@ -636,3 +636,25 @@ def test_a_store_whose_offsets_point_outside_its_text_is_one_line(ws, offset, fr
     rewrite_manifest(ws / "store" / "manifest.json", change)
     refused(xm("mine", ws / "store", ws / "en.txt", "--encoder", "use-m3", "-q", "-o", ws / "m.tsv"),
             "store/sentences.txt: line", "by offsets.npy", fragment)
+
+
+def test_index_shards_out_of_order_or_returning_ids_not_rows_are_one_line(ws):
+    """Self-consistent indexes (sums made to agree): shards[0] starting at row 5, and a shard that is
+    a FAISS id map whose ids are not its rows (was: verify OK, then an IndexError traceback in search)."""
+    import faiss
+
+    search = ["search", ws / "index", ws / "de.txt", "-k", 3, "-q", "-o", ws / "h.tsv"]
+    original = (ws / "index" / "manifest.json").read_bytes()
+    rewrite_manifest(ws / "index" / "manifest.json", lambda m: m["shards"][0].update(start=5))
+    _refused_everywhere(ws, [["verify", ws / "index"], search], "manifest.json", "shards[0] starts at row 5")
+    (ws / "index" / "manifest.json").write_bytes(original)
+    shard = ws / "index" / "shard_00000.faiss"
+    flat = faiss.read_index(str(shard))
+    vectors = flat.reconstruct_n(0, flat.ntotal)
+    mapped = faiss.IndexIDMap(faiss.IndexFlatIP(flat.d))
+    mapped.add_with_ids(vectors, np.arange(flat.ntotal, dtype=np.int64) + 10**9)
+    faiss.write_index(mapped, str(shard))
+    data = shard.read_bytes()
+    rewrite_manifest(ws / "index" / "manifest.json", lambda m: m["files"].update(
+        {"shard_00000.faiss": {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}}))
+    refused(xm(*search), "shard_00000.faiss: returned row", "not a shard xmine built")

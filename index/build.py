@@ -16,7 +16,7 @@ import numpy as np
 from xmine.artefacts.directory import atomic_dir, provenance
 from xmine.errors import ConfigError, NonFiniteRowError
 from xmine.exec.executor import LOCAL, Executor, ShardProgress
-from xmine.artefacts.fileio import atomic_path, sha256_file, write_manifest
+from xmine.artefacts.fileio import atomic_path, sha256_file, write_failure, write_manifest
 from xmine.index.choose import choose_index
 from xmine.io.compression import count_lines
 from xmine.index.faiss_index import (FORMAT_VERSION, KIND, IndexDir, faiss_reason, shard_name, shard_plan, to_cpu, to_gpu,
@@ -139,7 +139,13 @@ def build_index(
                         index, next_piece = merge_piece(index, waiting.pop(next_piece)), next_piece + 1
                 bar.done(count)
         if merged:
-            faiss.write_index(index, str(tmp / shard_name(0)))
+            try:
+                faiss.write_index(index, str(tmp / shard_name(0)))
+            except RuntimeError as e:  # (a full disk: FAISS's words, a traceback)
+                failed = write_failure(e, Path(out_dir) / shard_name(0))
+                if failed is None:
+                    raise
+                raise failed from e
         # beside the shards: the text, line numbers (and sentence indices of a corpus split into sentences), manifest
         if text_file is not None:  # the text file of a store or of the input
             shutil.copyfile(text_file, tmp / SENTENCES)

@@ -1135,3 +1135,22 @@ def test_verify_names_an_interrupted_run_by_its_summary_as_by_its_output(tmp_pat
         res = CliRunner().invoke(main, ["verify", str(path)])
         assert res.exit_code == 2 and f"{out}: unfinished (its run was interrupted); run the same command again" \
             in res.output, res.output
+
+
+@pytest.mark.parametrize("command", [
+    ["embed", "{ws}/en.txt", "--lang", "en", "--encoder", "use-m3", "-q", "-o", "{ws}/out/st"],
+    ["build-index", "{ws}/store", "-q", "-o", "{ws}/out/idx"],
+    ["mine", "{ws}/store", "{ws}/en.txt", "--encoder", "use-m3", "-q", "-o", "{ws}/out/m.tsv"],
+], ids=["embed", "build-index", "mine"])
+def test_a_write_stopped_by_a_file_size_limit_is_one_line_naming_the_file(ws, command):
+    """`ulimit -f` (the nearest thing to a full disk here): FAISS's RuntimeError and numpy's short
+    write, which carry no errno, were tracebacks; mine's said "file too large" naming no file."""
+    xmine = Path(sys.executable).with_name("xmine")
+    args = " ".join(f"'{a.format(ws=ws)}'" for a in command)
+    (ws / "out").mkdir()
+    done = subprocess.run(["bash", "-c", f"ulimit -f 40; exec '{xmine}' {args}"], capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=600)
+    lines = [line for line in done.stderr.splitlines() if line.startswith("xmine: error:")]
+    assert done.returncode == 2 and "Traceback" not in done.stderr and len(lines) == 1, done.stderr
+    assert f"{ws}/out/" in lines[0] and ".tmp" not in lines[0], lines[0]
+    assert "file-size limit" in lines[0], lines[0]

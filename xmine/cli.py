@@ -68,6 +68,8 @@ def _show_log_messages() -> None:
 _OS_HINTS = {
     errno.ENOSPC: "free some space and run the same command again (finished work is kept)",
     errno.EDQUOT: "free some space and run the same command again",
+    errno.EFBIG: "a file-size limit stopped the write (ulimit -f, or the file system's); raise it and run the same "
+                 "command again",
 }
 
 
@@ -75,7 +77,7 @@ def _os_error_message(e: OSError) -> str | None:
     """One line for an OSError that carries an errno (which file, what happened), else None."""
     if not e.errno:
         return None
-    what = os.strerror(e.errno).lower()
+    what = (e.strerror or os.strerror(e.errno)).lower()  # (the strerror a writer gave: `fileio.write_failure`)
     if e.errno in _OS_HINTS:
         what += f"; {_OS_HINTS[e.errno]}"
     return f"{e.filename}: {what}" if e.filename is not None else what

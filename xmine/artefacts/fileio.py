@@ -18,6 +18,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -82,10 +83,36 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
-            # Name the file the user asked for, not the hidden temporary that was being written.
-            raise OSError(e.errno, e.strerror, str(path)) from e
+        failed = write_failure(e, path)
+        if failed is not None:
+            raise failed from e
         raise
+
+
+#: the hidden temporary folder an artefact directory is built in (`directory.atomic_dir`): .NAME.XXXXXXXX.tmp
+_BUILT_IN = re.compile(r"^\.(.+)\.[A-Za-z0-9_]{8}\.tmp$")
+#: what a library says where a write failed for want of room, not an errno (FAISS's RuntimeError
+#: quotes strerror; numpy's tofile says "N requested and M written")
+_WRITE_FAILURES = {"No space left on device": errno.ENOSPC, "File too large": errno.EFBIG,
+                   "Disk quota exceeded": errno.EDQUOT}
+
+
+def write_failure(e: BaseException, path: str | Path) -> OSError | None:
+    """`e`, raised while writing the file `path`, as an OSError naming `path` where it says the disk
+    (or a quota, or a file-size limit) was full, however the writing library put it; else None.
+    The CLI turns it into one line with what to do (was: a traceback for FAISS's and numpy's)."""
+    # Name the file the user asked for, not the hidden temporary folder it was being built in.
+    path = Path(*(_BUILT_IN.sub(r"\1", part) for part in Path(path).parts))
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return OSError(e.errno, e.strerror, str(path))
+    text = str(e)
+    for words, code in _WRITE_FAILURES.items():
+        if isinstance(e, (OSError, RuntimeError)) and words in text:
+            return OSError(code, os.strerror(code), str(path))
+    if isinstance(e, OSError) and not e.errno and " requested and " in text and " written" in text:
+        return OSError(errno.EIO, f"written in part only ({text}): the disk is full or a file-size limit was reached",
+                       str(path))
+    return None
 
 
 def temporary_beside(path: Path) -> Path:

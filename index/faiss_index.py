@@ -209,6 +209,9 @@ class IndexDir:
         if numbers.shape != (len(self),) or numbers.dtype.kind not in "iu":
             raise ArtefactError(f"{path}: {numbers.shape} {numbers.dtype}, expected {len(self)} integer {what}; "
                                 "the index is damaged, rebuild it")
+        if len(numbers) and numbers.min() < 1:  # (1-based, as every xmine output counts them; was: line -1 shown)
+            raise ArtefactError(f"{path}: holds {int(numbers.min())}, where {what} count from 1; the index is "
+                                "damaged, rebuild it")
         return numbers
 
     @property
@@ -243,6 +246,11 @@ class IndexDir:
         if index.ntotal != shard.rows or index.d != self.dim:
             raise ArtefactError(f"{path}: holds {index.ntotal} vectors of dimension {index.d}, the manifest "
                                 f"says {shard.rows} of {self.dim}; the index is damaged, rebuild it")
+        import faiss
+
+        if index.metric_type != faiss.METRIC_INNER_PRODUCT:  # (an L2 index: distances ranked as similarities)
+            raise ArtefactError(f"{path}: a FAISS index of another metric ({index.metric_type}) than xmine's inner "
+                                "product; the index is damaged, rebuild it")
         return index
 
     def reconstruct(self) -> np.ndarray:

@@ -658,3 +658,44 @@ def test_index_shards_out_of_order_or_returning_ids_not_rows_are_one_line(ws):
     rewrite_manifest(ws / "index" / "manifest.json", lambda m: m["files"].update(
         {"shard_00000.faiss": {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}}))
     refused(xm(*search), "shard_00000.faiss: returned row", "not a shard xmine built")
+
+
+def _resum(artefact: Path, name: str) -> None:
+    """The manifest's record of `name` made to agree with the file as it now is."""
+    data = (artefact / name).read_bytes()
+    rewrite_manifest(artefact / "manifest.json", lambda m: m["files"].update(
+        {name: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}}))
+
+
+def test_self_consistent_artefacts_that_would_give_wrong_results_are_refused(ws):
+    """Sums made to agree, contents wrong (was: exit 0 and a wrong result each, verify OK): a store's
+    line number -5 written as a record number, a sentences.txt with a line more than its rows, an
+    index's line numbers -1, an L2 shard whose distances were ranked as similarities."""
+    import faiss
+
+    shutil.copytree(ws / "store", ws / "store2")
+    numbers = np.load(ws / "store" / "line_numbers.npy")
+    numbers[0] = -5
+    np.save(ws / "store" / "line_numbers.npy", numbers)
+    _resum(ws / "store", "line_numbers.npy")
+    refused(xm("mine", ws / "store", ws / "en.txt", "--encoder", "use-m3", "-q", "-o", ws / "m.tsv"),
+            "line_numbers.npy: holds -5, where line numbers count from 1")
+    with open(ws / "store2" / "sentences.txt", "a", encoding="utf-8") as f:
+        f.write("one line more\n")
+    _resum(ws / "store2", "sentences.txt")
+    refused(xm("mine", ws / "store2", ws / "en.txt", "--encoder", "use-m3", "-q", "-o", ws / "m.tsv"),
+            "sentences.txt:", "where offsets.npy ends its last line")
+    index = ws / "index"
+    numbers = np.load(index / "line_numbers.npy")
+    np.save(index / "line_numbers.npy", numbers * 0 - 1)
+    _resum(index, "line_numbers.npy")
+    refused(xm("search", index, ws / "de.txt", "-q"), "line_numbers.npy: holds -1")
+    np.save(index / "line_numbers.npy", numbers)
+    _resum(index, "line_numbers.npy")
+    shard = index / "shard_00000.faiss"
+    flat = faiss.read_index(str(shard))
+    l2 = faiss.IndexFlatL2(flat.d)
+    l2.add(flat.reconstruct_n(0, flat.ntotal))
+    faiss.write_index(l2, str(shard))
+    _resum(index, "shard_00000.faiss")
+    refused(xm("verify", index), "shard_00000.faiss: a FAISS index of another metric")

@@ -90,6 +90,9 @@ class TextColumn:
         if self._fd is None:
             self._fd = os.open(self.path, os.O_RDONLY)
             self._size = os.fstat(self._fd).st_size
+            if len(self.offsets) and int(self.offsets[-1]) != self._size:  # (a line more or less than the rows)
+                raise ArtefactError(f"{self.path}: {self._size} bytes, where offsets.npy ends its last line at byte "
+                                    f"{int(self.offsets[-1])} (lines added or removed, or offsets.npy damaged)")
         lo, hi = int(self.offsets[i]), int(self.offsets[i + 1])
         if not 0 <= lo < hi <= self._size:  # (was: a petabyte asked of pread, a MemoryError; or EINVAL, no file named)
             raise ArtefactError(f"{self.path}: line {i + 1} is at bytes {lo}..{hi} by offsets.npy, outside the file's "

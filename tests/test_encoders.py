@@ -16,6 +16,7 @@ from xmine.encoders.e5_q4 import (
     sources_hash,
 )
 from xmine.encoders.input_encoders import Encoders
+from xmine.encoders.loader import known_encoder_name
 from xmine.encoders.q4_format import dequantize_q4, read_q4_file
 from xmine.errors import EncoderError, EncoderMismatchError
 
@@ -99,7 +100,7 @@ def test_rebuilt_model_is_reused_and_recorded(me5):
     assert st_config["default_prompt_name"] == "query" and st_config["prompts"]["query"] == "query: "
 
 
-def test_the_rebuilt_folder_given_as_the_encoder_is_me5_small(me5, tmp_path):
+def test_the_rebuilt_folder_given_as_the_encoder_is_me5_small(me5, tmp_path, caplog):
     """(was: `--encoder FOLDER` of the rebuilt model was a model of its own: no projection, no
     calibrated defaults, an estimated threshold keeping 95 of the demo's 117 pairs.) A copy of its
     manifest elsewhere is not that folder (its files may be anything)."""
@@ -111,6 +112,10 @@ def test_the_rebuilt_folder_given_as_the_encoder_is_me5_small(me5, tmp_path):
     copy.mkdir()
     shutil.copy(path / "manifest.json", copy / "manifest.json")
     assert is_rebuilt_me5_folder(path) and not is_rebuilt_me5_folder(copy)
+    # ... and a copy is said to be one, a model of its own (was: its projection and defaults lost unsaid)
+    with caplog.at_level("INFO", logger="xmine"):
+        assert known_encoder_name(str(copy)) == str(copy.resolve())
+    assert any("is a copy of the folder xmine rebuilds me5-small into" in r.getMessage() for r in caplog.records)
 
 
 def test_interrupted_build_leaves_nothing(tmp_path, monkeypatch):

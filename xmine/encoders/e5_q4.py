@@ -283,6 +283,13 @@ def is_rebuilt_me5_folder(name: str | Path | None) -> bool:
     """Whether `name` is the folder xmine rebuilds me5-small into, as it is built now (its
     manifest's kind and name, and its place under `models_dir()` for the current sources): the same
     weights, tokenizer and prompt as `me5-small`, so an encoder given as that folder is me5-small."""
+    return says_rebuilt_me5(name) and Path(name).resolve() == (
+        models_dir() / f"me5-small-q4-{sources_hash(build_sources())}").resolve()
+
+
+def says_rebuilt_me5(name: str | Path | None) -> bool:
+    """Whether the folder `name`'s manifest says it is xmine's rebuilt me5-small (a copy elsewhere
+    says so too; its files are not checked: `is_rebuilt_me5_folder`)."""
     folder = Path(name) if name else None
     if folder is None or not (folder / MANIFEST).is_file():
         return False
@@ -290,9 +297,7 @@ def is_rebuilt_me5_folder(name: str | Path | None) -> bool:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    if not isinstance(manifest, dict) or manifest.get("kind") != MODEL_KIND or manifest.get("name") != "me5-small":
-        return False
-    return folder.resolve() == (models_dir() / f"me5-small-q4-{sources_hash(build_sources())}").resolve()
+    return isinstance(manifest, dict) and manifest.get("kind") == MODEL_KIND and manifest.get("name") == "me5-small"
 
 
 def ensure_me5_model() -> tuple[Path, dict[str, Any]]:

@@ -15,7 +15,8 @@ import numpy as np
 
 from xmine.artefacts.records import EncoderFingerprint
 from xmine.encoders.base import DEFAULT_ENCODER, DEFAULT_PRECISION, ME5_DEFAULT_PREFIX, PRECISIONS, Encoder, note_once
-from xmine.encoders.e5_q4 import E5_PROMPTS, build_sources, is_rebuilt_me5_folder, models_dir, sources_hash
+from xmine.encoders.e5_q4 import (E5_PROMPTS, build_sources, is_rebuilt_me5_folder, models_dir, says_rebuilt_me5,
+                                  sources_hash)
 from xmine.encoders.me5 import load_me5, me5_fingerprint
 from xmine.encoders.ov_encoder import load_me5_openvino, openvino_from_torch
 from xmine.encoders.precision import resolve_precision
@@ -73,6 +74,9 @@ def known_encoder_name(name: str | None) -> str | None:
     if is_rebuilt_me5_folder(name):
         note_once(("rebuilt-me5", name), "%s is the folder xmine rebuilt me5-small into: used as me5-small", name)
         return "me5-small"
+    if says_rebuilt_me5(name):  # (was: its projection and calibrated defaults lost without a word)
+        note_once(("copied-me5", name), "%s is a copy of the folder xmine rebuilds me5-small into, used as a model "
+                  "of its own (no shipped projection, no calibrated defaults); --encoder me5-small is me5-small", name)
     return str(Path(name).resolve())
 
 

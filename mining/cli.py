@@ -297,12 +297,13 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
         atomic_write_manifest(out, record)  # ends with its own checksum: mine refuses an edited record
     best = max((v["f1"] for found in record["measured"].values() for v in found.values()), default=0.0)
     if record["data"]["projection_trained_on"]:  # (was: unsaid)
-        log.warning(f"the projection {record['space']['projection']} was trained on "
+        log.warning(f"the projection {record['space']['projection']} was trained on the content of "
                     f"{' and '.join(record['data']['projection_trained_on'])}: thresholds measured on its own training "
                     "pairs are optimistic (they score higher than pairs it never saw); calibrate on other pairs")
     if best < WEAK_CALIBRATION_F1:  # (was: a record of F1 0.05 written with "mine with --calibration" alone)
-        log.warning(f"the best F1 on these pairs is {best:.2f}: {encoder} finds few of their translations (`xmine encoders "
-                    f"--check {encoder}` says whether it aligns languages); its thresholds keep mostly wrong pairs")
+        log.warning(f"the best F1 on these pairs is {best:.2f}: {encoder} finds few of their translations (are the two "
+                    f"files line-aligned? `xmine encoders --check {encoder}` says whether it aligns languages); its "
+                    "thresholds keep mostly wrong pairs")
     for margin, found in record["measured"].items():
         line = ", ".join(f"{point} {v['threshold']:.4f} (P {v['precision']:.2f} R {v['recall']:.2f} F1 {v['f1']:.2f})"
                          for point, v in found.items())

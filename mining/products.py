@@ -264,7 +264,9 @@ class Bf16Product(Fp32Product):
         small = np.abs(h) < _TINY32
         tiny = bool((small & (h != 0)).any())
         h[small] = 0
-        return RowTerms(norms_upper(rows), norms_upper(h), norms_upper(rows.astype(np.float64) - h), tiny)
+        with np.errstate(invalid="ignore"):  # (a non-finite row: refused in one line where it is found, no warning first)
+            residual = rows.astype(np.float64) - h
+        return RowTerms(norms_upper(rows), norms_upper(h), norms_upper(residual), tiny)
 
     def prepare(self, rows: np.ndarray, flush: bool = True):
         return self._round(rows, flush)

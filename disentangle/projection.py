@@ -262,7 +262,11 @@ def _weight_shapes(weights: Path) -> list[list[int]]:
         with safe_open(str(weights), framework="pt") as f:
             return [list(f.get_slice(name).get_shape()) for name in f.keys()]
     except Exception as e:  # noqa: BLE001 - SafetensorError, OSError: its own words, then the file's name
-        raise ArtefactError(f"{weights}: not a readable safetensors file ({str(e).splitlines()[0][:160]})") from None
+        raise _unreadable(weights, e) from None
+
+
+def _unreadable(weights: Path, e: Exception) -> ArtefactError:
+    return ArtefactError(f"{weights}: not a readable safetensors file ({str(e).splitlines()[0][:160]})")
 
 
 def _check_spec_fits(spec: dict, shapes: list[list[int]], config: Path, weights: Path) -> None:
@@ -301,7 +305,7 @@ def load_projection(path: str | Path) -> Projection:
     try:
         state = load_file(str(weights))
     except Exception as e:  # noqa: BLE001 - SafetensorError and the like: a file its sums vouch for, yet not one
-        raise ArtefactError(f"{weights}: not a readable safetensors file ({str(e).splitlines()[0][:160]})") from None
+        raise _unreadable(weights, e) from None
     bad = non_finite_weight(state)
     if bad is not None:
         raise ArtefactError(f"{weights}: weight {bad!r} is not finite (NaN or inf): a diverged training run; "

@@ -151,6 +151,7 @@ class IndexDir:
         manifest = read_manifest(path, KIND, format_version=FORMAT_VERSION)
         ix = cls(path, IndexManifest.from_dict(manifest, where=str(path / MANIFEST)))
         ix._check_names()
+        ix._check_shard_rows()
         ix.content.check_sizes()
         ix.content.check_if_small()
         return ix
@@ -167,7 +168,12 @@ class IndexDir:
         missing = [n for n in (SENTENCES, LINE_NUMBERS, *own) if n not in self.files]
         if missing:
             raise ArtefactError(f"{where}: files: {missing[0]} is not recorded; the index is damaged, rebuild it")
-        start = 0  # the shards hold the rows in order, each after the last (was: start 5 read rows past the end)
+
+    def _check_shard_rows(self) -> None:
+        """The shards hold the index's rows in order, each after the last, and all of them (was:
+        shards[0] starting at row 5 read rows past the end)."""
+        where, m = self.path / MANIFEST, self.manifest
+        start = 0
         for i, shard in enumerate(m.shards):
             if shard.start != start or shard.rows < 0:
                 raise ArtefactError(f"{where}: shards[{i}] starts at row {shard.start} with {shard.rows} rows, where "

@@ -43,6 +43,7 @@ from xmine.calibration import (CALIBRATION_DAMAGED_ADVICE, CALIBRATION_KIND, DEF
 from xmine.encoders import load_encoder
 from xmine.encoders.base import DEFAULT_PRECISION, EncoderConfig
 from xmine.encoders.exported import exported_space
+from xmine.encoders.loader import known_encoder_name
 from xmine.errors import ConfigError, InputError
 from xmine.langs import lang_script, normalize_lang, same_language
 from xmine.encoders.projection import choose_projection, read_projection_json, resolve_projection
@@ -310,13 +311,7 @@ def calibration_pair_note(path: str | Path, langs: tuple[str | None, str | None]
 def _model(encoder_id: str | EncoderId) -> str:
     """The model of an encoder id: its weights and pooling, without the prompt, precision or runtime
     (another prompt is noted where the values are used: `threshold_rule.note_other_encoder`)."""
-    return (encoder_id if isinstance(encoder_id, EncoderId) else EncoderId.parse(encoder_id)).weights.partition(
-        "|prefix=")[0]
-
-
-def _named(encoder: str | None) -> str | None:
-    """An encoder as a name: a folder by its absolute path (`./enc` at calibrate time, `/data/enc` at mine time)."""
-    return str(Path(encoder).resolve()) if encoder and Path(encoder).is_dir() else encoder
+    return (encoder_id if isinstance(encoder_id, EncoderId) else EncoderId.parse(encoder_id)).model
 
 
 def _same_space(record: dict, encoder_name: str | None, encoder_id, weights: str | None) -> bool:
@@ -340,7 +335,7 @@ def _same_space(record: dict, encoder_name: str | None, encoder_id, weights: str
         return (export.encoder, export.projection_id) == (encoder_name, proj_run)
     if model_record and model_run:
         return False
-    return (_named(space.get("encoder")), proj_record) == (_named(encoder_name), proj_run)
+    return (known_encoder_name(space.get("encoder")), proj_record) == (known_encoder_name(encoder_name), proj_run)
 
 
 def check_calibration_space(path: str | Path, *, encoder_name: str | None, projection_dir,
@@ -358,7 +353,7 @@ def check_calibration_space(path: str | Path, *, encoder_name: str | None, proje
         made = f"{space.get('encoder')} with " + ("projection " + str(space.get("projection")) if
                                                    space.get("projection_weights_sha256") else "raw embeddings")
         here = f"{encoder_name} with " + (f"projection {projection_dir}" if projection_dir else "raw embeddings")
-        if _named(space.get("encoder")) == _named(encoder_name):
+        if known_encoder_name(space.get("encoder")) == known_encoder_name(encoder_name):
             if space.get("projection_weights_sha256") and weights:
                 here += " (another projection's weights, whatever its name)"  # (was: two paths alone, one name)
             elif (space.get("projection_weights_sha256") is None) == (weights is None):

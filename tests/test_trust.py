@@ -583,16 +583,12 @@ def test_a_damaged_token_store_is_refused_with_how_to_rebuild_it(tmp_path, me5):
 def _consistent(proj: Path, name: str) -> None:
     """The projection's manifest (and, for the weights, config.json's weights_sha256) made to agree
     with its file `name` as it now is: a malicious but self-consistent artefact."""
-    digest = hashlib.sha256((proj / name).read_bytes()).hexdigest()
     if name == "model.safetensors":
         config = json.loads((proj / "config.json").read_text(encoding="utf-8"))
-        config["weights_sha256"] = digest
+        config["weights_sha256"] = hashlib.sha256((proj / name).read_bytes()).hexdigest()
         (proj / "config.json").write_text(json.dumps(config), encoding="utf-8")
         _consistent(proj, "config.json")
-
-    def change(manifest):
-        manifest["files"][name] = {"bytes": (proj / name).stat().st_size, "sha256": digest}
-    rewrite_manifest(proj / "manifest.json", change)
+    _resum(proj, name)
 
 
 @pytest.mark.parametrize("damage, fragment", [

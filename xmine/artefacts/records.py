@@ -118,6 +118,12 @@ class EncoderId:
         return (prompt, other_prompt) if mine and mine == theirs and prompt != other_prompt else None
 
     @property
+    def model(self) -> str:
+        """The weights and pooling alone, without the prompt: one model, whatever prompt, precision
+        or runtime runs it."""
+        return self.weights.partition("|prefix=")[0]
+
+    @property
     def prompt(self) -> str | None:
         """The text prefix (prompt) the encoder ran with, as a transformer's weights record it
         ("|prefix=<repr>"); None where the id records none (use-m3, vectors made elsewhere)."""

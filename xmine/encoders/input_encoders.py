@@ -99,7 +99,7 @@ class Encoders:
         a relative path (before xmine recorded folders absolute) read from another folder, or a
         folder changed since. Precision, runtime and prompt are compared where the sides meet."""
         loaded = EncoderFingerprint.from_dict(self._encoder.fingerprint(), where="the loaded encoder")
-        if loaded.id.weights.partition("|prefix=")[0] == made.id.weights.partition("|prefix=")[0]:
+        if loaded.id.model == made.id.model:
             return
         where = next((str(p) for p in self._inputs if Path(p).is_dir() and (Path(p) / MANIFEST).is_file()), "an input")
         relative = " (a relative path, read from this folder)" if not Path(made.name).is_absolute() and \

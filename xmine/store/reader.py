@@ -116,11 +116,9 @@ class EmbeddingStore:
         """int64 (count,), memory-mapped: the 1-based input line of every row (checked once to count
         from 1: a self-consistent store's -5 was written out as a record number)."""
         numbers = self._array(LINE_NUMBERS)
-        if not getattr(self, "_line_numbers_checked", False):
-            if len(numbers) and int(numbers.min()) < 1:
-                raise ArtefactError(f"{self.directory / LINE_NUMBERS}: holds {int(numbers.min())}, where line numbers "
-                                    "count from 1; the store is damaged, rebuild it")
-            self._line_numbers_checked = True
+        if len(numbers) and int(numbers.min()) < 1:
+            raise ArtefactError(f"{self.directory / LINE_NUMBERS}: holds {int(numbers.min())}, where line numbers "
+                                "count from 1; the store is damaged, rebuild it")
         return numbers
 
     def sentences(self) -> list[str]:

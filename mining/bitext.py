@@ -105,7 +105,9 @@ class Bitext:
             raise ConfigError(f"--src-field and --tgt-field both name {spec.src_field!r}: every pair would be a "
                               "sentence against itself")
         self.format = bitext_format(self.paths, spec)
-        if self.format == "tsv" and spec.src_field is None and spec.tgt_field is None and _is_mined_tsv(self.path):
+        #: `xmine mine`'s summary (OUT.json) where the bitext is its TSV output, else None
+        self.mined_summary = _mined_summary(self.path) if self.format == "tsv" else None
+        if self.mined_summary is not None and spec.src_field is None and spec.tgt_field is None:
             # (was: its score column read as the source: "kept 0 of 91 pairs", exit 0)
             log.info("%s is an xmine mining result: its sentences are columns %s and %s", self.path,
                      *MINED_TSV_TEXT_COLUMNS)
@@ -256,13 +258,37 @@ def _match_languages(keys: list[str], langs: tuple[str | None, str | None]) -> t
     return (picked[0], picked[1]) if None not in picked and picked[0] != picked[1] else None
 
 
-def _is_mined_tsv(path: Path) -> bool:
-    """Whether `path` is the TSV output of `xmine mine` (its OUT.json beside it says so)."""
+def _mined_summary(path: Path) -> dict | None:
+    """The summary of `xmine mine` where `path` is its TSV output (its OUT.json beside it says so)."""
     try:
         summary = json.loads(Path(f"{path}.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    return isinstance(summary, dict) and summary.get("kind") == MINING_KIND and summary.get("format") == "tsv"
+        return None
+    mined = isinstance(summary, dict) and summary.get("kind") == MINING_KIND and summary.get("format") == "tsv"
+    return summary if mined else None
+
+
+def mined_in_another_space(bitext: Bitext, encoder: dict, projection: dict | None) -> str | None:
+    """A note where `bitext` is `xmine mine`'s output, mined with another encoder or projection than
+    the one it is scored with (`encoder`, `projection`: the scored side's records), else None: its
+    margins and threshold are then those of another space (was: said nowhere)."""
+    mined = bitext.mined_summary
+    if mined is None or not isinstance(mined.get("encoder"), dict):
+        return None
+    made, made_projection = mined["encoder"], mined.get("projection")
+    made_id = made_projection.get("id") if isinstance(made_projection, dict) else None
+    if made.get("name") == encoder.get("name") and made_id == (projection or {}).get("id"):
+        return None
+
+    def space(name, proj) -> str:
+        return f"encoder {name!r} and " + (f"projection {proj.get('path')}" if isinstance(proj, dict)
+                                            else "no projection (raw embeddings)")
+    given = f"--encoder {made.get('name')} --projection " + (
+        "none" if not isinstance(made_projection, dict) else
+        "default" if made_projection.get("shipped") else str(made_projection.get("path")))
+    return (f"{bitext.path} was mined with {space(made.get('name'), made_projection)}, but is scored with "
+            f"{space(encoder.get('name'), projection)}: its margins and threshold are this space's; give "
+            f"{given} to score it in the space it was mined in")
 
 
 def parse_pairs_argument(pairs: str | None, src: Path | None, tgt: Path | None) -> tuple[Path, ...]:
@@ -282,4 +308,5 @@ def parse_pairs_argument(pairs: str | None, src: Path | None, tgt: Path | None) 
     return (Path(pairs),)
 
 
-__all__ = ["BITEXT_FORMATS", "Bitext", "BitextFormat", "BitextPair", "bitext_format", "parse_pairs_argument"]
+__all__ = ["BITEXT_FORMATS", "Bitext", "BitextFormat", "BitextPair", "bitext_format", "mined_in_another_space",
+           "parse_pairs_argument"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import shutil
 from array import array
@@ -46,7 +47,7 @@ from xmine.encoders.loader import check_encoder_loadable
 from xmine.inputs import check_compatible, load_side
 from xmine.store.reader import EmbeddingStore
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
-from xmine.mining.bitext import Bitext
+from xmine.mining.bitext import Bitext, mined_in_another_space
 from xmine.mining.config import EncodingConfig, SearchConfig, SelectionConfig, check_k_for_margin, check_score_cap
 from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.filters import PairFilterConfig, apply_pair_filters
@@ -61,6 +62,7 @@ from xmine.artefacts.outputs import claim_output
 from xmine.artefacts.records import to_json
 from xmine.tempdirs import temporary_directory
 
+log = logging.getLogger(__name__)
 
 SCORE_KIND = "scored-pairs"
 #: pairs whose rows are read and scored at once
@@ -312,6 +314,9 @@ def score_bitext(
                 for side in sides[1:]:
                     check_compatible(sides[0], side)
                 sx, sy, *corpora = loaded
+                other_space = mined_in_another_space(bitext, sx.encoder.to_dict(), to_json(sx.projection))
+                if other_space is not None:
+                    log.warning(other_space)
                 # mine's threshold and score cap of the space scored in; no rule of a run (`RuleUse.NONE`)
                 langs = (src_lang, tgt_lang)
                 config, filters, threshold_record = run_threshold(
@@ -337,6 +342,7 @@ def score_bitext(
                     "filters": filters.record(config.margin) | {"languages": list(langs)},
                     "encoder": sx.encoder.to_dict(), "projection": to_json(sx.projection), "part": sx.part,
                     "projection_choice": encoders.choice.record(),
+                    **({"mined_in_another_space": other_space} if other_space is not None else {}),
                     # the user's bitext, not the sides staged from it (removed when done)
                     "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang,
                                              bitext=bitext.identity(),

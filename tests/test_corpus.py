@@ -39,6 +39,18 @@ def test_crlf_bom_and_inner_tabs(tmp_path):
     assert c.stats.replaced_count == 2
 
 
+def test_a_file_of_tab_separated_columns_read_as_text_is_pointed_to_the_tsv_reader(tmp_path):
+    """Every line holding a tab is how a column file read as sentences looks (`1<TAB>Hallo` encoded
+    as "1 Hallo"): the warning names the options that read a column; a stray tab does not."""
+    columns = read_corpus(write(tmp_path, "de.tsv", b"1\tHallo Welt\n2\tGuten Morgen\n"))
+    assert columns.sentences == ["1 Hallo Welt", "2 Guten Morgen"]
+    [said] = columns.stats.warnings(2000)
+    assert "2 line(s) replaced by spaces" in said and "--input-format tsv" in said and "--text-column" in said
+    stray = read_corpus(write(tmp_path, "a.txt", b"eins\tzwei\ndrei\n"))
+    [said] = stray.stats.warnings(2000)
+    assert "1 line(s) replaced by spaces" in said and "--input-format" not in said
+
+
 def test_text_is_otherwise_unchanged(tmp_path):
     s = "  Größe: 5 € — naïve 東京  "
     c = read_corpus(write(tmp_path, "u.txt", (s + "\n").encode()))

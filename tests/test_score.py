@@ -498,6 +498,13 @@ def test_a_mined_tsv_is_scored_by_its_sentences_and_a_score_column_is_never_a_si
     scored = [line.split("\t") for line in (tmp_path / "s.tsv").read_text(encoding="utf-8").splitlines()]
     assert len(scored) == len(mined) >= 28 and all(row[-2] == "1" for row in scored), scored[:3]
     assert all(abs(float(s[6]) - float(m[0])) < 1e-3 for s, m in zip(scored, mined))  # mine's margins
+    assert "mined_in_another_space" not in json.loads((tmp_path / "s.tsv.json").read_text())
+    # Scored in another space than it was mined in: said, with the options of the mining's space
+    # (was: silence, the margins and threshold of raw embeddings).
+    ok(xm("score", tmp_path / "m.tsv", *common, "--projection", "none", "-o", tmp_path / "raw.tsv"))
+    note = json.loads((tmp_path / "raw.tsv.json").read_text())["mined_in_another_space"]
+    assert "m.tsv was mined with encoder 'me5-small' and projection" in note, note
+    assert "no projection (raw embeddings)" in note and "--encoder me5-small --projection default" in note, note
     (tmp_path / "laser.tsv").write_bytes((tmp_path / "m.tsv").read_bytes())  # (no OUT.json beside it)
     refused(xm("score", tmp_path / "laser.tsv", *common, "-o", tmp_path / "l.tsv"), "laser.tsv",
             "every source text is a number (column or field 1: a score?)", "--src-field and --tgt-field")

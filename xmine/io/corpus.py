@@ -124,8 +124,11 @@ class CorpusStats:
                        "tokens are cut there: their end is not encoded, so lines that differ only after it get the "
                        f"same vector (lines {lines(self.token_cut_lines, self.token_cut_count)})")
         if self.replaced_count:
+            columns = ("; every line holds one, as a tab-separated file's do: to read one of its columns "
+                       "give --input-format tsv (or --src-input-format/--tgt-input-format) and --text-column N"
+                       if self.replaced_count == self.sentences else "")
             out.append(f"{self.path}: tabs or line-break characters inside {self.replaced_count} line(s) "
-                       "replaced by spaces")
+                       f"replaced by spaces{columns}")
         return out
 
 

@@ -146,6 +146,10 @@ def choose_index(
     # 64 vectors a list: inside FAISS's 30..256 range, and training cost stays moderate.
     train = int(min(n, TRAIN_PER_LIST * nl))
     m = pq_subquantisers(dim, pq_m)
+    if kind in ("ivfpq", "opq") and m != pq_m:  # (was: --pq-m 5 built PQ4, a quarter of the code asked for, unsaid)
+        near = ", ".join(str(d) for d in range(1, dim + 1) if dim % d == 0 and pq_m / 2 <= d <= pq_m * 2)
+        log.warning(f"--pq-m {pq_m}: {m} sub-quantisers used (they must divide the dimension {dim}; its divisors "
+                    f"near {pq_m}: {near})")
     if kind in ("ivfpq", "opq"):
         # PQ codebooks have 256 entries per sub-quantiser: train on at least ~40 points each.
         train = int(min(n, max(train, 2**pq_bits * MIN_TRAIN_PER_LIST)))

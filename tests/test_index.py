@@ -95,6 +95,15 @@ def test_a_small_ivf_searches_enough_lists_and_says_why_it_has_so_few(caplog):
     assert [r.getMessage()[:60] for r in caplog.records] == [
         "PQ384: 384 codebooks of 256 centroids trained on 400 vectors"]
 
+
+def test_a_pq_m_that_does_not_divide_the_dimension_says_what_is_used(caplog):
+    """(was: --pq-m 5 on 384 dimensions built PQ4, a coarser code than asked for, without a word)"""
+    with caplog.at_level("WARNING", logger="xmine"):
+        assert choose_index(20_000, 384, kind="ivfpq", pq_m=5).factory == "IVF512,PQ4"
+        assert choose_index(20_000, 384, kind="opq", pq_m=48).factory == "OPQ48,IVF512,PQ48"
+    assert [r.getMessage() for r in caplog.records] == [
+        "--pq-m 5: 4 sub-quantisers used (they must divide the dimension 384; its divisors near 5: 3, 4, 6, 8)"]
+
 def test_auto_choice_by_size():
     assert choose_index(5_000, 384).kind == "flat"
     assert choose_index(10_000, 384).kind == "flat"

@@ -58,6 +58,7 @@ from xmine.io.readers import check_has_text, for_each_input
 from xmine.io.record_fields import check_fields_readable, record_fields
 from xmine.artefacts.records import to_json
 from xmine.encoders.loader import untrained_languages
+from xmine.encoders.projection import unseen_languages
 from xmine.store.writer import UNDETERMINED
 from xmine.io.stdin import is_stdin, is_url, shown_path, spool_url
 from xmine.tempdirs import temporary_directory
@@ -224,6 +225,13 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                                   "its languages): it aligns translations of such a language poorly, so few of them "
                                   "are found; an encoder that knows the language (me5-small) finds more")
                 log.warning(untrained_note)
+            unseen = unseen_languages(sx.projection, [lang for lang in langs if lang != UNDETERMINED])
+            if unseen:  # (was: a projection trained on de-en mined fr-es without a word)
+                unseen_note = (f"projection {sx.projection.path} was not trained on {', '.join(unseen)}: its meaning "
+                               f"part of {'that language' if len(unseen) == 1 else 'those languages'} is untested; "
+                               f"`xmine bench tatoeba --projection {sx.projection.path}` measures it, and "
+                               "`--projection none` mines raw embeddings")
+                log.warning(unseen_note)
             pre_record = pre_search(mx, my, langs=langs, config=config.filters.pre_clean, filters=filters,
                                     margin=mining.margin)
             # Length bounds were applied above; the selection only needs the ratio filter (and no
@@ -280,6 +288,7 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
                 "language_check": language_check,
                 **({"index_notes": index_notes} if index_notes else {}),
                 **({"encoder_languages": {"untrained": untrained, "note": untrained_note}} if untrained else {}),
+                **({"projection_languages": {"unseen": unseen, "note": unseen_note}} if unseen else {}),
                 "search": search,
                 # the indexes the approximate search built (was: only the settings as given, nlist None)
                 **({"approximate_index": approximate_used} if approximate_used else {}),

@@ -291,6 +291,23 @@ def test_cli_plot_and_encoder_mismatch(tmp_path, data_dir, center_projection):
     assert res.exit_code == 2 and "encoder" in res.output and not (tmp_path / "x.json").exists()
 
 
+def test_mining_languages_a_user_projection_never_saw_is_said(tmp_path, data_dir, center_projection):
+    """(was: a projection trained on German, French and English mined Spanish without a word)"""
+    from tests.flores import flores_lines
+
+    for code, lang in (("fra_Latn", "fr"), ("spa_Latn", "es"), ("eng_Latn", "en")):
+        (tmp_path / f"{lang}.txt").write_text("\n".join(flores_lines(data_dir, code, 40)) + "\n", encoding="utf-8")
+    for src, tgt, unseen in (("fr", "en", None), ("fr", "es", ["es"])):
+        out = tmp_path / f"{src}-{tgt}.tsv"
+        res = CliRunner().invoke(_cli(), ["mine", str(tmp_path / f"{src}.txt"), str(tmp_path / f"{tgt}.txt"),
+                                          "--src-lang", src, "--tgt-lang", tgt, "--encoder", "use-m3", "--projection",
+                                          str(center_projection), "-o", str(out), "-q"])
+        assert res.exit_code == 0, res.output
+        said = json.loads(out.with_name(out.name + ".json").read_text()).get("projection_languages")
+        assert (said and said["unseen"]) == unseen, said
+    assert f"projection {center_projection} was not trained on es: its meaning part of that language" in said["note"]
+
+
 def test_cli_geometry_records_the_rows_it_measured_and_refuses_a_language_against_itself(tmp_path, data_dir):
     """(was: `--rows 5000` recorded as given when 1,012 lines were used; `--pivot deu_Latn --langs
     deu_Latn` reported alignment 0.000)"""

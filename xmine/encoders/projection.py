@@ -46,6 +46,7 @@ from xmine.encoders import check_projection_encoder
 from xmine.errors import ArtefactError, ConfigError, EncoderMismatchError, InputError
 from xmine.artefacts.fileio import MANIFEST, VerifiedFiles, check_names, read_manifest
 from xmine.artefacts.records import FileRecord, ProjectionFingerprint, read_field
+from xmine.langs import normalize_lang
 
 log = logging.getLogger("xmine")
 
@@ -77,6 +78,20 @@ def resolve_projection(projection: "ProjectionLike | str | Path | None") -> Proj
     if projection is None or isinstance(projection, ProjectionLike):
         return projection  # type: ignore[return-value]
     return open_artefact(projection, PROJECTION_KIND)
+
+
+def unseen_languages(fingerprint: ProjectionFingerprint | None, langs) -> list[str]:
+    """Those of `langs` (codes as given; None skipped) that a user's projection was not trained on
+    (the languages its config lists): its meaning part of them is untested. [] for raw embeddings,
+    for the shipped projection (measured on languages it never saw: benchmarks/results/notes/
+    heldout_news.md), and for a projection that lists no languages or no longer opens."""
+    if fingerprint is None or fingerprint.shipped:
+        return []
+    try:
+        known = {normalize_lang(code) for code in getattr(resolve_projection(fingerprint.path), "languages", [])}
+    except (ArtefactError, InputError, OSError):
+        return []
+    return [lang for lang in langs if known and lang and normalize_lang(lang) not in known]
 
 
 DEFAULT = "default"
@@ -251,4 +266,4 @@ def projection_defaults(projection_dir: str | Path) -> SpaceDefaults | None:
 __all__ = ["CONFIG", "DEFAULT", "NONE", "PROJECTION_FILES", "PROJECTION_FORMAT", "PROJECTION_KIND", "ProjectionChoice",
            "ProjectionLike", "SHIPPED_INFO", "SHIPPED_ROOT", "WEIGHTS", "choose_projection",
            "projection_defaults", "projection_files", "read_projection_json", "read_shipped_json",
-           "resolve_projection", "shipped_dir", "shipped_encoder", "shipped_info"]
+           "resolve_projection", "shipped_dir", "shipped_encoder", "shipped_info", "unseen_languages"]

@@ -201,7 +201,7 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
             mining, filters, threshold_record = run_threshold(
                 config.selection, config.mining_config(), filters, encoders.choice.path if sx.projection else None,
                 sx.encoder.name, rules=RuleUse.ESTIMATE_ONLY if search == "approximate" else RuleUse.AFTER_SEARCH,
-                langs=langs, encoder_id=sx.encoder.id)
+                langs=langs, encoder_id=sx.encoder.id, side_rows=min(len(sx), len(sy)))
             for side in (sx, sy):  # every shard's sha256 (large stores: now, before any search starts)
                 if hasattr(side.rows, "check_all"):
                     side.rows.check_all()

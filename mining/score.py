@@ -321,7 +321,8 @@ def score_bitext(
                 langs = (src_lang, tgt_lang)
                 config, filters, threshold_record = run_threshold(
                     selection, config, filters, encoders.choice.path if sx.projection else None, sx.encoder.name,
-                    rules=RuleUse.NONE, langs=langs, encoder_id=sx.encoder.id)
+                    rules=RuleUse.NONE, langs=langs, encoder_id=sx.encoder.id,
+                    side_rows=min(len(c if c is not None else s) for c, s in zip(corpora, (sx, sy))))
                 scores = score_pairs(sx, sy, n, langs=langs, config=config, filters=filters, corpora=tuple(corpora),
                                      approximate=search.approximate_config() if search.approximate else None, work=work / "search",
                                      show_progress=show_progress, executor=executor)

@@ -187,7 +187,7 @@ def keep_at_least(mined: MinedPairs, threshold: float) -> MinedPairs:
 def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: PairFilterConfig, projection_dir,
                   encoder_name: str | None, *, rules: RuleUse = RuleUse.AFTER_SEARCH,
                   langs: tuple[str | None, str | None] = (None, None), encoder_id: EncoderId | None = None,
-                  ) -> tuple[MiningConfig, PairFilterConfig, dict]:
+                  side_rows: int | None = None) -> tuple[MiningConfig, PairFilterConfig, dict]:
     """The config and filters to search and select with, and the summary's `threshold` record.
 
     `selection.threshold` a number or None: that (None: every pair kept). "default": the space's
@@ -201,7 +201,9 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
     calibration). A shipped space's default for languages (`langs`, source and target) its
     calibration does not reach: `language_notes`, logged and recorded (`language_notes`). Calibrated
     values the run uses that were measured at another k, or (given the run's `encoder_id`) with
-    embeddings of other weights or another prompt: `note_other_k`, `note_other_encoder`."""
+    embeddings of other weights or another prompt: `note_other_k`, `note_other_encoder`; `side_rows`
+    (the rows of the smaller side, where known): a k above it is noted as too few neighbours after
+    the search (`note_few_neighbours`), not as another k."""
     found, what = space_defaults(projection_dir, encoder_name, encoder_id=encoder_id)
     if selection.calibration is not None:
         found = read_calibration(selection.calibration, encoder_name=encoder_name, projection_dir=projection_dir,
@@ -266,7 +268,8 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
                                               f"with the {config.margin} margin")
     if found is not None:
         uses = calibrated_uses(record, cap=cap_calibrated and "score_max" in filters.active(config.margin))
-        note_other_k(record, found, config.k, what, uses)
+        if side_rows is None or config.k <= side_rows:  # (else fewer neighbours than k: `note_few_neighbours`,
+            note_other_k(record, found, config.k, what, uses)  # was: two warnings saying opposite things)
         if encoder_id is not None:
             note_other_encoder(record, found, encoder_id, what, uses)
     if record["value"] is not None and "rule" not in record:  # a rule's value is logged once it is known

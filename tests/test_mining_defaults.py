@@ -559,6 +559,13 @@ def test_mine_notes_a_side_smaller_than_k_and_threshold_none_keeps_its_pair(data
     assert [line.split("\t")[1:3] for line in (tmp_path / "all.tsv").read_text(encoding="utf-8").splitlines()] == \
         [[de[5], en[5]]]
     assert "few_neighbours" not in json.loads((tmp_path / "all.tsv.json").read_text(encoding="utf-8"))["threshold"]
+    # -k above a side's sentences: that note alone (was: also "-k 16: ... margins over 16 run higher",
+    # the opposite, of a k no margin was taken over)
+    caplog.clear()
+    ok(xm(*args, "-k", "16", "-o", tmp_path / "k16.tsv"))
+    t = json.loads((tmp_path / "k16.tsv.json").read_text(encoding="utf-8"))["threshold"]
+    assert "fewer than k=16" in t["few_neighbours"] and "other_k" not in t
+    assert not any(r.getMessage().startswith("-k 16") for r in caplog.records)
 
     for lang, lines in (("de", de), ("en", en)):
         (tmp_path / f"{lang}4.txt").write_text("".join(f"{s}\n" for s in lines[:4]), encoding="utf-8")

@@ -34,6 +34,7 @@ import logging
 import shutil
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -54,6 +55,7 @@ from xmine.mining.writers import COMPANIONS, MINING_KIND, moses_suffixes, output
 from xmine.mining.writers import MinedRows, PairColumn, write_meta, write_mined
 from xmine.artefacts.output_state import same_file
 from xmine.artefacts.outputs import claim_output
+from xmine.io.corpus import CorpusStats
 from xmine.io.readers import check_has_text, for_each_input
 from xmine.io.record_fields import check_fields_readable, record_fields
 from xmine.artefacts.records import to_json
@@ -71,7 +73,8 @@ _NOT_TSV = (".jsonl", ".ndjson", ".json", ".parquet", ".pq", ".csv", ".tmx", ".g
 FILTERED_KIND = "filtered-pairs"
 
 
-def mine(config: MineConfig, *, show_progress: bool = True) -> dict:
+def mine(config: MineConfig, *, show_progress: bool = True,
+         reported_as: Mapping[str, Callable[[CorpusStats], CorpusStats]] | None = None) -> dict:
     """Run `config` (`xmine.mining.config`, whose fields say what each setting does); returns a
     summary (also written to `<output.path>.json`).
 
@@ -92,17 +95,19 @@ def mine(config: MineConfig, *, show_progress: bool = True) -> dict:
     space without a calibration gets a threshold estimated from the run's own candidates, uncapped.
     The summary records the threshold and the cap used and where they came from (`threshold`), and
     what the language filter (`lang_filter`), the pre-search cleaning (`pre_search`) and each pair
-    filter (`filters`) removed.
+    filter (`filters`) removed. `reported_as` ("src", "tgt"): what the warnings of reading a text
+    side name (`xmine.store.embed_corpus`), where its file is not the user's (a Python list's).
     """
     urls = {role: side.path for role, side in (("src", config.src), ("tgt", config.tgt)) if is_url(side.path)}
     if not urls:
-        return _mine(config, show_progress=show_progress)
+        return _mine(config, show_progress=show_progress, reported_as=reported_as or {})
     with temporary_directory("url") as tmp:
         local = {role: replace(getattr(config, role), path=spool_url(url, tmp)) for role, url in urls.items()}
-        return _mine(replace(config, **local), show_progress=show_progress)
+        return _mine(replace(config, **local), show_progress=show_progress, reported_as=reported_as or {})
 
 
-def _mine(config: MineConfig, *, show_progress: bool) -> dict:
+def _mine(config: MineConfig, *, show_progress: bool,
+          reported_as: Mapping[str, Callable[[CorpusStats], CorpusStats]]) -> dict:
     """`mine` with every side a local path."""
     src, tgt, out = config.src.path, config.tgt.path, config.output.path
     src_lang, tgt_lang = config.src.lang, config.tgt.lang
@@ -176,12 +181,14 @@ def _mine(config: MineConfig, *, show_progress: bool) -> dict:
         # interrupted run left, which must not stand in the way of a corrected command.
         rebuild = claim.overwrite or claim.state != "finished"
         sx = load_side(src, lang=src_lang, encoders=encoders, work_dir=work_for(src, "src", src_format),
-                       show_progress=show_progress, rebuild=rebuild, input_format=src_format)
+                       show_progress=show_progress, rebuild=rebuild, input_format=src_format,
+                       reported_as=reported_as.get("src"))
         if calibration is not None and artefact_kind(tgt, tgt_format) == "text":  # before TGT is encoded
             check_calibration_space(calibration, encoder_name=sx.encoder.name, encoder_id=sx.encoder.id,
                                     projection_dir=encoders.choice.path if sx.projection else None)
         sy = load_side(tgt, lang=tgt_lang, encoders=encoders, work_dir=work_for(tgt, "tgt", tgt_format),
-                       show_progress=show_progress, rebuild=rebuild, input_format=tgt_format)
+                       show_progress=show_progress, rebuild=rebuild, input_format=tgt_format,
+                       reported_as=reported_as.get("tgt"))
         try:
             check_compatible(sx, sy)
             search = "exact"

@@ -77,6 +77,23 @@ def test_api_takes_any_iterable_of_sentences_and_says_what_is_wrong_with_one(dat
                    env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
 
 
+def test_api_warnings_name_the_list_and_its_items_as_the_result_does(caplog):
+    """(was: "/tmp/xmine-api-.../src.txt: 1 line(s) longer than 2000 characters ... (lines 4)", for
+    the item the result calls src_index 3)"""
+    import xmine
+
+    de = ["Der Hund schläft.", "", "Das Museum ist montags geschlossen.", "Wir baden im Meer. " * 120]
+    en = ["The dog is sleeping.", "The museum is closed on Mondays.", "We swim in the sea. " * 120]
+    with caplog.at_level("WARNING", logger="xmine"):
+        rows = xmine.mine(de, en, encoder="use-m3", threshold=None, show_progress=False).to_pylist()
+    assert (3, 2) in {(r["src_index"], r["tgt_index"]) for r in rows}
+    said = [r.getMessage() for r in caplog.records]
+    assert "src (the list given): 1 empty item(s) skipped (item numbers are kept)" in said, said
+    assert "src (the list given): 1 item(s) longer than 2000 characters are cut to that length for encoding " \
+        "(items 3)" in said, said
+    assert not any("xmine-api" in message for message in said), said
+
+
 def test_api_refuses_record_options_its_input_has_no_use_for(tmp_path):
     """As the command refuses `--text-field` on a text file (was: read and dropped in Python, where
     `InputFormat.given` stayed empty)."""

@@ -88,6 +88,9 @@ class CorpusStats:
     token_cut_count: int = 0
     #: the encoder's token limit, when known
     max_tokens: int | None = None
+    #: what the warnings call a record and its number: "line" (a file's), "item" (a Python list's,
+    #: numbered from 0 by the caller's `reported_as`: xmine.mining.api)
+    unit: str = "line"
 
     def note_line(self, line_no: int, text: str, max_chars: int) -> bool:
         """Count one line (or record) read: False for an empty one (skipped), True for a sentence."""
@@ -113,21 +116,21 @@ class CorpusStats:
         def lines(shown: list[int], count: int) -> str:
             return ", ".join(map(str, shown)) + (f" and {count - len(shown)} more" if count > len(shown) else "")
 
-        out = []
+        out, unit = [], self.unit
         if self.empty_lines:
-            out.append(f"{self.path}: {self.empty_lines} empty line(s) skipped (line numbers are kept)")
+            out.append(f"{self.path}: {self.empty_lines} empty {unit}(s) skipped ({unit} numbers are kept)")
         if self.long_count:
-            out.append(f"{self.path}: {self.long_count} line(s) longer than {max_chars} characters are cut "
-                       f"to that length for encoding (lines {lines(self.long_lines, self.long_count)})")
+            out.append(f"{self.path}: {self.long_count} {unit}(s) longer than {max_chars} characters are cut "
+                       f"to that length for encoding ({unit}s {lines(self.long_lines, self.long_count)})")
         if self.token_cut_count:
-            out.append(f"{self.path}: {self.token_cut_count} line(s) longer than the encoder's {self.max_tokens} "
-                       "tokens are cut there: their end is not encoded, so lines that differ only after it get the "
-                       f"same vector (lines {lines(self.token_cut_lines, self.token_cut_count)})")
+            out.append(f"{self.path}: {self.token_cut_count} {unit}(s) longer than the encoder's {self.max_tokens} "
+                       f"tokens are cut there: their end is not encoded, so {unit}s that differ only after it get "
+                       f"the same vector ({unit}s {lines(self.token_cut_lines, self.token_cut_count)})")
         if self.replaced_count:
             columns = ("; every line holds one, as a tab-separated file's do: to read one of its columns "
                        "give --input-format tsv (or --src-input-format/--tgt-input-format) and --text-column N"
-                       if self.replaced_count == self.sentences else "")
-            out.append(f"{self.path}: tabs or line-break characters inside {self.replaced_count} line(s) "
+                       if self.replaced_count == self.sentences and unit == "line" else "")
+            out.append(f"{self.path}: tabs or line-break characters inside {self.replaced_count} {unit}(s) "
                        f"replaced by spaces{columns}")
         return out
 

@@ -144,4 +144,4 @@ def check_lang(given: str | None, recorded: str | None, what: str) -> None:
     """Refuse a language that differs from the artefact's; codes compare as one language in any
     form, keeping the script (de = deu = deu_Latn = de-DE; zho_Hans != zho_Hant: xmine.langs)."""
     if given and recorded and not same_language(given, recorded):
-        raise ConfigError(f"{what} holds language {recorded!r}, but --lang/--*-lang says {given!r}")
+        raise ConfigError(f"{what} holds language {recorded!r}, but the language given for it is {given!r}")

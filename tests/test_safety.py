@@ -499,7 +499,8 @@ def test_language_codes_compare_normalised_and_k_is_recorded_as_used(ws):
     small = json.loads((ws / "m5.tsv.json").read_text())
     assert small["k_used"] == 5 and small["k_used_per_side"] == {"src": 5, "tgt": 8}
     with untouched(ws):
-        refused(xm("mine", ws / "store", ws / "en.txt", "--src-lang", "fr", "-o", ws / "m2.tsv"), "holds language 'de', but the language given for it is 'fr'")
+        refused(xm("mine", ws / "store", ws / "en.txt", "--src-lang", "fr", "-o", ws / "m2.tsv"),
+                "holds language 'de', but the language given for it is 'fr'")
 
 
 def test_train_restores_torchs_thread_count(ws):

@@ -92,6 +92,23 @@ def test_a_store_records_its_model_folder_wherever_it_is_read_from(tmp_path, mon
                 f"{tmp_path / 'store'} was made with encoder '{made / 'enc'}'", "but that name loads another model here")
 
 
+def test_a_store_whose_model_folder_moved_says_so_and_takes_it_where_it_is(tmp_path):
+    """(was: "encoder '/x/enc': not a known xmine encoder (me5-small, use-m3), and no such model folder
+    exists", naming neither the store nor the remedy)"""
+    build_tiny_bert(tmp_path / "enc", SENTENCES, seed=0)
+    (tmp_path / "de.txt").write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    (tmp_path / "en.txt").write_text("Ein Satz.\nA sentence.\n", encoding="utf-8")
+    common = ("--runtime", "torch", "-q", "--threshold", "none")
+    ok(xm("embed", tmp_path / "de.txt", "--lang", "de", "--encoder", tmp_path / "enc", "--runtime", "torch", "-q",
+          "-o", tmp_path / "store"))
+    (tmp_path / "enc").rename(tmp_path / "moved")
+    refused(xm("mine", tmp_path / "store", tmp_path / "en.txt", *common, "-o", tmp_path / "m.tsv"),
+            f"{tmp_path / 'store'} was made with the model folder {tmp_path / 'enc'}, which is not there any more",
+            "give --encoder with that model's folder where it is now")
+    ok(xm("mine", tmp_path / "store", tmp_path / "en.txt", *common, "--encoder", tmp_path / "moved",
+          "-o", tmp_path / "m.tsv"))
+
+
 def test_an_encoder_that_is_not_there_is_the_only_line(tmp_path, caplog):
     """(was: "no shipped projection for encoder './missing': using raw embeddings" before the error)"""
     (tmp_path / "de.txt").write_text("Ein Satz.\n", encoding="utf-8")

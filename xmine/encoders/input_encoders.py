@@ -13,7 +13,7 @@ from xmine.encoders import (
 from xmine.encoders.external import EXTERNAL_ID_PREFIX
 from xmine.encoders.loader import check_encoder_loadable, known_encoder_name
 from xmine.encoders.runtime import runtime_for_artefact
-from xmine.errors import ConfigError, EncoderMismatchError
+from xmine.errors import ConfigError, EncoderError, EncoderMismatchError
 from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection, encoding_prompt, projection_encoder
 from xmine.langs import same_language
 from xmine.encoders.projection import choose_projection, resolve_projection
@@ -76,6 +76,11 @@ class Encoders:
             # The inputs' precision and runtime are the defaults only for their own encoder (was: a
             # bf16 store's precision asked of use-m3, which refused it, hiding that the encoders differ)
             same = made if made is not None and made.name == name else None
+            if same is not None and Path(name).is_absolute() and not Path(name).exists():
+                # (was: "encoder '/x/enc': not a known xmine encoder ..., and no such model folder exists")
+                raise EncoderError(f"{self._artefact_input()} was made with the model folder {name}, which is not "
+                                   "there any more: give --encoder with that model's folder where it is now (it is "
+                                   "checked to be the same model)")
             precision = self.precision or (same.run_precision if same else DEFAULT_PRECISION)
             given = self.config.prompt is not None or self.config.prompt_name is not None
             if same is not None and not given:  # as the precision: the inputs' first
@@ -101,12 +106,16 @@ class Encoders:
         loaded = EncoderFingerprint.from_dict(self._encoder.fingerprint(), where="the loaded encoder")
         if loaded.id.model == made.id.model:
             return
-        where = next((str(p) for p in self._inputs if Path(p).is_dir() and (Path(p) / MANIFEST).is_file()), "an input")
+        where = self._artefact_input()
         relative = " (a relative path, read from this folder)" if not Path(made.name).is_absolute() and \
             Path(made.name).exists() else ""
         raise EncoderMismatchError(f"{where} was made with encoder {made.name!r} ({made.id.weights}), but that name "
                                    f"loads another model here{relative} ({loaded.id.weights}): give --encoder with the "
                                    "model it was made with")
+
+    def _artefact_input(self) -> str:
+        """The first input that is an xmine artefact (a store, an index), as the user named it."""
+        return next((str(p) for p in self._inputs if Path(p).is_dir() and (Path(p) / MANIFEST).is_file()), "an input")
 
     @property
     def projection(self):

@@ -27,7 +27,9 @@ import contextlib
 import itertools
 import logging
 import os
+import signal
 import socket
+import threading
 from typing import Any, Callable, Iterable, Iterator
 
 from xmine.errors import ConfigError, XmineError
@@ -80,32 +82,54 @@ def connect(address: str = "auto") -> dict[str, float]:
     if ray.is_initialized():
         _check_same_cluster(ray, address)
     else:
-        _joined.clear()
-        kwargs: dict[str, Any] = dict(
-            include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True,
-            configure_logging=True,
-            # Workers inherit the driver's environment (XMINE_HOME, HF offline flags, ...).
-            runtime_env={"env_vars": {k: os.environ[k] for k in _FORWARDED_ENV if k in os.environ}},
-        )
-        if address == "auto":
-            named = os.environ.get("RAY_ADDRESS", "")
-            if named and named != "auto":  # (else Ray retries a dead address for minutes)
-                _check_reachable(named, what=f"--ray auto: RAY_ADDRESS={named}",
-                                 remedy="unset RAY_ADDRESS to start a local cluster")
-            try:
-                ray.init(address="auto", **kwargs)
-                log.info("ray: joined the running cluster")
-            except ConnectionError:
-                ray.init(**kwargs)
-                log.info("ray: started a local cluster (no running cluster found)")
-        else:
-            _check_reachable(address)
-            try:
-                ray.init(address=address, **kwargs)
-            except (ConnectionError, ValueError, RuntimeError) as e:
-                raise ConfigError(f"--ray {address}: cannot join that Ray cluster ({e})") from None
-            _joined["address"] = address
+        with _own_sigterm_handler():
+            _init(ray, address)
     return cluster_resources()
+
+
+@contextlib.contextmanager
+def _own_sigterm_handler():
+    """The process's SIGTERM handler as it was before `ray.init`, which installs Ray's own (a stack
+    dump, then death by the signal: exit 15, no clean-up, no line of xmine's; once, with the driver
+    in a blocking read, a loop of SIGSEGVs at 100% CPU that never ended). xmine's handler turns
+    SIGTERM into a clean stop (xmine.cli: exit 143, finished work kept); a program's own is its
+    own. Only the main thread may set a handler, and only there was one set."""
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGTERM, before)  # (Python's view was never changed: set again at the C level)
+
+
+def _init(ray, address: str) -> None:
+    """`ray.init` for `connect`: the cluster named by `address`, or a new local one."""
+    _joined.clear()
+    kwargs: dict[str, Any] = dict(
+        include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True,
+        configure_logging=True,
+        # Workers inherit the driver's environment (XMINE_HOME, HF offline flags, ...).
+        runtime_env={"env_vars": {k: os.environ[k] for k in _FORWARDED_ENV if k in os.environ}},
+    )
+    if address == "auto":
+        named = os.environ.get("RAY_ADDRESS", "")
+        if named and named != "auto":  # (else Ray retries a dead address for minutes)
+            _check_reachable(named, what=f"--ray auto: RAY_ADDRESS={named}",
+                             remedy="unset RAY_ADDRESS to start a local cluster")
+        try:
+            ray.init(address="auto", **kwargs)
+            log.info("ray: joined the running cluster")
+        except ConnectionError:
+            ray.init(**kwargs)
+            log.info("ray: started a local cluster (no running cluster found)")
+    else:
+        _check_reachable(address)
+        try:
+            ray.init(address=address, **kwargs)
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            raise ConfigError(f"--ray {address}: cannot join that Ray cluster ({e})") from None
+        _joined["address"] = address
 
 
 def _check_same_cluster(ray, address: str) -> None:

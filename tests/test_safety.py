@@ -993,6 +993,20 @@ def test_sigterm_ends_a_command_cleanly_leaving_no_hidden_work(ws, monkeypatch, 
     assert tree(ws) == before
 
 
+def test_a_store_another_run_is_writing_is_said_to_be_so_not_to_have_stopped(ws):
+    """(was: "an unfinished embedding store (its run was interrupted or failed); run the same command
+    again to finish it", of a store whose run was still going)"""
+    text = _numbered(REPO / "demo" / "de.txt", ws / "big.txt", 200)
+    args = ["embed", text, "--lang", "de", "--encoder", "use-m3", "--shard-rows", 50, "-q", "-o", ws / "growing"]
+    with paused_xmine("xmine.store.resume:Progress.save", 2, *args) as proc:
+        refused(xm("mine", ws / "growing", ws / "en.txt", "--encoder", "use-m3", "-o", ws / "m.tsv"),
+                "growing: an unfinished embedding store that another xmine process is writing right now")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    refused(xm("mine", ws / "growing", ws / "en.txt", "--encoder", "use-m3", "-o", ws / "m.tsv"),
+            "growing: an unfinished embedding store (its run was interrupted or failed)")
+
+
 def test_a_reader_that_stops_early_ends_the_command_quietly(ws):
     """`xmine search ... | head`: the reader has what it wanted (was: "xmine: error: broken pipe",
     exit 2). Exit 141, as a program ended by SIGPIPE, and nothing on stderr."""

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 from xmine.errors import ArtefactError, InputError
 from xmine.artefacts.fileio import MANIFEST, load_manifest, manifest_kind
-from xmine.artefacts.output_state import dir_kind
+from xmine.artefacts.output_state import being_written, dir_kind
 from xmine.io.reader_base import is_dataset_dir
 from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint, read_field
 from xmine.io.stdin import is_stdin
@@ -30,6 +30,9 @@ def artefact_kind(path: str | Path, input_format: Any = None) -> str:
             kind, _ = dir_kind(p)
             if kind is not None or (p / "progress.json").is_file():
                 what = (kind or "embedding-store").replace("-", " ")
+                if being_written(p):  # (was: "its run was interrupted or failed" of a run still going)
+                    raise InputError(p, f"an unfinished {what} that another xmine process is writing right now; "
+                                        "wait for it to finish")
                 raise InputError(p, f"an unfinished {what} (its run was interrupted or failed); run the same "
                                     "command again to finish it")
             raise InputError(p, "a directory without manifest.json: expected a corpus file, a Hugging Face "

@@ -17,6 +17,7 @@ How an existing path is recognised as xmine's (`form`):
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -283,5 +284,24 @@ def _foreign_companion(path: Path, kind: str, companions: tuple[str, ...], side:
     return None
 
 
-__all__ = ["FORMS", "MARKER", "changed_files", "check_not_input", "dir_kind", "md_header", "own_output_name",
+def being_written(path: Path) -> bool:
+    """Whether an xmine process holds the writer's lock of `path` now (`.NAME.lock` beside it:
+    `xmine.artefacts.outputs`), so what is there is a run in progress, not one that stopped. The
+    lock is only tried, never taken: opened read-only, not created."""
+    try:
+        fd = os.open(path.parent / f".{path.name}.lock", os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # (closing releases a shared lock taken)
+    return False
+
+
+__all__ = ["FORMS", "MARKER", "being_written", "changed_files", "check_not_input", "dir_kind", "md_header", "own_output_name",
            "output_state", "png_metadata", "read_json", "same_file", "sidecar_of", "tree_record"]

@@ -860,6 +860,9 @@ def test_a_damaged_work_store_is_rebuilt_with_overwrite(ws):
     args = ["mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-q", "--keep-work", "-o", ws / "m.tsv"]
     ok(xm(*args))
     first = (ws / "m.tsv").read_bytes()
+    # (was: "an unfinished xmine mining result work", of a finished run's kept work)
+    refused(xm("verify", ws / "m.tsv.work"), "m.tsv.work: the work folder of an xmine mining result",
+            f"verify the output it belongs to ({ws / 'm.tsv'})")
     (ws / "m.tsv.work" / "src" / "store" / "emb-00000.npy").write_bytes(b"garbage")
     with untouched(ws):
         refused(xm(*args), "already exists")

@@ -115,6 +115,10 @@ def _verify(p: Path) -> tuple[str, int, str]:
             kind, _ = dir_kind(p)
             if kind is None:
                 raise ArtefactError(f"{p}: not an xmine artefact (no {MANIFEST})")
+            if kind.endswith("-work"):  # (was: "an unfinished xmine mining result work" of a finished run's)
+                raise ArtefactError(f"{p}: the work folder of an xmine {kind.removesuffix('-work').replace('-', ' ')} "
+                                    f"(its checkpoints, kept by --keep-work or left by a run that stopped), not an "
+                                    f"artefact: verify the output it belongs to ({p.with_suffix('')})")
             raise ArtefactError(f"{p}: an unfinished xmine {kind.replace('-', ' ')} (no {MANIFEST}); run the "
                                 "command that made it again to finish it")
         if kind == "embedding-store":

@@ -1,6 +1,6 @@
 """The Ray calls: connect to a cluster, run functions as tasks, collect their results.
 
-`--ray` on embed, build-index, mine and train runs the same per-unit functions as one process
+`--ray` on embed, build-index, mine, score and train runs the same per-unit functions as one process
 does; `xmine.exec.executor.OnRay` schedules them through this module. It imports `ray` inside its
 functions, so the core works without the `ray` extra (`pip install 'xmine[ray]'`).
 

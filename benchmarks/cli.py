@@ -30,7 +30,8 @@ from xmine.artefacts.outputs import claim_output
 
 @click.group("bench", context_settings={"help_option_names": ["-h", "--help"]})
 def bench() -> None:
-    """Benchmarks: Tatoeba, MASSIVE, WMT20 QE, STS 2017, geometry (and BUCC when present).
+    """Benchmarks: Tatoeba, MASSIVE (retrieval, templates, FMDA), WMT20 QE, STS 2017, geometry, mining
+    (BUCC-style sets) and BUCC 2018 where its data is present.
 
     Each prints a table (rows: raw, then each --projection's parts) and writes a JSON result with
     provenance; `xmine bench report` turns the results into benchmarks/RESULTS.md.
@@ -221,6 +222,8 @@ def _locale_dirs(values: tuple[str, ...], what: str) -> dict[str, str]:
             raise click.BadParameter(f"{v!r} is not LOCALE=DIR (e.g. de-DE=proj-fmda-de)", param_hint=what)
         if loc in out:  # (was: the last one kept without a word)
             raise click.BadParameter(f"{loc} given twice ({out[loc]} and {path})", param_hint=what)
+        if not Path(path).is_dir():  # (was: "PATH: no such file or directory", naming no option)
+            raise click.BadParameter(f"{loc}={path}: no such projection directory", param_hint=what)
         out[loc] = path
     return out
 
@@ -275,7 +278,7 @@ def _mining_langs(ctx, param, value):
                    "a set at the default sizes; BUCC's is 0.02-0.03). A set with fewer is warned about.")
 @click.option("--max-news", type=click.IntRange(min=0), default=None,
               help="At most this many WMT newstest pairs per language (default 1500; --quick: 250).")
-@click.option("--flores-rows", type=click.IntRange(min=10), default=None,
+@click.option("--flores-rows", type=click.IntRange(min=10, max=1012), default=None,
               help="Draw only N of the 1,012 FLORES-200 devtest lines per language (seeded; --quick: 250).")
 @margin_option(help="Score with this margin (as `xmine mine --margin`). Default: the margin `xmine mine` uses "
                     "in each variant's space (ratio; distance for raw use-m3), or ratio with --threshold.")

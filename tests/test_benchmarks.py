@@ -256,6 +256,7 @@ def test_cli_bench_with_projection_meaning_and_language_rows(tmp_path, data_dir,
         "bench", "tatoeba", "--encoder", "use-m3", "--projection", str(center_projection),
         "--langs", "deu,fra", "--max-pairs", "100", "--out", str(out)])
     assert res.exit_code == 0, res.output
+    assert "Tatoeba retrieval accuracy@1 (%)\n" in res.output  # what the table's numbers are (was: not said)
     r = json.loads(out.read_text())
     assert [row[0] for row in r["table"]["rows"]] == ["raw", "center-usem3:meaning", "center-usem3:language"]
     assert r["projections"]["center-usem3"]["method"] == "center"

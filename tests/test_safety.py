@@ -285,8 +285,13 @@ BAD_OPTIONS = [
     (["mine", "{de}", "{en}", "-o", "{o}.tsv", "--product", "cuda", "--ray", "127.0.0.1:1"],
      "--product cuda with --ray: Ray's tiles run as CPU tasks"),
     # a locale given twice (was: the last one kept without a word)
-    (["bench", "fmda", "--fmda", "de-DE={o}", "--fmda", "de-DE={index}", "--dream", "de-DE={o}"],
+    (["bench", "fmda", "--fmda", "de-DE={index}", "--fmda", "de-DE={index}", "--dream", "de-DE={index}"],
      "de-DE given twice"),
+    # (was: "PATH: no such file or directory", naming no option)
+    (["bench", "fmda", "--fmda", "de-DE={o}", "--dream", "de-DE={index}"],
+     "Invalid value for --fmda: de-DE="),
+    # (was: accepted, the whole of FLORES drawn and 5000 recorded)
+    (["bench", "mining", "--flores-rows", "5000", "--out", "{o}.json"], "5000 is not in the range 10<=x<=1012"),
     # click's own refusals, one line too (was: usage, a hint and the error on three lines)
     (["mine", "{de}", "-o", "{o}"], "mine: Missing argument 'TGT' (see '"),
     (["mine", "{de}", "{en}", "-o", "{o}", "--threshold", "abc"], "'abc' is not a valid float"),

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -55,14 +55,14 @@ SAMPLE_ROWS = 200
 MISMATCH_SHARE = 0.5
 
 
-def language_filter(side, ids: np.ndarray, lang_filter: tuple[str, str, float | None], *, forced: bool = False,
-                    role: str = "src") -> tuple[np.ndarray, np.ndarray, float | None]:
+def language_filter(side, ids: np.ndarray, lang_filter: tuple[str, str, float | None], *,
+                    forced: bool = False) -> tuple[np.ndarray, np.ndarray, float | None]:
     """(rows kept, rows dropped, share left alone) of the language filter over rows `ids` of `side`
     (`lang_filter`: language, LID backend, min confidence; None: the language's own threshold,
     `langid.min_confidence_for`): rows identified as another language are dropped. When more than
     MISLABELLED_SHARE of the side is (and not `forced`), its --*-lang is more likely wrong than the
-    side is noise, and the filter would leave nothing to mine: the side is left as it is, with one
-    warning, and that share is returned third (else None)."""
+    side is noise, and the filter would leave nothing to mine: the side is left as it is, and that
+    share is returned third (else None), for `note_side_left` to say."""
     lang, backend, min_confidence = lang_filter
     keep = np.zeros(len(ids), dtype=bool)
     for start in range(0, len(ids), LANG_FILTER_CHUNK):
@@ -71,11 +71,19 @@ def language_filter(side, ids: np.ndarray, lang_filter: tuple[str, str, float | 
                                                           min_confidence=min_confidence)
     share = float((~keep).mean()) if len(keep) else 0.0
     if share > MISLABELLED_SHARE and not forced:
-        log.warning("%s %s: %.0f%% of its sentences are identified as another language than "
-                    "--%s-lang %s; the automatic language filter leaves this side as it is (check "
-                    "--%s-lang; --lang-filter forces the filter)", role, side.path, 100 * share, role, lang, role)
         return ids, ids[:0], share
     return ids[keep], ids[~keep], None
+
+
+def note_side_left(role: str, side, share: float, lang: str, check: dict | None) -> None:
+    """The one warning for a side the language filter left as it is (`language_filter`: a `share` of
+    it in another language than `lang`), with what the declared-language check found (`check`,
+    `check_declared`'s record; was: two lines a side, one of them not naming the language)."""
+    looks = (f"; {check['share']:.0%} of {check['sample']} sampled lines look like {check['looks_like']!r}"
+             if check and check.get("status") == "mismatch" else "")
+    log.warning(f"{role} {side.path}: {share:.0%} of its sentences are identified as another language than "
+                f"--{role}-lang {lang}{looks}; the automatic language filter leaves this side as it is (check "
+                f"--{role}-lang; --lang-filter forces the filter; recorded in the summary)")
 
 
 #: the dropped sentences' line numbers OUT.json lists per side (was: counts alone, so a true
@@ -100,7 +108,7 @@ class Mineable:
     """A side's rows that take part: first occurrences within the length bounds (then `restrict`)."""
 
     def __init__(self, side, config: MiningConfig, *, lang_filter: tuple[str, str, float] | None = None,
-                 forced: bool = False, role: str = "src"):
+                 forced: bool = False):
         first, self.representative = side.unique_rows()
         self.side = side
         self.unique = len(first)
@@ -112,7 +120,7 @@ class Mineable:
         self.other_language_lines: list[int] = []
         if lang_filter is not None:  # (language, LID backend, min confidence): drop other languages
             self.ids, dropped, self.lang_filter_skipped = language_filter(
-                side, self.ids, lang_filter, forced=forced, role=role)
+                side, self.ids, lang_filter, forced=forced)
             self.other_language = len(dropped)
             self.other_language_lines = [int(n) for n in np.asarray(side.line_numbers)[dropped[:AUDITED_LINES]]]
         self._index()
@@ -212,9 +220,10 @@ def _sample_texts(side, ids: np.ndarray) -> list[str]:
     return [side.text[int(ids[i])] for i in picks]
 
 
-def check_declared_languages(sides, *, encoders) -> dict[str, Any]:
+def check_declared_languages(sides, *, encoders, warned: Iterable[str] = ()) -> dict[str, Any]:
     """{role: record} for each (role, side, mined row ids, declared language) whose language was
-    declared; warns (one line) for each side whose sample looks like another language.
+    declared; warns (one line) for each side whose sample looks like another language, except the
+    roles `warned` (the language filter left them as they are: `note_side_left` says both).
 
     A record is `check_declared`'s ("consistent", "mismatch" or "not-checked").
     """
@@ -236,7 +245,7 @@ def check_declared_languages(sides, *, encoders) -> dict[str, Any]:
             emb = np.asarray(encoders.encoder.encode(truncate_for_encoding(texts)), dtype=np.float32)
             labels, _, _ = projection.identify(emb, texts)
         record = check_declared(labels, lang, table)
-        if record["status"] == "mismatch":
+        if record["status"] == "mismatch" and role not in warned:  # (was: two lines a side saying one thing)
             log.warning(f"warning: {role} {side.path}: declared --{role}-lang {lang!r}, but {record['share']:.0%} of "
                         f"{record['sample']} sampled lines look like {record['looks_like']!r} (mining goes on; "
                         "recorded in the summary)")

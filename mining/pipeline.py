@@ -46,7 +46,8 @@ from xmine.encoders.input_encoders import Encoders
 from xmine.inputs import check_compatible, check_split_languages, load_side
 from xmine.mining.calibrate import check_calibration_record, check_calibration_space
 from xmine.mining.config import MineConfig
-from xmine.mining.filter_step import Mineable, check_declared_languages, filter_pairs, lang_filter_langs, pre_search
+from xmine.mining.filter_step import (Mineable, check_declared_languages, filter_pairs, lang_filter_langs,
+                                      note_side_left, pre_search)
 from xmine.mining.products import resolve_product
 from xmine.mining.search_pairs import index_side_note, search_pairs
 from xmine.mining.threshold_rule import (RuleUse, apply_run_threshold, note_cap_not_above, note_few_neighbours,
@@ -215,16 +216,20 @@ def _mine(config: MineConfig, *, show_progress: bool,
             lf, lf_record = lang_filter_langs(config.filters.lang_filter, langs, filters.lid,
                                               filters.lid_min_confidence)
             forced = lf_record.get("source") == "--lang-filter"
-            mx = Mineable(sx, mining, lang_filter=lf[0], forced=forced, role="src")
-            my = Mineable(sy, mining, lang_filter=lf[1], forced=forced, role="tgt")
+            mx = Mineable(sx, mining, lang_filter=lf[0], forced=forced)
+            my = Mineable(sy, mining, lang_filter=lf[1], forced=forced)
             if lf_record["on"]:
                 # the input lines of the first sentences it dropped, each side (an audit: true sentences dropped?)
                 lf_record["dropped_lines"] = {role: m.other_language_lines for role, m in (("src", mx), ("tgt", my))}
                 lf_record["skipped"] = {role: round(m.lang_filter_skipped, 4) for role, m in (("src", mx), ("tgt", my))
                                         if m.lang_filter_skipped is not None}
             # Before the search, so a warning about a mislabelled side comes while it can still be stopped.
+            skipped = {role: m for role, m in (("src", mx), ("tgt", my)) if m.lang_filter_skipped is not None}
             language_check = check_declared_languages([("src", sx, mx.ids, src_lang), ("tgt", sy, my.ids, tgt_lang)],
-                                                      encoders=encoders)
+                                                      encoders=encoders, warned=skipped)
+            for role, m in skipped.items():
+                note_side_left(role, m.side, m.lang_filter_skipped, lf[0 if role == "src" else 1][0],
+                               language_check.get(role))
             untrained = untrained_languages(sx.encoder.name, [lang for lang in langs if lang != UNDETERMINED])
             # (use-m3, FLORES devtest nl-sv: 12% of the translations found; fr-es and it-pt: 88-91%)
             if untrained:

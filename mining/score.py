@@ -189,7 +189,7 @@ def score_pairs(sx, sy, n: int, *, langs, config: MiningConfig, filters: PairFil
     from xmine.mining.filter_step import Mineable, SideTexts
 
     plain = MiningConfig()  # distinct sentences, no length bounds: every row has a representative
-    mx, my = Mineable(sx, plain, role="src"), Mineable(sy, plain, role="tgt")
+    mx, my = Mineable(sx, plain), Mineable(sy, plain)
     src_corpus, tgt_corpus = corpora
     base_key = [sx.fingerprint_key(), sy.fingerprint_key(), config.k, config.block_rows, config.block_cols]
 
@@ -199,11 +199,11 @@ def score_pairs(sx, sy, n: int, *, langs, config: MiningConfig, filters: PairFil
     search = dict(config=config, approximate=approximate, show_progress=show_progress, executor=executor)
     mean_x = mean_y = None
     if tgt_corpus is not None:  # each source's neighbours among the target-language corpus
-        mt = Mineable(tgt_corpus, plain, role="tgt")
+        mt = Mineable(tgt_corpus, plain)
         mean_x, _ = _neighbour_means(mx.rows, mt.rows, work=work / "tgt-corpus",
                                      key=key("tgt-corpus", tgt_corpus.fingerprint_key()), **search)
     if src_corpus is not None:
-        ms = Mineable(src_corpus, plain, role="src")
+        ms = Mineable(src_corpus, plain)
         mean_y, _ = _neighbour_means(my.rows, ms.rows, work=work / "src-corpus",
                                      key=key("src-corpus", src_corpus.fingerprint_key()), **search)
     if mean_x is None or mean_y is None:  # the bitext's own other side

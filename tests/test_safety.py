@@ -906,17 +906,19 @@ def _new_files(before: dict, after: dict) -> set[str]:
 
 def test_a_mislabelled_side_is_warned_about_and_recorded(ws, me5, caplog):
     # The default (shipped) projection identifies German and English: `--src-lang en --tgt-lang de`
-    # on German/English input is mined as asked, with one warning line a side and the summary saying so.
+    # on German/English input is mined as asked, with one warning line a side and the summary saying so
+    # (was: two a side, the language filter's and the check's).
     before = tree(ws)
     res = ok(xm("mine", ws / "de.txt", ws / "en.txt", "--src-lang", "en", "--tgt-lang", "de", "-q", "-o", ws / "m.tsv"))
     assert _new_files(before, tree(ws)) == {"m.tsv", "m.tsv.json"}
     assert "Traceback" not in res.output and "Usage:" not in res.output  # one line, not click's usage block
     # (the CLI prints log records to stderr as `xmine: ...`; under pytest they go to caplog)
-    warned = [r.getMessage() for r in caplog.records if "sampled lines look like" in r.getMessage()]
-    assert len(warned) == 2 and all(r.levelname == "WARNING" for r in caplog.records if "look like" in r.getMessage())
-    assert all("\n" not in w for w in warned), warned
-    assert "src" in warned[0] and "declared --src-lang 'en'" in warned[0] and "look like 'deu'" in warned[0]
-    assert "tgt" in warned[1] and "declared --tgt-lang 'de'" in warned[1] and "look like 'eng'" in warned[1]
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and (
+        "look like" in r.getMessage() or "another language" in r.getMessage())]
+    assert len(warned) == 2 and all("\n" not in w for w in warned), warned
+    assert warned[0].startswith(f"src {ws / 'de.txt'}: 100% of its sentences are identified as another language than "
+                                "--src-lang en; ") and "sampled lines look like 'deu'" in warned[0], warned
+    assert "look like 'eng'" in warned[1] and "the automatic language filter leaves this side as it is" in warned[1]
     check = json.loads((ws / "m.tsv.json").read_text())["language_check"]
     assert check["src"]["status"] == check["tgt"]["status"] == "mismatch"
     assert check["src"]["looks_like"] == "deu" and check["src"]["share"] > 0.8 and check["src"]["sample"] == N

@@ -524,15 +524,17 @@ def test_a_training_that_never_beats_the_untrained_model_writes_no_projection(ma
 def test_bench_fmda_with_another_seed_is_a_result_of_its_own(tmp_path, data_dir):
     """`bench fmda --seed 1` names its results after the seed, so the default run's results (here a
     foreign file holding the default name) are neither refused as existing nor replaced (was: the
-    default name whatever the seed). The run then stops at its missing projection, writing nothing."""
+    default name whatever the seed). The run then stops at a folder without a projection, writing nothing."""
     out = tmp_path / "results"
     out.mkdir()
     (out / "fmda_table2-me5-small.json").write_text("not a result\n", encoding="utf-8")
+    (tmp_path / "no-fmda").mkdir()  # (a folder, but no projection in it)
+    (tmp_path / "no-dream").mkdir()
     args = ["bench", "fmda", "--fmda", f"de-DE={tmp_path / 'no-fmda'}", "--dream", f"de-DE={tmp_path / 'no-dream'}",
             "--out-dir", out, "--data-dir", data_dir / "massive", "--precision", "fp32", "--runtime", "torch"]
     with untouched(tmp_path):
         refused(xm(*args), "fmda_table2-me5-small.json", "exists")
-        refused(xm(*args, "--seed", "1"), "no-fmda", "no such file or directory")
+        refused(xm(*args, "--seed", "1"), "no-fmda", "not an xmine projection (no manifest.json)")
 
 
 def test_a_bench_subset_or_setting_gets_a_result_name_of_its_own():

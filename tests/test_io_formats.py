@@ -183,6 +183,10 @@ def test_hf_folder_into_hf_dataset_with_card(corpus, tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporaries left
     (out / "README.md").write_text("edited", encoding="utf-8")  # someone's edit is never replaced
     refused(xm(*args, "--overwrite"), "changed since xmine wrote it")
+    # verify names the file inside the folder (was: the folder alone)
+    (out / "extra.txt").write_text("x", encoding="utf-8")
+    refused(xm("verify", out), f"{out}: size or sha256 differs from mined.json (README.md (changed), extra.txt (not "
+                               "recorded)): changed or damaged")
 
 
 def test_no_pair_kept_is_an_empty_dataset_folder_that_loads(corpus, tmp_path):

@@ -96,20 +96,41 @@ def dir_kind(path: Path) -> tuple[str | None, bool]:
     return None, False
 
 
+#: what identifies a directory output's content in its record (`tree_record`); "files" names each
+#: file's own sha256, so that `verify` can say which one changed
+TREE_KEYS = ("bytes", "sha256", "tree")
+
+
 def tree_record(path: Path) -> dict:
-    """Size and sha256 of a directory output (a dataset folder): over its files' names and sha256."""
-    h, size, n = hashlib.sha256(), 0, 0
+    """Size and sha256 of a directory output (a dataset folder): over its files' names and sha256;
+    and each file's sha256 by its path in the folder ("files")."""
+    h, size, files = hashlib.sha256(), 0, {}
     for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        h.update(f"{f.relative_to(path).as_posix()}\0{sha256_file(f)}\n".encode())
-        size, n = size + f.stat().st_size, n + 1
-    return {"bytes": size, "sha256": h.hexdigest(), "tree": n}
+        name, digest = f.relative_to(path).as_posix(), sha256_file(f)
+        h.update(f"{name}\0{digest}\n".encode())
+        size, files[name] = size + f.stat().st_size, digest
+    return {"bytes": size, "sha256": h.hexdigest(), "tree": len(files), "files": files}
+
+
+def tree_changes(path: Path, rec: dict) -> list[str]:
+    """The files of directory output `path` that differ from its record (`tree_record`'s), each as
+    "NAME (changed)", "(missing)" or "(not recorded)"; [] where the record names no files (written
+    by an older xmine) or none differs."""
+    recorded = rec.get("files")
+    if not isinstance(recorded, dict) or not path.is_dir():
+        return []
+    now = tree_record(path)["files"]
+    return ([f"{name} (changed)" for name in sorted(recorded) if name in now and now[name] != recorded[name]]
+            + [f"{name} (missing)" for name in sorted(recorded) if name not in now]
+            + [f"{name} (not recorded)" for name in sorted(now) if name not in recorded])
 
 
 def _matches(p: Path, rec: dict | None) -> bool:
     if rec is None:
         return False
     if rec.get("tree") is not None:
-        return p.is_dir() and not p.is_symlink() and tree_record(p) == {k: rec.get(k) for k in ("bytes", "sha256", "tree")}
+        return p.is_dir() and not p.is_symlink() and {k: v for k, v in tree_record(p).items() if k in TREE_KEYS} == {
+            k: rec.get(k) for k in TREE_KEYS}
     return p.is_file() and p.stat().st_size == rec.get("bytes") and sha256_file(p) == rec.get("sha256")
 
 
@@ -304,4 +325,4 @@ def being_written(path: Path) -> bool:
 
 
 __all__ = ["FORMS", "MARKER", "being_written", "changed_files", "check_not_input", "dir_kind", "md_header", "own_output_name",
-           "output_state", "png_metadata", "read_json", "same_file", "sidecar_of", "tree_record"]
+           "output_state", "png_metadata", "read_json", "same_file", "sidecar_of", "tree_changes", "tree_record"]

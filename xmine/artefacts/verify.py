@@ -22,7 +22,7 @@ from xmine.artefacts.fileio import (MANIFEST, SELF_CHECKSUM, inside, intact, man
                                     unseal)
 from xmine.artefacts.records import FileRecord, read_field
 from xmine.artefacts.output_state import (MARKER, changed_files, dir_kind, own_output_name, read_json,
-                                          sidecar_of)
+                                          sidecar_of, tree_changes)
 from xmine.artefacts.directory import open_artefact
 from xmine.store.reader import verify_store
 
@@ -271,6 +271,8 @@ def verify_output_file(path: str | Path) -> tuple[str, int, str]:
         if not first.exists():
             raise ArtefactError(f"{first}: missing; {sidecar_of(path).name} records it as a file of {path.name} "
                                 "(deleted or moved since xmine wrote it)")
-        raise ArtefactError(f"{first}: size or sha256 differs from {sidecar_of(path).name}: "
+        inside = tree_changes(first, files.get(changed[0]) or {})  # (was: the folder named, not its file)
+        what = f" ({', '.join(inside[:3])})" if inside else ""
+        raise ArtefactError(f"{first}: size or sha256 differs from {sidecar_of(path).name}{what}: "
                             "changed or damaged since xmine wrote it")
     return side["kind"], sum(int(r["bytes"]) for r in files.values()), _match(len(files), "sha256")

@@ -296,7 +296,8 @@ def score(src: Source, tgt: Source | None = None, *, src_lang: str | None = None
         corpora = [None if c is None else _corpus(c, d, name)[0]
                    for c, name in ((src_corpus, "src_corpus"), (tgt_corpus, "tgt_corpus"))]
         with _lists_named(d):
-            result = score_bitext(Bitext(paths, langs=(src_lang, tgt_lang)), out=d / "scored.parquet",
+            listed = (False, False) if tgt is None else (not _is_path(src), not _is_path(tgt))
+            result = score_bitext(Bitext(paths, langs=(src_lang, tgt_lang), listed=listed), out=d / "scored.parquet",
                                   src_lang=src_lang, tgt_lang=tgt_lang, encoding=encoding, search=search,
                                   selection=selection, filters=filters, kept_only=kept_only,
                                   src_corpus=corpora[0], tgt_corpus=corpora[1], output_format="parquet",

@@ -92,8 +92,11 @@ class Bitext:
     """A bitext opened for reading (`pairs()` may be called more than once)."""
 
     def __init__(self, paths: tuple[Path, ...], spec: BitextFormat = BitextFormat(), *,
-                 langs: tuple[str | None, str | None] = (None, None)):
+                 langs: tuple[str | None, str | None] = (None, None), listed: tuple[bool, bool] = (False, False)):
         self.paths = tuple(Path(p) for p in paths)
+        #: per side of a Moses pair, whether its file was written from a Python list (xmine.mining.api):
+        #: messages then name the list and its 0-based items
+        self.listed = listed
         for p in self.paths:
             if str(p) == "-":
                 raise InputError(p, "xmine score reads its bitext twice (to embed it, then to write it with "

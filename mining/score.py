@@ -86,16 +86,22 @@ class StagedSides:
 
     def reported_as(self, bitext: Bitext, role: str) -> Callable[[CorpusStats], CorpusStats]:
         """What the warnings of embedding side `role` ("src"/"tgt") say: the bitext's file and its
-        lines, not the staged file's (pair i's line there is i). Its empty lines are not warned
-        about: such a pair is reported by the `empty` rule."""
-        side = "source" if role == "src" else "target"
-        flat = self.flattened[0 if role == "src" else 1]
+        lines, not the staged file's (pair i's line there is i): a Moses pair's own file of that side
+        (was: the source file named for both), a list's 0-based items (`bitext.listed`). Its empty
+        lines are not warned about: such a pair is reported by the `empty` rule."""
+        i = 0 if role == "src" else 1
+        flat, listed = self.flattened[i], bitext.listed[i]
+        if len(bitext.paths) == 2:  # a Moses pair: each side is a file of its own
+            name = Path(f"{bitext.paths[i].stem} (the list given)") if listed else bitext.paths[i]
+        else:
+            name = Path(f"{bitext.path} ({'source' if role == 'src' else 'target'} side)")
+        shift = 1 if listed else 0
 
         def shown(stats: CorpusStats) -> CorpusStats:
-            lines = [int(self.numbers[i - 1]) for i in stats.long_lines], \
-                [int(self.numbers[i - 1]) for i in stats.token_cut_lines]
-            return replace(stats, path=Path(f"{bitext.path} ({side} side)"), empty_lines=0, long_lines=lines[0],
-                           token_cut_lines=lines[1], replaced_count=flat)
+            lines = [int(self.numbers[i - 1]) - shift for i in stats.long_lines], \
+                [int(self.numbers[i - 1]) - shift for i in stats.token_cut_lines]
+            return replace(stats, path=name, empty_lines=0, long_lines=lines[0], token_cut_lines=lines[1],
+                           replaced_count=flat, unit="item" if listed else "line")
         return shown
 
 

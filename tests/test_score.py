@@ -333,6 +333,29 @@ def test_scores_warnings_and_record_name_the_users_bitext_and_its_lines(data_dir
     lines = out.read_text(encoding="utf-8").splitlines()
     assert len(lines) == 13 and lines[1 + 5].split("\t")[1] == en[5].replace("\n", " ")
 
+    # A Moses pair: each side's warning names that side's own file (was: the source file for both,
+    # "a.de (target side)"); Python lists: the list and its 0-based item.
+    import xmine
+
+    en[5] = " ".join([en[5].replace("\n", " ")] * 40)
+    (tmp_path / "a.de").write_text("\n".join(de) + "\n", encoding="utf-8")
+    (tmp_path / "a.en").write_text("\n".join(en) + "\n", encoding="utf-8")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="xmine"):
+        ok(xm("score", "--src", tmp_path / "a.de", "--tgt", tmp_path / "a.en", "--src-lang", "de", "--tgt-lang", "en",
+              "-o", tmp_path / "moses.tsv", "-q"))
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert f"{tmp_path / 'a.de'}: 1 line(s) longer than 2000 characters are cut to that length for encoding " \
+        "(lines 3)" in said, said
+    assert f"{tmp_path / 'a.en'}: 1 line(s) longer than 2000 characters are cut to that length for encoding " \
+        "(lines 6)" in said, said
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="xmine"):
+        xmine.score(de, en, src_lang="de", tgt_lang="en", show_progress=False)
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "tgt (the list given): 1 item(s) longer than 2000 characters are cut to that length for encoding " \
+        "(items 5)" in said, said
+
     made = json.loads((tmp_path / "scored.tsv.json").read_text(encoding="utf-8"))["provenance"]["parameters"]
     assert made["bitext"] == {
         "files": [{"path": str(bitext), "size": bitext.stat().st_size,

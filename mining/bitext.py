@@ -276,8 +276,8 @@ def mined_in_another_space(bitext: Bitext, encoder: dict, projection: dict | Non
     the one it is scored with (`encoder`, `projection`: the scored side's records), else None: its
     margins and threshold are then those of another space (was: said nowhere)."""
     mined = bitext.mined_summary
-    if mined is None or not isinstance(mined.get("encoder"), dict):
-        return None
+    if mined is None or not isinstance(mined.get("encoder"), dict) or not isinstance(mined["encoder"].get("name"), str):
+        return None  # (a summary without the encoder's name: nothing to compare with, nor to advise)
     made, made_projection = mined["encoder"], mined.get("projection")
     made_id = made_projection.get("id") if isinstance(made_projection, dict) else None
     if made.get("name") == encoder.get("name") and made_id == (projection or {}).get("id"):

@@ -101,11 +101,13 @@ class Trap:
 
 
 @contextlib.contextmanager
-def first_call_killed(traps_dir: str | Path, target: str, *, ours: Callable[[int], bool]) -> Iterator[Trap]:
+def first_call_killed(traps_dir: str | Path, target: str, *, ours: Callable[[int], bool],
+                      instead: Callable[[], None] | None = None) -> Iterator[Trap]:
     """Arm `target` (one of the cluster's `setup_hook` targets) for the block: the first call of it
     in a worker process, if `ours(pid)` says that process is the test's own, is SIGKILLed while it
     runs. Yields the `Trap`, whose `killed` is that process's id once the block has ended (None:
-    no call came)."""
+    no call came). `instead`: run while the call is held, in place of the kill; the call then goes
+    on (`killed` stays None)."""
     sock, claim = _files(traps_dir, target)
     claim.unlink(missing_ok=True)
     sock.unlink(missing_ok=True)
@@ -124,7 +126,9 @@ def first_call_killed(traps_dir: str | Path, target: str, *, ours: Callable[[int
             creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
             pid = struct.unpack("3i", creds)[0]  # (pid, uid, gid) of the process that connected
             trap.said = conn.recv(4096).decode(errors="replace")
-            if ours(pid):
+            if ours(pid) and instead is not None:
+                instead()
+            elif ours(pid):
                 os.kill(pid, signal.SIGKILL)
                 trap.killed = pid
             else:

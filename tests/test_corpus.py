@@ -49,6 +49,10 @@ def test_a_file_of_tab_separated_columns_read_as_text_is_pointed_to_the_tsv_read
     stray = read_corpus(write(tmp_path, "a.txt", b"eins\tzwei\ndrei\n"))
     [said] = stray.stats.warnings(2000)
     assert "1 line(s) replaced by spaces" in said and "--input-format" not in said
+    # a line break inside every line, no tab: no column file (was: pointed to the tsv reader)
+    breaks = read_corpus(write(tmp_path, "b.txt", "eins\u2028zwei\ndrei\u2028vier\n".encode()))
+    [said] = breaks.stats.warnings(2000)
+    assert "2 line(s) replaced by spaces" in said and "--input-format" not in said
 
 
 def test_text_is_otherwise_unchanged(tmp_path):

@@ -346,15 +346,18 @@ def _of_this_cluster(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def _first_call_killed(trap: str) -> Iterator[ray_traps.Trap]:
+def _first_call_killed(trap: str, instead=None) -> Iterator[ray_traps.Trap]:
     """The first call of `TRAP_TARGETS[trap]` in a worker of this module's cluster, made while the
     block runs, is SIGKILLed while it runs (the worker stops inside it and waits: no race); fails
-    when no such call came. Only a process of this cluster is killed (`_of_this_cluster`)."""
+    when no such call came. Only a process of this cluster is killed (`_of_this_cluster`).
+    `instead`: run while that call is held, in place of the kill (the call then goes on)."""
     assert CLUSTER_ROOTS and TRAPS_DIR, "the kill tests act on the cluster this module starts; Ray was already running"
-    with ray_traps.first_call_killed(TRAPS_DIR[0], TRAP_TARGETS[trap], ours=_of_this_cluster) as caught:
+    with ray_traps.first_call_killed(TRAPS_DIR[0], TRAP_TARGETS[trap], ours=_of_this_cluster,
+                                     instead=instead) as caught:
         yield caught
     assert not caught.not_ours, f"{caught.said}: not a process of this module's cluster, not killed"
-    assert caught.killed, f"no call of {caught.target} was made in a worker of this module's cluster"
+    assert caught.killed or (instead is not None and caught.said), \
+        f"no call of {caught.target} was made in a worker of this module's cluster"
 
 
 def test_units_on_ray_report_their_rows_as_they_go(cluster):
@@ -417,17 +420,31 @@ def test_a_killed_driver_resumes_from_finished_shards(cluster, corpora, local_st
     _same_store(local_store, on_ray)
 
 
-def test_sigterm_ends_a_ray_driver_as_it_ends_one_without_ray(cluster, corpora, local_store, tmp_path):
+@pytest.mark.parametrize("waiting", ["in xmine", "in ray"])
+def test_sigterm_ends_a_ray_driver_as_it_ends_one_without_ray(cluster, corpora, local_store, tmp_path, waiting):
     """(was: Ray's own SIGTERM handler, installed by `ray.init`, took the signal: exit 15 with its
-    stack dump and no line of xmine's, and once a loop of SIGSEGVs at 100% CPU that never ended.)
-    Exit 143, xmine's one line, and the finished shards are kept for the next run."""
+    stack dump and no line of xmine's, and once a loop of SIGSEGVs at 100% CPU that never ended;
+    then, with the driver waiting inside Ray for an actor, "interrupted", exit 130: Ray's wait
+    raised a plain KeyboardInterrupt in place of xmine's.) Exit 143, xmine's one line, and the
+    finished shards are kept for the next run. The driver is stopped either in xmine's own code
+    (after its second shard) or inside Ray's wait, while an actor is held in its first shard."""
     on_ray = tmp_path / "ray"
     common = _embed_args(corpora)
-    with paused_xmine("xmine.store.resume:Progress.save", 3, "embed", *common, "-o", on_ray,
-                      "--ray", cluster) as driver:
-        driver.send_signal(signal.SIGTERM)
-        assert driver.wait(timeout=60) == 143, log_of(driver)
-        said = log_of(driver)
+    if waiting == "in xmine":
+        with paused_xmine("xmine.store.resume:Progress.save", 3, "embed", *common, "-o", on_ray,
+                          "--ray", cluster) as driver:
+            driver.send_signal(signal.SIGTERM)
+            assert driver.wait(timeout=60) == 143, log_of(driver)
+            said = log_of(driver)
+    else:  # in this process, whose job's workers hold the traps; SIGTERM while the actor is held
+        rays = signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (the module's ray.init set its own: xmine keeps a
+        try:                                                   # program's own handler, so it would stay)
+            with _first_call_killed("encode", instead=lambda: os.kill(os.getpid(), signal.SIGTERM)):
+                res = _run("embed", *common, "-o", on_ray, "--ray", cluster, ok=False)
+        finally:
+            signal.signal(signal.SIGTERM, rays)
+        assert res.exit_code == 143, res.output
+        said = res.output
     assert "xmine: terminated; the work it had finished is kept" in said and "SIGTERM received" not in said, said
     _run("embed", *common, "-o", on_ray, "--ray", cluster)
     _same_store(local_store, on_ray)

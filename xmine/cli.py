@@ -109,7 +109,13 @@ class Terminated(KeyboardInterrupt):
     of the process ending on the spot and leaving its hidden work behind."""
 
 
+#: whether SIGTERM arrived during this command: the stop is said as SIGTERM's even where code it
+#: went through (Ray's `ray.wait` on the driver) raised a plain KeyboardInterrupt in its place
+_TERMINATED: list[bool] = []
+
+
 def _raise_terminated(signum, frame) -> None:
+    _TERMINATED.append(True)
     raise Terminated()
 
 
@@ -120,6 +126,7 @@ def _sigterm_as_interrupt():
     install = (threading.current_thread() is threading.main_thread()
                and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
     if install:
+        _TERMINATED.clear()
         signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         yield
@@ -181,7 +188,7 @@ class _XmineGroup(click.Group):
             click.secho(f"xmine: error: {message}", fg="red", err=True)
             sys.exit(2)
         except KeyboardInterrupt as e:
-            terminated = isinstance(e, Terminated)
+            terminated = isinstance(e, Terminated) or bool(_TERMINATED)  # (was: `embed --ray`: "interrupted", 130)
             click.secho(_interrupted_message(ctx.invoked_subcommand, terminated), fg="yellow", err=True)
             sys.exit(128 + (signal.SIGTERM if terminated else signal.SIGINT))
 

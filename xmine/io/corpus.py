@@ -78,6 +78,8 @@ class CorpusStats:
     long_count: int = 0
     #: how many lines had tabs or stray line breaks replaced by spaces
     replaced_count: int = 0
+    #: how many of those held a tab
+    tab_lines: int = 0
     #: whether the file was gzip-compressed
     gzip: bool = False
     #: the file's compression ("gzip", "xz", "bzip2", "zstd") or None
@@ -127,9 +129,9 @@ class CorpusStats:
                        f"tokens are cut there: their end is not encoded, so {unit}s that differ only after it get "
                        f"the same vector ({unit}s {lines(self.token_cut_lines, self.token_cut_count)})")
         if self.replaced_count:
-            columns = ("; every line holds one, as a tab-separated file's do: to read one of its columns "
-                       "give --input-format tsv (or --src-input-format/--tgt-input-format) and --text-column N"
-                       if self.replaced_count == self.sentences and unit == "line" else "")
+            columns = ("; every line holds a tab, as a tab-separated file's do: to read one of its columns "
+                       "give --input-format tsv --text-column N (`mine`: --src-input-format or --tgt-input-format)"
+                       if self.tab_lines == self.sentences and unit == "line" else "")
             out.append(f"{self.path}: tabs or line-break characters inside {self.replaced_count} {unit}(s) "
                        f"replaced by spaces{columns}")
         return out
@@ -202,6 +204,7 @@ def iter_lines(path: str | Path, *, stats: CorpusStats | None = None,
                 if line_no == 1 and text.startswith(_BOM):
                     text = text[1:]
                 if breakers.search(text):
+                    st.tab_lines += "\t" in text
                     text = breakers.sub(" ", text)
                     st.replaced_count += 1
                 st.lines = line_no

@@ -89,11 +89,12 @@ def connect(address: str = "auto") -> dict[str, float]:
 
 @contextlib.contextmanager
 def _own_sigterm_handler():
-    """The process's SIGTERM handler as it was before `ray.init`, which installs Ray's own (a stack
-    dump, then death by the signal: exit 15, no clean-up, no line of xmine's; once, with the driver
-    in a blocking read, a loop of SIGSEGVs at 100% CPU that never ended). xmine's handler turns
-    SIGTERM into a clean stop (xmine.cli: exit 143, finished work kept); a program's own is its
-    own. Only the main thread may set a handler, and only there was one set."""
+    """The process's SIGTERM handler as it was before `ray.init`, which installs Ray's own (in Python
+    and in its C++ core: a stack dump, then death by the signal: exit 15, no clean-up, no line of
+    xmine's; once, with the driver in a blocking read, a loop of SIGSEGVs at 100% CPU that never
+    ended). xmine's handler turns SIGTERM into a clean stop (xmine.cli: exit 143, finished work
+    kept); a program's own is its own. Only the main thread may set a handler, and only there was
+    one set."""
     main = threading.current_thread() is threading.main_thread()
     before = signal.getsignal(signal.SIGTERM) if main else None
     try:

@@ -498,16 +498,20 @@ def test_tasks_still_running_when_a_run_stops_are_cancelled(cluster, tmp_path):
 
     from xmine.exec.executor import OnRay
 
+    go = tmp_path / "go"
+
     def unit(i, on_rows=None):
+        while i > 0 and not go.exists():  # the others wait until the run has stopped (was: a 3 s sleep,
+            time.sleep(0.05)              # which a loaded machine could outlast before the first came back)
         if i > 0:
-            time.sleep(3)
             (tmp_path / f"ran-{i}").write_text("still running")
         return i
 
     results = OnRay().map(unit, [(i,) for i in range(4)])
     assert next(results) == 0
     results.close()  # as a KeyboardInterrupt in the loop over them does
-    time.sleep(5)
+    go.touch()  # a task not cancelled goes on now and leaves its file
+    time.sleep(3)
     assert not list(tmp_path.glob("ran-*"))
 
 
@@ -652,3 +656,4 @@ def test_a_rerun_whose_shards_all_finished_after_a_gap_finalises_the_whole_store
     store = embed_corpus(corpora / "de.txt", out, **kwargs)
     assert store.build_info.encoded == 0 and len(store) == 300
     _same_store(local_store, out)
+

@@ -19,6 +19,7 @@ from typing import Callable
 import click
 
 from xmine.benchmarks import common
+from xmine.benchmarks.report import TASK_TITLES
 from xmine.encoders import load_encoder
 from xmine.encoders.loader import untrained_languages
 from xmine.encoders.options import precision_option
@@ -182,9 +183,7 @@ def finish(task, details, *, parameters, columns, rows, files=None, digits: int 
     default the first variant's `files`)."""
     run = click.get_current_context().meta[_RUN]
     parameters = note_untrained_languages(run["encoder"].name, parameters)
-    from xmine.benchmarks.report import TASK_TITLES  # (what the numbers are: their unit, the metric)
-
-    click.echo(TASK_TITLES.get(task, task), err=True)
+    click.echo(TASK_TITLES.get(task, task), err=True)  # what the numbers are: their unit, the metric
     click.echo(common.format_table(columns, rows, digits=digits))
     common.write_result(run["out"], task=task, encoder=run["encoder"], variants=run["variants"],
                         data_files=next(iter(details.values()))["files"] if files is None else files,

@@ -189,16 +189,17 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
     best = state["history"][state["best_epoch"] - 1] if state["best_epoch"] else {}
     untrained = state.get("initial_dev_retrieval")
     no_gain = None
-    if untrained is not None and best.get("dev_retrieval") is not None and best["dev_retrieval"] < untrained:
+    best_dev = best.get("dev_retrieval")
+    if untrained is not None and best_dev is not None and best_dev < untrained:
         # refused as `train` refuses a loss that never fell: worse than none, and a warning is easily missed
         raise ConfigError(f"no epoch retrieved the dev rows as well as the untrained model (best dev retrieval "
-                          f"{best['dev_retrieval']:.4f}, untrained {untrained:.4f}); no projection written: train "
+                          f"{best_dev:.4f}, untrained {untrained:.4f}); no projection written: train "
                           f"longer (a higher --max-epochs resumes from the checkpoint in {ckpt_path.parent}), change "
                           "--lr (with --restart), or try --fmda-meaning-init identity")
-    if untrained is not None and best.get("dev_retrieval") is not None and best["dev_retrieval"] == untrained:
+    if untrained is not None and best_dev == untrained:
         # a tie is not refused: a tiny dev set the untrained model already retrieves in full ties
         no_gain = (f"no epoch retrieved the dev rows better than the untrained model (dev retrieval "
-                   f"{best['dev_retrieval']:.4f}, untrained {untrained:.4f}): the projection written is no better "
+                   f"{best_dev:.4f}, untrained {untrained:.4f}): the projection written is no better "
                    "than none for retrieval; train longer, change --lr, or try --fmda-meaning-init identity")
         logger.warning("%s", no_gain)
     langid = fit_langid(stepper, data, locales)

@@ -19,13 +19,13 @@ packages' artefact readers with the core.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import functools
 import json
 import numbers
 import os
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -156,16 +156,6 @@ def _lists_named(directory: Path):
         raise InputError(f"{e.path.stem} (the list given)", item + problem) from None
 
 
-def _as_list_items(name: str) -> Callable[[CorpusStats], CorpusStats]:
-    """What the warnings of reading a list's file say: the list and its 0-based items (was: the
-    temporary file and its lines, one more than the result's `src_index`)."""
-    def shown(stats: CorpusStats) -> CorpusStats:
-        return dataclasses.replace(stats, path=Path(f"{name} (the list given)"), unit="item",
-                                   long_lines=[n - 1 for n in stats.long_lines],
-                                   token_cut_lines=[n - 1 for n in stats.token_cut_lines])
-    return shown
-
-
 def _built(name: str, config, cls, given: dict):
     """`config` (a `cls` given as `name=`), or a `cls` made of the plain keywords `given`; both at
     once is a ConfigError naming the keywords."""
@@ -247,8 +237,11 @@ def mine(src: Source | SideInput, tgt: Source | SideInput, *, src_lang: str | No
                             encoding=encoding, search=search, selection=selection, filters=filters)
         lists = {"src": src_list, "tgt": tgt_list}
         with _lists_named(d):
-            result = run_mine(config, show_progress=show_progress,
-                              reported_as={role: _as_list_items(role) for role, was_list in lists.items() if was_list})
+            # what reading a list's file finds is said of the list and its 0-based items (was: the
+            # temporary file and its lines, one more than the result's `src_index`)
+            result = run_mine(config, show_progress=show_progress, reported_as={
+                role: functools.partial(CorpusStats.as_list, name=role)
+                for role, was_list in lists.items() if was_list})
         return _table(d / "mined.parquet", result, lists)
 
 

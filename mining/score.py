@@ -92,16 +92,16 @@ class StagedSides:
         i = 0 if role == "src" else 1
         flat, listed = self.flattened[i], bitext.listed[i]
         if len(bitext.paths) == 2:  # a Moses pair: each side is a file of its own
-            name = Path(f"{bitext.paths[i].stem} (the list given)") if listed else bitext.paths[i]
+            name = bitext.paths[i]
         else:
             name = Path(f"{bitext.path} ({'source' if role == 'src' else 'target'} side)")
-        shift = 1 if listed else 0
 
         def shown(stats: CorpusStats) -> CorpusStats:
-            lines = [int(self.numbers[i - 1]) - shift for i in stats.long_lines], \
-                [int(self.numbers[i - 1]) - shift for i in stats.token_cut_lines]
-            return replace(stats, path=name, empty_lines=0, long_lines=lines[0], token_cut_lines=lines[1],
-                           replaced_count=flat, unit="item" if listed else "line")
+            lines = [int(self.numbers[n - 1]) for n in stats.long_lines], \
+                [int(self.numbers[n - 1]) for n in stats.token_cut_lines]
+            said = replace(stats, path=name, empty_lines=0, long_lines=lines[0], token_cut_lines=lines[1],
+                           replaced_count=flat)
+            return said.as_list(name.stem) if listed else said
         return shown
 
 

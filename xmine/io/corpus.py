@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO, Iterator, Sequence
 
@@ -91,8 +91,15 @@ class CorpusStats:
     #: the encoder's token limit, when known
     max_tokens: int | None = None
     #: what the warnings call a record and its number: "line" (a file's), "item" (a Python list's,
-    #: numbered from 0 by the caller's `reported_as`: xmine.mining.api)
+    #: numbered from 0: `as_list`)
     unit: str = "line"
+
+    def as_list(self, name: str) -> "CorpusStats":
+        """These stats of a file written from Python list `name`, one item a line (xmine.mining.api),
+        as said of the list: its name and its 0-based items, as the result numbers them."""
+        return replace(self, path=Path(f"{name} (the list given)"), unit="item",
+                       long_lines=[n - 1 for n in self.long_lines],
+                       token_cut_lines=[n - 1 for n in self.token_cut_lines])
 
     def note_line(self, line_no: int, text: str, max_chars: int) -> bool:
         """Count one line (or record) read: False for an empty one (skipped), True for a sentence."""

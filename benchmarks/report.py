@@ -109,7 +109,10 @@ def _describe(res: dict[str, Any], name: str) -> list[str]:
         head += "; projections: " + ", ".join(f"`{k}` ({(v or {}).get('method', '?')})" for k, v in projs.items())
     if res.get("data"):
         head += f"; {len(res['data'])} data files"
-    head += f"; commit `{prov.get('git_commit')}`; {prov.get('date', '?')}"
+    if not prov:
+        head += "; no commit or date recorded (the lab script wrote none then)"
+    else:
+        head += f"; commit `{prov.get('git_commit') or 'unknown: not run from a git checkout'}`; {prov.get('date', '?')}"
     if isinstance(res.get("seconds"), (int, float)):
         head += f"; {res['seconds']:.0f} s"
     params = []
@@ -121,7 +124,7 @@ def _describe(res: dict[str, Any], name: str) -> list[str]:
         else:
             text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
             params.append(f"{k}={text if len(text) <= 100 else text[:97] + '...'}")
-    return [head, "", "Parameters: " + ", ".join(params)]
+    return [head] + (["", "Parameters: " + ", ".join(params)] if params else [])
 
 
 def scalar_rows(obj: dict[str, Any], prefix: str = "", depth: int = 0) -> list[list[Any]]:

@@ -372,3 +372,24 @@ def test_quiet_bench_shows_no_progress_bar(tmp_path):
     assert "sent/s" not in res.stderr and "raw" in res.stdout, res.stderr
     res = CliRunner().invoke(_cli(), [*args[:-1], prompt + "again: ", "--out", str(tmp_path / "bars.json")])
     assert res.exit_code == 0 and "sent/s" in res.stderr, res.stderr  # (the same run, bars on: they show)
+
+
+def test_report_says_what_a_result_recorded_of_its_making(tmp_path):
+    """A result with no provenance (an old lab script's) reads "no commit or date recorded", not
+    "commit `None`"; one run outside a git checkout says so; no "Parameters:" line when none were
+    recorded (was an empty one)."""
+    from xmine.benchmarks import report
+
+    table = {"columns": ["measure", "value"], "rows": [["a", 1.0]]}
+    results = {"old.json": {"task": "langid", "table": table},
+               "nogit.json": {"task": "langid", "table": table,
+                              "provenance": {"git_commit": None, "date": "2026-12-05", "parameters": {"task": "x"}}},
+               "full.json": {"task": "langid", "table": table,
+                             "provenance": {"git_commit": "abc", "date": "2026-12-05", "parameters": {"rows": 3}}}}
+    for name, res in results.items():
+        (tmp_path / name).write_text(json.dumps({"kind": "xmine-benchmark-result", "format_version": 1} | res))
+    md = report.write_report(tmp_path, tmp_path / "RESULTS.md").read_text()
+    assert "*old.json*; no commit or date recorded" in md and "`None`" not in md
+    assert "*nogit.json*; commit `unknown: not run from a git checkout`; 2026-12-05" in md
+    assert "*full.json*; commit `abc`; 2026-12-05\n\nParameters: rows=3" in md
+    assert md.count("Parameters:") == 1

@@ -154,9 +154,12 @@ def command(**kw) -> None:
     extra.append({"title": "Confusions within close languages (% of lang's sentences labelled as other, >= 1%)",
                   "columns": ["backend", "lang", "labelled as", "%"], "rows": conf_rows})
     out = Path(a.out) if a.out else results_dir() / "langid.json"
+    from xmine.artefacts.directory import provenance
+
+    params = {"rows": a.rows, "projection_rows": a.projection_rows}
     write_result_json(out, {"format_version": 1, "task": "langid", "machine": machine(),
-                            "seconds": round(time.time() - started, 2),
-                            "parameters": {"rows": a.rows, "projection_rows": a.projection_rows},
+                            "seconds": round(time.time() - started, 2), "parameters": params,
+                            "provenance": provenance(task="langid", **params),
                             "table": {"columns": cols, "rows": rows}, "extra_tables": extra, "details": r})
     print(f"wrote {out}")
     for row in rows:

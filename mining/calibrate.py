@@ -45,7 +45,7 @@ from xmine.encoders.base import DEFAULT_PRECISION, EncoderConfig
 from xmine.encoders.exported import exported_space
 from xmine.encoders.loader import known_encoder_name
 from xmine.errors import ConfigError, InputError
-from xmine.langs import lang_script, normalize_lang, same_language
+from xmine.langs import is_known_lang, lang_script, normalize_lang, same_language
 from xmine.encoders.projection import choose_projection, read_projection_json, resolve_projection
 
 log = logging.getLogger(__name__)
@@ -103,10 +103,13 @@ def flores_file(flores_dir: Path, lang: str, *, option: str = "--src-lang/--tgt-
     code = _FLORES_MEMBER.get(normalize_lang(lang))
     code = code + (f"_{lang_script(lang)}" if lang_script(lang) else "") if code else lang
     found = sorted(p for p in flores_dir.glob("*_*.devtest") if same_language(code, p.stem))
-    if len(found) != 1:
-        some = ", ".join(p.stem for p in found) or "none"
+    if not found:  # (an unknown code, or a language FLORES-200 does not hold)
+        what = "a language FLORES-200 holds" if is_known_lang(lang) else "a language code"
+        raise ConfigError(f"{option} {lang!r}: no FLORES-200 file of it in {flores_dir}; give {what} "
+                          f"(e.g. deu_Latn or de){other}")
+    if len(found) > 1:
         raise ConfigError(f"{option} {lang!r}: {len(found)} FLORES-200 files match in {flores_dir} "
-                          f"({some}); give a FLORES code (e.g. deu_Latn){other}")
+                          f"({', '.join(p.stem for p in found)}); give a FLORES code (e.g. deu_Latn){other}")
     return found[0]
 
 

@@ -212,6 +212,11 @@ def test_a_language_finds_its_flores_file_under_any_of_its_codes(data_dir):
     for code, files in (("zh", "zho_Hans, zho_Hant"), ("ar", "arb_Arab, arb_Latn")):  # which script: the user's choice
         with pytest.raises(ConfigError, match=f"'{code}': 2 FLORES-200 files match in .* \\({files}\\)"):
             flores_file(folder, code)
+    # none: one line saying whether the code is no language or one FLORES-200 lacks (was "0 files ... (none)")
+    with pytest.raises(ConfigError, match="'xx': no FLORES-200 file of it in .*; give a language code \\(e.g."):
+        flores_file(folder, "xx")
+    with pytest.raises(ConfigError, match="'haw': no FLORES-200 file of it in .*; give a language FLORES-200 holds"):
+        flores_file(folder, "haw")
 
 
 @pytest.mark.slow

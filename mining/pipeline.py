@@ -53,7 +53,7 @@ from xmine.mining.search_pairs import index_side_note, search_pairs
 from xmine.mining.threshold_rule import (RuleUse, apply_run_threshold, note_cap_not_above, note_few_neighbours,
                                         run_threshold)
 from xmine.mining.writers import COMPANIONS, MINING_KIND, moses_suffixes, output_format as resolve_format
-from xmine.mining.writers import MinedRows, PairColumn, write_meta, write_mined
+from xmine.mining.writers import MinedRows, PairColumn, kept_field_columns, write_meta, write_mined
 from xmine.artefacts.output_state import same_file
 from xmine.artefacts.outputs import claim_output
 from xmine.io.corpus import CorpusStats
@@ -63,7 +63,7 @@ from xmine.artefacts.records import to_json
 from xmine.encoders.loader import untrained_languages
 from xmine.encoders.projection import unseen_languages
 from xmine.store.writer import UNDETERMINED
-from xmine.io.stdin import is_stdin, is_url, shown_path, spool_url
+from xmine.io.stdin import is_stdin, is_url, shown_path, spool_stdin, spool_url
 from xmine.tempdirs import temporary_directory
 
 log = logging.getLogger(__name__)
@@ -99,11 +99,17 @@ def mine(config: MineConfig, *, show_progress: bool = True,
     filter (`filters`) removed. `reported_as` ("src", "tgt"): what the warnings of reading a text
     side name (`xmine.store.embed_corpus`), where its file is not the user's (a Python list's).
     """
-    urls = {role: side.path for role, side in (("src", config.src), ("tgt", config.tgt)) if is_url(side.path)}
-    if not urls:
+    if is_stdin(config.src.path) and is_stdin(config.tgt.path):  # (one stream: the second side would read it empty)
+        raise ConfigError("SRC and TGT are both '-': standard input can be one side only")
+    # A stream is copied first, so that every check and the kept fields read the same file (was:
+    # standard input copied when encoded, and --keep-field refused "-" as no such file).
+    streams = {role: side.path for role, side in (("src", config.src), ("tgt", config.tgt))
+               if is_url(side.path) or is_stdin(side.path)}
+    if not streams:
         return _mine(config, show_progress=show_progress, reported_as=reported_as or {})
-    with temporary_directory("url") as tmp:
-        local = {role: replace(getattr(config, role), path=spool_url(url, tmp)) for role, url in urls.items()}
+    with temporary_directory("stream") as tmp:
+        local = {role: replace(getattr(config, role), path=spool_stdin(Path(tmp) / "stdin") if is_stdin(stream)
+                               else spool_url(stream, tmp)) for role, stream in streams.items()}
         return _mine(replace(config, **local), show_progress=show_progress, reported_as=reported_as or {})
 
 
@@ -113,8 +119,6 @@ def _mine(config: MineConfig, *, show_progress: bool,
     src, tgt, out = config.src.path, config.tgt.path, config.output.path
     src_lang, tgt_lang = config.src.lang, config.tgt.lang
     projection, search_config, filters = config.encoding.projection, config.search, config.filters.pairs
-    if is_stdin(src) and is_stdin(tgt):  # (one stream: the second side would read it empty)
-        raise ConfigError("SRC and TGT are both '-': standard input can be one side only")
     if not config.allow_same_input and (same_file(Path(src), Path(tgt)) or Path(src).resolve() == Path(tgt).resolve()):
         raise ConfigError(f"{src}: given as both SRC and TGT, so every sentence would be mined with itself; "
                           "pass --allow-same-input if that is what you want")
@@ -129,10 +133,11 @@ def _mine(config: MineConfig, *, show_progress: bool,
         src_format, tgt_format = for_each_input(
             [src_format, tgt_format],
             [p if artefact_kind(p, spec) == "text" else None for p, spec in ((src, src_format), (tgt, tgt_format))])
-    for (side, option), spec in zip(sides, (src_format, tgt_format)):
-        if not is_stdin(side.path) and artefact_kind(side.path, spec) == "text":
+    for (side, option), spec, role in zip(sides, (src_format, tgt_format), ("src", "tgt")):
+        if artefact_kind(side.path, spec) == "text":
             check_has_text(side.path, spec)  # an empty TGT: before SRC is encoded
         if side.keep_fields:
+            kept_field_columns(side.keep_fields, role)
             check_fields_readable(side.path, side.input_format, side.keep_fields, option="--keep-field")
         if side.input_format is not None and side.input_format.split_sentences:  # a missing language: now
             check_split_languages([(side.path, side.lang, option)], side.input_format)
@@ -317,9 +322,10 @@ def _mine(config: MineConfig, *, show_progress: bool,
             }
             sides_rows = (("src", sx, src_rows, src_format, config.src.keep_fields),
                           ("tgt", sy, tgt_rows, tgt_format, config.tgt.keep_fields))
-            fields = [PairColumn(name=f"{role}_{name.replace('.', '_')}", values=values)
+            fields = [PairColumn(name=column, values=values)
                       for role, side, rows, spec, names in sides_rows if names
-                      for name, values in zip(names, record_fields(side.path, spec, names, side.line_numbers[rows]))]
+                      for column, values in zip(kept_field_columns(names, role),
+                                                record_fields(side.path, spec, names, side.line_numbers[rows]))]
             write_mined(claim, fmt, MinedRows(sx=sx, sy=sy, src_rows=src_rows, tgt_rows=tgt_rows, score=mined.score,
                                               direction=mined.direction),
                         line_numbers=config.output.line_numbers, summary=summary, extra=lid_columns, fields=fields)

@@ -440,6 +440,44 @@ def test_keep_field_carries_document_metadata_to_every_output(corpus, tmp_path):
     assert not (tmp_path / "x").exists() and not (tmp_path / "y.json").exists()
 
 
+def test_a_kept_field_may_not_take_a_column_of_xmines_own_nor_share_one(corpus, tmp_path):
+    """(a helper: `--keep-field id` to parquet was a traceback after the search, leaving an unfinished
+    OUT; to jsonl `--keep-field file` replaced xmine's own src_file without a word; `meta.url` and
+    `meta_url` were one column, one value lost.) Refused before anything is encoded; standard input
+    with --keep-field reads its fields from the copy (was: "-: no such file or directory")."""
+    from click.testing import CliRunner
+
+    from xmine.cli import main
+
+    for lang in ("de", "en"):
+        records = [{"text": t, "id": f"{lang}{i}", "file": "F", "record": "R", "meta": {"url": f"u{i}"},
+                    "meta_url": f"v{i}"} for i, t in enumerate(corpus[lang])]
+        (tmp_path / f"{lang}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
+                                                encoding="utf-8")
+    args = ["mine", tmp_path / "de.jsonl", tmp_path / "en.jsonl", "--src-lang", "de", "--tgt-lang", "en", "-q"]
+    for field, fmt, own in (("id", "parquet", "the record's --id-field value"), ("file", "jsonl", "the input's name"),
+                            ("record", "hf", "the record number")):
+        out = tmp_path / f"{field}.{fmt}"
+        res = refused(xm(*args, "--keep-field", field, "--format", fmt, "-o", out),
+                      f"--keep-field {field!r}: its column src_{field} is xmine's own ({own})")
+        assert ("--id-field id" in res) == (field == "id")
+        assert not out.exists() and not Path(f"{out}.json").exists()  # (was: an unfinished OUT.json and OUT.work)
+    refused(xm(*args, "--keep-field", "meta.url", "--keep-field", "meta_url", "-o", tmp_path / "two.jsonl"),
+            "--keep-field 'meta.url' and 'meta_url': both would be the column src_meta_url")
+    ok(xm(*args, "--id-field", "id", "--keep-field", "meta.url", "-o", tmp_path / "ok.jsonl"))
+    rows = [json.loads(line) for line in (tmp_path / "ok.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert rows and all(r["src_meta_url"] == "u" + r["src_id"][2:] for r in rows)
+    res = CliRunner().invoke(main, [str(a) for a in (*args[:2], "-", *args[3:], "--tgt-input-format", "jsonl",
+                                                     "--id-field", "id", "--keep-field", "meta.url",
+                                                     "-o", tmp_path / "stdin.jsonl")],
+                             input=(tmp_path / "en.jsonl").read_bytes())
+    ok(res)
+    piped = [json.loads(line) for line in (tmp_path / "stdin.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [{k: v for k, v in r.items() if k != "tgt_file"} for r in piped] == \
+        [{k: v for k, v in r.items() if k != "tgt_file"} for r in rows]
+    assert {r["tgt_file"] for r in piped} == {"-"} and all(r["tgt_meta_url"] == "u" + r["tgt_id"][2:] for r in piped)
+
+
 # -------------------------------------------------------------------------------------- bad inputs
 
 

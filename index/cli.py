@@ -13,6 +13,7 @@ import click
 import numpy as np
 
 from xmine.artefacts.directory import provenance
+from xmine.artefacts.input_artefacts import artefact_kind
 from xmine.errors import ConfigError
 from xmine.encoders import EncoderConfig, check_same_encoder
 from xmine.encoders.options import precision_option
@@ -189,13 +190,16 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder: EncoderConfig, p
     if nprobe is not None and not ix.manifest.choice.nlist:  # (was: recorded as used, and ignored)
         raise ConfigError(f"--nprobe: index {index_dir} is {ix.manifest.choice.factory}, which has no IVF lists")
     encoders = Encoders(encoder, projection, inputs=[index_dir])
-    check_same_encoder(ix.encoder, encoders.encoder.fingerprint(), what=f"index {index_dir}")
-    check_same_projection(ix.manifest.projection, encoders.projection_fp(), what=f"index {index_dir}")
+    if artefact_kind(queries, input_format) == "text":  # before any is encoded
+        check_same_encoder(ix.encoder, encoders.encoder.fingerprint(), what=f"index {index_dir}")
+        check_same_projection(ix.manifest.projection, encoders.projection_fp(), what=f"index {index_dir}")
     q = load_side(queries, lang=lang, encoders=encoders, show_progress=show_progress,  # in a temporary store
                   input_format=input_format)
-    # Queries given as a store were embedded elsewhere: their encoder run (prompt, precision,
-    # runtime) must be the index's, or the scores compare two spaces (load_side checked the projection).
+    # Queries given as a store or an index were embedded elsewhere, with no encoder to load here (was:
+    # loaded anyway, so vectors of `embed --embeddings` could not be searched): their encoder run
+    # (prompt, precision, runtime) and projection must be the index's, or the scores compare two spaces.
     check_same_encoder(ix.encoder, q.encoder, what=f"index {index_dir} (vs queries {queries})")
+    check_same_projection(ix.manifest.projection, q.projection, what=f"index {index_dir} (vs queries {queries})")
     hits_text, _ = ix.text_column()
     lines = ix.line_numbers
     hit_sent, q_sent = ix.sentence_index, q.sentence_index

@@ -238,3 +238,28 @@ def test_stores_mine_together_only_with_the_same_encoder_name_and_dimension(corp
           "--encoder-name", "laser2", "-q"))
     refused(xm("mine", tmp_path / "a.de", tmp_path / "c.en", "-o", tmp_path / "m.tsv", "--src-lang", "de",
                "--tgt-lang", "en"), "dim 512", "dim 256")
+
+
+def test_an_index_of_vectors_made_elsewhere_is_searched_with_their_stored_queries(corpus, tmp_path):
+    """(a helper: `search IDX QUERIES_STORE` loaded the index's encoder, which for vectors of `embed
+    --embeddings` refused "made elsewhere ... store the other side's vectors", the very thing given)
+    Stored or indexed queries of the same encoder are searched; the hits are the flat search's own;
+    another encoder's or text is still refused."""
+    ok(_embed_external(corpus, "de", tmp_path / "s.de"))
+    ok(_embed_external(corpus, "en", tmp_path / "s.en"))
+    ok(xm("build-index", tmp_path / "s.en", "-o", tmp_path / "idx.en", "--index-type", "flat", "-q"))
+    ok(xm("search", tmp_path / "idx.en", tmp_path / "s.de", "-k", "1", "-o", tmp_path / "hits.tsv", "-q"))
+    hits = [line.split("\t") for line in (tmp_path / "hits.tsv").read_text(encoding="utf-8").splitlines()]
+    de, en = np.fromfile(corpus / "de.f32", np.float32).reshape(200, 512), \
+        np.fromfile(corpus / "en.f32", np.float32).reshape(200, 512)
+    de, en = (v / np.linalg.norm(v, axis=1, keepdims=True) for v in (de, en))
+    best = (de @ en.T).argmax(1)
+    assert len(hits) == 200 and [int(h[3]) - 1 for h in hits] == best.tolist()  # (line of each query's hit)
+    ok(xm("search", tmp_path / "idx.en", tmp_path / "idx.en", "-k", "1", "-o", tmp_path / "self.tsv", "-q"))
+    assert all(h.split("\t")[0] == h.split("\t")[3]
+               for h in (tmp_path / "self.tsv").read_text(encoding="utf-8").splitlines())
+    ok(_embed_external(corpus, "de", tmp_path / "o.de", "f32", "sonar"))
+    refused(xm("search", tmp_path / "idx.en", tmp_path / "o.de", "-k", "1", "-o", tmp_path / "x.tsv"),
+            "'laser-test'", "'sonar'")
+    refused(xm("search", tmp_path / "idx.en", corpus / "de.txt", "-k", "1", "-o", tmp_path / "y.tsv"),
+            "made elsewhere")

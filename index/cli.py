@@ -24,12 +24,19 @@ from xmine.index.choose import BUILD_TYPES
 from xmine.index.faiss_index import IndexDir, gpu_count
 from xmine.encoders.input_encoders import Encoders, check_same_projection
 from xmine.inputs import check_split_languages, load_side
+from xmine.io.readers import for_each_input
 from xmine.options import (LANG, PROJECTION_CHOSEN, Finite, input_format_options, projection_option, quiet_option,
                            ray_option)
 from xmine.artefacts.outputs import claim_output
 from xmine.store.rows import RowSubset
 
 log = logging.getLogger(__name__)
+
+
+def _corpus_format(path: Path | str, input_format):
+    """`input_format` for a corpus input, None for a store or an index, where a reading option given is
+    refused (was: `search IDX STORE --split-sentences` ignored it without a word)."""
+    return for_each_input([input_format], [path if artefact_kind(path, input_format) == "text" else None])[0]
 
 
 def _refuse_ids(input_format, command: str) -> None:
@@ -91,7 +98,8 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     `xmine search` returns text and refuses queries from another encoder/projection.
     """
     _refuse_ids(input_format, "build-index")
-    if input_format.split_sentences:  # a missing language fails before anything is written
+    input_format = _corpus_format(source, input_format)
+    if input_format is not None and input_format.split_sentences:  # a missing language fails before anything is written
         check_split_languages([(source, lang, "--lang")], input_format)
     executor = executor_for(ray_address)  # join the cluster first: a wrong address fails before any work
     with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
@@ -149,14 +157,19 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
 @input_format_options
 def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection, precision, runtime, prompt,
            prompt_name, device, lang, quiet, input_format):
-    """Return the K nearest indexed sentences of every line of QUERIES, with cosine scores.
+    """Return the K nearest indexed sentences of every sentence of QUERIES, with cosine scores.
+
+    QUERIES is a corpus (text, one sentence a line, or records: see --input-format; `-` reads
+    standard input), encoded as the index was, or an embedding store or index of the same space
+    (their stored vectors are used, as made: no encoder is loaded).
 
     Scores are inner products of L2-normalised embeddings (cosine, -1..1; for exact indexes) or
     FAISS's estimate of it (PQ indexes).
     """
     _refuse_ids(input_format, "search")
     fmt = _search_format(out, fmt)
-    if input_format.split_sentences:  # a missing language fails before anything is written
+    input_format = _corpus_format(queries, input_format)
+    if input_format is not None and input_format.split_sentences:  # a missing language fails before anything is written
         check_split_languages([(queries, lang, "--lang")], input_format)
     with (claim_output(out, kind="search-result", form="tsv", inputs=[index_dir, queries, projection],
                        overwrite=overwrite) if out is not None else contextlib.nullcontext()) as claim:

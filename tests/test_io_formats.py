@@ -478,6 +478,25 @@ def test_a_kept_field_may_not_take_a_column_of_xmines_own_nor_share_one(corpus, 
     assert {r["tgt_file"] for r in piped} == {"-"} and all(r["tgt_meta_url"] == "u" + r["tgt_id"][2:] for r in piped)
 
 
+def test_reading_options_with_no_corpus_to_read_are_refused(corpus, stores, tmp_path):
+    """(a helper: `search IDX STORE --split-sentences --lang de` ran as if not given) A reading option
+    where every input is a store or an index, or a side's own for a stored side, is refused in one
+    line; a shared one that the other side (a corpus) reads is not."""
+    de, en = stores
+    ok(xm("build-index", en, "-o", tmp_path / "idx", "-q"))
+    for args, option in ((("search", tmp_path / "idx", de, "--split-sentences", "--lang", "de"), "--split-sentences"),
+                         (("search", tmp_path / "idx", de, "--text-field", "t"), "--text-field"),
+                         (("build-index", en, "-o", tmp_path / "i2", "--input-format", "jsonl"), "--input-format"),
+                         (("mine", de, en, "--header", "-o", tmp_path / "m.tsv"), "--header")):
+        refused(xm(*args, "-q"), f"{option}: every input is an xmine store or index, read as stored")
+    refused(xm("mine", corpus["dir"] / "de.txt", en, "--src-lang", "de", "--tgt-split", "x", "-q",
+               "-o", tmp_path / "m.tsv"), "--tgt-split: that side is an xmine store or index")
+    assert not any((tmp_path / name).exists() for name in ("i2", "m.tsv", "m.tsv.json"))
+    (tmp_path / "de.jsonl").write_text("".join(json.dumps({"t": t}, ensure_ascii=False) + "\n" for t in corpus["de"]),
+                                       encoding="utf-8")
+    ok(xm("mine", tmp_path / "de.jsonl", en, "--src-lang", "de", "--text-field", "t", "-q", "-o", tmp_path / "ok.tsv"))
+
+
 # -------------------------------------------------------------------------------------- bad inputs
 
 

@@ -65,6 +65,15 @@ class InputFormat:
             object.__setattr__(self, "given", frozenset(o for o, differs in not_default.items() if differs))
 
 
+def options_given(spec: InputFormat | None) -> list[str]:
+    """The reading options `spec` holds that are not the default (`--input-format`, `--split-sentences`
+    and the record options given), as the command line names them."""
+    if spec is None:
+        return []
+    return (["--input-format"] if spec.format != "auto" else []) + sorted(spec.given) + \
+        (["--split-sentences"] if spec.split_sentences else [])
+
+
 def is_dataset_dir(path: str | Path) -> bool:
     """True for a Hugging Face `save_to_disk` folder."""
     p = Path(path)

@@ -33,9 +33,9 @@ from typing import Any, Iterator
 from xmine.io.compression import count_lines
 from xmine.io.corpus import DEFAULT_MAX_CHARS, CorpusStats, iter_corpus, iter_lines
 from xmine.io.delimited import column_index, delimited_rows, field_of, same_width
-from xmine.errors import InputError
+from xmine.errors import ConfigError, InputError
 from xmine.artefacts.fileio import sha256_file
-from xmine.io.reader_base import CorpusReader, InputFormat, format_by_path, record_id, text_of
+from xmine.io.reader_base import CorpusReader, InputFormat, format_by_path, options_given, record_id, text_of
 from xmine.io.stdin import STDIN, origin_of
 from xmine.io.table_readers import DatasetReader, ParquetReader
 
@@ -158,11 +158,11 @@ def _check_given(path: Path, fmt: str, spec: InputFormat) -> None:
                                + f"; it is for {uses} inputs: leave it out or give --input-format")
 
 
-def for_each_input(specs: list[InputFormat], paths) -> list[InputFormat]:
-    """The spec for each of a command's corpus inputs (None: not a corpus): a shared record option
-    that another input uses is left out for one with no use for it (`mine a.jsonl b.txt
-    --text-field t`); one that no input uses, and a per-side one (`--tgt-split`) that its input has
-    no use for, are refused."""
+def for_each_input(specs: list[InputFormat], paths) -> list[InputFormat | None]:
+    """The spec for each of a command's corpus inputs (None for a path None: not a corpus): a shared
+    record option that another input uses is left out for one with no use for it (`mine a.jsonl
+    b.txt --text-field t`); one that no input uses, a per-side one (`--tgt-split`) that its input has
+    no use for, and any where no input is a corpus, are refused."""
     def format_of(path, spec: InputFormat) -> str | None:
         if path is None:
             return None
@@ -171,8 +171,17 @@ def for_each_input(specs: list[InputFormat], paths) -> list[InputFormat]:
         return detect_format(path, spec)
 
     fmts = [format_of(p, spec) for p, spec in zip(paths, specs)]
+    if all(f is None for f in fmts) and any(options_given(spec) for spec in specs):  # (was: ignored without a word)
+        option = next(o for spec in specs for o in options_given(spec))
+        raise ConfigError(f"{option}: every input is an xmine store or index, read as stored; {option} is for "
+                          "reading a corpus (text, JSON Lines, Parquet, CSV/TSV, a dataset)")
+    for spec, f in zip(specs, fmts):
+        own = [o for o in options_given(spec) if o.startswith(_SIDES)]
+        if f is None and own:
+            raise ConfigError(f"{own[0]}: that side is an xmine store or index, read as stored; {own[0]} is for "
+                              "reading a corpus")
     used = frozenset().union(*(FIELD_OPTIONS[f] for f in fmts if f is not None))
-    out = [spec if f is None else replace(spec, given=frozenset(
+    out = [None if f is None else replace(spec, given=frozenset(
         o for o in spec.given if o.startswith(_SIDES) or o in FIELD_OPTIONS[f] or o not in used))
         for spec, f in zip(specs, fmts)]
     for path, spec, f in zip(paths, out, fmts):  # refused now, before any input is read or embedded

@@ -146,8 +146,8 @@ def _train_fmda(massive_dir, out_dir, *, encoder, config: FmdaConfig, restart: b
     identity = {k: encoder_fp.get(k) for k in ("name", "dim", "id")}  # the id carries a non-fp32 precision
     signature = run_signature(config, identity, summary)
     ckpt_path = checkpoint_in(out_dir / WORK)
-    state = None if restart else resume(ckpt_path, signature, max_epochs=config.max_epochs, model=model,
-                                        optimizers={"opt": opt}, gen=gen)
+    state = resume(ckpt_path, signature, max_epochs=config.max_epochs, model=model, optimizers={"opt": opt},
+                   gen=gen, restart=restart)
     if state is not None:
         log(f"resuming from {ckpt_path} after epoch {state['epoch']} (best epoch {state['best_epoch']})")
     state = state or fresh_state()

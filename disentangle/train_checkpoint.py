@@ -62,20 +62,39 @@ class RunSignature(NamedTuple):
 
 def run_signature(config: Any, encoder: dict, data: dict) -> RunSignature:
     """The signature of the configuration (a dataclass; `max_epochs` left out, so raising the epoch
-    limit continues a run), the encoder's identity and the data's summary."""
+    limit continues a run), the encoder's identity and the data's summary, where a file that
+    records its sha256 is that and not its path (was: the same files named by an absolute path, or
+    from another folder, were "other data" and the run could not resume)."""
     cfg = dataclasses.asdict(config)
     cfg.pop("max_epochs")
-    blob = json.dumps({"config": cfg, "encoder": encoder, "data": data}, sort_keys=True, default=str)
-    return RunSignature(hashlib.sha256(blob.encode()).hexdigest(), json.loads(blob))
+    settings = json.loads(json.dumps({"config": cfg, "encoder": encoder, "data": data}, sort_keys=True, default=str))
+    digest = hashlib.sha256(json.dumps(_contents(settings), sort_keys=True).encode()).hexdigest()
+    return RunSignature(digest, settings)
+
+
+def _contents(value: Any) -> Any:
+    """`value` without the paths of files whose sha256 sits beside them (`src` beside `src_sha256`)."""
+    if isinstance(value, dict):
+        return {k: _contents(v) for k, v in value.items() if f"{k}_sha256" not in value}
+    if isinstance(value, list):
+        return [_contents(v) for v in value]
+    return value
 
 
 def _differences(there: Any, here: Any, where: str = "", limit: int = 3) -> list[str]:
     """Up to `limit` settings that differ between a checkpoint's (`there`) and this run's (`here`),
-    each "name: value there, value here" (a long text from where the two part)."""
+    each "name: value there, value here" (a long text from where the two part); an item of a list
+    of files is named by its file (was: the two lists, cut to the same first 70 characters)."""
     if isinstance(there, dict) and isinstance(here, dict):
         found: list[str] = []
         for key in sorted(set(there) | set(here)):
             found += _differences(there.get(key), here.get(key), f"{where}.{key}" if where else key, limit)
+        return found[:limit]
+    if isinstance(there, list) and isinstance(here, list) and len(there) == len(here):
+        found = []
+        for i, (a, b) in enumerate(zip(there, here)):
+            name = b.get("src") if isinstance(b, dict) and isinstance(b.get("src"), str) else i
+            found += _differences(a, b, f"{where}[{name}]", limit)
         return found[:limit]
     if there == here:
         return []
@@ -185,13 +204,17 @@ def _tensors(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def resume(path: Path, signature: RunSignature, *, max_epochs: int, model, optimizers: dict,
-           gen) -> dict[str, Any] | None:
+           gen, restart: bool = False) -> dict[str, Any] | None:
     """Load the checkpoint at `path` into `model`, the `optimizers` (name -> optimiser or None) and
     the generator `gen`, and return the loop's state; None when there is none. A checkpoint of
     another run, or of this run trained beyond `max_epochs` (the one setting the signature leaves
     out, so that a higher limit continues a run), is a ConfigError (found from its header, before
-    its tensors are read); a damaged one an ArtefactError."""
+    its tensors are read); a damaged one an ArtefactError. `restart` (--restart): none is resumed,
+    and one that is there is said to be left unread (it is replaced by the first epoch's)."""
     if not path.is_file():
+        return None
+    if restart:  # (was: not a word)
+        log.info(f"{path}: not resumed (--restart): training from scratch replaces it")
         return None
     meta = read_header(path)
     if meta["signature"] != signature.digest:

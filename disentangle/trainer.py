@@ -352,8 +352,8 @@ def _train(files, pair_specs, out_dir: Path, *, encoder, config: TrainConfig, re
     signature = run_signature(config, encoder_fp, sample.summary)
     ckpt_path = checkpoint_in(out_dir / WORK)
     optimizers = {"opt": opt, "opt_disc": opt_disc}
-    state = None if restart else resume(ckpt_path, signature, max_epochs=config.max_epochs, model=model,
-                                        optimizers=optimizers, gen=gen)
+    state = resume(ckpt_path, signature, max_epochs=config.max_epochs, model=model, optimizers=optimizers,
+                   gen=gen, restart=restart)
     if state is not None:
         log(f"resuming from {ckpt_path} after epoch {state['epoch']} (best valid loss {state['best_loss']:.4f})")
     state = state or fresh_state()

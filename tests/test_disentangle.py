@@ -295,7 +295,7 @@ def test_sentence_transformers_module_round_trip(challenge, me5, tmp_path):
     np.testing.assert_allclose(got, expected, atol=1e-4)
 
 
-def test_training_checkpoint_resumes_only_its_own_run(tmp_path):
+def test_training_checkpoint_resumes_only_its_own_run(tmp_path, caplog):
     import torch
 
     from xmine.disentangle.train_checkpoint import fresh_state, resume, run_signature, save
@@ -325,8 +325,26 @@ def test_training_checkpoint_resumes_only_its_own_run(tmp_path):
         resume(path, prompt, max_epochs=3, model=model2, optimizers=opts2, gen=gen2)
     with pytest.raises(ConfigError, match="trained for 3 epochs, more than --max-epochs 2"):
         resume(path, sig, max_epochs=2, model=model2, optimizers=opts2, gen=gen2)
+    with caplog.at_level("INFO", logger="xmine"):  # --restart: none resumed, and said (was: not a word)
+        assert resume(path, other, max_epochs=3, model=model2, optimizers=opts2, gen=gen2, restart=True) is None
+    assert f"{path}: not resumed (--restart): training from scratch replaces it" in caplog.messages
     assert resume(path, sig, max_epochs=3, model=model2, optimizers=opts2, gen=gen2)["epoch"] == 3
     assert torch.equal(model2.weight, model.weight) and torch.equal(gen2.get_state(), gen.get_state())
+    # Files are their contents: the same ones named another way are the same run (was: "other data",
+    # for data/d given as /abs/data/d); a changed file is named, with its sha256 (was: the file
+    # lists of both cut to the same 70 characters)
+    def files(src, sha):
+        return {"files": [{"src": "a/x.en", "src_sha256": "1" * 64}, {"src": src, "src_sha256": sha, "pairs": 9}]}
+
+    moved = run_signature(TrainConfig(method="dream"), enc, files("/abs/a/x.de", "2" * 64))
+    assert moved.digest == run_signature(TrainConfig(method="dream"), enc, files("a/x.de", "2" * 64)).digest
+    save(path, moved, model=model, optimizers=opts, gen=gen, state=state)
+    assert resume(path, run_signature(TrainConfig(method="dream"), enc, files("a/x.de", "2" * 64)), max_epochs=3,
+                  model=model2, optimizers=opts2, gen=gen2)["epoch"] == 3
+    with pytest.raises(ConfigError, match=r"\(data.files\[a/x.de\].src: '/abs/a/x.de' there, 'a/x.de' here; "
+                                          r"data.files\[a/x.de\].src_sha256: '2+' there, '3+' here\)"):
+        resume(path, run_signature(TrainConfig(method="dream"), enc, files("a/x.de", "3" * 64)), max_epochs=3,
+               model=model2, optimizers=opts2, gen=gen2)
 
 
 def test_too_few_distinct_pairs_are_refused_before_encoding_and_repeats_are_said(data_dir, tmp_path, caplog):

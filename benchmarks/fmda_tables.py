@@ -75,9 +75,10 @@ def evaluate(encoder, folder: str | Path, models: dict[str, dict[str, Any]], *, 
             if kind not in m:
                 raise ConfigError(f"no --{kind} projection given for {p}")
             m[kind].check_encoder(encoder.fingerprint())
-        if m["fmda"].method != "fmda":
-            raise ConfigError(f"--fmda {p}: {m['fmda'].path} is a projection of method {m['fmda'].method}, "
-                              "not fmda")
+        for kind in ("fmda", "dream"):  # (was: --dream of any method, its row labelled "DREAM meaning")
+            if m[kind].method != kind:
+                raise ConfigError(f"--{kind} {p}: {m[kind].path} is a projection of method {m[kind].method}, "
+                                  f"not {kind}")
     locales = [PIVOT] + partners
     rows = {loc: read_massive(folder, loc) for loc in locales}
     test = {loc: [r for r in rows[loc] if r.partition == "test"][:max_rows] for loc in locales}

@@ -12,7 +12,6 @@ from xmine.io.corpus import read_corpus, truncate_for_encoding
 from xmine.options import comma_list
 from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
 from xmine.mining.langid import UNKNOWN, TrustRule, identify_by_projection
-from xmine.disentangle.projection import load_projection
 from xmine.disentangle.st_export import export_portable
 from xmine.disentangle.data import VALID_SPLITS
 from xmine.disentangle.trainer import TrainConfig, train
@@ -28,7 +27,7 @@ from xmine.mining.langid import LID_BACKENDS, identify as identify_by_library, s
 from xmine.options import Finite, given_on_command_line, quiet_option, ray_option
 from xmine.encoders.options import precision_option, prompt_options
 from xmine.artefacts.outputs import claim_output
-from xmine.encoders.projection import shipped_dir
+from xmine.encoders.projection import resolve_projection, shipped_dir
 
 # methods.METHOD_NAMES, spelled out: importing methods loads torch, and `xmine --help` must not
 # (tests/test_disentangle.py checks that the two agree).
@@ -281,7 +280,7 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
         if lid is not None:
             known = sorted(supported_languages(lid))
         else:
-            projection = load_projection(projection_dir)
+            projection = resolve_projection(projection_dir)  # (one of sentence vectors: refused before encoding)
             known = projection.languages
             enc = load_encoder(encoder or projection.config["encoder"]["name"], precision=precision, runtime=runtime,
                                prefix=prompt, prompt_name=prompt_name, device=device)

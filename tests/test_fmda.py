@@ -260,9 +260,29 @@ def test_fmda_trains_from_the_cli_resumes_and_round_trips(tiny_massive, tmp_path
     # export-st writes standard modules only: FMDA's is refused in one line (was: AttributeError)
     res = CliRunner().invoke(main, ["export-st", str(out), str(tmp_path / "st-fmda")])
     assert res.exit_code == 2 and "an FMDA projection reads the encoder's token states" in res.output, res.output
+    # every corpus command projects sentence vectors: refused before anything is encoded (was: once
+    # the first batch was, "it needs texts (Projection.embed_texts)")
+    (tmp_path / "a.de").write_text("wecke mich um fünf uhr auf\n", encoding="utf-8")
+    (tmp_path / "a.en").write_text("wake me up at five am\n", encoding="utf-8")
+    for args in (["mine", tmp_path / "a.de", tmp_path / "a.en", "--src-lang", "de", "--tgt-lang", "en",
+                  "-o", tmp_path / "m.tsv"], ["embed", tmp_path / "a.de", "--lang", "de", "-o", tmp_path / "s"],
+                 ["langid", tmp_path / "a.de"], ["build-index", tmp_path / "a.en", "-o", tmp_path / "i"]):
+        res = CliRunner().invoke(main, [str(a) for a in args] + ["--projection", str(out)])
+        assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+        assert res.output.startswith(f"xmine: error: {out}: a projection of method fmda, which reads the encoder's "
+                                     "token states"), res.output
+    assert not any((tmp_path / name).exists() for name in ("m.tsv", "m.tsv.json", "s", "i"))
 
     proj = load_projection(out)
     assert proj.token_level
+    # bench fmda compares with DREAM: a projection of another method is refused, not labelled DREAM
+    from xmine.benchmarks.fmda_tables import evaluate
+    from xmine.encoders.projection import shipped_dir
+    from xmine.errors import ConfigError
+
+    shipped = load_projection(shipped_dir("me5-small"))
+    with pytest.raises(ConfigError, match=f"^--dream de-DE: {shipped.path} is a projection of method inter, not dream$"):
+        evaluate(me5, tiny_massive, {"de-DE": {"fmda": proj, "dream": shipped}}, show_progress=False)
     sents = ["wake me up at five am this week", "wecke mich um fünf uhr auf"]
     parts = proj.embed_texts(me5, sents, ("meaning", "template", "residual", "language"))
     for p in parts.values():

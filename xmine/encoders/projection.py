@@ -74,10 +74,17 @@ class ProjectionLike(Protocol):
 
 
 def resolve_projection(projection: "ProjectionLike | str | Path | None") -> ProjectionLike | None:
-    """None, a loaded projection, or a projection directory (opened and validated) -> the projection."""
+    """None, a loaded projection, or a projection directory (opened and validated) -> the projection
+    of sentence vectors; a ConfigError for one that reads token states (an FMDA projection: was
+    found once the first batch of the corpus was encoded, in words of the Python API)."""
     if projection is None or isinstance(projection, ProjectionLike):
         return projection  # type: ignore[return-value]
-    return open_artefact(projection, PROJECTION_KIND)
+    opened = open_artefact(projection, PROJECTION_KIND)
+    if getattr(opened, "token_level", False):
+        raise ConfigError(f"{projection}: a projection of method {getattr(opened, 'method', '?')}, which reads the "
+                          "encoder's token states, not sentence vectors as every corpus command projects them; "
+                          "give a projection of another method (its benchmarks: xmine bench fmda)")
+    return opened
 
 
 def unseen_languages(fingerprint: ProjectionFingerprint | None, langs) -> list[str]:
@@ -89,7 +96,7 @@ def unseen_languages(fingerprint: ProjectionFingerprint | None, langs) -> list[s
         return []
     try:
         known = {normalize_lang(code) for code in getattr(resolve_projection(fingerprint.path), "languages", [])}
-    except (ArtefactError, InputError, OSError):
+    except (ArtefactError, ConfigError, InputError, OSError):
         return []
     return [lang for lang in langs if known and lang and normalize_lang(lang) not in known]
 

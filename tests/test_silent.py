@@ -420,7 +420,12 @@ def test_score_with_an_encoder_that_cannot_load_leaves_nothing(ws):
     (ws / "not-a-projection").mkdir()  # nor with a projection directory that is none, or another encoder's
     from xmine.encoders.projection import shipped_dir
 
+    from xmine.artefacts.fileio import MARKER
+
+    (ws / "stopped").mkdir()  # what a `train` that stopped leaves: its claim's marker, no manifest (was: "not an
+    (ws / "stopped" / MARKER).write_text('{"kind": "projection"}')  # xmine projection", where verify says unfinished)
     for projection, fragment in ((ws / "not-a-projection", "not an xmine projection (no manifest.json)"),
+                                 (ws / "stopped", "stopped: an unfinished xmine projection (no manifest.json): the run"),
                                  (shipped_dir("me5-small"), "was made with encoder 'me5-small'")):
         with untouched(ws):
             refused(xm("score", f"{ws / 'de.txt'}:{ws / 'en.txt'}", "--encoder", "use-m3", "--projection", projection,

@@ -26,10 +26,8 @@ from pathlib import Path
 from typing import Iterable
 
 from xmine.errors import OutputError
-from xmine.artefacts.fileio import MANIFEST, intact, kind_label, sha256_file
+from xmine.artefacts.fileio import MANIFEST, MARKER, intact, kind_label, sha256_file
 
-#: Written into a directory the claim creates for in-place building (stores, projections).
-MARKER = ".xmine-output.json"
 FORMS = ("dir", "tsv", "json", "png", "md")
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PNG_KEY = "xmine-kind"

@@ -627,3 +627,18 @@ def test_mine_refuses_an_output_name_of_a_format_it_does_not_write(tmp_path):
             output_format(tmp_path / name, None)
     assert [output_format(tmp_path / n, None) for n in ("a.tsv", "a.txt", "a", "a.jsonl.gz", "a.tmx")] == \
         ["tsv", "tsv", "tsv", "jsonl", "tmx"]
+
+
+def test_an_inputs_record_count_is_its_records_not_its_last_line(tmp_path):
+    """(a helper: a CSV of 800 records and a header was recorded as 801 records, and a quoted line
+    break counted one more) `records` counts records; the progress still counts file lines (the
+    last record's number)."""
+    from xmine.io.readers import open_corpus
+    from xmine.io.reader_base import InputFormat
+
+    (tmp_path / "a.csv").write_text('id,text\n1,"Hallo\nWelt"\n2,Guten Tag\n3,Tschüss\n', encoding="utf-8")
+    (tmp_path / "b.tsv").write_text("id\ttext\n1\tHallo\n2\tTag\n", encoding="utf-8")
+    csv = open_corpus(tmp_path / "a.csv")
+    tsv = open_corpus(tmp_path / "b.tsv", InputFormat(format="tsv", header=True))
+    assert (csv.identity()["records"], csv.count) == (3, 5)
+    assert (tsv.identity()["records"], tsv.count) == (2, 3)

@@ -159,14 +159,14 @@ def record_id(value: str, field: str, path: Path, where: str, line: int | None) 
 
 
 class CorpusReader:
-    """One corpus in one format. `count` (records; lines for text) and `identity()` are known
-    once `open_corpus` has checked every record."""
+    """One corpus in one format. `count` (the last record's number; lines for text), `n_records`
+    and `identity()` are known once `open_corpus` has checked every record."""
 
     format = "text"
 
     def __init__(self, path: Path, spec: InputFormat):
         self.path, self.spec = path, spec
-        self.count = 0
+        self.count = self.n_records = 0
         self.has_ids = spec.id_field is not None and self.format != "text"
 
     def records(self) -> Iterator[tuple[int, str, str | None]]:
@@ -174,18 +174,20 @@ class CorpusReader:
         raise NotImplementedError
 
     def check(self) -> None:
-        """Read every record once (raises InputError on the first bad one) and count them."""
-        n = 0
+        """Read every record once (raises InputError on the first bad one) and count them: `count`,
+        the last record's number (a file line: the progress bars count those), `records`, how many
+        there are (was recorded as the last number: a CSV's header and quoted line breaks counted)."""
+        n = records = 0
         for n, _, _ in self.records():
-            pass
-        self.count = n
+            records += 1
+        self.count, self.n_records = n, records
 
     def identity(self) -> dict[str, Any]:
         """What identifies the input (a store made from it records this; resume compares it)."""
         size, digest = size_and_sha256(self.path)
         return {"path": origin_of(self.path) or str(self.path.resolve()), "size": size, "sha256": digest, "format": self.format,
                 "text_field": self.spec.text_field, "id_field": self.spec.id_field, "split": self.spec.split,
-                "records": self.count}
+                "records": self.n_records}
 
     def sentences(self, *, max_chars: int = DEFAULT_MAX_CHARS, stats: CorpusStats | None = None,
                   ids: list | None = None) -> Iterator[tuple[int, str]]:

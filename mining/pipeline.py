@@ -53,12 +53,12 @@ from xmine.mining.search_pairs import index_side_note, search_pairs
 from xmine.mining.threshold_rule import (RuleUse, apply_run_threshold, note_cap_not_above, note_few_neighbours,
                                         run_threshold)
 from xmine.mining.writers import COMPANIONS, MINING_KIND, moses_suffixes, output_format as resolve_format
-from xmine.mining.writers import MinedRows, PairColumn, kept_field_columns, write_meta, write_mined
+from xmine.mining.writers import MinedRows, PairColumn, write_meta, write_mined
 from xmine.artefacts.output_state import same_file
 from xmine.artefacts.outputs import claim_output
 from xmine.io.corpus import CorpusStats
 from xmine.io.readers import check_has_text, for_each_input
-from xmine.io.record_fields import check_fields_readable, record_fields
+from xmine.io.record_fields import check_fields_readable, kept_field_columns, record_fields
 from xmine.artefacts.records import to_json
 from xmine.encoders.loader import untrained_languages
 from xmine.encoders.projection import unseen_languages
@@ -129,6 +129,9 @@ def _mine(config: MineConfig, *, show_progress: bool,
         for side, option in sides:
             if side.lang is None and artefact_kind(side.path, side.input_format) == "text":
                 raise ConfigError(f"--format tmx names each side's language: give {option}")
+    if fmt == "moses" and not config.output.meta and (config.src.keep_fields or config.tgt.keep_fields):
+        raise ConfigError("--keep-field: the moses format holds the sentences alone; add --meta (OUT.meta carries "
+                          "the kept fields) or choose a format with columns (tsv, jsonl, parquet, hf, tmx)")
     if src_format is not None and tgt_format is not None:  # each side's own (an option for the other refused)
         src_format, tgt_format = for_each_input(
             [src_format, tgt_format],
@@ -290,7 +293,10 @@ def _mine(config: MineConfig, *, show_progress: bool,
                 # smaller than k, the other side's sentences have that many; k_used is the least
                 "k_used": min(mining.k, len(mx.ids), len(my.ids)),
                 "k_used_per_side": {"src": min(mining.k, len(my.ids)), "tgt": min(mining.k, len(mx.ids))},
-                **{role: {"path": shown_path(side.path), "kind": side.kind, "sentences": len(side), "unique": m.unique,
+                **{role: {"path": shown_path(side.path), "kind": side.kind,
+                          # a corpus's format (kind "text": any corpus xmine encodes, not only a text file)
+                          **({"format": side.fingerprint.get("format", "text")} if side.kind == "text" else {}),
+                          "sentences": len(side), "unique": m.unique,
                           "mined_rows": len(m.ids), "other_language": m.other_language if lf_record["on"] else None}
                    for role, side, m in (("src", sx, mx), ("tgt", sy, my))},
                 "lang_filter": lf_record,
@@ -317,6 +323,8 @@ def _mine(config: MineConfig, *, show_progress: bool,
                 "score_quantiles": ({q: float(np.quantile(mined.score, q)) for q in (0.1, 0.5, 0.9)}
                                     if len(mined) else {}),
                 "provenance": provenance(**asdict(mining), src_lang=src_lang, tgt_lang=tgt_lang,
+                                         keep_fields={"src": list(config.src.keep_fields),
+                                                      "tgt": list(config.tgt.keep_fields)},
                                          approximate=(asdict(approximate_config) if search == "approximate" else None),
                                          inputs=[sx.fingerprint, sy.fingerprint]),
             }

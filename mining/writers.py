@@ -155,31 +155,6 @@ def tsv_field(text: str) -> str:
     return text.replace("\t", " ").replace("\n", " ").replace("\r", " ")
 
 
-#: the columns xmine writes of each side itself (as `src_<name>`, `tgt_<name>`), which a kept field's may not take
-SIDE_COLUMNS = {"file": "the input's name", "record": "the record number", "id": "the record's --id-field value",
-                "sentence_index": "the sentence's index in its record (--split-sentences)",
-                "lid": "the language the filter identified", "lid_score": "the filter's confidence in it"}
-
-
-def kept_field_columns(names: Sequence[str], role: str) -> list[str]:
-    """The output column of each kept record field of a side (`--keep-field meta.url` -> `src_meta_url`);
-    a ConfigError where one is a column xmine writes itself (was: a traceback after the search in the
-    parquet and hf formats, jsonl's own `src_file` silently replaced) or two fields share one (was:
-    one value silently lost)."""
-    columns = [f"{role}_{name.replace('.', '_')}" for name in names]
-    for name, column in zip(names, columns):
-        own = SIDE_COLUMNS.get(column.removeprefix(f"{role}_"))
-        if own is not None:
-            hint = "; pass --id-field id for the ids" if name == "id" else ""
-            raise ConfigError(f"--keep-field {name!r}: its column {column} is xmine's own ({own}){hint}")
-    for name, column in zip(names, columns):
-        twins = [other for other, c in zip(names, columns) if c == column]
-        if len(twins) > 1:
-            raise ConfigError(f"--keep-field {' and '.join(repr(t) for t in twins)}: both would be the column {column}; "
-                              "keep one of them")
-    return columns
-
-
 def write_mined(claim, fmt: str, rows: MinedRows, *, line_numbers: bool = False,
                 extra: Sequence[PairColumn] = (), fields: Sequence[PairColumn] = (),
                 summary: dict | None = None) -> None:
@@ -420,6 +395,5 @@ def _sentence_meta(side, row: int, fields: Sequence[PairColumn], i: int, prefix:
     return cell if side.sentence_index is None else f"{cell}#{int(side.sentence_index[row])}"
 
 
-__all__ = ["COMPANIONS", "OUTPUT_FORMATS", "SIDE_COLUMNS", "MinedRows", "PairColumn", "check_named_format",
-           "kept_field_columns", "output_format",
+__all__ = ["COMPANIONS", "OUTPUT_FORMATS", "MinedRows", "PairColumn", "check_named_format", "output_format",
            "parquet_to_dataset", "tmx_lang", "tmx_props", "translation_keys", "write_meta", "write_mined", "write_tmx"]

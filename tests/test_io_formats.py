@@ -464,9 +464,14 @@ def test_a_kept_field_may_not_take_a_column_of_xmines_own_nor_share_one(corpus, 
         assert not out.exists() and not Path(f"{out}.json").exists()  # (was: an unfinished OUT.json and OUT.work)
     refused(xm(*args, "--keep-field", "meta.url", "--keep-field", "meta_url", "-o", tmp_path / "two.jsonl"),
             "--keep-field 'meta.url' and 'meta_url': both would be the column src_meta_url")
+    refused(xm(*args, "--keep-field", "meta.url", "--format", "moses", "-o", tmp_path / "bi"),  # (was: dropped)
+            "--keep-field: the moses format holds the sentences alone; add --meta")
     ok(xm(*args, "--id-field", "id", "--keep-field", "meta.url", "-o", tmp_path / "ok.jsonl"))
     rows = [json.loads(line) for line in (tmp_path / "ok.jsonl").read_text(encoding="utf-8").splitlines()]
     assert rows and all(r["src_meta_url"] == "u" + r["src_id"][2:] for r in rows)
+    summary = json.loads((tmp_path / "ok.jsonl.json").read_text(encoding="utf-8"))  # (was: neither recorded)
+    assert (summary["src"]["kind"], summary["src"]["format"]) == ("text", "jsonl")
+    assert summary["provenance"]["parameters"]["keep_fields"] == {"src": ["meta.url"], "tgt": ["meta.url"]}
     res = CliRunner().invoke(main, [str(a) for a in (*args[:2], "-", *args[3:], "--tgt-input-format", "jsonl",
                                                      "--id-field", "id", "--keep-field", "meta.url",
                                                      "-o", tmp_path / "stdin.jsonl")],
@@ -514,6 +519,9 @@ BAD = {
                      [], ["de.jsonl:2", "not a string"]),
     "invalid json": ("de.jsonl", lambda p: p.write_text('{"text": "Ein Satz."}\n{"text": "Zwei.\n'),
                      [], ["de.jsonl:2", "invalid JSON"]),
+    # (a helper: a .json file holding a JSON array said only "Expecting value")
+    "a json array": ("de.json", lambda p: p.write_text('[{"text": "Ein Satz."},\n {"text": "Zwei."}]\n'),
+                     [], ["de.json:1", "invalid JSON", "opens a JSON array: write one record a line"]),
     "nested field missing": ("de.jsonl", lambda p: p.write_text('{"meta": {"text": "Ein Satz."}}\n{"meta": {}}\n'),
                              ["--text-field", "meta.text"], ["de.jsonl:2", "'meta.text'"]),
     "id field missing": ("de.jsonl", lambda p: p.write_text('{"text": "Ein Satz.", "id": 1}\n{"text": "Zwei."}\n'),

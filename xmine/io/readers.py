@@ -100,7 +100,10 @@ def jsonl_records(path: Path, *, blank: bool = False) -> Iterator[tuple[int, Any
             try:
                 yield number, json.loads(line)
             except ValueError as e:
-                raise InputError(path, f"invalid JSON ({e})", line=number) from None
+                # (was the parser's word alone for a JSON array, which is valid JSON but not JSON Lines)
+                hint = ("; JSON Lines holds one object a line, and this one opens a JSON array: write one "
+                        "record a line (e.g. jq -c '.[]')" if line.lstrip().startswith("[") else "")
+                raise InputError(path, f"invalid JSON ({e}){hint}", line=number) from None
 
 
 class DelimitedReader(CorpusReader):

@@ -28,6 +28,31 @@ from xmine.io.table_readers import dataset_rows, open_parquet, parquet_rows
 FIELD_FORMATS = ("jsonl", "parquet", "hf", "csv", "tsv")
 
 
+#: the columns xmine writes of each side itself (as `src_<name>`, `tgt_<name>`), which a kept field's may not take
+SIDE_COLUMNS = {"file": "the input's name", "record": "the record number", "id": "the record's --id-field value",
+                "sentence_index": "the sentence's index in its record (--split-sentences)",
+                "lid": "the language the filter identified", "lid_score": "the filter's confidence in it"}
+
+
+def kept_field_columns(names: Sequence[str], role: str) -> list[str]:
+    """The output column of each kept record field of a side (`--keep-field meta.url` -> `src_meta_url`);
+    a ConfigError where one is a column xmine writes itself (was: a traceback after the search in the
+    parquet and hf formats, jsonl's own `src_file` silently replaced) or two fields share one (was:
+    one value silently lost)."""
+    columns = [f"{role}_{name.replace('.', '_')}" for name in names]
+    for name, column in zip(names, columns):
+        own = SIDE_COLUMNS.get(column.removeprefix(f"{role}_"))
+        if own is not None:
+            hint = "; pass --id-field id for the ids" if name == "id" else ""
+            raise ConfigError(f"--keep-field {name!r}: its column {column} is xmine's own ({own}){hint}")
+    for name, column in zip(names, columns):
+        twins = [other for other, c in zip(names, columns) if c == column]
+        if len(twins) > 1:
+            raise ConfigError(f"--keep-field {' and '.join(repr(t) for t in twins)}: both would be the column {column}; "
+                              "keep one of them")
+    return columns
+
+
 def check_fields_readable(path: str | Path, spec: InputFormat | None, names: Sequence[str], *, option: str) -> None:
     """Refuse `--keep-field` for an input whose records have no fields, or whose first record lacks
     one of `names` (before anything is written)."""
@@ -98,4 +123,4 @@ def record_fields(path: str | Path, spec: InputFormat | None, names: Sequence[st
             for j in range(len(names))]
 
 
-__all__ = ["FIELD_FORMATS", "check_fields_readable", "record_fields"]
+__all__ = ["FIELD_FORMATS", "SIDE_COLUMNS", "check_fields_readable", "kept_field_columns", "record_fields"]

@@ -180,8 +180,9 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
         if claim is not None:
             claim.finish(summary)
     if out is not None:  # (was: nothing said, where mine, embed and build-index say what they wrote)
-        click.echo(f"searched {summary['queries_searched']:,} queries against {index_dir} ({summary['k_used']} "
-                   f"nearest each) -> {out}", err=True)
+        each = (f"{summary['k_used']} nearest each" if summary["fewest_hits"] in (None, summary["k_used"]) else
+                f"up to {summary['k_used']} nearest each, at least {summary['fewest_hits']}")  # (was: k, said as got)
+        click.echo(f"searched {summary['queries_searched']:,} queries against {index_dir} ({each}) -> {out}", err=True)
 
 
 def _search_format(out: Path | None, fmt: str | None) -> str:
@@ -262,10 +263,15 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder: EncoderConfig, p
                     sink.write(json.dumps(record, ensure_ascii=False) + "\n")
                     written += 1
             bar.update(len(sims))
-    if fewest is not None and fewest < k_used:  # an IVF index returns only the rows of the lists it visits
-        log.warning(f"some queries got fewer than k={k_used} hits (the fewest {fewest}): the index searches "
-                    f"{ix.manifest.choice.nprobe if nprobe is None else nprobe} of its {ix.manifest.choice.nlist} "
-                    "lists a query; a larger --nprobe returns more")
+    choice = ix.manifest.choice
+    if fewest is not None and fewest < k_used:
+        if choice.nlist:  # an IVF index returns only the rows of the lists it visits
+            why = (f"the index searches {choice.nprobe if nprobe is None else nprobe} of its {choice.nlist} lists a "
+                   "query; a larger --nprobe returns more")
+        else:  # (was: the IVF advice for HNSW too, whose --nprobe is refused)
+            why = (f"a {choice.factory} index returns the neighbours its search reaches, not every row; a flat "
+                   "index (build-index --index-type flat) returns k")
+        log.warning(f"some queries got fewer than k={k_used} hits (the fewest {fewest}): {why}")
     if claim is None:
         return {}
     return {"index": str(index_dir), "queries": str(queries), "format": fmt, "k": k,

@@ -263,3 +263,26 @@ def test_an_index_of_vectors_made_elsewhere_is_searched_with_their_stored_querie
             "'laser-test'", "'sonar'")
     refused(xm("search", tmp_path / "idx.en", corpus / "de.txt", "-k", "1", "-o", tmp_path / "y.tsv"),
             "made elsewhere")
+
+
+def test_an_hnsw_search_short_of_k_says_why_and_how_many(tmp_path, caplog):
+    """(a helper: an HNSW index short of k hits advised "a larger --nprobe", which HNSW refuses, and
+    the summary said "(20000 nearest each)") The advice is the index's own; the summary says the
+    fewest a query got. Random vectors (no encoder): the graph search reaches fewer than k of them."""
+    vectors = np.random.default_rng(0).normal(size=(3000, 32)).astype(np.float32)
+    np.save(tmp_path / "v.npy", vectors)
+    np.save(tmp_path / "q.npy", vectors[:50])
+    (tmp_path / "l.txt").write_text("".join(f"line {i}\n" for i in range(3000)), encoding="utf-8")
+    (tmp_path / "q.txt").write_text("".join(f"line {i}\n" for i in range(50)), encoding="utf-8")
+    for name in ("l", "q"):
+        ok(xm("embed", tmp_path / f"{name}.txt", "--lang", "en", "-o", tmp_path / f"s{name}", "--embeddings",
+              tmp_path / f"{name[0] if name == 'q' else 'v'}.npy", "--encoder-name", "rand", "-q"))
+    ok(xm("build-index", tmp_path / "sl", "--index-type", "hnsw", "-o", tmp_path / "h", "-q"))
+    with caplog.at_level("WARNING", logger="xmine"):
+        res = ok(xm("search", tmp_path / "h", tmp_path / "sq", "-k", "2500", "-o", tmp_path / "hits.tsv", "-q"))
+    fewest = json.loads((tmp_path / "hits.tsv.json").read_text(encoding="utf-8"))["fewest_hits"]
+    assert fewest < 2500, "the graph search reached every row: pick a larger k"
+    assert any(m.startswith(f"some queries got fewer than k=2500 hits (the fewest {fewest}): a HNSW32,Flat index "
+                            "returns the neighbours its search reaches") for m in caplog.messages), caplog.messages
+    assert not any("--nprobe" in m for m in caplog.messages)
+    assert f"(up to 2500 nearest each, at least {fewest})" in res.output

@@ -41,7 +41,8 @@ class IndexConfig:
     #: IVF lists searched per query (None: the choice's default)
     nprobe: int | None = None
     #: PQ sub-quantisers (bytes per vector) for "ivfpq"/"opq"; the largest divisor of dim <= this
-    pq_m: int = 64
+    #: (None: 64, and one that does not divide the dimension is not said)
+    pq_m: int | None = None
     #: bits per PQ code (8 = 256 centroids per sub-quantiser)
     pq_bits: int = 8
     #: seed of the training sample
@@ -54,13 +55,12 @@ class IndexConfig:
     add_batch: int = 65_536
 
     def __post_init__(self):
-        for name in ("shard_rows", "nlist", "nprobe"):
+        for name in ("shard_rows", "nlist", "nprobe", "pq_m"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ConfigError(f"{name} must be a whole number >= 1 (got {value!r})")
-        if self.pq_m < 1 or self.pq_bits < 1 or self.add_batch < 1:
-            raise ConfigError(f"pq_m, pq_bits and add_batch must be >= 1 (got {self.pq_m}, {self.pq_bits}, "
-                              f"{self.add_batch})")
+        if self.pq_bits < 1 or self.add_batch < 1:
+            raise ConfigError(f"pq_bits and add_batch must be >= 1 (got {self.pq_bits}, {self.add_batch})")
         if self.memory_budget is not None and not self.memory_budget > 0:
             raise ConfigError(f"memory_budget must be > 0 bytes (got {self.memory_budget!r})")
 

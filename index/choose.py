@@ -101,7 +101,7 @@ def choose_index(
     memory_budget: int | None = None,
     nlist: int | None = None,
     nprobe: int | None = None,
-    pq_m: int = 64,
+    pq_m: int | None = None,
     pq_bits: int = 8,
 ) -> IndexChoice:
     """Resolve `kind` (one of `BUILD_TYPES`) for n vectors of size dim.
@@ -109,7 +109,8 @@ def choose_index(
     memory_budget: bytes the index may use (default: a quarter of physical memory); only "auto"
     looks at it. nlist overrides the number of IVF lists, nprobe the lists searched a query (both
     refused for an index without lists, and nprobe above nlist); pq_m is the preferred number of PQ
-    sub-quantisers (bytes per vector) for "ivfpq"/"opq"; pq_bits the bits of each code (8: 256
+    sub-quantisers (bytes per vector) for "ivfpq"/"opq" (None: 64, not said where the dimension
+    takes fewer: was a warning naming --pq-m to a user who gave none); pq_bits the bits of each code (8: 256
     centroids per sub-quantiser; 4 trains far faster on small corpora).
     """
     if kind not in BUILD_TYPES:
@@ -145,12 +146,18 @@ def choose_index(
         raise ConfigError(f"nlist={nl} is more than the {n} vectors to index")
     # 64 vectors a list: inside FAISS's 30..256 range, and training cost stays moderate.
     train = int(min(n, TRAIN_PER_LIST * nl))
-    m = pq_subquantisers(dim, pq_m)
-    if kind in ("ivfpq", "opq") and m != pq_m:  # (was: --pq-m 5 built PQ4, a quarter of the code asked for, unsaid)
+    m = pq_subquantisers(dim, pq_m or 64)
+    # (was: --pq-m 5 built PQ4, a quarter of the code asked for, unsaid)
+    if kind in ("ivfpq", "opq") and pq_m is not None and m != pq_m:
         near = ", ".join(str(d) for d in range(1, dim + 1) if dim % d == 0 and pq_m / 2 <= d <= pq_m * 2)
         log.warning(f"--pq-m {pq_m}: {m} sub-quantisers used (they must divide the dimension {dim}; its divisors "
                     f"near {pq_m}: {near})")
     if kind in ("ivfpq", "opq"):
+        least = max(2**pq_bits, 256 if kind == "opq" else 0)  # (OPQ's rotation trains a PQ of 8 bits)
+        if n < least:  # (was: two warnings, then FAISS's error, each advising a smaller --nlist at nlist 1)
+            raise ConfigError(f"--index-type {kind}: PQ learns {least} centroids per sub-quantiser, so it needs at "
+                              f"least {least} vectors, and there are {n:,}; use --index-type flat (exact, and fast "
+                              "at this size) or ivf")
         # PQ codebooks have 256 entries per sub-quantiser: train on at least ~40 points each.
         train = int(min(n, max(train, 2**pq_bits * MIN_TRAIN_PER_LIST)))
         codebook = 2**pq_bits * MIN_TRAIN_PER_LIST

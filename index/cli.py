@@ -67,9 +67,9 @@ def _refuse_ids(input_format, command: str) -> None:
 @click.option("--nprobe", type=click.IntRange(min=1), default=None,
               help="IVF lists searched per query, recorded as the index default (default: a quarter of the lists, at "
                    "least 8 (all of fewer), at most 128).")
-@click.option("--pq-m", type=click.IntRange(min=1), default=64, show_default=True,
+@click.option("--pq-m", type=click.IntRange(min=1), default=None,
               help="PQ sub-quantisers = bytes per stored vector (ivfpq/opq); must divide the dimension "
-                   "(the largest divisor below it is used).")
+                   "(the largest divisor below it is used, and said). [default: 64]")
 @click.option("--memory-budget-gb", type=Finite(0.001, 1e6), default=None,
               help="Memory the index may take, for --index-type auto, in GiB from 0.001 to 1000000 (default: a "
                    "quarter of RAM).")

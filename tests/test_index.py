@@ -103,6 +103,22 @@ def test_a_pq_m_that_does_not_divide_the_dimension_says_what_is_used(caplog):
         assert choose_index(20_000, 384, kind="opq", pq_m=48).factory == "OPQ48,IVF512,PQ48"
     assert [r.getMessage() for r in caplog.records] == [
         "--pq-m 5: 4 sub-quantisers used (they must divide the dimension 384; its divisors near 5: 3, 4, 6, 8)"]
+    caplog.clear()  # the default (64) on 32 dimensions is not said: no --pq-m was given (was: "--pq-m 64: 32 ...")
+    with caplog.at_level("WARNING", logger="xmine"):
+        assert choose_index(20_000, 32, kind="ivfpq").factory == "IVF512,PQ32"
+    assert not [m for m in caplog.messages if "--pq-m" in m]
+
+
+def test_pq_with_fewer_vectors_than_its_centroids_is_refused_in_one_line(caplog):
+    """(a helper: ivfpq on 50 vectors gave two warnings, then FAISS's error, each advising a smaller
+    --nlist at nlist 1) Refused before anything is trained, with what would work."""
+    for kind in ("ivfpq", "opq"):
+        with caplog.at_level("WARNING", logger="xmine"), pytest.raises(
+                ConfigError, match=f"^--index-type {kind}: PQ learns 256 centroids per sub-quantiser, so it needs at "
+                                   "least 256 vectors, and there are 50; use --index-type flat"):
+            choose_index(50, 384, kind=kind)
+    assert caplog.messages == []
+    assert choose_index(50, 384, kind="ivfpq", pq_bits=4).factory.startswith("IVF")  # 16 centroids: enough
 
 def test_auto_choice_by_size():
     assert choose_index(5_000, 384).kind == "flat"

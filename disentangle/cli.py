@@ -170,6 +170,10 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
         if max_valid_pairs is not None:
             raise click.UsageError("--max-valid-pairs applies to --method fmda only (other methods hold out "
                                    "--valid-fraction)")
+        unused = given_on_command_line("batch_size", "lr", "max_epochs", "patience", "layers", "threads")
+        if method == "center" and unused:  # (was: read, recorded as hyperparameters, and not used)
+            raise click.UsageError(f"{', '.join(unused)}: not used by --method center (its model is the "
+                                   "languages' mean embeddings, computed once, not trained)")
         data, run = list(pairs), train
         config = TrainConfig(method=method, base=base, layers=layers, batch_size=batch_size, lr=lr,
                              max_epochs=max_epochs, patience=patience, valid_fraction=valid_fraction,

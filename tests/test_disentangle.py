@@ -474,3 +474,14 @@ def test_pairs_that_are_not_aligned_translations_are_said_to_be_and_the_share_re
                      config=config, show_progress=False)
     assert proj.config["training_data"]["aligned_share"]["deu-eng"] < 0.1
     assert any("are not line-aligned translations" in r.getMessage() for r in caplog.records)
+
+
+def test_center_refuses_the_options_of_training(tmp_path):
+    """(a helper: `train --method center --max-epochs 7 --lr 0.5` ran, and config.json recorded them
+    as its hyperparameters; centering trains nothing) Refused in one line, before anything is read."""
+    from tests.clitools import untouched, xm
+
+    with untouched(tmp_path):
+        for extra, named in ((["--lr", "0.5", "--max-epochs", "7"], "--lr, --max-epochs"), (["--layers", "2"], "--layers")):
+            res = xm("train", "--method", "center", "--pairs", tmp_path / "missing", "-o", tmp_path / "p", *extra)
+            assert res.exit_code == 2 and f"{named}: not used by --method center" in res.output, res.output

@@ -23,6 +23,7 @@ from xmine.encoders import load_encoder
 from xmine.encoders.e5_q4 import ensure_me5_model
 from xmine.encoders.exported import EXPORT_RECORD, PORTABLE_KIND
 from xmine.encoders.transformer import library_quiet
+from xmine.encoders.projection import SHIPPED_INFO
 from xmine.errors import ConfigError, EncoderError
 from xmine.artefacts.fileio import FILE_MODE, MANIFEST, sha256_file, write_manifest
 from xmine.artefacts.input_artefacts import encoding_prompt
@@ -40,8 +41,9 @@ This model is `{encoder}` followed by the meaning part of the xmine projection `
 ({method}), written by `xmine export-st` (xmine {version}, commit {commit}). The projection is one
 linear layer, stored as a standard `Dense` module between two `Normalize` modules, so the model
 loads with sentence-transformers alone. Its vectors are the ones `xmine mine` compares (the
-encoder's prefix `{prefix}` is the default prompt). How the projection was trained: its
-`config.json` (and, for a projection xmine ships, how it was calibrated: its `SHIPPED.json`).
+encoder's prefix `{prefix}` is the default prompt). How the projection was trained:
+`xmine_projection.json`, which holds the projection's own `config.json` (`config`) and, for a
+projection xmine ships, how it was calibrated (`shipped`, its `SHIPPED.json`).
 """
 
 
@@ -104,8 +106,12 @@ def save_export(model, tmp: Path, kind: str, projection, *, part: str, card: str
         text = readme.read_text(encoding="utf-8") if readme.is_file() else ""
         readme.write_text(text + card, encoding="utf-8")
     fingerprint = projection.fingerprint()
+    # the projection's training record travels with it (was: the card named a config.json left behind)
+    shipped = Path(projection.path) / SHIPPED_INFO
     (Path(tmp) / EXPORT_RECORD).write_text(
-        json.dumps({"projection": fingerprint, "encoder": projection.config["encoder"], "part": part},
+        json.dumps({"projection": fingerprint, "encoder": projection.config["encoder"], "part": part,
+                    "config": projection.config,
+                    **({"shipped": json.loads(shipped.read_text(encoding="utf-8"))} if shipped.is_file() else {})},
                    indent=2) + "\n", encoding="utf-8")
     paths = {p.relative_to(tmp).as_posix(): p for p in Path(tmp).rglob("*") if p.is_file()}
     for p in paths.values():  # (safetensors writes through mkstemp: 0600, unlike the files beside it)

@@ -49,7 +49,15 @@ def test_export_st_loads_without_xmine_and_gives_the_meaning_vectors(exported, d
     cosines = (exported * ours).sum(axis=1) / np.linalg.norm(exported, axis=1) / np.linalg.norm(ours, axis=1)
     assert cosines.min() >= 0.9999, cosines
     card = (out / "README.md").read_text(encoding="utf-8")
-    assert "xmine export-st" in card and json.loads((out / "xmine_projection.json").read_text())["part"] == "meaning"
+    record = json.loads((out / "xmine_projection.json").read_text())
+    assert "xmine export-st" in card and record["part"] == "meaning"
+    # how it was trained and calibrated travels with it, as the card says (was: named, not carried)
+    from xmine.encoders.projection import shipped_dir
+
+    shipped = shipped_dir("me5-small")
+    assert record["config"] == json.loads((shipped / "config.json").read_text())
+    assert record["shipped"] == json.loads((shipped / "SHIPPED.json").read_text())
+    assert "`xmine_projection.json`, which holds the projection's own `config.json`" in " ".join(card.split())
     refused(xm("export-st", "default", out), "already exists")
 
 

@@ -451,7 +451,7 @@ def test_a_kept_field_may_not_take_a_column_of_xmines_own_nor_share_one(corpus, 
 
     for lang in ("de", "en"):
         records = [{"text": t, "id": f"{lang}{i}", "file": "F", "record": "R", "meta": {"url": f"u{i}"},
-                    "meta_url": f"v{i}"} for i, t in enumerate(corpus[lang])]
+                    "meta_url": f"v{i}", "even": i % 2 == 0} for i, t in enumerate(corpus[lang])]
         (tmp_path / f"{lang}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
                                                 encoding="utf-8")
     args = ["mine", tmp_path / "de.jsonl", tmp_path / "en.jsonl", "--src-lang", "de", "--tgt-lang", "en", "-q"]
@@ -466,15 +466,18 @@ def test_a_kept_field_may_not_take_a_column_of_xmines_own_nor_share_one(corpus, 
             "--keep-field 'meta.url' and 'meta_url': both would be the column src_meta_url")
     refused(xm(*args, "--keep-field", "meta.url", "--format", "moses", "-o", tmp_path / "bi"),  # (was: dropped)
             "--keep-field: the moses format holds the sentences alone; add --meta")
-    ok(xm(*args, "--id-field", "id", "--keep-field", "meta.url", "-o", tmp_path / "ok.jsonl"))
+    ok(xm(*args, "--id-field", "id", "--keep-field", "meta.url", "--keep-field", "even", "-o", tmp_path / "ok.jsonl"))
     rows = [json.loads(line) for line in (tmp_path / "ok.jsonl").read_text(encoding="utf-8").splitlines()]
     assert rows and all(r["src_meta_url"] == "u" + r["src_id"][2:] for r in rows)
+    assert {r["src_even"] for r in rows} == {"true", "false"}  # a bool as JSON spells it (was "True")
+    assert all((r["src_even"] == "true") == (int(r["src_id"][2:]) % 2 == 0) for r in rows)
     summary = json.loads((tmp_path / "ok.jsonl.json").read_text(encoding="utf-8"))  # (was: neither recorded)
     assert (summary["src"]["kind"], summary["src"]["format"]) == ("text", "jsonl")
-    assert summary["provenance"]["parameters"]["keep_fields"] == {"src": ["meta.url"], "tgt": ["meta.url"]}
+    assert summary["provenance"]["parameters"]["keep_fields"] == {"src": ["meta.url", "even"],
+                                                                  "tgt": ["meta.url", "even"]}
     res = CliRunner().invoke(main, [str(a) for a in (*args[:2], "-", *args[3:], "--tgt-input-format", "jsonl",
                                                      "--id-field", "id", "--keep-field", "meta.url",
-                                                     "-o", tmp_path / "stdin.jsonl")],
+                                                     "--keep-field", "even", "-o", tmp_path / "stdin.jsonl")],
                              input=(tmp_path / "en.jsonl").read_bytes())
     ok(res)
     piped = [json.loads(line) for line in (tmp_path / "stdin.jsonl").read_text(encoding="utf-8").splitlines()]

@@ -5,7 +5,7 @@ The store keeps only each sentence's record number (and id); the fields are read
 when the output is written, for the records the output needs, one record at a time: memory is
 the kept values of the mined pairs, never the corpus. A record without the field gives None; a
 field that the first record read lacks is refused (most likely a typo), naming the file and line.
-Values are kept as strings (objects and lists as JSON).
+Values are kept as strings (objects, lists and booleans as JSON).
 """
 
 from __future__ import annotations
@@ -102,7 +102,8 @@ def _records(path: Path, spec: InputFormat) -> Iterator[tuple[int, dict]]:
 def _as_text(value: Any) -> str | None:
     if value is None:
         return None
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
+    # (a bool as JSON spells it: was Python's "True")
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list, bool)) else str(value)
 
 
 def record_fields(path: str | Path, spec: InputFormat | None, names: Sequence[str],

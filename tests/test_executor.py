@@ -103,3 +103,24 @@ def test_the_pool_encoder_here_is_the_loaded_encoder_in_input_order(usem3):
     assert pool.workers == 1 and pool.fingerprint() == usem3.fingerprint()
     assert np.array_equal(pool.encode(sentences), usem3.encode(sentences))
     assert pool.encode([]).shape == (0, usem3.dim)
+
+
+def test_resumed_units_count_on_the_bar_but_not_in_its_rate():
+    """(a helper: resuming an interrupted embed showed "1082715.37 lines/s" while its finished shards
+    were read past) A unit an earlier run finished moves the bar and the shard count; the rate is
+    that of the rows done now."""
+    import time
+
+    from xmine.exec.executor import ShardProgress
+
+    bar = ShardProgress(shards=None, rows=100_000, desc="t", enabled=True)
+    for _ in range(5):
+        bar.resumed(10_000)
+    for _ in range(4):
+        time.sleep(0.05)
+        bar.partial(10)
+        bar.done(10)
+    shown = bar.bar.format_dict
+    bar.close()
+    assert (shown["n"], bar.shards_done) == (50_040, 9)
+    assert shown["rate"] < 1_000, shown["rate"]  # ~200 rows/s; the resumed 50,000 at once gave ~10^6

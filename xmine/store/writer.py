@@ -332,7 +332,7 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
                 yield (shard, text, lines, None if ids is None else list(ids),
                        None if positions is None else list(positions), last_line)
             else:
-                bar.done(spans.pop(shard))
+                bar.resumed(spans.pop(shard))
             shard, last_line, text, lines = shard + 1, lines[-1], [], []
             for buf in (ids, positions):
                 if buf is not None:

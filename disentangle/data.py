@@ -258,7 +258,9 @@ def sample_pairs(
     for f in files:
         s, t = f.read()
         by_pair[f.key] += list(zip(s, t))
-        info = {"src": str(f.src), "tgt": str(f.tgt), "src_lang": f.src_lang, "tgt_lang": f.tgt_lang, "pairs": len(s)}
+        # absolute, as every other record's inputs (was: as given, relative to a folder not recorded)
+        info = {"src": str(Path(f.src).resolve()), "tgt": str(Path(f.tgt).resolve()), "src_lang": f.src_lang,
+                "tgt_lang": f.tgt_lang, "pairs": len(s)}
         if f.massive is not None:
             info["massive"] = {"locales": list(f.massive), "partition": "train",
                                "checked": "no dev/test row, by id and by partition"}

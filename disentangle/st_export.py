@@ -152,7 +152,7 @@ def export_portable(projection_dir: str | Path, out_dir: str | Path, *, overwrit
                            version=__version__, commit=git_commit(), prefix=prompts.get(default, "") if default else "")
         with atomic_dir(out_dir, kind=PORTABLE_KIND, overwrite=overwrite) as tmp:
             save_export(model, tmp, PORTABLE_KIND, projection, part="meaning", card=card,
-                        parameters={"encoder": name, "projection": str(projection_dir)})
+                        parameters={"encoder": name, "projection": str(Path(projection.path).resolve())})
         return model
 
 

@@ -347,7 +347,8 @@ def test_training_checkpoint_resumes_only_its_own_run(tmp_path, caplog):
                model=model2, optimizers=opts2, gen=gen2)
 
 
-def test_too_few_distinct_pairs_are_refused_before_encoding_and_repeats_are_said(data_dir, tmp_path, caplog):
+def test_too_few_distinct_pairs_are_refused_before_encoding_and_repeats_are_said(data_dir, tmp_path, caplog,
+                                                                                  monkeypatch):
     """(was: "no validation batch (too few pairs per language pair; need >= 20)" after the pairs
     were embedded, naming no file, the true minimum 15, and repeated pairs dropped without a word)"""
     from tests.clitools import ok, refused, untouched, xm
@@ -362,10 +363,13 @@ def test_too_few_distinct_pairs_are_refused_before_encoding_and_repeats_are_said
         refused(xm(*train, "--pairs", f"{tmp_path / 'p12.de'}:{tmp_path / 'p12.en'}", "-o", tmp_path / "a"),
                 f"{tmp_path / 'p12.de'}:{tmp_path / 'p12.en'}: too few distinct pairs",
                 "deu-eng: 12 (3 repeated dropped)", "--valid-fraction 0.1 a language pair needs at least 15")
+    monkeypatch.chdir(tmp_path)  # (relative paths: recorded absolute, was as given)
     with caplog.at_level("INFO", logger="xmine"):
-        ok(xm(*train, "--pairs", f"{tmp_path / 'p30.de'}:{tmp_path / 'p30.en'}", "-o", tmp_path / "b"))
+        ok(xm(*train, "--pairs", "p30.de:p30.en", "-o", tmp_path / "b"))
     assert any(r.getMessage() == "deu-eng: 5 repeated pair(s) dropped; 30 distinct pairs remain"
                for r in caplog.records), [r.getMessage() for r in caplog.records]
+    files = load_projection(tmp_path / "b").config["training_data"]["files"]
+    assert [(f["src"], f["tgt"]) for f in files] == [(str(tmp_path / "p30.de"), str(tmp_path / "p30.en"))]
     counts = load_projection(tmp_path / "b").config["training_data"]["counts"]["deu-eng"]
     assert counts == {"available": 30, "repeated": 5, "train": 27, "valid": 3}
 

@@ -123,7 +123,7 @@ def _split_langs(value: str | None) -> list[str] | None:
 @click.option("--overwrite", is_flag=True,
               help="Replace OUTPUT if it is a finished xmine projection already (anything else is refused). "
                    "Its checkpoint is resumed where the settings and data (by content) are this run's, and "
-                   "refused where any differ, --patience and --lr included; add --restart to train from scratch.")
+                   "refused where any differ but --max-epochs and --patience; add --restart to train from scratch.")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="CPU threads for training the (small, d x d) networks; more rarely helps and contends "
                    "with other jobs. Embedding uses the encoder's own setting.")

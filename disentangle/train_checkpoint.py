@@ -61,12 +61,14 @@ class RunSignature(NamedTuple):
 
 
 def run_signature(config: Any, encoder: dict, data: dict) -> RunSignature:
-    """The signature of the configuration (a dataclass; `max_epochs` left out, so raising the epoch
-    limit continues a run), the encoder's identity and the data's summary, where a file that
+    """The signature of the configuration (a dataclass; `max_epochs` and `patience` left out: they
+    only say when to stop, so raising either continues a run, and was "other settings" for
+    patience), the encoder's identity and the data's summary, where a file that
     records its sha256 is that and not its path (was: the same files named by an absolute path, or
     from another folder, were "other data" and the run could not resume)."""
     cfg = dataclasses.asdict(config)
     cfg.pop("max_epochs")
+    cfg.pop("patience", None)
     settings = json.loads(json.dumps({"config": cfg, "encoder": encoder, "data": data}, sort_keys=True, default=str))
     digest = hashlib.sha256(json.dumps(_contents(settings), sort_keys=True).encode()).hexdigest()
     return RunSignature(digest, settings)

@@ -310,6 +310,8 @@ def test_training_checkpoint_resumes_only_its_own_run(tmp_path, caplog):
     enc = {"id": "me5-small-q4:abc|pool=mean|prefix='passage: '"}
     sig = run_signature(TrainConfig(method="dream"), enc, {"rows": 10})
     assert sig == run_signature(TrainConfig(method="dream", max_epochs=99), enc, {"rows": 10})
+    # patience only says when to stop, as the epoch limit (was: "other settings", no resuming)
+    assert sig.digest == run_signature(TrainConfig(method="dream", patience=40), enc, {"rows": 10}).digest
     other = run_signature(TrainConfig(method="dream", lr=0.5), enc, {"rows": 10})
     model, opts, gen = parts(0)
     state = fresh_state() | {"epoch": 3}

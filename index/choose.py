@@ -110,8 +110,9 @@ def choose_index(
     looks at it. nlist overrides the number of IVF lists, nprobe the lists searched a query (both
     refused for an index without lists, and nprobe above nlist); pq_m is the preferred number of PQ
     sub-quantisers (bytes per vector) for "ivfpq"/"opq" (None: 64, not said where the dimension
-    takes fewer: was a warning naming --pq-m to a user who gave none); pq_bits the bits of each code (8: 256
-    centroids per sub-quantiser; 4 trains far faster on small corpora).
+    takes fewer: was a warning naming --pq-m to a user who gave none); pq_bits the bits of each
+    code (8: 256 centroids per sub-quantiser; 4 trains far faster on small corpora). PQ on fewer
+    vectors than its centroids is a ConfigError.
     """
     if kind not in BUILD_TYPES:
         raise ConfigError(f"unknown index type {kind!r}; choose one of {', '.join(BUILD_TYPES)}")

@@ -56,8 +56,10 @@ def test_a_file_of_tab_separated_columns_read_as_text_is_pointed_to_the_tsv_read
 
 
 def test_text_is_otherwise_unchanged(tmp_path):
-    s = "  Größe: 5 € — naïve 東京  "
-    c = read_corpus(write(tmp_path, "u.txt", (s + "\n").encode()))
+    """Whitespace around a sentence is not part of it (it would change its embedding: was kept, and
+    `score` and the duplicate check read the sentence without it); the rest is kept as it is."""
+    s = "Größe: 5 €  —  naïve 東京"
+    c = read_corpus(write(tmp_path, "u.txt", f"  {s} \u00a0\n".encode()))
     assert c.sentences == [s]
 
 

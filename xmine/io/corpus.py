@@ -15,7 +15,10 @@ Input policy (what every xmine command does with a text file):
   there `\\r` separates lines, so its sentences are never merged into one.
 - Tabs and stray line-break characters inside a line (`\\r`, `\\v`, `\\f`, U+0085, U+2028,
   U+2029, ...) are replaced by one space each: they would break the one-sentence-per-line and
-  TSV files xmine writes. Counted and reported as a warning. Nothing else in a line is changed.
+  TSV files xmine writes. Counted and reported as a warning.
+- Whitespace around a sentence (spaces, a no-break space, ...) is removed: a trailing space
+  changes a transformer's embedding, and the duplicate check and `xmine score` read sentences
+  without it (was: "X" and "X " one sentence there, two vectors here). Nothing else is changed.
 - Empty or whitespace-only lines keep their line number (so output refers to the user's lines)
   but are not sentences: they are skipped and their count is reported as a warning.
 - Lines longer than `max_chars` characters (default `DEFAULT_MAX_CHARS`) are kept whole in the
@@ -235,7 +238,7 @@ def iter_corpus(path: str | Path, *, max_chars: int = DEFAULT_MAX_CHARS, stats: 
     st = stats if stats is not None else CorpusStats(path=path)
     for line_no, text in iter_lines(path, stats=st):
         if st.note_line(line_no, text, max_chars):
-            yield line_no, text
+            yield line_no, text.strip()
     if st.sentences == 0:
         raise InputError(path, f"no sentence in the file ({st.lines} line(s), all empty or whitespace)")
     if warn:

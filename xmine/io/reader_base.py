@@ -203,7 +203,7 @@ class CorpusReader:
                 st.replaced_count += 1
             if ids is not None:
                 ids.append(rid)
-            yield number, text
+            yield number, text.strip()  # (as a text file's lines: xmine.io.corpus)
         if st.sentences == 0:
             raise InputError(self.path, f"no text in the {self.format} input ({st.lines} record(s), all empty)")
 
@@ -216,7 +216,7 @@ class CorpusReader:
         record_ids: list | None = [] if ids is not None else None
         for number, text in self.sentences(max_chars=max_chars, stats=stats, ids=record_ids):
             rid = record_ids.pop() if record_ids is not None else None
-            for i, sentence in enumerate((s for s in split(text) if s.strip()), 1):
+            for i, sentence in enumerate((s.strip() for s in split(text) if s.strip()), 1):
                 if ids is not None:
                     ids.append(rid)
                 if positions is not None:

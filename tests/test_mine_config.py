@@ -29,6 +29,11 @@ BAD = [
     (lambda: SelectionConfig(threshold=float("nan")), ConfigError, "threshold must be a finite number"),
     (lambda: SelectionConfig(threshold="1.05"), ConfigError, "threshold must be a finite number"),
     (lambda: SelectionConfig(margin="cosine"), ConfigError, "margin must be one of ratio, distance, absolute"),
+    # a threshold no pair of the margin reaches: a ratio value (was: exit 0, 0 pairs)
+    (lambda: SelectionConfig(margin="distance", threshold=1.02), OptionConflict,
+     "--threshold 1.02 is above what the distance margin gives a pair"),
+    (lambda: SelectionConfig(margin="absolute", threshold=1.01), OptionConflict,
+     "--threshold 1.01 is above what the absolute margin gives a pair"),
     (lambda: SelectionConfig(retrieval="both"), ConfigError, "retrieval must be one of"),
     (lambda: SelectionConfig(operating_point="recall"), ConfigError, "operating_point must be one of"),
     (lambda: SearchConfig(k=0), ConfigError, "k must be >= 1 (got 0)"),

@@ -104,10 +104,16 @@ def test_calibrate_then_mine_with_the_record(data_dir, tmp_path):
             "--threshold 0.02 is below an ordinary pair's ratio margin (1)", "add --margin distance")
     refused(xm(*mine_args, "--margin", "distance", "--threshold", "-0.1", "-o", tmp_path / "m3.tsv"),
             "--threshold -0.1 is below an ordinary pair's distance margin (0)")
+    # above what the margin gives any pair: a ratio value (was: exit 0, 0 pairs mined)
+    refused(xm(*mine_args, "--margin", "distance", "--threshold", "1.02", "-o", tmp_path / "m3.tsv"),
+            "--threshold 1.02 is above what the distance margin gives a pair", "add --margin ratio")
+    refused(xm(*mine_args, "--margin", "absolute", "--threshold", "1.5", "-o", tmp_path / "m3.tsv"),
+            "--threshold 1.5 is above what the absolute margin gives a pair (a cosine, at most 1)")
     # exactly an ordinary pair's margin is a threshold like another (the Ray tests mine at ratio 1)
     from xmine.mining.config import SelectionConfig
 
     SelectionConfig(threshold=1.0), SelectionConfig(margin="distance", threshold=0.0)
+    SelectionConfig(margin="absolute", threshold=1.0), SelectionConfig(margin="distance", threshold=0.99)
     ok(xm(*mine_args, "--calibration", record, "--margin", "distance", "--threshold", "0.02", "-o", tmp_path / "m3.tsv"))
     assert json.loads((tmp_path / "m3.tsv.json").read_text())["threshold"]["margin"] == "distance"
     # a record of another space is refused in one line; an existing record needs --overwrite

@@ -98,6 +98,9 @@ def flores_file(flores_dir: Path, lang: str, *, option: str = "--src-lang/--tgt-
     and `other`, what else the command takes)."""
     if (flores_dir / f"{lang}.devtest").is_file():
         return flores_dir / f"{lang}.devtest"
+    if not any(flores_dir.glob("*.devtest")):  # (was: "no FLORES-200 file of 'fr'" for `--data-dir /tmp`)
+        raise ConfigError(f"{flores_dir}: holds no FLORES-200 devtest file (*.devtest): --data-dir names the data "
+                          "root (holding parallel/flores200/devtest) or that folder itself")
     # (by `same_language`: was the ISO 639-3 code as the file's prefix, so "zh" (cmn) and "ar" (ara)
     # found no file of FLORES's zho_Hans and arb_Arab)
     code = _FLORES_MEMBER.get(normalize_lang(lang))

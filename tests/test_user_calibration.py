@@ -223,6 +223,8 @@ def test_a_language_finds_its_flores_file_under_any_of_its_codes(data_dir):
         flores_file(folder, "xx")
     with pytest.raises(ConfigError, match="'haw': no FLORES-200 file of it in .*; give a language FLORES-200 holds"):
         flores_file(folder, "haw")
+    with pytest.raises(ConfigError, match="holds no FLORES-200 devtest file .*--data-dir names the data root"):
+        flores_file(folder.parent.parent, "fr")  # (a --data-dir that is no FLORES folder: was "no file of 'fr'")
 
 
 @pytest.mark.slow

@@ -237,7 +237,8 @@ class SelectionConfig:
         the ratio scale, `--calibration C --threshold 0.02` kept every candidate at the record's ratio
         cap, where the user read the record's distance thresholds); and a number below an ordinary
         pair's margin (ratio 1, distance 0) is another margin's value or a way to keep every pair,
-        which --threshold none says."""
+        which --threshold none says; one above any pair's (was: a ratio value on the distance scale,
+        0 pairs, exit 0) keeps nothing."""
         t = self.given_threshold
         if t is None:
             return
@@ -250,13 +251,10 @@ class SelectionConfig:
             raise OptionConflict(f"--threshold {t:g} is below an ordinary pair's {self.given_margin} margin "
                                  f"({neutral:g}): it would keep nearly every candidate ({other}to keep every pair: "
                                  "--threshold none)")
-        # (was: `--margin distance --threshold 1.02`, a ratio value, mined 0 pairs with exit 0): a cosine is at
-        # most 1, and a distance margin reaches 1 only for a pair whose neighbours are orthogonal to it
         most = {"absolute": "a cosine, at most 1", "distance": "its cosine less its neighbours' mean cosine, below 1"}
         if self.given_margin in most and (t > 1 or (t == 1 and self.given_margin == "distance")):
-            raise OptionConflict(f"--threshold {t:g} is above what the {self.given_margin} margin gives a pair "
-                                 f"({most[self.given_margin]}): it would keep nothing (a ratio margin's value? add "
-                                 "--margin ratio)")
+            raise OptionConflict(f"--threshold {t:g} is above what the {self.given_margin} margin gives a pair ("
+                                 f"{most[self.given_margin]}): it would keep nothing (a ratio margin's value? add --margin ratio)")
 
     @property
     def calibrated(self) -> bool:

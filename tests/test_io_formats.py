@@ -196,7 +196,7 @@ def test_no_pair_kept_is_an_empty_dataset_folder_that_loads(corpus, tmp_path):
 
     out = tmp_path / "none"
     ok(xm("mine", corpus["dir"] / "de.txt", corpus["dir"] / "en.txt", "--src-lang", "de", "--tgt-lang", "en",
-          "--threshold", "50", "--margin", "distance", "--format", "hf", "-q", "-o", out,
+          "--threshold", "0.99", "--margin", "distance", "--format", "hf", "-q", "-o", out,
           "--keep-filtered", tmp_path / "dropped.tsv"))
     ds = datasets.load_from_disk(str(out))
     assert len(ds) == 0 and ds.features["translation"] == datasets.Translation(languages=["de", "en"])

@@ -466,7 +466,7 @@ def test_a_scored_dataset_is_written_as_a_dataset(tmp_path):
     ok(xm("verify", out))
     # an existing dataset folder is written as one again without --format (with --overwrite)
     ok(xm("score", tmp_path / "bt", "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "-o", out,
-          "--overwrite", "--threshold", "5", "--margin", "distance", "--kept-only", "-q"))
+          "--overwrite", "--threshold", "0.99", "--margin", "distance", "--kept-only", "-q"))
     assert len(datasets.load_from_disk(str(out))) == 0  # none kept: an empty dataset that loads
 
 

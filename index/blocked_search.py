@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from xmine.exec.executor import LOCAL, Executor, ShardProgress
-from xmine.index.faiss_index import IndexChoice, IndexDir, IndexShard, shard_searcher
+from xmine.index.faiss_index import IndexChoice, IndexDir, IndexShard, faiss_computing, shard_searcher
 from xmine.topk import merge_topk
 
 #: Queries per search call, in one process and on Ray alike (see the module doc).
@@ -70,7 +70,7 @@ class FlatChunks:
         return -(-len(self.rows) // self.chunk)
 
     def __call__(self, s: int):
-        import faiss
+        faiss = faiss_computing()
 
         lo, hi = s * self.chunk, min(len(self.rows), (s + 1) * self.chunk)
         block = np.ascontiguousarray(self.rows[lo:hi], dtype=np.float32)

@@ -19,7 +19,7 @@ from xmine.exec.executor import LOCAL, Executor, ShardProgress
 from xmine.artefacts.fileio import atomic_path, sha256_file, write_failure, write_manifest
 from xmine.index.choose import choose_index
 from xmine.io.compression import count_lines
-from xmine.index.faiss_index import (FORMAT_VERSION, KIND, IndexDir, faiss_reason, shard_name, shard_plan, to_cpu, to_gpu,
+from xmine.index.faiss_index import (FORMAT_VERSION, KIND, IndexDir, faiss_computing, faiss_reason, shard_name, shard_plan, to_cpu, to_gpu,
                                      units_use_gpus)
 from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint, to_json
 from xmine.store.layout import LINE_NUMBERS, SENTENCE_INDEX, SENTENCES
@@ -250,7 +250,7 @@ def train_index(training: Training, *parts) -> bytes:
     The sample depends only on the parts' lengths, the size and the seed, so every run (local or on
     Ray) trains on the same rows: each part but the last gives its share (size * n_i // N + 1), the
     last what is left."""
-    import faiss
+    faiss = faiss_computing()
 
     template = faiss.index_factory(parts[0].shape[1], training.factory, faiss.METRIC_INNER_PRODUCT)
     if template.is_trained:
@@ -358,7 +358,7 @@ def add_rows(trained: bytes, embeddings, start: int, stop: int, *, add_batch: in
     """A copy of the trained index holding rows start:stop of `embeddings` (ids 0..stop-start-1),
     on CPU; `on_rows(count)` after each batch added. With `side` ("src"/"tgt", mining), a row
     holding NaN or inf raises NonFiniteRowError(side, row): FAISS would index it silently."""
-    import faiss
+    faiss = faiss_computing()
 
     index = faiss.deserialize_index(np.frombuffer(trained, dtype=np.uint8))
     idx, res = to_gpu(index) if use_gpu else (index, None)

@@ -39,6 +39,19 @@ KIND = "index"
 FORMAT_VERSION = 2
 
 
+def faiss_computing():
+    """The faiss module, with FAISS's own Ctrl-C check switched off in this process: FAISS throws
+    it from inside the OpenMP regions of some searches (IVF fast-scan), which ends the process
+    (SIGABRT, exit 134: was so for Ctrl-C during `mine --approximate`), and from a training as
+    "computation interrupted", which read as an index that cannot be trained. Ctrl-C is then
+    Python's KeyboardInterrupt once the call returns (a block of queries, one training), which the
+    command says as an interruption. Called by every function that has FAISS compute."""
+    import faiss
+
+    faiss.InterruptCallback.clear_instance()
+    return faiss
+
+
 @dataclass(frozen=True, kw_only=True)
 class IndexShard(Record):
     """One FAISS shard of an index: its file and the rows of the index it holds."""
@@ -277,7 +290,7 @@ class IndexDir:
 def shard_searcher(index, shard: IndexShard, choice: IndexChoice, *, nprobe: int | None, use_gpu: bool):
     """`search(queries, k)` over one shard: top-k of float32 `queries` (sims, rows of the whole index;
     -1 when fewer), with the search parameters set and the index moved to the GPU once."""
-    import faiss
+    faiss = faiss_computing()
 
     ps = faiss.ParameterSpace()
     if choice.nlist:
@@ -301,7 +314,7 @@ def ivf_list_members(index, qv: np.ndarray, nprobe: int):
     """For each IVF list that some query of `qv` visits (its `nprobe` nearest centroids, as the
     index's own search visits them): (the queries visiting it, the list's row ids in the index).
     Approximate mining's refinement compares those rows by their stored vectors."""
-    import faiss
+    faiss = faiss_computing()
 
     ivf = faiss.extract_index_ivf(index)
     _, lists = ivf.quantizer.search(qv, min(nprobe, ivf.nlist))

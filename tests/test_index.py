@@ -312,3 +312,36 @@ def test_training_on_fewer_vectors_than_faiss_wants_is_said_once_and_trains_the_
     reference.train(sample)
     assert "WARNING clustering" in capfd.readouterr().err
     assert trained == bytes(faiss.serialize_index(reference))
+
+
+CTRL_C_DURING_SEARCH = r"""
+import os, signal, sys, threading
+import numpy as np
+from xmine.index.faiss_index import faiss_computing
+
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal's Ctrl-C, whatever the runner ignores
+faiss = faiss_computing()
+x = np.random.default_rng(0).standard_normal((60000, 64)).astype("float32")
+index = faiss.index_factory(64, "IVF256,PQ32x4fs", faiss.METRIC_INNER_PRODUCT)
+index.train(x[:20000])
+index.add(x)
+index.nprobe = 256  # a search of seconds: the signal comes while FAISS computes
+threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+try:
+    index.search(x, 10)
+except KeyboardInterrupt:
+    sys.exit(41)  # Python's interruption, once the search has returned
+sys.exit(42)
+"""
+
+
+def test_ctrl_c_while_faiss_searches_is_pythons_interruption_not_an_abort():
+    """(a helper: Ctrl-C during `mine --approximate`'s search ended the process with SIGABRT, exit
+    134, "terminate called after throwing ... faiss::FaissException ... computation interrupted":
+    FAISS checks for it inside OpenMP regions of IVF fast-scan search) With FAISS's own check off,
+    the interruption is Python's KeyboardInterrupt as the search returns, which the command says."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", CTRL_C_DURING_SEARCH], capture_output=True, text=True)
+    assert run.returncode == 41, (run.returncode, run.stderr[-500:])

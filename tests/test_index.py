@@ -345,3 +345,28 @@ def test_ctrl_c_while_faiss_searches_is_pythons_interruption_not_an_abort():
 
     run = subprocess.run([sys.executable, "-c", CTRL_C_DURING_SEARCH], capture_output=True, text=True)
     assert run.returncode == 41, (run.returncode, run.stderr[-500:])
+
+
+def test_a_search_stopped_after_its_first_run_of_blocks_has_checkpointed_them():
+    """(a helper: `mine --approximate` stopped at 327k of 500k queries kept no query block: a unit
+    of 1M queries returned its blocks only when it ended) The blocks of a finished unit reach
+    `on_block` (the work folder's checkpoint) before the next unit runs."""
+    from xmine.index import blocked_search
+    from xmine.index.blocked_search import FlatChunks
+
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((64, 8)).astype(np.float32)
+    queries = rng.standard_normal((500_000, 8)).astype(np.float32)  # the helper's side
+    opened, saved = [], []
+    flat = FlatChunks(base)
+
+    def open_shard(s):
+        opened.append(s)
+        if len(opened) == 2:  # the second unit: the run stops here
+            raise KeyboardInterrupt
+        return flat(s)
+
+    with pytest.raises(KeyboardInterrupt):
+        search_blocks(open_shard, 1, queries, 4, block=65_536, on_block=lambda q0, s, i: saved.append(q0))
+    unit = blocked_search.QUERIES_PER_UNIT
+    assert unit <= 262_144 and sorted(saved) == list(range(0, unit, 65_536))  # checkpointed before the stop

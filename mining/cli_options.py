@@ -256,9 +256,10 @@ search_options = _options(
                       "memory; default: one shard per side)."),
     click.option("--refine/--no-refine", default=True, show_default=True,
                  help="With --approximate and a threshold: search the sentences of every candidate pair at or "
-                      "above it again, in 2 x nprobe lists with their stored vectors, so that neighbours the "
-                      "index missed do not lift margins (without it, approximate mining keeps pairs exact "
-                      "mining drops; benchmarks/RESULTS.md). Costs a search of those sentences only."),
+                      "above it again, in 2 x nprobe lists with their stored vectors, so that fewer neighbours "
+                      "the index missed lift margins (without it, approximate mining keeps more pairs exact "
+                      "mining drops; benchmarks/RESULTS.md). Neighbours outside those lists stay missed, most "
+                      "where the vectors have no cluster structure. Costs a search of those sentences only."),
     click.option("--block-rows", type=click.IntRange(min=1), default=None,
                  help=f"Source rows per block of the exact product (memory ~ block-rows x block-cols x 4 bytes; "
                       f"default {DEFAULT_BLOCK_ROWS}, {CUDA_BLOCK_ROWS} with the cuda product)."),

@@ -30,10 +30,11 @@ from pathlib import Path
 import numpy as np
 
 from xmine.artefacts.checkpoints import KeyedDir
-from xmine.errors import NonFiniteRowError
+from xmine.errors import ConfigError, NonFiniteRowError
 from xmine.exec.executor import LOCAL, Executor, ShardProgress
+from xmine.index import choose
 from xmine.artefacts.fileio import atomic_path
-from xmine.mining.knn_product import default_blocks, product_knn_both
+from xmine.mining.knn_product import default_blocks, default_workers, product_knn_both
 from xmine.store.rows import RowSubset
 from xmine.topk import merge_topk
 
@@ -48,6 +49,17 @@ TILE_BLOCKS_COLS = 16
 #: floors and their rescoring afresh, which cost 10-25% more time than one product at 65k x 65k
 #: in stripes of 32 blocks (2 cores, busy); 128 blocks keep up to 131k rows one product.
 STRIPE_BLOCKS_ROWS = 128
+
+
+def _check_block_memory(rows: int, cols: int, workers: int) -> None:
+    """ConfigError where the score blocks the workers hold at once (rows x cols float32 each) would
+    take more than half of this machine's memory (was: `--block-rows 10**12 --block-cols 10**12`
+    on 200k x 20k rows would have asked for 16 GB without a word)."""
+    need, have = rows * cols * 4 * workers, choose.total_memory_bytes()
+    if need > have // 2:
+        raise ConfigError(f"--block-rows/--block-cols: {workers} block(s) of {rows:,} x {cols:,} scores take "
+                          f"{need / 2**30:.1f} GiB, more than half of this machine's {have / 2**30:.1f} GiB; leave "
+                          "them out for the product's sizes, or give smaller ones")
 
 
 def tile_knn(x, y, i0: int, i1: int, j0: int, j1: int, k: int, block_rows: int, block_cols: int,
@@ -120,6 +132,7 @@ def exact_knn_both(
     block_cols = cols if block_cols is None else block_cols
     if block_rows < 1 or block_cols < 1:
         raise ValueError("block sizes must be >= 1")
+    _check_block_memory(min(block_rows, n), min(block_cols, m), workers or default_workers(m, k))
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be >= 1 (got {workers})")
     kx, ky = min(k, m), min(k, n)

@@ -202,6 +202,22 @@ def test_blocks_default_to_the_products():
         exact_knn_both(x, y, 2, product="cuda", block_rows=2, block_cols=2)
 
 
+def test_blocks_larger_than_half_the_memory_are_refused(monkeypatch):
+    """(a helper: `--block-rows 10**12 --block-cols 10**12` was taken, a block as large as the sides:
+    on 200k x 20k rows about 16 GB, without a word) Blocks whose scores would take more than half
+    the machine's memory are a one-line error; the product's own sizes are not (here, a machine
+    of 64 MB: 3,000 x 3,000 sides)."""
+    from xmine.index import choose
+
+    monkeypatch.setattr(choose, "total_memory_bytes", lambda: 64 << 20)
+    rng = np.random.default_rng(0)
+    x, y = (v / np.linalg.norm(v, axis=1, keepdims=True) for v in rng.standard_normal((2, 3000, 4)).astype(np.float32))
+    with pytest.raises(ConfigError, match=r"^--block-rows/--block-cols: 2 block\(s\) of 3,000 x 3,000 scores take "):
+        exact_knn_both(x, y, 4, block_rows=10**12, block_cols=10**12, workers=2, product="fp32")
+    fwd_s, fwd_i, _, _ = exact_knn_both(x, y, 4, workers=2, product="fp32")  # 1,024 x 3,000 blocks: 23 MB
+    assert fwd_i.shape == (3000, 4)
+
+
 def test_gpu_check_reads_the_encoding_rate_embed_reports(tmp_path):
     """The encoder check's rate is embed's own (encoding alone): its wall times held the process
     start and the model load, the first also the model's rebuild (benchmarks/results/notes/gpu_check.md)."""

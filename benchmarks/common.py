@@ -29,7 +29,7 @@ from xmine.artefacts.verify import RESULT_DAMAGED_ADVICE, RESULT_KINDS
 from xmine.errors import ArtefactError, ConfigError, InputError
 from xmine.mining.select import margin_score
 from xmine.paths import REPO_ROOT, resolve_data_dir
-from xmine.encoders.projection import DEFAULT, NONE, choose_projection, resolve_projection
+from xmine.encoders.projection import DEFAULT, NONE, choose_projection, open_projection
 
 #: The `kind` of a benchmark result JSON (what marks it as one xmine may replace with --overwrite).
 RESULT_KIND = "xmine-benchmark-result"
@@ -130,7 +130,7 @@ def make_variants(
               choose_projection(spec, encoder_name=encoder.name, encoder_fp=encoder.fingerprint()).path)
              for spec in specs if spec.lower() != NONE]
     for (fixed, path), label in zip(named, projection_labels([p for _, p in named])):
-        proj = resolve_projection(path)
+        proj = open_projection(path)  # (any kind: an FMDA projection's parts come from the token path)
         proj.check_encoder(encoder.fingerprint())
         for part in parts:
             # FMDA reads token states: its parts come from the texts, through the encoder's token path

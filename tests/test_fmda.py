@@ -214,7 +214,7 @@ def _train_cmd(massive, out, *extra):
                                      *extra], catch_exceptions=False)
 
 
-def test_fmda_trains_from_the_cli_resumes_and_round_trips(tiny_massive, tmp_path, me5):
+def test_fmda_trains_from_the_cli_resumes_and_round_trips(tiny_massive, tmp_path, me5, data_dir):
     from sentence_transformers import SentenceTransformer
 
     from xmine.disentangle import export_sentence_transformer, load_projection
@@ -272,6 +272,11 @@ def test_fmda_trains_from_the_cli_resumes_and_round_trips(tiny_massive, tmp_path
         assert res.output.startswith(f"xmine: error: {out}: a projection of method fmda, which reads the encoder's "
                                      "token states"), res.output
     assert not any((tmp_path / name).exists() for name in ("m.tsv", "m.tsv.json", "s", "i"))
+    # ... while the benchmarks read its parts through the token path (a regression of that refusal)
+    res = CliRunner().invoke(main, ["bench", "tatoeba", "--projection", str(out), "--langs", "deu", "--max-pairs", "20",
+                                    "--data-dir", str(data_dir), "--out", str(tmp_path / "bt.json")])
+    assert res.exit_code == 0, res.output
+    assert "fmda:meaning" in json.loads((tmp_path / "bt.json").read_text())["details"]
 
     proj = load_projection(out)
     assert proj.token_level

@@ -73,17 +73,23 @@ class ProjectionLike(Protocol):
         """Raise `EncoderMismatchError` unless it applies to that encoder's embeddings."""
 
 
-def resolve_projection(projection: "ProjectionLike | str | Path | None") -> ProjectionLike | None:
-    """None, a loaded projection, or a projection directory (opened and validated) -> the projection
-    of sentence vectors; a ConfigError for one that reads token states (an FMDA projection: was
-    found once the first batch of the corpus was encoded, in words of the Python API)."""
+def open_projection(projection: "ProjectionLike | str | Path | None") -> ProjectionLike | None:
+    """None, a loaded projection, or a projection directory (opened and validated) -> the projection,
+    of any kind: the benchmarks read an FMDA projection's parts through the encoder's token states."""
     if projection is None or isinstance(projection, ProjectionLike):
         return projection  # type: ignore[return-value]
-    opened = open_artefact(projection, PROJECTION_KIND)
+    return open_artefact(projection, PROJECTION_KIND)
+
+
+def resolve_projection(projection: "ProjectionLike | str | Path | None") -> ProjectionLike | None:
+    """`open_projection`, for a command that projects sentence vectors: a ConfigError for one that
+    reads token states (an FMDA projection: was found once the first batch of the corpus was
+    encoded, in words of the Python API)."""
+    opened = open_projection(projection)
     if getattr(opened, "token_level", False):
         raise ConfigError(f"{projection}: a projection of method {getattr(opened, 'method', '?')}, which reads the "
                           "encoder's token states, not sentence vectors as every corpus command projects them; "
-                          "give a projection of another method (its benchmarks: xmine bench fmda)")
+                          "give a projection of another method (its benchmarks: xmine bench fmda, tatoeba, massive)")
     return opened
 
 
@@ -95,8 +101,8 @@ def unseen_languages(fingerprint: ProjectionFingerprint | None, langs) -> list[s
     if fingerprint is None or fingerprint.shipped:
         return []
     try:
-        known = {normalize_lang(code) for code in getattr(resolve_projection(fingerprint.path), "languages", [])}
-    except (ArtefactError, ConfigError, InputError, OSError):
+        known = {normalize_lang(code) for code in getattr(open_projection(fingerprint.path), "languages", [])}
+    except (ArtefactError, InputError, OSError):
         return []
     return [lang for lang in langs if known and lang and normalize_lang(lang) not in known]
 
@@ -271,6 +277,6 @@ def projection_defaults(projection_dir: str | Path) -> SpaceDefaults | None:
 
 
 __all__ = ["CONFIG", "DEFAULT", "NONE", "PROJECTION_FILES", "PROJECTION_FORMAT", "PROJECTION_KIND", "ProjectionChoice",
-           "ProjectionLike", "SHIPPED_INFO", "SHIPPED_ROOT", "WEIGHTS", "choose_projection",
+           "ProjectionLike", "SHIPPED_INFO", "SHIPPED_ROOT", "WEIGHTS", "choose_projection", "open_projection",
            "projection_defaults", "projection_files", "read_projection_json", "read_shipped_json",
            "resolve_projection", "shipped_dir", "shipped_encoder", "shipped_info", "unseen_languages"]

@@ -37,6 +37,7 @@ from xmine.encoders.projection import choose_projection, resolve_projection, shi
 from xmine.errors import ConfigError, InputError
 from xmine.index.faiss_index import IndexDir
 from xmine.io.corpus import CorpusStats
+from xmine.io.reader_base import one_line
 from xmine.io.stdin import is_url
 from xmine.langs import is_known_lang
 from xmine.mining.bitext import Bitext
@@ -344,7 +345,9 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
     proj = resolve_projection(choice.path) if choice.path is not None else None
     if proj is not None:  # (was: a projection of another prompt applied without a word)
         proj.check_encoder(model.fingerprint())
-    emb = np.asarray(model.encode(list(texts), batch_size=batch_size), dtype=np.float32)
+    # each sentence as a corpus's is read (xmine.io.corpus), so that these are the vectors `mine` compares
+    # (was: " X " embedded with its spaces, which mine's stores no longer keep)
+    emb = np.asarray(model.encode([one_line(t).strip() for t in texts], batch_size=batch_size), dtype=np.float32)
     if proj is not None:
         emb = proj.transform(emb, "meaning", lang=lang)
     return emb

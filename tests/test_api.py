@@ -159,6 +159,24 @@ def test_api_embed_refuses_one_string_for_a_list_of_sentences():
         xmine.embed(["Hallo Welt.", "  "], lang="de", encoder="use-m3")
 
 
+def test_api_embed_reads_a_sentence_as_mine_does(tmp_path):
+    """(a helper: after mine's corpora were read without the whitespace around a sentence,
+    `xmine.embed([" X\u00a0"])` still embedded it, cosine 0.989-0.997 to mine's vector of X) The
+    vectors `embed` returns are those of the store `xmine embed` writes of the same lines."""
+    import numpy as np
+
+    import xmine
+    from clitools import ok, xm
+    from xmine.store import EmbeddingStore
+
+    lines = ["  Die Katze schläft auf dem Sofa. ", "Er kommt\tmorgen.\u00a0", "Das Wetter ist schön."]
+    (tmp_path / "de.txt").write_text("".join(t + "\n" for t in lines), encoding="utf-8")
+    ok(xm("embed", tmp_path / "de.txt", "--lang", "de", "-q", "-o", tmp_path / "s"))
+    stored = np.asarray(EmbeddingStore.open(tmp_path / "s").rows()[:], dtype=np.float32)
+    got = xmine.embed(lines, lang="de")
+    assert np.abs(got - stored).max() < 2e-3  # (the store keeps float16)
+
+
 def test_api_embed_warns_where_a_prompt_leaves_the_shipped_projection_out():
     """The default space is the shipped projection's; a prompt it was not trained with gives raw
     embeddings, and Python now says so (was: without a word; the command line only logged it)."""

@@ -95,7 +95,10 @@ def _differences(there: Any, here: Any, where: str = "", limit: int = 3) -> list
     if isinstance(there, list) and isinstance(here, list) and len(there) == len(here):
         found = []
         for i, (a, b) in enumerate(zip(there, here)):
-            name = b.get("src") if isinstance(b, dict) and isinstance(b.get("src"), str) else i
+            # (a pair of files as --pairs names it: was its source alone, for a change of its target)
+            name = ":".join(b[side] for side in ("src", "tgt") if isinstance(b.get(side), str)) \
+                if isinstance(b, dict) else ""
+            name = name or i
             found += _differences(a, b, f"{where}[{name}]", limit)
         return found[:limit]
     if there == here:

@@ -335,17 +335,19 @@ def test_training_checkpoint_resumes_only_its_own_run(tmp_path, caplog):
     # Files are their contents: the same ones named another way are the same run (was: "other data",
     # for data/d given as /abs/data/d); a changed file is named, with its sha256 (was: the file
     # lists of both cut to the same 70 characters)
-    def files(src, sha):
-        return {"files": [{"src": "a/x.en", "src_sha256": "1" * 64}, {"src": src, "src_sha256": sha, "pairs": 9}]}
+    def files(src, tgt_sha):
+        return {"files": [{"src": "a/x.fr", "tgt": "a/x.en", "src_sha256": "1" * 64, "tgt_sha256": "0" * 64},
+                          {"src": src, "tgt": "a/y.en", "src_sha256": "2" * 64, "tgt_sha256": tgt_sha, "pairs": 9}]}
 
-    moved = run_signature(TrainConfig(method="dream"), enc, files("/abs/a/x.de", "2" * 64))
-    assert moved.digest == run_signature(TrainConfig(method="dream"), enc, files("a/x.de", "2" * 64)).digest
+    moved = run_signature(TrainConfig(method="dream"), enc, files("/abs/a/x.de", "4" * 64))
+    assert moved.digest == run_signature(TrainConfig(method="dream"), enc, files("a/x.de", "4" * 64)).digest
     save(path, moved, model=model, optimizers=opts, gen=gen, state=state)
-    assert resume(path, run_signature(TrainConfig(method="dream"), enc, files("a/x.de", "2" * 64)), max_epochs=3,
+    assert resume(path, run_signature(TrainConfig(method="dream"), enc, files("a/x.de", "4" * 64)), max_epochs=3,
                   model=model2, optimizers=opts2, gen=gen2)["epoch"] == 3
-    with pytest.raises(ConfigError, match=r"\(data.files\[a/x.de\].src: '/abs/a/x.de' there, 'a/x.de' here; "
-                                          r"data.files\[a/x.de\].src_sha256: '2+' there, '3+' here\)"):
-        resume(path, run_signature(TrainConfig(method="dream"), enc, files("a/x.de", "3" * 64)), max_epochs=3,
+    # a changed target: named with its pair (was: by the pair's source alone)
+    with pytest.raises(ConfigError, match=r"\(data.files\[a/x.de:a/y.en\].src: '/abs/a/x.de' there, 'a/x.de' here; "
+                                          r"data.files\[a/x.de:a/y.en\].tgt_sha256: '4+' there, '5+' here\)"):
+        resume(path, run_signature(TrainConfig(method="dream"), enc, files("a/x.de", "5" * 64)), max_epochs=3,
                model=model2, optimizers=opts2, gen=gen2)
 
 

@@ -63,7 +63,7 @@ def mine(src, tgt, output, src_lang, tgt_lang, keep_fields, allow_same_input, in
     SRC and TGT are each a corpus (a text file, one sentence a line, plain or compressed; JSON
     Lines, Parquet or a Hugging Face dataset: see --input-format), an embedding store directory
     (xmine embed) or an index directory (xmine build-index); '-' reads one side from standard input
-    (copied into OUT.work/ first); an fsspec URL (s3://, hf://, gcs://, https://, ...) one corpus
+    (copied to a temporary file first, in $TMPDIR); an fsspec URL (s3://, hf://, gcs://, https://, ...) one corpus
     file (copied to a temporary file first, its URL and sha256 recorded). Text files are embedded into stores in OUT.work/ first. Stores
     are read block by block and sentences by offset, so memory does not grow with the corpora
     beyond the per-row state (a few hundred bytes a row: docs/scaling.md). Repeated sentences (64-bit hashes of the

@@ -63,7 +63,7 @@ from xmine.artefacts.records import to_json
 from xmine.encoders.loader import untrained_languages
 from xmine.encoders.projection import unseen_languages
 from xmine.store.writer import UNDETERMINED
-from xmine.io.stdin import is_stdin, is_url, shown_path, spool_stdin, spool_url
+from xmine.io.stdin import as_given, is_stdin, is_url, shown_path, spool_stdin, spool_url
 from xmine.tempdirs import temporary_directory
 
 log = logging.getLogger(__name__)
@@ -110,7 +110,10 @@ def mine(config: MineConfig, *, show_progress: bool = True,
     with temporary_directory("stream") as tmp:
         local = {role: replace(getattr(config, role), path=spool_stdin(Path(tmp) / "stdin") if is_stdin(stream)
                                else spool_url(stream, tmp)) for role, stream in streams.items()}
-        return _mine(replace(config, **local), show_progress=show_progress, reported_as=reported_as or {})
+        try:
+            return _mine(replace(config, **local), show_progress=show_progress, reported_as=reported_as or {})
+        except InputError as e:
+            raise as_given(e) from None
 
 
 def _mine(config: MineConfig, *, show_progress: bool,

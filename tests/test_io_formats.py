@@ -601,6 +601,12 @@ def test_standard_input_is_a_corpus_for_mine_and_embed(corpus, plain_tsv, tmp_pa
     assert store.manifest.input["sha256"] == hashlib.sha256(jsonl.encode()).hexdigest()
     mined = json.loads((tmp_path / "b.tsv.json").read_text(encoding="utf-8"))
     assert "xmine-input-" not in json.dumps(mined) and "/stdin" not in json.dumps(mined)
+    # a bad record of standard input is named as `-`, its line (was: the temporary copy's path)
+    bad = (jsonl + '{"text": \n').encode()
+    for args in (["mine", str(d / "de.txt"), "-", "--src-lang", "de", "--tgt-lang", "en", "--tgt-input-format", "jsonl",
+                  "-q", "-o", str(tmp_path / "bad.tsv")],
+                 ["embed", "-", "--lang", "de", "--input-format", "jsonl", "-q", "-o", str(tmp_path / "bad")]):
+        refused(CliRunner().invoke(main, args, input=bad), f"-:{N + 1}: invalid JSON")
     for same in ([], ["--allow-same-input"]):  # (was, with the flag: "-: standard input is empty")
         refused(CliRunner().invoke(main, ["mine", "-", "-", "-q", "-o", str(tmp_path / "c.tsv"), *same],
                                    input=b"x\n"), "SRC and TGT are both '-': standard input can be one side only")

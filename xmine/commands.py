@@ -16,7 +16,7 @@ from xmine.encoders.external import ExternalEmbeddings
 
 from xmine.encoders.runtime import openvino_installed, runtime_for_artefact, x86_cpu
 from xmine.encoders.suitability import suitability
-from xmine.errors import ConfigError
+from xmine.errors import ConfigError, InputError
 from xmine.encoders.options import precision_option
 from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection, encoding_prompt, projection_encoder
 from xmine.artefacts.fileio import kind_label
@@ -24,7 +24,7 @@ from xmine.options import (LANG, given_on_command_line, input_format_options, pr
                            ray_option)
 from xmine.paths import xmine_home
 from xmine.encoders.projection import choose_projection
-from xmine.io.stdin import is_stdin, is_url, spool_stdin, spool_url
+from xmine.io.stdin import as_given, is_stdin, is_url, spool_stdin, spool_url
 from xmine.store import embed_corpus
 from xmine.store.layout import DEFAULT_DTYPE, DTYPES
 from xmine.artefacts.verify import verify_artefact
@@ -180,13 +180,16 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
     stream = is_stdin(corpus) or is_url(corpus)
     spooled = temporary_directory("input") if stream else contextlib.nullcontext()
     with spooled as directory:
-        store = embed_corpus(
-            (spool_stdin(directory) if is_stdin(corpus) else spool_url(corpus, directory)) if stream else corpus,
-            out_dir, encoder=encoder, lang=lang,
-            projection=choice.path, part=part, dtype=dtype,
-            shard_rows=shard_rows, batch_size=batch_size, max_chars=max_chars, overwrite=overwrite,
-            show_progress=not quiet, ray=ray_address, input_format=input_format,
-        )
+        try:
+            store = embed_corpus(
+                (spool_stdin(directory) if is_stdin(corpus) else spool_url(corpus, directory)) if stream else corpus,
+                out_dir, encoder=encoder, lang=lang,
+                projection=choice.path, part=part, dtype=dtype,
+                shard_rows=shard_rows, batch_size=batch_size, max_chars=max_chars, overwrite=overwrite,
+                show_progress=not quiet, ray=ray_address, input_format=input_format,
+            )
+        except InputError as e:  # naming `-` or the URL, not the copy
+            raise as_given(e) from None
     info = store.build_info
     if info is not None and info.already_done:
         click.echo(f"{out_dir}: already finished ({len(store)} sentences, dim {store.dim}); nothing to do")

@@ -108,6 +108,14 @@ def origin_of(path) -> str | None:
     return origin.get("url") if origin.get("file") == Path(path).name else None
 
 
+def as_given(e: InputError) -> InputError:
+    """`e` naming the input as the user gave it (`-`, a URL) where its path is a copy made here (was:
+    `/tmp/xmine-stream-.../stdin:81: invalid JSON`): raised while the copy, and its origin record,
+    still exist."""
+    origin = origin_of(e.path)
+    return InputError(origin, e.problem, line=e.line) if origin else e
+
+
 def shown_path(path) -> str:
     """What to record as an input's path: its URL when it is a copy of one, else the path."""
     return origin_of(path) or str(path)
@@ -130,12 +138,15 @@ def with_local_inputs(*names: str):
             with temporary_directory("url") as tmp:
                 for n in urls:
                     bound.arguments[n] = spool_url(bound.arguments[n], tmp)
-                return f(*bound.args, **bound.kwargs)
+                try:
+                    return f(*bound.args, **bound.kwargs)
+                except InputError as e:
+                    raise as_given(e) from None
 
         return wrapper
 
     return decorate
 
 
-__all__ = ["STDIN", "URL_ORIGIN", "is_stdin", "is_url", "origin_of", "shown_path", "spool_stdin",
+__all__ = ["STDIN", "URL_ORIGIN", "as_given", "is_stdin", "is_url", "origin_of", "shown_path", "spool_stdin",
            "spool_url", "with_local_inputs"]

@@ -78,9 +78,11 @@ approximate_option = functools.partial(click.option, "--approximate", is_flag=Tr
 margin_option = functools.partial(click.option, "--margin", type=click.Choice(MARGINS), default=SelectionConfig.margin)
 retrieval_option = functools.partial(click.option, "--retrieval", type=click.Choice(RETRIEVALS),
                                      default=SelectionConfig.retrieval, show_default=True)
-# The languages of the two sides (mine, score; calibrate's take any FLORES-200 code, type=str).
-src_lang_option = functools.partial(click.option, "--src-lang", type=LANG, default=None)
-tgt_lang_option = functools.partial(click.option, "--tgt-lang", type=LANG, default=None)
+# The languages of the two sides (mine, score; calibrate's take any FLORES-200 code, type=str). No
+# default given: click (8.2 on) takes a default of None as a value, and `required=True` (calibrate)
+# then let a missing --src-lang through, to a traceback.
+src_lang_option = functools.partial(click.option, "--src-lang", type=LANG)
+tgt_lang_option = functools.partial(click.option, "--tgt-lang", type=LANG)
 
 
 def _threshold_setting(threshold) -> float | str | None:

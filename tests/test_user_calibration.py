@@ -203,6 +203,18 @@ def test_a_record_mines_in_the_margin_it_names_else_in_the_space_s(tmp_path):
         assert "xmine calibrate" in got["source"] and "xmine calibrate" in got["margin_source"]
 
 
+def test_calibrate_without_its_languages_is_a_usage_error(tmp_path):
+    """(a helper: `xmine calibrate -o c.json` was a traceback, 'NoneType' has no attribute 'strip':
+    click 8.2 on takes an option's default of None as a value, so `required=True` did not hold)"""
+    from clitools import xm
+
+    for given in ([], ["--src-lang", "de"]):
+        res = xm("calibrate", *given, "-o", tmp_path / "c.json")
+        missing = "--tgt-lang" if given else "--src-lang"
+        assert res.exit_code == 2 and f"Missing option '{missing}'" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "c.json").exists()
+
+
 def test_a_language_finds_its_flores_file_under_any_of_its_codes(data_dir):
     """(was: the ISO 639-3 code as the file name's prefix: "zh" (cmn) and "ar" (ara) found no file,
     nor "lv", whose FLORES-200 file is its member Standard Latvian's, lvs_Latn)"""

@@ -30,6 +30,15 @@ from xmine.errors import ArtefactError, DamagedManifestError
 MANIFEST = "manifest.json"
 #: Written into a directory the claim creates for in-place building (stores, projections).
 MARKER = ".xmine-output.json"
+
+
+def read_json(path: Path) -> dict | None:
+    """The JSON object in `path`, or None (missing, unreadable, not JSON, not an object)."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
 #: The field of a manifest that holds the sha256 of the rest of it (`manifest_digest`). It catches a
 #: manifest damaged or edited where it stays valid JSON (a flipped digit in a size, a provenance
 #: string changed), which nothing else could: the manifest is what the files are checked against.
@@ -360,10 +369,8 @@ def read_manifest(directory: str | Path, kind: str | tuple[str, ...], *,
     if not os.path.lexists(directory):  # (was: "not an xmine projection (no manifest.json)" for a typo)
         raise ArtefactError(f"{directory}: no such file or directory")
     if not path.is_file():
-        try:  # the marker of a claimed output: one that a run is writing, or left when it stopped
-            claimed = json.loads((Path(directory) / MARKER).read_text(encoding="utf-8")).get("kind")
-        except (OSError, ValueError, AttributeError):
-            claimed = None
+        # the marker of a claimed output: one that a run is writing, or left when it stopped
+        claimed = (read_json(Path(directory) / MARKER) or {}).get("kind")
         if claimed in kinds:  # (was: "not an xmine projection", where verify said what it is)
             raise ArtefactError(f"{directory}: an unfinished xmine {kind_label(claimed)} (no {MANIFEST}): the run "
                                 "that makes it has not finished, or stopped; run that command again to finish it")

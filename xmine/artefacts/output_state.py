@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import json
 import os
 import struct
 from pathlib import Path
 from typing import Iterable
 
 from xmine.errors import OutputError
-from xmine.artefacts.fileio import MANIFEST, MARKER, intact, kind_label, sha256_file
+from xmine.artefacts.fileio import MANIFEST, MARKER, intact, kind_label, read_json, sha256_file
 
 FORMS = ("dir", "tsv", "json", "png", "md")
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -44,14 +43,6 @@ def md_header(kind: str) -> str:
 
 
 # ------------------------------------------------------------------------------ recognition
-
-
-def read_json(path: Path) -> dict | None:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _png_kind(path: Path) -> str | None:

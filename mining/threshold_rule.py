@@ -99,8 +99,10 @@ def mutual_null_share(mined: MinedPairs) -> float:
 
 def rule_threshold(rule: dict, share: float) -> float:
     """The threshold `rule` ({"rule", "intercept", "slope", "centre", "floor"}) gives a run of share
-    `share`: at most the intercept."""
-    return float(rule["intercept"] + rule["slope"] * (min(max(share, rule["floor"]), rule["centre"]) - rule["centre"]))
+    `share`: at most the intercept. Rounded to six decimals, finer than a float32 margin near 1 tells
+    apart, so that the value recorded and applied is the one the summary prints (not 1.0311910000000002)."""
+    return round(float(rule["intercept"] + rule["slope"] * (min(max(share, rule["floor"]), rule["centre"])
+                                                            - rule["centre"])), 6)
 
 
 def language_notes(found, margin: str, langs: tuple[str | None, str | None], what: str) -> list[dict]:

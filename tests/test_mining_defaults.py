@@ -351,6 +351,8 @@ def test_a_threshold_rule_moves_the_threshold_with_the_run(tmp_path):
     assert rule_threshold(rule, 0.65) == pytest.approx(1.025)
     assert rule_threshold(rule, 0.1) == rule_threshold(rule, 0.55) == pytest.approx(1.02)
     assert rule_threshold(rule, 1.0) == rule_threshold(rule, 0.8) == pytest.approx(1.03)  # only down
+    # what is recorded is what the summary prints: no float noise past the sixth decimal
+    assert rule_threshold(rule, 0.6512345) == 1.025062 and rule_threshold(rule, 0.7) == 1.0275
     score = np.array([1.2, 1.1, 1.03, 1.024, 1.0], np.float32)
     mined = MinedPairs(src_idx=np.arange(5), tgt_idx=np.arange(5), score=score,
                        direction=np.array([BOTH, BOTH, FWD, BOTH, FWD], np.int8))

@@ -165,6 +165,10 @@ def test_save_load_round_trip_and_encoder_refusal(challenge, me5, usem3, tmp_pat
     for part in ("meaning", "language"):
         assert np.array_equal(proj.transform(emb, part), again.transform(emb, part))
     assert again.fingerprint() == proj.fingerprint() and again.fingerprint()["method"] == "dream"
+    # a projection named by a relative path is recorded by its absolute one: what records it is read elsewhere
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp_path)
+        assert load_projection("p").fingerprint()["path"] == str(tmp_path / "p")
     assert again.langid(emb)[0] == proj.langid(emb)[0]
     again.check_encoder(me5.fingerprint())
     with pytest.raises(EncoderMismatchError, match="was made with encoder"):

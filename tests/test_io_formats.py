@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clitools import files_under, ok, refused, untouched, xm
+from clitools import files_under, ok, refused, untouched, warned, xm
 from xmine.errors import ConfigError, InputError
 from xmine.mining.writers import output_format
 
@@ -131,6 +131,23 @@ def test_jsonl_nested_field_with_ids_into_jsonl_and_meta(corpus, tmp_path):
     # OUT.meta in stopes' bimeta layout: score, src meta, tgt meta; a record's meta is its id here
     meta = [line.split("\t") for line in (tmp_path / "mined.jsonl.meta").read_text(encoding="utf-8").splitlines()]
     assert meta == [[f"{r['score']:.6f}", r["src_id"], r["tgt_id"]] for r in rows]
+
+
+def test_records_sharing_an_id_are_warned_of_and_counted(corpus, tmp_path, caplog):
+    """Two records of one id cannot be told apart in the pairs that name them by id: said with the
+    first such id and two of its lines, and counted in the store's manifest."""
+    de = _jsonl(tmp_path / "de.jsonl", corpus["de"][:8], "de-")  # lines 1-3, a blank line, 5-9
+    text = de.read_text(encoding="utf-8").replace('"de-6"', '"de-1"').replace('"de-7"', '"de-2"')
+    de.write_text(text.replace('"de-4"', '"de-1"'), encoding="utf-8")
+    ok(xm("embed", de, "--lang", "de", "--text-field", "meta.text", "--id-field", "id", "-q", "-o", tmp_path / "s"))
+    assert warned(caplog, f"{de}: 5 records share their id with another record (id field 'id': 'de-1' at {de}:2 "
+                          f"and {de}:6); the ids in mined pairs will not tell them apart")
+    stats = json.loads((tmp_path / "s" / "manifest.json").read_text())["input_stats"]
+    assert stats["records_sharing_an_id"] == 5 and stats["shared_id"] == {"id": "de-1", "lines": [2, 6]}
+    caplog.clear()
+    ok(xm("embed", tmp_path / "de.jsonl", "--lang", "de", "--text-field", "meta.text", "-q", "-o", tmp_path / "t"))
+    assert "records_sharing_an_id" not in json.loads((tmp_path / "t" / "manifest.json").read_text())["input_stats"]
+    assert not [r for r in caplog.records if "share their id" in r.getMessage()]
 
 
 def test_parquet_input_into_parquet_output(corpus, tmp_path):

@@ -66,6 +66,7 @@ def test_documents_split_into_stores_and_mined_rows_keep_doc_and_sentence(tmp_pa
     assert manifest["input"]["split_sentences"]["lang"] == "deu"
     # the rows the records gave, beside the records (was: `sentences` counted the records)
     assert manifest["input_stats"]["records"] == len(DE) and manifest["input_stats"]["sentences"] == manifest["count"]
+    assert manifest["input_stats"]["records_sharing_an_id"] == 0  # a record's sentences share its id: one record
     ok(xm("verify", tmp_path / "de.store"))
 
     # mine reads the two JSON Lines files itself (text sides embedded in OUT.work).

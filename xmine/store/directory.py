@@ -24,7 +24,7 @@ from xmine.store.layout import (
     FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, JOINED_FILES, LENGTHS, LINE_NUMBERS, LOCK, OFFSETS, OPTIONAL_FILES,
     PROGRESS, SENTENCE_INDEX, SENTENCES, STORE_KIND,
 )
-from xmine.store.text import RowIndex
+from xmine.store.text import RowIndex, sentence_hash
 
 
 
@@ -114,7 +114,8 @@ def remove_temporaries(out_dir: Path) -> None:
 def finalise(out_dir: Path, identity: dict, shards: list[ShardRecord], stats: dict, *, params: dict) -> None:
     """Join per-shard line numbers and texts (with the row index: offsets, hashes, lengths), write
     the manifest, drop the progress file. Memory: one shard's text at a time, plus 8 bytes a row
-    to count the distinct sentences at the end."""
+    to count the distinct sentences at the end (16 to count the records sharing an id). Returns
+    the input statistics recorded."""
     count = sum(s.rows for s in shards)
     with contextlib.ExitStack() as stack:
         arrays = {}
@@ -143,7 +144,7 @@ def finalise(out_dir: Path, identity: dict, shards: list[ShardRecord], stats: di
         unique = int(len(np.unique(np.asarray(arrays[HASHES])))) if count else 0
         arrays.clear()
         if shards and all(s.ids_file for s in shards):
-            _join_ids(out_dir, shards, count, stack)
+            stats = {**stats, **_join_ids(out_dir, shards, count, stack)}
         if shards and all(s.sent_file for s in shards):
             tmp = stack.enter_context(atomic_path(out_dir / SENTENCE_INDEX))
             joined = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.int32, shape=(count,))
@@ -165,22 +166,44 @@ def finalise(out_dir: Path, identity: dict, shards: list[ShardRecord], stats: di
         provenance=provenance(**params))
     body = atomic_write_manifest(out_dir / MANIFEST, manifest.to_dict())
     remove_leftovers(out_dir, body)
+    return manifest.input_stats
 
 
-def _join_ids(out_dir: Path, shards: list[ShardRecord], count: int, stack: contextlib.ExitStack) -> None:
-    """`ids.txt` (one record id a row) and its byte offsets `id_offsets.npy`, from the shards'."""
+def _join_ids(out_dir: Path, shards: list[ShardRecord], count: int, stack: contextlib.ExitStack) -> dict:
+    """`ids.txt` (one record id a row) and its byte offsets `id_offsets.npy`, from the shards'.
+    Returns how many records share their id with another record, and the first such id with two of
+    its records' line numbers: pairs named by id cannot tell those records apart. (A record split
+    into sentences gives several rows of one id and one line: those are one record.)"""
     offsets_tmp = stack.enter_context(atomic_path(out_dir / ID_OFFSETS))
     offsets = np.lib.format.open_memmap(offsets_tmp, mode="w+", dtype=np.uint64, shape=(count + 1,))
     offsets[0] = 0
+    keys = np.empty(count, dtype=[("id", np.uint64), ("line", np.int64)])
     pos, offset = 0, 0
-    with open(stack.enter_context(atomic_path(out_dir / IDS)), "wb") as out:
+    ids_tmp = stack.enter_context(atomic_path(out_dir / IDS))
+    with open(ids_tmp, "wb") as out:
         for s in shards:
             with open(out_dir / s.ids_file, "rb") as f:
                 raw = f.read()
             out.write(raw)
-            sizes = np.fromiter((len(x) + 1 for x in raw.split(b"\n")[:-1]), dtype=np.uint64, count=s.rows)
+            ids = raw.split(b"\n")[:-1]
+            sizes = np.fromiter((len(x) + 1 for x in ids), dtype=np.uint64, count=s.rows)
             offsets[pos + 1: pos + s.rows + 1] = offset + np.cumsum(sizes, dtype=np.uint64)
+            keys["id"][pos: pos + s.rows] = np.fromiter((sentence_hash(x.decode("utf-8")) for x in ids),
+                                                        dtype=np.uint64, count=s.rows)
+            keys["line"][pos: pos + s.rows] = np.load(out_dir / s.lines_file)
             pos += s.rows
             offset += len(raw)
     offsets.flush()
+    records = np.unique(keys)  # one entry a record, sorted by id hash, then line
+    same = np.flatnonzero(records["id"][1:] == records["id"][:-1])
+    if not len(same):
+        return {"records_sharing_an_id": 0}
+    sharing = np.unique(np.concatenate([same, same + 1]))
+    first = records[sharing[np.argmin(records["line"][sharing])]]  # of the records sharing an id, the first read
+    row = int(np.flatnonzero((keys["id"] == first["id"]) & (keys["line"] == first["line"]))[0])
+    with open(ids_tmp, "rb") as f:
+        f.seek(int(offsets[row]))
+        shared = f.read(int(offsets[row + 1] - offsets[row]) - 1).decode("utf-8")
+    lines = np.unique(records["line"][records["id"] == first["id"]])[:2]
     del offsets
+    return {"records_sharing_an_id": int(len(sharing)), "shared_id": {"id": shared, "lines": lines.tolist()}}

@@ -265,11 +265,17 @@ def embed_corpus(input_path: str | Path, out_dir: str | Path, *, encoder: Any, l
             shown = reported_as(stats) if reported_as is not None else stats
             for message in shown.warnings(max_chars):  # after the bar, so the lines do not mix
                 log.warning(message)
-            finalise(build_dir, job.identity, progress.shards,
-                     _input_stats(stats, job, rows=sum(s.rows for s in progress.shards)), params={
+            recorded = finalise(build_dir, job.identity, progress.shards,
+                                _input_stats(stats, job, rows=sum(s.rows for s in progress.shards)), params={
                 "input": shown_path(input_path), "lang": lang, "part": job.identity["part"], "dtype": dtype,
                 "shard_rows": shard_rows, "batch_size": batch_size, "max_chars": max_chars, "ray": ray,
             })
+            if recorded.get("records_sharing_an_id"):
+                shared, where = recorded["shared_id"], shown_path(input_path)
+                log.warning("%s: %d records share their id with another record (id field %r: %r at %s); the "
+                            "ids in mined pairs will not tell them apart", where, recorded["records_sharing_an_id"],
+                            job.reader.spec.id_field, shared["id"],
+                            " and ".join(f"{where}:{line}" for line in shared["lines"]))
             if build_dir != out_dir:
                 swap_in_dir(build_dir, out_dir)
             store = EmbeddingStore.open(out_dir)

@@ -374,8 +374,7 @@ def _noisy_finish(details, data, lang_list, settings, margin, threshold, operati
 @click.option("--overwrite", is_flag=True, help="Replace the markdown file if it is an earlier xmine report.")
 def report_cmd(results_dir, out, overwrite):
     """Write benchmarks/RESULTS.md from the result JSONs (machine, date, one section per task)."""
-    path = report.write_report(results_dir, out, overwrite=overwrite)
-    click.echo(f"wrote {path}", err=True)
+    click.echo(f"wrote {report.write_report(results_dir, out, overwrite=overwrite)}", err=True)
 
 
 @click.command("plot")
@@ -403,13 +402,14 @@ def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out,
         common.results_dir() / f"pca-{common.safe_name(encoder_name)}-{src_lang}-{tgt_lang}.png")
     with claim_output(out_path, kind=plot.PLOT_KIND, form="png", overwrite=overwrite,
                       inputs=[data_dir, *projections]):
-        src, tgt, _ = geometry.flores_pairs(data_dir, src_lang, rows=rows, pivot=tgt_lang)
+        src, tgt, files = geometry.flores_pairs(data_dir, src_lang, rows=rows, pivot=tgt_lang)
         if len(src) < rows:
             click.echo(f"xmine: warning: --rows {rows}: FLORES-200 devtest holds {len(src):,} sentences a language; "
                        "plotting all of them", err=True)
         encoder, variants = setup(encoder_name, projections, device, precision, runtime, prompt, prompt_name)
         sep = plot.plot_pca(variants, src, tgt, out_path, src_label=src_lang, tgt_label=tgt_lang, title=(
-            f"PCA of {encoder.name} embeddings: {len(src):,} FLORES-200 devtest sentences, {src_lang} and {tgt_lang}"))
+            f"PCA of {encoder.name} embeddings: {len(src):,} FLORES-200 devtest sentences, {src_lang} and {tgt_lang}"),
+            record=plot.plot_record(encoder, variants, files, languages=[src_lang, tgt_lang], rows=len(src)))
     for name, s in sep.items():
         click.echo(f"{name}: language separation {s:.2f} (centroid distance / mean spread)")
     click.echo(f"wrote {out_path}", err=True)

@@ -9,12 +9,15 @@ the languages again.
 
 from __future__ import annotations
 
+import json
+import textwrap
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.benchmarks.common import Variant
+from xmine.artefacts.directory import provenance
+from xmine.benchmarks.common import Variant, data_fingerprints, machine
 from xmine.benchmarks.geometry import flores_codes
 from xmine.artefacts.fileio import atomic_path
 from xmine.artefacts.output_state import png_metadata
@@ -22,6 +25,9 @@ from xmine.errors import ConfigError
 
 #: The kind recorded in the PNG (a text chunk), which marks it as an xmine plot it may replace.
 PLOT_KIND = "pca-plot"
+#: The PNG text chunk that records what made the plot (JSON: encoder, projections, data, machine,
+#: provenance, and each panel's language separation), as a benchmark result records it.
+RECORD_KEY = "xmine-record"
 LANG_COLOURS = ("#1f77b4", "#d62728")
 LINKED_PAIRS = 12
 
@@ -36,6 +42,15 @@ def plotted_languages(data_dir, src_lang: str, tgt_lang: str, out: str | None) -
     if out is not None and Path(out).suffix.lower() != ".png":  # (was: a PNG written to p.txt without a word)
         raise ConfigError(f"--out {out}: the plot is a PNG image; give a file name ending in .png")
     return src, tgt
+
+
+def plot_record(encoder, variants: Sequence[Variant], files: Sequence[Path], **parameters: Any) -> dict[str, Any]:
+    """What made a plot, as a benchmark result records it: the encoder, each projection, the data
+    files (size, sha256), the machine and the provenance with `parameters`."""
+    return {"encoder": encoder.fingerprint(),
+            "projections": [v.projection for v in variants if v.projection is not None and v.part == "meaning"],
+            "data": data_fingerprints(files), "machine": machine(),
+            "provenance": provenance(task="plot", encoder=encoder.name, **parameters)}
 
 
 def pca_2d(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -55,8 +70,9 @@ def language_separation(points: np.ndarray, n_first: int) -> float:
 
 
 def plot_pca(variants: Sequence[Variant], src_sentences: Sequence[str], tgt_sentences: Sequence[str], out: str | Path,
-             *, src_label: str, tgt_label: str, title: str) -> dict[str, float]:
-    """Write the PNG to `out` (atomically); returns each panel's language separation."""
+             *, src_label: str, tgt_label: str, title: str, record: dict[str, Any]) -> dict[str, float]:
+    """Write the PNG to `out` (atomically), `record` (what made it) with each panel's language
+    separation in its `RECORD_KEY` text chunk; returns the separations."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -69,7 +85,8 @@ def plot_pca(variants: Sequence[Variant], src_sentences: Sequence[str], tgt_sent
         emb = np.concatenate([v.embed(list(src_sentences)), v.embed(list(tgt_sentences))])
         pts, var = pca_2d(emb)
         for i in range(min(LINKED_PAIRS, n)):
-            ax.plot([pts[i, 0], pts[n + i, 0]], [pts[i, 1], pts[n + i, 1]], color="0.7", lw=0.6, zorder=1)
+            ax.plot([pts[i, 0], pts[n + i, 0]], [pts[i, 1], pts[n + i, 1]], color="0.7", lw=0.6, zorder=1,
+                    label=f"{min(LINKED_PAIRS, n)} translation pairs" if i == 0 else None)
         ax.scatter(pts[:n, 0], pts[:n, 1], s=12, alpha=0.75, c=LANG_COLOURS[0], label=src_label, zorder=2)
         ax.scatter(pts[n:, 0], pts[n:, 1], s=12, alpha=0.75, c=LANG_COLOURS[1], label=tgt_label, marker="^", zorder=2)
         sep = language_separation(pts, n)
@@ -80,10 +97,12 @@ def plot_pca(variants: Sequence[Variant], src_sentences: Sequence[str], tgt_sent
         ax.set_ylabel(f"PC2 ({100 * var[1]:.1f}% of variance)")
         ax.grid(alpha=0.25)
         ax.legend(loc="best", fontsize=9, title="language", title_fontsize=9)
-    fig.suptitle(title, fontsize=11)
+    # wrapped to the figure's width: one panel is narrower than the title (was: cut at both ends)
+    fig.suptitle(textwrap.fill(title, width=int(60 * len(variants))), fontsize=11)
     fig.tight_layout()
     out = Path(out)
+    metadata = {**png_metadata(PLOT_KIND), RECORD_KEY: json.dumps({**record, "separation": separation})}
     with atomic_path(out) as tmp:
-        fig.savefig(tmp, dpi=110, format="png", metadata=png_metadata(PLOT_KIND))
+        fig.savefig(tmp, dpi=110, format="png", metadata=metadata)
     plt.close(fig)
     return separation

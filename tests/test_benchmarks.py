@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -273,6 +275,19 @@ def test_cli_plot_and_encoder_mismatch(tmp_path, data_dir, center_projection):
     assert res.exit_code == 0, res.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
     assert res.output.count("language separation") == 3
+    # what made it travels in the PNG, as in a benchmark result (was: its kind alone)
+    from PIL import Image
+
+    from xmine.benchmarks.plot import RECORD_KEY
+
+    record = json.loads(Image.open(png).text[RECORD_KEY])
+    assert record["encoder"]["name"] == "use-m3" and [p["id"] for p in record["projections"]] == [
+        json.loads((center_projection / "config.json").read_text())["weights_sha256"][:16]]
+    assert [Path(d["path"]).name for d in record["data"]] == ["deu_Latn.devtest", "eng_Latn.devtest"]
+    assert all(d["sha256"] == hashlib.sha256(Path(d["path"]).read_bytes()).hexdigest() for d in record["data"])
+    assert record["provenance"]["parameters"]["rows"] == 40 and record["machine"]["cores"]
+    assert [f"{name}: {value:.2f}" for name, value in record["separation"].items()] == [
+        " ".join(line.split()[:1] + line.split()[3:4]) for line in res.output.splitlines() if "separation" in line]
     # more rows than FLORES-200 holds: all are plotted, and said (was: the title claimed 5,000)
     res = CliRunner().invoke(_cli(), ["plot", "--encoder", "use-m3", "--rows", "5000", "--out", str(png), "--overwrite"])
     assert res.exit_code == 0, res.output

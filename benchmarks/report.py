@@ -24,6 +24,7 @@ from typing import Any
 
 from xmine.artefacts.fileio import atomic_write_text, unseal
 from xmine.artefacts.output_state import md_header
+from xmine.artefacts.verify import RESULT_KINDS
 from xmine.benchmarks.common import machine, results_dir
 from xmine.artefacts.outputs import claim_output
 from xmine.errors import DamagedManifestError
@@ -155,6 +156,9 @@ def _read_result(path: Path) -> tuple[dict[str, Any] | None, str | None]:
         return None, f"not valid JSON ({e})"
     if not isinstance(res, dict):
         return None, f"a JSON {type(res).__name__}, not a result object"
+    if res.get("kind") not in RESULT_KINDS:  # (was: any object shown as a result, `{"x": 1}` as "x | 1")
+        return None, (f"no xmine result (its kind is {res['kind']!r})" if "kind" in res else
+                      "no xmine result (it records no kind)")
     try:
         unseal(res, path)  # (a result written before results recorded a checksum is shown as before)
     except DamagedManifestError:

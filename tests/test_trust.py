@@ -347,9 +347,13 @@ def test_a_benchmark_result_edited_where_it_stays_valid_json_is_refused(ws):
     out.write_text(edited, encoding="utf-8")
     _refused_everywhere(ws, [["verify", out]], str(out), "checksum it was written with", "edited or damaged",
                         "run the benchmark that wrote it again")
+    (results / "junk.json").write_text('{"x": 1}')  # JSON, but no result of xmine's (was: shown as one)
+    (results / "other.json").write_text('{"kind": "manifest", "x": 1}')
     ok(xm("bench", "report", "--results", results, "--out", ws / "RESULTS.md"))
     md = (ws / "RESULTS.md").read_text(encoding="utf-8")
     assert "- `sts-use-m3.json`: edited or damaged since xmine wrote it" in md and "SemEval-2017 STS" not in md
+    assert "- `junk.json`: no xmine result (it records no kind)" in md and "## junk" not in md
+    assert "- `other.json`: no xmine result (its kind is 'manifest')" in md
     ok(xm("bench", "sts", "--encoder", "use-m3", "--tracks", "track5", "--out", out, "--overwrite"))
     ok(xm("verify", out))
     ok(xm("bench", "report", "--results", results, "--out", ws / "RESULTS.md", "--overwrite"))

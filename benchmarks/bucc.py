@@ -14,14 +14,14 @@ against its gold, then apply that threshold to the test split.
 
 from __future__ import annotations
 
-import contextlib
+import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import click
 import numpy as np
 
-from xmine.artefacts.directory import provenance
+from xmine.benchmarks.common import RESULT_KIND, Variant, default_out, safe_name, write_result
 from xmine.calibration import DEFAULT_MARGIN
 from xmine.io.dedup import dedup
 from xmine.store.layout import DEFAULT_DTYPE
@@ -29,7 +29,6 @@ from xmine.encoders.embed_cache import cached_encode
 from xmine.encoders import load_encoder
 from xmine.encoders.options import precision_option
 from xmine.errors import DataNotFoundError, InputError
-from xmine.artefacts.fileio import atomic_write_manifest
 from xmine.mining.calibrate import threshold_sweep
 from xmine.mining.cli_options import k_option, margin_option, retrieval_option
 from xmine.options import projection_option, quiet_option
@@ -67,6 +66,12 @@ def read_gold(path: Path) -> set[tuple[str, str]]:
             if line.strip():
                 gold.add((parts[0], parts[1]))
     return gold
+
+
+def pairs_in(root: Path) -> list[str]:
+    """The language pairs whose training or sample split `root` (or its `{pair}/` folders) holds."""
+    names = [p.name for p in [*root.glob("*-en.*.en"), *root.glob("*-en/*-en.*.en")]]
+    return sorted({n.split(".")[0] for n in names if n.split(".")[1] in ("training", "sample")})
 
 
 def _split_files(root: Path, pair: str, split: str) -> dict[str, Path] | None:
@@ -192,6 +197,21 @@ def at_least(scores, threshold: float | None) -> np.ndarray:
     return np.ones(len(scores), bool) if threshold is None else scores >= np.float32(threshold)
 
 
+def bucc_splits(data_dir, pair: str) -> tuple[Path, str, dict[str, Path]]:
+    """(the data folder, the split the threshold is tuned on, its files), checked: a DataNotFoundError
+    that says what is missing, and which pairs the folder holds."""
+    root = resolve_data_dir(data_dir, needs="bucc2018", how_to_get=HOW_TO_GET)
+    train_split = next((s for s in ("training", "sample") if _split_files(root, pair, s)), None)
+    if train_split is None:
+        present = pairs_in(root)
+        raise DataNotFoundError(f"BUCC {pair}: no training or sample split in {root}" + (
+            f" (it holds {', '.join(present)})" if present else f". {HOW_TO_GET}"))
+    tf = _split_files(root, pair, train_split)
+    if not tf["gold"].is_file():
+        raise DataNotFoundError(f"BUCC {pair}: {tf['gold']} missing (needed to tune the threshold)")
+    return root, train_split, tf
+
+
 def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=None, k: int = 4,
              margin: str | None = None, retrieval: str = "max", precision: str = "auto",
              runtime: str | None = None, prompt: str | None = None, prompt_name: str | None = None,
@@ -201,9 +221,10 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
 
     `encoder`: an Encoder or a name (loaded at `precision` on `runtime`, on `device`); `projection`: a Projection, a directory,
     or None (raw).
-    Returns {"pair", "threshold", "train": {split, precision, recall, f1, ...}, "test": {...} | None}.
+    Returns {"pair", "threshold", "train": {split, precision, recall, f1, ...}, "test": {...} | None,
+    "files": the files read}.
     """
-    root = resolve_data_dir(data_dir, needs="bucc2018", how_to_get=HOW_TO_GET)
+    root, train_split, tf = bucc_splits(data_dir, pair)
     margin = margin_of(None, margin)
     if isinstance(encoder, str):
         encoder = load_encoder(encoder, precision=precision, runtime=runtime, prefix=prompt, prompt_name=prompt_name,
@@ -216,12 +237,6 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
     projection = resolve_projection(projection)
     if projection is not None:
         projection.check_encoder(encoder.fingerprint())
-    train_split = next((s for s in ("training", "sample") if _split_files(root, pair, s)), None)
-    if train_split is None:
-        raise DataNotFoundError(f"BUCC {pair}: no training or sample split in {root}. {HOW_TO_GET}")
-    tf = _split_files(root, pair, train_split)
-    if not tf["gold"].is_file():
-        raise DataNotFoundError(f"BUCC {pair}: {tf['gold']} missing (needed to tune the threshold)")
     gold = read_gold(tf["gold"])
 
     def embed(sentences):
@@ -240,23 +255,29 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
         "pair": pair, "k": k, "margin": margin, "retrieval": retrieval, "threshold": threshold,
         "encoder": encoder.fingerprint(), "projection": projection.fingerprint() if projection is not None else None,
         "train": {"split": train_split, **evaluate(kept, gold)}, "test": None,
+        "files": [str(f) for f in tf.values()],
     }
     test = _split_files(root, pair, "test")
     if test is not None and test["gold"].is_file():
+        result["files"] += [str(f) for f in test.values()]
         cands, scores, _, _ = mine_split(test)
         result["test"] = {"split": "test", **evaluate({c for c, s in zip(cands, scores) if s >= threshold},
                                                        read_gold(test["gold"]))}
     return result
 
 
+#: The kind of a result `bench bucc` wrote before it wrote `xmine-benchmark-result`s (`verify` and
+#: `bench report` still read one).
 BUCC_KIND = "bucc-result"
 
 
 @click.command("bucc")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Folder with the BUCC 2018 files (or a data root holding bucc2018/); default: "
-                   "$XMINE_DATA/bucc2018.")
-@click.option("--pair", default="de-en", show_default=True, help="Language pair: de-en, fr-en, ru-en or zh-en.")
+              help="Folder with the BUCC 2018 files (or a data root holding bucc2018/). Default: $XMINE_DATA/bucc2018, "
+                   "else ../shared/data/bucc2018 beside the checkout.")
+@click.option("--pair", default="de-en", show_default=True,
+              help="Language pair of the folder's files, as BUCC names them: de-en, fr-en, ru-en, zh-en (or the pair "
+                   "of sets written in its format, e.g. by `bench mining --sets-dir`).")
 @click.option("--encoder", default="me5-small", show_default=True, help="Encoder name or sentence-transformers path.")
 @projection_option("to mine in (its meaning part)",
                    default="Default: raw embeddings, as BUCC results are usually reported.")
@@ -265,28 +286,40 @@ BUCC_KIND = "bucc-result"
                     "not calibrated, so no space's calibrated margin applies).")
 @retrieval_option(help="Retrieval mode (see `xmine mine --help`).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the result JSON (with provenance) here.")
-@click.option("--overwrite", is_flag=True, help="Replace --out if it is an earlier xmine BUCC result.")
+              help="Result JSON. Default: benchmarks/results/bucc-<encoder>-<pair>[-<projection>].json.")
+@click.option("--overwrite", is_flag=True, help="Replace the result JSON if it is an earlier xmine result.")
 @precision_option()
 @quiet_option(help="No progress bars (the result lines are still printed).")
 def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, overwrite, precision, runtime, prompt,
             prompt_name, device, quiet):
     """BUCC 2018: mine, tune the threshold for F1 on the training gold, report precision/recall/F1."""
-    with (claim_output(out, kind=BUCC_KIND, form="json", overwrite=overwrite, inputs=[data_dir, projection])
-          if out is not None else contextlib.nullcontext()):
+    started = time.time()
+    named = "" if projection in (None, "none") else "-default" if projection == "default" else f"-{Path(projection).name}"
+    out = out or default_out("bucc", f"{encoder}-{pair}{safe_name(named)}")
+    with claim_output(out, kind=RESULT_KIND, form="json", overwrite=overwrite, inputs=[data_dir, projection]):
+        bucc_splits(data_dir, pair)  # (the data checked before the encoder is loaded)
+        encoder = load_encoder(encoder, precision=precision, runtime=runtime, prefix=prompt, prompt_name=prompt_name,
+                               device=device)
         result = run_bucc(data_dir, pair=pair, encoder=encoder, projection=projection, k=k, margin=margin,
                           retrieval=retrieval, precision=precision, runtime=runtime, prompt=prompt,
                           prompt_name=prompt_name, device=device, show_progress=not quiet)
+        rows = []
         for split in ("train", "test"):
             r = result[split]
             if r is not None:
                 click.echo(f"{pair} {r['split']}: P {r['precision']:.4f}  R {r['recall']:.4f}  F1 {r['f1']:.4f} "
                            f"(threshold {result['threshold']:.4f})")
+                rows.append([r["split"], *(round(100 * r[m], 1) for m in ("precision", "recall", "f1")),
+                             r["pairs"], r["gold"], round(result["threshold"], 4)])
         if result["test"] is None:
-            click.echo("(no test gold: training split only)")
-        if out is not None:
-            result["provenance"] = provenance(
-                data_dir=str(data_dir) if data_dir else None, pair=pair, encoder=encoder,
-                projection=str(projection) if projection else None, k=k, margin=result["margin"], retrieval=retrieval,
-                encoder_precision=result["encoder"].get("precision"))
-            atomic_write_manifest(out, {"kind": BUCC_KIND, **result})
+            click.echo(f"(no test gold: the {result['train']['split']} split only)")
+        fp = result["projection"]
+        name = "raw" if fp is None else "default:meaning" if fp.get("shipped") else f"{Path(fp['path']).name}:meaning"
+        write_result(out, task="bucc", encoder=encoder,
+                     variants=[Variant(name, "raw" if fp is None else "meaning", None, fp)],
+                     data_files=result["files"], columns=["split", "P", "R", "F1", "pairs", "gold", "threshold"],
+                     rows=rows, details={name: result}, seconds=time.time() - started, parameters={
+                         "data_dir": str(data_dir) if data_dir else None, "pair": pair,
+                         "projection": str(projection) if projection else None, "k": k, "margin": result["margin"],
+                         "retrieval": retrieval, "encoder_precision": result["encoder"].get("precision")})
+    click.echo(f"wrote {out}", err=True)

@@ -23,6 +23,7 @@ from xmine.benchmarks.runner import (DATA_HELP, ENCODER_HELP, current_encoder, e
 from xmine.encoders import load_encoder
 from xmine.encoders.options import precision_option
 from xmine.options import comma_list, projection_option, quiet_option
+from xmine.langs import codes_among
 from xmine.mining.cli_options import margin_option
 from xmine.mining.filters import PairFilterConfig
 from xmine.artefacts.outputs import claim_output
@@ -261,11 +262,10 @@ def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick
 
 def _mining_langs(ctx, param, value):
     """--langs of `bench mining`, checked while parsing (before the result JSON is claimed)."""
-    langs = common.parse_list(comma_list(ctx, param, value))
-    unknown = [lg for lg in langs or () if lg not in mining.NEWS_SETS]
+    langs, unknown = codes_among(common.parse_list(comma_list(ctx, param, value)) or (), list(mining.NEWS_SETS))
     if unknown:
         raise click.BadParameter(f"unknown language(s) {', '.join(unknown)}; choose from {', '.join(mining.NEWS_SETS)}")
-    return value
+    return ",".join(langs) if value is not None else None  # `deu` is de
 
 
 @bench.command("mining")

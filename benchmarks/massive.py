@@ -24,6 +24,7 @@ import numpy as np
 from xmine.disentangle import massive as data
 from xmine.benchmarks.common import EmbedFn, mean_of, retrieval_scores
 from xmine.errors import ConfigError
+from xmine.langs import codes_among
 
 #: FMDA's locales (EN-DE, EN-ES, EN-JA)
 FMDA_LOCALES = ("de-DE", "es-ES", "ja-JP")
@@ -47,6 +48,8 @@ def parse_locales(spec: str | Sequence[str] | None, available: Sequence[str]) ->
         out = list(FMDA_LOCALES)
     else:
         out = [s.strip() for s in spec.split(",") if s.strip()] if isinstance(spec, str) else list(spec)
+        out, unknown = codes_among(out, available)  # `de` and `deu` are de-DE
+        out += unknown
     unknown = [loc for loc in out if loc not in available]
     if unknown:
         raise ConfigError(f"unknown MASSIVE locale(s) {', '.join(unknown)}; available: {' '.join(available)}")

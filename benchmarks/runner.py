@@ -116,7 +116,8 @@ def task_options(fn: Callable) -> Callable:
         projection_option("to compare", multiple=True,
                           default="Repeat to compare several in one table; the raw encoder output is always the "
                                   "first row." + (" The default projection is added by itself unless a projection "
-                                                  "(or 'none') is named." if task == "mining" else "")),
+                                                  "(or 'none') is named." if task == "mining" else
+                                                  " Default: none, the raw encoder output alone.")),
         click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=DATA_HELP),
         click.option("--out", type=click.Path(dir_okay=False), default=None,
                      help=f"Result JSON. Default: benchmarks/results/{task}-<encoder>[-<options given>][-quick].json, "

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 from xmine.benchmarks.common import EmbedFn, data_locator, mean_of, read_lines, retrieval_scores
 from xmine.errors import ConfigError, DataNotFoundError, InputError
+from xmine.langs import codes_among
 
 NEEDS = "tatoeba/v1"
 HOW_TO_GET = (
@@ -76,8 +77,7 @@ def evaluate_tatoeba(embed_fn: EmbedFn, data_dir: str | Path | None = None, lang
     if not have:  # (a --data-dir holding other files: was "unknown Tatoeba language(s) deu, ...; /tmp has: ")
         raise DataNotFoundError(f"{folder}: no Tatoeba test files in it ({NEEDS}). {HOW_TO_GET} Then pass --data-dir "
                                 "DIR or set XMINE_DATA.")
-    langs = list(langs) if langs else have
-    unknown = [lang for lang in langs if lang not in have]
+    langs, unknown = codes_among(langs, have) if langs else (have, [])  # `de` is Tatoeba's `deu`
     if unknown:
         raise ConfigError(f"unknown Tatoeba language(s) {', '.join(unknown)}; {folder} has: {' '.join(have)}")
     per_lang: dict[str, dict[str, float]] = {}

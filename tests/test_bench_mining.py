@@ -155,12 +155,12 @@ def test_quick_run_matches_bench_bucc(data_dir, tmp_path, monkeypatch):
     r = CliRunner().invoke(main, ["bench", "bucc", "--data-dir", str(sets), "--pair", "de-en", "--out", str(bucc_out)],
                            catch_exceptions=False)
     assert r.exit_code == 0, r.output
-    bucc = json.loads(bucc_out.read_text())
+    bucc = json.loads(bucc_out.read_text())["details"]["raw"]
     assert bucc["train"]["f1"] == pytest.approx(raw["per_lang"]["de"]["best"]["f1"])
     r = CliRunner().invoke(main, ["bench", "bucc", "--data-dir", str(sets), "--pair", "de-en", "--out", str(bucc_out),
                                   "--overwrite", "--projection", "default"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
-    bucc = json.loads(bucc_out.read_text())
+    bucc = json.loads(bucc_out.read_text())["details"]["default:meaning"]
     assert bucc["projection"]["shipped"] == "me5-small"
     assert bucc["train"]["f1"] == pytest.approx(res["details"]["default:meaning"]["per_lang"]["de"]["best"]["f1"])
 

@@ -377,6 +377,30 @@ def test_list_options_refuse_an_empty_list_and_an_item_listed_twice(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_each_benchmark_takes_a_language_by_any_of_its_codes(tmp_path, data_dir):
+    """`de`, `deu` and `de-DE` name one language in every benchmark, as in `plot` and `mine` (was:
+    Tatoeba took `deu` only, `bench mining` `de` only, MASSIVE `de-DE` only); two codes of one
+    language, or one naming several, are refused."""
+    from tests.clitools import refused, xm
+    from xmine.benchmarks import massive
+    from xmine.langs import codes_among
+
+    assert codes_among(["de", "jpn", "xx", "zh"], ["de-DE", "zh-CN", "zh-TW", "ja-JP"]) == (
+        ["de-DE", "ja-JP"], ["xx", "zh"])
+    assert codes_among(["de", "fra_Latn", "kk"], ["deu", "fra", "kaz"]) == (["deu", "fra", "kaz"], [])
+    assert massive.parse_locales("deu,ja", ["de-DE", "en-US", "ja-JP"]) == ["de-DE", "ja-JP"]
+    with pytest.raises(ConfigError, match="en-US is the pivot"):
+        massive.parse_locales("de,en", ["de-DE", "en-US", "ja-JP"])
+    res = tatoeba.evaluate_tatoeba(lambda s: np.eye(len(s), 8, dtype=np.float32), data_dir, ["de"],
+                                   max_pairs=5)
+    assert list(res["per_lang"]) == ["deu"]
+    out = tmp_path / "x.json"
+    refused(xm("bench", "mining", "--langs", "deu,de", "--out", out), "deu and de name one language (de)")
+    refused(xm("bench", "tatoeba", "--langs", "de,deu", "--out", out), "de and deu name one language (deu)")
+    refused(xm("bench", "mining", "--langs", "deu,xx", "--out", out), "unknown language(s) xx")
+    assert not out.exists()
+
+
 def test_quiet_bench_shows_no_progress_bar(tmp_path):
     """`bench TASK -q` as `mine -q` (was: no -q on bench: a bar per variant and language in logs)."""
     # a prompt of its own (the embedding cache is keyed by it): its sentences are encoded, not read from the cache

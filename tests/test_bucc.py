@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from click.testing import CliRunner
 from xmine.benchmarks.bucc import best_threshold, command, read_bucc_file, run_bucc
 from xmine.errors import InputError
 
+from clitools import ok, refused, xm
 from flores import flores_lines
 
 
@@ -59,11 +61,23 @@ def test_bucc_on_hidden_flores_translations(tmp_path, data_dir, me5):
     result = run_bucc(root, pair="de-en", encoder=me5)
     assert result["train"]["f1"] >= 0.9 and result["test"]["f1"] >= 0.85, result
     assert 0.9 < result["threshold"] < 1.5
-    # The CLI command writes the JSON with provenance; without test gold only training is reported.
+    # The CLI command writes a result as every benchmark does (was: no machine, data or seconds, a
+    # kind of its own, and nothing at all without --out); without test gold only training is reported.
     (root / "de-en.test.gold").unlink()
     out = tmp_path / "bucc.json"
     res = CliRunner().invoke(command, ["--data-dir", str(root), "--encoder", "me5-small", "--out", str(out)])
     assert res.exit_code == 0, res.output
     saved = json.loads(out.read_text())
-    assert saved["test"] is None and saved["train"]["f1"] == pytest.approx(result["train"]["f1"])
-    assert "provenance" in saved and "no test gold" in res.output
+    assert saved["kind"] == "xmine-benchmark-result" and saved["task"] == "bucc" and saved["machine"]["cores"]
+    assert [Path(d["path"]).name for d in saved["data"]] == [f"de-en.training.{x}" for x in ("de", "en", "gold")]
+    detail = saved["details"]["raw"]
+    assert detail["test"] is None and detail["train"]["f1"] == pytest.approx(result["train"]["f1"])
+    assert saved["table"]["rows"] == [["training", *(round(100 * detail["train"][m], 1) for m in
+                                                     ("precision", "recall", "f1")), detail["train"]["pairs"], 60,
+                                       round(detail["threshold"], 4)]]
+    assert saved["provenance"]["parameters"]["pair"] == "de-en" and "(no test gold: the training split only)" in res.output
+    ok(xm("verify", out))
+    # a pair the folder does not hold: the pairs it does (was: only "no training or sample split")
+    refused(xm("bench", "bucc", "--data-dir", root, "--pair", "fr-en", "--out", tmp_path / "fr.json"),
+            f"BUCC fr-en: no training or sample split in {root} (it holds de-en)")
+    assert not (tmp_path / "fr.json").exists()

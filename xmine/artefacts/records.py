@@ -209,6 +209,10 @@ class ShardRecord(ShardFile):
     dim: int  #: embedding dimension
     ids_file: str | None = None  #: its record ids, one a line (inputs read with an id field)
     sent_file: str | None = None  #: its sentence indices (.npy, int32; inputs split into sentences)
+    #: size and sha256 of each of those files by name, checked before a resumed run joins them into
+    #: the store (None: a run of an xmine that did not record them; was: only `file` was checked, so
+    #: a damaged text or line-number file went into a store that verified OK)
+    companions: dict[str, FileRecord] | None = None
 
     def manifest_entry(self) -> ShardFile:
         return ShardFile(file=self.file, rows=self.rows, bytes=self.bytes, sha256=self.sha256)

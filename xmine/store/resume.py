@@ -14,7 +14,7 @@ from typing import Any
 from xmine.errors import ArtefactError
 from xmine.artefacts.fileio import atomic_write_json, check_names, inside, sha256_file
 from xmine.langs import same_language
-from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint, ShardRecord, read_field
+from xmine.artefacts.records import EncoderFingerprint, FileRecord, ProjectionFingerprint, ShardRecord, read_field
 from xmine.store.directory import clear_dir, remove_temporaries
 from xmine.store.layout import PROGRESS, shard_names
 
@@ -80,13 +80,20 @@ _RECORD_FILES = (("file", "emb"), ("lines_file", "lines"), ("text_file", "text")
                  ("sent_file", "sent"))
 
 
+def shard_damage(out_dir: Path, shard: ShardRecord) -> str | None:
+    """The first file of a finished shard that is not on disk as its record says, or None (one that
+    resolves outside the store, a symbolic link out, is refused)."""
+    recorded = {shard.file: FileRecord(bytes=shard.bytes, sha256=shard.sha256), **(shard.companions or {})}
+    for name in [getattr(shard, f) for f, _ in _RECORD_FILES]:
+        if name is not None and not inside(out_dir, name, what="embedding store").is_file():
+            return name
+    return next((n for n, r in recorded.items()
+                 if (out_dir / n).stat().st_size != r.bytes or sha256_file(out_dir / n) != r.sha256), None)
+
+
 def shard_intact(out_dir: Path, shard: ShardRecord) -> bool:
-    """Whether the files of a finished shard are on disk as its record says (one that resolves
-    outside the store, a symbolic link out, is refused)."""
-    names = [getattr(shard, f) for f, _ in _RECORD_FILES]
-    return (all(inside(out_dir, n, what="embedding store").is_file() for n in names if n is not None)
-            and (out_dir / shard.file).stat().st_size == shard.bytes
-            and sha256_file(out_dir / shard.file) == shard.sha256)
+    """Whether the files of a finished shard are on disk as its record says (`shard_damage`)."""
+    return shard_damage(out_dir, shard) is None
 
 
 @dataclass(kw_only=True)
@@ -124,6 +131,8 @@ def _shard_record(d: Any, i: int, *, where: str) -> ShardRecord:
         if getattr(record, attribute) is not None:
             check_names([getattr(record, attribute)], {names[key]}, where=f"{where}: {attribute}",
                         what="embedding store")
+    own = {getattr(record, attribute) for attribute, _ in _RECORD_FILES} - {None, record.file}
+    check_names(list(record.companions or {}), own, where=f"{where}: companions", what="embedding store")
     return record
 
 
@@ -150,8 +159,8 @@ def resume(out_dir: Path, identity: dict[str, Any], overwrite: bool) -> Progress
         else:
             intact = list(itertools.takewhile(lambda shard: shard_intact(out_dir, shard), progress.shards))
             if len(intact) < len(progress.shards):  # kept: the prefix of the recorded shards intact on disk
-                damaged = progress.shards[len(intact)]
-                log.warning(f"{out_dir / damaged.file}: damaged or missing; re-encoding from there")
+                damaged = shard_damage(out_dir, progress.shards[len(intact)])
+                log.warning(f"{out_dir / damaged}: damaged or missing; re-encoding from there")
                 progress.more = {}  # re-encoded from the damaged shard on
             progress.shards = intact
     remove_temporaries(out_dir)

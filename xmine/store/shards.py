@@ -13,7 +13,7 @@ import numpy as np
 from xmine.io.corpus import truncate_for_encoding
 from xmine.errors import ArtefactError
 from xmine.artefacts.fileio import atomic_path, atomic_write_text, sha256_file
-from xmine.artefacts.records import ShardRecord
+from xmine.artefacts.records import FileRecord, ShardRecord
 from xmine.exec.executor import Recipe
 from xmine.store.layout import shard_names
 
@@ -82,10 +82,14 @@ def write_shard_record(out_dir: Path, idx: int, emb: np.ndarray, line_numbers, s
             raise ArtefactError(f"shard {idx}: {len(positions)} sentence indices for {len(sentences)} sentences")
         with atomic_path(out_dir / name["sent"]) as tmp:
             np.save(tmp, np.asarray(positions, dtype=np.int32))
+    companions = [name["lines"], name["text"], *([name["ids"]] if ids is not None else []),
+                  *([name["sent"]] if positions is not None else [])]
     return ShardRecord(file=name["emb"], rows=len(sentences), bytes=emb_path.stat().st_size,
                        sha256=sha256_file(emb_path), lines_file=name["lines"], text_file=name["text"],
                        dim=int(emb.shape[1]), ids_file=name["ids"] if ids is not None else None,
-                       sent_file=name["sent"] if positions is not None else None)
+                       sent_file=name["sent"] if positions is not None else None,
+                       companions={n: FileRecord(bytes=(out_dir / n).stat().st_size, sha256=sha256_file(out_dir / n))
+                                   for n in companions})
 
 
 class EncodedShard(NamedTuple):

@@ -92,3 +92,54 @@ def test_score_reads_a_bitext_at_a_url(corpora, data_dir, tmp_path):
     bitext = json.loads((tmp_path / "remote.tsv.json").read_text())["provenance"]["parameters"]["bitext"]
     assert bitext["files"] == [{"path": url, "size": len(tsv.encode()), "sha256": hashlib.sha256(tsv.encode()).hexdigest()}]
     refused(xm("score", "nosuchproto://b.tsv", *args, "-o", tmp_path / "x.tsv"), "unknown protocol")
+
+
+@pytest.fixture
+def http_server(tmp_path):
+    """A local HTTP server (a thread of this process) serving /de.txt whole and /cut.txt cut short:
+    its Content-Length says the whole file, the connection closes after a third of it."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            data = (tmp_path / "de.txt").read_bytes()
+            if self.path not in ("/de.txt", "/cut.txt"):
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data if self.path == "/de.txt" else data[: len(data) // 3])
+            self.wfile.flush()
+            self.close_connection = True
+
+        def do_HEAD(self):  # noqa: N802
+            data = (tmp_path / "de.txt").read_bytes()
+            self.send_response(200 if self.path in ("/de.txt", "/cut.txt") else 404)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+
+        def log_message(self, *args):  # quiet
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_an_http_url_is_read_and_one_cut_short_is_one_line(corpora, http_server, tmp_path):
+    """http(s):// works as installed (aiohttp is a dependency: was "needs a package that is not
+    installed"), and a download cut short is one error line naming the URL (was: a traceback of
+    aiohttp's ClientPayloadError, exit 1)."""
+    base = http_server
+    ok(xm("embed", f"{base}/de.txt", "--lang", "de", "-q", "-o", tmp_path / "http.store"))
+    ok(xm("embed", tmp_path / "de.txt", "--lang", "de", "-q", "-o", tmp_path / "local.store"))
+    assert (tmp_path / "http.store" / "emb-00000.npy").read_bytes() == \
+        (tmp_path / "local.store" / "emb-00000.npy").read_bytes()
+    assert json.loads((tmp_path / "http.store" / "manifest.json").read_text())["input"]["path"] == f"{base}/de.txt"
+    error = refused(xm("embed", f"{base}/cut.txt", "--lang", "de", "-q", "-o", tmp_path / "cut.store"),
+                    f"{base}/cut.txt", "unreadable")
+    assert "\n" not in error and not (tmp_path / "cut.store").exists()
+    refused(xm("embed", f"{base}/none.txt", "--lang", "de", "-q", "-o", tmp_path / "none.store"), "no such file")

@@ -89,15 +89,25 @@ def spool_url(url: str, directory: str | Path) -> Path:
                 digest.update(block)
                 size += len(block)
                 f.write(block)
+    except InputError:
+        raise
     except FileNotFoundError:
         raise InputError(url, "no such file") from None
     except OSError as e:
-        raise InputError(url, f"unreadable: {e}") from None
+        raise InputError(url, f"unreadable: {_one_line(e)}") from None
+    except Exception as e:  # noqa: BLE001 - each fsspec backend fails its own way, none an OSError: aiohttp's
+        # ClientPayloadError for a download cut short, httpx's ConnectError for hf:// with no network
+        raise InputError(url, f"unreadable ({type(e).__name__}: {_one_line(e)})") from None
     if size == 0:
         raise InputError(url, "empty file")
     (target.parent / URL_ORIGIN).write_text(json.dumps({"url": url, "file": name, "size": size,
                                                         "sha256": digest.hexdigest()}), encoding="utf-8")
     return target
+
+
+def _one_line(error: BaseException) -> str:
+    """An error's message on one line, at most 300 characters (a backend's may span many)."""
+    return " ".join(str(error).split())[:300]
 
 
 def origin_of(path) -> str | None:

@@ -272,18 +272,20 @@ def _check_languages(proj, sides, texts, langs) -> dict[str, Any]:
     return out
 
 
-def _calibration_record(path: Path) -> dict:
+def _calibration_record(path: Path, *, unchecked: list[bool] | None = None) -> dict:
     """The JSON object at `path` if it is a record `xmine calibrate` wrote (its values unchecked);
     InputError naming the file when it is unreadable or no such record, DamagedManifestError when
     it no longer matches the checksum it was written with (a threshold edited by hand). A record
-    written before records carried the checksum is read as before."""
+    written before records carried the checksum is read as before (`unchecked` gets True)."""
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise InputError(path, f"unreadable calibration record ({e})") from None
     if not isinstance(record, dict) or record.get("kind") != CALIBRATION_KIND or not isinstance(record.get("space"), dict):
         raise InputError(path, "not a calibration record of `xmine calibrate`")
-    unseal(record, path, advice=CALIBRATION_DAMAGED_ADVICE)
+    sealed = unseal(record, path, advice=CALIBRATION_DAMAGED_ADVICE)
+    if unchecked is not None:
+        unchecked.append(not sealed)
     return record
 
 
@@ -291,9 +293,15 @@ def check_calibration_record(path: str | Path) -> None:
     """Check the record `xmine calibrate` wrote at `path` and its values; InputError naming the file
     when it is unreadable, no such record, or its values are malformed. `mine` and `score` call it
     before they claim an output or encode anything (whether it is of the space mined in:
-    `check_calibration_space`)."""
+    `check_calibration_space`). A record without its checksum is used, with a warning: one written
+    before records carried it cannot be told from one whose checksum was removed with an edit."""
     path = Path(path)
-    parse_defaults(_calibration_record(path), path, "", "")
+    unchecked: list[bool] = []
+    parse_defaults(_calibration_record(path, unchecked=unchecked), path, "", "")
+    if unchecked[0]:
+        log.warning("%s: records no checksum of its own (written before xmine calibrate recorded one, or edited and "
+                    "its checksum removed), so its thresholds are used unchecked; run xmine calibrate again for a "
+                    "record that is checked", path)
 
 
 def calibration_pair_note(path: str | Path, langs: tuple[str | None, str | None]) -> dict | None:

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.clitools import calibration_record, ok, refused, tree, untouched, xm
+from tests.clitools import calibration_record, ok, refused, tree, untouched, warned, xm
 from xmine.errors import ConfigError
 from xmine.mining.calibrate import operating_points, split_set
 
@@ -131,7 +131,7 @@ def test_calibrate_then_mine_with_the_record(data_dir, tmp_path):
 
 @pytest.mark.slow
 def test_calibrate_never_writes_over_a_foreign_file_or_its_input_and_mine_refuses_a_damaged_record(data_dir,
-                                                                                                   tmp_path):
+                                                                                                   tmp_path, caplog):
     de, en = tmp_path / "de.txt", tmp_path / "en.txt"
     de.write_text("\n".join(flores_lines(data_dir, "deu_Latn", 600)) + "\n", encoding="utf-8")
     en.write_text("\n".join(flores_lines(data_dir, "eng_Latn", 600)) + "\n", encoding="utf-8")
@@ -176,6 +176,16 @@ def test_calibrate_never_writes_over_a_foreign_file_or_its_input_and_mine_refuse
     assert tree(tmp_path) == before
     ok(xm(*args, "-o", record, "--overwrite"))
     assert json.loads(record.read_text(encoding="utf-8"))["operating_points"]["balanced"]["distance"] == balanced
+    # without its checksum (an older record, or one edited and its checksum removed): used, and said
+    # to be unchecked (was: used without a word)
+    unsealed = json.loads(record.read_text(encoding="utf-8"))
+    del unsealed["manifest_sha256"]
+    record.write_text(json.dumps(unsealed), encoding="utf-8")
+    ok(xm("mine", de, en, "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "--calibration", record, "-q",
+          "-o", tmp_path / "m.tsv"))
+    assert warned(caplog, f"{record}: records no checksum of its own (written before xmine calibrate recorded one, or "
+                          "edited and its checksum removed), so its thresholds are used unchecked; run xmine calibrate "
+                          "again for a record that is checked")
 
 
 def test_a_record_mines_in_the_margin_it_names_else_in_the_space_s(tmp_path):

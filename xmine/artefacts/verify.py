@@ -85,10 +85,11 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
     the detail says that the manifest itself went unchecked (was: "every sha256 matches" for a
     manifest whose checksum had been removed and its language edited)."""
     kind, nbytes, detail = _verify(Path(path))
-    manifest = Path(path) / MANIFEST
-    if manifest.is_file() and SELF_CHECKSUM not in (read_json(manifest) or {}):
-        detail += (f"; but its {MANIFEST} records no checksum of its own ({SELF_CHECKSUM}: written by hand, or "
-                   "by an xmine before manifests recorded one), so what the manifest says is not checked")
+    # the record that vouches for the files: a directory's manifest, an output's summary OUT.json
+    record = Path(path) / MANIFEST if (Path(path) / MANIFEST).is_file() else sidecar_of(Path(path))
+    if record.is_file() and SELF_CHECKSUM not in (read_json(record) or {}):
+        detail += (f"; but its {record.name} records no checksum of its own ({SELF_CHECKSUM}: written by hand, or "
+                   f"by an xmine before it recorded one), so what {record.name} says is not checked")
     return kind, nbytes, detail
 
 

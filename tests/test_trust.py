@@ -388,6 +388,12 @@ def test_verify_refuses_an_unknown_kind(ws):
     refused(xm("verify", ws / "result.json"), "'foo'", "nothing in it can be checked")
     (ws / "list.json").write_text("[1, 2]")
     refused(xm("verify", ws / "list.json"), "list.json: a JSON list, not an xmine artefact")
+    # several paths: each is checked, a line for each, exit 2 if any failed (was: none after the first failure)
+    res = xm("verify", ws / "list.json", ws / "store", foo)
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    lines = res.output.splitlines()
+    assert len(lines) == 3 and "list.json: a JSON list" in lines[0] and lines[2].startswith("xmine: error:")
+    assert lines[1].startswith(f"{ws / 'store'}: OK, an xmine embedding store")
 
 
 

@@ -16,7 +16,7 @@ from xmine.encoders.external import ExternalEmbeddings
 
 from xmine.encoders.runtime import openvino_installed, runtime_for_artefact, x86_cpu
 from xmine.encoders.suitability import suitability
-from xmine.errors import ConfigError, InputError
+from xmine.errors import ConfigError, InputError, XmineError
 from xmine.encoders.options import precision_option
 from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection, encoding_prompt, projection_encoder
 from xmine.artefacts.fileio import kind_label
@@ -213,17 +213,26 @@ def verify(paths) -> None:
 
     PATHS may be embedding stores, indexes, projections, sentence-transformers exports, or outputs
     with their OUT.json summary (mined pairs in any format: OUT of a Moses pair, or either of its
-    files, checks both, OUT.de and OUT.en; search hits, langid; naming OUT.json checks OUT). Exit 2 with a one-line
-    error naming the first damaged file; 0 when everything matches.
+    files, checks both, OUT.de and OUT.en; search hits, langid; naming OUT.json checks OUT). Every
+    path is checked: a one-line error for each damaged one, naming its first damaged file, and exit
+    2; 0 when everything matches.
 
     Opening an artefact checks small ones (up to 64 MiB) completely, and large ones file by file as
     they are first read; `verify` reads every byte now.
     """
+    failed = 0
     for path in paths:
         t0 = time.perf_counter()
-        kind, nbytes, detail = verify_artefact(path)
+        try:
+            kind, nbytes, detail = verify_artefact(path)
+        except XmineError as e:  # the next paths are checked too (was: none after the first damaged one)
+            click.secho(f"xmine: error: {e}", fg="red", err=True)
+            failed += 1
+            continue
         click.echo(f"{path}: OK, an xmine {kind_label(kind)} ({detail}; {nbytes / 2**20:,.1f} MiB checked in "
                    f"{time.perf_counter() - t0:.1f}s)")
+    if failed:
+        sys.exit(2)
 
 @click.group("cache")
 def cache() -> None:

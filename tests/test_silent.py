@@ -199,6 +199,14 @@ def test_a_damaged_cache_file_is_one_line_naming_it_and_a_damaged_row_is_encoded
              "--encoder", "use-m3", "-q", "-o", tmp_path / "proj"]
     ok(xm(*train))  # fills the cache
     path = cache_path(usem3.fingerprint())
+    assert "DAMAGED" not in ok(xm("cache", "info")).output
+    sound = path.read_bytes()
+    inside = bytearray(sound)
+    inside[8192:8192 + 4096] = bytes(range(256)) * 16  # a page inside the table: its rows still count
+    path.write_bytes(bytes(inside))
+    said = ok(xm("cache", "info")).output  # (was: listed as sound)
+    assert f"{path.name}: use-m3" in said and "; DAMAGED (" in said and "cache clear --encoder use-m3" in said
+    path.write_bytes(sound)
     data = bytearray(path.read_bytes())
     data[100:4196] = b"\xff" * 4096  # the first page's content, past the 100-byte header
     path.write_bytes(bytes(data))

@@ -245,8 +245,9 @@ def cache() -> None:
 
 @cache.command("info")
 def cache_info() -> None:
-    """List the cache files: encoder, sentences held, size on disk, and the bound."""
-    found = [(f, *cache_file_info(f)) for f in cache_files()]
+    """List the cache files: encoder, sentences held, size on disk, and the bound; each file is
+    checked (SQLite's quick_check, which reads all of it) and a damaged one said to be."""
+    found = [(f, *cache_file_info(f, check=True)) for f in cache_files()]
     click.echo(f"{xmine_home(create=False) / 'embeddings'}: {sum(i is not None for _, i, _ in found)} cache file(s), bound "
                f"{max_cache_mb():.0f} MB of vectors each (XMINE_CACHE_MAX_MB)")
     for f, i, why in found:
@@ -254,7 +255,9 @@ def cache_info() -> None:
             click.echo(f"  {f.name}: {why} (left alone)")
         else:
             click.echo(f"  {f.name}: {i['encoder']} ({i['dim']}-d), {i['rows']:,} sentences, "
-                       f"{i['bytes'] / 2**20:,.1f} MB on disk")
+                       f"{i['bytes'] / 2**20:,.1f} MB on disk" + (
+                           f"; DAMAGED ({i['damaged']}): `xmine cache clear --encoder {i['encoder']}` removes it"
+                           if i["damaged"] else ""))
 
 @cache.command("clear")
 @click.option("--encoder", "encoder_name", default=None, help="Only this encoder's cache (default: all).")

@@ -180,11 +180,13 @@ _CACHE_NAME = re.compile(r"[A-Za-z0-9._-]{1,40}-[0-9a-f]{16}\.sqlite")
 _SQLITE_PARTS = ("", "-wal", "-shm", "-journal")
 
 
-def cache_file_info(path: Path) -> tuple[dict | None, str | None]:
+def cache_file_info(path: Path, *, check: bool = False) -> tuple[dict | None, str | None]:
     """(encoder name, dim, rows and bytes on disk, None) of one cache file, read-only; or (None,
     why not) for a file that is not provably xmine's: a cache file records its encoder in its
     `meta` table, and that encoder gives exactly the file's name (`cache_path`). Anything else
-    (another SQLite file, one with a table `emb` of its own) is a user's and is never touched."""
+    (another SQLite file, one with a table `emb` of its own) is a user's and is never touched.
+    `check`: also SQLite's `quick_check` of every page (reads the whole file), its first finding
+    as "damaged" (None: none)."""
     if not _CACHE_NAME.fullmatch(path.name):
         return None, "not an xmine cache file: not named ENCODER-HASH.sqlite"
     # Opening a database in WAL mode adds -wal and -shm files beside it, even read-only; so one
@@ -195,6 +197,10 @@ def cache_file_info(path: Path) -> tuple[dict | None, str | None]:
         try:
             meta = db.execute("SELECT v FROM meta WHERE k = 'encoder'").fetchone()
             rows = db.execute("SELECT COUNT(*) FROM emb").fetchone()[0]
+            try:  # (a page damaged inside a table still counts its rows: was listed as a sound cache)
+                found = db.execute("PRAGMA quick_check(1)").fetchone()[0] if check else "ok"
+            except sqlite3.DatabaseError as e:
+                found = str(e)
         finally:
             db.close()
     except sqlite3.DatabaseError as e:  # not a database, no such table, ...
@@ -210,7 +216,7 @@ def cache_file_info(path: Path) -> tuple[dict | None, str | None]:
                       f"is named {_file_name(encoder['name'], encoder['id'])}")
     size = sum(part.stat().st_size for part in _parts(path) if part.is_file())
     return {"path": str(path), "encoder": encoder["name"], "dim": encoder.get("dim"), "rows": rows,
-            "bytes": size}, None
+            "bytes": size, "damaged": None if found == "ok" else found}, None
 
 
 def _parts(path: Path) -> list[Path]:

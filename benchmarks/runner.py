@@ -22,6 +22,7 @@ from xmine.benchmarks import common
 from xmine.benchmarks.report import TASK_TITLES
 from xmine.encoders import load_encoder
 from xmine.encoders.loader import untrained_languages
+from xmine.encoders.projection import DEFAULT, NONE, open_projection
 from xmine.encoders.options import precision_option
 from xmine.options import projection_option, quiet_option
 from xmine.artefacts.input_artefacts import encoding_prompt
@@ -97,6 +98,9 @@ def _claimed_out(fn: Callable) -> Callable:
                                                                    quick=kw["quick"])
         with claim_output(out, kind=common.RESULT_KIND, form="json", overwrite=kw.pop("overwrite"),
                           inputs=[kw["data_dir"], *kw["projections"]]):
+            for spec in kw["projections"]:  # a damaged projection refused before any data is read or built
+                if str(spec).lower() not in (DEFAULT, NONE):  # (was: `bench mining` built its sets first)
+                    open_projection(spec)
             del kw["out"]
             click.get_current_context().meta[_RUN] = {"out": out, "quick": kw["quick"], "started": time.time(),
                                                       "quiet": kw.pop("quiet"),

@@ -432,3 +432,20 @@ def test_report_says_what_a_result_recorded_of_its_making(tmp_path):
     assert "*nogit.json*; commit `unknown: not run from a git checkout`; 2026-12-05" in md
     assert "*full.json*; commit `abc`; 2026-12-05\n\nParameters: rows=3" in md
     assert md.count("Parameters:") == 1
+
+
+def test_a_damaged_projection_is_refused_before_a_benchmark_reads_or_builds_its_data(tmp_path):
+    """(was: `bench mining --projection P` with P's config.json edited built its mining sets, then refused P)"""
+    import shutil
+
+    from tests.clitools import refused, xm
+    from xmine.encoders.projection import shipped_dir
+
+    proj = tmp_path / "proj"
+    shutil.copytree(shipped_dir("me5-small"), proj)
+    config = proj / "config.json"
+    config.write_text(config.read_text(encoding="utf-8").replace('"method"', '"method" ', 1), encoding="utf-8")
+    res = xm("bench", "mining", "--quick", "--projection", proj, "--sets-dir", tmp_path / "sets", "--out",
+             tmp_path / "m.json")
+    refused(res, "config.json")
+    assert "mining sets in" not in res.output and not (tmp_path / "sets").exists() and not (tmp_path / "m.json").exists()

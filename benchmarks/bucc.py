@@ -277,7 +277,7 @@ BUCC_KIND = "bucc-result"
                    "else ../shared/data/bucc2018 beside the checkout.")
 @click.option("--pair", default="de-en", show_default=True,
               help="Language pair of the folder's files, as BUCC names them: de-en, fr-en, ru-en, zh-en (or the pair "
-                   "of sets written in its format, e.g. by `bench mining --sets-dir`).")
+                   "of sets written in its format, e.g. by `xmine bench mining --sets-dir`).")
 @click.option("--encoder", default="me5-small", show_default=True, help="Encoder name or sentence-transformers path.")
 @projection_option("to mine in (its meaning part)",
                    default="Default: raw embeddings, as BUCC results are usually reported.")

@@ -192,6 +192,8 @@ def finish(task, details, *, parameters, columns, rows, files=None, digits: int 
     click.echo(common.format_table(columns, rows, digits=digits))
     common.write_result(run["out"], task=task, encoder=run["encoder"], variants=run["variants"],
                         data_files=next(iter(details.values()))["files"] if files is None else files,
-                        parameters=parameters | {"quick": run["quick"]}, columns=columns, rows=rows, details=details,
+                        # --projection as given: `none` (raw alone) is told from no option (the default rows)
+                        parameters=parameters | {"quick": run["quick"], "projection": list(run["projections"])},
+                        columns=columns, rows=rows, details=details,
                         seconds=time.time() - run["started"], extra_tables=extra_tables)
     click.echo(f"wrote {run['out']}", err=True)

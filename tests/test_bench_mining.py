@@ -174,6 +174,8 @@ def test_quick_run_matches_bench_bucc(data_dir, tmp_path, monkeypatch):
     res2 = json.loads(out2.read_text())
     assert {row[0] for row in res2["table"]["rows"]} == {"raw"}
     assert res2["provenance"]["parameters"]["margin"] == "distance"
+    assert res2["provenance"]["parameters"]["projection"] == ["none"]  # (was: as if no option were given)
+    assert res["provenance"]["parameters"]["projection"] == []
     record = res2["details"]["raw"]["default_threshold"]
     assert record["value"] == encoder_defaults("me5-small").threshold("distance", "balanced") and "rule" not in record
     assert all(v["default"]["threshold"] == record["value"] and v["best"]["threshold"] < 0.5

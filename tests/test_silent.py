@@ -100,7 +100,7 @@ def test_bench_report_names_the_folder_it_read_and_every_file_it_left_out(tmp_pa
     results = tmp_path / "my-results"
     results.mkdir()
     (results / "sts-use-m3.json").write_text(json.dumps(
-        {"task": "sts", "table": {"columns": ["variant", "r"], "rows": [["raw", 71.5]]}}))
+        {"kind": "xmine-benchmark-result", "task": "sts", "table": {"columns": ["variant", "r"], "rows": [["raw", 71.5]]}}))
     (results / "broken.json").write_text('{"task": "sts", "table": ')  # cut short
     (results / "list.json").write_text("[1, 2]")
     out = tmp_path / "RESULTS.md"

@@ -30,6 +30,7 @@ from typing import Any, Iterator
 
 from xmine.io.corpus import iter_lines
 from xmine.io.delimited import column_index, delimited_rows, field_of, same_width
+from xmine.artefacts.fileio import missing
 from xmine.errors import ConfigError, InputError
 from xmine.langs import is_known_lang, normalize_lang
 from xmine.io.reader_base import MISSING, field_at, format_by_path, size_and_sha256
@@ -101,8 +102,8 @@ class Bitext:
             if str(p) == "-":
                 raise InputError(p, "xmine score reads its bitext twice (to embed it, then to write it with "
                                     "the scores); save standard input to a file first")
-            if not p.exists():
-                raise InputError(p, "no such file or directory")
+            if why := missing(p):
+                raise InputError(p, why)
         self.spec, self.langs = spec, langs
         if spec.src_field is not None and spec.src_field == spec.tgt_field:
             raise ConfigError(f"--src-field and --tgt-field both name {spec.src_field!r}: every pair would be a "

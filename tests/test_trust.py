@@ -388,6 +388,15 @@ def test_verify_refuses_an_unknown_kind(ws):
     refused(xm("verify", ws / "result.json"), "'foo'", "nothing in it can be checked")
     (ws / "list.json").write_text("[1, 2]")
     refused(xm("verify", ws / "list.json"), "list.json: a JSON list, not an xmine artefact")
+    # a symbolic link that loops or names nothing is said to be one (was: "not an xmine artefact (no
+    # manifest.json)", "does not exist")
+    (ws / "loopA").symlink_to(ws / "loopB")
+    (ws / "loopB").symlink_to(ws / "loopA")
+    (ws / "dangling").symlink_to(ws / "nowhere")
+    refused(xm("verify", ws / "loopA"), "loopA: a symbolic link that loops")
+    refused(xm("verify", ws / "dangling"), f"dangling: a symbolic link to {ws / 'nowhere'}, which does not exist")
+    refused(xm("embed", ws / "loopA", "--lang", "de", "-o", ws / "s"), "loopA: a symbolic link that loops")
+    refused(xm("mine", ws / "store", ws / "dangling", "-o", ws / "m.tsv"), "dangling: a symbolic link to")
     # several paths: each is checked, a line for each, exit 2 if any failed (was: none after the first failure)
     res = xm("verify", ws / "list.json", ws / "store", foo)
     assert res.exit_code == 2 and "Traceback" not in res.output

@@ -19,6 +19,8 @@ import click
 from xmine.langs import is_known_lang
 from xmine.io.reader_base import FORMATS, InputFormat
 from xmine.io.stdin import is_url
+from xmine.artefacts.fileio import missing
+from xmine.errors import InputError
 
 
 class Finite(click.FloatRange):
@@ -67,7 +69,12 @@ class InputPath(click.Path):
         super().__init__(exists=True, allow_dash=True, path_type=Path)
 
     def convert(self, value, param, ctx):
-        return value if is_url(value) else super().convert(value, param, ctx)
+        if is_url(value):
+            return value
+        why = missing(value) if isinstance(value, (str, Path)) and str(value) != "-" else None
+        if why is not None and why.startswith("a symbolic link"):  # (was: click's "does not exist")
+            raise InputError(value, why)
+        return super().convert(value, param, ctx)
 
 
 #: what the values of `--projection` mean (`xmine.encoders.projection.choose_projection`)

@@ -181,6 +181,23 @@ def swap_in_dir(new: Path, path: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def missing(path: str | Path) -> str | None:
+    """Why `path` names nothing to read, or None where it does: "no such file or directory", or a
+    symbolic link that loops or names nothing (was: "does not exist" or "not an xmine artefact" for
+    a link that loops)."""
+    try:
+        os.stat(path)
+        return None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "a symbolic link that loops (too many levels of symbolic links)"
+        if e.errno != errno.ENOENT:
+            return None  # (there, but not to be read: the reader's own error says why)
+    if os.path.islink(path):
+        return f"a symbolic link to {os.readlink(path)}, which does not exist"
+    return "no such file or directory"
+
+
 def sha256_file(path: str | Path, *, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -366,8 +383,8 @@ def read_manifest(directory: str | Path, kind: str | tuple[str, ...], *,
     (with `format_version`) of another format: one made by an older xmine is rebuilt, not read."""
     path = Path(directory) / MANIFEST
     kinds = (kind,) if isinstance(kind, str) else kind
-    if not os.path.lexists(directory):  # (was: "not an xmine projection (no manifest.json)" for a typo)
-        raise ArtefactError(f"{directory}: no such file or directory")
+    if why := missing(directory):  # (was: "not an xmine projection (no manifest.json)" for a typo)
+        raise ArtefactError(f"{directory}: {why}")
     if not path.is_file():
         # the marker of a claimed output: one that a run is writing, or left when it stopped
         claimed = (read_json(Path(directory) / MARKER) or {}).get("kind")

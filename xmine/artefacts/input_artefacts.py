@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from xmine.errors import ArtefactError, InputError
-from xmine.artefacts.fileio import MANIFEST, load_manifest, manifest_kind
+from xmine.artefacts.fileio import MANIFEST, load_manifest, manifest_kind, missing
 from xmine.artefacts.output_state import being_written, dir_kind
 from xmine.io.reader_base import is_dataset_dir
 from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint, read_field
@@ -42,7 +42,7 @@ def artefact_kind(path: str | Path, input_format: Any = None) -> str:
     if p.exists():  # a pipe, process substitution or device: inputs are read more than once
         raise InputError(p, "is a pipe or another non-regular file, which is not supported as input; "
                             "save it to a file first")
-    raise InputError(p, "no such file or directory")
+    raise InputError(p, missing(p) or "no such file or directory")
 
 
 def _recorded(paths, name: str, want) -> tuple[bool, Any]:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from xmine.calibration import CALIBRATION_DAMAGED_ADVICE, CALIBRATION_KIND, parse_defaults
 from xmine.errors import ArtefactError, ConfigError, DamagedManifestError
-from xmine.artefacts.fileio import (MANIFEST, SELF_CHECKSUM, inside, intact, manifest_kind, read_manifest, sha256_file,
-                                    unseal)
+from xmine.artefacts.fileio import (MANIFEST, SELF_CHECKSUM, inside, intact, manifest_kind, missing, read_manifest,
+                                    sha256_file, unseal)
 from xmine.artefacts.records import FileRecord, read_field
 from xmine.artefacts.output_state import (MARKER, changed_files, dir_kind, own_output_name, read_json,
                                           sidecar_of, tree_changes)
@@ -105,6 +105,8 @@ def _verify(p: Path) -> tuple[str, int, str]:
             raise ArtefactError(f"{p}: does not exist ({', '.join(beside[:3])} beside it: if {which} of an xmine "
                                 f"output, its summary {sidecar_of(p).name} is missing)")
         raise ArtefactError(f"{p}: does not exist")
+    if (why := missing(p)) is not None:  # a symbolic link that loops or names nothing
+        raise ArtefactError(f"{p}: {why}")
     base = p.with_suffix("")
     if p.suffix and not sidecar_of(p).is_file() and sidecar_of(base).is_file() and p.name in (
             (read_json(sidecar_of(base)) or {}).get("output_files") or {}):

@@ -29,6 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from xmine.encoders.base import Encoder
+from xmine.artefacts.fileio import missing
 from xmine.errors import ConfigError, EncoderError, InputError
 from xmine.io.reader_base import is_dataset_dir, size_and_sha256
 
@@ -132,8 +133,8 @@ def _vectors(column, path: Path, lo: int) -> np.ndarray:
 
 
 def _open_rows(path: Path, *, dim: int | None, column: str | None) -> _Rows:
-    if not path.exists():
-        raise InputError(path, "no such file or directory")
+    if why := missing(path):
+        raise InputError(path, why)
     suffix = path.suffix.lower()
     if is_dataset_dir(path):
         return _DatasetRows(path, column or DEFAULT_COLUMN)

@@ -11,6 +11,7 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO
 
+from xmine.artefacts.fileio import missing
 from xmine.errors import InputError
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -22,8 +23,8 @@ _BZIP2 = re.compile(rb"BZh[1-9](\x31\x41\x59\x26\x53\x59|\x17\x72\x45\x38\x50\x9
 
 
 def check_input_file(path: Path) -> None:
-    if not path.exists():
-        raise InputError(path, "no such file")
+    if why := missing(path):
+        raise InputError(path, why)
     if path.is_dir():
         raise InputError(path, "is a directory, expected a text file with one sentence per line")
     if not path.is_file():  # a pipe, process substitution or device: xmine reads an input more than once

@@ -34,7 +34,7 @@ from xmine.io.compression import count_lines
 from xmine.io.corpus import DEFAULT_MAX_CHARS, CorpusStats, iter_corpus, iter_lines
 from xmine.io.delimited import column_index, delimited_rows, field_of, same_width
 from xmine.errors import ConfigError, InputError
-from xmine.artefacts.fileio import sha256_file
+from xmine.artefacts.fileio import missing, sha256_file
 from xmine.io.reader_base import CorpusReader, InputFormat, format_by_path, options_given, record_id, text_of
 from xmine.io.stdin import STDIN, origin_of
 from xmine.io.table_readers import DatasetReader, ParquetReader
@@ -42,8 +42,8 @@ from xmine.io.table_readers import DatasetReader, ParquetReader
 def detect_format(path: str | Path, spec: InputFormat | None = None) -> str:
     """The format to read `path` as: the named one, else by its extension or folder contents."""
     p = Path(path)
-    if not p.exists():
-        raise InputError(p, "no such file or directory")
+    if why := missing(p):
+        raise InputError(p, why)
     if spec is not None and spec.format != "auto":
         return spec.format
     return format_by_path(p, default="text", not_dataset="a directory that is neither an xmine artefact nor a "

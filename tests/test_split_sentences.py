@@ -73,6 +73,12 @@ def test_documents_split_into_stores_and_mined_rows_keep_doc_and_sentence(tmp_pa
     ok(xm("mine", en, de, "--src-lang", "en", "--tgt-lang", "de", *common, "-o", tmp_path / "pairs.jsonl"))
     rows = [json.loads(line) for line in (tmp_path / "pairs.jsonl").read_text(encoding="utf-8").splitlines()]
     assert len(rows) >= 6
+    # every column xmine writes of a side is one --keep-field may not take (SIDE_COLUMNS: the writers
+    # and that list are kept apart, so this is what ties them)
+    from xmine.io.record_fields import SIDE_COLUMNS
+
+    sides = {k.split("_", 1)[1] for k in rows[0] if k.startswith(("src_", "tgt_"))}
+    assert {"id", "sentence_index", "lid"} <= sides <= set(SIDE_COLUMNS), sides
     for r in rows:  # every pair: the same document, the same sentence, and the text at that place
         assert r["src_id"][3:] == r["tgt_id"][3:] and r["src_sentence_index"] == r["tgt_sentence_index"]
         doc, k = int(r["src_id"][3:]), r["src_sentence_index"]

@@ -53,7 +53,8 @@ def _refuse_ids(input_format, command: str) -> None:
               help="Index directory to write. It must be new, an empty directory or (with --overwrite) an "
                    "xmine index, which is then replaced atomically; anything else is refused.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it is an xmine index already.")
-@click.option("--lang", type=LANG, default=None, help="Language code of the corpus (recorded; checked against a store's).")
+@click.option("--lang", type=LANG, default=None, help="Language code of the corpus (recorded; checked against a store's). Default: a store's, else none "
+                   "recorded.")
 @click.option("--index-type", "kind", type=click.Choice(BUILD_TYPES), default="auto", show_default=True,
               help="flat: exact inner product; ivf: IVF lists with exact vectors; hnsw: graph index "
                    "(fast, memory-hungry, CPU only); ivfpq: IVF with product-quantised vectors; opq: "
@@ -62,7 +63,8 @@ def _refuse_ids(input_format, command: str) -> None:
                    "by corpus size. The chosen index and the reason are printed.")
 @click.option("--shard-rows", type=click.IntRange(min=1), default=None,
               help="Split the index into shards of this many rows (each its own .faiss file), for "
-                   "corpora whose index does not fit in memory at once; searches merge the shards' top-k.")
+                   "corpora whose index does not fit in memory at once; searches merge the shards' top-k. "
+                   "Default: one index.")
 @click.option("--nlist", type=click.IntRange(min=1), default=None, help="IVF lists (default: by corpus size, 4-16 x sqrt(N)).")
 @click.option("--nprobe", type=click.IntRange(min=1), default=None,
               help="IVF lists searched per query, recorded as the index default (default: a quarter of the lists, at "
@@ -92,8 +94,10 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
                 input_format):
     """Build a FAISS index over SOURCE's embeddings.
 
-    SOURCE is a text file (one sentence a line; encoded with --encoder, cached) or an embedding
-    store directory written by `xmine embed` (its stored vectors are used). The index directory
+    SOURCE is a corpus in any input format (a text file with one sentence a line, JSON Lines, CSV,
+    Parquet, a dataset folder; see --input-format), encoded with --encoder into a
+    temporary store, or an embedding store directory written by `xmine embed` (its stored vectors
+    are used). The index directory
     records the encoder and projection fingerprints and the sentences with their line numbers, so
     `xmine search` returns text and refuses queries from another encoder/projection.
     """

@@ -65,6 +65,10 @@ def _corpus(value: Source, directory: Path, name: str) -> tuple[Path, bool]:
     if is_url(value):  # an fsspec URL, kept as the string it is (`mine` copies it as it streams)
         return value, False
     if _is_path(value):
+        if isinstance(value, str) and not os.path.lexists(value) and (" " in value.strip() or "\n" in value):
+            # (was: "'Der Hund schläft.': no such file or directory" for a sentence given for a list)
+            raise InputError(value, f"no such file or directory (a string names a file; give {name}'s sentences "
+                                    f"as a list: [{value[:40]!r}])")
         return Path(value), False
     _check_sequence(value, name)
     path = directory / f"{name}.txt"

@@ -37,13 +37,14 @@ log = logging.getLogger(__name__)
 @click.argument("src", type=InputPath())
 @click.argument("tgt", type=InputPath())
 @output_options
-@src_lang_option(help="Language code of SRC (recorded; checked against artefacts).")
-@tgt_lang_option(help="Language code of TGT.")
+@src_lang_option(help="Language code of SRC (recorded; checked against artefacts). Default: a store's own, else "
+                      "none: the language filter and the language check are then off, and said to be.")
+@tgt_lang_option(help="Language code of TGT. Default: as --src-lang.")
 @click.option("--keep-field", "keep_fields", multiple=True, metavar="NAME",
               help="A field of the input records (dotted: meta.url) to carry with every pair, for each side as "
                    "src_NAME and tgt_NAME (dots become _): columns of jsonl, parquet and hf, props of tmx, "
                    "columns after the others in tsv, and each side's meta in OUT.meta (repeatable). Both sides "
-                   "must be JSON Lines, Parquet, CSV/TSV or dataset corpora.")
+                   "must be JSON Lines, Parquet, CSV/TSV or dataset corpora. Default: none.")
 @click.option("--allow-same-input", is_flag=True,
               help="Mine even when SRC and TGT are the same file or directory (refused without this flag, "
                    "since it is usually a mistake). Every sentence is then on both sides: the pre-search "

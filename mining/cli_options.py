@@ -204,7 +204,7 @@ selection_options = _options(
         margin=margin, retrieval=retrieval, threshold=threshold, operating_point=operating_point,
         calibration=calibration),
     margin_option(help="ratio = cos / m (about 1.0 for an ordinary pair; how far above it translations lie depends "
-                       "on the encoder: me5-small's from about 1.02, use-m3's 1.4-2.0); distance = cos - m (about 0; "
+                       "on the encoder: me5-small's from about 1.02, use-m3's 1.3-2.4); distance = cos - m (about 0; "
                        "translations me5-small's from about 0.02, use-m3's 0.2-0.5); absolute = plain cosine (-1..1; no hubness "
                        "correction). m = mean of the k nearest cosines of both sentences. Default: with the "
                        "calibrated threshold, the margin calibrated for the space mined in (distance for raw "
@@ -312,10 +312,10 @@ filter_options = _options(
     click.option("--min-length", type=click.IntRange(min=0), default=0, show_default=True,
                  help="Sentences shorter than this many characters are not mined."),
     click.option("--max-length", type=click.IntRange(min=1), default=None,
-                 help="Sentences longer than this many characters are not mined."),
+                 help="Sentences longer than this many characters are not mined. Default: no limit."),
     click.option("--max-length-ratio", type=Finite(1), default=None,
                  help="Drop candidate pairs whose character lengths differ by more than this factor "
-                      "(e.g. 2.0), before one-to-one matching."),
+                      "(e.g. 2.0), before one-to-one matching. Default: no limit."),
     click.option("--lang-filter/--no-lang-filter", default=None,
                  help="Before mining, drop the sentences of each side that --lid identifies as another "
                       "language than --src-lang / --tgt-lang with confidence >= the language's threshold "

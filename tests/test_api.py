@@ -157,6 +157,12 @@ def test_api_embed_refuses_one_string_for_a_list_of_sentences():
     # an empty sentence (was: the vector of "query: " alone, at cosine 0.90 to "Hallo Welt.")
     with pytest.raises(ConfigError, match="texts: item 1 is empty: it has no meaning to embed"):
         xmine.embed(["Hallo Welt.", "  "], lang="de", encoder="use-m3")
+    # `mine` reads a string as a file: a sentence given for a list says so (was: "no such file" alone)
+    from xmine.errors import InputError
+
+    with pytest.raises(InputError, match=r"Der Hund schläft\.: no such file or directory \(a string names a file; "
+                                         r"give src's sentences as a list: \['Der Hund schläft\.'\]\)"):
+        xmine.mine("Der Hund schläft.", ["The dog sleeps."], src_lang="de", tgt_lang="en")
 
 
 def test_api_embed_reads_a_sentence_as_mine_does(tmp_path):

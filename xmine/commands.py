@@ -122,10 +122,12 @@ def describe_auto_precision() -> str:
                    "--dim), a .npy array, a Parquet file or Hugging Face save_to_disk folder (--embeddings-column); "
                    "one row per line of CORPUS (or per non-empty line). Needs --encoder-name.")
 @click.option("--encoder-name", "encoder_name_given", default=None,
-              help="With --embeddings: the name of the encoder that made them (laser2, sonar, ...), recorded in "
-                   "the store; stores mine together only when their encoder names and dimensions match.")
+              help="With --embeddings (required there): the name of the encoder that made them (laser2, sonar, "
+                   "...), recorded in the store; stores mine together only when their encoder names and "
+                   "dimensions match.")
 @click.option("--dim", type=click.IntRange(min=1), default=None,
-              help="With --embeddings: the dimension of raw .f32/.f16 rows (LASER: 1024).")
+              help="With --embeddings: the dimension of raw .f32/.f16 rows (LASER: 1024; required for them, read "
+                   "from the file for the other formats).")
 @click.option("--embeddings-column", default=None,
               help="With a Parquet or Hugging Face --embeddings: the column of vectors [default: embedding].")
 @input_format_options

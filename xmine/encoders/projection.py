@@ -272,7 +272,9 @@ def projection_defaults(projection_dir: str | Path) -> SpaceDefaults | None:
     if not os.path.lexists(path):
         return None
     info = read_projection_json(projection_dir, SHIPPED_INFO)  # recorded in the manifest, sha256 matches
-    found = parse_defaults(info, path, "", f"calibrated for projection {projection_dir} (its {SHIPPED_INFO})")
+    shipped = shipped_encoder(projection_dir)  # (the summary line names it, not the install's path)
+    what = f"the shipped {shipped} projection" if shipped else f"projection {projection_dir}"
+    found = parse_defaults(info, path, "", f"calibrated for {what} (its {SHIPPED_INFO})")
     return found if found.thresholds else None
 
 

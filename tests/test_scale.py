@@ -176,7 +176,7 @@ def test_cache_bound_evicts_least_recently_used(tmp_path, monkeypatch):
     from xmine.encoders.embed_cache import EmbeddingCache
 
     fp = {"name": "toy-4", "dim": 4, "id": "toy-4"}
-    row_mb = (4 * 4 + 48) / 2**20
+    row_mb = (4 * 4 + 4 + 48) / 2**20  # the vector, its CRC-32, the row
     cache = EmbeddingCache(fp, path=tmp_path / "c.sqlite", max_mb=5 * row_mb)
     assert cache.max_rows == 5
     keys = [bytes([i]) * 20 for i in range(8)]

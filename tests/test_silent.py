@@ -223,7 +223,19 @@ def test_a_damaged_cache_file_is_one_line_naming_it_and_a_damaged_row_is_encoded
     assert list(cache.lookup([b"k" * 20, b"l" * 20])) == [b"k" * 20]  # the short row is not read as a vector
     cache.store([b"l" * 20], np.full((1, 4), 2, dtype=np.float32))
     assert cache.lookup([b"l" * 20])[b"l" * 20].tolist() == [2.0] * 4
+    # a vector damaged on disk, its length intact: its CRC tells (was: read, and a benchmark's number changed)
+    raw = sqlite3.connect(tmp_path / "small.sqlite")
+    stored = raw.execute("SELECT vec FROM emb WHERE key = ?", (b"l" * 20,)).fetchone()[0]
+    raw.execute("UPDATE emb SET vec = ? WHERE key = ?", (bytes([stored[0] ^ 1]) + stored[1:], b"l" * 20))
+    raw.execute("INSERT INTO emb (key, vec) VALUES (?, ?)", (b"m" * 20, np.ones(4, np.float32).tobytes()))  # older
+    raw.commit()
+    raw.close()
+    assert sorted(cache.lookup([b"k" * 20, b"l" * 20, b"m" * 20])) == [b"k" * 20, b"m" * 20]
     cache.close()
+    # a file damaged where SQLite reads what it records: not provably a cache, left alone, said to be damaged
+    path.write_bytes(sound[:-8192])
+    said = ok(xm("cache", "info")).output
+    assert f"{path.name}: named as an xmine cache file, but damaged (database disk image is malformed)" in said
 
 
 # ------------------------------------------------------------------ what a failed run leaves

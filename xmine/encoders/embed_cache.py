@@ -24,6 +24,7 @@ import json
 import os
 import re
 import sqlite3
+import zlib
 from pathlib import Path
 from typing import Sequence
 
@@ -42,6 +43,10 @@ _LOOKUP_BATCH = 900
 DEFAULT_MAX_MB = 4096
 # Bytes a row costs beyond its vector: the 20-byte key, the timestamp, SQLite's row overhead.
 _ROW_OVERHEAD = 48
+#: Each stored vector is followed by the CRC-32 of its bytes (4 bytes, little-endian): a vector
+#: damaged on disk is encoded again, not read (SQLite's own checks do not look inside a value).
+#: Rows written before carry none and are read as they are.
+_CRC = 4
 
 
 def max_cache_mb() -> float:
@@ -100,7 +105,7 @@ class EmbeddingCache:
         self.name, self.dim = fp.name, fp.dim
         self.path = Path(path) if path is not None else cache_path(encoder_fingerprint)
         self.max_rows = max(1, int((max_mb if max_mb is not None else max_cache_mb()) * 2**20
-                                   // (4 * self.dim + _ROW_OVERHEAD)))
+                                   // (4 * self.dim + _CRC + _ROW_OVERHEAD)))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, timeout=120)
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -132,8 +137,10 @@ class EmbeddingCache:
             rows = self._db.execute(
                 f"SELECT key, vec FROM emb WHERE key IN ({','.join('?' * len(part))})", part
             ).fetchall()
-            for k, v in rows:
-                if len(v) == 4 * self.dim:  # (a row of another length is damaged: encoded again, replaced)
+            for k, v in rows:  # a row of another length, or whose CRC differs, is damaged: encoded again, replaced
+                if len(v) == 4 * self.dim + _CRC and zlib.crc32(v[:-_CRC]) == int.from_bytes(v[-_CRC:], "little"):
+                    found[k] = np.frombuffer(v[:-_CRC], dtype=np.float32)
+                elif len(v) == 4 * self.dim:  # (written before rows carried their CRC)
                     found[k] = np.frombuffer(v, dtype=np.float32)
         if found:  # recently used: evicted last
             now = self._tick()
@@ -147,7 +154,7 @@ class EmbeddingCache:
         now = self._tick()
         self._db.executemany(
             "INSERT OR REPLACE INTO emb (key, vec, used) VALUES (?, ?, ?)",
-            ((k, v.tobytes(), now) for k, v in zip(keys, vectors)),
+            ((k, _with_crc(v.tobytes()), now) for k, v in zip(keys, vectors)),
         )
         self._db.commit()
         self.evict()
@@ -165,6 +172,11 @@ class EmbeddingCache:
         if excess > 0:
             self._db.execute("DELETE FROM emb WHERE key IN (SELECT key FROM emb ORDER BY used ASC LIMIT ?)", (excess,))
             self._db.commit()
+
+
+def _with_crc(vector: bytes) -> bytes:
+    """A vector's bytes as a row stores them: followed by their CRC-32 (`_CRC`)."""
+    return vector + zlib.crc32(vector).to_bytes(_CRC, "little")
 
 
 def cache_files() -> list[Path]:
@@ -204,6 +216,9 @@ def cache_file_info(path: Path, *, check: bool = False) -> tuple[dict | None, st
         finally:
             db.close()
     except sqlite3.DatabaseError as e:  # not a database, no such table, ...
+        if "malformed" in str(e):  # a damaged database, named as a cache: what it records cannot be read
+            return None, (f"named as an xmine cache file, but damaged ({e}), so not provably one; delete it "
+                          "yourself if it is")
         return None, f"not an xmine cache file: {e}"
     try:
         encoder = json.loads(meta[0]) if meta else None

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import click
 import numpy as np
 
+from xmine.artefacts.fileio import read_json
 from xmine.benchmarks.common import RESULT_KIND, Variant, default_out, safe_name, write_result
 from xmine.calibration import DEFAULT_MARGIN
 from xmine.io.dedup import dedup
@@ -295,8 +296,13 @@ def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, over
     """BUCC 2018: mine, tune the threshold for F1 on the training gold, report precision/recall/F1."""
     started = time.time()
     named = "" if projection in (None, "none") else "-default" if projection == "default" else f"-{Path(projection).name}"
+    # a setting given makes another result, as the other benchmarks name theirs (`runner.variant_tag`)
+    named += "".join(f"-{v}" for v in (precision, runtime) if v not in (None, "auto"))
     out = out or default_out("bucc", f"{encoder}-{pair}{safe_name(named)}")
-    with claim_output(out, kind=RESULT_KIND, form="json", overwrite=overwrite, inputs=[data_dir, projection]):
+    # a result of the `bench bucc` before (its own kind) is replaced as one of this kind (`--overwrite`)
+    earlier = (read_json(out) or {}).get("kind") if Path(out).is_file() else None
+    with claim_output(out, kind=BUCC_KIND if earlier == BUCC_KIND else RESULT_KIND, form="json", overwrite=overwrite,
+                      inputs=[data_dir, projection]):
         bucc_splits(data_dir, pair)  # (the data checked before the encoder is loaded)
         encoder = load_encoder(encoder, precision=precision, runtime=runtime, prefix=prompt, prompt_name=prompt_name,
                                device=device)
@@ -310,7 +316,7 @@ def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, over
                 click.echo(f"{pair} {r['split']}: P {r['precision']:.4f}  R {r['recall']:.4f}  F1 {r['f1']:.4f} "
                            f"(threshold {result['threshold']:.4f})")
                 rows.append([r["split"], *(round(100 * r[m], 1) for m in ("precision", "recall", "f1")),
-                             r["pairs"], r["gold"], round(result["threshold"], 4)])
+                             r["pairs"], r["gold"], f"{result['threshold']:.4f}"])  # (a string: the report's digits)
         if result["test"] is None:
             click.echo(f"(no test gold: the {result['train']['split']} split only)")
         fp = result["projection"]
@@ -319,7 +325,7 @@ def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, over
                      variants=[Variant(name, "raw" if fp is None else "meaning", None, fp)],
                      data_files=result["files"], columns=["split", "P", "R", "F1", "pairs", "gold", "threshold"],
                      rows=rows, details={name: result}, seconds=time.time() - started, parameters={
-                         "data_dir": str(data_dir) if data_dir else None, "pair": pair,
+                         "data_dir": str(Path(data_dir).absolute()) if data_dir else None, "pair": pair,
                          "projection": str(projection) if projection else None, "k": k, "margin": result["margin"],
                          "retrieval": retrieval, "encoder_precision": result["encoder"].get("precision")})
     click.echo(f"wrote {out}", err=True)

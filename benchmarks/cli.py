@@ -46,8 +46,7 @@ def bench() -> None:
                    "(--quick: deu,fra,rus,cmn,ara,swh).")
 @click.option("--max-pairs", type=click.IntRange(min=1), default=None,
               help="Use only the first N pairs of each language (--quick: 200).")
-@click.option("--margin", is_flag=True,
-              help="Also score with the xSIM-style ratio margin (k=4) beside plain cosine.")
+@click.option("--margin", is_flag=True, help="Also score with the xSIM-style ratio margin (k=4) beside plain cosine.")
 @click.option("--per-lang", is_flag=True, help="Also print per-language average accuracy.")
 def tatoeba_cmd(data_dir, quick, langs, max_pairs, margin, per_lang):
     """Tatoeba accuracy@1 (%) of nearest-neighbour retrieval, xx->eng and eng->xx.
@@ -126,7 +125,8 @@ def massive_templates_cmd(data_dir, quick, locales, seed, write_pairs):
     keeps the first 300 pairs of each locale.
     """
     folder = mt.data.locate(data_dir)
-    locale_list = common.parse_list(locales) or list(mt.DEFAULT_LOCALES)
+    locale_list = sum(codes_among(common.parse_list(locales) or list(mt.DEFAULT_LOCALES),  # `de` is de-DE; the
+                                  mt.data.available_locales(folder)), [])  # unknown ones: read_locale names them
     sets = {loc: mt.build_template_pairs(folder, loc, seed=seed) for loc in locale_list}
     sets = {loc: s.head(300) for loc, s in sets.items()} if quick else sets
     if write_pairs is not None:

@@ -70,6 +70,9 @@ def measured_languages(data_dir: str | Path | None, langs: Sequence[str], pivot:
     """`bench geometry`'s --langs and --pivot as FLORES-200 codes (`flores_codes`), the pivot not
     among the languages."""
     langs, [pivot] = flores_codes(data_dir, langs, option="--langs"), flores_codes(data_dir, [pivot], option="--pivot")
+    twice = sorted({code for code in langs if langs.count(code) > 1})
+    if twice:  # (was: `de,deu` measured once, without a word; the other benchmarks refuse it)
+        raise ConfigError(f"--langs names {', '.join(twice)} twice (by two of its codes); list it once")
     if pivot in langs:  # a language's alignment with itself is 0: a number that measures nothing
         raise ConfigError(f"--langs holds the pivot {pivot}: each language is paired with the pivot, not itself")
     return langs, pivot

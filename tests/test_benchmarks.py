@@ -398,6 +398,8 @@ def test_each_benchmark_takes_a_language_by_any_of_its_codes(tmp_path, data_dir)
     refused(xm("bench", "mining", "--langs", "deu,de", "--out", out), "deu and de name one language (de)")
     refused(xm("bench", "tatoeba", "--langs", "de,deu", "--out", out), "de and deu name one language (deu)")
     refused(xm("bench", "mining", "--langs", "deu,xx", "--out", out), "unknown language(s) xx")
+    refused(xm("bench", "massive-templates", "--locales", "de,de-DE", "--out", out), "de and de-DE name one language")
+    refused(xm("bench", "geometry", "--langs", "de,deu", "--out", out), "--langs names deu_Latn twice")
     assert not out.exists()
 
 

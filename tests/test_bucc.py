@@ -74,9 +74,16 @@ def test_bucc_on_hidden_flores_translations(tmp_path, data_dir, me5):
     assert detail["test"] is None and detail["train"]["f1"] == pytest.approx(result["train"]["f1"])
     assert saved["table"]["rows"] == [["training", *(round(100 * detail["train"][m], 1) for m in
                                                      ("precision", "recall", "f1")), detail["train"]["pairs"], 60,
-                                       round(detail["threshold"], 4)]]
+                                       f"{detail['threshold']:.4f}"]]
     assert saved["provenance"]["parameters"]["pair"] == "de-en" and "(no test gold: the training split only)" in res.output
     ok(xm("verify", out))
+    # a result the earlier `bench bucc` wrote (kind bucc-result) is replaced with --overwrite, as before
+    from xmine.artefacts.fileio import atomic_write_manifest
+
+    atomic_write_manifest(tmp_path / "old.json", {"kind": "bucc-result", "pair": "de-en", "threshold": 1.07})
+    refused(xm("bench", "bucc", "--data-dir", root, "--out", tmp_path / "old.json"), "--overwrite")
+    ok(xm("bench", "bucc", "--data-dir", root, "--out", tmp_path / "old.json", "--overwrite"))
+    assert json.loads((tmp_path / "old.json").read_text())["kind"] == "xmine-benchmark-result"
     # a pair the folder does not hold: the pairs it does (was: only "no training or sample split")
     refused(xm("bench", "bucc", "--data-dir", root, "--pair", "fr-en", "--out", tmp_path / "fr.json"),
             f"BUCC fr-en: no training or sample split in {root} (it holds de-en)")

@@ -318,6 +318,7 @@ def test_a_summary_edited_where_it_stays_valid_json_is_refused_and_never_replace
     rewrite_manifest(summary, lambda s: None, sealed=False)
     # ... and `verify` says that the summary itself went unchecked (was: a plain "OK")
     assert "but its m.tsv.json records no checksum of its own" in ok(xm("verify", ws / "m.tsv")).output
+    assert "but its m.tsv.json records no checksum of its own" in ok(xm("verify", summary)).output
 
     threshold = json.loads(text)["threshold"]["value"]
     edited = text.replace(f'"value": {threshold}', f'"value": {threshold + 0.5}', 1)

@@ -86,7 +86,8 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
     manifest whose checksum had been removed and its language edited)."""
     kind, nbytes, detail = _verify(Path(path))
     # the record that vouches for the files: a directory's manifest, an output's summary OUT.json
-    record = Path(path) / MANIFEST if (Path(path) / MANIFEST).is_file() else sidecar_of(Path(path))
+    record = (Path(path) / MANIFEST if (Path(path) / MANIFEST).is_file() else
+              Path(path) if detail.startswith("the summary of ") else sidecar_of(Path(path)))  # (OUT.json given)
     if record.is_file() and SELF_CHECKSUM not in (read_json(record) or {}):
         detail += (f"; but its {record.name} records no checksum of its own ({SELF_CHECKSUM}: written by hand, or "
                    f"by an xmine before it recorded one), so what {record.name} says is not checked")

@@ -287,7 +287,8 @@ BUCC_KIND = "bucc-result"
                     "not calibrated, so no space's calibrated margin applies).")
 @retrieval_option(help="Retrieval mode (see `xmine mine --help`).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Result JSON. Default: benchmarks/results/bucc-<encoder>-<pair>[-<projection>].json.")
+              help="Result JSON. Default: benchmarks/results/bucc-<encoder>-<pair>[-<projection>][-<precision>][-<runtime>]"
+                   ".json, the last three where given.")
 @click.option("--overwrite", is_flag=True, help="Replace the result JSON if it is an earlier xmine result.")
 @precision_option()
 @quiet_option(help="No progress bars (the result lines are still printed).")

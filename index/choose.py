@@ -135,7 +135,7 @@ def choose_index(
             reason = f"{n:,} vectors, {why}: compressed OPQ+IVF+PQ index (stopes' choice)"
     if kind in ("flat", "hnsw") and (nlist or nprobe):  # (was: read and dropped without a word)
         given = " and ".join(o for o, v in (("--nlist", nlist), ("--nprobe", nprobe)) if v)
-        why = f"the index chosen for {n:,} vectors is {kind}" if reason else f"a {kind} index"
+        why = f"the index chosen for {n:,} vectors is {kind}, which" if reason else f"a {kind} index"
         raise ConfigError(f"{given}: {why} has no IVF lists (give --index-type ivf, ivfpq or opq)")
     if kind == "flat":
         return IndexChoice(kind="flat", factory="Flat", reason=reason or "exact inner product")
@@ -147,6 +147,9 @@ def choose_index(
         raise ConfigError(f"nlist={nl} is more than the {n} vectors to index")
     # 64 vectors a list: inside FAISS's 30..256 range, and training cost stays moderate.
     train = int(min(n, TRAIN_PER_LIST * nl))
+    if kind in ("ivfpq", "opq") and pq_m is not None and pq_m > dim:  # (was: PQ{dim} of 1-d codebooks, minutes)
+        raise ConfigError(f"--pq-m {pq_m}: more sub-quantisers than the {dim} dimensions they split; give at most "
+                          f"{dim} (a code of --pq-m bytes a vector; 64 is the usual)")
     m = pq_subquantisers(dim, pq_m or 64)
     # (was: --pq-m 5 built PQ4, a quarter of the code asked for, unsaid)
     if kind in ("ivfpq", "opq") and pq_m is not None and m != pq_m:

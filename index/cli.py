@@ -63,8 +63,8 @@ def _refuse_ids(input_format, command: str) -> None:
                    "by corpus size. The chosen index and the reason are printed.")
 @click.option("--shard-rows", type=click.IntRange(min=1), default=None,
               help="Split the index into shards of this many rows (each its own .faiss file), for "
-                   "corpora whose index does not fit in memory at once; searches merge the shards' top-k. "
-                   "Default: one index.")
+                   "corpora whose index does not fit in memory at once; searches merge the shards' top-k (the hits of "
+                   "one index, but for ties at the k-th and the last digit of a score). Default: one index.")
 @click.option("--nlist", type=click.IntRange(min=1), default=None, help="IVF lists (default: by corpus size, 4-16 x sqrt(N)).")
 @click.option("--nprobe", type=click.IntRange(min=1), default=None,
               help="IVF lists searched per query, recorded as the index default (default: a quarter of the lists, at "
@@ -207,6 +207,10 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder: EncoderConfig, p
     ix = IndexDir.open(index_dir)
     if nprobe is not None and not ix.manifest.choice.nlist:  # (was: recorded as used, and ignored)
         raise ConfigError(f"--nprobe: index {index_dir} is {ix.manifest.choice.factory}, which has no IVF lists")
+    if nprobe is not None and nprobe > ix.manifest.choice.nlist:  # (was: recorded as used, 1000 of 294 lists)
+        log.warning(f"--nprobe {nprobe}: {ix.manifest.choice.nlist} used (a query visits at most every list of the "
+                    "index)")
+        nprobe = ix.manifest.choice.nlist
     encoders = Encoders(encoder, projection, inputs=[index_dir])
     if artefact_kind(queries, input_format) == "text":  # before any is encoded
         check_same_encoder(ix.encoder, encoders.encoder.fingerprint(), what=f"index {index_dir}")

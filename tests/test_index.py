@@ -73,7 +73,7 @@ def test_list_settings_are_refused_where_an_index_has_no_lists_and_nprobe_is_sai
     for kind in ("flat", "hnsw"):
         with pytest.raises(ConfigError, match=f"--nlist: a {kind} index has no IVF lists"):
             choose_index(5_000, 384, kind=kind, nlist=5)
-    with pytest.raises(ConfigError, match="--nprobe: the index chosen for 5,000 vectors is flat"):
+    with pytest.raises(ConfigError, match="--nprobe: the index chosen for 5,000 vectors is flat, which has no IVF"):
         choose_index(5_000, 384, nprobe=4)
     with pytest.raises(ConfigError, match="--nprobe 50 is more than the index's 10 lists"):
         choose_index(1_000, 384, kind="ivf", nlist=10, nprobe=50)
@@ -92,6 +92,9 @@ def test_a_small_ivf_searches_enough_lists_and_says_why_it_has_so_few(caplog):
     with caplog.at_level("WARNING", logger="xmine"):
         assert not choose_index(20_000, 384, kind="ivfpq").reason.startswith("PQ") and not caplog.records
         choose_index(400, 384, kind="opq", pq_m=384)
+    # more sub-quantisers than dimensions (was: PQ384 of 1-d codebooks, minutes of training, unsaid)
+    with pytest.raises(ConfigError, match="--pq-m 500: more sub-quantisers than the 384 dimensions"):
+        choose_index(20_000, 384, kind="ivfpq", pq_m=500)
     assert [r.getMessage()[:60] for r in caplog.records] == [
         "PQ384: 384 codebooks of 256 centroids trained on 400 vectors"]
 
@@ -251,6 +254,14 @@ def test_cli_build_search_and_encoder_mismatch(tmp_path, data_dir, usem3, monkey
     assert summary["k_used"] == 200 and summary["fewest_hits"] < 200
     assert any(f"the fewest {summary['fewest_hits']}): the index searches 1 of its 4 lists" in r.getMessage()
                for r in caplog.records)
+    # --nprobe beyond the index's lists: every list, and said (was: 1000 recorded, nothing said)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="xmine"):
+        res = runner.invoke(main, ["search", str(tmp_path / "ivf"), str(tmp_path / "de.txt"), "--nprobe", "1000",
+                                   "-o", str(tmp_path / "all.tsv")])
+    assert res.exit_code == 0, res.output
+    assert "--nprobe 1000: 4 used (a query visits at most every list of the index)" in caplog.messages
+    assert json.loads((tmp_path / "all.tsv.json").read_text())["provenance"]["parameters"]["nprobe"] == 4
     # mining against it says what its partial search does to the margins (was: nothing); a flat
     # index, searched exactly, gets no note
     caplog.clear()

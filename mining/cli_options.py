@@ -177,7 +177,7 @@ output_options = _options(
                       "--overwrite is given."),
     click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS), default=None,
                  help="tsv; moses (one line-aligned file a language: OUT.de and OUT.en by --src-lang and "
-                      "--tgt-lang, else OUT.src and OUT.tgt); jsonl, parquet or hf (a Hugging Face save_to_disk "
+                      "--tgt-lang or a store's language, else OUT.src and OUT.tgt); jsonl, parquet or hf (a Hugging Face save_to_disk "
                       "folder OUT with a dataset card): one row a pair with a translation dict keyed by the "
                       "language codes, the score, and where each side came from (file, line/row, record id); "
                       "tmx. Default: by OUT's extension (.jsonl, .tmx, .parquet/.pq; an existing directory: hf; else "

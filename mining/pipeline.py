@@ -39,6 +39,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from xmine.artefacts.directory import provenance
+from xmine.artefacts.fileio import MANIFEST, read_json
 from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.exec.executor import executor_for
 from xmine.artefacts.input_artefacts import artefact_kind
@@ -155,7 +156,12 @@ def _mine(config: MineConfig, *, show_progress: bool,
         resolve_product(search_config.product)
     executor = executor_for(search_config.ray)
     overwrite = config.output.overwrite
-    companions = (".meta", ".work") + tuple(dict.fromkeys(COMPANIONS + moses_suffixes(src_lang, tgt_lang)))
+    # Moses files are named by the languages the pairs carry: a store's or an index's own where none is
+    # given (was: OUT.src and OUT.tgt, while jsonl keyed the same pairs de and en)
+    named = [side.lang or (None if artefact_kind(side.path, spec) == "text" else
+                           (read_json(Path(side.path) / MANIFEST) or {}).get("lang"))
+             for side, spec in ((config.src, src_format), (config.tgt, tgt_format))]
+    companions = (".meta", ".work") + tuple(dict.fromkeys(COMPANIONS + moses_suffixes(*named)))
     keep_filtered = config.output.keep_filtered
     if keep_filtered is not None:  # (else its claim meets the output's own lock: "another process is writing")
         if Path(keep_filtered).suffix.lower() in _NOT_TSV:  # (was: TSV written under a .jsonl name)

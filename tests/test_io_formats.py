@@ -287,6 +287,10 @@ def test_tsv_default_gz_and_moses(corpus, plain_tsv, stores, tmp_path):
     ok(xm("mine", d / "de.txt", d / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "-q", "--format", "moses",
           "-o", tmp_path / "c"))
     assert not (tmp_path / "c").exists()
+    # stores name their languages: the same files (was: OUT.src and OUT.tgt, while jsonl keyed them de, en)
+    ok(xm("mine", *stores, "-q", "--format", "moses", "-o", tmp_path / "s"))
+    assert sorted(p.name for p in tmp_path.glob("s.*")) == ["s.de", "s.en", "s.json"]
+    assert (tmp_path / "s.de").read_text(encoding="utf-8").splitlines() == [line.split("\t")[1] for line in lines]
     # One file per language, named as OPUS names them (ISO 639-1).
     assert (tmp_path / "c.de").read_text(encoding="utf-8").splitlines() == [line.split("\t")[1] for line in lines]
     assert (tmp_path / "c.en").read_text(encoding="utf-8").splitlines() == [line.split("\t")[2] for line in lines]

@@ -238,7 +238,9 @@ search_options = _options(
                   "the margin."),
     approximate_option(help="Search neighbours with IVF / IVF-PQ indexes built in OUT.work/ (one quantiser trained on "
                             "both sides, shards, resumable) instead of the exact blocked product; margin, one-to-one "
-                            "and filters are the same. For corpora where exact search is too slow (its cost grows "
+                            "and filters are the same, and the default threshold is the space's single calibrated "
+                            "value, not the rule that moves it with the run (the refinement needs it before the "
+                            "search; recall can be lower than exact mining's default). For corpora where exact search is too slow (its cost grows "
                             "with n x m). A side that is an index directory is always searched through its index."),
     click.option("--index-type", type=click.Choice(APPROXIMATE_TYPES), default="ivfpqfs", show_default=True,
                  help="With --approximate: ivfpqfs = IVF + 4-bit product quantisation with fast-scan kernels "
@@ -264,7 +266,8 @@ search_options = _options(
                       "where the vectors have no cluster structure. Costs a search of those sentences only."),
     click.option("--block-rows", type=click.IntRange(min=1), default=None,
                  help=f"Source rows per block of the exact product (memory ~ block-rows x block-cols x 4 bytes; "
-                      f"default {DEFAULT_BLOCK_ROWS}, {CUDA_BLOCK_ROWS} with the cuda product)."),
+                      f"default {DEFAULT_BLOCK_ROWS}, {CUDA_BLOCK_ROWS} with the cuda product). In one process, 128 blocks "
+                      "are a checkpointed stripe: what an interruption keeps."),
     click.option("--block-cols", type=click.IntRange(min=1), default=None,
                  help=f"Target rows per block (default {DEFAULT_BLOCK_COLS}, {CUDA_BLOCK_COLS} with the cuda product)."),
     click.option("--workers", type=click.IntRange(min=1), default=None,

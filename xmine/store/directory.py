@@ -111,7 +111,7 @@ def remove_temporaries(out_dir: Path) -> None:
 
 
 
-def finalise(out_dir: Path, identity: dict, shards: list[ShardRecord], stats: dict, *, params: dict) -> None:
+def finalise(out_dir: Path, identity: dict, shards: list[ShardRecord], stats: dict, *, params: dict) -> dict:
     """Join per-shard line numbers and texts (with the row index: offsets, hashes, lengths), write
     the manifest, drop the progress file. Memory: one shard's text at a time, plus 8 bytes a row
     to count the distinct sentences at the end (16 to count the records sharing an id). Returns

@@ -266,7 +266,7 @@ def _mined_summary(path: Path) -> dict | None:
     """The summary of `xmine mine` where `path` is its TSV output (its OUT.json beside it says so)."""
     try:
         summary = json.loads(Path(f"{path}.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     mined = isinstance(summary, dict) and summary.get("kind") == MINING_KIND and summary.get("format") == "tsv"
     return summary if mined else None

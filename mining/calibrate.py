@@ -279,7 +279,7 @@ def _calibration_record(path: Path, *, unchecked: list[bool] | None = None) -> d
     written before records carried the checksum is read as before (`unchecked` gets True)."""
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         raise InputError(path, f"unreadable calibration record ({e})") from None
     if not isinstance(record, dict) or record.get("kind") != CALIBRATION_KIND or not isinstance(record.get("space"), dict):
         raise InputError(path, "not a calibration record of `xmine calibrate`")

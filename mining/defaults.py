@@ -43,7 +43,7 @@ SHIPPED_K = 4
 def _encoder_records() -> dict:
     try:
         data = json.loads(CALIBRATION.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         raise InputError(CALIBRATION, f"unreadable: {e}") from None
     encoders = data.get("encoders") if isinstance(data, dict) else None
     if not isinstance(encoders, dict):

@@ -716,3 +716,23 @@ def test_self_consistent_artefacts_that_would_give_wrong_results_are_refused(ws)
     faiss.write_index(l2, str(shard))
     _resum(index, "shard_00000.faiss")
     refused(xm("verify", index), "shard_00000.faiss: a FAISS index of another metric")
+
+
+def test_json_records_nested_deep_or_with_huge_integers_are_one_error(ws, tmp_path):
+    """(was: a traceback, exit 1: RecursionError for arrays nested 100,000 deep, ValueError for an
+    integer of 5,000 digits, in a store's manifest or a calibration record)"""
+    import shutil
+
+    for name, text in (("deep", "[" * 100_000 + "]" * 100_000), ("bigint", '{"count": ' + "9" * 5000 + "}")):
+        store = tmp_path / f"store.{name}"
+        shutil.copytree(ws / "store", store)
+        (store / "manifest.json").write_text(text)
+        why = "RecursionError" if name == "deep" else "ValueError"
+        refused(xm("verify", store), f"{store / 'manifest.json'}: not a manifest xmine writes ({why}")
+        refused(xm("mine", store, ws / "en.txt", "-o", tmp_path / "m.tsv"), "not a manifest xmine writes")
+        record = tmp_path / f"c.{name}.json"
+        record.write_text(text)
+        refused(xm("verify", record), str(record))
+        refused(xm("mine", ws / "store", ws / "en.txt", "--calibration", record, "-o", tmp_path / "m.tsv"),
+                f"{record}: unreadable calibration record")
+    assert not (tmp_path / "m.tsv").exists()

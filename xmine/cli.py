@@ -187,6 +187,11 @@ class _XmineGroup(click.Group):
                 raise
             click.secho(f"xmine: error: {message}", fg="red", err=True)
             sys.exit(2)
+        except MemoryError as e:  # (was: a traceback, e.g. FAISS's std::bad_alloc for a crafted index header)
+            click.secho(f"xmine: error: out of memory{f' ({e})' if str(e) else ''}: an input or artefact asked for "
+                        "more than this machine has (a damaged or crafted file, or a setting too large for it); its "
+                        "outputs were not written", fg="red", err=True)
+            sys.exit(2)
         except KeyboardInterrupt as e:
             terminated = isinstance(e, Terminated) or bool(_TERMINATED)  # (was: `embed --ray`: "interrupted", 130)
             click.secho(_interrupted_message(ctx.invoked_subcommand, terminated), fg="yellow", err=True)

@@ -36,7 +36,7 @@ def read_json(path: Path) -> dict | None:
     """The JSON object in `path`, or None (missing, unreadable, not JSON, not an object)."""
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 #: The field of a manifest that holds the sha256 of the rest of it (`manifest_digest`). It catches a
@@ -345,6 +345,8 @@ def load_manifest(path: str | Path, *, what: str = "manifest", advice: str | Non
         raise ArtefactError(f"{path}: unparseable {what}, not valid JSON ({e})") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ArtefactError(f"{path}: unreadable {what} ({e})") from None
+    except (ValueError, RecursionError) as e:  # an integer of thousands of digits, arrays nested thousands deep
+        raise ArtefactError(f"{path}: not a {what} xmine writes ({type(e).__name__}: {str(e)[:100]})") from None
     if not isinstance(manifest, dict):
         raise ArtefactError(f"{path}: a JSON {type(manifest).__name__}, not the object an xmine {what} is")
     unseal(manifest, path, advice=advice)

@@ -161,7 +161,7 @@ def _verify(p: Path) -> tuple[str, int, str]:
     if p.suffix == ".json":
         try:
             record = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, RecursionError) as e:
             raise ArtefactError(f"{p}: not an xmine artefact (unreadable JSON: {e})") from None
         if not isinstance(record, dict):
             raise ArtefactError(f"{p}: a JSON {type(record).__name__}, not an xmine artefact (a result is an object)")

@@ -143,7 +143,7 @@ def read_projection_json(directory: str | Path, name: str) -> dict[str, Any]:
     path = Path(directory) / name
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         raise ArtefactError(f"{path}: unreadable, not valid JSON ({e})") from None
     if not isinstance(value, dict):
         raise ArtefactError(f"{path}: a JSON {type(value).__name__}, not the object xmine writes")

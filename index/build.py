@@ -356,18 +356,18 @@ def merge_piece(dst, piece: bytes):
 def add_rows(trained: bytes, embeddings, start: int, stop: int, *, add_batch: int, use_gpu: bool,
              on_rows=None, side: str | None = None):
     """A copy of the trained index holding rows start:stop of `embeddings` (ids 0..stop-start-1),
-    on CPU; `on_rows(count)` after each batch added. With `side` ("src"/"tgt", mining), a row
-    holding NaN or inf raises NonFiniteRowError(side, row): FAISS would index it silently."""
+    on CPU; `on_rows(count)` after each batch added. A row holding NaN or inf raises
+    NonFiniteRowError(side, row) (`side`: "src"/"tgt" in mining, else "source"): FAISS would index
+    it silently, and every search would then miss (was: checked in mining only)."""
     faiss = faiss_computing()
 
     index = faiss.deserialize_index(np.frombuffer(trained, dtype=np.uint8))
     idx, res = to_gpu(index) if use_gpu else (index, None)
     for b in range(start, stop, add_batch):
         block = as_f32(embeddings[b : min(b + add_batch, stop)])
-        if side is not None:
-            bad = np.flatnonzero(~np.isfinite(block).all(axis=1))
-            if len(bad):
-                raise NonFiniteRowError(side, b + int(bad[0]))
+        bad = np.flatnonzero(~np.isfinite(block).all(axis=1))
+        if len(bad):
+            raise NonFiniteRowError(side or "source", b + int(bad[0]))
         idx.add(block)
         if on_rows is not None:
             on_rows(min(b + add_batch, stop) - b)

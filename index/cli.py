@@ -14,7 +14,7 @@ import numpy as np
 
 from xmine.artefacts.directory import provenance
 from xmine.artefacts.input_artefacts import artefact_kind
-from xmine.errors import ConfigError
+from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.encoders import EncoderConfig, check_same_encoder
 from xmine.encoders.options import precision_option
 from xmine.exec.executor import executor_for
@@ -126,6 +126,9 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
                                                            {"path": str(Path(source).resolve()), **side.fingerprint}),
                                     "corpus": str(Path(side.source or side.path).resolve())},  # what line numbers count in
                             config=config, executor=executor, show_progress=not quiet, overwrite=overwrite)
+            except NonFiniteRowError as e:  # a damaged or crafted store (was: indexed, and every search missed)
+                raise InputError(source, f"embedding row {e.row} (input line {int(side.line_numbers[e.row])}) is not "
+                                         "finite (NaN or inf)") from None
             finally:
                 side.close()
     m = ix.manifest

@@ -800,6 +800,26 @@ def test_non_finite_projection_weights_are_refused_on_load_and_verify(ws):
         refused(xm("langid", "--projection", ws / "proj", ws / "de.txt", "-o", ws / "l.tsv"), "not finite")
 
 
+def test_a_store_of_non_finite_rows_is_refused_by_verify_and_build_index(ws):
+    """A store whose rows are NaN with every sum re-signed (was: verify said OK, build-index indexed
+    it, and every search then found nothing, its warning blaming the index type)."""
+    shard = ws / "store" / "emb-00000.npy"
+    rows = np.load(shard)
+    rows[3] = np.nan
+    np.save(shard, rows)
+
+    def resign(manifest):
+        for entry in manifest["shards"]:
+            if entry["file"] == shard.name:
+                entry["sha256"] = hashlib.sha256(shard.read_bytes()).hexdigest()
+    rewrite_manifest(ws / "store" / "manifest.json", resign)
+    line = int(np.load(ws / "store" / "line_numbers.npy")[3])
+    with untouched(ws):
+        refused(xm("verify", ws / "store"), f"embedding row 3 (input line {line}) is not finite")
+        refused(xm("build-index", ws / "store", "-o", ws / "idx"), f"embedding row 3 (input line {line}) is not finite")
+    assert not (ws / "idx").exists()
+
+
 # ------------------------------------------------------------- one line instead of a traceback
 
 

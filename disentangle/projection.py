@@ -254,14 +254,15 @@ def _check_config(config: dict[str, Any], where: Path) -> None:
 _JSON_NAMES = {str: "string", dict: "object", int: "integer", list: "list"}
 
 
-def _weight_shapes(weights: Path) -> list[list[int]]:
-    """The shapes the safetensors header of `weights` declares (read without loading a tensor);
-    ArtefactError naming the file when it is no safetensors file (a pickle, a damaged header)."""
+def _weight_shapes(weights: Path) -> dict[str, list[int]]:
+    """The shape of each tensor the safetensors header of `weights` declares (read without loading
+    a tensor); ArtefactError naming the file when it is no safetensors file (a pickle, a damaged
+    header)."""
     from safetensors import safe_open
 
     try:
         with safe_open(str(weights), framework="pt") as f:
-            return [list(f.get_slice(name).get_shape()) for name in f.keys()]
+            return {name: list(f.get_slice(name).get_shape()) for name in f.keys()}
     except Exception as e:  # noqa: BLE001 - SafetensorError, OSError: its own words, then the file's name
         raise _unreadable(weights, e) from None
 
@@ -270,15 +271,23 @@ def _unreadable(weights: Path, e: Exception) -> ArtefactError:
     return ArtefactError(f"{weights}: not a readable safetensors file ({str(e).splitlines()[0][:160]})")
 
 
-def _check_spec_fits(spec: dict, shapes: list[list[int]], config: Path, weights: Path) -> None:
+def _check_spec_fits(spec: dict, shapes: dict[str, list[int]], config: Path, weights: Path) -> None:
     """ArtefactError where the spec declares a model larger than its weights: the model is built
-    from the spec before the weights are loaded into it, so a spec of dim 60,000 or 10^7 layers
-    would allocate gigabytes first (a config.json edited, its sums made to agree)."""
-    largest = max((d for shape in shapes for d in shape), default=0)
+    from the spec before the weights are loaded into it, so a spec of dim 60,000, 10^7 layers or
+    500,000 languages would allocate gigabytes first (a config.json edited, its sums made to agree).
+    A tensor of no elements proves no dimension (was: a [0, 20000] tensor let dim 20000 through)."""
+    held = [shape for shape in shapes.values() if all(shape)]
+    largest = max((d for shape in held for d in shape), default=0)
     layers = spec.get("layers", 1)
-    if spec["dim"] > largest or not isinstance(layers, int) or isinstance(layers, bool) or not 1 <= layers <= len(shapes):
+    if spec["dim"] > largest or not isinstance(layers, int) or isinstance(layers, bool) or not 1 <= layers <= len(held):
         raise ArtefactError(f"{config}: its spec (dim {spec['dim']}, layers {layers!r}) declares more than {weights} "
-                            f"holds ({len(shapes)} tensors, the largest dimension {largest}); the projection is damaged")
+                            f"holds ({len(held)} tensors, the largest dimension {largest}); the projection is damaged")
+    languages = spec.get("languages", [])
+    centroids = shapes.get("langid_centroids")  # (n_languages, dim): every model holds it
+    if not isinstance(languages, list) or (centroids is not None and centroids[0] != max(1, len(languages))):
+        raise ArtefactError(f"{config}: its spec names {len(languages) if isinstance(languages, list) else '?'} "
+                            f"languages, but {weights} holds centroids of {centroids[0] if centroids else '?'}; the "
+                            "projection is damaged")
 
 
 def load_projection(path: str | Path) -> Projection:

@@ -800,6 +800,20 @@ def test_non_finite_projection_weights_are_refused_on_load_and_verify(ws):
         refused(xm("langid", "--projection", ws / "proj", ws / "de.txt", "-o", ws / "l.tsv"), "not finite")
 
 
+def test_a_projection_spec_naming_more_languages_than_its_weights_hold_is_refused_before_building(ws):
+    """(was: 500,000 languages in config.json, every sum re-signed, built 1.8 GB of buffers before
+    the weights were read)"""
+    from xmine.disentangle.projection import write_projection_manifest
+
+    config = json.loads((ws / "proj" / "config.json").read_text())
+    config["spec"]["languages"] = [f"l{i}" for i in range(100_000)]
+    (ws / "proj" / "config.json").write_text(json.dumps(config))
+    write_projection_manifest(ws / "proj", config)
+    with untouched(ws):
+        refused(xm("verify", ws / "proj"), "config.json: its spec names 100000 languages, but",
+                "model.safetensors holds centroids of")
+
+
 def test_a_store_of_non_finite_rows_is_refused_by_verify_and_build_index(ws):
     """A store whose rows are NaN with every sum re-signed (was: verify said OK, build-index indexed
     it, and every search then found nothing, its warning blaming the index type)."""

@@ -192,3 +192,18 @@ def test_dedup_maps_back_to_first_occurrence():
     assert [unique[j] for j in inverse][3] == "hallo welt"
     u2, inv2 = dedup([])
     assert u2 == [] and inv2.shape == (0,)
+
+
+@pytest.mark.parametrize("cr", [False, True])
+def test_a_line_longer_than_any_sentence_or_record_is_one_error_before_it_is_read_whole(tmp_path, cr):
+    """(was: a 970 KB .gz expanding to one 2 GB line took 4 GB of memory, then a MemoryError
+    traceback; the check reads at most MAX_LINE_BYTES of it)"""
+    from xmine.io.corpus import MAX_LINE_BYTES, iter_lines
+
+    end = b"\r" if cr else b"\n"
+    path = tmp_path / "bomb.txt.gz"
+    path.write_bytes(gzip.compress(b"fine" + end + b"a" * (MAX_LINE_BYTES + 10) + end + b"after" + end, 1))
+    lines = iter_lines(path)
+    assert next(lines) == (1, "fine")
+    with pytest.raises(InputError, match=r"bomb.txt.gz:2: longer than 64 MiB: no sentence nor record"):
+        next(lines)

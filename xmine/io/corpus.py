@@ -161,15 +161,31 @@ class Corpus:
         return len(self.sentences)
 
 
+#: The longest line read (bytes): a line longer is no sentence nor record xmine can use, and reading
+#: it whole would hold it all in memory (was: a 970 KB .gz expanding to one 2 GB line took 4 GB,
+#: then a MemoryError). Documents of many megabytes a record still fit.
+MAX_LINE_BYTES = 64 << 20
+
+
+class _LineTooLong(Exception):
+    """A line of more than MAX_LINE_BYTES (iter_lines names the file and line)."""
+
+
 def _raw_lines(f: BinaryIO, cr: bool) -> Iterator[bytes]:
-    """The file's lines as bytes (with their end), split on `\\n`, or on `\\r` when `cr`."""
+    """The file's lines as bytes (with their end), split on `\\n`, or on `\\r` when `cr`; none
+    longer than MAX_LINE_BYTES (`_LineTooLong`)."""
     if not cr:
-        yield from f
+        while line := f.readline(MAX_LINE_BYTES + 1):
+            if len(line) > MAX_LINE_BYTES:
+                raise _LineTooLong
+            yield line
         return
     rest = b""
     for block in iter(lambda: f.read(1 << 20), b""):
         parts = (rest + block).split(b"\r")
         rest = parts.pop()
+        if len(rest) > MAX_LINE_BYTES or any(len(part) > MAX_LINE_BYTES for part in parts):
+            raise _LineTooLong
         for part in parts:
             yield part + b"\n"
     if rest:
@@ -219,6 +235,9 @@ def iter_lines(path: str | Path, *, stats: CorpusStats | None = None,
                     st.replaced_count += 1
                 st.lines = line_no
                 yield line_no, text
+        except _LineTooLong:
+            raise InputError(path, f"longer than {MAX_LINE_BYTES >> 20} MiB: no sentence nor record xmine reads "
+                                   "(a file without line breaks, or a decompression bomb?)", line=st.lines + 1) from None
         except read_errors() as e:
             if isinstance(e, FileNotFoundError):
                 raise

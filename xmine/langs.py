@@ -25,6 +25,7 @@ from typing import Sequence
 
 from xmine.errors import ConfigError
 
+
 @functools.lru_cache(maxsize=1)
 def _iso1_to_3() -> dict[str, str]:
     """ISO 639-1 -> ISO 639-3 (pycountry's table)."""

@@ -127,8 +127,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
                                     "corpus": str(Path(side.source or side.path).resolve())},  # what line numbers count in
                             config=config, executor=executor, show_progress=not quiet, overwrite=overwrite)
             except NonFiniteRowError as e:  # a damaged or crafted store (was: indexed, and every search missed)
-                raise InputError(source, f"embedding row {e.row} (input line {int(side.line_numbers[e.row])}) is not "
-                                         "finite (NaN or inf)") from None
+                raise InputError(source, NonFiniteRowError.of_store_row(e.row, int(side.line_numbers[e.row]))) from None
             finally:
                 side.close()
     m = ix.manifest

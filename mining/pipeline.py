@@ -281,8 +281,7 @@ def _mine(config: MineConfig, *, show_progress: bool,
             except NonFiniteRowError as e:
                 side, mineable = (sx, mx) if e.side == "src" else (sy, my)
                 row = int(mineable.ids[e.row])
-                raise InputError(side.path, f"embedding row {row} (input line {int(side.line_numbers[row])}) is "
-                                 "not finite (NaN or inf)") from None
+                raise InputError(side.path, NonFiniteRowError.of_store_row(row, int(side.line_numbers[row]))) from None
             if rule is not None:
                 mined = apply_run_threshold(mined, threshold_record)
                 mining = mining.replace(threshold=threshold_record["value"])  # what the provenance records

@@ -43,6 +43,12 @@ class NonFiniteRowError(XmineError):
     def __reduce__(self):  # crosses process boundaries (Ray tasks) intact
         return type(self), (self.side, self.row)
 
+    @staticmethod
+    def of_store_row(row: int, line: int) -> str:
+        """How a stored row holding NaN or inf is said once its file is known: its row and the input
+        line it came from (`mine`, `build-index` and `verify` say it alike)."""
+        return f"embedding row {row} (input line {line}) is not finite (NaN or inf)"
+
 
 class DataNotFoundError(XmineError):
     """A benchmark or training data set is not where xmine looked for it."""

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from xmine.artefacts.fileio import MANIFEST, VerifiedFiles, check_names, read_manifest
-from xmine.errors import ArtefactError
+from xmine.errors import ArtefactError, NonFiniteRowError
 from xmine.artefacts.records import FileRecord, StoreManifest
 from xmine.store.layout import (
     FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, JOINED_FILES, LENGTHS, LINE_NUMBERS, OFFSETS, OPTIONAL_FILES, PROGRESS,
@@ -210,8 +210,8 @@ def verify_store(directory: str | Path) -> tuple[int, str]:
         bad = np.flatnonzero(~np.isfinite(np.asarray(rows[start: start + _FINITE_BLOCK])).all(axis=1))
         if len(bad):
             row = start + int(bad[0])
-            raise ArtefactError(f"{directory}: embedding row {row} (input line {int(store.line_numbers[row])}) is not "
-                                "finite (NaN or inf): damaged, or not written by xmine")
+            raise ArtefactError(f"{directory}: {NonFiniteRowError.of_store_row(row, int(store.line_numbers[row]))}: "
+                                "damaged, or not written by xmine")
     return nbytes, (f"{len(store):,} sentences in {len(store.manifest.shards)} shard(s), every sha256 matches, every "
                     "embedding finite")
 

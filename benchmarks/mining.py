@@ -61,9 +61,8 @@ from xmine.benchmarks.bucc import (at_least, best_threshold, evaluate, margin_of
                                    read_bucc_file, read_gold)
 from xmine.benchmarks.common import FLORES_DEVTEST, flores_lines, read_lines
 from xmine.errors import ArtefactError, ConfigError, DataNotFoundError, InputError, OutputError
-from xmine.artefacts.fileio import (atomic_write_manifest, atomic_write_text, load_manifest, read_manifest,
+from xmine.artefacts.fileio import (MARKER, atomic_write_manifest, atomic_write_text, load_manifest, read_manifest,
                                     sha256_file)
-from xmine.artefacts.output_state import MARKER
 from xmine.mining.config import SelectionConfig
 from xmine.mining.defaults import SHIPPED_K
 from xmine.mining.filters import PairFilterConfig

@@ -34,9 +34,8 @@ from xmine.io.corpus import CorpusStats
 from xmine.io.dedup import first_occurrences, normalise_whitespace
 from xmine.encoders import check_same_encoder
 from xmine.errors import ConfigError, EncoderMismatchError, InputError
-from xmine.artefacts.fileio import atomic_path, atomic_write_json
+from xmine.artefacts.fileio import atomic_path, atomic_write_json, read_json
 from xmine.artefacts.input_artefacts import artefact_kind, manifest_hash
-from xmine.artefacts.output_state import read_json
 from xmine.encoders.input_encoders import Encoders, check_lang, check_same_projection
 from xmine.encoders.projection import ProjectionLike
 from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint, to_json

@@ -14,8 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from xmine.artefacts.fileio import atomic_write_json
-from xmine.artefacts.output_state import read_json
+from xmine.artefacts.fileio import atomic_write_json, read_json
 
 KEY_FILE = "key.json"
 

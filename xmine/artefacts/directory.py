@@ -24,8 +24,8 @@ import numpy
 
 from xmine import __version__
 from xmine.errors import ConfigError, OutputError
-from xmine.artefacts.fileio import DIR_MODE, MANIFEST, sha256_file, swap_in_dir
-from xmine.artefacts.output_state import MARKER, output_state, read_json
+from xmine.artefacts.fileio import DIR_MODE, MANIFEST, MARKER, read_json, sha256_file, swap_in_dir
+from xmine.artefacts.output_state import output_state
 
 
 #: The readers of the artefact kinds a feature package owns ("projection": xmine.disentangle,

@@ -313,6 +313,5 @@ def being_written(path: Path) -> bool:
     return False
 
 
-__all__ = ["FORMS", "MARKER", "TREE_KEYS", "being_written", "changed_files", "check_not_input", "dir_kind", "md_header",
-           "own_output_name", "output_state", "png_metadata", "read_json", "same_file", "sidecar_of", "tree_changes",
-           "tree_record"]
+__all__ = ["FORMS", "TREE_KEYS", "being_written", "changed_files", "check_not_input", "dir_kind", "md_header",
+           "own_output_name", "output_state", "png_metadata", "same_file", "sidecar_of", "tree_changes", "tree_record"]

@@ -40,10 +40,11 @@ import tempfile
 from typing import Any, Iterable, Iterator
 
 from xmine.errors import OutputError
-from xmine.artefacts.fileio import (DIR_MODE, FILE_MODE, MANIFEST, atomic_path, atomic_write_json, atomic_write_manifest,
-                                    fsync_file, kind_label, remove_path, sha256_file, swap_in_dir, temporary_beside)
-from xmine.artefacts.output_state import (FORMS, MARKER, check_not_input, dir_kind, output_state, read_json,
-                                removed_by_hand, sidecar_of, tree_record)
+from xmine.artefacts.fileio import (DIR_MODE, FILE_MODE, MANIFEST, MARKER, atomic_path, atomic_write_json,
+                                    atomic_write_manifest, fsync_file, kind_label, read_json, remove_path, sha256_file,
+                                    swap_in_dir, temporary_beside)
+from xmine.artefacts.output_state import (FORMS, check_not_input, dir_kind, output_state, removed_by_hand, sidecar_of,
+                                          tree_record)
 
 log = logging.getLogger(__name__)
 

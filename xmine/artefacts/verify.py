@@ -18,11 +18,10 @@ from pathlib import Path
 
 from xmine.calibration import CALIBRATION_DAMAGED_ADVICE, CALIBRATION_KIND, parse_defaults
 from xmine.errors import ArtefactError, ConfigError, DamagedManifestError
-from xmine.artefacts.fileio import (MANIFEST, SELF_CHECKSUM, inside, intact, manifest_kind, missing, read_manifest,
-                                    sha256_file, unseal)
+from xmine.artefacts.fileio import (MANIFEST, MARKER, SELF_CHECKSUM, inside, intact, manifest_kind, missing,
+                                    read_json, read_manifest, sha256_file, unseal)
 from xmine.artefacts.records import FileRecord, read_field
-from xmine.artefacts.output_state import (MARKER, changed_files, dir_kind, own_output_name, read_json,
-                                          sidecar_of, tree_changes)
+from xmine.artefacts.output_state import changed_files, dir_kind, own_output_name, sidecar_of, tree_changes
 from xmine.artefacts.directory import open_artefact
 from xmine.store.reader import verify_store
 

@@ -24,8 +24,7 @@ import sys
 from pathlib import Path
 
 from xmine.errors import InputError
-from xmine.artefacts.fileio import atomic_path
-from xmine.artefacts.output_state import read_json
+from xmine.artefacts.fileio import atomic_path, read_json
 from xmine.tempdirs import temporary_directory
 
 STDIN = "-"

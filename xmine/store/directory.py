@@ -17,8 +17,8 @@ from filelock import FileLock, Timeout
 
 from xmine.errors import ArtefactError, OutputError
 from xmine.artefacts.directory import provenance
-from xmine.artefacts.fileio import MANIFEST, atomic_path, atomic_write_json, atomic_write_manifest, sha256_file
-from xmine.artefacts.output_state import MARKER, dir_kind
+from xmine.artefacts.fileio import MANIFEST, MARKER, atomic_path, atomic_write_json, atomic_write_manifest, sha256_file
+from xmine.artefacts.output_state import dir_kind
 from xmine.artefacts.records import EncoderFingerprint, FileRecord, ProjectionFingerprint, ShardRecord, StoreManifest, read_field
 from xmine.store.layout import (
     FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, JOINED_FILES, LENGTHS, LINE_NUMBERS, LOCK, OFFSETS, OPTIONAL_FILES,

@@ -38,8 +38,7 @@ from xmine.encoders.external import ExternalEmbeddings
 from xmine.encoders.pool import worker_encoder
 from xmine.errors import ArtefactError, ConfigError, DamagedManifestError
 from xmine.exec.executor import LOCAL, Executor, Recipe, ShardProgress, executor_for
-from xmine.artefacts.fileio import MANIFEST, read_manifest, swap_in_dir
-from xmine.artefacts.output_state import MARKER
+from xmine.artefacts.fileio import MANIFEST, MARKER, read_manifest, swap_in_dir
 from xmine.artefacts.outputs import claim_output
 from xmine.io.readers import open_corpus
 from xmine.io.stdin import shown_path

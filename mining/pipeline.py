@@ -39,10 +39,9 @@ from typing import Callable, Mapping
 import numpy as np
 
 from xmine.artefacts.directory import provenance
-from xmine.artefacts.fileio import MANIFEST, read_json
 from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.exec.executor import executor_for
-from xmine.artefacts.input_artefacts import artefact_kind
+from xmine.artefacts.input_artefacts import artefact_kind, artefact_lang
 from xmine.encoders.input_encoders import Encoders
 from xmine.inputs import check_compatible, check_split_languages, load_side
 from xmine.mining.calibrate import check_calibration_record, check_calibration_space
@@ -158,9 +157,7 @@ def _mine(config: MineConfig, *, show_progress: bool,
     overwrite = config.output.overwrite
     # Moses files are named by the languages the pairs carry: a store's or an index's own where none is
     # given (was: OUT.src and OUT.tgt, while jsonl keyed the same pairs de and en)
-    named = [side.lang or (None if artefact_kind(side.path, spec) == "text" else
-                           (read_json(Path(side.path) / MANIFEST) or {}).get("lang"))
-             for side, spec in ((config.src, src_format), (config.tgt, tgt_format))]
+    named = [side.lang or artefact_lang(side.path) for side in (config.src, config.tgt)]
     companions = (".meta", ".work") + tuple(dict.fromkeys(COMPANIONS + moses_suffixes(*named)))
     keep_filtered = config.output.keep_filtered
     if keep_filtered is not None:  # (else its claim meets the output's own lock: "another process is writing")

@@ -99,6 +99,11 @@ def encoding_prompt(prompt: str | None, prompt_name: str | None, projections: Se
     return next((p for p in (projection_prompt(d, encoder_name) for d in projections) if p is not None), None)
 
 
+def artefact_lang(path) -> str | None:
+    """The language a store or an index directory records (None: a corpus, or none recorded)."""
+    return _recorded([path], "lang", str | None)[1]
+
+
 def artefact_projection(paths) -> tuple[bool, ProjectionFingerprint | None]:
     """(whether one of `paths` is a store/index, the projection fingerprint the first one records)."""
     return _recorded(paths, "projection", ProjectionFingerprint | None)

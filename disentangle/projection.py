@@ -110,8 +110,8 @@ class Projection:
         """{"path", "method", "id"[, "shipped"]}: id = hash of the weights (equal ids = same projection);
         "shipped" names the encoder whose default projection, shipped inside xmine, this is. The path is
         absolute: artefacts that record it (stores, OUT.json, an export's record) are read from elsewhere."""
-        return ProjectionFingerprint(path=str(Path(self.path).absolute()), method=self.method, id=self.config["weights_sha256"][:16],
-                                     shipped=shipped_encoder(self.path)).to_dict()
+        return ProjectionFingerprint(path=str(Path(self.path).absolute()), method=self.method,
+                                     id=self.config["weights_sha256"][:16], shipped=shipped_encoder(self.path)).to_dict()
 
     def check_encoder(self, encoder_fingerprint: dict[str, Any]) -> None:
         """Raise EncoderMismatchError unless embeddings of `encoder_fingerprint` may go through this projection.

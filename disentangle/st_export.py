@@ -23,7 +23,7 @@ from xmine.encoders import load_encoder
 from xmine.encoders.e5_q4 import ensure_me5_model
 from xmine.encoders.exported import EXPORT_RECORD, PORTABLE_KIND
 from xmine.encoders.transformer import library_quiet
-from xmine.encoders.projection import SHIPPED_INFO
+from xmine.encoders.projection import SHIPPED_INFO, read_projection_json
 from xmine.errors import ConfigError, EncoderError
 from xmine.artefacts.fileio import FILE_MODE, MANIFEST, sha256_file, write_manifest
 from xmine.artefacts.input_artefacts import encoding_prompt
@@ -107,11 +107,11 @@ def save_export(model, tmp: Path, kind: str, projection, *, part: str, card: str
         readme.write_text(text + card, encoding="utf-8")
     fingerprint = projection.fingerprint()
     # the projection's training record travels with it (was: the card named a config.json left behind)
-    shipped = Path(projection.path) / SHIPPED_INFO
+    shipped = (Path(projection.path) / SHIPPED_INFO).is_file()
     (Path(tmp) / EXPORT_RECORD).write_text(
         json.dumps({"projection": fingerprint, "encoder": projection.config["encoder"], "part": part,
                     "config": projection.config,
-                    **({"shipped": json.loads(shipped.read_text(encoding="utf-8"))} if shipped.is_file() else {})},
+                    **({"shipped": read_projection_json(projection.path, SHIPPED_INFO)} if shipped else {})},
                    indent=2) + "\n", encoding="utf-8")
     paths = {p.relative_to(tmp).as_posix(): p for p in Path(tmp).rglob("*") if p.is_file()}
     for p in paths.values():  # (safetensors writes through mkstemp: 0600, unlike the files beside it)

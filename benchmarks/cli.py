@@ -22,7 +22,7 @@ from xmine.benchmarks.runner import (DATA_HELP, ENCODER_HELP, current_encoder, e
                                      task_options, variant_tag)
 from xmine.encoders import load_encoder
 from xmine.encoders.options import precision_option
-from xmine.options import comma_list, projection_option, quiet_option
+from xmine.options import ExistingPath, comma_list, projection_option, quiet_option
 from xmine.langs import codes_among
 from xmine.mining.cli_options import margin_option
 from xmine.mining.filters import PairFilterConfig
@@ -368,7 +368,7 @@ def _noisy_finish(details, data, lang_list, settings, margin, threshold, operati
 
 
 @bench.command("report")
-@click.option("--results", "results_dir", type=click.Path(exists=True, file_okay=False), default=None,
+@click.option("--results", "results_dir", type=ExistingPath(file_okay=False, path_type=str), default=None,
               help="Folder of result JSONs. Default: benchmarks/results in the checkout.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Markdown file. Default: benchmarks/RESULTS.md.")
 @click.option("--overwrite", is_flag=True, help="Replace the markdown file if it is an earlier xmine report.")

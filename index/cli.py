@@ -25,8 +25,8 @@ from xmine.index.faiss_index import IndexDir, gpu_count
 from xmine.encoders.input_encoders import Encoders, check_same_projection
 from xmine.inputs import check_split_languages, load_side
 from xmine.io.readers import for_each_input
-from xmine.options import (LANG, PROJECTION_CHOSEN, Finite, input_format_options, projection_option, quiet_option,
-                           ray_option)
+from xmine.options import (LANG, PROJECTION_CHOSEN, ExistingPath, Finite, input_format_options, projection_option,
+                           quiet_option, ray_option)
 from xmine.artefacts.outputs import claim_output
 from xmine.store.rows import RowSubset
 
@@ -48,7 +48,7 @@ def _refuse_ids(input_format, command: str) -> None:
 
 
 @click.command("build-index")
-@click.argument("source", type=click.Path(exists=True, path_type=Path))
+@click.argument("source", type=ExistingPath())
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(path_type=Path),
               help="Index directory to write. It must be new, an empty directory or (with --overwrite) an "
                    "xmine index, which is then replaced atomically; anything else is refused.")
@@ -137,8 +137,8 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
 
 
 @click.command("search")
-@click.argument("index_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.argument("queries", type=click.Path(exists=True, path_type=Path))
+@click.argument("index_dir", type=ExistingPath(file_okay=False))
+@click.argument("queries", type=ExistingPath())
 @click.option("-k", "--k", type=click.IntRange(min=1), default=10, show_default=True, help="Neighbours returned per query.")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl"]), default=None,
               help="Default: jsonl for an OUT named .jsonl, else tsv. tsv: one hit a line: query_line, rank, "

@@ -27,7 +27,7 @@ from xmine.mining.config import (MineConfig, SearchConfig, SelectionConfig, Side
                                  check_score_cap, score_cap_on_margin)
 from xmine.mining.pipeline import mine as run_mine
 from xmine.mining.score_output import SCORE_FORMATS
-from xmine.options import InputPath, input_format_options, projection_option, quiet_option, ray_option
+from xmine.options import ExistingPath, InputPath, input_format_options, projection_option, quiet_option, ray_option
 from xmine.paths import resolve_data_dir
 
 log = logging.getLogger(__name__)
@@ -168,10 +168,10 @@ def _before_search(summary: dict) -> str:
 @click.option("--overwrite", is_flag=True, help="Replace OUT (and OUT.json) if it is an earlier xmine score result.")
 @src_lang_option(help="Language of the source side (the script and language filters judge it by this).")
 @tgt_lang_option(help="Language of the target side.")
-@click.option("--src-corpus", type=click.Path(exists=True, path_type=Path), default=None,
+@click.option("--src-corpus", type=ExistingPath(), default=None,
               help="A source-language corpus, embedding store or index whose sentences form each target's "
                    "neighbourhood (default: the bitext's own sources).")
-@click.option("--tgt-corpus", type=click.Path(exists=True, path_type=Path), default=None,
+@click.option("--tgt-corpus", type=ExistingPath(), default=None,
               help="A target-language corpus, store or index forming each source's neighbourhood (default: the "
                    "bitext's own targets).")
 @k_option(help="Neighbours whose mean cosine forms each side's margin neighbourhood (as in xmine mine).")
@@ -246,7 +246,7 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
 @projection_option("of the space to calibrate")
 @src_lang_option(required=True, help="Source language: a FLORES-200 code (deu_Latn) or ISO 639-1/3.")
 @tgt_lang_option(required=True, help="Target language.")
-@click.option("--gold", nargs=2, type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+@click.option("--gold", nargs=2, type=ExistingPath(dir_okay=False), default=None,
               metavar="SRC TGT", help="Your own line-aligned translations (>= 500 pairs) instead of FLORES-200.")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder of the data sets (holding parallel/flores200/devtest); default: $XMINE_DATA or "

@@ -28,7 +28,7 @@ from xmine.mining.presearch import PreSearchConfig
 from xmine.mining.products import PRODUCTS
 from xmine.mining.select import MARGINS, RETRIEVALS
 from xmine.mining.writers import OUTPUT_FORMATS
-from xmine.options import LANG, PROJECTION_CHOSEN, Finite, given_on_command_line, projection_option, ray_option
+from xmine.options import LANG, PROJECTION_CHOSEN, ExistingPath, Finite, given_on_command_line, projection_option, ray_option
 
 
 class ThresholdType(click.ParamType):
@@ -100,7 +100,7 @@ def threshold_options(threshold_help: str):
     return _options(
         "threshold", _threshold_setting,
         click.option("--threshold", type=ThresholdType(), default=None, metavar="NUMBER|none", help=threshold_help),
-        click.option("--calibration", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+        click.option("--calibration", type=ExistingPath(dir_okay=False), default=None,
                      metavar="RECORD",
                      help="A record of `xmine calibrate` for the space searched in (your encoder or projection): "
                           "its thresholds and score cap are the defaults, at --operating-point. A record of "

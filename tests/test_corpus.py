@@ -174,6 +174,14 @@ def test_parallel_drops_pairs_empty_on_either_side(tmp_path):
     assert read_parallel(src, tgt) == (["a", "d"], ["A", "D"])
 
 
+def test_parallel_sides_are_stripped_as_a_corpus_sentence_is(tmp_path):
+    # A training pair must be the sentence `xmine mine` later embeds: iter_corpus strips it.
+    src = write(tmp_path, "x.de", "  a \u00a0\nb\t\n".encode())
+    tgt = write(tmp_path, "x.en", b" A\nB  \n")
+    assert read_parallel(src, tgt) == (["a", "b"], ["A", "B"])
+    assert [s for _, s in iter_corpus(src)] == ["a", "b"]
+
+
 def test_parallel_bad_utf8_names_the_right_file(tmp_path):
     src = write(tmp_path, "x.de", b"a\nb\n")
     tgt = write(tmp_path, "x.en", b"A\n\xc3\n")

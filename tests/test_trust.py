@@ -398,6 +398,12 @@ def test_verify_refuses_an_unknown_kind(ws):
     refused(xm("verify", ws / "dangling"), f"dangling: a symbolic link to {ws / 'nowhere'}, which does not exist")
     refused(xm("embed", ws / "loopA", "--lang", "de", "-o", ws / "s"), "loopA: a symbolic link that loops")
     refused(xm("mine", ws / "store", ws / "dangling", "-o", ws / "m.tsv"), "dangling: a symbolic link to")
+    # ... by every option naming an existing path too (was: click's "does not exist")
+    refused(xm("mine", ws / "store", ws / "store", "-o", ws / "m.tsv", "--calibration", ws / "loopA"),
+            "loopA: a symbolic link that loops")
+    refused(xm("build-index", ws / "dangling", "-o", ws / "ix"), "dangling: a symbolic link to")
+    refused(xm("search", ws / "loopA", ws / "store", "-o", ws / "hits.tsv"), "loopA: a symbolic link that loops")
+    refused(xm("bench", "report", "--results", ws / "loopA", "--out", ws / "r.md"), "loopA: a symbolic link that loops")
     # several paths: each is checked, a line for each, exit 2 if any failed (was: none after the first failure)
     res = xm("verify", ws / "list.json", ws / "store", foo)
     assert res.exit_code == 2 and "Traceback" not in res.output

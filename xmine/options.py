@@ -59,21 +59,34 @@ class LangCode(click.ParamType):
 LANG = LangCode()
 
 
-class InputPath(click.Path):
+class ExistingPath(click.Path):
+    """`click.Path(exists=True, ...)` whose error for a symbolic link that loops or names nothing
+    says so (`xmine.artefacts.fileio.missing`; was: click's "does not exist" for a link that is
+    there). Keyword arguments are click.Path's; `path_type` defaults to `pathlib.Path`."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("path_type", Path)
+        super().__init__(exists=True, **kwargs)
+
+    def convert(self, value, param, ctx):
+        why = missing(value) if isinstance(value, (str, Path)) and str(value) != "-" else None
+        if why is not None and why.startswith("a symbolic link"):
+            raise InputError(value, why)
+        return super().convert(value, param, ctx)
+
+
+class InputPath(ExistingPath):
     """An existing local path, '-' (standard input) or an fsspec URL (`s3://...`, `memory://...`),
     which is given to the command as the string it is (a pathlib.Path would drop one of its
     slashes) and opened when the input is read (`xmine.io.stdin.spool_url`: an unknown protocol or a
     missing file is one error line there)."""
 
     def __init__(self):
-        super().__init__(exists=True, allow_dash=True, path_type=Path)
+        super().__init__(allow_dash=True)
 
     def convert(self, value, param, ctx):
         if is_url(value):
             return value
-        why = missing(value) if isinstance(value, (str, Path)) and str(value) != "-" else None
-        if why is not None and why.startswith("a symbolic link"):  # (was: click's "does not exist")
-            raise InputError(value, why)
         return super().convert(value, param, ctx)
 
 
@@ -202,5 +215,5 @@ def input_format_options(f=None, *, per_side: bool = False):
     return wrapper
 
 
-__all__ = ["Finite", "LANG", "LangCode", "PROJECTION_CHOSEN", "PROJECTION_VALUES",
+__all__ = ["ExistingPath", "Finite", "InputPath", "LANG", "LangCode", "PROJECTION_CHOSEN", "PROJECTION_VALUES",
            "input_format_options", "projection_option", "quiet_option", "ray_option"]

@@ -277,7 +277,9 @@ def iter_parallel(
     src_path: str | Path, tgt_path: str | Path, *, max_chars: int = DEFAULT_MAX_CHARS
 ) -> Iterator[tuple[int, str, str]]:
     """Stream line-aligned parallel files: yield (line_number, src, tgt) for the lines where both
-    sides are non-empty. Lines empty on either side are skipped on both (counted in a warning).
+    sides are non-empty, each side stripped of the whitespace around it as `iter_corpus` does (so
+    a training pair embeds as the same sentence mined later does). Lines empty on either side are
+    skipped on both (counted in a warning).
 
     Raises `InputError` naming both files and both line counts when their lengths differ
     (checked before anything is yielded, so a caller never sees half an answer).
@@ -297,7 +299,7 @@ def iter_parallel(
             continue
         s_stats.note_line(line_no, s, max_chars)
         t_stats.note_line(line_no, t, max_chars)  # (counts the pairs as its sentences)
-        yield line_no, s, t
+        yield line_no, s.strip(), t.strip()
     if s_stats.sentences == 0:
         raise InputError(src_path, f"no sentence pair with both sides non-empty in {src_path} and {tgt_path}")
     if skipped:

@@ -147,7 +147,7 @@ def _discard_stdout() -> None:
 def _interrupted_message(command: str | None, terminated: bool) -> str:
     what = "terminated" if terminated else "interrupted"
     if command in _RESUMING:
-        return f"xmine: {what}; the work it had finished is kept: run the same command again to resume."
+        return f"xmine: {what}; any work it had finished is kept: run the same command again to resume."
     return f"xmine: {what}; its output was not written, run the same command again."
 
 

@@ -144,9 +144,11 @@ def _before_search(summary: dict) -> str:
 @click.option("--tgt", "tgt_file", type=InputPath(), default=None,
               help="A Moses bitext's target file, line-aligned with --src.")
 @click.option("-o", "--out", required=True, type=click.Path(path_type=Path),
-              help="Output: the bitext's rows in their order with the columns cosine, margin, keep (1/0) and "
-                   "rule (the rule that dropped the pair) added; a summary with the counts goes to OUT.json. "
-                   "Replaced only with --overwrite when it is an earlier score result.")
+              help="Output: the bitext's rows in their order with the columns cosine, margin, keep (1/0 in "
+                   "TSV/CSV, true/false in JSON Lines, Parquet and datasets) and rule (the rule that dropped the "
+                   "pair) added; a summary with the counts goes to OUT.json. A name ending in .gz is written "
+                   "gzip-compressed (tsv, csv, jsonl). Replaced only with --overwrite when it is an earlier score "
+                   "result.")
 @click.option("--format", "output_format", type=click.Choice(SCORE_FORMATS), default=None,
               help="tsv (a TSV/CSV input's own columns, else src and tgt, then the score columns), csv, jsonl, "
                    "parquet or hf (a Hugging Face save_to_disk folder): a JSON Lines, Parquet or dataset input's "

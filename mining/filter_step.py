@@ -195,9 +195,9 @@ def filter_pairs(mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, langs, config
     lid: dict[str, np.ndarray] = {}
     keep, reasons = apply_pair_filters(SideTexts(sx, src_rows), SideTexts(sy, tgt_rows), mined.score, langs=langs,
                                        config=config, margin=margin, lid_out=lid)
-    record = config.record(margin) | {"languages": list(langs), "pairs_before": len(mined),
-                                      "removed": filter_counts(reasons, config, margin)}
-    if "language" in config.active(margin):
+    record = config.record(margin, langs) | {"languages": list(langs), "pairs_before": len(mined),
+                                             "removed": filter_counts(reasons, config, margin, langs)}
+    if "language" in config.active(margin, langs):
         record["lid_thresholds"] = thresholds_record(langs, config.lid, config.lid_min_confidence)
     if dropped_claim is not None:
         gone = np.flatnonzero(~keep)

@@ -48,6 +48,8 @@ from xmine.mining.scripts import expected_scripts, script_share, text_length
 
 #: Rule names in the order they run; a dropped pair's reason is the first that fired.
 RULES = ("identical", "score_max", "script", "urls", "numbers", "length_ratio", "language")
+#: the rules that judge a side by its stated language (they judge nothing without one)
+LANGUAGE_RULES = ("script", "language")
 DEFAULT_MAX_LENGTH_RATIO = 3.0
 #: Languages the `numbers` rule does not judge: they write large numbers with 万/億/만 units and
 #: decades as "20 世纪 60 年代", so digit groups differ between correct translations.
@@ -95,16 +97,20 @@ class PairFilterConfig:
         if self.lid_min_confidence is not None and not 0 <= self.lid_min_confidence <= 1:
             raise ConfigError(f"lid_min_confidence must be in [0, 1], not {self.lid_min_confidence}")
 
-    def active(self, margin: str) -> tuple[str, ...]:
-        """The rules that run when mining with `margin`."""
+    def active(self, margin: str, langs: tuple[str | None, str | None] | None = None) -> tuple[str, ...]:
+        """The rules that run when mining with `margin`. `langs`, where given: the two sides' stated
+        languages; the rules that judge a side by its language (`LANGUAGE_RULES`) do not run where
+        neither side has one (was: listed as active while they could drop nothing)."""
         if not self.enabled:
             return ()
+        unjudged = langs is not None and not any(langs)
         return tuple(r for r in RULES if r not in self.disabled
-                     and not (r == "score_max" and (margin != self.score_margin or self.score_max is None)))
+                     and not (r == "score_max" and (margin != self.score_margin or self.score_max is None))
+                     and not (unjudged and r in LANGUAGE_RULES))
 
-    def record(self, margin: str) -> dict:
-        """What a summary records: the active rules and their values."""
-        return dataclasses.asdict(self) | {"disabled": sorted(self.disabled), "active": list(self.active(margin))}
+    def record(self, margin: str, langs: tuple[str | None, str | None] | None = None) -> dict:
+        """What a summary records: the active rules and their values (see `active`)."""
+        return dataclasses.asdict(self) | {"disabled": sorted(self.disabled), "active": list(self.active(margin, langs))}
 
 
 _KEEP = {"L", "M"}  # letters and combining marks survive normalisation
@@ -355,7 +361,7 @@ def apply_pair_filters(src_texts: Sequence[str], tgt_texts: Sequence[str], score
     if len(src_texts) != n or len(tgt_texts) != n:
         raise ValueError(f"{len(src_texts)} source and {len(tgt_texts)} target texts for {n} scores")
     reasons = np.full(n, -1, dtype=np.int8)
-    active = config.active(margin)
+    active = config.active(margin, langs)
     text_rules = [(RULES.index(r), _TEXT_RULES[r]) for r in active if r in _TEXT_RULES]
     # per side: whether `language` judges it (a language the backend knows)
     lid_sides = ["language" in active and knows(config.lid, lang) for lang in langs]
@@ -398,6 +404,7 @@ def _language_rule(src, tgt, reasons, langs, lid_sides, config, *, lid_out=None,
             reasons[i] = code
 
 
-def counts(reasons: np.ndarray, config: PairFilterConfig, margin: str) -> dict[str, int]:
+def counts(reasons: np.ndarray, config: PairFilterConfig, margin: str,
+           langs: tuple[str | None, str | None] | None = None) -> dict[str, int]:
     """Pairs removed by each active rule (a summary's `filters.removed`)."""
-    return {r: int((reasons == RULES.index(r)).sum()) for r in config.active(margin)}
+    return {r: int((reasons == RULES.index(r)).sum()) for r in config.active(margin, langs)}

@@ -50,7 +50,7 @@ from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.bitext import Bitext, mined_in_another_space
 from xmine.mining.config import EncodingConfig, SearchConfig, SelectionConfig, check_k_for_margin, check_score_cap
 from xmine.mining.filters import RULES as FILTER_RULES
-from xmine.mining.filters import PairFilterConfig, apply_pair_filters
+from xmine.mining.filters import LANGUAGE_RULES, PairFilterConfig, apply_pair_filters
 from xmine.mining.langid import check_installed
 from xmine.mining.rescore import exact_dot
 from xmine.mining.score_output import DROP_RULES, PairScores, resolve_score_format, write_scored
@@ -325,6 +325,11 @@ def score_bitext(
                     log.warning(other_space)
                 # mine's threshold and score cap of the space scored in; no rule of a run (`RuleUse.NONE`)
                 langs = (src_lang, tgt_lang)
+                unjudged = [r for r in LANGUAGE_RULES if r in filters.active(config.margin)
+                            and r not in filters.active(config.margin, langs)]
+                if unjudged:  # (was: silent, and OUT.json listed them as active)
+                    log.warning(f"{bitext.path}: no --src-lang or --tgt-lang given: the {' and '.join(unjudged)} "
+                                "filter(s) judge nothing; give the languages to run them")
                 config, filters, threshold_record = run_threshold(
                     selection, config, filters, encoders.choice.path if sx.projection else None, sx.encoder.name,
                     rules=RuleUse.NONE, langs=langs, encoder_id=sx.encoder.id,
@@ -339,14 +344,14 @@ def score_bitext(
                 written = write_scored(claim, fmt, bitext, scores, kept_only=kept_only)
                 summary = {
                     "output": str(out), "format": fmt, "pairs": n, "kept": int(scores.keep.sum()), "written": written,
-                    "dropped": scores.counts(filters.active(config.margin)),
+                    "dropped": scores.counts(filters.active(config.margin, langs)),
                     "neighbourhoods": {
                         "src": str(tgt_corpus) if tgt_corpus is not None else "the bitext's targets",
                         "tgt": str(src_corpus) if src_corpus is not None else "the bitext's sources",
                         "k": config.k, "search": "approximate" if search.approximate else "exact"},
                     "ray": search.ray,
                     "threshold": threshold_record,
-                    "filters": filters.record(config.margin) | {"languages": list(langs)},
+                    "filters": filters.record(config.margin, langs) | {"languages": list(langs)},
                     "encoder": sx.encoder.to_dict(), "projection": to_json(sx.projection), "part": sx.part,
                     "projection_choice": encoders.choice.record(),
                     **({"mined_in_another_space": other_space} if other_space is not None else {}),

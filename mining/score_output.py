@@ -9,6 +9,8 @@ added: `cosine`, `margin`, `keep` and `rule` (the rule that dropped the pair; em
 - `jsonl`, `parquet`, `hf` (a `save_to_disk` folder): a JSON Lines, Parquet or dataset input's
   records with the four fields added; other inputs give `src` and `tgt` (a TSV/CSV with a header:
   its named columns). `keep` is a boolean; a score that does not exist is null.
+
+An output named `*.gz` is written gzip-compressed (tsv, csv, jsonl), as `xmine mine` writes its own.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import numpy as np
 
 from xmine.errors import ConfigError, InputError
 from xmine.mining.filters import RULES as FILTER_RULES
-from xmine.mining.writers import check_named_format, parquet_to_dataset, tsv_field
+from xmine.mining.writers import check_named_format, parquet_to_dataset, text_output, tsv_field
 from xmine.io.reader_base import stem_suffix
 
 log = logging.getLogger(__name__)
@@ -62,13 +64,19 @@ class PairScores:
 
 
 SCORE_FORMATS = ("tsv", "csv", "jsonl", "parquet", "hf")
+#: the formats written gzip-compressed when the output's name ends in .gz
+_GZIP_SCORE_FORMATS = ("tsv", "csv", "jsonl")
+#: compressions whose names score refuses rather than write plain text under them
+_NOT_COMPRESSED_AS = (".xz", ".bz2", ".zst")
 SCORE_COLUMNS = ("cosine", "margin", "keep", "rule")
 _BATCH = 65_536
 
 
 def resolve_score_format(out: str | Path, fmt: str | None) -> str:
     """The named format, else by the name of `out` (.csv, .jsonl, .parquet; else tsv); a format named
-    against what the name says is refused (was: JSON Lines written into out.parquet)."""
+    against what the name says is refused (was: JSON Lines written into out.parquet). A name ending
+    in .gz is written gzip-compressed (tsv, csv, jsonl); another compression's name, or .gz on a
+    Parquet file or dataset folder, is refused (was: plain text written as out.tsv.gz)."""
     named = {".csv": "csv", ".jsonl": "jsonl", ".parquet": "parquet", ".pq": "parquet"}.get(stem_suffix(Path(out)))
     if named is None and Path(out).is_dir():  # an existing directory: an earlier dataset (as `mine` reads it)
         named = "hf"
@@ -76,8 +84,13 @@ def resolve_score_format(out: str | Path, fmt: str | None) -> str:
         if fmt not in SCORE_FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(SCORE_FORMATS)}, not {fmt!r}")
         check_named_format(out, fmt, named)
-        return fmt
-    return named or "tsv"
+    fmt = fmt or named or "tsv"
+    compression = Path(out).suffix.lower()
+    if compression in _NOT_COMPRESSED_AS or (compression == ".gz" and fmt not in _GZIP_SCORE_FORMATS):
+        raise ConfigError(f"{out}: score writes {', '.join(_GZIP_SCORE_FORMATS)} gzip-compressed as .gz and nothing "
+                          f"else compressed ({fmt} {'compresses inside' if fmt in ('parquet', 'hf') else 'as .gz'}); "
+                          "name the output without that ending")
+    return fmt
 
 
 def _number(value: float) -> float | None:
@@ -125,7 +138,7 @@ def write_scored(claim, fmt: str, bitext, scores, *, kept_only: bool = False) ->
     header = None
     if fmt in ("tsv", "csv"):
         rows = _scored_rows(bitext, scores, kept_only=kept_only, as_dict=False)
-        with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
+        with text_output(claim) as f:
             writer = csv.writer(f, lineterminator="\n") if fmt == "csv" else None
             for number, row in rows:
                 if header is None:
@@ -146,7 +159,7 @@ def write_scored(claim, fmt: str, bitext, scores, *, kept_only: bool = False) ->
                         f"as a space in the TSV output (first at {where} {first_flattened}); write CSV, JSON Lines "
                         "or Parquet (--format) to keep them")
     elif fmt == "jsonl":
-        with claim.atomic_file() as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        with text_output(claim) as f:
             for _, record in _scored_rows(bitext, scores, kept_only=kept_only, as_dict=True):
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
                 written += 1

@@ -114,7 +114,7 @@ GZIP_FORMATS = ("tsv", "jsonl", "tmx")
 
 
 @contextlib.contextmanager
-def _text_output(claim):
+def text_output(claim):
     """The claimed output opened for text (UTF-8, \n), gzip-compressed when its name ends in .gz
     (mtime 0: the same pairs give the same bytes); written atomically."""
     with claim.atomic_file() as tmp, contextlib.ExitStack() as stack:
@@ -176,7 +176,7 @@ def write_mined(claim, fmt: str, rows: MinedRows, *, line_numbers: bool = False,
             with claim.atomic_file(suffix) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
                 f.writelines(tsv_field(side.text[r]) + "\n" for r in picked.tolist())
     elif fmt == "jsonl":
-        with _text_output(claim) as f:
+        with text_output(claim) as f:
             for rec in chain.from_iterable(_record_batches(rows, extra)):
                 rec["score"] = round(rec["score"], 6)
                 f.write(json.dumps(rec, ensure_ascii=False) + "\n")
@@ -194,7 +194,7 @@ def write_mined(claim, fmt: str, rows: MinedRows, *, line_numbers: bool = False,
 def _write_tsv(claim, rows: MinedRows, *, line_numbers: bool, fields: Sequence[PairColumn] = ()) -> None:
     sx, sy = rows.sx, rows.sy
     split = sx.sentence_index is not None or sy.sentence_index is not None
-    with _text_output(claim) as f:
+    with text_output(claim) as f:
         for i, (s, t, sc) in enumerate(zip(rows.src_rows.tolist(), rows.tgt_rows.tolist(), rows.score.tolist())):
             row = f"{sc:.6f}\t{tsv_field(sx.text[s])}\t{tsv_field(sy.text[t])}"
             if line_numbers:
@@ -211,7 +211,7 @@ def _write_tmx(claim, rows: MinedRows, extra: Sequence[PairColumn]) -> None:
     units = ((rows.sx.text[int(s)], rows.sy.text[int(t)],
               tmx_props(float(sc), [(col.name, _plain(col.values[i])) for col in extra]))
              for i, (s, t, sc) in enumerate(zip(rows.src_rows, rows.tgt_rows, rows.score)))
-    with _text_output(claim) as f:
+    with text_output(claim) as f:
         write_tmx(f, units, langs=(tmx_lang(langs[0]), tmx_lang(langs[1])))
 
 

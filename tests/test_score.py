@@ -444,6 +444,50 @@ def test_the_summary_line_says_where_the_threshold_came_from_once(tmp_path):
     assert "its single value" not in line and "calibrated for raw use-m3" in line, line
 
 
+def test_a_gz_output_is_gzip_compressed_and_other_compressions_are_refused(tmp_path):
+    """(was: `-o scored.tsv.gz` wrote plain text under a .gz name)"""
+    import gzip
+
+    tsv = tmp_path / "p.tsv"
+    tsv.write_text("Hallo Welt.\tHello world.\nGuten Morgen.\tGood morning.\nDie Katze.\tThe cat.\n", encoding="utf-8")
+    plain = tmp_path / "o.tsv"
+    args = ("--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "-q")
+    ok(xm("score", tsv, *args, "-o", plain))
+    for name in ("o.tsv.gz", "o.csv.gz", "o.jsonl.gz"):
+        ok(xm("score", tsv, *args, "-o", tmp_path / name))
+        text = gzip.decompress((tmp_path / name).read_bytes()).decode("utf-8")
+        assert len(text.splitlines()) == (4 if ".csv" in name else 3), (name, text)
+        if name == "o.tsv.gz":
+            assert text == plain.read_text(encoding="utf-8")
+        ok(xm("verify", tmp_path / name))
+    for name in ("o.tsv.xz", "o.jsonl.zst", "o.parquet.gz"):
+        refused(xm("score", tsv, *args, "-o", tmp_path / name), f"{name}: score writes tsv, csv, jsonl gzip-compressed")
+        assert not (tmp_path / name).exists()
+
+
+def test_without_languages_the_language_rules_are_said_not_to_run(tmp_path, caplog):
+    """(was: silent, and OUT.json listed `script` and `language` as active with languages [null, null])"""
+    tsv = tmp_path / "p.tsv"
+    tsv.write_text("Hallo Welt.\tHello world.\nGuten Morgen.\tGuten Abend.\nDie Katze.\tThe cat.\n", encoding="utf-8")
+    res = ok(xm("score", tsv, "--encoder", "use-m3", "--threshold", "none", "-o", tmp_path / "o.tsv", "-q"))
+    assert warned(caplog, f"{tsv}: no --src-lang or --tgt-lang given: the script and language filter(s) judge "
+                          "nothing; give the languages to run them")
+    summary = json.loads((tmp_path / "o.tsv.json").read_text())
+    assert "language" not in summary["filters"]["active"] and "script" not in summary["filters"]["active"]
+    assert "language" not in summary["dropped"] and "identical" in summary["filters"]["active"], res.output
+    ok(xm("score", tsv, "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "--threshold", "none",
+          "-o", tmp_path / "l.tsv", "-q"))
+    summary = json.loads((tmp_path / "l.tsv.json").read_text())
+    assert "language" in summary["filters"]["active"] and "script" in summary["filters"]["active"]
+    # mine records its pair filters alike
+    (tmp_path / "de.txt").write_text("Hallo Welt.\nGuten Morgen.\nDie Katze.\n", encoding="utf-8")
+    (tmp_path / "en.txt").write_text("Hello world.\nGood morning.\nThe cat.\n", encoding="utf-8")
+    ok(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--encoder", "use-m3", "--threshold", "none",
+          "-o", tmp_path / "m.tsv", "-q"))
+    filters = json.loads((tmp_path / "m.tsv.json").read_text())["filters"]
+    assert {"language", "script"}.isdisjoint(filters["active"]) and "language" not in filters["removed"], filters
+
+
 def test_a_scored_dataset_is_written_as_a_dataset(tmp_path):
     """`--format hf`: a dataset in, a dataset out, its `Translation` feature kept (was: no hf output;
     Parquet gave a plain struct)."""

@@ -1163,11 +1163,17 @@ def test_refusals_name_the_output_and_what_it_is(ws):
     the result; the lock file of an output in a folder that cannot hold it named instead of it)"""
     ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-q", "-o", ws / "r.tsv"))
     (ws / "link").symlink_to(ws / "store")
+    (ws / "t.tsv").write_text("x\n")
+    (ws / "t.tsv.json").write_text('{"kind": "mine"}')
     with untouched(ws):
         refused(xm("build-index", ws / "en.txt", "--encoder", "use-m3", "--overwrite", "-o", ws / "link"),
                 f"{ws / 'link'}: exists and is a symbolic link; refusing to replace it")
         refused(xm("search", ws / "index", ws / "de.txt", "--overwrite", "-o", ws / "r.tsv"),
                 f"{ws / 'r.tsv'}: is an xmine mining result (says r.tsv.json), not an xmine search result")
+        # a user's file beside a JSON of theirs that names a kind is not called xmine's (was: "is an
+        # xmine mine (says t.tsv.json)")
+        refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-q", "--overwrite", "-o", ws / "t.tsv"),
+                f"{ws / 't.tsv.json'}: exists and is not an xmine summary; refusing to replace it")
     refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-q", "-o", "/proc/xmine-out.tsv"),
             "/proc/xmine-out.tsv: cannot write in /proc (")
 

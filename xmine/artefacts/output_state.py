@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Iterable
 
 from xmine.errors import OutputError
-from xmine.artefacts.fileio import MANIFEST, MARKER, intact, kind_label, read_json, sha256_file
+from xmine.artefacts.fileio import MANIFEST, MARKER, SELF_CHECKSUM, intact, kind_label, read_json, sha256_file
 
 FORMS = ("dir", "tsv", "json", "png", "md")
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -223,7 +223,9 @@ def output_state(path: Path, kind: str, form: str, companions: tuple[str, ...],
         extra = [Path(str(path) + s) for s in companions if os.path.lexists(str(path) + s)]
         if side is None or side.get("kind") != kind:
             if os.path.lexists(side_path):
-                if side and side.get("kind"):  # the summary of another kind of output: named as that output
+                # the sealed summary of another kind of output: named as that output (a JSON file of the
+                # user's that says a kind is not xmine's: was "is an xmine mine (says out.tsv.json)")
+                if side and side.get("kind") and SELF_CHECKSUM in side and intact(side):
                     raise OutputError(f"{path}: is an xmine {kind_label(side['kind'])} (says {side_path.name}), not an "
                                       f"xmine {kind_label(kind)}; refusing to replace it (choose another output)")
                 raise OutputError(f"{side_path}: exists and is not an xmine summary; refusing to replace it "

@@ -66,6 +66,48 @@ def test_a_tokenizer_of_another_model_is_refused_before_anything_is_encoded(tmp_
     assert not (tmp_path / "s").exists()
 
 
+def test_a_folder_without_a_tokenizer_or_with_a_bad_max_seq_length_is_refused(model, tmp_path):
+    """(were: no tokenizer: every word [UNK], every sentence embedded alike, exit 0; max_seq_length
+    "x": a ValueError traceback, exit 1)"""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    no_tok = tmp_path / "no-tokenizer"
+    shutil.copytree(model, no_tok)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+        (no_tok / name).unlink(missing_ok=True)
+    bad_len = tmp_path / "bad-length"
+    shutil.copytree(model, bad_len)
+    (bad_len / "sentence_bert_config.json").write_text('{"max_seq_length": "x"}', encoding="utf-8")
+    for folder, fragment in ((no_tok, "no tokenizer in it"),
+                             (bad_len, "max_seq_length 'x' (its sentence_bert_config.json) is not a positive")):
+        refused(xm("embed", corpus, "--lang", "de", "--encoder", folder, "--runtime", "torch", "-q",
+                   "-o", tmp_path / "s"), f"encoder '{folder}'", fragment)
+        assert not (tmp_path / "s").exists()
+
+
+def test_an_encoder_returning_nan_writes_no_store(model, tmp_path):
+    """(was: damaged weights gave a store of NaN rows, "embedded 2 sentences", exit 0; mining
+    refused it later)"""
+    from safetensors.torch import load_file, save_file
+
+    nan = tmp_path / "nan"
+    shutil.copytree(model, nan)
+    weights = next(nan.rglob("model.safetensors"))
+    tensors = load_file(weights)
+    key = next(k for k in tensors if "word_embeddings" in k)
+    tensors[key][:] = float("nan")
+    save_file(tensors, weights)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n\n".join(SENTENCES) + "\n", encoding="utf-8")
+    refused(xm("embed", corpus, "--lang", "de", "--encoder", nan, "--runtime", "torch", "-q", "-o", tmp_path / "s"),
+            f"{nan}: the encoder returned a vector that is not finite (NaN or inf) for line 1 (2 of 2 in its batch)")
+    assert not any(tmp_path.joinpath("s").glob("emb-*.npy"))
+    # on OpenVINO, the torch fp32 probe it is checked against says so (was: "agrees only to cosine nan: use
+    # --runtime torch", which wrote the NaN store)
+    refused(xm("encoders", "--check", nan, "--runtime", "openvino", "--precision", "fp32"),
+            "the encoder returned a vector that is not finite (NaN or inf) for probe sentence")
+
+
 def test_a_store_records_its_model_folder_wherever_it_is_read_from(tmp_path, monkeypatch):
     """(was: `embed --encoder ./enc` recorded './enc'; read from another folder holding another ./enc,
     text was encoded with that model, then refused, leaving OUT.json unfinished and OUT.work/.) The

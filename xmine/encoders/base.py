@@ -12,6 +12,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from xmine.errors import EncoderError
 from xmine.paths import xmine_home
 
 log = logging.getLogger("xmine.encoders")  # (the package's logger: one name for every encoder message)
@@ -86,6 +87,18 @@ class Encoder(abc.ABC):
                         add_special_tokens=True, return_attention_mask=False,
                         return_token_type_ids=False)["input_ids"]
         return np.asarray([i for i, x in zip(long, ids) if len(x) > limit], dtype=np.int64)
+
+
+def check_finite_output(vectors: np.ndarray, encoder: Encoder, where) -> None:
+    """EncoderError when a row the encoder returned is not finite (NaN or inf): damaged weights, or
+    a model that overflows at its precision. `where(i)` says which input row i is (a line of a file).
+    (was: `embed` wrote a store of NaN rows and said it had embedded them; mining refused it later)"""
+    bad = np.flatnonzero(~np.isfinite(vectors).all(axis=1))
+    if len(bad):
+        raise EncoderError(f"{encoder.name}: the encoder returned a vector that is not finite (NaN or inf) for "
+                           f"{where(int(bad[0]))} ({len(bad)} of {len(vectors)} in its batch): its weights are damaged"
+                           + (f", or it overflows at {encoder.precision} (try --precision fp32)"
+                              if encoder.precision != "fp32" else "") + "; none of them was written")
 
 
 _NOTICED: set[tuple] = set()

@@ -33,6 +33,7 @@ import numpy as np
 from xmine.errors import ArtefactError, ConfigError
 from xmine.paths import xmine_home
 from xmine.artefacts.records import EncoderFingerprint
+from xmine.encoders.base import check_finite_output
 
 # Sentences encoded between two commits: small enough that an interruption loses little,
 # large enough that length-sorted batching inside the encoder has material to work with.
@@ -266,6 +267,7 @@ def cached_encode(encoder, sentences: Sequence[str], *, show_progress: bool = Tr
                 for i in range(0, len(todo_keys), CHUNK_SENTENCES):
                     chunk = todo_keys[i : i + CHUNK_SENTENCES]
                     vecs = encoder.encode([todo[k] for k in chunk], batch_size=batch_size)
+                    check_finite_output(np.asarray(vecs), encoder, lambda j: f"sentence {todo[chunk[j]][:60]!r}")
                     cache.store(chunk, vecs)
                     found.update(zip(chunk, vecs))
                     bar.update(len(chunk))

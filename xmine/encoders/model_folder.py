@@ -45,8 +45,8 @@ def folder_problem(folder: Path, error: BaseException) -> str:
     transformer = _transformer_folder(folder)
     if not (transformer / "config.json").is_file():
         return f"{transformer / 'config.json'}: missing (the transformer's configuration)"
-    if not names & _TOKENIZER_FILES and not any(p.suffix == ".model" for p in files):
-        return f"no tokenizer in it (none of {', '.join(sorted(_TOKENIZER_FILES))}, nor a sentencepiece .model)"
+    if (why := tokenizer_missing(folder)) is not None:
+        return why
     if not names & _WEIGHT_FILES and not any(".safetensors" in n or n.endswith(".bin") for n in names):
         return f"no weights in it (none of {', '.join(sorted(_WEIGHT_FILES))})"
     text = f"{type(error).__name__}: {str(error).strip()}"
@@ -57,6 +57,16 @@ def folder_problem(folder: Path, error: BaseException) -> str:
         return "its weights do not have the shapes its config.json gives (a config of another model size?)"
     first = text.splitlines()[0]
     return first if len(first) <= _QUOTED else first[:_QUOTED].rsplit(" ", 1)[0] + " ..."
+
+
+def tokenizer_missing(folder: Path) -> str | None:
+    """Why the model folder `folder` has no tokenizer of its own, or None. (A folder without one
+    loads: transformers falls back to a 5-token tokenizer, every word then [UNK], and the model
+    embeds every sentence alike; was: embedded without a word.)"""
+    names = {p.name for p in folder.rglob("*") if p.is_file()}
+    if names & _TOKENIZER_FILES or any(n.endswith(".model") for n in names):
+        return None
+    return f"no tokenizer in it (none of {', '.join(sorted(_TOKENIZER_FILES))}, nor a sentencepiece .model)"
 
 
 def _transformer_folder(folder: Path) -> Path:
@@ -82,4 +92,4 @@ def check_vocabulary(name: str, tokenizer, model) -> None:
                            f"{rows:,} (vocab_size); the tokenizer is another model's")
 
 
-__all__ = ["check_vocabulary", "folder_problem"]
+__all__ = ["check_vocabulary", "folder_problem", "tokenizer_missing"]

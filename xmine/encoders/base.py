@@ -56,6 +56,8 @@ class Encoder(abc.ABC):
     precision: str = "fp32"
     #: what runs the forward pass ("torch" or "openvino"); never "auto"
     runtime: str = "torch"
+    #: what really runs it where that is not `runtime` (use-m3: "numpy"; its runtime is nominal)
+    engine: str | None = None
 
     @abc.abstractmethod
     def encode(self, sentences: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:

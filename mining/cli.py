@@ -181,10 +181,11 @@ def _before_search(summary: dict) -> str:
                     "cosines; see xmine mine --help). Default: as xmine mine (the space's calibrated margin with "
                     "the calibrated threshold, else ratio).")
 @threshold_options(
-    "Keep pairs whose margin is at least this. Default: the threshold xmine mine uses in the same space, "
-    "at --operating-point (the shipped projection's or raw me5-small/use-m3's calibrated one, or that of "
-    "--calibration; a space without a calibration drops no pair for its score). 'none': no threshold. "
-    "OUT.json records which, and why.")
+    "Keep pairs whose margin is at least this. Default: the space's calibrated threshold, as xmine mine uses "
+    "it, at --operating-point (the shipped projection's or raw me5-small/use-m3's, or that of --calibration). "
+    "A space without a calibration (your own encoder or projection) drops no pair for its score, said in a "
+    "notice: xmine mine estimates a threshold from a run's candidates, which a bitext's own pairs are not; "
+    "xmine calibrate makes a record for --calibration. 'none': no threshold. OUT.json records which, and why.")
 @encoding_options(what="score", inputs=("corpus", "corpora"))
 @approximate_option(help="Search the neighbourhoods with IVF indexes (as xmine mine --approximate) instead of exactly.")
 @pair_filter_options

@@ -98,6 +98,12 @@ def test_rebuilt_model_is_reused_and_recorded(me5):
         assert (path / module_file).is_file()
     st_config = json.loads((path / "config_sentence_transformers.json").read_text())
     assert st_config["default_prompt_name"] == "query" and st_config["prompts"]["query"] == "query: "
+    # every file's size and sha256 recorded, and checked by `verify` (was: "no sums recorded")
+    assert set(manifest["files"]) >= {"model.safetensors", "tokenizer.json", "1_Pooling/config.json"}
+    from clitools import ok, xm
+
+    said = ok(xm("verify", path)).output
+    assert f"{len(manifest['files'])} files match their recorded size and sha256" in said, said
 
 
 def test_the_rebuilt_folder_given_as_the_encoder_is_me5_small(me5, tmp_path, caplog):
@@ -154,7 +160,8 @@ def test_a_cached_model_whose_manifest_was_edited_is_rebuilt(tmp_path, monkeypat
         builds.append(out_dir)
         out_dir.mkdir(parents=True)
         (out_dir / "config_sentence_transformers.json").write_text(json.dumps({"default_prompt_name": "query"}))
-        write_manifest(out_dir, e5_q4.MODEL_KIND, {"name": "me5-small", "dim": 384, "rebuilt": True})
+        write_manifest(out_dir, e5_q4.MODEL_KIND, {"name": "me5-small", "dim": 384, "rebuilt": True,
+                                                   "files": e5_q4.folder_files(out_dir)})
 
     monkeypatch.setattr(e5_q4, "build_model_dir", build)
     with caplog.at_level(logging.WARNING, logger="xmine.encoders.e5_q4"):
@@ -184,7 +191,7 @@ def test_a_cached_model_without_its_default_prompt_is_rebuilt(tmp_path, monkeypa
         builds.append(out_dir)
         out_dir.mkdir(parents=True)
         (out_dir / "config_sentence_transformers.json").write_text(json.dumps({"default_prompt_name": "query"}))
-        write_manifest(out_dir, e5_q4.MODEL_KIND, {"name": "me5-small", "dim": 384})
+        write_manifest(out_dir, e5_q4.MODEL_KIND, {"name": "me5-small", "dim": 384, "files": e5_q4.folder_files(out_dir)})
 
     monkeypatch.setattr(e5_q4, "build_model_dir", build)
     with caplog.at_level(logging.WARNING, logger="xmine.encoders.e5_q4"):
@@ -193,6 +200,51 @@ def test_a_cached_model_without_its_default_prompt_is_rebuilt(tmp_path, monkeypa
     assert any("default prompt" in r.getMessage() and "rebuilding" in r.getMessage() for r in caplog.records)
     e5_q4.ensure_me5_model()
     assert len(builds) == 1
+
+
+@pytest.mark.parametrize("damage", ["truncated", "same-size", "deleted", "unrecorded"])
+def test_a_cached_model_with_a_damaged_file_is_rebuilt(tmp_path, monkeypatch, caplog, damage):
+    """(were: a truncated model.safetensors or an edited config.json gave a traceback, exit 1; bytes
+    changed in place embedded other weights under me5-small's id; `verify` said OK)"""
+    import logging
+
+    import xmine.encoders.e5_q4 as e5_q4
+    from xmine.artefacts.fileio import write_manifest
+
+    monkeypatch.setenv("XMINE_HOME", str(tmp_path))
+    builds = []
+
+    def build(out_dir, *, sources):
+        builds.append(out_dir)
+        out_dir.mkdir(parents=True)
+        (out_dir / "config_sentence_transformers.json").write_text(json.dumps({"default_prompt_name": "query"}))
+        (out_dir / "model.safetensors").write_bytes(bytes(range(256)) * 4)
+        files = e5_q4.folder_files(out_dir) if damage != "unrecorded" or builds[1:] else None
+        write_manifest(out_dir, e5_q4.MODEL_KIND, {"name": "me5-small", "dim": 384, **({"files": files} if files else {})})
+
+    monkeypatch.setattr(e5_q4, "build_model_dir", build)
+    target, _ = e5_q4.ensure_me5_model(check_hashes=True)
+    weights = target / "model.safetensors"
+    if damage == "truncated":
+        weights.write_bytes(weights.read_bytes()[:100])
+    elif damage == "same-size":
+        weights.write_bytes(bytes(1024))
+    elif damage == "deleted":
+        weights.unlink()
+    expected = {"truncated": "model.safetensors: 100 bytes, not the 1024 its manifest.json records",
+                "same-size": "model.safetensors: content differs from the sha256 its manifest.json records",
+                "deleted": "model.safetensors: missing",
+                "unrecorded": "built before xmine recorded the sizes and sha256 of its files"}[damage]
+    if damage == "same-size":  # only where the weights are read (the sizes are checked at every use)
+        e5_q4.ensure_me5_model()
+        assert len(builds) == 1
+    with caplog.at_level(logging.WARNING, logger="xmine.encoders.e5_q4"):
+        e5_q4.ensure_me5_model(check_hashes=True)
+    assert len(builds) == 2 and weights.read_bytes() == bytes(range(256)) * 4
+    assert any(expected in r.getMessage() and f"rebuilding {target}" in r.getMessage() for r in caplog.records), \
+        [r.getMessage() for r in caplog.records]
+    e5_q4.ensure_me5_model(check_hashes=True)
+    assert len(builds) == 2  # the rebuilt one is used as it is
 
 
 def test_sources_hash_follows_weights_and_recipe():

@@ -25,19 +25,21 @@ from xmine.artefacts.output_state import changed_files, dir_kind, own_output_nam
 from xmine.artefacts.directory import open_artefact
 from xmine.store.reader import verify_store
 
-#: Directory artefacts xmine makes whose manifests record no sha256 sums, nor have a reader: the
-#: converted encoder model of the cache (xmine.encoders.e5_q4), FMDA's sampled pairs
-#: (xmine.disentangle.fmda_data). `verify` checks their manifest and lists their files; any other
-#: kind without a reader is refused.
-UNCHECKED_KINDS = ("encoder-model", "fmda-sample-pairs")
+#: Directory artefacts xmine makes whose manifests record no sha256 sums, nor have a reader: FMDA's
+#: sampled pairs (xmine.disentangle.fmda_data). `verify` checks their manifest and lists their
+#: files; any other kind without a reader is refused.
+UNCHECKED_KINDS = ("fmda-sample-pairs",)
 #: Directory artefacts without a reader whose manifest records, from the format given on, the size
 #: and sha256 of every file in them by its path relative to the directory (`files`): the
 #: sentence-transformers exports of `xmine export-st` (xmine.disentangle.st_export, st_module) and
 #: the OpenVINO models of the cache (xmine.encoders.ov_build; was: listed, "no sums recorded",
-#: a flipped byte of model.bin passed). `verify` checks every recorded file and that no other
-#: file was added; an export made before that format records no sums, and is only listed (as an
-#: unchecked kind is).
-RECORDED_KINDS = {"sentence-transformer-portable": 2, "sentence-transformer-export": 2, "openvino-model": 1}
+#: a flipped byte of model.bin passed) and the rebuilt me5-small of the cache (xmine.encoders.e5_q4;
+#: was the same). `verify` checks every recorded file and that no other file was added; one made
+#: before that format records no sums, and is only listed (as an unchecked kind is).
+RECORDED_KINDS = {"sentence-transformer-portable": 2, "sentence-transformer-export": 2, "openvino-model": 1,
+                  "encoder-model": 2}
+#: the cache's models, whose manifests record a file's bytes as "size", and what they are called
+_CACHED_MODELS = {"openvino-model": "OpenVINO model", "encoder-model": "rebuilt me5-small model"}
 #: The result files (JSON with a top-level `kind`) the benchmarks and the lab write
 #: (xmine.benchmarks, benchmarks/lab). From this version on each ends with the checksum of its own
 #: content (`atomic_write_manifest`), which `verify`, `bench report` and the lab check on reading.
@@ -132,8 +134,8 @@ def _verify(p: Path) -> tuple[str, int, str]:
             manifest = read_manifest(p, kind)
             if manifest.get("format_version", 1) >= RECORDED_KINDS[kind]:
                 what = "sentence-transformers export"
-                if kind == "openvino-model":  # (ov_build records a file's bytes as "size")
-                    what, files = "OpenVINO model", manifest.get("files")
+                if kind in _CACHED_MODELS:  # (ov_build and e5_q4 record a file's bytes as "size")
+                    what, files = _CACHED_MODELS[kind], manifest.get("files")
                     if isinstance(files, dict):
                         manifest = {**manifest, "files": {name: {("bytes" if k == "size" else k): v for k, v in r.items()}
                                                           if isinstance(r, dict) else r for name, r in files.items()}}
@@ -142,7 +144,8 @@ def _verify(p: Path) -> tuple[str, int, str]:
         if kind in UNCHECKED_KINDS or kind in RECORDED_KINDS:  # its manifest and files
             read_manifest(p, kind)
             files = [e for e in p.rglob("*") if e.is_file() and e.name != MARKER]
-            older = " (written by an older xmine; export it again to record them)" if kind in RECORDED_KINDS else ""
+            older = (" (built by an older xmine; it is rebuilt on its next use)" if kind in _CACHED_MODELS else
+                     " (written by an older xmine; export it again to record them)" if kind in RECORDED_KINDS else "")
             return kind, sum(e.stat().st_size for e in files), f"{_files(len(files))} present (no sums recorded{older})"
         try:
             artefact = open_artefact(p, kind)  # the owning package's reader validates on open

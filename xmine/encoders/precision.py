@@ -72,7 +72,8 @@ def resolve_precision(precision: str, device: str, *, encoder_name: str = "") ->
         bf16_ok = torch.cuda.is_bf16_supported()
         if precision == "auto":
             chosen = "bf16" if bf16_ok else "fp16"
-            note_once(("auto-cuda", chosen), "%s runs at %s on %s (--precision auto)", encoder_name or "the encoder",
+            # (no encoder named: a fact of the machine, said once per machine, before any encoder is loaded)
+            note_once(("auto-cuda", chosen), "transformer encoders run at %s on %s (--precision auto)",
                       chosen, device, per_machine=True)
             return chosen
         if precision == "bf16" and not bf16_ok:
@@ -83,7 +84,9 @@ def resolve_precision(precision: str, device: str, *, encoder_name: str = "") ->
         flag = cpu_bf16_flag()
         if precision == "auto":
             chosen = "bf16" if flag else "fp32"
-            note_once(("auto", chosen), "%s runs at %s (--precision auto: %s)", encoder_name or "the encoder", chosen,
+            # (no encoder named: a fact of the machine, said once per machine, before any encoder is loaded;
+            # was: "/no/such/model runs at bf16" before that name's error)
+            note_once(("auto", chosen), "transformer encoders run at %s (--precision auto: %s)", chosen,
                       f"{flag} in /proc/cpuinfo" if flag else "no native bf16 on this CPU", per_machine=True)
             return chosen
         if precision == "bf16" and not flag:

@@ -814,7 +814,7 @@ def test_a_projection_spec_naming_more_languages_than_its_weights_hold_is_refuse
                 "model.safetensors holds centroids of")
 
 
-def test_a_store_of_non_finite_rows_is_refused_by_verify_and_build_index(ws):
+def test_a_store_of_non_finite_rows_is_refused_by_verify_and_build_index(ws, monkeypatch):
     """A store whose rows are NaN with every sum re-signed (was: verify said OK, build-index indexed
     it, and every search then found nothing, its warning blaming the index type)."""
     shard = ws / "store" / "emb-00000.npy"
@@ -831,6 +831,12 @@ def test_a_store_of_non_finite_rows_is_refused_by_verify_and_build_index(ws):
     with untouched(ws):
         refused(xm("verify", ws / "store"), f"embedding row 3 (input line {line}) is not finite")
         refused(xm("build-index", ws / "store", "-o", ws / "idx"), f"embedding row 3 (input line {line}) is not finite")
+        # a store too large to be hashed on open: verify hashes and scans each shard in one read
+        from xmine.artefacts import fileio
+
+        monkeypatch.setattr(fileio, "VERIFY_ON_OPEN_BYTES", 0)
+        monkeypatch.setattr(fileio, "_VERIFIED", set())
+        refused(xm("verify", ws / "store"), f"embedding row 3 (input line {line}) is not finite")
     assert not (ws / "idx").exists()
 
 

@@ -571,3 +571,32 @@ def test_a_second_writer_of_a_store_is_refused(tmp_path, usem3, tatoeba_lines):
             embed_corpus(corpus, tmp_path / "st", encoder=usem3, lang="de", shard_rows=20, show_progress=False)
     store = embed_corpus(corpus, tmp_path / "st", encoder=usem3, lang="de", shard_rows=20, show_progress=False)
     assert len(store) == 40 and store.build_info.resumed_rows == 20
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_finite_scan_of_verify_finds_the_first_bad_row_however_the_bytes_are_chunked(tmp_path, seed):
+    """`verify` reads each shard once, hashing it and scanning its rows from the same chunks
+    (`_FiniteRows`); against numpy on the whole array: random shapes, dtypes, chunk sizes (smaller
+    than the header, not a multiple of a row), NaN or inf anywhere or nowhere."""
+    import io
+
+    from xmine.store.reader import _FiniteRows
+
+    rng = np.random.default_rng(seed)
+    rows, dim = int(rng.integers(0, 300)), int(rng.integers(1, 40))
+    dtype = np.dtype(rng.choice(["float32", "float16"]))
+    arr = rng.standard_normal((rows, dim)).astype(dtype)
+    for _ in range(int(rng.integers(0, 4))) if rows else ():
+        arr[rng.integers(rows), rng.integers(dim)] = rng.choice([np.nan, np.inf, -np.inf])
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    data = buf.getvalue()
+    scan = _FiniteRows(dtype, dim, rows, data_offset=len(data) - arr.nbytes)
+    pos = 0
+    while pos < len(data):
+        step = int(rng.integers(1, 3 * dim * dtype.itemsize + 200))
+        scan(data[pos: pos + step])
+        pos += step
+    bad = np.flatnonzero(~np.isfinite(arr).all(axis=1))
+    assert scan.first_bad == (int(bad[0]) if len(bad) else None)
+    assert scan.done == rows or scan.first_bad is not None

@@ -23,7 +23,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Collection, Iterable, Iterator
+from typing import Any, Callable, Collection, Iterable, Iterator
 
 from xmine.errors import ArtefactError, DamagedManifestError
 
@@ -198,11 +198,15 @@ def missing(path: str | Path) -> str | None:
     return "no such file or directory"
 
 
-def sha256_file(path: str | Path, *, chunk: int = 1 << 20) -> str:
+def sha256_file(path: str | Path, *, chunk: int = 1 << 20, consume: Callable[[bytes], None] | None = None) -> str:
+    """The file's sha256; `consume`, where given, gets every chunk of its bytes in order on the way
+    (a reader that checks the content reads the file once, not twice)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(chunk), b""):
             h.update(block)
+            if consume is not None:
+                consume(block)
     return h.hexdigest()
 
 
@@ -255,7 +259,9 @@ class VerifiedFiles:
     def total_bytes(self) -> int:
         return sum(rec.bytes for rec in self.expected.values())
 
-    def check(self, name: str) -> None:
+    def check(self, name: str, *, consume: Callable[[bytes], None] | None = None) -> None:
+        """Check the file `name` (see the class doc); `consume` gets its bytes in order as they are
+        hashed (`sha256_file`), or, where it was hashed before in this process, as it is read again."""
         rec = self.expected.get(name)
         if rec is None:
             raise ArtefactError(f"{self.directory / name}: not recorded in the {MANIFEST} of the {self.what}; "
@@ -267,11 +273,15 @@ class VerifiedFiles:
             raise ArtefactError(f"{path}: missing from the {self.what}") from None
         key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
         if key in _VERIFIED:
+            if consume is not None:
+                with open(path, "rb") as f:
+                    for block in iter(lambda: f.read(1 << 20), b""):
+                        consume(block)
             return
         if st.st_size != rec.bytes:
             raise ArtefactError(f"{path}: {st.st_size} bytes, the manifest of the {self.what} says "
                                 f"{rec.bytes} (damaged or replaced)")
-        if sha256_file(path) != rec.sha256:
+        if sha256_file(path, consume=consume) != rec.sha256:
             raise ArtefactError(f"{path}: content differs from the manifest of the {self.what} (sha256 "
                                 "mismatch): changed or damaged since xmine wrote it; rebuild it")
         _VERIFIED.add(key)

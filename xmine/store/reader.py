@@ -202,19 +202,45 @@ __all__ = ["EmbeddingStore"]
 
 
 def verify_store(directory: str | Path) -> tuple[int, str]:
-    """`xmine verify` of a store: open (sizes, shapes) and every sha256; (bytes, detail)."""
+    """`xmine verify` of a store: open (sizes, shapes), every sha256, and every embedding finite
+    (was: a store of NaN rows verified OK, and indexed); each shard is read once for both (was:
+    twice, its sha256 then its rows). (bytes, detail)"""
     store = EmbeddingStore.open(directory)
-    nbytes = store.verify()
-    rows = store.rows()
-    for start in range(0, len(store), _FINITE_BLOCK):  # (was: a store of NaN rows verified OK, and indexed)
-        bad = np.flatnonzero(~np.isfinite(np.asarray(rows[start: start + _FINITE_BLOCK])).all(axis=1))
-        if len(bad):
-            row = start + int(bad[0])
+    dtype, start = np.dtype(store.manifest.dtype), 0
+    for shard in store.manifest.shards:
+        scan = _FiniteRows(dtype, store.dim, shard.rows, data_offset=shard.bytes - shard.rows * store.dim * dtype.itemsize)
+        store._content.check(shard.file, consume=scan)
+        if scan.first_bad is not None:
+            row = start + scan.first_bad
             raise ArtefactError(f"{directory}: {NonFiniteRowError.of_store_row(row, int(store.line_numbers[row]))}: "
                                 "damaged, or not written by xmine")
+        start += shard.rows
+    nbytes = store.verify()  # the text and row files (the shards are hashed by now)
     return nbytes, (f"{len(store):,} sentences in {len(store.manifest.shards)} shard(s), every sha256 matches, every "
                     "embedding finite")
 
 
-#: rows `verify_store` checks for NaN or inf at a time
-_FINITE_BLOCK = 65_536
+class _FiniteRows:
+    """Given a .npy shard's bytes in order (`VerifiedFiles.check`'s `consume`), finds its first row
+    holding NaN or inf: `first_bad`, the row in the shard, or None. The array's data are the last
+    rows x dim values of the file (C order, after its header)."""
+
+    def __init__(self, dtype: np.dtype, dim: int, rows: int, *, data_offset: int):
+        self.dtype, self.dim, self.row_bytes = dtype, dim, dim * dtype.itemsize
+        self.skip, self.pending, self.done = data_offset, b"", 0
+        self.first_bad: int | None = None
+
+    def __call__(self, block: bytes) -> None:
+        if self.skip:
+            cut = min(self.skip, len(block))
+            block, self.skip = block[cut:], self.skip - cut
+        if self.first_bad is not None or not block or not self.row_bytes:
+            return
+        data = self.pending + block
+        whole = len(data) // self.row_bytes * self.row_bytes
+        self.pending = data[whole:]
+        rows = np.frombuffer(data[:whole], dtype=self.dtype).reshape(-1, self.dim)
+        bad = np.flatnonzero(~np.isfinite(rows).all(axis=1))
+        if len(bad):
+            self.first_bad = self.done + int(bad[0])
+        self.done += len(rows)

@@ -28,7 +28,8 @@ from xmine.mining.presearch import PreSearchConfig
 from xmine.mining.products import PRODUCTS
 from xmine.mining.select import MARGINS, RETRIEVALS
 from xmine.mining.writers import OUTPUT_FORMATS
-from xmine.options import LANG, PROJECTION_CHOSEN, ExistingPath, Finite, given_on_command_line, projection_option, ray_option
+from xmine.options import (LANG, PROJECTION_CHOSEN, ExistingPath, Finite, given_on_command_line, projection_option,
+                           ray_option)
 
 
 class ThresholdType(click.ParamType):

@@ -591,7 +591,7 @@ def test_the_finite_scan_of_verify_finds_the_first_bad_row_however_the_bytes_are
     buf = io.BytesIO()
     np.save(buf, arr)
     data = buf.getvalue()
-    scan = _FiniteRows(dtype, dim, rows, data_offset=len(data) - arr.nbytes)
+    scan = _FiniteRows(dtype, dim, data_offset=len(data) - arr.nbytes)
     pos = 0
     while pos < len(data):
         step = int(rng.integers(1, 3 * dim * dtype.itemsize + 200))

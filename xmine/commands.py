@@ -203,7 +203,8 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
         f"in this run{resumed}), "
         f"dim {store.dim}, {store.manifest.dtype}, part {store.part}, "
         + (f"vectors of {encoder.name!r} read from {embeddings_file}" if embeddings_file is not None else
-           f"encoder at {encoder.precision} on {getattr(encoder, 'engine', None) or getattr(encoder, 'runtime', 'torch')}")
+           f"encoder at {encoder.precision} on "
+           f"{getattr(encoder, 'engine', None) or getattr(encoder, 'runtime', 'torch')}")
         + f", in {info.seconds:.1f}s "
         f"({rate:.1f} sentences/s) -> {out_dir}"
     )

@@ -208,7 +208,8 @@ def verify_store(directory: str | Path) -> tuple[int, str]:
     store = EmbeddingStore.open(directory)
     dtype, start = np.dtype(store.manifest.dtype), 0
     for shard in store.manifest.shards:
-        scan = _FiniteRows(dtype, store.dim, shard.rows, data_offset=shard.bytes - shard.rows * store.dim * dtype.itemsize)
+        data_offset = shard.bytes - shard.rows * store.dim * dtype.itemsize  # (the .npy header's length)
+        scan = _FiniteRows(dtype, store.dim, data_offset=data_offset)
         store._content.check(shard.file, consume=scan)
         if scan.first_bad is not None:
             row = start + scan.first_bad
@@ -225,7 +226,7 @@ class _FiniteRows:
     holding NaN or inf: `first_bad`, the row in the shard, or None. The array's data are the last
     rows x dim values of the file (C order, after its header)."""
 
-    def __init__(self, dtype: np.dtype, dim: int, rows: int, *, data_offset: int):
+    def __init__(self, dtype: np.dtype, dim: int, *, data_offset: int):
         self.dtype, self.dim, self.row_bytes = dtype, dim, dim * dtype.itemsize
         self.skip, self.pending, self.done = data_offset, b"", 0
         self.first_bad: int | None = None

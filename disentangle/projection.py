@@ -163,7 +163,7 @@ class Projection:
             raise ArtefactError(f"projection {self.path} ({self.method}) reads the encoder's token states, not "
                                 "sentence embeddings: it needs texts (Projection.embed_texts), not vectors")
         if part not in PARTS:
-            raise ValueError(f"part must be one of {PARTS}, not {part!r}")
+            raise ConfigError(f"part must be one of {PARTS}, not {part!r}")
         emb = self._embeddings(emb)
         out = np.empty_like(emb)
         lang_ids = self._lang_ids(lang, len(emb))
@@ -190,7 +190,7 @@ class Projection:
             raise ArtefactError(f"projection {self.path} ({self.method}) works on sentence vectors: use transform")
         bad = [p for p in parts if p not in FMDA_PARTS]
         if bad:
-            raise ValueError(f"parts must be among {FMDA_PARTS}, not {bad}")
+            raise ConfigError(f"parts must be among {FMDA_PARTS}, not {bad}")
         self.check_encoder(encoder.fingerprint())
         sentences = list(sentences)
         out = {p: np.empty((len(sentences), self.dim), dtype=np.float32) for p in parts}

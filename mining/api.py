@@ -42,6 +42,7 @@ from xmine.io.stdin import is_url
 from xmine.langs import is_known_lang
 from xmine.mining.bitext import Bitext
 from xmine.mining.filters import PairFilterConfig
+from xmine.mining.api_terms import in_python_terms
 from xmine.mining.presearch import PreSearchConfig
 from xmine.tempdirs import temporary_directory
 
@@ -194,6 +195,7 @@ def _side(value, directory: Path, role: str, lang: str | None, keep_fields: Sequ
     return SideInput(path=path, lang=lang, keep_fields=tuple(keep_fields)), was_list
 
 
+@in_python_terms
 def mine(src: Source | SideInput, tgt: Source | SideInput, *, src_lang: str | None = None,
          tgt_lang: str | None = None, threshold: float | str | None = "default", k: int | None = None,
          margin: str | None = None, retrieval: str | None = None, encoder: str | None = None,
@@ -250,13 +252,15 @@ def mine(src: Source | SideInput, tgt: Source | SideInput, *, src_lang: str | No
         return _table(d / "mined.parquet", result, lists)
 
 
+@in_python_terms
 def score(src: Source, tgt: Source | None = None, *, src_lang: str | None = None, tgt_lang: str | None = None,
           threshold: float | str | None = "default", k: int | None = None, margin: str | None = None,
           encoder: str | None = None, projection: str | Path | None = None,
           filters: bool | PairFilterConfig = True, kept_only: bool = False, search: SearchConfig | None = None,
           selection: SelectionConfig | None = None, encoding: EncodingConfig | None = None,
           operating_point: str | None = None, calibration: str | Path | None = None,
-          src_corpus: Source | None = None, tgt_corpus: Source | None = None, show_progress: bool = False):
+          src_corpus: Source | None = None, tgt_corpus: Source | None = None, approximate: bool | None = None,
+          show_progress: bool = False):
     """Score the pairs (src[i], tgt[i]) as `xmine score` does; a pyarrow Table in their order.
 
     `src`, `tgt`: two lists of sentences of the same length, or two line-aligned files (a Moses
@@ -281,7 +285,7 @@ def score(src: Source, tgt: Source | None = None, *, src_lang: str | None = None
         src, tgt = (v if _is_path(v) else _listed(v, name) for v, name in ((src, "src"), (tgt, "tgt")))
         if isinstance(src, list) and isinstance(tgt, list) and len(src) != len(tgt):
             raise ConfigError(f"{len(src)} source and {len(tgt)} target sentences: pairs need as many of each")
-    search = _built("search", search, SearchConfig, _given(k=k))
+    search = _built("search", search, SearchConfig, _given(k=k, approximate=approximate))
     selection = _built("selection", selection, SelectionConfig,
                        _given(margin=margin, threshold=threshold, operating_point=operating_point,
                               calibration=calibration))
@@ -303,6 +307,7 @@ def score(src: Source, tgt: Source | None = None, *, src_lang: str | None = None
         return _table(d / "scored.parquet", result, {})
 
 
+@in_python_terms
 def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None = None,
           projection: str | Path | None = None, precision: str = "auto", batch_size: int = 64,
           prompt: str | None = None, prompt_name: str | None = None, runtime: str | None = None,

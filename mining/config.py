@@ -346,7 +346,7 @@ class FilterConfig:
 
     def __post_init__(self):
         check_field_types(self, booleans=("lang_filter",), integers=("min_length", "max_length"),
-                          reals=("max_length_ratio",))
+                          reals=("max_length_ratio",), configs={"pre_clean": PreSearchConfig, "pairs": PairFilterConfig})
         MiningConfig(min_length=self.min_length, max_length=self.max_length, max_length_ratio=self.max_length_ratio)
 
 

@@ -75,13 +75,14 @@ def language_filter(side, ids: np.ndarray, lang_filter: tuple[str, str, float | 
     return ids[keep], ids[~keep], None
 
 
-def note_side_left(role: str, side, share: float, lang: str, check: dict | None) -> None:
-    """The one warning for a side the language filter left as it is (`language_filter`: a `share` of
-    it in another language than `lang`), with what the declared-language check found (`check`,
-    `check_declared`'s record; was: two lines a side, one of them not naming the language)."""
+def note_side_left(role: str, shown, share: float, lang: str, check: dict | None) -> None:
+    """The one warning for a side (`shown`: its role and input, as the user knows it) the language filter left
+    as it is (`language_filter`: a `share` of it in another language than `lang`), with what the
+    declared-language check found (`check`, `check_declared`'s record; was: two lines a side, one
+    of them not naming the language)."""
     looks = (f"; {check['share']:.0%} of {check['sample']} sampled lines look like {check['looks_like']!r}"
              if check and check.get("status") == "mismatch" else "")
-    log.warning(f"{role} {side.path}: {share:.0%} of its sentences are identified as another language than "
+    log.warning(f"{shown}: {share:.0%} of its sentences are identified as another language than "
                 f"--{role}-lang {lang}{looks}; the automatic language filter leaves this side as it is (check "
                 f"--{role}-lang; --lang-filter forces the filter; recorded in the summary)")
 

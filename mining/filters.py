@@ -89,6 +89,9 @@ class PairFilterConfig:
                           reals=("score_max", "max_length_ratio", "min_script_share", "lid_min_confidence"))
         if self.score_max is not None and not math.isfinite(self.score_max):
             raise ConfigError(f"score_max must be a finite number (got {self.score_max})")
+        if isinstance(self.disabled, str):  # (was: "numbers" read as the rules n, u, m, b, e, r, s)
+            raise ConfigError(f"disabled must be a set of rule names, not the string {self.disabled!r}; "
+                              f"pass {{{self.disabled!r}}}")
         unknown = set(self.disabled) - set(RULES)
         if unknown:
             raise ConfigError(f"unknown pair filter(s) {', '.join(sorted(unknown))}; known: {', '.join(RULES)}")

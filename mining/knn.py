@@ -90,13 +90,17 @@ def _rows(a, lo: int, hi: int):
 
 
 def check_knn_inputs(x, y, k: int) -> tuple[int, int]:
-    """(n, m): the sizes of the two sides of a kNN search (exact or approximate), or a ValueError
-    for sides that are not 2-D rows of one dimension, an empty side or k < 1."""
+    """(n, m): the sizes of the two sides of a kNN search (exact or approximate), or a ConfigError
+    for sides that are not 2-D arrays of rows of one dimension, an empty side or k < 1 (was: a
+    ValueError, and an AttributeError for lists; `mine_embeddings` is public)."""
+    for name, a in (("x", x), ("y", y)):
+        if not hasattr(a, "ndim") or not hasattr(a, "shape"):
+            raise ConfigError(f"{name} must be a 2-D numpy array of embeddings (rows), not a {type(a).__name__}")
     n, m = len(x), len(y)
     if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]:
-        raise ValueError(f"x {x.shape} and y {y.shape} must be 2-D with the same dimension")
+        raise ConfigError(f"x {x.shape} and y {y.shape} must be 2-D with the same dimension")
     if k < 1 or n == 0 or m == 0:
-        raise ValueError(f"need k >= 1 and non-empty inputs (k={k}, n={n}, m={m})")
+        raise ConfigError(f"need k >= 1 and non-empty inputs (k={k}, n={n}, m={m})")
     return n, m
 
 

@@ -241,8 +241,10 @@ def _mine(config: MineConfig, *, show_progress: bool,
             skipped = {role: m for role, m in (("src", mx), ("tgt", my)) if m.lang_filter_skipped is not None}
             language_check = check_declared_languages([("src", sx, mx.ids, src_lang), ("tgt", sy, my.ids, tgt_lang)],
                                                       encoders=encoders, warned=skipped)
-            for role, m in skipped.items():
-                note_side_left(role, m.side, m.lang_filter_skipped, lf[0 if role == "src" else 1][0],
+            for role, m in skipped.items():  # (a list given to xmine.mine: named as the list, not its temporary file)
+                shown = reported_as[role](CorpusStats(path=m.side.path)).path if role in reported_as else \
+                    f"{role} {m.side.path}"
+                note_side_left(role, shown, m.lang_filter_skipped, lf[0 if role == "src" else 1][0],
                                language_check.get(role))
             untrained = untrained_languages(sx.encoder.name, [lang for lang in langs if lang != UNDETERMINED])
             # (use-m3, FLORES devtest nl-sv: 12% of the translations found; fr-es and it-pt: 88-91%)

@@ -57,6 +57,9 @@ class PreSearchConfig:
 
     def __post_init__(self):
         check_field_types(self, booleans=("enabled",), reals=("copies_min_confidence",))
+        if isinstance(self.disabled, str):  # (was: "copies" read as the steps c, o, p, i, e, s)
+            raise ConfigError(f"disabled must be a set of step names, not the string {self.disabled!r}; "
+                              f"pass {{{self.disabled!r}}}")
         unknown = set(self.disabled) - set(STEPS)
         if unknown:
             raise ConfigError(f"unknown pre-search step(s) {', '.join(sorted(unknown))}; known: {', '.join(STEPS)}")

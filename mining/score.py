@@ -328,7 +328,8 @@ def score_bitext(
                 unjudged = [r for r in LANGUAGE_RULES if r in filters.active(config.margin)
                             and r not in filters.active(config.margin, langs)]
                 if unjudged:  # (was: silent, and OUT.json listed them as active)
-                    log.warning(f"{bitext.path}: no --src-lang or --tgt-lang given: the {' and '.join(unjudged)} "
+                    shown = "the lists given" if any(bitext.listed) else bitext.path  # (xmine.score of lists)
+                    log.warning(f"{shown}: no --src-lang or --tgt-lang given: the {' and '.join(unjudged)} "
                                 "filter(s) judge nothing; give the languages to run them")
                 config, filters, threshold_record = run_threshold(
                     selection, config, filters, encoders.choice.path if sx.projection else None, sx.encoder.name,

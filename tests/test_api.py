@@ -367,3 +367,55 @@ def test_api_takes_any_os_pathlike_and_refuses_fields_a_list_has_not(tmp_path):
         xmine.mine(tmp_path / "de.txt", en, keep_fields="id", encoder="use-m3")
     with pytest.raises(ConfigError, match=r"^keep_fields: src is a list of sentences, which has no fields"):
         xmine.mine(de, en, keep_fields=["id"], encoder="use-m3")
+
+
+def test_api_errors_name_the_keywords_a_python_caller_passes(caplog):
+    """(were: "give --threshold or --operating-point, not both", "-k 300: at most 256", "--threshold
+    0.5 is below ...: add --margin distance" to a caller who passed keywords; FilterConfig(pre_clean=
+    False) and PreSearchConfig(disabled="copies") accepted, then an AttributeError or "unknown steps
+    c, e, i, o, p, s"; list-of-lists embeddings an AttributeError; a warning about a list naming its
+    temporary file)"""
+    import numpy as np
+    import pytest
+
+    import xmine
+    from xmine.errors import ConfigError
+    from xmine.mining.api_terms import python_terms
+    from xmine.mining.config import FilterConfig
+    from xmine.mining.filters import PairFilterConfig
+    from xmine.mining.presearch import PreSearchConfig
+    from xmine.mining.select import mine_embeddings
+
+    with pytest.raises(ConfigError, match=r"^give threshold= or operating_point=, not both$"):
+        xmine.mine(["Hallo."], ["Hello."], threshold=1.1, operating_point="precision")
+    with pytest.raises(ConfigError, match=r"^k=300: at most 256"):
+        xmine.score(["Hallo."], ["Hello."], k=300, encoder="use-m3")
+    with pytest.raises(ConfigError) as e:
+        xmine.mine(["Hallo."], ["Hello."], threshold=0.5, encoder="use-m3")
+    assert "threshold=0.5" in str(e.value) and "margin='distance'" in str(e.value) and "--" not in str(e.value)
+    # what is not an option of the API is left as it is
+    assert python_terms("see xmine verify --help; -k 4") == "see xmine verify --help; k=4"
+    assert python_terms("use --precision fp32 or --threshold none") == "use precision='fp32' or threshold=None"
+    for bad, message in ((dict(pre_clean=False), "pre_clean must be a PreSearchConfig (got False;"),
+                         (dict(pairs=True), "pairs must be a PairFilterConfig (got True;")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            FilterConfig(**bad)
+    for cls, word in ((PreSearchConfig, "copies"), (PairFilterConfig, "numbers")):
+        with pytest.raises(ConfigError, match=f"not the string '{word}'; pass {{'{word}'}}"):
+            cls(disabled=word)
+    with pytest.raises(ConfigError, match="x must be a 2-D numpy array of embeddings"):
+        mine_embeddings([[1.0, 0.0]], np.eye(2, dtype=np.float32))
+    with caplog.at_level("WARNING", logger="xmine"):
+        xmine.score(["Hallo Welt."], ["Hello world."], encoder="use-m3", threshold=None)
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("the lists given: no --src-lang or --tgt-lang given") for m in said), said
+    assert not any("xmine-api" in m for m in said), said
+    de = ["Der Hund schläft im Garten.", "Das Museum ist montags geschlossen.", "Wir baden gern im Meer.",
+          "Morgen regnet es den ganzen Tag.", "Die Kinder spielen auf der Straße.", "Ich trinke keinen Kaffee mehr."]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="xmine"):
+        xmine.mine(de, de, src_lang="de", tgt_lang="en", encoder="use-m3", threshold=None)
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("tgt (the list given): ") and "of its sentences are identified as another language" in m
+               for m in said), said
+    assert not any("xmine-api" in m for m in said), said

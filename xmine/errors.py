@@ -86,10 +86,12 @@ class ConfigError(XmineError):
 
 def check_field_types(config, *, integers: tuple[str, ...] = (), reals: tuple[str, ...] = (),
                       booleans: tuple[str, ...] = (), strings: tuple[str, ...] = (),
-                      paths: tuple[str, ...] = ()) -> None:
+                      paths: tuple[str, ...] = (), configs: dict[str, type] | None = None) -> None:
     """A ConfigError naming the first field of the dataclass `config` whose value is not of its kind:
     an integer (`integers`), a real number (`reals`; a bool is neither), True or False (`booleans`),
-    a string (`strings`), a string or path (`paths`); None passes where it is the field's default.
+    a string (`strings`), a string or path (`paths`), an instance of a config class (`configs`: field
+    -> class, said with how to switch it off; was: `FilterConfig(pre_clean=False)` accepted, an
+    AttributeError in mine); None passes where it is the field's default.
     Python callers give configs what the command line parses: `k="4"` is refused here, not met as a
     TypeError in the first comparison, and `approximate="no"` is not taken as true. A numpy number
     is made the Python number it equals (it is written to JSON records and checkpoints)."""
@@ -107,6 +109,10 @@ def check_field_types(config, *, integers: tuple[str, ...] = (), reals: tuple[st
                 raise ConfigError(f"{name} must be {kind} (got {value!r})")
             if numeric and type(value) not in (int, float):  # a numpy scalar: as Python's (JSON, checkpoints)
                 object.__setattr__(config, name, int(value) if types is numbers.Integral else float(value))
+    for name, cls in (configs or {}).items():
+        if not isinstance(getattr(config, name), cls):
+            raise ConfigError(f"{name} must be a {cls.__name__} (got {getattr(config, name)!r}; "
+                              f"{cls.__name__}(enabled=False) switches it off)")
 
 
 class OutputError(XmineError):

@@ -189,7 +189,7 @@ def _finished_or_build_dir(out_dir: Path, identity: dict[str, Any], overwrite: b
 
 def embed_corpus(input_path: str | Path, out_dir: str | Path, *, encoder: Any, lang: str, projection: Any = None,
                  part: str = "meaning", dtype: str = DEFAULT_DTYPE, shard_rows: int = 50_000, batch_size: int = 64,
-                 max_chars: int = DEFAULT_MAX_CHARS, overwrite: bool = False, show_progress: bool = True,
+                 max_chars: int = DEFAULT_MAX_CHARS, overwrite: bool = False, show_progress: bool = False,
                  on_shard_done: Callable[[int, int], None] | None = None, ray: str | None = None,
                  input_format: Any = None,
                  reported_as: Callable[[CorpusStats], CorpusStats] | None = None) -> EmbeddingStore:

@@ -1,0 +1,74 @@
+"""An error raised through the Python API (`xmine.mine`, `xmine.score`, `xmine.embed`) in the
+caller's terms: the checks the configs and the pipeline share with the command line name the
+command's options (`--threshold 0.5 is below ...`, `give --threshold or --operating-point, not
+both`); a Python caller passed keywords, so each option it names is said as the keyword that sets
+it (`threshold=0.5 is below ...`, `give threshold= or operating_point=, not both`). The error keeps
+its type and fields; only its message changes.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Callable
+
+from xmine.errors import XmineError
+
+#: option -> the keyword of `xmine.mine`/`score`/`embed` (or the config field) that sets it
+KEYWORDS = {
+    "--threshold": "threshold", "--operating-point": "operating_point", "-k": "k", "--k": "k",
+    "--margin": "margin", "--retrieval": "retrieval", "--calibration": "calibration",
+    "--src-lang": "src_lang", "--tgt-lang": "tgt_lang", "--lang": "lang",
+    "--encoder": "encoder", "--projection": "projection", "--precision": "precision", "--runtime": "runtime",
+    "--device": "device", "--prompt": "prompt", "--prompt-name": "prompt_name", "--batch-size": "batch_size",
+    "--keep-field": "keep_fields", "--src-corpus": "src_corpus", "--tgt-corpus": "tgt_corpus",
+    "--nlist": "SearchConfig(nlist=)", "--nprobe": "SearchConfig(nprobe=)", "--product": "SearchConfig(product=)",
+    "--score-max": "PairFilterConfig(score_max=)",
+}
+#: flags -> the keyword and value that set them
+FLAGS = {
+    "--approximate": "approximate=True", "--lang-filter": "lang_filter=True", "--no-lang-filter": "lang_filter=False",
+    "--no-filters": "filters=False", "--no-pre-clean": "pre_clean=False", "--kept-only": "kept_only=True",
+}
+#: the words an option's value may be, read as its value where one follows the option
+_CHOICES = ("none", "ratio", "distance", "absolute", "balanced", "precision", "max", "intersect", "fwd", "bwd",
+            "auto", "fp32", "bf16", "fp16", "int8", "torch", "openvino", "cpu", "cuda", "default")
+_OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*[a-z0-9]|-k)(?![\w-])"
+                     rf"(?: (?P<value>-?\d+(?:\.\d+)?(?:e-?\d+)?(?![\w.])|'[^'\s]*'|(?:{'|'.join(_CHOICES)})(?![\w-])))?")
+
+
+def python_terms(message: str) -> str:
+    """`message` with each option it names said as the Python keyword that sets it; an option this
+    module does not know is left as it is (`xmine verify`, `--help`)."""
+
+    def keyword(m: re.Match) -> str:
+        option, value = m.group(1), m.group("value")
+        if option in FLAGS:
+            return FLAGS[option] + (f" {value}" if value else "")
+        name = KEYWORDS.get(option)
+        if name is None:
+            return m.group(0)
+        if value is None:
+            return name if name.endswith(")") else f"{name}="
+        shown = "None" if value == "none" else value if value[0] in "0123456789-'" else repr(value)
+        return name[:-1] + f"{shown})" if name.endswith(")") else f"{name}={shown}"
+
+    return _OPTION.sub(keyword, message)
+
+
+def in_python_terms(function: Callable) -> Callable:
+    """`function` (an API call) whose XmineError leaves it with its message in the caller's terms."""
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except XmineError as e:
+            if len(e.args) == 1 and isinstance(e.args[0], str):
+                e.args = (python_terms(e.args[0]),)
+            raise
+
+    return call
+
+
+__all__ = ["in_python_terms", "python_terms"]

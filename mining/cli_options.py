@@ -236,7 +236,7 @@ search_options = _options(
         workers=workers, index_type=index_type, nlist=nlist, nprobe=nprobe, pq_m=pq_m, shard_rows=index_shard_rows,
         refine=refine, ray=ray_address),
     k_option(help="Neighbours per sentence: the candidates considered and the neighbourhood whose mean cosine forms "
-                  "the margin."),
+                  "the margin (2 or more for the ratio and distance margins: with 1, a pair's neighbour is itself)."),
     approximate_option(help="Search neighbours with IVF / IVF-PQ indexes built in OUT.work/ (one quantiser trained on "
                             "both sides, shards, resumable) instead of the exact blocked product; margin, one-to-one "
                             "and filters are the same, and the default threshold is the space's single calibrated "

@@ -235,7 +235,7 @@ def score_pairs(sx, sy, n: int, *, langs, config: MiningConfig, filters: PairFil
         margin[pairs] = margin_score(cos, mean_x[mx.position_of_row[s]], mean_y[my.position_of_row[t]],
                                      config.margin)
     if config.threshold is not None:
-        low = both[~(margin[both] >= config.threshold)]  # -inf (an undefined ratio) included
+        low = both[~(margin[both] >= np.float64(config.threshold))]  # -inf (an undefined ratio) included
         rule[low] = DROP_RULES.index("threshold")
     judged = np.flatnonzero(rule < 0)
     _, reasons = apply_pair_filters(SideTexts(sx, src_rows[judged]), SideTexts(sy, tgt_rows[judged]),

@@ -231,7 +231,8 @@ def passing_rows(fwd_sims, fwd_idx, bwd_sims, bwd_idx, *, config: MiningConfig, 
         return None
     fs, fi, bs, bi = candidate_scores(fwd_sims, fwd_idx, bwd_sims, bwd_idx, config=config,
                                       src_lengths=src_lengths, tgt_lengths=tgt_lengths, report=False)
-    fp, bp = fs >= config.threshold, bs >= config.threshold
+    t = np.float64(config.threshold)  # (float32 scores compared in float64: `select_pairs`)
+    fp, bp = fs >= t, bs >= t
     rows_x, rows_y = fp.any(axis=1), bp.any(axis=1)
     rows_y[fi[fp]] = True
     rows_x[bi[bp]] = True
@@ -278,7 +279,7 @@ def select_pairs(
         d = np.concatenate((np.full(n, FWD), np.full(m, BWD)))
         ok = np.isfinite(sc)
         if config.threshold is not None:  # pairs below it can never be output: drop before matching
-            ok &= sc >= config.threshold
+            ok &= sc >= np.float64(config.threshold)
         src, tgt, sc, d = src[ok], tgt[ok], sc[ok], d[ok]
         # A pair found in both directions is one candidate, marked "both".
         key = src.astype(np.int64) * max(m, 1) + tgt
@@ -290,7 +291,9 @@ def select_pairs(
         src, tgt, sc, d = src[keep], tgt[keep], sc[keep], d[keep]
     ok = np.isfinite(sc)
     if config.threshold is not None:
-        ok &= sc >= config.threshold
+        # in float64: a Python float meeting float32 scores is cast to float32 (numpy 2), which
+        # kept a score up to half a float32 step below the threshold
+        ok &= sc >= np.float64(config.threshold)
     src, tgt, sc, d = (np.asarray(a)[ok] for a in (src, tgt, sc, d))
     # Sorted by score descending; ties broken by (src, tgt) so the output is reproducible.
     order = np.lexsort((tgt, src, -sc.astype(np.float64)))

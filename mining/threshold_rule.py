@@ -180,8 +180,8 @@ def note_cap_not_above(record: dict, filters: PairFilterConfig, margin: str) -> 
 
 def keep_at_least(mined: MinedPairs, threshold: float) -> MinedPairs:
     """The pairs of `mined` scoring >= threshold (it is sorted by score, highest first), compared in
-    float32 as `select_pairs` compares."""
-    n = int(np.count_nonzero(mined.score >= np.float32(threshold)))
+    float64 as `select_pairs` compares."""
+    n = int(np.count_nonzero(mined.score >= np.float64(threshold)))
     return MinedPairs(src_idx=mined.src_idx[:n], tgt_idx=mined.tgt_idx[:n], score=mined.score[:n],
                       direction=mined.direction[:n])
 
@@ -358,7 +358,7 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
                              "candidates); pass --threshold or --calibration to choose one",
                    "source_brief": f"estimated from this run's scores: {record['source']}; --threshold chooses one"}
         if estimate.tail_cut:
-            above = int(np.count_nonzero(mined.score >= np.float32(estimate.value)))
+            above = int(np.count_nonzero(mined.score >= np.float64(estimate.value)))
             record["estimate_note"] = (
                 f"this run's {len(mined):,} candidate scores show no share of translations apart from the rest, "
                 f"and only {mutual_low:.2f} of the lower-scoring ones are each other's best in both directions "

@@ -144,6 +144,24 @@ def test_threshold_is_honoured_in_every_mode(retrieval):
                                               everything.score) if s >= thr}
 
 
+@pytest.mark.parametrize("retrieval", ["max", "fwd", "bwd", "intersect"])
+def test_a_score_just_below_the_threshold_is_dropped(retrieval):
+    """"At least this" in float64 (was: the Python float threshold cast to float32, as numpy 2
+    casts it meeting float32 scores, so a score up to half a float32 step below it was kept)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((30, 8)).astype(np.float32)
+    y = (x + 0.2 * rng.standard_normal((30, 8))).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    cfg = MiningConfig(retrieval=retrieval)
+    everything = mine_embeddings(x, y, config=cfg)
+    lowest = float(everything.score.min())
+    assert len(mine_embeddings(x, y, config=cfg.replace(threshold=lowest))) == len(everything)
+    above = float(np.nextafter(lowest, np.inf))  # a double above the float32 score, below the next float32
+    assert np.float32(above) == np.float32(lowest)
+    assert len(mine_embeddings(x, y, config=cfg.replace(threshold=above))) == len(everything) - 1
+
+
 def test_max_mode_is_one_to_one_and_finds_planted_pairs():
     rng = np.random.default_rng(1)
     n = 300

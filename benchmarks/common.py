@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from xmine.artefacts.directory import file_fingerprint, provenance
-from xmine.io.corpus import truncate_for_encoding
+from xmine.io.corpus import decode_line, truncate_for_encoding
 from xmine.encoders.embed_cache import cached_encode
 from xmine.artefacts.fileio import atomic_write_manifest, load_manifest
 from xmine.artefacts.verify import RESULT_DAMAGED_ADVICE, RESULT_KINDS
@@ -360,10 +360,13 @@ def read_lines(path: Path, *, what: str = "data") -> list[str]:
     """Every line of a UTF-8 file, keeping empty ones (line i of one file = line i of another)."""
     if not path.is_file():
         raise InputError(path, f"missing {what} file")
+    raw = path.read_bytes()
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise InputError(path, f"not UTF-8 ({e})") from e
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:  # said of its line, as every reader says it (was: a byte offset in the file)
+        start, end = raw.rfind(b"\n", 0, e.start) + 1, raw.find(b"\n", e.start)
+        decode_line(raw[start: end if end >= 0 else None], path, raw.count(b"\n", 0, e.start) + 1)
+        raise
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

@@ -9,13 +9,14 @@ model_scores), read without quoting (csv.QUOTE_NONE): sentences contain quote ch
 
 from __future__ import annotations
 
-import csv
 import dataclasses
+import math
 from pathlib import Path
 from typing import Any, Sequence
 
 from xmine.benchmarks.common import EmbedFn, correlations, data_locator, mean_of, paired_cosine
 from xmine.errors import ConfigError, InputError
+from xmine.io.corpus import iter_lines
 
 NEEDS = "mlqe"
 HOW_TO_GET = (
@@ -54,26 +55,34 @@ def load_qe(path: str | Path, pair: str, *, max_rows: int | None = None) -> QESe
     if not path.is_file():
         raise InputError(path, f"missing WMT20 QE file for {pair}")
     sources, translations, z = [], [], []
-    with path.open(encoding="utf-8", newline="") as f:
-        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = next(reader, None)
-        if header is None:
-            raise InputError(path, "empty file (expected a header line)", line=1)
-        missing = [c for c in REQUIRED_COLUMNS if c not in header]
-        if missing:
-            raise InputError(path, f"header lacks column(s) {', '.join(missing)} (has: {', '.join(header)})", line=1)
-        col = {c: header.index(c) for c in REQUIRED_COLUMNS}
-        for line_no, row in enumerate(reader, start=2):
-            if len(row) != len(header):
-                raise InputError(path, f"{len(row)} tab-separated fields, expected {len(header)}", line=line_no)
-            try:
-                z.append(float(row[col["z_mean"]]))
-            except ValueError:
-                raise InputError(path, f"z_mean {row[col['z_mean']]!r} is not a number", line=line_no) from None
-            sources.append(row[col["original"]])
-            translations.append(row[col["translation"]])
-            if max_rows is not None and len(z) >= max_rows:
-                break
+    # (xmine.io.corpus: invalid UTF-8 is one error naming the line; was a UnicodeDecodeError traceback)
+    lines = iter_lines(path, keep_tabs=True)
+    first = next(lines, None)
+    if first is None or not first[1].strip():
+        raise InputError(path, "empty file (expected a header line)", line=1)
+    header = first[1].split("\t")
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise InputError(path, f"header lacks column(s) {', '.join(missing)} (has: {', '.join(header)})", line=1)
+    col = {c: header.index(c) for c in REQUIRED_COLUMNS}
+    for line_no, text in lines:
+        row = text.split("\t")
+        if len(row) != len(header):
+            raise InputError(path, f"{len(row)} tab-separated fields, expected {len(header)}", line=line_no)
+        try:
+            score = float(row[col["z_mean"]])
+        except ValueError:
+            raise InputError(path, f"z_mean {row[col['z_mean']]!r} is not a number", line=line_no) from None
+        if not math.isfinite(score):  # (was: every correlation n/a, or a Spearman of an infinity)
+            raise InputError(path, f"z_mean {row[col['z_mean']]!r} is not a finite number", line=line_no)
+        for name in ("original", "translation"):  # (was: an empty sentence scored; Tatoeba refuses one)
+            if not row[col[name]].strip():
+                raise InputError(path, f"empty {name} sentence", line=line_no)
+        z.append(score)
+        sources.append(row[col["original"]])
+        translations.append(row[col["translation"]])
+        if max_rows is not None and len(z) >= max_rows:
+            break
     if not z:
         raise InputError(path, "no data rows")
     return QESet(pair, sources, translations, z, path)

@@ -90,9 +90,12 @@ def load_track(folder: str | Path, track: str) -> STSSet:
     rows = read_lines(input_path, what="STS 2017")
     gold_lines = read_lines(gold_path, what="STS 2017")
     expected = t.gold_rows if t.gold_rows is not None else len(rows)
-    if len(gold_lines) != expected or len(rows) < expected:
+    if t.gold_rows is not None and len(rows) < expected:  # (was: the gold file blamed for a short input)
+        raise InputError(input_path, f"{len(rows)} input lines; {t.name}'s gold scores its first {expected}")
+    if len(gold_lines) != expected:
         raise InputError(gold_path, f"{len(gold_lines)} gold scores for {len(rows)} input lines in {input_path.name} "
-                                    f"(expected {expected} scored lines)")
+                                    f"(expected {expected} scored lines): one of the two is cut short, or not the "
+                                    "other's")
     sent1, sent2, gold = [], [], []
     for i in range(expected):
         fields = rows[i].split("\t")
@@ -102,6 +105,11 @@ def load_track(folder: str | Path, track: str) -> STSSet:
             score = float(gold_lines[i])
         except ValueError:
             raise InputError(gold_path, f"gold score {gold_lines[i]!r} is not a number", line=i + 1) from None
+        if not 0 <= score <= 5:  # NaN included (was: every correlation n/a, or 7.5 and -3 correlated as given)
+            raise InputError(gold_path, f"gold score {gold_lines[i]!r} is not a number from 0 to 5", line=i + 1)
+        for field in fields:  # (was: an empty sentence scored; Tatoeba refuses one)
+            if not field.strip():
+                raise InputError(input_path, "empty sentence", line=i + 1)
         sent1.append(fields[0])
         sent2.append(fields[1])
         gold.append(score)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import uuid
 from pathlib import Path
 
@@ -118,6 +119,26 @@ def test_sts_loader_errors_name_file_and_line(tmp_path):
     assert e.value.line == 2 and "STS.input.track5.en-en.txt" in str(e.value)
     with pytest.raises(ConfigError):
         sts.load_track(tmp_path, "track9")
+    # (were: accepted, every correlation n/a or computed on scores out of the scale; an empty sentence
+    # scored; bad UTF-8 said as a byte offset in the file)
+    inputs = tmp_path / "STS2017.eval.v1.1" / "STS.input.track5.en-en.txt"
+    gold = tmp_path / "STS2017.gs" / "STS.gs.track5.en-en.txt"
+    inputs.write_text("a\tb\nc\td\n")
+    for scores, fragment in (("1.0\nnan\n", "gold score 'nan' is not a number from 0 to 5"),
+                             ("7.5\n1\n", "gold score '7.5' is not a number from 0 to 5")):
+        gold.write_text(scores)
+        with pytest.raises(InputError, match=fragment) as e:
+            sts.load_track(tmp_path, "track5")
+        assert e.value.path == gold
+    gold.write_text("1\n2\n")
+    inputs.write_text("a\tb\nc\t \n")
+    with pytest.raises(InputError, match="empty sentence") as e:
+        sts.load_track(tmp_path, "track5")
+    assert e.value.line == 2
+    inputs.write_bytes(b"a\tb\nc\t\xc3(\n")
+    with pytest.raises(InputError, match="invalid UTF-8 at byte 2 of the line") as e:
+        sts.load_track(tmp_path, "track5")
+    assert e.value.line == 2
 
 
 def test_qe_loader_on_real_files(data_dir):
@@ -138,6 +159,15 @@ def test_qe_loader_rejects_bad_rows(tmp_path):
     with pytest.raises(InputError) as e:
         qe.load_qe(p, "en-de")
     assert e.value.line == 3 and "z_mean" in str(e.value)
+    # (were: a traceback for bad UTF-8; NaN or inf z_mean and empty sentences accepted)
+    for row, fragment in ((b"1\ta\tb\tnan", "z_mean 'nan' is not a finite number"),
+                          (b"1\ta\tb\tinf", "z_mean 'inf' is not a finite number"),
+                          (b"1\t \tb\t0.1", "empty original sentence"),
+                          (b"1\ta\t\xc3(\t0.1", "invalid UTF-8 at byte 4 of the line")):
+        p.write_bytes(b"index\toriginal\ttranslation\tz_mean\n0\ta\tb\t0.5\n" + row + b"\n")
+        with pytest.raises(InputError, match=re.escape(fragment)) as e:
+            qe.load_qe(p, "en-de")
+        assert e.value.line == 3, str(e.value)
 
 
 def test_tatoeba_loader_real_files(data_dir):
@@ -388,6 +418,11 @@ def test_each_benchmark_takes_a_language_by_any_of_its_codes(tmp_path, data_dir)
     assert codes_among(["de", "jpn", "xx", "zh"], ["de-DE", "zh-CN", "zh-TW", "ja-JP"]) == (
         ["de-DE", "ja-JP"], ["xx", "zh"])
     assert codes_among(["de", "fra_Latn", "kk"], ["deu", "fra", "kaz"]) == (["deu", "fra", "kaz"], [])
+    # a code naming a region names no other region's data (was: zh-CN run on zh-TW, pt-BR on pt-PT)
+    assert codes_among(["zh-CN", "pt-BR", "es_419", "fr"], ["zh-TW", "pt-PT", "es-ES", "fr-FR"]) == (
+        ["fr-FR"], ["zh-CN", "pt-BR", "es_419"])
+    with pytest.raises(ConfigError, match="unknown MASSIVE locale"):
+        massive.parse_locales("pt-BR", ["pt-PT", "en-US"])
     assert massive.parse_locales("deu,ja", ["de-DE", "en-US", "ja-JP"]) == ["de-DE", "ja-JP"]
     with pytest.raises(ConfigError, match="en-US is the pivot"):
         massive.parse_locales("de,en", ["de-DE", "en-US", "ja-JP"])

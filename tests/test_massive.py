@@ -95,6 +95,25 @@ def test_reader_errors_name_file_and_line(tmp_path):
         assert e.value.line == line and e.value.path == p and words in str(e.value), (rows, str(e.value))
     with pytest.raises(DataNotFoundError):
         massive.locate(tmp_path / "nothing-here")
+    # invalid UTF-8 is one error naming the line (was: a UnicodeDecodeError traceback)
+    p.write_bytes(json.dumps(_row(1, "test", "hi")).encode() + b"\n" + b'{"id": "2", "utt": "\xff"}\n')
+    with pytest.raises(InputError, match="invalid UTF-8 at byte 20 of the line") as e:
+        massive.read_locale(d, "en-US")
+    assert e.value.line == 2
+
+
+def test_ids_missing_from_one_locale_are_warned_about(tmp_path, caplog):
+    """(was: a cut file shrank the test set without a word)"""
+    d = tmp_path / "data"
+    d.mkdir()
+    _write(d / "en-US.jsonl", [_row(i, "test", f"hello {i}") for i in range(1, 6)])
+    _write(d / "de-DE.jsonl", [_row(i, "test", f"hallo {i}", "de-DE") for i in range(1, 4)])
+    with caplog.at_level("WARNING", logger="xmine"):
+        ids, _ = massive.aligned(d, ["en-US", "de-DE"], "test")
+    assert ids == ["1", "2", "3"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{d / 'en-US.jsonl'}: 2 test id(s) of it are not in de-DE.jsonl (MASSIVE has every id in every locale: a cut "
+        "or damaged file?); measured on the 3 shared"]
 
 
 # ------------------------------------------------------------------------------------ training data

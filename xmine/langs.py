@@ -92,13 +92,15 @@ def same_language(a: str, b: str) -> bool:
 def codes_among(given: Sequence[str], available: Sequence[str]) -> tuple[list[str], list[str]]:
     """Each code of `given` as a data set names it among `available`: itself where listed, else the
     one available code of the same language (`same_language`: `de` is Tatoeba's `deu`, `deu` is
-    MASSIVE's `de-DE`). Returns (the codes found, in order; the given codes that name no available
-    code, or several: `zh` among `zh-CN` and `zh-TW`). Two codes of one language are a ConfigError:
-    counted twice, that language would weigh double in an average."""
+    MASSIVE's `de-DE`; a code naming a region, only that region's: `pt-BR` is not `pt-PT`). Returns
+    (the codes found, in order; the given codes that name no available code, or several: `zh`
+    among `zh-CN` and `zh-TW`). Two codes of one language are a ConfigError: counted twice, that
+    language would weigh double in an average."""
     found: dict[str, str] = {}
     unknown = []
     for code in given:
-        matches = [code] if code in available else [a for a in available if same_language(code, a)]
+        matches = [code] if code in available else [a for a in available if same_language(code, a)
+                                                    and _region(code) in (None, _region(a))]
         if len(matches) != 1:
             unknown.append(code)
         elif matches[0] in found:
@@ -106,6 +108,15 @@ def codes_among(given: Sequence[str], available: Sequence[str]) -> tuple[list[st
         else:
             found[matches[0]] = code
     return list(found), unknown
+
+
+def _region(code: str) -> str | None:
+    """The region subtag of a code (`zh-CN`: "CN", `es_419`: "419"), or None. A code naming a region
+    names no other region's data (was: `zh-CN` run on MASSIVE's zh-TW without a word)."""
+    for part in re.split(r"[-_]", code)[1:]:
+        if re.fullmatch(r"[A-Za-z]{2}|\d{3}", part):
+            return part.upper()
+    return None
 
 
 def is_known_lang(code: str) -> bool:

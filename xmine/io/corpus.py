@@ -192,7 +192,9 @@ def _raw_lines(f: BinaryIO, cr: bool) -> Iterator[bytes]:
         yield rest
 
 
-def _decode(raw: bytes, path: Path, line_no: int) -> str:
+def decode_line(raw: bytes, path: Path, line_no: int) -> str:
+    """One line's bytes as UTF-8 text; an InputError naming the file, the line and the byte where
+    they are not (a NUL byte: binary data or UTF-16). Every reader of a text file says it alike."""
     if b"\x00" in raw:
         col = raw.index(b"\x00")
         raise InputError(path, f"NUL byte at byte {col} of the line: binary data or a UTF-16 file, expected UTF-8 text",
@@ -226,7 +228,7 @@ def iter_lines(path: str | Path, *, stats: CorpusStats | None = None,
                     raw = raw[:-1]
                 if raw.endswith(b"\r"):
                     raw = raw[:-1]
-                text = _decode(raw, path, line_no)
+                text = decode_line(raw, path, line_no)
                 if line_no == 1 and text.startswith(_BOM):
                     text = text[1:]
                 if breakers.search(text):
@@ -324,6 +326,6 @@ def truncate_for_encoding(sentences: Sequence[str], max_chars: int = DEFAULT_MAX
 
 
 __all__ = [
-    "DEFAULT_MAX_CHARS", "Corpus", "CorpusStats", "iter_corpus", "iter_lines", "iter_parallel", "read_corpus",
-    "read_parallel", "truncate_for_encoding",
+    "DEFAULT_MAX_CHARS", "Corpus", "CorpusStats", "decode_line", "iter_corpus", "iter_lines", "iter_parallel",
+    "read_corpus", "read_parallel", "truncate_for_encoding",
 ]

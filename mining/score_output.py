@@ -87,9 +87,8 @@ def resolve_score_format(out: str | Path, fmt: str | None) -> str:
     fmt = fmt or named or "tsv"
     compression = Path(out).suffix.lower()
     if compression in _NOT_COMPRESSED_AS or (compression == ".gz" and fmt not in _GZIP_SCORE_FORMATS):
-        raise ConfigError(f"{out}: score writes {', '.join(_GZIP_SCORE_FORMATS)} gzip-compressed as .gz and nothing "
-                          f"else compressed ({fmt} {'compresses inside' if fmt in ('parquet', 'hf') else 'as .gz'}); "
-                          "name the output without that ending")
+        raise ConfigError(f"{out}: score writes tsv, csv and jsonl gzip-compressed (a name ending in .gz) and nothing "
+                          "else compressed (Parquet and datasets compress inside); name the output without that ending")
     return fmt
 
 

@@ -396,4 +396,4 @@ def _sentence_meta(side, row: int, fields: Sequence[PairColumn], i: int, prefix:
 
 
 __all__ = ["COMPANIONS", "OUTPUT_FORMATS", "MinedRows", "PairColumn", "check_named_format", "output_format",
-           "parquet_to_dataset", "tmx_lang", "tmx_props", "translation_keys", "write_meta", "write_mined", "write_tmx"]
+           "parquet_to_dataset", "text_output", "tmx_lang", "tmx_props", "translation_keys", "write_meta", "write_mined", "write_tmx"]

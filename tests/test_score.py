@@ -461,7 +461,7 @@ def test_a_gz_output_is_gzip_compressed_and_other_compressions_are_refused(tmp_p
             assert text == plain.read_text(encoding="utf-8")
         ok(xm("verify", tmp_path / name))
     for name in ("o.tsv.xz", "o.jsonl.zst", "o.parquet.gz"):
-        refused(xm("score", tsv, *args, "-o", tmp_path / name), f"{name}: score writes tsv, csv, jsonl gzip-compressed")
+        refused(xm("score", tsv, *args, "-o", tmp_path / name), f"{name}: score writes tsv, csv and jsonl gzip-compressed (a name ending in .gz)")
         assert not (tmp_path / name).exists()
 
 

@@ -39,14 +39,6 @@ def _corpus_format(path: Path | str, input_format):
     return for_each_input([input_format], [path if artefact_kind(path, input_format) == "text" else None])[0]
 
 
-def _refuse_ids(input_format, command: str) -> None:
-    """An index keeps each sentence's text and line number, not the ids of a table's records, so
-    --id-field would be read and then dropped without a word."""
-    if input_format.id_field is not None:
-        raise ConfigError(f"--id-field: an index keeps each sentence's text and line number, not ids, so {command} "
-                          "would drop them; leave it out (xmine embed and xmine mine keep ids)")
-
-
 @click.command("build-index")
 @click.argument("source", type=ExistingPath())
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(path_type=Path),
@@ -84,7 +76,7 @@ def _refuse_ids(input_format, command: str) -> None:
 @precision_option(default_from="the precision of a store SOURCE")
 @click.option("--cpu", is_flag=True, help="Do not use GPUs even if FAISS reports some.")
 @quiet_option(help="No progress bars.")
-@input_format_options
+@input_format_options(ids=False)
 @ray_option("the build: training in one task, adding rows in parallel tasks (each shard a task with "
             "--shard-rows, else pieces merged into one index). A store SOURCE is read by the workers from "
             "its files; a text SOURCE is encoded here first (embed it with `xmine embed --ray` to encode "
@@ -101,7 +93,6 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     records the encoder and projection fingerprints and the sentences with their line numbers, so
     `xmine search` returns text and refuses queries from another encoder/projection.
     """
-    _refuse_ids(input_format, "build-index")
     input_format = _corpus_format(source, input_format)
     if input_format is not None and input_format.split_sentences:  # a missing language fails before anything is written
         check_split_languages([(source, lang, "--lang")], input_format)
@@ -160,7 +151,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
 @click.option("--lang", type=LANG, default=None,
               help="Language code of QUERIES: needed to split them with --split-sentences.")
 @quiet_option(help="No progress bars (encoding the queries, searching them).")
-@input_format_options
+@input_format_options(ids=False)
 def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection, precision, runtime, prompt,
            prompt_name, device, lang, quiet, input_format):
     """Return the K nearest indexed sentences of every sentence of QUERIES, with cosine scores.
@@ -172,7 +163,6 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
     Scores are inner products of L2-normalised embeddings (cosine, -1..1; for exact indexes) or
     FAISS's estimate of it (PQ indexes).
     """
-    _refuse_ids(input_format, "search")
     fmt = _search_format(out, fmt)
     input_format = _corpus_format(queries, input_format)
     if input_format is not None and input_format.split_sentences:  # a missing language fails before anything is written

@@ -33,7 +33,7 @@ from xmine.io.delimited import column_index, delimited_rows, field_of, same_widt
 from xmine.artefacts.fileio import missing
 from xmine.errors import ConfigError, InputError
 from xmine.langs import is_known_lang, normalize_lang
-from xmine.io.reader_base import MISSING, field_at, format_by_path, size_and_sha256
+from xmine.io.reader_base import MISSING, field_at, format_by_path, json_kind, size_and_sha256
 from xmine.io.stdin import shown_path
 from xmine.io.readers import jsonl_records
 from xmine.io.table_readers import dataset_rows, open_parquet, parquet_rows
@@ -199,7 +199,7 @@ class Bitext:
 
     def _texts(self, record: Any, fields: tuple[str, str], where: str, line: int | None) -> tuple[str, str]:
         if not isinstance(record, dict):
-            raise InputError(self.path, f"{where}is a JSON {type(record).__name__}, expected an object", line=line)
+            raise InputError(self.path, f"{where}is a JSON {json_kind(record)}, expected an object", line=line)
         texts = []
         for dotted, option in zip(fields, ("--src-field", "--tgt-field")):
             value = field_at(record, dotted)

@@ -214,3 +214,18 @@ def test_product_choice_is_the_measured_one():
                          "splitters_flores.json").read_text(encoding="utf-8"))
     assert result["details"]["rule_overrides"] == sorted(OVERRIDES)
     assert result["details"]["product_matches_rule"] is True
+
+
+def test_a_line_break_ends_a_sentence_and_a_tab_inside_one_is_a_space(tmp_path):
+    """A crawled page's headings and menu entries are lines without punctuation (was: joined to the
+    sentence after them, "Startseite Kontakt Impressum Das Museum ist montags geschlossen.")."""
+    page = ("Willkommen auf unserer Seite\n\nDr. Müller wohnt in Berlin.\nStartseite\nKontakt\r\nImpressum\n"
+            "Das Museum ist montags\tgeschlossen. Es öffnet um 9 Uhr.")
+    src = tmp_path / "page.jsonl"
+    src.write_text(json.dumps({"id": "p1", "text": page}, ensure_ascii=False) + "\n", encoding="utf-8")
+    ok(xm("embed", src, "--lang", "de", "--split-sentences", "--id-field", "id", "--encoder", "use-m3", "-q",
+          "-o", tmp_path / "s"))
+    assert _store_rows(tmp_path / "s") == [
+        (s, 1, "p1", k) for k, s in enumerate(["Willkommen auf unserer Seite", "Dr. Müller wohnt in Berlin.",
+                                               "Startseite", "Kontakt", "Impressum",
+                                               "Das Museum ist montags geschlossen.", "Es öffnet um 9 Uhr."], 1)]

@@ -144,17 +144,24 @@ def projection_option(what: str, *, default: str = PROJECTION_CHOSEN, multiple: 
                         help=f"Projection {what}: {PROJECTION_VALUES}. {default}")
 
 
-def input_format_options(f=None, *, per_side: bool = False):
+def _when(condition: bool, decorator):
+    """`decorator` where `condition` holds, else one that leaves the function as it is."""
+    return decorator if condition else (lambda f: f)
+
+
+def input_format_options(f=None, *, per_side: bool = False, ids: bool = True):
     """--input-format, --text-field/--text-column, --id-field, --header, --split and
     --split-sentences, handed to the command as one `input_format` (an
-    `xmine.io.reader_base.InputFormat`). `per_side` (commands reading a SRC and a TGT): also
+    `xmine.io.reader_base.InputFormat`). `ids=False`: no --id-field (an index keeps each
+    sentence's text and line number, not record ids: was offered by build-index and search, then
+    refused). `per_side` (commands reading a SRC and a TGT): also
     --src-input-format/--tgt-input-format, --src-text-field/--tgt-text-field (--*-text-column),
     --src-id-field/--tgt-id-field, --src-header/--tgt-header and --src-split/--tgt-split, each
     overriding the shared option for its side (was: no per-side header, so a JSON Lines side beside
     a TSV side with a header line could not be read); `input_format` is then a (source, target)
     pair of InputFormats."""
     if f is None:
-        return functools.partial(input_format_options, per_side=per_side)
+        return functools.partial(input_format_options, per_side=per_side, ids=ids)
 
     @click.option("--input-format", type=click.Choice(("auto",) + FORMATS), default="auto", show_default=True,
                   help="How to read a corpus: auto = by extension (.jsonl/.ndjson/.json: jsonl; .parquet: parquet; "
@@ -167,9 +174,10 @@ def input_format_options(f=None, *, per_side: bool = False):
                   help="jsonl/hf: the field holding the text, dotted for nested objects (meta.text); parquet: "
                        "the column (dotted: a field of a struct column); csv/tsv: the column's name in the "
                        "header line or its 1-based number. [default: text]")
-    @click.option("--id-field", default=None,
-                  help="A field (dotted) holding each record's own id, kept with each sentence as provenance "
-                       "(mined outputs carry it). Default: records are named by their line/row number.")
+    @_when(ids, click.option("--id-field", default=None,
+                             help="A field (dotted) holding each record's own id, kept with each sentence as "
+                                  "provenance (mined outputs carry it). Default: records are named by their "
+                                  "line/row number."))
     @click.option("--header/--no-header", default=None,
                   help="csv/tsv: whether the first line names the columns [default: csv yes, tsv no].")
     @click.option("--split", "hf_split", default=None,
@@ -179,10 +187,10 @@ def input_format_options(f=None, *, per_side: bool = False):
                   help="Each record or line is a document or paragraph: split it into sentences with the "
                        "splitter chosen for the corpus language (needs "
                        f"{'--src-lang/--tgt-lang' if per_side else '--lang'}). Every sentence is a row that "
-                       "keeps its record number (or --id-field id) and its 1-based index in the record; mined "
-                       "outputs carry both.")
+                       f"keeps its record number{' (or --id-field id)' if ids else ''} and its 1-based index in "
+                       "the record; mined outputs carry both.")
     @functools.wraps(f)
-    def wrapper(*args, input_format, text_field, id_field, header, hf_split, split_sentences, **kwargs):
+    def wrapper(*args, input_format, text_field, header, hf_split, split_sentences, id_field=None, **kwargs):
         given = {"--text-field": text_field, "--id-field": id_field, "--header": header, "--split": hf_split}
         shared = dict(format=input_format, text_field="text" if text_field is None else text_field, id_field=id_field,
                       header=header, split=hf_split, split_sentences=split_sentences,

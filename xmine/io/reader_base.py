@@ -123,10 +123,18 @@ def field_at(record: Any, dotted: str) -> Any:
     return value
 
 
+def json_kind(value: Any) -> str:
+    """What JSON calls the kind of a parsed value ("null", "number", "list", ...; was: "NoneType")."""
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else "boolean"
+    return {int: "number", float: "number", str: "string", list: "list", dict: "object"}.get(type(value),
+                                                                                            type(value).__name__)
+
+
 def text_of(record: Any, spec: InputFormat, path: Path, where: str, line: int | None) -> tuple[str, str | None]:
     """(text, id) of one record, or InputError saying what is wrong with it."""
     if not isinstance(record, dict):
-        raise InputError(path, f"{where}is a JSON {type(record).__name__}, expected an object with a "
+        raise InputError(path, f"{where}is a JSON {json_kind(record)}, expected an object with a "
                                f"{spec.text_field!r} field", line=line)
     text = field_at(record, spec.text_field)
     if text is MISSING:
@@ -190,15 +198,16 @@ class CorpusReader:
                 "records": self.n_records}
 
     def sentences(self, *, max_chars: int = DEFAULT_MAX_CHARS, stats: CorpusStats | None = None,
-                  ids: list | None = None) -> Iterator[tuple[int, str]]:
+                  ids: list | None = None, keep_breaks: bool = False) -> Iterator[tuple[int, str]]:
         """(record number, text) of each non-empty record, cleaned as a text file's lines are;
-        with `ids` (a list), each yielded record's id is appended to it first."""
+        with `ids` (a list), each yielded record's id is appended to it first. `keep_breaks`: its
+        tabs and line breaks left in (the sentence splitter splits at its line breaks)."""
         st = stats if stats is not None else CorpusStats(path=self.path)
         for number, text, rid in self.records():
             st.lines = number
             if not st.note_line(number, text, max_chars):
                 continue
-            if _BREAKERS.search(text):  # one space for one character: the length counted stays
+            if not keep_breaks and _BREAKERS.search(text):  # one space for one character: the length counted stays
                 text = one_line(text)
                 st.replaced_count += 1
             if ids is not None:
@@ -214,9 +223,10 @@ class CorpusReader:
         sentence) of every sentence; with `ids`, each sentence's record id is appended to it
         first, with `positions` its 1-based index in its record. One record in memory at a time."""
         record_ids: list | None = [] if ids is not None else None
-        for number, text in self.sentences(max_chars=max_chars, stats=stats, ids=record_ids):
+        for number, text in self.sentences(max_chars=max_chars, stats=stats, ids=record_ids, keep_breaks=True):
             rid = record_ids.pop() if record_ids is not None else None
-            for i, sentence in enumerate((s.strip() for s in split(text) if s.strip()), 1):
+            # split at its line breaks too (`split`'s doc); a tab inside a sentence becomes a space
+            for i, sentence in enumerate((one_line(s).strip() for s in split(text) if s.strip()), 1):
                 if ids is not None:
                     ids.append(rid)
                 if positions is not None:

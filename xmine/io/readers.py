@@ -65,7 +65,8 @@ class TextReader(CorpusReader):
             yield number, text, None
 
     def sentences(self, *, max_chars: int = DEFAULT_MAX_CHARS, stats: CorpusStats | None = None,
-                  ids: list | None = None) -> Iterator[tuple[int, str]]:
+                  ids: list | None = None, keep_breaks: bool = False) -> Iterator[tuple[int, str]]:
+        # (a line of a text file holds no line break: `keep_breaks` changes nothing here)
         for item in iter_corpus(self.path, max_chars=max_chars, stats=stats, warn=False):
             if ids is not None:
                 ids.append(None)
@@ -81,21 +82,25 @@ class JsonlReader(CorpusReader):
 
     def records(self) -> Iterator[tuple[int, str, str | None]]:
         for number, record in jsonl_records(self.path, blank=True):
-            if record is None:  # a blank line
+            if record is BLANK:  # (a line `null` is a record, and refused as one: was taken for a blank line)
                 yield number, "", None
                 continue
             text, rid = text_of(record, self.spec, self.path, "", number)
             yield number, text, rid
 
 
+#: what `jsonl_records(..., blank=True)` gives for a blank line (None is a line `null`)
+BLANK = object()
+
+
 def jsonl_records(path: Path, *, blank: bool = False) -> Iterator[tuple[int, Any]]:
     """(line number, parsed value) of every non-blank line of a JSON Lines file; invalid JSON is an
-    InputError naming the line. `blank`: a blank line is (line number, None) too."""
+    InputError naming the line. `blank`: a blank line is (line number, BLANK) too."""
     with closing(iter_lines(path)) as lines:
         for number, line in lines:
             if not line.strip():
                 if blank:
-                    yield number, None
+                    yield number, BLANK
                 continue
             try:
                 yield number, json.loads(line)

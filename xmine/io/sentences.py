@@ -18,6 +18,9 @@ candidate, scored by how exactly the lines come back.
   and has no sentence punctuation); a Thai record stays mostly whole. Said in a warning.
 
 A splitter returns the sentences of one record, white space at their ends removed, none empty.
+A line break ends a sentence whatever the splitter: each line (or paragraph) of a record is split
+on its own, as CCNet and stopes split web documents (a crawled page's headings and menu entries
+are lines without sentence punctuation).
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ _WIDE = "\u3002\uff01\uff1f\uff0e\uff61"
 _CLOSERS = "\"'\u201d\u2019\u00bb\u203a)\\]}\u300d\u300f\uff09\u3011"
 _BREAK = re.compile(f"(?:[{re.escape(_TERMINAL)}]+[{re.escape(_CLOSERS)}]*(?=[\\s\u200b])|"
                     f"[{re.escape(_WIDE)}]+[{re.escape(_CLOSERS)}]*)[\\s\u200b]*")
+
+#: The characters that break a line (or a paragraph, doubled): each line is split on its own.
+_LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]+")
 
 #: The terminal-punctuation splitter's languages (canonical ISO 639-3, xmine.langs), chosen by
 #: `benchmarks/lab/splitters_flores.py` (its rule: >= 2 points more paragraphs exactly recovered
@@ -84,11 +90,14 @@ class SentenceSplitter:
     _split: Callable[[str], Sequence[str]] = field(repr=False, compare=False)
 
     def __call__(self, text: str) -> list[str]:
-        return [s.strip() for s in self._split(text) if s.strip()]
+        """The sentences of `text`, each of its lines (or paragraphs) split on its own: a line break
+        ends a sentence (a crawled page's headings and menu entries are lines without punctuation;
+        was: joined into the sentence after them, "Startseite Kontakt Das Museum ist ...")."""
+        return [s.strip() for line in _LINE_BREAK.split(text) for s in self._split(line) if s.strip()]
 
     def describe(self) -> dict[str, Any]:
         """What a store records (its input identity: a store split otherwise is not reused)."""
-        return {"lang": self.lang, "library": self.library, "version": self.version}
+        return {"lang": self.lang, "library": self.library, "version": self.version, "line_breaks": "end sentences"}
 
 
 def sentence_splitter(lang: str | None, *, what: str = "the corpus", option: str = "--lang") -> SentenceSplitter:

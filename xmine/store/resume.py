@@ -72,7 +72,8 @@ def _split_words(identity: dict[str, Any]) -> str:
     how = identity.get("split_sentences")
     if not how:
         return "without --split-sentences"
-    return f"with --split-sentences ({how.get('library')} {how.get('version')}, {how.get('lang')})"
+    lines = ", line breaks ending sentences" if how.get("line_breaks") else ""
+    return f"with --split-sentences ({how.get('library')} {how.get('version')}, {how.get('lang')}{lines})"
 
 
 #: a shard record's fields and the `shard_names` key of the file each names

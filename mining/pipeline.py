@@ -39,6 +39,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from xmine.artefacts.directory import provenance
+from xmine.artefacts.fileio import MANIFEST, read_json
 from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.exec.executor import executor_for
 from xmine.artefacts.input_artefacts import artefact_kind, artefact_lang
@@ -146,6 +147,12 @@ def _mine(config: MineConfig, *, show_progress: bool,
             kept_field_columns(side.keep_fields, role)
             check_fields_readable(side.path, side.input_format, side.keep_fields, option="--keep-field")
         if side.input_format is not None and side.input_format.split_sentences:  # a missing language: now
+            if artefact_kind(side.path, spec) == "embedding-store" and not \
+                    ((read_json(Path(side.path) / MANIFEST) or {}).get("input") or {}).get("split_sentences"):
+                # (was: whole documents mined against sentences without a word)
+                log.warning(f"embedding store {side.path}: made without --split-sentences, so its rows are whole "
+                            "records, used as they are (--split-sentences splits the corpora read here; embed it "
+                            "again with it to split it)")
             check_split_languages([(side.path, side.lang, option)], side.input_format)
     if config.selection.calibration is not None:  # a wrong file fails now, not after both sides are encoded
         check_calibration_record(config.selection.calibration)

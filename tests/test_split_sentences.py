@@ -99,7 +99,7 @@ def test_documents_split_into_stores_and_mined_rows_keep_doc_and_sentence(tmp_pa
                                      for t in (line.split("\t") for line in tsv)]
 
 
-def test_store_split_and_unsplit_are_not_mixed(tmp_path):
+def test_store_split_and_unsplit_are_not_mixed(tmp_path, caplog):
     en = _jsonl(tmp_path / "en.jsonl", EN, "en-")
     ok(xm("embed", en, "--lang", "en", "--text-field", "body", "--split-sentences", "-q", "-o", tmp_path / "s"))
     before = (tmp_path / "s" / "manifest.json").read_bytes()
@@ -110,6 +110,13 @@ def test_store_split_and_unsplit_are_not_mixed(tmp_path):
     ok(xm("embed", en, "--lang", "en", "--text-field", "body", "-q", "-o", tmp_path / "s", "--overwrite"))
     assert len((tmp_path / "s" / "sentences.txt").read_text(encoding="utf-8").splitlines()) == len(EN)
     assert not (tmp_path / "s" / "sentence_index.npy").exists()
+    # mined with --split-sentences, the unsplit store is used as it is, and said to be (was: silent)
+    de = _jsonl(tmp_path / "de.jsonl", DE, "de-")
+    with caplog.at_level("WARNING", logger="xmine"):
+        ok(xm("mine", de, tmp_path / "s", "--src-lang", "de", "--tgt-lang", "en", "--text-field", "body",
+              "--split-sentences", "--threshold", "none", "-q", "-o", tmp_path / "m.tsv"))
+    assert any(r.getMessage().startswith(f"embedding store {tmp_path / 's'}: made without --split-sentences")
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
 
 
 def test_no_space_scripts_split(tmp_path):

@@ -103,9 +103,10 @@ class SentenceSplitter:
 def sentence_splitter(lang: str | None, *, what: str = "the corpus", option: str = "--lang") -> SentenceSplitter:
     """The chosen splitter for `lang`; ConfigError (one line) when no language is given or the
     library is not installed."""
-    if not lang or lang == "und":
+    if not lang or lang == "und":  # (was: "pass --lang" to a user who had passed --lang und)
+        given = f"{option} und names no language" if lang == "und" else f"pass {option}"
         raise ConfigError(f"{what}: --split-sentences needs the language of the text (its splitter depends on "
-                          f"it): pass {option}")
+                          f"it): {given}")
     code = normalize_lang(lang)
     if code in UNSPLIT:
         log.warning("%s: no measured sentence splitter finds %s sentence boundaries (no sentence punctuation); "

@@ -236,3 +236,19 @@ def test_a_line_break_ends_a_sentence_and_a_tab_inside_one_is_a_space(tmp_path):
         (s, 1, "p1", k) for k, s in enumerate(["Willkommen auf unserer Seite", "Dr. Müller wohnt in Berlin.",
                                                "Startseite", "Kontakt", "Impressum",
                                                "Das Museum ist montags geschlossen.", "Es öffnet um 9 Uhr."], 1)]
+
+
+def test_split_records_are_warned_about_by_the_sentences_cut_not_their_length(tmp_path, caplog):
+    """(was: "2 line(s) longer than 100 characters are cut (lines 1, 2)" for a record of short
+    sentences, and the manifest counted it)"""
+    long_sentence = "Das ist ein sehr langer Satz, " + "und er geht immer weiter, " * 12 + "bis er endet."
+    short = " ".join(["Ein kurzer Satz."] * 20)
+    src = tmp_path / "d.jsonl"
+    src.write_text(json.dumps({"text": long_sentence + " Kurz."}, ensure_ascii=False) + "\n" +
+                   json.dumps({"text": short}, ensure_ascii=False) + "\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="xmine"):
+        ok(xm("embed", src, "--lang", "de", "--split-sentences", "--max-chars", 100, "--encoder", "use-m3", "-q",
+              "-o", tmp_path / "s"))
+    said = [r.getMessage() for r in caplog.records if "longer than 100 characters" in r.getMessage()]
+    assert said == [f"{src}: 1 line(s) longer than 100 characters are cut to that length for encoding (lines 1)"], said
+    assert json.loads((tmp_path / "s" / "manifest.json").read_text())["input_stats"]["long_lines"] == 1

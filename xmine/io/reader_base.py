@@ -5,11 +5,12 @@ reading the text and id fields of one record."""
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from xmine.io.corpus import DEFAULT_MAX_CHARS, CorpusStats
+from xmine.io.corpus import DEFAULT_MAX_CHARS, WARN_LIST, CorpusStats
 from xmine.errors import ConfigError, InputError
 from xmine.artefacts.fileio import sha256_file
 from xmine.artefacts.output_state import tree_record
@@ -223,10 +224,17 @@ class CorpusReader:
         sentence) of every sentence; with `ids`, each sentence's record id is appended to it
         first, with `positions` its 1-based index in its record. One record in memory at a time."""
         record_ids: list | None = [] if ids is not None else None
-        for number, text in self.sentences(max_chars=max_chars, stats=stats, ids=record_ids, keep_breaks=True):
+        st = stats if stats is not None else CorpusStats(path=self.path)
+        # the sentences, not the records, are cut for encoding: counted below (was: a record of 3,000
+        # short sentences said to be cut)
+        for number, text in self.sentences(max_chars=sys.maxsize, stats=st, ids=record_ids, keep_breaks=True):
             rid = record_ids.pop() if record_ids is not None else None
             # split at its line breaks too (`split`'s doc); a tab inside a sentence becomes a space
             for i, sentence in enumerate((one_line(s).strip() for s in split(text) if s.strip()), 1):
+                if len(sentence) > max_chars:
+                    st.long_count += 1
+                    if len(st.long_lines) < WARN_LIST and number not in st.long_lines:
+                        st.long_lines.append(number)
                 if ids is not None:
                     ids.append(rid)
                 if positions is not None:

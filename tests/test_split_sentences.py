@@ -252,3 +252,20 @@ def test_split_records_are_warned_about_by_the_sentences_cut_not_their_length(tm
     said = [r.getMessage() for r in caplog.records if "longer than 100 characters" in r.getMessage()]
     assert said == [f"{src}: 1 line(s) longer than 100 characters are cut to that length for encoding (lines 1)"], said
     assert json.loads((tmp_path / "s" / "manifest.json").read_text())["input_stats"]["long_lines"] == 1
+
+
+def test_german_ordinals_after_an_article_or_weekday_end_no_sentence():
+    """sentencex ends a German sentence at an ordinal before a capitalised noun (was: "aus dem 19." and
+    "Jahrhundert." two rows); a number ending a sentence stays an end."""
+    from xmine.io.sentences import sentence_splitter
+
+    split = sentence_splitter("de")
+    assert split("Die Ausstellung zeigt Gemälde aus dem 19. Jahrhundert. Sie ist groß.") == [
+        "Die Ausstellung zeigt Gemälde aus dem 19. Jahrhundert.", "Sie ist groß."]
+    assert split("Am Samstag, 26. Oktober, wird gefeiert. Alle kommen.") == [
+        "Am Samstag, 26. Oktober, wird gefeiert.", "Alle kommen."]
+    assert split("Die Todesopfer waren Zachary Cuddeback, 21. Cuddeback ist der Fahrer gewesen.") == [
+        "Die Todesopfer waren Zachary Cuddeback, 21.", "Cuddeback ist der Fahrer gewesen."]
+    assert split("Das ereignete sich in Terminal 3. Augenzeugen sahen es.") == [
+        "Das ereignete sich in Terminal 3.", "Augenzeugen sahen es."]
+    assert sentence_splitter("en")("It was in the 19. Century.") == ["It was in the 19.", "Century."]  # German only

@@ -14,10 +14,8 @@ import sys
 
 import click
 
-from xmine.benchmarks import (
-    bucc, common, fmda_tables, geometry, massive, massive_templates as mt, mining, mining_noisy, plot, qe, report,
-    sts, tatoeba,
-)
+from xmine.benchmarks import (bucc, common, fmda_tables, geometry, massive, massive_templates as mt, mining,
+                               mining_noisy, plot, qe, report, sts, tatoeba)
 from xmine.benchmarks.runner import (DATA_HELP, ENCODER_HELP, current_encoder, evaluate_variants, finish, setup,
                                      task_options, variant_tag)
 from xmine.encoders import load_encoder
@@ -215,12 +213,14 @@ def geometry_cmd(data_dir, quick, langs, pivot, rows):
            parameters={"langs": lang_list, "pivot": pivot, "rows": rows}, digits=3)
 
 
-def _locale_dirs(values: tuple[str, ...], what: str) -> dict[str, str]:
+def _locale_dirs(values: tuple[str, ...], what: str, available: list[str]) -> dict[str, str]:
+    """{MASSIVE's locale (`de`, `deu`: de-DE; was: refused beside `de-DE=`): projection directory}."""
     out = {}
     for v in values:
         loc, eq, path = v.partition("=")
         if not eq or not loc or not path:
             raise click.BadParameter(f"{v!r} is not LOCALE=DIR (e.g. de-DE=proj-fmda-de)", param_hint=what)
+        loc = massive.parse_locales(loc, available)[0]
         if loc in out:  # (was: the last one kept without a word)
             raise click.BadParameter(f"{loc} given twice ({out[loc]} and {path})", param_hint=what)
         if not Path(path).is_dir():  # (was: "PATH: no such file or directory", naming no option)
@@ -250,14 +250,15 @@ def fmda_cmd(fmda_dirs, dream_dirs, encoder_name, data_dir, seed, out_dir, quick
     monolingual template retrieval (generated slot-replacement pairs), raw vs DREAM vs FMDA's
     meaning, template and residual parts, each pair with the models trained on it."""
     folder = massive.locate(data_dir)
+    fmda, dream = (_locale_dirs(d, what, massive.available_locales(folder)) for d, what in ((fmda_dirs, "--fmda"),
+                                                                                            (dream_dirs, "--dream")))
     encoder = load_encoder(encoder_name, device=device, precision=precision, runtime=runtime, prefix=prompt,
                            prompt_name=prompt_name)
     tag = variant_tag(exclude=("fmda_dirs", "dream_dirs", "out_dir", "precision", "runtime"))
-    paths = fmda_tables.run(encoder, folder, _locale_dirs(fmda_dirs, "--fmda"), _locale_dirs(dream_dirs, "--dream"),
-                            out_dir=out_dir or common.results_dir(), seed=seed, quick=quick, overwrite=overwrite,
-                            command="xmine " + " ".join(sys.argv[1:]), tag=tag, show_progress=not quiet)
-    for p in paths:
-        click.echo(f"wrote {p}", err=True)
+    paths = fmda_tables.run(encoder, folder, fmda, dream, out_dir=out_dir or common.results_dir(), seed=seed,
+                            quick=quick, overwrite=overwrite, command="xmine " + " ".join(sys.argv[1:]), tag=tag,
+                            show_progress=not quiet)
+    click.echo("\n".join(f"wrote {p}" for p in paths), err=True)
 
 
 def _mining_langs(ctx, param, value):
@@ -398,10 +399,8 @@ def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out,
     language part separates them again.
     """
     src_lang, tgt_lang = plot.plotted_languages(data_dir, src_lang, tgt_lang, out)
-    out_path = Path(out) if out else (
-        common.results_dir() / f"pca-{common.safe_name(encoder_name)}-{src_lang}-{tgt_lang}.png")
-    with claim_output(out_path, kind=plot.PLOT_KIND, form="png", overwrite=overwrite,
-                      inputs=[data_dir, *projections]):
+    out_path = Path(out) if out else common.results_dir() / f"pca-{common.safe_name(encoder_name)}-{src_lang}-{tgt_lang}.png"
+    with claim_output(out_path, kind=plot.PLOT_KIND, form="png", overwrite=overwrite, inputs=[data_dir, *projections]):
         src, tgt, files = geometry.flores_pairs(data_dir, src_lang, rows=rows, pivot=tgt_lang)
         if len(src) < rows:
             click.echo(f"xmine: warning: --rows {rows}: FLORES-200 devtest holds {len(src):,} sentences a language; "

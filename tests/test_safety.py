@@ -287,6 +287,11 @@ BAD_OPTIONS = [
     # a locale given twice (was: the last one kept without a word)
     (["bench", "fmda", "--fmda", "de-DE={index}", "--fmda", "de-DE={index}", "--dream", "de-DE={index}"],
      "de-DE given twice"),
+    # ... in any of its codes: `de` is MASSIVE's de-DE, as bench massive reads it (was: `--fmda de=...` beside
+    # `--dream de-DE=...` refused as "not the same locales")
+    (["bench", "fmda", "--fmda", "de={index}", "--fmda", "deu={index}", "--dream", "de-DE={index}"],
+     "de-DE given twice"),
+    (["bench", "fmda", "--fmda", "pt-BR={index}", "--dream", "pt-BR={index}"], "unknown MASSIVE locale(s) pt-BR"),
     # (was: "PATH: no such file or directory", naming no option)
     (["bench", "fmda", "--fmda", "de-DE={o}", "--dream", "de-DE={index}"],
      "Invalid value for --fmda: de-DE="),

@@ -66,7 +66,9 @@ UNSPLIT = frozenset({"tha"})
 #: before a capitalised noun. Chosen on WMT newstest German (36,749 lines: 217 such splits joined,
 #: 12 of 12 sampled wrong splits; 2 line ends would be joined, both cut-off lines "seit dem 10."),
 #: reported on FLORES-200 devtest German: 11 of its 12 splits after "N." + capital joined, all 11
-#: wrong splits, the one left a true end ("Cuddeback, 21."), no line end joined.
+#: wrong splits, the one left a true end ("Cuddeback, 21."), no line end joined; on the paragraphs of
+#: `benchmarks/lab/splitters_flores.py` (seed 0, its report half, 123 paragraphs) exactly recovered
+#: 38.2 -> 40.7%, F1 70.0 -> 71.6, boundary recall 95.6 both.
 _DE_BEFORE_ORDINAL = ("am|im|vom|zum|zur|beim|dem|den|der|des|die|das|ins|ans|bis|seit|ab|ihrem|ihren|ihre|ihr|"
                       "seinem|seinen|seine|sein|unserem|unseren|jedem|jeden")
 _DE_DAYS = "Montag|Dienstag|Mittwoch|Donnerstag|Freitag|Samstag|Sonnabend|Sonntag"

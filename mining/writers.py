@@ -17,8 +17,8 @@ follows the TMX 1.4b DTD (`tmx14.dtd`): `tmx (header, body)`, `tu ((note|prop)*,
 ((note|prop)*, seg)`; the header's required attributes are all set. Language tags are BCP 47
 (`tmx_lang`): the ISO 639-1 code where a language has one (de), else its ISO 639-3 code, with the
 region and script given (pt-BR, zh-Hant). Text is
-escaped, and the characters XML 1.0 forbids (C0 controls but tab, line feed, carriage return)
-are dropped, so that every reader parses the file.
+escaped, and each character XML 1.0 forbids (C0 controls but tab, line feed, carriage return)
+is written as a space, so that every reader parses the file.
 """
 
 from __future__ import annotations
@@ -243,7 +243,9 @@ def tmx_lang(lang: str) -> str:
 
 
 def _text(value) -> str:
-    return escape(_NOT_XML.sub("", str(value)))
+    """`value` as XML text: a character XML forbids is a space (was: dropped, which glued the words
+    around it), a carriage return a character reference (a parser reads a raw one as a line feed)."""
+    return escape(_NOT_XML.sub(" ", str(value)), {"\r": "&#13;"})
 
 
 def write_tmx(f: IO[str], units: Iterable[tuple[str, str, dict]], *, langs: tuple[str, str]) -> None:

@@ -713,3 +713,18 @@ def test_a_jsonl_line_that_is_no_object_is_refused_and_named_in_json_terms(tmp_p
     refused(xm("embed", src, "--lang", "de", "--encoder", "use-m3", "-q", "-o", tmp_path / "s"),
             f"{src}:3: is a JSON {kind}, expected an object with a 'text' field")
     assert not (tmp_path / "s").exists()
+
+
+def test_tmx_text_with_characters_xml_forbids_and_a_carriage_return_reads_back():
+    """(were: a control character dropped, gluing "Hund" and "schläft"; a raw carriage return in a prop
+    read back as a line feed)"""
+    import io
+    import xml.etree.ElementTree as ET
+
+    from xmine.mining.writers import write_tmx
+
+    out = io.StringIO()
+    write_tmx(out, [("Der Hund\x01schläft & <bellt>.", "The dog\ufffesleeps.", {"url": "u\r63"})], langs=("de", "en"))
+    tu = ET.fromstring(out.getvalue()).find("body/tu")
+    assert [s.text for s in tu.iter("seg")] == ["Der Hund schläft & <bellt>.", "The dog sleeps."]
+    assert tu.find("prop").text == "u\r63"

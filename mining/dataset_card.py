@@ -21,8 +21,10 @@ def dataset_card(summary: dict, *, keys: tuple[str, str], pairs: int, columns: S
     proj = f"{_public(proj.get('path'), local)} (id {proj.get('id')})" if proj else "none (raw embeddings)"
     langs = [k for k in keys if k not in ("src", "tgt")]
     lines = ["---"]
-    if langs:
-        lines += ["language:"] + [f"- {k}" for k in langs]
+    if langs:  # as BCP 47 tags, as the Hub reads them and TMX writes them (was: the keys, `zho_Hant`)
+        from xmine.mining.writers import tmx_lang
+
+        lines += ["language:"] + [f"- {tag}" for tag in dict.fromkeys(tmx_lang(k) for k in langs)]
     lines += ["task_categories:", "- translation", "tags:", "- bitext", "- xmine", "---", "",
               f"# Mined bitext {keys[0]}-{keys[1]}", "",
               f"{pairs} sentence pairs mined by `xmine mine` with margin scoring, best first. Load with "

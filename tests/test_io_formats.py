@@ -728,3 +728,11 @@ def test_tmx_text_with_characters_xml_forbids_and_a_carriage_return_reads_back()
     tu = ET.fromstring(out.getvalue()).find("body/tu")
     assert [s.text for s in tu.iter("seg")] == ["Der Hund schläft & <bellt>.", "The dog sleeps."]
     assert tu.find("prop").text == "u\r63"
+
+
+def test_a_dataset_card_names_its_languages_as_bcp_47_tags():
+    """(was: `- zho_Hant`, `- eng_Latn`: no language code the Hub reads; TMX wrote zh-Hant and en)"""
+    from xmine.mining.dataset_card import dataset_card
+
+    card = dataset_card({"provenance": {"parameters": {}}}, keys=("zho_Hant", "eng_Latn"), pairs=3, columns=())
+    assert "language:\n- zh-Hant\n- en\n" in card, card

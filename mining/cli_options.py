@@ -185,7 +185,9 @@ output_options = _options(
                       "tsv); a name ending .gz writes tsv, jsonl or tmx gzip-compressed."),
     click.option("--overwrite", is_flag=True,
                  help="Replace OUT (and OUT.json, OUT.meta) if it is an earlier xmine mining result."),
-    click.option("--line-numbers", is_flag=True, help="Add src and tgt line numbers as columns 4 and 5."),
+    click.option("--line-numbers", is_flag=True, help="tsv: add src and tgt line numbers as columns 4 and 5 (jsonl, "
+                                                      "parquet and hf rows always carry them; moses and tmx refuse "
+                                                      "it: --meta writes them to OUT.meta)."),
     click.option("--meta", is_flag=True,
                  help="Also write OUT.meta in the layout of stopes' mined bimeta.tsv: score<TAB>src meta<TAB>tgt "
                       "meta, line i for OUT's pair i. A side's meta: its record's --keep-field values (one field: "

@@ -133,6 +133,9 @@ def _mine(config: MineConfig, *, show_progress: bool,
         for side, option in sides:
             if side.lang is None and artefact_kind(side.path, side.input_format) == "text":
                 raise ConfigError(f"--format tmx names each side's language: give {option}")
+    if fmt in ("moses", "tmx") and config.output.line_numbers:  # (was: ignored without a word)
+        raise ConfigError(f"--line-numbers: the {fmt} format holds the sentences alone; --meta writes each pair's "
+                          "files and lines to OUT.meta, and tsv, jsonl, parquet and hf carry them")
     if fmt == "moses" and not config.output.meta and (config.src.keep_fields or config.tgt.keep_fields):
         raise ConfigError("--keep-field: the moses format holds the sentences alone; add --meta (OUT.meta carries "
                           "the kept fields) or choose a format with columns (tsv, jsonl, parquet, hf, tmx)")

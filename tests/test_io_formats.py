@@ -488,6 +488,9 @@ def test_a_kept_field_may_not_take_a_column_of_xmines_own_nor_share_one(corpus, 
             "--keep-field 'meta.url' and 'meta_url': both would be the column src_meta_url")
     refused(xm(*args, "--keep-field", "meta.url", "--format", "moses", "-o", tmp_path / "bi"),  # (was: dropped)
             "--keep-field: the moses format holds the sentences alone; add --meta")
+    for fmt in ("moses", "tmx"):  # (was: ignored without a word, and not recorded)
+        refused(xm(*args, "--line-numbers", "--format", fmt, "-o", tmp_path / f"ln-{fmt}"),
+                f"--line-numbers: the {fmt} format holds the sentences alone; --meta writes")
     ok(xm(*args, "--id-field", "id", "--keep-field", "meta.url", "--keep-field", "even", "-o", tmp_path / "ok.jsonl"))
     rows = [json.loads(line) for line in (tmp_path / "ok.jsonl").read_text(encoding="utf-8").splitlines()]
     assert rows and all(r["src_meta_url"] == "u" + r["src_id"][2:] for r in rows)

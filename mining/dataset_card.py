@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from xmine.langs import bcp47_tag
+
 
 def dataset_card(summary: dict, *, keys: tuple[str, str], pairs: int, columns: Sequence[str]) -> str:
     """README.md of a mined dataset: what made it (encoder, projection, threshold and where it came
@@ -22,9 +24,7 @@ def dataset_card(summary: dict, *, keys: tuple[str, str], pairs: int, columns: S
     langs = [k for k in keys if k not in ("src", "tgt")]
     lines = ["---"]
     if langs:  # as BCP 47 tags, as the Hub reads them and TMX writes them (was: the keys, `zho_Hant`)
-        from xmine.mining.writers import tmx_lang
-
-        lines += ["language:"] + [f"- {tag}" for tag in dict.fromkeys(tmx_lang(k) for k in langs)]
+        lines += ["language:"] + [f"- {tag}" for tag in dict.fromkeys(bcp47_tag(k) for k in langs)]
     lines += ["task_categories:", "- translation", "tags:", "- bitext", "- xmine", "---", "",
               f"# Mined bitext {keys[0]}-{keys[1]}", "",
               f"{pairs} sentence pairs mined by `xmine mine` with margin scoring, best first. Load with "

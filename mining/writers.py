@@ -15,7 +15,7 @@ one `<tu>` a pair, best first: a `<prop type="x-score">` with the score (and fur
 props, e.g. carried document fields), then one `<tuv xml:lang="...">` per side. The structure
 follows the TMX 1.4b DTD (`tmx14.dtd`): `tmx (header, body)`, `tu ((note|prop)*, tuv+)`, `tuv
 ((note|prop)*, seg)`; the header's required attributes are all set. Language tags are BCP 47
-(`tmx_lang`): the ISO 639-1 code where a language has one (de), else its ISO 639-3 code, with the
+(`xmine.langs.bcp47_tag`): the ISO 639-1 code where a language has one (de), else its ISO 639-3 code, with the
 region and script given (pt-BR, zh-Hant). Text is
 escaped, and each character XML 1.0 forbids (C0 controls but tab, line feed, carriage return)
 is written as a space, so that every reader parses the file.
@@ -39,7 +39,7 @@ import numpy as np
 
 from xmine import __version__
 from xmine.errors import ConfigError
-from xmine.langs import iso1_code, lang_region, lang_script, normalize_lang
+from xmine.langs import bcp47_tag, language_subtag
 from xmine.mining.dataset_card import dataset_card
 
 OUTPUT_FORMATS = ("tsv", "moses", "jsonl", "parquet", "hf", "tmx")
@@ -212,34 +212,10 @@ def _write_tmx(claim, rows: MinedRows, extra: Sequence[PairColumn]) -> None:
               tmx_props(float(sc), [(col.name, _plain(col.values[i])) for col in extra]))
              for i, (s, t, sc) in enumerate(zip(rows.src_rows, rows.tgt_rows, rows.score)))
     with text_output(claim) as f:
-        write_tmx(f, units, langs=(tmx_lang(langs[0]), tmx_lang(langs[1])))
+        write_tmx(f, units, langs=(bcp47_tag(langs[0]), bcp47_tag(langs[1])))
 
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
-
-
-def language_subtag(lang: str) -> str:
-    """The language alone of a code, as BCP 47 writes it (deu, de-DE, deu_Latn -> de; ace -> ace):
-    Moses file suffixes."""
-    return iso1_code(lang) or normalize_lang(lang)
-
-
-#: languages FLORES-200 holds in two scripts (ace_Arab, ace_Latn; zho_Hans, zho_Hant ...), as
-#: `normalize_lang` names them (arb -> ara, zho -> cmn): their FLORES code's script is kept
-_SEVERAL_SCRIPTS = frozenset({"ace", "ara", "bjn", "kas", "knc", "min", "taq", "cmn"})
-
-
-def tmx_lang(lang: str) -> str:
-    """The BCP 47 tag of a language code: its language subtag, with the region given (pt-BR ->
-    pt-BR, de-DE -> de-DE: the variant a translation memory is for) and a script given in BCP 47
-    form (zh-Hant, sr-Latn) or in a FLORES code of a language FLORES writes in two scripts (zho_Hant
-    -> zh-Hant, ace_Arab -> ace-Arab). Any other FLORES code's script is its language's usual one
-    (deu_Latn -> de), which BCP 47 leaves out."""
-    tag = language_subtag(lang)
-    script, region = lang_script(lang), lang_region(lang)
-    if script and ("-" in lang or normalize_lang(lang) in _SEVERAL_SCRIPTS):
-        tag += f"-{script}"
-    return f"{tag}-{region}" if region else tag
 
 
 def _text(value) -> str:
@@ -250,7 +226,7 @@ def _text(value) -> str:
 
 def write_tmx(f: IO[str], units: Iterable[tuple[str, str, dict]], *, langs: tuple[str, str]) -> None:
     """Write `units` ((source text, target text, props)) as a TMX 1.4b document to `f`;
-    `langs`: the two sides' BCP 47 tags (`tmx_lang`)."""
+    `langs`: the two sides' BCP 47 tags (`xmine.langs.bcp47_tag`)."""
     src, tgt = langs
     f.write('<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE tmx SYSTEM "tmx14.dtd">\n<tmx version="1.4">\n')
     f.write(f'  <header creationtool="xmine" creationtoolversion={quoteattr(__version__)} '
@@ -398,4 +374,4 @@ def _sentence_meta(side, row: int, fields: Sequence[PairColumn], i: int, prefix:
 
 
 __all__ = ["COMPANIONS", "OUTPUT_FORMATS", "MinedRows", "PairColumn", "check_named_format", "output_format",
-           "parquet_to_dataset", "text_output", "tmx_lang", "tmx_props", "translation_keys", "write_meta", "write_mined", "write_tmx"]
+           "parquet_to_dataset", "text_output", "tmx_props", "translation_keys", "write_meta", "write_mined", "write_tmx"]

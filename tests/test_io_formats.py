@@ -355,9 +355,10 @@ def test_tmx_is_read_back_by_a_tmx_reader_to_the_same_pairs(corpus, plain_tsv, s
 
 def test_tmx_language_tags_keep_the_region_and_a_script_that_tells_apart():
     """(was: pt-BR and pt-PT both written as "pt", zho_Hant and zho_Hans both as "zh")"""
-    from xmine.mining.writers import moses_suffixes, tmx_lang
+    from xmine.langs import bcp47_tag
+    from xmine.mining.writers import moses_suffixes
 
-    tags = {code: tmx_lang(code) for code in ("de", "deu", "deu_Latn", "de-DE", "pt-BR", "pt_PT", "en-us", "es-419",
+    tags = {code: bcp47_tag(code) for code in ("de", "deu", "deu_Latn", "de-DE", "pt-BR", "pt_PT", "en-us", "es-419",
                                               "zho_Hant", "cmn_Hans", "zh-Hant-TW", "sr-Latn", "srp_Cyrl", "ace_Arab")}
     assert tags == {"de": "de", "deu": "de", "deu_Latn": "de", "de-DE": "de-DE", "pt-BR": "pt-BR", "pt_PT": "pt-PT",
                     "en-us": "en-US", "es-419": "es-419", "zho_Hant": "zh-Hant", "cmn_Hans": "zh-Hans",

@@ -139,3 +139,27 @@ def iso1_code(lang: str) -> str | None:
     exact = [two for two, three in _iso1_to_3().items() if three == c]
     merged = [two for two, three in _iso1_to_3().items() if _MERGE.get(three) == c]
     return (exact + merged + [None])[0]
+
+
+def language_subtag(lang: str) -> str:
+    """The language alone of a code, as BCP 47 writes it (deu, de-DE, deu_Latn -> de; ace -> ace):
+    Moses file suffixes (xmine.mining.writers)."""
+    return iso1_code(lang) or normalize_lang(lang)
+
+
+#: languages FLORES-200 holds in two scripts (ace_Arab, ace_Latn; zho_Hans, zho_Hant ...), as
+#: `normalize_lang` names them (arb -> ara, zho -> cmn): their FLORES code's script is kept
+_SEVERAL_SCRIPTS = frozenset({"ace", "ara", "bjn", "kas", "knc", "min", "taq", "cmn"})
+
+
+def bcp47_tag(lang: str) -> str:
+    """The BCP 47 tag of a language code: its language subtag, with the region given (pt-BR ->
+    pt-BR, de-DE -> de-DE: the variant a translation memory is for) and a script given in BCP 47
+    form (zh-Hant, sr-Latn) or in a FLORES code of a language FLORES writes in two scripts (zho_Hant
+    -> zh-Hant, ace_Arab -> ace-Arab). Any other FLORES code's script is its language's usual one
+    (deu_Latn -> de), which BCP 47 leaves out. TMX's xml:lang and a dataset card's languages."""
+    tag = language_subtag(lang)
+    script, region = lang_script(lang), lang_region(lang)
+    if script and ("-" in lang or normalize_lang(lang) in _SEVERAL_SCRIPTS):
+        tag += f"-{script}"
+    return f"{tag}-{region}" if region else tag

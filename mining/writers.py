@@ -39,6 +39,7 @@ import numpy as np
 
 from xmine import __version__
 from xmine.errors import ConfigError
+from xmine.io.reader_base import one_line
 from xmine.langs import bcp47_tag, language_subtag
 from xmine.mining.dataset_card import dataset_card
 
@@ -151,8 +152,10 @@ def translation_keys(src_lang: str | None, tgt_lang: str | None) -> tuple[str, s
 
 def tsv_field(text: str) -> str:
     # A tab or line break inside a sentence would break the TSV; corpora read by xmine have none
-    # (they are replaced on reading), a CSV or JSON bitext given to `score` may.
-    return text.replace("\t", " ").replace("\n", " ").replace("\r", " ")
+    # (they are replaced on reading), a CSV or JSON bitext given to `score` may, and so may a kept
+    # field. Every line break a sentence loses on reading (U+2028, \x0b, ...) goes, not only \n and
+    # \r (was: a kept field's U+2028 split a row for readers that split at every line break).
+    return one_line(text)
 
 
 def write_mined(claim, fmt: str, rows: MinedRows, *, line_numbers: bool = False,

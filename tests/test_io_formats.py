@@ -740,3 +740,12 @@ def test_a_dataset_card_names_its_languages_as_bcp_47_tags():
 
     card = dataset_card({"provenance": {"parameters": {}}}, keys=("zho_Hant", "eng_Latn"), pairs=3, columns=())
     assert "language:\n- zh-Hant\n- en\n" in card, card
+
+
+def test_a_tsv_field_loses_every_line_break_a_sentence_loses():
+    """(was: only tab, LF and CR: a kept field's U+2028 or \\x0b split the row for readers that split
+    at every line break, as Python's str.splitlines does)"""
+    from xmine.mining.writers import tsv_field
+
+    value = "u\t1\n2\r3\x0b4\x0c5\x1c6\x856\u20287\u20298"
+    assert tsv_field(value) == "u 1 2 3 4 5 6 6 7 8" and len(tsv_field(value).splitlines()) == 1

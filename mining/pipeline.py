@@ -39,10 +39,9 @@ from typing import Callable, Mapping
 import numpy as np
 
 from xmine.artefacts.directory import provenance
-from xmine.artefacts.fileio import MANIFEST, read_json
 from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.exec.executor import executor_for
-from xmine.artefacts.input_artefacts import artefact_kind, artefact_lang
+from xmine.artefacts.input_artefacts import artefact_input, artefact_kind, artefact_lang
 from xmine.encoders.input_encoders import Encoders
 from xmine.inputs import check_compatible, check_split_languages, load_side
 from xmine.mining.calibrate import check_calibration_record, check_calibration_space
@@ -150,8 +149,8 @@ def _mine(config: MineConfig, *, show_progress: bool,
             kept_field_columns(side.keep_fields, role)
             check_fields_readable(side.path, side.input_format, side.keep_fields, option="--keep-field")
         if side.input_format is not None and side.input_format.split_sentences:  # a missing language: now
-            if artefact_kind(side.path, spec) == "embedding-store" and not \
-                    ((read_json(Path(side.path) / MANIFEST) or {}).get("input") or {}).get("split_sentences"):
+            if artefact_kind(side.path, spec) == "embedding-store" and \
+                    not (artefact_input(side.path) or {}).get("split_sentences"):
                 # (was: whole documents mined against sentences without a word)
                 log.warning(f"embedding store {side.path}: made without --split-sentences, so its rows are whole "
                             "records, used as they are (--split-sentences splits the corpora read here; embed it "

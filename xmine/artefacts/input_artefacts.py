@@ -104,6 +104,12 @@ def artefact_lang(path) -> str | None:
     return _recorded([path], "lang", str | None)[1]
 
 
+def artefact_input(path) -> dict | None:
+    """What a store or an index directory records of the input it was made from (None: a corpus, or
+    none recorded): its path, hashes and how it was read, split into sentences or not."""
+    return _recorded([path], "input", dict | None)[1]
+
+
 def artefact_projection(paths) -> tuple[bool, ProjectionFingerprint | None]:
     """(whether one of `paths` is a store/index, the projection fingerprint the first one records)."""
     return _recorded(paths, "projection", ProjectionFingerprint | None)

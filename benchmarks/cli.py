@@ -151,7 +151,7 @@ def qe_cmd(data_dir, quick, pairs, max_rows, spearman):
 
     Unsupervised, as DREAM / MEAT / SEED report it; for a projection its meaning part is scored.
     """
-    pair_list = common.parse_list(pairs) or list(qe.PAIRS)
+    pair_list = [p.lower() for p in common.parse_list(pairs) or ()] or list(qe.PAIRS)
     if quick:
         max_rows = max_rows or qe.QUICK_ROWS
     qe.locate(data_dir)
@@ -175,7 +175,7 @@ def sts_cmd(data_dir, quick, tracks, metric):
 
     --quick runs the two smallest-cost tracks (track5 en-en, track4a es-en).
     """
-    track_list = common.parse_list(tracks) or (["track5", "track4a"] if quick else list(sts.TRACKS))
+    track_list = [t.lower() for t in common.parse_list(tracks) or ()] or (["track5", "track4a"] if quick else list(sts.TRACKS))
     sts.locate(data_dir)
     details = evaluate_variants(lambda v: sts.evaluate_sts(v.embed, data_dir, track_list))
     rows = [[name] + [r["per_track"][t][metric] for t in track_list]

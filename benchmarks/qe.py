@@ -100,7 +100,9 @@ def evaluate_qe(embed_fn: EmbedFn, data_dir: str | Path | None = None, pairs: Se
     files = []
     for pair in pairs:
         if pair not in PAIRS and not qe_file(folder, pair, split).is_file():
-            raise ConfigError(f"unknown QE pair {pair!r}; WMT20 has {', '.join(PAIRS)}")
+            reverse = "-".join(reversed(pair.split("-")))
+            hint = f" ({reverse}: a pair names the source language first)" if reverse in PAIRS else ""
+            raise ConfigError(f"unknown QE pair {pair!r}; WMT20 has {', '.join(PAIRS)}{hint}")
         qe = load_qe(qe_file(folder, pair, split), pair, max_rows=max_rows)
         files.append(str(qe.path))
         cos = paired_cosine(embed_fn(qe.sources), embed_fn(qe.translations))

@@ -233,7 +233,8 @@ def test_cli_bench_sts_with_use_m3(tmp_path, data_dir):
     assert r["crosslingual"]["tracks"] == 1 and r["monolingual"]["tracks"] == 1
     # no monolingual track: its mean is undefined, written as null (was: a bare NaN, not JSON)
     out6 = tmp_path / "sts6.json"
-    res = CliRunner().invoke(_cli(), ["bench", "sts", "--encoder", "use-m3", "--tracks", "track6", "--out", str(out6)])
+    # a track in any case (was: 'unknown STS 2017 track TRACK6')
+    res = CliRunner().invoke(_cli(), ["bench", "sts", "--encoder", "use-m3", "--tracks", "TRACK6", "--out", str(out6)])
     assert res.exit_code == 0, res.output
 
     def refuse(constant):
@@ -402,9 +403,26 @@ def test_list_options_refuse_an_empty_list_and_an_item_listed_twice(tmp_path):
             (("bench", "qe", "--pairs", "en-de,en-de", "--out", out), "en-de listed twice"),
             (("bench", "sts", "--tracks", "", "--out", out), "an empty list"),
             (("bench", "mining", "--langs", "de,de", "--out", out), "de listed twice"),
-            (("train", "--pairs", tmp_path, "--langs", "", "-o", tmp_path / "proj"), "an empty list")):
+            (("train", "--pairs", tmp_path, "--langs", "", "-o", tmp_path / "proj"), "an empty list"),
+            # an item left out by mistake (was: 'deu,' ran German alone), one code in two cases
+            (("bench", "tatoeba", "--langs", "deu,", "--out", out), "an empty item in 'deu,'"),
+            (("bench", "qe", "--pairs", "en-de,,en-zh", "--out", out), "an empty item"),
+            (("bench", "sts", "--tracks", "track5,TRACK5", "--out", out), "TRACK5, track5 listed twice"),
+            # one projection named twice (was: measured twice, as two numbered rows of one table)
+            (("bench", "tatoeba", "--projection", tmp_path / "p", "--projection", f"{tmp_path / 'p'}/",
+              "--out", out), "names the projection"),
+            (("bench", "sts", "--projection", "none", "--projection", "NONE", "--out", out), "'NONE' names")):
         refused(xm(*args), fragment)
     assert not list(tmp_path.iterdir())
+
+
+def test_a_qe_pair_named_the_other_way_round_is_refused_with_the_pair_wmt20_has(data_dir):
+    """`de-en` is refused naming en-de, English first (the source is the sentence the QE scores
+    judge the translation of, so the pair is not reversed for the user)."""
+    from xmine.benchmarks import qe
+
+    with pytest.raises(ConfigError, match=r"unknown QE pair 'de-en'.*\(en-de: a pair names the source language"):
+        qe.evaluate_qe(None, data_dir, ["de-en"])
 
 
 def test_each_benchmark_takes_a_language_by_any_of_its_codes(tmp_path, data_dir):

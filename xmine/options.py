@@ -109,10 +109,13 @@ def comma_list(ctx, param, value: str | None) -> str | None:
     returned as given."""
     if value is None:
         return None
-    items = [v.strip() for v in value.split(",") if v.strip()]
-    if not items:
+    items = [v.strip() for v in value.split(",")]
+    if not any(items):
         raise click.BadParameter(f"an empty list ({value!r}); leave the option out for its default")
-    twice = sorted({item for item in items if items.count(item) > 1})
+    if not all(items):  # 'deu,' or 'deu,,fra': an item left out by mistake, not a list of one or two
+        raise click.BadParameter(f"an empty item in {value!r}")
+    folded = [item.casefold() for item in items]  # codes and names are read case-blind: deu,DEU is deu twice
+    twice = sorted({item for item, f in zip(items, folded) if folded.count(f) > 1})
     if twice:
         raise click.BadParameter(f"{', '.join(twice)} listed twice")
     return value
@@ -140,8 +143,21 @@ def projection_option(what: str, *, default: str = PROJECTION_CHOSEN, multiple: 
     or with `multiple` as `projections` (a tuple, repeatable). `what` completes "Projection ..."
     (e.g. "to mine in"); `default` says what leaving it out does."""
     return click.option("--projection", "projections" if multiple else "projection", default=() if multiple else None,
-                        multiple=multiple, metavar="default|none|DIR",
+                        multiple=multiple, metavar="default|none|DIR", callback=_named_once if multiple else None,
                         help=f"Projection {what}: {PROJECTION_VALUES}. {default}")
+
+
+def _named_once(ctx, param, values: tuple[str, ...]) -> tuple[str, ...]:
+    """A repeatable --projection names each projection once (was: `--projection p --projection p/`
+    measured p twice, as two numbered rows of one table). default/none in any case, a folder by
+    where it resolves."""
+    seen: dict[str, str] = {}
+    for value in values:
+        key = value.lower() if value.lower() in ("default", "none") else str(Path(value).resolve())
+        if key in seen:
+            raise click.BadParameter(f"{value!r} names the projection {seen[key]!r} names again")
+        seen[key] = value
+    return values
 
 
 def _when(condition: bool, decorator):

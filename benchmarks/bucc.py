@@ -32,7 +32,7 @@ from xmine.encoders.options import precision_option
 from xmine.errors import DataNotFoundError, InputError
 from xmine.mining.calibrate import threshold_sweep
 from xmine.mining.cli_options import k_option, margin_option, retrieval_option
-from xmine.options import projection_option, quiet_option
+from xmine.options import NAME, projection_option, quiet_option
 from xmine.artefacts.outputs import claim_output
 from xmine.paths import resolve_data_dir
 from xmine.encoders.projection import choose_projection, resolve_projection
@@ -279,7 +279,7 @@ BUCC_KIND = "bucc-result"
 @click.option("--pair", default="de-en", show_default=True,
               help="Language pair of the folder's files, as BUCC names them: de-en, fr-en, ru-en, zh-en (or the pair "
                    "of sets written in its format, e.g. by `xmine bench mining --sets-dir`).")
-@click.option("--encoder", default="me5-small", show_default=True, help="Encoder name or sentence-transformers path.")
+@click.option("--encoder", type=NAME, default="me5-small", show_default=True, help="Encoder name or sentence-transformers path.")
 @projection_option("to mine in (its meaning part)",
                    default="Default: raw embeddings, as BUCC results are usually reported.")
 @k_option(help="Margin neighbourhood size.")

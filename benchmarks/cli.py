@@ -20,7 +20,7 @@ from xmine.benchmarks.runner import (DATA_HELP, ENCODER_HELP, current_encoder, e
                                      task_options, variant_tag)
 from xmine.encoders import load_encoder
 from xmine.encoders.options import precision_option
-from xmine.options import ExistingPath, comma_list, projection_option, quiet_option
+from xmine.options import NAME, ExistingPath, Finite, comma_list, projection_option, quiet_option
 from xmine.langs import codes_among
 from xmine.mining.cli_options import margin_option
 from xmine.mining.filters import PairFilterConfig
@@ -235,7 +235,7 @@ def _locale_dirs(values: tuple[str, ...], what: str, available: list[str]) -> di
                    "per pair (the paper: de-DE, es-ES, ja-JP).")
 @click.option("--dream", "dream_dirs", multiple=True, required=True, metavar="LOCALE=DIR",
               help="The DREAM projection trained on the same data, per locale.")
-@click.option("--encoder", "encoder_name", default="me5-small", show_default=True, help=ENCODER_HELP)
+@click.option("--encoder", "encoder_name", type=NAME, default="me5-small", show_default=True, help=ENCODER_HELP)
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=DATA_HELP)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the template-pair generator.")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -274,7 +274,7 @@ def _mining_langs(ctx, param, value):
 @click.option("--langs", default=None, callback=_mining_langs,
               help="Comma-separated languages paired with English, from: de,cs,ru,zh,ja,fi,kk,pl,lt,km,ha,is. "
                    "Default: de,cs,ru,zh,ja,fi,kk,pl,lt,km (--quick: de,zh,lt).")
-@click.option("--gold-fraction", type=click.FloatRange(min=0.001, max=0.5), default=None,
+@click.option("--gold-fraction", type=Finite(min=0.001, max=0.5), default=None,
               help="Share of each side's sentences that have a translation (default 0.08: >= 100 gold pairs "
                    "a set at the default sizes; BUCC's is 0.02-0.03). A set with fewer is warned about.")
 @click.option("--max-news", type=click.IntRange(min=0), default=None,
@@ -283,7 +283,7 @@ def _mining_langs(ctx, param, value):
               help="Draw only N of the 1,012 FLORES-200 devtest lines per language (seeded; --quick: 250).")
 @margin_option(help="Score with this margin (as `xmine mine --margin`). Default: the margin `xmine mine` uses "
                     "in each variant's space (ratio; distance for raw use-m3), or ratio with --threshold.")
-@click.option("--threshold", type=float, default=None,
+@click.option("--threshold", type=Finite(), default=None,
               help="The fixed threshold (on the scale of --margin, ratio unless given) reported beside the best "
                    "one, for every variant. Default: "
                    "each variant's own default, as `xmine mine` uses it: the balanced threshold calibrated for "
@@ -379,7 +379,7 @@ def report_cmd(results_dir, out, overwrite):
 
 
 @click.command("plot")
-@click.option("--encoder", "encoder_name", default="me5-small", show_default=True, help=ENCODER_HELP)
+@click.option("--encoder", "encoder_name", type=NAME, default="me5-small", show_default=True, help=ENCODER_HELP)
 @projection_option("to plot", multiple=True, default="Each adds its meaning and language panels; repeatable. "
                    "Default: raw embeddings alone.")
 @click.option("--src-lang", default="deu_Latn", show_default=True, help="The first language (deu_Latn, deu or de).")

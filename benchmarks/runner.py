@@ -24,7 +24,7 @@ from xmine.encoders import load_encoder
 from xmine.encoders.loader import untrained_languages
 from xmine.encoders.projection import DEFAULT, NONE, open_projection
 from xmine.encoders.options import precision_option
-from xmine.options import projection_option, quiet_option
+from xmine.options import NAME, projection_option, quiet_option
 from xmine.artefacts.input_artefacts import encoding_prompt
 from xmine.artefacts.outputs import claim_output
 
@@ -116,7 +116,7 @@ def task_options(fn: Callable) -> Callable:
     task = fn.__name__.removesuffix("_cmd")
     fn = _claimed_out(fn)
     options = [
-        click.option("--encoder", "encoder_name", default="me5-small", show_default=True, help=ENCODER_HELP),
+        click.option("--encoder", "encoder_name", type=NAME, default="me5-small", show_default=True, help=ENCODER_HELP),
         projection_option("to compare", multiple=True,
                           default="Repeat to compare several in one table; the raw encoder output is always the "
                                   "first row." + (" The default projection is added by itself unless a projection "

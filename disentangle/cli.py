@@ -24,7 +24,7 @@ from xmine.exec.executor import executor_for
 from xmine.langs import is_known_lang, normalize_lang
 from xmine.disentangle.massive import locate
 from xmine.mining.langid import LID_BACKENDS, identify as identify_by_library, supported_languages
-from xmine.options import Finite, given_on_command_line, quiet_option, ray_option
+from xmine.options import NAME, Finite, given_on_command_line, quiet_option, ray_option
 from xmine.encoders.options import precision_option, prompt_options
 from xmine.artefacts.outputs import claim_output
 from xmine.encoders.projection import resolve_projection, shipped_dir
@@ -73,7 +73,7 @@ def _split_langs(value: str | None) -> list[str] | None:
               help="Projection directory to write (config.json, model.safetensors, manifest.json). Its "
                    ".work/ holds the per-epoch checkpoint: rerun the same command to resume an interrupted "
                    "run; a finished one continues with a higher --max-epochs and --overwrite.")
-@click.option("--encoder", default="me5-small", show_default=True,
+@click.option("--encoder", type=NAME, default="me5-small", show_default=True,
               help="Encoder whose embeddings are disentangled (me5-small, use-m3, or a sentence-transformers "
                    "name/path). The projection only accepts this encoder later.")
 @click.option("--langs", default=None, metavar="L1,L2,...", callback=comma_list,
@@ -233,7 +233,7 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
 @click.option("--lid", default=None, type=click.Choice(LID_BACKENDS),
               help="Identify with a library instead of a projection (xmine.mining.langid; the one "
                    "`xmine mine --lang-filter` and the language pair filter use). Give --projection or --lid.")
-@click.option("--encoder", default=None,
+@click.option("--encoder", type=NAME, default=None,
               help="Encoder name; must be the projection's. [default: the one the projection was trained on]")
 @click.option("--eval", "evaluate", is_flag=True,
               help="The files are labelled: report accuracy per file and overall instead of per-line output. "
@@ -342,7 +342,7 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
 
 
 @click.command("export-st")
-@click.argument("projection", metavar="PROJ")
+@click.argument("projection", metavar="PROJ", type=NAME)
 @click.argument("out", type=click.Path(path_type=Path))
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it is an earlier export-st result.")
 @prompt_options

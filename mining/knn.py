@@ -57,8 +57,9 @@ def _check_block_memory(rows: int, cols: int, workers: int) -> None:
     on 200k x 20k rows would have asked for 16 GB without a word)."""
     need, have = rows * cols * 4 * workers, choose.total_memory_bytes()
     if need > have // 2:
-        raise ConfigError(f"--block-rows/--block-cols: {workers} block(s) of {rows:,} x {cols:,} scores take "
-                          f"{need / 2**30:.1f} GiB, more than half of this machine's {have / 2**30:.1f} GiB; leave "
+        given = "--block-rows/--block-cols" + (f" with --workers {workers:,}" if workers > 1 else "")
+        raise ConfigError(f"{given}: {workers:,} block(s) of {rows:,} x {cols:,} scores take "
+                          f"{need / 2**30:,.1f} GiB, more than half of this machine's {have / 2**30:.1f} GiB; leave "
                           "them out for the product's sizes, or give smaller ones")
 
 

@@ -35,6 +35,9 @@ from xmine.mining.knn import exact_knn_both
 from xmine.mining.products import PRODUCTS
 from xmine.store.rows import RowSubset
 
+#: threads sharing the exact product: each holds a score block (was: 10**20 accepted, then a block
+#: memory refusal after both sides were embedded)
+MAX_WORKERS = 1024
 MARGINS = ("ratio", "distance", "absolute")
 RETRIEVALS = ("max", "fwd", "bwd", "intersect")
 # Direction codes in MinedPairs.direction (what found a pair).
@@ -101,8 +104,8 @@ class MiningConfig:
                 "1: no sentence could be kept"))
         if any(b is not None and b < 1 for b in (self.block_rows, self.block_cols)):
             raise ConfigError("block_rows and block_cols must be >= 1")
-        if self.workers is not None and self.workers < 1:
-            raise ConfigError(f"workers must be >= 1 (got {self.workers})")
+        if self.workers is not None and not 1 <= self.workers <= MAX_WORKERS:
+            raise ConfigError(f"workers (--workers) must be 1 to {MAX_WORKERS:,} (got {self.workers:,})")
         if self.product not in PRODUCTS:
             raise ConfigError(f"product must be one of {', '.join(PRODUCTS)} (got {self.product!r})")
 

@@ -411,7 +411,10 @@ def test_list_options_refuse_an_empty_list_and_an_item_listed_twice(tmp_path):
             # one projection named twice (was: measured twice, as two numbered rows of one table)
             (("bench", "tatoeba", "--projection", tmp_path / "p", "--projection", f"{tmp_path / 'p'}/",
               "--out", out), "names the projection"),
-            (("bench", "sts", "--projection", "none", "--projection", "NONE", "--out", out), "'NONE' names")):
+            (("bench", "sts", "--projection", "none", "--projection", "NONE", "--out", out), "'NONE' names"),
+            # NaN is no number (was: passed click's float and FloatRange)
+            (("bench", "mining", "--threshold", "nan", "--out", out), "'nan' is not a finite number"),
+            (("bench", "mining", "--gold-fraction", "nan", "--out", out), "'nan' is not a finite number")):
         refused(xm(*args), fragment)
     assert not list(tmp_path.iterdir())
 

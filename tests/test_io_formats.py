@@ -529,6 +529,30 @@ def test_reading_options_with_no_corpus_to_read_are_refused(corpus, stores, tmp_
     (tmp_path / "de.jsonl").write_text("".join(json.dumps({"t": t}, ensure_ascii=False) + "\n" for t in corpus["de"]),
                                        encoding="utf-8")
     ok(xm("mine", tmp_path / "de.jsonl", en, "--src-lang", "de", "--text-field", "t", "-q", "-o", tmp_path / "ok.tsv"))
+    # a side's own --input-format is named as given (was: "--input-format" for --src-input-format, and a
+    # --tgt-input-format for a stored side ignored without a word)
+    refused(xm("mine", de, en, "--src-input-format", "text", "-q", "-o", tmp_path / "m.tsv"),
+            "--src-input-format: every input is an xmine store or index")
+    refused(xm("mine", corpus["dir"] / "de.txt", en, "--src-lang", "de", "--tgt-input-format", "jsonl", "-q",
+               "-o", tmp_path / "m.tsv"), "--tgt-input-format: that side is an xmine store or index")
+    assert not (tmp_path / "m.tsv").exists()
+
+
+def test_an_empty_name_or_path_is_refused_naming_its_option(stores, tmp_path):
+    """(a fuzz of every option: `mine --encoder ''` mined as if it were not given, `--projection ''` was
+    the working directory, `--src-text-column ''` was blamed on --text-field, `--keep-field ''` on the
+    input file, `verify ''` a traceback from Path('.'))"""
+    de, en = stores
+    out = tmp_path / "m.tsv"
+    for option, value, named in (("--encoder", "", "'--encoder'"), ("--projection", " ", "'--projection'"),
+                                 ("--src-text-column", "", "'--src-text-field' / '--src-text-column'"),
+                                 ("--keep-field", "", "'--keep-field'"), ("--ray", "", "'--ray'"),
+                                 ("--tgt-split", "", "'--tgt-split'")):
+        refused(xm("mine", de, en, option, value, "-q", "-o", out), f"Invalid value for {named}: {value!r} is empty")
+    refused(xm("export-st", "", tmp_path / "st"), "Invalid value for 'PROJ': '' is empty")
+    refused(xm("verify", ""), "'': an empty path names no artefact")
+    refused(xm("verify", ".", de), ".: not an xmine artefact (no manifest.json)")
+    assert not list(tmp_path.iterdir())
 
 
 # -------------------------------------------------------------------------------------- bad inputs

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.clitools import ok, refused, xm
+from tests.clitools import ok, refused, warned, xm
 from xmine.errors import ConfigError
 from xmine.mining.config import (EncodingConfig, FilterConfig, MineConfig, OptionConflict, OutputConfig, SearchConfig,
                                  SelectionConfig, SideInput)
@@ -106,6 +106,12 @@ def test_the_command_reports_a_conflict_as_a_usage_error_before_reading_anything
     refused(xm("mine", a, b, "-o", out, "-k", "1"), "-k 1 with the ratio margin: a pair's one neighbour is the pair")
     refused(xm("score", f"{a}:{b}", "-o", out, "-k", "1", "--margin", "distance"), "-k 1 with the distance margin")
     refused(xm("mine", a, b, "-o", out, "-k", "20000"), "20000 is not in the range 1<=x<=256")
+    # a fuzz of every option: NaN passed click's FloatRange, then was refused in the config's words;
+    # a huge --workers was blamed on the block sizes alone
+    refused(xm("mine", a, b, "-o", out, "--lid-min-confidence", "nan"),
+            "Invalid value for '--lid-min-confidence': 'nan' is not a finite number")
+    refused(xm("mine", a, b, "-o", out, "--workers", str(10**20)),
+            "Invalid value for '--workers': 100000000000000000000 is not in the range 1<=x<=1024")
     MineConfig(src=SideInput(path=a), tgt=SideInput(path=b), output=OutputConfig(path=out),
                search=SearchConfig(k=1), selection=SelectionConfig(margin="absolute", threshold=0.9))
     assert not out.exists() and not Path(f"{out}.work").exists()
@@ -223,7 +229,7 @@ def test_the_command_and_the_api_mine_the_same_pairs_from_the_same_settings(data
     assert summary(every)["threshold"]["source"] == "every pair kept (--threshold none), scored with the ratio margin"
 
 
-def test_the_summary_line_says_how_many_sentences_were_searched(tmp_path):
+def test_the_summary_line_says_how_many_sentences_were_searched(tmp_path, caplog):
     """(was: "from 60 x 60 unique sentences" with length bounds that left far fewer to search)"""
     lines = [f"{'word ' * (i % 12 + 1)}{i}." for i in range(60)]
     (tmp_path / "a.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -233,6 +239,12 @@ def test_the_summary_line_says_how_many_sentences_were_searched(tmp_path):
     summary = json.loads((tmp_path / "m.tsv.json").read_text(encoding="utf-8"))
     n = summary["src"]["mined_rows"]
     assert n < 60 and f"from 60 x 60 unique sentences ({n} x {n} searched; exact;" in res.output
+    # bounds that leave a side nothing are said (was: "mined 0 pairs" and nothing more)
+    ok(xm("mine", tmp_path / "a.txt", tmp_path / "b.txt", "--encoder", "use-m3", "--max-length", "3",
+          "-o", tmp_path / "none.tsv", "-q"))
+    for name in ("a.txt", "b.txt"):
+        assert warned(caplog, f"warning: {tmp_path / name}: none of its 60 distinct sentences is within --max-length 3 "
+                              "(characters): nothing of it is searched")
 
 
 def test_a_language_the_encoder_was_not_trained_on_is_said(data_dir, tmp_path, caplog):

@@ -20,7 +20,7 @@ from xmine.errors import ConfigError, InputError, XmineError
 from xmine.encoders.options import precision_option
 from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection, encoding_prompt, projection_encoder
 from xmine.artefacts.fileio import kind_label
-from xmine.options import (LANG, given_on_command_line, input_format_options, projection_option, quiet_option,
+from xmine.options import (LANG, NAME, given_on_command_line, input_format_options, projection_option, quiet_option,
                            ray_option)
 from xmine.paths import xmine_home
 from xmine.encoders.projection import choose_projection
@@ -98,7 +98,7 @@ def describe_auto_precision() -> str:
 @click.option("--lang", type=LANG, required=True, help="Language code of the corpus (e.g. de), recorded in the store.")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=str),
               help="Store directory to create (or to resume, or to return at once if already finished).")
-@click.option("--encoder", "encoder_name", default="me5-small", show_default=True,
+@click.option("--encoder", "encoder_name", type=NAME, default="me5-small", show_default=True,
               help="Encoder name (see `xmine encoders`) or any sentence-transformers model name/path; with "
                    "--projection DIR, the encoder that projection was made for unless given.")
 @projection_option("to embed in (its --part is stored)")
@@ -263,7 +263,7 @@ def cache_info() -> None:
                            if i["damaged"] else ""))
 
 @cache.command("clear")
-@click.option("--encoder", "encoder_name", default=None, help="Only this encoder's cache (default: all).")
+@click.option("--encoder", "encoder_name", type=NAME, default=None, help="Only this encoder's cache (default: all).")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def cache_clear(encoder_name, yes) -> None:
     """Delete cache files (the embeddings are recomputed when next needed). Only files that are

@@ -40,6 +40,22 @@ class Finite(click.FloatRange):
         return "" if self.min is None and self.max is None else super()._describe_range()
 
 
+class Name(click.ParamType):
+    """A name (an encoder, a field, a column) or path that is not empty or blank: an empty
+    `--encoder` was read as no option at all, an empty `--src-text-column` blamed on
+    `--text-field`, an empty `--keep-field` on the input file."""
+
+    name = "text"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail(f"{value!r} is empty", param, ctx)
+        return value
+
+
+NAME = Name()
+
+
 class LangCode(click.ParamType):
     """A language code in any form xmine.langs understands (ISO 639-1 de, ISO 639-3 deu, NLLB/FLORES
     zho_Hant, BCP-47 zh-Hant or de-DE), given to the command as the user wrote it (white space
@@ -69,6 +85,8 @@ class ExistingPath(click.Path):
         super().__init__(exists=True, **kwargs)
 
     def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value:  # (Path("") is ".", the working directory)
+            self.fail("'' is an empty path", param, ctx)
         why = missing(value) if isinstance(value, (str, Path)) and str(value) != "-" else None
         if why is not None and why.startswith("a symbolic link"):
             raise InputError(value, why)
@@ -132,7 +150,7 @@ def given_on_command_line(*params: str) -> list[str]:
 def ray_option(what: str):
     """The `--ray [auto|ADDRESS]` click option; `what` says what runs on the cluster."""
     return click.option(
-        "--ray", "ray_address", is_flag=False, flag_value="auto", default=None, metavar="[auto|ADDRESS]",
+        "--ray", "ray_address", type=NAME, is_flag=False, flag_value="auto", default=None, metavar="[auto|ADDRESS]",
         help=f"Run {what} on a Ray cluster (needs the ray extra). `--ray` or `--ray auto`: the cluster "
              "this machine belongs to (`ray start`, RAY_ADDRESS), else a local one with this machine's "
              "CPUs; `--ray HOST:6379`: that cluster. Workers must see the same paths.")
@@ -143,7 +161,8 @@ def projection_option(what: str, *, default: str = PROJECTION_CHOSEN, multiple: 
     or with `multiple` as `projections` (a tuple, repeatable). `what` completes "Projection ..."
     (e.g. "to mine in"); `default` says what leaving it out does."""
     return click.option("--projection", "projections" if multiple else "projection", default=() if multiple else None,
-                        multiple=multiple, metavar="default|none|DIR", callback=_named_once if multiple else None,
+                        type=NAME, multiple=multiple, metavar="default|none|DIR",
+                        callback=_named_once if multiple else None,
                         help=f"Projection {what}: {PROJECTION_VALUES}. {default}")
 
 
@@ -186,17 +205,17 @@ def input_format_options(f=None, *, per_side: bool = False, ids: bool = True):
                        "hf also reads data files (.parquet/.jsonl/.csv/.txt, or a folder of them) through "
                        "the datasets library, streaming. csv: RFC 4180, quotes honoured; tsv: tab-separated, "
                        "no quoting.")
-    @click.option("--text-field", "--text-column", "text_field", default=None,
+    @click.option("--text-field", "--text-column", "text_field", type=NAME, default=None,
                   help="jsonl/hf: the field holding the text, dotted for nested objects (meta.text); parquet: "
                        "the column (dotted: a field of a struct column); csv/tsv: the column's name in the "
                        "header line or its 1-based number. [default: text]")
-    @_when(ids, click.option("--id-field", default=None,
+    @_when(ids, click.option("--id-field", type=NAME, default=None,
                              help="A field (dotted) holding each record's own id, kept with each sentence as "
                                   "provenance (mined outputs carry it). Default: records are named by their "
                                   "line/row number."))
     @click.option("--header/--no-header", default=None,
                   help="csv/tsv: whether the first line names the columns [default: csv yes, tsv no].")
-    @click.option("--split", "hf_split", default=None,
+    @click.option("--split", "hf_split", type=NAME, default=None,
                   help="hf: the split to read (default: the only one; a saved DatasetDict of several splits "
                        "needs it; data files: train).")
     @click.option("--split-sentences", is_flag=True,
@@ -219,20 +238,22 @@ def input_format_options(f=None, *, per_side: bool = False, ids: bool = True):
                    for name in ("format", "text_field", "id_field", "split", "header")}
             own_given = frozenset(f"--{side}-{name.replace('_', '-')}" for name, value in own.items()
                                   if value is not None and name != "format")
+            format_option = "--input-format" if own["format"] is None else f"--{side}-input-format"
             specs.append(InputFormat(**{**shared, **{k: v for k, v in own.items() if v is not None},
-                                        "given": shared["given"] | own_given}))
+                                        "given": shared["given"] | own_given, "format_option": format_option}))
         return f(*args, input_format=tuple(specs), **kwargs)
 
     if per_side:
         for side, name in (("tgt", "TGT"), ("src", "SRC")):
-            wrapper = click.option(f"--{side}-split", f"{side}_split", default=None,
+            wrapper = click.option(f"--{side}-split", f"{side}_split", type=NAME, default=None,
                                    help=f"--split for {name} only.")(wrapper)
             wrapper = click.option(f"--{side}-header/--{side}-no-header", f"{side}_header", default=None,
                                    help=f"--header for {name} only.")(wrapper)
-            wrapper = click.option(f"--{side}-id-field", f"{side}_id_field", default=None,
+            wrapper = click.option(f"--{side}-id-field", f"{side}_id_field", type=NAME, default=None,
                                    help=f"--id-field for {name} only.")(wrapper)
             wrapper = click.option(f"--{side}-text-field", f"--{side}-text-column", f"{side}_text_field",
-                                   default=None, help=f"--text-field for {name} only (default: --text-field).")(wrapper)
+                                   type=NAME, default=None,
+                                   help=f"--text-field for {name} only (default: --text-field).")(wrapper)
             wrapper = click.option(f"--{side}-input-format", f"{side}_format",
                                    type=click.Choice(("auto",) + FORMATS), default=None,
                                    help=f"--input-format for {name} only (default: --input-format).")(wrapper)

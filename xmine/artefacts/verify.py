@@ -85,6 +85,8 @@ def verify_artefact(path: str | Path) -> tuple[str, int, str]:
     A directory whose manifest carries no checksum of its own is read as before (`unseal`), and
     the detail says that the manifest itself went unchecked (was: "every sha256 matches" for a
     manifest whose checksum had been removed and its language edited)."""
+    if not str(path):  # (was: Path("") is ".", and a traceback from its empty name)
+        raise ArtefactError(f"{str(path)!r}: an empty path names no artefact")
     kind, nbytes, detail = _verify(Path(path))
     # the record that vouches for the files: a directory's manifest, an output's summary OUT.json
     record = (Path(path) / MANIFEST if (Path(path) / MANIFEST).is_file() else
@@ -109,7 +111,7 @@ def _verify(p: Path) -> tuple[str, int, str]:
         raise ArtefactError(f"{p}: does not exist")
     if (why := missing(p)) is not None:  # a symbolic link that loops or names nothing
         raise ArtefactError(f"{p}: {why}")
-    base = p.with_suffix("")
+    base = p.with_suffix("") if p.suffix else p  # (`.` and `..` have no name to take a suffix from)
     if p.suffix and not sidecar_of(p).is_file() and sidecar_of(base).is_file() and p.name in (
             (read_json(sidecar_of(base)) or {}).get("output_files") or {}):
         return verify_output_file(base)  # one file of a Moses pair (OUT.src, OUT.de): the pair is checked

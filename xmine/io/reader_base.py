@@ -54,10 +54,12 @@ class InputFormat:
     #: must apply to the input's format (`FIELD_OPTIONS`), not be ignored without a word. None (an
     #: InputFormat made in Python): those whose value is not the default
     given: frozenset[str] | None = None
+    #: the option that set `format`, as errors name it (a side's own: --src-input-format)
+    format_option: str = "--input-format"
 
     def __post_init__(self) -> None:
         if self.format not in ("auto",) + FORMATS:
-            raise ConfigError(f"--input-format must be auto or one of {', '.join(FORMATS)}, not {self.format!r}")
+            raise ConfigError(f"{self.format_option} must be auto or one of {', '.join(FORMATS)}, not {self.format!r}")
         if not self.text_field:
             raise ConfigError("--text-field must not be empty")
         if self.given is None:  # (frozen: set once, here)
@@ -71,7 +73,7 @@ def options_given(spec: InputFormat | None) -> list[str]:
     and the record options given), as the command line names them."""
     if spec is None:
         return []
-    return (["--input-format"] if spec.format != "auto" else []) + sorted(spec.given) + \
+    return ([spec.format_option] if spec.format != "auto" else []) + sorted(spec.given) + \
         (["--split-sentences"] if spec.split_sentences else [])
 
 

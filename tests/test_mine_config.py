@@ -39,7 +39,8 @@ BAD = [
     (lambda: SearchConfig(k=0), ConfigError, "k must be >= 1 (got 0)"),
     # (was: `-k 20000` ran for minutes in 4 GB on 2,000 x 10,000 sentences)
     (lambda: SearchConfig(k=257), ConfigError, "-k 257: at most 256"),
-    (lambda: SearchConfig(workers=0), ConfigError, "workers must be >= 1"),
+    (lambda: SearchConfig(workers=0), ConfigError, "workers (--workers) must be 1 to 1,024 (got 0)"),
+    (lambda: SearchConfig(workers=2**40), ConfigError, "workers (--workers) must be 1 to 1,024"),
     (lambda: SearchConfig(product="tpu"), ConfigError, "product must be one of auto, fp32, bf16, cuda"),
     (lambda: SearchConfig(approximate=True, index_type="hnsw"), ConfigError, "index type must be one of"),
     (lambda: SearchConfig(approximate=True, nprobe=0), ConfigError, "nprobe must be >= 1"),

@@ -32,7 +32,7 @@ from xmine.encoders.options import precision_option
 from xmine.errors import DataNotFoundError, InputError
 from xmine.mining.calibrate import threshold_sweep
 from xmine.mining.cli_options import k_option, margin_option, retrieval_option
-from xmine.options import NAME, projection_option, quiet_option
+from xmine.options import NAME, GivenPath, projection_option, quiet_option
 from xmine.artefacts.outputs import claim_output
 from xmine.paths import resolve_data_dir
 from xmine.encoders.projection import choose_projection, resolve_projection
@@ -286,7 +286,7 @@ BUCC_KIND = "bucc-result"
 @margin_option(help="Score (see `xmine mine --help`). Default: ratio, LASER's (the threshold is tuned on the gold, "
                     "not calibrated, so no space's calibrated margin applies).")
 @retrieval_option(help="Retrieval mode (see `xmine mine --help`).")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--out", type=GivenPath(dir_okay=False, path_type=Path), default=None,
               help="Result JSON. Default: benchmarks/results/bucc-<encoder>-<pair>[-<projection>][-<precision>][-<runtime>]"
                    ".json, the last three where given.")
 @click.option("--overwrite", is_flag=True, help="Replace the result JSON if it is an earlier xmine result.")

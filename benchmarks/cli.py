@@ -20,7 +20,7 @@ from xmine.benchmarks.runner import (DATA_HELP, ENCODER_HELP, current_encoder, e
                                      task_options, variant_tag)
 from xmine.encoders import load_encoder
 from xmine.encoders.options import precision_option
-from xmine.options import NAME, ExistingPath, Finite, comma_list, projection_option, quiet_option
+from xmine.options import NAME, SEED, ExistingPath, Finite, GivenPath, comma_list, projection_option, quiet_option
 from xmine.langs import codes_among
 from xmine.mining.cli_options import margin_option
 from xmine.mining.filters import PairFilterConfig
@@ -110,8 +110,8 @@ def massive_cmd(data_dir, quick, locales, partition, max_rows, per_locale):
 @task_options
 @click.option("--locales", default=",".join(("en-US", "de-DE")), show_default=True, callback=comma_list,
               help="Locales with an annotated test split (annot_utt): en-US, de-DE, sw-KE in the shared copy.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the slot-value draws.")
-@click.option("--write-pairs", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the slot-value draws.")
+@click.option("--write-pairs", type=GivenPath(file_okay=False, path_type=Path), default=None,
               help="Also write the generated pairs as DIR/massive-templates-<locale>-seed<N>.jsonl (each with a "
                    "sidecar .jsonl.json saying how it was made; replaced only with --overwrite).")
 def massive_templates_cmd(data_dir, quick, locales, seed, write_pairs):
@@ -237,7 +237,7 @@ def _locale_dirs(values: tuple[str, ...], what: str, available: list[str]) -> di
               help="The DREAM projection trained on the same data, per locale.")
 @click.option("--encoder", "encoder_name", type=NAME, default="me5-small", show_default=True, help=ENCODER_HELP)
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=DATA_HELP)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the template-pair generator.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the template-pair generator.")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for fmda_table2-*.json and fmda_table3-*.json. [default: benchmarks/results]")
 @click.option("--quick", is_flag=True, help="The first 300 test rows only (smoke runs).")
@@ -292,8 +292,8 @@ def _mining_langs(ctx, param, value):
 @click.option("--operating-point", type=click.Choice(["balanced", "precision"]), default=None,
               help="Which calibrated default each variant is scored at (as `xmine mine --operating-point`); "
                    "default balanced. Not with --threshold.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the set construction.")
-@click.option("--sets-dir", type=click.Path(file_okay=False), default=None,
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the set construction.")
+@click.option("--sets-dir", type=GivenPath(file_okay=False), default=None,
               help="Write the sets (BUCC format) here. Default: $XMINE_HOME/bench-mining/<hash of data and settings>.")
 @click.option("--noisy", is_flag=True,
               help="Add web-like noise to each set (copies of the other side, other-language lines, shared "
@@ -371,7 +371,7 @@ def _noisy_finish(details, data, lang_list, settings, margin, threshold, operati
 @bench.command("report")
 @click.option("--results", "results_dir", type=ExistingPath(file_okay=False, path_type=str), default=None,
               help="Folder of result JSONs. Default: benchmarks/results in the checkout.")
-@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Markdown file. Default: benchmarks/RESULTS.md.")
+@click.option("--out", type=GivenPath(dir_okay=False), default=None, help="Markdown file. Default: benchmarks/RESULTS.md.")
 @click.option("--overwrite", is_flag=True, help="Replace the markdown file if it is an earlier xmine report.")
 def report_cmd(results_dir, out, overwrite):
     """Write benchmarks/RESULTS.md from the result JSONs (machine, date, one section per task)."""
@@ -387,7 +387,7 @@ def report_cmd(results_dir, out, overwrite):
 @click.option("--rows", type=click.IntRange(min=3), default=200, show_default=True,
               help="How many FLORES-200 devtest sentences (per language) to plot.")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=DATA_HELP)
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
+@click.option("--out", type=GivenPath(dir_okay=False), default=None,
               help="PNG file. Default: benchmarks/results/pca-<encoder>-<src>-<tgt>.png.")
 @click.option("--overwrite", is_flag=True, help="Replace the PNG if it is an earlier xmine plot.")
 @precision_option()

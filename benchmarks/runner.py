@@ -24,7 +24,7 @@ from xmine.encoders import load_encoder
 from xmine.encoders.loader import untrained_languages
 from xmine.encoders.projection import DEFAULT, NONE, open_projection
 from xmine.encoders.options import precision_option
-from xmine.options import NAME, projection_option, quiet_option
+from xmine.options import NAME, GivenPath, projection_option, quiet_option
 from xmine.artefacts.input_artefacts import encoding_prompt
 from xmine.artefacts.outputs import claim_output
 
@@ -123,7 +123,7 @@ def task_options(fn: Callable) -> Callable:
                                                   "(or 'none') is named." if task == "mining" else
                                                   " Default: none, the raw encoder output alone.")),
         click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=DATA_HELP),
-        click.option("--out", type=click.Path(dir_okay=False), default=None,
+        click.option("--out", type=GivenPath(dir_okay=False), default=None,
                      help=f"Result JSON. Default: benchmarks/results/{task}-<encoder>[-<options given>][-quick].json, "
                           f"e.g. {task}-me5-small-bf16-quick.json for --precision bf16 --quick."),
         click.option("--overwrite", is_flag=True, help="Replace the result JSON if it is an earlier xmine result."),

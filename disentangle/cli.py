@@ -13,7 +13,7 @@ from xmine.options import comma_list
 from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
 from xmine.mining.langid import UNKNOWN, TrustRule, identify_by_projection
 from xmine.disentangle.st_export import export_portable
-from xmine.disentangle.data import VALID_SPLITS
+from xmine.disentangle.data import MIN_VALID_FRACTION, VALID_SPLITS
 from xmine.disentangle.trainer import TrainConfig, train
 from xmine.encoders.embed_cache import cached_encode
 from xmine.encoders import DEFAULT_ENCODER, load_encoder
@@ -24,7 +24,7 @@ from xmine.exec.executor import executor_for
 from xmine.langs import is_known_lang, normalize_lang
 from xmine.disentangle.massive import locate
 from xmine.mining.langid import LID_BACKENDS, identify as identify_by_library, supported_languages
-from xmine.options import NAME, Finite, given_on_command_line, quiet_option, ray_option
+from xmine.options import NAME, SEED, Finite, GivenPath, given_on_command_line, quiet_option, ray_option
 from xmine.encoders.options import precision_option, prompt_options
 from xmine.artefacts.outputs import claim_output
 from xmine.encoders.projection import resolve_projection, shipped_dir
@@ -60,7 +60,7 @@ def _split_langs(value: str | None) -> list[str] | None:
                    "--langs = locales paired with en-US, e.g. de-DE).")
 @click.option("--base", type=click.Choice(("dream", "meat")), default=None,
               help="With --method oracle: the method ORACLE's terms are added to. [default: dream]")
-@click.option("--pairs", "pairs", multiple=True, required=True, metavar="DIR|SRC:TGT",
+@click.option("--pairs", "pairs", type=NAME, multiple=True, required=True, metavar="DIR|SRC:TGT",
               help="Parallel data; repeat for more. With --method fmda: the MASSIVE folder (holding "
                    "<locale>.jsonl, or data/ with them). A directory is searched recursively: files STEM.LANG "
                    "sharing a STEM (deu-eng.deu + deu-eng.eng, newstest2019.de + .en) or LANG.SPLIT sharing "
@@ -69,7 +69,7 @@ def _split_langs(value: str | None) -> list[str] | None:
                    "(<locale>.jsonl files) gives every locale x en-US from the train split only (never a "
                    "dev or test row). Or two files "
                    "SRC:TGT (languages from their last suffix: a.de:a.en) or LANG=SRC:LANG=TGT.")
-@click.option("-o", "--out", "--output", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+@click.option("-o", "--out", "--output", "out_dir", required=True, type=GivenPath(file_okay=False, path_type=Path),
               help="Projection directory to write (config.json, model.safetensors, manifest.json). Its "
                    ".work/ holds the per-epoch checkpoint: rerun the same command to resume an interrupted "
                    "run; a finished one continues with a higher --max-epochs and --overwrite.")
@@ -96,8 +96,9 @@ def _split_langs(value: str | None) -> list[str] | None:
 @click.option("--patience", type=click.IntRange(min=1), default=5, show_default=True,
               help="Stop after this many epochs without a lower validation loss (--method fmda: see "
                    "--fmda-select); the best epoch is kept.")
-@click.option("--valid-fraction", type=Finite(0, 1, min_open=True, max_open=True), default=0.1, show_default=True,
-              help="Share of each language pair held out for validation (early stopping, langid accuracy).")
+@click.option("--valid-fraction", type=Finite(MIN_VALID_FRACTION, 1, max_open=True), default=0.1, show_default=True,
+              help="Share of each language pair held out for validation (early stopping, langid accuracy); a "
+                   "language pair needs at least 2 held out and 2 trained on (at 1e-4, 15,000 pairs).")
 @click.option("--valid-split", type=click.Choice(VALID_SPLITS), default="disjoint", show_default=True,
               help="disjoint: no sentence of a held-out pair is trained on (multi-way data such as a FLORES "
                    "folder share each English line between language pairs: a pair holding a held-out sentence is "
@@ -117,7 +118,7 @@ def _split_langs(value: str | None) -> list[str] | None:
 @click.option("--fmda-meaning-init", type=click.Choice(("default", "identity")), default="default",
               show_default=True,
               help="--method fmda only: initialise the meaning layer to the identity (needs --layers 1).")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of sampling, split, initialisation, batch order and negatives: same seed, same weights.")
 @click.option("--restart", is_flag=True, help="Discard a checkpoint left in OUTPUT/.work instead of resuming it.")
 @click.option("--overwrite", is_flag=True,
@@ -227,7 +228,7 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
 
 
 @click.command("langid")
-@click.option("--projection", "projection_dir", default=None, metavar="default|DIR",
+@click.option("--projection", "projection_dir", type=NAME, default=None, metavar="default|DIR",
               help="Projection directory from `xmine train`, or 'default' (the one shipped for the encoder); its "
                    "language part and stored centroids identify the language.")
 @click.option("--lid", default=None, type=click.Choice(LID_BACKENDS),
@@ -241,7 +242,7 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
                    "deu), else its name before the first dot (deu_Latn.devtest). A line called 'unknown' counts as "
                    "a miss (with --guess, the nearest language is scored); for a language the projection never saw, "
                    "a line is right when called 'unknown'.")
-@click.option("-o", "--out", "--output", "output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("-o", "--out", "--output", "output", type=GivenPath(dir_okay=False, path_type=Path), default=None,
               help="Write `file<TAB>line<TAB>lang<TAB>score` (with --eval: the report) here instead of stdout "
                    "(atomically, with a summary in OUTPUT.json that marks it as xmine's).")
 @click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it is an earlier xmine langid result.")
@@ -250,7 +251,7 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
                    "not trusted (instead of 'unknown').")
 @quiet_option(help="No progress bar (--projection encodes each file with one).")
 @precision_option()
-@click.argument("files", nargs=-1, required=True)
+@click.argument("files", nargs=-1, required=True, type=NAME)
 def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, guess, quiet, precision, runtime, prompt,
                    prompt_name, device, files):
     """Identify the language of each line of FILES (one sentence a line).
@@ -343,7 +344,7 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
 
 @click.command("export-st")
 @click.argument("projection", metavar="PROJ", type=NAME)
-@click.argument("out", type=click.Path(path_type=Path))
+@click.argument("out", type=GivenPath(path_type=Path))
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it is an earlier export-st result.")
 @prompt_options
 def export_st_command(projection, out, overwrite, prompt, prompt_name):

@@ -161,7 +161,11 @@ def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) 
         if massive is not None:
             found += _massive_pairs(massive)
         elif p.is_dir():
-            found += _scan_directory(p)
+            scanned = _scan_directory(p)
+            if not scanned and len(specs) > 1:  # (alone, said below; was: one of several adding nothing, unsaid)
+                raise InputError(p, "--pairs names a directory without parallel files (see `xmine train --help` "
+                                    "for the rule)")
+            found += scanned
         elif ":" in spec:
             found.append(_parse_explicit(spec))
         elif not p.exists():  # (was: "not a directory and not SRC:TGT parallel files" for a typo)
@@ -202,6 +206,10 @@ class PairSample:
 def _held_out(n: int, valid_fraction: float) -> int:
     """Of `n` pairs of a language pair, how many are held out for validation (none below 4)."""
     return max(1, int(round(n * valid_fraction))) if n >= 4 else 0
+
+
+#: the smallest held-out share: 2 held out of a language pair's 15,000
+MIN_VALID_FRACTION = 1e-4
 
 
 def _least_pairs(valid_fraction: float) -> int:
@@ -249,8 +257,8 @@ def sample_pairs(
     fingerprint_files: bool = True, valid_split: str = "disjoint",
 ) -> PairSample:
     """Read, pool per language pair, deduplicate, sample and split (see the module doc)."""
-    if not 0.0 < valid_fraction < 1.0:
-        raise ConfigError(f"valid fraction must be in (0, 1), got {valid_fraction}")
+    if not MIN_VALID_FRACTION <= valid_fraction < 1.0:  # (was: 1e-320 an overflow in _least_pairs)
+        raise ConfigError(f"valid fraction must be in [{MIN_VALID_FRACTION:g}, 1), got {valid_fraction}")
     if valid_split not in VALID_SPLITS:
         raise ConfigError(f"valid split must be one of {', '.join(VALID_SPLITS)} (got {valid_split!r})")
     by_pair: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)

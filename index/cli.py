@@ -25,8 +25,8 @@ from xmine.index.faiss_index import IndexDir, gpu_count
 from xmine.encoders.input_encoders import Encoders, check_same_projection
 from xmine.inputs import check_split_languages, load_side
 from xmine.io.readers import for_each_input
-from xmine.options import (LANG, NAME, PROJECTION_CHOSEN, ExistingPath, Finite, input_format_options, projection_option,
-                           quiet_option, ray_option)
+from xmine.options import (LANG, NAME, PROJECTION_CHOSEN, SEED, ExistingPath, Finite, GivenPath, input_format_options,
+                           projection_option, quiet_option, ray_option)
 from xmine.artefacts.outputs import claim_output
 from xmine.store.rows import RowSubset
 
@@ -41,7 +41,7 @@ def _corpus_format(path: Path | str, input_format):
 
 @click.command("build-index")
 @click.argument("source", type=ExistingPath())
-@click.option("-o", "--out", "out_dir", required=True, type=click.Path(path_type=Path),
+@click.option("-o", "--out", "out_dir", required=True, type=GivenPath(path_type=Path),
               help="Index directory to write. It must be new, an empty directory or (with --overwrite) an "
                    "xmine index, which is then replaced atomically; anything else is refused.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it is an xmine index already.")
@@ -67,7 +67,7 @@ def _corpus_format(path: Path | str, input_format):
 @click.option("--memory-budget-gb", type=Finite(0.001, 1e6), default=None,
               help="Memory the index may take, for --index-type auto, in GiB from 0.001 to 1000000 (default: a "
                    "quarter of RAM).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the training sample.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the training sample.")
 @click.option("--encoder", type=NAME, default=None,
               help="Encoder for a text SOURCE (default: the one a --projection DIR was trained on, else me5-small); "
                    "for a store, must match the store's.")
@@ -137,7 +137,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
                    "the index were split into sentences (--split-sentences), then query_sentence_index and "
                    "hit_sentence_index (1-based in their record; empty for a side not split). "
                    "jsonl: one object per query with its hits (and those indices).")
-@click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("-o", "--out", type=GivenPath(dir_okay=False, path_type=Path), default=None,
               help="Write the results here (atomically) instead of standard output, with a summary in "
                    "OUT.json that marks the file as xmine's. An existing OUT is replaced only if it is an "
                    "earlier search result and --overwrite is given.")

@@ -109,6 +109,12 @@ class Bitext:
             raise ConfigError(f"--src-field and --tgt-field both name {spec.src_field!r}: every pair would be a "
                               "sentence against itself")
         self.format = bitext_format(self.paths, spec)
+        # a reading option of another format (was: `--split` on a TSV ignored without a word)
+        for given, formats in ((spec.split is not None and "--split", ("hf",)),
+                               (spec.header is not None and "--header/--no-header", ("tsv", "csv"))):
+            if given and self.format not in formats:
+                raise ConfigError(f"{given} does not apply to PAIRS read as {self.format}; it is for "
+                                  f"{' and '.join(formats)} bitexts")
         #: `xmine mine`'s summary (OUT.json) where the bitext is its TSV output, else None
         self.mined_summary = _mined_summary(self.path) if self.format == "tsv" else None
         if self.mined_summary is not None and spec.src_field is None and spec.tgt_field is None:

@@ -27,8 +27,8 @@ from xmine.mining.config import (MineConfig, SearchConfig, SelectionConfig, Side
                                  check_score_cap, score_cap_on_margin)
 from xmine.mining.pipeline import mine as run_mine
 from xmine.mining.score_output import SCORE_FORMATS
-from xmine.options import (NAME, ExistingPath, InputPath, input_format_options, projection_option, quiet_option,
-                           ray_option)
+from xmine.options import (NAME, ExistingPath, GivenPath, InputPath, input_format_options, projection_option,
+                           quiet_option, ray_option)
 from xmine.paths import resolve_data_dir
 
 log = logging.getLogger(__name__)
@@ -144,7 +144,7 @@ def _before_search(summary: dict) -> str:
               help="A Moses bitext's source file (with --tgt; or PAIRS as SRC_FILE:TGT_FILE).")
 @click.option("--tgt", "tgt_file", type=InputPath(), default=None,
               help="A Moses bitext's target file, line-aligned with --src.")
-@click.option("-o", "--out", required=True, type=click.Path(path_type=Path),
+@click.option("-o", "--out", required=True, type=GivenPath(path_type=Path),
               help="Output: the bitext's rows in their order with the columns cosine, margin, keep (1/0 in "
                    "TSV/CSV, true/false in JSON Lines, Parquet and datasets) and rule (the rule that dropped the "
                    "pair) added; a summary with the counts goes to OUT.json. A name ending in .gz is written "
@@ -158,11 +158,11 @@ def _before_search(summary: dict) -> str:
 @click.option("--pairs-format", type=click.Choice(("auto",) + BITEXT_FORMATS), default="auto", show_default=True,
               help="How to read PAIRS: auto = by extension (.csv; .jsonl/.ndjson/.json; .parquet; a dataset "
                    "folder: hf; anything else: tsv, one pair a line, tab-separated, no quoting).")
-@click.option("--src-field", "--src-column", "src_field", default=None,
+@click.option("--src-field", "--src-column", "src_field", type=NAME, default=None,
               help="The source text: tsv/csv, a 1-based column number or (with a header) a column name "
                    "[default: 1]; jsonl/parquet/hf, a dotted field [default: the source language's entry "
                    "of a 'translation' object, else 'src'].")
-@click.option("--tgt-field", "--tgt-column", "tgt_field", default=None,
+@click.option("--tgt-field", "--tgt-column", "tgt_field", type=NAME, default=None,
               help="The target text, likewise [default: column 2; the target's 'translation' entry, else 'tgt'].")
 @click.option("--header/--no-header", default=None,
               help="tsv/csv: the first line names the columns [default: csv yes, tsv no].")
@@ -256,7 +256,7 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
               help="Folder of the data sets (holding parallel/flores200/devtest); default: $XMINE_DATA or "
                    "../shared/data beside the checkout.")
 @k_option(help="Neighbours of the margin, as mine's -k.")
-@click.option("-o", "--out", required=True, type=click.Path(path_type=Path),
+@click.option("-o", "--out", required=True, type=GivenPath(path_type=Path),
               help="Calibration record to write (JSON); `xmine mine --calibration OUT` uses it.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it is an earlier calibration record.")
 @precision_option()

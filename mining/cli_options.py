@@ -28,7 +28,7 @@ from xmine.mining.presearch import PreSearchConfig
 from xmine.mining.products import PRODUCTS
 from xmine.mining.select import MARGINS, MAX_WORKERS, RETRIEVALS
 from xmine.mining.writers import OUTPUT_FORMATS
-from xmine.options import (LANG, NAME, PROJECTION_CHOSEN, ExistingPath, Finite, given_on_command_line,
+from xmine.options import (LANG, NAME, PROJECTION_CHOSEN, ExistingPath, Finite, GivenPath, given_on_command_line,
                            projection_option, ray_option)
 
 
@@ -117,6 +117,8 @@ def _pair_filter_config(filters, no_filter, score_max, filter_length_ratio, lid,
     refused (it would be read and dropped). --lid and --lid-min-confidence also serve --lang-filter."""
     limits = {"score_max": "--score-max", "length_ratio": "--filter-length-ratio"}
     given = given_on_command_line("score_max", "filter_length_ratio")
+    if not any(p.name == "lang_filter" for p in click.get_current_context().command.params):
+        given += given_on_command_line("lid", "lid_min_confidence")  # (score: was read and dropped)
     if not filters and (given or no_filter):
         raise OptionConflict(f"--no-filters switches every pair filter off: {', '.join(given or ['--no-filter'])} "
                              "would do nothing")
@@ -171,7 +173,7 @@ output_options = _options(
     lambda out, output_format, overwrite, line_numbers, meta, keep_filtered, keep_work: OutputConfig(
         path=out, format=output_format, overwrite=overwrite, meta=meta, line_numbers=line_numbers,
         keep_filtered=keep_filtered, keep_work=keep_work),
-    click.option("-o", "--out", required=True, type=click.Path(path_type=Path),
+    click.option("-o", "--out", required=True, type=GivenPath(path_type=Path),
                  help="Output, highest score first (written atomically); TSV by default: score<TAB>src<TAB>tgt "
                       "(gzip when OUT ends in .gz). A summary with provenance goes to OUT.json, which also marks "
                       "OUT as xmine's. An existing OUT is replaced only if it is an earlier mining result and "

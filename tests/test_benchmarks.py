@@ -414,7 +414,13 @@ def test_list_options_refuse_an_empty_list_and_an_item_listed_twice(tmp_path):
             (("bench", "sts", "--projection", "none", "--projection", "NONE", "--out", out), "'NONE' names"),
             # NaN is no number (was: passed click's float and FloatRange)
             (("bench", "mining", "--threshold", "nan", "--out", out), "'nan' is not a finite number"),
-            (("bench", "mining", "--gold-fraction", "nan", "--out", out), "'nan' is not a finite number")):
+            (("bench", "mining", "--gold-fraction", "nan", "--out", out), "'nan' is not a finite number"),
+            # a seed numpy and torch both take (was: a traceback from either)
+            (("bench", "mining", "--seed", "-1", "--out", out), "-1 is not in the range 0<=x<=4294967295"),
+            (("bench", "massive-templates", "--seed", str(2**64), "--out", out), "is not in the range 0<=x<="),
+            (("train", "--pairs", tmp_path, "--seed", "-1", "-o", tmp_path / "proj"), "'--seed': -1 is not"),
+            (("train", "--pairs", tmp_path, "--valid-fraction", "1e-320", "-o", tmp_path / "proj"),
+             "'--valid-fraction': 1e-320 is not in the range 0.0001<=x<1")):
         refused(xm(*args), fragment)
     assert not list(tmp_path.iterdir())
 

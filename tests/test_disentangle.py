@@ -69,6 +69,16 @@ def test_discovery_rule_on_the_shared_layouts(data_dir):
         discover_pairs([str(par / "tatoeba-challenge")], langs=["deu"])
 
 
+def test_a_pairs_directory_without_parallel_files_is_refused_beside_others(data_dir, tmp_path):
+    """(a fuzz: `--pairs GOOD --pairs EMPTY_DIR` trained on GOOD alone, without a word; alone, it is
+    "no parallel files found")"""
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="--pairs names a directory without parallel files"):
+        discover_pairs([str(data_dir / "parallel" / "flores200" / "devtest"), str(tmp_path / "empty")])
+    with pytest.raises(ConfigError, match="no parallel files found in"):
+        discover_pairs([str(tmp_path / "empty")])
+
+
 def test_explicit_pairs_and_bad_input(tmp_path):
     (tmp_path / "a.de").write_text("Hallo\nWelt\n", encoding="utf-8")
     (tmp_path / "a.en").write_text("Hello\nworld\nextra\n", encoding="utf-8")

@@ -550,6 +550,23 @@ def test_an_empty_name_or_path_is_refused_naming_its_option(stores, tmp_path):
                                  ("--tgt-split", "", "'--tgt-split'")):
         refused(xm("mine", de, en, option, value, "-q", "-o", out), f"Invalid value for {named}: {value!r} is empty")
     refused(xm("export-st", "", tmp_path / "st"), "Invalid value for 'PROJ': '' is empty")
+    # the other commands' (a second fuzz: bench's `--out ''` took its default, a result file of the
+    # repository; --write-pairs '' wrote into the working directory; langid's and train's were the
+    # working directory; embed's and score's fields and encoders --check ran as if not given)
+    for args, named in ((("bench", "sts", "--out", ""), "'--out'"),
+                        (("bench", "massive-templates", "--write-pairs", "", "--out", tmp_path / "r.json"),
+                         "'--write-pairs'"),
+                        (("bench", "mining", "--sets-dir", "", "--out", tmp_path / "r.json"), "'--sets-dir'"),
+                        (("langid", "--projection", "", "-o", tmp_path / "l", de), "'--projection'"),
+                        (("langid", "--projection", "default", "-o", tmp_path / "l", ""), "'FILES...'"),
+                        (("train", "--pairs", "", "-o", tmp_path / "t"), "'--pairs'"),
+                        (("train", "--pairs", de, "-o", ""), "'-o' / '--out' / '--output'"),
+                        (("embed", de, "--lang", "de", "--encoder-name", "", "-o", tmp_path / "e"), "'--encoder-name'"),
+                        (("embed", de, "--lang", "de", "--embeddings-column", "", "-o", tmp_path / "e"),
+                         "'--embeddings-column'"),
+                        (("score", de, "--tgt-field", "", "-o", tmp_path / "s"), "'--tgt-field' / '--tgt-column'"),
+                        (("encoders", "--check", ""), "'--check'"), (("search", de, de, "-o", ""), "'-o' / '--out'")):
+        refused(xm(*args), f"Invalid value for {named}: '' is ")
     refused(xm("verify", ""), "'': an empty path names no artefact")
     refused(xm("verify", ".", de), ".: not an xmine artefact (no manifest.json)")
     assert not list(tmp_path.iterdir())

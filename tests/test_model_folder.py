@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from clitools import ok, refused, untouched, xm
+from clitools import files_under, ok, refused, untouched, xm
 from xmine.encoders import loader
 from tiny_models import build_tiny_bert
 
@@ -54,6 +54,23 @@ def test_a_broken_model_folder_is_named_with_its_problem(model, tmp_path, monkey
     folder = _broken(model, tmp_path, how)
     message = refused(xm("encoders", "--check", folder, "--runtime", "torch"), f"encoder '{folder}'", fragment)
     assert "HF_HUB_OFFLINE" not in message  # a local folder was given: where models download from is not the problem
+
+
+@pytest.mark.parametrize("how", ["empty", "modules-json", "no-config", "no-weights", "a file"])
+def test_a_model_folder_that_cannot_load_is_refused_before_any_output_is_claimed(model, tmp_path, how):
+    """(a fuzz: `score PAIRS --encoder EMPTY_DIR` was refused after it had claimed OUT, leaving OUT.json
+    and OUT.work/ with the staged sides behind; a file as the folder, likewise)"""
+    if how == "a file":
+        folder = tmp_path / "model.bin"
+        folder.write_bytes(b"\0" * 16)
+    else:
+        folder = _broken(model, tmp_path, how)
+    (tmp_path / "p.tsv").write_text("Ein Satz.\tA sentence.\nNoch einer.\tOne more.\n", encoding="utf-8")
+    before = files_under(tmp_path)
+    for command in (("score", tmp_path / "p.tsv", "-o", tmp_path / "s.tsv"),
+                    ("embed", tmp_path / "p.tsv", "--lang", "de", "-o", tmp_path / "e")):
+        refused(xm(*command, "--encoder", folder, "-q"), f"encoder '{folder}'")
+    assert files_under(tmp_path) == before
 
 
 def test_a_tokenizer_of_another_model_is_refused_before_anything_is_encoded(tmp_path):

@@ -112,7 +112,16 @@ def test_one_column_for_both_sides_is_refused(tmp_path):
     named.write_text("de,en\nHallo,Hello\n", encoding="utf-8")
     refused(xm("score", named, "--src-field", "de", "--tgt-field", 1, "-o", tmp_path / "o.tsv"),
             "both name column 1 of", "b.csv")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.csv", "b.tsv"]
+    # a reading option of another format, a language filter limit with the filters off (a fuzz: each
+    # was read and dropped)
+    refused(xm("score", path, "--split", "test", "-o", tmp_path / "o.tsv"),
+            "--split does not apply to PAIRS read as tsv; it is for hf bitexts")
+    (tmp_path / "b.jsonl").write_text('{"src": "Hallo", "tgt": "Hello"}\n', encoding="utf-8")
+    refused(xm("score", tmp_path / "b.jsonl", "--no-header", "-o", tmp_path / "o.tsv"),
+            "--header/--no-header does not apply to PAIRS read as jsonl; it is for tsv and csv bitexts")
+    refused(xm("score", path, "--no-filters", "--lid-min-confidence", "0.5", "-o", tmp_path / "o.tsv"),
+            "--no-filters switches every pair filter off: --lid-min-confidence would do nothing")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.csv", "b.jsonl", "b.tsv"]
 
 
 def test_a_split_of_a_dataset_without_splits_is_refused(tmp_path):

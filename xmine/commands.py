@@ -20,8 +20,8 @@ from xmine.errors import ConfigError, InputError, XmineError
 from xmine.encoders.options import precision_option
 from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection, encoding_prompt, projection_encoder
 from xmine.artefacts.fileio import kind_label
-from xmine.options import (LANG, NAME, given_on_command_line, input_format_options, projection_option, quiet_option,
-                           ray_option)
+from xmine.options import (LANG, NAME, GivenPath, given_on_command_line, input_format_options, projection_option,
+                           quiet_option, ray_option)
 from xmine.paths import xmine_home
 from xmine.encoders.projection import choose_projection
 from xmine.io.stdin import as_given, is_stdin, is_url, spool_stdin, spool_url
@@ -31,7 +31,7 @@ from xmine.artefacts.verify import verify_artefact
 from xmine.tempdirs import temporary_directory
 
 @click.command("encoders")
-@click.option("--check", "check_name", default=None, metavar="NAME",
+@click.option("--check", "check_name", type=NAME, default=None, metavar="NAME",
               help="Check that encoder NAME (a name or model path) can mine: 48 FLORES-200 sentences in German, "
                    "Russian, Chinese and Arabic mined against their English translations; says the share found "
                    "(a warning below 80%). Also run, once per encoder, on the first use of any encoder xmine does "
@@ -96,7 +96,7 @@ def describe_auto_precision() -> str:
 @click.command("embed")
 @click.argument("corpus", type=click.Path(dir_okay=True, path_type=str))
 @click.option("--lang", type=LANG, required=True, help="Language code of the corpus (e.g. de), recorded in the store.")
-@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=str),
+@click.option("-o", "--out", "out_dir", required=True, type=GivenPath(file_okay=False, path_type=str),
               help="Store directory to create (or to resume, or to return at once if already finished).")
 @click.option("--encoder", "encoder_name", type=NAME, default="me5-small", show_default=True,
               help="Encoder name (see `xmine encoders`) or any sentence-transformers model name/path; with "
@@ -121,14 +121,14 @@ def describe_auto_precision() -> str:
               help="Store these embeddings made elsewhere instead of encoding: LASER's raw .f32/.f16 rows (with "
                    "--dim), a .npy array, a Parquet file or Hugging Face save_to_disk folder (--embeddings-column); "
                    "one row per line of CORPUS (or per non-empty line). Needs --encoder-name.")
-@click.option("--encoder-name", "encoder_name_given", default=None,
+@click.option("--encoder-name", "encoder_name_given", type=NAME, default=None,
               help="With --embeddings (required there): the name of the encoder that made them (laser2, sonar, "
                    "...), recorded in the store; stores mine together only when their encoder names and "
                    "dimensions match.")
 @click.option("--dim", type=click.IntRange(min=1), default=None,
               help="With --embeddings: the dimension of raw .f32/.f16 rows (LASER: 1024; required for them, read "
                    "from the file for the other formats).")
-@click.option("--embeddings-column", default=None,
+@click.option("--embeddings-column", type=NAME, default=None,
               help="With a Parquet or Hugging Face --embeddings: the column of vectors [default: embedding].")
 @input_format_options
 @ray_option("the encoding (an actor pool of encoders, one shard at a time each, any input format; choose "

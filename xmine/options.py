@@ -55,6 +55,9 @@ class Name(click.ParamType):
 
 NAME = Name()
 
+#: a seed numpy's and torch's generators both take (was: -1 and 2**64 were tracebacks from either)
+SEED = click.IntRange(0, 2**32 - 1)
+
 
 class LangCode(click.ParamType):
     """A language code in any form xmine.langs understands (ISO 639-1 de, ISO 639-3 deu, NLLB/FLORES
@@ -75,7 +78,18 @@ class LangCode(click.ParamType):
 LANG = LangCode()
 
 
-class ExistingPath(click.Path):
+class GivenPath(click.Path):
+    """`click.Path` refusing an empty value: Path("") is ".", the working directory, and an optional
+    output read as `out or its default` took the default's place (`bench mining --out ''` named the
+    repository's result file). Keyword arguments are click.Path's."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value:
+            self.fail("'' is an empty path", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+class ExistingPath(GivenPath):
     """`click.Path(exists=True, ...)` whose error for a symbolic link that loops or names nothing
     says so (`xmine.artefacts.fileio.missing`; was: click's "does not exist" for a link that is
     there). Keyword arguments are click.Path's; `path_type` defaults to `pathlib.Path`."""
@@ -85,8 +99,6 @@ class ExistingPath(click.Path):
         super().__init__(exists=True, **kwargs)
 
     def convert(self, value, param, ctx):
-        if isinstance(value, str) and not value:  # (Path("") is ".", the working directory)
-            self.fail("'' is an empty path", param, ctx)
         why = missing(value) if isinstance(value, (str, Path)) and str(value) != "-" else None
         if why is not None and why.startswith("a symbolic link"):
             raise InputError(value, why)

@@ -33,7 +33,8 @@ from xmine.io.delimited import column_index, delimited_rows, field_of, same_widt
 from xmine.artefacts.fileio import missing
 from xmine.errors import ConfigError, InputError
 from xmine.langs import is_known_lang, normalize_lang
-from xmine.io.reader_base import MISSING, field_at, format_by_path, json_kind, size_and_sha256
+from xmine.io.reader_base import (MISSING, a_kind, field_at, format_by_path, json_kind, size_and_sha256,
+                                   text_problem)
 from xmine.io.stdin import shown_path
 from xmine.io.readers import jsonl_records
 from xmine.io.table_readers import dataset_rows, open_parquet, parquet_rows
@@ -216,8 +217,9 @@ class Bitext:
             if value is None:
                 value = ""
             if not isinstance(value, str):
-                raise InputError(self.path, f"{where}field {dotted!r} is a {type(value).__name__}, not a string",
-                                 line=line)
+                raise InputError(self.path, f"{where}field {dotted!r} is {a_kind(value)}, not a string", line=line)
+            if (why := text_problem(value)) is not None:
+                raise InputError(self.path, f"{where}field {dotted!r} holds {why}", line=line)
             texts.append(value)
         return texts[0], texts[1]
 

@@ -586,7 +586,19 @@ BAD = {
     "missing field": ("de.jsonl", lambda p: p.write_text('{"text": "Ein Satz."}\n{"body": "Zwei."}\n'),
                       [], ["de.jsonl:2", "no field 'text'"]),
     "not a string": ("de.jsonl", lambda p: p.write_text('{"text": "Ein Satz."}\n{"text": ["Zwei."]}\n'),
-                     [], ["de.jsonl:2", "not a string"]),
+                     [], ["de.jsonl:2", "field 'text' is a list (['Zwei.']), not a string"]),
+    # no text: a NUL character or a lone surrogate by a JSON escape (was: stored; a tokenizer's TypeError)
+    "an escaped NUL": ("de.jsonl", lambda p: p.write_text('{"text": "Ein Satz."}\n{"text": "Zwei\\u0000."}\n'),
+                       [], ["de.jsonl:2", "field 'text' holds a NUL character (U+0000)"]),
+    "a lone surrogate": ("de.jsonl", lambda p: p.write_text('{"text": "Ein Satz."}\n{"text": "Zwei \\ud800."}\n'),
+                         [], ["de.jsonl:2", "field 'text' holds a lone surrogate (\\ud800)"]),
+    "a lone surrogate in an id": ("de.jsonl", lambda p: p.write_text('{"text": "Ein Satz.", "id": "\\udc00"}\n'),
+                                  ["--id-field", "id"], ["de.jsonl:1", "id field 'id' holds a lone surrogate"]),
+    "a NUL in parquet": ("de.parquet", lambda p: __import__("pyarrow.parquet").parquet.write_table(
+        __import__("pyarrow").table({"text": ["Ein Satz.", "Zwei\x00."]}), p), [], ["row 2", "holds a NUL character"]),
+    # (csv's own words were advice to Python programmers)
+    "a CR in an unquoted csv field": ("de.csv", lambda p: p.write_bytes(b"text\nEin Satz.\nZwei\rDrei.\n"), [],
+                                      ["de.csv:3", "a line break (\\r) inside an unquoted field: quote the field"]),
     "invalid json": ("de.jsonl", lambda p: p.write_text('{"text": "Ein Satz."}\n{"text": "Zwei.\n'),
                      [], ["de.jsonl:2", "invalid JSON"]),
     # (a helper: a .json file holding a JSON array said only "Expecting value")
@@ -598,7 +610,7 @@ BAD = {
                          ["--id-field", "id"], ["de.jsonl:2", "id field 'id' is missing"]),
     # (was: stored as "True", and as "a b" with the tab replaced, without a word)
     "id a boolean": ("de.jsonl", lambda p: p.write_text('{"text": "Ein Satz.", "id": 1}\n{"text": "Zwei.", "id": true}\n'),
-                     ["--id-field", "id"], ["de.jsonl:2", "id field 'id' is a bool"]),
+                     ["--id-field", "id"], ["de.jsonl:2", "id field 'id' is a boolean"]),
     "id with a tab": ("de.jsonl", lambda p: p.write_text('{"text": "Ein Satz.", "id": "a\\tb"}\n'),
                       ["--id-field", "id"], ["de.jsonl:1", "id field 'id' holds a tab or line break ('a\\tb')"]),
     "id with a line break in csv": ("de.csv", lambda p: p.write_text('text,id\nEin Satz.,1\nZwei.,"x\ny"\n'),
@@ -617,6 +629,22 @@ BAD = {
     "not a dataset folder": ("de_dir", lambda p: (p.mkdir(), (p / "x.txt").write_text("Satz.\n")),
                              [], ["de_dir", "Hugging Face"]),
 }
+
+
+def test_a_csv_record_is_numbered_by_its_line_whatever_carriage_returns_it_holds(tmp_path):
+    """A lone CR inside a quoted field is part of the field, not a line (was: every later record
+    numbered one line too far, as no editor and no other reader counts it); a CRLF file's records
+    and a file of lone-CR line ends are numbered by their lines too."""
+    import numpy as np
+
+    for name, data, lines in (
+            ("cr.csv", b'id,text\nx1,Ein Satz.\nx2,"Der zweite\rSatz."\nx3,Der dritte.\nx4,Der vierte.\n', [2, 3, 4, 5]),
+            ("crlf.csv", b'id,text\r\nx1,"Ein\r\nSatz."\r\nx2,Zwei.\r\n', [2, 4]),
+            ("cronly.csv", b'id,text\rx1,"Ein, Satz."\rx2,Zwei.\r', [2, 3])):
+        (tmp_path / name).write_bytes(data)
+        ok(xm("embed", tmp_path / name, "--lang", "de", "--encoder", "use-m3", "--id-field", "id", "-q",
+              "-o", tmp_path / f"{name}.store"))
+        assert np.load(tmp_path / f"{name}.store" / "line_numbers.npy").tolist() == lines, name
 
 
 @pytest.mark.parametrize("case", sorted(BAD))

@@ -95,6 +95,10 @@ def test_score_a_moses_pair_with_the_neighbourhoods_of_other_corpora(data_dir, t
     ("b.jsonl", '{"src": "a", "tgt": "b"}\n{"src": "a", \n', ("b.jsonl:2", "invalid JSON")),
     ("b.jsonl", '{"src": "a", "tgt": "b"}\n{"src": "a", "tgt": 3}\n', ("b.jsonl:2", "'tgt'", "not a string")),
     ("b.csv", 'de,en\n"Hallo, Welt",Hello\n"offen,x\n', ("b.csv:3", "malformed CSV")),
+    # no text (was: a NUL refused naming the staged side under OUT.work/, a lone surrogate a traceback)
+    ("b.jsonl", '{"src": "a", "tgt": "b"}\n{"src": "a\\u0000", "tgt": "b"}\n', ("b.jsonl:2", "'src' holds a NUL")),
+    ("b.jsonl", '{"src": "a", "tgt": "\\ud800"}\n', ("b.jsonl:1", "'tgt' holds a lone surrogate (\\ud800)")),
+    ("b.jsonl", '{"src": "a", "tgt": 3}\n', ("b.jsonl:1", "field 'tgt' is a number, not a string")),
 ])
 def test_a_malformed_row_is_one_line_naming_file_and_line(tmp_path, name, content, fragments):
     path = tmp_path / name

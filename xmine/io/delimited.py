@@ -18,7 +18,7 @@ import io
 from pathlib import Path
 from typing import Iterator
 
-from xmine.io.compression import open_binary, read_errors
+from xmine.io.compression import open_binary, read_errors, uses_cr_line_ends
 from xmine.io.corpus import iter_lines
 from xmine.errors import InputError
 
@@ -44,8 +44,12 @@ def delimited_rows(path: str | Path, fmt: str, *, blank_fields: bool = False) ->
         raise ValueError(f"fmt must be one of {DELIMITED_FORMATS}, not {fmt!r}")
 
     csv.field_size_limit(_FIELD_LIMIT)
+    # Lines end at "\n" alone (a CRLF's "\r" goes with it), as every other reader counts them, or at
+    # "\r" in a file of lone CR line ends: a lone CR inside a quoted field is part of the field (was:
+    # counted as a line, shifting the number of every later record by one).
+    end = "\r" if uses_cr_line_ends(path) else "\n"
     with open_binary(path) as raw:
-        text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+        text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline=end)
         reader = csv.reader(text, strict=True)
         start = 1
         try:
@@ -58,6 +62,9 @@ def delimited_rows(path: str | Path, fmt: str, *, blank_fields: bool = False) ->
         except UnicodeDecodeError as e:
             raise InputError(path, f"invalid UTF-8 ({e.reason}); convert the file to UTF-8", line=start) from None
         except csv.Error as e:
+            if "new-line character seen in unquoted field" in str(e):  # (csv's advice is for Python code)
+                raise InputError(path, "a line break (\\r) inside an unquoted field: quote the field, or remove "
+                                       "it", line=reader.line_num) from None
             raise InputError(path, f"malformed CSV ({e})", line=start) from None
         except read_errors() as e:
             raise InputError(path, f"cannot read (corrupt or truncated file?): {e}", line=start) from None

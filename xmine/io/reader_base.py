@@ -25,6 +25,20 @@ MISSING = object()
 # What a text or id from a record may not hold in a one-line-a-row store: tabs and every line break
 # (a text file's reader splits on \n itself; a JSON string or a table cell may hold one).
 _BREAKERS = re.compile("[\t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+#: what no text holds: a NUL character, or a lone surrogate (a JSON escape of half a UTF-16 pair)
+_NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
+
+
+def text_problem(value: str) -> str | None:
+    """What makes a string read from a record (JSON Lines, Parquet, a dataset) no text, or None: a
+    NUL character (a text file's NUL byte is refused alike) or a lone surrogate, which no UTF-8
+    file can hold (was: a tokenizer's TypeError, or an encoding error while writing the output)."""
+    found = _NOT_TEXT.search(value)
+    if found is None:
+        return None
+    char = found.group()
+    return ("a NUL character (U+0000): binary data, expected text" if char == "\x00" else
+            f"a lone surrogate (\\u{ord(char):04x}), half of a UTF-16 pair: not valid Unicode text")
 
 
 def one_line(text: str) -> str:
@@ -134,6 +148,12 @@ def json_kind(value: Any) -> str:
                                                                                             type(value).__name__)
 
 
+def a_kind(value: Any) -> str:
+    """A value's kind with its article, as errors say it ("a number", "an object", "null")."""
+    kind = json_kind(value)
+    return kind if kind == "null" else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+
+
 def text_of(record: Any, spec: InputFormat, path: Path, where: str, line: int | None) -> tuple[str, str | None]:
     """(text, id) of one record, or InputError saying what is wrong with it."""
     if not isinstance(record, dict):
@@ -145,14 +165,16 @@ def text_of(record: Any, spec: InputFormat, path: Path, where: str, line: int | 
         raise InputError(path, f"{where}no field {spec.text_field!r} (fields: {keys}); choose one with "
                                "--text-field / --text-column", line=line)
     if not isinstance(text, str):
-        shown = "null" if text is None else f"{type(text).__name__} {str(text)[:40]!r}"
+        shown = "null" if text is None else f"{a_kind(text)} ({str(text)[:40]})"  # (was: Python's "int '5'")
         raise InputError(path, f"{where}field {spec.text_field!r} is {shown}, not a string", line=line)
+    if (why := text_problem(text)) is not None:
+        raise InputError(path, f"{where}field {spec.text_field!r} holds {why}", line=line)
     rid = None
     if spec.id_field is not None:
         value = field_at(record, spec.id_field)
         # a boolean is not an id (str() would store JSON's true as "True")
         if value is MISSING or value is None or isinstance(value, (dict, list, bool)):
-            what = "missing" if value is MISSING else "null" if value is None else f"a {type(value).__name__}"
+            what = "missing" if value is MISSING else a_kind(value)
             raise InputError(path, f"{where}id field {spec.id_field!r} is {what}, expected a string or number",
                              line=line)
         rid = record_id(str(value), spec.id_field, path, where, line)
@@ -166,6 +188,8 @@ def record_id(value: str, field: str, path: Path, where: str, line: int | None) 
     if _BREAKERS.search(value):
         raise InputError(path, f"{where}id field {field!r} holds a tab or line break ({value[:40]!r}); ids are kept "
                                "one a line, so they must not", line=line)
+    if (why := text_problem(value)) is not None:
+        raise InputError(path, f"{where}id field {field!r} holds {why}", line=line)
     return value
 
 

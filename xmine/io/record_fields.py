@@ -20,7 +20,7 @@ import numpy as np
 from xmine.io.delimited import delimited_rows, same_width
 from xmine.errors import ConfigError, InputError
 from xmine.artefacts.input_artefacts import artefact_kind
-from xmine.io.reader_base import MISSING, InputFormat, field_at
+from xmine.io.reader_base import MISSING, InputFormat, field_at, text_problem
 from xmine.io.readers import detect_format, jsonl_records, open_corpus
 from xmine.io.table_readers import dataset_rows, open_parquet, parquet_rows
 
@@ -120,6 +120,9 @@ def record_fields(path: str | Path, spec: InputFormat | None, names: Sequence[st
             first = False
         if len(found) < len(wanted) and wanted[min(np.searchsorted(wanted, number), len(wanted) - 1)] == number:
             found[number] = [_as_text(None if (v := field_at(record, name)) is MISSING else v) for name in names]
+            for name, value in zip(names, found[number]):  # (was: an encoding error writing the output)
+                if value is not None and (why := text_problem(value)) is not None:
+                    raise InputError(path, f"record {number}: --keep-field {name!r} holds {why}")
     return [np.array([found.get(int(r), [None] * len(names))[j] for r in records], dtype=object)
             for j in range(len(names))]
 

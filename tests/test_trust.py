@@ -404,6 +404,11 @@ def test_verify_refuses_an_unknown_kind(ws):
     refused(xm("build-index", ws / "dangling", "-o", ws / "ix"), "dangling: a symbolic link to")
     refused(xm("search", ws / "loopA", ws / "store", "-o", ws / "hits.tsv"), "loopA: a symbolic link that loops")
     refused(xm("bench", "report", "--results", ws / "loopA", "--out", ws / "r.md"), "loopA: a symbolic link that loops")
+    # ... as an output or a projection (a helper: a RuntimeError traceback from resolving the loop)
+    same = ("mine", ws / "store", ws / "store", "--allow-same-input")
+    for args in ((*same, "-o", ws / "loopA"), (*same, "-o", ws / "m.tsv", "--keep-filtered", ws / "loopA")):
+        refused(xm(*args), "exists and is a symbolic link that loops", "refusing to replace it")
+    refused(xm(*same, "-o", ws / "m.tsv", "--projection", ws / "loopA"), "loopA: a symbolic link that loops")
     # several paths: each is checked, a line for each, exit 2 if any failed (was: none after the first failure)
     res = xm("verify", ws / "list.json", ws / "store", foo)
     assert res.exit_code == 2 and "Traceback" not in res.output

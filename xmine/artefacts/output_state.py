@@ -24,8 +24,9 @@ import struct
 from pathlib import Path
 from typing import Iterable
 
-from xmine.errors import OutputError
-from xmine.artefacts.fileio import MANIFEST, MARKER, SELF_CHECKSUM, intact, kind_label, read_json, sha256_file
+from xmine.errors import InputError, OutputError
+from xmine.artefacts.fileio import (MANIFEST, MARKER, SELF_CHECKSUM, intact, kind_label, missing, read_json,
+                                    sha256_file)
 
 FORMS = ("dir", "tsv", "json", "png", "md")
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -178,7 +179,12 @@ def same_file(a: Path, b: Path) -> bool:
 def check_not_input(outputs: Iterable[Path], inputs: Iterable[str | Path | None]) -> None:
     """Refuse an output that is, contains or lies inside an input (OutputError)."""
     ins = [Path(i) for i in inputs if i is not None]
+    for given in ins:  # (a loop was a RuntimeError traceback from resolve(), in and out alike)
+        if (why := missing(given)) is not None and "loops" in why:
+            raise InputError(given, why)
     for out in outputs:
+        if (why := missing(out)) is not None and "loops" in why:
+            raise OutputError(f"{out}: exists and is {why}; refusing to replace it (choose another output)")
         o = out.resolve()
         for given in ins:
             i = given.resolve()

@@ -192,10 +192,11 @@ def run_threshold_of(mined, threshold: float | dict | None) -> tuple[float | Non
 
 
 def at_least(scores, threshold: float | None) -> np.ndarray:
-    """Which of `scores` are kept at `threshold` (None: all), compared in float32 as `xmine mine`
-    compares (`select_pairs`): the scores are float32 values, a threshold need not be one."""
+    """Which of `scores` are kept at `threshold` (None: all), compared in float64 as `xmine mine`
+    compares (`select_pairs`: "at least this"; was: the threshold cast to float32, which kept a score
+    up to half a float32 step below it)."""
     scores = np.asarray(scores, dtype=np.float64)
-    return np.ones(len(scores), bool) if threshold is None else scores >= np.float32(threshold)
+    return np.ones(len(scores), bool) if threshold is None else scores >= np.float64(threshold)
 
 
 def bucc_splits(data_dir, pair: str) -> tuple[Path, str, dict[str, Path]]:

@@ -33,6 +33,7 @@ from xmine.artefacts.directory import register_readers
 from xmine.artefacts.input_artefacts import encoding_prompt, projection_encoder
 from xmine.disentangle.projection import load_projection
 from xmine.encoders import DEFAULT_ENCODER, load_encoder
+from xmine.encoders.base import check_finite_output
 from xmine.encoders.projection import choose_projection, resolve_projection, shipped_dir
 from xmine.errors import ConfigError, InputError
 from xmine.index.faiss_index import IndexDir
@@ -357,6 +358,7 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
     # each sentence as a corpus's is read (xmine.io.corpus), so that these are the vectors `mine` compares
     # (was: " X " embedded with its spaces, which mine's stores no longer keep)
     emb = np.asarray(model.encode([one_line(t).strip() for t in texts], batch_size=batch_size), dtype=np.float32)
+    check_finite_output(emb, model, lambda i: f"texts[{i}] {texts[i][:60]!r}")  # (was: returned as NaN rows)
     if proj is not None:
         emb = proj.transform(emb, "meaning", lang=lang)
     return emb

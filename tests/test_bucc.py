@@ -88,3 +88,21 @@ def test_bucc_on_hidden_flores_translations(tmp_path, data_dir, me5):
     refused(xm("bench", "bucc", "--data-dir", root, "--pair", "fr-en", "--out", tmp_path / "fr.json"),
             f"BUCC fr-en: no training or sample split in {root} (it holds de-en)")
     assert not (tmp_path / "fr.json").exists()
+
+
+def test_bucc_keeps_a_pair_at_a_threshold_as_mine_keeps_it():
+    """(a helper: bucc cast the threshold to float32 after mine moved to float64, so a score half a
+    float32 step below the threshold counted as kept here and dropped there)"""
+    import numpy as np
+
+    from xmine.benchmarks.bucc import at_least
+    from xmine.mining.select import MinedPairs
+    from xmine.mining.threshold_rule import keep_at_least
+
+    below = np.float32(1.0251)
+    t = float(below) + 1e-9  # a threshold whose nearest float32 is that score, which lies below it
+    assert np.float32(t) == below and float(below) < t
+    scores = np.array([1.2, below, 1.0], dtype=np.float32)
+    mined = MinedPairs(src_idx=np.arange(3), tgt_idx=np.arange(3), score=scores, direction=np.zeros(3, np.int8))
+    assert at_least(scores, t).tolist() == [True, False, False]
+    assert len(keep_at_least(mined, t).score) == 1

@@ -123,6 +123,12 @@ def test_an_encoder_returning_nan_writes_no_store(model, tmp_path):
     # --runtime torch", which wrote the NaN store)
     refused(xm("encoders", "--check", nan, "--runtime", "openvino", "--precision", "fp32"),
             "the encoder returned a vector that is not finite (NaN or inf) for probe sentence")
+    # the Python API alike (a helper: xmine.embed returned the NaN rows)
+    import xmine
+    from xmine.errors import EncoderError
+
+    with pytest.raises(EncoderError, match=r"not finite \(NaN or inf\) for texts\[0\] 'Ein kleiner Satz.'"):
+        xmine.embed(SENTENCES, encoder=str(nan), runtime="torch", projection="none")
 
 
 def test_a_store_records_its_model_folder_wherever_it_is_read_from(tmp_path, monkeypatch):

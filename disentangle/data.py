@@ -45,6 +45,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from xmine.artefacts.directory import file_fingerprint
+from xmine.artefacts.fileio import missing
 from xmine.errors import ConfigError, InputError
 from xmine.langs import is_known_lang, normalize_lang
 from xmine.disentangle.massive import PIVOT, available_locales, find_folder, train_rows
@@ -128,8 +129,8 @@ def _parse_explicit(spec: str) -> PairFiles:
         if not eq:
             file, lang = part, Path(part).name.rpartition(".")[2]
         path = Path(file).expanduser()
-        if not path.is_file():
-            raise InputError(path, "parallel file not found")
+        if not path.is_file():  # (a link that loops or names nothing said to be one)
+            raise InputError(path, f"parallel file not found ({missing(path) or 'not a file'})")
         if not eq and not (_is_lang(lang) and is_known_lang(lang)):
             # "de.txt:en.txt" would otherwise pair language "txt" with itself
             raise ConfigError(f"--pairs {spec!r}: cannot tell the language of {file} from its name (its extension "
@@ -169,7 +170,7 @@ def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) 
         elif ":" in spec:
             found.append(_parse_explicit(spec))
         elif not p.exists():  # (was: "not a directory and not SRC:TGT parallel files" for a typo)
-            raise InputError(p, "does not exist (--pairs takes a directory of parallel files, or SRC:TGT)")
+            raise InputError(p, f"{missing(p)} (--pairs takes a directory of parallel files, or SRC:TGT)")
         else:
             raise InputError(p, "not a directory and not SRC:TGT parallel files")
     if wanted is not None:

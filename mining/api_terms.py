@@ -23,6 +23,8 @@ KEYWORDS = {
     "--device": "device", "--prompt": "prompt", "--prompt-name": "prompt_name", "--batch-size": "batch_size",
     "--keep-field": "keep_fields", "--src-corpus": "src_corpus", "--tgt-corpus": "tgt_corpus",
     "--nlist": "SearchConfig(nlist=)", "--nprobe": "SearchConfig(nprobe=)", "--product": "SearchConfig(product=)",
+    "--index-type": "SearchConfig(index_type=)", "--pq-m": "SearchConfig(pq_m=)", "--workers": "SearchConfig(workers=)",
+    "--block-rows": "SearchConfig(block_rows=)", "--block-cols": "SearchConfig(block_cols=)",
     "--score-max": "PairFilterConfig(score_max=)",
 }
 #: flags -> the keyword and value that set them
@@ -32,7 +34,8 @@ FLAGS = {
 }
 #: the words an option's value may be, read as its value where one follows the option
 _CHOICES = ("none", "ratio", "distance", "absolute", "balanced", "precision", "max", "intersect", "fwd", "bwd",
-            "auto", "fp32", "bf16", "fp16", "int8", "torch", "openvino", "cpu", "cuda", "default")
+            "auto", "fp32", "bf16", "fp16", "int8", "torch", "openvino", "cpu", "cuda", "default",
+            "flat", "ivf", "hnsw", "ivfpq", "ivfpqfs", "opq")
 _OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*[a-z0-9]|-k)(?![\w-])"
                      rf"(?: (?P<value>-?\d+(?:\.\d+)?(?:e-?\d+)?(?![\w.])|'[^'\s]*'|(?:{'|'.join(_CHOICES)})(?![\w-])))?")
 

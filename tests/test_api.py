@@ -396,6 +396,9 @@ def test_api_errors_name_the_keywords_a_python_caller_passes(caplog):
     # what is not an option of the API is left as it is
     assert python_terms("see xmine verify --help; -k 4") == "see xmine verify --help; k=4"
     assert python_terms("use --precision fp32 or --threshold none") == "use precision='fp32' or threshold=None"
+    # the search's options (a helper: "use --index-type flat or hnsw" reached xmine.score's caller)
+    assert python_terms("use --index-type flat or hnsw, a smaller --nlist") == (
+        "use SearchConfig(index_type='flat') or hnsw, a smaller SearchConfig(nlist=)")
     for bad, message in ((dict(pre_clean=False), "pre_clean must be a PreSearchConfig (got False;"),
                          (dict(pairs=True), "pairs must be a PairFilterConfig (got True;")):
         with pytest.raises(ConfigError, match=re.escape(message)):

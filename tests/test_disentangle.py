@@ -77,6 +77,13 @@ def test_a_pairs_directory_without_parallel_files_is_refused_beside_others(data_
         discover_pairs([str(data_dir / "parallel" / "flores200" / "devtest"), str(tmp_path / "empty")])
     with pytest.raises(ConfigError, match="no parallel files found in"):
         discover_pairs([str(tmp_path / "empty")])
+    # a link that loops or names nothing is said to be one (was: "does not exist", "parallel file not found")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "gone.de").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(InputError, match="loop: a symbolic link that loops"):
+        discover_pairs([str(tmp_path / "loop")])
+    with pytest.raises(InputError, match=r"gone.de: parallel file not found \(a symbolic link to .*nowhere"):
+        discover_pairs([f"{tmp_path / 'gone.de'}:{tmp_path / 'gone.de'}"])
 
 
 def test_explicit_pairs_and_bad_input(tmp_path):

@@ -44,7 +44,7 @@ from xmine.artefacts.directory import open_artefact
 from xmine.calibration import SpaceDefaults, parse_defaults
 from xmine.encoders import check_projection_encoder
 from xmine.errors import ArtefactError, ConfigError, EncoderMismatchError, InputError
-from xmine.artefacts.fileio import MANIFEST, VerifiedFiles, check_names, read_manifest
+from xmine.artefacts.fileio import MANIFEST, VerifiedFiles, check_names, missing, read_manifest
 from xmine.artefacts.records import FileRecord, ProjectionFingerprint, read_field
 from xmine.langs import normalize_lang
 
@@ -223,7 +223,8 @@ def choose_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp=
     if text is not None and text.lower() != DEFAULT:
         path = Path(text).expanduser()
         if not path.is_dir():
-            raise InputError(path, "--projection: no such projection directory (or use 'default' / 'none')")
+            why = missing(path) or "not a directory"  # (a link that loops or names nothing said to be one)
+            raise InputError(path, f"--projection: no projection directory: {why} (or use 'default' / 'none')")
         return ProjectionChoice(path, "path", f"projection {path}")
     explicit = text is not None
     has_artefact, recorded = artefact_projection

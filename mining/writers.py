@@ -27,6 +27,7 @@ import contextlib
 import gzip
 import io
 import json
+import logging
 import re
 import tempfile
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ from xmine.errors import ConfigError
 from xmine.io.reader_base import one_line
 from xmine.langs import bcp47_tag, language_subtag
 from xmine.mining.dataset_card import dataset_card
+
+log = logging.getLogger(__name__)
 
 OUTPUT_FORMATS = ("tsv", "moses", "jsonl", "parquet", "hf", "tmx")
 #: the kind `xmine mine` records in its OUT.json; its TSV's columns are the score, the source and
@@ -189,7 +192,7 @@ def write_mined(claim, fmt: str, rows: MinedRows, *, line_numbers: bool = False,
     elif fmt == "hf":
         _write_dataset(claim, rows, extra, summary or {})
     elif fmt == "tmx":
-        _write_tmx(claim, rows, extra)
+        _write_tmx(claim, rows, extra, summary)
     else:
         raise ConfigError(f"--format must be one of {', '.join(OUTPUT_FORMATS)}, not {fmt!r}")
 
@@ -207,7 +210,7 @@ def _write_tsv(claim, rows: MinedRows, *, line_numbers: bool, fields: Sequence[P
             f.write(row + _field_cells(fields, i) + "\n")
 
 
-def _write_tmx(claim, rows: MinedRows, extra: Sequence[PairColumn]) -> None:
+def _write_tmx(claim, rows: MinedRows, extra: Sequence[PairColumn], summary: dict | None) -> None:
     langs = [side.lang for side in (rows.sx, rows.sy)]
     if any(lang in (None, "und") for lang in langs):
         raise ConfigError("--format tmx needs the language of each side: give --src-lang and --tgt-lang")
@@ -215,7 +218,13 @@ def _write_tmx(claim, rows: MinedRows, extra: Sequence[PairColumn]) -> None:
               tmx_props(float(sc), [(col.name, _plain(col.values[i])) for col in extra]))
              for i, (s, t, sc) in enumerate(zip(rows.src_rows, rows.tgt_rows, rows.score)))
     with text_output(claim) as f:
-        write_tmx(f, units, langs=(bcp47_tag(langs[0]), bcp47_tag(langs[1])))
+        changed = write_tmx(f, units, langs=(bcp47_tag(langs[0]), bcp47_tag(langs[1])))
+    if changed:  # (was: written as spaces without a word)
+        note = (f"{changed:,} pair(s) hold characters XML 1.0 forbids (C0 controls, U+FFFE, U+FFFF), written in the "
+                "TMX as spaces; every other format keeps them")
+        log.warning("%s: %s", claim.path, note)
+        if summary is not None:
+            summary["tmx_note"] = note
 
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -227,15 +236,18 @@ def _text(value) -> str:
     return escape(_NOT_XML.sub(" ", str(value)), {"\r": "&#13;"})
 
 
-def write_tmx(f: IO[str], units: Iterable[tuple[str, str, dict]], *, langs: tuple[str, str]) -> None:
+def write_tmx(f: IO[str], units: Iterable[tuple[str, str, dict]], *, langs: tuple[str, str]) -> int:
     """Write `units` ((source text, target text, props)) as a TMX 1.4b document to `f`;
-    `langs`: the two sides' BCP 47 tags (`xmine.langs.bcp47_tag`)."""
+    `langs`: the two sides' BCP 47 tags (`xmine.langs.bcp47_tag`). Returns how many units held a
+    character XML forbids (written as a space)."""
+    changed = 0
     src, tgt = langs
     f.write('<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE tmx SYSTEM "tmx14.dtd">\n<tmx version="1.4">\n')
     f.write(f'  <header creationtool="xmine" creationtoolversion={quoteattr(__version__)} '
             f'datatype="plaintext" segtype="sentence" adminlang="en" srclang={quoteattr(src)} o-tmf="xmine"/>\n')
     f.write("  <body>\n")
     for i, (s, t, props) in enumerate(units, 1):
+        changed += any(_NOT_XML.search(str(v)) for v in (s, t, *props.values()) if v is not None)
         f.write(f'    <tu tuid="{i}">\n')
         for name, value in props.items():
             if value is not None and value != "":
@@ -244,6 +256,7 @@ def write_tmx(f: IO[str], units: Iterable[tuple[str, str, dict]], *, langs: tupl
             f.write(f'      <tuv xml:lang={quoteattr(lang)}><seg>{_text(text)}</seg></tuv>\n')
         f.write("    </tu>\n")
     f.write("  </body>\n</tmx>\n")
+    return changed
 
 
 def tmx_props(score: float, extra: Sequence[tuple[str, object]] = ()) -> dict:

@@ -803,6 +803,22 @@ def test_tmx_text_with_characters_xml_forbids_and_a_carriage_return_reads_back()
     assert tu.find("prop").text == "u\r63"
 
 
+def test_a_tmx_output_says_how_many_pairs_lost_a_character_xml_forbids(tmp_path, caplog):
+    """(a helper: written as spaces without a word, where every other format keeps them)"""
+    (tmp_path / "de.txt").write_text("Der Hund\x01schläft.\nDie Katze spielt.\nEs regnet heute.\n", encoding="utf-8")
+    (tmp_path / "en.txt").write_text("The dog sleeps.\nThe cat plays.\nIt rains today.\n", encoding="utf-8")
+    out = tmp_path / "m.tmx"
+    ok(xm("mine", tmp_path / "de.txt", tmp_path / "en.txt", "--src-lang", "de", "--tgt-lang", "en", "--encoder",
+          "use-m3", "--threshold", "none", "--no-filters", "--no-pre-clean", "-q", "-o", out))
+    note = json.loads((tmp_path / "m.tmx.json").read_text(encoding="utf-8"))["tmx_note"]
+    assert note == ("1 pair(s) hold characters XML 1.0 forbids (C0 controls, U+FFFE, U+FFFF), written in the TMX "
+                    "as spaces; every other format keeps them")
+    assert warned(caplog, f"{out}: {note}")
+    ok(xm("mine", tmp_path / "en.txt", tmp_path / "en.txt", "--src-lang", "en", "--tgt-lang", "en", "--encoder",
+          "use-m3", "--allow-same-input", "-q", "-o", tmp_path / "clean.tmx"))
+    assert "tmx_note" not in json.loads((tmp_path / "clean.tmx.json").read_text(encoding="utf-8"))
+
+
 def test_a_dataset_card_names_its_languages_as_bcp_47_tags():
     """(was: `- zho_Hant`, `- eng_Latn`: no language code the Hub reads; TMX wrote zh-Hant and en)"""
     from xmine.mining.dataset_card import dataset_card

@@ -446,7 +446,7 @@ def test_train_names_a_pairs_path_that_does_not_exist(tmp_path):
     from tests.clitools import refused, xm
 
     refused(xm("train", "--pairs", tmp_path / "nope", "-o", tmp_path / "proj"), str(tmp_path / "nope"),
-            "does not exist")
+            "no such file or directory (--pairs takes a directory")
     assert not list(tmp_path.iterdir())
 
 

@@ -37,10 +37,13 @@ def dataset_card(summary: dict, *, keys: tuple[str, str], pairs: int, columns: S
               f"| k, retrieval | {params.get('k')}, {params.get('retrieval')} |",
               f"| search | {summary.get('search')} |"]
     lines += _filter_lines(summary)
-    for tag, inp in zip(("source", "target"), inputs):
+    for tag, role, inp in zip(("source", "target"), ("src", "tgt"), inputs):
         ident = ", ".join(f"{k} {_public(v, local) if k == 'path' else v}" for k, v in (inp or {}).items()
                           if k in ("path", "format", "sha256", "manifest"))
-        lines.append(f"| {tag} input | {ident} |")
+        side = summary.get(role) or {}  # what was read and searched: the yield is the pairs of these
+        counts = ", ".join(f"{side[k]:,} {what}" for k, what in (("sentences", "sentences"), ("unique", "distinct"),
+                                                                 ("mined_rows", "searched")) if side.get(k) is not None)
+        lines.append(f"| {tag} input | {ident}{'; ' + counts if counts else ''} |")
     lines.append(f"| xmine | {prov.get('xmine_version')}, commit {prov.get('git_commit')} |")
     lines += ["", "Columns: " + ", ".join(f"`{c}`" for c in columns) + ". `src_record`/`tgt_record` are 1-based "
               "lines of a text or JSON Lines input, rows of a Parquet input or dataset; `src_sentence_index`/"

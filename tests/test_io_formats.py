@@ -186,6 +186,10 @@ def test_hf_folder_into_hf_dataset_with_card(corpus, tmp_path):
     assert "me5-small" in card and str(summary["threshold"]["value"]) in card and "- translation" in card
     for inp in summary["provenance"]["parameters"]["inputs"]:  # the inputs' hashes
         assert inp["sha256"] in card and inp["format"] == "hf"
+    for tag, role in (("source", "src"), ("target", "tgt")):  # and what was read of them (was: not said)
+        side = summary[role]
+        assert (f"; {side['sentences']:,} sentences, {side['unique']:,} distinct, {side['mined_rows']:,} searched |"
+                in next(line for line in card.splitlines() if line.startswith(f"| {tag} input |")))
     assert ds.features["translation"] == datasets.Translation(languages=["de", "en"])
     assert str(tmp_path) not in card and str(REPO) not in card  # no local paths in a card one publishes
     assert "SHIPPED.json" in card  # where the threshold came from

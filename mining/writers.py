@@ -214,8 +214,12 @@ def _write_tmx(claim, rows: MinedRows, extra: Sequence[PairColumn], summary: dic
     langs = [side.lang for side in (rows.sx, rows.sy)]
     if any(lang in (None, "und") for lang in langs):
         raise ConfigError("--format tmx needs the language of each side: give --src-lang and --tgt-lang")
+    def ids(s: int, t: int) -> list[tuple[str, object]]:  # (--id-field: was carried by every format but TMX)
+        return [(f"{role}_id", side.ids[r]) for role, side, r in (("src", rows.sx, s), ("tgt", rows.sy, t))
+                if side.ids is not None]
+
     units = ((rows.sx.text[int(s)], rows.sy.text[int(t)],
-              tmx_props(float(sc), [(col.name, _plain(col.values[i])) for col in extra]))
+              tmx_props(float(sc), [*ids(int(s), int(t)), *((col.name, _plain(col.values[i])) for col in extra)]))
              for i, (s, t, sc) in enumerate(zip(rows.src_rows, rows.tgt_rows, rows.score)))
     with text_output(claim) as f:
         changed = write_tmx(f, units, langs=(bcp47_tag(langs[0]), bcp47_tag(langs[1])))

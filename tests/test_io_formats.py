@@ -131,6 +131,14 @@ def test_jsonl_nested_field_with_ids_into_jsonl_and_meta(corpus, tmp_path):
     # OUT.meta in stopes' bimeta layout: score, src meta, tgt meta; a record's meta is its id here
     meta = [line.split("\t") for line in (tmp_path / "mined.jsonl.meta").read_text(encoding="utf-8").splitlines()]
     assert meta == [[f"{r['score']:.6f}", r["src_id"], r["tgt_id"]] for r in rows]
+    # TMX carries them as props (was: every format but TMX carried the ids)
+    ok(xm("mine", de, en, "--src-lang", "deu_Latn", "--tgt-lang", "en", "--text-field", "meta.text",
+          "--id-field", "id", "-q", "-o", tmp_path / "mined.tmx"))
+    import xml.etree.ElementTree as ET
+
+    units = ET.parse(tmp_path / "mined.tmx").getroot().findall("body/tu")
+    assert [[(p.get("type"), p.text) for p in tu.findall("prop")][:3] for tu in units] == [
+        [("x-score", f"{r['score']:.6f}"), ("x-src_id", r["src_id"]), ("x-tgt_id", r["tgt_id"])] for r in rows]
 
 
 def test_records_sharing_an_id_are_warned_of_and_counted(corpus, tmp_path, caplog):

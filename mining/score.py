@@ -288,9 +288,10 @@ def score_bitext(
     # load or a malformed row leaves nothing behind.
     encoders = Encoders(encoding.encoder_config(), projection, inputs=[p for p in corpora_paths if p is not None])
     check_encoder_loadable(encoders.encoder_name or DEFAULT_ENCODER, device=encoding.device)
+    _ = encoders.encoder  # the bitext is text, always encoded: a model that cannot load leaves nothing behind
     if projection is not None and str(projection).lower() not in ("default", "none"):
         # a projection directory given: read, and checked against its encoder, now
-        _ = encoders.projection, encoders.encoder
+        _ = encoders.projection
     if selection.calibration is not None:  # of the space scored in: before the bitext is encoded
         check_calibration_space(selection.calibration, encoder_name=encoders.encoder.name,
                                 projection_dir=encoders.choice.path, encoder_id=encoders.encoder.fingerprint()["id"])

@@ -73,6 +73,20 @@ def test_a_model_folder_that_cannot_load_is_refused_before_any_output_is_claimed
     assert files_under(tmp_path) == before
 
 
+def test_a_folder_that_loads_is_not_refused_for_what_it_need_not_hold(model, tmp_path):
+    """(a helper: a check made before loading refused folders sentence-transformers loads: no
+    2_Normalize/ folder, as hub models ship without the empty folder, and a .json file of its own
+    that is no JSON, an evaluation's JSON Lines)"""
+    folder = tmp_path / "hub-like"
+    shutil.copytree(model, folder)
+    shutil.rmtree(folder / "2_Normalize", ignore_errors=True)
+    (folder / "eval").mkdir()
+    (folder / "eval" / "results.json").write_text('{"a": 1}\n{"a": 2}\n', encoding="utf-8")
+    (tmp_path / "c.txt").write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    ok(xm("embed", tmp_path / "c.txt", "--lang", "de", "--encoder", folder, "--projection", "none", "-q",
+          "-o", tmp_path / "s"))
+
+
 def test_a_tokenizer_of_another_model_is_refused_before_anything_is_encoded(tmp_path):
     """(was: an IndexError traceback from the embedding layer, exit 1)"""
     folder = build_tiny_bert(tmp_path / "small-vocab", SENTENCES, vocab_size=3)  # ([SEP] is 3)

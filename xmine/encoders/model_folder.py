@@ -25,24 +25,6 @@ _WEIGHT_FILES = {"model.safetensors", "pytorch_model.bin"}
 def folder_problem(folder: Path, error: BaseException) -> str:
     """What is wrong with the model folder `folder`, which failed to load with `error`: the file
     and the problem where the folder shows it, else the library's message (its first line)."""
-    if (why := shape_problem(folder)) is not None:
-        return why
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
-    text = f"{type(error).__name__}: {str(error).strip()}"
-    if "safetensors" in text.lower() or "Safetensor" in type(error).__name__:
-        weights = [p.name for p in files if p.suffix == ".safetensors"]
-        return f"{folder / weights[0] if weights else folder}: unreadable weights ({text.splitlines()[0]})"
-    if "size mismatch" in text or "ignore_mismatched_sizes" in text:
-        return "its weights do not have the shapes its config.json gives (a config of another model size?)"
-    first = text.splitlines()[0]
-    return first if len(first) <= _QUOTED else first[:_QUOTED].rsplit(" ", 1)[0] + " ..."
-
-
-def shape_problem(folder: Path) -> str | None:
-    """What the model folder `folder` lacks or holds damaged that no model loads without (files,
-    valid JSON, the modules modules.json names, a config, a tokenizer, weights), or None: read
-    before loading, so that `check_encoder_loadable` refuses such a folder before a command claims
-    its output (was: `score --encoder EMPTY_DIR` left OUT.json and OUT.work/ behind)."""
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     if not files:
         return "the folder holds no files (a model folder has config.json and weights, a sentence-transformers one modules.json too)"
@@ -67,7 +49,14 @@ def shape_problem(folder: Path) -> str | None:
         return why
     if not names & _WEIGHT_FILES and not any(".safetensors" in n or n.endswith(".bin") for n in names):
         return f"no weights in it (none of {', '.join(sorted(_WEIGHT_FILES))})"
-    return None
+    text = f"{type(error).__name__}: {str(error).strip()}"
+    if "safetensors" in text.lower() or "Safetensor" in type(error).__name__:
+        weights = [p.name for p in files if p.suffix == ".safetensors"]
+        return f"{folder / weights[0] if weights else folder}: unreadable weights ({text.splitlines()[0]})"
+    if "size mismatch" in text or "ignore_mismatched_sizes" in text:
+        return "its weights do not have the shapes its config.json gives (a config of another model size?)"
+    first = text.splitlines()[0]
+    return first if len(first) <= _QUOTED else first[:_QUOTED].rsplit(" ", 1)[0] + " ..."
 
 
 def tokenizer_missing(folder: Path) -> str | None:
@@ -103,4 +92,4 @@ def check_vocabulary(name: str, tokenizer, model) -> None:
                            f"{rows:,} (vocab_size); the tokenizer is another model's")
 
 
-__all__ = ["check_vocabulary", "folder_problem", "shape_problem", "tokenizer_missing"]
+__all__ = ["check_vocabulary", "folder_problem", "tokenizer_missing"]

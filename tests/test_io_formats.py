@@ -652,7 +652,9 @@ def test_a_csv_record_is_numbered_by_its_line_whatever_carriage_returns_it_holds
     for name, data, lines in (
             ("cr.csv", b'id,text\nx1,Ein Satz.\nx2,"Der zweite\rSatz."\nx3,Der dritte.\nx4,Der vierte.\n', [2, 3, 4, 5]),
             ("crlf.csv", b'id,text\r\nx1,"Ein\r\nSatz."\r\nx2,Zwei.\r\n', [2, 4]),
-            ("cronly.csv", b'id,text\rx1,"Ein, Satz."\rx2,Zwei.\r', [2, 3])):
+            ("cronly.csv", b'id,text\rx1,"Ein, Satz."\rx2,Zwei.\r', [2, 3]),
+            # (a helper: a quoted line feed in a file of CR line ends made it one line, refused)
+            ("cr-lf-quoted.csv", b'id,text\rx1,"Ein\nSatz."\rx2,Zwei.\rx3,"Drei ""x"""\r', [2, 3, 4])):
         (tmp_path / name).write_bytes(data)
         ok(xm("embed", tmp_path / name, "--lang", "de", "--encoder", "use-m3", "--id-field", "id", "-q",
               "-o", tmp_path / f"{name}.store"))

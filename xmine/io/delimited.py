@@ -18,7 +18,7 @@ import io
 from pathlib import Path
 from typing import Iterator
 
-from xmine.io.compression import open_binary, read_errors, uses_cr_line_ends
+from xmine.io.compression import open_binary, read_errors
 from xmine.io.corpus import iter_lines
 from xmine.errors import InputError
 
@@ -47,7 +47,7 @@ def delimited_rows(path: str | Path, fmt: str, *, blank_fields: bool = False) ->
     # Lines end at "\n" alone (a CRLF's "\r" goes with it), as every other reader counts them, or at
     # "\r" in a file of lone CR line ends: a lone CR inside a quoted field is part of the field (was:
     # counted as a line, shifting the number of every later record by one).
-    end = "\r" if uses_cr_line_ends(path) else "\n"
+    end = _csv_line_end(path)
     with open_binary(path) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline=end)
         reader = csv.reader(text, strict=True)
@@ -68,6 +68,20 @@ def delimited_rows(path: str | Path, fmt: str, *, blank_fields: bool = False) ->
             raise InputError(path, f"malformed CSV ({e})", line=start) from None
         except read_errors() as e:
             raise InputError(path, f"cannot read (corrupt or truncated file?): {e}", line=start) from None
+
+
+def _csv_line_end(path: Path) -> str:
+    """"\r" for a CSV file whose lines end in a lone carriage return, else "\n": judged on its first
+    MB outside quoted fields, where a field may hold either (a quoted line feed in a file of CR
+    line ends made it read as one line)."""
+    with open_binary(path) as f:
+        try:
+            head = f.read(1 << 20)
+        except read_errors():
+            return "\n"  # the read proper reports it, with the line
+    outside = head.split(b'"')[::2]  # the text between quoted fields ("" inside one splits it evenly)
+    lone_cr = sum(part.count(b"\r") - part.count(b"\r\n") for part in outside)
+    return "\r" if lone_cr and not any(b"\n" in part for part in outside) else "\n"
 
 
 #: what most often gives a record more columns than the rest

@@ -9,6 +9,7 @@ import bz2
 import gzip
 import hashlib
 import json
+import shutil
 import lzma
 import random
 import re
@@ -556,12 +557,18 @@ def test_an_empty_name_or_path_is_refused_naming_its_option(stores, tmp_path):
     input file, `verify ''` a traceback from Path('.'))"""
     de, en = stores
     out = tmp_path / "m.tsv"
-    for option, value, named in (("--encoder", "", "'--encoder'"), ("--projection", " ", "'--projection'"),
+    for option, value, named in (("--encoder", "", "'--encoder'"), ("--projection", "", "'--projection'"),
                                  ("--src-text-column", "", "'--src-text-field' / '--src-text-column'"),
                                  ("--keep-field", "", "'--keep-field'"), ("--ray", "", "'--ray'"),
                                  ("--tgt-split", "", "'--tgt-split'")):
         refused(xm("mine", de, en, option, value, "-q", "-o", out), f"Invalid value for {named}: {value!r} is empty")
     refused(xm("export-st", "", tmp_path / "st"), "Invalid value for 'PROJ': '' is empty")
+    # a blank name may name something: a JSON key " " (a helper: refused as empty)
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text('{" ": "Ein Satz."}\n', encoding="utf-8")
+    ok(xm("embed", blank, "--lang", "de", "--text-field", " ", "--encoder", "use-m3", "-q", "-o", tmp_path / "b"))
+    shutil.rmtree(tmp_path / "b")
+    blank.unlink()
     # the other commands' (a second fuzz: bench's `--out ''` took its default, a result file of the
     # repository; --write-pairs '' wrote into the working directory; langid's and train's were the
     # working directory; embed's and score's fields and encoders --check ran as if not given)

@@ -41,14 +41,14 @@ class Finite(click.FloatRange):
 
 
 class Name(click.ParamType):
-    """A name (an encoder, a field, a column) or path that is not empty or blank: an empty
-    `--encoder` was read as no option at all, an empty `--src-text-column` blamed on
-    `--text-field`, an empty `--keep-field` on the input file."""
+    """A name (an encoder, a field, a column) or path that is not empty: an empty `--encoder` was
+    read as no option at all, an empty `--src-text-column` blamed on `--text-field`, an empty
+    `--keep-field` on the input file. A blank one may name something (a JSON key " ")."""
 
     name = "text"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, str) and not value.strip():
+        if isinstance(value, str) and not value:
             self.fail(f"{value!r} is empty", param, ctx)
         return value
 

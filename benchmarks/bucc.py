@@ -274,7 +274,7 @@ BUCC_KIND = "bucc-result"
 
 
 @click.command("bucc")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--data-dir", type=GivenPath(file_okay=False, path_type=Path), default=None,
               help="Folder with the BUCC 2018 files (or a data root holding bucc2018/). Default: $XMINE_DATA/bucc2018, "
                    "else ../shared/data/bucc2018 beside the checkout.")
 @click.option("--pair", default="de-en", show_default=True,

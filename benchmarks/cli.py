@@ -236,7 +236,7 @@ def _locale_dirs(values: tuple[str, ...], what: str, available: list[str]) -> di
 @click.option("--dream", "dream_dirs", multiple=True, required=True, metavar="LOCALE=DIR",
               help="The DREAM projection trained on the same data, per locale.")
 @click.option("--encoder", "encoder_name", type=NAME, default="me5-small", show_default=True, help=ENCODER_HELP)
-@click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=DATA_HELP)
+@click.option("--data-dir", type=GivenPath(file_okay=False), default=None, help=DATA_HELP)
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the template-pair generator.")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for fmda_table2-*.json and fmda_table3-*.json. [default: benchmarks/results]")
@@ -386,7 +386,7 @@ def report_cmd(results_dir, out, overwrite):
 @click.option("--tgt-lang", default="eng_Latn", show_default=True, help="The second language (FLORES-200 or ISO code).")
 @click.option("--rows", type=click.IntRange(min=3), default=200, show_default=True,
               help="How many FLORES-200 devtest sentences (per language) to plot.")
-@click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=DATA_HELP)
+@click.option("--data-dir", type=GivenPath(file_okay=False), default=None, help=DATA_HELP)
 @click.option("--out", type=GivenPath(dir_okay=False), default=None,
               help="PNG file. Default: benchmarks/results/pca-<encoder>-<src>-<tgt>.png.")
 @click.option("--overwrite", is_flag=True, help="Replace the PNG if it is an earlier xmine plot.")

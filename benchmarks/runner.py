@@ -122,7 +122,7 @@ def task_options(fn: Callable) -> Callable:
                                   "first row." + (" The default projection is added by itself unless a projection "
                                                   "(or 'none') is named." if task == "mining" else
                                                   " Default: none, the raw encoder output alone.")),
-        click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=DATA_HELP),
+        click.option("--data-dir", type=GivenPath(file_okay=False), default=None, help=DATA_HELP),
         click.option("--out", type=GivenPath(dir_okay=False), default=None,
                      help=f"Result JSON. Default: benchmarks/results/{task}-<encoder>[-<options given>][-quick].json, "
                           f"e.g. {task}-me5-small-bf16-quick.json for --precision bf16 --quick."),

@@ -26,6 +26,7 @@ from xmine.disentangle.massive import locate
 from xmine.mining.langid import LID_BACKENDS, identify as identify_by_library, supported_languages
 from xmine.options import NAME, SEED, Finite, GivenPath, given_on_command_line, quiet_option, ray_option
 from xmine.encoders.options import precision_option, prompt_options
+from xmine.artefacts.fileio import missing
 from xmine.artefacts.outputs import claim_output
 from xmine.encoders.projection import resolve_projection, shipped_dir
 
@@ -272,8 +273,9 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
         if projection_dir is None:
             raise click.BadParameter(f"xmine ships no projection for encoder {encoder!r}", param_hint="--projection")
     elif projection_dir is not None and not Path(projection_dir).is_dir():
-        raise click.BadParameter(f"{projection_dir}: no such directory (a projection from `xmine train`, or "
-                                 "'default')", param_hint="--projection")
+        why = missing(projection_dir) or "not a directory"  # (a link that loops said to be one)
+        raise click.BadParameter(f"{projection_dir}: {why} (a projection from `xmine train`, or 'default')",
+                                 param_hint="--projection")
     if lid is not None and (unused := given_on_command_line("guess", "encoder", "precision", "runtime", "prompt",
                                                             "prompt_name", "device")):  # (was: read and dropped)
         raise click.UsageError(f"{', '.join(unused)}: {'an option' if len(unused) == 1 else 'options'} of "

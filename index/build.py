@@ -17,7 +17,7 @@ from xmine.artefacts.directory import atomic_dir, provenance
 from xmine.errors import ConfigError, NonFiniteRowError
 from xmine.exec.executor import LOCAL, Executor, ShardProgress
 from xmine.artefacts.fileio import atomic_path, sha256_file, write_failure, write_manifest
-from xmine.index.choose import choose_index
+from xmine.index.choose import choose_index, unused_settings
 from xmine.io.compression import count_lines
 from xmine.index.faiss_index import (FORMAT_VERSION, KIND, IndexDir, faiss_computing, faiss_reason, shard_name, shard_plan, to_cpu, to_gpu,
                                      units_use_gpus)
@@ -63,6 +63,7 @@ class IndexConfig:
             raise ConfigError(f"pq_bits and add_batch must be >= 1 (got {self.pq_bits}, {self.add_batch})")
         if self.memory_budget is not None and not self.memory_budget > 0:
             raise ConfigError(f"memory_budget must be > 0 bytes (got {self.memory_budget!r})")
+        unused_settings(self.kind, nlist=self.nlist, nprobe=self.nprobe, pq_m=self.pq_m)  # before any work
 
 
 #: Rows per add unit when the index is kept as one shard (the pieces merged in row order).

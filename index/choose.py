@@ -92,6 +92,19 @@ def index_factory(kind: str, nlist: int, m: int, pq_bits: int = 8) -> str:
             "opq": f"OPQ{m},IVF{nlist},{pq}"}[kind]
 
 
+def unused_settings(kind: str, *, nlist: int | None, nprobe: int | None, pq_m: int | None,
+                    chosen: str | None = None) -> None:
+    """ConfigError for a setting the index `kind` has no use for (was: read and dropped without a
+    word): IVF lists of a flat or HNSW index, PQ codes of one without them. `chosen`: how to say
+    an index "auto" chose ("the index chosen for N vectors is flat, which")."""
+    what = chosen or {"flat": "a flat index", "hnsw": "an HNSW index", "ivf": "an IVF index"}.get(kind, kind)
+    if kind in ("flat", "hnsw") and (nlist or nprobe):
+        given = " and ".join(o for o, v in (("--nlist", nlist), ("--nprobe", nprobe)) if v)
+        raise ConfigError(f"{given}: {what} has no IVF lists (give --index-type ivf, ivfpq or opq)")
+    if kind in ("flat", "hnsw", "ivf") and pq_m is not None:
+        raise ConfigError(f"--pq-m: {what} has no PQ codes (give --index-type ivfpq or opq)")
+
+
 def choose_index(
     n: int,
     dim: int,
@@ -133,10 +146,8 @@ def choose_index(
             why = "GPU present" if gpu else (f"> {HNSW_MAX:,} vectors" if n > HNSW_MAX else
                                               f"HNSW would need {hnsw_bytes / 2**30:.2f} GiB > budget")
             reason = f"{n:,} vectors, {why}: compressed OPQ+IVF+PQ index (stopes' choice)"
-    if kind in ("flat", "hnsw") and (nlist or nprobe):  # (was: read and dropped without a word)
-        given = " and ".join(o for o, v in (("--nlist", nlist), ("--nprobe", nprobe)) if v)
-        why = f"the index chosen for {n:,} vectors is {kind}, which" if reason else f"a {kind} index"
-        raise ConfigError(f"{given}: {why} has no IVF lists (give --index-type ivf, ivfpq or opq)")
+    unused_settings(kind, nlist=nlist, nprobe=nprobe, pq_m=pq_m,
+                    chosen=f"the index chosen for {n:,} vectors is {kind}, which" if reason else None)
     if kind == "flat":
         return IndexChoice(kind="flat", factory="Flat", reason=reason or "exact inner product")
     if kind == "hnsw":

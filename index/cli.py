@@ -27,6 +27,7 @@ from xmine.inputs import check_split_languages, load_side
 from xmine.io.readers import for_each_input
 from xmine.options import (LANG, NAME, PROJECTION_CHOSEN, SEED, ExistingPath, Finite, GivenPath, input_format_options,
                            projection_option, quiet_option, ray_option)
+from xmine.artefacts.output_state import check_named_format
 from xmine.artefacts.outputs import claim_output
 from xmine.store.rows import RowSubset
 
@@ -96,6 +97,9 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     input_format = _corpus_format(source, input_format)
     if input_format is not None and input_format.split_sentences:  # a missing language fails before anything is written
         check_split_languages([(source, lang, "--lang")], input_format)
+    # the settings checked before anything is claimed or embedded (was: after the corpus was embedded)
+    config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
+                         gpu=not cpu, memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
     executor = executor_for(ray_address)  # join the cluster first: a wrong address fails before any work
     with claim_output(out_dir, kind="index", form="dir", inputs=[source, projection], overwrite=overwrite):
         encoders = Encoders(EncoderConfig(name=encoder, precision=precision, runtime=runtime, prompt=prompt,
@@ -107,8 +111,6 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
                              input_format=input_format)
             if hasattr(side.rows, "check_all"):
                 side.rows.check_all()  # a damaged shard is one clear error before the indexing starts
-            config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
-                                 gpu=not cpu, memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
             try:
                 ix = _build(side.rows, out_dir, sentences=side.text.path, line_numbers=side.line_numbers,
                             sentence_index=side.sentence_index, encoder=side.encoder, projection=side.projection,
@@ -187,9 +189,11 @@ def _search_format(out: Path | None, fmt: str | None) -> str:
     if out is not None and out.name.lower().endswith((".gz", ".xz", ".bz2", ".zst")):
         raise ConfigError(f"{out}: search writes plain text, not compressed; name it without {out.suffix} (or pipe "
                           "the standard output through a compressor)")
+    named = {".jsonl": "jsonl", ".tsv": "tsv"}.get(out.suffix.lower()) if out is not None else None
     if fmt is not None:
+        check_named_format(out, fmt, named)  # (was: JSON Lines written into hits.tsv without a word)
         return fmt
-    return "jsonl" if out is not None and out.name.lower().endswith(".jsonl") else "tsv"
+    return named or "tsv"
 
 
 def _search(index_dir, queries, k, fmt, claim, nprobe, encoder: EncoderConfig, projection, input_format=None,

@@ -38,7 +38,7 @@ from xmine.encoders.projection import choose_projection, resolve_projection, shi
 from xmine.errors import ConfigError, InputError
 from xmine.index.faiss_index import IndexDir
 from xmine.io.corpus import CorpusStats
-from xmine.io.reader_base import one_line
+from xmine.io.reader_base import one_line, text_problem
 from xmine.io.stdin import is_url
 from xmine.langs import is_known_lang
 from xmine.mining.bitext import Bitext
@@ -80,6 +80,8 @@ def _corpus(value: Source, directory: Path, name: str) -> tuple[Path, bool]:
             if not isinstance(text, str):
                 raise ConfigError(f"{name}: expected a path or a sequence of strings; item {n} is a "
                                   f"{type(text).__name__}")
+            if (why := text_problem(text)) is not None:  # (was: a UnicodeEncodeError, or a NUL mined)
+                raise ConfigError(f"{name}: item {n} holds {why}")
             f.write(" ".join(text.splitlines()) + "\n")
             n += 1
     if n == 0:
@@ -333,6 +335,8 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
     for i, text in enumerate(texts):
         if not isinstance(text, str):  # (was: a TypeError from the tokenizer's prompt)
             raise ConfigError(f"texts: item {i} is a {type(text).__name__}, not a string")
+        if (why := text_problem(text)) is not None:  # (was: the tokenizer's TypeError, or a NUL embedded)
+            raise ConfigError(f"texts: item {i} holds {why}")
         if not text.strip():  # (was: the vector of the prompt alone, near every short sentence's)
             raise ConfigError(f"texts: item {i} is empty: it has no meaning to embed (mine and embed skip empty "
                               "lines); leave it out")

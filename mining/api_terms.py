@@ -25,6 +25,7 @@ KEYWORDS = {
     "--nlist": "SearchConfig(nlist=)", "--nprobe": "SearchConfig(nprobe=)", "--product": "SearchConfig(product=)",
     "--index-type": "SearchConfig(index_type=)", "--pq-m": "SearchConfig(pq_m=)", "--workers": "SearchConfig(workers=)",
     "--block-rows": "SearchConfig(block_rows=)", "--block-cols": "SearchConfig(block_cols=)",
+    "--index-shard-rows": "SearchConfig(shard_rows=)",
     "--score-max": "PairFilterConfig(score_max=)",
 }
 #: flags -> the keyword and value that set them

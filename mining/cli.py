@@ -252,7 +252,7 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
 @tgt_lang_option(required=True, help="Target language.")
 @click.option("--gold", nargs=2, type=ExistingPath(dir_okay=False), default=None,
               metavar="SRC TGT", help="Your own line-aligned translations (>= 500 pairs) instead of FLORES-200.")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--data-dir", type=GivenPath(file_okay=False, path_type=Path), default=None,
               help="Folder of the data sets (holding parallel/flores200/devtest); default: $XMINE_DATA or "
                    "../shared/data beside the checkout.")
 @k_option(help="Neighbours of the margin, as mine's -k.")
@@ -276,6 +276,9 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
     margins over other neighbours, or embeddings of another prompt, are on another scale."""
     encoder = known_encoder_name(encoder) or DEFAULT_ENCODER  # (a folder by its absolute path, as stores record it)
     if gold is not None:
+        if data_dir is not None:  # (was: read and dropped)
+            raise click.UsageError("--data-dir is where FLORES-200 is read from; with --gold it is not read: "
+                                   "give one of them")
         inputs, data = list(gold), {"source": "gold pairs", "files": [str(p) for p in gold]}
     else:
         flores = resolve_data_dir(data_dir, needs="parallel/flores200/devtest",

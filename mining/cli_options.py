@@ -118,7 +118,12 @@ def _pair_filter_config(filters, no_filter, score_max, filter_length_ratio, lid,
     limits = {"score_max": "--score-max", "length_ratio": "--filter-length-ratio"}
     given = given_on_command_line("score_max", "filter_length_ratio")
     if not any(p.name == "lang_filter" for p in click.get_current_context().command.params):
-        given += given_on_command_line("lid", "lid_min_confidence")  # (score: was read and dropped)
+        # (score, which has no language filter: were read and dropped)
+        lid_given = given_on_command_line("lid", "lid_min_confidence")
+        given += lid_given
+        if lid_given and "language" in no_filter:
+            raise OptionConflict(f"--no-filter language switches off the filter that {' and '.join(lid_given)} "
+                                 "set up")
     if not filters and (given or no_filter):
         raise OptionConflict(f"--no-filters switches every pair filter off: {', '.join(given or ['--no-filter'])} "
                              "would do nothing")

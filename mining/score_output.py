@@ -29,7 +29,8 @@ import numpy as np
 
 from xmine.errors import ConfigError, InputError
 from xmine.mining.filters import RULES as FILTER_RULES
-from xmine.mining.writers import check_named_format, parquet_to_dataset, text_output, tsv_field
+from xmine.artefacts.output_state import check_named_format
+from xmine.mining.writers import parquet_to_dataset, text_output, tsv_field
 from xmine.io.reader_base import stem_suffix
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,8 @@ def resolve_score_format(out: str | Path, fmt: str | None) -> str:
     against what the name says is refused (was: JSON Lines written into out.parquet). A name ending
     in .gz is written gzip-compressed (tsv, csv, jsonl); another compression's name, or .gz on a
     Parquet file or dataset folder, is refused (was: plain text written as out.tsv.gz)."""
-    named = {".csv": "csv", ".jsonl": "jsonl", ".parquet": "parquet", ".pq": "parquet"}.get(stem_suffix(Path(out)))
+    named = {".csv": "csv", ".jsonl": "jsonl", ".parquet": "parquet", ".pq": "parquet", ".tsv": "tsv"}.get(
+        stem_suffix(Path(out)))
     if named is None and Path(out).is_dir():  # an existing directory: an earlier dataset (as `mine` reads it)
         named = "hf"
     if fmt is not None:

@@ -39,6 +39,7 @@ from xml.sax.saxutils import escape, quoteattr
 import numpy as np
 
 from xmine import __version__
+from xmine.artefacts.output_state import check_named_format
 from xmine.errors import ConfigError
 from xmine.io.reader_base import one_line
 from xmine.langs import bcp47_tag, language_subtag
@@ -101,16 +102,8 @@ def output_format(out: str | Path, fmt: str | None) -> str:
     return fmt
 
 
-def check_named_format(out: str | Path, fmt: str, named: str | None) -> None:
-    """Refuse a --format `fmt` other than the format `named` by the output's name (was: JSON Lines
-    written into out.parquet without a word); `mine`'s and `score`'s outputs both."""
-    if named is not None and named != fmt:
-        raise ConfigError(f"{out}: its name says {named}, but --format {fmt} was given; name the output for "
-                          "the format it holds, or leave --format out")
-
-
 #: the formats an output's name says (its ending, also before .gz)
-_NAMED_BY = {"jsonl": (".jsonl",), "tmx": (".tmx",), "parquet": (".parquet", ".pq")}
+_NAMED_BY = {"jsonl": (".jsonl",), "tmx": (".tmx",), "parquet": (".parquet", ".pq"), "tsv": (".tsv",)}
 #: names of formats and compressions mine does not write (rather than TSV under such a name)
 _NOT_WRITTEN = (".csv", ".json", ".ndjson", ".xz", ".bz2", ".zst")
 #: the formats written gzip-compressed when the output's name ends in .gz
@@ -393,5 +386,5 @@ def _sentence_meta(side, row: int, fields: Sequence[PairColumn], i: int, prefix:
     return cell if side.sentence_index is None else f"{cell}#{int(side.sentence_index[row])}"
 
 
-__all__ = ["COMPANIONS", "OUTPUT_FORMATS", "MinedRows", "PairColumn", "check_named_format", "output_format",
+__all__ = ["COMPANIONS", "OUTPUT_FORMATS", "MinedRows", "PairColumn", "output_format",
            "parquet_to_dataset", "text_output", "tmx_props", "translation_keys", "write_meta", "write_mined", "write_tmx"]

@@ -304,6 +304,12 @@ def test_api_checks_what_python_callers_pass_before_anything_runs(tmp_path):
         (lambda: EncodingConfig(encoder=3), r"^encoder must be a string \(got 3\)$"),
         (lambda: xmine.mine(de, en, projection=5), r"^projection must be a string or path \(got 5\)$"),
         (lambda: xmine.embed([1, 2]), r"^texts: item 0 is a int, not a string$"),
+        # no text (a helper: the tokenizer's TypeError; a NUL embedded; a UnicodeEncodeError writing a list)
+        (lambda: xmine.embed(["a\ud800b"]), r"^texts: item 0 holds a lone surrogate \(\\ud800\)"),
+        (lambda: xmine.embed(de, projection=""), r"^projection=: an empty value"),  # (was: the working directory)
+        (lambda: xmine.embed(["ok", "a\x00b"]), r"^texts: item 1 holds a NUL character"),
+        (lambda: xmine.mine(de, en[:1] + ["x\udc00"]), r"^tgt: item 1 holds a lone surrogate"),
+        (lambda: xmine.score(de, ["a\x00", "b"]), r"^tgt: item 0 holds a NUL character"),
         (lambda: xmine.embed(de, prompt=5), r"^prompt must be a string or None \(got 5\)$"),
         (lambda: xmine.embed(de, batch_size=0), r"^batch_size must be an integer >= 1 \(got 0\)$"),
         (lambda: summary([1]), r"^summary: not a table xmine.mine or xmine.score returned"),

@@ -48,7 +48,8 @@ def _build(base, path, **cfg):
 def test_each_type_finds_the_neighbours(tmp_path, clustered, kind, min_recall):
     base, q, true = clustered
     # 4-bit codes: PQ training with 256 centroids each takes minutes on a loaded 2-core box.
-    ix = _build(base, tmp_path / kind, kind=kind, pq_m=16, pq_bits=4)
+    pq = dict(pq_m=16, pq_bits=4) if kind == "ivfpq" else {}
+    ix = _build(base, tmp_path / kind, kind=kind, **pq)
     sims, rows = _search(ix, q, 10)
     recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(rows, true)])
     assert recall >= min_recall, (kind, recall)
@@ -70,9 +71,18 @@ def test_opq_index_builds_and_finds_stored_vectors(tmp_path, clustered):
 def test_list_settings_are_refused_where_an_index_has_no_lists_and_nprobe_is_said_as_given():
     """(was: --nlist on a flat index dropped; --nprobe 50 of 10 lists recorded while the reason
     said "8 searched a query")"""
-    for kind in ("flat", "hnsw"):
-        with pytest.raises(ConfigError, match=f"--nlist: a {kind} index has no IVF lists"):
+    for kind, what in (("flat", "a flat index"), ("hnsw", "an HNSW index")):
+        with pytest.raises(ConfigError, match=f"--nlist: {what} has no IVF lists"):
             choose_index(5_000, 384, kind=kind, nlist=5)
+    # PQ codes of an index without them (a fuzz: --pq-m read and dropped), refused as build-index
+    # is given them, before it embeds anything (was: after)
+    from xmine.index.build import IndexConfig
+
+    for kind, what in (("flat", "a flat index"), ("ivf", "an IVF index"), ("hnsw", "an HNSW index")):
+        with pytest.raises(ConfigError, match=f"^--pq-m: {what} has no PQ codes"):
+            IndexConfig(kind=kind, pq_m=8)
+    with pytest.raises(ConfigError, match="^--pq-m: the index chosen for 5,000 vectors is flat, which has no PQ"):
+        choose_index(5_000, 384, pq_m=8)
     with pytest.raises(ConfigError, match="--nprobe: the index chosen for 5,000 vectors is flat, which has no IVF"):
         choose_index(5_000, 384, nprobe=4)
     with pytest.raises(ConfigError, match="--nprobe 50 is more than the index's 10 lists"):
@@ -238,6 +248,10 @@ def test_cli_build_search_and_encoder_mismatch(tmp_path, data_dir, usem3, monkey
                                    str(tmp_path / name)])
         assert res.exit_code == 2 and "search writes plain text, not compressed" in res.output
         assert not (tmp_path / name).exists()
+    # a format against the name (a fuzz: JSON Lines written into hits.tsv without a word)
+    res = runner.invoke(main, ["search", str(tmp_path / "idx"), str(tmp_path / "de.txt"), "-o", str(tmp_path / "x.tsv"),
+                               "--format", "jsonl"])
+    assert res.exit_code == 2 and "x.tsv: its name says tsv, but --format jsonl was given" in res.output
     # --nprobe on an index without lists (was: recorded as used)
     res = runner.invoke(main, ["search", str(tmp_path / "idx"), str(tmp_path / "de.txt"), "--nprobe", "5"])
     assert res.exit_code == 2 and "--nprobe: index" in res.output and "has no IVF lists" in res.output

@@ -125,6 +125,9 @@ def test_one_column_for_both_sides_is_refused(tmp_path):
             "--header/--no-header does not apply to PAIRS read as jsonl; it is for tsv and csv bitexts")
     refused(xm("score", path, "--no-filters", "--lid-min-confidence", "0.5", "-o", tmp_path / "o.tsv"),
             "--no-filters switches every pair filter off: --lid-min-confidence would do nothing")
+    refused(xm("score", path, "--no-filter", "language", "--lid-min-confidence", "0.5", "-o", tmp_path / "o.tsv"),
+            "--no-filter language switches off the filter that --lid-min-confidence set up")
+    refused(xm("score", path, "--format", "csv", "-o", tmp_path / "o.tsv"), "its name says tsv, but --format csv")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.csv", "b.jsonl", "b.tsv"]
 
 

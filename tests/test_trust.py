@@ -410,6 +410,10 @@ def test_verify_refuses_an_unknown_kind(ws):
         refused(xm(*args), "exists and is a symbolic link that loops", "refusing to replace it")
     refused(xm(*same, "-o", ws / "m.tsv", "--projection", ws / "loopA"), "loopA: a symbolic link that loops")
     refused(xm(*same, "-o", ws / "m.tsv", "--projection", ws / "dangling"), "no projection directory: a symbolic link to")
+    refused(xm("bench", "sts", "--projection", ws / "loopA", "--projection", "none", "--out", ws / "r.json"),
+            "loopA: a symbolic link that loops")  # (a helper: a traceback from resolving it)
+    refused(xm("langid", "--projection", ws / "loopA", "-o", ws / "l.tsv", ws / "store" / "sentences.txt"),
+            "loopA: a symbolic link that loops")
     # several paths: each is checked, a line for each, exit 2 if any failed (was: none after the first failure)
     res = xm("verify", ws / "list.json", ws / "store", foo)
     assert res.exit_code == 2 and "Traceback" not in res.output

@@ -222,6 +222,13 @@ def test_calibrate_without_its_languages_is_a_usage_error(tmp_path):
         res = xm("calibrate", *given, "-o", tmp_path / "c.json")
         missing = "--tgt-lang" if given else "--src-lang"
         assert res.exit_code == 2 and f"Missing option '{missing}'" in res.output and "Traceback" not in res.output
+    # --data-dir beside --gold, which it is not read with (a fuzz: read and dropped)
+    from clitools import refused
+
+    for name in ("g.de", "g.en"):
+        (tmp_path / name).write_text("Ein Satz.\n", encoding="utf-8")
+    refused(xm("calibrate", "--src-lang", "de", "--tgt-lang", "en", "--gold", tmp_path / "g.de", tmp_path / "g.en",
+               "--data-dir", tmp_path, "-o", tmp_path / "c.json"), "with --gold it is not read: give one of them")
     assert not (tmp_path / "c.json").exists()
 
 

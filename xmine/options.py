@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from pathlib import Path
 
 import click
@@ -184,7 +185,8 @@ def _named_once(ctx, param, values: tuple[str, ...]) -> tuple[str, ...]:
     where it resolves."""
     seen: dict[str, str] = {}
     for value in values:
-        key = value.lower() if value.lower() in ("default", "none") else str(Path(value).resolve())
+        # (realpath: a link that loops is said where the projection is opened; resolve() raised)
+        key = value.lower() if value.lower() in ("default", "none") else os.path.realpath(value)
         if key in seen:
             raise click.BadParameter(f"{value!r} names the projection {seen[key]!r} names again")
         seen[key] = value

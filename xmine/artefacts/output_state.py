@@ -24,7 +24,7 @@ import struct
 from pathlib import Path
 from typing import Iterable
 
-from xmine.errors import InputError, OutputError
+from xmine.errors import ConfigError, InputError, OutputError
 from xmine.artefacts.fileio import (MANIFEST, MARKER, SELF_CHECKSUM, intact, kind_label, missing, read_json,
                                     sha256_file)
 
@@ -196,6 +196,14 @@ def check_not_input(outputs: Iterable[Path], inputs: Iterable[str | Path | None]
                 raise OutputError(f"{out}: lies inside the input {given}; choose another output")
 
 
+def check_named_format(out: str | Path, fmt: str, named: str | None) -> None:
+    """Refuse a --format `fmt` other than the format `named` by the output's name (was: JSON Lines
+    written into out.parquet, or into hits.tsv, without a word): `mine`'s, `score`'s and `search`'s."""
+    if named is not None and named != fmt:
+        raise ConfigError(f"{out}: its name says {named}, but --format {fmt} was given; name the output for "
+                          "the format it holds, or leave --format out")
+
+
 def output_state(path: Path, kind: str, form: str, companions: tuple[str, ...],
               *, in_place: bool = False) -> str:
     """"new", "unfinished" or "finished"; OutputError for anything xmine must not touch.
@@ -321,5 +329,5 @@ def being_written(path: Path) -> bool:
     return False
 
 
-__all__ = ["FORMS", "TREE_KEYS", "being_written", "changed_files", "check_not_input", "dir_kind", "md_header",
-           "own_output_name", "output_state", "png_metadata", "same_file", "sidecar_of", "tree_changes", "tree_record"]
+__all__ = ["FORMS", "TREE_KEYS", "being_written", "changed_files", "check_named_format", "check_not_input", "dir_kind",
+           "md_header", "own_output_name", "output_state", "png_metadata", "same_file", "sidecar_of", "tree_changes", "tree_record"]

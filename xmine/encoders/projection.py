@@ -220,6 +220,8 @@ def choose_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp=
     text = str(spec) if spec is not None else None
     if text is not None and text.lower() == NONE:
         return ProjectionChoice(None, "none", "--projection none: raw encoder embeddings")
+    if text is not None and not text:  # (was: Path("") the working directory, read as a projection)
+        raise ConfigError("--projection: an empty value; give 'default', 'none' or a projection directory")
     if text is not None and text.lower() != DEFAULT:
         path = Path(text).expanduser()
         if not path.is_dir():

@@ -465,7 +465,7 @@ def test_langid_says_unknown_for_a_line_without_a_letter(tmp_path):
     # 'default', as every other command takes it (was: "Directory 'default' does not exist")
     assert ok(xm("langid", "--projection", "default", tmp_path / "mixed.txt", "-q")).stdout == res.stdout
     res = xm("langid", "--projection", tmp_path / "nothere", tmp_path / "mixed.txt")
-    assert res.exit_code == 2 and "nothere: no such directory" in res.output
+    assert res.exit_code == 2 and "nothere: no such file or directory" in res.output
 
 
 def test_pairs_that_are_not_aligned_translations_are_said_to_be_and_the_share_recorded(data_dir, me5, tmp_path,

@@ -131,8 +131,9 @@ def test_a_language_identification_package_not_installed_is_refused_before_any_w
     a, b = tmp_path / "de.txt", tmp_path / "en.txt"
     a.write_text("Hallo.\n", encoding="utf-8")
     b.write_text("Hello.\n", encoding="utf-8")
-    for command in (["mine", a, b], ["score", f"{a}:{b}"]):
-        refused(xm(*command, "--lid", "langid", "--no-filter", "language", "-o", tmp_path / "o.tsv"),
+    # (mine: --lid serves its language filter too, with the language pair filter off; score has none)
+    for command in (["mine", a, b, "--no-filter", "language"], ["score", f"{a}:{b}"]):
+        refused(xm(*command, "--lid", "langid", "-o", tmp_path / "o.tsv"),
                 "language identification 'langid' needs the package langid: pip install langid")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["de.txt", "en.txt"]
 

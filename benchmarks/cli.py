@@ -175,7 +175,8 @@ def sts_cmd(data_dir, quick, tracks, metric):
 
     --quick runs the two smallest-cost tracks (track5 en-en, track4a es-en).
     """
-    track_list = [t.lower() for t in common.parse_list(tracks) or ()] or (["track5", "track4a"] if quick else list(sts.TRACKS))
+    track_list = ([t.lower() for t in common.parse_list(tracks) or ()]
+                  or (["track5", "track4a"] if quick else list(sts.TRACKS)))
     sts.locate(data_dir)
     details = evaluate_variants(lambda v: sts.evaluate_sts(v.embed, data_dir, track_list))
     rows = [[name] + [r["per_track"][t][metric] for t in track_list]

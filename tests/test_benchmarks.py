@@ -412,6 +412,15 @@ def test_list_options_refuse_an_empty_list_and_an_item_listed_twice(tmp_path):
             (("bench", "tatoeba", "--projection", tmp_path / "p", "--projection", f"{tmp_path / 'p'}/",
               "--out", out), "names the projection"),
             (("bench", "sts", "--projection", "none", "--projection", "NONE", "--out", out), "'NONE' names"),
+            # (a fuzz: 'none' beside a projection was dropped without a word)
+            (("bench", "sts", "--projection", "none", "--projection", tmp_path / "p", "--out", out),
+             "'none' (the raw encoder output alone) beside a projection"),
+            # bench mining: a threshold of no margin's scale, --sets-dir with --noisy, before any set is built
+            (("bench", "mining", "--threshold", "0", "--sets-dir", tmp_path / "sets", "--out", out),
+             "--threshold 0 is below an ordinary pair's ratio margin"),
+            (("bench", "mining", "--noisy", "--sets-dir", tmp_path / "sets", "--out", out),
+             "--sets-dir holds the clean sets; --noisy builds its own"),
+            (("bench", "sts", "--prompt-name", "", "--out", out), "Invalid value for '--prompt-name': '' is empty"),
             # NaN is no number (was: passed click's float and FloatRange)
             (("bench", "mining", "--threshold", "nan", "--out", out), "'nan' is not a finite number"),
             (("bench", "mining", "--gold-fraction", "nan", "--out", out), "'nan' is not a finite number"),

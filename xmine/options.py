@@ -184,6 +184,9 @@ def _named_once(ctx, param, values: tuple[str, ...]) -> tuple[str, ...]:
     measured p twice, as two numbered rows of one table). default/none in any case, a folder by
     where it resolves."""
     seen: dict[str, str] = {}
+    if {v.lower() == "none" for v in values} == {True, False}:  # (was: 'none' dropped without a word)
+        raise click.BadParameter("'none' (the raw encoder output alone) beside a projection: the raw output is "
+                                 "measured anyway; leave 'none' out")
     for value in values:
         # (realpath: a link that loops is said where the projection is opened; resolve() raised)
         key = value.lower() if value.lower() in ("default", "none") else os.path.realpath(value)

@@ -52,6 +52,8 @@ def device_option() -> Callable:
 
 
 def _one_prompt(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if param.name == "prompt_name" and value == "":  # (was: no option at all; `--prompt ''` is "no prompt")
+        raise click.BadParameter("'' is empty (no prompt: --prompt '')", ctx, param)
     ctx.meta[f"xmine.{param.name}"] = value
     if ctx.meta.get("xmine.prompt") is not None and ctx.meta.get("xmine.prompt_name") is not None:
         raise click.UsageError("give --prompt TEXT or --prompt-name NAME, not both", ctx)

@@ -61,6 +61,9 @@ def tatoeba_cmd(data_dir, quick, langs, max_pairs, margin, per_lang):
                                                                    margin=margin))
     columns, rows = tatoeba.table(details, margin=margin)
     first = next(iter(details.values()))
+    held = max(r["pairs"] for r in first["per_lang"].values())
+    if max_pairs is not None and held < max_pairs:  # (was: the value asked for recorded, unsaid)
+        click.echo(f"--max-pairs {max_pairs:,}: no language holds more than {held:,} pairs; all were used", err=True)
     if per_lang:
         click.echo(common.format_table(["lang"] + list(details),
                                        [[lg] + [r["per_lang"][lg]["avg"] for r in details.values()]

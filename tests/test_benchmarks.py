@@ -256,6 +256,10 @@ def test_a_bench_on_languages_the_encoder_was_not_trained_on_says_so(tmp_path, c
     assert json.loads(out.read_text())["provenance"]["parameters"]["encoder_untrained_languages"] == ["swh", "fin"]
     assert any(r.getMessage().startswith("use-m3 was not trained on swh, fin (2 of the 3 languages read)")
                for r in caplog.records)
+    # more pairs asked for than a language holds (a fuzz: the number asked recorded, unsaid)
+    res = CliRunner().invoke(_cli(), ["bench", "tatoeba", "--encoder", "use-m3", "--langs", "swh", "--max-pairs",
+                                      "5000", "--out", str(tmp_path / "swh.json")])
+    assert res.exit_code == 0 and "--max-pairs 5,000: no language holds more than 390 pairs; all were used" in res.output
 
 
 def test_cli_missing_data_is_a_clear_error(tmp_path):

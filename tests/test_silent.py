@@ -583,7 +583,7 @@ def test_a_bench_subset_or_setting_gets_a_result_name_of_its_own():
     # a user's projection is not the default run (was: `bench tatoeba --projection proj/` refused as
     # the existing default result, or replacing it with --overwrite); "default"/"none" choose its rows
     assert tag("tatoeba", "--projection", str(Path(__file__).parent)) == "-projtests"
-    assert tag("tatoeba", "--projection", "default", "--projection", "none") == ""
+    assert tag("tatoeba", "--projection", "default") == "" == tag("tatoeba", "--projection", "none")
     assert tag("mining", "--seed", "0", "--precision", "auto") == ""  # defaults named: the default run
 
 

@@ -410,7 +410,7 @@ def test_verify_refuses_an_unknown_kind(ws):
         refused(xm(*args), "exists and is a symbolic link that loops", "refusing to replace it")
     refused(xm(*same, "-o", ws / "m.tsv", "--projection", ws / "loopA"), "loopA: a symbolic link that loops")
     refused(xm(*same, "-o", ws / "m.tsv", "--projection", ws / "dangling"), "no projection directory: a symbolic link to")
-    refused(xm("bench", "sts", "--projection", ws / "loopA", "--projection", "none", "--out", ws / "r.json"),
+    refused(xm("bench", "sts", "--projection", ws / "loopA", "--projection", "default", "--out", ws / "r.json"),
             "loopA: a symbolic link that loops")  # (a helper: a traceback from resolving it)
     refused(xm("langid", "--projection", ws / "loopA", "-o", ws / "l.tsv", ws / "store" / "sentences.txt"),
             "loopA: a symbolic link that loops")

@@ -275,6 +275,12 @@ def test_train_on_massive_then_bench_with_the_projection(tmp_path, data_dir):
     assert res.exit_code == 0, res.output
     rows = {row[0]: row for row in json.loads(out.read_text())["table"]["rows"]}
     assert set(rows) == {"raw", "center-massive:meaning", "center-massive:language"}
+    # more rows asked for than a locale holds (a fuzz: the number asked recorded, unsaid)
+    res = CliRunner().invoke(_cli(), ["bench", "massive", "--encoder", "use-m3", "--locales", "de-DE", "--partition",
+                                      "dev", "--max-rows", "100000", "--out", str(tmp_path / "all.json")])
+    held = json.loads((tmp_path / "all.json").read_text())["details"]["raw"]["per_locale"]["de-DE"]["rows"]
+    assert res.exit_code == 0 and held < 100_000
+    assert f"--max-rows 100,000: no locale holds more than {held:,} dev rows; all were used" in res.output
     assert rows["raw"][3] > 40 and rows["center-massive:meaning"][3] > 40 and rows["center-massive:language"][3] < 5
     out = tmp_path / "t.json"
     res = CliRunner().invoke(_cli(), ["bench", "massive-templates", "--encoder", "use-m3", "--projection", str(proj),

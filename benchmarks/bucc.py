@@ -246,8 +246,12 @@ def run_bucc(data_dir, *, pair: str = "de-en", encoder="me5-small", projection=N
         return projection.transform(e, "meaning") if projection is not None else e
 
     def mine_split(files):
-        return mine_candidates(read_bucc_file(files["src"]), read_bucc_file(files["en"]), embed, k=k, margin=margin,
-                               retrieval=retrieval)
+        src, en = read_bucc_file(files["src"]), read_bucc_file(files["en"])
+        fewest = min(len(set(src[1])), len(set(en[1])))
+        if k > fewest:  # (was: k recorded as given, unsaid)
+            click.echo(f"-k {k}: a side of {Path(files['src']).parent.name} holds {fewest:,} distinct sentences; "
+                       f"a margin is over at most that many neighbours", err=True)
+        return mine_candidates(src, en, embed, k=k, margin=margin, retrieval=retrieval)
 
     cands, scores, _, _ = mine_split(tf)
     correct = np.array([c in gold for c in cands], dtype=bool)

@@ -84,6 +84,9 @@ def test_bucc_on_hidden_flores_translations(tmp_path, data_dir, me5):
     refused(xm("bench", "bucc", "--data-dir", root, "--out", tmp_path / "old.json"), "--overwrite")
     ok(xm("bench", "bucc", "--data-dir", root, "--out", tmp_path / "old.json", "--overwrite"))
     assert json.loads((tmp_path / "old.json").read_text())["kind"] == "xmine-benchmark-result"
+    # more neighbours asked for than a side holds (a fuzz: k recorded as given, unsaid)
+    res = ok(xm("bench", "bucc", "--data-dir", root, "-k", "256", "--out", tmp_path / "k.json"))
+    assert "-k 256: a side of bucc2018 holds " in res.output and "a margin is over at most that many" in res.output
     # a pair the folder does not hold: the pairs it does (was: only "no training or sample split")
     refused(xm("bench", "bucc", "--data-dir", root, "--pair", "fr-en", "--out", tmp_path / "fr.json"),
             f"BUCC fr-en: no training or sample split in {root} (it holds de-en)")

@@ -144,13 +144,19 @@ def read_error(path: str | Path, error: BaseException, compression: str | None, 
 _SNIFF_BYTES = 1 << 20
 
 
-def uses_cr_line_ends(path: str | Path) -> bool:
-    """True for a file with lone `\\r` line ends: carriage returns but no `\\n` in its first MB."""
+def file_head(path: str | Path) -> bytes:
+    """The first MB of a (possibly compressed) file, as line ends are judged from it; b"" where it
+    cannot be read (the read proper reports that, with the line)."""
     with open_binary(path) as f:
         try:
-            head = f.read(_SNIFF_BYTES)
+            return f.read(_SNIFF_BYTES)
         except read_errors():
-            return False  # the read proper reports it, with the line
+            return b""
+
+
+def uses_cr_line_ends(path: str | Path) -> bool:
+    """True for a file with lone `\\r` line ends: carriage returns but no `\\n` in its first MB."""
+    head = file_head(path)
     return b"\r" in head and b"\n" not in head
 
 

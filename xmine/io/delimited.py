@@ -18,7 +18,7 @@ import io
 from pathlib import Path
 from typing import Iterator
 
-from xmine.io.compression import open_binary, read_errors
+from xmine.io.compression import file_head, open_binary, read_errors
 from xmine.io.corpus import iter_lines
 from xmine.errors import InputError
 
@@ -74,12 +74,7 @@ def _csv_line_end(path: Path) -> str:
     """"\r" for a CSV file whose lines end in a lone carriage return, else "\n": judged on its first
     MB outside quoted fields, where a field may hold either (a quoted line feed in a file of CR
     line ends made it read as one line)."""
-    with open_binary(path) as f:
-        try:
-            head = f.read(1 << 20)
-        except read_errors():
-            return "\n"  # the read proper reports it, with the line
-    outside = head.split(b'"')[::2]  # the text between quoted fields ("" inside one splits it evenly)
+    outside = file_head(path).split(b'"')[::2]  # the text between quoted fields ("" inside one splits it evenly)
     lone_cr = sum(part.count(b"\r") - part.count(b"\r\n") for part in outside)
     return "\r" if lone_cr and not any(b"\n" in part for part in outside) else "\n"
 

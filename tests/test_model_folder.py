@@ -197,3 +197,33 @@ def test_an_encoder_that_is_not_there_is_the_only_line(tmp_path, caplog):
         with untouched(tmp_path), caplog.at_level("INFO", logger="xmine"):
             refused(xm(*command, "--encoder", tmp_path / "missing"), "no such model folder exists")
         assert not caplog.records, caplog.text
+
+
+def test_a_model_folder_whose_tokenizer_changed_is_another_encoder(model, tmp_path, monkeypatch):
+    """An encoder's id covers its tokenizer and modules, not its weights alone (was: after the folder's
+    tokenizer changed, `embed` said "already finished; nothing to do" and kept the vectors of the old
+    tokens, and `mine` took the store for this model's). A copy of the folder elsewhere is the same
+    encoder: the id holds no path."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder, copy = tmp_path / "byo", tmp_path / "elsewhere" / "byo-copy"
+    shutil.copytree(model, folder)
+    shutil.copytree(model, copy)
+    (tmp_path / "en.txt").write_text("A Small sentence.\nAn other one.\n", encoding="utf-8")
+    embed = ("embed", tmp_path / "en.txt", "--lang", "en", "--runtime", "torch", "-q", "-o", tmp_path / "store")
+    ok(xm(*embed, "--encoder", folder))
+    made = json.loads((tmp_path / "store" / "manifest.json").read_text(encoding="utf-8"))["encoder"]["id"]
+    assert loader.load_encoder(str(copy), runtime="torch", check=False).fingerprint()["id"] == made
+
+    config = folder / "tokenizer_config.json"
+    settings = json.loads(config.read_text(encoding="utf-8"))
+    assert settings["do_lower_case"] is False
+    config.write_text(json.dumps({**settings, "do_lower_case": True}), encoding="utf-8")  # "A Small" -> "a small"
+    monkeypatch.setattr(loader, "_LOADED", {})  # (a new process: this one keeps the model it loaded)
+    with untouched(tmp_path / "store"):
+        refused(xm(*embed, "--encoder", folder), f"it was made with encoder '{folder}' as it was then",
+                "and that model has changed since (its weights, tokenizer or modules")
+        refused(xm("mine", tmp_path / "store", tmp_path / "en.txt", "--allow-same-input", "--runtime", "torch",
+                   "--threshold", "none", "-o", tmp_path / "m.tsv"), "but that name loads another model here")
+    ok(xm(*embed, "--encoder", folder, "--overwrite"))
+    now = json.loads((tmp_path / "store" / "manifest.json").read_text(encoding="utf-8"))["encoder"]["id"]
+    assert now != made and now.split("|")[1:] == made.split("|")[1:]  # another model; the same pooling and prompt

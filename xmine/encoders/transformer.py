@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import os
 from pathlib import Path
@@ -65,6 +66,45 @@ def tensor_digest(module) -> str:
         t = t.detach().to("cpu").contiguous()
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}".encode())
         h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+#: a slow (Python) tokenizer's settings that change its tokens; a fast one's are in its JSON state
+_SLOW_TOKENIZER_FLAGS = ("do_lower_case", "strip_accents", "tokenize_chinese_chars", "add_prefix_space",
+                         "do_basic_tokenize", "model_max_length")
+
+
+def tokenizer_digest(tokenizer) -> str:
+    """sha256 over what a tokenizer turns text into tokens with: a fast tokenizer's whole state
+    (vocabulary, normaliser, pre-tokeniser, post-processor, added tokens), a slow one's vocabulary,
+    special tokens and the flags that change its tokens. Not the paths it was read from, and not
+    the truncation and padding a call sets."""
+    h = hashlib.sha256(type(tokenizer).__name__.encode())
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        state = json.loads(backend.to_str())
+        state.pop("truncation", None), state.pop("padding", None)
+        h.update(json.dumps(state, sort_keys=True, ensure_ascii=False).encode())
+    else:
+        h.update(json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False).encode())
+        kwargs = getattr(tokenizer, "init_kwargs", {})
+        h.update(json.dumps({k: kwargs.get(k) for k in _SLOW_TOKENIZER_FLAGS}, sort_keys=True, default=str).encode())
+    h.update(json.dumps(getattr(tokenizer, "special_tokens_map", {}), sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+def model_digest(st) -> str:
+    """sha256 identifying a sentence-transformers model by what makes its vectors: its weights
+    (`tensor_digest`), its tokenizer (`tokenizer_digest`) and each module's kind and config (pooling
+    mode, a Dense layer's activation), so that a folder whose tokenizer or pooling was changed is
+    another encoder for a store's resume and the embedding cache (was: the weights alone)."""
+    h = hashlib.sha256(tensor_digest(st).encode())
+    for module in st:
+        h.update(type(module).__qualname__.encode())
+        config = module.get_config_dict() if hasattr(module, "get_config_dict") else {}
+        h.update(json.dumps(config, sort_keys=True, default=str).encode())
+        if (tokenizer := getattr(module, "tokenizer", None)) is not None:
+            h.update(tokenizer_digest(tokenizer).encode())
     return h.hexdigest()
 
 
@@ -278,7 +318,7 @@ def load_sentence_transformer(name: str, *, prefix: str | None, device: str | No
         raise EncoderError(f"encoder {name!r}: {why}")
     prefix = model_prompt(name, prompts=getattr(st, "prompts", None) or {},
                           default_name=getattr(st, "default_prompt_name", None), prefix=prefix, prompt_name=prompt_name)
-    identity = f"st:{tensor_digest(st)[:16]}"
+    identity = f"st:{model_digest(st)[:16]}"
     pooling = fast_path_pooling(st)
     if pooling is None:
         return SentenceTransformerEncoder(name=name, model=st, prefix=prefix, identity=identity, precision=precision)

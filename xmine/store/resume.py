@@ -55,6 +55,9 @@ def identity_mismatch(old: dict[str, Any], new: dict[str, Any], *, where: str) -
         prompts = was.id.other_prompt_only(now.id)
         if prompts is not None:
             return f"it was made with the prompt {prompts[0]} (--prompt {prompts[0]}), not {prompts[1]}"
+        if was.name == now.name:  # one name, another model: a folder whose weights, tokenizer or modules changed
+            return (f"it was made with encoder {was.name!r} as it was then ({was.id.model}), and that model has "
+                    f"changed since (its weights, tokenizer or modules: {now.id.model} now)")
         return f"it was made with encoder {was.name!r} (--encoder {was.name}), not {now.name!r}"
     if (was_p and was_p.id) != (now_p and now_p.id):
         return f"it was made with {was_p or 'no projection'}, not {now_p or 'no projection'}"

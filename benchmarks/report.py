@@ -27,7 +27,7 @@ from xmine.artefacts.output_state import md_header
 from xmine.artefacts.verify import RESULT_KINDS
 from xmine.benchmarks.common import machine, results_dir
 from xmine.artefacts.outputs import claim_output
-from xmine.errors import DamagedManifestError
+from xmine.errors import DamagedManifestError, InputError
 
 log = logging.getLogger("xmine.benchmarks.report")
 
@@ -172,11 +172,9 @@ def _read_result(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     return res, None
 
 
-def build_report(results: Path | None = None) -> str:
-    """The Markdown text of RESULTS.md. Each JSON file that is no result is left out with a
-    warning (and listed at the end with the reason)."""
-    folder = Path(results) if results else results_dir()
-    shown = str(folder) if results else "benchmarks/results"  # (no checkout path in the shipped report)
+def read_results(folder: Path) -> tuple[dict[str, list[tuple[str, dict]]], list[str]]:
+    """The results in `folder` by task, and each JSON file that is no result with the reason (left
+    out with a warning)."""
     by_task: dict[str, list[tuple[str, dict]]] = {}
     other: list[str] = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
@@ -194,6 +192,15 @@ def build_report(results: Path | None = None) -> str:
             res = dict(res, table={"columns": ["measure", "value"], "rows": scalar_rows(res)},
                        task=res.get("task", path.stem.replace("-quick", "")))
         by_task.setdefault(str(res.get("task", path.stem.split("-")[0])), []).append((path.name, res))
+    return by_task, other
+
+
+def build_report(results: Path | None = None, *, found=None) -> str:
+    """The Markdown text of RESULTS.md. Each JSON file that is no result is left out with a
+    warning (and listed at the end with the reason). `found`: `read_results(folder)` already read."""
+    folder = Path(results) if results else results_dir()
+    shown = str(folder) if results else "benchmarks/results"  # (no checkout path in the shipped report)
+    by_task, other = found if found is not None else read_results(folder)
     m = machine()
     lines = [
         md_header(REPORT_KIND),  # how `--overwrite` knows the file for an earlier report
@@ -230,8 +237,6 @@ def build_report(results: Path | None = None) -> str:
                       f"(`{shown}/notes/{task}.md`).", ""]
     if other:
         lines += ["## Files left out (no result)", ""] + [f"- {n}" for n in other] + [""]
-    if not by_task:
-        lines += ["No results yet: run `xmine bench <task>` first.", ""]
     return "\n".join(lines)
 
 
@@ -246,6 +251,13 @@ def write_report(results: str | Path | None = None, out: str | Path | None = Non
     An existing file is replaced only when it is an earlier report and `overwrite` is given.
     """
     out_path = Path(out) if out else results_dir().parent / "RESULTS.md"
+    folder = Path(results) if results else results_dir()
+    found = read_results(folder)
+    if not found[0]:  # (was: a report saying "No results yet" inside it, and exit 0: a mistyped folder unseen)
+        n = len(found[1])
+        left = f" ({n} JSON file{'s' * (n > 1)}, none a result: {found[1][0]})" if n else " (no JSON file)"
+        raise InputError(folder, f"no xmine benchmark result in it{left}; `xmine bench <task>` writes them. "
+                         "Nothing to report; nothing written")
     with claim_output(out_path, kind=REPORT_KIND, form="md", overwrite=overwrite):
-        atomic_write_text(out_path, build_report(Path(results) if results else None))
+        atomic_write_text(out_path, build_report(Path(results) if results else None, found=found))
     return out_path

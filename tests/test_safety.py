@@ -90,6 +90,9 @@ def ws(made, tmp_path):
     (thesis / "chapter1.tex").write_text("\\section{Results}\nsix months of work\n")
     (thesis / "data.csv").write_text("a,b\n1,2\n")
     (tmp_path / "notes.txt").write_text("my notes\n")
+    (tmp_path / "results").mkdir()  # what `bench report` reads: one result (written before results were sealed)
+    (tmp_path / "results" / "sts.json").write_text(json.dumps(
+        {"kind": "xmine-benchmark-result", "task": "sts", "table": {"columns": ["variant", "r"], "rows": [["raw", 71.5]]}}))
     return tmp_path
 
 
@@ -116,7 +119,7 @@ def _writers(w: Path) -> dict:
                              "--out", o], w / "proj" / "config.json"),
         "plot": (lambda o: ["plot", "--encoder", "use-m3", "--projection", w / "proj", "--out", o],
                  w / "proj" / "model.safetensors"),
-        "bench report": (lambda o: ["bench", "report", "--results", w / "thesis", "--out", o], None),
+        "bench report": (lambda o: ["bench", "report", "--results", w / "results", "--out", o], None),
         "bench bucc": (lambda o: ["bench", "bucc", "--encoder", "use-m3", "--projection", w / "proj", "--out", o],
                        w / "proj" / "manifest.json"),
     }

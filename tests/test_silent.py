@@ -113,6 +113,14 @@ def test_bench_report_names_the_folder_it_read_and_every_file_it_left_out(tmp_pa
     assert "| raw | 71.5 |" in md and "- `broken.json`: not valid JSON" in md
     with untouched(tmp_path):
         refused(xm("bench", "report", "--results", tmp_path / "nowhere", "--out", tmp_path / "R2.md"), "nowhere")
+    # a folder without a result: said, and no report (was: exit 0, "No results yet" inside the report)
+    (tmp_path / "empty").mkdir()
+    (results / "sts-use-m3.json").unlink()
+    with untouched(tmp_path):
+        refused(xm("bench", "report", "--results", tmp_path / "empty", "--out", tmp_path / "R2.md"),
+                f"{tmp_path / 'empty'}: no xmine benchmark result in it (no JSON file)", "nothing written")
+        refused(xm("bench", "report", "--results", results, "--out", tmp_path / "R2.md"),
+                f"{results}: no xmine benchmark result in it (2 JSON files, none a result: `broken.json`: not valid JSON")
 
 
 # ---------------------------------------------------------------- foreign files in the cache

@@ -351,6 +351,8 @@ def test_a_benchmark_result_edited_where_it_stays_valid_json_is_refused(ws):
                         "run the benchmark that wrote it again")
     (results / "junk.json").write_text('{"x": 1}')  # JSON, but no result of xmine's (was: shown as one)
     (results / "other.json").write_text('{"kind": "manifest", "x": 1}')
+    (results / "tatoeba.json").write_text(json.dumps(  # one result, so that the report is written
+        {"kind": "xmine-benchmark-result", "task": "tatoeba", "table": {"columns": ["variant", "acc"], "rows": [["raw", 90]]}}))
     ok(xm("bench", "report", "--results", results, "--out", ws / "RESULTS.md"))
     md = (ws / "RESULTS.md").read_text(encoding="utf-8")
     assert "- `sts-use-m3.json`: edited or damaged since xmine wrote it" in md and "SemEval-2017 STS" not in md

@@ -67,7 +67,8 @@ def untouched(root: Path):
     """Nothing under root is created, changed or deleted inside the block."""
     before = tree(root)
     yield
-    assert tree(root) == before
+    after = tree(root)
+    assert after == before, {k: (before.get(k), after.get(k)) for k in {*before, *after} if before.get(k) != after.get(k)}
 
 
 def calibration_record(path, space: dict, *, encoder_id: str | None = None) -> None:

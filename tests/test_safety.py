@@ -1216,6 +1216,46 @@ def test_verify_names_an_interrupted_run_by_its_summary_as_by_its_output(tmp_pat
             in res.output, res.output
 
 
+def test_a_file_put_at_the_output_of_a_killed_run_is_never_taken_for_its_own(ws):
+    """(was: a run killed after its claim left OUT.json saying "unfinished"; a file the user then put
+    at OUT was replaced by the next run, without --overwrite and without a word.) The "unfinished"
+    summary vouches only for the files the run renamed into place, by their size and sha256: such a
+    file is the run's own, replaced by the next run; any other file there is refused, even with
+    --overwrite, and left as it is."""
+    out = ws / "m.tsv"
+    args = ["mine", ws / "store", ws / "en.txt", "--encoder", "use-m3", "-q", "--threshold", "none"]
+    ok(xm(*args, "-o", ws / "ref.tsv"))
+    with paused_xmine("xmine.artefacts.outputs:Claim.mark_unfinished", 1, *args, "-o", out) as proc:
+        proc.kill()  # after the claim wrote its "unfinished" summary, before any output file
+        proc.wait(timeout=60)
+    assert json.loads((ws / "m.tsv.json").read_text())["state"] == "unfinished" and not out.exists()
+    out.write_text("my own pairs\n", encoding="utf-8")
+    summary = (ws / "m.tsv.json").read_bytes()
+    for overwrite in ((), ("--overwrite",)):  # (the first removes the killed run's lock files: its own)
+        refused(xm(*args, "-o", out, *overwrite), f"{out}: exists, but the run of xmine that m.tsv.json is the "
+                "summary of stopped before it finished, and did not write this file; refusing to replace it")
+        assert out.read_text(encoding="utf-8") == "my own pairs\n" and (ws / "m.tsv.json").read_bytes() == summary
+    out.unlink()
+
+    with paused_xmine("xmine.artefacts.outputs:Claim.finish", 1, *args, "-o", out, before=True) as proc:
+        proc.kill()  # its output renamed into place, its summary not written yet
+        proc.wait(timeout=60)
+    assert out.read_bytes() == (ws / "ref.tsv").read_bytes()
+    assert json.loads((ws / "m.tsv.json").read_text())["state"] == "unfinished"
+    ok(xm(*args, "-o", out))  # its own: the next run replaces it
+    assert out.read_bytes() == (ws / "ref.tsv").read_bytes() and ok(xm("verify", out))
+
+    out.unlink(), (ws / "m.tsv.json").unlink()
+    with paused_xmine("xmine.artefacts.outputs:Claim.finish", 1, *args, "-o", out, before=True) as proc:
+        proc.kill()
+        proc.wait(timeout=60)
+    with open(out, "a", encoding="utf-8") as f:
+        f.write("a line of mine\n")  # edited after the run stopped: no longer the run's own
+    refused(xm(*args, "-o", out, "--overwrite"), f"{out}: exists, but the run of xmine")
+    with untouched(ws):
+        refused(xm(*args, "-o", out, "--overwrite"), f"{out}: exists, but the run of xmine")
+
+
 @pytest.mark.parametrize("command", [
     ["embed", "{ws}/en.txt", "--lang", "en", "--encoder", "use-m3", "-q", "-o", "{ws}/out/st"],
     ["build-index", "{ws}/store", "-q", "-o", "{ws}/out/idx"],

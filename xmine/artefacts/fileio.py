@@ -77,11 +77,12 @@ def fsync_file(path: str | Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
+def atomic_path(path: str | Path, *, before_replace: Callable[[Path], None] | None = None) -> Iterator[Path]:
     """Yield a temporary path beside `path`; on success it is renamed onto `path`.
 
     For writers that want a file name (np.save, faiss.write_index, safetensors) rather than bytes.
     The temporary keeps `path`'s suffix so such libraries do not append another one.
+    `before_replace(tmp)` runs on the finished temporary just before the rename (a record of it).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -90,6 +91,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         yield tmp
         fsync_file(tmp)  # on disk before the rename, so a crash cannot leave `path` naming an empty file
         os.chmod(tmp, FILE_MODE)
+        if before_replace is not None:
+            before_replace(tmp)
         os.replace(tmp, path)
     except BaseException as e:
         with contextlib.suppress(FileNotFoundError):

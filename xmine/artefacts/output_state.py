@@ -262,6 +262,10 @@ def output_state(path: Path, kind: str, form: str, companions: tuple[str, ...],
                               f"(its {side_path.name} does not record it); refusing to replace it "
                               "(move it away or choose another output)")
         if side.get("state") != "finished":
+            if (foreign := _not_put_in_place(path, companions, side)) is not None:
+                raise OutputError(f"{foreign}: exists, but the run of xmine that {side_path.name} is the summary of "
+                                  f"stopped before it finished, and did not write this file; refusing to replace it "
+                                  "(move it away, or choose another output)")
             return "unfinished"
         # A file of it deleted by hand is no user's data: what is left is xmine's own (its summary),
         # replaced with --overwrite; one edited since is the user's, and refused.
@@ -306,6 +310,18 @@ def _foreign_companion(path: Path, kind: str, companions: tuple[str, ...], side:
             if (read_json(p / MARKER) or {}).get("kind") != f"{kind}-work":
                 return p
         elif p.name not in own:
+            return p
+    return None
+
+
+def _not_put_in_place(path: Path, companions: tuple[str, ...], side: dict) -> Path | None:
+    """The output file or companion file at `path` that the unfinished run whose sidecar is `side`
+    did not put there: one its sidecar does not record as renamed into place, with that size and
+    sha256 (`Claim._record_in_place`; a sidecar of an older xmine records none). A user's file put
+    there after the run was killed is such a file; companion directories are judged by their marker."""
+    done = side.get("in_place") if isinstance(side.get("in_place"), dict) else {}
+    for p in (path, *(Path(str(path) + s) for s in companions)):
+        if os.path.lexists(p) and not (p.is_dir() and not p.is_symlink()) and not _matches(p, done.get(p.name)):
             return p
     return None
 

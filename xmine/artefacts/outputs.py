@@ -16,7 +16,9 @@ The rules ("never lose a user's data"):
    `overwrite=True`.** A foreign file or directory, an artefact of another kind, or an xmine file
    edited since it was written is refused with `OutputError` (exit 2) and left untouched. An
    empty directory counts as free. An *unfinished* artefact of the same kind (an interrupted
-   run's) is continued or redone without `--overwrite`: it holds nothing finished.
+   run's) is continued or redone without `--overwrite`: it holds nothing finished. Its summary
+   vouches only for the files that run renamed into place (their size and sha256, recorded just
+   before each rename): any other file found at the output or a companion is refused.
 3. **Atomic.** Files go through `atomic_path`, directories through `atomic_dir`; replacing an
    artefact removes only that artefact's own files.
 4. **One writer.** An exclusive `fcntl` lock on `.NAME.lock` beside the output and beside each
@@ -37,7 +39,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 import tempfile
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from xmine.errors import OutputError
 from xmine.artefacts.fileio import (DIR_MODE, FILE_MODE, MANIFEST, MARKER, atomic_path, atomic_write_json,
@@ -79,6 +81,10 @@ class Claim:
     _staged: dict = field(default_factory=dict, repr=False)
     #: names of the files this claim wrote (or is writing)
     _written: list = field(default_factory=list, repr=False)
+    #: name -> size and sha256 of each file this claim has renamed onto its place (a new "tsv"
+    #: output): what the "unfinished" sidecar vouches for, so that a file found there after a crash
+    #: is known for this run's or for another's (a user's put there since)
+    _in_place: dict = field(default_factory=dict, repr=False)
     #: companion directories this claim created (removed again by a failed run that left nothing in them)
     _made_dirs: list = field(default_factory=list, repr=False)
 
@@ -105,8 +111,21 @@ class Claim:
             self._written.append(writing)
         if self.form != "tsv" or self.replacing or (self._marked and not new_name):
             return
-        atomic_write_manifest(self.sidecar, {"kind": self.kind, "state": "unfinished", "writing": list(self._written)})
+        self._write_stub()
+
+    def _write_stub(self) -> None:
+        atomic_write_manifest(self.sidecar, {"kind": self.kind, "state": "unfinished", "writing": list(self._written),
+                                             "in_place": dict(self._in_place)})
         self._marked = True
+
+    def _record_in_place(self, target: Path) -> Callable[[Path], None]:
+        """What `atomic_path` runs on the finished temporary of `target` before renaming it: the
+        sidecar records its size and sha256 first (was: an "unfinished" sidecar vouched for any
+        file at the output, so that a user's file put there after a killed run was replaced)."""
+        def record(tmp: Path) -> None:
+            self._in_place[target.name] = {"bytes": tmp.stat().st_size, "sha256": sha256_file(tmp)}
+            self._write_stub()
+        return record
 
     @contextlib.contextmanager
     def atomic_file(self, suffix: str = "") -> Iterator[Path]:
@@ -115,7 +134,7 @@ class Claim:
         target = self.path if not suffix else self.companion(suffix)
         self.mark_unfinished(target.name)
         if not self.replacing:
-            with atomic_path(target) as tmp:
+            with atomic_path(target, before_replace=self._record_in_place(target)) as tmp:
                 yield tmp
             return
         with self._staging(target, temporary_beside(target)) as tmp:
@@ -179,6 +198,9 @@ class Claim:
                     stale.append(p)  # a file of the earlier result this run did not write again
             elif src.is_dir() and not src.is_symlink():
                 files[p.name] = tree_record(src)
+            elif src == p and p.is_file() and p.stat().st_size == self._in_place.get(p.name, {}).get("bytes"):
+                # hashed as it was put in place (just before the rename)
+                files[p.name] = self._in_place[p.name]
             elif src.is_file():
                 files[p.name] = {"bytes": src.stat().st_size, "sha256": sha256_file(src)}
         if self.replacing:

@@ -1216,6 +1216,28 @@ def test_verify_names_an_interrupted_run_by_its_summary_as_by_its_output(tmp_pat
             in res.output, res.output
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_after_the_output_was_finished_says_it_is_complete(ws, sig):
+    """(was: Ctrl-C as `mine` finished said "any work it had finished is kept: run the same command
+    again to resume", and that run was refused: "already exists".) A stop that arrives after the
+    command's outputs were finished says so and names them; a stop before says what it said."""
+    args = ["mine", ws / "store", ws / "en.txt", "--encoder", "use-m3", "-q", "-o"]
+    what = "interrupted" if sig == signal.SIGINT else "terminated"
+    with paused_xmine("xmine.artefacts.outputs:Claim.finish", 1, *args, ws / "m.tsv") as proc:
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+        said = log_of(proc)
+    assert proc.returncode == 128 + sig, said
+    assert f"xmine: {what} after its output was finished: {ws / 'm.tsv'} is complete" in said, said
+    assert "run the same command again" not in said, said
+    assert "OK, an xmine mining result" in ok(xm("verify", ws / "m.tsv")).output
+    with paused_xmine("xmine.artefacts.outputs:Claim.finish", 1, *args, ws / "m2.tsv", before=True) as proc:
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+        said = log_of(proc)
+    assert f"xmine: {what}; any work it had finished is kept: run the same command again to resume." in said, said
+
+
 def test_a_file_put_at_the_output_of_a_killed_run_is_never_taken_for_its_own(ws):
     """(was: a run killed after its claim left OUT.json saying "unfinished"; a file the user then put
     at OUT was replaced by the next run, without --overwrite and without a word.) The "unfinished"

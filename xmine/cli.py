@@ -20,6 +20,7 @@ from click.exceptions import NoArgsIsHelpError
 
 from xmine import __version__, commands
 from xmine.artefacts.directory import register_readers
+from xmine.artefacts.outputs import claims_mark, claims_since
 from xmine.benchmarks import cli as benchmarks_cli
 from xmine.benchmarks.mining import SETS_KIND, MiningSets
 from xmine.disentangle import cli as disentangle_cli
@@ -144,8 +145,15 @@ def _discard_stdout() -> None:
         pass
 
 
-def _interrupted_message(command: str | None, terminated: bool) -> str:
+def _interrupted_message(command: str | None, terminated: bool, claims: tuple[list, list] = ([], [])) -> str:
+    """What an interruption left. `claims`: the outputs the command claimed and those it finished
+    (`claims_since`): all finished, the stop came after the work was done (was: "run the same
+    command again to resume", which then refused the finished output as already there)."""
     what = "terminated" if terminated else "interrupted"
+    claimed, finished = claims
+    if claimed and len(finished) == len(claimed):
+        return (f"xmine: {what} after its output was finished: {', '.join(map(str, finished))} is complete "
+                "(`xmine verify` checks it); nothing to run again.")
     if command in _RESUMING:
         return f"xmine: {what}; any work it had finished is kept: run the same command again to resume."
     return f"xmine: {what}; its output was not written, run the same command again."
@@ -163,6 +171,7 @@ class _XmineGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         _show_log_messages()
+        mark = claims_mark()  # (an in-process runner, the tests', runs many commands in one process)
         try:
             with _sigterm_as_interrupt():
                 return super().invoke(ctx)
@@ -194,7 +203,8 @@ class _XmineGroup(click.Group):
             sys.exit(2)
         except KeyboardInterrupt as e:
             terminated = isinstance(e, Terminated) or bool(_TERMINATED)  # (was: `embed --ray`: "interrupted", 130)
-            click.secho(_interrupted_message(ctx.invoked_subcommand, terminated), fg="yellow", err=True)
+            click.secho(_interrupted_message(ctx.invoked_subcommand, terminated, claims_since(mark)), fg="yellow",
+                        err=True)
             sys.exit(128 + (signal.SIGTERM if terminated else signal.SIGINT))
 
     def list_commands(self, ctx):

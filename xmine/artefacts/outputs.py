@@ -22,7 +22,8 @@ The rules ("never lose a user's data"):
 3. **Atomic.** Files go through `atomic_path`, directories through `atomic_dir`; replacing an
    artefact removes only that artefact's own files.
 4. **One writer.** An exclusive `fcntl` lock on `.NAME.lock` beside the output and beside each
-   file claimed with it (removed when the claim ends); a second writer of any of them fails at once.
+   file claimed with it (removed when the claim ends); a second writer of any of them fails at once
+   (`xmine.artefacts.output_locks`).
 
 How an existing path is recognised as xmine's, and when it counts as finished:
 `xmine.artefacts.output_state`.
@@ -31,7 +32,6 @@ How an existing path is recognised as xmine's, and when it counts as finished:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import re
@@ -45,6 +45,7 @@ from xmine.errors import OutputError
 from xmine.artefacts.fileio import (DIR_MODE, FILE_MODE, MANIFEST, MARKER, atomic_path, atomic_write_json,
                                     atomic_write_manifest, fsync_file, kind_label, read_json, remove_path, sha256_file,
                                     swap_in_dir, temporary_beside)
+from xmine.artefacts.output_locks import lock_outputs
 from xmine.artefacts.output_state import (FORMS, check_not_input, dir_kind, output_state, removed_by_hand, sidecar_of,
                                           tree_record)
 
@@ -57,6 +58,28 @@ SCAFFOLDING = frozenset({MARKER, "key.json"})
 
 
 # ------------------------------------------------------------------------------ the claim
+
+
+#: the outputs this process has claimed (each with its companions), and those it has finished, in
+#: order: how `xmine.cli` tells an interruption that came after a command's outputs were all
+#: complete from one that stopped them
+_CLAIMED: list[tuple[Path, tuple[Path, ...]]] = []
+_FINISHED: list[Path] = []
+
+
+def claims_mark() -> int:
+    """Where the claims of a command about to run will start (`claims_since`)."""
+    return len(_CLAIMED)
+
+
+def claims_since(mark: int) -> tuple[list[Path], list[Path]]:
+    """(claimed, finished): the outputs claimed in this process since `mark` (`claims_mark`), and
+    those of them finished; not the work artefacts built inside another output's companion (the
+    store of a text side in `OUT.work/`)."""
+    claims = _CLAIMED[mark:]
+    inside = {p for p, _ in claims for _, parts in claims for c in parts if p.is_relative_to(c)}
+    claimed = [p for p, _ in claims if p not in inside]
+    return claimed, [p for p in dict.fromkeys(_FINISHED) if p in claimed]
 
 
 @dataclass(kw_only=True)
@@ -217,6 +240,7 @@ class Claim:
                 "output_files": files}
         atomic_write_manifest(self.sidecar, body)
         self._marked = True
+        _FINISHED.append(self.path)
         return body
 
 
@@ -287,6 +311,7 @@ def claim_output(path: str | Path, *, kind: str, form: str, inputs: Iterable[str
                 claim = Claim(path=path, kind=kind, form=form, state=state, overwrite=overwrite,
                               companions=companions,
                               _old_side=read_json(sidecar_of(path)) if form == "tsv" and state == "finished" else None)
+                _CLAIMED.append((path, tuple(Path(str(path) + s) for s in companions)))
                 if form == "dir" and in_place:
                     if not path.exists():
                         path.mkdir()
@@ -295,6 +320,8 @@ def claim_output(path: str | Path, *, kind: str, form: str, inputs: Iterable[str
                         atomic_write_json(path / MARKER, {"kind": kind})
                 yield claim
                 ok = True
+                if form != "tsv":  # (a "tsv" output is finished by `Claim.finish`, its summary written last)
+                    _FINISHED.append(path)
             finally:
                 if not ok and created_dir and {p.name for p in path.iterdir()} <= {MARKER, ".lock"}:
                     shutil.rmtree(path, ignore_errors=True)  # nothing but our own scaffolding
@@ -351,92 +378,5 @@ def _only_a_stub(path: Path, companions: tuple[str, ...]) -> bool:
     return not os.path.lexists(path) and not any(os.path.lexists(str(path) + s) for s in companions)
 
 
-__all__ = ["Claim", "SCAFFOLDING", "claim_output"]
+__all__ = ["Claim", "SCAFFOLDING", "claim_output", "claims_mark", "claims_since"]
 
-
-# ------------------------------------------------------------------------------ one writer per file
-# An exclusive `fcntl` lock on `.NAME.lock` beside every file a claim covers (the output, its
-# summary, its companions), held while the claim lasts. Locking each file, not only the output's
-# name, is what stops two runs whose outputs differ but share a file (`mine -o y --format moses`
-# writes `y.src`; `mine -o y.src` too). Not `filelock`: it creates and truncates the lock file, and
-# a user's own file that happens to bear the name must be left exactly as it is (it is only
-# locked, read-only, and never removed).
-
-#: The content of a lock file xmine created: only such a file is ever removed again.
-_LOCK_TAG = b"xmine output lock\n"
-
-
-def _open_lock(lock: Path) -> tuple[int, bool]:
-    """(fd, created): the lock file opened, created with xmine's tag when it did not exist. An
-    existing file of that name is only locked (read-only), never written."""
-    while True:
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
-        except FileExistsError:
-            try:
-                return os.open(lock, os.O_RDONLY | os.O_NOFOLLOW), False
-            except FileNotFoundError:
-                continue  # removed by its holder in between: create it
-            except OSError:
-                raise OutputError(f"{lock}: exists and cannot be used as xmine's lock (not a plain file); "
-                                  "move it away or choose another output") from None
-        try:
-            os.write(fd, _LOCK_TAG)
-        except OSError as e:  # a full disk: name the output, leave nothing behind
-            os.close(fd)
-            os.unlink(lock)
-            raise OSError(e.errno, e.strerror, str(lock)) from None
-        return fd, True
-
-
-def _ours(fd: int) -> bool:
-    try:
-        return os.pread(fd, len(_LOCK_TAG) + 1, 0) == _LOCK_TAG
-    except OSError:
-        return False
-
-
-@contextlib.contextmanager
-def lock_outputs(output: Path, files: Iterable[Path]) -> Iterator[None]:
-    """Lock every one of `files` (those the claim of `output` may write), in one order (by name),
-    so that of two runs that share a file one gets all its locks and the other is refused."""
-    with contextlib.ExitStack() as held:
-        for path in sorted(set(files), key=str):
-            held.enter_context(_lock_file(output, path))
-        yield
-
-
-@contextlib.contextmanager
-def _lock_file(output: Path, path: Path) -> Iterator[None]:
-    """Exclusive, non-blocking lock on `.NAME.lock` beside `path`. The file is removed on release
-    only when it is xmine's (created by xmine, holding its tag): a user's file of that name is
-    locked as it is and left in place."""
-    lock = path.parent / f".{path.name}.lock"
-    while True:
-        try:  # (the first file made beside the output: its folder's trouble, named as the output's)
-            fd, created = _open_lock(lock)
-        except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as e:
-            raise OutputError(f"{output}: cannot write in {path.parent} ({e.strerror.lower()}); choose another "
-                              "output") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            what = "this output" if path == output else f"{path.name}, a file of this output,"
-            raise OutputError(f"{output}: another xmine process is writing {what} right now "
-                              f"(lock {lock.name}); wait for it to finish or choose another output") from None
-        # The previous holder removes the lock file when done: make sure we locked the live one.
-        try:
-            st, live = os.fstat(fd), os.stat(lock, follow_symlinks=False)
-            if (st.st_dev, st.st_ino) == (live.st_dev, live.st_ino):
-                break
-        except FileNotFoundError:
-            pass
-        os.close(fd)
-    try:
-        yield
-    finally:
-        if created or _ours(fd):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(lock)
-        os.close(fd)

@@ -82,8 +82,7 @@ def atomic_path(path: str | Path, *, before_replace: Callable[[Path], None] | No
 
     For writers that want a file name (np.save, faiss.write_index, safetensors) rather than bytes.
     The temporary keeps `path`'s suffix so such libraries do not append another one.
-    `before_replace(tmp)` runs on the finished temporary just before the rename (a record of it).
-    """
+    `before_replace(tmp)` runs on the finished temporary just before the rename (a record of it)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_beside(path)
@@ -250,8 +249,7 @@ class VerifiedFiles:
     `directory` (a symbolic link out) is refused (`inside`). A file is hashed at most once per
     process (while it stays the same inode, size and mtime). A mismatch raises ArtefactError
     naming the file: it was changed or damaged after xmine wrote it. So is a file the manifest
-    does not record: nothing unrecorded is read.
-    """
+    does not record: nothing unrecorded is read."""
 
     def __init__(self, directory: str | Path, expected: dict[str, Any], *, what: str):
         self.directory = Path(directory)

@@ -20,7 +20,7 @@ from click.exceptions import NoArgsIsHelpError
 
 from xmine import __version__, commands
 from xmine.artefacts.directory import register_readers
-from xmine.artefacts.outputs import claims_mark, claims_since
+from xmine.artefacts.outputs import ClaimRecord, recording_claims
 from xmine.benchmarks import cli as benchmarks_cli
 from xmine.benchmarks.mining import SETS_KIND, MiningSets
 from xmine.disentangle import cli as disentangle_cli
@@ -147,7 +147,7 @@ def _discard_stdout() -> None:
 
 def _interrupted_message(command: str | None, terminated: bool, claims: tuple[list, list] = ([], [])) -> str:
     """What an interruption left. `claims`: the outputs the command claimed and those it finished
-    (`claims_since`): all finished, the stop came after the work was done (was: "run the same
+    (`ClaimRecord.outputs`): all finished, the stop came after the work was done (was: "run the same
     command again to resume", which then refused the finished output as already there)."""
     what = "terminated" if terminated else "interrupted"
     claimed, finished = claims
@@ -171,9 +171,9 @@ class _XmineGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         _show_log_messages()
-        mark = claims_mark()  # (an in-process runner, the tests', runs many commands in one process)
+        claims = ClaimRecord()
         try:
-            with _sigterm_as_interrupt():
+            with _sigterm_as_interrupt(), recording_claims(claims):
                 return super().invoke(ctx)
         except click.UsageError as e:  # a command's options, `xmine nope`, a nested group's commands
             _exit_on_usage_error(e)
@@ -203,7 +203,7 @@ class _XmineGroup(click.Group):
             sys.exit(2)
         except KeyboardInterrupt as e:
             terminated = isinstance(e, Terminated) or bool(_TERMINATED)  # (was: `embed --ray`: "interrupted", 130)
-            click.secho(_interrupted_message(ctx.invoked_subcommand, terminated, claims_since(mark)), fg="yellow",
+            click.secho(_interrupted_message(ctx.invoked_subcommand, terminated, claims.outputs()), fg="yellow",
                         err=True)
             sys.exit(128 + (signal.SIGTERM if terminated else signal.SIGINT))
 

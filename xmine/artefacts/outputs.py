@@ -60,26 +60,35 @@ SCAFFOLDING = frozenset({MARKER, "key.json"})
 # ------------------------------------------------------------------------------ the claim
 
 
-#: the outputs this process has claimed (each with its companions), and those it has finished, in
-#: order: how `xmine.cli` tells an interruption that came after a command's outputs were all
-#: complete from one that stopped them
-_CLAIMED: list[tuple[Path, tuple[Path, ...]]] = []
-_FINISHED: list[Path] = []
+@dataclass
+class ClaimRecord:
+    """The outputs claimed while it records (`recording_claims`), each with its companions, and
+    those finished: how `xmine.cli` tells a stop that came after a command's outputs were all
+    complete from one that stopped them."""
+
+    claimed: list = field(default_factory=list)
+    finished: list = field(default_factory=list)
+
+    def outputs(self) -> tuple[list[Path], list[Path]]:
+        """(claimed, finished): not the work artefacts built inside another output's companion
+        (the store of a text side in `OUT.work/`)."""
+        inside = {p for p, _ in self.claimed for _, parts in self.claimed for c in parts if p.is_relative_to(c)}
+        claimed = [p for p, _ in self.claimed if p not in inside]
+        return claimed, [p for p in dict.fromkeys(self.finished) if p in claimed]
 
 
-def claims_mark() -> int:
-    """Where the claims of a command about to run will start (`claims_since`)."""
-    return len(_CLAIMED)
+#: the records open now (none: claims are not recorded, so a long-lived process keeps nothing)
+_RECORDS: list[ClaimRecord] = []
 
 
-def claims_since(mark: int) -> tuple[list[Path], list[Path]]:
-    """(claimed, finished): the outputs claimed in this process since `mark` (`claims_mark`), and
-    those of them finished; not the work artefacts built inside another output's companion (the
-    store of a text side in `OUT.work/`)."""
-    claims = _CLAIMED[mark:]
-    inside = {p for p, _ in claims for _, parts in claims for c in parts if p.is_relative_to(c)}
-    claimed = [p for p, _ in claims if p not in inside]
-    return claimed, [p for p in dict.fromkeys(_FINISHED) if p in claimed]
+@contextlib.contextmanager
+def recording_claims(record: ClaimRecord) -> Iterator[ClaimRecord]:
+    """Record into `record` the claims made, and the outputs finished, inside the block."""
+    _RECORDS.append(record)
+    try:
+        yield record
+    finally:
+        _RECORDS.remove(record)
 
 
 @dataclass(kw_only=True)
@@ -240,7 +249,8 @@ class Claim:
                 "output_files": files}
         atomic_write_manifest(self.sidecar, body)
         self._marked = True
-        _FINISHED.append(self.path)
+        for record in _RECORDS:
+            record.finished.append(self.path)
         return body
 
 
@@ -311,7 +321,8 @@ def claim_output(path: str | Path, *, kind: str, form: str, inputs: Iterable[str
                 claim = Claim(path=path, kind=kind, form=form, state=state, overwrite=overwrite,
                               companions=companions,
                               _old_side=read_json(sidecar_of(path)) if form == "tsv" and state == "finished" else None)
-                _CLAIMED.append((path, tuple(Path(str(path) + s) for s in companions)))
+                for record in _RECORDS:
+                    record.claimed.append((path, tuple(Path(str(path) + s) for s in companions)))
                 if form == "dir" and in_place:
                     if not path.exists():
                         path.mkdir()
@@ -321,7 +332,8 @@ def claim_output(path: str | Path, *, kind: str, form: str, inputs: Iterable[str
                 yield claim
                 ok = True
                 if form != "tsv":  # (a "tsv" output is finished by `Claim.finish`, its summary written last)
-                    _FINISHED.append(path)
+                    for record in _RECORDS:
+                        record.finished.append(path)
             finally:
                 if not ok and created_dir and {p.name for p in path.iterdir()} <= {MARKER, ".lock"}:
                     shutil.rmtree(path, ignore_errors=True)  # nothing but our own scaffolding
@@ -378,5 +390,5 @@ def _only_a_stub(path: Path, companions: tuple[str, ...]) -> bool:
     return not os.path.lexists(path) and not any(os.path.lexists(str(path) + s) for s in companions)
 
 
-__all__ = ["Claim", "SCAFFOLDING", "claim_output", "claims_mark", "claims_since"]
+__all__ = ["Claim", "ClaimRecord", "SCAFFOLDING", "claim_output", "recording_claims"]
 

@@ -196,7 +196,7 @@ def filter_pairs(mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, langs, config
     """The pairs the pair filters keep (and their rows), what the summary records, and the output
     columns of the language identification done on the way (`src_lid`, `src_lid_score`, ...: the
     jsonl, parquet and hf outputs carry them); the dropped ones go to `dropped_claim` when
-    --keep-filtered asked for them."""
+    --keep-filtered asked for them, whose caller finishes it after the mined output (`dropped_summary`)."""
     langs = tuple(None if lang in (None, UNDETERMINED) else lang for lang in langs)
     lid: dict[str, np.ndarray] = {}
     keep, reasons = apply_pair_filters(SideTexts(sx, src_rows), SideTexts(sy, tgt_rows), mined.score, langs=langs,
@@ -211,11 +211,15 @@ def filter_pairs(mined: MinedPairs, sx, sy, src_rows, tgt_rows, *, langs, config
             for i in gone.tolist():
                 f.write(f"{float(mined.score[i]):.6f}\t{tsv_field(sx.text[int(src_rows[i])])}\t"
                         f"{tsv_field(sy.text[int(tgt_rows[i])])}\t{FILTER_RULES[int(reasons[i])]}\n")
-        dropped_claim.finish({"pairs": len(gone), "src": str(sx.path), "tgt": str(sy.path), "filters": record})
     kept = MinedPairs(src_idx=mined.src_idx[keep], tgt_idx=mined.tgt_idx[keep], score=mined.score[keep],
                       direction=mined.direction[keep])
     columns = [PairColumn(name=name, values=values[keep]) for name, values in lid.items()]
     return kept, src_rows[keep], tgt_rows[keep], record, columns
+
+
+def dropped_summary(record: dict[str, Any], kept: int, sx, sy) -> dict[str, Any]:
+    """The summary of --keep-filtered's file: `filter_pairs`' record, and the pairs it dropped."""
+    return {"pairs": record["pairs_before"] - kept, "src": str(sx.path), "tgt": str(sy.path), "filters": record}
 
 
 def _sample_texts(side, ids: np.ndarray) -> list[str]:

@@ -46,8 +46,8 @@ from xmine.encoders.input_encoders import Encoders
 from xmine.inputs import check_compatible, check_split_languages, load_side
 from xmine.mining.calibrate import check_calibration_record, check_calibration_space
 from xmine.mining.config import MineConfig
-from xmine.mining.filter_step import (Mineable, check_declared_languages, filter_pairs, lang_filter_langs,
-                                      note_side_left, pre_search)
+from xmine.mining.filter_step import (Mineable, check_declared_languages, dropped_summary, filter_pairs,
+                                      lang_filter_langs, note_side_left, pre_search)
 from xmine.mining.products import resolve_product
 from xmine.mining.search_pairs import index_side_note, search_pairs
 from xmine.mining.threshold_rule import (RuleUse, apply_run_threshold, note_cap_not_above, note_few_neighbours,
@@ -360,4 +360,9 @@ def _mine(config: MineConfig, *, show_progress: bool,
             sy.close()
         if not config.output.keep_work:
             shutil.rmtree(work, ignore_errors=True)
-        return claim.finish(summary)
+        body = claim.finish(summary)
+        # --keep-filtered's file is finished after OUT (was: before OUT was written, so that a run
+        # stopped in between was refused when run again: "already exists", OUT not there)
+        if dropped_claim is not None:
+            dropped_claim.finish(dropped_summary(filter_record, len(mined), sx, sy))
+        return body

@@ -1216,6 +1216,49 @@ def test_verify_names_an_interrupted_run_by_its_summary_as_by_its_output(tmp_pat
             in res.output, res.output
 
 
+def _killed(at: str, nth: int, *args, before: bool = False) -> None:
+    with paused_xmine(at, nth, *args, before=before) as proc:
+        proc.kill()
+        proc.wait(timeout=60)
+
+
+def test_a_run_stopped_once_or_twice_is_finished_by_the_next_whatever_it_writes(ws):
+    """The next run of a killed `mine` finishes it, as an uninterrupted run would have. Was:
+    - with --keep-filtered, a run killed after FILE was finished, while OUT was written, was refused
+      when run again ("FILE: already exists"): FILE is now finished after OUT;
+    - with --format hf, a run killed after the dataset folder was moved into place, before OUT.json
+      was finished, was refused for good ("exists and is a directory");
+    - a second run killed too forgot what the first had put in place, and the third refused OUT
+      as no file of the run's."""
+    args = ["mine", ws / "store", ws / "en.txt", "--encoder", "use-m3", "-q", "--threshold", "none", "--meta"]
+    ok(xm(*args, "-o", ws / "ref.tsv", "--keep-filtered", ws / "ref-dropped.tsv"))
+    out, dropped = ws / "m.tsv", ws / "dropped.tsv"
+    _killed("xmine.mining.writers:write_mined", 1, *args, "-o", out, "--keep-filtered", dropped, before=True)
+    assert json.loads((ws / "dropped.tsv.json").read_text())["state"] == "unfinished"
+    ok(xm(*args, "-o", out, "--keep-filtered", dropped))
+    assert out.read_bytes() == (ws / "ref.tsv").read_bytes()
+    assert dropped.read_bytes() == (ws / "ref-dropped.tsv").read_bytes() and ok(xm("verify", dropped))
+
+    twice = ws / "t.tsv"
+    _killed("xmine.artefacts.outputs:Claim.finish", 1, *args, "-o", twice, before=True)  # t.tsv, t.tsv.meta in place
+    _killed("xmine.artefacts.outputs:Claim.mark_unfinished", 1, *args, "-o", twice)  # a second run, stopped early
+    ok(xm(*args, "-o", twice))
+    assert twice.read_bytes() == (ws / "ref.tsv").read_bytes()
+    assert (ws / "t.tsv.meta").read_bytes() == (ws / "ref.tsv.meta").read_bytes()
+
+    hf = ["mine", ws / "store", ws / "en.txt", "--encoder", "use-m3", "-q", "--threshold", "none", "--format", "hf"]
+    ok(xm(*hf, "-o", ws / "ref-hf"))
+    _killed("xmine.artefacts.outputs:_swap_in", 1, *hf, "-o", ws / "h")  # the folder in place, OUT.json not finished
+    assert (ws / "h").is_dir() and json.loads((ws / "h.json").read_text())["state"] == "unfinished"
+    ok(xm(*hf, "-o", ws / "h"))
+    same = [name for name in tree(ws / "ref-hf") if name != "state.json"]  # (its _fingerprint: random per save)
+    assert [tree(ws / "h")[n] for n in same] == [tree(ws / "ref-hf")[n] for n in same] and ok(xm("verify", ws / "h"))
+    shutil.rmtree(ws / "h"), (ws / "h.json").unlink()
+    _killed("xmine.artefacts.outputs:_swap_in", 1, *hf, "-o", ws / "h")
+    (ws / "h" / "mine.txt").write_text("a note of mine\n", encoding="utf-8")  # put into it since: no longer the run's
+    refused(xm(*hf, "-o", ws / "h", "--overwrite"), f"{ws / 'h'}: exists, but the run of xmine")
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_stop_after_the_output_was_finished_says_it_is_complete(ws, sig):
     """(was: Ctrl-C as `mine` finished said "any work it had finished is kept: run the same command

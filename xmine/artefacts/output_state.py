@@ -161,10 +161,12 @@ def changed_files(side: dict, base: Path) -> list[str]:
 
 
 def _recorded_tree(path: Path) -> bool:
-    """True when `path` is a directory its sidecar records as this output (a dataset folder)."""
-    side = read_json(sidecar_of(path)) if sidecar_of(path).is_file() else None
-    rec = ((side or {}).get("output_files") or {}).get(path.name) or {}
-    return path.is_dir() and not path.is_symlink() and rec.get("tree") is not None
+    """True when `path` is a directory its sidecar records as this output (a dataset folder): as a
+    finished output's file, or as one an unfinished run put in place (checked then by its record)."""
+    side = (read_json(sidecar_of(path)) if sidecar_of(path).is_file() else None) or {}
+    records = side.get("output_files") if side.get("state") == "finished" else side.get("in_place")
+    rec = (records if isinstance(records, dict) else {}).get(path.name)
+    return path.is_dir() and not path.is_symlink() and isinstance(rec, dict) and rec.get("tree") is not None
 
 
 def same_file(a: Path, b: Path) -> bool:
@@ -301,7 +303,8 @@ def _foreign_companion(path: Path, kind: str, companions: tuple[str, ...], side:
     """A companion beside `path` that its summary does not account for: a file that is neither a
     recorded output file nor one an unfinished run was writing, or a directory without this
     output's work marker."""
-    own = set(side.get("output_files") or {}) | set(side.get("replacing") or {}) | set(side.get("writing") or [])
+    own = (set(side.get("output_files") or {}) | set(side.get("replacing") or {}) | set(side.get("writing") or [])
+           | set(side.get("in_place") or {}))  # (an unfinished run's: their content is checked by `_not_put_in_place`)
     for s in companions:
         p = Path(str(path) + s)
         if not os.path.lexists(p):
@@ -318,10 +321,12 @@ def _not_put_in_place(path: Path, companions: tuple[str, ...], side: dict) -> Pa
     """The output file or companion file at `path` that the unfinished run whose sidecar is `side`
     did not put there: one its sidecar does not record as renamed into place, with that size and
     sha256 (`Claim._record_in_place`; a sidecar of an older xmine records none). A user's file put
-    there after the run was killed is such a file; companion directories are judged by their marker."""
+    there after the run was killed is such a file. The output as a folder (a dataset) is judged by
+    its record alike; companion folders by their marker (`_foreign_companion`)."""
     done = side.get("in_place") if isinstance(side.get("in_place"), dict) else {}
     for p in (path, *(Path(str(path) + s) for s in companions)):
-        if os.path.lexists(p) and not (p.is_dir() and not p.is_symlink()) and not _matches(p, done.get(p.name)):
+        companion_dir = p != path and p.is_dir() and not p.is_symlink()
+        if os.path.lexists(p) and not companion_dir and not _matches(p, done.get(p.name)):
             return p
     return None
 

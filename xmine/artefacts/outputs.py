@@ -238,6 +238,9 @@ class Claim:
         if self.replacing:
             # The old summary, told which files are coming, stays valid while they are moved in.
             atomic_write_manifest(self.sidecar, {**(self._old_side or {}), "replacing": files})
+        elif self._staged:  # a new output's folder: recorded before it is put in place, as a file is
+            self._in_place.update({t.name: files[t.name] for t in self._staged if t.name in files})
+            self._write_stub()
         for target, tmp in self._staged.items():  # a folder is staged even for a new output
             os.chmod(tmp, DIR_MODE if tmp.is_dir() else FILE_MODE)
             _swap_in(tmp, target)
@@ -318,9 +321,13 @@ def claim_output(path: str | Path, *, kind: str, form: str, inputs: Iterable[str
                             else "")
                     raise OutputError(f"{path}: already exists (an xmine {kind_label(kind)}{gone}); pass --overwrite "
                                       "to replace it or choose another output")
+                side = read_json(sidecar_of(path)) if form == "tsv" and state != "new" else None
                 claim = Claim(path=path, kind=kind, form=form, state=state, overwrite=overwrite,
-                              companions=companions,
-                              _old_side=read_json(sidecar_of(path)) if form == "tsv" and state == "finished" else None)
+                              companions=companions, _old_side=side if state == "finished" else None,
+                              # an unfinished run's files in place stay vouched for until replaced (was:
+                              # forgotten, so that a second run stopped too left them refused as foreign)
+                              _in_place={name: rec for name, rec in ((side or {}).get("in_place") or {}).items()
+                                         if state == "unfinished" and os.path.lexists(path.parent / name)})
                 for record in _RECORDS:
                     record.claimed.append((path, tuple(Path(str(path) + s) for s in companions)))
                 if form == "dir" and in_place:

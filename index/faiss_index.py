@@ -270,6 +270,13 @@ class IndexDir:
         if index.metric_type != faiss.METRIC_INNER_PRODUCT:  # (an L2 index: distances ranked as similarities)
             raise ArtefactError(f"{path}: a FAISS index of another metric ({index.metric_type}) than xmine's inner "
                                 "product; the index is damaged, rebuild it")
+        # of the type the manifest's factory builds (was: an IndexIDMap shard aborted the process in
+        # FAISS's reconstruct, or, with ids of its own, returned other rows without a word)
+        made = type(faiss.index_factory(self.dim, self.manifest.choice.factory, faiss.METRIC_INNER_PRODUCT))
+        if not isinstance(index, made):
+            raise ArtefactError(f"{path}: a FAISS {type(index).__name__}, not the {made.__name__} the manifest's "
+                                f"{self.manifest.choice.factory!r} builds; the index is damaged, rebuild it")
+        _check_unit_rows(index, path)
         return index
 
     def reconstruct(self) -> np.ndarray:
@@ -285,6 +292,27 @@ class IndexDir:
                 pass  # not an IVF index
             out[shard.start : shard.start + shard.rows] = index.reconstruct_n(0, shard.rows)
         return out
+
+
+#: how many of a shard's stored rows `_check_unit_rows` reads, spread over the shard
+_NORM_SAMPLE = 64
+
+
+def _check_unit_rows(index, path: Path) -> None:
+    """A Flat or HNSW shard stores its vectors as they were given: xmine gives unit rows, so a
+    sample of them must be unit length (was: a shard of scaled vectors, its sha256 recomputed,
+    passed `verify` and gave cosines above 1 and another threshold). Indexes that store codes
+    (IVF, PQ) are left to their checks above."""
+    import faiss
+
+    if not isinstance(index, (faiss.IndexFlat, faiss.IndexHNSW)) or index.ntotal == 0:
+        return
+    rows = np.unique(np.linspace(0, index.ntotal - 1, min(_NORM_SAMPLE, index.ntotal)).astype(np.int64))
+    norms = np.linalg.norm(np.stack([index.reconstruct(int(i)) for i in rows]), axis=1)
+    if not np.all(np.abs(norms - 1) < 1e-2):
+        worst = int(np.argmax(np.abs(norms - 1)))
+        raise ArtefactError(f"{path}: row {int(rows[worst]) + 1} of the shard has length {float(norms[worst]):.4g}, where "
+                            "xmine stores unit vectors; the index is damaged, rebuild it")
 
 
 def shard_searcher(index, shard: IndexShard, choice: IndexChoice, *, nprobe: int | None, use_gpu: bool):

@@ -692,7 +692,8 @@ def test_index_shards_out_of_order_or_returning_ids_not_rows_are_one_line(ws):
     data = shard.read_bytes()
     rewrite_manifest(ws / "index" / "manifest.json", lambda m: m["files"].update(
         {"shard_00000.faiss": {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}}))
-    refused(xm(*search), "shard_00000.faiss: returned row", "not a shard xmine built")
+    _refused_everywhere(ws, [["verify", ws / "index"], search], "shard_00000.faiss: a FAISS IndexIDMap, not the "
+                        "IndexFlat the manifest's 'Flat' builds")  # (was: found only as it "returned row 1000000000")
 
 
 def _resum(artefact: Path, name: str) -> None:
@@ -734,6 +735,28 @@ def test_self_consistent_artefacts_that_would_give_wrong_results_are_refused(ws)
     faiss.write_index(l2, str(shard))
     _resum(index, "shard_00000.faiss")
     refused(xm("verify", index), "shard_00000.faiss: a FAISS index of another metric")
+    # an IndexIDMap of the same vectors (was: `mine` aborted in FAISS's reconstruct, exit 134; with
+    # ids of its own, `search` returned other rows), and a Flat shard of vectors not of unit length
+    # (was: cosines above 1, another threshold); each with its sha256 recomputed
+    vectors = flat.reconstruct_n(0, flat.ntotal)
+    for ids in (np.arange(flat.ntotal), np.arange(flat.ntotal) - 1000):
+        mapped = faiss.IndexIDMap(faiss.IndexFlatIP(flat.d))
+        mapped.add_with_ids(vectors, ids.astype(np.int64))
+        faiss.write_index(mapped, str(shard))
+        _resum(index, "shard_00000.faiss")
+        for command in (["verify", index], ["search", index, ws / "de.txt", "-q"],
+                        ["mine", ws / "de.txt", index, "--encoder", "use-m3", "-q", "-o", ws / "m.tsv"]):
+            refused(xm(*command), "shard_00000.faiss: a FAISS IndexIDMap, not the IndexFlat the manifest's 'Flat' "
+                    "builds; the index is damaged, rebuild it")
+    scaled = faiss.IndexFlatIP(flat.d)
+    scaled.add(vectors * 3)
+    faiss.write_index(scaled, str(shard))
+    _resum(index, "shard_00000.faiss")
+    refused(xm("search", index, ws / "de.txt", "-q"), "shard_00000.faiss: row ", "of the shard has length 3,",
+            "where xmine stores unit vectors")
+    faiss.write_index(flat, str(shard))
+    _resum(index, "shard_00000.faiss")
+    ok(xm("verify", index))
 
 
 def test_json_records_nested_deep_or_with_huge_integers_are_one_error(ws, tmp_path):

@@ -14,6 +14,7 @@ Directory layout:
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any, Sequence
@@ -23,7 +24,7 @@ import numpy as np
 from xmine.mining.langid import identify_by_projection, trust_table
 from xmine.disentangle.train_checkpoint import CHECKPOINT, LEGACY, WORK, verify_checkpoint
 from xmine.encoders import check_projection_encoder
-from xmine.artefacts.fileio import atomic_path, atomic_write_json, sha256_file, write_manifest
+from xmine.artefacts.fileio import atomic_path, atomic_write_json, read_manifest, sha256_file, write_manifest
 from xmine.errors import ArtefactError, ConfigError
 from xmine.langs import normalize_lang
 from xmine.encoders.projection import (
@@ -254,6 +255,28 @@ def _check_config(config: dict[str, Any], where: Path) -> None:
 _JSON_NAMES = {str: "string", dict: "object", int: "integer", list: "list"}
 
 
+def _check_config_agrees(config: dict[str, Any], manifest: dict[str, Any], where: Path) -> None:
+    """ArtefactError where config.json says otherwise than the manifest about what the projection
+    is (its method, encoder, dimension, languages), or than its own model spec (was: with its sums
+    made to agree, an edited method was recorded in every output, and an edited encoder dim refused
+    the right embeddings as another encoder's)."""
+    def first_difference(name: str, ours: Any, theirs: Any) -> tuple[str, Any, Any]:
+        if isinstance(ours, dict) and isinstance(theirs, dict):  # name the field inside (encoder.dim)
+            key = next(k for k in sorted({*ours, *theirs}) if ours.get(k) != theirs.get(k))
+            return f"{name}.{key}", ours.get(key), theirs.get(key)
+        return name, ours, theirs
+
+    def shown(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False)[:80]
+
+    for name, other, said in [*((n, manifest, "manifest.json records") for n in ("method", "encoder", "dim", "languages")),
+                              *((n, config["spec"], "its spec says") for n in ("dim", "languages"))]:
+        if name in other and config.get(name) != other[name]:
+            field, ours, theirs = first_difference(name, config.get(name), other[name])
+            raise ArtefactError(f"{where}: field {field!r} is {shown(ours)}, but {said} {shown(theirs)}; the "
+                                "projection is damaged")
+
+
 def _weight_shapes(weights: Path) -> dict[str, list[int]]:
     """The shape of each tensor the safetensors header of `weights` declares (read without loading
     a tensor); ArtefactError naming the file when it is no safetensors file (a pickle, a damaged
@@ -307,6 +330,7 @@ def load_projection(path: str | Path) -> Projection:
     if content.expected[WEIGHTS].sha256 != config["weights_sha256"]:  # (the file's sha256, checked above)
         raise ArtefactError(f"{weights}: weights do not match config.json (corrupt or replaced)")
     _check_spec_fits(config["spec"], _weight_shapes(weights), path / CONFIG, weights)
+    _check_config_agrees(config, read_manifest(path, KIND), path / CONFIG)
     try:
         model = (FMDA if config["spec"].get("architecture") == "fmda" else Disentangler)(config["spec"])
     except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
@@ -322,6 +346,8 @@ def load_projection(path: str | Path) -> Projection:
                             "train it again (lower --lr)")
     try:
         model.load_state_dict(state, strict=True)
-    except RuntimeError as e:
-        raise ArtefactError(f"{weights}: weights do not fit the model in config.json: {e}") from e
+    except RuntimeError as e:  # one line: torch lists every mismatch on a line of its own
+        problems = [line.strip() for line in str(e).splitlines()[1:] if line.strip()] or [str(e).strip()]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ArtefactError(f"{weights}: weights do not fit the model in config.json: {problems[0][:300]}{more}") from None
     return Projection(path, config, model)

@@ -123,6 +123,34 @@ def test_a_broken_or_stale_cached_model_is_detected_and_rebuilt(ov_bf16, tmp_pat
     assert np.sum(rebuilt.encode(sentences) * ov_bf16.encode(sentences), axis=1).min() >= 0.9999
 
 
+def test_a_cached_model_openvino_cannot_read_is_one_line_naming_it(ov_bf16, tmp_path, monkeypatch):
+    """A model.xml cut short, with its manifest's sums made to agree (so the cache's checks pass):
+    one line naming the file and what to do (was: a 56-line traceback from OpenVINO's XML parser)."""
+    import hashlib
+
+    from manifests import rewrite_manifest
+    from xmine.encoders.e5_q4 import ensure_me5_model
+    from xmine.encoders.ov_build import MANIFEST
+    from xmine.encoders.ov_encoder import load_me5_openvino
+
+    real = ov_bf16.model_xml.parent
+    me5_dir, _ = ensure_me5_model()
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / me5_dir.name).symlink_to(me5_dir)
+    copy = tmp_path / "models" / real.name
+    shutil.copytree(real, copy)
+    xml = copy / "model.xml"
+    xml.write_bytes(xml.read_bytes()[: xml.stat().st_size // 2])
+    data = xml.read_bytes()
+    rewrite_manifest(copy / MANIFEST, lambda m: m["files"]["model.xml"].update(
+        size=len(data), sha256=hashlib.sha256(data).hexdigest()))
+    monkeypatch.setenv("XMINE_HOME", str(tmp_path))
+    with pytest.raises(EncoderError) as e:
+        load_me5_openvino(prefix="query: ", precision="bf16", threads=None)
+    assert str(e.value).startswith(f"{xml}: OpenVINO cannot read this converted model (") and "\n" not in str(e.value)
+    assert f"it is damaged: remove {copy} and the next run converts the model again" in str(e.value)
+
+
 _NO_OPENVINO = """
 import sys
 class Block:

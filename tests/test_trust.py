@@ -657,6 +657,42 @@ def test_a_self_consistent_damaged_projection_is_one_line_before_anything_is_all
         refused(xm(*command), fragment)
 
 
+@pytest.mark.parametrize("damage, fragment", [
+    ("method", "config.json: field 'method' is \"x-method\", but manifest.json records"),
+    ("encoder_dim", "config.json: field 'encoder.dim' is 768, but manifest.json records 512"),
+    ("languages", "config.json: field 'languages' is [\"fra\", \"eng\"], but manifest.json records"),
+    ("spec_dim", "config.json: field 'dim' is 512, but its spec says 256"),
+    ("extra_weight", "model.safetensors: weights do not fit the model in config.json: Unexpected key(s) in "
+                     "state_dict: \"extra.bias\""),
+])
+def test_a_projection_whose_config_says_otherwise_than_its_manifest_or_weights_is_one_line(ws, damage, fragment):
+    """Sums made to agree (was, for each: verify OK; the edited method recorded in every output, the
+    languages and the dimension unseen, an edited encoder dim refusing the right embeddings as
+    another encoder's; weights of another model: torch's error on several lines)."""
+    from safetensors.torch import load_file, save_file
+
+    proj = ws / "proj"
+    if damage == "extra_weight":
+        state = load_file(str(proj / "model.safetensors"))
+        save_file({**state, "extra.bias": state[next(iter(state))].flatten()[:4].clone()}, str(proj / "model.safetensors"))
+        _consistent(proj, "model.safetensors")
+    else:
+        config = json.loads((proj / "config.json").read_text(encoding="utf-8"))
+        if damage == "method":
+            config["method"] = "x-method"
+        elif damage == "encoder_dim":
+            config["encoder"]["dim"] = 768
+        elif damage == "languages":
+            config["languages"] = ["fra", "eng"]
+        else:
+            config["spec"]["dim"] = 256
+        (proj / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        _consistent(proj, "config.json")
+    for command in (["verify", proj], ["mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "--projection",
+                                         proj, "-q", "-o", ws / "m.tsv"]):
+        refused(xm(*command), fragment)
+
+
 @pytest.mark.parametrize("offset, fragment", [(10**15, "outside the file's"), (5, "out of order")])
 def test_a_store_whose_offsets_point_outside_its_text_is_one_line(ws, offset, fragment):
     """A self-consistent store (its sums made to agree) whose offsets.npy is damaged: (was: a petabyte

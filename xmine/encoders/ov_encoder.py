@@ -42,7 +42,12 @@ class OpenVINOEncoder(TokenBatchedEncoder):
         self.build = build
         self.threads = int(threads or torch.get_num_threads())
         self.model_xml = Path(model_xml)
-        self.model = ov.Core().compile_model(str(model_xml), "CPU", ov_config(precision, self.threads))
+        try:
+            self.model = ov.Core().compile_model(str(model_xml), "CPU", ov_config(precision, self.threads))
+        except RuntimeError as e:  # (was: a traceback, its manifest's sums recomputed over a cut model.xml)
+            detail = next((line.strip() for line in reversed(str(e).splitlines()) if line.strip()), type(e).__name__)
+            raise EncoderError(f"{self.model_xml}: OpenVINO cannot read this converted model ({detail[:200]}); it is "
+                               f"damaged: remove {self.model_xml.parent} and the next run converts the model again") from None
         self._request = self.model.create_infer_request()
 
     def _hidden(self, input_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:

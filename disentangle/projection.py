@@ -271,8 +271,8 @@ def _check_config_agrees(config: dict[str, Any], manifest: dict[str, Any], where
 
     for name, other, said in [*((n, manifest, "manifest.json records") for n in ("method", "encoder", "dim", "languages")),
                               *((n, config["spec"], "its spec says") for n in ("dim", "languages"))]:
-        if name in other and config.get(name) != other[name]:
-            field, ours, theirs = first_difference(name, config.get(name), other[name])
+        if name in config and name in other and config[name] != other[name]:  # (fields a config may leave out)
+            field, ours, theirs = first_difference(name, config[name], other[name])
             raise ArtefactError(f"{where}: field {field!r} is {shown(ours)}, but {said} {shown(theirs)}; the "
                                 "projection is damaged")
 

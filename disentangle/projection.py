@@ -269,8 +269,9 @@ def _check_config_agrees(config: dict[str, Any], manifest: dict[str, Any], where
     def shown(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False)[:80]
 
-    for name, other, said in [*((n, manifest, "manifest.json records") for n in ("method", "encoder", "dim", "languages")),
-                              *((n, config["spec"], "its spec says") for n in ("dim", "languages"))]:
+    checks = [(name, manifest, "manifest.json records") for name in ("method", "encoder", "dim", "languages")]
+    checks += [(name, config["spec"], "its spec says") for name in ("dim", "languages")]
+    for name, other, said in checks:
         if name in config and name in other and config[name] != other[name]:  # (fields a config may leave out)
             field, ours, theirs = first_difference(name, config[name], other[name])
             raise ArtefactError(f"{where}: field {field!r} is {shown(ours)}, but {said} {shown(theirs)}; the "

@@ -83,7 +83,8 @@ def tokenizer_digest(tokenizer) -> str:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
         state = json.loads(backend.to_str())
-        state.pop("truncation", None), state.pop("padding", None)
+        for set_per_call in ("truncation", "padding"):
+            state.pop(set_per_call, None)
         h.update(json.dumps(state, sort_keys=True, ensure_ascii=False).encode())
     else:
         h.update(json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False).encode())

@@ -24,7 +24,7 @@ from typing import Any
 
 from xmine.artefacts.fileio import atomic_write_text, unseal
 from xmine.artefacts.output_state import md_header
-from xmine.artefacts.verify import RESULT_KINDS
+from xmine.artefacts.verify import RESULT_KINDS, result_table_problem
 from xmine.benchmarks.common import machine, results_dir
 from xmine.artefacts.outputs import claim_output
 from xmine.errors import DamagedManifestError, InputError
@@ -164,11 +164,8 @@ def _read_result(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     except DamagedManifestError:
         return None, ("edited or damaged since xmine wrote it (its content no longer matches the checksum it was "
                       "written with); none of its numbers can be trusted")
-    table = res.get("table")
-    if isinstance(table, dict) and "columns" in table and "rows" in table and not (
-            isinstance(table["columns"], list) and isinstance(table["rows"], list)
-            and all(isinstance(r, list) for r in table["rows"])):
-        return None, "its table's columns and rows are not lists"
+    if (why := result_table_problem(res)) is not None:
+        return None, why
     return res, None
 
 

@@ -367,6 +367,21 @@ def test_a_benchmark_result_edited_where_it_stays_valid_json_is_refused(ws):
     out.write_text(json.dumps(record, indent=2), encoding="utf-8")
     assert "written before it recorded a checksum, so not checked" in ok(xm("verify", out)).output
 
+    # its table damaged, its checksum made to agree (was: verify OK; the report showed a dump of the
+    # JSON for a table null, and a row cut short as it was)
+    from xmine.artefacts.fileio import atomic_write_manifest
+
+    for damage, fragment in ((lambda r: r.update(table=None), "records no table (field 'table')"),
+                             (lambda r: r["table"]["rows"][0].pop(), "row 1 of its table is not a list of"),
+                             (lambda r: r["table"]["rows"][0].__setitem__(1, {"r": 1}), "row 1 of its table holds a "
+                              "cell that is an object or a list")):
+        damaged = json.loads(json.dumps(record))
+        damage(damaged)
+        atomic_write_manifest(out, damaged)
+        refused(xm("verify", out), f"{out}: {fragment}", "run the benchmark that wrote it again")
+        ok(xm("bench", "report", "--results", results, "--out", ws / "RESULTS.md", "--overwrite"))
+        assert f"- `{out.name}`: {fragment}" in (ws / "RESULTS.md").read_text(encoding="utf-8")
+
 
 def test_every_result_the_project_keeps_verifies():
     """`verify` knows the kind of every result in benchmarks/results (the threshold study's was

@@ -174,6 +174,8 @@ def _verify(p: Path) -> tuple[str, int, str]:
             sealed = unseal(record, p, advice=JSON_KINDS[kind])
             if kind == CALIBRATION_KIND:  # its values, as `mine --calibration` reads them (one line naming a field)
                 parse_defaults(record, p, "", "")
+            elif (why := result_table_problem(record)) is not None:
+                raise ArtefactError(f"{p}: {why}; {RESULT_DAMAGED_ADVICE}")
             if sealed:
                 return kind, p.stat().st_size, "its content matches the checksum it was written with"
             return kind, p.stat().st_size, "readable JSON, written before it recorded a checksum, so not checked"
@@ -186,6 +188,25 @@ def _verify(p: Path) -> tuple[str, int, str]:
             raise ArtefactError(f"{p}: kind {str(kind)[:80]!r} is no kind of record this xmine writes; nothing in it "
                                 "can be checked")
     raise ArtefactError(f"{p}: not an xmine artefact (no {MANIFEST}, no {sidecar_of(p).name} summary)")
+
+
+def result_table_problem(result: dict) -> str | None:
+    """What makes a result's table no table `bench report` can show, or None: a task benchmark's
+    result without one, a row that is no list of as many cells as there are columns, a cell that is
+    not a number, a string or empty (was, its checksum made to agree: `table` null shown as a dump
+    of the JSON, a row cut short or a cell "abc" shown as they were)."""
+    table = result.get("table")
+    if table is None:
+        return "records no table (field 'table')" if result.get("kind") == "xmine-benchmark-result" else None
+    if not (isinstance(table, dict) and isinstance(table.get("columns"), list) and isinstance(table.get("rows"), list)):
+        return "its table is no object of a list of columns and a list of rows"
+    width = len(table["columns"])
+    for i, row in enumerate(table["rows"]):
+        if not isinstance(row, list) or len(row) != width:
+            return f"row {i + 1} of its table is not a list of {width} cells, one a column"
+        if any(isinstance(cell, (dict, list)) for cell in row):
+            return f"row {i + 1} of its table holds a cell that is an object or a list, not a number or text"
+    return None
 
 
 def _files(n: int) -> str:

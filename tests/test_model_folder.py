@@ -221,9 +221,11 @@ def test_a_model_folder_whose_tokenizer_changed_is_another_encoder(model, tmp_pa
     monkeypatch.setattr(loader, "_LOADED", {})  # (a new process: this one keeps the model it loaded)
     with untouched(tmp_path / "store"):
         refused(xm(*embed, "--encoder", folder), f"it was made with encoder '{folder}' as it was then",
-                "and that model has changed since (its weights, tokenizer or modules")
+                "its weights, tokenizer or modules changed since, or it was made by an earlier xmine, which "
+                "identified a model folder by its weights alone: rebuild it (--overwrite)")
         refused(xm("mine", tmp_path / "store", tmp_path / "en.txt", "--allow-same-input", "--runtime", "torch",
-                   "--threshold", "none", "-o", tmp_path / "m.tsv"), "but that name loads another model here")
+                   "--threshold", "none", "-o", tmp_path / "m.tsv"), "but that name loads another model here",
+                "or it was made by an earlier xmine, which identified a model folder by its weights alone")
     ok(xm(*embed, "--encoder", folder, "--overwrite"))
     now = json.loads((tmp_path / "store" / "manifest.json").read_text(encoding="utf-8"))["encoder"]["id"]
     assert now != made and now.split("|")[1:] == made.split("|")[1:]  # another model; the same pooling and prompt

@@ -85,6 +85,12 @@ def _is_word(text: str) -> bool:
     return text.isascii() and text.isalnum() and text == text.lower()
 
 
+#: what a refusal of a model folder's id adds (an id once covered a folder's weights alone, so the
+#: artefacts made before it also covered its tokenizer and modules are refused as another model's)
+LEGACY_FOLDER_ID = ("it was made by an earlier xmine, which identified a model folder by its weights alone: "
+                    "rebuild it (--overwrite)")
+
+
 @dataclass(frozen=True, kw_only=True)
 class EncoderId:
     """An encoder fingerprint's `id`: the weights (with pooling and prefix) and the precision and

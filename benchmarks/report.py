@@ -192,12 +192,10 @@ def read_results(folder: Path) -> tuple[dict[str, list[tuple[str, dict]]], list[
     return by_task, other
 
 
-def build_report(results: Path | None = None, *, found=None) -> str:
-    """The Markdown text of RESULTS.md. Each JSON file that is no result is left out with a
-    warning (and listed at the end with the reason). `found`: `read_results(folder)` already read."""
-    folder = Path(results) if results else results_dir()
-    shown = str(folder) if results else "benchmarks/results"  # (no checkout path in the shipped report)
-    by_task, other = found if found is not None else read_results(folder)
+def build_report(folder: Path, shown: str, found: tuple[dict[str, list[tuple[str, dict]]], list[str]]) -> str:
+    """The Markdown text of RESULTS.md from `found`, what `read_results(folder)` read (`shown`: the
+    folder as the report names it). Each JSON file that is no result is listed at the end with the reason."""
+    by_task, other = found
     m = machine()
     lines = [
         md_header(REPORT_KIND),  # how `--overwrite` knows the file for an earlier report
@@ -255,6 +253,7 @@ def write_report(results: str | Path | None = None, out: str | Path | None = Non
         left = f" ({n} JSON file{'s' * (n > 1)}, none a result: {found[1][0]})" if n else " (no JSON file)"
         raise InputError(folder, f"no xmine benchmark result in it{left}; `xmine bench <task>` writes them. "
                          "Nothing to report; nothing written")
+    shown = str(folder) if results else "benchmarks/results"  # (no checkout path in the shipped report)
     with claim_output(out_path, kind=REPORT_KIND, form="md", overwrite=overwrite):
-        atomic_write_text(out_path, build_report(Path(results) if results else None, found=found))
+        atomic_write_text(out_path, build_report(folder, shown, found))
     return out_path

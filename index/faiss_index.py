@@ -20,6 +20,7 @@ looked up at run time only, so faiss-cpu works unchanged.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -272,7 +273,7 @@ class IndexDir:
                                 "product; the index is damaged, rebuild it")
         # of the type the manifest's factory builds (was: an IndexIDMap shard aborted the process in
         # FAISS's reconstruct, or, with ids of its own, returned other rows without a word)
-        made = type(faiss.index_factory(self.dim, self.manifest.choice.factory, faiss.METRIC_INNER_PRODUCT))
+        made = _factory_type(self.dim, self.manifest.choice.factory)
         if not isinstance(index, made):
             raise ArtefactError(f"{path}: a FAISS {type(index).__name__}, not the {made.__name__} the manifest's "
                                 f"{self.manifest.choice.factory!r} builds; the index is damaged, rebuild it")
@@ -292,6 +293,14 @@ class IndexDir:
                 pass  # not an IVF index
             out[shard.start : shard.start + shard.rows] = index.reconstruct_n(0, shard.rows)
         return out
+
+
+@functools.lru_cache(maxsize=8)
+def _factory_type(dim: int, factory: str) -> type:
+    """The FAISS class `index_factory` builds for `factory` (built once per index, not per shard)."""
+    import faiss
+
+    return type(faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT))
 
 
 #: how many of a shard's stored rows `_check_unit_rows` reads, spread over the shard

@@ -229,3 +229,13 @@ def test_a_model_folder_whose_tokenizer_changed_is_another_encoder(model, tmp_pa
     ok(xm(*embed, "--encoder", folder, "--overwrite"))
     now = json.loads((tmp_path / "store" / "manifest.json").read_text(encoding="utf-8"))["encoder"]["id"]
     assert now != made and now.split("|")[1:] == made.split("|")[1:]  # another model; the same pooling and prompt
+
+
+def test_the_note_on_earlier_folder_ids_is_a_model_folders_only():
+    """The refusal of a changed encoder adds the note on the weights-only ids of earlier xmines for
+    a model folder's id ("st:") alone, never for a shipped encoder's."""
+    from xmine.artefacts.records import EncoderId, legacy_folder_note
+
+    assert "identified a model folder by its weights alone" in legacy_folder_note(
+        EncoderId.parse("st:61d55073f9e40eaa|pool=mean|max_len=128|prefix=''|precision=bf16"))
+    assert legacy_folder_note(EncoderId.parse("me5-small-q4:f2552a6b596b7170|pool=mean|max_len=512|prefix='query: '")) == ""

@@ -145,7 +145,7 @@ def _discard_stdout() -> None:
         pass
 
 
-def _interrupted_message(command: str | None, terminated: bool, claims: tuple[list, list] = ([], [])) -> str:
+def _interrupted_message(command: str | None, terminated: bool, claims: tuple[list, list]) -> str:
     """What an interruption left. `claims`: the outputs the command claimed and those it finished
     (`ClaimRecord.outputs`): all finished, the stop came after the work was done (was: "run the same
     command again to resume", which then refused the finished output as already there)."""

@@ -85,10 +85,13 @@ def _is_word(text: str) -> bool:
     return text.isascii() and text.isalnum() and text == text.lower()
 
 
-#: what a refusal of a model folder's id adds (an id once covered a folder's weights alone, so the
-#: artefacts made before it also covered its tokenizer and modules are refused as another model's)
-LEGACY_FOLDER_ID = ("it was made by an earlier xmine, which identified a model folder by its weights alone: "
-                    "rebuild it (--overwrite)")
+def legacy_folder_note(made: "EncoderId") -> str:
+    """What a refusal of an artefact's encoder id adds where the id is a model folder's ("st:"): the
+    id once covered a folder's weights alone, so that the artefacts made before it also covered its
+    tokenizer and modules are refused as another model's; else ""."""
+    if not made.weights.startswith("st:"):
+        return ""
+    return ", or it was made by an earlier xmine, which identified a model folder by its weights alone: rebuild it (--overwrite)"
 
 
 @dataclass(frozen=True, kw_only=True)

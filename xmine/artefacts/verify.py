@@ -193,8 +193,8 @@ def _verify(p: Path) -> tuple[str, int, str]:
 def result_table_problem(result: dict) -> str | None:
     """What makes a result's table no table `bench report` can show, or None: a task benchmark's
     result without one, a row that is no list of as many cells as there are columns, a cell that is
-    not a number, a string or empty (was, its checksum made to agree: `table` null shown as a dump
-    of the JSON, a row cut short or a cell "abc" shown as they were)."""
+    an object or a list (was, its checksum made to agree: `table` null shown as a dump of the JSON,
+    a row cut short shown as it was). A cell's text or number is not judged."""
     table = result.get("table")
     if table is None:
         return "records no table (field 'table')" if result.get("kind") == "xmine-benchmark-result" else None

@@ -18,7 +18,7 @@ from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projectio
 from xmine.langs import same_language
 from xmine.encoders.projection import choose_projection, resolve_projection
 from xmine.artefacts.fileio import MANIFEST
-from xmine.artefacts.records import LEGACY_FOLDER_ID, EncoderFingerprint, ProjectionFingerprint
+from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint, legacy_folder_note
 
 
 def check_same_projection(expected: ProjectionFingerprint | None, actual: ProjectionFingerprint | None, *,
@@ -109,10 +109,9 @@ class Encoders:
         where = self._artefact_input()
         relative = " (a relative path, read from this folder)" if not Path(made.name).is_absolute() and \
             Path(made.name).exists() else ""
-        legacy = f", or {LEGACY_FOLDER_ID}" if made.id.weights.startswith("st:") else ""
         raise EncoderMismatchError(f"{where} was made with encoder {made.name!r} ({made.id.weights}), but that name "
                                    f"loads another model here{relative} ({loaded.id.weights}): give --encoder with the "
-                                   f"model it was made with{legacy}")
+                                   f"model it was made with{legacy_folder_note(made.id)}")
 
     def _artefact_input(self) -> str:
         """The first input that is an xmine artefact (a store, an index), as the user named it."""

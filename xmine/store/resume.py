@@ -14,8 +14,8 @@ from typing import Any
 from xmine.errors import ArtefactError
 from xmine.artefacts.fileio import atomic_write_json, check_names, inside, sha256_file
 from xmine.langs import same_language
-from xmine.artefacts.records import (LEGACY_FOLDER_ID, EncoderFingerprint, FileRecord, ProjectionFingerprint,
-                                     ShardRecord, read_field)
+from xmine.artefacts.records import (EncoderFingerprint, FileRecord, ProjectionFingerprint, ShardRecord,
+                                     legacy_folder_note, read_field)
 from xmine.store.directory import clear_dir, remove_temporaries
 from xmine.store.layout import PROGRESS, shard_names
 
@@ -58,7 +58,7 @@ def identity_mismatch(old: dict[str, Any], new: dict[str, Any], *, where: str) -
             return f"it was made with the prompt {prompts[0]} (--prompt {prompts[0]}), not {prompts[1]}"
         if was.name == now.name:  # one name, another model: a folder whose weights, tokenizer or modules changed
             return (f"it was made with encoder {was.name!r} as it was then ({was.id.model}), and that model is "
-                    f"{now.id.model} now: its weights, tokenizer or modules changed since, or {LEGACY_FOLDER_ID}")
+                    f"{now.id.model} now: its weights, tokenizer or modules changed since{legacy_folder_note(was.id)}")
         return f"it was made with encoder {was.name!r} (--encoder {was.name}), not {now.name!r}"
     if (was_p and was_p.id) != (now_p and now_p.id):
         return f"it was made with {was_p or 'no projection'}, not {now_p or 'no projection'}"

@@ -115,20 +115,18 @@ def test_a_space_without_calibration_gets_a_threshold_from_the_run(tmp_path):
 
 
 def test_a_caller_gets_only_the_rules_of_the_run_it_can_apply():
-    """mine applies either rule after its search; mine --approximate only the estimate (it refines
-    around a calibrated value); score neither: the record then holds the single value, or every pair
-    kept, and its source says so."""
+    """mine applies either rule after its search (approximate search too, refining around it);
+    score neither: the record then holds the single value, or every pair kept, and its source says
+    so."""
     calibrated, bare = SHIPPED_SPACES["raw me5-small"], (None, "my-encoder")
     records = {(space, rules): run_threshold(SelectionConfig(), MiningConfig(), PairFilterConfig(), *dirs,
                                              rules=rules)[2]
                for space, dirs in (("calibrated", calibrated), ("bare", bare)) for rules in RuleUse}
     assert records["calibrated", RuleUse.AFTER_SEARCH]["rule"]["rule"] == RULE_NAME
-    assert records["bare", RuleUse.AFTER_SEARCH]["rule"] == records["bare", RuleUse.ESTIMATE_ONLY]["rule"] == {
-        "rule": ESTIMATED}
-    for rules in (RuleUse.ESTIMATE_ONLY, RuleUse.NONE):
-        single = records["calibrated", rules]
-        assert "rule" not in single and single["value"] == records["calibrated", RuleUse.AFTER_SEARCH]["value"]
-        assert single["source"].endswith(rules.value)
+    assert records["bare", RuleUse.AFTER_SEARCH]["rule"] == {"rule": ESTIMATED}
+    single = records["calibrated", RuleUse.NONE]
+    assert "rule" not in single and single["value"] == records["calibrated", RuleUse.AFTER_SEARCH]["value"]
+    assert single["source"].endswith(RuleUse.NONE.value)
     assert "rule" not in records["bare", RuleUse.NONE] and records["bare", RuleUse.NONE]["value"] is None
     assert records["bare", RuleUse.NONE]["source"].endswith(": every pair kept; pass --threshold or --calibration "
                                                              "to choose one")
@@ -398,8 +396,9 @@ def test_no_shipped_rule_keeps_every_pair(space):
 @pytest.mark.slow
 def test_mine_states_the_rule_and_the_threshold_it_gave(data_dir, tmp_path):
     """`xmine mine` at the default (the shipped projection, balanced): the threshold the space's rule
-    gives this run, stated in OUT.json with the run's share, every pair kept at or above it; the
-    precision operating point and approximate search keep the single calibrated value."""
+    gives this run, stated in OUT.json with the run's share, every pair kept at or above it, by exact
+    and by approximate search (which refines around it: the same pairs here); the precision operating
+    point keeps the single calibrated value."""
     from xmine.mining.defaults import projection_defaults
     from xmine.mining.threshold_rule import rule_threshold
 
@@ -422,11 +421,16 @@ def test_mine_states_the_rule_and_the_threshold_it_gave(data_dir, tmp_path):
     assert t["value"] == rule["intercept"]
     assert len(pairs & gold) >= 0.95 * len(gold) and len(pairs & gold) / len(pairs) >= 0.95
 
-    for extra, name in ((["--operating-point", "precision"], "p.tsv"), (["--approximate"], "a.tsv")):
-        ok(xm("mine", src, tgt, "--src-lang", "de", "--tgt-lang", "en", "-o", tmp_path / name, "-q", *extra))
-        t = json.loads((tmp_path / f"{name}.json").read_text(encoding="utf-8"))["threshold"]
-        point = "precision" if "--operating-point" in extra else "balanced"
-        assert t["value"] == found.threshold("ratio", point) and "share" not in t and not t.get("rule"), (extra, t)
+    ok(xm("mine", src, tgt, "--src-lang", "de", "--tgt-lang", "en", "-o", tmp_path / "p.tsv", "-q",
+          "--operating-point", "precision"))
+    t = json.loads((tmp_path / "p.tsv.json").read_text(encoding="utf-8"))["threshold"]
+    assert t["value"] == found.threshold("ratio", "precision") and "share" not in t and not t.get("rule"), t
+    # (was: --approximate kept the single calibrated value, "not the rule of the run")
+    ok(xm("mine", src, tgt, "--src-lang", "de", "--tgt-lang", "en", "-o", tmp_path / "a.tsv", "-q", "--approximate"))
+    t = json.loads((tmp_path / "a.tsv.json").read_text(encoding="utf-8"))["threshold"]
+    assert t["value"] == pytest.approx(rule_threshold(rule, t["share"]), abs=1e-5) and "from this run" in t["source"]
+    assert {tuple(line.split("\t")[1:3]) for line in (tmp_path / "a.tsv").read_text(encoding="utf-8").splitlines()} \
+        == pairs
 
 
 def test_a_language_below_the_calibrations_gets_a_note(tmp_path):

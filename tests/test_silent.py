@@ -635,3 +635,20 @@ def test_a_cache_folder_that_is_a_file_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("XMINE_HOME", str(tmp_path / "file"))
     with untouched(tmp_path):
         refused(xm("cache", "info"), "XMINE_HOME (xmine's cache folder) names something that is not a directory")
+
+
+def test_an_option_given_twice_with_another_value_is_said_and_the_last_is_used(caplog):
+    """click keeps the last value of an option given twice without a word (was: `--src-lang de ...
+    --src-lang fr` mined as French, silently). Not refused, so that an alias's option can be
+    overridden; the same value twice, and a repeatable option, say nothing."""
+    caplog.set_level(logging.WARNING, logger="xmine")
+    ok(xm("mine", "--src-lang", "de", "--k", "4", "--src-lang", "fr", "--filters", "--no-filters", "--help"))
+    assert warned(caplog, "--src-lang given 2 times (de, then fr): the last is used")
+    assert warned(caplog, "--filters/--no-filters given 2 times (--filters, then --no-filters): the last is used")
+    caplog.clear()
+    ok(xm("bench", "tatoeba", "--langs=de", "--langs", "fr", "--help"))  # a subcommand of a subcommand
+    assert warned(caplog, "--langs given 2 times (de, then fr): the last is used")
+    caplog.clear()
+    ok(xm("mine", "--k", "4", "--k", "4", "--no-filter", "score_max", "--no-filter", "numbers", "--overwrite",
+          "--overwrite", "--help"))
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.records

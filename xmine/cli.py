@@ -29,6 +29,7 @@ from xmine.errors import XmineError
 from xmine.index import cli as index_cli
 from xmine.index.faiss_index import IndexDir
 from xmine.mining import cli as mining_cli
+from xmine.options import repeated_options
 
 register_readers(projection=load_projection, index=IndexDir.open, **{SETS_KIND: MiningSets})
 
@@ -206,6 +207,13 @@ class _XmineGroup(click.Group):
             click.secho(_interrupted_message(ctx.invoked_subcommand, terminated, claims.outputs()), fg="yellow",
                         err=True)
             sys.exit(128 + (signal.SIGTERM if terminated else signal.SIGINT))
+
+    def resolve_command(self, ctx, args):
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is not None:
+            for line in repeated_options(ctx, command, rest):
+                logging.getLogger("xmine").warning(line)
+        return name, command, rest
 
     def list_commands(self, ctx):
         # Keep the order of _COMMAND_MODULES rather than click's alphabetical order.

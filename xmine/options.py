@@ -279,3 +279,51 @@ def input_format_options(f=None, *, per_side: bool = False, ids: bool = True):
 
 __all__ = ["ExistingPath", "Finite", "InputPath", "LANG", "LangCode", "PROJECTION_CHOSEN", "PROJECTION_VALUES",
            "input_format_options", "projection_option", "quiet_option", "ray_option"]
+
+
+def repeated_options(ctx: click.Context, command: click.Command, args: list[str]) -> list[str]:
+    """One line for each single-valued option of `command` (and of the subcommand a group's `args`
+    name, and so on down) that `args` give more than once with different values: click keeps the
+    last one without a word (was: `mine ... --src-lang de ... --src-lang fr` mined as French, and
+    `--filters --no-filters` ran without filters, silently). Repeating an option is not refused, so
+    that a shell alias's option can be overridden by giving it again; the user is told."""
+    lines: list[str] = []
+    while True:
+        # a throwaway context that parses without reporting: the command's own parse says what is wrong
+        scratch = click.Context(command, info_name=command.name, parent=ctx, resilient_parsing=True)
+        _, rest, order = command.make_parser(scratch).parse_args(args=list(args))
+        given = [p for p in order if isinstance(p, click.Option) and not p.multiple and not p.count]
+        for option in dict.fromkeys(p for p in given if given.count(p) > 1):
+            values = _values_given(option, args)
+            if len(set(values)) != 1:  # the same value twice says nothing new
+                shown = f" ({', then '.join(values)}): the last is used" if values else "; the last is used"
+                name = "/".join((option.opts[-1], *option.secondary_opts[-1:]))
+                lines.append(f"{name} given {given.count(option)} times{shown}")
+        if not isinstance(command, click.Group) or not rest:
+            return lines
+        sub = command.get_command(scratch, rest[0])
+        if sub is None:
+            return lines
+        ctx, command, args = scratch, sub, rest[1:]
+
+
+def _values_given(option: click.Option, args: list[str]) -> list[str]:
+    """The values `args` give `option`, in order, as written (a flag: the flag itself); empty where
+    they cannot be told apart from the arguments around them (a short option's value joined to it)."""
+    names, values, i = (*option.opts, *option.secondary_opts), [], 0
+    while i < len(args) and args[i] != "--":
+        word = args[i]
+        if word in names:
+            if option.is_flag:
+                values.append(word)
+            elif getattr(option, "_flag_needs_value", False) and (i + 1 == len(args) or args[i + 1].startswith("-")):
+                values.append(str(option.flag_value))  # an option whose value may be left out (`--ray`)
+            elif i + 1 < len(args):
+                values.append(args[i + 1])
+                i += 1
+        elif word.startswith("--") and "=" in word and word.split("=", 1)[0] in names:
+            values.append(word.split("=", 1)[1])
+        elif any(len(n) == 2 and not n.startswith("--") and word.startswith(n) and len(word) > 2 for n in names):
+            return []
+        i += 1
+    return values

@@ -249,7 +249,8 @@ search_options = _options(
     approximate_option(help="Search neighbours with IVF / IVF-PQ indexes built in OUT.work/ (one quantiser trained on "
                             "both sides, shards, resumable) instead of the exact blocked product; margin, default "
                             "threshold, one-to-one and filters are the same, and the candidates at or above the "
-                            "threshold are searched again wider, so that missed neighbours do not lift their margins. "
+                            "threshold are searched again wider, so that missed neighbours do not lift their margins "
+                            "(with --no-refine the default threshold is the space's single calibrated value). "
                             "For corpora where exact search is too slow (its cost grows with n x m). A side that is an "
                             "index directory is always searched through its index."),
     click.option("--index-type", type=click.Choice(APPROXIMATE_TYPES), default="ivfpqfs", show_default=True,

@@ -230,7 +230,9 @@ def _mine(config: MineConfig, *, show_progress: bool,
             langs = (src_lang or sx.lang, tgt_lang or sy.lang)
             mining, filters, threshold_record = run_threshold(
                 config.selection, config.mining_config(), filters, encoders.choice.path if sx.projection else None,
-                sx.encoder.name, rules=RuleUse.AFTER_SEARCH, langs=langs, encoder_id=sx.encoder.id,
+                sx.encoder.name, langs=langs, encoder_id=sx.encoder.id,
+                rules=RuleUse.ESTIMATE_ONLY if search == "approximate" and not search_config.refine else
+                RuleUse.AFTER_SEARCH,
                 side_rows=min(len(sx), len(sy)))
             for side in (sx, sy):  # every shard's sha256 (large stores: now, before any search starts)
                 if hasattr(side.rows, "check_all"):

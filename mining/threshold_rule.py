@@ -79,6 +79,10 @@ class RuleUse(enum.Enum):
     #: approximate search refines around the rule's value of its candidates as they are refined
     #: (`search_pairs.rule_passing`)
     AFTER_SEARCH = ""
+    #: `xmine mine --approximate --no-refine`: margins of unrefined neighbourhoods run high and their
+    #: share low (on Tatoeba the rule fell to 1.011 and kept twice exact's pairs), so a calibrated
+    #: space keeps its single value; the estimate of a space without one is taken after the search
+    ESTIMATE_ONLY = " (approximate search without its refinement: the single value, not the rule of the run)"
     #: `xmine score`: a bitext's own pairs are no run's candidates, so a calibrated space keeps its
     #: single value, and a space without one keeps every pair
     NONE = (" (its single value: mine moves it with the share of translations among a run's candidates, "

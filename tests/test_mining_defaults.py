@@ -116,17 +116,19 @@ def test_a_space_without_calibration_gets_a_threshold_from_the_run(tmp_path):
 
 def test_a_caller_gets_only_the_rules_of_the_run_it_can_apply():
     """mine applies either rule after its search (approximate search too, refining around it);
-    score neither: the record then holds the single value, or every pair kept, and its source says
-    so."""
+    approximate search without its refinement only the estimate; score neither: the record then
+    holds the single value, or every pair kept, and its source says so."""
     calibrated, bare = SHIPPED_SPACES["raw me5-small"], (None, "my-encoder")
     records = {(space, rules): run_threshold(SelectionConfig(), MiningConfig(), PairFilterConfig(), *dirs,
                                              rules=rules)[2]
                for space, dirs in (("calibrated", calibrated), ("bare", bare)) for rules in RuleUse}
     assert records["calibrated", RuleUse.AFTER_SEARCH]["rule"]["rule"] == RULE_NAME
-    assert records["bare", RuleUse.AFTER_SEARCH]["rule"] == {"rule": ESTIMATED}
-    single = records["calibrated", RuleUse.NONE]
-    assert "rule" not in single and single["value"] == records["calibrated", RuleUse.AFTER_SEARCH]["value"]
-    assert single["source"].endswith(RuleUse.NONE.value)
+    assert records["bare", RuleUse.AFTER_SEARCH]["rule"] == records["bare", RuleUse.ESTIMATE_ONLY]["rule"] == {
+        "rule": ESTIMATED}
+    for rules in (RuleUse.ESTIMATE_ONLY, RuleUse.NONE):
+        single = records["calibrated", rules]
+        assert "rule" not in single and single["value"] == records["calibrated", RuleUse.AFTER_SEARCH]["value"]
+        assert single["source"].endswith(rules.value)
     assert "rule" not in records["bare", RuleUse.NONE] and records["bare", RuleUse.NONE]["value"] is None
     assert records["bare", RuleUse.NONE]["source"].endswith(": every pair kept; pass --threshold or --calibration "
                                                              "to choose one")
@@ -431,6 +433,10 @@ def test_mine_states_the_rule_and_the_threshold_it_gave(data_dir, tmp_path):
     assert t["value"] == pytest.approx(rule_threshold(rule, t["share"]), abs=1e-5) and "from this run" in t["source"]
     assert {tuple(line.split("\t")[1:3]) for line in (tmp_path / "a.tsv").read_text(encoding="utf-8").splitlines()} \
         == pairs
+    ok(xm("mine", src, tgt, "--src-lang", "de", "--tgt-lang", "en", "-o", tmp_path / "n.tsv", "-q", "--approximate",
+          "--no-refine"))  # unrefined margins mislead the rule: the single value
+    t = json.loads((tmp_path / "n.tsv.json").read_text(encoding="utf-8"))["threshold"]
+    assert t["value"] == found.threshold("ratio", "balanced") and "share" not in t and not t.get("rule"), t
 
 
 def test_a_language_below_the_calibrations_gets_a_note(tmp_path):

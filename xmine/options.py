@@ -290,7 +290,8 @@ def repeated_options(ctx: click.Context, command: click.Command, args: list[str]
     lines: list[str] = []
     while True:
         # a throwaway context that parses without reporting: the command's own parse says what is wrong
-        scratch = click.Context(command, info_name=command.name, parent=ctx, resilient_parsing=True)
+        scratch = click.Context(command, info_name=command.name, parent=ctx,
+                                **{**command.context_settings, "resilient_parsing": True})
         _, rest, order = command.make_parser(scratch).parse_args(args=list(args))
         given = [p for p in order if isinstance(p, click.Option) and not p.multiple and not p.count]
         for option in dict.fromkeys(p for p in given if given.count(p) > 1):

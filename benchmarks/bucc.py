@@ -34,7 +34,7 @@ from xmine.mining.calibrate import threshold_sweep
 from xmine.mining.cli_options import k_option, margin_option, retrieval_option
 from xmine.options import NAME, GivenPath, projection_option, quiet_option
 from xmine.artefacts.outputs import claim_output
-from xmine.paths import resolve_data_dir
+from xmine.paths import default_data_dir, resolve_data_dir
 from xmine.encoders.projection import choose_projection, resolve_projection
 
 HOW_TO_GET = ("Download the BUCC 2018 data (https://comparable.limsi.fr/bucc2018/bucc2018-task.html): "
@@ -67,6 +67,20 @@ def read_gold(path: Path) -> set[tuple[str, str]]:
             if line.strip():
                 gold.add((parts[0], parts[1]))
     return gold
+
+
+def check_gold_ids(files: dict[str, Path]) -> None:
+    """InputError naming the first line of a split's gold (`files`: `_split_files`') whose source or
+    English id is in no line of that side's sentence file (was: a gold of other ids scored P 0, R 0,
+    exit 0; one such line among good ones lowered the recall without a word)."""
+    ids = {side: set(read_bucc_file(files[side])[0]) for side in ("src", "en")}
+    with open(files["gold"], encoding="utf-8") as f:
+        for no, line in enumerate(f, 1):
+            if line.strip():
+                for side, value in zip(("src", "en"), line.rstrip("\n").rstrip("\r").split("\t")):
+                    if value not in ids[side]:
+                        raise InputError(files["gold"], f"id {value[:80]!r} is in no line of {files[side].name}: "
+                                                        "a gold of other files?", line=no)
 
 
 def pairs_in(root: Path) -> list[str]:
@@ -211,6 +225,12 @@ def bucc_splits(data_dir, pair: str) -> tuple[Path, str, dict[str, Path]]:
     tf = _split_files(root, pair, train_split)
     if not tf["gold"].is_file():
         raise DataNotFoundError(f"BUCC {pair}: {tf['gold']} missing (needed to tune the threshold)")
+    read_gold(tf["gold"])  # its form, then its ids
+    check_gold_ids(tf)
+    test = _split_files(root, pair, "test")
+    if test is not None and test["gold"].is_file():
+        read_gold(test["gold"])
+        check_gold_ids(test)
     return root, train_split, tf
 
 
@@ -308,7 +328,7 @@ def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, over
     # a result of the `bench bucc` before (its own kind) is replaced as one of this kind (`--overwrite`)
     earlier = (read_json(out) or {}).get("kind") if Path(out).is_file() else None
     with claim_output(out, kind=BUCC_KIND if earlier == BUCC_KIND else RESULT_KIND, form="json", overwrite=overwrite,
-                      inputs=[data_dir, projection]):
+                      inputs=[data_dir or default_data_dir(), projection]):
         bucc_splits(data_dir, pair)  # (the data checked before the encoder is loaded)
         encoder = load_encoder(encoder, precision=precision, runtime=runtime, prefix=prompt, prompt_name=prompt_name,
                                device=device)

@@ -16,6 +16,7 @@ from scipy.stats import pearsonr, spearmanr
 
 from xmine.benchmarks import common, geometry, qe, sts, tatoeba
 from xmine.errors import ConfigError, InputError
+from clitools import refused, tree, xm
 
 # ------------------------------------------------------------------------------------ metrics
 
@@ -526,3 +527,21 @@ def test_a_damaged_projection_is_refused_before_a_benchmark_reads_or_builds_its_
              tmp_path / "m.json")
     refused(res, "config.json")
     assert "mining sets in" not in res.output and not (tmp_path / "sets").exists() and not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize("command", [["bench", "tatoeba", "--langs", "deu"], ["bench", "massive", "--locales", "de-DE"],
+                                     ["bench", "bucc", "--pair", "de-en"], ["plot", "--src-lang", "deu_Latn"]])
+def test_an_output_inside_the_data_folder_found_by_default_is_refused(command, tmp_path, monkeypatch):
+    """The data folder is an input whether given (--data-dir) or found ($XMINE_DATA, ../shared/data)
+    (was: `--out $XMINE_DATA/tatoeba/v1/x.json` written into the data set, exit 0)."""
+    data = tmp_path / "data"
+    (data / "tatoeba" / "v1").mkdir(parents=True)
+    (data / "tatoeba" / "v1" / "tatoeba.deu-eng.deu").write_text("Hallo.\n", encoding="utf-8")
+    (data / "parallel" / "flores200" / "devtest").mkdir(parents=True)
+    for lang in ("deu_Latn", "eng_Latn"):
+        (data / "parallel" / "flores200" / "devtest" / f"{lang}.devtest").write_text("Hallo.\n", encoding="utf-8")
+    before = tree(data)
+    monkeypatch.setenv("XMINE_DATA", str(data))
+    out = data / "tatoeba" / "v1" / ("x.png" if command[0] == "plot" else "x.json")
+    refused(xm(*command, "--out", out), f"{out}: lies inside the input {data}")
+    assert tree(data) == before

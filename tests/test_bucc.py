@@ -48,6 +48,9 @@ def test_a_gold_id_in_no_sentence_file_is_named_before_the_encoder_loads(tmp_pat
         refused(xm("bench", "bucc", "--data-dir", root, "--out", tmp_path / "b.json"),
                 f"{gold}:4: id {which}")
         assert not (tmp_path / "b.json").exists()
+    for pair in ("de", "de-fr", "../x-en"):  # (was: "no training or sample split in DIR (it holds de-en)")
+        refused(xm("bench", "bucc", "--data-dir", root, "--pair", pair, "--out", tmp_path / "b.json"),
+                f"--pair {pair!r}: BUCC names a pair SRC-en")
 
 
 def _write_split(root, split, de, en, n_par, n_noise, seed):

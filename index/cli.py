@@ -25,8 +25,9 @@ from xmine.index.faiss_index import IndexDir, gpu_count
 from xmine.encoders.input_encoders import Encoders, check_same_projection
 from xmine.inputs import check_split_languages, load_side
 from xmine.io.readers import for_each_input
-from xmine.options import (LANG, NAME, PROJECTION_CHOSEN, SEED, ExistingPath, Finite, GivenPath, input_format_options,
-                           projection_option, quiet_option, ray_option)
+from xmine.io.stdin import with_local_inputs
+from xmine.options import (LANG, NAME, PROJECTION_CHOSEN, SEED, ExistingPath, Finite, GivenPath, InputPath,
+                           input_format_options, projection_option, quiet_option, ray_option)
 from xmine.artefacts.output_state import check_named_format
 from xmine.artefacts.outputs import claim_output
 from xmine.store.rows import RowSubset
@@ -131,7 +132,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
 
 @click.command("search")
 @click.argument("index_dir", type=ExistingPath(file_okay=False))
-@click.argument("queries", type=ExistingPath())
+@click.argument("queries", type=InputPath())
 @click.option("-k", "--k", type=click.IntRange(min=1), default=10, show_default=True, help="Neighbours returned per query.")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl"]), default=None,
               help="Default: jsonl for an OUT named .jsonl, else tsv. tsv: one hit a line: query_line, rank, "
@@ -154,6 +155,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
               help="Language code of QUERIES: needed to split them with --split-sentences.")
 @quiet_option(help="No progress bars (encoding the queries, searching them).")
 @input_format_options(ids=False)
+@with_local_inputs("queries")  # a URL: copied as it streams
 def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projection, precision, runtime, prompt,
            prompt_name, device, lang, quiet, input_format):
     """Return the K nearest indexed sentences of every sentence of QUERIES, with cosine scores.
@@ -162,8 +164,8 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
     standard input), encoded as the index was, or an embedding store or index of the same space
     (their stored vectors are used, as made: no encoder is loaded).
 
-    Scores are inner products of L2-normalised embeddings (cosine, -1..1; for exact indexes) or
-    FAISS's estimate of it (PQ indexes).
+    Scores are inner products of L2-normalised embeddings (cosine; for exact indexes) or FAISS's
+    estimate of it (PQ indexes), held to -1..1 (stored rows are unit length to about 1e-4).
     """
     fmt = _search_format(out, fmt)
     input_format = _corpus_format(queries, input_format)
@@ -248,7 +250,8 @@ def _search(index_dir, queries, k, fmt, claim, nprobe, encoder: EncoderConfig, p
                                        use_gpu=gpu_count() > 0)
             for off in range(len(sims)):
                 qi = start + off
-                hits = [(r + 1, float(s), int(lines[j]), hits_text[j],
+                # held to [-1, 1]: rows stored in float16 are unit length to about 1e-4 (was: 1.000076)
+                hits = [(r + 1, min(1.0, max(-1.0, float(s))), int(lines[j]), hits_text[j],
                          int(hit_sent[j]) if hit_sent is not None else None)
                         for r, (s, j) in enumerate(zip(sims[off], rows[off])) if j >= 0]
                 fewest = len(hits) if fewest is None else min(fewest, len(hits))

@@ -30,6 +30,7 @@ import functools
 import json
 import logging
 import random
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +127,11 @@ def read_aligned(src: Path, tgt: Path) -> list[tuple[str, str]]:
     a, b = (p.read_text(encoding="utf-8").splitlines() for p in (src, tgt))
     if len(a) != len(b):
         raise InputError(src, f"{len(a)} lines, but {tgt} has {len(b)}: gold pairs must be line-aligned")
-    return [(s.strip(), t.strip()) for s, t in zip(a, b) if s.strip() and t.strip()]
+    pairs = [(s.strip(), t.strip()) for s, t in zip(a, b) if s.strip() and t.strip()]
+    if len(pairs) < len(a):  # (was: left out without a word)
+        log.warning(f"{src} and {tgt}: {len(a) - len(pairs)} of the {len(a)} lines are blank on one side or both: "
+                    "left out")
+    return pairs
 
 
 #: a set whose pairs hold the same text on both sides more often than this is no set of translations
@@ -152,21 +157,36 @@ def trained_on(projection_dir, inputs) -> list[str]:
     return [str(p) for p in inputs if file_fingerprint(p)["sha256"] in seen]
 
 
-def split_set(pairs: list[tuple[str, str]], seed: int = 0):
-    """(source sentences, target sentences, gold (src_row, tgt_row) set): a fifth of the pairs
-    hidden among the source sides of two fifths and the target sides of the other two. Refused
-    (ConfigError) with fewer than `MIN_PAIRS` distinct pairs, or with more than
-    `MAX_IDENTICAL_SHARE` of them the same text on both sides."""
+def usable_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The distinct pairs of `pairs` a calibration set is made of, checked: refused (ConfigError)
+    with fewer than `MIN_PAIRS`, or with more than `MAX_IDENTICAL_SHARE` of them the same text on
+    both sides. Pairs that share their source or their target with another are left out, with a
+    warning: one of them would count as a false pair."""
     given = len(pairs)
     pairs = list(dict.fromkeys(pairs))  # a repeated pair would be two gold rows for one sentence
+    sources, targets = Counter(s for s, _ in pairs), Counter(t for _, t in pairs)
+    shared = [(s, t) for s, t in pairs if sources[s] > 1 or targets[t] > 1]
+    if shared:  # (was: 200 sentences given a second, wrong, translation calibrated at P 0.5, exit 0)
+        log.warning(f"{len(shared)} of the {len(pairs)} distinct pairs share their source or their target with another "
+                    "pair (a sentence given two translations): left out, as one-to-one mining keeps one pair a "
+                    f"sentence (e.g. {shared[0][0][:60]!r})")
+        pairs = [p for p in pairs if sources[p[0]] == 1 and targets[p[1]] == 1]
     if len(pairs) < MIN_PAIRS:
-        repeated = f" ({given - len(pairs)} of the {given} repeat another)" if given > len(pairs) else ""
+        repeated = (f" ({given - len(pairs)} of the {given} repeat another pair or share a sentence with one)"
+                    if given > len(pairs) else "")
         raise ConfigError(f"calibration needs at least {MIN_PAIRS} distinct aligned pairs (a fifth of them, >= 100, "
                           f"are the gold); got {len(pairs)}{repeated}")
     identical = sum(s == t for s, t in pairs)
     if identical > MAX_IDENTICAL_SHARE * len(pairs):
         raise ConfigError(f"{identical} of the {len(pairs)} pairs have the same text on both sides: not translations "
                           "(a copy of one side?); calibration measures how translations score")
+    return pairs
+
+
+def split_set(pairs: list[tuple[str, str]], seed: int = 0):
+    """(source sentences, target sentences, gold (src_row, tgt_row) set) of the `usable_pairs`: a
+    fifth of them hidden among the source sides of two fifths and the target sides of the other two."""
+    pairs = usable_pairs(pairs)
     random.Random(seed).shuffle(pairs)
     g = len(pairs) // 5
     rest = pairs[g:]

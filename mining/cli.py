@@ -19,11 +19,12 @@ from xmine.errors import ConfigError
 from xmine.io.stdin import with_local_inputs
 from xmine.mining.bitext import BITEXT_FORMATS, Bitext, BitextFormat, parse_pairs_argument
 from xmine.calibration import CALIBRATION_KIND
-from xmine.mining.calibrate import WEAK_CALIBRATION_F1, calibrate, flores_file, read_aligned, split_set, trained_on
+from xmine.mining.calibrate import (WEAK_CALIBRATION_F1, calibrate, flores_file, read_aligned, trained_on,
+                                    usable_pairs)
 from xmine.mining.cli_options import (approximate_option, conflicts_as_usage_errors, encoding_options, filter_options,
                                       k_option, margin_option, output_options, pair_filter_options, search_options,
                                       selection_options, src_lang_option, tgt_lang_option, threshold_options)
-from xmine.mining.config import (MineConfig, SearchConfig, SelectionConfig, SideInput, check_k_for_margin,
+from xmine.mining.config import (MAX_K, MineConfig, SearchConfig, SelectionConfig, SideInput, check_k_for_margin,
                                  check_score_cap, score_cap_on_margin)
 from xmine.mining.pipeline import mine as run_mine
 from xmine.mining.score_output import SCORE_FORMATS
@@ -255,7 +256,8 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
 @click.option("--data-dir", type=GivenPath(file_okay=False, path_type=Path), default=None,
               help="Folder of the data sets (holding parallel/flores200/devtest); default: $XMINE_DATA or "
                    "../shared/data beside the checkout.")
-@k_option(help="Neighbours of the margin, as mine's -k.")
+@k_option(type=click.IntRange(min=2, max=MAX_K),  # (was: 1<=x shown, then 1 refused: a margin needs 2)
+          help="Neighbours of the margin, as mine's -k (2 or more: with 1, a pair's neighbour is itself).")
 @click.option("-o", "--out", required=True, type=GivenPath(path_type=Path),
               help="Calibration record to write (JSON); `xmine mine --calibration OUT` uses it.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it is an earlier calibration record.")
@@ -290,9 +292,8 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
                                    f"({inputs[0].name}): its pairs would be each sentence with itself; calibrate a "
                                    "language pair")
         data = {"source": "FLORES-200 devtest", "files": [p.name for p in inputs]}
-    pairs = read_aligned(*inputs)
     try:  # too few pairs, or copies: said with the files, before anything is claimed or encoded
-        split_set(pairs)
+        pairs = usable_pairs(read_aligned(*inputs))
     except ConfigError as e:
         raise ConfigError(f"{inputs[0]} and {inputs[1]}: {e}") from None
     with claim_output(out, kind=CALIBRATION_KIND, form="json", inputs=inputs, overwrite=overwrite):

@@ -15,6 +15,7 @@ from xmine.index.build import IndexConfig, build_index
 from xmine.index.faiss_index import IndexDir
 from xmine.topk import merge_topk
 
+from clitools import ok, xm
 from flores import flores_lines
 
 FP = {"name": "toy", "dim": 64, "id": "toy-1"}
@@ -401,3 +402,20 @@ def test_a_search_stopped_after_its_first_run_of_blocks_has_checkpointed_them():
         search_blocks(open_shard, 1, queries, 4, block=65_536, on_block=lambda q0, s, i: saved.append(q0))
     unit = blocked_search.QUERIES_PER_UNIT
     assert unit <= 262_144 and sorted(saved) == list(range(0, unit, 65_536))  # checkpointed before the stop
+
+
+def test_search_reads_queries_from_standard_input_and_scores_are_cosines(tmp_path, data_dir):
+    """`-` reads the queries from standard input, as the help says (was: "Path '-' does not exist");
+    a sentence against itself scores at most 1 (was: 1.000076, rows stored in float16 being unit
+    length to about 1e-4)."""
+    from xmine.cli import main
+
+    en = flores_lines(data_dir, "eng_Latn", 60)
+    (tmp_path / "en.txt").write_text("\n".join(en) + "\n", encoding="utf-8")
+    ok(xm("build-index", tmp_path / "en.txt", "--lang", "en", "-o", tmp_path / "idx", "-q"))
+    res = CliRunner().invoke(main, ["search", str(tmp_path / "idx"), "-", "-k", "1", "-q"], input="\n".join(en) + "\n")
+    assert res.exit_code == 0, res.output
+    rows = [line.split("\t") for line in res.stdout.splitlines()]
+    assert [r[3] for r in rows] == [str(i) for i in range(1, 61)]  # each line finds itself
+    scores = [float(r[2]) for r in rows]
+    assert max(scores) <= 1.0 and min(scores) > 0.999, scores

@@ -45,6 +45,29 @@ def test_the_set_hides_a_fifth_of_the_pairs_among_distractors():
     assert len(split_set([(s, s) for s, _ in pairs[:200]] + pairs[200:])[2]) == 200
 
 
+def test_a_sentence_given_two_translations_and_blank_lines_are_left_out_and_said(tmp_path, caplog):
+    """Pairs that share their source or target with another (was: 200 sentences given a second,
+    wrong, translation calibrated at P 0.5, exit 0, no word) and pairs with a blank side (was: left
+    out without a word) are left out, with a warning each."""
+    from xmine.mining.calibrate import read_aligned
+
+    pairs = [(f"s{i}", f"t{i}") for i in range(700)]
+    src, tgt, gold = split_set(pairs + [(f"s{i}", f"t{i + 300}") for i in range(50)])
+    assert warned(caplog, "150 of the 750 distinct pairs share their source or their target with another pair (a "
+                          "sentence given two translations): left out, as one-to-one mining keeps one pair a sentence "
+                          "(e.g. 's0')")
+    assert len(gold) == 120 and all(src[i][1:] == tgt[j][1:] for i, j in gold)
+    assert not {f"s{i}" for i in range(50)} & set(src) and not {f"t{i}" for i in range(300, 350)} & set(tgt)
+    with pytest.raises(ConfigError, match="got 400 \\(300 of the 700 repeat another pair or share a sentence"):
+        split_set(pairs[:600] + [(f"s{i}", f"t{i + 300}") for i in range(100)])
+    caplog.clear()
+    (tmp_path / "a").write_text("eins\n\ndrei\nvier\n", encoding="utf-8")
+    (tmp_path / "b").write_text("one\ntwo\n \nfour\n", encoding="utf-8")
+    assert read_aligned(tmp_path / "a", tmp_path / "b") == [("eins", "one"), ("vier", "four")]
+    assert warned(caplog, f"{tmp_path / 'a'} and {tmp_path / 'b'}: 2 of the 4 lines are blank on one side or both: "
+                          "left out")
+
+
 @pytest.mark.parametrize("case", ["one FLORES language", "one file twice", "a copy", "k beyond the set"])
 def test_calibrate_refuses_a_set_that_is_no_translations_or_too_small_for_k(data_dir, tmp_path, case):
     """What would calibrate copies (each sentence with itself: precision 1 at any threshold, a
@@ -125,7 +148,7 @@ def test_calibrate_then_mine_with_the_record(data_dir, tmp_path):
     refused(xm("calibrate", "--encoder", "use-m3", "--src-lang", "xx", "--tgt-lang", "en", "--data-dir", data_dir,
                "-o", tmp_path / "x.json"), "'xx' is not a known language code")
     refused(xm("calibrate", "--encoder", "use-m3", "--src-lang", "de", "--tgt-lang", "en", "--data-dir", data_dir,
-               "-k", "1", "-o", tmp_path / "x.json"), "-k 1: the record's margins need k >= 2")
+               "-k", "1", "-o", tmp_path / "x.json"), "1 is not in the range 2<=x<=256")  # (was: help said 1<=x)
     assert not (tmp_path / "x.json").exists()
 
 

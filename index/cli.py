@@ -27,7 +27,8 @@ from xmine.inputs import check_split_languages, load_side
 from xmine.io.readers import for_each_input
 from xmine.io.stdin import with_local_inputs
 from xmine.options import (LANG, NAME, PROJECTION_CHOSEN, SEED, ExistingPath, Finite, GivenPath, InputPath,
-                           input_format_options, projection_option, quiet_option, ray_option)
+                           given_on_command_line, input_format_options, projection_option, quiet_option,
+                           ray_option)
 from xmine.artefacts.output_state import check_named_format
 from xmine.artefacts.outputs import claim_output
 from xmine.store.rows import RowSubset
@@ -98,6 +99,13 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     input_format = _corpus_format(source, input_format)
     if input_format is not None and input_format.split_sentences:  # a missing language fails before anything is written
         check_split_languages([(source, lang, "--lang")], input_format)
+    # options the chosen kind has no use for (was: accepted and dropped without a word)
+    unused = [o for o in given_on_command_line("memory_budget_gb") if kind != "auto"] + \
+        [o for o in given_on_command_line("seed") if kind in ("flat", "hnsw")]
+    if unused:
+        raise ConfigError(f"{' and '.join(unused)}: --index-type {kind} has no use for "
+                          f"{'it' if len(unused) == 1 else 'them'} (the memory budget chooses the index of "
+                          "--index-type auto; the seed draws the training sample of an index with lists or PQ codes)")
     # the settings checked before anything is claimed or embedded (was: after the corpus was embedded)
     config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
                          gpu=not cpu, memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)
@@ -171,6 +179,8 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
     input_format = _corpus_format(queries, input_format)
     if input_format is not None and input_format.split_sentences:  # a missing language fails before anything is written
         check_split_languages([(queries, lang, "--lang")], input_format)
+    elif lang is not None:  # (was: taken without a word, as if it were checked or recorded)
+        log.warning(f"--lang {lang}: used only to split the queries into sentences (--split-sentences); ignored")
     with (claim_output(out, kind="search-result", form="tsv", inputs=[index_dir, queries, projection],
                        overwrite=overwrite) if out is not None else contextlib.nullcontext()) as claim:
         encoder = EncoderConfig(name=encoder, precision=precision, runtime=runtime, prompt=prompt,

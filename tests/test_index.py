@@ -15,7 +15,7 @@ from xmine.index.build import IndexConfig, build_index
 from xmine.index.faiss_index import IndexDir
 from xmine.topk import merge_topk
 
-from clitools import ok, xm
+from clitools import ok, refused, warned, xm
 from flores import flores_lines
 
 FP = {"name": "toy", "dim": 64, "id": "toy-1"}
@@ -404,18 +404,35 @@ def test_a_search_stopped_after_its_first_run_of_blocks_has_checkpointed_them():
     assert unit <= 262_144 and sorted(saved) == list(range(0, unit, 65_536))  # checkpointed before the stop
 
 
-def test_search_reads_queries_from_standard_input_and_scores_are_cosines(tmp_path, data_dir):
+def test_search_reads_queries_from_standard_input_and_scores_are_cosines(tmp_path, data_dir, caplog):
     """`-` reads the queries from standard input, as the help says (was: "Path '-' does not exist");
     a sentence against itself scores at most 1 (was: 1.000076, rows stored in float16 being unit
-    length to about 1e-4)."""
+    length to about 1e-4); --lang without --split-sentences is said to be ignored."""
     from xmine.cli import main
 
     en = flores_lines(data_dir, "eng_Latn", 60)
     (tmp_path / "en.txt").write_text("\n".join(en) + "\n", encoding="utf-8")
     ok(xm("build-index", tmp_path / "en.txt", "--lang", "en", "-o", tmp_path / "idx", "-q"))
-    res = CliRunner().invoke(main, ["search", str(tmp_path / "idx"), "-", "-k", "1", "-q"], input="\n".join(en) + "\n")
+    res = CliRunner().invoke(main, ["search", str(tmp_path / "idx"), "-", "-k", "1", "-q", "--lang", "de"],
+                             input="\n".join(en) + "\n")
     assert res.exit_code == 0, res.output
     rows = [line.split("\t") for line in res.stdout.splitlines()]
     assert [r[3] for r in rows] == [str(i) for i in range(1, 61)]  # each line finds itself
     scores = [float(r[2]) for r in rows]
     assert max(scores) <= 1.0 and min(scores) > 0.999, scores
+    assert warned(caplog, "--lang de: used only to split the queries into sentences (--split-sentences); ignored")
+
+
+def test_build_index_refuses_a_seed_or_memory_budget_its_index_type_has_no_use_for(tmp_path):
+    """--memory-budget-gb chooses the index of --index-type auto; --seed draws the training sample
+    of an index with lists or PQ codes: given with a type that has no use for them, refused before
+    anything is read (was: accepted and dropped without a word)."""
+    corpus = tmp_path / "en.txt"
+    corpus.write_text("One.\nTwo.\n", encoding="utf-8")
+    for options, said in ((["--index-type", "flat", "--seed", "5"], "--seed: --index-type flat has no use for it"),
+                          (["--index-type", "ivf", "--memory-budget-gb", "1"],
+                           "--memory-budget-gb: --index-type ivf has no use for it"),
+                          (["--index-type", "hnsw", "--seed", "1", "--memory-budget-gb", "2"],
+                           "--memory-budget-gb and --seed: --index-type hnsw has no use for them")):
+        refused(xm("build-index", corpus, "-o", tmp_path / "idx", *options), said)
+        assert not (tmp_path / "idx").exists()

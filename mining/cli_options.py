@@ -247,12 +247,11 @@ search_options = _options(
     k_option(help="Neighbours per sentence: the candidates considered and the neighbourhood whose mean cosine forms "
                   "the margin (2 or more for the ratio and distance margins: with 1, a pair's neighbour is itself)."),
     approximate_option(help="Search neighbours with IVF / IVF-PQ indexes built in OUT.work/ (one quantiser trained on "
-                            "both sides, shards, resumable) instead of the exact blocked product; margin, default "
-                            "threshold, one-to-one and filters are the same, and the candidates at or above the "
-                            "threshold are searched again wider, so that missed neighbours do not lift their margins "
-                            "(with --no-refine the default threshold is the space's single calibrated value). "
-                            "For corpora where exact search is too slow (its cost grows with n x m). A side that is an "
-                            "index directory is always searched through its index."),
+                            "both sides, shards, resumable) instead of the exact blocked product; margin, one-to-one "
+                            "and filters are the same, and the default threshold is the space's single calibrated "
+                            "value, not the rule that moves it with the run (the refinement needs it before the "
+                            "search; recall can be lower than exact mining's default). For corpora where exact search is too slow (its cost grows "
+                            "with n x m). A side that is an index directory is always searched through its index."),
     click.option("--index-type", type=click.Choice(APPROXIMATE_TYPES), default="ivfpqfs", show_default=True,
                  help="With --approximate: ivfpqfs = IVF + 4-bit product quantisation with fast-scan kernels "
                       "(pq-m/2 bytes a row, fastest); ivfpq = IVF + 8-bit PQ (pq-m bytes, more accurate); "

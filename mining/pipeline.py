@@ -226,14 +226,13 @@ def _mine(config: MineConfig, *, show_progress: bool,
                 index_notes.append("--approximate does not apply: a side that is an index is searched through it")
             for note in index_notes:
                 log.warning(note)
-            # A threshold rule reads the run's candidates before any threshold (mining/threshold_rule.py).
+            # A threshold rule reads the run's candidates before any threshold (mining/threshold_rule.py);
+            # approximate search refines the neighbourhoods around its threshold, before that.
             langs = (src_lang or sx.lang, tgt_lang or sy.lang)
             mining, filters, threshold_record = run_threshold(
                 config.selection, config.mining_config(), filters, encoders.choice.path if sx.projection else None,
-                sx.encoder.name, langs=langs, encoder_id=sx.encoder.id,
-                rules=RuleUse.ESTIMATE_ONLY if search == "approximate" and not search_config.refine else
-                RuleUse.AFTER_SEARCH,
-                side_rows=min(len(sx), len(sy)))
+                sx.encoder.name, rules=RuleUse.ESTIMATE_ONLY if search == "approximate" else RuleUse.AFTER_SEARCH,
+                langs=langs, encoder_id=sx.encoder.id, side_rows=min(len(sx), len(sy)))
             for side in (sx, sy):  # every shard's sha256 (large stores: now, before any search starts)
                 if hasattr(side.rows, "check_all"):
                     side.rows.check_all()
@@ -286,7 +285,7 @@ def _mine(config: MineConfig, *, show_progress: bool,
             try:
                 mined = search_pairs(search, mx, my, sx, sy, config=mining, select_config=select_config,
                                       approximate_config=approximate_config, work=work, key=key, executor=executor,
-                                      show_progress=show_progress, used=approximate_used, rule=rule)
+                                      show_progress=show_progress, used=approximate_used)
             except NonFiniteRowError as e:
                 side, mineable = (sx, mx) if e.side == "src" else (sy, my)
                 row = int(mineable.ids[e.row])

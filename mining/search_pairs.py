@@ -15,8 +15,7 @@ from xmine.index.blocked_search import FlatChunks, IndexDirShards, search_blocks
 from xmine.index.faiss_index import units_use_gpus
 from xmine.mining.approximate import approximate_knn_both, drop_repeats, rescore_candidates
 from xmine.mining.filter_step import Mineable
-from xmine.mining.select import MinedPairs, MiningConfig, mine_embeddings, passing_rows, select_pairs
-from xmine.mining.threshold_rule import rule_value
+from xmine.mining.select import MinedPairs, mine_embeddings, passing_rows, select_pairs
 from xmine.topk import merge_topk
 
 #: query rows rescored at once (memory: RESCORE_BLOCK x candidates x dim x 4 bytes)
@@ -69,27 +68,10 @@ def _neighbours(base_side, base: Mineable, queries, k: int, *, executor: Executo
                               tag=tag)
 
 
-def rule_passing(rule: dict, config: MiningConfig, **lengths):
-    """`passing` of the approximate search (mining/approximate.py) where `rule` (a threshold
-    record's) gives the threshold after the search: the rows of every candidate at or above the
-    value the rule gives the candidates as they are now. The search calls it after each round of
-    refinement and stops when it names no row not yet refined, so every candidate at or above the
-    value `apply_run_threshold` then finds on the same candidates was refined (was: the rule was not
-    applied to approximate search, which kept the space's single value)."""
-    def passing(fwd_sims, fwd_idx, bwd_sims, bwd_idx):
-        value = rule_value(select_pairs(fwd_sims, fwd_idx, bwd_sims, bwd_idx, config=config, report=False, **lengths),
-                           rule)
-        return None if value is None else passing_rows(fwd_sims, fwd_idx, bwd_sims, bwd_idx,
-                                                       config=config.replace(threshold=value), **lengths)
-    return passing
-
-
 def search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_config, work, key, executor,
-                 show_progress, used: dict | None = None, rule: dict | None = None) -> MinedPairs:
+                 show_progress, used: dict | None = None) -> MinedPairs:
     """Both directions' neighbours by the chosen search, then margin and one-to-one selection;
-    `used` receives the approximate search's index plan (lists, probes, factory). `rule` (a
-    threshold record's, where one gives the threshold after the search; `select_config` then has
-    none): what the approximate search refines around (`rule_passing`)."""
+    `used` receives the approximate search's index plan (lists, probes, factory)."""
     lengths = {"src_lengths": mx.lengths, "tgt_lengths": my.lengths}
     if len(mx.ids) == 0 or len(my.ids) == 0:
         return MinedPairs.empty()
@@ -101,9 +83,8 @@ def search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_c
     elif search == "approximate":  # `passing`: rows whose neighbourhood decides a pair, searched again wider
         knn = approximate_knn_both(mx.rows, my.rows, config.k, config=approximate_config, work_dir=work / "ann",
                                    key=key, show_progress=show_progress, executor=executor, used=used,
-                                   passing=(partial(passing_rows, config=select_config, **lengths) if rule is None
-                                            else rule_passing(rule, select_config, **lengths)),
-                                   passing_key=json.dumps({"rule": rule} | {f: getattr(select_config, f) for f in (
+                                   passing=partial(passing_rows, config=select_config, **lengths),
+                                   passing_key=json.dumps({f: getattr(select_config, f) for f in (
                                        "threshold", "margin", "retrieval", "max_length_ratio")}, sort_keys=True,
                                        default=str))  # what decides passing, checked when resuming
     else:  # exact: tiles of the product (`xmine.mining.knn`)

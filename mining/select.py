@@ -251,17 +251,15 @@ def select_pairs(
     config: MiningConfig,
     src_lengths: np.ndarray | None = None,
     tgt_lengths: np.ndarray | None = None,
-    report: bool = True,
 ) -> MinedPairs:
     """Score the kNN candidates with the margin and pick pairs as `config.retrieval` says.
 
     fwd_*: (n, kx) each source's nearest targets (sims, target rows); bwd_*: (m, ky) each target's
-    nearest sources; index -1 marks a missing neighbour (`candidate_scores` scores them, and
-    warns of undefined margins where `report`).
+    nearest sources; index -1 marks a missing neighbour (`candidate_scores` scores them).
     """
     n, m = len(fwd_sims), len(bwd_sims)
     fwd_scores, fi, bwd_scores, bi = candidate_scores(fwd_sims, fwd_idx, bwd_sims, bwd_idx, config=config,
-                                                      src_lengths=src_lengths, tgt_lengths=tgt_lengths, report=report)
+                                                      src_lengths=src_lengths, tgt_lengths=tgt_lengths)
     rows_x, rows_y = np.arange(n), np.arange(m)
     best_f = fwd_scores.argmax(axis=1)
     fwd_best, fwd_best_score = fi[rows_x, best_f], fwd_scores[rows_x, best_f]

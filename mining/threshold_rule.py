@@ -75,14 +75,13 @@ class RuleUse(enum.Enum):
     """What a caller of `run_threshold` can do with a rule of the run; the value is what a threshold
     record's source then says of a calibrated space's rule the caller cannot apply."""
 
-    #: `xmine mine`: either rule, on its candidates after the search (`apply_run_threshold`); an
-    #: approximate search refines around the rule's value of its candidates as they are refined
-    #: (`search_pairs.rule_passing`)
+    #: `xmine mine`: either rule, on its candidates after the search (`apply_run_threshold`)
     AFTER_SEARCH = ""
-    #: `xmine mine --approximate --no-refine`: margins of unrefined neighbourhoods run high and their
-    #: share low (on Tatoeba the rule fell to 1.011 and kept twice exact's pairs), so a calibrated
-    #: space keeps its single value; the estimate of a space without one is taken after the search
-    ESTIMATE_ONLY = " (approximate search without its refinement: the single value, not the rule of the run)"
+    #: `xmine mine --approximate`: the search refines around the threshold, and the share read off
+    #: candidates it did not refine runs low (MASSIVE de-en 8k x 7.5k: 0.61-0.62 against exact's
+    #: 0.72, docs/mining.md), so a calibrated space keeps its single value; the estimate of a space
+    #: without one is taken after the search
+    ESTIMATE_ONLY = " (approximate search: the single value, not the rule of the run)"
     #: `xmine score`: a bitext's own pairs are no run's candidates, so a calibrated space keeps its
     #: single value, and a space without one keeps every pair
     NONE = (" (its single value: mine moves it with the share of translations among a run's candidates, "
@@ -98,15 +97,6 @@ def mutual_null_share(mined: MinedPairs) -> float:
     n_true = estimate_true_pairs(mined.score)
     mutual = float(np.count_nonzero(mined.direction == BOTH))
     return float(np.clip((mutual - n_true) / max(n - n_true, 1), 0, 1))
-
-
-def rule_value(mined: MinedPairs, rule: dict) -> float | None:
-    """The threshold `rule` (a record's `rule`) gives a run whose candidates are `mined`, as
-    `apply_run_threshold` finds it; None where an estimate finds none (every pair kept)."""
-    if rule["rule"] == ESTIMATED:
-        estimate = estimated_threshold(mined.score, mutual_low=mutual_low_share(mined.score, mined.direction == BOTH))
-        return None if estimate is None else estimate.value
-    return float(rule["intercept"]) if len(mined) == 0 else rule_threshold(rule, mutual_null_share(mined))
 
 
 def rule_threshold(rule: dict, share: float) -> float:
@@ -411,4 +401,4 @@ def apply_run_threshold(mined: MinedPairs, record: dict) -> MinedPairs:
 __all__ = ["ESTIMATED", "RULE_NAME", "RuleUse", "apply_run_threshold", "calibrated_uses", "keep_at_least",
            "language_notes", "mutual_null_share", "note_cap_not_above", "note_few_neighbours", "note_other_encoder",
            "note_other_k",
-           "rule_threshold", "rule_value", "run_threshold"]
+           "rule_threshold", "run_threshold"]

@@ -161,36 +161,3 @@ def test_settings_the_index_cannot_take_as_given_are_said(tmp_path, caplog):
         approximate_knn_both(x, y, 4, config=ApproximateConfig(index_type="ivf", nlist=8, nprobe=4),
                              work_dir=tmp_path / "ok", key="k")
     assert not [r for r in caplog.records if " used (" in r.getMessage()]
-
-
-def test_a_threshold_rule_refines_around_the_value_it_gives_the_refined_candidates(data, tmp_path):
-    """A calibrated space's rule gives the threshold after the search, from the run's candidates
-    (mining/threshold_rule.py); approximate search refines around the value the rule gives its
-    candidates as they are refined (`rule_passing`), so it keeps what exact mining keeps at the
-    rule, at nearly the same threshold (was: the rule was not applied to --approximate at all; read
-    off unrefined candidates, its share gives a threshold far below exact's, adding many pairs)."""
-    from xmine.mining.search_pairs import rule_passing
-    from xmine.mining.threshold_rule import RULE_NAME, apply_run_threshold, mutual_null_share
-
-    x, y, _, _ = data
-    candidates = MiningConfig(threshold=None)
-    exact_candidates = select_pairs(*exact_knn_both(x, y, 4), config=candidates)
-    # a rule that moves this run's threshold down from its intercept, as on a corpus of near-duplicates
-    rule = {"rule": RULE_NAME, "intercept": THRESHOLD, "slope": 0.2, "floor": 0.0,
-            "centre": round(mutual_null_share(exact_candidates) + 0.1, 3)}
-
-    def at_rule(mined):
-        record = {"rule": rule, "source": "test"}
-        return apply_run_threshold(mined, record).pairs(), record["value"]
-
-    exact, exact_value = at_rule(exact_candidates)
-    assert THRESHOLD - 0.03 < exact_value < THRESHOLD - 0.01 and len(exact) >= 300
-    approx = ApproximateConfig(index_type="ivfpqfs", nlist=64, nprobe=2, pq_m=8)
-    plain, plain_value = at_rule(select_pairs(*approximate_knn_both(x, y, 4, config=approx, work_dir=tmp_path / "plain"),
-                                              config=candidates))
-    assert _agreement(exact, plain)[1] > 0.5  # the drift the refinement is for
-    knn = approximate_knn_both(x, y, 4, config=approx, work_dir=tmp_path / "rule", passing=rule_passing(rule, candidates),
-                               passing_key="rule")
-    refined, value = at_rule(select_pairs(*knn, config=candidates))
-    kept, added = _agreement(exact, refined)
-    assert kept >= 0.98 and added <= 0.02 and abs(value - exact_value) < 0.002, (kept, added, value, exact_value)

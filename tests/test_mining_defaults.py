@@ -115,9 +115,9 @@ def test_a_space_without_calibration_gets_a_threshold_from_the_run(tmp_path):
 
 
 def test_a_caller_gets_only_the_rules_of_the_run_it_can_apply():
-    """mine applies either rule after its search (approximate search too, refining around it);
-    approximate search without its refinement only the estimate; score neither: the record then
-    holds the single value, or every pair kept, and its source says so."""
+    """mine applies either rule after its search; mine --approximate only the estimate (it refines
+    around a calibrated value); score neither: the record then holds the single value, or every pair
+    kept, and its source says so."""
     calibrated, bare = SHIPPED_SPACES["raw me5-small"], (None, "my-encoder")
     records = {(space, rules): run_threshold(SelectionConfig(), MiningConfig(), PairFilterConfig(), *dirs,
                                              rules=rules)[2]
@@ -398,9 +398,8 @@ def test_no_shipped_rule_keeps_every_pair(space):
 @pytest.mark.slow
 def test_mine_states_the_rule_and_the_threshold_it_gave(data_dir, tmp_path):
     """`xmine mine` at the default (the shipped projection, balanced): the threshold the space's rule
-    gives this run, stated in OUT.json with the run's share, every pair kept at or above it, by exact
-    and by approximate search (which refines around it: the same pairs here); the precision operating
-    point keeps the single calibrated value."""
+    gives this run, stated in OUT.json with the run's share, every pair kept at or above it; the
+    precision operating point and approximate search keep the single calibrated value."""
     from xmine.mining.defaults import projection_defaults
     from xmine.mining.threshold_rule import rule_threshold
 
@@ -423,20 +422,11 @@ def test_mine_states_the_rule_and_the_threshold_it_gave(data_dir, tmp_path):
     assert t["value"] == rule["intercept"]
     assert len(pairs & gold) >= 0.95 * len(gold) and len(pairs & gold) / len(pairs) >= 0.95
 
-    ok(xm("mine", src, tgt, "--src-lang", "de", "--tgt-lang", "en", "-o", tmp_path / "p.tsv", "-q",
-          "--operating-point", "precision"))
-    t = json.loads((tmp_path / "p.tsv.json").read_text(encoding="utf-8"))["threshold"]
-    assert t["value"] == found.threshold("ratio", "precision") and "share" not in t and not t.get("rule"), t
-    # (was: --approximate kept the single calibrated value, "not the rule of the run")
-    ok(xm("mine", src, tgt, "--src-lang", "de", "--tgt-lang", "en", "-o", tmp_path / "a.tsv", "-q", "--approximate"))
-    t = json.loads((tmp_path / "a.tsv.json").read_text(encoding="utf-8"))["threshold"]
-    assert t["value"] == pytest.approx(rule_threshold(rule, t["share"]), abs=1e-5) and "from this run" in t["source"]
-    assert {tuple(line.split("\t")[1:3]) for line in (tmp_path / "a.tsv").read_text(encoding="utf-8").splitlines()} \
-        == pairs
-    ok(xm("mine", src, tgt, "--src-lang", "de", "--tgt-lang", "en", "-o", tmp_path / "n.tsv", "-q", "--approximate",
-          "--no-refine"))  # unrefined margins mislead the rule: the single value
-    t = json.loads((tmp_path / "n.tsv.json").read_text(encoding="utf-8"))["threshold"]
-    assert t["value"] == found.threshold("ratio", "balanced") and "share" not in t and not t.get("rule"), t
+    for extra, name in ((["--operating-point", "precision"], "p.tsv"), (["--approximate"], "a.tsv")):
+        ok(xm("mine", src, tgt, "--src-lang", "de", "--tgt-lang", "en", "-o", tmp_path / name, "-q", *extra))
+        t = json.loads((tmp_path / f"{name}.json").read_text(encoding="utf-8"))["threshold"]
+        point = "precision" if "--operating-point" in extra else "balanced"
+        assert t["value"] == found.threshold("ratio", point) and "share" not in t and not t.get("rule"), (extra, t)
 
 
 def test_a_language_below_the_calibrations_gets_a_note(tmp_path):

@@ -4,7 +4,7 @@ Each family is a mining task made from real parallel text (only part of each sid
 translation on the other side, as in mining): its two sides are written into the `--work` folder
 as text files, embedded with `xmine embed` (the default encoder, runtime and projection; a
 finished store is reused), then mined with `xmine mine` at the defaults (the projection's
-threshold rule of the run, or its single calibrated value where the search is not refined; k = 4): exact; approximate with the former defaults (`--pq-m 32 --nprobe 8
+calibrated threshold, k = 4): exact; approximate with the former defaults (`--pq-m 32 --nprobe 8
 --no-refine`); `--approximate --no-refine` (today's search alone); and `--approximate` (with the
 refinement of mining/approximate.py). Each command runs in a fresh process, timed, its peak RSS read
 from /proc (`scale.run_measured`); pairs are compared by line numbers.

@@ -169,7 +169,7 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
     """Return the K nearest indexed sentences of every sentence of QUERIES, with cosine scores.
 
     QUERIES is a corpus (text, one sentence a line, or records: see --input-format; `-` reads
-    standard input), encoded as the index was, or an embedding store or index of the same space
+    standard input, a URL is copied as it streams), encoded as the index was, or an embedding store or index of the same space
     (their stored vectors are used, as made: no encoder is loaded).
 
     Scores are inner products of L2-normalised embeddings (cosine; for exact indexes) or FAISS's

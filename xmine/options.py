@@ -277,9 +277,6 @@ def input_format_options(f=None, *, per_side: bool = False, ids: bool = True):
     return wrapper
 
 
-__all__ = ["ExistingPath", "Finite", "InputPath", "LANG", "LangCode", "PROJECTION_CHOSEN", "PROJECTION_VALUES",
-           "input_format_options", "projection_option", "quiet_option", "ray_option"]
-
 
 def repeated_options(ctx: click.Context, command: click.Command, args: list[str]) -> list[str]:
     """One line for each single-valued option of `command` (and of the subcommand a group's `args`
@@ -328,3 +325,7 @@ def _values_given(option: click.Option, args: list[str]) -> list[str]:
             return []
         i += 1
     return values
+
+
+__all__ = ["ExistingPath", "Finite", "InputPath", "LANG", "LangCode", "PROJECTION_CHOSEN", "PROJECTION_VALUES",
+           "input_format_options", "projection_option", "quiet_option", "ray_option", "repeated_options"]

@@ -248,9 +248,10 @@ search_options = _options(
                   "the margin (2 or more for the ratio and distance margins: with 1, a pair's neighbour is itself)."),
     approximate_option(help="Search neighbours with IVF / IVF-PQ indexes built in OUT.work/ (one quantiser trained on "
                             "both sides, shards, resumable) instead of the exact blocked product; margin, one-to-one "
-                            "and filters are the same, and the default threshold is the space's single calibrated "
-                            "value, not the rule that moves it with the run (the refinement needs it before the "
-                            "search; recall can be lower than exact mining's default). For corpora where exact search is too slow (its cost grows "
+                            "and filters are the same, and the default threshold is the rule's intercept, what exact "
+                            "mining keeps on ordinary corpora, not the rule that moves it with the run (the share it "
+                            "reads is not read off approximate candidates; on templated corpora recall can be lower "
+                            "than exact mining's default). For corpora where exact search is too slow (its cost grows "
                             "with n x m). A side that is an index directory is always searched through its index."),
     click.option("--index-type", type=click.Choice(APPROXIMATE_TYPES), default="ivfpqfs", show_default=True,
                  help="With --approximate: ivfpqfs = IVF + 4-bit product quantisation with fast-scan kernels "

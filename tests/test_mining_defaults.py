@@ -115,9 +115,10 @@ def test_a_space_without_calibration_gets_a_threshold_from_the_run(tmp_path):
 
 
 def test_a_caller_gets_only_the_rules_of_the_run_it_can_apply():
-    """mine applies either rule after its search; mine --approximate only the estimate (it refines
-    around a calibrated value); score neither: the record then holds the single value, or every pair
-    kept, and its source says so."""
+    """mine applies either rule after its search; mine --approximate only the estimate (the share is
+    not read off approximate candidates: a calibrated space keeps the rule's intercept, what exact
+    mining keeps for ordinary corpora); score neither: the record then holds the single value, or
+    every pair kept, and its source says so."""
     calibrated, bare = SHIPPED_SPACES["raw me5-small"], (None, "my-encoder")
     records = {(space, rules): run_threshold(SelectionConfig(), MiningConfig(), PairFilterConfig(), *dirs,
                                              rules=rules)[2]
@@ -125,10 +126,11 @@ def test_a_caller_gets_only_the_rules_of_the_run_it_can_apply():
     assert records["calibrated", RuleUse.AFTER_SEARCH]["rule"]["rule"] == RULE_NAME
     assert records["bare", RuleUse.AFTER_SEARCH]["rule"] == records["bare", RuleUse.ESTIMATE_ONLY]["rule"] == {
         "rule": ESTIMATED}
-    for rules in (RuleUse.ESTIMATE_ONLY, RuleUse.NONE):
+    rule = records["calibrated", RuleUse.AFTER_SEARCH]["rule"]
+    for rules, value in ((RuleUse.ESTIMATE_ONLY, rule["intercept"]), (RuleUse.NONE, rule["calibrated_value"])):
         single = records["calibrated", rules]
-        assert "rule" not in single and single["value"] == records["calibrated", RuleUse.AFTER_SEARCH]["value"]
-        assert single["source"].endswith(rules.value)
+        assert "rule" not in single and single["value"] == value and single["source"].endswith(rules.value)
+    assert records["calibrated", RuleUse.AFTER_SEARCH]["value"] == rule["calibrated_value"]
     assert "rule" not in records["bare", RuleUse.NONE] and records["bare", RuleUse.NONE]["value"] is None
     assert records["bare", RuleUse.NONE]["source"].endswith(": every pair kept; pass --threshold or --calibration "
                                                              "to choose one")
@@ -399,7 +401,8 @@ def test_no_shipped_rule_keeps_every_pair(space):
 def test_mine_states_the_rule_and_the_threshold_it_gave(data_dir, tmp_path):
     """`xmine mine` at the default (the shipped projection, balanced): the threshold the space's rule
     gives this run, stated in OUT.json with the run's share, every pair kept at or above it; the
-    precision operating point and approximate search keep the single calibrated value."""
+    precision operating point keeps the single calibrated value, approximate search the rule's
+    intercept (here the value exact mining keeps too: the same pairs)."""
     from xmine.mining.defaults import projection_defaults
     from xmine.mining.threshold_rule import rule_threshold
 
@@ -425,8 +428,11 @@ def test_mine_states_the_rule_and_the_threshold_it_gave(data_dir, tmp_path):
     for extra, name in ((["--operating-point", "precision"], "p.tsv"), (["--approximate"], "a.tsv")):
         ok(xm("mine", src, tgt, "--src-lang", "de", "--tgt-lang", "en", "-o", tmp_path / name, "-q", *extra))
         t = json.loads((tmp_path / f"{name}.json").read_text(encoding="utf-8"))["threshold"]
-        point = "precision" if "--operating-point" in extra else "balanced"
-        assert t["value"] == found.threshold("ratio", point) and "share" not in t and not t.get("rule"), (extra, t)
+        value = found.threshold("ratio", "precision") if "--operating-point" in extra else rule["intercept"]
+        assert t["value"] == value and "share" not in t and not t.get("rule"), (extra, t)
+    # (was: the single value 1.025, which kept 2-4% more pairs than exact mining at the intercept)
+    assert {tuple(line.split("\t")[1:3]) for line in (tmp_path / "a.tsv").read_text(encoding="utf-8").splitlines()} \
+        == pairs
 
 
 def test_a_language_below_the_calibrations_gets_a_note(tmp_path):

@@ -137,7 +137,8 @@ def massive_templates_cmd(data_dir, quick, locales, seed, write_pairs):
         files = {write_pairs / f"massive-templates-{loc}-seed{seed}{'-quick' if quick else ''}.jsonl": s
                  for loc, s in sets.items()}
         # the command's --overwrite (taken by _claimed_out for the result JSON) covers these too
-        mt.write_pairs(files, overwrite=click.get_current_context().params.get("overwrite", False))
+        mt.write_pairs(files, overwrite=click.get_current_context().params.get("overwrite", False),
+                       data=data_dir or default_data_dir())
         for path, s in files.items():
             click.echo(f"wrote {path} ({len(s.pairs)} pairs)", err=True)
     details = evaluate_variants(lambda v: {loc: mt.evaluate_template_retrieval(v.embed, s) for loc, s in sets.items()})

@@ -156,15 +156,16 @@ def evaluate_template_retrieval(embed_fn: EmbedFn, pairs: TemplatePairSet) -> di
 PAIRS_KIND = "massive-template-pairs"
 
 
-def write_pairs(files: dict[Path, TemplatePairSet], *, overwrite: bool = False) -> None:
+def write_pairs(files: dict[Path, TemplatePairSet], *, overwrite: bool = False, data: Path | None = None) -> None:
     """Each set as JSON lines (id, source, target, template, replacements) at its path, with the
     sidecar `PATH.json` (kind, generator summary, hash) that `xmine.artefacts.outputs` uses to
-    recognise it: an earlier pair file is replaced only with `overwrite`, any other file never.
+    recognise it: an earlier pair file is replaced only with `overwrite`, any other file never, nor
+    one inside the data folder `data`.
     Every file is claimed before any is written, so a refused one leaves none (was: the first
     locale's file written, then the second's refused, and the rerun refused the first's)."""
     with contextlib.ExitStack() as claims:
         claimed = [(claims.enter_context(claim_output(path, kind=PAIRS_KIND, form="tsv", overwrite=overwrite,
-                                                      inputs=[pairs.summary.get("file")])), pairs)
+                                                      inputs=[pairs.summary.get("file"), data])), pairs)
                    for path, pairs in files.items()]
         for claim, pairs in claimed:
             claim.write_text("".join(json.dumps(dataclasses.asdict(p), ensure_ascii=False) + "\n" for p in pairs.pairs))

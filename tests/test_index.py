@@ -421,6 +421,8 @@ def test_search_reads_queries_from_standard_input_and_scores_are_cosines(tmp_pat
     scores = [float(r[2]) for r in rows]
     assert max(scores) <= 1.0 and min(scores) > 0.999, scores
     assert warned(caplog, "--lang de: used only to split the queries into sentences (--split-sentences); ignored")
+    res = CliRunner().invoke(main, ["search", str(tmp_path / "idx"), "-", "-q"], input="\n \n")
+    refused(res, "xmine: error: -: no sentence in the file")  # (was: named by its temporary copy)
 
 
 def test_build_index_refuses_a_seed_or_memory_budget_its_index_type_has_no_use_for(tmp_path):

@@ -303,3 +303,11 @@ def test_write_pairs_claims_every_locales_file_before_writing_any(data_dir, tmp_
     refused(xm("bench", "massive-templates", "--data-dir", data_dir, "--quick", "--write-pairs", pairs, "--out",
                tmp_path / "r.json"), "massive-templates-de-DE-seed0-quick.jsonl")
     assert tree(pairs) == before and not (tmp_path / "r.json").exists()
+    # nor into the data folder (was: written there, exit 0); a folder of links to the shared files
+    inside = tmp_path / "data" / "massive" / "data"
+    inside.mkdir(parents=True)
+    for locale in ("de-DE", "en-US"):
+        (inside / f"{locale}.jsonl").symlink_to(data_dir / "massive" / "data" / f"{locale}.jsonl")
+    refused(xm("bench", "massive-templates", "--data-dir", tmp_path / "data", "--quick", "--locales", "de-DE",
+               "--write-pairs", inside, "--out", tmp_path / "r.json"), "lies inside the input")
+    assert not list(inside.glob("massive-templates-*")) and not (tmp_path / "r.json").exists()

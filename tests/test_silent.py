@@ -649,6 +649,12 @@ def test_an_option_given_twice_with_another_value_is_said_and_the_last_is_used(c
     ok(xm("bench", "tatoeba", "--langs=de", "--langs", "fr", "--help"))  # a subcommand of a subcommand
     assert warned(caplog, "--langs given 2 times (de, then fr): the last is used")
     caplog.clear()
-    ok(xm("mine", "--k", "4", "--k", "4", "--no-filter", "score_max", "--no-filter", "numbers", "--overwrite",
+    # a value that looks like an option is a value; an option of two values; a short option's joined value
+    ok(xm("mine", "s", "t", "-o", "--k", "-k", "4", "-k", "5", "--help"))
+    assert warned(caplog, "--k given 2 times (4, then 5): the last is used")
+    ok(xm("calibrate", "--gold", "a", "b", "--gold", "a", "c", "--help"))
+    assert warned(caplog, "--gold given 2 times (a b, then a c): the last is used")
+    caplog.clear()
+    ok(xm("mine", "--k", "4", "-k4", "--no-filter", "score_max", "--no-filter", "numbers", "--overwrite",
           "--overwrite", "--help"))
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.records

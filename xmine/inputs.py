@@ -40,7 +40,7 @@ from xmine.encoders.input_encoders import Encoders, check_lang, check_same_proje
 from xmine.encoders.projection import ProjectionLike
 from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint, to_json
 from xmine.io.sentences import sentence_splitter
-from xmine.io.stdin import is_stdin, shown_path, spool_stdin
+from xmine.io.stdin import as_given, is_stdin, shown_path, spool_stdin
 from xmine.store import EmbeddingStore
 from xmine.store.rows import ShardRows
 from xmine.store.text import RowIndex, TextColumn
@@ -139,9 +139,13 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         work_dir = tmp.name
     work = Path(work_dir) if work_dir is not None else None
     if kind == "text":
-        store = embed_corpus(spool_stdin(work) if is_stdin(path) else path, work / "store", encoder=encoders.encoder, lang=lang or UNDETERMINED,
-                             projection=proj, part="meaning", show_progress=show_progress, overwrite=rebuild,
-                             input_format=input_format, reported_as=reported_as)
+        try:
+            store = embed_corpus(spool_stdin(work) if is_stdin(path) else path, work / "store",
+                                 encoder=encoders.encoder, lang=lang or UNDETERMINED, projection=proj, part="meaning",
+                                 show_progress=show_progress, overwrite=rebuild, input_format=input_format,
+                                 reported_as=reported_as)
+        except InputError as e:  # named as given (`-`), while the copy's origin record still exists
+            raise as_given(e) from None
         side = _store_side(store, path, lang, kind, fingerprint=store.manifest.input)
         side._tmp = tmp
         return side

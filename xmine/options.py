@@ -291,10 +291,13 @@ def repeated_options(ctx: click.Context, command: click.Command, args: list[str]
                                 **{**command.context_settings, "resilient_parsing": True})
         _, rest, order = command.make_parser(scratch).parse_args(args=list(args))
         given = [p for p in order if isinstance(p, click.Option) and not p.multiple and not p.count]
+        own = list(args)[:len(args) - len(rest)] if isinstance(command, click.Group) else list(args)  # (not its
+        written = _values_given([p for p in command.get_params(scratch) if isinstance(p, click.Option)], own)  # sub's)
         for option in dict.fromkeys(p for p in given if given.count(p) > 1):
-            values = _values_given(option, args)
-            if len(set(values)) != 1:  # the same value twice says nothing new
-                shown = f" ({', then '.join(values)}): the last is used" if values else "; the last is used"
+            values = written.get(option, [])
+            if len(values) != given.count(option) or len(set(values)) > 1:  # the same value twice says nothing new
+                shown = f" ({', then '.join(values)}): the last is used" if len(values) == given.count(option) else \
+                    "; the last is used"
                 name = "/".join((option.opts[-1], *option.secondary_opts[-1:]))
                 lines.append(f"{name} given {given.count(option)} times{shown}")
         if not isinstance(command, click.Group) or not rest:
@@ -305,24 +308,31 @@ def repeated_options(ctx: click.Context, command: click.Command, args: list[str]
         ctx, command, args = scratch, sub, rest[1:]
 
 
-def _values_given(option: click.Option, args: list[str]) -> list[str]:
-    """The values `args` give `option`, in order, as written (a flag: the flag itself); empty where
-    they cannot be told apart from the arguments around them (a short option's value joined to it)."""
-    names, values, i = (*option.opts, *option.secondary_opts), [], 0
+def _values_given(options: list[click.Option], args: list[str]) -> dict[click.Option, list[str]]:
+    """Each of `options`' values in `args`, in order, as written (a flag: the flag itself; an
+    option of several values: them joined by a space). Every option's value is read as its value,
+    so a value that looks like an option (`-o --k`) is not taken for one."""
+    by_name = {name: o for o in options for name in (*o.opts, *o.secondary_opts)}
+    values: dict[click.Option, list[str]] = {}
+    i = 0
     while i < len(args) and args[i] != "--":
-        word = args[i]
-        if word in names:
-            if option.is_flag:
-                values.append(word)
+        word, joined = args[i], None
+        if word.startswith("--") and "=" in word:
+            word, joined = word.split("=", 1)
+        elif word[:1] == "-" and word[1:2] != "-" and len(word) > 2 and not getattr(by_name.get(word[:2]), "is_flag", True):
+            word, joined = word[:2], word[2:]  # a short option's value joined to it (`-k4`)
+        option = by_name.get(word)
+        if option is not None:
+            if joined is not None:
+                value = joined
+            elif option.is_flag:
+                value = word
             elif getattr(option, "_flag_needs_value", False) and (i + 1 == len(args) or args[i + 1].startswith("-")):
-                values.append(str(option.flag_value))  # an option whose value may be left out (`--ray`)
-            elif i + 1 < len(args):
-                values.append(args[i + 1])
-                i += 1
-        elif word.startswith("--") and "=" in word and word.split("=", 1)[0] in names:
-            values.append(word.split("=", 1)[1])
-        elif any(len(n) == 2 and not n.startswith("--") and word.startswith(n) and len(word) > 2 for n in names):
-            return []
+                value = str(option.flag_value)  # an option whose value may be left out (`--ray`)
+            else:
+                value = " ".join(args[i + 1:i + 1 + option.nargs])
+                i += option.nargs
+            values.setdefault(option, []).append(value)
         i += 1
     return values
 

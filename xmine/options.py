@@ -319,7 +319,8 @@ def _values_given(options: list[click.Option], args: list[str]) -> dict[click.Op
         word, joined = args[i], None
         if word.startswith("--") and "=" in word:
             word, joined = word.split("=", 1)
-        elif word[:1] == "-" and word[1:2] != "-" and len(word) > 2 and not getattr(by_name.get(word[:2]), "is_flag", True):
+        elif word[:1] == "-" and word[1:2] != "-" and len(word) > 2 and \
+                not getattr(by_name.get(word[:2]), "is_flag", True):
             word, joined = word[:2], word[2:]  # a short option's value joined to it (`-k4`)
         option = by_name.get(word)
         if option is not None:

@@ -231,7 +231,7 @@ def _mine(config: MineConfig, *, show_progress: bool,
             langs = (src_lang or sx.lang, tgt_lang or sy.lang)
             mining, filters, threshold_record = run_threshold(
                 config.selection, config.mining_config(), filters, encoders.choice.path if sx.projection else None,
-                sx.encoder.name, rules=RuleUse.ESTIMATE_ONLY if search == "approximate" else RuleUse.AFTER_SEARCH,
+                sx.encoder.name, rules=RuleUse.APPROXIMATE if search == "approximate" else RuleUse.AFTER_SEARCH,
                 langs=langs, encoder_id=sx.encoder.id, side_rows=min(len(sx), len(sy)))
             for side in (sx, sy):  # every shard's sha256 (large stores: now, before any search starts)
                 if hasattr(side.rows, "check_all"):

@@ -82,7 +82,7 @@ class RuleUse(enum.Enum):
     #: space keeps the rule's intercept, what exact mining keeps where the share is at or above the
     #: rule's centre (the single value, 1.025 against 1.0255, added 2-4% more pairs than exact on
     #: two of three families); the estimate of a space without one is taken after the search
-    ESTIMATE_ONLY = (" (approximate search: the rule's intercept, which exact mining keeps where the run's share is "
+    APPROXIMATE = (" (approximate search: the rule's intercept, which exact mining keeps where the run's share is "
                      "at or above the rule's centre, as ordinary corpora's are; the share is not read off approximate "
                      "candidates)")
     #: `xmine score`: a bitext's own pairs are no run's candidates, so a calibrated space keeps its
@@ -259,7 +259,7 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
             if rules is RuleUse.AFTER_SEARCH:
                 record["rule"] = {**rule, "calibrated_value": value}
             else:
-                if rules is RuleUse.ESTIMATE_ONLY:
+                if rules is RuleUse.APPROXIMATE:
                     config = config.replace(threshold=float(rule["intercept"]))
                     record["value"] = config.threshold
                 # the summary line says where the value came from; why it is not moved is logged once

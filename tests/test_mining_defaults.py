@@ -124,10 +124,10 @@ def test_a_caller_gets_only_the_rules_of_the_run_it_can_apply():
                                              rules=rules)[2]
                for space, dirs in (("calibrated", calibrated), ("bare", bare)) for rules in RuleUse}
     assert records["calibrated", RuleUse.AFTER_SEARCH]["rule"]["rule"] == RULE_NAME
-    assert records["bare", RuleUse.AFTER_SEARCH]["rule"] == records["bare", RuleUse.ESTIMATE_ONLY]["rule"] == {
+    assert records["bare", RuleUse.AFTER_SEARCH]["rule"] == records["bare", RuleUse.APPROXIMATE]["rule"] == {
         "rule": ESTIMATED}
     rule = records["calibrated", RuleUse.AFTER_SEARCH]["rule"]
-    for rules, value in ((RuleUse.ESTIMATE_ONLY, rule["intercept"]), (RuleUse.NONE, rule["calibrated_value"])):
+    for rules, value in ((RuleUse.APPROXIMATE, rule["intercept"]), (RuleUse.NONE, rule["calibrated_value"])):
         single = records["calibrated", rules]
         assert "rule" not in single and single["value"] == value and single["source"].endswith(rules.value)
     assert records["calibrated", RuleUse.AFTER_SEARCH]["value"] == rule["calibrated_value"]

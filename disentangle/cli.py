@@ -126,7 +126,7 @@ def _split_langs(value: str | None) -> list[str] | None:
               help="Replace OUTPUT if it is a finished xmine projection already (anything else is refused). "
                    "Its checkpoint is resumed where the settings and data (by content) are this run's, and "
                    "refused where any differ but --max-epochs and --patience; add --restart to train from scratch.")
-@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--threads", type=click.IntRange(min=1, max=1024), default=1, show_default=True,  # (2048: torch crashed)
               help="CPU threads for training the (small, d x d) networks; more rarely helps and contends "
                    "with other jobs. Embedding uses the encoder's own setting.")
 @precision_option()

@@ -259,10 +259,11 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
             if rules is RuleUse.AFTER_SEARCH:
                 record["rule"] = {**rule, "calibrated_value": value}
             else:
-                if rules is RuleUse.APPROXIMATE:
-                    config = config.replace(threshold=float(rule["intercept"]))
-                    record["value"] = config.threshold
                 # the summary line says where the value came from; why it is not moved is logged once
+                if rules is RuleUse.APPROXIMATE:  # (was: the intercept named as the calibrated value)
+                    config = config.replace(threshold=float(rule["intercept"]))
+                    record |= {"value": config.threshold, "calibrated_value": value,
+                               "source": f"the intercept of the {point} {config.margin} threshold rule {found.source}"}
                 record["source_brief"] = record["source"]
                 record["source"] += rules.value
     cap_calibrated = filters.score_max is None  # (else given: --score-max)

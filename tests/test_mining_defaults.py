@@ -430,6 +430,9 @@ def test_mine_states_the_rule_and_the_threshold_it_gave(data_dir, tmp_path):
         t = json.loads((tmp_path / f"{name}.json").read_text(encoding="utf-8"))["threshold"]
         value = found.threshold("ratio", "precision") if "--operating-point" in extra else rule["intercept"]
         assert t["value"] == value and "share" not in t and not t.get("rule"), (extra, t)
+    # named as the rule's intercept, the single value beside it (was: the intercept called the calibrated value)
+    assert t["source_brief"].startswith("the intercept of the balanced ratio threshold rule calibrated for")
+    assert t["calibrated_value"] == found.threshold("ratio", "balanced")
     # (was: the single value 1.025, which kept 2-4% more pairs than exact mining at the intercept)
     assert {tuple(line.split("\t")[1:3]) for line in (tmp_path / "a.tsv").read_text(encoding="utf-8").splitlines()} \
         == pairs

@@ -268,6 +268,9 @@ BAD_OPTIONS = [
     (["build-index", "{en}", "-o", "{o}", "--nprobe", "-1"], "--nprobe"),
     (["build-index", "{en}", "-o", "{o}", "--pq-m", "0"], "--pq-m"),
     (["build-index", "{en}", "-o", "{o}", "--shard-rows", "0"], "--shard-rows"),
+    # (was: 2048 threads crashed torch, exit 139 and no word)
+    (["train", "--method", "center", "--pairs", "{de}:{en}", "-o", "{o}", "--threads", "2048"],
+     "2048 is not in the range 1<=x<=1024"),
     (["search", "{index}", "{de}", "-k", "0"], "-k"),
     (["train", "--pairs", "{de}:{en}", "-o", "{o}", "--lr", "nan"], "'nan' is not a finite number"),
     (["train", "--pairs", "{de}:{en}", "-o", "{o}", "--valid-fraction", "1.5"], "--valid-fraction"),

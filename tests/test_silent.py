@@ -656,5 +656,5 @@ def test_an_option_given_twice_with_another_value_is_said_and_the_last_is_used(c
     assert warned(caplog, "--gold given 2 times (a b, then a c): the last is used")
     caplog.clear()
     ok(xm("mine", "--k", "4", "-k4", "--no-filter", "score_max", "--no-filter", "numbers", "--overwrite",
-          "--overwrite", "--help"))
+          "--overwrite", "-qo", "o.tsv", "-o", "o.tsv", "--help"))  # (`-qo`: was read as another --out)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.records

@@ -319,9 +319,17 @@ def _values_given(options: list[click.Option], args: list[str]) -> dict[click.Op
         word, joined = args[i], None
         if word.startswith("--") and "=" in word:
             word, joined = word.split("=", 1)
-        elif word[:1] == "-" and word[1:2] != "-" and len(word) > 2 and \
-                not getattr(by_name.get(word[:2]), "is_flag", True):
-            word, joined = word[:2], word[2:]  # a short option's value joined to it (`-k4`)
+        elif word[:1] == "-" and word[1:2] != "-" and len(word) > 2 and word[:2] in by_name:
+            # short options together (`-qo OUT`, `-k4`): flags, then at most one that takes the rest as its value
+            for j in range(1, len(word)):
+                short = by_name.get(f"-{word[j]}")
+                if short is None or not short.is_flag:
+                    word, joined = f"-{word[j]}", word[j + 1:] or None
+                    break
+                values.setdefault(short, []).append(f"-{word[j]}")
+            else:
+                i += 1
+                continue
         option = by_name.get(word)
         if option is not None:
             if joined is not None:

@@ -268,6 +268,12 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
     """
     if (projection_dir is None) == (lid is None):
         raise click.UsageError("give exactly one of --projection DIR and --lid BACKEND")
+    # (was: a file named '-' written, then read back as standard input's lines)
+    if str(output) == "-":
+        raise click.BadParameter("'-': langid writes standard output when -o is left out", param_hint="-o")
+    if any(str(_labelled(spec)[0]) == "-" for spec in files):
+        raise click.BadParameter("'-': langid reads files, not standard input; save it to a file first",
+                                 param_hint="FILES")
     if projection_dir == "default":  # (was: "Directory 'default' does not exist", where every other command takes it)
         projection_dir = shipped_dir(encoder or DEFAULT_ENCODER)
         if projection_dir is None:

@@ -85,3 +85,14 @@ def test_the_code_given_is_recorded_and_identification_still_maps_it(data_dir, t
           "--encoder", "use-m3", "--lang-filter", "--no-filters", "-q", "-o", tmp_path / "m.jsonl"))
     row = json.loads((tmp_path / "m.jsonl").read_text(encoding="utf-8").splitlines()[0])
     assert set(row["translation"]) == {"deu_Latn", "en-GB"}
+
+
+def test_langid_refuses_standard_input_and_standard_output_as_dash(tmp_path, monkeypatch):
+    """langid reads files and writes standard output without -o: `-` is refused on either side
+    (was: `-o -` wrote a file named '-', which `langid -` then read as its input)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "one.txt").write_text("Hallo Welt.\n", encoding="utf-8")
+    refused(xm("langid", "--lid", "fasttext", "one.txt", "-o", "-"), "'-': langid writes standard output when -o")
+    for given in ("-", "de=-"):
+        refused(xm("langid", "--lid", "fasttext", given), "'-': langid reads files, not standard input")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.txt"]

@@ -141,6 +141,9 @@ def _parse_explicit(spec: str) -> PairFiles:
         sides.append((normalize_lang(lang), path))
     if sides[0][0] == sides[1][0]:
         raise ConfigError(f"--pairs {spec!r}: both sides are language {sides[0][0]!r}")
+    if sides[0][1].resolve() == sides[1][1].resolve():  # (was: each sentence its own translation, trained, exit 0)
+        raise ConfigError(f"--pairs {spec!r}: both sides are the file {sides[0][1]}: its pairs would be each sentence "
+                          "with itself; give each language's own file")
     (sl, sp), (tl, tp) = _ordered(sides[0], sides[1])
     return PairFiles(src=sp, tgt=tp, src_lang=sl, tgt_lang=tl)
 

@@ -49,6 +49,16 @@ def test_train_offers_every_method_there_is():
     assert tuple(method.type.choices) == METHOD_NAMES
 
 
+def test_explicit_pairs_of_one_file_on_both_sides_are_refused(tmp_path):
+    """`--pairs de=F:en=F` (was: each sentence its own translation, trained, exit 0), also through a
+    link to F."""
+    (tmp_path / "f.txt").write_text("Hallo.\n", encoding="utf-8")
+    (tmp_path / "g.txt").symlink_to(tmp_path / "f.txt")
+    for spec in (f"de={tmp_path / 'f.txt'}:en={tmp_path / 'f.txt'}", f"de={tmp_path / 'f.txt'}:en={tmp_path / 'g.txt'}"):
+        with pytest.raises(ConfigError, match="both sides are the file .*f.txt: its pairs would be each sentence"):
+            discover_pairs([spec])
+
+
 def test_discovery_rule_on_the_shared_layouts(data_dir):
     par = data_dir / "parallel"
     found = discover_pairs([str(par / "tatoeba-challenge")], langs=["deu", "fra", "eng"])

@@ -96,12 +96,14 @@ class FmdaConfig:
                               ("meaning_init", ("default", "identity"))):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name} must be {allowed[0]!r} or {allowed[1]!r}, got {getattr(self, name)!r}")
+        # each named as the field and as `xmine train`'s option (was: the field alone)
         if self.meaning_init == "identity" and self.layers != 1:
-            raise ConfigError("meaning_init 'identity' needs layers 1")
-        for name in ("max_train", "max_dev"):
+            raise ConfigError(f"meaning_init 'identity' (--fmda-meaning-init identity) needs layers 1 (--layers 1), "
+                              f"got {self.layers}")
+        for name, option in (("max_train", "--max-pairs-per-lang"), ("max_dev", "--max-valid-pairs")):
             v = getattr(self, name)
             if v is not None and v < 8:
-                raise ConfigError(f"{name} must be >= 8, got {v}")
+                raise ConfigError(f"{name} ({option}) must be >= 8 for FMDA, got {v}")
 
 
 def train_fmda(massive_dir: str | Path, out_dir: str | Path, *, encoder, config: FmdaConfig, restart: bool = False,

@@ -384,3 +384,17 @@ def test_a_projection_retrieving_worse_than_untrained_is_refused(tiny_massive, t
                                           "dev retrieval 0.4000, untrained 0.5000\\); no projection written"):
         T.train_fmda(tiny_massive, tmp_path / "worse", encoder=me5, config=config, show_progress=False)
     assert not (tmp_path / "worse" / "model.safetensors").exists()
+
+
+def test_fmda_settings_are_refused_by_their_option_names_too():
+    """`xmine train --method fmda` builds an FmdaConfig: its refusals name the option as well as the
+    field (was: "max_train must be >= 8, got 4", an option the user never typed)."""
+    from xmine.disentangle.fmda_trainer import FmdaConfig
+    from xmine.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^max_train \(--max-pairs-per-lang\) must be >= 8 for FMDA, got 4$"):
+        FmdaConfig(partners=["de-DE"], max_train=4)
+    with pytest.raises(ConfigError, match=r"^max_dev \(--max-valid-pairs\) must be >= 8"):
+        FmdaConfig(partners=["de-DE"], max_dev=2)
+    with pytest.raises(ConfigError, match=r"needs layers 1 \(--layers 1\), got 2$"):
+        FmdaConfig(partners=["de-DE"], meaning_init="identity", layers=2)

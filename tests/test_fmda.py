@@ -393,8 +393,8 @@ def test_fmda_settings_are_refused_by_their_option_names_too():
     from xmine.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"^max_train \(--max-pairs-per-lang\) must be >= 8 for FMDA, got 4$"):
-        FmdaConfig(partners=["de-DE"], max_train=4)
+        FmdaConfig(partners=["de-DE"], max_train=4).check()
     with pytest.raises(ConfigError, match=r"^max_dev \(--max-valid-pairs\) must be >= 8"):
-        FmdaConfig(partners=["de-DE"], max_dev=2)
+        FmdaConfig(partners=["de-DE"], max_dev=2).check()
     with pytest.raises(ConfigError, match=r"needs layers 1 \(--layers 1\), got 2$"):
-        FmdaConfig(partners=["de-DE"], meaning_init="identity", layers=2)
+        FmdaConfig(partners=["de-DE"], meaning_init="identity", layers=2).check()

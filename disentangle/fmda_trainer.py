@@ -91,6 +91,8 @@ class FmdaConfig:
     def check(self) -> None:
         if not self.partners:
             raise ConfigError("FMDA needs at least one locale to pair with en-US (--langs de-DE)")
+        if any(str(p).lower() in (PIVOT.lower(), "en") for p in self.partners):  # (was: en-US paired with itself)
+            raise ConfigError(f"partners (--langs): {PIVOT} is the locale every other is paired with; leave it out")
         check_loop_settings(self)
         for name, allowed in (("contrastive", ("clamped", "paper")), ("select", ("dev-retrieval", "dev-loss")),
                               ("meaning_init", ("default", "identity"))):

@@ -398,3 +398,5 @@ def test_fmda_settings_are_refused_by_their_option_names_too():
         FmdaConfig(partners=["de-DE"], max_dev=2).check()
     with pytest.raises(ConfigError, match=r"needs layers 1 \(--layers 1\), got 2$"):
         FmdaConfig(partners=["de-DE"], meaning_init="identity", layers=2).check()
+    with pytest.raises(ConfigError, match=r"en-US is the locale every other is paired with"):  # (was: en-US-en-US)
+        FmdaConfig(partners=["de-DE", "en-US"]).check()

@@ -277,7 +277,6 @@ def input_format_options(f=None, *, per_side: bool = False, ids: bool = True):
     return wrapper
 
 
-
 def repeated_options(ctx: click.Context, command: click.Command, args: list[str]) -> list[str]:
     """One line for each single-valued option of `command` (and of the subcommand a group's `args`
     name, and so on down) that `args` give more than once with different values: click keeps the
@@ -291,8 +290,9 @@ def repeated_options(ctx: click.Context, command: click.Command, args: list[str]
                                 **{**command.context_settings, "resilient_parsing": True})
         _, rest, order = command.make_parser(scratch).parse_args(args=list(args))
         given = [p for p in order if isinstance(p, click.Option) and not p.multiple and not p.count]
-        own = list(args)[:len(args) - len(rest)] if isinstance(command, click.Group) else list(args)  # (not its
-        written = _values_given([p for p in command.get_params(scratch) if isinstance(p, click.Option)], own)  # sub's)
+        # a group's own options only: what follows its subcommand's name is the subcommand's
+        own = list(args)[:len(args) - len(rest)] if isinstance(command, click.Group) else list(args)
+        written = _values_given([p for p in command.get_params(scratch) if isinstance(p, click.Option)], own)
         for option in dict.fromkeys(p for p in given if given.count(p) > 1):
             values = written.get(option, [])
             if len(values) != given.count(option) or len(set(values)) > 1:  # the same value twice says nothing new

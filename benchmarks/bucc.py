@@ -34,7 +34,7 @@ from xmine.mining.calibrate import threshold_sweep
 from xmine.mining.cli_options import k_option, margin_option, retrieval_option
 from xmine.options import NAME, GivenPath, projection_option, quiet_option
 from xmine.artefacts.outputs import claim_output
-from xmine.paths import default_data_dir, resolve_data_dir
+from xmine.paths import data_root, resolve_data_dir
 from xmine.encoders.projection import choose_projection, resolve_projection
 
 HOW_TO_GET = ("Download the BUCC 2018 data (https://comparable.limsi.fr/bucc2018/bucc2018-task.html): "
@@ -331,7 +331,7 @@ def command(data_dir, pair, encoder, projection, k, margin, retrieval, out, over
     # a result of the `bench bucc` before (its own kind) is replaced as one of this kind (`--overwrite`)
     earlier = (read_json(out) or {}).get("kind") if Path(out).is_file() else None
     with claim_output(out, kind=BUCC_KIND if earlier == BUCC_KIND else RESULT_KIND, form="json", overwrite=overwrite,
-                      inputs=[data_dir or default_data_dir(), projection]):
+                      inputs=[data_root(data_dir), projection]):
         bucc_splits(data_dir, pair)  # (the data checked before the encoder is loaded)
         encoder = load_encoder(encoder, precision=precision, runtime=runtime, prefix=prompt, prompt_name=prompt_name,
                                device=device)

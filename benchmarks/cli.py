@@ -23,7 +23,7 @@ from xmine.encoders.options import precision_option
 from xmine.options import NAME, SEED, ExistingPath, GivenPath, comma_list, projection_option, quiet_option
 from xmine.langs import codes_among
 from xmine.artefacts.outputs import claim_output
-from xmine.paths import default_data_dir
+from xmine.paths import data_root
 
 
 @click.group("bench", context_settings={"help_option_names": ["-h", "--help"]})
@@ -138,7 +138,7 @@ def massive_templates_cmd(data_dir, quick, locales, seed, write_pairs):
                  for loc, s in sets.items()}
         # the command's --overwrite (taken by _claimed_out for the result JSON) covers these too
         mt.write_pairs(files, overwrite=click.get_current_context().params.get("overwrite", False),
-                       data=data_dir or default_data_dir())
+                       data=data_root(data_dir))
         for path, s in files.items():
             click.echo(f"wrote {path} ({len(s.pairs)} pairs)", err=True)
     details = evaluate_variants(lambda v: {loc: mt.evaluate_template_retrieval(v.embed, s) for loc, s in sets.items()})
@@ -303,7 +303,7 @@ def plot_cmd(encoder_name, projections, src_lang, tgt_lang, rows, data_dir, out,
     src_lang, tgt_lang = plot.plotted_languages(data_dir, src_lang, tgt_lang, out)
     out_path = Path(out) if out else common.results_dir() / f"pca-{common.safe_name(encoder_name)}-{src_lang}-{tgt_lang}.png"
     with claim_output(out_path, kind=plot.PLOT_KIND, form="png", overwrite=overwrite,
-                      inputs=[data_dir or default_data_dir(), *projections]):
+                      inputs=[data_root(data_dir), *projections]):
         src, tgt, files = geometry.flores_pairs(data_dir, src_lang, rows=rows, pivot=tgt_lang)
         if len(src) < rows:
             click.echo(f"xmine: warning: --rows {rows}: FLORES-200 devtest holds {len(src):,} sentences a language; "

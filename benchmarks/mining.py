@@ -69,7 +69,7 @@ from xmine.mining.filters import PairFilterConfig
 from xmine.mining.select import MiningConfig
 from xmine.mining.threshold_rule import run_threshold
 from xmine.artefacts.outputs import claim_output
-from xmine.paths import default_data_dir, xmine_home
+from xmine.paths import data_root, xmine_home
 
 #: xx (the BUCC-style short code used in file names) -> FLORES-200 code and newstest folders
 #: (under parallel/wmt-newstest/) holding xx-en / en-xx pairs of the held-out years.
@@ -111,7 +111,7 @@ HOW_TO_GET = ("Get FLORES-200 devtest (github.com/facebookresearch/flores) into 
 
 def locate(data_dir: str | Path | None) -> Path:
     """The data root holding parallel/flores200/devtest and parallel/wmt-newstest."""
-    root = Path(data_dir).expanduser() if data_dir else default_data_dir()
+    root = data_root(data_dir)
     needs = (str(FLORES_DEVTEST), "parallel/wmt-newstest")
     missing = list(needs) if root is None else [n for n in needs if not (root / n).is_dir()]
     if missing:

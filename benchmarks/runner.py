@@ -27,7 +27,7 @@ from xmine.encoders.options import precision_option
 from xmine.options import NAME, GivenPath, projection_option, quiet_option
 from xmine.artefacts.input_artefacts import encoding_prompt
 from xmine.artefacts.outputs import claim_output
-from xmine.paths import default_data_dir
+from xmine.paths import data_root
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ def _claimed_out(fn: Callable) -> Callable:
         out = Path(kw["out"]) if kw["out"] else common.default_out(task, kw["encoder_name"] + variant_tag(),
                                                                    quick=kw["quick"])
         with claim_output(out, kind=common.RESULT_KIND, form="json", overwrite=kw.pop("overwrite"),
-                          inputs=[kw["data_dir"] or default_data_dir(), *kw["projections"]]):
+                          inputs=[data_root(kw["data_dir"]), *kw["projections"]]):
             for spec in kw["projections"]:  # a damaged projection refused before any data is read or built
                 if str(spec).lower() not in (DEFAULT, NONE):  # (was: `bench mining` built its sets first)
                     open_projection(spec)

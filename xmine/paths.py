@@ -43,6 +43,12 @@ def default_data_dir() -> Path | None:
     return beside if beside.is_dir() else None
 
 
+def data_root(data_dir: str | Path | None) -> Path | None:
+    """The data folder a command reads: `data_dir` as given (--data-dir), else `default_data_dir()`.
+    Its outputs must not lie inside it, whichever way it was found."""
+    return Path(data_dir).expanduser() if data_dir else default_data_dir()
+
+
 def resolve_data_dir(data_dir: str | Path | None, *, needs: str, how_to_get: str) -> Path:
     """Return the folder holding data set `needs` (a sub-path such as "tatoeba/v1").
 

@@ -57,30 +57,32 @@ def read_bucc_file(path: Path) -> tuple[list[str], list[str]]:
     return ids, sents
 
 
-def read_gold(path: Path) -> set[tuple[str, str]]:
+def read_gold(path: Path, ids: tuple[tuple[Path, set[str]], ...] | None = None) -> set[tuple[str, str]]:
+    """The gold pairs of a `src-id<TAB>en-id` file; InputError names a bad line. With `ids` (each
+    side's sentence file and its ids, source then English), also a line whose id is in no line of
+    that side's file
+    (was: a gold of other ids scored P 0, R 0, exit 0; one such line among good ones lowered the
+    recall without a word)."""
     gold = set()
     with open(path, encoding="utf-8") as f:
         for no, line in enumerate(f, 1):
             parts = line.rstrip("\n").split("\t")
             if line.strip() and len(parts) != 2:
                 raise InputError(path, "expected `src-id<TAB>en-id`", line=no)
-            if line.strip():
-                gold.add((parts[0], parts[1]))
+            if not line.strip():
+                continue
+            for (file, known), value in zip(ids or (), parts):
+                if value not in known:
+                    raise InputError(path, f"id {value[:80]!r} is in no line of {file.name}: a gold of other files?",
+                                     line=no)
+            gold.add((parts[0], parts[1]))
     return gold
 
 
 def check_gold_ids(files: dict[str, Path]) -> None:
-    """InputError naming the first line of a split's gold (`files`: `_split_files`') whose source or
-    English id is in no line of that side's sentence file (was: a gold of other ids scored P 0, R 0,
-    exit 0; one such line among good ones lowered the recall without a word)."""
-    ids = {side: set(read_bucc_file(files[side])[0]) for side in ("src", "en")}
-    with open(files["gold"], encoding="utf-8") as f:
-        for no, line in enumerate(f, 1):
-            if line.strip():
-                for side, value in zip(("src", "en"), line.rstrip("\n").rstrip("\r").split("\t")):
-                    if value not in ids[side]:
-                        raise InputError(files["gold"], f"id {value[:80]!r} is in no line of {files[side].name}: "
-                                                        "a gold of other files?", line=no)
+    """`read_gold` of a split's gold (`files`: `_split_files`'), its ids checked against the split's
+    sentence files."""
+    read_gold(files["gold"], ids=tuple((files[side], set(read_bucc_file(files[side])[0])) for side in ("src", "en")))
 
 
 def pairs_in(root: Path) -> list[str]:
@@ -228,11 +230,9 @@ def bucc_splits(data_dir, pair: str) -> tuple[Path, str, dict[str, Path]]:
     tf = _split_files(root, pair, train_split)
     if not tf["gold"].is_file():
         raise DataNotFoundError(f"BUCC {pair}: {tf['gold']} missing (needed to tune the threshold)")
-    read_gold(tf["gold"])  # its form, then its ids
     check_gold_ids(tf)
     test = _split_files(root, pair, "test")
     if test is not None and test["gold"].is_file():
-        read_gold(test["gold"])
         check_gold_ids(test)
     return root, train_split, tf
 

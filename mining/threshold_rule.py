@@ -83,8 +83,8 @@ class RuleUse(enum.Enum):
     #: rule's centre (the single value, 1.025 against 1.0255, added 2-4% more pairs than exact on
     #: two of three families); the estimate of a space without one is taken after the search
     APPROXIMATE = (" (approximate search: the rule's intercept, which exact mining keeps where the run's share is "
-                     "at or above the rule's centre, as ordinary corpora's are; the share is not read off approximate "
-                     "candidates)")
+                   "at or above the rule's centre, as ordinary corpora's are; the share is not read off approximate "
+                   "candidates)")
     #: `xmine score`: a bitext's own pairs are no run's candidates, so a calibrated space keeps its
     #: single value, and a space without one keeps every pair
     NONE = (" (its single value: mine moves it with the share of translations among a run's candidates, "
@@ -259,11 +259,11 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
             if rules is RuleUse.AFTER_SEARCH:
                 record["rule"] = {**rule, "calibrated_value": value}
             else:
-                # the summary line says where the value came from; why it is not moved is logged once
                 if rules is RuleUse.APPROXIMATE:  # (was: the intercept named as the calibrated value)
                     config = config.replace(threshold=float(rule["intercept"]))
                     record |= {"value": config.threshold, "calibrated_value": value,
                                "source": f"the intercept of the {point} {config.margin} threshold rule {found.source}"}
+                # the summary line says where the value came from; why it is not moved is logged once
                 record["source_brief"] = record["source"]
                 record["source"] += rules.value
     cap_calibrated = filters.score_max is None  # (else given: --score-max)

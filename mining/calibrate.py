@@ -19,8 +19,8 @@ each margin the record holds:
   as the highest margin of a gold pair, rounded up to 0.01 (`score_cap`, the shipped calibration's
   rule: far above the translations, where copies and boilerplate score).
 The record names the margin `xmine mine --calibration RECORD` mines in (`default_margin`:
-`CALIBRATED_MARGIN`, distance), and mine states where its values came from; the record is refused
-for another encoder or projection.
+`CALIBRATED_MARGIN`, distance); mine says where its values came from, and refuses a record of
+another encoder, projection or k.
 """
 
 from __future__ import annotations
@@ -309,19 +309,23 @@ def _calibration_record(path: Path, *, unchecked: list[bool] | None = None) -> d
     return record
 
 
-def check_calibration_record(path: str | Path) -> None:
-    """Check the record `xmine calibrate` wrote at `path` and its values; InputError naming the file
-    when it is unreadable, no such record, or its values are malformed. `mine` and `score` call it
-    before they claim an output or encode anything (whether it is of the space mined in:
-    `check_calibration_space`). A record without its checksum is used, with a warning: one written
-    before records carried it cannot be told from one whose checksum was removed with an edit."""
+def check_calibration_record(path: str | Path, *, threshold_k: int | None = None) -> None:
+    """Check the record `xmine calibrate` wrote at `path`; InputError naming the file when it is
+    unreadable, no such record, its values are malformed, or it was measured at another k than the
+    run's `threshold_k` (given where the run takes its threshold). `mine` and `score` call it before
+    they claim or encode anything (its space: `check_calibration_space`). A record without its own
+    checksum (written before records had one, or edited and the checksum removed) is used, warned."""
     path = Path(path)
     unchecked: list[bool] = []
-    parse_defaults(_calibration_record(path, unchecked=unchecked), path, "", "")
+    found = parse_defaults(_calibration_record(path, unchecked=unchecked), path, "", "")
+    if threshold_k is not None and found.k is not None and found.k != threshold_k:
+        # the user's choice for this run, so refused (the shipped values only warn: `note_other_k`)
+        raise InputError(path, f"measured with k={found.k} neighbours, but this run mines with -k {threshold_k}: its "
+                               f"threshold is on another scale; mine with -k {found.k}, calibrate again with -k "
+                               f"{threshold_k}, or pass --threshold")
     if unchecked[0]:
-        log.warning("%s: records no checksum of its own (written before xmine calibrate recorded one, or edited and "
-                    "its checksum removed), so its thresholds are used unchecked; run xmine calibrate again for a "
-                    "record that is checked", path)
+        log.warning("%s: records no checksum of its own (written before xmine calibrate recorded one, or edited, "
+                    "its checksum removed), so its thresholds are used unchecked; run xmine calibrate again", path)
 
 
 def calibration_pair_note(path: str | Path, langs: tuple[str | None, str | None]) -> dict | None:

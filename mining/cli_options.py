@@ -105,7 +105,7 @@ def threshold_options(threshold_help: str):
                      metavar="RECORD",
                      help="A record of `xmine calibrate` for the space searched in (your encoder or projection): "
                           "its thresholds and score cap are the defaults, at --operating-point. A record of "
-                          "another encoder or projection is refused."),
+                          "another encoder or projection, or measured at another -k, is refused."),
         click.option("--operating-point", type=click.Choice(OPERATING_POINTS), default=None,
                      help="Which calibrated default threshold: balanced (default; the best F1 at a mean "
                           "precision >= 0.85 on the calibration sets) or precision (a mean precision >= 0.95 on "

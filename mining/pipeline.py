@@ -157,7 +157,8 @@ def _mine(config: MineConfig, *, show_progress: bool,
                             "again with it to split it)")
             check_split_languages([(side.path, side.lang, option)], side.input_format)
     if config.selection.calibration is not None:  # a wrong file fails now, not after both sides are encoded
-        check_calibration_record(config.selection.calibration)
+        check_calibration_record(config.selection.calibration, threshold_k=(
+            search_config.k if config.selection.calibrated else None))
     # Fail before claiming or encoding anything when the product cannot run (cuda without a GPU)
     # or the Ray cluster cannot be joined.
     if not search_config.approximate:

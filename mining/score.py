@@ -280,7 +280,8 @@ def score_bitext(
     check_score_cap(selection, filters)
     check_installed(filters.lid)
     if selection.calibration is not None:  # a wrong file fails now, not after the bitext is encoded
-        check_calibration_record(selection.calibration)
+        check_calibration_record(selection.calibration,
+                                 threshold_k=search.k if selection.calibrated else None)
     executor = executor_for(search.ray)  # join the cluster first: a wrong address fails before anything is written
     corpora_paths = (src_corpus, tgt_corpus)
     opened_corpora = check_corpora(corpora_paths)

@@ -71,12 +71,13 @@ def untouched(root: Path):
     assert after == before, {k: (before.get(k), after.get(k)) for k in {*before, *after} if before.get(k) != after.get(k)}
 
 
-def calibration_record(path, space: dict, *, encoder_id: str | None = None) -> None:
+def calibration_record(path, space: dict, *, encoder_id: str | None = None, k: int = 4) -> None:
     """A calibration record as `xmine calibrate` writes it (sealed), of the space `space`, measured
-    with the encoder whose fingerprint's id is `encoder_id` (None: a record without one)."""
+    with the encoder whose fingerprint's id is `encoder_id` (None: a record without one) and `k`
+    neighbours."""
     fingerprint = {} if encoder_id is None else {"encoder_fingerprint": {"name": space["encoder"], "id": encoder_id}}
     atomic_write_manifest(path, {
         "kind": CALIBRATION_KIND, "format_version": 1, "space": space, **fingerprint, "default_margin": "ratio",
         "operating_points": {"balanced": {"ratio": 1.06}}, "score_max": {"ratio": 1.4},
-        "data": {"source": "test", "src_lang": "de", "tgt_lang": "en", "k": 4, "gold_pairs": 200}})
+        "data": {"source": "test", "src_lang": "de", "tgt_lang": "en", "k": k, "gold_pairs": 200}})
 

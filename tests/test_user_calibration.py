@@ -207,8 +207,8 @@ def test_calibrate_never_writes_over_a_foreign_file_or_its_input_and_mine_refuse
     ok(xm("mine", de, en, "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "--calibration", record, "-q",
           "-o", tmp_path / "m.tsv"))
     assert warned(caplog, f"{record}: records no checksum of its own (written before xmine calibrate recorded one, or "
-                          "edited and its checksum removed), so its thresholds are used unchecked; run xmine calibrate "
-                          "again for a record that is checked")
+                          "edited, its checksum removed), so its thresholds are used unchecked; run xmine calibrate "
+                          "again")
 
 
 def test_a_record_mines_in_the_margin_it_names_else_in_the_space_s(tmp_path):
@@ -316,6 +316,37 @@ def test_a_record_of_another_space_is_refused_before_a_side_is_encoded(data_dir,
         refused(xm("score", bitext, "--src-lang", "de", "--tgt-lang", "en", "--projection", projection,
                    "--calibration", record, "-q", "-o", tmp_path / "s.tsv"), "cal.json", "calibrated for use-m3", here)
     assert tree(tmp_path) == before  # no OUT.json, no OUT.work/
+
+
+def test_a_record_made_at_another_k_is_refused_where_its_threshold_is_used(data_dir, tmp_path):
+    """A record the user names, measured with another k than the run mines with, is refused before
+    anything is encoded (was: a warning, and 3 pairs mined of 117 with a record made at -k 256); with
+    the run's own --threshold the record's threshold is not used, so its k is not refused."""
+    from xmine.errors import InputError
+    from xmine.mining.calibrate import check_calibration_record
+
+    record = tmp_path / "cal.json"
+    calibration_record(record, {"encoder": "me5-small", "projection": None, "projection_weights_sha256": None}, k=16)
+    de, en = tmp_path / "de.txt", tmp_path / "en.txt"
+    de.write_text("\n".join(flores_lines(data_dir, "deu_Latn", 50)) + "\n", encoding="utf-8")
+    en.write_text("\n".join(flores_lines(data_dir, "eng_Latn", 50)) + "\n", encoding="utf-8")
+    bitext = tmp_path / "bitext.tsv"
+    bitext.write_text("".join(f"{d}\t{e}\n" for d, e in zip(de.read_text().splitlines(), en.read_text().splitlines())),
+                      encoding="utf-8")
+    before = tree(tmp_path)
+    for k in ((), ("-k", "8")):
+        run_k = k[1] if k else "4"
+        refused(xm("mine", de, en, "--src-lang", "de", "--tgt-lang", "en", "--projection", "none", *k,
+                   "--calibration", record, "-q", "-o", tmp_path / "m.tsv"),
+                "cal.json", f"measured with k=16 neighbours, but this run mines with -k {run_k}", "mine with -k 16")
+        refused(xm("score", bitext, "--src-lang", "de", "--tgt-lang", "en", "--projection", "none", *k,
+                   "--calibration", record, "-q", "-o", tmp_path / "s.tsv"),
+                "cal.json", f"measured with k=16 neighbours, but this run mines with -k {run_k}")
+    assert tree(tmp_path) == before
+    check_calibration_record(record, threshold_k=16)
+    check_calibration_record(record)  # a threshold given: the record's is not used
+    with pytest.raises(InputError, match="measured with k=16 neighbours, but this run mines with -k 4"):
+        check_calibration_record(record, threshold_k=4)
 
 
 def test_a_record_belongs_to_the_model_not_to_the_name_it_was_given_by(tmp_path, monkeypatch):

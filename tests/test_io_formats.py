@@ -717,6 +717,16 @@ def test_standard_input_is_a_corpus_for_mine_and_embed(corpus, plain_tsv, tmp_pa
     assert store.manifest.input["sha256"] == hashlib.sha256(jsonl.encode()).hexdigest()
     mined = json.loads((tmp_path / "b.tsv.json").read_text(encoding="utf-8"))
     assert "xmine-input-" not in json.dumps(mined) and "/stdin" not in json.dumps(mined)
+    # JSON Lines on standard input with no format named: refused, not mined as its JSON source (was:
+    # exit 0, pairs of `{"text": ...}` lines); named as text, it is read as text
+    for args in (["mine", str(d / "de.txt"), "-", "--src-lang", "de", "--tgt-lang", "en", "-q", "-o",
+                  str(tmp_path / "j.tsv")], ["embed", "-", "--lang", "de", "-q", "-o", str(tmp_path / "j")]):
+        refused(CliRunner().invoke(main, args, input=("\n" + jsonl).encode()),
+                "-:2: looks like JSON Lines", "pass --input-format jsonl")
+    assert not list(tmp_path.glob("j*"))
+    ok(CliRunner().invoke(main, ["embed", "-", "--lang", "de", "--input-format", "text", "-q", "-o",
+                                 str(tmp_path / "as-text")], input=jsonl.encode()))
+    assert EmbeddingStore.open(tmp_path / "as-text").text_column()[0] == jsonl.splitlines()[0]
     # a bad record of standard input is named as `-`, its line (was: the temporary copy's path)
     bad = (jsonl + '{"text": \n').encode()
     for args in (["mine", str(d / "de.txt"), "-", "--src-lang", "de", "--tgt-lang", "en", "--tgt-input-format", "jsonl",

@@ -46,8 +46,29 @@ def detect_format(path: str | Path, spec: InputFormat | None = None) -> str:
         raise InputError(p, why)
     if spec is not None and spec.format != "auto":
         return spec.format
+    if origin_of(p) == STDIN:
+        _refuse_unnamed_jsonl(p)
     return format_by_path(p, default="text", not_dataset="a directory that is neither an xmine artefact nor a "
                           "Hugging Face save_to_disk folder; for a folder of data files pass --input-format hf")
+
+
+def _refuse_unnamed_jsonl(copy: Path) -> None:
+    """Standard input (its local `copy`) has no name to say its format, so it is read as text unless
+    --input-format names another; one whose first non-blank line is a JSON object is refused rather
+    than mined as its JSON source (was: `cat x.jsonl | xmine mine - ...`, exit 0, pairs of JSON)."""
+    with closing(iter_lines(copy)) as lines:
+        number, line = next(((n, t) for n, t in lines if t.strip()), (0, ""))
+    if not line.lstrip().startswith("{"):
+        return
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return
+    if isinstance(record, dict):
+        raise InputError(STDIN, "looks like JSON Lines (a JSON object), and standard input is read as text unless "
+                                "--input-format names its format: pass --input-format jsonl (or, for mine, "
+                                "--src-input-format/--tgt-input-format), or --input-format text to read its lines "
+                                "as they are", line=number)
 
 
 class TextReader(CorpusReader):

@@ -233,7 +233,8 @@ def _locale_dirs(values: tuple[str, ...], what: str, available: list[str]) -> di
         if loc in out:  # (was: the last one kept without a word)
             raise click.BadParameter(f"{loc} given twice ({out[loc]} and {path})", param_hint=what)
         if not Path(path).is_dir():  # (was: "PATH: no such file or directory", naming no option)
-            raise click.BadParameter(f"{loc}={path}: no such projection directory", param_hint=what)
+            why = "a file, not a projection directory" if Path(path).exists() else "no such projection directory"
+            raise click.BadParameter(f"{loc}={path}: {why}", param_hint=what)
         out[loc] = path
     return out
 

@@ -12,6 +12,8 @@ Pair discovery (`discover_pairs`), for each `--pairs` argument:
   FLORES v1 `wikipedia.dev.ne-en.ne`) groups by STEM; `LANG.SPLIT` (FLORES-200
   `deu_Latn.devtest`) groups by SPLIT. LANG is a language code: 2-3 lower-case letters with an
   optional `_Script` (`deu`, `de`, `cmn_Hans`); `md`, `txt`, `tsv`, `json` ... are never codes.
+  A compressed file's suffix (`.gz`, `.xz`, `.bz2`, `.zst`) is left out first: `news.de.gz` is
+  `news.de`, read decompressed.
   A group of two or more languages is one multi-way aligned set: with an English member, every
   other language is paired with English; without, every two languages are paired.
 - languages are normalised with `xmine.langs.normalize_lang` (de, deu, deu_Latn -> deu), and a
@@ -104,18 +106,36 @@ def _pairs_of_group(members: dict[str, Path]) -> list[PairFiles]:
             for (sl, sp), (tl, tp) in (_ordered((a, members[a]), (b, members[b])) for a, b in combos)]
 
 
-def _scan_directory(root: Path) -> list[PairFiles]:
+#: suffixes of compressed files, left out of a name before its language is read (`news.de.gz` is
+#: `news.de`: the readers decompress by content)
+_COMPRESSED = {"gz", "xz", "bz2", "zst"}
+
+
+def _name_parts(name: str) -> tuple[str, str]:
+    """(stem, last suffix) of a file name, a compression suffix left out; ("", name) without a dot."""
+    base, dot, ext = name.rpartition(".")
+    if dot and base and ext.lower() in _COMPRESSED:
+        name = base
+    stem, _, last = name.rpartition(".")
+    return stem, last
+
+
+def _scan_directory(root: Path, near_misses: list[str] | None = None) -> list[PairFiles]:
+    """The pairs of a directory's files (the module's rule); `near_misses` gets the files named with
+    an upper-case language code (`news.DE`), which the rule does not read."""
     groups: dict[tuple[Path, str, str], dict[str, Path]] = defaultdict(dict)
     for path in sorted(root.rglob("*")):
         if not path.is_file() or any(p.startswith(".") for p in path.relative_to(root).parts):
             continue
-        stem, dot, last = path.name.rpartition(".")
-        if not dot or not stem:
+        stem, last = _name_parts(path.name)
+        if not stem:
             continue
         if _is_lang(last):
             groups[(path.parent, "stem", stem)][normalize_lang(last)] = path
         elif _is_lang(stem):
             groups[(path.parent, "split", last)][normalize_lang(stem)] = path
+        elif near_misses is not None and (_is_lang(last.lower()) or _is_lang(stem.lower())):
+            near_misses.append(path.name)
     return [pair for members in groups.values() if len(members) >= 2 for pair in _pairs_of_group(members)]
 
 
@@ -127,7 +147,7 @@ def _parse_explicit(spec: str) -> PairFiles:
     for part in parts:
         lang, eq, file = part.partition("=")
         if not eq:
-            file, lang = part, Path(part).name.rpartition(".")[2]
+            file, lang = part, _name_parts(Path(part).name)[1]
         path = Path(file).expanduser()
         if not path.is_file():  # (a link that loops or names nothing said to be one)
             raise InputError(path, f"parallel file not found ({missing(path) or 'not a file'})")
@@ -159,13 +179,14 @@ def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) 
     """Every parallel file pair named by `specs` (directories or SRC:TGT), filtered by `langs`."""
     wanted = {normalize_lang(l) for l in langs} if langs else None
     found: list[PairFiles] = []
+    near_misses: list[str] = []
     for spec in specs:
         p = Path(spec).expanduser()
         massive = find_folder(p) if p.is_dir() else None
         if massive is not None:
             found += _massive_pairs(massive)
         elif p.is_dir():
-            scanned = _scan_directory(p)
+            scanned = _scan_directory(p, near_misses)
             if not scanned and len(specs) > 1:  # (alone, said below; was: one of several adding nothing, unsaid)
                 raise InputError(p, "--pairs names a directory without parallel files (see `xmine train --help` "
                                     "for the rule)")
@@ -184,7 +205,16 @@ def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) 
     unique = list(by_files.values())
     if not unique:
         what = f" with both languages in --langs {','.join(sorted(wanted))}" if wanted else ""
-        raise ConfigError(f"no parallel files found in {', '.join(specs)}{what} (see `xmine train --help` for the rule)")
+        hint = (f"; {near_misses[0]}{' and others' if len(near_misses) > 1 else ''}: language codes in file names "
+                "are lower case" if near_misses else "")  # (was: the rule alone, for news.DE)
+        raise ConfigError(f"no parallel files found in {', '.join(specs)}{what} (see `xmine train --help` for the "
+                          f"rule){hint}")
+    if wanted is not None and (absent := wanted - {lang for f in unique for lang in (f.src_lang, f.tgt_lang)}):
+        # warned, not refused: a wider list than the data is a lab's way to name its languages once
+        # (was: left out without a word; the projection then knows fewer languages than asked)
+        log.warning(f"--langs {','.join(sorted(absent))}: in no pair of parallel files found in {', '.join(specs)} "
+                    f"(with another language of --langs); the projection learns "
+                    f"{','.join(sorted(wanted - absent))} only")
     return unique
 
 
@@ -316,12 +346,15 @@ def sample_pairs(
         # a batch needs two pairs (each pair's partner is another pair of its batch); checked before
         # anything is encoded (was: "no validation batch" once the pairs were embedded)
         need = _least_pairs(valid_fraction)
+        capped = max_pairs_per_lang is not None and any(c["available"] > max_pairs_per_lang for c in counts.values())
+        # (was: the files' counts alone where --max-pairs-per-lang had drawn fewer, and no option named)
         shown = ", ".join(f"{k}: {c['available']}" + (f" ({c['repeated']} repeated dropped)" if c["repeated"] else "")
-                          for k, c in counts.items())
+                          + (f", {c['train'] + c['valid']} drawn" if capped else "") for k, c in counts.items())
         names = "; ".join(f"{i['src']}:{i['tgt']}" for i in file_info)
         raise ConfigError(f"{names}: too few distinct pairs to train and validate ({shown}); at --valid-fraction "
                           f"{valid_fraction} a language pair needs at least {need}, so that at least 2 are held out for "
-                          "validation (a batch needs two) and the rest train")
+                          "validation (a batch needs two) and the rest train"
+                          + (f": raise --max-pairs-per-lang ({max_pairs_per_lang})" if capped else ""))
     return PairSample(
         src=src, tgt=tgt, src_lang=np.asarray(s_lang, dtype=np.int64), tgt_lang=np.asarray(t_lang, dtype=np.int64),
         group=np.asarray(group, dtype=np.int64), valid=np.asarray(valid, dtype=bool),

@@ -79,6 +79,31 @@ def test_discovery_rule_on_the_shared_layouts(data_dir):
         discover_pairs([str(par / "tatoeba-challenge")], langs=["deu"])
 
 
+def test_compressed_files_pair_by_their_language_and_near_misses_are_said(tmp_path, caplog):
+    """(a helper: a folder of `x.de.gz`/`x.en.gz` and one of `x.DE`/`x.EN` were "no parallel files
+    found", and --langs naming a language of no pair was left out without a word)"""
+    import gzip
+
+    (tmp_path / "gz").mkdir()
+    for lang, text in (("de", "Hallo Welt.\nGuten Morgen.\n"), ("en", "Hello world.\nGood morning.\n")):
+        (tmp_path / "gz" / f"x.{lang}.gz").write_bytes(gzip.compress(text.encode()))
+    found = discover_pairs([str(tmp_path / "gz")])
+    assert [f.key for f in found] == [("deu", "eng")]
+    assert found[0].src.name == "x.de.gz" and found[0].read()[0] == ["Hallo Welt.", "Guten Morgen."]
+    assert [f.key for f in discover_pairs([f"{tmp_path / 'gz' / 'x.de.gz'}:{tmp_path / 'gz' / 'x.en.gz'}"])] == \
+        [("deu", "eng")]
+    (tmp_path / "upper").mkdir()
+    for lang in ("DE", "EN"):
+        (tmp_path / "upper" / f"x.{lang}").write_text("Hallo.\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="no parallel files found in .*; x.DE and others: language codes in file "
+                                          "names are lower case"):
+        discover_pairs([str(tmp_path / "upper")])
+    with caplog.at_level("WARNING", logger="xmine"):
+        assert [f.key for f in discover_pairs([str(tmp_path / "gz")], langs=["de", "en", "fr"])] == [("deu", "eng")]
+    assert any("--langs fra: in no pair of parallel files found" in r.getMessage() and "learns deu,eng only"
+               in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
+
+
 def test_a_pairs_directory_without_parallel_files_is_refused_beside_others(data_dir, tmp_path):
     """(a fuzz: `--pairs GOOD --pairs EMPTY_DIR` trained on GOOD alone, without a word; alone, it is
     "no parallel files found")"""
@@ -398,6 +423,10 @@ def test_too_few_distinct_pairs_are_refused_before_encoding_and_repeats_are_said
         refused(xm(*train, "--pairs", f"{tmp_path / 'p12.de'}:{tmp_path / 'p12.en'}", "-o", tmp_path / "a"),
                 f"{tmp_path / 'p12.de'}:{tmp_path / 'p12.en'}: too few distinct pairs",
                 "deu-eng: 12 (3 repeated dropped)", "--valid-fraction 0.1 a language pair needs at least 15")
+        # a sample too small by --max-pairs-per-lang: what was drawn, and the option (was: 30 alone)
+        refused(xm(*train, "--pairs", f"{tmp_path / 'p30.de'}:{tmp_path / 'p30.en'}", "--max-pairs-per-lang", 10,
+                   "-o", tmp_path / "a"), "deu-eng: 30 (5 repeated dropped), 10 drawn",
+                "raise --max-pairs-per-lang (10)")
     monkeypatch.chdir(tmp_path)  # (relative paths: recorded absolute, was as given)
     with caplog.at_level("INFO", logger="xmine"):
         ok(xm(*train, "--pairs", "p30.de:p30.en", "-o", tmp_path / "b"))

@@ -301,6 +301,9 @@ BAD_OPTIONS = [
     # (was: "PATH: no such file or directory", naming no option)
     (["bench", "fmda", "--fmda", "de-DE={o}", "--dream", "de-DE={index}"],
      "Invalid value for --fmda: de-DE="),
+    # a file where a projection directory goes (was: "no such projection directory" for a file that exists)
+    (["bench", "fmda", "--fmda", "de-DE={de}", "--dream", "de-DE={index}"],
+     "de.txt: a file, not a projection directory"),
     # (was: accepted, the whole of FLORES drawn and 5000 recorded)
     (["bench", "mining", "--flores-rows", "5000", "--out", "{o}.json"], "5000 is not in the range 10<=x<=1012"),
     # click's own refusals, one line too (was: usage, a hint and the error on three lines)

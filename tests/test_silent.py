@@ -452,12 +452,13 @@ def test_score_with_an_encoder_that_cannot_load_leaves_nothing(ws):
 
     (ws / "stopped").mkdir()  # what a `train` that stopped leaves: its claim's marker, no manifest (was: "not an
     (ws / "stopped" / MARKER).write_text('{"kind": "projection"}')  # xmine projection", where verify says unfinished)
-    for projection, fragment in ((ws / "not-a-projection", "not an xmine projection (no manifest.json)"),
-                                 (ws / "stopped", "stopped: an unfinished xmine projection (no manifest.json): the run"),
-                                 (shipped_dir("me5-small"), "was made with encoder 'me5-small'")):
+    for projection, *fragments in ((ws / "not-a-projection", "not an xmine projection (no manifest.json)"),
+                                  (ws / "stopped", "stopped: an unfinished xmine projection (no manifest.json): the "
+                                   "run", "running, stopped or failed", "once what it said is mended"),
+                                  (shipped_dir("me5-small"), "was made with encoder 'me5-small'")):
         with untouched(ws):
             refused(xm("score", f"{ws / 'de.txt'}:{ws / 'en.txt'}", "--encoder", "use-m3", "--projection", projection,
-                       "-o", ws / "s.tsv"), fragment)
+                       "-o", ws / "s.tsv"), *fragments)
 
 
 def test_score_counts_only_the_filters_that_ran(ws):

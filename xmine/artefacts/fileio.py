@@ -402,8 +402,8 @@ def read_manifest(directory: str | Path, kind: str | tuple[str, ...], *,
         # the marker of a claimed output: one that a run is writing, or left when it stopped
         claimed = (read_json(Path(directory) / MARKER) or {}).get("kind")
         if claimed in kinds:  # (was: "not an xmine projection", where verify said what it is)
-            raise ArtefactError(f"{directory}: an unfinished xmine {kind_label(claimed)} (no {MANIFEST}): the run "
-                                "that makes it has not finished, or stopped; run that command again to finish it")
+            raise ArtefactError(f"{directory}: an unfinished xmine {kind_label(claimed)} (no {MANIFEST}): the run that "
+                                "makes it is running, stopped or failed; run it again (once what it said is mended)")
         raise ArtefactError(f"{directory}: not an xmine {' or '.join(map(kind_label, kinds))} (no {MANIFEST})")
     manifest = load_manifest(path)
     if manifest.get("kind") not in kinds:

@@ -1,34 +1,26 @@
-"""`xmine train` and `xmine langid`: thin click commands over xmine.disentangle."""
+"""`xmine train` and `xmine export-st`: thin click commands over xmine.disentangle (`xmine langid`: langid_cli)."""
 
 from __future__ import annotations
 
-import contextlib
-import sys
 from pathlib import Path
 
 import click
 
-from xmine.io.corpus import read_corpus, truncate_for_encoding
 from xmine.options import comma_list
 from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
-from xmine.mining.langid import UNKNOWN, TrustRule, identify_by_projection
+from xmine.disentangle.langid_cli import langid_command
 from xmine.disentangle.st_export import export_portable
 from xmine.disentangle.data import MIN_VALID_FRACTION, VALID_SPLITS
 from xmine.disentangle.trainer import TrainConfig, train
-from xmine.encoders.embed_cache import cached_encode
 from xmine.encoders import DEFAULT_ENCODER, load_encoder
 from xmine.encoders.pool import PoolEncoder
 from xmine.encoders.tokens import require_token_states
-from xmine.errors import ConfigError
 from xmine.exec.executor import executor_for
-from xmine.langs import is_known_lang, normalize_lang
+from xmine.langs import is_known_lang
 from xmine.disentangle.massive import locate
-from xmine.mining.langid import LID_BACKENDS, identify as identify_by_library, supported_languages
 from xmine.options import NAME, SEED, Finite, GivenPath, given_on_command_line, quiet_option, ray_option
 from xmine.encoders.options import precision_option, prompt_options
-from xmine.artefacts.fileio import missing
-from xmine.artefacts.outputs import claim_output
-from xmine.encoders.projection import resolve_projection, shipped_dir
+from xmine.encoders.projection import shipped_dir
 
 # methods.METHOD_NAMES, spelled out: importing methods loads torch, and `xmine --help` must not
 # (tests/test_disentangle.py checks that the two agree).
@@ -65,7 +57,8 @@ def _split_langs(value: str | None) -> list[str] | None:
               help="Parallel data; repeat for more. With --method fmda: the MASSIVE folder (holding "
                    "<locale>.jsonl, or data/ with them). A directory is searched recursively: files STEM.LANG "
                    "sharing a STEM (deu-eng.deu + deu-eng.eng, newstest2019.de + .en) or LANG.SPLIT sharing "
-                   "a SPLIT (FLORES-200 deu_Latn.devtest) are line-aligned; with English in a group every "
+                   "a SPLIT (FLORES-200 deu_Latn.devtest) are line-aligned (LANG in lower case; a .gz, .xz, .bz2 or "
+                   ".zst suffix after it is read decompressed); with English in a group every "
                    "other language is paired with English, else every two languages. A MASSIVE folder "
                    "(<locale>.jsonl files) gives every locale x en-US from the train split only (never a "
                    "dev or test row). Or two files "
@@ -204,150 +197,6 @@ def train_command(method, base, pairs, out_dir, encoder, langs, max_pairs_per_la
                + (f", best valid loss {best:.4f} at epoch {cfg['best_epoch']} (untrained {cfg['initial_valid_loss']:.4f})"
                   if best is not None else "")
                + f", held-out langid accuracy {cfg['langid']['accuracy']:.4f}", err=True)
-
-
-def _truth(spec: str) -> tuple[Path, str]:
-    """The file of an --eval FILE and its language: LANG=FILE's, else the file's last suffix
-    (tatoeba.deu-eng.deu), else its name before the first dot (deu_Latn.devtest, deu_Latn.txt)."""
-    path, lang = _labelled(spec)
-    if lang:
-        return path, normalize_lang(lang)
-    suffix, stem = path.name.rpartition(".")[2], path.name.partition(".")[0]
-    named = is_known_lang(suffix) and suffix.lower() not in _NOT_LANGUAGES
-    return path, normalize_lang(suffix if named or not is_known_lang(stem) else stem)
-
-
-#: file suffixes that are also ISO 639-3 codes (txt: Tita, dev: Gwede), read as suffixes
-_NOT_LANGUAGES = {"txt", "tsv", "csv", "dev", "tok", "src", "tgt", "bin", "xml", "raw"}
-
-
-def _labelled(spec: str) -> tuple[Path, str | None]:
-    lang, eq, file = spec.partition("=")
-    if eq and not Path(spec).exists():
-        return Path(file), lang
-    return Path(spec), None
-
-
-@click.command("langid")
-@click.option("--projection", "projection_dir", type=NAME, default=None, metavar="default|DIR",
-              help="Projection directory from `xmine train`, or 'default' (the one shipped for the encoder); its "
-                   "language part and stored centroids identify the language.")
-@click.option("--lid", default=None, type=click.Choice(LID_BACKENDS),
-              help="Identify with a library instead of a projection (xmine.mining.langid; the one "
-                   "`xmine mine --lang-filter` and the language pair filter use). Give --projection or --lid.")
-@click.option("--encoder", type=NAME, default=None,
-              help="Encoder name; must be the projection's. [default: the one the projection was trained on]")
-@click.option("--eval", "evaluate", is_flag=True,
-              help="The files are labelled: report accuracy per file and overall instead of per-line output. "
-                   "The true language is given as LANG=FILE, else the file's last suffix (tatoeba.deu-eng.deu -> "
-                   "deu), else its name before the first dot (deu_Latn.devtest). A line called 'unknown' counts as "
-                   "a miss (with --guess, the nearest language is scored); for a language the projection never saw, "
-                   "a line is right when called 'unknown'.")
-@click.option("-o", "--out", "--output", "output", type=GivenPath(dir_okay=False, path_type=Path), default=None,
-              help="Write `file<TAB>line<TAB>lang<TAB>score` (with --eval: the report) here instead of stdout "
-                   "(atomically, with a summary in OUTPUT.json that marks it as xmine's).")
-@click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it is an earlier xmine langid result.")
-@click.option("--guess", is_flag=True,
-              help="With --projection: print the nearest training language for every line, even where it is "
-                   "not trusted (instead of 'unknown').")
-@quiet_option(help="No progress bar (--projection encodes each file with one).")
-@precision_option()
-@click.argument("files", nargs=-1, required=True, type=NAME)
-def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, guess, quiet, precision, runtime, prompt,
-                   prompt_name, device, files):
-    """Identify the language of each line of FILES (one sentence a line).
-
-    With --projection: the nearest language centroid of the projection's language part, among the
-    languages it was trained on; 'unknown' where that language is not a trusted label: one whose
-    own held-out lines were identified less than 85% of the time at training time (or on fewer
-    than 50 lines), since lines of languages the projection never saw fall onto exactly those
-    labels (xmine.mining.langid.TrustRule). The score is the cosine to the nearest centroid; it
-    does not tell unseen languages from seen ones. With --lid: a language identification library
-    and its confidence. With --eval: the accuracy, and the share of lines called unknown.
-    benchmarks/RESULTS.md compares both on FLORES-200.
-    """
-    if (projection_dir is None) == (lid is None):
-        raise click.UsageError("give exactly one of --projection DIR and --lid BACKEND")
-    # (was: a file named '-' written, then read back as standard input's lines)
-    if str(output) == "-":
-        raise click.BadParameter("'-': langid writes standard output when -o is left out", param_hint="-o")
-    if any(str(_labelled(spec)[0]) == "-" for spec in files):
-        raise click.BadParameter("'-': langid reads files, not standard input; save it to a file first",
-                                 param_hint="FILES")
-    if projection_dir == "default":  # (was: "Directory 'default' does not exist", where every other command takes it)
-        projection_dir = shipped_dir(encoder or DEFAULT_ENCODER)
-        if projection_dir is None:
-            raise click.BadParameter(f"xmine ships no projection for encoder {encoder!r}", param_hint="--projection")
-    elif projection_dir is not None and not Path(projection_dir).is_dir():
-        why = missing(projection_dir) or "not a directory"  # (a link that loops said to be one)
-        raise click.BadParameter(f"{projection_dir}: {why} (a projection from `xmine train`, or 'default')",
-                                 param_hint="--projection")
-    if lid is not None and (unused := given_on_command_line("guess", "encoder", "precision", "runtime", "prompt",
-                                                            "prompt_name", "device")):  # (was: read and dropped)
-        raise click.UsageError(f"{', '.join(unused)}: {'an option' if len(unused) == 1 else 'options'} of "
-                               "--projection, not of --lid")
-    claiming = (claim_output(output, kind="langid-result", form="tsv", overwrite=overwrite,
-                             inputs=[projection_dir] + [_labelled(spec)[0] for spec in files])
-                if output is not None else contextlib.nullcontext())
-    with claiming as claim:
-        if lid is not None:
-            known = sorted(supported_languages(lid))
-        else:
-            projection = resolve_projection(projection_dir)  # (one of sentence vectors: refused before encoding)
-            known = projection.languages
-            enc = load_encoder(encoder or projection.config["encoder"]["name"], precision=precision, runtime=runtime,
-                               prefix=prompt, prompt_name=prompt_name, device=device)
-            projection.check_encoder(enc.fingerprint())
-        if evaluate:  # every file's language first: refused before anything is encoded
-            for spec in files:
-                path, truth = _truth(spec)
-                # A language the projection never saw is scored by the lines called unknown (what its trust
-                # rule is for); a library's, or --guess, always answers a language it knows.
-                if truth not in known and (lid is not None or guess):
-                    raise ConfigError(f"{path}: language {truth!r} is not one the {'library' if lid else 'projection'} "
-                                      f"knows ({', '.join(known)}), so --eval cannot score it"
-                                      + (" with --guess (without it, a line is right when called unknown)"
-                                         if guess else "") + "; without --eval, the answers for its lines are shown")
-        lines_out: list[str] = []
-        total_ok = total_n = unknown = 0
-        for spec in files:
-            path, lang = _labelled(spec)
-            corpus = read_corpus(path)
-            if lid is not None:
-                pred, score = identify_by_library(corpus.sentences, lid)
-                labels = pred
-            else:
-                emb = cached_encode(enc, truncate_for_encoding(corpus.sentences), show_progress=not quiet,
-                                    desc=path.name)
-                labels, score, pred = identify_by_projection(projection, emb, corpus.sentences)
-                unknown += labels.count(UNKNOWN)
-            shown = pred if guess else labels  # what the command answers, and so what --eval scores
-            if evaluate:
-                _, truth = _truth(spec)
-                ok = sum(p == (truth if truth in known else UNKNOWN) for p in shown)
-                total_ok += ok
-                total_n += len(shown)
-                lines_out.append(f"{path}\t{truth}{'' if truth in known else ' (unseen: right when unknown)'}\t"
-                                 f"accuracy {ok / len(shown):.4f}\t({ok}/{len(shown)})\t"
-                                 f"unknown {list(labels).count(UNKNOWN) / len(shown):.4f}")
-            else:
-                lines_out += [f"{path}\t{n}\t{p}\t{s:.4f}" for n, p, s in zip(corpus.line_numbers, shown, score)]
-        if evaluate:
-            lines_out.append(f"overall\taccuracy {total_ok / max(total_n, 1):.4f}\t({total_ok}/{total_n})\t"
-                             f"unknown {unknown / max(total_n, 1):.4f}")
-        if claim is not None:
-            claim.write_text("".join(l + "\n" for l in lines_out))
-            claim.finish({"projection": projection.fingerprint() if lid is None else None, "lid": lid,
-                          "inputs": list(files), "evaluation": evaluate, "guess": guess,
-                          "lines": total_n if evaluate else len(lines_out), "unknown": 0 if guess else unknown,
-                          **({"accuracy": total_ok / max(total_n, 1)} if evaluate else {}),
-                          "unknown_rule": vars(TrustRule()) if lid is None else None})
-        else:
-            sys.stdout.write("".join(l + "\n" for l in lines_out))
-        if unknown and not evaluate and not guess:
-            click.echo(f"xmine: {unknown} of {len(lines_out)} line(s) 'unknown' (a language the projection was not "
-                       "trained on, or nearest to one it does not identify reliably; --guess prints the nearest)",
-                       err=True)
 
 
 @click.command("export-st")

@@ -45,7 +45,7 @@ label is trusted when, at training time, its language's held-out lines were iden
 (`langid.per_language`, `training_data.counts`); a projection that lacks them trusts no label.
 
 This is the one home of language identification: the mining filters (mining/filter_step.py,
-filters.py, presearch.py) and `xmine langid` (disentangle/cli.py) and the projection's `identify`
+filters.py, presearch.py) and `xmine langid` (disentangle/langid_cli.py) and the projection's `identify`
 (disentangle/projection.py) all call it; it imports nothing of a feature, so both may.
 """
 

@@ -9,6 +9,7 @@ from xmine.errors import ConfigError
 from xmine.mining import filters as F
 from xmine.mining.scripts import expected_scripts, script_share
 
+from clitools import ok, refused
 from flores import flores_lines
 
 CFG = F.PairFilterConfig(score_max=1.25)
@@ -217,8 +218,37 @@ def test_langid_command_with_a_library(data_dir, tmp_path):
     assert overall >= 0.95
     r = CliRunner().invoke(main, ["langid", "--lid", "fasttext", "--eval", f"xyz={files[0]}"])
     assert r.exit_code == 2 and "xyz" in r.output
+    # a file scored twice, or under two languages, or with an empty label (was: each counted as given)
+    for given in ([files[0], files[0]], [files[0], f"rus={files[0]}"], [f"={files[0]}"], ["deu="]):
+        r = CliRunner().invoke(main, ["langid", "--lid", "fasttext", "--eval", *given])
+        assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+        assert ("is given twice" if len(given) == 2 else "(LANG=FILE)") in r.output, r.output
     r = CliRunner().invoke(main, ["langid", files[0]])
     assert r.exit_code == 2
+
+
+def test_langid_reads_a_block_at_a_time_and_prints_nothing_for_a_run_that_fails(data_dir, tmp_path, monkeypatch):
+    """(was: every file read whole into memory, its answers kept until the end) The answers are those
+    of one block for the whole file, each block holds at most LANGID_BLOCK lines, and a bad later
+    file fails before anything is printed."""
+    from click.testing import CliRunner
+
+    from xmine.cli import main
+    from xmine.disentangle import langid_cli
+
+    (tmp_path / "x.deu").write_text("\n".join(_flores(data_dir, "deu_Latn", slice(0, 25))) + "\n\n", encoding="utf-8")
+    (tmp_path / "empty.txt").write_text("\n", encoding="utf-8")
+    args = ["langid", "--lid", "fasttext", "-q", str(tmp_path / "x.deu")]
+    whole = ok(CliRunner().invoke(main, args)).output
+    seen = []
+    library = langid_cli.identify_by_library
+    monkeypatch.setattr(langid_cli, "identify_by_library", lambda texts, lid: seen.append(len(texts)) or library(texts, lid))
+    monkeypatch.setattr(langid_cli, "LANGID_BLOCK", 4)
+    assert ok(CliRunner().invoke(main, args)).output == whole and len(whole.splitlines()) == 25
+    assert seen == [4] * 6 + [1]
+    res = CliRunner().invoke(main, args + [str(tmp_path / "empty.txt")])
+    refused(res, "empty.txt: no sentence in the file")
+    assert "x.deu\t" not in res.output
 
 
 @pytest.mark.slow

@@ -1,0 +1,220 @@
+"""`xmine langid`: the language of each line of text files, by a projection's language part or a
+language identification library, or (--eval) the accuracy on labelled files. Files are read a
+block of lines at a time (`LANGID_BLOCK`), so memory does not grow with a file."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sys
+from itertools import islice
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import click
+
+from xmine.artefacts.fileio import missing
+from xmine.artefacts.outputs import claim_output
+from xmine.encoders import DEFAULT_ENCODER, load_encoder
+from xmine.encoders.embed_cache import cached_encode
+from xmine.encoders.options import precision_option
+from xmine.encoders.projection import resolve_projection, shipped_dir
+from xmine.errors import ConfigError
+from xmine.io.corpus import CorpusStats, iter_corpus, truncate_for_encoding
+from xmine.langs import is_known_lang, normalize_lang
+from xmine.mining.langid import LID_BACKENDS, UNKNOWN, TrustRule, identify_by_projection, supported_languages
+from xmine.mining.langid import identify as identify_by_library
+from xmine.options import NAME, GivenPath, given_on_command_line, quiet_option
+from xmine.tempdirs import temporary_directory
+
+#: lines identified at a time (their embeddings: LANGID_BLOCK x the encoder's dimension, float32)
+LANGID_BLOCK = 10_000
+
+
+def batched(items: Iterable, size: int) -> Iterator[list]:
+    """`items` in lists of `size` (the last shorter). (itertools.batched is Python 3.12's.)"""
+    it = iter(items)
+    while block := list(islice(it, size)):
+        yield block
+
+
+def _truth(spec: str) -> tuple[Path, str]:
+    """The file of an --eval FILE and its language: LANG=FILE's, else the file's last suffix
+    (tatoeba.deu-eng.deu), else its name before the first dot (deu_Latn.devtest, deu_Latn.txt)."""
+    path, lang = _labelled(spec)
+    if lang:
+        return path, normalize_lang(lang)
+    suffix, stem = path.name.rpartition(".")[2], path.name.partition(".")[0]
+    named = is_known_lang(suffix) and suffix.lower() not in _NOT_LANGUAGES
+    return path, normalize_lang(suffix if named or not is_known_lang(stem) else stem)
+
+
+#: file suffixes that are also ISO 639-3 codes (txt: Tita, dev: Gwede), read as suffixes
+_NOT_LANGUAGES = {"txt", "tsv", "csv", "dev", "tok", "src", "tgt", "bin", "xml", "raw"}
+
+
+def _labelled(spec: str) -> tuple[Path, str | None]:
+    """(file, language) of LANG=FILE, or (file, None) for a file named as it is."""
+    lang, eq, file = spec.partition("=")
+    if eq and not Path(spec).exists():
+        if not lang.strip() or not file:  # (was: `=FILE` scored under the language of FILE's name)
+            raise click.BadParameter(f"{spec!r}: {'no language before' if file else 'no file after'} '=' (LANG=FILE)",
+                                     param_hint="FILES")
+        return Path(file), lang
+    return Path(spec), None
+
+
+@click.command("langid")
+@click.option("--projection", "projection_dir", type=NAME, default=None, metavar="default|DIR",
+              help="Projection directory from `xmine train`, or 'default' (the one shipped for the encoder); its "
+                   "language part and stored centroids identify the language.")
+@click.option("--lid", default=None, type=click.Choice(LID_BACKENDS),
+              help="Identify with a library instead of a projection (xmine.mining.langid; the one "
+                   "`xmine mine --lang-filter` and the language pair filter use). Give --projection or --lid.")
+@click.option("--encoder", type=NAME, default=None,
+              help="Encoder name; must be the projection's. [default: the one the projection was trained on]")
+@click.option("--eval", "evaluate", is_flag=True,
+              help="The files are labelled: report accuracy per file and overall instead of per-line output. "
+                   "The true language is given as LANG=FILE, else the file's last suffix (tatoeba.deu-eng.deu -> "
+                   "deu), else its name before the first dot (deu_Latn.devtest). A line called 'unknown' counts as "
+                   "a miss (with --guess, the nearest language is scored); for a language the projection never saw, "
+                   "a line is right when called 'unknown'.")
+@click.option("-o", "--out", "--output", "output", type=GivenPath(dir_okay=False, path_type=Path), default=None,
+              help="Write `file<TAB>line<TAB>lang<TAB>score` (with --eval: the report) here instead of stdout "
+                   "(atomically, with a summary in OUTPUT.json that marks it as xmine's).")
+@click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it is an earlier xmine langid result.")
+@click.option("--guess", is_flag=True,
+              help="With --projection: print the nearest training language for every line, even where it is "
+                   "not trusted (instead of 'unknown').")
+@quiet_option(help="No progress bar (each file is read with one).")
+@precision_option()
+@click.argument("files", nargs=-1, required=True, type=NAME)
+def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, guess, quiet, precision, runtime, prompt,
+                   prompt_name, device, files):
+    """Identify the language of each line of FILES (one sentence a line).
+
+    With --projection: the nearest language centroid of the projection's language part, among the
+    languages it was trained on; 'unknown' where that language is not a trusted label: one whose
+    own held-out lines were identified less than 85% of the time at training time (or on fewer
+    than 50 lines), since lines of languages the projection never saw fall onto exactly those
+    labels (xmine.mining.langid.TrustRule). The score is the cosine to the nearest centroid; it
+    does not tell unseen languages from seen ones. With --lid: a language identification library
+    and its confidence. With --eval: the accuracy, and the share of lines called unknown.
+    benchmarks/RESULTS.md compares both on FLORES-200.
+    """
+    if (projection_dir is None) == (lid is None):
+        raise click.UsageError("give exactly one of --projection DIR and --lid BACKEND")
+    # (was: a file named '-' written, then read back as standard input's lines)
+    if str(output) == "-":
+        raise click.BadParameter("'-': langid writes standard output when -o is left out", param_hint="-o")
+    if any(str(_labelled(spec)[0]) == "-" for spec in files):
+        raise click.BadParameter("'-': langid reads files, not standard input; save it to a file first",
+                                 param_hint="FILES")
+    if projection_dir == "default":  # (was: "Directory 'default' does not exist", where every other command takes it)
+        projection_dir = shipped_dir(encoder or DEFAULT_ENCODER)
+        if projection_dir is None:
+            raise click.BadParameter(f"xmine ships no projection for encoder {encoder!r}", param_hint="--projection")
+    elif projection_dir is not None and not Path(projection_dir).is_dir():
+        why = missing(projection_dir) or "not a directory"  # (a link that loops said to be one)
+        raise click.BadParameter(f"{projection_dir}: {why} (a projection from `xmine train`, or 'default')",
+                                 param_hint="--projection")
+    if lid is not None and (unused := given_on_command_line("guess", "encoder", "precision", "runtime", "prompt",
+                                                            "prompt_name", "device")):  # (was: read and dropped)
+        raise click.UsageError(f"{', '.join(unused)}: {'an option' if len(unused) == 1 else 'options'} of "
+                               "--projection, not of --lid")
+    claiming = (claim_output(output, kind="langid-result", form="tsv", overwrite=overwrite,
+                             inputs=[projection_dir] + [_labelled(spec)[0] for spec in files])
+                if output is not None else contextlib.nullcontext())
+    with claiming as claim:
+        if lid is not None:
+            known = sorted(supported_languages(lid))
+        else:
+            projection = resolve_projection(projection_dir)  # (one of sentence vectors: refused before encoding)
+            known = projection.languages
+            enc = load_encoder(encoder or projection.config["encoder"]["name"], precision=precision, runtime=runtime,
+                               prefix=prompt, prompt_name=prompt_name, device=device)
+            projection.check_encoder(enc.fingerprint())
+        if evaluate:  # every file's language first: refused before anything is encoded
+            scored: dict[Path, str] = {}
+            for spec in files:
+                path, truth = _truth(spec)
+                # (was: a file given twice counted twice in the overall accuracy, or scored under two languages)
+                if (first := scored.get(path.resolve())) is not None:
+                    raise click.BadParameter(f"{path} is given twice ({first} and {spec}); --eval scores each file "
+                                             "once, under one language", param_hint="FILES")
+                scored[path.resolve()] = spec
+                # A language the projection never saw is scored by the lines called unknown (what its trust
+                # rule is for); a library's, or --guess, always answers a language it knows.
+                if truth not in known and (lid is not None or guess):
+                    raise ConfigError(f"{path}: language {truth!r} is not one the {'library' if lid else 'projection'} "
+                                      f"knows ({', '.join(known)}), so --eval cannot score it"
+                                      + (" with --guess (without it, a line is right when called unknown)"
+                                         if guess else "") + "; without --eval, the answers for its lines are shown")
+        line_counts = []
+        for spec in files:  # every file read once first: a bad line fails before a line is written
+            stats = CorpusStats(path=_labelled(spec)[0])
+            for _ in iter_corpus(stats.path, stats=stats):  # (its warnings said once, here)
+                pass
+            line_counts.append(stats.lines)
+
+        def identify(texts: list[str]) -> tuple[list[str], list[float], list[str]]:
+            """(labels, scores, answers: what the command shows and --eval scores) of a block."""
+            if lid is not None:
+                labels, scores = identify_by_library(texts, lid)
+                return list(labels), list(scores), list(labels)
+            emb = cached_encode(enc, truncate_for_encoding(texts), show_progress=False)
+            labels, scores, nearest = identify_by_projection(projection, emb, texts)
+            return labels, list(scores), list(nearest if guess else labels)
+
+        from tqdm.auto import tqdm
+
+        report: list[str] = []
+        total_ok = total_n = unknown = 0
+        with contextlib.ExitStack() as stack:
+            # Standard output's answers are written to a file first and copied out once all are known:
+            # nothing is printed for a run that fails on a later file, and no line meets a progress bar.
+            tmp = (stack.enter_context(claim.atomic_file()) if claim is not None
+                   else Path(stack.enter_context(temporary_directory("langid"))) / "langid.tsv")
+            out = stack.enter_context(open(tmp, "w", encoding="utf-8"))
+            for spec, lines in zip(files, line_counts):
+                path, lang = (_truth(spec) if evaluate else _labelled(spec))
+                file_ok = file_n = file_unknown = 0
+                with tqdm(total=lines, desc=path.name, unit="line", disable=quiet, dynamic_ncols=True) as bar:
+                    # a block at a time: memory is bounded by LANGID_BLOCK, not by the file
+                    for block in batched(iter_corpus(path, warn=False), LANGID_BLOCK):
+                        numbers, texts = zip(*block)
+                        labels, scores, shown = identify(list(texts))
+                        file_unknown += labels.count(UNKNOWN)
+                        file_n += len(shown)
+                        if evaluate:
+                            file_ok += sum(p == (lang if lang in known else UNKNOWN) for p in shown)
+                        else:
+                            out.write("".join(f"{path}\t{n}\t{p}\t{s:.4f}\n" for n, p, s in zip(numbers, shown, scores)))
+                        bar.update(numbers[-1] - bar.n)
+                    bar.update(lines - bar.n)
+                total_n += file_n
+                total_ok += file_ok
+                unknown += file_unknown if lid is None else 0
+                if evaluate:
+                    report.append(f"{path}\t{lang}{'' if lang in known else ' (unseen: right when unknown)'}\t"
+                                  f"accuracy {file_ok / file_n:.4f}\t({file_ok}/{file_n})\t"
+                                  f"unknown {file_unknown / file_n:.4f}")
+            if evaluate:
+                report.append(f"overall\taccuracy {total_ok / max(total_n, 1):.4f}\t({total_ok}/{total_n})\t"
+                              f"unknown {unknown / max(total_n, 1):.4f}")
+                out.write("".join(line + "\n" for line in report))
+            out.close()
+            if claim is None:
+                sys.stderr.flush()  # (the last bar's line end, before the first answer)
+                with open(tmp, encoding="utf-8") as answers:
+                    shutil.copyfileobj(answers, sys.stdout)
+        if claim is not None:
+            claim.finish({"projection": projection.fingerprint() if lid is None else None, "lid": lid,
+                          "inputs": list(files), "evaluation": evaluate, "guess": guess,
+                          "lines": total_n, "unknown": 0 if guess else unknown,
+                          **({"accuracy": total_ok / max(total_n, 1)} if evaluate else {}),
+                          "unknown_rule": vars(TrustRule()) if lid is None else None})
+        if unknown and not evaluate and not guess:
+            click.echo(f"xmine: {unknown} of {total_n} line(s) 'unknown' (a language the projection was not "
+                       "trained on, or nearest to one it does not identify reliably; --guess prints the nearest)",
+                       err=True)

@@ -9,7 +9,6 @@ import shutil
 import sys
 from itertools import islice
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import click
 
@@ -29,13 +28,6 @@ from xmine.tempdirs import temporary_directory
 
 #: lines identified at a time (their embeddings: LANGID_BLOCK x the encoder's dimension, float32)
 LANGID_BLOCK = 10_000
-
-
-def batched(items: Iterable, size: int) -> Iterator[list]:
-    """`items` in lists of `size` (the last shorter). (itertools.batched is Python 3.12's.)"""
-    it = iter(items)
-    while block := list(islice(it, size)):
-        yield block
 
 
 def _truth(spec: str) -> tuple[Path, str]:
@@ -181,7 +173,8 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
                 file_ok = file_n = file_unknown = 0
                 with tqdm(total=lines, desc=path.name, unit="line", disable=quiet, dynamic_ncols=True) as bar:
                     # a block at a time: memory is bounded by LANGID_BLOCK, not by the file
-                    for block in batched(iter_corpus(path, warn=False), LANGID_BLOCK):
+                    sentences = iter_corpus(path, warn=False)
+                    while block := list(islice(sentences, LANGID_BLOCK)):
                         numbers, texts = zip(*block)
                         labels, scores, shown = identify(list(texts))
                         file_unknown += labels.count(UNKNOWN)

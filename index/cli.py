@@ -60,7 +60,9 @@ def _corpus_format(path: Path | str, input_format):
               help="Split the index into shards of this many rows (each its own .faiss file), for "
                    "corpora whose index does not fit in memory at once; searches merge the shards' top-k (the hits of "
                    "one index, but for ties at the k-th and the last digit of a score). Default: one index.")
-@click.option("--nlist", type=click.IntRange(min=1), default=None, help="IVF lists (default: by corpus size, 4-16 x sqrt(N)).")
+@click.option("--nlist", type=click.IntRange(min=1), default=None,
+              help="IVF lists (default: by corpus size, 4-16 x sqrt(N), and fewer where a list would train on < 39 "
+                   "vectors).")
 @click.option("--nprobe", type=click.IntRange(min=1), default=None,
               help="IVF lists searched per query, recorded as the index default (default: a quarter of the lists, at "
                    "least 8 (all of fewer), at most 128).")

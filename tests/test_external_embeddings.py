@@ -65,6 +65,34 @@ def test_laser_f32_embeddings_mine_to_the_pairs_of_the_same_vectors_embedded_in_
                "--tgt-lang", "en"), "made elsewhere", "--encoder-name laser-test")
 
 
+def test_an_index_side_is_read_from_a_file_of_its_rows_and_mines_as_its_store_does(corpus, tmp_path):
+    """An index given as a side is reconstructed shard by shard into a .npy file read from disk
+    (was: one float32 array of every row in memory, 4.3 KB a row measured), reused while the index
+    is the same; mining with it keeps the pairs mining with its store keeps."""
+    from xmine.index.faiss_index import IndexDir
+    from xmine.inputs import index_rows
+    from xmine.store import EmbeddingStore
+
+    for lang in ("de", "en"):
+        ok(_embed_external(corpus, lang, tmp_path / f"s.{lang}"))
+    ok(xm("build-index", tmp_path / "s.en", "-o", tmp_path / "idx", "--index-type", "flat", "--shard-rows", 70, "-q"))
+    rules = ("--src-lang", "de", "--tgt-lang", "en", "--threshold", "1.1", "-q")
+    ok(xm("mine", tmp_path / "s.de", tmp_path / "s.en", "-o", tmp_path / "store.tsv", *rules))
+    ok(xm("mine", tmp_path / "s.de", tmp_path / "idx", "-o", tmp_path / "index.tsv", *rules))
+    assert len(_pairs(tmp_path / "store.tsv")) >= 140 and _pairs(tmp_path / "index.tsv") == _pairs(tmp_path / "store.tsv")
+    rows = index_rows(IndexDir.open(tmp_path / "idx"), tmp_path / "idx", tmp_path / "work" / "rows.npy")
+    stored = EmbeddingStore.open(tmp_path / "s.en").rows()
+    np.testing.assert_allclose(np.asarray(rows[0:len(rows)]), np.asarray(stored[0:len(stored)]), atol=1e-6)
+    assert not isinstance(rows, np.ndarray) and (tmp_path / "work" / "rows.npy").stat().st_size > 200 * 512 * 4
+    rows.close()
+    made = (tmp_path / "work" / "rows.npy").stat().st_mtime_ns
+    index_rows(IndexDir.open(tmp_path / "idx"), tmp_path / "idx", tmp_path / "work" / "rows.npy").close()
+    assert (tmp_path / "work" / "rows.npy").stat().st_mtime_ns == made  # the same index: reused
+    ok(xm("build-index", tmp_path / "s.en", "-o", tmp_path / "idx", "--index-type", "flat", "--overwrite", "-q"))
+    index_rows(IndexDir.open(tmp_path / "idx"), tmp_path / "idx", tmp_path / "work" / "rows.npy").close()
+    assert (tmp_path / "work" / "rows.npy").stat().st_mtime_ns != made  # another index: written again
+
+
 def test_a_space_without_calibration_mines_at_a_threshold_estimated_from_the_run(corpus, tmp_path):
     """Vectors made elsewhere (an encoder name xmine ships no calibration for): plain `xmine mine`
     keeps neither every pair nor none, but the pairs above the threshold the run's own scores give,

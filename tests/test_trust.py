@@ -591,6 +591,12 @@ def test_search_names_the_text_file_with_a_wrong_line_count(ws):
     rewrite_manifest(ws / "index" / "manifest.json", lambda m: m["files"]["sentences.txt"].update(
         bytes=text.stat().st_size, sha256=hashlib.sha256(text.read_bytes()).hexdigest()))
     refused(xm("search", ws / "index", ws / "de.txt", "-o", ws / "h.tsv"), str(text), "42 lines of text, expected 40")
+    # verify reads it a line at a time, and says the same of it (was: every sentence read into a list)
+    refused(xm("verify", ws / "index"), str(text), "42 lines, expected 40")
+    text.write_bytes(b"\xff\xfe" + text.read_bytes())
+    rewrite_manifest(ws / "index" / "manifest.json", lambda m: m["files"]["sentences.txt"].update(
+        bytes=text.stat().st_size, sha256=hashlib.sha256(text.read_bytes()).hexdigest()))
+    refused(xm("verify", ws / "index"), str(text), "not UTF-8", "the index is damaged, rebuild it")
 
 
 def test_the_tree_unpickles_nothing():

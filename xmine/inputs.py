@@ -134,7 +134,7 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
     kind = artefact_kind(path, input_format)
     proj = encoders.projection
     tmp = None
-    if work_dir is None and (kind == "text" or (kind == "embedding-store" and proj is not None)):
+    if work_dir is None and (kind in ("text", "index") or (kind == "embedding-store" and proj is not None)):
         tmp = temporary_directory("side")
         work_dir = tmp.name
     work = Path(work_dir) if work_dir is not None else None
@@ -172,12 +172,14 @@ def load_side(path: str | Path, *, lang: str | None, encoders: Encoders, work_di
         check_same_projection(ix.manifest.projection, encoders.projection_fp(), what=what)
         check_lang(lang, ix.manifest.lang, what)
         text, row_index = ix.text_column()
-        return Side(path=path, kind=kind, rows=ix.reconstruct(), row_index=row_index,
+        side = Side(path=path, kind=kind, rows=index_rows(ix, path, work / "index-rows.npy"), row_index=row_index,
                     text=text, line_numbers=ix.line_numbers,
                     encoder=ix.encoder, projection=ix.manifest.projection,
                     part=ix.manifest.part or "raw", lang=lang or ix.manifest.lang, index=ix,
                     fingerprint={"manifest": manifest_hash(path)}, sentence_index=ix.sentence_index,
                     source=(ix.manifest.source or {}).get("corpus") or str(path))
+        side._tmp = tmp
+        return side
     raise InputError(path, f"is an xmine {kind!r}; expected a text file, an embedding store or an index")
 
 
@@ -212,6 +214,19 @@ def project_rows(store, projection: ProjectionLike, out: Path, *, lang: str | No
         del dst
     rows.close()
     atomic_write_json(marker, want)
+    return ShardRows([out])
+
+
+def index_rows(ix, path: Path, out: Path) -> ShardRows:
+    """The vectors of the index `ix` (at `path`) as rows read from the file `out` (.npy, float32),
+    written there shard by shard once (`IndexDir.reconstruct_to`); a marker beside it records
+    which index they are, so a later call (a resumed run) reuses the file."""
+    marker = out.with_suffix(".json")
+    want = {"index": manifest_hash(path), "rows": len(ix)}
+    if not (out.is_file() and read_json(marker) == want):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        ix.reconstruct_to(out)
+        atomic_write_json(marker, want)
     return ShardRows([out])
 
 

@@ -18,7 +18,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -117,14 +117,28 @@ class TextColumn:
 def read_sentences(path: Path, count: int, what: str) -> list[str]:
     """Every line of a `sentences.txt`, in order; ArtefactError naming the file when it is not UTF-8
     or does not hold `count` lines (`what`: the store or index it belongs to)."""
-    with open(path, encoding="utf-8", newline="\n") as f:
-        try:
-            out = [line[:-1] if line.endswith("\n") else line for line in f]
-        except UnicodeDecodeError as e:
-            raise ArtefactError(f"{path}: not UTF-8 ({e.reason}); the {what} is damaged, rebuild it") from None
-    if len(out) != count:
-        raise ArtefactError(f"{path}: {len(out)} lines, expected {count}")
+    out = list(_sentence_lines(path, what))
+    _check_count(path, len(out), count)
     return out
 
 
-__all__ = ["RowIndex", "TextColumn", "read_sentences", "sentence_hash"]
+def check_sentences(path: Path, count: int, what: str) -> None:
+    """`read_sentences`' checks, a line at a time: memory holds one line, not the file (`verify`)."""
+    _check_count(path, sum(1 for _ in _sentence_lines(path, what)), count)
+
+
+def _sentence_lines(path: Path, what: str) -> Iterator[str]:
+    with open(path, encoding="utf-8", newline="\n") as f:
+        try:
+            for line in f:
+                yield line[:-1] if line.endswith("\n") else line
+        except UnicodeDecodeError as e:
+            raise ArtefactError(f"{path}: not UTF-8 ({e.reason}); the {what} is damaged, rebuild it") from None
+
+
+def _check_count(path: Path, lines: int, count: int) -> None:
+    if lines != count:
+        raise ArtefactError(f"{path}: {lines} lines, expected {count}")
+
+
+__all__ = ["RowIndex", "TextColumn", "check_sentences", "read_sentences", "sentence_hash"]

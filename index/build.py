@@ -17,7 +17,7 @@ from xmine.artefacts.directory import atomic_dir, provenance
 from xmine.errors import ConfigError, NonFiniteRowError
 from xmine.exec.executor import LOCAL, Executor, ShardProgress
 from xmine.artefacts.fileio import atomic_path, sha256_file, write_failure, write_manifest
-from xmine.index.choose import choose_index, unused_settings
+from xmine.index.choose import choose_index, default_shard_rows, total_memory_bytes, unused_settings
 from xmine.io.compression import count_lines
 from xmine.index.faiss_index import (FORMAT_VERSION, KIND, IndexDir, faiss_computing, faiss_reason, shard_name, shard_plan, to_cpu, to_gpu,
                                      units_use_gpus)
@@ -34,7 +34,8 @@ class IndexConfig:
 
     #: "auto" (choose by size, see xmine.index.choose), "flat", "ivf", "hnsw", "ivfpq" or "opq"
     kind: str = "auto"
-    #: rows per shard (each shard its own .faiss file); None = one shard
+    #: rows per shard (each shard its own .faiss file); None = one shard while the index fits
+    #: `memory_budget`, else equal shards that each fit it (`choose.default_shard_rows`)
     shard_rows: int | None = None
     #: IVF lists (None: by corpus size)
     nlist: int | None = None
@@ -49,7 +50,8 @@ class IndexConfig:
     seed: int = 0
     #: use GPUs when FAISS reports some (False forces CPU)
     gpu: bool = True
-    #: memory the index may take, bytes (None: a quarter of physical memory); used by "auto"
+    #: memory the index (a shard of it) may take, bytes (None: a quarter of physical memory): "auto"
+    #: chooses the index by it, and without `shard_rows` it sets the shards' size
     memory_budget: int | None = None
     #: rows added per call (bounds the float32 copy of float16/memory-mapped embeddings)
     add_batch: int = 65_536
@@ -113,7 +115,9 @@ def build_index(
     use_gpu = config.gpu and units_use_gpus(executor)
     choice = choose_index(n, dim, kind=config.kind, gpu=use_gpu, memory_budget=config.memory_budget,
                           nlist=config.nlist, nprobe=config.nprobe, pq_m=config.pq_m, pq_bits=config.pq_bits)
-    shard_rows = int(config.shard_rows or n)  # >= 1: IndexConfig checks it, choose_index checks n
+    budget = config.memory_budget if config.memory_budget is not None else total_memory_bytes() // 4
+    # >= 1: IndexConfig checks it, choose_index checks n (was: one index of the whole corpus, whatever its size)
+    shard_rows = int(config.shard_rows or default_shard_rows(choice, n, dim, budget))
     if choice.nlist and shard_rows < choice.nlist:
         raise ConfigError(f"shards of {shard_rows} rows cannot fill {choice.nlist} IVF lists; "
                           "use larger shards or --nlist")
@@ -123,7 +127,7 @@ def build_index(
     training = Training(factory=choice.factory, size=choice.train_size, seed=config.seed, gpu=use_gpu)
     trained = executor.call(with_threads, threads, train_index, training, rows, cpus=threads, gpus=int(use_gpu))
     plan = shard_plan(n, shard_rows)
-    merged = config.shard_rows is None and choice.kind != "hnsw" and n > ADD_PIECE_ROWS
+    merged = config.shard_rows is None and shard_rows >= n and choice.kind != "hnsw" and n > ADD_PIECE_ROWS
     pieces = shard_plan(n, ADD_PIECE_ROWS) if merged else plan
     with atomic_dir(out_dir, kind=KIND, overwrite=overwrite) as tmp:
         trained_ref = executor.share(trained)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 from dataclasses import dataclass
 
 from xmine.errors import ConfigError
@@ -90,6 +91,23 @@ def index_factory(kind: str, nlist: int, m: int, pq_bits: int = 8) -> str:
     pq = f"PQ{m}" if pq_bits == 8 else f"PQ{m}x{pq_bits}"
     return {"ivf": f"IVF{nlist},Flat", "ivfpq": f"IVF{nlist},{pq}", "ivfpqfs": f"IVF{nlist},PQ{m}x4fs",
             "opq": f"OPQ{m},IVF{nlist},{pq}"}[kind]
+
+
+def index_row_bytes(choice: IndexChoice, dim: int) -> int:
+    """Bytes an index of `choice` holds per vector: its code (4 x dim for exact vectors, the PQ
+    code's bytes), the id an IVF list keeps beside it, an HNSW graph's level-0 links."""
+    pq = re.search(r"PQ(\d+)(?:x(\d+))?", choice.factory)
+    code = int(pq[1]) * int(pq[2] or 8) // 8 if pq else 4 * dim
+    return code + (8 if choice.nlist else 0) + (2 * HNSW_M * _HNSW_LINK_BYTES if choice.kind == "hnsw" else 0)
+
+
+def default_shard_rows(choice: IndexChoice, n: int, dim: int, budget: int) -> int:
+    """Rows a shard holds where none are given: all `n` while the index fits `budget` bytes, else
+    as few shards as keep each within it, of equal size (at least one row a list of an IVF index),
+    so that building or searching holds one shard, not the corpus."""
+    most = max(1, budget // index_row_bytes(choice, dim))
+    shards = -(-n // most)
+    return max(-(-n // shards), choice.nlist)
 
 
 def unused_settings(kind: str, *, nlist: int | None, nprobe: int | None, pq_m: int | None,

@@ -59,7 +59,8 @@ def _corpus_format(path: Path | str, input_format):
 @click.option("--shard-rows", type=click.IntRange(min=1), default=None,
               help="Split the index into shards of this many rows (each its own .faiss file), for "
                    "corpora whose index does not fit in memory at once; searches merge the shards' top-k (the hits of "
-                   "one index, but for ties at the k-th and the last digit of a score). Default: one index.")
+                   "one index, but for ties at the k-th and the last digit of a score). Default: one index while it "
+                   "fits the memory budget (--memory-budget-gb), else equal shards that each fit it.")
 @click.option("--nlist", type=click.IntRange(min=1), default=None,
               help="IVF lists (default: by corpus size, 4-16 x sqrt(N), and fewer where a list would train on < 39 "
                    "vectors).")
@@ -70,8 +71,9 @@ def _corpus_format(path: Path | str, input_format):
               help="PQ sub-quantisers = bytes per stored vector (ivfpq/opq); must divide the dimension "
                    "(the largest divisor below it is used, and said). [default: 64]")
 @click.option("--memory-budget-gb", type=Finite(0.001, 1e6), default=None,
-              help="Memory the index may take, for --index-type auto, in GiB from 0.001 to 1000000 (default: a "
-                   "quarter of RAM).")
+              help="Memory the index (or each shard) may take, in GiB from 0.001 to 1000000: --index-type auto "
+                   "chooses the index by it, and without --shard-rows a larger index is split into shards that "
+                   "each fit it. Default: a quarter of RAM.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the training sample.")
 @click.option("--encoder", type=NAME, default=None,
               help="Encoder for a text SOURCE (default: the one a --projection DIR was trained on, else me5-small); "
@@ -102,12 +104,13 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
     if input_format is not None and input_format.split_sentences:  # a missing language fails before anything is written
         check_split_languages([(source, lang, "--lang")], input_format)
     # options the chosen kind has no use for (was: accepted and dropped without a word)
-    unused = [o for o in given_on_command_line("memory_budget_gb") if kind != "auto"] + \
+    unused = [o for o in given_on_command_line("memory_budget_gb") if kind != "auto" and shard_rows] + \
         [o for o in given_on_command_line("seed") if kind in ("flat", "hnsw")]
     if unused:
-        raise ConfigError(f"{' and '.join(unused)}: --index-type {kind} has no use for "
-                          f"{'it' if len(unused) == 1 else 'them'} (the memory budget chooses the index of "
-                          "--index-type auto; the seed draws the training sample of an index with lists or PQ codes)")
+        raise ConfigError(f"{' and '.join(unused)}: --index-type {kind}{' with --shard-rows' * bool(shard_rows)} has "
+                          f"no use for {'it' if len(unused) == 1 else 'them'} (the memory budget chooses the index of "
+                          "--index-type auto and, without --shard-rows, the size of the shards; the seed draws the "
+                          "training sample of an index with lists or PQ codes)")
     # the settings checked before anything is claimed or embedded (was: after the corpus was embedded)
     config = IndexConfig(kind=kind, shard_rows=shard_rows, nlist=nlist, nprobe=nprobe, pq_m=pq_m, seed=seed,
                          gpu=not cpu, memory_budget=int(memory_budget_gb * 2**30) if memory_budget_gb else None)

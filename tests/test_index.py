@@ -154,6 +154,32 @@ def test_auto_choice_by_size():
         choose_index(100, 384, kind="lsh")
 
 
+def test_an_index_larger_than_the_memory_budget_is_built_in_equal_shards_that_each_fit_it(tmp_path, clustered):
+    """(was: one index of the whole corpus, held whole in memory to build and to search, whatever its
+    size) Without shard_rows, an index whose rows take more than the budget is cut into the fewest
+    equal shards within it, and searches as the one index does; within the budget, one shard."""
+    from xmine.index.choose import default_shard_rows, index_row_bytes
+
+    base, q, _ = clustered
+    one = _build(base, tmp_path / "one", kind="flat")
+    assert len(one.manifest.shards) == 1
+    budget = 1000 * 4 * base.shape[1]  # 1,000 exact rows
+    cut = _build(base, tmp_path / "cut", kind="flat", memory_budget=budget)
+    assert [s.rows for s in cut.manifest.shards] == [1000] * 6
+    np.testing.assert_array_equal(_search(one, q, 7)[1], _search(cut, q, 7)[1])
+    odd = _build(base, tmp_path / "odd", kind="flat", memory_budget=budget + 1)
+    assert [s.rows for s in odd.manifest.shards] == [1000] * 6  # 6,000 rows in as few shards as fit
+    assert [s.rows for s in _build(base, tmp_path / "odd2", kind="flat", memory_budget=budget - 1).manifest.shards] \
+        == [858] * 6 + [852]  # 7 shards of at most 999 rows, as equal as the plan cuts them
+    # the bytes a row: exact vectors, an IVF list's id beside them, PQ codes, HNSW's links
+    dim = base.shape[1]
+    ivf, pq = choose_index(6000, dim, kind="ivf", nlist=32), choose_index(6000, dim, kind="ivfpq", nlist=32, pq_m=16)
+    assert (index_row_bytes(one.manifest.choice, dim), index_row_bytes(ivf, dim), index_row_bytes(pq, dim)) == \
+        (4 * dim, 4 * dim + 8, 16 + 8)
+    assert index_row_bytes(choose_index(20_000, dim, kind="hnsw"), dim) == 4 * dim + 2 * 32 * 4
+    assert default_shard_rows(ivf, 6000, dim, 1) == 32  # at least a row a list
+
+
 def test_sharded_search_equals_unsharded(tmp_path, clustered):
     base, q, _ = clustered
     one = _build(base, tmp_path / "one", kind="flat")
@@ -438,9 +464,9 @@ def test_build_index_refuses_a_seed_or_memory_budget_its_index_type_has_no_use_f
     corpus = tmp_path / "en.txt"
     corpus.write_text("One.\nTwo.\n", encoding="utf-8")
     for options, said in ((["--index-type", "flat", "--seed", "5"], "--seed: --index-type flat has no use for it"),
-                          (["--index-type", "ivf", "--memory-budget-gb", "1"],
-                           "--memory-budget-gb: --index-type ivf has no use for it"),
-                          (["--index-type", "hnsw", "--seed", "1", "--memory-budget-gb", "2"],
-                           "--memory-budget-gb and --seed: --index-type hnsw has no use for them")):
+                          (["--index-type", "ivf", "--memory-budget-gb", "1", "--shard-rows", "9"],
+                           "--memory-budget-gb: --index-type ivf with --shard-rows has no use for it"),
+                          (["--index-type", "hnsw", "--seed", "1", "--memory-budget-gb", "2", "--shard-rows", "9"],
+                           "--memory-budget-gb and --seed: --index-type hnsw with --shard-rows has no use for them")):
         refused(xm("build-index", corpus, "-o", tmp_path / "idx", *options), said)
         assert not (tmp_path / "idx").exists()

@@ -25,7 +25,7 @@ _LAZY = {
     "METHOD_NAMES": "methods", "METHODS": "methods", "get_method": "methods", "register_method": "methods",
     "Method": "methods",
     "MeaningProjection": "st_module", "export_sentence_transformer": "st_module",
-    "discover_pairs": "data", "sample_pairs": "data",
+    "discover_pairs": "data", "sample_pairs": "sample",
     "FMDA": "model", "FmdaConfig": "fmda_trainer", "train_fmda": "fmda_trainer", "FMDAProjection": "st_module",
 }
 

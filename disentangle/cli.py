@@ -10,7 +10,7 @@ from xmine.options import comma_list
 from xmine.disentangle.fmda_trainer import FmdaConfig, train_fmda
 from xmine.disentangle.langid_cli import langid_command
 from xmine.disentangle.st_export import export_portable
-from xmine.disentangle.data import MIN_VALID_FRACTION, VALID_SPLITS
+from xmine.disentangle.sample import MIN_VALID_FRACTION, VALID_SPLITS
 from xmine.disentangle.trainer import TrainConfig, train
 from xmine.encoders import DEFAULT_ENCODER, load_encoder
 from xmine.encoders.pool import PoolEncoder

@@ -31,7 +31,8 @@ import numpy as np
 
 from xmine.artefacts.directory import provenance
 from xmine.io.corpus import truncate_for_encoding
-from xmine.disentangle.data import VALID_SPLITS, check_alignment, discover_pairs, sample_pairs
+from xmine.disentangle.data import discover_pairs
+from xmine.disentangle.sample import VALID_SPLITS, check_alignment, sample_pairs
 from xmine.disentangle.projection import load_projection, save_projection
 from xmine.disentangle.train_checkpoint import WORK, checkpoint_in, fresh_state, resume, run_signature, save
 from xmine.encoders.embed_cache import cached_encode
@@ -61,7 +62,7 @@ class TrainConfig:
     patience: int = 5
     #: share of each language pair held out for validation (papers: 10%)
     valid_fraction: float = 0.1
-    #: how held-out pairs are chosen (`xmine.disentangle.data.VALID_SPLITS`): "disjoint", no held-out
+    #: how held-out pairs are chosen (`xmine.disentangle.sample.VALID_SPLITS`): "disjoint", no held-out
     #: sentence trained on (multi-way data share sentences between language pairs); "per-pair",
     #: each language pair split on its own (the shipped projection's recipe)
     valid_split: str = "disjoint"

@@ -79,6 +79,41 @@ def test_discovery_rule_on_the_shared_layouts(data_dir):
         discover_pairs([str(par / "tatoeba-challenge")], langs=["deu"])
 
 
+def test_the_sample_is_the_one_every_pair_read_into_memory_gives(tmp_path):
+    """(was: every pair of every file held in memory to draw a few) The pairs are hashed, then the
+    drawn ones read again: on random files (one to three per language pair, repeats within and
+    across them, caps below and above the distinct count) the sample is the reference's, which pools
+    every pair, drops repeats in first-seen order and takes the seeded permutation's first."""
+    import random
+
+    from xmine.disentangle.sample import sample_pairs
+    from xmine.io.corpus import read_parallel
+
+    rng, compared = random.Random(7), 0
+    for trial in range(8):
+        folder = tmp_path / f"t{trial}"
+        folder.mkdir()
+        vocabulary = rng.choice([5, 40, 1000])
+        for f in range(rng.randint(1, 3)):
+            rows = [(f"s{rng.randrange(vocabulary)}", f"t{rng.randrange(3)}") for _ in range(rng.randint(10, 300))]
+            (folder / f"f{f}.de").write_text("".join(f"{a}\n" for a, _ in rows), encoding="utf-8")
+            (folder / f"f{f}.en").write_text("".join(f"{b}\n" for _, b in rows), encoding="utf-8")
+        files = discover_pairs([str(folder)])
+        pool = list(dict.fromkeys(p for f in files for p in zip(*read_parallel(f.src, f.tgt))))
+        cap = rng.choice([None, 4, len(pool) // 2 + 4, len(pool) + 10])
+        if min(len(pool), cap or len(pool)) < 15:
+            continue
+        expected = [pool[i] for i in np.random.default_rng(trial).permutation(len(pool))[:cap]]
+        sample = sample_pairs(files, max_pairs_per_lang=cap, valid_fraction=0.1, seed=trial, valid_split="per-pair",
+                              fingerprint_files=False)
+        assert list(zip(sample.src, sample.tgt)) == expected, trial
+        counts = sample.summary["counts"]["deu-eng"]
+        assert counts["available"] == len(pool) and [i["pairs"] for i in sample.summary["files"]] == \
+            [len(read_parallel(f.src, f.tgt)[0]) for f in files]
+        compared += 1
+    assert compared >= 5
+
+
 def test_compressed_files_pair_by_their_language_and_near_misses_are_said(tmp_path, caplog):
     """(a helper: a folder of `x.de.gz`/`x.en.gz` and one of `x.DE`/`x.EN` were "no parallel files
     found", and --langs naming a language of no pair was left out without a word)"""
@@ -89,7 +124,7 @@ def test_compressed_files_pair_by_their_language_and_near_misses_are_said(tmp_pa
         (tmp_path / "gz" / f"x.{lang}.gz").write_bytes(gzip.compress(text.encode()))
     found = discover_pairs([str(tmp_path / "gz")])
     assert [f.key for f in found] == [("deu", "eng")]
-    assert found[0].src.name == "x.de.gz" and found[0].read()[0] == ["Hallo Welt.", "Guten Morgen."]
+    assert found[0].src.name == "x.de.gz" and [s for s, _ in found[0].pairs()] == ["Hallo Welt.", "Guten Morgen."]
     assert [f.key for f in discover_pairs([f"{tmp_path / 'gz' / 'x.de.gz'}:{tmp_path / 'gz' / 'x.en.gz'}"])] == \
         [("deu", "eng")]
     (tmp_path / "upper").mkdir()
@@ -128,7 +163,7 @@ def test_explicit_pairs_and_bad_input(tmp_path):
     assert pair.key == ("deu", "eng")  # English goes second
     (pair,) = discover_pairs([f"fr={tmp_path / 'a.de'}:en={tmp_path / 'a.en'}"])
     assert pair.key == ("fra", "eng")
-    from xmine.disentangle.data import sample_pairs
+    from xmine.disentangle.sample import sample_pairs
 
     with pytest.raises(InputError, match="differ in length"):
         sample_pairs([pair], max_pairs_per_lang=None, valid_fraction=0.1, seed=0)
@@ -165,7 +200,7 @@ def test_center_means_and_reversibility(challenge, me5, tmp_path):
     proj = _train(challenge, tmp_path / "c", me5, method="center")
     means = proj.model.language_means.numpy()
     # The German mean is the mean of the German training sentences' embeddings.
-    from xmine.disentangle.data import sample_pairs
+    from xmine.disentangle.sample import sample_pairs
     from xmine.encoders.embed_cache import cached_encode
 
     sample = sample_pairs(discover_pairs([challenge], langs=LANGS), max_pairs_per_lang=PAIRS, valid_fraction=0.1, seed=0)
@@ -445,7 +480,7 @@ def test_no_held_out_sentence_is_trained_on_in_multi_way_data(data_dir):
     pair, and is the per-pair split where no sentence is shared (the shipped recipe's data aside)."""
     from collections import defaultdict
 
-    from xmine.disentangle.data import sample_pairs
+    from xmine.disentangle.sample import sample_pairs
 
     def leaks(sample) -> int:
         held, trained = defaultdict(set), defaultdict(set)

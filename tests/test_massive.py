@@ -141,14 +141,15 @@ def test_train_rows_refuse_an_id_whose_partitions_disagree(tmp_path):
 
 
 def test_train_pairs_from_a_massive_folder_are_train_rows_only(folder, data_dir):
-    from xmine.disentangle.data import discover_pairs, sample_pairs
+    from xmine.disentangle.data import discover_pairs
+    from xmine.disentangle.sample import sample_pairs
 
     files = discover_pairs([str(data_dir / "massive")], langs=["deu", "jpn", "eng"])
     assert sorted(f.massive for f in files) == [("de-DE", "en-US"), ("ja-JP", "en-US")]
     assert {f.key for f in files} == {("deu", "eng"), ("jpn", "eng")}
     assert len(discover_pairs([str(folder)])) == 49
     sample = sample_pairs(files, max_pairs_per_lang=3000, valid_fraction=0.1, seed=0, fingerprint_files=False)
-    # (the pairs whose sentence the split holds out elsewhere are used for neither: data.VALID_SPLITS)
+    # (the pairs whose sentence the split holds out elsewhere are used for neither: sample.VALID_SPLITS)
     dropped = sum(c.get("shared_dropped", 0) for c in sample.summary["counts"].values())
     assert len(sample.src) == 6000 - dropped and sample.summary["files"][0]["massive"]["partition"] == "train"
     de_en = [(s, t) for s, t, g in zip(sample.src, sample.tgt, sample.group) if sample.lang_pairs[g] == ("deu", "eng")]

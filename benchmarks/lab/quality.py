@@ -147,7 +147,8 @@ def mixed_pair_specs(data: Path, work: Path, *, qe6_pairs: int, xtreme36_pairs: 
     union of the other recipes' samples, nothing to encode that they did not already encode.
     """
     from xmine.artefacts.fileio import atomic_write_text
-    from xmine.disentangle.data import discover_pairs, sample_pairs
+    from xmine.disentangle.data import discover_pairs
+    from xmine.disentangle.sample import sample_pairs
 
     qe6_specs, extra = qe6_pair_specs(data, work)
     parts = {

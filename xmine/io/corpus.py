@@ -276,7 +276,7 @@ def read_corpus(path: str | Path, *, max_chars: int = DEFAULT_MAX_CHARS) -> Corp
 
 
 def iter_parallel(
-    src_path: str | Path, tgt_path: str | Path, *, max_chars: int = DEFAULT_MAX_CHARS
+    src_path: str | Path, tgt_path: str | Path, *, max_chars: int = DEFAULT_MAX_CHARS, warn: bool = True
 ) -> Iterator[tuple[int, str, str]]:
     """Stream line-aligned parallel files: yield (line_number, src, tgt) for the lines where both
     sides are non-empty, each side stripped of the whitespace around it as `iter_corpus` does (so
@@ -284,7 +284,8 @@ def iter_parallel(
     skipped on both (counted in a warning).
 
     Raises `InputError` naming both files and both line counts when their lengths differ
-    (checked before anything is yielded, so a caller never sees half an answer).
+    (checked before anything is yielded, so a caller never sees half an answer). `warn=False`:
+    the warnings are left out (a second reading of files already read once).
     """
     src_path, tgt_path = Path(src_path), Path(tgt_path)
     n_src, n_tgt = count_lines(src_path), count_lines(tgt_path)
@@ -304,6 +305,8 @@ def iter_parallel(
         yield line_no, s.strip(), t.strip()
     if s_stats.sentences == 0:
         raise InputError(src_path, f"no sentence pair with both sides non-empty in {src_path} and {tgt_path}")
+    if not warn:
+        return
     if skipped:
         log.warning(f"{src_path} / {tgt_path}: {skipped} line(s) empty on one or both sides skipped")
     for st in (s_stats, t_stats):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from xmine.artefacts.directory import file_fingerprint, provenance
 from xmine.artefacts.fileio import missing
 from xmine.artefacts.outputs import claim_output
 from xmine.encoders import DEFAULT_ENCODER, load_encoder
@@ -21,7 +22,8 @@ from xmine.encoders.projection import resolve_projection, shipped_dir
 from xmine.errors import ConfigError
 from xmine.io.corpus import CorpusStats, iter_corpus, truncate_for_encoding
 from xmine.langs import is_known_lang, normalize_lang
-from xmine.mining.langid import LID_BACKENDS, UNKNOWN, TrustRule, identify_by_projection, supported_languages
+from xmine.mining.langid import (LID_BACKENDS, UNKNOWN, TrustRule, backend_model, identify_by_projection,
+                                 supported_languages)
 from xmine.mining.langid import identify as identify_by_library
 from xmine.options import NAME, GivenPath, given_on_command_line, quiet_option
 from xmine.tempdirs import temporary_directory
@@ -142,12 +144,13 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
                                       f"knows ({', '.join(known)}), so --eval cannot score it"
                                       + (" with --guess (without it, a line is right when called unknown)"
                                          if guess else "") + "; without --eval, the answers for its lines are shown")
-        line_counts = []
+        line_counts, read = [], []
         for spec in files:  # every file read once first: a bad line fails before a line is written
             stats = CorpusStats(path=_labelled(spec)[0])
             for _ in iter_corpus(stats.path, stats=stats):  # (its warnings said once, here)
                 pass
             line_counts.append(stats.lines)
+            read.append({"given": spec, **file_fingerprint(stats.path)})
 
         def identify(texts: list[str]) -> tuple[list[str], list[float], list[str]]:
             """(labels, scores, answers: what the command shows and --eval scores) of a block."""
@@ -202,11 +205,18 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
                 with open(tmp, encoding="utf-8") as answers:
                     shutil.copyfileobj(answers, sys.stdout)
         if claim is not None:
+            # what made it (was: the files' names as given, no version, encoder or model)
             claim.finish({"projection": projection.fingerprint() if lid is None else None, "lid": lid,
-                          "inputs": list(files), "evaluation": evaluate, "guess": guess,
+                          "encoder": enc.fingerprint() if lid is None else None,
+                          "lid_model": backend_model(lid) if lid is not None else None,
+                          "inputs": read, "evaluation": evaluate, "guess": guess,
                           "lines": total_n, "unknown": 0 if guess else unknown,
                           **({"accuracy": total_ok / max(total_n, 1)} if evaluate else {}),
-                          "unknown_rule": vars(TrustRule()) if lid is None else None})
+                          "unknown_rule": vars(TrustRule()) if lid is None else None,
+                          "provenance": provenance(projection=None if projection_dir is None else str(projection_dir),
+                                                   lid=lid, encoder=encoder, precision=precision, runtime=runtime,
+                                                   prompt=prompt, prompt_name=prompt_name, guess=guess,
+                                                   evaluation=evaluate)})
         if unknown and not evaluate and not guess:
             click.echo(f"xmine: {unknown} of {total_n} line(s) 'unknown' (a language the projection was not "
                        "trained on, or nearest to one it does not identify reliably; --guess prints the nearest)",

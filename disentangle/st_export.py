@@ -151,8 +151,12 @@ def export_portable(projection_dir: str | Path, out_dir: str | Path, *, overwrit
         card = CARD.format(encoder=name, projection_id=projection.fingerprint()["id"], method=projection.method,
                            version=__version__, commit=git_commit(), prefix=prompts.get(default, "") if default else "")
         with atomic_dir(out_dir, kind=PORTABLE_KIND, overwrite=overwrite) as tmp:
+            # the weights written: fp32 torch, whatever the projection was trained on (its record's
+            # `encoder`), with the prompt made the default (was: neither recorded)
             save_export(model, tmp, PORTABLE_KIND, projection, part="meaning", card=card,
-                        parameters={"encoder": name, "projection": str(Path(projection.path).resolve())})
+                        parameters={"encoder": name, "projection": str(Path(projection.path).resolve()),
+                                    "precision": "fp32", "runtime": "torch",
+                                    "prompt": prompts.get(default) if default else None})
         return model
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from xmine.artefacts.directory import file_fingerprint
 from xmine.artefacts.fileio import atomic_write_manifest
 from xmine.artefacts.outputs import claim_output
 from xmine.encoders import DEFAULT_ENCODER
@@ -291,6 +292,7 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
                                    f"({inputs[0].name}): its pairs would be each sentence with itself; calibrate a "
                                    "language pair")
         data = {"source": "FLORES-200 devtest", "files": [p.name for p in inputs]}
+    data["inputs"] = [file_fingerprint(p) for p in inputs]  # (was: the names alone, no folder, size or sha256)
     try:  # too few pairs, or copies: said with the files, before anything is claimed or encoded
         pairs = usable_pairs(read_aligned(*inputs))
     except ConfigError as e:

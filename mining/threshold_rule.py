@@ -52,6 +52,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from xmine.artefacts.directory import file_fingerprint
 from xmine.artefacts.records import EncoderId
 from xmine.calibration import DEFAULT_MARGIN, SpaceDefaults, language_threshold
 from xmine.langs import normalize_lang
@@ -228,6 +229,8 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
                          else f"the calibration record's: {found.source}")
     record = {"value": config.threshold, "margin": config.margin, "margin_source": margin_source,
               "operating_point": None}
+    if selection.calibration is not None:  # which record, whole (was: its name inside the source's sentence)
+        record["calibration"] = file_fingerprint(selection.calibration)
     if config.threshold is not None:
         record["source"] = f"given (--threshold), on the {config.margin} margin"
     elif not selection.calibrated:

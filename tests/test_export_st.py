@@ -76,6 +76,9 @@ def test_verify_checks_every_file_of_the_export(exported):
     out = exported
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["kind"] == "sentence-transformer-portable" and manifest["format_version"] == 2
+    # the weights written and their default prompt (was: only the projection's training encoder, bf16/openvino)
+    written = manifest["provenance"]["parameters"]
+    assert (written["precision"], written["runtime"], written["prompt"]) == ("fp32", "torch", "query: ")
     on_disk = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()} - {"manifest.json"}
     assert set(manifest["files"]) == on_disk and "3_Dense/model.safetensors" in on_disk
     # shared like every other file of it (was: the weights 0600, written through mkstemp)

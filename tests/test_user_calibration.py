@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tests.clitools import calibration_record, ok, refused, tree, untouched, warned, xm
+from xmine.artefacts.directory import file_fingerprint
 from xmine.errors import ConfigError
 from xmine.mining.calibrate import operating_points, split_set
 
@@ -99,6 +100,9 @@ def test_calibrate_then_mine_with_the_record(data_dir, tmp_path):
     assert cal["space"] == {"encoder": "use-m3", "projection": None, "projection_weights_sha256": None}
     assert cal["default_margin"] == "distance"  # the margin a record's thresholds transfer best in
     assert cal["data"]["gold_pairs"] >= 200 and cal["data"]["files"] == ["deu_Latn.devtest", "eng_Latn.devtest"]
+    # the files read, whole: where, how large, their sha256 (was: the names alone)
+    devtest = data_dir / "parallel" / "flores200" / "devtest"
+    assert cal["data"]["inputs"] == [file_fingerprint(devtest / name) for name in cal["data"]["files"]]
     balanced = cal["measured"]["ratio"]["balanced"]
     assert balanced["f1"] >= 0.9 and cal["operating_points"]["balanced"]["ratio"] == balanced["threshold"]
     assert cal["operating_points"]["precision"]["ratio"] >= balanced["threshold"]
@@ -234,6 +238,7 @@ def test_a_record_mines_in_the_margin_it_names_else_in_the_space_s(tmp_path):
         assert (config.margin, config.threshold) == (margin, value[margin]), got
         assert filters.score_max == record["score_max"].get(margin)  # no distance cap recorded: none applied
         assert "xmine calibrate" in got["source"] and "xmine calibrate" in got["margin_source"]
+        assert got["calibration"] == file_fingerprint(path)  # which record, whole (was: its name in a sentence)
 
 
 def test_calibrate_without_its_languages_is_a_usage_error(tmp_path):

@@ -168,8 +168,10 @@ def build_index(
             "encoder": to_json(encoder), "projection": to_json(projection), "part": part, "lang": lang,
             "count": n, "dim": dim, "choice": choice.to_dict(), "built_on_gpu": use_gpu,
             "shards": shards, "source": source,
+            # the budget that chose the index (auto) and its shards, and the rows a shard holds
             "provenance": provenance(kind=config.kind, shard_rows=config.shard_rows, nlist=config.nlist,
-                                     nprobe=config.nprobe, pq_m=config.pq_m, seed=config.seed),
+                                     nprobe=config.nprobe, pq_m=config.pq_m, seed=config.seed,
+                                     memory_budget=budget, gpu=config.gpu, resolved_shard_rows=shard_rows),
         }, format_version=FORMAT_VERSION)
     log.info("index: %s (%s)", choice.factory, choice.reason)
     return IndexDir.open(out_dir)

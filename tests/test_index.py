@@ -183,9 +183,9 @@ def test_an_index_larger_than_the_memory_budget_is_built_in_equal_shards_that_ea
     assert default_shard_rows(ivf, 6000, dim, 1) == 32  # at least a row a list
     # what every shard holds whatever its rows (the lists' centroids) counts too: each shard's file
     # fits (a helper: IVF shards 12% over the budget)
-    lists = _build(base, tmp_path / "lists", kind="ivf", nlist=32, memory_budget=budget)
+    lists = _build(base, tmp_path / "lists", kind="ivf", nlist=256, memory_budget=budget)
     sizes = [(tmp_path / "lists" / s.file).stat().st_size for s in lists.manifest.shards]
-    assert len(sizes) == 7 and max(sizes) <= budget, sizes
+    assert len(sizes) == 9 and max(sizes) <= budget, sizes
 
 
 def test_sharded_search_equals_unsharded(tmp_path, clustered):

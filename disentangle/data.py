@@ -12,8 +12,8 @@ Pair discovery (`discover_pairs`), for each `--pairs` argument:
   FLORES v1 `wikipedia.dev.ne-en.ne`) groups by STEM; `LANG.SPLIT` (FLORES-200
   `deu_Latn.devtest`) groups by SPLIT. LANG is a language code: 2-3 lower-case letters with an
   optional `_Script` (`deu`, `de`, `cmn_Hans`); `md`, `txt`, `tsv`, `json` ... are never codes.
-  A compressed file's suffix (`.gz`, `.xz`, `.bz2`, `.zst`) is left out first: `news.de.gz` is
-  `news.de`, read decompressed.
+  A compressed file's suffix (`.gz`, `.xz`, `.bz2`, `.zst`, `.zstd`) is left out first:
+  `news.de.gz` is `news.de`, read decompressed.
   A group of two or more languages is one multi-way aligned set: with an English member, every
   other language is paired with English; without, every two languages are paired.
 - languages are normalised with `xmine.langs.normalize_lang` (de, deu, deu_Latn -> deu), and a
@@ -35,6 +35,7 @@ from xmine.errors import ConfigError, InputError
 from xmine.langs import is_known_lang, normalize_lang
 from xmine.disentangle.massive import PIVOT, available_locales, find_folder, train_rows
 from xmine.io.corpus import iter_parallel
+from xmine.io.reader_base import COMPRESSED_SUFFIXES
 
 log = logging.getLogger(__name__)
 
@@ -92,15 +93,11 @@ def _pairs_of_group(members: dict[str, Path]) -> list[PairFiles]:
             for (sl, sp), (tl, tp) in (_ordered((a, members[a]), (b, members[b])) for a, b in combos)]
 
 
-#: suffixes of compressed files, left out of a name before its language is read (`news.de.gz` is
-#: `news.de`: the readers decompress by content)
-_COMPRESSED = {"gz", "xz", "bz2", "zst"}
-
-
 def _name_parts(name: str) -> tuple[str, str]:
-    """(stem, last suffix) of a file name, a compression suffix left out; ("", name) without a dot."""
+    """(stem, last suffix) of a file name, a compression suffix (`COMPRESSED_SUFFIXES`, which the
+    readers decompress) left out: `news.de.gz` is `news.de`; ("", name) without a dot."""
     base, dot, ext = name.rpartition(".")
-    if dot and base and ext.lower() in _COMPRESSED:
+    if dot and base and f".{ext.lower()}" in COMPRESSED_SUFFIXES:
         name = base
     stem, _, last = name.rpartition(".")
     return stem, last

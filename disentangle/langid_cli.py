@@ -150,7 +150,8 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
             for _ in iter_corpus(stats.path, stats=stats):  # (its warnings said once, here)
                 pass
             line_counts.append(stats.lines)
-            read.append({"given": spec, **file_fingerprint(stats.path)})
+            if claim is not None:  # (only a result file records them)
+                read.append({"given": spec, **file_fingerprint(stats.path)})
 
         def identify(texts: list[str]) -> tuple[list[str], list[float], list[str]]:
             """(labels, scores, answers: what the command shows and --eval scores) of a block."""

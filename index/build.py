@@ -17,7 +17,7 @@ from xmine.artefacts.directory import atomic_dir, provenance
 from xmine.errors import ConfigError, NonFiniteRowError
 from xmine.exec.executor import LOCAL, Executor, ShardProgress
 from xmine.artefacts.fileio import atomic_path, sha256_file, write_failure, write_manifest
-from xmine.index.choose import choose_index, default_shard_rows, total_memory_bytes, unused_settings
+from xmine.index.choose import choose_index, default_shard_rows, memory_budget_bytes, unused_settings
 from xmine.io.compression import count_lines
 from xmine.index.faiss_index import (FORMAT_VERSION, KIND, IndexDir, faiss_computing, faiss_reason, shard_name, shard_plan, to_cpu, to_gpu,
                                      units_use_gpus)
@@ -115,7 +115,7 @@ def build_index(
     use_gpu = config.gpu and units_use_gpus(executor)
     choice = choose_index(n, dim, kind=config.kind, gpu=use_gpu, memory_budget=config.memory_budget,
                           nlist=config.nlist, nprobe=config.nprobe, pq_m=config.pq_m, pq_bits=config.pq_bits)
-    budget = config.memory_budget if config.memory_budget is not None else total_memory_bytes() // 4
+    budget = memory_budget_bytes(config.memory_budget)
     # >= 1: IndexConfig checks it, choose_index checks n (was: one index of the whole corpus, whatever its size)
     shard_rows = int(config.shard_rows or default_shard_rows(choice, n, dim, budget))
     if choice.nlist and shard_rows < choice.nlist:

@@ -22,7 +22,7 @@ import logging
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xmine.errors import ConfigError
 from xmine.artefacts.records import Record
@@ -93,19 +93,31 @@ def index_factory(kind: str, nlist: int, m: int, pq_bits: int = 8) -> str:
             "opq": f"OPQ{m},IVF{nlist},{pq}"}[kind]
 
 
+def memory_budget_bytes(memory_budget: int | None) -> int:
+    """The memory an index (a shard of it) may take: `memory_budget` bytes, or by default a quarter
+    of physical memory."""
+    return memory_budget if memory_budget is not None else total_memory_bytes() // 4
+
+
+def _pq_code(factory: str) -> tuple[int, int] | None:
+    """(sub-quantisers, bits each) of the PQ codes a factory string names (`PQ64`, `PQ64x4fs`), or None."""
+    pq = re.search(r"PQ(\d+)(?:x(\d+))?", factory)
+    return (int(pq[1]), int(pq[2] or 8)) if pq else None
+
+
 def index_row_bytes(choice: IndexChoice, dim: int) -> int:
     """Bytes an index of `choice` holds per vector: its code (4 x dim for exact vectors, the PQ
     code's bytes), the id an IVF list keeps beside it, an HNSW graph's level-0 links."""
-    pq = re.search(r"PQ(\d+)(?:x(\d+))?", choice.factory)
-    code = int(pq[1]) * int(pq[2] or 8) // 8 if pq else 4 * dim
+    pq = _pq_code(choice.factory)
+    code = pq[0] * pq[1] // 8 if pq else 4 * dim
     return code + (8 if choice.nlist else 0) + (2 * HNSW_M * _HNSW_LINK_BYTES if choice.kind == "hnsw" else 0)
 
 
 def index_fixed_bytes(choice: IndexChoice, dim: int) -> int:
     """Bytes every shard of an index of `choice` holds whatever its rows: the IVF lists' centroids,
     the PQ codebooks (2^bits centroids of each sub-vector), OPQ's rotation."""
-    pq = re.search(r"PQ(\d+)(?:x(\d+))?", choice.factory)
-    return 4 * (choice.nlist * dim + (2 ** int(pq[2] or 8) * dim if pq else 0)
+    pq = _pq_code(choice.factory)
+    return 4 * (choice.nlist * dim + (2 ** pq[1] * dim if pq else 0)
                 + (dim * dim if choice.factory.startswith("OPQ") else 0))
 
 
@@ -157,10 +169,11 @@ def choose_index(
         raise ConfigError(f"unknown index type {kind!r}; choose one of {', '.join(BUILD_TYPES)}")
     if n < 1 or dim < 1:
         raise ConfigError(f"cannot index {n} vectors of dimension {dim}")
-    budget = memory_budget if memory_budget is not None else total_memory_bytes() // 4
+    budget = memory_budget_bytes(memory_budget)
     reason = ""
+    hnsw = IndexChoice(kind="hnsw", factory=f"HNSW{HNSW_M},Flat", ef_search=128)
     if kind == "auto":
-        hnsw_bytes = n * (4 * dim + 2 * HNSW_M * _HNSW_LINK_BYTES)
+        hnsw_bytes = n * index_row_bytes(hnsw, dim)
         if n <= FLAT_MAX:
             kind, reason = "flat", f"{n:,} vectors <= {FLAT_MAX:,}: exact search is cheap"
         elif not gpu and n <= HNSW_MAX and hnsw_bytes <= budget:
@@ -177,8 +190,7 @@ def choose_index(
     if kind == "flat":
         return IndexChoice(kind="flat", factory="Flat", reason=reason or "exact inner product")
     if kind == "hnsw":
-        return IndexChoice(kind="hnsw", factory=f"HNSW{HNSW_M},Flat", ef_search=128,
-                           reason=reason or f"graph index, M={HNSW_M}")
+        return replace(hnsw, reason=reason or f"graph index, M={HNSW_M}")
     nl = int(nlist) if nlist else ivf_lists(n)
     if nl > n:
         raise ConfigError(f"nlist={nl} is more than the {n} vectors to index")

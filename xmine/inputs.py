@@ -194,38 +194,39 @@ def project_rows(store, projection: ProjectionLike, out: Path, *, lang: str | No
     the same store and projection reuses the file."""
     from tqdm.auto import tqdm
 
-    marker = out.with_suffix(".json")
-    want = {"store": manifest_hash(store.directory), "projection": projection.fingerprint()["id"],
-            "rows": len(store), "lang": lang}
-    if out.is_file() and read_json(marker) == want:
-        return ShardRows([out])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    rows = store.rows()
-    first = projection.transform(rows[0:1].astype(np.float32), "meaning", lang=lang)
-    with atomic_path(out) as tmp:
-        dst = np.lib.format.open_memmap(tmp, mode="w+", dtype=rows.dtype, shape=(len(store), first.shape[1]))
-        with tqdm(total=len(store), desc=f"projecting {store.directory.name}", unit="rows",
-                  disable=not show_progress, leave=False) as bar:
-            for start in range(0, len(store), PROJECT_BLOCK):
-                block = rows[start: start + PROJECT_BLOCK].astype(np.float32)
-                dst[start: start + len(block)] = projection.transform(block, "meaning", lang=lang)
-                bar.update(len(block))
-        dst.flush()
-        del dst
-    rows.close()
-    atomic_write_json(marker, want)
-    return ShardRows([out])
+    def write(out: Path) -> None:
+        rows = store.rows()
+        first = projection.transform(rows[0:1].astype(np.float32), "meaning", lang=lang)
+        with atomic_path(out) as tmp:
+            dst = np.lib.format.open_memmap(tmp, mode="w+", dtype=rows.dtype, shape=(len(store), first.shape[1]))
+            with tqdm(total=len(store), desc=f"projecting {store.directory.name}", unit="rows",
+                      disable=not show_progress, leave=False) as bar:
+                for start in range(0, len(store), PROJECT_BLOCK):
+                    block = rows[start: start + PROJECT_BLOCK].astype(np.float32)
+                    dst[start: start + len(block)] = projection.transform(block, "meaning", lang=lang)
+                    bar.update(len(block))
+            dst.flush()
+            del dst
+        rows.close()
+
+    return _rows_file(out, {"store": manifest_hash(store.directory), "projection": projection.fingerprint()["id"],
+                            "rows": len(store), "lang": lang}, write)
 
 
 def index_rows(ix, path: Path, out: Path) -> ShardRows:
     """The vectors of the index `ix` (at `path`) as rows read from the file `out` (.npy, float32),
-    written there shard by shard once (`IndexDir.reconstruct_to`); a marker beside it records
-    which index they are, so a later call (a resumed run) reuses the file."""
+    written there shard by shard once (`IndexDir.reconstruct_to`), so a later call with the same
+    index (a resumed run) reuses the file."""
+    return _rows_file(out, {"index": manifest_hash(path), "rows": len(ix)}, ix.reconstruct_to)
+
+
+def _rows_file(out: Path, want: dict, write: Callable[[Path], None]) -> ShardRows:
+    """The rows of the .npy file `out`, written by `write(out)` unless the marker beside it
+    (`out` with .json) records `want`, what they were made from; recorded once written."""
     marker = out.with_suffix(".json")
-    want = {"index": manifest_hash(path), "rows": len(ix)}
     if not (out.is_file() and read_json(marker) == want):
         out.parent.mkdir(parents=True, exist_ok=True)
-        ix.reconstruct_to(out)
+        write(out)
         atomic_write_json(marker, want)
     return ShardRows([out])
 

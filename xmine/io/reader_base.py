@@ -17,7 +17,8 @@ from xmine.artefacts.output_state import tree_record
 from xmine.io.stdin import origin_of
 
 FORMATS = ("text", "jsonl", "parquet", "hf", "csv", "tsv")
-_COMPRESSED = (".gz", ".xz", ".zst", ".zstd", ".bz2")
+#: the suffixes of the compressed files the readers decompress (by content: the suffix only names them)
+COMPRESSED_SUFFIXES = (".gz", ".xz", ".zst", ".zstd", ".bz2")
 # Files a `save_to_disk` folder holds (Dataset: state.json; DatasetDict: dataset_dict.json).
 _HF_MARKERS = ("state.json", "dataset_dict.json")
 #: what `field_at` returns for a field a record does not have
@@ -108,7 +109,7 @@ def size_and_sha256(path: Path) -> tuple[int, str]:
 def stem_suffix(path: Path) -> str:
     """The extension that names the format: `.jsonl` of `x.jsonl.zst`."""
     suffixes = [s.lower() for s in path.suffixes]
-    while suffixes and suffixes[-1] in _COMPRESSED:
+    while suffixes and suffixes[-1] in COMPRESSED_SUFFIXES:
         suffixes.pop()
     return suffixes[-1] if suffixes else ""
 

@@ -99,7 +99,7 @@ def memory_budget_bytes(memory_budget: int | None) -> int:
     return memory_budget if memory_budget is not None else total_memory_bytes() // 4
 
 
-def _pq_code(factory: str) -> tuple[int, int] | None:
+def pq_code(factory: str) -> tuple[int, int] | None:
     """(sub-quantisers, bits each) of the PQ codes a factory string names (`PQ64`, `PQ64x4fs`), or None."""
     pq = re.search(r"PQ(\d+)(?:x(\d+))?", factory)
     return (int(pq[1]), int(pq[2] or 8)) if pq else None
@@ -108,7 +108,7 @@ def _pq_code(factory: str) -> tuple[int, int] | None:
 def index_row_bytes(choice: IndexChoice, dim: int) -> int:
     """Bytes an index of `choice` holds per vector: its code (4 x dim for exact vectors, the PQ
     code's bytes), the id an IVF list keeps beside it, an HNSW graph's level-0 links."""
-    pq = _pq_code(choice.factory)
+    pq = pq_code(choice.factory)
     code = pq[0] * pq[1] // 8 if pq else 4 * dim
     return code + (8 if choice.nlist else 0) + (2 * HNSW_M * _HNSW_LINK_BYTES if choice.kind == "hnsw" else 0)
 
@@ -116,7 +116,7 @@ def index_row_bytes(choice: IndexChoice, dim: int) -> int:
 def index_fixed_bytes(choice: IndexChoice, dim: int) -> int:
     """Bytes every shard of an index of `choice` holds whatever its rows: the IVF lists' centroids,
     the PQ codebooks (2^bits centroids of each sub-vector), OPQ's rotation."""
-    pq = _pq_code(choice.factory)
+    pq = pq_code(choice.factory)
     return 4 * (choice.nlist * dim + (2 ** pq[1] * dim if pq else 0)
                 + (dim * dim if choice.factory.startswith("OPQ") else 0))
 

@@ -11,8 +11,8 @@ k real candidates, as in the exact path.
 
 How: ONE coarse quantiser (and PQ codebook) is trained on a seeded sample of both sides (they
 live in one space), then for each direction the base side is added to copies of that trained
-index, `shard_rows` rows per shard, and the other side is searched against each shard in blocks
-of `query_block` rows (`xmine.index.blocked_search.search_blocks`), each block's top-k merged
+index in shards (`shard_rows` rows, by default as few equal ones as each fit the memory budget),
+and the other side is searched against each shard in blocks of `query_block` rows (`xmine.index.blocked_search.search_blocks`), each block's top-k merged
 across the shards. Each step is a set of units (`xmine.exec.executor`): in this process one after
 another, or as tasks on a Ray cluster, with the same result. Memory per running unit: one shard
 (IVF-PQ fast-scan: pq_m/2 + 8 bytes a row) and its answers; on the driver both directions'
@@ -21,11 +21,10 @@ k-state ((n + m) * k * 12 bytes).
 Exact rescoring (default): the index proposes `fetch_factor * k` candidates per row by its
 approximate (PQ) similarity; their exact cosines are then computed from the rows themselves with
 the exact path's scorer (`rescore.exact_dot`: a pair both paths find has the same score, bit for
-bit) and the best k kept (`rescore_candidates`, which the search of a side's own index in
-mining/search_pairs.py shares). PQ similarities of 16-32 bytes a vector err by several
-hundredths of a cosine, which moves a margin ratio by 0.1 or more (measured on the synthetic
-benchmark: unrelated pairs scored up to 1.68 against 1.27 exactly); rescored, the margin is the
-exact path's margin over the candidates found, and the same threshold means the same thing.
+bit) and the best k kept (`rescore_candidates`, shared with mining/search_pairs.py). PQ
+similarities err by hundredths of a cosine, which moves a margin ratio by 0.1 or more (unrelated
+pairs scored up to 1.68 against 1.27 exactly); rescored, the margin is the exact path's over the
+candidates found, and the same threshold means the same thing.
 
 Refinement (`passing`, `refine_passing`): the neighbourhoods, searched again wider where the
 threshold decides. Why: an approximate search misses some of a sentence's true neighbours (lists
@@ -51,16 +50,14 @@ the rows of the lists they visit (refine_nprobe_factor * nprobe / nlist of the o
 list by list. Memory: one shard, one list's rows, one chunk of `REFINE_CHUNK` query rows, and the
 refined rows' candidates (fetch_factor * k a row, as the search's own).
 
-Resuming (`work_dir`): the trained index, every built shard and every answered query block are
-written atomically; a second call builds and searches only what is missing. The refinement
-writes its lists after each round (`refined.npz`, with what they were refined for)."""
+Resuming (`work_dir`): the trained index, every built shard, every answered query block and each
+refinement round (`refined.npz`) are written atomically; a rerun does only what is missing."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
-import re
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -73,7 +70,8 @@ from xmine.errors import ConfigError, check_field_types
 from xmine.exec.executor import LOCAL, Executor, ShardProgress
 from xmine.index.blocked_search import search_blocks
 from xmine.index.build import Training, add_unit, few_rows_advice, train_index, with_threads
-from xmine.index.choose import APPROXIMATE_TYPES, index_factory, ivf_lists, pq_subquantisers
+from xmine.index.choose import (APPROXIMATE_TYPES, default_shard_rows, index_factory, ivf_lists, memory_budget_bytes,
+                                pq_code, pq_subquantisers)
 from xmine.index.faiss_index import IndexChoice, IndexShard, ivf_list_members, read_index, shard_plan
 from xmine.mining.knn import check_knn_inputs
 from xmine.mining.rescore import exact_dot
@@ -103,8 +101,10 @@ class ApproximateConfig:
     #: dimensions: with 32, PQ errors rank a real sentence's nearest neighbours so badly that
     #: approximate mining lost 9% of exact mining's pairs (benchmarks/lab/approximate_agreement.py)
     pq_m: int = 64
-    #: rows per index shard (None: one shard per side)
+    #: rows per index shard (None: the larger side in as few equal shards as each fit `memory_budget`)
     shard_rows: int | None = None
+    #: bytes an index shard may take where `shard_rows` is None (None: a quarter of physical memory)
+    memory_budget: int | None = None
     #: query rows searched at once
     query_block: int = 65_536
     #: training vectors per IVF list (from both sides together)
@@ -125,11 +125,11 @@ class ApproximateConfig:
     refine_nprobe_factor: int = 2
 
     def __post_init__(self):
-        check_field_types(self, integers=("nlist", "nprobe", "shard_rows", "pq_m", "query_block", "train_per_list",
+        check_field_types(self, integers=("nlist", "nprobe", "shard_rows", "memory_budget", "pq_m", "query_block", "train_per_list",
                                           "fetch_factor", "rescore_block", "refine_nprobe_factor", "seed"))
         if self.index_type not in APPROXIMATE_TYPES:
             raise ConfigError(f"index type must be one of {', '.join(APPROXIMATE_TYPES)} (got {self.index_type!r})")
-        for name in ("nlist", "nprobe", "shard_rows"):
+        for name in ("nlist", "nprobe", "shard_rows", "memory_budget"):
             v = getattr(self, name)
             if v is not None and v < 1:
                 raise ConfigError(f"{name} must be >= 1 (got {v})")
@@ -154,13 +154,14 @@ WORK_REMEDY = "delete it: the next run builds it again"
 
 
 def approximate_plan(config: ApproximateConfig, n: int, m: int, dim: int) -> dict:
-    """{nlist, nprobe, factory} of the indexes searching `n` x `m` rows of `dim`, warning of each setting
-    given that it cannot take as given (was: --nlist 50000 on 300 rows made IVF299 without a word)."""
+    """{nlist, nprobe, factory, shard_rows} of the indexes searching `n` x `m` rows of `dim`, warning of
+    each setting given that it cannot take as given (was: --nlist 50000 on 300 rows: IVF299, silently).
+    Without `shard_rows` the memory budget cuts the shards, as build-index's (was: one shard a side)."""
     shard_rows = config.shard_rows or max(n, m)
     plan = config.resolved(min(shard_rows, max(n, m)), dim)
     if plan["nlist"] > min(n, m, shard_rows):
         plan = replace(config, nlist=max(1, min(n, m, shard_rows))).resolved(min(shard_rows, max(n, m)), dim)
-    pq = int(re.search(r"PQ(\d+)", plan["factory"])[1]) if "PQ" in plan["factory"] else None
+    pq = (pq_code(plan["factory"]) or (None,))[0]
     for option, given, used, why in (
             ("--nlist", config.nlist, plan["nlist"], "an IVF list needs a row of the side (or shard) to train on"),
             ("--nprobe", config.nprobe, plan["nprobe"], "a query visits at most every list"),
@@ -168,7 +169,9 @@ def approximate_plan(config: ApproximateConfig, n: int, m: int, dim: int) -> dic
              f"must divide the dimension {dim}" + (" in an even number (fast-scan)" * (config.index_type == "ivfpqfs")))):
         if given is not None and used is not None and used != given:
             log.warning(f"{option} {given}: {used} used ({why})")
-    return plan
+    choice = IndexChoice(kind=config.index_type, factory=plan["factory"], nlist=plan["nlist"], nprobe=plan["nprobe"])
+    return {**plan, "shard_rows": config.shard_rows or default_shard_rows(
+        choice, max(n, m), dim, memory_budget_bytes(config.memory_budget))}
 
 
 def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = ApproximateConfig(),
@@ -183,10 +186,9 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
     neighbourhood decides whether a pair passes the threshold (`select.passing_rows`), or None;
     those rows are searched again wider (`refine_passing`; needs `rescore`). `passing_key` names
     what `passing` depends on, for resuming. `used` (a dict), where given, receives the indexes' plan."""
-    n, m = check_knn_inputs(x, y, k)
-    dim = x.shape[1]
-    shard_rows = config.shard_rows or max(n, m)
+    (n, m), dim = check_knn_inputs(x, y, k), x.shape[1]
     plan = approximate_plan(config, n, m, dim)
+    shard_rows = plan["shard_rows"]
     (used if used is not None else {}).update(plan)  # (what OUT.json records: the lists and probes used)
     full_key = hashlib.sha256(json.dumps([key, n, m, k, asdict(config), plan], sort_keys=True).encode()).hexdigest()
     work = KeyedDir(work_dir, full_key, owned=WORK_FILES)

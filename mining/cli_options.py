@@ -269,7 +269,7 @@ search_options = _options(
                       "at most this is used; fewer: coarser codes, fewer pairs found)."),
     click.option("--index-shard-rows", type=click.IntRange(min=1), default=None,
                  help="With --approximate: rows per index shard, searched one at a time (bounds the index "
-                      "memory; default: one shard per side)."),
+                      "memory; default: each side in as few equal shards as each fit a quarter of physical memory)."),
     click.option("--refine/--no-refine", default=True, show_default=True,
                  help="With --approximate and a threshold: search the sentences of every candidate pair at or "
                       "above it again, in 2 x nprobe lists with their stored vectors, so that fewer neighbours "

@@ -158,7 +158,7 @@ class SearchConfig:
     nprobe: int | None = None
     #: approximate, PQ index types: sub-quantisers (must divide the dimension)
     pq_m: int = ApproximateConfig.pq_m
-    #: approximate: rows per index shard, searched one at a time (None: one shard per side)
+    #: approximate: rows per index shard, searched one at a time (None: as few as fit 1/4 of RAM)
     shard_rows: int | None = None
     #: approximate with a threshold: search the sentences of every candidate pair at or above it
     #: again, wider and with stored vectors (`xmine.mining.approximate.refine_passing`)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from xmine.errors import ConfigError
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.select import MiningConfig, passing_rows, select_pairs
@@ -120,6 +121,29 @@ def test_sharded_refinement_reads_every_shard_then_removes_them(data, tmp_path):
     assert not list((tmp_path / "three").rglob("*-shard*.faiss"))
     assert len(one ^ three) <= 0.005 * len(exact)
     assert _agreement(exact, three)[1] <= 0.02
+
+
+def test_default_shards_fit_the_memory_budget(data, tmp_path):
+    """Without shard_rows the larger side is cut into as few equal shards as each fit the memory
+    budget (was: one shard of the whole side whatever the budget); the search is the one at those
+    shard rows given, and the shard rows are what `used` (OUT.json) records."""
+    from xmine.index.choose import IndexChoice, index_fixed_bytes, index_row_bytes
+
+    x, y, _, _ = data
+    dim = x.shape[1]
+    choice = IndexChoice(kind="ivf", factory="IVF64,Flat", nlist=64)
+    budget = index_fixed_bytes(choice, dim) + 1600 * index_row_bytes(choice, dim)  # 1,600 of 4,000 rows
+    runs = {}
+    for name, extra in (("budget", {"memory_budget": budget}), ("given", {"shard_rows": 1334}), ("default", {})):
+        used = {}
+        approx = ApproximateConfig(index_type="ivf", nlist=64, nprobe=8, **extra)
+        runs[name] = approximate_knn_both(x, y, 4, config=approx, work_dir=tmp_path / name, used=used), used
+    assert runs["budget"][1]["shard_rows"] == 1334 == runs["given"][1]["shard_rows"]  # 3 equal shards
+    assert runs["default"][1]["shard_rows"] == len(x)  # a quarter of this machine's memory: one shard
+    for got, want in zip(runs["budget"][0], runs["given"][0]):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ConfigError, match="memory_budget"):
+        ApproximateConfig(memory_budget=0)
 
 
 def test_agreement_benchmark_counts_pairs_by_line_numbers(tmp_path):

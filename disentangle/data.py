@@ -32,7 +32,7 @@ from typing import Iterator, Sequence
 
 from xmine.artefacts.fileio import missing
 from xmine.errors import ConfigError, InputError
-from xmine.langs import is_known_lang, normalize_lang
+from xmine.langs import is_known_lang, lang_script, normalize_lang, usual_script
 from xmine.disentangle.massive import PIVOT, available_locales, find_folder, train_rows
 from xmine.io.corpus import iter_parallel
 from xmine.io.reader_base import COMPRESSED_SUFFIXES
@@ -103,8 +103,14 @@ def _name_parts(name: str) -> tuple[str, str]:
     return stem, last
 
 
+def _script_of(path: Path) -> str | None:
+    """The script the language code of a pair file's name gives (`arb_Latn.devtest` -> Latn)."""
+    stem, last = _name_parts(path.name)
+    return lang_script(last if _is_lang(last) else stem)
+
+
 def _scan_directory(root: Path, near_misses: list[str] | None = None,
-                    left_out: list[str] | None = None) -> list[PairFiles]:
+                    left_out: list[tuple[str, str]] | None = None) -> list[PairFiles]:
     """The pairs of a directory's files (the module's rule); `near_misses` gets the files named with
     an upper-case language code (`news.DE`), which the rule does not read, and `left_out` those
     another file of the same language and set replaced."""
@@ -116,19 +122,23 @@ def _scan_directory(root: Path, near_misses: list[str] | None = None,
         if not stem:
             continue
         if _is_lang(last):
-            group, lang = groups[(path.parent, "stem", stem)], normalize_lang(last)
+            group, code = groups[(path.parent, "stem", stem)], last
         elif _is_lang(stem):
-            group, lang = groups[(path.parent, "split", last)], normalize_lang(stem)
+            group, code = groups[(path.parent, "split", last)], stem
         else:
             if near_misses is not None and (_is_lang(last.lower()) or _is_lang(stem.lower())):
                 near_misses.append(path.name)
             continue
-        if lang in group:  # two files of one language in a set (ace_Arab, ace_Latn; news.de, news.de.gz): the
-            # later is taken, as it always was, but a compressed copy never replaces its plain file (was: unsaid)
-            taken, left = ((group[lang], path) if path.name.startswith(group[lang].name + ".")
-                           else (path, group[lang]))
+        lang = normalize_lang(code)
+        if lang in group:  # two files of one language in a set (arb_Arab, arb_Latn; news.de, news.de.gz): a
+            # compressed copy never replaces its plain file, and the language's usual script is taken (was: the
+            # later one, so FLORES's romanised arb_Latn for Arabic, kas_Deva, zho_Hant), else the later one
+            usual = usual_script(code)
+            keep_first = path.name.startswith(group[lang].name + ".") or (
+                usual is not None and _script_of(group[lang]) == usual != _script_of(path))
+            taken, left = (group[lang], path) if keep_first else (path, group[lang])
             if left_out is not None:
-                left_out.append(f"{left.name} ({taken.name} taken)")
+                left_out.append((lang, f"{left.name} ({taken.name} taken)"))
             path = taken
         group[lang] = path
     return [pair for members in groups.values() if len(members) >= 2 for pair in _pairs_of_group(members)]
@@ -175,7 +185,7 @@ def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) 
     wanted = {normalize_lang(l) for l in langs} if langs else None
     found: list[PairFiles] = []
     near_misses: list[str] = []
-    left_out: list[str] = []
+    left_out: list[tuple[str, str]] = []  # (language, what was left out for what)
     for spec in specs:
         p = Path(spec).expanduser()
         massive = find_folder(p) if p.is_dir() else None
@@ -208,7 +218,7 @@ def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) 
     if near_misses:  # (was: said only where nothing else was found)
         log.warning(f"{', '.join(near_misses[:3])}{' and others' if len(near_misses) > 3 else ''}: left out: language "
                     "codes in file names are lower case")
-    if left_out:
+    if left_out := [said for lang, said in left_out if wanted is None or lang in wanted]:  # (was: every language)
         log.warning(f"{len(left_out)} file(s) left out, another of the same language and set taken: "
                     f"{', '.join(left_out[:4])}{', ...' if len(left_out) > 4 else ''}; name the pair you want with "
                     "--pairs SRC:TGT")

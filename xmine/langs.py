@@ -148,8 +148,19 @@ def language_subtag(lang: str) -> str:
 
 
 #: languages FLORES-200 holds in two scripts (ace_Arab, ace_Latn; zho_Hans, zho_Hant ...), as
-#: `normalize_lang` names them (arb -> ara, zho -> cmn): their FLORES code's script is kept
-_SEVERAL_SCRIPTS = frozenset({"ace", "ara", "bjn", "kas", "knc", "min", "taq", "cmn"})
+#: `normalize_lang` names them (arb -> ara, zho -> cmn): their FLORES code's script is kept. The
+#: value is the script most of the language's text is written in (NLLB's data: Modern Standard
+#: Arabic in Arabic script, not FLORES's romanised arb_Latn; Kashmiri in Perso-Arabic; Chinese
+#: simplified; Tamasheq, Kanuri, Acehnese, Banjar and Minangkabau mostly in Latin script), what a
+#: set that holds both is read in (`usual_script`).
+_SEVERAL_SCRIPTS = {"ace": "Latn", "ara": "Arab", "bjn": "Latn", "kas": "Arab", "knc": "Latn", "min": "Latn",
+                    "taq": "Latn", "cmn": "Hans"}
+
+
+def usual_script(lang: str) -> str | None:
+    """The script most text of a language FLORES-200 writes in two scripts is in (`arb_Latn` ->
+    Arab), else None (one script, or a language this table does not list)."""
+    return _SEVERAL_SCRIPTS.get(normalize_lang(lang))
 
 
 def bcp47_tag(lang: str) -> str:

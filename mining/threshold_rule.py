@@ -283,7 +283,9 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
     if found is not None:
         uses = calibrated_uses(record, cap=cap_calibrated and "score_max" in filters.active(config.margin))
         if side_rows is None or config.k <= side_rows:  # (else fewer neighbours than k: `note_few_neighbours`,
-            note_other_k(record, found, config.k, what, uses)  # was: two warnings saying opposite things)
+            # was: two warnings saying opposite things; and a record's cap named as the space's)
+            note_other_k(record, found, config.k, what if selection.calibration is None else
+                         f"the calibration record {selection.calibration}", uses)
         if encoder_id is not None:
             note_other_encoder(record, found, encoder_id, what, uses)
     if record["value"] is not None and "rule" not in record:  # a rule's value is logged once it is known

@@ -323,7 +323,7 @@ def test_a_record_of_another_space_is_refused_before_a_side_is_encoded(data_dir,
     assert tree(tmp_path) == before  # no OUT.json, no OUT.work/
 
 
-def test_a_record_made_at_another_k_is_refused_where_its_threshold_is_used(data_dir, tmp_path):
+def test_a_record_made_at_another_k_is_refused_where_its_threshold_is_used(data_dir, tmp_path, caplog):
     """A record the user names, measured with another k than the run mines with, is refused before
     anything is encoded (was: a warning, and 3 pairs mined of 117 with a record made at -k 256); with
     the run's own --threshold the record's threshold is not used, so its k is not refused."""
@@ -348,6 +348,14 @@ def test_a_record_made_at_another_k_is_refused_where_its_threshold_is_used(data_
                    "--calibration", record, "-q", "-o", tmp_path / "s.tsv"),
                 "cal.json", f"measured with k=16 neighbours, but this run mines with -k {run_k}")
     assert tree(tmp_path) == before
+    # with --threshold the record's score cap is still used: the warning names the record, whose k it is
+    # (was: "the calibrated score cap of raw me5-small", a cap the run does not use)
+    with caplog.at_level("WARNING", logger="xmine"):
+        ok(xm("mine", de, en, "--src-lang", "de", "--tgt-lang", "en", "--projection", "none", "-k", "8",
+              "--threshold", "1.05", "--margin", "ratio", "--calibration", record, "-q", "-o", tmp_path / "m.tsv"))
+    said = [r.getMessage() for r in caplog.records if "measured with k=16" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith(f"-k 8: the calibrated score cap of the calibration record {record} "
+                                                 "was measured with k=16 neighbours"), said
     check_calibration_record(record, threshold_k=16)
     check_calibration_record(record)  # a threshold given: the record's is not used
     with pytest.raises(InputError, match="measured with k=16 neighbours, but this run mines with -k 4"):

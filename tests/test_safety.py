@@ -327,6 +327,22 @@ def test_bad_option_is_one_clear_error(ws, argv, fragment):
         refused(xm(*[a.format(**paths) for a in argv]), fragment)
 
 
+def test_a_long_value_in_a_message_is_cut_to_its_start_and_end(ws):
+    """A 5,000-character option value, or a 3,000-character line a warning quotes, is printed with
+    its start and end and the count left out between (was: printed whole, one 5 KB line)."""
+    from xmine.errors import LONG_VALUE, shortened
+
+    value = "q" * 2000 + "z" * 3000
+    error = refused(xm("mine", ws / "de.txt", ws / "en.txt", "--src-lang", value, "-o", ws / "out"),
+                    "Invalid value for '--src-lang': 'qqq", "…[4,842 characters]…", "zzz' is not a known language")
+    assert len(error) < 600, error
+    short = "x" * (LONG_VALUE - 3)
+    assert shortened(f"a '{short}' b /{short}") == f"a '{short}' b /{short}"  # up to the limit: whole
+    cut = shortened(f"line 7: '{value}' is too long")
+    assert cut == f"line 7: '{value[:99]}…[4,842 characters]…{value[-59:]}' is too long", cut
+    assert shortened("/" + value) == "/" + value[:99] + "…[4,841 characters]…" + value[-60:]
+
+
 def test_too_small_for_a_pq_index_is_one_clear_error(ws):
     with untouched(ws):
         refused(xm("build-index", ws / "en.txt", "--encoder", "use-m3", "--index-type", "ivfpq", "-o", ws / "pq"),

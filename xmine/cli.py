@@ -25,7 +25,7 @@ from xmine.benchmarks import cli as benchmarks_cli
 from xmine.benchmarks.mining import SETS_KIND, MiningSets
 from xmine.disentangle import cli as disentangle_cli
 from xmine.disentangle.projection import load_projection
-from xmine.errors import XmineError
+from xmine.errors import XmineError, shortened
 from xmine.index import cli as index_cli
 from xmine.index.faiss_index import IndexDir
 from xmine.mining import cli as mining_cli
@@ -55,13 +55,18 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
+class _ShortFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return shortened(super().format(record))
+
+
 def _show_log_messages() -> None:
     """Print xmine's INFO and WARNING log records (lines skipped, long lines cut, resuming, index
     choice) to stderr as `xmine: message`, unless the caller configured logging already."""
     logger = logging.getLogger("xmine")
     if not logger.handlers and not logging.getLogger().handlers:
         handler = _StderrHandler()
-        handler.setFormatter(logging.Formatter("xmine: %(message)s"))
+        handler.setFormatter(_ShortFormatter("xmine: %(message)s"))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
 
@@ -97,7 +102,7 @@ def _usage_error_line(e: click.UsageError) -> str:
 def _exit_on_usage_error(e: click.UsageError) -> None:
     if isinstance(e, NoArgsIsHelpError):  # a bare group: its help is the answer
         raise e
-    click.secho(f"xmine: error: {_usage_error_line(e)}", fg="red", err=True)
+    click.secho(shortened(f"xmine: error: {_usage_error_line(e)}"), fg="red", err=True)
     sys.exit(2)
 
 
@@ -182,7 +187,7 @@ class _XmineGroup(click.Group):
             click.secho("xmine: not confirmed; nothing was changed", fg="yellow", err=True)
             sys.exit(1)
         except XmineError as e:
-            click.secho(f"xmine: error: {e}", fg="red", err=True)
+            click.secho(shortened(f"xmine: error: {e}"), fg="red", err=True)
             sys.exit(2)
         except BrokenPipeError:
             # The reader of standard output stopped early (`xmine search ... | head`): what it
@@ -195,7 +200,7 @@ class _XmineGroup(click.Group):
             message = _os_error_message(e)
             if message is None:
                 raise
-            click.secho(f"xmine: error: {message}", fg="red", err=True)
+            click.secho(shortened(f"xmine: error: {message}"), fg="red", err=True)
             sys.exit(2)
         except MemoryError as e:  # (was: a traceback, e.g. FAISS's std::bad_alloc for a crafted index header)
             click.secho(f"xmine: error: out of memory{f' ({e})' if str(e) else ''}: an input or artefact asked for "

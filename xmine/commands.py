@@ -16,7 +16,7 @@ from xmine.encoders.external import ExternalEmbeddings
 
 from xmine.encoders.runtime import openvino_installed, runtime_for_artefact, x86_cpu
 from xmine.encoders.suitability import suitability
-from xmine.errors import ConfigError, InputError, XmineError
+from xmine.errors import ConfigError, InputError, XmineError, shortened
 from xmine.encoders.options import precision_option
 from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection, encoding_prompt, projection_encoder
 from xmine.artefacts.fileio import kind_label
@@ -229,7 +229,7 @@ def verify(paths) -> None:
         try:
             kind, nbytes, detail = verify_artefact(path)
         except XmineError as e:  # the next paths are checked too (was: none after the first damaged one)
-            click.secho(f"xmine: error: {e}", fg="red", err=True)
+            click.secho(shortened(f"xmine: error: {e}"), fg="red", err=True)
             failed += 1
             continue
         click.echo(f"{path}: OK, an xmine {kind_label(kind)} ({detail}; {nbytes / 2**20:,.1f} MiB checked in "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 import os
+import re
 from pathlib import Path
 
 
@@ -118,3 +119,15 @@ def check_field_types(config, *, integers: tuple[str, ...] = (), reals: tuple[st
 class OutputError(XmineError):
     """An output the command must not write: it is an input, it holds someone else's data, it
     exists and --overwrite was not given, or another process is writing it (xmine.artefacts.outputs)."""
+
+
+#: a value in a message longer than this is cut (a quoted run, or a run without spaces: an option
+#: value, a line of a file, a path); was: a 100,000-character line or option value printed whole
+LONG_VALUE = 240
+_LONG_VALUE = re.compile(rf"'[^'\n]{{{LONG_VALUE},}}'|\"[^\"\n]{{{LONG_VALUE},}}\"|\S{{{LONG_VALUE},}}")
+
+
+def shortened(message: str) -> str:
+    """`message` with each value longer than `LONG_VALUE` characters cut to its first 100 and last
+    60, saying how many were left out between: what the command line prints stays one readable line."""
+    return _LONG_VALUE.sub(lambda m: f"{m[0][:100]}…[{len(m[0]) - 160:,} characters]…{m[0][-60:]}", message)

@@ -193,13 +193,14 @@ class Training:
     advice: str = "use --index-type flat or hnsw, a smaller --nlist, or a larger corpus"
 
 
-def few_rows_advice(plan: dict, otherwise: str) -> str:
-    """What to do where an index of `plan` ({factory, nlist}) cannot be trained on the rows there
-    are: only what would change something (was: "use ivfpqfs, a smaller --nlist" to an ivfpqfs
-    run at nlist 1), then `otherwise`."""
+def few_rows_advice(plan: dict, otherwise: str, *, dim: int) -> str:
+    """What to do where an index of `plan` ({factory, nlist}) of `dim`-dimensional rows cannot be
+    trained on the rows there are: only what would change something (was: "use ivfpqfs, a smaller
+    --nlist" to an ivfpqfs run at nlist 1, and ivfpqfs for an odd dimension, which it refuses), then
+    `otherwise`."""
     pq, fast_scan = "PQ" in plan["factory"], "x4fs" in plan["factory"]
     remedies = ["--index-type ivf (no codebook to train)"] * pq
-    remedies += ["--index-type ivfpqfs (16 centroids a codebook, not 256)"] * (pq and not fast_scan)
+    remedies += ["--index-type ivfpqfs (16 centroids a codebook, not 256)"] * (pq and not fast_scan and dim % 2 == 0)
     remedies += ["a smaller --nlist"] * (plan["nlist"] > 1)
     return f"use {', '.join(remedies)}{', or ' if remedies else ''}{otherwise} for corpora this small"
 

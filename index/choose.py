@@ -78,10 +78,15 @@ def ivf_lists(n: int) -> int:
 
 def pq_subquantisers(dim: int, preferred: int = 64, *, even: bool = False) -> int:
     """The largest m <= preferred dividing dim (PQ needs dim % m == 0); `even`: the largest even one
-    (fast-scan packs codes in pairs) where m is odd."""
+    (fast-scan packs codes in pairs) where m is odd, else the smallest above it (`--pq-m 1`), and a
+    ConfigError for an odd dimension, which no even m divides (was: StopIteration, a traceback)."""
     m = next(m for m in range(min(preferred, dim), 0, -1) if dim % m == 0)
     if even and m % 2:
-        m = next(d for d in range(m, 0, -1) if dim % d == 0 and d % 2 == 0)
+        if dim % 2:
+            raise ConfigError(f"dimension {dim}: fast-scan PQ (--index-type ivfpqfs, the --approximate default) needs "
+                              "an even number of sub-quantisers dividing the dimension, and an odd one has none; use "
+                              "--index-type ivfpq or ivf")
+        m = next(d for d in [*range(m, 0, -1), *range(m + 1, dim + 1)] if dim % d == 0 and d % 2 == 0)
     return m
 
 

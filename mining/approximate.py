@@ -201,7 +201,7 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
         threads = executor.node_cpus()
         want = min(n + m, max(plan["nlist"] * config.train_per_list, 256 * 40 if "PQ" in plan["factory"] else 0))
         training = Training(factory=plan["factory"], size=want, seed=config.seed, sides=("src", "tgt"),
-                            where="--approximate: ", advice=few_rows_advice(plan, "exact mining (no --approximate)"))
+                            where="--approximate: ", advice=few_rows_advice(plan, "exact mining (no --approximate)", dim=dim))
         trained_bytes = executor.call(with_threads, threads, train_index, training, executor.share(x),
                                       executor.share(y), cpus=threads)
         with atomic_path(trained_file) as tmp:

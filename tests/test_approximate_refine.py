@@ -146,6 +146,29 @@ def test_default_shards_fit_the_memory_budget(data, tmp_path):
         ApproximateConfig(memory_budget=0)
 
 
+def test_fast_scan_sub_quantisers_on_odd_dimensions_and_tiny_pq_m(tmp_path):
+    """ivfpqfs (the --approximate default) needs an even number of sub-quantisers dividing the
+    dimension: an odd dimension has none, a one-line ConfigError (a helper's 3-dimensional vectors:
+    StopIteration, a traceback), and the advice for too few rows no longer names it there; --pq-m 1
+    takes the smallest even divisor (was: StopIteration too)."""
+    from xmine.index.build import few_rows_advice
+    from xmine.index.choose import pq_subquantisers
+
+    assert pq_subquantisers(384, 1, even=True) == 2 and pq_subquantisers(384, 64, even=True) == 64
+    assert pq_subquantisers(6, 3, even=True) == 2 and pq_subquantisers(9, 3) == 3
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((100, 3)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    with pytest.raises(ConfigError, match="dimension 3: fast-scan PQ .* an odd one has none; use --index-type ivfpq or ivf"):
+        approximate_knn_both(x, x[::-1].copy(), 4, work_dir=tmp_path)
+    plan = {"factory": "IVF4,PQ3", "nlist": 4}
+    assert "ivfpqfs" not in few_rows_advice(plan, "exact mining", dim=3)
+    assert "ivfpqfs" in few_rows_advice(plan, "exact mining", dim=6)
+    sims = approximate_knn_both(x, x[::-1].copy(), 4, config=ApproximateConfig(index_type="ivf", nlist=2),
+                                work_dir=tmp_path / "ivf")[0]
+    assert sims.shape == (100, 4)
+
+
 def test_agreement_benchmark_counts_pairs_by_line_numbers(tmp_path):
     """benchmarks/lab/approximate_agreement.py: pairs read from `--line-numbers` outputs, the shares of
     exact's pairs kept and added; and the families' sides written from line ranges of real files."""

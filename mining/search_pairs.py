@@ -54,10 +54,12 @@ def _neighbours(base_side, base: Mineable, queries, k: int, *, executor: Executo
     exact path's scorer (`rescore.exact_dot`, on the rows the exact path would compare), so a
     pair found by any search has the same score."""
     kk = min(k, len(base.ids))
-    if base_side.index is not None:
-        opener, fetch = IndexDirShards(base_side.index), kk + 2 * k
-    else:
-        opener, fetch = FlatChunks(base.rows), kk
+    # 2k more candidates than kept either way: FAISS keeps the later of rows that tie (and its
+    # similarities differ from the exact scorer's in the last bits), so the rows the exact path keeps
+    # at a tie, the first, are among them unless more than 2k rows tie at the k-th neighbour (was:
+    # the flat chunks asked for k, and a duplicated vector could move a pair)
+    fetch = min(kk + 2 * k, len(base.ids)) if base_side.index is None else kk + 2 * k
+    opener = IndexDirShards(base_side.index) if base_side.index is not None else FlatChunks(base.rows)
     sims, rows = search_blocks(opener, len(opener), queries, fetch, executor=executor, use_gpu=units_use_gpus(executor),
                                desc=f"{tag} ({executor.name})", show_progress=show_progress)
     if base_side.index is not None:

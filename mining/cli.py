@@ -188,7 +188,8 @@ def _before_search(summary: dict) -> str:
     "it, at --operating-point (the shipped projection's or raw me5-small/use-m3's, or that of --calibration). "
     "A space without a calibration (your own encoder or projection) drops no pair for its score, said in a "
     "notice: xmine mine estimates a threshold from a run's candidates, which a bitext's own pairs are not; "
-    "xmine calibrate makes a record for --calibration. 'none': no threshold. OUT.json records which, and why.")
+    "xmine calibrate makes a record for --calibration. 'none': no threshold. OUT.json records which, and why. "
+    "Scores are compared unrounded (printed to 6 decimals).")
 @encoding_options(what="score", inputs=("corpus", "corpora"))
 @approximate_option(help="Search the neighbourhoods with IVF indexes (as xmine mine --approximate) instead of exactly.")
 @pair_filter_options

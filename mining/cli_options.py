@@ -233,7 +233,8 @@ selection_options = _options(
        "own scores (where they show no share of translations and few mutual best pairs, as sides that translate "
        "nothing of each other, only their tail; with under 20 candidates every pair), and says so, and where "
        "not to trust it: measure one with `xmine calibrate` and pass --calibration. 'none' keeps every pair. "
-       "Scores are on each space's own scale (docs/mining.md)."))
+       "Scores are on each space's own scale (docs/mining.md), compared unrounded: a score printed as "
+       "1.545825 may be 1.5458246, below --threshold 1.545825."))
 
 #: -k, --approximate and its index options, --block-rows/--block-cols, --workers, --product and --ray of
 #: `xmine mine`, handed to it as one `search` (a SearchConfig)

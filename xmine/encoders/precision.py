@@ -162,6 +162,12 @@ def check_same_encoder(expected_fp: Fingerprint, actual_fp: Fingerprint, *, what
             f"{prompt_act} meet it here; the prompt is part of the embeddings: make both with the same prompt "
             f"(--prompt {prompt_exp}; prompt={prompt_exp} in Python)"
         )
+    if exp.id == act.id:  # one name and id, two sizes: vectors made elsewhere (`--embeddings`) under one name
+        raise EncoderMismatchError(
+            f"{what} holds {exp.dim}-dimensional embeddings of {exp.name!r}, but {act.dim}-dimensional ones under "
+            f"the same name meet it here: they cannot be the same encoder's; give vectors made elsewhere the name "
+            "of the encoder that made them (--encoder-name), and make both sides with one encoder"
+        )
     raise EncoderMismatchError(
         f"{what} was made with encoder {exp.name!r} (id {exp.id!r}, dim {exp.dim}), but embeddings of "
         f"{act.name!r} (id {act.id!r}, dim {act.dim}) meet it here; use the same encoder (and prefix)"

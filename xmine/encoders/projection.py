@@ -242,7 +242,9 @@ def choose_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp=
         raise ConfigError(f"the input artefact was made with {recorded}; pass it with --projection")
     d = shipped_dir(encoder_name)
     if d is None:
-        msg = f"no shipped projection for encoder {encoder_name!r}: using raw embeddings"
+        # (an export-st folder holds its projection: "raw" said of it read as if the projection were dropped)
+        msg = (f"no shipped projection for encoder {encoder_name!r}: its own embeddings are mined raw, with no "
+               "projection on top")
         if explicit:
             raise ConfigError(f"--projection default: {msg.split(':')[0]}")
         log.info(msg)

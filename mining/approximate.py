@@ -4,19 +4,18 @@ built), their search, the exact rescoring of each query's candidates, and the re
 neighbourhoods where the threshold decides.
 
 The approximate twin of `knn.exact_knn_both`: the same inputs (two row views in one space, rows
-L2-normalised) and the same output (each side's k best neighbours on the other side), so margin
-scoring and one-to-one selection (`select.select_pairs`) are shared with the exact path, and so
-is the neighbourhood: both sides arrive deduplicated and length-filtered, so the k neighbours are
-k real candidates, as in the exact path.
+L2-normalised) and output (each side's k best neighbours on the other), so margin scoring and
+one-to-one selection (`select.select_pairs`) are shared with the exact path, and so is the
+neighbourhood: both sides arrive deduplicated and length-filtered (k real candidates).
 
 How: ONE coarse quantiser (and PQ codebook) is trained on a seeded sample of both sides (they
 live in one space), then for each direction the base side is added to copies of that trained
 index in shards (`shard_rows` rows, by default as few equal ones as each fit the memory budget),
-and the other side is searched against each shard in blocks of `query_block` rows (`xmine.index.blocked_search.search_blocks`), each block's top-k merged
-across the shards. Each step is a set of units (`xmine.exec.executor`): in this process one after
-another, or as tasks on a Ray cluster, with the same result. Memory per running unit: one shard
-(IVF-PQ fast-scan: pq_m/2 + 8 bytes a row) and its answers; on the driver both directions'
-k-state ((n + m) * k * 12 bytes).
+and the other side is searched against each shard in blocks of `query_block` rows
+(`xmine.index.blocked_search.search_blocks`), each block's top-k merged across the shards. Each
+step is a set of units (`xmine.exec.executor`): here one after another, or Ray tasks, with the
+same result. Memory per running unit: one shard (IVF-PQ fast-scan: pq_m/2 + 8 bytes a row) and
+its answers; on the driver both directions' k-state ((n + m) * k * 12 bytes).
 
 Exact rescoring (default): the index proposes `fetch_factor * k` candidates per row by its
 approximate (PQ) similarity; their exact cosines are then computed from the rows themselves with
@@ -125,8 +124,9 @@ class ApproximateConfig:
     refine_nprobe_factor: int = 2
 
     def __post_init__(self):
-        check_field_types(self, integers=("nlist", "nprobe", "shard_rows", "memory_budget", "pq_m", "query_block", "train_per_list",
-                                          "fetch_factor", "rescore_block", "refine_nprobe_factor", "seed"))
+        check_field_types(self, integers=("nlist", "nprobe", "shard_rows", "memory_budget", "pq_m", "query_block",
+                                          "train_per_list", "fetch_factor", "rescore_block", "refine_nprobe_factor",
+                                          "seed"))
         if self.index_type not in APPROXIMATE_TYPES:
             raise ConfigError(f"index type must be one of {', '.join(APPROXIMATE_TYPES)} (got {self.index_type!r})")
         for name in ("nlist", "nprobe", "shard_rows", "memory_budget"):
@@ -200,8 +200,8 @@ def approximate_knn_both(x, y, k: int, *, config: ApproximateConfig = Approximat
     else:
         threads = executor.node_cpus()
         want = min(n + m, max(plan["nlist"] * config.train_per_list, 256 * 40 if "PQ" in plan["factory"] else 0))
-        training = Training(factory=plan["factory"], size=want, seed=config.seed, sides=("src", "tgt"),
-                            where="--approximate: ", advice=few_rows_advice(plan, "exact mining (no --approximate)", dim=dim))
+        training = Training(factory=plan["factory"], size=want, seed=config.seed, sides=("src", "tgt"), where=
+                            "--approximate: ", advice=few_rows_advice(plan, "exact mining (no --approximate)", dim=dim))
         trained_bytes = executor.call(with_threads, threads, train_index, training, executor.share(x),
                                       executor.share(y), cpus=threads)
         with atomic_path(trained_file) as tmp:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -328,8 +329,8 @@ def test_bad_option_is_one_clear_error(ws, argv, fragment):
 
 
 def test_a_long_value_in_a_message_is_cut_to_its_start_and_end(ws):
-    """A 5,000-character option value, or a 3,000-character line a warning quotes, is printed with
-    its start and end and the count left out between (was: printed whole, one 5 KB line)."""
+    """A 5,000-character option value in an error, or a line a warning quotes, is printed with its
+    start and end and the count left out between (was: printed whole, one 5 KB line)."""
     from xmine.errors import LONG_VALUE, shortened
 
     value = "q" * 2000 + "z" * 3000
@@ -341,6 +342,11 @@ def test_a_long_value_in_a_message_is_cut_to_its_start_and_end(ws):
     cut = shortened(f"line 7: '{value}' is too long")
     assert cut == f"line 7: '{value[:99]}…[4,842 characters]…{value[-59:]}' is too long", cut
     assert shortened("/" + value) == "/" + value[:99] + "…[4,841 characters]…" + value[-60:]
+    from xmine.cli import _ShortFormatter  # warnings, as the command line prints them
+
+    record = logging.LogRecord("xmine", logging.WARNING, "", 0, "line 7 is cut: %r", (value,), None)
+    assert _ShortFormatter("xmine: %(message)s").format(record) == \
+        f"xmine: line 7 is cut: '{value[:99]}…[4,842 characters]…{value[-59:]}'"
 
 
 def test_too_small_for_a_pq_index_is_one_clear_error(ws):

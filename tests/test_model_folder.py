@@ -197,6 +197,14 @@ def test_an_encoder_that_is_not_there_is_the_only_line(tmp_path, caplog):
         with untouched(tmp_path), caplog.at_level("INFO", logger="xmine"):
             refused(xm(*command, "--encoder", tmp_path / "missing"), "no such model folder exists")
         assert not caplog.records, caplog.text
+    # a folder of other files (a helper gave demo/): its problem alone, before the projection's notice
+    (tmp_path / "texts").mkdir()
+    (tmp_path / "texts" / "de.txt").write_text("Ein Satz.\n", encoding="utf-8")
+    caplog.clear()
+    with untouched(tmp_path), caplog.at_level("INFO", logger="xmine"):
+        refused(xm("mine", tmp_path / "de.txt", tmp_path / "de.txt", "--allow-same-input", "-o", tmp_path / "m.tsv",
+                   "--encoder", tmp_path / "texts"), "texts/config.json: missing (the transformer's configuration)")
+    assert not caplog.records, caplog.text
 
 
 def test_a_model_folder_whose_tokenizer_changed_is_another_encoder(model, tmp_path, monkeypatch):

@@ -18,6 +18,7 @@ from xmine.encoders.base import DEFAULT_ENCODER, DEFAULT_PRECISION, ME5_DEFAULT_
 from xmine.encoders.e5_q4 import (E5_PROMPTS, build_sources, is_rebuilt_me5_folder, models_dir, says_rebuilt_me5,
                                   sources_hash)
 from xmine.encoders.me5 import load_me5, me5_fingerprint
+from xmine.encoders.model_folder import layout_problem
 from xmine.encoders.ov_encoder import load_me5_openvino, openvino_from_torch
 from xmine.encoders.precision import resolve_precision
 from xmine.encoders.prompts import check_prompt, model_prompt
@@ -235,9 +236,9 @@ def _check_model_reachable(name: str) -> None:
         raise EncoderError(f"encoder {name!r}: a file; a local encoder is a model folder (config.json, weights, "
                            "a tokenizer)")
     if path.is_dir():  # what else keeps a folder from loading, loading says (`folder_problem`)
-        if not any(p.is_file() for p in path.rglob("*")):
-            raise EncoderError(f"encoder {name!r}: the folder holds no files (a model folder has config.json and "
-                               "weights, a sentence-transformers one modules.json too)")
+        if (why := layout_problem(path, read_json=False)) is not None:
+            raise EncoderError(f"encoder {name!r}: the folder could not be loaded as a sentence-transformers model: "
+                               f"{why}")
         return
     if name.startswith((".", "/", "~")) or not _HUB_NAME.fullmatch(name):
         raise EncoderError(f"encoder {name!r}: {known}, and no such model folder exists")

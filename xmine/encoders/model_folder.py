@@ -22,25 +22,33 @@ _TOKENIZER_FILES = {"tokenizer.json", "vocab.txt", "vocab.json", "spiece.model",
 _WEIGHT_FILES = {"model.safetensors", "pytorch_model.bin"}
 
 
-def folder_problem(folder: Path, error: BaseException) -> str:
-    """What is wrong with the model folder `folder`, which failed to load with `error`: the file
-    and the problem where the folder shows it, else the library's message (its first line)."""
+def layout_problem(folder: Path, *, read_json: bool = True) -> str | None:
+    """What the files of the model folder `folder` show to be wrong (none, no config.json, no
+    tokenizer or weights; `read_json`: a JSON file that does not parse, a module folder missing),
+    or None. Without `read_json`, what a command checks before it claims its output (was: once
+    loading failed, after the projection's notice): files, and a transformer's config.json,
+    tokenizer and weights where there is one."""
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     if not files:
         return "the folder holds no files (a model folder has config.json and weights, a sentence-transformers one modules.json too)"
-    for path in files:
+    for path in files if read_json else ():
         if path.suffix == ".json":
             try:
                 json.loads(path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, ValueError) as e:
                 return f"{path}: not valid JSON ({e})"
     modules = folder / "modules.json"
-    if modules.is_file():
-        listed = json.loads(modules.read_text(encoding="utf-8"))
-        for module in listed if isinstance(listed, list) else ():
-            where = module.get("path") if isinstance(module, dict) else None
-            if isinstance(where, str) and where and not (folder / where).is_dir():
-                return f"{folder / where}: missing (modules.json names it as a module folder)"
+    try:
+        listed = json.loads(modules.read_text(encoding="utf-8")) if modules.is_file() else []
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        return f"{modules}: not valid JSON ({e})"
+    for module in listed if isinstance(listed, list) and read_json else ():  # (before loading: hub models
+        where = module.get("path") if isinstance(module, dict) else None  # ship without an empty 2_Normalize/)
+        if isinstance(where, str) and where and not (folder / where).is_dir():
+            return f"{folder / where}: missing (modules.json names it as a module folder)"
+    kinds = [str(m.get("type")) for m in (listed if isinstance(listed, list) else ()) if isinstance(m, dict)]
+    if not read_json and modules.is_file() and not any("Transformer" in kind for kind in kinds):
+        return None  # (modules of another kind, a static embedding's: what they need, loading says)
     names = {p.name for p in files}
     transformer = _transformer_folder(folder)
     if not (transformer / "config.json").is_file():
@@ -49,6 +57,15 @@ def folder_problem(folder: Path, error: BaseException) -> str:
         return why
     if not names & _WEIGHT_FILES and not any(".safetensors" in n or n.endswith(".bin") for n in names):
         return f"no weights in it (none of {', '.join(sorted(_WEIGHT_FILES))})"
+    return None
+
+
+def folder_problem(folder: Path, error: BaseException) -> str:
+    """What is wrong with the model folder `folder`, which failed to load with `error`: the file
+    and the problem where the folder shows it, else the library's message (its first line)."""
+    if (why := layout_problem(folder)) is not None:
+        return why
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
     text = f"{type(error).__name__}: {str(error).strip()}"
     if "safetensors" in text.lower() or "Safetensor" in type(error).__name__:
         weights = [p.name for p in files if p.suffix == ".safetensors"]

@@ -351,3 +351,20 @@ def test_an_index_side_breaks_ties_as_the_exact_path_does(tmp_path, seed):
         outputs[src, tgt] = (tmp_path / f"{src}-{tgt}.tsv").read_bytes()
     assert outputs["sa", "sb"], "nothing mined"
     assert outputs["sa", "ib"] == outputs["sa", "sb"] == outputs["ia", "sb"]
+
+
+def test_vectors_named_after_an_encoder_xmine_builds_are_said_to_be_another(tmp_path, caplog):
+    """(a helper: `--encoder-name me5-small` on vectors made elsewhere was said only as the shipped
+    projection dropped for 'other weights or prefix', and mining them beside xmine's me5-small
+    failed on the projection, not on the cause)"""
+    (tmp_path / "c.txt").write_text("eins\nzwei\ndrei\n", encoding="utf-8")
+    np.save(tmp_path / "v.npy", np.random.default_rng(0).standard_normal((3, 8)).astype(np.float32))
+    for name, said in (("me5-small", True), ("laser2", False)):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="xmine"):
+            ok(xm("embed", tmp_path / "c.txt", "--lang", "de", "-o", tmp_path / name, "--embeddings", tmp_path / "v.npy",
+                  "--encoder-name", name, "-q"))
+        assert warned(caplog, f"--encoder-name {name}: the name of an encoder xmine builds, but vectors made elsewhere "
+                              f"are another encoder to it (id external:{name}): they mine only with stores made with "
+                              f"--embeddings under this name, and take neither {name}'s projection nor its calibrated "
+                              "thresholds") is said, caplog.text

@@ -18,6 +18,8 @@ from xmine.paths import xmine_home
 log = logging.getLogger("xmine.encoders")  # (the package's logger: one name for every encoder message)
 
 DEFAULT_ENCODER = "me5-small"
+#: the encoders xmine builds itself (`xmine encoders`); any other name is a model folder or hub name
+BUILTIN_ENCODERS = ("me5-small", "use-m3")
 #: what `precision=` accepts; "auto" resolves per device (`resolve_precision`)
 PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")
 DEFAULT_PRECISION = "auto"

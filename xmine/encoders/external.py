@@ -23,15 +23,18 @@ cannot check that those are the same vectors). Such a store cannot have text enc
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from xmine.encoders.base import Encoder
+from xmine.encoders.base import BUILTIN_ENCODERS, Encoder
 from xmine.artefacts.fileio import missing
 from xmine.errors import ConfigError, EncoderError, InputError
 from xmine.io.reader_base import is_dataset_dir, size_and_sha256
+
+log = logging.getLogger(__name__)
 
 #: the fingerprint id of external embeddings starts with this, then the user's encoder name
 EXTERNAL_ID_PREFIX = "external:"
@@ -175,6 +178,11 @@ class ExternalEmbeddings(Encoder):
         if not name or not name.strip():
             raise ConfigError("--embeddings needs --encoder-name: the name of the encoder that made them (laser2, ...)")
         self.path, self.name = Path(path), name.strip()
+        if self.name in BUILTIN_ENCODERS:  # (was: said only as a projection "of other weights or prefix" dropped)
+            log.warning(f"--encoder-name {self.name}: the name of an encoder xmine builds, but vectors made elsewhere "
+                        f"are another encoder to it (id {EXTERNAL_ID_PREFIX}{self.name}): they mine only with stores "
+                        f"made with --embeddings under this name, and take neither {self.name}'s projection nor its "
+                        "calibrated thresholds")
         self._rows = _open_rows(self.path, dim=dim, column=column)
         self.dim = int(self._rows.dim)
         if dim is not None and self.dim != dim:

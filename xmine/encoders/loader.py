@@ -14,7 +14,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from xmine.artefacts.records import EncoderFingerprint
-from xmine.encoders.base import DEFAULT_ENCODER, DEFAULT_PRECISION, ME5_DEFAULT_PREFIX, PRECISIONS, Encoder, note_once
+from xmine.encoders.base import (BUILTIN_ENCODERS, DEFAULT_ENCODER, DEFAULT_PRECISION, ME5_DEFAULT_PREFIX, PRECISIONS,
+                                  Encoder, note_once)
 from xmine.encoders.e5_q4 import (E5_PROMPTS, build_sources, is_rebuilt_me5_folder, models_dir, says_rebuilt_me5,
                                   sources_hash)
 from xmine.encoders.me5 import load_me5, me5_fingerprint
@@ -214,7 +215,7 @@ def check_encoder_loadable(name: str, *, device: str | None = None) -> None:
     one xmine ships nor a model folder or Hugging Face model found (`_check_model_reachable`), or
     for a `device` that is not here (`check_device`). Commands call it before they claim their
     output, so such a name or device leaves nothing behind."""
-    if name not in ("me5-small", "use-m3"):
+    if name not in BUILTIN_ENCODERS:
         _check_model_reachable(name)
     check_device(device)
 

@@ -94,14 +94,16 @@ def resolve_score_format(out: str | Path, fmt: str | None) -> str:
     return fmt
 
 
-def _number(value: float) -> float | None:
-    """A score as written: None where it does not exist (a side without text; an undefined ratio)."""
-    return round(float(value), 6) if math.isfinite(value) else None
+def _number(value: float, exact: bool) -> float | None:
+    """A score as written: None where it does not exist (a side without text; an undefined ratio);
+    `exact`: the float32 value the threshold is compared with (Parquet, a dataset: binary columns,
+    as `mine` writes them), else rounded to 6 decimals (text: TSV, CSV, JSON Lines)."""
+    return (float(value) if exact else round(float(value), 6)) if math.isfinite(value) else None
 
 
-def _scored_rows(bitext, scores, *, kept_only: bool, as_dict: bool):
+def _scored_rows(bitext, scores, *, kept_only: bool, as_dict: bool, exact: bool = False):
     """(line or row number, record with the score columns as a list of strings or a dict) of every
-    pair written."""
+    pair written; `exact`: the scores unrounded (`_number`)."""
     keep, rule = scores.keep, scores.rule
     cosine, margin = scores.cosine.tolist(), scores.margin.tolist()
     for i, pair in enumerate(bitext.pairs()):
@@ -110,7 +112,8 @@ def _scored_rows(bitext, scores, *, kept_only: bool, as_dict: bool):
                              line=pair.number)
         if kept_only and not keep[i]:
             continue
-        added = (_number(cosine[i]), _number(margin[i]), bool(keep[i]), DROP_RULES[rule[i]] if rule[i] >= 0 else "")
+        added = (_number(cosine[i], exact), _number(margin[i], exact), bool(keep[i]),
+                 DROP_RULES[rule[i]] if rule[i] >= 0 else "")
         if as_dict:
             if isinstance(pair.record, dict):
                 record = dict(pair.record)
@@ -180,7 +183,7 @@ def _write_parquet(path, bitext, scores, *, kept_only: bool) -> int:
     import pyarrow.parquet as pq
 
     written, writer = 0, None
-    records = (r for _, r in _scored_rows(bitext, scores, kept_only=kept_only, as_dict=True))
+    records = (r for _, r in _scored_rows(bitext, scores, kept_only=kept_only, as_dict=True, exact=True))
     while batch := list(itertools.islice(records, _BATCH)):
         table = pa.Table.from_pylist(batch, schema=writer.schema if writer else None)
         writer = writer or pq.ParquetWriter(path, table.schema)

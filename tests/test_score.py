@@ -594,3 +594,42 @@ def test_a_mined_tsv_is_scored_by_its_sentences_and_a_score_column_is_never_a_si
     assert not (tmp_path / "l.tsv").exists()
     (tmp_path / "m.tmx").write_text("<tmx version='1.4'><body></body></tmx>\n", encoding="utf-8")
     refused(xm("score", tmp_path / "m.tmx", *common, "-o", tmp_path / "t.tsv"), "m.tmx", "TMX is not a format")
+
+
+def test_binary_outputs_hold_the_scores_the_threshold_compares(data_dir, tmp_path):
+    """Parquet (and hf, the API) hold each score's float32 value, TSV and JSON Lines 6 decimals;
+    a --threshold of a Parquet margin keeps that pair (a helper: every output rounded, and a
+    threshold of a written margin dropped the pair it was read from)."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    rows = _bitext(data_dir, 6, 4)
+    tsv = tmp_path / "b.tsv"
+    tsv.write_text("".join(f"{de}\t{en}\n" for de, en, _ in rows), encoding="utf-8")
+    common = ("--src-lang", "de", "--tgt-lang", "en", "--threshold", "none", "--no-filters", "-q")
+    ok(xm("score", tsv, *common, "-o", tmp_path / "s.parquet"))
+    ok(xm("score", tsv, *common, "-o", tmp_path / "s.tsv"))
+    exact = [r["margin"] for r in pq.read_table(tmp_path / "s.parquet").to_pylist()]
+    written = [float(line.split("\t")[3]) for line in (tmp_path / "s.tsv").read_text(encoding="utf-8").splitlines()]
+    assert all(float(np.float32(m)) == m for m in exact)  # float32 values, not rounded
+    assert any(round(m, 6) != m for m in exact) and [round(m, 6) for m in exact] == written
+    best = max(exact)
+    ok(xm("score", tsv, *common[:4], "--threshold", repr(best), "--no-filters", "-q", "-o", tmp_path / "t.parquet"))
+    kept = [r["margin"] for r in pq.read_table(tmp_path / "t.parquet").to_pylist() if r["keep"]]
+    assert kept == [best]
+
+
+def test_k_1_with_a_margin_is_taken_where_corpora_give_both_neighbourhoods(data_dir, tmp_path):
+    """A pair's one neighbour is its partner only in its own bitext: with --src-corpus and
+    --tgt-corpus of other sentences, -k 1 with a margin scores (a helper: refused, "nothing is
+    kept", with --threshold none too, where every pair is kept)."""
+    bitext, store = _bitext_and_corpus_store(data_dir, tmp_path)
+    de = flores_lines(data_dir, "deu_Latn", 30)[6:]
+    (tmp_path / "de.txt").write_text("".join(f"{s}\n" for s in de), encoding="utf-8")
+    base = ("score", bitext, "--src-lang", "de", "--tgt-lang", "en", "-k", "1", "--threshold", "none", "-q")
+    said = refused(xm(*base, "-o", tmp_path / "a.tsv"), "-k 1 with the ratio margin")
+    assert "nothing is kept" not in said
+    refused(xm(*base, "--tgt-corpus", store, "-o", tmp_path / "a.tsv"), "-k 1 with the ratio margin")
+    ok(xm(*base, "--src-corpus", tmp_path / "de.txt", "--tgt-corpus", store, "-o", tmp_path / "b.tsv"))
+    margins = [float(line.split("\t")[3]) for line in (tmp_path / "b.tsv").read_text(encoding="utf-8").splitlines()]
+    assert len(margins) == 6 and all(m > 1 for m in margins)  # translations above their nearest other sentence

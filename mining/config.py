@@ -121,9 +121,8 @@ _EXACT_ONLY = {"product": "--product", "block_rows": "--block-rows", "block_cols
                "workers": "--workers"}
 
 
-#: the most neighbours a margin may average: the candidates take k x rows entries (12 bytes each) on
-#: each side, and a margin over hundreds of neighbours measures a side's bulk, not a neighbourhood
-#: (LASER's k is 4; was: -k 20000 accepted, and the run held 20,000 candidates a row)
+#: the most neighbours a margin may average: the candidates take k x rows entries (12 bytes each) a
+#: side, and a margin over hundreds measures a side's bulk (LASER's k is 4; was: -k 20000 taken)
 MAX_K = 256
 
 
@@ -251,8 +250,9 @@ class SelectionConfig:
             raise OptionConflict(f"--threshold {t:g} is below an ordinary pair's {self.given_margin} margin "
                                  f"({neutral:g}): it would keep nearly every candidate ({other}to keep every pair: "
                                  "--threshold none)")
-        most = {"absolute": "a cosine, at most 1", "distance": "its cosine less its neighbours' mean cosine, below 1"}
-        if self.given_margin in most and (t > 1 or (t == 1 and self.given_margin == "distance")):
+        most = {"absolute": "a cosine, at most 1 (1.001 of float16 rows)",  # (was: 1, below a written 1.00022)
+                "distance": "its cosine less its neighbours' mean cosine, below 1"}
+        if self.given_margin in most and (t > 1.001 or (t >= 1 and self.given_margin == "distance")):
             raise OptionConflict(f"--threshold {t:g} is above what the {self.given_margin} margin gives a pair ("
                                  f"{most[self.given_margin]}): it would keep nothing (a ratio margin's value? add --margin ratio)")
 

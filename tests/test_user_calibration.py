@@ -135,12 +135,15 @@ def test_calibrate_then_mine_with_the_record(data_dir, tmp_path):
     refused(xm(*mine_args, "--margin", "distance", "--threshold", "1.02", "-o", tmp_path / "m3.tsv"),
             "--threshold 1.02 is above what the distance margin gives a pair", "add --margin ratio")
     refused(xm(*mine_args, "--margin", "absolute", "--threshold", "1.5", "-o", tmp_path / "m3.tsv"),
-            "--threshold 1.5 is above what the absolute margin gives a pair (a cosine, at most 1)")
+            "--threshold 1.5 is above what the absolute margin gives a pair (a cosine, at most 1 (1.001 of "
+            "float16 rows))")
     # exactly an ordinary pair's margin is a threshold like another (the Ray tests mine at ratio 1)
     from xmine.mining.config import SelectionConfig
 
     SelectionConfig(threshold=1.0), SelectionConfig(margin="distance", threshold=0.0)
     SelectionConfig(margin="absolute", threshold=1.0), SelectionConfig(margin="distance", threshold=0.99)
+    # a cosine of float16 rows written as 1.00022 is a threshold too (a helper: refused as above 1)
+    SelectionConfig(margin="absolute", threshold=1.00022)
     ok(xm(*mine_args, "--calibration", record, "--margin", "distance", "--threshold", "0.02", "-o", tmp_path / "m3.tsv"))
     assert json.loads((tmp_path / "m3.tsv.json").read_text())["threshold"]["margin"] == "distance"
     # a record of another space is refused in one line; an existing record needs --overwrite

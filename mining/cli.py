@@ -223,7 +223,7 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
                                     calibration=calibration)
         pair_filters = score_cap_on_margin(selection, pair_filters)
         check_score_cap(selection, pair_filters)  # (score_bitext checks again: as usage errors here)
-        check_k_for_margin(SearchConfig(k=k), selection, corpora=src_corpus is not None and tgt_corpus is not None)
+        check_k_for_margin(SearchConfig(k=k), selection)
     summary = score_bitext(bitext, out=out, src_lang=src_lang, tgt_lang=tgt_lang, encoding=encoding,
                            search=SearchConfig(k=k, approximate=approximate, ray=ray_address), selection=selection,
                            filters=pair_filters, src_corpus=src_corpus, tgt_corpus=tgt_corpus, kept_only=kept_only,

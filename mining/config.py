@@ -288,11 +288,11 @@ def score_cap_on_margin(selection: SelectionConfig, pairs: PairFilterConfig) -> 
     return replace(pairs, score_margin=selection.margin)
 
 
-def check_k_for_margin(search: SearchConfig, selection: SelectionConfig, *, corpora: bool = False) -> None:
+def check_k_for_margin(search: SearchConfig, selection: SelectionConfig) -> None:
     """Refuse k=1 with a margin: a pair's neighbourhood of one is its partner, so a mutual pair's ratio
     is 1 (distance 0), every other's lower: no pair reaches a threshold (was: "mined 0 pairs", exit
-    0); taken where score's `corpora` give both neighbourhoods (its partner only if they hold it)."""
-    if search.k == 1 and selection.given_margin != "absolute" and not corpora:
+    0); score's corpora too, which hold the partners where the bitext was mined from them."""
+    if search.k == 1 and selection.given_margin != "absolute":
         raise OptionConflict(f"-k 1 with the {selection.given_margin} margin: a pair's one neighbour is the pair itself, so "
                              "no margin rises above an ordinary pair's" + " and nothing is kept" * (selection.threshold
                              is not None) + "; use -k 2 or more (4 is LASER's), or --margin absolute")

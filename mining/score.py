@@ -276,7 +276,7 @@ def score_bitext(
                           block_rows=search.block_rows, block_cols=search.block_cols, workers=search.workers,
                           product=search.product)
     fmt = resolve_score_format(out, output_format)
-    check_k_for_margin(search, selection, corpora=src_corpus is not None and tgt_corpus is not None)
+    check_k_for_margin(search, selection)
     check_score_cap(selection, filters)
     check_installed(filters.lid)
     if selection.calibration is not None:  # a wrong file fails now, not after the bitext is encoded

@@ -109,11 +109,12 @@ def _script_of(path: Path) -> str | None:
     return lang_script(last if _is_lang(last) else stem)
 
 
-def _scan_directory(root: Path, near_misses: list[str] | None = None,
-                    left_out: list[tuple[str, str]] | None = None) -> list[PairFiles]:
+def _scan_directory(root: Path, near_misses: list[str] | None = None, left_out: list[tuple[str, str]] | None = None,
+                    scripts: dict[str, str] | None = None) -> list[PairFiles]:
     """The pairs of a directory's files (the module's rule); `near_misses` gets the files named with
     an upper-case language code (`news.DE`), which the rule does not read, and `left_out` those
-    another file of the same language and set replaced."""
+    another file of the same language and set replaced. `scripts`: the script wanted of a language
+    (--langs zho_Hant), before its usual one."""
     groups: dict[tuple[Path, str, str], dict[str, Path]] = defaultdict(dict)
     for path in sorted(root.rglob("*")):
         if not path.is_file() or any(p.startswith(".") for p in path.relative_to(root).parts):
@@ -133,7 +134,7 @@ def _scan_directory(root: Path, near_misses: list[str] | None = None,
         if lang in group:  # two files of one language in a set (arb_Arab, arb_Latn; news.de, news.de.gz): a
             # compressed copy never replaces its plain file, and the language's usual script is taken (was: the
             # later one, so FLORES's romanised arb_Latn for Arabic, kas_Deva, zho_Hant), else the later one
-            usual = usual_script(code)
+            usual = (scripts or {}).get(lang) or usual_script(code)
             keep_first = path.name.startswith(group[lang].name + ".") or (
                 usual is not None and _script_of(group[lang]) == usual != _script_of(path))
             taken, left = (group[lang], path) if keep_first else (path, group[lang])
@@ -183,6 +184,7 @@ def _massive_pairs(folder: Path) -> list[PairFiles]:
 def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) -> list[PairFiles]:
     """Every parallel file pair named by `specs` (directories or SRC:TGT), filtered by `langs`."""
     wanted = {normalize_lang(l) for l in langs} if langs else None
+    scripts = {normalize_lang(l): lang_script(l) for l in langs or () if lang_script(l)}  # (was: zho_Hant read as zho)
     found: list[PairFiles] = []
     near_misses: list[str] = []
     left_out: list[tuple[str, str]] = []  # (language, what was left out for what)
@@ -192,7 +194,7 @@ def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) 
         if massive is not None:
             found += _massive_pairs(massive)
         elif p.is_dir():
-            scanned = _scan_directory(p, near_misses, left_out)
+            scanned = _scan_directory(p, near_misses, left_out, scripts)
             if not scanned and len(specs) > 1:  # (alone, said below; was: one of several adding nothing, unsaid)
                 raise InputError(p, "--pairs names a directory without parallel files (see `xmine train --help` "
                                     "for the rule)")

@@ -148,12 +148,12 @@ def language_subtag(lang: str) -> str:
 
 
 #: languages FLORES-200 holds in two scripts (ace_Arab, ace_Latn; zho_Hans, zho_Hant ...), as
-#: `normalize_lang` names them (arb -> ara, zho -> cmn): their FLORES code's script is kept. The
+#: `normalize_lang` names them (arb -> ara, zho -> cmn, knc -> kau): their FLORES code's script is kept. The
 #: value is the script most of the language's text is written in (NLLB's data: Modern Standard
 #: Arabic in Arabic script, not FLORES's romanised arb_Latn; Kashmiri in Perso-Arabic; Chinese
 #: simplified; Tamasheq, Kanuri, Acehnese, Banjar and Minangkabau mostly in Latin script), what a
 #: set that holds both is read in (`usual_script`).
-_SEVERAL_SCRIPTS = {"ace": "Latn", "ara": "Arab", "bjn": "Latn", "kas": "Arab", "knc": "Latn", "min": "Latn",
+_SEVERAL_SCRIPTS = {"ace": "Latn", "ara": "Arab", "bjn": "Latn", "kas": "Arab", "kau": "Latn", "min": "Latn",
                     "taq": "Latn", "cmn": "Hans"}
 
 

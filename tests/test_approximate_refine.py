@@ -159,7 +159,7 @@ def test_fast_scan_sub_quantisers_on_odd_dimensions_and_tiny_pq_m(tmp_path):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((100, 3)).astype(np.float32)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
-    with pytest.raises(ConfigError, match="dimension 3: fast-scan PQ .* odd one has none; use --index-type ivfpq"):
+    with pytest.raises(ConfigError, match="dimension 3: fast-scan PQ .* odd one has none; use --index-type ivf "):
         approximate_knn_both(x, x[::-1].copy(), 4, work_dir=tmp_path)
     plan = {"factory": "IVF4,PQ3", "nlist": 4}
     assert "ivfpqfs" not in few_rows_advice(plan, "exact mining", dim=3)

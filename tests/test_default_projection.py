@@ -248,7 +248,7 @@ def test_mine_with_another_encoder_is_raw(tmp_path, usem3, caplog):
     with caplog.at_level(logging.INFO, logger="xmine"):
         summary, _, _ = _mine(tmp_path, "usem3", "--encoder", "use-m3")
     assert summary["projection"] is None and summary["projection_choice"]["how"] == "default-unavailable"
-    assert ("no shipped projection for encoder 'use-m3': its own embeddings are mined raw, with no projection on "
+    assert ("no shipped projection for encoder 'use-m3': its own embeddings are used raw, with no projection on "
             "top") in caplog.text
 
 

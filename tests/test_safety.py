@@ -339,6 +339,8 @@ def test_a_long_value_in_a_message_is_cut_to_its_start_and_end(ws):
     assert len(error) < 600, error
     short = "x" * (LONG_VALUE - 3)
     assert shortened(f"a '{short}' b /{short}") == f"a '{short}' b /{short}"  # up to the limit: whole
+    prose = "the run's threshold " + "is kept as it was and " * 15 + "the rule's cap holds"  # (apostrophes, no quotes)
+    assert shortened(prose) == prose and len(prose) > LONG_VALUE  # (a helper: cut between two possessives)
     cut = shortened(f"line 7: '{value}' is too long")
     assert cut == f"line 7: '{value[:99]}…[4,842 characters]…{value[-59:]}' is too long", cut
     assert shortened("/" + value) == "/" + value[:99] + "…[4,841 characters]…" + value[-60:]

@@ -124,7 +124,8 @@ class OutputError(XmineError):
 #: a value in a message longer than this is cut (a quoted run, or a run without spaces: an option
 #: value, a line of a file, a path); was: a 100,000-character line or option value printed whole
 LONG_VALUE = 240
-_LONG_VALUE = re.compile(rf"'[^'\n]{{{LONG_VALUE},}}'|\"[^\"\n]{{{LONG_VALUE},}}\"|\S{{{LONG_VALUE},}}")
+_LONG_VALUE = re.compile(rf"(?<!\w)'[^'\n]{{{LONG_VALUE},}}'(?!\w)|(?<!\w)\"[^\"\n]{{{LONG_VALUE},}}\"(?!\w)"
+                         rf"|\S{{{LONG_VALUE},}}")  # (quotes, not the apostrophes of "run's ... rule's" in prose)
 
 
 def shortened(message: str) -> str:

@@ -243,7 +243,7 @@ def choose_projection(spec: str | Path | None, *, encoder_name: str, encoder_fp=
     d = shipped_dir(encoder_name)
     if d is None:
         # (an export-st folder holds its projection: "raw" said of it read as if the projection were dropped)
-        msg = (f"no shipped projection for encoder {encoder_name!r}: its own embeddings are mined raw, with no "
+        msg = (f"no shipped projection for encoder {encoder_name!r}: its own embeddings are used raw, with no "
                "projection on top")
         if explicit:
             raise ConfigError(f"--projection default: {msg.split(':')[0]}")

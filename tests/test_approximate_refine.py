@@ -123,7 +123,7 @@ def test_sharded_refinement_reads_every_shard_then_removes_them(data, tmp_path):
     assert _agreement(exact, three)[1] <= 0.02
 
 
-def test_default_shards_fit_the_memory_budget(data, tmp_path):
+def test_default_shards_fit_the_memory_budget(data, tmp_path, caplog):
     """Without shard_rows the larger side is cut into as few equal shards as each fit the memory
     budget (was: one shard of the whole side whatever the budget); the search is the one at those
     shard rows given, and the shard rows are what `used` (OUT.json) records."""
@@ -144,6 +144,14 @@ def test_default_shards_fit_the_memory_budget(data, tmp_path):
         np.testing.assert_array_equal(got, want)
     with pytest.raises(ConfigError, match="memory_budget"):
         ApproximateConfig(memory_budget=0)
+    # a budget below the index's own lists: said, with the shards it takes instead (a helper: unsaid)
+    from xmine.mining.approximate import approximate_plan
+
+    with caplog.at_level("WARNING", logger="xmine"):
+        plan = approximate_plan(ApproximateConfig(index_type="ivf", nlist=64, memory_budget=1), len(x), len(y), dim)
+    assert plan["shard_rows"] == 64 and any(
+        "a memory budget of 1 bytes cannot hold a shard of the IVF64,Flat index of 32 dimensions" in r.getMessage()
+        and "shards of 64 rows, 63 of them" in r.getMessage() for r in caplog.records), caplog.text
 
 
 def test_fast_scan_sub_quantisers_on_odd_dimensions_and_tiny_pq_m(tmp_path):

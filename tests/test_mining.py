@@ -463,6 +463,6 @@ def test_mine_through_indexes_matches_exact(tmp_path, flores_setup):
     import json
 
     used = json.loads((tmp_path / "approx.tsv.json").read_text())["approximate_index"]
-    assert used == {"nlist": 4, "nprobe": 4, "factory": "IVF4,Flat"}
+    assert used == {"nlist": 4, "nprobe": 4, "factory": "IVF4,Flat", "shard_rows": 500}  # (one shard: the budget)
     assert "approximate_index" not in json.loads((tmp_path / "exact.tsv.json").read_text())
     assert (tmp_path / "via-flat.tsv").read_bytes() == (tmp_path / "exact-en.tsv").read_bytes()

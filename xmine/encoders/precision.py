@@ -11,6 +11,7 @@ from typing import Any
 
 from xmine.encoders.base import PRECISIONS, note_once
 from xmine.errors import EncoderError, EncoderMismatchError
+from xmine.encoders.external import EXTERNAL_ID_PREFIX
 from xmine.artefacts.records import EncoderFingerprint, EncoderId
 
 log = logging.getLogger("xmine.encoders")  # (the package's logger: one name for every encoder message)
@@ -162,7 +163,8 @@ def check_same_encoder(expected_fp: Fingerprint, actual_fp: Fingerprint, *, what
             f"{prompt_act} meet it here; the prompt is part of the embeddings: make both with the same prompt "
             f"(--prompt {prompt_exp}; prompt={prompt_exp} in Python)"
         )
-    if exp.id == act.id:  # one name and id, two sizes: vectors made elsewhere (`--embeddings`) under one name
+    if exp.id == act.id and str(exp.id).startswith(EXTERNAL_ID_PREFIX):  # two sizes of vectors made elsewhere
+        # under one --encoder-name (xmine's own encoders of one id have one size: a record edited by hand)
         raise EncoderMismatchError(
             f"{what} holds {exp.dim}-dimensional embeddings of {exp.name!r}, but {act.dim}-dimensional ones under "
             f"the same name meet it here: they cannot be the same encoder's; give vectors made elsewhere the name "

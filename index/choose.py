@@ -131,12 +131,13 @@ def default_shard_rows(choice: IndexChoice, n: int, dim: int, budget: int) -> in
     """Rows a shard holds where none are given: all `n` while the index fits `budget` bytes, else
     as few shards as keep each within it, of equal size (at least one row a list of an IVF index),
     so that building or searching holds one shard, not the corpus."""
-    most = max(1, (budget - index_fixed_bytes(choice, dim)) // index_row_bytes(choice, dim))
+    fixed = index_fixed_bytes(choice, dim)
+    most = max(1, (budget - fixed) // index_row_bytes(choice, dim))
     shards = -(-n // most)
     rows = max(-(-n // shards), choice.nlist)
     if rows > most:  # (was: shards of a list's rows each, over the budget, unsaid: a helper's budget of 1 byte)
         log.warning(f"a memory budget of {budget:,} bytes cannot hold a shard of the {choice.factory} index of {dim} "
-                    f"dimensions (its lists and codebooks take {index_fixed_bytes(choice, dim):,}, and a shard at "
+                    f"dimensions (its lists and codebooks take {fixed:,}, and a shard at "
                     f"least one row a list): shards of {rows:,} rows, {-(-n // rows):,} of them")
     return rows
 

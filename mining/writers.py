@@ -63,7 +63,8 @@ class PairColumn:
 
     #: the column name (must not be one of the standard columns)
     name: str
-    #: len(values) == the number of pairs
+    #: len(values) == the number of pairs; one with a `dtype` is read a pair at a time
+    #: (`xmine.io.record_fields.KeptFieldColumn`), else the writers read it whole for its type
     values: Sequence[Any] | np.ndarray
 
 
@@ -314,8 +315,9 @@ def _schema(rows: MinedRows, extra: Sequence[PairColumn]):
     for col in extra:
         if col.name in taken:
             raise ValueError(f"extra column {col.name!r} clashes with a standard column")
-        values = np.asarray(col.values)
-        fields.append((col.name, pa.from_numpy_dtype(values.dtype) if values.dtype.kind in "biuf" else pa.string()))
+        # (a column that says its type is not read whole: kept fields are read from a file, a pair at a time)
+        dtype = col.values.dtype if hasattr(col.values, "dtype") else np.asarray(col.values).dtype
+        fields.append((col.name, pa.from_numpy_dtype(dtype) if dtype.kind in "biuf" else pa.string()))
     return pa.schema(fields)
 
 

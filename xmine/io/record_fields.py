@@ -2,15 +2,18 @@
 a document's URL, its domain), read again from the corpus for the records that were mined.
 
 The store keeps only each sentence's record number (and id); the fields are read from the corpus
-when the output is written, for the records the output needs, one record at a time: memory is
-the kept values of the mined pairs, never the corpus. A record without the field gives None; a
-field that the first record read lacks is refused (most likely a typo), naming the file and line.
-Values are kept as strings (objects, lists and booleans as JSON).
+when the output is written, for the records the output needs, one record at a time, into a file
+of their values that the writers read a pair at a time: memory is two integers per mined pair,
+never the values (a URL each: ten times the pairs' own arrays) and never the corpus. A record
+without the field gives None; a field that the first record read lacks is refused (most likely a
+typo), naming the file and line. Values are kept as strings (objects, lists and booleans as JSON).
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
+from array import array
 from contextlib import closing
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -23,6 +26,7 @@ from xmine.artefacts.input_artefacts import artefact_kind
 from xmine.io.reader_base import MISSING, InputFormat, field_at, text_problem
 from xmine.io.readers import detect_format, jsonl_records, open_corpus
 from xmine.io.table_readers import dataset_rows, open_parquet, parquet_rows
+from xmine.store.text import TextColumn
 
 #: formats whose records have fields (a text file's lines have none)
 FIELD_FORMATS = ("jsonl", "parquet", "hf", "csv", "tsv")
@@ -106,25 +110,57 @@ def _as_text(value: Any) -> str | None:
     return json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list, bool)) else str(value)
 
 
+class KeptFieldColumn:
+    """One kept field's value (str or None) of each mined pair, in output order, read from the file
+    `record_fields` wrote (a line per record: the JSON list of its kept values)."""
+
+    #: what the writers' schemas read instead of the values (strings; None where a record lacks it)
+    dtype = np.dtype(object)
+
+    def __init__(self, lines: TextColumn, line_of_pair: np.ndarray, position: int):
+        self.lines, self.line_of_pair, self.position = lines, line_of_pair, position
+
+    def __len__(self) -> int:
+        return len(self.line_of_pair)
+
+    def __getitem__(self, i: int) -> str | None:
+        line = int(self.line_of_pair[i])
+        return None if line < 0 else json.loads(self.lines[line])[self.position]
+
+
 def record_fields(path: str | Path, spec: InputFormat | None, names: Sequence[str],
-                  records: np.ndarray) -> list[np.ndarray]:
-    """Per name, the field's value (str or None) in the record `records[i]` (1-based record numbers)."""
+                  records: np.ndarray, directory: Path) -> list[KeptFieldColumn]:
+    """Per name, the field's value (str or None) in the record `records[i]` (1-based record numbers),
+    the values written to a file in `directory` (the caller's to remove) as they are read."""
     path = Path(path)
     spec = spec or InputFormat()
-    wanted = np.unique(np.asarray(records, dtype=np.int64))
-    found: dict[int, list] = {}
+    records = np.asarray(records, dtype=np.int64)
+    wanted = np.unique(records)
+    line_of_record = np.full(len(wanted), -1, dtype=np.int64)  # (-1: the record was not found)
+    offsets, lines = array("q", [0]), 0  # (8 bytes a record, not a Python int's 36)
+    fd, values_file = tempfile.mkstemp(dir=directory, prefix="kept-fields-", suffix=".jsonl")
     first = True
-    for number, record in _records(path, spec):
-        if first:  # (checked before the command started; the file may have changed since)
-            _check_first(path, record, number, names, "--keep-field")
-            first = False
-        if len(found) < len(wanted) and wanted[min(np.searchsorted(wanted, number), len(wanted) - 1)] == number:
-            found[number] = [_as_text(None if (v := field_at(record, name)) is MISSING else v) for name in names]
-            for name, value in zip(names, found[number]):  # (was: an encoding error writing the output)
+    with open(fd, "wb") as out, closing(_records(path, spec)) as read:
+        for number, record in read:
+            if first:  # (checked before the command started; the file may have changed since)
+                _check_first(path, record, number, names, "--keep-field")
+                first = False
+            if lines == len(wanted):  # (every record wanted found: the rest of the corpus is not read)
+                break
+            k = min(int(np.searchsorted(wanted, number)), len(wanted) - 1)
+            if wanted[k] != number or line_of_record[k] >= 0:
+                continue
+            values = [_as_text(None if (v := field_at(record, name)) is MISSING else v) for name in names]
+            for name, value in zip(names, values):  # (was: an encoding error writing the output)
                 if value is not None and (why := text_problem(value)) is not None:
                     raise InputError(path, f"record {number}: --keep-field {name!r} holds {why}")
-    return [np.array([found.get(int(r), [None] * len(names))[j] for r in records], dtype=object)
-            for j in range(len(names))]
+            line = json.dumps(values, ensure_ascii=False).encode("utf-8") + b"\n"
+            out.write(line)
+            offsets.append(offsets[-1] + len(line))
+            line_of_record[k], lines = lines, lines + 1
+    column = TextColumn(Path(values_file), np.frombuffer(offsets, dtype=np.int64))
+    line_of_pair = line_of_record[np.searchsorted(wanted, records)] if len(records) else line_of_record[:0]
+    return [KeptFieldColumn(column, line_of_pair, j) for j in range(len(names))]
 
 
-__all__ = ["FIELD_FORMATS", "SIDE_COLUMNS", "check_fields_readable", "kept_field_columns", "record_fields"]
+__all__ = ["FIELD_FORMATS", "SIDE_COLUMNS", "KeptFieldColumn", "check_fields_readable", "kept_field_columns", "record_fields"]

@@ -91,6 +91,16 @@ def pq_subquantisers(dim: int, preferred: int = 64, *, even: bool = False) -> in
     return m
 
 
+def warn_if_coarse(dim: int, m: int | None, preferred: int) -> None:
+    """Say where the dimension's divisors leave PQ (`m` sub-quantisers; None: no PQ) a quarter of the
+    sub-quantisers asked for or fewer (a prime dimension: one byte a vector), given or default (was:
+    PQ1 built without a word)."""
+    if m is not None and 4 * m <= min(preferred, dim):
+        log.warning(f"PQ{m}: the dimension {dim} splits into no more than {m} sub-quantisers up to {preferred} "
+                    f"(they must divide it), {dim // m} dimensions a code byte: codes that coarse lose most "
+                    "neighbours; use --index-type ivf (exact vectors) for vectors of this dimension")
+
+
 def index_factory(kind: str, nlist: int, m: int, pq_bits: int = 8) -> str:
     """The FAISS index_factory string of IVF type `kind` ("ivf", "ivfpq", "ivfpqfs", "opq") with
     `nlist` lists and `m` PQ sub-quantisers of `pq_bits` bits (ivfpqfs: always 4)."""
@@ -218,6 +228,7 @@ def choose_index(
         log.warning(f"--pq-m {pq_m}: {m} sub-quantisers used (they must divide the dimension {dim}; its divisors "
                     f"near {pq_m}: {near})")
     if kind in ("ivfpq", "opq"):
+        warn_if_coarse(dim, m, pq_m or 64)
         least = max(2**pq_bits, 256 if kind == "opq" else 0)  # (OPQ's rotation trains a PQ of 8 bits)
         if n < least:  # (was: two warnings, then FAISS's error, each advising a smaller --nlist at nlist 1)
             raise ConfigError(f"--index-type {kind}: PQ learns {least} centroids per sub-quantiser, so it needs at "

@@ -70,7 +70,7 @@ from xmine.exec.executor import LOCAL, Executor, ShardProgress
 from xmine.index.blocked_search import search_blocks
 from xmine.index.build import Training, add_unit, few_rows_advice, train_index, with_threads
 from xmine.index.choose import (APPROXIMATE_TYPES, default_shard_rows, index_factory, ivf_lists, memory_budget_bytes,
-                                pq_code, pq_subquantisers)
+                                pq_code, pq_subquantisers, warn_if_coarse)
 from xmine.index.faiss_index import IndexChoice, IndexShard, ivf_list_members, read_index, shard_plan
 from xmine.mining.knn import check_knn_inputs
 from xmine.mining.rescore import exact_dot
@@ -124,9 +124,8 @@ class ApproximateConfig:
     refine_nprobe_factor: int = 2
 
     def __post_init__(self):
-        check_field_types(self, integers=("nlist", "nprobe", "shard_rows", "memory_budget", "pq_m", "query_block",
-                                          "train_per_list", "fetch_factor", "rescore_block", "refine_nprobe_factor",
-                                          "seed"))
+        check_field_types(self, integers=("nlist", "nprobe", "shard_rows", "memory_budget", "pq_m", "query_block", "seed",
+                                          "train_per_list", "fetch_factor", "rescore_block", "refine_nprobe_factor"))
         if self.index_type not in APPROXIMATE_TYPES:
             raise ConfigError(f"index type must be one of {', '.join(APPROXIMATE_TYPES)} (got {self.index_type!r})")
         for name in ("nlist", "nprobe", "shard_rows", "memory_budget"):
@@ -162,6 +161,7 @@ def approximate_plan(config: ApproximateConfig, n: int, m: int, dim: int) -> dic
     if plan["nlist"] > min(n, m, shard_rows):
         plan = replace(config, nlist=max(1, min(n, m, shard_rows))).resolved(min(shard_rows, max(n, m)), dim)
     pq = (pq_code(plan["factory"]) or (None,))[0]
+    warn_if_coarse(dim, pq, config.pq_m)
     for option, given, used, why in (
             ("--nlist", config.nlist, plan["nlist"], "an IVF list needs a row of the side (or shard) to train on"),
             ("--nprobe", config.nprobe, plan["nprobe"], "a query visits at most every list"),

@@ -216,3 +216,30 @@ def test_settings_the_index_cannot_take_as_given_are_said(tmp_path, caplog):
         approximate_knn_both(x, y, 4, config=ApproximateConfig(index_type="ivf", nlist=8, nprobe=4),
                              work_dir=tmp_path / "ok", key="k")
     assert not [r for r in caplog.records if " used (" in r.getMessage()]
+
+
+def test_pq_codes_the_dimension_leaves_coarse_are_said(caplog):
+    """On a prime dimension PQ takes one sub-quantiser (383 dimensions a code byte), and on twice a
+    prime two: said for mine --approximate and build-index, with --pq-m given or not (was: PQ1
+    built without a word). A dimension with a divisor near 64 is not warned of."""
+    from xmine.index.choose import choose_index
+    from xmine.mining.approximate import approximate_plan
+
+    def warned(make) -> list[str]:
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="xmine"):
+            make()
+        return [r.getMessage() for r in caplog.records if "sub-quantisers up to" in r.getMessage()]
+
+    got = warned(lambda: approximate_plan(ApproximateConfig(index_type="ivfpq"), 5000, 5000, 383))
+    assert len(got) == 1 and got[0].startswith("PQ1: the dimension 383 splits into no more than 1 sub-quantisers up "
+                                               "to 64") and "383 dimensions a code byte" in got[0]
+    assert "--index-type ivf" in got[0]
+    assert len(warned(lambda: approximate_plan(ApproximateConfig(index_type="ivfpqfs"), 5000, 5000, 766))) == 1
+    assert warned(lambda: approximate_plan(ApproximateConfig(index_type="ivfpq"), 5000, 5000, 384)) == []
+    assert warned(lambda: approximate_plan(ApproximateConfig(index_type="ivfpq"), 5000, 5000, 300)) == []  # (PQ60)
+    assert warned(lambda: approximate_plan(ApproximateConfig(index_type="ivf"), 5000, 5000, 383)) == []
+    assert len(warned(lambda: choose_index(20_000, 383, kind="ivfpq"))) == 1
+    assert len(warned(lambda: choose_index(20_000, 383, kind="opq", pq_m=16))) == 1
+    assert warned(lambda: choose_index(20_000, 383, kind="flat")) == []
+    assert warned(lambda: choose_index(20_000, 384, kind="opq", pq_m=16)) == []

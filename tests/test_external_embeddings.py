@@ -57,6 +57,8 @@ def test_laser_f32_embeddings_mine_to_the_pairs_of_the_same_vectors_embedded_in_
     manifest = json.loads((tmp_path / "s.de" / "manifest.json").read_text())
     assert (manifest["encoder"]["name"], manifest["encoder"]["dim"]) == ("laser-test", 512)
     assert manifest["input"]["embeddings"]["path"].endswith("de.f32")
+    assert (manifest["provenance"]["parameters"]["device"], manifest["provenance"]["parameters"]["runtime"]) == (
+        None, None)  # (no model ran here)
     # indexes and verifies like any store; text cannot be encoded beside it
     ok(xm("build-index", tmp_path / "s.en", "-o", tmp_path / "idx.en", "--index-type", "flat"))
     assert json.loads((tmp_path / "idx.en" / "manifest.json").read_text())["choice"]["kind"] == "flat"

@@ -103,6 +103,8 @@ def test_round_trip_float16(built, usem3):
     assert m["input"]["lines"] == 73 and m["input_stats"]["empty_lines"] == 3
     assert [s["rows"] for s in m["shards"]] == [20, 20, 20, 10]
     assert m["provenance"]["parameters"]["shard_rows"] == 20
+    # what ran the encoder (was: not recorded; the fingerprint names a runtime only where it is not torch)
+    assert (m["provenance"]["parameters"]["device"], m["provenance"]["parameters"]["runtime"]) == ("cpu", "numpy")
     # only the finished store's files remain (no progress file, no per-shard text)
     names = {p.name for p in store.directory.iterdir() if not p.name.startswith(".")}
     assert names == ({"manifest.json", "sentences.txt", "line_numbers.npy", "offsets.npy", "hashes.npy", "lengths.npy"}

@@ -60,6 +60,9 @@ class Encoder(abc.ABC):
     runtime: str = "torch"
     #: what really runs it where that is not `runtime` (use-m3: "numpy"; its runtime is nominal)
     engine: str | None = None
+    #: where this process runs it ("cpu", "cuda", "cuda:1"); None where nothing here runs a model
+    #: (vectors read from a file; an encoder only named for Ray actors, which choose their own)
+    device: str | None = "cpu"
 
     @abc.abstractmethod
     def encode(self, sentences: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:

@@ -174,6 +174,8 @@ def _open_rows(path: Path, *, dim: int | None, column: str | None) -> _Rows:
 class ExternalEmbeddings(Encoder):
     """Embeddings read from a file, standing in for an encoder when a store is built (module doc)."""
 
+    device = None  # (nothing runs here)
+
     def __init__(self, path: str | Path, *, name: str, dim: int | None = None, column: str | None = None):
         if not name or not name.strip():
             raise ConfigError("--embeddings needs --encoder-name: the name of the encoder that made them (laser2, ...)")

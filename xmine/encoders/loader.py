@@ -317,7 +317,7 @@ class LazyEncoder(Encoder):
                  prompt_name: str | None = None):
         check_device(device)
         check_prompt(prefix, prompt_name)
-        self.name = name
+        self.name, self.device = name, device  # (None: where it is loaded chooses, e.g. each Ray actor)
         self.precision = encoder_precision(name, precision, device=device)  # validates it, too
         self.runtime = encoder_runtime(name, runtime, self.precision,
                                        device="cpu" if name == "use-m3" else pick_device(device))

@@ -52,6 +52,7 @@ class PoolEncoder(Encoder):
         self.runtime = getattr(encoder, "runtime", "torch")
         self.engine = getattr(encoder, "engine", None)
         self.workers, use_gpu = executor.model_actors(threads)
+        self.device = getattr(encoder, "device", "cpu") if executor.name == "local" else ("cuda" if use_gpu else "cpu")
         worker = worker_encoder(encoder, use_gpu=use_gpu, threads=threads)
         self._pool = executor.actor_pool(_slice_encoder, {"encoder": worker}, actors=self.workers,
                                          cpus=0 if use_gpu else threads, gpus=int(use_gpu))

@@ -218,6 +218,7 @@ class SentenceTransformerEncoder(Encoder):
         dim = model.get_embedding_dimension() if hasattr(model, "get_embedding_dimension") \
             else model.get_sentence_embedding_dimension()
         self.dim = int(dim)
+        self.device = str(getattr(model, "device", "cpu"))
         self._identity = identity
         self.tokenizer = getattr(model, "tokenizer", None)
         self.max_tokens = getattr(model, "max_seq_length", None)

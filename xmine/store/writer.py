@@ -70,6 +70,8 @@ class BuildInfo:
     encoded: int = 0
     #: wall-clock seconds of this call
     seconds: float = 0.0
+    #: where the encoder ran ("cpu", "cuda", ...; None: vectors read from a file)
+    device: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -268,6 +270,9 @@ def embed_corpus(input_path: str | Path, out_dir: str | Path, *, encoder: Any, l
                                 _input_stats(stats, job, rows=sum(s.rows for s in progress.shards)), params={
                 "input": shown_path(input_path), "lang": lang, "part": job.identity["part"], "dtype": dtype,
                 "shard_rows": shard_rows, "batch_size": batch_size, "max_chars": max_chars, "ray": ray,
+                # what ran the encoder (its fingerprint names a runtime only where it is not torch)
+                "device": info.device, "runtime": None if info.device is None else (
+                    getattr(encoder, "engine", None) or getattr(encoder, "runtime", "torch")),
             })
             if recorded.get("records_sharing_an_id"):
                 shared, where = recorded["shared_id"], shown_path(input_path)
@@ -352,6 +357,9 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
         progress.save()
 
     actors, use_gpu = executor.model_actors(ACTOR_THREADS)
+    # (Ray's actors load the encoder on a GPU where they have one, whatever this process was told)
+    info.device = (None if isinstance(job.encoder, ExternalEmbeddings) else
+                   getattr(job.encoder, "device", None) or "cpu" if executor is LOCAL else "cuda" if use_gpu else "cpu")
     projection = None if job.projection is None else Recipe(
         functools.partial(reader_for(PROJECTION_KIND), getattr(job.projection, "path", None)), made=job.projection)
     worker = dict(encoder=worker_encoder(job.encoder, use_gpu=use_gpu, threads=ACTOR_THREADS), projection=projection,

@@ -349,8 +349,10 @@ def _mine(config: MineConfig, *, show_progress: bool,
             sides_rows = (("src", sx, src_rows, src_format, config.src.keep_fields),
                           ("tgt", sy, tgt_rows, tgt_format, config.tgt.keep_fields))
             kept = any(names for *_, names in sides_rows)
-            # (the kept values are read into a file beside the output, not memory: see record_fields)
-            with (tempfile.TemporaryDirectory(dir=claim.work_dir(".work"), prefix="fields-") if kept else
+            if kept:  # the kept values are read into a file beside the output, not memory (see record_fields)
+                for left in claim.work_dir(".work").glob("fields-*"):  # (by a run killed while it wrote)
+                    shutil.rmtree(left, ignore_errors=True)
+            with (tempfile.TemporaryDirectory(dir=work, prefix="fields-") if kept else
                   contextlib.nullcontext()) as fields_dir:
                 fields = [PairColumn(name=column, values=values)
                           for role, side, rows, spec, names in sides_rows if names

@@ -514,6 +514,14 @@ def test_a_kept_field_may_not_take_a_column_of_xmines_own_nor_share_one(corpus, 
     assert (summary["src"]["kind"], summary["src"]["format"]) == ("text", "jsonl")
     assert summary["provenance"]["parameters"]["keep_fields"] == {"src": ["meta.url", "even"],
                                                                   "tgt": ["meta.url", "even"]}
+    # The kept values' file of a run killed while it wrote goes with the next run, --keep-work too
+    # (a helper: one folder more in OUT.work/ after each kill)
+    ok(xm(*args, "--keep-field", "meta.url", "--keep-work", "-o", tmp_path / "kept.jsonl"))
+    left = tmp_path / "kept.jsonl.work" / "fields-left"
+    left.mkdir()
+    (left / "kept-fields-x.jsonl").write_text('["u1"]\n', encoding="utf-8")
+    ok(xm(*args, "--keep-field", "meta.url", "--keep-work", "--overwrite", "-o", tmp_path / "kept.jsonl"))
+    assert (tmp_path / "kept.jsonl.work").is_dir() and not list((tmp_path / "kept.jsonl.work").glob("fields-*"))
     res = CliRunner().invoke(main, [str(a) for a in (*args[:2], "-", *args[3:], "--tgt-input-format", "jsonl",
                                                      "--id-field", "id", "--keep-field", "meta.url",
                                                      "--keep-field", "even", "-o", tmp_path / "stdin.jsonl")],

@@ -358,8 +358,11 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
 
     actors, use_gpu = executor.model_actors(ACTOR_THREADS)
     # (Ray's actors load the encoder on a GPU where they have one, whatever this process was told)
-    info.device = (None if isinstance(job.encoder, ExternalEmbeddings) else
-                   getattr(job.encoder, "device", None) or "cpu" if executor is LOCAL else "cuda" if use_gpu else "cpu")
+    if isinstance(job.encoder, ExternalEmbeddings):
+        info.device = None
+    else:
+        info.device = (getattr(job.encoder, "device", None) or "cpu") if executor is LOCAL else \
+            "cuda" if use_gpu else "cpu"
     projection = None if job.projection is None else Recipe(
         functools.partial(reader_for(PROJECTION_KIND), getattr(job.projection, "path", None)), made=job.projection)
     worker = dict(encoder=worker_encoder(job.encoder, use_gpu=use_gpu, threads=ACTOR_THREADS), projection=projection,

@@ -515,6 +515,32 @@ def test_tasks_still_running_when_a_run_stops_are_cancelled(cluster, tmp_path):
     assert not list(tmp_path.glob("ran-*"))
 
 
+def test_tasks_that_do_not_stop_in_time_are_said(cluster, tmp_path, caplog):
+    """A cancel is tried again until its task has ended (Ray loses one that meets a task being handed
+    to its worker); past the deadline the tasks still running are said, not waited for."""
+    import time
+
+    from xmine.exec.cluster import cancel_tasks, remote
+
+    go = tmp_path / "go"
+
+    def wait_for_go():
+        while not go.exists():
+            time.sleep(0.05)
+        return 1
+
+    ref = remote(wait_for_go).remote()
+    time.sleep(1)  # (running or not: either way it has not ended when the deadline has passed)
+    with caplog.at_level("WARNING", logger="xmine"):
+        cancel_tasks([ref], timeout=0)
+    assert "1 Ray task(s) of the stopped run did not stop within 0 s of being cancelled" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="xmine"):
+        cancel_tasks([ref])  # (its cancel is taken within the default 10 s: nothing said)
+    assert "did not stop" not in caplog.text
+    go.touch()
+
+
 def test_a_dead_ray_address_in_the_environment_is_a_one_line_error(corpora, tmp_path):
     """`--ray auto` with RAY_ADDRESS naming a dead cluster: one line naming RAY_ADDRESS, within
     seconds (was: Ray retried for minutes, printing its own warnings)."""

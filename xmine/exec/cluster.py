@@ -235,7 +235,9 @@ def cancel_tasks(refs: list, *, timeout: float = 10.0) -> None:
             with contextlib.suppress(Exception):
                 ray.cancel(ref, force=True)
         wait = min(1.0, deadline - time.monotonic())
-        if wait <= 0:
+        if wait <= 0:  # (said: each may still finish, or fail and be printed by Ray)
+            log.warning(f"{len(left)} Ray task(s) of the stopped run did not stop within {timeout:.0f} s of being "
+                        "cancelled")
             break
         try:
             _, left = ray.wait(left, num_returns=len(left), timeout=wait)

@@ -80,13 +80,13 @@ def resolve_score_format(out: str | Path, fmt: str | None) -> str:
     Parquet file or dataset folder, is refused (was: plain text written as out.tsv.gz)."""
     named = {".csv": "csv", ".jsonl": "jsonl", ".parquet": "parquet", ".pq": "parquet", ".tsv": "tsv"}.get(
         stem_suffix(Path(out)))
-    if named is None and Path(out).is_dir():  # an existing directory: an earlier dataset (as `mine` reads it)
-        named = "hf"
     if fmt is not None:
         if fmt not in SCORE_FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(SCORE_FORMATS)}, not {fmt!r}")
         check_named_format(out, fmt, named)
-    fmt = fmt or named or "tsv"
+    # An existing directory: an earlier dataset, its format by default; another format given
+    # replaces it as any earlier result (--overwrite), as `mine` does (was: "its name says hf")
+    fmt = fmt or named or ("hf" if Path(out).is_dir() else "tsv")
     compression = Path(out).suffix.lower()
     if compression in _NOT_COMPRESSED_AS or (compression == ".gz" and fmt not in _GZIP_SCORE_FORMATS):
         raise ConfigError(f"{out}: score writes tsv, csv and jsonl gzip-compressed (a name ending in .gz) and nothing "

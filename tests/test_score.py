@@ -528,6 +528,13 @@ def test_a_scored_dataset_is_written_as_a_dataset(tmp_path):
     ok(xm("score", tmp_path / "bt", "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "-o", out,
           "--overwrite", "--threshold", "0.99", "--margin", "distance", "--kept-only", "-q"))
     assert len(datasets.load_from_disk(str(out))) == 0  # none kept: an empty dataset that loads
+    # another format replaces it as any earlier result, with --overwrite only, as mine's (was refused:
+    # "its name says hf", of a name that says nothing)
+    args = ("score", tmp_path / "bt", "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "-o", out,
+            "--format", "csv", "-q")
+    refused(xm(*args), f"{out}: already exists", "pass --overwrite")
+    ok(xm(*args, "--overwrite"))
+    assert out.is_file() and out.read_text(encoding="utf-8").splitlines()[0] == "src,tgt,cosine,margin,keep,rule"
 
 
 def test_blank_rows_are_kept_as_empty_pairs_and_translation_entries_must_match_the_languages(tmp_path):

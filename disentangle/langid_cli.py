@@ -17,7 +17,7 @@ from xmine.artefacts.fileio import missing
 from xmine.artefacts.outputs import claim_output
 from xmine.encoders import DEFAULT_ENCODER, load_encoder
 from xmine.encoders.embed_cache import cached_encode
-from xmine.encoders.options import precision_option
+from xmine.encoders.options import encodes_nothing, precision_option
 from xmine.encoders.projection import resolve_projection, shipped_dir
 from xmine.errors import ConfigError
 from xmine.io.corpus import CorpusStats, iter_corpus, truncate_for_encoding
@@ -62,7 +62,7 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
 @click.option("--projection", "projection_dir", type=NAME, default=None, metavar="default|DIR",
               help="Projection directory from `xmine train`, or 'default' (the one shipped for the encoder); its "
                    "language part and stored centroids identify the language.")
-@click.option("--lid", default=None, type=click.Choice(LID_BACKENDS),
+@click.option("--lid", default=None, type=click.Choice(LID_BACKENDS), is_eager=True, callback=encodes_nothing,
               help="Identify with a library instead of a projection (xmine.mining.langid; the one "
                    "`xmine mine --lang-filter` and the language pair filter use). Give --projection or --lid.")
 @click.option("--encoder", type=NAME, default=None,

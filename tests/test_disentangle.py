@@ -396,6 +396,13 @@ def test_langid_command(challenge, me5, data_dir, tmp_path):
     # options of a projection are refused with --lid (was: --guess recorded, --encoder ignored)
     res = CliRunner().invoke(main, ["langid", "--lid", "fasttext", "--guess", "--encoder", "use-m3", files[0]])
     assert res.exit_code == 2 and "--guess, --encoder: options of --projection, not of --lid" in res.output
+    # a device not here, before or after --lid, is refused as such an option (was: "CUDA is not
+    # available here", as if a device that is would have done), and still checked with --projection
+    for args in (["--device", "cuda:7", "--lid", "fasttext"], ["--lid", "fasttext", "--device", "cuda:7"]):
+        res = CliRunner().invoke(main, ["langid", *args, files[0]])
+        assert res.exit_code == 2 and "--device: an option of --projection, not of --lid" in res.output, res.output
+    res = CliRunner().invoke(main, ["langid", "--device", "cuda:7", "--projection", str(tmp_path / "p"), files[0]])
+    assert res.exit_code == 2 and "--device cuda:7: " in res.output and "not of --lid" not in res.output
 
 
 @pytest.mark.slow

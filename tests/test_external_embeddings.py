@@ -236,7 +236,8 @@ def test_options_of_encoding_are_refused_with_vectors_made_elsewhere(corpus, tmp
     with untouched(tmp_path):
         for extra, named in ((("--encoder", "use-m3"), "--encoder"), (("--precision", "fp32"), "--precision"),
                              (("--prompt", "query: ", "--batch-size", 8), "--prompt, --batch-size"),
-                             (("--ray", "auto"), "neither --split-sentences nor --ray")):
+                             (("--ray", "auto"), "neither --split-sentences nor --ray"),
+                             (("--device", "cuda:7"), "--device: options of encoding")):  # (was: "CUDA is not available")
             refused(_embed_external(corpus, "de", tmp_path / "s", "npy", "laser-test", *extra), named)
 
 def test_rows_follow_lines_or_non_empty_lines(corpus, tmp_path):

@@ -17,7 +17,7 @@ from xmine.encoders.external import ExternalEmbeddings
 from xmine.encoders.runtime import openvino_installed, runtime_for_artefact, x86_cpu
 from xmine.encoders.suitability import suitability
 from xmine.errors import ConfigError, InputError, XmineError, shortened
-from xmine.encoders.options import precision_option
+from xmine.encoders.options import encodes_nothing, precision_option
 from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection, encoding_prompt, projection_encoder
 from xmine.artefacts.fileio import kind_label
 from xmine.options import (LANG, NAME, GivenPath, given_on_command_line, input_format_options, projection_option,
@@ -117,7 +117,8 @@ def describe_auto_precision() -> str:
                    "instead of refusing.")
 @precision_option(default_from="the precision of the finished store OUT")
 @quiet_option(help="No progress bar.")
-@click.option("--embeddings", "embeddings_file", default=None, type=click.Path(path_type=str),
+@click.option("--embeddings", "embeddings_file", default=None, type=click.Path(path_type=str), is_eager=True,
+              callback=encodes_nothing,
               help="Store these embeddings made elsewhere instead of encoding: LASER's raw .f32/.f16 rows (with "
                    "--dim), a .npy array, a Parquet file or Hugging Face save_to_disk folder (--embeddings-column); "
                    "one row per line of CORPUS (or per non-empty line). Needs --encoder-name.")

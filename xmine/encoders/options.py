@@ -3,7 +3,7 @@ every command that encodes text."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import click
 
@@ -40,8 +40,23 @@ PROMPT_NAME_HELP = "A prompt of the model's config by name (its 'prompts', e.g. 
 DEVICE_HELP = "Torch device that encodes text (cpu, cuda, cuda:1, mps). Default: cuda if present, else cpu."
 
 
+#: `ctx.meta` key set by an option under which a command encodes nothing (`langid --lid`, `embed
+#: --embeddings`, both eager): the command then refuses the encoding options by name
+ENCODES_NOTHING = "xmine.encodes_nothing"
+
+
+def encodes_nothing(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """The callback of such an option (give it `is_eager=True`: it is read before `--device`)."""
+    if value is not None:
+        ctx.meta[ENCODES_NOTHING] = True
+    return value
+
+
 def _present_device(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    check_device(value)  # a device that is not here: refused while the command line is read, before any work
+    # A device that is not here: refused while the command line is read, before any work; where
+    # nothing is encoded, --device is refused as such by the command (was: "CUDA is not available")
+    if not ctx.meta.get(ENCODES_NOTHING):
+        check_device(value)
     return value
 
 

@@ -228,14 +228,19 @@ def choose_index(
         log.warning(f"--pq-m {pq_m}: {m} sub-quantisers used (they must divide the dimension {dim}; its divisors "
                     f"near {pq_m}: {near})")
     if kind in ("ivfpq", "opq"):
-        warn_if_coarse(dim, m, pq_m or 64)
         least = max(2**pq_bits, 256 if kind == "opq" else 0)  # (OPQ's rotation trains a PQ of 8 bits)
         if n < least:  # (was: two warnings, then FAISS's error, each advising a smaller --nlist at nlist 1)
             raise ConfigError(f"--index-type {kind}: PQ learns {least} centroids per sub-quantiser, so it needs at "
                               f"least {least} vectors, and there are {n:,}; use --index-type flat (exact, and fast "
                               "at this size) or ivf")
-        # PQ codebooks have 256 entries per sub-quantiser: train on at least ~40 points each.
-        train = int(min(n, max(train, 2**pq_bits * MIN_TRAIN_PER_LIST)))
+        if kind == "opq" and n < dim:  # (a helper: FAISS's OPQ training corrupted the heap, exit 134 or 139)
+            raise ConfigError(f"--index-type opq: its rotation is learnt from at least as many vectors as the {dim} "
+                              f"dimensions it rotates, and there are {n:,}; use --index-type flat (exact, and fast at "
+                              "this size), ivf or ivfpq")
+        warn_if_coarse(dim, m, pq_m or 64)
+        # PQ codebooks have 256 entries per sub-quantiser: train on at least ~40 points each (and
+        # OPQ's rotation on at least a vector a dimension).
+        train = int(min(n, max(train, 2**pq_bits * MIN_TRAIN_PER_LIST, dim if kind == "opq" else 0)))
         codebook = 2**pq_bits * MIN_TRAIN_PER_LIST
         if n < codebook:  # k-means of 2**bits centroids per sub-quantiser on too few points: slow, and poor
             log.warning(f"PQ{m}: {m} codebooks of {2**pq_bits} centroids trained on {n:,} vectors (FAISS advises >= "

@@ -134,6 +134,18 @@ def test_pq_with_fewer_vectors_than_its_centroids_is_refused_in_one_line(caplog)
     assert caplog.messages == []
     assert choose_index(50, 384, kind="ivfpq", pq_bits=4).factory.startswith("IVF")  # 16 centroids: enough
 
+
+def test_opq_on_fewer_vectors_than_dimensions_is_refused_in_one_line(tmp_path):
+    """(a helper: build-index --index-type opq of 300 384-d vectors ended in "munmap_chunk(): invalid
+    pointer", exit 134: FAISS's OPQ training corrupts the heap on fewer vectors than dimensions)"""
+    with pytest.raises(ConfigError, match="^--index-type opq: its rotation is learnt from at least as many vectors as "
+                                          "the 384 dimensions it rotates, and there are 300; use --index-type flat"):
+        choose_index(300, 384, kind="opq")
+    x = np.random.default_rng(0).standard_normal((384, 384)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    ix = _build(x, tmp_path / "opq", kind="opq", nlist=1, pq_m=8, pq_bits=4)  # as many as the dimensions: built
+    assert ix.manifest.choice.factory == "OPQ8,IVF1,PQ8x4" and len(ix) == 384
+
 def test_auto_choice_by_size():
     assert choose_index(5_000, 384).kind == "flat"
     assert choose_index(10_000, 384).kind == "flat"

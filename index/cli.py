@@ -131,7 +131,8 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
                             part=side.part, lang=side.lang,
                             source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
                                                            {"path": str(Path(source).resolve()), **side.fingerprint}),
-                                    "corpus": str(Path(side.source or side.path).resolve())},  # what line numbers count in
+                                    "corpus": str(Path(side.source or side.path).resolve()),  # what line numbers count in
+                                    **({"encoded_with": side.encoded_with} if side.encoded_with else {})},
                             config=config, executor=executor, show_progress=not quiet, overwrite=overwrite)
             except NonFiniteRowError as e:  # a damaged or crafted store (was: indexed, and every search missed)
                 raise InputError(source, NonFiniteRowError.of_store_row(e.row, int(side.line_numbers[e.row]))) from None

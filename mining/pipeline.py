@@ -315,6 +315,7 @@ def _mine(config: MineConfig, *, show_progress: bool,
                           # a corpus's format (kind "text": any corpus xmine encodes, not only a text file)
                           **({"format": side.fingerprint.get("format", "text")} if side.kind == "text" else {}),
                           "sentences": len(side), "unique": m.unique,
+                          **({"encoded_with": side.encoded_with} if side.encoded_with else {}),
                           "mined_rows": len(m.ids), "other_language": m.other_language if lf_record["on"] else None}
                    for role, side, m in (("src", sx, mx), ("tgt", sy, my))},
                 "lang_filter": lf_record,

@@ -172,6 +172,9 @@ def test_fast_scan_sub_quantisers_on_odd_dimensions_and_tiny_pq_m(tmp_path):
     plan = {"factory": "IVF4,PQ3", "nlist": 4}
     assert "ivfpqfs" not in few_rows_advice(plan, "exact mining", dim=3)
     assert "ivfpqfs" in few_rows_advice(plan, "exact mining", dim=6)
+    # nor where its codes would be coarse (766 = 2 x 383: PQ2), as the run's other warning says
+    assert "ivfpqfs" not in few_rows_advice(plan, "exact mining", dim=766)
+    assert "ivfpqfs" in few_rows_advice(plan, "exact mining", dim=384)
     sims = approximate_knn_both(x, x[::-1].copy(), 4, config=ApproximateConfig(index_type="ivf", nlist=2),
                                 work_dir=tmp_path / "ivf")[0]
     assert sims.shape == (100, 4)

@@ -302,6 +302,8 @@ def test_a_store_meets_an_index_or_a_request_only_in_its_own_space(tmp_path, me5
     ok(xm("build-index", en, "--lang", "en", "-q", "--projection", "none", "-o", tmp_path / "raw.en"))
     made = json.loads((tmp_path / "raw.de" / "manifest.json").read_text())["provenance"]["parameters"]
     assert made["device"] == "cpu" and made["runtime"] in ("torch", "openvino")  # (what ran the encoder)
+    indexed = json.loads((tmp_path / "raw.en" / "manifest.json").read_text())["source"]  # (an index of text too)
+    assert indexed["encoded_with"] == {"device": "cpu", "runtime": made["runtime"]}
     before = tree(tmp_path)
     refused(xm("search", tmp_path / "raw.en", tmp_path / "meaning.de", "-k", 1), "meaning.de", "projection")
     refused(xm("search", tmp_path / "raw.en", tmp_path / "passage.de", "-k", 1), "raw.en", "passage.de",

@@ -512,6 +512,7 @@ def test_a_kept_field_may_not_take_a_column_of_xmines_own_nor_share_one(corpus, 
     assert all((r["src_even"] == "true") == (int(r["src_id"][2:]) % 2 == 0) for r in rows)
     summary = json.loads((tmp_path / "ok.jsonl.json").read_text(encoding="utf-8"))  # (was: neither recorded)
     assert (summary["src"]["kind"], summary["src"]["format"]) == ("text", "jsonl")
+    assert summary["src"]["encoded_with"]["device"] == "cpu" == summary["tgt"]["encoded_with"]["device"]
     assert summary["provenance"]["parameters"]["keep_fields"] == {"src": ["meta.url", "even"],
                                                                   "tgt": ["meta.url", "even"]}
     # The kept values' file of a run killed while it wrote goes with the next run, --keep-work too

@@ -82,6 +82,9 @@ class Side:
     sentence_index: Any = None
     #: the corpus the rows come from (a store's or index's recorded input; else `path`)
     source: str | None = None
+    #: what ran the encoder for a store's rows ({"device", "runtime"}, as its manifest records them;
+    #: None where that is not recorded: an index, a store made before it was)
+    encoded_with: dict | None = None
     #: a temporary directory owned by this side (text embedded without a work_dir)
     _tmp: Any = None
 
@@ -236,7 +239,14 @@ def _store_side(store, path: Path, lang: str | None, kind: str, *, fingerprint: 
     return Side(path=path, kind=kind, rows=store.rows(), row_index=store.row_index(), text=store.text_column(),
                 line_numbers=store.line_numbers, encoder=store.manifest.encoder,
                 projection=store.manifest.projection, part=store.part, lang=lang or store.lang,
-                fingerprint=fingerprint, ids=store.id_column(), sentence_index=store.sentence_index(), source=source)
+                fingerprint=fingerprint, ids=store.id_column(), sentence_index=store.sentence_index(), source=source,
+                encoded_with=encoded_with(store.manifest.provenance))
+
+
+def encoded_with(provenance: dict | None) -> dict | None:
+    """{"device", "runtime"} a store's provenance records, or None (made before it recorded them)."""
+    made = (provenance or {}).get("parameters") or {}
+    return {k: made[k] for k in ("device", "runtime")} if "device" in made else None
 
 
 def check_compatible(a: Side, b: Side) -> None:

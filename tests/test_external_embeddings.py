@@ -59,6 +59,8 @@ def test_laser_f32_embeddings_mine_to_the_pairs_of_the_same_vectors_embedded_in_
     assert manifest["input"]["embeddings"]["path"].endswith("de.f32")
     assert (manifest["provenance"]["parameters"]["device"], manifest["provenance"]["parameters"]["runtime"]) == (
         None, None)  # (no model ran here)
+    mined = json.loads((tmp_path / "ext.tsv.json").read_text())  # (a helper: {"device": null, "runtime": null})
+    assert "encoded_with" not in mined["src"] and "encoded_with" not in mined["tgt"]
     # indexes and verifies like any store; text cannot be encoded beside it
     ok(xm("build-index", tmp_path / "s.en", "-o", tmp_path / "idx.en", "--index-type", "flat"))
     assert json.loads((tmp_path / "idx.en" / "manifest.json").read_text())["choice"]["kind"] == "flat"
@@ -237,7 +239,7 @@ def test_options_of_encoding_are_refused_with_vectors_made_elsewhere(corpus, tmp
         for extra, named in ((("--encoder", "use-m3"), "--encoder"), (("--precision", "fp32"), "--precision"),
                              (("--prompt", "query: ", "--batch-size", 8), "--prompt, --batch-size"),
                              (("--ray", "auto"), "neither --split-sentences nor --ray"),
-                             (("--device", "cuda:7"), "--device: options of encoding")):  # (was: "CUDA is not available")
+                             (("--device", "cuda:7"), "--device: an option of encoding")):  # (was: "CUDA is not available")
             refused(_embed_external(corpus, "de", tmp_path / "s", "npy", "laser-test", *extra), named)
 
 def test_rows_follow_lines_or_non_empty_lines(corpus, tmp_path):

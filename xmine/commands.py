@@ -162,7 +162,8 @@ def embed(corpus, lang, out_dir, encoder_name, projection, part, dtype, batch_si
         given = [o.replace("--encoder-name", "--encoder") for o in given_on_command_line(
             "encoder_name", "device", "precision", "runtime", "prompt", "prompt_name", "batch_size")]
         if given:  # nothing is encoded: an encoder's options would be read and dropped
-            raise ConfigError(f"{', '.join(given)}: options of encoding, but --embeddings FILE stores vectors made "
+            raise ConfigError(f"{', '.join(given)}: {'an option' if len(given) == 1 else 'options'} of encoding, but "
+                              "--embeddings FILE stores vectors made "
                               "elsewhere (name their encoder with --encoder-name)")
         encoder = ExternalEmbeddings(embeddings_file, name=encoder_name_given or "", dim=dim, column=embeddings_column)
         encoder_name = encoder.name

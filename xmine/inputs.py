@@ -244,9 +244,10 @@ def _store_side(store, path: Path, lang: str | None, kind: str, *, fingerprint: 
 
 
 def encoded_with(provenance: dict | None) -> dict | None:
-    """{"device", "runtime"} a store's provenance records, or None (made before it recorded them)."""
+    """{"device", "runtime"} a store's provenance records, or None (made before it recorded them, or
+    of vectors made elsewhere: no encoder ran)."""
     made = (provenance or {}).get("parameters") or {}
-    return {k: made[k] for k in ("device", "runtime")} if "device" in made else None
+    return {k: made[k] for k in ("device", "runtime")} if made.get("device") is not None else None
 
 
 def check_compatible(a: Side, b: Side) -> None:

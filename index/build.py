@@ -17,7 +17,7 @@ from xmine.artefacts.directory import atomic_dir, provenance
 from xmine.errors import ConfigError, NonFiniteRowError
 from xmine.exec.executor import LOCAL, Executor, ShardProgress
 from xmine.artefacts.fileio import atomic_path, sha256_file, write_failure, write_manifest
-from xmine.index.choose import (choose_index, default_shard_rows, memory_budget_bytes, pq_subquantisers,
+from xmine.index.choose import (choose_index, coarse_pq, default_shard_rows, memory_budget_bytes, pq_subquantisers,
                                 unused_settings)
 from xmine.io.compression import count_lines
 from xmine.index.faiss_index import (FORMAT_VERSION, KIND, IndexDir, faiss_computing, faiss_reason, shard_name, shard_plan, to_cpu, to_gpu,
@@ -201,8 +201,8 @@ def few_rows_advice(plan: dict, otherwise: str, *, dim: int) -> str:
     `otherwise`."""
     pq, fast_scan = "PQ" in plan["factory"], "x4fs" in plan["factory"]
     remedies = ["--index-type ivf (no codebook to train)"] * pq
-    # (not where the dimension leaves fast-scan PQ as coarse as `warn_if_coarse` says: a helper at 766-d)
-    fine_fast_scan = dim % 2 == 0 and 4 * pq_subquantisers(dim, 64, even=True) > min(64, dim)
+    # (not where the dimension leaves fast-scan PQ coarse, `coarse_pq`: a helper at 766-d)
+    fine_fast_scan = dim % 2 == 0 and not coarse_pq(dim, pq_subquantisers(dim, 64, even=True), 64)
     remedies += ["--index-type ivfpqfs (16 centroids a codebook, not 256)"] * (pq and not fast_scan and fine_fast_scan)
     remedies += ["a smaller --nlist"] * (plan["nlist"] > 1)
     return f"use {', '.join(remedies)}{', or ' if remedies else ''}{otherwise} for corpora this small"

@@ -91,11 +91,16 @@ def pq_subquantisers(dim: int, preferred: int = 64, *, even: bool = False) -> in
     return m
 
 
+def coarse_pq(dim: int, m: int, preferred: int) -> bool:
+    """Whether the dimension's divisors leave PQ `m` sub-quantisers, a quarter of those asked for or
+    fewer (a prime dimension: one byte a vector)."""
+    return 4 * m <= min(preferred, dim)
+
+
 def warn_if_coarse(dim: int, m: int | None, preferred: int) -> None:
-    """Say where the dimension's divisors leave PQ (`m` sub-quantisers; None: no PQ) a quarter of the
-    sub-quantisers asked for or fewer (a prime dimension: one byte a vector), given or default (was:
-    PQ1 built without a word)."""
-    if m is not None and 4 * m <= min(preferred, dim):
+    """Say where PQ's codes are coarse (`coarse_pq`; `m` None: no PQ), `preferred` given or default
+    (was: PQ1 built without a word)."""
+    if m is not None and coarse_pq(dim, m, preferred):
         log.warning(f"PQ{m}: the dimension {dim} splits into no more than {m} sub-quantisers up to {preferred} "
                     f"(they must divide it), {dim // m} dimensions a code byte: codes that coarse lose most "
                     "neighbours; use --index-type ivf (exact vectors) for vectors of this dimension")

@@ -25,6 +25,12 @@ from xmine.exec.executor import Executor, Recipe
 MIN_SLICE = 256
 
 
+def run_device(encoder: Encoder, executor: Executor, *, use_gpu: bool) -> str | None:
+    """Where `executor`'s workers run `encoder`: in this process, its own device (None for vectors
+    read from a file); on Ray, the one `worker_encoder` loads it on, whatever this process was told."""
+    return getattr(encoder, "device", "cpu") if executor.name == "local" else "cuda" if use_gpu else "cpu"
+
+
 def worker_encoder(encoder: Encoder, *, use_gpu: bool, threads: int) -> Recipe:
     """How a step's worker gets the driver's `encoder` (a `Recipe`): loaded by name at its
     precision, runtime and prompt, on a GPU or `threads` CPUs, and refused unless its fingerprint is
@@ -52,7 +58,7 @@ class PoolEncoder(Encoder):
         self.runtime = getattr(encoder, "runtime", "torch")
         self.engine = getattr(encoder, "engine", None)
         self.workers, use_gpu = executor.model_actors(threads)
-        self.device = getattr(encoder, "device", "cpu") if executor.name == "local" else ("cuda" if use_gpu else "cpu")
+        self.device = run_device(encoder, executor, use_gpu=use_gpu)
         worker = worker_encoder(encoder, use_gpu=use_gpu, threads=threads)
         self._pool = executor.actor_pool(_slice_encoder, {"encoder": worker}, actors=self.workers,
                                          cpus=0 if use_gpu else threads, gpus=int(use_gpu))

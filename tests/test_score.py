@@ -535,6 +535,13 @@ def test_a_scored_dataset_is_written_as_a_dataset(tmp_path):
     refused(xm(*args), f"{out}: already exists", "pass --overwrite")
     ok(xm(*args, "--overwrite"))
     assert out.is_file() and out.read_text(encoding="utf-8").splitlines()[0] == "src,tgt,cosine,margin,keep,rule"
+    # a folder that is no earlier result is never replaced, whatever the format and --overwrite
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("mine", encoding="utf-8")
+    for fmt in ("csv", "hf"):
+        refused(xm(*args[:8], "-o", theirs, "--format", fmt, "--overwrite", "-q"), str(theirs))
+    assert [p.name for p in theirs.iterdir()] == ["notes.txt"] and not (tmp_path / "theirs.json").exists()
 
 
 def test_blank_rows_are_kept_as_empty_pairs_and_translation_entries_must_match_the_languages(tmp_path):

@@ -7,6 +7,9 @@ Formats (`BITEXT_FORMATS`), by `--pairs-format` or detected from the name:
   names with a header line).
 - `csv` (`.csv`): RFC 4180 with quotes honoured, a header line by default.
 - `moses`: two line-aligned files, one sentence a line (`--src FILE --tgt FILE` or `a.de:a.en`).
+- `stores`: two embedding stores (`xmine embed`) of line-aligned files, given as a Moses pair: pair
+  i is line i of both, its texts and vectors the stores' (a line a store skipped, being empty, is
+  an empty text); what scores vectors made elsewhere (`embed --embeddings`), nothing encoded.
 - `jsonl` (`.jsonl`, `.ndjson`, `.json`), `parquet` (`.parquet`), `hf` (a `save_to_disk`
   folder): the fields `src_field`/`tgt_field` (dotted: `translation.de`); by default a
   `translation` object's two entries (matched to the languages when given, as xmine's own outputs
@@ -31,11 +34,14 @@ from typing import Any, Iterator
 from xmine.io.corpus import iter_lines
 from xmine.io.delimited import column_index, delimited_rows, field_of, same_width
 from xmine.artefacts.fileio import missing
+from xmine.artefacts.input_artefacts import artefact_kind, manifest_hash
+from xmine.artefacts.output_state import dir_kind
 from xmine.errors import ConfigError, InputError
 from xmine.langs import is_known_lang, normalize_lang
 from xmine.io.reader_base import (MISSING, a_kind, field_at, format_by_path, json_kind, size_and_sha256,
                                    text_problem)
 from xmine.io.stdin import shown_path
+from xmine.store import EmbeddingStore
 from xmine.io.readers import jsonl_records
 from xmine.io.table_readers import dataset_rows, open_parquet, parquet_rows
 from xmine.mining.writers import MINED_TSV_TEXT_COLUMNS, MINING_KIND
@@ -73,11 +79,24 @@ class BitextPair:
     record: Any
 
 
+_MOSES_SIDES = "a Moses bitext is two line-aligned text files, or two embedding stores (xmine embed) of such files"
+
+
 def bitext_format(paths: tuple[Path, ...], spec: BitextFormat) -> str:
     """The format to read `paths` (one, or two for Moses) as."""
     if len(paths) == 2:
         if spec.format not in ("auto", "moses"):
             raise ConfigError(f"two files (a Moses pair) cannot be read as {spec.format}")
+        for p in paths:
+            if p.is_dir() and dir_kind(p)[0] is None and not (p / "progress.json").is_file():  # (no xmine artefact)
+                raise InputError(p, f"is a directory, but no embedding store: {_MOSES_SIDES}")
+        kinds = [artefact_kind(p) for p in paths]  # (an unfinished store: refused, saying so)
+        if kinds == ["embedding-store"] * 2:
+            return "stores"
+        if kinds != ["text"] * 2:  # (was: "is a directory, expected a text file")
+            said = ["text" if kind == "text" else f"an {kind.replace('-', ' ')}" for kind in kinds]
+            i = 0 if kinds[0] != "text" else 1
+            raise InputError(paths[i], f"is {said[i]}, but the other side is {said[1 - i]}: {_MOSES_SIDES}")
         return "moses"
     if spec.format == "auto" and paths[0].name.lower().endswith((".tmx", ".tmx.gz")):  # (was: read as TSV columns)
         raise InputError(paths[0], "TMX is not a format xmine score reads; mine to jsonl or tsv (or export the TMX "
@@ -110,6 +129,7 @@ class Bitext:
             raise ConfigError(f"--src-field and --tgt-field both name {spec.src_field!r}: every pair would be a "
                               "sentence against itself")
         self.format = bitext_format(self.paths, spec)
+        self._stores: tuple | None = None
         # a reading option of another format (was: `--split` on a TSV ignored without a word)
         for given, formats in ((spec.split is not None and "--split", ("hf",)),
                                (spec.header is not None and "--header/--no-header", ("tsv", "csv"))):
@@ -138,6 +158,9 @@ class Bitext:
         (a dataset folder's over its files), the format and the fields the sides were read from."""
         files = []
         for p in self.paths:
+            if self.format == "stores":  # (a store is identified by its manifest, which holds every file's sha256)
+                files.append({"path": str(p), "manifest_sha256": manifest_hash(p)})
+                continue
             size, digest = size_and_sha256(p)
             files.append({"path": shown_path(p), "size": size, "sha256": digest})
         return {"files": files, "format": self.format, "src_field": self.spec.src_field,
@@ -146,8 +169,45 @@ class Bitext:
 
     def pairs(self) -> Iterator[BitextPair]:
         reader = {"tsv": self._delimited, "csv": self._delimited, "moses": self._moses, "jsonl": self._jsonl,
-                  "parquet": self._parquet, "hf": self._dataset}[self.format]
+                  "parquet": self._parquet, "hf": self._dataset, "stores": self._store_pairs}[self.format]
         return reader()
+
+    def stores(self) -> tuple:
+        """The two embedding stores of a `stores` bitext, opened (and so checked) once, and the
+        number of its pairs: the lines of the files they were made from, the same in both."""
+        if self._stores is None:
+            stores = tuple(EmbeddingStore.open(p) for p in self.paths)
+            lines = []
+            for path, store in zip(self.paths, stores):
+                if store.sentence_index() is not None:
+                    raise InputError(path, "holds sentences split from its lines (--split-sentences); a bitext's "
+                                           "side is one sentence a line: embed it without --split-sentences")
+                count = store.manifest.input_stats.get("lines")
+                if not isinstance(count, int) or count < (int(store.line_numbers[-1]) if len(store) else 0):
+                    raise InputError(path, "records no line count of its input that its rows' line numbers fit "
+                                           f"({count!r}); embed the file again")
+                lines.append(count)
+            if lines[0] != lines[1]:
+                raise InputError(self.paths[1], f"was made from {lines[1]} lines, but {self.paths[0]} from "
+                                                f"{lines[0]}: the two stores of a bitext are of line-aligned files")
+            self._stores = (*stores, lines[0])
+        return self._stores
+
+    def _store_pairs(self) -> Iterator[BitextPair]:
+        *stores, lines = self.stores()
+        sides = [(s.line_numbers, s.text_column()) for s in stores]
+        at = [0, 0]
+        try:
+            for number in range(1, lines + 1):
+                texts = []
+                for i, (numbers, column) in enumerate(sides):
+                    here = at[i] < len(numbers) and int(numbers[at[i]]) == number
+                    texts.append(column[at[i]] if here else "")
+                    at[i] += here
+                yield BitextPair(number=number, src=texts[0], tgt=texts[1], record=None)
+        finally:
+            for _, column in sides:
+                column.close()
 
     def _delimited(self) -> Iterator[BitextPair]:
         header = self.spec.header if self.spec.header is not None else self.format == "csv"

@@ -143,7 +143,8 @@ def _before_search(summary: dict) -> str:
 @click.command("score")
 @click.argument("pairs", required=False)
 @click.option("--src", "src_file", type=InputPath(), default=None,
-              help="A Moses bitext's source file (with --tgt; or PAIRS as SRC_FILE:TGT_FILE).")
+              help="A Moses bitext's source file (with --tgt; or PAIRS as SRC_FILE:TGT_FILE), or the embedding "
+                   "store of that file (xmine embed, of vectors made elsewhere too), the target's as --tgt.")
 @click.option("--tgt", "tgt_file", type=InputPath(), default=None,
               help="A Moses bitext's target file, line-aligned with --src.")
 @click.option("-o", "--out", required=True, type=GivenPath(path_type=Path),
@@ -206,7 +207,9 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
 
     PAIRS is a TSV (one pair a line), CSV, JSON Lines or Parquet file, a Hugging Face dataset
     folder, or a Moses pair SRC_FILE:TGT_FILE (or --src/--tgt); a file may be an fsspec URL
-    (s3://, hf://, https://, ...), copied as it streams, its URL recorded. Each pair gets its cosine and
+    (s3://, hf://, https://, ...), copied as it streams, its URL recorded. The Moses pair may be the
+    two files' embedding stores (xmine embed, of vectors made elsewhere too): pair i is line i of
+    both, scored with the stores' vectors, nothing encoded. Each pair gets its cosine and
     its margin against the neighbourhoods xmine mine would use (each source's k nearest targets
     and each target's k nearest sources, exact search, in the same space), then the first rule
     that drops it: empty (a side without text), threshold (margin below the threshold mine uses

@@ -6,6 +6,8 @@ or drops it (LASER's `mine_bitexts.py --mode score`, for a bitext one already ha
    `mine` would use, the shipped projection by default). What reading them finds (lines cut for
    encoding, tabs or line breaks inside a field) is reported of the bitext's own file and lines;
    OUT.json records the bitext (each file's sha256, the format and fields), not these copies.
+   A bitext of two embedding stores (`Bitext.stores`: vectors made elsewhere, or by `xmine embed`)
+   is its own sides: nothing is staged or encoded.
 2. Neighbourhoods, as `mine` computes them: the k nearest targets of each distinct source
    sentence and the k nearest sources of each distinct target sentence, by the same exact
    search (`knn.exact_knn_both`; `approximate`: the IVF search of `--approximate`), among the
@@ -287,25 +289,33 @@ def score_bitext(
     opened_corpora = check_corpora(corpora_paths)
     # The encoder named and the bitext (every row checked) before OUT is claimed: a name that cannot
     # load or a malformed row leaves nothing behind.
-    encoders = Encoders(encoding.encoder_config(), projection, inputs=[p for p in corpora_paths if p is not None])
-    check_encoder_loadable(encoders.encoder_name or DEFAULT_ENCODER, device=encoding.device)
-    _ = encoders.encoder  # the bitext is text, always encoded: a model that cannot load leaves nothing behind
+    # A bitext of two stores brings its vectors (and the encoder's name, from them): nothing is encoded.
+    stores = bitext.stores() if bitext.format == "stores" else None
+    encoders = Encoders(encoding.encoder_config(), projection,
+                        inputs=[p for p in (*(bitext.paths if stores else ()), *corpora_paths) if p is not None])
+    if stores is None:
+        check_encoder_loadable(encoders.encoder_name or DEFAULT_ENCODER, device=encoding.device)
+        _ = encoders.encoder  # the bitext is text, always encoded: a model that cannot load leaves nothing behind
     if projection is not None and str(projection).lower() not in ("default", "none"):
         # a projection directory given: read, and checked against its encoder, now
         _ = encoders.projection
     if selection.calibration is not None:  # of the space scored in: before the bitext is encoded
-        check_calibration_space(selection.calibration, encoder_name=encoders.encoder.name,
-                                projection_dir=encoders.choice.path, encoder_id=encoders.encoder.fingerprint()["id"])
+        encoder = stores[0].manifest.encoder if stores else encoders.encoder.fingerprint()
+        check_calibration_space(selection.calibration, encoder_name=encoder["name"],
+                                projection_dir=encoders.choice.path, encoder_id=encoder["id"])
     with temporary_directory("score") as staged:
-        staged_sides = write_sides(bitext, Path(staged))
-        n = len(staged_sides)
+        staged_sides = None if stores else write_sides(bitext, Path(staged))
+        n = stores[2] if stores else len(staged_sides)
         with claim_output(out, kind=SCORE_KIND, form="tsv", inputs=[*bitext.paths, *corpora_paths, projection, selection.calibration],
                           overwrite=overwrite, companions=(".work",)) as claim:
             out = claim.path
             work = claim.work_dir(".work")
-            (work / "sides").mkdir(exist_ok=True)
-            src_txt, tgt_txt = (Path(shutil.move(p, work / "sides" / p.name))
-                                for p in (staged_sides.src, staged_sides.tgt))
+            if stores:
+                src_txt, tgt_txt = bitext.paths
+            else:
+                (work / "sides").mkdir(exist_ok=True)
+                src_txt, tgt_txt = (Path(shutil.move(p, work / "sides" / p.name))
+                                    for p in (staged_sides.src, staged_sides.tgt))
             # As `mine`: OUT.work/ is this command's own to rebuild (a damaged work store) with
             # --overwrite and whenever OUT holds no finished result (what an interrupted run left);
             # finished work stores of the same input are reused, so an interrupted run resumes.
@@ -314,10 +324,13 @@ def score_bitext(
             try:
                 for path, lang, tag in ((src_txt, src_lang, "src"), (tgt_txt, tgt_lang, "tgt"),
                                         (src_corpus, src_lang, "src-corpus"), (tgt_corpus, tgt_lang, "tgt-corpus")):
+                    side_of_bitext = tag in ("src", "tgt")
                     loaded.append(None if path is None else load_side(
                         path, lang=lang, encoders=encoders, work_dir=work / tag, show_progress=show_progress,
                         rebuild=rebuild, reported_as=staged_sides.reported_as(bitext, tag)
-                        if tag in ("src", "tgt") else None, opened=opened_corpora.get(path)))
+                        if side_of_bitext and staged_sides else None,
+                        opened=stores[("src", "tgt").index(tag)] if side_of_bitext and stores
+                        else opened_corpora.get(path)))
                 sides = [side for side in loaded if side is not None]
                 for side in sides[1:]:
                     check_compatible(sides[0], side)
@@ -326,7 +339,7 @@ def score_bitext(
                 if other_space is not None:
                     log.warning(other_space)
                 # mine's threshold and score cap of the space scored in; no rule of a run (`RuleUse.NONE`)
-                langs = (src_lang, tgt_lang)
+                langs = (src_lang or sx.lang, tgt_lang or sy.lang) if stores else (src_lang, tgt_lang)
                 unjudged = [r for r in LANGUAGE_RULES if r in filters.active(config.margin)
                             and r not in filters.active(config.margin, langs)]
                 if unjudged:  # (was: silent, and OUT.json listed them as active)

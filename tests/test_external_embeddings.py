@@ -373,3 +373,50 @@ def test_vectors_named_after_an_encoder_xmine_builds_are_said_to_be_another(tmp_
                               f"are another encoder to it (id external:{name}): they mine only with stores made with "
                               f"--embeddings under this name, and take neither {name}'s projection nor its calibrated "
                               "thresholds") is said, caplog.text
+
+
+def test_a_bitext_of_two_stores_is_scored_with_their_vectors_as_its_text_is_by_the_encoder(corpus, tmp_path):
+    """`xmine score STORE.de:STORE.en`: a bitext one has, scored with vectors made elsewhere (was
+    refused "is a directory", and text could not be scored with them at all). Pair i is line i of
+    both files; a line the store skipped (empty) is rule `empty`; the output is the one of the same
+    text encoded by xmine with the same vectors' encoder."""
+    order = list(range(200))
+    random.Random(0).shuffle(order)  # (the corpus fixture's: en line i is the translation of de line order[i])
+    de = (corpus / "de.txt").read_text(encoding="utf-8").splitlines()
+    en = (corpus / "en.txt").read_text(encoding="utf-8").splitlines()
+    de_vectors, en_vectors = np.load(corpus / "de.npy"), np.load(corpus / "en.npy")
+    at = {j: i for i, j in enumerate(order)}
+    # 120 translations, then 30 pairs of unrelated sentences; line 5's target is empty (LASER's row of it kept)
+    targets = [at[j] for j in range(120)] + [at[121 + i] for i in range(30)]
+    texts = {"de": de[:150], "en": [en[i] for i in targets]}
+    texts["en"][4] = ""
+    vectors = {"de": de_vectors[:150], "en": en_vectors[targets]}
+    for lang in ("de", "en"):
+        (tmp_path / f"b.{lang}").write_text("\n".join(texts[lang]) + "\n", encoding="utf-8")
+        vectors[lang].astype(np.float32).tofile(tmp_path / f"b.{lang}.f32")
+        ok(xm("embed", tmp_path / f"b.{lang}", "--lang", lang, "-o", tmp_path / f"s.{lang}", "--embeddings",
+              tmp_path / f"b.{lang}.f32", "--dim", 512, "--encoder-name", "laser-test", "-q"))
+    rules = ("--margin", "ratio", "--threshold", "1.1", "--no-filter", "score_max", "--src-lang", "de",
+             "--tgt-lang", "en", "-q")
+    ok(xm("score", f"{tmp_path / 's.de'}:{tmp_path / 's.en'}", "-o", tmp_path / "stores.tsv", *rules))
+    ok(xm("score", "--src", tmp_path / "b.de", "--tgt", tmp_path / "b.en", "--encoder", "use-m3", "-o",
+          tmp_path / "text.tsv", *rules))
+    rows, encoded = ([line.split("\t") for line in (tmp_path / name).read_text(encoding="utf-8").splitlines()]
+                     for name in ("stores.tsv", "text.tsv"))
+    assert len(rows) == 150 and rows[4][1:] == ["", "", "", "0", "empty"]
+    for row, same in zip(rows, encoded, strict=True):  # (use-m3 in process: the same vectors to float error)
+        assert row[:2] + row[4:] == same[:2] + same[4:]
+        assert all(abs(float(a or 0) - float(b or 0)) < 1e-5 for a, b in zip(row[2:4], same[2:4])), (row, same)
+    kept = [row[4] == "1" for row in rows]
+    assert sum(kept[:120]) >= 110 and sum(kept[120:]) <= 3, (sum(kept[:120]), sum(kept[120:]))
+    summary = json.loads((tmp_path / "stores.tsv.json").read_text())
+    assert summary["encoder"]["name"] == "laser-test" and summary["provenance"]["parameters"]["bitext"]["format"] == "stores"
+    # a store beside text, and stores of files of other line counts, are refused before anything is written
+    refused(xm("score", "--src", tmp_path / "s.de", "--tgt", tmp_path / "b.en", "-o", tmp_path / "x.tsv"),
+            "s.de", "is an embedding store, but the other side is text")
+    refused(xm("score", "--src", tmp_path / "s.de", "--tgt", corpus, "-o", tmp_path / "x.tsv"),
+            "is a directory, but no embedding store")
+    ok(_embed_external(corpus, "en", tmp_path / "all.en"))
+    refused(xm("score", "--src", tmp_path / "s.de", "--tgt", tmp_path / "all.en", "-o", tmp_path / "x.tsv"),
+            "was made from 200 lines", "from 150")
+    assert not list(tmp_path.glob("x.tsv*"))

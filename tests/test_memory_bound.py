@@ -60,8 +60,9 @@ def _store(path: Path, n: int, seed: int, lang: str) -> Path:
 def _peak_mb(src: Path, tgt: Path, out: Path, *options: str) -> float:
     # glibc's malloc keeps freed blocks of up to 32 MB for reuse (its mmap threshold rises with
     # each one freed), tens of MB of noise in RSS; a fixed threshold returns them at once, so the
-    # peak is what the code holds.
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(1 << 20)}
+    # peak is what the code holds. The per-row state includes a candidate list per worker thread, so
+    # the child runs on two threads (BLAS's and FAISS's), the margin measured on any machine's cores.
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(1 << 20), "OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2"}
     proc = subprocess.run([sys.executable, "-c", _CHILD, "mine", str(src), str(tgt), "-o", str(out), "-q",
                            "--threshold", "none", *options], capture_output=True, text=True, check=False, env=env)
     assert proc.returncode == 0, proc.stderr

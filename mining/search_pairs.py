@@ -6,6 +6,7 @@ selection."""
 from __future__ import annotations
 
 import json
+import logging
 from functools import partial
 
 import numpy as np
@@ -16,7 +17,10 @@ from xmine.index.faiss_index import units_use_gpus
 from xmine.mining.approximate import approximate_knn_both, drop_repeats, rescore_candidates
 from xmine.mining.filter_step import Mineable
 from xmine.mining.select import MinedPairs, mine_embeddings, passing_rows, select_pairs
+from xmine.store.rows import RowSubset
 from xmine.topk import merge_topk
+
+log = logging.getLogger(__name__)
 
 #: query rows rescored at once (memory: RESCORE_BLOCK x candidates x dim x 4 bytes)
 RESCORE_BLOCK = 8192
@@ -46,10 +50,8 @@ def index_side_note(side, role: str) -> str | None:
 def _neighbours(base_side, base: Mineable, queries, k: int, *, executor: Executor, show_progress: bool, tag: str):
     """k nearest mined rows of `base_side` to each query row: (sims, positions among `base.ids`).
 
-    Through the side's own index when it has one: the index holds every row (repeats, filtered
-    ones), so it is asked for 2k more, each hit is mapped to its representative among the mined
-    rows (or dropped), and repeats are dropped. Else through flat indexes over the mined rows in
-    chunks. Either way in the same query blocks whatever runs the units, so here and on Ray the
+    Through the side's own index when it has one (`_distinct_index_hits`), else through flat
+    indexes over the mined rows in chunks. Either way in the same query blocks whatever runs the units, so here and on Ray the
     bytes are the same (xmine.index.blocked_search). The candidates are then rescored with the
     exact path's scorer (`rescore.exact_dot`, on the rows the exact path would compare), so a
     pair found by any search has the same score."""
@@ -58,16 +60,53 @@ def _neighbours(base_side, base: Mineable, queries, k: int, *, executor: Executo
     # similarities differ from the exact scorer's in the last bits), so the rows the exact path keeps
     # at a tie, the first, are among them unless more than 2k rows tie at the k-th neighbour (was:
     # the flat chunks asked for k, and a duplicated vector could move a pair)
-    fetch = min(kk + 2 * k, len(base.ids)) if base_side.index is None else kk + 2 * k
-    opener = IndexDirShards(base_side.index) if base_side.index is not None else FlatChunks(base.rows)
-    sims, rows = search_blocks(opener, len(opener), queries, fetch, executor=executor, use_gpu=units_use_gpus(executor),
-                               desc=f"{tag} ({executor.name})", show_progress=show_progress)
-    if base_side.index is not None:
-        hit = np.where(rows >= 0, base.position_of_row[np.maximum(rows, 0)], -1)
-        # Repeats dropped (the first is the best), then `fetch` columns (-1 pads).
-        sims, rows = merge_topk([sims.astype(np.float32)], [drop_repeats(hit)], fetch)
+    fetch = min(kk + 2 * k, len(base.ids))
+    search = dict(executor=executor, use_gpu=units_use_gpus(executor), desc=f"{tag} ({executor.name})",
+                  show_progress=show_progress)
+    if base_side.index is None:
+        chunks = FlatChunks(base.rows)
+        _, rows = search_blocks(chunks, len(chunks), queries, fetch, **search)
+    else:
+        rows = _distinct_index_hits(base_side, base, queries, fetch, kk=kk, search=search)
     return rescore_candidates(queries, base.rows, rows, kk, block=RESCORE_BLOCK, show_progress=show_progress,
                               tag=tag)
+
+
+#: the most hits an index side is asked for a query whose first hits repeat a few sentences
+MAX_INDEX_FETCH = 1024
+
+
+def _distinct_index_hits(base_side, base: Mineable, queries, want: int, *, kk: int, search: dict) -> np.ndarray:
+    """Per query row, the positions among `base.ids` of its first `want` distinct mined rows in the
+    side's index (-1 pads). The index holds every row of its corpus, repeats and filtered ones, so
+    each hit is mapped to its representative among the mined rows (or dropped) and repeats are
+    dropped; a query whose hits held fewer than `want` distinct rows is asked again for twice as
+    many, up to MAX_INDEX_FETCH (was: asked once for `want`, so a corpus repeating a sentence more
+    than 2k times gave its queries fewer than k neighbours, and lower margins than its text)."""
+    opener = IndexDirShards(base_side.index)
+    total = len(base_side.index)
+    asked, hits = want, None
+    short = np.arange(len(queries))
+    while len(short):
+        part = queries if hits is None else RowSubset(queries, short)
+        sims, rows = search_blocks(opener, len(opener), part, asked, **search)
+        found = np.where(rows >= 0, base.position_of_row[np.maximum(rows, 0)], -1)
+        # Repeats dropped (the first is the best), then `want` columns (-1 pads).
+        _, found = merge_topk([sims.astype(np.float32)], [drop_repeats(found)], want)
+        if hits is None:
+            hits = found
+        else:
+            hits[short] = found
+        # (a list the index did not fill holds every row it can give: asking for more finds none)
+        short = short[((found >= 0).sum(axis=1) < want) & (rows[:, -1] >= 0)]
+        if asked >= min(total, MAX_INDEX_FETCH):
+            break
+        asked = min(2 * asked, total, MAX_INDEX_FETCH)
+    if len(short) and (hits[short] >= 0).sum(axis=1).min() < kk:
+        log.warning(f"{base_side.path}: {len(short):,} query row(s) found fewer than k = {kk} distinct sentences "
+                    f"among their {MAX_INDEX_FETCH} nearest rows of the index: its corpus repeats sentences that "
+                    "often; their margins run over fewer neighbours (mine its embedding store or text instead)")
+    return hits
 
 
 def search_pairs(search, mx, my, sx, sy, *, config, select_config, approximate_config, work, key, executor,

@@ -358,6 +358,38 @@ def test_an_index_side_breaks_ties_as_the_exact_path_does(tmp_path, seed):
     assert outputs["sa", "ib"] == outputs["sa", "sb"] == outputs["ia", "sb"]
 
 
+@pytest.mark.parametrize("copies", [13, 400])
+def test_an_index_of_a_corpus_that_repeats_its_sentences_mines_as_its_store_does(tmp_path, copies, caplog):
+    """(a helper: a corpus repeating each sentence 13 times, as an index side, gave lower margins
+    and 37 pairs where its text gave 49: the index was asked for 3k hits, all copies of one or two
+    sentences.) Each query's hits are asked again, wider, until k distinct sentences are among
+    them; where even the widest holds fewer (400 copies of 5 sentences), that is said."""
+    rng = np.random.default_rng(copies)
+    distinct = 30 if copies < 100 else 5
+    base = rng.standard_normal((distinct, 16)).astype(np.float32)
+    sides = {"a": (base + 0.3 * rng.standard_normal(base.shape)).astype(np.float32), "b": np.repeat(base, copies, 0)}
+    for name, vectors in sides.items():
+        np.save(tmp_path / f"{name}.npy", vectors)
+        texts = [f"{name}{i // copies if name == 'b' else i}" for i in range(len(vectors))]  # b: each sentence repeated
+        (tmp_path / f"{name}.txt").write_text("".join(f"{t}\n" for t in texts), encoding="utf-8")
+        ok(xm("embed", tmp_path / f"{name}.txt", "--lang", "de" if name == "a" else "en", "-o", tmp_path / f"s{name}",
+              "--embeddings", tmp_path / f"{name}.npy", "--encoder-name", "repeats", "--dtype", "float32", "-q"))
+    ok(xm("build-index", tmp_path / "sb", "-o", tmp_path / "ib", "--index-type", "flat", "-q"))
+    rules = ("-k", "4", "--threshold", "none", "--line-numbers", "--no-filters", "--no-pre-clean", "--no-lang-filter",
+             "-q")
+    store = xm("mine", tmp_path / "sa", tmp_path / "sb", "-o", tmp_path / "store.tsv", *rules)
+    index = xm("mine", tmp_path / "sa", tmp_path / "ib", "-o", tmp_path / "index.tsv", *rules)
+    ok(store), ok(index)
+    said = [r.getMessage() for r in caplog.records if "distinct sentences among their" in r.getMessage()]
+    if copies < 100:
+        assert len((tmp_path / "store.tsv").read_text().splitlines()) >= distinct - 2
+        assert (tmp_path / "index.tsv").read_bytes() == (tmp_path / "store.tsv").read_bytes()
+        assert not said
+    else:
+        assert len(said) == 1 and "5 query row(s) found fewer than k = 4 distinct sentences among their 1024 nearest " \
+            "rows of the index" in said[0], said
+
+
 def test_vectors_named_after_an_encoder_xmine_builds_are_said_to_be_another(tmp_path, caplog):
     """(a helper: `--encoder-name me5-small` on vectors made elsewhere was said only as the shipped
     projection dropped for 'other weights or prefix', and mining them beside xmine's me5-small

@@ -40,7 +40,7 @@ from xmine.mining.presearch import clean_sides
 from xmine.mining.select import MinedPairs, MiningConfig, length_mask
 from xmine.mining.writers import PairColumn, tsv_field
 from xmine.store.rows import RowSubset
-from xmine.store.writer import UNDETERMINED
+from xmine.langs import UNDETERMINED
 
 log = logging.getLogger(__name__)
 

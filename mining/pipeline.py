@@ -43,7 +43,7 @@ from xmine.artefacts.directory import provenance
 from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.exec.executor import executor_for
 from xmine.artefacts.input_artefacts import artefact_input, artefact_kind, artefact_lang
-from xmine.encoders.input_encoders import Encoders
+from xmine.encoders.input_encoders import Encoders, check_lang
 from xmine.inputs import check_compatible, check_split_languages, load_side
 from xmine.mining.calibrate import check_calibration_record, check_calibration_space
 from xmine.mining.config import MineConfig
@@ -63,7 +63,7 @@ from xmine.io.record_fields import check_fields_readable, kept_field_columns, re
 from xmine.artefacts.records import to_json
 from xmine.encoders.loader import untrained_languages
 from xmine.encoders.projection import unseen_languages
-from xmine.store.writer import UNDETERMINED
+from xmine.langs import UNDETERMINED
 from xmine.io.stdin import as_given, is_stdin, is_url, shown_path, spool_stdin, spool_url
 from xmine.tempdirs import temporary_directory
 
@@ -117,13 +117,23 @@ def mine(config: MineConfig, *, show_progress: bool = True,
             raise as_given(e) from None
 
 
+def _same_text(src, tgt) -> bool:
+    """Whether the two sides are one file read the same way (was: one file, whatever was read of it,
+    so a JSON Lines file's `de` and `en` fields, or a TSV's two columns, were refused as the same)."""
+    def read(side) -> tuple:
+        spec = side.input_format
+        return ("auto", "text", None) if spec is None else (spec.format, spec.text_field, spec.split)
+    a, b = Path(src.path), Path(tgt.path)
+    return (same_file(a, b) or a.resolve() == b.resolve()) and read(src) == read(tgt)
+
+
 def _mine(config: MineConfig, *, show_progress: bool,
           reported_as: Mapping[str, Callable[[CorpusStats], CorpusStats]]) -> dict:
     """`mine` with every side a local path."""
     src, tgt, out = config.src.path, config.tgt.path, config.output.path
     src_lang, tgt_lang = config.src.lang, config.tgt.lang
     projection, search_config, filters = config.encoding.projection, config.search, config.filters.pairs
-    if not config.allow_same_input and (same_file(Path(src), Path(tgt)) or Path(src).resolve() == Path(tgt).resolve()):
+    if not config.allow_same_input and _same_text(config.src, config.tgt):
         raise ConfigError(f"{src}: given as both SRC and TGT, so every sentence would be mined with itself; "
                           "pass --allow-same-input if that is what you want")
     fmt = resolve_format(out, config.output.format)
@@ -144,8 +154,12 @@ def _mine(config: MineConfig, *, show_progress: bool,
             [src_format, tgt_format],
             [p if artefact_kind(p, spec) == "text" else None for p, spec in ((src, src_format), (tgt, tgt_format))])
     for (side, option), spec, role in zip(sides, (src_format, tgt_format), ("src", "tgt")):
-        if artefact_kind(side.path, spec) == "text":
+        kind = artefact_kind(side.path, spec)
+        if kind == "text":
             check_has_text(side.path, spec)  # an empty TGT: before SRC is encoded
+        else:  # (was: refused when loaded, after SRC was encoded, OUT.json and OUT.work/ left behind)
+            check_lang(side.lang, artefact_lang(side.path),
+                       f"{'embedding store' if kind == 'embedding-store' else kind} {side.path}")
         if side.keep_fields:
             kept_field_columns(side.keep_fields, role)
             check_fields_readable(side.path, side.input_format, side.keep_fields, option="--keep-field")

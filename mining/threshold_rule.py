@@ -63,7 +63,7 @@ from xmine.mining.filters import PairFilterConfig
 from xmine.mining.run_estimate import (MUTUAL_LOW_TRANSLATIONS, estimate_true_pairs, estimated_threshold,
                                        mutual_low_share)
 from xmine.mining.select import BOTH, MinedPairs, MiningConfig
-from xmine.store.writer import UNDETERMINED
+from xmine.langs import UNDETERMINED
 
 log = logging.getLogger(__name__)
 

@@ -784,6 +784,39 @@ def test_an_interrupted_mine_overwrite_keeps_the_old_result(tmp_path):
     ok(xm("verify", out))
 
 
+def test_two_fields_or_columns_of_one_file_are_two_sides(ws):
+    """(a helper: a JSON Lines file's `de` and `en` fields, or a TSV's two columns, given as SRC and
+    TGT were refused "every sentence would be mined with itself", which --allow-same-input showed
+    false: 100 of 100 pairs.) One file read the same way twice is still refused."""
+    de, en = ((ws / f"{lang}.txt").read_text(encoding="utf-8").splitlines() for lang in ("de", "en"))
+    (ws / "two.jsonl").write_text("".join(json.dumps({"de": d, "en": e}) + "\n" for d, e in zip(de, en)),
+                                  encoding="utf-8")
+    (ws / "two.tsv").write_text("".join(f"{d}\t{e}\n" for d, e in zip(de, en)), encoding="utf-8")
+    ok(xm("mine", ws / "two.jsonl", ws / "two.jsonl", "--src-text-field", "de", "--tgt-text-field", "en",
+          "--encoder", "use-m3", "-o", ws / "j.tsv"))
+    ok(xm("mine", ws / "two.tsv", ws / "two.tsv", "--input-format", "tsv", "--src-text-field", "1",
+          "--tgt-text-field", "2", "--encoder", "use-m3", "-o", ws / "t.tsv"))
+    assert (ws / "j.tsv").read_text(encoding="utf-8") and (ws / "j.tsv").read_bytes() == (ws / "t.tsv").read_bytes()
+    for same in (("--text-field", "de"), ("--src-text-field", "en", "--tgt-text-field", "en")):
+        refused(xm("mine", ws / "two.jsonl", ws / "two.jsonl", *same, "--encoder", "use-m3", "-o", ws / "x.tsv"),
+                "given as both SRC and TGT")
+
+
+def test_a_language_an_artefact_contradicts_is_refused_before_anything_is_written(ws):
+    """(a helper: refused when the store was loaded, after the text side was encoded, leaving
+    OUT.json and OUT.work/ behind.) An index made without a language (`und`) takes the one given
+    (was: refused every --tgt-lang, 'holds language und')."""
+    with untouched(ws):
+        refused(xm("mine", ws / "en.txt", ws / "store", "--src-lang", "en", "--tgt-lang", "fr", "--encoder", "use-m3",
+                   "-o", ws / "m.tsv"), "embedding store", "holds language 'de', but the language given for it is 'fr'")
+        refused(xm("mine", ws / "index", ws / "de.txt", "--src-lang", "fr", "-o", ws / "m.tsv"),
+                "index", "holds language 'en'")
+    ok(xm("build-index", ws / "en.txt", "--encoder", "use-m3", "-o", ws / "und", "-q"))
+    assert json.loads((ws / "und" / "manifest.json").read_text())["lang"] == "und"
+    ok(xm("mine", ws / "de.txt", ws / "und", "--src-lang", "de", "--tgt-lang", "en", "-o", ws / "u.tsv", "-q"))
+    assert json.loads((ws / "u.tsv.json").read_text())["filters"]["languages"] == ["de", "en"]
+
+
 def test_a_file_named_like_the_lock_is_left_alone(ws):
     lock = ws / ".lockt.tsv.lock"
     lock.write_text("my file\n")

@@ -44,7 +44,8 @@ from xmine.io.stdin import as_given, is_stdin, shown_path, spool_stdin
 from xmine.store import EmbeddingStore
 from xmine.store.rows import ShardRows
 from xmine.store.text import RowIndex, TextColumn
-from xmine.store.writer import UNDETERMINED, embed_corpus
+from xmine.langs import UNDETERMINED
+from xmine.store.writer import embed_corpus
 from xmine.tempdirs import temporary_directory
 
 

@@ -25,6 +25,11 @@ from typing import Sequence
 
 from xmine.errors import ConfigError
 
+#: The language code of a corpus whose language was not given (ISO 639-2 "undetermined"): a store
+#: or index records it as such, a language given later stands for it, and a language-dependent
+#: projection picks each row's nearest language itself.
+UNDETERMINED = "und"
+
 
 @functools.lru_cache(maxsize=1)
 def _iso1_to_3() -> dict[str, str]:

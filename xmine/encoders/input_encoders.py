@@ -15,7 +15,7 @@ from xmine.encoders.loader import check_encoder_loadable, known_encoder_name
 from xmine.encoders.runtime import runtime_for_artefact
 from xmine.errors import ConfigError, EncoderError, EncoderMismatchError
 from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection, encoding_prompt, projection_encoder
-from xmine.langs import same_language
+from xmine.langs import UNDETERMINED, same_language
 from xmine.encoders.projection import choose_projection, resolve_projection
 from xmine.artefacts.fileio import MANIFEST
 from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint, legacy_folder_note
@@ -151,6 +151,7 @@ class Encoders:
 
 def check_lang(given: str | None, recorded: str | None, what: str) -> None:
     """Refuse a language that differs from the artefact's; codes compare as one language in any
-    form, keeping the script (de = deu = deu_Latn = de-DE; zho_Hans != zho_Hant: xmine.langs)."""
-    if given and recorded and not same_language(given, recorded):
+    form, keeping the script (de = deu = deu_Latn = de-DE; zho_Hans != zho_Hant: xmine.langs). An
+    artefact made without a language (`und`) takes the one given (was: refused every language)."""
+    if given and recorded and recorded != UNDETERMINED and not same_language(given, recorded):
         raise ConfigError(f"{what} holds language {recorded!r}, but the language given for it is {given!r}")

@@ -45,6 +45,7 @@ from xmine.io.stdin import shown_path
 from xmine.artefacts.records import ShardRecord
 from xmine.encoders.projection import PROJECTION_KIND, resolve_projection
 from xmine.io.sentences import sentence_splitter
+from xmine.langs import UNDETERMINED
 from xmine.store.directory import clear_dir, finalise, lock_store_dir, rebuild_dir, refuse_foreign, remove_leftovers
 from xmine.store.layout import DEFAULT_DTYPE, DTYPES, LOCK, PARTS, PROGRESS, STORE_KIND
 from xmine.store.reader import EmbeddingStore
@@ -52,10 +53,6 @@ from xmine.store.resume import Progress, identity_mismatch, resume, shard_intact
 from xmine.store.shards import ACTOR_THREADS, EncodedShard, ShardWriter
 
 log = logging.getLogger("xmine.store")
-
-# The language code of a corpus whose language was not given (ISO 639-2 "undetermined"): recorded
-# as such, and a language-dependent projection picks each row's nearest language itself.
-UNDETERMINED = "und"
 
 
 @dataclass(kw_only=True)

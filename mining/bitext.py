@@ -9,7 +9,9 @@ Formats (`BITEXT_FORMATS`), by `--pairs-format` or detected from the name:
 - `moses`: two line-aligned files, one sentence a line (`--src FILE --tgt FILE` or `a.de:a.en`).
 - `stores`: two embedding stores (`xmine embed`) of line-aligned files, given as a Moses pair: pair
   i is line i of both, its texts and vectors the stores' (a line a store skipped, being empty, is
-  an empty text); what scores vectors made elsewhere (`embed --embeddings`), nothing encoded.
+  an empty text; the texts as stores keep them, without surrounding whitespace); what scores
+  vectors made elsewhere (`embed --embeddings`), nothing encoded. Stores of CSV files or files
+  with a header line, whose rows are not numbered by line, are refused.
 - `jsonl` (`.jsonl`, `.ndjson`, `.json`), `parquet` (`.parquet`), `hf` (a `save_to_disk`
   folder): the fields `src_field`/`tgt_field` (dotted: `translation.de`); by default a
   `translation` object's two entries (matched to the languages when given, as xmine's own outputs
@@ -182,6 +184,13 @@ class Bitext:
                 if store.sentence_index() is not None:
                     raise InputError(path, "holds sentences split from its lines (--split-sentences); a bitext's "
                                            "side is one sentence a line: embed it without --split-sentences")
+                made_from = store.manifest.input
+                if made_from.get("format") == "csv" or made_from.get("header"):
+                    # (was: a header line scored as an empty pair, and a quoted line break moved the pairs)
+                    why = "a header line" if made_from.get("header") else "records that may span lines"
+                    raise InputError(path, f"was made from a {made_from['format'].upper()} file with {why}, so "
+                                           "its rows are not numbered as the other side's lines; score the "
+                                           "bitext's own file(s) instead")
                 count = store.manifest.input_stats.get("lines")
                 if not isinstance(count, int) or count < (int(store.line_numbers[-1]) if len(store) else 0):
                     raise InputError(path, "records no line count of its input that its rows' line numbers fit "

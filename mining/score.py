@@ -40,6 +40,7 @@ import numpy as np
 from xmine.artefacts.directory import open_artefact, provenance
 from xmine.artefacts.input_artefacts import artefact_kind
 from xmine.errors import InputError
+from xmine.langs import UNDETERMINED
 from xmine.io.corpus import CorpusStats
 from xmine.io.reader_base import one_line
 from xmine.exec.executor import LOCAL, Executor, executor_for
@@ -291,6 +292,11 @@ def score_bitext(
     # load or a malformed row leaves nothing behind.
     # A bitext of two stores brings its vectors (and the encoder's name, from them): nothing is encoded.
     stores = bitext.stores() if bitext.format == "stores" else None
+    # The languages the filters judge by and the corpora are checked against: a store's own where
+    # none is given (was: a corpus of the other language taken without a word)
+    langs = (src_lang, tgt_lang) if stores is None else tuple(
+        given or (None if store.lang == UNDETERMINED else store.lang)
+        for given, store in zip((src_lang, tgt_lang), stores))
     encoders = Encoders(encoding.encoder_config(), projection,
                         inputs=[p for p in (*(bitext.paths if stores else ()), *corpora_paths) if p is not None])
     if stores is None:
@@ -322,8 +328,8 @@ def score_bitext(
             rebuild = claim.overwrite or claim.state != "finished"
             loaded = []  # the two sides, then the corpora (None: not given)
             try:
-                for path, lang, tag in ((src_txt, src_lang, "src"), (tgt_txt, tgt_lang, "tgt"),
-                                        (src_corpus, src_lang, "src-corpus"), (tgt_corpus, tgt_lang, "tgt-corpus")):
+                for path, lang, tag in ((src_txt, langs[0], "src"), (tgt_txt, langs[1], "tgt"),
+                                        (src_corpus, langs[0], "src-corpus"), (tgt_corpus, langs[1], "tgt-corpus")):
                     side_of_bitext = tag in ("src", "tgt")
                     loaded.append(None if path is None else load_side(
                         path, lang=lang, encoders=encoders, work_dir=work / tag, show_progress=show_progress,
@@ -339,7 +345,6 @@ def score_bitext(
                 if other_space is not None:
                     log.warning(other_space)
                 # mine's threshold and score cap of the space scored in; no rule of a run (`RuleUse.NONE`)
-                langs = (src_lang or sx.lang, tgt_lang or sy.lang) if stores else (src_lang, tgt_lang)
                 unjudged = [r for r in LANGUAGE_RULES if r in filters.active(config.margin)
                             and r not in filters.active(config.margin, langs)]
                 if unjudged:  # (was: silent, and OUT.json listed them as active)

@@ -451,4 +451,16 @@ def test_a_bitext_of_two_stores_is_scored_with_their_vectors_as_its_text_is_by_t
     ok(_embed_external(corpus, "en", tmp_path / "all.en"))
     refused(xm("score", "--src", tmp_path / "s.de", "--tgt", tmp_path / "all.en", "-o", tmp_path / "x.tsv"),
             "was made from 200 lines", "from 150")
+    # neighbourhoods of the wrong language: refused by the stores' own languages, none given (a helper:
+    # taken without a word, the filters judging de and en all the same)
+    refused(xm("score", f"{tmp_path / 's.de'}:{tmp_path / 's.en'}", "--src-corpus", tmp_path / "all.en",
+               "-o", tmp_path / "x.tsv"), "holds language 'en', but the language given for it is 'de'")
+    # a CSV's rows are numbered by the line each record starts on, after a header (a helper: the header
+    # scored as an empty pair, and a quoted line break moved the pairs)
+    (tmp_path / "c.csv").write_text("id,sent\n1,eins\n2,\"zwei\ndrei\"\n", encoding="utf-8")
+    np.save(tmp_path / "c.npy", vectors["de"][:2])
+    ok(xm("embed", tmp_path / "c.csv", "--text-column", "sent", "--lang", "de", "-o", tmp_path / "c.de",
+          "--embeddings", tmp_path / "c.npy", "--encoder-name", "laser-test", "-q"))
+    refused(xm("score", "--src", tmp_path / "c.de", "--tgt", tmp_path / "c.de", "-o", tmp_path / "x.tsv"),
+            "was made from a CSV file with a header line")
     assert not list(tmp_path.glob("x.tsv*"))

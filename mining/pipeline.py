@@ -364,9 +364,13 @@ def _mine(config: MineConfig, *, show_progress: bool,
             sides_rows = (("src", sx, src_rows, src_format, config.src.keep_fields),
                           ("tgt", sy, tgt_rows, tgt_format, config.tgt.keep_fields))
             kept = any(names for *_, names in sides_rows)
-            if kept:  # the kept values are read into a file beside the output, not memory (see record_fields)
-                for left in claim.work_dir(".work").glob("fields-*"):  # (by a run killed while it wrote)
-                    shutil.rmtree(left, ignore_errors=True)
+            # the kept values are read into a file beside the output, not memory (see record_fields);
+            # one left by a run killed while it wrote goes, whether this run keeps fields or not (was:
+            # only when it did, so --keep-work kept it)
+            for left in (work.glob("fields-*") if work.is_dir() else ()):
+                shutil.rmtree(left, ignore_errors=True)
+            if kept:
+                claim.work_dir(".work")
             with (tempfile.TemporaryDirectory(dir=work, prefix="fields-") if kept else
                   contextlib.nullcontext()) as fields_dir:
                 fields = [PairColumn(name=column, values=values)

@@ -435,3 +435,27 @@ def test_loading_a_sentence_transformer_silences_the_libraries_chatter_and_resto
             assert not logging.getLogger(name).isEnabledFor(logging.WARNING)
         assert logging.getLogger("sentence_transformers.base.model").isEnabledFor(logging.ERROR)
     assert (hf_logging.is_progress_bar_enabled(), logging.getLogger("sentence_transformers").level) == before
+
+
+def test_encoders_that_run_on_cpus_only_get_cpu_actors_on_a_cluster_with_gpus(usem3):
+    """(a helper: use-m3 was given one GPU actor per GPU, ran numpy on their CPUs with none
+    reserved, and its stores recorded device cuda; an OpenVINO build, CPU-only, could not load on
+    them.) The cluster is OnRay's own actor rule over a stand-in's resources: 4 GPUs, 16 CPUs."""
+    from xmine.encoders.loader import LazyEncoder
+    from xmine.encoders.pool import model_actors, run_device
+    from xmine.exec.executor import OnRay
+
+    class FourGpus(OnRay):
+        def gpus(self) -> int:
+            return 4
+
+        def slots(self, *, gpu: bool = False) -> int:
+            return 4 if gpu else 16
+
+    cluster = FourGpus()
+    torch_me5 = LazyEncoder("me5-small", precision="fp32", runtime="torch")
+    openvino_me5 = LazyEncoder("me5-small", precision="fp32", runtime="openvino")
+    assert model_actors(torch_me5, cluster, 2) == (4, True)
+    for encoder in (usem3, openvino_me5):
+        assert model_actors(encoder, cluster, 2) == (8, False), encoder.name
+        assert run_device(encoder, cluster, use_gpu=model_actors(encoder, cluster, 2)[1]) == "cpu"

@@ -523,6 +523,9 @@ def test_a_kept_field_may_not_take_a_column_of_xmines_own_nor_share_one(corpus, 
     (left / "kept-fields-x.jsonl").write_text('["u1"]\n', encoding="utf-8")
     ok(xm(*args, "--keep-field", "meta.url", "--keep-work", "--overwrite", "-o", tmp_path / "kept.jsonl"))
     assert (tmp_path / "kept.jsonl.work").is_dir() and not list((tmp_path / "kept.jsonl.work").glob("fields-*"))
+    left.mkdir()  # by a next run that keeps no field, too (a helper: left with --keep-work)
+    ok(xm(*args, "--keep-work", "--overwrite", "-o", tmp_path / "kept.jsonl"))
+    assert (tmp_path / "kept.jsonl.work").is_dir() and not list((tmp_path / "kept.jsonl.work").glob("fields-*"))
     res = CliRunner().invoke(main, [str(a) for a in (*args[:2], "-", *args[3:], "--tgt-input-format", "jsonl",
                                                      "--id-field", "id", "--keep-field", "meta.url",
                                                      "--keep-field", "even", "-o", tmp_path / "stdin.jsonl")],

@@ -516,8 +516,9 @@ def test_tasks_still_running_when_a_run_stops_are_cancelled(cluster, tmp_path):
 
 
 def test_tasks_that_do_not_stop_in_time_are_said(cluster, tmp_path, caplog):
-    """A cancel is tried again until its task has ended (Ray loses one that meets a task being handed
-    to its worker); past the deadline the tasks still running are said, not waited for."""
+    """Past the deadline the tasks still running are said, not waited for; within it, a task's cancel
+    is taken and nothing is said. (The re-cancel that Ray's lost cancels need, ray#24359, is not
+    what this checks: the race it mends showed in 1 of 25 runs of the test above, not on demand.)"""
     import time
 
     from xmine.exec.cluster import cancel_tasks, remote

@@ -25,6 +25,15 @@ from xmine.exec.executor import Executor, Recipe
 MIN_SLICE = 256
 
 
+def model_actors(encoder: Encoder, executor: Executor, threads: int) -> tuple[int, bool]:
+    """(actors, on GPUs) of a pool running `encoder` on `executor`: on GPUs where the cluster has
+    them and the encoder's model can use one; use-m3 (numpy) and an OpenVINO build (its CPU plugin)
+    run on CPUs (was: given GPU actors, where use-m3 ran on their CPUs and recorded cuda, and an
+    OpenVINO encoder could not load)."""
+    on_cpus_only = encoder.name == "use-m3" or getattr(encoder, "runtime", "torch") == "openvino"
+    return executor.model_actors(threads, gpu=not on_cpus_only)
+
+
 def run_device(encoder: Encoder, executor: Executor, *, use_gpu: bool) -> str | None:
     """Where `executor`'s workers run `encoder`: in this process, its own device (None for vectors
     read from a file); on Ray, the one `worker_encoder` loads it on, whatever this process was told."""
@@ -57,7 +66,7 @@ class PoolEncoder(Encoder):
         self.precision = getattr(encoder, "precision", "fp32")
         self.runtime = getattr(encoder, "runtime", "torch")
         self.engine = getattr(encoder, "engine", None)
-        self.workers, use_gpu = executor.model_actors(threads)
+        self.workers, use_gpu = model_actors(encoder, executor, threads)
         self.device = run_device(encoder, executor, use_gpu=use_gpu)
         worker = worker_encoder(encoder, use_gpu=use_gpu, threads=threads)
         self._pool = executor.actor_pool(_slice_encoder, {"encoder": worker}, actors=self.workers,

@@ -121,9 +121,10 @@ class Executor:
         would (None here: the unit uses this machine's own count)."""
         return None
 
-    def model_actors(self, threads: int) -> tuple[int, bool]:
+    def model_actors(self, threads: int, *, gpu: bool = True) -> tuple[int, bool]:
         """(actors, on GPUs) for a pool of workers holding a model: one per GPU when there are
-        GPUs, else one per `threads` CPUs (one here, using the machine's threads itself)."""
+        GPUs and the model can use one (`gpu`), else one per `threads` CPUs (one here, using the
+        machine's threads itself)."""
         return 1, False
 
     def call(self, fn: Callable, *args, cpus: int | None = None, gpus: int = 0) -> Any:
@@ -200,8 +201,8 @@ class OnRay(Executor):
     def unit_threads(self, cpus: int) -> int | None:
         return cpus
 
-    def model_actors(self, threads: int) -> tuple[int, bool]:
-        gpus = self.gpus()
+    def model_actors(self, threads: int, *, gpu: bool = True) -> tuple[int, bool]:
+        gpus = self.gpus() if gpu else 0
         return (gpus, True) if gpus >= 1 else (max(1, self.slots() // threads), False)
 
     def node_cpus(self) -> int | None:

@@ -35,7 +35,7 @@ from typing import Any, Callable
 from xmine.artefacts.directory import reader_for
 from xmine.io.corpus import DEFAULT_MAX_CHARS, CorpusStats
 from xmine.encoders.external import ExternalEmbeddings
-from xmine.encoders.pool import run_device, worker_encoder
+from xmine.encoders.pool import model_actors, run_device, worker_encoder
 from xmine.errors import ArtefactError, ConfigError, DamagedManifestError
 from xmine.exec.executor import LOCAL, Executor, Recipe, ShardProgress, executor_for
 from xmine.artefacts.fileio import MANIFEST, MARKER, read_manifest, swap_in_dir
@@ -353,7 +353,7 @@ def _encode_shards(job: _Job, out_dir: Path, progress: Progress, info: BuildInfo
             i: r for i, r in sorted(finished.items()) if i >= len(prefix)}
         progress.save()
 
-    actors, use_gpu = executor.model_actors(ACTOR_THREADS)
+    actors, use_gpu = model_actors(job.encoder, executor, ACTOR_THREADS)
     info.device = run_device(job.encoder, executor, use_gpu=use_gpu)
     projection = None if job.projection is None else Recipe(
         functools.partial(reader_for(PROJECTION_KIND), getattr(job.projection, "path", None)), made=job.projection)

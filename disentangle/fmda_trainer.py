@@ -8,7 +8,8 @@ as a projection directory (projection.py), like every other method.
 A step (FMDA Sec. 3, 4.2) takes B parallel pairs of one language pair (utt in L1 = en-US and in
 L2) and, for each, a negative utterance in L1 and one in L2, drawn uniformly (seeded) from the
 negative pools of L1 and L2 (never the positive's own text); with the default "clamped"
-contrastive form the next row of the batch is a second negative (losses.fmda_contrastive_loss).
+contrastive form the previous row of the batch (cyclically) is a second negative
+(losses.fmda_contrastive_loss).
 The loss is Eq. 5, the sum of the terms in `methods.fmda_terms`.
 
 Targets and choices:
@@ -59,8 +60,9 @@ class FmdaConfig:
 
     #: locales paired with en-US (MASSIVE codes: de-DE, es-ES, ja-JP)
     partners: list[str] = field(default_factory=lambda: ["de-DE"])
-    #: parallel pairs per step
-    batch_size: int = 64
+    #: parallel pairs per step (Tiyajamorn et al.'s 512, as `xmine train` passes; was 64 here, so the
+    #: Python API trained otherwise than the command without a word)
+    batch_size: int = 512
     #: Adam learning rate
     lr: float = 1e-4
     #: linear layers per MLP (language, meaning, utterance decoder); see model.py

@@ -213,14 +213,15 @@ def fmda_contrastive_loss(x_l1: Tensor, x_l2: Tensor, x_l1_neg: Tensor, x_l2_neg
     form "paper": - Cos(x^L1, x^L2) + Cos(x^L1, x^L1_neg) + Cos(x^L2, x^L2_neg), batch mean, the
     equations as printed.
 
-    form "clamped" (the default; a stated deviation where the paper is silent on two points):
+    form "clamped" (the default): a deliberate deviation from the equations as printed, in two
+    points, measured below; the printed form stays one option away (`--fmda-contrastive paper`):
     - each negative cosine is clamped at 0, max(0, Cos(x, x_neg)), as DREAM's Eq. 7 (whose
       hyperparameters FMDA reuses). Unclamped, the loss rewards pushing negatives to cosine -1;
       with negatives drawn from a BLEU pool of a few hundred utterances (en-US 172, de-DE 315),
       the model parks the pool opposite everything else instead of learning meaning;
-    - besides the pool negative, every row also takes the next row of the batch as a negative
-      (in-batch, as DREAM draws its negatives), clamped the same way. The pool alone is too small
-      a sample of "different meaning".
+    - besides the pool negative, every row also takes the previous row of the batch (cyclically)
+      as a negative (in-batch, as DREAM draws its negatives), clamped the same way. The pool alone
+      is too small a sample of "different meaning".
     Measured on EN-DE meaning retrieval (2,000 train rows, me5-small, test acc@1 en->de / de->en;
     raw 68.8 / 74.4): paper 41-49 and falling with epochs; clamped, pool only 60-68 and falling;
     clamped, pool + in-batch 73-74 (notes/fmda_table2.md). Needs B >= 2 for the in-batch part.

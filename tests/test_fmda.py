@@ -400,3 +400,15 @@ def test_fmda_settings_are_refused_by_their_option_names_too():
         FmdaConfig(partners=["de-DE"], meaning_init="identity", layers=2).check()
     with pytest.raises(ConfigError, match=r"en-US is the locale every other is paired with"):  # (was: en-US-en-US)
         FmdaConfig(partners=["de-DE", "en-US"]).check()
+
+
+def test_the_python_api_trains_with_the_commands_defaults():
+    """(a helper: FmdaConfig's batch was 64, `xmine train --method fmda`'s 512, Tiyajamorn et al.'s
+    which the paper reuses: the API trained otherwise than the command without a word)"""
+    from xmine.cli import main
+    from xmine.disentangle.fmda_trainer import FmdaConfig
+
+    train = main.get_command(None, "train")
+    defaults = {p.name: p.default for p in train.params}
+    config = FmdaConfig(partners=["de-DE"])
+    assert (config.batch_size, config.lr) == (defaults["batch_size"], defaults["lr"]) == (512, 1e-4)

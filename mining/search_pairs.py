@@ -51,10 +51,10 @@ def _neighbours(base_side, base: Mineable, queries, k: int, *, executor: Executo
     """k nearest mined rows of `base_side` to each query row: (sims, positions among `base.ids`).
 
     Through the side's own index when it has one (`_distinct_index_hits`), else through flat
-    indexes over the mined rows in chunks. Either way in the same query blocks whatever runs the units, so here and on Ray the
-    bytes are the same (xmine.index.blocked_search). The candidates are then rescored with the
-    exact path's scorer (`rescore.exact_dot`, on the rows the exact path would compare), so a
-    pair found by any search has the same score."""
+    indexes over the mined rows in chunks. Either way in the same query blocks whatever runs the
+    units, so here and on Ray the bytes are the same (xmine.index.blocked_search). The candidates
+    are then rescored with the exact path's scorer (`rescore.exact_dot`, on the rows the exact path
+    would compare), so a pair found by any search has the same score."""
     kk = min(k, len(base.ids))
     # 2k more candidates than kept either way: FAISS keeps the later of rows that tie (and its
     # similarities differ from the exact scorer's in the last bits), so the rows the exact path keeps

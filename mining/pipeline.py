@@ -43,8 +43,8 @@ from xmine.artefacts.directory import provenance
 from xmine.errors import ConfigError, InputError, NonFiniteRowError
 from xmine.exec.executor import executor_for
 from xmine.artefacts.input_artefacts import artefact_input, artefact_kind, artefact_lang
-from xmine.encoders.input_encoders import Encoders, check_lang
-from xmine.inputs import check_compatible, check_split_languages, load_side
+from xmine.encoders.input_encoders import Encoders
+from xmine.inputs import check_artefact_lang, check_compatible, check_split_languages, load_side
 from xmine.mining.calibrate import check_calibration_record, check_calibration_space
 from xmine.mining.config import MineConfig
 from xmine.mining.filter_step import (Mineable, check_declared_languages, dropped_summary, filter_pairs,
@@ -58,7 +58,7 @@ from xmine.mining.writers import MinedRows, PairColumn, write_meta, write_mined
 from xmine.artefacts.output_state import same_file
 from xmine.artefacts.outputs import claim_output
 from xmine.io.corpus import CorpusStats
-from xmine.io.readers import check_has_text, for_each_input
+from xmine.io.readers import check_has_text, for_each_input, reading_of
 from xmine.io.record_fields import check_fields_readable, kept_field_columns, record_fields
 from xmine.artefacts.records import to_json
 from xmine.encoders.loader import untrained_languages
@@ -118,13 +118,15 @@ def mine(config: MineConfig, *, show_progress: bool = True,
 
 
 def _same_text(src, tgt) -> bool:
-    """Whether the two sides are one file read the same way (was: one file, whatever was read of it,
-    so a JSON Lines file's `de` and `en` fields, or a TSV's two columns, were refused as the same)."""
-    def read(side) -> tuple:
-        spec = side.input_format
-        return ("auto", "text", None) if spec is None else (spec.format, spec.text_field, spec.split)
+    """Whether the two sides are one file read the same way (`reading_of`: was one file, whatever
+    was read of it, so a JSON Lines file's `de` and `en` fields, or a TSV's two columns, were
+    refused as the same)."""
     a, b = Path(src.path), Path(tgt.path)
-    return (same_file(a, b) or a.resolve() == b.resolve()) and read(src) == read(tgt)
+    if not (same_file(a, b) or a.resolve() == b.resolve()):
+        return False
+    if is_stdin(a) or artefact_kind(a, src.input_format) != "text":
+        return True
+    return reading_of(a, src.input_format) == reading_of(b, tgt.input_format)
 
 
 def _mine(config: MineConfig, *, show_progress: bool,
@@ -154,12 +156,9 @@ def _mine(config: MineConfig, *, show_progress: bool,
             [src_format, tgt_format],
             [p if artefact_kind(p, spec) == "text" else None for p, spec in ((src, src_format), (tgt, tgt_format))])
     for (side, option), spec, role in zip(sides, (src_format, tgt_format), ("src", "tgt")):
-        kind = artefact_kind(side.path, spec)
-        if kind == "text":
+        if artefact_kind(side.path, spec) == "text":
             check_has_text(side.path, spec)  # an empty TGT: before SRC is encoded
-        else:  # (was: refused when loaded, after SRC was encoded, OUT.json and OUT.work/ left behind)
-            check_lang(side.lang, artefact_lang(side.path),
-                       f"{'embedding store' if kind == 'embedding-store' else kind} {side.path}")
+        check_artefact_lang(side.path, side.lang, spec)
         if side.keep_fields:
             kept_field_columns(side.keep_fields, role)
             check_fields_readable(side.path, side.input_format, side.keep_fields, option="--keep-field")

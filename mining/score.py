@@ -47,7 +47,7 @@ from xmine.exec.executor import LOCAL, Executor, executor_for
 from xmine.encoders import DEFAULT_ENCODER
 from xmine.encoders.input_encoders import Encoders
 from xmine.encoders.loader import check_encoder_loadable
-from xmine.inputs import check_compatible, load_side
+from xmine.inputs import check_artefact_lang, check_compatible, load_side
 from xmine.store.reader import EmbeddingStore
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
 from xmine.mining.bitext import Bitext, mined_in_another_space
@@ -297,6 +297,9 @@ def score_bitext(
     langs = (src_lang, tgt_lang) if stores is None else tuple(
         given or (None if store.lang == UNDETERMINED else store.lang)
         for given, store in zip((src_lang, tgt_lang), stores))
+    for path, lang in zip(corpora_paths, langs):
+        if path is not None:
+            check_artefact_lang(path, lang)
     encoders = Encoders(encoding.encoder_config(), projection,
                         inputs=[p for p in (*(bitext.paths if stores else ()), *corpora_paths) if p is not None])
     if stores is None:

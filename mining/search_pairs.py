@@ -74,6 +74,8 @@ def _neighbours(base_side, base: Mineable, queries, k: int, *, executor: Executo
 
 #: the most hits an index side is asked for a query whose first hits repeat a few sentences
 MAX_INDEX_FETCH = 1024
+#: hits held at once while an index side's queries are asked again (16M: 200 MB of ids and scores)
+_HITS_AT_ONCE = 1 << 24
 
 
 def _distinct_index_hits(base_side, base: Mineable, queries, want: int, *, kk: int, search: dict) -> np.ndarray:
@@ -81,31 +83,39 @@ def _distinct_index_hits(base_side, base: Mineable, queries, want: int, *, kk: i
     side's index (-1 pads). The index holds every row of its corpus, repeats and filtered ones, so
     each hit is mapped to its representative among the mined rows (or dropped) and repeats are
     dropped; a query whose hits held fewer than `want` distinct rows is asked again for twice as
-    many, up to MAX_INDEX_FETCH (was: asked once for `want`, so a corpus repeating a sentence more
-    than 2k times gave its queries fewer than k neighbours, and lower margins than its text)."""
+    many, up to MAX_INDEX_FETCH, in blocks of queries that hold _HITS_AT_ONCE hits (was: asked once
+    for `want`, so a corpus repeating a sentence more than 2k times gave its queries fewer than k
+    neighbours, and lower margins than its text)."""
     opener = IndexDirShards(base_side.index)
-    total = len(base_side.index)
-    asked, hits = want, None
-    short = np.arange(len(queries))
-    while len(short):
-        part = queries if hits is None else RowSubset(queries, short)
-        sims, rows = search_blocks(opener, len(opener), part, asked, **search)
+    cap = min(len(base_side.index), MAX_INDEX_FETCH)
+
+    def ask(rows_q, asked: int) -> tuple[np.ndarray, np.ndarray]:
+        """(hits, whether still short) of the queries `rows_q` (None: all), asked for `asked` rows."""
+        sims, rows = search_blocks(opener, len(opener), queries if rows_q is None else RowSubset(queries, rows_q),
+                                   asked, **search)
         found = np.where(rows >= 0, base.position_of_row[np.maximum(rows, 0)], -1)
         # Repeats dropped (the first is the best), then `want` columns (-1 pads).
         _, found = merge_topk([sims.astype(np.float32)], [drop_repeats(found)], want)
-        if hits is None:
-            hits = found
-        else:
-            hits[short] = found
         # (a list the index did not fill holds every row it can give: asking for more finds none)
-        short = short[((found >= 0).sum(axis=1) < want) & (rows[:, -1] >= 0)]
-        if asked >= min(total, MAX_INDEX_FETCH):
-            break
-        asked = min(2 * asked, total, MAX_INDEX_FETCH)
-    if len(short) and (hits[short] >= 0).sum(axis=1).min() < kk:
-        log.warning(f"{base_side.path}: {len(short):,} query row(s) found fewer than k = {kk} distinct sentences "
-                    f"among their {MAX_INDEX_FETCH} nearest rows of the index: its corpus repeats sentences that "
-                    "often; their margins run over fewer neighbours (mine its embedding store or text instead)")
+        return found, ((found >= 0).sum(axis=1) < want) & (rows[:, -1] >= 0)
+
+    asked = want
+    hits, is_short = ask(None, asked)
+    short = np.flatnonzero(is_short)
+    while len(short) and asked < cap:
+        asked = min(2 * asked, cap)
+        step = max(1, _HITS_AT_ONCE // asked)  # (the queries asked again, a block at a time)
+        still = []
+        for lo in range(0, len(short), step):
+            block = short[lo:lo + step]
+            hits[block], is_short = ask(block, asked)
+            still.append(block[is_short])
+        short = np.concatenate(still)
+    few = short[(hits[short] >= 0).sum(axis=1) < kk]  # (short of k itself, not of the 2k more asked for)
+    if len(few):
+        log.warning(f"{base_side.path}: {len(few):,} query row(s) found fewer than k = {kk} distinct sentences "
+                    f"among their {asked:,} nearest rows of the index: its corpus repeats sentences that often; "
+                    "their margins run over fewer neighbours (mine its embedding store or text instead)")
     return hits
 
 

@@ -437,7 +437,7 @@ def test_loading_a_sentence_transformer_silences_the_libraries_chatter_and_resto
     assert (hf_logging.is_progress_bar_enabled(), logging.getLogger("sentence_transformers").level) == before
 
 
-def test_encoders_that_run_on_cpus_only_get_cpu_actors_on_a_cluster_with_gpus(usem3):
+def test_encoders_that_run_on_cpus_only_get_cpu_actors_on_a_cluster_with_gpus(usem3, caplog):
     """(a helper: use-m3 was given one GPU actor per GPU, ran numpy on their CPUs with none
     reserved, and its stores recorded device cuda; an OpenVINO build, CPU-only, could not load on
     them.) The cluster is OnRay's own actor rule over a stand-in's resources: 4 GPUs, 16 CPUs."""
@@ -456,6 +456,10 @@ def test_encoders_that_run_on_cpus_only_get_cpu_actors_on_a_cluster_with_gpus(us
     torch_me5 = LazyEncoder("me5-small", precision="fp32", runtime="torch")
     openvino_me5 = LazyEncoder("me5-small", precision="fp32", runtime="openvino")
     assert model_actors(torch_me5, cluster, 2) == (4, True)
+    assert not caplog.records
     for encoder in (usem3, openvino_me5):
         assert model_actors(encoder, cluster, 2) == (8, False), encoder.name
         assert run_device(encoder, cluster, use_gpu=model_actors(encoder, cluster, 2)[1]) == "cpu"
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("4 GPU(s), but use-m3 runs on CPUs here (numpy)" in m for m in said), said
+    assert any("its OpenVINO build" in m and "--runtime torch runs it on the GPUs" in m for m in said), said

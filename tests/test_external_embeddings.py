@@ -359,7 +359,8 @@ def test_an_index_side_breaks_ties_as_the_exact_path_does(tmp_path, seed):
 
 
 @pytest.mark.parametrize("copies", [13, 400])
-def test_an_index_of_a_corpus_that_repeats_its_sentences_mines_as_its_store_does(tmp_path, copies, caplog):
+def test_an_index_of_a_corpus_that_repeats_its_sentences_mines_as_its_store_does(tmp_path, copies, caplog,
+                                                                                   monkeypatch):
     """(a helper: a corpus repeating each sentence 13 times, as an index side, gave lower margins
     and 37 pairs where its text gave 49: the index was asked for 3k hits, all copies of one or two
     sentences.) Each query's hits are asked again, wider, until k distinct sentences are among
@@ -385,8 +386,12 @@ def test_an_index_of_a_corpus_that_repeats_its_sentences_mines_as_its_store_does
         assert len((tmp_path / "store.tsv").read_text().splitlines()) >= distinct - 2
         assert (tmp_path / "index.tsv").read_bytes() == (tmp_path / "store.tsv").read_bytes()
         assert not said
+        # the queries asked again a few at a time (memory by the block): the same pairs
+        monkeypatch.setattr("xmine.mining.search_pairs._HITS_AT_ONCE", 100)
+        ok(xm("mine", tmp_path / "sa", tmp_path / "ib", "-o", tmp_path / "blocks.tsv", *rules))
+        assert (tmp_path / "blocks.tsv").read_bytes() == (tmp_path / "store.tsv").read_bytes()
     else:
-        assert len(said) == 1 and "5 query row(s) found fewer than k = 4 distinct sentences among their 1024 nearest " \
+        assert len(said) == 1 and "5 query row(s) found fewer than k = 4 distinct sentences among their 1,024 nearest " \
             "rows of the index" in said[0], said
 
 

@@ -797,9 +797,14 @@ def test_two_fields_or_columns_of_one_file_are_two_sides(ws):
     ok(xm("mine", ws / "two.tsv", ws / "two.tsv", "--input-format", "tsv", "--src-text-field", "1",
           "--tgt-text-field", "2", "--encoder", "use-m3", "-o", ws / "t.tsv"))
     assert (ws / "j.tsv").read_text(encoding="utf-8") and (ws / "j.tsv").read_bytes() == (ws / "t.tsv").read_bytes()
-    for same in (("--text-field", "de"), ("--src-text-field", "en", "--tgt-text-field", "en")):
+    for same in (("--text-field", "de"), ("--src-text-field", "en", "--tgt-text-field", "en"),
+                 ("--text-field", "de", "--tgt-input-format", "jsonl")):  # (a format named or detected: one)
         refused(xm("mine", ws / "two.jsonl", ws / "two.jsonl", *same, "--encoder", "use-m3", "-o", ws / "x.tsv"),
                 "given as both SRC and TGT")
+    (ws / "named.tsv").write_text("de\ten\n" + (ws / "two.tsv").read_text(encoding="utf-8"), encoding="utf-8")
+    refused(xm("mine", ws / "named.tsv", ws / "named.tsv", "--input-format", "tsv", "--header", "--src-text-field",
+               "1", "--tgt-text-field", "de", "--encoder", "use-m3", "-o", ws / "x.tsv"),  # (a column by number, by name)
+            "given as both SRC and TGT")
 
 
 def test_a_language_an_artefact_contradicts_is_refused_before_anything_is_written(ws):
@@ -811,6 +816,9 @@ def test_a_language_an_artefact_contradicts_is_refused_before_anything_is_writte
                    "-o", ws / "m.tsv"), "embedding store", "holds language 'de', but the language given for it is 'fr'")
         refused(xm("mine", ws / "index", ws / "de.txt", "--src-lang", "fr", "-o", ws / "m.tsv"),
                 "index", "holds language 'en'")
+        refused(xm("score", "--src", ws / "pairs.de", "--tgt", ws / "pairs.en", "--src-lang", "de", "--tgt-lang", "en",
+                   "--tgt-corpus", ws / "store", "--encoder", "use-m3", "-o", ws / "s.tsv"),  # (was: both sides
+                "embedding store", "holds language 'de', but the language given for it is 'en'")  # encoded, left)
     ok(xm("build-index", ws / "en.txt", "--encoder", "use-m3", "-o", ws / "und", "-q"))
     assert json.loads((ws / "und" / "manifest.json").read_text())["lang"] == "und"
     ok(xm("mine", ws / "de.txt", ws / "und", "--src-lang", "de", "--tgt-lang", "en", "-o", ws / "u.tsv", "-q"))

@@ -35,7 +35,7 @@ from xmine.io.dedup import first_occurrences, normalise_whitespace
 from xmine.encoders import check_same_encoder
 from xmine.errors import ConfigError, EncoderMismatchError, InputError
 from xmine.artefacts.fileio import atomic_path, atomic_write_json, read_json
-from xmine.artefacts.input_artefacts import artefact_kind, manifest_hash
+from xmine.artefacts.input_artefacts import artefact_kind, artefact_lang, manifest_hash
 from xmine.encoders.input_encoders import Encoders, check_lang, check_same_projection
 from xmine.encoders.projection import ProjectionLike
 from xmine.artefacts.records import EncoderFingerprint, ProjectionFingerprint, to_json
@@ -257,6 +257,15 @@ def check_compatible(a: Side, b: Side) -> None:
     check_same_projection(a.projection, b.projection, what=f"{a.path} (vs {b.path})")
     if a.part != b.part:
         raise EncoderMismatchError(f"{a.path} holds {a.part!r} embeddings but {b.path} holds {b.part!r}")
+
+
+def check_artefact_lang(path, lang: str | None, input_format: Any = None) -> None:
+    """Before a command encodes or writes anything: a language that the store or index at `path`
+    contradicts is refused (as `load_side` would, later: was after the other side was encoded, the
+    output's record and work left behind); a corpus has none to contradict."""
+    kind = artefact_kind(path, input_format)
+    if kind != "text":
+        check_lang(lang, artefact_lang(path), f"{'embedding store' if kind == 'embedding-store' else kind} {path}")
 
 
 def check_split_languages(sides: Sequence[tuple[Any, str | None, str]], input_format: Any) -> None:

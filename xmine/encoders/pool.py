@@ -13,6 +13,7 @@ cache, the trainer) runs its encoding on the cluster unchanged. For whole corpor
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any, Sequence
 
 import numpy as np
@@ -20,6 +21,8 @@ import numpy as np
 from xmine.encoders.base import Encoder
 from xmine.encoders.loader import load_encoder
 from xmine.exec.executor import Executor, Recipe
+
+log = logging.getLogger(__name__)
 
 #: Fewer sentences than this per worker are not worth a round trip: they go to fewer workers.
 MIN_SLICE = 256
@@ -31,6 +34,10 @@ def model_actors(encoder: Encoder, executor: Executor, threads: int) -> tuple[in
     run on CPUs (was: given GPU actors, where use-m3 ran on their CPUs and recorded cuda, and an
     OpenVINO encoder could not load)."""
     on_cpus_only = encoder.name == "use-m3" or getattr(encoder, "runtime", "torch") == "openvino"
+    if on_cpus_only and executor.gpus():  # (GPUs left idle: said, with the way to use them where there is one)
+        log.warning(f"the cluster has {executor.gpus()} GPU(s), but {encoder.name} runs on CPUs here ("
+                    + ("numpy" if encoder.name == "use-m3" else "its OpenVINO build, chosen for this machine's CPU; "
+                       "--runtime torch runs it on the GPUs") + "): its actors use the cluster's CPUs")
     return executor.model_actors(threads, gpu=not on_cpus_only)
 
 

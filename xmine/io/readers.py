@@ -234,6 +234,33 @@ def open_corpus(path: str | Path, spec: InputFormat | None = None, *, check: boo
     return reader
 
 
+def reading_of(path: str | Path, spec: InputFormat | None = None) -> tuple:
+    """What is read of the corpus at `path` under `spec`, resolved: its format and the column,
+    field or split its text comes from. Two sides of one file that read the same are one input
+    however it is spelt (a format named or detected, a column by name or number, a dataset's only
+    split named or not)."""
+    spec, path = spec or InputFormat(), Path(path)
+    fmt = detect_format(path, spec)
+    if fmt == "text":
+        return ("text",)
+    if fmt in ("csv", "tsv"):
+        header = spec.header if spec.header is not None else fmt == "csv"
+        names = None
+        if header:
+            with closing(delimited_rows(path, fmt)) as rows:
+                first = next(rows, None)
+            names = [n.strip() for n in first[1]] if first is not None else []
+        return fmt, header, column_index(spec.text_field, names, path, option="--text-column")
+    split = spec.split
+    if fmt == "hf" and split is None and (path / "dataset_dict.json").is_file():
+        try:
+            splits = json.loads((path / "dataset_dict.json").read_text(encoding="utf-8")).get("splits")
+        except (OSError, ValueError, AttributeError):
+            splits = None
+        split = splits[0] if isinstance(splits, list) and len(splits) == 1 else None
+    return fmt, spec.text_field, split
+
+
 def check_has_text(path: str | Path, spec: InputFormat | None = None) -> None:
     """InputError, reading no further than its first sentence, where the corpus at `path` holds none
     (an empty file, only empty records): a command that reads two inputs fails on either before it
@@ -242,4 +269,5 @@ def check_has_text(path: str | Path, spec: InputFormat | None = None) -> None:
         next(sentences, None)
 
 
-__all__ = ["FIELD_OPTIONS", "check_has_text", "detect_format", "for_each_input", "jsonl_records", "open_corpus"]
+__all__ = ["FIELD_OPTIONS", "check_has_text", "detect_format", "for_each_input", "jsonl_records", "open_corpus",
+           "reading_of"]

@@ -31,7 +31,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 from xmine.io.corpus import iter_lines
 from xmine.io.delimited import column_index, delimited_rows, field_of, same_width
@@ -67,6 +67,15 @@ class BitextFormat:
     header: bool | None = None
     #: hf: the split of a DatasetDict (default: the only one; several need it)
     split: str | None = None
+
+
+class StoredSides(NamedTuple):
+    """The two embedding stores of a `stores` bitext, and its pairs: the lines of the files they
+    were made from, the same in both."""
+
+    src: EmbeddingStore
+    tgt: EmbeddingStore
+    lines: int
 
 
 @dataclass(kw_only=True)
@@ -131,7 +140,7 @@ class Bitext:
             raise ConfigError(f"--src-field and --tgt-field both name {spec.src_field!r}: every pair would be a "
                               "sentence against itself")
         self.format = bitext_format(self.paths, spec)
-        self._stores: tuple | None = None
+        self._stores: StoredSides | None = None
         # a reading option of another format (was: `--split` on a TSV ignored without a word)
         for given, formats in ((spec.split is not None and "--split", ("hf",)),
                                (spec.header is not None and "--header/--no-header", ("tsv", "csv"))):
@@ -174,9 +183,9 @@ class Bitext:
                   "parquet": self._parquet, "hf": self._dataset, "stores": self._store_pairs}[self.format]
         return reader()
 
-    def stores(self) -> tuple:
-        """The two embedding stores of a `stores` bitext, opened (and so checked) once, and the
-        number of its pairs: the lines of the files they were made from, the same in both."""
+    def stores(self) -> StoredSides:
+        """The two embedding stores of a `stores` bitext and its pair count, opened (and so checked)
+        once."""
         if self._stores is None:
             stores = tuple(EmbeddingStore.open(p) for p in self.paths)
             lines = []
@@ -199,15 +208,15 @@ class Bitext:
             if lines[0] != lines[1]:
                 raise InputError(self.paths[1], f"was made from {lines[1]} lines, but {self.paths[0]} from "
                                                 f"{lines[0]}: the two stores of a bitext are of line-aligned files")
-            self._stores = (*stores, lines[0])
+            self._stores = StoredSides(*stores, lines=lines[0])
         return self._stores
 
     def _store_pairs(self) -> Iterator[BitextPair]:
-        *stores, lines = self.stores()
-        sides = [(s.line_numbers, s.text_column()) for s in stores]
+        stores = self.stores()
+        sides = [(s.line_numbers, s.text_column()) for s in (stores.src, stores.tgt)]
         at = [0, 0]
         try:
-            for number in range(1, lines + 1):
+            for number in range(1, stores.lines + 1):
                 texts = []
                 for i, (numbers, column) in enumerate(sides):
                     here = at[i] < len(numbers) and int(numbers[at[i]]) == number
@@ -389,5 +398,5 @@ def parse_pairs_argument(pairs: str | None, src: Path | None, tgt: Path | None) 
     return (Path(pairs),)
 
 
-__all__ = ["BITEXT_FORMATS", "Bitext", "BitextFormat", "BitextPair", "bitext_format", "mined_in_another_space",
-           "parse_pairs_argument"]
+__all__ = ["BITEXT_FORMATS", "Bitext", "BitextFormat", "BitextPair", "StoredSides", "bitext_format",
+           "mined_in_another_space", "parse_pairs_argument"]

@@ -296,7 +296,7 @@ def score_bitext(
     # none is given (was: a corpus of the other language taken without a word)
     langs = (src_lang, tgt_lang) if stores is None else tuple(
         given or (None if store.lang == UNDETERMINED else store.lang)
-        for given, store in zip((src_lang, tgt_lang), stores))
+        for given, store in zip((src_lang, tgt_lang), (stores.src, stores.tgt)))
     for path, lang in zip(corpora_paths, langs):
         if path is not None:
             check_artefact_lang(path, lang)
@@ -309,12 +309,12 @@ def score_bitext(
         # a projection directory given: read, and checked against its encoder, now
         _ = encoders.projection
     if selection.calibration is not None:  # of the space scored in: before the bitext is encoded
-        encoder = stores[0].manifest.encoder if stores else encoders.encoder.fingerprint()
+        encoder = stores.src.manifest.encoder if stores else encoders.encoder.fingerprint()
         check_calibration_space(selection.calibration, encoder_name=encoder["name"],
                                 projection_dir=encoders.choice.path, encoder_id=encoder["id"])
     with temporary_directory("score") as staged:
         staged_sides = None if stores else write_sides(bitext, Path(staged))
-        n = stores[2] if stores else len(staged_sides)
+        n = stores.lines if stores else len(staged_sides)
         with claim_output(out, kind=SCORE_KIND, form="tsv", inputs=[*bitext.paths, *corpora_paths, projection, selection.calibration],
                           overwrite=overwrite, companions=(".work",)) as claim:
             out = claim.path
@@ -329,17 +329,16 @@ def score_bitext(
             # --overwrite and whenever OUT holds no finished result (what an interrupted run left);
             # finished work stores of the same input are reused, so an interrupted run resumes.
             rebuild = claim.overwrite or claim.state != "finished"
+            # the stores and indexes opened (and so checked) already, by path
+            opened = {**opened_corpora, **({src_txt: stores.src, tgt_txt: stores.tgt} if stores else {})}
             loaded = []  # the two sides, then the corpora (None: not given)
             try:
                 for path, lang, tag in ((src_txt, langs[0], "src"), (tgt_txt, langs[1], "tgt"),
                                         (src_corpus, langs[0], "src-corpus"), (tgt_corpus, langs[1], "tgt-corpus")):
-                    side_of_bitext = tag in ("src", "tgt")
                     loaded.append(None if path is None else load_side(
                         path, lang=lang, encoders=encoders, work_dir=work / tag, show_progress=show_progress,
                         rebuild=rebuild, reported_as=staged_sides.reported_as(bitext, tag)
-                        if side_of_bitext and staged_sides else None,
-                        opened=stores[("src", "tgt").index(tag)] if side_of_bitext and stores
-                        else opened_corpora.get(path)))
+                        if staged_sides and tag in ("src", "tgt") else None, opened=opened.get(path)))
                 sides = [side for side in loaded if side is not None]
                 for side in sides[1:]:
                     check_compatible(sides[0], side)

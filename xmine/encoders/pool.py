@@ -34,8 +34,9 @@ def model_actors(encoder: Encoder, executor: Executor, threads: int) -> tuple[in
     run on CPUs (was: given GPU actors, where use-m3 ran on their CPUs and recorded cuda, and an
     OpenVINO encoder could not load)."""
     on_cpus_only = encoder.name == "use-m3" or getattr(encoder, "runtime", "torch") == "openvino"
-    if on_cpus_only and executor.gpus():  # (GPUs left idle: said, with the way to use them where there is one)
-        log.warning(f"the cluster has {executor.gpus()} GPU(s), but {encoder.name} runs on CPUs here ("
+    gpus = executor.gpus() if on_cpus_only else None
+    if gpus:  # (GPUs left idle: said, with the way to use them where there is one)
+        log.warning(f"the cluster has {gpus} GPU(s), but {encoder.name} runs on CPUs here ("
                     + ("numpy" if encoder.name == "use-m3" else "its OpenVINO build, chosen for this machine's CPU; "
                        "--runtime torch runs it on the GPUs") + "): its actors use the cluster's CPUs")
     return executor.model_actors(threads, gpu=not on_cpus_only)

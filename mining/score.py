@@ -379,7 +379,8 @@ def score_bitext(
                     "projection_choice": encoders.choice.record(),
                     **({"mined_in_another_space": other_space} if other_space is not None else {}),
                     # the user's bitext, not the sides staged from it (removed when done)
-                    "provenance": provenance(**asdict(config), src_lang=src_lang, tgt_lang=tgt_lang,
+                    # the languages judged by: a store's own where none was given (was: null, as given)
+                    "provenance": provenance(**asdict(config), src_lang=langs[0], tgt_lang=langs[1],
                                              bitext=bitext.identity(),
                                              corpora=[None if c is None else c.fingerprint for c in corpora]),
                 }

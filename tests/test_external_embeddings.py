@@ -448,6 +448,10 @@ def test_a_bitext_of_two_stores_is_scored_with_their_vectors_as_its_text_is_by_t
     assert sum(kept[:120]) >= 110 and sum(kept[120:]) <= 3, (sum(kept[:120]), sum(kept[120:]))
     summary = json.loads((tmp_path / "stores.tsv.json").read_text())
     assert summary["encoder"]["name"] == "laser-test" and summary["provenance"]["parameters"]["bitext"]["format"] == "stores"
+    # the stores' languages stand for those not given, in what the summary records too (was: null)
+    ok(xm("score", f"{tmp_path / 's.de'}:{tmp_path / 's.en'}", "-o", tmp_path / "unsaid.tsv", *rules[:6], "-q"))
+    parameters = json.loads((tmp_path / "unsaid.tsv.json").read_text())["provenance"]["parameters"]
+    assert (parameters["src_lang"], parameters["tgt_lang"]) == ("de", "en")
     # a store beside text, and stores of files of other line counts, are refused before anything is written
     refused(xm("score", "--src", tmp_path / "s.de", "--tgt", tmp_path / "b.en", "-o", tmp_path / "x.tsv"),
             "s.de", "is an embedding store, but the other side is text")

@@ -110,9 +110,10 @@ def _script_of(path: Path) -> str | None:
 
 
 def _scan_directory(root: Path, near_misses: list[str] | None = None, left_out: list[tuple[str, str]] | None = None,
-                    scripts: dict[str, str] | None = None) -> list[PairFiles]:
+                    scripts: dict[str, str] | None = None, unknown: list[str] | None = None) -> list[PairFiles]:
     """The pairs of a directory's files (the module's rule); `near_misses` gets the files named with
-    an upper-case language code (`news.DE`), which the rule does not read, and `left_out` those
+    an upper-case language code (`news.DE`), which the rule does not read, `unknown` those whose
+    suffix has the shape of a code but names no language (`x.tmp`), and `left_out` those
     another file of the same language and set replaced. `scripts`: the script wanted of a language
     (--langs zho_Hant), before its usual one."""
     groups: dict[tuple[Path, str, str], dict[str, Path]] = defaultdict(dict)
@@ -122,11 +123,13 @@ def _scan_directory(root: Path, near_misses: list[str] | None = None, left_out: 
         stem, last = _name_parts(path.name)
         if not stem:
             continue
-        if _is_lang(last):
+        if _is_lang(last) and is_known_lang(last):
             group, code = groups[(path.parent, "stem", stem)], last
-        elif _is_lang(stem):
+        elif _is_lang(stem) and is_known_lang(stem):
             group, code = groups[(path.parent, "split", last)], stem
         else:
+            if unknown is not None and _is_lang(last):  # (was: x.tmp, a backup, trained as language 'tmp')
+                unknown.append(path.name)
             if near_misses is not None and (_is_lang(last.lower()) or _is_lang(stem.lower())):
                 near_misses.append(path.name)
             continue
@@ -188,13 +191,14 @@ def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) 
     found: list[PairFiles] = []
     near_misses: list[str] = []
     left_out: list[tuple[str, str]] = []  # (language, what was left out for what)
+    unknown: list[str] = []
     for spec in specs:
         p = Path(spec).expanduser()
         massive = find_folder(p) if p.is_dir() else None
         if massive is not None:
             found += _massive_pairs(massive)
         elif p.is_dir():
-            scanned = _scan_directory(p, near_misses, left_out, scripts)
+            scanned = _scan_directory(p, near_misses, left_out, scripts, unknown)
             if not scanned and len(specs) > 1:  # (alone, said below; was: one of several adding nothing, unsaid)
                 raise InputError(p, "--pairs names a directory without parallel files (see `xmine train --help` "
                                     "for the rule)")
@@ -220,6 +224,9 @@ def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) 
     if near_misses:  # (was: said only where nothing else was found)
         log.warning(f"{', '.join(near_misses[:3])}{' and others' if len(near_misses) > 3 else ''}: left out: language "
                     "codes in file names are lower case")
+    if unknown:
+        log.warning(f"{', '.join(unknown[:3])}{' and others' if len(unknown) > 3 else ''}: left out: the suffix "
+                    "names no language (ISO 639-1 such as de, ISO 639-3 such as deu, or deu_Latn)")
     if left_out := [said for lang, said in left_out if wanted is None or lang in wanted]:  # (was: every language)
         log.warning(f"{len(left_out)} file(s) left out, another of the same language and set taken: "
                     f"{', '.join(left_out[:4])}{', ...' if len(left_out) > 4 else ''}; name the pair you want with "

@@ -35,6 +35,7 @@ import numpy as np
 
 from xmine.artefacts.directory import file_fingerprint
 from xmine.errors import ConfigError, InputError
+from xmine.io.corpus import MAX_IDENTICAL_SHARE
 from xmine.disentangle.data import PairFiles
 
 log = logging.getLogger(__name__)
@@ -177,6 +178,11 @@ def sample_pairs(
         order = rng.permutation(len(pool))[:max_pairs_per_lang]  # None: all
         n_valid = _held_out(len(order), valid_fraction)
         drawn = _pairs_at(files_of[key], pool[order], len(read))
+        if (identical := sum(s == t for s, t in drawn)) > MAX_IDENTICAL_SHARE * len(drawn):
+            # (was: trained, exit 0, on a copy of one side: a projection that tells no language)
+            names = "; ".join(f"{f.src}:{f.tgt}" for f in files_of[key])
+            raise ConfigError(f"{names}: {identical} of the {len(drawn)} {key[0]}-{key[1]} pairs drawn have the same "
+                              "text on both sides: not translations (a copy of one side?)")
         if valid_split == "disjoint":
             split, dropped = _split_disjoint(drawn, key, n_valid, seen)
         else:

@@ -118,7 +118,8 @@ def batches(groups, batch_size: int, gen, *, shuffle: bool) -> list[tuple[Any, n
             members = members[torch.randperm(len(members), generator=gen).numpy()]
         chunks = [members[i:i + batch_size] for i in range(0, len(members), batch_size)]
         if len(chunks) > 1 and len(chunks[-1]) < 2:  # a lone pair has no partner: join the previous batch
-            chunks[-2] = np.concatenate([chunks[-2], chunks.pop()])
+            last = chunks.pop()  # (was: popped inside the assignment, so chunks[-2] named the batch before:
+            chunks[-1] = np.concatenate([chunks[-1], last])  # a crash at two batches, a batch lost at three)
         out += [(key, c) for c in chunks if len(c) >= 2]
     if shuffle and out:
         out = [out[i] for i in torch.randperm(len(out), generator=gen).tolist()]

@@ -46,6 +46,7 @@ from xmine.encoders.base import DEFAULT_PRECISION, EncoderConfig
 from xmine.encoders.exported import exported_space
 from xmine.encoders.loader import known_encoder_name
 from xmine.errors import ConfigError, InputError
+from xmine.io.corpus import MAX_IDENTICAL_SHARE
 from xmine.langs import is_known_lang, lang_script, normalize_lang, same_language
 from xmine.encoders.projection import choose_projection, read_projection_json, resolve_projection
 
@@ -132,13 +133,6 @@ def read_aligned(src: Path, tgt: Path) -> list[tuple[str, str]]:
         log.warning(f"{src} and {tgt}: {len(a) - len(pairs)} of the {len(a)} lines are blank on one side or both: "
                     "left out")
     return pairs
-
-
-#: a set whose pairs hold the same text on both sides more often than this is no set of translations
-#: (a copy of one side, or one file twice under two names): its thresholds would be those of copies.
-#: Translations hold far fewer: FLORES-200 devtest against English, none in any of its 203 languages;
-#: the 151 Tatoeba-challenge pairs of ../shared, at most 0.4% (Gronings-English).
-MAX_IDENTICAL_SHARE = 0.2
 
 
 #: below this best F1 on its own gold, a calibration record is said to be of a space that does not

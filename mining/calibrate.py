@@ -39,14 +39,14 @@ import numpy as np
 from xmine.artefacts.directory import file_fingerprint, provenance
 from xmine.artefacts.fileio import unseal
 from xmine.artefacts.records import EncoderId
-from xmine.calibration import (CALIBRATION_DAMAGED_ADVICE, CALIBRATION_KIND, DEFAULT_MARGIN, SpaceDefaults,
+from xmine.calibration import (CALIBRATION_DAMAGED_ADVICE, CALIBRATION_KIND, DEFAULT_MARGIN, NEUTRAL, SpaceDefaults,
                                parse_defaults)
 from xmine.encoders import load_encoder
 from xmine.encoders.base import DEFAULT_PRECISION, EncoderConfig
 from xmine.encoders.exported import exported_space
 from xmine.encoders.loader import known_encoder_name
 from xmine.errors import ConfigError, InputError
-from xmine.io.corpus import MAX_IDENTICAL_SHARE
+from xmine.io.corpus import MAX_IDENTICAL_SHARE, read_parallel
 from xmine.langs import is_known_lang, lang_script, normalize_lang, same_language
 from xmine.encoders.projection import choose_projection, read_projection_json, resolve_projection
 
@@ -64,9 +64,6 @@ CAP_FACTOR = 2.0
 #: reads: heldout-news.json, "calibrated"). The ratio margin's scale follows the density of a corpus's
 #: neighbourhoods, so a threshold read on one corpus moves on another; the distance margin's less.
 CALIBRATED_MARGIN = "distance"
-#: the score of a margin that says nothing (a pair no closer than its neighbourhoods: cos = m): a
-#: cap, and a threshold rule's steps, are measured from it
-NEUTRAL = {"ratio": 1.0, "distance": 0.0}
 
 
 def score_cap(gold_max: float, margin: str = "ratio") -> float:
@@ -119,20 +116,16 @@ def flores_file(flores_dir: Path, lang: str, *, option: str = "--src-lang/--tgt-
 
 
 def read_aligned(src: Path, tgt: Path) -> list[tuple[str, str]]:
-    """Line-aligned pairs of two files, both sides non-empty; an error when the line counts differ,
-    or when the two are one file (FLORES-200 has one text per language: a pair of one language
-    with itself names the same file), whose pairs would be each sentence with itself."""
+    """Line-aligned pairs of two files, both sides non-empty, read as every corpus is
+    (`xmine.io.corpus.read_parallel`: compressed files, one-line errors for bytes that are not
+    UTF-8, a line break inside a line made a space; was: `splitlines`, a traceback for latin-1 and
+    the pairs moved by a U+2028); an error when the line counts differ, or when the two are one
+    file (FLORES-200 has one text per language: a pair of one language with itself names the same
+    file), whose pairs would be each sentence with itself."""
     if src.resolve() == tgt.resolve():
         raise InputError(tgt, f"the same file as the source side ({src}): calibration measures how translations "
                               "score, and each pair would be a sentence with itself; give two languages' files")
-    a, b = (p.read_text(encoding="utf-8").splitlines() for p in (src, tgt))
-    if len(a) != len(b):
-        raise InputError(src, f"{len(a)} lines, but {tgt} has {len(b)}: gold pairs must be line-aligned")
-    pairs = [(s.strip(), t.strip()) for s, t in zip(a, b) if s.strip() and t.strip()]
-    if len(pairs) < len(a):  # (was: left out without a word)
-        log.warning(f"{src} and {tgt}: {len(a) - len(pairs)} of the {len(a)} lines are blank on one side or both: "
-                    "left out")
-    return pairs
+    return list(zip(*read_parallel(src, tgt)))
 
 
 #: below this best F1 on its own gold, a calibration record is said to be of a space that does not
@@ -192,12 +185,18 @@ def split_set(pairs: list[tuple[str, str]], seed: int = 0):
     return [src[o] for o in order_s], [tgt[o] for o in order_t], {(where_s[i], where_t[i]) for i in range(g)}
 
 
-def operating_points(scores: np.ndarray, correct: np.ndarray, n_gold: int) -> dict[str, Any]:
+def operating_points(scores: np.ndarray, correct: np.ndarray, n_gold: int, *,
+                     lowest: float = -np.inf) -> dict[str, Any]:
     """From the mined pairs' scores and whether each is gold: the best-F1 threshold and the lowest
-    threshold of precision >= 0.95, with precision, recall and F1 at each; none when nothing was mined."""
+    threshold of precision >= 0.95, with precision, recall and F1 at each, neither below `lowest`
+    (a margin's NEUTRAL score: was a distance threshold of -0.05 for a space that does not align the
+    pair, which mine took from the record and refuses as --threshold); none when nothing was mined."""
     if not len(scores):
         return {}
     s, precision, recall, f1, cut = threshold_sweep(scores, correct, n_gold)
+    cut &= s >= lowest
+    if not cut.any():
+        return {}
 
     def at(i: int) -> dict[str, float]:
         return {"threshold": float(s[i]), "precision": round(float(precision[i]), 4),
@@ -244,7 +243,7 @@ def calibrate(pairs: list[tuple[str, str]], *, encoder: str, projection, src_lan
     for margin in ("ratio", "distance"):
         mined = select_pairs(*neighbours, config=MiningConfig(k=k, margin=margin))
         correct = np.array([p in gold for p in zip(mined.src_idx.tolist(), mined.tgt_idx.tolist())])
-        found = operating_points(mined.score.astype(np.float64), correct, len(gold))
+        found = operating_points(mined.score.astype(np.float64), correct, len(gold), lowest=NEUTRAL[margin])
         measured[margin] = found
         for point, values in found.items():
             points.setdefault(point, {})[margin] = values["threshold"]

@@ -321,7 +321,7 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
     for margin, found in record["measured"].items():
         line = ", ".join(f"{point} {v['threshold']:.4f} (P {v['precision']:.2f} R {v['recall']:.2f} F1 {v['f1']:.2f})"
                          for point, v in found.items())
-        click.echo(f"{margin}: {line}", err=True)
+        click.echo(f"{margin}: {line or 'no threshold (no gold pair scores above an ordinary pair)'}", err=True)
     click.echo(f"calibrated {encoder} ({'projection ' + record['space']['projection'] if record['space']['projection'] else 'raw'}) "
                f"on {record['data']['gold_pairs']} gold pairs -> {out}; mine with --calibration {out}"
                + (f" (it mines in the {record['default_margin']} margin)" if "default_margin" in record else ""),

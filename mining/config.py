@@ -31,7 +31,7 @@ from xmine.encoders.prompts import check_prompt
 from xmine.errors import ConfigError, check_field_types
 from xmine.langs import is_known_lang, normalize_lang
 from xmine.mining.approximate import ApproximateConfig
-from xmine.mining.calibrate import NEUTRAL
+from xmine.calibration import NEUTRAL
 from xmine.mining.defaults import OPERATING_POINTS
 from xmine.mining.filters import PairFilterConfig
 from xmine.mining.langid import check_installed, supported_languages

@@ -10,7 +10,7 @@ import pytest
 
 from tests.clitools import calibration_record, ok, refused, tree, untouched, warned, xm
 from xmine.artefacts.directory import file_fingerprint
-from xmine.errors import ConfigError
+from xmine.errors import ConfigError, InputError
 from xmine.mining.calibrate import operating_points, split_set
 
 from flores import flores_lines
@@ -26,6 +26,27 @@ def test_operating_points_read_the_precision_and_recall_of_the_mined_pairs():
     assert points["balanced"] == {"threshold": 1.5, "precision": 0.8, "recall": 0.8, "f1": 0.8}
     assert points["precision"]["threshold"] == 1.8 and points["precision"]["precision"] == 1.0
     assert operating_points(np.zeros(0), np.zeros(0, bool), n_gold=5) == {}  # nothing mined: no threshold
+
+
+def test_no_threshold_lies_below_an_ordinary_pairs_margin():
+    """(a helper: raw use-m3 on Khmer recorded a distance threshold of -0.05, which mine took from
+    the record and refuses as --threshold.) The sweep stops at the margin's neutral score, and a
+    record holding such a value is refused where it is read."""
+    from pathlib import Path
+
+    from xmine.calibration import parse_defaults
+
+    scores, correct = np.array([0.1, 0.02, -0.01, -0.03]), np.array([0, 1, 1, 1], bool)
+    assert operating_points(scores, correct, n_gold=3)["balanced"]["threshold"] == -0.03
+    points = operating_points(scores, correct, n_gold=3, lowest=0.0)
+    assert points["balanced"] == {"threshold": 0.02, "precision": 0.5, "recall": 0.3333, "f1": 0.4}
+    assert "precision" not in points  # no cut at or above 0 is precise enough
+    assert operating_points(scores[2:], correct[2:], n_gold=3, lowest=0.0) == {}
+    with pytest.raises(InputError, match="r.json: operating_points.balanced.distance: -0.05 is below an ordinary "
+                                         "pair's distance margin \\(0\\)"):
+        parse_defaults({"operating_points": {"balanced": {"distance": -0.05}}}, Path("r.json"), "", "r.json")
+    assert parse_defaults({"operating_points": {"balanced": {"distance": 0.0, "ratio": 1.02}}}, Path("r.json"), "",
+                          "r.json").threshold("ratio", "balanced") == 1.02
 
 
 def test_the_set_hides_a_fifth_of_the_pairs_among_distractors():
@@ -65,8 +86,17 @@ def test_a_sentence_given_two_translations_and_blank_lines_are_left_out_and_said
     (tmp_path / "a").write_text("eins\n\ndrei\nvier\n", encoding="utf-8")
     (tmp_path / "b").write_text("one\ntwo\n \nfour\n", encoding="utf-8")
     assert read_aligned(tmp_path / "a", tmp_path / "b") == [("eins", "one"), ("vier", "four")]
-    assert warned(caplog, f"{tmp_path / 'a'} and {tmp_path / 'b'}: 2 of the 4 lines are blank on one side or both: "
-                          "left out")
+    assert warned(caplog, f"{tmp_path / 'a'} / {tmp_path / 'b'}: 2 line(s) empty on one or both sides skipped")
+    # read as every corpus is (a helper: `splitlines` moved every later pair at a U+2028, and latin-1
+    # or gzip gold was a traceback)
+    import gzip
+
+    (tmp_path / "c").write_text("eins\nzwei\u2028und\ndrei\n", encoding="utf-8")
+    (tmp_path / "d.gz").write_bytes(gzip.compress("one\ntwo\nthree\n".encode()))
+    assert read_aligned(tmp_path / "c", tmp_path / "d.gz") == [("eins", "one"), ("zwei und", "two"), ("drei", "three")]
+    (tmp_path / "e").write_bytes("eins\nzw\u00e4i\ndrei\n".encode("latin-1"))
+    with pytest.raises(InputError, match="e:2: invalid UTF-8 at byte 2 of the line"):
+        read_aligned(tmp_path / "e", tmp_path / "d.gz")
 
 
 @pytest.mark.parametrize("case", ["one FLORES language", "one file twice", "a copy", "k beyond the set"])
@@ -173,7 +203,7 @@ def test_calibrate_never_writes_over_a_foreign_file_or_its_input_and_mine_refuse
     refused(xm(*args, "-o", notes, "--overwrite"), "notes.json")
     refused(xm(*args, "-o", de, "--overwrite"), "de.txt")
     refused(xm(*args[:-2], tmp_path / "de.txt", tmp_path / "notes.json", "-o", tmp_path / "c.json"),
-            "notes.json", "line-aligned")
+            "notes.json has 1", "parallel files differ in length")
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
     # A wrong or malformed record fails before the output is claimed or a side encoded: nothing is left.
     malformed = tmp_path / "malformed.json"

@@ -19,6 +19,10 @@ from xmine.langs import same_language
 
 #: the margin of a search that names none and of a space whose record names none: LASER's ratio
 DEFAULT_MARGIN = "ratio"
+#: the score of a margin that says nothing (a pair no closer than its neighbourhoods: cos = m): a
+#: cap, and a threshold rule's steps, are measured from it, and no threshold lies below it (it
+#: would keep nearly every candidate)
+NEUTRAL = {"ratio": 1.0, "distance": 0.0}
 #: the `kind` of the record `xmine calibrate` writes (xmine.mining.calibrate), which `xmine verify`
 #: checks too, and what to do with one edited or damaged since it was written
 CALIBRATION_KIND = "xmine-calibration"
@@ -91,6 +95,10 @@ def parse_defaults(record: dict, path: Path, where: str, source: str) -> SpaceDe
             raise InputError(path, f"{where}operating_points.{point}: expected an object")
         label = f"{where}default_thresholds" if legacy else f"{where}operating_points.{point}"
         thresholds[point] = {m: _number(t, path, f"{label}.{m}") for m, t in per_margin.items()}
+        for m, t in thresholds[point].items():  # (mine refuses such a --threshold; was: taken from a record)
+            if t < NEUTRAL.get(m, -math.inf):
+                raise InputError(path, f"{label}.{m}: {t:g} is below an ordinary pair's {m} margin ({NEUTRAL[m]:g}): "
+                                       "it would keep nearly every candidate")
     margin = record.get("default_margin", DEFAULT_MARGIN)
     if "default_margin" in record and margin not in thresholds.get("balanced", {}):  # it comes with its threshold
         raise InputError(path, f"{where}default_margin: {margin!r} is not a margin of {where}operating_points.balanced")

@@ -2,7 +2,7 @@
 
 `xmine bench report [--results DIR] [--out FILE]`. One section per task, one table per result
 file (its printed table), with the encoder, projections, parameters, data, commit, date and run
-time; the machine (CPU, cores, RAM) heads the file.
+time and the machine (CPU, cores, RAM; a GPU) it records.
 Results of other benchmarks (BUCC, speed) are included too: as their own table when their JSON
 carries a `table` ({"columns", "rows"}) like ours, else as a key/value table of their numbers.
 A JSON file that is no result (unreadable, not an object, a malformed table, or edited since it
@@ -98,6 +98,13 @@ def _quick(name: str, res: dict[str, Any]) -> bool:
     return (res.get("provenance", {}).get("parameters") or {}).get("quick") is True or "-quick" in name
 
 
+def _machine_text(m: dict[str, Any]) -> str:
+    """One machine record (`xmine.benchmarks.common.machine`, a GPU where one ran) as a phrase."""
+    parts = [m.get("gpu"), m.get("cpu"), f"{m['cores']} logical cores" if m.get("cores") else None,
+             f"{m['ram_gb']} GB RAM" if m.get("ram_gb") else None]
+    return ", ".join(str(p) for p in parts if p) or "an unnamed machine"
+
+
 def _describe(res: dict[str, Any], name: str) -> list[str]:
     """Two lines saying what made a result: encoder, projections, data, commit, date, parameters."""
     prov = res.get("provenance", {})
@@ -116,6 +123,8 @@ def _describe(res: dict[str, Any], name: str) -> list[str]:
         head += f"; commit `{prov.get('git_commit') or 'unknown: not run from a git checkout'}`; {prov.get('date', '?')}"
     if isinstance(res.get("seconds"), (int, float)):
         head += f"; {res['seconds']:.0f} s"
+    # each result on the machine it records (was: all under the report's own machine)
+    head += f"; on {_machine_text(res['machine'])}" if isinstance(res.get("machine"), dict) else "; machine not recorded"
     params = []
     for k, v in prov.get("parameters", {}).items():
         if k == "task":
@@ -205,7 +214,8 @@ def build_report(folder: Path, shown: str, found: tuple[dict[str, list[tuple[str
         f"`xmine bench report` from the JSON files in `{shown}/` "
         "(each one written by `xmine bench <task>` with full provenance).",
         "",
-        f"Machine: {m['cpu']}, {m['cores']} logical cores, {m['ram_gb']} GB RAM, {m['os']}.",
+        f"Each result names the machine it was measured on; this report was generated on {_machine_text(m)}, "
+        f"{m['os']}.",
         "",
         "Every row is a variant of the embeddings: `raw` is the encoder output; `<projection>:meaning` "
         "and `<projection>:language` are a projection's two parts. `-quick` files are smoke runs "

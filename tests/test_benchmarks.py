@@ -502,13 +502,17 @@ def test_report_says_what_a_result_recorded_of_its_making(tmp_path):
                "nogit.json": {"task": "langid", "table": table,
                               "provenance": {"git_commit": None, "date": "2026-12-05", "parameters": {"task": "x"}}},
                "full.json": {"task": "langid", "table": table,
-                             "provenance": {"git_commit": "abc", "date": "2026-12-05", "parameters": {"rows": 3}}}}
+                             "provenance": {"git_commit": "abc", "date": "2026-12-05", "parameters": {"rows": 3}},
+                             "machine": {"cpu": "Xeon 9", "cores": 16, "ram_gb": 125.8, "gpu": "NVIDIA H200"}}}
     for name, res in results.items():
         (tmp_path / name).write_text(json.dumps({"kind": "xmine-benchmark-result", "format_version": 1} | res))
     md = report.write_report(tmp_path, tmp_path / "RESULTS.md").read_text()
     assert "*old.json*; no commit or date recorded" in md and "`None`" not in md
     assert "*nogit.json*; commit `unknown: not run from a git checkout`; 2026-12-05" in md
-    assert "*full.json*; commit `abc`; 2026-12-05\n\nParameters: rows=3" in md
+    # each result on the machine it records (a helper: every one under the report's own machine)
+    assert "*full.json*; commit `abc`; 2026-12-05; on NVIDIA H200, Xeon 9, 16 logical cores, 125.8 GB RAM\n\n" \
+           "Parameters: rows=3" in md
+    assert "*old.json*; no commit or date recorded (the lab script wrote none then); machine not recorded" in md
     assert md.count("Parameters:") == 1
 
 

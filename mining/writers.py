@@ -39,7 +39,7 @@ from xml.sax.saxutils import escape, quoteattr
 import numpy as np
 
 from xmine import __version__
-from xmine.artefacts.output_state import check_named_format
+from xmine.artefacts.output_state import FORMAT_ENDINGS, check_named_format
 from xmine.errors import ConfigError
 from xmine.io.reader_base import one_line
 from xmine.langs import bcp47_tag, language_subtag
@@ -94,7 +94,7 @@ def output_format(out: str | Path, fmt: str | None) -> str:
         check_named_format(out, fmt, named)
     else:
         fmt = named or ("hf" if Path(out).is_dir() else "tsv")
-        if named is None and name.endswith(_NOT_WRITTEN):  # (was: TSV written under out.csv or out.tsv.xz)
+        if named is None and name.removesuffix(".gz").endswith(FORMAT_ENDINGS):  # (was: TSV under out.csv, out.tsv.xz)
             raise ConfigError(f"{out}: mine writes {', '.join(OUTPUT_FORMATS)} (tsv, jsonl and tmx also gzip-compressed, "
                               f"as .gz), not what its name says; choose a name (or --format) of one of them")
     if name.endswith(".gz") and fmt not in GZIP_FORMATS:
@@ -105,8 +105,6 @@ def output_format(out: str | Path, fmt: str | None) -> str:
 
 #: the formats an output's name says (its ending, also before .gz)
 _NAMED_BY = {"jsonl": (".jsonl",), "tmx": (".tmx",), "parquet": (".parquet", ".pq"), "tsv": (".tsv",)}
-#: names of formats and compressions mine does not write (rather than TSV under such a name)
-_NOT_WRITTEN = (".csv", ".json", ".ndjson", ".xz", ".bz2", ".zst")
 #: the formats written gzip-compressed when the output's name ends in .gz
 GZIP_FORMATS = ("tsv", "jsonl", "tmx")
 

@@ -782,6 +782,22 @@ def test_mine_refuses_an_output_name_of_a_format_it_does_not_write(tmp_path):
             output_format(tmp_path / name, None)
     assert [output_format(tmp_path / n, None) for n in ("a.tsv", "a.txt", "a", "a.jsonl.gz", "a.tmx")] == \
         ["tsv", "tsv", "tsv", "jsonl", "tmx"]
+    # score and search too, one list of such names (a helper: search wrote TSV as hits.parquet,
+    # hits.json and hits.csv; score as out.json)
+    from xmine.index.cli import _search_format
+    from xmine.mining.score_output import resolve_score_format
+
+    for name in ("out.json", "out.ndjson.gz", "out.tmx", "out.arrow"):
+        with pytest.raises(ConfigError, match="score writes .* not what its name says"):
+            resolve_score_format(tmp_path / name, None)
+    assert [resolve_score_format(tmp_path / n, None) for n in ("a.txt", "a", "a.csv.gz", "a.pq")] == \
+        ["tsv", "tsv", "csv", "parquet"]
+    for name in ("h.parquet", "h.json", "h.csv", "h.tmx"):
+        with pytest.raises(ConfigError, match="search writes tsv and jsonl, not what its name says"):
+            _search_format(tmp_path / name, None)
+    assert [_search_format(tmp_path / n, f) for n, f in (("h.txt", None), ("h", None), ("h.out", "jsonl"))] == \
+        ["tsv", "tsv", "jsonl"]
+    assert _search_format(None, None) == "tsv"
 
 
 def test_an_inputs_record_count_is_its_records_not_its_last_line(tmp_path):

@@ -198,6 +198,12 @@ def check_not_input(outputs: Iterable[Path], inputs: Iterable[str | Path | None]
                 raise OutputError(f"{out}: lies inside the input {given}; choose another output")
 
 
+#: endings that name a format of rows (or a compression): an output so named that a command does not
+#: write that format is refused, rather than plain text written under the name (mine, score, search)
+FORMAT_ENDINGS = (".tsv", ".csv", ".json", ".jsonl", ".ndjson", ".parquet", ".pq", ".tmx", ".arrow", ".feather",
+                  ".gz", ".xz", ".bz2", ".zst")
+
+
 def check_named_format(out: str | Path, fmt: str, named: str | None) -> None:
     """Refuse a --format `fmt` other than the format `named` by the output's name (was: JSON Lines
     written into out.parquet, or into hits.tsv, without a word): `mine`'s, `score`'s and `search`'s."""
@@ -350,6 +356,6 @@ def being_written(path: Path) -> bool:
     return False
 
 
-__all__ = ["FORMS", "TREE_KEYS", "being_written", "changed_files", "check_named_format", "check_not_input", "dir_kind",
+__all__ = ["FORMAT_ENDINGS", "FORMS", "TREE_KEYS", "being_written", "changed_files", "check_named_format", "check_not_input", "dir_kind",
            "md_header", "own_output_name", "output_state", "png_metadata", "same_file", "sidecar_of", "tree_changes",
            "tree_record"]

@@ -21,11 +21,12 @@ from xmine.encoders.options import encodes_nothing, precision_option
 from xmine.encoders.projection import resolve_projection, shipped_dir
 from xmine.errors import ConfigError
 from xmine.io.corpus import CorpusStats, iter_corpus, truncate_for_encoding
+from xmine.io.reader_base import COMPRESSED_SUFFIXES
 from xmine.langs import is_known_lang, normalize_lang
 from xmine.mining.langid import (LID_BACKENDS, UNKNOWN, TrustRule, backend_model, identify_by_projection,
                                  supported_languages)
 from xmine.mining.langid import identify as identify_by_library
-from xmine.options import NAME, GivenPath, given_on_command_line, quiet_option
+from xmine.options import NAME, GivenPath, given_on_command_line, quiet_option, refuse_overwrite_without_output
 from xmine.tempdirs import temporary_directory
 
 #: lines identified at a time (their embeddings: LANGID_BLOCK x the encoder's dimension, float32)
@@ -33,14 +34,25 @@ LANGID_BLOCK = 10_000
 
 
 def _truth(spec: str) -> tuple[Path, str]:
-    """The file of an --eval FILE and its language: LANG=FILE's, else the file's last suffix
-    (tatoeba.deu-eng.deu), else its name before the first dot (deu_Latn.devtest, deu_Latn.txt)."""
+    """The file of an --eval FILE and its language: LANG=FILE's, else the last suffix of the file's
+    name that is a language, past those of a compression and of a file type (tatoeba.deu-eng.deu,
+    test.de.txt, data.de.gz -> deu), else its name before the first dot (deu_Latn.devtest,
+    deu_Latn.txt). A name that holds no language (corpus.txt), or a LANG that is none, is refused
+    (was: scored as language 'txt' or 'gz', which a projection never saw, exit 0)."""
     path, lang = _labelled(spec)
     if lang:
+        if not is_known_lang(lang):
+            raise click.BadParameter(f"{spec!r}: {lang!r} is no language code (LANG=FILE: de, deu or deu_Latn)",
+                                     param_hint="FILES")
         return path, normalize_lang(lang)
-    suffix, stem = path.name.rpartition(".")[2], path.name.partition(".")[0]
-    named = is_known_lang(suffix) and suffix.lower() not in _NOT_LANGUAGES
-    return path, normalize_lang(suffix if named or not is_known_lang(stem) else stem)
+    stem, *suffixes = path.name.split(".")
+    while suffixes and (f".{suffixes[-1].lower()}" in COMPRESSED_SUFFIXES or suffixes[-1].lower() in _NOT_LANGUAGES):
+        suffixes.pop()
+    for code in (suffixes[-1] if suffixes else "", stem):
+        if code and is_known_lang(code) and code.lower() not in _NOT_LANGUAGES:
+            return path, normalize_lang(code)
+    raise click.BadParameter(f"{path}: cannot tell its language from its name (name it STEM.LANG, as news.de, or "
+                             f"give LANG={path})", param_hint="FILES")
 
 
 #: file suffixes that are also ISO 639-3 codes (txt: Tita, dev: Gwede), read as suffixes
@@ -69,8 +81,9 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
               help="Encoder name; must be the projection's. [default: the one the projection was trained on]")
 @click.option("--eval", "evaluate", is_flag=True,
               help="The files are labelled: report accuracy per file and overall instead of per-line output. "
-                   "The true language is given as LANG=FILE, else the file's last suffix (tatoeba.deu-eng.deu -> "
-                   "deu), else its name before the first dot (deu_Latn.devtest). A line called 'unknown' counts as "
+                   "The true language is given as LANG=FILE, else the file's last suffix that is a language, past "
+                   "a compression's and a file type's (tatoeba.deu-eng.deu, test.de.txt.gz -> deu), else its name "
+                   "before the first dot (deu_Latn.devtest); a file whose name holds none is refused. A line called 'unknown' counts as "
                    "a miss (with --guess, the nearest language is scored); for a language the projection never saw, "
                    "a line is right when called 'unknown'.")
 @click.option("-o", "--out", "--output", "output", type=GivenPath(dir_okay=False, path_type=Path), default=None,
@@ -98,6 +111,7 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
     """
     if (projection_dir is None) == (lid is None):
         raise click.UsageError("give exactly one of --projection DIR and --lid BACKEND")
+    refuse_overwrite_without_output(overwrite, output)
     # (was: a file named '-' written, then read back as standard input's lines)
     if str(output) == "-":
         raise click.BadParameter("'-': langid writes standard output when -o is left out", param_hint="-o")

@@ -28,7 +28,7 @@ from xmine.io.readers import for_each_input
 from xmine.io.stdin import with_local_inputs
 from xmine.options import (LANG, NAME, PROJECTION_CHOSEN, SEED, ExistingPath, Finite, GivenPath, InputPath,
                            given_on_command_line, input_format_options, projection_option, quiet_option,
-                           ray_option)
+                           ray_option, refuse_overwrite_without_output)
 from xmine.artefacts.output_state import FORMAT_ENDINGS, check_named_format
 from xmine.artefacts.outputs import claim_output
 from xmine.store.rows import RowSubset
@@ -181,6 +181,7 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
     Scores are inner products of L2-normalised embeddings (cosine; for exact indexes) or FAISS's
     estimate of it (PQ indexes), held to -1..1 (stored rows are unit length to about 1e-4).
     """
+    refuse_overwrite_without_output(overwrite, out)
     fmt = _search_format(out, fmt)
     input_format = _corpus_format(queries, input_format)
     if input_format is not None and input_format.split_sentences:  # a missing language fails before anything is written

@@ -424,6 +424,21 @@ def test_langid_command(challenge, me5, data_dir, tmp_path):
     assert "so --eval cannot score it with --guess" in res.output
     res = CliRunner().invoke(main, ["langid", "--projection", str(tmp_path / "p"), "--eval", "-q", str(rus)])
     assert res.exit_code == 0 and f"{rus}\trus (unseen: right when unknown)\taccuracy " in res.output, res.output
+    # a language read past a compression's or a file type's suffix; a name holding none refused before
+    # anything is encoded (a helper: test.de.txt and data.de.gz scored as unseen languages 'txt' and
+    # 'gz', the accuracy then the share called unknown, exit 0)
+    (tmp_path / "test.de.txt").write_text("Guten Morgen.\n", encoding="utf-8")
+    (tmp_path / "corpus.txt").write_text("Guten Morgen.\n", encoding="utf-8")
+    res = CliRunner().invoke(main, ["langid", "--projection", str(tmp_path / "p"), "--eval", "-q",
+                                    str(tmp_path / "test.de.txt")])
+    assert res.exit_code == 0 and f"{tmp_path / 'test.de.txt'}\tdeu\taccuracy " in res.output, res.output
+    for spec, said in ((str(tmp_path / "corpus.txt"), "corpus.txt: cannot tell its language from its name"),
+                       (f"foo={tmp_path / 'corpus.txt'}", "'foo' is no language code")):
+        res = CliRunner().invoke(main, ["langid", "--lid", "fasttext", "--eval", "-q", spec])
+        assert res.exit_code == 2 and said in res.output, res.output
+    # --overwrite without -o: refused, as search refuses it (a helper: accepted, nothing to replace)
+    res = CliRunner().invoke(main, ["langid", "--lid", "fasttext", "--overwrite", "-q", files[0]])
+    assert res.exit_code == 2 and "--overwrite replaces an earlier -o OUTPUT; without -o nothing" in res.output
     # options of a projection are refused with --lid (was: --guess recorded, --encoder ignored)
     res = CliRunner().invoke(main, ["langid", "--lid", "fasttext", "--guess", "--encoder", "use-m3", files[0]])
     assert res.exit_code == 2 and "--guess, --encoder: options of --projection, not of --lid" in res.output

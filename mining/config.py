@@ -25,13 +25,13 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Literal
 
-from xmine.calibration import DEFAULT_MARGIN
+from xmine.calibration import DEFAULT_MARGIN, NEUTRAL
 from xmine.encoders.base import PRECISIONS, EncoderConfig
 from xmine.encoders.prompts import check_prompt
 from xmine.errors import ConfigError, check_field_types
-from xmine.langs import is_known_lang, normalize_lang
+from xmine.artefacts.input_artefacts import artefact_lang
+from xmine.langs import UNDETERMINED, is_known_lang, normalize_lang
 from xmine.mining.approximate import ApproximateConfig
-from xmine.calibration import NEUTRAL
 from xmine.mining.defaults import OPERATING_POINTS
 from xmine.mining.filters import PairFilterConfig
 from xmine.mining.langid import check_installed, supported_languages
@@ -396,15 +396,15 @@ class MineConfig:
         check_score_cap(self.selection, self.filters.pairs)
         check_installed(self.filters.pairs.lid)  # (it serves the pre-search cleaning and the language filter too)
         if self.filters.lang_filter:  # before anything is claimed or encoded
-            missing = [opt for opt, side in (("--src-lang", self.src), ("--tgt-lang", self.tgt)) if not side.lang]
+            # a store's or an index's own where none is given, as the run takes it (was: refused)
+            langs = [side.lang or artefact_lang(side.path) for side in (self.src, self.tgt)]
+            missing = [opt for opt, lang in zip(("--src-lang", "--tgt-lang"), langs) if lang in (None, UNDETERMINED)]
             if missing:
                 raise OptionConflict(f"--lang-filter needs the language of each side: give {' and '.join(missing)}")
-            lid = self.filters.pairs.lid
-            known = supported_languages(lid)
-            for lang in (self.src.lang, self.tgt.lang):  # the user's codes; identification's are canonical
+            lid, known = self.filters.pairs.lid, supported_languages(self.filters.pairs.lid)
+            for lang in langs:  # the user's codes; identification's are canonical
                 if normalize_lang(lang) not in known:
-                    raise ConfigError(f"--lang-filter: language identification '{lid}' does not know language "
-                                      f"{lang!r}")
+                    raise ConfigError(f"--lang-filter: language identification '{lid}' does not know language {lang!r}")
 
     def mining_config(self) -> MiningConfig:
         """The settings of the search and the selection (`xmine.mining.select.MiningConfig`), with the

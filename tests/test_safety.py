@@ -825,6 +825,15 @@ def test_a_language_an_artefact_contradicts_is_refused_before_anything_is_writte
     assert json.loads((ws / "u.tsv.json").read_text())["filters"]["languages"] == ["de", "en"]
 
 
+def test_an_explicit_language_filter_takes_the_languages_stores_record(ws):
+    """(a helper: `mine s_de/ s_en/ --lang-filter` refused, "give --src-lang and --tgt-lang", where
+    the default turned the filter on with the stores' languages)"""
+    ok(xm("mine", ws / "store", ws / "index", "--lang-filter", "-o", ws / "lf.tsv", "-q"))
+    assert json.loads((ws / "lf.tsv.json").read_text())["lang_filter"]["source"] == "--lang-filter"
+    refused(xm("mine", ws / "store", ws / "en.txt", "--lang-filter", "--encoder", "use-m3", "-o", ws / "x.tsv"),
+            "--lang-filter needs the language of each side: give --tgt-lang")
+
+
 def test_a_file_named_like_the_lock_is_left_alone(ws):
     lock = ws / ".lockt.tsv.lock"
     lock.write_text("my file\n")

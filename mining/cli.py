@@ -107,6 +107,9 @@ def mine(src, tgt, output, src_lang, tgt_lang, keep_fields, allow_same_input, in
         kept += f"; calibrated at k={t['other_k']['calibrated_k']}, see above"
     if "other_encoder" in t:
         kept += "; calibrated with other embeddings, see above"
+    if "max_length_ratio" in summary:
+        kept += (f"; {summary['max_length_ratio']['candidates_dropped'] or 0:,} candidate pairs over "
+                 f"--max-length-ratio {summary['max_length_ratio']['bound']:g} dropped before matching")
     removed = summary["filters"]["removed"]
     if removed:
         kept += "; filtered out " + ", ".join(f"{n:,} {rule}" for rule, n in removed.items() if n) if any(

@@ -305,6 +305,7 @@ def _mine(config: MineConfig, *, show_progress: bool,
                 side, mineable = (sx, mx) if e.side == "src" else (sy, my)
                 row = int(mineable.ids[e.row])
                 raise InputError(side.path, NonFiniteRowError.of_store_row(row, int(side.line_numbers[row]))) from None
+            length_ratio_dropped = mined.length_ratio_dropped  # (the pairs made below do not carry it)
             if rule is not None:
                 mined = apply_run_threshold(mined, threshold_record)
                 mining = mining.replace(threshold=threshold_record["value"])  # what the provenance records
@@ -340,6 +341,10 @@ def _mine(config: MineConfig, *, show_progress: bool,
                 # +-0.05 of the truth on held-out sets yet (docs/mining.md), so none is given.
                 "estimated_precision": "not estimated",
                 "filters": filter_record,
+                # --max-length-ratio, before one-to-one matching (was: counted nowhere, and only the
+                # pair filter's length_ratio bound shown)
+                **({"max_length_ratio": {"bound": mining.max_length_ratio, "candidates_dropped": length_ratio_dropped}}
+                   if mining.max_length_ratio is not None else {}),
                 "language_check": language_check,
                 **({"index_notes": index_notes} if index_notes else {}),
                 **({"encoder_languages": {"untrained": untrained, "note": untrained_note}} if untrained else {}),

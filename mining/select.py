@@ -125,6 +125,9 @@ class MinedPairs:
     score: np.ndarray
     #: what found it: 0 fwd (source's best), 1 bwd (target's best), 2 both
     direction: np.ndarray
+    #: distinct candidate pairs (among each sentence's k nearest, either direction) that
+    #: `max_length_ratio` dropped before one-to-one matching; None: no such bound
+    length_ratio_dropped: int | None = None
 
     def __len__(self) -> int:
         return len(self.score)
@@ -193,12 +196,13 @@ def margin_score(cos, mean_x, mean_y, kind: str = DEFAULT_MARGIN) -> np.ndarray:
 
 
 def candidate_scores(fwd_sims, fwd_idx, bwd_sims, bwd_idx, *, config: MiningConfig, src_lengths=None,
-                     tgt_lengths=None, report: bool = True):
+                     tgt_lengths=None, report: bool = True, dropped: list | None = None):
     """Every kNN candidate's score: (fwd_scores (n, kx), fwd targets, bwd_scores (m, ky), bwd sources),
     -inf where a candidate is missing (-1) or filtered out; missing ids become 0 (their score is -inf).
 
     The margin's neighbourhood means are the means of the k similarities of each row (k = their
-    width). `report`: warn about candidates whose ratio margin is undefined."""
+    width). `report`: warn about candidates whose ratio margin is undefined. `dropped` gets the
+    number of distinct candidate pairs `max_length_ratio` dropped."""
     fwd_valid, bwd_valid = fwd_idx >= 0, bwd_idx >= 0
     mean_x = _masked_mean(fwd_sims, fwd_valid)  # x's k nearest target cosines
     mean_y = _masked_mean(bwd_sims, bwd_valid)  # y's k nearest source cosines
@@ -220,8 +224,14 @@ def candidate_scores(fwd_sims, fwd_idx, bwd_sims, bwd_idx, *, config: MiningConf
         sl, tl = np.maximum(src_lengths, 1).astype(np.float64), np.maximum(tgt_lengths, 1).astype(np.float64)
         fr = np.maximum(sl[:, None], tl[fi]) / np.minimum(sl[:, None], tl[fi])
         br = np.maximum(tl[:, None], sl[bi]) / np.minimum(tl[:, None], sl[bi])
-        fwd_scores[fr > config.max_length_ratio] = -np.inf
-        bwd_scores[br > config.max_length_ratio] = -np.inf
+        fwd_cut = (fr > config.max_length_ratio) & np.isfinite(fwd_scores)
+        bwd_cut = (br > config.max_length_ratio) & np.isfinite(bwd_scores)
+        fwd_scores[fwd_cut], bwd_scores[bwd_cut] = -np.inf, -np.inf
+        if dropped is not None:  # each (source, target) once, whichever direction held it
+            m = max(len(bwd_sims), 1)
+            keys = np.concatenate((np.nonzero(fwd_cut)[0].astype(np.int64) * m + fi[fwd_cut],
+                                   bi[bwd_cut].astype(np.int64) * m + np.nonzero(bwd_cut)[0]))
+            dropped.append(len(np.unique(keys)))
     return fwd_scores, fi, bwd_scores, bi
 
 
@@ -257,9 +267,9 @@ def select_pairs(
     fwd_*: (n, kx) each source's nearest targets (sims, target rows); bwd_*: (m, ky) each target's
     nearest sources; index -1 marks a missing neighbour (`candidate_scores` scores them).
     """
-    n, m = len(fwd_sims), len(bwd_sims)
+    n, m, dropped = len(fwd_sims), len(bwd_sims), []
     fwd_scores, fi, bwd_scores, bi = candidate_scores(fwd_sims, fwd_idx, bwd_sims, bwd_idx, config=config,
-                                                      src_lengths=src_lengths, tgt_lengths=tgt_lengths)
+                                                      src_lengths=src_lengths, tgt_lengths=tgt_lengths, dropped=dropped)
     rows_x, rows_y = np.arange(n), np.arange(m)
     best_f = fwd_scores.argmax(axis=1)
     fwd_best, fwd_best_score = fi[rows_x, best_f], fwd_scores[rows_x, best_f]
@@ -301,7 +311,8 @@ def select_pairs(
     # Sorted by score descending; ties broken by (src, tgt) so the output is reproducible.
     order = np.lexsort((tgt, src, -sc.astype(np.float64)))
     return MinedPairs(src_idx=src[order].astype(np.int64), tgt_idx=tgt[order].astype(np.int64),
-                      score=sc[order].astype(np.float32), direction=d[order].astype(np.int8))
+                      score=sc[order].astype(np.float32), direction=d[order].astype(np.int8),
+                      length_ratio_dropped=dropped[0] if dropped else None)
 
 
 def _masked_mean(sims: np.ndarray, valid: np.ndarray) -> np.ndarray:

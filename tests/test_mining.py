@@ -332,6 +332,34 @@ def test_filters_length_ratio_and_bounds():
     mined = mine_embeddings(x, y, config=MiningConfig(k=2, min_length=5, max_length=45), src_lengths=src_len,
                             tgt_lengths=tgt_len)
     assert mined.pairs() == {(0, 0), (1, 1)}  # rows 2 (too short) and 3 (too long) are not mined
+    assert mined.length_ratio_dropped is None  # no ratio bound, nothing counted
+
+
+def test_the_length_ratio_bound_counts_the_distinct_candidates_it_drops():
+    """(a helper: --max-length-ratio took 72 of 133 pairs without a count anywhere) The count is of
+    distinct (source, target) candidates among each side's k nearest, against a brute force."""
+    from xmine.mining.knn import exact_knn_both
+
+    rng = np.random.default_rng(5)
+    for trial in range(20):
+        n, m, k = int(rng.integers(1, 40)), int(rng.integers(1, 40)), int(rng.integers(1, 6))
+        x = rng.standard_normal((n, 8)).astype(np.float32)
+        y = rng.standard_normal((m, 8)).astype(np.float32)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        y /= np.linalg.norm(y, axis=1, keepdims=True)
+        sl, tl = rng.integers(1, 60, n), rng.integers(1, 60, m)
+        bound = float(rng.choice([1.0, 1.5, 3.0]))
+        knn = exact_knn_both(x, y, k)
+        fs, fi, bs, bi = knn
+        def over(i, j):
+            return max(sl[i], tl[j]) / min(sl[i], tl[j]) > bound
+
+        expected = {(i, int(j)) for i in range(n) for j in fi[i] if j >= 0 and over(i, j)}
+        expected |= {(int(i), j) for j in range(m) for i in bi[j] if i >= 0 and over(i, j)}
+        mined = select_pairs(*knn, config=MiningConfig(k=k, margin="distance", max_length_ratio=bound), src_lengths=sl,
+                             tgt_lengths=tl)
+        assert mined.length_ratio_dropped == len(expected), trial
+        assert not {(s, t) for s, t in mined.pairs() if over(s, t)}
 
 
 def test_config_is_validated():

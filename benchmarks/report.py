@@ -98,6 +98,18 @@ def _quick(name: str, res: dict[str, Any]) -> bool:
     return (res.get("provenance", {}).get("parameters") or {}).get("quick") is True or "-quick" in name
 
 
+def _machine_of(res: dict[str, Any]) -> dict[str, Any]:
+    """What a result records of its machine: `machine` (`xmine.benchmarks.common.machine`), with the
+    GPU a GPU check records beside it and the CPU an older speed result records as
+    `environment.cpu_model` (a regression pass: both shown without); {} where it records none."""
+    m = dict(res["machine"]) if isinstance(res.get("machine"), dict) else {}
+    if isinstance(res.get("gpu"), str):
+        m.setdefault("gpu", res["gpu"])
+    if isinstance(res.get("environment"), dict) and isinstance(res["environment"].get("cpu_model"), str):
+        m.setdefault("cpu", res["environment"]["cpu_model"])
+    return m
+
+
 def _machine_text(m: dict[str, Any]) -> str:
     """One machine record (`xmine.benchmarks.common.machine`, a GPU where one ran) as a phrase."""
     parts = [m.get("gpu"), m.get("cpu"), f"{m['cores']} logical cores" if m.get("cores") else None,
@@ -124,7 +136,7 @@ def _describe(res: dict[str, Any], name: str) -> list[str]:
     if isinstance(res.get("seconds"), (int, float)):
         head += f"; {res['seconds']:.0f} s"
     # each result on the machine it records (was: all under the report's own machine)
-    head += f"; on {_machine_text(res['machine'])}" if isinstance(res.get("machine"), dict) else "; machine not recorded"
+    head += f"; on {_machine_text(m)}" if (m := _machine_of(res)) else "; machine not recorded"
     params = []
     for k, v in prov.get("parameters", {}).items():
         if k == "task":

@@ -11,7 +11,10 @@ Pair discovery (`discover_pairs`), for each `--pairs` argument:
   are grouped by name: `STEM.LANG` (Tatoeba challenge `deu-eng.deu`, WMT `newstest2019.de`,
   FLORES v1 `wikipedia.dev.ne-en.ne`) groups by STEM; `LANG.SPLIT` (FLORES-200
   `deu_Latn.devtest`) groups by SPLIT. LANG is a language code: 2-3 lower-case letters with an
-  optional `_Script` (`deu`, `de`, `cmn_Hans`); `md`, `txt`, `tsv`, `json` ... are never codes.
+  optional `_Script` (`deu`, `de`, `cmn_Hans`); `md`, `txt`, `tsv`, `json` ... are never codes
+  (`xmine.langs.NOT_LANGUAGE_SUFFIXES`), and backups and markup (`.tmp`, `.bak`, `.tmx` ...:
+  `NOT_TEXT_SUFFIXES`) are never read. A code of that shape xmine does not know (`ber`, Berber,
+  ISO 639-5) is read as it is, and said.
   A compressed file's suffix (`.gz`, `.xz`, `.bz2`, `.zst`, `.zstd`) is left out first:
   `news.de.gz` is `news.de`, read decompressed.
   A group of two or more languages is one multi-way aligned set: with an English member, every
@@ -32,7 +35,8 @@ from typing import Iterator, Sequence
 
 from xmine.artefacts.fileio import missing
 from xmine.errors import ConfigError, InputError
-from xmine.langs import is_known_lang, lang_script, normalize_lang, usual_script
+from xmine.langs import (NOT_LANGUAGE_SUFFIXES, NOT_TEXT_SUFFIXES, is_known_lang, lang_script, normalize_lang,
+                         usual_script)
 from xmine.disentangle.massive import PIVOT, available_locales, find_folder, train_rows
 from xmine.io.corpus import iter_parallel
 from xmine.io.reader_base import COMPRESSED_SUFFIXES
@@ -40,8 +44,8 @@ from xmine.io.reader_base import COMPRESSED_SUFFIXES
 log = logging.getLogger(__name__)
 
 _LANG_CODE = re.compile(r"^[a-z]{2,3}(_[A-Z][a-z]{3})?$")
-_NOT_LANG = {"md", "txt", "tsv", "csv", "json", "gz", "zip", "xml", "sgm", "py", "sh", "yml", "yaml",
-             "bz2", "xz", "tar", "pdf", "doc", "log", "cfg", "ini", "id", "ids", "src", "ref", "hyp", "out"}
+#: and `id`: a file of sentence ids beside its text (Indonesian is read as `ind`)
+_NOT_LANG = NOT_LANGUAGE_SUFFIXES | {"id"}
 _PIVOT = "eng"
 
 
@@ -112,9 +116,9 @@ def _script_of(path: Path) -> str | None:
 def _scan_directory(root: Path, near_misses: list[str] | None = None, left_out: list[tuple[str, str]] | None = None,
                     scripts: dict[str, str] | None = None, unknown: list[str] | None = None) -> list[PairFiles]:
     """The pairs of a directory's files (the module's rule); `near_misses` gets the files named with
-    an upper-case language code (`news.DE`), which the rule does not read, `unknown` those whose
-    suffix has the shape of a code but names no language (`x.tmp`), and `left_out` those
-    another file of the same language and set replaced. `scripts`: the script wanted of a language
+    an upper-case language code (`news.DE`), which the rule does not read, `unknown` those read
+    under a code of a language's shape that xmine does not know (`ber`, Berber, ISO 639-5; a typo),
+    and `left_out` those another file of the same language and set replaced. `scripts`: the script wanted of a language
     (--langs zho_Hant), before its usual one."""
     groups: dict[tuple[Path, str, str], dict[str, Path]] = defaultdict(dict)
     for path in sorted(root.rglob("*")):
@@ -123,13 +127,15 @@ def _scan_directory(root: Path, near_misses: list[str] | None = None, left_out: 
         stem, last = _name_parts(path.name)
         if not stem:
             continue
-        if _is_lang(last) and is_known_lang(last):
+        if last.lower() in NOT_TEXT_SUFFIXES:  # (was: x.tmp, a backup, trained as language 'tmp')
+            continue
+        if _is_lang(last):
             group, code = groups[(path.parent, "stem", stem)], last
-        elif _is_lang(stem) and is_known_lang(stem):
+            if unknown is not None and not is_known_lang(last):  # (ber, Berber: ISO 639-5; a typo: said)
+                unknown.append(path.name)
+        elif _is_lang(stem):
             group, code = groups[(path.parent, "split", last)], stem
         else:
-            if unknown is not None and _is_lang(last):  # (was: x.tmp, a backup, trained as language 'tmp')
-                unknown.append(path.name)
             if near_misses is not None and (_is_lang(last.lower()) or _is_lang(stem.lower())):
                 near_misses.append(path.name)
             continue
@@ -225,8 +231,9 @@ def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) 
         log.warning(f"{', '.join(near_misses[:3])}{' and others' if len(near_misses) > 3 else ''}: left out: language "
                     "codes in file names are lower case")
     if unknown:
-        log.warning(f"{', '.join(unknown[:3])}{' and others' if len(unknown) > 3 else ''}: left out: the suffix "
-                    "names no language (ISO 639-1 such as de, ISO 639-3 such as deu, or deu_Latn)")
+        log.warning(f"{', '.join(unknown[:3])}{' and others' if len(unknown) > 3 else ''}: read under a language "
+                    "code xmine does not know (not ISO 639-1 or 639-3); check it is one, or name the pair with "
+                    "--pairs LANG=SRC:LANG=TGT")
     if left_out := [said for lang, said in left_out if wanted is None or lang in wanted]:  # (was: every language)
         log.warning(f"{len(left_out)} file(s) left out, another of the same language and set taken: "
                     f"{', '.join(left_out[:4])}{', ...' if len(left_out) > 4 else ''}; name the pair you want with "

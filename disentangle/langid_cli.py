@@ -21,8 +21,7 @@ from xmine.encoders.options import encodes_nothing, precision_option
 from xmine.encoders.projection import resolve_projection, shipped_dir
 from xmine.errors import ConfigError
 from xmine.io.corpus import CorpusStats, iter_corpus, truncate_for_encoding
-from xmine.io.reader_base import COMPRESSED_SUFFIXES
-from xmine.langs import is_known_lang, normalize_lang
+from xmine.langs import NOT_LANGUAGE_SUFFIXES, is_known_lang, normalize_lang
 from xmine.mining.langid import (LID_BACKENDS, UNKNOWN, TrustRule, backend_model, identify_by_projection,
                                  supported_languages)
 from xmine.mining.langid import identify as identify_by_library
@@ -35,9 +34,9 @@ LANGID_BLOCK = 10_000
 
 def _truth(spec: str) -> tuple[Path, str]:
     """The file of an --eval FILE and its language: LANG=FILE's, else the last suffix of the file's
-    name that is a language, past those of a compression and of a file type (tatoeba.deu-eng.deu,
-    test.de.txt, data.de.gz -> deu), else its name before the first dot (deu_Latn.devtest,
-    deu_Latn.txt). A name that holds no language (corpus.txt), or a LANG that is none, is refused
+    name that is a language, past a compression's and a file type's (`NOT_LANGUAGE_SUFFIXES`:
+    tatoeba.deu-eng.deu, test.de.txt, data.de.gz, news.de.sgm -> deu), else its name before the
+    first dot (deu_Latn.devtest, deu_Latn.txt). A name that holds no language (corpus.txt), or a LANG that is none, is refused
     (was: scored as language 'txt' or 'gz', which a projection never saw, exit 0)."""
     path, lang = _labelled(spec)
     if lang:
@@ -46,17 +45,11 @@ def _truth(spec: str) -> tuple[Path, str]:
                                      param_hint="FILES")
         return path, normalize_lang(lang)
     stem, *suffixes = path.name.split(".")
-    while suffixes and (f".{suffixes[-1].lower()}" in COMPRESSED_SUFFIXES or suffixes[-1].lower() in _NOT_LANGUAGES):
-        suffixes.pop()
-    for code in (suffixes[-1] if suffixes else "", stem):
-        if code and is_known_lang(code) and code.lower() not in _NOT_LANGUAGES:
+    for code in (*reversed(suffixes), stem):
+        if code and is_known_lang(code) and code.lower() not in NOT_LANGUAGE_SUFFIXES:
             return path, normalize_lang(code)
     raise click.BadParameter(f"{path}: cannot tell its language from its name (name it STEM.LANG, as news.de, or "
                              f"give LANG={path})", param_hint="FILES")
-
-
-#: file suffixes that are also ISO 639-3 codes (txt: Tita, dev: Gwede), read as suffixes
-_NOT_LANGUAGES = {"txt", "tsv", "csv", "dev", "tok", "src", "tgt", "bin", "xml", "raw"}
 
 
 def _labelled(spec: str) -> tuple[Path, str | None]:

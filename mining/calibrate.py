@@ -190,7 +190,8 @@ def operating_points(scores: np.ndarray, correct: np.ndarray, n_gold: int, *,
     """From the mined pairs' scores and whether each is gold: the best-F1 threshold and the lowest
     threshold of precision >= 0.95, with precision, recall and F1 at each, neither below `lowest`
     (a margin's NEUTRAL score: was a distance threshold of -0.05 for a space that does not align the
-    pair, which mine took from the record and refuses as --threshold); none when nothing was mined."""
+    pair, which mine took from the record and refuses as --threshold); none when nothing was mined,
+    or no gold pair scores at or above `lowest`."""
     if not len(scores):
         return {}
     s, precision, recall, f1, cut = threshold_sweep(scores, correct, n_gold)
@@ -203,6 +204,8 @@ def operating_points(scores: np.ndarray, correct: np.ndarray, n_gold: int, *,
                 "recall": round(float(recall[i]), 4), "f1": round(float(f1[i]), 4)}
 
     best = int(np.argmax(np.where(cut, f1, -1)))
+    if f1[best] <= 0:  # only wrong pairs at or above `lowest` (a regression pass: a threshold of F1 0 recorded)
+        return {}
     points = {"balanced": at(best)}
     ok = np.flatnonzero(cut & (precision >= PRECISION_POINT))
     if len(ok):  # never below the balanced point: where that is precise enough already, it is both

@@ -359,7 +359,8 @@ def _mine(config: MineConfig, *, show_progress: bool,
                             if search_config.ray and mining.product == "auto" else resolve_product(mining.product)),
                 "score_quantiles": ({q: float(np.quantile(mined.score, q)) for q in (0.1, 0.5, 0.9)}
                                     if len(mined) else {}),
-                "provenance": provenance(**asdict(mining), src_lang=src_lang, tgt_lang=tgt_lang,
+                # the languages mined as: a store's own where none was given, as score records them
+                "provenance": provenance(**asdict(mining), src_lang=langs[0], tgt_lang=langs[1],
                                          keep_fields={"src": list(config.src.keep_fields),
                                                       "tgt": list(config.tgt.keep_fields)},
                                          approximate=(asdict(approximate_config) if search == "approximate" else None),

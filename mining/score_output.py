@@ -68,7 +68,7 @@ SCORE_FORMATS = ("tsv", "csv", "jsonl", "parquet", "hf")
 #: the formats written gzip-compressed when the output's name ends in .gz
 _GZIP_SCORE_FORMATS = ("tsv", "csv", "jsonl")
 #: compressions whose names score refuses rather than write plain text under them
-_NOT_COMPRESSED_AS = (".xz", ".bz2", ".zst")
+_NOT_COMPRESSED_AS = (".xz", ".bz2", ".zst", ".zstd")
 SCORE_COLUMNS = ("cosine", "margin", "keep", "rule")
 _BATCH = 65_536
 
@@ -86,7 +86,8 @@ def resolve_score_format(out: str | Path, fmt: str | None) -> str:
         check_named_format(out, fmt, named)
     # An existing directory: an earlier dataset, its format by default; another format given
     # replaces it as any earlier result (--overwrite), as `mine` does (was: "its name says hf")
-    if fmt is None and named is None and stem_suffix(Path(out)) in FORMAT_ENDINGS:  # (was: TSV written as out.json)
+    if fmt is None and named is None and not Path(out).is_dir() and stem_suffix(Path(out)) in FORMAT_ENDINGS:
+        # (was: TSV written as out.json)
         raise ConfigError(f"{out}: score writes {', '.join(SCORE_FORMATS)} (tsv, csv and jsonl also gzip-compressed, "
                           "as .gz), not what its name says; choose a name (or --format) of one of them")
     fmt = fmt or named or ("hf" if Path(out).is_dir() else "tsv")

@@ -513,6 +513,17 @@ def test_report_says_what_a_result_recorded_of_its_making(tmp_path):
     assert "*full.json*; commit `abc`; 2026-12-05; on NVIDIA H200, Xeon 9, 16 logical cores, 125.8 GB RAM\n\n" \
            "Parameters: rows=3" in md
     assert "*old.json*; no commit or date recorded (the lab script wrote none then); machine not recorded" in md
+    # a GPU check's GPU beside its machine, an older speed result's CPU in its environment
+    (tmp_path / "gpu.json").write_text(json.dumps({"kind": "xmine-benchmark-result", "format_version": 1,
+                                                   "task": "langid", "table": table, "gpu": "NVIDIA H200",
+                                                   "machine": {"cpu": "Xeon 9", "cores": 16}}))
+    (tmp_path / "speed.json").write_text(json.dumps({"kind": "xmine-benchmark-result", "format_version": 1,
+                                                     "task": "langid", "table": table,
+                                                     "environment": {"cpu_model": "AMD EPYC"}}))
+    md = report.write_report(tmp_path, tmp_path / "R2.md").read_text()
+    assert "*gpu.json*; no commit or date recorded (the lab script wrote none then); on NVIDIA H200, Xeon 9, 16 " \
+           "logical cores" in md and "*speed.json*; no commit or date recorded (the lab script wrote none then); " \
+           "on AMD EPYC\n" in md
     assert md.count("Parameters:") == 1
 
 

@@ -798,6 +798,15 @@ def test_mine_refuses_an_output_name_of_a_format_it_does_not_write(tmp_path):
     assert [_search_format(tmp_path / n, f) for n, f in (("h.txt", None), ("h", None), ("h.out", "jsonl"))] == \
         ["tsv", "tsv", "jsonl"]
     assert _search_format(None, None) == "tsv"
+    # .zstd too; an existing dataset folder, whatever its name, is a dataset (a regression pass)
+    for refuse in (lambda p: output_format(p, None), lambda p: resolve_score_format(p, None),
+                   lambda p: _search_format(p, None)):
+        for name in ("out.tsv.zstd", "out.zstd"):
+            with pytest.raises(ConfigError):
+                refuse(tmp_path / name)
+    (tmp_path / "ds.arrow").mkdir()
+    assert output_format(tmp_path / "ds.arrow", None) == resolve_score_format(tmp_path / "ds.arrow", None) == "hf"
+    assert output_format(tmp_path / "out.gz", None) == resolve_score_format(tmp_path / "out.gz", None) == "tsv"
 
 
 def test_an_inputs_record_count_is_its_records_not_its_last_line(tmp_path):

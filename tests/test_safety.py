@@ -829,7 +829,11 @@ def test_an_explicit_language_filter_takes_the_languages_stores_record(ws):
     """(a helper: `mine s_de/ s_en/ --lang-filter` refused, "give --src-lang and --tgt-lang", where
     the default turned the filter on with the stores' languages)"""
     ok(xm("mine", ws / "store", ws / "index", "--lang-filter", "-o", ws / "lf.tsv", "-q"))
-    assert json.loads((ws / "lf.tsv.json").read_text())["lang_filter"]["source"] == "--lang-filter"
+    summary = json.loads((ws / "lf.tsv.json").read_text())
+    assert summary["lang_filter"]["source"] == "--lang-filter"
+    # the languages mined as recorded, as score records them (a regression pass: null, as given)
+    assert (summary["provenance"]["parameters"]["src_lang"], summary["provenance"]["parameters"]["tgt_lang"]) == \
+        ("de", "en")
     refused(xm("mine", ws / "store", ws / "en.txt", "--lang-filter", "--encoder", "use-m3", "-o", ws / "x.tsv"),
             "--lang-filter needs the language of each side: give --tgt-lang")
 

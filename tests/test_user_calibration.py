@@ -42,6 +42,7 @@ def test_no_threshold_lies_below_an_ordinary_pairs_margin():
     assert points["balanced"] == {"threshold": 0.02, "precision": 0.5, "recall": 0.3333, "f1": 0.4}
     assert "precision" not in points  # no cut at or above 0 is precise enough
     assert operating_points(scores[2:], correct[2:], n_gold=3, lowest=0.0) == {}
+    assert operating_points(np.array([0.1, -0.02]), np.array([0, 1], bool), n_gold=2, lowest=0.0) == {}
     with pytest.raises(InputError, match="r.json: operating_points.balanced.distance: -0.05 is below an ordinary "
                                          "pair's distance margin \\(0\\)"):
         parse_defaults({"operating_points": {"balanced": {"distance": -0.05}}}, Path("r.json"), "", "r.json")

@@ -29,6 +29,16 @@ from xmine.errors import ConfigError
 #: or index records it as such, a language given later stands for it, and a language-dependent
 #: projection picks each row's nearest language itself.
 UNDETERMINED = "und"
+#: file-name suffixes that name a file's type, or a backup's, never its language, though many are
+#: ISO 639-3 codes too (txt: Tita, dev: Gwede, log: Logo, sgm: Sing Sing Sogo, bak: Bashkir): a
+#: file of Bashkir text is named by a code with its script (bak_Cyrl) or given as LANG=FILE
+NOT_LANGUAGE_SUFFIXES = frozenset({
+    "txt", "tsv", "csv", "json", "xml", "sgm", "tmx", "md", "sh", "py", "yml", "yaml", "ini", "cfg", "log", "lst",
+    "doc", "pdf", "tar", "zip", "gz", "bz2", "xz", "bin", "dat", "raw", "out", "err", "ids", "src", "tgt", "ref",
+    "hyp", "dev", "tok", "tmp", "bak", "old", "new", "swp", "sav"})
+#: of those, the suffixes of files that hold no line-aligned text at all (backups, markup): a pairs
+#: directory never reads them, not even as a split named by them (de.tmp beside en.tmp)
+NOT_TEXT_SUFFIXES = frozenset({"tmp", "bak", "old", "swp", "sav", "tmx", "sgm", "xml", "pdf", "doc", "zip", "tar"})
 
 
 @functools.lru_cache(maxsize=1)

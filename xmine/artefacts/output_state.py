@@ -201,7 +201,7 @@ def check_not_input(outputs: Iterable[Path], inputs: Iterable[str | Path | None]
 #: endings that name a format of rows (or a compression): an output so named that a command does not
 #: write that format is refused, rather than plain text written under the name (mine, score, search)
 FORMAT_ENDINGS = (".tsv", ".csv", ".json", ".jsonl", ".ndjson", ".parquet", ".pq", ".tmx", ".arrow", ".feather",
-                  ".gz", ".xz", ".bz2", ".zst")
+                  ".gz", ".xz", ".bz2", ".zst", ".zstd")
 
 
 def check_named_format(out: str | Path, fmt: str, named: str | None) -> None:

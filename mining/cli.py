@@ -310,6 +310,10 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
                                                                         runtime=runtime, prompt=prompt,
                                                                         prompt_name=prompt_name, device=device),
                            show_progress=not quiet)
+        if not record["operating_points"]:  # (was: a record of no threshold written, which mine read as none)
+            raise ConfigError(f"{inputs[0]} and {inputs[1]}: no threshold: in neither margin does a gold pair score "
+                              f"above an ordinary pair's, so {encoder} does not align these pairs (`xmine encoders "
+                              f"--check {encoder}` says whether it aligns languages); nothing written")
         record["data"]["projection_trained_on"] = trained_on(record["space"]["projection"], inputs)
         atomic_write_manifest(out, record)  # ends with its own checksum: mine refuses an edited record
     best = max((v["f1"] for found in record["measured"].values() for v in found.values()), default=0.0)

@@ -245,6 +245,7 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
     elif (value := found.threshold(config.margin, point)) is None:
         record["source"] = (f"every pair kept: {what} has no calibrated {config.margin} threshold for the "
                             f"{point} operating point; pass --threshold to choose one")
+        log.warning("%s", record["source"])  # (was: recorded only)
     else:
         config = config.replace(threshold=value)
         record |= {"value": value, "operating_point": point,

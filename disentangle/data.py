@@ -118,8 +118,8 @@ def _scan_directory(root: Path, near_misses: list[str] | None = None, left_out: 
     """The pairs of a directory's files (the module's rule); `near_misses` gets the files named with
     an upper-case language code (`news.DE`), which the rule does not read, `unknown` those read
     under a code of a language's shape that xmine does not know (`ber`, Berber, ISO 639-5; a typo),
-    and `left_out` those another file of the same language and set replaced. `scripts`: the script wanted of a language
-    (--langs zho_Hant), before its usual one."""
+    and `left_out` those another file of the same language and set replaced. `scripts`: the script
+    wanted of a language (--langs zho_Hant), before its usual one."""
     groups: dict[tuple[Path, str, str], dict[str, Path]] = defaultdict(dict)
     for path in sorted(root.rglob("*")):
         if not path.is_file() or any(p.startswith(".") for p in path.relative_to(root).parts):

@@ -36,8 +36,9 @@ def _truth(spec: str) -> tuple[Path, str]:
     """The file of an --eval FILE and its language: LANG=FILE's, else the last suffix of the file's
     name that is a language, past a compression's and a file type's (`NOT_LANGUAGE_SUFFIXES`:
     tatoeba.deu-eng.deu, test.de.txt, data.de.gz, news.de.sgm -> deu), else its name before the
-    first dot (deu_Latn.devtest, deu_Latn.txt). A name that holds no language (corpus.txt), or a LANG that is none, is refused
-    (was: scored as language 'txt' or 'gz', which a projection never saw, exit 0)."""
+    first dot (deu_Latn.devtest, deu_Latn.txt). A name that holds no language (corpus.txt), or a
+    LANG that is none, is refused (was: scored as language 'txt' or 'gz', which a projection never
+    saw, exit 0)."""
     path, lang = _labelled(spec)
     if lang:
         if not is_known_lang(lang):
@@ -76,9 +77,9 @@ def _labelled(spec: str) -> tuple[Path, str | None]:
               help="The files are labelled: report accuracy per file and overall instead of per-line output. "
                    "The true language is given as LANG=FILE, else the file's last suffix that is a language, past "
                    "a compression's and a file type's (tatoeba.deu-eng.deu, test.de.txt.gz -> deu), else its name "
-                   "before the first dot (deu_Latn.devtest); a file whose name holds none is refused. A line called 'unknown' counts as "
-                   "a miss (with --guess, the nearest language is scored); for a language the projection never saw, "
-                   "a line is right when called 'unknown'.")
+                   "before the first dot (deu_Latn.devtest); a file whose name holds none is refused. A line "
+                   "called 'unknown' counts as a miss (with --guess, the nearest language is scored); for a "
+                   "language the projection never saw, a line is right when called 'unknown'.")
 @click.option("-o", "--out", "--output", "output", type=GivenPath(dir_okay=False, path_type=Path), default=None,
               help="Write `file<TAB>line<TAB>lang<TAB>score` (with --eval: the report) here instead of stdout "
                    "(atomically, with a summary in OUTPUT.json that marks it as xmine's).")

@@ -94,7 +94,8 @@ def output_format(out: str | Path, fmt: str | None) -> str:
         check_named_format(out, fmt, named)
     else:
         fmt = named or ("hf" if Path(out).is_dir() else "tsv")
-        if named is None and fmt == "tsv" and name.removesuffix(".gz").endswith(FORMAT_ENDINGS):  # (was: TSV as out.csv)
+        # (was: TSV written as out.csv or out.tsv.xz; an existing dataset folder is one, whatever its name)
+        if named is None and fmt == "tsv" and name.removesuffix(".gz").endswith(FORMAT_ENDINGS):
             raise ConfigError(f"{out}: mine writes {', '.join(OUTPUT_FORMATS)} (tsv, jsonl and tmx also gzip-compressed, "
                               f"as .gz), not what its name says; choose a name (or --format) of one of them")
     if name.endswith(".gz") and fmt not in GZIP_FORMATS:

@@ -356,6 +356,6 @@ def being_written(path: Path) -> bool:
     return False
 
 
-__all__ = ["FORMAT_ENDINGS", "FORMS", "TREE_KEYS", "being_written", "changed_files", "check_named_format", "check_not_input", "dir_kind",
-           "md_header", "own_output_name", "output_state", "png_metadata", "same_file", "sidecar_of", "tree_changes",
-           "tree_record"]
+__all__ = ["FORMAT_ENDINGS", "FORMS", "TREE_KEYS", "being_written", "changed_files", "check_named_format",
+           "check_not_input", "dir_kind", "md_header", "own_output_name", "output_state", "png_metadata",
+           "same_file", "sidecar_of", "tree_changes", "tree_record"]

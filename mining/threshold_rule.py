@@ -55,7 +55,8 @@ import numpy as np
 from xmine.artefacts.directory import file_fingerprint
 from xmine.artefacts.records import EncoderId
 from xmine.calibration import DEFAULT_MARGIN, SpaceDefaults, language_threshold
-from xmine.langs import normalize_lang
+from xmine.errors import ConfigError
+from xmine.langs import UNDETERMINED, normalize_lang
 from xmine.mining.calibrate import calibration_pair_note, read_calibration
 from xmine.mining.config import SelectionConfig
 from xmine.mining.defaults import DEFAULT_OPERATING_POINT, space_defaults
@@ -63,7 +64,6 @@ from xmine.mining.filters import PairFilterConfig
 from xmine.mining.run_estimate import (MUTUAL_LOW_TRANSLATIONS, estimate_true_pairs, estimated_threshold,
                                        mutual_low_share)
 from xmine.mining.select import BOTH, MinedPairs, MiningConfig
-from xmine.langs import UNDETERMINED
 
 log = logging.getLogger(__name__)
 
@@ -243,8 +243,11 @@ def run_threshold(selection: SelectionConfig, config: MiningConfig, filters: Pai
         else:
             record["rule"] = {"rule": ESTIMATED}
     elif (value := found.threshold(config.margin, point)) is None:
-        record["source"] = (f"every pair kept: {what} has no calibrated {config.margin} threshold for the "
-                            f"{point} operating point; pass --threshold to choose one")
+        if selection.calibration is not None:  # (a helper: every pair kept, the space's own default set aside)
+            raise ConfigError(f"{selection.calibration}: holds no {config.margin} threshold for the {point} operating "
+                              f"point (it holds {', '.join(sorted(found.thresholds.get(point) or {})) or 'none'}); "
+                              f"mine with --margin {found.margin}, or pass --threshold")
+        record["source"] = f"every pair kept: {what} has no calibrated {config.margin} {point} threshold; pass --threshold"
         log.warning("%s", record["source"])  # (was: recorded only)
     else:
         config = config.replace(threshold=value)

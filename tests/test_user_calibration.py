@@ -168,6 +168,11 @@ def test_calibrate_then_mine_with_the_record(data_dir, tmp_path):
     refused(xm(*mine_args, "--margin", "absolute", "--threshold", "1.5", "-o", tmp_path / "m3.tsv"),
             "--threshold 1.5 is above what the absolute margin gives a pair (a cosine, at most 1 (1.001 of "
             "float16 rows))")
+    # a margin the record holds no threshold of (a helper: every pair kept, the space's own default of
+    # that margin set aside, exit 0)
+    refused(xm(*mine_args, "--calibration", record, "--margin", "absolute", "-o", tmp_path / "m3.tsv"),
+            "holds no absolute threshold for the balanced operating point (it holds distance, ratio)")
+    assert not (tmp_path / "m3.tsv").exists()
     # exactly an ordinary pair's margin is a threshold like another (the Ray tests mine at ratio 1)
     from xmine.mining.config import SelectionConfig
 

@@ -29,8 +29,8 @@ from xmine.mining.config import (MineConfig, SearchConfig, SelectionConfig, Side
                                  check_score_cap, score_cap_on_margin)
 from xmine.mining.pipeline import mine as run_mine
 from xmine.mining.score_output import SCORE_FORMATS
-from xmine.options import (NAME, ExistingPath, GivenPath, InputPath, input_format_options, projection_option,
-                           quiet_option, ray_option)
+from xmine.options import (NAME, ExistingPath, GivenPath, InputPath, OutputPath, format_of_directory,
+                           input_format_options, projection_option, quiet_option, ray_option)
 from xmine.paths import resolve_data_dir
 
 log = logging.getLogger(__name__)
@@ -150,7 +150,7 @@ def _before_search(summary: dict) -> str:
                    "store of that file (xmine embed, of vectors made elsewhere too), the target's as --tgt.")
 @click.option("--tgt", "tgt_file", type=InputPath(), default=None,
               help="A Moses bitext's target file, line-aligned with --src.")
-@click.option("-o", "--out", required=True, type=GivenPath(path_type=Path),
+@click.option("-o", "--out", required=True, type=OutputPath(path_type=Path),
               help="Output: the bitext's rows in their order with the columns cosine, margin, keep (1/0 in "
                    "TSV/CSV, true/false in JSON Lines, Parquet and datasets) and rule (the rule that dropped the "
                    "pair) added; a summary with the counts goes to OUT.json. A name ending in .gz is written "
@@ -233,8 +233,8 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
     summary = score_bitext(bitext, out=out, src_lang=src_lang, tgt_lang=tgt_lang, encoding=encoding,
                            search=SearchConfig(k=k, approximate=approximate, ray=ray_address), selection=selection,
                            filters=pair_filters, src_corpus=src_corpus, tgt_corpus=tgt_corpus, kept_only=kept_only,
-                           output_format=output_format, overwrite=overwrite, keep_work=keep_work,
-                           show_progress=not quiet)
+                           output_format=format_of_directory(output_format), overwrite=overwrite,
+                           keep_work=keep_work, show_progress=not quiet)
     t = summary["threshold"]
     rule = f"threshold {t['value']:g} ({t.get('source_brief', t['source'])})" if t["value"] is not None else t["source"]
     for note in t.get("language_notes", []):

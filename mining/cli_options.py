@@ -28,8 +28,8 @@ from xmine.mining.presearch import PreSearchConfig
 from xmine.mining.products import PRODUCTS
 from xmine.mining.select import MARGINS, MAX_WORKERS, RETRIEVALS
 from xmine.mining.writers import OUTPUT_FORMATS
-from xmine.options import (LANG, NAME, PROJECTION_CHOSEN, ExistingPath, Finite, GivenPath, given_on_command_line,
-                           projection_option, ray_option)
+from xmine.options import (LANG, NAME, PROJECTION_CHOSEN, ExistingPath, Finite, OutputPath,
+                           format_of_directory, given_on_command_line, projection_option, ray_option)
 
 
 class ThresholdType(click.ParamType):
@@ -176,9 +176,9 @@ pair_filter_options = _options(
 output_options = _options(
     "output",
     lambda out, output_format, overwrite, line_numbers, meta, keep_filtered, keep_work: OutputConfig(
-        path=out, format=output_format, overwrite=overwrite, meta=meta, line_numbers=line_numbers,
+        path=out, format=format_of_directory(output_format), overwrite=overwrite, meta=meta, line_numbers=line_numbers,
         keep_filtered=keep_filtered, keep_work=keep_work),
-    click.option("-o", "--out", required=True, type=GivenPath(path_type=Path),
+    click.option("-o", "--out", required=True, type=OutputPath(path_type=Path),
                  help="Output, highest score first (written atomically); TSV by default: score<TAB>src<TAB>tgt "
                       "(gzip when OUT ends in .gz). A summary with provenance goes to OUT.json, which also marks "
                       "OUT as xmine's. An existing OUT is replaced only if it is an earlier mining result and "
@@ -188,7 +188,7 @@ output_options = _options(
                       "--tgt-lang or a store's language, else OUT.src and OUT.tgt); jsonl, parquet or hf (a Hugging Face save_to_disk "
                       "folder OUT with a dataset card): one row a pair with a translation dict keyed by the "
                       "language codes, the score, and where each side came from (file, line/row, record id); "
-                      "tmx. Default: by OUT's extension (.jsonl, .tmx, .parquet/.pq; an existing directory: hf; else "
+                      "tmx. Default: by OUT's extension (.jsonl, .tmx, .parquet/.pq; an existing directory, or OUT/: hf; else "
                       "tsv); a name ending .gz writes tsv, jsonl or tmx gzip-compressed."),
     click.option("--overwrite", is_flag=True,
                  help="Replace OUT (and OUT.json, OUT.meta) if it is an earlier xmine mining result."),

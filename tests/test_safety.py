@@ -851,6 +851,16 @@ def test_the_pairs_the_length_ratio_bound_drops_are_counted(ws):
     assert "max_length_ratio" not in json.loads((ws / "n.tsv.json").read_text())
 
 
+def test_an_output_written_with_a_trailing_slash_is_a_dataset_folder(ws):
+    """(a helper: `-o newdir/` wrote a TSV file named newdir, the slash dropped without a word)"""
+    ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-o", f"{ws / 'newdir'}/", "-q"))
+    assert (ws / "newdir").is_dir() and json.loads((ws / "newdir.json").read_text())["format"] == "hf"
+    for args in (("mine", ws / "de.txt", ws / "en.txt"), ("score", "--src", ws / "pairs.de", "--tgt", ws / "pairs.en")):
+        refused(xm(*args, "--encoder", "use-m3", "-o", f"{ws / 'other'}/", "--format", "jsonl"),
+                "other/: names a directory (a trailing '/'), but --format jsonl writes a file")
+    assert not (ws / "other").exists()
+
+
 def test_a_file_named_like_the_lock_is_left_alone(ws):
     lock = ws / ".lockt.tsv.lock"
     lock.write_text("my file\n")

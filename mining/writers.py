@@ -383,7 +383,8 @@ def _sentence_meta(side, row: int, fields: Sequence[PairColumn], i: int, prefix:
             return values[0] if isinstance(values[0], str) else json.dumps(values[0], ensure_ascii=False, default=str)
         return json.dumps({col.name.removeprefix(prefix): v for col, v in zip(fields, values)},
                           ensure_ascii=False, default=str)
-    cell = str(side.ids[row]) if side.ids is not None else f"{side.path}:{side.line_numbers[row]}"
+    # the file the line is of: a store's or an index's input, as the JSON Lines rows name it (was: the store)
+    cell = str(side.ids[row]) if side.ids is not None else f"{side.source or side.path}:{side.line_numbers[row]}"
     return cell if side.sentence_index is None else f"{cell}#{int(side.sentence_index[row])}"
 
 

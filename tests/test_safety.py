@@ -861,6 +861,15 @@ def test_an_output_written_with_a_trailing_slash_is_a_dataset_folder(ws):
     assert not (ws / "other").exists()
 
 
+def test_the_meta_of_a_store_side_names_the_file_its_line_is_of(ws, made):
+    """(a helper: `--meta` named the store directory with a line number of its input file, where the
+    JSON Lines rows name the file)"""
+    ok(xm("mine", ws / "store", ws / "en.txt", "--encoder", "use-m3", "--meta", "-o", ws / "m.tsv", "-q"))
+    cells = [line.split("\t") for line in (ws / "m.tsv.meta").read_text(encoding="utf-8").splitlines()]
+    assert cells and all(src.startswith(f"{made / 'de.txt'}:") and tgt.startswith(f"{ws / 'en.txt'}:")
+                         for _, src, tgt in cells), cells[:2]
+
+
 def test_a_file_named_like_the_lock_is_left_alone(ws):
     lock = ws / ".lockt.tsv.lock"
     lock.write_text("my file\n")

@@ -203,7 +203,7 @@ def test_chosen_splitter_recovers_flores_lines(data_dir, lang):
     assert sentence_splitter(lang.split("_")[0])(joiner.join(s.strip() for s in lines)) == [s.strip() for s in lines]
 
 
-def test_thai_is_not_split_and_says_so(data_dir, caplog):
+def test_thai_is_not_split_and_says_so(data_dir, caplog, tmp_path):
     from xmine.io.sentences import sentence_splitter
 
     lines = flores_lines(data_dir, "tha_Thai", 3, start=5)
@@ -211,6 +211,14 @@ def test_thai_is_not_split_and_says_so(data_dir, caplog):
         split = sentence_splitter("th")
     assert "no measured sentence splitter" in caplog.text
     assert len(split(" ".join(s.strip() for s in lines))) < 3
+    # said once a run (a helper: twice, by the check before the run and again by the split)
+    for code, name in (("tha_Thai", "th.txt"), ("eng_Latn", "en.txt")):
+        (tmp_path / name).write_text("".join(f"{s}\n" for s in flores_lines(data_dir, code, 20)), encoding="utf-8")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="xmine"):
+        ok(xm("mine", tmp_path / "th.txt", tmp_path / "en.txt", "--src-lang", "th", "--tgt-lang", "en",
+              "--split-sentences", "--encoder", "use-m3", "-q", "-o", tmp_path / "m.tsv"))
+    assert caplog.text.count("no measured sentence splitter") == 1, caplog.text
 
 
 def test_product_choice_is_the_measured_one():

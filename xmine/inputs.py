@@ -273,4 +273,4 @@ def check_split_languages(sides: Sequence[tuple[Any, str | None, str]], input_fo
     split has a language and the splitter can be loaded; stores and indexes are not split."""
     for path, lang, option in sides:
         if artefact_kind(path, input_format) == "text":
-            sentence_splitter(lang, what=str(path), option=option)
+            sentence_splitter(lang, what=str(path), option=option, warn=False)

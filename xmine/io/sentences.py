@@ -127,15 +127,17 @@ class SentenceSplitter:
                 **({"joined_after": "ordinals (2)"} if self.lang in JOINED_AFTER else {})}  # (its version)
 
 
-def sentence_splitter(lang: str | None, *, what: str = "the corpus", option: str = "--lang") -> SentenceSplitter:
+def sentence_splitter(lang: str | None, *, what: str = "the corpus", option: str = "--lang",
+                      warn: bool = True) -> SentenceSplitter:
     """The chosen splitter for `lang`; ConfigError (one line) when no language is given or the
-    library is not installed."""
+    library is not installed. `warn=False`: a check before the run, which warns when it splits (was:
+    the warning of a language without sentence punctuation said twice)."""
     if not lang or lang == "und":  # (was: "pass --lang" to a user who had passed --lang und)
         given = f"{option} und names no language" if lang == "und" else f"pass {option}"
         raise ConfigError(f"{what}: --split-sentences needs the language of the text (its splitter depends on "
                           f"it): {given}")
     code = normalize_lang(lang)
-    if code in UNSPLIT:
+    if code in UNSPLIT and warn:
         log.warning("%s: no measured sentence splitter finds %s sentence boundaries (no sentence punctuation); "
                     "records are split only where they hold terminal punctuation", what, code)
     if splitter_name(code) == "terminal":

@@ -192,6 +192,18 @@ def test_cache_commands_create_nothing_and_refuse_what_they_cannot_do_as_asked(t
         refused(xm("cache", "clear"), "1 cache file(s)", "give --yes")
     assert ok(xm("cache", "clear", "--encoder", "use-m3", "--yes")).output.startswith("deleted 1 cache file(s)")
     assert not cache_path(fingerprint).exists()
+    # its folder a file: said, by info and where a cache is opened (a helper: "0 cache file(s)", then
+    # "file exists" when encoding)
+    from xmine.errors import ArtefactError
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "embeddings").write_text("not a folder\n")
+    monkeypatch.setenv("XMINE_HOME", str(other))
+    refused(xm("cache", "info"), "embeddings: the embedding cache's folder ($XMINE_HOME/embeddings) is not a directory")
+    with pytest.raises(ArtefactError, match="is not a directory"):
+        EmbeddingCache(fingerprint)
+    assert (other / "embeddings").read_text() == "not a folder\n"
 
 
 def test_a_damaged_cache_file_is_one_line_naming_it_and_a_damaged_row_is_encoded_again(made, tmp_path,

@@ -107,6 +107,7 @@ class EmbeddingCache:
         self.path = Path(path) if path is not None else cache_path(encoder_fingerprint)
         self.max_rows = max(1, int((max_mb if max_mb is not None else max_cache_mb()) * 2**20
                                    // (4 * self.dim + _CRC + _ROW_OVERHEAD)))
+        _check_cache_dir(self.path.parent)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, timeout=120)
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -182,9 +183,17 @@ def _with_crc(vector: bytes) -> bytes:
 
 def cache_files() -> list[Path]:
     """The `*.sqlite` files under $XMINE_HOME/embeddings: xmine's cache files, and whatever else a
-    user put there (`cache_file_info` tells them apart)."""
+    user put there (`cache_file_info` tells them apart). ArtefactError where that is no folder
+    (was: "0 cache files", and encoding then failed with "file exists")."""
     d = xmine_home(create=False) / "embeddings"
+    _check_cache_dir(d)
     return sorted(d.glob("*.sqlite")) if d.is_dir() else []
+
+
+def _check_cache_dir(d: Path) -> None:
+    if os.path.lexists(d) and not d.is_dir():
+        raise ArtefactError(f"{d}: the embedding cache's folder ($XMINE_HOME/embeddings) is not a directory; move it "
+                            "away (or set XMINE_HOME elsewhere)")
 
 
 #: how `_file_name` names a cache file

@@ -29,7 +29,7 @@ from xmine.io.stdin import with_local_inputs
 from xmine.options import (LANG, NAME, PROJECTION_CHOSEN, SEED, ExistingPath, Finite, GivenPath, InputPath,
                            given_on_command_line, input_format_options, projection_option, quiet_option,
                            ray_option, refuse_overwrite_without_output)
-from xmine.artefacts.output_state import FORMAT_ENDINGS, check_named_format
+from xmine.artefacts.output_state import check_named_format, names_another_format
 from xmine.artefacts.outputs import claim_output
 from xmine.store.rows import RowSubset
 
@@ -212,7 +212,7 @@ def _search_format(out: Path | None, fmt: str | None) -> str:
     if fmt is not None:
         check_named_format(out, fmt, named)  # (was: JSON Lines written into hits.tsv without a word)
         return fmt
-    if out is not None and named is None and out.suffix.lower() in FORMAT_ENDINGS:  # (was: TSV as hits.parquet)
+    if out is not None and names_another_format(out, named):  # (was: TSV written as hits.parquet)
         raise ConfigError(f"{out}: search writes tsv and jsonl, not what its name says; name it .tsv or .jsonl "
                           "(or give --format)")
     return named or "tsv"

@@ -29,7 +29,7 @@ import numpy as np
 
 from xmine.errors import ConfigError, InputError
 from xmine.mining.filters import RULES as FILTER_RULES
-from xmine.artefacts.output_state import FORMAT_ENDINGS, check_named_format
+from xmine.artefacts.output_state import check_named_format, names_another_format
 from xmine.mining.writers import parquet_to_dataset, text_output, tsv_field
 from xmine.io.reader_base import stem_suffix
 
@@ -86,8 +86,7 @@ def resolve_score_format(out: str | Path, fmt: str | None) -> str:
         check_named_format(out, fmt, named)
     # An existing directory: an earlier dataset, its format by default; another format given
     # replaces it as any earlier result (--overwrite), as `mine` does (was: "its name says hf")
-    if fmt is None and named is None and not Path(out).is_dir() and stem_suffix(Path(out)) in FORMAT_ENDINGS:
-        # (was: TSV written as out.json)
+    if fmt is None and names_another_format(out, named):  # (was: TSV written as out.json)
         raise ConfigError(f"{out}: score writes {', '.join(SCORE_FORMATS)} (tsv, csv and jsonl also gzip-compressed, "
                           "as .gz), not what its name says; choose a name (or --format) of one of them")
     fmt = fmt or named or ("hf" if Path(out).is_dir() else "tsv")

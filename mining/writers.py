@@ -39,7 +39,7 @@ from xml.sax.saxutils import escape, quoteattr
 import numpy as np
 
 from xmine import __version__
-from xmine.artefacts.output_state import FORMAT_ENDINGS, check_named_format
+from xmine.artefacts.output_state import check_named_format, names_another_format
 from xmine.errors import ConfigError
 from xmine.io.reader_base import one_line
 from xmine.langs import bcp47_tag, language_subtag
@@ -94,8 +94,7 @@ def output_format(out: str | Path, fmt: str | None) -> str:
         check_named_format(out, fmt, named)
     else:
         fmt = named or ("hf" if Path(out).is_dir() else "tsv")
-        # (was: TSV written as out.csv or out.tsv.xz; an existing dataset folder is one, whatever its name)
-        if named is None and fmt == "tsv" and name.removesuffix(".gz").endswith(FORMAT_ENDINGS):
+        if names_another_format(out, named):  # (was: TSV written as out.csv or out.tsv.xz)
             raise ConfigError(f"{out}: mine writes {', '.join(OUTPUT_FORMATS)} (tsv, jsonl and tmx also gzip-compressed, "
                               f"as .gz), not what its name says; choose a name (or --format) of one of them")
     if name.endswith(".gz") and fmt not in GZIP_FORMATS:

@@ -204,6 +204,15 @@ FORMAT_ENDINGS = (".tsv", ".csv", ".json", ".jsonl", ".ndjson", ".parquet", ".pq
                   ".gz", ".xz", ".bz2", ".zst", ".zstd")
 
 
+def names_another_format(out: str | Path, named: str | None) -> bool:
+    """Whether `out`, whose name says no format the command writes (`named` None), is named for a
+    format or compression it does not write (`FORMAT_ENDINGS`, before a .gz): refused by mine, score
+    and search rather than plain text written under the name. An existing directory is a dataset,
+    whatever its name."""
+    name = Path(out).name.lower()
+    return named is None and not Path(out).is_dir() and name.removesuffix(".gz").endswith(FORMAT_ENDINGS)
+
+
 def check_named_format(out: str | Path, fmt: str, named: str | None) -> None:
     """Refuse a --format `fmt` other than the format `named` by the output's name (was: JSON Lines
     written into out.parquet, or into hits.tsv, without a word): `mine`'s, `score`'s and `search`'s."""
@@ -357,5 +366,5 @@ def being_written(path: Path) -> bool:
 
 
 __all__ = ["FORMAT_ENDINGS", "FORMS", "TREE_KEYS", "being_written", "changed_files", "check_named_format",
-           "check_not_input", "dir_kind", "md_header", "own_output_name", "output_state", "png_metadata",
-           "same_file", "sidecar_of", "tree_changes", "tree_record"]
+           "check_not_input", "dir_kind", "md_header", "names_another_format", "own_output_name", "output_state",
+           "png_metadata", "same_file", "sidecar_of", "tree_changes", "tree_record"]

@@ -467,11 +467,11 @@ def test_verify_given_a_summary_checks_its_output_and_names_a_renamed_one(ws):
     shutil.copy(out, ws / "kept.tsv")
     shutil.copy(ws / "m.tsv.json", ws / "kept.tsv.json")
     refused(xm("verify", ws / "kept.tsv"), "kept.tsv.json: records the files m.tsv, not kept.tsv: renamed")
-    # a summary one flipped byte made invalid JSON is said to be damaged, and where (a helper: "not an
-    # xmine summary (unreadable, or no kind)"); a store's manifest given, the store is named
+    # a summary one flipped byte made invalid JSON is said to be, and where, as a manifest is (a helper:
+    # "not an xmine summary (unreadable, or no kind)"); a store's manifest given, the store is named
     summary = (ws / "m.tsv.json").read_bytes()
     (ws / "m.tsv.json").write_bytes(summary.replace(b'"kind"', b'"kind\x01', 1))
-    refused(xm("verify", out), "m.tsv.json: a damaged summary, unreadable (Invalid control character at: line")
+    refused(xm("verify", out), "m.tsv.json: unparseable summary, not valid JSON (Invalid control character at: line")
     (ws / "m.tsv.json").write_bytes(summary)
     refused(xm("verify", ws / "store" / "manifest.json"),
             f"{ws / 'store' / 'manifest.json'}: the manifest of the embedding store {ws / 'store'}; verify the directory")

@@ -17,8 +17,8 @@ import re
 from pathlib import Path
 
 from xmine.calibration import CALIBRATION_DAMAGED_ADVICE, CALIBRATION_KIND, parse_defaults
-from xmine.errors import ArtefactError, ConfigError, DamagedManifestError
-from xmine.artefacts.fileio import (MANIFEST, MARKER, SELF_CHECKSUM, inside, intact, kind_label, manifest_kind,
+from xmine.errors import ArtefactError, ConfigError
+from xmine.artefacts.fileio import (MANIFEST, MARKER, SELF_CHECKSUM, inside, kind_label, load_manifest, manifest_kind,
                                     missing, read_json, read_manifest, sha256_file, unseal)
 from xmine.artefacts.records import FileRecord, read_field
 from xmine.artefacts.output_state import changed_files, dir_kind, own_output_name, sidecar_of, tree_changes
@@ -275,16 +275,12 @@ def check_recorded_files(directory: str | Path, manifest: dict, *, what: str) ->
 def verify_output_file(path: str | Path) -> tuple[str, int, str]:
     """Check a "tsv" output against its OUT.json summary: (kind, bytes, detail) or ArtefactError."""
     path = Path(path)
-    try:  # (was: "unreadable, or no kind" for a summary one flipped byte had made invalid JSON)
-        side = json.loads(sidecar_of(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as e:
-        raise ArtefactError(f"{sidecar_of(path)}: a damaged summary, unreadable ({str(e)[:120]}); nothing it records "
-                            "of the output can be trusted (move both away and run the command again)") from None
-    if not isinstance(side, dict) or "kind" not in side:
+    # read as every record xmine seals is: where it is not valid JSON, line and column (was: "unreadable,
+    # or no kind" for a summary one flipped byte had made invalid), and checked against its checksum
+    side = load_manifest(sidecar_of(path), what="summary", advice="nothing it records of the output can be "
+                         "trusted (move both away and run the command again)")
+    if "kind" not in side:
         raise ArtefactError(f"{sidecar_of(path)}: not an xmine summary (no kind)")
-    if not intact(side):
-        raise DamagedManifestError(sidecar_of(path), advice="nothing it records of the output can be trusted "
-                                   "(move both away and run the command again)")
     if side.get("state") != "finished":
         raise ArtefactError(f"{path}: unfinished (its run was interrupted); run the same command again")
     if "replacing" in side:

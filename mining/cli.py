@@ -23,14 +23,15 @@ from xmine.calibration import CALIBRATION_KIND
 from xmine.mining.calibrate import (WEAK_CALIBRATION_F1, calibrate, flores_file, read_aligned, trained_on,
                                     usable_pairs)
 from xmine.mining.cli_options import (approximate_option, conflicts_as_usage_errors, encoding_options, filter_options,
-                                      k_option, margin_option, output_options, pair_filter_options, search_options,
-                                      selection_options, src_lang_option, tgt_lang_option, threshold_options)
+                                      format_of_directory, k_option, margin_option, output_options,
+                                      pair_filter_options, search_options, selection_options, src_lang_option,
+                                      tgt_lang_option, threshold_options)
 from xmine.mining.config import (MineConfig, SearchConfig, SelectionConfig, SideInput, check_k_for_margin,
                                  check_score_cap, score_cap_on_margin)
 from xmine.mining.pipeline import mine as run_mine
 from xmine.mining.score_output import SCORE_FORMATS
-from xmine.options import (NAME, ExistingPath, GivenPath, InputPath, OutputPath, format_of_directory,
-                           input_format_options, projection_option, quiet_option, ray_option)
+from xmine.options import (NAME, ExistingPath, GivenPath, InputPath, OutputPath, input_format_options,
+                           projection_option, quiet_option, ray_option)
 from xmine.paths import resolve_data_dir
 
 log = logging.getLogger(__name__)
@@ -233,7 +234,7 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
     summary = score_bitext(bitext, out=out, src_lang=src_lang, tgt_lang=tgt_lang, encoding=encoding,
                            search=SearchConfig(k=k, approximate=approximate, ray=ray_address), selection=selection,
                            filters=pair_filters, src_corpus=src_corpus, tgt_corpus=tgt_corpus, kept_only=kept_only,
-                           output_format=format_of_directory(output_format), overwrite=overwrite,
+                           output_format=format_of_directory(output_format, out), overwrite=overwrite,
                            keep_work=keep_work, show_progress=not quiet)
     t = summary["threshold"]
     rule = f"threshold {t['value']:g} ({t.get('source_brief', t['source'])})" if t["value"] is not None else t["source"]

@@ -28,8 +28,8 @@ from xmine.mining.presearch import PreSearchConfig
 from xmine.mining.products import PRODUCTS
 from xmine.mining.select import MARGINS, MAX_WORKERS, RETRIEVALS
 from xmine.mining.writers import OUTPUT_FORMATS
-from xmine.options import (LANG, NAME, PROJECTION_CHOSEN, ExistingPath, Finite, OutputPath,
-                           format_of_directory, given_on_command_line, projection_option, ray_option)
+from xmine.options import (LANG, NAME, PROJECTION_CHOSEN, ExistingPath, Finite, OutputPath, directory_outputs,
+                           given_on_command_line, projection_option, ray_option)
 
 
 class ThresholdType(click.ParamType):
@@ -172,11 +172,23 @@ pair_filter_options = _options(
                       "sentences are dropped, never below 0.8), else 0.8. OUT.json records the thresholds used."))
 
 #: -o/--out, --format, --overwrite, --meta, --line-numbers, --keep-filtered and --keep-work of `xmine mine`,
+def format_of_directory(fmt: str | None, out) -> str | None:
+    """The output format of mine or score whose -o OUT was written with a trailing slash
+    (`OutputPath`): hf (a dataset folder, the one format written as a directory), refused against
+    another --format; else `fmt` as given."""
+    if "out" not in directory_outputs():
+        return fmt
+    if fmt not in (None, "hf"):
+        raise click.BadParameter(f"{out}/: names a directory (a trailing '/'), but --format {fmt} writes a file; "
+                                 "drop the slash, or give --format hf", param_hint="-o")
+    return "hf"
+
+
 #: handed to it as one `output` (an OutputConfig)
 output_options = _options(
     "output",
     lambda out, output_format, overwrite, line_numbers, meta, keep_filtered, keep_work: OutputConfig(
-        path=out, format=format_of_directory(output_format), overwrite=overwrite, meta=meta, line_numbers=line_numbers,
+        path=out, format=format_of_directory(output_format, out), overwrite=overwrite, meta=meta, line_numbers=line_numbers,
         keep_filtered=keep_filtered, keep_work=keep_work),
     click.option("-o", "--out", required=True, type=OutputPath(path_type=Path),
                  help="Output, highest score first (written atomically); TSV by default: score<TAB>src<TAB>tgt "

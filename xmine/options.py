@@ -90,28 +90,25 @@ class GivenPath(click.Path):
         return super().convert(value, param, ctx)
 
 
+#: where `OutputPath` notes, in the click context, the outputs written with a trailing slash
+_DIRECTORY_OUTPUTS = "xmine.directory_outputs"
+
+
 class OutputPath(GivenPath):
     """`GivenPath` of an output that may be a directory: a value written with a trailing slash
-    (`-o mined/`) is marked as naming one (`format_of_directory`), as Path() drops the slash and
-    with it what was meant (was: a TSV file written as `mined`)."""
+    (`-o mined/`) is marked as naming one (`directory_outputs`), as Path() drops the slash and with
+    it what was meant (was: a TSV file written as `mined`)."""
 
     def convert(self, value, param, ctx):
         if isinstance(value, str) and value.endswith(("/", os.sep)) and ctx is not None and param is not None:
-            ctx.meta.setdefault("xmine.directory_outputs", set()).add(param.name)
+            ctx.meta.setdefault(_DIRECTORY_OUTPUTS, set()).add(param.name)
         return super().convert(value, param, ctx)
 
 
-def format_of_directory(fmt: str | None, *, param: str = "out") -> str | None:
-    """The output format of a command whose output `param` (an `OutputPath`) was written with a
-    trailing slash: hf (a dataset folder, the one format written as a directory), refused against
-    another --format; else `fmt` as given."""
+def directory_outputs() -> set[str]:
+    """The names of the `OutputPath` parameters of the running command written with a trailing slash."""
     ctx = click.get_current_context(silent=True)
-    if ctx is None or param not in ctx.meta.get("xmine.directory_outputs", ()):
-        return fmt
-    if fmt not in (None, "hf"):
-        raise click.BadParameter(f"{ctx.params.get(param)}/: names a directory (a trailing '/'), but --format {fmt} "
-                                 "writes a file; drop the slash, or give --format hf", param_hint="-o")
-    return "hf"
+    return set(ctx.meta.get(_DIRECTORY_OUTPUTS, ())) if ctx is not None else set()
 
 
 class ExistingPath(GivenPath):

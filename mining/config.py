@@ -30,7 +30,7 @@ from xmine.encoders.base import PRECISIONS, EncoderConfig
 from xmine.encoders.prompts import check_prompt
 from xmine.errors import ConfigError, check_field_types
 from xmine.artefacts.input_artefacts import artefact_lang
-from xmine.langs import UNDETERMINED, is_known_lang, normalize_lang
+from xmine.langs import given_or_recorded, is_known_lang, normalize_lang
 from xmine.mining.approximate import ApproximateConfig
 from xmine.mining.defaults import OPERATING_POINTS
 from xmine.mining.filters import PairFilterConfig
@@ -397,8 +397,8 @@ class MineConfig:
         check_installed(self.filters.pairs.lid)  # (it serves the pre-search cleaning and the language filter too)
         if self.filters.lang_filter:  # before anything is claimed or encoded
             # a store's or an index's own where none is given, as the run takes it (was: refused)
-            langs = [side.lang or artefact_lang(side.path) for side in (self.src, self.tgt)]
-            missing = [opt for opt, lang in zip(("--src-lang", "--tgt-lang"), langs) if lang in (None, UNDETERMINED)]
+            langs = [given_or_recorded(side.lang, artefact_lang(side.path)) for side in (self.src, self.tgt)]
+            missing = [opt for opt, lang in zip(("--src-lang", "--tgt-lang"), langs) if lang is None]
             if missing:
                 raise OptionConflict(f"--lang-filter needs the language of each side: give {' and '.join(missing)}")
             lid, known = self.filters.pairs.lid, supported_languages(self.filters.pairs.lid)

@@ -63,7 +63,7 @@ from xmine.io.record_fields import check_fields_readable, kept_field_columns, re
 from xmine.artefacts.records import to_json
 from xmine.encoders.loader import untrained_languages
 from xmine.encoders.projection import unseen_languages
-from xmine.langs import UNDETERMINED
+from xmine.langs import UNDETERMINED, given_or_recorded
 from xmine.io.stdin import as_given, is_stdin, is_url, shown_path, spool_stdin, spool_url
 from xmine.tempdirs import temporary_directory
 
@@ -360,7 +360,8 @@ def _mine(config: MineConfig, *, show_progress: bool,
                 "score_quantiles": ({q: float(np.quantile(mined.score, q)) for q in (0.1, 0.5, 0.9)}
                                     if len(mined) else {}),
                 # the languages mined as: a store's own where none was given, as score records them
-                "provenance": provenance(**asdict(mining), src_lang=langs[0], tgt_lang=langs[1],
+                "provenance": provenance(**asdict(mining), src_lang=given_or_recorded(src_lang, sx.lang),
+                                         tgt_lang=given_or_recorded(tgt_lang, sy.lang),
                                          keep_fields={"src": list(config.src.keep_fields),
                                                       "tgt": list(config.tgt.keep_fields)},
                                          approximate=(asdict(approximate_config) if search == "approximate" else None),

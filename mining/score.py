@@ -40,7 +40,7 @@ import numpy as np
 from xmine.artefacts.directory import open_artefact, provenance
 from xmine.artefacts.input_artefacts import artefact_kind
 from xmine.errors import InputError
-from xmine.langs import UNDETERMINED
+from xmine.langs import given_or_recorded
 from xmine.io.corpus import CorpusStats
 from xmine.io.reader_base import one_line
 from xmine.exec.executor import LOCAL, Executor, executor_for
@@ -294,9 +294,8 @@ def score_bitext(
     stores = bitext.stores() if bitext.format == "stores" else None
     # The languages the filters judge by and the corpora are checked against: a store's own where
     # none is given (was: a corpus of the other language taken without a word)
-    langs = (src_lang, tgt_lang) if stores is None else tuple(
-        given or (None if store.lang == UNDETERMINED else store.lang)
-        for given, store in zip((src_lang, tgt_lang), (stores.src, stores.tgt)))
+    langs = (src_lang, tgt_lang) if stores is None else (given_or_recorded(src_lang, stores.src.lang),
+                                                          given_or_recorded(tgt_lang, stores.tgt.lang))
     for path, lang in zip(corpora_paths, langs):
         if path is not None:
             check_artefact_lang(path, lang)

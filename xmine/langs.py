@@ -65,6 +65,12 @@ _MERGE = {"zho": "cmn", "fas": "pes", "swa": "swh", "msa": "zsm", "nor": "nob", 
 _RETIRED = frozenset({"ajp"})
 
 
+def given_or_recorded(given: str | None, recorded: str | None) -> str | None:
+    """The language of a side: the one given, else the one its store or index records; None where
+    neither names one (`UNDETERMINED` names none)."""
+    return given or (None if recorded in (None, UNDETERMINED) else recorded)
+
+
 def normalize_lang(code: str) -> str:
     """Canonical ISO 639-3 code of `code` (`de`, `deu`, `deu_Latn`, `de-DE`, `cmn_Hans` ...)."""
     c = code.strip()

@@ -35,7 +35,7 @@ import numpy as np
 
 from xmine.artefacts.directory import file_fingerprint
 from xmine.errors import ConfigError, InputError
-from xmine.io.corpus import MAX_IDENTICAL_SHARE
+from xmine.io.corpus import copies_among
 from xmine.disentangle.data import PairFiles
 
 log = logging.getLogger(__name__)
@@ -178,7 +178,7 @@ def sample_pairs(
         order = rng.permutation(len(pool))[:max_pairs_per_lang]  # None: all
         n_valid = _held_out(len(order), valid_fraction)
         drawn = _pairs_at(files_of[key], pool[order], len(read))
-        if (identical := sum(s == t for s, t in drawn)) > MAX_IDENTICAL_SHARE * len(drawn):
+        if (identical := copies_among(drawn)) is not None:
             # (was: trained, exit 0, on a copy of one side: a projection that tells no language)
             names = "; ".join(f"{f.src}:{f.tgt}" for f in files_of[key])
             raise ConfigError(f"{names}: {identical} of the {len(drawn)} {key[0]}-{key[1]} pairs drawn have the same "

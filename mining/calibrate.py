@@ -46,7 +46,7 @@ from xmine.encoders.base import DEFAULT_PRECISION, EncoderConfig
 from xmine.encoders.exported import exported_space
 from xmine.encoders.loader import known_encoder_name
 from xmine.errors import ConfigError, InputError
-from xmine.io.corpus import MAX_IDENTICAL_SHARE, read_parallel
+from xmine.io.corpus import copies_among, read_parallel
 from xmine.langs import is_known_lang, lang_script, normalize_lang, same_language
 from xmine.encoders.projection import choose_projection, read_projection_json, resolve_projection
 
@@ -146,8 +146,8 @@ def trained_on(projection_dir, inputs) -> list[str]:
 
 def usable_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The distinct pairs of `pairs` a calibration set is made of, checked: refused (ConfigError)
-    with fewer than `MIN_PAIRS`, or with more than `MAX_IDENTICAL_SHARE` of them the same text on
-    both sides. Pairs that share their source or their target with another are left out, with a
+    with fewer than `MIN_PAIRS`, or with too many of them the same text on both sides
+    (`xmine.io.corpus.copies_among`). Pairs that share their source or their target with another are left out, with a
     warning: one of them would count as a false pair."""
     given = len(pairs)
     pairs = list(dict.fromkeys(pairs))  # a repeated pair would be two gold rows for one sentence
@@ -163,8 +163,7 @@ def usable_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
                     if given > len(pairs) else "")
         raise ConfigError(f"calibration needs at least {MIN_PAIRS} distinct aligned pairs (a fifth of them, >= 100, "
                           f"are the gold); got {len(pairs)}{repeated}")
-    identical = sum(s == t for s, t in pairs)
-    if identical > MAX_IDENTICAL_SHARE * len(pairs):
+    if (identical := copies_among(pairs)) is not None:
         raise ConfigError(f"{identical} of the {len(pairs)} pairs have the same text on both sides: not translations "
                           "(a copy of one side?); calibration measures how translations score")
     return pairs

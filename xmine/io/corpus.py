@@ -323,6 +323,13 @@ def iter_parallel(
 MAX_IDENTICAL_SHARE = 0.2
 
 
+def copies_among(pairs: Sequence[tuple[str, str]]) -> int | None:
+    """How many of `pairs` hold the same text on both sides, where that is more than
+    MAX_IDENTICAL_SHARE of them (no set of translations); None where it is not."""
+    identical = sum(s == t for s, t in pairs)
+    return identical if identical > MAX_IDENTICAL_SHARE * len(pairs) else None
+
+
 def read_parallel(
     src_path: str | Path, tgt_path: str | Path, *, max_chars: int = DEFAULT_MAX_CHARS
 ) -> tuple[list[str], list[str]]:
@@ -337,6 +344,6 @@ def truncate_for_encoding(sentences: Sequence[str], max_chars: int = DEFAULT_MAX
 
 
 __all__ = [
-    "DEFAULT_MAX_CHARS", "Corpus", "CorpusStats", "decode_line", "iter_corpus", "iter_lines", "iter_parallel",
-    "read_corpus", "read_parallel", "truncate_for_encoding",
+    "DEFAULT_MAX_CHARS", "MAX_IDENTICAL_SHARE", "Corpus", "CorpusStats", "copies_among", "decode_line",
+    "iter_corpus", "iter_lines", "iter_parallel", "read_corpus", "read_parallel", "truncate_for_encoding",
 ]

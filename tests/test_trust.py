@@ -538,7 +538,7 @@ def test_an_edited_shipped_json_is_refused_not_used(ws):
     (proj / "SHIPPED.json").write_text(json.dumps({"default_thresholds": {"ratio": -5.0}}))
     _refused_everywhere(ws, [["verify", proj], [*mine, "-o", ws / "m.tsv"]], "SHIPPED.json",
                         "the manifest of the projection")
-    (proj / "SHIPPED.json").unlink()
+    (proj / "SHIPPED.json").write_text(json.dumps({"default_thresholds": {"ratio": 1.2}}))  # as recorded
     (proj / "config.json").write_text((proj / "config.json").read_text().replace('"method": "seed"', '"method": "x"'))
     _refused_everywhere(ws, [["verify", proj], [*mine, "-o", ws / "m.tsv"]], "config.json",
                         "the manifest of the projection")

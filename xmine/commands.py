@@ -219,8 +219,8 @@ def verify(paths) -> None:
     PATHS may be embedding stores, indexes, projections, sentence-transformers exports, or outputs
     with their OUT.json summary (mined pairs in any format: OUT of a Moses pair, or either of its
     files, checks both, OUT.de and OUT.en; search hits, langid; naming OUT.json checks OUT). Every
-    path is checked: a one-line error for each damaged one, naming its first damaged file, and exit
-    2; 0 when everything matches.
+    path is checked: a one-line error for each damaged file of a store or an export (of an output,
+    its first), and exit 2; 0 when everything matches.
 
     Opening an artefact checks small ones (up to 64 MiB) completely, and large ones file by file as
     they are first read; `verify` reads every byte now.
@@ -231,7 +231,8 @@ def verify(paths) -> None:
         try:
             kind, nbytes, detail = verify_artefact(path)
         except XmineError as e:  # the next paths are checked too (was: none after the first damaged one)
-            click.secho(shortened(f"xmine: error: {e}"), fg="red", err=True)
+            for line in str(e).splitlines():  # one a damaged file (was: the lines after the first unmarked)
+                click.secho(shortened(f"xmine: error: {line}"), fg="red", err=True)
             failed += 1
             continue
         click.echo(f"{path}: OK, an xmine {kind_label(kind)} ({detail}; {nbytes / 2**20:,.1f} MiB checked in "

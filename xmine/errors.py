@@ -67,6 +67,19 @@ class ArtefactError(XmineError):
     """An artefact directory on disk is incomplete, corrupt or of an unexpected kind/version."""
 
 
+def check_every(checks) -> None:
+    """Run every check (callables raising ArtefactError); ArtefactError naming every problem, one
+    line each, once all have run: a user repairing damaged files sees them all at once."""
+    problems = []
+    for check in checks:
+        try:
+            check()
+        except ArtefactError as e:
+            problems.append(str(e))
+    if problems:
+        raise ArtefactError("\n".join(problems))
+
+
 class DamagedManifestError(ArtefactError):
     """The manifest file `path` no longer matches the checksum it was written with
     (`xmine.artefacts.fileio.load_manifest`): nothing it records can be trusted, but its writer may

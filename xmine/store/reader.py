@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from xmine.artefacts.fileio import MANIFEST, VerifiedFiles, check_names, read_manifest
-from xmine.errors import ArtefactError, NonFiniteRowError
+from xmine.errors import ArtefactError, NonFiniteRowError, check_every
 from xmine.artefacts.records import FileRecord, StoreManifest
 from xmine.store.layout import (
     FORMAT_VERSION, HASHES, ID_OFFSETS, IDS, JOINED_FILES, LENGTHS, LINE_NUMBERS, OFFSETS, OPTIONAL_FILES, PROGRESS,
@@ -204,20 +204,25 @@ __all__ = ["EmbeddingStore"]
 def verify_store(directory: str | Path) -> tuple[int, str]:
     """`xmine verify` of a store: open (sizes, shapes), every sha256, and every embedding finite
     (was: a store of NaN rows verified OK, and indexed); each shard is read once for both (was:
-    twice, its sha256 then its rows). (bytes, detail)"""
+    twice, its sha256 then its rows). Every damaged file is reported, one line each (was: the
+    first). (bytes, detail)"""
     store = EmbeddingStore.open(directory)
-    dtype, start = np.dtype(store.manifest.dtype), 0
-    for shard in store.manifest.shards:
+    dtype = np.dtype(store.manifest.dtype)
+    starts = np.cumsum([0] + [shard.rows for shard in store.manifest.shards])
+
+    def check_shard(i: int, shard) -> None:
         data_offset = shard.bytes - shard.rows * store.dim * dtype.itemsize  # (the .npy header's length)
         scan = _FiniteRows(dtype, store.dim, data_offset=data_offset)
         store._content.check(shard.file, consume=scan)
         if scan.first_bad is not None:
-            row = start + scan.first_bad
+            row = int(starts[i]) + scan.first_bad
             raise ArtefactError(f"{directory}: {NonFiniteRowError.of_store_row(row, int(store.line_numbers[row]))}: "
                                 "damaged, or not written by xmine")
-        start += shard.rows
-    nbytes = store.verify()  # the text and row files (the shards are hashed by now)
-    return nbytes, (f"{len(store):,} sentences in {len(store.manifest.shards)} shard(s), every sha256 matches, every "
+
+    shard_files = [shard.file for shard in store.manifest.shards]
+    check_every([*(functools.partial(check_shard, i, shard) for i, shard in enumerate(store.manifest.shards)),
+                 functools.partial(store._content.check_all, skip=shard_files)])  # then the text and row files
+    return store._content.total_bytes, (f"{len(store):,} sentences in {len(store.manifest.shards)} shard(s), every sha256 matches, every "
                     "embedding finite")
 
 

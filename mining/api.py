@@ -23,6 +23,7 @@ import functools
 import json
 import numbers
 import os
+import re
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -89,6 +90,20 @@ def _corpus(value: Source, directory: Path, name: str) -> tuple[Path, bool]:
     return path, True
 
 
+def _in_caller_terms(value, directory: Path):
+    """`value` (a summary) with each path into the temporary `directory` said as what the caller
+    gave: `src (the list given)` for a list's file, the returned table for the output (was: the
+    paths of a directory deleted on return, and the sha256 of a file in it)."""
+    if isinstance(value, dict):
+        return {k: _in_caller_terms(v, directory) for k, v in value.items() if k != "output_files"}
+    if isinstance(value, list):
+        return [_in_caller_terms(v, directory) for v in value]
+    if isinstance(value, str) and Path(value).parent == directory:
+        name = Path(value)
+        return f"{name.stem} (the list given)" if name.suffix == ".txt" else "(the returned table)"
+    return value
+
+
 def _table(path: Path, summary: dict, lists: dict[str, bool]):
     """The result file as a pyarrow Table with the summary in its metadata; positions for list inputs."""
     import pyarrow.compute as pc  # (a submodule: `import pyarrow` alone does not load it)
@@ -100,6 +115,7 @@ def _table(path: Path, summary: dict, lists: dict[str, bool]):
             index = pc.subtract(table[f"{side}_record"], 1)
             at = table.column_names.index(f"{side}_file")
             table = table.drop_columns([f"{side}_file", f"{side}_record"]).add_column(at, f"{side}_index", index)
+    summary = _in_caller_terms(summary, path.parent)
     meta = {**(table.schema.metadata or {}), SUMMARY_KEY: json.dumps(summary, default=str).encode()}
     return table.replace_schema_metadata(meta)
 
@@ -137,6 +153,9 @@ def _check_sequence(value, name: str) -> None:
     """A ConfigError unless `value` can be a sequence of sentences (bytes and dicts iterate, but not so)."""
     if isinstance(value, (bytes, dict)) or not hasattr(value, "__iter__"):
         raise ConfigError(f"{name}: expected a path or a sequence of strings, not {type(value).__name__}")
+    if hasattr(value, "columns"):  # (was: a pandas DataFrame iterated as its column names, mined as such)
+        raise ConfigError(f"{name}: a table ({type(value).__name__}), not a sequence of strings; pass the column "
+                          f"of its sentences, e.g. {name}=df['text'], or a SideInput of its file")
 
 
 def _listed(value, name: str) -> list:
@@ -158,10 +177,15 @@ def _lists_named(directory: Path):
     try:
         yield
     except InputError as e:
+        # a list named in the problem (a file of the pair goes on after it: was its temporary file)
+        problem = re.sub(re.escape(str(directory)) + r"/(\w+)\.txt", r"\1 (the list given)", e.problem)
         if e.path.parent != directory or e.path.suffix != ".txt":
-            raise
+            if problem == e.problem:
+                raise
+            raise InputError(e.path, problem, line=e.line) from None
         item = f"item {e.line - 1}: " if e.line is not None else ""  # (the file's line n is item n - 1)
-        problem = e.problem.replace("in the file", "in the list").replace("line(s)", "item(s)")
+        problem = re.sub(r"ends at line (\d+)", r"ends after \1 items", problem)  # (was: items and lines mixed)
+        problem = problem.replace("in the file", "in the list").replace("line(s)", "item(s)")
         raise InputError(f"{e.path.stem} (the list given)", item + problem) from None
 
 
@@ -186,9 +210,12 @@ def _side(value, directory: Path, role: str, lang: str | None, keep_fields: Sequ
             raise ConfigError(f"give the {role} side's language and fields inside its SideInput or as "
                               f"{role}_lang= / keep_fields=, not both")
         return value, False
+    keep_fields = () if keep_fields is None else keep_fields  # (was: a TypeError from tuple(None))
     if isinstance(keep_fields, str):  # (was: "id" taken as the fields "i" and "d")
         raise ConfigError(f"keep_fields must be a list of field names, not the string {keep_fields!r}; "
                           f"pass [{keep_fields!r}]")
+    if not hasattr(keep_fields, "__iter__"):  # (was: a TypeError from tuple(5))
+        raise ConfigError(f"keep_fields must be a list of field names, not {keep_fields!r}")
     if not _is_path(value):  # a list: its language checked under its own name
         if keep_fields:  # (was: an error naming --keep-field and the temporary file written from the list)
             raise ConfigError(f"keep_fields: {role} is a list of sentences, which has no fields; keep_fields "
@@ -204,9 +231,10 @@ def mine(src: Source | SideInput, tgt: Source | SideInput, *, src_lang: str | No
          margin: str | None = None, retrieval: str | None = None, encoder: str | None = None,
          projection: str | Path | None = None, filters: bool | FilterConfig | None = None,
          lang_filter: bool | None = None, pre_clean: bool | None = None, approximate: bool | None = None,
-         keep_fields: Sequence[str] = (), search: SearchConfig | None = None,
+         keep_fields: Sequence[str] | None = (), search: SearchConfig | None = None,
          selection: SelectionConfig | None = None, encoding: EncodingConfig | None = None,
-         operating_point: str | None = None, calibration: str | Path | None = None, show_progress: bool = False):
+         operating_point: str | None = None, calibration: str | Path | None = None, allow_same_input: bool = False,
+         show_progress: bool = False):
     """Mine `src` against `tgt` as `xmine mine` does; a pyarrow Table, best pair first.
 
     `src`, `tgt`: lists of sentences, what the command takes (a corpus file or its fsspec URL, a
@@ -220,7 +248,8 @@ def mine(src: Source | SideInput, tgt: Source | SideInput, *, src_lang: str | No
     calibrated threshold "default" means), `calibration` (a record of `xmine calibrate`), `k`, `margin`, `retrieval`, `approximate`, `encoder`,
     `projection`, `lang_filter`, `pre_clean`; a keyword together with the config that holds it is
     a ConfigError. Left out, each is the command's default. `keep_fields`: record fields to carry
-    (files with fields only, as --keep-field). Columns: `translation` (a dict keyed by the two
+    (files with fields only, as --keep-field). `allow_same_input`: mine a corpus against itself
+    (as --allow-same-input). Columns: `translation` (a dict keyed by the two
     language codes), `score`, `direction`, where each sentence came from (`src_index` for a list,
     else `src_file` and `src_record`; the same for tgt), and the language filter's `*_lid` columns.
     """
@@ -233,7 +262,8 @@ def mine(src: Source | SideInput, tgt: Source | SideInput, *, src_lang: str | No
                        _given(margin=margin, retrieval=retrieval, threshold=threshold,
                               operating_point=operating_point, calibration=calibration))
     encoding = _built("encoding", encoding, EncodingConfig, _given(encoder=encoder, projection=projection))
-    _check_flags(filters=(filters, FilterConfig), pre_clean=(pre_clean, None), show_progress=show_progress)
+    _check_flags(filters=(filters, FilterConfig), pre_clean=(pre_clean, None), show_progress=show_progress,
+                 allow_same_input=allow_same_input)
     if isinstance(filters, FilterConfig):
         filters = _built("filters", filters, FilterConfig, _given(lang_filter=lang_filter, pre_clean=pre_clean))
     else:
@@ -244,7 +274,8 @@ def mine(src: Source | SideInput, tgt: Source | SideInput, *, src_lang: str | No
         src_side, src_list = _side(src, d, "src", src_lang, keep_fields)
         tgt_side, tgt_list = _side(tgt, d, "tgt", tgt_lang, keep_fields)
         config = MineConfig(src=src_side, tgt=tgt_side, output=OutputConfig(path=d / "mined.parquet", format="parquet"),
-                            encoding=encoding, search=search, selection=selection, filters=filters)
+                            encoding=encoding, search=search, selection=selection, filters=filters,
+                            allow_same_input=allow_same_input)
         lists = {"src": src_list, "tgt": tgt_list}
         with _lists_named(d):
             # what reading a list's file finds is said of the list and its 0-based items (was: the
@@ -355,7 +386,8 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
     if choice.how == "default-unavailable" and shipped_dir(name) is not None:
         # (was: raw embeddings without a word, the command line only logging it): the shipped
         # projection exists but does not take this prompt or these weights
-        warnings.warn(f"{choice.reason}; pass projection='none' to ask for raw embeddings", stacklevel=2)
+        # (stacklevel: past in_python_terms' wrapper, to the caller's line; was this module's)
+        warnings.warn(f"{choice.reason}; pass projection='none' to ask for raw embeddings", stacklevel=3)
     proj = resolve_projection(choice.path) if choice.path is not None else None
     if proj is not None:  # (was: a projection of another prompt applied without a word)
         proj.check_encoder(model.fingerprint())

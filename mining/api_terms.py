@@ -27,11 +27,17 @@ KEYWORDS = {
     "--block-rows": "SearchConfig(block_rows=)", "--block-cols": "SearchConfig(block_cols=)",
     "--index-shard-rows": "SearchConfig(shard_rows=)",
     "--score-max": "PairFilterConfig(score_max=)",
+    # a side's reading options: SideInput(input_format=InputFormat(...)) (xmine.io.reader_base)
+    "--input-format": "InputFormat(format=)", "--src-input-format": "InputFormat(format=)",
+    "--tgt-input-format": "InputFormat(format=)", "--text-field": "InputFormat(text_field=)",
+    "--id-field": "InputFormat(id_field=)", "--split": "InputFormat(split=)",
 }
 #: flags -> the keyword and value that set them
 FLAGS = {
     "--approximate": "approximate=True", "--lang-filter": "lang_filter=True", "--no-lang-filter": "lang_filter=False",
     "--no-filters": "filters=False", "--no-pre-clean": "pre_clean=False", "--kept-only": "kept_only=True",
+    "--allow-same-input": "allow_same_input=True", "--header": "InputFormat(header=True)",
+    "--no-header": "InputFormat(header=False)", "--split-sentences": "InputFormat(split_sentences=True)",
 }
 #: the words an option's value may be, read as its value where one follows the option
 _CHOICES = ("none", "ratio", "distance", "absolute", "balanced", "precision", "max", "intersect", "fwd", "bwd",

@@ -105,7 +105,9 @@ def test_api_refuses_record_options_its_input_has_no_use_for(tmp_path):
     (tmp_path / "de.txt").write_text("Hallo Welt.\nGuten Morgen.\n", encoding="utf-8")
     assert InputFormat(text_field="body", id_field="id").given == {"--text-field", "--id-field"}
     assert InputFormat().given == frozenset()
-    with pytest.raises(InputError, match="--text-field does not apply to a text input"):
+    # (said in Python's terms: was "--text-field ... or give --input-format", options Python has not)
+    with pytest.raises(InputError, match=r"InputFormat\(text_field=\) does not apply to a text input .* or give "
+                                         r"InputFormat\(format=\)$"):
         xmine.mine(SideInput(path=tmp_path / "de.txt", lang="de", input_format=InputFormat(text_field="body")),
                    ["Hello world."], tgt_lang="en", encoder="use-m3")
 
@@ -428,3 +430,47 @@ def test_api_errors_name_the_keywords_a_python_caller_passes(caplog):
     assert any(m.startswith("tgt (the list given): ") and "of its sentences are identified as another language" in m
                for m in said), said
     assert not any("xmine-api" in m for m in said), said
+
+
+def test_api_says_its_result_and_refusals_in_terms_of_what_the_caller_passed(tmp_path):
+    """(were: a pandas DataFrame read as its column names and mined; keep_fields=None a TypeError;
+    the summary naming the deleted temporary directory and the sha256 of a file in it; a list and a
+    file of different lengths named by the list's temporary file, or in lines and items at once;
+    allow_same_input unreachable though the refusal advised it; the warning of `embed` pointing at
+    the API's own wrapper)"""
+    import warnings
+
+    import pandas as pd
+
+    import xmine
+    from xmine.errors import ConfigError, InputError
+    from xmine.mining.api import summary
+
+    de, en = ["Der Hund schläft.", "Es regnet.", "Ich mag Tee."], ["The dog sleeps.", "It rains."]
+    (tmp_path / "de.txt").write_text("".join(s + "\n" for s in de), encoding="utf-8")
+    (tmp_path / "en.txt").write_text("".join(s + "\n" for s in en), encoding="utf-8")
+    for call in (lambda: xmine.mine(pd.DataFrame({"text": de}), en, encoder="use-m3"),
+                 lambda: xmine.score(pd.DataFrame({"text": de[:2]}), en, encoder="use-m3")):
+        with pytest.raises(ConfigError, match=r"^src: a table \(DataFrame\), not a sequence of strings; pass the "
+                                              r"column of its sentences, e\.g\. src=df\['text'\]"):
+            call()
+    table = xmine.mine(pd.Series(de), en, encoder="use-m3", keep_fields=None, threshold=None)
+    info = summary(table)
+    assert "xmine-api" not in str(info) and "output_files" not in info, info
+    assert info["src"]["path"] == "src (the list given)" and info["output"] == "(the returned table)"
+    assert [i["path"] for i in info["provenance"]["parameters"]["inputs"]] == ["src (the list given)",
+                                                                               "tgt (the list given)"]
+    with pytest.raises(InputError, match=r"^tgt \(the list given\): item 2: ends after 2 items, but .*de\.txt "
+                                         r"goes on$"):
+        xmine.score(tmp_path / "de.txt", en, encoder="use-m3")
+    with pytest.raises(InputError, match=r"en\.txt:3: ends at line 2, but src \(the list given\) goes on$"):
+        xmine.score(de, tmp_path / "en.txt", encoder="use-m3")
+    with pytest.raises(ConfigError, match=r"pass allow_same_input=True if that is what you want$"):
+        xmine.mine(tmp_path / "de.txt", tmp_path / "de.txt", encoder="use-m3")
+    same = xmine.mine(tmp_path / "de.txt", tmp_path / "de.txt", encoder="use-m3", allow_same_input=True,
+                      pre_clean=False, filters=False, threshold=None)
+    assert len(same) == 3 and same.column("src_record").to_pylist() == same.column("tgt_record").to_pylist()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        xmine.embed(["Hallo Welt"], lang="de", prompt="passage: ")
+    assert [w.filename for w in caught] == [__file__], [(w.filename, str(w.message)) for w in caught]

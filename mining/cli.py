@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 @output_options
 @src_lang_option(help="Language code of SRC (recorded; checked against artefacts). Default: a store's own, else "
                       "none: the language filter and the language check are then off, and said to be.")
-@tgt_lang_option(help="Language code of TGT. Default: as --src-lang.")
+@tgt_lang_option(help="Language code of TGT. Default: as for SRC, a store's own, else none (not SRC's language).")
 @click.option("--keep-field", "keep_fields", type=NAME, multiple=True, metavar="NAME",
               help="A field of the input records (dotted: meta.url) to carry with every pair, for each side as "
                    "src_NAME and tgt_NAME (dots become _): columns of jsonl, parquet and hf, props of tmx, "

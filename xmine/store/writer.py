@@ -26,6 +26,7 @@ import contextlib
 import functools
 import itertools
 import logging
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -235,7 +236,11 @@ def embed_corpus(input_path: str | Path, out_dir: str | Path, *, encoder: Any, l
                       inputs=[input_path, getattr(job.projection, "path", None)]), \
             lock_store_dir(out_dir):
         info = BuildInfo()
-        store, build_dir = _finished_or_build_dir(out_dir, job.identity, overwrite)  # (a rebuild: beside it)
+        # a link to a store on a bigger disk is followed: a rebuild is made beside the store it names and
+        # swapped in there (was: beside the link, which was then replaced by the new store, the old one
+        # left where the link had pointed)
+        target = Path(os.path.realpath(out_dir)) if out_dir.is_symlink() else out_dir
+        store, build_dir = _finished_or_build_dir(target, job.identity, overwrite)  # (a rebuild: beside it)
         info.already_done = store is not None
         if store is None:
             progress = resume(build_dir, job.identity, overwrite)
@@ -257,7 +262,7 @@ def embed_corpus(input_path: str | Path, out_dir: str | Path, *, encoder: Any, l
                         MARKER, LOCK, progress.path.name}:
                     with contextlib.suppress(FileNotFoundError):
                         progress.path.unlink()
-                    if build_dir != out_dir:
+                    if build_dir != target:
                         shutil.rmtree(build_dir, ignore_errors=True)
                 raise
             shown = reported_as(stats) if reported_as is not None else stats
@@ -277,8 +282,8 @@ def embed_corpus(input_path: str | Path, out_dir: str | Path, *, encoder: Any, l
                             "ids in mined pairs will not tell them apart", where, recorded["records_sharing_an_id"],
                             job.reader.spec.id_field, shared["id"],
                             " and ".join(f"{where}:{line}" for line in shared["lines"]))
-            if build_dir != out_dir:
-                swap_in_dir(build_dir, out_dir)
+            if build_dir != target:
+                swap_in_dir(build_dir, target)
             store = EmbeddingStore.open(out_dir)
         info.seconds = time.perf_counter() - t0
         store.build_info = info

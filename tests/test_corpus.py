@@ -39,6 +39,14 @@ def test_crlf_bom_and_inner_tabs(tmp_path):
     assert c.stats.replaced_count == 2
 
 
+def test_the_bom_of_each_file_joined_into_one_is_stripped(tmp_path):
+    """(a helper: `cat a.txt b.txt`, each with a BOM: line 3 was stored as "\\ufeffHallo", mined
+    with it, and counted as another sentence than line 1)"""
+    one = "\ufeffHallo Welt\nGuten Morgen\n".encode("utf-8")
+    c = read_corpus(write(tmp_path, "joined.txt", one + one))
+    assert c.sentences == ["Hallo Welt", "Guten Morgen"] * 2 and c.stats.replaced_count == 0
+
+
 def test_a_file_of_tab_separated_columns_read_as_text_is_pointed_to_the_tsv_reader(tmp_path):
     """Every line holding a tab is how a column file read as sentences looks (`1<TAB>Hallo` encoded
     as "1 Hallo"): the warning names the options that read a column; a stray tab does not."""

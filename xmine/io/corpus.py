@@ -211,9 +211,9 @@ def iter_lines(path: str | Path, *, stats: CorpusStats | None = None,
                keep_tabs: bool = False) -> Iterator[tuple[int, str]]:
     """Yield (line_number, text) for EVERY line of the file, empty ones included, validated.
 
-    Line numbers are 1-based. Text has its newline (and a `\\r` before it) removed, the BOM of
-    the first line stripped, and tabs/stray line breaks replaced by spaces (see the module doc);
-    `keep_tabs`: tabs are kept (the columns of a TSV file).
+    Line numbers are 1-based. Text has its newline (and a `\\r` before it) removed, a BOM at its
+    start stripped (the first line's, or one of a file joined with `cat`), and tabs/stray line
+    breaks replaced by spaces (see the module doc); `keep_tabs`: tabs are kept (TSV columns).
     """
     path = Path(path)
     breakers = _LINE_BREAKERS if keep_tabs else _BREAKERS
@@ -229,8 +229,8 @@ def iter_lines(path: str | Path, *, stats: CorpusStats | None = None,
                 if raw.endswith(b"\r"):
                     raw = raw[:-1]
                 text = decode_line(raw, path, line_no)
-                if line_no == 1 and text.startswith(_BOM):
-                    text = text[1:]
+                if text.startswith(_BOM):  # every line's: a file joined from several (`cat a b`) holds
+                    text = text[1:]         # theirs (was: the first only; the others stored and mined)
                 if breakers.search(text):
                     st.tab_lines += "\t" in text
                     text = breakers.sub(" ", text)

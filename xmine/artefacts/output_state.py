@@ -246,8 +246,8 @@ def output_state(path: Path, kind: str, form: str, companions: tuple[str, ...],
         return "finished" if finished else "unfinished"
 
     if exists and (path.is_dir() or path.is_symlink()) and not (form == "tsv" and _recorded_tree(path)):
-        if path.is_dir() and not path.is_symlink() and not any(path.iterdir()):  # (was: "choose another output file"
-            # to a user who made the folder of a dataset output first)
+        # (an empty one: was "choose another output file" to a user who made a dataset output's folder first)
+        if path.is_dir() and not path.is_symlink() and not any(path.iterdir()):
             raise OutputError(f"{path}: exists, an empty directory; refusing to replace it (xmine creates an output, "
                               "a dataset folder too: remove it, or name one that does not exist)")
         raise OutputError(f"{path}: exists and is a {'directory' if path.is_dir() else 'symbolic link'}; "

@@ -447,8 +447,15 @@ def test_verify_names_a_deleted_file_of_a_moses_output_as_missing(ws):
     (ws / "out.de").unlink()
     for given in ("out", "out.json", "out.en"):
         refused(xm("verify", ws / given), f"{ws / 'out.de'}: missing; out.json records it as a file of out")
+    # both files damaged: both named, one line each (was: the first only)
+    (ws / "out.de").write_text("Hallo\n", encoding="utf-8")
+    (ws / "out.en").write_text((ws / "out.en").read_text(encoding="utf-8").upper(), encoding="utf-8")
+    res = xm("verify", ws / "out")
+    errors = [line for line in res.output.splitlines() if line.startswith("xmine: error:")]
+    assert res.exit_code == 2 and len(errors) == 2, res.output
+    assert {line.split(": ")[2] for line in errors} == {str(ws / "out.de"), str(ws / "out.en")}, errors
     (ws / "out.json").unlink()  # (was: "out: does not exist", nothing said of out.en beside it)
-    refused(xm("verify", ws / "out"), f"{ws / 'out'}: does not exist (out.en beside it", "its summary out.json")
+    refused(xm("verify", ws / "out"), f"{ws / 'out'}: does not exist (out.de, out.en beside it", "its summary out.json")
 
 
 def test_verify_given_a_summary_checks_its_output_and_names_a_renamed_one(ws):

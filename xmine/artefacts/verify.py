@@ -297,14 +297,17 @@ def verify_output_file(path: str | Path) -> tuple[str, int, str]:
     if foreign is not None:
         raise ArtefactError(f"{sidecar_of(path)}: names the file {repr(foreign)[:80]}, which is not a file of "
                             f"the output {path.name}; refusing to read it")
-    changed = changed_files(side, path)
-    if changed:
-        first = path.parent / changed[0]
-        if not first.exists():
-            raise ArtefactError(f"{first}: missing; {sidecar_of(path).name} records it as a file of {path.name} "
-                                "(deleted or moved since xmine wrote it)")
-        inside = tree_changes(first, files.get(changed[0]) or {})  # (was: the folder named, not its file)
+    problems = []  # every changed file, one line each (was: the first, so OUT.de's after OUT.en was repaired)
+    for name in changed_files(side, path):
+        changed = path.parent / name
+        if not changed.exists():
+            problems.append(f"{changed}: missing; {sidecar_of(path).name} records it as a file of {path.name} "
+                            "(deleted or moved since xmine wrote it)")
+            continue
+        inside = tree_changes(changed, files.get(name) or {})  # (was: the folder named, not its file)
         what = f" ({', '.join(inside[:3])})" if inside else ""
-        raise ArtefactError(f"{first}: size or sha256 differs from {sidecar_of(path).name}{what}: "
-                            "changed or damaged since xmine wrote it")
+        problems.append(f"{changed}: size or sha256 differs from {sidecar_of(path).name}{what}: "
+                        "changed or damaged since xmine wrote it")
+    if problems:
+        raise ArtefactError("\n".join(problems))
     return side["kind"], sum(int(r["bytes"]) for r in files.values()), _match(len(files), "sha256")

@@ -47,6 +47,7 @@ from xmine.exec.executor import LOCAL, Executor, executor_for
 from xmine.encoders import DEFAULT_ENCODER
 from xmine.encoders.input_encoders import Encoders
 from xmine.encoders.loader import check_encoder_loadable
+from xmine.encoders.precision import check_same_encoder
 from xmine.inputs import check_artefact_lang, check_compatible, load_side
 from xmine.store.reader import EmbeddingStore
 from xmine.mining.approximate import ApproximateConfig, approximate_knn_both
@@ -56,7 +57,7 @@ from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.filters import LANGUAGE_RULES, PairFilterConfig, apply_pair_filters
 from xmine.mining.langid import check_installed
 from xmine.mining.rescore import exact_dot
-from xmine.mining.score_output import DROP_RULES, PairScores, resolve_score_format, write_scored
+from xmine.mining.score_output import DROP_RULES, PairScores, check_no_score_fields, resolve_score_format, write_scored
 from xmine.mining.calibrate import check_calibration_record, check_calibration_space
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.select import MiningConfig, _masked_mean, margin_score
@@ -307,12 +308,15 @@ def score_bitext(
     if projection is not None and str(projection).lower() not in ("default", "none"):
         # a projection directory given: read, and checked against its encoder, now
         _ = encoders.projection
+    encoder = stores.src.manifest.encoder if stores else encoders.encoder.fingerprint()
+    for path, artefact in opened_corpora.items():  # (was: refused once the bitext was encoded, its work left)
+        check_same_encoder(artefact.manifest.encoder, encoder, what=f"{artefact_kind(path).replace('-', ' ')} {path}")
     if selection.calibration is not None:  # of the space scored in: before the bitext is encoded
-        encoder = stores.src.manifest.encoder if stores else encoders.encoder.fingerprint()
         check_calibration_space(selection.calibration, encoder_name=encoder["name"],
                                 projection_dir=encoders.choice.path, encoder_id=encoder["id"])
     with temporary_directory("score") as staged:
         staged_sides = None if stores else write_sides(bitext, Path(staged))
+        check_no_score_fields(bitext)  # (its columns read by now; was: TSV/CSV columns doubled, others refused late)
         n = stores.lines if stores else len(staged_sides)
         with claim_output(out, kind=SCORE_KIND, form="tsv", inputs=[*bitext.paths, *corpora_paths, projection, selection.calibration],
                           overwrite=overwrite, companions=(".work",)) as claim:

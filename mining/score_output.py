@@ -136,26 +136,37 @@ def _scored_rows(bitext, scores, *, kept_only: bool, as_dict: bool, exact: bool 
                             if isinstance(v, bool) else v for v in added]
 
 
+def check_no_score_fields(bitext) -> None:
+    """Before the output is claimed and anything encoded: refuse a bitext whose records already hold
+    a score column (one scored before): its columns read (TSV, CSV, Parquet, a dataset), or its first
+    record (JSON Lines; a later one is refused as it is written). Was: TSV and CSV written with the
+    columns twice (a reader took the old `keep`), the others refused after the encoding."""
+    first = None if bitext.columns or bitext.format != "jsonl" else next(iter(bitext.pairs()), None)
+    fields = bitext.columns or (list(first.record) if first is not None and isinstance(first.record, dict) else [])
+    if clash := [c for c in SCORE_COLUMNS if c in fields]:
+        raise InputError(bitext.path, f"already has a field {clash[0]!r}, which the scores would replace (scored "
+                                      "before?); rename it, or score the bitext it was made from",
+                         line=first.number if first is not None else None)
+
+
 def write_scored(claim, fmt: str, bitext, scores, *, kept_only: bool = False) -> int:
     """Write the scored bitext to the claimed output (atomically); returns the rows written. A TSV
     row whose cell holds a tab or a line break (a CSV or JSON input's) is written with a space
     there, as TSV has no quoting; a warning says how many and where the first was."""
     written = 0
     flattened, first_flattened = 0, None  # pairs written with a cell flattened, and the first one's line (or row)
-    header = None
     if fmt in ("tsv", "csv"):
         rows = _scored_rows(bitext, scores, kept_only=kept_only, as_dict=False)
         with text_output(claim) as f:
             writer = csv.writer(f, lineterminator="\n") if fmt == "csv" else None
+            # TSV has a header line only where the input had one (its rows then stay the input's
+            # lines); CSV always has one, as CSV readers expect; both with no row written too (was:
+            # none where --kept-only kept nothing; the input's columns are read by now: write_sides)
+            header = (list(bitext.columns) if bitext.columns and bitext.format in ("tsv", "csv")
+                      else ["src", "tgt"] if fmt == "csv" else [])
+            if header:
+                _write_row(f, writer, header + list(SCORE_COLUMNS))
             for number, row in rows:
-                if header is None:
-                    # TSV has a header line only where the input had one (its rows then stay the
-                    # input's lines); CSV always has one, as CSV readers expect
-                    header = (list(bitext.columns) if bitext.columns and bitext.format in ("tsv", "csv")
-                              else ["src", "tgt"] if fmt == "csv" else [])
-                    if header:
-                        header += list(SCORE_COLUMNS)
-                        _write_row(f, writer, header)
                 if _write_row(f, writer, row):
                     flattened += 1
                     first_flattened = first_flattened or number
@@ -236,4 +247,5 @@ def _write_row(f, writer, row) -> bool:
     return flat != cells
 
 
-__all__ = ["DROP_RULES", "PairScores", "SCORE_COLUMNS", "SCORE_FORMATS", "resolve_score_format", "write_scored"]
+__all__ = ["DROP_RULES", "PairScores", "SCORE_COLUMNS", "SCORE_FORMATS", "check_no_score_fields", "resolve_score_format",
+           "write_scored"]

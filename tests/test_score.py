@@ -646,3 +646,44 @@ def test_k_1_with_a_margin_is_refused_with_corpora_too(data_dir, tmp_path):
     assert "nothing is kept" in refused(xm(*base, "-o", tmp_path / "a.tsv"), "-k 1 with the ratio margin")
     refused(xm(*base, "--src-corpus", tmp_path / "de.txt", "--tgt-corpus", store, "-o", tmp_path / "b.tsv"),
             "-k 1 with the ratio margin")
+
+
+def test_a_scored_bitext_scored_again_and_a_corpus_of_another_encoder_are_refused_before_any_work(data_dir,
+                                                                                                  tmp_path):
+    """(a helper: a CSV scored again was written with the score columns twice, a reader taking the
+    old `keep`; JSON Lines, Parquet and datasets refused only after both sides were encoded, leaving
+    OUT.json and OUT.work/; a --tgt-corpus store of another encoder refused after the bitext was
+    encoded, the same left behind)"""
+    from tests.clitools import untouched
+
+    bitext, _ = _bitext_and_corpus_store(data_dir, tmp_path)
+    store = tmp_path / "use.store"
+    ok(xm("embed", tmp_path / "en.txt", "--lang", "en", "--encoder", "use-m3", "-o", store, "-q"))
+    common = ["--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "-q"]
+    with untouched(tmp_path):
+        refused(xm("score", bitext, *common[:-3], "--encoder", "me5-small", "-q", "-o", tmp_path / "s.tsv",
+                   "--tgt-corpus", store), f"embedding store {store} was made with encoder 'use-m3'")
+    ok(xm("score", bitext, *common, "-o", tmp_path / "s.csv"))
+    ok(xm("score", bitext, *common, "-o", tmp_path / "s.jsonl"))
+    for scored, fields in (("s.csv", ["src", "tgt"]), ("s.jsonl", ["src", "tgt"])):
+        for out in ("again.csv", "again.jsonl", "again.parquet"):
+            with untouched(tmp_path):
+                refused(xm("score", tmp_path / scored, "--src-field", fields[0], "--tgt-field", fields[1], *common,
+                           "-o", tmp_path / out, "--operating-point", "precision"),
+                        str(tmp_path / scored), "already has a field 'cosine', which the scores would replace")
+
+
+def test_a_csv_or_tsv_output_keeps_its_header_line_when_no_pair_is_kept(tmp_path):
+    """(a helper: --kept-only keeping nothing wrote an empty CSV, though CSV is "always with a header
+    line", and a TSV input's header line was lost)"""
+    pairs = [("Hallo Welt.", "Hello world."), ("Guten Morgen.", "Good morning.")]
+    (tmp_path / "p.tsv").write_text("id\tde\ten\n" + "".join(f"{i}\t{d}\t{e}\n" for i, (d, e) in enumerate(pairs)),
+                                    encoding="utf-8")
+    for fmt in ("tsv", "csv"):
+        out = tmp_path / f"none.{fmt}"
+        ok(xm("score", tmp_path / "p.tsv", "--header", "--src-field", "de", "--tgt-field", "en", "--src-lang", "de",
+              "--tgt-lang", "en", "--encoder", "use-m3", "--kept-only", "--margin", "ratio", "--threshold", "9",
+              "-o", out, "-q"))
+        sep = "\t" if fmt == "tsv" else ","
+        assert out.read_text(encoding="utf-8").splitlines() == [sep.join(["id", "de", "en", "cosine", "margin", "keep",
+                                                                          "rule"])]

@@ -208,7 +208,7 @@ def _search_format(out: Path | None, fmt: str | None) -> str:
     if out is not None and out.name.lower().endswith((".gz", ".xz", ".bz2", ".zst")):
         raise ConfigError(f"{out}: search writes plain text, not compressed; name it without {out.suffix} (or pipe "
                           "the standard output through a compressor)")
-    named = {".jsonl": "jsonl", ".tsv": "tsv"}.get(out.suffix.lower()) if out is not None else None
+    named = {".jsonl": "jsonl", ".ndjson": "jsonl", ".tsv": "tsv"}.get(out.suffix.lower()) if out is not None else None
     if fmt is not None:
         check_named_format(out, fmt, named)  # (was: JSON Lines written into hits.tsv without a word)
         return fmt

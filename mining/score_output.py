@@ -78,7 +78,7 @@ def resolve_score_format(out: str | Path, fmt: str | None) -> str:
     against what the name says is refused (was: JSON Lines written into out.parquet). A name ending
     in .gz is written gzip-compressed (tsv, csv, jsonl); another compression's name, or .gz on a
     Parquet file or dataset folder, is refused (was: plain text written as out.tsv.gz)."""
-    named = {".csv": "csv", ".jsonl": "jsonl", ".parquet": "parquet", ".pq": "parquet", ".tsv": "tsv"}.get(
+    named = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet", ".tsv": "tsv"}.get(
         stem_suffix(Path(out)))
     if fmt is not None:
         if fmt not in SCORE_FORMATS:

@@ -104,7 +104,7 @@ def output_format(out: str | Path, fmt: str | None) -> str:
 
 
 #: the formats an output's name says (its ending, also before .gz)
-_NAMED_BY = {"jsonl": (".jsonl",), "tmx": (".tmx",), "parquet": (".parquet", ".pq"), "tsv": (".tsv",)}
+_NAMED_BY = {"jsonl": (".jsonl", ".ndjson"), "tmx": (".tmx",), "parquet": (".parquet", ".pq"), "tsv": (".tsv",)}
 #: the formats written gzip-compressed when the output's name ends in .gz
 GZIP_FORMATS = ("tsv", "jsonl", "tmx")
 

@@ -780,23 +780,24 @@ def test_mine_refuses_an_output_name_of_a_format_it_does_not_write(tmp_path):
     for name in ("out.csv", "out.json", "out.tsv.xz", "out.jsonl.zst"):
         with pytest.raises(ConfigError, match="not what its name says"):
             output_format(tmp_path / name, None)
-    assert [output_format(tmp_path / n, None) for n in ("a.tsv", "a.txt", "a", "a.jsonl.gz", "a.tmx")] == \
-        ["tsv", "tsv", "tsv", "jsonl", "tmx"]
+    # .ndjson is JSON Lines, as the readers take it (a helper: refused as an output name)
+    assert [output_format(tmp_path / n, None) for n in ("a.tsv", "a.txt", "a", "a.jsonl.gz", "a.tmx", "a.ndjson")] == \
+        ["tsv", "tsv", "tsv", "jsonl", "tmx", "jsonl"]
     # score and search too, one list of such names (a helper: search wrote TSV as hits.parquet,
     # hits.json and hits.csv; score as out.json)
     from xmine.index.cli import _search_format
     from xmine.mining.score_output import resolve_score_format
 
-    for name in ("out.json", "out.ndjson.gz", "out.tmx", "out.arrow"):
+    for name in ("out.json", "out.tmx", "out.arrow"):
         with pytest.raises(ConfigError, match="score writes .* not what its name says"):
             resolve_score_format(tmp_path / name, None)
-    assert [resolve_score_format(tmp_path / n, None) for n in ("a.txt", "a", "a.csv.gz", "a.pq")] == \
-        ["tsv", "tsv", "csv", "parquet"]
+    assert [resolve_score_format(tmp_path / n, None) for n in ("a.txt", "a", "a.csv.gz", "a.pq", "a.ndjson.gz")] == \
+        ["tsv", "tsv", "csv", "parquet", "jsonl"]
     for name in ("h.parquet", "h.json", "h.csv", "h.tmx"):
         with pytest.raises(ConfigError, match="search writes tsv and jsonl, not what its name says"):
             _search_format(tmp_path / name, None)
-    assert [_search_format(tmp_path / n, f) for n, f in (("h.txt", None), ("h", None), ("h.out", "jsonl"))] == \
-        ["tsv", "tsv", "jsonl"]
+    assert [_search_format(tmp_path / n, f) for n, f in (("h.txt", None), ("h", None), ("h.out", "jsonl"),
+                                                        ("h.ndjson", None))] == ["tsv", "tsv", "jsonl", "jsonl"]
     assert _search_format(None, None) == "tsv"
     # .zstd too; an existing dataset folder, whatever its name, is a dataset (a regression pass)
     for refuse in (lambda p: output_format(p, None), lambda p: resolve_score_format(p, None),

@@ -128,6 +128,10 @@ def test_one_column_for_both_sides_is_refused(tmp_path):
     refused(xm("score", path, "--no-filter", "language", "--lid-min-confidence", "0.5", "-o", tmp_path / "o.tsv"),
             "--no-filter language switches off the filter that --lid-min-confidence set up")
     refused(xm("score", path, "--format", "csv", "-o", tmp_path / "o.tsv"), "its name says tsv, but --format csv")
+    # (a helper: column 0 was told "without a header line a column is named by its 1-based number")
+    for header in ((), ("--header",)):
+        refused(xm("score", path, *header, "--src-field", 0, "--tgt-field", 2, "-o", tmp_path / "o.tsv"),
+                "--src-field '0': columns are numbered from 1 (the first is 1)")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.csv", "b.jsonl", "b.tsv"]
 
 

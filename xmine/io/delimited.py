@@ -120,6 +120,8 @@ def column_index(column: str, header: list[str] | None, path: Path, *, option: s
         return header.index(column)
     if column.isdigit() and int(column) >= 1:
         return int(column) - 1
+    if column.isdigit():  # (was: "a column is named by its 1-based number" of the number 0)
+        raise InputError(path, f"{option} {column!r}: columns are numbered from 1 (the first is 1)")
     if header is None:
         raise InputError(path, f"{option} {column!r}: without a header line a column is named by its 1-based "
                                "number (or pass --header)")

@@ -33,7 +33,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 
-from xmine.io.corpus import iter_lines
+from xmine.io.corpus import CorpusStats, iter_lines
 from xmine.io.delimited import column_index, delimited_rows, field_of, same_width
 from xmine.artefacts.fileio import missing
 from xmine.artefacts.input_artefacts import artefact_kind, manifest_hash
@@ -159,6 +159,9 @@ class Bitext:
         self.columns: list[str] | None = None
         #: the source's and target's field (dotted) or column (1-based) as read (None before)
         self.read_fields: tuple[str, str] | None = None
+        #: TSV and Moses files as read: the statistics of their lines (their line-break characters
+        #: replaced by spaces, as every text input's: `replaced_count`), by file
+        self.line_stats: dict[Path, CorpusStats] = {}
 
     @property
     def path(self) -> Path:
@@ -230,7 +233,8 @@ class Bitext:
     def _delimited(self) -> Iterator[BitextPair]:
         header = self.spec.header if self.spec.header is not None else self.format == "csv"
         names, first = None, None
-        with closing(delimited_rows(self.path, self.format, blank_fields=True)) as rows:
+        stats = self.line_stats[self.path] = CorpusStats(path=self.path)
+        with closing(delimited_rows(self.path, self.format, blank_fields=True, stats=stats)) as rows:
             if header:  # (blank lines before it are no pairs: the pairs start after it)
                 first = next((row for row in rows if row[1]), None)
                 if first is None:
@@ -254,7 +258,10 @@ class Bitext:
         src_path, tgt_path = self.paths
         number = 0
         # Closed when left early (a refused line): the reader's file is closed at once, not when collected.
-        with closing(iter_lines(src_path)) as src_lines, closing(iter_lines(tgt_path)) as tgt_lines:
+        stats = [CorpusStats(path=p) for p in self.paths]
+        self.line_stats.update(zip(self.paths, stats))
+        with closing(iter_lines(src_path, stats=stats[0])) as src_lines, \
+                closing(iter_lines(tgt_path, stats=stats[1])) as tgt_lines:
             for number, src in src_lines:
                 tgt = next(tgt_lines, None)
                 if tgt is None:

@@ -691,3 +691,22 @@ def test_a_csv_or_tsv_output_keeps_its_header_line_when_no_pair_is_kept(tmp_path
         sep = "\t" if fmt == "tsv" else ","
         assert out.read_text(encoding="utf-8").splitlines() == [sep.join(["id", "de", "en", "cosine", "margin", "keep",
                                                                           "rule"])]
+
+
+def test_line_break_characters_inside_a_tsv_or_moses_line_are_said_to_be_replaced(tmp_path, caplog):
+    """(a helper: U+2028, a form feed or a tab inside a TSV or Moses line became a space without a
+    word, where a CSV input's are warned about)"""
+    (tmp_path / "b.tsv").write_text("Hallo\u2028Welt\tHello world\nGuten\x0cMorgen\tGood morning\nJa\tYes\n",
+                                    encoding="utf-8")
+    (tmp_path / "b.de").write_text("Hallo\u2028Welt\nGuten\tMorgen\nJa\n", encoding="utf-8")
+    (tmp_path / "b.en").write_text("Hello world\nGood morning\nYes\n", encoding="utf-8")
+    for bitext, said in ((tmp_path / "b.tsv", f"{tmp_path / 'b.tsv'}: line-break characters inside 2 line(s)"),
+                         (f"{tmp_path / 'b.de'}:{tmp_path / 'b.en'}",
+                          f"{tmp_path / 'b.de'}: line-break characters or tabs inside 2 line(s)")):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="xmine"):
+            ok(xm("score", bitext, "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "-o",
+                  tmp_path / "o.tsv", "-q", "--overwrite"))
+        assert warned(caplog, said + " replaced by spaces, as xmine reads every text file; the output holds them so")
+        assert not any(f"{tmp_path / 'b.en'}: line-break" in r.getMessage() for r in caplog.records)
+        assert (tmp_path / "o.tsv").read_text(encoding="utf-8").splitlines()[0].startswith("Hallo Welt\tHello world\t")

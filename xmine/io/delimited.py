@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterator
 
 from xmine.io.compression import file_head, open_binary, read_errors
-from xmine.io.corpus import iter_lines
+from xmine.io.corpus import CorpusStats, iter_lines
 from xmine.errors import InputError
 
 DELIMITED_FORMATS = ("tsv", "csv")
@@ -27,14 +27,16 @@ DELIMITED_FORMATS = ("tsv", "csv")
 _FIELD_LIMIT = 1 << 30
 
 
-def delimited_rows(path: str | Path, fmt: str, *, blank_fields: bool = False) -> Iterator[tuple[int, list[str]]]:
+def delimited_rows(path: str | Path, fmt: str, *, blank_fields: bool = False,
+                   stats: CorpusStats | None = None) -> Iterator[tuple[int, list[str]]]:
     """(line the record starts on, its fields) of every non-blank record of a TSV or CSV file.
     `blank_fields`: every line is a record, blank ones too (a bitext's rows are its lines, pair i the
     i-th: a pair of two empty sides is one of them, reported, not skipped); a line with no field at
-    all is given as `[]`, which `same_width` widens to the file's columns."""
+    all is given as `[]`, which `same_width` widens to the file's columns. `stats`: a TSV file's lines
+    as read (`iter_lines`)."""
     path = Path(path)
     if fmt == "tsv":
-        for number, line in iter_lines(path, keep_tabs=True):
+        for number, line in iter_lines(path, keep_tabs=True, stats=stats):
             if blank_fields and not line.strip() and "\t" not in line:
                 yield number, []
             elif line.strip() or blank_fields:

@@ -474,3 +474,8 @@ def test_api_says_its_result_and_refusals_in_terms_of_what_the_caller_passed(tmp
         warnings.simplefilter("always")
         xmine.embed(["Hallo Welt"], lang="de", prompt="passage: ")
     assert [w.filename for w in caught] == [__file__], [(w.filename, str(w.message)) for w in caught]
+    # a value no encoder has: a ConfigError, as EncodingConfig's (was: an EncoderError; precision=None refused)
+    for bad in (dict(precision="bogus"), dict(runtime="bogus")):
+        with pytest.raises(ConfigError, match=rf"^{next(iter(bad))} must be one of .* \(got 'bogus'\)$"):
+            xmine.embed(["Hallo Welt"], encoder="use-m3", **bad)
+    assert xmine.embed(["Hallo Welt"], encoder="use-m3", precision=None).shape == (1, 512)

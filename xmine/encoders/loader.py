@@ -321,6 +321,9 @@ class LazyEncoder(Encoder):
         self.precision = encoder_precision(name, precision, device=device)  # validates it, too
         self.runtime = encoder_runtime(name, runtime, self.precision,
                                        device="cpu" if name == "use-m3" else pick_device(device))
+        # what really runs it, as the loaded encoder's `engine` says (was: use-m3's nominal runtime "torch"
+        # recorded as what ran a store embedded with --ray)
+        self.engine = "numpy" if name == "use-m3" else None
         self._load_kwargs = dict(device=device, prefix=prefix, prompt_name=prompt_name, threads=threads,
                                  precision=self.precision, runtime=self.runtime)
         self._fingerprint = (me5_fingerprint(prefix=ME5_DEFAULT_PREFIX if prefix is None else prefix,

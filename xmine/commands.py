@@ -103,7 +103,8 @@ def describe_auto_precision() -> str:
                    "--projection DIR, the encoder that projection was made for unless given.")
 @projection_option("to embed in (its --part is stored)")
 @click.option("--part", type=click.Choice(["meaning", "language"]), default="meaning", show_default=True,
-              help="Which part of the projection to store (needs --projection for 'language').")
+              help="Which part of the projection to store ('language' needs one: the shipped one of me5-small, or "
+                   "--projection).")
 @click.option("--dtype", type=click.Choice(DTYPES), default=DEFAULT_DTYPE, show_default=True,
               help="On-disk precision: float16 halves the size (error ~1e-3 on unit vectors).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,

@@ -58,10 +58,10 @@ def _run_paused(at: str, nth: int, before: bool, ready_fd: int, go_fd: int, what
         sys.argv = ["-c", *args]
         exec(compile(code, "<paused script>", "exec"), {"__name__": "__main__"})
     else:
-        from xmine.cli import main
+        from xmine.cli import run  # (the program: `main` and its end)
 
         sys.argv = ["xmine", *args]
-        main()
+        run()
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -1405,6 +1406,45 @@ def test_a_stop_after_the_output_was_finished_says_it_is_complete(ws, sig):
         proc.wait(timeout=60)
         said = log_of(proc)
     assert f"xmine: {what}; any work it had finished is kept: run the same command again to resume." in said, said
+
+
+_HELD_AT_EXIT = """
+import atexit, pathlib, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # (as a terminal delivers it; see paused_xmine)
+ready, go = map(pathlib.Path, sys.argv[1:3])
+def hold():  # the end of the program (as Ray's shutdown takes a second), held until the test says go
+    ready.write_text("exiting")
+    deadline = time.time() + 60
+    while not go.exists() and time.time() < deadline:
+        time.sleep(0.02)
+atexit.register(hold)
+from xmine.cli import run
+sys.argv = ["xmine", *sys.argv[3:]]
+run()
+"""
+
+
+def test_a_ctrl_c_while_a_finished_command_exits_says_so_and_a_second_stops_it(tmp_path):
+    """(a helper: Ctrl-C in the second after `mine` printed its summary line ended it without a word,
+    exit 130, its output complete.) The program's end is said to be interrupted, exit status kept;
+    a second Ctrl-C stops it at once."""
+    for presses in (1, 2):
+        ready, go = tmp_path / f"ready{presses}", tmp_path / f"go{presses}"
+        proc = subprocess.Popen([sys.executable, "-c", _HELD_AT_EXIT, ready, go, "encoders"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 120
+        while not ready.exists() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.02)
+        assert ready.exists(), proc.communicate()
+        for _ in range(presses):
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.5)
+        go.touch()
+        out, err = proc.communicate(timeout=60)
+        assert "xmine: interrupted while exiting: the command had finished (any output it wrote is complete); " \
+               "Ctrl-C again stops at once" in err, err
+        assert proc.returncode == (0 if presses == 1 else -signal.SIGINT), (proc.returncode, err)
+        assert "me5-small" in out and "Traceback" not in err
 
 
 def test_a_file_put_at_the_output_of_a_killed_run_is_never_taken_for_its_own(ws):

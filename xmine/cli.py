@@ -247,5 +247,23 @@ for _module in _COMMAND_MODULES:
     for _command in _module.COMMANDS:
         main.add_command(_command)
 
+def _interrupted_while_exiting(signum, frame) -> None:
+    click.secho("xmine: interrupted while exiting: the command had finished (any output it wrote is complete); "
+                "Ctrl-C again stops at once", fg="yellow", err=True)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def run() -> None:
+    """The `xmine` program (and `python -m xmine.cli`): `main`, whose end (Ray's shutdown, the
+    interpreter's) a first Ctrl-C no longer cuts short without a word, exit 130, after the command
+    had said its outputs were finished; it is said, and a second one stops at once."""
+    try:
+        main()
+    except SystemExit as e:  # (click's standalone mode ends every run so)
+        if e.code in (0, None) and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, _interrupted_while_exiting)
+        raise
+
+
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    run()

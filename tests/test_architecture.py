@@ -62,7 +62,7 @@ def test_xmine_declares_no_entry_points_of_its_own():
 
     project = tomllib.loads((CORE.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert "entry-points" not in project and "gui-scripts" not in project, project.get("entry-points")
-    assert project["scripts"] == {"xmine": "xmine.cli:main"}
+    assert project["scripts"] == {"xmine": "xmine.cli:run"}  # (`main` and the end of the program)
     users = [str(path.relative_to(CORE.parent)) for folder in ("xmine", "mining", "index", "disentangle", "benchmarks")
              for path in (CORE.parent / folder).rglob("*.py") if "entry_points" in path.read_text(encoding="utf-8")]
     assert not users, f"looks up entry points: {users}"

@@ -184,7 +184,8 @@ def _lists_named(directory: Path):
             if problem == e.problem:
                 raise
             raise InputError(e.path, problem, line=e.line) from None
-        item = f"item {e.line - 1}: " if e.line is not None else ""  # (the file's line n is item n - 1)
+        # (the file's line n is item n - 1; none where the list ended before it)
+        item = f"item {e.line - 1}: " if e.line is not None and "ends at line" not in problem else ""
         problem = re.sub(r"ends at line (\d+)", r"ends after \1 items", problem)  # (was: items and lines mixed)
         problem = problem.replace("in the file", "in the list").replace("line(s)", "item(s)")
         raise InputError(f"{e.path.stem} (the list given)", item + problem) from None

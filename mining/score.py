@@ -57,7 +57,8 @@ from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.filters import LANGUAGE_RULES, PairFilterConfig, apply_pair_filters
 from xmine.mining.langid import check_installed
 from xmine.mining.rescore import exact_dot
-from xmine.mining.score_output import DROP_RULES, PairScores, check_no_score_fields, resolve_score_format, write_scored
+from xmine.mining.score_output import (DROP_RULES, SCORE_KIND, PairScores, check_no_score_fields, resolve_score_format,
+                                       write_scored)
 from xmine.mining.calibrate import check_calibration_record, check_calibration_space
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.select import MiningConfig, _masked_mean, margin_score
@@ -68,7 +69,6 @@ from xmine.tempdirs import temporary_directory
 
 log = logging.getLogger(__name__)
 
-SCORE_KIND = "scored-pairs"
 #: pairs whose rows are read and scored at once
 _CHUNK = 65_536
 
@@ -138,8 +138,7 @@ def write_sides(bitext: Bitext, work: Path) -> StagedSides:
     for path, stats in bitext.line_stats.items():  # (was: a TSV or Moses file's, replaced without a word)
         if stats.replaced_count:
             log.warning(f"{path}: line-break characters{' or tabs' * (len(bitext.paths) == 2)} inside "
-                        f"{stats.replaced_count} line(s) replaced by spaces, as xmine reads every text file; the output holds "
-                        "them so")
+                        f"{stats.replaced_count} line(s) replaced by spaces, as xmine reads every text file (and writes them so)")
     for side, count in (("source", src_texts), ("target", tgt_texts)):
         if count == 0:  # (was refused later, naming the staged file OUT.work/sides/*.txt)
             raise InputError(bitext.path, f"no pair has a {side} text ({len(numbers)} pair(s), every {side} empty)")

@@ -29,11 +29,15 @@ import numpy as np
 
 from xmine.errors import ConfigError, InputError
 from xmine.mining.filters import RULES as FILTER_RULES
-from xmine.artefacts.output_state import check_named_format, names_another_format
+from xmine.artefacts.fileio import read_json
+from xmine.artefacts.output_state import check_named_format, names_another_format, sidecar_of
 from xmine.mining.writers import parquet_to_dataset, text_output, tsv_field
 from xmine.io.reader_base import stem_suffix
 
 log = logging.getLogger(__name__)
+
+#: the kind of the summary (OUT.json) of a `score` output
+SCORE_KIND = "scored-pairs"
 
 #: rule names of a dropped pair: its code in `PairScores.rule` is the index here
 DROP_RULES = ("empty", "threshold") + FILTER_RULES
@@ -141,6 +145,9 @@ def check_no_score_fields(bitext) -> None:
     a score column (one scored before): its columns read (TSV, CSV, Parquet, a dataset), or its first
     record (JSON Lines; a later one is refused as it is written). Was: TSV and CSV written with the
     columns twice (a reader took the old `keep`), the others refused after the encoding."""
+    if (read_json(sidecar_of(bitext.path)) or {}).get("kind") == SCORE_KIND:  # (a TSV without a header line too)
+        raise InputError(bitext.path, f"is the output of an xmine score (says {sidecar_of(bitext.path).name}): its "
+                                      "score columns would be written twice; score the bitext it was made from")
     first = None if bitext.columns or bitext.format != "jsonl" else next(iter(bitext.pairs()), None)
     fields = bitext.columns or (list(first.record) if first is not None and isinstance(first.record, dict) else [])
     if clash := [c for c in SCORE_COLUMNS if c in fields]:
@@ -163,7 +170,7 @@ def write_scored(claim, fmt: str, bitext, scores, *, kept_only: bool = False) ->
             # lines); CSV always has one, as CSV readers expect; both with no row written too (was:
             # none where --kept-only kept nothing; the input's columns are read by now: write_sides)
             header = (list(bitext.columns) if bitext.columns and bitext.format in ("tsv", "csv")
-                      else ["src", "tgt"] if fmt == "csv" else [])
+                      else _column_names(bitext) if fmt == "csv" else [])
             if header:
                 _write_row(f, writer, header + list(SCORE_COLUMNS))
             for number, row in rows:
@@ -236,6 +243,19 @@ def _write_dataset(claim, bitext, scores, *, kept_only: bool) -> int:
     return written
 
 
+def _column_names(bitext) -> list[str]:
+    """A CSV output's names of an input's columns where it has no header line: `src` and `tgt` for the
+    sides, the others by their number (`column_3`); `src`, `tgt` for a record of other formats (was:
+    `src`, `tgt` over three columns or more, each score read under the name of the one before it)."""
+    if bitext.format not in ("tsv", "csv") or not bitext.read_fields:
+        return ["src", "tgt"]
+    width = next((len(pair.record) for pair in bitext.pairs() if isinstance(pair.record, list)), 2)
+    names = [f"column_{i + 1}" for i in range(max(width, 2))]
+    for field, name in zip(bitext.read_fields, ("src", "tgt")):
+        names[int(field) - 1] = name
+    return names
+
+
 def _write_row(f, writer, row) -> bool:
     """Write one row; True where a TSV cell's tab or line break became a space."""
     if writer is not None:
@@ -247,5 +267,5 @@ def _write_row(f, writer, row) -> bool:
     return flat != cells
 
 
-__all__ = ["DROP_RULES", "PairScores", "SCORE_COLUMNS", "SCORE_FORMATS", "check_no_score_fields", "resolve_score_format",
+__all__ = ["DROP_RULES", "PairScores", "SCORE_COLUMNS", "SCORE_FORMATS", "SCORE_KIND", "check_no_score_fields", "resolve_score_format",
            "write_scored"]

@@ -460,7 +460,7 @@ def test_api_says_its_result_and_refusals_in_terms_of_what_the_caller_passed(tmp
     assert info["src"]["path"] == "src (the list given)" and info["output"] == "(the returned table)"
     assert [i["path"] for i in info["provenance"]["parameters"]["inputs"]] == ["src (the list given)",
                                                                                "tgt (the list given)"]
-    with pytest.raises(InputError, match=r"^tgt \(the list given\): item 2: ends after 2 items, but .*de\.txt "
+    with pytest.raises(InputError, match=r"^tgt \(the list given\): ends after 2 items, but .*de\.txt "
                                          r"goes on$"):
         xmine.score(tmp_path / "de.txt", en, encoder="use-m3")
     with pytest.raises(InputError, match=r"en\.txt:3: ends at line 2, but src \(the list given\) goes on$"):

@@ -674,7 +674,13 @@ def test_a_scored_bitext_scored_again_and_a_corpus_of_another_encoder_are_refuse
             with untouched(tmp_path):
                 refused(xm("score", tmp_path / scored, "--src-field", fields[0], "--tgt-field", fields[1], *common,
                            "-o", tmp_path / out, "--operating-point", "precision"),
-                        str(tmp_path / scored), "already has a field 'cosine', which the scores would replace")
+                        f"{tmp_path / scored}: is the output of an xmine score (says {scored}.json)")
+    # its summary away, by its columns (its first record, for JSON Lines)
+    for scored in ("s.csv", "s.jsonl"):
+        (tmp_path / f"{scored}.json").unlink()
+        refused(xm("score", tmp_path / scored, "--src-field", "src", "--tgt-field", "tgt", *common, "-o",
+                   tmp_path / "again.parquet"), str(tmp_path / scored), "already has a field 'cosine', which the "
+                "scores would replace")
 
 
 def test_a_csv_or_tsv_output_keeps_its_header_line_when_no_pair_is_kept(tmp_path):
@@ -707,6 +713,27 @@ def test_line_break_characters_inside_a_tsv_or_moses_line_are_said_to_be_replace
         with caplog.at_level("WARNING", logger="xmine"):
             ok(xm("score", bitext, "--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "-o",
                   tmp_path / "o.tsv", "-q", "--overwrite"))
-        assert warned(caplog, said + " replaced by spaces, as xmine reads every text file; the output holds them so")
+        assert warned(caplog, said + " replaced by spaces, as xmine reads every text file (and writes them so)")
         assert not any(f"{tmp_path / 'b.en'}: line-break" in r.getMessage() for r in caplog.records)
         assert (tmp_path / "o.tsv").read_text(encoding="utf-8").splitlines()[0].startswith("Hallo Welt\tHello world\t")
+
+
+def test_a_headerless_tsv_scored_before_is_refused_and_a_csv_names_every_column_of_a_headerless_input(tmp_path):
+    """(a regression pass: a TSV without a header line scored again was written with its score
+    columns twice, and a CSV output of a headerless input of three columns had a header of two, each
+    score read under the name of the one before it; a column named "²" was a traceback)"""
+    pairs = [("Hallo Welt.", "Hello world.", "7"), ("Guten Morgen.", "Good morning.", "8"), ("Ja.", "Yes.", "9")]
+    (tmp_path / "three.tsv").write_text("".join("\t".join(p) + "\n" for p in pairs), encoding="utf-8")
+    common = ["--src-lang", "de", "--tgt-lang", "en", "--encoder", "use-m3", "-q"]
+    ok(xm("score", tmp_path / "three.tsv", *common, "-o", tmp_path / "s.tsv"))
+    refused(xm("score", tmp_path / "s.tsv", *common, "-o", tmp_path / "again.tsv"),
+            f"{tmp_path / 's.tsv'}: is the output of an xmine score (says s.tsv.json)")
+    ok(xm("score", tmp_path / "three.tsv", *common, "--src-field", 2, "--tgt-field", 1, "--threshold", "none",
+          "-o", tmp_path / "s.csv"))
+    import csv
+
+    rows = list(csv.DictReader((tmp_path / "s.csv").open(encoding="utf-8")))
+    assert [(r["tgt"], r["src"], r["column_3"]) for r in rows] == pairs, rows
+    assert all(r["keep"] in ("0", "1") and 0 < float(r["cosine"]) <= 1 for r in rows), rows
+    refused(xm("score", tmp_path / "three.tsv", *common, "--src-field", "²", "-o", tmp_path / "z.tsv"),
+            "--src-field '²': without a header line a column is named by its 1-based number")

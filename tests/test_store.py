@@ -663,3 +663,24 @@ def test_overwrite_of_a_store_through_a_link_rebuilds_the_store_the_link_names(t
     assert EmbeddingStore.open(tmp_path / "big" / "store").sentences() == sentences_and_lines(second)[0]
     assert sorted(p.name for p in (tmp_path / "big").iterdir()) == ["store"]  # no rebuild or old store left
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.de.txt", "b.de.txt", "big", "current"]
+
+
+def test_every_command_names_each_damaged_file_on_its_own_error_line(tmp_path, built):
+    """(a regression pass: opening a store names every damaged file, and commands other than verify
+    printed the lines after the first without "xmine: error:"; a file of another size stopped the
+    check at the first, "missing, or not the N bytes", not saying which)"""
+    from tests.clitools import xm
+
+    store = tmp_path / "st"
+    shutil.copytree(built[0].parent / "st", store)
+    for name in ("sentences.txt", "lengths.npy"):
+        with open(store / name, "ab") as f:
+            f.write(b"x")
+    for args in (("verify", store), ("build-index", store, "-o", tmp_path / "ix", "-q"),
+                 ("mine", store, store, "--allow-same-input", "-o", tmp_path / "m.tsv", "-q")):
+        res = xm(*args)
+        lines = [line for line in res.output.splitlines() if line.strip()]
+        assert res.exit_code == 2 and len(lines) == 2, (args[0], res.output)
+        for line, name in zip(sorted(lines), ("lengths.npy", "sentences.txt")):
+            assert line.startswith(f"xmine: error: {store / name}: ") and "bytes, the manifest of the embedding store " \
+                "records" in line, (args[0], line)

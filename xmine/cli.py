@@ -25,7 +25,7 @@ from xmine.benchmarks import cli as benchmarks_cli
 from xmine.benchmarks.mining import SETS_KIND, MiningSets
 from xmine.disentangle import cli as disentangle_cli
 from xmine.disentangle.projection import load_projection
-from xmine.errors import XmineError, shortened
+from xmine.errors import XmineError, error_lines, shortened
 from xmine.index import cli as index_cli
 from xmine.index.faiss_index import IndexDir
 from xmine.mining import cli as mining_cli
@@ -187,7 +187,8 @@ class _XmineGroup(click.Group):
             click.secho("xmine: not confirmed; nothing was changed", fg="yellow", err=True)
             sys.exit(1)
         except XmineError as e:
-            click.secho(shortened(f"xmine: error: {e}"), fg="red", err=True)
+            for line in error_lines(e):  # one a problem (was: the lines after the first without the prefix)
+                click.secho(line, fg="red", err=True)
             sys.exit(2)
         except BrokenPipeError:
             # The reader of standard output stopped early (`xmine search ... | head`): what it

@@ -16,7 +16,7 @@ from xmine.encoders.external import ExternalEmbeddings
 
 from xmine.encoders.runtime import openvino_installed, runtime_for_artefact, x86_cpu
 from xmine.encoders.suitability import suitability
-from xmine.errors import ConfigError, InputError, XmineError, shortened
+from xmine.errors import ConfigError, InputError, XmineError, error_lines
 from xmine.encoders.options import encodes_nothing, precision_option
 from xmine.artefacts.input_artefacts import artefact_encoder, artefact_projection, encoding_prompt, projection_encoder
 from xmine.artefacts.fileio import kind_label
@@ -232,8 +232,8 @@ def verify(paths) -> None:
         try:
             kind, nbytes, detail = verify_artefact(path)
         except XmineError as e:  # the next paths are checked too (was: none after the first damaged one)
-            for line in str(e).splitlines():  # one a damaged file (was: the lines after the first unmarked)
-                click.secho(shortened(f"xmine: error: {line}"), fg="red", err=True)
+            for line in error_lines(e):  # one a damaged file
+                click.secho(line, fg="red", err=True)
             failed += 1
             continue
         click.echo(f"{path}: OK, an xmine {kind_label(kind)} ({detail}; {nbytes / 2**20:,.1f} MiB checked in "

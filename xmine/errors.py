@@ -67,6 +67,12 @@ class ArtefactError(XmineError):
     """An artefact directory on disk is incomplete, corrupt or of an unexpected kind/version."""
 
 
+def error_lines(error: Exception) -> list[str]:
+    """How the command line says `error`: "xmine: error: " before each of its lines (an error may
+    name several problems, one a line: `check_every`), each shortened (`shortened`)."""
+    return [shortened(f"xmine: error: {line}") for line in str(error).splitlines() or [""]]
+
+
 def check_every(checks) -> None:
     """Run every check (callables raising ArtefactError); ArtefactError naming every problem, one
     line each, once all have run: a user repairing damaged files sees them all at once."""

@@ -288,12 +288,12 @@ class VerifiedFiles:
         _VERIFIED.add(key)
 
     def check_sizes(self) -> None:
-        """Every file is there with the size recorded (no hashing)."""
-        for name, rec in self.expected.items():
-            path = inside(self.directory, name, what=self.what)
-            if not path.is_file() or path.stat().st_size != rec.bytes:
-                raise ArtefactError(f"{path}: missing, or not the {rec.bytes} bytes the manifest of the {self.what} "
-                                    "records (damaged or replaced)")
+        """Every file is there with the size recorded (no hashing); ArtefactError names each that is not."""
+        sizes = {inside(self.directory, n, what=self.what): rec.bytes for n, rec in self.expected.items()}
+        if bad := [f"{p}: {f'{p.stat().st_size} bytes' if p.is_file() else 'missing'}, the manifest of the {self.what} "
+                   f"records {b} (damaged or replaced)" for p, b in sizes.items()
+                   if not p.is_file() or p.stat().st_size != b]:
+            raise ArtefactError("\n".join(bad))
 
     def check_all(self, *, skip: Collection[str] = ()) -> int:
         """Check every file but those in `skip`; return the bytes verified. ArtefactError names every

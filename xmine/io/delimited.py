@@ -120,9 +120,9 @@ def column_index(column: str, header: list[str] | None, path: Path, *, option: s
     """The 0-based index of `column`: a 1-based number, or with a header a column name."""
     if header is not None and column in header:
         return header.index(column)
-    if column.isdigit() and int(column) >= 1:
+    if column.isdecimal() and int(column) >= 1:  # (isdigit: also "²", which int() refuses)
         return int(column) - 1
-    if column.isdigit():  # (was: "a column is named by its 1-based number" of the number 0)
+    if column.isdecimal():  # (was: "a column is named by its 1-based number" of the number 0)
         raise InputError(path, f"{option} {column!r}: columns are numbered from 1 (the first is 1)")
     if header is None:
         raise InputError(path, f"{option} {column!r}: without a header line a column is named by its 1-based "

@@ -138,7 +138,8 @@ def write_sides(bitext: Bitext, work: Path) -> StagedSides:
     for path, stats in bitext.line_stats.items():  # (was: a TSV or Moses file's, replaced without a word)
         if stats.replaced_count:
             log.warning(f"{path}: line-break characters{' or tabs' * (len(bitext.paths) == 2)} inside "
-                        f"{stats.replaced_count} line(s) replaced by spaces, as xmine reads every text file (and writes them so)")
+                        f"{stats.replaced_count} line(s) replaced by spaces, as xmine reads every text file (and "
+                        "writes them so)")
     for side, count in (("source", src_texts), ("target", tgt_texts)):
         if count == 0:  # (was refused later, naming the staged file OUT.work/sides/*.txt)
             raise InputError(bitext.path, f"no pair has a {side} text ({len(numbers)} pair(s), every {side} empty)")

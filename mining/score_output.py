@@ -82,8 +82,8 @@ def resolve_score_format(out: str | Path, fmt: str | None) -> str:
     against what the name says is refused (was: JSON Lines written into out.parquet). A name ending
     in .gz is written gzip-compressed (tsv, csv, jsonl); another compression's name, or .gz on a
     Parquet file or dataset folder, is refused (was: plain text written as out.tsv.gz)."""
-    named = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet", ".tsv": "tsv"}.get(
-        stem_suffix(Path(out)))
+    named = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet",
+             ".tsv": "tsv"}.get(stem_suffix(Path(out)))
     if fmt is not None:
         if fmt not in SCORE_FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(SCORE_FORMATS)}, not {fmt!r}")
@@ -267,5 +267,5 @@ def _write_row(f, writer, row) -> bool:
     return flat != cells
 
 
-__all__ = ["DROP_RULES", "PairScores", "SCORE_COLUMNS", "SCORE_FORMATS", "SCORE_KIND", "check_no_score_fields", "resolve_score_format",
-           "write_scored"]
+__all__ = ["DROP_RULES", "PairScores", "SCORE_COLUMNS", "SCORE_FORMATS", "SCORE_KIND", "check_no_score_fields",
+           "resolve_score_format", "write_scored"]

@@ -682,5 +682,5 @@ def test_every_command_names_each_damaged_file_on_its_own_error_line(tmp_path, b
         lines = [line for line in res.output.splitlines() if line.strip()]
         assert res.exit_code == 2 and len(lines) == 2, (args[0], res.output)
         for line, name in zip(sorted(lines), ("lengths.npy", "sentences.txt")):
-            assert line.startswith(f"xmine: error: {store / name}: ") and "bytes, the manifest of the embedding store " \
-                "records" in line, (args[0], line)
+            assert line.startswith(f"xmine: error: {store / name}: "), (args[0], line)
+            assert "bytes, the manifest of the embedding store records" in line, (args[0], line)

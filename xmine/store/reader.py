@@ -222,8 +222,8 @@ def verify_store(directory: str | Path) -> tuple[int, str]:
     shard_files = [shard.file for shard in store.manifest.shards]
     check_every([*(functools.partial(check_shard, i, shard) for i, shard in enumerate(store.manifest.shards)),
                  functools.partial(store._content.check_all, skip=shard_files)])  # then the text and row files
-    return store._content.total_bytes, (f"{len(store):,} sentences in {len(store.manifest.shards)} shard(s), every sha256 matches, every "
-                    "embedding finite")
+    return store._content.total_bytes, (f"{len(store):,} sentences in {len(store.manifest.shards)} shard(s), every "
+                                        "sha256 matches, every embedding finite")
 
 
 class _FiniteRows:

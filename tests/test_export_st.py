@@ -100,11 +100,11 @@ def test_verify_checks_every_file_of_the_export(exported):
         (out / "extra.bin").write_bytes(b"x")
         try:
             res = xm("verify", out)
-            refused(res, str(dense))
             lines = [ln for ln in res.output.splitlines() if ln.strip()]
-            assert len(lines) == 3, res.output
-            assert lines[1].startswith(f"{encoder}: content differs") and "sha256 mismatch" in lines[1]
-            assert lines[2].startswith(f"{out / 'extra.bin'}: not recorded in the manifest.json")
+            assert res.exit_code == 2 and len(lines) == 3 and "Traceback" not in res.output, res.output
+            assert lines[0].startswith(f"xmine: error: {dense}: content differs"), lines[0]
+            assert lines[1].startswith(f"xmine: error: {encoder}: content differs") and "sha256 mismatch" in lines[1]
+            assert lines[2].startswith(f"xmine: error: {out / 'extra.bin'}: not recorded in the manifest.json")
         finally:
             (out / "extra.bin").unlink()
             with open(encoder, "r+b") as f:

@@ -178,15 +178,11 @@ def _lists_named(directory: Path):
     try:
         yield
     except InputError as e:
-        # a list named in the problem (a file of the pair goes on after it: was its temporary file)
-        problem = re.sub(re.escape(str(directory)) + r"/(\w+)\.txt", r"\1 (the list given)", e.problem)
         if e.path.parent != directory or e.path.suffix != ".txt":
-            if problem == e.problem:
-                raise
-            raise InputError(e.path, problem, line=e.line) from None
+            raise  # (a list the pair's other side goes on after is named so by the bitext's reader)
         # (the file's line n is item n - 1; none where the list ended before it)
-        item = f"item {e.line - 1}: " if e.line is not None and "ends at line" not in problem else ""
-        problem = re.sub(r"ends at line (\d+)", r"ends after \1 items", problem)  # (was: items and lines mixed)
+        item = f"item {e.line - 1}: " if e.line is not None and "ends at line" not in e.problem else ""
+        problem = re.sub(r"ends at line (\d+)", r"ends after \1 items", e.problem)  # (was: items and lines mixed)
         problem = problem.replace("in the file", "in the list").replace("line(s)", "item(s)")
         raise InputError(f"{e.path.stem} (the list given)", item + problem) from None
 

@@ -256,6 +256,9 @@ class Bitext:
 
     def _moses(self) -> Iterator[BitextPair]:
         src_path, tgt_path = self.paths
+        # each file as its reader knows it: a list given to the Python API by its name, not the file written from it
+        src_shown, tgt_shown = (f"{role} (the list given)" if listed else path
+                                for role, listed, path in zip(("src", "tgt"), self.listed, self.paths))
         number = 0
         # Closed when left early (a refused line): the reader's file is closed at once, not when collected.
         stats = [CorpusStats(path=p) for p in self.paths]
@@ -265,10 +268,10 @@ class Bitext:
             for number, src in src_lines:
                 tgt = next(tgt_lines, None)
                 if tgt is None:
-                    raise InputError(tgt_path, f"ends at line {number - 1}, but {src_path} goes on", line=number)
+                    raise InputError(tgt_path, f"ends at line {number - 1}, but {src_shown} goes on", line=number)
                 yield BitextPair(number=number, src=src, tgt=tgt[1], record=None)
             if next(tgt_lines, None) is not None:
-                raise InputError(src_path, f"ends at line {number}, but {tgt_path} goes on", line=number + 1)
+                raise InputError(src_path, f"ends at line {number}, but {tgt_shown} goes on", line=number + 1)
 
     def _fields(self, record: dict) -> tuple[str, str]:
         """The dotted fields of the source and target in records like `record`."""

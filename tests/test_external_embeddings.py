@@ -180,6 +180,11 @@ def test_every_format_stores_the_same_vectors(corpus, tmp_path):
         ok(_embed_external(corpus, "de", out, fmt, "laser-test", "--dtype", "float32", "--shard-rows", 64, *extra))
         stored = EmbeddingStore.open(out).rows()[:].astype(np.float32)
         assert np.abs(stored - vectors).max() < (2e-3 if fmt == "f16" else 1e-6), fmt
+        # The record says the type the file held the values in, and claims no precision for a model
+        # that ran elsewhere (was: "fp32" for every file, the .f16 one too).
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["input"]["embeddings"]["values"] == ("float16" if fmt == "f16" else "float32"), fmt
+        assert manifest["encoder"].get("precision") is None, fmt
 
 
 def test_sizes_and_values_are_checked_before_anything_is_written(corpus, tmp_path):

@@ -48,6 +48,7 @@ class _Rows:
 
     count: int
     dim: int
+    values: str  #: the numpy name of the type the file holds its values in ("float16", "float32", ...)
 
     def read(self, lo: int, hi: int) -> np.ndarray:
         raise NotImplementedError
@@ -59,6 +60,7 @@ class _ArrayRows(_Rows):
 
     def __init__(self, path: Path, *, dtype: str | np.dtype, count: int, dim: int, offset: int = 0):
         self.path, self.dtype, self.count, self.dim, self.offset = path, np.dtype(dtype), count, dim, offset
+        self.values = self.dtype.name
 
     def read(self, lo: int, hi: int) -> np.ndarray:
         with open(self.path, "rb") as f:
@@ -84,6 +86,7 @@ class _ParquetRows(_Rows):
         self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.count = int(self.starts[-1])
         self.dim = self.read(0, 1).shape[1] if self.count else 0
+        self.values = _value_type(self.file.schema_arrow.field(column).type)
 
     def read(self, lo: int, hi: int) -> np.ndarray:
         first = int(np.searchsorted(self.starts, lo, side="right") - 1)
@@ -110,9 +113,19 @@ class _DatasetRows(_Rows):
         self.path, self.table = path, ds.data.column(column)
         self.count = len(self.table)
         self.dim = self.read(0, 1).shape[1] if self.count else 0
+        self.values = _value_type(self.table.type)
 
     def read(self, lo: int, hi: int) -> np.ndarray:
         return _vectors(self.table.slice(lo, hi - lo), self.path, lo)
+
+
+def _value_type(list_type) -> str:
+    """The numpy name of a list column's value type ("float32"), or its Arrow name where numpy has none."""
+    value = getattr(list_type, "value_type", list_type)
+    try:
+        return np.dtype(value.to_pandas_dtype()).name
+    except (NotImplementedError, TypeError):
+        return str(value)
 
 
 def _vectors(column, path: Path, lo: int) -> np.ndarray:
@@ -193,7 +206,9 @@ class ExternalEmbeddings(Encoder):
         self._shard_rows = 0
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"name": self.name, "dim": self.dim, "id": f"{EXTERNAL_ID_PREFIX}{self.name}", "precision": "fp32"}
+        # No precision: the model that made the vectors ran elsewhere, at a precision xmine cannot know
+        # (was: "fp32", a claim). The type the file holds them in is in `identity()` ("values").
+        return {"name": self.name, "dim": self.dim, "id": f"{EXTERNAL_ID_PREFIX}{self.name}", "precision": None}
 
     def encode(self, sentences: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
         raise EncoderError(f"{self.name}: embeddings made elsewhere ({self.path}) cannot encode new text")
@@ -202,7 +217,7 @@ class ExternalEmbeddings(Encoder):
         """What identifies the file (a store made from it records this; resume compares it)."""
         size, digest = size_and_sha256(self.path)
         return {"path": str(self.path.resolve()), "size": size, "sha256": digest, "rows": self._rows.count,
-                "by": "line" if self._by_line else "sentence"}
+                "values": self._rows.values, "by": "line" if self._by_line else "sentence"}
 
     def bind(self, reader, *, shard_rows: int) -> None:
         """Check the row count against the corpus `reader` (InputError naming both counts) and decide

@@ -25,7 +25,7 @@ from xmine.index.faiss_index import IndexDir, gpu_count
 from xmine.encoders.input_encoders import Encoders, check_same_projection
 from xmine.inputs import check_split_languages, load_side
 from xmine.io.readers import for_each_input
-from xmine.io.stdin import with_local_inputs
+from xmine.io.stdin import is_stdin, origin_of, with_local_inputs
 from xmine.options import (LANG, NAME, PROJECTION_CHOSEN, SEED, ExistingPath, Finite, GivenPath, InputPath,
                            given_on_command_line, input_format_options, projection_option, quiet_option,
                            ray_option, refuse_overwrite_without_output)
@@ -42,8 +42,14 @@ def _corpus_format(path: Path | str, input_format):
     return for_each_input([input_format], [path if artefact_kind(path, input_format) == "text" else None])[0]
 
 
+def _recorded(path) -> str:
+    """An input's path as a record names it: `-` for standard input, a URL for its local copy, else resolved
+    (was: `-` resolved into the working directory)."""
+    return "-" if is_stdin(path) else origin_of(path) or str(Path(path).resolve())
+
+
 @click.command("build-index")
-@click.argument("source", type=ExistingPath())
+@click.argument("source", type=InputPath())
 @click.option("-o", "--out", "out_dir", required=True, type=GivenPath(path_type=Path),
               help="Index directory to write. It must be new, an empty directory or (with --overwrite) an "
                    "xmine index, which is then replaced atomically; anything else is refused.")
@@ -88,14 +94,15 @@ def _corpus_format(path: Path | str, input_format):
             "--shard-rows, else pieces merged into one index). A store SOURCE is read by the workers from "
             "its files; a text SOURCE is encoded here first (embed it with `xmine embed --ray` to encode "
             "on the cluster). The index is the same as without --ray")
+@with_local_inputs("source")  # a URL: copied as it streams (`-` is copied where the text is embedded)
 def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprobe, pq_m, memory_budget_gb, seed,
                 encoder, projection, precision, runtime, prompt, prompt_name, device, cpu, quiet, ray_address,
                 input_format):
     """Build a FAISS index over SOURCE's embeddings.
 
     SOURCE is a corpus in any input format (a text file with one sentence a line, JSON Lines, CSV,
-    Parquet, a dataset folder; see --input-format), encoded with --encoder into a
-    temporary store, or an embedding store directory written by `xmine embed` (its stored vectors
+    Parquet, a dataset folder; see --input-format; '-' reads standard input, an fsspec URL one
+    file, each copied first), encoded with --encoder into a temporary store, or an embedding store directory written by `xmine embed` (its stored vectors
     are used). The index directory
     records the encoder and projection fingerprints and the sentences with their line numbers, so
     `xmine search` returns text and refuses queries from another encoder/projection.
@@ -131,7 +138,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
                             part=side.part, lang=side.lang,
                             source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
                                                            {"path": str(Path(source).resolve()), **side.fingerprint}),
-                                    "corpus": str(Path(side.source or side.path).resolve()),  # what line numbers count in
+                                    "corpus": _recorded(side.source or side.path),  # what line numbers count in
                                     **({"encoded_with": side.encoded_with} if side.encoded_with else {})},
                             config=config, executor=executor, show_progress=not quiet, overwrite=overwrite)
             except NonFiniteRowError as e:  # a damaged or crafted store (was: indexed, and every search missed)

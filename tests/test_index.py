@@ -480,6 +480,34 @@ def test_search_reads_queries_from_standard_input_and_scores_are_cosines(tmp_pat
     refused(res, "xmine: error: -: no sentence in the file")  # (was: named by its temporary copy)
 
 
+def test_build_index_reads_standard_input_and_urls_as_it_reads_the_file(tmp_path, data_dir):
+    """`build-index -` and `build-index URL` read the corpus as embed and search do (was: "Path '-'
+    does not exist"), index what the file gives, and record the input as given (`-`, the URL), not
+    a path in the working directory or a temporary copy; a missing URL is one line."""
+    import fsspec
+
+    from xmine.cli import main
+
+    en = flores_lines(data_dir, "eng_Latn", 40)
+    text = "\n".join(en) + "\n"
+    (tmp_path / "en.txt").write_text(text, encoding="utf-8")
+    url = f"memory://xmine-test-{tmp_path.name}/en.txt"
+    fsspec.filesystem("memory").pipe(url.removeprefix("memory://"), text.encode())
+    ok(xm("build-index", tmp_path / "en.txt", "--lang", "en", "-o", tmp_path / "file", "-q"))
+    res = CliRunner().invoke(main, ["build-index", "-", "--lang", "en", "-o", str(tmp_path / "stdin"), "-q"],
+                             input=text)
+    assert res.exit_code == 0, res.output
+    ok(xm("build-index", url, "--lang", "en", "-o", tmp_path / "url", "-q"))
+    for name, given in (("stdin", "-"), ("url", url)):
+        assert (tmp_path / name / "sentences.txt").read_bytes() == (tmp_path / "file" / "sentences.txt").read_bytes()
+        source = json.loads((tmp_path / name / "manifest.json").read_text())["source"]
+        assert (source["file"]["path"], source["corpus"]) == (given, given), source
+        ok(xm("verify", tmp_path / name))
+    fsspec.filesystem("memory").rm(url.removeprefix("memory://"))
+    refused(xm("build-index", url, "-o", tmp_path / "gone", "-q"), url, "no such file")
+    assert not (tmp_path / "gone").exists()
+
+
 def test_build_index_refuses_a_seed_or_memory_budget_its_index_type_has_no_use_for(tmp_path):
     """--memory-budget-gb chooses the index of --index-type auto; --seed draws the training sample
     of an index with lists or PQ codes: given with a type that has no use for them, refused before

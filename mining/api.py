@@ -34,9 +34,8 @@ from xmine.artefacts.directory import register_readers
 from xmine.artefacts.input_artefacts import encoding_prompt, projection_encoder
 from xmine.disentangle.projection import load_projection
 from xmine.encoders import DEFAULT_ENCODER, load_encoder
-from xmine.encoders.base import PRECISIONS, check_finite_output
+from xmine.encoders.base import EncoderConfig, check_finite_output
 from xmine.encoders.projection import choose_projection, resolve_projection, shipped_dir
-from xmine.encoders.runtime import RUNTIMES
 from xmine.errors import ConfigError, InputError
 from xmine.index.faiss_index import IndexDir
 from xmine.io.corpus import CorpusStats
@@ -374,9 +373,7 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
         if value is not None and not isinstance(value, str):  # (runtime, prompt_name, device: was not taken)
             raise ConfigError(f"{name} must be a string or None (got {value!r})")
     precision = "auto" if precision is None else precision  # (was: None let through, then refused as "not None")
-    for name, value, known in (("precision", precision, PRECISIONS), ("runtime", runtime, RUNTIMES)):
-        if value is not None and value not in known:  # a ConfigError, as EncodingConfig's (was: an EncoderError)
-            raise ConfigError(f"{name} must be one of {', '.join(known)} (got {value!r})")
+    EncoderConfig(precision=precision, runtime=runtime)  # checks both: a ConfigError, as EncodingConfig's
     if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
         raise ConfigError(f"batch_size must be an integer >= 1 (got {batch_size!r})")
     batch_size = int(batch_size)

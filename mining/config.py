@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from xmine.calibration import DEFAULT_MARGIN, NEUTRAL
-from xmine.encoders.base import PRECISIONS, EncoderConfig
+from xmine.encoders.base import EncoderConfig
 from xmine.encoders.prompts import check_prompt
 from xmine.errors import ConfigError, check_field_types
 from xmine.artefacts.input_artefacts import artefact_lang
@@ -104,8 +104,7 @@ class EncodingConfig:
     def __post_init__(self):
         check_field_types(self, strings=("encoder", "precision", "runtime", "prompt", "prompt_name", "device"),
                           paths=("projection",))
-        if self.precision is not None and self.precision not in PRECISIONS:
-            raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)} (got {self.precision!r})")
+        self.encoder_config()  # checks the precision and the runtime (EncoderConfig)
         check_prompt(self.prompt, self.prompt_name)
 
     def encoder_config(self) -> EncoderConfig:

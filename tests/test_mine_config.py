@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.clitools import ok, refused, warned, xm
+from xmine.encoders.base import EncoderConfig
 from xmine.errors import ConfigError
 from xmine.mining.config import (EncodingConfig, FilterConfig, MineConfig, OptionConflict, OutputConfig, SearchConfig,
                                  SelectionConfig, SideInput)
@@ -55,6 +56,9 @@ BAD = [
     (lambda: FilterConfig(max_length_ratio=float("inf")), ConfigError, "max_length_ratio must be a finite number"),
     (lambda: OutputConfig(path="m.out", format="xlsx"), ConfigError, "m.out: format must be one of"),
     (lambda: EncodingConfig(precision="fp8"), ConfigError, "precision must be one of"),
+    # (was: taken until a model was loaded, then an EncoderError)
+    (lambda: EncodingConfig(runtime="bogus"), ConfigError, "runtime must be one of auto, torch, openvino (got 'bogus')"),
+    (lambda: EncoderConfig(runtime="tensorrt"), ConfigError, "runtime must be one of auto, torch, openvino"),
     (lambda: EncodingConfig(device=3), ConfigError, "device must be a string (got 3)"),
     (lambda: SideInput(path="de.txt", lang="klingon"), ConfigError, "de.txt: 'klingon' is not a known language"),
     (lambda: SideInput(path="de.txt", keep_fields="url"), ConfigError, "keep_fields must be a list of field names"),

@@ -12,7 +12,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from xmine.errors import EncoderError
+from xmine.errors import ConfigError, EncoderError
 from xmine.paths import xmine_home
 
 log = logging.getLogger("xmine.encoders")  # (the package's logger: one name for every encoder message)
@@ -23,6 +23,8 @@ BUILTIN_ENCODERS = ("me5-small", "use-m3")
 #: what `precision=` accepts; "auto" resolves per device (`resolve_precision`)
 PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")
 DEFAULT_PRECISION = "auto"
+#: what `runtime=` accepts; "auto" resolves per machine and precision (`xmine.encoders.runtime`)
+RUNTIMES = ("auto", "torch", "openvino")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,6 +43,12 @@ class EncoderConfig:
     prompt: str | None = None
     #: a prompt of the model's config by name (`load_encoder(prompt_name=)`); not with `prompt`
     prompt_name: str | None = None
+
+    def __post_init__(self):
+        # checked where it is made, from the Python API too (was: an unknown runtime taken until a model loaded)
+        for field, known in (("precision", PRECISIONS), ("runtime", RUNTIMES)):
+            if (value := getattr(self, field)) is not None and value not in known:
+                raise ConfigError(f"{field} must be one of {', '.join(known)} (got {value!r})")
 
 
 #: The E5 prefix for symmetric tasks (bitext mining, STS, cross-lingual retrieval of sentences).

@@ -22,13 +22,12 @@ import platform
 import sys
 from importlib.util import find_spec
 
-from xmine.encoders.base import note_once
+from xmine.encoders.base import RUNTIMES, note_once
 from xmine.errors import EncoderError
 from xmine.artefacts.records import EncoderFingerprint
 
 log = logging.getLogger(__name__)
 
-RUNTIMES = ("auto", "torch", "openvino")
 DEFAULT_RUNTIME = "auto"
 #: precisions each concrete runtime runs
 RUNTIME_PRECISIONS = {"torch": ("fp32", "bf16", "fp16"), "openvino": ("fp32", "bf16", "int8")}

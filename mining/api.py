@@ -38,7 +38,7 @@ from xmine.encoders.base import EncoderConfig, check_finite_output
 from xmine.encoders.projection import choose_projection, resolve_projection, shipped_dir
 from xmine.errors import ConfigError, InputError
 from xmine.index.faiss_index import IndexDir
-from xmine.io.corpus import CorpusStats
+from xmine.io.corpus import CorpusStats, is_blank
 from xmine.io.reader_base import one_line, text_problem
 from xmine.io.stdin import is_url
 from xmine.langs import is_known_lang
@@ -365,7 +365,7 @@ def embed(texts: Sequence[str], *, lang: str | None = None, encoder: str | None 
             raise ConfigError(f"texts: item {i} is a {type(text).__name__}, not a string")
         if (why := text_problem(text)) is not None:  # (was: the tokenizer's TypeError, or a NUL embedded)
             raise ConfigError(f"texts: item {i} holds {why}")
-        if not text.strip():  # (was: the vector of the prompt alone, near every short sentence's)
+        if is_blank(text):  # (was: the vector of the prompt alone, near every short sentence's)
             raise ConfigError(f"texts: item {i} is empty: it has no meaning to embed (mine and embed skip empty "
                               "lines); leave it out")
     for name, value in (("prompt", prompt), ("prompt_name", prompt_name), ("runtime", runtime), ("device", device),

@@ -159,6 +159,8 @@ def test_api_embed_refuses_one_string_for_a_list_of_sentences():
     # an empty sentence (was: the vector of "query: " alone, at cosine 0.90 to "Hallo Welt.")
     with pytest.raises(ConfigError, match="texts: item 1 is empty: it has no meaning to embed"):
         xmine.embed(["Hallo Welt.", "  "], lang="de", encoder="use-m3")
+    with pytest.raises(ConfigError, match="texts: item 1 is empty"):  # (a zero-width space: as a file's line)
+        xmine.embed(["Hallo Welt.", "\u200b"], lang="de", encoder="use-m3")
     # `mine` reads a string as a file: a sentence given for a list says so (was: "no such file" alone)
     from xmine.errors import InputError
 

@@ -31,6 +31,27 @@ def test_empty_lines_keep_line_numbers_and_are_counted(tmp_path, caplog):
     assert any("3 empty line(s)" in r.getMessage() and str(p) in r.getMessage() for r in caplog.records)
 
 
+def test_lines_of_invisible_characters_are_empty_lines_and_words_keep_theirs(tmp_path, data_dir):
+    """A line of zero-width spaces, joiners, a word joiner or a soft hyphen shows nothing: it is an
+    empty line, as embed, build-index and a JSON Lines record read it (was: a sentence, embedded as a
+    vector of nothing); a joiner inside a word (Persian's non-joiner) stays part of it."""
+    from clitools import ok, xm
+
+    from xmine.store import EmbeddingStore
+
+    lines = ["\u200b", "eins", "\u200c\u200d \u2060", "\u00ad", "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645", "\ufeff "]
+    p = write(tmp_path, "a.txt", ("\n".join(lines) + "\n").encode("utf-8"))
+    c = read_corpus(p)
+    assert c.sentences == ["eins", lines[4]] and c.line_numbers.tolist() == [2, 5] and c.stats.empty_lines == 4
+    with pytest.raises(InputError, match="no sentence"):
+        read_corpus(write(tmp_path, "z.txt", "\u200b\n\u2060\u200b\n".encode("utf-8")))
+    (tmp_path / "a.jsonl").write_text("".join(f'{{"text": "{t}"}}\n' for t in lines), encoding="utf-8")
+    for name in ("a.txt", "a.jsonl"):
+        ok(xm("embed", tmp_path / name, "--lang", "fa", "-o", tmp_path / f"{name}.store", "-q"))
+        store = EmbeddingStore.open(tmp_path / f"{name}.store")
+        assert len(store) == 2 and store.line_numbers.tolist() == [2, 5], name
+
+
 def test_crlf_bom_and_inner_tabs(tmp_path):
     p = write(tmp_path, "win.txt", "\ufeffErste Zeile\r\nzweite\tmit Tab\r\nend\rx\r\n".encode("utf-8"))
     c = read_corpus(p)

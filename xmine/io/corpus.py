@@ -19,8 +19,10 @@ Input policy (what every xmine command does with a text file):
 - Whitespace around a sentence (spaces, a no-break space, ...) is removed: a trailing space
   changes a transformer's embedding, and the duplicate check and `xmine score` read sentences
   without it (was: "X" and "X " one sentence there, two vectors here). Nothing else is changed.
-- Empty or whitespace-only lines keep their line number (so output refers to the user's lines)
-  but are not sentences: they are skipped and their count is reported as a warning.
+- Empty lines, and lines of only whitespace and characters that show nothing (zero-width space and
+  joiners, word joiner, byte-order mark, soft hyphen: `is_blank`), keep their line number (so output
+  refers to the user's lines) but are not sentences: they are skipped and their count is reported
+  as a warning.
 - Lines longer than `max_chars` characters (default `DEFAULT_MAX_CHARS`) are kept whole in the
   text, but `truncate_for_encoding` cuts them for the encoder, which would truncate them at its
   token limit anyway (and a megabyte-long "line" would only cost tokeniser time). A warning names
@@ -58,9 +60,17 @@ DEFAULT_MAX_CHARS = 2000
 WARN_LIST = 5
 
 _BOM = "\ufeff"
+#: characters that show nothing: zero-width space, non-joiner, joiner, word joiner, byte-order mark, soft hyphen
+_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"))
 # Characters that split lines for str.splitlines() or columns in TSV; \n is the separator itself.
 _BREAKERS = re.compile("[\t\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _LINE_BREAKERS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")  # the same, tabs kept
+
+
+def is_blank(text: str) -> bool:
+    """Whether `text` has nothing to read: only whitespace and invisible characters (was: a line of
+    zero-width spaces embedded as a sentence, a vector of nothing that search returned)."""
+    return not text.translate(_INVISIBLE).strip()
 
 
 @dataclass(kw_only=True)
@@ -106,7 +116,7 @@ class CorpusStats:
 
     def note_line(self, line_no: int, text: str, max_chars: int) -> bool:
         """Count one line (or record) read: False for an empty one (skipped), True for a sentence."""
-        if not text.strip():
+        if is_blank(text):
             self.empty_lines += 1
             return False
         if len(text) > max_chars:
@@ -297,7 +307,7 @@ def iter_parallel(
     s_stats, t_stats = CorpusStats(path=src_path), CorpusStats(path=tgt_path)
     skipped = 0
     for (line_no, s), (_, t) in zip(iter_lines(src_path, stats=s_stats), iter_lines(tgt_path, stats=t_stats)):
-        if not s.strip() or not t.strip():
+        if is_blank(s) or is_blank(t):
             skipped += 1
             continue
         s_stats.note_line(line_no, s, max_chars)
@@ -345,5 +355,5 @@ def truncate_for_encoding(sentences: Sequence[str], max_chars: int = DEFAULT_MAX
 
 __all__ = [
     "DEFAULT_MAX_CHARS", "MAX_IDENTICAL_SHARE", "Corpus", "CorpusStats", "copies_among", "decode_line",
-    "iter_corpus", "iter_lines", "iter_parallel", "read_corpus", "read_parallel", "truncate_for_encoding",
+    "is_blank", "iter_corpus", "iter_lines", "iter_parallel", "read_corpus", "read_parallel", "truncate_for_encoding",
 ]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from xmine.io.corpus import DEFAULT_MAX_CHARS, WARN_LIST, CorpusStats
+from xmine.io.corpus import DEFAULT_MAX_CHARS, WARN_LIST, CorpusStats, is_blank
 from xmine.errors import ConfigError, InputError
 from xmine.artefacts.fileio import sha256_file
 from xmine.artefacts.output_state import tree_record
@@ -257,7 +257,7 @@ class CorpusReader:
         for number, text in self.sentences(max_chars=sys.maxsize, stats=st, ids=record_ids, keep_breaks=True):
             rid = record_ids.pop() if record_ids is not None else None
             # split at its line breaks too (`split`'s doc); a tab inside a sentence becomes a space
-            for i, sentence in enumerate((one_line(s).strip() for s in split(text) if s.strip()), 1):
+            for i, sentence in enumerate((one_line(s).strip() for s in split(text) if not is_blank(s)), 1):
                 if len(sentence) > max_chars:
                     st.long_count += 1
                     if len(st.long_lines) < WARN_LIST and number not in st.long_lines:

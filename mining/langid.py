@@ -294,6 +294,14 @@ def language_mask(texts: Sequence[str], lang: str, backend: str = DEFAULT_LID, *
     return np.array(keep, dtype=bool), codes
 
 
+def language_counts(texts: Sequence[str], langs: Sequence[str], backend: str = DEFAULT_LID) -> list[int]:
+    """How many of `texts` are identified as each of `langs` (as `accepts` reads a label), sure
+    enough (each language's `min_confidence_for`)."""
+    codes, conf = identify(texts, backend)
+    return [sum(accepts(lang, c) and p >= min_confidence_for(lang, backend) for c, p in zip(codes, conf.tolist()))
+            for lang in langs]
+
+
 UNKNOWN = "unknown"
 
 

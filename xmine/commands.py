@@ -271,7 +271,8 @@ def cache_info() -> None:
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def cache_clear(encoder_name, yes) -> None:
     """Delete cache files (the embeddings are recomputed when next needed). Only files that are
-    provably xmine's cache are deleted; any other file there is named and left alone."""
+    provably xmine's cache are deleted; any other .sqlite file there is named and left alone, and
+    files of other names are not touched."""
     found = [(f, *cache_file_info(f)) for f in cache_files()]
     for f, i, why in found:
         if i is None:

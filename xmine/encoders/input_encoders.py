@@ -26,8 +26,10 @@ def check_same_projection(expected: ProjectionFingerprint | None, actual: Projec
     """Raise EncoderMismatchError unless both are None or both have the same projection id."""
     if (expected and expected.id) != (actual and actual.id):
         raw = "no projection (raw embeddings)"
-        raise EncoderMismatchError(f"{what} was made with {expected or raw}, but {actual or raw} was given; "
-                                   "use the same --projection")
+        # (was: "... but X was given" where nothing was: the run's space is the other input's, or the default)
+        raise EncoderMismatchError(f"{what} was made with {expected or raw}, but the run's space is {actual or raw} "
+                                   "(--projection, else the inputs' own or the default); use inputs of one space, "
+                                   "or the same --projection")
 
 
 class Encoders:

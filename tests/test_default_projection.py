@@ -310,7 +310,7 @@ def test_a_store_meets_an_index_or_a_request_only_in_its_own_space(tmp_path, me5
             "was made with 'me5-small' and the prompt 'query: ', but embeddings with the prompt 'passage: '",
             "(--prompt 'query: '; prompt='query: ' in Python)")
     refused(xm("build-index", tmp_path / "meaning.de", "--projection", "none", "-o", tmp_path / "x"),
-            "meaning.de", "no projection (raw embeddings) was given")
+            "meaning.de", "but the run's space is no projection (raw embeddings) (--projection")
     refused(xm("build-index", tmp_path / "raw.de", "--prompt", "passage: ", "-o", tmp_path / "x"),
             "raw.de", "(--prompt 'query: '; prompt='query: ' in Python)")
     assert tree(tmp_path) == before

@@ -12,6 +12,7 @@ import click
 from xmine.artefacts.directory import file_fingerprint
 from xmine.artefacts.fileio import atomic_write_manifest
 from xmine.artefacts.outputs import claim_output
+from xmine.artefacts.input_artefacts import projection_encoder
 from xmine.encoders import DEFAULT_ENCODER
 from xmine.encoders.base import EncoderConfig
 from xmine.encoders.loader import known_encoder_name
@@ -256,7 +257,9 @@ def score(pairs, src_file, tgt_file, out, output_format, pairs_format, src_field
 
 
 @click.command("calibrate")
-@click.option("--encoder", type=NAME, default=None, help="Encoder of the space to calibrate (default: me5-small).")
+@click.option("--encoder", type=NAME, default=None,
+              help="Encoder of the space to calibrate (default: the one a --projection DIR was trained on, else "
+                   "me5-small).")
 @projection_option("of the space to calibrate")
 @src_lang_option(required=True, help="Source language: a FLORES-200 code (deu_Latn) or ISO 639-1/3.")
 @tgt_lang_option(required=True, help="Target language.")
@@ -284,7 +287,9 @@ def calibrate_command(encoder, projection, src_lang, tgt_lang, gold, data_dir, k
     mines in the margin the record names: distance, in which one corpus's threshold transfers best
     to another (docs/mining.md). Calibrate with the -k, --prompt (or --prompt-name) you mine with:
     margins over other neighbours, or embeddings of another prompt, are on another scale."""
-    encoder = known_encoder_name(encoder) or DEFAULT_ENCODER  # (a folder by its absolute path, as stores record it)
+    # (a folder by its absolute path, as stores record it; a projection's own encoder where none is named: was
+    # me5-small, and a use-m3 projection refused once FLORES-200 was encoded)
+    encoder = known_encoder_name(encoder) or projection_encoder(projection) or DEFAULT_ENCODER
     if gold is not None:
         if data_dir is not None:  # (was: read and dropped)
             raise click.UsageError("--data-dir is where FLORES-200 is read from; with --gold it is not read: "

@@ -468,3 +468,17 @@ def test_calibrating_a_projection_on_its_own_training_pairs_is_said_and_recorded
         ok(xm(*args, "--data-dir", data_dir, "-o", tmp_path / "flores.json"))
     assert not any("was trained on" in r.getMessage() for r in caplog.records)
     assert json.loads((tmp_path / "flores.json").read_text())["data"]["projection_trained_on"] == []
+
+
+@pytest.mark.slow
+def test_calibrate_a_projection_runs_its_own_encoder(data_dir, tmp_path, usem3):
+    """`calibrate --projection DIR` with no --encoder encodes with the encoder DIR was trained on, as
+    mine and langid do (a helper: me5-small encoded the 1,214 FLORES-200 sentences, then the use-m3
+    projection refused its 384-d input, "expects (n, 512) embeddings")."""
+    from test_store import _save_small_projection
+
+    proj = _save_small_projection(tmp_path / "proj", usem3.fingerprint(), usem3.dim)
+    ok(xm("calibrate", "--projection", proj, "--src-lang", "de", "--tgt-lang", "en", "--data-dir", data_dir, "-q",
+          "-o", tmp_path / "c.json"))
+    space = json.loads((tmp_path / "c.json").read_text())["space"]
+    assert space["encoder"] == "use-m3" and space["projection"] is not None, space

@@ -177,6 +177,8 @@ def _parse_explicit(spec: str) -> PairFiles:
     parts = spec.split(":")
     if len(parts) != 2:
         raise ConfigError(f"--pairs {spec!r}: expected a directory, SRC:TGT files or LANG=SRC:LANG=TGT")
+    if any(not part.rpartition("=")[2].strip() for part in parts):  # (was: "." said to be no file)
+        raise ConfigError(f"--pairs {spec!r}: a side names no file; give SRC:TGT, each a file")
     sides = []
     for part in parts:
         lang, eq, file = part.partition("=")

@@ -59,6 +59,14 @@ def test_explicit_pairs_of_one_file_on_both_sides_are_refused(tmp_path):
             discover_pairs([spec])
 
 
+def test_explicit_pairs_with_a_side_that_names_no_file_say_so(tmp_path):
+    """`--pairs F:` or `de=:en=F` (was: ".: parallel file not found (not a file)")."""
+    (tmp_path / "f.de").write_text("Hallo.\n", encoding="utf-8")
+    for spec in (f"{tmp_path / 'f.de'}:", f":{tmp_path / 'f.de'}", f"de=:en={tmp_path / 'f.de'}", f"de={tmp_path}/f.de: "):
+        with pytest.raises(ConfigError, match=r"a side names no file; give SRC:TGT, each a file$"):
+            discover_pairs([spec])
+
+
 def test_discovery_rule_on_the_shared_layouts(data_dir):
     par = data_dir / "parallel"
     found = discover_pairs([str(par / "tatoeba-challenge")], langs=["deu", "fra", "eng"])

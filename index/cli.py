@@ -102,9 +102,9 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
 
     SOURCE is a corpus in any input format (a text file with one sentence a line, JSON Lines, CSV,
     Parquet, a dataset folder; see --input-format; '-' reads standard input, an fsspec URL one
-    file, each copied first), encoded with --encoder into a temporary store, or an embedding store directory written by `xmine embed` (its stored vectors
-    are used). The index directory
-    records the encoder and projection fingerprints and the sentences with their line numbers, so
+    file, each copied first), encoded with --encoder into a temporary store, or an embedding store
+    directory written by `xmine embed` (its stored vectors are used). The index directory records
+    the encoder and projection fingerprints and the sentences with their line numbers, so
     `xmine search` returns text and refuses queries from another encoder/projection.
     """
     input_format = _corpus_format(source, input_format)

@@ -182,8 +182,8 @@ def check_corpus_languages(corpora, langs, sample: int = 200) -> None:
             texts = [t for _, (_, t) in zip(range(sample), open_corpus(path, check=False).sentences())]
             n_own, n_other = language_counts(texts, (own, other))
             if n_other >= len(texts) / 2 and n_other > 4 * n_own:
-                raise InputError(path, f"{option} gives the {own} side's neighbours, but {n_other} of its first "
-                                       f"{len(texts)} sentences are {other}: are --src-corpus and --tgt-corpus swapped?")
+                raise InputError(path, f"{option} gives the {own} side's neighbours, but {n_other} of its "
+                                       f"first {len(texts)} sentences are {other}: are the corpora swapped?")
 
 
 def _rows_of_pairs(side, n: int) -> np.ndarray:

@@ -99,7 +99,7 @@ def test_corpora_of_the_swapped_languages_are_refused_before_anything_is_written
             "-o", tmp_path / "s.tsv", "-q")
     said = refused(xm(*base, "--src-corpus", tmp_path / "c.en", "--tgt-corpus", tmp_path / "c.de"),
                    str(tmp_path / "c.en"), "--src-corpus gives the de side's neighbours, but", "sentences are en",
-                   "swapped?")
+                   "are the corpora swapped?")
     assert "of its first 100 sentences" in said
     refused(xm(*base, "--tgt-corpus", tmp_path / "c.de"), str(tmp_path / "c.de"), "--tgt-corpus gives the en side's")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.de", "b.en", "c.de", "c.en"]

@@ -25,7 +25,7 @@ from xmine.index.faiss_index import IndexDir, gpu_count
 from xmine.encoders.input_encoders import Encoders, check_same_projection
 from xmine.inputs import check_split_languages, load_side
 from xmine.io.readers import for_each_input
-from xmine.io.stdin import is_stdin, origin_of, with_local_inputs
+from xmine.io.stdin import recorded_path, with_local_inputs
 from xmine.options import (LANG, NAME, PROJECTION_CHOSEN, SEED, ExistingPath, Finite, GivenPath, InputPath,
                            given_on_command_line, input_format_options, projection_option, quiet_option,
                            ray_option, refuse_overwrite_without_output)
@@ -40,12 +40,6 @@ def _corpus_format(path: Path | str, input_format):
     """`input_format` for a corpus input, None for a store or an index, where a reading option given is
     refused (was: `search IDX STORE --split-sentences` ignored it without a word)."""
     return for_each_input([input_format], [path if artefact_kind(path, input_format) == "text" else None])[0]
-
-
-def _recorded(path) -> str:
-    """An input's path as a record names it: `-` for standard input, a URL for its local copy, else resolved
-    (was: `-` resolved into the working directory)."""
-    return "-" if is_stdin(path) else origin_of(path) or str(Path(path).resolve())
 
 
 @click.command("build-index")
@@ -138,7 +132,7 @@ def build_index(source, out_dir, overwrite, lang, kind, shard_rows, nlist, nprob
                             part=side.part, lang=side.lang,
                             source={"kind": side.kind, **({"file": side.fingerprint} if side.kind == "text" else
                                                            {"path": str(Path(source).resolve()), **side.fingerprint}),
-                                    "corpus": _recorded(side.source or side.path),  # what line numbers count in
+                                    "corpus": recorded_path(side.source or side.path),  # what line numbers count in
                                     **({"encoded_with": side.encoded_with} if side.encoded_with else {})},
                             config=config, executor=executor, show_progress=not quiet, overwrite=overwrite)
             except NonFiniteRowError as e:  # a damaged or crafted store (was: indexed, and every search missed)

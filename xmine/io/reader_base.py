@@ -14,7 +14,7 @@ from xmine.io.corpus import DEFAULT_MAX_CHARS, WARN_LIST, CorpusStats, is_blank
 from xmine.errors import ConfigError, InputError
 from xmine.artefacts.fileio import sha256_file
 from xmine.artefacts.output_state import tree_record
-from xmine.io.stdin import origin_of
+from xmine.io.stdin import recorded_path
 
 FORMATS = ("text", "jsonl", "parquet", "hf", "csv", "tsv")
 #: the suffixes of the compressed files the readers decompress (by content: the suffix only names them)
@@ -221,7 +221,7 @@ class CorpusReader:
     def identity(self) -> dict[str, Any]:
         """What identifies the input (a store made from it records this; resume compares it)."""
         size, digest = size_and_sha256(self.path)
-        return {"path": origin_of(self.path) or str(self.path.resolve()), "size": size, "sha256": digest, "format": self.format,
+        return {"path": recorded_path(self.path), "size": size, "sha256": digest, "format": self.format,
                 "text_field": self.spec.text_field, "id_field": self.spec.id_field, "split": self.spec.split,
                 "records": self.n_records}
 

@@ -117,6 +117,12 @@ def origin_of(path) -> str | None:
     return origin.get("url") if origin.get("file") == Path(path).name else None
 
 
+def recorded_path(path) -> str:
+    """An input's path as an artefact's record names it: `-` for standard input (or its copy), the
+    URL of a copy of one (or the URL), else the path resolved."""
+    return STDIN if is_stdin(path) else origin_of(path) or str(Path(path).resolve())
+
+
 def as_given(e: InputError) -> InputError:
     """`e` naming the input as the user gave it (`-`, a URL) where its path is a copy made here (was:
     `/tmp/xmine-stream-.../stdin:81: invalid JSON`): raised while the copy, and its origin record,
@@ -157,5 +163,5 @@ def with_local_inputs(*names: str):
     return decorate
 
 
-__all__ = ["STDIN", "URL_ORIGIN", "as_given", "is_stdin", "is_url", "origin_of", "shown_path", "spool_stdin",
-           "spool_url", "with_local_inputs"]
+__all__ = ["STDIN", "URL_ORIGIN", "as_given", "is_stdin", "is_url", "origin_of", "recorded_path", "shown_path",
+           "spool_stdin", "spool_url", "with_local_inputs"]

@@ -31,7 +31,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import shutil
 import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -55,6 +54,7 @@ from xmine.mining.threshold_rule import (RuleUse, apply_run_threshold, note_cap_
                                         run_threshold)
 from xmine.mining.writers import COMPANIONS, MINING_KIND, moses_suffixes, output_format as resolve_format
 from xmine.mining.writers import MinedRows, PairColumn, write_meta, write_mined
+from xmine.mining.work import discard_work, remove_work
 from xmine.artefacts.output_state import same_file
 from xmine.artefacts.outputs import claim_output
 from xmine.io.corpus import CorpusStats
@@ -373,8 +373,7 @@ def _mine(config: MineConfig, *, show_progress: bool,
             # the kept values are read into a file beside the output, not memory (see record_fields);
             # one left by a run killed while it wrote goes, whether this run keeps fields or not (was:
             # only when it did, so --keep-work kept it)
-            for left in (work.glob("fields-*") if work.is_dir() else ()):
-                shutil.rmtree(left, ignore_errors=True)
+            remove_work(work, only="fields-*")
             if kept:
                 claim.work_dir(".work")
             with (tempfile.TemporaryDirectory(dir=work, prefix="fields-") if kept else
@@ -395,7 +394,7 @@ def _mine(config: MineConfig, *, show_progress: bool,
             sx.close()
             sy.close()
         if not config.output.keep_work:
-            shutil.rmtree(work, ignore_errors=True)
+            discard_work(work)
         body = claim.finish(summary)
         # --keep-filtered's file is finished after OUT (was: before OUT was written, so that a run
         # stopped in between was refused when run again: "already exists", OUT not there)

@@ -63,6 +63,7 @@ from xmine.mining.score_output import (DROP_RULES, SCORE_KIND, PairScores, check
 from xmine.mining.calibrate import check_calibration_record, check_calibration_space
 from xmine.mining.knn import exact_knn_both
 from xmine.mining.select import MiningConfig, _masked_mean, margin_score
+from xmine.mining.work import discard_work
 from xmine.mining.threshold_rule import RuleUse, note_cap_not_above, note_few_neighbours, run_threshold
 from xmine.artefacts.outputs import claim_output
 from xmine.artefacts.records import to_json
@@ -349,9 +350,8 @@ def score_bitext(
                 (work / "sides").mkdir(exist_ok=True)
                 src_txt, tgt_txt = (Path(shutil.move(p, work / "sides" / p.name))
                                     for p in (staged_sides.src, staged_sides.tgt))
-            # As `mine`: OUT.work/ is this command's own to rebuild (a damaged work store) with
-            # --overwrite and whenever OUT holds no finished result (what an interrupted run left);
-            # finished work stores of the same input are reused, so an interrupted run resumes.
+            # As `mine`: OUT.work/'s stores are rebuilt with --overwrite and whenever OUT holds no finished
+            # result (an interrupted run's); finished ones of the same input are reused: a run resumes.
             rebuild = claim.overwrite or claim.state != "finished"
             # the stores and indexes opened (and so checked) already, by path
             opened = {**opened_corpora, **({src_txt: stores.src, tgt_txt: stores.tgt} if stores else {})}
@@ -413,7 +413,7 @@ def score_bitext(
                     if side is not None:
                         side.close()
             if not keep_work:
-                shutil.rmtree(work, ignore_errors=True)
+                discard_work(work)
             return claim.finish(summary)
 
 

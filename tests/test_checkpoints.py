@@ -2,7 +2,7 @@
 
 import json
 
-from xmine.artefacts.checkpoints import KeyedDir
+from xmine.artefacts.checkpoints import KeyedDir, checkpoint_file
 
 
 def _touch(path, text="x"):
@@ -16,7 +16,7 @@ def test_same_key_keeps_the_work_and_another_key_drops_only_the_steps_own_files(
     tile, state = _touch(work.path("tile_000.npz")), _touch(work.path("state.npz"))
     tmp_left = _touch(d / ".tile_001.abc123.tmp.npz")  # what a killed atomic writer leaves
     foreign = _touch(d / "notes.txt", "mine")
-    assert json.loads((d / "key.json").read_text()) == {"key": "k1"}
+    assert json.loads((d / "key.json").read_text()) == {"key": "k1", "owned": ["tile_*.npz", "state.npz"]}
 
     KeyedDir(d, "k1", owned=("tile_*.npz", "state.npz"))
     assert tile.exists() and state.exists() and tmp_left.exists()
@@ -24,7 +24,7 @@ def test_same_key_keeps_the_work_and_another_key_drops_only_the_steps_own_files(
     KeyedDir(d, "k2", owned=("tile_*.npz", "state.npz"))
     assert not tile.exists() and not state.exists() and not tmp_left.exists()
     assert foreign.read_text() == "mine"
-    assert json.loads((d / "key.json").read_text()) == {"key": "k2"}
+    assert json.loads((d / "key.json").read_text()) == {"key": "k2", "owned": ["tile_*.npz", "state.npz"]}
 
 
 def test_an_unreadable_key_counts_as_another_key(tmp_path):
@@ -41,3 +41,16 @@ def test_clear_keeps_the_key(tmp_path):
     _touch(work.path("fwd_0_10.npz"))
     work.clear()
     assert work.own_files() == [] and work.recorded_key() == "k"
+
+
+def test_the_key_file_declares_the_steps_files_to_whoever_clears_the_folder_later(tmp_path):
+    d = tmp_path / "c"
+    d.mkdir()
+    (d / "key.json").write_text(json.dumps({"key": "k"}))  # written before the key file named them
+    tile, notes = _touch(d / "tile_1.npz"), _touch(d / "notes.txt")
+    assert not checkpoint_file(tile)  # a key file naming no patterns owns nothing
+    KeyedDir(d, "k", owned=("tile_*.npz",))  # the same key: the work stays, the key file now names them
+    assert tile.exists()
+    assert json.loads((d / "key.json").read_text()) == {"key": "k", "owned": ["tile_*.npz"]}
+    assert checkpoint_file(tile) and checkpoint_file(d / "key.json") and checkpoint_file(d / ".tile_2.ab12cd34.tmp.npz")
+    assert not checkpoint_file(notes) and not checkpoint_file(tmp_path / "tile_1.npz")  # (no key file beside it)

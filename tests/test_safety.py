@@ -1050,6 +1050,44 @@ def test_a_damaged_work_store_is_rebuilt_with_overwrite(ws):
     assert (ws / "m.tsv").read_bytes() == first
 
 
+def test_a_users_files_in_the_work_folder_outlive_the_runs_that_finish_it(ws, monkeypatch, caplog):
+    """(was: OUT.work/ removed whole when a run finished: the notes a user put into a kept or an
+    interrupted run's work folder went with it)"""
+    import xmine.mining.pipeline as pipeline
+
+    args = ["mine", ws / "de.txt", ws / "en.txt", "--encoder", "use-m3", "-q", "-o", ws / "m.tsv"]
+    work = ws / "m.tsv.work"
+    ok(xm(*args, "--keep-work"))
+    assert list(work.rglob("emb-*.npy")) and list(work.rglob("tile_*.npz"))
+    theirs = {work / "notes.txt": "my notes", work / "mine" / "a.txt": "analysis",
+              work / "src" / "store" / "picked.txt": "sentences I picked"}
+    for path, text in theirs.items():
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    ok(xm(*args, "--overwrite"))
+    assert {p: p.read_text() for p in theirs} == theirs
+    assert "m.tsv.work: kept" in caplog.text and "notes.txt" in caplog.text
+    # what stays is theirs and the folder's marker: xmine's stores and checkpoints went
+    left = {p.relative_to(work).as_posix() for p in work.rglob("*") if p.is_file()}
+    assert left == {"notes.txt", "mine/a.txt", "src/store/picked.txt", ".xmine-output.json"}
+
+    # an interrupted run's folder, notes put into it, then the same command again
+    def killed(*a, **k):
+        raise RuntimeError("killed while writing")
+
+    monkeypatch.setattr(pipeline, "write_mined", killed)
+    args2 = [*args[:-1], ws / "m2.tsv"]
+    assert xm(*args2).exit_code != 0
+    monkeypatch.undo()
+    (ws / "m2.tsv.work" / "notes.txt").write_text("why it stopped")
+    ok(xm(*args2))
+    assert (ws / "m2.tsv.work" / "notes.txt").read_text() == "why it stopped"
+    assert not list((ws / "m2.tsv.work").rglob("*.np[yz]"))
+    # with nothing of the user's in it, the folder goes whole
+    ok(xm(*args2, "--overwrite", "-o", ws / "m3.tsv"))
+    assert not (ws / "m3.tsv.work").exists()
+
+
 def test_an_unknown_encoder_with_a_store_input_names_the_encoder(ws, me5):
     ok(xm("embed", ws / "de.txt", "--lang", "de", "-q", "-o", ws / "st5"))
     with untouched(ws):

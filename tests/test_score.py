@@ -315,6 +315,21 @@ def test_an_interrupted_score_resumes_from_its_work_without_encoding_again(data_
     assert out2.read_bytes() == out.read_bytes()
 
 
+def test_a_users_file_in_scores_work_folder_outlives_the_run(data_dir, tmp_path):
+    """(was: OUT.work/ removed whole when the run finished, a user's file in a kept one with it)"""
+    rows = _bitext(data_dir, 30, 10)
+    tsv = tmp_path / "b.tsv"
+    tsv.write_text("".join(f"{de}\t{en}\n" for de, en, _ in rows), encoding="utf-8")
+    args = ("score", tsv, "--src-lang", "de", "--tgt-lang", "en", "-q", "-o", tmp_path / "s.tsv")
+    ok(xm(*args, "--keep-work"))
+    work = tmp_path / "s.tsv.work"
+    assert (work / "sides" / "src.txt").is_file() and list(work.rglob("emb-*.npy"))
+    (work / "sides" / "notes.txt").write_text("my notes")
+    ok(xm(*args, "--overwrite"))
+    assert {p.relative_to(work).as_posix() for p in work.rglob("*") if p.is_file()} == {
+        "sides/notes.txt", ".xmine-output.json"}
+
+
 def test_a_bitext_smaller_than_k_is_noted_and_corpora_give_its_pairs_their_neighbourhoods(data_dir, tmp_path, caplog):
     """A one-pair bitext's margin compares the pair with itself alone (ratio exactly 1), so mine's
     threshold drops even a true translation: the run says so (stderr, OUT.json, the summary line)

@@ -6,11 +6,13 @@ inputs and parameters they were computed from. Opening the folder with another k
 step's own earlier files (they describe other inputs) and records the new key; opening it with the
 same key keeps them, so the step resumes. Only the files the step declares as its own (`owned`
 glob patterns, and the hidden temporaries `xmine.artefacts.fileio.atomic_path` makes for them) are ever
-removed: anything else in the folder stays.
+removed: anything else in the folder stays. The key file records those patterns too, so that what
+clears a whole work folder later (`checkpoint_file`) knows the step's files without knowing the step.
 """
 
 from __future__ import annotations
 
+import fnmatch
 from pathlib import Path
 from typing import Sequence
 
@@ -26,9 +28,11 @@ class KeyedDir:
         self.dir = Path(directory)
         self.key = key
         self.owned = tuple(owned)
-        if self.recorded_key() != key:  # other inputs or parameters: earlier partial results do not apply
+        recorded = read_json(self.dir / KEY_FILE) or {}
+        if recorded.get("key") != key:  # other inputs or parameters: earlier partial results do not apply
             self.clear()
-            atomic_write_json(self.dir / KEY_FILE, {"key": key})  # (creates the folder)
+        if recorded != {"key": key, "owned": list(self.owned)}:  # (also a key file of before it named them)
+            atomic_write_json(self.dir / KEY_FILE, {"key": key, "owned": list(self.owned)})  # (creates the folder)
 
     def recorded_key(self) -> str | None:
         return (read_json(self.dir / KEY_FILE) or {}).get("key")
@@ -41,13 +45,27 @@ class KeyedDir:
         if not self.dir.is_dir():
             return []
         found: dict[Path, None] = {}
-        for pattern in self.owned:
-            p = Path(pattern)
-            for glob in (pattern, f".{p.stem}.*.tmp{p.suffix}"):
-                found.update((f, None) for f in self.dir.glob(glob) if f.is_file())
+        for glob in _with_temporaries(self.owned):
+            found.update((f, None) for f in self.dir.glob(glob) if f.is_file())
         return sorted(found)
 
     def clear(self) -> None:
         """Remove the step's own files (the key stays): the step starts again from nothing."""
         for f in self.own_files():
             f.unlink(missing_ok=True)
+
+
+def _with_temporaries(owned: Sequence[str]) -> list[str]:
+    """The patterns and those of their temporaries (`atomic_path`'s ".STEM.<random>.tmpSUFFIX")."""
+    return [glob for pattern in owned for glob in (pattern, f".{Path(pattern).stem}.*.tmp{Path(pattern).suffix}")]
+
+
+def checkpoint_file(path: Path) -> bool:
+    """Whether `path` is a checkpoint folder's own file: its key file, or one the patterns its key
+    file records name. A folder without a key file, or with one that records no patterns (written
+    before they were), owns nothing: whatever is in it stays."""
+    recorded = read_json(path.parent / KEY_FILE) if (path.parent / KEY_FILE).is_file() else None
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("owned"), list):
+        return False
+    owned = [str(p) for p in recorded["owned"]]
+    return path.name == KEY_FILE or any(fnmatch.fnmatchcase(path.name, glob) for glob in _with_temporaries(owned))

@@ -57,14 +57,15 @@ _OWN_NAMES = frozenset({MANIFEST, PROGRESS, SENTENCES, LINE_NUMBERS, OFFSETS, HA
                         SENTENCE_INDEX, LOCK, MARKER})
 
 
-def _own_file(name: str) -> bool:
+def store_file(name: str) -> bool:
+    """Whether `name` is one the store writer makes in a store directory (its files, temporaries, lock, marker)."""
     return name in _OWN_NAMES or bool(_SHARD_FILE.match(name) or _OWN_TEMPORARY.match(name))
 
 
 def refuse_foreign(out_dir: Path) -> None:
     """OutputError when the store directory holds anything the writer did not make (a user's
     notes, an analysis folder): rebuilding it in place or replacing it would delete them."""
-    foreign = sorted(e.name for e in out_dir.iterdir() if not (_own_file(e.name) and e.is_file()))
+    foreign = sorted(e.name for e in out_dir.iterdir() if not (store_file(e.name) and e.is_file()))
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         raise OutputError(f"{out_dir}: holds files that are not part of the embedding store ({shown}); "
@@ -99,7 +100,7 @@ def remove_leftovers(out_dir: Path, manifest: dict) -> None:
     each by the exact name the writer gives it: nothing else in the directory is touched."""
     keep = (_OWN_NAMES - {PROGRESS}) | {s["file"] for s in manifest["shards"]}
     for entry in out_dir.iterdir():
-        if entry.name not in keep and _own_file(entry.name) and entry.is_file():
+        if entry.name not in keep and store_file(entry.name) and entry.is_file():
             entry.unlink()
 
 

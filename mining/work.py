@@ -1,0 +1,94 @@
+"""The work folder beside a mining or scoring result (`OUT.work/`), and its removal when the run is done.
+
+`mine` and `score` encode text sides into embedding stores there and checkpoint their searches
+(exact tiles, approximate indexes) so that an interrupted run resumes. When the run has finished
+the folder goes, unless --keep-work; but only what xmine wrote there goes: a file or folder of the
+user's (notes, an analysis, put into a kept or interrupted run's folder) stays, and so does the
+folder holding it, with its marker, said in the log (was: the whole folder removed, theirs too).
+
+xmine's own files are known by where they are: the folder's marker; the files an embedding store
+writer makes (`xmine.store.directory.store_file`) in a folder marked as a store; the files a
+checkpoint folder's key file declares (`xmine.artefacts.checkpoints.checkpoint_file`); score's
+staged sides; the kept-field values of a run killed while it wrote them. A symbolic link is never
+xmine's (it writes none there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import logging
+import os
+from pathlib import Path
+
+from xmine.artefacts.checkpoints import checkpoint_file
+from xmine.artefacts.fileio import MARKER, read_json
+from xmine.store.directory import store_file
+
+log = logging.getLogger(__name__)
+
+#: folders of the work folder itself, and the files xmine writes in each (relative patterns)
+_OWN_BY_FOLDER = {"sides": ("src.txt", "tgt.txt"),  # score's bitext sides, staged as text
+                  "fields-*": ("kept-fields-*.jsonl",)}  # --keep-field values, while the output is written
+
+
+def _own(path: Path, work: Path, stores: dict[Path, bool]) -> bool:
+    if path.is_symlink():
+        return False
+    folder = path.parent
+    if folder not in stores:
+        marker = folder / MARKER
+        stores[folder] = marker.is_file() and (read_json(marker) or {}).get("kind") == "embedding-store"
+    if stores[folder]:
+        return store_file(path.name)
+    if folder.parent == work and any(fnmatch.fnmatchcase(folder.name, name) and
+                                     any(fnmatch.fnmatchcase(path.name, p) for p in patterns)
+                                     for name, patterns in _OWN_BY_FOLDER.items()):
+        return True
+    return checkpoint_file(path)
+
+
+def remove_work(work: Path, *, only: str | None = None) -> list[Path]:
+    """Remove xmine's own files from the work folder `work` (those of its entries matching `only`,
+    a name pattern, when given) and the folders left empty; return what stays, the user's files."""
+    if not work.is_dir() or work.is_symlink():
+        return []
+    stores: dict[Path, bool] = {}
+    kept: list[Path] = []
+    tops = [e for e in work.iterdir() if only is None or fnmatch.fnmatchcase(e.name, only)]
+    for top in tops:
+        if top.name == MARKER and top.is_file():
+            continue  # the folder's own marker: last, and only when nothing else stays
+        if top.is_symlink() or not top.is_dir():
+            kept.append(top)
+            continue
+        # deepest first, so that a folder is looked at after its contents went
+        for dirpath, dirnames, filenames in os.walk(top, topdown=False):
+            d = Path(dirpath)
+            entries = [d / name for name in filenames + [n for n in dirnames if (d / n).is_symlink()]]
+            # each judged before any goes (a checkpoint's key file declares the others)
+            own = [p for p in entries if _own(p, work, stores)]
+            kept += [p for p in entries if p not in own]
+            for p in own:
+                p.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # (only an empty one goes)
+                d.rmdir()
+    if only is None and not kept:
+        (work / MARKER).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            work.rmdir()
+    return kept
+
+
+def discard_work(work: Path) -> None:
+    """`remove_work` at the end of a run; a folder that stays because it holds the user's files is
+    said, with what it holds."""
+    kept = remove_work(work)
+    if kept:
+        shown = ", ".join(str(p.relative_to(work)) for p in sorted(kept)[:3])
+        more = f" and {len(kept) - 3} more" if len(kept) > 3 else ""
+        log.warning(f"{work}: kept, with xmine's own files removed from it: it holds files xmine did not write "
+                    f"({shown}{more})")
+
+
+__all__ = ["discard_work", "remove_work"]

@@ -377,9 +377,11 @@ def write_meta(claim, mined, sx, sy, src_rows, tgt_rows, *, fields: Sequence[Pai
 def _sentence_meta(side, row: int, fields: Sequence[PairColumn], i: int, prefix: str) -> str:
     """One side's meta cell of OUT.meta (see `write_meta`)."""
     if fields:
-        values = ["" if col.values[i] is None else col.values[i] for col in fields]
-        if len(values) == 1:
-            return values[0] if isinstance(values[0], str) else json.dumps(values[0], ensure_ascii=False, default=str)
+        values = [col.values[i] for col in fields]
+        if len(values) == 1:  # (a missing one: an empty cell, as in tsv)
+            return ("" if values[0] is None else values[0] if isinstance(values[0], str) else
+                    json.dumps(values[0], ensure_ascii=False, default=str))
+        # a missing one null, as in the JSON outputs (was: "", the same as an empty value)
         return json.dumps({col.name.removeprefix(prefix): v for col, v in zip(fields, values)},
                           ensure_ascii=False, default=str)
     # the file the line is of: a store's or an index's input, as the JSON Lines rows name it (was: the store)

@@ -464,6 +464,16 @@ def test_keep_field_carries_document_metadata_to_every_output(corpus, tmp_path):
     ok(xm(*args[:-2], "-o", tmp_path / "u.tsv", "--meta"))  # one field: its value, as a stopes meta line
     assert (tmp_path / "u.tsv.meta").read_text(encoding="utf-8").splitlines() == [
         f"{t[0]}\t{t[3]}\t{t[5]}" for t in tsv]
+    # a field a record lacks, or holds as null, is null in the object (was: "", as an empty value)
+    for lang in ("de", "en"):
+        (tmp_path / f"{lang}2.jsonl").write_text("".join(json.dumps(
+            {"text": t, "url": f"u{i}", **({"meta": {"domain": None}} if i % 3 == 1 else {} if i % 3 == 2 else
+                                           {"meta": {"domain": ""}})}, ensure_ascii=False) + "\n"
+            for i, t in enumerate(corpus[lang])), encoding="utf-8")
+    ok(xm("mine", tmp_path / "de2.jsonl", tmp_path / "en2.jsonl", *args[3:], "-o", tmp_path / "n.tsv", "--meta"))
+    meta = [line.split("\t") for line in (tmp_path / "n.tsv.meta").read_text(encoding="utf-8").splitlines()]
+    assert meta and all(json.loads(cell)["meta_domain"] == ("" if int(json.loads(cell)["url"][1:]) % 3 == 0 else None)
+                        for m in meta for cell in m[1:])
     ok(xm(*args, "-o", tmp_path / "m.tmx"))
     units = [u for u in tmx.tmxfile((tmp_path / "m.tmx").read_bytes()).units if not u.isheader()]
     raw = (tmp_path / "m.tmx").read_text(encoding="utf-8")

@@ -142,8 +142,11 @@ def _scan_directory(root: Path, near_misses: list[str] | None = None, left_out: 
                 unknown.append(path.name)
         elif _is_lang(stem):
             group, code = groups[(path.parent, "split", last)], stem
+            if unknown is not None and not is_known_lang(stem):  # (qqq.devtest: was unsaid, as news.qqq was not)
+                unknown.append(path.name)
         else:
-            if near_misses is not None and (_is_lang(last.lower()) or _is_lang(stem.lower()) or last == "id"):
+            if near_misses is not None and (_is_lang(last.lower()) or _is_lang(stem.lower()) or last == "id"
+                                            or _code_before_extension(path.name)):
                 near_misses.append(path.name)
             continue
         lang = normalize_lang(code)
@@ -161,12 +164,23 @@ def _scan_directory(root: Path, near_misses: list[str] | None = None, left_out: 
     return [pair for members in groups.values() if len(members) >= 2 for pair in _pairs_of_group(members)]
 
 
+def _code_before_extension(name: str) -> bool:
+    """`news.de.txt`: a language code, then an extension that is none (the rule reads `news.de`)."""
+    stem, last = _name_parts(name)
+    inner_stem, inner = _name_parts(stem)
+    return last.lower() in NOT_LANGUAGE_SUFFIXES and bool(inner_stem) and _is_lang(inner, inner_stem)
+
+
 def _near_miss_note(near_misses: list[str]) -> str:
-    """What the files named almost as a language's are told: upper case (`news.DE`), or `.id`, read as
-    sentence ids unless the set names its pair (`X.en-id.id`, as OPUS does)."""
+    """What the files named almost as a language's are told: upper case (`news.DE`), `.id`, read as
+    sentence ids unless the set names its pair (`X.en-id.id`, as OPUS does), or the code before an
+    extension (`news.de.txt`: was "no parallel files found" without a word on why)."""
     ids = [name for name in near_misses if _name_parts(name)[1] == "id"]
-    cased = [name for name in near_misses if name not in ids]
+    extended = [name for name in near_misses if _code_before_extension(name)]
+    cased = [name for name in near_misses if name not in ids and name not in extended]
     notes = [f"{', '.join(names[:3])}{' and others' if len(names) > 3 else ''}: left out: {why}" for names, why in (
+        (extended, "the language code must be the name's last suffix (news.de) or its first (de.txt), "
+                   "not before an extension"),
         (cased, "language codes in file names are lower case"),
         (ids, "an .id file is read as sentence ids, not Indonesian, unless its set names its pair with id "
               "(OpenSubtitles.en-id.id); or name it .ind, or the pair with --pairs id=SRC:en=TGT")) if names]

@@ -176,6 +176,22 @@ def test_compressed_files_pair_by_their_language_and_near_misses_are_said(tmp_pa
     assert [r.getMessage() for r in caplog.records if "x.ber" in r.getMessage()] == [
         "x.ber: read under a language code xmine does not know (not ISO 639-1 or 639-3); check it is one, or name "
         "the pair with --pairs LANG=SRC:LANG=TGT"]
+    # the same of a FLORES-200 name (qqq.devtest: was read unsaid); the code before an extension
+    # (a.de.txt): left out, and why (was: "no parallel files found", the rule alone)
+    caplog.clear()
+    (tmp_path / "flores").mkdir()
+    for name in ("qqq.devtest", "eng.devtest"):
+        (tmp_path / "flores" / name).write_text("Hallo.\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="xmine"):
+        assert [f.key for f in discover_pairs([str(tmp_path / "flores")])] == [("qqq", "eng")]
+    assert any(m.startswith("qqq.devtest: read under a language code xmine does not know")
+               for m in (r.getMessage() for r in caplog.records))
+    (tmp_path / "ext").mkdir()
+    for name in ("a.de.txt", "a.en.txt"):
+        (tmp_path / "ext" / name).write_text("Hallo.\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"no parallel files found in .*; a\.de\.txt, a\.en\.txt: left out: the "
+                                          r"language code must be the name's last suffix \(news\.de\) or its first"):
+        discover_pairs([str(tmp_path / "ext")])
 
 
 def test_langid_eval_reads_a_files_language_from_its_name():

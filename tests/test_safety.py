@@ -1155,6 +1155,16 @@ def test_a_mislabelled_side_is_warned_about_and_recorded(ws, me5, caplog):
                             "why": "'pol' is not one of the projection's languages"}
 
 
+def test_langid_says_why_a_projection_that_trusts_no_language_calls_every_line_unknown(ws):
+    # ws's projection was trained on 40 pairs: each language's held-out accuracy rests on a few lines
+    res = ok(xm("langid", "--projection", ws / "proj", ws / "de.txt", "-q"))
+    assert {l.split("\t")[2] for l in res.output.splitlines() if l.startswith(str(ws))} == {"unknown"}
+    note = next(l for l in res.output.splitlines() if "'unknown'" in l)
+    assert note.startswith(f"xmine: {N} of {N} line(s) 'unknown' (the projection identifies none of its languages "
+                           "reliably (deu: held-out accuracy measured on "), note
+    assert "so every line is; --guess prints the nearest" in note
+
+
 def test_langid_says_unknown_for_a_language_the_projection_never_saw(ws, me5, data_dir):
     # Amharic is none of the shipped projection's 40 languages; its nearest centroid is a label the
     # projection does not identify reliably, so the line is 'unknown' instead of a confident guess.

@@ -66,6 +66,12 @@ def test_the_bom_of_each_file_joined_into_one_is_stripped(tmp_path):
     one = "\ufeffHallo Welt\nGuten Morgen\n".encode("utf-8")
     c = read_corpus(write(tmp_path, "joined.txt", one + one))
     assert c.sentences == ["Hallo Welt", "Guten Morgen"] * 2 and c.stats.replaced_count == 0
+    # and of CSV files joined so (was: only the first file's, its csv reader's utf-8-sig)
+    from xmine.io.delimited import delimited_rows
+
+    table = '\ufeff"Hallo, Welt",1\nGuten Morgen,2\n'.encode("utf-8")
+    assert list(delimited_rows(write(tmp_path, "joined.csv", table + table), "csv")) == [
+        (1, ["Hallo, Welt", "1"]), (2, ["Guten Morgen", "2"]), (3, ["Hallo, Welt", "1"]), (4, ["Guten Morgen", "2"])]
 
 
 def test_a_file_of_tab_separated_columns_read_as_text_is_pointed_to_the_tsv_reader(tmp_path):

@@ -248,6 +248,7 @@ for _module in _COMMAND_MODULES:
     for _command in _module.COMMANDS:
         main.add_command(_command)
 
+
 def _interrupted_while_exiting(signum, frame) -> None:
     click.secho("xmine: interrupted while exiting: the command had finished (any output it wrote is complete); "
                 "Ctrl-C again stops at once", fg="yellow", err=True)

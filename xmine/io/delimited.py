@@ -52,7 +52,9 @@ def delimited_rows(path: str | Path, fmt: str, *, blank_fields: bool = False,
     end = _csv_line_end(path)
     with open_binary(path) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline=end)
-        reader = csv.reader(text, strict=True)
+        # a BOM starting any line goes, as `iter_lines` does: a file joined from several (`cat a.csv b.csv`)
+        # holds one at each file's start, before its quote (was: only the first's, its utf-8-sig)
+        reader = csv.reader((line[1:] if line.startswith("\ufeff") else line for line in text), strict=True)
         start = 1
         try:
             for fields in reader:

@@ -42,7 +42,7 @@ from xmine.io.corpus import CorpusStats, is_blank
 from xmine.io.reader_base import one_line, text_problem
 from xmine.io.stdin import is_url
 from xmine.langs import is_known_lang
-from xmine.mining.bitext import Bitext
+from xmine.mining.bitext import Bitext, BitextFormat
 from xmine.mining.filters import PairFilterConfig
 from xmine.mining.api_terms import in_python_terms
 from xmine.mining.presearch import PreSearchConfig
@@ -291,12 +291,14 @@ def score(src: Source, tgt: Source | None = None, *, src_lang: str | None = None
           selection: SelectionConfig | None = None, encoding: EncodingConfig | None = None,
           operating_point: str | None = None, calibration: str | Path | None = None,
           src_corpus: Source | None = None, tgt_corpus: Source | None = None, approximate: bool | None = None,
-          show_progress: bool = False):
+          bitext_format: BitextFormat | None = None, show_progress: bool = False):
     """Score the pairs (src[i], tgt[i]) as `xmine score` does; a pyarrow Table in their order.
 
     `src`, `tgt`: two lists of sentences of the same length, or two line-aligned files (a Moses
     pair); or `src` alone: a bitext file or dataset folder `xmine score` reads (TSV, CSV, JSON
-    Lines, Parquet, dataset). The settings are `mine`'s configs or keywords (the search's k and
+    Lines, Parquet, dataset), read as `bitext_format` says (an xmine.mining.bitext.BitextFormat:
+    format, src_field, tgt_field, header, split, the command's --pairs-format, --src-field, ...;
+    default: by its name). The settings are `mine`'s configs or keywords (the search's k and
     approximate, the selection's margin, threshold, operating point and
     calibration, the encoding; `filters` True/False or a
     PairFilterConfig). `src_corpus`, `tgt_corpus`: monolingual text (a list or what `xmine score
@@ -312,6 +314,11 @@ def score(src: Source, tgt: Source | None = None, *, src_lang: str | None = None
     _check_lang("tgt_lang", tgt_lang)
     if tgt is None and not _is_path(src):
         raise ConfigError("score: a list of sources needs its targets (tgt=); src alone is a bitext file or folder")
+    if bitext_format is not None and not isinstance(bitext_format, BitextFormat):
+        raise ConfigError(f"bitext_format: expected an xmine.mining.bitext.BitextFormat, not "
+                          f"{type(bitext_format).__name__}")
+    if bitext_format is not None and tgt is not None:  # (two files or lists: their lines are the sentences)
+        raise ConfigError("bitext_format: reads a bitext file or folder given as src alone, not src and tgt")
     if tgt is not None:  # (a generator is read once, as in mine)
         src, tgt = (v if _is_path(v) else _listed(v, name) for v, name in ((src, "src"), (tgt, "tgt")))
         if isinstance(src, list) and isinstance(tgt, list) and len(src) != len(tgt):
@@ -330,7 +337,8 @@ def score(src: Source, tgt: Source | None = None, *, src_lang: str | None = None
                    for c, name in ((src_corpus, "src_corpus"), (tgt_corpus, "tgt_corpus"))]
         with _lists_named(d):
             listed = (False, False) if tgt is None else (not _is_path(src), not _is_path(tgt))
-            result = score_bitext(Bitext(paths, langs=(src_lang, tgt_lang), listed=listed), out=d / "scored.parquet",
+            result = score_bitext(Bitext(paths, bitext_format or BitextFormat(), langs=(src_lang, tgt_lang),
+                                         listed=listed), out=d / "scored.parquet",
                                   src_lang=src_lang, tgt_lang=tgt_lang, encoding=encoding, search=search,
                                   selection=selection, filters=filters, kept_only=kept_only,
                                   src_corpus=corpora[0], tgt_corpus=corpora[1], output_format="parquet",

@@ -34,6 +34,10 @@ KEYWORDS = {
     "--input-format": "InputFormat(format=)", "--src-input-format": "InputFormat(format=)",
     "--tgt-input-format": "InputFormat(format=)", "--text-field": "InputFormat(text_field=)",
     "--id-field": "InputFormat(id_field=)", "--split": "InputFormat(split=)",
+    # score's bitext: score(bitext_format=BitextFormat(...)) (xmine.mining.bitext)
+    "--pairs-format": "BitextFormat(format=)", "--src-field": "BitextFormat(src_field=)",
+    "--tgt-field": "BitextFormat(tgt_field=)", "--src-column": "BitextFormat(src_field=)",
+    "--tgt-column": "BitextFormat(tgt_field=)",
 }
 #: flags -> the keyword and value that set them
 FLAGS = {

@@ -349,6 +349,32 @@ def test_api_score_takes_the_corpora_its_note_advises(data_dir):
     assert "few_neighbours" not in summary(table)["threshold"] and table.column("keep").to_pylist() == [True] * 3
 
 
+def test_api_score_reads_a_bitext_of_any_fields_as_the_command_does(data_dir, tmp_path):
+    """(was: no reading options, so a bitext whose fields are not the defaults could not be scored)"""
+    import json
+
+    import xmine
+    from tests.flores import flores_lines
+    from xmine.errors import ConfigError, InputError
+    from xmine.mining.bitext import BitextFormat
+
+    de, en = flores_lines(data_dir, "deu_Latn", 12), flores_lines(data_dir, "eng_Latn", 12)
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps({"de": a, "en": b, "n": i}) + "\n"
+                                              for i, (a, b) in enumerate(zip(de, en))), encoding="utf-8")
+    fields = BitextFormat(src_field="de", tgt_field="en")
+    table = xmine.score(tmp_path / "b.jsonl", src_lang="de", tgt_lang="en", encoder="use-m3", bitext_format=fields)
+    lists = xmine.score(de, en, src_lang="de", tgt_lang="en", encoder="use-m3")
+    assert table.column("margin").to_pylist() == lists.column("margin").to_pylist()
+    with pytest.raises(InputError, match=r"b\.jsonl:1: no field 'text' \(fields: de, en, n\); choose one with "
+                                         r"BitextFormat\(src_field=\)"):
+        xmine.score(tmp_path / "b.jsonl", src_lang="de", tgt_lang="en", encoder="use-m3",
+                    bitext_format=BitextFormat(src_field="text", tgt_field="en"))
+    with pytest.raises(ConfigError, match=r"^bitext_format: reads a bitext file or folder given as src alone"):
+        xmine.score(de, en, bitext_format=fields)
+    with pytest.raises(ConfigError, match=r"^bitext_format: expected an xmine.mining.bitext.BitextFormat, not dict"):
+        xmine.score(tmp_path / "b.jsonl", bitext_format={"src_field": "de"})
+
+
 def test_api_takes_any_os_pathlike_and_refuses_fields_a_list_has_not(tmp_path):
     """(was: an os.PathLike other than pathlib's refused as "not a sequence of strings"; keep_fields="id"
     taken as the fields "i" and "d"; keep_fields with a list named --keep-field and the temporary file)"""
